@@ -1,0 +1,34 @@
+"""pyxdp: XDP, the Linux eXpress Data Path, in Python."""
+
+from pyxdp.errors import (
+    AsmError,
+    BPFUnavailable,
+    BudgetExceeded,
+    ConformanceFormatError,
+    HelperFault,
+    InvalidProgram,
+    KernelError,
+    MemoryFault,
+    NotSupportedError,
+    ProgramFault,
+    PyxdpError,
+    VerifierError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsmError",
+    "BPFUnavailable",
+    "BudgetExceeded",
+    "ConformanceFormatError",
+    "HelperFault",
+    "InvalidProgram",
+    "KernelError",
+    "MemoryFault",
+    "NotSupportedError",
+    "ProgramFault",
+    "PyxdpError",
+    "VerifierError",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The eBPF instruction set: opcodes, slots, assembler and disassembler (no kernel calls)."""

@@ -1,0 +1,153 @@
+"""The one exception tree of pyxdp.
+
+Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
+
+    PyxdpError
+    ├── InvalidProgram        bytecode rejected at load (pc, instruction, rule)
+    ├── AsmError              assembler text that does not parse (line, reason)
+    ├── ConformanceFormatError a .data vector file that does not parse
+    ├── ProgramFault          a run stopped: the program did something illegal
+    │   ├── MemoryFault       access outside every region (pc, addr, size, region)
+    │   ├── BudgetExceeded    instruction budget used up
+    │   └── HelperFault       a helper was called in a way it cannot serve
+    ├── NotSupportedError     a valid feature pyxdp does not provide (names it)
+    └── KernelError           a bpf(2)/netlink call failed (errno kept)
+        ├── BPFUnavailable    not root / no BPF on this machine
+        └── VerifierError     PROG_LOAD refused; keeps the whole verifier log
+
+The CLI turns any of them into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+__all__ = [
+    "AsmError",
+    "BPFUnavailable",
+    "BudgetExceeded",
+    "ConformanceFormatError",
+    "HelperFault",
+    "InvalidProgram",
+    "KernelError",
+    "MemoryFault",
+    "NotSupportedError",
+    "ProgramFault",
+    "PyxdpError",
+    "VerifierError",
+]
+
+
+class PyxdpError(Exception):
+    """Base of every error pyxdp raises on purpose."""
+
+
+class InvalidProgram(PyxdpError):
+    """Bytecode that fails load-time validation.
+
+    ``pc`` is the slot index of the offending instruction (``None`` for
+    whole-program rules such as an empty program), ``insn`` its text and
+    ``rule`` the short name of the rule it broke.
+    """
+
+    def __init__(self, message: str, *, pc: int | None = None, insn: str = "",
+                 rule: str = "") -> None:
+        self.pc = pc
+        self.insn = insn
+        self.rule = rule
+        where = f"pc {pc}: " if pc is not None else ""
+        what = f" ({insn})" if insn else ""
+        tag = f" [{rule}]" if rule else ""
+        super().__init__(f"invalid program: {where}{message}{what}{tag}")
+
+
+class AsmError(PyxdpError):
+    """Assembler input that does not parse."""
+
+    def __init__(self, message: str, *, line: int | None = None, text: str = "") -> None:
+        self.line = line
+        self.text = text
+        where = f"line {line}: " if line is not None else ""
+        src = f": {text.strip()!r}" if text.strip() else ""
+        super().__init__(f"asm: {where}{message}{src}")
+
+
+class ConformanceFormatError(PyxdpError):
+    """A conformance ``.data`` file that does not follow the format."""
+
+
+class ProgramFault(PyxdpError):
+    """A program run stopped because the program did something illegal.
+
+    ``pc`` and ``insn`` name the instruction; ``source`` is the C source
+    line when BTF line info is known.
+    """
+
+    def __init__(self, message: str, *, pc: int | None = None, insn: str = "",
+                 source: str = "") -> None:
+        self.pc = pc
+        self.insn = insn
+        self.source = source
+        self.reason = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f"pc {self.pc}" if self.pc is not None else "?"
+        what = f" ({self.insn})" if self.insn else ""
+        src = f" at {self.source}" if self.source else ""
+        return f"{where}{what}{src}: {self.reason}"
+
+    def with_source(self, source: str) -> ProgramFault:
+        """Attach the C source line (from BTF line info) to the report."""
+        self.source = source
+        self.args = (self._render(),)
+        return self
+
+
+class MemoryFault(ProgramFault):
+    """Load, store or atomic outside every memory region."""
+
+    def __init__(self, message: str, *, pc: int | None = None, insn: str = "",
+                 address: int = 0, size: int = 0, region: str = "") -> None:
+        self.address = address
+        self.size = size
+        self.region = region
+        super().__init__(message, pc=pc, insn=insn)
+
+
+class BudgetExceeded(ProgramFault):
+    """The run executed more instructions than its budget allows."""
+
+
+class HelperFault(ProgramFault):
+    """A helper call that cannot be served (unknown id, bad arguments)."""
+
+
+class NotSupportedError(PyxdpError):
+    """A valid eBPF/XDP feature that pyxdp does not provide; names it."""
+
+
+class KernelError(PyxdpError):
+    """A bpf(2) or netlink call failed; ``errno`` holds the error number."""
+
+    def __init__(self, op: str, err: int, detail: str = "") -> None:
+        self.op = op
+        self.errno = err
+        name = _errno.errorcode.get(err, str(err))
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"{op} failed: {name} ({os.strerror(err)}){extra}")
+
+
+class BPFUnavailable(KernelError):
+    """The kernel backend cannot be used here (no privileges or no BPF)."""
+
+
+class VerifierError(KernelError):
+    """The kernel verifier refused a program; ``log`` is its whole log."""
+
+    def __init__(self, op: str, err: int, log: str) -> None:
+        self.log = log
+        last = [ln for ln in log.strip().splitlines() if ln.strip()]
+        tail = last[-1] if last else "no verifier log"
+        super().__init__(op, err, tail)
