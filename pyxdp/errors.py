@@ -6,6 +6,7 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
     ├── InvalidProgram        bytecode rejected at load (pc, instruction, rule)
     ├── AsmError              assembler text that does not parse (line, reason)
     ├── ConformanceFormatError a .data vector file that does not parse
+    ├── ObjectError           an object file or BTF blob that does not parse (file, section)
     ├── ProgramFault          a run stopped: the program did something illegal
     │   ├── MemoryFault       access outside every region (pc, addr, size, region)
     │   ├── BudgetExceeded    instruction budget used up
@@ -33,6 +34,7 @@ __all__ = [
     "KernelError",
     "MemoryFault",
     "NotSupportedError",
+    "ObjectError",
     "ProgramFault",
     "PyxdpError",
     "VerifierError",
@@ -75,6 +77,22 @@ class AsmError(PyxdpError):
 
 class ConformanceFormatError(PyxdpError):
     """A conformance ``.data`` file that does not follow the format."""
+
+
+class ObjectError(PyxdpError):
+    """An object file or BTF blob that does not parse; names the file and section.
+
+    ``path`` is the object file (empty when parsing bytes) and ``section``
+    the ELF section (empty for whole-file problems such as a bad header).
+    """
+
+    def __init__(self, message: str, *, path: str = "", section: str = "") -> None:
+        self.path = path
+        self.section = section
+        self.reason = message
+        where = path or "<bytes>"
+        sec = f" section {section!r}" if section else ""
+        super().__init__(f"{where}:{sec} {message}" if sec else f"{where}: {message}")
 
 
 class ProgramFault(PyxdpError):

@@ -1,0 +1,1 @@
+"""Test support: conformance vectors, kernel runners, strategies, pytest fixtures."""

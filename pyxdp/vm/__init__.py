@@ -1,0 +1,1 @@
+"""pyxdp's userspace eBPF engines: memory regions, the reference interpreter, helpers."""

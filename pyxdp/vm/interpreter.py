@@ -1,0 +1,487 @@
+"""The reference eBPF interpreter (the semantics of ``kernel/bpf/core.c: ___bpf_prog_run``).
+
+Exact ISA v4 semantics: 64-bit wrap-around, 32-bit operations zero-extending
+into the upper half, shift amounts masked to the operand width, division by
+zero giving 0 and modulo by zero leaving the dividend (truncated to 32 bits
+for the 32-bit forms), signed division and modulo truncating toward zero with
+``INT_MIN / -1 == INT_MIN`` and ``INT_MIN % -1 == 0``, as the kernel patches
+them in ``do_misc_fixups``.
+
+Speed without per-instruction attribute lookups: each slot is pre-decoded once
+into a small closure ``f(pc) -> next_pc`` made by a factory compiled once per
+operation shape; the run loop is ``pc = ops[pc](pc)``. One instance runs one
+program at a time (it owns its registers); use one instance per thread.
+
+Memory goes through :class:`pyxdp.vm.memory.Memory`, so every load, store
+and atomic is bounds-checked. Faults, budget exhaustion and helper errors
+stop the run with a :class:`~pyxdp.errors.ProgramFault` naming the pc and the
+instruction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pyxdp.asm import opcodes as op
+from pyxdp.asm.insn import Instruction, imm64_at
+from pyxdp.asm.validate import Layout, validate
+from pyxdp.errors import (
+    BudgetExceeded,
+    HelperFault,
+    InvalidProgram,
+    MemoryFault,
+    NotSupportedError,
+    ProgramFault,
+)
+from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
+
+__all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "Helper", "HelperFn", "Interpreter",
+           "Ldimm64Resolver"]
+
+DEFAULT_BUDGET = 1_000_000
+# Code addresses handed out by ld_imm64 BPF_PSEUDO_FUNC (callbacks for
+# bpf_loop and friends): a fake range no data region uses.
+FUNC_BASE = 0x0000_7FFE_0000_0000
+
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+M32 = 0xFFFF_FFFF
+
+
+class HelperFn(Protocol):
+    def __call__(self, vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                 r5: int, /) -> int: ...
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A helper function by its Linux id; ``fn`` returns the new r0."""
+
+    id: int
+    name: str
+    fn: HelperFn
+
+
+# Resolves ld_imm64 with a pseudo source (map fd, map value, ...) to the
+# 64-bit value the program sees; set by the loader that binds maps.
+Ldimm64Resolver = Callable[[int, Instruction, Instruction], int]
+
+
+def _ktime_get_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return time.monotonic_ns()
+
+
+# The vectors of the ISA conformance suite need only helper 5.
+ISA_HELPERS: dict[int, Helper] = {5: Helper(5, "ktime_get_ns", _ktime_get_ns)}
+
+
+def _s64(x: int) -> int:
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _s32(x: int) -> int:
+    x &= M32
+    return x - (1 << 32) if x >> 31 else x
+
+
+def _sdiv64(a: int, b: int) -> int:
+    if b == 0:
+        return 0
+    a, b = _s64(a), _s64(b)
+    q = abs(a) // abs(b)
+    return (-q if (a < 0) != (b < 0) else q) & M64
+
+
+def _smod64(a: int, b: int) -> int:
+    if b == 0:
+        return a
+    a, b = _s64(a), _s64(b)
+    r = abs(a) % abs(b)
+    return (-r if a < 0 else r) & M64
+
+
+def _sdiv32(a: int, b: int) -> int:
+    a, b = _s32(a), _s32(b)
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return (-q if (a < 0) != (b < 0) else q) & M32
+
+
+def _smod32(a: int, b: int) -> int:
+    a32, b = _s32(a), _s32(b)
+    if b == 0:
+        return a & M32
+    r = abs(a32) % abs(b)
+    return (-r if a32 < 0 else r) & M32
+
+
+def _sx(x: int, bits: int) -> int:
+    x &= (1 << bits) - 1
+    return x - (1 << bits) if x >> (bits - 1) else x
+
+
+def _swap(x: int, nbytes: int) -> int:
+    return int.from_bytes((x & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little"), "big")
+
+
+_ENV: dict[str, Any] = {
+    "M64": M64, "M32": M32, "_s64": _s64, "_s32": _s32, "_sdiv64": _sdiv64,
+    "_smod64": _smod64, "_sdiv32": _sdiv32, "_smod32": _smod32, "_sx": _sx,
+    "_swap": _swap,
+}
+_FACTORIES: dict[str, Callable[..., Callable[[int], int]]] = {}
+
+
+def _factory(body: str) -> Callable[..., Callable[[int], int]]:
+    """Compile (once per shape) a factory of ``f(pc)`` closures over R, M, d, s, k, t, n."""
+    fac = _FACTORIES.get(body)
+    if fac is None:
+        src = ("def factory(R, M, d, s, k, t, n):\n"
+               " def f(pc):\n"
+               + "".join(f"  {line}\n" for line in body.splitlines())
+               + " return f\n")
+        ns: dict[str, Any] = dict(_ENV)
+        exec(compile(src, f"<pyxdp op: {body.splitlines()[0]}>", "exec"), ns)  # noqa: S102
+        fac = ns["factory"]
+        _FACTORIES[body] = fac
+    return fac
+
+
+_ALU64 = {
+    op.BPF_ADD: "(R[d] + V) & M64", op.BPF_SUB: "(R[d] - V) & M64",
+    op.BPF_MUL: "(R[d] * V) & M64", op.BPF_OR: "R[d] | V", op.BPF_AND: "R[d] & V",
+    op.BPF_XOR: "R[d] ^ V", op.BPF_LSH: "(R[d] << (V & 63)) & M64",
+    op.BPF_RSH: "R[d] >> (V & 63)", op.BPF_ARSH: "(_s64(R[d]) >> (V & 63)) & M64",
+    op.BPF_MOV: "V", op.BPF_NEG: "(-R[d]) & M64",
+}
+_ALU32 = {
+    op.BPF_ADD: "(R[d] + V) & M32", op.BPF_SUB: "(R[d] - V) & M32",
+    op.BPF_MUL: "(R[d] * V) & M32", op.BPF_OR: "(R[d] | V) & M32",
+    op.BPF_AND: "R[d] & V & M32", op.BPF_XOR: "(R[d] ^ V) & M32",
+    op.BPF_LSH: "(R[d] << (V & 31)) & M32", op.BPF_RSH: "(R[d] & M32) >> (V & 31)",
+    op.BPF_ARSH: "(_s32(R[d]) >> (V & 31)) & M32", op.BPF_MOV: "V",
+    op.BPF_NEG: "(-R[d]) & M32",
+}
+_CMP = {
+    op.BPF_JEQ: "A == B", op.BPF_JNE: "A != B", op.BPF_JGT: "A > B", op.BPF_JGE: "A >= B",
+    op.BPF_JLT: "A < B", op.BPF_JLE: "A <= B", op.BPF_JSET: "A & B",
+    op.BPF_JSGT: "SA > SB", op.BPF_JSGE: "SA >= SB", op.BPF_JSLT: "SA < SB",
+    op.BPF_JSLE: "SA <= SB",
+}
+_ATOMIC = {
+    op.BPF_ADD: "old + R[s]", op.BPF_OR: "old | R[s]", op.BPF_AND: "old & R[s]",
+    op.BPF_XOR: "old ^ R[s]", op.BPF_XCHG: "R[s]",
+}
+
+
+class Interpreter:
+    """Runs one validated program; see the module docstring for the semantics.
+
+    ``helpers`` maps Linux helper ids to :class:`Helper`; a program calling an
+    id that is not there fails to load, naming the helper. ``ld_imm64``
+    resolves pseudo ld_imm64 sources (maps, globals) for the loader.
+    """
+
+    def __init__(self, insns: Sequence[Instruction], *,
+                 helpers: Mapping[int, Helper] | None = None,
+                 ld_imm64: Ldimm64Resolver | None = None,
+                 budget: int = DEFAULT_BUDGET) -> None:
+        self.insns = tuple(insns)
+        self.layout: Layout = validate(self.insns)
+        self.helpers = dict(ISA_HELPERS if helpers is None else helpers)
+        self.budget = budget
+        self.R: list[int] = [0] * 11
+        self.mem = Memory()
+        self.frames: list[tuple[int, int, int, int, int, int]] = []
+        self.context: Any = None  # per-run object for helpers (e.g. the xdp_buff)
+        self.executed = 0
+        self._stacks: list[Region] = []
+        self._resolver = ld_imm64
+        self.ops: list[Callable[[int], int]] = [self._compile(pc) for pc in range(len(self.insns))]
+
+    # -- compile -----------------------------------------------------------------
+    def _compile(self, pc: int) -> Callable[[int], int]:
+        i = self.insns[pc]
+        R, M = self.R, self.mem
+        cls = i.cls
+        d, s, off, imm = i.dst, i.src, i.off, i.imm
+        nxt = pc + 1
+        if pc > 0 and self.insns[pc - 1].code == op.OP_LD_IMM64:
+            # Second slot of ld_imm64: never executed (jumps cannot land here).
+            return _factory("raise AssertionError('second ld_imm64 slot executed')")(
+                R, M, d, s, 0, 0, 0)
+        if cls in (op.BPF_ALU64, op.BPF_ALU):
+            return self._compile_alu(i, R, M, nxt)
+        if cls in (op.BPF_JMP, op.BPF_JMP32):
+            return self._compile_jmp(i, pc, R, M)
+        if cls == op.BPF_LD:
+            value = self._ld_imm64_value(pc)
+            return _factory("R[d] = k\nreturn n")(R, M, d, s, value, 0, pc + 2)
+        size = op.SIZE_BYTES[op.bpf_size(i.code)]
+        mode = op.bpf_mode(i.code)
+        if cls == op.BPF_LDX:
+            fn = M.load_signed if mode == op.BPF_MEMSX else M.load
+            return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(R, fn, d, s, off, size, nxt)
+        if cls == op.BPF_ST:
+            return _factory("M((R[d] + k[0]) & M64, t, k[1])\nreturn n")(
+                R, M.store, d, s, (off, imm & M64), size, nxt)
+        if mode == op.BPF_MEM:
+            return _factory("M((R[d] + k) & M64, t, R[s])\nreturn n")(
+                R, M.store, d, s, off, size, nxt)
+        return self._compile_atomic(i, R, M, size, nxt)
+
+    def _compile_alu(self, i: Instruction, R: list[int], M: Memory, nxt: int
+                     ) -> Callable[[int], int]:
+        is64 = i.cls == op.BPF_ALU64
+        code_op = op.bpf_op(i.code)
+        use_reg = op.bpf_src(i.code) == op.BPF_X
+        d, s = i.dst, i.src
+        if code_op == op.BPF_END:
+            width = i.imm
+            mask = (1 << width) - 1
+            swap = is64 or op.bpf_src(i.code) == op.BPF_TO_BE  # little-endian host
+            body = ("R[d] = _swap(R[d], k)" if swap else "R[d] = R[d] & t") + "\nreturn n"
+            return _factory(body)(R, M, d, s, width // 8, mask, nxt)
+        if is64:
+            k = i.imm & M64
+            V = "R[s]" if use_reg else "k"
+        else:
+            k = i.imm & M32
+            V = "(R[s] & M32)" if use_reg else "k"
+        if code_op == op.BPF_MOV and i.off:
+            expr = f"_sx(R[s], {i.off}) & {'M64' if is64 else 'M32'}"
+        elif code_op in (op.BPF_DIV, op.BPF_MOD):
+            signed = i.off == 1
+            if is64:
+                if code_op == op.BPF_DIV:
+                    expr = f"_sdiv64(R[d], {V})" if signed else f"(R[d] // {V}) if {V} else 0"
+                else:
+                    expr = f"_smod64(R[d], {V})" if signed else f"(R[d] % {V}) if {V} else R[d]"
+            elif code_op == op.BPF_DIV:
+                expr = f"_sdiv32(R[d], {V})" if signed else f"((R[d] & M32) // {V}) if {V} else 0"
+            else:
+                expr = (f"_smod32(R[d], {V})" if signed
+                        else f"((R[d] & M32) % {V}) if {V} else (R[d] & M32)")
+        else:
+            expr = (_ALU64 if is64 else _ALU32)[code_op].replace("V", V)
+        return _factory(f"R[d] = {expr}\nreturn n")(R, M, d, s, k, 0, nxt)
+
+    def _compile_jmp(self, i: Instruction, pc: int, R: list[int], M: Memory
+                     ) -> Callable[[int], int]:
+        code_op = op.bpf_op(i.code)
+        is32 = i.cls == op.BPF_JMP32
+        d, s = i.dst, i.src
+        if code_op == op.BPF_JA:
+            target = pc + 1 + (i.imm if is32 else i.off)
+            return _factory("return t")(R, M, d, s, 0, target, 0)
+        if code_op == op.BPF_EXIT:
+            return self._exit_op()
+        if code_op == op.BPF_CALL:
+            return self._compile_call(i, pc)
+        target = pc + 1 + i.off
+        use_reg = op.bpf_src(i.code) == op.BPF_X
+        expr = _CMP[code_op]
+        if is32:
+            a, b = "(R[d] & M32)", "(R[s] & M32)" if use_reg else "k"
+            sa, sb = "_s32(R[d])", "_s32(R[s])" if use_reg else "k"
+            k = _s32(i.imm) if code_op in (op.BPF_JSGT, op.BPF_JSGE, op.BPF_JSLT,
+                                           op.BPF_JSLE) else i.imm & M32
+        else:
+            a, b = "R[d]", "R[s]" if use_reg else "k"
+            sa, sb = "_s64(R[d])", "_s64(R[s])" if use_reg else "k"
+            k = i.imm if code_op in (op.BPF_JSGT, op.BPF_JSGE, op.BPF_JSLT,
+                                     op.BPF_JSLE) else i.imm & M64
+        cond = expr.replace("SA", sa).replace("SB", sb).replace("A", a).replace("B", b)
+        return _factory(f"return t if {cond} else n")(R, M, d, s, k, target, pc + 1)
+
+    def _compile_atomic(self, i: Instruction, R: list[int], M: Memory, size: int, nxt: int
+                        ) -> Callable[[int], int]:
+        d, s, off, kind = i.dst, i.src, i.off, i.imm
+        mask = M64 if size == 8 else M32
+        load, store = M.load, M.store
+
+        if kind == op.BPF_CMPXCHG:
+            def cmpxchg(pc: int) -> int:
+                addr = (R[d] + off) & M64
+                old = load(addr, size)
+                if old == R[0] & mask:
+                    store(addr, size, R[s])
+                R[0] = old
+                return nxt
+            return cmpxchg
+        fetch = bool(kind & op.BPF_FETCH)
+        expr = _ATOMIC[kind if kind == op.BPF_XCHG else kind & ~op.BPF_FETCH]
+        update = eval(f"lambda old, R, s: {expr}", {})  # noqa: S307 - fixed table above
+
+        def atomic(pc: int) -> int:
+            addr = (R[d] + off) & M64
+            old = load(addr, size)
+            store(addr, size, update(old, R, s))
+            if fetch:
+                R[s] = old
+            return nxt
+        return atomic
+
+    def _compile_call(self, i: Instruction, pc: int) -> Callable[[int], int]:
+        R = self.R
+        nxt = pc + 1
+        if op.bpf_src(i.code) == op.BPF_X:
+            reg = i.dst
+
+            def callx(pc: int) -> int:
+                helper = self.helpers.get(R[reg])
+                if helper is None:
+                    raise HelperFault(f"callx to r{reg} = {R[reg]:#x}: no such helper")
+                R[0] = helper.fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+                return nxt
+            return callx
+        if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+            return self._local_call_op(pc + 1 + i.imm, nxt)
+        helper = self.helpers.get(i.imm)
+        if helper is None:
+            name = _helper_name(i.imm)
+            raise NotSupportedError(
+                f"pc {pc}: program calls helper {name} (#{i.imm}), which this engine does "
+                f"not provide")
+        fn = helper.fn
+
+        def call(pc: int) -> int:
+            R[0] = fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+            return nxt
+        return call
+
+    def _local_call_op(self, target: int, nxt: int) -> Callable[[int], int]:
+        R, F = self.R, self.frames
+        enter = self._stack_top
+
+        def call_local(pc: int) -> int:
+            F.append((nxt, R[6], R[7], R[8], R[9], R[10]))
+            R[10] = enter(len(F))
+            return target
+        return call_local
+
+    def _exit_op(self) -> Callable[[int], int]:
+        R, F = self.R, self.frames
+
+        def exit_(pc: int) -> int:
+            if F:
+                ret, R[6], R[7], R[8], R[9], R[10] = F.pop()
+                return ret
+            return -1
+        return exit_
+
+    def _ld_imm64_value(self, pc: int) -> int:
+        i = self.insns[pc]
+        if i.src == op.PseudoSrc.BPF_PSEUDO_NONE:
+            return imm64_at(self.insns, pc)
+        if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+            target = pc + 1 + i.imm
+            if not 0 <= target < len(self.insns):
+                raise InvalidProgram(f"function reference to pc {target} is outside the program",
+                                     pc=pc, rule="func-range")
+            return FUNC_BASE + target * 8
+        if self._resolver is None:
+            raise InvalidProgram(
+                f"ld_imm64 with pseudo source {op.PseudoSrc(i.src).name} needs maps bound by a "
+                "loader", pc=pc, rule="pseudo-unbound")
+        return self._resolver(pc, i, self.insns[pc + 1]) & M64
+
+    # -- stack -------------------------------------------------------------------
+    def _stack_top(self, depth: int) -> int:
+        """r10 for call depth ``depth`` (0 = main), creating that frame's stack."""
+        if depth >= op.MAX_CALL_FRAMES:
+            raise ProgramFault(f"call depth exceeds {op.MAX_CALL_FRAMES} frames")
+        while len(self._stacks) <= depth:
+            n = len(self._stacks)
+            region = Region(f"stack frame {n}", STACK_BASE + n * STACK_FRAME_GAP,
+                            bytearray(STACK_SIZE))
+            self._stacks.append(region)
+            self.mem.add(region)
+        return self._stacks[depth].base + STACK_SIZE
+
+    # -- run ---------------------------------------------------------------------
+    def run(self, r1: int = 0, r2: int = 0, *, regions: Sequence[Region] = (),
+            budget: int | None = None, context: Any = None,
+            trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
+        """Run from pc 0 with r1, r2 set; return r0 (unsigned 64-bit)."""
+        R = self.R
+        for n in range(11):
+            R[n] = 0
+        self.frames.clear()
+        self._stacks = []
+        self.mem.reset(list(regions))
+        self.context = context
+        self.executed = 0
+        R[1], R[2] = r1 & M64, r2 & M64
+        R[10] = self._stack_top(0)
+        self._execute(0, self.budget if budget is None else budget, trace)
+        return R[0]
+
+    def call_function(self, func_addr: int, *args: int) -> int:
+        """Call a BPF_PSEUDO_FUNC callback (bpf_loop etc.) from a helper; return r0."""
+        target = (func_addr - FUNC_BASE) // 8
+        if func_addr % 8 or not 0 <= target < len(self.insns):
+            raise HelperFault(f"callback address {func_addr:#x} is not a function")
+        R, F = self.R, self.frames
+        F.append((-1, R[6], R[7], R[8], R[9], R[10]))
+        for n, value in enumerate(args[:5], start=1):
+            R[n] = value & M64
+        R[10] = self._stack_top(len(F))
+        self._execute(target, self.budget, None)
+        return R[0]
+
+    def _execute(self, pc: int, budget: int,
+                 trace: Callable[[int, Instruction, list[int]], None] | None) -> None:
+        ops = self.ops
+        count = self.executed
+        try:
+            if trace is None:
+                while pc >= 0:
+                    if count >= budget:
+                        raise BudgetExceeded(f"instruction budget of {budget} exhausted")
+                    count += 1
+                    pc = ops[pc](pc)
+            else:
+                insns = self.insns
+                while pc >= 0:
+                    if count >= budget:
+                        raise BudgetExceeded(f"instruction budget of {budget} exhausted")
+                    count += 1
+                    trace(pc, insns[pc], self.R)
+                    pc = ops[pc](pc)
+        except ProgramFault as e:
+            if e.pc is None:
+                e.pc = pc
+                e.insn = _insn_text(self.insns, pc)
+                e.args = (e._render(),)
+            raise
+        except (ZeroDivisionError, OverflowError, IndexError) as e:  # defensive: never leak
+            raise ProgramFault(f"internal engine error: {e!r}", pc=pc,
+                               insn=_insn_text(self.insns, pc)) from e
+        finally:
+            self.executed = count
+
+
+def _insn_text(insns: Sequence[Instruction], pc: int) -> str:
+    if not 0 <= pc < len(insns):
+        return ""
+    try:
+        from pyxdp.asm.disasm import format_insn
+        return format_insn(insns, pc)
+    except Exception:  # noqa: BLE001 - best effort text for a report
+        i = insns[pc]
+        return f"code={i.code:#04x} dst=r{i.dst} src=r{i.src} off={i.off} imm={i.imm}"
+
+
+def _helper_name(helper_id: int) -> str:
+    try:
+        from pyxdp.asm.helpers_names import helper_name
+        return f"bpf_{helper_name(helper_id)}"
+    except Exception:  # noqa: BLE001 - a name is nicer, an id is enough
+        return f"helper {helper_id}"
+
+
+__all__ += ["MemoryFault"]

@@ -1,0 +1,44 @@
+"""Shared fixtures: the ``kernel`` marker's skip-or-fail rule and the vector directory.
+
+Tests marked ``kernel`` need root and bpf(2). On a machine without them they
+skip with the probe's reason; when ``CI`` is set (CI here runs as root) a
+missing kernel is a failure, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pyxdp.testing.conformance import default_vector_dir
+
+
+@cache
+def _bpf_probe() -> tuple[bool, str]:
+    try:
+        from pyxdp.kernel import bpf_available
+    except ImportError as e:  # the kernel layer itself failed to import
+        return False, f"pyxdp.kernel does not import: {e}"
+    return bpf_available()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("kernel") is None:
+        return
+    ok, reason = _bpf_probe()
+    if ok:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"kernel test cannot run under CI: {reason}", pytrace=False)
+    pytest.skip(f"needs root and BPF: {reason}")
+
+
+@pytest.fixture(scope="session")
+def vector_dir() -> Path:
+    d = default_vector_dir()
+    if not d.is_dir():
+        pytest.fail(f"conformance vectors not found at {d} (set PYXDP_CONFORMANCE_DIR)")
+    return d
