@@ -13,6 +13,7 @@ from pyxdp.errors import (
     ObjectError,
     ProgramFault,
     PyxdpError,
+    UnsupportedHelper,
     VerifierError,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "ObjectError",
     "ProgramFault",
     "PyxdpError",
+    "UnsupportedHelper",
     "VerifierError",
     "__version__",
 ]

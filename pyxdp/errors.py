@@ -4,6 +4,7 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
 
     PyxdpError
     ├── InvalidProgram        bytecode rejected at load (pc, instruction, rule)
+    │   └── UnsupportedHelper a call to a helper the engine lacks (also NotSupportedError)
     ├── AsmError              assembler text that does not parse (line, reason)
     ├── ConformanceFormatError a .data vector file that does not parse
     ├── ObjectError           an object file or BTF blob that does not parse (file, section)
@@ -37,6 +38,7 @@ __all__ = [
     "ObjectError",
     "ProgramFault",
     "PyxdpError",
+    "UnsupportedHelper",
     "VerifierError",
 ]
 
@@ -165,7 +167,16 @@ class VerifierError(KernelError):
     """The kernel verifier refused a program; ``log`` is its whole log."""
 
     def __init__(self, op: str, err: int, log: str) -> None:
+        from pyxdp.kernel.verifier_log import verifier_reason  # pure text parsing, no syscalls
+
         self.log = log
-        last = [ln for ln in log.strip().splitlines() if ln.strip()]
-        tail = last[-1] if last else "no verifier log"
-        super().__init__(op, err, tail)
+        super().__init__(op, err, verifier_reason(log))
+
+
+class UnsupportedHelper(InvalidProgram, NotSupportedError):
+    """The program calls a helper this engine does not provide; names the helper."""
+
+    def __init__(self, message: str, *, pc: int | None = None, insn: str = "",
+                 helper_id: int = 0) -> None:
+        self.helper_id = helper_id
+        super().__init__(message, pc=pc, insn=insn, rule="helper")

@@ -32,9 +32,8 @@ from pyxdp.errors import (
     BudgetExceeded,
     HelperFault,
     InvalidProgram,
-    MemoryFault,
-    NotSupportedError,
     ProgramFault,
+    UnsupportedHelper,
 )
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
@@ -342,10 +341,9 @@ class Interpreter:
             return self._local_call_op(pc + 1 + i.imm, nxt)
         helper = self.helpers.get(i.imm)
         if helper is None:
-            name = _helper_name(i.imm)
-            raise NotSupportedError(
-                f"pc {pc}: program calls helper {name} (#{i.imm}), which this engine does "
-                f"not provide")
+            raise UnsupportedHelper(
+                f"program calls helper {_helper_name(i.imm)} (#{i.imm}), which this engine "
+                f"does not provide", pc=pc, insn=_insn_text(self.insns, pc), helper_id=i.imm)
         fn = helper.fn
 
         def call(pc: int) -> int:
@@ -477,11 +475,6 @@ def _insn_text(insns: Sequence[Instruction], pc: int) -> str:
 
 
 def _helper_name(helper_id: int) -> str:
-    try:
-        from pyxdp.asm.helpers_names import helper_name
-        return f"bpf_{helper_name(helper_id)}"
-    except Exception:  # noqa: BLE001 - a name is nicer, an id is enough
-        return f"helper {helper_id}"
-
-
-__all__ += ["MemoryFault"]
+    from pyxdp.asm.helpers_names import helper_name
+    name = helper_name(helper_id)
+    return f"bpf_{name}" if name else f"unknown helper {helper_id}"
