@@ -2,9 +2,9 @@
 
 The kernel builds this table from ``___BPF_FUNC_MAPPER`` in
 ``include/uapi/linux/bpf.h``; its disassembler prints a helper call as
-``call bpf_<name>#<id>``. The helper list is frozen upstream at id 211
-(``cgrp_storage_delete``): new kernel functionality arrives as kfuncs, so
-this table is complete for every kernel.
+``call bpf_<name>#<id>``. Upstream stopped adding helpers after id 211
+(``cgrp_storage_delete``); newer kernel functionality arrives as kfuncs,
+which are called by BTF id rather than through this table.
 """
 
 from __future__ import annotations
