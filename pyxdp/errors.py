@@ -13,6 +13,8 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
     │   ├── BudgetExceeded    instruction budget used up
     │   └── HelperFault       a helper was called in a way it cannot serve
     ├── NotSupportedError     a valid feature pyxdp does not provide (names it)
+    ├── MapError              a map operation refused with the kernel's errno
+    ├── TestRunTruncated      test_run output did not fit (ENOSPC); keeps what was copied
     └── KernelError           a bpf(2)/netlink call failed (errno kept)
         ├── BPFUnavailable    not root / no BPF on this machine
         └── VerifierError     PROG_LOAD refused; keeps the whole verifier log
@@ -33,11 +35,13 @@ __all__ = [
     "HelperFault",
     "InvalidProgram",
     "KernelError",
+    "MapError",
     "MemoryFault",
     "NotSupportedError",
     "ObjectError",
     "ProgramFault",
     "PyxdpError",
+    "TestRunTruncated",
     "UnsupportedHelper",
     "VerifierError",
 ]
@@ -180,3 +184,42 @@ class UnsupportedHelper(InvalidProgram, NotSupportedError):
                  helper_id: int = 0) -> None:
         self.helper_id = helper_id
         super().__init__(message, pc=pc, insn=insn, rule="helper")
+
+
+class TestRunTruncated(PyxdpError):
+    """BPF_PROG_TEST_RUN's ENOSPC: the program ran but its output did not fit.
+
+    ``result`` holds what was copied (retval, duration, the leading bytes of
+    data and context); ``data_size`` and ``ctx_size`` the full sizes wanted.
+    """
+
+    __test__ = False  # not a pytest test class despite its name
+
+    def __init__(self, result: object, data_size: int, ctx_size: int, message: str = "") -> None:
+        self.result = result
+        self.data_size = data_size
+        self.ctx_size = ctx_size
+        super().__init__(message or f"test_run output needs {data_size} data / {ctx_size} ctx "
+                                    f"bytes: ENOSPC")
+
+
+ENOTSUPP = 524  # kernel-internal errno that bpf(2) and helpers leak to user space
+
+
+class MapError(PyxdpError):
+    """A map operation refused with a kernel errno (``.errno``; ``.op`` names the operation).
+
+    ``errno`` is positive (``errno.ENOENT``...); 524 is the kernel's
+    ``ENOTSUPP``. Batch operations also set ``.count``: the number of
+    elements processed before the failure, as the kernel reports it. Both
+    backends raise it, so code handles kernel and userspace maps alike.
+    """
+
+    def __init__(self, op: str, err: int, detail: str = "", *, count: int = 0) -> None:
+        self.op = op
+        self.errno = err
+        self.count = count
+        name = "ENOTSUPP" if err == ENOTSUPP else _errno.errorcode.get(err, str(err))
+        text = "Unknown error 524" if err == ENOTSUPP else os.strerror(err)
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"{op}: {name} ({text}){extra}")

@@ -1,0 +1,550 @@
+"""BTF, the BPF Type Format, as the kernel's ``include/uapi/linux/btf.h`` defines it.
+
+A ``.BTF`` blob is a 24-byte ``struct btf_header`` followed by a type
+section (``struct btf_type`` records, each followed by kind-specific data)
+and a string section (NUL-terminated names, offset 0 is the empty string).
+Type ids are implicit: the n-th record is type ``n``; id 0 is ``void``.
+
+This module parses such a blob into plain frozen data (:class:`Btf`), answers
+the questions a loader asks (``btf__resolve_size``, ``skip_mods_and_typedefs``,
+``btf__find_by_name_kind`` in libbpf terms), and encodes it back to bytes so a
+kernel backend can hand the (fixed-up) blob to ``BPF_BTF_LOAD``. Validation
+follows libbpf's ``btf_parse_hdr``/``btf_parse_str_sec``/``btf_parse_type_sec``
+plus reference checks; every malformed blob raises :class:`ObjectError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from functools import cached_property
+
+from pyxdp.errors import ObjectError
+
+__all__ = [
+    "BTF_FUNC_EXTERN",
+    "BTF_FUNC_GLOBAL",
+    "BTF_FUNC_STATIC",
+    "BTF_INT_BOOL",
+    "BTF_INT_CHAR",
+    "BTF_INT_SIGNED",
+    "BTF_MAGIC",
+    "BTF_VAR_GLOBAL_ALLOCATED",
+    "BTF_VAR_GLOBAL_EXTERN",
+    "BTF_VAR_STATIC",
+    "Btf",
+    "BtfArray",
+    "BtfEnumValue",
+    "BtfKind",
+    "BtfMember",
+    "BtfParam",
+    "BtfType",
+    "BtfVarSecinfo",
+]
+
+BTF_MAGIC = 0xEB9F
+BTF_VERSION = 1
+_HDR = struct.Struct("<HBBIIIII")  # struct btf_header
+_TYPE = struct.Struct("<III")  # struct btf_type: name_off, info, size/type
+_U32 = struct.Struct("<I")
+_S32 = struct.Struct("<i")
+_ARRAY = struct.Struct("<III")
+_MEMBER = struct.Struct("<III")
+_ENUM = struct.Struct("<Ii")
+_ENUM64 = struct.Struct("<III")
+_PARAM = struct.Struct("<II")
+_SECINFO = struct.Struct("<III")
+
+# libbpf's MAX_RESOLVE_DEPTH: chains of typedefs/modifiers/arrays longer than
+# this are treated as loops rather than followed forever.
+_MAX_RESOLVE_DEPTH = 32
+# BTF_MAX_* limits from the kernel's btf.h.
+_BTF_MAX_TYPE = 0x000FFFFF
+_BTF_MAX_NAME_OFFSET = 0x00FFFFFF
+
+# BTF_KIND_INT encoding bits.
+BTF_INT_SIGNED = 1 << 0
+BTF_INT_CHAR = 1 << 1
+BTF_INT_BOOL = 1 << 2
+# enum btf_func_linkage (stored in the vlen of a FUNC).
+BTF_FUNC_STATIC = 0
+BTF_FUNC_GLOBAL = 1
+BTF_FUNC_EXTERN = 2
+# enum btf_var linkage.
+BTF_VAR_STATIC = 0
+BTF_VAR_GLOBAL_ALLOCATED = 1
+BTF_VAR_GLOBAL_EXTERN = 2
+
+
+class BtfKind(IntEnum):
+    """``BTF_KIND_*`` values (bits 24-28 of ``btf_type.info``)."""
+
+    UNKN = 0
+    INT = 1
+    PTR = 2
+    ARRAY = 3
+    STRUCT = 4
+    UNION = 5
+    ENUM = 6
+    FWD = 7
+    TYPEDEF = 8
+    VOLATILE = 9
+    CONST = 10
+    RESTRICT = 11
+    FUNC = 12
+    FUNC_PROTO = 13
+    VAR = 14
+    DATASEC = 15
+    FLOAT = 16
+    DECL_TAG = 17
+    TYPE_TAG = 18
+    ENUM64 = 19
+
+
+# Kinds whose third word is a byte size; every other kind stores a type id there.
+_SIZED = frozenset({BtfKind.INT, BtfKind.STRUCT, BtfKind.UNION, BtfKind.ENUM,
+                    BtfKind.DATASEC, BtfKind.FLOAT, BtfKind.ENUM64})
+# Kinds that only qualify another type; skipped by Btf.resolve().
+_MODIFIERS = frozenset({BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST,
+                        BtfKind.RESTRICT, BtfKind.TYPE_TAG})
+
+
+@dataclass(frozen=True, slots=True)
+class BtfArray:
+    """``struct btf_array``: element type, index type, element count."""
+
+    type: int
+    index_type: int
+    nelems: int
+
+
+@dataclass(frozen=True, slots=True)
+class BtfMember:
+    """``struct btf_member``; the offset is split per the parent's kind_flag."""
+
+    name: str
+    name_off: int
+    type: int
+    bit_offset: int
+    bitfield_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BtfEnumValue:
+    """``struct btf_enum`` / ``btf_enum64``; ``value`` is signed when kind_flag is set."""
+
+    name: str
+    name_off: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class BtfParam:
+    """``struct btf_param`` of a FUNC_PROTO (type 0 for a trailing ``...``)."""
+
+    name: str
+    name_off: int
+    type: int
+
+
+@dataclass(frozen=True, slots=True)
+class BtfVarSecinfo:
+    """``struct btf_var_secinfo``: one VAR (or FUNC) placed in a DATASEC."""
+
+    type: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class BtfType:
+    """One type record with its kind-specific trailer already decoded.
+
+    ``size_type`` is the raw third word: a byte size for INT/STRUCT/UNION/
+    ENUM/ENUM64/DATASEC/FLOAT, a type id for everything else. For FUNC the
+    ``vlen`` is the linkage, for VAR ``linkage`` holds ``btf_var.linkage``.
+    """
+
+    id: int
+    kind: BtfKind
+    name: str
+    name_off: int
+    vlen: int = 0
+    kind_flag: bool = False
+    size_type: int = 0
+    int_encoding: int = 0
+    int_offset: int = 0
+    int_bits: int = 0
+    array: BtfArray | None = None
+    members: tuple[BtfMember, ...] = ()
+    enum_values: tuple[BtfEnumValue, ...] = ()
+    params: tuple[BtfParam, ...] = ()
+    linkage: int = 0
+    secinfos: tuple[BtfVarSecinfo, ...] = ()
+    component_idx: int = -1
+
+    @property
+    def size(self) -> int:
+        """Byte size of a sized kind (0 for kinds that reference a type)."""
+        return self.size_type if self.kind in _SIZED else 0
+
+    @property
+    def type(self) -> int:
+        """Referenced type id of a reference kind (0 for sized kinds)."""
+        return 0 if self.kind in _SIZED else self.size_type
+
+    def references(self) -> Iterator[int]:
+        """Every type id this record points at (for validation and walking)."""
+        if self.kind not in _SIZED and self.kind is not BtfKind.FWD:
+            yield self.size_type
+        if self.array is not None:
+            yield self.array.type
+            yield self.array.index_type
+        for m in self.members:
+            yield m.type
+        for p in self.params:
+            yield p.type
+        for s in self.secinfos:
+            yield s.type
+
+
+_VOID = BtfType(id=0, kind=BtfKind.UNKN, name="", name_off=0)
+
+
+def _err(message: str, path: str, section: str) -> ObjectError:
+    return ObjectError(f"bad BTF: {message}", path=path, section=section)
+
+
+@dataclass(frozen=True)
+class Btf:
+    """A parsed BTF blob: ``types[i]`` is type id ``i`` (``types[0]`` is void).
+
+    ``strings`` is the raw string section; names are kept both decoded and as
+    offsets so the blob re-encodes byte for byte (see :meth:`encode`).
+    """
+
+    types: tuple[BtfType, ...]
+    strings: bytes
+    _by_name: dict[str, tuple[int, ...]] = field(default_factory=dict, init=False,
+                                                 repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, list[int]] = {}
+        for t in self.types[1:]:
+            if t.name:
+                index.setdefault(t.name, []).append(t.id)
+        self._by_name.update({k: tuple(v) for k, v in index.items()})
+
+    # -- parsing -----------------------------------------------------------
+
+    @classmethod
+    def parse(cls, data: bytes | bytearray | memoryview, *, path: str = "",
+              section: str = ".BTF") -> Btf:
+        """Parse and validate a raw BTF blob (little-endian, version 1)."""
+        raw = bytes(data)
+        if len(raw) < _HDR.size:
+            raise _err(f"blob of {len(raw)} bytes is shorter than the header", path, section)
+        magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = \
+            _HDR.unpack_from(raw, 0)
+        if magic == 0x9FEB:
+            raise _err("big-endian BTF does not match this little-endian target",
+                       path, section)
+        if magic != BTF_MAGIC:
+            raise _err(f"magic {magic:#06x} is not {BTF_MAGIC:#06x}", path, section)
+        if version != BTF_VERSION:
+            raise _err(f"version {version} is not {BTF_VERSION}", path, section)
+        if flags:
+            raise _err(f"unsupported header flags {flags:#x}", path, section)
+        if hdr_len < _HDR.size or hdr_len > len(raw):
+            raise _err(f"header length {hdr_len} out of range", path, section)
+        # The kernel accepts a longer header only if the unknown tail is zero.
+        if any(raw[_HDR.size:hdr_len]):
+            raise _err("non-zero bytes in the unknown header tail", path, section)
+        body = raw[hdr_len:]
+        if type_off % 4:
+            raise _err(f"type section offset {type_off} is not 4-byte aligned", path, section)
+        if type_off + type_len > len(body) or str_off + str_len > len(body):
+            raise _err("type or string section runs past the end of the blob", path, section)
+        if type_off + type_len > str_off:
+            raise _err("type section overlaps the string section", path, section)
+        strings = body[str_off:str_off + str_len]
+        if not strings or strings[0] != 0 or strings[-1] != 0:
+            raise _err("string section must start and end with a NUL byte", path, section)
+        types = _parse_types(body[type_off:type_off + type_len], strings, path, section)
+        btf = cls(types=types, strings=strings)
+        btf._validate(path, section)
+        return btf
+
+    def _validate(self, path: str, section: str) -> None:
+        count = len(self.types)
+        for t in self.types[1:]:
+            for ref in t.references():
+                if ref >= count:
+                    raise _err(f"type [{t.id}] {t.kind.name} refers to missing type [{ref}]",
+                               path, section)
+            if t.kind is BtfKind.DATASEC:
+                for s in t.secinfos:
+                    target = self.types[s.type]
+                    if target.kind not in (BtfKind.VAR, BtfKind.FUNC):
+                        raise _err(f"DATASEC [{t.id}] entry is a {target.kind.name}, "
+                                   f"not a VAR", path, section)
+            if t.kind is BtfKind.FUNC and self.types[t.size_type].kind is not \
+                    BtfKind.FUNC_PROTO:
+                raise _err(f"FUNC [{t.id}] {t.name!r} does not point at a FUNC_PROTO",
+                           path, section)
+
+    # -- queries -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    def type_by_id(self, type_id: int) -> BtfType:
+        """The record of ``type_id``; :class:`ObjectError` when it does not exist."""
+        if not 0 <= type_id < len(self.types):
+            raise ObjectError(f"bad BTF: no type [{type_id}]", section=".BTF")
+        return self.types[type_id]
+
+    def string_at(self, offset: int) -> str:
+        """The NUL-terminated string at ``offset`` in the string section."""
+        if not 0 <= offset < len(self.strings):
+            raise ObjectError(f"bad BTF: string offset {offset} outside the string section",
+                              section=".BTF")
+        end = self.strings.index(b"\0", offset)
+        return self.strings[offset:end].decode("utf-8", "replace")
+
+    def find(self, name: str, kind: BtfKind | None = None) -> int | None:
+        """First type id named ``name`` (of ``kind`` if given): ``btf__find_by_name_kind``."""
+        for tid in self._by_name.get(name, ()):
+            if kind is None or self.types[tid].kind is kind:
+                return tid
+        return None
+
+    def resolve(self, type_id: int) -> int:
+        """Skip typedefs and CV/type-tag modifiers (libbpf ``skip_mods_and_typedefs``)."""
+        for _ in range(_MAX_RESOLVE_DEPTH):
+            t = self.type_by_id(type_id)
+            if t.kind not in _MODIFIERS:
+                return type_id
+            type_id = t.size_type
+        raise ObjectError(f"bad BTF: modifier chain from [{type_id}] too deep or looping",
+                          section=".BTF")
+
+    def resolved(self, type_id: int) -> BtfType:
+        return self.types[self.resolve(type_id)]
+
+    def resolve_size(self, type_id: int) -> int:
+        """Byte size of ``type_id``, following libbpf's ``btf__resolve_size``."""
+        nelems = 1
+        for _ in range(_MAX_RESOLVE_DEPTH):
+            t = self.type_by_id(type_id)
+            if t.kind in (BtfKind.INT, BtfKind.STRUCT, BtfKind.UNION, BtfKind.ENUM,
+                          BtfKind.ENUM64, BtfKind.DATASEC, BtfKind.FLOAT):
+                size = t.size_type
+                break
+            if t.kind is BtfKind.PTR:
+                size = 8  # BPF targets have 8-byte pointers whatever the host
+                break
+            if t.kind in _MODIFIERS or t.kind is BtfKind.VAR:
+                type_id = t.size_type
+                continue
+            if t.kind is BtfKind.ARRAY and t.array is not None:
+                if t.array.nelems and nelems > 0xFFFF_FFFF // t.array.nelems:
+                    raise ObjectError(f"bad BTF: array [{t.id}] size overflows", section=".BTF")
+                nelems *= t.array.nelems
+                type_id = t.array.type
+                continue
+            raise ObjectError(f"bad BTF: type [{type_id}] {t.kind.name} has no size",
+                              section=".BTF")
+        else:
+            raise ObjectError(f"bad BTF: type chain from [{type_id}] too deep or looping",
+                              section=".BTF")
+        if nelems and size > 0xFFFF_FFFF // nelems:
+            raise ObjectError(f"bad BTF: size of type [{type_id}] overflows", section=".BTF")
+        return nelems * size
+
+    def describe(self, type_id: int) -> str:
+        """Short C-like spelling of a type for messages (``struct foo``, ``__u32 *``)."""
+        depth = 0
+        suffix = ""
+        while depth < _MAX_RESOLVE_DEPTH:
+            depth += 1
+            t = self.type_by_id(type_id)
+            if t.kind is BtfKind.UNKN:
+                return "void" + suffix
+            if t.kind is BtfKind.PTR:
+                suffix = " *" + suffix
+                type_id = t.size_type
+                continue
+            if t.kind is BtfKind.ARRAY and t.array is not None:
+                suffix = f"{suffix}[{t.array.nelems}]"
+                type_id = t.array.type
+                continue
+            if t.kind in (BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT,
+                          BtfKind.TYPE_TAG) and not t.name:
+                type_id = t.size_type
+                continue
+            prefix = {BtfKind.STRUCT: "struct ", BtfKind.UNION: "union ",
+                      BtfKind.ENUM: "enum ", BtfKind.ENUM64: "enum "}.get(t.kind, "")
+            return f"{prefix}{t.name or '(anon)'}{suffix}"
+        return "?" + suffix
+
+    # -- encoding ----------------------------------------------------------
+
+    def encode(self) -> bytes:
+        """The blob as the kernel expects it: 24-byte header, types, strings."""
+        body = b"".join(_encode_type(t) for t in self.types[1:])
+        hdr = _HDR.pack(BTF_MAGIC, BTF_VERSION, 0, _HDR.size, 0, len(body), len(body),
+                        len(self.strings))
+        return hdr + body + self.strings
+
+    @cached_property
+    def raw(self) -> bytes:
+        """Encoded blob (computed once; the dataclass is immutable)."""
+        return self.encode()
+
+    def with_types(self, changed: dict[int, BtfType]) -> Btf:
+        """A copy with some records replaced (ids keep their positions)."""
+        types = list(self.types)
+        for tid, t in changed.items():
+            types[tid] = replace(t, id=tid)
+        return Btf(types=tuple(types), strings=self.strings)
+
+
+def _parse_types(sec: bytes, strings: bytes, path: str, section: str) -> tuple[BtfType, ...]:
+    def name_at(off: int, what: str) -> str:
+        if off >= len(strings) or off > _BTF_MAX_NAME_OFFSET:
+            raise _err(f"{what}: name offset {off} outside the string section", path, section)
+        end = strings.index(b"\0", off)
+        return strings[off:end].decode("utf-8", "replace")
+
+    types: list[BtfType] = [_VOID]
+    pos = 0
+    while pos < len(sec):
+        tid = len(types)
+        if tid > _BTF_MAX_TYPE:
+            raise _err("more types than BTF can number", path, section)
+        if pos + _TYPE.size > len(sec):
+            raise _err(f"type [{tid}] record truncated", path, section)
+        name_off, info, size_type = _TYPE.unpack_from(sec, pos)
+        pos += _TYPE.size
+        vlen = info & 0xFFFF
+        kind_raw = (info >> 24) & 0x1F
+        kind_flag = bool(info >> 31)
+        if info & 0x60FF0000:
+            raise _err(f"type [{tid}] has reserved info bits set ({info:#x})", path, section)
+        try:
+            kind = BtfKind(kind_raw)
+        except ValueError:
+            raise _err(f"type [{tid}] has unknown kind {kind_raw}", path, section) from None
+        if kind is BtfKind.UNKN:
+            raise _err(f"type [{tid}] has kind UNKN", path, section)
+        name = name_at(name_off, f"type [{tid}]")
+        extra = {
+            BtfKind.INT: 4, BtfKind.ARRAY: _ARRAY.size, BtfKind.STRUCT: _MEMBER.size * vlen,
+            BtfKind.UNION: _MEMBER.size * vlen, BtfKind.ENUM: _ENUM.size * vlen,
+            BtfKind.FUNC_PROTO: _PARAM.size * vlen, BtfKind.VAR: 4,
+            BtfKind.DATASEC: _SECINFO.size * vlen, BtfKind.DECL_TAG: 4,
+            BtfKind.ENUM64: _ENUM64.size * vlen,
+        }.get(kind, 0)
+        if pos + extra > len(sec):
+            raise _err(f"type [{tid}] {kind.name} trailer truncated", path, section)
+        t = BtfType(id=tid, kind=kind, name=name, name_off=name_off, vlen=vlen,
+                    kind_flag=kind_flag, size_type=size_type)
+        if kind is BtfKind.INT:
+            (word,) = _U32.unpack_from(sec, pos)
+            t = replace(t, int_encoding=(word >> 24) & 0x0F, int_offset=(word >> 16) & 0xFF,
+                        int_bits=word & 0xFF)
+        elif kind is BtfKind.ARRAY:
+            t = replace(t, array=BtfArray(*_ARRAY.unpack_from(sec, pos)))
+        elif kind in (BtfKind.STRUCT, BtfKind.UNION):
+            members = []
+            for i in range(vlen):
+                m_name, m_type, m_off = _MEMBER.unpack_from(sec, pos + i * _MEMBER.size)
+                bits, bsize = (m_off & 0xFFFFFF, m_off >> 24) if kind_flag else (m_off, 0)
+                members.append(BtfMember(name_at(m_name, f"member {i} of [{tid}]"), m_name,
+                                         m_type, bits, bsize))
+            t = replace(t, members=tuple(members))
+        elif kind is BtfKind.ENUM:
+            values = []
+            for i in range(vlen):
+                e_name, e_val = _ENUM.unpack_from(sec, pos + i * _ENUM.size)
+                value = e_val if kind_flag else e_val & 0xFFFF_FFFF
+                values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
+                                           e_name, value))
+            t = replace(t, enum_values=tuple(values))
+        elif kind is BtfKind.ENUM64:
+            values = []
+            for i in range(vlen):
+                e_name, lo, hi = _ENUM64.unpack_from(sec, pos + i * _ENUM64.size)
+                value = lo | (hi << 32)
+                if kind_flag and value >> 63:
+                    value -= 1 << 64
+                values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
+                                           e_name, value))
+            t = replace(t, enum_values=tuple(values))
+        elif kind is BtfKind.FUNC_PROTO:
+            params = []
+            for i in range(vlen):
+                p_name, p_type = _PARAM.unpack_from(sec, pos + i * _PARAM.size)
+                params.append(BtfParam(name_at(p_name, f"param {i} of [{tid}]"), p_name, p_type))
+            t = replace(t, params=tuple(params))
+        elif kind is BtfKind.VAR:
+            (linkage,) = _U32.unpack_from(sec, pos)
+            t = replace(t, linkage=linkage)
+        elif kind is BtfKind.DATASEC:
+            t = replace(t, secinfos=tuple(
+                BtfVarSecinfo(*_SECINFO.unpack_from(sec, pos + i * _SECINFO.size))
+                for i in range(vlen)))
+        elif kind is BtfKind.DECL_TAG:
+            (comp,) = _S32.unpack_from(sec, pos)
+            t = replace(t, component_idx=comp)
+        elif kind is BtfKind.FUNC:
+            t = replace(t, linkage=vlen)
+        pos += extra
+        types.append(t)
+    return tuple(types)
+
+
+def _encode_type(t: BtfType) -> bytes:
+    if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+        vlen = len(t.members)
+    elif t.kind in (BtfKind.ENUM, BtfKind.ENUM64):
+        vlen = len(t.enum_values)
+    elif t.kind is BtfKind.FUNC_PROTO:
+        vlen = len(t.params)
+    elif t.kind is BtfKind.DATASEC:
+        vlen = len(t.secinfos)
+    elif t.kind is BtfKind.FUNC:
+        vlen = t.linkage
+    else:
+        vlen = t.vlen
+    info = (int(t.kind) << 24) | (vlen & 0xFFFF) | (int(t.kind_flag) << 31)
+    out = [_TYPE.pack(t.name_off, info, t.size_type & 0xFFFF_FFFF)]
+    if t.kind is BtfKind.INT:
+        out.append(_U32.pack((t.int_encoding << 24) | (t.int_offset << 16) | t.int_bits))
+    elif t.kind is BtfKind.ARRAY and t.array is not None:
+        out.append(_ARRAY.pack(t.array.type, t.array.index_type, t.array.nelems))
+    elif t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+        for m in t.members:
+            off = (m.bitfield_size << 24) | m.bit_offset if t.kind_flag else m.bit_offset
+            out.append(_MEMBER.pack(m.name_off, m.type, off))
+    elif t.kind is BtfKind.ENUM:
+        for e in t.enum_values:
+            out.append(struct.pack("<II", e.name_off, e.value & 0xFFFF_FFFF))
+    elif t.kind is BtfKind.ENUM64:
+        for e in t.enum_values:
+            v = e.value & 0xFFFF_FFFF_FFFF_FFFF
+            out.append(_ENUM64.pack(e.name_off, v & 0xFFFF_FFFF, v >> 32))
+    elif t.kind is BtfKind.FUNC_PROTO:
+        for p in t.params:
+            out.append(_PARAM.pack(p.name_off, p.type))
+    elif t.kind is BtfKind.VAR:
+        out.append(_U32.pack(t.linkage))
+    elif t.kind is BtfKind.DATASEC:
+        for s in t.secinfos:
+            out.append(_SECINFO.pack(s.type, s.offset, s.size))
+    elif t.kind is BtfKind.DECL_TAG:
+        out.append(_S32.pack(t.component_idx))
+    return b"".join(out)

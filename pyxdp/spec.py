@@ -1,0 +1,295 @@
+"""Collection specs: what an eBPF object file declares, before anything is created.
+
+This is the "spec" half of cilium/ebpf's spec/live-object split (and what
+libbpf holds between ``bpf_object__open`` and ``bpf_object__load``): plain,
+frozen, deterministic data with no kernel calls. An ELF object becomes a
+:class:`CollectionSpec` (see :func:`pyxdp.elf.load_collection_spec`); a
+userspace or kernel backend then creates maps and loads programs from it.
+
+Programs are fully linked the way libbpf links them: used ``.text``
+subprograms are appended after the entry program and call/``BPF_PSEUDO_FUNC``
+offsets point at their new positions. Map and global-data references are
+left *symbolic*: each ``ld_imm64`` that names a map keeps
+``src_reg = BPF_PSEUDO_MAP_FD`` (or ``BPF_PSEUDO_MAP_VALUE`` with the value
+offset in the second slot's ``imm``) and ``imm = 0`` in the first slot, and a
+:class:`MapRef` says which map it means, so a backend writes in its own fd or
+handle.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pyxdp.asm.insn import Instruction
+from pyxdp.btf.btf import Btf
+
+__all__ = [
+    "BPF_F_RDONLY_PROG",
+    "BPF_F_XDP_HAS_FRAGS",
+    "BPF_XDP",
+    "BPF_XDP_CPUMAP",
+    "BPF_XDP_DEVMAP",
+    "CollectionSpec",
+    "FuncInfo",
+    "FunctionSpan",
+    "InnerMapRef",
+    "LineInfo",
+    "MapRef",
+    "MapSpec",
+    "MapValue",
+    "ProgramRef",
+    "ProgramSpec",
+    "XdpRunConfig",
+    "load_collection_spec",
+]
+
+# enum bpf_attach_type values the XDP section names map to (uapi bpf.h).
+BPF_XDP_DEVMAP = 33
+BPF_XDP_CPUMAP = 35
+BPF_XDP = 37
+# BPF_PROG_LOAD prog_flags bit set by SEC("xdp.frags*").
+BPF_F_XDP_HAS_FRAGS = 1 << 5
+# Map flag libbpf sets on .rodata (programs may only read it).
+BPF_F_RDONLY_PROG = 1 << 7
+
+# libxdp's defaults when a program has no .xdp_run_config entry.
+XDP_DEFAULT_RUN_PRIO = 50
+XDP_DEFAULT_CHAIN_CALL_ACTIONS = 1 << 2  # 1 << XDP_PASS
+
+_MAP_TYPE_NAMES = (
+    "unspec", "hash", "array", "prog_array", "perf_event_array", "percpu_hash",
+    "percpu_array", "stack_trace", "cgroup_array", "lru_hash", "lru_percpu_hash",
+    "lpm_trie", "array_of_maps", "hash_of_maps", "devmap", "sockmap", "cpumap",
+    "xskmap", "sockhash", "cgroup_storage", "reuseport_sockarray",
+    "percpu_cgroup_storage", "queue", "stack", "sk_storage", "devmap_hash",
+    "struct_ops", "ringbuf", "inode_storage", "task_storage", "bloom_filter",
+    "user_ringbuf", "cgrp_storage", "arena",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MapRef:
+    """An ``ld_imm64`` at slot ``pc`` that loads map ``map_name``.
+
+    ``kind`` is ``"fd"`` (``BPF_PSEUDO_MAP_FD``: the map itself) or
+    ``"value"`` (``BPF_PSEUDO_MAP_VALUE``: a pointer ``offset`` bytes into
+    the value of a single-entry array, i.e. global data).
+    """
+
+    pc: int
+    map_name: str
+    kind: Literal["fd", "value"]
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FuncInfo:
+    """``struct bpf_func_info`` of the linked program (``insn_off`` in slots)."""
+
+    insn_off: int
+    type_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class LineInfo:
+    """``struct bpf_line_info`` of the linked program, with its strings resolved.
+
+    ``insn_off`` is in slots of the final program; ``file_name_off`` and
+    ``line_off`` index :attr:`CollectionSpec.btf` strings (what the kernel wants),
+    ``file_name`` and ``text`` are those strings.
+    """
+
+    insn_off: int
+    file_name: str
+    text: str
+    line: int
+    col: int
+    file_name_off: int
+    line_off: int
+
+    @property
+    def line_col(self) -> int:
+        return (self.line << 10) | (self.col & 0x3FF)
+
+    def render(self) -> str:
+        """``file.c:LINE: source text`` (file shown by its base name)."""
+        return f"{os.path.basename(self.file_name)}:{self.line}: {self.text.strip()}"
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpan:
+    """Where one C function landed in a linked program: slots ``[pc, pc + count)``."""
+
+    name: str
+    section: str
+    pc: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramRef:
+    """A map slot initialised with a program (``prog_array`` ``values``)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class InnerMapRef:
+    """A map slot initialised with another map (map-in-map ``values``)."""
+
+    name: str
+
+
+MapValue = bytes | ProgramRef | InnerMapRef
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """One map to create: ``struct bpf_map_def`` plus what libbpf knows about it.
+
+    ``type`` is an ``enum bpf_map_type`` value. ``key_type``/``value_type``
+    are ids in :attr:`CollectionSpec.btf` (``None`` when unknown). ``inner``
+    is the template of a map-in-map's inner maps. ``contents`` are initial
+    ``(key, value)`` pairs: raw bytes for global data, or symbolic
+    :class:`ProgramRef`/:class:`InnerMapRef` for ``values = {...}``
+    initialisers. ``frozen`` asks the creator to freeze the map after
+    populating it (``.rodata``). ``kernel_name`` is the at most 15-character
+    name to pass to ``BPF_MAP_CREATE``.
+    """
+
+    name: str
+    type: int
+    key_size: int
+    value_size: int
+    max_entries: int
+    flags: int = 0
+    pinning: int = 0
+    key_type: int | None = None
+    value_type: int | None = None
+    inner: MapSpec | None = None
+    contents: tuple[tuple[bytes, MapValue], ...] = ()
+    frozen: bool = False
+    section: str = ""
+    numa_node: int = 0
+    map_extra: int = 0
+    kernel_name: str = ""
+
+    @property
+    def type_name(self) -> str:
+        """libbpf's name of the map type (``"array"``, ``"prog_array"``...)."""
+        if 0 <= self.type < len(_MAP_TYPE_NAMES):
+            return _MAP_TYPE_NAMES[self.type]
+        return f"type {self.type}"
+
+    @property
+    def is_global_data(self) -> bool:
+        """A map libbpf would create for ``.data*``/``.rodata*``/``.bss*``."""
+        return self.name.startswith((".data", ".rodata", ".bss"))
+
+    def copy(self, **changes: Any) -> MapSpec:
+        """A copy with some fields changed (the spec itself never changes)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """One linked entry-point program, ready to be loaded.
+
+    ``insns`` are kernel slots (``ld_imm64`` takes two). ``map_refs`` lists
+    every slot a backend must patch with a map fd/handle. ``func_info`` and
+    ``line_info`` are the kernel-format ``.BTF.ext`` records already moved to
+    the linked layout; ``functions`` says where each C function landed.
+    ``expected_attach_type``/``flags`` are what libbpf derives from the
+    section name (``SEC("xdp.frags")`` sets ``BPF_F_XDP_HAS_FRAGS``).
+    """
+
+    name: str
+    section: str
+    insns: tuple[Instruction, ...]
+    license: str = ""
+    prog_type: str = "xdp"
+    expected_attach_type: int = BPF_XDP
+    flags: int = 0
+    map_refs: tuple[MapRef, ...] = ()
+    func_info: tuple[FuncInfo, ...] = ()
+    line_info: tuple[LineInfo, ...] = ()
+    functions: tuple[FunctionSpan, ...] = ()
+    autoload: bool = True
+    _line_pcs: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_line_pcs", tuple(li.insn_off for li in self.line_info))
+
+    def line_info_at(self, pc: int) -> LineInfo | None:
+        """The line record covering slot ``pc`` (the last one at or before it)."""
+        i = bisect.bisect_right(self._line_pcs, pc) - 1
+        return self.line_info[i] if i >= 0 else None
+
+    def source_line(self, pc: int) -> str | None:
+        """``file.c:LINE: text`` for slot ``pc``, or ``None`` without line info."""
+        li = self.line_info_at(pc)
+        if li is None or li.line == 0:
+            return None  # compiler-generated code has a line-0 record
+        return li.render()
+
+    def function_at(self, pc: int) -> FunctionSpan | None:
+        """The C function slot ``pc`` belongs to."""
+        for fn in self.functions:
+            if fn.pc <= pc < fn.pc + fn.count:
+                return fn
+        return None
+
+    def copy(self, **changes: Any) -> ProgramSpec:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class XdpRunConfig:
+    """libxdp's ``XDP_RUN_CONFIG(prog)``: dispatcher priority and chain-call actions.
+
+    ``chain_call_actions`` has bit ``1 << action`` set for every XDP action
+    after which the dispatcher continues with the next program.
+    """
+
+    priority: int = XDP_DEFAULT_RUN_PRIO
+    chain_call_actions: int = XDP_DEFAULT_CHAIN_CALL_ACTIONS
+
+    def chain_call(self, action: int) -> bool:
+        return bool(self.chain_call_actions >> action & 1) if 0 <= action < 32 else False
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """Everything an object file declares: programs, maps, BTF, license.
+
+    ``programs`` and ``maps`` keep object-file order. Global data maps are
+    keyed by their ELF section name (``.data``, ``.rodata``, ``.bss``,
+    ``.rodata.str1.1``...), user maps by their C name. ``xdp_run_config``
+    holds libxdp run configs by program name (only programs that declare one).
+    ``name`` is the libbpf object name (file name up to its first dot).
+    """
+
+    programs: dict[str, ProgramSpec]
+    maps: dict[str, MapSpec]
+    btf: Btf | None = None
+    license: str = ""
+    kern_version: int = 0
+    xdp_run_config: dict[str, XdpRunConfig] = field(default_factory=dict)
+    name: str = ""
+
+    def copy(self) -> CollectionSpec:
+        """An independent copy (the containers are fresh; members are immutable)."""
+        return replace(self, programs=dict(self.programs), maps=dict(self.maps),
+                       xdp_run_config=dict(self.xdp_run_config))
+
+
+def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+                         *, name: str | None = None) -> CollectionSpec:
+    """Parse an eBPF ELF object (path or bytes); see :func:`pyxdp.elf.load_collection_spec`."""
+    from pyxdp.elf.reader import load_collection_spec as _load
+
+    return _load(source, name=name)
