@@ -26,6 +26,33 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     return run(args.paths, engine=args.engine, verbose=args.verbose)
 
 
+def _cmd_prog(args: argparse.Namespace) -> int:
+    from pyxdp.cli import prog
+    if args.prog_cmd == "show":
+        return prog.cmd_prog_show(args.obj)
+    if args.prog_cmd == "disasm":
+        return prog.cmd_prog_disasm(args.obj, args.section)
+    return prog.cmd_prog_run(args.obj, args.section, args.data_in, args.data_out, args.ctx_in,
+                             args.ctx_out, args.repeat, args.backend, args.maps,
+                             args.dump_maps, args.trace)
+
+
+def _cmd_map(args: argparse.Namespace) -> int:
+    from pyxdp.cli import prog
+    return prog.cmd_map_dump(args.obj, args.name, args.backend, args.maps)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pyxdp.cli import prog
+    return prog.cmd_run(args.obj, args.section, args.pcap, args.write, args.maps,
+                        args.dump_maps, args.backend)
+
+
+def _backend_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
+                   help="where the program runs (default: userspace; kernel needs root)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="pyxdp", description="XDP, the Linux eXpress Data Path, in Python.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -36,6 +63,49 @@ def build_parser() -> argparse.ArgumentParser:
                    help="engine to run the vectors on (default: interp)")
     c.add_argument("-v", "--verbose", action="store_true", help="print every vector")
     c.set_defaults(func=_cmd_conformance)
+
+    pp = sub.add_parser("prog", help="show, disassemble or test-run the programs of an object")
+    psub = pp.add_subparsers(dest="prog_cmd", metavar="ACTION", required=True,
+                             parser_class=_Parser)
+    ps = psub.add_parser("show", help="programs and maps of an object")
+    ps.add_argument("obj", metavar="OBJ")
+    pd = psub.add_parser("disasm", help="disassemble, with C source lines from BTF")
+    pd.add_argument("obj", metavar="OBJ")
+    pd.add_argument("-s", "--section", help="program name or section")
+    pr = psub.add_parser("run", help="BPF_PROG_TEST_RUN, as bpftool prog run")
+    pr.add_argument("obj", metavar="OBJ")
+    pr.add_argument("-s", "--section", help="program name or section")
+    pr.add_argument("--data-in", required=True, metavar="F", help="input packet ('-': stdin)")
+    pr.add_argument("--data-out", metavar="F", help="write the output packet ('-': stdout)")
+    pr.add_argument("--ctx-in", metavar="F", help="struct xdp_md input")
+    pr.add_argument("--ctx-out", metavar="F", help="write the output struct xdp_md")
+    pr.add_argument("--repeat", type=int, default=1, metavar="N")
+    pr.add_argument("--maps", metavar="F", help="fill maps first from JSON")
+    pr.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    pr.add_argument("--trace", action="store_true",
+                    help="print every executed instruction (userspace)")
+    _backend_arg(pr)
+    pp.set_defaults(func=_cmd_prog)
+
+    pm = sub.add_parser("map", help="map contents")
+    msub = pm.add_subparsers(dest="map_cmd", metavar="ACTION", required=True,
+                             parser_class=_Parser)
+    md = msub.add_parser("dump", help="dump the maps of an object as JSON after loading")
+    md.add_argument("obj", metavar="OBJ")
+    md.add_argument("name", nargs="?", help="one map (default: all)")
+    md.add_argument("--maps", metavar="F", help="fill maps first from JSON")
+    _backend_arg(md)
+    pm.set_defaults(func=_cmd_map)
+
+    r = sub.add_parser("run", help="run a program over a capture (pcap or pcapng)")
+    r.add_argument("obj", metavar="OBJ")
+    r.add_argument("-s", "--section", help="program name or section")
+    r.add_argument("--pcap", required=True, metavar="IN", help="input capture")
+    r.add_argument("-w", "--write", metavar="OUT", help="write packets + verdicts as pcapng")
+    r.add_argument("--maps", metavar="F", help="fill maps first from JSON")
+    r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    _backend_arg(r)
+    r.set_defaults(func=_cmd_run)
     return p
 
 
@@ -52,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, as coreutils do.
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:
         sys.stderr.write(f"pyxdp: {e.strerror or e}: {e.filename or ''}".rstrip(": ") + "\n")
         return 2

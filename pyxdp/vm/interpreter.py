@@ -41,6 +41,7 @@ __all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "Helper", "HelperFn", "Interpreter",
            "Ldimm64Resolver"]
 
 DEFAULT_BUDGET = 1_000_000
+TAIL_CALL_ID = 12
 # Code addresses handed out by ld_imm64 BPF_PSEUDO_FUNC (callbacks for
 # bpf_loop and friends): a fake range no data region uses.
 FUNC_BASE = 0x0000_7FFE_0000_0000
@@ -187,9 +188,14 @@ class Interpreter:
     def __init__(self, insns: Sequence[Instruction], *,
                  helpers: Mapping[int, Helper] | None = None,
                  ld_imm64: Ldimm64Resolver | None = None,
+                 ctx_loads: Mapping[int, int] | None = None,
                  budget: int = DEFAULT_BUDGET) -> None:
         self.insns = tuple(insns)
         self.layout: Layout = validate(self.insns)
+        # Proven context loads (pc -> field index, see pyxdp.vm.ctx_access) read
+        # ctx_values, the way the verifier rewrites them into kernel-field loads.
+        self.ctx_loads = dict(ctx_loads or {})
+        self.ctx_values: list[int] = [0] * 8
         self.helpers = dict(ISA_HELPERS if helpers is None else helpers)
         self.budget = budget
         self.R: list[int] = [0] * 11
@@ -221,6 +227,9 @@ class Interpreter:
             return _factory("R[d] = k\nreturn n")(R, M, d, s, value, 0, pc + 2)
         size = op.SIZE_BYTES[op.bpf_size(i.code)]
         mode = op.bpf_mode(i.code)
+        if cls == op.BPF_LDX and pc in self.ctx_loads:
+            return _factory("R[d] = M[k]\nreturn n")(
+                R, self.ctx_values, d, s, self.ctx_loads[pc], 0, nxt)
         if cls == op.BPF_LDX:
             fn = M.load_signed if mode == op.BPF_MEMSX else M.load
             return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(R, fn, d, s, off, size, nxt)
@@ -339,6 +348,8 @@ class Interpreter:
             return callx
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._local_call_op(pc + 1 + i.imm, nxt)
+        if i.imm == TAIL_CALL_ID:
+            return self._tail_call_op(nxt)
         helper = self.helpers.get(i.imm)
         if helper is None:
             raise UnsupportedHelper(
@@ -350,6 +361,26 @@ class Interpreter:
             R[0] = fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
             return nxt
         return call
+
+    def _tail_call_op(self, nxt: int) -> Callable[[int], int]:
+        """``bpf_tail_call``: on success the target's r0 ends the current function.
+
+        Running the target to completion and then returning from the calling
+        function is what the kernel's frame replacement amounts to; a failed
+        tail call falls through with r0 = -ENOENT.
+        """
+        R = self.R
+        exit_ = self._exit_op()
+
+        def tail_call(pc: int) -> int:
+            hook = getattr(self.context, "tail_call", None)
+            result = hook(self, R[2], R[3] & M32) if hook is not None else None
+            if result is None:
+                R[0] = (-2) & M64  # -ENOENT
+                return nxt
+            R[0] = result & M64
+            return exit_(pc)
+        return tail_call
 
     def _local_call_op(self, target: int, nxt: int) -> Callable[[int], int]:
         R, F = self.R, self.frames

@@ -1,0 +1,101 @@
+"""The one seam between pyxdp's live objects and where they run.
+
+A :class:`Backend` creates maps and loads programs from a
+:class:`~pyxdp.spec.CollectionSpec` and runs BPF_PROG_TEST_RUN on them. Two
+implement it: the userspace backend (:mod:`pyxdp.userspace`: pyxdp's own
+engines and maps, no root) and the kernel backend (:mod:`pyxdp.kernel.backend`:
+bpf(2)). :class:`~pyxdp.collection.Collection` sits on top and gives both the
+same Python API, the way httpx puts one client over interchangeable transports.
+
+What a backend hands back are *handles* with byte-level operations, the
+subset of ``bpf(2)`` that both sides share (:class:`MapHandle`,
+:class:`ProgHandle`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pyxdp.spec import MapSpec, ProgramSpec
+
+__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult"]
+
+
+@dataclass(frozen=True)
+class TestRunResult:
+    """What a BPF_PROG_TEST_RUN reports, plus what only pyxdp can tell.
+
+    ``retval``, ``data_out`` (metadata included, as the kernel copies it),
+    ``ctx_out`` and ``duration_ns`` (mean per repetition) are the kernel's.
+    The userspace backend adds ``redirect`` (where a redirect pointed: the
+    ``bpf_redirect_info`` fields), ``trace`` (trace_printk lines), ``fault``
+    (why the run was aborted, with pc and C source line) and ``insn_trace``
+    (per-instruction trace, when asked for).
+    """
+
+    __test__ = False  # not a pytest test class despite its name
+
+    retval: int
+    data_out: bytes
+    ctx_out: bytes | None
+    duration_ns: int
+    redirect: Mapping[str, Any] | None = None
+    trace: tuple[str, ...] = ()
+    fault: str | None = None
+    insn_trace: tuple[str, ...] = field(default=(), repr=False)
+
+
+@runtime_checkable
+class MapHandle(Protocol):
+    """Byte-level map operations both backends provide (kernel errnos as MapError)."""
+
+    key_size: int
+    value_size: int
+    max_entries: int
+    map_type: int
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None: ...
+
+    def update(self, key: bytes | None, value: bytes, flags: int = 0, *,
+               cpu: int | None = None) -> None: ...
+
+    def delete(self, key: bytes | None) -> None: ...
+
+    def get_next_key(self, key: bytes | None) -> bytes | None: ...
+
+
+@runtime_checkable
+class ProgHandle(Protocol):
+    """A loaded program."""
+
+    spec: ProgramSpec
+
+
+class Backend(Protocol):
+    """Where programs and maps live: ``"userspace"`` or ``"kernel"``."""
+
+    name: str
+
+    def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
+        """Create one map; ``maps`` are those already created (for inner maps)."""
+        ...
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
+        """Load one program with its map references bound to ``maps``."""
+        ...
+
+    def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
+        """Put ``prog`` in slot ``index`` of a prog_array map."""
+        ...
+
+    def test_run(self, prog: ProgHandle, data_in: bytes, *, ctx_in: bytes | None = None,
+                 data_size_out: int = 0, ctx_size_out: int = 0, repeat: int = 1,
+                 trace: bool = False) -> TestRunResult:
+        """BPF_PROG_TEST_RUN with the kernel's rules."""
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,264 @@
+"""``pyxdp prog show|disasm|run``, ``pyxdp map dump`` and ``pyxdp run``: bpftool and
+xdpdump shapes over pyxdp's Collection.
+
+``prog run`` prints bpftool's line (``Return value: N, duration: Nns``, with
+`` (average)`` for repeated runs); ``run --pcap`` runs a program over a
+capture with maps persisting from packet to packet, counts verdicts, and can
+write each packet as the program left it to pcapng with the XDP verdict in
+``epb_verdict``, as xdpdump does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pyxdp.asm.disasm import disassemble
+from pyxdp.collection import Collection, Map, Program
+from pyxdp.elf import load_collection_spec
+from pyxdp.errors import PyxdpError
+from pyxdp.uapi.bpf import BpfAttachType, XdpAction
+
+__all__ = ["cmd_map_dump", "cmd_prog_disasm", "cmd_prog_run", "cmd_prog_show", "cmd_run"]
+
+
+class CliError(PyxdpError):
+    """A command-line input that cannot be used (file, JSON, name)."""
+
+
+def _read_input(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _write_output(path: str, data: bytes) -> None:
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        Path(path).write_bytes(data)
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray)):
+        return " ".join(f"{b:02x}" for b in v)
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_json_value(x) for x in v]
+    return v
+
+
+def _from_json(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return bytes.fromhex(v.replace("0x", "").replace(":", " "))
+        except ValueError:
+            raise CliError(f"{v!r} is not a hex byte string") from None
+    if isinstance(v, dict):
+        return {k: _from_json(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_from_json(x) for x in v]
+    return v
+
+
+def _load(obj: str, backend: str = "userspace") -> Collection:
+    return Collection(load_collection_spec(Path(obj)), backend)
+
+
+def fill_maps(coll: Collection, path: str) -> None:
+    """``--maps F``: ``{"map": [{"key": K, "value": V}, ...]}`` (ints, hex strings, dicts)."""
+    try:
+        doc = json.loads(_read_input(path))
+    except json.JSONDecodeError as e:
+        raise CliError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(doc, dict):
+        raise CliError(f"{path}: expected an object mapping map names to entry lists")
+    for name, entries in doc.items():
+        m = coll.maps.get(name)
+        if m is None:
+            raise CliError(f"{path}: the object has no map {name!r} "
+                           f"(maps: {', '.join(coll.maps)})")
+        if not isinstance(entries, list):
+            raise CliError(f"{path}: map {name!r} needs a list of {{key, value}} entries")
+        for entry in entries:
+            if not isinstance(entry, dict) or "key" not in entry or "value" not in entry:
+                raise CliError(f"{path}: map {name!r}: each entry needs 'key' and 'value'")
+            m.update(_from_json(entry["key"]), _from_json(entry["value"]))
+
+
+def dump_maps(coll: Collection) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, m in coll.maps.items():
+        out[name] = _dump_map(m)
+    return out
+
+
+def _dump_map(m: Map) -> Any:
+    try:
+        return [{"key": _json_value(entry["key"]), "value": _json_value(entry["value"])}
+                for entry in m.dump()]
+    except PyxdpError as e:
+        return {"error": str(e)}
+
+
+def _program(coll: Collection, section: str | None) -> Program:
+    not_runnable = (BpfAttachType.BPF_XDP_DEVMAP, BpfAttachType.BPF_XDP_CPUMAP)
+    progs = {n: p for n, p in coll.programs.items()
+             if p.spec.expected_attach_type not in not_runnable}
+    if section is None:
+        if len(progs) == 1:
+            return next(iter(progs.values()))
+        raise CliError(f"the object has {len(coll.programs)} programs "
+                       f"({', '.join(coll.programs)}): choose one with -s")
+    return coll.program(section)
+
+
+def cmd_prog_show(obj: str) -> int:
+    spec = load_collection_spec(Path(obj))
+    for name, p in spec.programs.items():
+        maps = sorted({r.map_name for r in p.map_refs})
+        print(f"{name}: section {p.section}  insns {len(p.insns)}  license {p.license or '-'}"
+              + (f"  maps {','.join(maps)}" if maps else ""))
+    for name, m in spec.maps.items():
+        print(f"map {name}: {m.type_name}  key {m.key_size}B  value {m.value_size}B  "
+              f"max_entries {m.max_entries}" + (f"  flags {m.flags:#x}" if m.flags else ""))
+    return 0
+
+
+def cmd_prog_disasm(obj: str, section: str | None) -> int:
+    spec = load_collection_spec(Path(obj))
+    names = list(spec.programs) if section is None else [
+        n for n, p in spec.programs.items() if section in (n, p.section)]
+    if not names:
+        raise CliError(f"no program named {section!r} (programs: {', '.join(spec.programs)})")
+    for name in names:
+        p = spec.programs[name]
+        print(f"{name} ({p.section}):")
+        last = None
+        lines = disassemble(p.insns, pc_prefix=True)
+        slot = 0
+        for text in lines:
+            src = p.source_line(slot)
+            if src and src != last:
+                print(f"; {src}")
+                last = src
+            print(text)
+            slot += 2 if p.insns[slot].code == 0x18 else 1
+    return 0
+
+
+def _print_result(res: Any, repeat: int) -> None:
+    avg = " (average)" if repeat > 1 else ""
+    print(f"Return value: {res.retval}, duration{avg}: {res.duration_ns}ns")
+    if res.fault:
+        print(f"aborted: {res.fault}")
+    if res.redirect:
+        print("redirect: " + ", ".join(f"{k}={v}" for k, v in res.redirect.items()))
+    for line in res.trace:
+        print(f"trace_printk: {line}")
+    for line in res.insn_trace:
+        print(line)
+
+
+def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | None,
+                 ctx_in: str | None, ctx_out: str | None, repeat: int, backend: str,
+                 maps_in: str | None, maps_out: str | None, trace: bool) -> int:
+    if repeat < 0:
+        raise CliError("--repeat must be >= 0")
+    data = _read_input(data_in)
+    ctx = _read_input(ctx_in) if ctx_in else None
+    with _load(obj, backend) as coll:
+        if maps_in:
+            fill_maps(coll, maps_in)
+        prog = _program(coll, section)
+        res = prog.test_run(data, ctx_in=ctx, ctx_size_out=24 if (ctx_out or ctx) else 0,
+                            repeat=repeat, trace=trace)
+        if data_out:
+            _write_output(data_out, res.data_out)
+        if ctx_out and res.ctx_out is not None:
+            _write_output(ctx_out, res.ctx_out)
+        out = sys.stderr if data_out == "-" else sys.stdout
+        saved, sys.stdout = sys.stdout, out
+        try:
+            _print_result(res, repeat)
+        finally:
+            sys.stdout = saved
+        if maps_out:
+            _write_output(maps_out, (json.dumps(dump_maps(coll), indent=2) + "\n").encode())
+    return 0
+
+
+def cmd_map_dump(obj: str, name: str | None, backend: str, maps_in: str | None) -> int:
+    with _load(obj, backend) as coll:
+        if maps_in:
+            fill_maps(coll, maps_in)
+        if name is not None and name not in coll.maps:
+            raise CliError(f"no map named {name!r} (maps: {', '.join(coll.maps)})")
+        doc = dump_maps(coll) if name is None else {name: _dump_map(coll.maps[name])}
+        print(json.dumps(doc, indent=2))
+    return 0
+
+
+def _action_name(act: int) -> str:
+    try:
+        return XdpAction(act).name
+    except ValueError:
+        return f"unknown({act})"
+
+
+def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in: str | None,
+            maps_out: str | None, backend: str) -> int:
+    from pyxdp.net.pcap import PcapngWriter, read_capture
+    counts: Counter[str] = Counter()
+    aborted: list[str] = []
+    with _load(obj, backend) as coll:
+        if maps_in:
+            fill_maps(coll, maps_in)
+        prog = _program(coll, section)
+        writer: PcapngWriter | None = None
+        out: BinaryIO | None = None
+        try:
+            if write:
+                out = sys.stdout.buffer if write == "-" else open(write, "wb")  # noqa: SIM115
+                writer = PcapngWriter(out)
+                writer.add_interface("pyxdp")
+            n = 0
+            for pkt in read_capture(pcap):
+                n += 1
+                res = prog.test_run(pkt.data)
+                name = _action_name(res.retval)
+                counts[name] += 1
+                if res.fault and len(aborted) < 5:
+                    aborted.append(f"packet {n}: {res.fault}")
+                if writer is not None:
+                    writer.write(res.data_out, pkt.ts_ns, verdict=res.retval)
+        finally:
+            if writer is not None:
+                writer.close()
+            if out is not None and out is not sys.stdout.buffer:
+                out.close()
+        report = sys.stderr if write == "-" else sys.stdout
+        print(f"{n} packets through {prog.name} ({prog.section}):", file=report)
+        for action in ("XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"):
+            print(f"  {action:<13}{counts.pop(action, 0)}", file=report)
+        for action, c in sorted(counts.items()):
+            print(f"  {action:<13}{c}", file=report)
+        for line in aborted:
+            print(f"  {line}", file=report)
+        doc = dump_maps(coll)
+        if maps_out:
+            _write_output(maps_out, (json.dumps(doc, indent=2) + "\n").encode())
+        else:
+            print(json.dumps(doc, indent=2), file=report)
+    return 0

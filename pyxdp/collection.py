@@ -1,0 +1,286 @@
+"""Live objects over any backend: :class:`Collection`, :class:`Program`, :class:`Map`.
+
+The same code loads an object into pyxdp's own engines (no root) or into
+Linux, like cilium/ebpf's ``NewCollection`` over a ``CollectionSpec``::
+
+    coll = Collection.load("samples/xdp1.o")                 # userspace
+    coll = Collection.load("samples/xdp1.o", backend="kernel")
+    coll.maps["rxcnt"].sum(17)
+    coll.programs["xdp_prog1"].test_run(packet).retval
+
+Maps are dict-like with keys and values typed from BTF (ints for scalars,
+dicts for structs, bytes for char arrays); per-CPU maps give one value per
+CPU and ``sum()``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyxdp.backend import Backend, MapHandle, ProgHandle, TestRunResult
+from pyxdp.btf.codec import BtfCodec
+from pyxdp.errors import MapError, PyxdpError
+from pyxdp.spec import CollectionSpec, InnerMapRef, MapSpec, ProgramRef, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag
+
+__all__ = ["Collection", "Map", "Program"]
+
+_PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
+                     BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
+_NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
+                     BpfMapType.BPF_MAP_TYPE_RINGBUF})
+
+
+class Map:
+    """A map of a loaded collection; the same API over both backends."""
+
+    def __init__(self, name: str, spec: MapSpec, handle: MapHandle, codec: BtfCodec | None,
+                 nr_cpus: int) -> None:
+        self.name = name
+        self.spec = spec
+        self.handle = handle
+        self.codec = codec
+        self.nr_cpus = nr_cpus
+        self.percpu = spec.type in _PERCPU
+
+    def __repr__(self) -> str:
+        return (f"<Map {self.name} {self.spec.type_name} key={self.spec.key_size} "
+                f"value={self.spec.value_size} max_entries={self.spec.max_entries}>")
+
+    # -- codec -----------------------------------------------------------------------
+    def _enc_key(self, key: object) -> bytes:
+        if self.codec is not None:
+            return self.codec.encode_key(self.handle, key)
+        return _raw(key, self.spec.key_size, "key")
+
+    def _enc_value(self, value: object) -> bytes:
+        if self.codec is not None:
+            return self.codec.encode_value(self.handle, value)
+        return _raw(value, self.spec.value_size, "value")
+
+    def _dec_key(self, raw: bytes) -> Any:
+        return self.codec.decode_key(self.handle, raw) if self.codec else _plain(raw)
+
+    def _dec_one(self, raw: bytes) -> Any:
+        return self.codec.decode_value(self.handle, raw) if self.codec else _plain(raw)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        if not self.percpu:
+            return self._dec_one(raw)
+        stride = (self.spec.value_size + 7) // 8 * 8
+        return [self._dec_one(raw[c * stride:c * stride + self.spec.value_size])
+                for c in range(len(raw) // stride)]
+
+    # -- dict-like API -----------------------------------------------------------------
+    def lookup(self, key: object, default: Any = None) -> Any:
+        raw = self.handle.lookup(self._enc_key(key))
+        return default if raw is None else self._dec_value(raw)
+
+    get = lookup
+
+    def __getitem__(self, key: object) -> Any:
+        raw = self.handle.lookup(self._enc_key(key))
+        if raw is None:
+            raise KeyError(key)
+        return self._dec_value(raw)
+
+    def update(self, key: object, value: object, flags: int = MapUpdateFlag.BPF_ANY) -> None:
+        """Set ``key``; per-CPU maps take one value for every CPU or a list of them."""
+        if self.percpu:
+            vals = value if isinstance(value, (list, tuple)) else [value] * self.nr_cpus
+            if len(vals) != self.nr_cpus:
+                raise MapError("update", 22, f"per-CPU map needs {self.nr_cpus} values")
+            stride = (self.spec.value_size + 7) // 8 * 8
+            raw = b"".join(self._enc_value(v).ljust(stride, b"\0") for v in vals)
+        else:
+            raw = self._enc_value(value)
+        self.handle.update(self._enc_key(key), raw, int(flags))
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self.update(key, value)
+
+    def delete(self, key: object) -> None:
+        self.handle.delete(self._enc_key(key))
+
+    def __delitem__(self, key: object) -> None:
+        try:
+            self.delete(key)
+        except MapError as e:
+            if e.errno == 2:
+                raise KeyError(key) from None
+            raise
+
+    def __contains__(self, key: object) -> bool:
+        return self.handle.lookup(self._enc_key(key)) is not None
+
+    def raw_keys(self) -> Iterator[bytes]:
+        if self.spec.type in _NO_KEY:
+            return
+        key = self.handle.get_next_key(None)
+        seen = 0
+        while key is not None and seen <= max(self.spec.max_entries, 1):
+            yield key
+            seen += 1
+            key = self.handle.get_next_key(key)
+
+    def keys(self) -> Iterator[Any]:
+        return (self._dec_key(k) for k in self.raw_keys())
+
+    __iter__ = keys
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for k in self.raw_keys():
+            raw = self.handle.lookup(k)
+            if raw is not None:
+                yield self._dec_key(k), self._dec_value(raw)
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self.items())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.raw_keys())
+
+    def sum(self, key: object) -> int:
+        """Sum of a per-CPU integer value over all CPUs (0 when the key is absent)."""
+        vals = self.lookup(key)
+        if vals is None:
+            return 0
+        if not self.percpu:
+            return int(vals)
+        return sum(int(v) for v in vals)
+
+    def dump(self) -> list[dict[str, Any]]:
+        """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints)."""
+        return [{"key": k, "value": v} for k, v in self.items()]
+
+
+def _raw(value: object, size: int, what: str) -> bytes:
+    if isinstance(value, int) and size in (1, 2, 4, 8):
+        return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == size:
+        return bytes(value)
+    raise MapError("encode", 22, f"{what} must be {size} bytes or an int")
+
+
+def _plain(raw: bytes) -> Any:
+    return int.from_bytes(raw, "little") if len(raw) in (1, 2, 4, 8) else raw
+
+
+class Program:
+    """A loaded program: ``test_run`` with BPF_PROG_TEST_RUN's rules on its backend."""
+
+    def __init__(self, name: str, spec: ProgramSpec, handle: ProgHandle, backend: Backend
+                 ) -> None:
+        self.name = name
+        self.spec = spec
+        self.handle = handle
+        self._backend = backend
+
+    def __repr__(self) -> str:
+        return f"<Program {self.name} section={self.spec.section} on {self._backend.name}>"
+
+    @property
+    def section(self) -> str:
+        return self.spec.section
+
+    def test_run(self, data_in: bytes, *, ctx_in: bytes | None = None, data_size_out: int = 0,
+                 ctx_size_out: int = 0, repeat: int = 1, trace: bool = False) -> TestRunResult:
+        return self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,
+                                      data_size_out=data_size_out, ctx_size_out=ctx_size_out,
+                                      repeat=repeat, trace=trace)
+
+
+def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None
+                  ) -> Backend:
+    if not isinstance(backend, str):
+        return backend
+    if backend == "userspace":
+        from pyxdp.userspace import UserspaceBackend
+        return UserspaceBackend(nr_cpus=nr_cpus)
+    if backend == "kernel":
+        from pyxdp.kernel.backend import KernelBackend
+        return KernelBackend(spec)
+    raise PyxdpError(f"unknown backend {backend!r} (userspace or kernel)")
+
+
+class Collection:
+    """Every map and program of one object, loaded into one backend."""
+
+    def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
+                 nr_cpus: int | None = None) -> None:
+        self.spec = spec
+        self.backend = _make_backend(backend, spec, nr_cpus)
+        self.maps: dict[str, Map] = {}
+        self.programs: dict[str, Program] = {}
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
+             nr_cpus: int | None = None) -> Collection:
+        from pyxdp.elf import load_collection_spec
+        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus)
+
+    def _load(self) -> None:
+        handles: dict[str, MapHandle] = {}
+        btf = self.spec.btf
+        for name, ms in self.spec.maps.items():
+            h = self.backend.create_map(ms, handles)
+            handles[name] = h
+            codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
+                ms.key_type or ms.value_type) else None
+            cpus = int(getattr(h, "nr_cpus", 1) or 1)
+            self.maps[name] = Map(name, ms, h, codec, cpus)
+        for name, ps in self.spec.programs.items():
+            if not ps.autoload:
+                continue
+            self.programs[name] = Program(name, ps, self.backend.load_program(ps, handles),
+                                          self.backend)
+        for name, ms in self.spec.maps.items():
+            for key, value in ms.contents:
+                if isinstance(value, ProgramRef):
+                    prog = self.programs.get(value.name)
+                    if prog is None:
+                        raise PyxdpError(f"map {name}: initial value names program "
+                                         f"{value.name!r}, which is not loaded")
+                    self.backend.set_prog_array(handles[name],
+                                                int.from_bytes(key[:4], "little"), prog.handle)
+                elif isinstance(value, InnerMapRef):
+                    set_inner = self.backend.set_inner_map  # type: ignore[attr-defined]
+                    set_inner(handles[name], key, handles[value.name])
+
+    def __getitem__(self, name: str) -> Program:
+        return self.programs[name]
+
+    def program(self, name_or_section: str | None = None) -> Program:
+        """A program by name or section; the only program when there is one."""
+        if name_or_section is None:
+            if len(self.programs) != 1:
+                raise PyxdpError(f"the object has {len(self.programs)} programs "
+                                 f"({', '.join(self.programs)}): name one")
+            return next(iter(self.programs.values()))
+        if name_or_section in self.programs:
+            return self.programs[name_or_section]
+        found = [p for p in self.programs.values() if p.section == name_or_section]
+        if len(found) == 1:
+            return found[0]
+        raise PyxdpError(f"no program named {name_or_section!r} "
+                         f"(programs: {', '.join(self.programs)})")
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Collection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+

@@ -1,0 +1,420 @@
+"""Array maps, as ``kernel/bpf/arraymap.c`` (+ the fd-array half of ``kernel/bpf/map_in_map.c``).
+
+``BPF_MAP_TYPE_ARRAY``, ``PERCPU_ARRAY``, ``PROG_ARRAY`` and ``ARRAY_OF_MAPS``
+with ``array_map_alloc_check`` / ``fd_array_map_alloc_check`` and the
+errnos of ``array_map_update_elem`` (E2BIG past the end, EEXIST for
+``BPF_NOEXIST`` always), ``array_map_delete_elem`` (EINVAL) and
+``array_map_get_next_key`` (index order; a missing or out-of-range key
+restarts at 0).
+
+Storage for native code (``ArrayMap.value_data``, numpy ``uint8``, C order):
+
+* ``ARRAY``: ``max_entries * elem_size`` bytes, ``elem_size =
+  round_up(value_size, 8)`` as the kernel's ``array->elem_size``; value ``i``
+  is at byte ``i * elem_size``. One region; the address of value ``i`` is
+  ``value_region().base + i * elem_size``.
+* ``PERCPU_ARRAY``: shape ``(nr_cpus, max_entries * elem_size)``; row ``c``
+  is CPU ``c``'s copy, exposed as its own region (``value_region(c)``).
+
+``PROG_ARRAY`` and ``ARRAY_OF_MAPS`` hold objects, not bytes: ``ids``
+(``uint32[max_entries]``, 0 = empty) keeps the id the kernel reports on
+lookup and a Python list keeps the object. Their "fds" are resolved by
+pluggable hooks (programs) or the map-id registry (maps): pyxdp has no file
+descriptors of its own. Simplified: no ``BPF_F_MMAPABLE`` mapping (the flag
+is accepted and kept), no NUMA, no ``index_mask`` speculation hardening.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from pyxdp.maps.base import (
+    BPF_ANY,
+    BPF_F_ACCESS_MASK,
+    BPF_NOEXIST,
+    ENOTSUPP,
+    INT_MAX,
+    MAX_STORAGE_BYTES,
+    PCPU_MIN_UNIT_SIZE,
+    Map,
+    MapError,
+    MapSpec,
+    U8Array,
+    access_ok,
+    einval,
+    map_by_id,
+    round_up,
+)
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
+
+__all__ = ["ArrayMap", "ArrayOfMaps", "FdArrayMap", "PercpuArrayMap", "ProgArrayMap",
+           "array_alloc_check", "fd_array_alloc_check"]
+
+_T = BpfMapType
+ARRAY_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_MMAPABLE
+                             | MapFlag.BPF_F_PRESERVE_ELEMS | MapFlag.BPF_F_INNER_MAP) \
+    | BPF_F_ACCESS_MASK
+
+
+def array_alloc_check(spec: MapSpec) -> None:
+    """``array_map_alloc_check`` (also run for every fd array)."""
+    op = "map_create"
+    percpu = spec.map_type == _T.BPF_MAP_TYPE_PERCPU_ARRAY
+    # pyxdp takes no numa_node: BPF_F_NUMA_NODE stands for "a node was given".
+    numa = bool(spec.map_flags & MapFlag.BPF_F_NUMA_NODE)
+    if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size == 0
+            or spec.map_flags & ~ARRAY_CREATE_FLAG_MASK or not access_ok(spec.map_flags)
+            or (percpu and numa)):
+        raise einval(op, "array: key_size 4, value_size and max_entries > 0, known flags")
+    if (spec.map_type != _T.BPF_MAP_TYPE_ARRAY
+            and spec.map_flags & (MapFlag.BPF_F_MMAPABLE | MapFlag.BPF_F_INNER_MAP)):
+        raise einval(op, "BPF_F_MMAPABLE / BPF_F_INNER_MAP are for BPF_MAP_TYPE_ARRAY only")
+    if (spec.map_type != _T.BPF_MAP_TYPE_PERF_EVENT_ARRAY
+            and spec.map_flags & MapFlag.BPF_F_PRESERVE_ELEMS):
+        raise einval(op, "BPF_F_PRESERVE_ELEMS is for perf event arrays only")
+    if spec.value_size > INT_MAX:
+        raise MapError(op, _errno.E2BIG, "value_size above INT_MAX")
+    if percpu and round_up(spec.value_size, 8) > PCPU_MIN_UNIT_SIZE:
+        raise MapError(op, _errno.E2BIG, "per-CPU value above PCPU_MIN_UNIT_SIZE (32 KiB)")
+    cpus = spec.nr_cpus if percpu else 1
+    if spec.max_entries * round_up(spec.value_size, 8) * cpus > MAX_STORAGE_BYTES:
+        raise MapError(op, _errno.ENOMEM, "array storage too large")
+
+
+def fd_array_alloc_check(spec: MapSpec) -> None:
+    """``fd_array_map_alloc_check``: values are u32 fds, not writable by programs."""
+    if spec.value_size != 4 or spec.map_flags & (MapFlag.BPF_F_RDONLY_PROG
+                                                 | MapFlag.BPF_F_WRONLY_PROG):
+        raise einval("map_create", "fd array: value_size 4, no BPF_F_{RDONLY,WRONLY}_PROG")
+    array_alloc_check(spec)
+
+
+def _index(key: bytes) -> int:
+    return int.from_bytes(key, "little")
+
+
+class _ArrayOrder(Map):
+    """``array_map_get_next_key``: index order; None/out-of-range restarts at 0."""
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        if key is None:
+            return (0).to_bytes(4, "little")
+        i = _index(self._key(key, "get_next_key"))
+        if i >= self.max_entries:
+            return (0).to_bytes(4, "little")
+        if i == self.max_entries - 1:
+            return None
+        return (i + 1).to_bytes(4, "little")
+
+
+class ArrayMap(_ArrayOrder):
+    """``BPF_MAP_TYPE_ARRAY``: preallocated, zero-filled values indexed by a u32 key."""
+
+    map_type = int(_T.BPF_MAP_TYPE_ARRAY)
+
+    def __init__(self, spec: MapSpec) -> None:
+        array_alloc_check(spec)
+        super().__init__(spec)
+        rows = spec.nr_cpus if self.percpu else 1
+        size = self.max_entries * self.elem_size
+        self.value_data: U8Array = np.zeros((rows, size) if self.percpu else size, np.uint8)
+        writable = not self.map_flags & MapFlag.BPF_F_RDONLY_PROG
+        self._make_regions(list(self.value_data) if self.percpu else [self.value_data], writable)
+
+    def _storage_bytes(self) -> int:
+        return self.max_entries * round_up(self.value_size, 8)
+
+    def view(self) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The values as ``(max_entries, value_size)`` (per-CPU: ``(nr_cpus, max_entries,
+        value_size)``), a writable view of the storage."""
+        if self.percpu:
+            v = self.value_data.reshape(self.nr_cpus, self.max_entries, self.elem_size)
+            return v[:, :, :self.value_size]
+        return self.value_data.reshape(self.max_entries, self.elem_size)[:, :self.value_size]
+
+    # -- operations -------------------------------------------------------------------
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._lookup_flags(flags)
+        self._check_cpu(cpu, "lookup")
+        i = _index(self._key(key, "lookup"))
+        if i >= self.max_entries:
+            return None
+        off = i * self.elem_size
+        if not self.percpu:
+            return self.value_data[off:off + self.value_size].tobytes()
+        if cpu is not None:
+            return self.value_data[cpu, off:off + self.value_size].tobytes()
+        return self.value_data[:, off:off + self.elem_size].tobytes()
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        i = _index(key)
+        if i >= self.max_entries or not 0 <= cpu < self.nr_cpus:
+            return 0
+        return self.value_region(cpu).base + i * self.elem_size
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        self._check_cpu(cpu, "update")
+        if self.percpu and cpu is None:
+            # bpf_percpu_array_update: BPF_F_LOCK is simply an unknown flag here.
+            if flags > 2:
+                raise einval("update", f"unknown flags {flags:#x}")
+        else:
+            self._update_flags(flags)
+        i = _index(self._key(key, "update"))
+        data = self._value(value, cpu, "update")
+        if i >= self.max_entries:
+            raise MapError("update", _errno.E2BIG, f"index {i} >= max_entries")
+        if flags & BPF_NOEXIST:
+            raise MapError("update", _errno.EEXIST, "array elements always exist")
+        off = i * self.elem_size
+        vs = self.value_size
+        src = np.frombuffer(data, np.uint8)
+        if not self.percpu:
+            self.value_data[off:off + vs] = src
+        elif cpu is not None:
+            self.value_data[cpu, off:off + vs] = src
+        else:
+            self.value_data[:, off:off + vs] = src.reshape(self.nr_cpus, self.elem_size)[:, :vs]
+
+    def delete(self, key: bytes | None) -> None:
+        self._key(key, "delete")
+        raise einval("delete", "array elements cannot be deleted")
+
+    def lookup_and_delete(self, key: bytes | None, flags: int = 0) -> bytes | None:
+        raise MapError("lookup_and_delete", ENOTSUPP)
+
+    # -- bulk ---------------------------------------------------------------------------
+    def lookup_batch(self, cursor: bytes | None = None, count: int = 0
+                     ) -> tuple[list[bytes], list[bytes], bytes | None]:
+        start = 0 if cursor is None else _index(self._key(cursor, "lookup_batch")) + 1
+        start = min(start, self.max_entries)
+        stop = self.max_entries if count == 0 else min(self.max_entries, start + count)
+        idx = np.arange(start, stop, dtype="<u4")
+        if self.percpu:
+            block = self.value_data.reshape(self.nr_cpus, self.max_entries, self.elem_size)
+            rows = np.ascontiguousarray(block[:, start:stop, :].transpose(1, 0, 2))
+            vals = [r.tobytes() for r in rows]
+        else:
+            rows = self.value_data.reshape(self.max_entries, self.elem_size)[start:stop,
+                                                                          :self.value_size]
+            vals = [r.tobytes() for r in rows]
+        keys = [k.tobytes() for k in idx]
+        nxt = keys[-1] if keys and stop < self.max_entries else None
+        return keys, vals, nxt
+
+    def update_batch(self, keys: Sequence[bytes] | np.ndarray[Any, Any],
+                     values: Sequence[bytes] | np.ndarray[Any, Any],
+                     flags: int = BPF_ANY) -> int:
+        """Vectorized BPF_MAP_UPDATE_BATCH; ``keys``/``value_data`` may be numpy arrays.
+
+        Like the kernel, elements are applied in order up to the first failing
+        one, whose errno is raised with ``.count`` = elements done.
+        """
+        if self.percpu:
+            return super().update_batch([bytes(k) for k in keys], [bytes(v) for v in values],
+                                        flags)
+        self._update_flags(flags, "update_batch")
+        idx = (np.frombuffer(b"".join(bytes(k) for k in keys), "<u4")
+               if not isinstance(keys, np.ndarray) else keys.astype("<u4").ravel())
+        vals = (np.frombuffer(b"".join(bytes(v) for v in values), np.uint8)
+                if not isinstance(values, np.ndarray) else
+                np.ascontiguousarray(values).view(np.uint8).ravel())
+        if vals.size != idx.size * self.value_size:
+            raise einval("update_batch", "values do not match keys * value_size")
+        vals2 = vals.reshape(idx.size, self.value_size)
+        bad = np.flatnonzero(idx >= self.max_entries)
+        done = int(bad[0]) if bad.size else idx.size
+        err = _errno.E2BIG if bad.size else 0
+        if flags & BPF_NOEXIST and idx.size:
+            done, err = 0, _errno.EEXIST
+        # Duplicate indices: numpy fancy assignment keeps the last, as sequential updates do.
+        self.value_data.reshape(self.max_entries, self.elem_size)[
+            idx[:done], :self.value_size] = vals2[:done]
+        if err:
+            raise MapError("update_batch", err, count=done)
+        return done
+
+    def __len__(self) -> int:
+        return self.max_entries
+
+    def clear(self) -> None:
+        """Zero every value (array elements cannot be deleted)."""
+        self.value_data.fill(0)
+
+
+class PercpuArrayMap(ArrayMap):
+    """``BPF_MAP_TYPE_PERCPU_ARRAY``: one value per CPU and index."""
+
+    map_type = int(_T.BPF_MAP_TYPE_PERCPU_ARRAY)
+    percpu = True
+
+
+class FdArrayMap(_ArrayOrder):
+    """An array of kernel objects referenced by fd (the ``fd_array_map_*`` functions).
+
+    ``ids[i]`` is what a user-space lookup reports (the object's id), 0 when
+    empty; ``objects[i]`` is the object itself. ``_resolve`` turns the u32
+    written by user space into ``(object, id)`` or raises the kernel's errno.
+    """
+
+    def __init__(self, spec: MapSpec) -> None:
+        fd_array_alloc_check(spec)
+        super().__init__(spec)
+        self.ids = np.zeros(self.max_entries, np.uint32)
+        self.objects: list[object | None] = [None] * self.max_entries
+
+    def _resolve(self, fd: int) -> tuple[object, int]:
+        raise MapError("update", _errno.EBADF, f"fd {fd} is not an object pyxdp knows")
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._lookup_flags(flags)
+        i = _index(self._key(key, "lookup"))
+        if i >= self.max_entries or self.objects[i] is None:
+            return None
+        return int(self.ids[i]).to_bytes(4, "little")
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        i = _index(self._key(key, "update"))
+        data = self._value(value, None, "update")
+        if flags != BPF_ANY:
+            raise einval("update", "fd arrays take BPF_ANY only")
+        if i >= self.max_entries:
+            raise MapError("update", _errno.E2BIG, f"index {i} >= max_entries")
+        obj, oid = self._resolve(int.from_bytes(data, "little"))
+        self.objects[i] = obj
+        self.ids[i] = oid
+
+    def delete(self, key: bytes | None) -> None:
+        i = _index(self._key(key, "delete"))
+        if i >= self.max_entries:
+            raise MapError("delete", _errno.E2BIG, f"index {i} >= max_entries")
+        if self.objects[i] is None:
+            raise MapError("delete", _errno.ENOENT)
+        self.objects[i] = None
+        self.ids[i] = 0
+
+    def object_at(self, index: int) -> object | None:
+        """The object at ``index`` (None when empty or out of range)."""
+        return self.objects[index] if 0 <= index < self.max_entries else None
+
+    def raw_keys(self) -> Iterator[bytes]:
+        # get_next_key walks every index; the Python API lists only the set
+        # ones (ids are never 0 for a set entry).
+        return iter([i.tobytes() for i in np.flatnonzero(self.ids).astype("<u4")])
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.ids))
+
+    def clear(self) -> None:
+        self.ids.fill(0)
+        self.objects = [None] * self.max_entries
+
+
+class ProgArrayMap(FdArrayMap):
+    """``BPF_MAP_TYPE_PROG_ARRAY``: tail-call targets.
+
+    pyxdp programs have no fds: set :attr:`resolve_fd` (``fd -> (program,
+    prog_id)``, raising :class:`MapError` for a bad fd) or use :meth:`set`.
+    Without a resolver every fd is EBADF, as an fd that is not open.
+    Programs cannot look a prog array up (``lookup_addr`` is NULL, as the
+    kernel's ``prog_fd_array`` lookup op returns NULL).
+    """
+
+    map_type = int(_T.BPF_MAP_TYPE_PROG_ARRAY)
+
+    def __init__(self, spec: MapSpec) -> None:
+        super().__init__(spec)
+        self.resolve_fd: Callable[[int], tuple[object, int]] | None = None
+
+    def _resolve(self, fd: int) -> tuple[object, int]:
+        if self.resolve_fd is None:
+            return super()._resolve(fd)
+        return self.resolve_fd(fd)
+
+    def set(self, index: int, prog: object, prog_id: int) -> None:
+        """Install ``prog`` (reported as ``prog_id`` on lookup) at ``index``."""
+        if not 0 <= index < self.max_entries:
+            raise MapError("update", _errno.E2BIG, f"index {index} >= max_entries")
+        if not 0 < prog_id <= 0xFFFF_FFFF:
+            raise einval("update", "a program id is a non-zero u32")
+        self.objects[index] = prog
+        self.ids[index] = prog_id
+
+    def prog_at(self, index: int) -> object | None:
+        """The tail-call target at ``index`` (``bpf_tail_call``), None when empty."""
+        return self.object_at(index)
+
+
+def inner_meta_check(spec: MapSpec) -> Map:
+    """``bpf_map_meta_alloc``: the template map every inner map must match."""
+    inner = spec.inner
+    if inner is None:
+        # inner_map_fd 0 is not a map fd: the kernel answers EINVAL (measured).
+        raise einval("map_create", "a map-in-map needs an inner map template")
+    if getattr(inner, "is_map_in_map", False):
+        raise einval("map_create", "map-in-map nests one level only")
+    if inner.map_type == _T.BPF_MAP_TYPE_PROG_ARRAY:
+        raise MapError("map_create", ENOTSUPP, "a prog array cannot be an inner map")
+    return inner
+
+
+def meta_equal(meta: Map, other: Map) -> bool:
+    """``bpf_map_meta_equal`` (+ ``array_map_meta_equal``'s max_entries rule)."""
+    same = (meta.map_type == other.map_type and meta.key_size == other.key_size
+            and meta.value_size == other.value_size and meta.map_flags == other.map_flags)
+    if same and meta.map_type in (_T.BPF_MAP_TYPE_ARRAY, _T.BPF_MAP_TYPE_PERCPU_ARRAY):
+        return bool(meta.map_flags & MapFlag.BPF_F_INNER_MAP) or \
+            meta.max_entries == other.max_entries
+    return same
+
+
+def resolve_inner(meta: Map, map_id: int) -> Map:
+    """``bpf_map_fd_get_ptr``: a map id (pyxdp's map fd) -> the inner map."""
+    inner = map_by_id(map_id)
+    if inner is None:
+        raise MapError("update", _errno.EBADF, f"no map with id {map_id}")
+    if not meta_equal(meta, inner):
+        raise einval("update", "inner map does not match the template (type, sizes, flags)")
+    return inner
+
+
+class ArrayOfMaps(FdArrayMap):
+    """``BPF_MAP_TYPE_ARRAY_OF_MAPS``: values are maps matching :attr:`inner_meta`.
+
+    A value written from user space is a map id (:attr:`Map.id`); the Python
+    API also takes a :class:`Map`. A user-space lookup reports the inner map's
+    id; a program lookup returns the inner map's handle (:attr:`Map.addr`).
+    """
+
+    map_type = int(_T.BPF_MAP_TYPE_ARRAY_OF_MAPS)
+    is_map_in_map = True
+
+    def __init__(self, spec: MapSpec) -> None:
+        fd_array_alloc_check(spec)
+        self.inner_meta = inner_meta_check(spec)
+        super().__init__(spec)
+
+    def _resolve(self, fd: int) -> tuple[object, int]:
+        inner = resolve_inner(self.inner_meta, fd)
+        return inner, inner.id
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        obj = self.object_at(_index(key))
+        return obj.addr if isinstance(obj, Map) else 0
+
+    def _enc_value(self, value: object) -> bytes:
+        if isinstance(value, Map):
+            return value.id.to_bytes(4, "little")
+        return super()._enc_value(value)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        m = map_by_id(int.from_bytes(raw, "little"))
+        return m if m is not None else int.from_bytes(raw, "little")

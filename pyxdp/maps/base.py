@@ -1,0 +1,653 @@
+"""The common base of pyxdp's user-space BPF maps (``kernel/bpf/syscall.c`` + ``map_create``).
+
+Every map type of :mod:`pyxdp.maps` derives from :class:`Map`. This module
+holds what the kernel does for all types in ``kernel/bpf/syscall.c``: the
+generic ``BPF_MAP_CREATE`` checks (name characters, ``BPF_F_RDONLY`` with
+``BPF_F_WRONLY``, flags kept in ``map_flags``), the errno convention
+(:class:`MapError` carrying ``.errno``), the byte-level operations with their
+defaults (a type without an operation answers the kernel's errno, often
+``ENOTSUPP`` = 524, which the kernel leaks to user space), the dict-like
+Python API built on top of them, and the codec hook through which typed keys
+and values (from BTF, later) are plugged in.
+
+Program memory. A map is given a window of the fake 64-bit address space
+from a module-level allocator: ``MAP_SPACE_BASE + n * 2**32`` (more than one
+4 GiB window when the storage is bigger). The window base is the map's
+*handle* (``Map.addr``), the value a program sees for ``ld_imm64`` of the map
+(the kernel's ``struct bpf_map *``). Program-visible storage (the value
+regions) starts one page above the handle, one region per CPU for per-CPU
+maps, each page-aligned. :meth:`Map.lookup_addr` returns the address of a
+value inside those regions (0 for NULL), so a helper can hand it to the
+program and stores through it land in the map's numpy storage.
+
+Simplified: no BTF (``BPF_F_LOCK`` needs a ``bpf_spin_lock`` in the value;
+pyxdp knows of none until the loader sets :attr:`Map.spin_lock_off`), no NUMA,
+no memory-cgroup accounting (storage is allocated with ``numpy.zeros``,
+which the OS backs lazily), no map freezing. Bounds are checked per region,
+not per value: a program overrunning one value into its neighbour is not
+caught here (the kernel's verifier rejects such a program at load time).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from pyxdp.errors import PyxdpError
+from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
+from pyxdp.vm.memory import Region
+
+__all__ = [
+    "BPF_ANY",
+    "BPF_EXIST",
+    "BPF_F_LOCK",
+    "BPF_NOEXIST",
+    "ENOTSUPP",
+    "KMALLOC_MAX_SIZE",
+    "MAP_SPACE_BASE",
+    "MAP_WINDOW",
+    "PAGE_SIZE",
+    "PCPU_MIN_UNIT_SIZE",
+    "Codec",
+    "Map",
+    "MapError",
+    "MapSpec",
+    "RawCodec",
+    "allocate_window",
+    "default_nr_cpus",
+    "map_by_addr",
+    "map_by_id",
+    "round_up",
+]
+
+BPF_ANY = int(MapUpdateFlag.BPF_ANY)
+BPF_NOEXIST = int(MapUpdateFlag.BPF_NOEXIST)
+BPF_EXIST = int(MapUpdateFlag.BPF_EXIST)
+BPF_F_LOCK = int(MapUpdateFlag.BPF_F_LOCK)
+
+ENOTSUPP = 524
+"""The kernel-internal ``ENOTSUPP``; bpf(2) returns it as is (measured: array
+``LOOKUP_AND_DELETE``, every ringbuf element operation, ``lru_hash`` with
+``BPF_F_NO_PREALLOC``)."""
+
+PAGE_SIZE = 4096
+KMALLOC_MAX_SIZE = 4 << 20
+"""``KMALLOC_MAX_SIZE`` on x86-64 (``1 << (MAX_PAGE_ORDER + PAGE_SHIFT)``);
+measured: a queue value of 4 MiB is accepted, 4 MiB + 1 is E2BIG."""
+PCPU_MIN_UNIT_SIZE = 32 << 10
+"""Per-CPU values are bounded by it (``round_up(value_size, 8) > 32 KiB`` is E2BIG)."""
+U32_MAX = 0xFFFF_FFFF
+INT_MAX = 0x7FFF_FFFF
+
+MAP_SPACE_BASE = 0x0000_2000_0000_0000
+MAP_WINDOW = 1 << 32
+# Program-visible storage starts one page above the handle so the handle
+# (the "struct bpf_map *" a program holds) never aliases a value.
+VALUES_OFFSET = PAGE_SIZE
+
+# The flags of BPF_MAP_CREATE that only set the fd's access mode; the kernel
+# clears them from map_flags (bpf_map_flags_retain_permanent).
+_FILE_FLAGS = int(MapFlag.BPF_F_RDONLY | MapFlag.BPF_F_WRONLY)
+BPF_F_ACCESS_MASK = int(MapFlag.BPF_F_RDONLY | MapFlag.BPF_F_WRONLY
+                        | MapFlag.BPF_F_RDONLY_PROG | MapFlag.BPF_F_WRONLY_PROG)
+
+# bpf_obj_name_cpy accepts only these characters in map names.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+BPF_OBJ_NAME_LEN = 16
+
+# A sanity cap on one map's storage (values of all CPUs plus keys): past it
+# creation fails with ENOMEM, as the kernel's allocation would.
+MAX_STORAGE_BYTES = 1 << 34
+
+U8Array = npt.NDArray[np.uint8]
+
+
+def _as_view(buf: U8Array) -> memoryview:
+    """A writable byte view of a contiguous numpy array (what a Region's buf is)."""
+    return memoryview(buf.data).cast("B")
+
+
+def round_up(x: int, align: int) -> int:
+    return (x + align - 1) // align * align
+
+
+class MapError(PyxdpError):
+    """A map operation refused with a kernel errno (``.errno``; ``.op`` names the operation).
+
+    ``errno`` is positive (``errno.ENOENT``...); ``524`` is the kernel's
+    ``ENOTSUPP``. Batch operations also set ``.count``: the number of
+    elements processed before the failure, as the kernel reports it.
+    """
+
+    def __init__(self, op: str, err: int, detail: str = "", *, count: int = 0) -> None:
+        self.op = op
+        self.errno = err
+        self.count = count
+        name = "ENOTSUPP" if err == ENOTSUPP else _errno.errorcode.get(err, str(err))
+        text = "Unknown error 524" if err == ENOTSUPP else os.strerror(err)
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"{op}: {name} ({text}){extra}")
+
+
+def default_nr_cpus() -> int:
+    """The number of *possible* CPUs (what per-CPU kernel maps are sized by).
+
+    Read from ``/sys/devices/system/cpu/possible``; ``os.cpu_count()`` where
+    that file does not exist.
+    """
+    try:
+        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return os.cpu_count() or 1
+    total = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        total += (int(hi) if hi else int(lo)) - int(lo) + 1
+    return max(total, 1)
+
+
+# -- address windows and the registries of live maps ----------------------------------
+
+_lock = threading.Lock()
+_next_window = 0
+_next_id = 1
+_by_window: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
+_by_id: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
+
+
+def allocate_window(size: int) -> int:
+    """A fresh base address with ``size`` bytes of fake address space behind it.
+
+    Windows are 4 GiB aligned and never reused, so regions of different maps
+    can never overlap, even after a map is gone.
+    """
+    global _next_window
+    n = max(1, -(-size // MAP_WINDOW))
+    with _lock:
+        base = MAP_SPACE_BASE + _next_window * MAP_WINDOW
+        _next_window += n
+    return base
+
+
+def _register(m: Map) -> int:
+    global _next_id
+    with _lock:
+        map_id = _next_id
+        _next_id += 1
+        _by_id[map_id] = m
+        _by_window[m.addr] = m
+    return map_id
+
+
+def map_by_id(map_id: int) -> Map | None:
+    """The live map with this id (ids play the part of map fds for map-in-map values)."""
+    return _by_id.get(map_id)
+
+
+def map_by_addr(addr: int) -> Map | None:
+    """The live map whose handle is ``addr`` (what ``ld_imm64`` of a map gives a program)."""
+    return _by_window.get(addr)
+
+
+# -- codecs -------------------------------------------------------------------------------
+
+@runtime_checkable
+class Codec(Protocol):
+    """Turns Python keys/values into the map's bytes and back.
+
+    The loader plugs in a BTF-typed codec (``m.codec = ...``); the default
+    :class:`RawCodec` takes bytes, ints and numpy values and gives bytes.
+    Sizes are checked by the map after encoding.
+    """
+
+    def encode_key(self, m: Map, key: object) -> bytes: ...
+
+    def encode_value(self, m: Map, value: object) -> bytes: ...
+
+    def decode_key(self, m: Map, raw: bytes) -> object: ...
+
+    def decode_value(self, m: Map, raw: bytes) -> object: ...
+
+
+def to_bytes(obj: object, size: int, what: str) -> bytes:
+    """bytes-like, int (little-endian, for 1/2/4/8-byte fields) or numpy value -> bytes."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return obj.tobytes()
+    if isinstance(obj, int):
+        if size not in (1, 2, 4, 8):
+            raise MapError("encode", _errno.EINVAL,
+                           f"an int {what} needs a 1, 2, 4 or 8 byte field, not {size}")
+        if not -(1 << (8 * size - 1)) <= obj < (1 << (8 * size)):
+            raise MapError("encode", _errno.EINVAL, f"{what} {obj} does not fit {size} bytes")
+        return (obj & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    raise MapError("encode", _errno.EINVAL, f"cannot encode {type(obj).__name__} as a {what}")
+
+
+class RawCodec:
+    """The default codec: bytes in (or ints / numpy values), bytes out."""
+
+    def encode_key(self, m: Map, key: object) -> bytes:
+        return to_bytes(key, m.key_size, "key")
+
+    def encode_value(self, m: Map, value: object) -> bytes:
+        return to_bytes(value, m.value_size, "value")
+
+    def decode_key(self, m: Map, raw: bytes) -> object:
+        return raw
+
+    def decode_value(self, m: Map, raw: bytes) -> object:
+        return raw
+
+
+# -- parameters ---------------------------------------------------------------------------
+
+class MapSpec:
+    """The parameters of BPF_MAP_CREATE (libbpf's ``bpf_map_def`` / BTF map definition)."""
+
+    __slots__ = ("inner", "key_size", "map_flags", "map_type", "max_entries", "name",
+                 "nr_cpus", "value_size")
+
+    def __init__(self, map_type: int, key_size: int, value_size: int, max_entries: int,
+                 map_flags: int = 0, *, name: str = "", inner: Map | None = None,
+                 nr_cpus: int | None = None) -> None:
+        self.map_type = int(map_type)
+        self.key_size = int(key_size)
+        self.value_size = int(value_size)
+        self.max_entries = int(max_entries)
+        self.map_flags = int(map_flags)
+        self.name = name
+        self.inner = inner
+        self.nr_cpus = default_nr_cpus() if nr_cpus is None else int(nr_cpus)
+
+    def __repr__(self) -> str:
+        return (f"MapSpec({_type_name(self.map_type)}, key_size={self.key_size}, "
+                f"value_size={self.value_size}, max_entries={self.max_entries}, "
+                f"map_flags={self.map_flags:#x}, name={self.name!r})")
+
+
+def _type_name(map_type: int) -> str:
+    try:
+        return BpfMapType(map_type).name
+    except ValueError:
+        return f"map type {map_type}"
+
+
+def check_common(spec: MapSpec) -> None:
+    """The type-independent checks of ``map_create`` (kernel/bpf/syscall.c)."""
+    for field in ("key_size", "value_size", "max_entries", "map_flags"):
+        v = getattr(spec, field)
+        if not 0 <= v <= U32_MAX:
+            raise MapError("map_create", _errno.EINVAL, f"{field} {v} is not a u32")
+    if (spec.map_flags & _FILE_FLAGS) == _FILE_FLAGS:
+        raise MapError("map_create", _errno.EINVAL, "BPF_F_RDONLY together with BPF_F_WRONLY")
+    name = spec.name
+    if len(name.encode()) >= BPF_OBJ_NAME_LEN or any(c not in _NAME_CHARS for c in name):
+        raise MapError("map_create", _errno.EINVAL,
+                       f"map name {name!r}: at most 15 of [A-Za-z0-9_.]")
+    if spec.nr_cpus < 1:
+        raise MapError("map_create", _errno.EINVAL, "nr_cpus must be at least 1")
+
+
+def access_ok(map_flags: int) -> bool:
+    """``bpf_map_flags_access_ok``: a map cannot be both read-only and write-only for programs."""
+    both = int(MapFlag.BPF_F_RDONLY_PROG | MapFlag.BPF_F_WRONLY_PROG)
+    return (map_flags & both) != both
+
+
+def einval(op: str, detail: str = "") -> MapError:
+    return MapError(op, _errno.EINVAL, detail)
+
+
+# -- the base class -------------------------------------------------------------------
+
+class Map:
+    """A BPF map in user space: byte-level kernel operations plus a dict-like API.
+
+    Byte-level operations (what helpers and the syscall layer use):
+
+    * :meth:`lookup` -> value bytes or None (the kernel's ENOENT);
+    * :meth:`update`, :meth:`delete`, :meth:`get_next_key`, :meth:`lookup_and_delete`;
+    * :meth:`lookup_addr` -> address of the value for a program (0 = NULL);
+    * batch forms and queue/stack ``push``/``pop``/``peek``.
+
+    ``cpu=None`` means "from user space" (the bpf(2) semantics: per-CPU values
+    are ``nr_cpus`` slots of ``round_up(value_size, 8)`` bytes); ``cpu=n``
+    means "from a program running on CPU n" (the helper semantics: one CPU's
+    value). Failures raise :class:`MapError` with the kernel's errno; the
+    ``try_*`` forms return ``-errno`` instead, as helpers do.
+    """
+
+    map_type: ClassVar[int] = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+    percpu: ClassVar[bool] = False
+
+    def __init__(self, spec: MapSpec) -> None:
+        self.spec = spec
+        self.key_size = spec.key_size
+        self.value_size = spec.value_size
+        self.max_entries = spec.max_entries
+        # What BPF_OBJ_GET_INFO_BY_FD reports: the access-mode bits are not kept.
+        self.map_flags = spec.map_flags & ~_FILE_FLAGS
+        self.name = spec.name
+        self.nr_cpus = spec.nr_cpus
+        self.codec: Codec = RawCodec()
+        # Offset of a struct bpf_spin_lock in the value, set from BTF by the
+        # loader; BPF_F_LOCK is EINVAL without one, as in the kernel.
+        self.spin_lock_off: int | None = None
+        self._regions: list[Region] = []
+        self.addr = allocate_window(self._window_size())
+        self.id = _register(self)
+
+    # -- storage hooks -------------------------------------------------------------------
+    def _storage_bytes(self) -> int:
+        """Bytes of program-visible storage per CPU (0: the type has none)."""
+        return 0
+
+    def _cpu_stride(self) -> int:
+        return round_up(max(self._storage_bytes(), 1), PAGE_SIZE)
+
+    def _window_size(self) -> int:
+        cpus = self.nr_cpus if self.percpu else 1
+        return VALUES_OFFSET + cpus * self._cpu_stride()
+
+    def _make_regions(self, buffers: Sequence[U8Array], writable: bool = True) -> None:
+        stride = self._cpu_stride()
+        self._regions = [
+            Region(f"map {self.name or self.id} values" + (f" cpu {n}" if self.percpu else ""),
+                   self.addr + VALUES_OFFSET + n * stride, _as_view(buf),
+                   writable)
+            for n, buf in enumerate(buffers)]
+
+    def regions(self) -> list[Region]:
+        """Every program-visible region of this map (add them all to a run's Memory)."""
+        return list(self._regions)
+
+    def value_region(self, cpu: int = 0) -> Region:
+        """The region holding the values a program on ``cpu`` sees."""
+        if not self._regions:
+            raise MapError("value_region", ENOTSUPP,
+                           f"{_type_name(self.map_type)} has no program-visible values")
+        return self._regions[cpu if self.percpu else 0]
+
+    # -- sizes ------------------------------------------------------------------------
+    @property
+    def elem_size(self) -> int:
+        """``round_up(value_size, 8)``: a per-CPU slot and the array element stride."""
+        return round_up(self.value_size, 8)
+
+    @property
+    def user_value_size(self) -> int:
+        """Size of a value at the bpf(2) boundary (``nr_cpus`` slots for per-CPU maps)."""
+        return self.elem_size * self.nr_cpus if self.percpu else self.value_size
+
+    def _key(self, key: bytes | bytearray | memoryview | None, op: str) -> bytes:
+        if key is None:
+            raise einval(op, "this map needs a key")
+        kb = bytes(key)
+        if len(kb) != self.key_size:
+            raise einval(op, f"key is {len(kb)} bytes, key_size is {self.key_size}")
+        return kb
+
+    def _value(self, value: bytes | bytearray | memoryview, cpu: int | None, op: str) -> bytes:
+        vb = bytes(value)
+        want = self.value_size if cpu is not None or not self.percpu else self.user_value_size
+        if len(vb) != want:
+            raise einval(op, f"value is {len(vb)} bytes, expected {want}")
+        return vb
+
+    def _check_cpu(self, cpu: int | None, op: str) -> None:
+        if cpu is not None and not 0 <= cpu < self.nr_cpus:
+            raise einval(op, f"cpu {cpu} is not one of the map's {self.nr_cpus} CPUs")
+
+    def _lookup_flags(self, flags: int, op: str = "lookup") -> None:
+        """``map_lookup_elem`` (syscall.c): only BPF_F_LOCK, and only with a lock."""
+        if flags & ~BPF_F_LOCK:
+            raise einval(op, f"unknown flags {flags:#x}")
+        if flags & BPF_F_LOCK and self.spin_lock_off is None:
+            raise einval(op, "BPF_F_LOCK on a value without a bpf_spin_lock")
+
+    def _update_flags(self, flags: int, op: str = "update") -> None:
+        """The common check: ``(flags & ~BPF_F_LOCK) > BPF_EXIST``, BPF_F_LOCK needs a lock."""
+        if (flags & ~BPF_F_LOCK) > BPF_EXIST:
+            raise einval(op, f"unknown flags {flags:#x}")
+        if flags & BPF_F_LOCK and self.spin_lock_off is None:
+            raise einval(op, "BPF_F_LOCK on a value without a bpf_spin_lock")
+
+    # -- byte-level operations (kernel defaults) --------------------------------------------
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        """BPF_MAP_LOOKUP_ELEM: the value, or None where the kernel answers ENOENT."""
+        raise MapError("lookup", ENOTSUPP)
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        """BPF_MAP_UPDATE_ELEM / ``bpf_map_update_elem``."""
+        raise MapError("update", ENOTSUPP)
+
+    def delete(self, key: bytes | None) -> None:
+        """BPF_MAP_DELETE_ELEM / ``bpf_map_delete_elem``."""
+        raise MapError("delete", ENOTSUPP)
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        """BPF_MAP_GET_NEXT_KEY: the key after ``key``; None at the end.
+
+        None or a missing key gives the first key (for most types).
+        """
+        raise MapError("get_next_key", ENOTSUPP)
+
+    def lookup_and_delete(self, key: bytes | None, flags: int = 0) -> bytes | None:
+        """BPF_MAP_LOOKUP_AND_DELETE_ELEM; None where the kernel answers ENOENT."""
+        raise MapError("lookup_and_delete", ENOTSUPP)
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        """``bpf_map_lookup_elem`` from a program on ``cpu``: the value's address, 0 for NULL."""
+        return 0
+
+    def push(self, value: bytes, flags: int = BPF_ANY) -> None:
+        raise MapError("push", _errno.EINVAL)
+
+    def pop(self) -> bytes | None:
+        raise MapError("pop", _errno.EINVAL)
+
+    def peek(self) -> bytes | None:
+        raise MapError("peek", _errno.EINVAL)
+
+    # -- helper-style return codes ---------------------------------------------------------
+    def try_update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+                   cpu: int | None = None) -> int:
+        """:meth:`update` returning 0 or ``-errno`` (``bpf_map_update_elem``'s r0)."""
+        try:
+            self.update(key, value, flags, cpu=cpu)
+        except MapError as e:
+            return -e.errno
+        return 0
+
+    def try_delete(self, key: bytes | None) -> int:
+        try:
+            self.delete(key)
+        except MapError as e:
+            return -e.errno
+        return 0
+
+    def try_push(self, value: bytes, flags: int = BPF_ANY) -> int:
+        try:
+            self.push(value, flags)
+        except MapError as e:
+            return -e.errno
+        return 0
+
+    # -- batch operations --------------------------------------------------------------
+    def lookup_batch(self, cursor: bytes | None = None, count: int = 0
+                     ) -> tuple[list[bytes], list[bytes], bytes | None]:
+        """BPF_MAP_LOOKUP_BATCH: up to ``count`` (0: all) keys and values after ``cursor``.
+
+        Returns ``(keys, values, cursor)``; the cursor is None once the map is
+        exhausted (the kernel's ENOENT). Keys come in :meth:`get_next_key` order.
+        """
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        key = self.get_next_key(cursor) if cursor is not None else self.get_next_key(None)
+        while key is not None and (count == 0 or len(keys) < count):
+            value = self.lookup(key)
+            if value is not None:
+                keys.append(key)
+                values.append(value)
+            key = self.get_next_key(key)
+        return keys, values, (keys[-1] if keys and key is not None else None)
+
+    def update_batch(self, keys: Sequence[bytes], values: Sequence[bytes],
+                     flags: int = BPF_ANY) -> int:
+        """BPF_MAP_UPDATE_BATCH: updates in order; a failure raises with ``.count`` done."""
+        if len(keys) != len(values):
+            raise einval("update_batch", "as many keys as values are needed")
+        for n, (k, v) in enumerate(zip(keys, values, strict=True)):
+            try:
+                self.update(k, v, flags)
+            except MapError as e:
+                e.count = n
+                raise
+        return len(keys)
+
+    def delete_batch(self, keys: Sequence[bytes]) -> int:
+        """BPF_MAP_DELETE_BATCH: deletes in order; a failure raises with ``.count`` done."""
+        for n, k in enumerate(keys):
+            try:
+                self.delete(k)
+            except MapError as e:
+                e.count = n
+                raise
+        return len(keys)
+
+    def lookup_and_delete_batch(self, count: int = 0) -> tuple[list[bytes], list[bytes]]:
+        """BPF_MAP_LOOKUP_AND_DELETE_BATCH from the start of the map."""
+        keys, values, _ = self.lookup_batch(None, count)
+        self.delete_batch(keys)
+        return keys, values
+
+    # -- Python API ---------------------------------------------------------------------
+    def _enc_key(self, key: object) -> bytes:
+        return self.codec.encode_key(self, key)
+
+    def _enc_value(self, value: object) -> bytes:
+        """One Python value -> the bytes :meth:`update` takes with ``cpu=None``."""
+        if not self.percpu:
+            return self.codec.encode_value(self, value)
+        if isinstance(value, (list, tuple)):
+            if len(value) != self.nr_cpus:
+                raise einval("encode", f"{len(value)} per-CPU values for {self.nr_cpus} CPUs")
+            parts = [self.codec.encode_value(self, v) for v in value]
+        else:
+            parts = [self.codec.encode_value(self, value)] * self.nr_cpus
+        pad = bytes(self.elem_size - self.value_size)
+        return b"".join(p + pad for p in parts)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        if not self.percpu:
+            return self.codec.decode_value(self, raw)
+        es = self.elem_size
+        return [self.codec.decode_value(self, raw[n * es:n * es + self.value_size])
+                for n in range(self.nr_cpus)]
+
+    def __getitem__(self, key: object) -> Any:
+        raw = self.lookup(self._enc_key(key))
+        if raw is None:
+            raise KeyError(key)
+        return self._dec_value(raw)
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self.update(self._enc_key(key), self._enc_value(value), BPF_ANY)
+
+    def __delitem__(self, key: object) -> None:
+        try:
+            self.delete(self._enc_key(key))
+        except MapError as e:
+            if e.errno == _errno.ENOENT:
+                raise KeyError(key) from None
+            raise
+
+    def __contains__(self, key: object) -> bool:
+        return self.lookup(self._enc_key(key)) is not None
+
+    def get(self, key: object, default: Any = None) -> Any:
+        raw = self.lookup(self._enc_key(key))
+        return default if raw is None else self._dec_value(raw)
+
+    def raw_keys(self) -> Iterator[bytes]:
+        """Keys as bytes, in get_next_key order."""
+        key = self.get_next_key(None)
+        while key is not None:
+            yield key
+            key = self.get_next_key(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        for k in self.raw_keys():
+            yield self.codec.decode_key(self, k)
+
+    def keys(self) -> list[Any]:
+        return list(self)
+
+    def items(self) -> list[tuple[Any, Any]]:
+        out = []
+        for k in self.raw_keys():
+            raw = self.lookup(k)
+            if raw is not None:
+                out.append((self.codec.decode_key(self, k), self._dec_value(raw)))
+        return out
+
+    def values(self) -> list[Any]:
+        return [v for _, v in self.items()]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.raw_keys())
+
+    def clear(self) -> None:
+        """Delete every element (arrays: zero every value)."""
+        for k in list(self.raw_keys()):
+            self.delete(k)
+
+    def sum(self, key: object, *, signed: bool = False) -> int:
+        """The value at ``key`` as an integer, summed over CPUs for per-CPU maps."""
+        if self.value_size not in (1, 2, 4, 8):
+            raise einval("sum", f"value_size {self.value_size} is not an integer size")
+        raw = self.lookup(self._enc_key(key))
+        if raw is None:
+            raise KeyError(key)
+        dt = np.dtype(f"<{'i' if signed else 'u'}{self.value_size}")
+        if not self.percpu:
+            return int(np.frombuffer(raw, dt)[0])
+        slots = np.frombuffer(raw, np.uint8).reshape(self.nr_cpus, self.elem_size)
+        per_cpu = slots[:, :self.value_size].copy().view(dt).reshape(self.nr_cpus)
+        return int(per_cpu.astype(np.int64 if signed else np.uint64).sum(dtype=object))
+
+    def describe(self) -> dict[str, Any]:
+        """Type, sizes, flags and entries, like ``bpftool map show``."""
+        return {
+            "id": self.id,
+            "type": _type_name(self.map_type).removeprefix("BPF_MAP_TYPE_").lower(),
+            "map_type": self.map_type,
+            "name": self.name,
+            "key_size": self.key_size,
+            "value_size": self.value_size,
+            "max_entries": self.max_entries,
+            "map_flags": self.map_flags,
+            "nr_cpus": self.nr_cpus if self.percpu else None,
+            "addr": self.addr,
+        }
+
+    def __repr__(self) -> str:
+        d = self.describe()
+        return (f"<{type(self).__name__} id={d['id']} {d['type']} name={d['name']!r} "
+                f"key={d['key_size']} value={d['value_size']} max={d['max_entries']} "
+                f"flags={d['map_flags']:#x}>")
+
+    def __bool__(self) -> bool:  # a map is never falsy, even when empty
+        return True

@@ -1,0 +1,538 @@
+"""Hash maps, as ``kernel/bpf/hashtab.c``, in flat numpy storage a JIT can probe inline.
+
+``BPF_MAP_TYPE_HASH``, ``PERCPU_HASH``, ``LRU_HASH``, ``LRU_PERCPU_HASH`` and
+``HASH_OF_MAPS`` with ``htab_map_alloc_check`` / ``htab_map_alloc`` (E2BIG
+for ``key_size + value_size >= KMALLOC_MAX_SIZE - 48``, for ``max_entries >
+2**27`` (the bucket array would overflow u32) and for a per-CPU value above
+32 KiB; ENOTSUPP (524) for an LRU map with ``BPF_F_NO_PREALLOC``;
+``BPF_F_NO_COMMON_LRU`` rounds ``max_entries`` up to a multiple of the CPU
+count) and the errnos of ``htab_map_update_elem``: EINVAL for unknown flags
+or ``BPF_F_LOCK`` without a ``bpf_spin_lock``, EEXIST for ``BPF_NOEXIST`` on
+a present key, ENOENT for ``BPF_EXIST`` on a missing one, E2BIG for a new
+key when the map is full (LRU maps evict instead).
+
+Storage layout (for native code; every array is numpy, C order):
+
+* elements, preallocated like the kernel's ``htab_elem`` pool:
+  ``key_data``: ``uint8[max_entries * key_stride]`` (``key_stride =
+  round_up(key_size, 8)``), ``value_data``: ``uint8[max_entries * elem_size]``
+  (``elem_size = round_up(value_size, 8)``; per-CPU maps: shape
+  ``(nr_cpus, max_entries * elem_size)``, one region per CPU), ``stamp``:
+  ``uint64[max_entries]`` (LRU last use), ``elem_slot``: ``int32`` slot of
+  each element in the index, -1 when the element is free;
+* the index, open addressing with linear probing: ``capacity`` = the next
+  power of two >= ``2 * max_entries``; ``index``: ``int32[capacity]`` holding
+  the element number, ``EMPTY`` (-1) or ``TOMBSTONE`` (-2); ``hashes``:
+  ``uint64[capacity]``, the full hash of the slot's key;
+* ``free``: ``int32`` stack of free elements (top at ``hdr[NFREE] - 1``);
+  ``hdr``: ``uint64[4]`` = count, tombstones, nfree, LRU clock.
+
+The hash is 64-bit FNV-1a over the ``key_size`` key bytes (offset basis
+``0xcbf29ce484222325``, prime ``0x100000001b3``, ``h = (h ^ byte) * prime
+mod 2**64``). Lookup: ``i = h & (capacity - 1)``; while ``index[i] != EMPTY``:
+if ``index[i] >= 0`` and ``hashes[i] == h`` and the element's key bytes
+equal the key, the value is at ``values + index[i] * elem_size``; else
+``i = (i + 1) & (capacity - 1)``. A miss ends on an EMPTY slot (live +
+tombstones stay below 3/4 of capacity: the index is rebuilt past that).
+Values never move while their key is present, so a pointer a program holds
+stays valid, as with the kernel's preallocated elements.
+
+Order: ``get_next_key`` walks index slots in increasing order (the kernel
+walks buckets of a hash seeded at random, so both orders are "arbitrary",
+but pyxdp's is deterministic: the hash has no seed). A missing key restarts
+at the first key, as in the kernel. Rebuilding the index (after many
+deletes) may change the order.
+
+LRU approximation: the kernel keeps active/inactive lists with reference
+bits, per-CPU free lists, and evicts in batches (up to ``LOCAL_FREE_TARGET``
+elements at once, and also when ``BPF_EXIST``/``BPF_NOEXIST`` then fail);
+pyxdp stamps an element on every update and every program lookup and, when a
+*new* key meets a full map, evicts exactly the one element with the oldest
+stamp. User-space lookups do not stamp (the kernel's syscall lookup does not
+set the reference bit either). So after the first eviction the set of keys
+can differ from the kernel's; before it, they are the same.
+
+Simplified: ``BPF_F_NO_PREALLOC`` behaves as preallocation (same errnos);
+an update writes in place (the kernel swaps in a fresh element for non-per-CPU
+maps, so a pointer taken before the update keeps seeing the old value there).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pyxdp.maps.arraymap import inner_meta_check, resolve_inner
+from pyxdp.maps.base import (
+    BPF_ANY,
+    BPF_EXIST,
+    BPF_F_ACCESS_MASK,
+    BPF_F_LOCK,
+    BPF_NOEXIST,
+    ENOTSUPP,
+    KMALLOC_MAX_SIZE,
+    MAX_STORAGE_BYTES,
+    PCPU_MIN_UNIT_SIZE,
+    Map,
+    MapError,
+    MapSpec,
+    U8Array,
+    access_ok,
+    einval,
+    map_by_id,
+    round_up,
+)
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
+
+__all__ = ["EMPTY", "FNV_OFFSET", "FNV_PRIME", "TOMBSTONE", "HashMap", "HashOfMaps",
+           "LruHashMap", "LruPercpuHashMap", "PercpuHashMap", "fnv1a64", "fnv1a64_many",
+           "htab_alloc_check"]
+
+_T = BpfMapType
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+FNV_OFFSET = 0xCBF2_9CE4_8422_2325
+FNV_PRIME = 0x0000_0100_0000_01B3
+EMPTY = -1
+TOMBSTONE = -2
+COUNT, TOMBS, NFREE, CLOCK = 0, 1, 2, 3
+
+HTAB_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NO_PREALLOC | MapFlag.BPF_F_NO_COMMON_LRU
+                            | MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_ZERO_SEED) \
+    | BPF_F_ACCESS_MASK
+HTAB_ELEM_SIZE = 48  # sizeof(struct htab_elem) on x86-64, measured through the E2BIG limit
+
+
+def fnv1a64(data: bytes) -> int:
+    """64-bit FNV-1a of ``data``: the hash every pyxdp hash map uses."""
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & M64
+    return h
+
+
+def fnv1a64_many(keys: np.ndarray[Any, np.dtype[np.uint8]]) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """FNV-1a of each row of a ``(n, key_size)`` uint8 array, vectorized over rows."""
+    h = np.full(keys.shape[0], FNV_OFFSET, np.uint64)
+    prime = np.uint64(FNV_PRIME)
+    for col in range(keys.shape[1]):
+        h ^= keys[:, col].astype(np.uint64)
+        h *= prime  # uint64 arrays wrap modulo 2**64
+    return h
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def htab_alloc_check(spec: MapSpec) -> int:
+    """``htab_map_alloc_check`` + the size checks of ``htab_map_alloc``; returns max_entries.
+
+    The returned max_entries is the kernel's after ``BPF_F_NO_COMMON_LRU``
+    rounding (each CPU's LRU list gets the same share).
+    """
+    op = "map_create"
+    t = spec.map_type
+    percpu = t in (_T.BPF_MAP_TYPE_PERCPU_HASH, _T.BPF_MAP_TYPE_LRU_PERCPU_HASH)
+    lru = t in (_T.BPF_MAP_TYPE_LRU_HASH, _T.BPF_MAP_TYPE_LRU_PERCPU_HASH)
+    flags = spec.map_flags
+    percpu_lru = bool(flags & MapFlag.BPF_F_NO_COMMON_LRU)
+    prealloc = not flags & MapFlag.BPF_F_NO_PREALLOC
+    numa = bool(flags & MapFlag.BPF_F_NUMA_NODE)
+    if flags & ~HTAB_CREATE_FLAG_MASK or not access_ok(flags):
+        raise einval(op, f"hash: unknown map_flags {flags:#x}")
+    if not lru and percpu_lru:
+        raise einval(op, "BPF_F_NO_COMMON_LRU is for LRU maps")
+    if lru and not prealloc:
+        raise MapError(op, ENOTSUPP, "LRU maps are always preallocated")
+    if numa and (percpu or percpu_lru):
+        raise einval(op, "NUMA node with per-CPU storage")
+    if spec.max_entries == 0 or spec.key_size == 0 or spec.value_size == 0:
+        raise einval(op, "hash: key_size, value_size and max_entries must be > 0")
+    if spec.key_size + spec.value_size >= KMALLOC_MAX_SIZE - HTAB_ELEM_SIZE:
+        raise MapError(op, _errno.E2BIG, "key_size + value_size too large")
+    if percpu and round_up(spec.value_size, 8) > PCPU_MIN_UNIT_SIZE:
+        raise MapError(op, _errno.E2BIG, "per-CPU value above PCPU_MIN_UNIT_SIZE (32 KiB)")
+    max_entries = spec.max_entries
+    if percpu_lru:
+        n = spec.nr_cpus
+        rounded = -(-max_entries // n) * n
+        max_entries = rounded if rounded <= 0xFFFF_FFFF else max_entries // n * n
+    if max_entries > 1 << 31:
+        raise MapError(op, _errno.E2BIG, "max_entries above 2**31")
+    # n_buckets > U32_MAX / sizeof(struct bucket) (16) overflows the bucket array.
+    if _next_pow2(max_entries) > 0xFFFF_FFFF // 16:
+        raise MapError(op, _errno.E2BIG, "too many buckets")
+    cpus = spec.nr_cpus if percpu else 1
+    storage = max_entries * (round_up(spec.key_size, 8) + round_up(spec.value_size, 8) * cpus)
+    if storage + 12 * _next_pow2(2 * max_entries) > MAX_STORAGE_BYTES:
+        raise MapError(op, _errno.ENOMEM, "hash storage too large")
+    return max_entries
+
+
+class HashMap(Map):
+    """``BPF_MAP_TYPE_HASH`` (and the base of the other hash types)."""
+
+    map_type = int(_T.BPF_MAP_TYPE_HASH)
+    lru = False
+
+    def __init__(self, spec: MapSpec) -> None:
+        max_entries = self._check(spec)
+        if max_entries != spec.max_entries:
+            spec = MapSpec(spec.map_type, spec.key_size, spec.value_size, max_entries,
+                           spec.map_flags, name=spec.name, inner=spec.inner,
+                           nr_cpus=spec.nr_cpus)
+        super().__init__(spec)
+        n = self.max_entries
+        self.key_stride = round_up(self.key_size, 8)
+        self.capacity = _next_pow2(max(2 * n, 2))
+        self.key_data: U8Array = np.zeros(n * self.key_stride, np.uint8)
+        size = n * self.elem_size
+        self.value_data: U8Array = np.zeros((self.nr_cpus, size) if self.percpu else size,
+                                        np.uint8)
+        self.stamp = np.zeros(n, np.uint64)
+        self.elem_slot = np.full(n, -1, np.int32)
+        self.index = np.full(self.capacity, EMPTY, np.int32)
+        self.hashes = np.zeros(self.capacity, np.uint64)
+        # Pop order 0, 1, 2...: the top of the stack is the end of the array.
+        self.free = np.arange(n - 1, -1, -1, dtype=np.int32)
+        self.hdr = np.zeros(4, np.uint64)
+        self.hdr[NFREE] = n
+        self._make_regions(list(self.value_data) if self.percpu else [self.value_data])
+
+    def _check(self, spec: MapSpec) -> int:
+        return htab_alloc_check(spec)
+
+    def _storage_bytes(self) -> int:
+        return self.max_entries * round_up(self.value_size, 8)
+
+    # -- the table ----------------------------------------------------------------------
+    def _find(self, key: bytes, h: int) -> tuple[int, int]:
+        """(slot holding key or -1, first reusable slot on the probe path)."""
+        mask = self.capacity - 1
+        index, hashes, keys = self.index, self.hashes, self.key_data
+        ks, stride = self.key_size, self.key_stride
+        i = h & mask
+        reuse = -1
+        while True:
+            e = int(index[i])
+            if e == EMPTY:
+                return -1, (i if reuse < 0 else reuse)
+            if e == TOMBSTONE:
+                if reuse < 0:
+                    reuse = i
+            elif int(hashes[i]) == h and keys[e * stride:e * stride + ks].tobytes() == key:
+                return i, reuse
+            i = (i + 1) & mask
+
+    def _elem_of(self, key: bytes) -> int:
+        slot, _ = self._find(key, fnv1a64(key))
+        return -1 if slot < 0 else int(self.index[slot])
+
+    def _remove_slot(self, slot: int) -> None:
+        e = int(self.index[slot])
+        self.index[slot] = TOMBSTONE
+        self.elem_slot[e] = -1
+        nfree = int(self.hdr[NFREE])
+        self.free[nfree] = e
+        self.hdr[NFREE] = nfree + 1
+        self.hdr[COUNT] -= 1
+        self.hdr[TOMBS] += 1
+
+    def _rebuild(self) -> None:
+        """Re-insert every live element into a fresh index (drops the tombstones)."""
+        live = np.flatnonzero(self.index >= 0)
+        elems = self.index[live].copy()
+        hs = self.hashes[live].copy()
+        self.index.fill(EMPTY)
+        mask = self.capacity - 1
+        for e, h in zip(elems.tolist(), hs.tolist(), strict=True):
+            i = h & mask
+            while self.index[i] != EMPTY:
+                i = (i + 1) & mask
+            self.index[i] = e
+            self.hashes[i] = h
+            self.elem_slot[e] = i
+        self.hdr[TOMBS] = 0
+
+    def _tick(self, e: int) -> None:
+        clock = int(self.hdr[CLOCK]) + 1
+        self.hdr[CLOCK] = clock
+        self.stamp[e] = clock
+
+    def _evict(self) -> None:
+        """Drop the element with the oldest stamp (the approximate LRU)."""
+        stamps = np.where(self.elem_slot >= 0, self.stamp, np.uint64(M64))
+        victim = int(np.argmin(stamps))
+        self._remove_slot(int(self.elem_slot[victim]))
+        self._evicted(victim)
+
+    def _evicted(self, e: int) -> None:
+        """Hook for subclasses holding objects per element."""
+
+    def _insert(self, key: bytes, h: int, reuse: int) -> int:
+        """Take a free element for ``key`` at slot ``reuse``; returns the element."""
+        if int(self.hdr[COUNT]) + int(self.hdr[TOMBS]) + 1 > self.capacity * 3 // 4:
+            self._rebuild()
+            _, reuse = self._find(key, h)
+        nfree = int(self.hdr[NFREE]) - 1
+        e = int(self.free[nfree])
+        self.hdr[NFREE] = nfree
+        if self.index[reuse] == TOMBSTONE:
+            self.hdr[TOMBS] -= 1
+        self.index[reuse] = e
+        self.hashes[reuse] = h
+        self.elem_slot[e] = reuse
+        self.hdr[COUNT] += 1
+        off = e * self.key_stride
+        self.key_data[off:off + self.key_size] = np.frombuffer(key, np.uint8)
+        return e
+
+    def _write_value(self, e: int, data: bytes, cpu: int | None, new: bool) -> None:
+        off, es, vs = e * self.elem_size, self.elem_size, self.value_size
+        src = np.frombuffer(data, np.uint8)
+        if not self.percpu:
+            self.value_data[off:off + vs] = src
+            if new:
+                self.value_data[off + vs:off + es] = 0
+        elif cpu is None:
+            if new:
+                self.value_data[:, off:off + es] = 0
+            self.value_data[:, off:off + vs] = src.reshape(self.nr_cpus, es)[:, :vs]
+        else:
+            # A program's update of a new per-CPU element zeroes the other
+            # CPUs' copies (pcpu_init_value with onallcpus == false).
+            if new:
+                self.value_data[:, off:off + es] = 0
+            self.value_data[cpu, off:off + vs] = src
+
+    # -- operations ---------------------------------------------------------------------
+    def _read_value(self, e: int, cpu: int | None) -> bytes:
+        off = e * self.elem_size
+        if not self.percpu:
+            return self.value_data[off:off + self.value_size].tobytes()
+        if cpu is not None:
+            return self.value_data[cpu, off:off + self.value_size].tobytes()
+        return self.value_data[:, off:off + self.elem_size].tobytes()
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._lookup_flags(flags)
+        self._check_cpu(cpu, "lookup")
+        e = self._elem_of(self._key(key, "lookup"))
+        return None if e < 0 else self._read_value(e, cpu)
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        if not 0 <= cpu < self.nr_cpus:
+            return 0
+        e = self._elem_of(bytes(key))
+        if e < 0:
+            return 0
+        if self.lru:
+            self._tick(e)
+        return self.value_region(cpu).base + e * self.elem_size
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        self._check_cpu(cpu, "update")
+        if self.percpu and cpu is None:
+            # htab_percpu_map_update_elem: BPF_F_LOCK is an unknown flag there.
+            if flags > BPF_EXIST:
+                raise einval("update", f"unknown flags {flags:#x}")
+        else:
+            self._update_flags(flags)
+        k = self._key(key, "update")
+        data = self._value(value, cpu, "update")
+        self._store(k, data, flags, cpu)
+
+    def _store(self, k: bytes, data: bytes, flags: int, cpu: int | None) -> int:
+        h = fnv1a64(k)
+        slot, reuse = self._find(k, h)
+        mode = flags & ~BPF_F_LOCK
+        if slot >= 0 and mode == BPF_NOEXIST:
+            raise MapError("update", _errno.EEXIST)
+        if slot < 0 and mode == BPF_EXIST:
+            raise MapError("update", _errno.ENOENT)
+        if slot >= 0:
+            e = int(self.index[slot])
+            self._write_value(e, data, cpu, new=False)
+        else:
+            if int(self.hdr[COUNT]) >= self.max_entries:
+                if not self.lru:
+                    raise MapError("update", _errno.E2BIG, "map is full")
+                self._evict()
+                _, reuse = self._find(k, h)
+            e = self._insert(k, h, reuse)
+            self._write_value(e, data, cpu, new=True)
+        if self.lru:
+            self._tick(e)
+        return e
+
+    def delete(self, key: bytes | None) -> None:
+        k = self._key(key, "delete")
+        slot, _ = self._find(k, fnv1a64(k))
+        if slot < 0:
+            raise MapError("delete", _errno.ENOENT)
+        e = int(self.index[slot])
+        self._remove_slot(slot)
+        self._evicted(e)
+
+    def lookup_and_delete(self, key: bytes | None, flags: int = 0) -> bytes | None:
+        self._lookup_flags(flags, "lookup_and_delete")
+        k = self._key(key, "lookup_and_delete")
+        slot, _ = self._find(k, fnv1a64(k))
+        if slot < 0:
+            return None
+        e = int(self.index[slot])
+        value = self._read_value(e, None)
+        self._remove_slot(slot)
+        self._evicted(e)
+        return value
+
+    def _key_at_slot(self, slot: int) -> bytes:
+        off = int(self.index[slot]) * self.key_stride
+        return self.key_data[off:off + self.key_size].tobytes()
+
+    def _first_live(self, start: int) -> int:
+        """The first live slot at or after ``start`` (-1: none), scanned in chunks."""
+        chunk = 4096
+        while start < self.capacity:
+            live = np.flatnonzero(self.index[start:start + chunk] >= 0)
+            if live.size:
+                return start + int(live[0])
+            start += chunk
+        return -1
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        start = 0
+        if key is not None:
+            k = self._key(key, "get_next_key")
+            slot, _ = self._find(k, fnv1a64(k))
+            start = 0 if slot < 0 else slot + 1
+        nxt = self._first_live(start)
+        return None if nxt < 0 else self._key_at_slot(nxt)
+
+    # -- bulk (vectorized over the index) -----------------------------------------------
+    def _live_elems(self) -> np.ndarray[Any, np.dtype[np.int32]]:
+        return self.index[np.flatnonzero(self.index >= 0)]
+
+    def raw_keys(self) -> Iterator[bytes]:
+        elems = self._live_elems()
+        rows = self.key_data.reshape(self.max_entries, self.key_stride)[elems, :self.key_size]
+        return iter([r.tobytes() for r in rows])
+
+    def lookup_batch(self, cursor: bytes | None = None, count: int = 0
+                     ) -> tuple[list[bytes], list[bytes], bytes | None]:
+        start = 0
+        if cursor is not None:
+            k = self._key(cursor, "lookup_batch")
+            slot, _ = self._find(k, fnv1a64(k))
+            start = 0 if slot < 0 else slot + 1
+        slots = start + np.flatnonzero(self.index[start:] >= 0)
+        more = count and slots.size > count
+        if more:
+            slots = slots[:count]
+        elems = self.index[slots]
+        krows = self.key_data.reshape(self.max_entries, self.key_stride)[elems, :self.key_size]
+        keys = [r.tobytes() for r in krows]
+        if self.percpu:
+            v = self.value_data.reshape(self.nr_cpus, self.max_entries, self.elem_size)
+            vrows = np.ascontiguousarray(v[:, elems, :].transpose(1, 0, 2))
+        else:
+            vrows = self.value_data.reshape(self.max_entries, self.elem_size)[elems,
+                                                                          :self.value_size]
+        vals = [r.tobytes() for r in vrows]
+        return keys, vals, (keys[-1] if more else None)
+
+    def __len__(self) -> int:
+        return int(self.hdr[COUNT])
+
+    def clear(self) -> None:
+        self.index.fill(EMPTY)
+        self.elem_slot.fill(-1)
+        self.free[:] = np.arange(self.max_entries - 1, -1, -1, dtype=np.int32)
+        self.hdr[:] = (0, 0, self.max_entries, self.hdr[CLOCK])
+        self._cleared()
+
+    def _cleared(self) -> None:
+        """Hook for subclasses holding objects per element."""
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d.update(capacity=self.capacity, count=len(self))
+        return d
+
+
+class PercpuHashMap(HashMap):
+    """``BPF_MAP_TYPE_PERCPU_HASH``: one value per CPU and key."""
+
+    map_type = int(_T.BPF_MAP_TYPE_PERCPU_HASH)
+    percpu = True
+
+
+class LruHashMap(HashMap):
+    """``BPF_MAP_TYPE_LRU_HASH``: a full map evicts its least recently used key."""
+
+    map_type = int(_T.BPF_MAP_TYPE_LRU_HASH)
+    lru = True
+
+
+class LruPercpuHashMap(HashMap):
+    """``BPF_MAP_TYPE_LRU_PERCPU_HASH``."""
+
+    map_type = int(_T.BPF_MAP_TYPE_LRU_PERCPU_HASH)
+    lru = True
+    percpu = True
+
+
+class HashOfMaps(HashMap):
+    """``BPF_MAP_TYPE_HASH_OF_MAPS``: values are maps matching :attr:`inner_meta`.
+
+    The value bytes stored are the inner map's id (what a user-space lookup
+    reports); a program lookup returns the inner map's handle.
+    """
+
+    map_type = int(_T.BPF_MAP_TYPE_HASH_OF_MAPS)
+    is_map_in_map = True
+
+    def _check(self, spec: MapSpec) -> int:
+        if spec.value_size != 4:
+            raise einval("map_create", "hash of maps: value_size must be 4")
+        max_entries = htab_alloc_check(spec)
+        self.inner_meta = inner_meta_check(spec)
+        return max_entries
+
+    def __init__(self, spec: MapSpec) -> None:
+        super().__init__(spec)
+        self.objects: list[Map | None] = [None] * self.max_entries
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        self._update_flags(flags)
+        k = self._key(key, "update")
+        data = self._value(value, None, "update")
+        inner = resolve_inner(self.inner_meta, int.from_bytes(data, "little"))
+        e = self._store(k, inner.id.to_bytes(4, "little"), flags, None)
+        self.objects[e] = inner
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        e = self._elem_of(bytes(key))
+        obj = self.objects[e] if e >= 0 else None
+        return obj.addr if obj is not None else 0
+
+    def _evicted(self, e: int) -> None:
+        self.objects[e] = None
+
+    def _cleared(self) -> None:
+        self.objects = [None] * self.max_entries
+
+    def _enc_value(self, value: object) -> bytes:
+        if isinstance(value, Map):
+            return value.id.to_bytes(4, "little")
+        return super()._enc_value(value)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        m = map_by_id(int.from_bytes(raw, "little"))
+        return m if m is not None else int.from_bytes(raw, "little")

@@ -1,0 +1,380 @@
+"""Longest-prefix-match tries, as ``kernel/bpf/lpm_trie.c`` (``BPF_MAP_TYPE_LPM_TRIE``).
+
+The same binary Patricia trie as the kernel, node for node: real nodes and
+intermediate (``LPM_TREE_NODE_FLAG_IM``) nodes that have exactly two
+children, the same insertion, deletion and post-order ``get_next_key``
+(more specific prefixes before less specific ones; a missing key restarts at
+the leftmost node). So iteration order equals the kernel's exactly.
+
+Checks (``trie_alloc``, all EINVAL): ``BPF_F_NO_PREALLOC`` is required,
+``key_size`` is 4 (``prefixlen``) + 1..256 data bytes, ``1 <= value_size <=
+KMALLOC_MAX_SIZE - 256 - 24``. Errnos of ``trie_update_elem`` (6.18):
+EINVAL for flags above ``BPF_EXIST`` or a prefixlen above ``8 * data_size``,
+EEXIST for ``BPF_NOEXIST`` on a present prefix, ENOENT for ``BPF_EXIST`` on
+a missing one, ENOSPC for a new prefix when ``max_entries`` are present
+(replacing a present one is fine). ``trie_delete_elem``: ENOENT unless the
+exact prefix is present. The key's data bits past its prefixlen are kept as
+given by the latest update (the kernel copies the whole key and reports it
+back from ``get_next_key``; measured).
+
+Storage (numpy, for native code): a node pool of ``2 * max_entries`` nodes
+(entries plus at most one intermediate node per entry): ``plen``
+``uint32[P]``, ``flags`` ``uint8[P]`` (bit 0 intermediate, bit 1 in use),
+``child`` ``int32[P, 2]`` (-1 = none), ``data`` ``uint8[P * data_size]``,
+``value_data`` ``uint8[P * elem_size]`` (``elem_size = round_up(value_size,
+8)``; the program-visible region), ``hdr`` ``int64[3]`` = root node (-1:
+empty), entries, free-stack top; ``free`` ``int32[P]``. A lookup walks from
+``hdr[0]``: the bits of node data and key are compared most significant
+bit of byte 0 first, as the kernel's ``extract_bit``.
+
+Simplified: the pool is allocated up front (the kernel allocates nodes
+lazily), so a huge ``max_entries`` fails with ENOMEM here; a replaced
+prefix keeps its node (the kernel swaps in a new node, so a program's stale
+pointer sees the old value there).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import ipaddress
+from typing import Any
+
+import numpy as np
+
+from pyxdp.maps.base import (
+    BPF_ANY,
+    BPF_EXIST,
+    BPF_F_ACCESS_MASK,
+    BPF_NOEXIST,
+    ENOTSUPP,
+    KMALLOC_MAX_SIZE,
+    MAX_STORAGE_BYTES,
+    Map,
+    MapError,
+    MapSpec,
+    U8Array,
+    access_ok,
+    einval,
+    round_up,
+)
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
+
+__all__ = ["LPM_DATA_SIZE_MAX", "LpmTrie", "lpm_key"]
+
+LPM_DATA_SIZE_MAX = 256
+LPM_DATA_SIZE_MIN = 1
+LPM_NODE_SIZE = 24  # sizeof(struct lpm_trie_node), measured through the value limit
+LPM_VAL_SIZE_MAX = KMALLOC_MAX_SIZE - LPM_DATA_SIZE_MAX - LPM_NODE_SIZE
+LPM_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NO_PREALLOC | MapFlag.BPF_F_NUMA_NODE) \
+    | BPF_F_ACCESS_MASK
+FLAG_IM = 1
+FLAG_USED = 2
+ROOT = (-1, 0)
+
+
+def lpm_key(prefixlen: int, data: bytes) -> bytes:
+    """``struct bpf_lpm_trie_key_u8``: u32 prefixlen (host order) + data."""
+    return prefixlen.to_bytes(4, "little") + bytes(data)
+
+
+class LpmTrie(Map):
+    """``BPF_MAP_TYPE_LPM_TRIE``.
+
+    The Python API also takes ``ipaddress`` networks and strings such as
+    ``"10.0.0.0/8"`` or ``"2001:db8::/32"`` as keys when ``data_size`` is 4
+    or 16.
+    """
+
+    map_type = int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE)
+
+    def __init__(self, spec: MapSpec) -> None:
+        op = "map_create"
+        if (spec.max_entries == 0 or not spec.map_flags & MapFlag.BPF_F_NO_PREALLOC
+                or spec.map_flags & ~LPM_CREATE_FLAG_MASK or not access_ok(spec.map_flags)
+                or not 4 + LPM_DATA_SIZE_MIN <= spec.key_size <= 4 + LPM_DATA_SIZE_MAX
+                or not 1 <= spec.value_size <= LPM_VAL_SIZE_MAX):
+            raise einval(op, "lpm_trie: BPF_F_NO_PREALLOC, key 4 + 1..256 bytes, value > 0")
+        pool = 2 * spec.max_entries
+        if pool * (spec.key_size + round_up(spec.value_size, 8) + 16) > MAX_STORAGE_BYTES:
+            raise MapError(op, _errno.ENOMEM, "lpm_trie node pool too large")
+        super().__init__(spec)
+        self.data_size = self.key_size - 4
+        self.max_prefixlen = 8 * self.data_size
+        self.pool = pool
+        self.plen = np.zeros(pool, np.uint32)
+        self.flags = np.zeros(pool, np.uint8)
+        self.child = np.full((pool, 2), -1, np.int32)
+        self.data: U8Array = np.zeros(pool * self.data_size, np.uint8)
+        self.value_data: U8Array = np.zeros(pool * self.elem_size, np.uint8)
+        self.free = np.arange(pool - 1, -1, -1, dtype=np.int32)
+        self.hdr = np.array([-1, 0, pool], np.int64)
+        # The node data as big-endian ints: the walk compares prefixes with
+        # one XOR instead of a byte loop (numpy ``data`` stays the truth).
+        self._dint = [0] * pool
+        self._make_regions([self.value_data])
+
+    def _storage_bytes(self) -> int:
+        return 2 * self.max_entries * round_up(self.value_size, 8)
+
+    # -- node primitives ---------------------------------------------------------------
+    def _get(self, slot: tuple[int, int]) -> int:
+        parent, bit = slot
+        return int(self.hdr[0]) if parent < 0 else int(self.child[parent, bit])
+
+    def _set(self, slot: tuple[int, int], node: int) -> None:
+        parent, bit = slot
+        if parent < 0:
+            self.hdr[0] = node
+        else:
+            self.child[parent, bit] = node
+
+    def _alloc(self, plen: int, data: int, flags: int) -> int:
+        top = int(self.hdr[2]) - 1
+        n = int(self.free[top])
+        self.hdr[2] = top
+        self.plen[n] = plen
+        self.flags[n] = flags | FLAG_USED
+        self.child[n] = -1
+        self._set_data(n, data)
+        return n
+
+    def _set_data(self, n: int, data: int) -> None:
+        ds = self.data_size
+        self.data[n * ds:(n + 1) * ds] = np.frombuffer(data.to_bytes(ds, "big"), np.uint8)
+        self._dint[n] = data
+
+    def _release(self, n: int) -> None:
+        self.flags[n] = 0
+        top = int(self.hdr[2])
+        self.free[top] = n
+        self.hdr[2] = top + 1
+
+    def _lpm(self, n: int, data: int, plen: int) -> int:
+        """``longest_prefix_match``: matching leading bits, at most min(node, key) prefixlen."""
+        limit = min(int(self.plen[n]), plen)
+        x = self._dint[n] ^ data
+        same = self.max_prefixlen - x.bit_length()
+        return min(same, limit)
+
+    def _bit(self, data: int, index: int) -> int:
+        """``extract_bit``: bit ``index`` counted from the MSB of byte 0."""
+        return (data >> (self.max_prefixlen - 1 - index)) & 1
+
+    def _split(self, key: bytes | None, op: str) -> tuple[int, int]:
+        k = self._key(key, op)
+        return int.from_bytes(k[:4], "little"), int.from_bytes(k[4:], "big")
+
+    def _write_value(self, n: int, value: bytes) -> None:
+        off = n * self.elem_size
+        self.value_data[off:off + self.value_size] = np.frombuffer(value, np.uint8)
+        self.value_data[off + self.value_size:off + self.elem_size] = 0
+
+    def _is_im(self, n: int) -> bool:
+        return bool(self.flags[n] & FLAG_IM)
+
+    # -- lookup ---------------------------------------------------------------------------
+    def _lookup_node(self, plen: int, data: int) -> int:
+        """``trie_lookup_elem``: the longest present prefix covering the key, or -1."""
+        if plen > self.max_prefixlen:
+            return -1  # measured: such a lookup answers ENOENT
+        found = -1
+        node = int(self.hdr[0])
+        while node >= 0:
+            matchlen = self._lpm(node, data, plen)
+            if matchlen == self.max_prefixlen:
+                return node
+            if matchlen < int(self.plen[node]):
+                break
+            if not self._is_im(node):
+                found = node
+            node = int(self.child[node, self._bit(data, int(self.plen[node]))])
+        return found
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._lookup_flags(flags)
+        n = self._lookup_node(*self._split(key, "lookup"))
+        if n < 0:
+            return None
+        off = n * self.elem_size
+        return self.value_data[off:off + self.value_size].tobytes()
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        if len(key) != self.key_size:
+            return 0
+        n = self._lookup_node(*self._split(key, "lookup"))
+        return 0 if n < 0 else self.value_region().base + n * self.elem_size
+
+    # -- update -------------------------------------------------------------------------
+    def _check_add(self, flags: int) -> None:
+        """``trie_check_add_elem``."""
+        if flags == BPF_EXIST:
+            raise MapError("update", _errno.ENOENT)
+        if int(self.hdr[1]) == self.max_entries:
+            raise MapError("update", _errno.ENOSPC, "lpm_trie is full")
+        self.hdr[1] += 1
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        if flags > BPF_EXIST:
+            raise einval("update", f"unknown flags {flags:#x}")
+        plen, data = self._split(key, "update")
+        value = self._value(value, cpu, "update")
+        if plen > self.max_prefixlen:
+            raise einval("update", f"prefixlen {plen} > {self.max_prefixlen}")
+        slot = ROOT
+        node = self._get(slot)
+        matchlen = 0
+        while node >= 0:
+            matchlen = self._lpm(node, data, plen)
+            nplen = int(self.plen[node])
+            if nplen != matchlen or nplen == plen:
+                break
+            slot = (node, self._bit(data, nplen))
+            node = self._get(slot)
+        if node < 0:
+            self._check_add(flags)
+            new = self._alloc(plen, data, 0)
+            self._write_value(new, value)
+            self._set(slot, new)
+            return
+        if int(self.plen[node]) == matchlen:
+            # The exact prefix: replace a real node, or turn an intermediate one real.
+            if not self._is_im(node):
+                if flags == BPF_NOEXIST:
+                    raise MapError("update", _errno.EEXIST)
+            else:
+                self._check_add(flags)
+            self.flags[node] = FLAG_USED
+            self._set_data(node, data)
+            self._write_value(node, value)
+            return
+        self._check_add(flags)
+        new = self._alloc(plen, data, 0)
+        self._write_value(new, value)
+        if matchlen == plen:
+            # The new prefix covers ``node``: insert it above.
+            self.child[new, self._bit(self._dint[node], matchlen)] = node
+            self._set(slot, new)
+            return
+        im = self._alloc(matchlen, self._dint[node], FLAG_IM)
+        if self._bit(data, matchlen):
+            self.child[im] = (node, new)
+        else:
+            self.child[im] = (new, node)
+        self._set(slot, im)
+
+    # -- delete -------------------------------------------------------------------------
+    def delete(self, key: bytes | None) -> None:
+        plen, data = self._split(key, "delete")
+        if plen > self.max_prefixlen:
+            raise einval("delete", f"prefixlen {plen} > {self.max_prefixlen}")
+        trim = trim2 = ROOT
+        parent = -1
+        node = self._get(trim)
+        matchlen = 0
+        while node >= 0:
+            matchlen = self._lpm(node, data, plen)
+            nplen = int(self.plen[node])
+            if nplen != matchlen or nplen == plen:
+                break
+            parent = node
+            trim2 = trim
+            trim = (node, self._bit(data, nplen))
+            node = self._get(trim)
+        if (node < 0 or int(self.plen[node]) != plen or int(self.plen[node]) != matchlen
+                or self._is_im(node)):
+            raise MapError("delete", _errno.ENOENT)
+        self.hdr[1] -= 1
+        c0, c1 = int(self.child[node, 0]), int(self.child[node, 1])
+        if c0 >= 0 and c1 >= 0:
+            self.flags[node] |= FLAG_IM
+            return
+        if parent >= 0 and self._is_im(parent) and c0 < 0 and c1 < 0:
+            # Drop the intermediate parent too and promote the sibling.
+            p0, p1 = int(self.child[parent, 0]), int(self.child[parent, 1])
+            self._set(trim2, p1 if node == p0 else p0)
+            self._release(parent)
+            self._release(node)
+            return
+        self._set(trim, c0 if c0 >= 0 else c1)
+        self._release(node)
+
+    def lookup_and_delete(self, key: bytes | None, flags: int = 0) -> bytes | None:
+        raise MapError("lookup_and_delete", ENOTSUPP)
+
+    # -- iteration ----------------------------------------------------------------------
+    def _leftmost(self, node: int) -> int:
+        nxt = -1
+        while node >= 0:
+            if self._is_im(node):
+                node = int(self.child[node, 0])
+            else:
+                nxt = node
+                node = int(self.child[node, 0])
+                if node < 0:
+                    node = int(self.child[nxt, 1])
+        return nxt
+
+    def _key_of(self, n: int) -> bytes:
+        return lpm_key(int(self.plen[n]), self._dint[n].to_bytes(self.data_size, "big"))
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        root = int(self.hdr[0])
+        if root < 0:
+            return None
+        if key is None:
+            return self._key_of(self._leftmost(root))
+        plen, data = self._split(key, "get_next_key")
+        if plen > self.max_prefixlen:
+            return self._key_of(self._leftmost(root))
+        stack: list[int] = []
+        node = root
+        matchlen = 0
+        while node >= 0:
+            stack.append(node)
+            matchlen = self._lpm(node, data, plen)
+            nplen = int(self.plen[node])
+            if nplen != matchlen or nplen == plen:
+                break
+            node = int(self.child[node, self._bit(data, nplen)])
+        if node < 0 or int(self.plen[node]) != matchlen or self._is_im(node):
+            return self._key_of(self._leftmost(root))
+        # Post-order successor of the exact match.
+        node = stack[-1]
+        sp = len(stack) - 1
+        while sp > 0:
+            parent = stack[sp - 1]
+            if int(self.child[parent, 0]) == node:
+                right = int(self.child[parent, 1])
+                if right >= 0:
+                    return self._key_of(self._leftmost(right))
+            if not self._is_im(parent):
+                return self._key_of(parent)
+            node = parent
+            sp -= 1
+        return None
+
+    # -- Python API -----------------------------------------------------------------------
+    def _enc_key(self, key: object) -> bytes:
+        if isinstance(key, str):
+            key = ipaddress.ip_network(key, strict=False)
+        if isinstance(key, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+            packed = key.network_address.packed
+            if len(packed) != self.data_size:
+                raise einval("encode", f"{key} does not fit {self.data_size} data bytes")
+            return lpm_key(key.prefixlen, packed)
+        return super()._enc_key(key)
+
+    def __len__(self) -> int:
+        return int(self.hdr[1])
+
+    def clear(self) -> None:
+        self.hdr[:] = (-1, 0, self.pool)
+        self.flags.fill(0)
+        self.free[:] = np.arange(self.pool - 1, -1, -1, dtype=np.int32)
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d.update(max_prefixlen=self.max_prefixlen, count=len(self))
+        return d

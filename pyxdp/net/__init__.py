@@ -1,0 +1,1 @@
+"""The XDP datapath: buffers and frames, packets, captures, devices and redirect."""

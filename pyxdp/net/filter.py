@@ -1,0 +1,247 @@
+"""The XDP helpers of ``net/core/filter.c`` and ``struct bpf_redirect_info``.
+
+``xdp_adjust_head``/``meta``/``tail``, ``xdp_get_buff_len``,
+``xdp_load_bytes``/``store_bytes``, ``csum_diff``, ``redirect`` and
+``redirect_map`` with the kernel's argument checks and return codes. The
+redirect helpers only *record* where the packet should go, in
+:class:`RedirectInfo`, exactly as the kernel's ``bpf_redirect_info`` does;
+acting on it is ``xdp_do_redirect`` in the datapath.
+
+``XDP_HELPERS`` is the full table an XDP program may call: the base helpers
+of :mod:`pyxdp.vm.helpers` plus these.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyxdp.errors import HelperFault
+from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.uapi.bpf import BpfMapType, XdpAction
+from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
+from pyxdp.vm.interpreter import Helper, HelperFn
+
+if TYPE_CHECKING:
+    from pyxdp.vm.interpreter import Interpreter
+
+__all__ = ["XDP_HELPERS", "RedirectInfo", "csum_diff"]
+
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+M32 = 0xFFFF_FFFF
+INT_MAX = 0x7FFF_FFFF
+BPF_F_BROADCAST = 1 << 3
+BPF_F_EXCLUDE_INGRESS = 1 << 4
+_ACTION_MASK = int(XdpAction.XDP_ABORTED | XdpAction.XDP_DROP | XdpAction.XDP_PASS
+                   | XdpAction.XDP_TX)
+
+XDP_HELPERS: dict[int, Helper] = dict(BASE_HELPERS)
+
+
+@dataclass
+class RedirectInfo:
+    """``struct bpf_redirect_info``: persists across packets of one poll.
+
+    ``tgt_index``/``tgt_value`` are never cleared by the kernel; ``map_id``,
+    ``map_type`` and ``flags`` are cleared when a redirect is carried out.
+    """
+
+    tgt_index: int = 0
+    tgt_value: Any = None
+    map: Any = None
+    flags: int = 0
+    map_id: int = 0
+    map_type: int = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+
+    def describe(self) -> dict[str, Any]:
+        return {"tgt_index": self.tgt_index, "map_id": self.map_id,
+                "map_type": BpfMapType(self.map_type).name if self.map_type in
+                BpfMapType._value2member_map_ else self.map_type,
+                "flags": self.flags}
+
+
+def _xdp(vm: Interpreter, r1: int) -> XdpBuff:
+    ctx = vm.context
+    if not isinstance(ctx, RunContext) or ctx.xdp is None:
+        raise HelperFault("XDP helper called outside an XDP run")
+    if r1 != CTX_BASE:
+        raise HelperFault(f"first argument {r1:#x} is not the xdp_md context")
+    xdp: XdpBuff = ctx.xdp
+    return xdp
+
+
+def _s32(x: int) -> int:
+    x &= M32
+    return x - (1 << 32) if x >> 31 else x
+
+
+def _after_change(vm: Interpreter, xdp: XdpBuff) -> None:
+    """Refresh what the program sees of data/data_end/data_meta after a helper moved them."""
+    data, data_end, data_meta = xdp.ctx_pointers()
+    cv = vm.ctx_values
+    cv[0], cv[1], cv[2] = data, data_end, data_meta
+
+
+def _xh(helper_id: int, name: str) -> Callable[[HelperFn], HelperFn]:
+    return helper(helper_id, name, XDP_HELPERS)
+
+
+@_xh(44, "xdp_adjust_head")
+def _adjust_head(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    xdp = _xdp(vm, r1)
+    ret = xdp.adjust_head(_s32(r2))
+    _after_change(vm, xdp)
+    return ret & M64
+
+
+@_xh(54, "xdp_adjust_meta")
+def _adjust_meta(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    xdp = _xdp(vm, r1)
+    ret = xdp.adjust_meta(_s32(r2))
+    _after_change(vm, xdp)
+    return ret & M64
+
+
+@_xh(65, "xdp_adjust_tail")
+def _adjust_tail(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    xdp = _xdp(vm, r1)
+    ret = xdp.adjust_tail(_s32(r2))
+    _after_change(vm, xdp)
+    return ret & M64
+
+
+@_xh(188, "xdp_get_buff_len")
+def _get_buff_len(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return _xdp(vm, r1).buff_len()
+
+
+@_xh(189, "xdp_load_bytes")
+def _load_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    xdp = _xdp(vm, r1)
+    got = xdp.load_bytes(r2 & M32, r4 & M32)
+    if isinstance(got, int):
+        return got & M64
+    vm.mem.write(r3, got)
+    return 0
+
+
+@_xh(190, "xdp_store_bytes")
+def _store_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    xdp = _xdp(vm, r1)
+    length = r4 & M32
+    if length > 0xFFFF or (r2 & M32) > 0xFFFF:
+        return neg(errno.EFAULT)
+    return xdp.store_bytes(r2 & M32, vm.mem.read(r3, length)) & M64
+
+
+# -- checksums ----------------------------------------------------------------------------
+
+def _csum_partial(buf: bytes, seed: int) -> int:
+    """``csum_partial``: 32-bit ones' complement sum of little-endian 16-bit words."""
+    total = seed & M32
+    if len(buf) % 2:
+        buf += b"\0"
+    total += sum(int.from_bytes(buf[i:i + 2], "little") for i in range(0, len(buf), 2))
+    while total >> 32:
+        total = (total & M32) + (total >> 32)
+    return total
+
+
+def _csum_add(a: int, b: int) -> int:
+    s = (a & M32) + (b & M32)
+    return (s & M32) + (s >> 32)
+
+
+def _from32to16(x: int) -> int:
+    x = (x & 0xFFFF) + (x >> 16)
+    x = (x & 0xFFFF) + (x >> 16)
+    return x & 0xFFFF
+
+
+def csum_diff(frm: bytes, to: bytes, seed: int) -> int:
+    """``bpf_csum_diff`` as of Linux 6.13+: folded to 16 bits."""
+    seed &= M32
+    if frm and to:
+        return _from32to16(_csum_add(_csum_partial(to, seed), ~_csum_partial(frm, 0) & M32))
+    if to:
+        return _from32to16(_csum_partial(to, seed))
+    if frm:
+        return _from32to16(~_csum_partial(frm, ~seed & M32) & M32)
+    return seed
+
+
+@_xh(28, "csum_diff")
+def _csum_diff(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    from_size, to_size = r2 & M32, r4 & M32
+    if (from_size | to_size) & 3 or from_size + to_size > 512:
+        return neg(errno.EINVAL)
+    frm = vm.mem.read(r1, from_size) if from_size else b""
+    to = vm.mem.read(r3, to_size) if to_size else b""
+    return csum_diff(frm, to, r5)
+
+
+# -- redirect -----------------------------------------------------------------------------
+
+def _ri(vm: Interpreter) -> RedirectInfo:
+    ctx = vm.context
+    if not isinstance(ctx, RunContext):
+        raise HelperFault("redirect helper needs a program run context")
+    if ctx.ri is None:
+        ctx.ri = RedirectInfo()
+    ri: RedirectInfo = ctx.ri
+    return ri
+
+
+@_xh(23, "redirect")
+def _redirect(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    ri = _ri(vm)
+    if r2:
+        return int(XdpAction.XDP_ABORTED)
+    ri.tgt_index = r1 & M32
+    ri.map_id = INT_MAX
+    ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+    return int(XdpAction.XDP_REDIRECT)
+
+
+_FLAG_MASK = {
+    int(BpfMapType.BPF_MAP_TYPE_DEVMAP): BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
+    int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH): BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
+    int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
+    int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0,
+}
+
+
+@_xh(51, "redirect_map")
+def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``__bpf_xdp_redirect_map``: the map type's lookup decides, the flags' low bits
+    are the action when the key has no entry."""
+    from pyxdp.maps.base import map_by_addr
+    m = map_by_addr(r1)
+    if m is None:
+        raise HelperFault(f"{r1:#x} is not a map")
+    flag_mask = _FLAG_MASK.get(m.map_type)
+    if flag_mask is None:
+        raise HelperFault(f"bpf_redirect_map on a map of type {m.map_type} (the verifier "
+                          "allows only devmap, devmap_hash, cpumap and xskmap)")
+    ri = _ri(vm)
+    if r3 & ~(_ACTION_MASK | flag_mask):
+        return int(XdpAction.XDP_ABORTED)
+    key = r2 & M32
+    target = getattr(m, "redirect_target", None)
+    value = target(key) if target is not None else m.lookup(key.to_bytes(m.key_size,
+                                                                          "little"))
+    ri.tgt_value = value
+    if value is None and not r3 & BPF_F_BROADCAST:
+        ri.map_id = INT_MAX
+        ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+        return r3 & _ACTION_MASK
+    ri.tgt_index = key
+    ri.map_id = m.id
+    ri.map_type = m.map_type
+    if r3 & BPF_F_BROADCAST:
+        ri.map, ri.flags = m, r3
+    else:
+        ri.map, ri.flags = None, 0
+    return int(XdpAction.XDP_REDIRECT)

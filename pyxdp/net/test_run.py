@@ -1,0 +1,168 @@
+"""BPF_PROG_TEST_RUN for XDP: ``bpf_prog_test_run_xdp`` of ``net/bpf/test_run.c``.
+
+The kernel's rules, checked in the kernel's order and with its errnos: the
+optional ``xdp_md`` context (the first ``ctx.data`` bytes of the input are
+metadata, ``data_end`` must equal the input size, ``data_meta`` and
+``egress_ifindex`` must be 0, bytes past the 24-byte struct must be zero),
+inputs shorter than an Ethernet header refused, 256 bytes of headroom (less
+the metadata), 320 of tailroom, anything beyond ``4096 - headroom - tailroom``
+bytes placed in page frags, the buffer *not* reset between repetitions, and
+the output copy with its ENOSPC rule. Live-frames mode belongs to the
+datapath and is not offered here.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pyxdp.asm.insn import Instruction
+from pyxdp.backend import TestRunResult
+from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
+from pyxdp.net.prog import XdpProg
+from pyxdp.net.xdp import (
+    ETH_HLEN,
+    MAX_SKB_FRAGS,
+    PAGE_SIZE,
+    SKB_SHARED_INFO_SIZE,
+    XDP_PACKET_HEADROOM,
+    RxQueue,
+    XdpBuff,
+)
+from pyxdp.uapi.bpf import BpfAttachType, XdpAction
+from pyxdp.vm.helpers import RunContext, TraceLog
+
+__all__ = ["NetdevInfo", "bpf_prog_test_run_xdp"]
+
+_XDP_MD = struct.Struct("<6I")
+XDP_MD_SIZE = _XDP_MD.size
+
+
+@dataclass(frozen=True)
+class NetdevInfo:
+    """What test_run needs to know of a device named by ``ingress_ifindex``."""
+
+    ifindex: int
+    name: str = ""
+    real_num_rx_queues: int = 1
+
+
+@dataclass
+class TestRunEnv:
+    """The surroundings of a userspace test_run: devices, CPU, trace log."""
+
+    __test__ = False
+
+    netdevs: Mapping[int, NetdevInfo] = field(
+        default_factory=lambda: {1: NetdevInfo(1, "lo", 1)})
+    cpu: int = 0
+    trace: TraceLog = field(default_factory=TraceLog)
+
+
+def _fail(err: int, detail: str) -> KernelError:
+    return KernelError("BPF_PROG_TEST_RUN", err, detail)
+
+
+def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None = None,
+                          data_size_out: int = 0, ctx_size_out: int = 0, repeat: int = 1,
+                          env: TestRunEnv | None = None, trace: bool = False,
+                          clock: Callable[[], int] = time.perf_counter_ns) -> TestRunResult:
+    """Run ``prog`` on ``data_in`` with the kernel's BPF_PROG_TEST_RUN rules."""
+    env = env or TestRunEnv()
+    if prog.spec.expected_attach_type in (BpfAttachType.BPF_XDP_DEVMAP,
+                                          BpfAttachType.BPF_XDP_CPUMAP):
+        raise _fail(errno.EINVAL, "devmap and cpumap programs cannot be test-run")
+    size = len(data_in)
+    md = [0] * 6
+    if ctx_in is not None:
+        if len(ctx_in) > XDP_MD_SIZE and any(ctx_in[XDP_MD_SIZE:]):
+            raise _fail(errno.E2BIG, "ctx_in has non-zero bytes past struct xdp_md")
+        md = list(_XDP_MD.unpack(ctx_in[:XDP_MD_SIZE].ljust(XDP_MD_SIZE, b"\0")))
+    has_ctx = ctx_in is not None or ctx_size_out > 0
+    meta_len, data_end, data_meta = md[0], md[1], md[2]
+    if has_ctx and (data_meta or data_end != size or meta_len > data_end
+                    or meta_len % 4 or meta_len > 255):
+        raise _fail(errno.EINVAL, "xdp_md must have data_meta 0, data_end equal to the input "
+                                  "size and a metadata length (data) 4-aligned and <= 255")
+    headroom = XDP_PACKET_HEADROOM - meta_len
+    max_data_sz = PAGE_SIZE - headroom - SKB_SHARED_INFO_SIZE
+    linear = min(size, max_data_sz)
+    if size < ETH_HLEN:
+        raise _fail(errno.EINVAL, f"input of {size} bytes is shorter than an Ethernet header")
+    ingress, rx_queue, egress = md[3], md[4], md[5]
+    if egress:
+        raise _fail(errno.EINVAL, "egress_ifindex must be 0")
+    if not ingress and rx_queue:
+        raise _fail(errno.EINVAL, "rx_queue_index needs ingress_ifindex")
+    if ingress:
+        dev = env.netdevs.get(ingress)
+        if dev is None:
+            raise _fail(errno.ENODEV, f"no device with ifindex {ingress}")
+        if rx_queue >= dev.real_num_rx_queues:
+            raise _fail(errno.EINVAL, f"rx queue {rx_queue} >= {dev.real_num_rx_queues} queues")
+        rxq = RxQueue(ingress, rx_queue, headroom + max_data_sz + SKB_SHARED_INFO_SIZE)
+    else:
+        rxq = RxQueue(1, 0, headroom + max_data_sz + SKB_SHARED_INFO_SIZE)
+    xdp = XdpBuff.prepare(data_in[:linear], headroom=headroom, meta_len=meta_len,
+                          frame_sz=headroom + max_data_sz + SKB_SHARED_INFO_SIZE, rxq=rxq)
+    rest = data_in[linear:]
+    while rest:
+        if len(xdp.frags) == MAX_SKB_FRAGS:
+            raise _fail(errno.ENOMEM, "input needs more than 17 frags")
+        xdp.frags.append(bytearray(rest[:PAGE_SIZE]))
+        rest = rest[PAGE_SIZE:]
+
+    ctx = RunContext(cpu=env.cpu, trace=env.trace)
+    start_lines = len(env.trace.lines)
+    steps: list[str] = []
+    tracer = _tracer(steps, prog.spec.insns) if trace else None
+    iterations = max(repeat, 1)
+    fault: str | None = None
+    t0 = clock()
+    retval = 0
+    for _ in range(iterations):
+        ctx.tail_call_cnt = 0
+        try:
+            retval = prog.run(xdp, ctx, tracer)
+        except ProgramFault as e:
+            retval = int(XdpAction.XDP_ABORTED)
+            fault = f"{prog.spec.name}: {e}"
+            break
+    duration = (clock() - t0) // iterations
+
+    out = bytes(xdp.frame[xdp.data_meta if xdp.meta_supported else xdp.data:xdp.data_end]) \
+        + b"".join(xdp.frags)
+    ctx_out = None
+    if has_ctx:
+        md_out = [xdp.data - (xdp.data_meta if xdp.meta_supported else xdp.data),
+                  xdp.data_end - (xdp.data_meta if xdp.meta_supported else xdp.data),
+                  0, ingress, rx_queue, 0]
+        ctx_out = _XDP_MD.pack(*md_out)
+    result = TestRunResult(
+        retval=retval, data_out=out, ctx_out=ctx_out, duration_ns=min(duration, 0xFFFF_FFFF),
+        redirect=ctx.ri.describe() if ctx.ri is not None and
+        retval == XdpAction.XDP_REDIRECT else None,
+        trace=tuple(env.trace.lines[start_lines:]), fault=fault, insn_trace=tuple(steps))
+    truncated = (data_size_out and len(out) > data_size_out) or \
+        (ctx_out is not None and ctx_size_out and len(ctx_out) > ctx_size_out)
+    if truncated:
+        cut = TestRunResult(
+            retval=retval, data_out=out[:data_size_out] if data_size_out else out,
+            ctx_out=ctx_out[:ctx_size_out] if ctx_out is not None and ctx_size_out else ctx_out,
+            duration_ns=result.duration_ns, redirect=result.redirect, trace=result.trace,
+            fault=fault, insn_trace=result.insn_trace)
+        raise TestRunTruncated(cut, len(out), len(ctx_out or b""))
+    return result
+
+
+def _tracer(steps: list[str], insns: tuple[Instruction, ...]
+            ) -> Callable[[int, Instruction, list[int]], None]:
+    from pyxdp.asm.disasm import format_insn
+
+    def step(pc: int, insn: Instruction, regs: list[int]) -> None:
+        live = " ".join(f"r{n}={v:#x}" for n, v in enumerate(regs[:10]) if v)
+        steps.append(f"{pc:5d}: {format_insn(insns, pc):<40} ; {live}")
+    return step

@@ -1,0 +1,87 @@
+"""The userspace backend: programs on pyxdp's engines, maps in pyxdp's flat memory.
+
+Implements :class:`pyxdp.backend.Backend` with no kernel at all: maps come
+from :mod:`pyxdp.maps`, programs become :class:`pyxdp.net.prog.XdpProg`
+(context accesses proven and rewritten, helpers bound at load), and
+``test_run`` is :func:`pyxdp.net.test_run.bpf_prog_test_run_xdp`. It lives
+above ``vm``, ``maps`` and ``net`` because it is the glue of the three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
+from pyxdp.errors import MapError, PyxdpError
+from pyxdp.maps import create_map
+from pyxdp.maps.base import Map, default_nr_cpus
+from pyxdp.net.prog import XdpProg
+from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
+from pyxdp.spec import MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import MapFlag
+
+__all__ = ["UserspaceBackend"]
+
+
+class UserspaceBackend:
+    """pyxdp's own engines and maps; no root, no kernel."""
+
+    name = "userspace"
+
+    def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None) -> None:
+        self.nr_cpus = nr_cpus or default_nr_cpus()
+        self.env = env or TestRunEnv()
+        self._maps: dict[str, Map] = {}
+        self._next_prog_id = 1
+
+    def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
+        inner = None
+        if spec.inner is not None:
+            inner = self._create(spec.inner, spec.inner.name or f"{spec.name}.inner")
+        flags = spec.flags | (int(MapFlag.BPF_F_RDONLY_PROG) if spec.frozen else 0)
+        m = self._create(spec, spec.name, flags=flags, inner=inner)
+        for key, value in spec.contents:
+            if isinstance(value, (bytes, bytearray)):
+                m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])
+        self._maps[spec.name] = m
+        return m  # type: ignore[return-value]
+
+    def _create(self, spec: MapSpec, name: str, *, flags: int | None = None,
+                inner: Map | None = None) -> Map:
+        return create_map(spec.type, spec.key_size, spec.value_size, spec.max_entries,
+                          spec.flags if flags is None else flags, name=_kname(name),
+                          inner=inner, nr_cpus=self.nr_cpus)
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
+        prog = XdpProg(spec, dict(maps))  # type: ignore[arg-type]
+        prog.id = self._next_prog_id
+        self._next_prog_id += 1
+        return prog
+
+    def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
+        set_prog: Any = getattr(m, "set", None)
+        if set_prog is None:
+            raise MapError("update", 22, "not a prog_array")
+        set_prog(index, prog, getattr(prog, "id", 1))
+
+    def set_inner_map(self, m: MapHandle, key: bytes, inner: MapHandle) -> None:
+        inner_id: int = inner.id  # type: ignore[attr-defined]
+        m.update(key, inner_id.to_bytes(4, "little"))
+
+    def test_run(self, prog: ProgHandle, data_in: bytes, *, ctx_in: bytes | None = None,
+                 data_size_out: int = 0, ctx_size_out: int = 0, repeat: int = 1,
+                 trace: bool = False) -> TestRunResult:
+        if not isinstance(prog, XdpProg):
+            raise PyxdpError("test_run needs a program loaded by this backend")
+        return bpf_prog_test_run_xdp(prog, data_in, ctx_in=ctx_in, data_size_out=data_size_out,
+                                     ctx_size_out=ctx_size_out, repeat=repeat, env=self.env,
+                                     trace=trace)
+
+    def close(self) -> None:
+        self._maps.clear()
+
+
+def _kname(name: str) -> str:
+    """Map names as the kernel keeps them: 15 characters of ``[A-Za-z0-9_.]``."""
+    return "".join(c if c.isalnum() or c in "_." else "_" for c in name)[:15]

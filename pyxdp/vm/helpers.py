@@ -1,0 +1,340 @@
+"""The base helper functions of ``kernel/bpf/helpers.c`` (what every program type gets).
+
+A helper is a Python function ``fn(vm, r1, r2, r3, r4, r5) -> r0`` registered
+under its Linux id; ``vm.context`` is the :class:`RunContext` of the run (CPU
+number, trace log, random state, redirect state, the packet) and ``vm.mem``
+the checked memory. Program-type specific helpers (the XDP ones of
+``net/core/filter.c``) live in :mod:`pyxdp.net.filter` and are merged into
+the table there. Return values follow the kernel: a negative errno as an
+unsigned 64-bit value.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyxdp.errors import HelperFault
+from pyxdp.vm.interpreter import Helper, HelperFn
+from pyxdp.vm.memory import Region
+
+if TYPE_CHECKING:
+    from pyxdp.maps.base import Map
+    from pyxdp.vm.interpreter import Interpreter
+
+__all__ = ["BASE_HELPERS", "RunContext", "TraceLog", "format_printk", "helper", "neg"]
+
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+# Scratch memory for keys handed to callbacks (bpf_for_each_map_elem).
+SCRATCH_BASE = 0x0000_5000_0000_0000
+
+
+def neg(err: int) -> int:
+    """``-err`` as the unsigned 64-bit r0 a helper returns."""
+    return (-err) & M64
+
+
+class TraceLog:
+    """Where ``bpf_trace_printk`` lines go: kept in order, optionally echoed to a callback."""
+
+    def __init__(self, sink: Callable[[str], None] | None = None) -> None:
+        self.lines: list[str] = []
+        self.sink = sink
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)
+        if self.sink is not None:
+            self.sink(line)
+
+
+@dataclass
+class RunContext:
+    """The kernel state around one program run that helpers read and change."""
+
+    cpu: int = 0
+    trace: TraceLog = field(default_factory=TraceLog)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # Set for XDP runs (pyxdp.net): the xdp_buff and struct bpf_redirect_info.
+    xdp: Any = None
+    ri: Any = None
+    tail_call_cnt: int = 0
+    # bpf_tail_call(ctx, prog_array, index): runs the target, returns its r0 (None: failed).
+    tail_call: Callable[[Interpreter, int, int], int | None] | None = None
+    clock_ns: Callable[[], int] = time.monotonic_ns
+    scratch: list[Region] = field(default_factory=list)
+
+
+BASE_HELPERS: dict[int, Helper] = {}
+
+
+def helper(helper_id: int, name: str, table: dict[int, Helper] | None = None
+           ) -> Callable[[HelperFn], HelperFn]:
+    """Register ``fn`` as helper ``helper_id`` (``bpf_<name>``)."""
+
+    def deco(fn: HelperFn) -> HelperFn:
+        (BASE_HELPERS if table is None else table)[helper_id] = Helper(helper_id, name, fn)
+        return fn
+
+    return deco
+
+
+def _ctx(vm: Interpreter) -> RunContext:
+    ctx = vm.context
+    if not isinstance(ctx, RunContext):
+        raise HelperFault("helper needs a program run context (run through a Program)")
+    return ctx
+
+
+def _map(vm: Interpreter, addr: int) -> Map:
+    from pyxdp.maps.base import map_by_addr
+    m = map_by_addr(addr)
+    if m is None:
+        raise HelperFault(f"{addr:#x} is not a map")
+    return m
+
+
+# -- maps -----------------------------------------------------------------------------------
+
+@helper(1, "map_lookup_elem")
+def _map_lookup_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = _map(vm, r1)
+    key = vm.mem.read(r2, m.key_size)
+    return m.lookup_addr(key, _ctx(vm).cpu)
+
+
+@helper(2, "map_update_elem")
+def _map_update_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = _map(vm, r1)
+    key = vm.mem.read(r2, m.key_size)
+    value = vm.mem.read(r3, m.value_size)
+    return m.try_update(key, value, r4, cpu=_ctx(vm).cpu) & M64
+
+
+@helper(3, "map_delete_elem")
+def _map_delete_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = _map(vm, r1)
+    return m.try_delete(vm.mem.read(r2, m.key_size)) & M64
+
+
+@helper(87, "map_push_elem")
+def _map_push_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = _map(vm, r1)
+    return m.try_push(vm.mem.read(r2, m.value_size), r3) & M64
+
+
+def _pop_or_peek(vm: Interpreter, r1: int, r2: int, pop: bool) -> int:
+    m = _map(vm, r1)
+    try:
+        value = m.pop() if pop else m.peek()
+    except Exception as e:  # MapError carries the errno the helper returns
+        err = getattr(e, "errno", None)
+        if err is None:
+            raise
+        return neg(err)
+    if value is None:
+        return neg(errno.ENOENT)
+    vm.mem.write(r2, value)
+    return 0
+
+
+@helper(88, "map_pop_elem")
+def _map_pop_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return _pop_or_peek(vm, r1, r2, True)
+
+
+@helper(89, "map_peek_elem")
+def _map_peek_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return _pop_or_peek(vm, r1, r2, False)
+
+
+@helper(195, "map_lookup_percpu_elem")
+def _map_lookup_percpu_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                            r5: int) -> int:
+    m = _map(vm, r1)
+    cpu = r3 & 0xFFFF_FFFF
+    if not m.percpu or cpu >= m.nr_cpus:
+        return 0
+    return m.lookup_addr(vm.mem.read(r2, m.key_size), cpu)
+
+
+# -- time, randomness, cpu ----------------------------------------------------------------
+
+@helper(5, "ktime_get_ns")
+def _ktime_get_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return _ctx(vm).clock_ns() if isinstance(vm.context, RunContext) else time.monotonic_ns()
+
+
+@helper(125, "ktime_get_boot_ns")
+def _ktime_get_boot_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+@helper(160, "ktime_get_coarse_ns")
+def _ktime_get_coarse_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return time.clock_gettime_ns(_CLOCK_MONOTONIC_COARSE)
+
+
+@helper(208, "ktime_get_tai_ns")
+def _ktime_get_tai_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return time.clock_gettime_ns(time.CLOCK_TAI)
+
+
+# Linux clock id 6; Python exposes it only on some builds.
+_CLOCK_MONOTONIC_COARSE: int = getattr(time, "CLOCK_MONOTONIC_COARSE", 6)
+HZ = 250  # CONFIG_HZ of the kernels this models; jiffies count from boot
+
+
+@helper(118, "jiffies64")
+def _jiffies64(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) * HZ // 1_000_000_000
+
+
+@helper(7, "get_prandom_u32")
+def _get_prandom_u32(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return _ctx(vm).rng.getrandbits(32)
+
+
+@helper(8, "get_smp_processor_id")
+def _get_smp_processor_id(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                          r5: int) -> int:
+    return _ctx(vm).cpu
+
+
+@helper(42, "get_numa_node_id")
+def _get_numa_node_id(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return 0
+
+
+# -- control flow -------------------------------------------------------------------------
+
+BPF_MAX_LOOPS = 1 << 23
+
+
+@helper(181, "loop")
+def _loop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    nr_loops = r1 & 0xFFFF_FFFF
+    if r4:
+        return neg(errno.EINVAL)
+    if nr_loops > BPF_MAX_LOOPS:
+        return neg(errno.E2BIG)
+    for i in range(nr_loops):
+        if vm.call_function(r2, i, r3):
+            return i + 1
+    return nr_loops
+
+
+@helper(12, "tail_call")
+def _tail_call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    # Reached only when the engine could not perform the tail call (the
+    # interpreter special-cases a successful one); the kernel then simply
+    # continues with the next instruction.
+    return neg(errno.ENOENT)
+
+
+# -- spin locks: runs of one program are serialised per context -----------------------------
+
+@helper(93, "spin_lock")
+def _spin_lock(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    vm.mem.read(r1, 4)  # the lock must be program memory (a map value)
+    return 0
+
+
+@helper(94, "spin_unlock")
+def _spin_unlock(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    vm.mem.read(r1, 4)
+    return 0
+
+
+# -- trace_printk ---------------------------------------------------------------------------
+
+def _c_string(vm: Interpreter, addr: int, limit: int = 4096) -> bytes:
+    out = bytearray()
+    while len(out) < limit:
+        b = vm.mem.read(addr + len(out), 1)
+        if b == b"\0":
+            break
+        out += b
+    return bytes(out)
+
+
+def format_printk(fmt: bytes, args: list[int], read_str: Callable[[int], bytes]) -> str:
+    """The kernel's ``bpf_bprintf_prepare`` subset: %d %i %u %x %X %c %s %p %% with l/ll/h/hh."""
+    out: list[str] = []
+    i = 0
+    argi = 0
+    text = fmt.split(b"\0", 1)[0]
+    while i < len(text):
+        ch = text[i:i + 1]
+        if ch != b"%":
+            out.append(ch.decode("latin-1"))
+            i += 1
+            continue
+        j = i + 1
+        if text[j:j + 1] == b"%":
+            out.append("%")
+            i = j + 1
+            continue
+        flags = b""
+        while text[j:j + 1] in (b"-", b"+", b" ", b"#", b"0"):
+            flags += text[j:j + 1]
+            j += 1
+        width = b""
+        while text[j:j + 1].isdigit():
+            width += text[j:j + 1]
+            j += 1
+        length = 0  # bits of the argument
+        while text[j:j + 1] in (b"l", b"h", b"z"):
+            length += 1 if text[j:j + 1] == b"l" else 0
+            j += 1
+        conv = text[j:j + 1].decode("latin-1")
+        if conv not in "diuxXcsp" or not conv:
+            raise HelperFault(f"unsupported format directive in {text!r}")
+        if argi >= len(args):
+            raise HelperFault(f"format {text!r} needs more arguments")
+        raw = args[argi]
+        argi += 1
+        spec = "%" + flags.decode() + width.decode()
+        if conv == "s":
+            out.append((spec + "s") % read_str(raw).decode("latin-1"))
+        elif conv == "c":
+            out.append((spec + "c") % chr(raw & 0xFF))
+        elif conv == "p":
+            out.append((spec + "s") % f"{raw:016x}")
+        else:
+            bits = 64 if length else 32
+            v = raw & ((1 << bits) - 1)
+            if conv in "di" and v >> (bits - 1):
+                v -= 1 << bits
+            out.append((spec + ("d" if conv in "diu" else conv)) % v)
+        i = j + 1
+    return "".join(out)
+
+
+@helper(6, "trace_printk")
+def _trace_printk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    size = r2 & 0xFFFF_FFFF
+    fmt = vm.mem.read(r1, size)
+    if not fmt or fmt[-1:] != b"\0" and b"\0" not in fmt:
+        return neg(errno.EINVAL)
+    line = format_printk(fmt, [r3, r4, r5], lambda a: _c_string(vm, a))
+    _ctx(vm).trace.write(line.rstrip("\n"))
+    return len(line.encode("latin-1")) & M64
+
+
+# -- strncmp ----------------------------------------------------------------------------
+
+@helper(182, "strncmp")
+def _strncmp(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    s1 = vm.mem.read(r1, r2 & 0xFFFF_FFFF)
+    s2 = _c_string(vm, r3)
+    for a, b in zip(s1 + b"\0", s2 + b"\0", strict=False):
+        if a != b:
+            return (a - b) & M64 if a > b else neg(b - a)
+        if a == 0:
+            return 0
+    return 0
+
