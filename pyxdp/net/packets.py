@@ -41,7 +41,11 @@ __all__ = [
     "ARPOP_REPLY",
     "ARPOP_REQUEST",
     "BROADCAST_MAC",
+    "DEFAULT_DST_IP4",
+    "DEFAULT_DST_IP6",
     "DEFAULT_DST_MAC",
+    "DEFAULT_SRC_IP4",
+    "DEFAULT_SRC_IP6",
     "DEFAULT_SRC_MAC",
     "ETH_P_8021AD",
     "ETH_P_8021Q",
@@ -153,8 +157,12 @@ IP_MF = 0x2000
 DEFAULT_SRC_MAC = b"\x02\x00\x00\x00\x00\x01"
 DEFAULT_DST_MAC = b"\x02\x00\x00\x00\x00\x02"
 BROADCAST_MAC = b"\xff" * 6
-_DEFAULT_V4 = ("192.0.2.1", "198.51.100.2")  # RFC 5737 TEST-NET-1 / -2
-_DEFAULT_V6 = ("2001:db8::1", "2001:db8::2")  # RFC 3849
+DEFAULT_SRC_IP4 = "192.0.2.1"  # RFC 5737 TEST-NET-1
+DEFAULT_DST_IP4 = "198.51.100.2"  # RFC 5737 TEST-NET-2
+DEFAULT_SRC_IP6 = "2001:db8::1"  # RFC 3849 documentation prefix
+DEFAULT_DST_IP6 = "2001:db8::2"
+_DEFAULT_V4 = (DEFAULT_SRC_IP4, DEFAULT_DST_IP4)
+_DEFAULT_V6 = (DEFAULT_SRC_IP6, DEFAULT_DST_IP6)
 
 Address = str | bytes | ipaddress.IPv4Address | ipaddress.IPv6Address
 """An IP address: text, 4 or 16 packed bytes, or an ``ipaddress`` object."""
@@ -609,6 +617,10 @@ def corpus(seed: int = 0) -> list[tuple[str, bytes]]:
     malformed headers; and frames of random bytes drawn from ``seed``. Names
     are unique, and the list depends only on ``seed`` (only the random
     frames do).
+
+    Frames shorter than an Ethernet header (``runt_*``, and some ``random_*``)
+    are included on purpose: BPF_PROG_TEST_RUN refuses them with EINVAL, and
+    a user-space run should refuse them the same way.
     """
     out: list[tuple[str, bytes]] = []
     seen: set[str] = set()
@@ -681,8 +693,8 @@ def corpus(seed: int = 0) -> list[tuple[str, bytes]]:
     add("trunc_ipv6_hdr_39", full6[: ETH_HLEN + 39])
     add("trunc_vlan_tag", udp_packet(b"x", vlans=(100,))[: ETH_HLEN + 2])
     add("trunc_qinq_inner", udp_packet(b"x", vlans=(200, 100))[: ETH_HLEN + 4])
-    add("trunc_eth_13", full4[:13])
-    add("trunc_eth_1", full4[:1])
+    add("runt_13", full4[:13])
+    add("runt_1", full4[:1])
 
     # Sizes around thresholds, up to jumbo frames that need XDP frags.
     for size in _SIZES:
@@ -963,7 +975,7 @@ class _Template:
         f[self.csum_word:self.csum_word + 2] = b"\0\0"
         f[self.port_word:self.port_word + 2] = b"\0\0"
         f[self.src_word:self.src_word + 2] = b"\0\0"
-        seg = bytes(f[self.l4:self._l3_end()])
+        seg = bytes(f[self.l4:])  # sized frames carry no Ethernet padding after the IP packet
         total = _residue(seg)
         if self.pseudo:
             alen = 16 if self.v6 else 4
@@ -972,9 +984,6 @@ class _Template:
             nh = {"udp": IPPROTO_UDP, "tcp": IPPROTO_TCP, "icmp": IPPROTO_ICMPV6}[self.proto]
             total += _residue(pseudo_header(src, dst, nh, len(seg)))
         return total % 0xFFFF
-
-    def _l3_end(self) -> int:
-        return len(self.frame)  # no Ethernet padding: sizes always include the payload
 
 
 def _template(size: int, proto: str, vlans: tuple[int, ...], v6: bool) -> _Template:

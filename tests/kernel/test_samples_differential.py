@@ -63,14 +63,14 @@ def _redirect_cpu(coll: Collection, rng: random.Random) -> None:
 
 
 def _lb(coll: Collection, rng: random.Random) -> None:
-    from pyxdp.net.packets import ip4
+    from pyxdp.net.packets import DEFAULT_DST_IP4, ip4
     vips, backends = coll.maps["vips"], coll.maps["backends"]
     for n in range(4):
         backends.update(n, ip4(f"10.1.0.{n + 1}") + bytes([2, 0, 0, 0, 0, n + 1]) + b"\0\0")
-    # The corpus sends to 10.0.0.2 (UDP 5678 / TCP 80) and ICMP.
+    # The corpus sends to DEFAULT_DST_IP4 (UDP 5678 / TCP 80) and ICMP.
     for port, proto in ((5678, 17), (80, 6), (0, 1)):
         if rng.random() < 0.8:
-            vips.update(ip4("10.0.0.2") + struct.pack(">H", port) + bytes([proto, 0]),
+            vips.update(ip4(DEFAULT_DST_IP4) + struct.pack(">H", port) + bytes([proto, 0]),
                         struct.pack("<II", rng.randrange(2), rng.randrange(1, 3)))
 
 
