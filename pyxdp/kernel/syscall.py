@@ -28,11 +28,13 @@ from types import TracebackType
 from typing import Final, Self
 
 from pyxdp.asm.insn import INSN_SIZE, Instruction
+from pyxdp.backend import TestRunResult  # the one result type of every backend
 from pyxdp.errors import (
     BPFUnavailable,
     InvalidProgram,
     KernelError,
     NotSupportedError,
+    TestRunTruncated,
     VerifierError,
 )
 from pyxdp.uapi.bpf import (
@@ -697,39 +699,30 @@ def _load_once(attr: _Buf) -> tuple[int, int]:
     return ret, err
 
 
-@dataclass(frozen=True, slots=True)
-class TestRunResult:
-    """What BPF_PROG_TEST_RUN reports for one (possibly repeated) run.
-
-    ``retval`` is the program's return value (u32, as the kernel stores
-    it), ``data_out`` the output packet, ``ctx_out`` the output context when
-    one was asked for, ``duration_ns`` the mean run time per repetition.
-    """
-
-    __test__ = False  # not a pytest test class despite its name
-
-    retval: int
-    data_out: bytes
-    ctx_out: bytes | None
-    duration_ns: int
-
-
-class TestRunOutputTruncated(KernelError):
+class TestRunOutputTruncated(KernelError, TestRunTruncated):
     """BPF_PROG_TEST_RUN answered ENOSPC: the output did not fit the buffer.
 
     The program did run; ``result`` holds what the kernel copied (retval,
     duration and the leading part of the data), and ``data_size`` /
-    ``ctx_size`` the full sizes it wanted to write.
+    ``ctx_size`` the full sizes it wanted to write. It is both a
+    :class:`KernelError` (the syscall failed with ENOSPC) and the
+    backend-neutral :class:`~pyxdp.errors.TestRunTruncated`, so callers of
+    either backend catch it the same way.
     """
 
     __test__ = False
 
     def __init__(self, result: TestRunResult, data_size: int, ctx_size: int) -> None:
-        self.result = result
-        self.data_size = data_size
-        self.ctx_size = ctx_size
-        super().__init__(BpfCmd.BPF_PROG_TEST_RUN.name, _errno.ENOSPC,
-                         f"output needs {data_size} data / {ctx_size} ctx bytes")
+        # KernelError.__init__ would hand its message on to the next class of
+        # the MRO (TestRunTruncated), whose signature differs: set KernelError's
+        # fields here and let TestRunTruncated build the exception.
+        op = BpfCmd.BPF_PROG_TEST_RUN.name
+        self.op = op
+        self.errno = _errno.ENOSPC
+        TestRunTruncated.__init__(
+            self, result, data_size, ctx_size,
+            f"{op} failed: ENOSPC ({os.strerror(_errno.ENOSPC)}): output needs "
+            f"{data_size} data / {ctx_size} ctx bytes")
 
 
 def prog_test_run(prog_fd: Fd | int, data_in: bytes = b"", *, ctx_in: bytes | None = None,

@@ -213,6 +213,17 @@ _FLAG_MASK = {
 }
 
 
+def _redirect_lookup(m: Any, key: int) -> Any:
+    """The map type's ``__*_map_lookup_elem`` as ``map_redirect`` uses it (None: no entry)."""
+    if m.map_type == BpfMapType.BPF_MAP_TYPE_XSKMAP:
+        return m.socket_at(key)
+    if m.map_type == BpfMapType.BPF_MAP_TYPE_DEVMAP:
+        return m.ifindex_at(key) or None
+    if m.map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP:
+        return m.qsize_at(key) or None
+    return m.lookup(key.to_bytes(m.key_size, "little"))
+
+
 @_xh(51, "redirect_map")
 def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``__bpf_xdp_redirect_map``: the map type's lookup decides, the flags' low bits
@@ -229,9 +240,7 @@ def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     if r3 & ~(_ACTION_MASK | flag_mask):
         return int(XdpAction.XDP_ABORTED)
     key = r2 & M32
-    target = getattr(m, "redirect_target", None)
-    value = target(key) if target is not None else m.lookup(key.to_bytes(m.key_size,
-                                                                          "little"))
+    value = _redirect_lookup(m, key)
     ri.tgt_value = value
     if value is None and not r3 & BPF_F_BROADCAST:
         ri.map_id = INT_MAX

@@ -1,0 +1,529 @@
+"""The kernel backend: a :class:`~pyxdp.spec.CollectionSpec` loaded into Linux.
+
+This is libbpf's ``bpf_object__load`` over bpf(2), without libbpf:
+
+* ``bpf_object__sanitize_and_load_btf``: the object's BTF is loaded once
+  (``BPF_BTF_LOAD``), from a *copy* fixed up for the kernel
+  (:func:`kernel_btf`); when the kernel refuses it, maps are created and
+  programs loaded without BTF, as libbpf does, and :attr:`KernelBackend.warnings`
+  says so;
+* ``bpf_object__create_map``: ``BPF_MAP_CREATE`` with the BTF key/value type
+  ids (dropped for the map types whose kernel ops refuse BTF, and retried
+  without BTF when the kernel refuses them, unless the map cannot work
+  without it), an inner-map template for map-in-maps, global data written
+  and ``.rodata`` frozen (``bpf_object__populate_internal_map``);
+* ``bpf_object_load_prog``: each ``ld_imm64`` named by a
+  :class:`~pyxdp.spec.MapRef` gets the map fd (``BPF_PSEUDO_MAP_FD``) or fd
+  plus value offset (``BPF_PSEUDO_MAP_VALUE``), then ``BPF_PROG_LOAD`` with
+  the expected attach type, ``prog_flags``, license and ``func_info`` /
+  ``line_info`` against the loaded BTF;
+* ``bpf_prog_test_run_opts``: ``BPF_PROG_TEST_RUN``.
+
+Initial contents of prog arrays and map-in-maps are applied by the
+collection once every map and program exists (:meth:`KernelBackend.set_prog_array`,
+:meth:`KernelBackend.set_inner_map`), like libbpf's
+``bpf_object_init_prog_arrays`` and ``init_slots``.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import logging
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Final, Self
+
+from pyxdp.asm.insn import Instruction
+from pyxdp.asm.opcodes import PseudoSrc
+from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
+from pyxdp.btf.btf import Btf, BtfKind, BtfType, BtfVarSecinfo
+from pyxdp.errors import (
+    BPFUnavailable,
+    InvalidProgram,
+    KernelError,
+    MapError,
+    NotSupportedError,
+    PyxdpError,
+)
+from pyxdp.kernel.maps import KernelMap, round_up
+from pyxdp.kernel.syscall import (
+    Fd,
+    ProgInfo,
+    btf_load,
+    map_create,
+    possible_cpus,
+    prog_get_info,
+    prog_load,
+    prog_test_run,
+    require_bpf,
+)
+from pyxdp.spec import BPF_F_RDONLY_PROG, CollectionSpec, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BPF_OBJ_NAME_LEN, BpfMapType, BpfProgType
+
+__all__ = ["KernelBackend", "KernelProgram", "kernel_btf", "kernel_object_name"]
+
+_log = logging.getLogger(__name__)
+
+_PROG_TYPES: Final[dict[str, int]] = {"xdp": BpfProgType.BPF_PROG_TYPE_XDP}
+
+# Map types whose kernel ops answer BTF key/value ids with map_check_no_btf
+# (ENOTSUPP): libbpf creates them without BTF, and so do we.
+_NO_BTF_TYPES: Final = frozenset({
+    BpfMapType.BPF_MAP_TYPE_PROG_ARRAY,
+    BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+    BpfMapType.BPF_MAP_TYPE_STACK_TRACE,
+    BpfMapType.BPF_MAP_TYPE_CGROUP_ARRAY,
+    BpfMapType.BPF_MAP_TYPE_ARRAY_OF_MAPS,
+    BpfMapType.BPF_MAP_TYPE_HASH_OF_MAPS,
+    BpfMapType.BPF_MAP_TYPE_DEVMAP,
+    BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH,
+    BpfMapType.BPF_MAP_TYPE_CPUMAP,
+    BpfMapType.BPF_MAP_TYPE_XSKMAP,
+    BpfMapType.BPF_MAP_TYPE_SOCKMAP,
+    BpfMapType.BPF_MAP_TYPE_SOCKHASH,
+    BpfMapType.BPF_MAP_TYPE_QUEUE,
+    BpfMapType.BPF_MAP_TYPE_STACK,
+    BpfMapType.BPF_MAP_TYPE_RINGBUF,
+    BpfMapType.BPF_MAP_TYPE_USER_RINGBUF,
+})
+# Local storage maps are refused by the kernel without BTF key/value ids.
+_BTF_REQUIRED_TYPES: Final = frozenset({
+    BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_INODE_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE,
+})
+# Value members the verifier only finds through BTF (btf_parse_fields):
+# without BTF a program using them is refused, so such maps never fall back.
+_SPECIAL_STRUCTS: Final = frozenset({
+    "bpf_spin_lock", "bpf_res_spin_lock", "bpf_timer", "bpf_wq", "bpf_task_work",
+    "bpf_list_head", "bpf_list_node", "bpf_rb_root", "bpf_rb_node", "bpf_refcount",
+})
+_KPTR_TAGS: Final = frozenset({"kptr", "kptr_untrusted", "percpu_kptr", "uptr"})
+_MAX_DEPTH: Final = 32
+
+_PAGE_SIZE: Final = 4096
+# Output room when the caller sets no data_size_out: what XDP can add to a
+# packet (adjust_head headroom, adjust_tail into the tailroom or the last
+# frag's page) stays well below two pages.
+_TEST_RUN_SLACK: Final = 2 * _PAGE_SIZE
+
+_FUNC_INFO: Final = struct.Struct("=II")  # struct bpf_func_info
+_LINE_INFO: Final = struct.Struct("=IIII")  # struct bpf_line_info
+_U32: Final = struct.Struct("=I")
+
+
+def kernel_object_name(name: str) -> str:
+    """A name ``bpf_obj_name_cpy`` accepts: ``[A-Za-z0-9_.]``, at most 15 characters."""
+    clean = "".join(c if (c.isascii() and c.isalnum()) or c in "_." else "_" for c in name)
+    return clean[:BPF_OBJ_NAME_LEN - 1]
+
+
+# --------------------------------------------------------------------------
+# BTF for the kernel
+# --------------------------------------------------------------------------
+
+def _natural_align(size: int) -> int:
+    # Largest power of two (at most 8) dividing size: where clang would
+    # place a variable of that size.
+    return min(8, size & -size) if size else 1
+
+
+def kernel_btf(btf: Btf, maps: Iterable[MapSpec] = ()) -> tuple[Btf, tuple[str, ...]]:
+    """A copy of ``btf`` the kernel's ``BPF_BTF_LOAD`` accepts, and the fix-ups made.
+
+    The kernel refuses a DATASEC of size 0 (``size == 0``) and variables
+    that overlap or stick out of their section. clang emits exactly that:
+    the section sizes and the offsets of global variables are left for the
+    loader to fill in from the ELF (libbpf's ``btf_fixup_datasec``).
+    :func:`pyxdp.elf.load_collection_spec` already does so from the symbol
+    table, so for its specs this changes nothing; for BTF that was not fixed
+    up, each zero-sized DATASEC gets the size of the global data map of the
+    same name (the kernel checks that a map's value size equals its value
+    type's size) or the end of its last variable, and overlapping variables
+    are laid out one after the other, naturally aligned. ``btf`` itself is
+    never modified.
+    """
+    sizes = {m.name: m.value_size for m in maps if m.is_global_data}
+    changed: dict[int, BtfType] = {}
+    notes: list[str] = []
+    for t in btf.types[1:]:
+        if t.kind is not BtfKind.DATASEC or t.size_type != 0:
+            continue
+        placed: list[BtfVarSecinfo] = []
+        end = 0
+        moved = 0
+        for vsi in sorted(t.secinfos, key=lambda s: s.offset):
+            offset = vsi.offset
+            if offset < end:
+                offset = round_up(end, _natural_align(vsi.size))
+                moved += 1
+            placed.append(BtfVarSecinfo(vsi.type, offset, vsi.size))
+            end = offset + vsi.size
+        size = max(sizes.get(t.name, 0), end, 1)
+        changed[t.id] = replace(t, size_type=size, secinfos=tuple(placed))
+        what = f"DATASEC {t.name!r} size 0 -> {size}"
+        notes.append(what + (f", {moved} variable offset(s) laid out" if moved else ""))
+    if not changed:
+        return btf, ()
+    return btf.with_types(changed), tuple(notes)
+
+
+def _needs_btf(spec: MapSpec, btf: Btf | None) -> str:
+    """Why map ``spec`` cannot be created (or used) without BTF; "" when it can."""
+    if spec.type in _BTF_REQUIRED_TYPES:
+        return f"{spec.type_name} maps need BTF key/value types"
+    if btf is None or not spec.value_type:
+        return ""
+    seen: set[int] = set()
+    stack = [(spec.value_type, 0)]
+    while stack:
+        tid, depth = stack.pop()
+        if tid in seen or depth > _MAX_DEPTH or not 0 < tid < len(btf.types):
+            continue
+        seen.add(tid)
+        t = btf.types[tid]
+        if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+            if t.name in _SPECIAL_STRUCTS:
+                return f"its value holds a struct {t.name}"
+            stack += [(m.type, depth + 1) for m in t.members]
+        elif t.kind is BtfKind.TYPE_TAG and t.name in _KPTR_TAGS:
+            return f"its value holds a {t.name} pointer"
+        elif t.kind is BtfKind.ARRAY and t.array is not None:
+            stack.append((t.array.type, depth + 1))
+        elif t.kind in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT,
+                        BtfKind.PTR, BtfKind.TYPE_TAG):
+            stack.append((t.size_type, depth + 1))
+    return ""
+
+
+# --------------------------------------------------------------------------
+# Programs
+# --------------------------------------------------------------------------
+
+class KernelProgram:
+    """A program the verifier accepted, owned through its fd.
+
+    ``name`` is the spec's name (the kernel keeps at most 15 characters of
+    it, ``kernel_name``); ``id`` and ``tag`` are the kernel's.
+    """
+
+    def __init__(self, spec: ProgramSpec, fd: Fd) -> None:
+        self.spec = spec
+        self._fd = fd
+        info = prog_get_info(fd)
+        self.id: int = info.id
+        self.tag: str = info.tag_hex
+        self.kernel_name: str = info.name
+        self.name = spec.name
+
+    @property
+    def fd(self) -> int:
+        if self._fd.closed:
+            raise PyxdpError(f"program {self.name!r} is closed")
+        return self._fd.fd
+
+    @property
+    def closed(self) -> bool:
+        return self._fd.closed
+
+    def info(self) -> ProgInfo:
+        """``BPF_OBJ_GET_INFO_BY_FD`` now (run counts, map ids, verified insns...)."""
+        return prog_get_info(self.fd)
+
+    def close(self) -> None:
+        self._fd.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None,
+                 exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._fd.closed else f"fd={self._fd.fd}"
+        return f"<KernelProgram {self.name!r} id={self.id} {state}>"
+
+
+# --------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------
+
+class KernelBackend:
+    """Maps and programs in the running kernel through bpf(2); needs root (or CAP_BPF).
+
+    ``collection`` supplies the object's BTF (for map key/value types and
+    program func/line info) and its map specs (for BTF fix-ups); ``btf``
+    overrides the BTF. Everything created is owned by the backend and
+    closed, in reverse order, by :meth:`close`.
+    """
+
+    name = "kernel"
+
+    def __init__(self, collection: CollectionSpec | None = None, *, btf: Btf | None = None,
+                 log_level: int = 1) -> None:
+        require_bpf()  # fail here, with the reason, rather than at the first map
+        self.collection = collection
+        self.btf = btf if btf is not None else (collection.btf if collection else None)
+        self.log_level = log_level
+        self.nr_cpus = possible_cpus()
+        self.warnings: list[str] = []
+        self.btf_fixups: tuple[str, ...] = ()
+        self.btf_error: PyxdpError | None = None
+        self._btf_fd: Fd | None = None
+        self._btf_tried = False
+        self._maps: list[KernelMap] = []
+        self._progs: list[KernelProgram] = []
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        _log.info("%s", message)
+
+    # -- BTF -------------------------------------------------------------------------
+
+    def btf_fd(self) -> Fd | None:
+        """The object's BTF in the kernel (loaded on first use); None without it."""
+        if self._btf_tried:
+            return self._btf_fd
+        self._btf_tried = True
+        if self.btf is None:
+            return None
+        maps = self.collection.maps.values() if self.collection is not None else ()
+        fixed, self.btf_fixups = kernel_btf(self.btf, maps)
+        try:
+            self._btf_fd = btf_load(fixed.raw)
+        except BPFUnavailable:
+            raise
+        except KernelError as e:
+            self.btf_error = e
+            self._warn(f"the kernel refused the object's BTF ({e}): maps are created "
+                       f"without BTF types and programs loaded without func/line info")
+        return self._btf_fd
+
+    # -- maps ------------------------------------------------------------------------
+
+    def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> KernelMap:
+        """BPF_MAP_CREATE for ``spec``, then its initial bytes, then freeze if asked."""
+        template: KernelMap | None = None
+        if spec.inner is not None:
+            # The outer map copies the template's geometry at creation; the
+            # template itself is not needed afterwards (libbpf destroys it too).
+            template = self._create(spec.inner, spec.inner.name or f"{spec.name}.inner")
+        try:
+            km = self._create(spec, spec.name, inner=template)
+        finally:
+            if template is not None:
+                template.close()
+        self._maps.append(km)
+        self._populate(km, spec)
+        return km
+
+    def _create(self, spec: MapSpec, name: str, *, inner: KernelMap | None = None
+                ) -> KernelMap:
+        flags = spec.flags
+        if spec.frozen:
+            # Frozen + BPF_F_RDONLY_PROG is what makes the verifier treat the
+            # contents as constants (bpf_map_is_rdonly), e.g. for a
+            # bpf_trace_printk format; libbpf sets the flag on .rodata.
+            flags |= BPF_F_RDONLY_PROG
+        max_entries = spec.max_entries
+        if spec.type == BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY and max_entries == 0:
+            max_entries = self.nr_cpus  # libbpf: one ring per possible CPU
+        elif spec.type in (BpfMapType.BPF_MAP_TYPE_RINGBUF,
+                           BpfMapType.BPF_MAP_TYPE_USER_RINGBUF):
+            # The kernel wants a power-of-2 multiple of the page size; libbpf
+            # rounds up (adjust_ringbuf_sz) rather than fail.
+            size = _PAGE_SIZE
+            while size < max_entries:
+                size <<= 1
+            max_entries = size
+        kname = kernel_object_name(spec.kernel_name or name)
+        key_id = spec.key_type or 0
+        value_id = spec.value_type or 0
+        need = _needs_btf(spec, self.btf)
+        use_btf = bool(key_id or value_id) and spec.type not in _NO_BTF_TYPES
+        btf = self.btf_fd() if use_btf else None
+        if need and btf is None:
+            why = f": {self.btf_error}" if self.btf_error is not None else ""
+            raise MapError("create", _errno.EINVAL,
+                           f"map {name!r} needs BTF ({need}) and none is loaded{why}")
+
+        def create(with_btf: Fd | None) -> Fd:
+            return map_create(spec.type, spec.key_size, spec.value_size, max_entries, flags,
+                              kname, inner_map_fd=inner.fd if inner is not None else 0,
+                              numa_node=spec.numa_node, map_extra=spec.map_extra,
+                              btf_fd=with_btf or 0,
+                              btf_key_type_id=key_id if with_btf else 0,
+                              btf_value_type_id=value_id if with_btf else 0)
+
+        try:
+            try:
+                fd = create(btf)
+            except KernelError as e:
+                if btf is None or need or isinstance(e, BPFUnavailable):
+                    raise
+                # libbpf's fallback: a map the kernel will not describe with
+                # these types still works as plain bytes.
+                self._warn(f"map {name!r}: BPF_MAP_CREATE refused its BTF types "
+                           f"({e}); created without BTF")
+                fd = create(None)
+        except BPFUnavailable:
+            raise
+        except KernelError as e:
+            raise MapError("create", e.errno, f"map {name!r} ({spec.type_name})") from None
+        return KernelMap(fd, spec=spec, nr_cpus=self.nr_cpus)
+
+    def _populate(self, km: KernelMap, spec: MapSpec) -> None:
+        """Initial bytes (global data sections), then BPF_MAP_FREEZE for ``.rodata``.
+
+        Symbolic values (programs, inner maps) wait for :meth:`set_prog_array`
+        and :meth:`set_inner_map`.
+        """
+        arraylike = spec.type in (BpfMapType.BPF_MAP_TYPE_ARRAY,
+                                  BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY)
+        for key, value in spec.contents:
+            if not isinstance(value, (bytes, bytearray)):
+                continue
+            data = bytes(value)[:km.value_size].ljust(km.value_size, b"\0")
+            if arraylike and not any(data):
+                continue  # arrays start zeroed (libbpf skips .bss alike)
+            if km.percpu:
+                data = data.ljust(km.elem_size, b"\0") * km.nr_cpus
+            km.update(key, data)
+        if spec.frozen:
+            km.freeze()
+
+    def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
+        """Slot ``index`` of a prog_array gets ``prog`` (its fd, as bpf(2) wants)."""
+        km = self._own_map(m, "update")
+        kp = self._own_prog(prog)
+        km.update(_U32.pack(index), _U32.pack(kp.fd))
+
+    def set_inner_map(self, m: MapHandle, key: bytes, inner: MapHandle) -> None:
+        """Entry ``key`` of a map-in-map gets map ``inner`` (its fd, as bpf(2) wants)."""
+        km = self._own_map(m, "update")
+        ki = self._own_map(inner, "update")
+        km.update(key, _U32.pack(ki.fd))
+
+    @staticmethod
+    def _own_map(m: MapHandle | object, op: str) -> KernelMap:
+        if not isinstance(m, KernelMap):
+            raise MapError(op, _errno.EINVAL, f"{m!r} is not a kernel map")
+        return m
+
+    @staticmethod
+    def _own_prog(p: ProgHandle | object) -> KernelProgram:
+        if not isinstance(p, KernelProgram):
+            raise PyxdpError(f"{p!r} was not loaded by the kernel backend")
+        return p
+
+    # -- programs ----------------------------------------------------------------------
+
+    def _bind_maps(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]
+                   ) -> list[Instruction]:
+        """A copy of the program with every MapRef's ld_imm64 pointing at a map fd."""
+        insns = list(spec.insns)
+        for ref in spec.map_refs:
+            handle = maps.get(ref.map_name)
+            if handle is None:
+                raise PyxdpError(f"program {spec.name!r}: map {ref.map_name!r} was not created")
+            km = self._own_map(handle, "bind")
+            if not 0 <= ref.pc < len(insns) - 1 or not insns[ref.pc].is_ld_imm64():
+                raise InvalidProgram(f"map reference to {ref.map_name!r} is not on an "
+                                     f"ld_imm64", pc=ref.pc, rule="map-ref")
+            if ref.kind == "fd":
+                src, hi = PseudoSrc.BPF_PSEUDO_MAP_FD, 0
+            else:
+                src, hi = PseudoSrc.BPF_PSEUDO_MAP_VALUE, ref.offset
+            insns[ref.pc] = replace(insns[ref.pc], src=int(src), imm=km.fd)
+            insns[ref.pc + 1] = replace(insns[ref.pc + 1], imm=hi)
+        return insns
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]
+                     ) -> KernelProgram:
+        """BPF_PROG_LOAD; a refusal raises VerifierError with the whole verifier log."""
+        prog_type = _PROG_TYPES.get(spec.prog_type)
+        if prog_type is None:
+            raise NotSupportedError(f"program type {spec.prog_type!r} (only XDP)")
+        insns = self._bind_maps(spec, maps)
+        btf = self.btf_fd() if spec.func_info or spec.line_info else None
+        func_info = line_info = b""
+        if btf is not None:
+            # Both records count insn_off in instructions at the syscall
+            # boundary (.BTF.ext counts bytes; the spec already holds slots).
+            func_info = b"".join(_FUNC_INFO.pack(f.insn_off, f.type_id)
+                                 for f in spec.func_info)
+            line_info = b"".join(_LINE_INFO.pack(li.insn_off, li.file_name_off, li.line_off,
+                                                 li.line_col) for li in spec.line_info)
+        license = spec.license or (self.collection.license if self.collection else "")
+        fd = prog_load(
+            prog_type, insns, license, name=kernel_object_name(spec.name),
+            log_level=self.log_level, expected_attach_type=spec.expected_attach_type,
+            prog_flags=spec.flags,
+            kern_version=self.collection.kern_version if self.collection else 0,
+            prog_btf_fd=btf or 0,
+            func_info=func_info, func_info_rec_size=_FUNC_INFO.size if func_info else 0,
+            line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0)
+        try:
+            prog = KernelProgram(spec, fd)
+        except BaseException:
+            fd.close()
+            raise
+        self._progs.append(prog)
+        return prog
+
+    # -- running ---------------------------------------------------------------------
+
+    def test_run(self, prog: ProgHandle, data_in: bytes, *, ctx_in: bytes | None = None,
+                 data_size_out: int = 0, ctx_size_out: int = 0, repeat: int = 1,
+                 trace: bool = False) -> TestRunResult:
+        """BPF_PROG_TEST_RUN; output that does not fit raises TestRunTruncated.
+
+        ``data_size_out=0`` means "whatever the program produces" (a buffer
+        with room for any growth XDP allows); ``ctx_size_out=0`` copies the
+        context back when ``ctx_in`` is given.
+        """
+        if trace:
+            raise NotSupportedError("per-instruction trace needs the userspace backend")
+        kp = self._own_prog(prog)
+        return prog_test_run(
+            kp.fd, bytes(data_in), ctx_in=ctx_in,
+            data_size_out=data_size_out or len(data_in) + _TEST_RUN_SLACK,
+            ctx_size_out=ctx_size_out or None, repeat=repeat)
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    @property
+    def maps(self) -> tuple[KernelMap, ...]:
+        return tuple(self._maps)
+
+    @property
+    def programs(self) -> tuple[KernelProgram, ...]:
+        return tuple(self._progs)
+
+    def close(self) -> None:
+        """Close every program, map and the BTF object, newest first (idempotent)."""
+        errors: list[BaseException] = []
+        owned: list[KernelProgram | KernelMap | Fd] = [*reversed(self._progs),
+                                                     *reversed(self._maps)]
+        if self._btf_fd is not None:
+            owned.append(self._btf_fd)
+        self._progs, self._maps, self._btf_fd = [], [], None
+        self._btf_tried = False
+        for obj in owned:
+            try:
+                obj.close()
+            except PyxdpError as e:  # keep closing the rest
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None,
+                 exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
