@@ -143,13 +143,17 @@ class Map:
     def __len__(self) -> int:
         return sum(1 for _ in self.raw_keys())
 
-    def sum(self, key: object) -> int:
-        """Sum of a per-CPU integer value over all CPUs (0 when the key is absent)."""
+    def sum(self, key: object) -> Any:
+        """A per-CPU value summed over all CPUs: an int, or a dict of summed struct fields.
+
+        0 when the key is absent.
+        """
         vals = self.lookup(key)
         if vals is None:
             return 0
-        if not self.percpu:
-            return int(vals)
+        vals = vals if self.percpu else [vals]
+        if vals and isinstance(vals[0], dict):
+            return {f: sum(v[f] for v in vals) for f in vals[0]}
         return sum(int(v) for v in vals)
 
     def dump(self) -> list[dict[str, Any]]:
