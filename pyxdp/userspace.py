@@ -41,6 +41,8 @@ class UserspaceBackend:
             inner = self._create(spec.inner, spec.inner.name or f"{spec.name}.inner")
         flags = spec.flags | (int(MapFlag.BPF_F_RDONLY_PROG) if spec.frozen else 0)
         m = self._create(spec, spec.name, flags=flags, inner=inner)
+        if hasattr(m, "ifindex_ok"):  # devmaps name devices of this backend, not the host's
+            m.ifindex_ok = lambda ifindex: ifindex in self.env.netdevs
         for key, value in spec.contents:
             if isinstance(value, (bytes, bytearray)):
                 m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])

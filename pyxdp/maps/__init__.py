@@ -48,7 +48,7 @@ from pyxdp.maps.base import (
     map_by_id,
 )
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.maps.devmap import DevMap
+from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.maps.hashtab import (
     HashMap,
     HashOfMaps,
@@ -66,7 +66,7 @@ from pyxdp.uapi.bpf import BpfMapType
 
 __all__ = [
     "BPF_ANY", "BPF_EXIST", "BPF_F_LOCK", "BPF_NOEXIST", "ENOTSUPP", "MAP_CLASSES",
-    "ArrayMap", "ArrayOfMaps", "Codec", "CpuMap", "DevMap", "HashMap", "HashOfMaps",
+    "ArrayMap", "ArrayOfMaps", "Codec", "CpuMap", "DevMap", "DevMapHash", "HashMap", "HashOfMaps",
     "LpmTrie", "LruHashMap", "LruPercpuHashMap", "Map", "MapError", "MapSpec",
     "PercpuArrayMap", "PercpuHashMap", "PerfBuffer", "PerfEventArray", "ProgArrayMap",
     "QueueMap", "RawCodec", "RingBuf", "RingBuffer", "StackMap", "XskMap", "create_map",
@@ -78,7 +78,7 @@ MAP_CLASSES: dict[int, type[Map]] = {
     cls.map_type: cls
     for cls in (ArrayMap, PercpuArrayMap, ProgArrayMap, ArrayOfMaps, HashMap, PercpuHashMap,
                 LruHashMap, LruPercpuHashMap, HashOfMaps, LpmTrie, QueueMap, StackMap,
-                RingBuf, PerfEventArray, DevMap, CpuMap, XskMap)
+                RingBuf, PerfEventArray, DevMap, DevMapHash, CpuMap, XskMap)
 }
 
 

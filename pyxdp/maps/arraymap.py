@@ -180,7 +180,10 @@ class ArrayMap(_ArrayOrder):
         elif cpu is not None:
             self.value_data[cpu, off:off + vs] = src
         else:
-            self.value_data[:, off:off + vs] = src.reshape(self.nr_cpus, self.elem_size)[:, :vs]
+            # bpf_percpu_array_update copies whole 8-byte-rounded slots
+            # (copy_map_value_long): the padding comes from user space too.
+            self.value_data[:, off:off + self.elem_size] = src.reshape(self.nr_cpus,
+                                                                      self.elem_size)
 
     def delete(self, key: bytes | None) -> None:
         self._key(key, "delete")

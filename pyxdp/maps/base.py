@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.errors import PyxdpError
+from pyxdp.errors import MapError, PyxdpError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm.memory import Region
 
@@ -118,40 +118,18 @@ def round_up(x: int, align: int) -> int:
     return (x + align - 1) // align * align
 
 
-class MapError(PyxdpError):
-    """A map operation refused with a kernel errno (``.errno``; ``.op`` names the operation).
-
-    ``errno`` is positive (``errno.ENOENT``...); ``524`` is the kernel's
-    ``ENOTSUPP``. Batch operations also set ``.count``: the number of
-    elements processed before the failure, as the kernel reports it.
-    """
-
-    def __init__(self, op: str, err: int, detail: str = "", *, count: int = 0) -> None:
-        self.op = op
-        self.errno = err
-        self.count = count
-        name = "ENOTSUPP" if err == ENOTSUPP else _errno.errorcode.get(err, str(err))
-        text = "Unknown error 524" if err == ENOTSUPP else os.strerror(err)
-        extra = f": {detail}" if detail else ""
-        super().__init__(f"{op}: {name} ({text}){extra}")
-
-
 def default_nr_cpus() -> int:
     """The number of *possible* CPUs (what per-CPU kernel maps are sized by).
 
-    Read from ``/sys/devices/system/cpu/possible``; ``os.cpu_count()`` where
-    that file does not exist.
+    Asks :func:`pyxdp.kernel.possible_cpus` (the kernel's possible-CPU mask,
+    which can exceed the online CPUs); ``os.cpu_count()`` where that layer
+    cannot load.
     """
     try:
-        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
-            text = fh.read().strip()
-    except OSError:
+        from pyxdp.kernel import possible_cpus
+    except ImportError:
         return os.cpu_count() or 1
-    total = 0
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        total += (int(hi) if hi else int(lo)) - int(lo) + 1
-    return max(total, 1)
+    return max(1, possible_cpus())
 
 
 # -- address windows and the registries of live maps ----------------------------------
@@ -504,9 +482,14 @@ class Map:
             key = self.get_next_key(key)
         return keys, values, (keys[-1] if keys and key is not None else None)
 
-    def update_batch(self, keys: Sequence[bytes], values: Sequence[bytes],
-                     flags: int = BPF_ANY) -> int:
-        """BPF_MAP_UPDATE_BATCH: updates in order; a failure raises with ``.count`` done."""
+    def update_batch(self, keys: Sequence[bytes] | npt.NDArray[Any],
+                     values: Sequence[bytes] | npt.NDArray[Any], flags: int = BPF_ANY) -> int:
+        """BPF_MAP_UPDATE_BATCH: updates in order; a failure raises with ``.count`` done.
+
+        numpy arrays are taken row by row (``keys[i].tobytes()``).
+        """
+        keys = [k.tobytes() for k in keys] if isinstance(keys, np.ndarray) else keys
+        values = [v.tobytes() for v in values] if isinstance(values, np.ndarray) else values
         if len(keys) != len(values):
             raise einval("update_batch", "as many keys as values are needed")
         for n, (k, v) in enumerate(zip(keys, values, strict=True)):

@@ -27,8 +27,10 @@ address of ``entries[i]``, like the kernel's pointer to ``dev->val``.
 Which ifindexes and program fds exist is pluggable: :attr:`DevMap.ifindex_ok`
 (default: the host's interfaces, ``socket.if_indextoname``) and
 :attr:`DevMap.resolve_prog` (``fd -> prog id`` or None; default: no program
-fd is valid). Not modelled: ``DEVMAP_HASH``, the program's expected attach
-type check, device unregistration.
+fd is valid). ``BPF_MAP_TYPE_DEVMAP_HASH`` (:class:`DevMapHash`) keys slots
+by any u32 (usually the ifindex itself) with the kernel's bucket order for
+get_next_key. Not modelled: the program's expected attach type check, device
+unregistration.
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ from pyxdp.maps.base import (
     BPF_EXIST,
     BPF_NOEXIST,
     MAX_STORAGE_BYTES,
+    Map,
     MapError,
     MapSpec,
     einval,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 
-__all__ = ["DevMap", "host_ifindex_exists"]
+__all__ = ["DevMap", "DevMapHash", "host_ifindex_exists"]
 
 DEV_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_RDONLY
                            | MapFlag.BPF_F_WRONLY)
@@ -161,3 +164,123 @@ class DevMap(_EntryArray):
     def ifindex_at(self, index: int) -> int:
         """The ifindex at ``index`` (0: empty or out of range), for ``bpf_redirect_map``."""
         return int(self.entries[index, 0]) if 0 <= index < self.max_entries else 0
+
+
+class DevMapHash(Map):
+    """``BPF_MAP_TYPE_DEVMAP_HASH`` (``dev_map_hash_*`` in devmap.c).
+
+    Entries live in preallocated slots of ``entries`` (``uint32[max_entries, 2]``:
+    ifindex, program id), the program-visible read-only region; ``buckets``
+    mirror the kernel's ``roundup_pow_of_two(max_entries)`` hlists (newest
+    first), which fixes the get_next_key order exactly.
+    """
+
+    map_type = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+
+    def __init__(self, spec: MapSpec) -> None:
+        if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
+                or spec.map_flags & ~DEV_CREATE_FLAG_MASK):
+            raise einval("map_create", "devmap_hash: key 4, value 4 or 8, max_entries > 0")
+        if spec.max_entries * 8 > MAX_STORAGE_BYTES:
+            raise MapError("map_create", _errno.ENOMEM, "devmap_hash too large")
+        super().__init__(spec)
+        self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
+        self.entries = np.zeros((self.max_entries, 2), np.uint32)
+        self.n_buckets = 1 << (self.max_entries - 1).bit_length()
+        self.buckets: list[list[int]] = [[] for _ in range(self.n_buckets)]
+        self.slot: dict[int, int] = {}
+        self._free = list(range(self.max_entries - 1, -1, -1))
+        self.ifindex_ok: Callable[[int], bool] = host_ifindex_exists
+        self.resolve_prog: Callable[[int], int | None] | None = None
+        self._make_regions([self.entries.reshape(-1).view(np.uint8)], writable=False)
+
+    def _storage_bytes(self) -> int:
+        return self.max_entries * 8
+
+    def _idx(self, key: bytes | None, op: str) -> int:
+        return int.from_bytes(self._key(key, op), "little")
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._lookup_flags(flags)
+        slot = self.slot.get(self._idx(key, "lookup"))
+        if slot is None:
+            return None
+        return bytes(self.entries[slot].tobytes()[:self.value_size])
+
+    def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
+               cpu: int | None = None) -> None:
+        idx = self._idx(key, "update")
+        data = self._value(value, None, "update")
+        ifindex = int.from_bytes(data[:4], "little")
+        fd = int.from_bytes(data[4:8], "little", signed=True) if len(data) == 8 else -1
+        if flags > BPF_EXIST or not ifindex:
+            raise einval("update", "flags above BPF_EXIST or ifindex 0")
+        old = self.slot.get(idx)
+        if old is not None and flags == BPF_NOEXIST:
+            raise MapError("update", _errno.EEXIST, f"key {idx} exists")
+        if not self.ifindex_ok(ifindex):
+            raise einval("update", f"no device with ifindex {ifindex}")
+        prog_id = 0
+        if fd > 0:
+            resolved = self.resolve_prog(fd) if self.resolve_prog is not None else None
+            if resolved is None:
+                raise einval("update", f"fd {fd} is not an XDP devmap program")
+            prog_id = resolved
+        bucket = self.buckets[idx & (self.n_buckets - 1)]
+        if old is None:
+            if not self._free:
+                raise MapError("update", _errno.E2BIG, "devmap_hash is full")
+            old = self._free.pop()
+            self.slot[idx] = old
+            bucket.insert(0, idx)
+        else:  # the new node replaces the old one at the head of the bucket
+            bucket.remove(idx)
+            bucket.insert(0, idx)
+        self.entries[old] = (ifindex, prog_id)
+
+    def delete(self, key: bytes | None) -> None:
+        idx = self._idx(key, "delete")
+        slot = self.slot.pop(idx, None)
+        if slot is None:
+            raise MapError("delete", _errno.ENOENT, f"no key {idx}")
+        self.buckets[idx & (self.n_buckets - 1)].remove(idx)
+        self.entries[slot] = 0
+        self._free.append(slot)
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        start = 0
+        if key is not None:
+            idx = self._idx(key, "get_next_key")
+            if idx in self.slot:
+                bucket = self.buckets[idx & (self.n_buckets - 1)]
+                pos = bucket.index(idx)
+                if pos + 1 < len(bucket):
+                    return bucket[pos + 1].to_bytes(4, "little")
+                start = (idx & (self.n_buckets - 1)) + 1
+        for b in self.buckets[start:]:
+            if b:
+                return b[0].to_bytes(4, "little")
+        return None
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        slot = self.slot.get(int.from_bytes(key, "little"))
+        return 0 if slot is None else self.value_region().base + 8 * slot
+
+    def ifindex_at(self, index: int) -> int:
+        """The ifindex stored under key ``index`` (0: none), for ``bpf_redirect_map``."""
+        slot = self.slot.get(index)
+        return 0 if slot is None else int(self.entries[slot, 0])
+
+    def raw_keys(self) -> Iterator[bytes]:
+        key = self.get_next_key(None)
+        while key is not None:
+            yield key
+            key = self.get_next_key(key)
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def clear(self) -> None:
+        for key in list(self.slot):
+            self.delete(key.to_bytes(4, "little"))

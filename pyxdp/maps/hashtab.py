@@ -44,8 +44,11 @@ at the first key, as in the kernel. Rebuilding the index (after many
 deletes) may change the order.
 
 LRU approximation: the kernel keeps active/inactive lists with reference
-bits, per-CPU free lists, and evicts in batches (up to ``LOCAL_FREE_TARGET``
-elements at once, and also when ``BPF_EXIST``/``BPF_NOEXIST`` then fail);
+bits and per-CPU free lists, takes a free node *before* looking the key up
+(so any update of a nearly full map may evict, even one that then fails,
+and may evict the very key being updated: ``BPF_NOEXIST`` then succeeds on a
+key that was present; measured), and evicts in batches (up to
+``target_free`` nodes, sometimes before the map is full);
 pyxdp stamps an element on every update and every program lookup and, when a
 *new* key meets a full map, evicts exactly the one element with the oldest
 stamp. User-space lookups do not stamp (the kernel's syscall lookup does not
@@ -298,9 +301,9 @@ class HashMap(Map):
             if new:
                 self.value_data[off + vs:off + es] = 0
         elif cpu is None:
-            if new:
-                self.value_data[:, off:off + es] = 0
-            self.value_data[:, off:off + vs] = src.reshape(self.nr_cpus, es)[:, :vs]
+            # pcpu_copy_value/pcpu_init_value copy whole 8-byte-rounded slots
+            # from user space (copy_map_value_long), padding included.
+            self.value_data[:, off:off + es] = src.reshape(self.nr_cpus, es)
         else:
             # A program's update of a new per-CPU element zeroes the other
             # CPUs' copies (pcpu_init_value with onallcpus == false).

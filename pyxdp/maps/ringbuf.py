@@ -256,6 +256,11 @@ class RingBuffer:
             total += n
         return total
 
+    def __iter__(self) -> Iterator[bytes]:
+        """Every committed sample of every ring, consumed as it is yielded."""
+        for rb, _ in self._rings:
+            yield from rb.records()
+
     def poll(self, callback: SampleFn | None = None) -> int:
         """Like :meth:`consume` (nothing blocks in user space); ``callback`` overrides."""
         if callback is None:

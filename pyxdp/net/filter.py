@@ -217,7 +217,7 @@ def _redirect_lookup(m: Any, key: int) -> Any:
     """The map type's ``__*_map_lookup_elem`` as ``map_redirect`` uses it (None: no entry)."""
     if m.map_type == BpfMapType.BPF_MAP_TYPE_XSKMAP:
         return m.socket_at(key)
-    if m.map_type == BpfMapType.BPF_MAP_TYPE_DEVMAP:
+    if m.map_type in (BpfMapType.BPF_MAP_TYPE_DEVMAP, BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH):
         return m.ifindex_at(key) or None
     if m.map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP:
         return m.qsize_at(key) or None
@@ -254,3 +254,78 @@ def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     else:
         ri.map, ri.flags = None, 0
     return int(XdpAction.XDP_REDIRECT)
+
+
+# -- bpf_fib_lookup, bpf_check_mtu, bpf_xdp_event_output ------------------------------------
+
+from pyxdp.net import fib as _fib  # noqa: E402  (the routing model these helpers consult)
+
+
+def _net(vm: Interpreter) -> _fib.Fib:
+    """The run's network namespace; a fresh one (loopback only) when none was given."""
+    ctx = vm.context
+    assert isinstance(ctx, RunContext)  # _xdp() has checked it
+    if ctx.fib is None:
+        ctx.fib = _fib.Fib()
+    net: _fib.Fib = ctx.fib
+    return net
+
+
+@_xh(69, "fib_lookup")
+def _fib_lookup(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_xdp_fib_lookup``: the MTU is always checked (``tot_len`` against the route's)."""
+    _xdp(vm, r1)
+    # "plen < sizeof(*params)" compares an int with a size_t: a negative
+    # plen is huge there (the verifier never lets one through anyway).
+    plen = (_s32(r3)) & M64
+    if plen < _fib.FIB_LOOKUP_SIZE:
+        return neg(errno.EINVAL)
+    before = vm.mem.read(r2, _fib.FIB_LOOKUP_SIZE)
+    params = _fib.FibLookup(before)
+    ret = _net(vm).bpf_fib_lookup(params, r4 & M32)
+    if bytes(params.raw) != before:
+        vm.mem.write(r2, bytes(params.raw))
+    return ret & M64
+
+
+@_xh(163, "check_mtu")
+def _check_mtu(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_xdp_check_mtu``: ifindex 0 is the ingress device; ``*mtu_len`` gets its MTU."""
+    xdp = _xdp(vm, r1)
+    net = _net(vm)
+    ifindex = r2 & M32
+    if ifindex == 0 and xdp.rxq.ifindex not in net.devices:
+        raise HelperFault(f"bpf_check_mtu: the ingress device (ifindex {xdp.rxq.ifindex}) is "
+                          "not in the network model (add it with env.fib.add_device)")
+    mtu_len = vm.mem.load(r3, 4)
+    ret, new = net.check_mtu(xdp.rxq.ifindex, ifindex, mtu_len, r4 & M32, r5,
+                             xdp.data_end - xdp.data)
+    if new is not None:
+        vm.mem.store(r3, 4, new)
+    return ret & M64
+
+
+BPF_F_INDEX_MASK = 0xFFFF_FFFF
+BPF_F_CTXLEN_MASK = 0xFFFFF << 32
+
+
+@_xh(25, "perf_event_output")
+def _xdp_event_output(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_xdp_event_output``: ``size`` bytes at ``data`` then ``(flags >> 32) & 0xfffff``
+    packet bytes (frags included) into the perf event array slot ``flags & 0xffffffff``."""
+    from pyxdp.maps.base import map_by_addr
+    xdp = _xdp(vm, r1)
+    m = map_by_addr(r2)
+    output = getattr(m, "try_output", None)
+    if m is None or m.map_type != BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY or output is None:
+        raise HelperFault(f"bpf_perf_event_output: {r2:#x} is not a perf event array")
+    if r3 & ~(BPF_F_INDEX_MASK | BPF_F_CTXLEN_MASK):
+        return neg(errno.EINVAL)
+    ctx_len = (r3 & BPF_F_CTXLEN_MASK) >> 32
+    if ctx_len > xdp.buff_len():
+        return neg(errno.EFAULT)
+    data = vm.mem.read(r4, r5)
+    ctx = vm.context
+    assert isinstance(ctx, RunContext)
+    ret: int = output(data, cpu=ctx.cpu, flags=r3, ctx=xdp.packet()[:ctx_len])
+    return ret & M64
