@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pyxdp.asm.insn import Instruction
 from pyxdp.backend import TestRunResult
 from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
+from pyxdp.net.fib import Fib
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp import (
     ETH_HLEN,
@@ -60,6 +61,8 @@ class TestRunEnv:
         default_factory=lambda: {1: NetdevInfo(1, "lo", 1)})
     cpu: int = 0
     trace: TraceLog = field(default_factory=TraceLog)
+    # Devices, routes and neighbours for bpf_fib_lookup / bpf_check_mtu.
+    fib: Fib = field(default_factory=Fib)
 
 
 def _fail(err: int, detail: str) -> KernelError:
@@ -115,7 +118,7 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
         xdp.frags.append(bytearray(rest[:PAGE_SIZE]))
         rest = rest[PAGE_SIZE:]
 
-    ctx = RunContext(cpu=env.cpu, trace=env.trace)
+    ctx = RunContext(cpu=env.cpu, trace=env.trace, fib=env.fib)
     start_lines = len(env.trace.lines)
     steps: list[str] = []
     tracer = _tracer(steps, prog.spec.insns) if trace else None

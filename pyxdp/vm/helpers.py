@@ -66,6 +66,9 @@ class RunContext:
     tail_call: Callable[[Interpreter, int, int], int | None] | None = None
     clock_ns: Callable[[], int] = time.monotonic_ns
     scratch: list[Region] = field(default_factory=list)
+    # The network namespace bpf_fib_lookup/bpf_check_mtu consult (a pyxdp.net.fib.Fib;
+    # typed loosely because the vm layer does not import net).
+    fib: Any = None
 
 
 BASE_HELPERS: dict[int, Helper] = {}
@@ -338,3 +341,5 @@ def _strncmp(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> in
             return 0
     return 0
 
+
+from pyxdp.vm import helpers_more as _helpers_more  # noqa: E402,F401  (registers more)
