@@ -69,6 +69,15 @@ def host_ifindex_exists(ifindex: int) -> bool:
     return True
 
 
+def dev_map_alloc_check(spec: MapSpec, kind: str) -> None:
+    """``dev_map_init_map``: key 4, value 4 or 8, max_entries > 0, known flags."""
+    if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
+            or spec.map_flags & ~DEV_CREATE_FLAG_MASK):
+        raise einval("map_create", f"{kind}: key 4, value 4 or 8, max_entries > 0")
+    if spec.max_entries * 8 > MAX_STORAGE_BYTES:
+        raise MapError("map_create", _errno.ENOMEM, f"{kind} too large")
+
+
 class _EntryArray(_ArrayOrder):
     """An array of ``(u32, u32)`` entries; slot empty when field 0 is 0."""
 
@@ -116,11 +125,7 @@ class DevMap(_EntryArray):
     map_type = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 
     def __init__(self, spec: MapSpec) -> None:
-        if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
-                or spec.map_flags & ~DEV_CREATE_FLAG_MASK):
-            raise einval("map_create", "devmap: key 4, value 4 or 8, max_entries > 0")
-        if spec.max_entries * 8 > MAX_STORAGE_BYTES:
-            raise MapError("map_create", _errno.ENOMEM, "devmap too large")
+        dev_map_alloc_check(spec, "devmap")
         super().__init__(spec)
         # Lookups hand out a pointer to the entry: programs must not write it.
         self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
@@ -178,11 +183,7 @@ class DevMapHash(Map):
     map_type = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
 
     def __init__(self, spec: MapSpec) -> None:
-        if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
-                or spec.map_flags & ~DEV_CREATE_FLAG_MASK):
-            raise einval("map_create", "devmap_hash: key 4, value 4 or 8, max_entries > 0")
-        if spec.max_entries * 8 > MAX_STORAGE_BYTES:
-            raise MapError("map_create", _errno.ENOMEM, "devmap_hash too large")
+        dev_map_alloc_check(spec, "devmap_hash")
         super().__init__(spec)
         self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
