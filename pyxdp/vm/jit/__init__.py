@@ -1,0 +1,20 @@
+"""pyxdp's JIT: validated eBPF lowered to LLVM IR with llvmlite and run natively.
+
+The native code keeps the reference interpreter's semantics and safety (every
+memory access checked against the run's regions, an exact instruction budget,
+guarded division and shifts) and its fake address space, so r0, memory effects
+and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
+
+* :mod:`~pyxdp.vm.jit.lower` - eBPF to LLVM IR, and the native ABI;
+* :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O2/O3), the compile cache;
+* :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helpers.
+
+Needs the ``jit`` extra (llvmlite).
+"""
+
+from __future__ import annotations
+
+from pyxdp.vm.interpreter import DEFAULT_BUDGET
+from pyxdp.vm.jit.runtime import PACKET_BASE, BatchResult, FrameRegion, JitProgram
+
+__all__ = ["DEFAULT_BUDGET", "PACKET_BASE", "BatchResult", "FrameRegion", "JitProgram"]
