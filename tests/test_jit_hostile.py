@@ -29,7 +29,7 @@ from pyxdp.asm.macros import (  # noqa: E402
     st_mem,
     stx_mem,
 )
-from pyxdp.errors import BudgetExceeded, HelperFault, MemoryFault, ProgramFault  # noqa: E402
+from pyxdp.errors import BudgetExceeded, HelperFault, InvalidProgram, MemoryFault, ProgramFault  # noqa: E402
 from pyxdp.testing.conformance import MEM_BASE  # noqa: E402
 from pyxdp.vm.interpreter import FUNC_BASE, Interpreter  # noqa: E402
 from pyxdp.vm.jit import JitProgram  # noqa: E402
@@ -54,7 +54,14 @@ def outcome(vm: Interpreter | JitProgram, buf: bytes, writable: bool, **kw: Any)
 
 def both(insns: list[Instruction], buf: bytes = bytes(range(16)), writable: bool = True,
          **kw: Any) -> Outcome:
-    want = outcome(Interpreter(insns), buf, writable, **kw)
+    try:
+        interp = Interpreter(insns)
+    except InvalidProgram as e:  # refused at load: the JIT must refuse it the same way
+        with pytest.raises(InvalidProgram) as j:
+            JitProgram(insns)
+        assert str(j.value) == str(e)
+        return (None, b"", ("InvalidProgram", e.pc, str(e)), 0)
+    want = outcome(interp, buf, writable, **kw)
     got = outcome(JitProgram(insns), buf, writable, **kw)
     assert got == want
     return got

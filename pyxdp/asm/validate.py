@@ -216,6 +216,9 @@ def _check_mem(i: Instruction) -> None:
                 raise _Fail("atomic-size", "atomic operations are 32 or 64 bits wide")
             if i.imm not in _ATOMIC_IMMS:
                 raise _Fail("atomic-op", f"unknown atomic operation imm={i.imm:#x}")
+            if i.imm & op.BPF_FETCH and i.imm != op.BPF_CMPXCHG and i.src == 10:
+                raise _Fail("register", "atomic fetch would write r10 (the frame pointer is "
+                                        "read-only)")
         else:
             raise _Fail("opcode", f"unknown BPF_STX mode {mode:#x}")
 

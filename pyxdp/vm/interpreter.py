@@ -37,8 +37,8 @@ from pyxdp.errors import (
 )
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
-__all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "Helper", "HelperFn", "Interpreter",
-           "Ldimm64Resolver"]
+__all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "TAIL_CALL_ID", "Helper", "HelperFn", "Interpreter",
+           "Ldimm64Resolver", "helper_display_name", "insn_text", "ld_imm64_value"]
 
 DEFAULT_BUDGET = 1_000_000
 TAIL_CALL_ID = 12
@@ -403,20 +403,7 @@ class Interpreter:
         return exit_
 
     def _ld_imm64_value(self, pc: int) -> int:
-        i = self.insns[pc]
-        if i.src == op.PseudoSrc.BPF_PSEUDO_NONE:
-            return imm64_at(self.insns, pc)
-        if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
-            target = pc + 1 + i.imm
-            if not 0 <= target < len(self.insns):
-                raise InvalidProgram(f"function reference to pc {target} is outside the program",
-                                     pc=pc, rule="func-range")
-            return FUNC_BASE + target * 8
-        if self._resolver is None:
-            raise InvalidProgram(
-                f"ld_imm64 with pseudo source {op.PseudoSrc(i.src).name} needs maps bound by a "
-                "loader", pc=pc, rule="pseudo-unbound")
-        return self._resolver(pc, i, self.insns[pc + 1]) & M64
+        return ld_imm64_value(self.insns, pc, self._resolver)
 
     # -- stack -------------------------------------------------------------------
     def _stack_top(self, depth: int) -> int:
@@ -492,6 +479,35 @@ class Interpreter:
                                insn=_insn_text(self.insns, pc)) from e
         finally:
             self.executed = count
+
+
+def ld_imm64_value(insns: Sequence[Instruction], pc: int,
+                   resolver: Ldimm64Resolver | None) -> int:
+    """The 64-bit value the ld_imm64 at ``pc`` loads (both engines resolve it at load)."""
+    i = insns[pc]
+    if i.src == op.PseudoSrc.BPF_PSEUDO_NONE:
+        return imm64_at(insns, pc)
+    if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+        target = pc + 1 + i.imm
+        if not 0 <= target < len(insns):
+            raise InvalidProgram(f"function reference to pc {target} is outside the program",
+                                 pc=pc, rule="func-range")
+        return FUNC_BASE + target * 8
+    if resolver is None:
+        raise InvalidProgram(
+            f"ld_imm64 with pseudo source {op.PseudoSrc(i.src).name} needs maps bound by a "
+            "loader", pc=pc, rule="pseudo-unbound")
+    return resolver(pc, i, insns[pc + 1]) & M64
+
+
+def insn_text(insns: Sequence[Instruction], pc: int) -> str:
+    """The instruction at ``pc`` as bpftool prints it (for error reports)."""
+    return _insn_text(insns, pc)
+
+
+def helper_display_name(helper_id: int) -> str:
+    """``bpf_<name>`` of a helper id, for error reports."""
+    return _helper_name(helper_id)
 
 
 def _insn_text(insns: Sequence[Instruction], pc: int) -> str:

@@ -84,12 +84,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.asm import opcodes as op
-from pyxdp.asm.insn import Instruction, imm64_at
+from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
 from pyxdp.errors import (
     BudgetExceeded,
     HelperFault,
-    InvalidProgram,
     MemoryFault,
     NotSupportedError,
     ProgramFault,
@@ -103,8 +102,9 @@ from pyxdp.vm.interpreter import (
     Helper,
     HelperFn,
     Ldimm64Resolver,
-    _helper_name,
-    _insn_text,
+    helper_display_name,
+    insn_text,
+    ld_imm64_value,
 )
 from pyxdp.vm.jit import lower as abi
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
@@ -271,7 +271,7 @@ class JitProgram:
             if pc > 0 and self.insns[pc - 1].code == op.OP_LD_IMM64:
                 continue
             if i.code == op.OP_LD_IMM64:
-                imm64[pc] = self._ld_imm64_value(pc)
+                imm64[pc] = ld_imm64_value(self.insns, pc, self._resolver)
                 if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
                     target = pc + 1 + i.imm
                     if target == 0 or self.insns[target - 1].code != op.OP_LD_IMM64:
@@ -279,27 +279,10 @@ class JitProgram:
             elif (i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL
                   and i.imm != TAIL_CALL_ID and i.imm not in self.helpers):
                 raise UnsupportedHelper(
-                    f"program calls helper {_helper_name(i.imm)} (#{i.imm}), which this engine "
-                    f"does not provide", pc=pc, insn=_insn_text(self.insns, pc),
+                    f"program calls helper {helper_display_name(i.imm)} (#{i.imm}), which this "
+                    f"engine does not provide", pc=pc, insn=insn_text(self.insns, pc),
                     helper_id=i.imm)
         return imm64, callbacks
-
-    def _ld_imm64_value(self, pc: int) -> int:
-        # The interpreter's rules (Interpreter._ld_imm64_value), resolved at load.
-        i = self.insns[pc]
-        if i.src == op.PseudoSrc.BPF_PSEUDO_NONE:
-            return imm64_at(self.insns, pc)
-        if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
-            target = pc + 1 + i.imm
-            if not 0 <= target < len(self.insns):
-                raise InvalidProgram(f"function reference to pc {target} is outside the program",
-                                     pc=pc, rule="func-range")
-            return FUNC_BASE + target * 8
-        if self._resolver is None:
-            raise InvalidProgram(
-                f"ld_imm64 with pseudo source {op.PseudoSrc(i.src).name} needs maps bound by a "
-                "loader", pc=pc, rule="pseudo-unbound")
-        return self._resolver(pc, i, self.insns[pc + 1]) & M64
 
     def _build_helper_table(self) -> U64Array:
         ids = [h for h in self.helpers if 0 <= h < (1 << 16)]
@@ -519,7 +502,7 @@ class JitProgram:
                 err = ProgramFault(f"internal JIT error: status {status} without a cause")
         if err.pc is None:
             err.pc = pc
-            err.insn = _insn_text(self.insns, pc)
+            err.insn = insn_text(self.insns, pc)
             err.args = (err._render(),)
         return err
 
