@@ -197,13 +197,13 @@ class Program:
                                       repeat=repeat, trace=trace)
 
 
-def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None
-                  ) -> Backend:
+def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
+                  engine: str) -> Backend:
     if not isinstance(backend, str):
         return backend
     if backend == "userspace":
         from pyxdp.userspace import UserspaceBackend
-        return UserspaceBackend(nr_cpus=nr_cpus)
+        return UserspaceBackend(nr_cpus=nr_cpus, engine=engine)
     if backend == "kernel":
         from pyxdp.kernel.backend import KernelBackend
         return KernelBackend(spec)
@@ -214,9 +214,11 @@ class Collection:
     """Every map and program of one object, loaded into one backend."""
 
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
-                 nr_cpus: int | None = None) -> None:
+                 nr_cpus: int | None = None, engine: str = "auto") -> None:
+        """``engine`` (userspace backend): ``"jit"``, ``"interp"`` or ``"auto"`` (the JIT
+        when llvmlite is installed)."""
         self.spec = spec
-        self.backend = _make_backend(backend, spec, nr_cpus)
+        self.backend = _make_backend(backend, spec, nr_cpus, engine)
         self.maps: dict[str, Map] = {}
         self.programs: dict[str, Program] = {}
         try:
@@ -227,9 +229,9 @@ class Collection:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
-             nr_cpus: int | None = None) -> Collection:
+             nr_cpus: int | None = None, engine: str = "auto") -> Collection:
         from pyxdp.elf import load_collection_spec
-        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus)
+        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine)
 
     def _load(self) -> None:
         handles: dict[str, MapHandle] = {}

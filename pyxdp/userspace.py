@@ -29,7 +29,9 @@ class UserspaceBackend:
 
     name = "userspace"
 
-    def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None) -> None:
+    def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None,
+                 engine: str = "auto") -> None:
+        self.engine = engine
         self.nr_cpus = nr_cpus or default_nr_cpus()
         self.env = env or TestRunEnv()
         self._maps: dict[str, Map] = {}
@@ -56,7 +58,7 @@ class UserspaceBackend:
                           inner=inner, nr_cpus=self.nr_cpus)
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
-        prog = XdpProg(spec, dict(maps))  # type: ignore[arg-type]
+        prog = XdpProg(spec, dict(maps), engine=self.engine)  # type: ignore[arg-type]
         prog.id = self._next_prog_id
         self._next_prog_id += 1
         return prog

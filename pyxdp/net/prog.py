@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
-from pyxdp.errors import InvalidProgram, ProgramFault
+from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.net.filter import XDP_HELPERS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.uapi.bpf import BpfAttachType
@@ -29,9 +29,28 @@ if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.spec import ProgramSpec
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpProg"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpProg", "jit_available"]
 
 MAX_TAIL_CALL_CNT = 33
+# Both engines have the same constructor and run() contract.
+Engine = Any
+
+
+def jit_available() -> bool:
+    """True when llvmlite (the JIT's LLVM) imports here."""
+    try:
+        import llvmlite  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pick_engine(engine: str) -> str:
+    if engine == "auto":
+        return "jit" if jit_available() else "interp"
+    if engine == "jit" and not jit_available():
+        raise NotSupportedError("engine 'jit' needs llvmlite: pip install 'pyxdp[jit]'")
+    return engine
 _KEY0 = bytes(4)
 
 
@@ -40,7 +59,10 @@ class XdpProg:
 
     def __init__(self, spec: ProgramSpec, maps: Mapping[str, Map], *,
                  helpers: Mapping[int, Helper] | None = None,
-                 budget: int = DEFAULT_BUDGET) -> None:
+                 budget: int = DEFAULT_BUDGET, engine: str = "auto") -> None:
+        if engine not in ("auto", "jit", "interp"):
+            raise NotSupportedError(f"unknown engine {engine!r} (auto, jit or interp)")
+        self.engine = _pick_engine(engine)
         self.spec = spec
         self.id = 0  # the program id a loader assigns (prog_array lookups report it)
         self.maps = dict(maps)
@@ -65,12 +87,18 @@ class XdpProg:
         for m in self.maps.values():
             regions.extend(m.regions())
         self.map_regions = regions
-        self._spare: list[Interpreter] = []  # engines for re-entrant tail calls
+        self._spare: list[Engine] = []  # engines for re-entrant tail calls
+        self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._depth = 0
 
-    def _engine(self) -> Interpreter:
-        return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
-                           ctx_loads=self.ctx_loads, budget=self.budget)
+    def _engine(self, kind: str | None = None) -> Engine:
+        cls: Any = Interpreter
+        if (kind or self.engine) == "jit":
+            from pyxdp.vm.jit import JitProgram
+            cls = JitProgram
+        engine: Engine = cls(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
+                             ctx_loads=self.ctx_loads, budget=self.budget)
+        return engine
 
     def _located(self, e: InvalidProgram) -> InvalidProgram:
         where = self.spec.source_line(e.pc) if e.pc is not None else None
@@ -109,7 +137,14 @@ class XdpProg:
         ctx.xdp = xdp
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
-        vm = self.vm if self._depth == 0 else self._spare_engine()
+        if trace is not None:
+            if self._tracer is None:
+                self._tracer = Interpreter(self.spec.insns, helpers=self._helpers,
+                                           ld_imm64=self._resolve, ctx_loads=self.ctx_loads,
+                                           budget=self.budget)
+            vm: Engine = self._tracer
+        else:
+            vm = self.vm if self._depth == 0 else self._spare_engine()
         self._depth += 1
         try:
             cv = vm.ctx_values
@@ -118,8 +153,9 @@ class XdpProg:
             cv[4] = xdp.rxq.queue_index
             cv[5] = xdp.egress_ifindex
             xdp.sync_region()
-            return vm.run(CTX_BASE, regions=[xdp.region, *self.map_regions], context=ctx,
-                          trace=trace) & 0xFFFF_FFFF
+            r0: int = vm.run(CTX_BASE, regions=[xdp.region, *self.map_regions], context=ctx,
+                             trace=trace)
+            return r0 & 0xFFFF_FFFF
         except ProgramFault as e:
             if e.pc is not None and not e.source:
                 src = self.spec.source_line(e.pc)
@@ -129,7 +165,7 @@ class XdpProg:
         finally:
             self._depth -= 1
 
-    def _spare_engine(self) -> Interpreter:
+    def _spare_engine(self) -> Engine:
         while len(self._spare) < self._depth:
             self._spare.append(self._engine())
         return self._spare[self._depth - 1]

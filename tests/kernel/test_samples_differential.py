@@ -151,11 +151,13 @@ def _programs(spec: CollectionSpec) -> list[str]:
 CASES = [(s, p) for s in POPULATE for p in _programs(load_collection_spec(SAMPLES / f"{s}.o"))]
 
 
+@pytest.mark.parametrize("engine", ["interp", "jit"])
 @pytest.mark.parametrize(("sample", "prog"), CASES, ids=[f"{s}-{p}" for s, p in CASES])
-def test_sample_matches_kernel(sample: str, prog: str) -> None:
+def test_sample_matches_kernel(sample: str, prog: str, engine: str) -> None:
     spec = load_collection_spec(SAMPLES / f"{sample}.o")
     packets = corpus(SEED)
-    with Collection(spec, "kernel") as kern, Collection(spec, "userspace") as user:
+    with Collection(spec, "kernel") as kern, Collection(spec, "userspace",
+                                                        engine=engine) as user:
         for coll in (kern, user):
             POPULATE[sample](coll, random.Random(SEED))
         assert _dump(user, sample) == _dump(kern, sample), "maps differ after populating"
