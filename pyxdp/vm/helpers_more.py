@@ -10,7 +10,10 @@ imported (it imports this one last), so every program type gets them:
   steps are modelled byte for byte, quirks included: a pre-formatted
   pointer conversion (``%pI4``, ``%pks``, ``%pB``...) ignores its width,
   swallows the letters and digits that follow it, and is not counted at all
-  once the output buffer is full. :func:`bpf_bprintf` is the pure function.
+  once the output buffer is full (nor stepped over: later conversions then
+  read its bytes as their arguments; where that reaches alignment padding
+  the kernel reads stale bytes of earlier calls, pyxdp zeros).
+  :func:`bpf_bprintf` is the pure function.
 * ``bpf_for_each_map_elem`` (164), as the ``map_for_each_callback`` of
   ``kernel/bpf/arraymap.c`` (array, per-CPU array) and ``kernel/bpf/hashtab.c``
   (hash, per-CPU hash, LRU hash, LRU per-CPU hash): the callback gets
@@ -501,7 +504,7 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
     key_region = Region(f"for_each key of map {m.name or m.id}",
                         SCRATCH_BASE + depth * _SCRATCH_STRIDE, bytearray(m.key_size),
                         writable=False)
-    vm.mem.add(key_region)
+    _publish(vm, lambda: vm.mem.add(key_region))
     if ctx is not None:
         ctx.scratch.append(key_region)
     visited = 0
@@ -521,10 +524,29 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
             if vm.call_function(r2, r1, key_region.base, value, r3):
                 break
     finally:
-        vm.mem.remove(key_region)
+        _publish(vm, lambda: vm.mem.remove(key_region))
         if ctx is not None:
             ctx.scratch.remove(key_region)
     return visited
+
+
+def _publish(vm: Interpreter, change: Callable[[], None]) -> None:
+    """Change ``vm.mem`` so that the program sees it during callbacks.
+
+    The interpreter reads ``vm.mem`` directly. The JIT keeps its own native
+    region table and republishes ``mem`` only when a helper returns, which is
+    too late for a callback run from inside the helper: its helper-entry and
+    helper-exit steps are run around the change here so native code sees it
+    at once (and, at the end, forgets it).
+    """
+    enter = getattr(vm, "_helper_enter", None)
+    leave = getattr(vm, "_helper_exit", None)
+    if not (callable(enter) and callable(leave)):
+        change()
+        return
+    before = enter()
+    change()
+    leave(before)
 
 
 # -- ring buffers ------------------------------------------------------------------------

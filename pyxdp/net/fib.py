@@ -1,0 +1,1011 @@
+"""A network namespace's routing state for ``bpf_fib_lookup`` and ``bpf_check_mtu``.
+
+What the two XDP helpers of ``net/core/filter.c`` ask the kernel
+(``bpf_xdp_fib_lookup`` -> ``bpf_ipv4_fib_lookup`` / ``bpf_ipv6_fib_lookup``,
+``bpf_xdp_check_mtu``), modelled on a user-configured namespace:
+
+* devices (:class:`FibDevice`: ifindex, name, MAC, MTU, up, addresses and the
+  per-device ``forwarding`` sysctls of ``net/ipv4/devinet.c`` and
+  ``net/ipv6/addrconf.c``; a new namespace has forwarding *off*, so a lookup
+  answers ``BPF_FIB_LKUP_RET_FWD_DISABLED`` until :meth:`Fib.set_forwarding`);
+* a FIB per family: :class:`Route` s in numbered tables, the routes the
+  kernel derives from addresses (``fib_add_ifaddr`` of ``net/ipv4/fib_frontend.c``:
+  ``local``/``broadcast`` in table local, the prefix route in main;
+  ``addrconf_prefix_route``: ``local`` /128 in local, the prefix in main with
+  metric 256), longest-prefix match with the kernel's backtracking rules
+  (``fib_table_lookup`` of ``net/ipv4/fib_trie.c``: a reject route answers at
+  once, a next hop on another device than the output one is skipped;
+  ``fib6_table_lookup``/``rt6_select`` of ``net/ipv6/route.c``: lowest metric
+  first, a next hop on the output device preferred but not required);
+* policy rules (``net/core/fib_rules.c``, ``fib4_rules``/``fib6_rules``): the
+  default ``local``/``main``/``default`` rules, and ``fwmark`` rules. As the
+  kernel does, IPv4 tables local and main are one trie until a rule is added
+  (``fib_unmerge``), so a ``BPF_FIB_LOOKUP_DIRECT`` lookup sees local routes;
+* the neighbour table (``net/core/neighbour.c``): IP -> MAC per device with
+  its NUD state; only ``NUD_VALID`` states resolve;
+* the MTU of a route (``ip_mtu_from_fib_result`` of ``net/ipv4/route.c``,
+  ``ip6_mtu_from_fib6`` of ``net/ipv6/route.c``): the device MTU, or the
+  route's ``mtu`` only when it is locked (``mtu lock``);
+* source address selection for ``BPF_FIB_LOOKUP_SRC``: ``inet_select_addr``
+  (``net/ipv4/devinet.c``) and a subset of RFC 6724 for IPv6
+  (``ipv6_dev_get_saddr``: same address, scope, outgoing interface, label,
+  longest prefix).
+
+Simplified: no multipath routes, no TOS/DSCP-specific routes, no route
+``src``/``iif``/``oif`` rule selectors, no lightweight tunnels (so never
+``UNSUPP_LWT``), no VRFs, no PMTU exceptions, no DAD (every IPv6 address is
+usable at once: configure the kernel with ``nodad`` to compare), no automatic
+IPv6 link-local addresses. A device that is down carries
+no routes (the kernel deletes them; here they are skipped while it is down).
+
+:class:`FibDevice` is deliberately small: the full network devices of the
+datapath feed it (``ifindex``, ``name``, ``mac``, ``mtu``, ``up``,
+``addresses``).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+__all__ = [
+    "AF_INET",
+    "AF_INET6",
+    "BPF_FIB_LOOKUP_DIRECT",
+    "BPF_FIB_LOOKUP_MARK",
+    "BPF_FIB_LOOKUP_OUTPUT",
+    "BPF_FIB_LOOKUP_SKIP_NEIGH",
+    "BPF_FIB_LOOKUP_SRC",
+    "BPF_FIB_LOOKUP_TBID",
+    "BPF_MTU_CHK_RET_FRAG_NEEDED",
+    "BPF_MTU_CHK_RET_SUCCESS",
+    "FIB_LOOKUP_SIZE",
+    "Fib",
+    "FibDevice",
+    "FibError",
+    "FibLookup",
+    "FibRet",
+    "Neighbour",
+    "Nud",
+    "Route",
+    "RouteType",
+    "Rule",
+    "RT_TABLE_DEFAULT",
+    "RT_TABLE_LOCAL",
+    "RT_TABLE_MAIN",
+]
+
+AF_INET = 2
+AF_INET6 = 10
+
+RT_TABLE_DEFAULT = 253
+RT_TABLE_MAIN = 254
+RT_TABLE_LOCAL = 255
+
+BPF_FIB_LOOKUP_DIRECT = 1 << 0
+BPF_FIB_LOOKUP_OUTPUT = 1 << 1
+BPF_FIB_LOOKUP_SKIP_NEIGH = 1 << 2
+BPF_FIB_LOOKUP_TBID = 1 << 3
+BPF_FIB_LOOKUP_SRC = 1 << 4
+BPF_FIB_LOOKUP_MARK = 1 << 5
+# Every flag this kernel knows (measured on 6.18: 1 << 6 is EINVAL).
+_FIB_FLAGS = (BPF_FIB_LOOKUP_DIRECT | BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_SKIP_NEIGH
+              | BPF_FIB_LOOKUP_TBID | BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_MARK)
+
+BPF_MTU_CHK_RET_SUCCESS = 0
+BPF_MTU_CHK_RET_FRAG_NEEDED = 1
+
+FIB_LOOKUP_SIZE = 64  # sizeof(struct bpf_fib_lookup)
+IP_MAX_MTU = 0xFFFF
+IPV6_MIN_MTU = 1280
+IP6_MAX_MTU = 0xFFFF + 40  # payload limit plus the IPv6 header
+LOOPBACK_IFINDEX = 1
+ETH_HLEN = 14
+# The metric "ip -6 route add" and addrconf prefix routes get.
+IP6_RT_PRIO_USER = 1024
+IP6_RT_PRIO_ADDRCONF = 256
+
+# Route scopes (rtnetlink.h): what inet_select_addr compares.
+RT_SCOPE_UNIVERSE = 0
+RT_SCOPE_LINK = 253
+RT_SCOPE_HOST = 254
+
+# Errors fib_table_lookup answers (fib_props[type].error), as negative errnos.
+_EAGAIN = -errno.EAGAIN
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+class FibRet(IntEnum):
+    """``BPF_FIB_LKUP_RET_*``: the non-negative answers of ``bpf_fib_lookup``."""
+
+    SUCCESS = 0
+    BLACKHOLE = 1
+    UNREACHABLE = 2
+    PROHIBIT = 3
+    NOT_FWDED = 4
+    FWD_DISABLED = 5
+    UNSUPP_LWT = 6
+    NO_NEIGH = 7
+    FRAG_NEEDED = 8
+    NO_SRC_ADDR = 9
+
+
+class RouteType(IntEnum):
+    """``enum rtn_type`` (the types a model route can have)."""
+
+    UNICAST = 1
+    LOCAL = 2
+    BROADCAST = 3
+    ANYCAST = 4
+    MULTICAST = 5
+    BLACKHOLE = 6
+    UNREACHABLE = 7
+    PROHIBIT = 8
+    THROW = 9
+
+
+# fib_props[type].error of net/ipv4/fib_semantics.c.
+_REJECT_ERROR = {RouteType.BLACKHOLE: -errno.EINVAL, RouteType.UNREACHABLE: -errno.EHOSTUNREACH,
+                 RouteType.PROHIBIT: -errno.EACCES, RouteType.THROW: _EAGAIN}
+_REJECT = frozenset({RouteType.BLACKHOLE, RouteType.UNREACHABLE, RouteType.PROHIBIT,
+                     RouteType.THROW})
+
+
+class Nud(IntFlag):
+    """Neighbour states (``NUD_*`` of ``include/uapi/linux/neighbour.h``)."""
+
+    NONE = 0
+    INCOMPLETE = 0x01
+    REACHABLE = 0x02
+    STALE = 0x04
+    DELAY = 0x08
+    PROBE = 0x10
+    FAILED = 0x20
+    NOARP = 0x40
+    PERMANENT = 0x80
+
+
+NUD_VALID = Nud.PERMANENT | Nud.NOARP | Nud.REACHABLE | Nud.PROBE | Nud.STALE | Nud.DELAY
+
+
+class FibError(ValueError):
+    """A configuration the kernel would refuse; ``errno`` says how (EEXIST, ENODEV...)."""
+
+    def __init__(self, err: int, message: str) -> None:
+        self.errno = err
+        super().__init__(f"{message} ({errno.errorcode.get(err, err)})")
+
+
+def parse_mac(mac: bytes | str) -> bytes:
+    """``"02:00:00:00:00:01"`` or 6 bytes -> 6 bytes."""
+    if isinstance(mac, bytes):
+        raw = mac
+    else:
+        raw = bytes(int(part, 16) for part in mac.replace("-", ":").split(":"))
+    if len(raw) != 6:
+        raise FibError(errno.EINVAL, f"MAC address {mac!r} is not 6 bytes")
+    return raw
+
+
+def _addr(value: str | IPAddress | int | bytes) -> IPAddress:
+    return ipaddress.ip_address(value)
+
+
+@dataclass(eq=False)
+class FibDevice:
+    """The part of a network device routing needs.
+
+    ``forwarding``/``forwarding6`` are ``net.ipv4.conf.<dev>.forwarding`` and
+    ``net.ipv6.conf.<dev>.forwarding``. ``hard_header_len`` is the L2 header
+    ``bpf_check_mtu`` adds to the MTU (14 for Ethernet and loopback).
+    """
+
+    ifindex: int
+    name: str
+    mac: bytes = bytes(6)
+    mtu: int = 1500
+    up: bool = True
+    addresses: list[IPInterface] = field(default_factory=list)
+    forwarding: bool = False
+    forwarding6: bool = False
+    hard_header_len: int = ETH_HLEN
+    loopback: bool = False
+
+    def addresses_of(self, family: int) -> list[IPInterface]:
+        version = 4 if family == AF_INET else 6
+        return [a for a in self.addresses if a.version == version]
+
+    @property
+    def has_ipv6(self) -> bool:
+        """An ``inet6_dev`` exists: IPv6 is torn down on a device whose MTU is below 1280."""
+        return self.mtu >= IPV6_MIN_MTU
+
+
+@dataclass(eq=False)
+class Route:
+    """One FIB entry (``ip route``): ``dev`` is the next hop's ifindex (0: none)."""
+
+    prefix: IPNetwork
+    type: RouteType = RouteType.UNICAST
+    gateway: IPAddress | None = None
+    dev: int = 0
+    metric: int = 0
+    table: int = RT_TABLE_MAIN
+    mtu: int = 0
+    mtu_lock: bool = False
+    prefsrc: IPAddress | None = None
+    scope: int = RT_SCOPE_UNIVERSE
+    kernel: bool = False  # derived from an address ("proto kernel")
+
+    @property
+    def family(self) -> int:
+        return AF_INET if self.prefix.version == 4 else AF_INET6
+
+    def __str__(self) -> str:
+        kind = "" if self.type == RouteType.UNICAST else self.type.name.lower() + " "
+        via = f" via {self.gateway}" if self.gateway is not None else ""
+        dev = f" dev {self.dev}" if self.dev else ""
+        table = "" if self.table == RT_TABLE_MAIN else f" table {self.table}"
+        return f"{kind}{self.prefix}{via}{dev} metric {self.metric}{table}"
+
+
+@dataclass(eq=False)
+class Neighbour:
+    """A neighbour table entry (``ip neigh``)."""
+
+    address: IPAddress
+    dev: int
+    mac: bytes
+    state: Nud = Nud.PERMANENT
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A policy routing rule (``ip rule``): packets whose mark matches look up ``table``."""
+
+    priority: int
+    table: int
+    fwmark: int = 0
+    fwmask: int = 0
+
+    def matches(self, mark: int) -> bool:
+        return ((self.fwmark ^ mark) & self.fwmask) == 0
+
+
+_DEFAULT_RULES4 = (Rule(0, RT_TABLE_LOCAL), Rule(32766, RT_TABLE_MAIN),
+                   Rule(32767, RT_TABLE_DEFAULT))
+_DEFAULT_RULES6 = (Rule(0, RT_TABLE_LOCAL), Rule(32766, RT_TABLE_MAIN))
+
+
+# -- struct bpf_fib_lookup ----------------------------------------------------------------
+
+class FibLookup:
+    """``struct bpf_fib_lookup`` (64 bytes) over a bytearray, field by field.
+
+    Offsets: family 0, l4_protocol 1, sport 2, dport 4, tot_len/mtu_result 6
+    (u16), ifindex 8, tos/flowinfo/rt_metric 12, src 16, dst 32,
+    h_vlan_proto/h_vlan_TCI/tbid 48, mark/smac 52, dmac 58.
+    """
+
+    def __init__(self, raw: bytes | bytearray | None = None) -> None:
+        self.raw = bytearray(raw if raw is not None else bytes(FIB_LOOKUP_SIZE))
+        if len(self.raw) < FIB_LOOKUP_SIZE:
+            self.raw.extend(bytes(FIB_LOOKUP_SIZE - len(self.raw)))
+
+    def _u(self, fmt: str, off: int) -> int:
+        value: int = struct.unpack_from(fmt, self.raw, off)[0]
+        return value
+
+    @property
+    def family(self) -> int:
+        return self.raw[0]
+
+    @family.setter
+    def family(self, v: int) -> None:
+        self.raw[0] = v & 0xFF
+
+    @property
+    def tot_len(self) -> int:
+        return self._u("<H", 6)
+
+    @tot_len.setter
+    def tot_len(self, v: int) -> None:
+        # mtu_result shares tot_len's u16: an MTU of 65536 reads back as 0.
+        struct.pack_into("<H", self.raw, 6, v & 0xFFFF)
+
+    mtu_result = tot_len
+
+    @property
+    def ifindex(self) -> int:
+        return self._u("<I", 8)
+
+    @ifindex.setter
+    def ifindex(self, v: int) -> None:
+        struct.pack_into("<I", self.raw, 8, v & 0xFFFF_FFFF)
+
+    @property
+    def tos(self) -> int:
+        return self.raw[12]
+
+    @property
+    def rt_metric(self) -> int:
+        return self._u("<I", 12)
+
+    @rt_metric.setter
+    def rt_metric(self, v: int) -> None:
+        struct.pack_into("<I", self.raw, 12, v & 0xFFFF_FFFF)
+
+    def src(self, family: int) -> IPAddress:
+        n = 4 if family == AF_INET else 16
+        return _addr(bytes(self.raw[16:16 + n]))
+
+    def set_src(self, a: IPAddress) -> None:
+        self.raw[16:16 + len(a.packed)] = a.packed
+
+    def dst(self, family: int) -> IPAddress:
+        n = 4 if family == AF_INET else 16
+        return _addr(bytes(self.raw[32:32 + n]))
+
+    def set_dst(self, a: IPAddress) -> None:
+        self.raw[32:32 + len(a.packed)] = a.packed
+
+    @property
+    def tbid(self) -> int:
+        return self._u("<I", 48)
+
+    @tbid.setter
+    def tbid(self, v: int) -> None:
+        struct.pack_into("<I", self.raw, 48, v & 0xFFFF_FFFF)
+
+    def clear_vlan(self) -> None:
+        self.raw[48:52] = bytes(4)
+
+    @property
+    def mark(self) -> int:
+        return self._u("<I", 52)
+
+    @property
+    def smac(self) -> bytes:
+        return bytes(self.raw[52:58])
+
+    @smac.setter
+    def smac(self, v: bytes) -> None:
+        self.raw[52:58] = v
+
+    @property
+    def dmac(self) -> bytes:
+        return bytes(self.raw[58:64])
+
+    @dmac.setter
+    def dmac(self, v: bytes) -> None:
+        self.raw[58:64] = v
+
+
+# -- IPv6 address classes (ipv6_addr_type, addrlabel) ------------------------------------
+
+_LL = ipaddress.IPv6Network("fe80::/10")
+_MC = ipaddress.IPv6Network("ff00::/8")
+_LOOP6 = ipaddress.IPv6Address("::1")
+_SITE = ipaddress.IPv6Network("fec0::/10")
+
+# The default address label table of net/ipv6/addrlabel.c (RFC 6724).
+_LABELS6: tuple[tuple[ipaddress.IPv6Network, int], ...] = tuple(
+    (ipaddress.IPv6Network(p), label) for p, label in (
+        ("::1/128", 0), ("::/96", 3), ("::ffff:0:0/96", 4), ("2001::/32", 6),
+        ("2001:10::/28", 7), ("2002::/16", 2), ("3ffe::/16", 12), ("fc00::/7", 5),
+        ("fec0::/10", 11), ("::/0", 1)))
+
+
+def _rt6_need_strict(a: ipaddress.IPv6Address) -> bool:
+    """``rt6_need_strict``: multicast, link-local and loopback are never forwarded."""
+    return a in _MC or a in _LL or a == _LOOP6
+
+
+def _scope6(a: ipaddress.IPv6Address) -> int:
+    """``__ipv6_addr_src_scope`` of ``ipv6_addr_type``: 1 node, 2 link, 5 site, 14 global."""
+    if a in _MC:
+        return a.packed[1] & 0x0F
+    if a == _LOOP6:
+        return 1
+    if a in _LL:
+        return 2
+    if a in _SITE:
+        return 5
+    return 14
+
+
+def _label6(a: ipaddress.IPv6Address) -> int:
+    best = max((p for p, _ in _LABELS6 if a in p), key=lambda p: p.prefixlen)
+    return dict(_LABELS6)[best]
+
+
+def _common_prefix(a: IPAddress, b: IPAddress) -> int:
+    x = int(a) ^ int(b)
+    return a.max_prefixlen - x.bit_length()
+
+
+# -- the model ---------------------------------------------------------------------------
+
+class Fib:
+    """Devices, routes, rules and neighbours of one network namespace.
+
+    A new :class:`Fib` is a fresh namespace with its loopback device up
+    (``lo``, ifindex 1, 127.0.0.1/8 and ::1/128) and forwarding disabled,
+    as a new Linux network namespace has it (``net.ipv4.conf.all.forwarding
+    = 0``). Typical use, through a test run's environment::
+
+        env.fib.add_device(2, "eth0", mac="02:00:00:00:00:01",
+                           addresses=["10.0.0.1/24", "2001:db8::1/64"])
+        env.fib.set_forwarding(True)
+        env.fib.add_route("10.1.0.0/16", via="10.0.0.254")
+        env.fib.add_route("10.9.0.0/16", type="blackhole")
+        env.fib.add_neighbour("10.0.0.254", "02:00:00:00:00:fe", dev=2)
+    """
+
+    def __init__(self, *, loopback: bool = True) -> None:
+        self.devices: dict[int, FibDevice] = {}
+        self.routes: list[Route] = []
+        self.neighbours: dict[tuple[int, IPAddress], Neighbour] = {}
+        self.rules4: list[Rule] = list(_DEFAULT_RULES4)
+        self.rules6: list[Rule] = list(_DEFAULT_RULES6)
+        self.custom_rules4 = False
+        self.custom_rules6 = False
+        # net.ipv4.conf.default.forwarding / net.ipv6.conf.default.forwarding.
+        self.default_forwarding = False
+        self.default_forwarding6 = False
+        # net.ipv4.ip_forward_use_pmtu: route MTUs count even when not locked.
+        self.ip_forward_use_pmtu = False
+        # Tables that exist (the kernel creates one with its first route and
+        # never frees it); local and main always exist.
+        self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},
+                        AF_INET6: {RT_TABLE_MAIN, RT_TABLE_LOCAL}}
+        if loopback:
+            self.add_device(LOOPBACK_IFINDEX, "lo", mtu=65536, loopback=True,
+                            addresses=["127.0.0.1/8", "::1/128"])
+
+    # -- configuration ------------------------------------------------------------------
+    def add_device(self, ifindex: int | None = None, name: str = "", *,
+                   mac: bytes | str = bytes(6), mtu: int = 1500, up: bool = True,
+                   addresses: Iterable[str | IPInterface] = (),
+                   forwarding: bool | None = None, forwarding6: bool | None = None,
+                   hard_header_len: int = ETH_HLEN, loopback: bool = False) -> FibDevice:
+        """A new device; ``forwarding`` defaults to ``net.ipv{4,6}.conf.default.forwarding``."""
+        if ifindex is None:
+            ifindex = max(self.devices, default=0) + 1
+        if ifindex <= 0 or ifindex in self.devices:
+            raise FibError(errno.EEXIST, f"ifindex {ifindex} is taken or invalid")
+        name = name or f"dev{ifindex}"
+        if any(d.name == name for d in self.devices.values()):
+            raise FibError(errno.EEXIST, f"a device is already named {name!r}")
+        dev = FibDevice(ifindex, name, parse_mac(mac), mtu, up, [],
+                        self.default_forwarding if forwarding is None else forwarding,
+                        self.default_forwarding6 if forwarding6 is None else forwarding6,
+                        hard_header_len, loopback)
+        self.devices[ifindex] = dev
+        for a in addresses:
+            self.add_address(ifindex, a)
+        return dev
+
+    def device(self, dev: int | str) -> FibDevice:
+        """A device by ifindex or name; :class:`FibError` (ENODEV) when there is none."""
+        if isinstance(dev, int):
+            found = self.devices.get(dev)
+        else:
+            found = next((d for d in self.devices.values() if d.name == dev), None)
+        if found is None:
+            raise FibError(errno.ENODEV, f"no device {dev!r}")
+        return found
+
+    def add_address(self, dev: int | str, address: str | IPInterface) -> None:
+        """``ip addr add``: the address, and (device up) its local and prefix routes."""
+        d = self.device(dev)
+        iface = ipaddress.ip_interface(address)
+        if any(a.ip == iface.ip for a in d.addresses):
+            raise FibError(errno.EEXIST, f"{iface.ip} is already on {d.name}")
+        d.addresses.append(iface)
+
+    def set_forwarding(self, enabled: bool = True, family: int | None = None) -> None:
+        """Write ``net.ipv4.conf.all.forwarding`` (and/or IPv6's): every device and the default.
+
+        ``family`` is ``AF_INET``, ``AF_INET6`` or None for both.
+        """
+        for d in self.devices.values():
+            if family in (None, AF_INET):
+                d.forwarding = enabled
+            if family in (None, AF_INET6):
+                d.forwarding6 = enabled
+        if family in (None, AF_INET):
+            self.default_forwarding = enabled
+        if family in (None, AF_INET6):
+            self.default_forwarding6 = enabled
+
+    def add_route(self, prefix: str | IPNetwork, *, dev: int | str | None = None,
+                  via: str | IPAddress | None = None, type: str | RouteType = "unicast",
+                  metric: int | None = None, table: int = RT_TABLE_MAIN, mtu: int = 0,
+                  mtu_lock: bool = False, src: str | IPAddress | None = None,
+                  onlink: bool = False) -> Route:
+        """``ip route add``: the route, with the kernel's checks.
+
+        ``via`` without ``dev`` takes the device of the connected route that
+        reaches the gateway (an IPv4 route may have an IPv6 gateway, the
+        kernel's ``via inet6``). The metric defaults to 0 for IPv4 and 1024
+        for IPv6, as ``ip route`` leaves it. Reject types (``blackhole``,
+        ``unreachable``, ``prohibit``, ``throw``) take no device.
+        """
+        net = ipaddress.ip_network(prefix, strict=False)
+        family = AF_INET if net.version == 4 else AF_INET6
+        rtype = RouteType[type.upper()] if isinstance(type, str) else RouteType(type)
+        gw = _addr(via) if via is not None else None
+        ifindex = self.device(dev).ifindex if dev is not None else 0
+        if rtype in _REJECT:
+            if gw is not None:
+                raise FibError(errno.EINVAL, f"a {rtype.name.lower()} route has no gateway")
+            # IPv6 hangs reject routes on the loopback device.
+            ifindex = LOOPBACK_IFINDEX if family == AF_INET6 else 0
+        else:
+            if gw is not None and not ifindex:
+                ifindex = self._connected_dev(gw)
+            if not ifindex:
+                raise FibError(errno.ENODEV, f"route {net}: no device (give dev= or a "
+                                             "gateway a connected route reaches)")
+            d = self.device(ifindex)
+            if not d.up:
+                raise FibError(errno.ENETDOWN, f"route {net}: device {d.name} is down")
+            if (gw is not None and not onlink and gw.version == net.version
+                    and self._connected_dev(gw, ifindex) != ifindex):
+                raise FibError(errno.ENETUNREACH, f"route {net}: gateway {gw} is not on "
+                                                  f"{d.name}'s networks (onlink=True skips this)")
+        if metric is None:
+            metric = IP6_RT_PRIO_USER if family == AF_INET6 else 0
+        scope = RT_SCOPE_UNIVERSE if gw is not None or rtype in _REJECT else RT_SCOPE_LINK
+        route = Route(net, rtype, gw, ifindex, metric, table, mtu, mtu_lock,
+                      _addr(src) if src is not None else None, scope)
+        for r in self.routes:
+            # "ip route add" is NLM_F_EXCL: no second route of this prefix and metric
+            # in the table (no multipath here).
+            if r.prefix == net and r.table == table and r.metric == metric:
+                raise FibError(errno.EEXIST, f"route {route} exists")
+        self.routes.append(route)
+        self._tables[family].add(table)
+        return route
+
+    def delete_route(self, prefix: str | IPNetwork, *, table: int = RT_TABLE_MAIN,
+                     metric: int | None = None) -> None:
+        """``ip route del``: the first route with this prefix (and metric) in ``table``."""
+        net = ipaddress.ip_network(prefix, strict=False)
+        for r in self.routes:
+            if r.prefix == net and r.table == table and metric in (None, r.metric):
+                self.routes.remove(r)
+                return
+        raise FibError(errno.ESRCH, f"no route {net} in table {table}")
+
+    def add_neighbour(self, address: str | IPAddress, mac: bytes | str, *, dev: int | str,
+                      state: str | Nud = Nud.PERMANENT) -> Neighbour:
+        """``ip neigh replace``: ``state`` by name (``"stale"``) or :class:`Nud` value."""
+        d = self.device(dev)
+        nud = Nud[state.upper()] if isinstance(state, str) else Nud(state)
+        n = Neighbour(_addr(address), d.ifindex, parse_mac(mac), nud)
+        self.neighbours[(d.ifindex, n.address)] = n
+        return n
+
+    def add_rule(self, table: int, *, priority: int | None = None, fwmark: int | None = None,
+                 fwmask: int = 0xFFFF_FFFF, family: int = AF_INET) -> Rule:
+        """``ip rule add [fwmark M[/MASK]] table T [priority P]``.
+
+        Without a priority the rule goes just before the first rule after
+        priority 0 (32765 first), as the kernel numbers it. Adding a rule
+        splits IPv4's merged local/main trie, as ``fib_unmerge`` does.
+        """
+        rules = self.rules4 if family == AF_INET else self.rules6
+        if priority is None:
+            later = [r.priority for r in rules if r.priority > 0]
+            priority = min(later) - 1 if later else 0
+        rule = Rule(priority, table, fwmark or 0, fwmask if fwmark is not None else 0)
+        pos = next((i for i, r in enumerate(rules) if r.priority > priority), len(rules))
+        rules.insert(pos, rule)
+        if family == AF_INET:
+            self.custom_rules4 = True
+        else:
+            self.custom_rules6 = True
+        return rule
+
+    # -- derived state -----------------------------------------------------------------------
+    def _connected_dev(self, gw: IPAddress, prefer: int = 0) -> int:
+        """The device of a connected (address) route reaching ``gw``; 0 when none."""
+        found = 0
+        for d in self.devices.values():
+            if not d.up:
+                continue
+            for a in d.addresses:
+                if a.version == gw.version and gw in a.network and a.network.prefixlen < \
+                        a.max_prefixlen:
+                    if d.ifindex == prefer:
+                        return prefer
+                    found = found or d.ifindex
+        return found
+
+    def kernel_routes(self, family: int) -> Iterator[Route]:
+        """The routes the kernel derives from the addresses of the devices that are up."""
+        seen: set[tuple[int, IPNetwork, RouteType]] = set()
+
+        def once(r: Route) -> Iterator[Route]:
+            key = (r.table, r.prefix, r.type)
+            if key not in seen:
+                seen.add(key)
+                yield r
+
+        for d in self.devices.values():
+            if not d.up or (family == AF_INET6 and not d.has_ipv6):
+                continue
+            for a in d.addresses_of(family):
+                host = ipaddress.ip_network(a.ip)
+                if family == AF_INET:
+                    yield from once(Route(host, RouteType.LOCAL, None, d.ifindex, 0,
+                                          RT_TABLE_LOCAL, prefsrc=a.ip, scope=RT_SCOPE_HOST,
+                                          kernel=True))
+                    if a.network.prefixlen < 32:
+                        if d.loopback:
+                            yield from once(Route(a.network, RouteType.LOCAL, None, d.ifindex,
+                                                  0, RT_TABLE_LOCAL, prefsrc=a.ip,
+                                                  scope=RT_SCOPE_HOST, kernel=True))
+                        else:
+                            yield from once(Route(a.network, RouteType.UNICAST, None,
+                                                  d.ifindex, 0, RT_TABLE_MAIN, prefsrc=a.ip,
+                                                  scope=RT_SCOPE_LINK, kernel=True))
+                    if a.network.prefixlen < 31:
+                        bcast = ipaddress.ip_network(a.network.broadcast_address)
+                        yield from once(Route(bcast, RouteType.BROADCAST, None, d.ifindex, 0,
+                                              RT_TABLE_LOCAL, prefsrc=a.ip,
+                                              scope=RT_SCOPE_LINK, kernel=True))
+                else:
+                    yield from once(Route(host, RouteType.LOCAL, None, d.ifindex, 0,
+                                          RT_TABLE_LOCAL, kernel=True))
+                    if d.loopback:
+                        continue  # lo's ::1 gets no prefix route (init_loopback)
+                    yield from once(Route(a.network, RouteType.UNICAST, None, d.ifindex,
+                                          IP6_RT_PRIO_ADDRCONF, RT_TABLE_MAIN,
+                                          scope=RT_SCOPE_LINK, kernel=True))
+                    if d.forwarding6 and a.network.prefixlen < 127:
+                        # A router joins its subnet-router anycast address
+                        # (addrconf_join_anycast): type anycast, not forwarded.
+                        anycast = ipaddress.ip_network(a.network.network_address)
+                        yield from once(Route(anycast, RouteType.ANYCAST, None, d.ifindex, 0,
+                                              RT_TABLE_LOCAL, kernel=True))
+
+    def all_routes(self, family: int) -> list[Route]:
+        """Derived routes first, then configured ones (the order ties are broken in)."""
+        version = 4 if family == AF_INET else 6
+        return list(self.kernel_routes(family)) + [r for r in self.routes
+                                                   if r.prefix.version == version]
+
+    def _usable(self, r: Route) -> bool:
+        if r.type in _REJECT:
+            return True
+        d = self.devices.get(r.dev)
+        return d is not None and d.up
+
+    # -- IPv4 lookup (net/ipv4/fib_trie.c, fib_rules.c) ------------------------------------
+    def _table4(self, tables: set[int], dst: ipaddress.IPv4Address, oif: int
+                ) -> tuple[int, Route | None]:
+        """``fib_table_lookup``: 0 and the route, or a negative errno (-EAGAIN: no match)."""
+        groups: dict[int, list[Route]] = {}
+        for r in self.all_routes(AF_INET):
+            if r.table in tables and dst in r.prefix and self._usable(r):
+                groups.setdefault(r.prefix.prefixlen, []).append(r)
+        for plen in sorted(groups, reverse=True):
+            # The alias list of a prefix: table local before main (merged trie),
+            # then by priority, then in insertion order.
+            for r in sorted(groups[plen], key=lambda r: (-r.table, r.metric)):
+                err = _REJECT_ERROR.get(r.type)
+                if err is not None:
+                    return err, r
+                if oif and r.dev != oif:
+                    continue  # fib_lookup_good_nhc: wrong output device, try on
+                return 0, r
+        return _EAGAIN, None
+
+    def _merged(self, table: int) -> set[int]:
+        if not self.custom_rules4 and table in (RT_TABLE_MAIN, RT_TABLE_LOCAL):
+            return {RT_TABLE_MAIN, RT_TABLE_LOCAL}
+        return {table}
+
+    def lookup4(self, dst: ipaddress.IPv4Address, *, oif: int = 0, mark: int = 0,
+                table: int | None = None) -> tuple[int, Route | None]:
+        """``fib_lookup`` (``table=None``: through the rules) or ``fib_table_lookup``."""
+        if table is not None:
+            if table not in self._tables[AF_INET]:
+                return -errno.ENOENT, None
+            return self._table4(self._merged(table), dst, oif)
+        if not self.custom_rules4:
+            err, r = self._table4(self._merged(RT_TABLE_MAIN), dst, oif)
+            if err and RT_TABLE_DEFAULT in self._tables[AF_INET]:
+                err, r = self._table4({RT_TABLE_DEFAULT}, dst, oif)
+            return (-errno.ENETUNREACH if err == _EAGAIN else err), r
+        for rule in self.rules4:
+            if not rule.matches(mark):
+                continue
+            err, r = _EAGAIN, None
+            if rule.table in self._tables[AF_INET]:
+                err, r = self._table4({rule.table}, dst, oif)
+            if err != _EAGAIN:
+                return err, r
+        return -errno.ESRCH, None
+
+    # -- IPv6 lookup (net/ipv6/route.c, fib6_rules.c) --------------------------------------
+    def _table6(self, table: int, dst: ipaddress.IPv6Address, oif: int) -> Route | None:
+        """``fib6_table_lookup``: the route, or None for the null entry."""
+        groups: dict[int, list[Route]] = {}
+        for r in self.all_routes(AF_INET6):
+            if r.table == table and dst in r.prefix:
+                groups.setdefault(r.prefix.prefixlen, []).append(r)
+        for plen in sorted(groups, reverse=True):
+            by_metric: dict[int, list[Route]] = {}
+            for r in groups[plen]:
+                by_metric.setdefault(r.metric, []).append(r)
+            for metric in sorted(by_metric):
+                best: Route | None = None
+                best_score = -1
+                for r in by_metric[metric]:
+                    if not self._usable(r):
+                        continue
+                    # rt6_score_route: the output device scores, nothing is excluded.
+                    score = 2 if not oif or r.dev == oif else 0
+                    if score > best_score:
+                        best, best_score = r, score
+                if best is not None:
+                    return best
+        return None
+
+    def lookup6(self, dst: ipaddress.IPv6Address, *, oif: int = 0, mark: int = 0,
+                table: int | None = None) -> Route | None:
+        """``fib6_lookup`` (``table=None``) or ``fib6_table_lookup`` of one table."""
+        if table is not None:
+            return self._table6(table, dst, oif)
+        if not self.custom_rules6:
+            return self._table6(RT_TABLE_LOCAL, dst, oif) or \
+                self._table6(RT_TABLE_MAIN, dst, oif)
+        for rule in self.rules6:
+            if rule.matches(mark) and rule.table in self._tables[AF_INET6]:
+                r = self._table6(rule.table, dst, oif)
+                if r is not None:
+                    return r
+        return None
+
+    # -- MTU, source address, neighbours ------------------------------------------------
+    def route_mtu(self, r: Route) -> int:
+        """``ip_mtu_from_fib_result`` / ``ip6_mtu_from_fib6``."""
+        d = self.devices[r.dev]
+        if r.family == AF_INET:
+            if (self.ip_forward_use_pmtu or r.mtu_lock) and r.mtu:
+                return r.mtu
+            return min(d.mtu, IP_MAX_MTU)
+        if r.mtu_lock and r.mtu:
+            return r.mtu
+        return min(max(IPV6_MIN_MTU, d.mtu), IP6_MAX_MTU)
+
+    def select_src4(self, r: Route) -> ipaddress.IPv4Address:
+        """``fib_result_prefsrc``: the route's ``src``, else ``inet_select_addr``."""
+        if isinstance(r.prefsrc, ipaddress.IPv4Address):
+            return r.prefsrc
+        gw = r.gateway if isinstance(r.gateway, ipaddress.IPv4Address) else None
+        d = self.devices[r.dev]
+        first: ipaddress.IPv4Address | None = None
+        for a in self._primaries4(d):
+            if min(self._scope4(a), RT_SCOPE_HOST) > r.scope:
+                continue
+            if gw is None or gw in a.network:
+                return a.ip
+            first = first or a.ip
+        if first is not None:
+            return first
+        for other in self.devices.values():  # in_dev_select_addr over every device
+            for a in self._primaries4(other):
+                if self._scope4(a) != RT_SCOPE_LINK and self._scope4(a) <= r.scope:
+                    return a.ip
+        return ipaddress.IPv4Address(0)
+
+    @staticmethod
+    def _scope4(a: IPInterface) -> int:
+        return RT_SCOPE_HOST if a.ip.is_loopback else RT_SCOPE_UNIVERSE
+
+    @staticmethod
+    def _primaries4(d: FibDevice) -> list[ipaddress.IPv4Interface]:
+        """Addresses not inside the subnet of an earlier one (those are secondaries)."""
+        out: list[ipaddress.IPv4Interface] = []
+        for a in d.addresses:
+            if isinstance(a, ipaddress.IPv4Interface) and not any(
+                    p.network == a.network for p in out):
+                out.append(a)
+        return out
+
+    def select_src6(self, r: Route, dst: ipaddress.IPv6Address) -> ipaddress.IPv6Address | None:
+        """The route's ``src``, else ``ipv6_dev_get_saddr`` (a subset of its rules)."""
+        if isinstance(r.prefsrc, ipaddress.IPv6Address):
+            return r.prefsrc
+        dst_scope = _scope6(dst)
+        out = self.devices[r.dev]
+        devices = [out] if dst_scope <= 2 else [d for _, d in sorted(self.devices.items())]
+        best: tuple[int, ...] | None = None
+        chosen: ipaddress.IPv6Address | None = None
+        for d in devices:
+            if not d.up or not d.has_ipv6:
+                continue
+            for a in self._addr_list6(d):
+                if a.ip in _MC or int(a.ip) == 0:
+                    continue
+                scope = _scope6(a.ip)
+                score = (
+                    a.ip == dst,                                         # rule 1
+                    -scope if scope >= dst_scope else scope - 128,       # rule 2
+                    d.ifindex == out.ifindex,                            # rule 5
+                    _label6(a.ip) == _label6(dst),                       # rule 6
+                    min(_common_prefix(a.ip, dst), a.network.prefixlen),  # rule 8
+                )
+                if best is None or score > best:
+                    best, chosen = score, a.ip
+        return chosen
+
+    @staticmethod
+    def _addr_list6(d: FibDevice) -> list[ipaddress.IPv6Interface]:
+        """``idev->addr_list``: by scope, global first, and newest first within a scope
+        (``ipv6_link_dev_addr`` inserts before the first address of no larger scope)."""
+        newest_first = [a for a in reversed(d.addresses) if isinstance(a, ipaddress.IPv6Interface)]
+        return sorted(newest_first, key=lambda a: -_scope6(a.ip))
+
+    def neighbour(self, dev: int, address: IPAddress) -> Neighbour | None:
+        return self.neighbours.get((dev, address))
+
+    # -- the helpers ---------------------------------------------------------------------
+    def bpf_fib_lookup(self, params: FibLookup, flags: int) -> int:
+        """``bpf_xdp_fib_lookup`` after its ``plen`` check: updates ``params``; returns r0.
+
+        The return is a :class:`FibRet` value or a negative errno (-EINVAL
+        for unknown flags, -EAFNOSUPPORT, -ENODEV); the fields the kernel
+        writes are written on the same paths (``ifindex``, ``rt_metric``,
+        the gateway into ``dst``, ``src`` with BPF_FIB_LOOKUP_SRC,
+        ``smac``/``dmac``, the VLAN fields cleared, ``mtu_result``).
+        """
+        if flags & ~_FIB_FLAGS:
+            return -errno.EINVAL
+        if params.family == AF_INET:
+            return self._fib4(params, flags)
+        if params.family == AF_INET6:
+            return self._fib6(params, flags)
+        return -errno.EAFNOSUPPORT
+
+    def _fib4(self, p: FibLookup, flags: int) -> int:
+        dev = self.devices.get(p.ifindex)
+        if dev is None:
+            return -errno.ENODEV
+        if not dev.forwarding:
+            return FibRet.FWD_DISABLED
+        oif = p.ifindex if flags & BPF_FIB_LOOKUP_OUTPUT else 0
+        dst = p.dst(AF_INET)
+        assert isinstance(dst, ipaddress.IPv4Address)
+        if flags & BPF_FIB_LOOKUP_DIRECT:
+            tbid = RT_TABLE_MAIN
+            if flags & BPF_FIB_LOOKUP_TBID:
+                tbid = p.tbid
+                p.tbid = 0  # the kernel zeroes it (it shares the VLAN output fields)
+            err, route = self.lookup4(dst, oif=oif, table=tbid)
+        else:
+            mark = p.mark if flags & BPF_FIB_LOOKUP_MARK else 0
+            err, route = self.lookup4(dst, oif=oif, mark=mark)
+        if err:
+            return {-errno.EINVAL: FibRet.BLACKHOLE, -errno.EHOSTUNREACH: FibRet.UNREACHABLE,
+                    -errno.EACCES: FibRet.PROHIBIT}.get(err, FibRet.NOT_FWDED)
+        assert route is not None
+        if route.type != RouteType.UNICAST:
+            return FibRet.NOT_FWDED
+        mtu = self.route_mtu(route)
+        if p.tot_len > mtu:
+            p.mtu_result = mtu
+            return FibRet.FRAG_NEEDED
+        p.rt_metric = route.metric
+        p.ifindex = route.dev
+        if flags & BPF_FIB_LOOKUP_SRC:
+            p.set_src(self.select_src4(route))
+        nexthop: IPAddress = dst
+        if route.gateway is not None:
+            nexthop = route.gateway
+            if route.gateway.version == 6:
+                p.family = AF_INET6
+            p.set_dst(route.gateway)
+        return self._finish(p, flags, route, nexthop, mtu)
+
+    def _fib6(self, p: FibLookup, flags: int) -> int:
+        dst, src = p.dst(AF_INET6), p.src(AF_INET6)
+        assert isinstance(dst, ipaddress.IPv6Address) and isinstance(src, ipaddress.IPv6Address)
+        if _rt6_need_strict(dst) or _rt6_need_strict(src):
+            return FibRet.NOT_FWDED
+        dev = self.devices.get(p.ifindex)
+        if dev is None:
+            return -errno.ENODEV
+        if not dev.has_ipv6 or not dev.forwarding6:
+            return FibRet.FWD_DISABLED
+        oif = p.ifindex if flags & BPF_FIB_LOOKUP_OUTPUT else 0
+        if flags & BPF_FIB_LOOKUP_DIRECT:
+            tbid = RT_TABLE_MAIN
+            if flags & BPF_FIB_LOOKUP_TBID:
+                tbid = p.tbid
+                p.tbid = 0
+            if tbid not in self._tables[AF_INET6]:
+                return FibRet.NOT_FWDED
+            route = self.lookup6(dst, oif=oif, table=tbid)
+        else:
+            mark = p.mark if flags & BPF_FIB_LOOKUP_MARK else 0
+            route = self.lookup6(dst, oif=oif, mark=mark)
+        if route is None:
+            return FibRet.NOT_FWDED
+        if route.type != RouteType.UNICAST:
+            return {RouteType.BLACKHOLE: FibRet.BLACKHOLE,
+                    RouteType.UNREACHABLE: FibRet.UNREACHABLE,
+                    RouteType.PROHIBIT: FibRet.PROHIBIT}.get(route.type, FibRet.NOT_FWDED)
+        mtu = self.route_mtu(route)
+        if p.tot_len > mtu:
+            p.mtu_result = mtu
+            return FibRet.FRAG_NEEDED
+        nexthop: IPAddress = dst
+        if route.gateway is not None:
+            nexthop = route.gateway
+            p.set_dst(route.gateway)
+        p.rt_metric = route.metric
+        p.ifindex = route.dev
+        if flags & BPF_FIB_LOOKUP_SRC:
+            chosen = self.select_src6(route, dst)
+            if chosen is None:
+                return FibRet.NO_SRC_ADDR
+            p.set_src(chosen)
+        return self._finish(p, flags, route, nexthop, mtu)
+
+    def _finish(self, p: FibLookup, flags: int, route: Route, nexthop: IPAddress,
+                mtu: int) -> int:
+        """The neighbour step and ``bpf_fib_set_fwd_params``."""
+        if not flags & BPF_FIB_LOOKUP_SKIP_NEIGH:
+            d = self.devices[route.dev]
+            key = nexthop
+            if d.loopback and nexthop.version == 4:
+                key = ipaddress.IPv4Address(0)  # __ipv4_neigh_lookup_noref on loopback
+            n = self.neighbour(route.dev, key)
+            if n is None or not n.state & NUD_VALID:
+                return FibRet.NO_NEIGH
+            p.dmac = n.mac
+            p.smac = d.mac
+        p.clear_vlan()
+        if mtu:
+            p.mtu_result = mtu
+        return FibRet.SUCCESS
+
+    def check_mtu(self, ingress_ifindex: int, ifindex: int, mtu_len: int, len_diff: int,
+                  flags: int, xdp_len: int) -> tuple[int, int | None]:
+        """``bpf_xdp_check_mtu``: (r0, the new ``*mtu_len`` or None when it is not written).
+
+        ``xdp_len`` is ``data_end - data`` (the linear part only: the XDP
+        variant does not look at frags). An ``ifindex`` of 0 means the
+        ingress device.
+        """
+        if flags:
+            return -errno.EINVAL, None
+        dev = self.devices.get(ingress_ifindex if ifindex == 0 else ifindex)
+        if dev is None:
+            return -errno.ENODEV, None
+        mtu = dev.mtu
+        dev_len = _s32(mtu + dev.hard_header_len)
+        length = xdp_len
+        if mtu_len:
+            length = _s32((mtu_len + dev.hard_header_len) & 0xFFFF_FFFF)
+        length = _s32(length + _s32(len_diff))
+        ret = BPF_MTU_CHK_RET_FRAG_NEEDED if length > dev_len else BPF_MTU_CHK_RET_SUCCESS
+        return ret, mtu & 0xFFFF_FFFF
+
+
+def _s32(x: int) -> int:
+    x &= 0xFFFF_FFFF
+    return x - (1 << 32) if x >> 31 else x
