@@ -138,30 +138,73 @@ def _store_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
 
 # -- checksums ----------------------------------------------------------------------------
 
+M64_ = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _adc_chain(res: int, words: list[int]) -> int:
+    """``addq w0; adcq w1; ...; adcq $0``: add with carry; the last carry-out is lost."""
+    carry = 0
+    for w in words:
+        t = res + w + carry
+        res, carry = t & M64_, t >> 64
+    return (res + carry) & M64_
+
+
+def _words(buf: bytes, off: int, n: int) -> list[int]:
+    return [int.from_bytes(buf[off + 8 * k:off + 8 * k + 8], "little") for k in range(n)]
+
+
 def _csum_partial(buf: bytes, seed: int) -> int:
-    """``csum_partial``: 32-bit ones' complement sum of little-endian 16-bit words."""
-    total = seed & M32
-    if len(buf) % 2:
-        buf += b"\0"
-    total += sum(int.from_bytes(buf[i:i + 2], "little") for i in range(0, len(buf), 2))
-    while total >> 32:
-        total = (total & M32) + (total >> 32)
-    return total
+    """x86-64 ``csum_partial`` exactly (arch/x86/lib/csum-partial_64.c): 64-bit add-with-carry
+    chains over 40-byte blocks (two interleaved above 80 bytes), then 32/16/8 bytes and a
+    zero-padded tail, folded to a 32-bit ``__wsum``. The chain structure matters: where a
+    chain's final carry is dropped decides between the two encodings of zero."""
+    temp = seed & M32
+    off, n = 0, len(buf)
+    if n >= 80:
+        temp2 = 0
+        while n >= 80:
+            temp = _adc_chain(temp, _words(buf, off, 5))
+            temp2 = _adc_chain(temp2, _words(buf, off + 40, 5))
+            off += 80
+            n -= 80
+        temp = _adc_chain(temp, [temp2])
+    if n >= 40:
+        temp = _adc_chain(temp, _words(buf, off, 5))
+        n -= 40
+        off += 40
+        if not n:
+            return _finalize(temp)
+    for chunk in (32, 16, 8):
+        if n & chunk:
+            temp = _adc_chain(temp, _words(buf, off, chunk // 8))
+            off += chunk
+    if n & 7:
+        trail = int.from_bytes(buf[off:off + (n & 7)], "little")
+        temp = _adc_chain(temp, [trail])
+    return _finalize(temp)
+
+
+def _finalize(temp: int) -> int:
+    """``csum_finalize_sum``: ``(t + ror64(t, 32)) >> 32``."""
+    ror = ((temp >> 32) | (temp << 32)) & M64_
+    return ((temp + ror) & M64_) >> 32
 
 
 def _csum_add(a: int, b: int) -> int:
-    s = (a & M32) + (b & M32)
-    return (s & M32) + (s >> 32)
+    res = ((a & M32) + (b & M32)) & M32
+    return (res + (res < (b & M32))) & M32
 
 
 def _from32to16(x: int) -> int:
-    x = (x & 0xFFFF) + (x >> 16)
-    x = (x & 0xFFFF) + (x >> 16)
-    return x & 0xFFFF
+    """``csum_from32to16``: ``sum += ror32(sum, 16); return sum >> 16`` (16 bits)."""
+    x &= M32
+    x = (x + (((x >> 16) | (x << 16)) & M32)) & M32
+    return x >> 16
 
 
 def csum_diff(frm: bytes, to: bytes, seed: int) -> int:
-    """``bpf_csum_diff`` as of Linux 6.13+: folded to 16 bits."""
+    """``bpf_csum_diff`` as Linux 6.13+ computes it (no size checks; always folded)."""
     seed &= M32
     if frm and to:
         return _from32to16(_csum_add(_csum_partial(to, seed), ~_csum_partial(frm, 0) & M32))
@@ -169,14 +212,12 @@ def csum_diff(frm: bytes, to: bytes, seed: int) -> int:
         return _from32to16(_csum_partial(to, seed))
     if frm:
         return _from32to16(~_csum_partial(frm, ~seed & M32) & M32)
-    return seed
+    return _from32to16(seed)
 
 
 @_xh(28, "csum_diff")
 def _csum_diff(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     from_size, to_size = r2 & M32, r4 & M32
-    if (from_size | to_size) & 3 or from_size + to_size > 512:
-        return neg(errno.EINVAL)
     frm = vm.mem.read(r1, from_size) if from_size else b""
     to = vm.mem.read(r3, to_size) if to_size else b""
     return csum_diff(frm, to, r5)

@@ -734,12 +734,6 @@ exit
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pyxdp.net.filter.csum_diff predates Linux 6.18's bpf_csum_diff, which (measured) "
-    "has no size or 4-byte alignment checks any more (3/4 and 513/0 bytes are summed), "
-    "folds the seed when both sizes are 0, and whose sums are x86-64 csum_partial's "
-    "(64-bit adds with end-around carry), so a 'pull' can give 0 where 16-bit sums "
-    "give 0xffff; remove this mark when filter.py is fixed"))
 def test_csum_diff_matches_kernel() -> None:
     rng = random.Random(SEED)
     sizes = [(0, 0), (0, 4), (4, 0), (4, 4), (8, 12), (40, 20), (256, 256), (256, 0),
