@@ -982,7 +982,8 @@ def _fd_kind(fd: Fd | int) -> str:
         raise KernelError("readlink", exc.errno or _errno.EBADF,
                           "cannot tell what kind of BPF object this fd is") from None
     return {"anon_inode:bpf-prog": "prog", "anon_inode:bpf-map": "map",
-            "anon_inode:btf": "btf", "anon_inode:bpf_link": "link"}.get(target, target)
+            "anon_inode:btf": "btf", "anon_inode:bpf_link": "link",
+            "anon_inode:bpf-link": "link"}.get(target, target)
 
 
 def obj_get_info_by_fd(fd: Fd | int) -> ProgInfo | MapInfo:
