@@ -50,6 +50,7 @@ from pyxdp.errors import (
 from pyxdp.kernel.maps import KernelMap, round_up
 from pyxdp.kernel.syscall import (
     Fd,
+    FdObject,
     ProgInfo,
     btf_load,
     map_create,
@@ -203,7 +204,7 @@ def _needs_btf(spec: MapSpec, btf: Btf | None) -> str:
 # Programs
 # --------------------------------------------------------------------------
 
-class KernelProgram:
+class KernelProgram(FdObject):
     """A program the verifier accepted, owned through its fd.
 
     ``name`` is the spec's name (the kernel keeps at most 15 characters of
@@ -219,29 +220,12 @@ class KernelProgram:
         self.kernel_name: str = info.name
         self.name = spec.name
 
-    @property
-    def fd(self) -> int:
-        if self._fd.closed:
-            raise PyxdpError(f"program {self.name!r} is closed")
-        return self._fd.fd
-
-    @property
-    def closed(self) -> bool:
-        return self._fd.closed
-
     def info(self) -> ProgInfo:
         """``BPF_OBJ_GET_INFO_BY_FD`` now (run counts, map ids, verified insns...)."""
         return prog_get_info(self.fd)
 
-    def close(self) -> None:
-        self._fd.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None,
-                 exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+    def _closed_error(self) -> PyxdpError:
+        return PyxdpError(f"program {self.name!r} is closed")
 
     def __repr__(self) -> str:
         state = "closed" if self._fd.closed else f"fd={self._fd.fd}"

@@ -25,12 +25,11 @@ import ctypes
 import errno as _errno
 import os
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
 from pyxdp.errors import BPFUnavailable, KernelError, PyxdpError
 from pyxdp.kernel.netlink import FdLike, fd_of, ifindex_of, mode_flag
-from pyxdp.kernel.syscall import Fd, _attr, _error, _get32, _put32, _put64, _raw
+from pyxdp.kernel.syscall import Fd, FdObject, _attr, _error, _get32, _put32, _put64, _raw
 from pyxdp.uapi.bpf import AttachFlag, BpfAttachType, BpfCmd, BpfLinkType
 
 __all__ = [
@@ -187,7 +186,7 @@ def obj_get(path: str, flags: int = 0) -> Fd:
 # The XDP link
 # --------------------------------------------------------------------------
 
-class XdpLink:
+class XdpLink(FdObject):
     """An XDP program attached through a bpf_link; owns the link's descriptor.
 
     :meth:`update` swaps the program atomically (``BPF_LINK_UPDATE``);
@@ -243,16 +242,6 @@ class XdpLink:
             raise PyxdpError(f"{path} is a pinned {fd.kind or 'object'}, not a link")
         return cls(fd)
 
-    @property
-    def fd(self) -> int:
-        if self._fd.closed:
-            raise PyxdpError(f"XDP link {self.id} is closed")
-        return self._fd.fd
-
-    @property
-    def closed(self) -> bool:
-        return self._fd.closed
-
     def info(self) -> LinkInfo:
         """The link now: ``prog_id`` attached, ``ifindex`` (0 once detached)."""
         return link_get_info(self.fd)
@@ -287,16 +276,8 @@ class XdpLink:
         """BPF_OBJ_PIN: the link (and so the attachment) outlives this process."""
         obj_pin(self.fd, path)
 
-    def close(self) -> None:
-        """Drop this descriptor (idempotent); the last one of an unpinned link detaches."""
-        self._fd.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None,
-                 exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+    def _closed_error(self) -> PyxdpError:
+        return PyxdpError(f"XDP link {self.id} is closed")
 
     def __repr__(self) -> str:
         state = "closed" if self._fd.closed else f"fd={self._fd.fd}"

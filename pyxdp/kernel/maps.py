@@ -25,12 +25,12 @@ from __future__ import annotations
 import ctypes
 import errno as _errno
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
 from pyxdp.errors import KernelError, MapError
 from pyxdp.kernel.syscall import (
     Fd,
+    FdObject,
     MapInfo,
     _batch_attr,
     _copy_in,
@@ -82,7 +82,7 @@ def _done(reported: int, asked: int) -> int:
     return 0 if reported >= asked else reported
 
 
-class KernelMap:
+class KernelMap(FdObject):
     """One kernel map, owned through its :class:`~pyxdp.kernel.syscall.Fd`.
 
     ``map_type``, ``key_size``, ``value_size``, ``max_entries``, ``map_flags``,
@@ -114,17 +114,6 @@ class KernelMap:
         self.frozen = False
 
     # -- geometry --------------------------------------------------------------------
-
-    @property
-    def fd(self) -> int:
-        """The raw descriptor (still owned by this object)."""
-        if self._fd.closed:
-            raise MapError("fd", _errno.EBADF, f"map {self.name!r} is closed")
-        return self._fd.fd
-
-    @property
-    def closed(self) -> bool:
-        return self._fd.closed
 
     @property
     def elem_size(self) -> int:
@@ -378,16 +367,8 @@ class KernelMap:
 
     # -- lifetime ----------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the descriptor (idempotent); the kernel frees the map with its last user."""
-        self._fd.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None,
-                 exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+    def _closed_error(self) -> MapError:
+        return MapError("fd", _errno.EBADF, f"map {self.name!r} is closed")
 
     def __repr__(self) -> str:
         state = "closed" if self._fd.closed else f"fd={self._fd.fd}"

@@ -34,6 +34,7 @@ from pyxdp.errors import (
     InvalidProgram,
     KernelError,
     NotSupportedError,
+    PyxdpError,
     TestRunTruncated,
     VerifierError,
 )
@@ -292,6 +293,41 @@ class Fd:
     def __repr__(self) -> str:
         state = "closed" if self.fd < 0 else f"fd={self.fd}"
         return f"Fd({self.kind or 'bpf'}, {state})"
+
+
+class FdObject:
+    """A kernel object (program, map, link) owned through one :class:`Fd`.
+
+    ``fd`` raises once closed; ``close()`` is idempotent; a context manager.
+    Subclasses set ``_fd`` and say what a use after close raises (:meth:`_closed_error`).
+    """
+
+    _fd: Fd
+
+    def _closed_error(self) -> PyxdpError:
+        return PyxdpError(f"{type(self).__name__} is closed")
+
+    @property
+    def fd(self) -> int:
+        """The raw descriptor (still owned by this object)."""
+        if self._fd.closed:
+            raise self._closed_error()
+        return self._fd.fd
+
+    @property
+    def closed(self) -> bool:
+        return self._fd.closed
+
+    def close(self) -> None:
+        """Drop the descriptor (idempotent); the kernel frees the object with its last user."""
+        self._fd.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None,
+                 exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
 
 
 def _fdnum(fd: Fd | int) -> int:
