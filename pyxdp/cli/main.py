@@ -48,6 +48,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         args.dump_maps, args.backend)
 
 
+def _cmd_load(args: argparse.Namespace) -> int:
+    from pyxdp.cli import loader
+    return loader.cmd_load(args.ifname, args.obj, mode=args.mode, section=args.section,
+                           name=args.prog_name, pin=args.pin_path, force=args.force)
+
+
+def _cmd_unload(args: argparse.Namespace) -> int:
+    from pyxdp.cli import loader
+    return loader.cmd_unload(args.ifname, all_modes=args.all, prog_id=args.id)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from pyxdp.cli import loader
+    return loader.cmd_status(args.ifname)
+
+
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    from pyxdp.cli import monitor
+    return monitor.cmd_monitor(args)
+
+
 def _backend_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
                    help="where the program runs (default: userspace; kernel needs root)")
@@ -106,6 +127,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
     _backend_arg(r)
     r.set_defaults(func=_cmd_run)
+
+    # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).
+    ld = sub.add_parser("load", help="load an object and attach a program to an interface")
+    ld.add_argument("-m", "--mode", choices=("native", "skb", "hw"), default="native",
+                    help="XDP mode (default: native)")
+    ld.add_argument("-s", "--section", help="ELF section of the program")
+    ld.add_argument("-n", "--prog-name", metavar="NAME", help="name of the program")
+    ld.add_argument("-p", "--pin-path", metavar="PIN",
+                    help="also pin the program and maps in this bpffs directory")
+    ld.add_argument("-F", "--force", action="store_true",
+                    help="replace a program already attached in that mode")
+    ld.add_argument("ifname", metavar="IFNAME")
+    ld.add_argument("obj", metavar="OBJ")
+    ld.set_defaults(func=_cmd_load)
+
+    ul = sub.add_parser("unload", help="detach XDP programs from an interface")
+    ul.add_argument("ifname", metavar="IFNAME")
+    which = ul.add_mutually_exclusive_group(required=True)
+    which.add_argument("-a", "--all", action="store_true", help="every attached program")
+    which.add_argument("-i", "--id", type=int, metavar="ID", help="the program with this id")
+    ul.set_defaults(func=_cmd_unload)
+
+    st = sub.add_parser("status", help="XDP programs attached to interfaces")
+    st.add_argument("ifname", metavar="IFNAME", nargs="?")
+    st.set_defaults(func=_cmd_status)
+
+    # xdp-monitor's shape (see pyxdp.cli.monitor); the module holds its options.
+    from pyxdp.cli import monitor
+    mo = sub.add_parser("monitor", help="rates of the XDP tracepoints, like xdp-monitor",
+                        description=monitor.DESCRIPTION, epilog=monitor.EPILOG)
+    monitor.add_arguments(mo)
+    mo.set_defaults(func=_cmd_monitor)
     return p
 
 
