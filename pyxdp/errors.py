@@ -14,6 +14,7 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
     │   └── HelperFault       a helper was called in a way it cannot serve
     ├── NotSupportedError     a valid feature pyxdp does not provide (names it)
     ├── MapError              a map operation refused with the kernel's errno
+    ├── PageAccountingError   a page returned twice or leaked (pyxdp.net.page_pool)
     ├── TestRunTruncated      test_run output did not fit (ENOSPC); keeps what was copied
     └── KernelError           a bpf(2)/netlink call failed (errno kept)
         ├── BPFUnavailable    not root / no BPF on this machine
