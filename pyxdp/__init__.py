@@ -1,4 +1,9 @@
-"""pyxdp: XDP, the Linux eXpress Data Path, in Python."""
+"""pyxdp: XDP, the Linux eXpress Data Path, in Python.
+
+The curated public API: load an object (``Collection.load``), run its
+programs (``Program.test_run``), read and write its maps (``Map``), on pyxdp's
+own engines or on Linux; and the exception tree of :mod:`pyxdp.errors`.
+"""
 
 from pyxdp.errors import (
     AsmError,
@@ -19,10 +24,21 @@ from pyxdp.errors import (
     VerifierError,
 )
 
+from pyxdp.collection import Collection, Map, Program
+from pyxdp.elf import load_collection_spec
+from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
+
 __version__ = "0.1.0"
 
 __all__ = [
     "AsmError",
+    "Collection",
+    "CollectionSpec",
+    "Map",
+    "MapSpec",
+    "Program",
+    "ProgramSpec",
+    "load_collection_spec",
     "BPFUnavailable",
     "BudgetExceeded",
     "ConformanceFormatError",
