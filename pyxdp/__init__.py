@@ -5,6 +5,8 @@ programs (``Program.test_run``), read and write its maps (``Map``), on pyxdp's
 own engines or on Linux; and the exception tree of :mod:`pyxdp.errors`.
 """
 
+from pyxdp.collection import Collection, Map, Program
+from pyxdp.elf import load_collection_spec
 from pyxdp.errors import (
     AsmError,
     BPFUnavailable,
@@ -23,9 +25,6 @@ from pyxdp.errors import (
     UnsupportedHelper,
     VerifierError,
 )
-
-from pyxdp.collection import Collection, Map, Program
-from pyxdp.elf import load_collection_spec
 from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
 
 __version__ = "0.1.0"
