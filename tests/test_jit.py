@@ -108,7 +108,8 @@ def test_all_vectors_found() -> None:
 
 # -- differential, random programs ---------------------------------------------------
 
-@settings(max_examples=1000, deadline=None, database=None,
+# 300 here; tests/test_jit_fuzz.py runs these programs (and 5,000 XDP ones) in bulk.
+@settings(max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runnable_programs())
 def test_random_programs_match_interpreter(prog: tuple[tuple[Instruction, ...], bytes]) -> None:

@@ -12,6 +12,7 @@ from pyxdp.testing.conformance import (
     default_vector_dir,
     find_vectors,
     run_interp,
+    run_jit,
 )
 
 
@@ -22,7 +23,10 @@ def run(paths: Sequence[str], *, engine: str, verbose: bool) -> int:
     kernel = KernelEngine() if engine == "kernel" else None
     try:
         for v in vectors:
-            o = kernel.run(v) if kernel is not None else run_interp(v)
+            if kernel is not None:
+                o = kernel.run(v)
+            else:
+                o = run_jit(v) if engine == "jit" else run_interp(v)
             outcomes.append(o)
             if o.status == "failed":
                 out.print(f"[red]FAIL[/red] {v.name}: {o.detail}")

@@ -37,6 +37,12 @@ def _cmd_prog(args: argparse.Namespace) -> int:
                              args.dump_maps, args.trace)
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pyxdp.cli import bench
+    return bench.cmd_bench_prog(args.obj, args.section, args.data_in, args.repeat, args.engine,
+                                args.vs_kernel, args.maps, args.runs)
+
+
 def _cmd_map(args: argparse.Namespace) -> int:
     from pyxdp.cli import prog
     return prog.cmd_map_dump(args.obj, args.name, args.backend, args.maps)
@@ -80,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("conformance", help="run eBPF ISA conformance vectors (.data files)")
     c.add_argument("paths", nargs="*", metavar="PATH",
                    help=".data files or directories (default: the shared conformance vectors)")
-    c.add_argument("--engine", choices=("interp", "kernel"), default="interp",
+    c.add_argument("--engine", choices=("interp", "jit", "kernel"), default="interp",
                    help="engine to run the vectors on (default: interp)")
     c.add_argument("-v", "--verbose", action="store_true", help="print every vector")
     c.set_defaults(func=_cmd_conformance)
@@ -107,6 +113,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print every executed instruction (userspace)")
     _backend_arg(pr)
     pp.set_defaults(func=_cmd_prog)
+
+    pb = sub.add_parser("bench", help="ns/packet of a program, optionally against the kernel")
+    bsub = pb.add_subparsers(dest="bench_cmd", metavar="ACTION", required=True,
+                             parser_class=_Parser)
+    bp = bsub.add_parser("prog", help="BPF_PROG_TEST_RUN-style repeat runs of one packet")
+    bp.add_argument("obj", metavar="OBJ")
+    bp.add_argument("-s", "--section", help="program name or section")
+    bp.add_argument("--data-in", required=True, metavar="F", help="input packet ('-': stdin)")
+    bp.add_argument("--repeat", type=int, metavar="N",
+                    help="runs per measurement (default: 1,000,000 on the JIT, 10,000 on the "
+                         "interpreter)")
+    bp.add_argument("--engine", choices=("jit", "interp"), default="jit")
+    bp.add_argument("--vs-kernel", action="store_true",
+                    help="also test-run the object in Linux (root) and print the ratio")
+    bp.add_argument("--maps", metavar="F", help="fill maps first from JSON (both sides)")
+    bp.add_argument("--runs", type=int, default=3, metavar="K",
+                    help="measurements per side; the median is printed (default: 3)")
+    pb.set_defaults(func=_cmd_bench)
 
     pm = sub.add_parser("map", help="map contents")
     msub = pm.add_subparsers(dest="map_cmd", metavar="ACTION", required=True,

@@ -6,20 +6,28 @@ every ``xdp_md`` access (:mod:`pyxdp.vm.ctx_access`, as the verifier's
 ``convert_ctx_accesses``), and makes sure every helper it calls exists. Running
 points the context fields at the packet, runs the engine and returns the XDP
 action; tail calls run the target program on the same packet.
+
+:meth:`XdpProg.run_batch` runs many frames laid out in one numpy array: on the
+JIT in one native call (:mod:`pyxdp.vm.jit.xdp`), on the interpreter frame by
+frame; both give an :class:`XdpBatchResult`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
 from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.net.filter import XDP_HELPERS
-from pyxdp.net.xdp import CTX_BASE, XdpBuff
-from pyxdp.uapi.bpf import BpfAttachType
+from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
@@ -29,7 +37,7 @@ if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.spec import ProgramSpec
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpProg", "jit_available"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available"]
 
 MAX_TAIL_CALL_CNT = 33
 # Both engines have the same constructor and run() contract.
@@ -52,6 +60,52 @@ def _pick_engine(engine: str) -> str:
         raise NotSupportedError("engine 'jit' needs llvmlite: pip install 'pyxdp[jit]'")
     return engine
 _KEY0 = bytes(4)
+U32Array = npt.NDArray[np.uint32]
+
+
+@dataclass(eq=False)
+class XdpBatchResult:
+    """What :meth:`XdpProg.run_batch` left, one entry per frame.
+
+    ``action`` is the verdict (XDP_ABORTED for a frame whose run faulted);
+    ``data_off``/``data_len``/``meta_len`` the buffer's edges afterwards (the
+    frames array holds the bytes); ``redirect_*`` the redirect state after a
+    frame whose verdict is XDP_REDIRECT (``bpf_redirect_info``: map id and type,
+    target index/ifindex, flags; zero for other frames). :meth:`fault` gives
+    frame i's fault as the interpreter reports it, with the C source line;
+    :meth:`redirect` what test_run reports.
+    """
+
+    action: U32Array
+    data_off: U32Array
+    data_len: U32Array
+    meta_len: U32Array
+    faulted: npt.NDArray[np.bool_]
+    fault_pc: U32Array
+    fault_addr: npt.NDArray[np.uint64]
+    redirect_map_id: npt.NDArray[np.uint64]
+    redirect_map_type: npt.NDArray[np.uint64]
+    redirect_index: npt.NDArray[np.uint64]
+    redirect_flags: npt.NDArray[np.uint64]
+    done: int
+    _fault: Callable[[int], ProgramFault | None] = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+    def fault(self, i: int) -> ProgramFault | None:
+        """Frame i's fault (None when its run ended normally)."""
+        return self._fault(i) if self.faulted[i] else None
+
+    def redirect(self, i: int) -> dict[str, Any] | None:
+        """``RedirectInfo.describe()`` after frame i when its verdict is XDP_REDIRECT."""
+        if self.action[i] != XdpAction.XDP_REDIRECT:
+            return None
+        t = int(self.redirect_map_type[i])
+        return {"tgt_index": int(self.redirect_index[i]),
+                "map_id": int(self.redirect_map_id[i]),
+                "map_type": BpfMapType(t).name if t in BpfMapType._value2member_map_ else t,
+                "flags": int(self.redirect_flags[i])}
 
 
 class XdpProg:
@@ -92,13 +146,12 @@ class XdpProg:
         self._depth = 0
 
     def _engine(self, kind: str | None = None) -> Engine:
-        cls: Any = Interpreter
         if (kind or self.engine) == "jit":
-            from pyxdp.vm.jit import JitProgram
-            cls = JitProgram
-        engine: Engine = cls(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
-                             ctx_loads=self.ctx_loads, budget=self.budget)
-        return engine
+            from pyxdp.vm.jit.xdp import XdpJit
+            return XdpJit(self.spec.insns, maps=list(self.maps.values()), helpers=self._helpers,
+                          ld_imm64=self._resolve, ctx_loads=self.ctx_loads, budget=self.budget)
+        return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
+                           ctx_loads=self.ctx_loads, budget=self.budget)
 
     def _located(self, e: InvalidProgram) -> InvalidProgram:
         where = self.spec.source_line(e.pc) if e.pc is not None else None
@@ -147,6 +200,9 @@ class XdpProg:
             vm = self.vm if self._depth == 0 else self._spare_engine()
         self._depth += 1
         try:
+            if trace is None and self.engine == "jit":
+                r0_jit: int = vm.run_xdp(xdp, ctx)
+                return r0_jit
             cv = vm.ctx_values
             cv[0], cv[1], cv[2] = xdp.ctx_pointers()
             cv[3] = xdp.rxq.ifindex
@@ -157,13 +213,108 @@ class XdpProg:
                              trace=trace)
             return r0 & 0xFFFF_FFFF
         except ProgramFault as e:
-            if e.pc is not None and not e.source:
-                src = self.spec.source_line(e.pc)
-                if src:
-                    e.with_source(src)
+            self._with_source(e)
             raise
         finally:
             self._depth -= 1
+
+    def _with_source(self, e: ProgramFault) -> ProgramFault:
+        if e.pc is not None and not e.source:
+            src = self.spec.source_line(e.pc)
+            if src:
+                e.with_source(src)
+        return e
+
+    def run_batch(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
+                  meta_len: Any = None, rx_queue: Any = 0, ingress_ifindex: Any = 1, *,
+                  ctx: RunContext | None = None, cpu: int = 0, repeat: int = 1,
+                  egress_ifindex: int = 0) -> XdpBatchResult:
+        """Run the program on every frame of ``frames`` (``(N, frame_sz)`` uint8,
+        C-contiguous and writable; packet writes land there).
+
+        Frame i's data starts at byte ``data_off[i]`` and is ``data_len[i]`` bytes
+        long, after ``meta_len[i]`` bytes of metadata (none when None);
+        ``rx_queue`` and ``ingress_ifindex`` are the xdp_md fields (scalars or one
+        per frame); ``egress_ifindex`` is the xdp_md field devmap programs read.
+        Each frame runs ``repeat`` times on the same buffer, nothing reset in
+        between (BPF_PROG_TEST_RUN's repeat). A fault makes that frame
+        XDP_ABORTED with a fault record; the batch goes on. ``ctx`` (default: a
+        fresh RunContext on ``cpu``) is what helpers see; its redirect state
+        carries across frames, as the kernel's per-CPU ``bpf_redirect_info``.
+        On the JIT the whole batch is one native call with the GIL released.
+        """
+        if ctx is None:
+            ctx = RunContext(cpu=cpu)
+        if ctx.tail_call is None:
+            ctx.tail_call = self._tail_call
+        if self.engine == "jit" and self._depth == 0:
+            self._depth += 1
+            try:
+                out = self.vm.run_batch_xdp(frames, data_off, data_len, meta_len, rx_queue,
+                                            ingress_ifindex, ctx=ctx, repeat=repeat,
+                                            egress_ifindex=egress_ifindex)
+            finally:
+                self._depth -= 1
+            red = out.redirect
+
+            def fault(i: int) -> ProgramFault | None:
+                return self._with_source(out.render(i))
+
+            return XdpBatchResult(out.action, out.data_off, out.data_len, out.meta_len,
+                                  out.status != 0, out.fault_pc, out.fault_addr, red[:, 0],
+                                  red[:, 1], red[:, 2], red[:, 3], out.done, fault)
+        return self._run_batch_interp(frames, data_off, data_len, meta_len, rx_queue,
+                                      ingress_ifindex, ctx, repeat, egress_ifindex)
+
+    def _run_batch_interp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
+                          meta_len: Any, rx_queue: Any, ingress_ifindex: Any, ctx: RunContext,
+                          repeat: int, egress_ifindex: int = 0) -> XdpBatchResult:
+        """The reference: XdpBuffs over the frames' rows, one :meth:`run` each."""
+        if (not isinstance(frames, np.ndarray) or frames.dtype != np.uint8 or frames.ndim != 2
+                or not frames.flags.c_contiguous or not frames.flags.writeable):
+            raise ValueError("frames must be a writable C-contiguous (N, frame_sz) uint8 array")
+        n, frame_sz = frames.shape
+
+        def per_frame(v: Any) -> list[int]:
+            a = np.asarray(v)
+            return [int(x) for x in (np.full(n, a) if a.ndim == 0 else a.reshape(n))]
+
+        off, ln = per_frame(data_off), per_frame(data_len)
+        meta = per_frame(meta_len) if meta_len is not None else [0] * n
+        rxq, ifx = per_frame(rx_queue), per_frame(ingress_ifindex)
+        cols = {k: np.zeros(n, np.uint32) for k in ("act", "off", "len", "meta", "pc")}
+        red = np.zeros((n, 4), np.uint64)
+        addr = np.zeros(n, np.uint64)
+        faulted = np.zeros(n, np.bool_)
+        faults: dict[int, ProgramFault] = {}
+        for i in range(n):
+            if off[i] + ln[i] > frame_sz or meta[i] > off[i]:
+                raise ValueError("a frame's data or metadata lies outside the frame")
+            row = cast(bytearray, memoryview(frames[i]).cast("B"))
+            xdp = XdpBuff(row, off[i], off[i] + ln[i], off[i] - meta[i], frame_sz,
+                          RxQueue(ifx[i], rxq[i], frame_sz), egress_ifindex)
+            act = 0
+            for _ in range(max(repeat, 1)):
+                ctx.tail_call_cnt = 0
+                try:
+                    act = self.run(xdp, ctx)
+                except ProgramFault as e:
+                    act = int(XdpAction.XDP_ABORTED)
+                    faults[i] = e
+                    faulted[i] = True
+                    cols["pc"][i] = e.pc or 0
+                    addr[i] = getattr(e, "address", None) or 0
+                    break
+            cols["act"][i] = act
+            cols["off"][i], cols["len"][i] = xdp.data, xdp.data_end - xdp.data
+            cols["meta"][i] = xdp.metalen
+            ri = ctx.ri
+            if ri is not None and act == XdpAction.XDP_REDIRECT:
+                red[i] = [v & (2**64 - 1) for v in (ri.map_id, ri.map_type, ri.tgt_index,
+                                                     ri.flags)]
+        return XdpBatchResult(cols["act"], cols["off"], cols["len"], cols["meta"], faulted,
+                              cols["pc"], addr, red[:, 0], red[:, 1], red[:, 2], red[:, 3], n,
+                              faults.get)
 
     def _spare_engine(self) -> Engine:
         while len(self._spare) < self._depth:

@@ -29,6 +29,7 @@ __all__ = [
     "find_vectors",
     "parse_vector",
     "run_interp",
+    "run_jit",
 ]
 
 # Where the vector's memory lives in the interpreter's address space.
@@ -156,6 +157,19 @@ def run_interp(v: Vector, budget: int | None = None) -> Outcome:
     except PyxdpError as e:
         return _judge(v, "interp", None, str(e))
     return _judge(v, "interp", got, None)
+
+
+def run_jit(v: Vector, budget: int | None = None) -> Outcome:
+    """The vector on the JIT (:class:`pyxdp.vm.jit.JitProgram`), judged as the interpreter's."""
+    from pyxdp.vm.jit import JitProgram
+    try:
+        insns = v.program()
+        vm = JitProgram(insns)
+        regions = [Region("vector memory", MEM_BASE, bytearray(v.mem))] if v.mem else []
+        got = vm.run(MEM_BASE if v.mem else 0, len(v.mem), regions=regions, budget=budget)
+    except PyxdpError as e:
+        return _judge(v, "jit", None, str(e))
+    return _judge(v, "jit", got, None)
 
 
 class KernelEngine:

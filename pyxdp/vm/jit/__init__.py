@@ -5,9 +5,13 @@ memory access checked against the run's regions, an exact instruction budget,
 guarded division and shifts) and its fake address space, so r0, memory effects
 and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
 
-* :mod:`~pyxdp.vm.jit.lower` - eBPF to LLVM IR, and the native ABI;
-* :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O2/O3), the compile cache;
-* :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helpers.
+* :mod:`~pyxdp.vm.jit.lower` - eBPF to LLVM IR (text), native helpers, the native ABI;
+* :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O0-O3), the compile cache, modules
+  shared by many programs (:func:`~pyxdp.vm.jit.engine.compile_together`);
+* :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helper trampolines;
+* :mod:`~pyxdp.vm.jit.xdp` - :class:`~pyxdp.vm.jit.xdp.XdpJit`: XDP programs with
+  native map and packet helpers, native tail calls, the XDP batch entry (what
+  :class:`pyxdp.net.prog.XdpProg` runs on its ``jit`` engine).
 
 Needs the ``jit`` extra (llvmlite).
 """

@@ -1,16 +1,23 @@
-"""The LLVM side of the JIT: one ORC LLJIT per process, the O2/O3 pipeline, a compile cache.
+"""The LLVM side of the JIT: one ORC LLJIT per process, the optimisation pipeline, a cache.
 
 llvmlite's bundled LLVM does all the work, so no system compiler or linker is
 needed at run time: the lowered IR text is parsed, optimised by the new pass
-manager's default pipeline at the requested level, emitted as an object image
-for the host CPU and linked by ORC into a JIT library of its own. Each library
-is held by a resource tracker; when the last holder (a program or a cache
-entry) goes, LLVM frees its machine code.
+manager's default pipeline at the requested level (none at level 0), emitted
+as an object image for the host CPU and linked by ORC into a JIT library of
+its own. Each library is held by a resource tracker; when the last holder (a
+program or a cache entry) goes, LLVM frees its machine code.
 
 Compiled code depends only on the bytecode, its layout, the resolved ld_imm64
-values, the callback entry points and the optimisation level; helpers, regions
-and the budget are run-time data in the run context. That tuple is the cache
-key, so reloading the same program costs a dictionary lookup.
+values, the callback entry points, the native-helper specialisation (which
+constant maps, their sizes and region places), the unchecked switch and the
+optimisation level; helpers, regions and the budget are run-time data in the
+run context. That tuple is the cache key, so reloading the same program costs
+a dictionary lookup.
+
+:func:`compile_together` collects the programs compiled inside it and links
+them as one module when it exits (or when one of them is first run): LLVM's
+fixed cost per module is then paid once, which is what makes thousands of
+small random programs affordable in the differential tests.
 """
 
 from __future__ import annotations
@@ -20,22 +27,25 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
-from pyxdp.asm.insn import Instruction, encode
-from pyxdp.asm.validate import Layout
-from pyxdp.vm.jit.lower import lower, runtime_module
+from pyxdp.asm.insn import encode
+from pyxdp.vm.jit.lower import LoweredModule, ProgramInput, lower_many, runtime_module
 
 __all__ = ["CACHE_SIZE", "CompiledProgram", "cache_clear", "compile_program",
-           "native_helper_address"]
+           "compile_together", "native_helper_address"]
 
-CACHE_SIZE = 128
+CACHE_SIZE = 256
 
 _LOCK = threading.RLock()
+# C library functions native code may call: the clock, and what LLVM lowers large
+# memset/memmove intrinsics to.
+_LIBC = ("clock_gettime", "memset", "memmove", "memcpy")
 
 
 class _Llvm:
@@ -50,13 +60,14 @@ class _Llvm:
         self._machines: dict[int, Any] = {}
         self.jit = llvm.create_lljit_compiler(self.machine(2))
         self._serial = 0
-        # clock_gettime from the C library the interpreter process already has loaded.
+        # The C library the interpreter process already has loaded.
         libc = ctypes.CDLL(None)
-        clock = ctypes.cast(libc.clock_gettime, ctypes.c_void_p).value
-        self.runtime = (llvm.JITLibraryBuilder()
-                        .add_ir(runtime_module())
-                        .import_symbol("clock_gettime", clock)
-                        .export_symbol("pyxdp_ktime_get_ns")
+        self.libc = {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+                     for name in _LIBC}
+        builder = llvm.JITLibraryBuilder().add_ir(runtime_module())
+        for name, addr in self.libc.items():
+            builder.import_symbol(name, addr)
+        self.runtime = (builder.export_symbol("pyxdp_ktime_get_ns")
                         .export_symbol("pyxdp_batch")
                         .link(self.jit, "pyxdp_runtime"))
 
@@ -85,6 +96,8 @@ class _Llvm:
         obj = tm.emit_object(mod)
         self._serial += 1
         builder = llvm.JITLibraryBuilder().add_object_img(obj)
+        for name, addr in self.libc.items():
+            builder.import_symbol(name, addr)
         for name in exports:
             builder.export_symbol(name)
         tracker = builder.link(self.jit, f"pyxdp_prog_{self._serial}")
@@ -107,27 +120,72 @@ def native_helper_address(symbol: str) -> int:
     return int(_llvm().runtime[symbol])
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class CompiledProgram:
     """Native entry points of one program; valid while this object is alive.
 
     ``lower_ms`` is the time spent building IR in Python, ``llvm_ms`` the time
-    LLVM spent optimising, generating and linking machine code.
+    LLVM spent optimising, generating and linking machine code (for programs
+    compiled together: the module's time, shared). Inside
+    :func:`compile_together` the addresses are filled in when the group is
+    linked; :meth:`ready` links it early.
     """
 
-    entry: int
-    callbacks: dict[int, int]
     lower_ms: float
-    llvm_ms: float
     ir: str
-    _tracker: Any
+    _lowered: LoweredModule
+    _group: _Group | None = field(default=None, repr=False)
+    llvm_ms: float = 0.0
+    entry: int = 0
+    xdp_entry: int = 0
+    callbacks: dict[int, int] = field(default_factory=dict)
+    _tracker: Any = field(default=None, repr=False)
 
     @property
     def compile_ms(self) -> float:
         return self.lower_ms + self.llvm_ms
 
+    def ready(self) -> CompiledProgram:
+        """Make sure the machine code exists (links a pending group now)."""
+        if self._tracker is None and self._group is not None:
+            self._group.link()
+        return self
+
+    def _resolve(self, tracker: Any, llvm_ms: float) -> None:
+        low = self._lowered
+        self._tracker = tracker
+        self.llvm_ms = llvm_ms
+        self.entry = int(tracker[low.entry]) if low.entry else 0
+        self.xdp_entry = int(tracker[low.xdp_entry]) if low.xdp_entry else 0
+        self.callbacks = {pc: int(tracker[sym]) for pc, sym in low.callbacks.items()}
+        self._group = None
+
+
+class _Group:
+    """Programs waiting to be linked as one module."""
+
+    def __init__(self, opt_level: int) -> None:
+        self.opt_level = opt_level
+        self.inputs: list[ProgramInput] = []
+        self.programs: list[CompiledProgram] = []
+
+    def link(self) -> None:
+        with _LOCK:
+            if not self.programs:
+                return
+            inputs, programs = self.inputs, self.programs
+            self.inputs, self.programs = [], []
+            text, lowered = lower_many(inputs)
+            exports = [s for low in lowered
+                       for s in [low.entry, low.xdp_entry, *low.callbacks.values()] if s]
+            tracker, llvm_ms = _llvm().link(text, exports, self.opt_level)
+            for prog, low in zip(programs, lowered, strict=True):
+                prog._lowered = low
+                prog._resolve(tracker, llvm_ms)
+
 
 _CACHE: OrderedDict[bytes, CompiledProgram] = OrderedDict()
+_GROUPS = threading.local()
 
 
 def cache_clear() -> None:
@@ -135,35 +193,73 @@ def cache_clear() -> None:
         _CACHE.clear()
 
 
-def compile_program(insns: Sequence[Instruction], layout: Layout, imm64: Mapping[int, int],
-                    ctx_loads: Mapping[int, int] | None = None, callbacks: Sequence[int] = (),
-                    *, opt_level: int = 2) -> tuple[CompiledProgram, bool]:
+@contextmanager
+def compile_together(opt_level: int | None = None) -> Iterator[None]:
+    """Programs compiled inside this block (with ``opt_level``, when given, instead of
+    their own) are linked as one LLVM module when it ends."""
+    stack: list[tuple[_Pending, int | None]] = getattr(_GROUPS, "stack", [])
+    _GROUPS.stack = stack
+    groups: dict[int, _Group] = {}
+    stack.append((_Pending(groups), opt_level))
+    try:
+        yield
+    finally:
+        stack.pop()
+        for g in groups.values():
+            g.link()
+
+
+class _Pending:
+    """The groups of one :func:`compile_together` block, by optimisation level."""
+
+    def __init__(self, groups: dict[int, _Group]) -> None:
+        self.groups = groups
+
+    def group(self, level: int) -> _Group:
+        g = self.groups.get(level)
+        if g is None:
+            g = self.groups[level] = _Group(level)
+        return g
+
+
+def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledProgram, bool]:
     """Machine code for a validated program, from the cache when possible.
 
-    The arguments are those of :func:`pyxdp.vm.jit.lower.lower`; returns the
+    ``p.tag`` is ignored (the cache key names the symbols). Returns the
     program and whether it came from the cache.
     """
-    ctx_loads = dict(ctx_loads or {})
-    h = hashlib.sha256(encode(insns))
-    h.update(repr((layout.functions, sorted(imm64.items()), sorted(ctx_loads.items()),
-                   sorted(callbacks), opt_level)).encode())
+    stack: list[tuple[_Pending, int | None]] | None = getattr(_GROUPS, "stack", None)
+    pending: _Pending | None = None
+    if stack:
+        pending, level = stack[-1]
+        if level is not None:
+            opt_level = level
+    h = hashlib.sha256(encode(p.insns))
+    h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
+                   sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
+                   opt_level)).encode())
     key = h.digest()
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit, True
-        state = _llvm()
-        t0 = time.perf_counter()
-        lowered = lower(insns, layout, imm64, ctx_loads=ctx_loads, callbacks=callbacks,
-                        tag="pyxdp")
-        lower_ms = (time.perf_counter() - t0) * 1e3
-        exports = [lowered.entry, *lowered.callbacks.values()]
-        tracker, llvm_ms = state.link(lowered.ir, exports, opt_level)
-        prog = CompiledProgram(
-            entry=int(tracker[lowered.entry]),
-            callbacks={pc: int(tracker[sym]) for pc, sym in lowered.callbacks.items()},
-            lower_ms=lower_ms, llvm_ms=llvm_ms, ir=lowered.ir, _tracker=tracker)
+        tag = "p" + key[:10].hex()
+        p = ProgramInput(p.insns, p.layout, p.imm64, p.ctx_loads, p.callbacks, tag, p.natives,
+                         p.unsafe, p.emit_run)
+        if pending is not None:
+            group = pending.group(opt_level)
+            prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group)
+            group.inputs.append(p)
+            group.programs.append(prog)
+        else:
+            t0 = time.perf_counter()
+            text, (low,) = lower_many([p])
+            lower_ms = (time.perf_counter() - t0) * 1e3
+            prog = CompiledProgram(lower_ms, text, low)
+            exports = [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
+            tracker, llvm_ms = _llvm().link(text, exports, opt_level)
+            prog._resolve(tracker, llvm_ms)
         _CACHE[key] = prog
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)

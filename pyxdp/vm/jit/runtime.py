@@ -21,8 +21,21 @@ are ``lower.CTX_FIELDS`` and friends)::
         u64 *helpers;                /* helper id -> u64 fn(run_ctx *, r1, ..., r5) or 0 */
         u64 nhelpers;
         u64 batch_index;             /* frame being run by the batch loop */
+        u64 *ctx_values;             /* the context field values proven loads read */
+        u64 tail_call, tail_exit;    /* bpf_tail_call's entry; set when it succeeded */
+        u64 stack_dirty;             /* bit d: frame d may hold bytes the next run
+                                        must clear (see lower._zero_fn) */
+        u64 nflags, cpu;             /* NF_* bits for native helpers; the RunContext's CPU */
+        u64 *maps;                   /* map descriptors (lower.MAPDESC_FIELDS) */
+        u64 x_frame, x_frame_sz, x_data, x_data_end, x_data_meta, x_frags;  /* xdp_buff */
+        u64 ri_present, ri_tgt_index, ri_map_id, ri_map_type, ri_flags, ri_map,
+            ri_tv_set, ri_tv;        /* struct bpf_redirect_info of native redirects */
+        u64 *tails, tail_cnt;        /* native tail call targets; calls made so far */
     };
     struct region { u64 base; u64 size; u8 *host; u64 writable; };
+
+Table entries at and past ``nregions`` always have size 0, so native code may
+test any fixed entry without comparing its index to ``nregions`` first.
 
 A program's r10 at call depth d is ``STACK_BASE + d * STACK_FRAME_GAP + 512``
 and the 512 bytes below it are ``stack + d * 512``: the interpreter's fake
@@ -60,16 +73,21 @@ signature ``fn(vm, r1, ..., r5)``; ``vm`` is the :class:`JitProgram`, whose
 ``mem`` (regions plus the live stack frames), ``context`` and
 ``call_function`` behave as the interpreter's. An exception in a helper cannot
 cross native frames: the trampoline parks it, sets ``ST_HELPER`` and the run
-unwinds; ``run`` raises it as the interpreter would have. ``ktime_get_ns`` is
-native (``clock_gettime(CLOCK_MONOTONIC)``, the clock ``time.monotonic_ns``
-reads).
+unwinds; ``run`` raises it as the interpreter would have. A runner may set
+``_hooks`` (:class:`HelperHooks`) to bring state native helpers keep (the XDP
+buffer's edges, the redirect state) into Python's view around each Python
+helper. ``ktime_get_ns`` of :data:`ISA_HELPERS` is native
+(``clock_gettime(CLOCK_MONOTONIC)``, the clock ``time.monotonic_ns`` reads);
+the native twins of the XDP helpers and map operations are set up by
+:class:`pyxdp.vm.jit.xdp.XdpJit`.
 
 Known differences from the interpreter, all outside a verified program's
-behaviour: regions must not overlap (the interpreter's last-hit cache makes
-overlapping lookups history-dependent); a callback started by a helper
-draws on the same budget as the run (the interpreter gives it a fresh count)
-and leaves the caller's r1-r5 as they were; callbacks can only enter pcs an
-ld_imm64 BPF_PSEUDO_FUNC names.
+behaviour: regions must not overlap each other or the stack frames (the
+interpreter's last-hit cache makes overlapping lookups history-dependent, and
+native code tries the region an access most likely hits first); a callback
+started by a helper draws on the same budget as the run (the interpreter gives
+it a fresh count) and leaves the caller's r1-r5 as they were; callbacks can
+only enter pcs an ld_imm64 BPF_PSEUDO_FUNC names.
 """
 
 from __future__ import annotations
@@ -108,17 +126,16 @@ from pyxdp.vm.interpreter import (
 )
 from pyxdp.vm.jit import lower as abi
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
+from pyxdp.vm.jit.lower import MAX_REGIONS, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["MAX_REGIONS", "NATIVE_HELPERS", "PACKET_BASE", "BatchResult", "FrameRegion",
-           "JitProgram"]
+           "HelperHooks", "JitProgram"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 # Where run_batch puts each frame's packet by default: the conformance runner's
 # MEM_BASE, so a vector's memory and a batch frame sit at the same address.
 PACKET_BASE = 0x0000_1000_0000_0000
-# Region table capacity: the regions of a run plus those helpers add.
-MAX_REGIONS = 64
 # Budgets are signed 64-bit in native code; nothing runs 2**62 instructions.
 _BUDGET_CAP = 1 << 62
 
@@ -147,6 +164,16 @@ _HELPER_T = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, *([ctypes.c_uint6
 
 U8Array = npt.NDArray[np.uint8]
 U64Array = npt.NDArray[np.uint64]
+
+
+class HelperHooks:
+    """What a runner does around each Python helper call (see ``JitProgram._hooks``)."""
+
+    def enter(self) -> None:
+        """Before the helper: bring Python's view up to date with native state."""
+
+    def exit(self) -> None:
+        """After it: hand what the helper changed back to native code."""
 
 
 @dataclass(eq=False)
@@ -216,7 +243,9 @@ class JitProgram:
                  helpers: Mapping[int, Helper] | None = None,
                  ld_imm64: Ldimm64Resolver | None = None,
                  ctx_loads: Mapping[int, int] | None = None,
-                 budget: int = DEFAULT_BUDGET, opt_level: int = 2) -> None:
+                 budget: int = DEFAULT_BUDGET, opt_level: int = 2,
+                 _natives: Natives | None = None, _map_table: U64Array | None = None,
+                 _unchecked: bool = False, _emit_run: bool = True) -> None:
         self.insns = tuple(insns)
         self.layout = validate(self.insns)
         # Proven context loads read ctx_values (see Interpreter): one word each.
@@ -231,13 +260,14 @@ class JitProgram:
         imm64, callbacks = self._prepare()
         t0 = time.perf_counter()
         self._code: CompiledProgram
-        self._code, self.cached = compile_program(self.insns, self.layout, imm64,
-                                                  self.ctx_loads, sorted(callbacks),
-                                                  opt_level=opt_level)
+        request = ProgramInput(self.insns, self.layout, imm64, self.ctx_loads,
+                               tuple(sorted(callbacks)), "", _natives or Natives(),
+                               _unchecked, _emit_run)
+        self._code, self.cached = compile_program(request, opt_level=opt_level)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
-        self._entry = _ENTRY_T(self._code.entry)
-        self._batch_fn = _BATCH_T(native_helper_address("pyxdp_batch"))
-        self._callbacks = {pc: _CALLBACK_T(a) for pc, a in self._code.callbacks.items()}
+        self._bound = False
+        self._entry: Any = None
+        self._callbacks: dict[int, Any] = {}
         # Native state, allocated once and reused by every run.
         self._stack = np.zeros(op.MAX_CALL_FRAMES * STACK_SIZE, dtype=np.uint8)
         self._stack_regions = [
@@ -253,6 +283,9 @@ class JitProgram:
         self._ctx.helpers = _address(self._helper_table)
         self._ctx.nhelpers = len(self._helper_table)
         self._ctx.ctx_values = _address(self._ctx_values)
+        # Map descriptors for native helpers (kept alive with the program).
+        self._map_table = _map_table if _map_table is not None else np.zeros(1, np.uint64)
+        self._ctx.maps = _address(self._map_table)
         self._tail = _HELPER_T(self._tail_trampoline())
         self._ctx.tail_call = ctypes.cast(self._tail, ctypes.c_void_p).value or 0
         self._ctx_addr = ctypes.addressof(self._ctx)
@@ -261,6 +294,15 @@ class JitProgram:
         self._pending: BaseException | None = None
         self._run_budget = budget
         self._batch: _BatchState | None = None
+        # Called around every Python helper (the XDP runner keeps its xdp_buff in step).
+        self._hooks: HelperHooks | None = None
+
+    def _bind(self) -> None:
+        """ctypes entry points, once the machine code exists (see compile_together)."""
+        code = self._code.ready()
+        self._entry = _ENTRY_T(code.entry) if code.entry else None
+        self._callbacks = {pc: _CALLBACK_T(a) for pc, a in code.callbacks.items()}
+        self._bound = True
 
     # -- load ----------------------------------------------------------------------
     def _prepare(self) -> tuple[dict[int, int], set[int]]:
@@ -313,7 +355,7 @@ class JitProgram:
     @property
     def code(self) -> CompiledProgram:
         """The machine code: entry addresses, IR, lowering and LLVM times."""
-        return self._code
+        return self._code.ready()
 
     @property
     def ir(self) -> str:
@@ -326,9 +368,16 @@ class JitProgram:
 
         def call(_ctx: int | None, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
             try:
+                hooks = self._hooks
+                if hooks is not None:
+                    hooks.enter()
                 before = self._helper_enter()
+                # A helper may write any frame through vm.mem: the next run clears them all.
+                self._ctx.stack_dirty = M64
                 value = fn(self, r1, r2, r3, r4, r5) & M64
                 self._helper_exit(before)
+                if hooks is not None:
+                    hooks.exit()
                 return value
             except Exception as e:  # noqa: BLE001 - cannot cross native frames; re-raised by run
                 self._park(e, abi.ST_HELPER)
@@ -342,10 +391,16 @@ class JitProgram:
 
         def call(_ctx: int | None, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
             try:
+                hooks = self._hooks
+                if hooks is not None:
+                    hooks.enter()
                 before = self._helper_enter()
+                self._ctx.stack_dirty = M64
                 hook = getattr(self.context, "tail_call", None)
                 result = hook(self, r2, r3 & 0xFFFF_FFFF) if hook is not None else None
                 self._helper_exit(before)
+                if hooks is not None:
+                    hooks.exit()
                 if result is None:
                     return (-2) & M64  # -ENOENT: fall through
                 self._ctx.tail_exit = 1
@@ -388,6 +443,8 @@ class JitProgram:
     def call_function(self, func_addr: int, *args: int) -> int:
         """Call a BPF_PSEUDO_FUNC callback (bpf_loop etc.) from a helper; return r0."""
         target = (func_addr - FUNC_BASE) // 8
+        if not self._bound:
+            self._bind()
         cb = self._callbacks.get(target) if func_addr % 8 == 0 else None
         if cb is None:
             raise HelperFault(f"callback address {func_addr:#x} is not a function")
@@ -425,6 +482,9 @@ class JitProgram:
             w = n * _REGION_WORDS
             table[w], table[w + 1], table[w + 2], table[w + 3] = (
                 r.base, r.size, host, r.writable)
+        # Entries past the end keep size 0 (native code tests fixed entries unguarded).
+        for n in range(start + len(regions), int(self._ctx.nregions)):
+            table[n * _REGION_WORDS + 1] = 0
         self._ctx.nregions = start + len(regions)
         if pin:
             self._pinned.extend(pinned)
@@ -435,6 +495,9 @@ class JitProgram:
         # Drop the buffer exports so callers may resize their bytearrays again; the
         # stale host pointers stay behind nregions = 0 where nothing reads them.
         self._pinned = []
+        table = self._table
+        for n in range(int(self._ctx.nregions)):
+            table[n * _REGION_WORDS + 1] = 0
         self._ctx.nregions = 0
 
     # -- run -----------------------------------------------------------------------
@@ -444,6 +507,10 @@ class JitProgram:
         if trace is not None:
             raise NotSupportedError("the JIT cannot trace instructions; use the interpreter")
         budget = self.budget if budget is None else budget
+        if not self._bound:
+            self._bind()
+        if self._entry is None:
+            raise NotSupportedError("this program was compiled for XDP batches only")
         self._batch = None
         self._regions = list(regions)
         self._load_regions(self._regions)
@@ -524,6 +591,10 @@ class JitProgram:
         Packet writes land in ``frames``.
         """
         budget = self.budget if budget is None else budget
+        if not self._bound:
+            self._bind()
+        if self._entry is None:
+            raise NotSupportedError("this program was compiled for XDP batches only")
         buf = _buffer_view(frames, writable, "frames")
         offs = np.ascontiguousarray(offsets, dtype=np.uint64)
         lens = np.ascontiguousarray(lengths, dtype=np.uint64)
@@ -577,7 +648,8 @@ class JitProgram:
         self._pending = None
         self._ctx.depth = 0
         try:
-            self._batch_fn(self._ctx_addr, ctypes.addressof(desc), self._code.entry)
+            batch_fn = _BATCH_T(native_helper_address("pyxdp_batch"))
+            batch_fn(self._ctx_addr, ctypes.addressof(desc), self._code.entry)
             shared = self._regions[state.nslots:]
         finally:
             self._batch = None
