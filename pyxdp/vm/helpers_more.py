@@ -504,7 +504,7 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
     key_region = Region(f"for_each key of map {m.name or m.id}",
                         SCRATCH_BASE + depth * _SCRATCH_STRIDE, bytearray(m.key_size),
                         writable=False)
-    _publish(vm, lambda: vm.mem.add(key_region))
+    vm.mem.add(key_region)  # engines publish vm.mem before running a callback
     if ctx is not None:
         ctx.scratch.append(key_region)
     visited = 0
@@ -524,29 +524,10 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
             if vm.call_function(r2, r1, key_region.base, value, r3):
                 break
     finally:
-        _publish(vm, lambda: vm.mem.remove(key_region))
+        vm.mem.remove(key_region)
         if ctx is not None:
             ctx.scratch.remove(key_region)
     return visited
-
-
-def _publish(vm: Interpreter, change: Callable[[], None]) -> None:
-    """Change ``vm.mem`` so that the program sees it during callbacks.
-
-    The interpreter reads ``vm.mem`` directly. The JIT keeps its own native
-    region table and republishes ``mem`` only when a helper returns, which is
-    too late for a callback run from inside the helper: its helper-entry and
-    helper-exit steps are run around the change here so native code sees it
-    at once (and, at the end, forgets it).
-    """
-    enter = getattr(vm, "_helper_enter", None)
-    leave = getattr(vm, "_helper_exit", None)
-    if not (callable(enter) and callable(leave)):
-        change()
-        return
-    before = enter()
-    change()
-    leave(before)
 
 
 # -- ring buffers ------------------------------------------------------------------------

@@ -270,6 +270,8 @@ class JitProgram:
         self._callbacks: dict[int, Any] = {}
         # Native state, allocated once and reused by every run.
         self._stack = np.zeros(op.MAX_CALL_FRAMES * STACK_SIZE, dtype=np.uint8)
+        # What native code's region table shows now (see _helper_enter/_helper_exit).
+        self._published: list[_Seen] = []
         self._stack_regions = [
             Region(f"stack frame {n}", STACK_BASE + n * STACK_FRAME_GAP,
                    self._stack[n * STACK_SIZE:(n + 1) * STACK_SIZE].data)
@@ -371,11 +373,12 @@ class JitProgram:
                 hooks = self._hooks
                 if hooks is not None:
                     hooks.enter()
-                before = self._helper_enter()
+                self._helper_enter()
                 # A helper may write any frame through vm.mem: the next run clears them all.
                 self._ctx.stack_dirty = M64
                 value = fn(self, r1, r2, r3, r4, r5) & M64
-                self._helper_exit(before)
+                # Compare with what native code sees now: a callback may have republished.
+                self._helper_exit(self._published)
                 if hooks is not None:
                     hooks.exit()
                 return value
@@ -394,11 +397,11 @@ class JitProgram:
                 hooks = self._hooks
                 if hooks is not None:
                     hooks.enter()
-                before = self._helper_enter()
+                self._helper_enter()
                 self._ctx.stack_dirty = M64
                 hook = getattr(self.context, "tail_call", None)
                 result = hook(self, r2, r3 & 0xFFFF_FFFF) if hook is not None else None
-                self._helper_exit(before)
+                self._helper_exit(self._published)
                 if hooks is not None:
                     hooks.exit()
                 if result is None:
@@ -424,12 +427,14 @@ class JitProgram:
         if self._batch is not None:
             regions = self._batch.live_slots(self._table) + regions[self._batch.nslots:]
         self.mem.reset(regions + self._stack_regions[:int(self._ctx.max_depth) + 1])
-        return _seen(self.mem.regions)
+        self._published = _seen(self.mem.regions)
+        return self._published
 
     def _helper_exit(self, before: list[_Seen]) -> None:
         """Publish what a helper did to the regions (added a map value, moved the packet
         edges as bpf_xdp_adjust_head does) to native code."""
         after = _seen(self.mem.regions)
+        self._published = after
         if after == before:
             return
         stacks = {id(r) for r in self._stack_regions}
@@ -453,6 +458,9 @@ class JitProgram:
         if depth >= op.MAX_CALL_FRAMES:
             raise ProgramFault(f"call depth exceeds {op.MAX_CALL_FRAMES} frames")
         regs = [a & M64 for a in args[:5]] + [0] * (5 - len(args[:5]))
+        # The calling helper may have mapped memory for the callback (a key for
+        # bpf_for_each_map_elem): publish vm.mem to native code before entering it.
+        self._helper_exit(self._published)
         r0 = int(cb(self._ctx_addr, depth, *regs))
         ctx.depth = depth - 1
         if ctx.status:
