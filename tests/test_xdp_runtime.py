@@ -61,7 +61,7 @@ def test_egress_ifindex_for_devmap_programs() -> None:
 
 
 def test_unknown_helper_fails_at_load_naming_it() -> None:
-    with pytest.raises(UnsupportedHelper, match="bpf_skb_store_bytes"):
+    with pytest.raises(UnsupportedHelper, match=r"helper bpf_skb_store_bytes \(#9\)"):
         prog("call 9\nr0 = 0\nexit")
 
 

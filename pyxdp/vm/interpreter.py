@@ -523,5 +523,4 @@ def _insn_text(insns: Sequence[Instruction], pc: int) -> str:
 
 def _helper_name(helper_id: int) -> str:
     from pyxdp.asm.helpers_names import helper_name
-    name = helper_name(helper_id)
-    return f"bpf_{name}" if name else f"unknown helper {helper_id}"
+    return helper_name(helper_id) or f"unknown helper {helper_id}"
