@@ -757,3 +757,12 @@ def test_check_mtu_without_the_ingress_device_in_the_model() -> None:
         # Without ingress_ifindex test_run uses lo, which every model has (MTU 65536).
         assert run(coll, bytes(64))[0] == 0
         assert coll.maps["out"].handle.lookup(bytes(4)) == struct.pack("<I", 65536)
+
+
+def test_trace_printk_formats_like_bpf_bprintf() -> None:
+    """bpf_trace_printk goes through the same formatter as bpf_snprintf (3 arguments)."""
+    from pyxdp.vm.helpers_more import MAX_BPRINTF_BUF, bpf_bprintf
+
+    count, text = bpf_bprintf(b"x=%d y=%x\0", [(-5) & (2**64 - 1), 255, 0],
+                              lambda a, n: None, MAX_BPRINTF_BUF)
+    assert (count, text) == (9, b"x=-5 y=ff\0")  # the count leaves out the NUL

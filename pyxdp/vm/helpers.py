@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["BASE_HELPERS", "RunContext", "TraceLog", "format_printk", "helper", "neg"]
+__all__ = ["BASE_HELPERS", "RunContext", "TraceLog", "helper", "neg"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 # Scratch memory for keys handed to callbacks (bpf_for_each_map_elem).
@@ -264,68 +264,19 @@ def _c_string(vm: Interpreter, addr: int, limit: int = 4096) -> bytes:
     return bytes(out)
 
 
-def format_printk(fmt: bytes, args: list[int], read_str: Callable[[int], bytes]) -> str:
-    """The kernel's ``bpf_bprintf_prepare`` subset: %d %i %u %x %X %c %s %p %% with l/ll/h/hh."""
-    out: list[str] = []
-    i = 0
-    argi = 0
-    text = fmt.split(b"\0", 1)[0]
-    while i < len(text):
-        ch = text[i:i + 1]
-        if ch != b"%":
-            out.append(ch.decode("latin-1"))
-            i += 1
-            continue
-        j = i + 1
-        if text[j:j + 1] == b"%":
-            out.append("%")
-            i = j + 1
-            continue
-        flags = b""
-        while text[j:j + 1] in (b"-", b"+", b" ", b"#", b"0"):
-            flags += text[j:j + 1]
-            j += 1
-        width = b""
-        while text[j:j + 1].isdigit():
-            width += text[j:j + 1]
-            j += 1
-        length = 0  # bits of the argument
-        while text[j:j + 1] in (b"l", b"h", b"z"):
-            length += 1 if text[j:j + 1] == b"l" else 0
-            j += 1
-        conv = text[j:j + 1].decode("latin-1")
-        if conv not in "diuxXcsp" or not conv:
-            raise HelperFault(f"unsupported format directive in {text!r}")
-        if argi >= len(args):
-            raise HelperFault(f"format {text!r} needs more arguments")
-        raw = args[argi]
-        argi += 1
-        spec = "%" + flags.decode() + width.decode()
-        if conv == "s":
-            out.append((spec + "s") % read_str(raw).decode("latin-1"))
-        elif conv == "c":
-            out.append((spec + "c") % chr(raw & 0xFF))
-        elif conv == "p":
-            out.append((spec + "s") % f"{raw:016x}")
-        else:
-            bits = 64 if length else 32
-            v = raw & ((1 << bits) - 1)
-            if conv in "di" and v >> (bits - 1):
-                v -= 1 << bits
-            out.append((spec + ("d" if conv in "diu" else conv)) % v)
-        i = j + 1
-    return "".join(out)
-
-
 @helper(6, "trace_printk")
 def _trace_printk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    size = r2 & 0xFFFF_FFFF
-    fmt = vm.mem.read(r1, size)
-    if not fmt or fmt[-1:] != b"\0" and b"\0" not in fmt:
+    """``bpf_trace_printk``: bpf_bprintf_prepare with 3 arguments, then a 1024-byte
+    bstr_printf, the formatted text going to the trace log."""
+    from pyxdp.vm.helpers_more import MAX_BPRINTF_BUF, bpf_bprintf, memory_reader
+    fmt = vm.mem.read(r1, r2 & 0xFFFF_FFFF)
+    if b"\0" not in fmt:  # the format must be NUL-terminated within fmt_size
         return neg(errno.EINVAL)
-    line = format_printk(fmt, [r3, r4, r5], lambda a: _c_string(vm, a))
-    _ctx(vm).trace.write(line.rstrip("\n"))
-    return len(line.encode("latin-1")) & M64
+    count, text = bpf_bprintf(fmt, [r3, r4, r5], memory_reader(vm), MAX_BPRINTF_BUF)
+    if count < 0:
+        return count & M64
+    _ctx(vm).trace.write(text.rstrip(b"\0").decode("latin-1").rstrip("\n"))
+    return count & M64
 
 
 # -- strncmp ----------------------------------------------------------------------------

@@ -55,6 +55,7 @@ __all__ = ["MAX_BPRINTF_BIN_ARGS", "MAX_BPRINTF_VARARGS", "MemoryReader", "bpf_b
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 MAX_BPRINTF_VARARGS = 12
 MAX_BPRINTF_BIN_ARGS = 512
+MAX_BPRINTF_BUF = 1024  # bstr_printf buffer of bpf_trace_printk
 FIELD_WIDTH_MAX = (1 << 23) - 1  # lib/vsprintf.c clamps widths to this
 
 # -- bpf_bprintf_prepare + bstr_printf ---------------------------------------------------
@@ -429,7 +430,8 @@ def bpf_bprintf(fmt: bytes, args: Sequence[int], read: MemoryReader, size: int
     return out.count, bytes(out.data[:size - 1]) + b"\0"
 
 
-def _reader(vm: Interpreter) -> MemoryReader:
+def memory_reader(vm: Interpreter) -> MemoryReader:
+    """Program memory for the formatters: None where nothing is mapped."""
     def read(addr: int, size: int) -> bytes | None:
         try:
             return vm.mem.read(addr & M64, size)
@@ -445,10 +447,10 @@ def _snprintf(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> i
         return neg(errno.EINVAL)
     raw = vm.mem.read(r4, data_len) if data_len else b""
     args = list(struct.unpack(f"<{data_len // 8}Q", raw))
-    fmt = _read_cstring(_reader(vm), r3, 1 << 16)
+    fmt = _read_cstring(memory_reader(vm), r3, 1 << 16)
     if fmt is None:
         raise HelperFault(f"bpf_snprintf: format at {r3:#x} is not readable")
-    count, written = bpf_bprintf(fmt, args, _reader(vm), str_size)
+    count, written = bpf_bprintf(fmt, args, memory_reader(vm), str_size)
     if count < 0:
         return neg(-count)
     if written:
