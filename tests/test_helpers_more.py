@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from pyxdp.asm import opcodes as op
-from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection
 from pyxdp.maps import PerfBuffer, PerfEventArray, RingBuf
 from pyxdp.net import fib as F
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
-from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.spec import MapSpec
+from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.userspace import UserspaceBackend
 from pyxdp.vm.helpers_more import bpf_bprintf
@@ -38,21 +37,6 @@ def neg(err: int) -> int:
 
 
 # -- running small programs ---------------------------------------------------------------
-
-def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
-    """One XDP program from bpftool-style text; ``map[fd:N]`` names ``maps[N]``."""
-    insns = assemble(text)
-    refs = []
-    for pc, i in enumerate(insns):
-        if i.code == op.OP_LD_IMM64 and i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_FD,
-                                                  op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
-            if i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD:
-                refs.append(MapRef(pc, maps[i.imm].name, "fd"))
-            else:
-                refs.append(MapRef(pc, maps[i.imm].name, "value", insns[pc + 1].imm))
-    prog = ProgramSpec("t", "xdp", insns, license="GPL", map_refs=tuple(refs))
-    return CollectionSpec({"t": prog}, {m.name: m for m in maps}, license="GPL")
-
 
 ENGINE = "auto"
 

@@ -1,0 +1,24 @@
+"""Small XDP programs from assembler text, as CollectionSpecs (for tests and examples)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyxdp.asm import opcodes as op
+from pyxdp.asm.assembler import assemble
+from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+
+__all__ = ["asm_collection"]
+
+
+def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
+    """One XDP program ``t`` from bpftool-style text; ``map[fd:N]`` names ``maps[N]``."""
+    insns = assemble(text)
+    refs = []
+    for pc, i in enumerate(insns):
+        if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD:
+            refs.append(MapRef(pc, maps[i.imm].name, "fd"))
+        elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_MAP_VALUE:
+            refs.append(MapRef(pc, maps[i.imm].name, "value", insns[pc + 1].imm))
+    prog = ProgramSpec("t", "xdp", insns, license="GPL", map_refs=tuple(refs))
+    return CollectionSpec({"t": prog}, {m.name: m for m in maps}, license="GPL")
