@@ -78,6 +78,21 @@ def dev_map_alloc_check(spec: MapSpec, kind: str) -> None:
         raise MapError("map_create", _errno.ENOMEM, f"{kind} too large")
 
 
+def dev_map_alloc_node(ifindex_ok: Callable[[int], bool],
+                       resolve_prog: Callable[[int], int | None] | None,
+                       ifindex: int, fd: int) -> int:
+    """``__dev_map_alloc_node``: the device must exist, a program fd > 0 must resolve;
+    returns the program id (0: none)."""
+    if not ifindex_ok(ifindex):
+        raise einval("update", f"no device with ifindex {ifindex}")
+    if fd <= 0:
+        return 0
+    resolved = resolve_prog(fd) if resolve_prog is not None else None
+    if resolved is None:
+        raise einval("update", f"fd {fd} is not an XDP devmap program")
+    return resolved
+
+
 class _EntryArray(_ArrayOrder):
     """An array of ``(u32, u32)`` entries; slot empty when field 0 is 0."""
 
@@ -150,14 +165,7 @@ class DevMap(_EntryArray):
                 raise einval("update", "a program fd needs an ifindex")
             self.entries[i] = 0
             return
-        if not self.ifindex_ok(ifindex):
-            raise einval("update", f"no device with ifindex {ifindex}")
-        prog_id = 0
-        if fd > 0:
-            resolved = self.resolve_prog(fd) if self.resolve_prog is not None else None
-            if resolved is None:
-                raise einval("update", f"fd {fd} is not an XDP devmap program")
-            prog_id = resolved
+        prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
         self.entries[i] = (ifindex, prog_id)
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
@@ -220,14 +228,7 @@ class DevMapHash(Map):
         old = self.slot.get(idx)
         if old is not None and flags == BPF_NOEXIST:
             raise MapError("update", _errno.EEXIST, f"key {idx} exists")
-        if not self.ifindex_ok(ifindex):
-            raise einval("update", f"no device with ifindex {ifindex}")
-        prog_id = 0
-        if fd > 0:
-            resolved = self.resolve_prog(fd) if self.resolve_prog is not None else None
-            if resolved is None:
-                raise einval("update", f"fd {fd} is not an XDP devmap program")
-            prog_id = resolved
+        prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
         bucket = self.buckets[idx & (self.n_buckets - 1)]
         if old is None:
             if not self._free:
