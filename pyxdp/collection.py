@@ -190,6 +190,18 @@ class Program:
     def section(self) -> str:
         return self.spec.section
 
+    @property
+    def fd(self) -> int:
+        """What a devmap/cpumap value's ``bpf_prog.fd`` takes: the program fd on the
+        kernel, the program id on pyxdp's userspace backend (which has no fds)."""
+        fd = getattr(self.handle, "fd", None)
+        if isinstance(fd, int):
+            return fd
+        prog_id = getattr(self.handle, "id", None)
+        if isinstance(prog_id, int):
+            return prog_id
+        raise TypeError(f"{self.name}: its backend gives programs no fd")
+
     def test_run(self, data_in: bytes, *, ctx_in: bytes | None = None, data_size_out: int = 0,
                  ctx_size_out: int = 0, repeat: int = 1, trace: bool = False) -> TestRunResult:
         return self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,

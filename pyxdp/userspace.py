@@ -9,7 +9,7 @@ above ``vm``, ``maps`` and ``net`` because it is the glue of the three.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
@@ -19,7 +19,7 @@ from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
 from pyxdp.spec import MapSpec, ProgramSpec
-from pyxdp.uapi.bpf import MapFlag
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 
 __all__ = ["UserspaceBackend"]
 
@@ -36,6 +36,9 @@ class UserspaceBackend:
         self.env = env or TestRunEnv()
         self._maps: dict[str, Map] = {}
         self._next_prog_id = 1
+        # Loaded programs by id. User space has no fds: a program's "fd" in a devmap
+        # or cpumap value is its id (Program.fd), resolved here.
+        self.programs: dict[int, XdpProg] = {}
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
         inner = None
@@ -45,6 +48,8 @@ class UserspaceBackend:
         m = self._create(spec, spec.name, flags=flags, inner=inner)
         if hasattr(m, "ifindex_ok"):  # devmaps name devices of this backend, not the host's
             m.ifindex_ok = lambda ifindex: ifindex in self.env.netdevs
+        if hasattr(m, "resolve_prog"):
+            m.resolve_prog = self._entry_prog(spec.type)
         for key, value in spec.contents:
             if isinstance(value, (bytes, bytearray)):
                 m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])
@@ -61,7 +66,22 @@ class UserspaceBackend:
         prog = XdpProg(spec, dict(maps), engine=self.engine)  # type: ignore[arg-type]
         prog.id = self._next_prog_id
         self._next_prog_id += 1
+        self.programs[prog.id] = prog
         return prog
+
+    def _entry_prog(self, map_type: int) -> Callable[[int], int | None]:
+        """A devmap/cpumap entry's program "fd" (a program id here) -> its id, if it is
+        a program of the expected attach type (the kernel refuses others)."""
+        want = BpfAttachType.BPF_XDP_CPUMAP if map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP \
+            else BpfAttachType.BPF_XDP_DEVMAP
+
+        def resolve(fd: int) -> int | None:
+            prog = self.programs.get(fd)
+            if prog is None or prog.spec.expected_attach_type != want:
+                return None
+            return prog.id
+
+        return resolve
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
         set_prog: Any = getattr(m, "set", None)

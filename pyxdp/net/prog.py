@@ -228,7 +228,8 @@ class XdpProg:
     def run_batch(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
                   meta_len: Any = None, rx_queue: Any = 0, ingress_ifindex: Any = 1, *,
                   ctx: RunContext | None = None, cpu: int = 0, repeat: int = 1,
-                  egress_ifindex: int = 0) -> XdpBatchResult:
+                  egress_ifindex: int = 0,
+                  rows: npt.NDArray[np.int64] | None = None) -> XdpBatchResult:
         """Run the program on every frame of ``frames`` (``(N, frame_sz)`` uint8,
         C-contiguous and writable; packet writes land there).
 
@@ -242,7 +243,14 @@ class XdpProg:
         fresh RunContext on ``cpu``) is what helpers see; its redirect state
         carries across frames, as the kernel's per-CPU ``bpf_redirect_info``.
         On the JIT the whole batch is one native call with the GIL released.
+        With ``rows`` (int64 row numbers into ``frames``), frame i is
+        ``frames[rows[i]]``: a poll runs pages scattered over a page pool in place.
         """
+        if rows is not None:
+            rows = np.ascontiguousarray(rows, dtype=np.int64)
+            if rows.ndim != 1 or (rows.size and (int(rows.min()) < 0
+                                                 or int(rows.max()) >= len(frames))):
+                raise ValueError("rows must be row numbers of frames")
         if ctx is None:
             ctx = RunContext(cpu=cpu)
         if ctx.tail_call is None:
@@ -252,7 +260,7 @@ class XdpProg:
             try:
                 out = self.vm.run_batch_xdp(frames, data_off, data_len, meta_len, rx_queue,
                                             ingress_ifindex, ctx=ctx, repeat=repeat,
-                                            egress_ifindex=egress_ifindex)
+                                            egress_ifindex=egress_ifindex, rows=rows)
             finally:
                 self._depth -= 1
             red = out.redirect
@@ -264,16 +272,19 @@ class XdpProg:
                                   out.status != 0, out.fault_pc, out.fault_addr, red[:, 0],
                                   red[:, 1], red[:, 2], red[:, 3], out.done, fault)
         return self._run_batch_interp(frames, data_off, data_len, meta_len, rx_queue,
-                                      ingress_ifindex, ctx, repeat, egress_ifindex)
+                                      ingress_ifindex, ctx, repeat, egress_ifindex, rows)
 
     def _run_batch_interp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
                           meta_len: Any, rx_queue: Any, ingress_ifindex: Any, ctx: RunContext,
-                          repeat: int, egress_ifindex: int = 0) -> XdpBatchResult:
+                          repeat: int, egress_ifindex: int = 0,
+                          rows: npt.NDArray[np.int64] | None = None) -> XdpBatchResult:
         """The reference: XdpBuffs over the frames' rows, one :meth:`run` each."""
         if (not isinstance(frames, np.ndarray) or frames.dtype != np.uint8 or frames.ndim != 2
                 or not frames.flags.c_contiguous or not frames.flags.writeable):
             raise ValueError("frames must be a writable C-contiguous (N, frame_sz) uint8 array")
         n, frame_sz = frames.shape
+        order = list(range(n)) if rows is None else rows.tolist()
+        n = len(order)
 
         def per_frame(v: Any) -> list[int]:
             a = np.asarray(v)
@@ -290,7 +301,7 @@ class XdpProg:
         for i in range(n):
             if off[i] + ln[i] > frame_sz or meta[i] > off[i]:
                 raise ValueError("a frame's data or metadata lies outside the frame")
-            row = cast(bytearray, memoryview(frames[i]).cast("B"))
+            row = cast(bytearray, memoryview(frames[order[i]]).cast("B"))
             xdp = XdpBuff(row, off[i], off[i] + ln[i], off[i] - meta[i], frame_sz,
                           RxQueue(ifx[i], rxq[i], frame_sz), egress_ifindex)
             act = 0

@@ -101,7 +101,7 @@ SLOT_FIELDS = ("region", "host", "offsets", "sizes", "stride", "size")
 XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data_off",
               "data_len", "meta_len", "meta_ok", "frags", "rxq", "ifindex", "egress", "act_out",
               "off_out", "len_out", "meta_out", "status_out", "pc_out", "addr_out",
-              "redirect_out", "done", "tail_cnt0")
+              "redirect_out", "done", "tail_cnt0", "rows")
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
                   "elem_slot", "free", "hdr", "entries")
@@ -1252,7 +1252,7 @@ def _tailcall_fn() -> str:
         "len_out": f.ins(f"add i64 {iop}, 28"), "meta_out": f.ins(f"add i64 {iop}, 32"),
         "status_out": f.ins(f"add i64 {iop}, 36"), "pc_out": f.ins(f"add i64 {iop}, 40"),
         "addr_out": wp, "redirect_out": f.ins(f"add i64 {wp}, 8"), "done": "0",
-        "tail_cnt0": f.cget("%ctx", "tail_cnt"),
+        "tail_cnt0": f.cget("%ctx", "tail_cnt"), "rows": "0",
     }
     for name, v in words.items():
         f.set_word(desc, _X[name], v, "i64", "")
@@ -2597,6 +2597,10 @@ def _xdp_fn(prog: _Prog) -> str:
 
     count, repeat, budget = dw("count"), dw("repeat"), dw("budget")
     frames, stride, frame_sz = dw("frames", "ptr"), dw("stride"), dw("frame_sz")
+    # rows (i64 per frame, or null): frame i is row rows[i] of the frames array, so a
+    # poll can run pages scattered over a page pool without gathering them first.
+    rows = dw("rows", "ptr")
+    has_rows = f.ins(f"icmp ne ptr {rows}, null")
     d_off, d_len, m_len = dw("data_off", "ptr"), dw("data_len", "ptr"), dw("meta_len", "ptr")
     meta_ok, frags, tail0 = dw("meta_ok"), dw("frags"), dw("tail_cnt0")
     rxq, ifindex, egress = dw("rxq", "ptr"), dw("ifindex", "ptr"), dw("egress")
@@ -2610,7 +2614,13 @@ def _xdp_fn(prog: _Prog) -> str:
     f.do("%i = phi i64 [ 0, %entry ], [ %i1, %next ]")
     f.cbr(f.ins(f"icmp ult i64 %i, {count}"), "body", "done")
     f.at("body")
-    frame = f.gep(frames, f.ins(f"mul i64 %i, {stride}"))
+    f.cbr(has_rows, "rw", "rj")
+    f.at("rw")
+    row = f.at_index(rows, "%i", "i64", 8)
+    f.br("rj")
+    f.at("rj")
+    rowi = f.ins(f"phi i64 [ {row}, %rw ], [ %i, %body ]")
+    frame = f.gep(frames, f.ins(f"mul i64 {rowi}, {stride}"))
     data = f.ins(f"zext i32 {f.at_index(d_off, '%i', 'i32', 4)} to i64")
     dlen = f.at_index(d_len, "%i", "i32", 4)
     end = f.ins(f"add i64 {data}, {f.ins(f'zext i32 {dlen} to i64')}")

@@ -194,6 +194,7 @@ class _Sync(HelperHooks):
         self.frame: object = None
         self.frame_len = 0
         self.frames: npt.NDArray[np.uint8] | None = None  # a batch: frame i is a row
+        self.rows: npt.NDArray[np.int64] | None = None  # ... rows[i] when given
         self.ifindex: U32 | None = None
         self.rxq: U32 | None = None
         self.egress = 0
@@ -213,7 +214,7 @@ class _Sync(HelperHooks):
             assert self.ifindex is not None and self.rxq is not None
             frame_sz = self.frames.shape[1]
             rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), frame_sz)
-            row = memoryview(self.frames[i]).cast("B")
+            row = memoryview(self.frames[i if self.rows is None else int(self.rows[i])]).cast("B")
             self.frame, self.frame_len = row, frame_sz
             self.current = XdpBuff(cast(bytearray, row), int(c.x_data), int(c.x_data_end),
                                    int(c.x_data_meta), frame_sz, rxq, self.egress)
@@ -458,7 +459,7 @@ class XdpJit(JitProgram):
         self._ri_out()
         self._hooks = None
         sync = self._sync
-        sync.xdp = sync.frames = sync.current = sync.frame = None
+        sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = None
         sync.index = -1
         self._ctx.nflags = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
@@ -519,18 +520,21 @@ class XdpJit(JitProgram):
     def run_batch_xdp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
                       meta_len: Any = None, rx_queue: Any = 0, ingress_ifindex: Any = 1, *,
                       ctx: RunContext | None = None, repeat: int = 1,
-                      egress_ifindex: int = 0, budget: int | None = None) -> XdpBatchOutput:
+                      egress_ifindex: int = 0, budget: int | None = None,
+                      rows: npt.NDArray[np.int64] | None = None) -> XdpBatchOutput:
         """Run frame i = ``frames[i]`` (a ``(N, frame_sz)`` uint8 array, written in
         place) with data at ``data_off[i]`` for ``data_len[i]`` bytes after
         ``meta_len[i]`` bytes of metadata, ``repeat`` times each (state carried, as
         test_run's repeat). Faults make that frame XDP_ABORTED with a fault record
-        and the batch goes on."""
+        and the batch goes on. With ``rows`` (int64, checked by the caller to be
+        row numbers of ``frames``) frame i is ``frames[rows[i]]`` instead."""
         budget = self.budget if budget is None else budget
         flags = frames.flags if isinstance(frames, np.ndarray) else None
         if (flags is None or frames.dtype != np.uint8 or frames.ndim != 2
                 or not flags.c_contiguous or not flags.writeable):
             raise ValueError("frames must be a writable C-contiguous (N, frame_sz) uint8 array")
-        n, frame_sz = frames.shape
+        nrows, frame_sz = frames.shape
+        n = nrows if rows is None else len(rows)
         if frame_sz > 0xFFFF_FFFF:
             raise ValueError("frames larger than 4 GiB")
         off, a_off = self._u32(data_off, n, "data_off")
@@ -554,13 +558,14 @@ class XdpJit(JitProgram):
         self._begin(ctx)
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, ifx, rxq, egress_ifindex
+        sync.rows = rows
         d = self._descn
         # XDP_FIELDS order, in one assignment (ctypes attributes one by one cost more).
         d[:] = (n, max(repeat, 1), min(max(budget, 0), 1 << 62), _addr(frames) if n else 0,
                 frame_sz, frame_sz, a_off, a_ln, a_meta, 1, 0, a_rxq, a_ifx,
                 egress_ifindex & M64, a_small, a_small + 4 * n, a_small + 8 * n,
                 a_small + 12 * n, a_small + 16 * n, a_small + 20 * n, a_wide, a_wide + 8 * n, 0,
-                0)
+                0, 0 if rows is None else _addr(rows))
         try:
             if n:
                 self._xdp_fn(self._ctx_addr, self._descn_addr)

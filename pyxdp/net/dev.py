@@ -1,0 +1,231 @@
+"""Generic (skb-mode) XDP: ``netif_receive_generic_xdp``, ``do_xdp_generic``,
+``generic_xdp_tx`` and ``xdp_do_generic_redirect`` (``net/core/dev.c``,
+``net/core/filter.c``).
+
+A device with a generic program runs it on skbs, after the stack has built
+them: each skb is linearised into its own page with its headroom expanded to
+256 bytes (``pskb_expand_head``: the copy the native path never makes), the
+program sees the Ethernet header, and then the kernel's write-back happens in
+its order - head moved (``__skb_pull``/``__skb_push``), tail moved
+(``__skb_trim``/``__skb_put``), the L2 header re-parsed when the program
+changed the EtherType or the destination's host/broadcast class
+(``eth_type_trans``), metadata kept (``skb_metadata_set``). Verdicts: PASS on
+to the stack; DROP frees; ABORTED and unknown verdicts fire ``xdp_exception``
+and free; TX is ``generic_xdp_tx`` (``dev_queue_xmit`` on the same device, one
+skb at a time, no bulk queue); REDIRECT is ``xdp_do_generic_redirect`` - one
+skb at a time, no bulking, no ``xdp_frame``: devmap/devmap_hash
+(``dev_map_generic_redirect``, broadcast with skb clones, the entry's program
+run on the skb), an ifindex, or a cpumap (the skb queued to the entry's
+ring). ``xdp_redirect``/``xdp_redirect_err`` fire per skb.
+
+Programs run on the batch of skbs the device received in one call (one
+``run_batch``); everything after runs per verdict group with numpy.
+Simplified: a cpumap entry receives the skb as an order-0 ``xdp_frame`` (the
+kernel queues the skb itself and runs the entry program in skb mode).
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyxdp.maps.base import map_by_id
+from pyxdp.maps.cpumap import CpuMap
+from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
+from pyxdp.net.frames import KIND_FRAME, Frames
+from pyxdp.net.stack import SkbBatch
+from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp_mem import MEM_TYPE_PAGE_ORDER0, xdp_convert_buff_to_frame
+from pyxdp.uapi.bpf import BpfMapType, XdpAction
+
+if TYPE_CHECKING:
+    from pyxdp.net.netdevice import NetDevice
+
+__all__ = ["netif_receive_skb_list"]
+
+_DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+INT_MAX = 0x7FFF_FFFF
+SKB_TAILROOM = 320  # skb_shared_info at the end of the linear buffer
+
+
+def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch) -> None:
+    """Skbs received on ``dev``: generic XDP (if attached), then the stack."""
+    prog = dev.xdp_generic
+    host = dev.host
+    if prog is None or not len(batch):
+        dev.stats.rx_packets += len(batch)
+        dev.stats.rx_bytes += int(batch.length.sum())
+        host.stack.netif_receive_skb_list(batch)
+        return
+    from pyxdp.net.napi import run_xdp
+    sysmem = host.memmap.system
+    with host.lock:
+        n = len(batch)
+        dev.stats.rx_packets += n
+        dev.stats.rx_bytes += int(batch.length.sum())
+        pages = sysmem.alloc_pages_bulk(n)
+        if len(pages) < n:  # no memory for the expanded head: the skbs are dropped
+            dev.stats.rx_dropped += n - len(pages)
+            n = len(pages)
+        rows = sysmem.local(pages)
+        width = min(batch.data.shape[1], sysmem.page_size - XDP_PACKET_HEADROOM - SKB_TAILROOM)
+        if int(batch.length[:n].max(initial=0)) > width:
+            sysmem.put_pages(pages)
+            raise ValueError(f"{dev.name}: skbs above {width} bytes cannot be linearised "
+                             f"into one page")
+        sysmem.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
+            batch.data[:n, :width]
+        frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
+        v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=0, ctx=dev.rx[0].ctx,
+                    faults=dev.faults, where=f"{dev.name} generic")
+        act = v.action
+        dev.stats.xdp_packets += n
+        host.tracer.xdp_exception.fire_actions(act, prog_id=prog.id, ifindex=dev.ifindex)
+        out = host.frames_to_skbs(frames, dev.ifindex)
+        out.queue[:] = batch.queue[:n]
+        sysmem.put_pages(pages)  # the skb heads: freed (or, below, copied on)
+    # The L2 re-parse (eth_type_trans after a changed header) needs nothing more:
+    # the stack model parses every skb from the bytes the program left.
+    passed = act == XdpAction.XDP_PASS
+    dev.stats.xdp_pass += int(passed.sum())
+    dev.stats.xdp_drops += int((act == XdpAction.XDP_DROP).sum())
+    if passed.any():
+        host.stack.netif_receive_skb_list(_select(out, passed))
+    tx = act == XdpAction.XDP_TX
+    if tx.any():
+        dev.stats.xdp_tx += int(tx.sum())
+        for i in np.flatnonzero(tx).tolist():  # generic_xdp_tx: one skb at a time
+            dev.xmit_skbs(_select(out, np.array([i])))
+    red = act == XdpAction.XDP_REDIRECT
+    if red.any():
+        dev.stats.xdp_redirect += int(red.sum())
+        for i in np.flatnonzero(red).tolist():
+            _generic_redirect(dev, prog.id, _select(out, np.array([i])), int(v.map_id[i]),
+                              int(v.map_type[i]), int(v.index[i]), int(v.flags[i]))
+
+
+def _select(b: SkbBatch, sel: np.ndarray) -> SkbBatch:
+    return SkbBatch(b.data[sel], b.length[sel], b.ifindex[sel], b.queue[sel],
+                    [b.meta[int(i)] for i in np.arange(len(b))[sel].tolist()])
+
+
+def _fire(dev: NetDevice, prog_id: int, err: int, to_ifindex: int, map_id: int,
+          index: int) -> None:
+    tr = dev.host.tracer
+    if err:
+        tr.xdp_redirect_err.fire(prog_id, dev.ifindex, to_ifindex, map_id, index, err)
+    else:
+        tr.xdp_redirect.fire(prog_id, dev.ifindex, to_ifindex, map_id, index)
+
+
+def _ok_fwd(target: NetDevice | None, skb: SkbBatch) -> int:
+    if target is None:
+        return -errno.EINVAL
+    if not target.up:
+        return -errno.ENETDOWN
+    if int(skb.length[0]) > target.mtu + 14:
+        return -errno.EMSGSIZE
+    return 0
+
+
+def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, map_type: int,
+                      index: int, flags: int) -> None:
+    """``xdp_do_generic_redirect`` of one skb."""
+    host = dev.host
+    if map_type == 0 and map_id == INT_MAX:  # bpf_redirect(ifindex)
+        target = host.devices.get(index)
+        err = _ok_fwd(target, skb)
+        _fire(dev, prog_id, err, index, INT_MAX, 0)
+        if not err and target is not None:
+            target.xmit_skbs(_retarget(skb, target.ifindex))
+        return
+    m = map_by_id(map_id)
+    if map_type in _DEVMAPS:
+        from pyxdp.net.napi import _all_entries, _devmap_entries
+        if flags & BPF_F_BROADCAST:
+            targets = [(i, p) for i, p in _all_entries(m)
+                       if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]
+            _fire(dev, prog_id, 0, 0, map_id, index)
+            for ifx, pid in targets:  # dev_map_redirect_multi: a clone per target
+                t = host.devices.get(ifx)
+                if _ok_fwd(t, skb) == 0 and t is not None:
+                    _xmit_devmap(dev, t, pid, skb)
+            return
+        ifxs, pids = _devmap_entries(m, np.array([index], np.int64))
+        to = int(ifxs[0])
+        target = host.devices.get(to) if to else None
+        err = _ok_fwd(target, skb)
+        _fire(dev, prog_id, err, to, map_id, index)
+        if not err and target is not None:
+            _xmit_devmap(dev, target, int(pids[0]), skb)
+        return
+    if map_type == int(BpfMapType.BPF_MAP_TYPE_CPUMAP) and isinstance(m, CpuMap):
+        if not m.qsize_at(index):
+            _fire(dev, prog_id, -errno.EINVAL, 0, map_id, index)
+            return
+        _fire(dev, prog_id, 0, 0, map_id, index)
+        _skb_to_cpumap(dev, m, index, skb)
+        return
+    _fire(dev, prog_id, -errno.EOPNOTSUPP if map_type == int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
+          else -errno.EINVAL, 0, map_id, index)
+
+
+def _retarget(skb: SkbBatch, ifindex: int) -> SkbBatch:
+    return SkbBatch(skb.data, skb.length, np.full(len(skb), ifindex, np.int64), skb.queue,
+                    skb.meta)
+
+
+def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch) -> None:
+    """``dev_map_generic_redirect``: the entry program on the skb, then xmit."""
+    host = dev.host
+    if prog_id:
+        prog = host.program_by_id(prog_id)
+        if prog is not None:
+            from pyxdp.net.napi import run_xdp
+            sysmem = host.memmap.system
+            with host.lock:
+                pages = sysmem.alloc_pages_bulk(1)
+                if not len(pages):
+                    return
+                row = sysmem.local(pages)
+                ln = int(skb.length[0])
+                sysmem.pages[row[0], XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = \
+                    skb.data[0, :ln]
+                f = Frames.make(pages, XDP_PACKET_HEADROOM, [ln])
+                v = run_xdp(prog, host, f, ifindex=dev.ifindex, queue=0, ctx=dev.rx[0].ctx,
+                            egress_ifindex=target.ifindex, faults=target.faults,
+                            where=f"{target.name} devmap egress (generic)")
+                skb = host.frames_to_skbs(f, target.ifindex)
+                sysmem.put_pages(pages)
+            if int(v.action[0]) != XdpAction.XDP_PASS:
+                if int(v.action[0]) != XdpAction.XDP_DROP:
+                    host.tracer.xdp_exception.fire(prog.id, int(v.action[0]), target.ifindex)
+                return
+    target.xmit_skbs(_retarget(skb, target.ifindex))
+
+
+def _skb_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skb: SkbBatch) -> None:
+    """``cpu_map_generic_redirect``: the skb (as an order-0 frame) into the entry's ring."""
+    from pyxdp.net.cpumap import cpumap_runtime
+    host = dev.host
+    sysmem = host.memmap.system
+    with host.lock:
+        pages = sysmem.alloc_pages_bulk(1)
+        if not len(pages):
+            return
+        row = sysmem.local(pages)
+        ln = int(skb.length[0])
+        sysmem.pages[row[0], XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = skb.data[0, :ln]
+        st = xdp_convert_buff_to_frame(pages, XDP_PACKET_HEADROOM, ln, 0,
+                                       mem_type=MEM_TYPE_PAGE_ORDER0, memmap=host.memmap)
+        if st[0] != 0:
+            sysmem.put_pages(pages)
+            return
+        from pyxdp.net.xdp_mem import xdp_frames_set_dev_rx
+        xdp_frames_set_dev_rx(pages, dev.ifindex, memmap=host.memmap)
+        rt = cpumap_runtime(host, m, cpu)
+    rt.flush_to_queue(Frames(pages, np.array([XDP_PACKET_HEADROOM], np.int64),
+                             np.array([ln], np.int64), np.zeros(1, np.int64),
+                             np.full(1, KIND_FRAME, np.int64)))

@@ -1,0 +1,109 @@
+"""Batches of frames in flight: the datapath's vector of ``xdp_buff``/``xdp_frame``.
+
+A :class:`Frames` is a structure of numpy arrays, one element per frame: the
+pfn of its page (see :mod:`pyxdp.net.page_pool`), the offset of ``data`` in
+that page, the packet length and the metadata length, and whether the page
+already holds a converted ``struct xdp_frame`` (a frame redirected or
+transmitted from another device) or is still a driver's ``xdp_buff``.
+Every datapath stage takes and returns whole batches; nothing here loops
+over packets in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["KIND_BUFF", "KIND_FRAME", "FrameRing", "Frames"]
+
+I64 = npt.NDArray[np.int64]
+KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
+KIND_FRAME = 1  # a struct xdp_frame at the page start (it came through ndo_xdp_xmit)
+
+
+@dataclass(eq=False)
+class Frames:
+    pfn: I64
+    data: I64
+    length: I64
+    meta: I64
+    kind: I64
+
+    def __len__(self) -> int:
+        return len(self.pfn)
+
+    @classmethod
+    def empty(cls) -> Frames:
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, z, z)
+
+    @classmethod
+    def make(cls, pfn: npt.ArrayLike, data: npt.ArrayLike, length: npt.ArrayLike,
+             meta: npt.ArrayLike = 0, kind: int = KIND_BUFF) -> Frames:
+        p = np.asarray(pfn, np.int64).reshape(-1)
+        n = len(p)
+
+        def col(v: npt.ArrayLike) -> I64:
+            a = np.asarray(v, np.int64)
+            return np.full(n, int(a), np.int64) if a.ndim == 0 else a.reshape(-1).copy()
+
+        return cls(p.copy(), col(data), col(length), col(meta), np.full(n, kind, np.int64))
+
+    def select(self, sel: npt.NDArray[np.bool_] | npt.NDArray[np.intp] | slice) -> Frames:
+        return Frames(self.pfn[sel], self.data[sel], self.length[sel], self.meta[sel],
+                      self.kind[sel])
+
+    @staticmethod
+    def concat(parts: Sequence[Frames]) -> Frames:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Frames.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return Frames(*(np.concatenate([getattr(p, f) for p in parts])
+                        for f in ("pfn", "data", "length", "meta", "kind")))
+
+
+class FrameRing:
+    """A bounded FIFO of frames (a NIC rx descriptor ring, veth's ``xdp_ring``,
+    a cpumap entry's ``ptr_ring``): whole batches in, whole batches out."""
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError(f"ring size must be > 0, not {size}")
+        self.size = size
+        self._cols = np.zeros((5, size), np.int64)
+        self._head = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def free(self) -> int:
+        return self.size - self._count
+
+    def produce(self, f: Frames) -> int:
+        """Queue as many of ``f`` as fit (in order); returns how many were taken."""
+        k = min(len(f), self.size - self._count)
+        if k <= 0:
+            return 0
+        pos = (self._head + self._count + np.arange(k)) % self.size
+        c = self._cols
+        c[0, pos], c[1, pos], c[2, pos] = f.pfn[:k], f.data[:k], f.length[:k]
+        c[3, pos], c[4, pos] = f.meta[:k], f.kind[:k]
+        self._count += k
+        return k
+
+    def consume(self, n: int) -> Frames:
+        k = min(n, self._count)
+        if k <= 0:
+            return Frames.empty()
+        pos = (self._head + np.arange(k)) % self.size
+        c = self._cols[:, pos]
+        self._head = (self._head + k) % self.size
+        self._count -= k
+        return Frames(c[0], c[1], c[2], c[3], c[4])

@@ -1,0 +1,611 @@
+"""Network devices and hosts: ``struct net_device`` (``include/linux/netdevice.h``),
+XDP attach (``dev_xdp_attach`` in ``net/core/dev.c``) and veth pairs
+(``drivers/net/veth.c``).
+
+A :class:`Host` is one network namespace: its own ifindex space (``lo`` is
+1), its page memory (:class:`~pyxdp.net.page_pool.MemMap`), memory model
+registry, tracepoints, host stack, and a userspace backend whose programs
+and maps the datapath runs (``host.load(obj)``). Devices:
+
+- :meth:`Host.add_device` - a NIC: frames given to :meth:`NetDevice.receive`
+  (or pulled from a :class:`~pyxdp.net.source.TrafficGenerator`) are DMA'd
+  into pages of the rx queue's page pool; what it transmits reaches its
+  ``wire`` sinks (:class:`~pyxdp.net.source.Collector`, a pcapng writer...).
+- :meth:`Host.veth` - a veth pair: what one end transmits, the other end
+  receives. As in veth.c, frames sent by the stack are copied into a page of
+  the receiving queue's pool when that end runs XDP, and frames sent by XDP
+  (``ndo_xdp_xmit``: XDP_TX, redirect) travel as ``xdp_frame`` s through the
+  peer's 256-entry ``xdp_ring`` - refused with ``-ENXIO`` when the peer's NAPI
+  is off (no XDP program and GRO off), dropped when the ring is full.
+
+:meth:`NetDevice.attach_xdp` follows ``dev_xdp_attach``: native
+(``XDP_FLAGS_DRV_MODE``) and generic (``XDP_FLAGS_SKB_MODE``) programs are
+mutually exclusive (``-EEXIST``), ``XDP_FLAGS_UPDATE_IF_NOEXIST`` refuses to
+replace (``-EBUSY``), ``XDP_FLAGS_REPLACE`` needs the expected program to be
+the attached one (``-EEXIST``), devmap/cpumap programs cannot be attached
+(``-EINVAL``). The receive path itself is :mod:`pyxdp.net.napi` (native) and
+:mod:`pyxdp.net.dev` (generic).
+
+Simplified: no qdiscs, no multicast lists, carrier = admin state, one
+"CPU" per thread; the device's ``xdp_features`` are fixed by its kind.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import IntFlag
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyxdp.collection import Collection, Program
+from pyxdp.errors import KernelError
+from pyxdp.net import trace as _trace
+from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, FrameRing, Frames
+from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
+from pyxdp.net.prog import XdpProg
+from pyxdp.net.stack import SkbBatch, Stack
+from pyxdp.net.test_run import NetdevInfo, TestRunEnv
+from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp_mem import (
+    XdpMemRegistry,
+    XdpRxqInfo,
+    xdp_return_frames,
+    xdp_rxq_info_attach_page_pool,
+    xdp_rxq_info_reg,
+    xdp_rxq_info_unreg,
+)
+from pyxdp.spec import CollectionSpec
+from pyxdp.uapi.bpf import BpfAttachType
+from pyxdp.vm.helpers import RunContext
+
+if TYPE_CHECKING:
+    from pyxdp.net.cpumap import CpuMapRuntime
+    from pyxdp.net.source import TrafficGenerator
+
+__all__ = ["Host", "NetDevice", "NetdevRxQueue", "NetdevStats", "Veth", "XdpFlags",
+           "XdpFeatures"]
+
+ETH_HLEN = 14
+VETH_RING_SIZE = 256  # veth's per-queue xdp_ring (ptr_ring) size
+NIC_RING_SIZE = 1024  # rx descriptors of a pyxdp NIC queue
+POOL_PAGES = 4096  # pages per rx queue page pool (16 MiB, committed as touched)
+
+
+class XdpFlags(IntFlag):
+    """``XDP_FLAGS_*`` of ``include/uapi/linux/if_link.h``."""
+
+    XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
+    XDP_FLAGS_SKB_MODE = 1 << 1
+    XDP_FLAGS_DRV_MODE = 1 << 2
+    XDP_FLAGS_HW_MODE = 1 << 3
+    XDP_FLAGS_REPLACE = 1 << 4
+
+
+class XdpFeatures(IntFlag):
+    """``enum netdev_xdp_act`` (``include/uapi/linux/netdev.h``)."""
+
+    NETDEV_XDP_ACT_BASIC = 1 << 0
+    NETDEV_XDP_ACT_REDIRECT = 1 << 1
+    NETDEV_XDP_ACT_NDO_XMIT = 1 << 2
+    NETDEV_XDP_ACT_XSK_ZEROCOPY = 1 << 3
+    NETDEV_XDP_ACT_HW_OFFLOAD = 1 << 4
+    NETDEV_XDP_ACT_RX_SG = 1 << 5
+    NETDEV_XDP_ACT_NDO_XMIT_SG = 1 << 6
+
+
+_ALL_FEATURES = (XdpFeatures.NETDEV_XDP_ACT_BASIC | XdpFeatures.NETDEV_XDP_ACT_REDIRECT
+                 | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT | XdpFeatures.NETDEV_XDP_ACT_RX_SG
+                 | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG)
+
+
+def _fail(err: int, detail: str) -> KernelError:
+    return KernelError("xdp attach", err, detail)
+
+
+@dataclass
+class NetdevStats:
+    """``struct rtnl_link_stats64`` counters the model keeps (``ip -s link``)."""
+
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    rx_dropped: int = 0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    tx_dropped: int = 0
+    # XDP counters of the driver (veth's xdp_* ethtool stats).
+    xdp_packets: int = 0
+    xdp_drops: int = 0
+    xdp_tx: int = 0
+    xdp_tx_errors: int = 0
+    xdp_redirect: int = 0
+    xdp_aborted: int = 0
+    xdp_pass: int = 0
+
+
+@dataclass(eq=False)
+class NetdevRxQueue:
+    """One rx queue: its descriptor ring, page pool, ``xdp_rxq_info`` and NAPI state."""
+
+    dev: NetDevice
+    index: int
+    pool: PagePool
+    rxq: XdpRxqInfo
+    ring: FrameRing
+    ctx: RunContext
+    source: TrafficGenerator | None = None
+    # Frames of the stack waiting to be copied into pool pages (veth_xmit's skbs).
+    polls: int = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self.ring) + (1 if self.source is not None and self.source.active else 0)
+
+
+class NetDevice:
+    """``struct net_device``: a NIC model (use :class:`Host.add_device`)."""
+
+    kind = "nic"
+
+    def __init__(self, host: Host, ifindex: int, name: str, *, mac: bytes, mtu: int,
+                 rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE) -> None:
+        self.host = host
+        self.ifindex = ifindex
+        self.name = name
+        self.mac = mac
+        self.mtu = mtu
+        self.up = True
+        self.gro = False
+        self.num_tx_queues = tx_queues
+        self.xdp_features = _ALL_FEATURES
+        self.stats = NetdevStats()
+        self.xdp_prog: XdpProg | None = None  # native (driver) mode
+        self.xdp_generic: XdpProg | None = None  # generic (skb) mode
+        self.wire: list[Callable[[NetDevice, SkbBatch], None]] = []
+        self.faults: list[str] = []  # clear reports of aborted runs (bounded)
+        self.rx: list[NetdevRxQueue] = []
+        for q in range(rx_queues):
+            pool = PagePool(POOL_PAGES, memmap=host.memmap, name=f"{name}-rx{q}",
+                            napi_local=False)
+            rxq = XdpRxqInfo()
+            xdp_rxq_info_reg(rxq, ifindex, q, registry=host.mem_registry)
+            xdp_rxq_info_attach_page_pool(rxq, pool)
+            self.rx.append(NetdevRxQueue(self, q, pool, rxq, FrameRing(ring_size),
+                                         RunContext(cpu=q % host.nr_cpus, fib=host.env.fib)))
+
+    def __repr__(self) -> str:
+        mode = "native" if self.xdp_prog else "generic" if self.xdp_generic else "none"
+        return f"<{type(self).__name__} {self.ifindex}: {self.name} xdp={mode}>"
+
+    # -- XDP attach ------------------------------------------------------------------
+    def attach_xdp(self, prog: Program | XdpProg, mode: str = "native", *, flags: int = 0,
+                   expected: Program | XdpProg | None = None) -> None:
+        """``dev_xdp_attach``: attach ``prog`` in ``mode`` ("native" or "generic")."""
+        p = _xdp_prog(prog)
+        if mode not in ("native", "generic"):
+            raise _fail(errno.EOPNOTSUPP, f"mode {mode!r}: pyxdp devices have native and "
+                                          f"generic XDP (no offload)")
+        if flags & ~int(XdpFlags.XDP_FLAGS_UPDATE_IF_NOEXIST | XdpFlags.XDP_FLAGS_REPLACE):
+            raise _fail(errno.EINVAL, f"unknown flags {flags:#x} (mode goes in mode=)")
+        if p.spec.expected_attach_type in (BpfAttachType.BPF_XDP_DEVMAP,
+                                           BpfAttachType.BPF_XDP_CPUMAP):
+            raise _fail(errno.EINVAL, "devmap and cpumap programs cannot be attached to a "
+                                      "device")
+        other = self.xdp_generic if mode == "native" else self.xdp_prog
+        if other is not None:
+            raise _fail(errno.EEXIST, "native and generic XDP can't be active at the same time")
+        cur = self.xdp_prog if mode == "native" else self.xdp_generic
+        if flags & XdpFlags.XDP_FLAGS_REPLACE:
+            want = _xdp_prog(expected) if expected is not None else None
+            if cur is not want:
+                raise _fail(errno.EEXIST, "expected program ID does not match")
+        elif expected is not None:
+            raise _fail(errno.EINVAL, "expected= needs XDP_FLAGS_REPLACE")
+        if cur is not None and flags & XdpFlags.XDP_FLAGS_UPDATE_IF_NOEXIST:
+            raise _fail(errno.EBUSY, "XDP program already attached")
+        if cur is not None and cur is p:
+            return
+        if mode == "native":
+            self.xdp_prog = p
+        else:
+            self.xdp_generic = p
+
+    def detach_xdp(self, mode: str | None = None) -> None:
+        """Detach the program of ``mode`` (None: whichever is attached)."""
+        if mode in (None, "native"):
+            self.xdp_prog = None
+        if mode in (None, "generic"):
+            self.xdp_generic = None
+
+    def xdp_query(self) -> dict[str, Any]:
+        """What ``ip link`` shows: mode and program id (0 when none)."""
+        if self.xdp_prog is not None:
+            return {"mode": "native", "prog_id": self.xdp_prog.id,
+                    "prog": self.xdp_prog.spec.name}
+        if self.xdp_generic is not None:
+            return {"mode": "generic", "prog_id": self.xdp_generic.id,
+                    "prog": self.xdp_generic.spec.name}
+        return {"mode": "none", "prog_id": 0, "prog": ""}
+
+    @property
+    def napi_enabled(self) -> bool:
+        """Whether the device polls with NAPI for XDP frames (veth: XDP or GRO on)."""
+        return True
+
+    # -- receive side --------------------------------------------------------------
+    def receive(self, packets: list[bytes] | SkbBatch, queue: int = 0) -> int:
+        """Frames arriving from the wire on rx ``queue`` (the NIC DMA): copied into
+        page pool pages and queued for the next poll. Returns how many were
+        taken; the rest are rx_dropped (ring full)."""
+        batch = packets if isinstance(packets, SkbBatch) else \
+            SkbBatch.from_packets(packets, self.ifindex, queue)
+        return self._dma(self.rx[queue], batch)
+
+    def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
+        n = min(len(batch), rq.ring.free)
+        if n < len(batch):
+            self.stats.rx_dropped += len(batch) - n
+        if n <= 0:
+            return 0
+        lens = batch.length[:n]
+        too_big = lens > PAGE_SIZE - XDP_PACKET_HEADROOM - 320
+        if too_big.any():
+            raise ValueError(f"{self.name}: frames above {PAGE_SIZE - XDP_PACKET_HEADROOM - 320}"
+                             f" bytes need multi-buffer XDP, which pyxdp devices do not do")
+        pfns = rq.pool.alloc_bulk(n)
+        if len(pfns) < n:  # the pool ran dry: the NIC drops what it cannot place
+            self.stats.rx_dropped += n - len(pfns)
+            n = len(pfns)
+        rows = rq.pool.local(pfns)
+        width = min(batch.data.shape[1], PAGE_SIZE - XDP_PACKET_HEADROOM)
+        rq.pool.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
+            batch.data[:n, :width]
+        rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens[:n]))
+        return n
+
+    # -- transmit side -------------------------------------------------------------
+    def xmit_skbs(self, batch: SkbBatch) -> None:
+        """``dev_queue_xmit`` of a list of skbs: to the wire."""
+        if not self.up:
+            self.stats.tx_dropped += len(batch)
+            return
+        self.stats.tx_packets += len(batch)
+        self.stats.tx_bytes += int(batch.length.sum())
+        for sink in self.wire:
+            sink(self, batch)
+
+    def ndo_xdp_xmit(self, frames: Frames) -> int:
+        """Transmit ``xdp_frame`` s; returns how many were sent (the rest stay the
+        caller's to free, as in the kernel). A NIC sends them to the wire and
+        returns the memory at tx completion."""
+        if not self.up:
+            return -errno.ENETDOWN
+        n = len(frames)
+        if not n:
+            return 0
+        batch = self.host.frames_to_skbs(frames, self.ifindex, copy_only=True)
+        xdp_return_frames(frames.pfn, memmap=self.host.memmap)  # tx completion
+        self.xmit_skbs(batch)
+        return n
+
+    def transmit(self, packets: list[bytes]) -> None:
+        """Send ``packets`` from this device's stack (an ``AF_PACKET`` send)."""
+        self.xmit_skbs(SkbBatch.from_packets(packets, self.ifindex))
+
+    def close(self) -> None:
+        for rq in self.rx:
+            # Frames still queued belong to their pools: give them back first.
+            rest = rq.ring.consume(len(rq.ring))
+            self.host.drop_frames(rest, rq, direct=False)
+            xdp_rxq_info_unreg(rq.rxq, registry=self.host.mem_registry)
+            rq.pool.destroy()
+
+
+class Veth(NetDevice):
+    """One end of a veth pair (``drivers/net/veth.c``)."""
+
+    kind = "veth"
+
+    def __init__(self, host: Host, ifindex: int, name: str, **kw: Any) -> None:
+        super().__init__(host, ifindex, name, ring_size=VETH_RING_SIZE, **kw)
+        self.peer: Veth | None = None
+
+    @property
+    def napi_enabled(self) -> bool:
+        return self.up and (self.xdp_prog is not None or self.gro)
+
+    def xmit_skbs(self, batch: SkbBatch) -> None:
+        """``veth_xmit``: the peer receives the skbs."""
+        peer = self.peer
+        assert peer is not None
+        if not self.up or not peer.up:
+            self.stats.tx_dropped += len(batch)
+            return
+        self.stats.tx_packets += len(batch)
+        self.stats.tx_bytes += int(batch.length.sum())
+        for sink in self.wire:
+            sink(self, batch)
+        if peer.xdp_prog is not None:
+            # veth_xdp_rx: into the peer's xdp_ring; veth_convert_skb_to_xdp_buff
+            # copies it into a page of the queue's page pool for the program.
+            queue = 0
+            peer._dma(peer.rx[queue], SkbBatch(batch.data, batch.length,
+                                               np.full(len(batch), peer.ifindex, np.int64),
+                                               batch.queue, batch.meta))
+        else:
+            peer.host.netif_receive(peer, SkbBatch(batch.data, batch.length,
+                                                   np.full(len(batch), peer.ifindex,
+                                                           np.int64),
+                                                   np.zeros(len(batch), np.int64), batch.meta))
+
+    def ndo_xdp_xmit(self, frames: Frames) -> int:
+        """``veth_xdp_xmit``: frames into the peer's ``xdp_ring``."""
+        peer = self.peer
+        assert peer is not None
+        if not self.up or not peer.up:
+            return -errno.ENETDOWN
+        if not peer.napi_enabled:
+            return -errno.ENXIO
+        # The loop stops at the first frame too long for the peer or the first one the
+        # ring refuses; the rest stay the caller's to free.
+        too_big = np.flatnonzero(frames.length > peer.mtu + ETH_HLEN)
+        limit = int(too_big[0]) if len(too_big) else len(frames)
+        kframes = Frames(frames.pfn[:limit], frames.data[:limit], frames.length[:limit],
+                         frames.meta[:limit], np.full(limit, KIND_FRAME, np.int64))
+        sent = peer.rx[0].ring.produce(kframes)
+        self.stats.tx_packets += sent
+        self.stats.tx_bytes += int(frames.length[:sent].sum())
+        for sink in self.wire:
+            sink(self, self.host.frames_to_skbs(kframes.select(slice(0, sent)), self.ifindex,
+                                                copy_only=True))
+        return sent
+
+
+def _xdp_prog(p: Program | XdpProg | None) -> XdpProg:
+    handle = p.handle if isinstance(p, Program) else p
+    if not isinstance(handle, XdpProg):
+        raise TypeError("attach_xdp needs a program loaded on the host (host.load(...))")
+    return handle
+
+
+class _Netdevs(Mapping[int, NetdevInfo]):
+    """The host's devices as test_run and devmaps see them."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def __getitem__(self, ifindex: int) -> NetdevInfo:
+        dev = self.host.devices[ifindex]
+        return NetdevInfo(dev.ifindex, dev.name, len(dev.rx))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.host.devices)
+
+    def __len__(self) -> int:
+        return len(self.host.devices)
+
+
+@dataclass
+class _Counters:
+    polls: int = 0
+    frames: int = 0
+
+
+class Host:
+    """A network namespace of pyxdp's datapath: devices, memory, stack, programs.
+
+    ``engine`` picks how programs run ("auto": the JIT when llvmlite is
+    there); ``tracer`` is where tracepoints fire (default: the process-wide
+    :data:`pyxdp.net.trace.TRACER`); ``cpumap_threads`` runs each cpumap
+    entry's kthread in its own thread (else :meth:`run` runs them inline,
+    deterministically, after the polls).
+    """
+
+    def __init__(self, name: str = "pyxdp", *, engine: str = "auto", nr_cpus: int = 2,
+                 tracer: _trace.Tracer | None = None, cpumap_threads: bool = False) -> None:
+        from pyxdp.userspace import UserspaceBackend
+        self.name = name
+        self.nr_cpus = nr_cpus
+        self.tracer = tracer if tracer is not None else _trace.TRACER
+        self.memmap = MemMap()
+        self.mem_registry = XdpMemRegistry()
+        self.mem_registry.on_connect.append(
+            lambda mid, mtype, alloc, ifx: self.tracer.mem_connect.fire(mid, mtype, ifx))
+        self.mem_registry.on_disconnect.append(
+            lambda mid, mtype, alloc: self.tracer.mem_disconnect.fire(mid, mtype))
+        self.devices: dict[int, NetDevice] = {}
+        # Held by a NAPI poll and by cpumap workers around shared memory (pools,
+        # rings, counters); a worker's program runs outside it.
+        self.lock = threading.RLock()
+        self.stack = Stack()
+        self.env = TestRunEnv(netdevs=_Netdevs(self))
+        self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
+        self.cpumap_threads = cpumap_threads
+        self.cpumaps: dict[tuple[int, int], CpuMapRuntime] = {}
+        self.counters = _Counters()
+        self._collections: list[Collection] = []
+        self._next_ifindex = 1
+        self._closed = False
+        self.add_device("lo", mac=bytes(6), mtu=65536)
+
+    def __repr__(self) -> str:
+        return f"<Host {self.name} {len(self.devices)} devices>"
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
+        self.close(check=et is None)
+
+    # -- objects ---------------------------------------------------------------------
+    def load(self, obj: str | Path | CollectionSpec) -> Collection:
+        """Load an object (path or spec) on this host's backend."""
+        coll = Collection(obj, backend=self.backend) if isinstance(obj, CollectionSpec) \
+            else Collection.load(obj, backend=self.backend)
+        self._collections.append(coll)
+        return coll
+
+    def program_by_id(self, prog_id: int) -> XdpProg | None:
+        return self.backend.programs.get(prog_id)
+
+    # -- devices ---------------------------------------------------------------------
+    def _ifindex(self) -> int:
+        i = self._next_ifindex
+        self._next_ifindex += 1
+        return i
+
+    def _mac(self, ifindex: int) -> bytes:
+        return bytes([0x02, 0x00, 0x00, 0x00, (ifindex >> 8) & 0xFF, ifindex & 0xFF])
+
+    def _check_name(self, name: str) -> None:
+        if not name or len(name) > 15 or "/" in name or any(c.isspace() for c in name):
+            raise ValueError(f"bad device name {name!r} (1-15 characters, no '/' or spaces)")
+        if any(d.name == name for d in self.devices.values()):
+            raise _fail(errno.EEXIST, f"device {name} exists")
+
+    def add_device(self, name: str, *, rx_queues: int = 1, tx_queues: int = 1, mtu: int = 1500,
+                   mac: bytes | None = None) -> NetDevice:
+        """A NIC with ``rx_queues`` rx queues (each with its page pool)."""
+        self._check_name(name)
+        if rx_queues < 1 or tx_queues < 1:
+            raise ValueError("a device needs at least one rx and one tx queue")
+        i = self._ifindex()
+        dev = NetDevice(self, i, name, mac=mac or self._mac(i), mtu=mtu, rx_queues=rx_queues,
+                        tx_queues=tx_queues)
+        self.devices[i] = dev
+        return dev
+
+    def veth(self, name: str, peer: str, *, mtu: int = 1500) -> tuple[Veth, Veth]:
+        """A veth pair (``ip link add NAME type veth peer name PEER``)."""
+        self._check_name(name)
+        self._check_name(peer)
+        if name == peer:
+            raise _fail(errno.EEXIST, f"device {name} exists")
+        devs = []
+        for n in (name, peer):
+            i = self._ifindex()
+            d = Veth(self, i, n, mac=self._mac(i), mtu=mtu, rx_queues=1, tx_queues=1)
+            self.devices[i] = d
+            devs.append(d)
+        a, b = devs
+        a.peer, b.peer = b, a
+        return a, b
+
+    def dev(self, name_or_index: str | int) -> NetDevice:
+        """The device named so (or with that ifindex)."""
+        if isinstance(name_or_index, int):
+            d = self.devices.get(name_or_index)
+        else:
+            d = next((x for x in self.devices.values() if x.name == name_or_index), None)
+        if d is None:
+            raise _fail(errno.ENODEV, f"no device {name_or_index!r}")
+        return d
+
+    # -- running -------------------------------------------------------------------
+    def poll(self, budget: int = 64) -> int:
+        """One softirq round: a NAPI poll of every rx queue with work; returns the
+        frames processed."""
+        from pyxdp.net.napi import napi_poll
+        done = 0
+        for dev in list(self.devices.values()):
+            for rq in dev.rx:
+                if rq.pending:
+                    done += napi_poll(rq, budget)
+        return done
+
+    def run(self, *, max_rounds: int | None = None) -> int:
+        """Poll until every queue (and, inline, every cpumap queue) is empty."""
+        total = 0
+        rounds = 0
+        while max_rounds is None or rounds < max_rounds:
+            rounds += 1
+            n = self.poll()
+            if not self.cpumap_threads:
+                for rt in list(self.cpumaps.values()):
+                    n += rt.run_once()
+            else:
+                n += sum(rt.backlog for rt in self.cpumaps.values())
+            total += n
+            if not n:
+                if self.cpumap_threads and any(rt.backlog for rt in self.cpumaps.values()):
+                    continue
+                break
+        return total
+
+    # -- helpers shared by the receive paths -----------------------------------------
+    def netif_receive(self, dev: NetDevice, batch: SkbBatch) -> None:
+        """A list of skbs received on ``dev`` (generic XDP first, then the stack)."""
+        from pyxdp.net.dev import netif_receive_skb_list
+        netif_receive_skb_list(dev, batch)
+
+    def frames_to_skbs(self, frames: Frames, ifindex: int, *, copy_only: bool = False
+                       ) -> SkbBatch:
+        """Copy packets (and metadata) out of frames' pages into an SkbBatch."""
+        n = len(frames)
+        width = int(frames.length.max()) if n else 1
+        data = np.zeros((n, max(width, 1)), np.uint8)
+        metas: list[bytes] = [b""] * n
+        for mem, pos, rows in self.memmap.split(frames.pfn):
+            start = frames.data[pos]
+            ln = frames.length[pos]
+            cols = start[:, None] + np.arange(width)[None, :]
+            np.clip(cols, 0, mem.page_size - 1, out=cols)
+            got = mem.pages[rows[:, None], cols]
+            mask = np.arange(width)[None, :] < ln[:, None]
+            data[pos] = np.where(mask, got, 0)
+            ms = frames.meta[pos]
+            if ms.any():
+                for k, (r, s, m) in enumerate(zip(rows.tolist(), start.tolist(), ms.tolist(),
+                                                  strict=True)):
+                    if m:
+                        metas[int(pos[k])] = mem.pages[r, s - m:s].tobytes()
+        return SkbBatch(data, frames.length.copy(), np.full(n, ifindex, np.int64),
+                        np.zeros(n, np.int64), metas)
+
+    def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool) -> None:
+        """Free frames: pool pages of ``rq`` recycled (directly in its NAPI poll),
+        xdp_frames returned through their memory model."""
+        if not len(frames):
+            return
+        own = frames.kind == KIND_BUFF
+        if own.any():
+            assert rq is not None
+            rq.pool.put_pages(frames.pfn[own], allow_direct=direct)
+        if not own.all():
+            from pyxdp.net.xdp_mem import xdp_return_frames_rx_napi
+            pf = frames.pfn[~own]
+            if direct:
+                xdp_return_frames_rx_napi(pf, memmap=self.memmap)
+            else:
+                xdp_return_frames(pf, memmap=self.memmap)
+
+    # -- teardown --------------------------------------------------------------------
+    def close(self, check: bool = True) -> None:
+        """Stop workers, free every queued frame, destroy the pools; with ``check``,
+        raise :class:`~pyxdp.net.page_pool.PageAccountingError` if any page leaked."""
+        if self._closed:
+            return
+        self._closed = True
+        for rt in list(self.cpumaps.values()):
+            rt.stop()
+        self.cpumaps.clear()
+        for dev in self.devices.values():
+            dev.close()
+        for coll in self._collections:
+            coll.close()
+        if check:
+            self.memmap.check()
+
+    def check_memory(self) -> None:
+        """Raise unless every page is where it should be (none leaked, none twice)."""
+        self.memmap.check()
+
+    def device_info(self) -> list[dict[str, Any]]:
+        return [{"ifindex": d.ifindex, "name": d.name, "kind": d.kind, "mtu": d.mtu,
+                 "up": d.up, **d.xdp_query(), "rx_queues": len(d.rx)}
+                for d in self.devices.values()]
+
