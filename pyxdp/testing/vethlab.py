@@ -1,0 +1,982 @@
+"""A veth lab: XDP scenarios described once, run on real veth pairs in Linux.
+
+This models a small L2 test bench, the way XDP is usually exercised on one
+machine: veth pairs inside a private network namespace, XDP programs from the
+sample objects attached natively to some of the devices, maps filled from user
+space, frames injected by the peer of a device, and what comes out observed
+at every device's network stack, in the maps and in the ``xdp:*``
+tracepoints. A :class:`Scenario` is pure data (frozen dataclasses, no kernel
+call at import), so the same description drives two backends:
+
+* :func:`run_kernel` (here): the Linux datapath (``drivers/net/veth.c`` in
+  native XDP mode, ``kernel/bpf/devmap.c``, ``kernel/bpf/cpumap.c``) gives
+  the reference :class:`LabResult`;
+* pyxdp's userspace datapath builds the same topology from the same
+  :class:`Scenario` and must produce an equal :class:`LabResult`.
+
+Conventions of a scenario (both backends must follow them):
+
+* ``traffic`` entries ``(rx_dev, frame)`` are *received* by ``rx_dev``: the
+  frame is transmitted, one ``send()`` per frame and in order, by the veth
+  peer of ``rx_dev``. On this kernel every such frame is then its own NAPI
+  poll of ``rx_dev`` (the poll runs in the sender's softirq before
+  ``send()`` returns), so each frame ends with its own ``xdp_do_flush``: a
+  devmap/XDP_TX bulk holds one frame.
+* **The veth peer rule.** A veth (say veth3) receives ``ndo_xdp_xmit``
+  frames (XDP_TX of its peer veth2, a devmap redirect to veth2) only while
+  it has NAPI, i.e. an XDP program of its own. Without one (measured):
+  veth2's XDP_TX is refused at flush (``xdp_bulk_tx`` sent 0, drops 1, err
+  -ENXIO) and a devmap redirect to veth2 fails at once
+  (``xdp_redirect_err`` -EOPNOTSUPP: veth2 does not advertise
+  ``NETDEV_XDP_ACT_NDO_XMIT`` then). GRO on veth3 instead of a program lets
+  redirected frames through but strands XDP_TX frames in veth3's ring
+  (``veth_xdp_flush`` only kicks a peer that has an XDP program), so the
+  lab does not use it. Hence, unless a scenario sets
+  ``pass_unattached=False``, *every device of the lab without a program of
+  its own gets the trivial XDP_PASS program* (:data:`PASS_OBJ`, program
+  ``xdp_pass``) in native mode. :attr:`Scenario.attachments` lists the
+  resulting topology, the one both backends build.
+* Frames observed at a device (:attr:`LabResult.rx`) are what reached its
+  network stack, in arrival order, as on the wire: the kernel captures them
+  with an ``AF_PACKET`` socket bound to the device (incoming packet types
+  only, not ``PACKET_OUTGOING``) and puts back the VLAN tag the stack moved
+  to the skb (``PACKET_AUXDATA``), as tcpdump does. XDP metadata is not part
+  of a frame. When :attr:`Scenario.ordered` is False (cpumap: several
+  kthreads deliver concurrently), only the multiset is meaningful.
+* Map contents (:attr:`LabResult.maps`): raw key -> raw value; per-CPU
+  values summed over CPUs word by word (u64 words when the value size is a
+  multiple of 8, else u32 words, wrapping like the counters do);
+  :attr:`LabResult.percpu` keeps the per-CPU values. Array slots whose value
+  is all zero are left out (an array slot always exists; zero is where it
+  starts). Devmap/cpumap values hold ifindexes and program ids, which differ
+  between backends: scenarios do not dump them.
+* Tracepoints (:attr:`LabResult.trace`): per event name, the number of
+  events and the sums of their count fields (``sent``, ``drops``,
+  ``processed``, ``xdp_pass``, ``xdp_drop``, ``xdp_redirect``) and the
+  number of events with ``err != 0`` (``errors``); :attr:`LabResult.events` has every
+  event with ifindexes replaced by device names, program ids by
+  ``"collection:program"`` and map ids by ``"collection:map"``.
+* :func:`lab_differences` compares two results of a scenario the way the
+  differential test should (order only where :attr:`Scenario.ordered`,
+  cpumap kthread batching left out).
+* The sending thread is pinned to CPU :data:`SENDER_CPU`, so per-CPU
+  values and the producer ``cpu`` of ``xdp_cpumap_enqueue`` are
+  deterministic.
+* devmap and cpumap values with a program take ``{"ifindex"|"qsize": ..,
+  "bpf_prog": {"fd": prog_fd(program)}}`` through the BTF-typed ``Map`` API
+  (``struct bpf_devmap_val`` / ``struct bpf_cpumap_val``): :func:`prog_fd`
+  gives the kernel program's fd, or on the userspace backend the handle's
+  ``fd`` if it has one, else its program id.
+
+The kernel facts each ready scenario shows are in its builder's docstring
+and are checked by ``tests/kernel/test_vethlab.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from pyxdp.asm.assembler import assemble
+from pyxdp.collection import Collection, Map, Program
+from pyxdp.errors import PyxdpError
+from pyxdp.net import packets as pk
+from pyxdp.spec import CollectionSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.xdp_trace import TraceEvent
+
+__all__ = [
+    "LAB_EVENTS",
+    "PASS_OBJ",
+    "SAMPLES",
+    "SCENARIOS",
+    "SENDER_CPU",
+    "Attach",
+    "LabEvent",
+    "LabResult",
+    "LinkStats",
+    "Scenario",
+    "SetupFn",
+    "TraceCount",
+    "adjust_meta_pass",
+    "cpumap_prog",
+    "devmap_broadcast",
+    "devmap_broadcast_exclude_ingress",
+    "devmap_egress_prog",
+    "devmap_missing_aborted",
+    "devmap_redirect",
+    "devmap_redirect_no_peer_prog",
+    "dump_map",
+    "lab_differences",
+    "lab_mac",
+    "load_spec",
+    "mixed_frames",
+    "prog_fd",
+    "run_kernel",
+    "summarize_trace",
+    "swap_macs",
+    "xdp1_drop",
+    "xdp2_tx",
+    "xdp2_tx_no_peer_prog",
+]
+
+#: Where the sample objects live; a relative ``Attach.obj`` is taken from here.
+SAMPLES: Final = Path(__file__).resolve().parents[2] / "samples"
+#: ``Attach.obj`` of the built-in program returning XDP_PASS (program ``xdp_pass``).
+PASS_OBJ: Final = "builtin:xdp_pass"
+#: The CPU the sending thread runs on.
+SENDER_CPU: Final = 0
+#: The tracepoints a lab records.
+LAB_EVENTS: Final = ("xdp_exception", "xdp_bulk_tx", "xdp_redirect", "xdp_redirect_err",
+                     "xdp_cpumap_kthread", "xdp_cpumap_enqueue", "xdp_devmap_xmit")
+_COUNT_FIELDS: Final = ("sent", "drops", "processed", "xdp_pass", "xdp_drop", "xdp_redirect")
+_IFINDEX_FIELDS: Final = ("ifindex", "from_ifindex", "to_ifindex")
+
+SetupFn = Callable[[Mapping[str, Collection], Callable[[str], int]], None]
+"""``setup(collections, ifindex_of_dev)``: fills maps through the public ``Map`` API.
+
+``collections`` maps each :attr:`Attach.key` to its loaded collection;
+``ifindex_of_dev`` gives a lab device's ifindex on the backend running it."""
+
+
+# --------------------------------------------------------------------------
+# The description
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attach:
+    """Program ``program`` of object ``obj`` attached to ``dev`` in ``mode``.
+
+    ``obj`` is a sample object name (``"xdp1.o"``, under :data:`SAMPLES`), a
+    path, or :data:`PASS_OBJ`. Attachments with the same :attr:`key`
+    (``collection``, by default ``obj``) share one loaded collection, so a
+    devmap of that collection is the one every program of it sees; give
+    distinct ``collection`` keys to load an object twice.
+    """
+
+    dev: str
+    obj: str
+    program: str
+    mode: str = "native"
+    collection: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.collection or self.obj
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One lab run: topology, programs, map setup, frames, and what to dump.
+
+    ``pairs`` are veth pairs by device names; ``attach`` the programs;
+    ``setup`` fills maps (see :data:`SetupFn`); ``traffic`` the frames, each
+    received by its first element; ``maps`` the maps to dump at the end,
+    each ``"map"`` (the only collection holding a map of that name) or
+    ``"key:map"``. ``pass_unattached``: the veth peer rule (module doc).
+    ``ordered``: whether arrival order per device is deterministic.
+    """
+
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    attach: tuple[Attach, ...]
+    traffic: tuple[tuple[str, bytes], ...]
+    setup: SetupFn | None = field(default=None, compare=False)
+    maps: tuple[str, ...] = ()
+    pass_unattached: bool = True
+    ordered: bool = True
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        devs = self.devices
+        if len(set(devs)) != len(devs):
+            raise PyxdpError(f"{self.name}: a device is in two pairs")
+        for a in self.attach:
+            if a.dev not in devs:
+                raise PyxdpError(f"{self.name}: attach to unknown device {a.dev}")
+        if len({a.dev for a in self.attach}) != len(self.attach):
+            raise PyxdpError(f"{self.name}: two programs on one device")
+        for dev, _ in self.traffic:
+            if dev not in devs:
+                raise PyxdpError(f"{self.name}: traffic for unknown device {dev}")
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(d for pair in self.pairs for d in pair)
+
+    def peer(self, dev: str) -> str:
+        for a, b in self.pairs:
+            if dev == a:
+                return b
+            if dev == b:
+                return a
+        raise KeyError(dev)
+
+    def mac(self, dev: str) -> bytes:
+        """The device's MAC address (both backends use it)."""
+        return lab_mac(self.pairs, dev)
+
+    @property
+    def attachments(self) -> tuple[Attach, ...]:
+        """The programs actually attached: :attr:`attach` plus the peer rule's XDP_PASS."""
+        if not self.pass_unattached:
+            return self.attach
+        have = {a.dev for a in self.attach}
+        extra = tuple(Attach(d, PASS_OBJ, "xdp_pass", collection=f"{PASS_OBJ}@{d}")
+                      for d in self.devices if d not in have)
+        return self.attach + extra
+
+    @property
+    def collections(self) -> dict[str, str]:
+        """Collection key -> object, in first-use order."""
+        out: dict[str, str] = {}
+        for a in self.attachments:
+            if out.setdefault(a.key, a.obj) != a.obj:
+                raise PyxdpError(f"{self.name}: collection {a.key} names two objects")
+        return out
+
+    def frames_to(self, dev: str) -> list[bytes]:
+        """The frames ``dev`` receives from its peer, in order."""
+        return [f for d, f in self.traffic if d == dev]
+
+
+@dataclass(frozen=True)
+class TraceCount:
+    """One tracepoint over a run: events fired, sums of count fields, events with an error."""
+
+    events: int = 0
+    sums: Mapping[str, int] = field(default_factory=dict)
+    errors: int = 0
+
+    def __getitem__(self, name: str) -> int:
+        """``tc["sent"]``: a summed field (0 when the event has none); ``tc["events"]``."""
+        if name == "events":
+            return self.events
+        if name == "errors":
+            return self.errors
+        return self.sums.get(name, 0)
+
+
+@dataclass(frozen=True)
+class LabEvent:
+    """A tracepoint event with backend-specific numbers replaced by lab names.
+
+    ``fields`` are the record's fields in order; ifindex fields hold device
+    names (an ifindex outside the lab, e.g. 0, stays an int), ``prog_id``
+    ``"collection:program"``, ``map_id`` ``"collection:map"``.
+    """
+
+    name: str
+    fields: tuple[tuple[str, int | str], ...]
+
+    def __getitem__(self, key: str) -> int | str:
+        for k, v in self.fields:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def get(self, key: str, default: int | str | None = None) -> int | str | None:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """A device's counters as ``ip -s link`` shows them (``stats64``)."""
+
+    rx_packets: int
+    rx_bytes: int
+    rx_dropped: int
+    tx_packets: int
+    tx_bytes: int
+    tx_dropped: int
+
+
+@dataclass(frozen=True)
+class LabResult:
+    """What one run of a :class:`Scenario` produced (see the module doc for the conventions)."""
+
+    scenario: str
+    backend: str
+    rx: Mapping[str, tuple[bytes, ...]]
+    maps: Mapping[str, Mapping[bytes, bytes]]
+    percpu: Mapping[str, Mapping[bytes, tuple[bytes, ...]]]
+    trace: Mapping[str, TraceCount]
+    events: tuple[LabEvent, ...]
+    links: Mapping[str, LinkStats]
+    ifindex: Mapping[str, int]
+
+    def events_named(self, name: str) -> list[LabEvent]:
+        return [e for e in self.events if e.name == name]
+
+    def map_u64(self, name: str, key: int) -> int:
+        """A summed map value read as a little-endian integer (0 when absent)."""
+        raw = self.maps[name].get(key.to_bytes(4, "little"), b"")
+        return int.from_bytes(raw[:8], "little") if raw else 0
+
+
+# --------------------------------------------------------------------------
+# Helpers shared by both backends
+# --------------------------------------------------------------------------
+
+def lab_mac(pairs: Sequence[tuple[str, str]], dev: str) -> bytes:
+    """``02:00:00:00:<pair+1>:<side>``: device ``dev``'s MAC in a lab of ``pairs``."""
+    for i, (a, b) in enumerate(pairs):
+        if dev in (a, b):
+            return bytes([2, 0, 0, 0, i + 1, 0 if dev == a else 1])
+    raise KeyError(dev)
+
+
+def load_spec(obj: str) -> CollectionSpec:
+    """The :class:`CollectionSpec` of an :attr:`Attach.obj` (both backends load this)."""
+    if obj == PASS_OBJ:
+        prog = ProgramSpec(name="xdp_pass", section="xdp", insns=assemble("r0 = 2\nexit"),
+                           license="GPL")
+        return CollectionSpec(programs={"xdp_pass": prog}, maps={}, license="GPL",
+                              name="xdp_pass")
+    from pyxdp.elf import load_collection_spec
+    path = Path(obj)
+    return load_collection_spec(path if path.is_absolute() else SAMPLES / path)
+
+
+def prog_fd(program: Program) -> int:
+    """What ``bpf_prog.fd`` of a devmap/cpumap value takes for ``program`` on its backend.
+
+    The kernel program's descriptor; for a userspace program its handle's
+    ``fd`` when it has one, else its program id (what pyxdp's DevMap/CpuMap
+    ``resolve_prog`` gets).
+    """
+    handle = program.handle
+    for attr in ("fd", "id"):
+        value = getattr(handle, attr, None)
+        if isinstance(value, int):
+            return value
+    raise PyxdpError(f"{program.name}: its handle has neither an fd nor an id")
+
+
+def swap_macs(frame: bytes) -> bytes:
+    """The frame with destination and source MAC exchanged (what xdp2/redirect_map do)."""
+    return frame[6:12] + frame[0:6] + frame[12:]
+
+
+def _map_of(collections: Mapping[str, Collection], name: str) -> Map:
+    if ":" in name:
+        key, _, mname = name.rpartition(":")
+        return collections[key].maps[mname]
+    found = [c.maps[name] for c in collections.values() if name in c.maps]
+    if len(found) != 1:
+        raise PyxdpError(f"map {name!r} is in {len(found)} collections: name it key:map")
+    return found[0]
+
+
+def _words(raw: bytes) -> tuple[int, str]:
+    return (8, "<Q") if len(raw) % 8 == 0 else (4, "<I") if len(raw) % 4 == 0 else (1, "<B")
+
+
+def _sum_cpus(values: Sequence[bytes]) -> bytes:
+    size, fmt = _words(values[0])
+    mask = (1 << (8 * size)) - 1
+    out = bytearray(len(values[0]))
+    for off in range(0, len(out), size):
+        total = sum(struct.unpack_from(fmt, v, off)[0] for v in values) & mask
+        struct.pack_into(fmt, out, off, total)
+    return bytes(out)
+
+
+_ARRAYS: Final = frozenset({BpfMapType.BPF_MAP_TYPE_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY})
+
+
+def dump_map(m: Map) -> tuple[dict[bytes, bytes], dict[bytes, tuple[bytes, ...]] | None]:
+    """A map's raw contents, per-CPU values summed; and the per-CPU values (None if not per-CPU).
+
+    Works on either backend (only the public ``Map`` API and its handle's lookup).
+    """
+    summed: dict[bytes, bytes] = {}
+    percpu: dict[bytes, tuple[bytes, ...]] | None = {} if m.percpu else None
+    size = m.spec.value_size
+    stride = (size + 7) // 8 * 8
+    for key in m.raw_keys():
+        raw = m.handle.lookup(key)
+        if raw is None:
+            continue
+        if percpu is not None:
+            cpus = tuple(raw[c * stride:c * stride + size] for c in range(len(raw) // stride))
+            value = _sum_cpus(cpus)
+        else:
+            cpus, value = (), raw[:size]
+        if m.spec.type in _ARRAYS and not any(value) and not any(any(c) for c in cpus):
+            continue
+        summed[key] = value
+        if percpu is not None:
+            percpu[key] = cpus
+    return summed, percpu
+
+
+def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
+                    links: bool = False) -> list[str]:
+    """What differs between two runs of ``scenario`` (e.g. kernel vs pyxdp), as text lines.
+
+    Compared: frames per device (in order, or as a multiset when the
+    scenario is not :attr:`~Scenario.ordered`), map contents, every event
+    in order except ``xdp_cpumap_kthread`` (how the kthreads batch is
+    timing), and per tracepoint the event count and sums (for
+    ``xdp_cpumap_kthread`` the sums only); with ``links`` the ``ip -s
+    link`` counters too. ``ifindex`` and ``backend`` are never compared.
+    """
+    out: list[str] = []
+    for dev in scenario.devices:
+        a, b = list(want.rx.get(dev, ())), list(got.rx.get(dev, ()))
+        same = a == b if scenario.ordered else sorted(a) == sorted(b)
+        if not same:
+            out.append(f"rx {dev}: {len(a)} frames expected, {len(b)} got"
+                       + ("" if len(a) != len(b) else ", contents or order differ"))
+    for name in scenario.maps:
+        if want.maps.get(name) != got.maps.get(name):
+            out.append(f"map {name}: {want.maps.get(name)} expected, {got.maps.get(name)} got")
+    for ev in LAB_EVENTS:
+        ta, tb = want.trace.get(ev, TraceCount()), got.trace.get(ev, TraceCount())
+        if ev == "xdp_cpumap_kthread":
+            ta, tb = replace(ta, events=0), replace(tb, events=0)
+        if ta != tb:
+            out.append(f"trace {ev}: {ta} expected, {tb} got")
+    ea = [e for e in want.events if e.name != "xdp_cpumap_kthread"]
+    eb = [e for e in got.events if e.name != "xdp_cpumap_kthread"]
+    if ea != eb:
+        n = min(len(ea), len(eb))
+        at = next((i for i in range(n) if ea[i] != eb[i]), n)
+        out.append(f"events differ from #{at}: {ea[at:at + 1]} expected, {eb[at:at + 1]} got")
+    if links:
+        for dev in scenario.devices:
+            if want.links.get(dev) != got.links.get(dev):
+                out.append(f"link {dev}: {want.links.get(dev)} expected, "
+                           f"{got.links.get(dev)} got")
+    return out
+
+
+def summarize_trace(events: Sequence[LabEvent]) -> dict[str, TraceCount]:
+    """Per tracepoint of :data:`LAB_EVENTS`: events, summed count fields, events with err."""
+    out: dict[str, TraceCount] = {}
+    for name in LAB_EVENTS:
+        mine = [e for e in events if e.name == name]
+        fields = [f for f, _ in mine[0].fields] if mine else []
+        sums: dict[str, int] = {f: sum(int(e[f]) for e in mine)
+                                for f in _COUNT_FIELDS if f in fields}
+        errors = sum(1 for e in mine if e.get("err", 0) not in (0, None))
+        out[name] = TraceCount(len(mine), sums, errors)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Frames
+# --------------------------------------------------------------------------
+
+def mixed_frames(src_mac: bytes, dst_mac: bytes, *, n_rounds: int = 1, seed: int = 0,
+                 udp_dports: Sequence[int] = (5678, 9)) -> list[bytes]:
+    """A deterministic mix of 40 frames per round, every one distinct, none over 1514 bytes
+    (1518 with a VLAN tag): IPv4 UDP/TCP SYN/ICMP echo at sizes around 600 and up to 1514,
+    IPv6 UDP/TCP/ICMPv6, 802.1Q and QinQ frames, an ARP request and a runt IPv4 frame.
+
+    TCP frames are SYNs (GRO never merges them); UDP destination ports cycle
+    through ``udp_dports`` (9 is what redirect_cpu's cpumap program drops).
+    """
+    return [f for r in range(n_rounds)
+            for f in _frame_round(src_mac, dst_mac, r, seed, udp_dports)]
+
+
+def _frame_round(src_mac: bytes, dst_mac: bytes, r: int, seed: int,
+                 udp_dports: Sequence[int]) -> list[bytes]:
+    """Round ``r`` of :func:`mixed_frames` (its own source ports and addresses)."""
+    ports = itertools.count(10_000 + 1000 * (seed + r))
+    dports = itertools.cycle(udp_dports)
+    out: list[bytes] = []
+
+    def udp(size: int, **kw: Any) -> bytes:
+        return pk.udp_packet(sport=next(ports), dport=next(dports), size=size,
+                             src_mac=src_mac, dst_mac=dst_mac, **kw)
+
+    def tcp(size: int, **kw: Any) -> bytes:
+        return pk.tcp_packet(sport=next(ports), flags="S", size=size, src_mac=src_mac,
+                             dst_mac=dst_mac, **kw)
+
+    def icmp(size: int, seq: int, **kw: Any) -> bytes:
+        return pk.icmp_packet(ident=next(ports), seq=seq, size=size, src_mac=src_mac,
+                              dst_mac=dst_mac, **kw)
+
+    out += [udp(n) for n in (60, 64, 128, 256, 512, 599, 600, 601, 1024, 1400, 1514)]
+    out += [tcp(n) for n in (64, 600, 601, 1514)]
+    out += [icmp(n, i + 1) for i, n in enumerate((64, 98, 700, 1514))]
+    out += [udp(n, ipv6=True) for n in (80, 700, 1514)]
+    out += [tcp(n, ipv6=True) for n in (80, 1000)]
+    out += [icmp(n, i + 1, ipv6=True) for i, n in enumerate((100, 800))]
+    out += [udp(n, vlans=(100,)) for n in (64, 700, 1518)]
+    out.append(udp(128, vlans=((pk.ETH_P_8021AD, 10), 20)))
+    out.append(tcp(200, ipv6=True, vlans=(200,)))
+    out.append(pk.arp_packet(sender_mac=src_mac, sender_ip=f"192.0.2.{10 + r}", pad=True))
+    # 30 bytes: an Ethernet header saying IPv4, then 16 bytes, too short for an IP header.
+    out.append(dst_mac + src_mac + struct.pack(">H", pk.ETH_P_IP) + bytes(range(r, r + 16)))
+    out += [udp(n, src_ip=f"192.0.2.{100 + r}") for n in (64, 333, 1200)]
+    out += [tcp(n) for n in (66, 1300)]
+    out += [udp(n, ipv6=True) for n in (90, 1100)]
+    return out
+
+
+def _traffic(pairs: tuple[tuple[str, str], ...], rx_dev: str, **kw: Any
+             ) -> tuple[tuple[str, bytes], ...]:
+    """Frames received by ``rx_dev``, addressed from its peer's MAC to its own."""
+    peer = next(b if a == rx_dev else a for a, b in pairs if rx_dev in (a, b))
+    frames = mixed_frames(lab_mac(pairs, peer), lab_mac(pairs, rx_dev), **kw)
+    return tuple((rx_dev, f) for f in frames)
+
+
+# --------------------------------------------------------------------------
+# Ready scenarios
+# --------------------------------------------------------------------------
+
+P1: Final = (("veth0", "veth1"),)
+P2: Final = (("veth0", "veth1"), ("veth2", "veth3"))
+P3: Final = (("veth0", "veth1"), ("veth2", "veth3"), ("veth4", "veth5"))
+
+
+def xdp1_drop() -> Scenario:
+    """samples/xdp1.o on veth0: counts per IP protocol, XDP_DROP.
+
+    Kernel: nothing reaches any stack; ``rxcnt`` (summed) counts each frame
+    under its IP protocol (VLAN and QinQ frames under the inner one; ARP and
+    the runt under 0); no tracepoint fires (XDP_DROP has none). ``ip -s
+    link``: veth0 rx_packets = frames, rx_bytes = their lengths minus 14
+    each, rx_dropped 0 (XDP drops are not in it); veth1 tx = veth0 rx.
+    """
+    return Scenario("xdp1_drop", P1, (Attach("veth0", "xdp1.o", "xdp_prog1"),),
+                    _traffic(P1, "veth0", n_rounds=2), maps=("rxcnt",),
+                    doc=xdp1_drop.__doc__ or "")
+
+
+def xdp2_tx() -> Scenario:
+    """samples/xdp2.o on veth0: counts per IP protocol, swaps MACs, XDP_TX.
+
+    Kernel: every frame comes back, MACs swapped, to the stack of veth1 (the
+    sender; it holds the peer rule's XDP_PASS), in order; nothing reaches
+    veth0's stack. ``xdp_bulk_tx`` fires once per frame (one NAPI poll each)
+    with ``ifindex`` veth0, ``sent`` 1, ``drops`` 0, ``err`` 0; no
+    ``xdp_devmap_xmit``, no ``xdp_redirect``. ``ip -s link``: veth1
+    rx_bytes = the full frame lengths (an xdp_frame from ndo_xdp_xmit is
+    counted with its Ethernet header), rx_dropped 1 (the QinQ frame: the
+    stack has no handler for the inner 0x8100 once the outer tag is off).
+    """
+    return Scenario("xdp2_tx", P1, (Attach("veth0", "xdp2.o", "xdp_prog2"),),
+                    _traffic(P1, "veth0"), maps=("rxcnt",), doc=xdp2_tx.__doc__ or "")
+
+
+def xdp2_tx_no_peer_prog() -> Scenario:
+    """xdp2_tx without the peer rule: veth1 has no XDP program, so no NAPI.
+
+    Kernel: nothing reaches any stack; the TX bulk is refused by
+    ``veth_xdp_xmit``: ``xdp_bulk_tx`` per frame with sent 0, drops 1, err
+    -6 (-ENXIO); no ``xdp_exception``. ``ip -s link``: veth0 tx_dropped
+    and veth1 rx_dropped count the frames. ``rxcnt`` still counts them.
+    """
+    return Scenario("xdp2_tx_no_peer_prog", P1, (Attach("veth0", "xdp2.o", "xdp_prog2"),),
+                    _traffic(P1, "veth0"), maps=("rxcnt",), pass_unattached=False,
+                    doc=xdp2_tx_no_peer_prog.__doc__ or "")
+
+
+def _tx_port(target: str, egress: bool = False) -> SetupFn:
+    def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+        coll = colls["redirect_map.o"]
+        value: dict[str, Any] = {"ifindex": ifindex_of(target)}
+        if egress:
+            value["bpf_prog"] = {"fd": prog_fd(coll.programs["xdp_redirect_map_egress"])}
+        coll.maps["tx_port"][0] = value
+    return setup
+
+
+def devmap_redirect() -> Scenario:
+    """samples/redirect_map.o on veth0, ``tx_port[0]`` = veth2: veth0 -> veth2 -> veth3.
+
+    Kernel: every frame, MACs swapped, reaches veth3's stack in order;
+    nothing reaches veth0's, veth1's or veth2's. Per frame one
+    ``xdp_redirect`` (ifindex veth0, to_ifindex veth2, map tx_port, index
+    0, err 0) and one ``xdp_devmap_xmit`` (veth0 -> veth2, sent 1, drops 0).
+    """
+    return Scenario("devmap_redirect", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), setup=_tx_port("veth2"), maps=("rxcnt",),
+                    doc=devmap_redirect.__doc__ or "")
+
+
+def devmap_redirect_no_peer_prog() -> Scenario:
+    """devmap_redirect without the peer rule: veth3 has no XDP program, so no NAPI.
+
+    Kernel: nothing reaches any stack. veth2 does not advertise
+    ``NETDEV_XDP_ACT_NDO_XMIT`` while its peer has no NAPI, so the redirect
+    fails at once: ``xdp_redirect_err`` per frame with err -95
+    (-EOPNOTSUPP), to_ifindex veth2, map tx_port; no ``xdp_devmap_xmit``.
+    ``ip -s link``: veth0 rx_dropped counts the frames. ``rxcnt`` still
+    counts them.
+    """
+    return Scenario("devmap_redirect_no_peer_prog", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), setup=_tx_port("veth2"), maps=("rxcnt",),
+                    pass_unattached=False, doc=devmap_redirect_no_peer_prog.__doc__ or "")
+
+
+def devmap_missing_aborted() -> Scenario:
+    """samples/redirect_map.o on veth0 with ``tx_port`` left empty.
+
+    Kernel: ``bpf_redirect_map`` finds no entry and returns its flags' low
+    bits, 0 = XDP_ABORTED: nothing reaches any stack and ``xdp_exception``
+    fires once per frame (ifindex veth0, act 0); no redirect event; veth0
+    rx_dropped stays 0.
+    """
+    return Scenario("devmap_missing_aborted", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), maps=("rxcnt",),
+                    doc=devmap_missing_aborted.__doc__ or "")
+
+
+def devmap_egress_prog() -> Scenario:
+    """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
+
+    Kernel: every frame reaches veth3's stack with its MACs swapped and then
+    the source MAC rewritten by the egress program to ``tx_src_mac``
+    (.rodata default 02:00:00:00:00:01; it ran with egress_ifindex != 0).
+    Same ``xdp_redirect``/``xdp_devmap_xmit`` counts as devmap_redirect.
+    """
+    return Scenario("devmap_egress_prog", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), setup=_tx_port("veth2", egress=True),
+                    maps=("rxcnt",), doc=devmap_egress_prog.__doc__ or "")
+
+
+def _ports(devs: Sequence[str | None]) -> SetupFn:
+    """``ports[i]`` = ``devs[i]`` (None: slot left empty)."""
+    def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+        ports = colls["redirect_bcast.o"].maps["ports"]
+        for i, dev in enumerate(devs):
+            if dev is not None:
+                ports[i] = {"ifindex": ifindex_of(dev)}
+    return setup
+
+
+def devmap_broadcast() -> Scenario:
+    """samples/redirect_bcast.o ``xdp_redirect_bcast`` on veth0; ``ports`` = veth0, veth2, veth4.
+
+    Kernel: an unchanged copy of every frame reaches the stacks of veth1 (out
+    of veth0 itself, the ingress device), veth3 and veth5, each in order.
+    Per frame one ``xdp_redirect`` (map ports, map_index 0, and to_ifindex
+    veth0: the device in slot ``key`` = 0, looked up although broadcast
+    ignores it), then one ``xdp_devmap_xmit`` per target (sent 1 each) in
+    the reverse order of the map: veth4, veth2, veth0 (the flush list is
+    LIFO: ``bq_enqueue`` adds at its head).
+    """
+    return Scenario("devmap_broadcast", P3,
+                    (Attach("veth0", "redirect_bcast.o", "xdp_redirect_bcast"),),
+                    _traffic(P3, "veth0"), setup=_ports(("veth0", "veth2", "veth4")),
+                    maps=("rxcnt",), doc=devmap_broadcast.__doc__ or "")
+
+
+def devmap_broadcast_exclude_ingress() -> Scenario:
+    """devmap_broadcast with ``BPF_F_EXCLUDE_INGRESS`` (``xdp_redirect_bcast_excl``).
+
+    ``ports`` here holds veth0, veth2, veth4 in slots 1, 2, 3 (slot 0 empty).
+    Kernel: copies reach veth3 and veth5 only; nothing goes out of veth0
+    (so nothing reaches veth1). Per frame one ``xdp_redirect`` with
+    to_ifindex 0 (slot 0 is empty), then ``xdp_devmap_xmit`` for veth4 and
+    veth2 only.
+    """
+    return Scenario("devmap_broadcast_exclude_ingress", P3,
+                    (Attach("veth0", "redirect_bcast.o", "xdp_redirect_bcast_excl"),),
+                    _traffic(P3, "veth0"), setup=_ports((None, "veth0", "veth2", "veth4")),
+                    maps=("rxcnt",), doc=devmap_broadcast_exclude_ingress.__doc__ or "")
+
+
+def _cpumap_setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+    coll = colls["redirect_cpu.o"]
+    fd = prog_fd(coll.programs["xdp_cpumap_filter"])
+    for slot, cpu in enumerate((0, 1)):
+        coll.maps["cpu_map"][cpu] = {"qsize": 64, "bpf_prog": {"fd": fd}}
+        coll.maps["cpus_available"][slot] = cpu
+    coll.maps["cpus_count"][0] = 2
+
+
+def cpumap_prog() -> Scenario:
+    """samples/redirect_cpu.o ``xdp_redirect_cpu_proto`` on veth0, cpumap entries for CPUs 0
+    and 1 carrying ``xdp_cpumap_filter``.
+
+    TCP goes to CPU 0, UDP to CPU 1, ICMP/ICMPv6 (slot 2, clamped) and
+    everything else to CPU 0. Kernel: every frame is redirected
+    (``xdp_redirect`` per frame: to_ifindex 0, map cpu_map, map_index = the
+    CPU); each NAPI poll's flush fires one ``xdp_cpumap_enqueue`` (processed
+    1, drops 0, cpu = the sender's CPU, to_cpu the target); the kthreads run
+    the filter, which drops UDP to port 9 (``xdp_cpumap_kthread`` sums:
+    processed = frames, xdp_drop = UDP/9 frames, xdp_pass = the rest); the
+    survivors reach veth0's stack (the frame's ``dev_rx``), unchanged. The
+    two kthreads deliver concurrently: only the per-CPU order is fixed.
+    """
+    return Scenario("cpumap_prog", P1,
+                    (Attach("veth0", "redirect_cpu.o", "xdp_redirect_cpu_proto"),),
+                    _traffic(P1, "veth0"), setup=_cpumap_setup, maps=("rx_cnt",),
+                    ordered=False, doc=cpumap_prog.__doc__ or "")
+
+
+def adjust_meta_pass() -> Scenario:
+    """samples/adjust_tail.o on veth0, samples/meta.o ``xdp_meta_producer`` on veth1.
+
+    adjust_tail turns IPv4 frames over 600 bytes (no options, not VLAN)
+    into 70-byte ICMP "fragmentation needed" replies (head -28, tail cut)
+    sent back with XDP_TX; everything else is XDP_PASS. Kernel: the other
+    frames reach veth0's stack unchanged; the replies arrive at veth1, run
+    the meta producer (16 bytes of metadata, XDP_PASS) and reach veth1's
+    stack as built (metadata is not part of the frame); ``icmp_sent`` counts
+    them; ``xdp_bulk_tx`` (ifindex veth0) sums sent = replies.
+    """
+    return Scenario("adjust_meta_pass", P1,
+                    (Attach("veth0", "adjust_tail.o", "xdp_icmp_too_big"),
+                     Attach("veth1", "meta.o", "xdp_meta_producer")),
+                    _traffic(P1, "veth0"), maps=("icmp_sent",),
+                    doc=adjust_meta_pass.__doc__ or "")
+
+
+#: Every ready scenario builder, by name.
+SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
+    f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
+                            devmap_redirect_no_peer_prog, devmap_missing_aborted,
+                            devmap_egress_prog, devmap_broadcast,
+                            devmap_broadcast_exclude_ingress, cpumap_prog, adjust_meta_pass)}
+
+
+# --------------------------------------------------------------------------
+# The kernel backend
+# --------------------------------------------------------------------------
+
+SOL_PACKET: Final = 263
+PACKET_AUXDATA: Final = 8
+PACKET_STATISTICS: Final = 6
+PACKET_OUTGOING: Final = 4
+ETH_P_ALL: Final = 0x0003
+TP_STATUS_VLAN_VALID: Final = 0x10
+TP_STATUS_VLAN_TPID_VALID: Final = 0x40
+_AUXDATA: Final = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
+_CAPTURE_RCVBUF: Final = 16 << 20
+
+_run_counter = itertools.count()
+
+
+def _ip(*args: str) -> None:
+    res = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=60)
+    if res.returncode != 0:
+        raise PyxdpError(f"ip {' '.join(args)}: {res.stderr.strip()}")
+
+
+def _write_sysctl(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+class _Capture:
+    """An AF_PACKET socket on one device: incoming frames as on the wire."""
+
+    def __init__(self, dev: str) -> None:
+        self.dev = dev
+        self.frames: list[bytes] = []
+        # Protocol 0 at socket(): the tap is registered only by bind(), on this device.
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 0)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, _CAPTURE_RCVBUF)  # SO_RCVBUFFORCE
+            self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            self.sock.bind((dev, ETH_P_ALL))
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def drain(self) -> int:
+        n = 0
+        while True:
+            try:
+                data, anc, _, addr = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(64))
+            except BlockingIOError:
+                return n
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            for level, kind, cdata in anc:
+                if level == SOL_PACKET and kind == PACKET_AUXDATA and len(cdata) >= _AUXDATA.size:
+                    status, _, _, _, _, tci, tpid = _AUXDATA.unpack_from(cdata)
+                    if status & TP_STATUS_VLAN_VALID:
+                        tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else pk.ETH_P_8021Q
+                        data = data[:12] + struct.pack(">HH", tpid, tci) + data[12:]
+            self.frames.append(data)
+            n += 1
+
+    def drops(self) -> int:
+        raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+        return int(struct.unpack("=II", raw)[1])
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextmanager
+def _pinned(cpu: int) -> Iterator[None]:
+    old = os.sched_getaffinity(0)  # 0: the calling thread
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def _link_stats(ns: str) -> dict[str, LinkStats]:
+    res = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show"], capture_output=True,
+                         text=True, timeout=60, check=True)
+    out: dict[str, LinkStats] = {}
+    for link in json.loads(res.stdout):
+        s = link.get("stats64", {})
+        rx, tx = s.get("rx", {}), s.get("tx", {})
+        out[link["ifname"]] = LinkStats(rx.get("packets", 0), rx.get("bytes", 0),
+                                        rx.get("dropped", 0), tx.get("packets", 0),
+                                        tx.get("bytes", 0), tx.get("dropped", 0))
+    return out
+
+
+def _normalize(ev: TraceEvent, devs: Mapping[int, str], progs: Mapping[int, str],
+               maps: Mapping[int, str]) -> LabEvent | None:
+    """The event as a :class:`LabEvent`, or None when it is not this lab's."""
+    rec: Any = ev.record
+    mine = False
+    fields: list[tuple[str, int | str]] = []
+    for name in rec._fields:
+        value: int | str = getattr(rec, name)
+        if name in _IFINDEX_FIELDS and value in devs:
+            value, mine = devs[int(value)], True
+        elif name == "prog_id" and value in progs:
+            value, mine = progs[int(value)], True
+        elif name == "map_id" and value in maps:
+            value, mine = maps[int(value)], True
+        fields.append((name, value))
+    return LabEvent(ev.name, tuple(fields)) if mine else None
+
+
+def _ifindex_base() -> int:
+    # Lab ifindexes are unique per process and run: tracing instances see
+    # every namespace's events, and these pick ours out.
+    return 1_000_000 + ((os.getpid() * 64 + next(_run_counter) % 64) % 50_000_000) * 16
+
+
+def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0) -> LabResult:
+    """Run ``scenario`` on Linux (root): a fresh namespace, veth pairs, native XDP.
+
+    Steps: create the namespace ``pyxdp-lab-<pid>-<n>`` and the pairs (MACs
+    from :meth:`Scenario.mac`, lab-unique ifindexes, IPv6 off so the stack
+    sends nothing of its own, all up); load each collection with the kernel
+    backend; run ``setup``; attach :attr:`Scenario.attachments`; start a
+    tracefs instance and a capture per device; send the frames from the
+    peers (thread pinned to :data:`SENDER_CPU`); wait until neither a frame
+    nor an event arrived for ``settle`` seconds (cpumap kthreads are
+    asynchronous); collect; tear everything down (the namespace is deleted
+    even on failure).
+    """
+    from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
+    from pyxdp.kernel.tracefs import TraceInstance
+
+    ns = f"pyxdp-lab-{os.getpid()}-{next(_run_counter)}"
+    base = _ifindex_base()
+    ifindex = {dev: base + i for i, dev in enumerate(scenario.devices)}
+    _ip("netns", "add", ns)
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(netns(ns))
+            # This thread's /proc/sys/net is the namespace's: no IPv6 means no
+            # DAD, router or MLD packets of the stack's own on the lab devices.
+            for conf in ("all", "default"):
+                _write_sysctl(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "1")
+            for a, b in scenario.pairs:
+                _ip("-n", ns, "link", "add", a, "index", str(ifindex[a]), "address",
+                    scenario.mac(a).hex(":"), "type", "veth", "peer", "name", b, "index",
+                    str(ifindex[b]), "address", scenario.mac(b).hex(":"))
+            for dev in scenario.devices:
+                _ip("-n", ns, "link", "set", dev, "up")
+
+            colls: dict[str, Collection] = {}
+            for key, obj in scenario.collections.items():
+                colls[key] = stack.enter_context(Collection(load_spec(obj), "kernel"))
+            progs = {p.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
+                     for k, c in colls.items() for n, p in c.programs.items()}
+            maps = {m.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
+                    for k, c in colls.items() for n, m in c.maps.items()}
+            devs = {i: d for d, i in ifindex.items()}
+
+            if scenario.setup is not None:
+                scenario.setup(colls, lambda dev: ifindex[dev])
+            for att in scenario.attachments:
+                xdp_attach(att.dev, colls[att.key].programs[att.program], mode=att.mode)
+                stack.callback(_quiet, xdp_detach, att.dev)
+
+            trace = stack.enter_context(TraceInstance(LAB_EVENTS, buffer_size_kb=4096))
+            caps = [_Capture(d) for d in scenario.devices]
+            for c in caps:
+                stack.callback(c.close)
+            senders: dict[str, socket.socket] = {}
+            for dev in dict.fromkeys(d for d, _ in scenario.traffic):
+                s = stack.enter_context(socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+                s.bind((scenario.peer(dev), 0))
+                senders[dev] = s
+
+            raw_events: list[TraceEvent] = []
+            with _pinned(SENDER_CPU):
+                for dev, frame in scenario.traffic:
+                    if senders[dev].send(frame) != len(frame):
+                        raise PyxdpError(f"short send of a {len(frame)}-byte frame")
+            deadline = time.monotonic() + timeout
+            quiet_since = time.monotonic()
+            while time.monotonic() < deadline:
+                select.select([c.sock for c in caps], [], [], settle / 4)
+                got = sum(c.drain() for c in caps)
+                evs = trace.read(0)
+                raw_events.extend(evs)
+                now = time.monotonic()
+                if got or evs:
+                    quiet_since = now
+                elif now - quiet_since >= settle:
+                    break
+            raw_events.extend(trace.read(0.05))
+            dropped = {c.dev: c.drops() for c in caps if c.drops()}
+            if dropped or trace.lost:
+                raise PyxdpError(f"{scenario.name}: capture drops {dropped}, "
+                                 f"trace events lost {trace.lost}")
+
+            events = tuple(e for e in (_normalize(ev, devs, progs, maps) for ev in raw_events)
+                           if e is not None)
+            dumped: dict[str, Mapping[bytes, bytes]] = {}
+            percpu: dict[str, Mapping[bytes, tuple[bytes, ...]]] = {}
+            for name in scenario.maps:
+                summed, per = dump_map(_map_of(colls, name))
+                dumped[name] = summed
+                if per is not None:
+                    percpu[name] = per
+            links = {d: s for d, s in _link_stats(ns).items() if d in ifindex}
+            return LabResult(scenario.name, "kernel",
+                             {c.dev: tuple(c.frames) for c in caps}, dumped, percpu,
+                             summarize_trace(events), events, links, dict(ifindex))
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+
+
+def _quiet(fn: Callable[..., object], *args: object) -> None:
+    """Teardown step whose failure must not hide the first error (the namespace goes anyway)."""
+    try:
+        fn(*args)
+    except (OSError, PyxdpError):
+        pass

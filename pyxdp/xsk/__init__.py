@@ -1,0 +1,34 @@
+"""AF_XDP in Python: rings, UMEM and the socket API, over the kernel or a userspace datapath.
+
+* :mod:`pyxdp.xsk.queue`: the rings of ``net/xdp/xsk_queue.h``, both sides
+  (libxdp's producer/consumer for the user, the kernel's lazy variants for a
+  datapath), over any shared buffer;
+* :mod:`pyxdp.xsk.umem`: the UMEM (``net/xdp/xdp_umem.c``), its
+  ``XDP_UMEM_REG`` checks, address handles and ``xp_validate_desc``;
+* :mod:`pyxdp.xsk.xsk`: the backend-independent socket (:class:`XskSocket`):
+  fill, recv, release, send, complete, chunk accounting;
+* :mod:`pyxdp.xsk.linux`: :class:`~pyxdp.xsk.linux.LinuxXskSocket`, the same
+  API over the kernel's AF_XDP (imported on demand: it loads libc).
+"""
+
+from pyxdp.xsk.queue import KernelRingCons, KernelRingProd, Ring, RingCons, RingProd, ring_bytes
+from pyxdp.xsk.umem import Umem, XskError, validate_desc, validate_umem_reg
+from pyxdp.xsk.xsk import ChunkAccountingError, ChunkPool, ChunkState, RxBatch, XskSocket
+
+__all__ = [
+    "ChunkAccountingError",
+    "ChunkPool",
+    "ChunkState",
+    "KernelRingCons",
+    "KernelRingProd",
+    "Ring",
+    "RingCons",
+    "RingProd",
+    "RxBatch",
+    "Umem",
+    "XskError",
+    "XskSocket",
+    "ring_bytes",
+    "validate_desc",
+    "validate_umem_reg",
+]
