@@ -17,7 +17,7 @@ def test_readme_opens_with_the_two_commands() -> None:
     first = re.search(r"```sh\n(.*?)```", TEXT, re.S)
     assert first is not None
     lines = first.group(1).strip().splitlines()
-    assert lines == ["pip install -e . && pyxdp conformance",
+    assert lines == ["pip install -e . && pyxdp bench xdp",
                      "pip install -e '.[test]' && python -m pytest"]
     assert "python -m pytest" in (ROOT / ".ci" / "run").read_text()
 

@@ -38,6 +38,14 @@ def _cmd_prog(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench_cmd == "xdp":
+        from pyxdp.cli import datapath
+        return datapath.cmd_bench_xdp(args.obj, args.section, args.mode, args.packet,
+                                      args.duration, args.interval, args.vs_kernel, args.maps,
+                                      args.json, args.engine)
+    if args.bench_cmd == "seeds":
+        from pyxdp.cli import datapath
+        return datapath.cmd_bench_seeds(args.frames, args.runs, args.json)
     from pyxdp.cli import bench
     return bench.cmd_bench_prog(args.obj, args.section, args.data_in, args.repeat, args.engine,
                                 args.vs_kernel, args.maps, args.runs)
@@ -114,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_arg(pr)
     pp.set_defaults(func=_cmd_prog)
 
-    pb = sub.add_parser("bench", help="ns/packet of a program, optionally against the kernel")
+    pb = sub.add_parser("bench", help="benchmarks: a program (prog), the datapath (xdp), the "
+                                      "seeds' claims (seeds)")
     bsub = pb.add_subparsers(dest="bench_cmd", metavar="ACTION", required=True,
                              parser_class=_Parser)
     bp = bsub.add_parser("prog", help="BPF_PROG_TEST_RUN-style repeat runs of one packet")
@@ -130,6 +139,29 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--maps", metavar="F", help="fill maps first from JSON (both sides)")
     bp.add_argument("--runs", type=int, default=3, metavar="K",
                     help="measurements per side; the median is printed (default: 3)")
+    bx = bsub.add_parser("xdp", help="a program on pyxdp's datapath under generated load, "
+                                     "like xdp-bench: Mpps per verdict, live")
+    bx.add_argument("obj", metavar="OBJ", nargs="?",
+                    help="the object (default: the xdp1 sample, samples/xdp1.o)")
+    bx.add_argument("-s", "--section", help="program name or section")
+    bx.add_argument("--mode", choices=("native", "generic"), default="native")
+    bx.add_argument("--packet", metavar="F", help="the packet to send (raw bytes; default: "
+                                                 "a 64-byte UDP frame)")
+    bx.add_argument("--duration", type=float, default=5.0, metavar="S",
+                    help="seconds to run (default: 5)")
+    bx.add_argument("--interval", type=float, default=1.0, metavar="S",
+                    help="seconds between lines (default: 1)")
+    bx.add_argument("--vs-kernel", action="store_true",
+                    help="then measure Linux on live frames with the same program and packet "
+                         "(root) and print the ratio")
+    bx.add_argument("--maps", metavar="F", help="fill maps first from JSON")
+    bx.add_argument("--engine", choices=("auto", "jit", "interp"), default="auto")
+    bx.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    bs = bsub.add_parser("seeds", help="the seed discussions' claims as ratios on pyxdp")
+    bs.add_argument("--frames", type=int, default=200_000, metavar="N",
+                    help="frames per native measurement (default: 200,000)")
+    bs.add_argument("--runs", type=int, default=3, metavar="K", help="runs per figure (median)")
+    bs.add_argument("--json", action="store_true", help="JSON lines instead of text")
     pb.set_defaults(func=_cmd_bench)
 
     pm = sub.add_parser("map", help="map contents")

@@ -8,9 +8,14 @@ The events are those of ``include/trace/events/xdp.h`` (see
   (:class:`pyxdp.kernel.tracefs.TraceInstance`) with the XDP events enabled;
   every event read from its trace_pipe is counted;
 * pyxdp's userspace tracepoints in this process (:func:`run` with
-  ``kernel=False`` and a tracer). The command line has no datapath running
-  in its own process yet, so it always reads the kernel; from Python,
-  ``run(kernel=False)`` monitors :data:`pyxdp.net.trace.TRACER`.
+  ``kernel=False`` and a tracer): ``--pyxdp OBJ`` runs OBJ on pyxdp's
+  datapath in this process (the setup of ``pyxdp bench xdp``: a NIC fed by
+  the traffic generator, in a thread of its own; the native poll loop runs
+  without the GIL) and reports its host's tracepoints; from Python,
+  ``run(kernel=False)`` monitors :data:`pyxdp.net.trace.TRACER` or any tracer.
+
+``--json`` prints one JSON object per interval instead of the table: per
+event, the rate of each counter column (events/s and the summed fields).
 
 As in xdp-monitor, successful redirects (``xdp_redirect``, one event per
 packet) are only traced with ``-s``; ``-e`` breaks totals down per device,
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -38,10 +44,10 @@ DESCRIPTION: Final = (
 EPILOG: Final = (
     "Source: the kernel's xdp tracepoints, read through a private tracefs instance "
     "(instances/pyxdp-<pid>, removed on exit; needs root, mounts tracefs if missing). "
-    "--kernel is the default and, for now, the only source on the command line: "
-    "pyxdp's userspace tracepoints count events of a datapath running in the same "
-    "process, and none runs inside this command yet. From Python, "
-    "pyxdp.cli.monitor.run(kernel=False) monitors pyxdp.net.trace.TRACER.")
+    "--kernel is the default. --pyxdp OBJ instead runs OBJ on pyxdp's userspace "
+    "datapath inside this command (a NIC fed by the traffic generator, as pyxdp bench "
+    "xdp does) and reports its tracepoints; no root needed. From Python, "
+    "pyxdp.cli.monitor.run(kernel=False, tracer=...) monitors any pyxdp tracer.")
 
 #: Events enabled in the kernel by default; -s adds xdp_redirect.
 _DEFAULT_EVENTS: Final = ("xdp_redirect_err", "xdp_exception", "xdp_bulk_tx",
@@ -86,11 +92,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", action="store_true", default=True,
                    help="read the kernel's xdp tracepoints through tracefs (the default; "
                         "see below)")
+    p.add_argument("--pyxdp", metavar="OBJ",
+                   help="run OBJ on pyxdp's datapath in this process and monitor that")
+    p.add_argument("--section", metavar="NAME", help="with --pyxdp: the program")
+    p.add_argument("--mode", choices=("native", "generic"), default="native",
+                   help="with --pyxdp: the XDP mode (default: native)")
+    p.add_argument("--json", action="store_true", help="JSON lines instead of tables")
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    return run(interval=args.interval, count=args.count, stats=args.stats,
-               extended=args.extended, verbose=args.verbose, kernel=args.kernel)
+    if args.pyxdp is None:
+        return run(interval=args.interval, count=args.count, stats=args.stats,
+                   extended=args.extended, verbose=args.verbose, kernel=args.kernel,
+                   as_json=args.json)
+    from pyxdp.cli.datapath import running_datapath
+    with running_datapath(args.pyxdp, args.section, args.mode) as host:
+        return run(interval=args.interval, count=args.count, stats=True,
+                   extended=args.extended, verbose=args.verbose, kernel=False,
+                   tracer=host.tracer, as_json=args.json)
 
 
 # --------------------------------------------------------------------------
@@ -233,6 +252,26 @@ def rows(iv: Interval, *, stats: bool = False, extended: bool = False,
     return out
 
 
+def json_report(iv: Interval, n: int, source: str, lost: int = 0) -> dict[str, object]:
+    """One interval as plain data: per event with activity, the rate of each counter
+    column; per event and key, the same (keys as the tracepoint's key fields)."""
+    t = iv.elapsed if iv.elapsed > 0 else 1.0
+    events: dict[str, object] = {}
+    for event in iv.end.columns:
+        cols = iv.end.columns[event]
+        deltas = iv.deltas(event)
+        if not any(any(d) for d in deltas.values()):
+            continue
+        total = [sum(d[i] for d in deltas.values()) for i in range(len(cols))]
+        events[event] = {
+            "rates": {c: round(v / t, 3) for c, v in zip(cols, total, strict=True)},
+            "by_key": [{"key": list(k), **{c: round(v / t, 3)
+                                         for c, v in zip(cols, d, strict=True)}}
+                       for k, d in deltas.items() if any(d)]}
+    return {"source": source, "interval": n, "elapsed": round(iv.elapsed, 6),
+            "lost": lost, "events": events}
+
+
 def _render_plain(title: str, table: Iterable[Row], out: TextIO) -> None:
     # xdp-monitor's layout: a label, then "number unit" cells, the numbers
     # right-aligned and the units left-aligned in fixed-width columns.
@@ -269,14 +308,14 @@ def _render_rich(title: str, table: Iterable[Row], out: TextIO) -> None:
 def run(*, interval: float = 2.0, count: int | None = None, stats: bool = False,
         extended: bool = False, verbose: bool = False, kernel: bool = True,
         tracer: Tracer | None = None, out: TextIO | None = None,
-        err: TextIO | None = None, rich: bool | None = None) -> int:
+        err: TextIO | None = None, rich: bool | None = None, as_json: bool = False) -> int:
     """Print a report every ``interval`` seconds, ``count`` times (``None``: forever).
 
     ``kernel`` reads the kernel's tracepoints through a tracefs instance;
     otherwise the counters of ``tracer`` (default: the process-wide
     :data:`pyxdp.net.trace.TRACER`) are reported, as fired by a datapath
     running in this process. ``rich`` forces or forbids rich tables
-    (default: when ``out`` is a terminal).
+    (default: when ``out`` is a terminal); ``as_json`` prints JSON lines.
     """
     from pyxdp.net.trace import TRACER, Tracer, TraceSession
 
@@ -287,6 +326,10 @@ def run(*, interval: float = 2.0, count: int | None = None, stats: bool = False,
     source = "kernel" if kernel else "userspace"
 
     def report(n: int, iv: Interval, lost: int) -> None:
+        if as_json:
+            out.write(json.dumps(json_report(iv, n, source, lost)) + "\n")
+            out.flush()
+            return
         title = f"pyxdp monitor ({source}) interval {n}: {iv.elapsed:.2f} s"
         render(title, rows(iv, stats=stats, extended=extended, lost=lost), out)
 

@@ -8,11 +8,14 @@ wake the entry's kthread. The kthread (:meth:`CpuMapRuntime.run_once`, in a
 thread of its own with ``Host(cpumap_threads=True)``) takes up to 8 frames
 at a time (``CPUMAP_BATCH``), runs the entry's program on them - XDP_PASS
 keeps the frame, XDP_REDIRECT calls ``xdp_do_redirect`` (flushed after the
-batch), XDP_DROP and anything else (after a warning and ``xdp_exception``)
-free it - builds skbs of what passed and delivers them to the stack as one
-list (``netif_receive_skb_list``; ``list_delivery=False`` gives the old
+batch; a failed one counts as a drop), XDP_DROP and anything else (after a
+warning; as in the kernel, no ``xdp_exception`` here) free it - builds skbs
+of what passed and delivers them to the stack as one list
+(``netif_receive_skb_list``; ``list_delivery=False`` gives the old
 one-skb-at-a-time path for comparison), then fires ``xdp_cpumap_kthread``
-with the program's pass/drop/redirect counts.
+with the program's pass/drop/redirect counts (all 0 without a program;
+``sched`` 1 for a batch taken after the ring ran empty, when the kthread
+would have slept).
 
 Threads: a worker runs its program (on the JIT: native code without the
 GIL) concurrently with NAPI polls; page memory and tracepoint counters are
@@ -22,6 +25,7 @@ operations, as the kernel's ``ptr_ring`` and page pool ring take theirs.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -60,6 +64,8 @@ class CpuMapRuntime:
         self.queue = FrameRing(self.qsize)
         self.list_delivery = True
         self.processed = 0
+        self.inflight = 0  # frames a run_once took and has not finished with
+        self._idle = True  # the ring was found empty: the next batch follows a sleep
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -73,7 +79,8 @@ class CpuMapRuntime:
 
     @property
     def backlog(self) -> int:
-        return len(self.queue)
+        """Frames queued or still being processed by the kthread."""
+        return len(self.queue) + self.inflight
 
     def matches(self) -> bool:
         """Still the map's entry (same qsize and program)?"""
@@ -91,7 +98,7 @@ class CpuMapRuntime:
             parts.append(frames.select(slice(start, start + k)))
             start += k
             if have + k == CPU_MAP_BULK_SIZE:
-                self.flush_to_queue(Frames.concat(parts))
+                self.flush_to_queue(Frames.concat(parts), bq.from_cpu)
                 parts.clear()
 
     def flush_to_queue(self, frames: Frames, from_cpu: int = 0) -> None:
@@ -107,15 +114,41 @@ class CpuMapRuntime:
         self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, n, drops, self.cpu, cpu=from_cpu)
         self._wake.set()
 
+    def generic_enqueue(self, frames: Frames, from_cpu: int = 0) -> int:
+        """``cpu_map_generic_redirect``: one skb straight into the ring (no bulk);
+        ``xdp_cpumap_enqueue`` with processed 1, or drops 1 and ``-ENOSPC`` when the
+        ring is full (the frame then stays the caller's to free)."""
+        with self.host.lock:
+            ok = self.queue.produce(frames) == len(frames)
+        self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, int(ok), int(not ok), self.cpu,
+                                                 cpu=from_cpu)
+        if not ok:
+            return -errno.ENOSPC
+        self._wake.set()
+        return 0
+
     # -- the kthread -------------------------------------------------------------------
     def run_once(self) -> int:
         """One kthread iteration: up to 8 frames; returns how many it took."""
         host = self.host
         with host.lock:
             frames = self.queue.consume(CPUMAP_BATCH)
-        n = len(frames)
+            n = len(frames)
+            self.inflight = n
         if not n:
+            self._idle = True
             return 0
+        sched = int(self._idle)
+        self._idle = False
+        try:
+            self._run(frames, sched)
+        finally:
+            self.inflight = 0
+        return n
+
+    def _run(self, frames: Frames, sched: int) -> None:
+        host = self.host
+        n = len(frames)
         passes = drops = redirects = 0
         prog = host.program_by_id(self.prog_id) if self.prog_id else None
         with host.lock:
@@ -127,12 +160,11 @@ class CpuMapRuntime:
             with self._prog_lock(prog):
                 v = run_xdp(prog, host, frames, ifindex=dev_rx, queue=0, ctx=self.ctx,
                             faults=self.faults, where=f"cpumap/{self.cpu}")
-            with host.lock:
+            with host.lock, return_frame_no_direct():
                 frames, passes, drops, redirects = dispatch_cpumap(host, dev_rx, prog,
-                                                                   frames, v)
+                                                                   frames, v, self.cpu)
                 dev_rx = _dev_rx(host, frames)
-        else:
-            passes = n
+        # Without a program the kernel's stats stay zero (xdp_pass 0 too).
         if len(frames):
             with host.lock, return_frame_no_direct():
                 batch = host.frames_to_skbs(frames, 0)
@@ -144,10 +176,9 @@ class CpuMapRuntime:
             else:
                 host.stack.netif_receive_skb(batch)
         with host.lock:
-            host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, 0, passes, drops, redirects,
-                                                cpu=self.cpu)
-        self.processed += n
-        return n
+            host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, sched, passes, drops,
+                                                redirects, cpu=self.cpu)
+            self.processed += n
 
     @staticmethod
     def _prog_lock(prog: object) -> threading.Lock:
@@ -158,9 +189,9 @@ class CpuMapRuntime:
     def _kthread(self) -> None:
         try:
             while not self._stop:
+                self._wake.clear()  # before looking: a wakeup from now on is kept
                 if not self.run_once():
                     self._wake.wait(0.05)
-                    self._wake.clear()
         except BaseException as e:  # reported by stop(); a worker must not die silently
             self.error = e
             log.error("cpumap kthread %d of map %d failed: %s", self.cpu, self.map.id, e)
@@ -202,13 +233,13 @@ def cpumap_runtime(host: Host, m: CpuMap, cpu: int) -> CpuMapRuntime:
 
 
 def cpu_map_flush(host: Host, bq: BulkQueues) -> None:
-    """``__cpu_map_flush``: every partly filled cpumap bulk into its ring."""
-    for (map_id, cpu), parts in list(bq.cpu.items()):
+    """``__cpu_map_flush``: every partly filled cpumap bulk into its ring (the flush
+    list's order: last queued first)."""
+    for (map_id, cpu), parts in reversed(list(bq.cpu.items())):
         if parts:
-            rt = next((r for (mid, c), r in host.cpumaps.items() if mid == map_id and c == cpu),
-                      None)
+            rt = host.cpumaps.get((map_id, cpu))
             if rt is not None:
-                rt.flush_to_queue(Frames.concat(parts))
+                rt.flush_to_queue(Frames.concat(parts), bq.from_cpu)
             parts.clear()
     bq.cpu.clear()
 

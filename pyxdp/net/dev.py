@@ -9,14 +9,18 @@ program sees the Ethernet header, and then the kernel's write-back happens in
 its order - head moved (``__skb_pull``/``__skb_push``), tail moved
 (``__skb_trim``/``__skb_put``), the L2 header re-parsed when the program
 changed the EtherType or the destination's host/broadcast class
-(``eth_type_trans``), metadata kept (``skb_metadata_set``). Verdicts: PASS on
-to the stack; DROP frees; ABORTED and unknown verdicts fire ``xdp_exception``
-and free; TX is ``generic_xdp_tx`` (``dev_queue_xmit`` on the same device, one
-skb at a time, no bulk queue); REDIRECT is ``xdp_do_generic_redirect`` - one
+(``eth_type_trans``), metadata kept (``skb_metadata_set``); ``rx_queue_index``
+is the queue the skb was received on. Verdicts: PASS on to the stack; DROP
+frees; ABORTED and unknown verdicts (warned about once per program) fire
+``xdp_exception`` and free; TX is ``generic_xdp_tx`` (``dev_queue_xmit`` on the
+same device, one skb at a time, no bulk queue); REDIRECT is ``xdp_do_generic_redirect`` - one
 skb at a time, no bulking, no ``xdp_frame``: devmap/devmap_hash
 (``dev_map_generic_redirect``, broadcast with skb clones, the entry's program
 run on the skb), an ifindex, or a cpumap (the skb queued to the entry's
-ring). ``xdp_redirect``/``xdp_redirect_err`` fire per skb.
+ring; a full ring fails the redirect). ``xdp_redirect``/``xdp_redirect_err``
+fire per skb (``-EBADRQC`` for an XDP_REDIRECT no redirect helper prepared).
+Skbs reach this path from the stack's transmit side (a veth peer) and from
+NAPI polls without a native program (a NIC, a veth with GRO).
 
 Programs run on the batch of skbs the device received in one call (one
 ``run_batch``); everything after runs per verdict group with numpy.
@@ -27,6 +31,7 @@ kernel queues the skb itself and runs the entry program in skb mode).
 from __future__ import annotations
 
 import errno
+import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,25 +51,30 @@ if TYPE_CHECKING:
 __all__ = ["netif_receive_skb_list"]
 
 _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+log = logging.getLogger(__name__)
+
 INT_MAX = 0x7FFF_FFFF
 SKB_TAILROOM = 320  # skb_shared_info at the end of the linear buffer
 
 
-def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch) -> None:
-    """Skbs received on ``dev``: generic XDP (if attached), then the stack."""
+def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = False) -> None:
+    """Skbs received on ``dev``: generic XDP (if attached), then the stack
+    (``counted``: the driver already counted them in the device's rx stats)."""
     prog = dev.xdp_generic
     host = dev.host
     if prog is None or not len(batch):
-        dev.stats.rx_packets += len(batch)
-        dev.stats.rx_bytes += int(batch.length.sum())
+        if not counted:
+            dev.stats.rx_packets += len(batch)
+            dev.stats.rx_bytes += int(batch.length.sum())
         host.stack.netif_receive_skb_list(batch)
         return
-    from pyxdp.net.napi import run_xdp
+    from pyxdp.net.napi import _warned, run_xdp
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
-        dev.stats.rx_packets += n
-        dev.stats.rx_bytes += int(batch.length.sum())
+        if not counted:
+            dev.stats.rx_packets += n
+            dev.stats.rx_bytes += int(batch.length.sum())
         pages = sysmem.alloc_pages_bulk(n)
         if len(pages) < n:  # no memory for the expanded head: the skbs are dropped
             dev.stats.rx_dropped += n - len(pages)
@@ -78,10 +88,20 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch) -> None:
         sysmem.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
             batch.data[:n, :width]
         frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
-        v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=0, ctx=dev.rx[0].ctx,
-                    faults=dev.faults, where=f"{dev.name} generic")
+        # rx_queue_index: the queue the skb was recorded on (netif_get_rxqueue).
+        queue = np.clip(batch.queue[:n], 0, len(dev.rx) - 1)
+        v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=queue,
+                    ctx=dev.rx[int(queue[0]) if n else 0].ctx, faults=dev.faults,
+                    where=f"{dev.name} generic")
         act = v.action
         dev.stats.xdp_packets += n
+        bad = act > int(XdpAction.XDP_REDIRECT)
+        if bad.any() and prog not in _warned:
+            _warned.add(prog)
+            log.warning("%s: XDP program %s returned illegal action %d: treated as "
+                        "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name,
+                        prog.spec.name, int(act[bad][0]))
+        dev.stats.xdp_aborted += int((act == XdpAction.XDP_ABORTED).sum() + bad.sum())
         host.tracer.xdp_exception.fire_actions(act, prog_id=prog.id, ifindex=dev.ifindex)
         out = host.frames_to_skbs(frames, dev.ifindex)
         out.queue[:] = batch.queue[:n]
@@ -125,7 +145,7 @@ def _ok_fwd(target: NetDevice | None, skb: SkbBatch) -> int:
         return -errno.EINVAL
     if not target.up:
         return -errno.ENETDOWN
-    if int(skb.length[0]) > target.mtu + 14:
+    if int(skb.length[0]) > target.mtu + 14 + 4:  # mtu + hard_header_len + VLAN_HLEN
         return -errno.EMSGSIZE
     return 0
 
@@ -147,7 +167,9 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         if flags & BPF_F_BROADCAST:
             targets = [(i, p) for i, p in _all_entries(m)
                        if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]
-            _fire(dev, prog_id, 0, 0, map_id, index)
+            # to_ifindex: the device of slot ``index``, which the helper looked up.
+            _fire(dev, prog_id, 0, int(_devmap_entries(m, np.array([index], np.int64))[0][0]),
+                  map_id, index)
             for ifx, pid in targets:  # dev_map_redirect_multi: a clone per target
                 t = host.devices.get(ifx)
                 if _ok_fwd(t, skb) == 0 and t is not None:
@@ -165,11 +187,11 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         if not m.qsize_at(index):
             _fire(dev, prog_id, -errno.EINVAL, 0, map_id, index)
             return
-        _fire(dev, prog_id, 0, 0, map_id, index)
-        _skb_to_cpumap(dev, m, index, skb)
+        _fire(dev, prog_id, _skb_to_cpumap(dev, m, index, skb), 0, map_id, index)
         return
+    # No redirect helper prepared this XDP_REDIRECT (or an xskmap: no sockets here).
     _fire(dev, prog_id, -errno.EOPNOTSUPP if map_type == int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
-          else -errno.EINVAL, 0, map_id, index)
+          else -errno.EBADRQC, 0, map_id, index)
 
 
 def _retarget(skb: SkbBatch, ifindex: int) -> SkbBatch:
@@ -206,15 +228,16 @@ def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch)
     target.xmit_skbs(_retarget(skb, target.ifindex))
 
 
-def _skb_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skb: SkbBatch) -> None:
-    """``cpu_map_generic_redirect``: the skb (as an order-0 frame) into the entry's ring."""
+def _skb_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skb: SkbBatch) -> int:
+    """``cpu_map_generic_redirect``: the skb (as an order-0 frame) into the entry's ring;
+    0 or -errno (ring full: ``-ENOSPC``, the skb freed)."""
     from pyxdp.net.cpumap import cpumap_runtime
     host = dev.host
     sysmem = host.memmap.system
     with host.lock:
         pages = sysmem.alloc_pages_bulk(1)
         if not len(pages):
-            return
+            return -errno.ENOMEM
         row = sysmem.local(pages)
         ln = int(skb.length[0])
         sysmem.pages[row[0], XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = skb.data[0, :ln]
@@ -222,10 +245,15 @@ def _skb_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skb: SkbBatch) -> None:
                                        mem_type=MEM_TYPE_PAGE_ORDER0, memmap=host.memmap)
         if st[0] != 0:
             sysmem.put_pages(pages)
-            return
+            return -errno.EOVERFLOW
         from pyxdp.net.xdp_mem import xdp_frames_set_dev_rx
         xdp_frames_set_dev_rx(pages, dev.ifindex, memmap=host.memmap)
         rt = cpumap_runtime(host, m, cpu)
-    rt.flush_to_queue(Frames(pages, np.array([XDP_PACKET_HEADROOM], np.int64),
-                             np.array([ln], np.int64), np.zeros(1, np.int64),
-                             np.full(1, KIND_FRAME, np.int64)))
+    q = min(int(skb.queue[0]), len(dev.rx) - 1)
+    err = rt.generic_enqueue(Frames(pages, np.array([XDP_PACKET_HEADROOM], np.int64),
+                                    np.array([ln], np.int64), np.zeros(1, np.int64),
+                                    np.full(1, KIND_FRAME, np.int64)), dev.rx[q].ctx.cpu)
+    if err:
+        with host.lock:
+            sysmem.put_pages(pages)
+    return err

@@ -98,6 +98,10 @@ class FrameRing:
         self._count += k
         return k
 
+    def peek_kind(self) -> int:
+        """The kind of the frame at the head (the ring must not be empty)."""
+        return int(self._cols[4, self._head])
+
     def consume(self, n: int) -> Frames:
         k = min(n, self._count)
         if k <= 0:

@@ -15,7 +15,9 @@ batch at once:
   also warns once per program, ``bpf_warn_invalid_xdp_action``) and drop;
   the first fault of each poll is kept on the device as a clear report;
 - ``XDP_PASS`` builds skbs (metadata kept) and hands them to the host stack
-  as one list (``napi_gro_receive`` / ``netif_receive_skb_list``);
+  as one list (``napi_gro_receive`` / ``netif_receive_skb_list``); a queue
+  polled without a native program gives its frames to the stack the same way,
+  through the device's generic program if it has one;
 - ``XDP_TX`` converts to ``xdp_frame`` (``-EOVERFLOW`` when the headroom cannot
   hold it: an exception and a drop) into the device's TX bulk queue of 16,
   sent with ``ndo_xdp_xmit`` and ``xdp_bulk_tx`` per bulk;
@@ -24,12 +26,17 @@ batch at once:
   broadcasts (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clone the frame
   for every target but the last, ``bpf_redirect`` ifindexes use the same
   queues without a program, cpumap targets go to the entry's bulk queue of 8;
-  ``xdp_redirect``/``xdp_redirect_err`` fire per frame.
+  ``xdp_redirect``/``xdp_redirect_err`` fire per frame (``-EBADRQC`` for an
+  XDP_REDIRECT no redirect helper prepared; targets are checked as
+  ``xdp_ok_fwd_dev`` does: up, at most mtu + 14 + 4 bytes).
 
-The poll ends with ``xdp_do_flush``: every bulk queue flushed
-(``bq_xmit_all`` runs a devmap entry's program over its bulk with
-``egress_ifindex`` set, then ``ndo_xdp_xmit``, then ``xdp_devmap_xmit``;
-cpumap bulks go to the entry's ring and its kthread is woken).
+The poll ends with ``xdp_do_flush``: every bulk queue flushed, the devmap
+flush list first, then the cpumap one, each in the kernel's order (last
+queued first: ``list_add``). ``bq_xmit_all`` runs a devmap entry's program
+over its bulk with ``egress_ifindex`` set (anything but PASS/DROP fires
+``xdp_exception`` and drops), then ``ndo_xdp_xmit``, then
+``xdp_devmap_xmit``; cpumap bulks go to the entry's ring and its kthread is
+woken. The driver's XDP_TX bulk is flushed after that.
 
 Simplified against the kernel: the devmap entry (and its program) is read
 when the frame is redirected, not when ``bpf_redirect_map`` ran (they differ
@@ -43,6 +50,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,7 +62,7 @@ from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
-from pyxdp.net.frames import KIND_FRAME, Frames
+from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Frames
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
@@ -77,11 +86,15 @@ log = logging.getLogger(__name__)
 DEV_MAP_BULK_SIZE = 16
 XDP_TX_BULK_SIZE = 16
 INT_MAX = 0x7FFF_FFFF
+# xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
+FWD_OVERHEAD = 14 + 4
 _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
 _CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 _XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 _UNSPEC = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
-_warned: set[int] = set()
+# Programs already warned about (bpf_warn_invalid_xdp_action; the kernel warns once
+# per boot, the model once per program - by object: ids restart on every Host).
+_warned: weakref.WeakSet[XdpProg] = weakref.WeakSet()
 MAX_FAULT_REPORTS = 32
 I64 = npt.NDArray[np.int64]
 
@@ -105,6 +118,7 @@ class BulkQueues:
     tx: list[Frames] = field(default_factory=list)
     tx_count: int = 0
     cpu: dict[tuple[int, int], list[Frames]] = field(default_factory=dict)
+    from_cpu: int = 0  # the CPU of the poll (xdp_cpumap_enqueue's ``cpu``)
 
 
 # -----------------------------------------------------------------------------------
@@ -115,6 +129,10 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     """One NAPI poll of ``rq``: up to ``budget`` frames; returns how many were done."""
     dev = rq.dev
     host = dev.host
+    prog = dev.xdp_prog
+    if prog is not None and _native_ok(rq, prog) and (
+            len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF):
+        return _native_poll(rq, prog, budget)
     if rq.source is not None and len(rq.ring) < budget:
         rq.source.fill(rq, budget - len(rq.ring))
     frames = rq.ring.consume(budget)
@@ -126,15 +144,15 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     host.counters.frames += n
     dev.stats.rx_packets += n
     dev.stats.rx_bytes += int(frames.length.sum())
-    prog = dev.xdp_prog
     host.lock.acquire()
     rq.pool.napi_local = True  # page_pool_napi_local: this poll may recycle directly
     try:
         if prog is None:
-            # No program (veth with GRO): straight to the stack.
+            # No native program (a NIC, veth with GRO): to the stack (through the
+            # generic program, if there is one).
             _pass(host, dev, rq, frames)
             return n
-        bq = BulkQueues()
+        bq = BulkQueues(from_cpu=rq.ctx.cpu)
         acts = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=rq.index, ctx=rq.ctx,
                        faults=dev.faults, where=f"{dev.name} rx{rq.index}")
         dispatch(host, dev, rq, prog, frames, acts, bq)
@@ -155,7 +173,7 @@ class _Verdicts:
 
 
 def run_xdp(prog: XdpProg, host: Host, frames: Frames, *, ifindex: npt.ArrayLike,
-            queue: int, ctx: RunContext, egress_ifindex: int = 0,
+            queue: npt.ArrayLike, ctx: RunContext, egress_ifindex: int = 0,
             faults: list[str] | None = None, where: str = "") -> _Verdicts:
     """Run ``prog`` over ``frames`` in place, grouped by page region; the buffer
     edges it leaves are written back into ``frames``. The first fault of the
@@ -163,9 +181,11 @@ def run_xdp(prog: XdpProg, host: Host, frames: Frames, *, ifindex: npt.ArrayLike
     n = len(frames)
     out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
     ifx = np.asarray(ifindex, np.int64)
+    rxq = np.asarray(queue, np.int64)
     for mem, pos, rows in host.memmap.split(frames.pfn):
         res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
-                             frames.meta[pos], queue, int(ifx) if ifx.ndim == 0 else ifx[pos],
+                             frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
+                             int(ifx) if ifx.ndim == 0 else ifx[pos],
                              ctx=ctx, egress_ifindex=egress_ifindex, rows=rows)
         out.action[pos] = res.action
         frames.data[pos] = res.data_off
@@ -182,41 +202,44 @@ def run_xdp(prog: XdpProg, host: Host, frames: Frames, *, ifindex: npt.ArrayLike
     return out
 
 
-def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts
-                    ) -> tuple[Frames, int, int, int]:
+def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts,
+                    cpu: int = 0) -> tuple[Frames, int, int, int]:
     """``cpu_map_bpf_prog_run_xdp``'s verdicts: the frames that passed (headers
-    rewritten), and the pass / drop / redirect counts."""
+    rewritten, ``dev_rx`` kept), and the pass / drop / redirect counts. Anything
+    but PASS, REDIRECT and DROP is warned about and dropped - without an
+    ``xdp_exception`` (the kernel fires none here, not even for XDP_ABORTED);
+    a redirect that fails counts as a drop."""
     act = v.action
     passed = act == XdpAction.XDP_PASS
     red = act == XdpAction.XDP_REDIRECT
     other = ~passed & ~red
     bad = other & (act != XdpAction.XDP_DROP)
-    if bad.any():
-        if prog.id not in _warned:
-            _warned.add(prog.id)
-            log.warning("cpumap program %s returned %d: treated as a drop "
-                        "(bpf_warn_invalid_xdp_action)", prog.spec.name, int(act[bad][0]))
-        for ifx in np.unique(dev_rx[bad]).tolist():
-            host.tracer.xdp_exception.fire_actions(act[bad & (dev_rx == ifx)], prog_id=prog.id,
-                                                   ifindex=int(ifx))
+    if bad.any() and prog not in _warned:
+        _warned.add(prog)
+        log.warning("cpumap program %s returned %d: treated as a drop "
+                    "(bpf_warn_invalid_xdp_action)", prog.spec.name, int(act[bad][0]))
     if other.any():
         xdp_return_frames(frames.pfn[other], memmap=host.memmap)
     nred = int(red.sum())
+    failed = 0
     if nred:
         for ifx in np.unique(dev_rx[red]).tolist():
             sel = np.flatnonzero(red & (dev_rx == ifx))
             dev = host.devices.get(int(ifx)) or host.devices[1]
-            bq = BulkQueues()
-            xdp_do_redirect(host, dev, None, prog, frames.select(sel),
-                            _Verdicts(act[sel], v.map_id[sel], v.map_type[sel], v.index[sel],
-                                      v.flags[sel]), bq)
+            bq = BulkQueues(from_cpu=cpu)
+            failed += xdp_do_redirect(host, dev, None, prog, frames.select(sel),
+                                      _Verdicts(act[sel], v.map_id[sel], v.map_type[sel],
+                                                v.index[sel], v.flags[sel]), bq)
             xdp_do_flush(host, dev, None, bq)
     out = frames.select(passed)
     npass = len(out)
     if npass:
-        dev = host.devices.get(int(dev_rx[passed][0])) or host.devices[1]
-        out, _ = _to_frames(host, dev, None, None, out)
-    return out, len(out), int(other.sum()) + npass - len(out), nred
+        rx = dev_rx[passed]
+        out, _ = _to_frames(host, host.devices[1], None, None, out)
+        # _to_frames stamped one dev_rx on all: put back each frame's own.
+        xdp_frames_set_dev_rx(out.pfn, rx[np.isin(frames.pfn[passed], out.pfn)],
+                              memmap=host.memmap)
+    return (out, len(out), int(other.sum()) + npass - len(out) + failed, nred - failed)
 
 
 def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
@@ -229,8 +252,8 @@ def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg
     tr = host.tracer
     # Unknown verdicts: warned about once, then handled as XDP_ABORTED.
     bad = (act < 0) | (act > int(XdpAction.XDP_REDIRECT))
-    if bad.any() and prog.id not in _warned:
-        _warned.add(prog.id)
+    if bad.any() and prog not in _warned:
+        _warned.add(prog)
         log.warning("%s: XDP program %s returned illegal action %d: treated as "
                     "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name, prog.spec.name,
                     int(act[bad][0]))
@@ -261,6 +284,11 @@ def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) 
     batch = host.frames_to_skbs(frames, dev.ifindex)
     batch.queue[:] = rq.index if rq is not None else 0
     host.drop_frames(frames, rq, direct=rq is not None)
+    if dev.xdp_generic is not None:
+        # No native program: the skbs meet the generic one in the receive path.
+        from pyxdp.net.dev import netif_receive_skb_list
+        netif_receive_skb_list(dev, batch, counted=True)
+        return
     dev.host.stack.netif_receive_skb_list(batch)
 
 
@@ -335,8 +363,9 @@ def _nic_tx(dev: NetDevice, frames: Frames) -> int:
 # -----------------------------------------------------------------------------------
 
 def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
-                    frames: Frames, v: _Verdicts, bq: BulkQueues) -> None:
-    """``xdp_do_redirect`` for every frame of a batch (all verdicts XDP_REDIRECT)."""
+                    frames: Frames, v: _Verdicts, bq: BulkQueues) -> int:
+    """``xdp_do_redirect`` for every frame of a batch (all verdicts XDP_REDIRECT);
+    returns how many failed (those frames were freed)."""
     tr = host.tracer
     n = len(frames)
     dev.stats.xdp_redirect += n
@@ -359,8 +388,8 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
         elif map_type == _XSKMAP:
             e, to = np.full(len(sel), -errno.EOPNOTSUPP), np.zeros(len(sel), np.int64)
             host.drop_frames(f, rq, direct=True)
-        else:  # XDP_REDIRECT without a redirect helper: -EINVAL, the frame dropped
-            e, to = np.full(len(sel), -errno.EINVAL), np.zeros(len(sel), np.int64)
+        else:  # XDP_REDIRECT without a redirect helper: -EBADRQC, the frame dropped
+            e, to = np.full(len(sel), -errno.EBADRQC), np.zeros(len(sel), np.int64)
             host.drop_frames(f, rq, direct=True)
         err[sel] = e
         to_ifindex[sel] = to
@@ -383,6 +412,7 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
         tr.xdp_redirect_err.fire_batch(prog_id=prog.id, ifindex=dev.ifindex,
                                        err=err[bad], to_ifindex=to_col[bad],
                                        map_id=map_id_col[bad], map_index=index_col[bad])
+    return int((~ok).sum())
 
 
 def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg | None,
@@ -401,8 +431,8 @@ def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: Xdp
         elif not d.up:
             err[sel] = -errno.ENETDOWN
         else:
-            tgt_mtu[sel] = d.mtu + 14
-    # xdp_ok_fwd_dev: frames longer than the target's MTU (plus header) are refused.
+            tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
+    # xdp_ok_fwd_dev: frames longer than the target's MTU (plus headers) are refused.
     err = np.where((err == 0) & (frames.length > tgt_mtu), -errno.EMSGSIZE, err)
     ok = err == 0
     if not ok.all():
@@ -494,6 +524,9 @@ def _redirect_devmap(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog:
     if bcast.any():
         sel = np.flatnonzero(bcast)
         err[sel] = _broadcast(host, dev, rq, prog, m, frames.select(sel), flags[sel], bq)
+        # The trace's to_ifindex is ri->tgt_value's device: the helper looked the key
+        # up although a broadcast ignores it (0 when that slot is empty).
+        to[sel] = _devmap_entries(m, idx[sel])[0]
     return err, to
 
 
@@ -530,10 +563,10 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
             continue
         conv, failed = _to_frames(host, dev, rq, None, f)
         if failed:
-            err[sel[:failed]] = -errno.EOVERFLOW
+            err[sel[_conversion_status(host, f, conv) != 0]] = -errno.EOVERFLOW
         for k, (ifindex, prog_id) in enumerate(targets):
             last = k == len(targets) - 1
-            mtu_ok = conv.length <= host.devices[ifindex].mtu + 14
+            mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
             if last:
                 out = conv
             else:
@@ -627,13 +660,16 @@ def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
     keep = act == XdpAction.XDP_PASS
     bad = ~keep & (act != XdpAction.XDP_DROP)
     if bad.any():
-        if prog.id not in _warned:
-            _warned.add(prog.id)
+        if (bad & (act != XdpAction.XDP_ABORTED)).any() and prog not in _warned:
+            _warned.add(prog)
             log.warning("devmap program %s returned %d: only XDP_PASS and XDP_DROP are "
                         "allowed there (bpf_warn_invalid_xdp_action)", prog.spec.name,
-                        int(act[bad][0]))
-        host.tracer.xdp_exception.fire_actions(np.where(bad, np.where(act == 0, 0, act), 1),
-                                               prog_id=prog.id, ifindex=target.ifindex)
+                        int(act[bad & (act != XdpAction.XDP_ABORTED)][0]))
+        # trace_xdp_exception(tx_dev, prog, act) for every one, XDP_TX and
+        # XDP_REDIRECT included.
+        for a, c in zip(*np.unique(act[bad], return_counts=True), strict=True):
+            host.tracer.xdp_exception.fire(prog.id, int(a) & 0xFFFF_FFFF, target.ifindex,
+                                           int(c))
     if (~keep).any():
         xdp_return_frames_rx_napi(frames.pfn[~keep], memmap=host.memmap)
     out = frames.select(keep)
@@ -657,12 +693,232 @@ def n_dropped(before: Frames, after: Frames) -> int:
 
 def xdp_do_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None,
                  bq: BulkQueues) -> None:
-    """``xdp_do_flush``: devmap bulks, cpumap bulks (and the driver's TX bulk)."""
-    if bq.tx_count:
-        _flush_tx(host, dev, bq)
-    for (ifindex, _pid), q in list(bq.dev.items()):
+    """``xdp_do_flush``: devmap bulks, then cpumap bulks - each flush list in the
+    kernel's order, last queued first (``bq_enqueue`` does ``list_add``) - and
+    then the driver's TX bulk (``veth_poll`` flushes it after ``xdp_do_flush``)."""
+    for (ifindex, _pid), q in reversed(list(bq.dev.items())):
         if q.count:
             bq_xmit_all(host, ifindex, q)
     if bq.cpu:
         from pyxdp.net.cpumap import cpu_map_flush
         cpu_map_flush(host, bq)
+    if bq.tx_count:
+        _flush_tx(host, dev, bq)
+
+
+# -----------------------------------------------------------------------------------
+# The native fast path (see pyxdp.net.napi_native)
+# -----------------------------------------------------------------------------------
+
+MAX_NATIVE_FRAME = 4096 - 256 - 320  # one page: headroom and skb_shared_info room
+BULK_NATIVE = 16  # the native loop's TX and devmap bulk size (DEV_MAP_BULK_SIZE)
+NATIVE_POLLS = 1024  # polls per native call (the softirq's "keep going" loop)
+_native_mod: object | None = None
+_native_error = ""
+
+
+def native_available() -> bool:
+    """Whether the native poll loop can run here (numba importable)."""
+    global _native_mod, _native_error
+    if _native_mod is None and not _native_error:
+        try:
+            from pyxdp.net import napi_native
+            _native_mod = napi_native
+        except ImportError as e:  # numba or llvmlite missing: the Python path only
+            _native_error = str(e)
+    return _native_mod is not None
+
+
+class _NativeState:
+    """What a queue keeps between native calls for one program."""
+
+    def __init__(self, rq: NetdevRxQueue, prog: XdpProg, budget: int) -> None:
+        from pyxdp.net.napi_native import C
+        from pyxdp.vm.jit.xdp import DriverIO
+        self.prog = prog
+        self.io = DriverIO(budget, rq.dev.ifindex, rq.index)
+        self.ctl = np.zeros(C.SIZE, np.int64)
+        self.defer = np.zeros((budget, 9), np.int64)
+        self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
+        self.empty_tpl = np.zeros((1, 1), np.uint8)
+        self.empty_len = np.zeros(0, np.int64)
+
+
+def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
+    host = rq.dev.host
+    return (prog.engine == "jit" and host.native and not host.tracer.listening
+            and not rq.pool.destroyed and native_available())
+
+
+def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
+    """Run native polls of ``rq``; the frames it defers go through :func:`dispatch`."""
+    from pyxdp.net.napi_native import C, K, native_polls
+    dev = rq.dev
+    host = dev.host
+    st: _NativeState | None = getattr(rq, "native", None)
+    if st is None or st.prog is not prog or len(st.io.rows) != budget:
+        st = _NativeState(rq, prog, budget)
+        rq.native = st
+    pool = rq.pool
+    ring = rq.ring
+    ctl = st.ctl
+    ctl[:] = 0
+    ctl[C.COUNT], ctl[C.RHEAD], ctl[C.RLEN] = pool._count, pool._rhead, pool._rlen
+    ctl[C.NFREE], ctl[C.NUSE] = pool._nfree, pool._nuse
+    ctl[C.HOLD], ctl[C.RELEASE] = pool.hold_cnt, pool.release_cnt
+    ctl[C.QHEAD], ctl[C.QCOUNT] = ring._head, ring._count
+    src = rq.source
+    if src is not None and src.active:
+        tpl, tpl_len = src.batch.data, src.batch.length
+        if len(tpl_len) and int(tpl_len.max()) > min(tpl.shape[1], MAX_NATIVE_FRAME):
+            raise ValueError(f"{dev.name}: generator frames above {MAX_NATIVE_FRAME} bytes "
+                             f"need multi-buffer XDP, which pyxdp devices do not do")
+        ctl[C.GEN_POS] = src._pos
+        ctl[C.GEN_LEFT] = -1 if src.count is None else src.count - src.produced
+    else:
+        tpl, tpl_len = st.empty_tpl, st.empty_len
+    nif = max(host.devices) + 1
+    tgt_ok = np.zeros(nif, np.uint8)
+    tgt_mtu = np.zeros(nif, np.int64)
+    for i, d in host.devices.items():
+        if d.kind == "nic" and d.up and not d.wire and i != 1:
+            tgt_ok[i] = 1
+            tgt_mtu[i] = d.mtu + 14
+    tx_ok = dev.kind == "nic" and dev.up and not dev.wire
+    dms = [m for m in prog.maps.values() if type(m) is DevMap]
+    dm_ids = np.array([m.id for m in dms], np.int64)
+    dm_n = np.array([m.max_entries for m in dms], np.int64)
+    dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
+    dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
+    cnt = np.zeros(K.SIZE, np.int64)
+    red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
+    xmit_cnt = np.zeros((nif, 3), np.int64)
+    io = st.io
+    pool.napi_local = True
+    stats = pool.stats
+    s0 = (stats.fast, stats.slow, stats.empty, stats.refill, stats.cached, stats.cache_full,
+          stats.ring, stats.ring_full)
+    vm = prog.vm
+    # The pool's ring is shared with cpumap kthreads returning pages: they take the
+    # host lock for it, and so does this loop, which touches the ring natively.
+    host.lock.acquire()
+    try:
+        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
+            done = native_polls(NATIVE_POLLS, budget, fn, ctx_addr, io.desc, io.rows,
+                                io.data_off, io.data_len, io.meta_len, io.action,
+                                io.off_out, io.len_out, io.meta_out, io.status, io.pc,
+                                io.addr, io.redirect, pool.pages, pool.words, pool.qwords,
+                                pool.addr_base, ctl, pool._cache, pool._ring, pool._free,
+                                pool._state, ring._cols, tpl, tpl_len, dev.ifindex, tx_ok,
+                                tgt_ok, tgt_mtu, dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt,
+                                xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
+                                np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base)
+    finally:
+        pool._count, pool._rhead, pool._rlen = int(ctl[C.COUNT]), int(ctl[C.RHEAD]), \
+            int(ctl[C.RLEN])
+        pool._nfree, pool._nuse = int(ctl[C.NFREE]), int(ctl[C.NUSE])
+        pool.hold_cnt, pool.release_cnt = int(ctl[C.HOLD]), int(ctl[C.RELEASE])
+        stats.fast, stats.slow, stats.empty, stats.refill = (
+            s0[0] + int(ctl[C.FAST]), s0[1] + int(ctl[C.SLOW]), s0[2] + int(ctl[C.EMPTY]),
+            s0[3] + int(ctl[C.REFILL]))
+        stats.cached, stats.cache_full, stats.ring, stats.ring_full = (
+            s0[4] + int(ctl[C.CACHED]), s0[5] + int(ctl[C.CACHE_FULL]),
+            s0[6] + int(ctl[C.RING]), s0[7] + int(ctl[C.RING_FULL]))
+        ring._head, ring._count = int(ctl[C.QHEAD]), int(ctl[C.QCOUNT])
+        if src is not None and src.active:
+            got = int(ctl[C.FRAMES]) - 0
+            src._pos = int(ctl[C.GEN_POS])
+            if src.count is not None:
+                src.produced = src.count - int(ctl[C.GEN_LEFT])
+            else:
+                src.produced += got
+        pool.napi_local = False
+        host.lock.release()
+    if ctl[C.ERROR]:
+        from pyxdp.net.page_pool import PageAccountingError
+        if ctl[C.ERROR] < 0:
+            raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
+                                      f"frame that is no page of {pool.name} in use",
+                                      owner=pool.name)
+        row = int(ctl[C.ERROR]) - 1
+        raise PageAccountingError(f"native poll: double return of page row {row} of "
+                                  f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
+    _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
+    nd = int(ctl[C.NDEFER])
+    if nd:
+        dfr = st.defer[:nd]
+        frames = Frames(dfr[:, 0] + pool.pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
+                        dfr[:, 3].copy(), np.full(nd, KIND_BUFF, np.int64))
+        v = _Verdicts(dfr[:, 4].copy(), dfr[:, 5].copy(), dfr[:, 6].copy(), dfr[:, 7].copy(),
+                      dfr[:, 8].copy())
+        with host.lock:
+            pool.napi_local = True
+            try:
+                bq = BulkQueues()
+                _dispatch_deferred(host, dev, rq, prog, frames, v, bq)
+                xdp_do_flush(host, dev, rq, bq)
+            finally:
+                pool.napi_local = False
+    return int(done)
+
+
+def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
+                    red_cnt: I64, xmit_cnt: I64, dms: Sequence[DevMap]) -> None:
+    """Fold what the native polls counted into the device, trace and fault records."""
+    from pyxdp.net.napi_native import C, K
+    dev = rq.dev
+    host = dev.host
+    ctl = st.ctl
+    s = dev.stats
+    frames = int(ctl[C.FRAMES])
+    rq.polls += int(ctl[C.POLLS])
+    host.counters.polls += int(ctl[C.POLLS])
+    host.counters.frames += frames
+    s.rx_packets += frames
+    s.rx_bytes += int(ctl[C.BYTES])
+    s.rx_dropped += int(ctl[C.RX_DROPPED])
+    nd = int(ctl[C.NDEFER])
+    s.xdp_packets += frames - nd  # deferred ones are counted by dispatch
+    s.xdp_drops += int(cnt[K.ACT + 1])
+    s.xdp_aborted += int(cnt[K.ACT + 0] + cnt[K.ACT + 5])
+    s.xdp_tx += int(cnt[K.ACT + 3])
+    s.xdp_redirect += int(cnt[K.ACT + 4])
+    tr = host.tracer
+    if cnt[K.ACT + 0]:
+        tr.xdp_exception.fire(prog.id, 0, dev.ifindex, int(cnt[K.ACT + 0]))
+    if cnt[K.ACT + 5]:
+        bad = int(ctl[C.INVALID_ACT]) - 1
+        if prog not in _warned:
+            _warned.add(prog)
+            log.warning("%s: XDP program %s returned illegal action %d: treated as "
+                        "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name, prog.spec.name,
+                        bad)
+        tr.xdp_exception.fire(prog.id, bad & 0xFFFF_FFFF, dev.ifindex, int(cnt[K.ACT + 5]))
+    if cnt[K.TX_EVENTS]:
+        tr.xdp_bulk_tx._add((dev.ifindex,), int(cnt[K.TX_EVENTS]), [int(cnt[K.TX_SENT]), 0, 0])
+        s.tx_packets += int(cnt[K.TX_SENT])
+        s.tx_bytes += int(cnt[K.TX_BYTES])
+    ids = [m.id for m in dms] + [INT_MAX]
+    for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
+        map_id = ids[int(slot)]
+        tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
+    for ifx in np.flatnonzero(xmit_cnt[:, 0]).tolist():
+        events, sent, nbytes = (int(x) for x in xmit_cnt[ifx])
+        tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
+        t = host.devices[ifx]
+        t.stats.tx_packets += sent
+        t.stats.tx_bytes += nbytes
+    if ctl[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
+        vm = prog.vm
+        fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),
+                                                  int(ctl[C.FAULT_ADDR])))
+        dev.faults.append(f"{dev.name} rx{rq.index}: {prog.spec.name}: {fault} -> XDP_ABORTED")
+        log.warning("%s", dev.faults[-1])
+
+
+def _dispatch_deferred(host: Host, dev: NetDevice, rq: NetdevRxQueue, prog: XdpProg,
+                       frames: Frames, v: _Verdicts, bq: BulkQueues) -> None:
+    """The deferred frames of a native poll: their verdicts through :func:`dispatch`
+    (exceptions for them were not counted natively: dispatch fires none for
+    the verdicts that can be deferred, PASS/TX/REDIRECT)."""
+    dispatch(host, dev, rq, prog, frames, v, bq)

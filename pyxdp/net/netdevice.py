@@ -16,24 +16,31 @@ and maps the datapath runs (``host.load(obj)``). Devices:
   the receiving queue's pool when that end runs XDP, and frames sent by XDP
   (``ndo_xdp_xmit``: XDP_TX, redirect) travel as ``xdp_frame`` s through the
   peer's 256-entry ``xdp_ring`` - refused with ``-ENXIO`` when the peer's NAPI
-  is off (no XDP program and GRO off), dropped when the ring is full.
+  is off (no XDP program and GRO off), dropped when the ring is full or the
+  frame longer than mtu + 14 + 4. While the peer has neither a native program
+  nor GRO, a veth does not advertise ``NETDEV_XDP_ACT_NDO_XMIT``
+  (``veth_set_xdp_features``), so redirects to it fail at once
+  (``-EOPNOTSUPP``); XDP_TX does not look and meets the ``-ENXIO``.
 
 :meth:`NetDevice.attach_xdp` follows ``dev_xdp_attach``: native
 (``XDP_FLAGS_DRV_MODE``) and generic (``XDP_FLAGS_SKB_MODE``) programs are
 mutually exclusive (``-EEXIST``), ``XDP_FLAGS_UPDATE_IF_NOEXIST`` refuses to
 replace (``-EBUSY``), ``XDP_FLAGS_REPLACE`` needs the expected program to be
 the attached one (``-EEXIST``), devmap/cpumap programs cannot be attached
-(``-EINVAL``). The receive path itself is :mod:`pyxdp.net.napi` (native) and
+(``-EINVAL``) - checked in the kernel's order (REPLACE, UPDATE_IF_NOEXIST, the
+other mode, the attach type). The receive path itself is :mod:`pyxdp.net.napi` (native) and
 :mod:`pyxdp.net.dev` (generic).
 
 Simplified: no qdiscs, no multicast lists, carrier = admin state, one
-"CPU" per thread; the device's ``xdp_features`` are fixed by its kind.
+"CPU" per thread; a NIC's ``xdp_features`` are fixed (all but zero-copy and
+offload), a veth's as above.
 """
 
 from __future__ import annotations
 
 import errno
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntFlag
@@ -55,6 +62,7 @@ from pyxdp.net.xdp_mem import (
     XdpMemRegistry,
     XdpRxqInfo,
     xdp_return_frames,
+    xdp_return_frames_rx_napi,
     xdp_rxq_info_attach_page_pool,
     xdp_rxq_info_reg,
     xdp_rxq_info_unreg,
@@ -71,6 +79,7 @@ __all__ = ["Host", "NetDevice", "NetdevRxQueue", "NetdevStats", "Veth", "XdpFlag
            "XdpFeatures"]
 
 ETH_HLEN = 14
+VLAN_HLEN = 4
 VETH_RING_SIZE = 256  # veth's per-queue xdp_ring (ptr_ring) size
 NIC_RING_SIZE = 1024  # rx descriptors of a pyxdp NIC queue
 POOL_PAGES = 4096  # pages per rx queue page pool (16 MiB, committed as touched)
@@ -138,8 +147,8 @@ class NetdevRxQueue:
     ring: FrameRing
     ctx: RunContext
     source: TrafficGenerator | None = None
-    # Frames of the stack waiting to be copied into pool pages (veth_xmit's skbs).
     polls: int = 0
+    native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
 
     @property
     def pending(self) -> int:
@@ -191,22 +200,23 @@ class NetDevice:
                                           f"generic XDP (no offload)")
         if flags & ~int(XdpFlags.XDP_FLAGS_UPDATE_IF_NOEXIST | XdpFlags.XDP_FLAGS_REPLACE):
             raise _fail(errno.EINVAL, f"unknown flags {flags:#x} (mode goes in mode=)")
-        if p.spec.expected_attach_type in (BpfAttachType.BPF_XDP_DEVMAP,
-                                           BpfAttachType.BPF_XDP_CPUMAP):
-            raise _fail(errno.EINVAL, "devmap and cpumap programs cannot be attached to a "
-                                      "device")
-        other = self.xdp_generic if mode == "native" else self.xdp_prog
-        if other is not None:
-            raise _fail(errno.EEXIST, "native and generic XDP can't be active at the same time")
+        if expected is not None and not flags & XdpFlags.XDP_FLAGS_REPLACE:
+            raise _fail(errno.EINVAL, "expected= needs XDP_FLAGS_REPLACE")
+        # dev_xdp_attach's checks, in its order.
         cur = self.xdp_prog if mode == "native" else self.xdp_generic
         if flags & XdpFlags.XDP_FLAGS_REPLACE:
             want = _xdp_prog(expected) if expected is not None else None
             if cur is not want:
                 raise _fail(errno.EEXIST, "expected program ID does not match")
-        elif expected is not None:
-            raise _fail(errno.EINVAL, "expected= needs XDP_FLAGS_REPLACE")
         if cur is not None and flags & XdpFlags.XDP_FLAGS_UPDATE_IF_NOEXIST:
             raise _fail(errno.EBUSY, "XDP program already attached")
+        other = self.xdp_generic if mode == "native" else self.xdp_prog
+        if other is not None:
+            raise _fail(errno.EEXIST, "native and generic XDP can't be active at the same time")
+        if p.spec.expected_attach_type in (BpfAttachType.BPF_XDP_DEVMAP,
+                                           BpfAttachType.BPF_XDP_CPUMAP):
+            raise _fail(errno.EINVAL, "devmap and cpumap programs cannot be attached to a "
+                                      "device")
         if cur is not None and cur is p:
             return
         if mode == "native":
@@ -287,9 +297,13 @@ class NetDevice:
         n = len(frames)
         if not n:
             return 0
-        batch = self.host.frames_to_skbs(frames, self.ifindex, copy_only=True)
-        xdp_return_frames(frames.pfn, memmap=self.host.memmap)  # tx completion
-        self.xmit_skbs(batch)
+        if self.wire:
+            self.xmit_skbs(self.host.frames_to_skbs(frames, self.ifindex, copy_only=True))
+        else:
+            self.stats.tx_packets += n
+            self.stats.tx_bytes += int(frames.length.sum())
+        # TX completion, in the NAPI context: straight back to the pools.
+        xdp_return_frames_rx_napi(frames.pfn, memmap=self.host.memmap)
         return n
 
     def transmit(self, packets: list[bytes]) -> None:
@@ -313,6 +327,21 @@ class Veth(NetDevice):
     def __init__(self, host: Host, ifindex: int, name: str, **kw: Any) -> None:
         super().__init__(host, ifindex, name, ring_size=VETH_RING_SIZE, **kw)
         self.peer: Veth | None = None
+
+    @property
+    def xdp_features(self) -> XdpFeatures:
+        """``veth_set_xdp_features``: ``NDO_XMIT`` (and ``NDO_XMIT_SG``) only while the
+        peer can take XDP frames - it has a native program or GRO requested - so a
+        redirect to a veth whose peer has neither fails at once (``-EOPNOTSUPP``)."""
+        peer = self.peer
+        if peer is not None and (peer.xdp_prog is not None or peer.gro):
+            return self._xdp_features
+        return self._xdp_features & ~(XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT
+                                      | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG)
+
+    @xdp_features.setter
+    def xdp_features(self, value: XdpFeatures) -> None:
+        self._xdp_features = value
 
     @property
     def napi_enabled(self) -> bool:
@@ -346,13 +375,12 @@ class Veth(NetDevice):
         """``veth_xdp_xmit``: frames into the peer's ``xdp_ring``."""
         peer = self.peer
         assert peer is not None
-        if not self.up or not peer.up:
-            return -errno.ENETDOWN
-        if not peer.napi_enabled:
+        if not peer.napi_enabled:  # no XDP program nor GRO, or down: no NAPI, no xdp_ring
             return -errno.ENXIO
         # The loop stops at the first frame too long for the peer or the first one the
         # ring refuses; the rest stay the caller's to free.
-        too_big = np.flatnonzero(frames.length > peer.mtu + ETH_HLEN)
+        # max_len = mtu + hard_header_len + VLAN_HLEN
+        too_big = np.flatnonzero(frames.length > peer.mtu + ETH_HLEN + VLAN_HLEN)
         limit = int(too_big[0]) if len(too_big) else len(frames)
         kframes = Frames(frames.pfn[:limit], frames.data[:limit], frames.length[:limit],
                          frames.meta[:limit], np.full(limit, KIND_FRAME, np.int64))
@@ -406,7 +434,8 @@ class Host:
     """
 
     def __init__(self, name: str = "pyxdp", *, engine: str = "auto", nr_cpus: int = 2,
-                 tracer: _trace.Tracer | None = None, cpumap_threads: bool = False) -> None:
+                 tracer: _trace.Tracer | None = None, cpumap_threads: bool = False,
+                 native: bool = True) -> None:
         from pyxdp.userspace import UserspaceBackend
         self.name = name
         self.nr_cpus = nr_cpus
@@ -425,6 +454,9 @@ class Host:
         self.env = TestRunEnv(netdevs=_Netdevs(self))
         self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
         self.cpumap_threads = cpumap_threads
+        # Native NAPI polls for JIT programs (pyxdp.net.napi_native); False keeps
+        # every frame on the Python path (the reference the tests compare with).
+        self.native = native
         self.cpumaps: dict[tuple[int, int], CpuMapRuntime] = {}
         self.counters = _Counters()
         self._collections: list[Collection] = []
@@ -518,9 +550,12 @@ class Host:
         return done
 
     def run(self, *, max_rounds: int | None = None) -> int:
-        """Poll until every queue (and, inline, every cpumap queue) is empty."""
+        """Poll until every queue is empty and every cpumap kthread idle (inline, or
+        with ``cpumap_threads`` until each worker has finished what it took); returns
+        the frames the polls and the kthreads processed."""
         total = 0
         rounds = 0
+        before = {id(rt): rt.processed for rt in self.cpumaps.values()}
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             n = self.poll()
@@ -529,13 +564,18 @@ class Host:
                     # Inline, a kthread keeps up with the polls: it empties its ring.
                     while k := rt.run_once():
                         n += k
-            else:
-                n += sum(rt.backlog for rt in self.cpumaps.values())
             total += n
             if not n:
-                if self.cpumap_threads and any(rt.backlog for rt in self.cpumaps.values()):
+                if self.cpumap_threads and any(rt.backlog and rt.error is None
+                                               for rt in list(self.cpumaps.values())):
+                    # A worker is still at it (and what it does may give the
+                    # polls more work): wait for it.
+                    time.sleep(0.0005)
                     continue
                 break
+        if self.cpumap_threads:
+            total += sum(rt.processed - before.get(id(rt), 0)
+                         for rt in list(self.cpumaps.values()))
         return total
 
     # -- helpers shared by the receive paths -----------------------------------------

@@ -41,7 +41,10 @@ elevated page refcounts in pools (a pool page is always recyclable, so
 poll). After ``page_pool_destroy`` with pages still out, each returning page
 is released at once and the pool is finally freed with the last one (the
 kernel's delayed ``page_pool_release_retry`` work, without the delay). One
-thread stands for one CPU: nothing here is locked.
+thread stands for one CPU; as in the kernel, only the ring is shared between
+them and locked (``ptr_ring``'s lock: once per page on the single-page path,
+once per call on the bulk and vector paths), while the alloc cache belongs to
+the pool's NAPI context.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from __future__ import annotations
 import array
 import logging
 import mmap
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -550,6 +554,9 @@ class PagePool(PageMemory):
         self._cache = np.frombuffer(self._cache_a, dtype=_I64)
         self._count = 0  # alloc.count
         self._scratch = np.zeros(npages, dtype=_I64)  # for the duplicate test
+        # ptr_ring's producer lock: returns from other threads (a cpumap kthread)
+        # go through the ring while the pool's NAPI allocates.
+        self._ring_lock = threading.Lock()
         self._ring_a = array.array("q", bytes(8 * self.ring_size))
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
         self._rhead = 0
@@ -658,11 +665,12 @@ class PagePool(PageMemory):
 
     def _refill(self) -> int:
         """``page_pool_refill_alloc_cache``: move up to 64 ring pages into the cache."""
-        if not self._rlen:
-            self.stats.empty += 1
-            return -1
-        k = min(self._rlen, PP_ALLOC_CACHE_REFILL)
-        got = self._ring_pop(k)
+        with self._ring_lock:  # the ring's consumer side: ptr_ring's consumer lock
+            if not self._rlen:
+                self.stats.empty += 1
+                return -1
+            k = min(self._rlen, PP_ALLOC_CACHE_REFILL)
+            got = self._ring_pop(k)
         self._cache[:k] = got
         self._state[got] = _CACHE
         self._count = k - 1
@@ -710,12 +718,13 @@ class PagePool(PageMemory):
                 self.stats.cached += 1
                 return
             self.stats.cache_full += 1
-        if self._rlen < self.ring_size:
-            self._ring_a[(self._rhead + self._rlen) % self.ring_size] = loc
-            self._rlen += 1
-            self._state_b[loc] = _RING
-            self.stats.ring += 1
-            return
+        with self._ring_lock:  # ptr_ring_produce: the ring's producer lock, per page
+            if self._rlen < self.ring_size:
+                self._ring_a[(self._rhead + self._rlen) % self.ring_size] = loc
+                self._rlen += 1
+                self._state_b[loc] = _RING
+                self.stats.ring += 1
+                return
         self.stats.ring_full += 1
         self._release_one(loc)
 
@@ -800,11 +809,12 @@ class PagePool(PageMemory):
             self.stats.cached += i
             self.stats.cache_full += n - i
         rest = loc[i:]
-        k = min(self.ring_size - self._rlen, rest.size)
-        if k:
-            self._ring_push(rest[:k])
-            self._state[rest[:k]] = _RING
-            self.stats.ring += k
+        with self._ring_lock:
+            k = min(self.ring_size - self._rlen, rest.size)
+            if k:
+                self._ring_push(rest[:k])
+                self._state[rest[:k]] = _RING
+                self.stats.ring += k
         over = rest[k:]
         if over.size:
             if not bulk:
@@ -859,6 +869,9 @@ class PagePool(PageMemory):
                 self._release_one(loc)
             self._maybe_finish()
             return
+        # One acquisition of the ring's producer lock for the whole call, as
+        # page_pool_put_netmem_bulk takes it once per bulk.
+        self._ring_lock.acquire()
         cache, c = self._cache_a, self._count
         ring, size, head, rlen = self._ring_a, self.ring_size, self._rhead, self._rlen
         stats = self.stats
@@ -886,6 +899,7 @@ class PagePool(PageMemory):
                     over.append(done - 1)
                     st[loc] = _FREE  # released below; marked now so a repeat is caught
         finally:
+            self._ring_lock.release()
             self._nuse -= done
             stats.ring += rlen - self._rlen
             self._count, self._rlen = c, rlen

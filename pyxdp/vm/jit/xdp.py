@@ -36,7 +36,8 @@ from __future__ import annotations
 import ctypes
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
@@ -61,7 +62,7 @@ from pyxdp.vm.jit.lower import MapInfo, Natives
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.memory import Region
 
-__all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit"]
+__all__ = ["NATIVE_XDP_HELPERS", "DriverIO", "XdpBatchOutput", "XdpJit"]
 
 # Helper ids with a native twin, by kind (see lower.Natives).
 NATIVE_XDP_HELPERS: dict[int, str] = {
@@ -78,6 +79,28 @@ _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
 _XDP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
+
+
+class DriverIO:
+    """The arrays a natively driven batch of up to ``n`` frames reads and writes
+    (see :meth:`XdpJit.driver`); fixed addresses, reused batch after batch."""
+
+    def __init__(self, n: int, ifindex: int, rxq: int) -> None:
+        self.desc = np.zeros(len(abi.XDP_FIELDS), np.uint64)
+        self.rows = np.zeros(n, np.int64)
+        self.data_off = np.zeros(n, np.uint32)
+        self.data_len = np.zeros(n, np.uint32)
+        self.meta_len = np.zeros(n, np.uint32)
+        self.rxq = np.full(n, rxq, np.uint32)
+        self.ifindex = np.full(n, ifindex, np.uint32)
+        self.action = np.zeros(n, np.uint32)
+        self.off_out = np.zeros(n, np.uint32)
+        self.len_out = np.zeros(n, np.uint32)
+        self.meta_out = np.zeros(n, np.uint32)
+        self.status = np.zeros(n, np.uint32)
+        self.pc = np.zeros(n, np.uint32)
+        self.addr = np.zeros(n, np.uint64)
+        self.redirect = np.zeros((n, 4), np.uint64)
 
 
 class XdpDesc(ctypes.Structure):
@@ -331,6 +354,8 @@ class XdpJit(JitProgram):
         self._nested: list[Any] = []
         self._parent: XdpJit | None = None
         self._active = False
+        # Faults Python helpers raised during the last driven batch, by frame index.
+        self.driver_faults: dict[int, ProgramFault] = {}
 
     # -- redirect state ---------------------------------------------------------------
     def _ri_out(self) -> None:
@@ -586,6 +611,44 @@ class XdpJit(JitProgram):
         out._jit = self
         out._tail_progs = list(self._tail_progs)
         return out
+
+    @contextmanager
+    def driver(self, ctx: RunContext, frames: npt.NDArray[np.uint8], io: DriverIO
+               ) -> Iterator[tuple[int, int]]:
+        """Let native code (a NAPI poll loop) call the XDP entry itself, batch after
+        batch, for the body: yields ``(entry address, run context address)``;
+        ``io.desc`` is filled so that the caller only sets ``count`` (word 0) and
+        the per-frame inputs in ``io`` before each call. Python helpers see frame
+        ``frames[io.rows[i]]``. Afterwards, an exception a helper raised that is
+        no program fault (a bug, an interrupt) is raised here; program faults are
+        in the outputs and are rendered with :meth:`render_fault`."""
+        self._begin(ctx)
+        sync = self._sync
+        sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, io.ifindex, io.rxq, 0
+        sync.rows = io.rows
+        n = len(io.rows)
+        io.desc[:] = (0, 1, min(max(self.budget, 0), 1 << 62), _addr(frames),
+                      frames.shape[1], frames.shape[1], _addr(io.data_off), _addr(io.data_len),
+                      _addr(io.meta_len), 1, 0, _addr(io.rxq), _addr(io.ifindex), 0,
+                      _addr(io.action), _addr(io.off_out), _addr(io.len_out),
+                      _addr(io.meta_out), _addr(io.status), _addr(io.pc), _addr(io.addr),
+                      _addr(io.redirect), 0, 0, _addr(io.rows))
+        assert len(io.data_off) == n and io.redirect.shape == (n, 4)
+        try:
+            yield self._code.xdp_entry, self._ctx_addr
+        finally:
+            io.desc[0] = 0
+            self._end()
+        errors, self._errors = self._errors, {}
+        bugs = [e for e in errors.values() if not isinstance(e, ProgramFault)]
+        if bugs:
+            raise bugs[0]
+        self.driver_faults = {i: e for i, e in errors.items() if isinstance(e, ProgramFault)}
+
+    def render_fault(self, word: int, pc: int, addr: int) -> ProgramFault:
+        """The fault a driven batch recorded for one frame (status word, pc, address)."""
+        return self._render(self.budget, word, pc, addr, Region("packet", PKT_BASE, bytearray(0)),
+                            None, self._tail_progs)
 
     def _output_block(self, n: int) -> Any:
         """One zeroed block for every output of an ``n``-frame batch (ctypes gives its

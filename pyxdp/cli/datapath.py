@@ -1,0 +1,321 @@
+"""``pyxdp bench xdp`` and ``pyxdp bench seeds``: pyxdp's datapath under load.
+
+``bench xdp`` is xdp-bench for pyxdp: a NIC ``eth0`` whose rx queue is fed
+by the traffic generator (one packet, or the default 64-byte UDP frame,
+written into page pool pages as DMA would), the program attached in native
+or generic mode, and a second NIC ``eth1`` (``tx_port``-style devmaps may
+point at it; its ifindex is printed). Every interval it prints the receive
+rate and the rate of each verdict; with ``--vs-kernel`` it then measures the
+kernel running the same program on the same packet through
+``BPF_PROG_TEST_RUN`` live frames (the kernel's full XDP action path) and
+prints the ratio.
+
+``bench seeds`` prints one row per claim of the kernel discussions pyxdp
+comes from (see the project's reference notes): the seed's figure, pyxdp's
+measured ratio, and whether it meets the goal.
+
+The measurement functions are shared with ``bench/bench_datapath.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyxdp.cli.prog import CliError, _program, _read_input, fill_maps
+from pyxdp.collection import Collection, Program
+from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
+from pyxdp.net.packets import udp_packet
+from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.stack import SkbBatch
+from pyxdp.net.trace import Tracer
+from pyxdp.spec import CollectionSpec
+
+__all__ = ["SEEDS", "cmd_bench_seeds", "cmd_bench_xdp", "mpps_cpumap", "mpps_generic",
+           "mpps_native", "running_datapath"]
+
+DEFAULT_PACKET = udp_packet(size=64, dport=9)
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+_ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
+
+
+def _asm(name: str, text: str) -> CollectionSpec:
+    from pyxdp.testing.kernel_live import asm_spec
+    return asm_spec(name, text)
+
+
+# -----------------------------------------------------------------------------------
+# Measurements (also used by bench/bench_datapath.py)
+# -----------------------------------------------------------------------------------
+
+def mpps_native(obj: str | Path | CollectionSpec, frames: int, *,
+                setup: Callable[[Host, NetDevice, Collection], None] | None = None,
+                packet: bytes = DEFAULT_PACKET, section: str | None = None) -> float:
+    """Mpps of ``frames`` generated frames through native XDP on a NIC."""
+    with Host(tracer=Tracer()) as h:
+        eth = h.add_device("eth0")
+        coll = h.load(obj)
+        eth.attach_xdp(_program(coll, section))
+        if setup is not None:
+            setup(h, eth, coll)
+        eth.rx[0].source = TrafficGenerator(packets=[packet], count=frames)
+        t0 = time.perf_counter()
+        h.run()
+        dt = time.perf_counter() - t0
+    return frames / dt / 1e6
+
+
+def mpps_generic(obj: str | Path | CollectionSpec, frames: int, *,
+                 packet: bytes = DEFAULT_PACKET, section: str | None = None) -> float:
+    """Mpps of generic XDP: the frames arrive as skbs (the driver had no XDP), lists of 64."""
+    with Host(tracer=Tracer()) as h:
+        eth = h.add_device("eth0")
+        coll = h.load(obj)
+        eth.attach_xdp(_program(coll, section), mode="generic")
+        one = SkbBatch.from_packets([packet] * 64, eth.ifindex)
+        rounds = max(frames // 64, 1)
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            h.netif_receive(eth, one)
+        dt = time.perf_counter() - t0
+    return rounds * 64 / dt / 1e6
+
+
+def mpps_cpumap(frames: int, list_delivery: bool) -> float:
+    """Mpps through redirect_cpu's round robin into one cpumap entry, then to the
+    stack as lists of skbs (``netif_receive_skb_list``) or one skb at a time."""
+    with Host(tracer=Tracer()) as h:
+        eth = h.add_device("eth0")
+        coll = h.load(SAMPLES / "redirect_cpu.o")
+        eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
+        coll.maps["cpu_map"][0] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
+        coll.maps["cpus_available"][0] = 0
+        coll.maps["cpus_count"][0] = 1
+        eth.rx[0].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=64)
+        h.run()  # makes the entry
+        for rt in h.cpumaps.values():
+            rt.list_delivery = list_delivery
+        eth.rx[0].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=frames)
+        t0 = time.perf_counter()
+        h.run()
+        dt = time.perf_counter() - t0
+    return frames / dt / 1e6
+
+
+def median(f: Callable[[], float], runs: int) -> float:
+    f()  # warm-up: JIT and native loop compiled, pages touched
+    return float(statistics.median(f() for _ in range(runs)))
+
+
+# -----------------------------------------------------------------------------------
+# pyxdp bench xdp
+# -----------------------------------------------------------------------------------
+
+def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
+    d = {
+        "rx": after.rx_packets - before.rx_packets,
+        "aborted": after.xdp_aborted - before.xdp_aborted,
+        "drop": after.xdp_drops - before.xdp_drops,
+        "pass": after.xdp_pass - before.xdp_pass,
+        "tx": after.xdp_tx - before.xdp_tx,
+        "redirect": after.xdp_redirect - before.xdp_redirect,
+    }
+    return {k: v / dt for k, v in d.items()}
+
+
+def _snapshot(s: NetdevStats) -> NetdevStats:
+    return NetdevStats(**vars(s))
+
+
+def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: str | None,
+                  duration: float, interval: float, vs_kernel: bool, maps: str | None,
+                  as_json: bool, engine: str = "auto") -> int:
+    """Run ``obj`` (default: the xdp1 sample) on a generated stream for ``duration``
+    seconds, printing rates."""
+    if obj is None:
+        obj = str(SAMPLES / "xdp1.o")
+        if not Path(obj).is_file():
+            raise CliError(f"no OBJ given and the default sample {obj} is not there "
+                           f"(run from a pyxdp checkout, or name an object)")
+    if duration <= 0 or interval <= 0:
+        raise CliError("--duration and --interval must be > 0")
+    packet = _read_input(packet_file) if packet_file else DEFAULT_PACKET
+    if len(packet) < 14:
+        raise CliError(f"the packet has {len(packet)} bytes: less than an Ethernet header")
+    host = Host(engine=engine)
+    try:
+        eth = host.add_device("eth0")
+        host.add_device("eth1")
+        coll = host.load(obj)
+        prog = _program(coll, section)
+        if maps:
+            fill_maps(coll, maps)
+        eth.attach_xdp(prog, mode=mode)
+        if mode == "native":
+            eth.rx[0].source = TrafficGenerator(packets=[packet])
+        one = SkbBatch.from_packets([packet] * 64, eth.ifindex)
+        if not as_json:
+            engine_used = getattr(prog.handle, "engine", "?")
+            print(f"pyxdp bench xdp: {prog.name} ({Path(obj).name}) on eth0 ({mode}, engine "
+                  f"{engine_used}), {len(packet)}-byte packet, eth1 is ifindex "
+                  f"{host.dev('eth1').ifindex}")
+        if mode == "native":
+            host.poll()  # warm-up: the JIT and the native loop compiled before timing
+        t_end = time.monotonic() + duration
+        rows = []
+        while time.monotonic() < t_end:
+            before = _snapshot(eth.stats)
+            t0 = time.monotonic()
+            stop = min(t0 + interval, t_end)
+            while time.monotonic() < stop:
+                if mode == "native":
+                    host.poll()
+                else:
+                    for _ in range(16):
+                        host.netif_receive(eth, one)
+            dt = time.monotonic() - t0
+            r = _rates(before, eth.stats, dt)
+            rows.append(r)
+            _print_rates(r, as_json)
+        total = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
+        if eth.faults:
+            print(f"first fault: {eth.faults[0]}", file=sys.stderr)
+    finally:
+        host.close()
+    if vs_kernel:
+        kpps = _kernel_pps(obj, prog, packet)
+        ratio = total.get("rx", 0.0) / (kpps * 1e6) if kpps else 0.0
+        if as_json:
+            print(json.dumps({"kernel_mpps": kpps, "pyxdp_mpps": total.get("rx", 0) / 1e6,
+                              "ratio": ratio}))
+        else:
+            print(f"kernel live frames: {kpps:.2f} Mpps; pyxdp median {total['rx'] / 1e6:.2f} "
+                  f"Mpps; ratio pyxdp/kernel: {ratio:.2f}")
+    return 0
+
+
+@contextmanager
+def running_datapath(obj: str, section: str | None = None, mode: str = "native",
+                     packet: bytes = DEFAULT_PACKET) -> Iterator[Host]:
+    """``obj`` on a NIC fed by the generator, polled in a thread until the body ends
+    (``pyxdp monitor --pyxdp``); yields the host (its tracer has the counters)."""
+    host = Host()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        one = SkbBatch.from_packets([packet] * 64, eth.ifindex)
+        try:
+            while not stop.is_set():
+                if mode == "native":
+                    host.poll()
+                else:
+                    host.netif_receive(eth, one)
+        except BaseException as e:  # reported by the caller's thread
+            errors.append(e)
+
+    try:
+        eth = host.add_device("eth0")
+        host.add_device("eth1")
+        coll = host.load(obj)
+        eth.attach_xdp(_program(coll, section), mode=mode)
+        if mode == "native":
+            eth.rx[0].source = TrafficGenerator(packets=[packet])
+        worker = threading.Thread(target=loop, name="pyxdp-datapath", daemon=True)
+        worker.start()
+        try:
+            yield host
+        finally:
+            stop.set()
+            worker.join()
+        if errors:
+            raise errors[0]
+    finally:
+        host.close()
+
+
+def _print_rates(r: dict[str, float], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({k: round(v) for k, v in r.items()}), flush=True)
+        return
+    acts = "  ".join(f"{a.upper()} {r[a] / 1e6:6.2f}" for a in _ACTIONS if r[a])
+    print(f"eth0 rx {r['rx'] / 1e6:7.2f} Mpps   {acts}", flush=True)
+
+
+def _kernel_pps(obj: str, prog: Program, packet: bytes) -> float:
+    """The kernel's live-frames Mpps for the same program and packet (root)."""
+    from pyxdp.kernel import bpf_available
+    ok, why = bpf_available()
+    if not ok:
+        raise CliError(f"--vs-kernel needs root and BPF: {why}")
+    from pyxdp.elf import load_collection_spec
+    from pyxdp.testing.kernel_live import bench_netns, measure_live
+    spec = load_collection_spec(obj)
+    with bench_netns() as net:
+        m = measure_live(spec, prog.name, packet, ingress_ifindex=net.veth0,
+                         frames=2_000_000, runs=3)
+    return m.mpps
+
+
+# -----------------------------------------------------------------------------------
+# pyxdp bench seeds
+# -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Seed:
+    claim: str
+    seed_figure: str
+    goal: float
+    measure: Callable[[int, int], float]
+    unit: str = "x"
+
+
+def _native_vs_generic(frames: int, runs: int) -> float:
+    drop = _asm("xdp_drop", "r0 = 1\nexit")
+    return median(lambda: mpps_native(drop, frames), runs) / \
+        median(lambda: mpps_generic(drop, max(frames // 20, 64)), runs)
+
+
+def _cpumap_list(frames: int, runs: int) -> float:
+    n = max(frames // 20, 256)
+    return median(lambda: mpps_cpumap(n, True), runs) / \
+        median(lambda: mpps_cpumap(n, False), runs)
+
+
+def _bulk_return(frames: int, runs: int) -> float:
+    from pyxdp.testing.frame_return import WAYS, frame_return_rates
+    rates = frame_return_rates(16384, max(runs, 5))
+    return rates[WAYS[1][0]] / rates[WAYS[0][0]]
+
+
+SEEDS: tuple[Seed, ...] = (
+    Seed("native XDP_DROP vs generic XDP_DROP", "generic: the slow path", 5.0,
+         _native_vs_generic),
+    Seed("cpumap: skb lists vs one skb at a time", "+16%", 1.16, _cpumap_list),
+    Seed("xdp_frame return: bulk vs one by one", "no regression", 1.0, _bulk_return),
+)
+
+
+def cmd_bench_seeds(frames: int, runs: int, as_json: bool) -> int:
+    """One row per seed claim: the seed's figure, pyxdp's ratio, pass/fail."""
+    if frames <= 0 or runs <= 0:
+        raise CliError("--frames and --runs must be > 0")
+    rows = []
+    for s in SEEDS:
+        ratio = s.measure(frames, runs)
+        ok = ratio >= s.goal
+        rows.append({"claim": s.claim, "seed": s.seed_figure, "goal": s.goal,
+                     "pyxdp": round(ratio, 3), "pass": ok})
+        if as_json:
+            print(json.dumps(rows[-1]), flush=True)
+        else:
+            print(f"{s.claim:<42} seed {s.seed_figure:<22} pyxdp {ratio:7.2f}x  "
+                  f"goal >= {s.goal:.2f}  {'PASS' if ok else 'FAIL'}", flush=True)
+    return 0 if all(r["pass"] for r in rows) else 1

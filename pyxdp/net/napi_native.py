@@ -1,0 +1,469 @@
+"""The NAPI poll loop in native code: the fast path of :mod:`pyxdp.net.napi`.
+
+A driver's receive loop is the hottest code of XDP: in the kernel a poll of
+64 frames costs a few microseconds. Driving it from Python costs far more
+than the programs themselves, so the common path runs as machine code
+(numba, on the same LLVM as the JIT) without the interpreter lock: poll
+after poll, it takes frames from the rx ring or the NIC's generator (pages
+from the queue's page pool, packet copied in, as DMA would), calls the JIT's
+XDP batch entry on them, and acts on the verdicts:
+
+- ``XDP_DROP``, ``XDP_ABORTED`` and unknown verdicts: the page goes straight
+  back into the pool's alloc cache (``page_pool_recycle_direct``); the
+  exceptions are counted per verdict for ``xdp_exception``;
+- ``XDP_TX`` on a NIC: ``xdp_convert_buff_to_frame`` (the header written in
+  the headroom), the TX bulk queue of 16, ``ndo_xdp_xmit``, and, at tx
+  completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk;
+- ``XDP_REDIRECT`` through a devmap slot without a program, or to an
+  ifindex (``bpf_redirect``), to a NIC: the same conversion, the target's
+  bulk queue of 16 flushed when full and at the poll's end
+  (``xdp_devmap_xmit`` per flush, ``xdp_redirect`` per frame).
+
+Everything else - XDP_PASS (skbs for the stack), cpumap, broadcast, devmap
+programs, veth targets, wire sinks to feed, every error path - is *deferred*:
+the frame and its verdict are handed back, the loop stops after that poll,
+and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it with the same
+functions as every other frame. So the native loop is an accelerator of the
+one datapath, not a second one: it only takes the paths whose outcome it can
+produce exactly (same pages recycled, same counters), and the tests run the
+same scenarios with and without it.
+
+The page pool's state (alloc cache, ring, free list, page states, counters)
+is operated on in place in its numpy arrays with the same algorithm as
+:class:`~pyxdp.net.page_pool.PagePool` (its scalar fields travel in a control
+array for the duration of the call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit as _njit
+from numba import types
+from numba.extending import intrinsic
+
+# Native code, no GIL, cached on disk, and no reference counting: the loop only
+# reads and writes arrays its caller owns, and NRT's atomic increments around
+# every helper call cost more than the frames' work (measured: 3x slower).
+njit: Any = _njit
+
+__all__ = ["C", "DEFER_COLS", "K", "native_polls"]
+
+
+class C:
+    """Indices of the control array (page pool, rings, generator, results)."""
+
+    COUNT, RHEAD, RLEN, NFREE, NUSE, HOLD, RELEASE = 0, 1, 2, 3, 4, 5, 6
+    FAST, SLOW, EMPTY, REFILL, CACHED, CACHE_FULL, RING, RING_FULL = 7, 8, 9, 10, 11, 12, 13, 14
+    ERROR = 15  # nonzero: a page was returned that was not in use (its row + 1)
+    QHEAD, QCOUNT = 16, 17  # the rx ring
+    GEN_POS, GEN_LEFT = 18, 19  # generator: next template, frames left (-1: endless)
+    RX_DROPPED = 20  # the pool ran dry under the generator
+    NDEFER = 21
+    FAULTS, FAULT_WORD, FAULT_PC, FAULT_ADDR = 22, 23, 24, 25
+    INVALID_ACT = 26  # the first unknown verdict seen (its value + 1)
+    POLLS, FRAMES, BYTES = 27, 28, 29
+    SIZE = 32
+
+
+class K:
+    """Indices of the counter array."""
+
+    ACT = 0  # 0..4: frames per verdict; 5: unknown verdicts
+    TX_EVENTS, TX_SENT, TX_BYTES = 6, 7, 8
+    SIZE = 9
+
+
+# numba reads module-level integers as constants (not class attributes).
+C_COUNT = C.COUNT
+C_RHEAD = C.RHEAD
+C_RLEN = C.RLEN
+C_NFREE = C.NFREE
+C_NUSE = C.NUSE
+C_HOLD = C.HOLD
+C_RELEASE = C.RELEASE
+C_FAST = C.FAST
+C_SLOW = C.SLOW
+C_EMPTY = C.EMPTY
+C_REFILL = C.REFILL
+C_CACHED = C.CACHED
+C_CACHE_FULL = C.CACHE_FULL
+C_RING = C.RING
+C_RING_FULL = C.RING_FULL
+C_ERROR = C.ERROR
+C_QHEAD = C.QHEAD
+C_QCOUNT = C.QCOUNT
+C_GEN_POS = C.GEN_POS
+C_GEN_LEFT = C.GEN_LEFT
+C_RX_DROPPED = C.RX_DROPPED
+C_NDEFER = C.NDEFER
+C_FAULTS = C.FAULTS
+C_FAULT_WORD = C.FAULT_WORD
+C_FAULT_PC = C.FAULT_PC
+C_FAULT_ADDR = C.FAULT_ADDR
+C_INVALID_ACT = C.INVALID_ACT
+C_POLLS = C.POLLS
+C_FRAMES = C.FRAMES
+C_BYTES = C.BYTES
+C_SIZE = C.SIZE
+K_ACT = K.ACT
+K_TX_EVENTS = K.TX_EVENTS
+K_TX_SENT = K.TX_SENT
+K_TX_BYTES = K.TX_BYTES
+K_SIZE = K.SIZE
+DEFER_COLS = 9  # row, data, len, meta, action, map_id, map_type, index, flags
+_FREE, _CACHE, _RING, _INUSE = 0, 1, 2, 3
+CACHE_SIZE = 128
+REFILL = 64
+HEADROOM = 256
+FRAME_SZ = 4096
+TAILROOM = 320
+XDP_FRAME_SIZE = 40
+MEM_TYPE_PAGE_POOL = 2
+BULK = 16
+INT_MAX = 0x7FFF_FFFF
+DEVMAP = 14
+BPF_F_BROADCAST = 1 << 3
+
+
+@intrinsic
+def _call(typingctx, fn, ctx, desc):  # type: ignore[no-untyped-def]
+    """``fn(ctx, desc)``: the JIT's XDP batch entry, called through its address."""
+    sig = types.void(types.uint64, types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p8 = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [p8, p8])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _alloc(ctl, cache, ring, free, state):  # type: ignore[no-untyped-def]
+    """``page_pool_alloc``: alloc cache, then a refill from the ring, then 64 fresh
+    pages from the free list. Returns the page row, or -1."""
+    c = ctl[C_COUNT]
+    if c > 0:
+        c -= 1
+        ctl[C_COUNT] = c
+        loc = cache[c]
+        ctl[C_FAST] += 1
+    elif ctl[C_RLEN] > 0:
+        k = min(ctl[C_RLEN], REFILL)
+        size = len(ring)
+        h = ctl[C_RHEAD]
+        for j in range(k):
+            r = ring[(h + j) % size]
+            cache[j] = r
+            state[r] = _CACHE
+        ctl[C_RHEAD] = (h + k) % size
+        ctl[C_RLEN] -= k
+        ctl[C_COUNT] = k - 1
+        ctl[C_REFILL] += 1
+        loc = cache[k - 1]
+    else:
+        ctl[C_EMPTY] += 1
+        k = min(ctl[C_NFREE], REFILL)
+        if k == 0:
+            return -1
+        nf = ctl[C_NFREE]
+        for j in range(k):
+            r = free[nf - k + j]
+            cache[j] = r
+            state[r] = _CACHE
+        ctl[C_NFREE] = nf - k
+        ctl[C_HOLD] += k
+        ctl[C_COUNT] = k - 1
+        ctl[C_SLOW] += 1
+        loc = cache[k - 1]
+    state[loc] = _INUSE
+    ctl[C_NUSE] += 1
+    return loc
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _recycle(ctl, cache, ring, free, state, loc):  # type: ignore[no-untyped-def]
+    """``page_pool_recycle_direct``: alloc cache, else ring, else the free list."""
+    if state[loc] != _INUSE:
+        if ctl[C_ERROR] == 0:
+            ctl[C_ERROR] = loc + 1
+        return
+    ctl[C_NUSE] -= 1
+    c = ctl[C_COUNT]
+    if c < CACHE_SIZE:
+        cache[c] = loc
+        ctl[C_COUNT] = c + 1
+        state[loc] = _CACHE
+        ctl[C_CACHED] += 1
+        return
+    ctl[C_CACHE_FULL] += 1
+    size = len(ring)
+    if ctl[C_RLEN] < size:
+        ring[(ctl[C_RHEAD] + ctl[C_RLEN]) % size] = loc
+        ctl[C_RLEN] += 1
+        state[loc] = _RING
+        ctl[C_RING] += 1
+        return
+    ctl[C_RING_FULL] += 1
+    state[loc] = _FREE
+    free[ctl[C_NFREE]] = loc
+    ctl[C_NFREE] += 1
+    ctl[C_RELEASE] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _to_frame(w32, q64, loc, data, length, meta, addr_base):  # type: ignore[no-untyped-def]
+    """``xdp_convert_buff_to_frame`` in place; False where the kernel returns NULL."""
+    if data - meta < XDP_FRAME_SIZE or data + length > FRAME_SZ - TAILROOM:
+        return False
+    q64[loc, 0] = addr_base + loc * FRAME_SZ + data
+    w32[loc, 2] = length
+    w32[loc, 3] = data - XDP_FRAME_SIZE
+    w32[loc, 4] = meta
+    w32[loc, 5] = MEM_TYPE_PAGE_POOL
+    w32[loc, 8] = FRAME_SZ
+    w32[loc, 9] = 0
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _take(ctl, cache, ring, free, state, c, nuse, fast):  # type: ignore[no-untyped-def]
+    """Allocation with the pool's hot fields in registers: (row, c, nuse, fast).
+    Only an empty alloc cache goes through the arrays (:func:`_alloc`)."""
+    if c > 0:
+        c -= 1
+        loc = cache[c]
+        state[loc] = _INUSE
+        return loc, c, nuse + 1, fast + 1
+    ctl[C_COUNT] = c
+    ctl[C_NUSE] = nuse
+    loc = _alloc(ctl, cache, ring, free, state)
+    return loc, ctl[C_COUNT], ctl[C_NUSE], fast
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _give(ctl, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[no-untyped-def]
+    """Direct recycling with the hot fields in registers: (c, nuse, cached)."""
+    if c < CACHE_SIZE and state[loc] == _INUSE:
+        cache[c] = loc
+        state[loc] = _CACHE
+        return c + 1, nuse - 1, cached + 1
+    ctl[C_COUNT] = c
+    ctl[C_NUSE] = nuse
+    _recycle(ctl, cache, ring, free, state, loc)
+    return ctl[C_COUNT], ctl[C_NUSE], cached
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
+                 act, off_out, len_out, meta_out, status, pc_out, addr_out, red,
+                 pages, w32, q64, addr_base, ctl, cache, ring, free, state,
+                 qcols, tpl, tpl_len, self_ifindex, tx_ok, tgt_ok, tgt_mtu,
+                 dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt, xmit_cnt, defer, bq_rows, bq_n,
+                 tx_rows, pfn_base):
+    """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
+    ring and generator are dry, when a poll deferred frames to Python, or on an
+    accounting error. Returns the frames processed.
+
+    The pool's hot fields and the per-frame counters live in local variables
+    for the whole call (written back at the end): kept in the arrays, every
+    update would be a load and a store the compiler cannot hoist, since the
+    arrays might alias."""
+    ndm = len(dm_ids)
+    nif = len(tgt_ok)
+    npages = len(state)
+    qsize = qcols.shape[1]
+    ntpl = len(tpl_len)
+    total = 0
+    c = ctl[C_COUNT]
+    nuse = ctl[C_NUSE]
+    fast = 0
+    cached = 0
+    qhead = ctl[C_QHEAD]
+    qcount = ctl[C_QCOUNT]
+    gpos = ctl[C_GEN_POS]
+    gleft = ctl[C_GEN_LEFT]
+    nbytes = 0
+    polls = 0
+    n_ab = 0
+    n_drop = 0
+    n_tx = 0
+    n_red = 0
+    n_bad = 0
+    tx_events = 0
+    tx_sent = 0
+    tx_bytes = 0
+    for _poll in range(max_polls):
+        n = 0
+        # The rx ring first (frames a NIC received or veth copied), pool pages only.
+        while n < budget and qcount > 0:
+            if qcols[4, qhead] != 0:
+                break  # an xdp_frame from another device: the Python path's
+            loc = qcols[0, qhead] - pfn_base
+            if loc < 0 or loc >= npages or state[loc] != _INUSE:
+                # Not a page this pool handed out: stop before touching it.
+                ctl[C_ERROR] = -1
+                break
+            rows[n] = loc
+            d_off[n] = qcols[1, qhead]
+            d_len[n] = qcols[2, qhead]
+            d_meta[n] = qcols[3, qhead]
+            qhead = (qhead + 1) % qsize
+            qcount -= 1
+            n += 1
+        # Then the generator: a pool page per frame, the template copied in (DMA).
+        while n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
+            loc, c, nuse, fast = _take(ctl, cache, ring, free, state, c, nuse, fast)
+            if loc < 0:
+                ctl[C_RX_DROPPED] += 1
+                break
+            ln = tpl_len[gpos]
+            for j in range(ln):
+                pages[loc, HEADROOM + j] = tpl[gpos, j]
+            rows[n] = loc
+            d_off[n] = HEADROOM
+            d_len[n] = ln
+            d_meta[n] = 0
+            gpos += 1
+            if gpos == ntpl:
+                gpos = 0
+            if gleft > 0:
+                gleft -= 1
+            n += 1
+        if n == 0 or ctl[C_ERROR] != 0:
+            break
+        polls += 1
+        total += n
+        for i in range(n):
+            nbytes += d_len[i]
+        desc[0] = n
+        _call(fn, ctx_addr, desc.ctypes.data)  # type: ignore[call-arg]
+        desc[0] = 0
+        ntx = 0
+        deferred = 0
+        for i in range(n):
+            loc = rows[i]
+            a = np.int64(act[i])
+            if status[i] != 0:
+                if ctl[C_FAULTS] == 0:
+                    ctl[C_FAULT_WORD] = status[i]
+                    ctl[C_FAULT_PC] = pc_out[i]
+                    ctl[C_FAULT_ADDR] = np.int64(addr_out[i])
+                ctl[C_FAULTS] += 1
+            if a == 1 or a == 0 or a > 4:
+                if a == 1:
+                    n_drop += 1
+                elif a == 0:
+                    n_ab += 1
+                else:
+                    n_bad += 1
+                    if ctl[C_INVALID_ACT] == 0:
+                        ctl[C_INVALID_ACT] = a + 1
+                c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
+                continue
+            data = np.int64(off_out[i])
+            length = np.int64(len_out[i])
+            meta = np.int64(meta_out[i])
+            done = False
+            if a == 3 and tx_ok:
+                if _to_frame(w32, q64, loc, data, length, meta, addr_base):
+                    n_tx += 1
+                    tx_bytes += length
+                    tx_rows[ntx] = loc
+                    ntx += 1
+                    if ntx == BULK:
+                        tx_events += 1
+                        tx_sent += ntx
+                        for j in range(ntx):  # sent, then completed: back to the pool
+                            c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j],
+                                                    c, nuse, cached)
+                        ntx = 0
+                    done = True
+            elif a == 4:
+                map_id = np.int64(red[i, 0])
+                map_type = np.int64(red[i, 1])
+                idx = np.int64(red[i, 2])
+                flags = np.int64(red[i, 3])
+                slot = -1
+                ifx = 0
+                if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
+                    for k in range(ndm):
+                        if dm_ids[k] == map_id:
+                            slot = k
+                    if slot >= 0 and 0 <= idx < dm_n[slot] and dm_ent[dm_off[slot] + idx, 1] == 0:
+                        ifx = np.int64(dm_ent[dm_off[slot] + idx, 0])
+                elif map_type == 0 and map_id == INT_MAX:
+                    slot = ndm
+                    ifx = idx
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] and length <= tgt_mtu[ifx]
+                        and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
+                    n_red += 1
+                    red_cnt[slot, ifx] += 1
+                    xmit_cnt[ifx, 2] += length
+                    b = bq_n[ifx]
+                    bq_rows[ifx, b] = loc
+                    bq_n[ifx] = b + 1
+                    if b + 1 == BULK:
+                        xmit_cnt[ifx, 0] += 1
+                        xmit_cnt[ifx, 1] += BULK
+                        for j in range(BULK):
+                            c, nuse, cached = _give(ctl, cache, ring, free, state,
+                                                    bq_rows[ifx, j], c, nuse, cached)
+                        bq_n[ifx] = 0
+                    done = True
+            if not done:  # XDP_PASS and every path the native loop does not take
+                d = ctl[C_NDEFER]
+                defer[d, 0] = loc
+                defer[d, 1] = data
+                defer[d, 2] = length
+                defer[d, 3] = meta
+                defer[d, 4] = a
+                defer[d, 5] = np.int64(red[i, 0])
+                defer[d, 6] = np.int64(red[i, 1])
+                defer[d, 7] = np.int64(red[i, 2])
+                defer[d, 8] = np.int64(red[i, 3])
+                ctl[C_NDEFER] = d + 1
+                deferred += 1
+        # xdp_do_flush and the driver's TX flush at the end of the poll.
+        if ntx:
+            tx_events += 1
+            tx_sent += ntx
+            for j in range(ntx):
+                c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j], c, nuse,
+                                        cached)
+        for t in range(nif):
+            b = bq_n[t]
+            if b:
+                xmit_cnt[t, 0] += 1
+                xmit_cnt[t, 1] += b
+                for j in range(b):
+                    c, nuse, cached = _give(ctl, cache, ring, free, state, bq_rows[t, j], c,
+                                            nuse, cached)
+                bq_n[t] = 0
+        if deferred or ctl[C_ERROR] != 0:
+            break
+    ctl[C_COUNT] = c
+    ctl[C_NUSE] = nuse
+    ctl[C_FAST] += fast
+    ctl[C_CACHED] += cached
+    ctl[C_QHEAD] = qhead
+    ctl[C_QCOUNT] = qcount
+    ctl[C_GEN_POS] = gpos
+    ctl[C_GEN_LEFT] = gleft
+    ctl[C_POLLS] += polls
+    ctl[C_FRAMES] += total
+    ctl[C_BYTES] += nbytes
+    cnt[K_ACT + 0] += n_ab
+    cnt[K_ACT + 1] += n_drop
+    cnt[K_ACT + 3] += n_tx
+    cnt[K_ACT + 4] += n_red
+    cnt[K_ACT + 5] += n_bad
+    cnt[K_TX_EVENTS] += tx_events
+    cnt[K_TX_SENT] += tx_sent
+    cnt[K_TX_BYTES] += tx_bytes
+    return total
