@@ -1,10 +1,22 @@
-"""pyxdp's userspace datapath, side by side: native vs generic XDP, the cost ladder
-DROP / PASS to the stack / PASS to a UDP socket, cpumap list delivery vs one skb
-at a time, and (root) the kernel's live-frames XDP_DROP of the same packet.
+"""pyxdp's userspace datapath side by side with Linux's, and the seeds' ratios.
 
-Every figure is the median of ``--runs`` runs; each run pushes ``--frames``
-64-byte UDP frames through a NIC's rx queue (the traffic generator writes
-them into page pool pages, NAPI polls of 64 run the program as one batch).
+pyxdp: a NIC whose rx queue the traffic generator fills (64-byte UDP frames
+written into page pool pages, NAPI polls of 64, the native poll loop running
+the JIT'ed program), measured as frames / wall time of ``Host.run``.
+Linux: ``BPF_PROG_TEST_RUN`` with ``BPF_F_TEST_XDP_LIVE_FRAMES`` (the
+kernel's own XDP action path: page pool, XDP_TX, redirect and flush), in a
+network namespace with a veth pair (see :mod:`pyxdp.testing.kernel_live`),
+in the same run. Rows:
+
+* XDP_DROP, XDP_TX (pyxdp: out of the NIC itself; Linux: out of veth0, whose
+  peer drops natively), devmap redirect (pyxdp: eth0 -> eth1; Linux: to
+  veth0), and the xdp1 sample;
+* native vs generic XDP_DROP; DROP vs PASS to the stack vs PASS to a UDP
+  socket; cpumap delivery to the stack as lists vs one skb at a time; cpumap
+  with its kthread inline vs in a thread of its own (what 2 CPUs allow of the
+  scaling claim); bulk vs one-by-one xdp_frame return.
+
+Each figure is the median of ``--runs`` runs after a warm-up.
 
 Run: python bench/bench_datapath.py [--frames N] [--runs N] [--no-kernel]
 """
@@ -12,125 +24,125 @@ Run: python bench/bench_datapath.py [--frames N] [--runs N] [--no-kernel]
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
+import platform
 import time
-from collections.abc import Callable
 
+from pyxdp.cli.datapath import (
+    DEFAULT_PACKET,
+    SAMPLES,
+    median,
+    mpps_cpumap,
+    mpps_generic,
+    mpps_native,
+)
+from pyxdp.collection import Collection
 from pyxdp.net.netdevice import Host, NetDevice
-from pyxdp.net.packets import DEFAULT_DST_IP4, udp_packet
 from pyxdp.net.source import TrafficGenerator
-from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
-from pyxdp.testing.kernel_live import DROP, SAMPLES, asm_spec
+from pyxdp.testing.frame_return import WAYS, frame_return_rates
+from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP, TX, asm_spec
 
 PASS = asm_spec("xdp_pass", "r0 = 2\nexit")
-PACKET = udp_packet(size=64, dport=9)
 
 
-def _native(prog_spec: object, frames: int, setup: Callable[[Host, NetDevice], None] | None
-            = None) -> float:
-    """Mpps of one run: ``frames`` generated frames through native XDP on eth0."""
-    with Host(tracer=Tracer()) as h:
-        eth = h.add_device("eth0")
-        coll = h.load(prog_spec)  # type: ignore[arg-type]
-        eth.attach_xdp(coll.program())
-        if setup is not None:
-            setup(h, eth)
-        eth.rx[0].source = TrafficGenerator(packets=[PACKET], count=frames)
-        t0 = time.perf_counter()
-        done = h.run()
-        dt = time.perf_counter() - t0
-        assert done >= frames
-    return frames / dt / 1e6
+def _to_eth1(h: Host, eth: NetDevice, coll: Collection) -> None:
+    coll.maps["tx_port"][0] = h.add_device("eth1").ifindex
 
 
-def _generic(prog_spec: object, frames: int) -> float:
-    """Mpps of generic XDP: the same frames as skbs received by the device."""
-    with Host(tracer=Tracer()) as h:
-        eth = h.add_device("eth0")
-        coll = h.load(prog_spec)  # type: ignore[arg-type]
-        eth.attach_xdp(coll.program(), mode="generic")
-        one = SkbBatch.from_packets([PACKET] * 64, eth.ifindex)
-        t0 = time.perf_counter()
-        for _ in range(frames // 64):
-            h.netif_receive(eth, one)
-        dt = time.perf_counter() - t0
-    return (frames // 64) * 64 / dt / 1e6
-
-
-def _cpumap(frames: int, list_delivery: bool) -> float:
-    """Mpps through redirect_cpu's round robin into one cpumap entry, delivered to the
-    stack as lists (the kernel since 5.x) or one skb at a time."""
-    with Host(tracer=Tracer()) as h:
-        eth = h.add_device("eth0")
-        coll = h.load(SAMPLES / "redirect_cpu.o")
-        eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
-        coll.maps["cpu_map"][0] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
-        coll.maps["cpus_available"][0] = 0
-        coll.maps["cpus_count"][0] = 1
-        eth.rx[0].source = TrafficGenerator(packets=[PACKET], count=frames)
-        h.poll()  # makes the entry
-        for rt in h.cpumaps.values():
-            rt.list_delivery = list_delivery
-        t0 = time.perf_counter()
-        h.run()
-        dt = time.perf_counter() - t0
-        assert h.stack.stats.received >= frames - 64
-    return frames / dt / 1e6
-
-
-def _udp_socket(h: Host, eth: NetDevice) -> None:
+def _udp_socket(h: Host, eth: NetDevice, coll: Collection) -> None:
     h.stack.udp_socket(9)
 
 
-def median(f: Callable[[], float], runs: int) -> float:
-    f()  # warm-up: JIT compile, page faults
-    return statistics.median(f() for _ in range(runs))
+def _cpumap_threaded(frames: int) -> float:
+    """cpumap with its kthread in a thread of its own, running beside the NAPI loop."""
+    with Host(tracer=Tracer(), cpumap_threads=True) as h:
+        eth = h.add_device("eth0")
+        coll = h.load(SAMPLES / "redirect_cpu.o")
+        eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
+        coll.maps["cpu_map"][1] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
+        coll.maps["cpus_available"][0] = 1
+        coll.maps["cpus_count"][0] = 1
+        eth.rx[0].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=frames)
+        t0 = time.perf_counter()
+        h.run()  # returns when the kthread's ring is empty too
+        dt = time.perf_counter() - t0
+    return frames / dt / 1e6
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=100_000)
+    ap.add_argument("--frames", type=int, default=2_000_000)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--no-kernel", action="store_true", help="skip the kernel figure")
+    ap.add_argument("--no-kernel", action="store_true", help="skip the Linux figures")
     args = ap.parse_args()
     n, runs = args.frames, args.runs
-    rows: list[tuple[str, float]] = []
-    drop = median(lambda: _native(DROP, n), runs)
-    rows.append(("native XDP_DROP", drop))
-    gen = median(lambda: _generic(DROP, n), runs)
-    rows.append(("generic XDP_DROP", gen))
-    pas = median(lambda: _native(PASS, n), runs)
-    rows.append(("native XDP_PASS -> stack (no listener)", pas))
-    sock = median(lambda: _native(PASS, n, _udp_socket), runs)
-    rows.append(("native XDP_PASS -> UDP socket", sock))
-    xdp1 = median(lambda: _native(SAMPLES / "xdp1.o", n), runs)
-    rows.append(("native xdp1 (count + drop)", xdp1))
-    lst = median(lambda: _cpumap(n, True), runs)
-    rows.append(("cpumap -> stack, list delivery", lst))
-    one = median(lambda: _cpumap(n, False), runs)
-    rows.append(("cpumap -> stack, one skb at a time", one))
-    kern = None
+    small = max(n // 50, 2048)
+    rows: list[tuple[str, float, float | None]] = []
+
+    kernel = None
     if not args.no_kernel:
         from pyxdp.kernel import bpf_available
         ok, why = bpf_available()
         if ok:
-            from pyxdp.testing.kernel_live import kernel_live_pps
-            kern = kernel_live_pps(DROP, None, PACKET, frames=2_000_000, runs=runs)
-            rows.append(("kernel live-frames XDP_DROP", kern))
+            from pyxdp.testing import kernel_live as kl
+            kernel = kl
         else:
-            print(f"(kernel figure skipped: {why})")
-    print(f"pyxdp datapath, {n:,} x 64-byte UDP frames per run, median of {runs} runs "
-          f"(dst {DEFAULT_DST_IP4})")
-    for name, mpps in rows:
-        print(f"  {name:<42}{mpps:>9.3f} Mpps")
-    print("ratios")
-    print(f"  native / generic XDP_DROP        {drop / gen:6.2f}  (seed: generic is the slow "
-          f"path; goal >= 5)")
-    print(f"  cpumap list / one-by-one         {lst / one:6.2f}  (seed: +16%; goal >= 1.16)")
-    print(f"  ladder DROP : PASS : PASS+socket  1 : {pas / drop:.2f} : {sock / drop:.2f}")
-    if kern:
-        print(f"  pyxdp native / kernel XDP_DROP   {drop / kern:6.3f}  (goal >= 1)")
+            print(f"(Linux figures skipped: {why})")
+
+    def k_live(spec: object, ingress: bool, setup: object = None) -> float | None:
+        if kernel is None:
+            return None
+        with kernel.bench_netns() as net:
+            def to_veth0(coll: Collection) -> None:
+                coll.maps["tx_port"][0] = net.veth0
+            return kernel.measure_live(spec, None, DEFAULT_PACKET,  # type: ignore[arg-type]
+                                       to_veth0 if setup else None,
+                                       ingress_ifindex=net.veth0 if ingress else 0,
+                                       frames=n, runs=runs).mpps
+
+    rows.append(("XDP_DROP", median(lambda: mpps_native(DROP, n), runs), k_live(DROP, False)))
+    rows.append(("XDP_TX", median(lambda: mpps_native(TX, n), runs), k_live(TX, True)))
+    rows.append(("REDIRECT devmap", median(
+        lambda: mpps_native(REDIRECT_DEVMAP, n, setup=_to_eth1), runs),
+        k_live(REDIRECT_DEVMAP, True, True)))
+    xdp1 = SAMPLES / "xdp1.o"
+    rows.append(("xdp1 (parse, count, drop)", median(lambda: mpps_native(xdp1, n), runs),
+                 k_live(_spec(xdp1), False)))
+
+    drop = rows[0][1]
+    gen = median(lambda: mpps_generic(DROP, small), runs)
+    pas = median(lambda: mpps_native(PASS, small), runs)
+    sock = median(lambda: mpps_native(PASS, small, setup=_udp_socket), runs)
+    lst = median(lambda: mpps_cpumap(small, True), runs)
+    one = median(lambda: mpps_cpumap(small, False), runs)
+    thr = median(lambda: _cpumap_threaded(small), runs)
+    ret = frame_return_rates(16384, max(runs, 5))
+
+    print(f"pyxdp datapath vs Linux {platform.release()} live frames, {os.cpu_count()} CPUs, "
+          f"64-byte UDP frames, median of {runs} runs")
+    print(f"{'':<30}{'pyxdp Mpps':>12}{'Linux Mpps':>12}{'ratio':>8}")
+    for name, p, k in rows:
+        ks = f"{k:>12.2f}{p / k:>8.2f}" if k else f"{'-':>12}{'-':>8}"
+        print(f"{name:<30}{p:>12.2f}{ks}")
+    print("inside pyxdp")
+    print(f"  generic XDP_DROP             {gen:8.3f} Mpps   native/generic {drop / gen:8.1f}x "
+          f"(goal >= 5)")
+    print(f"  XDP_PASS -> stack            {pas:8.3f} Mpps   ladder DROP : PASS : PASS+socket"
+          f" = 1 : {pas / drop:.4f} : {sock / drop:.4f}")
+    print(f"  XDP_PASS -> UDP socket       {sock:8.3f} Mpps")
+    print(f"  cpumap, skb lists            {lst:8.3f} Mpps   lists / one-by-one "
+          f"{lst / one:5.2f}x (seed +16%; goal >= 1.16)")
+    print(f"  cpumap, one skb at a time    {one:8.3f} Mpps")
+    print(f"  cpumap, kthread in a thread  {thr:8.3f} Mpps   thread / inline {thr / lst:5.2f}x "
+          f"(1 worker: all that 2 CPUs allow)")
+    b = ret[WAYS[1][0]] / ret[WAYS[0][0]]
+    print(f"  xdp_frame return bulk / one-by-one {b:5.2f}x (seed: no regression; goal >= 1)")
+
+
+def _spec(path: object) -> object:
+    from pyxdp.elf import load_collection_spec
+    return load_collection_spec(path)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ frame; both give an :class:`XdpBatchResult`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -108,6 +109,21 @@ class XdpBatchResult:
                 "flags": int(self.redirect_flags[i])}
 
 
+def _mark_map_loads(spec: ProgramSpec) -> ProgramSpec:
+    insns = list(spec.insns)
+    changed = False
+    for ref in spec.map_refs:
+        if not 0 <= ref.pc < len(insns) or insns[ref.pc].code != op.OP_LD_IMM64:
+            raise InvalidProgram(f"{spec.name}: map reference to {ref.map_name!r} is not on "
+                                 f"an ld_imm64", pc=ref.pc, rule="map-ref")
+        want = int(op.PseudoSrc.BPF_PSEUDO_MAP_FD if ref.kind == "fd"
+                   else op.PseudoSrc.BPF_PSEUDO_MAP_VALUE)
+        if insns[ref.pc].src != want:
+            insns[ref.pc] = dataclasses.replace(insns[ref.pc], src=want)
+            changed = True
+    return dataclasses.replace(spec, insns=tuple(insns)) if changed else spec
+
+
 class XdpProg:
     """One loaded XDP program over pyxdp's maps; ``run(xdp, ctx)`` returns the action."""
 
@@ -117,6 +133,9 @@ class XdpProg:
         if engine not in ("auto", "jit", "interp"):
             raise NotSupportedError(f"unknown engine {engine!r} (auto, jit or interp)")
         self.engine = _pick_engine(engine)
+        # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
+        # whatever source field the spec left in it (hand-assembled specs leave 0).
+        spec = _mark_map_loads(spec)
         self.spec = spec
         self.id = 0  # the program id a loader assigns (prog_array lookups report it)
         self.maps = dict(maps)
