@@ -53,8 +53,9 @@ BPF_F_EXCLUDE_INGRESS = 1 << 4
 
 # -- helpers ---------------------------------------------------------------------------------
 
-def new_host(*, engine: str = ENGINE, cpumap_threads: bool = False) -> Host:
-    return Host(tracer=Tracer(), engine=engine, cpumap_threads=cpumap_threads)
+def new_host(*, cpumap_threads: bool = False) -> Host:
+    """A host on the engine of the running test (the ``engine`` fixture)."""
+    return Host(tracer=Tracer(), engine=ENGINE, cpumap_threads=cpumap_threads)
 
 
 def load(h: Host, name: str) -> Collection:
@@ -88,11 +89,8 @@ class Seen:
         return sum(len(v) for v in self.packets.values())
 
 
-def udp_frames(n: int, *, dport: int = 5678, src_mac: bytes | None = None,
-               dst_mac: bytes | None = None, size: int | None = None) -> list[bytes]:
-    macs = {} if src_mac is None or dst_mac is None else {"src_mac": src_mac,
-                                                          "dst_mac": dst_mac}
-    return [pk.udp_packet(b"payload", sport=1000 + i, dport=dport, size=size, **macs)
+def udp_frames(n: int, *, dport: int = 5678, size: int | None = None) -> list[bytes]:
+    return [pk.udp_packet(b"payload", sport=1000 + i, dport=dport, size=size)
             for i in range(n)]
 
 
@@ -203,7 +201,7 @@ def test_attach_rules() -> None:
         fails(errno.EEXIST, b, p1)
         # dev_xdp_attach's order: the other mode before the attach type ...
         fails(errno.EEXIST, b, rm.programs["xdp_redirect_map_egress"])
-        # ... and UPDATE_IF_NOEXIST before both.
+        # ... and UPDATE_IF_NOEXIST before the attach type too.
         noexist = int(XdpFlags.XDP_FLAGS_UPDATE_IF_NOEXIST)
         fails(errno.EBUSY, a, p2, flags=noexist)
         fails(errno.EBUSY, a, rc.programs["xdp_cpumap_filter"], flags=noexist)
