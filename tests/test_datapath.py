@@ -461,6 +461,39 @@ def test_redirect_errors() -> None:
         assert trace_count(h, "xdp_redirect_err") == 6
 
 
+def test_redirect_state_consumed() -> None:
+    """xdp_do_redirect clears the redirect state's map id and type: a frame that
+    returns XDP_REDIRECT after one that called bpf_redirect and was redirected gets
+    -EBADRQC, not the previous frame's target (one poll, one batch)."""
+    # bpf_redirect(veth2's ifindex) only when the first byte of the frame is 0xaa.
+    text = """r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 1
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +0)
+if r5 != 0xaa goto out
+r1 = {ifindex}
+r2 = 0
+call bpf_redirect
+out:
+r0 = 4
+exit"""
+    with new_host() as h:
+        v0, v1 = h.veth("veth0", "veth1")
+        v2, v3 = h.veth("veth2", "veth3")
+        v3.gro = True
+        coll = h.load(asm(text.format(ifindex=v2.ifindex)))
+        v0.attach_xdp(coll.programs["t"])
+        errs = h.tracer.listen(["xdp_redirect_err"])
+        seen = Seen(h)
+        marked = b"\xaa" + udp_frames(1)[0][1:]
+        v1.transmit([marked, udp_frames(1)[0], marked])
+        h.run()
+        assert seen.on(v3) == [marked, marked]
+        assert [e.record.err for e in errs.drain()] == [-errno.EBADRQC]
+
+
 @pytest.mark.parametrize("grow, delivered", [(4, True), (5, False)])
 def test_redirect_mtu_check(grow: int, delivered: bool) -> None:
     """xdp_ok_fwd_dev: up to mtu + 14 + 4 (VLAN) bytes; a 1514-byte frame grown by

@@ -186,7 +186,8 @@ def run_xdp(prog: XdpProg, host: Host, frames: Frames, *, ifindex: npt.ArrayLike
         res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
                              frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
                              int(ifx) if ifx.ndim == 0 else ifx[pos],
-                             ctx=ctx, egress_ifindex=egress_ifindex, rows=rows)
+                             ctx=ctx, egress_ifindex=egress_ifindex, rows=rows,
+                             consume_redirect=True)
         out.action[pos] = res.action
         frames.data[pos] = res.data_off
         frames.length[pos] = res.data_len
@@ -783,7 +784,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     for i, d in host.devices.items():
         if d.kind == "nic" and d.up and not d.wire and i != 1:
             tgt_ok[i] = 1
-            tgt_mtu[i] = d.mtu + 14
+            tgt_mtu[i] = d.mtu + FWD_OVERHEAD
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire
     dms = [m for m in prog.maps.values() if type(m) is DevMap]
     dm_ids = np.array([m.id for m in dms], np.int64)

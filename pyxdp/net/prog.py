@@ -248,7 +248,8 @@ class XdpProg:
                   meta_len: Any = None, rx_queue: Any = 0, ingress_ifindex: Any = 1, *,
                   ctx: RunContext | None = None, cpu: int = 0, repeat: int = 1,
                   egress_ifindex: int = 0,
-                  rows: npt.NDArray[np.int64] | None = None) -> XdpBatchResult:
+                  rows: npt.NDArray[np.int64] | None = None,
+                  consume_redirect: bool = False) -> XdpBatchResult:
         """Run the program on every frame of ``frames`` (``(N, frame_sz)`` uint8,
         C-contiguous and writable; packet writes land there).
 
@@ -264,6 +265,10 @@ class XdpProg:
         On the JIT the whole batch is one native call with the GIL released.
         With ``rows`` (int64 row numbers into ``frames``), frame i is
         ``frames[rows[i]]``: a poll runs pages scattered over a page pool in place.
+        ``consume_redirect``: each XDP_REDIRECT verdict clears the redirect
+        state (map, map id and type, flags) before the next frame, as the
+        datapath's ``xdp_do_redirect`` does; test_run leaves it (the kernel's
+        test_run never redirects).
         """
         if rows is not None:
             rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -279,7 +284,8 @@ class XdpProg:
             try:
                 out = self.vm.run_batch_xdp(frames, data_off, data_len, meta_len, rx_queue,
                                             ingress_ifindex, ctx=ctx, repeat=repeat,
-                                            egress_ifindex=egress_ifindex, rows=rows)
+                                            egress_ifindex=egress_ifindex, rows=rows,
+                                            consume_redirect=consume_redirect)
             finally:
                 self._depth -= 1
             red = out.redirect
@@ -291,12 +297,14 @@ class XdpProg:
                                   out.status != 0, out.fault_pc, out.fault_addr, red[:, 0],
                                   red[:, 1], red[:, 2], red[:, 3], out.done, fault)
         return self._run_batch_interp(frames, data_off, data_len, meta_len, rx_queue,
-                                      ingress_ifindex, ctx, repeat, egress_ifindex, rows)
+                                      ingress_ifindex, ctx, repeat, egress_ifindex, rows,
+                                      consume_redirect)
 
     def _run_batch_interp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
                           meta_len: Any, rx_queue: Any, ingress_ifindex: Any, ctx: RunContext,
                           repeat: int, egress_ifindex: int = 0,
-                          rows: npt.NDArray[np.int64] | None = None) -> XdpBatchResult:
+                          rows: npt.NDArray[np.int64] | None = None,
+                          consume_redirect: bool = False) -> XdpBatchResult:
         """The reference: XdpBuffs over the frames' rows, one :meth:`run` each."""
         if (not isinstance(frames, np.ndarray) or frames.dtype != np.uint8 or frames.ndim != 2
                 or not frames.flags.c_contiguous or not frames.flags.writeable):
@@ -342,6 +350,9 @@ class XdpProg:
             if ri is not None and act == XdpAction.XDP_REDIRECT:
                 red[i] = [v & (2**64 - 1) for v in (ri.map_id, ri.map_type, ri.tgt_index,
                                                      ri.flags)]
+                if consume_redirect:
+                    ri.map, ri.map_id, ri.flags = None, 0, 0
+                    ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
         return XdpBatchResult(cols["act"], cols["off"], cols["len"], cols["meta"], faulted,
                               cols["pc"], addr, red[:, 0], red[:, 1], red[:, 2], red[:, 3], n,
                               faults.get)

@@ -101,7 +101,7 @@ SLOT_FIELDS = ("region", "host", "offsets", "sizes", "stride", "size")
 XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data_off",
               "data_len", "meta_len", "meta_ok", "frags", "rxq", "ifindex", "egress", "act_out",
               "off_out", "len_out", "meta_out", "status_out", "pc_out", "addr_out",
-              "redirect_out", "done", "tail_cnt0", "rows")
+              "redirect_out", "done", "tail_cnt0", "rows", "consume_ri")
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
                   "elem_slot", "free", "hdr", "entries")
@@ -1252,7 +1252,7 @@ def _tailcall_fn() -> str:
         "len_out": f.ins(f"add i64 {iop}, 28"), "meta_out": f.ins(f"add i64 {iop}, 32"),
         "status_out": f.ins(f"add i64 {iop}, 36"), "pc_out": f.ins(f"add i64 {iop}, 40"),
         "addr_out": wp, "redirect_out": f.ins(f"add i64 {wp}, 8"), "done": "0",
-        "tail_cnt0": f.cget("%ctx", "tail_cnt"), "rows": "0",
+        "tail_cnt0": f.cget("%ctx", "tail_cnt"), "rows": "0", "consume_ri": "0",
     }
     for name, v in words.items():
         f.set_word(desc, _X[name], v, "i64", "")
@@ -2687,6 +2687,12 @@ def _xdp_fn(prog: _Prog) -> str:
     rd = f.gep(outs["redirect_out"], f.ins("shl i64 %i, 5"))
     for n, name in enumerate(("ri_map_id", "ri_map_type", "ri_tgt_index", "ri_flags")):
         f.set_word(rd, n, f.cget("%ctx", name), "i64", "")
+    # A datapath batch (consume_ri) carries the redirect out as xdp_do_redirect
+    # does, which clears map, map_id, map_type and flags (tgt_index stays).
+    f.cbr(f.ins(f"icmp ne i64 {dw('consume_ri')}, 0"), "rdc", "rdj")
+    f.at("rdc")
+    for name in ("ri_map_id", "ri_map_type", "ri_flags", "ri_map"):
+        f.cset("%ctx", name, "0")
     f.br("rdj")
     f.at("rdj")
     f.do("%i1 = add i64 %i, 1")

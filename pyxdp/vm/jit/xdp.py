@@ -546,13 +546,17 @@ class XdpJit(JitProgram):
                       meta_len: Any = None, rx_queue: Any = 0, ingress_ifindex: Any = 1, *,
                       ctx: RunContext | None = None, repeat: int = 1,
                       egress_ifindex: int = 0, budget: int | None = None,
-                      rows: npt.NDArray[np.int64] | None = None) -> XdpBatchOutput:
+                      rows: npt.NDArray[np.int64] | None = None,
+                      consume_redirect: bool = False) -> XdpBatchOutput:
         """Run frame i = ``frames[i]`` (a ``(N, frame_sz)`` uint8 array, written in
         place) with data at ``data_off[i]`` for ``data_len[i]`` bytes after
         ``meta_len[i]`` bytes of metadata, ``repeat`` times each (state carried, as
         test_run's repeat). Faults make that frame XDP_ABORTED with a fault record
         and the batch goes on. With ``rows`` (int64, checked by the caller to be
-        row numbers of ``frames``) frame i is ``frames[rows[i]]`` instead."""
+        row numbers of ``frames``) frame i is ``frames[rows[i]]`` instead. With
+        ``consume_redirect`` an XDP_REDIRECT verdict clears the redirect state's
+        map, map id and type and flags after the frame, as the datapath's
+        ``xdp_do_redirect`` does before the next frame runs."""
         budget = self.budget if budget is None else budget
         flags = frames.flags if isinstance(frames, np.ndarray) else None
         if (flags is None or frames.dtype != np.uint8 or frames.ndim != 2
@@ -590,7 +594,7 @@ class XdpJit(JitProgram):
                 frame_sz, frame_sz, a_off, a_ln, a_meta, 1, 0, a_rxq, a_ifx,
                 egress_ifindex & M64, a_small, a_small + 4 * n, a_small + 8 * n,
                 a_small + 12 * n, a_small + 16 * n, a_small + 20 * n, a_wide, a_wide + 8 * n, 0,
-                0, 0 if rows is None else _addr(rows))
+                0, 0 if rows is None else _addr(rows), int(consume_redirect))
         try:
             if n:
                 self._xdp_fn(self._ctx_addr, self._descn_addr)
@@ -632,7 +636,7 @@ class XdpJit(JitProgram):
                       _addr(io.meta_len), 1, 0, _addr(io.rxq), _addr(io.ifindex), 0,
                       _addr(io.action), _addr(io.off_out), _addr(io.len_out),
                       _addr(io.meta_out), _addr(io.status), _addr(io.pc), _addr(io.addr),
-                      _addr(io.redirect), 0, 0, _addr(io.rows))
+                      _addr(io.redirect), 0, 0, _addr(io.rows), 1)
         assert len(io.data_off) == n and io.redirect.shape == (n, 4)
         try:
             yield self._code.xdp_entry, self._ctx_addr
