@@ -1,0 +1,85 @@
+"""``pyxdp bench xdp``, ``pyxdp bench seeds`` and ``pyxdp monitor --pyxdp``: the commands
+that run pyxdp's datapath (their output shape and errors; no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+
+
+def pyxdp(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pyxdp.cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_bench_xdp_defaults_to_the_xdp1_sample_with_live_lines() -> None:
+    """The README's main job: no OBJ, the xdp1 sample, a line per interval."""
+    res = pyxdp("bench", "xdp", "--duration", "0.6", "--interval", "0.2")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("pyxdp bench xdp: xdp_prog1 (xdp1.o) on eth0 (native")
+    rates = [ln for ln in lines[1:] if ln.startswith("eth0 rx")]
+    assert len(rates) >= 2 and all("DROP" in ln for ln in rates)
+
+
+@pytest.mark.parametrize("mode", ["native", "generic"])
+def test_bench_xdp_json_counts_each_verdict(mode: str) -> None:
+    res = pyxdp("bench", "xdp", str(SAMPLES / "xdp2.o"), "--mode", mode, "--duration", "0.4",
+                "--interval", "0.2", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert rows and all(set(r) == {"rx", "aborted", "drop", "pass", "tx", "redirect"}
+                        for r in rows)
+    assert sum(r["tx"] for r in rows) > 0 and sum(r["drop"] for r in rows) == 0
+
+
+@pytest.mark.parametrize("args, text", [
+    (("bench", "xdp", "/nonexistent.o"), "/nonexistent.o"),
+    (("bench", "xdp", "--duration", "0"), "--duration and --interval must be > 0"),
+    (("bench", "xdp", "--mode", "offload"), "invalid choice"),
+    (("bench", "seeds", "--runs", "0"), "--frames and --runs must be > 0"),
+    (("monitor", "--pyxdp", "/nonexistent.o", "--count", "1"), "/nonexistent.o"),
+])
+def test_errors_are_one_line(args: tuple[str, ...], text: str) -> None:
+    res = pyxdp(*args)
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1 and text in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bench_seeds_prints_a_row_per_claim() -> None:
+    res = pyxdp("bench", "seeds", "--frames", "20000", "--runs", "1", "--json")
+    assert res.returncode in (0, 1), res.stderr  # 1: a claim missed its goal
+    rows = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert {"native XDP_DROP vs generic XDP_DROP", "cpumap: skb lists vs one skb at a time",
+            "xdp_frame return: bulk vs one by one"} <= {r["claim"] for r in rows}
+    for r in rows:
+        assert set(r) == {"claim", "seed", "goal", "pyxdp", "pass"}
+        assert r["pyxdp"] > 0 and r["pass"] == (r["pyxdp"] >= r["goal"])
+
+
+def test_monitor_runs_a_datapath_and_reports_its_tracepoints() -> None:
+    res = pyxdp("monitor", "--pyxdp", str(SAMPLES / "xdp2.o"), "-i", "0.3", "--count", "2",
+                "--json")
+    assert res.returncode == 0, res.stderr
+    reports = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert [r["interval"] for r in reports] == [1, 2]
+    assert all(r["source"] == "userspace" for r in reports)
+    bulk = reports[-1]["events"]["xdp_bulk_tx"]
+    assert bulk["rates"]["sent"] > 0 and bulk["rates"]["events"] > 0
+    assert bulk["by_key"][0]["key"] == [2]  # eth0, the NIC transmitting
+
+
+def test_monitor_table_for_a_datapath() -> None:
+    res = pyxdp("monitor", "--pyxdp", str(SAMPLES / "xdp1.o"), "-i", "0.2", "--count", "1")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.splitlines()
+    assert out[0].startswith("pyxdp monitor (userspace) interval 1")
+    assert any(ln.startswith("  xdp_exception total") for ln in out)
