@@ -711,6 +711,7 @@ def xdp_do_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None,
 # The native fast path (see pyxdp.net.napi_native)
 # -----------------------------------------------------------------------------------
 
+DEFER_POLLS = 16
 MAX_NATIVE_FRAME = 4096 - 256 - 320  # one page: headroom and skb_shared_info room
 BULK_NATIVE = 16  # the native loop's TX and devmap bulk size (DEV_MAP_BULK_SIZE)
 NATIVE_POLLS = 1024  # polls per native call (the softirq's "keep going" loop)
@@ -739,7 +740,8 @@ class _NativeState:
         self.prog = prog
         self.io = DriverIO(budget, rq.dev.ifindex, rq.index)
         self.ctl = np.zeros(C.SIZE, np.int64)
-        self.defer = np.zeros((budget, 9), np.int64)
+        # Room for DEFER_POLLS polls of XDP_PASS frames (one stack list per native call).
+        self.defer = np.zeros((budget * DEFER_POLLS, 9), np.int64)
         self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
         self.empty_tpl = np.zeros((1, 1), np.uint8)
         self.empty_len = np.zeros(0, np.int64)

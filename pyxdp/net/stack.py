@@ -29,6 +29,9 @@ U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 ETH_P_IP, ETH_P_IPV6, ETH_P_8021Q, ETH_P_8021AD = 0x0800, 0x86DD, 0x8100, 0x88A8
 IPPROTO_UDP = 17
+# Bytes of headers the demux reads at most: Ethernet, two VLAN tags, IPv4 with
+# options (60) and the UDP ports.
+_PARSE_WIDTH = 128
 
 
 @dataclass(eq=False)
@@ -144,28 +147,30 @@ class Stack:
         for ifindex, count in zip(*np.unique(batch.ifindex, return_counts=True), strict=True):
             self.per_device[int(ifindex)] = self.per_device.get(int(ifindex), 0) + int(count)
         d = batch.data
-        width = d.shape[1]
+        if d.shape[1] < _PARSE_WIDTH:  # every header offset below is then in range
+            d = np.pad(d, ((0, 0), (0, _PARSE_WIDTH - d.shape[1])))
         rows = np.arange(n)
         l3 = np.full(n, 14, np.int64)
-        proto = _be16(d, rows, np.full(n, 12, np.int64), width)
+        proto = _be16(d, rows, l3 - 2)
         for _ in range(2):  # up to two VLAN tags (QinQ)
             tagged = (proto == ETH_P_8021Q) | (proto == ETH_P_8021AD)
             if not tagged.any():
                 break
             l3 = np.where(tagged, l3 + 4, l3)
-            proto = np.where(tagged, _be16(d, rows, l3 - 2, width), proto)
+            proto = np.where(tagged, _be16(d, rows, l3 - 2), proto)
         v4 = (proto == ETH_P_IP) & (batch.length >= l3 + 20)
         v6 = (proto == ETH_P_IPV6) & (batch.length >= l3 + 40)
-        st.ipv4 += int(v4.sum())
-        st.ipv6 += int(v6.sum())
-        st.other += int(n - v4.sum() - v6.sum())
-        ihl = (_byte(d, rows, l3, width) & 0xF).astype(np.int64) * 4
+        n4, n6 = int(v4.sum()), int(v6.sum())
+        st.ipv4 += n4
+        st.ipv6 += n6
+        st.other += n - n4 - n6
+        ihl = (d[rows, l3] & 0xF).astype(np.int64) * 4
         l4 = np.where(v4, l3 + ihl, l3 + 40)
-        l4proto = np.where(v4, _byte(d, rows, l3 + 9, width), _byte(d, rows, l3 + 6, width))
+        l4proto = np.where(v4, d[rows, l3 + 9], d[rows, l3 + 6])
         udp = (v4 | v6) & (l4proto == IPPROTO_UDP) & (batch.length >= l4 + 8)
         if udp.any():
             urows = np.flatnonzero(udp)
-            dport = _be16(d, urows, l4[urows] + 2, width)
+            dport = _be16(d, urows, l4[urows] + 2)
             for port in np.unique(dport).tolist():
                 sel = urows[dport == port]
                 sink = self.sockets.get(int(port))
@@ -178,9 +183,5 @@ class Stack:
             cb(batch)
 
 
-def _byte(d: U8, rows: npt.NDArray[np.intp], off: I64, width: int) -> I64:
-    return d[rows, np.clip(off, 0, width - 1)].astype(np.int64)
-
-
-def _be16(d: U8, rows: npt.NDArray[np.intp], off: I64, width: int) -> I64:
-    return (_byte(d, rows, off, width) << 8) | _byte(d, rows, off + 1, width)
+def _be16(d: U8, rows: npt.NDArray[np.intp], off: I64) -> I64:
+    return (d[rows, off].astype(np.int64) << 8) | d[rows, off + 1]

@@ -41,3 +41,22 @@ def test_pyxdp_matches_kernel(name: str, mode: str) -> None:
     # Not vacuous: the kernel did something in every scenario.
     assert any(want.rx.values()) or any(t.events for t in want.trace.values()) \
         or any(want.maps.values())
+
+
+def test_bench_xdp_vs_kernel_prints_the_ratio() -> None:
+    """``pyxdp bench xdp --vs-kernel``: pyxdp's rate, then Linux live frames with the same
+    program and packet, and their ratio (figures not asserted: a benchmark)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-m", "pyxdp.cli.main", "bench", "xdp",
+                          str(root / "samples" / "xdp1.o"), "--duration", "0.4", "--interval",
+                          "0.2", "--vs-kernel", "--json"], capture_output=True, text=True,
+                         timeout=600, cwd=root)
+    assert res.returncode == 0, res.stderr
+    last = json.loads(res.stdout.splitlines()[-1])
+    assert set(last) == {"kernel_mpps", "pyxdp_mpps", "ratio"}
+    assert last["kernel_mpps"] > 0 and last["pyxdp_mpps"] > 0
+    assert abs(last["ratio"] - last["pyxdp_mpps"] / last["kernel_mpps"]) < 1e-6
