@@ -9,6 +9,7 @@ above ``vm``, ``maps`` and ``net`` because it is the glue of the three.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,6 +40,9 @@ class UserspaceBackend:
         # Loaded programs by id. User space has no fds: a program's "fd" in a devmap
         # or cpumap value is its id (Program.fd), resolved here.
         self.programs: dict[int, XdpProg] = {}
+        # AF_XDP sockets of pyxdp's datapath by "fd" (PyxdpXskSocket.fd), for XSKMAPs.
+        self.xsks: dict[int, object] = {}
+        self._next_xsk_fd = 1
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
         inner = None
@@ -50,6 +54,8 @@ class UserspaceBackend:
             m.ifindex_ok = lambda ifindex: ifindex in self.env.netdevs
         if hasattr(m, "resolve_prog"):
             m.resolve_prog = self._entry_prog(spec.type)
+        if hasattr(m, "resolve_fd"):
+            m.resolve_fd = self._xsk_by_fd
         for key, value in spec.contents:
             if isinstance(value, (bytes, bytearray)):
                 m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])
@@ -82,6 +88,22 @@ class UserspaceBackend:
             return prog.id
 
         return resolve
+
+    def xsk_register(self, sock: object) -> int:
+        """A new AF_XDP socket: its "fd", the number an XSKMAP update takes."""
+        fd = self._next_xsk_fd
+        self._next_xsk_fd += 1
+        self.xsks[fd] = sock
+        return fd
+
+    def xsk_unregister(self, fd: int) -> None:
+        self.xsks.pop(fd, None)
+
+    def _xsk_by_fd(self, fd: int) -> object:
+        sock = self.xsks.get(fd)
+        if sock is None:  # no socket of this backend: the kernel's sockfd_lookup fails
+            raise MapError("update", errno.EBADF, f"fd {fd} is no AF_XDP socket of this host")
+        return sock
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
         set_prog: Any = getattr(m, "set", None)

@@ -98,3 +98,32 @@ def test_prog_show_and_disasm() -> None:
     assert "lb_ingress: section xdp" in res.stdout and "map conns: lru_hash" in res.stdout
     res = pyxdp("prog", "disasm", str(SAMPLES / "xdp1.o"))
     assert "; xdp1.c:" in res.stdout and "r3 = *(u32 *)(r1 +4)" in res.stdout
+
+
+def test_xsk_on_pyxdp_prints_rates() -> None:
+    res = pyxdp("xsk", "rxdrop", "--dev", "eth0", "--pyxdp", "--duration", "1.2", "--copy",
+                "--redirect-xsk")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "pyxdp xsk rxdrop on eth0:0 (pyxdp copy, redirect_xsk, batch 64)"
+    assert lines[1].startswith("eth0:0 rxdrop  rx ") and " Mpps" in lines[1]
+    res = pyxdp("xsk", "l2fwd", "--dev", "eth1", "--queue", "1", "--pyxdp", "--duration", "1",
+                "--zero-copy", "--json")
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout.splitlines()[0])
+    assert row["dev"] == "eth1:1" and row["rx_total"] > 0 and row["tx_total"] > 0
+
+
+@pytest.mark.parametrize("args", [
+    ("xsk", "rxdrop", "--dev", "eth0", "--redirect-xsk"),
+    ("xsk", "rxdrop", "--dev", "eth0", "--pyxdp", "--batch", "0"),
+    ("xsk", "txonly", "--dev", "eth0", "--pyxdp", "--duration", "0"),
+    ("xsk", "l2fwd", "--dev", "eth0", "--pyxdp", "--queue", "-1"),
+    ("xsk", "rxdrop"),
+    ("xsk", "rxdrop", "--dev", "eth0", "--copy", "--zero-copy"),
+    ("xsk", "fwd", "--dev", "eth0"),
+])
+def test_xsk_bad_arguments(args: tuple[str, ...]) -> None:
+    res = pyxdp(*args)
+    assert res.returncode == 2, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("pyxdp: ")

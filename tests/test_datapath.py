@@ -1367,3 +1367,24 @@ def test_engines_scenario_is_not_trivial(engine: str) -> None:
     assert len(per_dev) == 4 and len(wire["eth0"]) == 220  # type: ignore[index]
     assert trace["xdp_devmap_xmit"] and trace["xdp_cpumap_kthread"] and trace["xdp_bulk_tx"]
     assert sum(len(v) for v in per_dev.values()) > 100
+
+
+def test_pcap_replay_through_the_datapath(tmp_path: Path) -> None:
+    """TrafficGenerator.from_capture replays a capture into a NIC queue, once or looped."""
+    from pyxdp.net.pcap import PcapngWriter
+    frames, per_proto = mixed_frames()
+    cap = tmp_path / "in.pcapng"
+    with PcapngWriter(cap) as w:
+        w.add_interface("eth9")
+        for i, f in enumerate(frames):
+            w.write(f, i)
+    with new_host() as h:
+        eth = h.add_device("eth0")
+        coll = load(h, "xdp1")
+        eth.attach_xdp(coll.programs["xdp_prog1"])
+        eth.rx[0].source = TrafficGenerator.from_capture(cap)
+        assert h.run() == len(frames)
+        assert {k: coll.maps["rxcnt"].sum(k) for k in per_proto} == per_proto
+        eth.rx[0].source = TrafficGenerator.from_capture(cap, loop=True, count=3 * len(frames))
+        h.run()
+        assert coll.maps["rxcnt"].sum(17) == 4 * per_proto[17]

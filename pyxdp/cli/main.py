@@ -83,6 +83,11 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     return monitor.cmd_monitor(args)
 
 
+def _cmd_xsk(args: argparse.Namespace) -> int:
+    from pyxdp.cli import xsk
+    return xsk.cmd_xsk(args)
+
+
 def _backend_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
                    help="where the program runs (default: userspace; kernel needs root)")
@@ -215,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description=monitor.DESCRIPTION, epilog=monitor.EPILOG)
     monitor.add_arguments(mo)
     mo.set_defaults(func=_cmd_monitor)
+
+    # xdpsock's shape (see pyxdp.cli.xsk); the module holds its options.
+    from pyxdp.cli import xsk
+    xs = sub.add_parser("xsk", help="an AF_XDP socket under load, like xdpsock",
+                        description=xsk.DESCRIPTION)
+    xsk.add_arguments(xs)
+    xs.set_defaults(func=_cmd_xsk)
     return p
 
 

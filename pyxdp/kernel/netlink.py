@@ -36,10 +36,11 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import IntEnum, IntFlag
+from enum import IntEnum
 from typing import Final, Protocol
 
 from pyxdp.errors import BPFUnavailable, KernelError
+from pyxdp.uapi.if_link import XdpFlag
 
 __all__ = [
     "InterfaceNotFound",
@@ -107,15 +108,6 @@ _NLATTR: Final = struct.Struct("=HH")  # len, type
 _I32: Final = struct.Struct("=i")
 _U32: Final = struct.Struct("=I")
 
-
-class XdpFlag(IntFlag):
-    """``XDP_FLAGS_*`` of ``IFLA_XDP_FLAGS`` (and the mode bits of a bpf_link's flags)."""
-
-    XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
-    XDP_FLAGS_SKB_MODE = 1 << 1
-    XDP_FLAGS_DRV_MODE = 1 << 2
-    XDP_FLAGS_HW_MODE = 1 << 3
-    XDP_FLAGS_REPLACE = 1 << 4
 
 
 XDP_FLAGS_MODES: Final = (XdpFlag.XDP_FLAGS_SKB_MODE | XdpFlag.XDP_FLAGS_DRV_MODE

@@ -1,24 +1,32 @@
-"""AF_XDP socket maps, as ``net/xdp/xskmap.c`` (``BPF_MAP_TYPE_XSKMAP``): storage and checks only.
+"""AF_XDP socket maps, as ``net/xdp/xskmap.c`` (``BPF_MAP_TYPE_XSKMAP``).
 
-A slot holds an AF_XDP socket for ``bpf_redirect_map``; the datapath comes
-later. Modelled here:
+A slot holds an AF_XDP socket for ``bpf_redirect_map``; the datapath side
+(receiving into the socket) is :mod:`pyxdp.xsk.datapath`. Modelled here:
 
 * creation (``xsk_map_alloc``, EINVAL): ``key_size`` 4, ``value_size`` 4 (a
   socket fd), ``max_entries`` > 0, flags among ``BPF_F_NUMA_NODE |
   BPF_F_RDONLY | BPF_F_WRONLY``;
 * update (``xsk_map_update_elem``): EINVAL for flags above ``BPF_EXIST``,
   E2BIG past the end, then the fd: EBADF when not open, ENOTSOCK when not a
-  socket, EOPNOTSUPP when not an AF_XDP socket (all measured); with a socket:
-  the same socket again is fine, EEXIST for ``BPF_NOEXIST`` on an occupied
-  slot, ENOENT for ``BPF_EXIST`` on an empty one;
+  socket, EOPNOTSUPP when not an AF_XDP socket (all measured); with a socket
+  (bound or not, with or without an rx ring: 6.18 takes all, measured): the
+  same socket again is fine, EEXIST for ``BPF_NOEXIST`` on an occupied slot,
+  ENOENT for ``BPF_EXIST`` on an empty one;
 * a user-space lookup is EOPNOTSUPP (the kernel's ``xsk_map_lookup_elem_sys``);
-  delete is EINVAL past the end, else succeeds; get_next_key is array order.
+  delete is EINVAL past the end, else succeeds; get_next_key is array order;
+* a program's ``bpf_map_lookup_elem`` returns the socket as ``struct
+  bpf_xdp_sock { __u32 queue_id; }`` (read-only), NULL for an empty slot;
+* a socket that closes leaves every map (``xsk_delete_from_maps``): sockets
+  with ``xsk_map_added``/``xsk_map_removed`` methods are told which maps hold
+  them, and call :meth:`XskMap.remove_socket` when they close.
 
-pyxdp has no sockets of its own: :attr:`XskMap.resolve_fd` maps an fd to a
+pyxdp has no file descriptors: :attr:`XskMap.resolve_fd` maps an fd to a
 socket object or raises :class:`MapError` with the errno (default: every fd
-is EBADF). Storage: ``fds`` ``uint32[max_entries]`` (the value written) and
-a list of socket objects; a program lookup returns no address yet (the
-kernel returns the ``xdp_sock``; the datapath will provide it).
+is EBADF); the userspace backend resolves the ``fd`` of its host's
+:class:`~pyxdp.xsk.datapath.PyxdpXskSocket` s. Storage: ``entries``
+``uint32[max_entries, 2]`` (the fd written, 0 when empty: what native
+``bpf_redirect_map`` reads, as for devmaps), the socket objects, and the
+``bpf_xdp_sock`` values.
 """
 
 from __future__ import annotations
@@ -48,9 +56,21 @@ class XskMap(_ArrayOrder):
                 or spec.map_flags & ~XSK_CREATE_FLAG_MASK):
             raise einval("map_create", "xskmap: key 4, value 4, max_entries > 0")
         super().__init__(spec)
-        self.fds = np.zeros(self.max_entries, np.uint32)
+        self.entries = np.zeros((self.max_entries, 2), np.uint32)
         self.sockets: list[object | None] = [None] * self.max_entries
+        # struct bpf_xdp_sock per slot: what a program's lookup points at.
+        self.xdp_sock = np.zeros(self.max_entries, np.uint32)
+        self._make_regions([self.xdp_sock.view(np.uint8)], writable=False)
         self.resolve_fd: Callable[[int], object] | None = None
+
+    def _storage_bytes(self) -> int:
+        return 4 * self.max_entries
+
+    @property
+    def fds(self) -> np.ndarray:
+        """The fd written in each slot (0: empty)."""
+        col: np.ndarray = self.entries[:, 0]
+        return col
 
     def _resolve(self, fd: int) -> object:
         if self.resolve_fd is None:
@@ -60,6 +80,13 @@ class XskMap(_ArrayOrder):
     def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
                ) -> bytes | None:
         raise MapError("lookup", _errno.EOPNOTSUPP, "xskmap elements are not readable")
+
+    def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        """``__xsk_map_lookup_elem`` from a program: the ``bpf_xdp_sock`` (0: empty)."""
+        i = int.from_bytes(key[:4], "little")
+        if i >= self.max_entries or self.sockets[i] is None:
+            return 0
+        return self._regions[0].base + 4 * i
 
     def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
                cpu: int | None = None) -> None:
@@ -77,15 +104,39 @@ class XskMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST)
         if old is None and flags == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
+        self._set(i, sock, fd)
+
+    def _set(self, i: int, sock: object | None, fd: int) -> None:
+        old = self.sockets[i]
         self.sockets[i] = sock
-        self.fds[i] = fd
+        self.entries[i] = (fd, 0)
+        self.xdp_sock[i] = int(getattr(sock, "queue_id", 0)) if sock is not None else 0
+        if sock is not None:
+            added = getattr(sock, "xsk_map_added", None)
+            if added is not None:
+                added(self)
+        if old is not None and old is not sock and old not in self.sockets:
+            removed = getattr(old, "xsk_map_removed", None)
+            if removed is not None:
+                removed(self)
 
     def delete(self, key: bytes | None) -> None:
         i = int.from_bytes(self._key(key, "delete"), "little")
         if i >= self.max_entries:
             raise einval("delete", f"index {i} >= max_entries")
-        self.sockets[i] = None
-        self.fds[i] = 0
+        self._set(i, None, 0)
+
+    def remove_socket(self, sock: object) -> None:
+        """``xsk_map_try_sock_delete`` for every slot holding ``sock`` (it is closing)."""
+        for i, s in enumerate(self.sockets):
+            if s is sock:
+                self._set(i, None, 0)
+
+    def socket_changed(self, sock: object) -> None:
+        """``sock`` was bound: its ``bpf_xdp_sock.queue_id`` changed."""
+        for i, s in enumerate(self.sockets):
+            if s is sock:
+                self.xdp_sock[i] = int(getattr(sock, "queue_id", 0))
 
     def socket_at(self, index: int) -> object | None:
         """The socket at ``index`` (None: empty or out of range), for ``bpf_redirect_map``."""
@@ -99,5 +150,6 @@ class XskMap(_ArrayOrder):
         return sum(s is not None for s in self.sockets)
 
     def clear(self) -> None:
-        self.sockets = [None] * self.max_entries
-        self.fds.fill(0)
+        for i, s in enumerate(self.sockets):
+            if s is not None:
+                self._set(i, None, 0)

@@ -189,9 +189,16 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
             return
         _fire(dev, prog_id, _skb_to_cpumap(dev, m, index, skb), 0, map_id, index)
         return
-    # No redirect helper prepared this XDP_REDIRECT (or an xskmap: no sockets here).
-    _fire(dev, prog_id, -errno.EOPNOTSUPP if map_type == int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
-          else -errno.EBADRQC, 0, map_id, index)
+    if map_type == int(BpfMapType.BPF_MAP_TYPE_XSKMAP):
+        # AF_XDP (pyxdp.xsk.datapath): xsk_generic_rcv copies and publishes at once;
+        # map id 0 is bpf_redirect_xsk (the socket registered on the skb's queue).
+        from pyxdp.xsk.datapath import xsk_generic_redirect
+        xs = host.xsk_lookup(dev.ifindex, index) if map_id == 0 else \
+            getattr(m, "socket_at", lambda i: None)(index)
+        _fire(dev, prog_id, int(xsk_generic_redirect(dev, xs, skb)[0]), 0, map_id, index)
+        return
+    # No redirect helper prepared this XDP_REDIRECT.
+    _fire(dev, prog_id, -errno.EBADRQC, 0, map_id, index)
 
 
 def _retarget(skb: SkbBatch, ifindex: int) -> SkbBatch:

@@ -2,7 +2,10 @@
 
 ``xdp_adjust_head``/``meta``/``tail``, ``xdp_get_buff_len``,
 ``xdp_load_bytes``/``store_bytes``, ``csum_diff``, ``redirect`` and
-``redirect_map`` with the kernel's argument checks and return codes. The
+``redirect_map`` with the kernel's argument checks and return codes, and
+pyxdp's extension ``bpf_redirect_xsk`` (id
+:data:`~pyxdp.asm.helpers_names.PYXDP_FUNC_REDIRECT_XSK`, outside Linux's
+range: the kernel refuses programs calling it). The
 redirect helpers only *record* where the packet should go, in
 :class:`RedirectInfo`, exactly as the kernel's ``bpf_redirect_info`` does;
 acting on it is ``xdp_do_redirect`` in the datapath.
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
@@ -27,7 +31,7 @@ from pyxdp.vm.interpreter import Helper, HelperFn
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["XDP_HELPERS", "RedirectInfo", "csum_diff"]
+__all__ = ["BPF_FUNC_REDIRECT_XSK", "XDP_HELPERS", "RedirectInfo", "csum_diff"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF
@@ -38,6 +42,7 @@ _ACTION_MASK = int(XdpAction.XDP_ABORTED | XdpAction.XDP_DROP | XdpAction.XDP_PA
                    | XdpAction.XDP_TX)
 
 XDP_HELPERS: dict[int, Helper] = dict(BASE_HELPERS)
+BPF_FUNC_REDIRECT_XSK = PYXDP_FUNC_REDIRECT_XSK
 
 
 @dataclass
@@ -294,6 +299,33 @@ def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
         ri.map, ri.flags = m, r3
     else:
         ri.map, ri.flags = None, 0
+    return int(XdpAction.XDP_REDIRECT)
+
+
+@_xh(BPF_FUNC_REDIRECT_XSK, "redirect_xsk")
+def _redirect_xsk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_redirect_xsk(ctx, flags)`` (pyxdp extension): to the AF_XDP socket ``bind()``
+    registered on the packet's own rx queue, else the action in ``flags``' low bits.
+
+    Checked like ``__bpf_xdp_redirect_map`` with no flag allowed: other bits give
+    XDP_ABORTED. The redirect state is an XSKMAP one with map id 0 and the queue as
+    index (what ``xdp_do_redirect`` hands to :func:`pyxdp.xsk.datapath.xsk_map_redirect`).
+    """
+    xdp = _xdp(vm, r1)
+    ri = _ri(vm)
+    if r2 & ~_ACTION_MASK:
+        return int(XdpAction.XDP_ABORTED)
+    ctx = vm.context
+    assert isinstance(ctx, RunContext)
+    queue = xdp.rxq.queue_index
+    xs = ctx.xsk_lookup(xdp.rxq.ifindex, queue) if ctx.xsk_lookup is not None else None
+    if xs is None:
+        return r2 & _ACTION_MASK
+    ri.tgt_index = queue
+    ri.tgt_value = xs
+    ri.map_id = 0
+    ri.map_type = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
+    ri.map, ri.flags = None, 0
     return int(XdpAction.XDP_REDIRECT)
 
 

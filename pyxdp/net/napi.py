@@ -42,8 +42,11 @@ Simplified against the kernel: the devmap entry (and its program) is read
 when the frame is redirected, not when ``bpf_redirect_map`` ran (they differ
 only if user space changes the map inside one poll); frames of one poll whose
 pages lie in different page regions run grouped by region, each group in
-arrival order; xskmap redirects fail with ``-EOPNOTSUPP`` (AF_XDP sockets are
-not part of the datapath yet).
+arrival order. XSKMAP redirects and ``bpf_redirect_xsk`` go to the AF_XDP
+sockets of :mod:`pyxdp.xsk.datapath` (flushed after the cpumap list, as
+``xdp_do_flush`` does); a queue bound in zero-copy mode polls on the Python
+path, its frames in UMEM chunks (converted to order-0 pages when they leave
+as xdp_frames).
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ class BulkQueues:
     tx_count: int = 0
     cpu: dict[tuple[int, int], list[Frames]] = field(default_factory=dict)
     from_cpu: int = 0  # the CPU of the poll (xdp_cpumap_enqueue's ``cpu``)
+    xsk: list[object] = field(default_factory=list)  # AF_XDP sockets to flush (xsk_flush)
 
 
 # -----------------------------------------------------------------------------------
@@ -303,6 +307,10 @@ def _to_frames(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
         return frames, 0
     status = np.zeros(len(frames), np.int32)
     for mem, pos, _rows in host.memmap.split(frames.pfn):
+        if mem.kind == "xsk_umem":  # zero-copy AF_XDP buffers: copied to order-0 pages
+            from pyxdp.xsk.datapath import xsk_zc_to_frames
+            status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
+            continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
         status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos],
                                                 frames.length[pos], frames.meta[pos],
@@ -372,9 +380,12 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
     dev.stats.xdp_redirect += n
     err = np.zeros(n, np.int64)
     to_ifindex = np.zeros(n, np.int64)
-    # Group by target map (map_id, type): one pass per map.
-    keys = np.stack([v.map_id, v.map_type], axis=1)
-    for map_id, map_type in np.unique(keys, axis=0).tolist():
+    # Group by target map (map_id, type): one pass per map (a poll usually has one).
+    if (v.map_id == v.map_id[0]).all() and (v.map_type == v.map_type[0]).all():
+        groups = [[int(v.map_id[0]), int(v.map_type[0])]]
+    else:
+        groups = np.unique(np.stack([v.map_id, v.map_type], axis=1), axis=0).tolist()
+    for map_id, map_type in groups:
         sel = np.flatnonzero((v.map_id == map_id) & (v.map_type == map_type))
         f = frames.select(sel)
         idx = v.index[sel]
@@ -387,8 +398,12 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
             e = _redirect_cpumap(host, dev, rq, prog, map_by_id(map_id), f, idx, bq)
             to = np.zeros(len(sel), np.int64)
         elif map_type == _XSKMAP:
-            e, to = np.full(len(sel), -errno.EOPNOTSUPP), np.zeros(len(sel), np.int64)
-            host.drop_frames(f, rq, direct=True)
+            # AF_XDP (pyxdp.xsk.datapath): an XSKMAP slot, or with map_id 0 the socket
+            # bpf_redirect_xsk found registered on the frame's rx queue.
+            from pyxdp.xsk.datapath import xsk_map_redirect
+            e = xsk_map_redirect(host, dev, rq, map_by_id(map_id) if map_id else None, f,
+                                 idx, bq)
+            to = np.zeros(len(sel), np.int64)
         else:  # XDP_REDIRECT without a redirect helper: -EBADRQC, the frame dropped
             e, to = np.full(len(sel), -errno.EBADRQC), np.zeros(len(sel), np.int64)
             host.drop_frames(f, rq, direct=True)
@@ -399,21 +414,33 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
                           v.map_id)
     index_col = np.where((v.map_type == _UNSPEC) & (v.map_id == INT_MAX), 0, v.index)
     to_col = np.where((v.map_type == _UNSPEC) & (v.map_id == INT_MAX), v.index, to_ifindex)
+    # Key columns alike for the whole batch count as one key (fire_batch's fast path);
+    # map_index stays an array: it is what makes one event per frame.
+    ids_c, to_c = _same(map_id_col), _same(to_col)
+    idx_c: I64 = index_col
     if ok.any():
         if ok.all():
             tr.xdp_redirect.fire_batch(prog_id=prog.id, ifindex=dev.ifindex, err=0,
-                                       to_ifindex=to_col, map_id=map_id_col,
-                                       map_index=index_col)
+                                       to_ifindex=to_c, map_id=ids_c, map_index=idx_c)
         else:
             tr.xdp_redirect.fire_batch(prog_id=prog.id, ifindex=dev.ifindex, err=0,
-                                       to_ifindex=to_col[ok], map_id=map_id_col[ok],
-                                       map_index=index_col[ok])
+                                       to_ifindex=_pick(to_c, ok), map_id=_pick(ids_c, ok),
+                                       map_index=idx_c[ok])
     if not ok.all():
         bad = ~ok
         tr.xdp_redirect_err.fire_batch(prog_id=prog.id, ifindex=dev.ifindex,
-                                       err=err[bad], to_ifindex=to_col[bad],
-                                       map_id=map_id_col[bad], map_index=index_col[bad])
+                                       err=_same(err[bad]), to_ifindex=_pick(to_c, bad),
+                                       map_id=_pick(ids_c, bad), map_index=idx_c[bad])
     return int((~ok).sum())
+
+
+def _same(col: I64) -> I64 | int:
+    """``col``'s value when every element has it, else ``col``."""
+    return int(col[0]) if len(col) and (col == col[0]).all() else col
+
+
+def _pick(col: I64 | int, sel: npt.NDArray[np.bool_]) -> I64 | int:
+    return col if isinstance(col, int) else col[sel]
 
 
 def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg | None,
@@ -703,6 +730,9 @@ def xdp_do_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None,
     if bq.cpu:
         from pyxdp.net.cpumap import cpu_map_flush
         cpu_map_flush(host, bq)
+    if bq.xsk:
+        from pyxdp.xsk.datapath import xsk_flush
+        xsk_flush(host, bq)
     if bq.tx_count:
         _flush_tx(host, dev, bq)
 
@@ -750,7 +780,7 @@ class _NativeState:
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     host = rq.dev.host
     return (prog.engine == "jit" and host.native and not host.tracer.listening
-            and not rq.pool.destroyed and native_available())
+            and not rq.pool.destroyed and rq.xsk is None and native_available())
 
 
 def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:

@@ -31,9 +31,15 @@ the attached one (``-EEXIST``), devmap/cpumap programs cannot be attached
 other mode, the attach type). The receive path itself is :mod:`pyxdp.net.napi` (native) and
 :mod:`pyxdp.net.dev` (generic).
 
+AF_XDP (:mod:`pyxdp.xsk.datapath`): a host keeps the buffer pools bound to
+its device queues (``xsk_pools``) and the socket ``bind()`` registered per rx
+queue for ``bpf_redirect_xsk`` (``xsk_rx``, and ``xsk_table`` for native
+code); a NIC queue bound in zero-copy mode (``NetdevRxQueue.xsk``) takes its
+buffers from the socket's fill ring instead of its page pool.
+
 Simplified: no qdiscs, no multicast lists, carrier = admin state, one
-"CPU" per thread; a NIC's ``xdp_features`` are fixed (all but zero-copy and
-offload), a veth's as above.
+"CPU" per thread; a NIC's ``xdp_features`` are fixed (all but offload:
+AF_XDP zero-copy included), a veth's as above (never zero-copy).
 """
 
 from __future__ import annotations
@@ -43,7 +49,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import IntFlag
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +74,7 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.spec import CollectionSpec
 from pyxdp.uapi.bpf import BpfAttachType
+from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
 from pyxdp.vm.helpers import RunContext
 
 if TYPE_CHECKING:
@@ -85,31 +91,15 @@ NIC_RING_SIZE = 1024  # rx descriptors of a pyxdp NIC queue
 POOL_PAGES = 4096  # pages per rx queue page pool (16 MiB, committed as touched)
 
 
-class XdpFlags(IntFlag):
-    """``XDP_FLAGS_*`` of ``include/uapi/linux/if_link.h``."""
-
-    XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
-    XDP_FLAGS_SKB_MODE = 1 << 1
-    XDP_FLAGS_DRV_MODE = 1 << 2
-    XDP_FLAGS_HW_MODE = 1 << 3
-    XDP_FLAGS_REPLACE = 1 << 4
-
-
-class XdpFeatures(IntFlag):
-    """``enum netdev_xdp_act`` (``include/uapi/linux/netdev.h``)."""
-
-    NETDEV_XDP_ACT_BASIC = 1 << 0
-    NETDEV_XDP_ACT_REDIRECT = 1 << 1
-    NETDEV_XDP_ACT_NDO_XMIT = 1 << 2
-    NETDEV_XDP_ACT_XSK_ZEROCOPY = 1 << 3
-    NETDEV_XDP_ACT_HW_OFFLOAD = 1 << 4
-    NETDEV_XDP_ACT_RX_SG = 1 << 5
-    NETDEV_XDP_ACT_NDO_XMIT_SG = 1 << 6
-
+# Kept under the names this module always used.
+XdpFlags = XdpFlag
+XdpFeatures = NetdevXdpAct
 
 _ALL_FEATURES = (XdpFeatures.NETDEV_XDP_ACT_BASIC | XdpFeatures.NETDEV_XDP_ACT_REDIRECT
                  | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT | XdpFeatures.NETDEV_XDP_ACT_RX_SG
-                 | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG)
+                 | XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG
+                 | XdpFeatures.NETDEV_XDP_ACT_XSK_ZEROCOPY)
+XSK_TABLE_SIZE = 256  # ifindexes the native bpf_redirect_xsk table covers
 
 
 def _fail(err: int, detail: str) -> KernelError:
@@ -149,6 +139,7 @@ class NetdevRxQueue:
     source: TrafficGenerator | None = None
     polls: int = 0
     native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
+    xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.xsk.datapath.XskBuffPool)
 
     @property
     def pending(self) -> int:
@@ -184,7 +175,9 @@ class NetDevice:
             xdp_rxq_info_reg(rxq, ifindex, q, registry=host.mem_registry)
             xdp_rxq_info_attach_page_pool(rxq, pool)
             self.rx.append(NetdevRxQueue(self, q, pool, rxq, FrameRing(ring_size),
-                                         RunContext(cpu=q % host.nr_cpus, fib=host.env.fib)))
+                                         RunContext(cpu=q % host.nr_cpus, fib=host.env.fib,
+                                                    xsk_lookup=host.xsk_lookup,
+                                                    xsk_table=host.xsk_table)))
 
     def __repr__(self) -> str:
         mode = "native" if self.xdp_prog else "generic" if self.xdp_generic else "none"
@@ -256,6 +249,9 @@ class NetDevice:
         return self._dma(self.rx[queue], batch)
 
     def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
+        if rq.xsk is not None:  # zero-copy AF_XDP: into UMEM chunks from the fill ring
+            from pyxdp.xsk.datapath import xsk_zc_dma
+            return xsk_zc_dma(rq, batch)
         n = min(len(batch), rq.ring.free)
         if n < len(batch):
             self.stats.rx_dropped += len(batch) - n
@@ -341,7 +337,8 @@ class Veth(NetDevice):
 
     @xdp_features.setter
     def xdp_features(self, value: XdpFeatures) -> None:
-        self._xdp_features = value
+        # veth has no AF_XDP zero-copy (no ndo_xsk_wakeup), as in Linux.
+        self._xdp_features = value & ~XdpFeatures.NETDEV_XDP_ACT_XSK_ZEROCOPY
 
     @property
     def napi_enabled(self) -> bool:
@@ -458,6 +455,12 @@ class Host:
         # every frame on the Python path (the reference the tests compare with).
         self.native = native
         self.cpumaps: dict[tuple[int, int], CpuMapRuntime] = {}
+        # AF_XDP (pyxdp.xsk.datapath): buffer pools by (ifindex, queue); the socket
+        # bind() registered on each rx queue (bpf_redirect_xsk), and the same as a
+        # bitmask of queues per ifindex for native code.
+        self.xsk_pools: dict[tuple[int, int], Any] = {}
+        self.xsk_rx: dict[tuple[int, int], Any] = {}
+        self.xsk_table = np.zeros(XSK_TABLE_SIZE, np.uint64)
         self.counters = _Counters()
         self._collections: list[Collection] = []
         self._next_ifindex = 1
@@ -483,6 +486,10 @@ class Host:
 
     def program_by_id(self, prog_id: int) -> XdpProg | None:
         return self.backend.programs.get(prog_id)
+
+    def xsk_lookup(self, ifindex: int, queue: int) -> Any:
+        """The AF_XDP socket registered on rx queue ``queue`` of ``ifindex`` (None: none)."""
+        return self.xsk_rx.get((ifindex, queue))
 
     # -- devices ---------------------------------------------------------------------
     def _ifindex(self) -> int:
@@ -511,8 +518,12 @@ class Host:
         self.devices[i] = dev
         return dev
 
-    def veth(self, name: str, peer: str, *, mtu: int = 1500) -> tuple[Veth, Veth]:
-        """A veth pair (``ip link add NAME type veth peer name PEER``)."""
+    def veth(self, name: str, peer: str, *, mtu: int = 1500,
+             queues: int = 1) -> tuple[Veth, Veth]:
+        """A veth pair (``ip link add NAME type veth peer name PEER``); ``queues`` rx and
+        tx queues each (``numrxqueues``/``numtxqueues``; traffic arrives on queue 0)."""
+        if queues < 1:
+            raise ValueError("a veth needs at least one queue")
         self._check_name(name)
         self._check_name(peer)
         if name == peer:
@@ -520,7 +531,8 @@ class Host:
         devs = []
         for n in (name, peer):
             i = self._ifindex()
-            d = Veth(self, i, n, mac=self._mac(i), mtu=mtu, rx_queues=1, tx_queues=1)
+            d = Veth(self, i, n, mac=self._mac(i), mtu=mtu, rx_queues=queues,
+                     tx_queues=queues)
             self.devices[i] = d
             devs.append(d)
         a, b = devs
@@ -616,7 +628,11 @@ class Host:
         own = frames.kind == KIND_BUFF
         if own.any():
             assert rq is not None
-            rq.pool.put_pages(frames.pfn[own], allow_direct=direct)
+            if rq.xsk is not None:  # a zero-copy AF_XDP queue: xsk_buff_free
+                from pyxdp.xsk.datapath import xsk_free_frames
+                xsk_free_frames(self, rq, frames.select(own), direct=direct)
+            else:
+                rq.pool.put_pages(frames.pfn[own], allow_direct=direct)
         if not own.all():
             from pyxdp.net.xdp_mem import xdp_return_frames_rx_napi
             pf = frames.pfn[~own]

@@ -1,5 +1,6 @@
 """Packet sources and sinks of the datapath: a NIC's traffic generator, pcap
-replay, a collector and a pcapng writer on a device's wire.
+replay (:meth:`TrafficGenerator.from_capture`), a collector and a pcapng writer
+on a device's wire.
 
 :class:`TrafficGenerator` stands for the traffic arriving on a NIC queue: a
 deterministic set of frames (flows, sizes, protocols, VLAN, IPv6, from a seed;
@@ -48,6 +49,19 @@ class TrafficGenerator:
         self.count = count
         self.produced = 0
         self._pos = 0
+
+    @classmethod
+    def from_capture(cls, path: str | Path, *, count: int | None = None,
+                     loop: bool = False) -> TrafficGenerator:
+        """Replay a pcap or pcapng capture: its packets in order, once (``count``
+        defaults to the capture's length) or, with ``loop``, over and over."""
+        from pyxdp.net.pcap import read_capture
+        packets = [bytes(p.data) for p in read_capture(path)]
+        if not packets:
+            raise ValueError(f"{path}: the capture holds no packets")
+        if count is None and not loop:
+            count = len(packets)
+        return cls(packets=packets, count=count)
 
     @property
     def active(self) -> bool:

@@ -69,6 +69,12 @@ class RunContext:
     # The network namespace bpf_fib_lookup/bpf_check_mtu consult (a pyxdp.net.fib.Fib;
     # typed loosely because the vm layer does not import net).
     fib: Any = None
+    # bpf_redirect_xsk (pyxdp.net.filter): (ifindex, queue) -> the AF_XDP socket bind()
+    # registered on that rx queue, or None; and the same for native code, a uint64
+    # numpy array indexed by ifindex with one bit per queue below 64 (None: ask the
+    # lookup).
+    xsk_lookup: Callable[[int, int], Any] | None = None
+    xsk_table: Any = None
 
 
 BASE_HELPERS: dict[int, Helper] = {}

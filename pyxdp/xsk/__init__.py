@@ -8,7 +8,10 @@
 * :mod:`pyxdp.xsk.xsk`: the backend-independent socket (:class:`XskSocket`):
   fill, recv, release, send, complete, chunk accounting;
 * :mod:`pyxdp.xsk.linux`: :class:`~pyxdp.xsk.linux.LinuxXskSocket`, the same
-  API over the kernel's AF_XDP (imported on demand: it loads libc).
+  API over the kernel's AF_XDP (imported on demand: it loads libc);
+* :mod:`pyxdp.xsk.datapath`: :class:`~pyxdp.xsk.datapath.PyxdpXskSocket`, the
+  same API over pyxdp's datapath (copy and zero-copy, XSKMAP,
+  ``bpf_redirect_xsk``; imported on demand: it loads the datapath).
 """
 
 from pyxdp.xsk.queue import KernelRingCons, KernelRingProd, Ring, RingCons, RingProd, ring_bytes

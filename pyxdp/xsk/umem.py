@@ -405,10 +405,15 @@ class Umem:
             return
         self._closed = True
         self.buf = np.zeros(0, np.uint8)
-        if self._mmap is not None:
-            self._mmap.close()
-        if self._shm is not None:
-            self._shm.close()
+        try:
+            if self._mmap is not None:
+                self._mmap.close()
+            if self._shm is not None:
+                self._shm.close()
+        except BufferError:
+            # A view of the memory is still alive somewhere (a datapath that ran a
+            # program on it in place keeps its last buffer): the mapping goes with it.
+            pass
 
     def unlink(self) -> None:
         """Remove the shared-memory name (creator's job; attached views stay valid)."""

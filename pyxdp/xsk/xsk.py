@@ -6,6 +6,7 @@ the four rings (:class:`~pyxdp.xsk.queue.RingProd` for fill and tx,
 :class:`ChunkPool`, and offers the batch operations every AF_XDP program
 is made of: :meth:`~XskSocket.fill`, :meth:`~XskSocket.recv`,
 :meth:`~XskSocket.release`, :meth:`~XskSocket.send`,
+:meth:`~XskSocket.forward` (received buffers straight back out),
 :meth:`~XskSocket.complete`. What talks to the datapath (wakeups, kicks,
 statistics, options) is left to a backend subclass:
 :class:`pyxdp.xsk.linux.LinuxXskSocket` issues the syscalls of the kernel's
@@ -350,6 +351,32 @@ class XskSocket(ABC):
         idx, got = self.tx.reserve(k)
         self.tx.write_descs(idx, data, wrote, 0)
         self.tx.submit(got)
+        if kick:
+            self.flush()
+        return got
+
+    def forward(self, batch: RxBatch, *, kick: bool = True) -> int:
+        """Queue a received batch's buffers on the tx ring as they are (xdpsock's
+        l2fwd: the rx descriptors become tx descriptors, no copy); how many.
+
+        The chunks go from RX to TX and come back through :meth:`complete`;
+        those the tx ring has no room for go back to the free stack.
+        """
+        if self.tx is None:
+            raise PyxdpError("this socket has no tx ring")
+        if batch.released:
+            raise ChunkAccountingError("batch released twice")
+        batch.released = True
+        k = len(batch)
+        if not k:
+            return 0
+        self.pool.held -= k
+        idx, got = self.tx.reserve(k)
+        self.pool.move(batch.chunks[:got], _RX, _TX, "forward")
+        self.tx.write_descs(idx, batch.addr[:got], batch.len[:got], 0)
+        self.tx.submit(got)
+        if got < k:
+            self.pool.free(batch.chunks[got:], _RX, "forward")
         if kick:
             self.flush()
         return got

@@ -34,8 +34,9 @@ run-time checks (:mod:`pyxdp.vm.interpreter`) and makes them native:
   clears all of it;
 * helpers the runtime declares native (:class:`Natives`) are specialised at
   their call sites when the map argument is a constant: array and hash map
-  lookups and updates, the XDP packet helpers, redirects, csum_diff, the
-  clock. Each native path does the common case exactly as the Python helper
+  lookups and updates, the XDP packet helpers, redirects (pyxdp's
+  ``bpf_redirect_xsk`` included: one bit of the host's registration table),
+  csum_diff, the clock. Each native path does the common case exactly as the Python helper
   would and otherwise (an unusual argument, a pointer the regions refuse, a
   full LRU map, frags) calls the Python helper, which then gives the
   reference answer - before the native path has changed anything;
@@ -91,7 +92,10 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               "ri_tv_set", "ri_tv",
               # native tail calls: 4 words per prog array slot (target run context,
               # its XDP entry, its budget, 0); tail calls made so far for this packet
-              "tails", "tail_cnt")
+              "tails", "tail_cnt",
+              # bpf_redirect_xsk: per ifindex a bitmask of rx queues with a registered
+              # AF_XDP socket (u64 *), and its length (0: no table, ask Python)
+              "xsk_table", "xsk_ntable")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")
@@ -147,6 +151,7 @@ _SKB_SHARED_INFO = 320
 _EINVAL, _EFAULT, _EACCES, _E2BIG, _ENOENT, _EEXIST, _ENOTSUPP = 22, 14, 13, 7, 2, 17, 524
 _INT_MAX = 0x7FFF_FFFF
 _BPF_F_BROADCAST = 1 << 3
+_XSKMAP = 17  # BPF_MAP_TYPE_XSKMAP: bpf_redirect_xsk's redirect state
 _FNV_OFFSET = 0xCBF2_9CE4_8422_2325
 _FNV_PRIME = 0x0000_0100_0000_01B3
 
@@ -1216,6 +1221,41 @@ def _redirect_fn() -> str:
     return f.text("define internal i64 @redirect(ptr %ctx, i64 %r1, i64 %r2) nounwind")
 
 
+def _redirect_xsk_fn(ctx_base: int) -> str:
+    """``bpf_redirect_xsk`` (pyxdp extension): the queue's bit in the registration table;
+    SLOW where the table does not tell (no table, ifindex past it, queue >= 64)."""
+    f = _Text()
+    f.at("entry")
+    _xdp_guard(f, ctx_base, False)
+    ok = f.flag(NF_RUNCTX)
+    yes = f.label("rc")
+    f.cbr(ok, yes, "slow", _LIKELY)
+    f.at(yes)
+    cv = f.cget("%ctx", "ctx_values", "ptr")
+    ifx = f.word(cv, 3, "i64", _CV)
+    q = f.word(cv, 4, "i64", _CV)
+    ntable = f.cget("%ctx", "xsk_ntable")
+    in_table = f.ins(f"icmp ult i64 {ifx}, {ntable}")
+    known = f.ins(f"and i1 {in_table}, {f.ins(f'icmp ult i64 {q}, 64')}")
+    _ret_if(f, f.ins(f"xor i1 {known}, true"), SLOW)
+    _ri_init(f)
+    _ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %r2, -4')}, 0"), 0)
+    mask = f.at_index(f.cget("%ctx", "xsk_table", "ptr"), ifx, "i64", 8)
+    bit = f.ins(f"and i64 {f.ins(f'lshr i64 {mask}, {q}')}, 1")
+    miss, hit = f.label("miss"), f.label("hit")
+    f.cbr(f.ins(f"icmp eq i64 {bit}, 0"), miss, hit)
+    f.at(miss)
+    f.do(f"ret i64 {f.ins('and i64 %r2, 3')}")
+    f.at(hit)
+    f.cset("%ctx", "ri_tgt_index", q)
+    f.cset("%ctx", "ri_map_id", "0")
+    f.cset("%ctx", "ri_map_type", str(_XSKMAP))
+    f.cset("%ctx", "ri_map", "0")
+    f.cset("%ctx", "ri_flags", "0")
+    f.do("ret i64 4")
+    return f.text("define internal i64 @redirect_xsk(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
 def _tailcall_fn() -> str:
     """``tailcall(ctx, tctx, fn, budget, slot) -> r0``: run a target program's XDP entry
     (``fn``) on this run's xdp_buff as a batch of one frame with its own run context
@@ -1226,8 +1266,8 @@ def _tailcall_fn() -> str:
     desc = f.ins(f"alloca [{len(XDP_FIELDS)} x i64], align 8")
     io = f.ins("alloca [12 x i32], align 8")
     wide = f.ins("alloca [5 x i64], align 8")
-    shared = ("nflags", "cpu", "ri_present", "ri_tgt_index", "ri_map_id", "ri_map_type",
-              "ri_flags", "ri_map", "ri_tv_set", "ri_tv")
+    shared = ("nflags", "cpu", "xsk_table", "xsk_ntable", "ri_present", "ri_tgt_index",
+              "ri_map_id", "ri_map_type", "ri_flags", "ri_map", "ri_tv_set", "ri_tv")
     for name in shared:
         f.cset("%tctx", name, f.cget("%ctx", name))
     data, end, meta = (f.cget("%ctx", n) for n in ("x_data", "x_data_end", "x_data_meta"))
@@ -1259,7 +1299,7 @@ def _tailcall_fn() -> str:
     f.do(f"call void {f.ins('inttoptr i64 %fn to ptr')}(ptr %tctx, ptr {desc})")
     # The buffer's edges come back; region 0 and the xdp_md values of this run need not:
     # the calling function ends now (with the target's r0, or its fault).
-    for name in ("x_data", "x_data_end", "x_data_meta", "x_frags", "tail_cnt", *shared[2:]):
+    for name in ("x_data", "x_data_end", "x_data_meta", "x_frags", "tail_cnt", *shared[4:]):
         f.cset("%ctx", name, f.cget("%tctx", name))
     word = f.ins(f"zext i32 {f.ins(f'load i32, ptr {f.gep(io, 36)}, align 4')} to i64")
     status = f.ins(f"and i64 {word}, 255")
@@ -1288,6 +1328,7 @@ _SHARED = {
     "load_bytes": lambda n: _load_bytes_fn(n.ctx_base),
     "store_bytes": lambda n: _store_bytes_fn(n.ctx_base),
     "csum_diff": lambda n: _csum_fn(), "redirect": lambda n: _redirect_fn(),
+    "redirect_xsk": lambda n: _redirect_xsk_fn(n.ctx_base),
     "tailcall": lambda n: _tailcall_fn(),
 }
 # Shared functions a native kind needs besides itself.
@@ -2454,9 +2495,9 @@ class _Func:
             mod.need(kind)
             args = ", ".join(f"i64 {r[n]}" for n in range(1, 6))
             return f.ins(f"call i64 @csum_diff(ptr %ctx, {args})"), f.cur
-        if kind == "redirect":
+        if kind in ("redirect", "redirect_xsk"):
             mod.need(kind)
-            return f.ins(f"call i64 @redirect(ptr %ctx, i64 {r[1]}, i64 {r[2]})"), f.cur
+            return f.ins(f"call i64 @{kind}(ptr %ctx, i64 {r[1]}, i64 {r[2]})"), f.cur
         assert m is not None
         if kind == "redirect_map":
             if m.kind != "entries":

@@ -31,6 +31,7 @@ are ``lower.CTX_FIELDS`` and friends)::
         u64 ri_present, ri_tgt_index, ri_map_id, ri_map_type, ri_flags, ri_map,
             ri_tv_set, ri_tv;        /* struct bpf_redirect_info of native redirects */
         u64 *tails, tail_cnt;        /* native tail call targets; calls made so far */
+        u64 *xsk_table, xsk_ntable;  /* bpf_redirect_xsk: queue bitmask per ifindex */
     };
     struct region { u64 base; u64 size; u8 *host; u64 writable; };
 

@@ -52,7 +52,8 @@ from pyxdp.maps.base import Map, map_by_addr
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap
 from pyxdp.maps.hashtab import HashMap, LruHashMap, LruPercpuHashMap, PercpuHashMap
-from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
+from pyxdp.maps.xskmap import XskMap
+from pyxdp.net.filter import BPF_FUNC_REDIRECT_XSK, XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.helpers import RunContext
@@ -69,12 +70,14 @@ NATIVE_XDP_HELPERS: dict[int, str] = {
     1: "map_lookup", 2: "map_update", 5: "ktime", 8: "smp_id", 23: "redirect",
     28: "csum_diff", 44: "adjust_head", 51: "redirect_map", 54: "adjust_meta",
     65: "adjust_tail", 188: "buff_len", 189: "load_bytes", 190: "store_bytes",
+    BPF_FUNC_REDIRECT_XSK: "redirect_xsk",
 }
 # Hash keys longer than this take the Python helper (native code unrolls the key).
 MAX_NATIVE_KEY = 128
 _HASH_TYPES = (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap)
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
-                int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0}
+                int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
+                int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0}
 
 _XDP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 U32 = npt.NDArray[np.uint32]
@@ -119,7 +122,7 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
         kind = "array"
     elif type(m) in _HASH_TYPES and m.key_size <= MAX_NATIVE_KEY:
         kind = "hash"
-    elif type(m) in (DevMap, CpuMap):
+    elif type(m) in (DevMap, CpuMap, XskMap):  # entries[key][0] != 0: a target
         kind = "entries"
     base = regions[0].base if regions else 0
     stride = regions[1].base - base if len(regions) > 1 else 0
@@ -422,6 +425,11 @@ class XdpJit(JitProgram):
         c.nflags = abi.NF_RUNCTX | abi.NF_XDP | (
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
+        table = ctx.xsk_table
+        if isinstance(table, np.ndarray) and table.dtype == np.uint64 and table.ndim == 1:
+            c.xsk_table, c.xsk_ntable = _addr(table), len(table)
+        else:
+            c.xsk_table = c.xsk_ntable = 0
         self.context = ctx
         self._pending = None
         if self._errors:
