@@ -24,8 +24,10 @@ programs, veth targets, wire sinks to feed, every error path - is *deferred*:
 the frame and its verdict are handed back, the loop stops after that poll,
 and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it with the same
 functions as every other frame. Polls whose only deferred frames are
-XDP_PASS do not stop the loop (the stack has no per-poll flush) until the
-defer buffer is nearly full: the stack then gets them as one larger list.
+XDP_PASS or AF_XDP redirects do not stop the loop (the stack has no per-poll
+flush; a socket's rx ring is then published once, at the end of the call,
+instead of after each poll) until the defer buffer is nearly full: the
+stack gets them as one larger list, the socket as one larger batch.
 So the native loop is an accelerator of the one datapath, not a second one:
 it only takes the paths whose outcome it can produce exactly (same pages
 recycled, same counters), and the tests run the same scenarios with and
@@ -128,6 +130,7 @@ MEM_TYPE_PAGE_POOL = 2
 BULK = 16
 INT_MAX = 0x7FFF_FFFF
 DEVMAP = 14
+XSKMAP = 17
 BPF_F_BROADCAST = 1 << 3
 
 
@@ -349,7 +352,10 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
         desc[0] = 0
         ntx = 0
         deferred = 0
-        flushy = 0  # deferred frames other than XDP_PASS (they need this poll's flush)
+        # Deferred frames other than XDP_PASS and AF_XDP redirects need this poll's
+        # flush before the next poll; those two only need delivering (the stack has
+        # no per-poll flush; an AF_XDP rx ring is published at the end of the call).
+        flushy = 0
         for i in range(n):
             loc = rows[i]
             a = np.int64(act[i])
@@ -421,7 +427,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                         bq_n[ifx] = 0
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
-                if a != 2:
+                if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                     flushy += 1
                 d = ctl[C_NDEFER]
                 defer[d, 0] = loc
