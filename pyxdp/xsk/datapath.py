@@ -139,7 +139,7 @@ from pyxdp.xsk.queue import (
     ring_bytes,
 )
 from pyxdp.xsk.umem import Umem, XskError, add_offset_to_addr
-from pyxdp.xsk.xsk import ChunkPool, XskSocket
+from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
 
 if TYPE_CHECKING:
     from pyxdp.net.napi import BulkQueues
@@ -738,18 +738,7 @@ class PyxdpXskSocket(XskSocket):
     # -- bind -----------------------------------------------------------------------
     def bind_flags(self) -> XdpBindFlag:
         """The ``sxdp_flags`` :meth:`bind` passes for this socket's settings."""
-        if self.shared_with is not None:
-            return XdpBindFlag.XDP_SHARED_UMEM
-        flags = XdpBindFlag(0)
-        if self.mode == "copy":
-            flags |= XdpBindFlag.XDP_COPY
-        elif self.mode == "zerocopy":
-            flags |= XdpBindFlag.XDP_ZEROCOPY
-        if self.need_wakeup:
-            flags |= XdpBindFlag.XDP_USE_NEED_WAKEUP
-        if self.sg:
-            flags |= XdpBindFlag.XDP_USE_SG
-        return flags
+        return bind_flags(self.shared_with is not None, self.mode, self.need_wakeup, self.sg)
 
     @property
     def bound(self) -> bool:

@@ -60,7 +60,7 @@ from pyxdp.uapi.if_xdp import (
 )
 from pyxdp.xsk.queue import Ring, RingCons, RingKind, RingProd, ring_bytes
 from pyxdp.xsk.umem import Umem, XskError
-from pyxdp.xsk.xsk import ChunkPool, XskSocket
+from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
 
 __all__ = ["DEFAULT_RING_SIZE", "LinuxXskSocket", "XskUnavailable"]
 
@@ -285,18 +285,7 @@ class LinuxXskSocket(XskSocket):
 
     def bind_flags(self) -> XdpBindFlag:
         """The ``sxdp_flags`` :meth:`bind` passes for this socket's settings."""
-        if self.shared_with is not None:
-            return XdpBindFlag.XDP_SHARED_UMEM
-        flags = XdpBindFlag(0)
-        if self.mode == "copy":
-            flags |= XdpBindFlag.XDP_COPY
-        elif self.mode == "zerocopy":
-            flags |= XdpBindFlag.XDP_ZEROCOPY
-        if self.need_wakeup:
-            flags |= XdpBindFlag.XDP_USE_NEED_WAKEUP
-        if self.sg:
-            flags |= XdpBindFlag.XDP_USE_SG
-        return flags
+        return bind_flags(self.shared_with is not None, self.mode, self.need_wakeup, self.sg)
 
     def bind(self, ifname: str | int, queue_id: int = 0, flags: int | None = None, *,
              busy_timeout: float = 0.5) -> None:

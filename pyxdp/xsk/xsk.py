@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.errors import PyxdpError
-from pyxdp.uapi.if_xdp import XdpStatistics
+from pyxdp.uapi.if_xdp import XdpBindFlag, XdpStatistics
 from pyxdp.xsk.queue import Ring, RingCons, RingProd
 from pyxdp.xsk.umem import Umem
 
@@ -199,6 +199,22 @@ class RxBatch:
 def _empty_batch(umem: Umem) -> RxBatch:
     return RxBatch(umem, np.zeros(0, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32),
                    np.zeros(0, np.uint64))
+
+
+def bind_flags(shared: bool, mode: str | None, need_wakeup: bool, sg: bool) -> XdpBindFlag:
+    """The ``sxdp_flags`` a socket with these settings binds with (either backend)."""
+    if shared:
+        return XdpBindFlag.XDP_SHARED_UMEM
+    flags = XdpBindFlag(0)
+    if mode == "copy":
+        flags |= XdpBindFlag.XDP_COPY
+    elif mode == "zerocopy":
+        flags |= XdpBindFlag.XDP_ZEROCOPY
+    if need_wakeup:
+        flags |= XdpBindFlag.XDP_USE_NEED_WAKEUP
+    if sg:
+        flags |= XdpBindFlag.XDP_USE_SG
+    return flags
 
 
 class XskSocket(ABC):
