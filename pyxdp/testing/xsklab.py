@@ -44,6 +44,7 @@ from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
+from pyxdp.testing.vethlab import _quiet
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_xdp import XdpBindFlag
 from pyxdp.xsk.umem import Umem, XskError, extract_offset
@@ -698,13 +699,6 @@ def _kernel_lab(program: str) -> Iterator[_KernelLab]:
             yield lab
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
-
-
-def _quiet(fn: Callable[..., object], *args: object) -> None:
-    try:
-        fn(*args)
-    except (OSError, PyxdpError):
-        pass
 
 
 def run_kernel(scenario: Scenario) -> Obs:
