@@ -294,7 +294,7 @@ class NetDevice:
         if not n:
             return 0
         if self.wire:
-            self.xmit_skbs(self.host.frames_to_skbs(frames, self.ifindex, copy_only=True))
+            self.xmit_skbs(self.host.frames_to_skbs(frames, self.ifindex))
         else:
             self.stats.tx_packets += n
             self.stats.tx_bytes += int(frames.length.sum())
@@ -385,8 +385,7 @@ class Veth(NetDevice):
         self.stats.tx_packets += sent
         self.stats.tx_bytes += int(frames.length[:sent].sum())
         for sink in self.wire:
-            sink(self, self.host.frames_to_skbs(kframes.select(slice(0, sent)), self.ifindex,
-                                                copy_only=True))
+            sink(self, self.host.frames_to_skbs(kframes.select(slice(0, sent)), self.ifindex))
         return sent
 
 
@@ -596,8 +595,7 @@ class Host:
         from pyxdp.net.dev import netif_receive_skb_list
         netif_receive_skb_list(dev, batch)
 
-    def frames_to_skbs(self, frames: Frames, ifindex: int, *, copy_only: bool = False
-                       ) -> SkbBatch:
+    def frames_to_skbs(self, frames: Frames, ifindex: int) -> SkbBatch:
         """Copy packets (and metadata) out of frames' pages into an SkbBatch."""
         n = len(frames)
         width = int(frames.length.max()) if n else 1
