@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 from pyxdp.cli.datapath import (
     DEFAULT_PACKET,
@@ -38,8 +37,6 @@ from pyxdp.cli.datapath import (
 )
 from pyxdp.collection import Collection
 from pyxdp.net.netdevice import Host, NetDevice
-from pyxdp.net.source import TrafficGenerator
-from pyxdp.net.trace import Tracer
 from pyxdp.testing.frame_return import WAYS, frame_return_rates
 from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP, TX, asm_spec
 
@@ -52,22 +49,6 @@ def _to_eth1(h: Host, eth: NetDevice, coll: Collection) -> None:
 
 def _udp_socket(h: Host, eth: NetDevice, coll: Collection) -> None:
     h.stack.udp_socket(9)
-
-
-def _cpumap_threaded(frames: int) -> float:
-    """cpumap with its kthread in a thread of its own, running beside the NAPI loop."""
-    with Host(tracer=Tracer(), cpumap_threads=True) as h:
-        eth = h.add_device("eth0")
-        coll = h.load(SAMPLES / "redirect_cpu.o")
-        eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
-        coll.maps["cpu_map"][1] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
-        coll.maps["cpus_available"][0] = 1
-        coll.maps["cpus_count"][0] = 1
-        eth.rx[0].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=frames)
-        t0 = time.perf_counter()
-        h.run()  # returns when the kthread's ring is empty too
-        dt = time.perf_counter() - t0
-    return frames / dt / 1e6
 
 
 def main() -> None:
@@ -116,7 +97,7 @@ def main() -> None:
     sock = median(lambda: mpps_native(PASS, small, setup=_udp_socket), runs)
     lst = median(lambda: mpps_cpumap(small, True), runs)
     one = median(lambda: mpps_cpumap(small, False), runs)
-    thr = median(lambda: _cpumap_threaded(small), runs)
+    thr = median(lambda: mpps_cpumap(small, True, threaded=True), runs)
     ret = frame_return_rates(16384, max(runs, 5))
 
     print(f"pyxdp datapath vs Linux {platform.release()} live frames, {os.cpu_count()} CPUs, "

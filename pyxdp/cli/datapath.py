@@ -88,15 +88,17 @@ def mpps_generic(obj: str | Path | CollectionSpec, frames: int, *,
     return rounds * 64 / dt / 1e6
 
 
-def mpps_cpumap(frames: int, list_delivery: bool) -> float:
+def mpps_cpumap(frames: int, list_delivery: bool, *, threaded: bool = False) -> float:
     """Mpps through redirect_cpu's round robin into one cpumap entry, then to the
-    stack as lists of skbs (``netif_receive_skb_list``) or one skb at a time."""
-    with Host(tracer=Tracer()) as h:
+    stack as lists of skbs (``netif_receive_skb_list``) or one skb at a time; with
+    ``threaded`` the entry's kthread (on CPU 1) is a thread beside the NAPI loop."""
+    cpu = 1 if threaded else 0
+    with Host(tracer=Tracer(), cpumap_threads=threaded) as h:
         eth = h.add_device("eth0")
         coll = h.load(SAMPLES / "redirect_cpu.o")
         eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
-        coll.maps["cpu_map"][0] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
-        coll.maps["cpus_available"][0] = 0
+        coll.maps["cpu_map"][cpu] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
+        coll.maps["cpus_available"][0] = cpu
         coll.maps["cpus_count"][0] = 1
         eth.rx[0].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=64)
         h.run()  # makes the entry

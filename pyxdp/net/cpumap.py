@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.net.frames import FrameRing, Frames
+from pyxdp.net.frames import Bulk, FrameRing, Frames
 from pyxdp.net.xdp_mem import return_frame_no_direct, xdp_return_frames_rx_napi
 from pyxdp.vm.helpers import RunContext
 
@@ -90,16 +90,10 @@ class CpuMapRuntime:
     # -- producer side (NAPI) ----------------------------------------------------------
     def enqueue(self, frames: Frames, bq: BulkQueues) -> None:
         key = (self.map.id, self.cpu)
-        parts = bq.cpu.setdefault(key, [])
-        start = 0
-        while start < len(frames):
-            have = sum(len(p) for p in parts)
-            k = min(CPU_MAP_BULK_SIZE - have, len(frames) - start)
-            parts.append(frames.select(slice(start, start + k)))
-            start += k
-            if have + k == CPU_MAP_BULK_SIZE:
-                self.flush_to_queue(Frames.concat(parts), bq.from_cpu)
-                parts.clear()
+        bulk = bq.cpu.get(key)
+        if bulk is None:
+            bulk = bq.cpu[key] = Bulk(CPU_MAP_BULK_SIZE)
+        bulk.add(frames, lambda full: self.flush_to_queue(full, bq.from_cpu))
 
     def flush_to_queue(self, frames: Frames, from_cpu: int = 0) -> None:
         """``bq_flush_to_queue``: into the ring; what does not fit is returned."""
@@ -238,11 +232,11 @@ def cpumap_runtime(host: Host, m: CpuMap, cpu: int) -> CpuMapRuntime:
 def cpu_map_flush(host: Host, bq: BulkQueues) -> None:
     """``__cpu_map_flush``: every partly filled cpumap bulk into its ring (the flush
     list's order: last queued first)."""
-    for (map_id, cpu), parts in reversed(list(bq.cpu.items())):
-        if parts:
+    for (map_id, cpu), bulk in reversed(list(bq.cpu.items())):
+        if bulk.count:
             rt = host.cpumaps.get((map_id, cpu))
+            frames = bulk.take()
             if rt is not None:
-                rt.flush_to_queue(Frames.concat(parts), bq.from_cpu)
-            parts.clear()
+                rt.flush_to_queue(frames, bq.from_cpu)
     bq.cpu.clear()
 

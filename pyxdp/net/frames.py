@@ -11,13 +11,13 @@ over packets in Python.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KIND_BUFF", "KIND_FRAME", "FrameRing", "Frames"]
+__all__ = ["KIND_BUFF", "KIND_FRAME", "Bulk", "FrameRing", "Frames"]
 
 I64 = npt.NDArray[np.int64]
 KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
@@ -67,6 +67,32 @@ class Frames:
                         for f in ("pfn", "data", "length", "meta", "kind")))
 
 
+class Bulk:
+    """A bulk queue of at most ``size`` frames (XDP_TX's, a devmap's ``xdp_dev_bulk_queue``,
+    a cpumap's ``xdp_bulk_queue``): :meth:`add` hands each full bulk to ``flush``;
+    :meth:`take` empties it at ``xdp_do_flush``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.parts: list[Frames] = []
+        self.count = 0
+
+    def add(self, frames: Frames, flush: Callable[[Frames], None]) -> None:
+        start = 0
+        while start < len(frames):
+            k = min(self.size - self.count, len(frames) - start)
+            self.parts.append(frames.select(slice(start, start + k)))
+            self.count += k
+            start += k
+            if self.count == self.size:
+                flush(self.take())
+
+    def take(self) -> Frames:
+        out = Frames.concat(self.parts)
+        self.parts, self.count = [], 0
+        return out
+
+
 class FrameRing:
     """A bounded FIFO of frames (a NIC rx descriptor ring, veth's ``xdp_ring``,
     a cpumap entry's ``ptr_ring``): whole batches in, whole batches out."""
@@ -97,6 +123,20 @@ class FrameRing:
         c[3, pos], c[4, pos] = f.meta[:k], f.kind[:k]
         self._count += k
         return k
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """(head, count): where native code consuming the ring starts, and its fill."""
+        return self._head, self._count
+
+    @cursor.setter
+    def cursor(self, value: tuple[int, int]) -> None:
+        self._head, self._count = value
+
+    @property
+    def cols(self) -> npt.NDArray[np.int64]:
+        """The ring's storage: rows pfn, data, length, meta, kind; ``size`` columns."""
+        return self._cols
 
     def peek_kind(self) -> int:
         """The kind of the frame at the head (the ring must not be empty)."""

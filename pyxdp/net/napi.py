@@ -65,7 +65,7 @@ from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
-from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Frames
+from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Bulk, Frames
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
@@ -108,8 +108,7 @@ class _DevBulk:
 
     dev_rx: int
     prog_id: int
-    frames: list[Frames] = field(default_factory=list)
-    count: int = 0
+    bulk: Bulk = field(default_factory=lambda: Bulk(DEV_MAP_BULK_SIZE))
 
 
 @dataclass
@@ -118,9 +117,8 @@ class BulkQueues:
     the XDP_TX bulk, cpumap bulks per entry."""
 
     dev: dict[tuple[int, int], _DevBulk] = field(default_factory=dict)
-    tx: list[Frames] = field(default_factory=list)
-    tx_count: int = 0
-    cpu: dict[tuple[int, int], list[Frames]] = field(default_factory=dict)
+    tx: Bulk = field(default_factory=lambda: Bulk(XDP_TX_BULK_SIZE))
+    cpu: dict[tuple[int, int], Bulk] = field(default_factory=dict)
     from_cpu: int = 0  # the CPU of the poll (xdp_cpumap_enqueue's ``cpu``)
     xsk: list[object] = field(default_factory=list)  # AF_XDP sockets to flush (xsk_flush)
 
@@ -334,20 +332,11 @@ def _xdp_tx(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
     """XDP_TX: into the device's TX bulk queue (flushed every 16 and at poll end)."""
     out, failed = _to_frames(host, dev, rq, prog, frames)
     dev.stats.xdp_tx_errors += failed
-    start = 0
-    while start < len(out):
-        k = min(XDP_TX_BULK_SIZE - bq.tx_count, len(out) - start)
-        bq.tx.append(out.select(slice(start, start + k)))
-        bq.tx_count += k
-        start += k
-        if bq.tx_count == XDP_TX_BULK_SIZE:
-            _flush_tx(host, dev, bq)
+    bq.tx.add(out, lambda bulk: _flush_tx(host, dev, bulk))
 
 
-def _flush_tx(host: Host, dev: NetDevice, bq: BulkQueues) -> None:
+def _flush_tx(host: Host, dev: NetDevice, frames: Frames) -> None:
     """``veth_xdp_flush_bq``: one ``ndo_xdp_xmit`` (to the peer for veth) per bulk."""
-    frames = Frames.concat(bq.tx)
-    bq.tx, bq.tx_count = [], 0
     n = len(frames)
     if not n:
         return
@@ -487,14 +476,7 @@ def _bq_enqueue(host: Host, dev: NetDevice, bq: BulkQueues, ifindex: int, prog_i
     q = bq.dev.get(key)
     if q is None:
         q = bq.dev[key] = _DevBulk(dev.ifindex, prog_id)
-    start = 0
-    while start < len(frames):
-        k = min(DEV_MAP_BULK_SIZE - q.count, len(frames) - start)
-        q.frames.append(frames.select(slice(start, start + k)))
-        q.count += k
-        start += k
-        if q.count == DEV_MAP_BULK_SIZE:
-            bq_xmit_all(host, ifindex, q)
+    q.bulk.add(frames, lambda bulk: bq_xmit_all(host, ifindex, q, bulk))
 
 
 def _redirect_ifindex(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
@@ -640,10 +622,8 @@ def _redirect_cpumap(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog:
 # Flush
 # -----------------------------------------------------------------------------------
 
-def bq_xmit_all(host: Host, ifindex: int, q: _DevBulk) -> None:
+def bq_xmit_all(host: Host, ifindex: int, q: _DevBulk, frames: Frames) -> None:
     """``bq_xmit_all``: the devmap program over the bulk, then ``ndo_xdp_xmit``."""
-    frames = Frames.concat(q.frames)
-    q.frames, q.count = [], 0
     n = len(frames)
     if not n:
         return
@@ -717,16 +697,16 @@ def xdp_do_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None,
     kernel's order, last queued first (``bq_enqueue`` does ``list_add``) - and
     then the driver's TX bulk (``veth_poll`` flushes it after ``xdp_do_flush``)."""
     for (ifindex, _pid), q in reversed(list(bq.dev.items())):
-        if q.count:
-            bq_xmit_all(host, ifindex, q)
+        if q.bulk.count:
+            bq_xmit_all(host, ifindex, q, q.bulk.take())
     if bq.cpu:
         from pyxdp.net.cpumap import cpu_map_flush
         cpu_map_flush(host, bq)
     if bq.xsk:
         from pyxdp.xsk.datapath import xsk_flush
         xsk_flush(host, bq)
-    if bq.tx_count:
-        _flush_tx(host, dev, bq)
+    if bq.tx.count:
+        _flush_tx(host, dev, bq.tx.take())
 
 
 # -----------------------------------------------------------------------------------
@@ -788,10 +768,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     ring = rq.ring
     ctl = st.ctl
     ctl[:] = 0
-    ctl[C.COUNT], ctl[C.RHEAD], ctl[C.RLEN] = pool._count, pool._rhead, pool._rlen
-    ctl[C.NFREE], ctl[C.NUSE] = pool._nfree, pool._nuse
-    ctl[C.HOLD], ctl[C.RELEASE] = pool.hold_cnt, pool.release_cnt
-    ctl[C.QHEAD], ctl[C.QCOUNT] = ring._head, ring._count
+    pool.save_scalars(ctl)
+    ctl[C.QHEAD], ctl[C.QCOUNT] = ring.cursor
     src = rq.source
     if src is not None and src.active:
         tpl, tpl_len = src.batch.data, src.batch.length
@@ -820,9 +798,6 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     xmit_cnt = np.zeros((nif, 3), np.int64)
     io = st.io
     pool.napi_local = True
-    stats = pool.stats
-    s0 = (stats.fast, stats.slow, stats.empty, stats.refill, stats.cached, stats.cache_full,
-          stats.ring, stats.ring_full)
     vm = prog.vm
     # The pool's ring is shared with cpumap kthreads returning pages: they take the
     # host lock for it, and so does this loop, which touches the ring natively.
@@ -833,30 +808,17 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                                 io.data_off, io.data_len, io.meta_len, io.action,
                                 io.off_out, io.len_out, io.meta_out, io.status, io.pc,
                                 io.addr, io.redirect, pool.pages, pool.words, pool.qwords,
-                                pool.addr_base, ctl, pool._cache, pool._ring, pool._free,
-                                pool._state, ring._cols, tpl, tpl_len, dev.ifindex, tx_ok,
-                                tgt_ok, tgt_mtu, dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt,
+                                pool.addr_base, ctl, *pool.native_arrays, ring.cols, tpl,
+                                tpl_len, dev.ifindex, tx_ok, tgt_ok, tgt_mtu, dm_ids, dm_off,
+                                dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
                                 np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base)
     finally:
-        pool._count, pool._rhead, pool._rlen = int(ctl[C.COUNT]), int(ctl[C.RHEAD]), \
-            int(ctl[C.RLEN])
-        pool._nfree, pool._nuse = int(ctl[C.NFREE]), int(ctl[C.NUSE])
-        pool.hold_cnt, pool.release_cnt = int(ctl[C.HOLD]), int(ctl[C.RELEASE])
-        stats.fast, stats.slow, stats.empty, stats.refill = (
-            s0[0] + int(ctl[C.FAST]), s0[1] + int(ctl[C.SLOW]), s0[2] + int(ctl[C.EMPTY]),
-            s0[3] + int(ctl[C.REFILL]))
-        stats.cached, stats.cache_full, stats.ring, stats.ring_full = (
-            s0[4] + int(ctl[C.CACHED]), s0[5] + int(ctl[C.CACHE_FULL]),
-            s0[6] + int(ctl[C.RING]), s0[7] + int(ctl[C.RING_FULL]))
-        ring._head, ring._count = int(ctl[C.QHEAD]), int(ctl[C.QCOUNT])
+        pool.load_scalars(ctl)
+        ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
         if src is not None and src.active:
-            got = int(ctl[C.FRAMES]) - 0
             src._pos = int(ctl[C.GEN_POS])
-            if src.count is not None:
-                src.produced = src.count - int(ctl[C.GEN_LEFT])
-            else:
-                src.produced += got
+            src.produced += int(ctl[C.GEN_MADE])
         pool.napi_local = False
         host.lock.release()
     if ctl[C.ERROR]:

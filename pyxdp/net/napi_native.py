@@ -58,7 +58,8 @@ __all__ = ["C", "DEFER_COLS", "K", "native_polls"]
 
 
 class C:
-    """Indices of the control array (page pool, rings, generator, results)."""
+    """Indices of the control array (page pool, rings, generator, results). The first
+    15 are :data:`pyxdp.net.page_pool.POOL_SCALARS` (``PagePool.save_scalars``)."""
 
     COUNT, RHEAD, RLEN, NFREE, NUSE, HOLD, RELEASE = 0, 1, 2, 3, 4, 5, 6
     FAST, SLOW, EMPTY, REFILL, CACHED, CACHE_FULL, RING, RING_FULL = 7, 8, 9, 10, 11, 12, 13, 14
@@ -70,6 +71,7 @@ class C:
     FAULTS, FAULT_WORD, FAULT_PC, FAULT_ADDR = 22, 23, 24, 25
     INVALID_ACT = 26  # the first unknown verdict seen (its value + 1)
     POLLS, FRAMES, BYTES = 27, 28, 29
+    GEN_MADE = 30  # frames the generator produced
     SIZE = 32
 
 
@@ -112,6 +114,7 @@ C_INVALID_ACT = C.INVALID_ACT
 C_POLLS = C.POLLS
 C_FRAMES = C.FRAMES
 C_BYTES = C.BYTES
+C_GEN_MADE = C.GEN_MADE
 C_SIZE = C.SIZE
 K_ACT = K.ACT
 K_TX_EVENTS = K.TX_EVENTS
@@ -294,6 +297,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     qcount = ctl[C_QCOUNT]
     gpos = ctl[C_GEN_POS]
     gleft = ctl[C_GEN_LEFT]
+    gmade = 0
     nbytes = 0
     polls = 0
     n_ab = 0
@@ -340,6 +344,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 gpos = 0
             if gleft > 0:
                 gleft -= 1
+            gmade += 1
             n += 1
         if n == 0 or ctl[C_ERROR] != 0:
             break
@@ -470,6 +475,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     ctl[C_QCOUNT] = qcount
     ctl[C_GEN_POS] = gpos
     ctl[C_GEN_LEFT] = gleft
+    ctl[C_GEN_MADE] += gmade
     ctl[C_POLLS] += polls
     ctl[C_FRAMES] += total
     ctl[C_BYTES] += nbytes

@@ -276,13 +276,19 @@ class NetDevice:
     # -- transmit side -------------------------------------------------------------
     def xmit_skbs(self, batch: SkbBatch) -> None:
         """``dev_queue_xmit`` of a list of skbs: to the wire."""
-        if not self.up:
+        self._transmitted(batch, self.up)
+
+    def _transmitted(self, batch: SkbBatch, ok: bool) -> bool:
+        """Count skbs going out (or dropped when ``ok`` is false) and show them to the
+        wire sinks; returns ``ok``."""
+        if not ok:
             self.stats.tx_dropped += len(batch)
-            return
+            return False
         self.stats.tx_packets += len(batch)
         self.stats.tx_bytes += int(batch.length.sum())
         for sink in self.wire:
             sink(self, batch)
+        return True
 
     def ndo_xdp_xmit(self, frames: Frames) -> int:
         """Transmit ``xdp_frame`` s; returns how many were sent (the rest stay the
@@ -348,13 +354,8 @@ class Veth(NetDevice):
         """``veth_xmit``: the peer receives the skbs."""
         peer = self.peer
         assert peer is not None
-        if not self.up or not peer.up:
-            self.stats.tx_dropped += len(batch)
+        if not self._transmitted(batch, self.up and peer.up):
             return
-        self.stats.tx_packets += len(batch)
-        self.stats.tx_bytes += int(batch.length.sum())
-        for sink in self.wire:
-            sink(self, batch)
         if peer.xdp_prog is not None:
             # veth_xdp_rx: into the peer's xdp_ring; veth_convert_skb_to_xdp_buff
             # copies it into a page of the queue's page pool for the program.

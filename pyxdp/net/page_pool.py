@@ -71,6 +71,7 @@ __all__ = [
     "PAGE_SIZE",
     "PFN_REGION_SHIFT",
     "PP_ALLOC_CACHE_REFILL",
+    "POOL_SCALARS",
     "PP_ALLOC_CACHE_SIZE",
     "MemMap",
     "PageAccountingError",
@@ -515,6 +516,11 @@ class PagePoolStats:
 
 DisconnectHook = Callable[["PagePool"], None]
 
+#: The scalar state :meth:`PagePool.save_scalars` hands to native code, in order.
+POOL_SCALARS = ("count", "ring_head", "ring_len", "nr_free", "nr_in_use", "hold_cnt",
+                "release_cnt", "fast", "slow", "empty", "refill", "cached", "cache_full",
+                "ring", "ring_full")
+
 
 class PagePool(PageMemory):
     """``struct page_pool``: a recycling page allocator over its own region.
@@ -561,6 +567,38 @@ class PagePool(PageMemory):
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
         self._rhead = 0
         self._rlen = 0
+
+    # -- native code ------------------------------------------------------------------
+    def save_scalars(self, out: NDArray[np.int64]) -> None:
+        """Put the pool's scalar state in ``out[:15]`` for native code to run the pool
+        on its arrays: :data:`POOL_SCALARS` order; the statistics slots start at 0
+        and count what the native code adds."""
+        out[:7] = (self._count, self._rhead, self._rlen, self._nfree, self._nuse,
+                   self.hold_cnt, self.release_cnt)
+        out[7:len(POOL_SCALARS)] = 0
+
+    @property
+    def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
+                                     NDArray[np.uint8]]:
+        """(alloc cache, ring, free list, page states): the arrays native code runs the
+        pool on, between :meth:`save_scalars` and :meth:`load_scalars`."""
+        return self._cache, self._ring, self._free, self._state
+
+    def load_scalars(self, src: NDArray[np.int64]) -> None:
+        """Take back what :meth:`save_scalars` gave out, as native code left it."""
+        (self._count, self._rhead, self._rlen, self._nfree, self._nuse, self.hold_cnt,
+         self.release_cnt) = (int(x) for x in src[:7])
+        st = self.stats
+        fast, slow, empty, refill, cached, cache_full, ring, ring_full = \
+            (int(x) for x in src[7:len(POOL_SCALARS)])
+        st.fast += fast
+        st.slow += slow
+        st.empty += empty
+        st.refill += refill
+        st.cached += cached
+        st.cache_full += cache_full
+        st.ring += ring
+        st.ring_full += ring_full
 
     # -- introspection ---------------------------------------------------------------
     def get_stats(self) -> PagePoolStats:

@@ -426,6 +426,20 @@ def dump_map(m: Map) -> tuple[dict[bytes, bytes], dict[bytes, tuple[bytes, ...]]
     return summed, percpu
 
 
+def _dump_maps(scenario: Scenario, colls: Mapping[str, Collection]
+               ) -> tuple[dict[str, Mapping[bytes, bytes]],
+                          dict[str, Mapping[bytes, tuple[bytes, ...]]]]:
+    """The scenario's maps (summed), and the per-CPU values of the per-CPU ones."""
+    dumped: dict[str, Mapping[bytes, bytes]] = {}
+    percpu: dict[str, Mapping[bytes, tuple[bytes, ...]]] = {}
+    for name in scenario.maps:
+        summed, per = dump_map(_map_of(colls, name))
+        dumped[name] = summed
+        if per is not None:
+            percpu[name] = per
+    return dumped, percpu
+
+
 def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
                     links: bool = False) -> list[str]:
     """What differs between two runs of ``scenario`` (e.g. kernel vs pyxdp), as text lines.
@@ -960,13 +974,7 @@ def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0
 
             events = tuple(e for e in (_normalize(ev, devs, progs, maps) for ev in raw_events)
                            if e is not None)
-            dumped: dict[str, Mapping[bytes, bytes]] = {}
-            percpu: dict[str, Mapping[bytes, tuple[bytes, ...]]] = {}
-            for name in scenario.maps:
-                summed, per = dump_map(_map_of(colls, name))
-                dumped[name] = summed
-                if per is not None:
-                    percpu[name] = per
+            dumped, percpu = _dump_maps(scenario, colls)
             links = {d: s for d, s in _link_stats(ns).items() if d in ifindex}
             return LabResult(scenario.name, "kernel",
                              {c.dev: tuple(c.frames) for c in caps}, dumped, percpu,
@@ -1041,13 +1049,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
             recorded = [e for e in (_normalize(ev, names, progs, maps) for ev in queue.drain())
                         if e is not None]
             queue.close()
-        dumped: dict[str, Mapping[bytes, bytes]] = {}
-        percpu: dict[str, Mapping[bytes, tuple[bytes, ...]]] = {}
-        for name in scenario.maps:
-            summed, per = dump_map(_map_of(colls, name))
-            dumped[name] = summed
-            if per is not None:
-                percpu[name] = per
+        dumped, percpu = _dump_maps(scenario, colls)
         trace = summarize_trace(recorded) if events else _counted(tracer)
         links = {d: LinkStats(devs[d].stats.rx_packets, devs[d].stats.rx_bytes,
                               devs[d].stats.rx_dropped, devs[d].stats.tx_packets,
