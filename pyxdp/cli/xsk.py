@@ -195,6 +195,40 @@ def xsk_pps(mode: str, frames: int, *, redirect: str = "map", zero_copy: bool = 
     return done / dt
 
 
+def rxdrop_native_pps(redirect: str, frames: int, *, zero_copy: bool = True,
+                      cores: int = 1) -> float:
+    """rxdrop as the seed measured it: the user side in machine code
+    (:mod:`pyxdp.xsk.native`, xdpsock's loop) so that the datapath's cost shows.
+    ``cores=1``: one thread alternating a softirq round of the host and the
+    user loop (application and NAPI on one CPU); ``cores=2``: the user loop
+    spinning on a thread of its own while this one runs the softirq. Returns
+    packets received per second after a warm-up round."""
+    from pyxdp.xsk.native import RxdropThread, rxdrop_drain
+    if cores not in (1, 2):
+        raise ValueError(f"cores must be 1 or 2, not {cores}")
+    with ExitStack() as stack:
+        host, _, sock = _pyxdp_setup(stack, "eth0", 0, "rxdrop", redirect,
+                                     "zerocopy" if zero_copy else "copy", None)
+        sock.fill()
+        host.poll()  # warm-up: the program compiled, the rings and UMEM touched
+        rxdrop_drain(sock)
+        if cores == 2:
+            th = RxdropThread(sock)
+            stack.callback(th.stop)
+            base = th.packets
+            t0 = time.perf_counter()
+            while th.packets - base < frames:
+                host.poll()
+            got = th.packets - base
+        else:
+            got = 0
+            t0 = time.perf_counter()
+            while got < frames:
+                host.poll()
+                got += rxdrop_drain(sock)
+        return got / (time.perf_counter() - t0)
+
+
 # -----------------------------------------------------------------------------------
 # A real interface
 # -----------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ import logging
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +64,7 @@ import numpy.typing as npt
 from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
+from pyxdp.maps.xskmap import XskMap
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
 from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Bulk, Frames
 from pyxdp.net.prog import XdpProg
@@ -747,17 +748,31 @@ class _NativeState:
         self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
         self.empty_tpl = np.zeros((1, 1), np.uint8)
         self.empty_len = np.zeros(0, np.int64)
+        self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
+        self.xsk: Any = None  # pyxdp.xsk.datapath.NativeRx of the last call
 
 
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     host = rq.dev.host
-    return (prog.engine == "jit" and host.native and not host.tracer.listening
-            and not rq.pool.destroyed and rq.xsk is None and native_available())
+    if not (prog.engine == "jit" and host.native and not host.tracer.listening
+            and not rq.pool.destroyed and native_available()):
+        return False
+    pool = rq.xsk
+    if pool is None:
+        return True
+    # A zero-copy AF_XDP queue: native while its one socket receives and the frames
+    # the generator makes fit a buffer (else xsk_zc_dma's drops, in Python).
+    if pool.region is None or len(pool.socks) != 1 or pool.socks[0].krx is None:
+        return False  # no native receive without exactly one socket with an rx ring
+    src = rq.source
+    return (src is None or not src.active or not len(src.batch.length)
+            or int(src.batch.length.max()) <= pool.umem.rx_frame_size)
 
 
 def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     """Run native polls of ``rq``; the frames it defers go through :func:`dispatch`."""
     from pyxdp.net.napi_native import C, K, native_polls
+    from pyxdp.xsk.datapath import xsk_native_fold, xsk_native_rx
     dev = rq.dev
     host = dev.host
     st: _NativeState | None = getattr(rq, "native", None)
@@ -768,6 +783,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     ring = rq.ring
     ctl = st.ctl
     ctl[:] = 0
+    xsk = st.xsk = xsk_native_rx(rq, st.xskmaps, st.xsk)
+    if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
+        assert xsk is not None and xsk.pool.region is not None
+        return _native_poll_zc(rq, prog, budget, st, xsk)
     pool.save_scalars(ctl)
     ctl[C.QHEAD], ctl[C.QCOUNT] = ring.cursor
     src = rq.source
@@ -797,6 +816,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
     io = st.io
+    xa = _XskArgs(xsk)
     pool.napi_local = True
     vm = prog.vm
     # The pool's ring is shared with cpumap kthreads returning pages: they take the
@@ -812,8 +832,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                                 tpl_len, dev.ifindex, tx_ok, tgt_ok, tgt_mtu, dm_ids, dm_off,
                                 dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
-                                np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base)
+                                np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
+                                *xa.args())
     finally:
+        if xsk is not None:
+            xsk_native_fold(xsk, dev, prog.id)
         pool.load_scalars(ctl)
         ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
         if src is not None and src.active:
@@ -831,10 +854,92 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
-    nd = int(ctl[C.NDEFER])
+    _native_deferred(rq, prog, st, pool.pfn_base)
+    return int(done)
+
+
+class _XskArgs:
+    """The AF_XDP arguments of a native call (inert arrays when the queue has no
+    native socket)."""
+
+    _none: tuple[Any, ...] | None = None
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def args(self) -> tuple[Any, ...]:
+        x = self.x
+        if x is None:
+            if _XskArgs._none is None:
+                from pyxdp.xsk.native import X
+                u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
+                _XskArgs._none = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
+                                  np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),
+                                  np.zeros(1, np.uint8), i64, i64, i64, u32, i64)
+            return _XskArgs._none
+        return (x.xc, x.fq[0], x.fq[1], x.fq[2], x.xfree, x.rx[0], x.rx[1], x.rx[2], x.umem,
+                x.xm_ids, x.xm_off, x.xm_n, x.xm_ent, x.xs_cnt)
+
+
+def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
+                    xsk: Any) -> int:
+    """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
+    from pyxdp.net.napi_native import C, K, native_polls_zc
+    from pyxdp.xsk.datapath import xsk_native_fold
+    dev = rq.dev
+    host = dev.host
+    ring = rq.ring
+    ctl = st.ctl
+    region = xsk.pool.region
+    ctl[C.QHEAD], ctl[C.QCOUNT] = ring.cursor
+    src = rq.source
+    if src is not None and src.active:
+        tpl, tpl_len = src.batch.data, src.batch.length
+        ctl[C.GEN_POS] = src._pos
+        ctl[C.GEN_LEFT] = -1 if src.count is None else src.count - src.produced
+    else:
+        tpl, tpl_len = st.empty_tpl, st.empty_len
+    cnt = np.zeros(K.SIZE, np.int64)
+    io = st.io
+    host.lock.acquire()
+    try:
+        with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
+            done = native_polls_zc(NATIVE_POLLS, budget, fn, ctx_addr, io.desc, io.rows,
+                                   io.data_off, io.data_len, io.meta_len, io.action,
+                                   io.off_out, io.len_out, io.meta_out, io.status, io.pc,
+                                   io.addr, io.redirect, region.pages, ctl, ring.cols, tpl,
+                                   tpl_len, cnt, st.defer, xsk.xc, xsk.fq[0], xsk.fq[1],
+                                   xsk.fq[2], xsk.fq[3], xsk.xfree, xsk.rx[0], xsk.rx[1],
+                                   xsk.rx[2], xsk.held, xsk.xm_ids, xsk.xm_off, xsk.xm_n,
+                                   xsk.xm_ent, xsk.xs_cnt)
+    finally:
+        xsk_native_fold(xsk, dev, prog.id)
+        ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
+        if src is not None and src.active:
+            src._pos = int(ctl[C.GEN_POS])
+            src.produced += int(ctl[C.GEN_MADE])
+        host.lock.release()
+    if ctl[C.ERROR]:
+        from pyxdp.net.page_pool import PageAccountingError
+        raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
+                                  f"frame that is no UMEM chunk the queue holds",
+                                  owner=region.name)
+    _native_account(rq, prog, st, cnt, np.zeros((1, 1), np.int64), np.zeros((1, 3), np.int64),
+                    [])
+    _native_deferred(rq, prog, st, region.pfn_base)
+    return int(done)
+
+
+def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_base: int) -> None:
+    """The frames a native call deferred, through :func:`dispatch` and a flush."""
+    from pyxdp.net.napi_native import C
+    dev = rq.dev
+    host = dev.host
+    pool = rq.pool
+    nd = int(st.ctl[C.NDEFER])
     if nd:
         dfr = st.defer[:nd]
-        frames = Frames(dfr[:, 0] + pool.pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
+        frames = Frames(dfr[:, 0] + pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
                         dfr[:, 3].copy(), np.full(nd, KIND_BUFF, np.int64))
         v = _Verdicts(dfr[:, 4].copy(), dfr[:, 5].copy(), dfr[:, 6].copy(), dfr[:, 7].copy(),
                       dfr[:, 8].copy())
@@ -846,7 +951,6 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                 xdp_do_flush(host, dev, rq, bq)
             finally:
                 pool.napi_local = False
-    return int(done)
 
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,

@@ -19,8 +19,19 @@ XDP batch entry on them, and acts on the verdicts:
   bulk queue of 16 flushed when full and at the poll's end
   (``xdp_devmap_xmit`` per flush, ``xdp_redirect`` per frame).
 
+- ``XDP_REDIRECT`` to the queue's AF_XDP socket (its XSKMAP slot, or
+  ``bpf_redirect_xsk``) when exactly one socket is bound there
+  (:mod:`pyxdp.xsk.native`): copy mode takes a buffer from the pool, copies
+  metadata and frame into the UMEM and writes the rx descriptor; zero-copy
+  queues run :func:`native_polls_zc`, whose buffers *are* UMEM chunks from
+  the fill ring, handed over as they are. Their error paths (fill ring
+  empty, rx ring full, frame too long) are taken here too, with the
+  kernel's counters; the rx ring and the fill ring's consumer are published
+  at the end of each poll (``xsk_flush``).
+
 Everything else - XDP_PASS (skbs for the stack), cpumap, broadcast, devmap
-programs, veth targets, wire sinks to feed, every error path - is *deferred*:
+programs, veth targets, wire sinks to feed, other sockets, zero-copy frames
+leaving their UMEM, every other error path - is *deferred*:
 the frame and its verdict are handed back, the loop stops after that poll,
 and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it with the same
 functions as every other frame. Polls whose only deferred frames are
@@ -49,12 +60,33 @@ from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.xsk.native import (
+    X_CHUNK,
+    X_DEV_DROPPED,
+    X_FD,
+    X_FQ_EMPTY,
+    X_OFF,
+    X_ON,
+    X_PFN_BASE,
+    X_QUEUE,
+    X_REG,
+    X_WAKE_SET,
+    X_WAKEUP,
+    buff_free,
+    fq_peek,
+    fq_take,
+    memcpy,
+    rcv_copy,
+    rcv_zc,
+    xsk_flush,
+)
+
 # Native code, no GIL, cached on disk, and no reference counting: the loop only
 # reads and writes arrays its caller owns, and NRT's atomic increments around
 # every helper call cost more than the frames' work (measured: 3x slower).
 njit: Any = _njit
 
-__all__ = ["C", "DEFER_COLS", "K", "native_polls"]
+__all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 
 
 class C:
@@ -268,13 +300,57 @@ def _give(ctl, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[
     return ctl[C_COUNT], ctl[C_NUSE], cached
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, map_id, idx):  # type: ignore[no-untyped-def]
+    """The native socket as the redirect's target: the XSKMAP's slot number (or
+    ``len(xm_ids)`` for ``bpf_redirect_xsk``'s registration), -1 when the target
+    is another socket or none (the Python path then judges it)."""
+    if map_id == 0:
+        if xc[X_REG] != 0 and idx == xc[X_QUEUE]:
+            return len(xm_ids)
+        return -1
+    for k in range(len(xm_ids)):
+        if xm_ids[k] == map_id:
+            if 0 <= idx < xm_n[k] and np.int64(xm_ent[xm_off[k] + idx]) == xc[X_FD]:
+                return k
+            return -1
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _fault(ctl, status, pc_out, addr_out, i):  # type: ignore[no-untyped-def]
+    """A frame whose run faulted: the first fault kept for the report."""
+    if ctl[C_FAULTS] == 0:
+        ctl[C_FAULT_WORD] = status[i]
+        ctl[C_FAULT_PC] = pc_out[i]
+        ctl[C_FAULT_ADDR] = np.int64(addr_out[i])
+    ctl[C_FAULTS] += 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _defer(ctl, defer, red, i, loc, data, length, meta, a):  # type: ignore[no-untyped-def]
+    """Hand a frame and its verdict back to the Python dispatch."""
+    d = ctl[C_NDEFER]
+    defer[d, 0] = loc
+    defer[d, 1] = data
+    defer[d, 2] = length
+    defer[d, 3] = meta
+    defer[d, 4] = a
+    defer[d, 5] = np.int64(red[i, 0])
+    defer[d, 6] = np.int64(red[i, 1])
+    defer[d, 7] = np.int64(red[i, 2])
+    defer[d, 8] = np.int64(red[i, 3])
+    ctl[C_NDEFER] = d + 1
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
                  act, off_out, len_out, meta_out, status, pc_out, addr_out, red,
                  pages, w32, q64, addr_base, ctl, cache, ring, free, state,
                  qcols, tpl, tpl_len, self_ifindex, tx_ok, tgt_ok, tgt_mtu,
                  dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt, xmit_cnt, defer, bq_rows, bq_n,
-                 tx_rows, pfn_base):
+                 tx_rows, pfn_base, xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons,
+                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt):
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
     ring and generator are dry, when a poll deferred frames to Python, or on an
     accounting error. Returns the frames processed.
@@ -308,6 +384,8 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     tx_events = 0
     tx_sent = 0
     tx_bytes = 0
+    xon = xc[X_ON]
+    xtouched = False
     for _poll in range(max_polls):
         n = 0
         # The rx ring first (frames a NIC received or veth copied), pool pages only.
@@ -333,8 +411,8 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 ctl[C_RX_DROPPED] += 1
                 break
             ln = tpl_len[gpos]
-            for j in range(ln):
-                pages[loc, HEADROOM + j] = tpl[gpos, j]
+            memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
+                   tpl.ctypes.data + gpos * tpl.strides[0], ln)
             rows[n] = loc
             d_off[n] = HEADROOM
             d_len[n] = ln
@@ -365,11 +443,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             loc = rows[i]
             a = np.int64(act[i])
             if status[i] != 0:
-                if ctl[C_FAULTS] == 0:
-                    ctl[C_FAULT_WORD] = status[i]
-                    ctl[C_FAULT_PC] = pc_out[i]
-                    ctl[C_FAULT_ADDR] = np.int64(addr_out[i])
-                ctl[C_FAULTS] += 1
+                _fault(ctl, status, pc_out, addr_out, i)
             if a == 1 or a == 0 or a > 4:
                 if a == 1:
                     n_drop += 1
@@ -398,6 +472,17 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                             c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j],
                                                     c, nuse, cached)
                         ntx = 0
+                    done = True
+            elif a == 4 and xon == 1 and np.int64(red[i, 1]) == XSKMAP:
+                xs = _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, np.int64(red[i, 0]),
+                               np.int64(red[i, 2]))
+                if xs >= 0:
+                    if rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem,
+                                pages[loc], data, length, meta) == 0:
+                        xs_cnt[xs] += 1
+                        xtouched = True  # on the flush list only when received
+                    n_red += 1
+                    c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
@@ -434,19 +519,12 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                     flushy += 1
-                d = ctl[C_NDEFER]
-                defer[d, 0] = loc
-                defer[d, 1] = data
-                defer[d, 2] = length
-                defer[d, 3] = meta
-                defer[d, 4] = a
-                defer[d, 5] = np.int64(red[i, 0])
-                defer[d, 6] = np.int64(red[i, 1])
-                defer[d, 7] = np.int64(red[i, 2])
-                defer[d, 8] = np.int64(red[i, 3])
-                ctl[C_NDEFER] = d + 1
+                _defer(ctl, defer, red, i, loc, data, length, meta, a)
                 deferred += 1
         # xdp_do_flush and the driver's TX flush at the end of the poll.
+        if xtouched:
+            xsk_flush(xc, rx_prod, fq_cons)
+            xtouched = False
         if ntx:
             tx_events += 1
             tx_sent += ntx
@@ -487,4 +565,153 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
     cnt[K_TX_BYTES] += tx_bytes
+    return total
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
+                    act, off_out, len_out, meta_out, status, pc_out, addr_out, red, pages,
+                    ctl, qcols, tpl, tpl_len, cnt, defer, xc, fq_prod, fq_cons, fq_addr,
+                    fq_flags, xfree, rx_prod, rx_cons, rx_desc, held, xm_ids, xm_off, xm_n,
+                    xm_ent, xs_cnt):
+    """:func:`native_polls` for a zero-copy AF_XDP queue (``MEM_TYPE_XSK_BUFF_POOL``):
+    its buffers are UMEM chunks (``pages`` is the UMEM, one row per chunk) from
+    the socket's pool; the generator DMAs into them as ``xsk_zc_dma`` does, a
+    redirect to the socket hands the chunk over (``xsk_rcv_zc``), XDP_DROP
+    frees it (``xsk_buff_free``); everything else (XDP_PASS, XDP_TX, redirects
+    elsewhere: the copies of ``xdp_convert_zc_to_xdp_frame``) is deferred."""
+    nchunks = len(held)
+    qsize = qcols.shape[1]
+    ntpl = len(tpl_len)
+    chunk = xc[X_CHUNK]
+    off = xc[X_OFF]
+    pfn_base = xc[X_PFN_BASE]
+    total = 0
+    qhead = ctl[C_QHEAD]
+    qcount = ctl[C_QCOUNT]
+    gpos = ctl[C_GEN_POS]
+    gleft = ctl[C_GEN_LEFT]
+    gmade = 0
+    nbytes = 0
+    polls = 0
+    n_ab = 0
+    n_drop = 0
+    n_red = 0
+    n_bad = 0
+    xtouched = False
+    for _poll in range(max_polls):
+        n = 0
+        while n < budget and qcount > 0:
+            if qcols[4, qhead] != 0:
+                break
+            loc = qcols[0, qhead] - pfn_base
+            if loc < 0 or loc >= nchunks or held[loc] == 0:
+                ctl[C_ERROR] = -1
+                break
+            rows[n] = loc
+            d_off[n] = qcols[1, qhead]
+            d_len[n] = qcols[2, qhead]
+            d_meta[n] = qcols[3, qhead]
+            qhead = (qhead + 1) % qsize
+            qcount -= 1
+            n += 1
+        if n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
+            # xsk_zc_dma: a buffer per frame (xsk_buff_alloc_batch), the rest dropped.
+            want = budget - n if gleft < 0 else min(budget - n, gleft)
+            got = 0
+            while got < want:
+                base = fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree)
+                if base < 0:
+                    break
+                fq_take(xc)
+                loc = base // chunk
+                held[loc] = 1
+                ln = tpl_len[gpos]
+                memcpy(pages.ctypes.data + loc * pages.strides[0] + off,
+                       tpl.ctypes.data + gpos * tpl.strides[0], ln)
+                rows[n] = loc
+                d_off[n] = off
+                d_len[n] = ln
+                d_meta[n] = 0
+                gpos += 1
+                if gpos == ntpl:
+                    gpos = 0
+                if gleft > 0:
+                    gleft -= 1
+                gmade += 1
+                got += 1
+                n += 1
+            if got < want:
+                xc[X_DEV_DROPPED] += want - got
+                xc[X_FQ_EMPTY] += 1
+                if xc[X_WAKEUP] != 0 and xc[X_WAKE_SET] == 0:
+                    fq_flags[0] |= 1  # XDP_RING_NEED_WAKEUP
+                    xc[X_WAKE_SET] = 1
+            elif xc[X_WAKEUP] != 0 and xc[X_WAKE_SET] != 0:
+                fq_flags[0] &= ~np.uint32(1)
+                xc[X_WAKE_SET] = 0
+        if n == 0 or ctl[C_ERROR] != 0:
+            break
+        polls += 1
+        total += n
+        for i in range(n):
+            nbytes += d_len[i]
+        desc[0] = n
+        _call(fn, ctx_addr, desc.ctypes.data)  # type: ignore[call-arg]
+        desc[0] = 0
+        deferred = 0
+        flushy = 0
+        for i in range(n):
+            loc = rows[i]
+            a = np.int64(act[i])
+            if status[i] != 0:
+                _fault(ctl, status, pc_out, addr_out, i)
+            if a == 1 or a == 0 or a > 4:
+                if a == 1:
+                    n_drop += 1
+                elif a == 0:
+                    n_ab += 1
+                else:
+                    n_bad += 1
+                    if ctl[C_INVALID_ACT] == 0:
+                        ctl[C_INVALID_ACT] = a + 1
+                held[loc] = 0
+                buff_free(xc, xfree, loc * chunk)
+                continue
+            data = np.int64(off_out[i])
+            length = np.int64(len_out[i])
+            meta = np.int64(meta_out[i])
+            if a == 4 and np.int64(red[i, 1]) == XSKMAP:
+                xs = _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, np.int64(red[i, 0]),
+                               np.int64(red[i, 2]))
+                if xs >= 0:
+                    if rcv_zc(xc, rx_cons, rx_desc, held, loc, data, length) == 0:
+                        xs_cnt[xs] += 1
+                        xtouched = True
+                    else:
+                        held[loc] = 0
+                        buff_free(xc, xfree, loc * chunk)
+                    n_red += 1
+                    continue
+            if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
+                flushy += 1
+            _defer(ctl, defer, red, i, loc, data, length, meta, a)
+            deferred += 1
+        if xtouched:
+            xsk_flush(xc, rx_prod, fq_cons)
+            xtouched = False
+        if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
+            break
+    ctl[C_QHEAD] = qhead
+    ctl[C_QCOUNT] = qcount
+    ctl[C_GEN_POS] = gpos
+    ctl[C_GEN_LEFT] = gleft
+    ctl[C_GEN_MADE] += gmade
+    ctl[C_POLLS] += polls
+    ctl[C_FRAMES] += total
+    ctl[C_BYTES] += nbytes
+    cnt[K_ACT + 0] += n_ab
+    cnt[K_ACT + 1] += n_drop
+    cnt[K_ACT + 4] += n_red
+    cnt[K_ACT + 5] += n_bad
     return total

@@ -11,7 +11,10 @@
   API over the kernel's AF_XDP (imported on demand: it loads libc);
 * :mod:`pyxdp.xsk.datapath`: :class:`~pyxdp.xsk.datapath.PyxdpXskSocket`, the
   same API over pyxdp's datapath (copy and zero-copy, XSKMAP,
-  ``bpf_redirect_xsk``; imported on demand: it loads the datapath).
+  ``bpf_redirect_xsk``; imported on demand: it loads the datapath);
+* :mod:`pyxdp.xsk.native`: both sides in machine code (numba): the
+  datapath's receive for the native poll loop, and xdpsock's rxdrop loop
+  for either socket (imported on demand).
 """
 
 from pyxdp.xsk.queue import KernelRingCons, KernelRingProd, Ring, RingCons, RingProd, ring_bytes

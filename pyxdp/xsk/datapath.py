@@ -66,6 +66,11 @@ Modelled as Linux 6.18 does it (and as measured there, see
   the NIC send up to its ring size of descriptors straight from the UMEM;
   invalid descriptors are skipped without completing; the ring keeps
   ``XDP_RING_NEED_WAKEUP`` (the NIC needs a kick for every burst).
+* in machine code: with the host's native loop, a queue with exactly one
+  socket receives in :mod:`pyxdp.net.napi_native` (copy and zero-copy,
+  errors included) by the same rules (:class:`NativeRx` carries the state;
+  ``tests/test_xsk_native.py`` checks both paths give the same descriptors,
+  bytes, statistics and trace counters).
 * need-wakeup: copy mode never flags the fill ring and always flags tx;
   ``XDP_STATISTICS`` as ``xsk_getsockopt`` fills it; ``XDP_OPTIONS``.
 * ``poll``: copy-mode tx is driven as by ``sendto``; POLLIN when the rx ring
@@ -155,6 +160,8 @@ __all__ = [
     "xsk_free_frames",
     "xsk_generic_redirect",
     "xsk_map_redirect",
+    "xsk_native_fold",
+    "xsk_native_rx",
     "xsk_zc_dma",
     "xsk_zc_to_frames",
 ]
@@ -312,6 +319,7 @@ class XskBuffPool:
         self.zc = False
         self.region: UmemPages | None = None
         self.xsks: list[PyxdpXskSocket] = []  # xsk_tx_list: sockets with a tx ring
+        self.socks: list[PyxdpXskSocket] = []  # every socket bound through this pool
         self.users = 1
         self._free = np.zeros(max(self.umem.nchunks, 1), np.uint64)
         self._nfree = 0
@@ -631,6 +639,116 @@ def xsk_generic_redirect(dev: NetDevice, xs: Any, batch: SkbBatch) -> I64:
 
 
 # --------------------------------------------------------------------------
+# Receive in the native poll loop (pyxdp.xsk.native)
+# --------------------------------------------------------------------------
+
+class NativeRx:
+    """What a native poll call needs to receive into a queue's one AF_XDP socket:
+    the control array (:class:`pyxdp.xsk.native.X`) and views of the rings,
+    free list, UMEM and the program's XSKMAPs. Made once per (socket, maps) and
+    kept by the queue; :meth:`refresh` loads what changes between calls."""
+
+    def __init__(self, sock: PyxdpXskSocket, pool: XskBuffPool, maps: list[Any]) -> None:
+        from pyxdp.xsk.native import X
+        umem = pool.umem
+        rx = sock.krx
+        assert rx is not None
+        fq = pool.fq
+        self.sock, self.pool, self.maps = sock, pool, maps
+        self.key = (sock, pool, tuple(m.id for m in maps))
+        xc = np.zeros(X.SIZE_, np.int64)
+        xc[X.ON] = 2 if pool.region is not None else 1
+        xc[X.FD] = sock.fd
+        xc[X.QUEUE] = sock.queue_id
+        xc[X.CHUNK], xc[X.OFF], xc[X.SIZE] = umem.chunk_size, umem.rx_data_offset, umem.size
+        xc[X.UNALIGNED] = int(umem.unaligned)
+        xc[X.FRAME] = umem.rx_frame_size
+        xc[X.RX_MASK], xc[X.FQ_MASK] = rx.mask, fq.mask
+        xc[X.WAKEUP] = int(pool.uses_need_wakeup)
+        if pool.region is not None:
+            xc[X.PFN_BASE] = pool.region.pfn_base
+        self.xc = xc
+        self.fq = (fq._producer, fq._consumer, fq.entries, fq._flags)
+        self.rx = (rx._producer, rx._consumer, rx.entries.view(np.uint64).reshape(-1, 2))
+        self.xfree = pool._free
+        self.umem = umem.buf
+        self.held = pool.region.held if pool.region is not None else np.zeros(1, np.uint8)
+        self.xm_ids = np.array([m.id for m in maps], np.int64)
+        self.xm_n = np.array([m.max_entries for m in maps], np.int64)
+        self.xm_off = np.cumsum(np.concatenate([[0], self.xm_n]))[:-1].astype(np.int64)
+        self.xm_ent = np.zeros(max(int(self.xm_n.sum()), 1), np.uint32)
+        self.xs_cnt = np.zeros(len(maps) + 1, np.int64)
+
+    def refresh(self) -> None:
+        """The ring indices, free list, registration and XSKMAP slots as they are now;
+        the counters zeroed."""
+        from pyxdp.xsk.native import X
+        xc, sock, pool = self.xc, self.sock, self.pool
+        rx = sock.krx
+        assert rx is not None
+        xc[X.RX_CP:X.SIZE_] = 0
+        xc[X.RX_MASK], xc[X.FQ_MASK] = rx.mask, pool.fq.mask
+        xc[X.RX_CP], xc[X.RX_CC] = rx.cached_prod, rx.cached_cons
+        xc[X.FQ_CP], xc[X.FQ_CC] = pool.fq.cached_prod, pool.fq.cached_cons
+        xc[X.NFREE] = pool._nfree
+        xc[X.WAKEUP] = int(pool.uses_need_wakeup)
+        xc[X.WAKE_SET] = int(bool(pool.cached_need_wakeup & XDP_WAKEUP_RX))
+        if pool.region is not None:
+            xc[X.PFN_BASE] = pool.region.pfn_base
+        xc[X.REG] = 1 if sock.host.xsk_rx.get((sock.ifindex, sock.queue_id)) is sock else 0
+        for m, o, k in zip(self.maps, self.xm_off.tolist(), self.xm_n.tolist(), strict=True):
+            self.xm_ent[o:o + k] = m.fds
+        self.xs_cnt[:] = 0
+
+
+def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> NativeRx | None:
+    """The native receive state for ``rq`` when exactly one socket with an rx ring is
+    bound to it (through its pool) without ``XDP_USE_SG``; else None (AF_XDP
+    redirects then take the Python path). ``maps``: the program's XSKMAPs;
+    ``last``: what the previous call used, refreshed when it still applies."""
+    dev = rq.dev
+    pool = dev.host.xsk_pools.get((dev.ifindex, rq.index))
+    if not isinstance(pool, XskBuffPool) or len(pool.socks) != 1:
+        return None
+    sock = pool.socks[0]
+    if sock.state != BOUND or sock.krx is None or sock.sg or sock.dev is not dev:
+        return None
+    if last is None or last.key != (sock, pool, tuple(m.id for m in maps)):
+        last = NativeRx(sock, pool, maps)
+    last.refresh()
+    return last
+
+
+def xsk_native_fold(nat: NativeRx, dev: NetDevice, prog_id: int) -> None:
+    """What a native call did, into the socket, pool, device and trace counters."""
+    from pyxdp.xsk.native import X
+    xc, sock, pool = nat.xc, nat.sock, nat.pool
+    rx = sock.krx
+    assert rx is not None
+    rx.cached_prod, rx.cached_cons = int(xc[X.RX_CP]), int(xc[X.RX_CC])
+    fq = pool.fq
+    fq.cached_prod, fq.cached_cons = int(xc[X.FQ_CP]), int(xc[X.FQ_CC])
+    pool._nfree = int(xc[X.NFREE])
+    fq.invalid_descs += int(xc[X.FQ_INVALID])
+    fq.queue_empty_descs += int(xc[X.FQ_EMPTY])
+    sock.rx_dropped += int(xc[X.RX_DROPPED])
+    sock.rx_queue_full += int(xc[X.RX_FULL])
+    dev.stats.rx_dropped += int(xc[X.DEV_DROPPED])
+    if xc[X.WAKE_SET]:
+        pool.cached_need_wakeup |= XDP_WAKEUP_RX
+    else:
+        pool.cached_need_wakeup &= ~XDP_WAKEUP_RX
+    tr = dev.host.tracer
+    ids = [m.id for m in nat.maps] + [0]
+    for slot in np.flatnonzero(nat.xs_cnt).tolist():
+        tr.xdp_redirect._add((dev.ifindex, 0, ids[slot]), int(nat.xs_cnt[slot]), [])
+    for col, err in ((X.E_NOSPC, _errno.ENOSPC), (X.E_NOMEM, _errno.ENOMEM),
+                     (X.E_NOBUFS, _errno.ENOBUFS)):
+        if xc[col]:
+            tr.xdp_redirect_err._add((dev.ifindex, -err), int(xc[col]), [])
+
+
+# --------------------------------------------------------------------------
 # The socket
 # --------------------------------------------------------------------------
 
@@ -782,6 +900,7 @@ class PyxdpXskSocket(XskSocket):
             self.sg = self.kumem.sg
             if self.tx is not None:
                 pool.xsks.append(self)
+            pool.socks.append(self)
             self.state = BOUND
             # bpf_redirect_xsk: the first socket bound to an rx queue is registered on it.
             key = (d.ifindex, queue_id)
@@ -1277,10 +1396,15 @@ class PyxdpXskSocket(XskSocket):
             if host.xsk_rx.get(key) is self:
                 del host.xsk_rx[key]
                 _table_set(host, dev.ifindex, self.queue_id, False)
+            if self.queue_id < len(dev.rx):
+                # The native poll state holds views of this socket's rings: let go.
+                dev.rx[self.queue_id].native = None
         pool = self.xpool
         if pool is not None:
             if self in pool.xsks:
                 pool.xsks.remove(self)
+            if self in pool.socks:
+                pool.socks.remove(self)
             pool.release()
 
     def xsk_map_added(self, m: Any) -> None:

@@ -1,0 +1,381 @@
+"""AF_XDP in machine code: ``net/xdp/xsk.c`` receive and ``xsk_buff_pool.c`` buffers
+for the native NAPI loop, and an xdpsock-style user loop.
+
+Two sides of the same rings (:mod:`pyxdp.xsk.queue` has the protocol):
+
+* the **datapath's side**, inlined into :mod:`pyxdp.net.napi_native`: a
+  buffer from the pool (``xsk_buff_alloc``: the free list, last freed first,
+  then the fill ring through its lazy consumer, invalid addresses skipped
+  and counted), an rx descriptor reserved (``xskq_prod_reserve_desc``, the
+  consumer reloaded only when the cached one says full), ``xsk_buff_free``,
+  and ``xsk_flush`` (rx producer and fill consumer published). The state of
+  the one socket and pool a native call serves travels in the control
+  array ``xc`` (indices :class:`X`), folded back into the Python objects
+  after the call;
+* the **user's side** (:func:`rxdrop_drain`, :class:`RxdropThread`): the
+  loop of the kernel's ``xdpsock -r`` - peek the rx ring, put each buffer
+  back on the fill ring, release - without the interpreter. Python's
+  :meth:`~pyxdp.xsk.xsk.XskSocket.recv` costs a few microseconds per batch
+  whatever the batch; this loop is what a C application costs, and is what
+  the seed's measurement ran on its other core. It drives the rings only
+  (no :class:`~pyxdp.xsk.xsk.ChunkPool` transitions: a received buffer goes
+  straight back to the fill ring, so every chunk stays "given to the
+  kernel" as the pool has it).
+
+Index words are loaded with acquire and stored with release semantics
+(atomic 4-byte accesses), the kernel's A/B/C/D pairs; the compiler may not
+move descriptor writes past the producer store.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit as _njit
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from pyxdp.xsk.queue import Ring
+from pyxdp.xsk.xsk import XskSocket
+
+njit: Any = _njit
+
+__all__ = ["X", "RxdropThread", "rxdrop_drain"]
+
+
+class X:
+    """Indices of the AF_XDP control array of a native call."""
+
+    ON = 0  # 1: copy mode, 2: zero-copy, 0: no native socket on the queue
+    FD, REG, QUEUE = 1, 2, 3  # the socket's fd; registered for bpf_redirect_xsk; its queue
+    CHUNK, OFF, SIZE, UNALIGNED, FRAME = 4, 5, 6, 7, 8  # UMEM geometry
+    RX_CP, RX_CC, RX_MASK = 9, 10, 11  # rx ring: cached producer and consumer
+    FQ_CP, FQ_CC, FQ_MASK = 12, 13, 14  # fill ring: cached producer and consumer
+    NFREE = 15  # the pool's free list
+    RX_DROPPED, RX_FULL, FQ_EMPTY, FQ_INVALID = 16, 17, 18, 19  # XDP_STATISTICS
+    WAKEUP, WAKE_SET = 20, 21  # the pool uses need-wakeup; the fill ring's flag is set
+    E_NOSPC, E_NOMEM, E_NOBUFS = 22, 23, 24  # redirect errors (xdp_redirect_err)
+    PFN_BASE = 25  # zero-copy: the UMEM region's first pfn
+    DEV_DROPPED = 26  # zero-copy: frames the NIC found no buffer for
+    SIZE_ = 32
+
+
+X_ON = X.ON
+X_FD = X.FD
+X_REG = X.REG
+X_QUEUE = X.QUEUE
+X_CHUNK = X.CHUNK
+X_OFF = X.OFF
+X_SIZE = X.SIZE
+X_UNALIGNED = X.UNALIGNED
+X_FRAME = X.FRAME
+X_RX_CP = X.RX_CP
+X_RX_CC = X.RX_CC
+X_RX_MASK = X.RX_MASK
+X_FQ_CP = X.FQ_CP
+X_FQ_CC = X.FQ_CC
+X_FQ_MASK = X.FQ_MASK
+X_NFREE = X.NFREE
+X_RX_DROPPED = X.RX_DROPPED
+X_RX_FULL = X.RX_FULL
+X_FQ_EMPTY = X.FQ_EMPTY
+X_FQ_INVALID = X.FQ_INVALID
+X_WAKEUP = X.WAKEUP
+X_WAKE_SET = X.WAKE_SET
+X_E_NOSPC = X.E_NOSPC
+X_E_NOMEM = X.E_NOMEM
+X_E_NOBUFS = X.E_NOBUFS
+X_PFN_BASE = X.PFN_BASE
+X_DEV_DROPPED = X.DEV_DROPPED
+U32 = 0xFFFF_FFFF
+MASK48 = (1 << 48) - 1
+NEED_WAKEUP = 1  # XDP_RING_NEED_WAKEUP
+
+
+# -- index words: atomic acquire loads and release stores -----------------------------
+
+def _elem_ptr(context, builder, aryty, ary, idx):  # type: ignore[no-untyped-def]
+    a = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, a, [idx])  # type: ignore[no-untyped-call]
+
+
+def _load_acquire(typingctx, ary, idx):  # type: ignore[no-untyped-def]
+    """``smp_load_acquire(&ary[idx])`` of a uint32 array, as int64."""
+    sig = types.int64(ary, idx)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = _elem_ptr(context, builder, signature.args[0], args[0], args[1])  # type: ignore[no-untyped-call]
+        v = builder.load_atomic(p, "acquire", 4)
+        return builder.zext(v, ir.IntType(64))
+
+    return sig, codegen
+
+
+load_acquire: Any = intrinsic(_load_acquire)
+
+
+def _store_release(typingctx, ary, idx, val):  # type: ignore[no-untyped-def]
+    """``smp_store_release(&ary[idx], val)`` of a uint32 array."""
+    sig = types.void(ary, idx, val)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = _elem_ptr(context, builder, signature.args[0], args[0], args[1])  # type: ignore[no-untyped-call]
+        builder.store_atomic(builder.trunc(args[2], ir.IntType(32)), p, "release", 4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+store_release: Any = intrinsic(_store_release)
+
+
+def _memcpy(typingctx, dst, src, n):  # type: ignore[no-untyped-def]
+    """``memcpy((void *)dst, (void *)src, n)``: byte loops over arrays the compiler
+    must assume alias are not vectorised (a 64-byte frame cost 45 ns that way)."""
+    sig = types.void(dst, src, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p8 = ir.IntType(8).as_pointer()
+        cgutils.raw_memcpy(builder, builder.inttoptr(args[0], p8),  # type: ignore[no-untyped-call]
+                           builder.inttoptr(args[1], p8), args[2], 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+memcpy: Any = intrinsic(_memcpy)
+
+
+# -- the datapath's side ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-def]
+    """The buffer ``xsk_buff_alloc`` would return (its base address), not taken: the
+    free list's last, else the fill ring's next valid address (invalid ones are
+    consumed and counted on the way, as the kernel's peek does); -1: none."""
+    nf = xc[X_NFREE]
+    if nf > 0:
+        return np.int64(xfree[nf - 1])
+    while True:
+        if xc[X_FQ_CP] == xc[X_FQ_CC]:
+            # __xskq_cons_release, then __xskq_cons_peek (D, then C).
+            store_release(fq_cons, 0, xc[X_FQ_CC])
+            xc[X_FQ_CP] = load_acquire(fq_prod, 0)
+            if xc[X_FQ_CP] == xc[X_FQ_CC]:
+                return -1
+        a = np.int64(fq_addr[xc[X_FQ_CC] & xc[X_FQ_MASK]])
+        if xc[X_UNALIGNED]:
+            base = (a & MASK48) + (a >> 48)
+            if base < xc[X_SIZE] and base + xc[X_CHUNK] <= xc[X_SIZE]:
+                return base
+        else:
+            base = a & ~(xc[X_CHUNK] - 1)
+            if base < xc[X_SIZE]:
+                return base
+        xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
+        xc[X_FQ_INVALID] += 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def fq_take(xc):  # type: ignore[no-untyped-def]
+    """Take the buffer :func:`fq_peek` returned."""
+    if xc[X_NFREE] > 0:
+        xc[X_NFREE] -= 1
+    else:
+        xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def buff_free(xc, xfree, base):  # type: ignore[no-untyped-def]
+    """``xsk_buff_free``: the buffer onto the pool's free list."""
+    nf = xc[X_NFREE]
+    xfree[nf] = base
+    xc[X_NFREE] = nf + 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def rx_room(xc, rx_cons):  # type: ignore[no-untyped-def]
+    """``xskq_prod_nb_free(q, 1)``: the cached consumer first, reloaded when full (A)."""
+    size = xc[X_RX_MASK] + 1
+    if ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size:
+        return True
+    xc[X_RX_CC] = load_acquire(rx_cons, 0)
+    return ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def rx_put(xc, rx_desc, addr, length):  # type: ignore[no-untyped-def]
+    """``xskq_prod_reserve_desc``: a descriptor written, visible at the flush."""
+    i = xc[X_RX_CP] & xc[X_RX_MASK]
+    rx_desc[i, 0] = addr
+    rx_desc[i, 1] = length  # len, options 0
+    xc[X_RX_CP] = (xc[X_RX_CP] + 1) & U32
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def xsk_flush(xc, rx_prod, fq_cons):  # type: ignore[no-untyped-def]
+    """``xsk_flush``: rx descriptors published (B), the fill consumer too (D)."""
+    store_release(rx_prod, 0, xc[X_RX_CP])
+    store_release(fq_cons, 0, xc[X_FQ_CC])
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem, src,  # type: ignore[no-untyped-def] # noqa: E501
+             data, length, meta):
+    """``__xsk_rcv`` of one frame (``src``: its page): 0, or the errno of the drop."""
+    if length > xc[X_FRAME]:
+        xc[X_RX_DROPPED] += 1
+        xc[X_E_NOSPC] += 1
+        return 28  # ENOSPC
+    base = fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree)
+    if base < 0:
+        xc[X_RX_DROPPED] += 1
+        xc[X_FQ_EMPTY] += 1
+        xc[X_E_NOMEM] += 1
+        return 12  # ENOMEM
+    if not rx_room(xc, rx_cons):
+        xc[X_RX_FULL] += 1
+        xc[X_E_NOBUFS] += 1
+        return 105  # ENOBUFS: the buffer stays in the pool
+    fq_take(xc)
+    off = xc[X_OFF]
+    dst = base + off
+    mlen = max(meta, 0)
+    memcpy(umem.ctypes.data + dst - mlen, src.ctypes.data + data - mlen, length + mlen)
+    if xc[X_UNALIGNED]:
+        rx_put(xc, rx_desc, base | (off << 48), length)
+    else:
+        rx_put(xc, rx_desc, dst, length)
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def rcv_zc(xc, rx_cons, rx_desc, held, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xsk_rcv_zc`` of a buffer of the queue's own pool: 0 (handed over) or the errno
+    (the caller frees the buffer)."""
+    if length > xc[X_FRAME]:
+        xc[X_RX_DROPPED] += 1
+        xc[X_E_NOSPC] += 1
+        return 28
+    if not rx_room(xc, rx_cons):
+        xc[X_RX_FULL] += 1
+        xc[X_E_NOBUFS] += 1
+        return 105
+    rx_put(xc, rx_desc, loc * xc[X_CHUNK] + data, length)
+    held[loc] = 0
+    return 0
+
+
+# -- the user's side ----------------------------------------------------------------------
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, st, max_n):  # type: ignore[no-untyped-def] # noqa: E501
+    """xdpsock's rx_drop until ``max_n`` packets or an empty rx ring (or, for a
+    thread, until ``st[3]`` is set): each descriptor's buffer back on the fill
+    ring. ``st``: rx consumer, fill producer, packets, stop flag, chunk mask,
+    unaligned. Returns the packets taken."""
+    rmask = np.int64(len(rx_desc) - 1)
+    fmask = np.int64(len(fq_addr) - 1)
+    rc = st[0]
+    fp = st[1]
+    cmask = st[4]
+    unaligned = st[5]
+    got = 0
+    while got < max_n:
+        n = (load_acquire(rx_prod, 0) - rc) & U32
+        if n == 0:
+            if max_n < (1 << 62) or st[3] != 0:
+                break
+            continue  # a thread: spin (the datapath is on the other core)
+        n = min(n, max_n - got)
+        # The fill ring has room for every buffer the rx ring holds (it is at least
+        # as large and the kernel took these from it), but check as libxdp does.
+        fc = load_acquire(fq_cons, 0)
+        room = len(fq_addr) - ((fp - fc) & U32)
+        n = min(n, room)
+        if n <= 0:
+            if max_n < (1 << 62) or st[3] != 0:
+                break
+            continue
+        for k in range(n):
+            a = np.int64(rx_desc[(rc + k) & rmask, 0])
+            fq_addr[(fp + k) & fmask] = (a & MASK48) if unaligned else (a & cmask)
+        fp = (fp + n) & U32
+        store_release(fq_prod, 0, fp)
+        rc = (rc + n) & U32
+        store_release(rx_cons, 0, rc)
+        got += n
+        st[2] += n  # read by another thread while this one runs
+    st[0] = rc
+    st[1] = fp
+    return got
+
+
+def _rings(sock: XskSocket) -> tuple[Ring, Ring]:
+    rx, fq = sock.rx, sock.fill_ring
+    if rx is None or fq is None:
+        raise ValueError(f"{sock!r}: rxdrop needs an rx ring and a fill ring")
+    return rx, fq
+
+
+def _args(sock: XskSocket) -> tuple[Any, ...]:
+    rx, fq = _rings(sock)
+    umem = sock.umem
+    st = np.zeros(6, np.int64)
+    st[0], st[1] = rx.cached_cons, fq.cached_prod
+    st[4] = ~(umem.chunk_size - 1)
+    st[5] = 1 if umem.unaligned else 0
+    desc = rx.entries.view(np.uint64).reshape(-1, 2)
+    return (rx._producer, rx._consumer, desc, fq._producer, fq._consumer, fq.entries, st)
+
+
+def _resync(sock: XskSocket, st: np.ndarray) -> None:
+    """The Python ring objects learn what the native loop consumed and produced."""
+    rx, fq = _rings(sock)
+    rc, fp = int(st[0]), int(st[1])
+    # Both caches reloaded: the peer's index moved too while this loop ran.
+    rx.cached_cons = rx._published = rc  # type: ignore[attr-defined]
+    rx.cached_prod = rc
+    fq.cached_prod = fq._published = fp  # type: ignore[attr-defined]
+    fq.cached_cons = int(fq._consumer[0])
+
+
+def rxdrop_drain(sock: XskSocket, max_packets: int = 1 << 30) -> int:
+    """Receive and drop what ``sock``'s rx ring holds (up to ``max_packets``), each
+    buffer straight back to the fill ring, in machine code; returns how many.
+    Everything else on the socket must be idle meanwhile (single consumer)."""
+    a = _args(sock)
+    got = int(_drain(*a, min(max_packets, (1 << 62) - 1)))
+    _resync(sock, a[-1])
+    return got
+
+
+class RxdropThread:
+    """:func:`rxdrop_drain` on a thread of its own, spinning on the rx ring (the
+    application on its own core), until :meth:`stop`; :attr:`packets` counts."""
+
+    def __init__(self, sock: XskSocket) -> None:
+        self.sock = sock
+        a = _args(sock)
+        self._st = a[-1]
+        self._t: threading.Thread | None = threading.Thread(
+            target=_drain, args=(*a, 1 << 62), daemon=True, name="pyxdp-rxdrop")
+        self._t.start()
+
+    @property
+    def packets(self) -> int:
+        return int(self._st[2])
+
+    def stop(self) -> int:
+        """Stop the loop (after what the ring holds now); returns the packets taken.
+        The thread's views of the rings are gone afterwards (the socket can close)."""
+        if self._t is not None:
+            self._st[3] = 1
+            self._t.join()
+            self._t = None
+            _resync(self.sock, self._st)
+        return self.packets
