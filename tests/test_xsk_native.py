@@ -24,7 +24,7 @@ from pyxdp.net.packets import udp_packet
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.xsk.datapath import PyxdpXskSocket
-from pyxdp.xsk.native import RxdropThread, rxdrop_drain
+from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
 from pyxdp.xsk.umem import Umem
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -143,10 +143,13 @@ def test_rxdrop_drain_loses_nothing() -> None:
         sock.fill()
         nic.rx[0].source = TrafficGenerator(packets=_packets(3, 64), count=20_000)
         got = 0
-        while nic.rx[0].pending:
-            host.poll()
-            got += rxdrop_drain(sock)
-        assert got == 20_000
+        with Rxdrop(sock) as user:
+            while nic.rx[0].pending:
+                host.poll()
+                got += user.drain()
+        with pytest.raises(ValueError, match="closed"):
+            user.drain()
+        assert got == 20_000 and rxdrop_drain(sock) == 0
         assert sock.statistics().rx_ring_full == 0
         # Every chunk is back in the fill ring or the pool's free list, none held.
         fq = sock.fill_ring

@@ -203,15 +203,16 @@ def rxdrop_native_pps(redirect: str, frames: int, *, zero_copy: bool = True,
     user loop (application and NAPI on one CPU); ``cores=2``: the user loop
     spinning on a thread of its own while this one runs the softirq. Returns
     packets received per second after a warm-up round."""
-    from pyxdp.xsk.native import RxdropThread, rxdrop_drain
+    from pyxdp.xsk.native import Rxdrop, RxdropThread
     if cores not in (1, 2):
         raise ValueError(f"cores must be 1 or 2, not {cores}")
     with ExitStack() as stack:
         host, _, sock = _pyxdp_setup(stack, "eth0", 0, "rxdrop", redirect,
                                      "zerocopy" if zero_copy else "copy", None)
         sock.fill()
+        user = stack.enter_context(Rxdrop(sock))
         host.poll()  # warm-up: the program compiled, the rings and UMEM touched
-        rxdrop_drain(sock)
+        user.drain()
         if cores == 2:
             th = RxdropThread(sock)
             stack.callback(th.stop)
@@ -225,7 +226,7 @@ def rxdrop_native_pps(redirect: str, frames: int, *, zero_copy: bool = True,
             t0 = time.perf_counter()
             while got < frames:
                 host.poll()
-                got += rxdrop_drain(sock)
+                got += user.drain()
         return got / (time.perf_counter() - t0)
 
 

@@ -881,6 +881,10 @@ class _XskArgs:
                 x.xm_ids, x.xm_off, x.xm_n, x.xm_ent, x.xs_cnt)
 
 
+_NO_RED = np.zeros((1, 1), np.int64)  # a zero-copy call redirects to no device
+_NO_XMIT = np.zeros((1, 3), np.int64)
+
+
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
@@ -924,8 +928,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, cnt, np.zeros((1, 1), np.int64), np.zeros((1, 3), np.int64),
-                    [])
+    _native_account(rq, prog, st, cnt, _NO_RED, _NO_XMIT, [])
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -961,19 +964,20 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
     host = dev.host
     ctl = st.ctl
     s = dev.stats
-    frames = int(ctl[C.FRAMES])
-    rq.polls += int(ctl[C.POLLS])
-    host.counters.polls += int(ctl[C.POLLS])
+    c = ctl.tolist()  # Python ints at once: each numpy scalar read costs a call
+    k = cnt.tolist()
+    frames = c[C.FRAMES]
+    rq.polls += c[C.POLLS]
+    host.counters.polls += c[C.POLLS]
     host.counters.frames += frames
     s.rx_packets += frames
-    s.rx_bytes += int(ctl[C.BYTES])
-    s.rx_dropped += int(ctl[C.RX_DROPPED])
-    nd = int(ctl[C.NDEFER])
-    s.xdp_packets += frames - nd  # deferred ones are counted by dispatch
-    s.xdp_drops += int(cnt[K.ACT + 1])
-    s.xdp_aborted += int(cnt[K.ACT + 0] + cnt[K.ACT + 5])
-    s.xdp_tx += int(cnt[K.ACT + 3])
-    s.xdp_redirect += int(cnt[K.ACT + 4])
+    s.rx_bytes += c[C.BYTES]
+    s.rx_dropped += c[C.RX_DROPPED]
+    s.xdp_packets += frames - c[C.NDEFER]  # deferred ones are counted by dispatch
+    s.xdp_drops += k[K.ACT + 1]
+    s.xdp_aborted += k[K.ACT + 0] + k[K.ACT + 5]
+    s.xdp_tx += k[K.ACT + 3]
+    s.xdp_redirect += k[K.ACT + 4]
     tr = host.tracer
     if cnt[K.ACT + 0]:
         tr.xdp_exception.fire(prog.id, 0, dev.ifindex, int(cnt[K.ACT + 0]))
@@ -989,11 +993,12 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
         tr.xdp_bulk_tx._add((dev.ifindex,), int(cnt[K.TX_EVENTS]), [int(cnt[K.TX_SENT]), 0, 0])
         s.tx_packets += int(cnt[K.TX_SENT])
         s.tx_bytes += int(cnt[K.TX_BYTES])
-    ids = [m.id for m in dms] + [INT_MAX]
-    for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
-        map_id = ids[int(slot)]
-        tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
-    for ifx in np.flatnonzero(xmit_cnt[:, 0]).tolist():
+    if dms or red_cnt.any():
+        ids = [m.id for m in dms] + [INT_MAX]
+        for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
+            map_id = ids[int(slot)]
+            tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
+    for ifx in np.flatnonzero(xmit_cnt[:, 0]).tolist() if xmit_cnt.any() else ():
         events, sent, nbytes = (int(x) for x in xmit_cnt[ifx])
         tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
         t = host.devices[ifx]

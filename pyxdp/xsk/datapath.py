@@ -656,6 +656,7 @@ class NativeRx:
         fq = pool.fq
         self.sock, self.pool, self.maps = sock, pool, maps
         self.key = (sock, pool, tuple(m.id for m in maps))
+        self.ids = [m.id for m in maps] + [0]  # per xs_cnt slot: the map id traced
         xc = np.zeros(X.SIZE_, np.int64)
         xc[X.ON] = 2 if pool.region is not None else 1
         xc[X.FD] = sock.fd
@@ -686,15 +687,14 @@ class NativeRx:
         xc, sock, pool = self.xc, self.sock, self.pool
         rx = sock.krx
         assert rx is not None
-        xc[X.RX_CP:X.SIZE_] = 0
-        xc[X.RX_MASK], xc[X.FQ_MASK] = rx.mask, pool.fq.mask
-        xc[X.RX_CP], xc[X.RX_CC] = rx.cached_prod, rx.cached_cons
-        xc[X.FQ_CP], xc[X.FQ_CC] = pool.fq.cached_prod, pool.fq.cached_cons
-        xc[X.NFREE] = pool._nfree
-        xc[X.WAKEUP] = int(pool.uses_need_wakeup)
-        xc[X.WAKE_SET] = int(bool(pool.cached_need_wakeup & XDP_WAKEUP_RX))
-        if pool.region is not None:
-            xc[X.PFN_BASE] = pool.region.pfn_base
+        fq = pool.fq
+        # One slice store (X.RX_CP .. X.PFN_BASE), counters zeroed with it.
+        xc[X.RX_CP:X.PFN_BASE + 1] = (
+            rx.cached_prod, rx.cached_cons, rx.mask, fq.cached_prod, fq.cached_cons, fq.mask,
+            pool._nfree, 0, 0, 0, 0, int(pool.uses_need_wakeup),
+            int(bool(pool.cached_need_wakeup & XDP_WAKEUP_RX)), 0, 0, 0,
+            pool.region.pfn_base if pool.region is not None else 0)
+        xc[X.DEV_DROPPED] = 0
         xc[X.REG] = 1 if sock.host.xsk_rx.get((sock.ifindex, sock.queue_id)) is sock else 0
         for m, o, k in zip(self.maps, self.xm_off.tolist(), self.xm_n.tolist(), strict=True):
             self.xm_ent[o:o + k] = m.fds
@@ -722,30 +722,31 @@ def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> 
 def xsk_native_fold(nat: NativeRx, dev: NetDevice, prog_id: int) -> None:
     """What a native call did, into the socket, pool, device and trace counters."""
     from pyxdp.xsk.native import X
-    xc, sock, pool = nat.xc, nat.sock, nat.pool
+    sock, pool = nat.sock, nat.pool
+    xc = nat.xc.tolist()  # Python ints at once
     rx = sock.krx
     assert rx is not None
-    rx.cached_prod, rx.cached_cons = int(xc[X.RX_CP]), int(xc[X.RX_CC])
+    rx.cached_prod, rx.cached_cons = xc[X.RX_CP], xc[X.RX_CC]
     fq = pool.fq
-    fq.cached_prod, fq.cached_cons = int(xc[X.FQ_CP]), int(xc[X.FQ_CC])
-    pool._nfree = int(xc[X.NFREE])
-    fq.invalid_descs += int(xc[X.FQ_INVALID])
-    fq.queue_empty_descs += int(xc[X.FQ_EMPTY])
-    sock.rx_dropped += int(xc[X.RX_DROPPED])
-    sock.rx_queue_full += int(xc[X.RX_FULL])
-    dev.stats.rx_dropped += int(xc[X.DEV_DROPPED])
+    fq.cached_prod, fq.cached_cons = xc[X.FQ_CP], xc[X.FQ_CC]
+    pool._nfree = xc[X.NFREE]
+    fq.invalid_descs += xc[X.FQ_INVALID]
+    fq.queue_empty_descs += xc[X.FQ_EMPTY]
+    sock.rx_dropped += xc[X.RX_DROPPED]
+    sock.rx_queue_full += xc[X.RX_FULL]
+    dev.stats.rx_dropped += xc[X.DEV_DROPPED]
     if xc[X.WAKE_SET]:
         pool.cached_need_wakeup |= XDP_WAKEUP_RX
     else:
         pool.cached_need_wakeup &= ~XDP_WAKEUP_RX
     tr = dev.host.tracer
-    ids = [m.id for m in nat.maps] + [0]
-    for slot in np.flatnonzero(nat.xs_cnt).tolist():
-        tr.xdp_redirect._add((dev.ifindex, 0, ids[slot]), int(nat.xs_cnt[slot]), [])
+    for slot, n in enumerate(nat.xs_cnt.tolist()):
+        if n:
+            tr.xdp_redirect._add((dev.ifindex, 0, nat.ids[slot]), n, [])
     for col, err in ((X.E_NOSPC, _errno.ENOSPC), (X.E_NOMEM, _errno.ENOMEM),
                      (X.E_NOBUFS, _errno.ENOBUFS)):
         if xc[col]:
-            tr.xdp_redirect_err._add((dev.ifindex, -err), int(xc[col]), [])
+            tr.xdp_redirect_err._add((dev.ifindex, -err), xc[col], [])
 
 
 # --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ Two sides of the same rings (:mod:`pyxdp.xsk.queue` has the protocol):
   the one socket and pool a native call serves travels in the control
   array ``xc`` (indices :class:`X`), folded back into the Python objects
   after the call;
-* the **user's side** (:func:`rxdrop_drain`, :class:`RxdropThread`): the
+* the **user's side** (:class:`Rxdrop`, :func:`rxdrop_drain`, :class:`RxdropThread`): the
   loop of the kernel's ``xdpsock -r`` - peek the rx ring, put each buffer
   back on the fill ring, release - without the interpreter. Python's
   :meth:`~pyxdp.xsk.xsk.XskSocket.recv` costs a few microseconds per batch
@@ -44,7 +44,7 @@ from pyxdp.xsk.xsk import XskSocket
 
 njit: Any = _njit
 
-__all__ = ["X", "RxdropThread", "rxdrop_drain"]
+__all__ = ["X", "Rxdrop", "RxdropThread", "rxdrop_drain"]
 
 
 class X:
@@ -344,14 +344,44 @@ def _resync(sock: XskSocket, st: np.ndarray) -> None:
     fq.cached_cons = int(fq._consumer[0])
 
 
+class Rxdrop:
+    """xdpsock's rx_drop on ``sock`` with the ring views made once: :meth:`drain` per
+    round; :meth:`close` (or ``with``) before the socket closes, whose rings it
+    holds views of. Python calls on the socket between drains are seen."""
+
+    def __init__(self, sock: XskSocket) -> None:
+        self.sock = sock
+        self._a: tuple[Any, ...] | None = _args(sock)
+
+    def drain(self, max_packets: int = 1 << 30) -> int:
+        """Receive and drop what the rx ring holds (up to ``max_packets``), each buffer
+        straight back to the fill ring; returns how many."""
+        a = self._a
+        if a is None:
+            raise ValueError("this Rxdrop is closed")
+        rx, fq = _rings(self.sock)
+        st = a[-1]
+        st[0], st[1] = rx.cached_cons, fq.cached_prod
+        got = int(_drain(*a, min(max_packets, (1 << 62) - 1)))
+        _resync(self.sock, st)
+        return got
+
+    def close(self) -> None:
+        self._a = None
+
+    def __enter__(self) -> Rxdrop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def rxdrop_drain(sock: XskSocket, max_packets: int = 1 << 30) -> int:
-    """Receive and drop what ``sock``'s rx ring holds (up to ``max_packets``), each
-    buffer straight back to the fill ring, in machine code; returns how many.
-    Everything else on the socket must be idle meanwhile (single consumer)."""
-    a = _args(sock)
-    got = int(_drain(*a, min(max_packets, (1 << 62) - 1)))
-    _resync(sock, a[-1])
-    return got
+    """:meth:`Rxdrop.drain` once: what ``sock``'s rx ring holds, received and dropped
+    in machine code; returns how many. Everything else on the socket must be
+    idle meanwhile (single consumer)."""
+    with Rxdrop(sock) as r:
+        return r.drain(max_packets)
 
 
 class RxdropThread:

@@ -358,6 +358,7 @@ class XdpJit(JitProgram):
         self._ctx.tails = _addr(self._tails)
         self._tail_progs: list[Any] = [None] * tails
         self._nested: list[Any] = []
+        self._xsk_table: Any = None  # the array c.xsk_table points at (None: no table)
         self._parent: XdpJit | None = None
         self._active = False
         # Faults Python helpers raised during the last driven batch, by frame index.
@@ -429,10 +430,14 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         table = ctx.xsk_table
-        if isinstance(table, np.ndarray) and table.dtype == np.uint64 and table.ndim == 1:
+        if table is self._xsk_table:  # the host's table: same array run after run
+            pass
+        elif isinstance(table, np.ndarray) and table.dtype == np.uint64 and table.ndim == 1:
             c.xsk_table, c.xsk_ntable = _addr(table), len(table)
+            self._xsk_table = table
         else:
             c.xsk_table = c.xsk_ntable = 0
+            self._xsk_table = None
         self.context = ctx
         self._pending = None
         if self._errors:
