@@ -318,6 +318,30 @@ def _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, map_id, idx):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _run(fn, ctx_addr, desc, d_len, n):  # type: ignore[no-untyped-def]
+    """The JIT's batch entry over the poll's ``n`` frames; returns their bytes."""
+    nbytes = 0
+    for i in range(n):
+        nbytes += d_len[i]
+    desc[0] = n
+    _call(fn, ctx_addr, desc.ctypes.data)  # type: ignore[call-arg]
+    desc[0] = 0
+    return nbytes
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _count_drop(ctl, a, n_drop, n_ab, n_bad):  # type: ignore[no-untyped-def]
+    """XDP_DROP, XDP_ABORTED or an unknown verdict (the first one kept for the warning)."""
+    if a == 1:
+        return n_drop + 1, n_ab, n_bad
+    if a == 0:
+        return n_drop, n_ab + 1, n_bad
+    if ctl[C_INVALID_ACT] == 0:
+        ctl[C_INVALID_ACT] = a + 1
+    return n_drop, n_ab, n_bad + 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _fault(ctl, status, pc_out, addr_out, i):  # type: ignore[no-untyped-def]
     """A frame whose run faulted: the first fault kept for the report."""
     if ctl[C_FAULTS] == 0:
@@ -383,7 +407,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     n_bad = 0
     tx_events = 0
     tx_sent = 0
-    tx_bytes = 0
+    tx_bytes = np.int64(0)
     xon = xc[X_ON]
     xtouched = False
     for _poll in range(max_polls):
@@ -428,11 +452,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             break
         polls += 1
         total += n
-        for i in range(n):
-            nbytes += d_len[i]
-        desc[0] = n
-        _call(fn, ctx_addr, desc.ctypes.data)  # type: ignore[call-arg]
-        desc[0] = 0
+        nbytes += _run(fn, ctx_addr, desc, d_len, n)
         ntx = 0
         deferred = 0
         # Deferred frames other than XDP_PASS and AF_XDP redirects need this poll's
@@ -445,14 +465,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             if status[i] != 0:
                 _fault(ctl, status, pc_out, addr_out, i)
             if a == 1 or a == 0 or a > 4:
-                if a == 1:
-                    n_drop += 1
-                elif a == 0:
-                    n_ab += 1
-                else:
-                    n_bad += 1
-                    if ctl[C_INVALID_ACT] == 0:
-                        ctl[C_INVALID_ACT] = a + 1
+                n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
                 c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
                 continue
             data = np.int64(off_out[i])
@@ -490,7 +503,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 idx = np.int64(red[i, 2])
                 flags = np.int64(red[i, 3])
                 slot = -1
-                ifx = 0
+                ifx = np.int64(0)
                 if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
                     for k in range(ndm):
                         if dm_ids[k] == map_id:
@@ -654,11 +667,7 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
             break
         polls += 1
         total += n
-        for i in range(n):
-            nbytes += d_len[i]
-        desc[0] = n
-        _call(fn, ctx_addr, desc.ctypes.data)  # type: ignore[call-arg]
-        desc[0] = 0
+        nbytes += _run(fn, ctx_addr, desc, d_len, n)
         deferred = 0
         flushy = 0
         for i in range(n):
@@ -667,14 +676,7 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
             if status[i] != 0:
                 _fault(ctl, status, pc_out, addr_out, i)
             if a == 1 or a == 0 or a > 4:
-                if a == 1:
-                    n_drop += 1
-                elif a == 0:
-                    n_ab += 1
-                else:
-                    n_bad += 1
-                    if ctl[C_INVALID_ACT] == 0:
-                        ctl[C_INVALID_ACT] = a + 1
+                n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
                 held[loc] = 0
                 buff_free(xc, xfree, loc * chunk)
                 continue
