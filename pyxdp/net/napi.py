@@ -816,7 +816,6 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
     io = st.io
-    xa = _XskArgs(xsk)
     pool.napi_local = True
     vm = prog.vm
     # The pool's ring is shared with cpumap kthreads returning pages: they take the
@@ -833,7 +832,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                                 dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
                                 np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
-                                *xa.args())
+                                *_xsk_args(xsk))
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
@@ -858,27 +857,23 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     return int(done)
 
 
-class _XskArgs:
-    """The AF_XDP arguments of a native call (inert arrays when the queue has no
-    native socket)."""
+_NO_XSK: tuple[Any, ...] | None = None
 
-    _none: tuple[Any, ...] | None = None
 
-    def __init__(self, x: Any) -> None:
-        self.x = x
-
-    def args(self) -> tuple[Any, ...]:
-        x = self.x
-        if x is None:
-            if _XskArgs._none is None:
-                from pyxdp.xsk.native import X
-                u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
-                _XskArgs._none = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
-                                  np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),
-                                  np.zeros(1, np.uint8), i64, i64, i64, u32, i64)
-            return _XskArgs._none
-        return (x.xc, x.fq[0], x.fq[1], x.fq[2], x.xfree, x.rx[0], x.rx[1], x.rx[2], x.umem,
-                x.xm_ids, x.xm_off, x.xm_n, x.xm_ent, x.xs_cnt)
+def _xsk_args(x: Any) -> tuple[Any, ...]:
+    """The AF_XDP arguments of a copy-mode native call: the queue's socket state
+    (:meth:`pyxdp.xsk.datapath.NativeRx.copy_args`), or inert arrays without one."""
+    global _NO_XSK
+    if x is not None:
+        args: tuple[Any, ...] = x.copy_args()
+        return args
+    if _NO_XSK is None:
+        from pyxdp.xsk.native import X
+        u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
+        _NO_XSK = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
+                   np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),
+                   np.zeros(1, np.uint8), i64, i64, i64, u32, i64)
+    return _NO_XSK
 
 
 _NO_RED = np.zeros((1, 1), np.int64)  # a zero-copy call redirects to no device
@@ -912,10 +907,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                                    io.data_off, io.data_len, io.meta_len, io.action,
                                    io.off_out, io.len_out, io.meta_out, io.status, io.pc,
                                    io.addr, io.redirect, region.pages, ctl, ring.cols, tpl,
-                                   tpl_len, cnt, st.defer, xsk.xc, xsk.fq[0], xsk.fq[1],
-                                   xsk.fq[2], xsk.fq[3], xsk.xfree, xsk.rx[0], xsk.rx[1],
-                                   xsk.rx[2], xsk.held, xsk.xm_ids, xsk.xm_off, xsk.xm_n,
-                                   xsk.xm_ent, xsk.xs_cnt)
+                                   tpl_len, cnt, st.defer, *xsk.zc_args())
     finally:
         xsk_native_fold(xsk, dev, prog.id)
         ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
@@ -993,7 +985,7 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
         tr.xdp_bulk_tx._add((dev.ifindex,), int(cnt[K.TX_EVENTS]), [int(cnt[K.TX_SENT]), 0, 0])
         s.tx_packets += int(cnt[K.TX_SENT])
         s.tx_bytes += int(cnt[K.TX_BYTES])
-    if dms or red_cnt.any():
+    if red_cnt.any():
         ids = [m.id for m in dms] + [INT_MAX]
         for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
             map_id = ids[int(slot)]

@@ -680,6 +680,16 @@ class NativeRx:
         self.xm_ent = np.zeros(max(int(self.xm_n.sum()), 1), np.uint32)
         self.xs_cnt = np.zeros(len(maps) + 1, np.int64)
 
+    def copy_args(self) -> tuple[Any, ...]:
+        """The AF_XDP arguments of :func:`pyxdp.net.napi_native.native_polls`."""
+        return (self.xc, *self.fq[:3], self.xfree, *self.rx, self.umem, self.xm_ids,
+                self.xm_off, self.xm_n, self.xm_ent, self.xs_cnt)
+
+    def zc_args(self) -> tuple[Any, ...]:
+        """The AF_XDP arguments of :func:`pyxdp.net.napi_native.native_polls_zc`."""
+        return (self.xc, *self.fq, self.xfree, *self.rx, self.held, self.xm_ids, self.xm_off,
+                self.xm_n, self.xm_ent, self.xs_cnt)
+
     def refresh(self) -> None:
         """The ring indices, free list, registration and XSKMAP slots as they are now;
         the counters zeroed."""
