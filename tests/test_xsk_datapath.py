@@ -88,6 +88,15 @@ def test_lab_scenarios_run_clean(engine: str, native: bool) -> None:
         run_pyxdp(sc, engine=engine, native=native)  # a leak or double free raises
 
 
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_lab_scenarios_native_is_python(name: str) -> None:
+    """Without a listener the veth scenarios run the native poll loop (AF_XDP receive in
+    machine code): everything observed is what the Python path gives."""
+    sc = SCENARIOS[name]
+    assert run_pyxdp(sc, engine="jit", native=True, listen=False) == \
+        run_pyxdp(sc, engine="jit", native=False, listen=False)
+
+
 def test_rx_copy_as_linux(engine: str) -> None:
     out = run_pyxdp(SCENARIOS["rx_copy"], engine=engine)
     assert out["same"] and out["n"] == 60 and out["offsets"] == [256]
