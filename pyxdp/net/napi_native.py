@@ -167,6 +167,7 @@ INT_MAX = 0x7FFF_FFFF
 DEVMAP = 14
 XSKMAP = 17
 BPF_F_BROADCAST = 1 << 3
+ENOMEM = 12  # a copy-mode socket found no fill buffer
 
 
 @intrinsic
@@ -376,7 +377,8 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                  tx_rows, pfn_base, xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons,
                  rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt):
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
-    ring and generator are dry, when a poll deferred frames to Python, or on an
+    ring and generator are dry, when a poll deferred frames to Python, when the
+    queue's copy-mode AF_XDP socket ran out of fill buffers, or on an
     accounting error. Returns the frames processed.
 
     The pool's hot fields and the per-frame counters live in local variables
@@ -455,6 +457,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
         nbytes += _run(fn, ctx_addr, desc, d_len, n)
         ntx = 0
         deferred = 0
+        backed_up = False
         # Deferred frames other than XDP_PASS and AF_XDP redirects need this poll's
         # flush before the next poll; those two only need delivering (the stack has
         # no per-poll flush; an AF_XDP rx ring is published at the end of the call).
@@ -490,10 +493,13 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 xs = _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, np.int64(red[i, 0]),
                                np.int64(red[i, 2]))
                 if xs >= 0:
-                    if rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem,
-                                pages[loc], data, length, meta) == 0:
+                    e = rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem,
+                                 pages[loc], data, length, meta)
+                    if e == 0:
                         xs_cnt[xs] += 1
                         xtouched = True  # on the flush list only when received
+                    elif e == ENOMEM:
+                        backed_up = True
                     n_red += 1
                     c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
@@ -556,7 +562,12 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.
-        if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
+        # A copy-mode socket out of fill buffers: the rest of the call would only drop
+        # frames at it (the page pool keeps the NIC receiving); let the caller - its
+        # user, on one CPU - refill first. (A zero-copy NIC stops by itself: no
+        # buffer, no frame.)
+        if (flushy or backed_up or ctl[C_ERROR] != 0
+                or (deferred and ctl[C_NDEFER] + budget > len(defer))):
             break
     ctl[C_COUNT] = c
     ctl[C_NUSE] = nuse
