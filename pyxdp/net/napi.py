@@ -765,8 +765,7 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     if pool.region is None or len(pool.socks) != 1 or pool.socks[0].krx is None:
         return False  # no native receive without exactly one socket with an rx ring
     src = rq.source
-    return (src is None or not src.active or not len(src.batch.length)
-            or int(src.batch.length.max()) <= pool.umem.rx_frame_size)
+    return src is None or not src.active or src.max_len <= pool.umem.rx_frame_size
 
 
 def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
@@ -792,7 +791,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     src = rq.source
     if src is not None and src.active:
         tpl, tpl_len = src.batch.data, src.batch.length
-        if len(tpl_len) and int(tpl_len.max()) > min(tpl.shape[1], MAX_NATIVE_FRAME):
+        if src.max_len > min(tpl.shape[1], MAX_NATIVE_FRAME):
             raise ValueError(f"{dev.name}: generator frames above {MAX_NATIVE_FRAME} bytes "
                              f"need multi-buffer XDP, which pyxdp devices do not do")
         ctl[C.GEN_POS] = src._pos
@@ -876,8 +875,7 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
     return _NO_XSK
 
 
-_NO_RED = np.zeros((1, 1), np.int64)  # a zero-copy call redirects to no device
-_NO_XMIT = np.zeros((1, 3), np.int64)
+_NO_XMIT = np.zeros((0, 3), np.int64)  # a zero-copy call transmits on no device
 
 
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
@@ -920,7 +918,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, cnt, _NO_RED, _NO_XMIT, [])
+    _native_account(rq, prog, st, cnt, None, None, [])
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -949,7 +947,7 @@ def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_bas
 
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
-                    red_cnt: I64, xmit_cnt: I64, dms: Sequence[DevMap]) -> None:
+                    red_cnt: I64 | None, xmit_cnt: I64 | None, dms: Sequence[DevMap]) -> None:
     """Fold what the native polls counted into the device, trace and fault records."""
     from pyxdp.net.napi_native import C, K
     dev = rq.dev
@@ -971,32 +969,33 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
     s.xdp_tx += k[K.ACT + 3]
     s.xdp_redirect += k[K.ACT + 4]
     tr = host.tracer
-    if cnt[K.ACT + 0]:
-        tr.xdp_exception.fire(prog.id, 0, dev.ifindex, int(cnt[K.ACT + 0]))
-    if cnt[K.ACT + 5]:
-        bad = int(ctl[C.INVALID_ACT]) - 1
+    if k[K.ACT + 0]:
+        tr.xdp_exception.fire(prog.id, 0, dev.ifindex, k[K.ACT + 0])
+    if k[K.ACT + 5]:
+        bad = c[C.INVALID_ACT] - 1
         if prog not in _warned:
             _warned.add(prog)
             log.warning("%s: XDP program %s returned illegal action %d: treated as "
                         "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name, prog.spec.name,
                         bad)
-        tr.xdp_exception.fire(prog.id, bad & 0xFFFF_FFFF, dev.ifindex, int(cnt[K.ACT + 5]))
-    if cnt[K.TX_EVENTS]:
-        tr.xdp_bulk_tx._add((dev.ifindex,), int(cnt[K.TX_EVENTS]), [int(cnt[K.TX_SENT]), 0, 0])
-        s.tx_packets += int(cnt[K.TX_SENT])
-        s.tx_bytes += int(cnt[K.TX_BYTES])
-    if red_cnt.any():
+        tr.xdp_exception.fire(prog.id, bad & 0xFFFF_FFFF, dev.ifindex, k[K.ACT + 5])
+    if k[K.TX_EVENTS]:
+        tr.xdp_bulk_tx._add((dev.ifindex,), k[K.TX_EVENTS], [k[K.TX_SENT], 0, 0])
+        s.tx_packets += k[K.TX_SENT]
+        s.tx_bytes += k[K.TX_BYTES]
+    if red_cnt is not None and red_cnt.any():  # None: a zero-copy call (no devices)
         ids = [m.id for m in dms] + [INT_MAX]
         for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
             map_id = ids[int(slot)]
             tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
-    for ifx in np.flatnonzero(xmit_cnt[:, 0]).tolist() if xmit_cnt.any() else ():
-        events, sent, nbytes = (int(x) for x in xmit_cnt[ifx])
+    sent_to = xmit_cnt if xmit_cnt is not None else _NO_XMIT
+    for ifx in np.flatnonzero(sent_to[:, 0]).tolist() if sent_to.any() else ():
+        events, sent, nbytes = (int(x) for x in sent_to[ifx])
         tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
         t = host.devices[ifx]
         t.stats.tx_packets += sent
         t.stats.tx_bytes += nbytes
-    if ctl[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
+    if c[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
         vm = prog.vm
         fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),
                                                   int(ctl[C.FAULT_ADDR])))

@@ -49,6 +49,8 @@ class TrafficGenerator:
         self.count = count
         self.produced = 0
         self._pos = 0
+        # The longest frame (the native poll loop checks it against its buffers).
+        self.max_len = int(self.batch.length.max()) if len(self.batch.length) else 0
 
     @classmethod
     def from_capture(cls, path: str | Path, *, count: int | None = None,

@@ -106,7 +106,7 @@ class DriverIO:
         self.redirect = np.zeros((n, 4), np.uint64)
         # The descriptor words :meth:`XdpJit.driver` writes, for the last frames array
         # (addresses are costly to ask numpy for; these arrays never move).
-        self.words: tuple[tuple[int, int], tuple[int, ...]] | None = None
+        self.words: tuple[npt.NDArray[np.uint8], U64] | None = None
 
 
 class XdpDesc(ctypes.Structure):
@@ -646,19 +646,21 @@ class XdpJit(JitProgram):
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, io.ifindex, io.rxq, 0
         sync.rows = io.rows
-        n = len(io.rows)
-        base = frames.__array_interface__["data"][0]
         words = io.words
-        if words is None or words[0] != (base, frames.shape[1]):
-            words = io.words = ((base, frames.shape[1]), (
+        # Keyed by the array object itself (kept alive by the key): a page pool's or
+        # UMEM's pages array is the same object call after call.
+        if words is None or words[0] is not frames:
+            n = len(io.rows)
+            assert len(io.data_off) == n and io.redirect.shape == (n, 4)
+            base = _addr(frames)
+            words = io.words = (frames, np.array((
                 0, 1, 0, base, frames.shape[1], frames.shape[1], _addr(io.data_off),
                 _addr(io.data_len), _addr(io.meta_len), 1, 0, _addr(io.rxq),
                 _addr(io.ifindex), 0, _addr(io.action), _addr(io.off_out), _addr(io.len_out),
                 _addr(io.meta_out), _addr(io.status), _addr(io.pc), _addr(io.addr),
-                _addr(io.redirect), 0, 0, _addr(io.rows), 1))
+                _addr(io.redirect), 0, 0, _addr(io.rows), 1), np.uint64))
         io.desc[:] = words[1]
         io.desc[2] = min(max(self.budget, 0), 1 << 62)
-        assert len(io.data_off) == n and io.redirect.shape == (n, 4)
         try:
             yield self._code.xdp_entry, self._ctx_addr
         finally:
