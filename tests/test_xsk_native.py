@@ -12,6 +12,8 @@ machine-code user loop: nothing lost, every chunk back.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,18 +132,35 @@ def test_native_receive_counts_what_linux_counts() -> None:
     assert len(zc["len"]) == 100 and zc["dev"].rx_dropped > 0
 
 
-def test_rxdrop_drain_loses_nothing() -> None:
+@contextmanager
+def _nic(obj: str) -> Iterator[tuple[Host, Any, Any]]:
+    """A host with eth0 running ``samples/obj``'s program natively: (host, nic, coll)."""
     host = Host(engine="jit", tracer=Tracer())
     try:
         nic = host.add_device("eth0")
-        coll = host.load(SAMPLES / "xsk.o")
-        nic.attach_xdp(coll.programs["xdp_sock_prog"])
-        umem = Umem(512, 2048)
-        sock = PyxdpXskSocket(nic, 0, umem, mode="zerocopy", fill_size=256, comp_size=256,
-                              rx_size=256, tx_size=64)
+        coll = host.load(SAMPLES / obj)
+        nic.attach_xdp(next(iter(coll.programs.values())))
+        yield host, nic, coll
+    finally:
+        host.close()
+
+
+def _socket(nic: Any, nchunks: int, ring: int, mode: str, *, rx: bool = True,
+            count: int | None = None, npackets: int = 3) -> tuple[PyxdpXskSocket, Umem]:
+    """A socket on eth0's queue 0 with ``nchunks`` chunks, its fill ring filled, and the
+    queue's generator making ``count`` 64-byte frames."""
+    umem = Umem(nchunks, 2048)
+    sock = PyxdpXskSocket(nic, 0, umem, mode=mode, fill_size=ring, comp_size=ring,
+                          rx_size=ring if rx else 0, tx_size=64)
+    sock.fill()
+    nic.rx[0].source = TrafficGenerator(packets=_packets(npackets, 64), count=count)
+    return sock, umem
+
+
+def test_rxdrop_drain_loses_nothing() -> None:
+    with _nic("xsk.o") as (host, nic, coll):
+        sock, umem = _socket(nic, 512, 256, "zerocopy", count=20_000)
         coll.maps["xsks"][0] = sock.fd
-        sock.fill()
-        nic.rx[0].source = TrafficGenerator(packets=_packets(3, 64), count=20_000)
         got = 0
         with Rxdrop(sock) as user:
             while nic.rx[0].pending:
@@ -160,21 +179,11 @@ def test_rxdrop_drain_loses_nothing() -> None:
         assert sock.recv(64).addr.size == 0
         sock.close()
         umem.close()
-    finally:
-        host.close()
 
 
 def test_rxdrop_thread_loses_nothing() -> None:
-    host = Host(engine="jit", tracer=Tracer())
-    try:
-        nic = host.add_device("eth0")
-        coll = host.load(SAMPLES / "xsk_redirect.o")
-        nic.attach_xdp(coll.programs["xdp_sock_redirect_xsk"])
-        umem = Umem(512, 2048)
-        sock = PyxdpXskSocket(nic, 0, umem, mode="zerocopy", fill_size=256, comp_size=256,
-                              rx_size=256, tx_size=64)
-        sock.fill()
-        nic.rx[0].source = TrafficGenerator(packets=_packets(3, 64), count=50_000)
+    with _nic("xsk_redirect.o") as (host, nic, _):
+        sock, umem = _socket(nic, 512, 256, "zerocopy", count=50_000)
         th = RxdropThread(sock)
         try:
             while nic.rx[0].pending:
@@ -192,8 +201,6 @@ def test_rxdrop_thread_loses_nothing() -> None:
         assert sock.recv(64).addr.size == 0
         sock.close()
         umem.close()
-    finally:
-        host.close()
 
 
 def test_rxdrop_needs_rings() -> None:
@@ -211,42 +218,22 @@ def test_rxdrop_needs_rings() -> None:
 
 def test_native_state_lets_the_socket_close() -> None:
     """The queue's cached native state holds ring views; unbinding drops it."""
-    host = Host(engine="jit", tracer=Tracer())
-    try:
-        nic = host.add_device("eth0")
-        coll = host.load(SAMPLES / "xsk.o")
-        nic.attach_xdp(coll.programs["xdp_sock_prog"])
+    with _nic("xsk.o") as (host, nic, coll):
         for _ in range(2):
-            umem = Umem(256, 2048)
-            sock = PyxdpXskSocket(nic, 0, umem, mode="copy", fill_size=128, comp_size=128,
-                                  rx_size=128, tx_size=64)
+            sock, umem = _socket(nic, 256, 128, "copy", count=50, npackets=2)
             coll.maps["xsks"][0] = sock.fd
-            sock.fill()
-            nic.rx[0].source = TrafficGenerator(packets=_packets(2, 64), count=50)
             host.poll()
             assert len(sock.recv(64)) == 50
             sock.close()  # BufferError if views were still exported
             umem.close()
-    finally:
-        host.close()
 
 
 def test_zero_copy_queue_of_a_tx_only_socket() -> None:
     """No rx ring to receive into: the queue's polls take the Python path, and a
     program's XDP_DROP still frees the UMEM buffers."""
-    host = Host(engine="jit", tracer=Tracer())
-    try:
-        nic = host.add_device("eth0")
-        coll = host.load(SAMPLES / "xdp1.o")
-        nic.attach_xdp(next(iter(coll.programs.values())))
-        umem = Umem(256, 2048)
-        sock = PyxdpXskSocket(nic, 0, umem, mode="zerocopy", fill_size=128, comp_size=128,
-                              rx_size=0, tx_size=64)
-        sock.fill()
-        nic.rx[0].source = TrafficGenerator(packets=_packets(2, 64), count=100)
+    with _nic("xdp1.o") as (host, nic, _):
+        sock, umem = _socket(nic, 256, 128, "zerocopy", rx=False, count=100, npackets=2)
         host.run()
         assert nic.stats.xdp_drops == 100 and nic.stats.rx_dropped == 0
         sock.close()
         umem.close()
-    finally:
-        host.close()

@@ -760,10 +760,11 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     pool = rq.xsk
     if pool is None:
         return True
-    # A zero-copy AF_XDP queue: native while its one socket receives and the frames
+    # A zero-copy AF_XDP queue: native while its socket receives there and the frames
     # the generator makes fit a buffer (else xsk_zc_dma's drops, in Python).
-    if pool.region is None or len(pool.socks) != 1 or pool.socks[0].krx is None:
-        return False  # no native receive without exactly one socket with an rx ring
+    from pyxdp.xsk.datapath import xsk_native_socket
+    if pool.region is None or xsk_native_socket(rq) is None:
+        return False
     src = rq.source
     return src is None or not src.active or src.max_len <= pool.umem.rx_frame_size
 

@@ -319,6 +319,33 @@ def _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, map_id, idx):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n):  # type: ignore[no-untyped-def]
+    """Frame ``n`` of the poll is the rx ring's head (buffer ``loc``); the new head."""
+    rows[n] = loc
+    d_off[n] = qcols[1, qhead]
+    d_len[n] = qcols[2, qhead]
+    d_meta[n] = qcols[3, qhead]
+    return (qhead + 1) % qcols.shape[1]
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dma(pages, loc, off, tpl, tpl_len, gpos, gleft, rows, d_off, d_len, d_meta, n):  # type: ignore[no-untyped-def] # noqa: E501
+    """The generator's next frame DMA'd into buffer ``loc`` at ``off`` as frame ``n``
+    of the poll; the generator's new (position, frames left)."""
+    ln = tpl_len[gpos]
+    memcpy(pages.ctypes.data + loc * pages.strides[0] + off,
+           tpl.ctypes.data + gpos * tpl.strides[0], ln)
+    rows[n] = loc
+    d_off[n] = off
+    d_len[n] = ln
+    d_meta[n] = 0
+    gpos += 1
+    if gpos == len(tpl_len):
+        gpos = 0
+    return gpos, gleft - 1 if gleft > 0 else gleft
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _run(fn, ctx_addr, desc, d_len, n):  # type: ignore[no-untyped-def]
     """The JIT's batch entry over the poll's ``n`` frames; returns their bytes."""
     nbytes = 0
@@ -388,7 +415,6 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     ndm = len(dm_ids)
     nif = len(tgt_ok)
     npages = len(state)
-    qsize = qcols.shape[1]
     ntpl = len(tpl_len)
     total = 0
     c = ctl[C_COUNT]
@@ -423,11 +449,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 # Not a page this pool handed out: stop before touching it.
                 ctl[C_ERROR] = -1
                 break
-            rows[n] = loc
-            d_off[n] = qcols[1, qhead]
-            d_len[n] = qcols[2, qhead]
-            d_meta[n] = qcols[3, qhead]
-            qhead = (qhead + 1) % qsize
+            qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
             qcount -= 1
             n += 1
         # Then the generator: a pool page per frame, the template copied in (DMA).
@@ -436,18 +458,8 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             if loc < 0:
                 ctl[C_RX_DROPPED] += 1
                 break
-            ln = tpl_len[gpos]
-            memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
-                   tpl.ctypes.data + gpos * tpl.strides[0], ln)
-            rows[n] = loc
-            d_off[n] = HEADROOM
-            d_len[n] = ln
-            d_meta[n] = 0
-            gpos += 1
-            if gpos == ntpl:
-                gpos = 0
-            if gleft > 0:
-                gleft -= 1
+            gpos, gleft = _dma(pages, loc, HEADROOM, tpl, tpl_len, gpos, gleft, rows, d_off,
+                               d_len, d_meta, n)
             gmade += 1
             n += 1
         if n == 0 or ctl[C_ERROR] != 0:
@@ -605,7 +617,6 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
     frees it (``xsk_buff_free``); everything else (XDP_PASS, XDP_TX, redirects
     elsewhere: the copies of ``xdp_convert_zc_to_xdp_frame``) is deferred."""
     nchunks = len(held)
-    qsize = qcols.shape[1]
     ntpl = len(tpl_len)
     chunk = xc[X_CHUNK]
     off = xc[X_OFF]
@@ -632,11 +643,7 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
             if loc < 0 or loc >= nchunks or held[loc] == 0:
                 ctl[C_ERROR] = -1
                 break
-            rows[n] = loc
-            d_off[n] = qcols[1, qhead]
-            d_len[n] = qcols[2, qhead]
-            d_meta[n] = qcols[3, qhead]
-            qhead = (qhead + 1) % qsize
+            qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
             qcount -= 1
             n += 1
         if n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
@@ -650,18 +657,8 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
                 fq_take(xc)
                 loc = base // chunk
                 held[loc] = 1
-                ln = tpl_len[gpos]
-                memcpy(pages.ctypes.data + loc * pages.strides[0] + off,
-                       tpl.ctypes.data + gpos * tpl.strides[0], ln)
-                rows[n] = loc
-                d_off[n] = off
-                d_len[n] = ln
-                d_meta[n] = 0
-                gpos += 1
-                if gpos == ntpl:
-                    gpos = 0
-                if gleft > 0:
-                    gleft -= 1
+                gpos, gleft = _dma(pages, loc, off, tpl, tpl_len, gpos, gleft, rows, d_off,
+                                   d_len, d_meta, n)
                 gmade += 1
                 got += 1
                 n += 1

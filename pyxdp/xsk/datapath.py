@@ -162,6 +162,7 @@ __all__ = [
     "xsk_map_redirect",
     "xsk_native_fold",
     "xsk_native_rx",
+    "xsk_native_socket",
     "xsk_zc_dma",
     "xsk_zc_to_frames",
 ]
@@ -664,11 +665,7 @@ class NativeRx:
         xc[X.CHUNK], xc[X.OFF], xc[X.SIZE] = umem.chunk_size, umem.rx_data_offset, umem.size
         xc[X.UNALIGNED] = int(umem.unaligned)
         xc[X.FRAME] = umem.rx_frame_size
-        xc[X.RX_MASK], xc[X.FQ_MASK] = rx.mask, fq.mask
-        xc[X.WAKEUP] = int(pool.uses_need_wakeup)
-        if pool.region is not None:
-            xc[X.PFN_BASE] = pool.region.pfn_base
-        self.xc = xc
+        self.xc = xc  # the rest: refresh()
         self.fq = (fq._producer, fq._consumer, fq.entries, fq._flags)
         self.rx = (rx._producer, rx._consumer, rx.entries.view(np.uint64).reshape(-1, 2))
         self.xfree = pool._free
@@ -711,11 +708,10 @@ class NativeRx:
         self.xs_cnt[:] = 0
 
 
-def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> NativeRx | None:
-    """The native receive state for ``rq`` when exactly one socket with an rx ring is
-    bound to it (through its pool) without ``XDP_USE_SG``; else None (AF_XDP
-    redirects then take the Python path). ``maps``: the program's XSKMAPs;
-    ``last``: what the previous call used, refreshed when it still applies."""
+def xsk_native_socket(rq: NetdevRxQueue) -> PyxdpXskSocket | None:
+    """The socket the native poll loop receives into on ``rq``: the one socket with an
+    rx ring bound to it (through its pool) without ``XDP_USE_SG``; else None
+    (AF_XDP redirects then take the Python path)."""
     dev = rq.dev
     pool = dev.host.xsk_pools.get((dev.ifindex, rq.index))
     if not isinstance(pool, XskBuffPool) or len(pool.socks) != 1:
@@ -723,6 +719,18 @@ def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> 
     sock = pool.socks[0]
     if sock.state != BOUND or sock.krx is None or sock.sg or sock.dev is not dev:
         return None
+    return sock
+
+
+def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> NativeRx | None:
+    """The native receive state for ``rq``'s :func:`xsk_native_socket`, or None.
+    ``maps``: the program's XSKMAPs; ``last``: what the previous call used,
+    refreshed when it still applies."""
+    sock = xsk_native_socket(rq)
+    if sock is None:
+        return None
+    pool = sock.xpool
+    assert pool is not None
     if last is None or last.key != (sock, pool, tuple(m.id for m in maps)):
         last = NativeRx(sock, pool, maps)
     last.refresh()
