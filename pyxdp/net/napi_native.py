@@ -346,6 +346,21 @@ def _dma(pages, loc, off, tpl, tpl_len, gpos, gleft, rows, d_off, d_len, d_meta,
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop):  # type: ignore[no-untyped-def] # noqa: E501
+    """A call's rx ring and generator positions and counts, back into the arrays."""
+    ctl[C_QHEAD] = qhead
+    ctl[C_QCOUNT] = qcount
+    ctl[C_GEN_POS] = gpos
+    ctl[C_GEN_LEFT] = gleft
+    ctl[C_GEN_MADE] += gmade
+    ctl[C_POLLS] += polls
+    ctl[C_FRAMES] += total
+    ctl[C_BYTES] += nbytes
+    cnt[K_ACT + 0] += n_ab
+    cnt[K_ACT + 1] += n_drop
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _run(fn, ctx_addr, desc, d_len, n):  # type: ignore[no-untyped-def]
     """The JIT's batch entry over the poll's ``n`` frames; returns their bytes."""
     nbytes = 0
@@ -585,16 +600,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     ctl[C_NUSE] = nuse
     ctl[C_FAST] += fast
     ctl[C_CACHED] += cached
-    ctl[C_QHEAD] = qhead
-    ctl[C_QCOUNT] = qcount
-    ctl[C_GEN_POS] = gpos
-    ctl[C_GEN_LEFT] = gleft
-    ctl[C_GEN_MADE] += gmade
-    ctl[C_POLLS] += polls
-    ctl[C_FRAMES] += total
-    ctl[C_BYTES] += nbytes
-    cnt[K_ACT + 0] += n_ab
-    cnt[K_ACT + 1] += n_drop
+    _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop)
     cnt[K_ACT + 3] += n_tx
     cnt[K_ACT + 4] += n_red
     cnt[K_ACT + 5] += n_bad
@@ -712,16 +718,7 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
             xtouched = False
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
-    ctl[C_QHEAD] = qhead
-    ctl[C_QCOUNT] = qcount
-    ctl[C_GEN_POS] = gpos
-    ctl[C_GEN_LEFT] = gleft
-    ctl[C_GEN_MADE] += gmade
-    ctl[C_POLLS] += polls
-    ctl[C_FRAMES] += total
-    ctl[C_BYTES] += nbytes
-    cnt[K_ACT + 0] += n_ab
-    cnt[K_ACT + 1] += n_drop
+    _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop)
     cnt[K_ACT + 4] += n_red
     cnt[K_ACT + 5] += n_bad
     return total
