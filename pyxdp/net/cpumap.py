@@ -166,9 +166,9 @@ class CpuMapRuntime:
                 from pyxdp.net.xdp_mem import xdp_return_frames
                 xdp_return_frames(frames.pfn, memmap=host.memmap)
             if self.list_delivery:
-                host.stack.netif_receive_skb_list(batch)
+                host.stack.netif_receive_skb_list(batch, self.cpu)
             else:
-                host.stack.netif_receive_skb(batch)
+                host.stack.netif_receive_skb(batch, self.cpu)
         with host.lock:
             host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, sched, passes, drops,
                                                 redirects, cpu=self.cpu)

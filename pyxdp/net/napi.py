@@ -293,7 +293,7 @@ def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) 
         from pyxdp.net.dev import netif_receive_skb_list
         netif_receive_skb_list(dev, batch, counted=True)
         return
-    dev.host.stack.netif_receive_skb_list(batch)
+    dev.host.stack.netif_receive_skb_list(batch, rq.ctx.cpu if rq is not None else 0)
 
 
 def _to_frames(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg | None,
@@ -832,7 +832,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                                 dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
                                 np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
-                                *_xsk_args(xsk))
+                                *_xsk_args(xsk), _stack_args(host, dev, rq))
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
@@ -858,6 +858,16 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
 
 
 _NO_XSK: tuple[Any, ...] | None = None
+
+
+def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue) -> tuple[Any, ...]:
+    """The stack's records for the native loop's XDP_PASS, on the queue's CPU; the
+    flag is 0 (PASS deferred) when the skbs must meet a generic program, a user
+    callback or a socket keeping payloads."""
+    stack = host.stack
+    cpu = rq.ctx.cpu % stack.nr_cpus
+    ok = int(dev.xdp_generic is None and stack.native_ok)
+    return (ok, stack.mib[cpu], stack.port_sock, stack.sock_cnt[cpu], stack.dev_cnt[cpu])
 
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:
@@ -966,6 +976,7 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
     s.rx_dropped += c[C.RX_DROPPED]
     s.xdp_packets += frames - c[C.NDEFER]  # deferred ones are counted by dispatch
     s.xdp_drops += k[K.ACT + 1]
+    s.xdp_pass += k[K.ACT + 2]
     s.xdp_aborted += k[K.ACT + 0] + k[K.ACT + 5]
     s.xdp_tx += k[K.ACT + 3]
     s.xdp_redirect += k[K.ACT + 4]

@@ -60,6 +60,7 @@ from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.xsk.native import (
     X_CHUNK,
     X_DEV_DROPPED,
@@ -168,6 +169,7 @@ DEVMAP = 14
 XSKMAP = 17
 BPF_F_BROADCAST = 1 << 3
 ENOMEM = 12  # a copy-mode socket found no fill buffer
+M_BATCHES = Mib.BATCHES
 
 
 @intrinsic
@@ -417,7 +419,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                  qcols, tpl, tpl_len, self_ifindex, tx_ok, tgt_ok, tgt_mtu,
                  dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt, xmit_cnt, defer, bq_rows, bq_n,
                  tx_rows, pfn_base, xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons,
-                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt):
+                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt, stk):
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
     ring and generator are dry, when a poll deferred frames to Python, when the
     queue's copy-mode AF_XDP socket ran out of fill buffers, or on an
@@ -453,6 +455,9 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     tx_bytes = np.int64(0)
     xon = xc[X_ON]
     xtouched = False
+    # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
+    stack_ok, mib, port_sock, sock_cnt, dev_cnt = stk
+    n_pass = 0
     for _poll in range(max_polls):
         n = 0
         # The rx ring first (frames a NIC received or veth copied), pool pages only.
@@ -489,6 +494,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
         # flush before the next poll; those two only need delivering (the stack has
         # no per-poll flush; an AF_XDP rx ring is published at the end of the call).
         flushy = 0
+        passed = 0
         for i in range(n):
             loc = rows[i]
             a = np.int64(act[i])
@@ -502,7 +508,15 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             length = np.int64(len_out[i])
             meta = np.int64(meta_out[i])
             done = False
-            if a == 3 and tx_ok:
+            if a == 2 and stack_ok:
+                # The skb built around the page goes through the stack's demux and is
+                # consumed there; its page comes back as the skb's free recycles it.
+                stack_rcv_one(pages[loc], data, length, self_ifindex, mib, port_sock,
+                              sock_cnt, dev_cnt)
+                passed += 1
+                c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
+                done = True
+            elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
                     tx_bytes += length
@@ -567,6 +581,9 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                     flushy += 1
                 _defer(ctl, defer, red, i, loc, data, length, meta, a)
                 deferred += 1
+        if passed:  # the poll's list of skbs (netif_receive_skb_list)
+            n_pass += passed
+            mib[M_BATCHES] += 1
         # xdp_do_flush and the driver's TX flush at the end of the poll.
         if xtouched:
             xsk_flush(xc, rx_prod, fq_cons)
@@ -601,6 +618,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     ctl[C_FAST] += fast
     ctl[C_CACHED] += cached
     _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop)
+    cnt[K_ACT + 2] += n_pass
     cnt[K_ACT + 3] += n_tx
     cnt[K_ACT + 4] += n_red
     cnt[K_ACT + 5] += n_bad

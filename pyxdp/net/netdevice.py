@@ -447,7 +447,7 @@ class Host:
         # Held by a NAPI poll and by cpumap workers around shared memory (pools,
         # rings, counters); a worker's program runs outside it.
         self.lock = threading.RLock()
-        self.stack = Stack()
+        self.stack = Stack(nr_cpus)
         self.env = TestRunEnv(netdevs=_Netdevs(self))
         self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
         self.cpumap_threads = cpumap_threads
@@ -495,6 +495,7 @@ class Host:
     def _ifindex(self) -> int:
         i = self._next_ifindex
         self._next_ifindex += 1
+        self.stack.ensure_ifindex(i)
         return i
 
     def _mac(self, ifindex: int) -> bytes:

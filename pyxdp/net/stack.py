@@ -1,13 +1,19 @@
 """The host network stack that XDP_PASS hands packets to: ``netif_receive_skb_list``
 and a minimal ``ip_rcv``/``udp_rcv`` (``net/core/dev.c``, ``net/ipv4/udp.c``).
 
-Packets arrive as an :class:`SkbBatch` (the kernel's list of skbs, from a NAPI
-poll, a cpumap kthread or the generic path): one numpy buffer, one row per
-skb. The stack demultiplexes a whole batch with numpy - Ethernet type
-(through 802.1Q/802.1ad tags), IPv4/IPv6 protocol, UDP destination port -
-and counts what it did: delivered to a UDP socket, dropped for no listener
-(the kernel's ``UDP_MIB_NOPORTS``), other traffic taken by the stack. A user
-callback sees every batch; :meth:`Stack.udp_socket` opens a sink on a port.
+Packets arrive as a list of skbs: from a NAPI poll's XDP_PASS, a cpumap
+kthread, or the generic path. The demultiplexing - Ethernet type (through
+802.1Q/802.1ad tags), IPv4/IPv6 protocol, UDP destination port, the socket
+bound there - exists once, as machine code (:func:`stack_rcv_one`): the
+native poll loop calls it on each passed frame in its page, and the Python
+path (:meth:`Stack.netif_receive_skb_list`, an :class:`SkbBatch`) calls it on
+each row. What it counts lives in one place, the stack's numpy records, which
+both read and write in place: the SNMP-style counters per CPU (the kernel's
+MIBs are per-CPU too, so a cpumap kthread on another CPU never shares a
+counter with the NAPI loop), per-device receive counts, and per-socket
+packets and bytes. :attr:`Stack.native_ok` says whether a passed frame needs
+nothing but that (no user callback to show the list to, no socket keeping
+payloads): only then does the native loop deliver it itself.
 
 Simplified: no routing, no IP options or fragments reassembly, no checksum
 validation, no ICMP port-unreachable replies (counted only); one stack per
@@ -18,20 +24,99 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit as _njit
 
-__all__ = ["SkbBatch", "Stack", "StackStats", "UdpSink"]
+__all__ = ["MAX_SOCKETS", "Mib", "SkbBatch", "Stack", "StackStats", "UdpSink",
+           "stack_rcv_one"]
+
+njit: Any = _njit
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 ETH_P_IP, ETH_P_IPV6, ETH_P_8021Q, ETH_P_8021AD = 0x0800, 0x86DD, 0x8100, 0x88A8
 IPPROTO_UDP = 17
-# Bytes of headers the demux reads at most: Ethernet, two VLAN tags, IPv4 with
-# options (60) and the UDP ports.
-_PARSE_WIDTH = 128
+MAX_SOCKETS = 256  # UDP sinks one stack can bind (rows of the socket counters)
+
+
+class Mib:
+    """Columns of the per-CPU counter record (:attr:`Stack.mib`)."""
+
+    RECEIVED, BATCHES, IPV4, IPV6, OTHER, UDP_DELIVERED, UDP_NOPORTS, BYTES = range(8)
+    SIZE = 8
+
+
+# numba reads module-level integers as constants.
+M_RECEIVED = Mib.RECEIVED
+M_IPV4 = Mib.IPV4
+M_IPV6 = Mib.IPV6
+M_OTHER = Mib.OTHER
+M_UDP_DELIVERED = Mib.UDP_DELIVERED
+M_UDP_NOPORTS = Mib.UDP_NOPORTS
+M_BYTES = Mib.BYTES
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _be16(buf, off, length):  # type: ignore[no-untyped-def]
+    """A big-endian 16-bit field; 0 past the packet's end (never read beyond it)."""
+    if off + 2 > length:
+        return 0
+    return (np.int64(buf[off]) << 8) | np.int64(buf[off + 1])
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def stack_rcv_one(buf, start, length, ifindex, mib, port_sock, sock_cnt, dev_cnt):  # type: ignore[no-untyped-def] # noqa: E501
+    """One skb of ``length`` bytes at ``buf[start:]`` through ``__netif_receive_skb``,
+    ``ip_rcv``/``ipv6_rcv`` and ``udp_rcv``, counted into this CPU's records.
+    Returns the socket row it was delivered to (or -1), and the payload's offset
+    from ``start``. Every read is inside the packet."""
+    mib[M_RECEIVED] += 1
+    mib[M_BYTES] += length
+    if 0 <= ifindex < len(dev_cnt):
+        dev_cnt[ifindex] += 1
+    b = buf[start:start + length]
+    l3 = 14
+    proto = _be16(b, 12, length)
+    for _ in range(2):  # up to two VLAN tags (QinQ)
+        if proto != ETH_P_8021Q and proto != ETH_P_8021AD:
+            break
+        l3 += 4
+        proto = _be16(b, l3 - 2, length)
+    if proto == ETH_P_IP and length >= l3 + 20:
+        mib[M_IPV4] += 1
+        l4 = l3 + (np.int64(b[l3]) & 0xF) * 4
+        l4proto = np.int64(b[l3 + 9])
+    elif proto == ETH_P_IPV6 and length >= l3 + 40:
+        mib[M_IPV6] += 1
+        l4 = l3 + 40
+        l4proto = np.int64(b[l3 + 6])
+    else:
+        mib[M_OTHER] += 1
+        return -1, 0
+    if l4proto != IPPROTO_UDP or length < l4 + 8:
+        return -1, 0
+    s = port_sock[_be16(b, l4 + 2, length)]
+    if s < 0:
+        mib[M_UDP_NOPORTS] += 1
+        return -1, 0
+    mib[M_UDP_DELIVERED] += 1
+    sock_cnt[s, 0] += 1
+    sock_cnt[s, 1] += length - l4 - 8
+    return s, l4 + 8
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _rcv_rows(data, lengths, ifindex, mib, port_sock, sock_cnt, dev_cnt, out_sock, out_off):  # type: ignore[no-untyped-def] # noqa: E501
+    """:func:`stack_rcv_one` over the rows of an :class:`SkbBatch`."""
+    for i in range(len(lengths)):
+        ln = min(lengths[i], data.shape[1])
+        s, off = stack_rcv_one(data[i], 0, ln, ifindex[i], mib, port_sock, sock_cnt, dev_cnt)
+        out_sock[i] = s
+        out_off[i] = off
 
 
 @dataclass(eq=False)
@@ -70,7 +155,8 @@ class SkbBatch:
 
 @dataclass
 class StackStats:
-    """What the stack did with what it got (``ip -s``/``netstat -su`` style)."""
+    """What the stack did with what it got (``ip -s``/``netstat -su`` style): a
+    snapshot, summed over CPUs, of :attr:`Stack.mib`."""
 
     received: int = 0  # skbs handed to the stack
     batches: int = 0  # netif_receive_skb_list calls
@@ -82,34 +168,72 @@ class StackStats:
     bytes: int = 0
 
 
-class UdpSink:
-    """A UDP socket bound to ``port``: counts what arrives, keeps up to ``keep`` payloads."""
+_STAT_NAMES = [f.name for f in fields(StackStats)]
+assert [getattr(Mib, n.upper()) for n in _STAT_NAMES] == list(range(Mib.SIZE))
 
-    def __init__(self, port: int, keep: int = 0) -> None:
+
+class UdpSink:
+    """A UDP socket bound to ``port``: counts what arrives (in the stack's socket
+    record, row ``row``), keeps up to ``keep`` payloads."""
+
+    def __init__(self, stack: Stack, row: int, port: int, keep: int = 0) -> None:
+        self._stack = stack
+        self.row = row
         self.port = port
         self.keep = keep
-        self.packets = 0
-        self.bytes = 0
         self.received: list[bytes] = []
 
-    def _deliver(self, batch: SkbBatch, rows: I64, payload_off: I64) -> None:
-        self.packets += len(rows)
-        self.bytes += int((batch.length[rows] - payload_off).sum())
-        room = self.keep - len(self.received)
-        for r, off in zip(rows[:max(room, 0)].tolist(), payload_off[:max(room, 0)].tolist(),
-                          strict=True):
-            self.received.append(batch.data[r, off:int(batch.length[r])].tobytes())
+    @property
+    def packets(self) -> int:
+        return int(self._stack.sock_cnt[:, self.row, 0].sum())
+
+    @property
+    def bytes(self) -> int:
+        return int(self._stack.sock_cnt[:, self.row, 1].sum())
 
 
 class Stack:
-    """``netif_receive_skb_list`` and a minimal L2/L3/L4 demux with UDP sinks."""
+    """``netif_receive_skb_list`` and a minimal L2/L3/L4 demux with UDP sinks.
 
-    def __init__(self) -> None:
-        self.stats = StackStats()
+    State (numpy, shared in place with the native poll loop): ``mib`` (CPU x
+    :class:`Mib` counters), ``dev_cnt`` (CPU x ifindex skbs received),
+    ``port_sock`` (port -> socket row, -1 unbound), ``sock_cnt`` (CPU x socket x
+    (packets, bytes))."""
+
+    def __init__(self, nr_cpus: int = 1) -> None:
+        self.nr_cpus = max(nr_cpus, 1)
+        self.mib = np.zeros((self.nr_cpus, Mib.SIZE), np.int64)
+        self.dev_cnt = np.zeros((self.nr_cpus, 64), np.int64)
+        self.port_sock = np.full(65536, -1, np.int64)
+        self.sock_cnt = np.zeros((self.nr_cpus, MAX_SOCKETS, 2), np.int64)
         self.sockets: dict[int, UdpSink] = {}
         self.callbacks: list[Callable[[SkbBatch], None]] = []
-        self.per_device: dict[int, int] = {}
         self._lock = threading.Lock()  # cpumap workers deliver from their own threads
+
+    @property
+    def stats(self) -> StackStats:
+        return StackStats(*(int(x) for x in self.mib.sum(axis=0).tolist()))
+
+    @property
+    def per_device(self) -> dict[int, int]:
+        """Skbs received per ifindex."""
+        tot = self.dev_cnt.sum(axis=0)
+        return {int(i): int(tot[i]) for i in np.flatnonzero(tot).tolist()}
+
+    @property
+    def native_ok(self) -> bool:
+        """Whether a passed frame needs only the counting records (no callback to
+        show it to, no socket keeping payloads), so native code may deliver it."""
+        return not self.callbacks and not any(s.keep for s in self.sockets.values())
+
+    def ensure_ifindex(self, ifindex: int) -> None:
+        """Room in ``dev_cnt`` for a device's ifindex (called as devices are made)."""
+        width = self.dev_cnt.shape[1]
+        if ifindex >= width:
+            with self._lock:
+                grown = np.zeros((self.nr_cpus, max(2 * width, ifindex + 1)), np.int64)
+                grown[:, :width] = self.dev_cnt
+                self.dev_cnt = grown
 
     def udp_socket(self, port: int, keep: int = 0) -> UdpSink:
         """Bind a UDP sink on ``port`` (any address), like ``socket(); bind()``."""
@@ -117,71 +241,45 @@ class Stack:
             raise ValueError(f"port must be 1..65535, not {port}")
         if port in self.sockets:
             raise OSError(98, f"port {port} already bound")  # EADDRINUSE
-        sink = self.sockets[port] = UdpSink(port, keep)
+        row = len(self.sockets)
+        if row >= MAX_SOCKETS:
+            raise OSError(105, f"no room for another UDP socket (at most {MAX_SOCKETS})")
+        sink = self.sockets[port] = UdpSink(self, row, port, keep)
+        self.port_sock[port] = row
         return sink
 
     def on_receive(self, callback: Callable[[SkbBatch], None]) -> None:
         """Call ``callback(batch)`` for every list of skbs the stack receives."""
         self.callbacks.append(callback)
 
-    def netif_receive_skb_list(self, batch: SkbBatch) -> None:
+    def netif_receive_skb_list(self, batch: SkbBatch, cpu: int = 0) -> None:
         n = len(batch)
         if not n:
             return
         with self._lock:
-            self._receive(batch)
+            self._receive(batch, cpu % self.nr_cpus)
 
-    def netif_receive_skb(self, batch: SkbBatch) -> None:
+    def netif_receive_skb(self, batch: SkbBatch, cpu: int = 0) -> None:
         """One skb at a time (the path cpumap took before list delivery)."""
         for i in range(len(batch)):
             one = SkbBatch(batch.data[i:i + 1], batch.length[i:i + 1], batch.ifindex[i:i + 1],
                            batch.queue[i:i + 1], batch.meta[i:i + 1])
-            self.netif_receive_skb_list(one)
+            self.netif_receive_skb_list(one, cpu)
 
-    def _receive(self, batch: SkbBatch) -> None:
-        st = self.stats
+    def _receive(self, batch: SkbBatch, cpu: int) -> None:
         n = len(batch)
-        st.received += n
-        st.batches += 1
-        st.bytes += int(batch.length.sum())
-        for ifindex, count in zip(*np.unique(batch.ifindex, return_counts=True), strict=True):
-            self.per_device[int(ifindex)] = self.per_device.get(int(ifindex), 0) + int(count)
-        d = batch.data
-        if d.shape[1] < _PARSE_WIDTH:  # every header offset below is then in range
-            d = np.pad(d, ((0, 0), (0, _PARSE_WIDTH - d.shape[1])))
-        rows = np.arange(n)
-        l3 = np.full(n, 14, np.int64)
-        proto = _be16(d, rows, l3 - 2)
-        for _ in range(2):  # up to two VLAN tags (QinQ)
-            tagged = (proto == ETH_P_8021Q) | (proto == ETH_P_8021AD)
-            if not tagged.any():
-                break
-            l3 = np.where(tagged, l3 + 4, l3)
-            proto = np.where(tagged, _be16(d, rows, l3 - 2), proto)
-        v4 = (proto == ETH_P_IP) & (batch.length >= l3 + 20)
-        v6 = (proto == ETH_P_IPV6) & (batch.length >= l3 + 40)
-        n4, n6 = int(v4.sum()), int(v6.sum())
-        st.ipv4 += n4
-        st.ipv6 += n6
-        st.other += n - n4 - n6
-        ihl = (d[rows, l3] & 0xF).astype(np.int64) * 4
-        l4 = np.where(v4, l3 + ihl, l3 + 40)
-        l4proto = np.where(v4, d[rows, l3 + 9], d[rows, l3 + 6])
-        udp = (v4 | v6) & (l4proto == IPPROTO_UDP) & (batch.length >= l4 + 8)
-        if udp.any():
-            urows = np.flatnonzero(udp)
-            dport = _be16(d, urows, l4[urows] + 2)
-            for port in np.unique(dport).tolist():
-                sel = urows[dport == port]
-                sink = self.sockets.get(int(port))
-                if sink is None:
-                    st.udp_noports += len(sel)
-                else:
-                    sink._deliver(batch, sel, l4[sel] + 8)
-                    st.udp_delivered += len(sel)
+        self.ensure_ifindex(int(batch.ifindex.max(initial=0)))
+        self.mib[cpu, Mib.BATCHES] += 1
+        sock = np.empty(n, np.int64)
+        off = np.empty(n, np.int64)
+        data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
+            np.zeros((n, 1), np.uint8)
+        _rcv_rows(data, batch.length.astype(np.int64, copy=False),
+                  batch.ifindex.astype(np.int64, copy=False), self.mib[cpu], self.port_sock,
+                  self.sock_cnt[cpu], self.dev_cnt[cpu], sock, off)
+        keeping = [s for s in self.sockets.values() if len(s.received) < s.keep]
+        for sink in keeping:
+            for r in np.flatnonzero(sock == sink.row)[:sink.keep - len(sink.received)].tolist():
+                sink.received.append(batch.data[r, int(off[r]):int(batch.length[r])].tobytes())
         for cb in self.callbacks:
             cb(batch)
-
-
-def _be16(d: U8, rows: npt.NDArray[np.intp], off: I64) -> I64:
-    return (d[rows, off].astype(np.int64) << 8) | d[rows, off + 1]
