@@ -47,6 +47,7 @@ from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import NetDevice
+    from pyxdp.net.prog import XdpProg
 
 __all__ = ["netif_receive_skb_list"]
 
@@ -106,13 +107,25 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
         out = host.frames_to_skbs(frames, dev.ifindex)
         out.queue[:] = batch.queue[:n]
         sysmem.put_pages(pages)  # the skb heads: freed (or, below, copied on)
+    generic_xdp_act(dev, prog, out, act, v.map_id, v.map_type, v.index, v.flags)
+
+
+def generic_xdp_act(dev: NetDevice, prog: XdpProg, out: SkbBatch, act: np.ndarray,
+                    map_id: np.ndarray, map_type: np.ndarray, index: np.ndarray,
+                    flags: np.ndarray) -> None:
+    """``do_xdp_generic``'s verdicts for skbs a generic program ran on (exceptions
+    already fired): PASS to the stack as one list, DROP counted (the skbs are
+    the caller's to free), TX and REDIRECT one skb at a time."""
+    host = dev.host
     # The L2 re-parse (eth_type_trans after a changed header) needs nothing more:
     # the stack model parses every skb from the bytes the program left.
     passed = act == XdpAction.XDP_PASS
     dev.stats.xdp_pass += int(passed.sum())
     dev.stats.xdp_drops += int((act == XdpAction.XDP_DROP).sum())
     if passed.any():
-        host.stack.netif_receive_skb_list(_select(out, passed))
+        q = int(out.queue[0]) if len(out) else 0
+        host.stack.netif_receive_skb_list(_select(out, passed),
+                                          dev.rx[min(max(q, 0), len(dev.rx) - 1)].ctx.cpu)
     tx = act == XdpAction.XDP_TX
     if tx.any():
         dev.stats.xdp_tx += int(tx.sum())
@@ -122,8 +135,8 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
     if red.any():
         dev.stats.xdp_redirect += int(red.sum())
         for i in np.flatnonzero(red).tolist():
-            _generic_redirect(dev, prog.id, _select(out, np.array([i])), int(v.map_id[i]),
-                              int(v.map_type[i]), int(v.index[i]), int(v.flags[i]))
+            _generic_redirect(dev, prog.id, _select(out, np.array([i])), int(map_id[i]),
+                              int(map_type[i]), int(index[i]), int(flags[i]))
 
 
 def _select(b: SkbBatch, sel: np.ndarray) -> SkbBatch:

@@ -136,6 +136,10 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     if prog is not None and _native_ok(rq, prog) and (
             len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF):
         return _native_poll(rq, prog, budget)
+    gen = dev.xdp_generic
+    if (prog is None and gen is not None and rq.xsk is None and _native_ok(rq, gen)
+            and (len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF)):
+        return _native_poll(rq, gen, budget, generic=True)
     if rq.source is not None and len(rq.ring) < budget:
         rq.source.fill(rq, budget - len(rq.ring))
     frames = rq.ring.consume(budget)
@@ -769,8 +773,17 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     return src is None or not src.active or src.max_len <= pool.umem.rx_frame_size
 
 
-def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
-    """Run native polls of ``rq``; the frames it defers go through :func:`dispatch`."""
+def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
+                 generic: bool = False) -> int:
+    """Run native polls of ``rq``; the frames it defers go through :func:`dispatch`.
+
+    ``generic``: ``prog`` is the device's generic (skb-mode) program and the queue
+    has no native one: the driver builds an skb around each page - with the
+    page pool's 256 bytes of headroom, so ``netif_receive_generic_xdp`` needs no
+    ``pskb_expand_head`` copy - and the program runs on it. The loop then takes
+    DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
+    redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
+    :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
     from pyxdp.net.napi_native import C, K, native_polls
     from pyxdp.xsk.datapath import xsk_native_fold, xsk_native_rx
     dev = rq.dev
@@ -783,7 +796,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     ring = rq.ring
     ctl = st.ctl
     ctl[:] = 0
-    xsk = st.xsk = xsk_native_rx(rq, st.xskmaps, st.xsk)
+    xsk = st.xsk = None if generic else xsk_native_rx(rq, st.xskmaps, st.xsk)
     if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
@@ -803,11 +816,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
     tgt_ok = np.zeros(nif, np.uint8)
     tgt_mtu = np.zeros(nif, np.int64)
     for i, d in host.devices.items():
-        if d.kind == "nic" and d.up and not d.wire and i != 1:
+        if d.kind == "nic" and d.up and not d.wire and i != 1 and not generic:
             tgt_ok[i] = 1
             tgt_mtu[i] = d.mtu + FWD_OVERHEAD
-    tx_ok = dev.kind == "nic" and dev.up and not dev.wire
-    dms = [m for m in prog.maps.values() if type(m) is DevMap]
+    tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
+    dms = [] if generic else [m for m in prog.maps.values() if type(m) is DevMap]
     dm_ids = np.array([m.id for m in dms], np.int64)
     dm_n = np.array([m.max_entries for m in dms], np.int64)
     dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
@@ -832,7 +845,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
                                 dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
                                 np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
-                                *_xsk_args(xsk), _stack_args(host, dev, rq))
+                                *_xsk_args(xsk), _stack_args(host, dev, rq, generic))
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
@@ -853,20 +866,24 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int) -> int:
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
-    _native_deferred(rq, prog, st, pool.pfn_base)
+    if generic:
+        _generic_deferred(rq, prog, st, pool.pfn_base)
+    else:
+        _native_deferred(rq, prog, st, pool.pfn_base)
     return int(done)
 
 
 _NO_XSK: tuple[Any, ...] | None = None
 
 
-def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue) -> tuple[Any, ...]:
+def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
+                generic: bool) -> tuple[Any, ...]:
     """The stack's records for the native loop's XDP_PASS, on the queue's CPU; the
-    flag is 0 (PASS deferred) when the skbs must meet a generic program, a user
-    callback or a socket keeping payloads."""
+    flag is 0 (PASS deferred) when the skbs must still meet a generic program, a
+    user callback or a socket keeping payloads."""
     stack = host.stack
     cpu = rq.ctx.cpu % stack.nr_cpus
-    ok = int(dev.xdp_generic is None and stack.native_ok)
+    ok = int((generic or dev.xdp_generic is None) and stack.native_ok)
     return (ok, stack.mib[cpu], stack.port_sock, stack.sock_cnt[cpu], stack.dev_cnt[cpu])
 
 
@@ -955,6 +972,34 @@ def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_bas
                 xdp_do_flush(host, dev, rq, bq)
             finally:
                 pool.napi_local = False
+
+
+def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
+                      pfn_base: int) -> None:
+    """The skbs a native generic call deferred (PASS with a callback or a socket
+    keeping payloads, TX, REDIRECT): built from their pages, which are then freed,
+    and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
+    from pyxdp.net.dev import generic_xdp_act
+    from pyxdp.net.napi_native import C
+    dev = rq.dev
+    host = dev.host
+    nd = int(st.ctl[C.NDEFER])
+    if not nd:
+        return
+    dfr = st.defer[:nd]
+    frames = Frames(dfr[:, 0] + pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
+                    dfr[:, 3].copy(), np.full(nd, KIND_BUFF, np.int64))
+    dev.stats.xdp_packets += nd
+    with host.lock:
+        out = host.frames_to_skbs(frames, dev.ifindex)
+        out.queue[:] = rq.index
+        rq.pool.napi_local = True
+        try:
+            host.drop_frames(frames, rq, direct=True)
+        finally:
+            rq.pool.napi_local = False
+    generic_xdp_act(dev, prog, out, dfr[:, 4].copy(), dfr[:, 5].copy(), dfr[:, 6].copy(),
+                    dfr[:, 7].copy(), dfr[:, 8].copy())
 
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
