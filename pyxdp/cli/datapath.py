@@ -209,6 +209,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
     (``pyxdp monitor --pyxdp``); yields the host (its tracer has the counters)."""
     host = Host()
     stop = threading.Event()
+    started = threading.Event()
     errors: list[BaseException] = []
 
     def loop() -> None:
@@ -219,8 +220,11 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
                     host.poll()
                 else:
                     host.netif_receive(eth, one)
+                started.set()
         except BaseException as e:  # reported by the caller's thread
             errors.append(e)
+        finally:
+            started.set()
 
     try:
         eth = host.add_device("eth0")
@@ -231,6 +235,9 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
             eth.rx[0].source = TrafficGenerator(packets=[packet])
         worker = threading.Thread(target=loop, name="pyxdp-datapath", daemon=True)
         worker.start()
+        # The first poll compiles the program and loads the native loop: intervals
+        # count from when frames flow, not from start-up.
+        started.wait()
         try:
             yield host
         finally:
