@@ -139,3 +139,30 @@ def test_bench_datapath_without_bpf_skips_the_linux_column(
     row = out.splitlines()[1]
     assert row.startswith("XDP_DROP") and row.endswith("ratio pyxdp/kernel: -")
     assert "Linux        - Mpps" in row
+
+
+def test_bench_datapath_skips_the_linux_column_when_its_setup_fails(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """bpf(2) works but the namespace cannot be made (no ip(8), no veth): one line, no
+    traceback, pyxdp's column stays."""
+    from contextlib import contextmanager
+
+    import pyxdp.kernel
+    from pyxdp.cli.main import main
+    from pyxdp.errors import PyxdpError
+    from pyxdp.testing import kernel_datapath
+
+    @contextmanager
+    def broken():  # type: ignore[no-untyped-def]
+        raise PyxdpError("ip netns add pyxdp-kdp-1: Operation not permitted")
+        yield
+
+    monkeypatch.setattr(pyxdp.kernel, "bpf_available", lambda: (True, "bpf(2) available"))
+    monkeypatch.setattr(kernel_datapath, "linux_paths", broken)
+    assert main(["bench", "datapath", "--vs-kernel", "--paths", "drop", "--runs", "1",
+                 "--frames", "2000", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == ("pyxdp: the Linux column is skipped: ip netns add pyxdp-kdp-1: "
+                           "Operation not permitted")
+    row = json.loads(out)
+    assert row["path"] == "drop" and row["pyxdp_mpps"] > 0 and row["linux_mpps"] is None
