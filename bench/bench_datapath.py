@@ -18,7 +18,12 @@ in the same run. Rows:
 
 Each figure is the median of ``--runs`` runs after a warm-up.
 
-Run: python bench/bench_datapath.py [--frames N] [--runs N] [--no-kernel]
+The Linux column for every path (XDP_PASS, cpumap delivered on the remote
+CPU, generic XDP on veth and AF_XDP copy-mode rxdrop too) is ``pyxdp bench
+datapath --vs-kernel`` (:func:`pyxdp.cli.datapath.cmd_bench_datapath`);
+``--all-paths`` runs it after this table.
+
+Run: python bench/bench_datapath.py [--frames N] [--runs N] [--no-kernel] [--all-paths]
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=2_000_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-kernel", action="store_true", help="skip the Linux figures")
+    ap.add_argument("--all-paths", action="store_true",
+                    help="then every path beside Linux's (pyxdp bench datapath --vs-kernel)")
     args = ap.parse_args()
     n, runs = args.frames, args.runs
     small = max(n // 50, 2048)
@@ -119,6 +126,10 @@ def main() -> None:
           f"(1 worker: all that 2 CPUs allow)")
     b = ret[WAYS[1][0]] / ret[WAYS[0][0]]
     print(f"  xdp_frame return bulk / one-by-one {b:5.2f}x (seed: no regression; goal >= 1)")
+    if args.all_paths:
+        from pyxdp.cli.datapath import cmd_bench_datapath
+        print()
+        cmd_bench_datapath(None, runs, 0.5, None, not args.no_kernel, False)
 
 
 def _spec(path: object) -> object:

@@ -83,3 +83,86 @@ def test_monitor_table_for_a_datapath() -> None:
     out = res.stdout.splitlines()
     assert out[0].startswith("pyxdp monitor (userspace) interval 1")
     assert any(ln.startswith("  xdp_exception total") for ln in out)
+
+
+# -- pyxdp bench datapath ----------------------------------------------------------------------
+
+def test_bench_datapath_prints_a_line_per_path() -> None:
+    res = pyxdp("bench", "datapath", "--paths", "drop,pass", "--runs", "1", "--frames", "2000")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("pyxdp bench datapath: Linux ") and "median of 1 runs" in lines[0]
+    assert [ln.split(" pyxdp ")[0].strip() for ln in lines[1:]] == \
+        ["XDP_DROP", "XDP_PASS to the stack"]
+    assert all(ln.rstrip().endswith("Mpps") and "Linux" not in ln for ln in lines[1:])
+
+
+def test_bench_datapath_json_rows_follow_paths() -> None:
+    res = pyxdp("bench", "datapath", "--paths", "generic,drop,generic", "--runs", "2",
+                "--frames", "2000", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(ln) for ln in res.stdout.splitlines()]
+    assert [r["path"] for r in rows] == ["generic", "drop"]  # asked order, once each
+    for r in rows:
+        assert {"path", "name", "pyxdp_mpps", "linux_mpps", "ratio", "runs"} <= set(r)
+        assert r["pyxdp_mpps"] > 0 and r["runs"] == 2
+        assert r["linux_mpps"] is None and r["ratio"] is None  # no --vs-kernel
+
+
+@pytest.mark.parametrize("args, text", [
+    (("--paths", "drop,bogus"), "--paths: unknown path bogus (choose from drop,tx,redirect,"),
+    (("--paths", ","), "--paths: unknown path"),
+    (("--runs", "0"), "--runs, --seconds and --frames must be > 0"),
+    (("--seconds", "-1"), "--runs, --seconds and --frames must be > 0"),
+    (("--frames", "0"), "--runs, --seconds and --frames must be > 0"),
+    (("--runs", "x"), "invalid int value"),
+])
+def test_bench_datapath_bad_arguments(args: tuple[str, ...], text: str) -> None:
+    res = pyxdp("bench", "datapath", *args)
+    assert res.returncode == 2 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1 and text in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bench_datapath_without_bpf_skips_the_linux_column(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No root or no bpf(2): one line says why, the rows keep pyxdp's figure."""
+    import pyxdp.kernel
+    from pyxdp.cli.main import main
+    monkeypatch.setattr(pyxdp.kernel, "bpf_available",
+                        lambda: (False, "not root (bpf(2) returned EPERM)"))
+    assert main(["bench", "datapath", "--vs-kernel", "--paths", "drop", "--runs", "1",
+                 "--frames", "2000"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == ("pyxdp: the Linux column is skipped: needs root and BPF "
+                           "(not root (bpf(2) returned EPERM))")
+    row = out.splitlines()[1]
+    assert row.startswith("XDP_DROP") and row.endswith("ratio pyxdp/kernel: -")
+    assert "Linux        - Mpps" in row
+
+
+def test_bench_datapath_skips_the_linux_column_when_its_setup_fails(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """bpf(2) works but the namespace cannot be made (no ip(8), no veth): one line, no
+    traceback, pyxdp's column stays."""
+    from contextlib import contextmanager
+
+    import pyxdp.kernel
+    from pyxdp.cli.main import main
+    from pyxdp.errors import PyxdpError
+    from pyxdp.testing import kernel_datapath
+
+    @contextmanager
+    def broken():  # type: ignore[no-untyped-def]
+        raise PyxdpError("ip netns add pyxdp-kdp-1: Operation not permitted")
+        yield
+
+    monkeypatch.setattr(pyxdp.kernel, "bpf_available", lambda: (True, "bpf(2) available"))
+    monkeypatch.setattr(kernel_datapath, "linux_paths", broken)
+    assert main(["bench", "datapath", "--vs-kernel", "--paths", "drop", "--runs", "1",
+                 "--frames", "2000", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == ("pyxdp: the Linux column is skipped: ip netns add pyxdp-kdp-1: "
+                           "Operation not permitted")
+    row = json.loads(out)
+    assert row["path"] == "drop" and row["pyxdp_mpps"] > 0 and row["linux_mpps"] is None

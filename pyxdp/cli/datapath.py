@@ -38,8 +38,8 @@ from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec
 
-__all__ = ["SEEDS", "cmd_bench_seeds", "cmd_bench_xdp", "mpps_cpumap", "mpps_generic",
-           "mpps_native", "running_datapath"]
+__all__ = ["SEEDS", "cmd_bench_datapath", "cmd_bench_seeds", "cmd_bench_xdp", "mpps_cpumap",
+           "mpps_generic", "mpps_native", "running_datapath"]
 
 DEFAULT_PACKET = udp_packet(size=64, dport=9)
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -343,3 +343,196 @@ def cmd_bench_seeds(frames: int, runs: int, as_json: bool) -> int:
             print(f"{s.claim:<42} seed {s.seed_figure:<22} pyxdp {ratio:7.2f}x  "
                   f"goal >= {s.goal:.2f}  {'PASS' if ok else 'FAIL'}", flush=True)
     return 0 if all(r["pass"] for r in rows) else 1
+
+
+# -----------------------------------------------------------------------------------
+# pyxdp bench datapath
+# -----------------------------------------------------------------------------------
+
+def _to_eth1(h: Host, eth: NetDevice, coll: Collection) -> None:
+    coll.maps["tx_port"][0] = h.add_device("eth1").ifindex
+
+
+def _mpps_xsk_copy(frames: int) -> float:
+    """rxdrop on a copy-mode pyxdp socket, xdpsock's loop in machine code on a thread
+    of its own (as on Linux: the softirq side in one thread, the user loop in another)."""
+    from pyxdp.cli.xsk import rxdrop_native_pps
+    return rxdrop_native_pps("map", frames, zero_copy=False, cores=2) / 1e6
+
+
+@dataclass(frozen=True)
+class DatapathPath:
+    """One row of ``bench datapath``: pyxdp's measurement (variants: the best median
+    is the row's figure) and how the Linux column is measured."""
+
+    key: str
+    label: str
+    pyxdp: dict[str, Callable[[int], float]]
+    linux: str
+    first: int  # frames of the warm-up run that sizes the timed ones
+
+
+def _paths() -> tuple[DatapathPath, ...]:
+    from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP, TX
+    passp = _asm("xdp_pass", "r0 = 2\nexit")
+    return (
+        DatapathPath("drop", "XDP_DROP", {"native": lambda n: mpps_native(DROP, n)},
+                     "live frames, XDP_DROP", 100_000),
+        DatapathPath("tx", "XDP_TX", {"native": lambda n: mpps_native(TX, n)},
+                     "live frames, XDP_TX out of veth0 (peer drops natively)", 100_000),
+        DatapathPath("redirect", "devmap redirect",
+                     {"native": lambda n: mpps_native(REDIRECT_DEVMAP, n, setup=_to_eth1)},
+                     "live frames, bpf_redirect_map to veth0 through a devmap", 100_000),
+        DatapathPath("pass", "XDP_PASS to the stack",
+                     {"native": lambda n: mpps_native(passp, n)},
+                     "live frames, XDP_PASS: skb lists to veth0's stack, UDP NoPorts", 20_000),
+        DatapathPath("cpumap", "cpumap, delivered on the remote CPU",
+                     {"kthread inline": lambda n: mpps_cpumap(n, True),
+                      "kthread thread": lambda n: mpps_cpumap(n, True, threaded=True)},
+                     "live frames into a cpumap entry (qsize 2048) for the other CPU; "
+                     "delivered = UDP NoPorts growth", 2_000),
+        DatapathPath("generic", "generic XDP_DROP",
+                     {"generic": lambda n: mpps_generic(DROP, n)},
+                     "skb-mode XDP_DROP on veth1 counting in a per-CPU array; live frames "
+                     "redirected out of veth0 into veth1's GRO NAPI", 5_000),
+        DatapathPath("xsk", "AF_XDP rxdrop, copy mode", {"copy": _mpps_xsk_copy},
+                     "veth1 redirects into an XSKMAP; copy-mode socket, xdpsock's rxdrop in "
+                     "machine code on its own thread; live frames out of veth0", 50_000),
+    )
+
+
+def _sized(rate_mpps: float, seconds: float, floor: int) -> int:
+    """Frames for a run of about ``seconds`` at ``rate_mpps`` (never below ``floor``)."""
+    return max(floor, min(int(rate_mpps * 1e6 * seconds), 200_000_000))
+
+
+def _linux_column(vs_kernel: bool) -> tuple[bool, str]:
+    if not vs_kernel:
+        return False, ""
+    from pyxdp.kernel import bpf_available
+    ok, why = bpf_available()
+    return (True, "") if ok else (False, f"needs root and BPF ({why})")
+
+
+def cmd_bench_datapath(paths: str | None, runs: int, seconds: float, frames: int | None,
+                       vs_kernel: bool, as_json: bool) -> int:
+    """One line per path: pyxdp Mpps, Linux Mpps measured in the same run, their ratio.
+
+    The two sides' runs alternate (drift of the shared machine hits both
+    alike); each figure is the median of ``runs`` runs after a warm-up run
+    that also sizes the timed runs to about ``seconds`` each (or ``frames``).
+    """
+    import os
+    import platform
+    from contextlib import ExitStack
+    known = _paths()
+    by_key = {p.key: p for p in known}
+    if paths:
+        keys = [k.strip() for k in paths.split(",") if k.strip()]
+        bad = [k for k in keys if k not in by_key]
+        if bad or not keys:
+            raise CliError(f"--paths: unknown path {','.join(bad) or repr(paths)} (choose from "
+                           f"{','.join(by_key)})")
+        chosen = [by_key[k] for k in dict.fromkeys(keys)]
+    else:
+        chosen = list(known)
+    if runs <= 0 or seconds <= 0 or (frames is not None and frames <= 0):
+        raise CliError("--runs, --seconds and --frames must be > 0")
+    linux_on, skipped = _linux_column(vs_kernel)
+    if skipped:
+        print(f"pyxdp: the Linux column is skipped: {skipped}", file=sys.stderr, flush=True)
+    if not as_json:
+        print(f"pyxdp bench datapath{' --vs-kernel' if vs_kernel else ''}: Linux "
+              f"{platform.release()}, {os.cpu_count()} CPUs, 64-byte UDP frames, median of "
+              f"{runs} runs{', pyxdp and Linux runs interleaved' if linux_on else ''}",
+              flush=True)
+    with ExitStack() as stack:
+        lp = None
+        if linux_on:
+            from pyxdp.errors import PyxdpError
+            from pyxdp.testing.kernel_datapath import linux_paths
+            try:
+                lp = stack.enter_context(linux_paths())
+            except (PyxdpError, OSError) as e:  # no ip(8), no veth, ...: pyxdp's column stays
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                print(f"pyxdp: the Linux column is skipped: {why}", file=sys.stderr,
+                      flush=True)
+        for p in chosen:
+            row = _measure_row(p, lp, runs, seconds, frames)
+            _print_row(row, as_json, vs_kernel)
+    return 0
+
+
+def _measure_row(p: DatapathPath, lp: object, runs: int, seconds: float,
+                 frames: int | None) -> dict[str, object]:
+    from pyxdp.errors import PyxdpError
+    from pyxdp.testing.kernel_datapath import KernelRun, LinuxPaths
+    linux: Callable[[int], KernelRun] | None = None
+    error = ""
+    if isinstance(lp, LinuxPaths):
+        linux = {"drop": lp.drop, "tx": lp.tx, "redirect": lp.redirect, "pass": lp.pass_,
+                 "cpumap": lp.cpumap, "generic": lp.generic, "xsk": lp.xsk}[p.key]
+    # Warm-up runs: code compiled, pages touched, and the timed runs sized from them.
+    # A first run at a rate far below the steady one (compiling) would size the rest
+    # too small, so the size comes from a second one.
+    sizes: dict[str, int] = {}
+    for v, f in p.pyxdp.items():
+        n = frames or p.first
+        for _ in range(1 if frames else 2):
+            n = frames or _sized(f(n), seconds, p.first)
+        sizes[v] = n
+    k_frames = frames or 100_000
+    if linux is not None:
+        try:
+            for _ in range(1 if frames else 2):
+                r = linux(k_frames)
+                k_frames = frames or _sized(r.frames / r.seconds / 1e6, seconds, 10_000)
+        except (PyxdpError, OSError) as e:
+            linux, error = None, str(e).splitlines()[0]
+    got: dict[str, list[float]] = {v: [] for v in p.pyxdp}
+    k_got: list[KernelRun] = []
+    for _ in range(runs):
+        for v, f in p.pyxdp.items():
+            got[v].append(f(sizes[v]))
+        if linux is not None:
+            try:
+                k_got.append(linux(k_frames))
+            except (PyxdpError, OSError) as e:
+                linux, error = None, str(e).splitlines()[0]
+    med = {v: float(statistics.median(xs)) for v, xs in got.items()}
+    variant = max(med, key=lambda v: med[v])
+    row: dict[str, object] = {"path": p.key, "name": p.label, "pyxdp_mpps": med[variant],
+                              "linux_mpps": None, "ratio": None, "runs": runs}
+    if len(med) > 1:
+        row["pyxdp_variant"] = variant
+        row["pyxdp_variants_mpps"] = med
+    if k_got and linux is not None:
+        k = float(statistics.median(r.mpps for r in k_got))
+        row["linux_mpps"] = k
+        row["ratio"] = med[variant] / k if k else None
+        row["linux_delivered"] = float(statistics.median(r.delivered / r.frames
+                                                         for r in k_got))
+        row["linux"] = p.linux
+    elif error:
+        row["linux_error"] = error
+    return row
+
+
+def _print_row(row: dict[str, object], as_json: bool, vs_kernel: bool) -> None:
+    if as_json:
+        print(json.dumps(row), flush=True)
+        return
+    line = f"{row['name']!s:<38} pyxdp {row['pyxdp_mpps']:8.3f} Mpps"
+    if vs_kernel:
+        k, r = row["linux_mpps"], row["ratio"]
+        if isinstance(k, float):
+            line += f"   Linux {k:8.3f} Mpps"
+        else:
+            line += f"   Linux {'-':>8} Mpps"
+        line += f"   ratio pyxdp/kernel: {r:.3f}" if isinstance(r, float) else \
+            "   ratio pyxdp/kernel: -"
+        if "linux_error" in row:
+            line += f"   (Linux: {row['linux_error']})"
+    if "pyxdp_variant" in row:
+        line += f"   [pyxdp: {row['pyxdp_variant']}]"
+    print(line, flush=True)

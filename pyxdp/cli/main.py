@@ -43,6 +43,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return datapath.cmd_bench_xdp(args.obj, args.section, args.mode, args.packet,
                                       args.duration, args.interval, args.vs_kernel, args.maps,
                                       args.json, args.engine)
+    if args.bench_cmd == "datapath":
+        from pyxdp.cli import datapath
+        return datapath.cmd_bench_datapath(args.paths, args.runs, args.seconds, args.frames,
+                                           args.vs_kernel, args.json)
     if args.bench_cmd == "seeds":
         from pyxdp.cli import datapath
         return datapath.cmd_bench_seeds(args.frames, args.runs, args.json)
@@ -127,8 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_arg(pr)
     pp.set_defaults(func=_cmd_prog)
 
-    pb = sub.add_parser("bench", help="benchmarks: a program (prog), the datapath (xdp), the "
-                                      "seeds' claims (seeds)")
+    pb = sub.add_parser("bench", help="benchmarks: a program (prog), the datapath (xdp, "
+                                      "datapath), the seeds' claims (seeds)")
     bsub = pb.add_subparsers(dest="bench_cmd", metavar="ACTION", required=True,
                              parser_class=_Parser)
     bp = bsub.add_parser("prog", help="BPF_PROG_TEST_RUN-style repeat runs of one packet")
@@ -167,6 +171,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="frames per native measurement (default: 200,000)")
     bs.add_argument("--runs", type=int, default=3, metavar="K", help="runs per figure (median)")
     bs.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    bd = bsub.add_parser("datapath", help="pyxdp's datapath path by path, with --vs-kernel "
+                                          "beside Linux's: Mpps and ratio per path")
+    bd.add_argument("--vs-kernel", action="store_true",
+                    help="also measure Linux in the same run (root): live frames, generic XDP "
+                         "and AF_XDP on a veth pair in a namespace of its own")
+    bd.add_argument("--paths", metavar="P,..", help="rows to measure, of drop, tx, redirect, "
+                                                   "pass, cpumap, generic, xsk (default: all)")
+    bd.add_argument("--runs", type=int, default=5, metavar="K",
+                    help="runs per figure, the median is printed (default: 5)")
+    bd.add_argument("--seconds", type=float, default=0.5, metavar="S",
+                    help="about how long each timed run lasts (default: 0.5)")
+    bd.add_argument("--frames", type=int, metavar="N",
+                    help="frames per run instead of --seconds (both sides)")
+    bd.add_argument("--json", action="store_true", help="JSON lines instead of text")
     pb.set_defaults(func=_cmd_bench)
 
     pm = sub.add_parser("map", help="map contents")
