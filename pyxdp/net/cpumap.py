@@ -17,10 +17,23 @@ with the program's pass/drop/redirect counts (all 0 without a program;
 ``sched`` 1 for a batch taken after the ring ran empty, when the kthread
 would have slept).
 
+The ring is a :class:`~pyxdp.net.ptr_ring.PtrRing`: one record in memory
+that the NAPI poll loop (native or Python) produces into and the kthread
+consumes from. The kthread runs as machine code (:func:`cpu_map_kthread_run`,
+no GIL) when the entry has no program and the stack needs nothing but its
+counters: it takes frames 8 at a time, delivers each batch to the stack's
+demux as one list on its own CPU's counter rows, and hands the freed pages
+to the entry's return ring (``ret``), which the pages' own NAPI context puts
+back into its page pool's ring (``page_pool_put_page`` without direct
+recycling) at its next poll; so a page pool keeps a single owner instead of a
+ring lock shared across threads. The Python path (:meth:`CpuMapRuntime.run_once`
+with a program, a stack callback, a tracer listening, or frames of another
+page region than the batch's) is the reference over the same ring.
+
 Threads: a worker runs its program (on the JIT: native code without the
 GIL) concurrently with NAPI polls; page memory and tracepoint counters are
-shared, so the worker takes the host's lock around frame returns and ring
-operations, as the kernel's ``ptr_ring`` and page pool ring take theirs.
+shared, so the Python worker takes the host's lock around frame returns, and
+the native one touches only its ring, its return ring and its stack rows.
 """
 
 from __future__ import annotations
@@ -28,26 +41,115 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit as _njit
 
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.net.frames import Bulk, FrameRing, Frames
-from pyxdp.net.xdp_mem import return_frame_no_direct, xdp_return_frames_rx_napi
+from pyxdp.net.atomic import cpu_relax, store_release64
+from pyxdp.net.frames import KIND_FRAME, Bulk, Frames
+from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
+from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.xdp_mem import (
+    XDP_FRAME_OFF_DEV_RX,
+    return_frame_no_direct,
+    xdp_return_frames,
+    xdp_return_frames_rx_napi,
+)
 from pyxdp.vm.helpers import RunContext
 
 if TYPE_CHECKING:
     from pyxdp.net.napi import BulkQueues
     from pyxdp.net.netdevice import Host
 
-__all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "CpuMapRuntime", "cpu_map_flush",
-           "cpumap_runtime"]
+__all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_flush",
+           "cpu_map_kthread_run", "cpumap_runtime"]
 
 log = logging.getLogger(__name__)
+njit: Any = _njit
 
 CPU_MAP_BULK_SIZE = 8
 CPUMAP_BATCH = 8
+
+
+class KC:
+    """Columns of a kthread's record (:attr:`CpuMapRuntime.kc`): the first seven are
+    ``xdp_cpumap_kthread``'s sums not yet folded into the tracer."""
+
+    EVENTS, PROCESSED, DROPS, SCHED, PASS, DROP, REDIRECT = range(7)
+    IDLE = 7  # the ring was found empty: the next batch follows a sleep
+    INFLIGHT = 8  # frames taken and not yet delivered
+    STALL = 9  # why the native run stopped early: 1 a frame of another region, 2 ret full
+    SIZE = 16
+
+
+KC_EVENTS, KC_PROCESSED, KC_SCHED = KC.EVENTS, KC.PROCESSED, KC.SCHED
+KC_IDLE, KC_INFLIGHT, KC_STALL = KC.IDLE, KC.INFLIGHT, KC.STALL
+M_BATCHES = Mib.BATCHES
+DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, pages, q64, pfn_base,  # type: ignore[no-untyped-def] # noqa: E501
+                        stk, max_batches, spins):
+    """``cpu_map_kthread_run`` for an entry without a program: up to ``max_batches``
+    batches of 8 frames from the ring, each delivered to the stack as one list
+    (``netif_receive_skb_list``) and its pages handed to the return ring. With
+    ``spins`` > 0 an empty ring is polled that many times before giving up (a
+    kthread on its own thread). Stops early (``kc[STALL]``) at a frame outside
+    this page region or when the return ring has no room for a batch. Returns
+    the frames delivered."""
+    mib, port_sock, sock_cnt, dev_cnt = stk
+    qsize = q_slots.shape[1]
+    rsize = r_slots.shape[1]
+    npages = pages.shape[0]
+    done = 0
+    idle = 0
+    b = 0
+    while b < max_batches:
+        avail = ring_count(q_idx)
+        if avail == 0:
+            kc[KC_IDLE] = 1
+            if idle >= spins:
+                break
+            idle += 1
+            cpu_relax()
+            continue
+        idle = 0
+        if rsize - ring_count(r_idx) < CPUMAP_BATCH:
+            kc[KC_STALL] = 2
+            break
+        k = min(avail, CPUMAP_BATCH)
+        cons = q_idx[IDX_CONS]
+        for j in range(k):
+            loc = q_slots[0, (cons + j) % qsize] - pfn_base
+            if loc < 0 or loc >= npages:
+                k = j
+                break
+        if k == 0:
+            kc[KC_STALL] = 1
+            break
+        kc[KC_INFLIGHT] = k  # before the ring shows them gone: backlog never reads 0 early
+        ring_consume(q_slots, q_idx, scratch, k)
+        sched = kc[KC_IDLE]
+        kc[KC_IDLE] = 0
+        rprod = r_idx[IDX_PROD]
+        for j in range(k):
+            loc = scratch[0, j] - pfn_base
+            stack_rcv_one(pages[loc], scratch[1, j], scratch[2, j], q64[loc, DEV_RX_WORD], mib,
+                          port_sock, sock_cnt, dev_cnt)
+            r_slots[0, (rprod + j) % rsize] = scratch[0, j]
+        store_release64(r_idx, IDX_PROD, rprod + k)
+        mib[M_BATCHES] += 1
+        kc[KC_EVENTS] += 1
+        kc[KC_PROCESSED] += k
+        kc[KC_SCHED] += sched
+        store_release64(kc, KC_INFLIGHT, 0)
+        done += k
+        b += 1
+    return done
 _RUN_LOCKS: dict[int, threading.Lock] = {}  # per program (by id()), while it lives
 _LOCKS_GUARD = threading.Lock()
 
@@ -61,11 +163,16 @@ class CpuMapRuntime:
         self.cpu = cpu
         self.qsize = m.qsize_at(cpu)
         self.prog_id = int(m.entries[cpu, 1])
-        self.queue = FrameRing(self.qsize)
+        self.queue = PtrRing(self.qsize)
+        # Pages the native kthread freed, for their pool's NAPI context to recycle:
+        # room for a full ring twice over plus a poll's worth in flight.
+        self.ret = PtrRing(2 * self.qsize + 256, cols=1)
+        self.kc = np.zeros(KC.SIZE, np.int64)
+        self.kc[KC.IDLE] = 1
+        self._scratch = np.zeros((4, CPUMAP_BATCH), np.int64)
         self.list_delivery = True
         self.processed = 0
-        self.inflight = 0  # frames a run_once took and has not finished with
-        self._idle = True  # the ring was found empty: the next batch follows a sleep
+        self._py_inflight = 0  # frames the Python path took and has not finished with
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -80,7 +187,11 @@ class CpuMapRuntime:
     @property
     def backlog(self) -> int:
         """Frames queued or still being processed by the kthread."""
-        return len(self.queue) + self.inflight
+        return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
+
+    @property
+    def inflight(self) -> int:
+        return int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     def matches(self) -> bool:
         """Still the map's entry (same qsize and program)?"""
@@ -101,7 +212,8 @@ class CpuMapRuntime:
         if not n:
             return
         with self.host.lock:
-            taken = self.queue.produce(frames)
+            taken = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                                 frames.meta]))
         drops = n - taken
         if drops:
             xdp_return_frames_rx_napi(frames.pfn[taken:], memmap=self.host.memmap)
@@ -113,7 +225,8 @@ class CpuMapRuntime:
         ``xdp_cpumap_enqueue`` with processed 1, or drops 1 and ``-ENOSPC`` when the
         ring is full (the frame then stays the caller's to free)."""
         with self.host.lock:
-            ok = self.queue.produce(frames) == len(frames)
+            ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                              frames.meta])) == len(frames)
         self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, int(ok), int(not ok), self.cpu,
                                                  cpu=from_cpu)
         if not ok:
@@ -122,22 +235,88 @@ class CpuMapRuntime:
         return 0
 
     # -- the kthread -------------------------------------------------------------------
-    def run_once(self) -> int:
-        """One kthread iteration: up to 8 frames; returns how many it took."""
+    def run_once(self, spins: int = 0) -> int:
+        """One kthread iteration: natively, as many batches as the ring holds (or, with
+        ``spins``, keeps polling an empty ring that long); else one batch of up to 8
+        frames on the Python path. Returns how many frames it took."""
+        if self._native_ok():
+            n = self._run_native(spins)
+            if n or not self.kc[KC.STALL]:
+                return n
+        return self._run_python_once()
+
+    def _native_ok(self) -> bool:
+        host = self.host
+        return (self.prog_id == 0 and self.list_delivery and host.native
+                and not host.tracer.listening and host.stack.native_ok)
+
+    def _run_native(self, spins: int) -> int:
+        """:func:`cpu_map_kthread_run` over the page region of the frame at the head."""
+        q = self.queue
+        kc = self.kc
+        kc[KC.STALL] = 0
+        if not len(q):
+            if not spins:
+                kc[KC.IDLE] = 1
+                return 0
+            region = self._region
+        else:
+            region = self.host.memmap.find(int(q.slots[0, int(q.idx[IDX_CONS]) % q.size]))
+            self._region = region
+        if region is None or not hasattr(region, "qwords"):
+            kc[KC.STALL] = 1
+            return 0
+        if self.ret.size - len(self.ret) < CPUMAP_BATCH:
+            self.reclaim()
+        stack = self.host.stack
+        row = stack.row(self.cpu, kthread=True)
+        stk = (stack.mib[row], stack.port_sock, stack.sock_cnt[row], stack.dev_cnt[row])
+        n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
+                                    self._scratch, region.pages, region.qwords,
+                                    region.pfn_base, stk, 1 << 30, spins))
+        if kc[KC.EVENTS]:
+            self._fold()
+        return n
+
+    _region: Any = None
+
+    def _fold(self) -> None:
+        """The native kthread's ``xdp_cpumap_kthread`` sums into the tracer."""
+        kc = self.kc
+        with self.host.lock:
+            sums = kc[:KC.IDLE].tolist()
+            kc[:KC.IDLE] = 0
+            self.host.tracer.xdp_cpumap_kthread._add((self.map.id, self.cpu), sums[0],
+                                                     sums[1:])
+            self.processed += sums[KC.PROCESSED]
+
+    def reclaim(self) -> None:
+        """Pages the native kthread freed, back to their page pools (not directly: this
+        is not their NAPI context)."""
+        if not len(self.ret):
+            return
+        with self.host.lock:
+            pfns = self.ret.consume(self.ret.size)[0]
+            if len(pfns):
+                with return_frame_no_direct():
+                    xdp_return_frames(pfns, memmap=self.host.memmap)
+
+    def _run_python_once(self) -> int:
         host = self.host
         with host.lock:
-            frames = self.queue.consume(CPUMAP_BATCH)
-            n = len(frames)
-            self.inflight = n
+            cols = self.queue.consume(CPUMAP_BATCH)
+            n = cols.shape[1]
+            self._py_inflight = n
         if not n:
-            self._idle = True
+            self.kc[KC.IDLE] = 1
             return 0
-        sched = int(self._idle)
-        self._idle = False
+        frames = Frames(cols[0], cols[1], cols[2], cols[3], np.full(n, KIND_FRAME, np.int64))
+        sched = int(self.kc[KC.IDLE])
+        self.kc[KC.IDLE] = 0
         try:
             self._run(frames, sched)
         finally:
-            self.inflight = 0
+            self._py_inflight = 0
         return n
 
     def _run(self, frames: Frames, sched: int) -> None:
@@ -166,9 +345,9 @@ class CpuMapRuntime:
                 from pyxdp.net.xdp_mem import xdp_return_frames
                 xdp_return_frames(frames.pfn, memmap=host.memmap)
             if self.list_delivery:
-                host.stack.netif_receive_skb_list(batch, self.cpu)
+                host.stack.netif_receive_skb_list(batch, self.cpu, kthread=True)
             else:
-                host.stack.netif_receive_skb(batch, self.cpu)
+                host.stack.netif_receive_skb(batch, self.cpu, kthread=True)
         with host.lock:
             host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, sched, passes, drops,
                                                 redirects, cpu=self.cpu)
@@ -184,7 +363,12 @@ class CpuMapRuntime:
         try:
             while not self._stop:
                 self._wake.clear()  # before looking: a wakeup from now on is kept
-                if not self.run_once():
+                # Natively, an empty ring is polled a while before sleeping (the
+                # NAPI loop cannot wake a sleeper until its native call returns).
+                if not self.run_once(spins=20000):
+                    if self.kc[KC.STALL] == 2:  # the return ring is full: NAPI reclaims
+                        time.sleep(0.0002)
+                        continue
                     self._wake.wait(0.05)
         except BaseException as e:  # reported by stop(); a worker must not die silently
             self.error = e
@@ -192,7 +376,8 @@ class CpuMapRuntime:
 
     def drain(self) -> None:
         while self.run_once():
-            pass
+            self.reclaim()
+        self.reclaim()
 
     def stop(self) -> None:
         """``__cpu_map_entry_free``: stop the kthread, deliver what is queued."""

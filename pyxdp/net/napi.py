@@ -753,6 +753,7 @@ class _NativeState:
         self.empty_tpl = np.zeros((1, 1), np.uint8)
         self.empty_len = np.zeros(0, np.int64)
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
+        self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.xsk.datapath.NativeRx of the last call
 
 
@@ -825,6 +826,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     dm_n = np.array([m.max_entries for m in dms], np.int64)
     dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
     dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
+    cm, cm_rts = _cpumap_args(host, [] if generic else st.cpumaps)
     cnt = np.zeros(K.SIZE, np.int64)
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
@@ -845,7 +847,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                                 dm_n, dm_ent, cnt, red_cnt,
                                 xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
                                 np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
-                                *_xsk_args(xsk), _stack_args(host, dev, rq, generic))
+                                *_xsk_args(xsk), _stack_args(host, dev, rq, generic), cm)
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
@@ -866,6 +868,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
+    if cm_rts:
+        _cpumap_account(rq, cm, cm_rts, st.cpumaps)
     if generic:
         _generic_deferred(rq, prog, st, pool.pfn_base)
     else:
@@ -882,9 +886,9 @@ def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
     flag is 0 (PASS deferred) when the skbs must still meet a generic program, a
     user callback or a socket keeping payloads."""
     stack = host.stack
-    cpu = rq.ctx.cpu % stack.nr_cpus
+    row = stack.row(rq.ctx.cpu)
     ok = int((generic or dev.xdp_generic is None) and stack.native_ok)
-    return (ok, stack.mib[cpu], stack.port_sock, stack.sock_cnt[cpu], stack.dev_cnt[cpu])
+    return (ok, stack.mib[row], stack.port_sock, stack.sock_cnt[row], stack.dev_cnt[row])
 
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:
@@ -972,6 +976,56 @@ def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_bas
                 xdp_do_flush(host, dev, rq, bq)
             finally:
                 pool.napi_local = False
+
+
+_NO_CPUMAP: tuple[Any, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                np.zeros(0, np.int64), np.zeros(1, np.int64),
+                                np.zeros((0, 6), np.int64), np.zeros((0, 4, 8), np.int64),
+                                np.zeros(0, np.int64), np.zeros((0, 3), np.int64),
+                                np.zeros(0, np.int64))
+
+
+def _cpumap_args(host: Host, maps: Sequence[CpuMap]) -> tuple[tuple[Any, ...], list[Any]]:
+    """The cpumap entries of ``maps`` for the native loop: every slot with a queue
+    (its entry made now, as the kernel has it from the map update on), the table
+    of their rings' addresses, bulk queues and sums; and the entries in row order."""
+    from pyxdp.net.cpumap import cpumap_runtime
+    if not maps:
+        return _NO_CPUMAP, []
+    rts: list[Any] = []
+    ent: list[int] = []
+    for m in maps:
+        row = np.full(m.max_entries, -1, np.int64)
+        for cpu in np.flatnonzero(m.entries[:, 0]).tolist():
+            row[cpu] = len(rts)
+            rts.append(cpumap_runtime(host, m, cpu))
+        ent.extend(row.tolist())
+    n = len(rts)
+    tab = np.array([[rt.queue.slots.ctypes.data, rt.queue.size, rt.queue.idx.ctypes.data,
+                     rt.ret.slots.ctypes.data, rt.ret.size, rt.ret.idx.ctypes.data]
+                    for rt in rts], np.int64).reshape(n, 6)
+    sizes = np.array([m.max_entries for m in maps], np.int64)
+    cm = (np.array([m.id for m in maps], np.int64),
+          np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes,
+          np.array(ent or [-1], np.int64), tab, np.zeros((n, 4, 8), np.int64),
+          np.zeros(n, np.int64), np.zeros((n, 3), np.int64), np.zeros(len(maps), np.int64))
+    return cm, rts
+
+
+def _cpumap_account(rq: NetdevRxQueue, cm: tuple[Any, ...], rts: list[Any],
+                    maps: Sequence[CpuMap]) -> None:
+    """Fold a native call's cpumap enqueues and redirects into the tracer; wake the
+    kthreads it queued frames for."""
+    dev = rq.dev
+    tr = dev.host.tracer
+    cm_red, cq_cnt = cm[8], cm[7]
+    for k in np.flatnonzero(cm_red).tolist():
+        tr.xdp_redirect._add((dev.ifindex, 0, maps[k].id), int(cm_red[k]), [])
+    for r in np.flatnonzero(cq_cnt[:, 0]).tolist():
+        rt = rts[r]
+        ev, proc, drops = (int(x) for x in cq_cnt[r])
+        tr.xdp_cpumap_enqueue._add((rt.map.id, rq.ctx.cpu, rt.cpu), ev, [proc, drops])
+        rt._wake.set()
 
 
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,

@@ -60,7 +60,10 @@ from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.net.atomic import i64_view, store_release64
+from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX
 from pyxdp.xsk.native import (
     X_CHUNK,
     X_DEV_DROPPED,
@@ -170,6 +173,9 @@ XSKMAP = 17
 BPF_F_BROADCAST = 1 << 3
 ENOMEM = 12  # a copy-mode socket found no fill buffer
 M_BATCHES = Mib.BATCHES
+CPUMAP = 16
+CPU_MAP_BULK = 8
+DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 
 
 @intrinsic
@@ -237,15 +243,26 @@ def _recycle(ctl, cache, ring, free, state, loc):  # type: ignore[no-untyped-def
         if ctl[C_ERROR] == 0:
             ctl[C_ERROR] = loc + 1
         return
-    ctl[C_NUSE] -= 1
     c = ctl[C_COUNT]
     if c < CACHE_SIZE:
+        ctl[C_NUSE] -= 1
         cache[c] = loc
         ctl[C_COUNT] = c + 1
         state[loc] = _CACHE
         ctl[C_CACHED] += 1
         return
     ctl[C_CACHE_FULL] += 1
+    _put_ring(ctl, ring, free, state, loc)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _put_ring(ctl, ring, free, state, loc):  # type: ignore[no-untyped-def]
+    """``page_pool_put_page`` without direct recycling: the ring, else the free list."""
+    if state[loc] != _INUSE:
+        if ctl[C_ERROR] == 0:
+            ctl[C_ERROR] = loc + 1
+        return
+    ctl[C_NUSE] -= 1
     size = len(ring)
     if ctl[C_RLEN] < size:
         ring[(ctl[C_RHEAD] + ctl[C_RLEN]) % size] = loc
@@ -412,6 +429,39 @@ def _defer(ctl, defer, red, i, loc, data, length, meta, a):  # type: ignore[no-u
     ctl[C_NDEFER] = d + 1
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
+               nuse, cached):
+    """``bq_flush_to_queue``: entry ``r``'s bulk into its ring; what does not fit is
+    returned (``xdp_return_frame_rx_napi``: direct recycling). Returns the pool's
+    hot fields (c, nuse, cached)."""
+    # The entry's ring, from its row of addresses.
+    q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
+    q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
+    b = cbq_n[r]
+    taken = ring_produce(q_slots, q_idx, cbq[r], b)
+    for j in range(taken, b):
+        c, nuse, cached = _give(ctl, cache, ring, free, state, cbq[r, 0, j] - pfn_base, c,
+                                nuse, cached)
+    cq_cnt[r, 0] += 1
+    cq_cnt[r, 1] += b
+    cq_cnt[r, 2] += b - taken
+    cbq_n[r] = 0
+    return c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-untyped-def]
+    """(map row, entry row) of a cpumap slot; entry row -1 when the native loop does
+    not know it (an empty slot: the Python path reports the error)."""
+    for k in range(len(cm_ids)):
+        if cm_ids[k] == map_id:
+            if 0 <= idx < cm_n[k]:
+                return k, cm_ent[cm_off[k] + idx]
+            return k, -1
+    return -1, -1
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
                  act, off_out, len_out, meta_out, status, pc_out, addr_out, red,
@@ -419,7 +469,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                  qcols, tpl, tpl_len, self_ifindex, tx_ok, tgt_ok, tgt_mtu,
                  dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt, xmit_cnt, defer, bq_rows, bq_n,
                  tx_rows, pfn_base, xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons,
-                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt, stk):
+                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt, stk, cm):
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
     ring and generator are dry, when a poll deferred frames to Python, when the
     queue's copy-mode AF_XDP socket ran out of fill buffers, or on an
@@ -458,8 +508,30 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
     stack_ok, mib, port_sock, sock_cnt, dev_cnt = stk
     n_pass = 0
+    # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
+    # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
+    cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red = cm
+    ncq = len(cq_tab)
     for _poll in range(max_polls):
         n = 0
+        # Pages the cpumap kthreads freed come back (not directly: ring or release).
+        for r in range(ncq):
+            r_slots = i64_view(cq_tab[r, 3], 1, cq_tab[r, 4])
+            r_idx = i64_view(cq_tab[r, 5], 1, 16)[0]
+            avail = ring_count(r_idx)
+            if avail:
+                rsize = r_slots.shape[1]
+                cons = r_idx[IDX_CONS]
+                j = 0
+                ctl[C_NUSE] = nuse
+                while j < avail:
+                    loc = r_slots[0, (cons + j) % rsize] - pfn_base
+                    if loc < 0 or loc >= npages or state[loc] != _INUSE:
+                        break  # another pool's page: Python returns it
+                    _put_ring(ctl, ring, free, state, loc)
+                    j += 1
+                nuse = ctl[C_NUSE]
+                store_release64(r_idx, IDX_CONS, cons + j)
         # The rx ring first (frames a NIC received or veth copied), pool pages only.
         while n < budget and qcount > 0:
             if qcols[4, qhead] != 0:
@@ -544,6 +616,25 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                     n_red += 1
                     c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
+            elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
+                k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                   np.int64(red[i, 2]))
+                if r >= 0 and _to_frame(w32, q64, loc, data, length, meta, addr_base):
+                    # cpu_map_enqueue: xdpf->dev_rx, then bq_enqueue (flushed when full).
+                    q64[loc, DEV_RX_WORD] = self_ifindex
+                    b = cbq_n[r]
+                    cbq[r, 0, b] = loc + pfn_base
+                    cbq[r, 1, b] = data
+                    cbq[r, 2, b] = length
+                    cbq[r, 3, b] = meta
+                    cbq_n[r] = b + 1
+                    if b + 1 == CPU_MAP_BULK:
+                        c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base,
+                                                     ctl, cache, ring, free, state, c, nuse,
+                                                     cached)
+                    n_red += 1
+                    cm_red[k] += 1
+                    done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
                 map_type = np.int64(red[i, 1])
@@ -594,6 +685,10 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             for j in range(ntx):
                 c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j], c, nuse,
                                         cached)
+        for r in range(ncq):  # __cpu_map_flush
+            if cbq_n[r]:
+                c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl,
+                                             cache, ring, free, state, c, nuse, cached)
         for t in range(nif):
             b = bq_n[t]
             if b:

@@ -195,17 +195,20 @@ class UdpSink:
 class Stack:
     """``netif_receive_skb_list`` and a minimal L2/L3/L4 demux with UDP sinks.
 
-    State (numpy, shared in place with the native poll loop): ``mib`` (CPU x
-    :class:`Mib` counters), ``dev_cnt`` (CPU x ifindex skbs received),
-    ``port_sock`` (port -> socket row, -1 unbound), ``sock_cnt`` (CPU x socket x
-    (packets, bytes))."""
+    State (numpy, shared in place with native code): ``mib`` (row x :class:`Mib`
+    counters), ``dev_cnt`` (row x ifindex skbs received), ``port_sock`` (port ->
+    socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)). A
+    row is a CPU's softirq context or its kthread context (:meth:`row`): on one
+    CPU the kernel never runs both at once, but pyxdp's workers are threads,
+    so each context writes only its own row."""
 
     def __init__(self, nr_cpus: int = 1) -> None:
         self.nr_cpus = max(nr_cpus, 1)
-        self.mib = np.zeros((self.nr_cpus, Mib.SIZE), np.int64)
-        self.dev_cnt = np.zeros((self.nr_cpus, 64), np.int64)
+        rows = 2 * self.nr_cpus
+        self.mib = np.zeros((rows, Mib.SIZE), np.int64)
+        self.dev_cnt = np.zeros((rows, 64), np.int64)
         self.port_sock = np.full(65536, -1, np.int64)
-        self.sock_cnt = np.zeros((self.nr_cpus, MAX_SOCKETS, 2), np.int64)
+        self.sock_cnt = np.zeros((rows, MAX_SOCKETS, 2), np.int64)
         self.sockets: dict[int, UdpSink] = {}
         self.callbacks: list[Callable[[SkbBatch], None]] = []
         self._lock = threading.Lock()  # cpumap workers deliver from their own threads
@@ -226,12 +229,16 @@ class Stack:
         show it to, no socket keeping payloads), so native code may deliver it."""
         return not self.callbacks and not any(s.keep for s in self.sockets.values())
 
+    def row(self, cpu: int, kthread: bool = False) -> int:
+        """The counter row of CPU ``cpu``'s softirq (or, with ``kthread``, kthread) context."""
+        return cpu % self.nr_cpus + (self.nr_cpus if kthread else 0)
+
     def ensure_ifindex(self, ifindex: int) -> None:
         """Room in ``dev_cnt`` for a device's ifindex (called as devices are made)."""
         width = self.dev_cnt.shape[1]
         if ifindex >= width:
             with self._lock:
-                grown = np.zeros((self.nr_cpus, max(2 * width, ifindex + 1)), np.int64)
+                grown = np.zeros((len(self.mib), max(2 * width, ifindex + 1)), np.int64)
                 grown[:, :width] = self.dev_cnt
                 self.dev_cnt = grown
 
@@ -252,31 +259,33 @@ class Stack:
         """Call ``callback(batch)`` for every list of skbs the stack receives."""
         self.callbacks.append(callback)
 
-    def netif_receive_skb_list(self, batch: SkbBatch, cpu: int = 0) -> None:
+    def netif_receive_skb_list(self, batch: SkbBatch, cpu: int = 0, *,
+                               kthread: bool = False) -> None:
         n = len(batch)
         if not n:
             return
         with self._lock:
-            self._receive(batch, cpu % self.nr_cpus)
+            self._receive(batch, self.row(cpu, kthread))
 
-    def netif_receive_skb(self, batch: SkbBatch, cpu: int = 0) -> None:
+    def netif_receive_skb(self, batch: SkbBatch, cpu: int = 0, *,
+                          kthread: bool = False) -> None:
         """One skb at a time (the path cpumap took before list delivery)."""
         for i in range(len(batch)):
             one = SkbBatch(batch.data[i:i + 1], batch.length[i:i + 1], batch.ifindex[i:i + 1],
                            batch.queue[i:i + 1], batch.meta[i:i + 1])
-            self.netif_receive_skb_list(one, cpu)
+            self.netif_receive_skb_list(one, cpu, kthread=kthread)
 
-    def _receive(self, batch: SkbBatch, cpu: int) -> None:
+    def _receive(self, batch: SkbBatch, row: int) -> None:
         n = len(batch)
         self.ensure_ifindex(int(batch.ifindex.max(initial=0)))
-        self.mib[cpu, Mib.BATCHES] += 1
+        self.mib[row, Mib.BATCHES] += 1
         sock = np.empty(n, np.int64)
         off = np.empty(n, np.int64)
         data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
             np.zeros((n, 1), np.uint8)
         _rcv_rows(data, batch.length.astype(np.int64, copy=False),
-                  batch.ifindex.astype(np.int64, copy=False), self.mib[cpu], self.port_sock,
-                  self.sock_cnt[cpu], self.dev_cnt[cpu], sock, off)
+                  batch.ifindex.astype(np.int64, copy=False), self.mib[row], self.port_sock,
+                  self.sock_cnt[row], self.dev_cnt[row], sock, off)
         keeping = [s for s in self.sockets.values() if len(s.received) < s.keep]
         for sink in keeping:
             for r in np.flatnonzero(sock == sink.row)[:sink.keep - len(sink.received)].tolist():

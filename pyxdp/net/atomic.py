@@ -1,0 +1,84 @@
+"""Memory ordering on words of numpy arrays (``smp_load_acquire``/``smp_store_release``
+of ``asm-generic/barrier.h``, ``cpu_relax``), and views of memory by address,
+for state that machine code on several threads shares in place.
+
+Native workers (a NAPI poll loop, a cpumap kthread) run without the
+interpreter lock, so an index they share - a ``ptr_ring``'s producer and
+consumer - is published with a release store and read with an acquire load,
+as the kernel does. The functions are numba intrinsics for native code.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["cpu_relax", "i64_view", "load_acquire64", "store_release64"]
+
+_X86 = platform.machine() in ("x86_64", "AMD64")
+
+
+def _ptr(context, builder, aryty, ary, idx):  # type: ignore[no-untyped-def]
+    a = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, a, [idx])  # type: ignore[no-untyped-call]
+
+
+def _load_acquire64(typingctx, ary, idx):  # type: ignore[no-untyped-def]
+    """``smp_load_acquire(&ary[idx])`` of an int64 array."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = _ptr(context, builder, signature.args[0], args[0], args[1])  # type: ignore[no-untyped-call]
+        return builder.load_atomic(p, "acquire", 8)
+
+    return types.int64(ary, idx), codegen
+
+
+def _store_release64(typingctx, ary, idx, val):  # type: ignore[no-untyped-def]
+    """``smp_store_release(&ary[idx], val)`` of an int64 array."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = _ptr(context, builder, signature.args[0], args[0], args[1])  # type: ignore[no-untyped-call]
+        v = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(v, p, "release", 8)
+        return context.get_dummy_value()
+
+    return types.void(ary, idx, val), codegen
+
+
+def _cpu_relax(typingctx):  # type: ignore[no-untyped-def]
+    """``cpu_relax()``: x86's ``pause`` in a spin loop (a compiler barrier elsewhere)."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        if _X86:
+            fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+def _i64_view(typingctx, addr, rows, cols):  # type: ignore[no-untyped-def]
+    """A C-contiguous ``rows x cols`` int64 array over the memory at ``addr`` (no
+    reference counting: the owner of that memory keeps it alive)."""
+    arrty = types.Array(types.int64, 2, "C")
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        ary = context.make_array(arrty)(context, builder)
+        i64 = ir.IntType(64)
+        data = builder.inttoptr(args[0], i64.as_pointer())
+        shape = [args[1], args[2]]
+        strides = [builder.mul(args[2], ir.Constant(i64, 8)), ir.Constant(i64, 8)]
+        context.populate_array(ary, data=data, shape=shape, strides=strides,
+                               itemsize=ir.Constant(i64, 8), meminfo=None)
+        return ary._getvalue()
+
+    return arrty(addr, rows, cols), codegen
+
+
+load_acquire64: Any = intrinsic(_load_acquire64)
+i64_view: Any = intrinsic(_i64_view)
+store_release64: Any = intrinsic(_store_release64)
+cpu_relax: Any = intrinsic(_cpu_relax)

@@ -1,0 +1,117 @@
+"""``struct ptr_ring`` (``include/linux/ptr_ring.h``) of xdp_frames, in flat memory that
+Python and machine code on two threads use in place.
+
+A cpumap entry's queue is a ptr_ring: NAPI polls produce into it (under the
+producer lock), the entry's kthread consumes from it on another CPU. Here a
+ring is one record: ``slots`` (columns pfn, data offset, length, metadata
+length; ``size`` rows of it) and ``idx``, the producer and consumer
+counters, each on its own cache line as the kernel keeps ``producer`` and
+``consumer_head`` apart. The counters only grow (the slot is the counter
+modulo ``size``); the producer publishes with a release store after writing
+the slots and reads the consumer with an acquire load, and the consumer
+mirrors that, so one producer and one consumer need no lock. Producers are
+serialised by the host's lock (every producer - a NAPI poll, native or not -
+holds it); the consumer is the one kthread.
+
+The same functions serve both sides: :class:`PtrRing`'s methods call the
+native ones (one call per batch), and the native NAPI loop and kthread inline
+them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit as _njit
+
+from pyxdp.net.atomic import load_acquire64, store_release64
+
+__all__ = ["IDX_CONS", "IDX_PROD", "PtrRing", "ring_consume", "ring_count", "ring_produce"]
+
+njit: Any = _njit
+I64 = npt.NDArray[np.int64]
+
+IDX_PROD = 0
+IDX_CONS = 8  # 64 bytes further: another cache line
+_IDX_WORDS = 16
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_produce(slots, idx, src, k):  # type: ignore[no-untyped-def]
+    """``__ptr_ring_produce`` of the ``k`` frames in columns ``src[:, :k]``, in order,
+    as many as fit; returns how many were taken (the rest are the caller's)."""
+    size = slots.shape[1]
+    prod = idx[IDX_PROD]
+    room = size - (prod - load_acquire64(idx, IDX_CONS))
+    k = min(k, room)
+    for j in range(k):
+        s = (prod + j) % size
+        for c in range(slots.shape[0]):
+            slots[c, s] = src[c, j]
+    if k > 0:
+        store_release64(idx, IDX_PROD, prod + k)
+    return max(k, 0)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_consume(slots, idx, dst, n):  # type: ignore[no-untyped-def]
+    """``__ptr_ring_consume_batched``: up to ``n`` frames into ``dst[:, :k]``; returns k."""
+    size = slots.shape[1]
+    cons = idx[IDX_CONS]
+    k = min(n, load_acquire64(idx, IDX_PROD) - cons)
+    for j in range(k):
+        s = (cons + j) % size
+        for c in range(slots.shape[0]):
+            dst[c, j] = slots[c, s]
+    if k > 0:
+        store_release64(idx, IDX_CONS, cons + k)
+    return max(k, 0)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_count(idx):  # type: ignore[no-untyped-def]
+    return load_acquire64(idx, IDX_PROD) - load_acquire64(idx, IDX_CONS)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _produce(slots, idx, src, k):  # type: ignore[no-untyped-def]
+    return ring_produce(slots, idx, src, k)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _consume(slots, idx, dst, n):  # type: ignore[no-untyped-def]
+    return ring_consume(slots, idx, dst, n)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _count(idx):  # type: ignore[no-untyped-def]
+    return ring_count(idx)
+
+
+class PtrRing:
+    """A ring of ``size`` entries of ``cols`` int64 columns (see the module docstring)."""
+
+    def __init__(self, size: int, cols: int = 4) -> None:
+        if size <= 0:
+            raise ValueError(f"ring size must be > 0, not {size}")
+        self.size = size
+        self.slots: I64 = np.zeros((cols, size), np.int64)
+        self.idx: I64 = np.zeros(_IDX_WORDS, np.int64)
+
+    def __len__(self) -> int:
+        return int(_count(self.idx))
+
+    def produce(self, cols: I64) -> int:
+        """Queue the columns ``cols`` (``cols x k``) as far as they fit; returns how many."""
+        k = cols.shape[1]
+        if not k:
+            return 0
+        return int(_produce(self.slots, self.idx, np.ascontiguousarray(cols, np.int64), k))
+
+    def consume(self, n: int) -> I64:
+        """Up to ``n`` entries, oldest first (``cols x k``)."""
+        out = np.empty((self.slots.shape[0], max(n, 0)), np.int64)
+        k = int(_consume(self.slots, self.idx, out, n)) if n > 0 else 0
+        return out[:, :k]
