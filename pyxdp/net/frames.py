@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KIND_BUFF", "KIND_FRAME", "Bulk", "FrameRing", "Frames"]
+from pyxdp.net.record import Field, Record
+
+__all__ = ["KIND_BUFF", "KIND_FRAME", "Bulk", "FrameRing", "Frames", "RingCursor"]
 
 I64 = npt.NDArray[np.int64]
 KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
@@ -93,6 +95,13 @@ class Bulk:
         return out
 
 
+class RingCursor(Record):
+    """A :class:`FrameRing`'s position: the head slot and how many frames it holds."""
+
+    head = Field()
+    count = Field()
+
+
 class FrameRing:
     """A bounded FIFO of frames (a NIC rx descriptor ring, veth's ``xdp_ring``,
     a cpumap entry's ``ptr_ring``): whole batches in, whole batches out."""
@@ -102,8 +111,7 @@ class FrameRing:
             raise ValueError(f"ring size must be > 0, not {size}")
         self.size = size
         self._cols = np.zeros((5, size), np.int64)
-        self._head = 0
-        self._count = 0
+        self.cur = RingCursor()  # head and fill, shared in place with native code
 
     def __len__(self) -> int:
         return self._count
@@ -125,13 +133,20 @@ class FrameRing:
         return k
 
     @property
-    def cursor(self) -> tuple[int, int]:
-        """(head, count): where native code consuming the ring starts, and its fill."""
-        return self._head, self._count
+    def _head(self) -> int:
+        return self.cur.head  # type: ignore[no-any-return]
 
-    @cursor.setter
-    def cursor(self, value: tuple[int, int]) -> None:
-        self._head, self._count = value
+    @_head.setter
+    def _head(self, v: int) -> None:
+        self.cur.head = v
+
+    @property
+    def _count(self) -> int:
+        return self.cur.count  # type: ignore[no-any-return]
+
+    @_count.setter
+    def _count(self, v: int) -> None:
+        self.cur.count = v
 
     @property
     def cols(self) -> npt.NDArray[np.int64]:

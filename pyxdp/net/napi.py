@@ -68,6 +68,7 @@ from pyxdp.maps.xskmap import XskMap
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
 from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Bulk, Frames
 from pyxdp.net.prog import XdpProg
+from pyxdp.net.source import GenState
 from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
     MEM_TYPE_PAGE_POOL,
@@ -750,8 +751,9 @@ class _NativeState:
         # Room for DEFER_POLLS polls of XDP_PASS frames (one stack list per native call).
         self.defer = np.zeros((budget * DEFER_POLLS, 9), np.int64)
         self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
-        self.empty_tpl = np.zeros((1, 1), np.uint8)
-        self.empty_len = np.zeros(0, np.int64)
+        # No generator: no templates, and a limit of 0 frames.
+        self.no_gen = (np.zeros((1, 1), np.uint8), np.zeros(0, np.int64),
+                       GenState(limit=0).words)
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.xsk.datapath.NativeRx of the last call
@@ -801,70 +803,63 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
-    pool.save_scalars(ctl)
-    ctl[C.QHEAD], ctl[C.QCOUNT] = ring.cursor
     src = rq.source
     if src is not None and src.active:
         tpl, tpl_len = src.batch.data, src.batch.length
         if src.max_len > min(tpl.shape[1], MAX_NATIVE_FRAME):
             raise ValueError(f"{dev.name}: generator frames above {MAX_NATIVE_FRAME} bytes "
                              f"need multi-buffer XDP, which pyxdp devices do not do")
-        ctl[C.GEN_POS] = src._pos
-        ctl[C.GEN_LEFT] = -1 if src.count is None else src.count - src.produced
+        gen = (tpl, tpl_len, src.state.words)
     else:
-        tpl, tpl_len = st.empty_tpl, st.empty_len
+        gen = st.no_gen
     nif = max(host.devices) + 1
     tgt_ok = np.zeros(nif, np.uint8)
     tgt_mtu = np.zeros(nif, np.int64)
+    tgt_stats = np.zeros(nif, np.int64)
     for i, d in host.devices.items():
         if d.kind == "nic" and d.up and not d.wire and i != 1 and not generic:
             tgt_ok[i] = 1
             tgt_mtu[i] = d.mtu + FWD_OVERHEAD
+            tgt_stats[i] = d.stats.words.ctypes.data
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
     dms = [] if generic else [m for m in prog.maps.values() if type(m) is DevMap]
     dm_ids = np.array([m.id for m in dms], np.int64)
     dm_n = np.array([m.max_entries for m in dms], np.int64)
     dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
     dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
-    cm, cm_rts = _cpumap_args(host, [] if generic else st.cpumaps)
-    cnt = np.zeros(K.SIZE, np.int64)
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
+    cm, cm_rts = _cpumap_args(host, [] if generic else st.cpumaps)
+    cnt = np.zeros(K.SIZE, np.int64)
     io = st.io
     pool.napi_local = True
-    vm = prog.vm
-    # The pool's ring is shared with cpumap kthreads returning pages: they take the
-    # host lock for it, and so does this loop, which touches the ring natively.
+    # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
     host.lock.acquire()
     try:
-        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
-            done = native_polls(NATIVE_POLLS, budget, fn, ctx_addr, io.desc, io.rows,
-                                io.data_off, io.data_len, io.meta_len, io.action,
-                                io.off_out, io.len_out, io.meta_out, io.status, io.pc,
-                                io.addr, io.redirect, pool.pages, pool.words, pool.qwords,
-                                pool.addr_base, ctl, *pool.native_arrays, ring.cols, tpl,
-                                tpl_len, dev.ifindex, tx_ok, tgt_ok, tgt_mtu, dm_ids, dm_off,
-                                dm_n, dm_ent, cnt, red_cnt,
-                                xmit_cnt, st.defer, np.zeros((nif, BULK_NATIVE), np.int64),
-                                np.zeros(nif, np.int64), st.tx_rows, pool.pfn_base,
-                                *_xsk_args(xsk), _stack_args(host, dev, rq, generic), cm)
+        with prog.vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
+            done = native_polls(
+                NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
+                (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
+                 *pool.native_arrays),
+                (ring.cols, ring.cur.words), gen,
+                (dev.ifindex, tx_ok, dev.stats.words, st.tx_rows),
+                (tgt_ok, tgt_mtu, tgt_stats, np.zeros((nif, BULK_NATIVE), np.int64),
+                 np.zeros(nif, np.int64), xmit_cnt),
+                (dm_ids, dm_off, dm_n, dm_ent, red_cnt), _xsk_args(xsk),
+                _stack_args(host, dev, rq, generic), cm, (ctl, cnt, st.defer))
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
-        pool.load_scalars(ctl)
-        ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
-        if src is not None and src.active:
-            src._pos = int(ctl[C.GEN_POS])
-            src.produced += int(ctl[C.GEN_MADE])
         pool.napi_local = False
         host.lock.release()
-    if ctl[C.ERROR]:
+    if ctl[C.ERROR] or pool.state.error:
         from pyxdp.net.page_pool import PageAccountingError
-        if ctl[C.ERROR] < 0:
+        if ctl[C.ERROR]:
             raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                       f"frame that is no page of {pool.name} in use",
                                       owner=pool.name)
-        row = int(ctl[C.ERROR]) - 1
+        row = int(pool.state.error) - 1
+        pool.state.error = 0
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
@@ -878,6 +873,12 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
 
 
 _NO_XSK: tuple[Any, ...] | None = None
+
+
+def _jit_args(io: Any, fn: int, ctx_addr: int) -> tuple[Any, ...]:
+    """The JIT's batch entry and the I/O arrays of its driver, for native code."""
+    return (fn, ctx_addr, io.desc, io.rows, io.data_off, io.data_len, io.meta_len, io.action,
+            io.off_out, io.len_out, io.meta_out, io.status, io.pc, io.addr, io.redirect)
 
 
 def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
@@ -920,30 +921,19 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     ring = rq.ring
     ctl = st.ctl
     region = xsk.pool.region
-    ctl[C.QHEAD], ctl[C.QCOUNT] = ring.cursor
     src = rq.source
-    if src is not None and src.active:
-        tpl, tpl_len = src.batch.data, src.batch.length
-        ctl[C.GEN_POS] = src._pos
-        ctl[C.GEN_LEFT] = -1 if src.count is None else src.count - src.produced
-    else:
-        tpl, tpl_len = st.empty_tpl, st.empty_len
+    gen = (src.batch.data, src.batch.length, src.state.words) \
+        if src is not None and src.active else st.no_gen
     cnt = np.zeros(K.SIZE, np.int64)
     io = st.io
     host.lock.acquire()
     try:
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
-            done = native_polls_zc(NATIVE_POLLS, budget, fn, ctx_addr, io.desc, io.rows,
-                                   io.data_off, io.data_len, io.meta_len, io.action,
-                                   io.off_out, io.len_out, io.meta_out, io.status, io.pc,
-                                   io.addr, io.redirect, region.pages, ctl, ring.cols, tpl,
-                                   tpl_len, cnt, st.defer, *xsk.zc_args())
+            done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
+                                   region.pages, (ring.cols, ring.cur.words), gen,
+                                   dev.stats.words, xsk.zc_args(), (ctl, cnt, st.defer))
     finally:
         xsk_native_fold(xsk, dev, prog.id)
-        ring.cursor = (int(ctl[C.QHEAD]), int(ctl[C.QCOUNT]))
-        if src is not None and src.active:
-            src._pos = int(ctl[C.GEN_POS])
-            src.produced += int(ctl[C.GEN_MADE])
         host.lock.release()
     if ctl[C.ERROR]:
         from pyxdp.net.page_pool import PageAccountingError
@@ -1058,27 +1048,18 @@ def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
                     red_cnt: I64 | None, xmit_cnt: I64 | None, dms: Sequence[DevMap]) -> None:
-    """Fold what the native polls counted into the device, trace and fault records."""
+    """Fold what the native polls summed for the tracer (events) and the poll counts
+    into their owners, and keep the first fault's report; the device's counters
+    were counted in place."""
     from pyxdp.net.napi_native import C, K
     dev = rq.dev
     host = dev.host
     ctl = st.ctl
-    s = dev.stats
     c = ctl.tolist()  # Python ints at once: each numpy scalar read costs a call
     k = cnt.tolist()
-    frames = c[C.FRAMES]
     rq.polls += c[C.POLLS]
     host.counters.polls += c[C.POLLS]
-    host.counters.frames += frames
-    s.rx_packets += frames
-    s.rx_bytes += c[C.BYTES]
-    s.rx_dropped += c[C.RX_DROPPED]
-    s.xdp_packets += frames - c[C.NDEFER]  # deferred ones are counted by dispatch
-    s.xdp_drops += k[K.ACT + 1]
-    s.xdp_pass += k[K.ACT + 2]
-    s.xdp_aborted += k[K.ACT + 0] + k[K.ACT + 5]
-    s.xdp_tx += k[K.ACT + 3]
-    s.xdp_redirect += k[K.ACT + 4]
+    host.counters.frames += c[C.FRAMES]
     tr = host.tracer
     if k[K.ACT + 0]:
         tr.xdp_exception.fire(prog.id, 0, dev.ifindex, k[K.ACT + 0])
@@ -1092,8 +1073,6 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
         tr.xdp_exception.fire(prog.id, bad & 0xFFFF_FFFF, dev.ifindex, k[K.ACT + 5])
     if k[K.TX_EVENTS]:
         tr.xdp_bulk_tx._add((dev.ifindex,), k[K.TX_EVENTS], [k[K.TX_SENT], 0, 0])
-        s.tx_packets += k[K.TX_SENT]
-        s.tx_bytes += k[K.TX_BYTES]
     if red_cnt is not None and red_cnt.any():  # None: a zero-copy call (no devices)
         ids = [m.id for m in dms] + [INT_MAX]
         for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
@@ -1101,11 +1080,8 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
             tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
     sent_to = xmit_cnt if xmit_cnt is not None else _NO_XMIT
     for ifx in np.flatnonzero(sent_to[:, 0]).tolist() if sent_to.any() else ():
-        events, sent, nbytes = (int(x) for x in sent_to[ifx])
+        events, sent, _ = (int(x) for x in sent_to[ifx])
         tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
-        t = host.devices[ifx]
-        t.stats.tx_packets += sent
-        t.stats.tx_bytes += nbytes
     if c[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
         vm = prog.vm
         fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),

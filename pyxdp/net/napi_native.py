@@ -61,8 +61,12 @@ from numba import types
 from numba.extending import intrinsic
 
 from pyxdp.net.atomic import i64_view, store_release64
+from pyxdp.net.frames import RingCursor
+from pyxdp.net.page_pool import PoolState
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
+from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX
 from pyxdp.xsk.native import (
     X_CHUNK,
@@ -94,53 +98,26 @@ __all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 
 
 class C:
-    """Indices of the control array (page pool, rings, generator, results). The first
-    15 are :data:`pyxdp.net.page_pool.POOL_SCALARS` (``PagePool.save_scalars``)."""
+    """Indices of a call's control array: what the call reports beyond the records."""
 
-    COUNT, RHEAD, RLEN, NFREE, NUSE, HOLD, RELEASE = 0, 1, 2, 3, 4, 5, 6
-    FAST, SLOW, EMPTY, REFILL, CACHED, CACHE_FULL, RING, RING_FULL = 7, 8, 9, 10, 11, 12, 13, 14
-    ERROR = 15  # nonzero: a page was returned that was not in use (its row + 1)
-    QHEAD, QCOUNT = 16, 17  # the rx ring
-    GEN_POS, GEN_LEFT = 18, 19  # generator: next template, frames left (-1: endless)
-    RX_DROPPED = 20  # the pool ran dry under the generator
-    NDEFER = 21
-    FAULTS, FAULT_WORD, FAULT_PC, FAULT_ADDR = 22, 23, 24, 25
-    INVALID_ACT = 26  # the first unknown verdict seen (its value + 1)
-    POLLS, FRAMES, BYTES = 27, 28, 29
-    GEN_MADE = 30  # frames the generator produced
-    SIZE = 32
+    ERROR = 0  # the rx ring holds a frame that is no buffer of the queue in use (-1)
+    NDEFER = 1  # frames handed back to the Python dispatch
+    FAULTS, FAULT_WORD, FAULT_PC, FAULT_ADDR = 2, 3, 4, 5
+    INVALID_ACT = 6  # the first unknown verdict seen (its value + 1)
+    POLLS, FRAMES = 7, 8
+    SIZE = 16
 
 
 class K:
-    """Indices of the counter array."""
+    """Indices of the trace sums array (folded into the tracer after the call)."""
 
-    ACT = 0  # 0..4: frames per verdict; 5: unknown verdicts
-    TX_EVENTS, TX_SENT, TX_BYTES = 6, 7, 8
+    ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
+    TX_EVENTS, TX_SENT = 6, 7  # xdp_bulk_tx of XDP_TX
     SIZE = 9
 
 
 # numba reads module-level integers as constants (not class attributes).
-C_COUNT = C.COUNT
-C_RHEAD = C.RHEAD
-C_RLEN = C.RLEN
-C_NFREE = C.NFREE
-C_NUSE = C.NUSE
-C_HOLD = C.HOLD
-C_RELEASE = C.RELEASE
-C_FAST = C.FAST
-C_SLOW = C.SLOW
-C_EMPTY = C.EMPTY
-C_REFILL = C.REFILL
-C_CACHED = C.CACHED
-C_CACHE_FULL = C.CACHE_FULL
-C_RING = C.RING
-C_RING_FULL = C.RING_FULL
 C_ERROR = C.ERROR
-C_QHEAD = C.QHEAD
-C_QCOUNT = C.QCOUNT
-C_GEN_POS = C.GEN_POS
-C_GEN_LEFT = C.GEN_LEFT
-C_RX_DROPPED = C.RX_DROPPED
 C_NDEFER = C.NDEFER
 C_FAULTS = C.FAULTS
 C_FAULT_WORD = C.FAULT_WORD
@@ -149,14 +126,42 @@ C_FAULT_ADDR = C.FAULT_ADDR
 C_INVALID_ACT = C.INVALID_ACT
 C_POLLS = C.POLLS
 C_FRAMES = C.FRAMES
-C_BYTES = C.BYTES
-C_GEN_MADE = C.GEN_MADE
-C_SIZE = C.SIZE
 K_ACT = K.ACT
 K_TX_EVENTS = K.TX_EVENTS
 K_TX_SENT = K.TX_SENT
-K_TX_BYTES = K.TX_BYTES
-K_SIZE = K.SIZE
+P_COUNT = PoolState.index("count")
+P_RHEAD = PoolState.index("ring_head")
+P_RLEN = PoolState.index("ring_len")
+P_NFREE = PoolState.index("nr_free")
+P_NUSE = PoolState.index("nr_in_use")
+P_HOLD = PoolState.index("hold_cnt")
+P_RELEASE = PoolState.index("release_cnt")
+P_FAST = PoolState.index("fast")
+P_SLOW = PoolState.index("slow")
+P_EMPTY = PoolState.index("empty")
+P_REFILL = PoolState.index("refill")
+P_CACHED = PoolState.index("cached")
+P_CACHE_FULL = PoolState.index("cache_full")
+P_RING = PoolState.index("ring")
+P_RING_FULL = PoolState.index("ring_full")
+P_ERROR = PoolState.index("error")
+Q_HEAD = RingCursor.index("head")
+Q_COUNT = RingCursor.index("count")
+G_POS = GenState.index("pos")
+G_PRODUCED = GenState.index("produced")
+G_LIMIT = GenState.index("limit")
+D_SIZE = len(NetdevStats.FIELDS)
+D_RX_PACKETS = NetdevStats.index("rx_packets")
+D_RX_BYTES = NetdevStats.index("rx_bytes")
+D_RX_DROPPED = NetdevStats.index("rx_dropped")
+D_TX_PACKETS = NetdevStats.index("tx_packets")
+D_TX_BYTES = NetdevStats.index("tx_bytes")
+D_XDP_PACKETS = NetdevStats.index("xdp_packets")
+D_XDP_DROPS = NetdevStats.index("xdp_drops")
+D_XDP_TX = NetdevStats.index("xdp_tx")
+D_XDP_REDIRECT = NetdevStats.index("xdp_redirect")
+D_XDP_ABORTED = NetdevStats.index("xdp_aborted")
+D_XDP_PASS = NetdevStats.index("xdp_pass")
 DEFER_COLS = 9  # row, data, len, meta, action, map_id, map_type, index, flags
 _FREE, _CACHE, _RING, _INUSE = 0, 1, 2, 3
 CACHE_SIZE = 128
@@ -194,87 +199,87 @@ def _call(typingctx, fn, ctx, desc):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _alloc(ctl, cache, ring, free, state):  # type: ignore[no-untyped-def]
+def _alloc(psc, cache, ring, free, state):  # type: ignore[no-untyped-def]
     """``page_pool_alloc``: alloc cache, then a refill from the ring, then 64 fresh
     pages from the free list. Returns the page row, or -1."""
-    c = ctl[C_COUNT]
+    c = psc[P_COUNT]
     if c > 0:
         c -= 1
-        ctl[C_COUNT] = c
+        psc[P_COUNT] = c
         loc = cache[c]
-        ctl[C_FAST] += 1
-    elif ctl[C_RLEN] > 0:
-        k = min(ctl[C_RLEN], REFILL)
+        psc[P_FAST] += 1
+    elif psc[P_RLEN] > 0:
+        k = min(psc[P_RLEN], REFILL)
         size = len(ring)
-        h = ctl[C_RHEAD]
+        h = psc[P_RHEAD]
         for j in range(k):
             r = ring[(h + j) % size]
             cache[j] = r
             state[r] = _CACHE
-        ctl[C_RHEAD] = (h + k) % size
-        ctl[C_RLEN] -= k
-        ctl[C_COUNT] = k - 1
-        ctl[C_REFILL] += 1
+        psc[P_RHEAD] = (h + k) % size
+        psc[P_RLEN] -= k
+        psc[P_COUNT] = k - 1
+        psc[P_REFILL] += 1
         loc = cache[k - 1]
     else:
-        ctl[C_EMPTY] += 1
-        k = min(ctl[C_NFREE], REFILL)
+        psc[P_EMPTY] += 1
+        k = min(psc[P_NFREE], REFILL)
         if k == 0:
             return -1
-        nf = ctl[C_NFREE]
+        nf = psc[P_NFREE]
         for j in range(k):
             r = free[nf - k + j]
             cache[j] = r
             state[r] = _CACHE
-        ctl[C_NFREE] = nf - k
-        ctl[C_HOLD] += k
-        ctl[C_COUNT] = k - 1
-        ctl[C_SLOW] += 1
+        psc[P_NFREE] = nf - k
+        psc[P_HOLD] += k
+        psc[P_COUNT] = k - 1
+        psc[P_SLOW] += 1
         loc = cache[k - 1]
     state[loc] = _INUSE
-    ctl[C_NUSE] += 1
+    psc[P_NUSE] += 1
     return loc
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _recycle(ctl, cache, ring, free, state, loc):  # type: ignore[no-untyped-def]
+def _recycle(psc, cache, ring, free, state, loc):  # type: ignore[no-untyped-def]
     """``page_pool_recycle_direct``: alloc cache, else ring, else the free list."""
     if state[loc] != _INUSE:
-        if ctl[C_ERROR] == 0:
-            ctl[C_ERROR] = loc + 1
+        if psc[P_ERROR] == 0:
+            psc[P_ERROR] = loc + 1
         return
-    c = ctl[C_COUNT]
+    c = psc[P_COUNT]
     if c < CACHE_SIZE:
-        ctl[C_NUSE] -= 1
+        psc[P_NUSE] -= 1
         cache[c] = loc
-        ctl[C_COUNT] = c + 1
+        psc[P_COUNT] = c + 1
         state[loc] = _CACHE
-        ctl[C_CACHED] += 1
+        psc[P_CACHED] += 1
         return
-    ctl[C_CACHE_FULL] += 1
-    _put_ring(ctl, ring, free, state, loc)
+    psc[P_CACHE_FULL] += 1
+    _put_ring(psc, ring, free, state, loc)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _put_ring(ctl, ring, free, state, loc):  # type: ignore[no-untyped-def]
+def _put_ring(psc, ring, free, state, loc):  # type: ignore[no-untyped-def]
     """``page_pool_put_page`` without direct recycling: the ring, else the free list."""
     if state[loc] != _INUSE:
-        if ctl[C_ERROR] == 0:
-            ctl[C_ERROR] = loc + 1
+        if psc[P_ERROR] == 0:
+            psc[P_ERROR] = loc + 1
         return
-    ctl[C_NUSE] -= 1
+    psc[P_NUSE] -= 1
     size = len(ring)
-    if ctl[C_RLEN] < size:
-        ring[(ctl[C_RHEAD] + ctl[C_RLEN]) % size] = loc
-        ctl[C_RLEN] += 1
+    if psc[P_RLEN] < size:
+        ring[(psc[P_RHEAD] + psc[P_RLEN]) % size] = loc
+        psc[P_RLEN] += 1
         state[loc] = _RING
-        ctl[C_RING] += 1
+        psc[P_RING] += 1
         return
-    ctl[C_RING_FULL] += 1
+    psc[P_RING_FULL] += 1
     state[loc] = _FREE
-    free[ctl[C_NFREE]] = loc
-    ctl[C_NFREE] += 1
-    ctl[C_RELEASE] += 1
+    free[psc[P_NFREE]] = loc
+    psc[P_NFREE] += 1
+    psc[P_RELEASE] += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -293,7 +298,7 @@ def _to_frame(w32, q64, loc, data, length, meta, addr_base):  # type: ignore[no-
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _take(ctl, cache, ring, free, state, c, nuse, fast):  # type: ignore[no-untyped-def]
+def _take(psc, cache, ring, free, state, c, nuse, fast):  # type: ignore[no-untyped-def]
     """Allocation with the pool's hot fields in registers: (row, c, nuse, fast).
     Only an empty alloc cache goes through the arrays (:func:`_alloc`)."""
     if c > 0:
@@ -301,23 +306,23 @@ def _take(ctl, cache, ring, free, state, c, nuse, fast):  # type: ignore[no-unty
         loc = cache[c]
         state[loc] = _INUSE
         return loc, c, nuse + 1, fast + 1
-    ctl[C_COUNT] = c
-    ctl[C_NUSE] = nuse
-    loc = _alloc(ctl, cache, ring, free, state)
-    return loc, ctl[C_COUNT], ctl[C_NUSE], fast
+    psc[P_COUNT] = c
+    psc[P_NUSE] = nuse
+    loc = _alloc(psc, cache, ring, free, state)
+    return loc, psc[P_COUNT], psc[P_NUSE], fast
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _give(ctl, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[no-untyped-def]
+def _give(psc, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[no-untyped-def]
     """Direct recycling with the hot fields in registers: (c, nuse, cached)."""
     if c < CACHE_SIZE and state[loc] == _INUSE:
         cache[c] = loc
         state[loc] = _CACHE
         return c + 1, nuse - 1, cached + 1
-    ctl[C_COUNT] = c
-    ctl[C_NUSE] = nuse
-    _recycle(ctl, cache, ring, free, state, loc)
-    return ctl[C_COUNT], ctl[C_NUSE], cached
+    psc[P_COUNT] = c
+    psc[P_NUSE] = nuse
+    _recycle(psc, cache, ring, free, state, loc)
+    return psc[P_COUNT], psc[P_NUSE], cached
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -365,18 +370,30 @@ def _dma(pages, loc, off, tpl, tpl_len, gpos, gleft, rows, d_off, d_len, d_meta,
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop):  # type: ignore[no-untyped-def] # noqa: E501
-    """A call's rx ring and generator positions and counts, back into the arrays."""
-    ctl[C_QHEAD] = qhead
-    ctl[C_QCOUNT] = qcount
-    ctl[C_GEN_POS] = gpos
-    ctl[C_GEN_LEFT] = gleft
-    ctl[C_GEN_MADE] += gmade
+def _gen_left(gst):  # type: ignore[no-untyped-def]
+    """Frames the generator has left to make (-1: endless)."""
+    lim = gst[G_LIMIT]
+    return -1 if lim < 0 else lim - gst[G_PRODUCED]
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,  # type: ignore[no-untyped-def] # noqa: E501
+            n_drop, n_bad):
+    """A call's rx ring and generator positions, and what it counted, into the records
+    (the device's counters; exceptions also as trace sums)."""
+    qcur[Q_HEAD] = qhead
+    qcur[Q_COUNT] = qcount
+    gst[G_POS] = gpos
+    gst[G_PRODUCED] += gmade
     ctl[C_POLLS] += polls
     ctl[C_FRAMES] += total
-    ctl[C_BYTES] += nbytes
+    ds[D_RX_PACKETS] += total
+    ds[D_RX_BYTES] += nbytes
+    ds[D_XDP_PACKETS] += total - ctl[C_NDEFER]  # deferred ones: counted by the dispatch
+    ds[D_XDP_DROPS] += n_drop
+    ds[D_XDP_ABORTED] += n_ab + n_bad
     cnt[K_ACT + 0] += n_ab
-    cnt[K_ACT + 1] += n_drop
+    cnt[K_ACT + 5] += n_bad
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -430,7 +447,7 @@ def _defer(ctl, defer, red, i, loc, data, length, meta, a):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
+def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
                nuse, cached):
     """``bq_flush_to_queue``: entry ``r``'s bulk into its ring; what does not fit is
     returned (``xdp_return_frame_rx_napi``: direct recycling). Returns the pool's
@@ -441,7 +458,7 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl, cache, ring, free, 
     b = cbq_n[r]
     taken = ring_produce(q_slots, q_idx, cbq[r], b)
     for j in range(taken, b):
-        c, nuse, cached = _give(ctl, cache, ring, free, state, cbq[r, 0, j] - pfn_base, c,
+        c, nuse, cached = _give(psc, cache, ring, free, state, cbq[r, 0, j] - pfn_base, c,
                                 nuse, cached)
     cq_cnt[r, 0] += 1
     cq_cnt[r, 1] += b
@@ -463,35 +480,49 @@ def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
-                 act, off_out, len_out, meta_out, status, pc_out, addr_out, red,
-                 pages, w32, q64, addr_base, ctl, cache, ring, free, state,
-                 qcols, tpl, tpl_len, self_ifindex, tx_ok, tgt_ok, tgt_mtu,
-                 dm_ids, dm_off, dm_n, dm_ent, cnt, red_cnt, xmit_cnt, defer, bq_rows, bq_n,
-                 tx_rows, pfn_base, xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons,
-                 rx_desc, umem, xm_ids, xm_off, xm_n, xm_ent, xs_cnt, stk, cm):
+def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk, cm, out):  # type: ignore[no-untyped-def] # noqa: E501
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
     ring and generator are dry, when a poll deferred frames to Python, when the
     queue's copy-mode AF_XDP socket ran out of fill buffers, or on an
     accounting error. Returns the frames processed.
 
+    Arguments are the objects' own records, grouped (see :mod:`pyxdp.net.napi`,
+    which builds them): ``jit`` the JIT batch entry and its I/O arrays, ``pool``
+    the page pool (state record, cache, ring, free list, page states), ``rxq``
+    the rx ring (slots, cursor), ``gen`` the generator (templates, state),
+    ``dev`` the device (ifindex, XDP_TX allowed, counters, TX bulk), ``tgt``
+    redirect targets, ``dm`` devmaps, ``xsk`` the queue's AF_XDP socket, ``stk``
+    the stack, ``cm`` cpumap entries, ``out`` what the call reports (control,
+    trace sums, deferred frames).
+
     The pool's hot fields and the per-frame counters live in local variables
     for the whole call (written back at the end): kept in the arrays, every
     update would be a load and a store the compiler cannot hoist, since the
     arrays might alias."""
+    (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
+     pc_out, addr_out, red) = jit
+    pages, w32, q64, addr_base, pfn_base, psc, cache, ring, free, state = pool
+    qcols, qcur = rxq
+    tpl, tpl_len, gst = gen
+    self_ifindex, tx_ok, ds, tx_rows = dev
+    tgt_ok, tgt_mtu, tgt_stats, bq_rows, bq_n, xmit_cnt = tgt
+    dm_ids, dm_off, dm_n, dm_ent, red_cnt = dm
+    (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
+     xm_n, xm_ent, xs_cnt) = xsk
+    ctl, cnt, defer = out
     ndm = len(dm_ids)
     nif = len(tgt_ok)
     npages = len(state)
     ntpl = len(tpl_len)
     total = 0
-    c = ctl[C_COUNT]
-    nuse = ctl[C_NUSE]
+    c = psc[P_COUNT]
+    nuse = psc[P_NUSE]
     fast = 0
     cached = 0
-    qhead = ctl[C_QHEAD]
-    qcount = ctl[C_QCOUNT]
-    gpos = ctl[C_GEN_POS]
-    gleft = ctl[C_GEN_LEFT]
+    qhead = qcur[Q_HEAD]
+    qcount = qcur[Q_COUNT]
+    gpos = gst[G_POS]
+    gleft = _gen_left(gst)
     gmade = 0
     nbytes = 0
     polls = 0
@@ -523,14 +554,14 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 rsize = r_slots.shape[1]
                 cons = r_idx[IDX_CONS]
                 j = 0
-                ctl[C_NUSE] = nuse
+                psc[P_NUSE] = nuse
                 while j < avail:
                     loc = r_slots[0, (cons + j) % rsize] - pfn_base
                     if loc < 0 or loc >= npages or state[loc] != _INUSE:
                         break  # another pool's page: Python returns it
-                    _put_ring(ctl, ring, free, state, loc)
+                    _put_ring(psc, ring, free, state, loc)
                     j += 1
-                nuse = ctl[C_NUSE]
+                nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
         # The rx ring first (frames a NIC received or veth copied), pool pages only.
         while n < budget and qcount > 0:
@@ -546,15 +577,15 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             n += 1
         # Then the generator: a pool page per frame, the template copied in (DMA).
         while n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
-            loc, c, nuse, fast = _take(ctl, cache, ring, free, state, c, nuse, fast)
+            loc, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
             if loc < 0:
-                ctl[C_RX_DROPPED] += 1
+                ds[D_RX_DROPPED] += 1
                 break
             gpos, gleft = _dma(pages, loc, HEADROOM, tpl, tpl_len, gpos, gleft, rows, d_off,
                                d_len, d_meta, n)
             gmade += 1
             n += 1
-        if n == 0 or ctl[C_ERROR] != 0:
+        if n == 0 or ctl[C_ERROR] != 0 or psc[P_ERROR] != 0:
             break
         polls += 1
         total += n
@@ -574,7 +605,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 _fault(ctl, status, pc_out, addr_out, i)
             if a == 1 or a == 0 or a > 4:
                 n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
-                c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 continue
             data = np.int64(off_out[i])
             length = np.int64(len_out[i])
@@ -586,7 +617,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 stack_rcv_one(pages[loc], data, length, self_ifindex, mib, port_sock,
                               sock_cnt, dev_cnt)
                 passed += 1
-                c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
@@ -598,7 +629,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                         tx_events += 1
                         tx_sent += ntx
                         for j in range(ntx):  # sent, then completed: back to the pool
-                            c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j],
+                            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j],
                                                     c, nuse, cached)
                         ntx = 0
                     done = True
@@ -614,7 +645,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                     elif e == ENOMEM:
                         backed_up = True
                     n_red += 1
-                    c, nuse, cached = _give(ctl, cache, ring, free, state, loc, c, nuse, cached)
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
                 k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
@@ -630,7 +661,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                     cbq_n[r] = b + 1
                     if b + 1 == CPU_MAP_BULK:
                         c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base,
-                                                     ctl, cache, ring, free, state, c, nuse,
+                                                     psc, cache, ring, free, state, c, nuse,
                                                      cached)
                     n_red += 1
                     cm_red[k] += 1
@@ -655,7 +686,9 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
-                    xmit_cnt[ifx, 2] += length
+                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
+                    ts[D_TX_PACKETS] += 1
+                    ts[D_TX_BYTES] += length
                     b = bq_n[ifx]
                     bq_rows[ifx, b] = loc
                     bq_n[ifx] = b + 1
@@ -663,7 +696,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                         xmit_cnt[ifx, 0] += 1
                         xmit_cnt[ifx, 1] += BULK
                         for j in range(BULK):
-                            c, nuse, cached = _give(ctl, cache, ring, free, state,
+                            c, nuse, cached = _give(psc, cache, ring, free, state,
                                                     bq_rows[ifx, j], c, nuse, cached)
                         bq_n[ifx] = 0
                     done = True
@@ -683,7 +716,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
             tx_events += 1
             tx_sent += ntx
             for j in range(ntx):
-                c, nuse, cached = _give(ctl, cache, ring, free, state, tx_rows[j], c, nuse,
+                c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse,
                                         cached)
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
@@ -695,7 +728,7 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
                 xmit_cnt[t, 0] += 1
                 xmit_cnt[t, 1] += b
                 for j in range(b):
-                    c, nuse, cached = _give(ctl, cache, ring, free, state, bq_rows[t, j], c,
+                    c, nuse, cached = _give(psc, cache, ring, free, state, bq_rows[t, j], c,
                                             nuse, cached)
                 bq_n[t] = 0
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
@@ -705,46 +738,51 @@ def native_polls(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_me
         # frames at it (the page pool keeps the NIC receiving); let the caller - its
         # user, on one CPU - refill first. (A zero-copy NIC stops by itself: no
         # buffer, no frame.)
-        if (flushy or backed_up or ctl[C_ERROR] != 0
+        if (flushy or backed_up or ctl[C_ERROR] != 0 or psc[P_ERROR] != 0
                 or (deferred and ctl[C_NDEFER] + budget > len(defer))):
             break
-    ctl[C_COUNT] = c
-    ctl[C_NUSE] = nuse
-    ctl[C_FAST] += fast
-    ctl[C_CACHED] += cached
-    _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop)
-    cnt[K_ACT + 2] += n_pass
-    cnt[K_ACT + 3] += n_tx
-    cnt[K_ACT + 4] += n_red
-    cnt[K_ACT + 5] += n_bad
+    psc[P_COUNT] = c
+    psc[P_NUSE] = nuse
+    psc[P_FAST] += fast
+    psc[P_CACHED] += cached
+    _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
+            n_drop, n_bad)
+    ds[D_XDP_PASS] += n_pass
+    ds[D_XDP_TX] += n_tx
+    ds[D_XDP_REDIRECT] += n_red
+    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
-    cnt[K_TX_BYTES] += tx_bytes
     return total
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d_meta,  # type: ignore[no-untyped-def] # noqa: E501
-                    act, off_out, len_out, meta_out, status, pc_out, addr_out, red, pages,
-                    ctl, qcols, tpl, tpl_len, cnt, defer, xc, fq_prod, fq_cons, fq_addr,
-                    fq_flags, xfree, rx_prod, rx_cons, rx_desc, held, xm_ids, xm_off, xm_n,
-                    xm_ent, xs_cnt):
+def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # type: ignore[no-untyped-def] # noqa: E501
     """:func:`native_polls` for a zero-copy AF_XDP queue (``MEM_TYPE_XSK_BUFF_POOL``):
-    its buffers are UMEM chunks (``pages`` is the UMEM, one row per chunk) from
+    its buffers are UMEM chunks (``umem`` is the UMEM, one row per chunk) from
     the socket's pool; the generator DMAs into them as ``xsk_zc_dma`` does, a
     redirect to the socket hands the chunk over (``xsk_rcv_zc``), XDP_DROP
     frees it (``xsk_buff_free``); everything else (XDP_PASS, XDP_TX, redirects
     elsewhere: the copies of ``xdp_convert_zc_to_xdp_frame``) is deferred."""
+    (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
+     pc_out, addr_out, red) = jit
+    pages = umem
+    qcols, qcur = rxq
+    tpl, tpl_len, gst = gen
+    (xc, fq_prod, fq_cons, fq_addr, fq_flags, xfree, rx_prod, rx_cons, rx_desc, held, xm_ids,
+     xm_off, xm_n, xm_ent, xs_cnt) = xsk
+    ctl, cnt, defer = out
     nchunks = len(held)
     ntpl = len(tpl_len)
     chunk = xc[X_CHUNK]
     off = xc[X_OFF]
     pfn_base = xc[X_PFN_BASE]
     total = 0
-    qhead = ctl[C_QHEAD]
-    qcount = ctl[C_QCOUNT]
-    gpos = ctl[C_GEN_POS]
-    gleft = ctl[C_GEN_LEFT]
+    qhead = qcur[Q_HEAD]
+    qcount = qcur[Q_COUNT]
+    gpos = gst[G_POS]
+    gleft = _gen_left(gst)
     gmade = 0
     nbytes = 0
     polls = 0
@@ -831,7 +869,7 @@ def native_polls_zc(max_polls, budget, fn, ctx_addr, desc, rows, d_off, d_len, d
             xtouched = False
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
-    _totals(ctl, cnt, qhead, qcount, gpos, gleft, gmade, polls, total, nbytes, n_ab, n_drop)
-    cnt[K_ACT + 4] += n_red
-    cnt[K_ACT + 5] += n_bad
+    _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
+            n_drop, n_bad)
+    ds[D_XDP_REDIRECT] += n_red
     return total

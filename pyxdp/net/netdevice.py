@@ -61,6 +61,7 @@ from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, FrameRing, Frames
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.stack import SkbBatch, Stack
+from pyxdp.net.stats import NetdevStats
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
 from pyxdp.net.xdp import XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import (
@@ -104,26 +105,6 @@ XSK_TABLE_SIZE = 256  # ifindexes the native bpf_redirect_xsk table covers
 
 def _fail(err: int, detail: str) -> KernelError:
     return KernelError("xdp attach", err, detail)
-
-
-@dataclass
-class NetdevStats:
-    """``struct rtnl_link_stats64`` counters the model keeps (``ip -s link``)."""
-
-    rx_packets: int = 0
-    rx_bytes: int = 0
-    rx_dropped: int = 0
-    tx_packets: int = 0
-    tx_bytes: int = 0
-    tx_dropped: int = 0
-    # XDP counters of the driver (veth's xdp_* ethtool stats).
-    xdp_packets: int = 0
-    xdp_drops: int = 0
-    xdp_tx: int = 0
-    xdp_tx_errors: int = 0
-    xdp_redirect: int = 0
-    xdp_aborted: int = 0
-    xdp_pass: int = 0
 
 
 @dataclass(eq=False)

@@ -54,14 +54,16 @@ import logging
 import mmap
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
 from pyxdp.errors import PyxdpError
+from pyxdp.net.record import Field, Record
 
 __all__ = [
     "DIRECT_MAP_BASE",
@@ -71,7 +73,7 @@ __all__ = [
     "PAGE_SIZE",
     "PFN_REGION_SHIFT",
     "PP_ALLOC_CACHE_REFILL",
-    "POOL_SCALARS",
+    "PoolState",
     "PP_ALLOC_CACHE_SIZE",
     "MemMap",
     "PageAccountingError",
@@ -516,10 +518,65 @@ class PagePoolStats:
 
 DisconnectHook = Callable[["PagePool"], None]
 
-#: The scalar state :meth:`PagePool.save_scalars` hands to native code, in order.
-POOL_SCALARS = ("count", "ring_head", "ring_len", "nr_free", "nr_in_use", "hold_cnt",
-                "release_cnt", "fast", "slow", "empty", "refill", "cached", "cache_full",
-                "ring", "ring_full")
+class PoolState(Record):
+    """A page pool's scalar state and ``page_pool_stats``, one record that the Python
+    methods and the native poll loop both update in place."""
+
+    count = Field()  # alloc.count: pages in the alloc cache
+    ring_head = Field()
+    ring_len = Field()
+    nr_free = Field()  # pages left in the pool's share of the page allocator
+    nr_in_use = Field()
+    hold_cnt = Field()  # pages_state_hold_cnt
+    release_cnt = Field()  # pages_state_release_cnt
+    fast = Field()
+    slow = Field()
+    empty = Field()
+    refill = Field()
+    cached = Field()
+    cache_full = Field()
+    ring = Field()
+    ring_full = Field()
+    slow_high_order = Field()
+    waive = Field()
+    released_refcnt = Field()
+    error = Field()  # native code met a page returned that was not in use (its row + 1)
+
+
+class _Slot:
+    """A :class:`PoolState` field under the name the pool's code uses for it."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, name: str) -> None:
+        self.i = PoolState.index(name)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else obj._sw[self.i]
+
+    def __set__(self, obj: Any, value: int) -> None:
+        obj._sw[self.i] = value
+
+
+class _PoolStats:
+    """``pool.stats``: the counters of the pool's :class:`PoolState`, as attributes."""
+
+    __slots__ = ("_sw",)
+
+    def __init__(self, state: PoolState) -> None:
+        self._sw = state._w
+
+    fast = _Slot("fast")
+    slow = _Slot("slow")
+    slow_high_order = _Slot("slow_high_order")
+    empty = _Slot("empty")
+    refill = _Slot("refill")
+    waive = _Slot("waive")
+    cached = _Slot("cached")
+    cache_full = _Slot("cache_full")
+    ring = _Slot("ring")
+    ring_full = _Slot("ring_full")
+    released_refcnt = _Slot("released_refcnt")
 
 
 class PagePool(PageMemory):
@@ -534,15 +591,15 @@ class PagePool(PageMemory):
     def __init__(self, npages: int, page_size: int = PAGE_SIZE, *, pool_size: int = 0,
                  memmap: MemMap | None = None, name: str = "", strict: bool = True,
                  napi_local: bool = False) -> None:
+        self.state = PoolState()
+        self._sw = self.state._w
         super().__init__(npages, page_size, memmap=memmap, name=name, strict=strict)
         if pool_size < 0:
             raise ValueError(f"pool_size must be >= 0, not {pool_size}")
         self.ring_size = min(pool_size, PAGE_POOL_MAX_RING_SIZE) if pool_size \
             else PAGE_POOL_DEFAULT_RING_SIZE
         self.napi_local = napi_local
-        self.stats = PagePoolStats()
-        self.hold_cnt = 0  # pages taken from the page allocator (pages_state_hold_cnt)
-        self.release_cnt = 0  # pages given back to it (pages_state_release_cnt)
+        self.stats = _PoolStats(self.state)
         self.user_cnt = 1  # page_pool_create's reference; xdp mem models add theirs
         self.xdp_mem_id = 0
         self._disconnect: DisconnectHook | None = None
@@ -552,58 +609,39 @@ class PagePool(PageMemory):
         # numpy view the vector ones (same memory).
         self._state_b = bytearray(npages)
         self._state = np.frombuffer(self._state_b, dtype=np.uint8)
-        self._nuse = 0
         self._free_a = array.array("q", range(npages - 1, -1, -1))
         self._free = np.frombuffer(self._free_a, dtype=_I64)
         self._nfree = npages
         self._cache_a = array.array("q", bytes(8 * PP_ALLOC_CACHE_SIZE))
         self._cache = np.frombuffer(self._cache_a, dtype=_I64)
-        self._count = 0  # alloc.count
         self._scratch = np.zeros(npages, dtype=_I64)  # for the duplicate test
         # ptr_ring's producer lock: returns from other threads (a cpumap kthread)
         # go through the ring while the pool's NAPI allocates.
         self._ring_lock = threading.Lock()
         self._ring_a = array.array("q", bytes(8 * self.ring_size))
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
-        self._rhead = 0
-        self._rlen = 0
 
-    # -- native code ------------------------------------------------------------------
-    def save_scalars(self, out: NDArray[np.int64]) -> None:
-        """Put the pool's scalar state in ``out[:15]`` for native code to run the pool
-        on its arrays: :data:`POOL_SCALARS` order; the statistics slots start at 0
-        and count what the native code adds."""
-        out[:7] = (self._count, self._rhead, self._rlen, self._nfree, self._nuse,
-                   self.hold_cnt, self.release_cnt)
-        out[7:len(POOL_SCALARS)] = 0
+    # The scalar state, kept in :attr:`state` (shared in place with native code).
+    _count = _Slot("count")
+    _rhead = _Slot("ring_head")
+    _rlen = _Slot("ring_len")
+    _nfree = _Slot("nr_free")
+    _nuse = _Slot("nr_in_use")
+    hold_cnt = _Slot("hold_cnt")
+    release_cnt = _Slot("release_cnt")
 
     @property
     def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
-                                     NDArray[np.uint8]]:
-        """(alloc cache, ring, free list, page states): the arrays native code runs the
-        pool on, between :meth:`save_scalars` and :meth:`load_scalars`."""
-        return self._cache, self._ring, self._free, self._state
-
-    def load_scalars(self, src: NDArray[np.int64]) -> None:
-        """Take back what :meth:`save_scalars` gave out, as native code left it."""
-        (self._count, self._rhead, self._rlen, self._nfree, self._nuse, self.hold_cnt,
-         self.release_cnt) = (int(x) for x in src[:7])
-        st = self.stats
-        fast, slow, empty, refill, cached, cache_full, ring, ring_full = \
-            (int(x) for x in src[7:len(POOL_SCALARS)])
-        st.fast += fast
-        st.slow += slow
-        st.empty += empty
-        st.refill += refill
-        st.cached += cached
-        st.cache_full += cache_full
-        st.ring += ring
-        st.ring_full += ring_full
+                                     NDArray[np.int64], NDArray[np.uint8]]:
+        """(state words, alloc cache, ring, free list, page states): the pool as native
+        code runs it, in place."""
+        return self.state.words, self._cache, self._ring, self._free, self._state
 
     # -- introspection ---------------------------------------------------------------
     def get_stats(self) -> PagePoolStats:
         """``page_pool_get_stats``: a snapshot of the counters."""
-        return replace(self.stats)
+        st = self.state
+        return PagePoolStats(**{f.name: getattr(st, f.name) for f in fields(PagePoolStats)})
 
     def inflight(self) -> int:
         """``page_pool_inflight``: pages the pool holds from the page allocator.

@@ -20,12 +20,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyxdp.net.packets import batch as packet_batch
+from pyxdp.net.record import Field, Record
 from pyxdp.net.stack import SkbBatch
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import NetDevice, NetdevRxQueue
 
-__all__ = ["Collector", "PcapngSink", "TrafficGenerator"]
+__all__ = ["Collector", "GenState", "PcapngSink", "TrafficGenerator"]
+
+
+class GenState(Record):
+    """A generator's position, shared in place with the native poll loop: the next
+    template, frames produced, and the limit (-1: endless)."""
+
+    pos = Field()
+    produced = Field()
+    limit = Field()
 
 
 class TrafficGenerator:
@@ -46,9 +56,7 @@ class TrafficGenerator:
             data = buf.reshape(period, -1)
             self.batch = SkbBatch(data, lens.astype(np.int64), np.zeros(period, np.int64),
                                   np.zeros(period, np.int64), [b""] * period)
-        self.count = count
-        self.produced = 0
-        self._pos = 0
+        self.state = GenState(limit=-1 if count is None else count)
         # The longest frame (the native poll loop checks it against its buffers).
         self.max_len = int(self.batch.length.max()) if len(self.batch.length) else 0
 
@@ -64,6 +72,32 @@ class TrafficGenerator:
         if count is None and not loop:
             count = len(packets)
         return cls(packets=packets, count=count)
+
+    @property
+    def count(self) -> int | None:
+        """Frames to produce in all (``None``: endless)."""
+        lim: int = self.state.limit
+        return None if lim < 0 else lim
+
+    @count.setter
+    def count(self, v: int | None) -> None:
+        self.state.limit = -1 if v is None else v
+
+    @property
+    def produced(self) -> int:
+        return self.state.produced  # type: ignore[no-any-return]
+
+    @produced.setter
+    def produced(self, v: int) -> None:
+        self.state.produced = v
+
+    @property
+    def _pos(self) -> int:
+        return self.state.pos  # type: ignore[no-any-return]
+
+    @_pos.setter
+    def _pos(self, v: int) -> None:
+        self.state.pos = v
 
     @property
     def active(self) -> bool:
