@@ -5,7 +5,13 @@ memory access checked against the run's regions, an exact instruction budget,
 guarded division and shifts) and its fake address space, so r0, memory effects
 and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
 
-* :mod:`~pyxdp.vm.jit.lower` - eBPF to LLVM IR (text), native helpers, the native ABI;
+* :mod:`~pyxdp.vm.jit.abi` - the words native code and Python share (run context,
+  region table, batch and map descriptors, status codes), the lowering's inputs;
+* :mod:`~pyxdp.vm.jit.ir` - the text IR builder;
+* :mod:`~pyxdp.vm.jit.analysis` - control flow, frame and region-hint analyses, liveness;
+* :mod:`~pyxdp.vm.jit.lower` - per-instruction lowering of eBPF to LLVM IR (text);
+* :mod:`~pyxdp.vm.jit.natives` - native twins of helpers;
+* :mod:`~pyxdp.vm.jit.entry` - entry points: a run, callbacks, the batch loops;
 * :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O0-O3), the compile cache, modules
   shared by many programs (:func:`~pyxdp.vm.jit.engine.compile_together`);
 * :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helper trampolines;

@@ -16,7 +16,7 @@ redirect state are copied into the :class:`~pyxdp.net.xdp.XdpBuff` and
 :class:`~pyxdp.net.filter.RedirectInfo` the helper sees; after it, back.
 
 One run and a batch are the same native loop (``<tag>_xdp``, see
-:func:`pyxdp.vm.jit.lower._xdp_fn`): :meth:`XdpJit.run_xdp` is a batch of one
+:func:`pyxdp.vm.jit.entry.xdp_fn`): :meth:`XdpJit.run_xdp` is a batch of one
 frame over an XdpBuff's own buffer, :meth:`XdpJit.run_batch_xdp` runs frames
 laid out in one numpy array with the GIL released.
 
@@ -58,14 +58,14 @@ from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
-from pyxdp.vm.jit import lower as abi
-from pyxdp.vm.jit.lower import MapInfo, Natives
+from pyxdp.vm.jit import abi
+from pyxdp.vm.jit.abi import MapInfo, Natives
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.memory import Region
 
 __all__ = ["NATIVE_XDP_HELPERS", "DriverIO", "XdpBatchOutput", "XdpJit"]
 
-# Helper ids with a native twin, by kind (see lower.Natives).
+# Helper ids with a native twin, by kind (see abi.Natives).
 NATIVE_XDP_HELPERS: dict[int, str] = {
     1: "map_lookup", 2: "map_update", 5: "ktime", 8: "smp_id", 23: "redirect",
     28: "csum_diff", 44: "adjust_head", 51: "redirect_map", 54: "adjust_meta",
@@ -172,7 +172,7 @@ class XdpBatchOutput:
     """Per-frame results of :meth:`XdpJit.run_batch_xdp` (``done`` frames were run), as
     views of the two blocks native code wrote.
 
-    ``status`` is ``lower.ST_*`` (0: the run ended normally), ``frames_used``
+    ``status`` is ``abi.ST_*`` (0: the run ended normally), ``frames_used``
     the stack frames the run created; ``redirect`` rows are the redirect state
     after the frame (map_id, map_type, tgt_index, flags); :meth:`render` gives
     frame i's fault as the interpreter raises it.
