@@ -61,9 +61,10 @@ from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MapInfo, Natives
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
+from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
 
-__all__ = ["NATIVE_XDP_HELPERS", "DriverIO", "XdpBatchOutput", "XdpJit"]
+__all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit"]
 
 # Helper ids with a native twin, by kind (see abi.Natives).
 NATIVE_XDP_HELPERS: dict[int, str] = {
@@ -82,35 +83,6 @@ _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
 _XDP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
-
-
-class DriverIO:
-    """The arrays a natively driven batch of up to ``n`` frames reads and writes
-    (see :meth:`XdpJit.driver`); fixed addresses, reused batch after batch."""
-
-    def __init__(self, n: int, ifindex: int, rxq: int) -> None:
-        self.desc = np.zeros(len(abi.XDP_FIELDS), np.uint64)
-        self.rows = np.zeros(n, np.int64)
-        self.data_off = np.zeros(n, np.uint32)
-        self.data_len = np.zeros(n, np.uint32)
-        self.meta_len = np.zeros(n, np.uint32)
-        self.rxq = np.full(n, rxq, np.uint32)
-        self.ifindex = np.full(n, ifindex, np.uint32)
-        self.action = np.zeros(n, np.uint32)
-        self.off_out = np.zeros(n, np.uint32)
-        self.len_out = np.zeros(n, np.uint32)
-        self.meta_out = np.zeros(n, np.uint32)
-        self.status = np.zeros(n, np.uint32)
-        self.pc = np.zeros(n, np.uint32)
-        self.addr = np.zeros(n, np.uint64)
-        self.redirect = np.zeros((n, 4), np.uint64)
-        # The descriptor words :meth:`XdpJit.driver` writes, for the last frames array
-        # (addresses are costly to ask numpy for; these arrays never move).
-        self.words: tuple[npt.NDArray[np.uint8], U64] | None = None
-
-
-class XdpDesc(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in abi.XDP_FIELDS]
 
 
 def _addr(a: npt.NDArray[Any]) -> int:
@@ -458,14 +430,14 @@ class XdpJit(JitProgram):
         and is idle gets that program's run context (it is set up to run nested, on
         this run's buffer); any other slot is left to the Python hook, as the
         interpreter runs it. One level: the targets' own tail calls take the hook."""
-        from pyxdp.net.prog import XdpProg
         table = self._tails
         for m, base in self._tail_maps:
             for idx in range(m.max_entries):
                 k = base + idx
-                target = m.prog_at(idx)
+                target: Any = m.prog_at(idx)
                 vm = getattr(target, "vm", None)
-                if (isinstance(target, XdpProg) and target.engine == "jit"
+                # An XdpProg (net.prog, which imports this module) on its JIT engine.
+                if (getattr(target, "engine", None) == "jit"
                         and target._depth == 0 and isinstance(vm, XdpJit) and not vm._active):
                     vm._parent = self
                     vm._begin(ctx)

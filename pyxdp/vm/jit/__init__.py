@@ -15,9 +15,12 @@ and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
 * :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O0-O3), the compile cache, modules
   shared by many programs (:func:`~pyxdp.vm.jit.engine.compile_together`);
 * :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helper trampolines;
-* :mod:`~pyxdp.vm.jit.xdp` - :class:`~pyxdp.vm.jit.xdp.XdpJit`: XDP programs with
-  native map and packet helpers, native tail calls, the XDP batch entry (what
-  :class:`pyxdp.net.prog.XdpProg` runs on its ``jit`` engine).
+* :mod:`~pyxdp.vm.jit.xdp` - the XDP batch entry's descriptors (:class:`DriverIO`).
+
+XDP programs on the JIT (native map and packet helpers, native tail calls, the
+XDP batch entry: what :class:`pyxdp.net.prog.XdpProg` runs on its ``jit``
+engine) are :class:`pyxdp.net.xdp_jit.XdpJit`: the vm layer imports neither
+maps nor net.
 
 Needs the ``jit`` extra (llvmlite).
 """
