@@ -47,12 +47,8 @@ import numpy.typing as npt
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.errors import HelperFault, ProgramFault
-from pyxdp.maps.arraymap import ArrayMap, PercpuArrayMap, ProgArrayMap
+from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
-from pyxdp.maps.cpumap import CpuMap
-from pyxdp.maps.devmap import DevMap
-from pyxdp.maps.hashtab import HashMap, LruHashMap, LruPercpuHashMap, PercpuHashMap
-from pyxdp.maps.xskmap import XskMap
 from pyxdp.net.filter import BPF_FUNC_REDIRECT_XSK, XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfMapType
@@ -60,6 +56,7 @@ from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MapInfo, Natives
+from pyxdp.vm.jit.natives import map_native
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
@@ -73,9 +70,6 @@ NATIVE_XDP_HELPERS: dict[int, str] = {
     65: "adjust_tail", 188: "buff_len", 189: "load_bytes", 190: "store_bytes",
     BPF_FUNC_REDIRECT_XSK: "redirect_xsk",
 }
-# Hash keys longer than this take the Python helper (native code unrolls the key).
-MAX_NATIVE_KEY = 128
-_HASH_TYPES = (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap)
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
                 int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0}
@@ -92,13 +86,11 @@ def _addr(a: npt.NDArray[Any]) -> int:
 def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]:
     """What native code needs of ``m`` and its descriptor words (host pointers)."""
     regions = m.regions()
+    native = map_native(int(m.map_type))
     kind = "other"
-    if type(m) in (ArrayMap, PercpuArrayMap):
-        kind = "array"
-    elif type(m) in _HASH_TYPES and m.key_size <= MAX_NATIVE_KEY:
-        kind = "hash"
-    elif type(m) in (DevMap, CpuMap, XskMap):  # entries[key][0] != 0: a target
-        kind = "entries"
+    if (native is not None and type(m) in native.classes
+            and (not native.max_key or m.key_size <= native.max_key)):
+        kind = native.kind
     base = regions[0].base if regions else 0
     stride = regions[1].base - base if len(regions) > 1 else 0
     if any(r.base != base + n * stride or r.size != regions[0].size
@@ -106,16 +98,9 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
         kind, first_region = "other", -1  # not one evenly spaced region per CPU
     desc = [0] * len(abi.MAPDESC_FIELDS)
     d = {n: i for i, n in enumerate(abi.MAPDESC_FIELDS)}
-    if kind in ("array", "hash"):
-        values: npt.NDArray[np.uint8] = m.value_data  # type: ignore[attr-defined]
-        desc[d["value_data"]] = _addr(values)
-        desc[d["value_row"]] = int(values.strides[0]) if values.ndim == 2 else 0
-    if kind == "hash":
-        h = cast(HashMap, m)
-        for name in ("key_data", "index", "hashes", "stamp", "elem_slot", "free", "hdr"):
-            desc[d[name]] = _addr(getattr(h, name))
-    if kind == "entries":
-        desc[d["entries"]] = _addr(m.entries)  # type: ignore[attr-defined]
+    if kind != "other" and native is not None:
+        for name, word in native.describe(m).items():
+            desc[d[name]] = word
     h2 = m if kind == "hash" else None
     info = MapInfo(
         addr=m.addr, slot=slot, kind=kind, map_type=int(m.map_type), map_id=m.id,

@@ -102,14 +102,11 @@ from pyxdp.vm.jit.natives import (
     adjust_head_fn,
     adjust_meta_fn,
     adjust_tail_fn,
-    array_update_fn,
     buff_len_fn,
     csum_fn,
-    hash_lookup_fn,
-    hash_update_fn,
     load_bytes_fn,
+    map_native,
     redirect_fn,
-    redirect_map_fn,
     redirect_xsk_fn,
     store_bytes_fn,
 )
@@ -231,6 +228,8 @@ _SHARED = {
     "redirect_xsk": lambda n: redirect_xsk_fn(n.ctx_base),
     "tailcall": lambda n: tailcall_fn(),
 }
+# used_maps keys -> MapNative.functions keys.
+_MAP_FUNCTION = {"lookup": "lookup", "update": "update", "redir": "redirect"}
 # Shared functions a native kind needs besides itself.
 _NEEDS = {"adjust_head": ("pkt",), "adjust_meta": ("pkt",), "adjust_tail": ("pkt",),
           "tailcall": (),
@@ -1027,12 +1026,19 @@ class FuncLowering:
             return f.ins(f"call i64 @{kind}(ptr %ctx, i64 {r[1]}, i64 {r[2]})"), f.cur
         assert m is not None
         if kind == "redirect_map":
-            if m.kind != "entries":
+            native = map_native(m.map_type)
+            if m.kind != "entries" or native is None or "redirect" not in native.functions:
                 return None
             self.prog.used_maps[("redir", m.slot)] = m
             return f.ins(f"call i64 @{self.prog.tag}_redir{m.slot}(ptr %ctx, i64 {r[2]}, "
                          f"i64 {r[3]})"), f.cur
-        if m.kind not in ("array", "hash"):
+        native = map_native(m.map_type)
+        if native is None or m.kind not in ("array", "hash"):
+            return None
+        fns = native.functions
+        if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:
+            return None
+        if kind == "map_update" and "update" not in fns:
             return None
         ok = f.flag(NF_RUNCTX)
         start = f.cur
@@ -1043,15 +1049,8 @@ class FuncLowering:
         key = self._arg_pointer(pc, 2, m.key_size, False, nulls, out)
         if kind == "map_update":
             val = self._arg_pointer(pc, 3, m.value_size, False, nulls, out)
-        if kind == "map_lookup" and m.kind == "array":
-            cpu = f.cget("%ctx", "cpu")
-            idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr {key}, align 1{TBAA_MEM}')} to i64")
-            ok = f.ins(f"and i1 {f.ins(f'icmp ult i64 {idx}, {m.max_entries}')}, "
-                       f"{f.ins(f'icmp ult i64 {cpu}, {m.nr_cpus}')}")
-            addr = f.ins(f"add i64 {c64(m.value_base)}, {f.ins(f'mul i64 {idx}, {m.elem_size}')}")
-            if m.percpu:
-                addr = f.ins(f"add i64 {addr}, {f.ins(f'mul i64 {cpu}, {m.cpu_stride}')}")
-            value = f.ins(f"select i1 {ok}, i64 {addr}, i64 0")
+        if kind == "map_lookup" and native.lookup_inline is not None:
+            value = native.lookup_inline(f, m, key)
         elif kind == "map_lookup":
             self.prog.used_maps[("lookup", m.slot)] = m
             value = f.ins(f"call i64 @{self.prog.tag}_lookup{m.slot}(ptr %ctx, ptr {key})")
@@ -1112,13 +1111,9 @@ def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModul
             bodies.append(FuncLowering(prog, mod, pc).text)
         bodies.append(zero_fn(prog))
         for (what, _slot), m in sorted(prog.used_maps.items()):
-            if what == "lookup":
-                bodies.append(hash_lookup_fn(p.tag, m))
-            elif what == "update":
-                bodies.append(array_update_fn(p.tag, m) if m.kind == "array"
-                              else hash_update_fn(p.tag, m))
-            else:
-                bodies.append(redirect_map_fn(p.tag, m))
+            native = map_native(m.map_type)
+            assert native is not None  # _native used it
+            bodies.append(native.functions[_MAP_FUNCTION[what]](p.tag, m))
         entry = None
         if p.emit_run:
             bodies.append(entry_fn(prog))

@@ -2,12 +2,22 @@
 
 Each returns the helper's r0, or ``SLOW`` when the Python helper must decide
 (it then gives the reference answer, before the native path changed anything).
+
+Map helpers are specialised per map type by lowerings the maps' own modules
+register here (:func:`register_map`): ``pyxdp.maps.hashtab`` (the hash probe),
+``pyxdp.maps.arraymap`` (array lookup and update) and the redirect maps
+(devmap, cpumap, xskmap: :func:`redirect_map_fn` over their entries table).
+The vm layer imports neither maps nor net; it looks the lowerings up by map type.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from pyxdp.vm.jit.abi import MAPDESC, MAPDESC_FIELDS, NF_RUNCTX, NF_XDP, SLOW, MapInfo
-from pyxdp.vm.jit.ir import INT_TYPES, LIKELY, TBAA_CTX_VALUES, TBAA_MEM, Text, c64, ret_if, s32
+from pyxdp.vm.jit.ir import LIKELY, TBAA_CTX_VALUES, TBAA_MEM, Text, c64, ret_if, s32
 
 # XDP constants of net/core/filter.c (kept here so the vm layer does not import net).
 _XDP_FRAME_SIZE = 40
@@ -17,8 +27,6 @@ _EINVAL, _EFAULT, _EACCES, _E2BIG, _ENOENT, _EEXIST, _ENOTSUPP = 22, 14, 13, 7, 
 _INT_MAX = 0x7FFF_FFFF
 _BPF_F_BROADCAST = 1 << 3
 _XSKMAP = 17  # BPF_MAP_TYPE_XSKMAP: bpf_redirect_xsk's redirect state
-_FNV_OFFSET = 0xCBF2_9CE4_8422_2325
-_FNV_PRIME = 0x0000_0100_0000_01B3
 
 
 def _xdp_guard(f: Text, ctx_base: int, frags_slow: bool) -> None:
@@ -376,221 +384,9 @@ def redirect_xsk_fn(ctx_base: int) -> str:
     return f.text("define internal i64 @redirect_xsk(ptr %ctx, i64 %r1, i64 %r2) nounwind")
 
 
-def _desc(f: Text, m: MapInfo, name: str, ty: str = "ptr") -> str:
+def map_desc(f: Text, m: MapInfo, name: str, ty: str = "ptr") -> str:
     table = f.cget("%ctx", "maps", "ptr")
     return f.word(table, m.slot * len(MAPDESC_FIELDS) + MAPDESC[name], ty, "")
-
-
-def _fnv(f: Text, key: str, size: int) -> str:
-    h = c64(_FNV_OFFSET)
-    for k in range(size):
-        b = f.ins(f"zext i8 {f.ins(f'load i8, ptr {f.gep(key, k)}, align 1{TBAA_MEM}')} to i64")
-        h = f.ins(f"mul i64 {f.ins(f'xor i64 {h}, {b}')}, {c64(_FNV_PRIME)}")
-    return h
-
-
-def _key_equal(f: Text, a: str, b: str, size: int) -> str:
-    acc = "false"
-    k = 0
-    while k < size:
-        w = 8 if size - k >= 8 else 4 if size - k >= 4 else 2 if size - k >= 2 else 1
-        ty = INT_TYPES[w]
-        x = f.ins(f"load {ty}, ptr {f.gep(a, k)}, align 1{TBAA_MEM}")
-        y = f.ins(f"load {ty}, ptr {f.gep(b, k)}, align 1")
-        acc = f.ins(f"or i1 {acc}, {f.ins(f'icmp ne {ty} {x}, {y}')}")
-        k += w
-    return f.ins(f"xor i1 {acc}, true")
-
-
-def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, str]:
-    """Linear probing as HashMap._find: (slot or -1, first reusable slot, element or -1).
-
-    Leaves through ``{tag}.slow`` (must exist) if the walk finds no EMPTY slot
-    within ``capacity`` steps - a consistent index always has one."""
-    index, hashes, kd = (_desc(f, m, n) for n in ("index", "hashes", "key_data"))
-    mask = m.capacity - 1
-    i0 = f.ins(f"and i64 {h}, {mask}")
-    pre = f.cur
-    f.br(f"{tag}.probe")
-    f.at(f"{tag}.probe")
-    i, cnt, reuse = f.tmp(), f.tmp(), f.tmp()
-    phi_at = len(f.lines)
-    f.lines.append("")
-    e = f.ins(f"sext i32 {f.at_index(index, i, 'i32', 4)} to i64")
-    f.cbr(f.ins(f"icmp eq i64 {e}, -1"), f"{tag}.miss", f"{tag}.chk")
-    f.at(f"{tag}.chk")
-    tomb = f.ins(f"icmp eq i64 {e}, -2")
-    first_tomb = f.ins(f"and i1 {tomb}, {f.ins(f'icmp slt i64 {reuse}, 0')}")
-    reuse1 = f.ins(f"select i1 {first_tomb}, i64 {i}, i64 {reuse}")
-    # (An element number past the end - only a map changed by another thread while
-    # this runs could hold one - is never followed.)
-    f.cbr(f.ins(f"icmp ult i64 {e}, {m.max_entries}"), f"{tag}.hcmp", f"{tag}.skip")
-    f.at(f"{tag}.hcmp")
-    hs = f.ins(f"load i64, ptr {f.gep(hashes, f.ins(f'shl i64 {i}, 3'))}, align 8")
-    f.cbr(f.ins(f"icmp eq i64 {hs}, {h}"), f"{tag}.kcmp", f"{tag}.skip")
-    f.at(f"{tag}.kcmp")
-    kp = f.gep(kd, f.ins(f"mul i64 {e}, {m.key_stride}"))
-    f.cbr(_key_equal(f, key, kp, m.key_size), f"{tag}.hit", f"{tag}.skip")
-    f.at(f"{tag}.skip")
-    inext = f.ins(f"and i64 {f.ins(f'add i64 {i}, 1')}, {mask}")
-    cnt1 = f.ins(f"add i64 {cnt}, 1")
-    f.cbr(f.ins(f"icmp ult i64 {cnt1}, {m.capacity}"), f"{tag}.probe", f"{tag}.slow")
-    f.lines[phi_at] = (
-        f"  {i} = phi i64 [ {i0}, %{pre} ], [ {inext}, %{tag}.skip ]\n"
-        f"  {cnt} = phi i64 [ 0, %{pre} ], [ {cnt1}, %{tag}.skip ]\n"
-        f"  {reuse} = phi i64 [ -1, %{pre} ], [ {reuse1}, %{tag}.skip ]")
-    # The miss: the empty slot, or the first tombstone passed.
-    f.at(f"{tag}.miss")
-    free_slot = f.ins(f"select i1 {f.ins(f'icmp slt i64 {reuse}, 0')}, i64 {i}, i64 {reuse}")
-    f.br(f"{tag}.join")
-    f.at(f"{tag}.hit")
-    f.br(f"{tag}.join")
-    f.at(f"{tag}.join")
-    slot = f.ins(f"phi i64 [ -1, %{tag}.miss ], [ {i}, %{tag}.hit ]")
-    reuse_out = f.ins(f"phi i64 [ {free_slot}, %{tag}.miss ], [ {reuse}, %{tag}.hit ]")
-    elem = f.ins(f"phi i64 [ -1, %{tag}.miss ], [ {e}, %{tag}.hit ]")
-    return slot, reuse_out, elem
-
-
-def _tick(f: Text, m: MapInfo, e: str) -> None:
-    """HashMap._tick: the LRU clock."""
-    hdr = _desc(f, m, "hdr")
-    clock = f.ins(f"add i64 {f.word(hdr, 3, 'i64', '')}, 1")
-    f.set_word(hdr, 3, clock, "i64", "")
-    f.do(f"store i64 {clock}, ptr {f.gep(_desc(f, m, 'stamp'), f.ins(f'shl i64 {e}, 3'))}, "
-         "align 8")
-
-
-def hash_lookup_fn(tag: str, m: MapInfo) -> str:
-    """HashMap.lookup_addr for one map: the value's fake address, 0, or SLOW."""
-    f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
-    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), 0)
-    h = _fnv(f, "%key", m.key_size)
-    slot, _, e = _probe(f, m, "%key", h, "p")
-    ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), 0)
-    if m.lru:
-        _tick(f, m, e)
-    base = c64(m.value_base)
-    if m.percpu:
-        base = f.ins(f"add i64 {base}, {f.ins(f'mul i64 {cpu}, {m.cpu_stride}')}")
-    eoff = f.ins(f"mul i64 {e}, {m.elem_size}")
-    f.do(f"ret i64 {f.ins(f'add i64 {base}, {eoff}')}")
-    f.at("p.slow")
-    f.do(f"ret i64 {c64(SLOW)}")
-    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
-
-
-def _write_value(f: Text, m: MapInfo, e: str, cpu: str, val: str, new: bool) -> None:
-    """HashMap._write_value / ArrayMap.update for a program (one CPU's value).
-
-    Python reads the source bytes before it writes anything, so the copy is a
-    memmove and comes first; the zeroing of a new element follows it."""
-    vd = _desc(f, m, "value_data")
-    off = f.ins(f"mul i64 {e}, {m.elem_size}")
-    vrow = _desc(f, m, "value_row", "i64") if m.percpu else "0"
-    mine = f.gep(vd, f.ins(f"add i64 {off}, {f.ins(f'mul i64 {cpu}, {vrow}')}")
-                 if m.percpu else off)
-    f.memmove(mine, val, m.value_size)
-    if not new:
-        return
-    if m.elem_size > m.value_size:
-        f.memset(f.gep(mine, m.value_size), m.elem_size - m.value_size)
-    if not m.percpu:
-        return
-    # A program's update of a new per-CPU element zeroes the other CPUs' copies.
-    pre, head, body, zero, nxt, done = (f.cur, f.label("zh"), f.label("zb"), f.label("zz"),
-                                        f.label("zn"), f.label("zd"))
-    f.br(head)
-    f.at(head)
-    c, c1 = f.tmp(), f.tmp()
-    f.do(f"{c} = phi i64 [ 0, %{pre} ], [ {c1}, %{nxt} ]")
-    f.cbr(f.ins(f"icmp ult i64 {c}, {m.nr_cpus}"), body, done)
-    f.at(body)
-    f.cbr(f.ins(f"icmp eq i64 {c}, {cpu}"), nxt, zero)
-    f.at(zero)
-    f.memset(f.gep(vd, f.ins(f"add i64 {off}, {f.ins(f'mul i64 {c}, {vrow}')}")), m.elem_size)
-    f.br(nxt)
-    f.at(nxt)
-    f.do(f"{c1} = add i64 {c}, 1")
-    f.br(head)
-    f.at(done)
-
-
-def hash_update_fn(tag: str, m: MapInfo) -> str:
-    """HashMap.try_update for a program on ``ctx.cpu``: 0, -errno, or SLOW (BPF_F_LOCK,
-    LRU eviction, an index rebuild)."""
-    f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
-    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_EINVAL)
-    mode = f.ins("and i64 %flags, -5")
-    ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_EINVAL)
-    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
-    h = _fnv(f, "%key", m.key_size)
-    slot, reuse, e = _probe(f, m, "%key", h, "p")
-    exists = f.ins(f"icmp sge i64 {slot}, 0")
-    ret_if(f, f.ins(f"and i1 {exists}, {f.ins(f'icmp eq i64 {mode}, 1')}"), -_EEXIST)
-    ret_if(f, f.ins(f"and i1 {f.ins(f'xor i1 {exists}, true')}, "
-                     f"{f.ins(f'icmp eq i64 {mode}, 2')}"), -_ENOENT)
-    f.cbr(exists, "old", "new")
-    f.at("old")
-    _write_value(f, m, e, cpu, "%val", False)
-    if m.lru:
-        _tick(f, m, e)
-    f.do("ret i64 0")
-    f.at("new")
-    hdr = _desc(f, m, "hdr")
-    count, tombs, nfree = (f.word(hdr, k, "i64", "") for k in range(3))
-    full = f.ins(f"icmp uge i64 {count}, {m.max_entries}")
-    ret_if(f, full, SLOW if m.lru else -_E2BIG)
-    tombs1 = f.ins(f"add i64 {tombs}, 1")
-    grow = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {count}, {tombs1}')}, {m.capacity * 3 // 4}")
-    ret_if(f, grow, SLOW)
-    bad = f.ins(f"or i1 {f.ins(f'icmp eq i64 {nfree}, 0')}, "
-                f"{f.ins(f'icmp ugt i64 {nfree}, {m.max_entries}')}")
-    ret_if(f, bad, SLOW)
-    nfree1 = f.ins(f"sub i64 {nfree}, 1")
-    ne = f.ins(f"sext i32 {f.at_index(_desc(f, m, 'free'), nfree1, 'i32', 4)} to i64")
-    ret_if(f, f.ins(f"icmp uge i64 {ne}, {m.max_entries}"), SLOW)
-    f.set_word(hdr, 2, nfree1, "i64", "")
-    index = _desc(f, m, "index")
-    old = f.ins(f"sext i32 {f.at_index(index, reuse, 'i32', 4)} to i64")
-    was_tomb = f.ins(f"zext i1 {f.ins(f'icmp eq i64 {old}, -2')} to i64")
-    f.set_word(hdr, 1, f.ins(f"sub i64 {tombs}, {was_tomb}"), "i64", "")
-    f.put_index(index, reuse, f.ins(f"trunc i64 {ne} to i32"), "i32", 4)
-    f.put_index(_desc(f, m, "hashes"), reuse, h, "i64", 8)
-    f.put_index(_desc(f, m, "elem_slot"), ne, f.ins(f"trunc i64 {reuse} to i32"), "i32", 4)
-    f.set_word(hdr, 0, f.ins(f"add i64 {count}, 1"), "i64", "")
-    kdst = f.gep(_desc(f, m, "key_data"), f.ins(f"mul i64 {ne}, {m.key_stride}"))
-    f.memmove(kdst, "%key", m.key_size)
-    _write_value(f, m, ne, cpu, "%val", True)
-    if m.lru:
-        _tick(f, m, ne)
-    f.do("ret i64 0")
-    f.at("p.slow")
-    f.do(f"ret i64 {c64(SLOW)}")
-    return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
-                  "i64 %flags) nounwind")
-
-
-def array_update_fn(tag: str, m: MapInfo) -> str:
-    """ArrayMap.try_update for a program on ``ctx.cpu``."""
-    f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
-    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_EINVAL)
-    mode = f.ins("and i64 %flags, -5")
-    ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_EINVAL)
-    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
-    idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr %key, align 1{TBAA_MEM}')} to i64")
-    ret_if(f, f.ins(f"icmp uge i64 {idx}, {m.max_entries}"), -_E2BIG)
-    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 1')}, 0"), -_EEXIST)
-    _write_value(f, m, idx, cpu, "%val", False)
-    f.do("ret i64 0")
-    return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
-                  "i64 %flags) nounwind")
 
 
 def redirect_map_fn(tag: str, m: MapInfo) -> str:
@@ -606,7 +402,7 @@ def redirect_map_fn(tag: str, m: MapInfo) -> str:
     before = f.cur
     f.cbr(inrange, inside, join)
     f.at(inside)
-    v0 = f.ins(f"zext i32 {f.at_index(_desc(f, m, 'entries'), key, 'i32', 8)} to i64")
+    v0 = f.ins(f"zext i32 {f.at_index(map_desc(f, m, 'entries'), key, 'i32', 8)} to i64")
     last = f.cur
     f.br(join)
     f.at(join)
@@ -631,3 +427,47 @@ def redirect_map_fn(tag: str, m: MapInfo) -> str:
     text = f.text(f"define internal i64 @{tag}_redir{m.slot}(ptr %ctx, i64 %r2, i64 %r3) "
                   "nounwind")
     return text
+
+
+# --- the registry: native map operations, registered by the maps' own modules ----------
+
+MapFunction = Callable[[str, MapInfo], str]
+InlineLookup = Callable[[Text, MapInfo, str], str]
+
+
+@dataclass(frozen=True)
+class MapNative:
+    """How native code does a map type's helpers, registered by the module that holds the
+    map type's Python implementation (the reference path over the same storage).
+
+    ``kind`` is what :class:`~pyxdp.vm.jit.abi.MapInfo` says of such a map
+    (``array``, ``hash``, ``entries``); ``classes`` the exact classes it covers
+    (a subclass may change the semantics: it takes the Python helper);
+    ``max_key`` the longest key native code handles (0: any); ``describe`` the
+    map's :data:`~pyxdp.vm.jit.abi.MAPDESC_FIELDS` words (host addresses of its
+    storage). ``lookup_inline`` emits ``bpf_map_lookup_elem`` at the call site
+    (key pointer -> value address, 0 or SLOW); ``functions`` build per-map IR
+    functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``update``
+    ``@<tag>_update<slot>(ctx, key, value, flags)``, ``redirect``
+    ``@<tag>_redir<slot>(ctx, key, flags)``.
+    """
+
+    kind: str
+    classes: tuple[type, ...]
+    describe: Callable[[Any], dict[str, int]]
+    max_key: int = 0
+    lookup_inline: InlineLookup | None = None
+    functions: Mapping[str, MapFunction] = field(default_factory=dict)
+
+
+_MAPS: dict[int, MapNative] = {}
+
+
+def register_map(map_type: int, native: MapNative) -> None:
+    """Make ``map_type``'s helpers native (called when the map's module is imported)."""
+    _MAPS[int(map_type)] = native
+
+
+def map_native(map_type: int) -> MapNative | None:
+    """The registered native operations of ``map_type`` (None: Python helpers only)."""
+    return _MAPS.get(int(map_type))
