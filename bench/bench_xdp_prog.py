@@ -55,9 +55,9 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.net.packets import DEFAULT_DST_IP4, ip4, udp_packet
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp import PAGE_SIZE, XDP_PACKET_HEADROOM
+from pyxdp.net.xdp_jit import XdpJit
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.jit.engine import cache_clear
-from pyxdp.vm.jit.xdp import XdpJit
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 PACKET = udp_packet(b"hello pyxdp")

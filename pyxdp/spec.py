@@ -43,7 +43,6 @@ __all__ = [
     "ProgramRef",
     "ProgramSpec",
     "XdpRunConfig",
-    "load_collection_spec",
 ]
 
 # enum bpf_attach_type values the XDP section names map to (uapi bpf.h).
@@ -286,10 +285,3 @@ class CollectionSpec:
         return replace(self, programs=dict(self.programs), maps=dict(self.maps),
                        xdp_run_config=dict(self.xdp_run_config))
 
-
-def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-                         *, name: str | None = None) -> CollectionSpec:
-    """Parse an eBPF ELF object (path or bytes); see :func:`pyxdp.elf.load_collection_spec`."""
-    from pyxdp.elf.reader import load_collection_spec as _load
-
-    return _load(source, name=name)

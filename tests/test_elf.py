@@ -28,7 +28,6 @@ from pyxdp.spec import (
     ProgramSpec,
     XdpRunConfig,
 )
-from pyxdp.spec import load_collection_spec as spec_load
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -146,7 +145,7 @@ def test_parsing_is_deterministic(path: Path) -> None:
     b = load_collection_spec(path)
     assert a == b
     assert load_collection_spec(path.read_bytes(), name=a.name) == a
-    assert spec_load(str(path)) == a
+    assert load_collection_spec(str(path)) == a
     c = a.copy()
     assert c == a and c.programs is not a.programs
 

@@ -50,7 +50,7 @@ from pyxdp.testing.conformance import (  # noqa: E402
 from pyxdp.testing.fuzz import runnable_programs  # noqa: E402
 from pyxdp.vm.interpreter import Helper, Interpreter  # noqa: E402
 from pyxdp.vm.jit import FrameRegion, JitProgram  # noqa: E402
-from pyxdp.vm.jit.lower import ST_BUDGET, ST_OK, ST_READ  # noqa: E402
+from pyxdp.vm.jit.abi import ST_BUDGET, ST_OK, ST_READ  # noqa: E402
 from pyxdp.vm.memory import Region  # noqa: E402
 
 M64 = (1 << 64) - 1

@@ -43,12 +43,12 @@ from pyxdp.maps import create_map  # noqa: E402
 from pyxdp.net.packets import DEFAULT_DST_IP4, corpus, ip4, udp_packet  # noqa: E402
 from pyxdp.net.prog import XdpBatchResult, XdpProg  # noqa: E402
 from pyxdp.net.xdp import XdpBuff  # noqa: E402
+from pyxdp.net.xdp_jit import XdpJit  # noqa: E402
 from pyxdp.spec import CollectionSpec, MapRef, ProgramSpec  # noqa: E402
 from pyxdp.testing.conformance import default_vector_dir  # noqa: E402
 from pyxdp.testing.fuzz_maps import snapshot  # noqa: E402
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction  # noqa: E402
 from pyxdp.vm.helpers import RunContext  # noqa: E402
-from pyxdp.vm.jit.xdp import XdpJit  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 OBJECTS = sorted(p.stem for p in SAMPLES.glob("*.o"))

@@ -50,6 +50,9 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.abi import SLOW, MapInfo
+from pyxdp.vm.jit.ir import TBAA_MEM, Text, c64, ret_if
+from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["ArrayMap", "ArrayOfMaps", "FdArrayMap", "PercpuArrayMap", "ProgArrayMap",
            "array_alloc_check", "fd_array_alloc_check"]
@@ -421,3 +424,87 @@ class ArrayOfMaps(FdArrayMap):
     def _dec_value(self, raw: bytes) -> Any:
         m = map_by_id(int.from_bytes(raw, "little"))
         return m if m is not None else int.from_bytes(raw, "little")
+
+
+# --- native code: the JIT's twin of lookup_addr and try_update ------------------------
+# ArrayMap is the reference path; native code reads and writes the same value_data
+# rows (its descriptor's value_data/value_row words), so the two never diverge in
+# layout. Registered with pyxdp.vm.jit.natives when this module is imported.
+
+def _lookup_inline(f: Text, m: MapInfo, key: str) -> str:
+    """ArrayMap.lookup_addr at the call site: the value's fake address, or 0."""
+    cpu = f.cget("%ctx", "cpu")
+    idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr {key}, align 1{TBAA_MEM}')} to i64")
+    ok = f.ins(f"and i1 {f.ins(f'icmp ult i64 {idx}, {m.max_entries}')}, "
+               f"{f.ins(f'icmp ult i64 {cpu}, {m.nr_cpus}')}")
+    addr = f.ins(f"add i64 {c64(m.value_base)}, {f.ins(f'mul i64 {idx}, {m.elem_size}')}")
+    if m.percpu:
+        addr = f.ins(f"add i64 {addr}, {f.ins(f'mul i64 {cpu}, {m.cpu_stride}')}")
+    return f.ins(f"select i1 {ok}, i64 {addr}, i64 0")
+
+
+def write_value(f: Text, m: MapInfo, e: str, cpu: str, val: str, new: bool) -> None:
+    """HashMap._write_value / ArrayMap.update for a program (one CPU's value).
+
+    Python reads the source bytes before it writes anything, so the copy is a
+    memmove and comes first; the zeroing of a new element follows it."""
+    vd = map_desc(f, m, "value_data")
+    off = f.ins(f"mul i64 {e}, {m.elem_size}")
+    vrow = map_desc(f, m, "value_row", "i64") if m.percpu else "0"
+    mine = f.gep(vd, f.ins(f"add i64 {off}, {f.ins(f'mul i64 {cpu}, {vrow}')}")
+                 if m.percpu else off)
+    f.memmove(mine, val, m.value_size)
+    if not new:
+        return
+    if m.elem_size > m.value_size:
+        f.memset(f.gep(mine, m.value_size), m.elem_size - m.value_size)
+    if not m.percpu:
+        return
+    # A program's update of a new per-CPU element zeroes the other CPUs' copies.
+    pre, head, body, zero, nxt, done = (f.cur, f.label("zh"), f.label("zb"), f.label("zz"),
+                                        f.label("zn"), f.label("zd"))
+    f.br(head)
+    f.at(head)
+    c, c1 = f.tmp(), f.tmp()
+    f.do(f"{c} = phi i64 [ 0, %{pre} ], [ {c1}, %{nxt} ]")
+    f.cbr(f.ins(f"icmp ult i64 {c}, {m.nr_cpus}"), body, done)
+    f.at(body)
+    f.cbr(f.ins(f"icmp eq i64 {c}, {cpu}"), nxt, zero)
+    f.at(zero)
+    f.memset(f.gep(vd, f.ins(f"add i64 {off}, {f.ins(f'mul i64 {c}, {vrow}')}")), m.elem_size)
+    f.br(nxt)
+    f.at(nxt)
+    f.do(f"{c1} = add i64 {c}, 1")
+    f.br(head)
+    f.at(done)
+
+
+def _update_fn(tag: str, m: MapInfo) -> str:
+    """ArrayMap.try_update for a program on ``ctx.cpu``."""
+    f = Text()
+    f.at("entry")
+    cpu = f.cget("%ctx", "cpu")
+    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_errno.EINVAL)
+    mode = f.ins("and i64 %flags, -5")
+    ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_errno.EINVAL)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
+    idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr %key, align 1{TBAA_MEM}')} to i64")
+    ret_if(f, f.ins(f"icmp uge i64 {idx}, {m.max_entries}"), -_errno.E2BIG)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 1')}, 0"), -_errno.EEXIST)
+    write_value(f, m, idx, cpu, "%val", False)
+    f.do("ret i64 0")
+    return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
+                  "i64 %flags) nounwind")
+
+
+def describe_values(m: Any) -> dict[str, int]:
+    """The value storage words of a map's native descriptor (arrays and hash maps)."""
+    values: U8Array = m.value_data
+    return {"value_data": int(values.ctypes.data),
+            "value_row": int(values.strides[0]) if values.ndim == 2 else 0}
+
+
+_ARRAY_NATIVE = MapNative("array", (ArrayMap, PercpuArrayMap), describe_values,
+                          lookup_inline=_lookup_inline, functions={"update": _update_fn})
+register_map(BpfMapType.BPF_MAP_TYPE_ARRAY, _ARRAY_NATIVE)
+register_map(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, _ARRAY_NATIVE)

@@ -28,8 +28,9 @@ import errno as _errno
 from collections.abc import Callable
 
 from pyxdp.maps.base import BPF_ANY, BPF_EXIST, BPF_NOEXIST, MapError, MapSpec, einval
-from pyxdp.maps.devmap import _EntryArray
+from pyxdp.maps.devmap import _EntryArray, entries_native
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.natives import register_map
 
 __all__ = ["CPUMAP_QSIZE_MAX", "NR_CPUS", "CpuMap"]
 
@@ -81,3 +82,6 @@ class CpuMap(_EntryArray):
     def qsize_at(self, index: int) -> int:
         """The queue size at ``index`` (0: empty or out of range)."""
         return int(self.entries[index, 0]) if 0 <= index < self.max_entries else 0
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_CPUMAP, entries_native(CpuMap))  # native bpf_redirect_map

@@ -38,6 +38,7 @@ from __future__ import annotations
 import errno as _errno
 import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,7 @@ from pyxdp.maps.base import (
     einval,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.natives import MapNative, redirect_map_fn, register_map
 
 __all__ = ["DevMap", "DevMapHash", "host_ifindex_exists"]
 
@@ -286,3 +288,20 @@ class DevMapHash(Map):
     def clear(self) -> None:
         for key in list(self.slot):
             self.delete(key.to_bytes(4, "little"))
+
+
+# --- native code: bpf_redirect_map reads entries[key][0] (0: no target) ----------------
+# The Python path (pyxdp.net.filter's redirect_map over ifindex_at/qsize_at/socket_at)
+# is the reference; native code reads the same ``entries`` array in place.
+
+def describe_entries(m: Any) -> dict[str, int]:
+    """The native descriptor word of a redirect map: its ``entries`` table."""
+    return {"entries": int(m.entries.ctypes.data)}
+
+
+def entries_native(cls: type) -> MapNative:
+    """Native bpf_redirect_map for the exact class ``cls`` (an ``entries`` table)."""
+    return MapNative("entries", (cls,), describe_entries, functions={"redirect": redirect_map_fn})
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_DEVMAP, entries_native(DevMap))

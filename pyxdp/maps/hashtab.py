@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from pyxdp.maps.arraymap import inner_meta_check, resolve_inner
+from pyxdp.maps.arraymap import describe_values, inner_meta_check, resolve_inner, write_value
 from pyxdp.maps.base import (
     BPF_ANY,
     BPF_EXIST,
@@ -89,6 +89,9 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.abi import SLOW, MapInfo
+from pyxdp.vm.jit.ir import INT_TYPES, TBAA_MEM, Text, c64, ret_if
+from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["EMPTY", "FNV_OFFSET", "FNV_PRIME", "TOMBSTONE", "HashMap", "HashOfMaps",
            "LruHashMap", "LruPercpuHashMap", "PercpuHashMap", "fnv1a64", "fnv1a64_many",
@@ -539,3 +542,188 @@ class HashOfMaps(HashMap):
     def _dec_value(self, raw: bytes) -> Any:
         m = map_by_id(int.from_bytes(raw, "little"))
         return m if m is not None else int.from_bytes(raw, "little")
+
+
+# --- native code: the JIT's twin of _find, lookup_addr and try_update --------------------
+# HashMap is the reference path: native code probes and updates the same index,
+# hashes, key_data, elem_slot, free list and header words (its descriptor points at
+# them), with the same FNV-1a hash and linear probing, and leaves what it does not
+# do (BPF_F_LOCK, LRU eviction, an index rebuild) to it. Registered with
+# pyxdp.vm.jit.natives when this module is imported.
+
+def _fnv(f: Text, key: str, size: int) -> str:
+    h = c64(FNV_OFFSET)
+    for k in range(size):
+        b = f.ins(f"zext i8 {f.ins(f'load i8, ptr {f.gep(key, k)}, align 1{TBAA_MEM}')} to i64")
+        h = f.ins(f"mul i64 {f.ins(f'xor i64 {h}, {b}')}, {c64(FNV_PRIME)}")
+    return h
+
+
+def _key_equal(f: Text, a: str, b: str, size: int) -> str:
+    acc = "false"
+    k = 0
+    while k < size:
+        w = 8 if size - k >= 8 else 4 if size - k >= 4 else 2 if size - k >= 2 else 1
+        ty = INT_TYPES[w]
+        x = f.ins(f"load {ty}, ptr {f.gep(a, k)}, align 1{TBAA_MEM}")
+        y = f.ins(f"load {ty}, ptr {f.gep(b, k)}, align 1")
+        acc = f.ins(f"or i1 {acc}, {f.ins(f'icmp ne {ty} {x}, {y}')}")
+        k += w
+    return f.ins(f"xor i1 {acc}, true")
+
+
+def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, str]:
+    """Linear probing as HashMap._find: (slot or -1, first reusable slot, element or -1).
+
+    Leaves through ``{tag}.slow`` (must exist) if the walk finds no EMPTY slot
+    within ``capacity`` steps - a consistent index always has one."""
+    index, hashes, kd = (map_desc(f, m, n) for n in ("index", "hashes", "key_data"))
+    mask = m.capacity - 1
+    i0 = f.ins(f"and i64 {h}, {mask}")
+    pre = f.cur
+    f.br(f"{tag}.probe")
+    f.at(f"{tag}.probe")
+    i, cnt, reuse = f.tmp(), f.tmp(), f.tmp()
+    phi_at = len(f.lines)
+    f.lines.append("")
+    e = f.ins(f"sext i32 {f.at_index(index, i, 'i32', 4)} to i64")
+    f.cbr(f.ins(f"icmp eq i64 {e}, -1"), f"{tag}.miss", f"{tag}.chk")
+    f.at(f"{tag}.chk")
+    tomb = f.ins(f"icmp eq i64 {e}, -2")
+    first_tomb = f.ins(f"and i1 {tomb}, {f.ins(f'icmp slt i64 {reuse}, 0')}")
+    reuse1 = f.ins(f"select i1 {first_tomb}, i64 {i}, i64 {reuse}")
+    # (An element number past the end - only a map changed by another thread while
+    # this runs could hold one - is never followed.)
+    f.cbr(f.ins(f"icmp ult i64 {e}, {m.max_entries}"), f"{tag}.hcmp", f"{tag}.skip")
+    f.at(f"{tag}.hcmp")
+    hs = f.ins(f"load i64, ptr {f.gep(hashes, f.ins(f'shl i64 {i}, 3'))}, align 8")
+    f.cbr(f.ins(f"icmp eq i64 {hs}, {h}"), f"{tag}.kcmp", f"{tag}.skip")
+    f.at(f"{tag}.kcmp")
+    kp = f.gep(kd, f.ins(f"mul i64 {e}, {m.key_stride}"))
+    f.cbr(_key_equal(f, key, kp, m.key_size), f"{tag}.hit", f"{tag}.skip")
+    f.at(f"{tag}.skip")
+    inext = f.ins(f"and i64 {f.ins(f'add i64 {i}, 1')}, {mask}")
+    cnt1 = f.ins(f"add i64 {cnt}, 1")
+    f.cbr(f.ins(f"icmp ult i64 {cnt1}, {m.capacity}"), f"{tag}.probe", f"{tag}.slow")
+    f.lines[phi_at] = (
+        f"  {i} = phi i64 [ {i0}, %{pre} ], [ {inext}, %{tag}.skip ]\n"
+        f"  {cnt} = phi i64 [ 0, %{pre} ], [ {cnt1}, %{tag}.skip ]\n"
+        f"  {reuse} = phi i64 [ -1, %{pre} ], [ {reuse1}, %{tag}.skip ]")
+    # The miss: the empty slot, or the first tombstone passed.
+    f.at(f"{tag}.miss")
+    free_slot = f.ins(f"select i1 {f.ins(f'icmp slt i64 {reuse}, 0')}, i64 {i}, i64 {reuse}")
+    f.br(f"{tag}.join")
+    f.at(f"{tag}.hit")
+    f.br(f"{tag}.join")
+    f.at(f"{tag}.join")
+    slot = f.ins(f"phi i64 [ -1, %{tag}.miss ], [ {i}, %{tag}.hit ]")
+    reuse_out = f.ins(f"phi i64 [ {free_slot}, %{tag}.miss ], [ {reuse}, %{tag}.hit ]")
+    elem = f.ins(f"phi i64 [ -1, %{tag}.miss ], [ {e}, %{tag}.hit ]")
+    return slot, reuse_out, elem
+
+
+def _tick(f: Text, m: MapInfo, e: str) -> None:
+    """HashMap._tick: the LRU clock."""
+    hdr = map_desc(f, m, "hdr")
+    clock = f.ins(f"add i64 {f.word(hdr, 3, 'i64', '')}, 1")
+    f.set_word(hdr, 3, clock, "i64", "")
+    f.do(f"store i64 {clock}, ptr {f.gep(map_desc(f, m, 'stamp'), f.ins(f'shl i64 {e}, 3'))}, "
+         "align 8")
+
+
+def _lookup_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.lookup_addr for one map: the value's fake address, 0, or SLOW."""
+    f = Text()
+    f.at("entry")
+    cpu = f.cget("%ctx", "cpu")
+    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), 0)
+    h = _fnv(f, "%key", m.key_size)
+    slot, _, e = _probe(f, m, "%key", h, "p")
+    ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), 0)
+    if m.lru:
+        _tick(f, m, e)
+    base = c64(m.value_base)
+    if m.percpu:
+        base = f.ins(f"add i64 {base}, {f.ins(f'mul i64 {cpu}, {m.cpu_stride}')}")
+    eoff = f.ins(f"mul i64 {e}, {m.elem_size}")
+    f.do(f"ret i64 {f.ins(f'add i64 {base}, {eoff}')}")
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+
+def _update_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.try_update for a program on ``ctx.cpu``: 0, -errno, or SLOW (BPF_F_LOCK,
+    LRU eviction, an index rebuild)."""
+    f = Text()
+    f.at("entry")
+    cpu = f.cget("%ctx", "cpu")
+    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_errno.EINVAL)
+    mode = f.ins("and i64 %flags, -5")
+    ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_errno.EINVAL)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
+    h = _fnv(f, "%key", m.key_size)
+    slot, reuse, e = _probe(f, m, "%key", h, "p")
+    exists = f.ins(f"icmp sge i64 {slot}, 0")
+    ret_if(f, f.ins(f"and i1 {exists}, {f.ins(f'icmp eq i64 {mode}, 1')}"), -_errno.EEXIST)
+    ret_if(f, f.ins(f"and i1 {f.ins(f'xor i1 {exists}, true')}, "
+                     f"{f.ins(f'icmp eq i64 {mode}, 2')}"), -_errno.ENOENT)
+    f.cbr(exists, "old", "new")
+    f.at("old")
+    write_value(f, m, e, cpu, "%val", False)
+    if m.lru:
+        _tick(f, m, e)
+    f.do("ret i64 0")
+    f.at("new")
+    hdr = map_desc(f, m, "hdr")
+    count, tombs, nfree = (f.word(hdr, k, "i64", "") for k in range(3))
+    full = f.ins(f"icmp uge i64 {count}, {m.max_entries}")
+    ret_if(f, full, SLOW if m.lru else -_errno.E2BIG)
+    tombs1 = f.ins(f"add i64 {tombs}, 1")
+    grow = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {count}, {tombs1}')}, {m.capacity * 3 // 4}")
+    ret_if(f, grow, SLOW)
+    bad = f.ins(f"or i1 {f.ins(f'icmp eq i64 {nfree}, 0')}, "
+                f"{f.ins(f'icmp ugt i64 {nfree}, {m.max_entries}')}")
+    ret_if(f, bad, SLOW)
+    nfree1 = f.ins(f"sub i64 {nfree}, 1")
+    ne = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'free'), nfree1, 'i32', 4)} to i64")
+    ret_if(f, f.ins(f"icmp uge i64 {ne}, {m.max_entries}"), SLOW)
+    f.set_word(hdr, 2, nfree1, "i64", "")
+    index = map_desc(f, m, "index")
+    old = f.ins(f"sext i32 {f.at_index(index, reuse, 'i32', 4)} to i64")
+    was_tomb = f.ins(f"zext i1 {f.ins(f'icmp eq i64 {old}, -2')} to i64")
+    f.set_word(hdr, 1, f.ins(f"sub i64 {tombs}, {was_tomb}"), "i64", "")
+    f.put_index(index, reuse, f.ins(f"trunc i64 {ne} to i32"), "i32", 4)
+    f.put_index(map_desc(f, m, "hashes"), reuse, h, "i64", 8)
+    f.put_index(map_desc(f, m, "elem_slot"), ne, f.ins(f"trunc i64 {reuse} to i32"), "i32", 4)
+    f.set_word(hdr, 0, f.ins(f"add i64 {count}, 1"), "i64", "")
+    kdst = f.gep(map_desc(f, m, "key_data"), f.ins(f"mul i64 {ne}, {m.key_stride}"))
+    f.memmove(kdst, "%key", m.key_size)
+    write_value(f, m, ne, cpu, "%val", True)
+    if m.lru:
+        _tick(f, m, ne)
+    f.do("ret i64 0")
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
+                  "i64 %flags) nounwind")
+
+
+# Longer keys take the Python helper (native code unrolls the key).
+MAX_NATIVE_KEY = 128
+
+
+def _describe(m: Any) -> dict[str, int]:
+    words = describe_values(m)
+    for name in ("key_data", "index", "hashes", "stamp", "elem_slot", "free", "hdr"):
+        words[name] = int(getattr(m, name).ctypes.data)
+    return words
+
+
+_HASH_NATIVE = MapNative("hash", (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap),
+                         _describe, max_key=MAX_NATIVE_KEY,
+                         functions={"lookup": _lookup_fn, "update": _update_fn})
+for _type in (BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
+              BpfMapType.BPF_MAP_TYPE_LRU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH):
+    register_map(_type, _HASH_NATIVE)

@@ -39,6 +39,7 @@ import numpy as np
 from pyxdp.maps.arraymap import _ArrayOrder
 from pyxdp.maps.base import BPF_ANY, BPF_EXIST, BPF_NOEXIST, MapError, MapSpec, einval
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.natives import MapNative, redirect_map_fn, register_map
 
 __all__ = ["XskMap"]
 
@@ -153,3 +154,10 @@ class XskMap(_ArrayOrder):
         for i, s in enumerate(self.sockets):
             if s is not None:
                 self._set(i, None, 0)
+
+
+# Native bpf_redirect_map reads ``entries[key][0]`` (non-zero: a socket is there), as
+# socket_at does on the Python path.
+register_map(BpfMapType.BPF_MAP_TYPE_XSKMAP, MapNative(
+    "entries", (XskMap,), lambda m: {"entries": int(m.entries.ctypes.data)},
+    functions={"redirect": redirect_map_fn}))

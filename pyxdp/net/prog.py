@@ -8,7 +8,7 @@ points the context fields at the packet, runs the engine and returns the XDP
 action; tail calls run the target program on the same packet.
 
 :meth:`XdpProg.run_batch` runs many frames laid out in one numpy array: on the
-JIT in one native call (:mod:`pyxdp.vm.jit.xdp`), on the interpreter frame by
+JIT in one native call (:mod:`pyxdp.net.xdp_jit`), on the interpreter frame by
 frame; both give an :class:`XdpBatchResult`.
 """
 
@@ -166,7 +166,7 @@ class XdpProg:
 
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
-            from pyxdp.vm.jit.xdp import XdpJit
+            from pyxdp.net.xdp_jit import XdpJit
             return XdpJit(self.spec.insns, maps=list(self.maps.values()), helpers=self._helpers,
                           ld_imm64=self._resolve, ctx_loads=self.ctx_loads, budget=self.budget)
         return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,

@@ -1,7 +1,7 @@
 """More base helpers: ``bpf_snprintf``, ``bpf_for_each_map_elem`` and the ring buffer helpers.
 
-Registered into :data:`pyxdp.vm.helpers.BASE_HELPERS` when that module is
-imported (it imports this one last), so every program type gets them:
+Registered into :data:`pyxdp.vm.context.BASE_HELPERS` when :mod:`pyxdp.vm.helpers`
+is imported (it imports this one last), so every program type gets them:
 
 * ``bpf_snprintf`` (165) as ``kernel/bpf/helpers.c``: ``bpf_bprintf_prepare``
   checks the format and packs the arguments into a 512-byte binary buffer
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from pyxdp.errors import HelperFault, MemoryFault
 from pyxdp.uapi.bpf import BpfMapType
-from pyxdp.vm.helpers import SCRATCH_BASE, RunContext, helper, neg
+from pyxdp.vm.context import SCRATCH_BASE, RunContext, helper, neg
 from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:

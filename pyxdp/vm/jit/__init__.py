@@ -5,13 +5,22 @@ memory access checked against the run's regions, an exact instruction budget,
 guarded division and shifts) and its fake address space, so r0, memory effects
 and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
 
-* :mod:`~pyxdp.vm.jit.lower` - eBPF to LLVM IR (text), native helpers, the native ABI;
+* :mod:`~pyxdp.vm.jit.abi` - the words native code and Python share (run context,
+  region table, batch and map descriptors, status codes), the lowering's inputs;
+* :mod:`~pyxdp.vm.jit.ir` - the text IR builder;
+* :mod:`~pyxdp.vm.jit.analysis` - control flow, frame and region-hint analyses, liveness;
+* :mod:`~pyxdp.vm.jit.lower` - per-instruction lowering of eBPF to LLVM IR (text);
+* :mod:`~pyxdp.vm.jit.natives` - native twins of helpers;
+* :mod:`~pyxdp.vm.jit.entry` - entry points: a run, callbacks, the batch loops;
 * :mod:`~pyxdp.vm.jit.engine` - LLVM (ORC LLJIT, O0-O3), the compile cache, modules
   shared by many programs (:func:`~pyxdp.vm.jit.engine.compile_together`);
 * :mod:`~pyxdp.vm.jit.runtime` - :class:`JitProgram`: runs, batches, helper trampolines;
-* :mod:`~pyxdp.vm.jit.xdp` - :class:`~pyxdp.vm.jit.xdp.XdpJit`: XDP programs with
-  native map and packet helpers, native tail calls, the XDP batch entry (what
-  :class:`pyxdp.net.prog.XdpProg` runs on its ``jit`` engine).
+* :mod:`~pyxdp.vm.jit.xdp` - the XDP batch entry's descriptors (:class:`DriverIO`).
+
+XDP programs on the JIT (native map and packet helpers, native tail calls, the
+XDP batch entry: what :class:`pyxdp.net.prog.XdpProg` runs on its ``jit``
+engine) are :class:`pyxdp.net.xdp_jit.XdpJit`: the vm layer imports neither
+maps nor net.
 
 Needs the ``jit`` extra (llvmlite).
 """

@@ -35,7 +35,9 @@ from typing import Any
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
 from pyxdp.asm.insn import encode
-from pyxdp.vm.jit.lower import LoweredModule, ProgramInput, lower_many, runtime_module
+from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
+from pyxdp.vm.jit.entry import runtime_module
+from pyxdp.vm.jit.lower import lower_many
 
 __all__ = ["CACHE_SIZE", "CompiledProgram", "cache_clear", "compile_program",
            "compile_together", "native_helper_address"]

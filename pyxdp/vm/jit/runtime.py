@@ -7,7 +7,7 @@ messages, same ``executed`` count) with the program compiled to native code by
 fake addresses; every access is translated through the region table below.
 
 Native ABI (all fields little-endian 64-bit words unless noted; names and order
-are ``lower.CTX_FIELDS`` and friends)::
+are ``abi.CTX_FIELDS`` and friends)::
 
     struct run_ctx {                 /* one per JitProgram, reused by every run */
         u64 status;                  /* ST_OK, ST_READ, ST_WRITE, ST_BUDGET, ST_CALLX, ... */
@@ -24,9 +24,9 @@ are ``lower.CTX_FIELDS`` and friends)::
         u64 *ctx_values;             /* the context field values proven loads read */
         u64 tail_call, tail_exit;    /* bpf_tail_call's entry; set when it succeeded */
         u64 stack_dirty;             /* bit d: frame d may hold bytes the next run
-                                        must clear (see lower._zero_fn) */
+                                        must clear (see entry.zero_fn) */
         u64 nflags, cpu;             /* NF_* bits for native helpers; the RunContext's CPU */
-        u64 *maps;                   /* map descriptors (lower.MAPDESC_FIELDS) */
+        u64 *maps;                   /* map descriptors (abi.MAPDESC_FIELDS) */
         u64 x_frame, x_frame_sz, x_data, x_data_end, x_data_meta, x_frags;  /* xdp_buff */
         u64 ri_present, ri_tgt_index, ri_map_id, ri_map_type, ri_flags, ri_map,
             ri_tv_set, ri_tv;        /* struct bpf_redirect_info of native redirects */
@@ -80,7 +80,7 @@ buffer's edges, the redirect state) into Python's view around each Python
 helper. ``ktime_get_ns`` of :data:`ISA_HELPERS` is native
 (``clock_gettime(CLOCK_MONOTONIC)``, the clock ``time.monotonic_ns`` reads);
 the native twins of the XDP helpers and map operations are set up by
-:class:`pyxdp.vm.jit.xdp.XdpJit`.
+:class:`pyxdp.net.xdp_jit.XdpJit`.
 
 Known differences from the interpreter, all outside a verified program's
 behaviour: regions must not overlap each other or the stack frames (the
@@ -125,9 +125,9 @@ from pyxdp.vm.interpreter import (
     insn_text,
     ld_imm64_value,
 )
-from pyxdp.vm.jit import lower as abi
+from pyxdp.vm.jit import abi
+from pyxdp.vm.jit.abi import MAX_REGIONS, Natives, ProgramInput
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
-from pyxdp.vm.jit.lower import MAX_REGIONS, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["MAX_REGIONS", "NATIVE_HELPERS", "PACKET_BASE", "BatchResult", "FrameRegion",
@@ -189,7 +189,7 @@ class FrameRegion:
 
 @dataclass(eq=False)
 class BatchResult:
-    """What a batch left: r0 and a status per frame (``lower.ST_*``; 0 is a clean exit).
+    """What a batch left: r0 and a status per frame (``abi.ST_*``; 0 is a clean exit).
 
     ``fault(i)`` renders frame i's failure as the exception ``run`` raises.
     """

@@ -1,0 +1,192 @@
+"""The JIT's native ABI: the words machine code and Python share, and what the runtime
+tells the lowering.
+
+The kernel's JITs follow ``struct bpf_prog``, ``bpf_run_ctx`` and the calling
+convention of ``arch/*/net/bpf_jit_comp.c``; pyxdp's generated code instead
+shares these structures with :mod:`pyxdp.vm.jit.runtime` (which builds its
+ctypes mirrors from the same field lists): the run context, the region table,
+the batch descriptors (the generic one and the XDP one), the map descriptors
+native helpers read, the status codes and flags. :class:`MapInfo`,
+:class:`Natives`, :class:`ProgramInput` and :class:`LoweredModule` are the
+lowering's inputs and outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyxdp.asm import opcodes as op
+from pyxdp.asm.insn import Instruction
+from pyxdp.asm.validate import Layout
+from pyxdp.vm.memory import STACK_FRAME_GAP
+
+__all__ = [
+    "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "MAPDESC_FIELDS", "MAX_REGIONS",
+    "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
+    "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
+    "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "LoweredModule", "MapInfo", "Natives",
+    "ProgramInput",
+]
+
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+M32 = 0xFFFF_FFFF
+
+# --- the ABI ------------------------------------------------------------------------
+# Every field of the run context, the region table and the batch descriptors is one
+# 64-bit word, so the native side indexes them as i64 arrays and ctypes mirrors them
+# with c_uint64 fields in this order.
+CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_depth",
+              "depth", "nregions", "regions", "stack", "helpers", "nhelpers",
+              "batch_index", "ctx_values", "tail_call", "tail_exit",
+              # bit d: frame d may hold bytes outside the proven-store footprint
+              "stack_dirty",
+              # NF_* bits: what the native helpers may rely on in this run
+              "nflags", "cpu", "maps",
+              # the xdp_buff (offsets into the frame at x_frame, as XdpBuff keeps them)
+              "x_frame", "x_frame_sz", "x_data", "x_data_end", "x_data_meta", "x_frags",
+              # struct bpf_redirect_info as native redirects leave it
+              "ri_present", "ri_tgt_index", "ri_map_id", "ri_map_type", "ri_flags", "ri_map",
+              "ri_tv_set", "ri_tv",
+              # native tail calls: 4 words per prog array slot (target run context,
+              # its XDP entry, its budget, 0); tail calls made so far for this packet
+              "tails", "tail_cnt",
+              # bpf_redirect_xsk: per ifindex a bitmask of rx queues with a registered
+              # AF_XDP socket (u64 *), and its length (0: no table, ask Python)
+              "xsk_table", "xsk_ntable")
+REGION_FIELDS = ("base", "size", "host", "writable")
+BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
+                "pc_out", "addr_out", "ctx_values")
+SLOT_FIELDS = ("region", "host", "offsets", "sizes", "stride", "size")
+# The XDP batch: frame i is ``frames + i * stride`` (frame_sz bytes); u32 arrays but
+# redirect_out (4 u64 per frame: map_id, map_type, tgt_index, flags) and addr_out.
+XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data_off",
+              "data_len", "meta_len", "meta_ok", "frags", "rxq", "ifindex", "egress", "act_out",
+              "off_out", "len_out", "meta_out", "status_out", "pc_out", "addr_out",
+              "redirect_out", "done", "tail_cnt0", "rows", "consume_ri")
+# A map's storage as native helpers see it (host pointers; 0 where the type has none).
+MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
+                  "elem_slot", "free", "hdr", "entries")
+# ctx_values words per run (the interpreter's Interpreter.ctx_values).
+CTX_VALUES = 8
+
+CTX = {name: i for i, name in enumerate(CTX_FIELDS)}
+REGION = {name: i for i, name in enumerate(REGION_FIELDS)}
+BATCH = {name: i for i, name in enumerate(BATCH_FIELDS)}
+SLOT = {name: i for i, name in enumerate(SLOT_FIELDS)}
+XDP = {name: i for i, name in enumerate(XDP_FIELDS)}
+MAPDESC = {name: i for i, name in enumerate(MAPDESC_FIELDS)}
+
+# Run status, in ctx.status (the batch's status word keeps it in its low byte).
+ST_OK = 0
+ST_READ = 1      # out-of-bounds read
+ST_WRITE = 2     # out-of-bounds or read-only write
+ST_BUDGET = 3    # instruction budget used up
+ST_CALLX = 4     # callx to a value that is no helper (fault_addr = value, fault_size = reg)
+ST_HELPER = 5    # a Python helper raised; the exception waits on the Python side
+ST_ABORT = 6     # a Python helper was interrupted (KeyboardInterrupt): stop a batch too
+ST_TAIL = 7      # a natively tail-called program faulted: fault_pc/fault_addr are its, and
+                 # max_depth packs its status | its deepest frame << 8 | tail entry << 16
+
+# nflags bits.
+NF_RUNCTX = 1    # the context is a RunContext: ``cpu`` is its CPU, redirect state is native
+NF_CLOCK = 2     # its clock is CLOCK_MONOTONIC (time.monotonic_ns)
+NF_XDP = 4       # the x_* fields describe its xdp_buff and region 0 is the packet
+
+# What a native helper returns when the Python helper must decide instead.
+SLOW = 1 << 63
+MAX_TAIL_CALL_CNT = 33  # include/linux/bpf.h
+TAIL_WORDS = 4
+MAX_FRAMES = op.MAX_CALL_FRAMES
+GAP_SHIFT = STACK_FRAME_GAP.bit_length() - 1
+assert 1 << GAP_SHIFT == STACK_FRAME_GAP
+MAX_REGIONS = 256
+
+
+@dataclass(frozen=True)
+class MapInfo:
+    """A map a program names by constant, as native helpers need it.
+
+    ``kind`` is ``array`` (ARRAY/PERCPU_ARRAY), ``hash`` (the four hash types),
+    ``entries`` (DEVMAP/CPUMAP: ``uint32[max_entries, 2]``) or ``other`` (Python
+    only). ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance
+    to the next CPU's; ``first_region`` the region table entry of CPU 0's values
+    (-1 when the run does not place them at a fixed entry). ``slot`` indexes the
+    run context's map descriptor table (:data:`MAPDESC_FIELDS`).
+    """
+
+    addr: int
+    slot: int
+    kind: str
+    map_type: int
+    map_id: int
+    key_size: int
+    value_size: int
+    max_entries: int
+    elem_size: int
+    nr_cpus: int
+    percpu: bool
+    lru: bool
+    capacity: int
+    key_stride: int
+    value_base: int
+    cpu_stride: int
+    value_bytes: int
+    first_region: int
+    flag_mask: int = 0
+    tail_base: int = -1  # prog arrays (kind "progs"): first entry in the run's tail table
+
+
+@dataclass(frozen=True)
+class Natives:
+    """Native helpers to specialise: ``helpers`` maps helper ids to a native kind
+    (``map_lookup``, ``map_update``, ``ktime``, ``smp_id``, ``redirect``,
+    ``redirect_map``, ``csum_diff``, ``adjust_head``, ``adjust_meta``,
+    ``adjust_tail``, ``buff_len``, ``load_bytes``, ``store_bytes``), ``maps``
+    the constant maps. With ``xdp`` the packet is region 0, ``pkt_base`` is
+    the fake address of ``data_hard_start`` and ``ctx_base`` the xdp_md's."""
+
+    helpers: tuple[tuple[int, str], ...] = ()
+    maps: tuple[MapInfo, ...] = ()
+    xdp: bool = False
+    pkt_base: int = 0
+    ctx_base: int = 0
+    tail_calls: bool = False  # tail calls through constant prog arrays run natively
+
+    def kind(self, helper_id: int) -> str | None:
+        for hid, kind in self.helpers:
+            if hid == helper_id:
+                return kind
+        return None
+
+    def map_at(self, addr: int) -> MapInfo | None:
+        for m in self.maps:
+            if m.addr == addr:
+                return m
+        return None
+
+
+@dataclass(frozen=True)
+class ProgramInput:
+    """One program to lower; ``tag`` prefixes its exported symbols."""
+
+    insns: tuple[Instruction, ...]
+    layout: Layout
+    imm64: Mapping[int, int]
+    ctx_loads: Mapping[int, int]
+    callbacks: tuple[int, ...]
+    tag: str
+    natives: Natives = field(default_factory=Natives)
+    unsafe: bool = False
+    emit_run: bool = True
+
+
+@dataclass(frozen=True)
+class LoweredModule:
+    """IR text and the exported symbols: the run entry, the XDP batch entry (or None),
+    the callbacks by pc."""
+
+    ir: str
+    entry: str | None
+    xdp_entry: str | None
+    callbacks: dict[int, str]
