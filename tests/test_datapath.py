@@ -1388,3 +1388,24 @@ def test_pcap_replay_through_the_datapath(tmp_path: Path) -> None:
         eth.rx[0].source = TrafficGenerator.from_capture(cap, loop=True, count=3 * len(frames))
         h.run()
         assert coll.maps["rxcnt"].sum(17) == 4 * per_proto[17]
+
+
+@pytest.mark.parametrize("obj", ["xdp1.o", "xdp2.o"])
+def test_threaded_napi_counts_as_one_thread(obj: str) -> None:
+    """Threaded NAPI polls two queues on two threads (xdp1: per-CPU maps, lock-free;
+    xdp2: XDP_TX, still lock-free): every counter and map equals a plain run's."""
+    from pyxdp.net.source import TrafficGenerator
+
+    def run(threaded: bool) -> tuple[object, ...]:
+        with Host(threaded_napi=threaded) as h:
+            eth = h.add_device("eth0", rx_queues=2)
+            coll = h.load(SAMPLES / obj)
+            eth.attach_xdp(next(iter(coll.programs.values())))
+            for q in range(2):
+                eth.rx[q].source = TrafficGenerator(flows=16, seed=q, count=20_000)
+            h.run()
+            m = next(iter(coll.maps.values()))
+            return (eth.stats.asdict(), [eth.rx[q].stats.asdict() for q in range(2)],
+                    sorted(m.items()), h.stack.stats)
+
+    assert run(True) == run(False)

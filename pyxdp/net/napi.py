@@ -799,7 +799,13 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ring = rq.ring
     ctl = st.ctl
     ctl[:] = 0
-    xsk = st.xsk = None if generic else xsk_native_rx(rq, st.xskmaps, st.xsk)
+    # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
+    # lock when it touches only its queue's records and per-CPU state: the program's
+    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls,
+    # and redirects - which reach shared targets - go to the (locked) Python dispatch.
+    parallel = host.threaded_napi and _parallel_ok(prog)
+    vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
+    xsk = st.xsk = None if generic or parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
     if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
@@ -812,37 +818,39 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = (tpl, tpl_len, src.state.words)
     else:
         gen = st.no_gen
+    local = parallel or generic  # no shared redirect targets natively
     nif = max(host.devices) + 1
     tgt_ok = np.zeros(nif, np.uint8)
     tgt_mtu = np.zeros(nif, np.int64)
     tgt_stats = np.zeros(nif, np.int64)
     for i, d in host.devices.items():
-        if d.kind == "nic" and d.up and not d.wire and i != 1 and not generic:
+        if d.kind == "nic" and d.up and not d.wire and i != 1 and not local:
             tgt_ok[i] = 1
             tgt_mtu[i] = d.mtu + FWD_OVERHEAD
             tgt_stats[i] = d.stats.words.ctypes.data
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
-    dms = [] if generic else [m for m in prog.maps.values() if type(m) is DevMap]
+    dms = [] if local else [m for m in prog.maps.values() if type(m) is DevMap]
     dm_ids = np.array([m.id for m in dms], np.int64)
     dm_n = np.array([m.max_entries for m in dms], np.int64)
     dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
     dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
-    cm, cm_rts = _cpumap_args(host, [] if generic else st.cpumaps)
+    cm, cm_rts = _cpumap_args(host, [] if local else st.cpumaps)
     cnt = np.zeros(K.SIZE, np.int64)
     io = st.io
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
-    host.lock.acquire()
+    lock = _NO_LOCK if parallel else host.lock
+    lock.acquire()
     try:
-        with prog.vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
+        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
-                (dev.ifindex, tx_ok, dev.stats.words, st.tx_rows),
+                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows),
                 (tgt_ok, tgt_mtu, tgt_stats, np.zeros((nif, BULK_NATIVE), np.int64),
                  np.zeros(nif, np.int64), xmit_cnt),
                 (dm_ids, dm_off, dm_n, dm_ent, red_cnt), _xsk_args(xsk),
@@ -851,7 +859,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
         pool.napi_local = False
-        host.lock.release()
+        lock.release()
     if ctl[C.ERROR] or pool.state.error:
         from pyxdp.net.page_pool import PageAccountingError
         if ctl[C.ERROR]:
@@ -862,7 +870,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         pool.state.error = 0
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
-    _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms)
+    with host.lock:
+        _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms, vm)
     if cm_rts:
         _cpumap_account(rq, cm, cm_rts, st.cpumaps)
     if generic:
@@ -873,6 +882,29 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
 
 
 _NO_XSK: tuple[Any, ...] | None = None
+
+
+class _NoLock:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+_NO_LOCK = _NoLock()
+_PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY))
+
+
+def _parallel_ok(prog: XdpProg) -> bool:
+    """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
+    lock: its maps are arrays (their updates are the program's own atomics, as in
+    the kernel) and it makes no tail calls (their targets' run state is shared)."""
+    ok = getattr(prog, "_parallel_ok", None)
+    if ok is None:
+        ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values())
+        prog._parallel_ok = ok  # type: ignore[attr-defined]
+    return bool(ok)
 
 
 def _jit_args(io: Any, fn: int, ctx_addr: int) -> tuple[Any, ...]:
@@ -931,7 +963,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words), gen,
-                                   dev.stats.words, xsk.zc_args(), (ctl, cnt, st.defer))
+                                   rq.stats.words, xsk.zc_args(), (ctl, cnt, st.defer))
     finally:
         xsk_native_fold(xsk, dev, prog.id)
         host.lock.release()
@@ -940,7 +972,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, cnt, None, None, [])
+    _native_account(rq, prog, st, cnt, None, None, [], prog.vm)
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -1047,7 +1079,8 @@ def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
 
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
-                    red_cnt: I64 | None, xmit_cnt: I64 | None, dms: Sequence[DevMap]) -> None:
+                    red_cnt: I64 | None, xmit_cnt: I64 | None, dms: Sequence[DevMap],
+                    vm: Any) -> None:
     """Fold what the native polls summed for the tracer (events) and the poll counts
     into their owners, and keep the first fault's report; the device's counters
     were counted in place."""
@@ -1083,7 +1116,6 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
         events, sent, _ = (int(x) for x in sent_to[ifx])
         tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
     if c[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
-        vm = prog.vm
         fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),
                                                   int(ctl[C.FAULT_ADDR])))
         dev.faults.append(f"{dev.name} rx{rq.index}: {prog.spec.name}: {fault} -> XDP_ABORTED")

@@ -48,7 +48,7 @@ import errno
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,11 @@ class NetdevRxQueue:
     polls: int = 0
     native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
     xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.xsk.datapath.XskBuffPool)
+    # The queue's own counters, which its native poll loop counts into (so that queues
+    # polled on different threads never share a counter); the device's totals add
+    # them in on reading, as ndo_get_stats64 sums a driver's per-queue stats.
+    stats: NetdevStats = field(default_factory=NetdevStats)
+    _seen: Any = None
 
     @property
     def pending(self) -> int:
@@ -143,7 +148,8 @@ class NetDevice:
         self.gro = False
         self.num_tx_queues = tx_queues
         self.xdp_features = _ALL_FEATURES
-        self.stats = NetdevStats()
+        self._stats = NetdevStats()
+        self._stats_lock = threading.Lock()
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
         self.xdp_generic: XdpProg | None = None  # generic (skb) mode
         self.wire: list[Callable[[NetDevice, SkbBatch], None]] = []
@@ -159,6 +165,21 @@ class NetDevice:
                                          RunContext(cpu=q % host.nr_cpus, fib=host.env.fib,
                                                     xsk_lookup=host.xsk_lookup,
                                                     xsk_table=host.xsk_table)))
+
+    @property
+    def stats(self) -> NetdevStats:
+        """The device's counters (``ip -s link``): what the Python paths count here, with
+        what each rx queue counted on its own added in."""
+        with self._stats_lock:
+            for rq in self.rx:
+                cur = rq.stats.words.copy()
+                if rq._seen is None:
+                    rq._seen = np.zeros_like(cur)
+                d = cur - rq._seen
+                if d.any():
+                    self._stats.words[:] += d
+                    rq._seen = cur
+        return self._stats
 
     def __repr__(self) -> str:
         mode = "native" if self.xdp_prog else "generic" if self.xdp_generic else "none"
@@ -408,12 +429,13 @@ class Host:
     there); ``tracer`` is where tracepoints fire (default: the process-wide
     :data:`pyxdp.net.trace.TRACER`); ``cpumap_threads`` runs each cpumap
     entry's kthread in its own thread (else :meth:`run` runs them inline,
-    deterministically, after the polls).
+    deterministically, after the polls); ``threaded_napi`` polls each rx queue
+    on a thread of its own (the kernel's threaded NAPI).
     """
 
     def __init__(self, name: str = "pyxdp", *, engine: str = "auto", nr_cpus: int = 2,
                  tracer: _trace.Tracer | None = None, cpumap_threads: bool = False,
-                 native: bool = True) -> None:
+                 native: bool = True, threaded_napi: bool = False) -> None:
         from pyxdp.userspace import UserspaceBackend
         self.name = name
         self.nr_cpus = nr_cpus
@@ -432,6 +454,9 @@ class Host:
         self.env = TestRunEnv(netdevs=_Netdevs(self))
         self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
         self.cpumap_threads = cpumap_threads
+        # Threaded NAPI (/sys/class/net/<dev>/threaded): run() polls each rx queue on
+        # a thread of its own, in parallel where the program allows it.
+        self.threaded_napi = threaded_napi
         # Native NAPI polls for JIT programs (pyxdp.net.napi_native); False keeps
         # every frame on the Python path (the reference the tests compare with).
         self.native = native
@@ -536,12 +561,49 @@ class Host:
         """One softirq round: a NAPI poll of every rx queue with work; returns the
         frames processed."""
         from pyxdp.net.napi import napi_poll
+        if self.threaded_napi:
+            return self._poll_threaded(budget)
         done = 0
         for dev in list(self.devices.values()):
             for rq in dev.rx:
                 if rq.pending:
                     done += napi_poll(rq, budget)
         return done
+
+    def _poll_threaded(self, budget: int) -> int:
+        """Threaded NAPI: a thread per CPU polls that CPU's queues (in turn, as one CPU
+        would) until they are idle or have had 16 calls; the CPUs' threads run at once."""
+        from pyxdp.net.napi import napi_poll
+        per_cpu: dict[int, list[NetdevRxQueue]] = {}
+        for dev in list(self.devices.values()):
+            for rq in dev.rx:
+                if rq.pending:
+                    per_cpu.setdefault(rq.ctx.cpu % self.nr_cpus, []).append(rq)
+        done = [0] * len(per_cpu)
+        errors: list[BaseException] = []
+
+        def work(i: int, rqs: list[NetdevRxQueue]) -> None:
+            try:
+                for _ in range(16):
+                    n = sum(napi_poll(rq, budget) for rq in rqs if rq.pending)
+                    done[i] += n
+                    if not n:
+                        break
+            except BaseException as e:  # raised in the caller's thread below
+                errors.append(e)
+
+        groups = list(per_cpu.values())
+        threads = [threading.Thread(target=work, args=(i, g), name=f"napi/{i}")
+                   for i, g in enumerate(groups[1:], start=1)]
+        for t in threads:
+            t.start()
+        if groups:
+            work(0, groups[0])
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return sum(done)
 
     def run(self, *, max_rounds: int | None = None) -> int:
         """Poll until every queue is empty and every cpumap kthread idle (inline, or

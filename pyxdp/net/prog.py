@@ -161,6 +161,7 @@ class XdpProg:
             regions.extend(m.regions())
         self.map_regions = regions
         self._spare: list[Engine] = []  # engines for re-entrant tail calls
+        self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._depth = 0
 
@@ -356,6 +357,18 @@ class XdpProg:
         return XdpBatchResult(cols["act"], cols["off"], cols["len"], cols["meta"], faulted,
                               cols["pc"], addr, red[:, 0], red[:, 1], red[:, 2], red[:, 3], n,
                               faults.get)
+
+    def engine_for(self, cpu: int) -> Engine:
+        """The program's run state for CPU ``cpu``: the kernel keeps a program's stack
+        and redirect info per CPU, so NAPI contexts on different CPUs run it at
+        once. CPU 0 has :attr:`vm`; the others get an engine of the same code
+        (the compile cache makes it cheap) on first use."""
+        if cpu == 0:
+            return self.vm
+        e = self._per_cpu.get(cpu)
+        if e is None:
+            e = self._per_cpu[cpu] = self._engine()
+        return e
 
     def _spare_engine(self) -> Engine:
         while len(self._spare) < self._depth:
