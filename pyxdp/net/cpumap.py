@@ -49,7 +49,7 @@ from numba import njit as _njit
 
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.atomic import cpu_relax, store_release64
-from pyxdp.net.frames import KIND_FRAME, Bulk, Frames
+from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAME, Bulk, Frames
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.xdp_mem import (
@@ -70,7 +70,6 @@ __all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_
 log = logging.getLogger(__name__)
 njit: Any = _njit
 
-CPU_MAP_BULK_SIZE = 8
 CPUMAP_BATCH = 8
 
 

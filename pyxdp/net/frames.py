@@ -19,9 +19,15 @@ import numpy.typing as npt
 
 from pyxdp.net.record import Field, Record
 
-__all__ = ["KIND_BUFF", "KIND_FRAME", "Bulk", "FrameRing", "Frames", "RingCursor"]
+__all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAME",
+           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor"]
 
 I64 = npt.NDArray[np.int64]
+# Bulk queue sizes: xdp_do_flush's per-CPU queues (devmap.c, cpumap.c) and a driver's
+# XDP_TX bulk (veth's VETH_XDP_TX_BULK_SIZE).
+DEV_MAP_BULK_SIZE = 16
+XDP_TX_BULK_SIZE = 16
+CPU_MAP_BULK_SIZE = 8
 KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
 KIND_FRAME = 1  # a struct xdp_frame at the page start (it came through ndo_xdp_xmit)
 

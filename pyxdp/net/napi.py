@@ -66,7 +66,14 @@ from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.maps.xskmap import XskMap
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
-from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, Bulk, Frames
+from pyxdp.net.frames import (
+    DEV_MAP_BULK_SIZE,
+    KIND_BUFF,
+    KIND_FRAME,
+    XDP_TX_BULK_SIZE,
+    Bulk,
+    Frames,
+)
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.source import GenState
 from pyxdp.net.xdp_mem import (
@@ -88,8 +95,6 @@ __all__ = ["BulkQueues", "napi_poll", "xdp_do_flush", "xdp_do_redirect"]
 
 log = logging.getLogger(__name__)
 
-DEV_MAP_BULK_SIZE = 16
-XDP_TX_BULK_SIZE = 16
 INT_MAX = 0x7FFF_FFFF
 # xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
 FWD_OVERHEAD = 14 + 4

@@ -52,6 +52,7 @@ array for the duration of the call).
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 import numpy as np
@@ -60,14 +61,17 @@ from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, store_release64
-from pyxdp.net.frames import RingCursor
-from pyxdp.net.page_pool import PoolState
+from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
+from pyxdp.net.page_pool import PAGE_SIZE, PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
-from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX
+from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
+from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX, XdpMemType
+from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.xsk.native import (
     X_CHUNK,
     X_DEV_DROPPED,
@@ -163,23 +167,24 @@ D_XDP_REDIRECT = NetdevStats.index("xdp_redirect")
 D_XDP_ABORTED = NetdevStats.index("xdp_aborted")
 D_XDP_PASS = NetdevStats.index("xdp_pass")
 DEFER_COLS = 9  # row, data, len, meta, action, map_id, map_type, index, flags
-_FREE, _CACHE, _RING, _INUSE = 0, 1, 2, 3
-CACHE_SIZE = 128
-REFILL = 64
-HEADROOM = 256
-FRAME_SZ = 4096
-TAILROOM = 320
-XDP_FRAME_SIZE = 40
-MEM_TYPE_PAGE_POOL = 2
-BULK = 16
-INT_MAX = 0x7FFF_FFFF
-DEVMAP = 14
-XSKMAP = 17
-BPF_F_BROADCAST = 1 << 3
-ENOMEM = 12  # a copy-mode socket found no fill buffer
+# The one definition of each constant, as module-level integers numba reads as constants.
+_FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
+CACHE_SIZE = PP_ALLOC_CACHE_SIZE
+REFILL = PP_ALLOC_CACHE_REFILL
+HEADROOM = XDP_PACKET_HEADROOM
+FRAME_SZ = PAGE_SIZE
+TAILROOM = SKB_SHARED_INFO_SIZE
+MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
+BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
+INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
+BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
+ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
 M_BATCHES = Mib.BATCHES
-CPUMAP = 16
-CPU_MAP_BULK = 8
+CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
+CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 
 
