@@ -45,11 +45,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import njit as _njit
 
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.atomic import cpu_relax, store_release64
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAME, Bulk, Frames
+from pyxdp.net.native import njit
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.xdp_mem import (
@@ -68,7 +68,6 @@ __all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_
            "cpu_map_kthread_run", "cpumap_runtime"]
 
 log = logging.getLogger(__name__)
-njit: Any = _njit
 
 CPUMAP_BATCH = 8
 

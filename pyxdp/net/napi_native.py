@@ -53,17 +53,16 @@ array for the duration of the call).
 from __future__ import annotations
 
 import errno
-from typing import Any
 
 import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
-from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, store_release64
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
+from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE, PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
@@ -92,11 +91,6 @@ from pyxdp.xsk.native import (
     rcv_zc,
     xsk_flush,
 )
-
-# Native code, no GIL, cached on disk, and no reference counting: the loop only
-# reads and writes arrays its caller owns, and NRT's atomic increments around
-# every helper call cost more than the frames' work (measured: 3x slower).
-njit: Any = _njit
 
 __all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 

@@ -20,17 +20,14 @@ them.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
-from numba import njit as _njit
 
 from pyxdp.net.atomic import load_acquire64, store_release64
+from pyxdp.net.native import njit
 
 __all__ = ["IDX_CONS", "IDX_PROD", "PtrRing", "ring_consume", "ring_count", "ring_produce"]
 
-njit: Any = _njit
 I64 = npt.NDArray[np.int64]
 
 IDX_PROD = 0

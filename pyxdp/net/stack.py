@@ -25,16 +25,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit as _njit
+
+from pyxdp.net.native import njit
 
 __all__ = ["MAX_SOCKETS", "Mib", "SkbBatch", "Stack", "StackStats", "UdpSink",
            "stack_rcv_one"]
 
-njit: Any = _njit
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
