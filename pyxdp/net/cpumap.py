@@ -303,7 +303,7 @@ class CpuMapRuntime:
         host = self.host
         with host.lock:
             cols = self.queue.consume(CPUMAP_BATCH)
-            n = cols.shape[1]
+            n = int(cols.shape[1])
             self._py_inflight = n
         if not n:
             self.kc[KC.IDLE] = 1

@@ -140,7 +140,7 @@ class FrameRing:
 
     @property
     def _head(self) -> int:
-        return self.cur.head  # type: ignore[no-any-return]
+        return self.cur.head
 
     @_head.setter
     def _head(self, v: int) -> None:
@@ -148,7 +148,7 @@ class FrameRing:
 
     @property
     def _count(self) -> int:
-        return self.cur.count  # type: ignore[no-any-return]
+        return self.cur.count
 
     @_count.setter
     def _count(self, v: int) -> None:

@@ -42,4 +42,4 @@ def _cache_dir() -> str:
 
 CACHE_DIR = os.environ.get("NUMBA_CACHE_DIR") or _cache_dir()
 if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = CACHE_DIR
+    numba.config.CACHE_DIR = CACHE_DIR  # type: ignore[attr-defined]

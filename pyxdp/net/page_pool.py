@@ -56,7 +56,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -550,6 +550,12 @@ class _Slot:
 
     def __init__(self, name: str) -> None:
         self.i = PoolState.index(name)
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Slot: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> int: ...
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         return self if obj is None else obj._sw[self.i]

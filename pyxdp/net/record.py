@@ -11,7 +11,7 @@ of the same memory. Nothing is copied before a native call or after it.
 from __future__ import annotations
 
 import array
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,12 @@ class Field:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Field: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> int: ...
+
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
@@ -49,7 +55,7 @@ class Record:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        names = []
+        names: list[str] = []
         for name, f in cls.__dict__.items():
             if isinstance(f, Field):
                 f.index = len(names)
@@ -72,11 +78,12 @@ class Record:
     def asdict(self) -> dict[str, int]:
         return dict(zip(self.FIELDS, self._w.tolist(), strict=False))
 
-    def copy(self) -> Any:
+    def copy(self) -> Self:
         return type(self)(**self.asdict())
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.asdict() == other.asdict()  # type: ignore[attr-defined]
+        return isinstance(other, Record) and type(other) is type(self) \
+            and self.asdict() == other.asdict()
 
     __hash__ = None  # type: ignore[assignment]
 

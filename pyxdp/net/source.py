@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,8 +23,30 @@ from pyxdp.net.packets import batch as packet_batch
 from pyxdp.net.record import Field, Record
 from pyxdp.net.stack import SkbBatch
 
-if TYPE_CHECKING:
-    from pyxdp.net.netdevice import NetDevice, NetdevRxQueue
+
+class _Dev(Protocol):
+    """What a source or a sink needs of a :class:`~pyxdp.net.netdevice.NetDevice` (a
+    protocol, so that this module stays below the device model)."""
+
+    name: str
+    ifindex: int
+
+    def _dma(self, rq: Any, batch: SkbBatch) -> int: ...
+
+
+class _Ring(Protocol):
+    @property
+    def free(self) -> int: ...
+
+
+class _RxQueue(Protocol):
+    """What :meth:`TrafficGenerator.fill` needs of a ``NetdevRxQueue``."""
+
+    @property
+    def dev(self) -> _Dev: ...
+
+    @property
+    def ring(self) -> _Ring: ...
 
 __all__ = ["Collector", "GenState", "PcapngSink", "TrafficGenerator"]
 
@@ -85,7 +107,7 @@ class TrafficGenerator:
 
     @property
     def produced(self) -> int:
-        return self.state.produced  # type: ignore[no-any-return]
+        return self.state.produced
 
     @produced.setter
     def produced(self, v: int) -> None:
@@ -93,7 +115,7 @@ class TrafficGenerator:
 
     @property
     def _pos(self) -> int:
-        return self.state.pos  # type: ignore[no-any-return]
+        return self.state.pos
 
     @_pos.setter
     def _pos(self, v: int) -> None:
@@ -103,7 +125,7 @@ class TrafficGenerator:
     def active(self) -> bool:
         return self.count is None or self.produced < self.count
 
-    def fill(self, rq: NetdevRxQueue, n: int) -> int:
+    def fill(self, rq: _RxQueue, n: int) -> int:
         """Put up to ``n`` frames into ``rq`` (fewer when the ring or pool is full)."""
         if self.count is not None:
             n = min(n, self.count - self.produced)
@@ -127,7 +149,7 @@ class Collector:
         self.frames: dict[str, list[bytes]] = {}
         self.count = 0
 
-    def __call__(self, dev: NetDevice, batch: SkbBatch) -> None:
+    def __call__(self, dev: _Dev, batch: SkbBatch) -> None:
         self.frames.setdefault(dev.name, []).extend(batch.packets())
         self.count += len(batch)
 
@@ -140,7 +162,7 @@ class PcapngSink:
         self._w = PcapngWriter(path)
         self._ifaces: dict[int, int] = {}
 
-    def __call__(self, dev: NetDevice, batch: SkbBatch) -> None:
+    def __call__(self, dev: _Dev, batch: SkbBatch) -> None:
         iface = self._ifaces.get(dev.ifindex)
         if iface is None:
             iface = self._ifaces[dev.ifindex] = self._w.add_interface(dev.name)

@@ -91,7 +91,7 @@ def stack_rcv_one(buf, start, length, ifindex, mib, port_sock, sock_cnt, dev_cnt
         l4proto = np.int64(b[l3 + 9])
     elif proto == ETH_P_IPV6 and length >= l3 + 40:
         mib[M_IPV6] += 1
-        l4 = l3 + 40
+        l4 = l3 + 40  # type: ignore[assignment]
         l4proto = np.int64(b[l3 + 6])
     else:
         mib[M_OTHER] += 1
