@@ -110,6 +110,24 @@ def mpps_cpumap(frames: int, list_delivery: bool, *, threaded: bool = False) -> 
     return frames / dt / 1e6
 
 
+def mpps_workers(obj: str | Path | CollectionSpec, workers: int, frames: int, *,
+                 section: str | None = None) -> float:
+    """Mpps of ``frames`` through a NIC with ``workers`` rx queues, each filled by its
+    own generator and polled by threaded NAPI on a CPU of its own (RSS spreading
+    flows over queues, one NAPI thread per CPU)."""
+    with Host(tracer=Tracer(), threaded_napi=True, nr_cpus=max(workers, 1)) as h:
+        eth = h.add_device("eth0", rx_queues=workers)
+        coll = h.load(obj)
+        eth.attach_xdp(_program(coll, section))
+        for q in range(workers):
+            eth.rx[q].source = TrafficGenerator(packets=[DEFAULT_PACKET],
+                                                count=frames // workers)
+        t0 = time.perf_counter()
+        h.run()
+        dt = time.perf_counter() - t0
+    return (frames // workers) * workers / dt / 1e6
+
+
 def median(f: Callable[[], float], runs: int) -> float:
     f()  # warm-up: JIT and native loop compiled, pages touched
     return float(statistics.median(f() for _ in range(runs)))
