@@ -1409,3 +1409,83 @@ def test_threaded_napi_counts_as_one_thread(obj: str) -> None:
                     sorted(m.items()), h.stack.stats)
 
     assert run(True) == run(False)
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_cpumap_program_redirect_native_is_python(threads: bool) -> None:
+    """A cpumap program's verdicts in the native kthread - PASS after adjust_head,
+    DROP, REDIRECT (handed to xdp_do_redirect: a veth whose peer has a program,
+    then one whose peer has none, -ENXIO) - give what the Python kthread gives."""
+    cm = MapSpec("cpu_map", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 2)
+    # Frame byte 42 (the UDP payload's first byte) picks the verdict.
+    cpu_prog = """
+        r6 = r1
+        r2 = *(u32 *)(r6 +0)
+        r3 = *(u32 *)(r6 +4)
+        r4 = r2
+        r4 += 43
+        if r4 > r3 goto pass
+        r5 = *(u8 *)(r2 +42)
+        if r5 == 1 goto drop
+        if r5 == 2 goto red
+        if r5 == 3 goto red_bad
+    pass:
+        r1 = r6
+        r2 = -4
+        call bpf_xdp_adjust_head
+        r0 = 2
+        exit
+    drop:
+        r0 = 1
+        exit
+    red:
+        r1 = IFX_OK
+        r2 = 0
+        call bpf_redirect
+        exit
+    red_bad:
+        r1 = IFX_BAD
+        r2 = 0
+        call bpf_redirect
+        exit
+    """
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine=ENGINE, native=native,
+                  cpumap_threads=threads) as h:
+            v0, v1 = h.veth("veth0", "veth1")
+            v2, v3 = h.veth("veth2", "veth3")
+            v4, v5 = h.veth("veth4", "veth5")
+            prog = cpu_prog.replace("IFX_OK", str(v2.ifindex)).replace("IFX_BAD",
+                                                                        str(v4.ifindex))
+            spec = asm_spec({
+                "ingress": ("xdp", XDP,
+                            "r1 = map[fd:0]\nr2 = 1\nr3 = 0\ncall bpf_redirect_map\nexit"),
+                "cpu": ("xdp/cpumap", int(BpfAttachType.BPF_XDP_CPUMAP), prog),
+                "peer": ("xdp", XDP, "r0 = 2\nexit"),
+            }, [cm])
+            coll = h.load(spec)
+            coll.maps["cpu_map"][1] = struct.pack("<Ii", 64, coll.programs["cpu"].fd)
+            v0.attach_xdp(coll.programs["ingress"])
+            v3.attach_xdp(coll.programs["peer"])
+            v1.transmit([pk.udp_packet(bytes([i % 4]) + b"x" * 20, sport=1000 + i)
+                         for i in range(64)])
+            h.run()
+            mid = coll.maps["cpu_map"].handle.id  # ids differ between hosts: named -1
+
+            def key(k: tuple[int, ...], name: str) -> tuple[int, ...]:
+                at = {"xdp_redirect": 2, "xdp_cpumap_kthread": 0, "xdp_cpumap_enqueue": 0}
+                i = at.get(name, -1)
+                return k if i < 0 or k[i] != mid else (*k[:i], -1, *k[i + 1:])
+
+            events = {name: sorted((key(k, name), list(v)) for k, v in
+                                   getattr(h.tracer, name).counters.items())
+                      for name in ("xdp_redirect", "xdp_redirect_err", "xdp_cpumap_kthread",
+                                   "xdp_cpumap_enqueue", "xdp_exception")}
+            st = h.stack.stats
+            if threads:  # how a peer's polls group the redirected frames is timing
+                st.batches = 0
+            return (h.stack.per_device, st, events,
+                    {d.name: d.stats.asdict() for d in h.devices.values()})
+
+    assert run(True) == run(False)

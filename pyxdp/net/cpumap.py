@@ -49,6 +49,7 @@ import numpy as np
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.atomic import cpu_relax, store_release64
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAME, Bulk, Frames
+from pyxdp.net.napi_native import _run, _to_frame
 from pyxdp.net.native import njit
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -58,7 +59,9 @@ from pyxdp.net.xdp_mem import (
     xdp_return_frames,
     xdp_return_frames_rx_napi,
 )
+from pyxdp.uapi.bpf import XdpAction
 from pyxdp.vm.helpers import RunContext
+from pyxdp.vm.jit.xdp import DriverIO
 
 if TYPE_CHECKING:
     from pyxdp.net.napi import BulkQueues
@@ -79,27 +82,51 @@ class KC:
     EVENTS, PROCESSED, DROPS, SCHED, PASS, DROP, REDIRECT = range(7)
     IDLE = 7  # the ring was found empty: the next batch follows a sleep
     INFLIGHT = 8  # frames taken and not yet delivered
-    STALL = 9  # why the native run stopped early: 1 a frame of another region, 2 ret full
+    STALL = 9  # why the native run stopped: 1 a frame of another region, 2 ret full,
+    #            3 redirects for the Python path (NDEFER of them in the defer rows)
+    NDEFER = 10
+    FAULTS, FAULT_WORD, FAULT_PC, FAULT_ADDR = 11, 12, 13, 14
+    INVALID_ACT = 15  # the first verdict that is no XDP action (its value + 1)
     SIZE = 16
 
 
 KC_EVENTS, KC_PROCESSED, KC_SCHED = KC.EVENTS, KC.PROCESSED, KC.SCHED
-KC_IDLE, KC_INFLIGHT, KC_STALL = KC.IDLE, KC.INFLIGHT, KC.STALL
+KC_PASS, KC_DROP = KC.PASS, KC.DROP
+KC_IDLE, KC_INFLIGHT, KC_STALL, KC_NDEFER = KC.IDLE, KC.INFLIGHT, KC.STALL, KC.NDEFER
+KC_FAULTS, KC_FAULT_WORD, KC_FAULT_PC, KC_FAULT_ADDR = (KC.FAULTS, KC.FAULT_WORD, KC.FAULT_PC,
+                                                         KC.FAULT_ADDR)
+KC_INVALID_ACT = KC.INVALID_ACT
 M_BATCHES = Mib.BATCHES
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
+XDP_DROP, XDP_PASS, XDP_REDIRECT = int(XdpAction.XDP_DROP), int(XdpAction.XDP_PASS), \
+    int(XdpAction.XDP_REDIRECT)
+DEFER_COLS = 9  # pfn, data, len, meta, dev_rx, map_id, map_type, index, flags
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _freed(r_slots, rprod, rsize, nret, pfn):  # type: ignore[no-untyped-def]
+    """A page into the return ring (published with the batch); the new count."""
+    r_slots[0, (rprod + nret) % rsize] = pfn
+    return nret + 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, pages, q64, pfn_base,  # type: ignore[no-untyped-def] # noqa: E501
-                        stk, max_batches, spins):
-    """``cpu_map_kthread_run`` for an entry without a program: up to ``max_batches``
-    batches of 8 frames from the ring, each delivered to the stack as one list
-    (``netif_receive_skb_list``) and its pages handed to the return ring. With
-    ``spins`` > 0 an empty ring is polled that many times before giving up (a
-    kthread on its own thread). Stops early (``kc[STALL]``) at a frame outside
-    this page region or when the return ring has no room for a batch. Returns
-    the frames delivered."""
+def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk, jit, defer,  # type: ignore[no-untyped-def] # noqa: E501
+                        max_batches, spins):
+    """``cpu_map_kthread_run``: up to ``max_batches`` batches of 8 frames from the ring.
+    With a program (``jit``'s entry address nonzero: ``cpu_map_bpf_prog_run_xdp``)
+    each frame's verdict decides: PASS converts it back to an xdp_frame (a
+    failure is a drop), DROP and anything else free it, REDIRECT is handed to
+    the Python path (``defer``; the run stops after that batch). What passed is
+    delivered to the stack as one list (``netif_receive_skb_list``) and every
+    freed page goes to the return ring. With ``spins`` > 0 an empty ring is
+    polled that many times before giving up (a kthread on its own thread).
+    Stops early (``kc[STALL]``) at a frame outside this page region or when the
+    return ring has no room for a batch. Returns the frames taken."""
+    pages, w32, q64, addr_base, pfn_base = region
     mib, port_sock, sock_cnt, dev_cnt = stk
+    (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
+     pc_out, addr_out, red, ifx) = jit
     qsize = q_slots.shape[1]
     rsize = r_slots.shape[1]
     npages = pages.shape[0]
@@ -134,22 +161,77 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, pages, q64,
         sched = kc[KC_IDLE]
         kc[KC_IDLE] = 0
         rprod = r_idx[IDX_PROD]
+        nret = 0
+        npass = 0
+        ndrop = 0
+        nd = 0
+        if fn != 0:
+            for j in range(k):
+                loc = scratch[0, j] - pfn_base
+                rows[j] = loc
+                d_off[j] = scratch[1, j]
+                d_len[j] = scratch[2, j]
+                d_meta[j] = scratch[3, j]
+                ifx[j] = q64[loc, DEV_RX_WORD]
+            _run(fn, ctx_addr, desc, d_len, k)
         for j in range(k):
-            loc = scratch[0, j] - pfn_base
-            stack_rcv_one(pages[loc], scratch[1, j], scratch[2, j], q64[loc, DEV_RX_WORD], mib,
-                          port_sock, sock_cnt, dev_cnt)
-            r_slots[0, (rprod + j) % rsize] = scratch[0, j]
-        store_release64(r_idx, IDX_PROD, rprod + k)
-        mib[M_BATCHES] += 1
+            pfn = scratch[0, j]
+            loc = pfn - pfn_base
+            dev_rx = q64[loc, DEV_RX_WORD]
+            data, length, meta = scratch[1, j], scratch[2, j], scratch[3, j]
+            if fn != 0:
+                if status[j] != 0:
+                    if kc[KC_FAULTS] == 0:
+                        kc[KC_FAULT_WORD] = status[j]
+                        kc[KC_FAULT_PC] = pc_out[j]
+                        kc[KC_FAULT_ADDR] = np.int64(addr_out[j])
+                    kc[KC_FAULTS] += 1
+                a = np.int64(act[j])
+                if a == XDP_REDIRECT:
+                    defer[nd, 0] = pfn
+                    defer[nd, 1] = np.int64(off_out[j])
+                    defer[nd, 2] = np.int64(len_out[j])
+                    defer[nd, 3] = np.int64(meta_out[j])
+                    defer[nd, 4] = dev_rx
+                    for c in range(4):
+                        defer[nd, 5 + c] = np.int64(red[j, c])
+                    nd += 1
+                    continue
+                if a != XDP_PASS:
+                    if a != XDP_DROP and kc[KC_INVALID_ACT] == 0:
+                        kc[KC_INVALID_ACT] = a + 1
+                    ndrop += 1
+                    nret = _freed(r_slots, rprod, rsize, nret, pfn)
+                    continue
+                data = np.int64(off_out[j])
+                length = np.int64(len_out[j])
+                meta = np.int64(meta_out[j])
+                # The buff the program left back into an xdp_frame; none: a drop.
+                if not _to_frame(w32, q64, loc, data, length, meta, addr_base):
+                    ndrop += 1
+                    nret = _freed(r_slots, rprod, rsize, nret, pfn)
+                    continue
+                npass += 1
+            stack_rcv_one(pages[loc], data, length, dev_rx, mib, port_sock, sock_cnt, dev_cnt)
+            nret = _freed(r_slots, rprod, rsize, nret, pfn)
+        if nret:
+            store_release64(r_idx, IDX_PROD, rprod + nret)
+        if nret - ndrop > 0:
+            mib[M_BATCHES] += 1
         kc[KC_EVENTS] += 1
         kc[KC_PROCESSED] += k
         kc[KC_SCHED] += sched
-        store_release64(kc, KC_INFLIGHT, 0)
+        kc[KC_PASS] += npass
+        kc[KC_DROP] += ndrop
         done += k
         b += 1
+        if nd:  # still in flight until the Python path has redirected them
+            kc[KC_NDEFER] = nd
+            kc[KC_STALL] = 3
+            store_release64(kc, KC_INFLIGHT, nd)
+            break
+        store_release64(kc, KC_INFLIGHT, 0)
     return done
-_RUN_LOCKS: dict[int, threading.Lock] = {}  # per program (by id()), while it lives
-_LOCKS_GUARD = threading.Lock()
 
 
 class CpuMapRuntime:
@@ -168,6 +250,8 @@ class CpuMapRuntime:
         self.kc = np.zeros(KC.SIZE, np.int64)
         self.kc[KC.IDLE] = 1
         self._scratch = np.zeros((4, CPUMAP_BATCH), np.int64)
+        self._defer = np.zeros((CPUMAP_BATCH, DEFER_COLS), np.int64)
+        self._io = DriverIO(CPUMAP_BATCH, 0, 0)
         self.list_delivery = True
         self.processed = 0
         self._py_inflight = 0  # frames the Python path took and has not finished with
@@ -184,8 +268,11 @@ class CpuMapRuntime:
 
     @property
     def backlog(self) -> int:
-        """Frames queued or still being processed by the kthread."""
-        return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
+        """Frames queued or still being processed by the kthread (and, while the native
+        kthread has sums not yet folded into the tracer, 1)."""
+        kc = self.kc
+        return (len(self.queue) + int(kc[KC.INFLIGHT]) + self._py_inflight
+                + int(kc[KC.EVENTS] > 0))
 
     @property
     def inflight(self) -> int:
@@ -245,11 +332,15 @@ class CpuMapRuntime:
 
     def _native_ok(self) -> bool:
         host = self.host
-        return (self.prog_id == 0 and self.list_delivery and host.native
-                and not host.tracer.listening and host.stack.native_ok)
+        if not (self.list_delivery and host.native and not host.tracer.listening
+                and host.stack.native_ok):
+            return False
+        prog = host.program_by_id(self.prog_id) if self.prog_id else None
+        return prog is None or prog.engine == "jit"
 
     def _run_native(self, spins: int) -> int:
-        """:func:`cpu_map_kthread_run` over the page region of the frame at the head."""
+        """:func:`cpu_map_kthread_run` over the page region of the frame at the head
+        (with the entry's program: its engine for this CPU, driven natively)."""
         q = self.queue
         kc = self.kc
         kc[KC.STALL] = 0
@@ -266,15 +357,69 @@ class CpuMapRuntime:
             return 0
         if self.ret.size - len(self.ret) < CPUMAP_BATCH:
             self.reclaim()
-        stack = self.host.stack
+        host = self.host
+        stack = host.stack
         row = stack.row(self.cpu, kthread=True)
         stk = (stack.mib[row], stack.port_sock, stack.sock_cnt[row], stack.dev_cnt[row])
-        n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
-                                    self._scratch, region.pages, region.qwords,
-                                    region.pfn_base, stk, 1 << 30, spins))
+        reg = (region.pages, region.words, region.qwords, region.addr_base, region.pfn_base)
+        prog = host.program_by_id(self.prog_id) if self.prog_id else None
+        if prog is None:
+            n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
+                                        self._scratch, reg, stk, _NO_JIT, self._defer,
+                                        1 << 30, spins))
+        else:
+            # One run of an engine at a time (two entries on one CPU may share it).
+            engine = prog.engine_for(self.cpu)
+            with self._prog_lock(engine), engine.driver(self.ctx, region.pages, self._io) \
+                    as (fn, ctx_addr):
+                io = self._io
+                jit = (fn, ctx_addr, io.desc, io.rows, io.data_off, io.data_len, io.meta_len,
+                       io.action, io.off_out, io.len_out, io.meta_out, io.status, io.pc,
+                       io.addr, io.redirect, io.ifindex)
+                n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
+                                            self._scratch, reg, stk, jit, self._defer,
+                                            1 << 30, 0))
+            self._report(prog, engine)
         if kc[KC.EVENTS]:
             self._fold()
+        kc[KC.INFLIGHT] = 0  # deferred redirects done, sums folded: nothing in flight
         return n
+
+    def _report(self, prog: Any, engine: Any) -> None:
+        """After a native run with a program: its first fault, an invalid verdict's
+        warning, and the redirects it left to the Python path."""
+        kc = self.kc
+        host = self.host
+        if kc[KC.FAULTS]:
+            from pyxdp.net.napi import MAX_FAULT_REPORTS
+            if len(self.faults) < MAX_FAULT_REPORTS:
+                f = prog._with_source(engine.render_fault(int(kc[KC.FAULT_WORD]),
+                                                          int(kc[KC.FAULT_PC]),
+                                                          int(kc[KC.FAULT_ADDR])))
+                self.faults.append(f"cpumap/{self.cpu}: {prog.spec.name}: {f} -> XDP_ABORTED")
+                log.warning("%s", self.faults[-1])
+            kc[KC.FAULTS] = 0
+        if kc[KC.INVALID_ACT]:
+            from pyxdp.net.napi import _warned
+            if prog not in _warned:
+                _warned.add(prog)
+                log.warning("cpumap program %s returned %d: treated as a drop "
+                            "(bpf_warn_invalid_xdp_action)", prog.spec.name,
+                            int(kc[KC.INVALID_ACT]) - 1)
+            kc[KC.INVALID_ACT] = 0
+        nd = int(kc[KC.NDEFER])
+        if nd:
+            from pyxdp.net.napi import _Verdicts, cpumap_redirect
+            d = self._defer[:nd].copy()
+            kc[KC.NDEFER] = 0
+            frames = Frames(d[:, 0], d[:, 1], d[:, 2], d[:, 3], np.full(nd, KIND_FRAME, np.int64))
+            v = _Verdicts(np.full(nd, XDP_REDIRECT, np.int64), d[:, 5], d[:, 6], d[:, 7],
+                          d[:, 8])
+            with host.lock, return_frame_no_direct():
+                failed = cpumap_redirect(host, d[:, 4], prog, frames, v,
+                                         np.ones(nd, np.bool_), self.cpu)
+            kc[KC.REDIRECT] += nd - failed
+            kc[KC.DROP] += failed
 
     _region: Any = None
 
@@ -328,7 +473,7 @@ class CpuMapRuntime:
             from pyxdp.net.napi import dispatch_cpumap, run_xdp
             # The program runs outside the lock (on the JIT, without the GIL too):
             # this is where a worker runs concurrently with the NAPI polls.
-            with self._prog_lock(prog):
+            with self._prog_lock(prog.vm):
                 v = run_xdp(prog, host, frames, ifindex=dev_rx, queue=0, ctx=self.ctx,
                             faults=self.faults, where=f"cpumap/{self.cpu}")
             with host.lock, return_frame_no_direct():
@@ -352,10 +497,10 @@ class CpuMapRuntime:
             self.processed += n
 
     @staticmethod
-    def _prog_lock(prog: object) -> threading.Lock:
-        """One run of a program at a time (two entries may share a program)."""
+    def _prog_lock(engine: object) -> threading.Lock:
+        """One run of an engine at a time (two entries may share a program)."""
         with _LOCKS_GUARD:
-            return _RUN_LOCKS.setdefault(id(prog), threading.Lock())
+            return _RUN_LOCKS.setdefault(id(engine), threading.Lock())
 
     def _kthread(self) -> None:
         try:
@@ -388,6 +533,16 @@ class CpuMapRuntime:
         if self.error is not None:
             err, self.error = self.error, None
             raise err
+
+
+_RUN_LOCKS: dict[int, threading.Lock] = {}  # per engine (by id()), while it lives
+_LOCKS_GUARD = threading.Lock()
+
+# The jit tuple of a run without a program (entry address 0).
+_NO_JIT = (0, 0, *(np.zeros(1, t) for t in (np.uint64, np.int64, np.uint32, np.uint32,
+                                             np.uint32, np.uint32, np.uint32, np.uint32,
+                                             np.uint32, np.uint32, np.uint32, np.uint64)),
+           np.zeros((1, 4), np.uint64), np.zeros(1, np.uint32))
 
 
 def _dev_rx(host: Host, frames: Frames) -> np.ndarray:

@@ -235,16 +235,7 @@ def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _
     if other.any():
         xdp_return_frames(frames.pfn[other], memmap=host.memmap)
     nred = int(red.sum())
-    failed = 0
-    if nred:
-        for ifx in np.unique(dev_rx[red]).tolist():
-            sel = np.flatnonzero(red & (dev_rx == ifx))
-            dev = host.devices.get(int(ifx)) or host.devices[1]
-            bq = BulkQueues(from_cpu=cpu)
-            failed += xdp_do_redirect(host, dev, None, prog, frames.select(sel),
-                                      _Verdicts(act[sel], v.map_id[sel], v.map_type[sel],
-                                                v.index[sel], v.flags[sel]), bq)
-            xdp_do_flush(host, dev, None, bq)
+    failed = cpumap_redirect(host, dev_rx, prog, frames, v, red, cpu) if nred else 0
     out = frames.select(passed)
     npass = len(out)
     if npass:
@@ -254,6 +245,22 @@ def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _
         xdp_frames_set_dev_rx(out.pfn, rx[np.isin(frames.pfn[passed], out.pfn)],
                               memmap=host.memmap)
     return (out, len(out), int(other.sum()) + npass - len(out) + failed, nred - failed)
+
+
+def cpumap_redirect(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts,
+                    red: npt.NDArray[np.bool_], cpu: int) -> int:
+    """A cpumap program's XDP_REDIRECT verdicts (frames ``red``): ``xdp_do_redirect``
+    from each frame's ``dev_rx``, flushed after the batch; returns how many failed."""
+    failed = 0
+    for ifx in np.unique(dev_rx[red]).tolist():
+        sel = np.flatnonzero(red & (dev_rx == ifx))
+        dev = host.devices.get(int(ifx)) or host.devices[1]
+        bq = BulkQueues(from_cpu=cpu)
+        failed += xdp_do_redirect(host, dev, None, prog, frames.select(sel),
+                                  _Verdicts(v.action[sel], v.map_id[sel], v.map_type[sel],
+                                            v.index[sel], v.flags[sel]), bq)
+        xdp_do_flush(host, dev, None, bq)
+    return failed
 
 
 def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,

@@ -628,6 +628,11 @@ class Host:
                     # polls more work): wait for it.
                     time.sleep(0.0005)
                     continue
+                # Workers idle now; what they redirected before going idle is in the
+                # rings already (they count it in flight until then): poll it too.
+                if self.cpumap_threads and any(rq.pending for d in list(self.devices.values())
+                                               for rq in d.rx):
+                    continue
                 break
         if self.cpumap_threads:
             total += sum(rt.processed - before.get(id(rt), 0)
