@@ -51,8 +51,8 @@ This module holds the per-instruction lowering (:class:`FuncLowering`), the
 shared functions behind memory accesses and atomics, and the assembly of a
 module; the ABI is :mod:`pyxdp.vm.jit.abi`, the IR builder
 :mod:`pyxdp.vm.jit.ir`, the analyses :mod:`pyxdp.vm.jit.analysis`, the
-entry points :mod:`pyxdp.vm.jit.entry` and native helpers
-:mod:`pyxdp.vm.jit.natives`.
+entry points :mod:`pyxdp.vm.jit.entry` and the registries of native helpers
+and map operations :mod:`pyxdp.vm.jit.natives` (filled by the layers above).
 """
 
 from __future__ import annotations
