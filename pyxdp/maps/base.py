@@ -11,8 +11,9 @@ Python API built on top of them, and the codec hook through which typed keys
 and values (from BTF, later) are plugged in.
 
 Program memory. A map is given a window of the fake 64-bit address space
-from a module-level allocator: ``MAP_SPACE_BASE + n * 2**32`` (more than one
-4 GiB window when the storage is bigger). The window base is the map's
+from the vm's allocator (:mod:`pyxdp.vm.map_space`): ``MAP_SPACE_BASE + n *
+2**32`` (more than one 4 GiB window when the storage is bigger), and
+publishes itself there so the vm's helpers find it from its handle. The window base is the map's
 *handle* (``Map.addr``), the value a program sees for ``ld_imm64`` of the map
 (the kernel's ``struct bpf_map *``). Program-visible storage (the value
 regions) starts one page above the handle, one region per CPU for per-CPU
@@ -42,6 +43,8 @@ import numpy.typing as npt
 
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
+from pyxdp.vm import map_space
+from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -85,9 +88,6 @@ PCPU_MIN_UNIT_SIZE = 32 << 10
 """Per-CPU values are bounded by it (``round_up(value_size, 8) > 32 KiB`` is E2BIG)."""
 U32_MAX = 0xFFFF_FFFF
 INT_MAX = 0x7FFF_FFFF
-
-MAP_SPACE_BASE = 0x0000_2000_0000_0000
-MAP_WINDOW = 1 << 32
 # Program-visible storage starts one page above the handle so the handle
 # (the "struct bpf_map *" a program holds) never aliases a value.
 VALUES_OFFSET = PAGE_SIZE
@@ -132,27 +132,11 @@ def default_nr_cpus() -> int:
     return max(1, possible_cpus())
 
 
-# -- address windows and the registries of live maps ----------------------------------
+# -- the registries of live maps (windows: pyxdp.vm.map_space) ------------------------
 
 _lock = threading.Lock()
-_next_window = 0
 _next_id = 1
-_by_window: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
 _by_id: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
-
-
-def allocate_window(size: int) -> int:
-    """A fresh base address with ``size`` bytes of fake address space behind it.
-
-    Windows are 4 GiB aligned and never reused, so regions of different maps
-    can never overlap, even after a map is gone.
-    """
-    global _next_window
-    n = max(1, -(-size // MAP_WINDOW))
-    with _lock:
-        base = MAP_SPACE_BASE + _next_window * MAP_WINDOW
-        _next_window += n
-    return base
 
 
 def _register(m: Map) -> int:
@@ -161,7 +145,7 @@ def _register(m: Map) -> int:
         map_id = _next_id
         _next_id += 1
         _by_id[map_id] = m
-        _by_window[m.addr] = m
+    map_space.publish(m)
     return map_id
 
 
@@ -172,7 +156,8 @@ def map_by_id(map_id: int) -> Map | None:
 
 def map_by_addr(addr: int) -> Map | None:
     """The live map whose handle is ``addr`` (what ``ld_imm64`` of a map gives a program)."""
-    return _by_window.get(addr)
+    m = map_space.map_by_addr(addr)
+    return m if isinstance(m, Map) else None  # only maps publish handles
 
 
 # -- codecs -------------------------------------------------------------------------------

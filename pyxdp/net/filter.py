@@ -12,6 +12,15 @@ acting on it is ``xdp_do_redirect`` in the datapath.
 
 ``XDP_HELPERS`` is the full table an XDP program may call: the base helpers
 of :mod:`pyxdp.vm.helpers` plus these.
+
+The helpers here are the reference path. Where the common case is worth
+doing in machine code, the helper's native twin (LLVM IR the JIT inlines) is
+registered with it under the same id (:func:`_xh`'s ``native``), over the
+same memory: the packet helpers' twins are :mod:`pyxdp.net.xdp`'s, beside
+the ``XdpBuff`` methods; ``csum_diff``'s and the redirects' are here, the
+redirects writing the run context's ``ri_*`` words that mirror
+:class:`RedirectInfo`; ``redirect_map`` dispatches to the map type's own
+(:func:`pyxdp.vm.jit.natives.register_map`).
 """
 
 from __future__ import annotations
@@ -23,19 +32,38 @@ from typing import TYPE_CHECKING, Any
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
-from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.net.xdp import (
+    CTX_BASE,
+    XdpBuff,
+    adjust_head_fn,
+    adjust_meta_fn,
+    adjust_tail_fn,
+    buff_len_fn,
+    load_bytes_fn,
+    store_bytes_fn,
+)
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
+from pyxdp.vm.jit.abi import NF_RUNCTX, SLOW, Natives
+from pyxdp.vm.jit.ir import LIKELY, TBAA_CTX_VALUES, TBAA_MEM, Text, ret_if
+from pyxdp.vm.jit.natives import (
+    INT_MAX,
+    HelperNative,
+    register_helper,
+    ri_init,
+    runctx_guard,
+    xdp_guard,
+)
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["BPF_FUNC_REDIRECT_XSK", "XDP_HELPERS", "RedirectInfo", "csum_diff"]
+__all__ = ["BPF_FUNC_REDIRECT_XSK", "XDP_HELPERS", "RedirectInfo", "csum_diff", "csum_diff_fn",
+           "redirect_fn", "redirect_xsk_fn"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF
-INT_MAX = 0x7FFF_FFFF
 BPF_F_BROADCAST = 1 << 3
 BPF_F_EXCLUDE_INGRESS = 1 << 4
 _ACTION_MASK = int(XdpAction.XDP_ABORTED | XdpAction.XDP_DROP | XdpAction.XDP_PASS
@@ -89,11 +117,15 @@ def _after_change(vm: Interpreter, xdp: XdpBuff) -> None:
     cv[0], cv[1], cv[2] = data, data_end, data_meta
 
 
-def _xh(helper_id: int, name: str) -> Callable[[HelperFn], HelperFn]:
+def _xh(helper_id: int, name: str,
+        native: HelperNative | None = None) -> Callable[[HelperFn], HelperFn]:
+    """An XDP helper, and with ``native`` its twin for the JIT (under the same id)."""
+    if native is not None:
+        register_helper(helper_id, native)
     return helper(helper_id, name, XDP_HELPERS)
 
 
-@_xh(44, "xdp_adjust_head")
+@_xh(44, "xdp_adjust_head", HelperNative("adjust_head", 2, adjust_head_fn, ("pkt",)))
 def _adjust_head(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     ret = xdp.adjust_head(_s32(r2))
@@ -101,7 +133,7 @@ def _adjust_head(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
     return ret & M64
 
 
-@_xh(54, "xdp_adjust_meta")
+@_xh(54, "xdp_adjust_meta", HelperNative("adjust_meta", 2, adjust_meta_fn, ("pkt",)))
 def _adjust_meta(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     ret = xdp.adjust_meta(_s32(r2))
@@ -109,7 +141,7 @@ def _adjust_meta(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
     return ret & M64
 
 
-@_xh(65, "xdp_adjust_tail")
+@_xh(65, "xdp_adjust_tail", HelperNative("adjust_tail", 2, adjust_tail_fn, ("pkt",)))
 def _adjust_tail(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     ret = xdp.adjust_tail(_s32(r2))
@@ -117,12 +149,12 @@ def _adjust_tail(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
     return ret & M64
 
 
-@_xh(188, "xdp_get_buff_len")
+@_xh(188, "xdp_get_buff_len", HelperNative("buff_len", 1, buff_len_fn))
 def _get_buff_len(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return _xdp(vm, r1).buff_len()
 
 
-@_xh(189, "xdp_load_bytes")
+@_xh(189, "xdp_load_bytes", HelperNative("load_bytes", 4, load_bytes_fn, ("translate",)))
 def _load_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     got = xdp.load_bytes(r2 & M32, r4 & M32)
@@ -132,7 +164,7 @@ def _load_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) ->
     return 0
 
 
-@_xh(190, "xdp_store_bytes")
+@_xh(190, "xdp_store_bytes", HelperNative("store_bytes", 4, store_bytes_fn, ("translate",)))
 def _store_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     length = r4 & M32
@@ -220,7 +252,151 @@ def csum_diff(frm: bytes, to: bytes, seed: int) -> int:
     return _from32to16(seed)
 
 
-@_xh(28, "csum_diff")
+def _emit_adc(f: Text, res: str, p: str, nwords: int) -> str:
+    """``addq w0; adcq w1; ...; adcq $0`` over ``nwords`` little-endian words at ``p``: the
+    sum with carries, the last carry-out dropped (native form of :func:`_adc_chain`)."""
+    carry = "0"
+    for k in range(nwords):
+        w = f.ins(f"load i64, ptr {f.gep(p, 8 * k)}, align 1{TBAA_MEM}")
+        res, carry = _emit_adc_step(f, res, w, carry)
+    return f.ins(f"add i64 {res}, {carry}")
+
+
+def _emit_adc_step(f: Text, res: str, w: str, carry: str) -> tuple[str, str]:
+    wide = f.ins(f"add i128 {f.ins(f'zext i64 {res} to i128')}, {f.ins(f'zext i64 {w} to i128')}")
+    wide = f.ins(f"add i128 {wide}, {f.ins(f'zext i64 {carry} to i128')}")
+    return (f.ins(f"trunc i128 {wide} to i64"),
+            f.ins(f"trunc i128 {f.ins(f'lshr i128 {wide}, 64')} to i64"))
+
+
+def _csum_partial_fn() -> str:
+    """x86-64 ``csum_partial`` exactly as :func:`_csum_partial` models it: add-with-carry
+    chains over 80-byte steps (two interleaved), a 40-byte block, 32/16/8-byte chunks and
+    a zero-padded tail (read byte by byte: nothing past the buffer is touched)."""
+    f = Text()
+    f.at("entry")
+    t0 = f.ins("and i64 %seed, 4294967295")
+    f.cbr(f.ins("icmp uge i64 %n, 80"), "l80", "a80")
+    f.at("l80")
+    f.do("%tmp = phi i64 [ " + t0 + ", %entry ], [ %tmpn, %l80 ]")
+    f.do("%tmp2 = phi i64 [ 0, %entry ], [ %tmp2n, %l80 ]")
+    f.do("%off = phi i64 [ 0, %entry ], [ %offn, %l80 ]")
+    f.do("%left = phi i64 [ %n, %entry ], [ %leftn, %l80 ]")
+    at = f.gep("%p", "%off")
+    f.do(f"%tmpn = add i64 {_emit_adc(f, '%tmp', at, 5)}, 0")
+    f.do(f"%tmp2n = add i64 {_emit_adc(f, '%tmp2', f.gep(at, 40), 5)}, 0")
+    f.do("%offn = add i64 %off, 80")
+    f.do("%leftn = sub i64 %left, 80")
+    f.cbr(f.ins("icmp uge i64 %leftn, 80"), "l80", "f80")
+    f.at("f80")
+    r, c = _emit_adc_step(f, "%tmpn", "%tmp2n", "0")
+    f.do(f"%tmpf = add i64 {r}, {c}")
+    f.br("a80")
+    f.at("a80")
+    f.do("%ta = phi i64 [ " + t0 + ", %entry ], [ %tmpf, %f80 ]")
+    f.do("%oa = phi i64 [ 0, %entry ], [ %offn, %f80 ]")
+    f.do("%la = phi i64 [ %n, %entry ], [ %leftn, %f80 ]")
+    f.cbr(f.ins("icmp uge i64 %la, 40"), "d40", "ch")
+    f.at("d40")
+    f.do(f"%tb = add i64 {_emit_adc(f, '%ta', f.gep('%p', '%oa'), 5)}, 0")
+    f.do("%ob = add i64 %oa, 40")
+    f.do("%lb = sub i64 %la, 40")
+    f.cbr(f.ins("icmp eq i64 %lb, 0"), "fin40", "ch")
+    f.at("fin40")
+    f.do(f"ret i64 {_emit_finalize(f, '%tb')}")
+    f.at("ch")
+    temp = f.ins("phi i64 [ %ta, %a80 ], [ %tb, %d40 ]")
+    off = f.ins("phi i64 [ %oa, %a80 ], [ %ob, %d40 ]")
+    left = f.ins("phi i64 [ %la, %a80 ], [ %lb, %d40 ]")
+    for chunk in (32, 16, 8):
+        yes, join = f"c{chunk}", f"j{chunk}"
+        before = f.cur
+        f.cbr(f.ins(f"icmp ne i64 {f.ins(f'and i64 {left}, {chunk}')}, 0"), yes, join)
+        f.at(yes)
+        t1 = _emit_adc(f, temp, f.gep("%p", off), chunk // 8)
+        o1 = f.ins(f"add i64 {off}, {chunk}")
+        f.br(join)
+        f.at(join)
+        temp = f.ins(f"phi i64 [ {temp}, %{before} ], [ {t1}, %{yes} ]")
+        off = f.ins(f"phi i64 [ {off}, %{before} ], [ {o1}, %{yes} ]")
+    tail = f.ins(f"and i64 {left}, 7")
+    before = f.cur
+    f.cbr(f.ins(f"icmp ne i64 {tail}, 0"), "tl", "done")
+    f.at("tl")
+    f.do("%k = phi i64 [ 0, %" + before + " ], [ %k1, %tl ]")
+    f.do("%acc = phi i64 [ 0, %" + before + " ], [ %acc1, %tl ]")
+    byte = f.ins(f"load i8, ptr {f.gep('%p', f.ins(f'add i64 {off}, %k'))}, align 1{TBAA_MEM}")
+    sh = f.ins(f"shl i64 {f.ins(f'zext i8 {byte} to i64')}, {f.ins('shl i64 %k, 3')}")
+    f.do(f"%acc1 = or i64 %acc, {sh}")
+    f.do("%k1 = add i64 %k, 1")
+    f.cbr(f.ins(f"icmp ult i64 %k1, {tail}"), "tl", "tj")
+    f.at("tj")
+    r, c = _emit_adc_step(f, temp, "%acc1", "0")
+    tt = f.ins(f"add i64 {r}, {c}")
+    f.br("done")
+    f.at("done")
+    fin = f.ins(f"phi i64 [ {temp}, %{before} ], [ {tt}, %tj ]")
+    f.do(f"ret i64 {_emit_finalize(f, fin)}")
+    return f.text("define internal i64 @csum_partial(ptr %p, i64 %n, i64 %seed) nounwind")
+
+
+def _emit_finalize(f: Text, t: str) -> str:
+    """``csum_finalize_sum``: ``(t + ror64(t, 32)) >> 32`` (as :func:`_finalize`)."""
+    ror = f.ins(f"or i64 {f.ins(f'lshr i64 {t}, 32')}, {f.ins(f'shl i64 {t}, 32')}")
+    return f.ins(f"lshr i64 {f.ins(f'add i64 {t}, {ror}')}, 32")
+
+
+def csum_diff_fn(natives: Natives) -> str:
+    """``bpf_csum_diff``'s native twin: :func:`csum_diff` is the reference path, reading the
+    same bytes the program's regions hold. No size checks, always folded to 16 bits;
+    pointers the regions refuse are SLOW (the Python helper faults)."""
+    f = Text()
+    f.at("entry")
+    fs = f.ins("and i64 %r2, 4294967295")
+    ts = f.ins("and i64 %r4, 4294967295")
+    ptrs = []
+    for name, addr, size in (("from", "%r1", fs), ("to", "%r3", ts)):
+        yes, join = f.label(name), f.label(name + "j")
+        before = f.cur
+        f.cbr(f.ins(f"icmp ne i64 {size}, 0"), yes, join)
+        f.at(yes)
+        p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 {size}, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
+        last = f.cur
+        f.br(join)
+        f.at(join)
+        ptrs.append(f.ins(f"phi ptr [ null, %{before} ], [ {p}, %{last} ]"))
+    seed = f.ins("and i64 %r5, 4294967295")
+    fp, tp = ptrs
+    hf = f.ins(f"icmp ne i64 {fs}, 0")
+    ht = f.ins(f"icmp ne i64 {ts}, 0")
+    # partial(to, seed) and partial(from, 0 or ~seed) cover all four cases.
+    tsum = f.ins(f"call i64 @csum_partial(ptr {tp}, i64 {ts}, i64 {seed})")
+    fseed = f.ins(f"select i1 {ht}, i64 0, i64 {f.ins(f'xor i64 {seed}, 4294967295')}")
+    fsum = f.ins(f"call i64 @csum_partial(ptr {fp}, i64 {fs}, i64 {fseed})")
+    nf = f.ins(f"xor i64 {fsum}, 4294967295")
+    res = f.ins(f"and i64 {f.ins(f'add i64 {tsum}, {nf}')}, 4294967295")
+    wrapped = f.ins(f"icmp ult i64 {res}, {nf}")
+    added = f.ins(f"add i64 {res}, {f.ins(f'zext i1 {wrapped} to i64')}")
+    added = f.ins(f"and i64 {added}, 4294967295")
+    r = f.ins(f"select i1 {hf}, i64 {nf}, i64 {seed}")
+    r = f.ins(f"select i1 {ht}, i64 {tsum}, i64 {r}")
+    r = f.ins(f"select i1 {f.ins(f'and i1 {hf}, {ht}')}, i64 {added}, i64 {r}")
+    f.do(f"ret i64 {f.ins(f'call i64 @fold16(i64 {r})')}")
+    h = Text()
+    h.at("entry")
+    x = h.ins("and i64 %x, 4294967295")
+    hi, lo = h.ins(f"lshr i64 {x}, 16"), h.ins(f"shl i64 {x}, 16")
+    ror = h.ins(f"and i64 {h.ins(f'or i64 {hi}, {lo}')}, 4294967295")
+    x = h.ins(f"and i64 {h.ins(f'add i64 {x}, {ror}')}, 4294967295")
+    h.do(f"ret i64 {h.ins(f'lshr i64 {x}, 16')}")
+    return (f.text("define internal i64 @csum_diff(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                   "i64 %r4, i64 %r5) nounwind")
+            + _csum_partial_fn()
+            + h.text("define internal i64 @fold16(i64 %x) nounwind"))
+
+
+@_xh(28, "csum_diff", HelperNative("csum_diff", 5, csum_diff_fn, ("translate",)))
 def _csum_diff(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     from_size, to_size = r2 & M32, r4 & M32
     frm = vm.mem.read(r1, from_size) if from_size else b""
@@ -240,7 +416,23 @@ def _ri(vm: Interpreter) -> RedirectInfo:
     return ri
 
 
-@_xh(23, "redirect")
+def redirect_fn(natives: Natives) -> str:
+    """``bpf_redirect``'s native twin: records the ifindex in the run context's
+    ``ri_*`` words, the native layout of the :class:`RedirectInfo` the reference
+    path (:func:`_redirect`) fills."""
+    f = Text()
+    f.at("entry")
+    runctx_guard(f)
+    ri_init(f)
+    ret_if(f, f.ins("icmp ne i64 %r2, 0"), 0)
+    f.cset("%ctx", "ri_tgt_index", f.ins("and i64 %r1, 4294967295"))
+    f.cset("%ctx", "ri_map_id", str(INT_MAX))
+    f.cset("%ctx", "ri_map_type", "0")
+    f.do("ret i64 4")
+    return f.text("define internal i64 @redirect(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+@_xh(23, "redirect", HelperNative("redirect", 2, redirect_fn))
 def _redirect(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     ri = _ri(vm)
     if r2:
@@ -270,7 +462,8 @@ def _redirect_lookup(m: Any, key: int) -> Any:
     return m.lookup(key.to_bytes(m.key_size, "little"))
 
 
-@_xh(51, "redirect_map")
+# Native: the call site dispatches to the map type's registered redirect function.
+@_xh(51, "redirect_map", HelperNative("redirect_map"))
 def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``__bpf_xdp_redirect_map``: the map type's lookup decides, the flags' low bits
     are the action when the key has no entry."""
@@ -302,7 +495,43 @@ def _redirect_map(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     return int(XdpAction.XDP_REDIRECT)
 
 
-@_xh(BPF_FUNC_REDIRECT_XSK, "redirect_xsk")
+def redirect_xsk_fn(natives: Natives) -> str:
+    """``bpf_redirect_xsk``'s native twin (reference path: :func:`_redirect_xsk`, same
+    redirect state): the queue's bit in the registration table; SLOW where the table
+    does not tell (no table, ifindex past it, queue >= 64)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, False)
+    ok = f.flag(NF_RUNCTX)
+    yes = f.label("rc")
+    f.cbr(ok, yes, "slow", LIKELY)
+    f.at(yes)
+    cv = f.cget("%ctx", "ctx_values", "ptr")
+    ifx = f.word(cv, 3, "i64", TBAA_CTX_VALUES)
+    q = f.word(cv, 4, "i64", TBAA_CTX_VALUES)
+    ntable = f.cget("%ctx", "xsk_ntable")
+    in_table = f.ins(f"icmp ult i64 {ifx}, {ntable}")
+    known = f.ins(f"and i1 {in_table}, {f.ins(f'icmp ult i64 {q}, 64')}")
+    ret_if(f, f.ins(f"xor i1 {known}, true"), SLOW)
+    ri_init(f)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %r2, -4')}, 0"), 0)
+    mask = f.at_index(f.cget("%ctx", "xsk_table", "ptr"), ifx, "i64", 8)
+    bit = f.ins(f"and i64 {f.ins(f'lshr i64 {mask}, {q}')}, 1")
+    miss, hit = f.label("miss"), f.label("hit")
+    f.cbr(f.ins(f"icmp eq i64 {bit}, 0"), miss, hit)
+    f.at(miss)
+    f.do(f"ret i64 {f.ins('and i64 %r2, 3')}")
+    f.at(hit)
+    f.cset("%ctx", "ri_tgt_index", q)
+    f.cset("%ctx", "ri_map_id", "0")
+    f.cset("%ctx", "ri_map_type", str(int(BpfMapType.BPF_MAP_TYPE_XSKMAP)))
+    f.cset("%ctx", "ri_map", "0")
+    f.cset("%ctx", "ri_flags", "0")
+    f.do("ret i64 4")
+    return f.text("define internal i64 @redirect_xsk(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+@_xh(BPF_FUNC_REDIRECT_XSK, "redirect_xsk", HelperNative("redirect_xsk", 2, redirect_xsk_fn))
 def _redirect_xsk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``bpf_redirect_xsk(ctx, flags)`` (pyxdp extension): to the AF_XDP socket ``bind()``
     registered on the packet's own rx queue, else the action in ``flags``' low bits.

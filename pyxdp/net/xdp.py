@@ -12,6 +12,13 @@ kernel's multi-buffer XDP keeps them. The program sees fake addresses
 Simplified: there is no ``skb_shared_info`` struct in the tailroom (frags
 are Python objects beside the frame) and no per-frag page offset (frags start
 at offset 0 of their page, as BPF_PROG_TEST_RUN builds them).
+
+The ``XdpBuff`` methods are the reference path of the packet helpers. Their
+native twins (``*_fn`` at the end of this module: LLVM IR the JIT inlines,
+registered under their helper ids by :mod:`pyxdp.net.filter`) do the common
+case - no frags - on the same memory: the run context's ``x_frame`` is the
+frame buffer and ``x_data``/``x_data_end``/``x_data_meta`` the same offsets
+into it as these fields; anything else they leave to the Python helper.
 """
 
 from __future__ import annotations
@@ -19,6 +26,11 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, field
 
+from pyxdp.errors import ENOTSUPP
+from pyxdp.uapi.bpf import ETH_HLEN, XDP_PACKET_HEADROOM
+from pyxdp.vm.jit.abi import SLOW, Natives
+from pyxdp.vm.jit.ir import Text, ret_if, s32
+from pyxdp.vm.jit.natives import xdp_guard
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -29,15 +41,18 @@ __all__ = [
     "XDP_PACKET_HEADROOM",
     "RxQueue",
     "XdpBuff",
+    "adjust_head_fn",
+    "adjust_meta_fn",
+    "adjust_tail_fn",
+    "buff_len_fn",
+    "load_bytes_fn",
+    "store_bytes_fn",
 ]
 
-ETH_HLEN = 14
 PAGE_SIZE = 4096
-XDP_PACKET_HEADROOM = 256
 SKB_SHARED_INFO_SIZE = 320  # tailroom the kernel reserves at the end of each frame
 XDP_FRAME_SIZE = 40  # sizeof(struct xdp_frame): the floor for adjust_head/adjust_meta
 MAX_SKB_FRAGS = 17
-ENOTSUPP = 524  # kernel-internal errno returned by bpf_xdp_adjust_meta
 
 # Fake address of data_hard_start for the packet being processed.
 PKT_BASE = 0x0000_3000_0000_0000
@@ -107,7 +122,8 @@ class XdpBuff:
         return bool(self.frags)
 
     def buff_len(self) -> int:
-        """``xdp_get_buff_len``: linear length plus frags."""
+        """``xdp_get_buff_len``: linear length plus frags (reference path of
+        :func:`buff_len_fn`)."""
         return self.data_end - self.data + self.frags_size
 
     def packet(self) -> bytes:
@@ -131,7 +147,7 @@ class XdpBuff:
 
     # -- helpers (net/core/filter.c) -------------------------------------------------
     def adjust_head(self, offset: int) -> int:
-        """``bpf_xdp_adjust_head``: 0 or ``-EINVAL``."""
+        """``bpf_xdp_adjust_head``: 0 or ``-EINVAL`` (reference path of :func:`adjust_head_fn`)."""
         metalen = self.metalen
         data_start = XDP_FRAME_SIZE + metalen
         new = self.data + offset
@@ -146,7 +162,8 @@ class XdpBuff:
         return 0
 
     def adjust_meta(self, offset: int) -> int:
-        """``bpf_xdp_adjust_meta``: 0, ``-ENOTSUPP``, ``-EINVAL`` or ``-EACCES``."""
+        """``bpf_xdp_adjust_meta``: 0, ``-ENOTSUPP``, ``-EINVAL`` or ``-EACCES`` (reference
+        path of :func:`adjust_meta_fn`)."""
         if not self.meta_supported:
             return -ENOTSUPP
         meta = self.data_meta + offset
@@ -160,7 +177,8 @@ class XdpBuff:
         return 0
 
     def adjust_tail(self, offset: int) -> int:
-        """``bpf_xdp_adjust_tail``: 0 or a negative errno."""
+        """``bpf_xdp_adjust_tail``: 0 or a negative errno (reference path of
+        :func:`adjust_tail_fn`)."""
         if self.has_frags:
             return self._frags_shrink_tail(-offset) if offset < 0 \
                 else self._frags_increase_tail(offset)
@@ -206,7 +224,8 @@ class XdpBuff:
         return 0
 
     def load_bytes(self, offset: int, length: int) -> bytes | int:
-        """``bpf_xdp_load_bytes``: the bytes, or a negative errno."""
+        """``bpf_xdp_load_bytes``: the bytes, or a negative errno (reference path of
+        :func:`load_bytes_fn`)."""
         err = self._span(offset, length)
         if err:
             return err
@@ -216,7 +235,8 @@ class XdpBuff:
         return self.packet()[offset:offset + length]
 
     def store_bytes(self, offset: int, data: bytes) -> int:
-        """``bpf_xdp_store_bytes``: 0 or a negative errno; may span frags."""
+        """``bpf_xdp_store_bytes``: 0 or a negative errno; may span frags (reference path
+        of :func:`store_bytes_fn`)."""
         err = self._span(offset, len(data))
         if err:
             return err
@@ -238,3 +258,141 @@ class XdpBuff:
             pos += n
             off = 0
         return 0
+
+
+# -- native twins of the helpers above (the JIT inlines them) -------------------------
+
+def adjust_head_fn(natives: Natives) -> str:
+    """``bpf_xdp_adjust_head``'s native twin: :meth:`XdpBuff.adjust_head` is the
+    reference path; both move the same offsets into the same frame. SLOW outside a
+    native XDP run."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, False)
+    off = s32(f, "%r2")
+    data, end, meta = (f.cget("%ctx", n) for n in ("x_data", "x_data_end", "x_data_meta"))
+    sup = f.ins(f"icmp ule i64 {meta}, {data}")
+    metalen = f.ins(f"select i1 {sup}, i64 {f.ins(f'sub i64 {data}, {meta}')}, i64 0")
+    new = f.ins(f"add i64 {data}, {off}")
+    low = f.ins(f"icmp slt i64 {new}, {f.ins(f'add i64 {metalen}, {XDP_FRAME_SIZE}')}")
+    high = f.ins(f"icmp sgt i64 {new}, {f.ins(f'sub i64 {end}, {ETH_HLEN}')}")
+    ret_if(f, f.ins(f"or i1 {low}, {high}"), -errno.EINVAL)
+    frame = f.cget("%ctx", "x_frame", "ptr")
+    newmeta = f.ins(f"add i64 {meta}, {off}")
+    f.memmove(f.gep(frame, newmeta), f.gep(frame, meta), metalen)
+    f.cset("%ctx", "x_data_meta", newmeta)
+    f.cset("%ctx", "x_data", new)
+    f.do("call void @pkt(ptr %ctx)")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @adjust_head(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+def adjust_meta_fn(natives: Natives) -> str:
+    """``bpf_xdp_adjust_meta``'s native twin (reference: :meth:`XdpBuff.adjust_meta`,
+    same layout)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, False)
+    data, meta = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_meta")
+    ret_if(f, f.ins(f"icmp ugt i64 {meta}, {data}"), -ENOTSUPP)
+    m = f.ins(f"add i64 {meta}, {s32(f, '%r2')}")
+    low = f.ins(f"icmp slt i64 {m}, {XDP_FRAME_SIZE}")
+    ret_if(f, f.ins(f"or i1 {low}, {f.ins(f'icmp sgt i64 {m}, {data}')}"), -errno.EINVAL)
+    mlen = f.ins(f"sub i64 {data}, {m}")
+    odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {mlen}, 3')}, 0")
+    ret_if(f, f.ins(f"or i1 {odd}, {f.ins(f'icmp sgt i64 {mlen}, 255')}"), -errno.EACCES)
+    f.cset("%ctx", "x_data_meta", m)
+    f.do("call void @pkt(ptr %ctx)")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @adjust_meta(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+def adjust_tail_fn(natives: Natives) -> str:
+    """``bpf_xdp_adjust_tail``'s native twin without frags (reference:
+    :meth:`XdpBuff.adjust_tail`, same layout; a multi-buffer packet is SLOW)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, True)
+    off = s32(f, "%r2")
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    new = f.ins(f"add i64 {end}, {off}")
+    hard = f.ins(f"sub i64 {f.cget('%ctx', 'x_frame_sz')}, {SKB_SHARED_INFO_SIZE}")
+    high = f.ins(f"icmp sgt i64 {new}, {hard}")
+    low = f.ins(f"icmp slt i64 {new}, {f.ins(f'add i64 {data}, {ETH_HLEN}')}")
+    ret_if(f, f.ins(f"or i1 {high}, {low}"), -errno.EINVAL)
+    grow, done = f.label("grow"), f.label("done")
+    f.cbr(f.ins(f"icmp sgt i64 {off}, 0"), grow, done)
+    f.at(grow)
+    f.memset(f.gep(f.cget("%ctx", "x_frame", "ptr"), end), off)
+    f.br(done)
+    f.at(done)
+    f.cset("%ctx", "x_data_end", new)
+    f.do("call void @pkt(ptr %ctx)")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @adjust_tail(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+def buff_len_fn(natives: Natives) -> str:
+    """``xdp_get_buff_len``'s native twin without frags (reference: :meth:`XdpBuff.buff_len`,
+    same layout)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, True)
+    end, data = f.cget("%ctx", "x_data_end"), f.cget("%ctx", "x_data")
+    f.do(f"ret i64 {f.ins(f'sub i64 {end}, {data}')}")
+    return f.text("define internal i64 @buff_len(ptr %ctx, i64 %r1) nounwind")
+
+
+def load_bytes_fn(natives: Natives) -> str:
+    """``bpf_xdp_load_bytes``'s native twin, linear part only (reference:
+    :meth:`XdpBuff.load_bytes` then ``vm.mem.write``, same layout)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, True)
+    off = f.ins("and i64 %r2, 4294967295")
+    n = f.ins("and i64 %r4, 4294967295")
+    big = f.ins(f"or i1 {f.ins(f'icmp ugt i64 {off}, 65535')}, {f.ins(f'icmp ugt i64 {n}, 65535')}")
+    ret_if(f, big, -errno.EFAULT)
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {f.ins(f'sub i64 {end}, {data}')}")
+    ret_if(f, over, -errno.EINVAL)
+    ret_if(f, f.ins(f"icmp eq i64 {n}, 0"), 0)
+    dst = f.ins(f"call ptr @translate(ptr %ctx, i64 %r3, i64 {n}, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {dst}, null"), SLOW)
+    f.cset("%ctx", "stack_dirty", "-1")  # the bytes may land in a stack frame
+    src = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data}, {off}"))
+    f.memmove(dst, src, n)
+    f.do("ret i64 0")
+    return f.text("define internal i64 @load_bytes(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                  "i64 %r4) nounwind")
+
+
+def store_bytes_fn(natives: Natives) -> str:
+    """``bpf_xdp_store_bytes``'s native twin, linear part only (reference: ``vm.mem.read``
+    then :meth:`XdpBuff.store_bytes`, same layout)."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, True)
+    off = f.ins("and i64 %r2, 4294967295")
+    n = f.ins("and i64 %r4, 4294967295")
+    big = f.ins(f"or i1 {f.ins(f'icmp ugt i64 {n}, 65535')}, {f.ins(f'icmp ugt i64 {off}, 65535')}")
+    ret_if(f, big, -errno.EFAULT)
+    read, have = f.label("read"), f.label("have")
+    nz = f.ins(f"icmp ne i64 {n}, 0")
+    before = f.cur
+    f.cbr(nz, read, have)
+    f.at(read)
+    src0 = f.ins(f"call ptr @translate(ptr %ctx, i64 %r3, i64 {n}, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {src0}, null"), SLOW)
+    last = f.cur
+    f.br(have)
+    f.at(have)
+    src = f.ins(f"phi ptr [ null, %{before} ], [ {src0}, %{last} ]")
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {f.ins(f'sub i64 {end}, {data}')}")
+    ret_if(f, over, -errno.EINVAL)
+    dst = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data}, {off}"))
+    f.memmove(dst, src, n)
+    f.do("ret i64 0")
+    return f.text("define internal i64 @store_bytes(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                  "i64 %r4) nounwind")

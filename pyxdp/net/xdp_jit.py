@@ -49,27 +49,24 @@ from pyxdp.asm.insn import Instruction
 from pyxdp.errors import HelperFault, ProgramFault
 from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
-from pyxdp.net.filter import BPF_FUNC_REDIRECT_XSK, XDP_HELPERS, RedirectInfo
+from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MapInfo, Natives
-from pyxdp.vm.jit.natives import map_native
+from pyxdp.vm.jit.natives import map_native, native_helpers
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
 
 __all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit"]
 
-# Helper ids with a native twin, by kind (see abi.Natives).
+# Helper ids with a native twin, by kind (see abi.Natives): what the vm and
+# pyxdp.net.filter registered (importing XDP_HELPERS above registered the XDP ones).
 NATIVE_XDP_HELPERS: dict[int, str] = {
-    1: "map_lookup", 2: "map_update", 5: "ktime", 8: "smp_id", 23: "redirect",
-    28: "csum_diff", 44: "adjust_head", 51: "redirect_map", 54: "adjust_meta",
-    65: "adjust_tail", 188: "buff_len", 189: "load_bytes", 190: "store_bytes",
-    BPF_FUNC_REDIRECT_XSK: "redirect_xsk",
-}
+    hid: twin.kind for hid, twin in sorted(native_helpers().items())}
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
                 int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0}

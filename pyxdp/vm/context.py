@@ -54,7 +54,7 @@ class RunContext:
     cpu: int = 0
     trace: TraceLog = field(default_factory=TraceLog)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
-    # Set for XDP runs (pyxdp.net): the xdp_buff and struct bpf_redirect_info.
+    # Set for XDP runs (by the network layer): the xdp_buff and struct bpf_redirect_info.
     xdp: Any = None
     ri: Any = None
     tail_call_cnt: int = 0
@@ -62,10 +62,10 @@ class RunContext:
     tail_call: Callable[[Interpreter, int, int], int | None] | None = None
     clock_ns: Callable[[], int] = time.monotonic_ns
     scratch: list[Region] = field(default_factory=list)
-    # The network namespace bpf_fib_lookup/bpf_check_mtu consult (a pyxdp.net.fib.Fib;
-    # typed loosely because the vm layer does not import net).
+    # The network namespace bpf_fib_lookup/bpf_check_mtu consult (the network layer's
+    # Fib; typed loosely because the vm layer does not import net).
     fib: Any = None
-    # bpf_redirect_xsk (pyxdp.net.filter): (ifindex, queue) -> the AF_XDP socket bind()
+    # bpf_redirect_xsk (an XDP helper): (ifindex, queue) -> the AF_XDP socket bind()
     # registered on that rx queue, or None; and the same for native code, a uint64
     # numpy array indexed by ifindex with one bit per queue below 64 (None: ask the
     # lookup).

@@ -4,9 +4,10 @@ A helper is a Python function ``fn(vm, r1, r2, r3, r4, r5) -> r0`` registered
 under its Linux id; ``vm.context`` is the :class:`RunContext` of the run (CPU
 number, trace log, random state, redirect state, the packet) and ``vm.mem``
 the checked memory. Program-type specific helpers (the XDP ones of
-``net/core/filter.c``) live in :mod:`pyxdp.net.filter` and are merged into
-the table there. Return values follow the kernel: a negative errno as an
-unsigned 64-bit value.
+``net/core/filter.c``) live with the network layer's ``filter`` module,
+which merges them into its own table. Maps are reached from the handle a
+program passes (:func:`pyxdp.vm.map_space.map_at`). Return values follow the
+kernel: a negative errno as an unsigned 64-bit value.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from pyxdp.errors import HelperFault
 from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
+from pyxdp.vm.map_space import map_at
 
 if TYPE_CHECKING:
-    from pyxdp.maps.base import Map
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["BASE_HELPERS", "RunContext", "TraceLog", "helper", "neg"]
@@ -32,26 +33,18 @@ def _ctx(vm: Interpreter) -> RunContext:
     return ctx
 
 
-def _map(vm: Interpreter, addr: int) -> Map:
-    from pyxdp.maps.base import map_by_addr
-    m = map_by_addr(addr)
-    if m is None:
-        raise HelperFault(f"{addr:#x} is not a map")
-    return m
-
-
 # -- maps -----------------------------------------------------------------------------------
 
 @helper(1, "map_lookup_elem")
 def _map_lookup_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     key = vm.mem.read(r2, m.key_size)
     return m.lookup_addr(key, _ctx(vm).cpu)
 
 
 @helper(2, "map_update_elem")
 def _map_update_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     key = vm.mem.read(r2, m.key_size)
     value = vm.mem.read(r3, m.value_size)
     return m.try_update(key, value, r4, cpu=_ctx(vm).cpu) & M64
@@ -59,18 +52,18 @@ def _map_update_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
 
 @helper(3, "map_delete_elem")
 def _map_delete_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     return m.try_delete(vm.mem.read(r2, m.key_size)) & M64
 
 
 @helper(87, "map_push_elem")
 def _map_push_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     return m.try_push(vm.mem.read(r2, m.value_size), r3) & M64
 
 
 def _pop_or_peek(vm: Interpreter, r1: int, r2: int, pop: bool) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     try:
         value = m.pop() if pop else m.peek()
     except Exception as e:  # MapError carries the errno the helper returns
@@ -97,7 +90,7 @@ def _map_peek_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int)
 @helper(195, "map_lookup_percpu_elem")
 def _map_lookup_percpu_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
                             r5: int) -> int:
-    m = _map(vm, r1)
+    m = map_at(r1)
     cpu = r3 & 0xFFFF_FFFF
     if not m.percpu or cpu >= m.nr_cpus:
         return 0

@@ -20,8 +20,8 @@ is imported (it imports this one last), so every program type gets them:
   ``(map, &key, &value, ctx)``, returns 0 to go on and 1 to stop; the helper
   returns the number of elements visited (the stopping one included).
 * ``bpf_ringbuf_output``/``reserve``/``submit``/``discard``/``query``
-  (130-134) of ``kernel/bpf/ringbuf.c`` over :class:`pyxdp.maps.ringbuf.RingBuf`,
-  which owns the record format.
+  (130-134) of ``kernel/bpf/ringbuf.c`` over a ring buffer map
+  (:class:`~pyxdp.vm.map_space.RingBufMap`), which owns the record format.
 
 Simplified: ``%p`` and ``%pK`` print the raw value like ``%px`` (the kernel
 prints a hash of it, except for NULL and error pointers); ``%ps``/``%pS``/``%pB``
@@ -40,14 +40,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyxdp.errors import HelperFault, MemoryFault
+from pyxdp.errors import HelperFault, MapError, MemoryFault
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.context import SCRATCH_BASE, RunContext, helper, neg
+from pyxdp.vm.map_space import (
+    MAP_SPACE_BASE,
+    MAP_WINDOW,
+    ProgramMap,
+    RingBufMap,
+    is_ringbuf,
+    map_at,
+    map_by_addr,
+)
 from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:
-    from pyxdp.maps.base import Map
-    from pyxdp.maps.ringbuf import RingBuf
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["MAX_BPRINTF_BIN_ARGS", "MAX_BPRINTF_VARARGS", "MemoryReader", "bpf_bprintf"]
@@ -470,20 +477,12 @@ _ARRAYS = frozenset({int(BpfMapType.BPF_MAP_TYPE_ARRAY),
 _SCRATCH_STRIDE = 1 << 32
 
 
-def _map(addr: int) -> Map:
-    from pyxdp.maps.base import map_by_addr
-    m = map_by_addr(addr)
-    if m is None:
-        raise HelperFault(f"{addr:#x} is not a map")
-    return m
-
-
 def _cpu(vm: Interpreter) -> int:
     ctx = vm.context
     return ctx.cpu if isinstance(ctx, RunContext) else 0
 
 
-def _value_addr(m: Map, key: bytes, cpu: int) -> int:
+def _value_addr(m: ProgramMap, key: bytes, cpu: int) -> int:
     """The value's address without touching LRU state (the kernel's walk sets no reference bit)."""
     elem_of = getattr(m, "_elem_of", None)
     if getattr(m, "lru", False) and callable(elem_of):
@@ -494,7 +493,7 @@ def _value_addr(m: Map, key: bytes, cpu: int) -> int:
 
 @helper(164, "for_each_map_elem")
 def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = _map(r1)
+    m = map_at(r1)
     if m.map_type not in _FOR_EACH_TYPES:
         raise HelperFault(f"bpf_for_each_map_elem on a map of type {m.map_type} (the "
                           "verifier allows arrays and hash maps only)")
@@ -534,23 +533,20 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
 
 # -- ring buffers ------------------------------------------------------------------------
 
-def _ringbuf(addr: int) -> RingBuf:
-    from pyxdp.maps.ringbuf import RingBuf
-    m = _map(addr)
-    if not isinstance(m, RingBuf):
+def _ringbuf(addr: int) -> RingBufMap:
+    m = map_at(addr)
+    if not is_ringbuf(m):
         raise HelperFault(f"map {m.name or m.id} is not a ring buffer")
     return m
 
 
-def _ringbuf_of_sample(addr: int) -> RingBuf:
+def _ringbuf_of_sample(addr: int) -> RingBufMap:
     """The ring buffer whose data area holds ``addr`` (the kernel finds it from the header)."""
-    from pyxdp.maps.base import MAP_SPACE_BASE, MAP_WINDOW, map_by_addr
-    from pyxdp.maps.ringbuf import RingBuf
     if addr >= MAP_SPACE_BASE:
         window = MAP_SPACE_BASE + (addr - MAP_SPACE_BASE) // MAP_WINDOW * MAP_WINDOW
         for k in range(4):  # a ring of up to 3 windows before the sample's
             m = map_by_addr(window - k * MAP_WINDOW)
-            if isinstance(m, RingBuf):
+            if m is not None and is_ringbuf(m):
                 r = m.value_region()
                 if r.base <= addr < r.end:
                     return m
@@ -571,7 +567,6 @@ def _ringbuf_reserve(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
 
 
 def _commit(addr: int, discard: bool, flags: int) -> int:
-    from pyxdp.maps.base import MapError
     rb = _ringbuf_of_sample(addr)
     try:
         # Flags only choose wakeups, which nothing here waits for.

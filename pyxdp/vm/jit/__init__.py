@@ -18,8 +18,9 @@ and faults match :class:`pyxdp.vm.interpreter.Interpreter` exactly.
 * :mod:`~pyxdp.vm.jit.xdp` - the XDP batch entry's descriptors (:class:`DriverIO`).
 
 XDP programs on the JIT (native map and packet helpers, native tail calls, the
-XDP batch entry: what :class:`pyxdp.net.prog.XdpProg` runs on its ``jit``
-engine) are :class:`pyxdp.net.xdp_jit.XdpJit`: the vm layer imports neither
+XDP batch entry: what an XDP program runs on its ``jit`` engine) are the
+network layer's ``XdpJit``, over twins the maps and the network layer
+register in :mod:`~pyxdp.vm.jit.natives`: the vm layer imports neither
 maps nor net.
 
 Needs the ``jit`` extra (llvmlite).

@@ -139,10 +139,9 @@ class MapInfo:
 
 @dataclass(frozen=True)
 class Natives:
-    """Native helpers to specialise: ``helpers`` maps helper ids to a native kind
-    (``map_lookup``, ``map_update``, ``ktime``, ``smp_id``, ``redirect``,
-    ``redirect_map``, ``csum_diff``, ``adjust_head``, ``adjust_meta``,
-    ``adjust_tail``, ``buff_len``, ``load_bytes``, ``store_bytes``), ``maps``
+    """Native helpers to specialise: ``helpers`` maps helper ids to the kind of the
+    twin registered for them (:func:`pyxdp.vm.jit.natives.register_helper`:
+    ``map_lookup``, ``ktime``, ``adjust_head``, ``redirect``...), ``maps``
     the constant maps. With ``xdp`` the packet is region 0, ``pkt_base`` is
     the fake address of ``data_hard_start`` and ``ctx_base`` the xdp_md's."""
 

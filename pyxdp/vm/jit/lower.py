@@ -51,8 +51,8 @@ This module holds the per-instruction lowering (:class:`FuncLowering`), the
 shared functions behind memory accesses and atomics, and the assembly of a
 module; the ABI is :mod:`pyxdp.vm.jit.abi`, the IR builder
 :mod:`pyxdp.vm.jit.ir`, the analyses :mod:`pyxdp.vm.jit.analysis`, the
-entry points :mod:`pyxdp.vm.jit.entry` and native helpers
-:mod:`pyxdp.vm.jit.natives`.
+entry points :mod:`pyxdp.vm.jit.entry` and the registries of native helpers
+and map operations :mod:`pyxdp.vm.jit.natives` (filled by the layers above).
 """
 
 from __future__ import annotations
@@ -98,18 +98,7 @@ from pyxdp.vm.jit.ir import (
     c64,
     cint,
 )
-from pyxdp.vm.jit.natives import (
-    adjust_head_fn,
-    adjust_meta_fn,
-    adjust_tail_fn,
-    buff_len_fn,
-    csum_fn,
-    load_bytes_fn,
-    map_native,
-    redirect_fn,
-    redirect_xsk_fn,
-    store_bytes_fn,
-)
+from pyxdp.vm.jit.natives import HelperNative, helper_native, map_native
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["FuncLowering", "ModuleLowering", "lower", "lower_many"]
@@ -216,25 +205,13 @@ def _atomic_fn(kind: str, size: int) -> str:
     return f.text(f"define internal {ty} @atomic_{kind}{size * 8}({args}) nounwind")
 
 
-_SHARED = {
+# The module's own shared functions (registered helper twins join them by kind).
+_SHARED: dict[str, Callable[[Natives], str]] = {
     "translate": lambda n: _translate_fn(), "fault": lambda n: _fault_fn(),
-    "pkt": lambda n: pkt_fn(n.pkt_base), "adjust_head": lambda n: adjust_head_fn(n.ctx_base),
-    "adjust_meta": lambda n: adjust_meta_fn(n.ctx_base),
-    "adjust_tail": lambda n: adjust_tail_fn(n.ctx_base),
-    "buff_len": lambda n: buff_len_fn(n.ctx_base),
-    "load_bytes": lambda n: load_bytes_fn(n.ctx_base),
-    "store_bytes": lambda n: store_bytes_fn(n.ctx_base),
-    "csum_diff": lambda n: csum_fn(), "redirect": lambda n: redirect_fn(),
-    "redirect_xsk": lambda n: redirect_xsk_fn(n.ctx_base),
-    "tailcall": lambda n: tailcall_fn(),
+    "pkt": lambda n: pkt_fn(n.pkt_base), "tailcall": lambda n: tailcall_fn(),
 }
 # used_maps keys -> MapNative.functions keys.
 _MAP_FUNCTION = {"lookup": "lookup", "update": "update", "redir": "redirect"}
-# Shared functions a native kind needs besides itself.
-_NEEDS = {"adjust_head": ("pkt",), "adjust_meta": ("pkt",), "adjust_tail": ("pkt",),
-          "tailcall": (),
-          "load_bytes": ("translate",), "store_bytes": ("translate",),
-          "csum_diff": ("translate",)}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -812,7 +789,7 @@ class FuncLowering:
             return
         kind = self.natives.kind(i.imm) if op.bpf_src(i.code) == op.BPF_K else None
         if kind is not None:
-            native = self._native(kind, pc)
+            native = self._native(i.imm, kind, pc)
             if native is not None:
                 value, nat_label = native
                 slow_label = f.label("slow")
@@ -980,15 +957,15 @@ class FuncLowering:
         hint = self.hints.hint(self.hints.base.get(pc) if reg == 2 else None)
         return self._try(self.R(reg), size, write, hint, to_python)
 
-    def _native(self, kind: str, pc: int) -> tuple[str, str] | None:
+    def _native(self, helper_id: int, kind: str, pc: int) -> tuple[str, str] | None:
         """The native twin of a helper call: (r0 or SLOW, the label it is ready in)."""
         f = self.f
-        mod = self.mod
         r = [self.R(n) for n in range(6)]
-        a1 = self.call_args.get(pc, (None,) * 6)[1]
-        m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
-        if kind in ("map_lookup", "map_update", "redirect_map") and m is None:
-            return None
+        twin = helper_native(helper_id)
+        if twin is not None and twin.kind == kind and twin.define is not None:
+            self.mod.need_helper(twin)  # a registered IR function stands for the helper
+            args = "".join(f", i64 {r[n]}" for n in range(1, twin.nargs + 1))
+            return f.ins(f"call i64 @{kind}(ptr %ctx{args})"), f.cur
         if kind == "ktime":
             ok = f.flag(NF_CLOCK)
             yes, join = f.label("clk"), f.label("clkj")
@@ -1007,24 +984,10 @@ class FuncLowering:
             ok = f.flag(NF_RUNCTX)
             v = f.ins(f"select i1 {ok}, i64 {f.cget('%ctx', 'cpu')}, i64 {c64(SLOW)}")
             return v, f.cur
-        if kind in ("adjust_head", "adjust_meta", "adjust_tail"):
-            mod.need(kind)
-            return f.ins(f"call i64 @{kind}(ptr %ctx, i64 {r[1]}, i64 {r[2]})"), f.cur
-        if kind == "buff_len":
-            mod.need(kind)
-            return f.ins(f"call i64 @buff_len(ptr %ctx, i64 {r[1]})"), f.cur
-        if kind in ("load_bytes", "store_bytes"):
-            mod.need(kind)
-            return f.ins(f"call i64 @{kind}(ptr %ctx, i64 {r[1]}, i64 {r[2]}, i64 {r[3]}, "
-                         f"i64 {r[4]})"), f.cur
-        if kind == "csum_diff":
-            mod.need(kind)
-            args = ", ".join(f"i64 {r[n]}" for n in range(1, 6))
-            return f.ins(f"call i64 @csum_diff(ptr %ctx, {args})"), f.cur
-        if kind in ("redirect", "redirect_xsk"):
-            mod.need(kind)
-            return f.ins(f"call i64 @{kind}(ptr %ctx, i64 {r[1]}, i64 {r[2]})"), f.cur
-        assert m is not None
+        a1 = self.call_args.get(pc, (None,) * 6)[1]
+        m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
+        if kind not in ("map_lookup", "map_update", "redirect_map") or m is None:
+            return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
             if m.kind != "entries" or native is None or "redirect" not in native.functions:
@@ -1076,11 +1039,17 @@ class ModuleLowering:
     def __init__(self) -> None:
         self.needed: set[str] = {"fault", "translate"}
         self.natives = Natives()
+        self.defines = dict(_SHARED)  # name -> IR of the shared function
 
     def need(self, name: str) -> None:
         self.needed.add(name)
-        for dep in _NEEDS.get(name, ()):
-            self.needed.add(dep)
+
+    def need_helper(self, twin: HelperNative) -> None:
+        """A registered helper twin: ``@<kind>`` and the shared functions it calls."""
+        assert twin.define is not None
+        if self.defines.setdefault(twin.kind, twin.define) is not twin.define:
+            raise ValueError(f"two native helpers define @{twin.kind}")
+        self.needed.update((twin.kind, *twin.needs))
 
     def shared(self) -> str:
         out = []
@@ -1089,7 +1058,7 @@ class ModuleLowering:
                 kind = name[len("atomic_"):-1]
                 out.append(_atomic_fn(kind, int(name[-1])))
             else:
-                out.append(_SHARED[name](self.natives))
+                out.append(self.defines[name](self.natives))
         return "".join(out)
 
 

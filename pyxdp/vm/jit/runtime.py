@@ -79,8 +79,8 @@ unwinds; ``run`` raises it as the interpreter would have. A runner may set
 buffer's edges, the redirect state) into Python's view around each Python
 helper. ``ktime_get_ns`` of :data:`ISA_HELPERS` is native
 (``clock_gettime(CLOCK_MONOTONIC)``, the clock ``time.monotonic_ns`` reads);
-the native twins of the XDP helpers and map operations are set up by
-:class:`pyxdp.net.xdp_jit.XdpJit`.
+the native twins of the XDP helpers and map operations are set up by the
+network layer's ``XdpJit`` (the XDP program runtime).
 
 Known differences from the interpreter, all outside a verified program's
 behaviour: regions must not overlap each other or the stack frames (the

@@ -3,8 +3,8 @@
 ``<tag>_xdp`` (see :func:`pyxdp.vm.jit.entry.xdp_fn`) reads one descriptor of
 :data:`~pyxdp.vm.jit.abi.XDP_FIELDS` per call: :class:`XdpDesc` is its
 ctypes mirror, :class:`DriverIO` the per-frame arrays a natively driven poll
-loop fills and reads (the XDP program runtime, :mod:`pyxdp.net.xdp_jit`,
-points the descriptor at them).
+loop fills and reads (the XDP program runtime of the network layer,
+``XdpJit``, points the descriptor at them).
 """
 
 from __future__ import annotations
