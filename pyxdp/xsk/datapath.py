@@ -240,6 +240,9 @@ class UmemPages(PageMemory):
         self.addr_base = DIRECT_MAP_BASE + (self.region_id << REGION_ADDR_SHIFT)
         self.name = name
         self.held = np.zeros(umem.nchunks, np.uint8)
+        # Chunks a pool on this region holds as KERNEL (its free list or buffers):
+        # queues sharing the UMEM take from the user only chunks nobody holds.
+        self.kernel = np.zeros(umem.nchunks, np.uint8)
         self.users = 1
 
     def in_use(self) -> I64:
@@ -369,8 +372,8 @@ class XskBuffPool:
             self.reclaim_rx()
             st = self.kown[loc]
         ok &= st == USER
-        if self.region is not None:  # zero-copy: not held by another queue's pool either
-            ok &= self.region.held[loc] == 0
+        if self.region is not None:  # zero-copy: not the kernel's on another queue either
+            ok &= self.region.kernel[loc] == 0
         pos = np.flatnonzero(ok)
         if len(pos) > 1:  # the same chunk twice: the first is taken, the others invalid
             first = np.unique(loc[pos], return_index=True)[1]
@@ -415,6 +418,8 @@ class XskBuffPool:
                 loaded = False
                 skipped = avail - 1 - int(pos[-1])
                 self.kown[loc[pos]] = KERNEL
+                if self.region is not None:
+                    self.region.kernel[loc[pos]] = 1
                 parts.append(base[pos])
                 need -= len(pos)
             else:
@@ -460,6 +465,38 @@ class XskBuffPool:
         if k:
             self._free[self._nfree:self._nfree + k] = addrs
             self._nfree += k
+
+    def check(self) -> None:
+        """Raise :class:`~pyxdp.net.page_pool.PageAccountingError` unless ``kown``
+        says where every chunk is: the kernel's are on the free list or held by the
+        NIC (each in one place), the rx ring's are each in one unconsumed rx slot."""
+        from pyxdp.net.page_pool import PageAccountingError
+
+        def bad(why: str, chunks: I64) -> PageAccountingError:
+            return PageAccountingError(f"AF_XDP pool of {self.umem!r}: {why}",
+                                       pages=chunks[:16].tolist(), owner="xsk_buff_pool")
+
+        free = self.chunks_of(self._free[:self._nfree])
+        if len(np.unique(free)) != len(free):
+            raise bad("a chunk is twice on the free list", free)
+        held = (np.flatnonzero(self.region.held) if self.region is not None
+                else np.zeros(0, np.int64))
+        kernel = np.flatnonzero(self.kown == KERNEL)
+        mine = np.union1d(free, held)
+        if len(np.intersect1d(free, held)):
+            raise bad("a chunk is on the free list and held", np.intersect1d(free, held))
+        if len(np.setdiff1d(free, kernel)) or len(np.setdiff1d(kernel, mine)):
+            raise bad("the kernel's chunks are not its free list and held buffers",
+                      np.setxor1d(kernel, np.intersect1d(mine, kernel)))
+        slots = [xs.krx.slot_chunk[(xs.krx.cached_cons + np.arange(
+                     (xs.krx.cached_prod - xs.krx.cached_cons) & 0xFFFF_FFFF)) & xs.krx.mask]
+                 for xs in self.socks if xs.krx is not None]
+        in_rx = np.concatenate(slots) if slots else np.zeros(0, np.int64)
+        if len(np.unique(in_rx)) != len(in_rx):
+            raise bad("a chunk is in two rx slots", in_rx)
+        if not np.array_equal(np.sort(in_rx), np.flatnonzero(self.kown == RX_RING)):
+            raise bad("the rx ring's chunks are not the unconsumed rx slots'",
+                      np.setxor1d(in_rx, np.flatnonzero(self.kown == RX_RING)))
 
     def chunks_of(self, bases: U64) -> I64:
         """The chunk (``kown`` index) of each buffer base."""
@@ -533,6 +570,7 @@ def _zc_disable(pool: XskBuffPool, dev: NetDevice) -> None:
     region = pool.region
     pool.region = None
     if region is not None:
+        region.kernel[pool.kown == KERNEL] = 0  # the pool's buffers are nobody's now
         region.users -= 1
         if region.users == 0:
             region.detach()
@@ -737,9 +775,10 @@ class NativeRx:
         self.kown = pool.kown
         self.slots = rx.slot_chunk
         self.held = pool.region.held if pool.region is not None else np.zeros(1, np.uint8)
+        self.zown = pool.region.kernel if pool.region is not None else None
         xc[X.KOWN], xc[X.SLOTS] = self.kown.ctypes.data, self.slots.ctypes.data
         xc[X.RX_CONS] = rx._consumer.ctypes.data
-        xc[X.HELD] = self.held.ctypes.data if pool.region is not None else 0
+        xc[X.ZOWN] = self.zown.ctypes.data if self.zown is not None else 0
         self.xc = xc  # the rest: refresh()
         self.fq = (fq._producer, fq._consumer, fq.entries, fq._flags)
         self.rx = (rx._producer, rx._consumer, rx.entries.view(np.uint64).reshape(-1, 2))
@@ -1100,6 +1139,7 @@ class PyxdpXskSocket(XskSocket):
         rx.produce_descs(addr, frames.length[:k].astype(np.uint32), 0)
         rx.own(idx, chunks)
         pool.region.held[chunks] = 0
+        pool.region.kernel[chunks] = 0
         if k < m:
             err[k:] = -_errno.ENOBUFS
             self.rx_queue_full += m - k

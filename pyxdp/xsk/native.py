@@ -69,8 +69,9 @@ class X:
     # Addresses of arrays the call's helpers reach without a parameter of their own:
     # the pool's chunk owners (uint8, pyxdp.xsk.queue USER/KERNEL/RX_RING), the rx
     # ring's chunk per slot (int64, kernel-private), the rx ring's consumer word
-    # and (zero-copy, else 0) the UMEM region's held flags (uint8).
-    KOWN, SLOTS, RX_CONS, HELD = 27, 28, 29, 30
+    # and (zero-copy, else 0) the UMEM region's flags of chunks some pool on it
+    # holds as KERNEL (uint8: queues sharing the UMEM never hold one chunk twice).
+    KOWN, SLOTS, RX_CONS, ZOWN = 27, 28, 29, 30
     PEEK = 31  # the chunk fq_peek found in the fill ring, for fq_take (-1: free list)
     SIZE_ = 32
 
@@ -105,7 +106,7 @@ X_DEV_DROPPED = X.DEV_DROPPED
 X_KOWN = X.KOWN
 X_SLOTS = X.SLOTS
 X_RX_CONS = X.RX_CONS
-X_HELD = X.HELD
+X_ZOWN = X.ZOWN
 X_PEEK = X.PEEK
 OWN_USER = USER
 OWN_KERNEL = KERNEL
@@ -200,7 +201,7 @@ def _raw_store(bits: int):  # type: ignore[no-untyped-def]
     return _store
 
 
-# Bytes and words of arrays known by address (X.KOWN, X.SLOTS, X.HELD): every index
+# Bytes and words of arrays known by address (X.KOWN, X.SLOTS, X.ZOWN): every index
 # is a chunk checked against the UMEM's size or a slot masked into the ring.
 ld8: Any = intrinsic(_raw_load(8))
 st8: Any = intrinsic(_raw_store(8))
@@ -253,7 +254,7 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
     Every fill entry is the user's writing: it is used only if its buffer lies in
     the UMEM (``xp_check_aligned``/``xp_check_unaligned``) and names a chunk the
     user holds (pyxdp's exact accounting: not in a buffer, the free list or an
-    unconsumed rx descriptor; zero-copy: nor held by another queue on the UMEM).
+    unconsumed rx descriptor; zero-copy: nor the kernel's on another queue).
     Others are consumed and counted invalid on the way, as the kernel's peek does.
     One search loads the producer at most once, and believes at most a ring's
     worth of entries from it (a producer far ahead reads the ring again later)."""
@@ -265,7 +266,7 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
     size = xc[X_FQ_MASK] + 1
     chunk = xc[X_CHUNK]
     kown = xc[X_KOWN]
-    held = xc[X_HELD]
+    zown = xc[X_ZOWN]
     while True:
         cc = xc[X_FQ_CC]
         if xc[X_FQ_CP] == cc:
@@ -291,7 +292,7 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
             if own == OWN_RX:
                 rx_reclaim(xc)
                 own = ld8(kown, loc)
-            if own == OWN_USER and (held == 0 or ld8(held, loc) == 0):
+            if own == OWN_USER and (zown == 0 or ld8(zown, loc) == 0):
                 xc[X_PEEK] = loc
                 return base
         xc[X_FQ_CC] = (cc + 1) & U32
@@ -306,6 +307,8 @@ def fq_take(xc):  # type: ignore[no-untyped-def]
     else:
         xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
         st8(xc[X_KOWN], xc[X_PEEK], OWN_KERNEL)
+        if xc[X_ZOWN] != 0:
+            st8(xc[X_ZOWN], xc[X_PEEK], 1)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -338,6 +341,8 @@ def rx_put(xc, rx_desc, addr, length, loc):  # type: ignore[no-untyped-def]
     rx_desc[i, 1] = length  # len, options 0
     st64(xc[X_SLOTS], i, loc)
     st8(xc[X_KOWN], loc, OWN_RX)
+    if xc[X_ZOWN] != 0:
+        st8(xc[X_ZOWN], loc, 0)
     xc[X_RX_CP] = (xc[X_RX_CP] + 1) & U32
 
 
