@@ -71,6 +71,13 @@ Modelled as Linux 6.18 does it (and as measured there, see
   errors included) by the same rules (:class:`NativeRx` carries the state;
   ``tests/test_xsk_native.py`` checks both paths give the same descriptors,
   bytes, statistics and trace counters).
+* what the user writes is checked before use, here and in machine code alike:
+  fill entries outside the UMEM or naming a chunk the datapath holds (pool
+  ``kown``: in a buffer, on the free list, in an unconsumed rx slot; zero-copy:
+  the kernel's on another queue) are skipped and counted invalid; a producer
+  more than a ring ahead is believed for a ring's worth per load; an rx or
+  completion consumer outside what was produced is ignored
+  (``docs/SEMANTICS.md``, ``tests/test_xsk_hostile.py``).
 * need-wakeup: copy mode never flags the fill ring and always flags tx;
   ``XDP_STATISTICS`` as ``xsk_getsockopt`` fills it; ``XDP_OPTIONS``.
 * ``poll``: copy-mode tx is driven as by ``sendto``; POLLIN when the rx ring
