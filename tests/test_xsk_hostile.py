@@ -187,7 +187,7 @@ def _fuzz_once(seed: int, native: bool, mode: str) -> dict[str, int]:
         nic = host.add_device("eth0")
         coll = host.load(SAMPLES / "xsk.o")
         nic.attach_xdp(next(iter(coll.programs.values())))
-        umem = Umem(64, 2048, shared=True)
+        umem = Umem(64, 2048, tx_metadata_len=24, shared=True)  # tx metadata read too
         umem.unlink()  # the name is not needed (the child is forked): nothing to leak
         sock = PyxdpXskSocket(nic, 0, umem, mode=mode, fill_size=32, comp_size=32,
                               rx_size=32, tx_size=32)

@@ -1468,6 +1468,7 @@ class PyxdpXskSocket(XskSocket):
         want = (descs["options"] & _TX_META) != 0
         if not want.any() or self.umem.tx_metadata_len < XSK_TX_METADATA_SIZE:
             return
+        want &= self.umem.validate_desc(descs)  # an invalid one completes, unsent
         md = self.umem.tx_metadata_len
         buf = self.umem.buf
         for a in descs["addr"][want].tolist():
