@@ -60,8 +60,8 @@ from numba import njit as _njit
 from numba import types
 from numba.extending import intrinsic
 
-from pyxdp.xsk.native import (  # HELPERS_V2: rebuilds this file's numba cache
-    HELPERS_V2,  # noqa: F401
+from pyxdp.xsk.native import (  # HELPERS_V3: rebuilds this file's numba cache
+    HELPERS_V3,  # noqa: F401
     X_CHUNK,
     X_DEV_DROPPED,
     X_FD,

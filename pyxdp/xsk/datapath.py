@@ -778,6 +778,7 @@ class NativeRx:
         xc[X.CHUNK], xc[X.OFF], xc[X.SIZE] = umem.chunk_size, umem.rx_data_offset, umem.size
         xc[X.UNALIGNED] = int(umem.unaligned)
         xc[X.FRAME] = umem.rx_frame_size
+        xc[X.SHIFT] = umem.chunk_size.bit_length() - 1  # used when aligned only
         # The arrays the helpers reach by address (kept alive by this object).
         self.kown = pool.kown
         self.slots = rx.slot_chunk

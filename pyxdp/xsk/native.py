@@ -44,12 +44,12 @@ from pyxdp.xsk.xsk import XskSocket
 
 njit: Any = _njit
 
-__all__ = ["HELPERS_V2", "X", "Rxdrop", "RxdropThread", "rxdrop_drain"]
+__all__ = ["HELPERS_V3", "X", "Rxdrop", "RxdropThread", "rxdrop_drain"]
 
 # numba's on-disk cache of a function is keyed by its own file's stamp, not by the
 # helpers it inlines from here: pyxdp.net.napi_native imports this name, renamed
 # whenever those helpers change, so that its file changes and its cache is rebuilt.
-HELPERS_V2 = 2  # 2: fill entries checked against chunk ownership
+HELPERS_V3 = 3  # 2: fill entries checked against chunk ownership; 3: xc of 40 words
 
 
 class X:
@@ -72,8 +72,9 @@ class X:
     # and (zero-copy, else 0) the UMEM region's flags of chunks some pool on it
     # holds as KERNEL (uint8: queues sharing the UMEM never hold one chunk twice).
     KOWN, SLOTS, RX_CONS, ZOWN = 27, 28, 29, 30
-    PEEK = 31  # the chunk fq_peek found in the fill ring, for fq_take (-1: free list)
-    SIZE_ = 32
+    PEEK = 31  # the chunk of the buffer fq_peek returned, for fq_take and rx_put
+    SHIFT = 32  # aligned UMEMs: log2(chunk size), chunks found without a division
+    SIZE_ = 40
 
 
 X_ON = X.ON
@@ -108,6 +109,7 @@ X_SLOTS = X.SLOTS
 X_RX_CONS = X.RX_CONS
 X_ZOWN = X.ZOWN
 X_PEEK = X.PEEK
+X_SHIFT = X.SHIFT
 OWN_USER = USER
 OWN_KERNEL = KERNEL
 OWN_RX = RX_RING
@@ -225,7 +227,7 @@ load_acquire_at: Any = intrinsic(_load_acquire_at)
 
 # -- the datapath's side ----------------------------------------------------------------
 
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)  # once per batch: not inlined at every use
 def rx_reclaim(xc):  # type: ignore[no-untyped-def]
     """Load the rx consumer (A): the chunks of the slots the user consumed are the
     user's again. A consumer behind the cached one or past the producer is no index
@@ -260,8 +262,9 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
     worth of entries from it (a producer far ahead reads the ring again later)."""
     nf = xc[X_NFREE]
     if nf > 0:
-        xc[X_PEEK] = -1
-        return np.int64(xfree[nf - 1])
+        base = np.int64(xfree[nf - 1])
+        xc[X_PEEK] = base // xc[X_CHUNK] if xc[X_UNALIGNED] else base >> xc[X_SHIFT]
+        return base
     loaded = False
     size = xc[X_FQ_MASK] + 1
     chunk = xc[X_CHUNK]
@@ -283,11 +286,12 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
         if xc[X_UNALIGNED]:
             base = (a & MASK48) + ((a >> 48) & 0xFFFF)
             ok = base < xc[X_SIZE] and base + chunk <= xc[X_SIZE]
+            loc = base // chunk
         else:
             base = a & ~(chunk - 1)
             ok = 0 <= base < xc[X_SIZE]  # a top bit set makes it negative
+            loc = base >> xc[X_SHIFT]
         if ok:
-            loc = base // chunk
             own = ld8(kown, loc)
             if own == OWN_RX:
                 rx_reclaim(xc)
@@ -377,9 +381,9 @@ def rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem, src, 
     mlen = max(meta, 0)
     memcpy(umem.ctypes.data + dst - mlen, src.ctypes.data + data - mlen, length + mlen)
     if xc[X_UNALIGNED]:
-        rx_put(xc, rx_desc, base | (off << 48), length, base // xc[X_CHUNK])
+        rx_put(xc, rx_desc, base | (off << 48), length, xc[X_PEEK])
     else:
-        rx_put(xc, rx_desc, dst, length, base // xc[X_CHUNK])
+        rx_put(xc, rx_desc, dst, length, xc[X_PEEK])
     return 0
 
 
