@@ -28,7 +28,16 @@ from pyxdp.uapi.if_xdp import (
     XdpStatistics,
     XdpUmemFlag,
 )
-from pyxdp.xsk.queue import KernelRingCons, KernelRingProd, RingCons, RingProd, ring_bytes
+from pyxdp.xsk.queue import (
+    KERNEL,
+    RX_RING,
+    USER,
+    KernelRingCons,
+    KernelRingProd,
+    RingCons,
+    RingProd,
+    ring_bytes,
+)
 from pyxdp.xsk.umem import (
     Umem,
     XskError,
@@ -232,6 +241,49 @@ def test_kernel_consumer_publishes_lazily(start: int) -> None:
     kc.release(1)
     kc.release_publish()
     assert user.consumer == (start + 5) % 2**32
+
+
+@pytest.mark.parametrize("start", [0, NEAR_WRAP])
+def test_kernel_consumer_believes_one_ring_per_producer_load(start: int) -> None:
+    """A user producer far ahead (or behind: a huge u32 distance) shows a full ring,
+    the same slots again at the next load; never more entries than the ring has."""
+    buf = bytearray(ring_bytes(8, "addr"))
+    set_indices(buf, start, start)
+    user = RingProd(buf, 8, "addr")
+    kc = KernelRingCons(buf, 8, "addr")
+    user.produce(list(range(10, 18)))
+    for far in (10_000, 2**31, 2**32 - 1):
+        user._producer[0] = (kc.cached_cons + far) & 0xFFFF_FFFF
+        assert kc.peek_addrs(64).tolist() == list(range(10, 18))
+        assert kc.present() == 8 and kc.nb_entries(100) == 8
+        kc.release(8)
+    d = KernelRingCons(bytearray(ring_bytes(4, "desc")), 4, "desc")
+    d._producer[0] = 1000
+    assert len(d.read_desc_batch(100, lambda x: np.ones(len(x), np.bool_))) == 4
+
+
+@pytest.mark.parametrize("start", [0, NEAR_WRAP])
+def test_kernel_producer_ignores_impossible_consumers(start: int) -> None:
+    """An rx consumer behind the cached one or past what was produced is not believed;
+    one that moves on gives the slots' chunks back to the user."""
+    buf = bytearray(ring_bytes(8, "desc"))
+    set_indices(buf, start, start)
+    kp = KernelRingProd(buf, 8, "desc")
+    kown = np.zeros(16, np.uint8)
+    kp.track(kown)
+    idx = kp.cached_prod
+    assert kp.produce_descs(np.arange(8, dtype=np.uint64) * 2048, 60) == 8
+    kp.own(idx, np.arange(8) + 4)
+    kp.submit()
+    assert (kown[4:12] == RX_RING).all()
+    for bad in (start + 9, start - 1, start + 2**31):
+        kp._consumer[0] = bad & 0xFFFF_FFFF
+        assert kp.nb_free(1) == 0 and kp.cached_cons == start % 2**32
+    assert (kown[4:12] == RX_RING).all()
+    kp._consumer[0] = (start + 3) & 0xFFFF_FFFF
+    assert kp.nb_free(8) == 3
+    assert kown[4:7].tolist() == [USER] * 3 and (kown[7:12] == RX_RING).all()
+    assert KERNEL not in kown.tolist()
 
 
 def test_kernel_read_desc_batch_counts_invalid_and_empty() -> None:

@@ -71,6 +71,13 @@ Modelled as Linux 6.18 does it (and as measured there, see
   errors included) by the same rules (:class:`NativeRx` carries the state;
   ``tests/test_xsk_native.py`` checks both paths give the same descriptors,
   bytes, statistics and trace counters).
+* what the user writes is checked before use, here and in machine code alike:
+  fill entries outside the UMEM or naming a chunk the datapath holds (pool
+  ``kown``: in a buffer, on the free list, in an unconsumed rx slot; zero-copy:
+  the kernel's on another queue) are skipped and counted invalid; a producer
+  more than a ring ahead is believed for a ring's worth per load; an rx or
+  completion consumer outside what was produced is ignored
+  (``docs/SEMANTICS.md``, ``tests/test_xsk_hostile.py``).
 * need-wakeup: copy mode never flags the fill ring and always flags tx;
   ``XDP_STATISTICS`` as ``xsk_getsockopt`` fills it; ``XDP_OPTIONS``.
 * ``poll``: copy-mode tx is driven as by ``sendto``; POLLIN when the rx ring
@@ -135,6 +142,9 @@ from pyxdp.uapi.if_xdp import (
     XdpTxmdFlag,
 )
 from pyxdp.xsk.queue import (
+    KERNEL,
+    RX_RING,
+    USER,
     KernelRingCons,
     KernelRingProd,
     Ring,
@@ -237,6 +247,9 @@ class UmemPages(PageMemory):
         self.addr_base = DIRECT_MAP_BASE + (self.region_id << REGION_ADDR_SHIFT)
         self.name = name
         self.held = np.zeros(umem.nchunks, np.uint8)
+        # Chunks a pool on this region holds as KERNEL (its free list or buffers):
+        # queues sharing the UMEM take from the user only chunks nobody holds.
+        self.kernel = np.zeros(umem.nchunks, np.uint8)
         self.users = 1
 
     def in_use(self) -> I64:
@@ -324,11 +337,23 @@ class XskBuffPool:
         self.users = 1
         self._free = np.zeros(max(self.umem.nchunks, 1), np.uint64)
         self._nfree = 0
+        # Who holds each chunk (pyxdp.xsk.queue USER/KERNEL/RX_RING): a chunk is taken
+        # from the fill ring only while the user holds it, so the free list, the
+        # NIC's buffers and the rx ring never hold one chunk twice.
+        self.kown = np.zeros(max(self.umem.nchunks, 1), np.uint8)
+        self.dry_skipped = 0  # entries the last search that found nothing skipped
         size = self.umem.size
         self._size = np.uint64(size)
         self._chunk = np.uint64(self.umem.chunk_size)
 
     # -- buffers ------------------------------------------------------------------
+    # Every address the user writes into the fill ring is checked before it is used:
+    # inside the UMEM (xp_check_aligned/xp_check_unaligned), and naming a chunk the
+    # user holds (``kown``, pyxdp's own rule: Linux takes a chunk it already holds
+    # again). Entries failing either are consumed and counted in the fill ring's
+    # invalid_descs. A search for one buffer loads the fill producer at most once
+    # (a ring full of invalid entries costs one ring's worth per buffer), as
+    # pyxdp.xsk.native.fq_peek does.
     @property
     def free_list_cnt(self) -> int:
         return self._nfree
@@ -342,8 +367,38 @@ class XskBuffPool:
         base = addrs & ~(self._chunk - np.uint64(1))
         return base, np.asarray(base < self._size, np.bool_)
 
+    def _usable(self, addrs: U64) -> tuple[U64, I64, BoolArray]:
+        """Fill entries in ring order: their buffer bases, chunks, and which may be
+        taken (a valid address of a chunk the user holds, its first time in
+        ``addrs``). A chunk whose rx descriptor may have been consumed since the rx
+        consumer was last loaded is looked up there first."""
+        base, ok = self._check_addrs(addrs)
+        loc = np.where(ok, base // self._chunk, 0).astype(np.int64)
+        st = self.kown[loc]
+        if (ok & (st == RX_RING)).any():
+            self.reclaim_rx()
+            st = self.kown[loc]
+        ok &= st == USER
+        if self.region is not None:  # zero-copy: not the kernel's on another queue either
+            ok &= self.region.kernel[loc] == 0
+        pos = np.flatnonzero(ok)
+        if len(pos) > 1:  # the same chunk twice: the first is taken, the others invalid
+            first = np.unique(loc[pos], return_index=True)[1]
+            if len(first) < len(pos):
+                ok[:] = False
+                ok[pos[first]] = True
+        return base, loc, ok
+
+    def reclaim_rx(self) -> None:
+        """Load the rx consumer of each socket of the pool: chunks consumed there are
+        the user's again."""
+        for xs in self.socks:
+            if xs.krx is not None:
+                xs.krx.reload_consumer()
+
     def alloc(self, n: int) -> U64:
-        """Up to ``n`` buffers (base addresses): free list first, then the fill ring."""
+        """Up to ``n`` buffers (base addresses): free list first, then the fill ring,
+        until a search for one finds none."""
         if n <= 0:
             return np.zeros(0, np.uint64)
         k = min(n, self._nfree)
@@ -351,38 +406,59 @@ class XskBuffPool:
         self._nfree -= k
         need = n - k
         fq = self.fq
+        loaded = False  # the current search loaded the producer
+        skipped = 0  # entries the current search skipped
         while need > 0:
             if fq.present() == 0:
+                if loaded:
+                    break
                 fq.get_entries()  # __xskq_cons_release + __xskq_cons_peek
+                loaded = True
             avail = min(fq.present(), need)
             if avail == 0:
                 break
-            base, ok = self._check_addrs(fq.read_addrs(fq.cached_cons, avail))
+            base, loc, ok = self._usable(fq.read_addrs(fq.cached_cons, avail))
             fq.release(avail)
-            bad = avail - int(np.count_nonzero(ok))
-            if bad:
-                fq.invalid_descs += bad  # skipped (not exported in XDP_STATISTICS)
-                base = base[ok]
-            parts.append(base)
-            need -= len(base)
+            pos = np.flatnonzero(ok)
+            fq.invalid_descs += avail - len(pos)  # not in XDP_STATISTICS, as in Linux
+            if len(pos):
+                loaded = False
+                skipped = avail - 1 - int(pos[-1])
+                self.kown[loc[pos]] = KERNEL
+                if self.region is not None:
+                    self.region.kernel[loc[pos]] = 1
+                parts.append(base[pos])
+                need -= len(pos)
+            else:
+                skipped += avail
+        self.dry_skipped = skipped
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def can_alloc_one(self) -> bool:
         """Whether one more buffer is there (without taking it; invalid fill entries
-        met on the way are skipped as an allocation would)."""
+        met on the way are skipped and counted as an allocation would)."""
         if self._nfree:
             return True
         fq = self.fq
+        loaded = False
+        self.dry_skipped = 0
         while True:
             if fq.present() == 0:
+                if loaded:
+                    return False
                 fq.get_entries()
+                loaded = True
                 if fq.present() == 0:
                     return False
-            _, ok = self._check_addrs(fq.read_addrs(fq.cached_cons, 1))
-            if ok[0]:
+            n = fq.present()
+            _, _, ok = self._usable(fq.read_addrs(fq.cached_cons, n))
+            skip = int(np.argmax(ok)) if ok.any() else n
+            if skip:
+                fq.release(skip)
+                fq.invalid_descs += skip
+                self.dry_skipped += skip
+            if skip < n:
                 return True
-            fq.release(1)
-            fq.invalid_descs += 1
 
     def can_alloc(self, count: int) -> bool:
         """``xp_can_alloc``: ``count`` buffers between the free list and the fill ring."""
@@ -391,11 +467,47 @@ class XskBuffPool:
         return self.fq.nb_entries(count - self._nfree) >= count - self._nfree
 
     def free(self, addrs: U64) -> None:
-        """``xsk_buff_free``: buffers back on the free list."""
+        """``xsk_buff_free``: buffers back on the free list (still the kernel's)."""
         k = len(addrs)
         if k:
             self._free[self._nfree:self._nfree + k] = addrs
             self._nfree += k
+
+    def check(self) -> None:
+        """Raise :class:`~pyxdp.net.page_pool.PageAccountingError` unless ``kown``
+        says where every chunk is: the kernel's are on the free list or held by the
+        NIC (each in one place), the rx ring's are each in one unconsumed rx slot."""
+        from pyxdp.net.page_pool import PageAccountingError
+
+        def bad(why: str, chunks: I64) -> PageAccountingError:
+            return PageAccountingError(f"AF_XDP pool of {self.umem!r}: {why}",
+                                       pages=chunks[:16].tolist(), owner="xsk_buff_pool")
+
+        free = self.chunks_of(self._free[:self._nfree])
+        if len(np.unique(free)) != len(free):
+            raise bad("a chunk is twice on the free list", free)
+        held = (np.flatnonzero(self.region.held) if self.region is not None
+                else np.zeros(0, np.int64))
+        kernel = np.flatnonzero(self.kown == KERNEL)
+        mine = np.union1d(free, held)
+        if len(np.intersect1d(free, held)):
+            raise bad("a chunk is on the free list and held", np.intersect1d(free, held))
+        if len(np.setdiff1d(free, kernel)) or len(np.setdiff1d(kernel, mine)):
+            raise bad("the kernel's chunks are not its free list and held buffers",
+                      np.setxor1d(kernel, np.intersect1d(mine, kernel)))
+        slots = [xs.krx.slot_chunk[(xs.krx.cached_cons + np.arange(
+                     (xs.krx.cached_prod - xs.krx.cached_cons) & 0xFFFF_FFFF)) & xs.krx.mask]
+                 for xs in self.socks if xs.krx is not None]
+        in_rx = np.concatenate(slots) if slots else np.zeros(0, np.int64)
+        if len(np.unique(in_rx)) != len(in_rx):
+            raise bad("a chunk is in two rx slots", in_rx)
+        if not np.array_equal(np.sort(in_rx), np.flatnonzero(self.kown == RX_RING)):
+            raise bad("the rx ring's chunks are not the unconsumed rx slots'",
+                      np.setxor1d(in_rx, np.flatnonzero(self.kown == RX_RING)))
+
+    def chunks_of(self, bases: U64) -> I64:
+        """The chunk (``kown`` index) of each buffer base."""
+        return (bases // self._chunk).astype(np.int64)
 
     # -- need wakeup --------------------------------------------------------------
     def set_rx_need_wakeup(self) -> None:
@@ -465,6 +577,7 @@ def _zc_disable(pool: XskBuffPool, dev: NetDevice) -> None:
     region = pool.region
     pool.region = None
     if region is not None:
+        region.kernel[pool.kown == KERNEL] = 0  # the pool's buffers are nobody's now
         region.users -= 1
         if region.users == 0:
             region.detach()
@@ -665,12 +778,20 @@ class NativeRx:
         xc[X.CHUNK], xc[X.OFF], xc[X.SIZE] = umem.chunk_size, umem.rx_data_offset, umem.size
         xc[X.UNALIGNED] = int(umem.unaligned)
         xc[X.FRAME] = umem.rx_frame_size
+        xc[X.SHIFT] = umem.chunk_size.bit_length() - 1  # used when aligned only
+        # The arrays the helpers reach by address (kept alive by this object).
+        self.kown = pool.kown
+        self.slots = rx.slot_chunk
+        self.held = pool.region.held if pool.region is not None else np.zeros(1, np.uint8)
+        self.zown = pool.region.kernel if pool.region is not None else None
+        xc[X.KOWN], xc[X.SLOTS] = self.kown.ctypes.data, self.slots.ctypes.data
+        xc[X.RX_CONS] = rx._consumer.ctypes.data
+        xc[X.ZOWN] = self.zown.ctypes.data if self.zown is not None else 0
         self.xc = xc  # the rest: refresh()
         self.fq = (fq._producer, fq._consumer, fq.entries, fq._flags)
         self.rx = (rx._producer, rx._consumer, rx.entries.view(np.uint64).reshape(-1, 2))
         self.xfree = pool._free
         self.umem = umem.buf
-        self.held = pool.region.held if pool.region is not None else np.zeros(1, np.uint8)
         self.xm_ids = np.array([m.id for m in maps], np.int64)
         self.xm_n = np.array([m.max_entries for m in maps], np.int64)
         self.xm_off = np.cumsum(np.concatenate([[0], self.xm_n]))[:-1].astype(np.int64)
@@ -912,6 +1033,8 @@ class PyxdpXskSocket(XskSocket):
                     pool.release()
                     raise
             self.xpool = pool
+            if self.krx is not None:
+                self.krx.track(pool.kown)
             self.dev = d
             self.ifindex = d.ifindex
             self.queue_id = queue_id
@@ -1020,8 +1143,11 @@ class PyxdpXskSocket(XskSocket):
         chunks = _umem_chunks(pool, frames.pfn[:k])
         addr = chunks.astype(np.uint64) * np.uint64(pool.umem.chunk_size) \
             + frames.data[:k].astype(np.uint64)
+        idx = rx.cached_prod
         rx.produce_descs(addr, frames.length[:k].astype(np.uint32), 0)
+        rx.own(idx, chunks)
         pool.region.held[chunks] = 0
+        pool.region.kernel[chunks] = 0
         if k < m:
             err[k:] = -_errno.ENOBUFS
             self.rx_queue_full += m - k
@@ -1056,21 +1182,14 @@ class PyxdpXskSocket(XskSocket):
         if not (lens > fs).any():
             want = rx.nb_free(m)
             bufs = pool.alloc(want)
-            k = len(bufs)
-            if k < m:
-                if k < want or not pool.can_alloc_one():
-                    # No buffer: xs->rx_dropped and fq->queue_empty_descs, -ENOMEM.
-                    err[k:] = -_errno.ENOMEM
-                    self.rx_dropped += m - k
-                    pool.fq.queue_empty_descs += m - k
-                else:
-                    # The rx ring is full: the buffer stays in the pool, -ENOBUFS.
-                    err[k:] = -_errno.ENOBUFS
-                    self.rx_queue_full += m - k
+            if len(bufs) < m:
+                bufs = self._place_rest(pool, err, bufs, want)
             addrs = self.umem.rx_addr(bufs)
-            seg = lens[:k].astype(np.int64)
+            seg = lens[err == 0].astype(np.int64)
+            idx = rx.cached_prod
             rx.produce_descs(addrs, seg.astype(np.uint32), 0)
-            return err, addrs, seg, np.ones(k, np.int64)
+            rx.own(idx, pool.chunks_of(bufs))
+            return err, addrs, seg, np.ones(len(bufs), np.int64)
         # XDP_USE_SG with frames longer than a buffer: each packet is judged whole
         # (xsk_buff_can_alloc, then room for all its descriptors), so one step per
         # packet - only here, where packets need several buffers.
@@ -1089,11 +1208,19 @@ class PyxdpXskSocket(XskSocket):
                 err[i] = -_errno.ENOBUFS
                 self.rx_queue_full += 1
                 continue
-            addrs = self.umem.rx_addr(pool.alloc(nd))
+            bufs = pool.alloc(nd)
+            if len(bufs) < nd:  # invalid fill entries: fewer than the ring counted
+                pool.free(bufs)
+                err[i] = -_errno.ENOMEM
+                self.rx_dropped += 1
+                continue
+            addrs = self.umem.rx_addr(bufs)
             part = np.minimum(fs, ln - fs * np.arange(nd, dtype=np.int64))
             opts = np.full(nd, _CONTD, np.uint32)
             opts[-1] = 0
+            idx = rx.cached_prod
             rx.produce_descs(addrs, part.astype(np.uint32), opts)
+            rx.own(idx, pool.chunks_of(bufs))
             all_addrs.append(addrs)
             all_seg.append(part)
             counts.append(nd)
@@ -1101,6 +1228,39 @@ class PyxdpXskSocket(XskSocket):
             return err, np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         return (err, np.concatenate(all_addrs), np.concatenate(all_seg),
                 np.array(counts, np.int64))
+
+    def _place_rest(self, pool: XskBuffPool, err: I64, bufs: U64, want: int) -> U64:
+        """The frames :meth:`_place`'s one allocation left without a buffer, judged
+        one by one as ``__xsk_rcv`` does: a buffer search (-ENOMEM: ``rx_dropped``
+        and ``rx_fill_ring_empty_descs``), then an rx slot (-ENOBUFS:
+        ``rx_queue_full``, the buffer stays in the fill ring). ``err`` is filled in;
+        returns the buffers of the placed frames, in order. A search that failed
+        without skipping anything fails the same way for every later frame."""
+        m = len(err)
+        got = [bufs]
+        placed = i = len(bufs)
+        failed = placed < want  # the allocation's search for frame i found nothing
+        while i < m:
+            if not failed:
+                if placed < want:
+                    b = pool.alloc(1)
+                    if len(b):
+                        got.append(b)
+                        placed += 1
+                        i += 1
+                        continue
+                elif pool.can_alloc_one():
+                    # The rx ring is full, and stays full for this batch.
+                    err[i:] = -_errno.ENOBUFS
+                    self.rx_queue_full += m - i
+                    break
+            failed = False
+            stop = m if pool.dry_skipped == 0 else i + 1
+            err[i:stop] = -_errno.ENOMEM
+            self.rx_dropped += stop - i
+            pool.fq.queue_empty_descs += stop - i
+            i = stop
+        return np.concatenate(got) if len(got) > 1 else bufs
 
     def _rcv_skbs(self, dev: NetDevice, queue: int, batch: SkbBatch) -> I64:
         """``xsk_generic_rcv`` for skbs of one queue (copied, then published at once)."""
@@ -1309,6 +1469,7 @@ class PyxdpXskSocket(XskSocket):
         want = (descs["options"] & _TX_META) != 0
         if not want.any() or self.umem.tx_metadata_len < XSK_TX_METADATA_SIZE:
             return
+        want &= self.umem.validate_desc(descs)  # an invalid one completes, unsent
         md = self.umem.tx_metadata_len
         buf = self.umem.buf
         for a in descs["addr"][want].tolist():
@@ -1419,6 +1580,8 @@ class PyxdpXskSocket(XskSocket):
                 # The native poll state holds views of this socket's rings: let go.
                 dev.rx[self.queue_id].native = None
         pool = self.xpool
+        if self.krx is not None:
+            self.krx.track(None)
         if pool is not None:
             if self in pool.xsks:
                 pool.xsks.remove(self)

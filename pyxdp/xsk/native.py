@@ -34,17 +34,19 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
-from numba import njit as _njit
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from pyxdp.xsk.queue import Ring
+from pyxdp.net.native import njit
+from pyxdp.xsk.queue import KERNEL, RX_RING, USER, Ring
 from pyxdp.xsk.xsk import XskSocket
 
-njit: Any = _njit
-
 __all__ = ["X", "Rxdrop", "RxdropThread", "rxdrop_drain"]
+
+# numba's on-disk cache of a function is keyed by its own file's stamp, not by the
+# helpers it inlines from here: pyxdp.net.napi_native imports this name, renamed
+# whenever those helpers change, so that its file changes and its cache is rebuilt.
 
 
 class X:
@@ -61,7 +63,15 @@ class X:
     E_NOSPC, E_NOMEM, E_NOBUFS = 22, 23, 24  # redirect errors (xdp_redirect_err)
     PFN_BASE = 25  # zero-copy: the UMEM region's first pfn
     DEV_DROPPED = 26  # zero-copy: frames the NIC found no buffer for
-    SIZE_ = 32
+    # Addresses of arrays the call's helpers reach without a parameter of their own:
+    # the pool's chunk owners (uint8, pyxdp.xsk.queue USER/KERNEL/RX_RING), the rx
+    # ring's chunk per slot (int64, kernel-private), the rx ring's consumer word
+    # and (zero-copy, else 0) the UMEM region's flags of chunks some pool on it
+    # holds as KERNEL (uint8: queues sharing the UMEM never hold one chunk twice).
+    KOWN, SLOTS, RX_CONS, ZOWN = 27, 28, 29, 30
+    PEEK = 31  # the chunk of the buffer fq_peek returned, for fq_take and rx_put
+    SHIFT = 32  # aligned UMEMs: log2(chunk size), chunks found without a division
+    SIZE_ = 40
 
 
 X_ON = X.ON
@@ -91,6 +101,15 @@ X_E_NOMEM = X.E_NOMEM
 X_E_NOBUFS = X.E_NOBUFS
 X_PFN_BASE = X.PFN_BASE
 X_DEV_DROPPED = X.DEV_DROPPED
+X_KOWN = X.KOWN
+X_SLOTS = X.SLOTS
+X_RX_CONS = X.RX_CONS
+X_ZOWN = X.ZOWN
+X_PEEK = X.PEEK
+X_SHIFT = X.SHIFT
+OWN_USER = USER
+OWN_KERNEL = KERNEL
+OWN_RX = RX_RING
 U32 = 0xFFFF_FFFF
 MASK48 = (1 << 48) - 1
 NEED_WAKEUP = 1  # XDP_RING_NEED_WAKEUP
@@ -150,51 +169,158 @@ def _memcpy(typingctx, dst, src, n):  # type: ignore[no-untyped-def]
 memcpy: Any = intrinsic(_memcpy)
 
 
+def _raw_load(bits: int):  # type: ignore[no-untyped-def]
+    def _load(typingctx, addr, idx):  # type: ignore[no-untyped-def]
+        """``((uintN_t *)addr)[idx]``, as int64."""
+        sig = types.int64(addr, idx)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            t = ir.IntType(bits)
+            p = builder.gep(builder.inttoptr(args[0], t.as_pointer()), [args[1]])
+            return builder.zext(builder.load(p), ir.IntType(64)) if bits < 64 \
+                else builder.load(p)
+
+        return sig, codegen
+    return _load
+
+
+def _raw_store(bits: int):  # type: ignore[no-untyped-def]
+    def _store(typingctx, addr, idx, val):  # type: ignore[no-untyped-def]
+        """``((uintN_t *)addr)[idx] = val``."""
+        sig = types.void(addr, idx, val)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            t = ir.IntType(bits)
+            p = builder.gep(builder.inttoptr(args[0], t.as_pointer()), [args[1]])
+            v = builder.trunc(args[2], t) if bits < 64 else args[2]
+            builder.store(v, p)
+            return context.get_dummy_value()
+
+        return sig, codegen
+    return _store
+
+
+# Bytes and words of arrays known by address (X.KOWN, X.SLOTS, X.ZOWN): every index
+# is a chunk checked against the UMEM's size or a slot masked into the ring.
+ld8: Any = intrinsic(_raw_load(8))
+st8: Any = intrinsic(_raw_store(8))
+ld64: Any = intrinsic(_raw_load(64))
+st64: Any = intrinsic(_raw_store(64))
+
+
+def _load_acquire_at(typingctx, addr):  # type: ignore[no-untyped-def]
+    """``smp_load_acquire((u32 *)addr)``, as int64."""
+    sig = types.int64(addr)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = builder.inttoptr(args[0], ir.IntType(32).as_pointer())
+        return builder.zext(builder.load_atomic(p, "acquire", 4), ir.IntType(64))
+
+    return sig, codegen
+
+
+load_acquire_at: Any = intrinsic(_load_acquire_at)
+
+
 # -- the datapath's side ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True, _nrt=False)  # once per batch: not inlined at every use
+def rx_reclaim(xc):  # type: ignore[no-untyped-def]
+    """Load the rx consumer (A): the chunks of the slots the user consumed are the
+    user's again. A consumer behind the cached one or past the producer is no index
+    the ring can have (the user wrote it): ignored, as
+    :meth:`pyxdp.xsk.queue.KernelRingProd.reload_consumer` does."""
+    cons = load_acquire_at(xc[X_RX_CONS])
+    cc = xc[X_RX_CC]
+    moved = (cons - cc) & U32
+    if moved > ((xc[X_RX_CP] - cc) & U32):
+        return
+    kown = xc[X_KOWN]
+    slots = xc[X_SLOTS]
+    mask = xc[X_RX_MASK]
+    for k in range(moved):
+        loc = ld64(slots, (cc + k) & mask)
+        if ld8(kown, loc) == OWN_RX:
+            st8(kown, loc, OWN_USER)
+    xc[X_RX_CC] = cons
+
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-def]
     """The buffer ``xsk_buff_alloc`` would return (its base address), not taken: the
-    free list's last, else the fill ring's next valid address (invalid ones are
-    consumed and counted on the way, as the kernel's peek does); -1: none."""
+    free list's last, else the fill ring's next usable address; -1: none.
+
+    Every fill entry is the user's writing: it is used only if its buffer lies in
+    the UMEM (``xp_check_aligned``/``xp_check_unaligned``) and names a chunk the
+    user holds (pyxdp's exact accounting: not in a buffer, the free list or an
+    unconsumed rx descriptor; zero-copy: nor the kernel's on another queue).
+    Others are consumed and counted invalid on the way, as the kernel's peek does.
+    One search loads the producer at most once, and believes at most a ring's
+    worth of entries from it (a producer far ahead reads the ring again later)."""
     nf = xc[X_NFREE]
     if nf > 0:
-        return np.int64(xfree[nf - 1])
+        base = np.int64(xfree[nf - 1])
+        xc[X_PEEK] = base // xc[X_CHUNK] if xc[X_UNALIGNED] else base >> xc[X_SHIFT]
+        return base
+    loaded = False
+    size = xc[X_FQ_MASK] + 1
+    chunk = xc[X_CHUNK]
+    kown = xc[X_KOWN]
+    zown = xc[X_ZOWN]
     while True:
-        if xc[X_FQ_CP] == xc[X_FQ_CC]:
-            # __xskq_cons_release, then __xskq_cons_peek (D, then C).
-            store_release(fq_cons, 0, xc[X_FQ_CC])
-            xc[X_FQ_CP] = load_acquire(fq_prod, 0)
-            if xc[X_FQ_CP] == xc[X_FQ_CC]:
+        cc = xc[X_FQ_CC]
+        if xc[X_FQ_CP] == cc:
+            if loaded:
                 return -1
-        a = np.int64(fq_addr[xc[X_FQ_CC] & xc[X_FQ_MASK]])
+            # __xskq_cons_release, then __xskq_cons_peek (D, then C).
+            store_release(fq_cons, 0, cc)
+            avail = (load_acquire(fq_prod, 0) - cc) & U32
+            xc[X_FQ_CP] = (cc + min(avail, size)) & U32
+            loaded = True
+            if avail == 0:
+                return -1
+        a = np.int64(fq_addr[cc & xc[X_FQ_MASK]])
         if xc[X_UNALIGNED]:
-            base = (a & MASK48) + (a >> 48)
-            if base < xc[X_SIZE] and base + xc[X_CHUNK] <= xc[X_SIZE]:
-                return base
+            base = (a & MASK48) + ((a >> 48) & 0xFFFF)
+            ok = base < xc[X_SIZE] and base + chunk <= xc[X_SIZE]
+            loc = base // chunk
         else:
-            base = a & ~(xc[X_CHUNK] - 1)
-            if base < xc[X_SIZE]:
+            base = a & ~(chunk - 1)
+            ok = 0 <= base < xc[X_SIZE]  # a top bit set makes it negative
+            loc = base >> xc[X_SHIFT]
+        if ok:
+            own = ld8(kown, loc)
+            if own == OWN_RX:
+                rx_reclaim(xc)
+                own = ld8(kown, loc)
+            if own == OWN_USER and (zown == 0 or ld8(zown, loc) == 0):
+                xc[X_PEEK] = loc
                 return base
-        xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
+        xc[X_FQ_CC] = (cc + 1) & U32
         xc[X_FQ_INVALID] += 1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def fq_take(xc):  # type: ignore[no-untyped-def]
-    """Take the buffer :func:`fq_peek` returned."""
+    """Take the buffer :func:`fq_peek` returned (from the fill ring: the kernel's now)."""
     if xc[X_NFREE] > 0:
         xc[X_NFREE] -= 1
     else:
         xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
+        st8(xc[X_KOWN], xc[X_PEEK], OWN_KERNEL)
+        if xc[X_ZOWN] != 0:
+            st8(xc[X_ZOWN], xc[X_PEEK], 1)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def buff_free(xc, xfree, base):  # type: ignore[no-untyped-def]
-    """``xsk_buff_free``: the buffer onto the pool's free list."""
+    """``xsk_buff_free``: the buffer onto the pool's free list (which holds every chunk
+    at most once: chunks are taken only from the user, so it cannot overflow; the
+    bound is checked all the same)."""
     nf = xc[X_NFREE]
-    xfree[nf] = base
-    xc[X_NFREE] = nf + 1
+    if nf < len(xfree):
+        xfree[nf] = base
+        xc[X_NFREE] = nf + 1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -203,16 +329,21 @@ def rx_room(xc, rx_cons):  # type: ignore[no-untyped-def]
     size = xc[X_RX_MASK] + 1
     if ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size:
         return True
-    xc[X_RX_CC] = load_acquire(rx_cons, 0)
+    rx_reclaim(xc)
     return ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def rx_put(xc, rx_desc, addr, length):  # type: ignore[no-untyped-def]
-    """``xskq_prod_reserve_desc``: a descriptor written, visible at the flush."""
+def rx_put(xc, rx_desc, addr, length, loc):  # type: ignore[no-untyped-def]
+    """``xskq_prod_reserve_desc``: a descriptor written, visible at the flush; its
+    chunk ``loc`` is the rx ring's until the user consumes the slot."""
     i = xc[X_RX_CP] & xc[X_RX_MASK]
     rx_desc[i, 0] = addr
     rx_desc[i, 1] = length  # len, options 0
+    st64(xc[X_SLOTS], i, loc)
+    st8(xc[X_KOWN], loc, OWN_RX)
+    if xc[X_ZOWN] != 0:
+        st8(xc[X_ZOWN], loc, 0)
     xc[X_RX_CP] = (xc[X_RX_CP] + 1) & U32
 
 
@@ -247,9 +378,9 @@ def rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem, src, 
     mlen = max(meta, 0)
     memcpy(umem.ctypes.data + dst - mlen, src.ctypes.data + data - mlen, length + mlen)
     if xc[X_UNALIGNED]:
-        rx_put(xc, rx_desc, base | (off << 48), length)
+        rx_put(xc, rx_desc, base | (off << 48), length, xc[X_PEEK])
     else:
-        rx_put(xc, rx_desc, dst, length)
+        rx_put(xc, rx_desc, dst, length, xc[X_PEEK])
     return 0
 
 
@@ -265,7 +396,7 @@ def rcv_zc(xc, rx_cons, rx_desc, held, loc, data, length):  # type: ignore[no-un
         xc[X_RX_FULL] += 1
         xc[X_E_NOBUFS] += 1
         return 105
-    rx_put(xc, rx_desc, loc * xc[X_CHUNK] + data, length)
+    rx_put(xc, rx_desc, loc * xc[X_CHUNK] + data, length, loc)
     held[loc] = 0
     return 0
 
@@ -304,10 +435,13 @@ def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, st, max_n):  # 
         for k in range(n):
             a = np.int64(rx_desc[(rc + k) & rmask, 0])
             fq_addr[(fp + k) & fmask] = (a & MASK48) if unaligned else (a & cmask)
-        fp = (fp + n) & U32
-        store_release(fq_prod, 0, fp)
+        # The rx slots released before their chunks go back on the fill ring (libxdp's
+        # samples do it the other way round): pyxdp's datapath counts a chunk whose rx
+        # descriptor is not consumed yet as its own, so the order must be this one.
         rc = (rc + n) & U32
         store_release(rx_cons, 0, rc)
+        fp = (fp + n) & U32
+        store_release(fq_prod, 0, fp)
         got += n
         st[2] += n  # read by another thread while this one runs
     st[0] = rc

@@ -62,6 +62,9 @@ from pyxdp.uapi.if_xdp import (
 __all__ = [
     "ADDR_DTYPE",
     "DESC_DTYPE",
+    "KERNEL",
+    "RX_RING",
+    "USER",
     "KernelRingCons",
     "KernelRingProd",
     "Ring",
@@ -73,6 +76,10 @@ __all__ = [
 ]
 
 U32_MASK: Final = 0xFFFF_FFFF
+# Who holds a UMEM chunk, as a buffer pool's datapath side tracks it (``kown``).
+USER: Final = 0  # the user's: it may post it to the fill ring
+KERNEL: Final = 1  # taken from the fill ring: in a buffer, the free list or a frame
+RX_RING: Final = 2  # in an rx descriptor the user has not consumed yet
 ADDR_DTYPE: Final = np.dtype("=u8")
 DESC_DTYPE: Final = XDP_DESC_DTYPE
 
@@ -359,6 +366,7 @@ class KernelRingCons(Ring):
     def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
         super().__init__(buf, entries, kind, offsets=offsets, base=base)
+        self.cached_prod = self.cached_cons  # nothing seen yet: the first peek loads it
         self.invalid_descs = 0
         self.queue_empty_descs = 0
 
@@ -367,8 +375,14 @@ class KernelRingCons(Ring):
         self._store_consumer(self.cached_cons)
 
     def peek_producer(self) -> None:
-        """``__xskq_cons_peek``: load the producer (C)."""
-        self.cached_prod = int(self._producer[0])
+        """``__xskq_cons_peek``: load the producer (C).
+
+        The producer is the user's to write: one claiming more entries than the
+        ring holds is read as a full ring (the kernel reads ``prod - cons``
+        entries masked into the ring, so the same slots again; pyxdp takes at
+        most a ring's worth per load and loads again when those are used)."""
+        avail = (int(self._producer[0]) - self.cached_cons) & U32_MASK
+        self.cached_prod = (self.cached_cons + min(avail, self.size)) & U32_MASK
 
     def get_entries(self) -> None:
         """``xskq_cons_get_entries``: publish our consumer, then refresh the producer."""
@@ -441,14 +455,59 @@ class KernelRingCons(Ring):
 
 
 class KernelRingProd(Ring):
-    """The kernel producing: rx and completion rings, visible only at :meth:`submit`."""
+    """The kernel producing: rx and completion rings, visible only at :meth:`submit`.
+
+    The consumer index is the user's to write, and is believed only when it
+    lies between the kernel's cached consumer and its producer: an index
+    behind or past what was produced is ignored (the ring keeps the fill it
+    had), so the kernel never counts more free slots than the ring has.
+    With :meth:`track`, the ring remembers which UMEM chunk each slot it
+    produced carries (``slot_chunk``, kernel-private: the user may rewrite
+    the descriptors), and a consumer that moves on gives those chunks back
+    to the user in the ownership array (:data:`RX_RING` -> :data:`USER`).
+    """
+
+    def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
+                 offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
+        super().__init__(buf, entries, kind, offsets=offsets, base=base)
+        self.slot_chunk = np.zeros(entries, np.int64)
+        self.kown: npt.NDArray[np.uint8] | None = None
+
+    def track(self, kown: npt.NDArray[np.uint8] | None) -> None:
+        """Keep ``kown`` (a buffer pool's chunk owners) in step with what this ring
+        holds; None: stop."""
+        self.kown = kown
+
+    def own(self, idx: int, chunks: npt.ArrayLike) -> None:
+        """The slots from ``idx`` (just produced) carry ``chunks``: they are the rx
+        ring's now."""
+        c = np.asarray(chunks, np.int64)
+        if self.kown is None or not len(c):
+            return
+        slots = (idx + np.arange(len(c), dtype=np.int64)) & self.mask
+        self.slot_chunk[slots] = c
+        self.kown[c] = RX_RING
+
+    def reload_consumer(self) -> None:
+        """Load the consumer (A), if it is one the ring can have; chunks the user
+        consumed are the user's again."""
+        cons = int(self._consumer[0])
+        moved = (cons - self.cached_cons) & U32_MASK
+        if moved > (self.cached_prod - self.cached_cons) & U32_MASK:
+            return  # behind us or past what we produced: not an index we wrote for
+        if moved and self.kown is not None:
+            slots = (self.cached_cons + np.arange(moved, dtype=np.int64)) & self.mask
+            c = self.slot_chunk[slots]
+            c = c[self.kown[c] == RX_RING]
+            self.kown[c] = USER
+        self.cached_cons = cons
 
     def nb_free(self, n: int) -> int:
         """``xskq_prod_nb_free``: up to ``n`` free slots, reloading the consumer if short (A)."""
         free = self.size - ((self.cached_prod - self.cached_cons) & U32_MASK)
         if free >= n:
             return n
-        self.cached_cons = int(self._consumer[0])
+        self.reload_consumer()
         free = self.size - ((self.cached_prod - self.cached_cons) & U32_MASK)
         return min(free, n)
 
