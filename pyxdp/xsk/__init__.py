@@ -17,8 +17,10 @@
   for either socket (imported on demand).
 """
 
-from pyxdp.xsk.queue import KernelRingCons, KernelRingProd, Ring, RingCons, RingProd, ring_bytes
-from pyxdp.xsk.umem import Umem, XskError, validate_desc, validate_umem_reg
+from pyxdp.net.xdp_umem import XskError, validate_desc, validate_umem_reg
+from pyxdp.net.xsk_queue import KernelRingCons, KernelRingProd, Ring, ring_bytes
+from pyxdp.xsk.queue import RingCons, RingProd
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkAccountingError, ChunkPool, ChunkState, RxBatch, XskSocket
 
 __all__ = [

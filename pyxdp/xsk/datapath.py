@@ -133,6 +133,17 @@ from pyxdp.net.page_pool import (
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp import XDP_FRAME_SIZE, XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import xdp_convert_zc_to_xdp_frame
+from pyxdp.net.xdp_umem import XskError, add_offset_to_addr
+from pyxdp.net.xsk_queue import (
+    KERNEL,
+    RX_RING,
+    USER,
+    KernelRingCons,
+    KernelRingProd,
+    Ring,
+    RingKind,
+    ring_bytes,
+)
 from pyxdp.uapi.if_xdp import (
     XDP_OPTIONS_ZEROCOPY,
     XDP_RING_NEED_WAKEUP,
@@ -141,19 +152,8 @@ from pyxdp.uapi.if_xdp import (
     XdpStatistics,
     XdpTxmdFlag,
 )
-from pyxdp.xsk.queue import (
-    KERNEL,
-    RX_RING,
-    USER,
-    KernelRingCons,
-    KernelRingProd,
-    Ring,
-    RingCons,
-    RingKind,
-    RingProd,
-    ring_bytes,
-)
-from pyxdp.xsk.umem import Umem, XskError, add_offset_to_addr
+from pyxdp.xsk.queue import RingCons, RingProd
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
 
 if TYPE_CHECKING:

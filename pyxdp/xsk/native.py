@@ -39,7 +39,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from pyxdp.net.native import njit
-from pyxdp.xsk.queue import KERNEL, RX_RING, USER, Ring
+from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, Ring
 from pyxdp.xsk.xsk import XskSocket
 
 __all__ = ["X", "Rxdrop", "RxdropThread", "rxdrop_drain"]
