@@ -944,7 +944,7 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
         args: tuple[Any, ...] = x.copy_args()
         return args
     if _NO_XSK is None:
-        from pyxdp.xsk.native import X
+        from pyxdp.net.xsk_native import X
         u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
         _NO_XSK = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
                    np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),

@@ -353,7 +353,7 @@ class XskBuffPool:
     # again). Entries failing either are consumed and counted in the fill ring's
     # invalid_descs. A search for one buffer loads the fill producer at most once
     # (a ring full of invalid entries costs one ring's worth per buffer), as
-    # pyxdp.xsk.native.fq_peek does.
+    # pyxdp.net.xsk_native.fq_peek does.
     @property
     def free_list_cnt(self) -> int:
         return self._nfree
@@ -753,17 +753,17 @@ def xsk_generic_redirect(dev: NetDevice, xs: Any, batch: SkbBatch) -> I64:
 
 
 # --------------------------------------------------------------------------
-# Receive in the native poll loop (pyxdp.xsk.native)
+# Receive in the native poll loop (pyxdp.net.xsk_native)
 # --------------------------------------------------------------------------
 
 class NativeRx:
     """What a native poll call needs to receive into a queue's one AF_XDP socket:
-    the control array (:class:`pyxdp.xsk.native.X`) and views of the rings,
+    the control array (:class:`pyxdp.net.xsk_native.X`) and views of the rings,
     free list, UMEM and the program's XSKMAPs. Made once per (socket, maps) and
     kept by the queue; :meth:`refresh` loads what changes between calls."""
 
     def __init__(self, sock: PyxdpXskSocket, pool: XskBuffPool, maps: list[Any]) -> None:
-        from pyxdp.xsk.native import X
+        from pyxdp.net.xsk_native import X
         umem = pool.umem
         rx = sock.krx
         assert rx is not None
@@ -811,7 +811,7 @@ class NativeRx:
     def refresh(self) -> None:
         """The ring indices, free list, registration and XSKMAP slots as they are now;
         the counters zeroed."""
-        from pyxdp.xsk.native import X
+        from pyxdp.net.xsk_native import X
         xc, sock, pool = self.xc, self.sock, self.pool
         rx = sock.krx
         assert rx is not None
@@ -860,7 +860,7 @@ def xsk_native_rx(rq: NetdevRxQueue, maps: list[Any], last: NativeRx | None) -> 
 
 def xsk_native_fold(nat: NativeRx, dev: NetDevice, prog_id: int) -> None:
     """What a native call did, into the socket, pool, device and trace counters."""
-    from pyxdp.xsk.native import X
+    from pyxdp.net.xsk_native import X
     sock, pool = nat.sock, nat.pool
     xc = nat.xc.tolist()  # Python ints at once
     rx = sock.krx
