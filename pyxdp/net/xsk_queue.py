@@ -1,4 +1,5 @@
-"""AF_XDP rings as ``net/xdp/xsk_queue.h`` has them: the shared layout and the kernel's side.
+"""AF_XDP rings as ``net/xdp/xsk_queue.h`` has them: the shared layout and the kernel's side
+(and ``xsk_queue.c``'s ring memory, :class:`RingMem`).
 
 A ring lives in any writable buffer: the ``mmap`` of a kernel ring, a
 ``multiprocessing.shared_memory.SharedMemory``, a ``bytearray``. Its layout
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -70,8 +71,11 @@ __all__ = [
     "KernelRingProd",
     "Ring",
     "RingKind",
+    "RingMem",
     "XdpRingOffset",
     "ring_bytes",
+    "ring_side",
+    "ring_view",
 ]
 
 U32_MASK: Final = 0xFFFF_FFFF
@@ -88,6 +92,7 @@ RingKind = Literal["addr", "desc"]
 U64Array = npt.NDArray[np.uint64]
 U32Array = npt.NDArray[np.uint32]
 Buffer = bytearray | memoryview | mmap.mmap  # any writable buffer
+_R = TypeVar("_R", bound="Ring")
 
 
 def entry_size(kind: RingKind) -> int:
@@ -448,3 +453,37 @@ class KernelRingProd(Ring):
         """Write addresses at the shared producer (``xskq_prod_write_addr`` from
         ``xskq_get_prod``), for slots reserved earlier: the completion path."""
         self.write(int(self._producer[0]), addrs)
+
+
+# --------------------------------------------------------------------------
+# Ring memory shared by the user and the datapath (xsk_queue.c)
+# --------------------------------------------------------------------------
+
+class RingMem:
+    """``xskq_create``: one ring's memory with its user view and its kernel view; shared
+    rings count users, the last :meth:`put` unmaps it (``xskq_destroy``)."""
+
+    def __init__(self, entries: int, kind: RingKind, user: type[Ring],
+                 kernel: type[Ring]) -> None:
+        self.mm = mmap.mmap(-1, ring_bytes(entries, kind))
+        self.user = user(self.mm, entries, kind)
+        self.kernel = kernel(self.mm, entries, kind)
+        self.users = 1
+
+    def put(self) -> None:
+        self.users -= 1
+        if self.users == 0:
+            self.user.close()
+            self.kernel.close()
+            self.mm.close()
+
+
+def ring_view(mem: RingMem | None, side: str, cls: type[_R]) -> _R | None:
+    """``mem``'s ``"user"`` or ``"kernel"`` view (of class ``cls``), None without a ring."""
+    return None if mem is None else ring_side(mem, side, cls)
+
+
+def ring_side(mem: RingMem, side: str, cls: type[_R]) -> _R:
+    ring = mem.user if side == "user" else mem.kernel
+    assert isinstance(ring, cls)
+    return ring
