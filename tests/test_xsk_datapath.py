@@ -27,13 +27,14 @@ from pyxdp.net.netdevice import Host, NetDevice, XdpFeatures
 from pyxdp.net.prog import jit_available
 from pyxdp.net.source import Collector, TrafficGenerator
 from pyxdp.net.trace import Tracer
+from pyxdp.net.xdp_umem import XskError
 from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.testing.xsklab import MAC0, MAC1, SCENARIOS, frame, run_pyxdp
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_xdp import XDP_OPTIONS_ZEROCOPY, XdpBindFlag, XdpDescOption, XdpTxmdFlag
 from pyxdp.xsk.datapath import PyxdpXskSocket
-from pyxdp.xsk.umem import Umem, XskError
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkState
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -29,8 +29,9 @@ from pyxdp.net.napi import native_available
 from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.xdp_umem import XskError
 from pyxdp.xsk.datapath import PyxdpXskSocket
-from pyxdp.xsk.umem import Umem, XskError
+from pyxdp.xsk.umem import Umem
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"

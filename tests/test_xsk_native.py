@@ -1,4 +1,5 @@
-"""AF_XDP receive in the native poll loop (``pyxdp.xsk.native``) against the Python path.
+"""AF_XDP receive in the native poll loop (``pyxdp.net.xsk_native``) against the Python path,
+and the rxdrop loop of ``pyxdp.xsk.native``.
 
 The same NIC, generator, program and socket, once with the host's native
 loop and once without: every descriptor, every received byte, the socket's

@@ -20,26 +20,7 @@ import numpy as np
 import pytest
 
 from pyxdp.errors import KernelError
-from pyxdp.uapi.if_xdp import (
-    XDP_DESC_DTYPE,
-    XDP_RING_NEED_WAKEUP,
-    XDP_RING_OFFSET_DEFAULT,
-    XdpMmapOffsets,
-    XdpStatistics,
-    XdpUmemFlag,
-)
-from pyxdp.xsk.queue import (
-    KERNEL,
-    RX_RING,
-    USER,
-    KernelRingCons,
-    KernelRingProd,
-    RingCons,
-    RingProd,
-    ring_bytes,
-)
-from pyxdp.xsk.umem import (
-    Umem,
+from pyxdp.net.xdp_umem import (
     XskError,
     add_offset_to_addr,
     encode_unaligned,
@@ -48,6 +29,24 @@ from pyxdp.xsk.umem import (
     validate_desc,
     validate_umem_reg,
 )
+from pyxdp.net.xsk_queue import (
+    KERNEL,
+    RX_RING,
+    USER,
+    KernelRingCons,
+    KernelRingProd,
+    ring_bytes,
+)
+from pyxdp.uapi.if_xdp import (
+    XDP_DESC_DTYPE,
+    XDP_RING_NEED_WAKEUP,
+    XDP_RING_OFFSET_DEFAULT,
+    XdpMmapOffsets,
+    XdpStatistics,
+    XdpUmemFlag,
+)
+from pyxdp.xsk.queue import RingCons, RingProd
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkAccountingError, ChunkState, XskSocket
 
 OFF = XDP_RING_OFFSET_DEFAULT

@@ -25,7 +25,7 @@ HELPER_NAMES: tuple[str, ...] = tuple(
 
 PYXDP_FUNC_REDIRECT_XSK = 1024
 """``bpf_redirect_xsk(ctx, flags)``: to the AF_XDP socket registered on the packet's rx
-queue (the unmerged bpf-next series of January 2021; see :mod:`pyxdp.xsk.datapath`)."""
+queue (the unmerged bpf-next series of January 2021; see :mod:`pyxdp.net.xsk`)."""
 PYXDP_HELPER_NAMES: dict[int, str] = {PYXDP_FUNC_REDIRECT_XSK: "redirect_xsk"}
 
 _BY_NAME: dict[str, int] = {name: i for i, name in enumerate(HELPER_NAMES)}

@@ -1,7 +1,7 @@
 """AF_XDP socket maps, as ``net/xdp/xskmap.c`` (``BPF_MAP_TYPE_XSKMAP``).
 
 A slot holds an AF_XDP socket for ``bpf_redirect_map``; the datapath side
-(receiving into the socket) is :mod:`pyxdp.xsk.datapath`. Modelled here:
+(receiving into the socket) is :mod:`pyxdp.net.xsk`. Modelled here:
 
 * creation (``xsk_map_alloc``, EINVAL): ``key_size`` 4, ``value_size`` 4 (a
   socket fd), ``max_entries`` > 0, flags among ``BPF_F_NUMA_NODE |
@@ -23,7 +23,7 @@ A slot holds an AF_XDP socket for ``bpf_redirect_map``; the datapath side
 pyxdp has no file descriptors: :attr:`XskMap.resolve_fd` maps an fd to a
 socket object or raises :class:`MapError` with the errno (default: every fd
 is EBADF); the userspace backend resolves the ``fd`` of its host's
-:class:`~pyxdp.xsk.datapath.PyxdpXskSocket` s. Storage: ``entries``
+:class:`~pyxdp.net.xsk.XdpSock` s. Storage: ``entries``
 ``uint32[max_entries, 2]`` (the fd written, 0 when empty: what native
 ``bpf_redirect_map`` reads, as for devmaps), the socket objects, and the
 ``bpf_xdp_sock`` values.

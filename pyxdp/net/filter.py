@@ -538,7 +538,7 @@ def _redirect_xsk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 
     Checked like ``__bpf_xdp_redirect_map`` with no flag allowed: other bits give
     XDP_ABORTED. The redirect state is an XSKMAP one with map id 0 and the queue as
-    index (what ``xdp_do_redirect`` hands to :func:`pyxdp.xsk.datapath.xsk_map_redirect`).
+    index (what ``xdp_do_redirect`` hands to :func:`pyxdp.net.xsk.xsk_map_redirect`).
     """
     xdp = _xdp(vm, r1)
     ri = _ri(vm)

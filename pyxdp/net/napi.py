@@ -43,7 +43,7 @@ when the frame is redirected, not when ``bpf_redirect_map`` ran (they differ
 only if user space changes the map inside one poll); frames of one poll whose
 pages lie in different page regions run grouped by region, each group in
 arrival order. XSKMAP redirects and ``bpf_redirect_xsk`` go to the AF_XDP
-sockets of :mod:`pyxdp.xsk.datapath` (flushed after the cpumap list, as
+sockets of :mod:`pyxdp.net.xsk` (flushed after the cpumap list, as
 ``xdp_do_flush`` does); a queue bound in zero-copy mode polls on the Python
 path, its frames in UMEM chunks (converted to order-0 pages when they leave
 as xdp_frames).
@@ -324,7 +324,7 @@ def _to_frames(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
     status = np.zeros(len(frames), np.int32)
     for mem, pos, _rows in host.memmap.split(frames.pfn):
         if mem.kind == "xsk_umem":  # zero-copy AF_XDP buffers: copied to order-0 pages
-            from pyxdp.xsk.datapath import xsk_zc_to_frames
+            from pyxdp.net.xsk_buff_pool import xsk_zc_to_frames
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
@@ -401,9 +401,9 @@ def xdp_do_redirect(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: 
             e = _redirect_cpumap(host, dev, rq, prog, map_by_id(map_id), f, idx, bq)
             to = np.zeros(len(sel), np.int64)
         elif map_type == _XSKMAP:
-            # AF_XDP (pyxdp.xsk.datapath): an XSKMAP slot, or with map_id 0 the socket
+            # AF_XDP (pyxdp.net.xsk): an XSKMAP slot, or with map_id 0 the socket
             # bpf_redirect_xsk found registered on the frame's rx queue.
-            from pyxdp.xsk.datapath import xsk_map_redirect
+            from pyxdp.net.xsk import xsk_map_redirect
             e = xsk_map_redirect(host, dev, rq, map_by_id(map_id) if map_id else None, f,
                                  idx, bq)
             to = np.zeros(len(sel), np.int64)
@@ -721,7 +721,7 @@ def xdp_do_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None,
         from pyxdp.net.cpumap import cpu_map_flush
         cpu_map_flush(host, bq)
     if bq.xsk:
-        from pyxdp.xsk.datapath import xsk_flush
+        from pyxdp.net.xsk import xsk_flush
         xsk_flush(host, bq)
     if bq.tx.count:
         _flush_tx(host, dev, bq.tx.take())
@@ -768,7 +768,7 @@ class _NativeState:
                        GenState(limit=0).words)
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
-        self.xsk: Any = None  # pyxdp.xsk.datapath.NativeRx of the last call
+        self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
 
 
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
@@ -781,7 +781,7 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
         return True
     # A zero-copy AF_XDP queue: native while its socket receives there and the frames
     # the generator makes fit a buffer (else xsk_zc_dma's drops, in Python).
-    from pyxdp.xsk.datapath import xsk_native_socket
+    from pyxdp.net.xsk import xsk_native_socket
     if pool.region is None or xsk_native_socket(rq) is None:
         return False
     src = rq.source
@@ -800,7 +800,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
     from pyxdp.net.napi_native import C, K, native_polls
-    from pyxdp.xsk.datapath import xsk_native_fold, xsk_native_rx
+    from pyxdp.net.xsk import xsk_native_fold, xsk_native_rx
     dev = rq.dev
     host = dev.host
     st: _NativeState | None = getattr(rq, "native", None)
@@ -938,13 +938,13 @@ def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:
     """The AF_XDP arguments of a copy-mode native call: the queue's socket state
-    (:meth:`pyxdp.xsk.datapath.NativeRx.copy_args`), or inert arrays without one."""
+    (:meth:`pyxdp.net.xsk.NativeRx.copy_args`), or inert arrays without one."""
     global _NO_XSK
     if x is not None:
         args: tuple[Any, ...] = x.copy_args()
         return args
     if _NO_XSK is None:
-        from pyxdp.xsk.native import X
+        from pyxdp.net.xsk_native import X
         u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
         _NO_XSK = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
                    np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),
@@ -959,7 +959,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
     from pyxdp.net.napi_native import C, K, native_polls_zc
-    from pyxdp.xsk.datapath import xsk_native_fold
+    from pyxdp.net.xsk import xsk_native_fold
     dev = rq.dev
     host = dev.host
     ring = rq.ring

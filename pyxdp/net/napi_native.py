@@ -21,7 +21,7 @@ XDP batch entry on them, and acts on the verdicts:
 
 - ``XDP_REDIRECT`` to the queue's AF_XDP socket (its XSKMAP slot, or
   ``bpf_redirect_xsk``) when exactly one socket is bound there
-  (:mod:`pyxdp.xsk.native`): copy mode takes a buffer from the pool, copies
+  (:mod:`pyxdp.net.xsk_native`): copy mode takes a buffer from the pool, copies
   metadata and frame into the UMEM and writes the rx descriptor; zero-copy
   queues run :func:`native_polls_zc`, whose buffers *are* UMEM chunks from
   the fill ring, handed over as they are. Their error paths (fill ring
@@ -60,7 +60,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, store_release64
+from pyxdp.net.atomic import i64_view, memcpy, store_release64
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE, PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
@@ -70,8 +70,7 @@ from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
 from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX, XdpMemType
-from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
-from pyxdp.xsk.native import (
+from pyxdp.net.xsk_native import (
     X_CHUNK,
     X_DEV_DROPPED,
     X_FD,
@@ -86,11 +85,11 @@ from pyxdp.xsk.native import (
     buff_free,
     fq_peek,
     fq_take,
-    memcpy,
     rcv_copy,
     rcv_zc,
     xsk_flush,
 )
+from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 
 __all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 

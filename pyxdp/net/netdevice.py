@@ -31,7 +31,7 @@ the attached one (``-EEXIST``), devmap/cpumap programs cannot be attached
 other mode, the attach type). The receive path itself is :mod:`pyxdp.net.napi` (native) and
 :mod:`pyxdp.net.dev` (generic).
 
-AF_XDP (:mod:`pyxdp.xsk.datapath`): a host keeps the buffer pools bound to
+AF_XDP (:mod:`pyxdp.net.xsk`): a host keeps the buffer pools bound to
 its device queues (``xsk_pools``) and the socket ``bind()`` registered per rx
 queue for ``bpf_redirect_xsk`` (``xsk_rx``, and ``xsk_table`` for native
 code); a NIC queue bound in zero-copy mode (``NetdevRxQueue.xsk``) takes its
@@ -120,7 +120,7 @@ class NetdevRxQueue:
     source: TrafficGenerator | None = None
     polls: int = 0
     native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
-    xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.xsk.datapath.XskBuffPool)
+    xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.net.xsk_buff_pool.XskBuffPool)
     # The queue's own counters, which its native poll loop counts into (so that queues
     # polled on different threads never share a counter); the device's totals add
     # them in on reading, as ndo_get_stats64 sums a driver's per-queue stats.
@@ -252,7 +252,7 @@ class NetDevice:
 
     def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
         if rq.xsk is not None:  # zero-copy AF_XDP: into UMEM chunks from the fill ring
-            from pyxdp.xsk.datapath import xsk_zc_dma
+            from pyxdp.net.xsk_buff_pool import xsk_zc_dma
             return xsk_zc_dma(rq, batch)
         n = min(len(batch), rq.ring.free)
         if n < len(batch):
@@ -461,7 +461,7 @@ class Host:
         # every frame on the Python path (the reference the tests compare with).
         self.native = native
         self.cpumaps: dict[tuple[int, int], CpuMapRuntime] = {}
-        # AF_XDP (pyxdp.xsk.datapath): buffer pools by (ifindex, queue); the socket
+        # AF_XDP (pyxdp.net.xsk_buff_pool): buffer pools by (ifindex, queue); the socket
         # bind() registered on each rx queue (bpf_redirect_xsk), and the same as a
         # bitmask of queues per ifindex for native code.
         self.xsk_pools: dict[tuple[int, int], Any] = {}
@@ -677,7 +677,7 @@ class Host:
         if own.any():
             assert rq is not None
             if rq.xsk is not None:  # a zero-copy AF_XDP queue: xsk_buff_free
-                from pyxdp.xsk.datapath import xsk_free_frames
+                from pyxdp.net.xsk_buff_pool import xsk_free_frames
                 xsk_free_frames(self, rq, frames.select(own), direct=direct)
             else:
                 rq.pool.put_pages(frames.pfn[own], allow_direct=direct)

@@ -42,12 +42,13 @@ import numpy as np
 
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
+from pyxdp.net.xdp_umem import XskError, extract_offset
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.testing.vethlab import _quiet
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_xdp import XdpBindFlag
-from pyxdp.xsk.umem import Umem, XskError, extract_offset
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import XskSocket
 
 __all__ = ["MAC0", "MAC1", "SCENARIOS", "Scenario", "XskLab", "frame", "run_kernel",

@@ -21,12 +21,12 @@ The batch API (fill, recv, release, send, complete, chunk accounting) is
 most 32 descriptors per call, or ``XDP_MAX_TX_SKB_BUDGET``, and answers
 EAGAIN when more are left), ``recvfrom(MSG_DONTWAIT)`` to wake RX,
 ``poll``, ``XDP_STATISTICS`` and ``XDP_OPTIONS``. Every failure is an
-:class:`~pyxdp.xsk.umem.XskError` (a ``KernelError``) naming the operation,
+:class:`~pyxdp.net.xdp_umem.XskError` (a ``KernelError``) naming the operation,
 the errno and a hint; missing privilege or a kernel without AF_XDP is
 :class:`XskUnavailable` (also a ``BPFUnavailable``).
 
 The rings are shared with the kernel through plain loads and stores, which
-is only correct on a TSO machine (see :mod:`pyxdp.xsk.queue`): other CPUs
+is only correct on a TSO machine (see :mod:`pyxdp.net.xsk_queue`): other CPUs
 are refused with NotSupportedError.
 """
 
@@ -44,6 +44,8 @@ from typing import Final, TypeVar
 
 from pyxdp.errors import BPFUnavailable, NotSupportedError
 from pyxdp.kernel.netlink import ifindex_of
+from pyxdp.net.xdp_umem import XskError
+from pyxdp.net.xsk_queue import Ring, RingKind, ring_bytes
 from pyxdp.uapi.if_xdp import (
     AF_XDP,
     SOCKADDR_XDP_STRUCT,
@@ -58,8 +60,8 @@ from pyxdp.uapi.if_xdp import (
     XdpSockopt,
     XdpStatistics,
 )
-from pyxdp.xsk.queue import Ring, RingCons, RingKind, RingProd, ring_bytes
-from pyxdp.xsk.umem import Umem, XskError
+from pyxdp.xsk.queue import RingCons, RingProd
+from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
 
 __all__ = ["DEFAULT_RING_SIZE", "LinuxXskSocket", "XskUnavailable"]

@@ -32,8 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.errors import PyxdpError
+from pyxdp.net.xsk_queue import Ring
 from pyxdp.uapi.if_xdp import XdpBindFlag, XdpStatistics
-from pyxdp.xsk.queue import Ring, RingCons, RingProd
+from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
 
 __all__ = [

@@ -38,6 +38,7 @@ import pytest
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
+from pyxdp.net.xdp_umem import XskError, extract_offset, validate_desc, validate_umem_reg
 from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
@@ -49,7 +50,7 @@ from pyxdp.uapi.if_xdp import (
     XdpUmemFlag,
 )
 from pyxdp.xsk.linux import LinuxXskSocket
-from pyxdp.xsk.umem import Umem, XskError, extract_offset, validate_desc, validate_umem_reg
+from pyxdp.xsk.umem import Umem
 
 pytestmark = pytest.mark.kernel
 
