@@ -1489,3 +1489,28 @@ def test_cpumap_program_redirect_native_is_python(threads: bool) -> None:
                     {d.name: d.stats.asdict() for d in h.devices.values()})
 
     assert run(True) == run(False)
+
+
+@pytest.mark.parametrize("obj", ["xdp1.o", "xdp2.o", "adjust_tail.o", "meta.o"])
+def test_generic_nic_native_is_python(obj: str) -> None:
+    """A NIC with a generic program: the native loop (pskb_expand_head into a pool
+    page, DROP/PASS in machine code, TX and redirects in Python) gives what the
+    Python path gives - counters, maps, the stack's view, transmitted frames."""
+    from pyxdp.net.source import Collector, TrafficGenerator
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine=ENGINE, native=native) as h:
+            eth = h.add_device("eth0")
+            coll = h.load(SAMPLES / obj)
+            eth.attach_xdp(next(iter(coll.programs.values())), mode="generic")
+            wire = Collector()
+            eth.wire.append(wire)
+            eth.rx[0].source = TrafficGenerator(flows=32, protos=["udp", "tcp", "icmp"],
+                                                sizes=[64, 200, 1500], seed=3, count=3000)
+            h.run()
+            maps = {n: sorted(m.items()) for n, m in coll.maps.items()
+                    if int(m.spec.type) in (1, 2, 5, 6)}
+            return (eth.stats, h.stack.stats, h.stack.per_device, maps, wire.frames,
+                    h.tracer.snapshot().count("xdp_exception"))
+
+    assert run(True) == run(False)

@@ -793,9 +793,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     """Run native polls of ``rq``; the frames it defers go through :func:`dispatch`.
 
     ``generic``: ``prog`` is the device's generic (skb-mode) program and the queue
-    has no native one: the driver builds an skb around each page - with the
-    page pool's 256 bytes of headroom, so ``netif_receive_generic_xdp`` needs no
-    ``pskb_expand_head`` copy - and the program runs on it. The loop then takes
+    has no native one: the driver builds an skb around each page with
+    ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
+    head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
+    packet copied) and the program runs on it. The loop then takes
     DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
@@ -862,7 +863,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
-                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows),
+                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic),
                 (tgt_ok, tgt_mtu, tgt_stats, np.zeros((nif, BULK_NATIVE), np.int64),
                  np.zeros(nif, np.int64), xmit_cnt),
                 (dm_ids, dm_off, dm_n, dm_ent, red_cnt), _xsk_args(xsk),

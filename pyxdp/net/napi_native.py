@@ -165,6 +165,7 @@ _FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
 CACHE_SIZE = PP_ALLOC_CACHE_SIZE
 REFILL = PP_ALLOC_CACHE_REFILL
 HEADROOM = XDP_PACKET_HEADROOM
+NET_SKB_PAD = 64  # max(32, L1_CACHE_BYTES): a driver's skb headroom without XDP
 FRAME_SZ = PAGE_SIZE
 TAILROOM = SKB_SHARED_INFO_SIZE
 MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
@@ -502,7 +503,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     pages, w32, q64, addr_base, pfn_base, psc, cache, ring, free, state = pool
     qcols, qcur = rxq
     tpl, tpl_len, gst = gen
-    self_ifindex, tx_ok, ds, tx_rows = dev
+    self_ifindex, tx_ok, ds, tx_rows, generic = dev
+    # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
+    dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, bq_rows, bq_n, xmit_cnt = tgt
     dm_ids, dm_off, dm_n, dm_ent, red_cnt = dm
     (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
@@ -579,7 +582,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if loc < 0:
                 ds[D_RX_DROPPED] += 1
                 break
-            gpos, gleft = _dma(pages, loc, HEADROOM, tpl, tpl_len, gpos, gleft, rows, d_off,
+            gpos, gleft = _dma(pages, loc, dma_off, tpl, tpl_len, gpos, gleft, rows, d_off,
                                d_len, d_meta, n)
             gmade += 1
             n += 1
@@ -587,6 +590,36 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             break
         polls += 1
         total += n
+        if generic:
+            # netif_receive_generic_xdp: an skb with less than XDP_PACKET_HEADROOM gets a
+            # new head (pskb_expand_head: another buffer, the packet copied, the old one
+            # freed); no buffer: the skb is dropped.
+            j = 0
+            for i in range(n):
+                loc = rows[i]
+                off = np.int64(d_off[i])
+                ln = np.int64(d_len[i])
+                if off < HEADROOM:
+                    loc2, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
+                    if loc2 >= 0:
+                        memcpy(pages.ctypes.data + loc2 * pages.strides[0] + HEADROOM,
+                               pages.ctypes.data + loc * pages.strides[0] + off, ln)
+                    else:
+                        ds[D_RX_DROPPED] += 1
+                        nbytes += ln
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    if loc2 < 0:
+                        continue
+                    loc = loc2
+                    off = HEADROOM
+                rows[j] = loc
+                d_off[j] = off
+                d_len[j] = ln
+                d_meta[j] = 0
+                j += 1
+            n = j
+            if n == 0:
+                continue
         nbytes += _run(fn, ctx_addr, desc, d_len, n)
         ntx = 0
         deferred = 0
