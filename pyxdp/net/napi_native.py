@@ -606,12 +606,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                pages.ctypes.data + loc * pages.strides[0] + off, ln)
                     else:
                         ds[D_RX_DROPPED] += 1
-                        nbytes += ln
+                        nbytes += ln  # type: ignore[assignment]
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     if loc2 < 0:
                         continue
                     loc = loc2
-                    off = HEADROOM
+                    off = HEADROOM  # type: ignore[assignment]
                 rows[j] = loc
                 d_off[j] = off
                 d_len[j] = ln
