@@ -112,14 +112,15 @@ def _freed(r_slots, rprod, rsize, nret, pfn):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, _nrt=False)
 def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk, jit, defer,  # type: ignore[no-untyped-def] # noqa: E501
-                        max_batches, spins):
+                        max_batches, spins, per_skb):
     """``cpu_map_kthread_run``: up to ``max_batches`` batches of 8 frames from the ring.
     With a program (``jit``'s entry address nonzero: ``cpu_map_bpf_prog_run_xdp``)
     each frame's verdict decides: PASS converts it back to an xdp_frame (a
     failure is a drop), DROP and anything else free it, REDIRECT is handed to
     the Python path (``defer``; the run stops after that batch). What passed is
-    delivered to the stack as one list (``netif_receive_skb_list``) and every
-    freed page goes to the return ring. With ``spins`` > 0 an empty ring is
+    delivered to the stack as one list (``netif_receive_skb_list``; with
+    ``per_skb`` one skb at a time, as before list delivery) and every freed
+    page goes to the return ring. With ``spins`` > 0 an empty ring is
     polled that many times before giving up (a kthread on its own thread).
     Stops early (``kc[STALL]``) at a frame outside this page region or when the
     return ring has no room for a batch. Returns the frames taken."""
@@ -216,8 +217,8 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
             nret = _freed(r_slots, rprod, rsize, nret, pfn)
         if nret:
             store_release64(r_idx, IDX_PROD, rprod + nret)
-        if nret - ndrop > 0:
-            mib[M_BATCHES] += 1
+        if nret - ndrop > 0:  # one netif_receive_skb_list, or (per_skb) one call per skb
+            mib[M_BATCHES] += nret - ndrop if per_skb else 1
         kc[KC_EVENTS] += 1
         kc[KC_PROCESSED] += k
         kc[KC_SCHED] += sched
@@ -332,7 +333,7 @@ class CpuMapRuntime:
 
     def _native_ok(self) -> bool:
         host = self.host
-        if not (self.list_delivery and host.native and not host.tracer.listening
+        if not (host.native and not host.tracer.listening
                 and host.stack.native_ok):
             return False
         prog = host.program_by_id(self.prog_id) if self.prog_id else None
@@ -366,7 +367,7 @@ class CpuMapRuntime:
         if prog is None:
             n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
                                         self._scratch, reg, stk, _NO_JIT, self._defer,
-                                        1 << 30, spins))
+                                        1 << 30, spins, not self.list_delivery))
         else:
             # One run of an engine at a time (two entries on one CPU may share it).
             engine = prog.engine_for(self.cpu)
@@ -378,7 +379,7 @@ class CpuMapRuntime:
                        io.addr, io.redirect, io.ifindex)
                 n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
                                             self._scratch, reg, stk, jit, self._defer,
-                                            1 << 30, 0))
+                                            1 << 30, 0, not self.list_delivery))
             self._report(prog, engine)
         if kc[KC.EVENTS]:
             self._fold()
