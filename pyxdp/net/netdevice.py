@@ -572,7 +572,8 @@ class Host:
 
     def _poll_threaded(self, budget: int) -> int:
         """Threaded NAPI: a thread per CPU polls that CPU's queues (in turn, as one CPU
-        would) until they are idle or have had 16 calls; the CPUs' threads run at once."""
+        would) until they are idle, or 256 rounds (an endless source: the caller gets
+        control back); the CPUs' threads run at once."""
         from pyxdp.net.napi import napi_poll
         per_cpu: dict[int, list[NetdevRxQueue]] = {}
         for dev in list(self.devices.values()):
@@ -584,7 +585,7 @@ class Host:
 
         def work(i: int, rqs: list[NetdevRxQueue]) -> None:
             try:
-                for _ in range(16):
+                for _ in range(256):
                     n = sum(napi_poll(rq, budget) for rq in rqs if rq.pending)
                     done[i] += n
                     if not n:
