@@ -1017,7 +1017,7 @@ _NO_CPUMAP: tuple[Any, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64),
                                 np.zeros(0, np.int64), np.zeros(1, np.int64),
                                 np.zeros((0, 6), np.int64), np.zeros((0, 4, 8), np.int64),
                                 np.zeros(0, np.int64), np.zeros((0, 3), np.int64),
-                                np.zeros(0, np.int64))
+                                np.zeros(0, np.int64), False)
 
 
 def _cpumap_args(host: Host, maps: Sequence[CpuMap]) -> tuple[tuple[Any, ...], list[Any]]:
@@ -1043,7 +1043,8 @@ def _cpumap_args(host: Host, maps: Sequence[CpuMap]) -> tuple[tuple[Any, ...], l
     cm = (np.array([m.id for m in maps], np.int64),
           np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes,
           np.array(ent or [-1], np.int64), tab, np.zeros((n, 4, 8), np.int64),
-          np.zeros(n, np.int64), np.zeros((n, 3), np.int64), np.zeros(len(maps), np.int64))
+          np.zeros(n, np.int64), np.zeros((n, 3), np.int64), np.zeros(len(maps), np.int64),
+          not host.cpumap_threads)
     return cm, rts
 
 

@@ -542,7 +542,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
-    cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red = cm
+    cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
     for _poll in range(max_polls):
         n = 0
@@ -772,6 +772,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         if (flushy or backed_up or ctl[C_ERROR] != 0 or psc[P_ERROR] != 0
                 or (deferred and ctl[C_NDEFER] + budget > len(defer))):
             break
+        # cpumap kthreads run inline (after the polls, not beside them): stop while
+        # every entry's ring can still take a whole poll, so that they keep up.
+        if cm_inline:
+            full = False
+            for r in range(ncq):
+                q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
+                if cq_tab[r, 1] - ring_count(q_idx) < budget:
+                    full = True
+            if full:
+                break
     psc[P_COUNT] = c
     psc[P_NUSE] = nuse
     psc[P_FAST] += fast
