@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.net.record import Field, Record
+from pyxdp.net.record import Alias, Field, Record
 
 __all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAME",
            "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor"]
@@ -138,21 +138,8 @@ class FrameRing:
         self._count += k
         return k
 
-    @property
-    def _head(self) -> int:
-        return self.cur.head
-
-    @_head.setter
-    def _head(self, v: int) -> None:
-        self.cur.head = v
-
-    @property
-    def _count(self) -> int:
-        return self.cur.count
-
-    @_count.setter
-    def _count(self, v: int) -> None:
-        self.cur.count = v
+    _head = Alias(RingCursor, "head", via="cur")
+    _count = Alias(RingCursor, "count", via="cur")
 
     @property
     def cols(self) -> npt.NDArray[np.int64]:

@@ -56,14 +56,13 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
 from pyxdp.errors import PyxdpError
-from pyxdp.net.record import Field, Record
+from pyxdp.net.record import Alias, Field, Record
 
 __all__ = [
     "DIRECT_MAP_BASE",
@@ -543,46 +542,25 @@ class PoolState(Record):
     error = Field()  # native code met a page returned that was not in use (its row + 1)
 
 
-class _Slot:
-    """A :class:`PoolState` field under the name the pool's code uses for it."""
-
-    __slots__ = ("i",)
-
-    def __init__(self, name: str) -> None:
-        self.i = PoolState.index(name)
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _Slot: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> int: ...
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else obj._sw[self.i]
-
-    def __set__(self, obj: Any, value: int) -> None:
-        obj._sw[self.i] = value
-
-
 class _PoolStats:
     """``pool.stats``: the counters of the pool's :class:`PoolState`, as attributes."""
 
-    __slots__ = ("_sw",)
+    __slots__ = ("state",)
 
     def __init__(self, state: PoolState) -> None:
-        self._sw = state._w
+        self.state = state
 
-    fast = _Slot("fast")
-    slow = _Slot("slow")
-    slow_high_order = _Slot("slow_high_order")
-    empty = _Slot("empty")
-    refill = _Slot("refill")
-    waive = _Slot("waive")
-    cached = _Slot("cached")
-    cache_full = _Slot("cache_full")
-    ring = _Slot("ring")
-    ring_full = _Slot("ring_full")
-    released_refcnt = _Slot("released_refcnt")
+    fast = Alias(PoolState, "fast")
+    slow = Alias(PoolState, "slow")
+    slow_high_order = Alias(PoolState, "slow_high_order")
+    empty = Alias(PoolState, "empty")
+    refill = Alias(PoolState, "refill")
+    waive = Alias(PoolState, "waive")
+    cached = Alias(PoolState, "cached")
+    cache_full = Alias(PoolState, "cache_full")
+    ring = Alias(PoolState, "ring")
+    ring_full = Alias(PoolState, "ring_full")
+    released_refcnt = Alias(PoolState, "released_refcnt")
 
 
 class PagePool(PageMemory):
@@ -598,7 +576,6 @@ class PagePool(PageMemory):
                  memmap: MemMap | None = None, name: str = "", strict: bool = True,
                  napi_local: bool = False) -> None:
         self.state = PoolState()
-        self._sw = self.state._w
         super().__init__(npages, page_size, memmap=memmap, name=name, strict=strict)
         if pool_size < 0:
             raise ValueError(f"pool_size must be >= 0, not {pool_size}")
@@ -628,13 +605,13 @@ class PagePool(PageMemory):
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
 
     # The scalar state, kept in :attr:`state` (shared in place with native code).
-    _count = _Slot("count")
-    _rhead = _Slot("ring_head")
-    _rlen = _Slot("ring_len")
-    _nfree = _Slot("nr_free")
-    _nuse = _Slot("nr_in_use")
-    hold_cnt = _Slot("hold_cnt")
-    release_cnt = _Slot("release_cnt")
+    _count = Alias(PoolState, "count")
+    _rhead = Alias(PoolState, "ring_head")
+    _rlen = Alias(PoolState, "ring_len")
+    _nfree = Alias(PoolState, "nr_free")
+    _nuse = Alias(PoolState, "nr_in_use")
+    hold_cnt = Alias(PoolState, "hold_cnt")
+    release_cnt = Alias(PoolState, "release_cnt")
 
     @property
     def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self, overload
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Field", "Record"]
+__all__ = ["Alias", "Field", "Record"]
 
 
 class Field:
@@ -89,3 +89,29 @@ class Record:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in self.asdict().items())})"
+
+
+class Alias:
+    """Field ``name`` of the :class:`Record` an object keeps in its attribute ``via``,
+    as an attribute of that object: the state has one definition (the record),
+    and the object's code reads it under the names it uses."""
+
+    __slots__ = ("index", "via")
+
+    def __init__(self, record: type[Record], name: str, via: str = "state") -> None:
+        self.index = record.index(name)
+        self.via = via
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Alias: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> int: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(obj, self.via)._w[self.index]
+
+    def __set__(self, obj: Any, value: int) -> None:
+        getattr(obj, self.via)._w[self.index] = value

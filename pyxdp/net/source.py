@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pyxdp.net.packets import batch as packet_batch
-from pyxdp.net.record import Field, Record
+from pyxdp.net.record import Alias, Field, Record
 from pyxdp.net.stack import SkbBatch
 
 
@@ -105,21 +105,8 @@ class TrafficGenerator:
     def count(self, v: int | None) -> None:
         self.state.limit = -1 if v is None else v
 
-    @property
-    def produced(self) -> int:
-        return self.state.produced
-
-    @produced.setter
-    def produced(self, v: int) -> None:
-        self.state.produced = v
-
-    @property
-    def _pos(self) -> int:
-        return self.state.pos
-
-    @_pos.setter
-    def _pos(self, v: int) -> None:
-        self.state.pos = v
+    produced = Alias(GenState, "produced")
+    _pos = Alias(GenState, "pos")
 
     @property
     def active(self) -> bool:
