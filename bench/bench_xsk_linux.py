@@ -39,10 +39,8 @@ from pyxdp.collection import Collection
 from pyxdp.kernel import prog_test_run
 from pyxdp.kernel.netlink import xdp_attach
 from pyxdp.net.packets import udp_packet
-from pyxdp.spec import MapSpec
 from pyxdp.testing.kernel_live import LIVE, REDIRECT_DEVMAP, BenchNet, bench_netns, xdp_md
-from pyxdp.testing.programs import asm_collection
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.testing.programs import REDIRECT_XSK
 from pyxdp.uapi.if_xdp import XdpStatistics
 from pyxdp.xsk.linux import LinuxXskSocket
 from pyxdp.xsk.umem import Umem
@@ -52,14 +50,6 @@ RUNS = 5
 LIVE_BATCH = 64
 RING = 4096
 
-XSKS = MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 4)
-REDIRECT_XSK = asm_collection("""
-r2 = *(u32 *)(r1 +16)
-r1 = map[fd:0]
-r3 = 2
-call 51
-exit
-""", [XSKS])
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ from pyxdp.kernel.netlink import ifindex_of, netns, xdp_attach, xdp_detach
 from pyxdp.net.packets import udp_packet
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.kernel_live import DROP, LIVE, REDIRECT_DEVMAP, TX, asm_spec, xdp_md
-from pyxdp.testing.programs import asm_collection
+from pyxdp.testing.programs import REDIRECT_XSK, asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 
 if TYPE_CHECKING:
@@ -101,15 +101,6 @@ r0 = 1
 exit
 """, [COUNTS])
 
-# return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)
-XSKS = MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 4)
-REDIRECT_XSK = asm_collection("""
-r2 = *(u32 *)(r1 +16)
-r1 = map[fd:0]
-r3 = 2
-call 51
-exit
-""", [XSKS])
 
 # How the generic row's frames enter veth0 (see measure_generic):
 # "live": live-frames redirect out of veth0 (veth_ndo_xdp_xmit) into veth1's

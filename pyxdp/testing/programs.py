@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.assembler import assemble
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType
 
-__all__ = ["asm_collection"]
+__all__ = ["REDIRECT_XSK", "asm_collection"]
 
 
 def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
@@ -22,3 +23,13 @@ def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
             refs.append(MapRef(pc, maps[i.imm].name, "value", insns[pc + 1].imm))
     prog = ProgramSpec("t", "xdp", insns, license="GPL", map_refs=tuple(refs))
     return CollectionSpec({"t": prog}, {m.name: m for m in maps}, license="GPL")
+
+
+# return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS): xdpsock's program.
+REDIRECT_XSK = asm_collection("""
+r2 = *(u32 *)(r1 +16)
+r1 = map[fd:0]
+r3 = 2
+call 51
+exit
+""", [MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 4)])

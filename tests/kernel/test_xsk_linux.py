@@ -39,9 +39,7 @@ from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
 from pyxdp.net.xdp_umem import XskError, extract_offset, validate_desc, validate_umem_reg
-from pyxdp.spec import MapSpec
-from pyxdp.testing.programs import asm_collection
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.testing.programs import REDIRECT_XSK
 from pyxdp.uapi.if_xdp import (
     XDP_RING_OFFSET_DEFAULT,
     XDP_UMEM_REG_STRUCT,
@@ -61,14 +59,6 @@ ETH_P_TEST = 0x88B5  # IEEE local experimental ethertype
 PACKET_OUTGOING = 4
 SOL_XDP = 283
 
-XSKS = MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 4)
-REDIRECT_TO_XSK = asm_collection("""
-r2 = *(u32 *)(r1 +16)
-r1 = map[fd:0]
-r3 = 2
-call 51
-exit
-""", [XSKS])
 
 
 def ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -111,7 +101,7 @@ def ns() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def prog(ns: str) -> Iterator[Collection]:
-    with Collection(REDIRECT_TO_XSK, "kernel") as coll:
+    with Collection(REDIRECT_XSK, "kernel") as coll:
         yield coll
 
 
