@@ -44,9 +44,15 @@ only if user space changes the map inside one poll); frames of one poll whose
 pages lie in different page regions run grouped by region, each group in
 arrival order. XSKMAP redirects and ``bpf_redirect_xsk`` go to the AF_XDP
 sockets of :mod:`pyxdp.net.xsk` (flushed after the cpumap list, as
-``xdp_do_flush`` does); a queue bound in zero-copy mode polls on the Python
-path, its frames in UMEM chunks (converted to order-0 pages when they leave
-as xdp_frames).
+``xdp_do_flush`` does); frames in UMEM chunks of a zero-copy queue are
+converted to order-0 pages when they leave as xdp_frames.
+
+This is the reference path: every frame can take it (with a tracer
+listening, every frame does). JIT programs normally run in the native poll
+loop (:mod:`pyxdp.net.napi_native`), which acts on the verdicts it can
+produce exactly over the same records and hands the rest back to
+:func:`dispatch`; with ``Host(threaded_napi=True)`` each CPU's queues are
+polled on a thread of their own.
 """
 
 from __future__ import annotations

@@ -19,6 +19,16 @@ XDP batch entry on them, and acts on the verdicts:
   bulk queue of 16 flushed when full and at the poll's end
   (``xdp_devmap_xmit`` per flush, ``xdp_redirect`` per frame).
 
+- ``XDP_PASS``: the skb built around the page goes through the stack's
+  demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
+  implementation the Python path calls too) on this CPU's counter rows, one
+  ``netif_receive_skb_list`` per poll, and the page comes back as the skb's
+  free recycles it;
+- ``XDP_REDIRECT`` into a cpumap entry: ``xdp_convert_buff_to_frame`` with
+  ``dev_rx``, the entry's bulk queue of 8 (``bq_enqueue``), flushed into
+  its ``ptr_ring`` (:mod:`pyxdp.net.ptr_ring`) when full and at the poll's
+  end, what does not fit returned; the pages the entry's kthread freed come
+  back through its return ring at the start of each poll;
 - ``XDP_REDIRECT`` to the queue's AF_XDP socket (its XSKMAP slot, or
   ``bpf_redirect_xsk``) when exactly one socket is bound there
   (:mod:`pyxdp.net.xsk_native`): copy mode takes a buffer from the pool, copies
@@ -29,25 +39,28 @@ XDP batch entry on them, and acts on the verdicts:
   kernel's counters; the rx ring and the fill ring's consumer are published
   at the end of each poll (``xsk_flush``).
 
-Everything else - XDP_PASS (skbs for the stack), cpumap, broadcast, devmap
-programs, veth targets, wire sinks to feed, other sockets, zero-copy frames
-leaving their UMEM, every other error path - is *deferred*:
-the frame and its verdict are handed back, the loop stops after that poll,
-and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it with the same
-functions as every other frame. Polls whose only deferred frames are
-XDP_PASS or AF_XDP redirects do not stop the loop (the stack has no per-poll
-flush; a socket's rx ring is then published once, at the end of the call,
-instead of after each poll) until the defer buffer is nearly full: the
-stack gets them as one larger list, the socket as one larger batch.
-So the native loop is an accelerator of the one datapath, not a second one:
-it only takes the paths whose outcome it can produce exactly (same pages
-recycled, same counters), and the tests run the same scenarios with and
-without it.
+A device's generic program runs in the same loop (``generic``: the driver's
+skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
+:mod:`pyxdp.net.dev`, one skb at a time).
 
-The page pool's state (alloc cache, ring, free list, page states, counters)
-is operated on in place in its numpy arrays with the same algorithm as
-:class:`~pyxdp.net.page_pool.PagePool` (its scalar fields travel in a control
-array for the duration of the call).
+Everything else - broadcast, devmap programs, veth targets, wire sinks to
+feed, PASS with a stack callback or a socket keeping payloads, other
+sockets, zero-copy frames leaving their UMEM, every other error path - is
+*deferred*: the frame and its verdict are handed back, the loop stops after
+that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
+with the same functions as every other frame. Polls whose only deferred
+frames are XDP_PASS or AF_XDP redirects do not stop the loop until the
+defer buffer is nearly full. So the native loop is an accelerator of the
+one datapath, not a second one: it only takes the paths whose outcome it can
+produce exactly (same pages recycled, same counters), and the tests run the
+same scenarios with and without it.
+
+State is the objects' own records, used in place: the page pool's
+:class:`~pyxdp.net.page_pool.PoolState` and arrays (the same algorithm as
+:class:`~pyxdp.net.page_pool.PagePool`), the rx ring's cursor, the
+generator's position, the queue's :class:`~pyxdp.net.stats.NetdevStats`, the
+stack's and the cpumap entries' records. A call's own outputs (polls, the
+first fault, deferred frames, sums for the tracer) come back in ``out``.
 """
 
 from __future__ import annotations
