@@ -34,7 +34,6 @@ from pyxdp.collection import Collection, Program
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.source import TrafficGenerator
-from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec
 
@@ -180,16 +179,14 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
         if maps:
             fill_maps(coll, maps)
         eth.attach_xdp(prog, mode=mode)
-        if mode == "native":
-            eth.rx[0].source = TrafficGenerator(packets=[packet])
-        one = SkbBatch.from_packets([packet] * 64, eth.ifindex)
+        # Generic mode too: the NIC's driver builds skbs for its generic program.
+        eth.rx[0].source = TrafficGenerator(packets=[packet])
         if not as_json:
             engine_used = getattr(prog.handle, "engine", "?")
             print(f"pyxdp bench xdp: {prog.name} ({Path(obj).name}) on eth0 ({mode}, engine "
                   f"{engine_used}), {len(packet)}-byte packet, eth1 is ifindex "
                   f"{host.dev('eth1').ifindex}")
-        if mode == "native":
-            host.poll()  # warm-up: the JIT and the native loop compiled before timing
+        host.poll()  # warm-up: the JIT and the native loop compiled before timing
         t_end = time.monotonic() + duration
         rows = []
         while time.monotonic() < t_end:
@@ -197,11 +194,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
             t0 = time.monotonic()
             stop = min(t0 + interval, t_end)
             while time.monotonic() < stop:
-                if mode == "native":
-                    host.poll()
-                else:
-                    for _ in range(16):
-                        host.netif_receive(eth, one)
+                host.poll()
             dt = time.monotonic() - t0
             r = _rates(before, eth.stats, dt)
             rows.append(r)
@@ -234,13 +227,9 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
     errors: list[BaseException] = []
 
     def loop() -> None:
-        one = SkbBatch.from_packets([packet] * 64, eth.ifindex)
         try:
             while not stop.is_set():
-                if mode == "native":
-                    host.poll()
-                else:
-                    host.netif_receive(eth, one)
+                host.poll()
                 started.set()
         except BaseException as e:  # reported by the caller's thread
             errors.append(e)
@@ -252,8 +241,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
         host.add_device("eth1")
         coll = host.load(obj)
         eth.attach_xdp(_program(coll, section), mode=mode)
-        if mode == "native":
-            eth.rx[0].source = TrafficGenerator(packets=[packet])
+        eth.rx[0].source = TrafficGenerator(packets=[packet])
         worker = threading.Thread(target=loop, name="pyxdp-datapath", daemon=True)
         worker.start()
         # The first poll compiles the program and loads the native loop: intervals
