@@ -479,15 +479,23 @@ def write_value(f: Text, m: MapInfo, e: str, cpu: str, val: str, new: bool) -> N
     f.at(done)
 
 
-def _update_fn(tag: str, m: MapInfo) -> str:
-    """ArrayMap.try_update for a program on ``ctx.cpu``."""
-    f = Text()
+def update_prologue(f: Text, m: MapInfo) -> tuple[str, str]:
+    """The checks every native map update starts with (the program's CPU, the flags;
+    BPF_F_LOCK goes to the Python path); returns the registers of the CPU and of the
+    update mode (the flags without BPF_F_LOCK)."""
     f.at("entry")
     cpu = f.cget("%ctx", "cpu")
     ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_errno.EINVAL)
     mode = f.ins("and i64 %flags, -5")
     ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_errno.EINVAL)
     ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
+    return cpu, mode
+
+
+def _update_fn(tag: str, m: MapInfo) -> str:
+    """ArrayMap.try_update for a program on ``ctx.cpu``."""
+    f = Text()
+    cpu, _ = update_prologue(f, m)
     idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr %key, align 1{TBAA_MEM}')} to i64")
     ret_if(f, f.ins(f"icmp uge i64 {idx}, {m.max_entries}"), -_errno.E2BIG)
     ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 1')}, 0"), -_errno.EEXIST)

@@ -68,7 +68,13 @@ from typing import Any
 
 import numpy as np
 
-from pyxdp.maps.arraymap import describe_values, inner_meta_check, resolve_inner, write_value
+from pyxdp.maps.arraymap import (
+    describe_values,
+    inner_meta_check,
+    resolve_inner,
+    update_prologue,
+    write_value,
+)
 from pyxdp.maps.base import (
     BPF_ANY,
     BPF_EXIST,
@@ -657,12 +663,7 @@ def _update_fn(tag: str, m: MapInfo) -> str:
     """HashMap.try_update for a program on ``ctx.cpu``: 0, -errno, or SLOW (BPF_F_LOCK,
     LRU eviction, an index rebuild)."""
     f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
-    ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), -_errno.EINVAL)
-    mode = f.ins("and i64 %flags, -5")
-    ret_if(f, f.ins(f"icmp ugt i64 {mode}, 2"), -_errno.EINVAL)
-    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %flags, 4')}, 0"), SLOW)
+    cpu, mode = update_prologue(f, m)
     h = _fnv(f, "%key", m.key_size)
     slot, reuse, e = _probe(f, m, "%key", h, "p")
     exists = f.ins(f"icmp sge i64 {slot}, 0")
