@@ -361,7 +361,7 @@ class CpuMapRuntime:
         host = self.host
         stack = host.stack
         row = stack.row(self.cpu, kthread=True)
-        stk = (stack.mib[row], stack.port_sock, stack.sock_cnt[row], stack.dev_cnt[row])
+        stk = stack.records(row)
         reg = (region.pages, region.words, region.qwords, region.addr_base, region.pfn_base)
         prog = host.program_by_id(self.prog_id) if self.prog_id else None
         if prog is None:

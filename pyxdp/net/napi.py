@@ -940,7 +940,7 @@ def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
     stack = host.stack
     row = stack.row(rq.ctx.cpu)
     ok = int((generic or dev.xdp_generic is None) and stack.native_ok)
-    return (ok, stack.mib[row], stack.port_sock, stack.sock_cnt[row], stack.dev_cnt[row])
+    return (ok, *stack.records(row))
 
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:
@@ -998,25 +998,32 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
 
 def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_base: int) -> None:
     """The frames a native call deferred, through :func:`dispatch` and a flush."""
-    from pyxdp.net.napi_native import C
+    deferred = _deferred(st, pfn_base)
+    if deferred is None:
+        return
+    frames, v = deferred
     dev = rq.dev
     host = dev.host
     pool = rq.pool
+    with host.lock:
+        pool.napi_local = True
+        try:
+            bq = BulkQueues()
+            _dispatch_deferred(host, dev, rq, prog, frames, v, bq)
+            xdp_do_flush(host, dev, rq, bq)
+        finally:
+            pool.napi_local = False
+
+
+def _deferred(st: _NativeState, pfn_base: int) -> tuple[Frames, _Verdicts] | None:
+    """The frames (buffers of the queue) and verdicts a native call handed back."""
+    from pyxdp.net.napi_native import C
     nd = int(st.ctl[C.NDEFER])
-    if nd:
-        dfr = st.defer[:nd]
-        frames = Frames(dfr[:, 0] + pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
-                        dfr[:, 3].copy(), np.full(nd, KIND_BUFF, np.int64))
-        v = _Verdicts(dfr[:, 4].copy(), dfr[:, 5].copy(), dfr[:, 6].copy(), dfr[:, 7].copy(),
-                      dfr[:, 8].copy())
-        with host.lock:
-            pool.napi_local = True
-            try:
-                bq = BulkQueues()
-                _dispatch_deferred(host, dev, rq, prog, frames, v, bq)
-                xdp_do_flush(host, dev, rq, bq)
-            finally:
-                pool.napi_local = False
+    if not nd:
+        return None
+    c = st.defer[:nd].T.copy()  # one contiguous row per column
+    return (Frames(c[0] + pfn_base, c[1], c[2], c[3], np.full(nd, KIND_BUFF, np.int64)),
+            _Verdicts(c[4], c[5], c[6], c[7], c[8]))
 
 
 _NO_CPUMAP: tuple[Any, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -1076,16 +1083,13 @@ def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
     keeping payloads, TX, REDIRECT): built from their pages, which are then freed,
     and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
     from pyxdp.net.dev import generic_xdp_act
-    from pyxdp.net.napi_native import C
+    deferred = _deferred(st, pfn_base)
+    if deferred is None:
+        return
+    frames, v = deferred
     dev = rq.dev
     host = dev.host
-    nd = int(st.ctl[C.NDEFER])
-    if not nd:
-        return
-    dfr = st.defer[:nd]
-    frames = Frames(dfr[:, 0] + pfn_base, dfr[:, 1].copy(), dfr[:, 2].copy(),
-                    dfr[:, 3].copy(), np.full(nd, KIND_BUFF, np.int64))
-    dev.stats.xdp_packets += nd
+    dev.stats.xdp_packets += len(frames)
     with host.lock:
         out = host.frames_to_skbs(frames, dev.ifindex)
         out.queue[:] = rq.index
@@ -1094,8 +1098,7 @@ def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
             host.drop_frames(frames, rq, direct=True)
         finally:
             rq.pool.napi_local = False
-    generic_xdp_act(dev, prog, out, dfr[:, 4].copy(), dfr[:, 5].copy(), dfr[:, 6].copy(),
-                    dfr[:, 7].copy(), dfr[:, 8].copy())
+    generic_xdp_act(dev, prog, out, v.action, v.map_id, v.map_type, v.index, v.flags)
 
 
 def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,

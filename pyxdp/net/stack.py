@@ -232,6 +232,11 @@ class Stack:
         """The counter row of CPU ``cpu``'s softirq (or, with ``kthread``, kthread) context."""
         return cpu % self.nr_cpus + (self.nr_cpus if kthread else 0)
 
+    def records(self, row: int) -> tuple[I64, I64, I64, I64]:
+        """What :func:`stack_rcv_one` counts into for one context row: (mib row, port
+        table, socket counters, per-device counts)."""
+        return self.mib[row], self.port_sock, self.sock_cnt[row], self.dev_cnt[row]
+
     def ensure_ifindex(self, ifindex: int) -> None:
         """Room in ``dev_cnt`` for a device's ifindex (called as devices are made)."""
         width = self.dev_cnt.shape[1]
