@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pyxdp.btf.btf import Btf
 from pyxdp.spec import MapSpec, ProgramSpec
 
 __all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult"]
@@ -83,8 +84,15 @@ class Backend(Protocol):
         """Create one map; ``maps`` are those already created (for inner maps)."""
         ...
 
-    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
-        """Load one program with its map references bound to ``maps``."""
+    def cannot_load(self, spec: ProgramSpec) -> str:
+        """Why this backend leaves ``spec`` unloaded (as libbpf's autoload=false would);
+        "" when it loads it."""
+        ...
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
+                     btf: Btf | None = None) -> ProgHandle:
+        """Load one program with its map references bound to ``maps``; ``btf`` is the
+        object's, for CO-RE relocations."""
         ...
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:

@@ -33,9 +33,11 @@ __all__ = [
     "BPF_XDP_CPUMAP",
     "BPF_XDP_DEVMAP",
     "CollectionSpec",
+    "CoreRelocation",
     "FuncInfo",
     "FunctionSpan",
     "InnerMapRef",
+    "KfuncRef",
     "LineInfo",
     "MapRef",
     "MapSpec",
@@ -43,6 +45,8 @@ __all__ = [
     "ProgramRef",
     "ProgramSpec",
     "XdpRunConfig",
+    "libbpf_map_defaults",
+    "ringbuf_size",
 ]
 
 # enum bpf_attach_type values the XDP section names map to (uapi bpf.h).
@@ -53,6 +57,11 @@ BPF_XDP = 37
 BPF_F_XDP_HAS_FRAGS = 1 << 5
 # Map flag libbpf sets on .rodata (programs may only read it).
 BPF_F_RDONLY_PROG = 1 << 7
+
+BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4
+BPF_MAP_TYPE_RINGBUF = 27
+BPF_MAP_TYPE_USER_RINGBUF = 31
+_PAGE_SIZE = 4096
 
 # libxdp's defaults when a program has no .xdp_run_config entry.
 XDP_DEFAULT_RUN_PRIO = 50
@@ -82,6 +91,26 @@ class MapRef:
     map_name: str
     kind: Literal["fd", "value"]
     offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KfuncRef:
+    """A ``call`` at slot ``pc`` of kernel function ``name`` (an ``extern ... __ksym``)."""
+
+    pc: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CoreRelocation:
+    """One CO-RE relocation (``struct bpf_core_relo``) moved to slot ``pc`` of the
+    linked program: ``type_id`` in the object's BTF, ``access`` the access string
+    (``"0:1:2"``), ``kind`` an ``enum bpf_core_relo_kind`` value."""
+
+    pc: int
+    type_id: int
+    access: str
+    kind: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +223,31 @@ class MapSpec:
         return replace(self, **changes)
 
 
+def ringbuf_size(size: int) -> int:
+    """libbpf's ``adjust_ringbuf_sz`` (at open): ring buffer ``max_entries`` rounded up to
+    a power-of-2 multiple of the page size, which the kernel requires; 0 stays 0 so
+    that a forgotten size fails at creation."""
+    if size == 0 or (size % _PAGE_SIZE == 0 and (size // _PAGE_SIZE).bit_count() == 1):
+        return size
+    n = _PAGE_SIZE
+    while n < size:
+        n <<= 1
+    return n
+
+
+def libbpf_map_defaults(spec: MapSpec, nr_cpus: int) -> MapSpec:
+    """What libbpf fills in when it creates a map (``map_set_def_max_entries``).
+
+    A ``PERF_EVENT_ARRAY`` declared without ``max_entries`` gets one slot per
+    possible CPU (``nr_cpus``: the host's, or the userspace backend's), for
+    the map and for a map-in-map's inner template alike.
+    """
+    inner = libbpf_map_defaults(spec.inner, nr_cpus) if spec.inner is not None else None
+    if spec.type == BPF_MAP_TYPE_PERF_EVENT_ARRAY and spec.max_entries == 0:
+        return replace(spec, max_entries=nr_cpus, inner=inner)
+    return spec if inner is spec.inner else replace(spec, inner=inner)
+
+
 @dataclass(frozen=True)
 class ProgramSpec:
     """One linked entry-point program, ready to be loaded.
@@ -202,8 +256,17 @@ class ProgramSpec:
     every slot a backend must patch with a map fd/handle. ``func_info`` and
     ``line_info`` are the kernel-format ``.BTF.ext`` records already moved to
     the linked layout; ``functions`` says where each C function landed.
-    ``expected_attach_type``/``flags`` are what libbpf derives from the
-    section name (``SEC("xdp.frags")`` sets ``BPF_F_XDP_HAS_FRAGS``).
+    ``prog_type`` (libbpf's name: ``"xdp"``, ``"sched_cls"``, ``"tracing"``...,
+    ``"unspec"`` for a section libbpf does not know), ``expected_attach_type``
+    and ``flags`` are what libbpf derives from the section name
+    (:mod:`pyxdp.elf.sections`; ``SEC("xdp.frags")`` sets
+    ``BPF_F_XDP_HAS_FRAGS``); ``attach_to`` is the BTF attach target a
+    ``tp_btf/``, ``fentry/``... section names. Only XDP programs run in user
+    space (:attr:`userspace`); the kernel backend loads the others.
+    ``kfuncs`` are the kernel functions the program calls (``call`` slots
+    with ``src_reg`` 2, resolved by name at load); ``core_relos`` its CO-RE
+    relocations, applied at load against the target's BTF
+    (:mod:`pyxdp.btf.core`).
     """
 
     name: str
@@ -218,10 +281,18 @@ class ProgramSpec:
     line_info: tuple[LineInfo, ...] = ()
     functions: tuple[FunctionSpan, ...] = ()
     autoload: bool = True
+    attach_to: str = ""
+    kfuncs: tuple[KfuncRef, ...] = ()
+    core_relos: tuple[CoreRelocation, ...] = ()
     _line_pcs: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_line_pcs", tuple(li.insn_off for li in self.line_info))
+
+    @property
+    def userspace(self) -> bool:
+        """True when pyxdp's engines can run it: an XDP program."""
+        return self.prog_type == "xdp"
 
     def line_info_at(self, pc: int) -> LineInfo | None:
         """The line record covering slot ``pc`` (the last one at or before it)."""

@@ -10,11 +10,15 @@ above ``vm``, ``maps`` and ``net`` because it is the glue of the three.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
-from pyxdp.errors import MapError, PyxdpError
+from pyxdp.btf.btf import Btf
+from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.vmlinux import core_target
+from pyxdp.errors import MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.net.prog import XdpProg
@@ -31,8 +35,11 @@ class UserspaceBackend:
     name = "userspace"
 
     def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None,
-                 engine: str = "auto") -> None:
+                 engine: str = "auto", core_btf: str | os.PathLike[str] | None = None) -> None:
+        """``core_btf``: the BTF file CO-RE relocations resolve against (default: the
+        running kernel's, else the one pyxdp ships; :func:`pyxdp.btf.vmlinux.core_target`)."""
         self.engine = engine
+        self.core_btf = core_btf
         self.nr_cpus = nr_cpus or default_nr_cpus()
         self.env = env or TestRunEnv()
         self._maps: dict[str, Map] = {}
@@ -68,7 +75,26 @@ class UserspaceBackend:
                           spec.flags if flags is None else flags, name=_kname(name),
                           inner=inner, nr_cpus=self.nr_cpus)
 
-    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
+    def cannot_load(self, spec: ProgramSpec) -> str:
+        if spec.prog_type == "unspec":
+            return f"libbpf 1.x knows no program type for section {spec.section!r}"
+        if not spec.userspace:
+            return ("pyxdp runs only XDP programs in user space; the kernel backend "
+                    "loads it (backend='kernel')")
+        return ""
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
+                     btf: Btf | None = None) -> ProgHandle:
+        why = self.cannot_load(spec)
+        if why:
+            raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
+        if spec.kfuncs:
+            k = spec.kfuncs[0]
+            raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
+                                    f"{k.pc}), which pyxdp's engines do not provide")
+        if spec.core_relos:
+            target = core_target(self.core_btf)
+            spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
         prog = XdpProg(spec, dict(maps), engine=self.engine)  # type: ignore[arg-type]
         prog.id = self._next_prog_id
         self._next_prog_id += 1

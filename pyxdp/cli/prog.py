@@ -128,11 +128,19 @@ def cmd_prog_show(obj: str) -> int:
     spec = load_collection_spec(Path(obj))
     for name, p in spec.programs.items():
         maps = sorted({r.map_name for r in p.map_refs})
-        print(f"{name}: section {p.section}  insns {len(p.insns)}  license {p.license or '-'}"
-              + (f"  maps {','.join(maps)}" if maps else ""))
+        # What pyxdp's engines cannot run is listed and skipped, as autoload=false.
+        notes = (["no program type in libbpf 1.x"] if p.prog_type == "unspec" else
+                 [] if p.userspace else ["kernel only"]) + ([] if p.autoload else
+                                                            ["autoload off"])
+        print(f"{name}: section {p.section}  type {p.prog_type}  insns {len(p.insns)}  "
+              f"license {p.license or '-'}" + (f"  maps {','.join(maps)}" if maps else "")
+              + (f"  ({', '.join(notes)})" if notes else ""))
     for name, m in spec.maps.items():
+        per_cpu = " (possible CPUs)" if m.type_name == "perf_event_array" and \
+            not m.max_entries else ""
         print(f"map {name}: {m.type_name}  key {m.key_size}B  value {m.value_size}B  "
-              f"max_entries {m.max_entries}" + (f"  flags {m.flags:#x}" if m.flags else ""))
+              f"max_entries {m.max_entries}{per_cpu}"
+              + (f"  flags {m.flags:#x}" if m.flags else ""))
     return 0
 
 

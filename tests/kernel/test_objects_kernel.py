@@ -1,0 +1,78 @@
+"""libbpf's object conventions and CO-RE against Linux.
+
+``samples/mixed.o`` loads whole into the kernel (tc, tp_btf with its BTF attach
+target and a CO-RE read of struct net_device, a tracepoint), with libbpf's map
+sizes; ``samples/core.o`` gives the same verdicts and map contents on Linux as
+on pyxdp with the BTF pyxdp ships (the per-packet comparison with the running
+kernel's BTF is in test_samples_differential.py).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from pyxdp.btf.vmlinux import SHIPPED_BTF
+from pyxdp.collection import Collection
+from pyxdp.errors import PyxdpError
+from pyxdp.kernel import possible_cpus, prog_get_info
+from pyxdp.kernel.backend import KernelBackend
+from pyxdp.net.packets import corpus, udp_packet
+from pyxdp.spec import KfuncRef
+
+pytestmark = pytest.mark.kernel
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+MIXED = SAMPLES / "mixed.o"
+CORE = SAMPLES / "core.o"
+
+
+def test_mixed_object_loads_whole_into_linux() -> None:
+    with Collection.load(MIXED, "kernel") as coll:
+        assert list(coll.programs) == ["xdp_count", "xdp_legacy", "tc_count", "tp_exception",
+                                       "tp_redirect"]
+        assert set(coll.skipped) == {"xdp_off", "unknown"}
+        assert coll.maps["events_perf"].handle.max_entries == possible_cpus()
+        assert coll.maps["events_rb"].handle.max_entries == 8192
+        types = {n: prog_get_info(p.handle.fd).type for n, p in coll.programs.items()}
+        # tp_exception loaded: its attach_btf_id named the btf_trace_xdp_exception typedef
+        # (the verifier refuses tp_btf programs whose id names anything else).
+        assert types == {"xdp_count": 6, "xdp_legacy": 6, "tc_count": 3, "tp_exception": 26,
+                         "tp_redirect": 5}
+        # The tc program runs under BPF_PROG_TEST_RUN too, on an skb.
+        assert coll.programs["tc_count"].test_run(udp_packet(b"x" * 20)).retval == 0
+        assert coll.programs["xdp_count"].test_run(udp_packet(b"x")).retval == 2
+        c = coll.maps["counters"][0]
+        assert (c["tc_packets"], c["xdp_packets"]) == (1, 1)
+
+
+def _run(coll: Collection, pkt: bytes) -> tuple[object, ...]:
+    try:
+        r = coll.programs["xdp_core"].test_run(pkt)
+    except PyxdpError as e:  # an input the kernel refuses must be refused alike
+        return (type(e).__name__, getattr(e, "errno", None))
+    return (r.retval, r.data_out)
+
+
+def test_core_sample_with_the_shipped_btf_matches_linux() -> None:
+    packets = corpus(3)
+    random.Random(3).shuffle(packets)
+    with Collection.load(CORE, "kernel") as kern, \
+            Collection.load(CORE, core_btf=SHIPPED_BTF) as user:
+        for name, pkt in packets[:200]:
+            k = _run(kern, pkt)
+            assert _run(user, pkt) == k, name
+        assert user.maps["core_stats"][0] == kern.maps["core_stats"][0]
+
+
+def test_kernel_backend_names_a_missing_kfunc() -> None:
+    with Collection.load(MIXED, "kernel") as coll:
+        backend = coll.backend
+        assert isinstance(backend, KernelBackend)
+        spec = coll.programs["xdp_count"].spec
+        bad = spec.copy(kfuncs=(KfuncRef(0, "pyxdp_no_such_kfunc"),))
+        with pytest.raises(PyxdpError, match="extern \\(func ksym\\) 'pyxdp_no_such_kfunc': "
+                           "not found in kernel BTF"):
+            backend.load_program(bad, {n: m.handle for n, m in coll.maps.items()})
