@@ -105,12 +105,14 @@ class KfuncRef:
 class CoreRelocation:
     """One CO-RE relocation (``struct bpf_core_relo``) moved to slot ``pc`` of the
     linked program: ``type_id`` in the object's BTF, ``access`` the access string
-    (``"0:1:2"``), ``kind`` an ``enum bpf_core_relo_kind`` value."""
+    (``"0:1:2"``, at ``access_off`` in the BTF's strings), ``kind`` an
+    ``enum bpf_core_relo_kind`` value."""
 
     pc: int
     type_id: int
     access: str
     kind: int
+    access_off: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -891,7 +891,7 @@ class _Loader:
                     raise self.error(f"CO-RE relocation of {fn.name!r}: {exc.reason}",
                                      ".BTF.ext") from None
                 out.append(CoreRelocation(r.insn_off // 8 - fn.sec_insn_off + base, r.type_id,
-                                    access, r.kind))
+                                          access, r.kind, r.access_str_off))
         return tuple(sorted(out, key=lambda c: c.pc))
 
     # -- linking ---------------------------------------------------------------------

@@ -120,6 +120,7 @@ _TEST_RUN_SLACK: Final = 2 * _PAGE_SIZE
 
 _FUNC_INFO: Final = struct.Struct("=II")  # struct bpf_func_info
 _LINE_INFO: Final = struct.Struct("=IIII")  # struct bpf_line_info
+_CORE_RELO: Final = struct.Struct("=IIII")  # struct bpf_core_relo
 _U32: Final = struct.Struct("=I")
 
 
@@ -269,13 +270,17 @@ class KernelBackend:
     name = "kernel"
 
     def __init__(self, collection: CollectionSpec | None = None, *, btf: Btf | None = None,
-                 log_level: int = 1, core_btf: str | os.PathLike[str] | None = None) -> None:
+                 log_level: int = 1, core_btf: str | os.PathLike[str] | None = None,
+                 core_in_kernel: bool = False) -> None:
         require_bpf()  # fail here, with the reason, rather than at the first map
         self.collection = collection
         self.btf = btf if btf is not None else (collection.btf if collection else None)
         self.log_level = log_level
-        # CO-RE target: the running kernel's BTF unless the caller names a file.
+        # CO-RE target: the running kernel's BTF unless the caller names a file;
+        # core_in_kernel hands the relocations to BPF_PROG_LOAD instead, for the
+        # kernel's own resolver to apply (as light skeletons do).
         self.core_btf = core_btf
+        self.core_in_kernel = core_in_kernel
         self.nr_cpus = possible_cpus()
         self.warnings: list[str] = []
         self.btf_fixups: tuple[str, ...] = ()
@@ -453,7 +458,8 @@ class KernelBackend:
         them against the kernel's BTF before BPF_PROG_LOAD."""
         if not spec.core_relos and not spec.kfuncs and not spec.attach_to:
             return spec, 0
-        vmlinux = core_target(self.core_btf) if spec.core_relos else None
+        vmlinux = core_target(self.core_btf) if spec.core_relos and not \
+            self.core_in_kernel else None
         if vmlinux is not None:
             spec = apply_core_relos(spec, btf if btf is not None else self.btf, vmlinux,
                                     target_name=vmlinux.path, poison=True)
@@ -493,7 +499,8 @@ class KernelBackend:
                                     f"program they replace, which pyxdp does not load")
         spec, attach_btf_id = self._resolve_kernel_refs(spec, btf)
         insns = self._bind_maps(spec, maps)
-        btf_fd = self.btf_fd() if spec.func_info or spec.line_info else None
+        btf_fd = self.btf_fd() if spec.func_info or spec.line_info or spec.core_relos \
+            else None
         func_info = line_info = b""
         if btf_fd is not None:
             # Both records count insn_off in instructions at the syscall
@@ -502,6 +509,13 @@ class KernelBackend:
                                  for f in spec.func_info)
             line_info = b"".join(_LINE_INFO.pack(li.insn_off, li.file_name_off, li.line_off,
                                                  li.line_col) for li in spec.line_info)
+        core_relos = b""
+        if spec.core_relos:  # left for the kernel (core_in_kernel)
+            if btf_fd is None:
+                raise NotSupportedError(f"program {spec.name!r}: the kernel applies CO-RE "
+                                        f"relocations only with the object's BTF loaded")
+            core_relos = b"".join(_CORE_RELO.pack(r.pc * 8, r.type_id, r.access_off, r.kind)
+                                  for r in spec.core_relos)
         license = spec.license or (self.collection.license if self.collection else "")
         fd = prog_load(
             prog_type, insns, license, name=kernel_object_name(spec.name),
@@ -510,7 +524,8 @@ class KernelBackend:
             kern_version=self.collection.kern_version if self.collection else 0,
             prog_btf_fd=btf_fd or 0, attach_btf_id=attach_btf_id,
             func_info=func_info, func_info_rec_size=_FUNC_INFO.size if func_info else 0,
-            line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0)
+            line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0,
+            core_relos=core_relos, core_relo_rec_size=_CORE_RELO.size if core_relos else 0)
         try:
             prog = KernelProgram(spec, fd)
         except BaseException:

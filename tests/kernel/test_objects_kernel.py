@@ -10,12 +10,15 @@ kernel's BTF is in test_samples_differential.py).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.vmlinux import SHIPPED_BTF
 from pyxdp.collection import Collection
+from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel import possible_cpus, prog_get_info
 from pyxdp.kernel.backend import KernelBackend
@@ -76,3 +79,30 @@ def test_kernel_backend_names_a_missing_kfunc() -> None:
         with pytest.raises(PyxdpError, match="extern \\(func ksym\\) 'pyxdp_no_such_kfunc': "
                            "not found in kernel BTF"):
             backend.load_program(bad, {n: m.handle for n, m in coll.maps.items()})
+
+
+def _tags(path: Path, **backend: object) -> dict[str, str]:
+    spec = load_collection_spec(path)
+    with Collection(spec, KernelBackend(spec, **backend)) as coll:  # type: ignore[arg-type]
+        return {n: p.handle.tag for n, p in coll.programs.items() if p.spec.core_relos}
+
+
+@pytest.mark.parametrize("path", [CORE, MIXED], ids=lambda p: p.name)
+def test_core_relocations_equal_the_kernels_own(path: Path) -> None:
+    """The kernel applies CO-RE itself when BPF_PROG_LOAD carries the records: the
+    program tag (a hash of the instructions after relocation, map fds masked) of
+    pyxdp's relocation equals the kernel's."""
+    ours, kernels = _tags(path), _tags(path, core_in_kernel=True)
+    assert ours and ours == kernels
+
+
+def test_a_different_layout_gives_a_different_tag(tmp_path: Path) -> None:
+    btf = Btf.parse(SHIPPED_BTF.read_bytes())
+    tid = btf.find("iphdr", BtfKind.STRUCT)
+    assert tid is not None
+    t = btf.types[tid]
+    moved = tuple(replace(m, bit_offset=m.bit_offset + 8) if m.name == "ttl" else m
+                  for m in t.members)
+    target = tmp_path / "moved_ttl.btf"
+    target.write_bytes(btf.with_types({tid: replace(t, members=moved)}).encode())
+    assert _tags(CORE, core_btf=target) != _tags(CORE, core_in_kernel=True)
