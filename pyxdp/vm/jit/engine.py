@@ -14,6 +14,16 @@ optimisation level; helpers, regions and the budget are run-time data in the
 run context. That tuple is the cache key, so reloading the same program costs
 a dictionary lookup.
 
+Object code also persists across processes: LLVM's output for a module is kept
+on disk keyed by the IR text, the optimisation level and the JIT's identity
+(llvmlite and LLVM versions, target, CPU and its features), so a new process
+that lowers the same program (same bytes and map places: an object loaded the
+same way) only links it. The IR names no host address (libc and the runtime
+are imported symbols; map and packet addresses are pyxdp's fake ones, handed
+out in creation order), so an object image is valid in any process.
+``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``,
+else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off.
+
 :func:`compile_together` collects the programs compiled inside it and links
 them as one module when it exits (or when one of them is first run): LLVM's
 fixed cost per module is then paid once, which is what makes thousands of
@@ -24,12 +34,15 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
@@ -39,8 +52,8 @@ from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
-__all__ = ["CACHE_SIZE", "CompiledProgram", "cache_clear", "compile_program",
-           "compile_together", "native_helper_address"]
+__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "CompiledProgram", "cache_clear", "compile_program",
+           "compile_together", "disk_cache_dir", "native_helper_address"]
 
 CACHE_SIZE = 256
 
@@ -48,6 +61,21 @@ _LOCK = threading.RLock()
 # C library functions native code may call: the clock, and what LLVM lowers large
 # memset/memmove intrinsics to.
 _LIBC = ("clock_gettime", "memset", "memmove", "memcpy")
+# Bumped when what is stored (or how it is keyed) changes.
+_DISK_FORMAT = 1
+# The disk cache is trimmed (oldest first, once per process) above this size.
+DISK_CACHE_MAX = 256 << 20
+
+
+def disk_cache_dir() -> Path | None:
+    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
+    env = os.environ.get("PYXDP_JIT_CACHE", "")
+    if env.lower() in ("off", "0", "no"):
+        return None
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyxdp" / "jit"
 
 
 class _Llvm:
@@ -66,7 +94,12 @@ class _Llvm:
         libc = ctypes.CDLL(None)
         self.libc = {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
                      for name in _LIBC}
-        builder = llvm.JITLibraryBuilder().add_ir(runtime_module())
+        import llvmlite
+        self.identity = repr((_DISK_FORMAT, llvmlite.__version__, llvm.llvm_version_info,
+                              llvm.get_process_triple(), self.cpu, self.features)).encode()
+        _trim(disk_cache_dir())
+        runtime, _ = self.compile(runtime_module(), 2)
+        builder = llvm.JITLibraryBuilder().add_object_img(runtime)
         for name, addr in self.libc.items():
             builder.import_symbol(name, addr)
         self.runtime = (builder.export_symbol("pyxdp_ktime_get_ns")
@@ -83,9 +116,21 @@ class _Llvm:
             self._machines[level] = tm
         return tm
 
-    def link(self, ir_text: str, exports: Sequence[str], level: int) -> tuple[Any, float]:
-        """Optimise and link ``ir_text``; return the tracker and the milliseconds spent."""
-        t0 = time.perf_counter()
+    def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
+        """The object image of ``ir_text`` optimised at ``level``, and whether it came
+        from the disk cache."""
+        where = disk_cache_dir()
+        path: Path | None = None
+        if where is not None:
+            key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode())
+            path = where / f"{key.hexdigest()}.o"
+            try:
+                blob = path.read_bytes()
+            except OSError:
+                blob = b""
+            # A digest of the image leads the file: LLVM must never see a damaged one.
+            if len(blob) > 32 and hashlib.sha256(blob[32:]).digest() == blob[:32]:
+                return blob[32:], True
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = self.machine(level)
@@ -95,7 +140,17 @@ class _Llvm:
             pto = llvm.create_pipeline_tuning_options(speed_level=level)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
-        obj = tm.emit_object(mod)
+        obj = bytes(tm.emit_object(mod))
+        if path is not None:
+            _store(path, hashlib.sha256(obj).digest() + obj)
+        return obj, False
+
+    def link(self, ir_text: str, exports: Sequence[str], level: int
+             ) -> tuple[Any, float, bool]:
+        """Optimise and link ``ir_text``; return the tracker, the milliseconds spent and
+        whether the object came from the disk cache."""
+        t0 = time.perf_counter()
+        obj, from_disk = self.compile(ir_text, level)
         self._serial += 1
         builder = llvm.JITLibraryBuilder().add_object_img(obj)
         for name, addr in self.libc.items():
@@ -103,7 +158,43 @@ class _Llvm:
         for name in exports:
             builder.export_symbol(name)
         tracker = builder.link(self.jit, f"pyxdp_prog_{self._serial}")
-        return tracker, (time.perf_counter() - t0) * 1e3
+        return tracker, (time.perf_counter() - t0) * 1e3, from_disk
+
+
+def _trim(where: Path | None) -> None:
+    """Keep the disk cache under :data:`DISK_CACHE_MAX`: drop the least recently
+    written images down to three quarters of it."""
+    if where is None:
+        return
+    try:
+        files = [(st.st_mtime, st.st_size, p) for p in where.glob("*.o")
+                 for st in [p.stat()]]
+    except OSError:
+        return
+    total = sum(size for _, size, _ in files)
+    if total <= DISK_CACHE_MAX:
+        return
+    for _, size, p in sorted(files):
+        if total <= DISK_CACHE_MAX * 3 // 4:
+            break
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        total -= size
+
+
+def _store(path: Path, obj: bytes) -> None:
+    """Write ``obj`` where another process may be reading: a whole file or none (a
+    cache that cannot be written is only slower)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(obj)
+        os.replace(tmp, path)
+    except OSError:
+        return
 
 
 _STATE: _Llvm | None = None
@@ -128,7 +219,8 @@ class CompiledProgram:
 
     ``lower_ms`` is the time spent building IR in Python, ``llvm_ms`` the time
     LLVM spent optimising, generating and linking machine code (for programs
-    compiled together: the module's time, shared). Inside
+    compiled together: the module's time, shared; for an image from the disk cache:
+    the time to read and link it). Inside
     :func:`compile_together` the addresses are filled in when the group is
     linked; :meth:`ready` links it early.
     """
@@ -138,6 +230,7 @@ class CompiledProgram:
     _lowered: LoweredModule
     _group: _Group | None = field(default=None, repr=False)
     llvm_ms: float = 0.0
+    from_disk: bool = False  # the object image came from the disk cache
     entry: int = 0
     xdp_entry: int = 0
     callbacks: dict[int, int] = field(default_factory=dict)
@@ -153,10 +246,11 @@ class CompiledProgram:
             self._group.link()
         return self
 
-    def _resolve(self, tracker: Any, llvm_ms: float) -> None:
+    def _resolve(self, tracker: Any, llvm_ms: float, from_disk: bool) -> None:
         low = self._lowered
         self._tracker = tracker
         self.llvm_ms = llvm_ms
+        self.from_disk = from_disk
         self.entry = int(tracker[low.entry]) if low.entry else 0
         self.xdp_entry = int(tracker[low.xdp_entry]) if low.xdp_entry else 0
         self.callbacks = {pc: int(tracker[sym]) for pc, sym in low.callbacks.items()}
@@ -180,10 +274,10 @@ class _Group:
             text, lowered = lower_many(inputs)
             exports = [s for low in lowered
                        for s in [low.entry, low.xdp_entry, *low.callbacks.values()] if s]
-            tracker, llvm_ms = _llvm().link(text, exports, self.opt_level)
+            tracker, llvm_ms, from_disk = _llvm().link(text, exports, self.opt_level)
             for prog, low in zip(programs, lowered, strict=True):
                 prog._lowered = low
-                prog._resolve(tracker, llvm_ms)
+                prog._resolve(tracker, llvm_ms, from_disk)
 
 
 _CACHE: OrderedDict[bytes, CompiledProgram] = OrderedDict()
@@ -260,8 +354,8 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
             lower_ms = (time.perf_counter() - t0) * 1e3
             prog = CompiledProgram(lower_ms, text, low)
             exports = [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
-            tracker, llvm_ms = _llvm().link(text, exports, opt_level)
-            prog._resolve(tracker, llvm_ms)
+            tracker, llvm_ms, from_disk = _llvm().link(text, exports, opt_level)
+            prog._resolve(tracker, llvm_ms, from_disk)
         _CACHE[key] = prog
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
