@@ -18,8 +18,8 @@ import json, sys
 from pyxdp.collection import Collection
 from pyxdp.net.packets import udp_packet
 with Collection.load(sys.argv[1], engine="jit") as c:
-    out = {n: [p.handle.vm.code.from_disk, p.test_run(udp_packet(b"x")).retval]
-           for n, p in c.programs.items()}
+    out = {n: [p.handle.vm.code.from_disk, p.test_run(udp_packet(b"x")).retval,
+               "define" in p.handle.vm.ir] for n, p in c.programs.items()}
     out["rxcnt"] = c.maps["rxcnt"].sum(17)
 print(json.dumps(out))
 """
@@ -34,11 +34,14 @@ def _load(cache: str) -> dict[str, object]:
 
 
 def test_a_second_process_links_the_cached_object(tmp_path: Path) -> None:
+    """The second process finds the image by the program's inputs: no lowering, no
+    LLVM passes, only the link (and the IR is lowered on demand)."""
     cache = tmp_path / "jit"
     first = _load(str(cache))
     images = sorted(cache.glob("*.o"))
-    assert first == {"xdp_prog1": [False, 1], "rxcnt": 1} and len(images) == 2  # + runtime
-    assert _load(str(cache)) == {"xdp_prog1": [True, 1], "rxcnt": 1}
+    # The runtime module, and the program under its IR and under its inputs.
+    assert first == {"xdp_prog1": [False, 1, True], "rxcnt": 1} and len(images) == 3
+    assert _load(str(cache)) == {"xdp_prog1": [True, 1, True], "rxcnt": 1}
 
 
 def test_damaged_images_are_compiled_again_and_off_means_off(

@@ -14,11 +14,14 @@ optimisation level; helpers, regions and the budget are run-time data in the
 run context. That tuple is the cache key, so reloading the same program costs
 a dictionary lookup.
 
-Object code also persists across processes: LLVM's output for a module is kept
+Object code also persists across processes. LLVM's output for a module is kept
 on disk keyed by the IR text, the optimisation level and the JIT's identity
-(llvmlite and LLVM versions, target, CPU and its features), so a new process
-that lowers the same program (same bytes and map places: an object loaded the
-same way) only links it. The IR names no host address (libc and the runtime
+(llvmlite and LLVM versions, target, CPU and its features); a single program's
+is also kept under its inputs (the in-memory key above, plus a digest of
+pyxdp's sources, which decide how inputs lower) with its exported symbols, so
+a new process that loads the same program the same way (same bytes and map
+places) neither lowers nor optimises it: it links the image (the IR is lowered
+only if asked for). The IR names no host address (libc and the runtime
 are imported symbols; map and packet addresses are pyxdp's fake ones, handed
 out in creation order), so an object image is valid in any process.
 ``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``,
@@ -33,8 +36,11 @@ small random programs affordable in the differential tests.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
+import json
 import os
+import struct
 import tempfile
 import threading
 import time
@@ -119,18 +125,10 @@ class _Llvm:
     def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
         """The object image of ``ir_text`` optimised at ``level``, and whether it came
         from the disk cache."""
-        where = disk_cache_dir()
-        path: Path | None = None
-        if where is not None:
-            key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode())
-            path = where / f"{key.hexdigest()}.o"
-            try:
-                blob = path.read_bytes()
-            except OSError:
-                blob = b""
-            # A digest of the image leads the file: LLVM must never see a damaged one.
-            if len(blob) > 32 and hashlib.sha256(blob[32:]).digest() == blob[:32]:
-                return blob[32:], True
+        key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode()).digest()
+        hit = _disk_get(key)
+        if hit is not None:
+            return hit[1], True
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = self.machine(level)
@@ -141,8 +139,7 @@ class _Llvm:
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
         obj = bytes(tm.emit_object(mod))
-        if path is not None:
-            _store(path, hashlib.sha256(obj).digest() + obj)
+        _disk_put(key, {}, obj)
         return obj, False
 
     def link(self, ir_text: str, exports: Sequence[str], level: int
@@ -151,14 +148,72 @@ class _Llvm:
         whether the object came from the disk cache."""
         t0 = time.perf_counter()
         obj, from_disk = self.compile(ir_text, level)
+        return self.link_object(obj, exports), (time.perf_counter() - t0) * 1e3, from_disk
+
+    def link_object(self, obj: bytes, exports: Sequence[str]) -> Any:
+        """Link an object image into a library of its own; its resource tracker."""
         self._serial += 1
         builder = llvm.JITLibraryBuilder().add_object_img(obj)
         for name, addr in self.libc.items():
             builder.import_symbol(name, addr)
         for name in exports:
             builder.export_symbol(name)
-        tracker = builder.link(self.jit, f"pyxdp_prog_{self._serial}")
-        return tracker, (time.perf_counter() - t0) * 1e3, from_disk
+        return builder.link(self.jit, f"pyxdp_prog_{self._serial}")
+
+    def program_key(self, input_key: bytes, level: int) -> bytes:
+        """The disk key of a program by its inputs (before lowering): they decide the
+        IR only together with the code that lowers them, so pyxdp's sources are in it."""
+        return hashlib.sha256(self.identity + _sources_digest() + bytes([level])
+                              + input_key).digest()
+
+
+_HDR = struct.Struct("<32sI")  # digest of the rest, metadata length
+
+
+def _disk_get(key: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """Metadata and object image stored under ``key``; None when absent or damaged (a
+    digest of the image leads the file: LLVM must never see a damaged one)."""
+    where = disk_cache_dir()
+    if where is None:
+        return None
+    try:
+        blob = (where / f"{key.hex()}.o").read_bytes()
+    except OSError:
+        return None
+    if len(blob) < _HDR.size:
+        return None
+    digest, meta_len = _HDR.unpack_from(blob)
+    if hashlib.sha256(blob[32:]).digest() != digest or _HDR.size + meta_len > len(blob):
+        return None
+    try:
+        meta = json.loads(blob[_HDR.size:_HDR.size + meta_len])
+    except ValueError:
+        return None
+    return meta, blob[_HDR.size + meta_len:]
+
+
+def _disk_put(key: bytes, meta: dict[str, Any], obj: bytes) -> None:
+    where = disk_cache_dir()
+    if where is None:
+        return
+    raw = json.dumps(meta).encode()
+    body = struct.pack("<I", len(raw)) + raw + obj
+    _store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
+
+
+@functools.cache
+def _sources_digest() -> bytes:
+    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
+    native twins maps and net register)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            continue
+    return h.digest()
 
 
 def _trim(where: Path | None) -> None:
@@ -231,6 +286,7 @@ class CompiledProgram:
     _group: _Group | None = field(default=None, repr=False)
     llvm_ms: float = 0.0
     from_disk: bool = False  # the object image came from the disk cache
+    _input: ProgramInput | None = field(default=None, repr=False)
     entry: int = 0
     xdp_entry: int = 0
     callbacks: dict[int, int] = field(default_factory=dict)
@@ -239,6 +295,12 @@ class CompiledProgram:
     @property
     def compile_ms(self) -> float:
         return self.lower_ms + self.llvm_ms
+
+    def ir_text(self) -> str:
+        """The LLVM IR (lowered now for a program linked from the disk cache)."""
+        if not self.ir and self._input is not None:
+            self.ir = lower_many([self._input])[0]
+        return self.ir
 
     def ready(self) -> CompiledProgram:
         """Make sure the machine code exists (links a pending group now)."""
@@ -278,6 +340,38 @@ class _Group:
             for prog, low in zip(programs, lowered, strict=True):
                 prog._lowered = low
                 prog._resolve(tracker, llvm_ms, from_disk)
+
+
+def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
+    """One program: linked from the disk cache by its inputs without lowering it, or
+    lowered, compiled (or its IR's image found) and stored by its inputs too."""
+    jit = _llvm()
+    disk_key = jit.program_key(key, level)
+    t0 = time.perf_counter()
+    hit = _disk_get(disk_key)
+    if hit is not None:
+        meta, obj = hit
+        low = LoweredModule("", meta["entry"], meta["xdp_entry"],
+                            {int(pc): sym for pc, sym in meta["callbacks"].items()})
+        prog = CompiledProgram(0.0, "", low, _input=p)
+        tracker = jit.link_object(obj, _exports(low))
+        prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
+        return prog
+    text, (low,) = lower_many([p])
+    lower_ms = (time.perf_counter() - t0) * 1e3
+    prog = CompiledProgram(lower_ms, text, low)
+    obj, from_disk = jit.compile(text, level)
+    t1 = time.perf_counter()
+    tracker = jit.link_object(obj, _exports(low))
+    llvm_ms = (time.perf_counter() - t1) * 1e3 + (t1 - t0) * 1e3 - lower_ms
+    prog._resolve(tracker, llvm_ms, from_disk)
+    _disk_put(disk_key, {"entry": low.entry, "xdp_entry": low.xdp_entry,
+                         "callbacks": {str(pc): s for pc, s in low.callbacks.items()}}, obj)
+    return prog
+
+
+def _exports(low: LoweredModule) -> list[str]:
+    return [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
 
 
 _CACHE: OrderedDict[bytes, CompiledProgram] = OrderedDict()
@@ -349,13 +443,7 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
             group.inputs.append(p)
             group.programs.append(prog)
         else:
-            t0 = time.perf_counter()
-            text, (low,) = lower_many([p])
-            lower_ms = (time.perf_counter() - t0) * 1e3
-            prog = CompiledProgram(lower_ms, text, low)
-            exports = [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
-            tracker, llvm_ms, from_disk = _llvm().link(text, exports, opt_level)
-            prog._resolve(tracker, llvm_ms, from_disk)
+            prog = _compile_one(p, key, opt_level)
         _CACHE[key] = prog
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)

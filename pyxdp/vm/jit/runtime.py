@@ -363,7 +363,7 @@ class JitProgram:
     @property
     def ir(self) -> str:
         """The optimiser's input: the LLVM IR this program lowered to."""
-        return self._code.ir
+        return self._code.ir_text()
 
     # -- helpers -------------------------------------------------------------------
     def _trampoline(self, helper: Helper) -> Callable[..., int]:
