@@ -57,7 +57,8 @@ with Collection(spec, backend) as coll:
 
 def large_program(blocks: int = 300) -> CollectionSpec:
     """An XDP program of about ``10 * blocks`` instructions: bounds-checked packet
-    loads mixed into a running hash with a branch per block (a parser's shape)."""
+    loads mixed into a running hash with a branch per block (a parser's shape); the
+    verdict is the hash's low two bits (XDP_PASS for frames under 64 bytes)."""
     insns: list[Instruction] = [
         ldx_mem(4, 6, 1, 0), ldx_mem(4, 7, 1, 4),  # data, data_end
         mov64_imm(0, 2),
@@ -77,7 +78,9 @@ def large_program(blocks: int = 300) -> CollectionSpec:
         ]
     # if data + 64 > data_end: skip the body and pass
     skip = Instruction(op.BPF_JMP | op.BPF_JGT | op.BPF_X, 8, 7, len(body))
-    insns += [mov64_imm(9, 0), skip, *body, mov64_imm(0, 2), exit_insn()]
+    # The verdict is the hash's low bits: every instruction counts.
+    verdict = [alu64_reg(op.BPF_MOV, 0, 9), alu64_imm(op.BPF_AND, 0, 3), exit_insn()]
+    insns += [mov64_imm(9, 0), skip, *body, *verdict]
     prog = ProgramSpec(name="large", section="xdp", insns=tuple(insns), license="GPL")
     return CollectionSpec(programs={"large": prog}, maps={}, license="GPL", name="large")
 

@@ -59,3 +59,24 @@ def test_damaged_images_are_compiled_again_and_off_means_off(
     monkeypatch.setenv("PYXDP_JIT_CACHE", "off")
     assert engine.disk_cache_dir() is None
     assert llvm.compile(ir, 2) == (obj, False)
+
+
+def test_large_modules_get_fast_code_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LARGE_MODULE_LINES LLVM generates code with fast selection and
+    allocation; the code must compute what the interpreter computes."""
+    from pyxdp.collection import Collection
+    from pyxdp.net.packets import corpus
+    from pyxdp.vm.jit import engine
+
+    monkeypatch.setenv("PYXDP_JIT_CACHE", "off")
+    monkeypatch.setattr(engine, "LARGE_MODULE_LINES", 0)
+    engine.cache_clear()
+    packets = [pkt for _, pkt in corpus(5) if len(pkt) >= 14][:60]
+    verdicts = []
+    for kind in ("jit", "interp"):
+        with Collection.load(ROOT / "samples" / "xdp2.o", engine=kind) as coll:
+            prog = coll.programs["xdp_prog2"]
+            verdicts.append([(r.retval, r.data_out) for r in map(prog.test_run, packets)])
+            verdicts.append(coll.maps["rxcnt"].sum(17))
+    engine.cache_clear()
+    assert verdicts[0] == verdicts[2] and verdicts[1] == verdicts[3]

@@ -69,6 +69,9 @@ _LOCK = threading.RLock()
 _LIBC = ("clock_gettime", "memset", "memmove", "memcpy")
 # Bumped when what is stored (or how it is keyed) changes.
 _DISK_FORMAT = 1
+# Modules above this many lines of IR get LLVM's fast code generator after the
+# optimisation passes (see _Llvm.compile).
+LARGE_MODULE_LINES = 15_000
 # The disk cache is trimmed (oldest first, once per process) above this size.
 DISK_CACHE_MAX = 256 << 20
 
@@ -138,6 +141,11 @@ class _Llvm:
             pto = llvm.create_pipeline_tuning_options(speed_level=level)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
+        if ir_text.count("\n") > LARGE_MODULE_LINES:
+            # SelectionDAG and the greedy register allocator grow much faster than the
+            # function: a 3,000-instruction program's 30,000 IR lines took 48-56 s of
+            # code generation at -O1/-O2 and 0.9 s with fast selection and allocation.
+            tm = self.machine(0)
         obj = bytes(tm.emit_object(mod))
         _disk_put(key, {}, obj)
         return obj, False
