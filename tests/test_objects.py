@@ -21,7 +21,7 @@ from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import NotSupportedError
 from pyxdp.net.packets import tcp_packet, udp_packet
-from pyxdp.spec import BPF_XDP, MapSpec, libbpf_map_defaults, ringbuf_size
+from pyxdp.spec import BPF_XDP, KfuncRef, MapSpec, libbpf_map_defaults, ringbuf_size
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +68,16 @@ def test_userspace_skips_what_it_cannot_run_like_autoload_false() -> None:
             coll.program("tp_btf/xdp_exception")
         with pytest.raises(NotSupportedError, match="knows no program type"):
             coll.program("unknown")
+
+
+def test_userspace_refuses_a_kfunc_call_by_name() -> None:
+    spec = load_collection_spec(MIXED)
+    prog = spec.programs["xdp_count"]
+    calls = spec.programs.copy()
+    calls["xdp_count"] = prog.copy(kfuncs=(KfuncRef(3, "bpf_xdp_metadata_rx_hash"),))
+    with pytest.raises(NotSupportedError, match="calls kfunc 'bpf_xdp_metadata_rx_hash' "
+                       r"\(pc 3\), which pyxdp's engines do not provide"):
+        Collection(replace(spec, programs=calls))
 
 
 def test_libbpf_map_defaults() -> None:
