@@ -80,6 +80,15 @@ def test_userspace_refuses_a_kfunc_call_by_name() -> None:
         Collection(replace(spec, programs=calls))
 
 
+def test_loader_picks_an_xdp_program_and_names_the_type_of_others() -> None:
+    from pyxdp.cli.loader import LoaderError, _choose
+
+    spec = load_collection_spec(MIXED)
+    assert _choose(spec, "mixed.o", None, None).name == "xdp_count"
+    with pytest.raises(LoaderError, match="tc_count .* is a sched_cls program, not XDP"):
+        _choose(spec, "mixed.o", None, "tc_count")
+
+
 def test_libbpf_map_defaults() -> None:
     assert [ringbuf_size(n) for n in (0, 1, 4096, 5000, 8192, 12288)] == \
         [0, 4096, 4096, 8192, 8192, 16384]

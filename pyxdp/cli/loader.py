@@ -269,9 +269,12 @@ def _choose(spec: CollectionSpec, obj: str, section: str | None, name: str | Non
                               f"({', '.join(p.name for p in found)}): name one with -n")
         progs = found
     # Devmap/cpumap programs (SEC("xdp/devmap")...) cannot go on an interface.
-    usable = [p for p in progs if p.expected_attach_type == BPF_XDP]
+    usable = [p for p in progs if p.prog_type == "xdp" and p.expected_attach_type == BPF_XDP]
     if not usable and (name is not None or section is not None):
         p = progs[0]
+        if p.prog_type != "xdp":
+            raise LoaderError(f"{obj}: program {p.name} (section {p.section}) is a "
+                              f"{p.prog_type} program, not XDP")
         raise LoaderError(f"{obj}: program {p.name} (section {p.section}) runs from a "
                           f"device or CPU map; it cannot be attached to an interface")
     if not usable:
