@@ -28,6 +28,7 @@ from pyxdp.btf.btf import Btf
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
+    "BPF_F_XDP_DEV_BOUND_ONLY",
     "BPF_F_XDP_HAS_FRAGS",
     "BPF_XDP",
     "BPF_XDP_CPUMAP",
@@ -55,6 +56,8 @@ BPF_XDP_CPUMAP = 35
 BPF_XDP = 37
 # BPF_PROG_LOAD prog_flags bit set by SEC("xdp.frags*").
 BPF_F_XDP_HAS_FRAGS = 1 << 5
+# prog_flags bit of a program bound to the device prog_ifindex names (XDP metadata kfuncs).
+BPF_F_XDP_DEV_BOUND_ONLY = 1 << 6
 # Map flag libbpf sets on .rodata (programs may only read it).
 BPF_F_RDONLY_PROG = 1 << 7
 
@@ -268,7 +271,10 @@ class ProgramSpec:
     ``kfuncs`` are the kernel functions the program calls (``call`` slots
     with ``src_reg`` 2, resolved by name at load); ``core_relos`` its CO-RE
     relocations, applied at load against the target's BTF
-    (:mod:`pyxdp.btf.core`).
+    (:mod:`pyxdp.btf.core`). ``ifindex`` binds the program to a device
+    (``prog_ifindex``: with ``BPF_F_XDP_DEV_BOUND_ONLY`` in ``flags``, what
+    libbpf's ``bpf_program__set_ifindex`` and ``__set_flags`` do), which the
+    XDP metadata kfuncs require.
     """
 
     name: str
@@ -284,6 +290,7 @@ class ProgramSpec:
     functions: tuple[FunctionSpan, ...] = ()
     autoload: bool = True
     attach_to: str = ""
+    ifindex: int = 0
     kfuncs: tuple[KfuncRef, ...] = ()
     core_relos: tuple[CoreRelocation, ...] = ()
     _line_pcs: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -317,6 +324,10 @@ class ProgramSpec:
 
     def copy(self, **changes: Any) -> ProgramSpec:
         return replace(self, **changes)
+
+    def bound_to(self, ifindex: int) -> ProgramSpec:
+        """This program bound to device ``ifindex`` (``BPF_F_XDP_DEV_BOUND_ONLY``)."""
+        return replace(self, ifindex=ifindex, flags=self.flags | BPF_F_XDP_DEV_BOUND_ONLY)
 
 
 @dataclass(frozen=True, slots=True)

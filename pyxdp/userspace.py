@@ -18,11 +18,12 @@ from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
 from pyxdp.btf.btf import Btf
 from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target
-from pyxdp.errors import MapError, NotSupportedError, PyxdpError
+from pyxdp.errors import KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
+from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 
@@ -88,14 +89,22 @@ class UserspaceBackend:
         why = self.cannot_load(spec)
         if why:
             raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
-        if spec.kfuncs:
-            k = spec.kfuncs[0]
-            raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
-                                    f"{k.pc}), which pyxdp's engines do not provide")
         if spec.core_relos:
             target = core_target(self.core_btf)
             spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
-        prog = XdpProg(spec, dict(maps), engine=self.engine)  # type: ignore[arg-type]
+        ops = None
+        if spec.ifindex:
+            dev = self.env.netdevs.get(spec.ifindex)
+            if dev is None:  # bpf_prog_dev_bound_init: no such device
+                raise MapError("prog_load", errno.ENODEV,
+                               f"program {spec.name!r} is bound to ifindex {spec.ifindex}, "
+                               f"which names no device here")
+            ops = dev.xdp_metadata_ops
+        helpers = None
+        if spec.kfuncs:
+            spec, helpers = bind_kfuncs(spec, ops)
+        prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
+                       helpers=helpers)
         prog.id = self._next_prog_id
         self._next_prog_id += 1
         self.programs[prog.id] = prog
@@ -146,6 +155,9 @@ class UserspaceBackend:
                  trace: bool = False) -> TestRunResult:
         if not isinstance(prog, XdpProg):
             raise PyxdpError("test_run needs a program loaded by this backend")
+        if prog.spec.ifindex:  # measured on Linux 6.18: device-bound programs are refused
+            raise KernelError("BPF_PROG_TEST_RUN", errno.EINVAL,
+                              "a device-bound program cannot be test-run")
         return bpf_prog_test_run_xdp(prog, data_in, ctx_in=ctx_in, data_size_out=data_size_out,
                                      ctx_size_out=ctx_size_out, repeat=repeat, env=self.env,
                                      trace=trace)

@@ -520,7 +520,7 @@ class KernelBackend:
         fd = prog_load(
             prog_type, insns, license, name=kernel_object_name(spec.name),
             log_level=self.log_level, expected_attach_type=spec.expected_attach_type,
-            prog_flags=spec.flags,
+            prog_flags=spec.flags, prog_ifindex=spec.ifindex,
             kern_version=self.collection.kern_version if self.collection else 0,
             prog_btf_fd=btf_fd or 0, attach_btf_id=attach_btf_id,
             func_info=func_info, func_info_rec_size=_FUNC_INFO.size if func_info else 0,

@@ -81,6 +81,7 @@ from pyxdp.vm.helpers import RunContext
 if TYPE_CHECKING:
     from pyxdp.net.cpumap import CpuMapRuntime
     from pyxdp.net.source import TrafficGenerator
+    from pyxdp.net.xdp_metadata import XdpMetadataOps
 
 __all__ = ["Host", "NetDevice", "NetdevRxQueue", "NetdevStats", "Veth", "XdpFlags",
            "XdpFeatures"]
@@ -148,6 +149,9 @@ class NetDevice:
         self.gro = False
         self.num_tx_queues = tx_queues
         self.xdp_features = _ALL_FEATURES
+        # struct xdp_metadata_ops: what the metadata kfuncs of device-bound programs
+        # read (pyxdp.net.xdp_metadata.XdpMetadataOps); None: the driver has none.
+        self.xdp_metadata_ops: XdpMetadataOps | None = None
         self._stats = NetdevStats()
         self._stats_lock = threading.Lock()
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
@@ -407,7 +411,7 @@ class _Netdevs(Mapping[int, NetdevInfo]):
 
     def __getitem__(self, ifindex: int) -> NetdevInfo:
         dev = self.host.devices[ifindex]
-        return NetdevInfo(dev.ifindex, dev.name, len(dev.rx))
+        return NetdevInfo(dev.ifindex, dev.name, len(dev.rx), dev.xdp_metadata_ops)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.host.devices)

@@ -56,7 +56,11 @@ REFUSED = {"unchecked.o": "invalid access to packet"}
 # Objects calling pyxdp's extension helpers (bpf_redirect_xsk), which the kernel does
 # not have: tests/kernel/test_xsk_datapath_kernel.py checks the refusal.
 PYXDP_ONLY = {"xsk_redirect.o"}
-LOADABLE = [p for p in ALL_OBJECTS if p.name not in REFUSED and p.name not in PYXDP_ONLY]
+# Objects whose programs load only bound to a device (XDP metadata kfuncs):
+# tests/kernel/test_objects_kernel.py binds them.
+DEVICE_BOUND = {"rx_meta.o"}
+LOADABLE = [p for p in ALL_OBJECTS
+            if p.name not in REFUSED and p.name not in PYXDP_ONLY and p.name not in DEVICE_BOUND]
 
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")

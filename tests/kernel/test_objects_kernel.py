@@ -9,7 +9,11 @@ kernel's BTF is in test_samples_differential.py).
 
 from __future__ import annotations
 
+import os
 import random
+import socket
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,8 +23,8 @@ from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.vmlinux import SHIPPED_BTF
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import PyxdpError
-from pyxdp.kernel import possible_cpus, prog_get_info
+from pyxdp.errors import KernelError, PyxdpError, VerifierError
+from pyxdp.kernel import netlink, possible_cpus, prog_get_info
 from pyxdp.kernel.backend import KernelBackend
 from pyxdp.net.packets import corpus, udp_packet
 from pyxdp.spec import KfuncRef
@@ -106,3 +110,48 @@ def test_a_different_layout_gives_a_different_tag(tmp_path: Path) -> None:
     target = tmp_path / "moved_ttl.btf"
     target.write_bytes(btf.with_types({tid: replace(t, members=moved)}).encode())
     assert _tags(CORE, core_btf=target) != _tags(CORE, core_in_kernel=True)
+
+
+RX_META = SAMPLES / "rx_meta.o"
+
+
+def test_linux_wants_metadata_kfuncs_in_a_device_bound_program() -> None:
+    with pytest.raises(VerifierError, match="metadata kfuncs require device-bound program"):
+        Collection.load(RX_META, "kernel")
+
+
+def test_veth_metadata_as_measured() -> None:
+    """A program bound to a veth: test_run refused; frames from the peer get the skb's
+    hash, a zero timestamp and no VLAN tag (the tag stays in the data)."""
+    ns = f"pyxdp-meta-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        ip = ["ip", "-n", ns, "link"]
+        subprocess.run([*ip, "add", "va", "type", "veth", "peer", "name", "vb"], check=True)
+        for dev in ("va", "vb"):
+            subprocess.run([*ip, "set", dev, "up"], check=True)
+        with netlink.netns(ns):
+            spec = load_collection_spec(RX_META)
+            ifindex = netlink.ifindex_of("va")
+            spec.programs["xdp_rx_meta"] = spec.programs["xdp_rx_meta"].bound_to(ifindex)
+            with Collection(spec, "kernel") as coll:
+                prog = coll.programs["xdp_rx_meta"]
+                with pytest.raises(KernelError, match="EINVAL"):
+                    prog.test_run(udp_packet(b"x"))
+                netlink.xdp_attach("va", prog.handle, mode="native")
+                try:
+                    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+                        s.bind(("vb", 0))
+                        s.send(udp_packet(b"hello"))
+                        r = coll.maps["results"][0]
+                        for _ in range(100):
+                            if r["packets"]:
+                                break
+                            time.sleep(0.01)
+                            r = coll.maps["results"][0]
+                finally:
+                    netlink.xdp_detach("va", mode="native")
+        assert (r["packets"], r["ts_ret"], r["timestamp"]) == (1, 0, 0)
+        assert (r["hash_ret"], r["rss_type"], r["vlan_ret"]) == (0, 8, -61)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
