@@ -126,6 +126,10 @@ def test_veth_metadata_as_measured() -> None:
     ns = f"pyxdp-meta-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
+        # No IPv6: the devices would send router solicitations and MLD reports of their own.
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                        "net.ipv6.conf.all.disable_ipv6=1",
+                        "net.ipv6.conf.default.disable_ipv6=1"], check=True)
         ip = ["ip", "-n", ns, "link"]
         subprocess.run([*ip, "add", "va", "type", "veth", "peer", "name", "vb"], check=True)
         for dev in ("va", "vb"):
