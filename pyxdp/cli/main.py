@@ -92,6 +92,11 @@ def _cmd_xsk(args: argparse.Namespace) -> int:
     return xsk.cmd_xsk(args)
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from pyxdp.cli import explain
+    return explain.cmd_explain(args)
+
+
 def _backend_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
                    help="where the program runs (default: userspace; kernel needs root)")
@@ -245,6 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description=xsk.DESCRIPTION)
     xsk.add_arguments(xs)
     xs.set_defaults(func=_cmd_xsk)
+
+    # Where a packet goes (see pyxdp.cli.explain); the module holds its options.
+    from pyxdp.cli import explain
+    ex = sub.add_parser("explain", help="a packet's journey through programs, maps and devices",
+                        description=explain.DESCRIPTION)
+    explain.add_arguments(ex)
+    ex.set_defaults(func=_cmd_explain)
     return p
 
 

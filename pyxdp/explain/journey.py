@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK, helper_name
 from pyxdp.asm.insn import Instruction
 from pyxdp.collection import Collection
@@ -433,6 +434,7 @@ class Explainer:
         self._egress_drops: dict[int, int] = {}
         self._why: dict[int, str] = {}
         self._wired: list[Step] = []  # told after the flush event that sent them
+        self._ingress_ifindex = dev.ifindex
         self._stack_mark = self._stack_state()
         xsk_before = [self._xsk_state(s) for _, s in self._sockets]
         prog = dev.xdp_prog or dev.xdp_generic
@@ -507,9 +509,15 @@ class Explainer:
             pc = rt.decider if rt.decider is not None else rt.exit_pc
             src = _source(spec, pc)
             text = f"{spec.name} ({spec.section}, {how}) returns {act_name(act)}"
-            if src:
-                text += f"\ndecided at {src}"
-            fields.update(pc=pc, source=src)
+            insn = format_insn(spec.insns, pc) if pc is not None else None
+            if insn is not None:
+                # Line info is the compiler's: a constant return is often scheduled
+                # into the line before it, so the exit's own line is shown too.
+                text += f"\ndecided by pc {pc}: {insn}" + (f"  ({src})" if src else "")
+            ret = _source(spec, rt.exit_pc)
+            if ret and ret != src:
+                text += f"\nreturns at {ret}"
+            fields.update(pc=pc, insn=insn, source=src, exit_source=ret)
         j.steps.append(Step("run", where, text, fields))
         for call in rt.calls:
             j.steps.append(self._helper_step(prog, xdp, call))
@@ -552,7 +560,8 @@ class Explainer:
                 excl = " but the ingress device (BPF_F_EXCLUDE_INGRESS)" \
                     if flags & BPF_F_EXCLUDE_INGRESS else ""
                 return _Outcome(f"{head}: broadcast to every device in {mname}{excl}; "
-                                     f"the key is not looked up", None, fields)
+                                f"the key is not looked up" + self._broadcast(m, flags),
+                                None, fields)
             entry = self._entry(m, key)
             fields["entry"] = entry
             if ret == XdpAction.XDP_REDIRECT:
@@ -576,6 +585,32 @@ class Explainer:
         why = (f"{name} found no AF_XDP socket on the packet's rx queue and returned its "
                f"flags' action, {r}")
         return _Outcome(why, why if ret == XdpAction.XDP_ABORTED else None, fields)
+
+    def _broadcast(self, m: Any, flags: int) -> str:
+        """What dev_map_enqueue_multi will do with each entry (is_valid_dst)."""
+        if m is None or m.map_type not in _DEVMAPS:
+            return ""
+        ingress = self._ingress_ifindex
+        out = []
+        for raw in m.raw_keys():
+            key = int.from_bytes(raw, "little")
+            val = m.lookup(raw)
+            if val is None:
+                continue
+            ifx = int.from_bytes(val[:4], "little")
+            dev = self.host.devices.get(ifx)
+            if dev is None:
+                fate = "no such device: skipped"
+            elif flags & BPF_F_EXCLUDE_INGRESS and ifx == ingress:
+                fate = "the ingress device: skipped"
+            elif not dev.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
+                fate = "cannot take XDP frames (no NETDEV_XDP_ACT_NDO_XMIT): skipped"
+            elif not dev.up:
+                fate = "down: skipped"
+            else:
+                fate = "a copy goes there"
+            out.append(f"\n  {m.name}[{key}] = {self._name(ifx)}: {fate}")
+        return "".join(out) if out else f"\n  {m.name} is empty: the frame is freed"
 
     def _helper_step(self, prog: XdpProg, xdp: XdpBuff, call: _Call) -> Step:
         out = self._call_outcome(call)
