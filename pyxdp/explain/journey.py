@@ -310,7 +310,7 @@ class Explainer:
         # instruction and every tracepoint fires per packet.
         self.host = Host("explain", engine="interp", tracer=self.tracer, native=False)
         self._sub: Subscription | None = None
-        self._sockets: list[tuple[str, Any]] = []
+        self._sockets: list[tuple[str, Any, bool]] = []
         try:
             self._build(topo, spec, maps or {})
         except BaseException:
@@ -361,7 +361,7 @@ class Explainer:
             except PyxdpError as e:
                 raise TopologyError(f"AF_XDP socket on {x.dev}/{x.queue}: {e}") from None
             sock.fill(x.fill)
-            self._sockets.append((f"AF_XDP socket on {x.dev} queue {x.queue}", sock))
+            self._sockets.append((f"AF_XDP socket on {x.dev} queue {x.queue}", sock, x.consume))
             if x.map is not None:
                 m = self.coll.maps.get(x.map)
                 if m is None:
@@ -435,8 +435,9 @@ class Explainer:
         self._why: dict[int, str] = {}
         self._wired: list[Step] = []  # told after the flush event that sent them
         self._ingress_ifindex = dev.ifindex
+        self._xsk_hits: dict[int, int] = {}
         self._stack_mark = self._stack_state()
-        xsk_before = [self._xsk_state(s) for _, s in self._sockets]
+        xsk_before = [self._xsk_state(s) for _, s, _ in self._sockets]
         prog = dev.xdp_prog or dev.xdp_generic
         j.steps.append(Step("rx", j.ingress, (
             f"{dev.name} ({dev.kind}, ifindex {dev.ifindex}) receives {len(packet)} bytes on rx "
@@ -450,8 +451,8 @@ class Explainer:
                                                      "(rx_dropped)"))
         self.host.run()
         self._flush_wired(j)
-        for (name, sock), before in zip(self._sockets, xsk_before, strict=True):
-            self._xsk_after(j, name, sock, before)
+        for (name, sock, consume), before in zip(self._sockets, xsk_before, strict=True):
+            self._xsk_after(j, name, sock, before, consume)
         self._journey = None
         return j
 
@@ -669,6 +670,9 @@ class Explainer:
             j.fates.append(Fate("dropped", where, f"{act_name(r.act)}: {why}"))
         elif name == "xdp_redirect":
             tgt = self._target(r.map_id, r.to_ifindex, r.map_index)
+            sock = self._xsk_target(r.map_id, r.map_index) if not r.to_ifindex else None
+            if sock is not None:
+                self._xsk_hits[id(sock)] = self._xsk_hits.get(id(sock), 0) + 1
             j.steps.append(Step("event", self._name(r.ifindex),
                                 f"xdp_do_redirect to {tgt}: " + self._queued(r.map_id), f))
         elif name == "xdp_redirect_err":
@@ -860,29 +864,42 @@ class Explainer:
         s = sock.statistics()
         return (s.rx_dropped, s.rx_ring_full, s.rx_fill_ring_empty_descs)
 
-    def _xsk_after(self, j: Journey, name: str, sock: Any, before: tuple[int, ...]) -> None:
-        batch = sock.recv(64)
-        n = len(batch)
-        if n:
-            j.steps.append(Step("xsk", name, f"{n} descriptor(s) in the rx ring of the {name} "
-                                             f"({', '.join(str(x) for x in batch.len.tolist())}"
-                                             f" bytes)", {"frames": n}))
-            j.fates.append(Fate("delivered", name, "in the socket's rx ring", n))
-            sock.release(batch, refill=True)
-        after = self._xsk_state(sock)
-        d = [a - b for a, b in zip(after, before, strict=True)]
+    def _xsk_target(self, map_id: int, index: int) -> Any:
+        """The AF_XDP socket an ``xdp_redirect`` event went to (None: not a socket)."""
+        if map_id in (0, 0x7FFF_FFFF):  # bpf_redirect_xsk: the ingress queue's socket
+            ing = self.topology.ingress
+            return self.host.xsk_lookup(self._ingress_ifindex, ing.queue)
+        m = map_by_id(map_id)
+        if m is not None and m.map_type == BpfMapType.BPF_MAP_TYPE_XSKMAP:
+            return m.socket_at(index)  # type: ignore[attr-defined]
+        return None
+
+    def _xsk_after(self, j: Journey, name: str, sock: Any, before: tuple[int, ...],
+                   consume: bool) -> None:
+        got = self._xsk_hits.pop(id(sock), 0)
+        if got:
+            left = "" if consume else "; the application leaves them there"
+            j.steps.append(Step("xsk", name, f"{got} descriptor(s) reach the rx ring of the "
+                                             f"{name}{left}", {"frames": got}))
+            j.fates.append(Fate("delivered", name, "in the socket's rx ring", got))
+        d = [a - b for a, b in zip(self._xsk_state(sock), before, strict=True)]
         if any(d):
             j.steps.append(Step("xsk", name, (
                 f"XDP_STATISTICS of the {name}: rx_dropped +{d[0]}, rx_ring_full +{d[1]}, "
                 f"rx_fill_ring_empty_descs +{d[2]}"),
                 {"rx_dropped": d[0], "rx_ring_full": d[1], "rx_fill_ring_empty_descs": d[2]}))
+        while consume:
+            batch = sock.recv(64)
+            if not len(batch):
+                break
+            sock.release(batch, refill=True)
 
     # -- teardown ------------------------------------------------------------------------
     def close(self) -> None:
         if self._sub is not None:
             self._sub.close()
             self._sub = None
-        for _, sock in self._sockets:
+        for _, sock, _ in self._sockets:
             sock.close()
         self._sockets = []
         self.host.close(check=False)

@@ -17,7 +17,7 @@ A :class:`Topology` is pure data, read from a small JSON or TOML file
       "ingress": {"dev": "eth0", "queue": 0},
       "maps": {"tx_port": [{"key": 0, "value": {"ifindex": "@eth1"}}]},
       "xsk": [{"dev": "eth0", "queue": 0, "mode": "copy", "map": "xsks", "key": 0,
-               "fill": 64, "rx_size": 2048}],
+               "fill": 64, "rx_size": 2048, "consume": true}],
       "udp": [9]
     }
 
@@ -36,7 +36,9 @@ two references resolved on the host: ``"@DEV"`` is DEV's ifindex and
 ``bpf_prog.fd`` of a devmap/cpumap value takes). ``xsk``: AF_XDP sockets
 bound to ``dev``/``queue`` (``mode`` "copy" or "zerocopy"), given ``fill``
 buffers (default all the fill ring holds) and put into the XSKMAP ``map`` at
-``key`` when a map is named. ``udp``: ports UDP sockets listen on.
+``key`` when a map is named; after each packet the explainer reads the socket's
+rx ring and gives the buffers back to the fill ring, as a live application
+would, unless ``consume`` is false (then the ring fills up). ``udp``: ports UDP sockets listen on.
 
 :func:`default_topology` is the one used without a file: two NICs (eth0,
 ifindex 2, and eth1, 3) and a veth pair (veth0 4, veth1 5), the program on
@@ -97,6 +99,7 @@ class XskSpec:
     key: int = 0
     fill: int | None = None
     rx_size: int = 2048
+    consume: bool = True
 
 
 @dataclass(frozen=True)
@@ -196,12 +199,13 @@ class Topology:
             raise TopologyError(f"{where}: 'maps' must map map names to entry lists")
         xsk = []
         for x in _list(doc, "xsk", where):
-            _known(x, ("dev", "queue", "mode", "map", "key", "fill", "rx_size"), f"{where}: xsk")
+            _known(x, ("dev", "queue", "mode", "map", "key", "fill", "rx_size", "consume"),
+                   f"{where}: xsk")
             fill = x.get("fill")
             xsk.append(XskSpec(_str(x, "dev", where), _int(x, "queue", 0, where),
                                x.get("mode", "copy"), x.get("map"), _int(x, "key", 0, where),
                                None if fill is None else int(fill),
-                               _int(x, "rx_size", 2048, where)))
+                               _int(x, "rx_size", 2048, where), bool(x.get("consume", True))))
         udp = tuple(int(p) for p in _list(doc, "udp", where))
         return cls(tuple(devices), ingress, programs, maps, tuple(xsk), udp)
 
