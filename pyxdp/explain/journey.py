@@ -335,9 +335,12 @@ class Explainer:
         self.coll = host.load(spec)
         others: dict[str, Collection] = {}
         for att in topo.attachments(self.program):
-            coll = self.coll if att.obj is None else others.get(att.obj)
-            if coll is None:
-                coll = others[att.obj] = host.load(_load_spec(att.obj))  # type: ignore[index]
+            if att.obj is None:
+                coll = self.coll
+            elif att.obj in others:
+                coll = others[att.obj]
+            else:
+                coll = others[att.obj] = host.load(_load_spec(att.obj))
             name = att.program or _entry_program(coll.spec, None)
             prog = coll.programs.get(name)
             if prog is None:
@@ -836,7 +839,8 @@ class Explainer:
         devs = sorted({self._name(int(i)) for i in batch.ifindex.tolist()})
         where = ", ".join(devs)
         moved = {SNMP_NAMES[i]: int(snmp[i]) for i in np.flatnonzero(snmp).tolist()}
-        reasons = {SkbDropReason(int(r)).name: int(drops[r]) for r in np.flatnonzero(drops).tolist()}
+        reasons = {SkbDropReason(int(r)).name: int(drops[r])
+                   for r in np.flatnonzero(drops).tolist()}
         ports = {sink.port: int(socks[sink.row]) for sink in self.host.stack.sockets.values()
                  if socks[sink.row]}
         parts = []
