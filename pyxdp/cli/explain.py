@@ -11,7 +11,6 @@ from typing import Any
 
 from pyxdp.cli.prog import CliError, _read_input
 from pyxdp.explain import Explainer, Topology
-from pyxdp.explain.topology import TopologyError
 
 __all__ = ["DESCRIPTION", "add_arguments", "cmd_explain"]
 
@@ -61,6 +60,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         journey = ex.explain(packet)
         topo = ex.topology
         program = ex.program
+        names = ex.namer()
     if not args.kernel:
         if args.json:
             print(json.dumps(journey.to_dict(), indent=2, default=str))
@@ -68,11 +68,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(journey.render())
         return 0
     from pyxdp.explain.kernel import compare, kernel_journey
-    try:
-        linux = kernel_journey(args.obj, packet, program=program, topology=topo, maps=maps)
-    except TopologyError:
-        raise
-    diff = compare(journey, linux)
+    linux = kernel_journey(args.obj, packet, program=program, topology=topo, maps=maps)
+    diff = compare(journey, linux, names=names)
     if args.json:
         print(json.dumps({"pyxdp": journey.to_dict(), "linux": linux.to_dict(),
                           "differences": diff}, indent=2, default=str))

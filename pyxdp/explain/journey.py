@@ -34,7 +34,7 @@ identity: the fates of one packet add up, the clones are counted, not named.
 from __future__ import annotations
 
 import errno
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -47,7 +47,13 @@ from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK, helper_name
 from pyxdp.asm.insn import Instruction
 from pyxdp.collection import Collection
 from pyxdp.errors import ProgramFault, PyxdpError
-from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, default_topology
+from pyxdp.explain.topology import (
+    BUILTIN_PASS,
+    Topology,
+    TopologyError,
+    default_topology,
+    resolve_value,
+)
 from pyxdp.maps.base import map_by_addr, map_by_id
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
 from pyxdp.net.netdevice import Host, NetDevice, Veth
@@ -381,31 +387,18 @@ class Explainer:
         host.stack.on_receive(self._stack)
         self._sub = self.tracer.subscribe(list(JOURNEY_EVENTS), self._event)
 
-    def _resolve(self, v: Any) -> Any:
-        """Map-file values: ``"@DEV"`` an ifindex, ``"prog:NAME"`` a program id, other
-        strings hex bytes; objects and lists member by member."""
-        if isinstance(v, str):
-            if v.startswith("@"):
-                try:
-                    return self.host.dev(v[1:]).ifindex
-                except PyxdpError:
-                    raise TopologyError(f"no device {v[1:]!r} for {v!r}") from None
-            if v.startswith("prog:"):
-                for coll in self.collections if hasattr(self, "collections") else [self.coll]:
-                    p = coll.programs.get(v[5:])
-                    if p is not None:
-                        return int(p.handle.id)  # type: ignore[attr-defined]
-                raise TopologyError(f"no program {v[5:]!r} for {v!r}")
-            try:
-                return bytes.fromhex(v.replace("0x", "").replace(":", " "))
-            except ValueError:
-                raise TopologyError(f"{v!r} is not a hex byte string, @DEV or prog:NAME") \
-                    from None
-        if isinstance(v, dict):
-            return {k: self._resolve(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [self._resolve(x) for x in v]
-        return v
+    def _prog_id(self, name: str) -> int | None:
+        for coll in self.collections if hasattr(self, "collections") else [self.coll]:
+            p = coll.programs.get(name)
+            if p is not None:
+                return int(p.handle.id)  # type: ignore[attr-defined]
+        return None
+
+    def _ifindex(self, name: str) -> int | None:
+        try:
+            return self.host.dev(name).ifindex
+        except PyxdpError:
+            return None
 
     def _fill(self, mname: str, entries: Sequence[Mapping[str, Any]]) -> None:
         m = self.coll.maps.get(mname)
@@ -416,7 +409,8 @@ class Explainer:
             if not isinstance(e, Mapping) or "key" not in e or "value" not in e:
                 raise TopologyError(f"map {mname!r}: each entry needs 'key' and 'value'")
             try:
-                m.update(self._resolve(e["key"]), self._resolve(e["value"]))
+                m.update(resolve_value(e["key"], self._ifindex, self._prog_id),
+                         resolve_value(e["value"], self._ifindex, self._prog_id))
             except (PyxdpError, ValueError, TypeError, KeyError) as err:
                 raise TopologyError(f"map {mname!r}[{e['key']!r}]: {err}") from None
 
@@ -897,6 +891,24 @@ class Explainer:
             if not len(batch):
                 break
             sock.release(batch, refill=True)
+
+    def namer(self) -> Callable[[str, int], int | str]:
+        """Event field values by name, as the veth lab reports them: ifindexes as
+        device names, program and map ids as names (0 and unknown ids stay)."""
+        devs = {d.ifindex: d.name for d in self.host.devices.values()}
+        progs: dict[int, str] = {}
+        maps: dict[int, str] = {}
+        for coll in self.collections:
+            progs.update((int(p.handle.id), n)  # type: ignore[attr-defined]
+                         for n, p in coll.programs.items())
+            maps.update((int(m.handle.id), n)  # type: ignore[attr-defined]
+                        for n, m in coll.maps.items())
+
+        def name(key: str, value: int) -> int | str:
+            table = devs if key.endswith("ifindex") else progs if key == "prog_id" else \
+                maps if key == "map_id" else {}
+            return table.get(value, value)
+        return name
 
     # -- teardown ------------------------------------------------------------------------
     def close(self) -> None:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ from typing import Any
 from pyxdp.errors import PyxdpError
 
 __all__ = ["BUILTIN_PASS", "DeviceSpec", "Ingress", "ProgramAttach", "Topology", "TopologyError",
-           "XskSpec", "default_topology"]
+           "XskSpec", "default_topology", "resolve_value"]
 
 BUILTIN_PASS = "builtin:xdp_pass"
 
@@ -242,6 +242,33 @@ def _list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
     v = d.get(key, [])
     if not isinstance(v, list):
         raise TopologyError(f"{where}: {key!r} must be a list")
+    return v
+
+
+def resolve_value(v: Any, ifindex_of: Callable[[str], int | None],
+                  prog_id_of: Callable[[str], int | None]) -> Any:
+    """A map file's key or value for ``Map.update``: ``"@DEV"`` becomes DEV's ifindex,
+    ``"prog:NAME"`` what ``bpf_prog.fd`` takes for program NAME, other strings hex
+    bytes; objects and lists member by member."""
+    if isinstance(v, str):
+        if v.startswith("@"):
+            i = ifindex_of(v[1:])
+            if i is None:
+                raise TopologyError(f"no device {v[1:]!r} for {v!r}")
+            return i
+        if v.startswith("prog:"):
+            p = prog_id_of(v[5:])
+            if p is None:
+                raise TopologyError(f"no program {v[5:]!r} for {v!r}")
+            return p
+        try:
+            return bytes.fromhex(v.replace("0x", "").replace(":", " "))
+        except ValueError:
+            raise TopologyError(f"{v!r} is not a hex byte string, @DEV or prog:NAME") from None
+    if isinstance(v, dict):
+        return {k: resolve_value(x, ifindex_of, prog_id_of) for k, x in v.items()}
+    if isinstance(v, list):
+        return [resolve_value(x, ifindex_of, prog_id_of) for x in v]
     return v
 
 
