@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -192,3 +196,25 @@ def test_bad_inputs_on_the_command_line(tmp_path: Path,
         assert msg in err and err.count("\n") == 1
     with pytest.raises(ExplainError, match="empty packet"):
         explain(obj, b"")
+
+
+def test_readme_journey_is_what_explain_prints() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Where did my packet go"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    shown = re.search(r"```text\n(.*?)```", section, re.S)
+    assert code is not None and shown is not None
+    scope: dict[str, object] = {}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(code.group(1), "README.md", "exec"), scope)  # noqa: S102
+    finally:
+        os.chdir(cwd)
+    journey = scope["journey"]
+    assert isinstance(journey, Journey)
+
+    def ids(s: str) -> str:  # program and map ids count up in the process
+        return re.sub(r"(prog_id=|map_id=|\(id )\d+", r"\1N", s)
+    assert ids(journey.render()) == ids(shown.group(1).rstrip("\n"))

@@ -230,8 +230,7 @@ class _RunTrace:
                     self.calls.append(self._pending)
         elif code == _EXIT:
             self.exit_pc = pc
-        elif insn.dst == 0 and code & 7 in _R0_WRITERS and code != 0x18 or \
-                code == 0x18 and insn.dst == 0:
+        elif insn.dst == 0 and code & 7 in _R0_WRITERS:
             self.decider = pc
 
     def finish(self, r0: int) -> None:
@@ -499,14 +498,14 @@ class Explainer:
                                   "prog_id": prog.id, "verdict": act_name(act)}
         if fault is not None:
             src = fault.source or _source(spec, fault.pc)
-            text = (f"{spec.name} ({spec.section}, {how}) faulted: the run is aborted "
+            text = (f"{where}: {spec.name} ({spec.section}, {how}) faulted: the run is aborted "
                     f"(XDP_ABORTED)\n{fault}")
             fields.update(fault=str(fault), pc=fault.pc, source=src)
             self._why[prog.id] = f"the program faulted: {fault}"
         else:
             pc = rt.decider if rt.decider is not None else rt.exit_pc
             src = _source(spec, pc)
-            text = f"{spec.name} ({spec.section}, {how}) returns {act_name(act)}"
+            text = f"{where}: {spec.name} ({spec.section}, {how}) returns {act_name(act)}"
             insn = format_insn(spec.insns, pc) if pc is not None else None
             if insn is not None:
                 # Line info is the compiler's: a constant return is often scheduled

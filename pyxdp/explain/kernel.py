@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pyxdp.errors import PyxdpError
-from pyxdp.explain.journey import DROP_REASON_TEXT, Fate, Journey, Step, act_name
+from pyxdp.explain.journey import Fate, Journey, Step, act_name
 from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, resolve_value
 from pyxdp.testing.vethlab import PASS_OBJ, Attach, LabEvent, LabResult, Scenario, prog_fd
 
@@ -38,7 +38,7 @@ _ERRNO_TEXT = {
     -100: "the target is down",
     -22: "invalid target (empty entry or no such device)",
 }
-_ = DROP_REASON_TEXT  # the stack's reasons are pyxdp's only: Linux's taps come first
+
 
 
 def _wire(dev: str) -> str:
