@@ -218,3 +218,28 @@ def test_readme_journey_is_what_explain_prints() -> None:
     def ids(s: str) -> str:  # program and map ids count up in the process
         return re.sub(r"(prog_id=|map_id=|\(id )\d+", r"\1N", s)
     assert ids(journey.render()) == ids(shown.group(1).rstrip("\n"))
+
+
+def test_run_pcap_explain_writes_a_journey_per_packet(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from pyxdp.net.pcap import PcapngWriter, read_capture
+    src = tmp_path / "in.pcapng"
+    with src.open("wb") as f:
+        w = PcapngWriter(f)
+        w.add_interface("wire")
+        w.write(udp_packet(b"a"), 1_000)
+        w.write(udp_packet(b"b")[:10], 2_000)
+        w.close()
+    maps = tmp_path / "m.json"
+    maps.write_text(json.dumps(TX_ETH1))
+    out = tmp_path / "out.pcapng"
+    assert main(["run", str(SAMPLES / "redirect_map.o"), "--pcap", str(src), "-w", str(out),
+                 "--maps", str(maps), "--explain"]) == 0
+    report = capsys.readouterr().out
+    assert "packet 1: transmitted at eth1: sent on the wire" in report
+    assert "packet 2: dropped at eth0 queue 0: XDP_DROP from xdp_redirect_map_prog" in report
+    got = list(read_capture(out))
+    assert [p.verdict for p in got] == [4, 1]  # XDP_REDIRECT, XDP_DROP
+    assert got[0].data[:6] == udp_packet(b"a")[6:12]  # the MACs as the program swapped them
+    assert "xdp_devmap_xmit" in got[0].comments[0]
+    assert "redirect_map.c:" in got[1].comments[0]

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import Any
 
 from pyxdp.cli.prog import CliError, _read_input
 from pyxdp.explain import Explainer, Topology
 
-__all__ = ["DESCRIPTION", "add_arguments", "cmd_explain"]
+__all__ = ["DESCRIPTION", "add_arguments", "cmd_explain", "cmd_run_explain"]
 
 DESCRIPTION = (
     "Run one packet through OBJ's program on a pyxdp host and print its journey step by "
@@ -82,4 +83,44 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for line in diff:
         print(f"  ! {line}")
     sys.stdout.flush()
+    return 0
+
+
+def cmd_run_explain(args: argparse.Namespace) -> int:
+    """``pyxdp run --pcap IN [-w OUT] --explain``: every packet of a capture through the
+    default host, maps persisting; each journey's fate on the report, and with ``-w``
+    the packet as the program left it, its verdict in ``epb_verdict`` and its journey
+    in an ``opt_comment``."""
+    from pyxdp.net.pcap import PcapngWriter, read_capture
+    if args.backend != "userspace":
+        raise CliError("--explain runs on pyxdp's datapath: leave --backend at userspace")
+    maps = _maps(args.maps)
+    report = sys.stderr if args.write == "-" else sys.stdout
+    out: Any = None
+    writer: PcapngWriter | None = None
+    fates: Counter[str] = Counter()
+    with Explainer(args.obj, program=args.section, maps=maps) as ex:
+        try:
+            if args.write:
+                out = sys.stdout.buffer if args.write == "-" else open(args.write, "wb")  # noqa: SIM115
+                writer = PcapngWriter(out)
+                writer.add_interface(ex.topology.ingress.dev)
+            n = 0
+            for pkt in read_capture(args.pcap):
+                n += 1
+                j = ex.explain(pkt.data)
+                print(f"packet {n}: {j.fate()}", file=report)
+                for f in j.fates:
+                    fates[f"{f.outcome} at {f.where}"] += f.count
+                if writer is not None:
+                    writer.write(j.data_out if j.data_out is not None else pkt.data, pkt.ts_ns,
+                                 verdict=j.verdict, comment=j.render())
+        finally:
+            if writer is not None:
+                writer.close()
+            if out is not None and out is not sys.stdout.buffer:
+                out.close()
+    print(f"{n} packets through {ex.program}:", file=report)
+    for what, c in fates.most_common():
+        print(f"  {c:6d} {what}", file=report)
     return 0

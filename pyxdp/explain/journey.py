@@ -158,6 +158,9 @@ class Journey:
     steps: list[Step] = field(default_factory=list)
     fates: list[Fate] = field(default_factory=list)
     events: list[TraceEvent] = field(default_factory=list)
+    #: The ingress program's verdict and the packet as it left it (None: no program ran).
+    verdict: int | None = None
+    data_out: bytes | None = None
 
     @property
     def frames(self) -> int:
@@ -189,6 +192,7 @@ class Journey:
 
     def to_dict(self) -> dict[str, Any]:
         return {"packet_len": self.packet_len, "ingress": self.ingress,
+                "verdict": act_name(self.verdict) if self.verdict is not None else None,
                 "steps": [s.to_dict() for s in self.steps],
                 "fates": [f.to_dict() for f in self.fates],
                 "tracepoints": [{"name": e.name, "fields": e.record._asdict(), "text": e.text}
@@ -516,6 +520,9 @@ class Explainer:
                 text += f"\nreturns at {ret}"
             fields.update(pc=pc, insn=insn, source=src, exit_source=ret)
         j.steps.append(Step("run", where, text, fields))
+        if j.verdict is None:
+            j.verdict = act
+            j.data_out = bytes(xdp.frame[xdp.data:xdp.data_end])
         for call in rt.calls:
             j.steps.append(self._helper_step(prog, xdp, call))
         if fault is not None:
