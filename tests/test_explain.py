@@ -243,3 +243,11 @@ def test_run_pcap_explain_writes_a_journey_per_packet(tmp_path: Path,
     assert got[0].data[:6] == udp_packet(b"a")[6:12]  # the MACs as the program swapped them
     assert "xdp_devmap_xmit" in got[0].comments[0]
     assert "redirect_map.c:" in got[1].comments[0]
+
+
+def test_generic_mode_xdp_tx_goes_straight_out() -> None:
+    t = Topology.from_dict({"devices": [{"name": "eth0"}],
+                            "programs": [{"dev": "eth0", "mode": "generic"}]})
+    j = explain(SAMPLES / "xdp2.o", udp_packet(b"x"), topology=t)
+    assert "generic (skb) mode" in j.steps[1].text and "generic_xdp_tx" in j.steps[2].text
+    assert _only(j) == "transmitted at eth0: sent on the wire" and j.events == []

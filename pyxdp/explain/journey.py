@@ -319,10 +319,12 @@ class Explainer:
         # instruction and every tracepoint fires per packet.
         self.host = Host("explain", engine="interp", tracer=self.tracer, native=False)
         self._sub: Subscription | None = None
+        self._failed = False  # a failed build leaves pages where they were: no accounting
         self._sockets: list[tuple[str, Any, bool]] = []
         try:
             self._build(topo, spec, maps or {})
         except BaseException:
+            self._failed = True
             self.close()
             raise
         self._journey: Journey | None = None
@@ -538,6 +540,10 @@ class Explainer:
             why = next((c.why for c in map(self._call_outcome, rt.calls) if c.why), None)
             self._why[prog.id] = why or ("the program returned XDP_ABORTED"
                                          + (f" ({src})" if src else ""))
+        elif act == XdpAction.XDP_TX and how == "generic (skb) mode":
+            j.steps.append(Step("tx", where, f"XDP_TX in generic mode: generic_xdp_tx sends the "
+                                             f"skb straight out of {where.split()[0]} (no bulk "
+                                             f"queue, no xdp_bulk_tx)"))
         elif act == XdpAction.XDP_TX and not egress:
             j.steps.append(Step("tx", where, f"XDP_TX: the frame goes into {where.split()[0]}'s "
                                              f"XDP_TX bulk queue (16), sent at the poll's end "
@@ -924,13 +930,14 @@ class Explainer:
         for _, sock, _ in self._sockets:
             sock.close()
         self._sockets = []
-        self.host.close(check=False)
+        self.host.close(check=not self._failed)
 
     def __enter__(self) -> Explainer:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._failed = self._failed or et is not None  # keep the first error in sight
         self.close()
 
 
