@@ -321,13 +321,21 @@ class Explainer:
         self._sub: Subscription | None = None
         self._failed = False  # a failed build leaves pages where they were: no accounting
         self._sockets: list[tuple[str, Any, bool]] = []
+        self.collections: list[Collection] = []
+        # Per-packet state (reset by explain()); the observers do nothing between packets.
+        self._journey: Journey | None = None
+        self._egress_drops: dict[int, int] = {}  # devmap-program drops per target, to flush
+        self._why: dict[int, str] = {}  # why a program's XDP_ABORTED, for its xdp_exception
+        self._wired: list[Step] = []  # frames on a wire, told after the flush that sent them
+        self._xsk_hits: dict[int, int] = {}  # frames redirected into each AF_XDP socket
+        self._ingress_ifindex = 0
         try:
             self._build(topo, spec, maps or {})
         except BaseException:
             self._failed = True
             self.close()
             raise
-        self._journey: Journey | None = None
+        self._stack_mark = self._stack_state()
 
     # -- building ------------------------------------------------------------------------
     def _build(self, topo: Topology, spec: CollectionSpec,
@@ -344,6 +352,7 @@ class Explainer:
             except (ValueError, PyxdpError) as e:
                 raise TopologyError(f"device {d.name}: {e}") from None
         self.coll = host.load(spec)
+        self.collections.append(self.coll)
         others: dict[str, Collection] = {}
         for att in topo.attachments(self.program):
             if att.obj is None:
@@ -352,6 +361,7 @@ class Explainer:
                 coll = others[att.obj]
             else:
                 coll = others[att.obj] = host.load(_load_spec(att.obj))
+                self.collections.append(coll)
             name = att.program or _entry_program(coll.spec, None)
             prog = coll.programs.get(name)
             if prog is None:
@@ -361,7 +371,6 @@ class Explainer:
                 host.dev(att.dev).attach_xdp(prog, mode=att.mode)
             except PyxdpError as e:
                 raise TopologyError(f"attach {name} to {att.dev}: {e}") from None
-        self.collections = [self.coll, *others.values()]
         for port in topo.udp:
             host.stack.udp_socket(port)
         for source in (topo.maps, extra_maps):
@@ -393,7 +402,7 @@ class Explainer:
         self._sub = self.tracer.subscribe(list(JOURNEY_EVENTS), self._event)
 
     def _prog_id(self, name: str) -> int | None:
-        for coll in self.collections if hasattr(self, "collections") else [self.coll]:
+        for coll in self.collections:
             p = coll.programs.get(name)
             if p is not None:
                 return int(p.handle.id)  # type: ignore[attr-defined]
@@ -433,11 +442,11 @@ class Explainer:
         if ing.queue >= len(dev.rx):
             raise TopologyError(f"{dev.name} has no rx queue {ing.queue}")
         j = self._journey = Journey(len(packet), f"{dev.name} queue {ing.queue}")
-        self._egress_drops: dict[int, int] = {}
-        self._why: dict[int, str] = {}
-        self._wired: list[Step] = []  # told after the flush event that sent them
+        self._egress_drops.clear()
+        self._why.clear()
+        self._wired.clear()
+        self._xsk_hits.clear()
         self._ingress_ifindex = dev.ifindex
-        self._xsk_hits: dict[int, int] = {}
         self._stack_mark = self._stack_state()
         xsk_before = [self._xsk_state(s) for _, s, _ in self._sockets]
         prog = dev.xdp_prog or dev.xdp_generic
