@@ -11,8 +11,9 @@ What Linux can show is what its tracepoints and taps show: redirects and
 their errors, flushes, exceptions, cpumap kthreads, frames reaching a stack
 (an AF_PACKET tap sees them before IP's checks, so a drop reason there is
 not shown). An ``XDP_DROP`` fires no tracepoint: a frame that neither an
-event nor a tap accounts for is reported as vanished. AF_XDP sockets and UDP
-listeners are not built on the Linux side.
+event nor a tap accounts for is reported as vanished. AF_XDP sockets are not
+built on the Linux side, nor UDP listeners (the tap sees a frame reach the
+stack whether a socket takes it or not).
 """
 
 from __future__ import annotations
@@ -79,9 +80,8 @@ class KernelJourney:
 def kernel_scenario(obj: str | Path, packet: bytes, *, program: str, topology: Topology,
                     maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Scenario:
     """The veth-lab :class:`~pyxdp.testing.vethlab.Scenario` of a topology (module doc)."""
-    if topology.xsk or topology.udp:
-        raise TopologyError("--kernel builds no AF_XDP sockets or UDP listeners: leave 'xsk' "
-                            "and 'udp' out of the topology")
+    if topology.xsk:
+        raise TopologyError("--kernel builds no AF_XDP sockets: leave 'xsk' out of the topology")
     if topology.ingress.queue:
         raise TopologyError("--kernel sends the packet on rx queue 0 only")
     pairs: list[tuple[str, str]] = []

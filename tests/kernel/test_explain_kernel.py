@@ -3,11 +3,13 @@ same packet on the same topology, and no difference from pyxdp's journey."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pyxdp.cli.main import main
 from pyxdp.explain import Explainer, Topology, default_topology
 from pyxdp.explain.kernel import compare, kernel_journey
 from pyxdp.net.packets import udp_packet
@@ -50,3 +52,16 @@ def test_linux_shows_the_same_journey(obj: str, maps: dict[str, Any],
     assert any(f.startswith(linux_fate) for f in fates), fates
     assert compare(ours, linux, names=names) == []
     assert sum(f.count for f in ours.fates) == sum(f.count for f in linux.fates)
+
+
+def test_cli_kernel_prints_both_journeys(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pkt = tmp_path / "p.bin"
+    pkt.write_bytes(udp_packet(b"hello"))
+    assert main(["explain", str(SAMPLES / "redirect_map.o"), "--data-in", str(pkt),
+                 "--kernel", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["differences"] == []
+    assert doc["linux"]["tracepoints"] == [
+        {"name": "xdp_exception", "fields": {"prog_id": "xdp_redirect_map_prog", "act": 0,
+                                             "ifindex": "eth0"}}]
