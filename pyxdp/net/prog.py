@@ -164,8 +164,9 @@ class XdpProg:
         self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._depth = 0
-        # Called instead of a plain run (pyxdp.explain watches each run whole: it runs
-        # the program again through run() with an instruction trace and sees the end).
+        # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
+        # run() with an instruction trace and sees the end). Only run() consults it, so
+        # it sees interpreter runs; a JIT program's run_batch never comes here.
         self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
 
     def _engine(self, kind: str | None = None) -> Engine:
