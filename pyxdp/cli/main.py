@@ -61,6 +61,9 @@ def _cmd_map(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.explain:
+        from pyxdp.cli import explain
+        return explain.cmd_run_explain(args)
     from pyxdp.cli import prog
     return prog.cmd_run(args.obj, args.section, args.pcap, args.write, args.maps,
                         args.dump_maps, args.backend)
@@ -90,6 +93,11 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 def _cmd_xsk(args: argparse.Namespace) -> int:
     from pyxdp.cli import xsk
     return xsk.cmd_xsk(args)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from pyxdp.cli import explain
+    return explain.cmd_explain(args)
 
 
 def _backend_arg(p: argparse.ArgumentParser) -> None:
@@ -204,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-w", "--write", metavar="OUT", help="write packets + verdicts as pcapng")
     r.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    r.add_argument("--explain", action="store_true",
+                   help="each packet's journey on a pyxdp host (see 'pyxdp explain'), in a "
+                        "pcapng comment per packet")
     _backend_arg(r)
     r.set_defaults(func=_cmd_run)
 
@@ -245,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description=xsk.DESCRIPTION)
     xsk.add_arguments(xs)
     xs.set_defaults(func=_cmd_xsk)
+
+    # Where a packet goes (see pyxdp.cli.explain); the module holds its options.
+    from pyxdp.cli import explain
+    ex = sub.add_parser("explain", help="a packet's journey through programs, maps and devices",
+                        description=explain.DESCRIPTION)
+    explain.add_arguments(ex)
+    ex.set_defaults(func=_cmd_explain)
     return p
 
 

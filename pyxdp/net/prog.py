@@ -164,6 +164,10 @@ class XdpProg:
         self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._depth = 0
+        # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
+        # run() with an instruction trace and sees the end). Only run() consults it, so
+        # it sees interpreter runs; a JIT program's run_batch never comes here.
+        self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
 
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
@@ -207,6 +211,8 @@ class XdpProg:
     def run(self, xdp: XdpBuff, ctx: RunContext,
             trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
         """Run on one packet; return the action (u32). ProgramFault propagates."""
+        if trace is None and self.watcher is not None:
+            return self.watcher(self, xdp, ctx)
         ctx.xdp = xdp
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
