@@ -71,6 +71,7 @@ from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.maps.xskmap import XskMap
+from pyxdp.net.devmap import DevmapEgress
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
 from pyxdp.net.frames import (
     DEV_MAP_BULK_SIZE,
@@ -775,6 +776,20 @@ class _NativeState:
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
+        self.egress = DevmapEgress([], rq.dev.ifindex)
+        self.ifindex = rq.dev.ifindex
+
+    def egress_for(self, host: Host, dms: Sequence[DevMap], vm: Any) -> DevmapEgress:
+        """The devmap programs of ``dms``' entries the native loop runs itself: JIT
+        programs other than the polling one (``vm``: a driven engine runs one batch
+        at a time), on their engine of CPU 0 as the Python path runs them."""
+        ids = sorted({int(p) for m in dms for p in np.unique(m.entries[:, 1]).tolist() if p})
+        progs = [p for p in (host.program_by_id(i) for i in ids)
+                 if p is not None and p.engine == "jit" and p.vm is not vm and not p._depth]
+        if [p.id for p in progs] != self.egress.ids.tolist() or any(
+                a is not b for a, b in zip(progs, self.egress.progs, strict=True)):
+            self.egress = DevmapEgress(progs, self.ifindex)
+        return self.egress
 
 
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
@@ -855,6 +870,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
     red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
     xmit_cnt = np.zeros((nif, 3), np.int64)
+    eg = st.egress_for(host, dms, vm)
     cm, cm_rts = _cpumap_args(host, [] if local else st.cpumaps)
     cnt = np.zeros(K.SIZE, np.int64)
     io = st.io
@@ -863,16 +879,18 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock = _NO_LOCK if parallel else host.lock
     lock.acquire()
     try:
-        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr):
+        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr), \
+                eg.driven(dev.rx[0].ctx, pool.pages):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic),
-                (tgt_ok, tgt_mtu, tgt_stats, np.zeros((nif, BULK_NATIVE), np.int64),
-                 np.zeros(nif, np.int64), xmit_cnt),
-                (dm_ids, dm_off, dm_n, dm_ent, red_cnt), _xsk_args(xsk),
+                (tgt_ok, tgt_mtu, tgt_stats,
+                 np.zeros((nif, len(eg.progs) + 1, 4, BULK_NATIVE), np.int64),
+                 np.zeros((nif, len(eg.progs) + 1), np.int64), xmit_cnt),
+                (dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg.args(nif)), _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, cnt, st.defer))
     finally:
         if xsk is not None:
@@ -891,6 +909,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     with host.lock:
         _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms, vm)
+        eg.account(host.tracer, host.devices, _warned, MAX_FAULT_REPORTS)
     if cm_rts:
         _cpumap_account(rq, cm, cm_rts, st.cpumaps)
     if generic:
@@ -1136,8 +1155,8 @@ def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64
             tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
     sent_to = xmit_cnt if xmit_cnt is not None else _NO_XMIT
     for ifx in np.flatnonzero(sent_to[:, 0]).tolist() if sent_to.any() else ():
-        events, sent, _ = (int(x) for x in sent_to[ifx])
-        tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
+        events, sent, drops = (int(x) for x in sent_to[ifx])
+        tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, drops, 0])
     if c[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
         fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),
                                                   int(ctl[C.FAULT_ADDR])))

@@ -103,6 +103,7 @@ from pyxdp.net.xsk_native import (
     xsk_flush,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
+from pyxdp.vm.jit.abi import XDP_FIELDS
 
 __all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 
@@ -193,6 +194,7 @@ M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
+XDP_EGRESS = XDP_FIELDS.index("egress")  # the descriptor word of egress_ifindex
 
 
 @intrinsic
@@ -491,6 +493,83 @@ def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-u
     return -1, -1
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _egress_row(eg_ids, prog_id):  # type: ignore[no-untyped-def]
+    """The egress table's row of a devmap entry's program; -1 when the native loop
+    does not run it (the frame then goes to the Python path)."""
+    for k in range(len(eg_ids)):
+        if eg_ids[k] == prog_id:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base, tgt_stats, xmit_cnt, psc, cache,  # type: ignore[no-untyped-def] # noqa: E501
+                 ring, free, state, c, nuse, cached):
+    """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
+    egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
+    over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
+    the buffer (``xdp_update_frame_from_buff``, a failure is a drop), DROP
+    drops, anything else (ABORTED, TX, REDIRECT, unknown) counts an
+    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``
+    to the NIC, whose tx completion gives the pages back. Dropped frames go
+    back first (``xdp_return_frame_rx_napi``), then the sent ones. Returns the
+    pool's hot fields (c, nuse, cached)."""
+    b = bq_n[t, kk]
+    sent = 0
+    nbytes = np.int64(0)
+    if kk == 0:
+        for j in range(b):
+            nbytes += bq[t, 0, 2, j]
+            c, nuse, cached = _give(psc, cache, ring, free, state, bq[t, 0, 0, j], c, nuse,
+                                    cached)
+        sent = b
+    else:
+        (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
+         eg_leno, eg_metao, eg_status, eg_pc, eg_addr, eg_exc, eg_fault, eg_sent) = eg
+        k = kk - 1
+        for j in range(b):
+            eg_rows[k, j] = bq[t, kk, 0, j]
+            eg_off[k, j] = bq[t, kk, 1, j]
+            eg_len[k, j] = bq[t, kk, 2, j]
+            eg_meta[k, j] = bq[t, kk, 3, j]
+        eg_desc[k, XDP_EGRESS] = t
+        _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], b)
+        for j in range(b):
+            loc = bq[t, kk, 0, j]
+            if eg_status[k, j] != 0:  # the first fault kept for the report
+                if eg_fault[k, t, 0] == 0:
+                    eg_fault[k, t, 1] = eg_status[k, j]
+                    eg_fault[k, t, 2] = eg_pc[k, j]
+                    eg_fault[k, t, 3] = np.int64(eg_addr[k, j])
+                eg_fault[k, t, 0] += 1
+            a = np.int64(eg_act[k, j])
+            if a == 2:
+                ln = np.int64(eg_leno[k, j])
+                if _to_frame(w32, q64, loc, np.int64(eg_offo[k, j]), ln,
+                             np.int64(eg_metao[k, j]), addr_base):
+                    eg_sent[k, sent] = loc
+                    sent += 1
+                    nbytes += ln
+                    continue
+            elif a != 1:
+                eg_exc[k, t, min(a, 5)] += 1
+                if a > 4 and eg_fault[k, t, 4] == 0:
+                    eg_fault[k, t, 4] = a + 1
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        for j in range(sent):  # sent, then completed: back to the pool
+            c, nuse, cached = _give(psc, cache, ring, free, state, eg_sent[k, j], c, nuse,
+                                    cached)
+    xmit_cnt[t, 0] += 1
+    xmit_cnt[t, 1] += sent
+    xmit_cnt[t, 2] += b - sent
+    ts = i64_view(tgt_stats[t], 1, D_SIZE)[0]
+    ts[D_TX_PACKETS] += sent
+    ts[D_TX_BYTES] += nbytes
+    bq_n[t, kk] = 0
+    return c, nuse, cached
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk, cm, out):  # type: ignore[no-untyped-def] # noqa: E501
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
@@ -519,8 +598,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     self_ifindex, tx_ok, ds, tx_rows, generic = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, bq_rows, bq_n, xmit_cnt = tgt
-    dm_ids, dm_off, dm_n, dm_ent, red_cnt = dm
+    tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
+    dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg = dm
+    eg_ids = eg[0]
     (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
      xm_n, xm_ent, xs_cnt) = xsk
     ctl, cnt, defer = out
@@ -717,12 +797,19 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 flags = np.int64(red[i, 3])
                 slot = -1
                 ifx = np.int64(0)
+                kk = 0  # the bulk queue's program: 0 none, else its egress row + 1
                 if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
                     for k in range(ndm):
                         if dm_ids[k] == map_id:
                             slot = k
-                    if slot >= 0 and 0 <= idx < dm_n[slot] and dm_ent[dm_off[slot] + idx, 1] == 0:
-                        ifx = np.int64(dm_ent[dm_off[slot] + idx, 0])
+                    if slot >= 0 and 0 <= idx < dm_n[slot]:
+                        e = dm_off[slot] + idx
+                        ifx = np.int64(dm_ent[e, 0])
+                        pid = np.int64(dm_ent[e, 1])
+                        if pid != 0:
+                            kk = _egress_row(eg_ids, pid) + 1
+                            if kk == 0:  # a program the native loop does not run
+                                ifx = 0
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
@@ -730,19 +817,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
-                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
-                    ts[D_TX_PACKETS] += 1
-                    ts[D_TX_BYTES] += length
-                    b = bq_n[ifx]
-                    bq_rows[ifx, b] = loc
-                    bq_n[ifx] = b + 1
+                    # bq_enqueue: the target's bulk queue for this program, sent when full.
+                    b = bq_n[ifx, kk]
+                    bq[ifx, kk, 0, b] = loc
+                    bq[ifx, kk, 1, b] = data
+                    bq[ifx, kk, 2, b] = length
+                    bq[ifx, kk, 3, b] = meta
+                    bq_n[ifx, kk] = b + 1
                     if b + 1 == BULK:
-                        xmit_cnt[ifx, 0] += 1
-                        xmit_cnt[ifx, 1] += BULK
-                        for j in range(BULK):
-                            c, nuse, cached = _give(psc, cache, ring, free, state,
-                                                    bq_rows[ifx, j], c, nuse, cached)
-                        bq_n[ifx] = 0
+                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, w32, q64,
+                                                       addr_base, tgt_stats, xmit_cnt, psc,
+                                                       cache, ring, free, state, c, nuse,
+                                                       cached)
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
@@ -764,17 +850,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                         cached)
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
-                c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl,
+                c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
                                              cache, ring, free, state, c, nuse, cached)
-        for t in range(nif):
-            b = bq_n[t]
-            if b:
-                xmit_cnt[t, 0] += 1
-                xmit_cnt[t, 1] += b
-                for j in range(b):
-                    c, nuse, cached = _give(psc, cache, ring, free, state, bq_rows[t, j], c,
-                                            nuse, cached)
-                bq_n[t] = 0
+        for t in range(nif):  # __dev_flush
+            for kk in range(bq_n.shape[1]):
+                if bq_n[t, kk]:
+                    c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base,
+                                                   tgt_stats, xmit_cnt, psc, cache, ring, free,
+                                                   state, c, nuse, cached)
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.
