@@ -134,7 +134,8 @@ def _frames() -> list[bytes]:
     return out
 
 
-def _run(native: bool, flags: int, *, count: int = 3000) -> tuple[object, ...]:
+def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500
+         ) -> tuple[object, ...]:
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         eth0 = h.add_device("eth0")
         eth1 = h.add_device("eth1")
@@ -142,11 +143,13 @@ def _run(native: bool, flags: int, *, count: int = 3000) -> tuple[object, ...]:
         eth3 = h.add_device("eth3", mtu=1000)
         coll = h.load(_spec(flags))
         ports = coll.maps["ports"]
-        # Slot 0: no program; 1 and 2: one program on two devices; 3: another one
-        # (and, for a broadcast, the ingress device itself).
+        # "progs": slot 0 without a program, 1 and 2 one program on two devices, 3
+        # another one on the ingress device. "bcast": a program on slot 3 only (the
+        # last target of a broadcast, which gets the frame itself; the others clones).
+        egress = coll.programs["egress"].fd if layout == "progs" else 0
         ports[0] = struct.pack("<Ii", eth1.ifindex, 0)
-        ports[1] = struct.pack("<Ii", eth2.ifindex, coll.programs["egress"].fd)
-        ports[2] = struct.pack("<Ii", eth3.ifindex, coll.programs["egress"].fd)
+        ports[1] = struct.pack("<Ii", eth2.ifindex, egress)
+        ports[2] = struct.pack("<Ii", eth3.ifindex, egress)
         ports[3] = struct.pack("<Ii", eth0.ifindex, coll.programs["egress2"].fd)
         eth0.attach_xdp(coll.programs["ingress"])
         eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
@@ -173,27 +176,43 @@ def _run(native: bool, flags: int, *, count: int = 3000) -> tuple[object, ...]:
                 pools, (system.allocated, system.freed, system.nr_free))
 
 
-@pytest.mark.parametrize("flags", [0])
-def test_devmap_programs_native_is_python(flags: int, caplog: pytest.LogCaptureFixture
-                                          ) -> None:
+@pytest.mark.parametrize("layout", ["progs", "bcast"])
+@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS])
+def test_devmap_programs_native_is_python(flags: int, layout: str,
+                                          caplog: pytest.LogCaptureFixture) -> None:
     """Devmap entries with programs on NIC targets - PASS (after adjust_head), DROP,
     ABORTED, TX, REDIRECT, an unknown verdict, a fault; one program shared by two
     entries, a second program, an entry without one, a frame too long for its
-    target - give in the native loop what the Python path gives."""
+    target - and broadcasts (clones from the system allocator, the ingress device
+    excluded or not) give in the native loop what the Python path gives: device
+    counters, tracepoint counts, the programs' map, the first fault report, page
+    pool and system allocator accounting, the warning."""
     with caplog.at_level(logging.WARNING):
-        native = _run(True, flags)
+        native = _run(True, flags, layout=layout)
         warned_native = "bpf_warn_invalid_xdp_action" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        python = _run(False, flags)
+        python = _run(False, flags, layout=layout)
         warned_python = "bpf_warn_invalid_xdp_action" in caplog.text
     assert native == python
-    assert warned_native and warned_python
+    assert warned_native == warned_python
+    if layout == "bcast" and flags == BPF_F_BROADCAST:  # clones were made
+        assert native[-1][0] > 0
 
 
-def test_devmap_programs_run_natively(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The native loop itself runs the entries' programs: the only frames it hands to
-    the Python dispatch are those too long for eth3 (-EMSGSIZE, an error path)."""
+@pytest.mark.parametrize(("layout", "flags", "deferred"), [
+    # Unicast: only the frames too long for eth3 (-EMSGSIZE, an error path): slot 2
+    # (i % 4 == 2) with 1400 bytes (i % 3 == 2).
+    ("progs", 0, 960 // 12),
+    # Broadcast with a program on a target that would get a clone: the Python path's.
+    ("progs", BPF_F_BROADCAST, 960),
+    # Broadcast with the program on the last target only: all native.
+    ("bcast", BPF_F_BROADCAST, 0),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0),
+])
+def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, deferred: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the native loop hands to the Python dispatch for devmap redirects."""
     from pyxdp.net import napi
 
     seen: list[int] = []
@@ -205,5 +224,5 @@ def test_devmap_programs_run_natively(monkeypatch: pytest.MonkeyPatch) -> None:
         orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
-    _run(True, 0, count=960)
-    assert sum(seen) == 960 // 12  # slot 2 (i % 4 == 2) with 1400 bytes (i % 3 == 2)
+    _run(True, flags, layout=layout, count=960)
+    assert sum(seen) == deferred

@@ -857,9 +857,12 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     tgt_ok = np.zeros(nif, np.uint8)
     tgt_mtu = np.zeros(nif, np.int64)
     tgt_stats = np.zeros(nif, np.int64)
+    # 1: a target the native loop sends to; 2: one only the Python path sends to
+    # (a veth, a wire to feed); 0: no target (down, no ndo_xdp_xmit).
     for i, d in host.devices.items():
-        if d.kind == "nic" and d.up and not d.wire and i != 1 and not local:
-            tgt_ok[i] = 1
+        if not local and d.up and d.xdp_features & 4:
+            native_tx = d.kind == "nic" and not d.wire and i != 1
+            tgt_ok[i] = 1 if native_tx else 2
             tgt_mtu[i] = d.mtu + FWD_OVERHEAD
             tgt_stats[i] = d.stats.words.ctypes.data
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
@@ -890,7 +893,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (tgt_ok, tgt_mtu, tgt_stats,
                  np.zeros((nif, len(eg.progs) + 1, 4, BULK_NATIVE), np.int64),
                  np.zeros((nif, len(eg.progs) + 1), np.int64), xmit_cnt),
-                (dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg.args(nif)), _xsk_args(xsk),
+                (dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg.args(nif), _system_args(host, dms)),
+                _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, cnt, st.defer))
     finally:
         if xsk is not None:
@@ -943,6 +947,23 @@ def _parallel_ok(prog: XdpProg) -> bool:
         ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values())
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
+
+
+_NO_SYSTEM: tuple[Any, ...] | None = None
+
+
+def _system_args(host: Host, dms: Sequence[DevMap]) -> tuple[Any, ...]:
+    """The system page allocator (``xdpf_clone``'s pages) for a native call that may
+    broadcast (it has devmaps), else an empty one."""
+    global _NO_SYSTEM
+    if dms:
+        m = host.memmap.system
+        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays)
+    if _NO_SYSTEM is None:
+        _NO_SYSTEM = (np.zeros((1, 4096), np.uint8), np.zeros((1, 1024), np.uint32),
+                      np.zeros((1, 512), np.int64), 0, np.zeros(3, np.int64),
+                      np.zeros(1, np.int64), np.zeros(1, np.int32))
+    return _NO_SYSTEM
 
 
 def _jit_args(io: Any, fn: int, ctx_addr: int) -> tuple[Any, ...]:

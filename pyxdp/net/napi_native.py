@@ -76,7 +76,13 @@ from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, memcpy, store_release64
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
 from pyxdp.net.native import njit
-from pyxdp.net.page_pool import PAGE_SIZE, PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
+from pyxdp.net.page_pool import (
+    PAGE_SIZE,
+    PP_ALLOC_CACHE_REFILL,
+    PP_ALLOC_CACHE_SIZE,
+    AllocState,
+    PoolState,
+)
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -188,6 +194,11 @@ INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
+MEM_TYPE_PAGE_ORDER0 = int(XdpMemType.MEM_TYPE_PAGE_ORDER0)
+A_NFREE = AllocState.index("nr_free")
+A_ALLOCATED = AllocState.index("allocated")
+A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
 M_BATCHES = Mib.BATCHES
@@ -504,8 +515,8 @@ def _egress_row(eg_ids, prog_id):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base, tgt_stats, xmit_cnt, psc, cache,  # type: ignore[no-untyped-def] # noqa: E501
-                 ring, free, state, c, nuse, cached):
+def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
+                 cache, ring, free, state, c, nuse, cached):
     """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
     egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
     over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
@@ -521,8 +532,11 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base, tgt_stats, xmit_cnt, 
     if kk == 0:
         for j in range(b):
             nbytes += bq[t, 0, 2, j]
-            c, nuse, cached = _give(psc, cache, ring, free, state, bq[t, 0, 0, j], c, nuse,
-                                    cached)
+            loc = bq[t, 0, 0, j]
+            if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
+                _put_page(sysm, -1 - loc)
+            else:
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         sent = b
     else:
         (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
@@ -570,6 +584,146 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base, tgt_stats, xmit_cnt, 
     return c, nuse, cached
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _put_page(sysm, row):  # type: ignore[no-untyped-def]
+    """``put_page`` of an order-0 page of the system allocator (freed with the last
+    reference, onto the top of its free stack)."""
+    _pages, _w32, _q64, _base, ast, afree, aref = sysm
+    rc = aref[row] - 1
+    aref[row] = rc
+    if rc == 0:
+        afree[ast[A_NFREE]] = row
+        ast[A_NFREE] += 1
+        ast[A_FREED] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
+    header, headroom and packet copied and the header pointed at the copy; its row,
+    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    spages, sw32, sq64, sbase, ast, afree, aref = sysm
+    nf = ast[A_NFREE]
+    if nf == 0:
+        return -1
+    nf -= 1
+    row = afree[nf]
+    ast[A_NFREE] = nf
+    ast[A_ALLOCATED] += 1
+    aref[row] = 1
+    memcpy(spages.ctypes.data + row * spages.strides[0],
+           pages.ctypes.data + loc * pages.strides[0], data + length)
+    sq64[row, 0] = sbase + row * FRAME_SZ + data
+    sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
+    sw32[row, 8] = FRAME_SZ
+    return row
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dm_slot(dm_ids, map_id):  # type: ignore[no-untyped-def]
+    """The devmap's row among the call's devmaps (-1: none the loop knows)."""
+    for k in range(len(dm_ids)):
+        if dm_ids[k] == map_id:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _slot_ifindex(dm_off, dm_n, dm_ent, slot, idx):  # type: ignore[no-untyped-def]
+    """The ifindex in slot ``idx`` of devmap row ``slot`` (0: empty or out of range): a
+    broadcast's ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
+    if 0 <= idx < dm_n[slot]:
+        return np.int64(dm_ent[dm_off[slot] + idx, 0])
+    return 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok, self_ifindex, map_id, idx,  # type: ignore[no-untyped-def] # noqa: E501
+                 flags):
+    """Whether the native loop can broadcast this frame: (devmap row, last target's
+    ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
+    must (a target the loop does not send to, an entry program on a target that
+    would get a clone, a slot naming an unknown device)."""
+    slot = _dm_slot(dm_ids, map_id)
+    nif = len(tgt_ok)
+    if slot < 0 or _slot_ifindex(dm_off, dm_n, dm_ent, slot, idx) >= nif:
+        return slot, -1
+    last = nif
+    prog_seen = False
+    for e in range(dm_off[slot], dm_off[slot] + dm_n[slot]):
+        t = np.int64(dm_ent[e, 0])
+        if t == 0:
+            continue
+        if t >= nif:
+            return slot, -1
+        ok = tgt_ok[t]
+        if ok == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
+            continue
+        if ok != 1 or prog_seen:
+            return slot, -1
+        if dm_ent[e, 1] != 0:
+            if _egress_row(eg_ids, np.int64(dm_ent[e, 1])) < 0:
+                return slot, -1
+            prog_seen = True  # only the last target (the original frame) may have one
+        last = t
+    return slot, last
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc,  # type: ignore[no-untyped-def] # noqa: E501
+           data, length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
+           xmit_cnt, psc, cache, ring, free, state, c, nuse, cached):
+    """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
+    to every target but the last (entry order; none when memory ran out), the
+    frame itself to the last; each into its bulk queue unless too long for the
+    target (then freed). ``none``: no target, the frame is consumed. Returns the
+    pool's hot fields."""
+    if none:
+        return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+    excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
+    end = dm_off[slot] + dm_n[slot]
+    e = dm_off[slot]
+    while e < end:
+        t = np.int64(dm_ent[e, 0])
+        e0 = e
+        e += 1
+        if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
+            continue
+        # The next target after this one, if any: this one then gets a clone.
+        nxt = False
+        for f in range(e, end):
+            u = np.int64(dm_ent[f, 0])
+            if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
+                nxt = True
+                break
+        pid = np.int64(dm_ent[e0, 1])
+        kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
+        fits = length <= tgt_mtu[t]
+        if nxt:
+            row = _xdpf_clone(sysm, pages, loc, data, length)
+            if row < 0:
+                continue
+            if not fits:
+                _put_page(sysm, row)
+                continue
+            ent = -1 - row
+        else:
+            if not fits:
+                return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            ent = loc
+        b = bq_n[t, kk]
+        bq[t, kk, 0, b] = ent
+        bq[t, kk, 1, b] = data
+        bq[t, kk, 2, b] = length
+        bq[t, kk, 3, b] = w32[loc, 4]
+        bq_n[t, kk] = b + 1
+        if b + 1 == BULK:
+            c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
+                                           tgt_stats, xmit_cnt, psc, cache, ring, free, state,
+                                           c, nuse, cached)
+    return c, nuse, cached
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk, cm, out):  # type: ignore[no-untyped-def] # noqa: E501
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
@@ -599,7 +753,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
-    dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg = dm
+    dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg, sysm = dm
     eg_ids = eg[0]
     (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
      xm_n, xm_ent, xs_cnt) = xsk
@@ -790,6 +944,23 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
+            elif (a == 4 and np.int64(red[i, 1]) == DEVMAP
+                  and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
+                slot, to = _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok,
+                                        self_ifindex, np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                        np.int64(red[i, 3]))
+                if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
+                                                       addr_base)):
+                    # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
+                    c, nuse, cached = _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu,
+                                             self_ifindex, slot, np.int64(red[i, 3]), loc,
+                                             data, length, to == nif, pages, sysm, bq, bq_n,
+                                             eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+                                             psc, cache, ring, free, state, c, nuse, cached)
+                    n_red += 1
+                    red_cnt[slot, _slot_ifindex(dm_off, dm_n, dm_ent, slot,
+                                                np.int64(red[i, 2]))] += 1
+                    done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
                 map_type = np.int64(red[i, 1])
@@ -813,7 +984,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] and length <= tgt_mtu[ifx]
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
@@ -825,7 +996,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     bq[ifx, kk, 3, b] = meta
                     bq_n[ifx, kk] = b + 1
                     if b + 1 == BULK:
-                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, w32, q64,
+                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
                                                        cached)
@@ -855,9 +1026,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         for t in range(nif):  # __dev_flush
             for kk in range(bq_n.shape[1]):
                 if bq_n[t, kk]:
-                    c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, w32, q64, addr_base,
-                                                   tgt_stats, xmit_cnt, psc, cache, ring, free,
-                                                   state, c, nuse, cached)
+                    c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
+                                                   addr_base, tgt_stats, xmit_cnt, psc, cache,
+                                                   ring, free, state, c, nuse, cached)
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.
