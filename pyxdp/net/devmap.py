@@ -14,7 +14,7 @@ as the Python path (:func:`pyxdp.net.napi.devmap_prog_run`) reports them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
@@ -105,7 +105,7 @@ class DevmapEgress:
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 
-    def account(self, tracer: Any, devices: dict[int, _Target], warned: Any,
+    def account(self, tracer: Any, devices: Mapping[int, _Target], warned: Any,
                 max_faults: int) -> None:
         """What the call's egress runs counted, into the tracer, warnings and faults."""
         if not len(self.progs):

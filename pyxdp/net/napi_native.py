@@ -648,7 +648,7 @@ def _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok, self_ifindex, map
     nif = len(tgt_ok)
     if slot < 0 or _slot_ifindex(dm_off, dm_n, dm_ent, slot, idx) >= nif:
         return slot, -1
-    last = nif
+    last = np.int64(nif)
     prog_seen = False
     for e in range(dm_off[slot], dm_off[slot] + dm_n[slot]):
         t = np.int64(dm_ent[e, 0])
@@ -980,7 +980,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         if pid != 0:
                             kk = _egress_row(eg_ids, pid) + 1
                             if kk == 0:  # a program the native loop does not run
-                                ifx = 0
+                                ifx = np.int64(0)
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
