@@ -392,7 +392,7 @@ class CpuMapRuntime:
         kc = self.kc
         host = self.host
         if kc[KC.FAULTS]:
-            from pyxdp.net.napi import MAX_FAULT_REPORTS
+            from pyxdp.net.prog import MAX_FAULT_REPORTS
             if len(self.faults) < MAX_FAULT_REPORTS:
                 f = prog._with_source(engine.render_fault(int(kc[KC.FAULT_WORD]),
                                                           int(kc[KC.FAULT_PC]),
@@ -401,7 +401,7 @@ class CpuMapRuntime:
                 log.warning("%s", self.faults[-1])
             kc[KC.FAULTS] = 0
         if kc[KC.INVALID_ACT]:
-            from pyxdp.net.napi import _warned
+            from pyxdp.net.prog import _warned
             if prog not in _warned:
                 _warned.add(prog)
                 log.warning("cpumap program %s returned %d: treated as a drop "

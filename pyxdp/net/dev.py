@@ -69,7 +69,7 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
             dev.stats.rx_bytes += int(batch.length.sum())
         host.stack.netif_receive_skb_list(batch)
         return
-    from pyxdp.net.napi import _warned, run_xdp
+    from pyxdp.net.prog import _warned, run_xdp
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
@@ -225,7 +225,7 @@ def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch)
     if prog_id:
         prog = host.program_by_id(prog_id)
         if prog is not None:
-            from pyxdp.net.napi import run_xdp
+            from pyxdp.net.prog import run_xdp
             sysmem = host.memmap.system
             with host.lock:
                 pages = sysmem.alloc_pages_bulk(1)

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,7 +80,7 @@ from pyxdp.net.frames import (
     Bulk,
     Frames,
 )
-from pyxdp.net.prog import XdpProg
+from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _Verdicts, _warned, run_xdp
 from pyxdp.net.source import GenState
 from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
@@ -93,7 +92,6 @@ from pyxdp.net.xdp_mem import (
     xdpf_clones,
 )
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
-from pyxdp.vm.helpers import RunContext
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import Host, NetDevice, NetdevRxQueue
@@ -109,10 +107,6 @@ _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEV
 _CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 _XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 _UNSPEC = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
-# Programs already warned about (bpf_warn_invalid_xdp_action; the kernel warns once
-# per boot, the model once per program - by object: ids restart on every Host).
-_warned: weakref.WeakSet[XdpProg] = weakref.WeakSet()
-MAX_FAULT_REPORTS = 32
 I64 = npt.NDArray[np.int64]
 
 
@@ -181,46 +175,6 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     finally:
         rq.pool.napi_local = False
         host.lock.release()
-
-
-@dataclass
-class _Verdicts:
-    action: I64
-    map_id: I64
-    map_type: I64
-    index: I64
-    flags: I64
-
-
-def run_xdp(prog: XdpProg, host: Host, frames: Frames, *, ifindex: npt.ArrayLike,
-            queue: npt.ArrayLike, ctx: RunContext, egress_ifindex: int = 0,
-            faults: list[str] | None = None, where: str = "") -> _Verdicts:
-    """Run ``prog`` over ``frames`` in place, grouped by page region; the buffer
-    edges it leaves are written back into ``frames``. The first fault of the
-    batch goes into ``faults`` (a clear report: program, pc, C line)."""
-    n = len(frames)
-    out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
-    ifx = np.asarray(ifindex, np.int64)
-    rxq = np.asarray(queue, np.int64)
-    for mem, pos, rows in host.memmap.split(frames.pfn):
-        res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
-                             frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
-                             int(ifx) if ifx.ndim == 0 else ifx[pos],
-                             ctx=ctx, egress_ifindex=egress_ifindex, rows=rows,
-                             consume_redirect=True)
-        out.action[pos] = res.action
-        frames.data[pos] = res.data_off
-        frames.length[pos] = res.data_len
-        frames.meta[pos] = res.meta_len
-        out.map_id[pos] = res.redirect_map_id.astype(np.int64)
-        out.map_type[pos] = res.redirect_map_type.astype(np.int64)
-        out.index[pos] = res.redirect_index.astype(np.int64)
-        out.flags[pos] = res.redirect_flags.astype(np.int64)
-        if res.faulted.any() and faults is not None and len(faults) < MAX_FAULT_REPORTS:
-            i = int(np.flatnonzero(res.faulted)[0])
-            faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
-            log.warning("%s", faults[-1])
-    return out
 
 
 def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts,
