@@ -410,7 +410,8 @@ class CpuMapRuntime:
             kc[KC.INVALID_ACT] = 0
         nd = int(kc[KC.NDEFER])
         if nd:
-            from pyxdp.net.napi import _Verdicts, cpumap_redirect
+            from pyxdp.net.napi import cpumap_redirect
+            from pyxdp.net.prog import _Verdicts
             d = self._defer[:nd].copy()
             kc[KC.NDEFER] = 0
             frames = Frames(d[:, 0], d[:, 1], d[:, 2], d[:, 3], np.full(nd, KIND_FRAME, np.int64))
@@ -471,7 +472,8 @@ class CpuMapRuntime:
         with host.lock:
             dev_rx = _dev_rx(host, frames)
         if prog is not None:
-            from pyxdp.net.napi import dispatch_cpumap, run_xdp
+            from pyxdp.net.napi import dispatch_cpumap
+            from pyxdp.net.prog import run_xdp
             # The program runs outside the lock (on the JIT, without the GIL too):
             # this is where a worker runs concurrently with the NAPI polls.
             with self._prog_lock(prog.vm):
