@@ -65,7 +65,7 @@ from pyxdp.vm.jit.xdp import DriverIO
 
 if TYPE_CHECKING:
     from pyxdp.net.napi import BulkQueues
-    from pyxdp.net.netdevice import Host
+    from pyxdp.net.netdev_types import DpHost as Host
 
 __all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_flush",
            "cpu_map_kthread_run", "cpumap_runtime"]

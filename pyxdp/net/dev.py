@@ -46,7 +46,7 @@ from pyxdp.net.xdp_mem import MEM_TYPE_PAGE_ORDER0, xdp_convert_buff_to_frame
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 if TYPE_CHECKING:
-    from pyxdp.net.netdevice import NetDevice
+    from pyxdp.net.netdev_types import DpDevice as NetDevice
     from pyxdp.net.prog import XdpProg
 
 __all__ = ["netif_receive_skb_list"]

@@ -42,8 +42,10 @@ class _Prog(Protocol):
 
 
 class _Target(Protocol):
-    name: str
-    faults: list[str]
+    @property
+    def name(self) -> str: ...
+    @property
+    def faults(self) -> list[str]: ...
 
 
 class DevmapEgress:

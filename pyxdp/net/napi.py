@@ -94,7 +94,9 @@ from pyxdp.net.xdp_mem import (
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 if TYPE_CHECKING:
-    from pyxdp.net.netdevice import Host, NetDevice, NetdevRxQueue
+    from pyxdp.net.netdev_types import DpDevice as NetDevice
+    from pyxdp.net.netdev_types import DpHost as Host
+    from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
 
 __all__ = ["BulkQueues", "napi_poll", "xdp_do_flush", "xdp_do_redirect"]
 
