@@ -176,7 +176,7 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         return
     m = map_by_id(map_id)
     if map_type in _DEVMAPS:
-        from pyxdp.net.napi import _all_entries, _devmap_entries
+        from pyxdp.net.devmap import _all_entries, _devmap_entries
         if flags & BPF_F_BROADCAST:
             targets = [(i, p) for i, p in _all_entries(m)
                        if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]

@@ -28,7 +28,7 @@ from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
 from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
-from pyxdp.net.filter import XDP_HELPERS
+from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
 from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
@@ -413,15 +413,6 @@ class _HostMem(Protocol):
 
     @property
     def memmap(self) -> MemMap: ...
-
-
-@dataclass
-class _Verdicts:
-    action: I64
-    map_id: I64
-    map_type: I64
-    index: I64
-    flags: I64
 
 
 def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.ArrayLike,
