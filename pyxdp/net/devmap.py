@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from pyxdp.net.netdev_types import DpHost as Host
     from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
 
-__all__ = ["FWD_OVERHEAD", "DevmapEgress", "bq_xmit_all", "dev_map_flush", "devmap_prog_run"]
+__all__ = ["FWD_OVERHEAD", "DevmapEgress", "FwdTable", "bq_xmit_all", "dev_map_flush",
+           "devmap_prog_run"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,39 @@ class _Target(Protocol):
     def faults(self) -> list[str]: ...
 
 
+class FwdTable:
+    """The host's devices as redirect targets of native code, per ifindex
+    (``xdp_ok_fwd_dev``/``dev_xdp_enqueue``'s checks): ``ok`` 1 for a device the
+    native loop transmits on (a NIC without a wire to feed), 2 for one only the
+    Python path sends to (a veth, a wire), 0 for none (down, no ``ndo_xdp_xmit``);
+    ``mtu`` the longest frame it takes; ``stats`` its counters' address. The host
+    keeps one (``Host.fwd``) and remakes it only after a device changed
+    (:attr:`stale`, set by the device model), so a native call builds nothing;
+    ``none`` is the same table without targets (calls that redirect in Python)."""
+
+    def __init__(self) -> None:
+        self.stale = True
+        self.tables: tuple[Any, ...] = ()
+        self.none: tuple[Any, ...] = ()
+
+    def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
+        """(ok, mtu, stats), remade first if a device changed."""
+        if self.stale:
+            self.stale = False  # first: a change while remaking marks it again
+            nif = max(devices) + 1
+            ok = np.zeros(nif, np.uint8)
+            mtu = np.zeros(nif, np.int64)
+            stats = np.zeros(nif, np.int64)
+            for i, d in devices.items():
+                if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
+                    ok[i] = 1 if d.kind == "nic" and not d.wire and i != 1 else 2
+                    mtu[i] = d.mtu + FWD_OVERHEAD
+                    stats[i] = d.stats.words.ctypes.data
+            self.tables = (ok, mtu, stats)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats)
+        return self.tables
+
+
 class DevmapEgress:
     """The devmap programs one native call may run: a row per program with its JIT
     entry and context addresses, the descriptor and per-frame I/O of a bulk of
@@ -101,7 +135,7 @@ class DevmapEgress:
     ``fault[k, ifindex]`` = (faults, the first one's status word, pc and
     address, the first invalid verdict + 1)."""
 
-    def __init__(self, progs: Sequence[_Prog], ifindex: int) -> None:
+    def __init__(self, progs: Sequence[_Prog], ifindex: int, nif: int) -> None:
         k, n = len(progs), DEV_MAP_BULK_SIZE
         self.progs = list(progs)
         self.ids = np.array([p.id for p in progs], np.int64)
@@ -109,37 +143,34 @@ class DevmapEgress:
         self.ctx = np.zeros(k, np.int64)
         self.desc = np.zeros((k, len(XDP_FIELDS)), np.uint64)
         self.rows = np.zeros((k, n), np.int64)
-        u32 = {name: np.zeros((k, n), np.uint32)
-               for name in ("data_off", "data_len", "meta_len", "action", "off_out", "len_out",
-                            "meta_out", "status", "pc")}
-        self.u32 = u32
+        u = {name: np.zeros((k, n), np.uint32)
+             for name in ("data_off", "data_len", "meta_len", "action", "off_out", "len_out",
+                          "meta_out", "status", "pc")}
         self.addr = np.zeros((k, n), np.uint64)
         self.redirect = np.zeros((k, n, 4), np.uint64)
         self.sent = np.zeros((k, n), np.int64)  # scratch: the rows a bulk sends
-        self.fault = np.zeros((k, 1, 5), np.int64)
-        self.exc = np.zeros((k, 1, 6), np.int64)
+        self.fault = np.zeros((k, nif, 5), np.int64)
+        self.exc = np.zeros((k, nif, 6), np.int64)
         self.ios: list[DriverIO] = []
         for i in range(k):
             # ingress_ifindex is xdpf->dev_rx (this device), rx_queue_index 0.
             io = DriverIO(n, ifindex, 0)
             io.desc, io.rows, io.addr, io.redirect = (self.desc[i], self.rows[i], self.addr[i],
                                                       self.redirect[i])
-            for name, arr in u32.items():
+            for name, arr in u.items():
                 setattr(io, name, arr[i])
             self.ios.append(io)
+        # The table as native_polls takes it (the arrays are used in place).
+        self.args = (self.ids, self.fn, self.ctx, self.desc, self.rows, u["data_off"],
+                     u["data_len"], u["meta_len"], u["action"], u["off_out"], u["len_out"],
+                     u["meta_out"], u["status"], u["pc"], self.addr, self.exc, self.fault,
+                     self.sent)
 
-    def args(self, nif: int) -> tuple[Any, ...]:
-        """The table for :func:`~pyxdp.net.napi_native.native_polls` (counters cleared)."""
-        if self.exc.shape[1] != nif:
-            self.exc = np.zeros((len(self.progs), nif, 6), np.int64)
-            self.fault = np.zeros((len(self.progs), nif, 5), np.int64)
-        else:
-            self.exc[:] = 0
-            self.fault[:] = 0
-        u = self.u32
-        return (self.ids, self.fn, self.ctx, self.desc, self.rows, u["data_off"],
-                u["data_len"], u["meta_len"], u["action"], u["off_out"], u["len_out"],
-                u["meta_out"], u["status"], u["pc"], self.addr, self.exc, self.fault, self.sent)
+    def clear(self) -> None:
+        """After :meth:`account`: the counts back to zero for the next call."""
+        for a in (self.exc, self.fault):
+            if a.any():
+                a[:] = 0
 
     @contextmanager
     def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8]) -> Iterator[None]:

@@ -95,12 +95,6 @@ __all__ = ["napi_flush", "napi_poll"]
 log = logging.getLogger(__name__)
 
 INT_MAX = 0x7FFF_FFFF
-# xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
-FWD_OVERHEAD = 14 + 4
-_DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
-_CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
-_XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
-_UNSPEC = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
 I64 = npt.NDArray[np.int64]
 
 
@@ -269,7 +263,7 @@ class _NativeState:
     """What a queue keeps between native calls for one program."""
 
     def __init__(self, rq: NetdevRxQueue, prog: XdpProg, budget: int) -> None:
-        from pyxdp.net.napi_native import C
+        from pyxdp.net.napi_native import C, K
         from pyxdp.vm.jit.xdp import DriverIO
         self.prog = prog
         self.io = DriverIO(budget, rq.dev.ifindex, rq.index)
@@ -283,20 +277,65 @@ class _NativeState:
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
-        self.egress = DevmapEgress([], rq.dev.ifindex)
         self.ifindex = rq.dev.ifindex
+        self.devmaps = [m for m in prog.maps.values() if type(m) is DevMap]
+        self.cnt = np.zeros(K.SIZE, np.int64)
+        self._tables: _Tables | None = None
+        self._cm: tuple[object, tuple[Any, ...], list[Any]] | None = None
 
-    def egress_for(self, host: Host, dms: Sequence[DevMap], vm: Any) -> DevmapEgress:
-        """The devmap programs of ``dms``' entries the native loop runs itself: JIT
-        programs other than the polling one (``vm``: a driven engine runs one batch
-        at a time), on their engine of CPU 0 as the Python path runs them."""
+    def tables(self, host: Host, nif: int, vm: Any, local: bool) -> _Tables:
+        """The call's devmap tables: kept from the last call unless a devmap was
+        written, the devices changed in number or the engine is another one."""
+        dms = [] if local else self.devmaps
+        key = (nif, vm, local, tuple(m.gen for m in dms))
+        t = self._tables
+        if t is None or t.key != key:
+            t = self._tables = _Tables(key, host, dms, nif, vm, self.ifindex)
+        return t
+
+    def cpumap_args(self, host: Host, local: bool) -> tuple[tuple[Any, ...], list[Any]]:
+        """The cpumap table (:func:`_cpumap_args`), kept until a cpumap is written."""
+        maps = [] if local else self.cpumaps
+        key = (host.cpumap_threads, tuple((m.id, m.gen) for m in maps))
+        if self._cm is None or self._cm[0] != key:
+            self._cm = (key, *_cpumap_args(host, maps))
+        return self._cm[1], self._cm[2]
+
+
+class _Tables:
+    """What a native call takes of its program's devmaps and gives back, kept between
+    calls (remade only when a devmap was written): the maps' ids, sizes and the
+    addresses of their entries (read where the maps keep them), the egress
+    programs (:class:`DevmapEgress`), the bulk queues per (device, program), and
+    the sums the accounting folds and clears (redirects per (map, target),
+    ``xdp_devmap_xmit`` per target)."""
+
+    def __init__(self, key: object, host: Host, dms: Sequence[DevMap], nif: int, vm: Any,
+                 ifindex: int) -> None:
+        self.key = key
+        self.dms = list(dms)
+        self.dm_ids = np.array([m.id for m in dms], np.int64)
+        self.dm_addr = np.array([m.entries.ctypes.data for m in dms], np.int64)
+        self.dm_n = np.array([m.max_entries for m in dms], np.int64)
         ids = sorted({int(p) for m in dms for p in np.unique(m.entries[:, 1]).tolist() if p})
+        # Devmap programs the native loop runs itself: JIT programs other than the
+        # polling one (a driven engine runs one batch at a time), on their engine of
+        # CPU 0 as the Python path runs them.
         progs = [p for p in (host.program_by_id(i) for i in ids)
                  if p is not None and p.engine == "jit" and p.vm is not vm and not p._depth]
-        if [p.id for p in progs] != self.egress.ids.tolist() or any(
-                a is not b for a, b in zip(progs, self.egress.progs, strict=True)):
-            self.egress = DevmapEgress(progs, self.ifindex)
-        return self.egress
+        self.egress = DevmapEgress(progs, ifindex, nif)
+        k = len(progs) + 1
+        self.bq = np.zeros((nif, k, 4, BULK_NATIVE), np.int64)
+        self.bq_n = np.zeros((nif, k), np.int64)
+        self.red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
+        self.xmit_cnt = np.zeros((nif, 3), np.int64)
+
+    def clear(self) -> None:
+        """After the accounting: the sums back to zero (the bulk queues are empty)."""
+        for a in (self.red_cnt, self.xmit_cnt):
+            if a.any():
+                a[:] = 0
+        self.egress.clear()
 
 
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
@@ -328,7 +367,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
-    from pyxdp.net.napi_native import C, K, native_polls
+    from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_fold, xsk_native_rx
     dev = rq.dev
     host = dev.host
@@ -360,29 +399,12 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     else:
         gen = st.no_gen
     local = parallel or generic  # no shared redirect targets natively
-    nif = max(host.devices) + 1
-    tgt_ok = np.zeros(nif, np.uint8)
-    tgt_mtu = np.zeros(nif, np.int64)
-    tgt_stats = np.zeros(nif, np.int64)
-    # 1: a target the native loop sends to; 2: one only the Python path sends to
-    # (a veth, a wire to feed); 0: no target (down, no ndo_xdp_xmit).
-    for i, d in host.devices.items():
-        if not local and d.up and d.xdp_features & 4:
-            native_tx = d.kind == "nic" and not d.wire and i != 1
-            tgt_ok[i] = 1 if native_tx else 2
-            tgt_mtu[i] = d.mtu + FWD_OVERHEAD
-            tgt_stats[i] = d.stats.words.ctypes.data
+    tgt = host.fwd.arrays(host.devices)
+    if local:
+        tgt = host.fwd.none
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
-    dms = [] if local else [m for m in prog.maps.values() if type(m) is DevMap]
-    dm_ids = np.array([m.id for m in dms], np.int64)
-    dm_n = np.array([m.max_entries for m in dms], np.int64)
-    dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
-    dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
-    red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
-    xmit_cnt = np.zeros((nif, 3), np.int64)
-    eg = st.egress_for(host, dms, vm)
-    cm, cm_rts = _cpumap_args(host, [] if local else st.cpumaps)
-    cnt = np.zeros(K.SIZE, np.int64)
+    nt = st.tables(host, len(tgt[0]), vm, local)
+    cm, cm_rts = st.cpumap_args(host, local)
     io = st.io
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
@@ -390,19 +412,18 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock.acquire()
     try:
         with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr), \
-                eg.driven(dev.rx[0].ctx, pool.pages):
+                nt.egress.driven(dev.rx[0].ctx, pool.pages):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic),
-                (tgt_ok, tgt_mtu, tgt_stats,
-                 np.zeros((nif, len(eg.progs) + 1, 4, BULK_NATIVE), np.int64),
-                 np.zeros((nif, len(eg.progs) + 1), np.int64), xmit_cnt),
-                (dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg.args(nif), _system_args(host, dms)),
+                (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
+                (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.red_cnt, nt.egress.args,
+                 _system_args(host, nt.dms)),
                 _xsk_args(xsk),
-                _stack_args(host, dev, rq, generic), cm, (ctl, cnt, st.defer))
+                _stack_args(host, dev, rq, generic), cm, (ctl, st.cnt, st.defer))
     finally:
         if xsk is not None:
             xsk_native_fold(xsk, dev, prog.id)
@@ -419,8 +440,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     with host.lock:
-        _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms, vm)
-        eg.account(host.tracer, host.devices, _warned, MAX_FAULT_REPORTS)
+        _native_account(rq, prog, st, st.cnt, nt.red_cnt, nt.xmit_cnt, nt.dms, vm)
+        nt.egress.account(host.tracer, host.devices, _warned, MAX_FAULT_REPORTS)
+    nt.clear()
+    st.cnt[:] = 0
     if cm_rts:
         _cpumap_account(rq, cm, cm_rts, st.cpumaps)
     if generic:
@@ -512,7 +535,7 @@ _NO_XMIT = np.zeros((0, 3), np.int64)  # a zero-copy call transmits on no device
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
-    from pyxdp.net.napi_native import C, K, native_polls_zc
+    from pyxdp.net.napi_native import C, native_polls_zc
     from pyxdp.net.xsk import xsk_native_fold
     dev = rq.dev
     host = dev.host
@@ -522,7 +545,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     src = rq.source
     gen = (src.batch.data, src.batch.length, src.state.words) \
         if src is not None and src.active else st.no_gen
-    cnt = np.zeros(K.SIZE, np.int64)
+    cnt = st.cnt
     io = st.io
     host.lock.acquire()
     try:
@@ -539,6 +562,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
     _native_account(rq, prog, st, cnt, None, None, [], prog.vm)
+    cnt[:] = 0
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -621,6 +645,8 @@ def _cpumap_account(rq: NetdevRxQueue, cm: tuple[Any, ...], rts: list[Any],
         ev, proc, drops = (int(x) for x in cq_cnt[r])
         tr.xdp_cpumap_enqueue._add((rt.map.id, rq.ctx.cpu, rt.cpu), ev, [proc, drops])
         rt._wake.set()
+    cm_red[:] = 0  # the sums are kept for the next call (the table is)
+    cq_cnt[:] = 0
 
 
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,

@@ -73,7 +73,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, memcpy, store_release64
+from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import (
@@ -629,29 +629,36 @@ def _dm_slot(dm_ids, map_id):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _slot_ifindex(dm_off, dm_n, dm_ent, slot, idx):  # type: ignore[no-untyped-def]
+def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
+    """Devmap row ``slot``'s entries (ifindex, program id per slot), where the map keeps
+    them: an update from user space shows at once, as in the kernel."""
+    return u32_view(dm_addr[slot], dm_n[slot], 2)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _slot_ifindex(dm_addr, dm_n, slot, idx):  # type: ignore[no-untyped-def]
     """The ifindex in slot ``idx`` of devmap row ``slot`` (0: empty or out of range): a
     broadcast's ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
     if 0 <= idx < dm_n[slot]:
-        return np.int64(dm_ent[dm_off[slot] + idx, 0])
+        return np.int64(_dm_entries(dm_addr, dm_n, slot)[idx, 0])
     return 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok, self_ifindex, map_id, idx,  # type: ignore[no-untyped-def] # noqa: E501
-                 flags):
+def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
     must (a target the loop does not send to, an entry program on a target that
     would get a clone, a slot naming an unknown device)."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(tgt_ok)
-    if slot < 0 or _slot_ifindex(dm_off, dm_n, dm_ent, slot, idx) >= nif:
+    if slot < 0 or _slot_ifindex(dm_addr, dm_n, slot, idx) >= nif:
         return slot, -1
+    ent = _dm_entries(dm_addr, dm_n, slot)
     last = np.int64(nif)
     prog_seen = False
-    for e in range(dm_off[slot], dm_off[slot] + dm_n[slot]):
-        t = np.int64(dm_ent[e, 0])
+    for e in range(dm_n[slot]):
+        t = np.int64(ent[e, 0])
         if t == 0:
             continue
         if t >= nif:
@@ -661,8 +668,8 @@ def _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok, self_ifindex, map
             continue
         if ok != 1 or prog_seen:
             return slot, -1
-        if dm_ent[e, 1] != 0:
-            if _egress_row(eg_ids, np.int64(dm_ent[e, 1])) < 0:
+        if ent[e, 1] != 0:
+            if _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
                 return slot, -1
             prog_seen = True  # only the last target (the original frame) may have one
         last = t
@@ -670,9 +677,9 @@ def _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok, self_ifindex, map
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc,  # type: ignore[no-untyped-def] # noqa: E501
-           data, length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
-           xmit_cnt, psc, cache, ring, free, state, c, nuse, cached):
+def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
+           length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+           psc, cache, ring, free, state, c, nuse, cached):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
@@ -681,10 +688,11 @@ def _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, fl
     if none:
         return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
-    end = dm_off[slot] + dm_n[slot]
-    e = dm_off[slot]
+    slots = _dm_entries(dm_addr, dm_n, slot)
+    end = dm_n[slot]
+    e = 0
     while e < end:
-        t = np.int64(dm_ent[e, 0])
+        t = np.int64(slots[e, 0])
         e0 = e
         e += 1
         if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
@@ -692,11 +700,11 @@ def _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, fl
         # The next target after this one, if any: this one then gets a clone.
         nxt = False
         for f in range(e, end):
-            u = np.int64(dm_ent[f, 0])
+            u = np.int64(slots[f, 0])
             if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
                 nxt = True
                 break
-        pid = np.int64(dm_ent[e0, 1])
+        pid = np.int64(slots[e0, 1])
         kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
         fits = length <= tgt_mtu[t]
         if nxt:
@@ -753,7 +761,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
-    dm_ids, dm_off, dm_n, dm_ent, red_cnt, eg, sysm = dm
+    dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
     eg_ids = eg[0]
     (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
      xm_n, xm_ent, xs_cnt) = xsk
@@ -946,20 +954,19 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     done = True
             elif (a == 4 and np.int64(red[i, 1]) == DEVMAP
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                slot, to = _bcast_check(dm_ids, dm_off, dm_n, dm_ent, eg_ids, tgt_ok,
-                                        self_ifindex, np.int64(red[i, 0]), np.int64(red[i, 2]),
+                slot, to = _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex,
+                                        np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
                                                        addr_base)):
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
-                    c, nuse, cached = _bcast(dm_off, dm_n, dm_ent, eg_ids, tgt_ok, tgt_mtu,
+                    c, nuse, cached = _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
                                              data, length, to == nif, pages, sysm, bq, bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached)
                     n_red += 1
-                    red_cnt[slot, _slot_ifindex(dm_off, dm_n, dm_ent, slot,
-                                                np.int64(red[i, 2]))] += 1
+                    red_cnt[slot, _slot_ifindex(dm_addr, dm_n, slot, np.int64(red[i, 2]))] += 1
                     done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
@@ -974,9 +981,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         if dm_ids[k] == map_id:
                             slot = k
                     if slot >= 0 and 0 <= idx < dm_n[slot]:
-                        e = dm_off[slot] + idx
-                        ifx = np.int64(dm_ent[e, 0])
-                        pid = np.int64(dm_ent[e, 1])
+                        ent = _dm_entries(dm_addr, dm_n, slot)
+                        ifx = np.int64(ent[idx, 0])
+                        pid = np.int64(ent[idx, 1])
                         if pid != 0:
                             kk = _egress_row(eg_ids, pid) + 1
                             if kk == 0:  # a program the native loop does not run
