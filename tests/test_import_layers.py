@@ -8,6 +8,7 @@ too: those layers see what is above them through protocols)."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,7 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@cache
 def _graph() -> dict[str, set[str]]:
     """Module -> the pyxdp modules it imports (``from pkg import mod`` names ``pkg.mod``)."""
     mods = _modules()
