@@ -14,10 +14,15 @@ XDP batch entry on them, and acts on the verdicts:
 - ``XDP_TX`` on a NIC: ``xdp_convert_buff_to_frame`` (the header written in
   the headroom), the TX bulk queue of 16, ``ndo_xdp_xmit``, and, at tx
   completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk;
-- ``XDP_REDIRECT`` through a devmap slot without a program, or to an
-  ifindex (``bpf_redirect``), to a NIC: the same conversion, the target's
-  bulk queue of 16 flushed when full and at the poll's end
-  (``xdp_devmap_xmit`` per flush, ``xdp_redirect`` per frame).
+- ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
+  (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
+  for the (target, entry program) flushed when full and at the poll's end
+  (``bq_xmit_all``: the entry's program first, with ``egress_ifindex`` set -
+  ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
+  kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
+  per flush, ``xdp_redirect`` per frame); a broadcast
+  (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
+  order-0 pages of the system allocator for every target but the last.
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -43,8 +48,9 @@ A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 :mod:`pyxdp.net.dev`, one skb at a time).
 
-Everything else - broadcast, devmap programs, veth targets, wire sinks to
-feed, PASS with a stack callback or a socket keeping payloads, other
+Everything else - veth targets, wire sinks to feed, a broadcast clone that
+would meet a devmap program, a devmap program the loop cannot drive (the
+polling program itself, an interpreted one), PASS with a stack callback or a socket keeping payloads, other
 sockets, zero-copy frames leaving their UMEM, every other error path - is
 *deferred*: the frame and its verdict are handed back, the loop stops after
 that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
