@@ -52,8 +52,8 @@ Everything else - veth targets, wire sinks to feed, a broadcast clone that
 would meet a devmap program, a devmap program the loop cannot drive (the
 polling program itself, an interpreted one), PASS with a stack callback or a
 socket keeping payloads, other sockets, zero-copy frames leaving their UMEM,
-every other error path - is *deferred*: the frame and its verdict are handed back, the loop stops after
-that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
+every other error path - is *deferred*: the frame and its verdict are handed
+back, the loop stops after that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
 frames are XDP_PASS or AF_XDP redirects do not stop the loop until the
 defer buffer is nearly full. So the native loop is an accelerator of the
