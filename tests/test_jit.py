@@ -43,18 +43,19 @@ from pyxdp.errors import (  # noqa: E402
 )
 from pyxdp.testing.conformance import (  # noqa: E402
     MEM_BASE,
-    default_vector_dir,
     parse_vector,
     run_interp,
+    vector_files,
 )
 from pyxdp.testing.fuzz import runnable_programs  # noqa: E402
+from pyxdp.testing.vectorgen import BUILTIN_DIR  # noqa: E402
 from pyxdp.vm.interpreter import Helper, Interpreter  # noqa: E402
 from pyxdp.vm.jit import FrameRegion, JitProgram  # noqa: E402
 from pyxdp.vm.jit.abi import ST_BUDGET, ST_OK, ST_READ  # noqa: E402
 from pyxdp.vm.memory import Region  # noqa: E402
 
 M64 = (1 << 64) - 1
-VECTORS = sorted(default_vector_dir().glob("*.data"))
+VECTORS = vector_files()
 
 Outcome = tuple[int | None, bytes, tuple[str, int | None, str] | None, int]
 
@@ -102,8 +103,8 @@ def test_conformance_vector(path: Path) -> None:
     assert (bytes(mem), jit.executed) == (bytes(imem), interp.executed)
 
 
-def test_all_vectors_found() -> None:
-    assert len(VECTORS) >= 313
+def test_all_vectors_found(vector_dir: Path) -> None:
+    assert len(VECTORS) >= 313 + len(list(BUILTIN_DIR.glob("*.data")))
 
 
 # -- differential, random programs ---------------------------------------------------
