@@ -6,9 +6,10 @@ through the kernel backend and attached natively through a bpf_link
 (:class:`pyxdp.kernel.link.XdpLink`: the kernel detaches it when the process
 dies, even by SIGKILL; generic mode when the driver has no native XDP), a
 :class:`~pyxdp.xsk.linux.LinuxXskSocket` is bound to the queue and put in
-the map. With ``--pyxdp``: a host with a NIC named as ``--dev``, fed on that queue by the traffic generator (64-byte UDP), the
-program attached natively, a :class:`~pyxdp.xsk.datapath.PyxdpXskSocket`
-(``--redirect-xsk`` uses ``samples/xsk_redirect.o`` and pyxdp's
+the map. With ``--pyxdp``: a host with a NIC named as ``--dev``, fed on that
+queue by the traffic generator (64-byte UDP), the program attached natively,
+a :class:`~pyxdp.xsk.datapath.PyxdpXskSocket` (``--redirect-xsk`` uses
+``samples/xsk_redirect.o`` and pyxdp's
 ``bpf_redirect_xsk`` instead of the XSKMAP: pyxdp only, the kernel has no
 such helper).
 
