@@ -233,13 +233,17 @@ def test_helper_exception_propagates_with_pc() -> None:
         raise ProgramFault("bad argument")
 
     prog = [mov64_imm(0, 0), call_helper(9), exit_insn()]
-    for fn, exc in ((boom, ValueError), (refuse, ProgramFault)):
+    # A helper's own bug is a fault naming the helper (nothing untyped leaves a run).
+    for fn, exc in ((boom, HelperFault), (refuse, ProgramFault)):
         helpers = {9: Helper(9, "x", fn)}
         with pytest.raises(exc) as a:
             Interpreter(prog, helpers=helpers).run()
         with pytest.raises(exc) as b:
             JitProgram(prog, helpers=helpers).run()
         assert str(a.value) == str(b.value)
+        assert a.value.pc == b.value.pc == 1
+        if fn is boom:
+            assert str(a.value).endswith("bpf_x: ValueError: helper bug")
 
 
 def test_callback_through_pseudo_func() -> None:
