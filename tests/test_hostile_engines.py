@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 SEED = 0x14
-SECONDS = 4.0  # per batch, in the worker
+SECONDS = 3.0  # per batch, in the worker
 
 
 def _fds() -> int:
