@@ -20,7 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pyxdp.backend import Backend, MapHandle, ProgHandle, TestRunResult
+from pyxdp.backend import (
+    Backend,
+    MapHandle,
+    ProgHandle,
+    TestRunResult,
+    handle_bytes,
+    int_bytes,
+)
 from pyxdp.btf.codec import BtfCodec
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
 from pyxdp.spec import (
@@ -169,11 +176,9 @@ class Map:
 
 
 def _raw(value: object, size: int, what: str) -> bytes:
-    if isinstance(value, int) and size in (1, 2, 4, 8):
-        return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == size:
-        return bytes(value)
-    raise MapError("encode", 22, f"{what} must be {size} bytes or an int")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_bytes(value, size, what, "encode")
+    return handle_bytes(value, size, what, "encode")
 
 
 def _plain(raw: bytes) -> Any:

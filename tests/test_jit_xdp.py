@@ -45,7 +45,7 @@ from pyxdp.net.prog import XdpBatchResult, XdpProg  # noqa: E402
 from pyxdp.net.xdp import XdpBuff  # noqa: E402
 from pyxdp.net.xdp_jit import XdpJit  # noqa: E402
 from pyxdp.spec import CollectionSpec, MapRef, ProgramSpec  # noqa: E402
-from pyxdp.testing.conformance import default_vector_dir  # noqa: E402
+from pyxdp.testing.conformance import vector_files  # noqa: E402
 from pyxdp.testing.fuzz_maps import snapshot  # noqa: E402
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction  # noqa: E402
 from pyxdp.vm.helpers import RunContext  # noqa: E402
@@ -584,7 +584,7 @@ def test_cli_bench_prog_and_conformance_on_the_jit(tmp_path: Path,
     assert main(["bench", "prog", str(SAMPLES / "lb.o"), "-s", "lb_ingress", "--data-in",
                  str(pkt), "--engine", "interp", "--repeat", "20", "--runs", "1"]) == 0
     assert "pyxdp interp:" in capsys.readouterr().out
-    vectors = sorted(default_vector_dir().glob("*.data"))[:25]
+    vectors = vector_files()[:25]
     assert main(["conformance", "--engine", "jit", *map(str, vectors)]) == 0
     assert capsys.readouterr().out.strip().endswith("25 passed, 0 failed, 0 skipped")
 

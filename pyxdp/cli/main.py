@@ -21,6 +21,18 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _repeat(text: str) -> int:
+    """``--repeat``: BPF_PROG_TEST_RUN's ``repeat`` is a __u32."""
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= n <= 0xFFFF_FFFF:
+        raise argparse.ArgumentTypeError(
+            f"{n} is outside 0..4294967295 (BPF_PROG_TEST_RUN's repeat is a __u32)")
+    return n
+
+
 def _cmd_conformance(args: argparse.Namespace) -> int:
     from pyxdp.cli.conformance import run
     return run(args.paths, engine=args.engine, verbose=args.verbose)
@@ -110,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     c = sub.add_parser("conformance", help="run eBPF ISA conformance vectors (.data files)")
     c.add_argument("paths", nargs="*", metavar="PATH",
-                   help=".data files or directories (default: the shared conformance vectors)")
+                   help=".data files or directories (default: $PYXDP_CONFORMANCE_DIR, else "
+                        "the vectors shipped with pyxdp)")
     c.add_argument("--engine", choices=("interp", "jit", "kernel"), default="interp",
                    help="engine to run the vectors on (default: interp)")
     c.add_argument("-v", "--verbose", action="store_true", help="print every vector")
@@ -131,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--data-out", metavar="F", help="write the output packet ('-': stdout)")
     pr.add_argument("--ctx-in", metavar="F", help="struct xdp_md input")
     pr.add_argument("--ctx-out", metavar="F", help="write the output struct xdp_md")
-    pr.add_argument("--repeat", type=int, default=1, metavar="N")
+    pr.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                    help="runs of the program (0..4294967295, as the kernel's __u32)")
     pr.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     pr.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
     pr.add_argument("--trace", action="store_true",
@@ -147,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("obj", metavar="OBJ")
     bp.add_argument("-s", "--section", help="program name or section")
     bp.add_argument("--data-in", required=True, metavar="F", help="input packet ('-': stdin)")
-    bp.add_argument("--repeat", type=int, metavar="N",
+    bp.add_argument("--repeat", type=_repeat, metavar="N",
                     help="runs per measurement (default: 1,000,000 on the JIT, 10,000 on the "
                          "interpreter)")
     bp.add_argument("--engine", choices=("jit", "interp"), default="jit")
@@ -270,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
+        parser.print_help()  # bare ``pyxdp``: what it can do, on stdout
         return 2
     try:
         return int(args.func(args))
@@ -278,7 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"pyxdp: {e}\n".replace("\n", " ").rstrip() + "\n")
         return 2
     except KeyboardInterrupt:
+        sys.stderr.write("pyxdp: interrupted\n")
         return 130
+    except RecursionError:  # a hostile input nested past what the parsers follow
+        sys.stderr.write("pyxdp: input nests too deeply\n")
+        return 2
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as coreutils do.
         import os
