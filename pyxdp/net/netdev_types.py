@@ -38,18 +38,12 @@ class DpLock(Protocol):
                  tb: TracebackType | None, /) -> None: ...
 
 
-class DpCounters(Protocol):
-    """The host's poll counters."""
-
-    polls: int
-    frames: int
-
-
 class DpRxQueue(XskRxQueue, Protocol):
     """An rx queue (``NetdevRxQueue``): its ring, page pool, run context, source, the
     native loop's state (``native``) and the zero-copy pool (``xsk``)."""
 
-    polls: int
+    py_polls: int
+    retired_polls: int
 
     @property
     def dev(self) -> DpDevice: ...
@@ -92,8 +86,6 @@ class DpHost(XskHost, Protocol):
     def lock(self) -> DpLock: ...
     @property
     def stack(self) -> Stack: ...
-    @property
-    def counters(self) -> DpCounters: ...
     @property
     def cpumaps(self) -> dict[tuple[int, int], Any]: ...  # cpumap.CpuMapRuntime by (map, cpu)
     @property
