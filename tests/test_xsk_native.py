@@ -76,7 +76,7 @@ def _run(native: bool, *, mode: str = "copy", redirect: str = "map", count: int 
                                    else x for i, x in enumerate(k)): [int(x) for x in row]
                              for k, row in tracer[name].counters.items()}
                       for name in ("xdp_redirect", "xdp_redirect_err", "xdp_exception")},
-            "free": sock.xpool._nfree if sock.xpool else None,
+            "free": sock.xpool.free_list_cnt if sock.xpool else None,
         }
         sock.release(b)
         sock.close()
@@ -176,7 +176,7 @@ def test_rxdrop_drain_loses_nothing() -> None:
         assert fq is not None
         in_fill = (fq.producer - fq.consumer) & 0xFFFF_FFFF
         assert sock.xpool is not None
-        assert in_fill + sock.xpool._nfree == 256
+        assert in_fill + sock.xpool.free_list_cnt == 256
         assert sock.recv(64).addr.size == 0
         sock.close()
         umem.close()
