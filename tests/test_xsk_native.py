@@ -28,6 +28,7 @@ from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.xsk.datapath import PyxdpXskSocket
 from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
+from pyxdp.testing.programs import asm_collection
 from pyxdp.xsk.umem import Umem
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -131,6 +132,90 @@ def test_native_receive_counts_what_linux_counts() -> None:
     assert big["len"] == [] and big["stats"].rx_dropped == 40
     zc = _run(True, mode="zerocopy", fill=100, count=300)
     assert len(zc["len"]) == 100 and zc["dev"].rx_dropped > 0
+
+
+PASS = asm_collection("r0 = 2\nexit\n")
+# XDP_PASS for even source ports, XDP_TX for odd ones (udp_packet: eth + ip + udp).
+PASS_OR_TX = asm_collection("""
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 42
+r0 = 1
+if r4 > r3 goto +5
+r5 = *(u8 *)(r2 +35)
+r5 &= 1
+r0 = 2
+if r5 == 0 goto +1
+r0 = 3
+exit
+""")
+
+
+def _zc_verdicts(native: bool, prog: str, *, count: int = 300) -> dict[str, Any]:
+    """A zero-copy queue whose program passes frames to the stack or sends them back
+    (XDP_TX: each copied into an order-0 page first): what every record says after."""
+    tracer = Tracer()
+    host = Host(engine="jit", tracer=tracer, native=native)
+    try:
+        nic = host.add_device("eth0")
+        coll = host.load(SAMPLES / prog if prog.endswith(".o") else
+                         {"pass": PASS, "pass_or_tx": PASS_OR_TX}[prog])
+        nic.attach_xdp(next(iter(coll.programs.values())))
+        sink = host.stack.udp_socket(5678)
+        umem = Umem(512, 2048)
+        sock = PyxdpXskSocket(nic, 0, umem, mode="zerocopy", fill_size=512, comp_size=512,
+                              rx_size=512, tx_size=64)
+        sock.fill(256)
+        system = host.memmap.system
+        before = system.state.copy()
+        nic.rx[0].source = TrafficGenerator(packets=_packets(7, 64), count=count)
+        host.run()
+        pool = sock.xpool
+        assert pool is not None
+        pool.check()
+        st = system.state
+        fq = sock.fill_ring
+        assert fq is not None
+        out = {
+            "dev": nic.stats, "stack": host.stack.stats, "sink": sink.packets,
+            "stats": sock.statistics(), "free": pool.free_list_cnt,
+            "free_list": sorted(pool._free[:pool.free_list_cnt].tolist()),
+            # The kernel's cached consumer: it publishes the shared one lazily.
+            "fill_left": (fq.producer - pool.fq.cached_cons) & 0xFFFF_FFFF,
+            "pages": (st.nr_free - before.nr_free, st.allocated - before.allocated,
+                      st.freed - before.freed),
+            "trace": {name: {k: [int(x) for x in row]
+                             for k, row in tracer[name].counters.items()}
+                      for name in ("xdp_bulk_tx", "xdp_exception")},
+        }
+        sock.close()
+        umem.close()
+        return out
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("prog", ["pass", "xdp2.o", "pass_or_tx"])
+def test_native_zero_copy_pass_and_tx_are_the_python_path(
+        prog: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDP_PASS (the driver's skb copy to the stack) and XDP_TX (a copy into an order-0
+    page, sent and completed) from a zero-copy queue, natively and in Python: the
+    same counters, stack deliveries, chunk and page accounting, trace events; the
+    native loop hands nothing back to the Python dispatch."""
+    import pyxdp.net.napi as napi
+    deferred: list[int] = []
+    monkeypatch.setattr(napi, "_dispatch_deferred", lambda *a: deferred.append(len(a[4])))
+    native = _zc_verdicts(True, prog)
+    assert deferred == []
+    monkeypatch.undo()
+    python = _zc_verdicts(False, prog)
+    assert native == python
+    dev = native["dev"]
+    # Every chunk is back: on the pool's free list or still in the fill ring.
+    assert dev.xdp_pass + dev.xdp_tx == 300 and native["free"] + native["fill_left"] == 256
+    assert native["sink"] == dev.xdp_pass
+    assert native["pages"][0] == 0 and native["pages"][1] == native["pages"][2] == dev.xdp_tx
 
 
 @contextmanager

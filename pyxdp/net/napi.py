@@ -876,7 +876,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 _stack_args(host, dev, rq, generic), cm, (ctl, cnt, st.defer))
     finally:
         if xsk is not None:
-            xsk_native_trace(xsk, dev)
+            xsk_native_trace(xsk, dev, prog.id)
         pool.napi_local = False
         lock.release()
     if ctl[C.ERROR] or pool.state.error:
@@ -953,10 +953,11 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
     if _NO_XSK is None:
         from pyxdp.net.xsk import XdpSockState
         from pyxdp.net.xsk_buff_pool import XskPoolState
+        from pyxdp.net.xsk_native import T_SLOT
         from pyxdp.net.xsk_queue import XskQueueState
         _NO_XSK = (0, XskPoolState().words, XskQueueState().words, XskQueueState().words,
                    XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(1, np.uint64),
-                   np.zeros(3, np.int64))
+                   np.zeros(T_SLOT, np.int64))
     return _NO_XSK
 
 
@@ -978,15 +979,19 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         if src is not None and src.active else st.no_gen
     cnt = np.zeros(K.SIZE, np.int64)
     io = st.io
+    tx_ok = dev.kind == "nic" and dev.up and not dev.wire
+    system = host.memmap.system  # xdp_convert_zc_to_xdp_frame's pages (XDP_TX)
     host.lock.acquire()
     try:
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words), gen,
-                                   (dev.ifindex, rq.stats.words), xsk.args,
-                                   _stack_args(host, dev, rq, False), (ctl, cnt, st.defer))
+                                   (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,
+                                    (*system.native_arrays, system.addr_base)),
+                                   xsk.args, _stack_args(host, dev, rq, False),
+                                   (ctl, cnt, st.defer))
     finally:
-        xsk_native_trace(xsk, dev)
+        xsk_native_trace(xsk, dev, prog.id)
         host.lock.release()
     if ctl[C.ERROR]:
         from pyxdp.net.page_pool import PageAccountingError

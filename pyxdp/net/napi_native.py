@@ -85,17 +85,20 @@ from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
 from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX, XdpMemType
 from pyxdp.net.xsk_native import (
     T_SLOT,
+    T_TX_ERR,
     XP_HELD,
     XP_OFF,
     XP_PFN_BASE,
     ld8,
+    page_put,
     rcv_copy,
     rcv_zc,
     xsk_flush,
     xsk_slot,
     zc_alloc,
-    zc_free,
     zc_alloc_done,
+    zc_free,
+    zc_to_frame,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 
@@ -164,6 +167,7 @@ D_TX_BYTES = NetdevStats.index("tx_bytes")
 D_XDP_PACKETS = NetdevStats.index("xdp_packets")
 D_XDP_DROPS = NetdevStats.index("xdp_drops")
 D_XDP_TX = NetdevStats.index("xdp_tx")
+D_XDP_TX_ERRORS = NetdevStats.index("xdp_tx_errors")
 D_XDP_REDIRECT = NetdevStats.index("xdp_redirect")
 D_XDP_ABORTED = NetdevStats.index("xdp_aborted")
 D_XDP_PASS = NetdevStats.index("xdp_pass")
@@ -793,15 +797,17 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
     the socket's pool; the generator DMAs into them as ``xsk_zc_dma`` does, a
     redirect to the socket hands the chunk over (``xsk_rcv_zc``), XDP_DROP
     frees it (``xsk_buff_free``), XDP_PASS copies it into an skb for the
-    stack's demux and frees it (the driver's ``xsk_construct_skb``);
-    everything else (XDP_TX, redirects elsewhere: the copies of
-    ``xdp_convert_zc_to_xdp_frame``) is deferred."""
+    stack's demux and frees it (the driver's ``xsk_construct_skb``), XDP_TX
+    on a NIC copies it into an order-0 page (``xdp_convert_zc_to_xdp_frame``,
+    the chunk freed) for the TX bulk of 16, the page freed at tx completion;
+    redirects elsewhere are deferred. ``dev``: (ifindex, counters, XDP_TX
+    allowed, TX bulk rows, the host's page allocator)."""
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages = umem
     qcols, qcur = rxq
     tpl, tpl_len, gst = gen
-    self_ifindex, ds = dev
+    self_ifindex, ds, tx_ok, tx_rows, sysa = dev
     xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
     stack_ok, mib, port_sock, sock_cnt, dev_cnt = stk
     ctl, cnt, defer = out
@@ -822,9 +828,13 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
     n_red = 0
     n_bad = 0
     n_pass = 0
+    tx_events = 0
+    tx_sent = 0
+    tx_bytes = np.int64(0)
     xtouched = False
     for _poll in range(max_polls):
         n = 0
+        ntx = 0
         while n < budget and qcount > 0:
             if qcols[4, qhead] != 0:
                 break
@@ -879,6 +889,23 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
                 passed += 1
                 zc_free(xp, loc)
                 continue
+            if a == 3 and tx_ok:
+                row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                if row < 0:  # not converted: an exception, and the buffer dropped
+                    xt[T_TX_ERR] += 1
+                    ds[D_XDP_TX_ERRORS] += 1
+                    zc_free(xp, loc)
+                    continue
+                tx_bytes += length
+                tx_rows[ntx] = row
+                ntx += 1
+                if ntx == BULK:  # ndo_xdp_xmit, then tx completion: the pages freed
+                    tx_events += 1
+                    tx_sent += ntx
+                    for j in range(ntx):
+                        page_put(sysa, tx_rows[j])
+                    ntx = 0
+                continue
             if a == 4 and np.int64(red[i, 1]) == XSKMAP:
                 xs = xsk_slot(xm, xreg, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
                 if xs >= 0:
@@ -899,10 +926,20 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
         if xtouched:
             xsk_flush(xrx, xfq)
             xtouched = False
+        if ntx:
+            tx_events += 1
+            tx_sent += ntx
+            for j in range(ntx):
+                page_put(sysa, tx_rows[j])
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
     _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
             n_drop, n_bad)
     ds[D_XDP_PASS] += n_pass
     ds[D_XDP_REDIRECT] += n_red
+    ds[D_XDP_TX] += tx_sent
+    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_BYTES] += tx_bytes
+    cnt[K_TX_EVENTS] += tx_events
+    cnt[K_TX_SENT] += tx_sent
     return total

@@ -72,6 +72,7 @@ __all__ = [
     "PAGE_SIZE",
     "PFN_REGION_SHIFT",
     "PP_ALLOC_CACHE_REFILL",
+    "AllocState",
     "PoolState",
     "PP_ALLOC_CACHE_SIZE",
     "MemMap",
@@ -388,16 +389,29 @@ class PageMemory:
                 f"{'...' if out.size > 8 else ''})", pages=out[:64].tolist(), owner=self.name)
 
 
+class AllocState(Record):
+    """A :class:`PageAllocator`'s scalars, shared in place with native code (which
+    allocates and frees order-0 pages with them: ``xdp_convert_zc_to_xdp_frame``)."""
+
+    nr_free = Field()  # the free stack's depth
+    allocated = Field()  # pages handed out, ever
+    freed = Field()  # pages whose last reference went, ever
+
+
 class PageAllocator(PageMemory):
     """Refcounted order-0 pages: ``alloc_page``, ``get_page``, ``put_page``.
 
     Memory of ``MEM_TYPE_PAGE_ORDER0`` and ``MEM_TYPE_PAGE_SHARED`` frames
     (``page_frag_free`` drops the reference of the page holding an address)
     and of ``xdpf_clone``. Pages come back with the bytes they had: like
-    ``alloc_page`` without ``__GFP_ZERO``, nothing is cleared.
+    ``alloc_page`` without ``__GFP_ZERO``, nothing is cleared. The scalars are
+    :class:`AllocState` ``state``; ``native_arrays`` what native code takes.
     """
 
     kind = "pages"
+    _nfree = Alias(AllocState, "nr_free")
+    allocated = Alias(AllocState, "allocated")
+    freed = Alias(AllocState, "freed")
 
     def __init__(self, npages: int, page_size: int = PAGE_SIZE, *, memmap: MemMap | None = None,
                  name: str = "", strict: bool = True) -> None:
@@ -406,9 +420,14 @@ class PageAllocator(PageMemory):
         # Free stack, top at the end; built descending so the first pages out are 0, 1, 2...
         self._free_a = array.array("q", range(npages - 1, -1, -1))
         self._free = np.frombuffer(self._free_a, dtype=_I64)
-        self._nfree = npages
-        self.allocated = 0  # pages handed out, ever
-        self.freed = 0  # pages whose last reference went, ever
+        self.state = AllocState(nr_free=npages)
+
+    @property
+    def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32],
+                                     NDArray[np.uint8]]:
+        """(state words, free stack, refcounts, pages): the allocator as native code runs
+        it, in place."""
+        return self.state.words, self._free, self.refcount, self.pages
 
     @property
     def nr_free(self) -> int:

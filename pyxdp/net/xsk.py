@@ -149,6 +149,7 @@ from pyxdp.net.xsk_queue import (
     RingMem,
     ring_view,
 )
+from pyxdp.uapi.bpf import XdpAction
 from pyxdp.uapi.if_xdp import (
     XDP_OPTIONS_ZEROCOPY,
     XDP_RING_NEED_WAKEUP,
@@ -186,6 +187,7 @@ _BIND_FLAGS: Final = int(XdpBindFlag.XDP_SHARED_UMEM | XdpBindFlag.XDP_COPY
                          | XdpBindFlag.XDP_ZEROCOPY | XdpBindFlag.XDP_USE_NEED_WAKEUP
                          | XdpBindFlag.XDP_USE_SG)
 NIC_TX_RING: Final = 1024  # descriptors a zero-copy NIC sends per wakeup
+XDP_TX: Final = int(XdpAction.XDP_TX)  # xdp_exception's verdict for a failed conversion
 POLLIN: Final = 0x001
 POLLOUT: Final = 0x004
 VLAN_HLEN: Final = 4
@@ -327,10 +329,11 @@ def xsk_native_rx(rq: XskRxQueue, maps: list[Any], last: NativeRx | None) -> Nat
     return last
 
 
-def xsk_native_trace(nat: NativeRx, dev: XskNetDevice) -> None:
+def xsk_native_trace(nat: NativeRx, dev: XskNetDevice, prog_id: int) -> None:
     """A native call's AF_XDP trace sums into the tracer (``xdp_redirect`` per target,
-    ``xdp_redirect_err`` per errno), zeroed for the next call."""
-    from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC, T_SLOT
+    ``xdp_redirect_err`` per errno, ``xdp_exception`` of zero-copy XDP_TX frames
+    that could not be converted), zeroed for the next call."""
+    from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC, T_SLOT, T_TX_ERR
     xt = nat.xt
     if not xt.any():
         return
@@ -344,6 +347,8 @@ def xsk_native_trace(nat: NativeRx, dev: XskNetDevice) -> None:
                      (T_NOBUFS, _errno.ENOBUFS)):
         if t[col]:
             tr.xdp_redirect_err._add((dev.ifindex, -err), t[col], [])
+    if t[T_TX_ERR]:
+        tr.xdp_exception.fire(prog_id, XDP_TX, dev.ifindex, t[T_TX_ERR])
 
 
 class XdpSockState(Record):

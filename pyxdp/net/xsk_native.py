@@ -36,6 +36,16 @@ from numba.extending import intrinsic
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.native import njit
+from pyxdp.net.page_pool import PAGE_SIZE, AllocState
+from pyxdp.net.xdp import XDP_FRAME_SIZE
+from pyxdp.net.xdp_mem import (
+    XDP_FRAME_OFF_DEV_RX,
+    XDP_FRAME_OFF_FRAME_SZ,
+    XDP_FRAME_OFF_LEN,
+    XDP_FRAME_OFF_MEM_TYPE,
+    XDP_FRAME_OFF_METASIZE,
+    XdpMemType,
+)
 from pyxdp.net.xsk import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
@@ -45,6 +55,7 @@ __all__ = [
     "T_NOMEM",
     "T_NOSPC",
     "T_SLOT",
+    "T_TX_ERR",
     "buff_free",
     "chunk_of",
     "fq_peek",
@@ -52,6 +63,8 @@ __all__ = [
     "ld8",
     "ld32",
     "ld64",
+    "page_alloc",
+    "page_put",
     "rcv_copy",
     "rcv_zc",
     "rx_put",
@@ -64,6 +77,7 @@ __all__ = [
     "xsk_slot",
     "zc_alloc",
     "zc_free",
+    "zc_to_frame",
     "zc_alloc_done",
 ]
 
@@ -100,9 +114,21 @@ S_RX_FULL = XdpSockState.index("rx_queue_full")
 S_FD = XdpSockState.index("fd")
 S_IFINDEX = XdpSockState.index("ifindex")
 S_QUEUE = XdpSockState.index("queue_id")
-# A call's trace sums: xdp_redirect_err per errno, then xdp_redirect per target
-# (each XSKMAP of the program, then bpf_redirect_xsk's registration).
-T_NOSPC, T_NOMEM, T_NOBUFS, T_SLOT = 0, 1, 2, 3
+A_NFREE = AllocState.index("nr_free")
+A_ALLOCATED = AllocState.index("allocated")
+A_FREED = AllocState.index("freed")
+# A call's trace sums: xdp_redirect_err per errno, xdp_exception of XDP_TX frames
+# that could not be converted, then xdp_redirect per target (each XSKMAP of the
+# program, then bpf_redirect_xsk's registration).
+T_NOSPC, T_NOMEM, T_NOBUFS, T_TX_ERR, T_SLOT = 0, 1, 2, 3, 4
+FRAME_HDR = XDP_FRAME_SIZE
+PAGE = PAGE_SIZE
+ORDER0 = int(XdpMemType.MEM_TYPE_PAGE_ORDER0)
+H_LEN = XDP_FRAME_OFF_LEN // 4
+H_METASIZE = XDP_FRAME_OFF_METASIZE // 4
+H_MEM_TYPE = XDP_FRAME_OFF_MEM_TYPE // 4
+H_DEV_RX = XDP_FRAME_OFF_DEV_RX // 8
+H_FRAME_SZ = XDP_FRAME_OFF_FRAME_SZ // 4
 OWN_USER = USER
 OWN_KERNEL = KERNEL
 OWN_RX = RX_RING
@@ -388,3 +414,62 @@ def xsk_slot(xm, reg, sk, map_id, idx):  # type: ignore[no-untyped-def]
                 return k
             return -1
     return -1
+
+
+# -- xdp_convert_zc_to_xdp_frame: a zero-copy buffer copied into an order-0 page -------
+# The host's page allocator (``memmap.system``, :class:`pyxdp.net.page_pool.PageAllocator`)
+# as native code runs it: ``sysa`` is its ``native_arrays`` and its address base.
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def page_alloc(sysa):  # type: ignore[no-untyped-def]
+    """``alloc_page``: a page row with refcount 1, or -1 when memory is exhausted."""
+    st, free, ref, _pages, _addr_base = sysa
+    nf = st[A_NFREE]
+    if nf == 0:
+        return -1
+    nf -= 1
+    st[A_NFREE] = nf
+    row = free[nf]
+    ref[row] = 1
+    st[A_ALLOCATED] += 1
+    return row
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def page_put(sysa, row):  # type: ignore[no-untyped-def]
+    """``put_page``: the last reference frees the page (a row this call allocated)."""
+    st, free, ref, _pages, _addr_base = sysa
+    rc = ref[row] - 1
+    ref[row] = rc
+    if rc == 0:
+        free[st[A_NFREE]] = row
+        st[A_NFREE] += 1
+        st[A_FREED] += 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def zc_to_frame(xp, sysa, loc, data, length, meta, ifindex):  # type: ignore[no-untyped-def]
+    """``xdp_convert_zc_to_xdp_frame`` of chunk ``loc``'s frame (``data`` its offset in
+    the chunk) for ``ifindex``'s XDP_TX or redirect: metadata and data copied into a
+    new order-0 page behind a zeroed ``xdp_frame`` (``MEM_TYPE_PAGE_ORDER0``,
+    ``dev_rx`` set), the chunk freed (``xsk_buff_free``). Returns the page row, or
+    -EOVERFLOW/-ENOMEM (the chunk stays the caller's)."""
+    mlen = max(meta, 0)
+    if FRAME_HDR + length + mlen > PAGE:
+        return -75  # EOVERFLOW
+    row = page_alloc(sysa)
+    if row < 0:
+        return -12  # ENOMEM
+    pages = sysa[3]
+    h = pages.ctypes.data + row * PAGE
+    memcpy(h + FRAME_HDR, xp[XP_UMEM] + loc * xp[XP_CHUNK] + data - mlen, length + mlen)
+    for w in range(FRAME_HDR // 8):
+        st64(h, w, 0)
+    st64(h, 0, sysa[4] + row * PAGE + FRAME_HDR + mlen)
+    st32(h, H_LEN, length)
+    st32(h, H_METASIZE, mlen)
+    st32(h, H_MEM_TYPE, ORDER0)
+    st64(h, H_DEV_RX, ifindex)
+    st32(h, H_FRAME_SZ, PAGE)
+    zc_free(xp, loc)
+    return row
