@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pyxdp.maps.xskmap import XskMap
@@ -28,7 +29,9 @@ from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.xsk.datapath import PyxdpXskSocket
 from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
+from pyxdp.net.xdp_umem import XskError
 from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.if_xdp import XdpDescOption
 from pyxdp.xsk.umem import Umem
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -323,3 +326,66 @@ def test_zero_copy_queue_of_a_tx_only_socket() -> None:
         assert nic.stats.xdp_drops == 100 and nic.stats.rx_dropped == 0
         sock.close()
         umem.close()
+
+
+def _tx_run(native: bool, mode: str) -> list[Any]:
+    """Raw tx descriptors on a NIC's socket kicked with ``sendto``: per kick the answer,
+    the completions, the socket's statistics and the NIC's counters."""
+    host = Host(engine="jit", native=native)
+    try:
+        nic = host.add_device("eth0")
+        umem = Umem(256, 2048)
+        sock = PyxdpXskSocket(nic, 0, umem, mode=mode, fill_size=64, comp_size=32,
+                              rx_size=64, tx_size=128)
+        tx, comp = sock.tx, sock.comp_ring
+        assert tx is not None and comp is not None
+        log: list[Any] = []
+
+        def post(descs: list[tuple[int, int, int]]) -> None:
+            idx, k = tx.reserve(len(descs))
+            assert k == len(descs)
+            a, ln, opt = zip(*descs, strict=True)
+            tx.write_descs(idx, np.array(a, np.uint64), np.array(ln, np.uint32),
+                           np.array(opt, np.uint32))
+            tx.submit(k)
+
+        def kick(reap: int) -> None:
+            try:
+                r: Any = sock.sendmsg()
+            except XskError as e:
+                r = -e.errno
+            log.append((r, comp.consume(reap).tolist(), sock.statistics(), nic.stats.asdict(),
+                        tx.consumer))
+
+        contd = int(XdpDescOption.XDP_PKT_CONTD)
+        post([(i * 2048, 60 + i, 0) for i in range(40)])  # more than the budget of 32
+        kick(0)
+        kick(32)  # the completion ring is full: nothing sent
+        kick(32)
+        # A chain of 3, one with an invalid descriptor inside, a chain of 20 (too many
+        # fragments), descriptors outside the UMEM or with unknown options, then more.
+        post([(50 * 2048, 100, contd), (51 * 2048, 100, contd), (52 * 2048, 40, 0),
+              (53 * 2048, 100, contd), (54 * 2048, 0, 0), (55 * 2048, 60, 0)]
+             + [((60 + i) * 2048, 64, contd if i < 19 else 0) for i in range(20)]
+             + [(300 * 2048, 64, 0), (90 * 2048, 64, 1 << 7), (91 * 2048 + 2000, 64, 0),
+                (92 * 2048 + 10, 64, 0), (1 << 63, 64, 0)])
+        for _ in range(4):
+            kick(32)
+        kick(32)  # an empty ring
+        sock.close()
+        umem.close()
+        return log
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("mode", ["copy", "zerocopy"])
+def test_native_tx_is_the_python_path(mode: str) -> None:
+    """AF_XDP transmit to a NIC in machine code (``__xsk_generic_xmit`` in copy mode,
+    the driver's batch in zero-copy) and in Python: the same answers, completions,
+    invalid and empty counts and device counters, kick after kick."""
+    native = _tx_run(True, mode)
+    python = _tx_run(False, mode)
+    assert native == python
+    last = native[-1]
+    assert last[2].tx_invalid_descs > 0 and last[3]["tx_packets"] > 40

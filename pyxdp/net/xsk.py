@@ -793,6 +793,12 @@ class XdpSock:
         if self.queue_id >= dev.num_tx_queues:
             return 0
         cq = pool.cq
+        nat = _native_tx(dev)
+        if nat is not None:
+            e = int(nat.generic_xmit(pool.state.words, tx.q.words, cq.q.words, self.sk.words,
+                                     dev.stats.words))
+            if e != nat.FALLBACK:
+                return e
         if tx.present() == 0:
             tx.get_entries()
         avail = tx.present()
@@ -1120,6 +1126,19 @@ def _table_set(host: XskHost, ifindex: int, queue: int, on: bool) -> None:
     table[ifindex] = (table[ifindex] | bit) if on else (table[ifindex] & ~bit)
 
 
+def _native_tx(dev: XskNetDevice) -> Any:
+    """:mod:`pyxdp.net.xsk_native` when ``dev``'s transmit can run there: the host runs
+    native code and the device is a NIC, up, with no wire sink to show packets to
+    (else None: the Python path transmits)."""
+    if not dev.host.native or dev.kind != "nic" or not dev.up or dev.wire:
+        return None
+    try:
+        from pyxdp.net import xsk_native
+    except ImportError:  # numba or llvmlite missing
+        return None
+    return xsk_native
+
+
 def _zc_wakeup_rx(pool: XskBuffPool) -> None:
     """``ndo_xsk_wakeup(XDP_WAKEUP_RX)``: the NIC's NAPI refills from the fill ring; the
     flag is cleared when it finds buffers."""
@@ -1137,9 +1156,15 @@ def _zc_xmit(pool: XskBuffPool) -> bool:
     more = False
     if pool.queue_id >= dev.num_tx_queues:
         return False
+    nat = _native_tx(dev)
     for xs in list(pool.xsks):
         tx = xs.ktx
         if tx is None:
+            continue
+        if nat is not None:
+            r = int(nat.zc_xmit(pool.state.words, tx.q.words, cq.q.words, dev.stats.words,
+                                NIC_TX_RING))
+            more = more or r > 0
             continue
         nb = tx.nb_entries(NIC_TX_RING)
         nb = cq.nb_free(nb) if nb else 0
