@@ -27,11 +27,11 @@ from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
-from pyxdp.xsk.datapath import PyxdpXskSocket
-from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
 from pyxdp.net.xdp_umem import XskError
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.if_xdp import XdpDescOption
+from pyxdp.xsk.datapath import PyxdpXskSocket
+from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
 from pyxdp.xsk.umem import Umem
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

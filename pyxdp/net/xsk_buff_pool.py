@@ -307,7 +307,8 @@ class XskBuffPool:
         self.kown = np.zeros(max(umem.nchunks, 1), np.uint8)
         self.state = XskPoolState(
             nchunks=len(self._free), chunk_size=umem.chunk_size,
-            chunk_shift=umem.chunk_size.bit_length() - 1, unaligned=int(umem.unaligned), size=umem.size, rx_data_offset=umem.rx_data_offset,
+            chunk_shift=umem.chunk_size.bit_length() - 1, unaligned=int(umem.unaligned),
+            size=umem.size, rx_data_offset=umem.rx_data_offset,
             rx_frame_size=umem.rx_frame_size, tx_metadata_len=umem.tx_metadata_len,
             umem_at=umem.buf.ctypes.data, free_at=self._free.ctypes.data,
             kown_at=self.kown.ctypes.data)

@@ -39,7 +39,6 @@ from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE, AllocState
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import XDP_FRAME_SIZE
-from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
     XDP_FRAME_OFF_FRAME_SZ,
@@ -48,6 +47,7 @@ from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_METASIZE,
     XdpMemType,
 )
+from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
 from pyxdp.net.xsk import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
