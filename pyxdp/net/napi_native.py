@@ -34,10 +34,11 @@ XDP batch entry on them, and acts on the verdicts:
   (:mod:`pyxdp.net.xsk_native`): copy mode takes a buffer from the pool, copies
   metadata and frame into the UMEM and writes the rx descriptor; zero-copy
   queues run :func:`native_polls_zc`, whose buffers *are* UMEM chunks from
-  the fill ring, handed over as they are. Their error paths (fill ring
-  empty, rx ring full, frame too long) are taken here too, with the
-  kernel's counters; the rx ring and the fill ring's consumer are published
-  at the end of each poll (``xsk_flush``).
+  the fill ring, handed over as they are (XDP_PASS there copies the chunk
+  into the stack's skb, XDP_TX into an order-0 page, both freeing it). Their
+  error paths (fill ring empty, rx ring full, frame too long) are taken here
+  too, with the kernel's counters; the rx ring and the fill ring's consumer
+  are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
@@ -45,7 +46,7 @@ skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 
 Everything else - broadcast, devmap programs, veth targets, wire sinks to
 feed, PASS with a stack callback or a socket keeping payloads, other
-sockets, zero-copy frames leaving their UMEM, every other error path - is
+sockets, zero-copy frames redirected to devices, every other error path - is
 *deferred*: the frame and its verdict are handed back, the loop stops after
 that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
@@ -59,7 +60,8 @@ State is the objects' own records, used in place: the page pool's
 :class:`~pyxdp.net.page_pool.PoolState` and arrays (the same algorithm as
 :class:`~pyxdp.net.page_pool.PagePool`), the rx ring's cursor, the
 generator's position, the queue's :class:`~pyxdp.net.stats.NetdevStats`, the
-stack's and the cpumap entries' records. A call's own outputs (polls, the
+stack's and the cpumap entries' records, the AF_XDP pool's, rings' and
+socket's records (:mod:`pyxdp.net.xsk_native`) and the host's page allocator. A call's own outputs (polls, the
 first fault, deferred frames, sums for the tracer) come back in ``out``.
 """
 

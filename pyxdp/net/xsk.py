@@ -71,7 +71,10 @@ Modelled as Linux 6.18 does it (and as measured there, see
   ``XDP_RING_NEED_WAKEUP`` (the NIC needs a kick for every burst).
 * in machine code: with the host's native loop, a queue with exactly one
   socket receives in :mod:`pyxdp.net.napi_native` (copy and zero-copy,
-  errors included) by the same rules, on the same state: the socket's
+  errors included, and a zero-copy queue's XDP_PASS and XDP_TX), and
+  transmit to a NIC without wire sinks runs in :mod:`pyxdp.net.xsk_native`
+  (copy mode without tx metadata, and zero-copy), by the same rules, on the
+  same state: the socket's
   :class:`XdpSockState`, its pool's and rings' records
   (:class:`~pyxdp.net.xsk_buff_pool.XskPoolState`,
   :class:`~pyxdp.net.xsk_queue.XskQueueState`) are what both paths read and
