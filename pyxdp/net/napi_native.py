@@ -61,8 +61,9 @@ State is the objects' own records, used in place: the page pool's
 :class:`~pyxdp.net.page_pool.PagePool`), the rx ring's cursor, the
 generator's position, the queue's :class:`~pyxdp.net.stats.NetdevStats`, the
 stack's and the cpumap entries' records, the AF_XDP pool's, rings' and
-socket's records (:mod:`pyxdp.net.xsk_native`) and the host's page allocator. A call's own outputs (polls, the
-first fault, deferred frames, sums for the tracer) come back in ``out``.
+socket's records (:mod:`pyxdp.net.xsk_native`) and the host's page allocator.
+A call's own outputs (polls, the first fault, deferred frames, sums for the
+tracer) come back in ``out``.
 """
 
 from __future__ import annotations

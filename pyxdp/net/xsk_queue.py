@@ -119,6 +119,7 @@ class XskQueueState(Record):
 
     cached_prod = Field()
     cached_cons = Field()
+    published = Field()  # the user's side: the index it last stored (its only writer)
     mask = Field()
     invalid_descs = Field()  # the kernel consuming: entries it refused
     queue_empty_descs = Field()  # ... and reads that found the ring empty
