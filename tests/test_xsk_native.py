@@ -329,14 +329,21 @@ def test_zero_copy_queue_of_a_tx_only_socket() -> None:
 
 
 def _tx_run(native: bool, mode: str) -> list[Any]:
-    """Raw tx descriptors on a NIC's socket kicked with ``sendto``: per kick the answer,
-    the completions, the socket's statistics and the NIC's counters."""
+    """Raw tx descriptors kicked with ``sendto`` on a NIC's socket, or (``veth``, copy
+    mode) a veth's whose peer runs xdp1 (its queue's page pool takes the packets):
+    per kick the answer, the completions, the socket's statistics, the device's
+    counters and the peer's counters and pool."""
     host = Host(engine="jit", native=native)
     try:
-        nic = host.add_device("eth0")
+        peer = None
+        if mode == "veth":
+            dev, peer = host.veth("veth0", "veth1")
+            peer.attach_xdp(next(iter(host.load(SAMPLES / "xdp1.o").programs.values())))
+        else:
+            dev = host.add_device("eth0")
         umem = Umem(256, 2048)
-        sock = PyxdpXskSocket(nic, 0, umem, mode=mode, fill_size=64, comp_size=32,
-                              rx_size=64, tx_size=128)
+        sock = PyxdpXskSocket(dev, 0, umem, mode="zerocopy" if mode == "zerocopy" else "copy",
+                              fill_size=64, comp_size=32, rx_size=64, tx_size=128)
         tx, comp = sock.tx, sock.comp_ring
         assert tx is not None and comp is not None
         log: list[Any] = []
@@ -354,8 +361,12 @@ def _tx_run(native: bool, mode: str) -> list[Any]:
                 r: Any = sock.sendmsg()
             except XskError as e:
                 r = -e.errno
-            log.append((r, comp.consume(reap).tolist(), sock.statistics(), nic.stats.asdict(),
-                        tx.consumer))
+            seen = None
+            if peer is not None:
+                host.run()
+                seen = (peer.stats.asdict(), peer.rx[0].pool.get_stats())
+            log.append((r, comp.consume(reap).tolist(), sock.statistics(), dev.stats.asdict(),
+                        tx.consumer, seen))
 
         contd = int(XdpDescOption.XDP_PKT_CONTD)
         post([(i * 2048, 60 + i, 0) for i in range(40)])  # more than the budget of 32
@@ -371,6 +382,15 @@ def _tx_run(native: bool, mode: str) -> list[Any]:
                 (92 * 2048 + 10, 64, 0), (1 << 63, 64, 0)])
         for _ in range(4):
             kick(32)
+        if peer is not None:  # frames the peer refuses: too long, then the peer down
+            peer.mtu = 100
+            post([(100 * 2048, 60, 0), (101 * 2048, 400, 0), (102 * 2048, 60, 0)])
+            kick(32)
+            kick(32)
+            peer.up = False
+            post([(103 * 2048, 60, 0)])
+            kick(32)
+            peer.up = True
         kick(32)  # an empty ring
         sock.close()
         umem.close()
@@ -379,13 +399,19 @@ def _tx_run(native: bool, mode: str) -> list[Any]:
         host.close()
 
 
-@pytest.mark.parametrize("mode", ["copy", "zerocopy"])
+@pytest.mark.parametrize("mode", ["copy", "zerocopy", "veth"])
 def test_native_tx_is_the_python_path(mode: str) -> None:
-    """AF_XDP transmit to a NIC in machine code (``__xsk_generic_xmit`` in copy mode,
-    the driver's batch in zero-copy) and in Python: the same answers, completions,
-    invalid and empty counts and device counters, kick after kick."""
+    """AF_XDP transmit in machine code (``__xsk_generic_xmit`` to a NIC or to a veth
+    whose peer runs a program, the zero-copy driver's batch) and in Python: the
+    same answers, completions, invalid and empty counts, device counters and (veth)
+    the peer's reception and page pool, kick after kick."""
     native = _tx_run(True, mode)
     python = _tx_run(False, mode)
     assert native == python
     last = native[-1]
     assert last[2].tx_invalid_descs > 0 and last[3]["tx_packets"] > 40
+    if mode == "veth":
+        assert last[5][0]["xdp_drops"] == last[3]["tx_packets"]
+        assert last[3]["tx_dropped"] == 2  # each ended its kick (EBUSY: sendto goes on)
+
+

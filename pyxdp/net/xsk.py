@@ -194,6 +194,7 @@ XDP_TX: Final = int(XdpAction.XDP_TX)  # xdp_exception's verdict for a failed co
 POLLIN: Final = 0x001
 POLLOUT: Final = 0x004
 VLAN_HLEN: Final = 4
+ETH_HLEN: Final = 14
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -799,7 +800,7 @@ class XdpSock:
         nat = _native_tx(dev)
         if nat is not None:
             e = int(nat.generic_xmit(pool.state.words, tx.q.words, cq.q.words, self.sk.words,
-                                     dev.stats.words))
+                                     dev.stats.words, _tx_peer(dev)))
             if e != nat.FALLBACK:
                 return e
         if tx.present() == 0:
@@ -912,7 +913,7 @@ class XdpSock:
         if dev.kind == "veth" and peer is not None and n:
             # veth_xmit -> __dev_forward_skb: the peer must be up and the frame fit its
             # MTU, else NET_XMIT_DROP: sendto answers EBUSY after that packet.
-            drop = pkts.length > peer.mtu + 14 + VLAN_HLEN
+            drop = pkts.length > peer.mtu + ETH_HLEN + VLAN_HLEN
             if not peer.up:
                 drop[:] = True
             fails = np.flatnonzero(drop)
@@ -1130,16 +1131,45 @@ def _table_set(host: XskHost, ifindex: int, queue: int, on: bool) -> None:
 
 
 def _native_tx(dev: XskNetDevice) -> Any:
-    """:mod:`pyxdp.net.xsk_native` when ``dev``'s transmit can run there: the host runs
-    native code and the device is a NIC, up, with no wire sink to show packets to
-    (else None: the Python path transmits)."""
-    if not dev.host.native or dev.kind != "nic" or not dev.up or dev.wire:
+    """:mod:`pyxdp.net.xsk_native_tx` when ``dev``'s transmit can run there: the host
+    runs native code, the device is up with no wire sink to show packets to, and is
+    a NIC or (copy mode) a veth whose peer runs a native program; else None (the
+    Python path transmits)."""
+    if not dev.host.native or not dev.up or dev.wire:
+        return None
+    if dev.kind == "veth":
+        peer = getattr(dev, "peer", None)
+        if (peer is None or peer.xdp_prog is None or peer.rx[0].xsk is not None
+                or peer.rx[0].pool.destroyed):
+            return None
+    elif dev.kind != "nic":
         return None
     try:
-        from pyxdp.net import xsk_native
+        from pyxdp.net import xsk_native_tx
     except ImportError:  # numba or llvmlite missing
         return None
-    return xsk_native
+    return xsk_native_tx
+
+
+_NIC_PEER: tuple[Any, ...] | None = None
+
+
+def _tx_peer(dev: XskNetDevice) -> tuple[Any, ...]:
+    """The ``peer`` group of :func:`pyxdp.net.xsk_native_tx.generic_xmit`: a veth's
+    peer (up, the longest frame it takes, its counters, its first queue's page pool
+    and ring, in place), or inert arrays for a NIC."""
+    global _NIC_PEER
+    peer = getattr(dev, "peer", None)
+    if dev.kind != "veth" or peer is None:
+        if _NIC_PEER is None:
+            i64 = np.zeros(1, np.int64)
+            _NIC_PEER = (0, 0, 0, i64, i64, i64, i64, i64, np.zeros(1, np.uint8),
+                         np.zeros((1, 1), np.uint8), 0, np.zeros((5, 1), np.int64), i64)
+        return _NIC_PEER
+    rq = peer.rx[0]
+    pool = rq.pool
+    return (1, int(peer.up), peer.mtu + ETH_HLEN + VLAN_HLEN, peer.stats.words,
+            *pool.native_arrays, pool.pages, pool.pfn_base, rq.ring.cols, rq.ring.cur.words)
 
 
 def _zc_wakeup_rx(pool: XskBuffPool) -> None:

@@ -37,7 +37,6 @@ from numba.extending import intrinsic
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE, AllocState
-from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import XDP_FRAME_SIZE
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
@@ -47,7 +46,6 @@ from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_METASIZE,
     XdpMemType,
 )
-from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
 from pyxdp.net.xsk import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
@@ -62,7 +60,6 @@ __all__ = [
     "chunk_of",
     "fq_peek",
     "fq_take",
-    "generic_xmit",
     "ld8",
     "ld32",
     "ld64",
@@ -81,7 +78,6 @@ __all__ = [
     "zc_alloc",
     "zc_free",
     "zc_to_frame",
-    "zc_xmit",
     "zc_alloc_done",
 ]
 
@@ -96,7 +92,6 @@ XP_UNALIGNED = XskPoolState.index("unaligned")
 XP_SIZE = XskPoolState.index("size")
 XP_OFF = XskPoolState.index("rx_data_offset")
 XP_FRAME = XskPoolState.index("rx_frame_size")
-XP_TXMD = XskPoolState.index("tx_metadata_len")
 XP_PFN_BASE = XskPoolState.index("pfn_base")
 XP_UMEM = XskPoolState.index("umem_at")
 XP_FREE = XskPoolState.index("free_at")
@@ -119,7 +114,6 @@ S_RX_FULL = XdpSockState.index("rx_queue_full")
 S_FD = XdpSockState.index("fd")
 S_IFINDEX = XdpSockState.index("ifindex")
 S_QUEUE = XdpSockState.index("queue_id")
-S_BUDGET = XdpSockState.index("max_tx_budget")
 A_NFREE = AllocState.index("nr_free")
 A_ALLOCATED = AllocState.index("allocated")
 A_FREED = AllocState.index("freed")
@@ -480,183 +474,3 @@ def zc_to_frame(xp, sysa, loc, data, length, meta, ifindex):  # type: ignore[no-
     st32(h, H_FRAME_SZ, PAGE)
     zc_free(xp, loc)
     return row
-
-
-# -- transmit: the tx ring consumed by the device's xmit ------------------------------
-# For a NIC that is up and has no wire sink to show the packets to: the skbs (copy
-# mode) or the UMEM buffers (zero-copy) are counted as sent and completed; nothing
-# reads their bytes, so none are copied. Elsewhere (veth peers, wire sinks, tx
-# metadata) the Python path of pyxdp.net.xsk transmits.
-
-VALID_OPTIONS = TX_VALID_OPTIONS
-CONTD = 1  # XDP_PKT_CONTD
-TX_META = 2  # XDP_TX_METADATA
-MAX_FRAGS = 17 + 1  # MAX_SKB_FRAGS + the head: more is -EOVERFLOW
-D_TX_PACKETS = NetdevStats.index("tx_packets")
-D_TX_BYTES = NetdevStats.index("tx_bytes")
-FALLBACK = 1  # generic_xmit: a descriptor it leaves to the Python path, nothing done
-EMPTY, BUDGET, CQ_FULL, INVALID = 0, 1, 2, 3
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def valid_desc(xp, addr, length, options):  # type: ignore[no-untyped-def]
-    """``xp_validate_desc`` (:func:`pyxdp.net.xdp_umem.validate_desc`) of one tx
-    descriptor; ``addr`` is the u64 as int64 (negative: past 2**63)."""
-    if length == 0 or (options & ~VALID_OPTIONS) != 0:
-        return False
-    md = xp[XP_TXMD]
-    chunk = xp[XP_CHUNK]
-    size = xp[XP_SIZE]
-    if xp[XP_UNALIGNED] == 0:
-        if addr < md:  # below md, or past 2**63: no base inside the UMEM
-            return False
-        base = addr - md
-        return length <= chunk and (base & (chunk - 1)) + length + md <= chunk and base < size
-    total = length + md
-    data = (addr & MASK48) + ((addr >> 48) & 0xFFFF)
-    return total <= chunk and data >= md and data - md < size and data - md + total <= size
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def cons_nb_entries(q, n):  # type: ignore[no-untyped-def]
-    """``xskq_cons_nb_entries``: up to ``n`` entries, the producer loaded only if short (C);
-    a producer more than a ring ahead is believed for a ring's worth."""
-    cc = q[Q_CC]
-    if ((q[Q_CP] - cc) & U32) >= n:
-        return n
-    avail = (load_acquire32_at(q[Q_PROD]) - cc) & U32
-    q[Q_CP] = (cc + min(avail, q[Q_MASK] + 1)) & U32
-    return min((q[Q_CP] - cc) & U32, n)
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def prod_nb_free(q, n):  # type: ignore[no-untyped-def]
-    """``xskq_prod_nb_free``: up to ``n`` free slots, the consumer reloaded if short (A)."""
-    size = q[Q_MASK] + 1
-    free = size - ((q[Q_CP] - q[Q_CC]) & U32)
-    if free >= n:
-        return n
-    reload_consumer(q)
-    return min(size - ((q[Q_CP] - q[Q_CC]) & U32), n)
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def cq_complete(cq, tx, k):  # type: ignore[no-untyped-def]
-    """The addresses of the ``k`` tx descriptors at the tx ring's consumer onto the
-    completion ring, as many as fit (``xskq_prod_reserve_addr``); published (B)."""
-    k = prod_nb_free(cq, k)
-    tring = tx[Q_RING]
-    tmask = tx[Q_MASK]
-    cring = cq[Q_RING]
-    cmask = cq[Q_MASK]
-    cp = cq[Q_CP]
-    cc = tx[Q_CC]
-    for j in range(k):
-        st64(cring, (cp + j) & cmask, ld64(tring, 2 * ((cc + j) & tmask)))
-    cq[Q_CP] = (cp + k) & U32
-    store_release32_at(cq[Q_PROD], cq[Q_CP])
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def generic_xmit(xp, tx, cq, sk, ds):  # type: ignore[no-untyped-def]
-    """``__xsk_generic_xmit`` to a NIC, as :meth:`pyxdp.net.xsk.XdpSock._generic_xmit`:
-    up to ``max_tx_budget`` descriptors, stopping (in the kernel's order) where the
-    ring is empty, the budget is spent, the completion ring is full or a descriptor
-    is invalid (counted, completed, the call ended); ``XDP_PKT_CONTD`` chains make
-    one packet, longer than 18 descriptors dropped and counted invalid. Returns 0,
-    -EAGAIN (budget, completion ring), or :data:`FALLBACK` (a descriptor with tx
-    metadata in reach: nothing was done, the Python path transmits)."""
-    if tx[Q_CP] == tx[Q_CC]:  # get_entries: __xskq_cons_release, __xskq_cons_peek
-        store_release32_at(tx[Q_CONS], tx[Q_CC])
-        cons_nb_entries(tx, 1)
-    cc = tx[Q_CC]
-    avail = (tx[Q_CP] - cc) & U32
-    budget = sk[S_BUDGET]
-    look = min(avail, budget + 1)
-    tring = tx[Q_RING]
-    tmask = tx[Q_MASK]
-    for j in range(look):
-        if (ld64(tring, 2 * ((cc + j) & tmask) + 1) >> 32) & TX_META:
-            return FALLBACK
-    stop = avail
-    why = EMPTY
-    if budget < stop:
-        stop = budget
-        why = BUDGET
-    room = prod_nb_free(cq, look + 1)
-    if room < stop:
-        stop = room
-        why = CQ_FULL
-    for j in range(min(look, stop)):
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
-        if not valid_desc(xp, ld64(tring, 2 * ((cc + j) & tmask)), w & U32, (w >> 32) & U32):
-            stop = j
-            why = INVALID
-            break
-    # The packets: chains of descriptors ending without XDP_PKT_CONTD, before the stop.
-    take = 0
-    invalid = 0
-    start = 0
-    plen = 0
-    for j in range(stop):
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
-        plen += w & U32
-        if (w >> 32) & CONTD:
-            continue
-        if j + 1 - start > MAX_FRAGS:
-            invalid += j + 1 - start
-        else:
-            ds[D_TX_PACKETS] += 1
-            ds[D_TX_BYTES] += plen
-        start = j + 1
-        plen = 0
-        take = j + 1
-    if why == INVALID:  # with the invalid descriptor, the open chain is dropped too
-        invalid += stop + 1 - take
-        take = stop + 1
-    tx[Q_INVALID] += invalid
-    if take:
-        cq_complete(cq, tx, take)
-        tx[Q_CC] = (cc + take) & U32
-    store_release32_at(tx[Q_CONS], tx[Q_CC])
-    if why == EMPTY:
-        tx[Q_EMPTY] += 1
-    elif why == BUDGET or why == CQ_FULL:
-        return -11  # EAGAIN
-    return 0
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def zc_xmit(xp, tx, cq, ds, budget):  # type: ignore[no-untyped-def]
-    """A zero-copy NIC's tx for one socket (``xsk_tx_peek_release_desc_batch``): up to
-    ``budget`` descriptors (as many as the completion ring has room for) read,
-    invalid ones skipped and counted, the valid ones sent and completed. Returns
-    1 when the ring holds more (0: drained, or nothing could be read)."""
-    nb = cons_nb_entries(tx, budget)
-    if nb:
-        nb = prod_nb_free(cq, nb)
-    if nb == 0:
-        return -1  # nothing read: the caller's ``more`` is left as it is
-    cc = tx[Q_CC]
-    tring = tx[Q_RING]
-    tmask = tx[Q_MASK]
-    cring = cq[Q_RING]
-    cmask = cq[Q_MASK]
-    cp = cq[Q_CP]
-    k = 0
-    for j in range(nb):
-        a = ld64(tring, 2 * ((cc + j) & tmask))
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
-        if not valid_desc(xp, a, w & U32, (w >> 32) & U32):
-            tx[Q_INVALID] += 1
-            continue
-        st64(cring, (cp + k) & cmask, a)
-        k += 1
-        ds[D_TX_PACKETS] += 1
-        ds[D_TX_BYTES] += w & U32
-    tx[Q_CC] = (cc + nb) & U32
-    store_release32_at(tx[Q_CONS], tx[Q_CC])  # __xskq_cons_release
-    more = 1 if cons_nb_entries(tx, 1) > 0 else 0
-    cq[Q_CP] = (cp + k) & U32
-    store_release32_at(cq[Q_PROD], cq[Q_CP])  # xsk_tx_completed
-    return more
