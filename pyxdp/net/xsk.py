@@ -72,9 +72,9 @@ Modelled as Linux 6.18 does it (and as measured there, see
 * in machine code: with the host's native loop, a queue with exactly one
   socket receives in :mod:`pyxdp.net.napi_native` (copy and zero-copy,
   errors included, and a zero-copy queue's XDP_PASS and XDP_TX), and
-  transmit to a NIC without wire sinks runs in :mod:`pyxdp.net.xsk_native`
-  (copy mode without tx metadata, and zero-copy), by the same rules, on the
-  same state: the socket's
+  transmit runs in :mod:`pyxdp.net.xsk_native_tx` (zero-copy to a NIC; copy
+  mode without tx metadata to a NIC or a veth whose peer runs a native
+  program; no wire sinks), by the same rules, on the same state: the socket's
   :class:`XdpSockState`, its pool's and rings' records
   (:class:`~pyxdp.net.xsk_buff_pool.XskPoolState`,
   :class:`~pyxdp.net.xsk_queue.XskQueueState`) are what both paths read and
