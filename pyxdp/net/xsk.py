@@ -404,6 +404,7 @@ class XdpSock:
         self.sg = sg
         self.state = READY
         self.sk = XdpSockState(max_tx_budget=TX_BATCH_SIZE)
+        self._tx_snap: I64 | None = None  # native copy-mode tx: descriptors read
         self.dev: XskNetDevice | None = None
         self.zc = False
         self.xpool: XskBuffPool | None = None
@@ -799,8 +800,10 @@ class XdpSock:
         cq = pool.cq
         nat = _native_tx(dev)
         if nat is not None:
+            if self._tx_snap is None:  # the descriptors a kick reads, copied once
+                self._tx_snap = np.zeros((tx.size, 2), np.int64)
             e = int(nat.generic_xmit(pool.state.words, tx.q.words, cq.q.words, self.sk.words,
-                                     dev.stats.words, _tx_peer(dev)))
+                                     dev.stats.words, _tx_peer(dev), self._tx_snap))
             if e != nat.FALLBACK:
                 return e
         if tx.present() == 0:

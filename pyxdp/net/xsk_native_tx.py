@@ -116,18 +116,15 @@ def prod_nb_free(q, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def cq_complete(cq, tx, k):  # type: ignore[no-untyped-def]
-    """The addresses of the ``k`` tx descriptors at the tx ring's consumer onto the
-    completion ring, as many as fit (``xskq_prod_reserve_addr``); published (B)."""
+def cq_complete(cq, snap, k):  # type: ignore[no-untyped-def]
+    """The addresses of the first ``k`` descriptors read (``snap``) onto the completion
+    ring, as many as fit (``xskq_prod_reserve_addr``); published (B)."""
     k = prod_nb_free(cq, k)
-    tring = tx[Q_RING]
-    tmask = tx[Q_MASK]
     cring = cq[Q_RING]
     cmask = cq[Q_MASK]
     cp = cq[Q_CP]
-    cc = tx[Q_CC]
     for j in range(k):
-        st64(cring, (cp + j) & cmask, ld64(tring, 2 * ((cc + j) & tmask)))
+        st64(cring, (cp + j) & cmask, snap[j, 0])
     cq[Q_CP] = (cp + k) & U32
     store_release32_at(cq[Q_PROD], cq[Q_CP])
 
@@ -140,7 +137,7 @@ def data_at(xp, addr):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def veth_rx(xp, tx, peer, cc, first, last, plen, dry):  # type: ignore[no-untyped-def]
+def veth_rx(xp, snap, peer, first, last, plen, dry):  # type: ignore[no-untyped-def]
     """``veth_xmit`` -> ``veth_xdp_rx`` of the packet of descriptors ``first..last``
     (``plen`` bytes): a page of the peer queue's pool, the fragments copied in at
     ``XDP_PACKET_HEADROOM``, the frame queued on its ``xdp_ring``; a full ring or
@@ -156,12 +153,9 @@ def veth_rx(xp, tx, peer, cc, first, last, plen, dry):  # type: ignore[no-untype
         pds[D_RX_DROPPED] += 1
         return True
     dst = pages.ctypes.data + loc * pages.strides[0] + HEADROOM
-    tring = tx[Q_RING]
-    tmask = tx[Q_MASK]
     for k in range(first, last + 1):
-        i = (cc + k) & tmask
-        seg = ld64(tring, 2 * i + 1) & U32
-        memcpy(dst, data_at(xp, ld64(tring, 2 * i)), seg)
+        seg = snap[k, 1] & U32
+        memcpy(dst, data_at(xp, snap[k, 0]), seg)
         dst += seg
     slot = (qcur[R_HEAD] + qcur[R_COUNT]) % size
     qcols[0, slot] = loc + pfn_base
@@ -174,7 +168,7 @@ def veth_rx(xp, tx, peer, cc, first, last, plen, dry):  # type: ignore[no-untype
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
+def generic_xmit(xp, tx, cq, sk, ds, peer, snap):  # type: ignore[no-untyped-def]
     """``__xsk_generic_xmit`` as :meth:`pyxdp.net.xsk.XdpSock._generic_xmit`: up to
     ``max_tx_budget`` descriptors, stopping (in the kernel's order) where the ring
     is empty, the budget is spent, the completion ring is full or a descriptor is
@@ -184,10 +178,17 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
     and ring) or, flag 0, a NIC's. A veth packet the peer refuses (down, too
     long) is dropped and ends the call with -EBUSY. Returns 0, -EAGAIN (budget,
     completion ring), -EBUSY, or :data:`FALLBACK` (tx metadata, or a packet longer
-    than a page takes, in reach: nothing was done, the Python path transmits)."""
+    than a page takes, in reach: nothing was done, the Python path transmits).
+
+    The descriptors in reach are read once, into ``snap`` (a row per tx ring slot),
+    and only that copy is checked and used, as the kernel copies each one out of
+    the ring it shares with the user: rewriting the ring meanwhile changes
+    nothing."""
     veth = peer[0] != 0
     peer_ok = peer[1] != 0
     max_len = peer[2]
+    if len(snap) <= tx[Q_MASK]:  # a row per slot, or no call
+        return FALLBACK
     if tx[Q_CP] == tx[Q_CC]:  # get_entries: __xskq_cons_release, __xskq_cons_peek
         store_release32_at(tx[Q_CONS], tx[Q_CC])
         cons_nb_entries(tx, 1)
@@ -197,9 +198,12 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
     look = min(avail, budget + 1)
     tring = tx[Q_RING]
     tmask = tx[Q_MASK]
+    for j in range(look):
+        snap[j, 0] = ld64(tring, 2 * ((cc + j) & tmask))
+        snap[j, 1] = ld64(tring, 2 * ((cc + j) & tmask) + 1)
     plen = 0
     for j in range(look):
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
+        w = snap[j, 1]
         if (w >> 32) & TX_META:
             return FALLBACK
         plen += w & U32
@@ -217,8 +221,8 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
         stop = room
         why = CQ_FULL
     for j in range(min(look, stop)):
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
-        if not valid_desc(xp, ld64(tring, 2 * ((cc + j) & tmask)), w & U32, (w >> 32) & U32):
+        w = snap[j, 1]
+        if not valid_desc(xp, snap[j, 0], w & U32, (w >> 32) & U32):
             stop = j
             why = INVALID
             break
@@ -230,7 +234,7 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
     err = 0
     dry = False
     for j in range(stop):
-        w = ld64(tring, 2 * ((cc + j) & tmask) + 1)
+        w = snap[j, 1]
         plen += w & U32
         if (w >> 32) & CONTD:
             continue
@@ -245,7 +249,7 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
             ds[D_TX_PACKETS] += 1
             ds[D_TX_BYTES] += plen
             if veth:
-                dry = veth_rx(xp, tx, peer, cc, start, j, plen, dry)
+                dry = veth_rx(xp, snap, peer, start, j, plen, dry)
         start = j + 1
         plen = 0
         take = j + 1
@@ -254,7 +258,7 @@ def generic_xmit(xp, tx, cq, sk, ds, peer):  # type: ignore[no-untyped-def]
         take = stop + 1
     tx[Q_INVALID] += invalid
     if take:
-        cq_complete(cq, tx, take)
+        cq_complete(cq, snap, take)
         tx[Q_CC] = (cc + take) & U32
     store_release32_at(tx[Q_CONS], tx[Q_CC])
     if err:
