@@ -812,7 +812,8 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
     tpl, tpl_len, gst = gen
     self_ifindex, ds, tx_ok, tx_rows, sysa = dev
     xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
-    stack_ok, mib, port_sock, sock_cnt, dev_cnt = stk
+    stack_ok, srec = stk
+    mib = srec[0]
     ctl, cnt, defer = out
     nchunks = len(pages)
     ntpl = len(tpl_len)
@@ -887,8 +888,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
             if a == 2 and stack_ok:
                 # The driver copies the buffer into an skb (xsk_construct_skb) and frees
                 # it; the skb goes through the stack's demux and is consumed there.
-                stack_rcv_one(pages[loc], data, length, self_ifindex, mib, port_sock,
-                              sock_cnt, dev_cnt)
+                stack_rcv_one(pages[loc], data, length, self_ifindex, srec)
                 passed += 1
                 zc_free(xp, loc)
                 continue
