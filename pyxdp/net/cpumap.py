@@ -77,7 +77,7 @@ CPUMAP_BATCH = 8
 
 class KC:
     """Columns of a kthread's record (:attr:`CpuMapRuntime.kc`): the first seven are
-    ``xdp_cpumap_kthread``'s sums not yet folded into the tracer."""
+    ``xdp_cpumap_kthread``'s sums, which the tracer reads in place."""
 
     EVENTS, PROCESSED, DROPS, SCHED, PASS, DROP, REDIRECT = range(7)
     IDLE = 7  # the ring was found empty: the next batch follows a sleep
@@ -254,7 +254,10 @@ class CpuMapRuntime:
         self._defer = np.zeros((CPUMAP_BATCH, DEFER_COLS), np.int64)
         self._io = DriverIO(CPUMAP_BATCH, 0, 0)
         self.list_delivery = True
-        self.processed = 0
+        self.py_processed = 0  # frames the Python path processed (the native ones: kc)
+        # The native kthread's xdp_cpumap_kthread sums stay in kc, read by the tracer.
+        self._source = _KthreadCounts(self)
+        host.tracer.xdp_cpumap_kthread.add_source(self._source)
         self._py_inflight = 0  # frames the Python path took and has not finished with
         self._wake = threading.Event()
         self._stop = False
@@ -269,11 +272,8 @@ class CpuMapRuntime:
 
     @property
     def backlog(self) -> int:
-        """Frames queued or still being processed by the kthread (and, while the native
-        kthread has sums not yet folded into the tracer, 1)."""
-        kc = self.kc
-        return (len(self.queue) + int(kc[KC.INFLIGHT]) + self._py_inflight
-                + int(kc[KC.EVENTS] > 0))
+        """Frames queued or still being processed by the kthread."""
+        return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     @property
     def inflight(self) -> int:
@@ -381,9 +381,7 @@ class CpuMapRuntime:
                                             self._scratch, reg, stk, jit, self._defer,
                                             1 << 30, 0, not self.list_delivery))
             self._report(prog, engine)
-        if kc[KC.EVENTS]:
-            self._fold()
-        kc[KC.INFLIGHT] = 0  # deferred redirects done, sums folded: nothing in flight
+        kc[KC.INFLIGHT] = 0  # deferred redirects done: nothing in flight
         return n
 
     def _report(self, prog: Any, engine: Any) -> None:
@@ -424,15 +422,10 @@ class CpuMapRuntime:
 
     _region: Any = None
 
-    def _fold(self) -> None:
-        """The native kthread's ``xdp_cpumap_kthread`` sums into the tracer. Without the
-        host lock, which a native NAPI call holds for its whole run: this entry's key
-        is only ever counted by this kthread."""
-        kc = self.kc
-        sums = kc[:KC.IDLE].tolist()
-        kc[:KC.IDLE] = 0
-        self.host.tracer.xdp_cpumap_kthread._add((self.map.id, self.cpu), sums[0], sums[1:])
-        self.processed += sums[KC.PROCESSED]
+    @property
+    def processed(self) -> int:
+        """Frames the kthread took from the ring, on either path."""
+        return self.py_processed + int(self.kc[KC.PROCESSED])
 
     def reclaim(self) -> None:
         """Pages the native kthread freed, back to their page pools (not directly: this
@@ -495,7 +488,7 @@ class CpuMapRuntime:
         with host.lock:
             host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, sched, passes, drops,
                                                 redirects, cpu=self.cpu)
-            self.processed += n
+            self.py_processed += n
 
     @staticmethod
     def _prog_lock(engine: object) -> threading.Lock:
@@ -531,9 +524,26 @@ class CpuMapRuntime:
             self._thread.join()
             self._thread = None
         self.drain()
+        self.host.tracer.xdp_cpumap_kthread.remove_source(self._source)
         if self.error is not None:
             err, self.error = self.error, None
             raise err
+
+
+class _KthreadCounts:
+    """The tracer's view of a native kthread's ``xdp_cpumap_kthread`` sums in ``kc``
+    (a :class:`~pyxdp.net.trace.CounterSource`)."""
+
+    def __init__(self, rt: CpuMapRuntime) -> None:
+        self.rt = rt
+
+    def rows(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        sums = self.rt.kc[:KC.IDLE].tolist()
+        return [((self.rt.map.id, self.rt.cpu), sums)] if sums[0] else []
+
+    def reset(self) -> None:
+        self.rt.py_processed += int(self.rt.kc[KC.PROCESSED])  # processed keeps counting
+        self.rt.kc[:KC.IDLE] = 0
 
 
 _RUN_LOCKS: dict[int, threading.Lock] = {}  # per engine (by id()), while it lives

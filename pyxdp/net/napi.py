@@ -60,7 +60,7 @@ from __future__ import annotations
 import errno
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,9 +158,7 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     n = len(frames)
     if not n:
         return 0
-    rq.polls += 1
-    host.counters.polls += 1
-    host.counters.frames += n
+    rq.py_polls += 1
     dev.stats.rx_packets += n
     dev.stats.rx_bytes += int(frames.length.sum())
     host.lock.acquire()
@@ -757,6 +755,101 @@ def native_available() -> bool:
     return _native_mod is not None
 
 
+CounterRow = tuple[tuple[int, ...], list[int]]  # a tracer key and its columns
+
+
+class _NativeCounts:
+    """The tracepoint counts a queue's native calls keep in place, read by the tracer
+    as :class:`~pyxdp.net.trace.CounterSource` rows whenever it reads counters:
+    ``cnt`` (:class:`~pyxdp.net.napi_native.K`: exceptions, XDP_TX bulks), and
+    per redirect configuration (the devmaps' ids, the number of ifindexes) the
+    redirect counts by (map slot, target) and the devmap transmit counts by
+    target. Unknown verdicts count under the first one the queue saw."""
+
+    def __init__(self, rq: NetdevRxQueue, prog: XdpProg, ctl: I64) -> None:
+        from pyxdp.net.napi_native import K
+        self.ifindex = rq.dev.ifindex
+        self.ctl = ctl
+        self.cnt = np.zeros(K.SIZE, np.int64)
+        self.red: dict[tuple[tuple[int, ...], int], tuple[I64, I64]] = {}
+        tr = rq.dev.host.tracer
+        self._sources: list[tuple[Any, _Source]] = [
+            (tr.xdp_exception, _Source(self._exceptions, self.reset)),
+            (tr.xdp_bulk_tx, _Source(self._bulk_tx, _nothing)),
+            (tr.xdp_redirect, _Source(self._redirects, _nothing)),
+            (tr.xdp_devmap_xmit, _Source(self._xmits, _nothing)),
+        ]
+        for tp, src in self._sources:
+            tp.add_source(src)
+
+    def tables(self, dms: Sequence[DevMap], nif: int) -> tuple[I64, I64]:
+        """The redirect and transmit count tables for this configuration."""
+        key = (tuple(m.id for m in dms), nif)
+        t = self.red.get(key)
+        if t is None:
+            t = self.red[key] = (np.zeros((len(dms) + 1, nif), np.int64),
+                                 np.zeros((nif, 3), np.int64))
+        return t
+
+    def _exceptions(self) -> list[CounterRow]:
+        from pyxdp.net.napi_native import C, K
+        k = self.cnt
+        rows: list[CounterRow] = [((self.ifindex, 0), [int(k[K.ACT])])] if k[K.ACT] else []
+        if k[K.ACT + 5]:
+            bad = (int(self.ctl[C.INVALID_ACT]) - 1) & 0xFFFF_FFFF
+            rows.append(((self.ifindex, bad), [int(k[K.ACT + 5])]))
+        return rows
+
+    def _bulk_tx(self) -> list[CounterRow]:
+        from pyxdp.net.napi_native import K
+        k = self.cnt
+        return [((self.ifindex,), [int(k[K.TX_EVENTS]), int(k[K.TX_SENT]), 0, 0])] \
+            if k[K.TX_EVENTS] else []
+
+    def _redirects(self) -> list[CounterRow]:
+        rows: list[CounterRow] = []
+        for (ids, _), (red, _) in list(self.red.items()):
+            if red.any():
+                mids = [*ids, INT_MAX]
+                for slot, ifx in zip(*np.nonzero(red), strict=True):
+                    rows.append(((self.ifindex, int(ifx), mids[int(slot)]),
+                                 [int(red[slot, ifx])]))
+        return rows
+
+    def _xmits(self) -> list[CounterRow]:
+        rows: list[CounterRow] = []
+        for _, xmit in list(self.red.values()):
+            for ifx in np.flatnonzero(xmit[:, 0]).tolist():
+                rows.append(((self.ifindex, ifx), [int(xmit[ifx, 0]), int(xmit[ifx, 1]), 0, 0]))
+        return rows
+
+    def reset(self) -> None:
+        """Zero the counts (the tracer's reset)."""
+        self.cnt[:] = 0
+        for red, xmit in list(self.red.values()):
+            red[:] = 0
+            xmit[:] = 0
+
+    def retire(self) -> None:
+        """The state is done: what it counted becomes the tracer's own."""
+        for tp, src in self._sources:
+            tp.remove_source(src)
+        self._sources = []
+
+
+class _Source:
+    """A tracepoint's view of a :class:`_NativeCounts` (its rows and its reset)."""
+
+    def __init__(self, rows: Callable[[], list[CounterRow]],
+                 reset: Callable[[], None]) -> None:
+        self.rows = rows
+        self.reset = reset
+
+
+def _nothing() -> None:
+    """A source whose records another source of the same state resets."""
+
+
 class _NativeState:
     """What a queue keeps between native calls for one program."""
 
@@ -765,7 +858,9 @@ class _NativeState:
         from pyxdp.vm.jit.xdp import DriverIO
         self.prog = prog
         self.io = DriverIO(budget, rq.dev.ifindex, rq.index)
+        # POLLS, FRAMES and INVALID_ACT accumulate over calls; the rest is per call.
         self.ctl = np.zeros(C.SIZE, np.int64)
+        self.counts = _NativeCounts(rq, prog, self.ctl)
         # Room for DEFER_POLLS polls of XDP_PASS frames (one stack list per native call).
         self.defer = np.zeros((budget * DEFER_POLLS, 9), np.int64)
         self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
@@ -775,6 +870,20 @@ class _NativeState:
         self.xskmaps = [m for m in prog.maps.values() if type(m) is XskMap]
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
+
+    def retire(self, rq: NetdevRxQueue) -> None:
+        """Replaced or closed: its counts go to the tracer and the queue."""
+        from pyxdp.net.napi_native import C
+        self.counts.retire()
+        rq.retired_polls += int(self.ctl[C.POLLS])
+        self.ctl[C.POLLS] = 0
+
+
+def native_polls_of(rq: NetdevRxQueue) -> int:
+    """Polls the queue's current native state counted (:attr:`NetdevRxQueue.polls`)."""
+    from pyxdp.net.napi_native import C
+    st = rq.native
+    return int(st.ctl[C.POLLS]) if st is not None else 0
 
 
 def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
@@ -806,18 +915,20 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
-    from pyxdp.net.napi_native import C, K, native_polls
+    from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx, xsk_native_trace
     dev = rq.dev
     host = dev.host
     st: _NativeState | None = getattr(rq, "native", None)
     if st is None or st.prog is not prog or len(st.io.rows) != budget:
+        if st is not None:
+            st.retire(rq)
         st = _NativeState(rq, prog, budget)
         rq.native = st
     pool = rq.pool
     ring = rq.ring
     ctl = st.ctl
-    ctl[:] = 0
+    ctl[:C.INVALID_ACT] = 0
     # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
     # lock when it touches only its queue's records and per-CPU state: the program's
     # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls,
@@ -853,10 +964,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     dm_n = np.array([m.max_entries for m in dms], np.int64)
     dm_off = np.cumsum(np.concatenate([[0], dm_n]))[:-1].astype(np.int64)
     dm_ent = np.concatenate([m.entries for m in dms]) if dms else np.zeros((1, 2), np.uint32)
-    red_cnt = np.zeros((len(dms) + 1, nif), np.int64)
-    xmit_cnt = np.zeros((nif, 3), np.int64)
+    red_cnt, xmit_cnt = st.counts.tables(dms, nif)
     cm, cm_rts = _cpumap_args(host, [] if local else st.cpumaps)
-    cnt = np.zeros(K.SIZE, np.int64)
+    cnt = st.counts.cnt
     io = st.io
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
@@ -890,7 +1000,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         raise PageAccountingError(f"native poll: double return of page row {row} of "
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     with host.lock:
-        _native_account(rq, prog, st, cnt, red_cnt, xmit_cnt, dms, vm)
+        _native_account(rq, prog, st, vm)
     if cm_rts:
         _cpumap_account(rq, cm, cm_rts, st.cpumaps)
     if generic:
@@ -967,7 +1077,7 @@ _NO_XMIT = np.zeros((0, 3), np.int64)  # a zero-copy call transmits on no device
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
-    from pyxdp.net.napi_native import C, K, native_polls_zc
+    from pyxdp.net.napi_native import C, native_polls_zc
     from pyxdp.net.xsk import xsk_native_trace
     dev = rq.dev
     host = dev.host
@@ -977,7 +1087,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     src = rq.source
     gen = (src.batch.data, src.batch.length, src.state.words) \
         if src is not None and src.active else st.no_gen
-    cnt = np.zeros(K.SIZE, np.int64)
+    cnt = st.counts.cnt
     io = st.io
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire
     system = host.memmap.system  # xdp_convert_zc_to_xdp_frame's pages (XDP_TX)
@@ -998,7 +1108,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, cnt, None, None, [], prog.vm)
+    _native_account(rq, prog, st, prog.vm)
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -1108,44 +1218,19 @@ def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
     generic_xdp_act(dev, prog, out, v.action, v.map_id, v.map_type, v.index, v.flags)
 
 
-def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, cnt: I64,
-                    red_cnt: I64 | None, xmit_cnt: I64 | None, dms: Sequence[DevMap],
-                    vm: Any) -> None:
-    """Fold what the native polls summed for the tracer (events) and the poll counts
-    into their owners, and keep the first fault's report; the device's counters
-    were counted in place."""
+def _native_account(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, vm: Any) -> None:
+    """What a native call leaves for Python besides its records: the warning for an
+    unknown verdict and the first fault's report (counts stay in the records,
+    read by the tracer through :class:`_NativeCounts`)."""
     from pyxdp.net.napi_native import C, K
     dev = rq.dev
-    host = dev.host
     ctl = st.ctl
-    c = ctl.tolist()  # Python ints at once: each numpy scalar read costs a call
-    k = cnt.tolist()
-    rq.polls += c[C.POLLS]
-    host.counters.polls += c[C.POLLS]
-    host.counters.frames += c[C.FRAMES]
-    tr = host.tracer
-    if k[K.ACT + 0]:
-        tr.xdp_exception.fire(prog.id, 0, dev.ifindex, k[K.ACT + 0])
-    if k[K.ACT + 5]:
-        bad = c[C.INVALID_ACT] - 1
-        if prog not in _warned:
-            _warned.add(prog)
-            log.warning("%s: XDP program %s returned illegal action %d: treated as "
-                        "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name, prog.spec.name,
-                        bad)
-        tr.xdp_exception.fire(prog.id, bad & 0xFFFF_FFFF, dev.ifindex, k[K.ACT + 5])
-    if k[K.TX_EVENTS]:
-        tr.xdp_bulk_tx._add((dev.ifindex,), k[K.TX_EVENTS], [k[K.TX_SENT], 0, 0])
-    if red_cnt is not None and red_cnt.any():  # None: a zero-copy call (no devices)
-        ids = [m.id for m in dms] + [INT_MAX]
-        for slot, ifx in zip(*np.nonzero(red_cnt), strict=True):
-            map_id = ids[int(slot)]
-            tr.xdp_redirect._add((dev.ifindex, int(ifx), map_id), int(red_cnt[slot, ifx]), [])
-    sent_to = xmit_cnt if xmit_cnt is not None else _NO_XMIT
-    for ifx in np.flatnonzero(sent_to[:, 0]).tolist() if sent_to.any() else ():
-        events, sent, _ = (int(x) for x in sent_to[ifx])
-        tr.xdp_devmap_xmit._add((dev.ifindex, ifx), events, [sent, 0, 0])
-    if c[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
+    if st.counts.cnt[K.ACT + 5] and prog not in _warned:
+        _warned.add(prog)
+        log.warning("%s: XDP program %s returned illegal action %d: treated as "
+                    "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name, prog.spec.name,
+                    int(ctl[C.INVALID_ACT]) - 1)
+    if ctl[C.FAULTS] and len(dev.faults) < MAX_FAULT_REPORTS:
         fault = prog._with_source(vm.render_fault(int(ctl[C.FAULT_WORD]), int(ctl[C.FAULT_PC]),
                                                   int(ctl[C.FAULT_ADDR])))
         dev.faults.append(f"{dev.name} rx{rq.index}: {prog.spec.name}: {fault} -> XDP_ABORTED")

@@ -120,7 +120,7 @@ class C:
 
 
 class K:
-    """Indices of the trace sums array (folded into the tracer after the call)."""
+    """Indices of a queue's trace counts (kept over calls; the tracer reads them in place)."""
 
     ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
     TX_EVENTS, TX_SENT = 6, 7  # xdp_bulk_tx of XDP_TX

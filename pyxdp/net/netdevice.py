@@ -118,7 +118,8 @@ class NetdevRxQueue:
     ring: FrameRing
     ctx: RunContext
     source: TrafficGenerator | None = None
-    polls: int = 0
+    py_polls: int = 0  # polls the Python path made
+    retired_polls: int = 0  # polls of native states the queue replaced
     native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
     xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.net.xsk_buff_pool.XskBuffPool)
     # The queue's own counters, which its native poll loop counts into (so that queues
@@ -126,6 +127,12 @@ class NetdevRxQueue:
     # them in on reading, as ndo_get_stats64 sums a driver's per-queue stats.
     stats: NetdevStats = field(default_factory=NetdevStats)
     _seen: Any = None
+
+    @property
+    def polls(self) -> int:
+        """NAPI polls of this queue, Python and native (counted where each runs)."""
+        from pyxdp.net.napi import native_polls_of
+        return self.py_polls + self.retired_polls + native_polls_of(self)
 
     @property
     def pending(self) -> int:
@@ -326,6 +333,9 @@ class NetDevice:
 
     def close(self) -> None:
         for rq in self.rx:
+            if rq.native is not None:  # its tracer counts become the tracer's own
+                rq.native.retire(rq)
+                rq.native = None
             # Frames still queued belong to their pools: give them back first.
             rest = rq.ring.consume(len(rq.ring))
             self.host.drop_frames(rest, rq, direct=False)
@@ -426,12 +436,6 @@ class _Netdevs(Mapping[int, NetdevInfo]):
         return len(self.host.devices)
 
 
-@dataclass
-class _Counters:
-    polls: int = 0
-    frames: int = 0
-
-
 class Host:
     """A network namespace of pyxdp's datapath: devices, memory, stack, programs.
 
@@ -477,7 +481,6 @@ class Host:
         self.xsk_pools: dict[tuple[int, int], Any] = {}
         self.xsk_rx: dict[tuple[int, int], Any] = {}
         self.xsk_table = np.zeros(XSK_TABLE_SIZE, np.uint64)
-        self.counters = _Counters()
         self._collections: list[Collection] = []
         self._next_ifindex = 1
         self._closed = False
