@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pyxdp.maps.xskmap import XskMap
@@ -26,6 +27,9 @@ from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
+from pyxdp.net.xdp_umem import XskError
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.if_xdp import XdpDescOption
 from pyxdp.xsk.datapath import PyxdpXskSocket
 from pyxdp.xsk.native import Rxdrop, RxdropThread, rxdrop_drain
 from pyxdp.xsk.umem import Umem
@@ -76,7 +80,7 @@ def _run(native: bool, *, mode: str = "copy", redirect: str = "map", count: int 
                                    else x for i, x in enumerate(k)): [int(x) for x in row]
                              for k, row in tracer[name].counters.items()}
                       for name in ("xdp_redirect", "xdp_redirect_err", "xdp_exception")},
-            "free": sock.xpool._nfree if sock.xpool else None,
+            "free": sock.xpool.free_list_cnt if sock.xpool else None,
         }
         sock.release(b)
         sock.close()
@@ -133,6 +137,90 @@ def test_native_receive_counts_what_linux_counts() -> None:
     assert len(zc["len"]) == 100 and zc["dev"].rx_dropped > 0
 
 
+PASS = asm_collection("r0 = 2\nexit\n")
+# XDP_PASS for even source ports, XDP_TX for odd ones (udp_packet: eth + ip + udp).
+PASS_OR_TX = asm_collection("""
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 42
+r0 = 1
+if r4 > r3 goto +5
+r5 = *(u8 *)(r2 +35)
+r5 &= 1
+r0 = 2
+if r5 == 0 goto +1
+r0 = 3
+exit
+""")
+
+
+def _zc_verdicts(native: bool, prog: str, *, count: int = 300) -> dict[str, Any]:
+    """A zero-copy queue whose program passes frames to the stack or sends them back
+    (XDP_TX: each copied into an order-0 page first): what every record says after."""
+    tracer = Tracer()
+    host = Host(engine="jit", tracer=tracer, native=native)
+    try:
+        nic = host.add_device("eth0")
+        coll = host.load(SAMPLES / prog if prog.endswith(".o") else
+                         {"pass": PASS, "pass_or_tx": PASS_OR_TX}[prog])
+        nic.attach_xdp(next(iter(coll.programs.values())))
+        sink = host.stack.udp_socket(5678)
+        umem = Umem(512, 2048)
+        sock = PyxdpXskSocket(nic, 0, umem, mode="zerocopy", fill_size=512, comp_size=512,
+                              rx_size=512, tx_size=64)
+        sock.fill(256)
+        system = host.memmap.system
+        before = system.state.copy()
+        nic.rx[0].source = TrafficGenerator(packets=_packets(7, 64), count=count)
+        host.run()
+        pool = sock.xpool
+        assert pool is not None
+        pool.check()
+        st = system.state
+        fq = sock.fill_ring
+        assert fq is not None
+        out = {
+            "dev": nic.stats, "stack": host.stack.stats, "sink": sink.packets,
+            "stats": sock.statistics(), "free": pool.free_list_cnt,
+            "free_list": sorted(pool._free[:pool.free_list_cnt].tolist()),
+            # The kernel's cached consumer: it publishes the shared one lazily.
+            "fill_left": (fq.producer - pool.fq.cached_cons) & 0xFFFF_FFFF,
+            "pages": (st.nr_free - before.nr_free, st.allocated - before.allocated,
+                      st.freed - before.freed),
+            "trace": {name: {k: [int(x) for x in row]
+                             for k, row in tracer[name].counters.items()}
+                      for name in ("xdp_bulk_tx", "xdp_exception")},
+        }
+        sock.close()
+        umem.close()
+        return out
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("prog", ["pass", "xdp2.o", "pass_or_tx"])
+def test_native_zero_copy_pass_and_tx_are_the_python_path(
+        prog: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDP_PASS (the driver's skb copy to the stack) and XDP_TX (a copy into an order-0
+    page, sent and completed) from a zero-copy queue, natively and in Python: the
+    same counters, stack deliveries, chunk and page accounting, trace events; the
+    native loop hands nothing back to the Python dispatch."""
+    import pyxdp.net.napi as napi
+    deferred: list[int] = []
+    monkeypatch.setattr(napi, "_dispatch_deferred", lambda *a: deferred.append(len(a[4])))
+    native = _zc_verdicts(True, prog)
+    assert deferred == []
+    monkeypatch.undo()
+    python = _zc_verdicts(False, prog)
+    assert native == python
+    dev = native["dev"]
+    # Every chunk is back: on the pool's free list or still in the fill ring.
+    assert dev.xdp_pass + dev.xdp_tx == 300 and native["free"] + native["fill_left"] == 256
+    assert native["sink"] == dev.xdp_pass
+    assert native["pages"][0] == 0 and native["pages"][1] == native["pages"][2] == dev.xdp_tx
+
+
 @contextmanager
 def _nic(obj: str) -> Iterator[tuple[Host, Any, Any]]:
     """A host with eth0 running ``samples/obj``'s program natively: (host, nic, coll)."""
@@ -176,7 +264,7 @@ def test_rxdrop_drain_loses_nothing() -> None:
         assert fq is not None
         in_fill = (fq.producer - fq.consumer) & 0xFFFF_FFFF
         assert sock.xpool is not None
-        assert in_fill + sock.xpool._nfree == 256
+        assert in_fill + sock.xpool.free_list_cnt == 256
         assert sock.recv(64).addr.size == 0
         sock.close()
         umem.close()
@@ -238,3 +326,92 @@ def test_zero_copy_queue_of_a_tx_only_socket() -> None:
         assert nic.stats.xdp_drops == 100 and nic.stats.rx_dropped == 0
         sock.close()
         umem.close()
+
+
+def _tx_run(native: bool, mode: str) -> list[Any]:
+    """Raw tx descriptors kicked with ``sendto`` on a NIC's socket, or (``veth``, copy
+    mode) a veth's whose peer runs xdp1 (its queue's page pool takes the packets):
+    per kick the answer, the completions, the socket's statistics, the device's
+    counters and the peer's counters and pool."""
+    host = Host(engine="jit", native=native)
+    try:
+        peer = None
+        if mode == "veth":
+            dev, peer = host.veth("veth0", "veth1")
+            peer.attach_xdp(next(iter(host.load(SAMPLES / "xdp1.o").programs.values())))
+        else:
+            dev = host.add_device("eth0")
+        umem = Umem(256, 2048)
+        sock = PyxdpXskSocket(dev, 0, umem, mode="zerocopy" if mode == "zerocopy" else "copy",
+                              fill_size=64, comp_size=32, rx_size=64, tx_size=128)
+        tx, comp = sock.tx, sock.comp_ring
+        assert tx is not None and comp is not None
+        log: list[Any] = []
+
+        def post(descs: list[tuple[int, int, int]]) -> None:
+            idx, k = tx.reserve(len(descs))
+            assert k == len(descs)
+            a, ln, opt = zip(*descs, strict=True)
+            tx.write_descs(idx, np.array(a, np.uint64), np.array(ln, np.uint32),
+                           np.array(opt, np.uint32))
+            tx.submit(k)
+
+        def kick(reap: int) -> None:
+            try:
+                r: Any = sock.sendmsg()
+            except XskError as e:
+                r = -e.errno
+            seen = None
+            if peer is not None:
+                host.run()
+                seen = (peer.stats.asdict(), peer.rx[0].pool.get_stats())
+            log.append((r, comp.consume(reap).tolist(), sock.statistics(), dev.stats.asdict(),
+                        tx.consumer, seen))
+
+        contd = int(XdpDescOption.XDP_PKT_CONTD)
+        post([(i * 2048, 60 + i, 0) for i in range(40)])  # more than the budget of 32
+        kick(0)
+        kick(32)  # the completion ring is full: nothing sent
+        kick(32)
+        # A chain of 3, one with an invalid descriptor inside, a chain of 20 (too many
+        # fragments), descriptors outside the UMEM or with unknown options, then more.
+        post([(50 * 2048, 100, contd), (51 * 2048, 100, contd), (52 * 2048, 40, 0),
+              (53 * 2048, 100, contd), (54 * 2048, 0, 0), (55 * 2048, 60, 0)]
+             + [((60 + i) * 2048, 64, contd if i < 19 else 0) for i in range(20)]
+             + [(300 * 2048, 64, 0), (90 * 2048, 64, 1 << 7), (91 * 2048 + 2000, 64, 0),
+                (92 * 2048 + 10, 64, 0), (1 << 63, 64, 0)])
+        for _ in range(4):
+            kick(32)
+        if peer is not None:  # frames the peer refuses: too long, then the peer down
+            peer.mtu = 100
+            post([(100 * 2048, 60, 0), (101 * 2048, 400, 0), (102 * 2048, 60, 0)])
+            kick(32)
+            kick(32)
+            peer.up = False
+            post([(103 * 2048, 60, 0)])
+            kick(32)
+            peer.up = True
+        kick(32)  # an empty ring
+        sock.close()
+        umem.close()
+        return log
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("mode", ["copy", "zerocopy", "veth"])
+def test_native_tx_is_the_python_path(mode: str) -> None:
+    """AF_XDP transmit in machine code (``__xsk_generic_xmit`` to a NIC or to a veth
+    whose peer runs a program, the zero-copy driver's batch) and in Python: the
+    same answers, completions, invalid and empty counts, device counters and (veth)
+    the peer's reception and page pool, kick after kick."""
+    native = _tx_run(True, mode)
+    python = _tx_run(False, mode)
+    assert native == python
+    last = native[-1]
+    assert last[2].tx_invalid_descs > 0 and last[3]["tx_packets"] > 40
+    if mode == "veth":
+        assert last[5][0]["xdp_drops"] == last[3]["tx_packets"]
+        assert last[3]["tx_dropped"] == 2  # each ended its kick (EBUSY: sendto goes on)
+
+

@@ -29,6 +29,7 @@ __all__ = [
     "load_acquire64",
     "memcpy",
     "store_release32",
+    "store_release32_at",
     "store_release64",
     "u32_view",
 ]
@@ -160,6 +161,21 @@ def _load_acquire32_at(typingctx, addr):  # type: ignore[no-untyped-def]
 
 
 load_acquire32_at: Any = intrinsic(_load_acquire32_at)
+
+
+def _store_release32_at(typingctx, addr, val):  # type: ignore[no-untyped-def]
+    """``smp_store_release((u32 *)addr, val)``."""
+    sig = types.void(addr, val)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = builder.inttoptr(args[0], ir.IntType(32).as_pointer())
+        builder.store_atomic(builder.trunc(args[1], ir.IntType(32)), p, "release", 4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+store_release32_at: Any = intrinsic(_store_release32_at)
 
 
 load_acquire64: Any = intrinsic(_load_acquire64)

@@ -508,7 +508,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
     from pyxdp.net.napi_native import C, native_polls
-    from pyxdp.net.xsk import xsk_native_fold, xsk_native_rx
+    from pyxdp.net.xsk import xsk_native_rx, xsk_native_trace
     dev = rq.dev
     host = dev.host
     st: _NativeState | None = getattr(rq, "native", None)
@@ -568,7 +568,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
     finally:
         if xsk is not None:
-            xsk_native_fold(xsk, dev, prog.id)
+            xsk_native_trace(xsk, dev, prog.id)
         pool.napi_local = False
         lock.release()
     if ctl[C.ERROR] or pool.state.error:
@@ -655,18 +655,20 @@ def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
 
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:
-    """The AF_XDP arguments of a copy-mode native call: the queue's socket state
-    (:meth:`pyxdp.net.xsk.NativeRx.copy_args`), or inert arrays without one."""
+    """The AF_XDP group of a copy-mode native call: the queue's socket
+    (:class:`pyxdp.net.xsk.NativeRx`), or inert records without one."""
     global _NO_XSK
     if x is not None:
-        args: tuple[Any, ...] = x.copy_args()
+        args: tuple[Any, ...] = x.args
         return args
     if _NO_XSK is None:
-        from pyxdp.net.xsk_native import X
-        u32, i64 = np.zeros(1, np.uint32), np.zeros(1, np.int64)
-        _NO_XSK = (np.zeros(X.SIZE_, np.int64), u32, u32, np.zeros(1, np.uint64),
-                   np.zeros(1, np.uint64), u32, u32, np.zeros((1, 2), np.uint64),
-                   np.zeros(1, np.uint8), i64, i64, i64, u32, i64)
+        from pyxdp.net.xsk import XdpSockState
+        from pyxdp.net.xsk_buff_pool import XskPoolState
+        from pyxdp.net.xsk_native import T_SLOT
+        from pyxdp.net.xsk_queue import XskQueueState
+        _NO_XSK = (0, XskPoolState().words, XskQueueState().words, XskQueueState().words,
+                   XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(1, np.uint64),
+                   np.zeros(T_SLOT, np.int64))
     return _NO_XSK
 
 
@@ -677,7 +679,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
     from pyxdp.net.napi_native import C, native_polls_zc
-    from pyxdp.net.xsk import xsk_native_fold
+    from pyxdp.net.xsk import xsk_native_trace
     dev = rq.dev
     host = dev.host
     ring = rq.ring
@@ -688,14 +690,19 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         if src is not None and src.active else st.no_gen
     cnt = st.counts.cnt
     io = st.io
+    tx_ok = dev.kind == "nic" and dev.up and not dev.wire
+    system = host.memmap.system  # xdp_convert_zc_to_xdp_frame's pages (XDP_TX)
     host.lock.acquire()
     try:
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words), gen,
-                                   rq.stats.words, xsk.zc_args(), (ctl, cnt, st.defer))
+                                   (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,
+                                    (*system.native_arrays, system.pages, system.addr_base)),
+                                   xsk.args, _stack_args(host, dev, rq, False),
+                                   (ctl, cnt, st.defer))
     finally:
-        xsk_native_fold(xsk, dev, prog.id)
+        xsk_native_trace(xsk, dev, prog.id)
         host.lock.release()
     if ctl[C.ERROR]:
         from pyxdp.net.page_pool import PageAccountingError

@@ -39,10 +39,11 @@ XDP batch entry on them, and acts on the verdicts:
   (:mod:`pyxdp.net.xsk_native`): copy mode takes a buffer from the pool, copies
   metadata and frame into the UMEM and writes the rx descriptor; zero-copy
   queues run :func:`native_polls_zc`, whose buffers *are* UMEM chunks from
-  the fill ring, handed over as they are. Their error paths (fill ring
-  empty, rx ring full, frame too long) are taken here too, with the
-  kernel's counters; the rx ring and the fill ring's consumer are published
-  at the end of each poll (``xsk_flush``).
+  the fill ring, handed over as they are (XDP_PASS there copies the chunk
+  into the stack's skb, XDP_TX into an order-0 page, both freeing it). Their
+  error paths (fill ring empty, rx ring full, frame too long) are taken here
+  too, with the kernel's counters; the rx ring and the fill ring's consumer
+  are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
@@ -51,9 +52,10 @@ skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 Everything else - veth targets, wire sinks to feed, a broadcast clone that
 would meet a devmap program, a devmap program the loop cannot drive (the
 polling program itself, an interpreted one), PASS with a stack callback or a
-socket keeping payloads, other sockets, zero-copy frames leaving their UMEM,
-every other error path - is *deferred*: the frame and its verdict are handed
-back, the loop stops after that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
+socket keeping payloads, other sockets, zero-copy frames redirected to
+devices, every other error path - is *deferred*: the frame and its verdict
+are handed back, the loop stops after that poll, and
+:func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
 frames are XDP_PASS or AF_XDP redirects do not stop the loop until the
 defer buffer is nearly full. So the native loop is an accelerator of the
@@ -65,8 +67,10 @@ State is the objects' own records, used in place: the page pool's
 :class:`~pyxdp.net.page_pool.PoolState` and arrays (the same algorithm as
 :class:`~pyxdp.net.page_pool.PagePool`), the rx ring's cursor, the
 generator's position, the queue's :class:`~pyxdp.net.stats.NetdevStats`, the
-stack's and the cpumap entries' records. A call's own outputs (polls, the
-first fault, deferred frames, sums for the tracer) come back in ``out``.
+stack's and the cpumap entries' records, the AF_XDP pool's, rings' and
+socket's records (:mod:`pyxdp.net.xsk_native`) and the host's page allocator.
+A call's own outputs (polls, the first fault, deferred frames, sums for the
+tracer) come back in ``out``.
 """
 
 from __future__ import annotations
@@ -96,23 +100,21 @@ from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
 from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX, XdpMemType
 from pyxdp.net.xsk_native import (
-    X_CHUNK,
-    X_DEV_DROPPED,
-    X_FD,
-    X_FQ_EMPTY,
-    X_OFF,
-    X_ON,
-    X_PFN_BASE,
-    X_QUEUE,
-    X_REG,
-    X_WAKE_SET,
-    X_WAKEUP,
-    buff_free,
-    fq_peek,
-    fq_take,
+    T_SLOT,
+    T_TX_ERR,
+    XP_HELD,
+    XP_OFF,
+    XP_PFN_BASE,
+    ld8,
+    page_put,
     rcv_copy,
     rcv_zc,
     xsk_flush,
+    xsk_slot,
+    zc_alloc,
+    zc_alloc_done,
+    zc_free,
+    zc_to_frame,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
@@ -182,6 +184,7 @@ D_TX_BYTES = NetdevStats.index("tx_bytes")
 D_XDP_PACKETS = NetdevStats.index("xdp_packets")
 D_XDP_DROPS = NetdevStats.index("xdp_drops")
 D_XDP_TX = NetdevStats.index("xdp_tx")
+D_XDP_TX_ERRORS = NetdevStats.index("xdp_tx_errors")
 D_XDP_REDIRECT = NetdevStats.index("xdp_redirect")
 D_XDP_ABORTED = NetdevStats.index("xdp_aborted")
 D_XDP_PASS = NetdevStats.index("xdp_pass")
@@ -354,23 +357,6 @@ def _give(psc, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[
     psc[P_NUSE] = nuse
     _recycle(psc, cache, ring, free, state, loc)
     return psc[P_COUNT], psc[P_NUSE], cached
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, map_id, idx):  # type: ignore[no-untyped-def]
-    """The native socket as the redirect's target: the XSKMAP's slot number (or
-    ``len(xm_ids)`` for ``bpf_redirect_xsk``'s registration), -1 when the target
-    is another socket or none (the Python path then judges it)."""
-    if map_id == 0:
-        if xc[X_REG] != 0 and idx == xc[X_QUEUE]:
-            return len(xm_ids)
-        return -1
-    for k in range(len(xm_ids)):
-        if xm_ids[k] == map_id:
-            if 0 <= idx < xm_n[k] and np.int64(xm_ent[xm_off[k] + idx]) == xc[X_FD]:
-                return k
-            return -1
-    return -1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -769,8 +755,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
     dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
     eg_ids = eg[0]
-    (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
-     xm_n, xm_ent, xs_cnt) = xsk
+    xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
     ctl, cnt, defer = out
     ndm = len(dm_ids)
     nif = len(tgt_ok)
@@ -796,7 +781,6 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tx_events = 0
     tx_sent = 0
     tx_bytes = np.int64(0)
-    xon = xc[X_ON]
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
     stack_ok, srec = stk
@@ -926,13 +910,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         ntx = 0
                     done = True
             elif a == 4 and xon == 1 and np.int64(red[i, 1]) == XSKMAP:
-                xs = _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, np.int64(red[i, 0]),
-                               np.int64(red[i, 2]))
+                xs = xsk_slot(xm, xreg, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
                 if xs >= 0:
-                    e = rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem,
-                                 pages[loc], data, length, meta)
+                    e = rcv_copy(xp, xfq, xrx, xsk_sk, xt,
+                                 pages.ctypes.data + loc * pages.strides[0] + data, length, meta)
                     if e == 0:
-                        xs_cnt[xs] += 1
+                        xt[T_SLOT + xs] += 1
                         xtouched = True  # on the flush list only when received
                     elif e == ENOMEM:
                         backed_up = True
@@ -1024,7 +1007,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             mib[M_BATCHES] += 1
         # xdp_do_flush and the driver's TX flush at the end of the poll.
         if xtouched:
-            xsk_flush(xc, rx_prod, fq_cons)
+            xsk_flush(xrx, xfq)
             xtouched = False
         if ntx:
             tx_events += 1
@@ -1079,26 +1062,31 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # type: ignore[no-untyped-def] # noqa: E501
+def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):  # type: ignore[no-untyped-def] # noqa: E501
     """:func:`native_polls` for a zero-copy AF_XDP queue (``MEM_TYPE_XSK_BUFF_POOL``):
     its buffers are UMEM chunks (``umem`` is the UMEM, one row per chunk) from
     the socket's pool; the generator DMAs into them as ``xsk_zc_dma`` does, a
     redirect to the socket hands the chunk over (``xsk_rcv_zc``), XDP_DROP
-    frees it (``xsk_buff_free``); everything else (XDP_PASS, XDP_TX, redirects
-    elsewhere: the copies of ``xdp_convert_zc_to_xdp_frame``) is deferred."""
+    frees it (``xsk_buff_free``), XDP_PASS copies it into an skb for the
+    stack's demux and frees it (the driver's ``xsk_construct_skb``), XDP_TX
+    on a NIC copies it into an order-0 page (``xdp_convert_zc_to_xdp_frame``,
+    the chunk freed) for the TX bulk of 16, the page freed at tx completion;
+    redirects elsewhere are deferred. ``dev``: (ifindex, counters, XDP_TX
+    allowed, TX bulk rows, the host's page allocator)."""
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages = umem
     qcols, qcur = rxq
     tpl, tpl_len, gst = gen
-    (xc, fq_prod, fq_cons, fq_addr, fq_flags, xfree, rx_prod, rx_cons, rx_desc, held, xm_ids,
-     xm_off, xm_n, xm_ent, xs_cnt) = xsk
+    self_ifindex, ds, tx_ok, tx_rows, sysa = dev
+    xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
+    stack_ok, srec = stk
+    mib = srec[0]
     ctl, cnt, defer = out
-    nchunks = len(held)
+    nchunks = len(pages)
     ntpl = len(tpl_len)
-    chunk = xc[X_CHUNK]
-    off = xc[X_OFF]
-    pfn_base = xc[X_PFN_BASE]
+    off = xp[XP_OFF]
+    pfn_base = xp[XP_PFN_BASE]
     total = 0
     qhead = qcur[Q_HEAD]
     qcount = qcur[Q_COUNT]
@@ -1111,14 +1099,19 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # ty
     n_drop = 0
     n_red = 0
     n_bad = 0
+    n_pass = 0
+    tx_events = 0
+    tx_sent = 0
+    tx_bytes = np.int64(0)
     xtouched = False
     for _poll in range(max_polls):
         n = 0
+        ntx = 0
         while n < budget and qcount > 0:
             if qcols[4, qhead] != 0:
                 break
             loc = qcols[0, qhead] - pfn_base
-            if loc < 0 or loc >= nchunks or held[loc] == 0:
+            if loc < 0 or loc >= nchunks or ld8(xp[XP_HELD], loc) == 0:
                 ctl[C_ERROR] = -1
                 break
             qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
@@ -1129,26 +1122,17 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # ty
             want = budget - n if gleft < 0 else min(budget - n, gleft)
             got = 0
             while got < want:
-                base = fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree)
-                if base < 0:
+                loc = zc_alloc(xp, xfq, xrx)
+                if loc < 0:
                     break
-                fq_take(xc)
-                loc = base // chunk
-                held[loc] = 1
                 gpos, gleft = _dma(pages, loc, off, tpl, tpl_len, gpos, gleft, rows, d_off,
                                    d_len, d_meta, n)
                 gmade += 1
                 got += 1
                 n += 1
             if got < want:
-                xc[X_DEV_DROPPED] += want - got
-                xc[X_FQ_EMPTY] += 1
-                if xc[X_WAKEUP] != 0 and xc[X_WAKE_SET] == 0:
-                    fq_flags[0] |= 1  # XDP_RING_NEED_WAKEUP
-                    xc[X_WAKE_SET] = 1
-            elif xc[X_WAKEUP] != 0 and xc[X_WAKE_SET] != 0:
-                fq_flags[0] &= ~np.uint32(1)
-                xc[X_WAKE_SET] = 0
+                ds[D_RX_DROPPED] += want - got
+            zc_alloc_done(xp, xfq, got < want)
         if n == 0 or ctl[C_ERROR] != 0:
             break
         polls += 1
@@ -1156,6 +1140,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # ty
         nbytes += _run(fn, ctx_addr, desc, d_len, n)
         deferred = 0
         flushy = 0
+        passed = 0
         for i in range(n):
             loc = rows[i]
             a = np.int64(act[i])
@@ -1163,34 +1148,69 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, ds, xsk, out):  # ty
                 _fault(ctl, status, pc_out, addr_out, i)
             if a == 1 or a == 0 or a > 4:
                 n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
-                held[loc] = 0
-                buff_free(xc, xfree, loc * chunk)
+                zc_free(xp, loc)
                 continue
             data = np.int64(off_out[i])
             length = np.int64(len_out[i])
             meta = np.int64(meta_out[i])
+            if a == 2 and stack_ok:
+                # The driver copies the buffer into an skb (xsk_construct_skb) and frees
+                # it; the skb goes through the stack's demux and is consumed there.
+                stack_rcv_one(pages[loc], data, length, self_ifindex, srec)
+                passed += 1
+                zc_free(xp, loc)
+                continue
+            if a == 3 and tx_ok:
+                row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                if row < 0:  # not converted: an exception, and the buffer dropped
+                    xt[T_TX_ERR] += 1
+                    ds[D_XDP_TX_ERRORS] += 1
+                    zc_free(xp, loc)
+                    continue
+                tx_bytes += length
+                tx_rows[ntx] = row
+                ntx += 1
+                if ntx == BULK:  # ndo_xdp_xmit, then tx completion: the pages freed
+                    tx_events += 1
+                    tx_sent += ntx
+                    for j in range(ntx):
+                        page_put(sysa, tx_rows[j])
+                    ntx = 0
+                continue
             if a == 4 and np.int64(red[i, 1]) == XSKMAP:
-                xs = _xsk_slot(xc, xm_ids, xm_off, xm_n, xm_ent, np.int64(red[i, 0]),
-                               np.int64(red[i, 2]))
+                xs = xsk_slot(xm, xreg, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
                 if xs >= 0:
-                    if rcv_zc(xc, rx_cons, rx_desc, held, loc, data, length) == 0:
-                        xs_cnt[xs] += 1
+                    if rcv_zc(xp, xrx, xsk_sk, xt, loc, data, length) == 0:
+                        xt[T_SLOT + xs] += 1
                         xtouched = True
                     else:
-                        held[loc] = 0
-                        buff_free(xc, xfree, loc * chunk)
+                        zc_free(xp, loc)
                     n_red += 1
                     continue
             if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                 flushy += 1
             _defer(ctl, defer, red, i, loc, data, length, meta, a)
             deferred += 1
+        if passed:  # the poll's list of skbs (netif_receive_skb_list)
+            n_pass += passed
+            mib[M_BATCHES] += 1
         if xtouched:
-            xsk_flush(xc, rx_prod, fq_cons)
+            xsk_flush(xrx, xfq)
             xtouched = False
+        if ntx:
+            tx_events += 1
+            tx_sent += ntx
+            for j in range(ntx):
+                page_put(sysa, tx_rows[j])
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
     _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
             n_drop, n_bad)
+    ds[D_XDP_PASS] += n_pass
     ds[D_XDP_REDIRECT] += n_red
+    ds[D_XDP_TX] += tx_sent
+    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_BYTES] += tx_bytes
+    cnt[K_TX_EVENTS] += tx_events
+    cnt[K_TX_SENT] += tx_sent
     return total

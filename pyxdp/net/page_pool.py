@@ -72,6 +72,7 @@ __all__ = [
     "PAGE_SIZE",
     "PFN_REGION_SHIFT",
     "PP_ALLOC_CACHE_REFILL",
+    "AllocState",
     "PoolState",
     "PP_ALLOC_CACHE_SIZE",
     "MemMap",

@@ -71,9 +71,15 @@ Modelled as Linux 6.18 does it (and as measured there, see
   ``XDP_RING_NEED_WAKEUP`` (the NIC needs a kick for every burst).
 * in machine code: with the host's native loop, a queue with exactly one
   socket receives in :mod:`pyxdp.net.napi_native` (copy and zero-copy,
-  errors included) by the same rules (:class:`NativeRx` carries the state;
-  ``tests/test_xsk_native.py`` checks both paths give the same descriptors,
-  bytes, statistics and trace counters).
+  errors included, and a zero-copy queue's XDP_PASS and XDP_TX), and
+  transmit runs in :mod:`pyxdp.net.xsk_native_tx` (zero-copy to a NIC; copy
+  mode without tx metadata to a NIC or a veth whose peer runs a native
+  program; no wire sinks), by the same rules, on the same state: the socket's
+  :class:`XdpSockState`, its pool's and rings' records
+  (:class:`~pyxdp.net.xsk_buff_pool.XskPoolState`,
+  :class:`~pyxdp.net.xsk_queue.XskQueueState`) are what both paths read and
+  write, in place (``tests/test_xsk_native.py`` checks both paths give the
+  same descriptors, bytes, statistics and trace counters).
 * what the user writes is checked before use, here and in machine code alike:
   fill entries outside the UMEM or naming a chunk the datapath holds (pool
   ``kown``: in a buffer, on the free list, in an unconsumed rx slot; zero-copy:
@@ -127,6 +133,7 @@ import numpy.typing as npt
 from pyxdp.maps.base import map_by_id
 from pyxdp.net.filter import register_flush, register_redirect
 from pyxdp.net.frames import Frames
+from pyxdp.net.record import Alias, Field, Record
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp_umem import UmemArea, XskError
 from pyxdp.net.xsk_buff_pool import (
@@ -147,7 +154,7 @@ from pyxdp.net.xsk_queue import (
     RingMem,
     ring_view,
 )
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.uapi.if_xdp import (
     XDP_OPTIONS_ZEROCOPY,
     XDP_RING_NEED_WAKEUP,
@@ -163,14 +170,15 @@ __all__ = [
     "TX_BATCH_SIZE",
     "UNBOUND",
     "NativeRx",
+    "XdpSockState",
     "XdpSock",
     "XskFlushList",
     "xsk_flush",
     "xsk_generic_redirect",
     "xsk_map_redirect",
-    "xsk_native_fold",
     "xsk_native_rx",
     "xsk_native_socket",
+    "xsk_native_trace",
 ]
 
 TX_BATCH_SIZE: Final = 32  # net/xdp/xsk.c: descriptors one copy-mode sendto sends
@@ -184,9 +192,11 @@ _BIND_FLAGS: Final = int(XdpBindFlag.XDP_SHARED_UMEM | XdpBindFlag.XDP_COPY
                          | XdpBindFlag.XDP_ZEROCOPY | XdpBindFlag.XDP_USE_NEED_WAKEUP
                          | XdpBindFlag.XDP_USE_SG)
 NIC_TX_RING: Final = 1024  # descriptors a zero-copy NIC sends per wakeup
+XDP_TX: Final = int(XdpAction.XDP_TX)  # xdp_exception's verdict for a failed conversion
 POLLIN: Final = 0x001
 POLLOUT: Final = 0x004
 VLAN_HLEN: Final = 4
+ETH_HLEN: Final = 14
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -274,76 +284,27 @@ def xsk_generic_redirect(dev: XskNetDevice, xs: Any, batch: SkbBatch) -> I64:
 # --------------------------------------------------------------------------
 
 class NativeRx:
-    """What a native poll call needs to receive into a queue's one AF_XDP socket:
-    the control array (:class:`pyxdp.net.xsk_native.X`) and views of the rings,
-    free list, UMEM and the program's XSKMAPs. Made once per (socket, maps) and
-    kept by the queue; :meth:`refresh` loads what changes between calls."""
+    """What a native poll call needs to receive into a queue's one AF_XDP socket: the
+    records of the pool, its fill ring, the socket's rx ring and the socket (used in
+    place), the program's XSKMAPs by address (``xm``: id, max_entries, the map's
+    ``entries``), the host's table of ``bpf_redirect_xsk`` registrations, and the
+    call's trace sums ``xt`` (:data:`pyxdp.net.xsk_native.T_NOSPC` ...). Made once
+    per (socket, pool, maps) and kept by the queue: nothing is loaded before a
+    call nor folded back after it but the trace sums."""
 
     def __init__(self, sock: XdpSock, pool: XskBuffPool, maps: list[Any]) -> None:
-        from pyxdp.net.xsk_native import X
-        umem = pool.umem
+        from pyxdp.net.xsk_native import T_SLOT
         rx = sock.krx
         assert rx is not None
-        fq = pool.fq
         self.sock, self.pool, self.maps = sock, pool, maps
         self.key = (sock, pool, tuple(m.id for m in maps))
-        self.ids = [m.id for m in maps] + [0]  # per xs_cnt slot: the map id traced
-        xc = np.zeros(X.SIZE_, np.int64)
-        xc[X.ON] = 2 if pool.region is not None else 1
-        xc[X.FD] = sock.fd
-        xc[X.QUEUE] = sock.queue_id
-        xc[X.CHUNK], xc[X.OFF], xc[X.SIZE] = umem.chunk_size, umem.rx_data_offset, umem.size
-        xc[X.UNALIGNED] = int(umem.unaligned)
-        xc[X.FRAME] = umem.rx_frame_size
-        xc[X.SHIFT] = umem.chunk_size.bit_length() - 1  # used when aligned only
-        # The arrays the helpers reach by address (kept alive by this object).
-        self.kown = pool.kown
-        self.slots = rx.slot_chunk
-        self.held = pool.region.held if pool.region is not None else np.zeros(1, np.uint8)
-        self.zown = pool.region.kernel if pool.region is not None else None
-        xc[X.KOWN], xc[X.SLOTS] = self.kown.ctypes.data, self.slots.ctypes.data
-        xc[X.RX_CONS] = rx._consumer.ctypes.data
-        xc[X.ZOWN] = self.zown.ctypes.data if self.zown is not None else 0
-        self.xc = xc  # the rest: refresh()
-        self.fq = (fq._producer, fq._consumer, fq.entries, fq._flags)
-        self.rx = (rx._producer, rx._consumer, rx.entries.view(np.uint64).reshape(-1, 2))
-        self.xfree = pool._free
-        self.umem = umem.buf
-        self.xm_ids = np.array([m.id for m in maps], np.int64)
-        self.xm_n = np.array([m.max_entries for m in maps], np.int64)
-        self.xm_off = np.cumsum(np.concatenate([[0], self.xm_n]))[:-1].astype(np.int64)
-        self.xm_ent = np.zeros(max(int(self.xm_n.sum()), 1), np.uint32)
-        self.xs_cnt = np.zeros(len(maps) + 1, np.int64)
-
-    def copy_args(self) -> tuple[Any, ...]:
-        """The AF_XDP arguments of :func:`pyxdp.net.napi_native.native_polls`."""
-        return (self.xc, *self.fq[:3], self.xfree, *self.rx, self.umem, self.xm_ids,
-                self.xm_off, self.xm_n, self.xm_ent, self.xs_cnt)
-
-    def zc_args(self) -> tuple[Any, ...]:
-        """The AF_XDP arguments of :func:`pyxdp.net.napi_native.native_polls_zc`."""
-        return (self.xc, *self.fq, self.xfree, *self.rx, self.held, self.xm_ids, self.xm_off,
-                self.xm_n, self.xm_ent, self.xs_cnt)
-
-    def refresh(self) -> None:
-        """The ring indices, free list, registration and XSKMAP slots as they are now;
-        the counters zeroed."""
-        from pyxdp.net.xsk_native import X
-        xc, sock, pool = self.xc, self.sock, self.pool
-        rx = sock.krx
-        assert rx is not None
-        fq = pool.fq
-        # One slice store (X.RX_CP .. X.PFN_BASE), counters zeroed with it.
-        xc[X.RX_CP:X.PFN_BASE + 1] = (
-            rx.cached_prod, rx.cached_cons, rx.mask, fq.cached_prod, fq.cached_cons, fq.mask,
-            pool._nfree, 0, 0, 0, 0, int(pool.uses_need_wakeup),
-            int(bool(pool.cached_need_wakeup & XDP_WAKEUP_RX)), 0, 0, 0,
-            pool.region.pfn_base if pool.region is not None else 0)
-        xc[X.DEV_DROPPED] = 0
-        xc[X.REG] = 1 if sock.host.xsk_rx.get((sock.ifindex, sock.queue_id)) is sock else 0
-        for m, o, k in zip(self.maps, self.xm_off.tolist(), self.xm_n.tolist(), strict=True):
-            self.xm_ent[o:o + k] = m.fds
-        self.xs_cnt[:] = 0
+        self.ids = [m.id for m in maps] + [0]  # per trace slot: the map id traced
+        self.mode = 2 if pool.region is not None else 1
+        self.xm = np.array([(m.id, m.max_entries, m.entries.ctypes.data) for m in maps],
+                           np.int64).reshape(len(maps), 3)
+        self.xt = np.zeros(T_SLOT + len(maps) + 1, np.int64)
+        self.args = (self.mode, pool.state.words, pool.fq.q.words, rx.q.words,
+                     sock.sk.words, self.xm, sock.host.xsk_table, self.xt)
 
 
 def xsk_native_socket(rq: XskRxQueue) -> XdpSock | None:
@@ -362,8 +323,8 @@ def xsk_native_socket(rq: XskRxQueue) -> XdpSock | None:
 
 def xsk_native_rx(rq: XskRxQueue, maps: list[Any], last: NativeRx | None) -> NativeRx | None:
     """The native receive state for ``rq``'s :func:`xsk_native_socket`, or None.
-    ``maps``: the program's XSKMAPs; ``last``: what the previous call used,
-    refreshed when it still applies."""
+    ``maps``: the program's XSKMAPs; ``last``: what the previous call used, kept
+    while it still applies."""
     sock = xsk_native_socket(rq)
     if sock is None:
         return None
@@ -371,38 +332,41 @@ def xsk_native_rx(rq: XskRxQueue, maps: list[Any], last: NativeRx | None) -> Nat
     assert pool is not None
     if last is None or last.key != (sock, pool, tuple(m.id for m in maps)):
         last = NativeRx(sock, pool, maps)
-    last.refresh()
     return last
 
 
-def xsk_native_fold(nat: NativeRx, dev: XskNetDevice, prog_id: int) -> None:
-    """What a native call did, into the socket, pool, device and trace counters."""
-    from pyxdp.net.xsk_native import X
-    sock, pool = nat.sock, nat.pool
-    xc = nat.xc.tolist()  # Python ints at once
-    rx = sock.krx
-    assert rx is not None
-    rx.cached_prod, rx.cached_cons = xc[X.RX_CP], xc[X.RX_CC]
-    fq = pool.fq
-    fq.cached_prod, fq.cached_cons = xc[X.FQ_CP], xc[X.FQ_CC]
-    pool._nfree = xc[X.NFREE]
-    fq.invalid_descs += xc[X.FQ_INVALID]
-    fq.queue_empty_descs += xc[X.FQ_EMPTY]
-    sock.rx_dropped += xc[X.RX_DROPPED]
-    sock.rx_queue_full += xc[X.RX_FULL]
-    dev.stats.rx_dropped += xc[X.DEV_DROPPED]
-    if xc[X.WAKE_SET]:
-        pool.cached_need_wakeup |= XDP_WAKEUP_RX
-    else:
-        pool.cached_need_wakeup &= ~XDP_WAKEUP_RX
+def xsk_native_trace(nat: NativeRx, dev: XskNetDevice, prog_id: int) -> None:
+    """A native call's AF_XDP trace sums into the tracer (``xdp_redirect`` per target,
+    ``xdp_redirect_err`` per errno, ``xdp_exception`` of zero-copy XDP_TX frames
+    that could not be converted), zeroed for the next call."""
+    from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC, T_SLOT, T_TX_ERR
+    xt = nat.xt
+    if not xt.any():
+        return
+    t = xt.tolist()
+    xt[:] = 0
     tr = dev.host.tracer
-    for slot, n in enumerate(nat.xs_cnt.tolist()):
+    for slot, n in enumerate(t[T_SLOT:]):
         if n:
             tr.xdp_redirect._add((dev.ifindex, 0, nat.ids[slot]), n, [])
-    for col, err in ((X.E_NOSPC, _errno.ENOSPC), (X.E_NOMEM, _errno.ENOMEM),
-                     (X.E_NOBUFS, _errno.ENOBUFS)):
-        if xc[col]:
-            tr.xdp_redirect_err._add((dev.ifindex, -err), xc[col], [])
+    for col, err in ((T_NOSPC, _errno.ENOSPC), (T_NOMEM, _errno.ENOMEM),
+                     (T_NOBUFS, _errno.ENOBUFS)):
+        if t[col]:
+            tr.xdp_redirect_err._add((dev.ifindex, -err), t[col], [])
+    if t[T_TX_ERR]:
+        tr.xdp_exception.fire(prog_id, XDP_TX, dev.ifindex, t[T_TX_ERR])
+
+
+class XdpSockState(Record):
+    """``struct xdp_sock``'s scalars, shared in place with native code: its counters
+    (``XDP_STATISTICS``), its "fd" and binding, the copy-mode tx budget."""
+
+    rx_dropped = Field()
+    rx_queue_full = Field()
+    fd = Field()
+    ifindex = Field()
+    queue_id = Field()
+    max_tx_budget = Field()
 
 
 # --------------------------------------------------------------------------
@@ -427,8 +391,13 @@ class XdpSock:
     memory as the kernel's views.
     """
 
-    fd: int  # the host backend's number for this socket (an XSKMAP update takes it)
     umem: UmemArea
+    fd = Alias(XdpSockState, "fd", via="sk")  # the host backend's number (XSKMAP updates)
+    ifindex = Alias(XdpSockState, "ifindex", via="sk")
+    queue_id = Alias(XdpSockState, "queue_id", via="sk")
+    rx_dropped = Alias(XdpSockState, "rx_dropped", via="sk")
+    rx_queue_full = Alias(XdpSockState, "rx_queue_full", via="sk")
+    max_tx_budget = Alias(XdpSockState, "max_tx_budget", via="sk")
 
     def __init__(self, host: XskHost, umem: UmemArea, *, sg: bool, fill_size: int,
                  comp_size: int, rx_size: int, tx_size: int, shared: XdpSock | None,
@@ -436,13 +405,10 @@ class XdpSock:
         self.host = host
         self.sg = sg
         self.state = READY
+        self.sk = XdpSockState(max_tx_budget=TX_BATCH_SIZE)
+        self._tx_snap: I64 | None = None  # native copy-mode tx: descriptors read
         self.dev: XskNetDevice | None = None
-        self.ifindex = 0
-        self.queue_id = 0
         self.zc = False
-        self.rx_dropped = 0
-        self.rx_queue_full = 0
-        self.max_tx_budget = TX_BATCH_SIZE
         self.xpool: XskBuffPool | None = None
         self.shared_with = shared
         self._maps: list[Any] = []  # XSKMAPs holding this socket
@@ -834,6 +800,14 @@ class XdpSock:
         if self.queue_id >= dev.num_tx_queues:
             return 0
         cq = pool.cq
+        nat = _native_tx(dev)
+        if nat is not None:
+            if self._tx_snap is None:  # the descriptors a kick reads, copied once
+                self._tx_snap = np.zeros((tx.size, 2), np.int64)
+            e = int(nat.generic_xmit(pool.state.words, tx.q.words, cq.q.words, self.sk.words,
+                                     dev.stats.words, _tx_peer(dev), self._tx_snap))
+            if e != nat.FALLBACK:
+                return e
         if tx.present() == 0:
             tx.get_entries()
         avail = tx.present()
@@ -944,7 +918,7 @@ class XdpSock:
         if dev.kind == "veth" and peer is not None and n:
             # veth_xmit -> __dev_forward_skb: the peer must be up and the frame fit its
             # MTU, else NET_XMIT_DROP: sendto answers EBUSY after that packet.
-            drop = pkts.length > peer.mtu + 14 + VLAN_HLEN
+            drop = pkts.length > peer.mtu + ETH_HLEN + VLAN_HLEN
             if not peer.up:
                 drop[:] = True
             fails = np.flatnonzero(drop)
@@ -1161,6 +1135,48 @@ def _table_set(host: XskHost, ifindex: int, queue: int, on: bool) -> None:
     table[ifindex] = (table[ifindex] | bit) if on else (table[ifindex] & ~bit)
 
 
+def _native_tx(dev: XskNetDevice) -> Any:
+    """:mod:`pyxdp.net.xsk_native_tx` when ``dev``'s transmit can run there: the host
+    runs native code, the device is up with no wire sink to show packets to, and is
+    a NIC or (copy mode) a veth whose peer runs a native program; else None (the
+    Python path transmits)."""
+    if not dev.host.native or not dev.up or dev.wire:
+        return None
+    if dev.kind == "veth":
+        peer = getattr(dev, "peer", None)
+        if (peer is None or peer.xdp_prog is None or peer.rx[0].xsk is not None
+                or peer.rx[0].pool.destroyed):
+            return None
+    elif dev.kind != "nic":
+        return None
+    try:
+        from pyxdp.net import xsk_native_tx
+    except ImportError:  # numba or llvmlite missing
+        return None
+    return xsk_native_tx
+
+
+_NIC_PEER: tuple[Any, ...] | None = None
+
+
+def _tx_peer(dev: XskNetDevice) -> tuple[Any, ...]:
+    """The ``peer`` group of :func:`pyxdp.net.xsk_native_tx.generic_xmit`: a veth's
+    peer (up, the longest frame it takes, its counters, its first queue's page pool
+    and ring, in place), or inert arrays for a NIC."""
+    global _NIC_PEER
+    peer = getattr(dev, "peer", None)
+    if dev.kind != "veth" or peer is None:
+        if _NIC_PEER is None:
+            i64 = np.zeros(1, np.int64)
+            _NIC_PEER = (0, 0, 0, i64, i64, i64, i64, i64, np.zeros(1, np.uint8),
+                         np.zeros((1, 1), np.uint8), 0, np.zeros((5, 1), np.int64), i64)
+        return _NIC_PEER
+    rq = peer.rx[0]
+    pool = rq.pool
+    return (1, int(peer.up), peer.mtu + ETH_HLEN + VLAN_HLEN, peer.stats.words,
+            *pool.native_arrays, pool.pages, pool.pfn_base, rq.ring.cols, rq.ring.cur.words)
+
+
 def _zc_wakeup_rx(pool: XskBuffPool) -> None:
     """``ndo_xsk_wakeup(XDP_WAKEUP_RX)``: the NIC's NAPI refills from the fill ring; the
     flag is cleared when it finds buffers."""
@@ -1178,9 +1194,15 @@ def _zc_xmit(pool: XskBuffPool) -> bool:
     more = False
     if pool.queue_id >= dev.num_tx_queues:
         return False
+    nat = _native_tx(dev)
     for xs in list(pool.xsks):
         tx = xs.ktx
         if tx is None:
+            continue
+        if nat is not None:
+            r = int(nat.zc_xmit(pool.state.words, tx.q.words, cq.q.words, dev.stats.words,
+                                NIC_TX_RING))
+            more = more or r > 0
             continue
         nb = tx.nb_entries(NIC_TX_RING)
         nb = cq.nb_free(nb) if nb else 0

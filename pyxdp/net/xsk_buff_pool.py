@@ -47,6 +47,7 @@ from pyxdp.net.page_pool import (
     PageMemory,
     PagePool,
 )
+from pyxdp.net.record import Alias, Field, Record
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import XDP_FRAME_SIZE, XDP_PACKET_HEADROOM
@@ -72,6 +73,7 @@ __all__ = [
     "XskHost",
     "XskNetDevice",
     "XskPoolSock",
+    "XskPoolState",
     "XskRxQueue",
     "xp_assign_dev",
     "xsk_free_frames",
@@ -117,6 +119,8 @@ class XskHost(Protocol):
     def xsk_rx(self) -> dict[tuple[int, int], Any]: ...  # bpf_redirect_xsk's registrations
     @property
     def xsk_table(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def native(self) -> bool: ...  # machine code where it can (Host(native=...))
     def poll(self, budget: int = ...) -> int: ...
     def drop_frames(self, frames: Frames, rq: Any, *, direct: bool) -> None: ...
 
@@ -144,6 +148,8 @@ class XskNetDevice(Protocol):
     def rx(self) -> Sequence[XskRxQueue]: ...
     @property
     def stats(self) -> NetdevStats: ...
+    @property
+    def wire(self) -> Sequence[Any]: ...  # sinks shown what the device transmits
     def xmit_skbs(self, batch: SkbBatch) -> None: ...
 
 
@@ -246,13 +252,42 @@ class XdpUmem:
 # The buffer pool
 # --------------------------------------------------------------------------
 
+class XskPoolState(Record):
+    """``struct xsk_buff_pool``'s scalars, shared in place with native code
+    (:mod:`pyxdp.net.xsk_native`): the free list's count, need-wakeup, the UMEM's
+    geometry and the addresses of the pool's arrays."""
+
+    free_list_cnt = Field()
+    nchunks = Field()  # the free list's room
+    uses_need_wakeup = Field()
+    cached_need_wakeup = Field()  # XDP_WAKEUP_RX/TX: the flags set in the rings
+    chunk_size = Field()
+    chunk_shift = Field()  # aligned UMEMs: log2(chunk_size), chunks found by shift
+    unaligned = Field()
+    size = Field()  # the UMEM's bytes
+    rx_data_offset = Field()  # headroom + XDP_PACKET_HEADROOM
+    rx_frame_size = Field()
+    tx_metadata_len = Field()
+    pfn_base = Field()  # zero-copy: the first pfn of the UMEM's page region
+    umem_at = Field()  # addresses: the UMEM, the free list (u64), kown (u8)
+    free_at = Field()
+    kown_at = Field()
+    zown_at = Field()  # zero-copy: the region's chunks some pool holds (u8), else 0
+    held_at = Field()  # zero-copy: the region's chunks the NIC holds (u8), else 0
+
+
 class XskBuffPool:
     """``struct xsk_buff_pool``: a UMEM on one device queue, its fill and completion rings.
 
     ``fq``/``cq`` are the datapath's side of the fill and completion rings;
     ``free_list`` holds buffers the datapath took from the fill ring and gave
-    back (``xsk_buff_free``), reused first (last freed first).
+    back (``xsk_buff_free``), reused first (last freed first). The scalars are
+    :class:`XskPoolState` ``state``.
     """
+
+    free_list_cnt = Alias(XskPoolState, "free_list_cnt")
+    uses_need_wakeup = Alias(XskPoolState, "uses_need_wakeup")
+    cached_need_wakeup = Alias(XskPoolState, "cached_need_wakeup")
 
     def __init__(self, kumem: XdpUmem, fq: RingMem, cq: RingMem) -> None:
         self.kumem = kumem
@@ -264,19 +299,24 @@ class XskBuffPool:
         self.cq = ring_side(cq, "kernel", KernelRingProd)
         self.dev: XskNetDevice | None = None
         self.queue_id = 0
-        self.uses_need_wakeup = False
-        self.cached_need_wakeup = 0
+        umem = self.umem
+        self._free = np.zeros(max(umem.nchunks, 1), np.uint64)
+        # Who holds each chunk (pyxdp.net.xsk_queue USER/KERNEL/RX_RING): a chunk is taken
+        # from the fill ring only while the user holds it, so the free list, the
+        # NIC's buffers and the rx ring never hold one chunk twice.
+        self.kown = np.zeros(max(umem.nchunks, 1), np.uint8)
+        self.state = XskPoolState(
+            nchunks=len(self._free), chunk_size=umem.chunk_size,
+            chunk_shift=umem.chunk_size.bit_length() - 1, unaligned=int(umem.unaligned),
+            size=umem.size, rx_data_offset=umem.rx_data_offset,
+            rx_frame_size=umem.rx_frame_size, tx_metadata_len=umem.tx_metadata_len,
+            umem_at=umem.buf.ctypes.data, free_at=self._free.ctypes.data,
+            kown_at=self.kown.ctypes.data)
         self.zc = False
         self.region: UmemPages | None = None
         self.xsks: list[XskPoolSock] = []  # xsk_tx_list: sockets with a tx ring
         self.socks: list[XskPoolSock] = []  # every socket bound through this pool
         self.users = 1
-        self._free = np.zeros(max(self.umem.nchunks, 1), np.uint64)
-        self._nfree = 0
-        # Who holds each chunk (pyxdp.net.xsk_queue USER/KERNEL/RX_RING): a chunk is taken
-        # from the fill ring only while the user holds it, so the free list, the
-        # NIC's buffers and the rx ring never hold one chunk twice.
-        self.kown = np.zeros(max(self.umem.nchunks, 1), np.uint8)
         self.dry_skipped = 0  # entries the last search that found nothing skipped
         size = self.umem.size
         self._size = np.uint64(size)
@@ -290,10 +330,6 @@ class XskBuffPool:
     # invalid_descs. A search for one buffer loads the fill producer at most once
     # (a ring full of invalid entries costs one ring's worth per buffer), as
     # pyxdp.net.xsk_native.fq_peek does.
-    @property
-    def free_list_cnt(self) -> int:
-        return self._nfree
-
     def _check_addrs(self, addrs: U64) -> tuple[U64, BoolArray]:
         """``xp_check_aligned``/``xp_check_unaligned``: the buffer base, and validity."""
         if self.umem.unaligned:
@@ -337,9 +373,9 @@ class XskBuffPool:
         until a search for one finds none."""
         if n <= 0:
             return np.zeros(0, np.uint64)
-        k = min(n, self._nfree)
-        parts = [self._free[self._nfree - k:self._nfree][::-1].copy()]
-        self._nfree -= k
+        k = min(n, self.free_list_cnt)
+        parts = [self._free[self.free_list_cnt - k:self.free_list_cnt][::-1].copy()]
+        self.free_list_cnt -= k
         need = n - k
         fq = self.fq
         loaded = False  # the current search loaded the producer
@@ -373,7 +409,7 @@ class XskBuffPool:
     def can_alloc_one(self) -> bool:
         """Whether one more buffer is there (without taking it; invalid fill entries
         met on the way are skipped and counted as an allocation would)."""
-        if self._nfree:
+        if self.free_list_cnt:
             return True
         fq = self.fq
         loaded = False
@@ -398,16 +434,16 @@ class XskBuffPool:
 
     def can_alloc(self, count: int) -> bool:
         """``xp_can_alloc``: ``count`` buffers between the free list and the fill ring."""
-        if self._nfree >= count:
+        if self.free_list_cnt >= count:
             return True
-        return self.fq.nb_entries(count - self._nfree) >= count - self._nfree
+        return self.fq.nb_entries(count - self.free_list_cnt) >= count - self.free_list_cnt
 
     def free(self, addrs: U64) -> None:
         """``xsk_buff_free``: buffers back on the free list (still the kernel's)."""
         k = len(addrs)
         if k:
-            self._free[self._nfree:self._nfree + k] = addrs
-            self._nfree += k
+            self._free[self.free_list_cnt:self.free_list_cnt + k] = addrs
+            self.free_list_cnt += k
 
     def check(self) -> None:
         """Raise :class:`~pyxdp.net.page_pool.PageAccountingError` unless ``kown``
@@ -417,7 +453,7 @@ class XskBuffPool:
             return PageAccountingError(f"AF_XDP pool of {self.umem!r}: {why}",
                                        pages=chunks[:16].tolist(), owner="xsk_buff_pool")
 
-        free = self.chunks_of(self._free[:self._nfree])
+        free = self.chunks_of(self._free[:self.free_list_cnt])
         if len(np.unique(free)) != len(free):
             raise bad("a chunk is twice on the free list", free)
         held = (np.flatnonzero(self.region.held) if self.region is not None
@@ -487,6 +523,10 @@ def _zc_enable(pool: XskBuffPool, dev: XskNetDevice, queue: int) -> None:
         region.users += 1
     pool.region = region
     pool.zc = True
+    st = pool.state
+    st.pfn_base = region.pfn_base
+    st.zown_at = region.kernel.ctypes.data
+    st.held_at = region.held.ctypes.data
     if queue < len(dev.rx):
         rq = dev.rx[queue]
         # The queue is reset: frames the NIC had in page pool pages go back.
@@ -510,6 +550,8 @@ def _zc_disable(pool: XskBuffPool, dev: XskNetDevice) -> None:
             rq.ctx.xdp = None  # the last run's buffer was a UMEM chunk
     region = pool.region
     pool.region = None
+    st = pool.state
+    st.pfn_base = st.zown_at = st.held_at = 0
     if region is not None:
         region.kernel[pool.kown == KERNEL] = 0  # the pool's buffers are nobody's now
         region.users -= 1

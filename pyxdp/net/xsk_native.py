@@ -7,10 +7,18 @@ the pool (``xsk_buff_alloc``: the free list, last freed first, then the fill
 ring through its lazy consumer, invalid addresses skipped and counted), an rx
 descriptor reserved (``xskq_prod_reserve_desc``, the consumer reloaded only
 when the cached one says full), ``xsk_buff_free``, and ``xsk_flush`` (rx
-producer and fill consumer published). The state of the one socket and pool
-a native call serves travels in the control array ``xc`` (indices
-:class:`X`), folded back into the Python objects after the call
-(:func:`pyxdp.net.xsk.xsk_native_fold`).
+producer and fill consumer published).
+
+State is the objects' own records, used in place (nothing is loaded before a
+call or folded back after it): the pool's
+:class:`~pyxdp.net.xsk_buff_pool.XskPoolState` (``xp``), each ring's
+:class:`~pyxdp.net.xsk_queue.XskQueueState` (``fq``, ``rx``: cached indices,
+counters, and the addresses of the shared memory) and the socket's
+:class:`~pyxdp.net.xsk.XdpSockState` (``sk``). Arrays those records name by
+address (the free list, chunk owners, the rings' slots) are reached with the
+raw loads and stores below; every index is a chunk checked against the
+UMEM's size or a slot masked into the ring. A call's own output is ``xt``,
+the sums for the tracer (:data:`T_NOSPC` ...).
 
 Index words are loaded with acquire and stored with release semantics
 (atomic 4-byte accesses, :mod:`pyxdp.net.atomic`), the kernel's A/B/C/D
@@ -26,88 +34,107 @@ from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.extending import intrinsic
 
-from pyxdp.net.atomic import load_acquire32, load_acquire32_at, memcpy, store_release32
+from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.native import njit
-from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER
+from pyxdp.net.page_pool import PAGE_SIZE, AllocState
+from pyxdp.net.xdp import XDP_FRAME_SIZE
+from pyxdp.net.xdp_mem import (
+    XDP_FRAME_OFF_DEV_RX,
+    XDP_FRAME_OFF_FRAME_SZ,
+    XDP_FRAME_OFF_LEN,
+    XDP_FRAME_OFF_MEM_TYPE,
+    XDP_FRAME_OFF_METASIZE,
+    XdpMemType,
+)
+from pyxdp.net.xsk import XdpSockState
+from pyxdp.net.xsk_buff_pool import XskPoolState
+from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
 
 __all__ = [
-    "X",
+    "T_NOBUFS",
+    "T_NOMEM",
+    "T_NOSPC",
+    "T_SLOT",
+    "T_TX_ERR",
     "buff_free",
+    "chunk_of",
     "fq_peek",
     "fq_take",
+    "ld8",
+    "ld32",
+    "ld64",
+    "page_alloc",
+    "page_put",
     "rcv_copy",
     "rcv_zc",
     "rx_put",
-    "rx_reclaim",
+    "reload_consumer",
     "rx_room",
+    "st8",
+    "st32",
+    "st64",
     "xsk_flush",
+    "xsk_slot",
+    "zc_alloc",
+    "zc_free",
+    "zc_to_frame",
+    "zc_alloc_done",
 ]
 
-
-class X:
-    """Indices of the AF_XDP control array of a native call."""
-
-    ON = 0  # 1: copy mode, 2: zero-copy, 0: no native socket on the queue
-    FD, REG, QUEUE = 1, 2, 3  # the socket's fd; registered for bpf_redirect_xsk; its queue
-    CHUNK, OFF, SIZE, UNALIGNED, FRAME = 4, 5, 6, 7, 8  # UMEM geometry
-    RX_CP, RX_CC, RX_MASK = 9, 10, 11  # rx ring: cached producer and consumer
-    FQ_CP, FQ_CC, FQ_MASK = 12, 13, 14  # fill ring: cached producer and consumer
-    NFREE = 15  # the pool's free list
-    RX_DROPPED, RX_FULL, FQ_EMPTY, FQ_INVALID = 16, 17, 18, 19  # XDP_STATISTICS
-    WAKEUP, WAKE_SET = 20, 21  # the pool uses need-wakeup; the fill ring's flag is set
-    E_NOSPC, E_NOMEM, E_NOBUFS = 22, 23, 24  # redirect errors (xdp_redirect_err)
-    PFN_BASE = 25  # zero-copy: the UMEM region's first pfn
-    DEV_DROPPED = 26  # zero-copy: frames the NIC found no buffer for
-    # Addresses of arrays the call's helpers reach without a parameter of their own:
-    # the pool's chunk owners (uint8, pyxdp.net.xsk_queue USER/KERNEL/RX_RING), the rx
-    # ring's chunk per slot (int64, kernel-private), the rx ring's consumer word
-    # and (zero-copy, else 0) the UMEM region's flags of chunks some pool on it
-    # holds as KERNEL (uint8: queues sharing the UMEM never hold one chunk twice).
-    KOWN, SLOTS, RX_CONS, ZOWN = 27, 28, 29, 30
-    PEEK = 31  # the chunk of the buffer fq_peek returned, for fq_take and rx_put
-    SHIFT = 32  # aligned UMEMs: log2(chunk size), chunks found without a division
-    SIZE_ = 40
-
-
-X_ON = X.ON
-X_FD = X.FD
-X_REG = X.REG
-X_QUEUE = X.QUEUE
-X_CHUNK = X.CHUNK
-X_OFF = X.OFF
-X_SIZE = X.SIZE
-X_UNALIGNED = X.UNALIGNED
-X_FRAME = X.FRAME
-X_RX_CP = X.RX_CP
-X_RX_CC = X.RX_CC
-X_RX_MASK = X.RX_MASK
-X_FQ_CP = X.FQ_CP
-X_FQ_CC = X.FQ_CC
-X_FQ_MASK = X.FQ_MASK
-X_NFREE = X.NFREE
-X_RX_DROPPED = X.RX_DROPPED
-X_RX_FULL = X.RX_FULL
-X_FQ_EMPTY = X.FQ_EMPTY
-X_FQ_INVALID = X.FQ_INVALID
-X_WAKEUP = X.WAKEUP
-X_WAKE_SET = X.WAKE_SET
-X_E_NOSPC = X.E_NOSPC
-X_E_NOMEM = X.E_NOMEM
-X_E_NOBUFS = X.E_NOBUFS
-X_PFN_BASE = X.PFN_BASE
-X_DEV_DROPPED = X.DEV_DROPPED
-X_KOWN = X.KOWN
-X_SLOTS = X.SLOTS
-X_RX_CONS = X.RX_CONS
-X_ZOWN = X.ZOWN
-X_PEEK = X.PEEK
-X_SHIFT = X.SHIFT
+# The records' slots, as module-level integers numba reads as constants.
+XP_NFREE = XskPoolState.index("free_list_cnt")
+XP_NCHUNKS = XskPoolState.index("nchunks")
+XP_WAKEUP = XskPoolState.index("uses_need_wakeup")
+XP_NEED = XskPoolState.index("cached_need_wakeup")
+XP_CHUNK = XskPoolState.index("chunk_size")
+XP_SHIFT = XskPoolState.index("chunk_shift")
+XP_UNALIGNED = XskPoolState.index("unaligned")
+XP_SIZE = XskPoolState.index("size")
+XP_OFF = XskPoolState.index("rx_data_offset")
+XP_FRAME = XskPoolState.index("rx_frame_size")
+XP_PFN_BASE = XskPoolState.index("pfn_base")
+XP_UMEM = XskPoolState.index("umem_at")
+XP_FREE = XskPoolState.index("free_at")
+XP_KOWN = XskPoolState.index("kown_at")
+XP_ZOWN = XskPoolState.index("zown_at")
+XP_HELD = XskPoolState.index("held_at")
+Q_CP = XskQueueState.index("cached_prod")
+Q_CC = XskQueueState.index("cached_cons")
+Q_MASK = XskQueueState.index("mask")
+Q_INVALID = XskQueueState.index("invalid_descs")
+Q_EMPTY = XskQueueState.index("queue_empty_descs")
+Q_PROD = XskQueueState.index("producer_at")
+Q_CONS = XskQueueState.index("consumer_at")
+Q_FLAGS = XskQueueState.index("flags_at")
+Q_RING = XskQueueState.index("ring_at")
+Q_SLOTS = XskQueueState.index("slots_at")
+Q_KOWN = XskQueueState.index("kown_at")
+S_RX_DROPPED = XdpSockState.index("rx_dropped")
+S_RX_FULL = XdpSockState.index("rx_queue_full")
+S_FD = XdpSockState.index("fd")
+S_IFINDEX = XdpSockState.index("ifindex")
+S_QUEUE = XdpSockState.index("queue_id")
+A_NFREE = AllocState.index("nr_free")
+A_ALLOCATED = AllocState.index("allocated")
+A_FREED = AllocState.index("freed")
+# A call's trace sums: xdp_redirect_err per errno, xdp_exception of XDP_TX frames
+# that could not be converted, then xdp_redirect per target (each XSKMAP of the
+# program, then bpf_redirect_xsk's registration).
+T_NOSPC, T_NOMEM, T_NOBUFS, T_TX_ERR, T_SLOT = 0, 1, 2, 3, 4
+FRAME_HDR = XDP_FRAME_SIZE
+PAGE = PAGE_SIZE
+ORDER0 = int(XdpMemType.MEM_TYPE_PAGE_ORDER0)
+H_LEN = XDP_FRAME_OFF_LEN // 4
+H_METASIZE = XDP_FRAME_OFF_METASIZE // 4
+H_MEM_TYPE = XDP_FRAME_OFF_MEM_TYPE // 4
+H_DEV_RX = XDP_FRAME_OFF_DEV_RX // 8
+H_FRAME_SZ = XDP_FRAME_OFF_FRAME_SZ // 4
 OWN_USER = USER
 OWN_KERNEL = KERNEL
 OWN_RX = RX_RING
 U32 = 0xFFFF_FFFF
 MASK48 = (1 << 48) - 1
-NEED_WAKEUP = 1  # XDP_RING_NEED_WAKEUP
+WAKEUP_RX = 1  # XDP_WAKEUP_RX, and XDP_RING_NEED_WAKEUP in the ring's flags word
 
 
 def _raw_load(bits: int):  # type: ignore[no-untyped-def]
@@ -141,37 +168,46 @@ def _raw_store(bits: int):  # type: ignore[no-untyped-def]
     return _store
 
 
-# Bytes and words of arrays known by address (X.KOWN, X.SLOTS, X.ZOWN): every index
-# is a chunk checked against the UMEM's size or a slot masked into the ring.
+# Bytes and words of arrays known by address (the records' ``*_at`` fields).
 ld8: Any = intrinsic(_raw_load(8))
 st8: Any = intrinsic(_raw_store(8))
+ld32: Any = intrinsic(_raw_load(32))
+st32: Any = intrinsic(_raw_store(32))
 ld64: Any = intrinsic(_raw_load(64))
 st64: Any = intrinsic(_raw_store(64))
 
 
 @njit(cache=True, nogil=True, _nrt=False)  # once per batch: not inlined at every use
-def rx_reclaim(xc):  # type: ignore[no-untyped-def]
-    """Load the rx consumer (A): the chunks of the slots the user consumed are the
-    user's again. A consumer behind the cached one or past the producer is no index
-    the ring can have (the user wrote it): ignored, as
-    :meth:`pyxdp.net.xsk_queue.KernelRingProd.reload_consumer` does."""
-    cons = load_acquire32_at(xc[X_RX_CONS])
-    cc = xc[X_RX_CC]
+def reload_consumer(rx):  # type: ignore[no-untyped-def]
+    """Load the consumer of a ring the kernel produces (A): for an rx ring, the chunks
+    of the slots the user consumed are the user's again. A consumer behind the
+    cached one or past the producer is no index the ring can have (the user wrote
+    it): ignored, as :meth:`pyxdp.net.xsk_queue.KernelRingProd.reload_consumer`
+    does."""
+    cons = load_acquire32_at(rx[Q_CONS])
+    cc = rx[Q_CC]
     moved = (cons - cc) & U32
-    if moved > ((xc[X_RX_CP] - cc) & U32):
+    if moved > ((rx[Q_CP] - cc) & U32):
         return
-    kown = xc[X_KOWN]
-    slots = xc[X_SLOTS]
-    mask = xc[X_RX_MASK]
-    for k in range(moved):
-        loc = ld64(slots, (cc + k) & mask)
-        if ld8(kown, loc) == OWN_RX:
-            st8(kown, loc, OWN_USER)
-    xc[X_RX_CC] = cons
+    kown = rx[Q_KOWN]
+    if kown != 0:
+        slots = rx[Q_SLOTS]
+        mask = rx[Q_MASK]
+        for k in range(moved):
+            loc = ld64(slots, (cc + k) & mask)
+            if ld8(kown, loc) == OWN_RX:
+                st8(kown, loc, OWN_USER)
+    rx[Q_CC] = cons
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-def]
+def chunk_of(xp, base):  # type: ignore[no-untyped-def]
+    """The chunk (``kown`` index) of a buffer base."""
+    return base // xp[XP_CHUNK] if xp[XP_UNALIGNED] else base >> xp[XP_SHIFT]
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def fq_peek(xp, fq, rx):  # type: ignore[no-untyped-def]
     """The buffer ``xsk_buff_alloc`` would return (its base address), not taken: the
     free list's last, else the fill ring's next usable address; -1: none.
 
@@ -182,147 +218,259 @@ def fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree):  # type: ignore[no-untyped-de
     Others are consumed and counted invalid on the way, as the kernel's peek does.
     One search loads the producer at most once, and believes at most a ring's
     worth of entries from it (a producer far ahead reads the ring again later)."""
-    nf = xc[X_NFREE]
+    nf = xp[XP_NFREE]
     if nf > 0:
-        base = np.int64(xfree[nf - 1])
-        xc[X_PEEK] = base // xc[X_CHUNK] if xc[X_UNALIGNED] else base >> xc[X_SHIFT]
-        return base
+        return ld64(xp[XP_FREE], nf - 1)
     loaded = False
-    size = xc[X_FQ_MASK] + 1
-    chunk = xc[X_CHUNK]
-    kown = xc[X_KOWN]
-    zown = xc[X_ZOWN]
+    size = fq[Q_MASK] + 1
+    chunk = xp[XP_CHUNK]
+    kown = xp[XP_KOWN]
+    zown = xp[XP_ZOWN]
     while True:
-        cc = xc[X_FQ_CC]
-        if xc[X_FQ_CP] == cc:
+        cc = fq[Q_CC]
+        if fq[Q_CP] == cc:
             if loaded:
                 return -1
             # __xskq_cons_release, then __xskq_cons_peek (D, then C).
-            store_release32(fq_cons, 0, cc)
-            avail = (load_acquire32(fq_prod, 0) - cc) & U32
-            xc[X_FQ_CP] = (cc + min(avail, size)) & U32
+            store_release32_at(fq[Q_CONS], cc)
+            avail = (load_acquire32_at(fq[Q_PROD]) - cc) & U32
+            fq[Q_CP] = (cc + min(avail, size)) & U32
             loaded = True
             if avail == 0:
                 return -1
-        a = np.int64(fq_addr[cc & xc[X_FQ_MASK]])
-        if xc[X_UNALIGNED]:
+        a = ld64(fq[Q_RING], cc & fq[Q_MASK])
+        if xp[XP_UNALIGNED]:
             base = (a & MASK48) + ((a >> 48) & 0xFFFF)
-            ok = base < xc[X_SIZE] and base + chunk <= xc[X_SIZE]
+            ok = base < xp[XP_SIZE] and base + chunk <= xp[XP_SIZE]
             loc = base // chunk
         else:
             base = a & ~(chunk - 1)
-            ok = 0 <= base < xc[X_SIZE]  # a top bit set makes it negative
-            loc = base >> xc[X_SHIFT]
+            ok = 0 <= base < xp[XP_SIZE]  # a top bit set makes it negative
+            loc = base >> xp[XP_SHIFT]
         if ok:
             own = ld8(kown, loc)
             if own == OWN_RX:
-                rx_reclaim(xc)
+                reload_consumer(rx)
                 own = ld8(kown, loc)
             if own == OWN_USER and (zown == 0 or ld8(zown, loc) == 0):
-                xc[X_PEEK] = loc
                 return base
-        xc[X_FQ_CC] = (cc + 1) & U32
-        xc[X_FQ_INVALID] += 1
+        fq[Q_CC] = (cc + 1) & U32
+        fq[Q_INVALID] += 1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def fq_take(xc):  # type: ignore[no-untyped-def]
+def fq_take(xp, fq, base):  # type: ignore[no-untyped-def]
     """Take the buffer :func:`fq_peek` returned (from the fill ring: the kernel's now)."""
-    if xc[X_NFREE] > 0:
-        xc[X_NFREE] -= 1
-    else:
-        xc[X_FQ_CC] = (xc[X_FQ_CC] + 1) & U32
-        st8(xc[X_KOWN], xc[X_PEEK], OWN_KERNEL)
-        if xc[X_ZOWN] != 0:
-            st8(xc[X_ZOWN], xc[X_PEEK], 1)
+    nf = xp[XP_NFREE]
+    if nf > 0:
+        xp[XP_NFREE] = nf - 1
+        return
+    fq[Q_CC] = (fq[Q_CC] + 1) & U32
+    loc = chunk_of(xp, base)
+    st8(xp[XP_KOWN], loc, OWN_KERNEL)
+    if xp[XP_ZOWN] != 0:
+        st8(xp[XP_ZOWN], loc, 1)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def buff_free(xc, xfree, base):  # type: ignore[no-untyped-def]
+def buff_free(xp, base):  # type: ignore[no-untyped-def]
     """``xsk_buff_free``: the buffer onto the pool's free list (which holds every chunk
     at most once: chunks are taken only from the user, so it cannot overflow; the
     bound is checked all the same)."""
-    nf = xc[X_NFREE]
-    if nf < len(xfree):
-        xfree[nf] = base
-        xc[X_NFREE] = nf + 1
+    nf = xp[XP_NFREE]
+    if nf < xp[XP_NCHUNKS]:
+        st64(xp[XP_FREE], nf, base)
+        xp[XP_NFREE] = nf + 1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def rx_room(xc, rx_cons):  # type: ignore[no-untyped-def]
+def rx_room(rx):  # type: ignore[no-untyped-def]
     """``xskq_prod_nb_free(q, 1)``: the cached consumer first, reloaded when full (A)."""
-    size = xc[X_RX_MASK] + 1
-    if ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size:
+    size = rx[Q_MASK] + 1
+    if ((rx[Q_CP] - rx[Q_CC]) & U32) < size:
         return True
-    rx_reclaim(xc)
-    return ((xc[X_RX_CP] - xc[X_RX_CC]) & U32) < size
+    reload_consumer(rx)
+    return ((rx[Q_CP] - rx[Q_CC]) & U32) < size
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def rx_put(xc, rx_desc, addr, length, loc):  # type: ignore[no-untyped-def]
+def rx_put(xp, rx, addr, length, loc):  # type: ignore[no-untyped-def]
     """``xskq_prod_reserve_desc``: a descriptor written, visible at the flush; its
     chunk ``loc`` is the rx ring's until the user consumes the slot."""
-    i = xc[X_RX_CP] & xc[X_RX_MASK]
-    rx_desc[i, 0] = addr
-    rx_desc[i, 1] = length  # len, options 0
-    st64(xc[X_SLOTS], i, loc)
-    st8(xc[X_KOWN], loc, OWN_RX)
-    if xc[X_ZOWN] != 0:
-        st8(xc[X_ZOWN], loc, 0)
-    xc[X_RX_CP] = (xc[X_RX_CP] + 1) & U32
+    i = rx[Q_CP] & rx[Q_MASK]
+    st64(rx[Q_RING], 2 * i, addr)
+    st64(rx[Q_RING], 2 * i + 1, length)  # len, options 0
+    st64(rx[Q_SLOTS], i, loc)
+    st8(xp[XP_KOWN], loc, OWN_RX)
+    if xp[XP_ZOWN] != 0:
+        st8(xp[XP_ZOWN], loc, 0)
+    rx[Q_CP] = (rx[Q_CP] + 1) & U32
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def xsk_flush(xc, rx_prod, fq_cons):  # type: ignore[no-untyped-def]
+def xsk_flush(rx, fq):  # type: ignore[no-untyped-def]
     """``xsk_flush``: rx descriptors published (B), the fill consumer too (D)."""
-    store_release32(rx_prod, 0, xc[X_RX_CP])
-    store_release32(fq_cons, 0, xc[X_FQ_CC])
+    store_release32_at(rx[Q_PROD], rx[Q_CP])
+    store_release32_at(fq[Q_CONS], fq[Q_CC])
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def rcv_copy(xc, fq_prod, fq_cons, fq_addr, xfree, rx_cons, rx_desc, umem, src,  # type: ignore[no-untyped-def] # noqa: E501
-             data, length, meta):
-    """``__xsk_rcv`` of one frame (``src``: its page): 0, or the errno of the drop."""
-    if length > xc[X_FRAME]:
-        xc[X_RX_DROPPED] += 1
-        xc[X_E_NOSPC] += 1
+def rcv_copy(xp, fq, rx, sk, xt, src, length, meta):  # type: ignore[no-untyped-def]
+    """``__xsk_rcv`` of one frame whose data is at address ``src`` (``meta`` bytes of
+    metadata before it): 0, or the errno of the drop."""
+    if length > xp[XP_FRAME]:
+        sk[S_RX_DROPPED] += 1
+        xt[T_NOSPC] += 1
         return 28  # ENOSPC
-    base = fq_peek(xc, fq_prod, fq_cons, fq_addr, xfree)
+    base = fq_peek(xp, fq, rx)
     if base < 0:
-        xc[X_RX_DROPPED] += 1
-        xc[X_FQ_EMPTY] += 1
-        xc[X_E_NOMEM] += 1
+        sk[S_RX_DROPPED] += 1
+        fq[Q_EMPTY] += 1  # rx_fill_ring_empty_descs
+        xt[T_NOMEM] += 1
         return 12  # ENOMEM
-    if not rx_room(xc, rx_cons):
-        xc[X_RX_FULL] += 1
-        xc[X_E_NOBUFS] += 1
+    if not rx_room(rx):
+        sk[S_RX_FULL] += 1
+        xt[T_NOBUFS] += 1
         return 105  # ENOBUFS: the buffer stays in the pool
-    fq_take(xc)
-    off = xc[X_OFF]
+    fq_take(xp, fq, base)
+    off = xp[XP_OFF]
     dst = base + off
     mlen = max(meta, 0)
-    memcpy(umem.ctypes.data + dst - mlen, src.ctypes.data + data - mlen, length + mlen)
-    if xc[X_UNALIGNED]:
-        rx_put(xc, rx_desc, base | (off << 48), length, xc[X_PEEK])
-    else:
-        rx_put(xc, rx_desc, dst, length, xc[X_PEEK])
+    memcpy(xp[XP_UMEM] + dst - mlen, src - mlen, length + mlen)
+    addr = base | (off << 48) if xp[XP_UNALIGNED] else dst
+    rx_put(xp, rx, addr, length, chunk_of(xp, base))
     return 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def rcv_zc(xc, rx_cons, rx_desc, held, loc, data, length):  # type: ignore[no-untyped-def]
+def rcv_zc(xp, rx, sk, xt, loc, data, length):  # type: ignore[no-untyped-def]
     """``xsk_rcv_zc`` of a buffer of the queue's own pool: 0 (handed over) or the errno
     (the caller frees the buffer)."""
-    if length > xc[X_FRAME]:
-        xc[X_RX_DROPPED] += 1
-        xc[X_E_NOSPC] += 1
+    if length > xp[XP_FRAME]:
+        sk[S_RX_DROPPED] += 1
+        xt[T_NOSPC] += 1
         return 28
-    if not rx_room(xc, rx_cons):
-        xc[X_RX_FULL] += 1
-        xc[X_E_NOBUFS] += 1
+    if not rx_room(rx):
+        sk[S_RX_FULL] += 1
+        xt[T_NOBUFS] += 1
         return 105
-    rx_put(xc, rx_desc, loc * xc[X_CHUNK] + data, length, loc)
-    held[loc] = 0
+    rx_put(xp, rx, loc * xp[XP_CHUNK] + data, length, loc)
+    st8(xp[XP_HELD], loc, 0)
     return 0
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def zc_alloc(xp, fq, rx):  # type: ignore[no-untyped-def]
+    """``xsk_buff_alloc`` for a zero-copy NIC's DMA: a chunk the NIC holds now, or -1."""
+    base = fq_peek(xp, fq, rx)
+    if base < 0:
+        return -1
+    fq_take(xp, fq, base)
+    loc = base >> xp[XP_SHIFT]  # zero-copy UMEMs are aligned
+    st8(xp[XP_HELD], loc, 1)
+    return loc
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def zc_free(xp, loc):  # type: ignore[no-untyped-def]
+    """``xsk_buff_free`` of a chunk the NIC holds."""
+    st8(xp[XP_HELD], loc, 0)
+    buff_free(xp, loc << xp[XP_SHIFT])
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def zc_alloc_done(xp, fq, empty):  # type: ignore[no-untyped-def]
+    """After a DMA batch's allocations: one ``rx_fill_ring_empty_descs`` when they found
+    the fill ring empty; the fill ring's ``XDP_RING_NEED_WAKEUP`` set then, cleared
+    when they found buffers (with need-wakeup only)."""
+    if empty:
+        fq[Q_EMPTY] += 1
+    if xp[XP_WAKEUP] == 0:
+        return
+    need = xp[XP_NEED]
+    if empty and (need & WAKEUP_RX) == 0:
+        st32(fq[Q_FLAGS], 0, ld32(fq[Q_FLAGS], 0) | WAKEUP_RX)
+        xp[XP_NEED] = need | WAKEUP_RX
+    elif not empty and (need & WAKEUP_RX) != 0:
+        st32(fq[Q_FLAGS], 0, ld32(fq[Q_FLAGS], 0) & ~WAKEUP_RX)
+        xp[XP_NEED] = need & ~WAKEUP_RX
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def xsk_slot(xm, reg, sk, map_id, idx):  # type: ignore[no-untyped-def]
+    """The native socket as a redirect's target: the row of its XSKMAP in ``xm`` (id,
+    max_entries, the map's ``entries`` address), ``len(xm)`` for
+    ``bpf_redirect_xsk``'s registration (``reg``: the host's table of registered
+    queues), -1 when the target is another socket or none (the Python path then
+    judges it)."""
+    if map_id == 0:
+        q = sk[S_QUEUE]
+        ifx = sk[S_IFINDEX]
+        if idx == q and q < 64 and ifx < len(reg) and (np.int64(reg[ifx]) >> q) & 1:
+            return len(xm)
+        return -1
+    for k in range(len(xm)):
+        if xm[k, 0] == map_id:
+            if 0 <= idx < xm[k, 1] and ld32(xm[k, 2], 2 * idx) == sk[S_FD]:
+                return k
+            return -1
+    return -1
+
+
+# -- xdp_convert_zc_to_xdp_frame: a zero-copy buffer copied into an order-0 page -------
+# The host's page allocator (``memmap.system``, :class:`pyxdp.net.page_pool.PageAllocator`)
+# as native code runs it: ``sysa`` is its ``native_arrays`` and its address base.
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def page_alloc(sysa):  # type: ignore[no-untyped-def]
+    """``alloc_page``: a page row with refcount 1, or -1 when memory is exhausted."""
+    st, free, ref, _pages, _addr_base = sysa
+    nf = st[A_NFREE]
+    if nf == 0:
+        return -1
+    nf -= 1
+    st[A_NFREE] = nf
+    row = free[nf]
+    ref[row] = 1
+    st[A_ALLOCATED] += 1
+    return row
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def page_put(sysa, row):  # type: ignore[no-untyped-def]
+    """``put_page``: the last reference frees the page (a row this call allocated)."""
+    st, free, ref, _pages, _addr_base = sysa
+    rc = ref[row] - 1
+    ref[row] = rc
+    if rc == 0:
+        free[st[A_NFREE]] = row
+        st[A_NFREE] += 1
+        st[A_FREED] += 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def zc_to_frame(xp, sysa, loc, data, length, meta, ifindex):  # type: ignore[no-untyped-def]
+    """``xdp_convert_zc_to_xdp_frame`` of chunk ``loc``'s frame (``data`` its offset in
+    the chunk) for ``ifindex``'s XDP_TX or redirect: metadata and data copied into a
+    new order-0 page behind a zeroed ``xdp_frame`` (``MEM_TYPE_PAGE_ORDER0``,
+    ``dev_rx`` set), the chunk freed (``xsk_buff_free``). Returns the page row, or
+    -EOVERFLOW/-ENOMEM (the chunk stays the caller's)."""
+    mlen = max(meta, 0)
+    if FRAME_HDR + length + mlen > PAGE:
+        return -75  # EOVERFLOW
+    row = page_alloc(sysa)
+    if row < 0:
+        return -12  # ENOMEM
+    pages = sysa[3]
+    h = pages.ctypes.data + row * PAGE
+    memcpy(h + FRAME_HDR, xp[XP_UMEM] + loc * xp[XP_CHUNK] + data - mlen, length + mlen)
+    for w in range(FRAME_HDR // 8):
+        st64(h, w, 0)
+    st64(h, 0, sysa[4] + row * PAGE + FRAME_HDR + mlen)
+    st32(h, H_LEN, length)
+    st32(h, H_METASIZE, mlen)
+    st32(h, H_MEM_TYPE, ORDER0)
+    st64(h, H_DEV_RX, ifindex)
+    st32(h, H_FRAME_SZ, PAGE)
+    zc_free(xp, loc)
+    return row

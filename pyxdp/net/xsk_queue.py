@@ -53,6 +53,7 @@ from typing import Final, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.net.record import Alias, Field, Record
 from pyxdp.uapi.if_xdp import (
     XDP_DESC_DTYPE,
     XDP_RING_NEED_WAKEUP,
@@ -73,6 +74,7 @@ __all__ = [
     "RingKind",
     "RingMem",
     "XdpRingOffset",
+    "XskQueueState",
     "ring_bytes",
     "ring_side",
     "ring_view",
@@ -110,14 +112,37 @@ def _check_entries(entries: int) -> None:
         raise ValueError(f"ring size {entries} is not a power of two in [1, 2**31]")
 
 
+class XskQueueState(Record):
+    """One side's private part of a ring (``struct xsk_queue``): its cached indices,
+    the kernel's counters, and the addresses of the shared memory, so that native
+    code (:mod:`pyxdp.net.xsk_native`) runs the ring from this record in place."""
+
+    cached_prod = Field()
+    cached_cons = Field()
+    published = Field()  # the user's side: the index it last stored (its only writer)
+    mask = Field()
+    invalid_descs = Field()  # the kernel consuming: entries it refused
+    queue_empty_descs = Field()  # ... and reads that found the ring empty
+    producer_at = Field()  # addresses of the shared words and the entries (0: unmapped)
+    consumer_at = Field()
+    flags_at = Field()
+    ring_at = Field()
+    slots_at = Field()  # the kernel producing: the chunk each slot carries (int64)
+    kown_at = Field()  # ... and the owners of those chunks it keeps in step (0: none)
+
+
 class Ring:
     """A view of one ring's shared memory: index words, flags word, entries.
 
     ``buf`` must export a writable buffer of at least ``base +
     ring_bytes(entries, kind, offsets)`` bytes. The object holds numpy views
     of ``buf`` until :meth:`close` (an ``mmap`` cannot be closed before).
-    ``cached_prod``/``cached_cons`` are this side's private copies.
+    ``cached_prod``/``cached_cons`` are this side's private copies, kept in
+    its :class:`XskQueueState` ``q`` with the addresses native code uses.
     """
+
+    cached_prod = Alias(XskQueueState, "cached_prod", via="q")
+    cached_cons = Alias(XskQueueState, "cached_cons", via="q")
 
     def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
@@ -137,8 +162,11 @@ class Ring:
             self._opt: U32Array = self.entries["options"]
         else:
             self._addr = self.entries
-        self.cached_prod = int(self._producer[0])
-        self.cached_cons = int(self._consumer[0])
+        self.q = XskQueueState(
+            cached_prod=int(self._producer[0]), cached_cons=int(self._consumer[0]),
+            mask=self.mask, producer_at=self._producer.ctypes.data,
+            consumer_at=self._consumer.ctypes.data, flags_at=self._flags.ctypes.data,
+            ring_at=self.entries.ctypes.data)
 
     # -- the shared words ---------------------------------------------------------
 
@@ -230,6 +258,8 @@ class Ring:
 
     def close(self) -> None:
         """Drop the views of the buffer (so its owner can close it)."""
+        q = self.q
+        q.producer_at = q.consumer_at = q.flags_at = q.ring_at = 0
         self._producer = np.zeros(1, np.uint32)
         self._consumer = np.zeros(1, np.uint32)
         self._flags = np.zeros(1, np.uint32)
@@ -257,12 +287,13 @@ class KernelRingCons(Ring):
     xsk_queue`` counters behind ``XDP_STATISTICS``.
     """
 
+    invalid_descs = Alias(XskQueueState, "invalid_descs", via="q")
+    queue_empty_descs = Alias(XskQueueState, "queue_empty_descs", via="q")
+
     def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
         super().__init__(buf, entries, kind, offsets=offsets, base=base)
         self.cached_prod = self.cached_cons  # nothing seen yet: the first peek loads it
-        self.invalid_descs = 0
-        self.queue_empty_descs = 0
 
     def release_publish(self) -> None:
         """``__xskq_cons_release``: make what we consumed visible (D)."""
@@ -365,12 +396,14 @@ class KernelRingProd(Ring):
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
         super().__init__(buf, entries, kind, offsets=offsets, base=base)
         self.slot_chunk = np.zeros(entries, np.int64)
+        self.q.slots_at = self.slot_chunk.ctypes.data
         self.kown: npt.NDArray[np.uint8] | None = None
 
     def track(self, kown: npt.NDArray[np.uint8] | None) -> None:
         """Keep ``kown`` (a buffer pool's chunk owners) in step with what this ring
         holds; None: stop."""
         self.kown = kown
+        self.q.kown_at = 0 if kown is None else kown.ctypes.data
 
     def own(self, idx: int, chunks: npt.ArrayLike) -> None:
         """The slots from ``idx`` (just produced) carry ``chunks``: they are the rx

@@ -26,30 +26,37 @@ import numpy as np
 from pyxdp.net.atomic import load_acquire32, store_release32
 from pyxdp.net.native import njit
 from pyxdp.net.xsk_queue import U32_MASK as U32
-from pyxdp.net.xsk_queue import Ring
+from pyxdp.net.xsk_queue import Ring, XskQueueState
 from pyxdp.uapi.if_xdp import XSK_UNALIGNED_BUF_ADDR_MASK as MASK48
 from pyxdp.xsk.xsk import XskSocket
 
 __all__ = ["Rxdrop", "RxdropThread", "rxdrop_drain"]
 
 
+Q_CP = XskQueueState.index("cached_prod")
+Q_CC = XskQueueState.index("cached_cons")
+Q_PUB = XskQueueState.index("published")
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, st, max_n):  # type: ignore[no-untyped-def] # noqa: E501
+def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, rxq, fqq, st, max_n):  # type: ignore[no-untyped-def] # noqa: E501
     """xdpsock's rx_drop until ``max_n`` packets or an empty rx ring (or, for a
-    thread, until ``st[3]`` is set): each descriptor's buffer back on the fill
-    ring. ``st``: rx consumer, fill producer, packets, stop flag, chunk mask,
-    unaligned. Returns the packets taken."""
+    thread, until ``st[1]`` is set): each descriptor's buffer back on the fill
+    ring. ``rxq``/``fqq``: the user's :class:`~pyxdp.net.xsk_queue.XskQueueState`
+    of the rx and fill rings, kept in step in place; ``st``: packets, stop flag,
+    chunk mask, unaligned. Returns the packets taken."""
     rmask = np.int64(len(rx_desc) - 1)
     fmask = np.int64(len(fq_addr) - 1)
-    rc = st[0]
-    fp = st[1]
-    cmask = st[4]
-    unaligned = st[5]
+    rc = rxq[Q_CC]
+    fp = fqq[Q_CP]
+    fc = fqq[Q_CC]
+    cmask = st[2]
+    unaligned = st[3]
     got = 0
     while got < max_n:
         n = (load_acquire32(rx_prod, 0) - rc) & U32
         if n == 0:
-            if max_n < (1 << 62) or st[3] != 0:
+            if max_n < (1 << 62) or st[1] != 0:
                 break
             continue  # a thread: spin (the datapath is on the other core)
         n = min(n, max_n - got)
@@ -59,7 +66,7 @@ def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, st, max_n):  # 
         room = len(fq_addr) - ((fp - fc) & U32)
         n = min(n, room)
         if n <= 0:
-            if max_n < (1 << 62) or st[3] != 0:
+            if max_n < (1 << 62) or st[1] != 0:
                 break
             continue
         for k in range(n):
@@ -70,12 +77,18 @@ def _drain(rx_prod, rx_cons, rx_desc, fq_prod, fq_cons, fq_addr, st, max_n):  # 
         # descriptor is not consumed yet as its own, so the order must be this one.
         rc = (rc + n) & U32
         store_release32(rx_cons, 0, rc)
+        rxq[Q_CC] = rc
+        rxq[Q_PUB] = rc
         fp = (fp + n) & U32
         store_release32(fq_prod, 0, fp)
+        fqq[Q_CP] = fp
+        fqq[Q_PUB] = fp
         got += n
-        st[2] += n  # read by another thread while this one runs
-    st[0] = rc
-    st[1] = fp
+        st[0] += n  # read by another thread while this one runs
+    # The caches as the loop leaves them: rx empty (reloaded at the next peek), the
+    # fill ring's consumer as last loaded.
+    rxq[Q_CP] = rc
+    fqq[Q_CC] = fc
     return got
 
 
@@ -89,23 +102,12 @@ def _rings(sock: XskSocket) -> tuple[Ring, Ring]:
 def _args(sock: XskSocket) -> tuple[Any, ...]:
     rx, fq = _rings(sock)
     umem = sock.umem
-    st = np.zeros(6, np.int64)
-    st[0], st[1] = rx.cached_cons, fq.cached_prod
-    st[4] = ~(umem.chunk_size - 1)
-    st[5] = 1 if umem.unaligned else 0
+    st = np.zeros(4, np.int64)
+    st[2] = ~(umem.chunk_size - 1)
+    st[3] = 1 if umem.unaligned else 0
     desc = rx.entries.view(np.uint64).reshape(-1, 2)
-    return (rx._producer, rx._consumer, desc, fq._producer, fq._consumer, fq.entries, st)
-
-
-def _resync(sock: XskSocket, st: np.ndarray) -> None:
-    """The Python ring objects learn what the native loop consumed and produced."""
-    rx, fq = _rings(sock)
-    rc, fp = int(st[0]), int(st[1])
-    # Both caches reloaded: the peer's index moved too while this loop ran.
-    rx.cached_cons = rx._published = rc  # type: ignore[attr-defined]
-    rx.cached_prod = rc
-    fq.cached_prod = fq._published = fp  # type: ignore[attr-defined]
-    fq.cached_cons = int(fq._consumer[0])
+    return (rx._producer, rx._consumer, desc, fq._producer, fq._consumer, fq.entries,
+            rx.q.words, fq.q.words, st)
 
 
 class Rxdrop:
@@ -123,12 +125,7 @@ class Rxdrop:
         a = self._a
         if a is None:
             raise ValueError("this Rxdrop is closed")
-        rx, fq = _rings(self.sock)
-        st = a[-1]
-        st[0], st[1] = rx.cached_cons, fq.cached_prod
-        got = int(_drain(*a, min(max_packets, (1 << 62) - 1)))
-        _resync(self.sock, st)
-        return got
+        return int(_drain(*a, min(max_packets, (1 << 62) - 1)))
 
     def close(self) -> None:
         self._a = None
@@ -162,14 +159,13 @@ class RxdropThread:
 
     @property
     def packets(self) -> int:
-        return int(self._st[2])
+        return int(self._st[0])
 
     def stop(self) -> int:
         """Stop the loop (after what the ring holds now); returns the packets taken.
         The thread's views of the rings are gone afterwards (the socket can close)."""
         if self._t is not None:
-            self._st[3] = 1
+            self._st[1] = 1
             self._t.join()
             self._t = None
-            _resync(self.sock, self._st)
         return self.packets

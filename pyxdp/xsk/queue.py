@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.net.xsk_queue import U32_MASK, Buffer, Ring, RingKind
+from pyxdp.net.record import Alias
+from pyxdp.net.xsk_queue import U32_MASK, Buffer, Ring, RingKind, XskQueueState
 from pyxdp.uapi.if_xdp import XDP_RING_OFFSET_DEFAULT, XdpRingOffset
 
 __all__ = ["RingCons", "RingProd"]
@@ -29,6 +30,8 @@ class RingProd(Ring):
     :meth:`reserve` claims slots privately (``cached_prod``), the caller
     writes them, :meth:`submit` publishes them in order.
     """
+
+    _published = Alias(XskQueueState, "published", via="q")
 
     def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
@@ -84,6 +87,8 @@ class RingProd(Ring):
 
 class RingCons(Ring):
     """The user consuming: rx and completion rings (``struct xsk_ring_cons``)."""
+
+    _published = Alias(XskQueueState, "published", via="q")
 
     def __init__(self, buf: Buffer, entries: int, kind: RingKind, *,
                  offsets: XdpRingOffset = XDP_RING_OFFSET_DEFAULT, base: int = 0) -> None:
