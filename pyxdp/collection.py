@@ -226,10 +226,16 @@ class Collection:
     """Every map and program of one object, loaded into one backend."""
 
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
-                 nr_cpus: int | None = None, engine: str = "auto") -> None:
+                 nr_cpus: int | None = None, engine: str = "auto", verify: bool = True) -> None:
         """``engine`` (userspace backend): ``"jit"``, ``"interp"`` or ``"auto"`` (the JIT
-        when llvmlite is installed)."""
+        when llvmlite is installed).
+
+        ``verify`` (userspace backend): run :mod:`pyxdp.verifier` on every program first,
+        so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
+        with Linux's message; ``False`` loads it anyway (the engines' run-time checks
+        stop a bad access instead). The kernel backend always has Linux's verifier."""
         self.spec = spec
+        self.verify = verify
         self.backend = _make_backend(backend, spec, nr_cpus, engine)
         self.maps: dict[str, Map] = {}
         self.programs: dict[str, Program] = {}
@@ -241,9 +247,11 @@ class Collection:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
-             nr_cpus: int | None = None, engine: str = "auto") -> Collection:
+             nr_cpus: int | None = None, engine: str = "auto", verify: bool = True
+             ) -> Collection:
         from pyxdp.elf import load_collection_spec
-        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine)
+        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine,
+                   verify=verify)
 
     def _load(self) -> None:
         handles: dict[str, MapHandle] = {}
@@ -255,9 +263,13 @@ class Collection:
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             self.maps[name] = Map(name, ms, h, codec, cpus)
+        check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
             if not ps.autoload:
                 continue
+            if check:
+                from pyxdp.verifier import verify
+                verify(ps, self.spec.maps)
             self.programs[name] = Program(name, ps, self.backend.load_program(ps, handles),
                                           self.backend)
         for name, ms in self.spec.maps.items():

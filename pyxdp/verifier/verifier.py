@@ -372,7 +372,8 @@ class Frame:
     def copy(self) -> Frame:
         f = Frame.__new__(Frame)
         f.regs = [r.copy() for r in self.regs]
-        f.stack = list(self.stack)
+        # spilled registers are refined in place (ids, ranges): each state owns its own
+        f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
         f.callsite, f.sub, f.callback, f.frameno = \
             self.callsite, self.sub, self.callback, self.frameno
         return f
@@ -1423,6 +1424,8 @@ class _Verifier:
                      value: Reg | None, imm: Reg | None, regno: int) -> None:
         types, spill = frame.slot(spi)
         if value is not None and k == 0 and value.t == SCALAR:
+            if not value.id and not value.const:  # a fill stays linked to the register
+                value.id = self._new_id()
             r = value.copy()
             if size < 8 and r.umax >> (8 * size):
                 r.id = 0
