@@ -144,13 +144,16 @@ class Reg:
 
     def copy(self) -> Reg:
         r = Reg.__new__(Reg)
-        for s in Reg.__slots__:
-            object.__setattr__(r, s, getattr(self, s))
+        r.assign(self)
         return r
 
     def assign(self, o: Reg) -> None:
-        for s in Reg.__slots__:
-            setattr(self, s, getattr(o, s))
+        self.t, self.off, self.id, self.ref, self.rng, self.map, self.msize, self.frame = \
+            o.t, o.off, o.id, o.ref, o.rng, o.map, o.msize, o.frame
+        self.tv, self.tm, self.sub = o.tv, o.tm, o.sub
+        self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
+        self.s32min, self.s32max, self.u32min, self.u32max = \
+            o.s32min, o.s32max, o.u32min, o.u32max
 
     def key(self) -> tuple[object, ...]:
         return tuple(getattr(self, s) if s != "map" else (self.map.name if self.map else None)
@@ -201,6 +204,13 @@ class Reg:
 
     # -- bounds (reg_bounds_sync) --------------------------------------------------------
     def sync(self) -> None:
+        if self.tm == 0:  # a known value: every bound is the value
+            v = self.tv
+            self.smin = self.smax = _s64(v)
+            self.umin = self.umax = v
+            self.s32min = self.s32max = _s32(v)
+            self.u32min = self.u32max = v & U32
+            return
         self._update()
         self._deduce()
         self._deduce()
@@ -210,61 +220,84 @@ class Reg:
     def _update(self) -> None:
         v, m = self.tv, self.tm
         v32, m32 = v & U32, m & U32
-        self.s32min = max(self.s32min, _s32(v32 | (m32 & 0x8000_0000)))
-        self.s32max = min(self.s32max, _s32(v32 | (m32 & 0x7FFF_FFFF)))
-        self.u32min = max(self.u32min, v32)
-        self.u32max = min(self.u32max, v32 | m32)
-        self.smin = max(self.smin, _s64(v | (m & (1 << 63))))
-        self.smax = min(self.smax, _s64(v | (m & S64_MAX)))
-        self.umin = max(self.umin, v)
-        self.umax = min(self.umax, v | m)
+        x = v32 | (m32 & 0x8000_0000)
+        x = x - (1 << 32) if x >> 31 else x
+        if x > self.s32min:
+            self.s32min = x
+        x = v32 | (m32 & 0x7FFF_FFFF)
+        x = x - (1 << 32) if x >> 31 else x
+        if x < self.s32max:
+            self.s32max = x
+        if v32 > self.u32min:
+            self.u32min = v32
+        if v32 | m32 < self.u32max:
+            self.u32max = v32 | m32
+        x = v | (m & (1 << 63))
+        x = x - (1 << 64) if x >> 63 else x
+        if x > self.smin:
+            self.smin = x
+        x = v | (m & S64_MAX)
+        x = x - (1 << 64) if x >> 63 else x
+        if x < self.smax:
+            self.smax = x
+        if v > self.umin:
+            self.umin = v
+        if v | m < self.umax:
+            self.umax = v | m
 
     def _deduce(self) -> None:
         """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed."""
+        smin, smax, umin, umax = self.smin, self.smax, self.umin, self.umax
+        s32min, s32max, u32min, u32max = self.s32min, self.s32max, self.u32min, self.u32max
         # __reg32_deduce_bounds
-        if self.umin >> 32 == self.umax >> 32:
-            self.u32min = max(self.u32min, self.umin & U32)
-            self.u32max = min(self.u32max, self.umax & U32)
-            if _s32(self.umin) <= _s32(self.umax):
-                self.s32min = max(self.s32min, _s32(self.umin))
-                self.s32max = min(self.s32max, _s32(self.umax))
-        if self.smin >> 32 == self.smax >> 32:
-            if self.smin & U32 <= self.smax & U32:
-                self.u32min = max(self.u32min, self.smin & U32)
-                self.u32max = min(self.u32max, self.smax & U32)
-            if _s32(self.smin) <= _s32(self.smax):
-                self.s32min = max(self.s32min, _s32(self.smin))
-                self.s32max = min(self.s32max, _s32(self.smax))
-        if _s32(self.u32min) <= _s32(self.u32max):
-            self.s32min = max(self.s32min, _s32(self.u32min))
-            self.s32max = min(self.s32max, _s32(self.u32max))
-        if self.s32min & U32 <= self.s32max & U32:
-            self.u32min = max(self.u32min, self.s32min & U32)
-            self.u32max = min(self.u32max, self.s32max & U32)
+        if umin >> 32 == umax >> 32:
+            u32min = max(u32min, umin & U32)
+            u32max = min(u32max, umax & U32)
+            a, b = _s32(umin), _s32(umax)
+            if a <= b:
+                s32min = max(s32min, a)
+                s32max = min(s32max, b)
+        if smin >> 32 == smax >> 32:
+            if smin & U32 <= smax & U32:
+                u32min = max(u32min, smin & U32)
+                u32max = min(u32max, smax & U32)
+            a, b = _s32(smin), _s32(smax)
+            if a <= b:
+                s32min = max(s32min, a)
+                s32max = min(s32max, b)
+        a, b = _s32(u32min), _s32(u32max)
+        if a <= b:
+            s32min = max(s32min, a)
+            s32max = min(s32max, b)
+        if s32min & U32 <= s32max & U32:
+            u32min = max(u32min, s32min & U32)
+            u32max = min(u32max, s32max & U32)
         # __reg64_deduce_bounds
-        if _s64(self.umin) <= _s64(self.umax):
-            self.smin = max(self.smin, _s64(self.umin))
-            self.smax = min(self.smax, _s64(self.umax))
-        if self.smin & U64 <= self.smax & U64:
-            self.umin = max(self.umin, self.smin & U64)
-            self.umax = min(self.umax, self.smax & U64)
-        elif self.umax < self.smin & U64:
-            self.smin = _s64(self.umin)
-            self.umax = min(self.umax, self.smax & U64)
-        elif self.smax & U64 < self.umin:
-            self.smax = _s64(self.umax)
-            self.umin = max(self.umin, self.smin & U64)
+        a, b = _s64(umin), _s64(umax)
+        if a <= b:
+            smin = max(smin, a)
+            smax = min(smax, b)
+        if smin & U64 <= smax & U64:
+            umin = max(umin, smin & U64)
+            umax = min(umax, smax & U64)
+        elif umax < smin & U64:
+            smin = _s64(umin)
+            umax = min(umax, smax & U64)
+        elif smax & U64 < umin:
+            smax = _s64(umax)
+            umin = max(umin, smin & U64)
         # __reg_deduce_mixed_bounds
         hi = ~U32 & U64
-        self.umin = max(self.umin, (self.umin & hi) | self.u32min)
-        self.umax = min(self.umax, (self.umax & hi) | self.u32max)
-        self.smin = max(self.smin, _s64((self.smin & hi) | self.u32min))
-        self.smax = min(self.smax, _s64((self.smax & hi) | self.u32max))
-        if self.s32min >= 0 and self.smin >= S32_MIN and self.smax <= S32_MAX:
-            self.smin = self.umin = self.s32min
-            self.smax = self.umax = self.s32max
-            t = t_intersect((self.tv, self.tm), t_range(self.smin, self.smax))
-            self.tv, self.tm = t
+        umin = max(umin, (umin & hi) | u32min)
+        umax = min(umax, (umax & hi) | u32max)
+        smin = max(smin, _s64((smin & hi) | u32min))
+        smax = min(smax, _s64((smax & hi) | u32max))
+        self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
+        if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
+            smin = umin = s32min
+            smax = umax = s32max
+            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(smin, smax))
+        self.smin, self.smax, self.umin, self.umax = smin, smax, umin, umax
 
     def _bound_offset(self) -> None:
         t = t_intersect((self.tv, self.tm), t_range(self.umin, self.umax))
