@@ -25,6 +25,7 @@ listed in docs/SEMANTICS.md.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import re
 from collections.abc import Sequence
@@ -612,13 +613,14 @@ class _Verifier:
 
     def _validate(self) -> Layout:
         """pyxdp's ISA checks; the one the kernel words differently gets its words."""
+        # Writes to r10 are refused on the path that reaches them (do_check), not here.
+        insns = [dataclasses.replace(i, dst=0) if i.dst == 10 and self._writes_dst(i) else i
+                 for i in self.insns]
         try:
-            return validate(self.insns)
+            return validate(insns)
         except InvalidProgram as e:
             msg = None
-            if e.rule == "register" and "r10 is read-only" in str(e):
-                msg = "frame pointer is read only"
-            elif e.rule == "call-depth":
+            if e.rule == "call-depth":
                 m = re.search(r"call depth (\d+)", str(e))
                 msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
             if msg is None:
@@ -628,6 +630,10 @@ class _Verifier:
             self.log = []
             self.state = None
             raise self._error(Refuse(msg)) from None
+
+    @staticmethod
+    def _writes_dst(i: Instruction) -> bool:
+        return i.cls in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
@@ -928,13 +934,13 @@ class _Verifier:
             self._mov(regs, i, src, is64, x)
             return
         d = self._read(regs, i.dst)
-        self._dst(i.dst)
         if o in (op.BPF_DIV, op.BPF_MOD) and not x and i.imm == 0:
             raise Refuse("div by zero", errno.EINVAL)
         if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH) and not x:
             size = 64 if is64 else 32
             if not 0 <= i.imm < size:
                 raise Refuse(f"invalid shift {i.imm}", errno.EINVAL)
+        self._dst(i.dst)
         if d.t != SCALAR or src.t != SCALAR:
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
@@ -1394,12 +1400,12 @@ class _Verifier:
         if not reg.const:
             return self._stack_var(st, frame, regno, reg, off, size, write)
         lo = off + _s64(reg.tv)
+        if lo % size:  # check_ptr_alignment comes first; stack accesses are strict
+            raise Refuse(f"misaligned stack access off {_tn(reg)}+"
+                         f"{reg.off}+{off - reg.off} size {size}")
         if lo < -MAX_BPF_STACK or lo + size > 0 or (lo >= 0 and size == 0):
             kind = "write to" if write else "read from"
             raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}")
-        if lo % size:
-            raise Refuse(f"misaligned stack access off {_tn(reg)}+"
-                         f"{reg.off}+{off - reg.off} size {size}")
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
@@ -1805,9 +1811,16 @@ class _Verifier:
         elif proto.ret == Ret.VOID:
             r0.t = NOT_INIT
         elif proto.ret == Ret.MAP_VALUE_OR_NULL:
-            r0.set_ptr(MAP_VALUE | MAYBE_NULL)
-            r0.map = meta["map"]  # type: ignore[assignment]
-            r0.id = self._new_id()
+            m = meta["map"]
+            assert isinstance(m, MapSpec)
+            key = meta.get("const_key")
+            if fid == 1 and m.type in (MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY) \
+                    and isinstance(key, int) and 0 <= key < m.max_entries:
+                r0.set_ptr(MAP_VALUE)  # can_elide_value_nullness
+            else:
+                r0.set_ptr(MAP_VALUE | MAYBE_NULL)
+                r0.id = self._new_id()
+            r0.map = m
         else:
             r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)
             r0.msize = int(meta["mem_size"])  # type: ignore[call-overload]
@@ -1886,6 +1899,8 @@ class _Verifier:
                 what = "key" if arg == Arg.MAP_KEY else "value"
                 raise Refuse(f"invalid map_ptr to access map->{what}")
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
+            if arg == Arg.MAP_KEY:
+                meta["const_key"] = self._const_key(st, reg, size)
             self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
@@ -1929,6 +1944,31 @@ class _Verifier:
             if m is None or not _rdonly(m):
                 raise Refuse("R3 does not point to a readonly map'")
             return
+
+    @staticmethod
+    def _const_key(st: State, reg: Reg, size: int) -> int | None:
+        """get_constant_map_key: a key the stack holds as zeros or as a known spill."""
+        if reg.t != STACK or not reg.const:
+            return None
+        a = reg.off + _s64(reg.tv)
+        if a >= 0 or a < -MAX_BPF_STACK:
+            return None
+        spi = (-a - 1) // 8
+        k = a + 8 * (spi + 1)
+        types, spill = st.frames[reg.frame].slot(spi)
+        zeros = 0
+        while k + zeros < 8 and types[k + zeros] == S_ZERO:
+            zeros += 1
+        if zeros >= size:
+            return 0
+        if spill is None or spill.t != SCALAR or S_SPILL not in types:
+            return None
+        spilled = 0
+        while k + spilled < 8 and types[k + spilled] == S_SPILL:
+            spilled += 1
+        if spilled != size or not spill.const:
+            return None
+        return spill.tv
 
     @staticmethod
     def _arg_types(arg: Arg) -> tuple[tuple[int, ...], str | None]:

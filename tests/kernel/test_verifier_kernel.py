@@ -73,3 +73,34 @@ def test_corpus_case_checks_itself() -> None:
     # A case whose recorded verdict is wrong must be caught by the comparison above.
     bad = VerifierCase("x", "r0 = 0\nexit", "R0 !read_ok")
     assert _kernel_verdicts(bad.spec()) == {"x": None}
+
+
+def test_random_programs_same_verdict_and_message_as_linux() -> None:
+    """2,000 random programs with typical bugs (pyxdp.testing.verifier_fuzz): every
+    accept/refuse as Linux's, and Linux's line for at least 95% of the refusals."""
+    import random
+
+    from pyxdp.testing.verifier_fuzz import random_case
+
+    rnd = random.Random(20261201)
+    n = refused = same_line = 0
+    wrong = []
+    for i in range(2000):
+        case = random_case(rnd, f"f{i}")
+        spec = case.spec()
+        (linux,) = _kernel_verdicts(spec).values()
+        (prog,) = spec.programs.values()
+        try:
+            verify(prog, spec.maps)
+            mine = None
+        except VerifierError as e:
+            mine = e.reason
+        n += 1
+        if (linux is None) != (mine is None):
+            wrong.append(f"{case.asm}\nLinux: {linux!r}\npyxdp: {mine!r}")
+        elif linux is not None:
+            refused += 1
+            same_line += linux == mine
+    assert not wrong, "\n\n".join(wrong[:5])
+    assert refused > 500 and n - refused > 100
+    assert same_line >= 0.95 * refused, f"{same_line}/{refused} refusals with Linux's line"
