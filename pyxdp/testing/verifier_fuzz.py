@@ -122,7 +122,59 @@ def _loop(rnd: random.Random) -> str:
     return f"r7 = 0\nr7 += 1\nif r7 < {n} goto -2\n"
 
 
-_BLOCKS = (_pkt, _pkt, _pkt, _map, _map, _stack, _ctx, _ptr_alu, _helper, _loop)
+def _arr0(rnd: random.Random) -> str:
+    """r0 = &arr[0] (a constant key: never NULL)."""
+    return "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+
+
+def _bounds32(rnd: random.Random) -> str:
+    cond = rnd.choice(("w1 > 3", "w1 >= 4", "w1 s> 3", "w1 > 4", "r1 > 3", "w1 != 3"))
+    text = _arr0(rnd) + "w1 = *(u32 *)(r6 +16)\n"
+    text += f"if {cond} goto drop\n"
+    return text + "r1 <<= 2\nr0 += r1\nr5 = *(u32 *)(r0 +0)\n"
+
+
+def _memsx(rnd: random.Random) -> str:
+    ty = rnd.choice(("s8", "s16", "u8"))
+    text = "r4 = r2\nr4 += 2\nif r4 > r3 goto drop\n" + f"r7 = *({ty} *)(r2 +0)\n"
+    if rnd.random() < 0.5:
+        text += "if r7 s< 0 goto drop\n"
+    text += "if r7 > 12 goto drop\n"
+    return text + _arr0(rnd) + "r0 += r7\nr5 = *(u8 *)(r0 +0)\n"
+
+
+def _stack_var(rnd: random.Random) -> str:
+    mask = rnd.choice((7, 15, 31))
+    base = rnd.choice((-16, -32, -8))
+    text = f"r7 = *(u32 *)(r6 +12)\nr7 &= {mask}\nr8 = r10\nr8 += {base}\nr8 += r7\n"
+    if rnd.random() < 0.5:
+        text += "r5 = 1\n*(u8 *)(r8 +0) = r5\n"
+    return text + "r5 = *(u8 *)(r8 +0)\n"
+
+
+def _spill(rnd: random.Random) -> str:
+    text = "r4 = r2\nr4 += 8\nif r4 > r3 goto drop\n*(u64 *)(r10 -24) = r2\n"
+    if rnd.random() < 0.4:
+        text += f"r5 = 0\n*({rnd.choice(('u32', 'u8'))} *)(r10 -24) = r5\n"
+    return text + "r7 = *(u64 *)(r10 -24)\nr5 = *(u32 *)(r7 +4)\n"
+
+
+def _atomic(rnd: random.Random) -> str:
+    base = rnd.choice(("r0", "r0", "r2"))
+    op_ = rnd.choice(("lock *(u64 *)({b} +{o}) += r1", "r1 = atomic64_fetch_add((u64 *)({b} +{o}), r1)",
+                      "lock *(u32 *)({b} +{o}) |= w1"))
+    off = rnd.choice((0, 8, 12))
+    return _arr0(rnd) + "r1 = 1\n" + op_.format(b=base, o=off) + "\n"
+
+
+def _call(rnd: random.Random) -> str:
+    arg = rnd.choice(("r1 = r2\n", "r1 = r10\nr1 += -8\nr5 = 0\n*(u64 *)(r10 -8) = r5\n",
+                      "r1 = r6\n", "r4 = r2\nr4 += 4\nif r4 > r3 goto drop\nr1 = r2\n"))
+    return arg + "call sub\nr5 = r0\n"
+
+
+_BLOCKS = (_pkt, _pkt, _pkt, _map, _map, _stack, _ctx, _ptr_alu, _helper, _loop, _bounds32,
+           _memsx, _stack_var, _spill, _atomic, _call)
 
 
 def random_case(rnd: random.Random, name: str = "fuzz") -> VerifierCase:
@@ -134,4 +186,6 @@ def random_case(rnd: random.Random, name: str = "fuzz") -> VerifierCase:
         text += rnd.choice(_BLOCKS)(rnd)
     ret = rnd.choice(("r0 = 2\n", "r0 = 2\n", "r0 = r5\n", "r0 = r2\n", ""))
     text += f"{ret}exit\ndrop:\nr0 = 1\nexit"
+    if "call sub" in text:
+        text += "\nsub:\nr0 = *(u8 *)(r1 +0)\nexit"
     return VerifierCase(name, text, None)

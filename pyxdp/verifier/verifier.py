@@ -334,16 +334,29 @@ class Reg:
         bits = 8 * size
         if self.const:
             v = self.tv & ((1 << bits) - 1)
-            v = v - (1 << bits) if v >> (bits - 1) else v
-            self.set_known(v)
+            self.set_known(v - (1 << bits) if v >> (bits - 1) else v)
             return
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        fits = self.umax < (1 << (bits - 1))
-        self.unknown()
-        if fits:
-            self.smin, self.smax = 0, self.umax if False else hi
-        self.smin, self.smax = lo, hi
-        self.sync()
+        if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
+            m = (1 << bits) - 1
+
+            def sx(x: int) -> int:
+                x &= m
+                return x - (1 << bits) if x >> (bits - 1) else x
+            a, b = sx(self.smax), sx(self.smin)
+            smax, smin = max(a, b), min(a, b)
+            if (smax >= 0) == (smin >= 0):
+                self.smin = self.s32min = smin
+                self.smax = self.s32max = smax
+                self.umin, self.umax = smin & U64, smax & U64
+                self.u32min, self.u32max = smin & U32, smax & U32
+                self.tv, self.tm = t_range(smin & U64, smax & U64)
+                return
+        self.smin = self.s32min = lo
+        self.smax = self.s32max = hi
+        self.umin = self.u32min = 0
+        self.umax, self.u32max = U64, U32
+        self.tv, self.tm = 0, U64
 
     def describe(self) -> str:
         """The register as the kernel's log prints it (print_verifier_state)."""
@@ -466,7 +479,6 @@ class VerifierResult:
 def _use_def(i: Instruction) -> tuple[int, int]:
     """Registers an instruction reads and writes (bit masks)."""
     cls = i.cls
-    bit = op.BPF_OP if False else None  # noqa: F841
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         o = i.code & 0xF0
         use = 0 if o == op.BPF_MOV else 1 << i.dst
@@ -919,10 +931,9 @@ class _Verifier:
                 d.assign(zero)
                 self._scalar_op(d, src, op.BPF_SUB, is64)
             else:
-                bits = i.imm
                 d.set_unknown()
-                if bits < 64 and not (is64 is False and False):
-                    d.coerce(bits // 8)
+                if i.imm < 64:
+                    d.coerce(i.imm // 8)
             return
         if x:
             src = self._read(regs, i.src)
@@ -1161,8 +1172,6 @@ class _Verifier:
         if base in (PKT_END,) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
-        if ptr.t & RINGBUF and False:
-            pass
         if o in (op.BPF_AND, op.BPF_OR, op.BPF_XOR):
             raise Refuse(f"R{dst} bitwise operator {_ALU_NAMES[o]} on pointer prohibited")
         if o not in (op.BPF_ADD, op.BPF_SUB):
@@ -1292,10 +1301,13 @@ class _Verifier:
         base = regs[i.dst]
         if base.t in (CTX, PKT, PKT_META):
             raise Refuse(f"BPF_ATOMIC stores into R{i.dst} {type_str(base.t)} is not allowed")
-        if regs[i.src].t != SCALAR:
-            raise Refuse(f"R{i.src} leaks addr into mem")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "}.get(
+            base.t & 0xFF)
+        if desc is not None and (base.tv + base.off + i.off) % size:  # strict for atomics
+            raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
+                         f"size {size}")
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
-        self._mem(st, i.dst, base, i.off, size, write=True, value=regs[i.src])
+        self._mem(st, i.dst, base, i.off, size, write=True, value=None)
         if i.imm == op.BPF_CMPXCHG:
             r = Reg()
             r.set_unknown()
@@ -1735,9 +1747,7 @@ class _Verifier:
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
-        if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
-            raise Refuse("calling kernel function is not supported without CONFIG_DEBUG_INFO_BTF",
-                         errno.EINVAL)
+        # kfunc calls never get here: validate() refuses them (pyxdp has no kfuncs).
         return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
