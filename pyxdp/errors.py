@@ -184,16 +184,23 @@ class VerifierError(KernelError):
         from pyxdp.kernel.verifier_log import verifier_reason  # pure text parsing, no syscalls
 
         self.log = log
-        self.reason = verifier_reason(log)
         self.pc = pc
         self.insn = insn
         self.source = source
         self.state = state
+        reason = verifier_reason(log)
         if pc is None:
-            super().__init__(op, err, self.reason)
+            super().__init__(op, err, reason)
             return
         where = f" at pc {pc} ({insn})" + (f" at {source}" if source else "")
-        KernelError.__init__(self, f"{op}: verifier", err, f"{self.reason}{where}")
+        KernelError.__init__(self, f"{op}: verifier", err, f"{reason}{where}")
+
+    @property
+    def reason(self) -> str:
+        """The last meaningful line of the log: the verifier's message for the failure."""
+        from pyxdp.kernel.verifier_log import verifier_reason
+
+        return verifier_reason(self.log)
 
 
 class UnsupportedHelper(InvalidProgram, NotSupportedError):

@@ -134,3 +134,18 @@ def test_tnum_ops_are_sound() -> None:
         m = (1 << 64) - 1
         for f, v in ((t_add, x + y), (t_sub, x - y), (t_and, x & y), (t_mul, x * y)):
             assert t_in(f(a, b), (v & m, 0)), f.__name__
+
+
+def test_verifier_imports_only_the_spec_level() -> None:
+    import ast
+    root = Path(__file__).resolve().parents[1]
+    allowed = ("pyxdp.asm", "pyxdp.uapi", "pyxdp.spec", "pyxdp.errors", "pyxdp.verifier",
+               "pyxdp.btf", "pyxdp.kernel.verifier_log")
+    bad = []
+    for p in sorted((root / "pyxdp" / "verifier").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{p.name}: {n}" for n in names
+                    if n.startswith("pyxdp") and not n.startswith(allowed)]
+    assert bad == []

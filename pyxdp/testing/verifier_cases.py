@@ -214,7 +214,8 @@ exit""", None),
     # -- context -----------------------------------------------------------------------------
     _c("ctx_write", "r2 = 1\n*(u32 *)(r1 +0) = r2\nr0 = 0\nexit",
        "invalid bpf_context access off=0 size=4"),
-    _c("ctx_st_imm", "*(u32 *)(r1 +0) = 1\nr0 = 0\nexit", "invalid bpf_context access off=0 size=4"),
+    _c("ctx_st_imm", "*(u32 *)(r1 +0) = 1\nr0 = 0\nexit",
+       "invalid bpf_context access off=0 size=4"),
     _c("ctx_narrow", "r0 = *(u8 *)(r1 +12)\nexit", "invalid bpf_context access off=12 size=1"),
     _c("ctx_past_end", "r0 = *(u32 *)(r1 +24)\nexit", "invalid bpf_context access off=24 size=4"),
     _c("ctx_u64", "r0 = *(u64 *)(r1 +0)\nexit", "invalid bpf_context access off=0 size=8"),
@@ -227,7 +228,8 @@ exit""", None),
     _c("stack_uninit_read", "r0 = *(u64 *)(r10 -8)\nexit", None),
     _c("stack_above_fp", "r2 = 1\n*(u64 *)(r10 +0) = r2\nr0 = 0\nexit",
        "invalid write to stack R10 off=0 size=8"),
-    _c("stack_too_deep", "r0 = *(u64 *)(r10 -520)\nexit", "invalid read from stack R10 off=-520 size=8"),
+    _c("stack_too_deep", "r0 = *(u64 *)(r10 -520)\nexit",
+       "invalid read from stack R10 off=-520 size=8"),
     _c("stack_misaligned", "r2 = 1\n*(u32 *)(r10 -6) = r2\nr0 = 0\nexit",
        "misaligned stack access off 0+0+-6 size 4"),
     _c("stack_fill_partial_ptr", "*(u64 *)(r10 -8) = r1\nr0 = *(u32 *)(r10 -8)\nexit",
@@ -249,7 +251,8 @@ r3 = *(u32 *)(r10 -8)
 r0 = r3
 exit""", None),
     # -- pointer arithmetic ------------------------------------------------------------------
-    _c("ptr_mul", _PKT + "r2 *= 2\nr0 = 0\nexit", "R2 pointer arithmetic with *= operator prohibited"),
+    _c("ptr_mul", _PKT + "r2 *= 2\nr0 = 0\nexit",
+       "R2 pointer arithmetic with *= operator prohibited"),
     _c("ptr_and", _PKT + "r2 &= 2\nr0 = 0\nexit", "R2 bitwise operator &= on pointer prohibited"),
     _c("ptr_add_ptr", _PKT + "r2 += r3\nr0 = 0\nexit", "R2 pointer += pointer prohibited"),
     _c("ptr_sub_ptr", _PKT + "r3 -= r2\nr0 = r3\nexit", None),
@@ -502,8 +505,7 @@ call pc+1
 exit
 r0 = *(u64 *)(r1 +0)
 exit""", None),
-    _c("call_too_deep", "call pc+1\nexit\ncall pc+1\nexit\ncall pc+1\nexit\ncall pc+1\nexit\ncall pc+1\n"
-       "exit\ncall pc+1\nexit\ncall pc+1\nexit\ncall pc+1\nexit\nr0 = 0\nexit",
+    _c("call_too_deep", "call pc+1\nexit\n" * 8 + "r0 = 0\nexit",
        "the call stack of 9 frames is too deep"),
     _c("call_stack_too_big", """
 r1 = 0

@@ -46,7 +46,6 @@ from pyxdp.verifier.tnum import (
     t_add,
     t_and,
     t_arshift,
-    t_const,
     t_in,
     t_intersect,
     t_lshift,
@@ -462,6 +461,17 @@ class State:
             out.extend(f.regs)
             out.extend(s[1] for s in f.stack if s[1] is not None)
         return out
+
+
+@dataclass
+class _CallMeta:
+    """``struct bpf_call_arg_meta``: what a helper's arguments told the verifier."""
+
+    map: MapSpec | None = None
+    mem_size: int = 0
+    func: int | None = None
+    ref: int = 0
+    const_key: int | None = None
 
 
 @dataclass(frozen=True)
@@ -1805,14 +1815,13 @@ class _Verifier:
             raise Refuse("cannot call GPL-restricted function from non-GPL compatible program",
                          errno.EINVAL)
         regs = st.cur.regs
-        meta: dict[str, object] = {"map": None, "mem_size": 0, "func": None, "ref": 0}
+        meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
-        callback = meta["func"]
-        if isinstance(callback, int):
-            self._push_callback(st, fid, callback, meta, pc, stack)
-        if meta["ref"]:
-            self._release(st, int(meta["ref"]))  # type: ignore[call-overload]
+        if meta.func is not None:
+            self._push_callback(st, fid, meta.func, meta, pc, stack)
+        if meta.ref:
+            self._release(st, meta.ref)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -1821,11 +1830,11 @@ class _Verifier:
         elif proto.ret == Ret.VOID:
             r0.t = NOT_INIT
         elif proto.ret == Ret.MAP_VALUE_OR_NULL:
-            m = meta["map"]
-            assert isinstance(m, MapSpec)
-            key = meta.get("const_key")
+            m = meta.map
+            assert m is not None
+            key = meta.const_key
             if fid == 1 and m.type in (MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY) \
-                    and isinstance(key, int) and 0 <= key < m.max_entries:
+                    and key is not None and 0 <= key < m.max_entries:
                 r0.set_ptr(MAP_VALUE)  # can_elide_value_nullness
             else:
                 r0.set_ptr(MAP_VALUE | MAYBE_NULL)
@@ -1833,13 +1842,13 @@ class _Verifier:
             r0.map = m
         else:
             r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)
-            r0.msize = int(meta["mem_size"])  # type: ignore[call-overload]
+            r0.msize = meta.mem_size
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
-            for r in st.all_regs():
-                if r.t in (PKT, PKT_META, PKT_END):
-                    r.set_unknown()
+            for x in st.all_regs():
+                if x.t in (PKT, PKT_META, PKT_END):
+                    x.set_unknown()
         return pc + 1
 
     def _release(self, st: State, ref: int) -> None:
@@ -1848,7 +1857,7 @@ class _Verifier:
             if r.ref == ref:
                 r.set_unknown()
 
-    def _push_callback(self, st: State, fid: int, target: int, meta: dict[str, object],
+    def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
                        pc: int, stack: list[tuple[State, int]]) -> None:
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
@@ -1863,8 +1872,8 @@ class _Verifier:
             f.regs[1].coerce(4)
             f.regs[2].assign(regs[3])
         else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
-            m = meta["map"]
-            assert isinstance(m, MapSpec)
+            m = meta.map
+            assert m is not None
             f.regs[1].set_ptr(MAP_PTR)
             f.regs[1].map = m
             f.regs[2].set_ptr(MAP_KEY)
@@ -1877,7 +1886,7 @@ class _Verifier:
         self._push(cb, target, stack)
 
     def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
-             meta: dict[str, object], fid: int) -> None:
+             meta: _CallMeta, fid: int) -> None:
         reg = self._read(regs, n)
         if arg == Arg.ANYTHING:
             return
@@ -1899,18 +1908,18 @@ class _Verifier:
             if not func_maps(fid, m.type):
                 raise Refuse(f"cannot pass map_type {m.type} into func {_helper_name(fid)}#"
                              f"{fid}", errno.EINVAL)
-            meta["map"] = m
+            meta.map = m
             return
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
             raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
-            m = meta["map"]
-            if not isinstance(m, MapSpec):
+            m = meta.map
+            if m is None:
                 what = "key" if arg == Arg.MAP_KEY else "value"
                 raise Refuse(f"invalid map_ptr to access map->{what}")
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
             if arg == Arg.MAP_KEY:
-                meta["const_key"] = self._const_key(st, reg, size)
+                meta.const_key = self._const_key(st, reg, size)
             self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
@@ -1932,7 +1941,7 @@ class _Verifier:
         if arg == Arg.CONST_ALLOC_SIZE_OR_ZERO:
             if not reg.const:
                 raise Refuse(f"R{n} is not a known constant'")
-            meta["mem_size"] = reg.tv
+            meta.mem_size = reg.tv
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
@@ -1941,10 +1950,10 @@ class _Verifier:
             if not reg.ref:
                 raise Refuse(f"R{n} must be referenced when passed to release function",
                              errno.EINVAL)
-            meta["ref"] = reg.ref
+            meta.ref = reg.ref
             return
         if arg == Arg.FUNC:
-            meta["func"] = reg.sub
+            meta.func = reg.sub
             return
         if arg == Arg.FIXED_U32_UNINIT:
             self._helper_mem(st, n, reg, 4, write=True)
