@@ -68,6 +68,9 @@ _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
 _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
 
 
+_LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -491,6 +494,11 @@ r5 = 1
 lock *(u64 *)(r2 +0) += r5
 r0 = 1
 exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    # -- callbacks ---------------------------------------------------------------------------
+    # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
+    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
+    _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
+       "R2 type=scalar expected=func"),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
     _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),

@@ -1259,6 +1259,8 @@ class _Verifier:
             d.map = m
             return
         if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+            if not self.spec.func_info:  # a callback's prototype comes from BTF
+                raise Refuse("missing btf func_info", errno.EINVAL)
             d.set_ptr(FUNC)
             d.sub = pc + 1 + i.imm
             return
@@ -1350,6 +1352,12 @@ class _Verifier:
                     r = Reg()
                     r.set_known(int.from_bytes(raw[pos:pos + size], "little"))
                     return r
+            return None
+        if t == MAP_KEY:
+            if write:
+                raise Refuse(f"write to change key R{regno} not allowed")
+            assert reg.map is not None
+            self._region(regno, reg, full, size, reg.map.key_size, "map key")
             return None
         if t == MEM | RINGBUF or t == MEM:
             self._region(regno, reg, full, size, reg.msize, "memory")
@@ -1782,11 +1790,12 @@ class _Verifier:
                 if r0.t != SCALAR:
                     raise Refuse("At callback return the register R0 is not a known value "
                                  f"({type_str(r0.t)})", errno.EINVAL)
-                if not (r0.smin >= 0 and r0.smax <= 1 and r0.umax <= 1):
-                    rng = "has unknown scalar value" if r0.unbounded() else \
-                        f"has value {tnum_str((r0.tv, r0.tm))}"
-                    raise Refuse(f"At callback return the register R0 {rng} should have been "
-                                 "in [0, 1]", errno.EINVAL)
+                if not (r0.smin >= 0 and r0.smax <= 1):
+                    has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
+                        (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
+                    raise Refuse(f"At callback return the register R0 has"
+                                 f"{has or ' unknown scalar value'} should have been in [0, 1]",
+                                 errno.EINVAL)
                 return None
             if r0.t == STACK and r0.frame == callee.frameno:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
