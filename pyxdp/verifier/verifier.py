@@ -118,6 +118,9 @@ class Refuse(Exception):
         self.glued = glued
 
 
+_NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 18
+
+
 class Reg:
     """``struct bpf_reg_state``."""
 
@@ -156,8 +159,13 @@ class Reg:
             o.s32min, o.s32max, o.u32min, o.u32max
 
     def key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, s) if s != "map" else (self.map.name if self.map else None)
-                     for s in Reg.__slots__)
+        """Every field, for exact comparison (``regs_exact``); ids at 2 and 3."""
+        if self.t == NOT_INIT:
+            return _NOT_INIT_KEY
+        return (self.t, self.off, self.id, self.ref, self.rng,
+                self.map.name if self.map is not None else None, self.msize, self.frame,
+                self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
+                self.s32max, self.u32min, self.u32max, self.sub)
 
     # -- constructors -------------------------------------------------------------------
     def set_unknown(self) -> None:
@@ -212,8 +220,12 @@ class Reg:
             self.u32min = self.u32max = v & U32
             return
         self._update()
+        before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                  self.u32min, self.u32max)
         self._deduce()
-        self._deduce()
+        if before != (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                      self.u32min, self.u32max):
+            self._deduce()  # a second round can only learn from what the first changed
         self._bound_offset()
         self._update()
 
@@ -436,13 +448,16 @@ class Frame:
 class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
-    __slots__ = ("frames", "refs", "parent", "branches")
+    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.parent: State | None = None
         self.branches = 0
+        # A kept state: its pc and the exact key of its last frame's registers.
+        self.pc = -1
+        self.loop_key: tuple[object, ...] = ()
 
     def copy(self) -> State:
         s = State()
@@ -624,7 +639,11 @@ class _Verifier:
             elif i.code == op.OP_CALL and pc + 1 < n:
                 self.prune[pc + 1] = True
         self.live = _liveness(self.insns, self.subprogs)
-        self.explored: dict[int, list[State]] = {}
+        # Kept states per pc: those still on the current path (branches > 0), by the
+        # exact key of their registers (states_maybe_looping), and the finished ones.
+        self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
+        self.done: dict[int, list[State]] = {}
+        self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
         self.processed = 0
         self.nstates = 0
@@ -751,6 +770,8 @@ class _Verifier:
                 continue
             i = self.insns[pc]
             cls = i.cls
+            if cls in (op.BPF_JMP, op.BPF_JMP32):
+                self.jmps += 1
             if cls in (op.BPF_ALU, op.BPF_ALU64):
                 self._alu(st.cur.regs, i)
                 pc += 1
@@ -788,6 +809,9 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
+            # off the current path: from now on it may prune others
+            self.active[p.pc][p.loop_key].remove(p)
+            self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
             return None
@@ -803,20 +827,33 @@ class _Verifier:
         stack.append((st, pc))
 
     def _visited(self, pc: int, cur: State) -> bool:
-        lst = self.explored.setdefault(pc, [])
+        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
+        the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
-        for old in lst:
-            if old.branches:
-                if self._states_equal(old, cur, live, exact=True):
-                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
-                continue
+        for old in self.done.get(pc, ()):
             if self._states_equal(old, cur, live, exact=False):
                 return True
+        active = self.active.setdefault(pc, {})
+        key = tuple(r.key() for r in cur.cur.regs)
+        for old in active.get(key, ()):
+            if self._states_equal(old, cur, live, exact=True):
+                raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+        # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
+        # jumps or 100 instructions.
+        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
+        if any(active.values()):
+            if jumps < 20 and insns < 100:
+                return False
+        elif jumps < 2 or insns < 8:
+            return False
+        self.prev_jmps, self.prev_insns = self.jmps, self.processed
         new = cur.copy()
         new.branches = 1
         new.parent = cur.parent
+        new.pc = pc
+        new.loop_key = key
         cur.parent = new
-        lst.append(new)
+        active.setdefault(key, []).append(new)
         self.nstates += 1
         return False
 
@@ -875,7 +912,7 @@ class _Verifier:
                 return False
             ko, kc = o.key(), c.key()
             # ids compared through the map, the rest exactly
-            return ko[3:] == kc[3:] and ko[:2] == kc[:2] and self._ids(o.id, c.id, idmap) \
+            return ko[4:] == kc[4:] and ko[:2] == kc[:2] and self._ids(o.id, c.id, idmap) \
                 and self._ids(o.ref, c.ref, idmap)
         if o.t == NOT_INIT:
             return True
