@@ -125,7 +125,7 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
     Stops early (``kc[STALL]``) at a frame outside this page region or when the
     return ring has no room for a batch. Returns the frames taken."""
     pages, w32, q64, addr_base, pfn_base = region
-    mib, port_sock, sock_cnt, dev_cnt = stk
+    mib = stk[0]
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red, ifx) = jit
     qsize = q_slots.shape[1]
@@ -213,7 +213,7 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
                     nret = _freed(r_slots, rprod, rsize, nret, pfn)
                     continue
                 npass += 1
-            stack_rcv_one(pages[loc], data, length, dev_rx, mib, port_sock, sock_cnt, dev_cnt)
+            stack_rcv_one(pages[loc], data, length, dev_rx, stk)
             nret = _freed(r_slots, rprod, rsize, nret, pfn)
         if nret:
             store_release64(r_idx, IDX_PROD, rprod + nret)

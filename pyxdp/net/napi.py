@@ -940,7 +940,7 @@ def _stack_args(host: Host, dev: NetDevice, rq: NetdevRxQueue,
     stack = host.stack
     row = stack.row(rq.ctx.cpu)
     ok = int((generic or dev.xdp_generic is None) and stack.native_ok)
-    return (ok, *stack.records(row))
+    return (ok, stack.records(row))
 
 
 def _xsk_args(x: Any) -> tuple[Any, ...]:

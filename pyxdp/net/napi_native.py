@@ -551,7 +551,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     xon = xc[X_ON]
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
-    stack_ok, mib, port_sock, sock_cnt, dev_cnt = stk
+    stack_ok, srec = stk
+    mib = srec[0]
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
@@ -658,8 +659,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if a == 2 and stack_ok:
                 # The skb built around the page goes through the stack's demux and is
                 # consumed there; its page comes back as the skb's free recycles it.
-                stack_rcv_one(pages[loc], data, length, self_ifindex, mib, port_sock,
-                              sock_cnt, dev_cnt)
+                stack_rcv_one(pages[loc], data, length, self_ifindex, srec)
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True

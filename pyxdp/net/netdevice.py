@@ -137,6 +137,16 @@ class NetDevice:
 
     kind = "nic"
 
+    @property
+    def mac(self) -> bytes:
+        """The device's address; the stack's ``eth_type_trans`` compares frames with it."""
+        return self._mac
+
+    @mac.setter
+    def mac(self, value: bytes) -> None:
+        self._mac = bytes(value)
+        self.host.stack.set_dev_addr(self.ifindex, self._mac)
+
     def __init__(self, host: Host, ifindex: int, name: str, *, mac: bytes, mtu: int,
                  rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE) -> None:
         self.host = host

@@ -15,8 +15,23 @@ packets and bytes. :attr:`Stack.native_ok` says whether a passed frame needs
 nothing but that (no user callback to show the list to, no socket keeping
 payloads): only then does the native loop deliver it itself.
 
-Simplified: no routing, no IP options or fragments reassembly, no checksum
-validation, no ICMP port-unreachable replies (counted only); one stack per
+What the kernel checks on the way is checked here, with the kernel's SNMP
+counters (:data:`SNMP_NAMES`, ``/proc/net/snmp`` names) and drop reasons
+(``enum skb_drop_reason``, what the ``skb:kfree_skb`` tracepoint reports):
+``eth_type_trans``'s packet type against the device's address (another
+host's frame is dropped by IP), VLAN tags on a host without VLAN devices,
+the IPv4 header (version, length, checksum, total length; trailing padding
+trimmed), options that overrun the header, martian sources, IPv6's header,
+addresses, hop-by-hop/destination options and routing headers, UDP's length
+and checksum (a missing one is an error over IPv6), TCP's header and
+checksum, ICMP's checksum. A differential test runs the same frames through
+Linux's XDP_PASS path and compares the counters.
+
+Simplified: no routing (every unicast destination is local; of multicast
+groups only all-hosts and all-nodes are joined), no reassembly (fragments are
+counted and held, never completed), no replies (ICMP errors, TCP resets,
+echo replies), no TCP or raw sockets; UDP sinks are bound to a port on both
+families (like ``[::]:port`` without ``IPV6_V6ONLY``); one stack per
 :class:`~pyxdp.net.netdevice.Host`, shared by its devices.
 """
 
@@ -30,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.net.native import njit
+from pyxdp.uapi.dropreason import SkbDropReason
 
 __all__ = ["MAX_SOCKETS", "Mib", "SkbBatch", "Stack", "StackStats", "UdpSink",
            "stack_rcv_one"]
@@ -37,17 +53,54 @@ __all__ = ["MAX_SOCKETS", "Mib", "SkbBatch", "Stack", "StackStats", "UdpSink",
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
-ETH_P_IP, ETH_P_IPV6, ETH_P_8021Q, ETH_P_8021AD = 0x0800, 0x86DD, 0x8100, 0x88A8
-IPPROTO_UDP = 17
+ETH_P_IP, ETH_P_IPV6, ETH_P_ARP = 0x0800, 0x86DD, 0x0806
+ETH_P_8021Q, ETH_P_8021AD = 0x8100, 0x88A8
+ETH_P_802_3_MIN = 0x0600
+IPPROTO_ICMP, IPPROTO_IGMP, IPPROTO_TCP, IPPROTO_UDP = 1, 2, 6, 17
+IPPROTO_ICMPV6, IPPROTO_UDPLITE = 58, 136
+NEXTHDR_HOP, NEXTHDR_ROUTING, NEXTHDR_FRAGMENT, NEXTHDR_NONE, NEXTHDR_DEST = 0, 43, 44, 59, 60
+IPV6_SRCRT_TYPE_4 = 4  # segment routing: refused while seg6_enabled is off (the default)
+CHECKSUM_BREAK = 76  # net/core/skbuff.h: shorter payloads are checksummed at once
 MAX_SOCKETS = 256  # UDP sinks one stack can bind (rows of the socket counters)
+
+# skb->pkt_type (include/uapi/linux/if_packet.h)
+PACKET_HOST, PACKET_BROADCAST, PACKET_MULTICAST, PACKET_OTHERHOST = 0, 1, 2, 3
 
 
 class Mib:
     """Columns of the per-CPU counter record (:attr:`Stack.mib`)."""
 
-    RECEIVED, BATCHES, IPV4, IPV6, OTHER, UDP_DELIVERED, UDP_NOPORTS, BYTES = range(8)
-    SIZE = 8
+    RECEIVED, BATCHES, IPV4, IPV6, OTHER, UDP_DELIVERED, BYTES = range(7)
+    SIZE = 7
 
+
+# The kernel's SNMP counters this stack keeps, by the names /proc/net/snmp,
+# /proc/net/netstat and /proc/net/snmp6 print (Tcp counts both families, as
+# in Linux).
+SNMP_NAMES: tuple[str, ...] = (
+    "Ip:InReceives", "Ip:InHdrErrors", "Ip:InUnknownProtos", "Ip:InDelivers",
+    "Ip:ReasmReqds", "IpExt:InTruncatedPkts", "IpExt:InCsumErrors", "IpExt:InBcastPkts",
+    "IpExt:InMcastPkts",
+    "Udp:InDatagrams", "Udp:NoPorts", "Udp:InErrors", "Udp:InCsumErrors", "Udp:IgnoredMulti",
+    "Tcp:InSegs", "Tcp:InErrs", "Tcp:InCsumErrors",
+    "Icmp:InMsgs", "Icmp:InErrors", "Icmp:InCsumErrors",
+    "Ip6InReceives", "Ip6InHdrErrors", "Ip6InUnknownProtos",
+    "Ip6InTruncatedPkts", "Ip6InDelivers", "Ip6InMcastPkts", "Ip6ReasmReqds",
+    "Udp6InDatagrams", "Udp6NoPorts", "Udp6InErrors", "Udp6InCsumErrors",
+    "Udp6IgnoredMulti",
+    "Icmp6InMsgs", "Icmp6InErrors", "Icmp6InCsumErrors",
+)
+(IP_INRECEIVES, IP_INHDRERRORS, IP_INUNKNOWNPROTOS, IP_INDELIVERS, IP_REASMREQDS,
+ IP_INTRUNCATED, IP_INCSUMERRORS, IP_INBCAST, IP_INMCAST,
+ UDP_INDATAGRAMS, UDP_NOPORTS, UDP_INERRORS, UDP_INCSUMERRORS, UDP_IGNOREDMULTI,
+ TCP_INSEGS, TCP_INERRS, TCP_INCSUMERRORS,
+ ICMP_INMSGS, ICMP_INERRORS, ICMP_INCSUMERRORS,
+ IP6_INRECEIVES, IP6_INHDRERRORS, IP6_INUNKNOWNPROTOS, IP6_INTRUNCATED,
+ IP6_INDELIVERS, IP6_INMCAST, IP6_REASMREQDS,
+ UDP6_OFF, _u6b, _u6c, _u6d, _u6e,
+ ICMP6_INMSGS, ICMP6_INERRORS, ICMP6_INCSUMERRORS) = range(len(SNMP_NAMES))
+NSNMP = len(SNMP_NAMES)
+UDP6_DELTA = UDP6_OFF - UDP_INDATAGRAMS  # the Udp6 columns mirror the Udp ones
 
 # numba reads module-level integers as constants.
 M_RECEIVED = Mib.RECEIVED
@@ -55,65 +108,391 @@ M_IPV4 = Mib.IPV4
 M_IPV6 = Mib.IPV6
 M_OTHER = Mib.OTHER
 M_UDP_DELIVERED = Mib.UDP_DELIVERED
-M_UDP_NOPORTS = Mib.UDP_NOPORTS
 M_BYTES = Mib.BYTES
+R_NOT_SPECIFIED = int(SkbDropReason.NOT_SPECIFIED)
+R_NO_SOCKET = int(SkbDropReason.NO_SOCKET)
+R_PKT_TOO_SMALL = int(SkbDropReason.PKT_TOO_SMALL)
+R_TCP_CSUM = int(SkbDropReason.TCP_CSUM)
+R_UDP_CSUM = int(SkbDropReason.UDP_CSUM)
+R_OTHERHOST = int(SkbDropReason.OTHERHOST)
+R_IP_CSUM = int(SkbDropReason.IP_CSUM)
+R_IP_INHDR = int(SkbDropReason.IP_INHDR)
+R_IP_NOPROTO = int(SkbDropReason.IP_NOPROTO)
+R_UNHANDLED_PROTO = int(SkbDropReason.UNHANDLED_PROTO)
+R_ICMP_CSUM = int(SkbDropReason.ICMP_CSUM)
+R_INVALID_PROTO = int(SkbDropReason.INVALID_PROTO)
+R_IP_INVALID_SOURCE = int(SkbDropReason.IP_INVALID_SOURCE)
+R_IP_INVALID_DEST = int(SkbDropReason.IP_INVALID_DEST)
+R_IPV6_BAD_EXTHDR = int(SkbDropReason.IPV6_BAD_EXTHDR)
+NREASONS = int(SkbDropReason.MAX) + 1
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _be16(buf, off, length):  # type: ignore[no-untyped-def]
+def _be16(b, off, length):  # type: ignore[no-untyped-def]
     """A big-endian 16-bit field; 0 past the packet's end (never read beyond it)."""
-    if off + 2 > length:
+    if off < 0 or off + 2 > length:
         return 0
-    return (np.int64(buf[off]) << 8) | np.int64(buf[off + 1])
+    return (np.int64(b[off]) << 8) | np.int64(b[off + 1])
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def stack_rcv_one(buf, start, length, ifindex, mib, port_sock, sock_cnt, dev_cnt):  # type: ignore[no-untyped-def] # noqa: E501
-    """One skb of ``length`` bytes at ``buf[start:]`` through ``__netif_receive_skb``,
-    ``ip_rcv``/``ipv6_rcv`` and ``udp_rcv``, counted into this CPU's records.
-    Returns the socket row it was delivered to (or -1), and the payload's offset
-    from ``start``. Every read is inside the packet."""
-    mib[M_RECEIVED] += 1
-    mib[M_BYTES] += length
-    if 0 <= ifindex < len(dev_cnt):
-        dev_cnt[ifindex] += 1
-    b = buf[start:start + length]
-    l3 = 14
-    proto = _be16(b, 12, length)
-    for _ in range(2):  # up to two VLAN tags (QinQ)
-        if proto != ETH_P_8021Q and proto != ETH_P_8021AD:
-            break
-        l3 += 4
-        proto = _be16(b, l3 - 2, length)
-    if proto == ETH_P_IP and length >= l3 + 20:
-        mib[M_IPV4] += 1
-        l4 = l3 + (np.int64(b[l3]) & 0xF) * 4
-        l4proto = np.int64(b[l3 + 9])
-    elif proto == ETH_P_IPV6 and length >= l3 + 40:
-        mib[M_IPV6] += 1
-        l4 = l3 + 40  # type: ignore[assignment]
-        l4proto = np.int64(b[l3 + 6])
+def _be32(b, off, length):  # type: ignore[no-untyped-def]
+    return (_be16(b, off, length) << 16) | _be16(b, off + 2, length)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _sum16(b, off, n, s):  # type: ignore[no-untyped-def]
+    """``s`` plus the ones' complement words of ``b[off:off+n]`` (unfolded; n <= len)."""
+    i = 0
+    while i + 1 < n:
+        s += (np.int64(b[off + i]) << 8) | np.int64(b[off + i + 1])
+        i += 2
+    if i < n:
+        s += np.int64(b[off + i]) << 8
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _csum_ok(s):  # type: ignore[no-untyped-def]
+    """Whether a sum that includes its checksum field folds to all ones."""
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s == 0xFFFF
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _drop(drops, reason):  # type: ignore[no-untyped-def]
+    """``kfree_skb_reason``: counted by reason (the ``skb:kfree_skb`` tracepoint's field)."""
+    drops[reason] += 1
+    return -1, 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _pseudo(b, saddr_off, alen, proto, ulen, length):  # type: ignore[no-untyped-def]
+    """The pseudo-header's sum: both addresses (``alen`` bytes each, contiguous)."""
+    return _sum16(b, saddr_off, 2 * alen, proto + ulen)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _udp_rcv(b, l4, room, pseudo, cast, v6, snmp, drops, port_sock, sock_cnt):  # type: ignore[no-untyped-def] # noqa: E501
+    """``__udp4_lib_rcv``/``__udp6_lib_rcv`` on ``room`` bytes at ``b[l4:]``; ``cast``:
+    the route is broadcast or multicast. Returns (socket row or -1, payload offset)."""
+    d = UDP6_DELTA if v6 else 0
+    if room < 8:  # pskb_may_pull(udphdr)
+        snmp[UDP_INERRORS + d] += 1
+        return _drop(drops, R_NOT_SPECIFIED)
+    ulen = _be16(b, l4 + 4, l4 + room)
+    if ulen > room or ulen < 8:  # short_packet
+        snmp[UDP_INERRORS + d] += 1
+        return _drop(drops, R_PKT_TOO_SMALL)
+    check = _be16(b, l4 + 6, l4 + room)
+    good = True
+    if check == 0:
+        good = not v6  # RFC 2460 8.1: IPv6 UDP must carry a checksum (udp6_csum_init)
     else:
-        mib[M_OTHER] += 1
-        return -1, 0
-    if l4proto != IPPROTO_UDP or length < l4 + 8:
-        return -1, 0
-    s = port_sock[_be16(b, l4 + 2, length)]
+        good = _csum_ok(_sum16(b, l4, ulen, pseudo + ulen))
+    s = port_sock[_be16(b, l4 + 2, l4 + ulen)]
+    # skb_checksum_init validates short datagrams at once; longer ones when a
+    # socket reads them or no socket wants them (udp_lib_checksum_complete) -
+    # but a broadcast nobody listens to is ignored unchecked.
+    if not good and (ulen <= CHECKSUM_BREAK or s >= 0 or not cast):
+        snmp[UDP_INCSUMERRORS + d] += 1
+        snmp[UDP_INERRORS + d] += 1
+        return _drop(drops, R_UDP_CSUM)
     if s < 0:
-        mib[M_UDP_NOPORTS] += 1
-        return -1, 0
-    mib[M_UDP_DELIVERED] += 1
+        if cast:
+            snmp[UDP_IGNOREDMULTI + d] += 1
+            return -1, 0  # consume_skb: not a drop
+        snmp[UDP_NOPORTS + d] += 1
+        return _drop(drops, R_NO_SOCKET)
+    snmp[UDP_INDATAGRAMS + d] += 1
     sock_cnt[s, 0] += 1
-    sock_cnt[s, 1] += length - l4 - 8
+    sock_cnt[s, 1] += ulen - 8
     return s, l4 + 8
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _tcp_rcv(b, l4, room, pseudo, host, snmp, drops):  # type: ignore[no-untyped-def]
+    """``tcp_v4_rcv``/``tcp_v6_rcv`` with no socket listening: counted, then reset."""
+    if not host:
+        return _drop(drops, R_NOT_SPECIFIED)
+    snmp[TCP_INSEGS] += 1
+    if room < 20:
+        return _drop(drops, R_NOT_SPECIFIED)
+    doff = (np.int64(b[l4 + 12]) >> 4) * 4
+    if doff < 20:
+        snmp[TCP_INERRS] += 1
+        return _drop(drops, R_PKT_TOO_SMALL)
+    if room < doff:
+        return _drop(drops, R_NOT_SPECIFIED)
+    if not _csum_ok(_sum16(b, l4, room, pseudo + room)):
+        snmp[TCP_INCSUMERRORS] += 1
+        snmp[TCP_INERRS] += 1
+        return _drop(drops, R_TCP_CSUM)
+    return _drop(drops, R_NO_SOCKET)  # no_tcp_socket: a reset is sent
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _icmp_rcv(b, l4, room, pseudo, v6, snmp, drops):  # type: ignore[no-untyped-def]
+    """``icmp_rcv``/``icmpv6_rcv``: counted and checksummed (echo replies are not sent)."""
+    base = ICMP6_INMSGS - ICMP_INMSGS if v6 else 0
+    snmp[ICMP_INMSGS + base] += 1
+    s = _sum16(b, l4, room, pseudo + room) if v6 else _sum16(b, l4, room, 0)
+    if not _csum_ok(s):
+        snmp[ICMP_INCSUMERRORS + base] += 1
+        snmp[ICMP_INERRORS + base] += 1
+        return _drop(drops, R_ICMP_CSUM)
+    if room < (4 if v6 else 8):
+        snmp[ICMP_INERRORS + base] += 1
+        return _drop(drops, R_NOT_SPECIFIED)
+    if not v6 and np.int64(b[l4]) > 18:  # NR_ICMP_TYPES
+        snmp[ICMP_INERRORS] += 1
+        return _drop(drops, R_UNHANDLED_PROTO)
+    return -1, 0  # consumed
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _ip_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ignore[no-untyped-def] # noqa: E501
+    """``ip_rcv_core``, ``ip_rcv_finish`` (every unicast destination is local: no
+    routing), ``ip_local_deliver`` and the protocol handlers."""
+    n = end - l3
+    snmp[IP_INRECEIVES] += 1
+    if n < 20:
+        snmp[IP_INHDRERRORS] += 1
+        return _drop(drops, R_IP_INHDR)
+    ihl = (np.int64(b[l3]) & 0xF) * 4
+    if ihl < 20 or (np.int64(b[l3]) >> 4) != 4 or n < ihl:
+        snmp[IP_INHDRERRORS] += 1
+        return _drop(drops, R_IP_INHDR)
+    if not _csum_ok(_sum16(b, l3, ihl, 0)):
+        snmp[IP_INCSUMERRORS] += 1
+        snmp[IP_INHDRERRORS] += 1
+        return _drop(drops, R_IP_CSUM)
+    tot = _be16(b, l3 + 2, end)
+    if n < tot:
+        snmp[IP_INTRUNCATED] += 1
+        return _drop(drops, R_PKT_TOO_SMALL)
+    if tot < ihl:
+        snmp[IP_INHDRERRORS] += 1
+        return _drop(drops, R_IP_INHDR)
+    end = l3 + tot  # pskb_trim_rcsum: link-layer padding goes
+    # ip_options_compile: a walk that stays inside the header.
+    o = l3 + 20
+    while o < l3 + ihl:
+        t = np.int64(b[o])
+        if t == 0:
+            break
+        if t == 1:
+            o += 1
+            continue
+        if o + 1 >= l3 + ihl or np.int64(b[o + 1]) < 2 or o + np.int64(b[o + 1]) > l3 + ihl:
+            snmp[IP_INHDRERRORS] += 1
+            return _drop(drops, R_IP_INHDR)
+        o += np.int64(b[o + 1])
+    saddr = _be32(b, l3 + 12, end)
+    daddr = _be32(b, l3 + 16, end)
+    if (saddr >> 28) == 0xE or saddr == 0xFFFFFFFF:
+        return _drop(drops, R_IP_INVALID_SOURCE)  # martian source
+    cast = False
+    if daddr == 0xFFFFFFFF:
+        snmp[IP_INBCAST] += 1
+        cast = True
+    elif (daddr >> 28) == 0xE:
+        if daddr != 0xE0000001:  # only all-hosts is joined
+            return _drop(drops, R_IP_INVALID_DEST)
+        snmp[IP_INMCAST] += 1
+        cast = True
+    if _be16(b, l3 + 6, end) & 0x3FFF:  # ip_defrag: held for reassembly (not modelled)
+        snmp[IP_REASMREQDS] += 1
+        return -1, 0
+    proto = np.int64(b[l3 + 9])
+    l4 = l3 + ihl
+    room = end - l4
+    if proto != IPPROTO_UDP and proto != IPPROTO_TCP and proto != IPPROTO_ICMP \
+            and proto != IPPROTO_IGMP:
+        snmp[IP_INUNKNOWNPROTOS] += 1
+        return _drop(drops, R_IP_NOPROTO)
+    snmp[IP_INDELIVERS] += 1
+    pseudo = _pseudo(b, l3 + 12, 4, proto, 0, end)
+    if proto == IPPROTO_UDP:
+        return _udp_rcv(b, l4, room, pseudo, cast, False, snmp, drops, port_sock, sock_cnt)
+    if proto == IPPROTO_TCP:
+        return _tcp_rcv(b, l4, room, pseudo, pkt_type == PACKET_HOST, snmp, drops)
+    if proto == IPPROTO_ICMP:
+        if cast and room >= 1 and (np.int64(b[l4]) == 8 or np.int64(b[l4]) == 13):
+            snmp[ICMP_INMSGS] += 1  # icmp_echo_ignore_broadcasts
+            snmp[ICMP_INERRORS] += 1
+            return _drop(drops, R_INVALID_PROTO)
+        return _icmp_rcv(b, l4, room, 0, False, snmp, drops)
+    return -1, 0  # IGMP: consumed
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _tlv_ok(b, o, hlen, hbh):  # type: ignore[no-untyped-def]
+    """``ip6_parse_tlv`` over an options header of ``hlen`` bytes at ``o``: padding,
+    router alert (hop-by-hop only) and unknown options whose type says skip."""
+    i = o + 2
+    while i < o + hlen:
+        t = np.int64(b[i])
+        if t == 0:
+            i += 1
+            continue
+        if i + 1 >= o + hlen:
+            return False
+        ln = np.int64(b[i + 1]) + 2
+        if i + ln > o + hlen:
+            return False
+        if t != 1 and not (hbh and t == 5) and (t >> 6) != 0:
+            return False
+        i += ln
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _ipv6_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ignore[no-untyped-def] # noqa: E501
+    """``ip6_rcv_core``, ``ip6_input`` over extension headers, and the handlers."""
+    n = end - l3
+    snmp[IP6_INRECEIVES] += 1
+    if n < 40 or (np.int64(b[l3]) >> 4) != 6:
+        snmp[IP6_INHDRERRORS] += 1
+        return _drop(drops, R_IP_INHDR if n < 40 else R_UNHANDLED_PROTO)
+    s0 = np.int64(b[l3 + 8])
+    d0 = np.int64(b[l3 + 24])
+    d1 = np.int64(b[l3 + 25])
+    loop_s = _be32(b, l3 + 8, end) == 0 and _be32(b, l3 + 12, end) == 0 and \
+        _be32(b, l3 + 16, end) == 0 and _be32(b, l3 + 20, end) == 1
+    loop_d = _be32(b, l3 + 24, end) == 0 and _be32(b, l3 + 28, end) == 0 and \
+        _be32(b, l3 + 32, end) == 0 and _be32(b, l3 + 36, end) == 1
+    if s0 == 0xFF or loop_s or loop_d or (d0 == 0xFF and (d1 & 0xF) <= 1):
+        snmp[IP6_INHDRERRORS] += 1  # a multicast source, loopback, scope 0 or 1
+        return _drop(drops, R_IP_INHDR)
+    plen = _be16(b, l3 + 4, end)
+    nh = np.int64(b[l3 + 6])
+    if plen or nh != NEXTHDR_HOP:
+        if plen + 40 > n:
+            snmp[IP6_INTRUNCATED] += 1
+            return _drop(drops, R_PKT_TOO_SMALL)
+        end = l3 + 40 + plen
+    cast = False
+    if d0 == 0xFF:
+        snmp[IP6_INMCAST] += 1
+        # ip6_mc_input: only all-nodes (ff02::1) is joined
+        if not (d1 == 0x02 and _be32(b, l3 + 28, end) == 0 and _be32(b, l3 + 32, end) == 0
+                and _be32(b, l3 + 36, end) == 1 and _be16(b, l3 + 26, end) == 0):
+            return _drop(drops, R_NOT_SPECIFIED)
+        cast = True
+    o = l3 + 40
+    first = True
+    while (nh == NEXTHDR_HOP and first) or nh == NEXTHDR_DEST or nh == NEXTHDR_ROUTING:
+        if o + 8 > end:
+            snmp[IP6_INHDRERRORS] += 1
+            return _drop(drops, R_IPV6_BAD_EXTHDR)
+        hlen = (np.int64(b[o + 1]) + 1) * 8
+        if o + hlen > end:
+            snmp[IP6_INHDRERRORS] += 1
+            return _drop(drops, R_IPV6_BAD_EXTHDR)
+        if nh == NEXTHDR_ROUTING:
+            if np.int64(b[o + 2]) == IPV6_SRCRT_TYPE_4:
+                return _drop(drops, R_NOT_SPECIFIED)
+            if np.int64(b[o + 3]) != 0:  # segments left: this host forwards nothing
+                snmp[IP6_INHDRERRORS] += 1
+                return _drop(drops, R_IPV6_BAD_EXTHDR)
+        elif not _tlv_ok(b, o, hlen, nh == NEXTHDR_HOP):
+            snmp[IP6_INHDRERRORS] += 1
+            return _drop(drops, R_IPV6_BAD_EXTHDR)
+        first = False
+        nh = np.int64(b[o])
+        o += hlen
+    if nh == NEXTHDR_FRAGMENT:  # ipv6_frag_rcv: held for reassembly (not modelled)
+        snmp[IP6_REASMREQDS] += 1
+        return -1, 0
+    room = end - o
+    if nh == NEXTHDR_NONE:
+        snmp[IP6_INDELIVERS] += 1
+        return -1, 0  # consumed
+    if nh != IPPROTO_UDP and nh != IPPROTO_TCP and nh != IPPROTO_ICMPV6:
+        snmp[IP6_INUNKNOWNPROTOS] += 1
+        return _drop(drops, R_IP_NOPROTO)
+    snmp[IP6_INDELIVERS] += 1
+    pseudo = _pseudo(b, l3 + 8, 16, nh, 0, end)
+    if nh == IPPROTO_UDP:
+        return _udp_rcv(b, o, room, pseudo, cast, True, snmp, drops, port_sock, sock_cnt)
+    if nh == IPPROTO_TCP:
+        return _tcp_rcv(b, o, room, pseudo, pkt_type == PACKET_HOST, snmp, drops)
+    return _icmp_rcv(b, o, room, pseudo, True, snmp, drops)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-def]
+    """One skb of ``length`` bytes at ``buf[start:]`` through ``eth_type_trans``,
+    ``__netif_receive_skb_core`` (VLAN tags as a host without VLAN devices sees
+    them), ``ip_rcv``/``ipv6_rcv`` and the protocol handlers, counted into one
+    context's records ``stk`` (:meth:`Stack.records`). Returns the socket row
+    it was delivered to (or -1) and the payload's offset from ``start``. Every
+    read is inside the packet."""
+    mib, snmp, drops, port_sock, sock_cnt, dev_cnt, dev_addr = stk
+    mib[M_RECEIVED] += 1
+    mib[M_BYTES] += length
+    addr = np.int64(0)
+    if 0 <= ifindex < len(dev_cnt):
+        dev_cnt[ifindex] += 1
+        addr = dev_addr[ifindex]
+    b = buf[start:start + length]
+    if length < 14:
+        mib[M_OTHER] += 1
+        return _drop(drops, R_NOT_SPECIFIED)
+    # eth_type_trans
+    if np.int64(b[0]) & 1:
+        pkt_type = PACKET_BROADCAST if _be32(b, 0, length) == 0xFFFFFFFF and \
+            _be16(b, 4, length) == 0xFFFF else PACKET_MULTICAST
+    elif ((_be16(b, 0, length) << 32) | _be32(b, 2, length)) != addr:
+        pkt_type = PACKET_OTHERHOST
+    else:
+        pkt_type = PACKET_HOST
+    proto = _be16(b, 12, length)
+    l3 = 14
+    if proto < ETH_P_802_3_MIN:  # 802.3 length field: no LLC handler here
+        mib[M_OTHER] += 1
+        return _drop(drops, R_UNHANDLED_PROTO)
+    # skb_vlan_untag; no VLAN device: a tag with a VID makes the frame another
+    # host's, a priority tag (VID 0) is stripped and the frame goes on.
+    while proto == ETH_P_8021Q or proto == ETH_P_8021AD:
+        if length < l3 + 4:
+            mib[M_OTHER] += 1
+            return _drop(drops, R_NOT_SPECIFIED)
+        if _be16(b, l3, length) & 0xFFF:
+            pkt_type = PACKET_OTHERHOST
+            proto = _be16(b, l3 + 2, length)
+            l3 += 4
+            break
+        proto = _be16(b, l3 + 2, length)
+        l3 += 4
+    if proto == ETH_P_IP:
+        mib[M_IPV4] += 1
+    elif proto == ETH_P_IPV6:
+        mib[M_IPV6] += 1
+    else:
+        mib[M_OTHER] += 1
+        if proto == ETH_P_ARP:
+            return -1, 0  # arp_rcv: consumed (no replies are sent)
+        return _drop(drops, R_UNHANDLED_PROTO)
+    if pkt_type == PACKET_OTHERHOST:
+        return _drop(drops, R_OTHERHOST)
+    if proto == ETH_P_IP:
+        s, off = _ip_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt)
+    else:
+        s, off = _ipv6_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt)
+    if s >= 0:
+        mib[M_UDP_DELIVERED] += 1
+    return s, off
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def _rcv_rows(data, lengths, ifindex, mib, port_sock, sock_cnt, dev_cnt, out_sock, out_off):  # type: ignore[no-untyped-def] # noqa: E501
+def _rcv_rows(data, lengths, ifindex, stk, out_sock, out_off):  # type: ignore[no-untyped-def]
     """:func:`stack_rcv_one` over the rows of an :class:`SkbBatch`."""
     for i in range(len(lengths)):
         ln = min(lengths[i], data.shape[1])
-        s, off = stack_rcv_one(data[i], 0, ln, ifindex[i], mib, port_sock, sock_cnt, dev_cnt)
+        s, off = stack_rcv_one(data[i], 0, ln, ifindex[i], stk)
         out_sock[i] = s
         out_off[i] = off
 
@@ -163,11 +542,11 @@ class StackStats:
     ipv6: int = 0
     other: int = 0  # neither IPv4 nor IPv6 (ARP, ...)
     udp_delivered: int = 0  # into a socket
-    udp_noports: int = 0  # UDP_MIB_NOPORTS: no socket on the port
     bytes: int = 0
+    udp_noports: int = 0  # UDP_MIB_NOPORTS (Udp:NoPorts + Udp6NoPorts): no socket on the port
 
 
-_STAT_NAMES = [f.name for f in fields(StackStats)]
+_STAT_NAMES = [f.name for f in fields(StackStats)][:Mib.SIZE]
 assert [getattr(Mib, n.upper()) for n in _STAT_NAMES] == list(range(Mib.SIZE))
 
 
@@ -195,8 +574,11 @@ class Stack:
     """``netif_receive_skb_list`` and a minimal L2/L3/L4 demux with UDP sinks.
 
     State (numpy, shared in place with native code): ``mib`` (row x :class:`Mib`
-    counters), ``dev_cnt`` (row x ifindex skbs received), ``port_sock`` (port ->
-    socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)). A
+    counters), ``snmp`` (row x the kernel's SNMP counters of :data:`SNMP_NAMES`),
+    ``drops`` (row x ``enum skb_drop_reason``: what ``kfree_skb_reason`` was
+    given), ``dev_cnt`` (row x ifindex skbs received), ``dev_addr`` (ifindex ->
+    the device's MAC as an integer, for ``eth_type_trans``), ``port_sock`` (port
+    -> socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)). A
     row is a CPU's softirq context or its kthread context (:meth:`row`): on one
     CPU the kernel never runs both at once, but pyxdp's workers are threads,
     so each context writes only its own row."""
@@ -205,7 +587,10 @@ class Stack:
         self.nr_cpus = max(nr_cpus, 1)
         rows = 2 * self.nr_cpus
         self.mib = np.zeros((rows, Mib.SIZE), np.int64)
+        self.snmp = np.zeros((rows, NSNMP), np.int64)
+        self.drops = np.zeros((rows, NREASONS), np.int64)
         self.dev_cnt = np.zeros((rows, 64), np.int64)
+        self.dev_addr = np.full(64, -1, np.int64)
         self.port_sock = np.full(65536, -1, np.int64)
         self.sock_cnt = np.zeros((rows, MAX_SOCKETS, 2), np.int64)
         self.sockets: dict[int, UdpSink] = {}
@@ -214,7 +599,19 @@ class Stack:
 
     @property
     def stats(self) -> StackStats:
-        return StackStats(*(int(x) for x in self.mib.sum(axis=0).tolist()))
+        snmp = self.counters()
+        mib = dict(zip(_STAT_NAMES, (int(x) for x in self.mib.sum(axis=0).tolist()),
+                       strict=True))
+        return StackStats(**mib, udp_noports=snmp["Udp:NoPorts"] + snmp["Udp6NoPorts"])
+
+    def counters(self) -> dict[str, int]:
+        """The SNMP counters (``/proc/net/snmp`` names), summed over CPUs."""
+        return dict(zip(SNMP_NAMES, (int(x) for x in self.snmp.sum(axis=0).tolist()), strict=True))
+
+    def drop_reasons(self) -> dict[str, int]:
+        """Skbs freed as drops, by ``enum skb_drop_reason`` name (nonzero only)."""
+        tot = self.drops.sum(axis=0)
+        return {SkbDropReason(int(r)).name: int(tot[r]) for r in np.flatnonzero(tot).tolist()}
 
     @property
     def per_device(self) -> dict[int, int]:
@@ -232,19 +629,30 @@ class Stack:
         """The counter row of CPU ``cpu``'s softirq (or, with ``kthread``, kthread) context."""
         return cpu % self.nr_cpus + (self.nr_cpus if kthread else 0)
 
-    def records(self, row: int) -> tuple[I64, I64, I64, I64]:
-        """What :func:`stack_rcv_one` counts into for one context row: (mib row, port
-        table, socket counters, per-device counts)."""
-        return self.mib[row], self.port_sock, self.sock_cnt[row], self.dev_cnt[row]
+    def records(self, row: int) -> tuple[I64, I64, I64, I64, I64, I64, I64]:
+        """What :func:`stack_rcv_one` reads and counts into for one context row: (mib
+        row, SNMP row, drop reasons row, port table, socket counters, per-device
+        counts, device addresses)."""
+        return (self.mib[row], self.snmp[row], self.drops[row], self.port_sock,
+                self.sock_cnt[row], self.dev_cnt[row], self.dev_addr)
 
     def ensure_ifindex(self, ifindex: int) -> None:
         """Room in ``dev_cnt`` for a device's ifindex (called as devices are made)."""
         width = self.dev_cnt.shape[1]
         if ifindex >= width:
             with self._lock:
-                grown = np.zeros((len(self.mib), max(2 * width, ifindex + 1)), np.int64)
+                n = max(2 * width, ifindex + 1)
+                grown = np.zeros((len(self.mib), n), np.int64)
                 grown[:, :width] = self.dev_cnt
+                addr = np.full(n, -1, np.int64)
+                addr[:width] = self.dev_addr
                 self.dev_cnt = grown
+                self.dev_addr = addr
+
+    def set_dev_addr(self, ifindex: int, mac: bytes) -> None:
+        """The device's MAC address, which ``eth_type_trans`` compares frames with."""
+        self.ensure_ifindex(ifindex)
+        self.dev_addr[ifindex] = int.from_bytes(mac, "big")
 
     def udp_socket(self, port: int, keep: int = 0) -> UdpSink:
         """Bind a UDP sink on ``port`` (any address), like ``socket(); bind()``."""
@@ -288,8 +696,7 @@ class Stack:
         data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
             np.zeros((n, 1), np.uint8)
         _rcv_rows(data, batch.length.astype(np.int64, copy=False),
-                  batch.ifindex.astype(np.int64, copy=False), self.mib[row], self.port_sock,
-                  self.sock_cnt[row], self.dev_cnt[row], sock, off)
+                  batch.ifindex.astype(np.int64, copy=False), self.records(row), sock, off)
         keeping = [s for s in self.sockets.values() if len(s.received) < s.keep]
         for sink in keeping:
             for r in np.flatnonzero(sock == sink.row)[:sink.keep - len(sink.received)].tolist():
