@@ -178,6 +178,60 @@ if r4 > r3 goto +2
 *(u16 *)(r2 +4) = 7
 r0 = 3
 exit""", None),
+    _c("pkt_beyond_end_dead_branch", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+if r4 > r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", None),
+    _c("pkt_beyond_end_ge_decided", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+if r4 >= r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", None),
+    _c("pkt_at_end_gt_undecided", _PKT + """
+r4 = r2
+r4 += 14
+if r4 < r3 goto ok
+if r4 > r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit
+ok:
+r0 = 1
+exit""", "invalid read from stack R10 off=8 size=8"),
+    _c("ctx_null_branch", """
+if r1 == 0 goto null
+r0 = 2
+exit
+null:
+r0 = *(u64 *)(r1 +0)
+exit""", "invalid bpf_context access off=0 size=8"),
+    _c("stack_ptr_null_branch", """
+r2 = r10
+if r2 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", "invalid read from stack R10 off=8 size=8"),
     _c("pkt_end_read", _PKT + "r0 = *(u8 *)(r3 +0)\nexit", "R3 invalid mem access 'pkt_end'"),
     _c("pkt_end_arith", _PKT + "r3 += 1\nr0 = 0\nexit",
        "R3 pointer arithmetic on pkt_end prohibited"),

@@ -67,6 +67,8 @@ MAX_CALL_FRAMES = 8
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
+# A packet pointer's range once compared beyond (or at) data_end: any access fails.
+_AT_PKT_END, _BEYOND_PKT_END = -1, -2
 U32 = 0xFFFF_FFFF
 S64_MIN, S64_MAX = -(1 << 63), (1 << 63) - 1
 S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
@@ -1592,22 +1594,27 @@ class _Verifier:
             null_in_taken = o == op.BPF_JEQ
             self._mark_null(other if null_in_taken else st, pid, True)
             self._mark_null(st if null_in_taken else other, pid, False)
-        elif not is32 and (d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END)):
-            self._pkt_cmp(st, other, d, s, o)
+        elif not is32 and i.code & op.BPF_X and d.t in (PKT, PKT_META, PKT_END) and \
+                s.t in (PKT, PKT_META, PKT_END):
+            self._pkt_cmp(st, other, i)
         self._push(other, taken_pc, stack)
         return pc + 1
 
-    def _pkt_cmp(self, this: State, other: State, d: Reg, s: Reg, o: int) -> None:
-        """try_match_pkt_pointers: ranges after comparing with data_end (or data)."""
+    def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
+        """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
+        compared pointer itself is marked at or beyond the end where it is (mark_pkt_end)."""
+        o = i.code & 0xF0
+        d, s = this.cur.regs[i.dst], this.cur.regs[i.src]
+
         def fwd(a: Reg, b: Reg) -> bool:  # a is a packet pointer, b its end
             return (a.t == PKT and b.t == PKT_END) or (
-                a.t == PKT_META and b.t == PKT and b.off == 0 and b.const)
+                a.t == PKT_META and b.t == PKT and b.off == 0 and b.const and b.tv == 0)
         if fwd(d, s):
-            ptr = d
+            regno = i.dst
             cases = {op.BPF_JGT: (this, False), op.BPF_JLT: (other, True),
                      op.BPF_JGE: (this, True), op.BPF_JLE: (other, False)}
         elif fwd(s, d):
-            ptr = s
+            regno = i.src
             cases = {op.BPF_JGT: (other, True), op.BPF_JLT: (this, False),
                      op.BPF_JGE: (other, False), op.BPF_JLE: (this, True)}
         else:
@@ -1616,13 +1623,19 @@ class _Verifier:
         if hit is None:
             return
         state, right_open = hit
+        ptr = this.cur.regs[regno]
+        end_state = other if state is this else this
+        marked = end_state.cur.regs[regno]
+        if marked.t == PKT:
+            marked.rng = _BEYOND_PKT_END if not right_open else _AT_PKT_END
         if ptr.off < 0 or (ptr.off == 0 and right_open):
             return
         if ptr.umax > MAX_PACKET_OFF or ptr.umax + ptr.off > MAX_PACKET_OFF:
             return
         new = ptr.off + (1 if right_open else 0)
+        pid, pt = ptr.id, ptr.t
         for r in state.all_regs():
-            if r.t == ptr.t and r.id == ptr.id:
+            if r.t == pt and r.id == pid and r.rng >= 0:
                 r.rng = max(r.rng, new)
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
@@ -1658,12 +1671,13 @@ class _Verifier:
 
     def _branch_taken(self, d: Reg, s: Reg, o: int, is32: bool) -> int:
         if d.t != SCALAR or s.t != SCALAR:
-            if o in (op.BPF_JEQ, op.BPF_JNE) and not is32:
+            if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
+                return self._pkt_branch_taken(d, s, o)
+            # reg_not_null: only these pointers are known never to be NULL
+            if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
-                    if p.t not in (SCALAR, NOT_INIT) and not p.t & MAYBE_NULL and \
-                            z.is_null() and p.t & 0xFF in (MAP_VALUE, STACK, CTX, PKT,
-                                                           PKT_META, MAP_PTR, MEM, FUNC,
-                                                           MAP_KEY):
+                    zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
+                    if z.t == SCALAR and zero and p.t in (MAP_VALUE, MAP_KEY, MEM):
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)
@@ -1700,6 +1714,23 @@ class _Verifier:
             return 1 if a2 < b1 else 0 if a1 >= b2 else -1
         if o == op.BPF_JSLE:
             return 1 if a2 <= b1 else 0 if a1 > b2 else -1
+        return -1
+
+    @staticmethod
+    def _pkt_branch_taken(d: Reg, s: Reg, o: int) -> int:
+        """is_pkt_ptr_branch_taken: a pointer known at or beyond data_end."""
+        if s.t == PKT_END:
+            pkt = d
+        elif d.t == PKT_END:
+            pkt, o = s, _FLIP[o]
+        else:
+            return -1
+        if pkt.rng >= 0:
+            return -1
+        if o in (op.BPF_JLE, op.BPF_JGT) and pkt.rng == _BEYOND_PKT_END:
+            return 1 if o == op.BPF_JGT else 0
+        if o in (op.BPF_JLT, op.BPF_JGE):
+            return 1 if o == op.BPF_JGE else 0
         return -1
 
     def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> None:
