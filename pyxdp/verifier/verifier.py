@@ -1520,13 +1520,18 @@ class _Verifier:
                 if b[k] != S_MISC:
                     b[k] = S_MISC
                 frame.set_slot(spi, (bytes(b), None))
-        r = Reg()
-        r.set_unknown()
-        return None if not write else r
+        return None  # a read: an unknown scalar
 
     def _note_depth(self, frame: Frame, depth: int) -> None:
         if depth > self.depth.get(frame.sub, 0):
             self.depth[frame.sub] = depth
+
+    @staticmethod
+    def _spill_types(types: bytes, size: int) -> bytes:
+        """save_register_state: ``size`` spilled bytes; the rest of the slot stays zero or
+        invalid, else becomes misc (mark_stack_slot_misc)."""
+        rest = (x if x in (S_ZERO, S_INVALID) else S_MISC for x in types[size:])
+        return bytes([S_SPILL] * size) + bytes(rest)
 
     def _stack_write(self, st: State, frame: Frame, spi: int, k: int, size: int,
                      value: Reg | None, imm: Reg | None, regno: int) -> None:
@@ -1537,10 +1542,10 @@ class _Verifier:
             r = value.copy()
             if size < 8 and r.umax >> (8 * size):
                 r.id = 0
-            frame.set_slot(spi, (bytes([S_SPILL] * size + [S_MISC] * (8 - size)), r))
+            frame.set_slot(spi, (self._spill_types(types, size), r))
             return
         if value is None and k == 0 and imm is not None:
-            frame.set_slot(spi, (bytes([S_SPILL] * size + [S_MISC] * (8 - size)), imm))
+            frame.set_slot(spi, (self._spill_types(types, size), imm))
             return
         if value is not None and value.t != SCALAR:
             if size != 8:
@@ -2130,17 +2135,11 @@ class _Verifier:
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
                     k = a + 8 * (spi + 1)
-                    types, spill = frame.slot(spi)
-                    if spill is not None and spill.t != SCALAR:
-                        spill = None
-                    b = bytearray(types)
+                    # the helper writes these bytes: whatever was spilled there is gone
+                    types, _ = frame.slot(spi)
+                    b = bytearray(S_MISC if x == S_SPILL else x for x in types)
                     b[k] = S_MISC
-                    if spill is None:
-                        b = bytearray(S_MISC if x == S_SPILL else x for x in b)
-                    else:
-                        b = bytearray(S_MISC if x == S_SPILL else x for x in b)
-                        spill = None
-                    frame.set_slot(spi, (bytes(b), spill))
+                    frame.set_slot(spi, (bytes(b), None))
         else:
             if zero_ok and size == 0 and reg.is_null():
                 return
