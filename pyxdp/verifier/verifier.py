@@ -450,7 +450,7 @@ class Frame:
 class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
-    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key")
+    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -460,6 +460,7 @@ class State:
         # A kept state: its pc and the exact key of its last frame's registers.
         self.pc = -1
         self.loop_key: tuple[object, ...] = ()
+        self.hits = self.misses = 0
 
     def copy(self) -> State:
         s = State()
@@ -832,9 +833,17 @@ class _Verifier:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
-        for old in self.done.get(pc, ()):
-            if self._states_equal(old, cur, live, exact=False):
-                return True
+        done = self.done.get(pc)
+        if done:
+            evict = False
+            for old in done:
+                if self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    return True
+                old.misses += 1
+                evict |= old.misses > old.hits * 3 + 3
+            if evict:  # Linux frees a kept state that misses far more often than it hits
+                done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
         for old in active.get(key, ()):
