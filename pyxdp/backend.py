@@ -14,13 +14,59 @@ subset of ``bpf(2)`` that both sides share (:class:`MapHandle`,
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pyxdp.btf.btf import Btf
+from pyxdp.errors import MapError
 from pyxdp.spec import MapSpec, ProgramSpec
 
-__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult"]
+__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "handle_bytes",
+           "int_bytes"]
+
+_U32_MAX = 0xFFFF_FFFF
+
+
+def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
+    """A key or value for a handle: a bytes-like object of exactly ``size`` bytes.
+
+    Anything else is a TypeError naming the size (``bytes(4)`` of an int would
+    silently be the all-zero key); a bytes-like object of another size is the
+    kernel's EINVAL.
+    """
+    if isinstance(obj, bytes | bytearray):
+        raw = bytes(obj)
+    else:
+        try:
+            if isinstance(obj, int | str):
+                raise TypeError
+            raw = memoryview(obj).tobytes()  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"{op}: the {what} must be a bytes-like object of {size} bytes, "
+                            f"not {type(obj).__name__}") from None
+    if len(raw) != size:
+        raise MapError(op, errno.EINVAL, f"{what} is {len(raw)} bytes, {what}_size is {size}")
+    return raw
+
+
+def int_bytes(value: int, size: int, what: str, op: str) -> bytes:
+    """An int key or value of a 1, 2, 4 or 8-byte field, little-endian; signed or
+    unsigned, but it must fit (no silent wrap to another key)."""
+    if size not in (1, 2, 4, 8):
+        raise TypeError(f"{op}: the {what} is {size} bytes: give a bytes-like object of "
+                        f"{size} bytes, not an int")
+    if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
+        raise MapError(op, errno.EINVAL, f"{what} {value} does not fit {size} bytes")
+    return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+def batch_count(count: int, op: str) -> int:
+    """A batch operation's ``count``, a __u32 in ``union bpf_attr`` (0: no limit here)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _U32_MAX:
+        raise MapError(op, errno.EINVAL, f"count must be an int in 0..{_U32_MAX}, not {count!r}")
+    return count
 
 
 @dataclass(frozen=True)
@@ -83,8 +129,15 @@ class Backend(Protocol):
         """Create one map; ``maps`` are those already created (for inner maps)."""
         ...
 
-    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
-        """Load one program with its map references bound to ``maps``."""
+    def cannot_load(self, spec: ProgramSpec) -> str:
+        """Why this backend leaves ``spec`` unloaded (as libbpf's autoload=false would);
+        "" when it loads it."""
+        ...
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
+                     btf: Btf | None = None) -> ProgHandle:
+        """Load one program with its map references bound to ``maps``; ``btf`` is the
+        object's, for CO-RE relocations."""
         ...
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:

@@ -20,10 +20,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pyxdp.backend import Backend, MapHandle, ProgHandle, TestRunResult
+from pyxdp.backend import (
+    Backend,
+    MapHandle,
+    ProgHandle,
+    TestRunResult,
+    handle_bytes,
+    int_bytes,
+)
 from pyxdp.btf.codec import BtfCodec
-from pyxdp.errors import MapError, PyxdpError
-from pyxdp.spec import CollectionSpec, InnerMapRef, MapSpec, ProgramRef, ProgramSpec
+from pyxdp.errors import MapError, NotSupportedError, PyxdpError
+from pyxdp.spec import (
+    CollectionSpec,
+    InnerMapRef,
+    MapSpec,
+    ProgramRef,
+    ProgramSpec,
+    libbpf_map_defaults,
+)
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag
 
 __all__ = ["Collection", "Map", "Program"]
@@ -162,11 +176,9 @@ class Map:
 
 
 def _raw(value: object, size: int, what: str) -> bytes:
-    if isinstance(value, int) and size in (1, 2, 4, 8):
-        return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == size:
-        return bytes(value)
-    raise MapError("encode", 22, f"{what} must be {size} bytes or an int")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_bytes(value, size, what, "encode")
+    return handle_bytes(value, size, what, "encode")
 
 
 def _plain(raw: bytes) -> Any:
@@ -210,15 +222,15 @@ class Program:
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
-                  engine: str) -> Backend:
+                  engine: str, core_btf: str | os.PathLike[str] | None) -> Backend:
     if not isinstance(backend, str):
         return backend
     if backend == "userspace":
         from pyxdp.userspace import UserspaceBackend
-        return UserspaceBackend(nr_cpus=nr_cpus, engine=engine)
+        return UserspaceBackend(nr_cpus=nr_cpus, engine=engine, core_btf=core_btf)
     if backend == "kernel":
         from pyxdp.kernel.backend import KernelBackend
-        return KernelBackend(spec)
+        return KernelBackend(spec, core_btf=core_btf)
     raise PyxdpError(f"unknown backend {backend!r} (userspace or kernel)")
 
 
@@ -226,9 +238,11 @@ class Collection:
     """Every map and program of one object, loaded into one backend."""
 
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
-                 nr_cpus: int | None = None, engine: str = "auto", verify: bool = True) -> None:
+                 nr_cpus: int | None = None, engine: str = "auto",
+                 core_btf: str | os.PathLike[str] | None = None, verify: bool = True) -> None:
         """``engine`` (userspace backend): ``"jit"``, ``"interp"`` or ``"auto"`` (the JIT
-        when llvmlite is installed).
+        when llvmlite is installed). ``core_btf``: a BTF file CO-RE relocations resolve
+        against instead of the running kernel's (libbpf's ``btf_custom_path``).
 
         ``verify`` (userspace backend): run :mod:`pyxdp.verifier` on every program first,
         so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
@@ -236,9 +250,12 @@ class Collection:
         stop a bad access instead). The kernel backend always has Linux's verifier."""
         self.spec = spec
         self.verify = verify
-        self.backend = _make_backend(backend, spec, nr_cpus, engine)
+        self.backend = _make_backend(backend, spec, nr_cpus, engine, core_btf)
         self.maps: dict[str, Map] = {}
         self.programs: dict[str, Program] = {}
+        # Programs of the object left unloaded, as libbpf's autoload=false leaves
+        # them, and why (a type the backend cannot run, or SEC("?...")).
+        self.skipped: dict[str, str] = {}
         try:
             self._load()
         except BaseException:
@@ -247,16 +264,19 @@ class Collection:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
-             nr_cpus: int | None = None, engine: str = "auto", verify: bool = True
+             nr_cpus: int | None = None, engine: str = "auto",
+             core_btf: str | os.PathLike[str] | None = None, verify: bool = True
              ) -> Collection:
         from pyxdp.elf import load_collection_spec
         return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine,
-                   verify=verify)
+                   core_btf=core_btf, verify=verify)
 
     def _load(self) -> None:
         handles: dict[str, MapHandle] = {}
         btf = self.spec.btf
+        nr_cpus = int(getattr(self.backend, "nr_cpus", 1) or 1)
         for name, ms in self.spec.maps.items():
+            ms = libbpf_map_defaults(ms, nr_cpus)
             h = self.backend.create_map(ms, handles)
             handles[name] = h
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
@@ -265,17 +285,23 @@ class Collection:
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
-            if not ps.autoload:
+            why = "autoload is off (SEC(\"?...\"))" if not ps.autoload else \
+                self.backend.cannot_load(ps)
+            if why:
+                self.skipped[name] = why
                 continue
-            if check:
+            if check and not ps.kfuncs and not ps.core_relos:
+                # (kfuncs and CO-RE relocations are not modelled by pyxdp's verifier yet)
                 from pyxdp.verifier import verify
                 verify(ps, self.spec.maps)
-            self.programs[name] = Program(name, ps, self.backend.load_program(ps, handles),
-                                          self.backend)
+            self.programs[name] = Program(
+                name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend)
         for name, ms in self.spec.maps.items():
             for key, value in ms.contents:
                 if isinstance(value, ProgramRef):
                     prog = self.programs.get(value.name)
+                    if prog is None and value.name in self.skipped:
+                        continue  # the slot stays empty, as for a program never loaded
                     if prog is None:
                         raise PyxdpError(f"map {name}: initial value names program "
                                          f"{value.name!r}, which is not loaded")
@@ -286,7 +312,15 @@ class Collection:
                     set_inner(handles[name], key, handles[value.name])
 
     def __getitem__(self, name: str) -> Program:
+        if name not in self.programs and name in self.skipped:
+            raise self._not_loaded(name)
         return self.programs[name]
+
+    def _not_loaded(self, name: str) -> NotSupportedError:
+        ps = self.spec.programs[name]
+        return NotSupportedError(f"program {name!r} (section {ps.section!r}, {ps.prog_type}) "
+                                 f"is not loaded on the {self.backend.name} backend: "
+                                 f"{self.skipped[name]}")
 
     def program(self, name_or_section: str | None = None) -> Program:
         """A program by name or section; the only program when there is one."""
@@ -300,6 +334,11 @@ class Collection:
         found = [p for p in self.programs.values() if p.section == name_or_section]
         if len(found) == 1:
             return found[0]
+        if not found:
+            skipped = [n for n, p in self.spec.programs.items() if n in self.skipped
+                       and name_or_section in (n, p.section)]
+            if skipped:
+                raise self._not_loaded(skipped[0])
         raise PyxdpError(f"no program named {name_or_section!r} "
                          f"(programs: {', '.join(self.programs)})")
 

@@ -28,14 +28,17 @@ from pyxdp.btf.btf import Btf
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
+    "BPF_F_XDP_DEV_BOUND_ONLY",
     "BPF_F_XDP_HAS_FRAGS",
     "BPF_XDP",
     "BPF_XDP_CPUMAP",
     "BPF_XDP_DEVMAP",
     "CollectionSpec",
+    "CoreRelocation",
     "FuncInfo",
     "FunctionSpan",
     "InnerMapRef",
+    "KfuncRef",
     "LineInfo",
     "MapRef",
     "MapSpec",
@@ -43,6 +46,8 @@ __all__ = [
     "ProgramRef",
     "ProgramSpec",
     "XdpRunConfig",
+    "libbpf_map_defaults",
+    "ringbuf_size",
 ]
 
 # enum bpf_attach_type values the XDP section names map to (uapi bpf.h).
@@ -51,8 +56,15 @@ BPF_XDP_CPUMAP = 35
 BPF_XDP = 37
 # BPF_PROG_LOAD prog_flags bit set by SEC("xdp.frags*").
 BPF_F_XDP_HAS_FRAGS = 1 << 5
+# prog_flags bit of a program bound to the device prog_ifindex names (XDP metadata kfuncs).
+BPF_F_XDP_DEV_BOUND_ONLY = 1 << 6
 # Map flag libbpf sets on .rodata (programs may only read it).
 BPF_F_RDONLY_PROG = 1 << 7
+
+BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4
+BPF_MAP_TYPE_RINGBUF = 27
+BPF_MAP_TYPE_USER_RINGBUF = 31
+_PAGE_SIZE = 4096
 
 # libxdp's defaults when a program has no .xdp_run_config entry.
 XDP_DEFAULT_RUN_PRIO = 50
@@ -82,6 +94,28 @@ class MapRef:
     map_name: str
     kind: Literal["fd", "value"]
     offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KfuncRef:
+    """A ``call`` at slot ``pc`` of kernel function ``name`` (an ``extern ... __ksym``)."""
+
+    pc: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CoreRelocation:
+    """One CO-RE relocation (``struct bpf_core_relo``) moved to slot ``pc`` of the
+    linked program: ``type_id`` in the object's BTF, ``access`` the access string
+    (``"0:1:2"``, at ``access_off`` in the BTF's strings), ``kind`` an
+    ``enum bpf_core_relo_kind`` value."""
+
+    pc: int
+    type_id: int
+    access: str
+    kind: int
+    access_off: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +228,31 @@ class MapSpec:
         return replace(self, **changes)
 
 
+def ringbuf_size(size: int) -> int:
+    """libbpf's ``adjust_ringbuf_sz`` (at open): ring buffer ``max_entries`` rounded up to
+    a power-of-2 multiple of the page size, which the kernel requires; 0 stays 0 so
+    that a forgotten size fails at creation."""
+    if size == 0 or (size % _PAGE_SIZE == 0 and (size // _PAGE_SIZE).bit_count() == 1):
+        return size
+    n = _PAGE_SIZE
+    while n < size:
+        n <<= 1
+    return n
+
+
+def libbpf_map_defaults(spec: MapSpec, nr_cpus: int) -> MapSpec:
+    """What libbpf fills in when it creates a map (``map_set_def_max_entries``).
+
+    A ``PERF_EVENT_ARRAY`` declared without ``max_entries`` gets one slot per
+    possible CPU (``nr_cpus``: the host's, or the userspace backend's), for
+    the map and for a map-in-map's inner template alike.
+    """
+    inner = libbpf_map_defaults(spec.inner, nr_cpus) if spec.inner is not None else None
+    if spec.type == BPF_MAP_TYPE_PERF_EVENT_ARRAY and spec.max_entries == 0:
+        return replace(spec, max_entries=nr_cpus, inner=inner)
+    return spec if inner is spec.inner else replace(spec, inner=inner)
+
+
 @dataclass(frozen=True)
 class ProgramSpec:
     """One linked entry-point program, ready to be loaded.
@@ -202,8 +261,20 @@ class ProgramSpec:
     every slot a backend must patch with a map fd/handle. ``func_info`` and
     ``line_info`` are the kernel-format ``.BTF.ext`` records already moved to
     the linked layout; ``functions`` says where each C function landed.
-    ``expected_attach_type``/``flags`` are what libbpf derives from the
-    section name (``SEC("xdp.frags")`` sets ``BPF_F_XDP_HAS_FRAGS``).
+    ``prog_type`` (libbpf's name: ``"xdp"``, ``"sched_cls"``, ``"tracing"``...,
+    ``"unspec"`` for a section libbpf does not know), ``expected_attach_type``
+    and ``flags`` are what libbpf derives from the section name
+    (:mod:`pyxdp.elf.sections`; ``SEC("xdp.frags")`` sets
+    ``BPF_F_XDP_HAS_FRAGS``); ``attach_to`` is the BTF attach target a
+    ``tp_btf/``, ``fentry/``... section names. Only XDP programs run in user
+    space (:attr:`userspace`); the kernel backend loads the others.
+    ``kfuncs`` are the kernel functions the program calls (``call`` slots
+    with ``src_reg`` 2, resolved by name at load); ``core_relos`` its CO-RE
+    relocations, applied at load against the target's BTF
+    (:mod:`pyxdp.btf.core`). ``ifindex`` binds the program to a device
+    (``prog_ifindex``: with ``BPF_F_XDP_DEV_BOUND_ONLY`` in ``flags``, what
+    libbpf's ``bpf_program__set_ifindex`` and ``__set_flags`` do), which the
+    XDP metadata kfuncs require.
     """
 
     name: str
@@ -218,10 +289,19 @@ class ProgramSpec:
     line_info: tuple[LineInfo, ...] = ()
     functions: tuple[FunctionSpan, ...] = ()
     autoload: bool = True
+    attach_to: str = ""
+    ifindex: int = 0
+    kfuncs: tuple[KfuncRef, ...] = ()
+    core_relos: tuple[CoreRelocation, ...] = ()
     _line_pcs: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_line_pcs", tuple(li.insn_off for li in self.line_info))
+
+    @property
+    def userspace(self) -> bool:
+        """True when pyxdp's engines can run it: an XDP program."""
+        return self.prog_type == "xdp"
 
     def line_info_at(self, pc: int) -> LineInfo | None:
         """The line record covering slot ``pc`` (the last one at or before it)."""
@@ -244,6 +324,10 @@ class ProgramSpec:
 
     def copy(self, **changes: Any) -> ProgramSpec:
         return replace(self, **changes)
+
+    def bound_to(self, ifindex: int) -> ProgramSpec:
+        """This program bound to device ``ifindex`` (``BPF_F_XDP_DEV_BOUND_ONLY``)."""
+        return replace(self, ifindex=ifindex, flags=self.flags | BPF_F_XDP_DEV_BOUND_ONLY)
 
 
 @dataclass(frozen=True, slots=True)

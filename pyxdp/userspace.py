@@ -10,15 +10,20 @@ above ``vm``, ``maps`` and ``net`` because it is the glue of the three.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
-from pyxdp.errors import MapError, PyxdpError
+from pyxdp.btf.btf import Btf
+from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.vmlinux import core_target
+from pyxdp.errors import KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
+from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 
@@ -31,8 +36,11 @@ class UserspaceBackend:
     name = "userspace"
 
     def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None,
-                 engine: str = "auto") -> None:
+                 engine: str = "auto", core_btf: str | os.PathLike[str] | None = None) -> None:
+        """``core_btf``: the BTF file CO-RE relocations resolve against (default: the
+        running kernel's, else the one pyxdp ships; :func:`pyxdp.btf.vmlinux.core_target`)."""
         self.engine = engine
+        self.core_btf = core_btf
         self.nr_cpus = nr_cpus or default_nr_cpus()
         self.env = env or TestRunEnv()
         self._maps: dict[str, Map] = {}
@@ -68,8 +76,35 @@ class UserspaceBackend:
                           spec.flags if flags is None else flags, name=_kname(name),
                           inner=inner, nr_cpus=self.nr_cpus)
 
-    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]) -> ProgHandle:
-        prog = XdpProg(spec, dict(maps), engine=self.engine)  # type: ignore[arg-type]
+    def cannot_load(self, spec: ProgramSpec) -> str:
+        if spec.prog_type == "unspec":
+            return f"libbpf 1.x knows no program type for section {spec.section!r}"
+        if not spec.userspace:
+            return ("pyxdp runs only XDP programs in user space; the kernel backend "
+                    "loads it (backend='kernel')")
+        return ""
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
+                     btf: Btf | None = None) -> ProgHandle:
+        why = self.cannot_load(spec)
+        if why:
+            raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
+        if spec.core_relos:
+            target = core_target(self.core_btf)
+            spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
+        ops = None
+        if spec.ifindex:
+            dev = self.env.netdevs.get(spec.ifindex)
+            if dev is None:  # bpf_prog_dev_bound_init: no such device
+                raise MapError("prog_load", errno.ENODEV,
+                               f"program {spec.name!r} is bound to ifindex {spec.ifindex}, "
+                               f"which names no device here")
+            ops = dev.xdp_metadata_ops
+        helpers = None
+        if spec.kfuncs:
+            spec, helpers = bind_kfuncs(spec, ops)
+        prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
+                       helpers=helpers)
         prog.id = self._next_prog_id
         self._next_prog_id += 1
         self.programs[prog.id] = prog
@@ -120,6 +155,9 @@ class UserspaceBackend:
                  trace: bool = False) -> TestRunResult:
         if not isinstance(prog, XdpProg):
             raise PyxdpError("test_run needs a program loaded by this backend")
+        if prog.spec.ifindex:  # measured on Linux 6.18: device-bound programs are refused
+            raise KernelError("BPF_PROG_TEST_RUN", errno.EINVAL,
+                              "a device-bound program cannot be test-run")
         return bpf_prog_test_run_xdp(prog, data_in, ctx_in=ctx_in, data_size_out=data_size_out,
                                      ctx_size_out=ctx_size_out, repeat=repeat, env=self.env,
                                      trace=trace)

@@ -7,7 +7,6 @@ The central property: for every valid program ``p``,
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,12 +20,10 @@ from pyxdp.asm.disasm import disassemble
 from pyxdp.asm.insn import Instruction as I  # short, like the kernel's BPF_* insn macros
 from pyxdp.asm.insn import ld_imm64
 from pyxdp.errors import AsmError
+from pyxdp.testing.conformance import vector_files
 from pyxdp.testing.strategies import valid_instructions, valid_programs
 
-CONFORMANCE_DIR = Path(os.environ.get(
-    "PYXDP_CONFORMANCE_DIR",
-    Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "tests"))
-VECTORS = sorted(CONFORMANCE_DIR.glob("*.data")) if CONFORMANCE_DIR.is_dir() else []
+VECTORS = vector_files()
 
 ALU64, ALU, JMP, JMP32 = op.BPF_ALU64, op.BPF_ALU, op.BPF_JMP, op.BPF_JMP32
 K, X = op.BPF_K, op.BPF_X
@@ -49,8 +46,8 @@ def sections(path: Path) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # Conformance vectors
 
-def test_vector_directory_is_complete() -> None:
-    assert len(VECTORS) >= 313, f"expected the 313 vectors in {CONFORMANCE_DIR}"
+def test_vector_directory_is_complete(vector_dir: Path) -> None:
+    assert len(list(vector_dir.glob("*.data"))) >= 313, f"expected the 313 vectors in {vector_dir}"
 
 
 @pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
@@ -65,8 +62,8 @@ def test_vector_assembles(path: Path) -> None:
         assert [int.from_bytes(i.encode(), "little") for i in prog] == words
 
 
-def test_lddw_raw_section() -> None:
-    path = CONFORMANCE_DIR / "lddw.data"
+def test_lddw_raw_section(vector_dir: Path) -> None:
+    path = vector_dir / "lddw.data"
     assert "raw" in sections(path)
     prog = assemble(sections(path)["asm"])
     assert prog == (I(0x18, 0, 0, 0, 0x55667788), I(0, 0, 0, 0, 0x11223344), I(0x95))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,17 @@ def test_conformance_ends_with_the_counts_line(vector_dir: Path) -> None:
     res = pyxdp("conformance", str(vector_dir / "prime.data"), str(vector_dir / "lddw.data"))
     assert res.returncode == 0
     assert res.stdout.splitlines()[-1] == "2 passed, 0 failed, 0 skipped"
+
+
+def test_conformance_without_a_path_runs_the_builtin_vectors() -> None:
+    # After a plain install, with no external suite: the vectors shipped in the package.
+    from pyxdp.testing.vectorgen import BUILTIN_DIR
+    env = {k: v for k, v in os.environ.items() if k != "PYXDP_CONFORMANCE_DIR"}
+    res = subprocess.run([sys.executable, "-m", "pyxdp.cli.main", "conformance"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    n = len(list(BUILTIN_DIR.glob("*.data")))
+    assert n >= 40 and res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == f"{n} passed, 0 failed, 0 skipped"
 
 
 def test_conformance_failure_shows_expected_and_got(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The 313 bpf_conformance vectors on the interpreter, and interpreter == kernel on each
-vector the kernel's verifier accepts."""
+"""The built-in vectors and the 313 bpf_conformance vectors (where ``PYXDP_CONFORMANCE_DIR``
+names them) on the interpreter, and interpreter == kernel on each vector the kernel's
+verifier accepts."""
 
 from __future__ import annotations
 
@@ -12,24 +13,28 @@ from pyxdp.testing.conformance import (
     MEM_BASE,
     KernelEngine,
     Vector,
-    default_vector_dir,
     find_vectors,
     run_interp,
+    vector_files,
 )
+from pyxdp.testing.vectorgen import BUILTIN_DIR
 
-_DIR = default_vector_dir()
-_FILES = sorted(_DIR.glob("*.data")) if _DIR.is_dir() else []
+_FILES = vector_files()
 
 
-def test_all_313_vectors_present() -> None:
-    assert len(_FILES) == 313, f"expected 313 vectors in {_DIR}"
+def test_all_313_vectors_present(vector_dir: Path) -> None:
+    assert len(list(vector_dir.glob("*.data"))) == 313, f"expected 313 vectors in {vector_dir}"
+
+
+def _ids(files: list[Path]) -> list[str]:
+    return [("builtin/" if p.parent == BUILTIN_DIR else "") + p.stem for p in files]
 
 
 def _vector(path: Path) -> Vector:
     return next(find_vectors([path]))
 
 
-@pytest.mark.parametrize("path", _FILES, ids=[p.stem for p in _FILES])
+@pytest.mark.parametrize("path", _FILES, ids=_ids(_FILES))
 def test_interpreter(path: Path) -> None:
     o = run_interp(_vector(path))
     assert o.status == "passed", o.detail
@@ -42,7 +47,7 @@ def kernel_engine() -> Iterator[KernelEngine]:
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("path", _FILES, ids=[p.stem for p in _FILES])
+@pytest.mark.parametrize("path", _FILES, ids=_ids(_FILES))
 def test_interpreter_equals_kernel(path: Path, kernel_engine: KernelEngine) -> None:
     v = _vector(path)
     k = kernel_engine.run(v)
@@ -54,7 +59,17 @@ def test_interpreter_equals_kernel(path: Path, kernel_engine: KernelEngine) -> N
 
 
 def test_memory_is_at_mem_base() -> None:
-    # r1 points at the vector memory, r2 holds its length (mem-len.data relies on it).
-    v = _vector(_DIR / "mem-len.data")
+    # r1 points at the vector memory, r2 holds its length (mem-len-in-r2.data relies on it).
+    v = _vector(BUILTIN_DIR / "mem-len-in-r2.data")
     assert v.mem and run_interp(v).got == len(v.mem)
     assert MEM_BASE % 4096 == 0
+
+
+@pytest.mark.kernel
+def test_builtin_vectors_are_linuxs_results() -> None:
+    # The committed files are exactly what the generator writes from the kernel's runs.
+    from pyxdp.testing.vectorgen import generate
+    files = generate()
+    assert sorted(files) == sorted(p.name for p in BUILTIN_DIR.glob("*.data"))
+    for name, text in files.items():
+        assert (BUILTIN_DIR / name).read_text() == text, name

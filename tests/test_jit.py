@@ -43,18 +43,19 @@ from pyxdp.errors import (  # noqa: E402
 )
 from pyxdp.testing.conformance import (  # noqa: E402
     MEM_BASE,
-    default_vector_dir,
     parse_vector,
     run_interp,
+    vector_files,
 )
 from pyxdp.testing.fuzz import runnable_programs  # noqa: E402
+from pyxdp.testing.vectorgen import BUILTIN_DIR  # noqa: E402
 from pyxdp.vm.interpreter import Helper, Interpreter  # noqa: E402
 from pyxdp.vm.jit import FrameRegion, JitProgram  # noqa: E402
 from pyxdp.vm.jit.abi import ST_BUDGET, ST_OK, ST_READ  # noqa: E402
 from pyxdp.vm.memory import Region  # noqa: E402
 
 M64 = (1 << 64) - 1
-VECTORS = sorted(default_vector_dir().glob("*.data"))
+VECTORS = vector_files()
 
 Outcome = tuple[int | None, bytes, tuple[str, int | None, str] | None, int]
 
@@ -102,8 +103,8 @@ def test_conformance_vector(path: Path) -> None:
     assert (bytes(mem), jit.executed) == (bytes(imem), interp.executed)
 
 
-def test_all_vectors_found() -> None:
-    assert len(VECTORS) >= 313
+def test_all_vectors_found(vector_dir: Path) -> None:
+    assert len(VECTORS) >= 313 + len(list(BUILTIN_DIR.glob("*.data")))
 
 
 # -- differential, random programs ---------------------------------------------------
@@ -232,13 +233,17 @@ def test_helper_exception_propagates_with_pc() -> None:
         raise ProgramFault("bad argument")
 
     prog = [mov64_imm(0, 0), call_helper(9), exit_insn()]
-    for fn, exc in ((boom, ValueError), (refuse, ProgramFault)):
+    # A helper's own bug is a fault naming the helper (nothing untyped leaves a run).
+    for fn, exc in ((boom, HelperFault), (refuse, ProgramFault)):
         helpers = {9: Helper(9, "x", fn)}
         with pytest.raises(exc) as a:
             Interpreter(prog, helpers=helpers).run()
         with pytest.raises(exc) as b:
             JitProgram(prog, helpers=helpers).run()
         assert str(a.value) == str(b.value)
+        assert a.value.pc == b.value.pc == 1
+        if fn is boom:
+            assert str(a.value).endswith("bpf_x: ValueError: helper bug")
 
 
 def test_callback_through_pseudo_func() -> None:

@@ -243,36 +243,8 @@ class Btf:
     def parse(cls, data: bytes | bytearray | memoryview, *, path: str = "",
               section: str = ".BTF") -> Btf:
         """Parse and validate a raw BTF blob (little-endian, version 1)."""
-        raw = bytes(data)
-        if len(raw) < _HDR.size:
-            raise _err(f"blob of {len(raw)} bytes is shorter than the header", path, section)
-        magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = \
-            _HDR.unpack_from(raw, 0)
-        if magic == 0x9FEB:
-            raise _err("big-endian BTF does not match this little-endian target",
-                       path, section)
-        if magic != BTF_MAGIC:
-            raise _err(f"magic {magic:#06x} is not {BTF_MAGIC:#06x}", path, section)
-        if version != BTF_VERSION:
-            raise _err(f"version {version} is not {BTF_VERSION}", path, section)
-        if flags:
-            raise _err(f"unsupported header flags {flags:#x}", path, section)
-        if hdr_len < _HDR.size or hdr_len > len(raw):
-            raise _err(f"header length {hdr_len} out of range", path, section)
-        # The kernel accepts a longer header only if the unknown tail is zero.
-        if any(raw[_HDR.size:hdr_len]):
-            raise _err("non-zero bytes in the unknown header tail", path, section)
-        body = raw[hdr_len:]
-        if type_off % 4:
-            raise _err(f"type section offset {type_off} is not 4-byte aligned", path, section)
-        if type_off + type_len > len(body) or str_off + str_len > len(body):
-            raise _err("type or string section runs past the end of the blob", path, section)
-        if type_off + type_len > str_off:
-            raise _err("type section overlaps the string section", path, section)
-        strings = body[str_off:str_off + str_len]
-        if not strings or strings[0] != 0 or strings[-1] != 0:
-            raise _err("string section must start and end with a NUL byte", path, section)
-        types = _parse_types(body[type_off:type_off + type_len], strings, path, section)
+        type_sec, strings = split_blob(data, path, section)
+        types = _parse_types(type_sec, strings, path, section)
         btf = cls(types=types, strings=strings)
         btf._validate(path, section)
         return btf
@@ -320,6 +292,10 @@ class Btf:
             if kind is None or self.types[tid].kind is kind:
                 return tid
         return None
+
+    def find_all(self, name: str) -> tuple[int, ...]:
+        """Every type id named ``name``, in id order."""
+        return self._by_name.get(name, ())
 
     def resolve(self, type_id: int) -> int:
         """Skip typedefs and CV/type-tag modifiers (libbpf ``skip_mods_and_typedefs``)."""
@@ -412,97 +388,165 @@ class Btf:
         return Btf(types=tuple(types), strings=self.strings)
 
 
-def _parse_types(sec: bytes, strings: bytes, path: str, section: str) -> tuple[BtfType, ...]:
-    def name_at(off: int, what: str) -> str:
-        if off >= len(strings) or off > _BTF_MAX_NAME_OFFSET:
-            raise _err(f"{what}: name offset {off} outside the string section", path, section)
-        end = strings.index(b"\0", off)
-        return strings[off:end].decode("utf-8", "replace")
+_EXTRA_FIXED = {BtfKind.INT: 4, BtfKind.ARRAY: _ARRAY.size, BtfKind.VAR: 4,
+                BtfKind.DECL_TAG: 4}
+_EXTRA_PER_VLEN = {BtfKind.STRUCT: _MEMBER.size, BtfKind.UNION: _MEMBER.size,
+                   BtfKind.ENUM: _ENUM.size, BtfKind.FUNC_PROTO: _PARAM.size,
+                   BtfKind.DATASEC: _SECINFO.size, BtfKind.ENUM64: _ENUM64.size}
+# The same by raw kind number (for record_offsets' tight loop).
+_EXTRA_BY_KIND = [(_EXTRA_FIXED.get(k, 0), _EXTRA_PER_VLEN.get(k, 0))
+                  for k in (BtfKind(i) if i in BtfKind._value2member_map_ else BtfKind.UNKN
+                            for i in range(32))]
 
+
+def record_offsets(sec: bytes) -> tuple[list[int], list[int]]:
+    """Where each type record starts in a type section, and its ``name_off``, without
+    decoding anything else: a large BTF (vmlinux) indexed in a fraction of a parse.
+    ``[0]`` stands for void in both lists."""
+    offsets = [0]
+    names = [0]
+    pos, end = 0, len(sec)
+    unpack = _TYPE.unpack_from
+    extra = _EXTRA_BY_KIND
+    while pos + 12 <= end:
+        name_off, info, _ = unpack(sec, pos)
+        offsets.append(pos)
+        names.append(name_off)
+        fixed, per = extra[(info >> 24) & 0x1F]
+        pos += 12 + fixed + per * (info & 0xFFFF)
+    return offsets, names
+
+
+def split_blob(data: bytes | bytearray | memoryview, path: str = "",
+               section: str = ".BTF") -> tuple[bytes, bytes]:
+    """The type and string sections of a raw BTF blob, its header checked."""
+    raw = bytes(data)
+    if len(raw) < _HDR.size:
+        raise _err(f"blob of {len(raw)} bytes is shorter than the header", path, section)
+    magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = \
+        _HDR.unpack_from(raw, 0)
+    if magic == 0x9FEB:
+        raise _err("big-endian BTF does not match this little-endian target", path, section)
+    if magic != BTF_MAGIC:
+        raise _err(f"magic {magic:#06x} is not {BTF_MAGIC:#06x}", path, section)
+    if version != BTF_VERSION:
+        raise _err(f"version {version} is not {BTF_VERSION}", path, section)
+    if flags:
+        raise _err(f"unsupported header flags {flags:#x}", path, section)
+    if hdr_len < _HDR.size or hdr_len > len(raw):
+        raise _err(f"header length {hdr_len} out of range", path, section)
+    # The kernel accepts a longer header only if the unknown tail is zero.
+    if any(raw[_HDR.size:hdr_len]):
+        raise _err("non-zero bytes in the unknown header tail", path, section)
+    body = raw[hdr_len:]
+    if type_off % 4:
+        raise _err(f"type section offset {type_off} is not 4-byte aligned", path, section)
+    if type_off + type_len > len(body) or str_off + str_len > len(body):
+        raise _err("type or string section runs past the end of the blob", path, section)
+    if type_off + type_len > str_off:
+        raise _err("type section overlaps the string section", path, section)
+    strings = body[str_off:str_off + str_len]
+    if not strings or strings[0] != 0 or strings[-1] != 0:
+        raise _err("string section must start and end with a NUL byte", path, section)
+    return body[type_off:type_off + type_len], strings
+
+
+def _name_at(strings: bytes, off: int, what: str, path: str, section: str) -> str:
+    if off >= len(strings) or off > _BTF_MAX_NAME_OFFSET:
+        raise _err(f"{what}: name offset {off} outside the string section", path, section)
+    end = strings.index(b"\0", off)
+    return strings[off:end].decode("utf-8", "replace")
+
+
+def parse_type(sec: bytes, pos: int, tid: int, strings: bytes, path: str = "",
+               section: str = ".BTF") -> tuple[BtfType, int]:
+    """The type record at ``pos`` of a type section as type ``tid``, and where the
+    next record starts."""
+    def name_at(off: int, what: str) -> str:
+        return _name_at(strings, off, what, path, section)
+
+    if pos + _TYPE.size > len(sec):
+        raise _err(f"type [{tid}] record truncated", path, section)
+    name_off, info, size_type = _TYPE.unpack_from(sec, pos)
+    pos += _TYPE.size
+    vlen = info & 0xFFFF
+    kind_raw = (info >> 24) & 0x1F
+    kind_flag = bool(info >> 31)
+    if info & 0x60FF0000:
+        raise _err(f"type [{tid}] has reserved info bits set ({info:#x})", path, section)
+    try:
+        kind = BtfKind(kind_raw)
+    except ValueError:
+        raise _err(f"type [{tid}] has unknown kind {kind_raw}", path, section) from None
+    if kind is BtfKind.UNKN:
+        raise _err(f"type [{tid}] has kind UNKN", path, section)
+    name = name_at(name_off, f"type [{tid}]")
+    extra = _EXTRA_FIXED.get(kind, 0) + _EXTRA_PER_VLEN.get(kind, 0) * vlen
+    if pos + extra > len(sec):
+        raise _err(f"type [{tid}] {kind.name} trailer truncated", path, section)
+    t = BtfType(id=tid, kind=kind, name=name, name_off=name_off, vlen=vlen,
+                kind_flag=kind_flag, size_type=size_type)
+    if kind is BtfKind.INT:
+        (word,) = _U32.unpack_from(sec, pos)
+        t = replace(t, int_encoding=(word >> 24) & 0x0F, int_offset=(word >> 16) & 0xFF,
+                    int_bits=word & 0xFF)
+    elif kind is BtfKind.ARRAY:
+        t = replace(t, array=BtfArray(*_ARRAY.unpack_from(sec, pos)))
+    elif kind in (BtfKind.STRUCT, BtfKind.UNION):
+        members = []
+        for i in range(vlen):
+            m_name, m_type, m_off = _MEMBER.unpack_from(sec, pos + i * _MEMBER.size)
+            bits, bsize = (m_off & 0xFFFFFF, m_off >> 24) if kind_flag else (m_off, 0)
+            members.append(BtfMember(name_at(m_name, f"member {i} of [{tid}]"), m_name,
+                                     m_type, bits, bsize))
+        t = replace(t, members=tuple(members))
+    elif kind is BtfKind.ENUM:
+        values = []
+        for i in range(vlen):
+            e_name, e_val = _ENUM.unpack_from(sec, pos + i * _ENUM.size)
+            value = e_val if kind_flag else e_val & 0xFFFF_FFFF
+            values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
+                                       e_name, value))
+        t = replace(t, enum_values=tuple(values))
+    elif kind is BtfKind.ENUM64:
+        values = []
+        for i in range(vlen):
+            e_name, lo, hi = _ENUM64.unpack_from(sec, pos + i * _ENUM64.size)
+            value = lo | (hi << 32)
+            if kind_flag and value >> 63:
+                value -= 1 << 64
+            values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
+                                       e_name, value))
+        t = replace(t, enum_values=tuple(values))
+    elif kind is BtfKind.FUNC_PROTO:
+        params = []
+        for i in range(vlen):
+            p_name, p_type = _PARAM.unpack_from(sec, pos + i * _PARAM.size)
+            params.append(BtfParam(name_at(p_name, f"param {i} of [{tid}]"), p_name, p_type))
+        t = replace(t, params=tuple(params))
+    elif kind is BtfKind.VAR:
+        (linkage,) = _U32.unpack_from(sec, pos)
+        t = replace(t, linkage=linkage)
+    elif kind is BtfKind.DATASEC:
+        t = replace(t, secinfos=tuple(
+            BtfVarSecinfo(*_SECINFO.unpack_from(sec, pos + i * _SECINFO.size))
+            for i in range(vlen)))
+    elif kind is BtfKind.DECL_TAG:
+        (comp,) = _S32.unpack_from(sec, pos)
+        t = replace(t, component_idx=comp)
+    elif kind is BtfKind.FUNC:
+        t = replace(t, linkage=vlen)
+    return t, pos + extra
+
+
+def _parse_types(sec: bytes, strings: bytes, path: str, section: str) -> tuple[BtfType, ...]:
     types: list[BtfType] = [_VOID]
     pos = 0
     while pos < len(sec):
         tid = len(types)
         if tid > _BTF_MAX_TYPE:
             raise _err("more types than BTF can number", path, section)
-        if pos + _TYPE.size > len(sec):
-            raise _err(f"type [{tid}] record truncated", path, section)
-        name_off, info, size_type = _TYPE.unpack_from(sec, pos)
-        pos += _TYPE.size
-        vlen = info & 0xFFFF
-        kind_raw = (info >> 24) & 0x1F
-        kind_flag = bool(info >> 31)
-        if info & 0x60FF0000:
-            raise _err(f"type [{tid}] has reserved info bits set ({info:#x})", path, section)
-        try:
-            kind = BtfKind(kind_raw)
-        except ValueError:
-            raise _err(f"type [{tid}] has unknown kind {kind_raw}", path, section) from None
-        if kind is BtfKind.UNKN:
-            raise _err(f"type [{tid}] has kind UNKN", path, section)
-        name = name_at(name_off, f"type [{tid}]")
-        extra = {
-            BtfKind.INT: 4, BtfKind.ARRAY: _ARRAY.size, BtfKind.STRUCT: _MEMBER.size * vlen,
-            BtfKind.UNION: _MEMBER.size * vlen, BtfKind.ENUM: _ENUM.size * vlen,
-            BtfKind.FUNC_PROTO: _PARAM.size * vlen, BtfKind.VAR: 4,
-            BtfKind.DATASEC: _SECINFO.size * vlen, BtfKind.DECL_TAG: 4,
-            BtfKind.ENUM64: _ENUM64.size * vlen,
-        }.get(kind, 0)
-        if pos + extra > len(sec):
-            raise _err(f"type [{tid}] {kind.name} trailer truncated", path, section)
-        t = BtfType(id=tid, kind=kind, name=name, name_off=name_off, vlen=vlen,
-                    kind_flag=kind_flag, size_type=size_type)
-        if kind is BtfKind.INT:
-            (word,) = _U32.unpack_from(sec, pos)
-            t = replace(t, int_encoding=(word >> 24) & 0x0F, int_offset=(word >> 16) & 0xFF,
-                        int_bits=word & 0xFF)
-        elif kind is BtfKind.ARRAY:
-            t = replace(t, array=BtfArray(*_ARRAY.unpack_from(sec, pos)))
-        elif kind in (BtfKind.STRUCT, BtfKind.UNION):
-            members = []
-            for i in range(vlen):
-                m_name, m_type, m_off = _MEMBER.unpack_from(sec, pos + i * _MEMBER.size)
-                bits, bsize = (m_off & 0xFFFFFF, m_off >> 24) if kind_flag else (m_off, 0)
-                members.append(BtfMember(name_at(m_name, f"member {i} of [{tid}]"), m_name,
-                                         m_type, bits, bsize))
-            t = replace(t, members=tuple(members))
-        elif kind is BtfKind.ENUM:
-            values = []
-            for i in range(vlen):
-                e_name, e_val = _ENUM.unpack_from(sec, pos + i * _ENUM.size)
-                value = e_val if kind_flag else e_val & 0xFFFF_FFFF
-                values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
-                                           e_name, value))
-            t = replace(t, enum_values=tuple(values))
-        elif kind is BtfKind.ENUM64:
-            values = []
-            for i in range(vlen):
-                e_name, lo, hi = _ENUM64.unpack_from(sec, pos + i * _ENUM64.size)
-                value = lo | (hi << 32)
-                if kind_flag and value >> 63:
-                    value -= 1 << 64
-                values.append(BtfEnumValue(name_at(e_name, f"enumerator {i} of [{tid}]"),
-                                           e_name, value))
-            t = replace(t, enum_values=tuple(values))
-        elif kind is BtfKind.FUNC_PROTO:
-            params = []
-            for i in range(vlen):
-                p_name, p_type = _PARAM.unpack_from(sec, pos + i * _PARAM.size)
-                params.append(BtfParam(name_at(p_name, f"param {i} of [{tid}]"), p_name, p_type))
-            t = replace(t, params=tuple(params))
-        elif kind is BtfKind.VAR:
-            (linkage,) = _U32.unpack_from(sec, pos)
-            t = replace(t, linkage=linkage)
-        elif kind is BtfKind.DATASEC:
-            t = replace(t, secinfos=tuple(
-                BtfVarSecinfo(*_SECINFO.unpack_from(sec, pos + i * _SECINFO.size))
-                for i in range(vlen)))
-        elif kind is BtfKind.DECL_TAG:
-            (comp,) = _S32.unpack_from(sec, pos)
-            t = replace(t, component_idx=comp)
-        elif kind is BtfKind.FUNC:
-            t = replace(t, linkage=vlen)
-        pos += extra
+        t, pos = parse_type(sec, pos, tid, strings, path, section)
         types.append(t)
     return tuple(types)
 

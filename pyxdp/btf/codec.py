@@ -70,7 +70,10 @@ class TypeCodec:
         return bytes(raw[:self.btf.resolve_size(type_id)])
 
     def encode(self, value: object) -> bytes:
-        if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == self.size:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            if len(value) != self.size:  # whole keys and values: exactly their size
+                raise CodecError(f"{len(value)} bytes for a {self.size}-byte "
+                                 f"{self.btf.describe(self.type_id)}")
             return bytes(value)
         buf = bytearray(self.size)
         self._encode(self.type_id, value, buf, 0)
@@ -89,6 +92,9 @@ class TypeCodec:
             if not isinstance(value, int):
                 raise CodecError(f"{self.btf.describe(type_id)} needs an int, got "
                                  f"{type(value).__name__}")
+            if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
+                raise CodecError(f"{value} does not fit the {size}-byte "
+                                 f"{self.btf.describe(type_id)}")
             buf[off:off + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
             return
         if t.kind is BtfKind.FLOAT and isinstance(value, (int, float)):
@@ -142,10 +148,12 @@ def _enc(codec: TypeCodec | None, value: object, size: int) -> bytes:
     if codec is not None:
         return codec.encode(value)
     if isinstance(value, int) and size in (1, 2, 4, 8):
+        if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
+            raise CodecError(f"{value} does not fit {size} bytes")
         return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
     if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == size:
         return bytes(value)
-    raise CodecError(f"need {size} bytes or an int, got {value!r}")
+    raise CodecError(f"need {size} bytes or an int, got {type(value).__name__}")
 
 
 def _dec(raw: bytes) -> object:

@@ -19,11 +19,10 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from pyxdp.cli.prog import CliError, _program, _read_input, fill_maps
+from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.net.prog import XdpProg
@@ -93,7 +92,7 @@ def kernel_ns(program: Program, data: bytes, repeat: int, runs: int = 3) -> tupl
 
 def _collection(obj: str, backend: str, engine: str, maps_in: str | None,
                 verify: bool = True) -> Collection:
-    spec = load_collection_spec(Path(obj))
+    spec = load_collection_spec(_object(obj))
     coll = Collection(spec, backend) if backend == "kernel" else \
         Collection(spec, backend, engine=engine, verify=verify)
     if maps_in:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyxdp.cli.prog import CliError, _program, _read_input, fill_maps
+from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
 from pyxdp.net.packets import udp_packet
@@ -174,7 +174,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
     try:
         eth = host.add_device("eth0")
         host.add_device("eth1")
-        coll = host.load(obj, verify=verify)
+        coll = host.load(_object(obj), verify=verify)
         prog = _program(coll, section)
         if maps:
             fill_maps(coll, maps)
@@ -185,25 +185,38 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
             engine_used = getattr(prog.handle, "engine", "?")
             print(f"pyxdp bench xdp: {prog.name} ({Path(obj).name}) on eth0 ({mode}, engine "
                   f"{engine_used}), {len(packet)}-byte packet, eth1 is ifindex "
-                  f"{host.dev('eth1').ifindex}")
+                  f"{host.dev('eth1').ifindex}", flush=True)
         host.poll()  # warm-up: the JIT and the native loop compiled before timing
-        t_end = time.monotonic() + duration
+        start, t_start = _snapshot(eth.stats), time.monotonic()
+        t_end = t_start + duration
         rows = []
-        while time.monotonic() < t_end:
-            before = _snapshot(eth.stats)
-            t0 = time.monotonic()
-            stop = min(t0 + interval, t_end)
-            while time.monotonic() < stop:
-                host.poll()
-            dt = time.monotonic() - t0
-            r = _rates(before, eth.stats, dt)
-            rows.append(r)
-            _print_rates(r, as_json)
+        try:
+            while time.monotonic() < t_end:
+                before = _snapshot(eth.stats)
+                t0 = time.monotonic()
+                stop = min(t0 + interval, t_end)
+                while time.monotonic() < stop:
+                    host.poll()
+                dt = time.monotonic() - t0
+                r = _rates(before, eth.stats, dt)
+                rows.append(r)
+                _print_rates(r, as_json)
+        except KeyboardInterrupt:  # Ctrl-C: what ran so far, then stop
+            dt = time.monotonic() - t_start
+            summary = _rates(start, eth.stats, 1.0)
+            print(f"interrupted after {dt:.1f} s: " + "  ".join(
+                f"{k} {int(v)}" for k, v in summary.items() if v), flush=True)
+            vs_kernel = False
+            interrupted = True
+        else:
+            interrupted = False
         total = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
         if eth.faults:
             print(f"first fault: {eth.faults[0]}", file=sys.stderr)
     finally:
         host.close()
+    if interrupted:
+        return 130
     if vs_kernel:
         kpps = _kernel_pps(obj, prog, packet)
         ratio = total.get("rx", 0.0) / (kpps * 1e6) if kpps else 0.0

@@ -34,7 +34,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyxdp.errors import BPFUnavailable, KernelError, PyxdpError
@@ -269,9 +268,12 @@ def _choose(spec: CollectionSpec, obj: str, section: str | None, name: str | Non
                               f"({', '.join(p.name for p in found)}): name one with -n")
         progs = found
     # Devmap/cpumap programs (SEC("xdp/devmap")...) cannot go on an interface.
-    usable = [p for p in progs if p.expected_attach_type == BPF_XDP]
+    usable = [p for p in progs if p.prog_type == "xdp" and p.expected_attach_type == BPF_XDP]
     if not usable and (name is not None or section is not None):
         p = progs[0]
+        if p.prog_type != "xdp":
+            raise LoaderError(f"{obj}: program {p.name} (section {p.section}) is a "
+                              f"{p.prog_type} program, not XDP")
         raise LoaderError(f"{obj}: program {p.name} (section {p.section}) runs from a "
                           f"device or CPU map; it cannot be attached to an interface")
     if not usable:
@@ -287,6 +289,7 @@ def cmd_load(ifname: str, obj: str, *, mode: str = "native", section: str | None
              name: str | None = None, pin: str | None = None, force: bool = False,
              target: KernelInterfaces | None = None) -> int:
     """``pyxdp load``: attach a program of ``obj`` to ``ifname``; prints what was attached."""
+    from pyxdp.cli.prog import _object
     from pyxdp.elf import load_collection_spec
 
     where = target or KernelInterfaces()
@@ -294,7 +297,7 @@ def cmd_load(ifname: str, obj: str, *, mode: str = "native", section: str | None
         where.ifindex(ifname)  # an unknown interface is reported before any loading
         if mode not in MODES:
             raise LoaderError(f"unknown mode {mode!r} ({', '.join(MODES)})")
-        spec = load_collection_spec(Path(obj))
+        spec = load_collection_spec(_object(obj))
         prog = _choose(spec, obj, section, name)
         got = where.load(ifname, spec, prog, mode=mode, pin=pin, force=force)
     print(f"{ifname}: {got.name or prog.name} (id {got.prog_id}, tag {got.tag}) attached in "

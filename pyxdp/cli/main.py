@@ -21,6 +21,18 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _repeat(text: str) -> int:
+    """``--repeat``: BPF_PROG_TEST_RUN's ``repeat`` is a __u32."""
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= n <= 0xFFFF_FFFF:
+        raise argparse.ArgumentTypeError(
+            f"{n} is outside 0..4294967295 (BPF_PROG_TEST_RUN's repeat is a __u32)")
+    return n
+
+
 def _cmd_conformance(args: argparse.Namespace) -> int:
     from pyxdp.cli.conformance import run
     return run(args.paths, engine=args.engine, verbose=args.verbose)
@@ -64,6 +76,9 @@ def _cmd_map(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.explain:
+        from pyxdp.cli import explain
+        return explain.cmd_run_explain(args)
     from pyxdp.cli import prog
     return prog.cmd_run(args.obj, args.section, args.pcap, args.write, args.maps,
                         args.dump_maps, args.backend, verify=args.verify)
@@ -101,6 +116,11 @@ def _verify_arg(p: argparse.ArgumentParser) -> None:
                         "checks stop bad accesses instead)")
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from pyxdp.cli import explain
+    return explain.cmd_explain(args)
+
+
 def _backend_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
                    help="where the program runs (default: userspace; kernel needs root)")
@@ -111,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     c = sub.add_parser("conformance", help="run eBPF ISA conformance vectors (.data files)")
     c.add_argument("paths", nargs="*", metavar="PATH",
-                   help=".data files or directories (default: the shared conformance vectors)")
+                   help=".data files or directories (default: $PYXDP_CONFORMANCE_DIR, else "
+                        "the vectors shipped with pyxdp)")
     c.add_argument("--engine", choices=("interp", "jit", "kernel"), default="interp",
                    help="engine to run the vectors on (default: interp)")
     c.add_argument("-v", "--verbose", action="store_true", help="print every vector")
@@ -138,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--data-out", metavar="F", help="write the output packet ('-': stdout)")
     pr.add_argument("--ctx-in", metavar="F", help="struct xdp_md input")
     pr.add_argument("--ctx-out", metavar="F", help="write the output struct xdp_md")
-    pr.add_argument("--repeat", type=int, default=1, metavar="N")
+    pr.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                    help="runs of the program (0..4294967295, as the kernel's __u32)")
     pr.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     pr.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
     pr.add_argument("--trace", action="store_true",
@@ -155,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("obj", metavar="OBJ")
     bp.add_argument("-s", "--section", help="program name or section")
     bp.add_argument("--data-in", required=True, metavar="F", help="input packet ('-': stdin)")
-    bp.add_argument("--repeat", type=int, metavar="N",
+    bp.add_argument("--repeat", type=_repeat, metavar="N",
                     help="runs per measurement (default: 1,000,000 on the JIT, 10,000 on the "
                          "interpreter)")
     bp.add_argument("--engine", choices=("jit", "interp"), default="jit")
@@ -223,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-w", "--write", metavar="OUT", help="write packets + verdicts as pcapng")
     r.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    r.add_argument("--explain", action="store_true",
+                   help="each packet's journey on a pyxdp host (see 'pyxdp explain'), in a "
+                        "pcapng comment per packet")
     _backend_arg(r)
     _verify_arg(r)
     r.set_defaults(func=_cmd_run)
@@ -265,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description=xsk.DESCRIPTION)
     xsk.add_arguments(xs)
     xs.set_defaults(func=_cmd_xsk)
+
+    # Where a packet goes (see pyxdp.cli.explain); the module holds its options.
+    from pyxdp.cli import explain
+    ex = sub.add_parser("explain", help="a packet's journey through programs, maps and devices",
+                        description=explain.DESCRIPTION)
+    explain.add_arguments(ex)
+    ex.set_defaults(func=_cmd_explain)
     return p
 
 
@@ -272,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
+        parser.print_help()  # bare ``pyxdp``: what it can do, on stdout
         return 2
     try:
         return int(args.func(args))
@@ -280,7 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"pyxdp: {e}\n".replace("\n", " ").rstrip() + "\n")
         return 2
     except KeyboardInterrupt:
+        sys.stderr.write("pyxdp: interrupted\n")
         return 130
+    except RecursionError:  # a hostile input nested past what the parsers follow
+        sys.stderr.write("pyxdp: input nests too deeply\n")
+        return 2
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as coreutils do.
         import os

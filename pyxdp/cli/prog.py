@@ -30,13 +30,29 @@ class CliError(PyxdpError):
     """A command-line input that cannot be used (file, JSON, name)."""
 
 
+MAX_INPUT = 64 << 20
+"""Bytes read at most from any input file: /dev/zero or a FIFO must not eat memory."""
+
+
 def _read_input(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
+    """The whole of ``path`` ('-': stdin), refused past :data:`MAX_INPUT` bytes."""
     try:
-        return Path(path).read_bytes()
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_INPUT + 1)
     except OSError as e:
-        raise CliError(f"cannot read {path}: {e.strerror}") from None
+        raise CliError(f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > MAX_INPUT:
+        raise CliError(f"{path}: larger than the {MAX_INPUT >> 20} MiB input file limit")
+    return data
+
+
+def _object(obj: str) -> Path:
+    """An object file's path, once a bounded read showed it is within the input limit."""
+    _read_input(obj)
+    return Path(obj)
 
 
 def _write_output(path: str, data: bytes) -> None:
@@ -74,7 +90,7 @@ def _from_json(v: Any) -> Any:
 
 
 def _load(obj: str, backend: str = "userspace", verify: bool = True) -> Collection:
-    return Collection(load_collection_spec(Path(obj)), backend, verify=verify)
+    return Collection(load_collection_spec(_object(obj)), backend, verify=verify)
 
 
 def fill_maps(coll: Collection, path: str) -> None:
@@ -83,6 +99,10 @@ def fill_maps(coll: Collection, path: str) -> None:
         doc = json.loads(_read_input(path))
     except json.JSONDecodeError as e:
         raise CliError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+    except RecursionError:
+        raise CliError(f"{path}: JSON nests deeper than Python's parser follows") from None
+    except UnicodeDecodeError as e:
+        raise CliError(f"{path}: not JSON: {e.reason} at byte {e.start}") from None
     if not isinstance(doc, dict):
         raise CliError(f"{path}: expected an object mapping map names to entry lists")
     for name, entries in doc.items():
@@ -95,7 +115,14 @@ def fill_maps(coll: Collection, path: str) -> None:
         for entry in entries:
             if not isinstance(entry, dict) or "key" not in entry or "value" not in entry:
                 raise CliError(f"{path}: map {name!r}: each entry needs 'key' and 'value'")
-            m.update(_from_json(entry["key"]), _from_json(entry["value"]))
+            try:
+                key, value = _from_json(entry["key"]), _from_json(entry["value"])
+            except RecursionError:
+                raise CliError(f"{path}: map {name!r}: an entry nests too deeply") from None
+            try:
+                m.update(key, value)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise CliError(f"{path}: map {name!r}: {e}") from None
 
 
 def dump_maps(coll: Collection) -> dict[str, Any]:
@@ -126,19 +153,27 @@ def _program(coll: Collection, section: str | None) -> Program:
 
 
 def cmd_prog_show(obj: str) -> int:
-    spec = load_collection_spec(Path(obj))
+    spec = load_collection_spec(_object(obj))
     for name, p in spec.programs.items():
         maps = sorted({r.map_name for r in p.map_refs})
-        print(f"{name}: section {p.section}  insns {len(p.insns)}  license {p.license or '-'}"
-              + (f"  maps {','.join(maps)}" if maps else ""))
+        # What pyxdp's engines cannot run is listed and skipped, as autoload=false.
+        notes = (["no program type in libbpf 1.x"] if p.prog_type == "unspec" else
+                 [] if p.userspace else ["kernel only"]) + ([] if p.autoload else
+                                                            ["autoload off"])
+        print(f"{name}: section {p.section}  type {p.prog_type}  insns {len(p.insns)}  "
+              f"license {p.license or '-'}" + (f"  maps {','.join(maps)}" if maps else "")
+              + (f"  ({', '.join(notes)})" if notes else ""))
     for name, m in spec.maps.items():
+        per_cpu = " (possible CPUs)" if m.type_name == "perf_event_array" and \
+            not m.max_entries else ""
         print(f"map {name}: {m.type_name}  key {m.key_size}B  value {m.value_size}B  "
-              f"max_entries {m.max_entries}" + (f"  flags {m.flags:#x}" if m.flags else ""))
+              f"max_entries {m.max_entries}{per_cpu}"
+              + (f"  flags {m.flags:#x}" if m.flags else ""))
     return 0
 
 
 def cmd_prog_disasm(obj: str, section: str | None) -> int:
-    spec = load_collection_spec(Path(obj))
+    spec = load_collection_spec(_object(obj))
     names = list(spec.programs) if section is None else [
         n for n, p in spec.programs.items() if section in (n, p.section)]
     if not names:

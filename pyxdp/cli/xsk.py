@@ -2,13 +2,14 @@
 
 On a real interface (root): the redirect program (``samples/xsk.o``:
 ``bpf_redirect_map`` into an XSKMAP at the rx queue's index) is loaded
-through the kernel backend and attached natively with
-:func:`pyxdp.kernel.netlink.xdp_attach` (generic mode when the driver has
-no native XDP), a :class:`~pyxdp.xsk.linux.LinuxXskSocket` is bound to the
-queue and put in the map. With ``--pyxdp``: a host with a NIC named as
-``--dev``, fed on that queue by the traffic generator (64-byte UDP), the
-program attached natively, a :class:`~pyxdp.xsk.datapath.PyxdpXskSocket`
-(``--redirect-xsk`` uses ``samples/xsk_redirect.o`` and pyxdp's
+through the kernel backend and attached natively through a bpf_link
+(:class:`pyxdp.kernel.link.XdpLink`: the kernel detaches it when the process
+dies, even by SIGKILL; generic mode when the driver has no native XDP), a
+:class:`~pyxdp.xsk.linux.LinuxXskSocket` is bound to the queue and put in
+the map. With ``--pyxdp``: a host with a NIC named as ``--dev``, fed on that
+queue by the traffic generator (64-byte UDP), the program attached natively,
+a :class:`~pyxdp.xsk.datapath.PyxdpXskSocket` (``--redirect-xsk`` uses
+``samples/xsk_redirect.o`` and pyxdp's
 ``bpf_redirect_xsk`` instead of the XSKMAP: pyxdp only, the kernel has no
 such helper).
 
@@ -238,7 +239,7 @@ def _kernel_setup(stack: ExitStack, dev: str, queue: int, bind_mode: str | None
                   ) -> tuple[XskSocket, str]:
     from pyxdp.collection import Collection
     from pyxdp.kernel import bpf_available
-    from pyxdp.kernel.netlink import xdp_attach, xdp_detach
+    from pyxdp.kernel.link import XdpLink
     from pyxdp.xsk.linux import LinuxXskSocket
     from pyxdp.xsk.umem import Umem
     ok, why = bpf_available()
@@ -247,16 +248,17 @@ def _kernel_setup(stack: ExitStack, dev: str, queue: int, bind_mode: str | None
                        "pyxdp's datapath")
     coll = stack.enter_context(Collection.load(SAMPLES / "xsk.o", backend="kernel"))
     prog = coll.programs["xdp_sock_prog"]
+    # Through a bpf_link, as libxdp: the kernel detaches when this process ends, however.
     try:
-        xdp_attach(dev, prog, mode="native")
+        link = XdpLink.attach(dev, prog, mode="native")
         where = "xdp-drv"
     except PyxdpError as native:
         try:  # a driver without native XDP: skb mode, as xdpsock -S
-            xdp_attach(dev, prog, mode="generic")
+            link = XdpLink.attach(dev, prog, mode="generic")
             where = "xdp-skb"
         except PyxdpError:
             raise CliError(f"cannot attach the program to {dev}: {native}") from None
-    stack.callback(lambda: xdp_detach(dev))
+    stack.callback(link.close)
     umem = Umem(NFRAMES, 2048)
     stack.callback(umem.close)
     sock = LinuxXskSocket(dev, queue, umem, mode=bind_mode, fill_size=RING, comp_size=RING,
@@ -301,23 +303,35 @@ def cmd_xsk(args: argparse.Namespace) -> int:
             print(f"pyxdp xsk {mode} on {name} ({where}, redirect_{redirect}, batch "
                   f"{args.batch})", flush=True)
         end = time.monotonic() + args.duration
-        while time.monotonic() < end:
-            rx0, tx0, t0 = loop.rx, loop.tx, time.monotonic()
-            stop = min(t0 + args.interval, end)
-            while time.monotonic() < stop:
-                loop.step()
-            dt = time.monotonic() - t0
-            rx, tx = (loop.rx - rx0) / dt, (loop.tx - tx0) / dt
+        try:
+            _intervals(loop, args, name, mode, end)
+        except KeyboardInterrupt:  # Ctrl-C: the totals so far, then stop
             st = loop.sock.statistics()
-            if args.json:
-                print(json.dumps({"dev": name, "mode": mode, "rx_pps": round(rx),
-                                  "tx_pps": round(tx), "rx_total": loop.rx,
-                                  "tx_total": loop.tx, "rx_dropped": st.rx_dropped,
-                                  "rx_ring_full": st.rx_ring_full,
-                                  "fill_ring_empty": st.rx_fill_ring_empty_descs}),
-                      flush=True)
-            else:
-                print(f"{name} {mode:6}  rx {rx / 1e6:7.3f} Mpps  tx {tx / 1e6:7.3f} Mpps  "
-                      f"(totals rx {loop.rx} tx {loop.tx}, rx_dropped {st.rx_dropped}, "
-                      f"ring_full {st.rx_ring_full})", flush=True)
+            print(f"{name} interrupted: totals rx {loop.rx} tx {loop.tx}, rx_dropped "
+                  f"{st.rx_dropped}, ring_full {st.rx_ring_full}", flush=True)
+            return 130
     return 0
+
+
+def _intervals(loop: _Loop, args: argparse.Namespace, name: str, mode: str,
+               end: float) -> None:
+    """A line of rates per ``--interval`` until ``end``."""
+    while time.monotonic() < end:
+        rx0, tx0, t0 = loop.rx, loop.tx, time.monotonic()
+        stop = min(t0 + args.interval, end)
+        while time.monotonic() < stop:
+            loop.step()
+        dt = time.monotonic() - t0
+        rx, tx = (loop.rx - rx0) / dt, (loop.tx - tx0) / dt
+        st = loop.sock.statistics()
+        if args.json:
+            print(json.dumps({"dev": name, "mode": mode, "rx_pps": round(rx),
+                              "tx_pps": round(tx), "rx_total": loop.rx,
+                              "tx_total": loop.tx, "rx_dropped": st.rx_dropped,
+                              "rx_ring_full": st.rx_ring_full,
+                              "fill_ring_empty": st.rx_fill_ring_empty_descs}),
+                  flush=True)
+        else:
+            print(f"{name} {mode:6}  rx {rx / 1e6:7.3f} Mpps  tx {tx / 1e6:7.3f} Mpps  "
+                  f"(totals rx {loop.rx} tx {loop.tx}, rx_dropped {st.rx_dropped}, "
+                  f"ring_full {st.rx_ring_full})", flush=True)

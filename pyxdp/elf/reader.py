@@ -23,9 +23,12 @@ step, without any kernel call:
   moved to the linked layout; map references become symbolic
   :class:`~pyxdp.spec.MapRef` entries.
 
-Malformed input raises :class:`ObjectError`; valid features pyxdp does not
-provide (CO-RE relocations, kfuncs, externs, arena maps, non-XDP program
-types) raise :class:`NotSupportedError`.
+Every program of the object is parsed, whatever its type (the section name
+read as libbpf 1.x reads it, :mod:`pyxdp.elf.sections`); kfunc calls and
+CO-RE relocations are kept in the :class:`~pyxdp.spec.ProgramSpec` and
+resolved at load. Malformed input raises :class:`ObjectError`; valid features
+pyxdp does not provide (extern variables, arena maps) raise
+:class:`NotSupportedError`.
 """
 
 from __future__ import annotations
@@ -52,19 +55,18 @@ from pyxdp.btf.btf import (
 from pyxdp.btf.ext import BtfExt
 from pyxdp.elf import elfio
 from pyxdp.elf.elfio import ElfImage, ElfRel, ElfSection, ElfSymbol
+from pyxdp.elf.sections import find_sec_def, prog_type_name
 from pyxdp.errors import InvalidProgram, NotSupportedError, ObjectError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
-    BPF_F_XDP_HAS_FRAGS,
-    BPF_XDP,
-    BPF_XDP_CPUMAP,
-    BPF_XDP_DEVMAP,
     XDP_DEFAULT_CHAIN_CALL_ACTIONS,
     XDP_DEFAULT_RUN_PRIO,
     CollectionSpec,
+    CoreRelocation,
     FuncInfo,
     FunctionSpan,
     InnerMapRef,
+    KfuncRef,
     LineInfo,
     MapRef,
     MapSpec,
@@ -72,7 +74,9 @@ from pyxdp.spec import (
     ProgramRef,
     ProgramSpec,
     XdpRunConfig,
+    ringbuf_size,
 )
+from pyxdp.uapi.bpf import BpfProgType
 
 __all__ = ["internal_map_name", "load_collection_spec", "object_name", "program_type"]
 
@@ -94,6 +98,8 @@ BPF_MAP_TYPE_ARRAY = 2
 BPF_MAP_TYPE_PROG_ARRAY = 3
 BPF_MAP_TYPE_ARRAY_OF_MAPS = 12
 BPF_MAP_TYPE_HASH_OF_MAPS = 13
+BPF_MAP_TYPE_RINGBUF = 27
+BPF_MAP_TYPE_USER_RINGBUF = 31
 BPF_MAP_TYPE_ARENA = 33
 _MAP_IN_MAP = (BPF_MAP_TYPE_ARRAY_OF_MAPS, BPF_MAP_TYPE_HASH_OF_MAPS)
 
@@ -103,23 +109,6 @@ LIBBPF_PIN_BY_NAME = 1
 # libxdp's xdp_action_names: member names of XDP_RUN_CONFIG, index = action.
 _XDP_ACTIONS = ("XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT")
 _XDP_RUN_CONFIG_SEC = ".xdp_run_config"
-
-# libbpf section_defs for XDP: name -> (expected_attach_type, prog_flags).
-# Exact names are libbpf >= 1.0; the "xdp_devmap/"/"xdp_cpumap/" prefixes and
-# any other "xdp..." name are the pre-1.0 (SEC_SLOPPY_PFX) spellings.
-_XDP_SECTIONS: dict[str, tuple[int, int]] = {
-    "xdp.frags/devmap": (BPF_XDP_DEVMAP, BPF_F_XDP_HAS_FRAGS),
-    "xdp/devmap": (BPF_XDP_DEVMAP, 0),
-    "xdp.frags/cpumap": (BPF_XDP_CPUMAP, BPF_F_XDP_HAS_FRAGS),
-    "xdp/cpumap": (BPF_XDP_CPUMAP, 0),
-    "xdp.frags": (BPF_XDP, BPF_F_XDP_HAS_FRAGS),
-    "xdp": (BPF_XDP, 0),
-}
-_XDP_LEGACY_PREFIXES: tuple[tuple[str, int], ...] = (
-    ("xdp_devmap/", BPF_XDP_DEVMAP),
-    ("xdp_cpumap/", BPF_XDP_CPUMAP),
-    ("xdp", BPF_XDP),
-)
 
 _LEGACY_MAP_DEF = struct.Struct("<IIIII")  # struct bpf_map_def
 # samples/bpf's bpf_load.c layout: bpf_map_def + inner_map_idx + numa_node.
@@ -151,20 +140,21 @@ def internal_map_name(obj_name: str, section: str) -> str:
 
 
 def program_type(section: str) -> tuple[int, int] | None:
-    """(expected_attach_type, prog_flags) of an XDP section name, ``None`` if not XDP."""
-    if section in _XDP_SECTIONS:
-        return _XDP_SECTIONS[section]
-    for prefix, attach in _XDP_LEGACY_PREFIXES:
-        if section.startswith(prefix):
-            return attach, 0
-    return None
+    """(expected_attach_type, prog_flags) of an XDP section name, ``None`` if not XDP.
+
+    Read as libbpf 1.x reads it (:func:`pyxdp.elf.sections.find_sec_def`).
+    """
+    d = find_sec_def(section)
+    if d is None or d.prog_type != BpfProgType.BPF_PROG_TYPE_XDP:
+        return None
+    return d.attach_type, d.prog_flags
 
 
 @dataclass(slots=True)
 class _Reloc:
     """One recorded program relocation (libbpf's ``struct reloc_desc``)."""
 
-    kind: Literal["call", "func_addr", "map_fd", "map_value"]
+    kind: Literal["call", "func_addr", "map_fd", "map_value", "kfunc"]
     sym_name: str
     sym_off: int = 0  # byte offset of the symbol in its section
     map_name: str = ""
@@ -260,7 +250,6 @@ class _Loader:
         self._init_btf_maps()
         self._init_data_maps()
         self._collect_relocations()
-        self._check_core_relos()
         programs = {}
         for fn in self.functions:
             if not fn.is_subprog:
@@ -383,14 +372,6 @@ class _Loader:
             self.by_section[sec.index] = fns
             self.starts[sec.index] = [f.sec_insn_off for f in fns]
             self.functions.extend(fns)
-        for fn in self.functions:
-            if fn.is_subprog:
-                continue
-            section = fn.sec.name.removeprefix("?")
-            if program_type(section) is None:
-                raise NotSupportedError(
-                    f"program {fn.name!r} in section {fn.sec.name!r}: pyxdp runs XDP programs "
-                    f"only (SEC(\"xdp\"), \"xdp.frags\", \"xdp/devmap\", \"xdp/cpumap\")")
 
     def _function_at(self, sec_index: int, insn_idx: int) -> _Function | None:
         """The function of section ``sec_index`` containing slot ``insn_idx``."""
@@ -517,7 +498,8 @@ class _Loader:
         for sym, (mtype, ksz, vsz, maxe, flags, _inner_idx, numa) in defs:
             key_type, value_type = self._legacy_btf_types(sym.name)
             specs.append(MapSpec(name=sym.name, type=mtype, key_size=ksz, value_size=vsz,
-                                 max_entries=maxe, flags=flags, numa_node=numa,
+                                 max_entries=_max_entries(mtype, maxe), flags=flags,
+                                 numa_node=numa,
                                  key_type=key_type, value_type=value_type, section="maps",
                                  kernel_name=sym.name[:BPF_OBJ_NAME_LEN - 1]))
         for i, (sym, fields) in enumerate(defs):
@@ -686,7 +668,8 @@ class _Loader:
         if mtype == 0:
             raise self.error(f"map {name!r}: map type is not specified", sec)
         return MapSpec(name=name, type=mtype, key_size=key_size, value_size=value_size,
-                       max_entries=max_entries, flags=flags, pinning=pinning,
+                       max_entries=_max_entries(mtype, max_entries), flags=flags,
+                       pinning=pinning,
                        key_type=key_type, value_type=value_type, inner=inner_spec,
                        section=".maps", numa_node=numa, map_extra=extra,
                        kernel_name=name[:BPF_OBJ_NAME_LEN - 1])
@@ -777,8 +760,10 @@ class _Loader:
         if (sym.shndx == elfio.SHN_UNDEF and sym.bind in (elfio.STB_GLOBAL, elfio.STB_WEAK)
                 and sym.type == elfio.STT_NOTYPE):
             if is_call:
-                raise NotSupportedError(f"kfunc call to {sym_name!r} in program {fn.name!r} "
-                                        f"(section {fn.sec.name!r}) is not supported")
+                if insn.src != op.CallSrc.BPF_PSEUDO_CALL:
+                    raise self.error(f"function {fn.name!r}: call of kfunc {sym_name!r} at "
+                                     f"{local} has src_reg {insn.src}, not 1", rel_sec)
+                return _Reloc("kfunc", sym_name)
             raise NotSupportedError(f"extern variable {sym_name!r} (__ksym/__kconfig) used by "
                                     f"{fn.name!r} (section {fn.sec.name!r}) is not supported")
         if is_call:
@@ -881,20 +866,33 @@ class _Loader:
 
     # -- checks --------------------------------------------------------------------
 
-    def _check_core_relos(self) -> None:
-        ext = self.ext
-        if ext is None:
-            return
-        for sec_name, relos in ext.core_relos.items():
-            if not relos:
-                continue
-            sec = next((s for s in self.prog_secs if s.name == sec_name), None)
-            fn = self._function_at(sec.index, relos[0].insn_off // 8) if sec else None
-            who = f"program {fn.name!r}" if fn is not None else "code"
-            raise NotSupportedError(
-                f"CO-RE relocation against kernel types is not supported: {who} in section "
-                f"{sec_name!r} has {len(relos)} CO-RE relocation(s) (built with "
-                f"preserve_access_index / BPF_CORE_READ?)")
+    def _core_relos(self, order: list[tuple[_Function, int]]) -> tuple[CoreRelocation, ...]:
+        """libbpf's ``bpf_object__relocate_core`` input: each placed function's CO-RE
+        records moved to slots of the linked program, access strings resolved."""
+        ext, btf = self.ext, self.btf
+        if ext is None or btf is None or not ext.core_relos:
+            return ()
+        out: list[CoreRelocation] = []
+        for fn, base in order:
+            lo = fn.sec_insn_off * 8
+            hi = lo + len(fn.insns) * 8
+            for r in ext.core_relos.get(fn.sec.name, ()):
+                if not lo <= r.insn_off < hi:
+                    continue
+                if r.insn_off % 8:
+                    raise self.error(f"CO-RE relocation offset {r.insn_off} is not an "
+                                     f"instruction boundary", ".BTF.ext")
+                if not 0 < r.type_id < len(btf):
+                    raise self.error(f"CO-RE relocation of {fn.name!r} names type "
+                                     f"[{r.type_id}], which does not exist", ".BTF.ext")
+                try:
+                    access = btf.string_at(r.access_str_off)
+                except ObjectError as exc:
+                    raise self.error(f"CO-RE relocation of {fn.name!r}: {exc.reason}",
+                                     ".BTF.ext") from None
+                out.append(CoreRelocation(r.insn_off // 8 - fn.sec_insn_off + base, r.type_id,
+                                          access, r.kind, r.access_str_off))
+        return tuple(sorted(out, key=lambda c: c.pc))
 
     # -- linking ---------------------------------------------------------------------
 
@@ -923,8 +921,12 @@ class _Loader:
                 is_call = (insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_CALL
                            and insn.dst == 0 and insn.off == 0)
                 if insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
-                    raise NotSupportedError(f"kfunc call (src_reg 2) in {fn.name!r} "
-                                            f"(section {fn.sec.name!r}) is not supported")
+                    raise NotSupportedError(f"kfunc call (src_reg 2) without a relocation in "
+                                            f"{fn.name!r} (section {fn.sec.name!r}): nothing "
+                                            f"names the kernel function")
+                if rel is not None and rel.kind == "kfunc":
+                    i += 1
+                    continue
                 is_func_addr = rel is not None and rel.kind == "func_addr"
                 if not is_call and not is_func_addr:
                     i += 1
@@ -962,11 +964,19 @@ class _Loader:
                 out[base + i] = self._patched(insn, fn, imm=rel_imm, src=int(src))
                 i += 1
         map_refs: list[MapRef] = []
+        kfuncs: list[KfuncRef] = []
         for fn, base in order:
             for local, rel in sorted(fn.relocs.items()):
+                pc = base + local
+                if rel.kind == "kfunc":
+                    # libbpf's RELO_EXTERN_CALL: src_reg 2, imm the kernel's BTF id
+                    # (written in at load), off 0 for vmlinux.
+                    out[pc] = replace(out[pc], src=int(op.CallSrc.BPF_PSEUDO_KFUNC_CALL),
+                                      imm=0, off=0)
+                    kfuncs.append(KfuncRef(pc, rel.sym_name))
+                    continue
                 if rel.kind not in ("map_fd", "map_value"):
                     continue
-                pc = base + local
                 first, second = out[pc], out[pc + 1]
                 if rel.kind == "map_fd":
                     out[pc] = self._patched(first, fn, imm=0,
@@ -979,13 +989,19 @@ class _Loader:
                     map_refs.append(MapRef(pc, rel.map_name, "value", rel.offset))
         map_refs.sort(key=lambda r: r.pc)
         section = main.sec.name.removeprefix("?")
-        kind = program_type(section)
-        assert kind is not None  # checked in _collect_functions
-        attach, flags = kind
+        sec_def = find_sec_def(section)
+        if sec_def is None:
+            # libbpf 1.x knows no type for it ("missing BPF prog type" at load).
+            ptype, attach, flags, attach_to = "unspec", 0, 0, ""
+        else:
+            ptype = prog_type_name(sec_def.prog_type)
+            attach, flags = sec_def.attach_type, sec_def.prog_flags
+            attach_to = sec_def.attach_target(section)
         func_info, line_info = self._btf_ext_info(order)
         return ProgramSpec(
             name=main.name, section=section, insns=tuple(out), license=self.license,
-            prog_type="xdp", expected_attach_type=attach, flags=flags,
+            prog_type=ptype, expected_attach_type=attach, flags=flags, attach_to=attach_to,
+            kfuncs=tuple(kfuncs), core_relos=self._core_relos(order),
             map_refs=tuple(map_refs), func_info=func_info, line_info=line_info,
             functions=tuple(FunctionSpan(f.name, f.sec.name, base, len(f.insns))
                             for f, base in order),
@@ -1094,6 +1110,13 @@ class _Loader:
                                             f"{m.name!r}")
             out[prog] = XdpRunConfig(priority=prio, chain_call_actions=actions)
         return out
+
+
+def _max_entries(map_type: int, max_entries: int) -> int:
+    """libbpf at open: ring buffers rounded up as the kernel wants (``adjust_ringbuf_sz``)."""
+    if map_type in (BPF_MAP_TYPE_RINGBUF, BPF_MAP_TYPE_USER_RINGBUF):
+        return ringbuf_size(max_entries)
+    return max_entries
 
 
 def _ignored_section(sec: ElfSection) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno as _errno
 import logging
+import os
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -39,6 +40,8 @@ from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
 from pyxdp.btf.btf import Btf, BtfKind, BtfType, BtfVarSecinfo
+from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index
 from pyxdp.errors import (
     BPFUnavailable,
     InvalidProgram,
@@ -60,14 +63,18 @@ from pyxdp.kernel.syscall import (
     prog_test_run,
     require_bpf,
 )
-from pyxdp.spec import BPF_F_RDONLY_PROG, CollectionSpec, MapSpec, ProgramSpec
-from pyxdp.uapi.bpf import BPF_OBJ_NAME_LEN, BpfMapType, BpfProgType
+from pyxdp.spec import (
+    BPF_F_RDONLY_PROG,
+    CollectionSpec,
+    MapSpec,
+    ProgramSpec,
+    libbpf_map_defaults,
+)
+from pyxdp.uapi.bpf import BPF_OBJ_NAME_LEN, BpfAttachType, BpfMapType, BpfProgType
 
 __all__ = ["KernelBackend", "KernelProgram", "kernel_btf", "kernel_object_name"]
 
 _log = logging.getLogger(__name__)
-
-_PROG_TYPES: Final[dict[str, int]] = {"xdp": BpfProgType.BPF_PROG_TYPE_XDP}
 
 # Map types whose kernel ops answer BTF key/value ids with map_check_no_btf
 # (ENOTSUPP): libbpf creates them without BTF, and so do we.
@@ -113,6 +120,7 @@ _TEST_RUN_SLACK: Final = 2 * _PAGE_SIZE
 
 _FUNC_INFO: Final = struct.Struct("=II")  # struct bpf_func_info
 _LINE_INFO: Final = struct.Struct("=IIII")  # struct bpf_line_info
+_CORE_RELO: Final = struct.Struct("=IIII")  # struct bpf_core_relo
 _U32: Final = struct.Struct("=I")
 
 
@@ -170,6 +178,20 @@ def kernel_btf(btf: Btf, maps: Iterable[MapSpec] = ()) -> tuple[Btf, tuple[str, 
     if not changed:
         return btf, ()
     return btf.with_types(changed), tuple(notes)
+
+
+def _attach_btf_name(spec: ProgramSpec) -> tuple[str, BtfKind]:
+    """The kernel BTF type a ``SEC_ATTACH_BTF`` program attaches to, named as libbpf's
+    ``find_attach_btf_id`` names it (``btf_trace_`` typedefs for ``tp_btf``,
+    ``bpf_lsm_``/``bpf_iter_`` functions for LSM and iterators)."""
+    target = spec.attach_to
+    if spec.prog_type == "tracing" and spec.expected_attach_type == BpfAttachType.BPF_TRACE_RAW_TP:
+        return f"btf_trace_{target}", BtfKind.TYPEDEF
+    if spec.prog_type == "lsm":
+        return f"bpf_lsm_{target}", BtfKind.FUNC
+    if spec.expected_attach_type == BpfAttachType.BPF_TRACE_ITER:
+        return f"bpf_iter_{target}", BtfKind.FUNC
+    return target, BtfKind.FUNC
 
 
 def _needs_btf(spec: MapSpec, btf: Btf | None) -> str:
@@ -248,11 +270,17 @@ class KernelBackend:
     name = "kernel"
 
     def __init__(self, collection: CollectionSpec | None = None, *, btf: Btf | None = None,
-                 log_level: int = 1) -> None:
+                 log_level: int = 1, core_btf: str | os.PathLike[str] | None = None,
+                 core_in_kernel: bool = False) -> None:
         require_bpf()  # fail here, with the reason, rather than at the first map
         self.collection = collection
         self.btf = btf if btf is not None else (collection.btf if collection else None)
         self.log_level = log_level
+        # CO-RE target: the running kernel's BTF unless the caller names a file;
+        # core_in_kernel hands the relocations to BPF_PROG_LOAD instead, for the
+        # kernel's own resolver to apply (as light skeletons do).
+        self.core_btf = core_btf
+        self.core_in_kernel = core_in_kernel
         self.nr_cpus = possible_cpus()
         self.warnings: list[str] = []
         self.btf_fixups: tuple[str, ...] = ()
@@ -313,17 +341,9 @@ class KernelBackend:
             # contents as constants (bpf_map_is_rdonly), e.g. for a
             # bpf_trace_printk format; libbpf sets the flag on .rodata.
             flags |= BPF_F_RDONLY_PROG
-        max_entries = spec.max_entries
-        if spec.type == BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY and max_entries == 0:
-            max_entries = self.nr_cpus  # libbpf: one ring per possible CPU
-        elif spec.type in (BpfMapType.BPF_MAP_TYPE_RINGBUF,
-                           BpfMapType.BPF_MAP_TYPE_USER_RINGBUF):
-            # The kernel wants a power-of-2 multiple of the page size; libbpf
-            # rounds up (adjust_ringbuf_sz) rather than fail.
-            size = _PAGE_SIZE
-            while size < max_entries:
-                size <<= 1
-            max_entries = size
+        # PERF_EVENT_ARRAY without max_entries: one slot per possible CPU, as
+        # libbpf (the collection applies it too; this covers direct callers).
+        max_entries = libbpf_map_defaults(spec, self.nr_cpus).max_entries
         kname = kernel_object_name(spec.kernel_name or name)
         key_id = spec.key_type or 0
         value_id = spec.value_type or 0
@@ -426,31 +446,86 @@ class KernelBackend:
             insns[ref.pc + 1] = replace(insns[ref.pc + 1], imm=hi)
         return insns
 
-    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle]
-                     ) -> KernelProgram:
+    def cannot_load(self, spec: ProgramSpec) -> str:
+        if spec.prog_type == "unspec":
+            # libbpf fails here ("missing BPF prog type, check ELF section name").
+            return f"libbpf 1.x knows no program type for section {spec.section!r}"
+        return ""
+
+    def _resolve_kernel_refs(self, spec: ProgramSpec, btf: Btf | None) -> tuple[
+            ProgramSpec, int]:
+        """CO-RE relocations, kfunc ids and the BTF attach target, as libbpf resolves
+        them against the kernel's BTF before BPF_PROG_LOAD."""
+        if not spec.core_relos and not spec.kfuncs and not spec.attach_to:
+            return spec, 0
+        vmlinux = core_target(self.core_btf) if spec.core_relos and not \
+            self.core_in_kernel else None
+        if vmlinux is not None:
+            spec = apply_core_relos(spec, btf if btf is not None else self.btf, vmlinux,
+                                    target_name=vmlinux.path, poison=True)
+        kernel = kernel_btf_index()
+        if kernel is None:
+            raise NotSupportedError(f"program {spec.name!r} needs the kernel's BTF "
+                                    f"({VMLINUX_BTF}), which this kernel does not have")
+        insns = list(spec.insns)
+        for k in spec.kfuncs:
+            kid = kernel.find(k.name, BtfKind.FUNC)
+            if kid is None:
+                raise PyxdpError(f"program {spec.name!r}: extern (func ksym) {k.name!r}: "
+                                 f"not found in kernel BTF")
+            insns[k.pc] = replace(insns[k.pc], imm=kid, off=0)
+        attach_id = 0
+        if spec.attach_to:
+            name, kind = _attach_btf_name(spec)
+            found = kernel.find(name, kind)
+            if found is None:
+                raise PyxdpError(f"program {spec.name!r}: attach target {spec.attach_to!r} "
+                                 f"({kind.name} {name!r}) is not in the kernel's BTF")
+            attach_id = found
+        return spec.copy(insns=tuple(insns)), attach_id
+
+    def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
+                     btf: Btf | None = None) -> KernelProgram:
         """BPF_PROG_LOAD; a refusal raises VerifierError with the whole verifier log."""
-        prog_type = _PROG_TYPES.get(spec.prog_type)
-        if prog_type is None:
-            raise NotSupportedError(f"program type {spec.prog_type!r} (only XDP)")
+        why = self.cannot_load(spec)
+        if why:
+            raise NotSupportedError(f"program {spec.name!r}: {why}")
+        try:
+            prog_type = BpfProgType["BPF_PROG_TYPE_" + spec.prog_type.upper()]
+        except KeyError:
+            raise NotSupportedError(f"program type {spec.prog_type!r}") from None
+        if prog_type == BpfProgType.BPF_PROG_TYPE_EXT:
+            raise NotSupportedError(f"program {spec.name!r}: freplace programs need the "
+                                    f"program they replace, which pyxdp does not load")
+        spec, attach_btf_id = self._resolve_kernel_refs(spec, btf)
         insns = self._bind_maps(spec, maps)
-        btf = self.btf_fd() if spec.func_info or spec.line_info else None
+        btf_fd = self.btf_fd() if spec.func_info or spec.line_info or spec.core_relos \
+            else None
         func_info = line_info = b""
-        if btf is not None:
+        if btf_fd is not None:
             # Both records count insn_off in instructions at the syscall
             # boundary (.BTF.ext counts bytes; the spec already holds slots).
             func_info = b"".join(_FUNC_INFO.pack(f.insn_off, f.type_id)
                                  for f in spec.func_info)
             line_info = b"".join(_LINE_INFO.pack(li.insn_off, li.file_name_off, li.line_off,
                                                  li.line_col) for li in spec.line_info)
+        core_relos = b""
+        if spec.core_relos:  # left for the kernel (core_in_kernel)
+            if btf_fd is None:
+                raise NotSupportedError(f"program {spec.name!r}: the kernel applies CO-RE "
+                                        f"relocations only with the object's BTF loaded")
+            core_relos = b"".join(_CORE_RELO.pack(r.pc * 8, r.type_id, r.access_off, r.kind)
+                                  for r in spec.core_relos)
         license = spec.license or (self.collection.license if self.collection else "")
         fd = prog_load(
             prog_type, insns, license, name=kernel_object_name(spec.name),
             log_level=self.log_level, expected_attach_type=spec.expected_attach_type,
-            prog_flags=spec.flags,
+            prog_flags=spec.flags, prog_ifindex=spec.ifindex,
             kern_version=self.collection.kern_version if self.collection else 0,
-            prog_btf_fd=btf or 0,
+            prog_btf_fd=btf_fd or 0, attach_btf_id=attach_btf_id,
             func_info=func_info, func_info_rec_size=_FUNC_INFO.size if func_info else 0,
-            line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0)
+            line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0,
+            core_relos=core_relos, core_relo_rec_size=_CORE_RELO.size if core_relos else 0)
         try:
             prog = KernelProgram(spec, fd)
         except BaseException:

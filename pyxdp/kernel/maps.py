@@ -27,6 +27,7 @@ import errno as _errno
 from collections.abc import Sequence
 from typing import Final
 
+from pyxdp.backend import batch_count, handle_bytes
 from pyxdp.errors import KernelError, MapError
 from pyxdp.kernel.syscall import (
     Fd,
@@ -149,11 +150,7 @@ class KernelMap(FdObject):
             return b""  # passed as NULL
         if key is None:
             raise MapError(op, _errno.EINVAL, f"map {self.name!r} needs a key")
-        kb = bytes(key)
-        if len(kb) != self.key_size:
-            raise MapError(op, _errno.EINVAL,
-                           f"key is {len(kb)} bytes, key_size is {self.key_size}")
-        return kb
+        return handle_bytes(key, self.key_size, "key", op)
 
     def _check_cpu(self, cpu: int | None, op: str) -> None:
         if cpu is not None and not 0 <= cpu < self.nr_cpus:
@@ -161,11 +158,8 @@ class KernelMap(FdObject):
                            f"cpu {cpu} is not one of the {self.nr_cpus} possible CPUs")
 
     def _value(self, value: bytes | bytearray | memoryview, cpu: int | None, op: str) -> bytes:
-        vb = bytes(value)
         want = self.user_value_size if self.percpu and cpu is None else self.value_size
-        if len(vb) != want:
-            raise MapError(op, _errno.EINVAL, f"value is {len(vb)} bytes, expected {want}")
-        return vb
+        return handle_bytes(value, want, "value", op)
 
     def _slot(self, blob: bytes, cpu: int) -> bytes:
         start = cpu * self.elem_size
@@ -300,8 +294,7 @@ class KernelMap(FdObject):
 
     def _lookup_batch(self, cmd: BpfCmd, op: str, cursor: bytes | None, count: int
                       ) -> tuple[list[bytes], list[bytes], bytes | None]:
-        if count < 0:
-            raise MapError(op, _errno.EINVAL, "count must be >= 0")
+        count = batch_count(count, op)
         ksz, vsz = self.key_size, self.user_value_size
         tok = self._token_size()
         in_tok = ctypes.create_string_buffer(cursor.ljust(tok, b"\0"), tok) \

@@ -656,7 +656,8 @@ def prog_load(prog_type: int,
               func_info: bytes = b"", func_info_rec_size: int = 0,
               line_info: bytes = b"", line_info_rec_size: int = 0,
               attach_btf_id: int = 0, attach_prog_fd: Fd | int = 0,
-              fd_array: Sequence[int] = ()) -> Fd:
+              fd_array: Sequence[int] = (), core_relos: bytes = b"",
+              core_relo_rec_size: int = 0) -> Fd:
     """BPF_PROG_LOAD: verify and load a program; returns its owned :class:`Fd`.
 
     The first attempt runs without a verifier log (logging slows the verifier
@@ -670,6 +671,9 @@ def prog_load(prog_type: int,
     lic = ctypes.create_string_buffer(license.encode())
     finfo, linfo = _copy_in(func_info), _copy_in(line_info)
     fds = _copy_in(b"".join(_S32.pack(f) for f in fd_array))
+    # struct bpf_core_relo records the kernel applies itself (insn_off in bytes,
+    # type ids and access strings in prog_btf_fd's BTF), as light skeletons ask.
+    relos = _copy_in(core_relos)
 
     attr = _attr(_PROG_LOAD_SIZE)
     _put32(attr, 0, prog_type)
@@ -691,6 +695,10 @@ def prog_load(prog_type: int,
     _put32(attr, 108, attach_btf_id)
     _put32(attr, 112, _fdnum(attach_prog_fd))
     _put64(attr, 120, _addr(fds))
+    if core_relo_rec_size:
+        _put32(attr, 116, len(core_relos) // core_relo_rec_size)
+        _put64(attr, 128, _addr(relos))
+        _put32(attr, 136, core_relo_rec_size)
 
     cmd = BpfCmd.BPF_PROG_LOAD
     ret, err = _load_once(attr)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from pyxdp.backend import batch_count, handle_bytes
 from pyxdp.maps.base import (
     BPF_ANY,
     BPF_F_ACCESS_MASK,
@@ -198,6 +199,7 @@ class ArrayMap(_ArrayOrder):
     # -- bulk ---------------------------------------------------------------------------
     def lookup_batch(self, cursor: bytes | None = None, count: int = 0
                      ) -> tuple[list[bytes], list[bytes], bytes | None]:
+        count = batch_count(count, "lookup_batch")
         start = 0 if cursor is None else _index(self._key(cursor, "lookup_batch")) + 1
         start = min(start, self.max_entries)
         stop = self.max_entries if count == 0 else min(self.max_entries, start + count)
@@ -223,12 +225,12 @@ class ArrayMap(_ArrayOrder):
         one, whose errno is raised with ``.count`` = elements done.
         """
         if self.percpu:
-            return super().update_batch([bytes(k) for k in keys], [bytes(v) for v in values],
-                                        flags)
+            return super().update_batch(list(keys), list(values), flags)
         self._update_flags(flags, "update_batch")
-        idx = (np.frombuffer(b"".join(bytes(k) for k in keys), "<u4")
+        idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")
                if not isinstance(keys, np.ndarray) else keys.astype("<u4").ravel())
-        vals = (np.frombuffer(b"".join(bytes(v) for v in values), np.uint8)
+        vals = (np.frombuffer(b"".join(handle_bytes(v, self.value_size, "value", "update_batch")
+                                       for v in values), np.uint8)
                 if not isinstance(values, np.ndarray) else
                 np.ascontiguousarray(values).view(np.uint8).ravel())
         if vals.size != idx.size * self.value_size:

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.backend import batch_count, handle_bytes
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
@@ -355,17 +356,11 @@ class Map:
     def _key(self, key: bytes | bytearray | memoryview | None, op: str) -> bytes:
         if key is None:
             raise einval(op, "this map needs a key")
-        kb = bytes(key)
-        if len(kb) != self.key_size:
-            raise einval(op, f"key is {len(kb)} bytes, key_size is {self.key_size}")
-        return kb
+        return handle_bytes(key, self.key_size, "key", op)
 
     def _value(self, value: bytes | bytearray | memoryview, cpu: int | None, op: str) -> bytes:
-        vb = bytes(value)
         want = self.value_size if cpu is not None or not self.percpu else self.user_value_size
-        if len(vb) != want:
-            raise einval(op, f"value is {len(vb)} bytes, expected {want}")
-        return vb
+        return handle_bytes(value, want, "value", op)
 
     def _check_cpu(self, cpu: int | None, op: str) -> None:
         if cpu is not None and not 0 <= cpu < self.nr_cpus:
@@ -456,6 +451,7 @@ class Map:
         Returns ``(keys, values, cursor)``; the cursor is None once the map is
         exhausted (the kernel's ENOENT). Keys come in :meth:`get_next_key` order.
         """
+        count = batch_count(count, "lookup_batch")
         keys: list[bytes] = []
         values: list[bytes] = []
         key = self.get_next_key(cursor) if cursor is not None else self.get_next_key(None)

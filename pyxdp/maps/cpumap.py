@@ -70,6 +70,7 @@ class CpuMap(_EntryArray):
             raise MapError("update", _errno.ENODEV, f"CPU {i} is not possible")
         if qsize == 0:
             self.entries[i] = 0
+            self.gen += 1
             return
         prog_id = 0
         if fd > 0:
@@ -78,6 +79,7 @@ class CpuMap(_EntryArray):
                 raise MapError("update", _errno.ENOMEM, f"fd {fd} is not a cpumap program")
             prog_id = resolved
         self.entries[i] = (qsize, prog_id)
+        self.gen += 1
 
     def qsize_at(self, index: int) -> int:
         """The queue size at ``index`` (0: empty or out of range)."""

@@ -101,6 +101,9 @@ class _EntryArray(_ArrayOrder):
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
+        # Writes of entries so far: what the datapath derives from them (the native
+        # loop's cpumap table) is remade only after one.
+        self.gen = 0
 
     def _storage_bytes(self) -> int:
         return self.max_entries * 8
@@ -124,6 +127,7 @@ class _EntryArray(_ArrayOrder):
         if i >= self.max_entries:
             raise einval("delete", f"index {i} >= max_entries")
         self.entries[i] = 0
+        self.gen += 1
 
     def raw_keys(self) -> Iterator[bytes]:
         # The Python API lists the occupied slots (get_next_key walks all).
@@ -134,6 +138,7 @@ class _EntryArray(_ArrayOrder):
 
     def clear(self) -> None:
         self.entries.fill(0)
+        self.gen += 1
 
 
 class DevMap(_EntryArray):
@@ -166,9 +171,11 @@ class DevMap(_EntryArray):
             if fd > 0:
                 raise einval("update", "a program fd needs an ifindex")
             self.entries[i] = 0
+            self.gen += 1
             return
         prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
         self.entries[i] = (ifindex, prog_id)
+        self.gen += 1
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
         i = int.from_bytes(key, "little")

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from pyxdp.backend import batch_count
 from pyxdp.maps.arraymap import (
     describe_values,
     inner_meta_check,
@@ -437,6 +438,7 @@ class HashMap(Map):
 
     def lookup_batch(self, cursor: bytes | None = None, count: int = 0
                      ) -> tuple[list[bytes], list[bytes], bytes | None]:
+        count = batch_count(count, "lookup_batch")
         start = 0
         if cursor is not None:
             k = self._key(cursor, "lookup_batch")

@@ -73,8 +73,13 @@ ROOT = (-1, 0)
 
 
 def lpm_key(prefixlen: int, data: bytes) -> bytes:
-    """``struct bpf_lpm_trie_key_u8``: u32 prefixlen (host order) + data."""
-    return prefixlen.to_bytes(4, "little") + bytes(data)
+    """``struct bpf_lpm_trie_key_u8``: u32 prefixlen (host order) + data.
+
+    Any u32 prefix is a key (the map answers EINVAL past its data's bits)."""
+    raw = memoryview(data).tobytes()  # TypeError for an int, not bytes(n) zeros
+    if not 0 <= prefixlen <= 0xFFFF_FFFF:
+        raise MapError("lpm_key", _errno.EINVAL, f"prefix length {prefixlen} is not a u32")
+    return prefixlen.to_bytes(4, "little") + raw
 
 
 class LpmTrie(Map):

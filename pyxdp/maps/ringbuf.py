@@ -29,7 +29,17 @@ offset is ``pos & (size - 1)``). The kernel maps the data pages twice in a
 row so that a record crossing the end is contiguous; pyxdp's region is the
 ``2 * size`` buffer, and on commit the part of a record written past
 ``size`` is copied to the start, so ``data[:size]`` always holds the ring as
-the kernel's pages would. Simplified: no wakeups, no epoll, no overwrite
+the kernel's pages would.
+
+Headers out of the program's reach: in Linux the verifier confines a
+program to its sample, so the header words it cannot touch are the
+kernel's truth. Here the program sees the whole data region, so the
+producer and consumer keep each record's length word in ``lens`` (one per
+8-byte slot, outside any region) and read only that; the header in
+``data`` is written from it at reserve and commit. A program that forges
+a header changes nothing, and one that commits anything but a reserved
+sample faults (``bpf_ringbuf_submit``/``discard``), as the verifier would
+have refused it. Simplified: no wakeups, no epoll, no overwrite
 mode, no user-space producer (``USER_RINGBUF``).
 """
 
@@ -88,6 +98,7 @@ class RingBuf(Map):
         self.data: U8Array = np.zeros(2 * n, np.uint8)
         self.pos = np.zeros(3, np.uint64)
         self._hdr = self.data[:n].view("<u4")  # len at [2k], pg_off at [2k+1]
+        self.lens = np.zeros(n // BPF_RINGBUF_HDR_SZ, np.uint32)  # the length words' truth
         self._make_regions([self.data])
 
     def _storage_bytes(self) -> int:
@@ -95,7 +106,11 @@ class RingBuf(Map):
 
     # -- producer -----------------------------------------------------------------------
     def _len_at(self, pos: int) -> int:
-        return int(self._hdr[(pos & self.mask) >> 2])
+        return int(self.lens[(pos & self.mask) >> 3])
+
+    def _set_len(self, off: int, word: int) -> None:
+        self.lens[off >> 3] = word
+        self._hdr[off >> 2] = word
 
     def reserve(self, size: int, flags: int = 0) -> int:
         """``bpf_ringbuf_reserve``: the sample's address in the data region, 0 for NULL."""
@@ -116,7 +131,7 @@ class RingBuf(Map):
         if new_prod - cons > self.mask or new_prod - pend > self.mask:
             return 0
         off = prod & self.mask
-        self._hdr[off >> 2] = size | BPF_RINGBUF_BUSY_BIT
+        self._set_len(off, size | BPF_RINGBUF_BUSY_BIT)
         self._hdr[(off >> 2) + 1] = RINGBUF_DATA_PGOFF + (off >> 12)
         self.pos[PROD] = new_prod
         return self.value_region().base + off + BPF_RINGBUF_HDR_SZ
@@ -125,15 +140,17 @@ class RingBuf(Map):
         off = addr - self.value_region().base - BPF_RINGBUF_HDR_SZ
         if not 0 <= off < self.size or off % 8:
             raise einval("ringbuf_commit", f"{addr:#x} is not a reserved sample")
-        ln = int(self._hdr[off >> 2])
-        if not ln & BPF_RINGBUF_BUSY_BIT:
+        ln = int(self.lens[off >> 3])
+        cons, prod = int(self.pos[CONS]), int(self.pos[PROD])
+        # Only a record between the consumer and the producer can be one in flight.
+        if not ln & BPF_RINGBUF_BUSY_BIT or (off - cons) & self.mask >= prod - cons:
             raise einval("ringbuf_commit", f"sample at {addr:#x} is not reserved")
         size = ln & ~BPF_RINGBUF_BUSY_BIT
         end = off + BPF_RINGBUF_HDR_SZ + size
         if end > self.size:
             # The sample crossed the end: fold the tail into the ring's start.
             self.data[:end - self.size] = self.data[self.size:end]
-        self._hdr[off >> 2] = size | (BPF_RINGBUF_DISCARD_BIT if discard else 0)
+        self._set_len(off, size | (BPF_RINGBUF_DISCARD_BIT if discard else 0))
 
     def submit(self, addr: int, flags: int = 0) -> None:
         """``bpf_ringbuf_submit``: make the reserved sample visible to the consumer."""
@@ -228,6 +245,7 @@ class RingBuf(Map):
 
     def clear(self) -> None:
         self.pos[:] = 0
+        self.lens[:] = 0
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()

@@ -30,6 +30,7 @@ __all__ = [
     "memcpy",
     "store_release32",
     "store_release64",
+    "u32_view",
 ]
 
 _X86 = platform.machine() in ("x86_64", "AMD64")
@@ -72,22 +73,30 @@ def _cpu_relax(typingctx):  # type: ignore[no-untyped-def]
     return types.void(), codegen
 
 
-def _i64_view(typingctx, addr, rows, cols):  # type: ignore[no-untyped-def]
-    """A C-contiguous ``rows x cols`` int64 array over the memory at ``addr`` (no
-    reference counting: the owner of that memory keeps it alive)."""
-    arrty = types.Array(types.int64, 2, "C")
+def _view_of(dtype: Any, size: int) -> Any:
+    def _view(typingctx, addr, rows, cols):  # type: ignore[no-untyped-def]
+        arrty = types.Array(dtype, 2, "C")
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        ary = context.make_array(arrty)(context, builder)
-        i64 = ir.IntType(64)
-        data = builder.inttoptr(args[0], i64.as_pointer())
-        shape = [args[1], args[2]]
-        strides = [builder.mul(args[2], ir.Constant(i64, 8)), ir.Constant(i64, 8)]
-        context.populate_array(ary, data=data, shape=shape, strides=strides,
-                               itemsize=ir.Constant(i64, 8), meminfo=None)
-        return ary._getvalue()
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            ary = context.make_array(arrty)(context, builder)
+            i64 = ir.IntType(64)
+            data = builder.inttoptr(args[0], ir.IntType(8 * size).as_pointer())
+            shape = [args[1], args[2]]
+            strides = [builder.mul(args[2], ir.Constant(i64, size)), ir.Constant(i64, size)]
+            context.populate_array(ary, data=data, shape=shape, strides=strides,
+                                   itemsize=ir.Constant(i64, size), meminfo=None)
+            return ary._getvalue()
 
-    return arrty(addr, rows, cols), codegen
+        return arrty(addr, rows, cols), codegen
+
+    return _view
+
+
+# A C-contiguous ``rows x cols`` array over the memory at ``addr`` (no reference
+# counting: the owner of that memory keeps it alive): int64 words, uint32 words (a
+# devmap's entries, which the native loop reads where the map keeps them).
+_i64_view = _view_of(types.int64, 8)
+_u32_view = _view_of(types.uint32, 4)
 
 
 # -- 32-bit words (AF_XDP ring indices) and memcpy ------------------------------------
@@ -155,5 +164,6 @@ load_acquire32_at: Any = intrinsic(_load_acquire32_at)
 
 load_acquire64: Any = intrinsic(_load_acquire64)
 i64_view: Any = intrinsic(_i64_view)
+u32_view: Any = intrinsic(_u32_view)
 store_release64: Any = intrinsic(_store_release64)
 cpu_relax: Any = intrinsic(_cpu_relax)

@@ -45,27 +45,41 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
+from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.atomic import cpu_relax, store_release64
+from pyxdp.net.filter import (
+    BulkQueues,
+    _to_frames,
+    _Verdicts,
+    register_flush,
+    register_redirect,
+    xdp_do_flush,
+    xdp_do_redirect,
+)
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAME, Bulk, Frames
 from pyxdp.net.napi_native import _run, _to_frame
 from pyxdp.net.native import njit
+from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
     return_frame_no_direct,
+    xdp_frames_set_dev_rx,
     xdp_return_frames,
     xdp_return_frames_rx_napi,
 )
-from pyxdp.uapi.bpf import XdpAction
+from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.jit.xdp import DriverIO
 
 if TYPE_CHECKING:
-    from pyxdp.net.napi import BulkQueues
-    from pyxdp.net.netdevice import Host
+    from pyxdp.net.netdev_types import DpDevice as NetDevice
+    from pyxdp.net.netdev_types import DpHost as Host
+    from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
 
 __all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_flush",
            "cpu_map_kthread_run", "cpumap_runtime"]
@@ -73,11 +87,12 @@ __all__ = ["CPUMAP_BATCH", "CPU_MAP_BULK_SIZE", "KC", "CpuMapRuntime", "cpu_map_
 log = logging.getLogger(__name__)
 
 CPUMAP_BATCH = 8
+I64 = npt.NDArray[np.int64]
 
 
 class KC:
     """Columns of a kthread's record (:attr:`CpuMapRuntime.kc`): the first seven are
-    ``xdp_cpumap_kthread``'s sums not yet folded into the tracer."""
+    ``xdp_cpumap_kthread``'s sums, which the tracer reads in place."""
 
     EVENTS, PROCESSED, DROPS, SCHED, PASS, DROP, REDIRECT = range(7)
     IDLE = 7  # the ring was found empty: the next batch follows a sleep
@@ -254,7 +269,10 @@ class CpuMapRuntime:
         self._defer = np.zeros((CPUMAP_BATCH, DEFER_COLS), np.int64)
         self._io = DriverIO(CPUMAP_BATCH, 0, 0)
         self.list_delivery = True
-        self.processed = 0
+        self.py_processed = 0  # frames the Python path processed (the native ones: kc)
+        # The native kthread's xdp_cpumap_kthread sums stay in kc, read by the tracer.
+        self._source = _KthreadCounts(self)
+        host.tracer.xdp_cpumap_kthread.add_source(self._source)
         self._py_inflight = 0  # frames the Python path took and has not finished with
         self._wake = threading.Event()
         self._stop = False
@@ -269,11 +287,8 @@ class CpuMapRuntime:
 
     @property
     def backlog(self) -> int:
-        """Frames queued or still being processed by the kthread (and, while the native
-        kthread has sums not yet folded into the tracer, 1)."""
-        kc = self.kc
-        return (len(self.queue) + int(kc[KC.INFLIGHT]) + self._py_inflight
-                + int(kc[KC.EVENTS] > 0))
+        """Frames queued or still being processed by the kthread."""
+        return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     @property
     def inflight(self) -> int:
@@ -381,9 +396,7 @@ class CpuMapRuntime:
                                             self._scratch, reg, stk, jit, self._defer,
                                             1 << 30, 0, not self.list_delivery))
             self._report(prog, engine)
-        if kc[KC.EVENTS]:
-            self._fold()
-        kc[KC.INFLIGHT] = 0  # deferred redirects done, sums folded: nothing in flight
+        kc[KC.INFLIGHT] = 0  # deferred redirects done: nothing in flight
         return n
 
     def _report(self, prog: Any, engine: Any) -> None:
@@ -392,7 +405,6 @@ class CpuMapRuntime:
         kc = self.kc
         host = self.host
         if kc[KC.FAULTS]:
-            from pyxdp.net.napi import MAX_FAULT_REPORTS
             if len(self.faults) < MAX_FAULT_REPORTS:
                 f = prog._with_source(engine.render_fault(int(kc[KC.FAULT_WORD]),
                                                           int(kc[KC.FAULT_PC]),
@@ -401,7 +413,6 @@ class CpuMapRuntime:
                 log.warning("%s", self.faults[-1])
             kc[KC.FAULTS] = 0
         if kc[KC.INVALID_ACT]:
-            from pyxdp.net.napi import _warned
             if prog not in _warned:
                 _warned.add(prog)
                 log.warning("cpumap program %s returned %d: treated as a drop "
@@ -410,7 +421,6 @@ class CpuMapRuntime:
             kc[KC.INVALID_ACT] = 0
         nd = int(kc[KC.NDEFER])
         if nd:
-            from pyxdp.net.napi import _Verdicts, cpumap_redirect
             d = self._defer[:nd].copy()
             kc[KC.NDEFER] = 0
             frames = Frames(d[:, 0], d[:, 1], d[:, 2], d[:, 3], np.full(nd, KIND_FRAME, np.int64))
@@ -424,15 +434,10 @@ class CpuMapRuntime:
 
     _region: Any = None
 
-    def _fold(self) -> None:
-        """The native kthread's ``xdp_cpumap_kthread`` sums into the tracer. Without the
-        host lock, which a native NAPI call holds for its whole run: this entry's key
-        is only ever counted by this kthread."""
-        kc = self.kc
-        sums = kc[:KC.IDLE].tolist()
-        kc[:KC.IDLE] = 0
-        self.host.tracer.xdp_cpumap_kthread._add((self.map.id, self.cpu), sums[0], sums[1:])
-        self.processed += sums[KC.PROCESSED]
+    @property
+    def processed(self) -> int:
+        """Frames the kthread took from the ring, on either path."""
+        return self.py_processed + int(self.kc[KC.PROCESSED])
 
     def reclaim(self) -> None:
         """Pages the native kthread freed, back to their page pools (not directly: this
@@ -471,7 +476,6 @@ class CpuMapRuntime:
         with host.lock:
             dev_rx = _dev_rx(host, frames)
         if prog is not None:
-            from pyxdp.net.napi import dispatch_cpumap, run_xdp
             # The program runs outside the lock (on the JIT, without the GIL too):
             # this is where a worker runs concurrently with the NAPI polls.
             with self._prog_lock(prog.vm):
@@ -495,7 +499,7 @@ class CpuMapRuntime:
         with host.lock:
             host.tracer.xdp_cpumap_kthread.fire(self.map.id, n, 0, sched, passes, drops,
                                                 redirects, cpu=self.cpu)
-            self.processed += n
+            self.py_processed += n
 
     @staticmethod
     def _prog_lock(engine: object) -> threading.Lock:
@@ -531,9 +535,26 @@ class CpuMapRuntime:
             self._thread.join()
             self._thread = None
         self.drain()
+        self.host.tracer.xdp_cpumap_kthread.remove_source(self._source)
         if self.error is not None:
             err, self.error = self.error, None
             raise err
+
+
+class _KthreadCounts:
+    """The tracer's view of a native kthread's ``xdp_cpumap_kthread`` sums in ``kc``
+    (a :class:`~pyxdp.net.trace.CounterSource`)."""
+
+    def __init__(self, rt: CpuMapRuntime) -> None:
+        self.rt = rt
+
+    def rows(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        sums = self.rt.kc[:KC.IDLE].tolist()
+        return [((self.rt.map.id, self.rt.cpu), sums)] if sums[0] else []
+
+    def reset(self) -> None:
+        self.rt.py_processed += int(self.rt.kc[KC.PROCESSED])  # processed keeps counting
+        self.rt.kc[:KC.IDLE] = 0
 
 
 _RUN_LOCKS: dict[int, threading.Lock] = {}  # per engine (by id()), while it lives
@@ -579,3 +600,97 @@ def cpu_map_flush(host: Host, bq: BulkQueues) -> None:
                 rt.flush_to_queue(frames, bq.from_cpu)
     bq.cpu.clear()
 
+
+# -----------------------------------------------------------------------------------
+# The producer side (xdp_do_redirect's cpu_map_enqueue) and a cpumap program's verdicts
+# -----------------------------------------------------------------------------------
+
+def dispatch_cpumap(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts,
+                    cpu: int = 0) -> tuple[Frames, int, int, int]:
+    """``cpu_map_bpf_prog_run_xdp``'s verdicts: the frames that passed (headers
+    rewritten, ``dev_rx`` kept), and the pass / drop / redirect counts. Anything
+    but PASS, REDIRECT and DROP is warned about and dropped - without an
+    ``xdp_exception`` (the kernel fires none here, not even for XDP_ABORTED);
+    a redirect that fails counts as a drop."""
+    act = v.action
+    passed = act == XdpAction.XDP_PASS
+    red = act == XdpAction.XDP_REDIRECT
+    other = ~passed & ~red
+    bad = other & (act != XdpAction.XDP_DROP)
+    if bad.any() and prog not in _warned:
+        _warned.add(prog)
+        log.warning("cpumap program %s returned %d: treated as a drop "
+                    "(bpf_warn_invalid_xdp_action)", prog.spec.name, int(act[bad][0]))
+    if other.any():
+        xdp_return_frames(frames.pfn[other], memmap=host.memmap)
+    nred = int(red.sum())
+    failed = cpumap_redirect(host, dev_rx, prog, frames, v, red, cpu) if nred else 0
+    out = frames.select(passed)
+    npass = len(out)
+    if npass:
+        rx = dev_rx[passed]
+        out, _ = _to_frames(host, host.devices[1], None, None, out)
+        # _to_frames stamped one dev_rx on all: put back each frame's own.
+        xdp_frames_set_dev_rx(out.pfn, rx[np.isin(frames.pfn[passed], out.pfn)],
+                              memmap=host.memmap)
+    return (out, len(out), int(other.sum()) + npass - len(out) + failed, nred - failed)
+
+
+def cpumap_redirect(host: Host, dev_rx: I64, prog: XdpProg, frames: Frames, v: _Verdicts,
+                    red: npt.NDArray[np.bool_], cpu: int) -> int:
+    """A cpumap program's XDP_REDIRECT verdicts (frames ``red``): ``xdp_do_redirect``
+    from each frame's ``dev_rx``, flushed after the batch; returns how many failed."""
+    failed = 0
+    for ifx in np.unique(dev_rx[red]).tolist():
+        sel = np.flatnonzero(red & (dev_rx == ifx))
+        dev = host.devices.get(int(ifx)) or host.devices[1]
+        bq = BulkQueues(from_cpu=cpu)
+        failed += xdp_do_redirect(host, dev, None, prog, frames.select(sel),
+                                  _Verdicts(v.action[sel], v.map_id[sel], v.map_type[sel],
+                                            v.index[sel], v.flags[sel]), bq)
+        xdp_do_flush(host, bq)
+    return failed
+
+
+def _redirect_cpumap(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+                     m: object, frames: Frames, idx: I64, bq: BulkQueues) -> I64:
+    """``cpu_map_enqueue``: to the entry's bulk queue of 8 (``bq_enqueue``)."""
+    n = len(frames)
+    err = np.zeros(n, np.int64)
+    if not isinstance(m, CpuMap):
+        host.drop_frames(frames, rq, direct=True)
+        return np.full(n, -errno.EINVAL, np.int64)
+    qs = np.array([m.qsize_at(int(i)) for i in idx.tolist()], np.int64)
+    empty = qs == 0
+    if empty.any():
+        err[empty] = -errno.EINVAL
+        host.drop_frames(frames.select(empty), rq, direct=True)
+    live = np.flatnonzero(~empty)
+    if not len(live):
+        return err
+    f, li = frames.select(live), idx[live]
+    conv, failed = _to_frames(host, dev, rq, None, f)
+    if failed:
+        okp = np.isin(f.pfn, conv.pfn)
+        err[live[~okp]] = -errno.EOVERFLOW
+        li = li[okp]
+    for cpu in np.unique(li).tolist():
+        rt = cpumap_runtime(host, m, int(cpu))
+        rt.enqueue(conv.select(li == cpu), bq)
+    return err
+
+
+def _cpumap_op(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+               map_id: int, frames: Frames, idx: I64, flags: I64,
+               bq: BulkQueues) -> tuple[I64, I64]:
+    err = _redirect_cpumap(host, dev, rq, prog, map_by_id(map_id), frames, idx, bq)
+    return err, np.zeros(len(frames), np.int64)
+
+
+def _cpumap_flush_op(host: Host, bq: BulkQueues) -> None:
+    if bq.cpu:
+        cpu_map_flush(host, bq)
+
+
+register_redirect([int(BpfMapType.BPF_MAP_TYPE_CPUMAP)], _cpumap_op)
+register_flush(1, _cpumap_flush_op)

@@ -46,7 +46,7 @@ from pyxdp.net.xdp_mem import MEM_TYPE_PAGE_ORDER0, xdp_convert_buff_to_frame
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 if TYPE_CHECKING:
-    from pyxdp.net.netdevice import NetDevice
+    from pyxdp.net.netdev_types import DpDevice as NetDevice
     from pyxdp.net.prog import XdpProg
 
 __all__ = ["netif_receive_skb_list"]
@@ -69,7 +69,7 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
             dev.stats.rx_bytes += int(batch.length.sum())
         host.stack.netif_receive_skb_list(batch)
         return
-    from pyxdp.net.napi import _warned, run_xdp
+    from pyxdp.net.prog import _warned, run_xdp
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
@@ -176,7 +176,7 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         return
     m = map_by_id(map_id)
     if map_type in _DEVMAPS:
-        from pyxdp.net.napi import _all_entries, _devmap_entries
+        from pyxdp.net.devmap import _all_entries, _devmap_entries
         if flags & BPF_F_BROADCAST:
             targets = [(i, p) for i, p in _all_entries(m)
                        if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]
@@ -225,7 +225,7 @@ def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch)
     if prog_id:
         prog = host.program_by_id(prog_id)
         if prog is not None:
-            from pyxdp.net.napi import run_xdp
+            from pyxdp.net.prog import run_xdp
             sysmem = host.memmap.system
             with host.lock:
                 pages = sysmem.alloc_pages_bulk(1)

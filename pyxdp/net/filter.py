@@ -26,12 +26,16 @@ redirects writing the run context's ``ri_*`` words that mirror
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
+from pyxdp.net.frames import KIND_FRAME, XDP_TX_BULK_SIZE, Bulk, Frames
 from pyxdp.net.xdp import (
     CTX_BASE,
     XdpBuff,
@@ -42,6 +46,13 @@ from pyxdp.net.xdp import (
     load_bytes_fn,
     store_bytes_fn,
 )
+from pyxdp.net.xdp_mem import (
+    MEM_TYPE_PAGE_ORDER0,
+    MEM_TYPE_PAGE_POOL,
+    xdp_convert_buff_to_frame,
+    xdp_frames_set_dev_rx,
+)
+from pyxdp.net.xsk_buff_pool import XskHost, XskNetDevice, XskRxQueue, xsk_zc_to_frames
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
@@ -631,3 +642,171 @@ def _xdp_event_output(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
     assert isinstance(ctx, RunContext)
     ret: int = output(data, cpu=ctx.cpu, flags=r3, ctx=xdp.packet()[:ctx_len])
     return ret & M64
+
+
+# -----------------------------------------------------------------------------------
+# xdp_do_redirect and xdp_do_flush: acting on the redirect info in the datapath
+# -----------------------------------------------------------------------------------
+#
+# A poll's frames with XDP_REDIRECT verdicts go through xdp_do_redirect, which hands
+# each group to its map type's enqueue operation: devmap and devmap_hash, and
+# bpf_redirect's ifindex (UNSPEC with map id INT_MAX), register theirs in
+# pyxdp.net.devmap, cpumap in pyxdp.net.cpumap, XSKMAP in pyxdp.net.xsk; each
+# queues into the poll's flush lists (BulkQueues), which xdp_do_flush empties
+# through the flush operations the same modules register, in the kernel's order.
+
+_UNSPEC = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class _Verdicts:
+    action: I64
+    map_id: I64
+    map_type: I64
+    index: I64
+    flags: I64
+
+
+class _Prog(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+# (host, dev, rq, prog, map_id, frames, index, flags, bq) -> (err, to_ifindex) per frame
+RedirectOp = Callable[..., tuple[I64, I64]]
+FlushOp = Callable[[Any, "BulkQueues"], None]
+_REDIRECT_OPS: dict[int, RedirectOp] = {}
+_FLUSH_OPS: list[tuple[int, FlushOp]] = []
+
+
+def register_redirect(map_types: Sequence[int], op: RedirectOp) -> None:
+    """The enqueue operation of a redirect target type (``map->ops->map_redirect``'s
+    datapath side: ``dev_map_enqueue``, ``cpu_map_enqueue``, ``__xsk_map_redirect``)."""
+    for t in map_types:
+        _REDIRECT_OPS[int(t)] = op
+
+
+def register_flush(order: int, op: FlushOp) -> None:
+    """A flush list of ``xdp_do_flush``, run in ``order`` (devmap 0, cpumap 1, xsk 2)."""
+    _FLUSH_OPS.append((order, op))
+    _FLUSH_OPS.sort(key=lambda e: e[0])
+
+
+@dataclass
+class BulkQueues:
+    """Per-poll (per-CPU) flush lists: devmap bulk queues per (device, program),
+    the XDP_TX bulk, cpumap bulks per entry."""
+
+    dev: dict[tuple[int, int], Any] = field(default_factory=dict)  # devmap._DevBulk
+    tx: Bulk = field(default_factory=lambda: Bulk(XDP_TX_BULK_SIZE))
+    cpu: dict[tuple[int, int], Bulk] = field(default_factory=dict)
+    from_cpu: int = 0  # the CPU of the poll (xdp_cpumap_enqueue's ``cpu``)
+    xsk: list[object] = field(default_factory=list)  # AF_XDP sockets to flush (xsk_flush)
+
+
+def xdp_do_redirect(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _Prog,
+                    frames: Frames, v: _Verdicts, bq: BulkQueues) -> int:
+    """``xdp_do_redirect`` for every frame of a batch (all verdicts XDP_REDIRECT);
+    returns how many failed (those frames were freed)."""
+    tr = host.tracer
+    n = len(frames)
+    dev.stats.xdp_redirect += n
+    err = np.zeros(n, np.int64)
+    to_ifindex = np.zeros(n, np.int64)
+    # Group by target map (map_id, type): one pass per map (a poll usually has one).
+    if (v.map_id == v.map_id[0]).all() and (v.map_type == v.map_type[0]).all():
+        groups = [[int(v.map_id[0]), int(v.map_type[0])]]
+    else:
+        groups = np.unique(np.stack([v.map_id, v.map_type], axis=1), axis=0).tolist()
+    for map_id, map_type in groups:
+        sel = np.flatnonzero((v.map_id == map_id) & (v.map_type == map_type))
+        f = frames.select(sel)
+        idx = v.index[sel]
+        flags = v.flags[sel]
+        op = _REDIRECT_OPS.get(map_type)
+        if op is None or (map_type == _UNSPEC and map_id != INT_MAX):
+            # XDP_REDIRECT without a redirect helper: -EBADRQC, the frame dropped
+            e, to = np.full(len(sel), -errno.EBADRQC), np.zeros(len(sel), np.int64)
+            host.drop_frames(f, rq, direct=True)
+        else:
+            e, to = op(host, dev, rq, prog, map_id, f, idx, flags, bq)
+        err[sel] = e
+        to_ifindex[sel] = to
+    ok = err == 0
+    map_id_col = np.where(v.map_type == _UNSPEC, np.where(v.map_id == INT_MAX, INT_MAX, 0),
+                          v.map_id)
+    index_col = np.where((v.map_type == _UNSPEC) & (v.map_id == INT_MAX), 0, v.index)
+    to_col = np.where((v.map_type == _UNSPEC) & (v.map_id == INT_MAX), v.index, to_ifindex)
+    # Key columns alike for the whole batch count as one key (fire_batch's fast path);
+    # map_index stays an array: it is what makes one event per frame.
+    ids_c, to_c = _same(map_id_col), _same(to_col)
+    idx_c: I64 = index_col
+    if ok.any():
+        if ok.all():
+            tr.xdp_redirect.fire_batch(prog_id=prog.id, ifindex=dev.ifindex, err=0,
+                                       to_ifindex=to_c, map_id=ids_c, map_index=idx_c)
+        else:
+            tr.xdp_redirect.fire_batch(prog_id=prog.id, ifindex=dev.ifindex, err=0,
+                                       to_ifindex=_pick(to_c, ok), map_id=_pick(ids_c, ok),
+                                       map_index=idx_c[ok])
+    if not ok.all():
+        bad = ~ok
+        tr.xdp_redirect_err.fire_batch(prog_id=prog.id, ifindex=dev.ifindex,
+                                       err=_same(err[bad]), to_ifindex=_pick(to_c, bad),
+                                       map_id=_pick(ids_c, bad), map_index=idx_c[bad])
+    return int((~ok).sum())
+
+
+def _same(col: I64) -> I64 | int:
+    """``col``'s value when every element has it, else ``col``."""
+    return int(col[0]) if len(col) and (col == col[0]).all() else col
+
+
+def _pick(col: I64 | int, sel: npt.NDArray[np.bool_]) -> I64 | int:
+    return col if isinstance(col, int) else col[sel]
+
+
+def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _Prog | None,
+               frames: Frames) -> tuple[Frames, int]:
+    """``xdp_convert_buff_to_frame`` for a batch: the converted frames, and how many
+    could not be (they were dropped; with ``prog``, after an ``xdp_exception``).
+    Frames that already are xdp_frames get their header rewritten from the edges
+    the program left (``xdp_update_frame_from_buff``)."""
+    if not len(frames):
+        return frames, 0
+    status = np.zeros(len(frames), np.int32)
+    for mem, pos, _rows in host.memmap.split(frames.pfn):
+        if mem.kind == "xsk_umem":  # zero-copy AF_XDP buffers: copied to order-0 pages
+            status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
+            continue
+        mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
+        status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos],
+                                                frames.length[pos], frames.meta[pos],
+                                                mem_type=mtype, memmap=host.memmap)
+    bad = status != 0
+    if bad.any():
+        if prog is not None:
+            host.tracer.xdp_exception.fire(prog.id, int(XdpAction.XDP_TX), dev.ifindex,
+                                           int(bad.sum()))
+        host.drop_frames(frames.select(bad), rq, direct=rq is not None)
+        frames = frames.select(~bad)
+    out = Frames(frames.pfn, frames.data, frames.length, frames.meta,
+                 np.full(len(frames), KIND_FRAME, np.int64))
+    if len(out):
+        xdp_frames_set_dev_rx(out.pfn, dev.ifindex, memmap=host.memmap)
+    return out, int(bad.sum())
+
+
+def _conversion_status(host: XskHost, before: Frames, after: Frames) -> I64:
+    st = np.full(len(before), -1, np.int64)
+    st[np.isin(before.pfn, after.pfn)] = 0
+    return st
+
+
+def xdp_do_flush(host: Any, bq: BulkQueues) -> None:
+    """``xdp_do_flush``: devmap bulks, then cpumap bulks, then AF_XDP sockets - each
+    flush list in the kernel's order, last queued first (``bq_enqueue`` does
+    ``list_add``)."""
+    for _order, op in _FLUSH_OPS:
+        op(host, bq)

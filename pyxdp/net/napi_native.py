@@ -14,10 +14,15 @@ XDP batch entry on them, and acts on the verdicts:
 - ``XDP_TX`` on a NIC: ``xdp_convert_buff_to_frame`` (the header written in
   the headroom), the TX bulk queue of 16, ``ndo_xdp_xmit``, and, at tx
   completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk;
-- ``XDP_REDIRECT`` through a devmap slot without a program, or to an
-  ifindex (``bpf_redirect``), to a NIC: the same conversion, the target's
-  bulk queue of 16 flushed when full and at the poll's end
-  (``xdp_devmap_xmit`` per flush, ``xdp_redirect`` per frame).
+- ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
+  (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
+  for the (target, entry program) flushed when full and at the poll's end
+  (``bq_xmit_all``: the entry's program first, with ``egress_ifindex`` set -
+  ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
+  kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
+  per flush, ``xdp_redirect`` per frame); a broadcast
+  (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
+  order-0 pages of the system allocator for every target but the last.
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -43,11 +48,12 @@ A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 :mod:`pyxdp.net.dev`, one skb at a time).
 
-Everything else - broadcast, devmap programs, veth targets, wire sinks to
-feed, PASS with a stack callback or a socket keeping payloads, other
-sockets, zero-copy frames leaving their UMEM, every other error path - is
-*deferred*: the frame and its verdict are handed back, the loop stops after
-that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
+Everything else - veth targets, wire sinks to feed, a broadcast clone that
+would meet a devmap program, a devmap program the loop cannot drive (the
+polling program itself, an interpreted one), PASS with a stack callback or a
+socket keeping payloads, other sockets, zero-copy frames leaving their UMEM,
+every other error path - is *deferred*: the frame and its verdict are handed
+back, the loop stops after that poll, and :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
 frames are XDP_PASS or AF_XDP redirects do not stop the loop until the
 defer buffer is nearly full. So the native loop is an accelerator of the
@@ -73,10 +79,16 @@ from numba import types
 from numba.extending import intrinsic
 
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, memcpy, store_release64
+from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
 from pyxdp.net.native import njit
-from pyxdp.net.page_pool import PAGE_SIZE, PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
+from pyxdp.net.page_pool import (
+    PAGE_SIZE,
+    PP_ALLOC_CACHE_REFILL,
+    PP_ALLOC_CACHE_SIZE,
+    AllocState,
+    PoolState,
+)
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -103,6 +115,7 @@ from pyxdp.net.xsk_native import (
     xsk_flush,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
+from pyxdp.vm.jit.abi import XDP_FIELDS
 
 __all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
 
@@ -119,7 +132,7 @@ class C:
 
 
 class K:
-    """Indices of the trace sums array (folded into the tracer after the call)."""
+    """Indices of a queue's trace counts (kept over calls; the tracer reads them in place)."""
 
     ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
     TX_EVENTS, TX_SENT = 6, 7  # xdp_bulk_tx of XDP_TX
@@ -187,12 +200,18 @@ INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
+MEM_TYPE_PAGE_ORDER0 = int(XdpMemType.MEM_TYPE_PAGE_ORDER0)
+A_NFREE = AllocState.index("nr_free")
+A_ALLOCATED = AllocState.index("allocated")
+A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
+XDP_EGRESS = XDP_FIELDS.index("egress")  # the descriptor word of egress_ifindex
 
 
 @intrinsic
@@ -491,6 +510,234 @@ def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-u
     return -1, -1
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _egress_row(eg_ids, prog_id):  # type: ignore[no-untyped-def]
+    """The egress table's row of a devmap entry's program; -1 when the native loop
+    does not run it (the frame then goes to the Python path)."""
+    for k in range(len(eg_ids)):
+        if eg_ids[k] == prog_id:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
+                 cache, ring, free, state, c, nuse, cached):
+    """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
+    egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
+    over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
+    the buffer (``xdp_update_frame_from_buff``, a failure is a drop), DROP
+    drops, anything else (ABORTED, TX, REDIRECT, unknown) counts an
+    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``
+    to the NIC, whose tx completion gives the pages back. Dropped frames go
+    back first (``xdp_return_frame_rx_napi``), then the sent ones. Returns the
+    pool's hot fields (c, nuse, cached)."""
+    b = bq_n[t, kk]
+    sent = 0
+    nbytes = np.int64(0)
+    if kk == 0:
+        for j in range(b):
+            nbytes += bq[t, 0, 2, j]
+            loc = bq[t, 0, 0, j]
+            if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
+                _put_page(sysm, -1 - loc)
+            else:
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        sent = b
+    else:
+        (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
+         eg_leno, eg_metao, eg_status, eg_pc, eg_addr, eg_exc, eg_fault, eg_sent) = eg
+        k = kk - 1
+        for j in range(b):
+            eg_rows[k, j] = bq[t, kk, 0, j]
+            eg_off[k, j] = bq[t, kk, 1, j]
+            eg_len[k, j] = bq[t, kk, 2, j]
+            eg_meta[k, j] = bq[t, kk, 3, j]
+        eg_desc[k, XDP_EGRESS] = t
+        _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], b)
+        for j in range(b):
+            loc = bq[t, kk, 0, j]
+            if eg_status[k, j] != 0:  # the first fault kept for the report
+                if eg_fault[k, t, 0] == 0:
+                    eg_fault[k, t, 1] = eg_status[k, j]
+                    eg_fault[k, t, 2] = eg_pc[k, j]
+                    eg_fault[k, t, 3] = np.int64(eg_addr[k, j])
+                eg_fault[k, t, 0] += 1
+            a = np.int64(eg_act[k, j])
+            if a == 2:
+                ln = np.int64(eg_leno[k, j])
+                if _to_frame(w32, q64, loc, np.int64(eg_offo[k, j]), ln,
+                             np.int64(eg_metao[k, j]), addr_base):
+                    eg_sent[k, sent] = loc
+                    sent += 1
+                    nbytes += ln
+                    continue
+            elif a != 1:
+                eg_exc[k, t, min(a, 5)] += 1
+                if a > 4 and eg_fault[k, t, 4] == 0:
+                    eg_fault[k, t, 4] = a + 1
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        for j in range(sent):  # sent, then completed: back to the pool
+            c, nuse, cached = _give(psc, cache, ring, free, state, eg_sent[k, j], c, nuse,
+                                    cached)
+    xmit_cnt[t, 0] += 1
+    xmit_cnt[t, 1] += sent
+    xmit_cnt[t, 2] += b - sent
+    ts = i64_view(tgt_stats[t], 1, D_SIZE)[0]
+    ts[D_TX_PACKETS] += sent
+    ts[D_TX_BYTES] += nbytes
+    bq_n[t, kk] = 0
+    return c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _put_page(sysm, row):  # type: ignore[no-untyped-def]
+    """``put_page`` of an order-0 page of the system allocator (freed with the last
+    reference, onto the top of its free stack)."""
+    _pages, _w32, _q64, _base, ast, afree, aref = sysm
+    rc = aref[row] - 1
+    aref[row] = rc
+    if rc == 0:
+        afree[ast[A_NFREE]] = row
+        ast[A_NFREE] += 1
+        ast[A_FREED] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
+    header, headroom and packet copied and the header pointed at the copy; its row,
+    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    spages, sw32, sq64, sbase, ast, afree, aref = sysm
+    nf = ast[A_NFREE]
+    if nf == 0:
+        return -1
+    nf -= 1
+    row = afree[nf]
+    ast[A_NFREE] = nf
+    ast[A_ALLOCATED] += 1
+    aref[row] = 1
+    memcpy(spages.ctypes.data + row * spages.strides[0],
+           pages.ctypes.data + loc * pages.strides[0], data + length)
+    sq64[row, 0] = sbase + row * FRAME_SZ + data
+    sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
+    sw32[row, 8] = FRAME_SZ
+    return row
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dm_slot(dm_ids, map_id):  # type: ignore[no-untyped-def]
+    """The devmap's row among the call's devmaps (-1: none the loop knows)."""
+    for k in range(len(dm_ids)):
+        if dm_ids[k] == map_id:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
+    """Devmap row ``slot``'s entries (ifindex, program id per slot), where the map keeps
+    them: an update from user space shows at once, as in the kernel."""
+    return u32_view(dm_addr[slot], dm_n[slot], 2)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _slot_ifindex(dm_addr, dm_n, slot, idx):  # type: ignore[no-untyped-def]
+    """The ifindex in slot ``idx`` of devmap row ``slot`` (0: empty or out of range): a
+    broadcast's ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
+    if 0 <= idx < dm_n[slot]:
+        return np.int64(_dm_entries(dm_addr, dm_n, slot)[idx, 0])
+    return 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the native loop can broadcast this frame: (devmap row, last target's
+    ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
+    must (a target the loop does not send to, an entry program on a target that
+    would get a clone, a slot naming an unknown device)."""
+    slot = _dm_slot(dm_ids, map_id)
+    nif = len(tgt_ok)
+    if slot < 0 or _slot_ifindex(dm_addr, dm_n, slot, idx) >= nif:
+        return slot, -1
+    ent = _dm_entries(dm_addr, dm_n, slot)
+    last = np.int64(nif)
+    prog_seen = False
+    for e in range(dm_n[slot]):
+        t = np.int64(ent[e, 0])
+        if t == 0:
+            continue
+        if t >= nif:
+            return slot, -1
+        ok = tgt_ok[t]
+        if ok == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
+            continue
+        if ok != 1 or prog_seen:
+            return slot, -1
+        if ent[e, 1] != 0:
+            if _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
+                return slot, -1
+            prog_seen = True  # only the last target (the original frame) may have one
+        last = t
+    return slot, last
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
+           length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+           psc, cache, ring, free, state, c, nuse, cached):
+    """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
+    to every target but the last (entry order; none when memory ran out), the
+    frame itself to the last; each into its bulk queue unless too long for the
+    target (then freed). ``none``: no target, the frame is consumed. Returns the
+    pool's hot fields."""
+    if none:
+        return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+    excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
+    slots = _dm_entries(dm_addr, dm_n, slot)
+    end = dm_n[slot]
+    e = 0
+    while e < end:
+        t = np.int64(slots[e, 0])
+        e0 = e
+        e += 1
+        if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
+            continue
+        # The next target after this one, if any: this one then gets a clone.
+        nxt = False
+        for f in range(e, end):
+            u = np.int64(slots[f, 0])
+            if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
+                nxt = True
+                break
+        pid = np.int64(slots[e0, 1])
+        kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
+        fits = length <= tgt_mtu[t]
+        if nxt:
+            row = _xdpf_clone(sysm, pages, loc, data, length)
+            if row < 0:
+                continue
+            if not fits:
+                _put_page(sysm, row)
+                continue
+            ent = -1 - row
+        else:
+            if not fits:
+                return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            ent = loc
+        b = bq_n[t, kk]
+        bq[t, kk, 0, b] = ent
+        bq[t, kk, 1, b] = data
+        bq[t, kk, 2, b] = length
+        bq[t, kk, 3, b] = w32[loc, 4]
+        bq_n[t, kk] = b + 1
+        if b + 1 == BULK:
+            c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
+                                           tgt_stats, xmit_cnt, psc, cache, ring, free, state,
+                                           c, nuse, cached)
+    return c, nuse, cached
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk, cm, out):  # type: ignore[no-untyped-def] # noqa: E501
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
@@ -519,8 +766,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     self_ifindex, tx_ok, ds, tx_rows, generic = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, bq_rows, bq_n, xmit_cnt = tgt
-    dm_ids, dm_off, dm_n, dm_ent, red_cnt = dm
+    tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
+    dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
+    eg_ids = eg[0]
     (xc, fq_prod, fq_cons, fq_addr, xfree, rx_prod, rx_cons, rx_desc, umem, xm_ids, xm_off,
      xm_n, xm_ent, xs_cnt) = xsk
     ctl, cnt, defer = out
@@ -710,6 +958,22 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
+            elif (a == 4 and np.int64(red[i, 1]) == DEVMAP
+                  and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
+                slot, to = _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex,
+                                        np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                        np.int64(red[i, 3]))
+                if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
+                                                       addr_base)):
+                    # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
+                    c, nuse, cached = _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu,
+                                             self_ifindex, slot, np.int64(red[i, 3]), loc,
+                                             data, length, to == nif, pages, sysm, bq, bq_n,
+                                             eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+                                             psc, cache, ring, free, state, c, nuse, cached)
+                    n_red += 1
+                    red_cnt[slot, _slot_ifindex(dm_addr, dm_n, slot, np.int64(red[i, 2]))] += 1
+                    done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
                 map_type = np.int64(red[i, 1])
@@ -717,32 +981,38 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 flags = np.int64(red[i, 3])
                 slot = -1
                 ifx = np.int64(0)
+                kk = 0  # the bulk queue's program: 0 none, else its egress row + 1
                 if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
                     for k in range(ndm):
                         if dm_ids[k] == map_id:
                             slot = k
-                    if slot >= 0 and 0 <= idx < dm_n[slot] and dm_ent[dm_off[slot] + idx, 1] == 0:
-                        ifx = np.int64(dm_ent[dm_off[slot] + idx, 0])
+                    if slot >= 0 and 0 <= idx < dm_n[slot]:
+                        ent = _dm_entries(dm_addr, dm_n, slot)
+                        ifx = np.int64(ent[idx, 0])
+                        pid = np.int64(ent[idx, 1])
+                        if pid != 0:
+                            kk = _egress_row(eg_ids, pid) + 1
+                            if kk == 0:  # a program the native loop does not run
+                                ifx = np.int64(0)
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] and length <= tgt_mtu[ifx]
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
-                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
-                    ts[D_TX_PACKETS] += 1
-                    ts[D_TX_BYTES] += length
-                    b = bq_n[ifx]
-                    bq_rows[ifx, b] = loc
-                    bq_n[ifx] = b + 1
+                    # bq_enqueue: the target's bulk queue for this program, sent when full.
+                    b = bq_n[ifx, kk]
+                    bq[ifx, kk, 0, b] = loc
+                    bq[ifx, kk, 1, b] = data
+                    bq[ifx, kk, 2, b] = length
+                    bq[ifx, kk, 3, b] = meta
+                    bq_n[ifx, kk] = b + 1
                     if b + 1 == BULK:
-                        xmit_cnt[ifx, 0] += 1
-                        xmit_cnt[ifx, 1] += BULK
-                        for j in range(BULK):
-                            c, nuse, cached = _give(psc, cache, ring, free, state,
-                                                    bq_rows[ifx, j], c, nuse, cached)
-                        bq_n[ifx] = 0
+                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
+                                                       addr_base, tgt_stats, xmit_cnt, psc,
+                                                       cache, ring, free, state, c, nuse,
+                                                       cached)
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
@@ -764,17 +1034,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                         cached)
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
-                c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, ctl,
+                c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
                                              cache, ring, free, state, c, nuse, cached)
-        for t in range(nif):
-            b = bq_n[t]
-            if b:
-                xmit_cnt[t, 0] += 1
-                xmit_cnt[t, 1] += b
-                for j in range(b):
-                    c, nuse, cached = _give(psc, cache, ring, free, state, bq_rows[t, j], c,
-                                            nuse, cached)
-                bq_n[t] = 0
+        for t in range(nif):  # __dev_flush
+            for kk in range(bq_n.shape[1]):
+                if bq_n[t, kk]:
+                    c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
+                                                   addr_base, tgt_stats, xmit_cnt, psc, cache,
+                                                   ring, free, state, c, nuse, cached)
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.

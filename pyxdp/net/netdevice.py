@@ -47,16 +47,17 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
 from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError
 from pyxdp.net import trace as _trace
+from pyxdp.net.devmap import FwdTable
 from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, FrameRing, Frames
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg
@@ -81,6 +82,7 @@ from pyxdp.vm.helpers import RunContext
 if TYPE_CHECKING:
     from pyxdp.net.cpumap import CpuMapRuntime
     from pyxdp.net.source import TrafficGenerator
+    from pyxdp.net.xdp_metadata import XdpMetadataOps
 
 __all__ = ["Host", "NetDevice", "NetdevRxQueue", "NetdevStats", "Veth", "XdpFlags",
            "XdpFeatures"]
@@ -118,7 +120,8 @@ class NetdevRxQueue:
     ring: FrameRing
     ctx: RunContext
     source: TrafficGenerator | None = None
-    polls: int = 0
+    py_polls: int = 0  # polls the Python path made
+    retired_polls: int = 0  # polls of native states the queue replaced
     native: Any = None  # the native poll loop's state (pyxdp.net.napi._NativeState)
     xsk: Any = None  # zero-copy AF_XDP: the buffer pool (pyxdp.net.xsk_buff_pool.XskBuffPool)
     # The queue's own counters, which its native poll loop counts into (so that queues
@@ -128,14 +131,73 @@ class NetdevRxQueue:
     _seen: Any = None
 
     @property
+    def polls(self) -> int:
+        """NAPI polls of this queue, Python and native (counted where each runs)."""
+        from pyxdp.net.napi import native_polls_of
+        return self.py_polls + self.retired_polls + native_polls_of(self)
+
+    @property
     def pending(self) -> int:
         return len(self.ring) + (1 if self.source is not None and self.source.active else 0)
+
+
+# What a device's place in the native redirect targets (Host.fwd) depends on: a veth's
+# ndo_xdp_xmit also on its peer's program, GRO and state.
+_FWD_ATTRS = frozenset({"up", "mtu", "xdp_features", "_xdp_features", "xdp_prog",
+                        "xdp_generic", "gro", "peer", "wire"})
+
+
+class _Wire(list[Callable[["NetDevice", SkbBatch], None]]):
+    """A device's wire sinks; adding or removing one changes the redirect targets."""
+
+    def __init__(self, host: Host) -> None:
+        super().__init__()
+        self._host = host
+
+    def _changed(self) -> None:
+        self._host.fwd.stale = True
+
+    def append(self, sink: Callable[[NetDevice, SkbBatch], None]) -> None:
+        super().append(sink)
+        self._changed()
+
+    def extend(self, sinks: Iterable[Callable[[NetDevice, SkbBatch], None]]) -> None:
+        super().extend(sinks)
+        self._changed()
+
+    def insert(self, i: SupportsIndex, sink: Callable[[NetDevice, SkbBatch], None]) -> None:
+        super().insert(i, sink)
+        self._changed()
+
+    def remove(self, sink: Callable[[NetDevice, SkbBatch], None]) -> None:
+        super().remove(sink)
+        self._changed()
+
+    def pop(self, i: SupportsIndex = -1) -> Callable[[NetDevice, SkbBatch], None]:
+        out = super().pop(i)
+        self._changed()
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def __delitem__(self, i: SupportsIndex | slice) -> None:
+        super().__delitem__(i)
+        self._changed()
 
 
 class NetDevice:
     """``struct net_device``: a NIC model (use :class:`Host.add_device`)."""
 
     kind = "nic"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name in _FWD_ATTRS:
+            host = self.__dict__.get("host")
+            if host is not None:
+                host.fwd.stale = True
 
     @property
     def mac(self) -> bytes:
@@ -158,11 +220,14 @@ class NetDevice:
         self.gro = False
         self.num_tx_queues = tx_queues
         self.xdp_features = _ALL_FEATURES
+        # struct xdp_metadata_ops: what the metadata kfuncs of device-bound programs
+        # read (pyxdp.net.xdp_metadata.XdpMetadataOps); None: the driver has none.
+        self.xdp_metadata_ops: XdpMetadataOps | None = None
         self._stats = NetdevStats()
         self._stats_lock = threading.Lock()
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
         self.xdp_generic: XdpProg | None = None  # generic (skb) mode
-        self.wire: list[Callable[[NetDevice, SkbBatch], None]] = []
+        self.wire: list[Callable[[NetDevice, SkbBatch], None]] = _Wire(host)
         self.faults: list[str] = []  # clear reports of aborted runs (bounded)
         self.rx: list[NetdevRxQueue] = []
         for q in range(rx_queues):
@@ -326,6 +391,9 @@ class NetDevice:
 
     def close(self) -> None:
         for rq in self.rx:
+            if rq.native is not None:  # its tracer counts become the tracer's own
+                rq.native.retire(rq)
+                rq.native = None
             # Frames still queued belong to their pools: give them back first.
             rest = rq.ring.consume(len(rq.ring))
             self.host.drop_frames(rest, rq, direct=False)
@@ -417,19 +485,13 @@ class _Netdevs(Mapping[int, NetdevInfo]):
 
     def __getitem__(self, ifindex: int) -> NetdevInfo:
         dev = self.host.devices[ifindex]
-        return NetdevInfo(dev.ifindex, dev.name, len(dev.rx))
+        return NetdevInfo(dev.ifindex, dev.name, len(dev.rx), dev.xdp_metadata_ops)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.host.devices)
 
     def __len__(self) -> int:
         return len(self.host.devices)
-
-
-@dataclass
-class _Counters:
-    polls: int = 0
-    frames: int = 0
 
 
 class Host:
@@ -457,6 +519,8 @@ class Host:
         self.mem_registry.on_disconnect.append(
             lambda mid, mtype, alloc: self.tracer.mem_disconnect.fire(mid, mtype))
         self.devices: dict[int, NetDevice] = {}
+        # The devices as native redirect targets, remade after a device changed.
+        self.fwd = FwdTable()
         # Held by a NAPI poll and by cpumap workers around shared memory (pools,
         # rings, counters); a worker's program runs outside it.
         self.lock = threading.RLock()
@@ -477,7 +541,6 @@ class Host:
         self.xsk_pools: dict[tuple[int, int], Any] = {}
         self.xsk_rx: dict[tuple[int, int], Any] = {}
         self.xsk_table = np.zeros(XSK_TABLE_SIZE, np.uint64)
-        self.counters = _Counters()
         self._collections: list[Collection] = []
         self._next_ifindex = 1
         self._closed = False
@@ -535,6 +598,7 @@ class Host:
         dev = NetDevice(self, i, name, mac=mac or self._mac(i), mtu=mtu, rx_queues=rx_queues,
                         tx_queues=tx_queues)
         self.devices[i] = dev
+        self.fwd.stale = True
         return dev
 
     def veth(self, name: str, peer: str, *, mtu: int = 1500,

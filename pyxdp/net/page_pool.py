@@ -388,16 +388,32 @@ class PageMemory:
                 f"{'...' if out.size > 8 else ''})", pages=out[:64].tolist(), owner=self.name)
 
 
+class AllocState(Record):
+    """A page allocator's scalars, one record for Python and native code (the native
+    poll loop clones broadcast frames into these pages and frees them at tx
+    completion): free pages (the top of the free stack), pages handed out and
+    pages freed, ever."""
+
+    nr_free = Field()
+    allocated = Field()
+    freed = Field()
+
+
 class PageAllocator(PageMemory):
     """Refcounted order-0 pages: ``alloc_page``, ``get_page``, ``put_page``.
 
     Memory of ``MEM_TYPE_PAGE_ORDER0`` and ``MEM_TYPE_PAGE_SHARED`` frames
     (``page_frag_free`` drops the reference of the page holding an address)
     and of ``xdpf_clone``. Pages come back with the bytes they had: like
-    ``alloc_page`` without ``__GFP_ZERO``, nothing is cleared.
+    ``alloc_page`` without ``__GFP_ZERO``, nothing is cleared. The scalars
+    live in :attr:`state` (:class:`AllocState`); :attr:`native_arrays` gives
+    native code the record, the free stack and the reference counts.
     """
 
     kind = "pages"
+    _nfree = Alias(AllocState, "nr_free")
+    allocated = Alias(AllocState, "allocated")  # pages handed out, ever
+    freed = Alias(AllocState, "freed")  # pages whose last reference went, ever
 
     def __init__(self, npages: int, page_size: int = PAGE_SIZE, *, memmap: MemMap | None = None,
                  name: str = "", strict: bool = True) -> None:
@@ -406,9 +422,12 @@ class PageAllocator(PageMemory):
         # Free stack, top at the end; built descending so the first pages out are 0, 1, 2...
         self._free_a = array.array("q", range(npages - 1, -1, -1))
         self._free = np.frombuffer(self._free_a, dtype=_I64)
-        self._nfree = npages
-        self.allocated = 0  # pages handed out, ever
-        self.freed = 0  # pages whose last reference went, ever
+        self.state = AllocState(nr_free=npages)
+
+    @property
+    def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]]:
+        """(state record, free stack, reference counts), used in place by native code."""
+        return self.state.words, self._free, self.refcount
 
     @property
     def nr_free(self) -> int:

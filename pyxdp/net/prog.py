@@ -15,9 +15,11 @@ frame; both give an :class:`XdpBatchResult`.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +28,8 @@ from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
 from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
-from pyxdp.net.filter import XDP_HELPERS
+from pyxdp.net.filter import XDP_HELPERS, _Verdicts
+from pyxdp.net.frames import Frames
 from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
@@ -36,9 +39,12 @@ from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
+    from pyxdp.net.page_pool import MemMap
     from pyxdp.spec import ProgramSpec
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp"]
+
+log = logging.getLogger(__name__)
 
 MAX_TAIL_CALL_CNT = 33
 # Both engines have the same constructor and run() contract.
@@ -164,6 +170,10 @@ class XdpProg:
         self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._depth = 0
+        # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
+        # run() with an instruction trace and sees the end). Only run() consults it, so
+        # it sees interpreter runs; a JIT program's run_batch never comes here.
+        self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
 
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
@@ -207,6 +217,8 @@ class XdpProg:
     def run(self, xdp: XdpBuff, ctx: RunContext,
             trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
         """Run on one packet; return the action (u32). ProgramFault propagates."""
+        if trace is None and self.watcher is not None:
+            return self.watcher(self, xdp, ctx)
         ctx.xdp = xdp
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
@@ -388,3 +400,53 @@ class XdpProg:
             return None
         ctx.tail_call_cnt += 1
         return target.run(ctx.xdp, ctx)
+
+
+# -----------------------------------------------------------------------------------
+# A program over a datapath batch (the NAPI poll, a devmap bulk, a cpumap batch,
+# generic XDP's skbs)
+# -----------------------------------------------------------------------------------
+
+# Programs already warned about (bpf_warn_invalid_xdp_action; the kernel warns once
+# per boot, the model once per program - by object: ids restart on every Host).
+_warned: weakref.WeakSet[XdpProg] = weakref.WeakSet()
+MAX_FAULT_REPORTS = 32
+I64 = npt.NDArray[np.int64]
+
+
+class _HostMem(Protocol):
+    """What :func:`run_xdp` needs of the host: its page memory map."""
+
+    @property
+    def memmap(self) -> MemMap: ...
+
+
+def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.ArrayLike,
+            queue: npt.ArrayLike, ctx: RunContext, egress_ifindex: int = 0,
+            faults: list[str] | None = None, where: str = "") -> _Verdicts:
+    """Run ``prog`` over ``frames`` in place, grouped by page region; the buffer
+    edges it leaves are written back into ``frames``. The first fault of the
+    batch goes into ``faults`` (a clear report: program, pc, C line)."""
+    n = len(frames)
+    out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
+    ifx = np.asarray(ifindex, np.int64)
+    rxq = np.asarray(queue, np.int64)
+    for mem, pos, rows in host.memmap.split(frames.pfn):
+        res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
+                             frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
+                             int(ifx) if ifx.ndim == 0 else ifx[pos],
+                             ctx=ctx, egress_ifindex=egress_ifindex, rows=rows,
+                             consume_redirect=True)
+        out.action[pos] = res.action
+        frames.data[pos] = res.data_off
+        frames.length[pos] = res.data_len
+        frames.meta[pos] = res.meta_len
+        out.map_id[pos] = res.redirect_map_id.astype(np.int64)
+        out.map_type[pos] = res.redirect_map_type.astype(np.int64)
+        out.index[pos] = res.redirect_index.astype(np.int64)
+        out.flags[pos] = res.redirect_flags.astype(np.int64)
+        if res.faulted.any() and faults is not None and len(faults) < MAX_FAULT_REPORTS:
+            i = int(np.flatnonzero(res.faulted)[0])
+            faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
+            log.warning("%s", faults[-1])
+    return out

@@ -18,6 +18,7 @@ import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyxdp.asm.insn import Instruction
 from pyxdp.backend import TestRunResult
@@ -36,6 +37,9 @@ from pyxdp.net.xdp import (
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
 from pyxdp.vm.helpers import RunContext, TraceLog
 
+if TYPE_CHECKING:
+    from pyxdp.net.xdp_metadata import XdpMetadataOps
+
 __all__ = ["NetdevInfo", "bpf_prog_test_run_xdp"]
 
 _XDP_MD = struct.Struct("<6I")
@@ -49,6 +53,9 @@ class NetdevInfo:
     ifindex: int
     name: str = ""
     real_num_rx_queues: int = 1
+    # struct xdp_metadata_ops (pyxdp.net.xdp_metadata.XdpMetadataOps), for device-bound
+    # programs' metadata kfuncs; None: the device has none.
+    xdp_metadata_ops: XdpMetadataOps | None = None
 
 
 @dataclass

@@ -38,10 +38,10 @@ import collections
 import ctypes
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Generic, Self, TypeVar
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -219,6 +219,17 @@ class EventQueue(Subscription):
 # Tracepoints
 # --------------------------------------------------------------------------
 
+class CounterSource(Protocol):
+    """Counters kept in place by machine code for one tracepoint: ``rows()`` gives
+    ``(key, columns)`` pairs (``events`` first, then the tracepoint's value
+    columns; keys may repeat, they add up) read from the records as they are
+    now; ``reset()`` zeroes the records."""
+
+    def rows(self) -> Iterable[tuple[Key, Sequence[int]]]: ...
+
+    def reset(self) -> None: ...
+
+
 class Tracepoint(Generic[R]):
     """One XDP event: its counters, its listeners and the ways to fire it.
 
@@ -227,6 +238,11 @@ class Tracepoint(Generic[R]):
     of some fields (``sent``, ``drops``...) or counts of events where a
     field is non-zero (``errors``: events with ``err != 0``). Subclasses
     add a ``fire()`` with the kernel tracepoint's arguments.
+
+    Machine code counts in records of its own (like the kernel's per-CPU
+    counters): a :class:`CounterSource` registered with :meth:`add_source`
+    is read when the counters are, so nothing is folded in after a native
+    call.
     """
 
     key_fields: tuple[str, ...] = ()
@@ -238,7 +254,8 @@ class Tracepoint(Generic[R]):
     def __init__(self, definition: EventDef) -> None:
         self.definition = definition
         self.name = definition.name
-        self.counters: dict[Key, list[int]] = {}
+        self._counts: dict[Key, list[int]] = {}
+        self._sources: list[CounterSource] = []
         self._subs: list[Subscription] = []
         self.columns: tuple[str, ...] = ("events", *(c for c, _, _ in self.value_spec))
         names = definition.field_names
@@ -251,16 +268,47 @@ class Tracepoint(Generic[R]):
         return bool(self._subs)
 
     def _row(self, key: Key) -> list[int]:
-        row = self.counters[key] = [0] * len(self.columns)
+        row = self._counts[key] = [0] * len(self.columns)
         return row
 
+    @property
+    def counters(self) -> dict[Key, list[int]]:
+        """Every key's columns: what Python fired plus what the sources hold (a copy)."""
+        # list() copies in one C call: safe against a firing thread adding a key.
+        out = {k: list(v) for k, v in list(self._counts.items())}
+        width = len(self.columns)
+        for src in list(self._sources):
+            for key, vals in src.rows():
+                row = out.get(key)
+                if row is None:
+                    row = out[key] = [0] * width
+                for i, v in enumerate(vals):
+                    row[i] += v
+        return out
+
+    def add_source(self, source: CounterSource) -> None:
+        """Count what ``source`` holds as this tracepoint's (see :class:`CounterSource`)."""
+        self._sources.append(source)
+
+    def remove_source(self, source: CounterSource) -> None:
+        """Stop counting ``source``, folding what it holds into the counters first
+        (events fired stay fired)."""
+        if source in self._sources:
+            for key, vals in source.rows():
+                row = self._counts.get(key) or self._row(key)
+                for i, v in enumerate(vals):
+                    row[i] += v
+            self._sources.remove(source)
+
     def reset(self) -> None:
-        self.counters.clear()
+        self._counts.clear()
+        for src in list(self._sources):
+            src.reset()
 
     def total(self, column: str = "events") -> int:
         """Sum of one column over every key."""
         i = self.columns.index(column)
-        return sum(row[i] for row in list(self.counters.values()))
+        return sum(row[i] for row in self.counters.values())
 
     # ---------------------------------------------------------------- emitting
 
@@ -280,7 +328,7 @@ class Tracepoint(Generic[R]):
         if n <= 0:
             return
         key = tuple(record[i] for i in self._key_idx)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += n
         for col, (is_sum, i) in enumerate(self._val_idx, start=1):
             v = record[i]
@@ -292,7 +340,7 @@ class Tracepoint(Generic[R]):
         """Count an event fired elsewhere (e.g. read from the kernel) and pass it on."""
         record: tuple[Any, ...] = event.record
         key = tuple(record[i] for i in self._key_idx)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         for col, (is_sum, i) in enumerate(self._val_idx, start=1):
             v = record[i]
@@ -312,7 +360,7 @@ class Tracepoint(Generic[R]):
         return merged
 
     def _add(self, key: Key, count: int, sums: Iterable[int]) -> None:
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += count
         for col, v in enumerate(sums, start=1):
             row[col] += v
@@ -415,7 +463,7 @@ class XdpExceptionTracepoint(Tracepoint[XdpException]):
 
     def fire(self, prog_id: int, act: int, ifindex: int, n: int = 1) -> None:
         key = (ifindex, act)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += n
         if self._subs:
             self._emit(XdpException(prog_id, act, ifindex), n)
@@ -456,7 +504,7 @@ class XdpBulkTxTracepoint(Tracepoint[XdpBulkTx]):
 
     def fire(self, ifindex: int, sent: int, drops: int, err: int = 0) -> None:
         key = (ifindex,)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         row[1] += sent
         row[2] += drops
@@ -491,7 +539,7 @@ class XdpRedirectTracepoint(Tracepoint[XdpRedirect]):
     def fire(self, prog_id: int, ifindex: int, to_ifindex: int, map_id: int, map_index: int,
              err: int = 0, n: int = 1) -> None:
         key = (ifindex, to_ifindex, map_id)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += n
         if self._subs:
             self._emit(XdpRedirect(prog_id, _XDP_REDIRECT, ifindex, err, to_ifindex, map_id,
@@ -507,7 +555,7 @@ class XdpRedirectErrTracepoint(Tracepoint[XdpRedirectErr]):
     def fire(self, prog_id: int, ifindex: int, to_ifindex: int, map_id: int, map_index: int,
              err: int, n: int = 1) -> None:
         key = (ifindex, err)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += n
         if self._subs:
             self._emit(XdpRedirectErr(prog_id, _XDP_REDIRECT, ifindex, err, to_ifindex, map_id,
@@ -527,7 +575,7 @@ class XdpCpumapKthreadTracepoint(Tracepoint[XdpCpumapKthread]):
              xdp_drop: int = 0, xdp_redirect: int = 0, *, cpu: int = 0) -> None:
         """``cpu`` is the CPU the kthread runs on (the kernel's smp_processor_id())."""
         key = (map_id, cpu)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         row[1] += processed
         row[2] += drops
@@ -552,7 +600,7 @@ class XdpCpumapEnqueueTracepoint(Tracepoint[XdpCpumapEnqueue]):
              cpu: int = 0) -> None:
         """``cpu`` is the producing CPU (the kernel's smp_processor_id())."""
         key = (map_id, cpu, to_cpu)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         row[1] += processed
         row[2] += drops
@@ -571,7 +619,7 @@ class XdpDevmapXmitTracepoint(Tracepoint[XdpDevmapXmit]):
     def fire(self, from_ifindex: int, to_ifindex: int, sent: int, drops: int,
              err: int = 0) -> None:
         key = (from_ifindex, to_ifindex)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         row[1] += sent
         row[2] += drops
@@ -589,7 +637,7 @@ class MemConnectTracepoint(Tracepoint[MemConnect]):
     def fire(self, mem_id: int, mem_type: int, ifindex: int, *, xa: int = 0,
              allocator: int = 0, rxq: int = 0) -> None:
         key = (mem_type, ifindex)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         if self._subs:
             self._emit(MemConnect(xa, mem_id, mem_type, allocator, rxq, ifindex))
@@ -602,7 +650,7 @@ class MemDisconnectTracepoint(Tracepoint[MemDisconnect]):
 
     def fire(self, mem_id: int, mem_type: int, *, xa: int = 0, allocator: int = 0) -> None:
         key = (mem_type,)
-        row = self.counters.get(key) or self._row(key)
+        row = self._counts.get(key) or self._row(key)
         row[0] += 1
         if self._subs:
             self._emit(MemDisconnect(xa, mem_id, mem_type, allocator))
@@ -612,7 +660,7 @@ class LinkAttachFailedTracepoint(Tracepoint[BpfXdpLinkAttachFailed]):
     """``trace_bpf_xdp_link_attach_failed(msg)``; one counter."""
 
     def fire(self, msg: str) -> None:
-        row = self.counters.get(()) or self._row(())
+        row = self._counts.get(()) or self._row(())
         row[0] += 1
         if self._subs:
             self._emit(BpfXdpLinkAttachFailed(msg))
@@ -746,7 +794,7 @@ class Tracer:
         t = time.monotonic() if now is None else now
         # list() copies each dict in one C call: safe against a firing thread
         # adding a key meanwhile.
-        counters = {name: {k: tuple(v) for k, v in list(tp.counters.items())}
+        counters = {name: {k: tuple(v) for k, v in tp.counters.items()}
                     for name, tp in self.tracepoints.items()}
         return Snapshot(t, counters, {n: tp.columns for n, tp in self.tracepoints.items()})
 

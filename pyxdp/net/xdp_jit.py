@@ -74,6 +74,7 @@ _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
 _XDP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
+_EGRESS = abi.XDP_FIELDS.index("egress")
 
 
 def _addr(a: npt.NDArray[Any]) -> int:
@@ -181,6 +182,9 @@ class _Sync(HelperHooks):
         self.ifindex: U32 | None = None
         self.rxq: U32 | None = None
         self.egress = 0
+        # A driven batch (:meth:`XdpJit.driver`): its descriptor, whose egress word the
+        # driver may set per batch (a devmap program's bulk).
+        self.desc: U64 | None = None
         self.index = -1
         self.current: XdpBuff | None = None
 
@@ -199,8 +203,9 @@ class _Sync(HelperHooks):
             rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), frame_sz)
             row = memoryview(self.frames[i if self.rows is None else int(self.rows[i])]).cast("B")
             self.frame, self.frame_len = row, frame_sz
+            egress = self.egress if self.desc is None else int(self.desc[_EGRESS])
             self.current = XdpBuff(cast(bytearray, row), int(c.x_data), int(c.x_data_end),
-                                   int(c.x_data_meta), frame_sz, rxq, self.egress)
+                                   int(c.x_data_meta), frame_sz, rxq, egress)
             self.index = i
             ctx = self.jit.context
             if isinstance(ctx, RunContext):
@@ -454,7 +459,7 @@ class XdpJit(JitProgram):
         self._ri_out()
         self._hooks = None
         sync = self._sync
-        sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = None
+        sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.index = -1
         self._ctx.nflags = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
@@ -557,7 +562,7 @@ class XdpJit(JitProgram):
         self._begin(ctx)
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, ifx, rxq, egress_ifindex
-        sync.rows = rows
+        sync.rows, sync.desc = rows, None
         d = self._descn
         # XDP_FIELDS order, in one assignment (ctypes attributes one by one cost more).
         d[:] = (n, max(repeat, 1), min(max(budget, 0), 1 << 62), _addr(frames) if n else 0,
@@ -599,7 +604,7 @@ class XdpJit(JitProgram):
         self._begin(ctx)
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, io.ifindex, io.rxq, 0
-        sync.rows = io.rows
+        sync.rows, sync.desc = io.rows, io.desc
         words = io.words
         # Keyed by the array object itself (kept alive by the key): a page pool's or
         # UMEM's pages array is the same object call after call.

@@ -124,6 +124,8 @@ from typing import Any, Final, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.maps.base import map_by_id
+from pyxdp.net.filter import register_flush, register_redirect
 from pyxdp.net.frames import Frames
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp_umem import UmemArea, XskError
@@ -145,6 +147,7 @@ from pyxdp.net.xsk_queue import (
     RingMem,
     ring_view,
 )
+from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_xdp import (
     XDP_OPTIONS_ZEROCOPY,
     XDP_RING_NEED_WAKEUP,
@@ -197,7 +200,7 @@ def _err(op: str, err: int, detail: str = "") -> XskError:
 
 
 class XskFlushList(Protocol):
-    """A poll's flush lists (``pyxdp.net.napi.BulkQueues``) as AF_XDP uses them: the
+    """A poll's flush lists (``pyxdp.net.filter.BulkQueues``) as AF_XDP uses them: the
     sockets with descriptors to publish at ``xdp_do_flush``."""
 
     xsk: list[object]
@@ -1205,3 +1208,22 @@ def _zc_xmit(pool: XskBuffPool) -> bool:
             if xs.ktx is not None:
                 xs.ktx.set_flags(XDP_RING_NEED_WAKEUP)
     return more
+
+
+def _xskmap_op(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: Any,
+               map_id: int, frames: Frames, idx: I64, flags: I64,
+               bq: XskFlushList) -> tuple[I64, I64]:
+    """XSKMAP redirects for ``xdp_do_redirect``: a slot, or with map id 0 the socket
+    ``bpf_redirect_xsk`` found registered on the frame's rx queue."""
+    err = xsk_map_redirect(host, dev, rq, map_by_id(map_id) if map_id else None, frames, idx,
+                           bq)
+    return err, np.zeros(len(frames), np.int64)
+
+
+def _xsk_flush_op(host: XskHost, bq: XskFlushList) -> None:
+    if bq.xsk:
+        xsk_flush(host, bq)
+
+
+register_redirect([int(BpfMapType.BPF_MAP_TYPE_XSKMAP)], _xskmap_op)
+register_flush(2, _xsk_flush_op)

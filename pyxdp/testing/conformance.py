@@ -26,10 +26,12 @@ __all__ = [
     "Outcome",
     "Vector",
     "default_vector_dir",
+    "external_vector_dir",
     "find_vectors",
     "parse_vector",
     "run_interp",
     "run_jit",
+    "vector_files",
 ]
 
 # Where the vector's memory lives in the interpreter's address space.
@@ -107,12 +109,27 @@ def parse_vector(text: str, name: str = "<vector>", path: str = "") -> Vector:
     return Vector(name, "\n".join(sections["asm"]), mem, result, error, raw, path)
 
 
-def default_vector_dir() -> Path:
-    """``PYXDP_CONFORMANCE_DIR``, else the shared vectors beside the project."""
+def external_vector_dir() -> Path | None:
+    """The bpf_conformance suite's vectors, where ``PYXDP_CONFORMANCE_DIR`` names them."""
     env = os.environ.get("PYXDP_CONFORMANCE_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "tests"
+    return Path(env) if env else None
+
+
+def default_vector_dir() -> Path:
+    """``PYXDP_CONFORMANCE_DIR``, else the vectors shipped in the package
+    (:mod:`pyxdp.testing.vectorgen`: written here, results from Linux)."""
+    from pyxdp.testing.vectorgen import BUILTIN_DIR
+    return external_vector_dir() or BUILTIN_DIR
+
+
+def vector_files() -> list[Path]:
+    """Every ``.data`` file to run in tests: the built-in set, then the external suite's."""
+    from pyxdp.testing.vectorgen import BUILTIN_DIR
+    files = sorted(BUILTIN_DIR.glob("*.data"))
+    ext = external_vector_dir()
+    if ext is not None and ext.is_dir():
+        files += sorted(ext.glob("*.data"))
+    return files
 
 
 def find_vectors(paths: Iterable[str | Path]) -> Iterator[Vector]:

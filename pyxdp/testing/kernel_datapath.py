@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel import prog_test_run
-from pyxdp.kernel.netlink import ifindex_of, netns, xdp_attach, xdp_detach
+from pyxdp.kernel.link import XdpLink
+from pyxdp.kernel.netlink import ifindex_of, netns
 from pyxdp.net.packets import udp_packet
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.kernel_live import DROP, LIVE, REDIRECT_DEVMAP, TX, asm_spec, xdp_md
@@ -180,11 +181,17 @@ class LinuxPaths:
         self.veth0 = ifindex_of("veth0")
         self.veth1 = ifindex_of("veth1")
         self._veth1_prog: str | None = None
+        self._veth1_link: XdpLink | None = None  # a bpf_link: gone with this process
         self._colls: dict[str, Collection] = {}
         self._xsk: LinuxXskSocket | None = None
         self.gro_error = ""  # why veth1's NAPI could not be kept on without XDP
 
     # -- plumbing ----------------------------------------------------------------------
+    def _detach_veth1(self) -> None:
+        if self._veth1_link is not None:
+            self._veth1_link.close()  # the last reference: the kernel detaches now
+        self._veth1_link = self._veth1_prog = None
+
     def _coll(self, key: str, spec: CollectionSpec) -> Collection:
         c = self._colls.get(key)
         if c is None:
@@ -196,10 +203,8 @@ class LinuxPaths:
         native and skb mode cannot be on one device at once)."""
         coll = self._coll(key, spec)
         if self._veth1_prog != key:
-            if self._veth1_prog is not None:
-                xdp_detach("veth1")
-            self._veth1_prog = None
-            xdp_attach("veth1", coll.program(), mode=mode)
+            self._detach_veth1()
+            self._veth1_link = XdpLink.attach("veth1", coll.program(), mode=mode)
             self._veth1_prog = key
         return coll
 
@@ -419,7 +424,6 @@ def linux_paths() -> Iterator[LinuxPaths]:
             try:
                 yield lp
             finally:
-                if lp._veth1_prog is not None:
-                    xdp_detach("veth1")
+                lp._detach_veth1()
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)

@@ -47,7 +47,8 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel import TestRunResult, prog_test_run
 from pyxdp.kernel.backend import KernelProgram
-from pyxdp.kernel.netlink import ifindex_of, netns, xdp_attach, xdp_detach
+from pyxdp.kernel.link import XdpLink
+from pyxdp.kernel.netlink import ifindex_of, netns
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType, TestRunFlag
 
@@ -231,12 +232,9 @@ def bench_netns(peer_prog: ProgSource = DROP) -> Iterator[BenchNet]:
             "veth", "peer", "name", "veth1", "address", "02:00:00:00:b0:01")
         _ip("-n", name, "link", "set", "veth0", "up")
         _ip("-n", name, "link", "set", "veth1", "up")
-        with netns(name), _collection(peer_prog) as peer:
-            xdp_attach("veth1", _prog(peer, None), mode="native")
-            try:
-                yield BenchNet(name, ifindex_of("veth0"), ifindex_of("veth1"))
-            finally:
-                xdp_detach("veth1")
+        with netns(name), _collection(peer_prog) as peer, \
+                XdpLink.attach("veth1", _prog(peer, None), mode="native"):  # a bpf_link
+            yield BenchNet(name, ifindex_of("veth0"), ifindex_of("veth1"))
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)
 

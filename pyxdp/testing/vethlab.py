@@ -903,7 +903,8 @@ def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0
     asynchronous); collect; tear everything down (the namespace is deleted
     even on failure).
     """
-    from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
+    from pyxdp.kernel.link import XdpLink
+    from pyxdp.kernel.netlink import netns
     from pyxdp.kernel.tracefs import TraceInstance
 
     ns = f"pyxdp-lab-{os.getpid()}-{next(_run_counter)}"
@@ -936,8 +937,9 @@ def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0
             if scenario.setup is not None:
                 scenario.setup(colls, lambda dev: ifindex[dev])
             for att in scenario.attachments:
-                xdp_attach(att.dev, colls[att.key].programs[att.program], mode=att.mode)
-                stack.callback(_quiet, xdp_detach, att.dev)
+                # A bpf_link: detached with the stack, or when this process dies.
+                stack.enter_context(XdpLink.attach(
+                    att.dev, colls[att.key].programs[att.program], mode=att.mode))
 
             trace = stack.enter_context(TraceInstance(LAB_EVENTS, buffer_size_kb=4096))
             caps = [_Capture(d) for d in scenario.devices]
@@ -981,14 +983,6 @@ def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0
                              summarize_trace(events), events, links, dict(ifindex))
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
-
-
-def _quiet(fn: Callable[..., object], *args: object) -> None:
-    """Teardown step whose failure must not hide the first error (the namespace goes anyway)."""
-    try:
-        fn(*args)
-    except (OSError, PyxdpError):
-        pass
 
 
 # --------------------------------------------------------------------------

@@ -45,7 +45,6 @@ from pyxdp.errors import PyxdpError
 from pyxdp.net.xdp_umem import XskError, extract_offset
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
-from pyxdp.testing.vethlab import _quiet
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_xdp import XdpBindFlag
 from pyxdp.xsk.umem import Umem
@@ -664,7 +663,8 @@ class _KernelLab(XskLab):
 
 @contextmanager
 def _kernel_lab(program: str) -> Iterator[_KernelLab]:
-    from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
+    from pyxdp.kernel.link import XdpLink
+    from pyxdp.kernel.netlink import netns
     from pyxdp.kernel.tracefs import TraceInstance
     from pyxdp.testing.vethlab import _ifindex_base
     ns = f"pyxdp-xsklab-{os.getpid()}"
@@ -686,8 +686,9 @@ def _kernel_lab(program: str) -> Iterator[_KernelLab]:
                 _ip("-n", ns, "link", "set", d, "up")
             spec, prog = _program(program)
             lab.coll = lab.stack.enter_context(Collection(spec, "kernel"))
-            xdp_attach("veth0", lab.coll.programs[prog], mode="native")
-            lab.stack.callback(lambda: _quiet(xdp_detach, "veth0"))
+            # A bpf_link: detached with the stack, or when this process dies.
+            lab.stack.enter_context(XdpLink.attach("veth0", lab.coll.programs[prog],
+                                                   mode="native"))
             lab.trace = lab.stack.enter_context(
                 TraceInstance(["xdp_redirect", "xdp_redirect_err"]))
             lab.sender = lab.stack.enter_context(

@@ -33,12 +33,14 @@ from pyxdp.errors import (
     HelperFault,
     InvalidProgram,
     ProgramFault,
+    PyxdpError,
     UnsupportedHelper,
 )
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "TAIL_CALL_ID", "Helper", "HelperFn", "Interpreter",
-           "Ldimm64Resolver", "helper_display_name", "insn_text", "ld_imm64_value"]
+           "Ldimm64Resolver", "helper_display_name", "helper_failure", "insn_text",
+           "ld_imm64_value"]
 
 DEFAULT_BUDGET = 1_000_000
 TAIL_CALL_ID = 12
@@ -343,7 +345,12 @@ class Interpreter:
                 helper = self.helpers.get(R[reg])
                 if helper is None:
                     raise HelperFault(f"callx to r{reg} = {R[reg]:#x}: no such helper")
-                R[0] = helper.fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+                try:
+                    R[0] = helper.fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+                except PyxdpError:
+                    raise
+                except Exception as e:
+                    raise helper_failure(helper, e) from e
                 return nxt
             return callx
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
@@ -358,7 +365,12 @@ class Interpreter:
         fn = helper.fn
 
         def call(pc: int) -> int:
-            R[0] = fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+            try:
+                R[0] = fn(self, R[1], R[2], R[3], R[4], R[5]) & M64
+            except PyxdpError:
+                raise
+            except Exception as e:
+                raise helper_failure(helper, e) from e
             return nxt
         return call
 
@@ -508,6 +520,18 @@ def insn_text(insns: Sequence[Instruction], pc: int) -> str:
 def helper_display_name(helper_id: int) -> str:
     """``bpf_<name>`` of a helper id, for error reports."""
     return _helper_name(helper_id)
+
+
+def helper_failure(helper: Helper, e: Exception) -> PyxdpError:
+    """What a helper's exception becomes: pyxdp's own errors pass, anything else (a
+    helper tripping over arguments the program controls) is a fault naming the helper,
+    so nothing untyped leaves a run."""
+    if isinstance(e, PyxdpError):
+        return e
+    name = helper.name if helper.name.startswith("bpf_") else f"bpf_{helper.name}"
+    err = HelperFault(f"{name}: {type(e).__name__}: {e}")
+    err.__cause__ = e
+    return err
 
 
 def _insn_text(insns: Sequence[Instruction], pc: int) -> str:

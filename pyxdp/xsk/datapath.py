@@ -34,7 +34,7 @@ from pyxdp.net.xsk_queue import ring_view
 from pyxdp.uapi.if_xdp import XdpBindFlag
 from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
-from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
+from pyxdp.xsk.xsk import POLL_RX_TX, ChunkPool, XskSocket, bind_flags
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import Host, NetDevice
@@ -122,13 +122,13 @@ class PyxdpXskSocket(XdpSock, XskSocket):
     def _wakeup_rx(self) -> None:
         self.recvmsg()
 
-    def poll(self, timeout_ms: int = 0) -> int:
+    def poll(self, timeout_ms: int = 0, events: int = POLL_RX_TX) -> int:
         """``xsk_poll``: ``POLLIN`` (rx entries), ``POLLOUT`` (tx ring at most half full).
 
         Copy-mode tx is driven as by ``sendto``. With a timeout and nothing
         ready, the host runs one softirq round first (its NAPI runs here).
         """
-        return self.xsk_poll(timeout_ms)
+        return self.xsk_poll(timeout_ms) & events
 
     def _close_backend(self) -> None:
         """``close``: the kernel's ``xsk_release``, then the UMEM this socket made."""

@@ -62,7 +62,7 @@ from pyxdp.uapi.if_xdp import (
 )
 from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
-from pyxdp.xsk.xsk import ChunkPool, XskSocket, bind_flags
+from pyxdp.xsk.xsk import POLL_RX_TX, ChunkPool, XskSocket, bind_flags
 
 __all__ = ["DEFAULT_RING_SIZE", "LinuxXskSocket", "XskUnavailable"]
 
@@ -348,15 +348,17 @@ class LinuxXskSocket(XskSocket):
             if err == _errno.ENXIO:
                 raise _error("recvfrom(AF_XDP)", "recvfrom", err)
 
-    def poll(self, timeout_ms: int = 0) -> int:
-        """poll(2) for ``POLLIN | POLLOUT``; returns the events (0 on timeout).
+    def poll(self, timeout_ms: int = 0, events: int = POLL_RX_TX) -> int:
+        """poll(2) for ``events``; returns those ready (0 on timeout).
 
-        In copy mode a poll with a tx ring also transmits, as ``sendto``.
+        In copy mode a poll with a tx ring also transmits, as ``sendto``. A
+        receive loop asks for ``POLLIN`` alone: the tx ring has room at once,
+        so ``POLLOUT`` would end every wait immediately.
         """
         p = select.poll()
-        p.register(self.fd, select.POLLIN | select.POLLOUT)
-        events = p.poll(timeout_ms)
-        return events[0][1] if events else 0
+        p.register(self.fd, events)
+        ready = p.poll(timeout_ms)
+        return ready[0][1] if ready else 0
 
     def statistics(self) -> XdpStatistics:
         """``getsockopt(XDP_STATISTICS)``, the 48-byte form."""

@@ -22,6 +22,7 @@ also checks the rings' published windows against those states.
 
 from __future__ import annotations
 
+import select
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -38,12 +39,16 @@ from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
 
 __all__ = [
+    "POLL_RX_TX",
     "ChunkAccountingError",
     "ChunkPool",
     "ChunkState",
     "RxBatch",
     "XskSocket",
 ]
+
+POLL_RX_TX: Final = select.POLLIN | select.POLLOUT
+"""``poll``'s default events: either ring ready."""
 
 U64Array = npt.NDArray[np.uint64]
 U32Array = npt.NDArray[np.uint32]
@@ -253,8 +258,9 @@ class XskSocket(ABC):
         """Wake the receive side up (the fill ring asked for it)."""
 
     @abstractmethod
-    def poll(self, timeout_ms: int = 0) -> int:
-        """Wait for the socket (``POLLIN``: rx ready, ``POLLOUT``: tx room); the events."""
+    def poll(self, timeout_ms: int = 0, events: int = POLL_RX_TX) -> int:
+        """Wait up to ``timeout_ms`` for ``events`` (``POLLIN``: rx ready, ``POLLOUT``: tx
+        room); those ready, 0 on timeout."""
 
     @abstractmethod
     def statistics(self) -> XdpStatistics:

@@ -26,13 +26,17 @@ def _kernel(name: str) -> vethlab.LabResult:
     return vethlab.run_kernel(vethlab.SCENARIOS[name]())
 
 
-@pytest.mark.parametrize("mode", ["events", "native", "interp"])
+@pytest.mark.parametrize("mode", ["events", "native", "python", "interp"])
 @pytest.mark.parametrize("name", sorted(vethlab.SCENARIOS))
 def test_pyxdp_matches_kernel(name: str, mode: str) -> None:
+    """Every scenario on pyxdp against Linux: with a listener (events one by one), the
+    JIT in the native poll loop, the JIT on the Python reference path (``python``:
+    ``Host(native=False)``), the interpreter."""
     sc = vethlab.SCENARIOS[name]()
     want = _kernel(name)
     got = vethlab.run_pyxdp(sc, events=mode == "events",
-                            engine="interp" if mode == "interp" else "auto")
+                            engine="interp" if mode == "interp" else "auto",
+                            native=mode != "python")
     diffs = vethlab.lab_differences(want, got, sc)
     if mode != "events":  # no recorded events to compare one by one
         diffs = [d for d in diffs if not d.startswith("events differ")]

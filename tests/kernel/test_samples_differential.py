@@ -84,6 +84,8 @@ POPULATE: dict[str, Populate] = {
     "lb": _lb,
     "meta": _nothing,
     "sampler": _nothing,
+    "core": _nothing,
+    "mixed": _nothing,
 }
 # Bytes a program fills with bpf_ktime_get_ns(): (map name, value offset, length).
 TIME_FIELDS = {"lb": [("conns", 8, 8)], "meta": [("last_meta", 8, 8)]}
@@ -144,8 +146,9 @@ def _run(coll: Collection, prog: str, pkt: bytes, ctx: bool) -> tuple[object, ..
 
 def _programs(spec: CollectionSpec) -> list[str]:
     return [n for n, p in spec.programs.items()
-            if p.expected_attach_type not in (BpfAttachType.BPF_XDP_DEVMAP,
-                                              BpfAttachType.BPF_XDP_CPUMAP)]
+            if p.userspace and p.autoload
+            and p.expected_attach_type not in (BpfAttachType.BPF_XDP_DEVMAP,
+                                               BpfAttachType.BPF_XDP_CPUMAP)]
 
 
 CASES = [(s, p) for s in POPULATE for p in _programs(load_collection_spec(SAMPLES / f"{s}.o"))]

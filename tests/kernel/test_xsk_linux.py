@@ -37,7 +37,8 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
-from pyxdp.kernel.netlink import netns, xdp_attach, xdp_detach
+from pyxdp.kernel.link import XdpLink
+from pyxdp.kernel.netlink import netns
 from pyxdp.net.xdp_umem import XskError, extract_offset, validate_desc, validate_umem_reg
 from pyxdp.testing.programs import REDIRECT_XSK
 from pyxdp.uapi.if_xdp import (
@@ -107,13 +108,10 @@ def prog(ns: str) -> Iterator[Collection]:
 
 @pytest.fixture
 def xdp(ns: str, prog: Collection) -> Iterator[Collection]:
-    """Inside the namespace, the redirect program attached natively on veth0."""
-    with netns(ns):
-        xdp_attach("veth0", prog.programs["t"], mode="native")
-        try:
-            yield prog
-        finally:
-            xdp_detach("veth0")
+    """Inside the namespace, the redirect program attached natively on veth0 (a bpf_link,
+    so a killed test run leaves nothing attached)."""
+    with netns(ns), XdpLink.attach("veth0", prog.programs["t"], mode="native"):
+        yield prog
 
 
 @pytest.fixture

@@ -14,6 +14,19 @@ optimisation level; helpers, regions and the budget are run-time data in the
 run context. That tuple is the cache key, so reloading the same program costs
 a dictionary lookup.
 
+Object code also persists across processes. LLVM's output for a module is kept
+on disk keyed by the IR text, the optimisation level and the JIT's identity
+(llvmlite and LLVM versions, target, CPU and its features); a single program's
+is also kept under its inputs (the in-memory key above, plus a digest of
+pyxdp's sources, which decide how inputs lower) with its exported symbols, so
+a new process that loads the same program the same way (same bytes and map
+places) neither lowers nor optimises it: it links the image (the IR is lowered
+only if asked for). The IR names no host address (libc and the runtime
+are imported symbols; map and packet addresses are pyxdp's fake ones, handed
+out in creation order), so an object image is valid in any process.
+``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``,
+else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off.
+
 :func:`compile_together` collects the programs compiled inside it and links
 them as one module when it exits (or when one of them is first run): LLVM's
 fixed cost per module is then paid once, which is what makes thousands of
@@ -23,13 +36,19 @@ small random programs affordable in the differential tests.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
+import json
+import os
+import struct
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
@@ -39,8 +58,8 @@ from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
-__all__ = ["CACHE_SIZE", "CompiledProgram", "cache_clear", "compile_program",
-           "compile_together", "native_helper_address"]
+__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "CompiledProgram", "cache_clear", "compile_program",
+           "compile_together", "disk_cache_dir", "native_helper_address"]
 
 CACHE_SIZE = 256
 
@@ -48,6 +67,24 @@ _LOCK = threading.RLock()
 # C library functions native code may call: the clock, and what LLVM lowers large
 # memset/memmove intrinsics to.
 _LIBC = ("clock_gettime", "memset", "memmove", "memcpy")
+# Bumped when what is stored (or how it is keyed) changes.
+_DISK_FORMAT = 1
+# Modules above this many lines of IR get LLVM's fast code generator after the
+# optimisation passes (see _Llvm.compile).
+LARGE_MODULE_LINES = 15_000
+# The disk cache is trimmed (oldest first, once per process) above this size.
+DISK_CACHE_MAX = 256 << 20
+
+
+def disk_cache_dir() -> Path | None:
+    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
+    env = os.environ.get("PYXDP_JIT_CACHE", "")
+    if env.lower() in ("off", "0", "no"):
+        return None
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyxdp" / "jit"
 
 
 class _Llvm:
@@ -66,7 +103,12 @@ class _Llvm:
         libc = ctypes.CDLL(None)
         self.libc = {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
                      for name in _LIBC}
-        builder = llvm.JITLibraryBuilder().add_ir(runtime_module())
+        import llvmlite
+        self.identity = repr((_DISK_FORMAT, llvmlite.__version__, llvm.llvm_version_info,
+                              llvm.get_process_triple(), self.cpu, self.features)).encode()
+        _trim(disk_cache_dir())
+        runtime, _ = self.compile(runtime_module(), 2)
+        builder = llvm.JITLibraryBuilder().add_object_img(runtime)
         for name, addr in self.libc.items():
             builder.import_symbol(name, addr)
         self.runtime = (builder.export_symbol("pyxdp_ktime_get_ns")
@@ -83,9 +125,13 @@ class _Llvm:
             self._machines[level] = tm
         return tm
 
-    def link(self, ir_text: str, exports: Sequence[str], level: int) -> tuple[Any, float]:
-        """Optimise and link ``ir_text``; return the tracker and the milliseconds spent."""
-        t0 = time.perf_counter()
+    def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
+        """The object image of ``ir_text`` optimised at ``level``, and whether it came
+        from the disk cache."""
+        key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode()).digest()
+        hit = _disk_get(key)
+        if hit is not None:
+            return hit[1], True
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = self.machine(level)
@@ -95,15 +141,123 @@ class _Llvm:
             pto = llvm.create_pipeline_tuning_options(speed_level=level)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
-        obj = tm.emit_object(mod)
+        if ir_text.count("\n") > LARGE_MODULE_LINES:
+            # SelectionDAG and the greedy register allocator grow much faster than the
+            # function: a 3,000-instruction program's 30,000 IR lines took 48-56 s of
+            # code generation at -O1/-O2 and 0.9 s with fast selection and allocation.
+            tm = self.machine(0)
+        obj = bytes(tm.emit_object(mod))
+        _disk_put(key, {}, obj)
+        return obj, False
+
+    def link(self, ir_text: str, exports: Sequence[str], level: int
+             ) -> tuple[Any, float, bool]:
+        """Optimise and link ``ir_text``; return the tracker, the milliseconds spent and
+        whether the object came from the disk cache."""
+        t0 = time.perf_counter()
+        obj, from_disk = self.compile(ir_text, level)
+        return self.link_object(obj, exports), (time.perf_counter() - t0) * 1e3, from_disk
+
+    def link_object(self, obj: bytes, exports: Sequence[str]) -> Any:
+        """Link an object image into a library of its own; its resource tracker."""
         self._serial += 1
         builder = llvm.JITLibraryBuilder().add_object_img(obj)
         for name, addr in self.libc.items():
             builder.import_symbol(name, addr)
         for name in exports:
             builder.export_symbol(name)
-        tracker = builder.link(self.jit, f"pyxdp_prog_{self._serial}")
-        return tracker, (time.perf_counter() - t0) * 1e3
+        return builder.link(self.jit, f"pyxdp_prog_{self._serial}")
+
+    def program_key(self, input_key: bytes, level: int) -> bytes:
+        """The disk key of a program by its inputs (before lowering): they decide the
+        IR only together with the code that lowers them, so pyxdp's sources are in it."""
+        return hashlib.sha256(self.identity + _sources_digest() + bytes([level])
+                              + input_key).digest()
+
+
+_HDR = struct.Struct("<32sI")  # digest of the rest, metadata length
+
+
+def _disk_get(key: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """Metadata and object image stored under ``key``; None when absent or damaged (a
+    digest of the image leads the file: LLVM must never see a damaged one)."""
+    where = disk_cache_dir()
+    if where is None:
+        return None
+    try:
+        blob = (where / f"{key.hex()}.o").read_bytes()
+    except OSError:
+        return None
+    if len(blob) < _HDR.size:
+        return None
+    digest, meta_len = _HDR.unpack_from(blob)
+    if hashlib.sha256(blob[32:]).digest() != digest or _HDR.size + meta_len > len(blob):
+        return None
+    try:
+        meta = json.loads(blob[_HDR.size:_HDR.size + meta_len])
+    except ValueError:
+        return None
+    return meta, blob[_HDR.size + meta_len:]
+
+
+def _disk_put(key: bytes, meta: dict[str, Any], obj: bytes) -> None:
+    where = disk_cache_dir()
+    if where is None:
+        return
+    raw = json.dumps(meta).encode()
+    body = struct.pack("<I", len(raw)) + raw + obj
+    _store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
+
+
+@functools.cache
+def _sources_digest() -> bytes:
+    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
+    native twins maps and net register)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            continue
+    return h.digest()
+
+
+def _trim(where: Path | None) -> None:
+    """Keep the disk cache under :data:`DISK_CACHE_MAX`: drop the least recently
+    written images down to three quarters of it."""
+    if where is None:
+        return
+    try:
+        files = [(st.st_mtime, st.st_size, p) for p in where.glob("*.o")
+                 for st in [p.stat()]]
+    except OSError:
+        return
+    total = sum(size for _, size, _ in files)
+    if total <= DISK_CACHE_MAX:
+        return
+    for _, size, p in sorted(files):
+        if total <= DISK_CACHE_MAX * 3 // 4:
+            break
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        total -= size
+
+
+def _store(path: Path, obj: bytes) -> None:
+    """Write ``obj`` where another process may be reading: a whole file or none (a
+    cache that cannot be written is only slower)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(obj)
+        os.replace(tmp, path)
+    except OSError:
+        return
 
 
 _STATE: _Llvm | None = None
@@ -128,7 +282,8 @@ class CompiledProgram:
 
     ``lower_ms`` is the time spent building IR in Python, ``llvm_ms`` the time
     LLVM spent optimising, generating and linking machine code (for programs
-    compiled together: the module's time, shared). Inside
+    compiled together: the module's time, shared; for an image from the disk cache:
+    the time to read and link it). Inside
     :func:`compile_together` the addresses are filled in when the group is
     linked; :meth:`ready` links it early.
     """
@@ -138,6 +293,8 @@ class CompiledProgram:
     _lowered: LoweredModule
     _group: _Group | None = field(default=None, repr=False)
     llvm_ms: float = 0.0
+    from_disk: bool = False  # the object image came from the disk cache
+    _input: ProgramInput | None = field(default=None, repr=False)
     entry: int = 0
     xdp_entry: int = 0
     callbacks: dict[int, int] = field(default_factory=dict)
@@ -147,16 +304,23 @@ class CompiledProgram:
     def compile_ms(self) -> float:
         return self.lower_ms + self.llvm_ms
 
+    def ir_text(self) -> str:
+        """The LLVM IR (lowered now for a program linked from the disk cache)."""
+        if not self.ir and self._input is not None:
+            self.ir = lower_many([self._input])[0]
+        return self.ir
+
     def ready(self) -> CompiledProgram:
         """Make sure the machine code exists (links a pending group now)."""
         if self._tracker is None and self._group is not None:
             self._group.link()
         return self
 
-    def _resolve(self, tracker: Any, llvm_ms: float) -> None:
+    def _resolve(self, tracker: Any, llvm_ms: float, from_disk: bool) -> None:
         low = self._lowered
         self._tracker = tracker
         self.llvm_ms = llvm_ms
+        self.from_disk = from_disk
         self.entry = int(tracker[low.entry]) if low.entry else 0
         self.xdp_entry = int(tracker[low.xdp_entry]) if low.xdp_entry else 0
         self.callbacks = {pc: int(tracker[sym]) for pc, sym in low.callbacks.items()}
@@ -180,10 +344,42 @@ class _Group:
             text, lowered = lower_many(inputs)
             exports = [s for low in lowered
                        for s in [low.entry, low.xdp_entry, *low.callbacks.values()] if s]
-            tracker, llvm_ms = _llvm().link(text, exports, self.opt_level)
+            tracker, llvm_ms, from_disk = _llvm().link(text, exports, self.opt_level)
             for prog, low in zip(programs, lowered, strict=True):
                 prog._lowered = low
-                prog._resolve(tracker, llvm_ms)
+                prog._resolve(tracker, llvm_ms, from_disk)
+
+
+def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
+    """One program: linked from the disk cache by its inputs without lowering it, or
+    lowered, compiled (or its IR's image found) and stored by its inputs too."""
+    jit = _llvm()
+    disk_key = jit.program_key(key, level)
+    t0 = time.perf_counter()
+    hit = _disk_get(disk_key)
+    if hit is not None:
+        meta, obj = hit
+        low = LoweredModule("", meta["entry"], meta["xdp_entry"],
+                            {int(pc): sym for pc, sym in meta["callbacks"].items()})
+        prog = CompiledProgram(0.0, "", low, _input=p)
+        tracker = jit.link_object(obj, _exports(low))
+        prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
+        return prog
+    text, (low,) = lower_many([p])
+    lower_ms = (time.perf_counter() - t0) * 1e3
+    prog = CompiledProgram(lower_ms, text, low)
+    obj, from_disk = jit.compile(text, level)
+    t1 = time.perf_counter()
+    tracker = jit.link_object(obj, _exports(low))
+    llvm_ms = (time.perf_counter() - t1) * 1e3 + (t1 - t0) * 1e3 - lower_ms
+    prog._resolve(tracker, llvm_ms, from_disk)
+    _disk_put(disk_key, {"entry": low.entry, "xdp_entry": low.xdp_entry,
+                         "callbacks": {str(pc): s for pc, s in low.callbacks.items()}}, obj)
+    return prog
+
+
+def _exports(low: LoweredModule) -> list[str]:
+    return [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
 
 
 _CACHE: OrderedDict[bytes, CompiledProgram] = OrderedDict()
@@ -255,13 +451,7 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
             group.inputs.append(p)
             group.programs.append(prog)
         else:
-            t0 = time.perf_counter()
-            text, (low,) = lower_many([p])
-            lower_ms = (time.perf_counter() - t0) * 1e3
-            prog = CompiledProgram(lower_ms, text, low)
-            exports = [s for s in (low.entry, low.xdp_entry) if s] + list(low.callbacks.values())
-            tracker, llvm_ms = _llvm().link(text, exports, opt_level)
-            prog._resolve(tracker, llvm_ms)
+            prog = _compile_one(p, key, opt_level)
         _CACHE[key] = prog
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)

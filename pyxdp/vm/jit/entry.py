@@ -274,7 +274,11 @@ def xdp_fn(prog: Program) -> str:
                     ("meta_out", mout)):
         f.put_index(outs[name], "%i", f.ins(f"trunc i64 {v} to i32"), "i32", 4)
     maxd = f.cget("%ctx", "max_depth")
-    word = f.ins(f"or i64 {status}, {f.ins(f'shl i64 {maxd}, 8')}")
+    # The word describes a fault, and only a fault: a run that ended normally writes 0
+    # whatever depth it reached, so "word != 0" is "faulted" for every reader (the
+    # native loops count faults by it).
+    packed = f.ins(f"or i64 {status}, {f.ins(f'shl i64 {maxd}, 8')}")
+    word = f.ins(f"select i1 {failed}, i64 {packed}, i64 0")
     f.put_index(outs["status_out"], "%i", f.ins(f"trunc i64 {word} to i32"), "i32", 4)
     fpc = f.ins(f"select i1 {failed}, i64 {f.cget('%ctx', 'fault_pc')}, i64 0")
     f.put_index(outs["pc_out"], "%i", f.ins(f"trunc i64 {fpc} to i32"), "i32", 4)

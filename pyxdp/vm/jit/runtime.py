@@ -122,6 +122,7 @@ from pyxdp.vm.interpreter import (
     HelperFn,
     Ldimm64Resolver,
     helper_display_name,
+    helper_failure,
     insn_text,
     ld_imm64_value,
 )
@@ -363,7 +364,7 @@ class JitProgram:
     @property
     def ir(self) -> str:
         """The optimiser's input: the LLVM IR this program lowered to."""
-        return self._code.ir
+        return self._code.ir_text()
 
     # -- helpers -------------------------------------------------------------------
     def _trampoline(self, helper: Helper) -> Callable[..., int]:
@@ -384,7 +385,7 @@ class JitProgram:
                     hooks.exit()
                 return value
             except Exception as e:  # noqa: BLE001 - cannot cross native frames; re-raised by run
-                self._park(e, abi.ST_HELPER)
+                self._park(helper_failure(helper, e), abi.ST_HELPER)
             except BaseException as e:  # KeyboardInterrupt, SystemExit: also stop a batch
                 self._park(e, abi.ST_ABORT)
             return 0

@@ -1,0 +1,202 @@
+"""The kernel's own BTF (``/sys/kernel/btf/vmlinux``), read lazily, and where CO-RE looks.
+
+vmlinux BTF holds some 130,000 types; decoding all of them in Python takes
+seconds, yet a loader asks about a handful (the structs a CO-RE relocation
+names, a kfunc, a tracepoint). :class:`BtfIndex` finds where every record
+starts and its name in one quick pass and decodes a record when asked.
+
+CO-RE's target BTF (:func:`core_target`), as libbpf picks it: a file the user
+names (``btf_custom_path``), else the running kernel's BTF, else the BTF of the
+kernel types XDP programs use that pyxdp ships (``xdp_types.btf``, made from a
+6.18 kernel by ``python -m pyxdp.btf.vmlinux``), so CO-RE objects run without root and
+without Linux.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+from pyxdp.btf.btf import (
+    Btf,
+    BtfKind,
+    BtfType,
+    parse_type,
+    record_offsets,
+    split_blob,
+)
+from pyxdp.errors import ObjectError
+
+__all__ = ["SHIPPED_BTF", "VMLINUX_BTF", "BtfIndex", "core_target", "kernel_btf_index",
+           "subset"]
+
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+SHIPPED_BTF = Path(__file__).with_name("xdp_types.btf")
+
+
+class BtfIndex:
+    """A BTF blob whose records are decoded on first use (same queries as :class:`Btf`)."""
+
+    def __init__(self, data: bytes, path: str = "") -> None:
+        self.path = path
+        self._types, self.strings = split_blob(data, path, ".BTF")
+        self._offsets, self._name_offs = record_offsets(self._types)
+        self._cache: dict[int, BtfType] = {}
+        self._by_name_off: dict[int, list[int]] | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> BtfIndex:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ObjectError(f"cannot read BTF: {e.strerror or e}", path=str(path)) from None
+        return cls(data, str(path))
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def type_by_id(self, type_id: int) -> BtfType:
+        t = self._cache.get(type_id)
+        if t is not None:
+            return t
+        if not 0 < type_id < len(self._offsets):
+            if type_id == 0:
+                return BtfType(id=0, kind=BtfKind.UNKN, name="", name_off=0)
+            raise ObjectError(f"bad BTF: no type [{type_id}]", path=self.path, section=".BTF")
+        t, _ = parse_type(self._types, self._offsets[type_id], type_id, self.strings,
+                          self.path, ".BTF")
+        self._cache[type_id] = t
+        return t
+
+    def find_all(self, name: str) -> tuple[int, ...]:
+        """Every type id named ``name``."""
+        if not name:
+            return ()
+        if self._by_name_off is None:
+            index: dict[int, list[int]] = {}
+            for tid, off in enumerate(self._name_offs):
+                if off:
+                    index.setdefault(off, []).append(tid)
+            self._by_name_off = index
+        needle = b"\0" + name.encode() + b"\0"
+        out: list[int] = []
+        pos = self.strings.find(needle)
+        while pos >= 0:
+            out.extend(self._by_name_off.get(pos + 1, ()))
+            pos = self.strings.find(needle, pos + 1)
+        return tuple(sorted(out))
+
+    def find(self, name: str, kind: BtfKind | None = None) -> int | None:
+        for tid in self.find_all(name):
+            if kind is None or self.type_by_id(tid).kind is kind:
+                return tid
+        return None
+
+
+@cache
+def kernel_btf_index() -> BtfIndex | None:
+    """The running kernel's BTF (one index per process), or None where there is none."""
+    try:
+        return BtfIndex.open(VMLINUX_BTF) if os.access(VMLINUX_BTF, os.R_OK) else None
+    except ObjectError:
+        return None
+
+
+@cache
+def _index_of(path: str) -> BtfIndex:
+    return BtfIndex.open(path)
+
+
+def core_target(path: str | os.PathLike[str] | None = None) -> BtfIndex:
+    """The BTF CO-RE relocations resolve against (see the module doc for the order)."""
+    if path is not None:
+        return _index_of(os.fspath(path))
+    return kernel_btf_index() or _index_of(str(SHIPPED_BTF))
+
+
+def subset(source: BtfIndex | Btf, roots: list[tuple[str, BtfKind]]) -> Btf:
+    """A self-contained BTF of the ``roots`` (name, kind) and every type they reach,
+    renumbered in the order first reached, with its own string section."""
+    order: list[int] = []
+    seen: set[int] = set()
+    stack: list[int] = []
+    for name, kind in roots:
+        tid = source.find(name, kind)
+        if tid is None:
+            raise ObjectError(f"no {kind.name} {name!r} in the source BTF", section=".BTF")
+        stack.append(tid)
+    stack.reverse()
+    while stack:
+        tid = stack.pop()
+        if tid == 0 or tid in seen:
+            continue
+        seen.add(tid)
+        order.append(tid)
+        stack.extend(reversed(list(source.type_by_id(tid).references())))
+    new_id = {old: i + 1 for i, old in enumerate(order)}
+    new_id[0] = 0
+    strings = bytearray(b"\0")
+    offsets: dict[str, int] = {"": 0}
+
+    def s(name: str) -> int:
+        if name not in offsets:
+            offsets[name] = len(strings)
+            strings.extend(name.encode() + b"\0")
+        return offsets[name]
+
+    from dataclasses import replace
+    types = [Btf.parse(_EMPTY).types[0]]
+    for old in order:
+        t = source.type_by_id(old)
+        kw: dict[str, object] = {"id": new_id[old], "name_off": s(t.name)}
+        if t.kind not in _SIZED_KINDS and t.kind is not BtfKind.FWD:
+            kw["size_type"] = new_id[t.size_type]
+        if t.array is not None:
+            kw["array"] = replace(t.array, type=new_id[t.array.type],
+                                  index_type=new_id[t.array.index_type])
+        if t.members:
+            kw["members"] = tuple(replace(m, name_off=s(m.name), type=new_id[m.type])
+                                  for m in t.members)
+        if t.enum_values:
+            kw["enum_values"] = tuple(replace(v, name_off=s(v.name)) for v in t.enum_values)
+        if t.params:
+            kw["params"] = tuple(replace(p, name_off=s(p.name), type=new_id[p.type])
+                                 for p in t.params)
+        types.append(replace(t, **kw))  # type: ignore[arg-type]
+    return Btf(types=tuple(types), strings=bytes(strings))
+
+
+_SIZED_KINDS = frozenset({BtfKind.INT, BtfKind.STRUCT, BtfKind.UNION, BtfKind.ENUM,
+                          BtfKind.ENUM64, BtfKind.DATASEC, BtfKind.FLOAT})
+# A valid BTF blob with no types (header + the empty string).
+_EMPTY = (b"\x9f\xeb\x01\x00\x18\x00\x00\x00" + b"\x00" * 8 + b"\x00\x00\x00\x00"
+          + b"\x01\x00\x00\x00" + b"\x00")
+
+
+# The kernel types pyxdp ships for CO-RE without a kernel: what XDP programs built
+# against vmlinux.h read (headers, the context, the XDP uapi structs and enums).
+XDP_TYPE_ROOTS: tuple[tuple[str, BtfKind], ...] = (
+    ("xdp_md", BtfKind.STRUCT), ("xdp_action", BtfKind.ENUM),
+    ("ethhdr", BtfKind.STRUCT), ("vlan_hdr", BtfKind.STRUCT), ("arphdr", BtfKind.STRUCT),
+    ("iphdr", BtfKind.STRUCT), ("ipv6hdr", BtfKind.STRUCT), ("ipv6_opt_hdr", BtfKind.STRUCT),
+    ("frag_hdr", BtfKind.STRUCT), ("tcphdr", BtfKind.STRUCT), ("udphdr", BtfKind.STRUCT),
+    ("icmphdr", BtfKind.STRUCT), ("icmp6hdr", BtfKind.STRUCT), ("gre_base_hdr", BtfKind.STRUCT),
+    ("bpf_fib_lookup", BtfKind.STRUCT), ("bpf_devmap_val", BtfKind.STRUCT),
+    ("bpf_cpumap_val", BtfKind.STRUCT), ("bpf_sock_tuple", BtfKind.STRUCT),
+    ("bpf_map_type", BtfKind.ENUM), ("bpf_func_id", BtfKind.ENUM),
+)
+
+
+def write_shipped(source: BtfIndex | None = None, path: Path = SHIPPED_BTF) -> int:
+    """Write ``xdp_types.btf`` from the running kernel's BTF; returns its size."""
+    src = source or kernel_btf_index()
+    if src is None:
+        raise ObjectError("no kernel BTF to take the XDP types from", path=str(VMLINUX_BTF))
+    blob = subset(src, list(XDP_TYPE_ROOTS)).encode()
+    path.write_bytes(blob)
+    return len(blob)
+
+
+if __name__ == "__main__":  # python -m pyxdp.btf.vmlinux: regenerate xdp_types.btf
+    print(f"{SHIPPED_BTF.name}: {write_shipped()} bytes from {VMLINUX_BTF}")

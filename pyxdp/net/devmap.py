@@ -1,0 +1,466 @@
+"""The devmap datapath: ``kernel/bpf/devmap.c`` (the storage is :mod:`pyxdp.maps.devmap`).
+
+A frame redirected to a devmap or devmap_hash entry, or with ``bpf_redirect``
+to an ifindex (``dev_xdp_enqueue``), is checked as ``xdp_ok_fwd_dev`` does
+(the target up, ``ndo_xdp_xmit`` advertised, at most mtu + 14 + 4 bytes),
+converted to an ``xdp_frame`` and queued in the poll's bulk queue of 16 for
+its (device, entry program) (``bq_enqueue``); a broadcast
+(``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``: ``dev_map_enqueue_multi``)
+clones the frame for every target but the last. A full bulk and the poll's
+flush (``__dev_flush``) run ``bq_xmit_all``: the entry's program over the
+bulk with ``egress_ifindex`` set (``dev_map_bpf_prog_run``: anything but
+PASS/DROP fires ``xdp_exception`` and drops), then ``ndo_xdp_xmit``, then
+``xdp_devmap_xmit``. These enqueue and flush operations are registered with
+:mod:`pyxdp.net.filter`'s ``xdp_do_redirect`` and ``xdp_do_flush``.
+
+The native poll loop (:mod:`pyxdp.net.napi_native`) does the same for NIC
+targets; for devmap entries with a program it needs
+(``dev_map_bpf_prog_run``) :class:`DevmapEgress`, the table of
+those programs' JIT entries and their I/O rows, which
+:func:`pyxdp.net.napi_native._bq_xmit_all` drives at ``bq_xmit_all`` time,
+one bulk queue at a time, with ``egress_ifindex`` written into the entry's
+descriptor before each run; :meth:`DevmapEgress.account` folds what the
+runs counted (exceptions per egress device and verdict, the first fault and
+invalid verdict) into the tracer, the warnings and the target's fault log
+as the Python path (:func:`devmap_prog_run`) reports them.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pyxdp.maps.base import map_by_id
+from pyxdp.maps.devmap import DevMap, DevMapHash
+from pyxdp.net.filter import (
+    BPF_F_BROADCAST,
+    BPF_F_EXCLUDE_INGRESS,
+    BulkQueues,
+    _conversion_status,
+    _to_frames,
+    register_flush,
+    register_redirect,
+)
+from pyxdp.net.frames import DEV_MAP_BULK_SIZE, Bulk, Frames
+from pyxdp.net.prog import XdpProg, _warned, run_xdp
+from pyxdp.net.xdp_mem import (
+    MEM_TYPE_PAGE_ORDER0,
+    MEM_TYPE_PAGE_POOL,
+    xdp_convert_buff_to_frame,
+    xdp_return_frames_rx_napi,
+    xdpf_clones,
+)
+from pyxdp.uapi.bpf import BpfMapType, XdpAction
+from pyxdp.vm.helpers import RunContext
+from pyxdp.vm.jit.abi import XDP_FIELDS
+from pyxdp.vm.jit.xdp import DriverIO
+
+if TYPE_CHECKING:
+    from pyxdp.net.netdev_types import DpDevice as NetDevice
+    from pyxdp.net.netdev_types import DpHost as Host
+    from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
+
+__all__ = ["FWD_OVERHEAD", "DevmapEgress", "FwdTable", "bq_xmit_all", "dev_map_flush",
+           "devmap_prog_run"]
+
+log = logging.getLogger(__name__)
+
+I64 = npt.NDArray[np.int64]
+# xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
+FWD_OVERHEAD = 14 + 4
+_DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+
+
+class _Prog(Protocol):
+    id: int
+    vm: Any
+    spec: Any
+
+    def _with_source(self, fault: Any) -> Any: ...
+
+
+class _Target(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def faults(self) -> list[str]: ...
+
+
+class FwdTable:
+    """The host's devices as redirect targets of native code, per ifindex
+    (``xdp_ok_fwd_dev``/``dev_xdp_enqueue``'s checks): ``ok`` 1 for a device the
+    native loop transmits on (a NIC without a wire to feed), 2 for one only the
+    Python path sends to (a veth, a wire), 0 for none (down, no ``ndo_xdp_xmit``);
+    ``mtu`` the longest frame it takes; ``stats`` its counters' address. The host
+    keeps one (``Host.fwd``) and remakes it only after a device changed
+    (:attr:`stale`, set by the device model), so a native call builds nothing;
+    ``none`` is the same table without targets (calls that redirect in Python)."""
+
+    def __init__(self) -> None:
+        self.stale = True
+        self.tables: tuple[Any, ...] = ()
+        self.none: tuple[Any, ...] = ()
+
+    def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
+        """(ok, mtu, stats), remade first if a device changed."""
+        if self.stale:
+            self.stale = False  # first: a change while remaking marks it again
+            nif = max(devices) + 1
+            ok = np.zeros(nif, np.uint8)
+            mtu = np.zeros(nif, np.int64)
+            stats = np.zeros(nif, np.int64)
+            for i, d in devices.items():
+                if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
+                    ok[i] = 1 if d.kind == "nic" and not d.wire and i != 1 else 2
+                    mtu[i] = d.mtu + FWD_OVERHEAD
+                    stats[i] = d.stats.words.ctypes.data
+            self.tables = (ok, mtu, stats)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats)
+        return self.tables
+
+
+class DevmapEgress:
+    """The devmap programs one native call may run: a row per program with its JIT
+    entry and context addresses, the descriptor and per-frame I/O of a bulk of
+    ``DEV_MAP_BULK_SIZE`` (a :class:`~pyxdp.vm.jit.xdp.DriverIO` whose arrays are
+    this table's rows), and what the runs count per program and egress device:
+    ``exc[k, ifindex, act]`` (act 5: verdicts that are no XDP action) and
+    ``fault[k, ifindex]`` = (faults, the first one's status word, pc and
+    address, the first invalid verdict + 1)."""
+
+    def __init__(self, progs: Sequence[_Prog], ifindex: int, nif: int) -> None:
+        k, n = len(progs), DEV_MAP_BULK_SIZE
+        self.progs = list(progs)
+        self.ids = np.array([p.id for p in progs], np.int64)
+        self.fn = np.zeros(k, np.int64)
+        self.ctx = np.zeros(k, np.int64)
+        self.desc = np.zeros((k, len(XDP_FIELDS)), np.uint64)
+        self.rows = np.zeros((k, n), np.int64)
+        u = {name: np.zeros((k, n), np.uint32)
+             for name in ("data_off", "data_len", "meta_len", "action", "off_out", "len_out",
+                          "meta_out", "status", "pc")}
+        self.addr = np.zeros((k, n), np.uint64)
+        self.redirect = np.zeros((k, n, 4), np.uint64)
+        self.sent = np.zeros((k, n), np.int64)  # scratch: the rows a bulk sends
+        self.fault = np.zeros((k, nif, 5), np.int64)
+        self.exc = np.zeros((k, nif, 6), np.int64)
+        self.ios: list[DriverIO] = []
+        for i in range(k):
+            # ingress_ifindex is xdpf->dev_rx (this device), rx_queue_index 0.
+            io = DriverIO(n, ifindex, 0)
+            io.desc, io.rows, io.addr, io.redirect = (self.desc[i], self.rows[i], self.addr[i],
+                                                      self.redirect[i])
+            for name, arr in u.items():
+                setattr(io, name, arr[i])
+            self.ios.append(io)
+        # The table as native_polls takes it (the arrays are used in place).
+        self.args = (self.ids, self.fn, self.ctx, self.desc, self.rows, u["data_off"],
+                     u["data_len"], u["meta_len"], u["action"], u["off_out"], u["len_out"],
+                     u["meta_out"], u["status"], u["pc"], self.addr, self.exc, self.fault,
+                     self.sent)
+
+    def clear(self) -> None:
+        """After :meth:`account`: the counts back to zero for the next call."""
+        for a in (self.exc, self.fault):
+            if a.any():
+                a[:] = 0
+
+    @contextmanager
+    def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8]) -> Iterator[None]:
+        """Every program's engine driven over ``pages`` (the queue's page pool) for the
+        body of a native call (:meth:`XdpJit.driver`)."""
+        with ExitStack() as stack:
+            for i, p in enumerate(self.progs):
+                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i]))
+                self.fn[i], self.ctx[i] = fn, ctx_addr
+            yield
+
+    def account(self, tracer: Any, devices: Mapping[int, _Target], warned: Any,
+                max_faults: int) -> None:
+        """What the call's egress runs counted, into the tracer, warnings and faults."""
+        if not len(self.progs):
+            return
+        for k, ifx in zip(*np.nonzero(self.exc.any(axis=2) | (self.fault[:, :, 0] > 0)),
+                          strict=True):
+            p = self.progs[k]
+            exc = self.exc[k, ifx]
+            f = self.fault[k, ifx]
+            bad = int(f[4]) - 1
+            for act in np.flatnonzero(exc).tolist():
+                value = bad if act == 5 else act
+                tracer.xdp_exception.fire(p.id, value & 0xFFFF_FFFF, int(ifx), int(exc[act]))
+            first = next((a for a in (3, 4) if exc[a]), bad if bad >= 0 else None)
+            if first is not None and p not in warned:
+                warned.add(p)
+                log.warning("devmap program %s returned %d: only XDP_PASS and XDP_DROP are "
+                            "allowed there (bpf_warn_invalid_xdp_action)", p.spec.name, first)
+            target = devices.get(int(ifx))
+            if f[0] and target is not None and len(target.faults) < max_faults:
+                fault = p._with_source(p.vm.render_fault(int(f[1]), int(f[2]), int(f[3])))
+                target.faults.append(f"{target.name} devmap egress: {p.spec.name}: {fault} "
+                                     f"-> XDP_ABORTED")
+                log.warning("%s", target.faults[-1])
+
+
+@dataclass
+class _DevBulk:
+    """``struct xdp_dev_bulk_queue``: frames for one device, with their devmap program."""
+
+    dev_rx: int
+    prog_id: int
+    bulk: Bulk = field(default_factory=lambda: Bulk(DEV_MAP_BULK_SIZE))
+
+
+def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg | None,
+                 frames: Frames, targets: I64, prog_ids: I64, bq: BulkQueues) -> I64:
+    """``__xdp_enqueue`` per frame: checks, conversion, ``bq_enqueue``; 0 or -errno."""
+    n = len(frames)
+    err = np.zeros(n, np.int64)
+    tgt_mtu = np.zeros(n, np.int64)
+    for t in np.unique(targets).tolist():
+        d = host.devices.get(int(t))
+        sel = targets == t
+        if d is None:
+            err[sel] = -errno.EINVAL
+        elif not d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
+            err[sel] = -errno.EOPNOTSUPP
+        elif not d.up:
+            err[sel] = -errno.ENETDOWN
+        else:
+            tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
+    # xdp_ok_fwd_dev: frames longer than the target's MTU (plus headers) are refused.
+    err = np.where((err == 0) & (frames.length > tgt_mtu), -errno.EMSGSIZE, err)
+    ok = err == 0
+    if not ok.all():
+        host.drop_frames(frames.select(~ok), rq, direct=rq is not None)
+    f, t_ok, p_ok = frames.select(ok), targets[ok], prog_ids[ok]
+    conv, _ = _to_frames(host, dev, rq, None, f)
+    if len(conv) != len(f):  # some could not be converted: -EOVERFLOW for those
+        okpos = np.flatnonzero(ok)
+        status = _conversion_status(host, f, conv)
+        err[okpos[status != 0]] = -errno.EOVERFLOW
+        keep = status == 0
+        t_ok, p_ok = t_ok[keep], p_ok[keep]
+    for t, p in np.unique(np.stack([t_ok, p_ok], axis=1), axis=0).tolist() if len(conv) else []:
+        sel = np.flatnonzero((t_ok == t) & (p_ok == p))
+        _bq_enqueue(host, dev, bq, int(t), int(p), conv.select(sel))
+    return err
+
+
+def _bq_enqueue(host: Host, dev: NetDevice, bq: BulkQueues, ifindex: int, prog_id: int,
+                frames: Frames) -> None:
+    key = (ifindex, prog_id)
+    q = bq.dev.get(key)
+    if q is None:
+        q = bq.dev[key] = _DevBulk(dev.ifindex, prog_id)
+    q.bulk.add(frames, lambda bulk: bq_xmit_all(host, ifindex, q, bulk))
+
+
+def _redirect_ifindex(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+                      frames: Frames, idx: I64, bq: BulkQueues) -> tuple[I64, I64]:
+    """``bpf_redirect(ifindex)``: ``dev_xdp_enqueue`` to that device, no program."""
+    err = _enqueue_dev(host, dev, rq, prog, frames, idx.astype(np.int64),
+                       np.zeros(len(idx), np.int64), bq)
+    return err, idx
+
+
+def _devmap_entries(m: object, idx: I64) -> tuple[I64, I64]:
+    """(ifindex, prog id) of devmap slots/keys ``idx`` (ifindex 0: empty)."""
+    if isinstance(m, DevMap):
+        inside = idx < m.max_entries
+        safe = np.where(inside, idx, 0)
+        e = m.entries[safe].astype(np.int64)
+        return np.where(inside, e[:, 0], 0), np.where(inside, e[:, 1], 0)
+    if isinstance(m, DevMapHash):
+        ifx = np.zeros(len(idx), np.int64)
+        pid = np.zeros(len(idx), np.int64)
+        for k in np.unique(idx).tolist():
+            slot = m.slot.get(int(k))
+            if slot is not None:
+                sel = idx == k
+                ifx[sel], pid[sel] = int(m.entries[slot, 0]), int(m.entries[slot, 1])
+        return ifx, pid
+    raise TypeError("not a device map")
+
+
+def _redirect_devmap(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+                     m: object, frames: Frames, idx: I64, flags: I64,
+                     bq: BulkQueues) -> tuple[I64, I64]:
+    n = len(frames)
+    err = np.zeros(n, np.int64)
+    to = np.zeros(n, np.int64)
+    bcast = (flags & BPF_F_BROADCAST) != 0
+    if (~bcast).any():
+        sel = np.flatnonzero(~bcast)
+        ifx, pid = _devmap_entries(m, idx[sel])
+        empty = ifx == 0
+        e = np.zeros(len(sel), np.int64)
+        e[empty] = -errno.EINVAL  # the entry went away: dev_map_enqueue gets no device
+        if empty.any():
+            host.drop_frames(frames.select(sel[empty]), rq, direct=rq is not None)
+        live = np.flatnonzero(~empty)
+        if len(live):
+            e[live] = _enqueue_dev(host, dev, rq, prog, frames.select(sel[live]), ifx[live],
+                                   pid[live], bq)
+        err[sel] = e
+        to[sel] = ifx
+    if bcast.any():
+        sel = np.flatnonzero(bcast)
+        err[sel] = _broadcast(host, dev, rq, prog, m, frames.select(sel), flags[sel], bq)
+        # The trace's to_ifindex is ri->tgt_value's device: the helper looked the key
+        # up although a broadcast ignores it (0 when that slot is empty).
+        to[sel] = _devmap_entries(m, idx[sel])[0]
+    return err, to
+
+
+def _all_entries(m: object) -> list[tuple[int, int]]:
+    """Every (ifindex, prog id) of a device map in the order the kernel walks it."""
+    if isinstance(m, DevMap):
+        return [(int(a), int(b)) for a, b in m.entries.tolist() if a]
+    if isinstance(m, DevMapHash):
+        out = []
+        for key in m.raw_keys():
+            slot = m.slot[int.from_bytes(key, "little")]
+            out.append((int(m.entries[slot, 0]), int(m.entries[slot, 1])))
+        return out
+    raise TypeError("not a device map")
+
+
+def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+               m: object, frames: Frames, flags: I64, bq: BulkQueues) -> I64:
+    """``dev_map_enqueue_multi``: a copy to every entry (but the ingress device with
+    ``BPF_F_EXCLUDE_INGRESS``), clones for all targets but the last."""
+    n = len(frames)
+    err = np.zeros(n, np.int64)
+    entries = _all_entries(m)
+    for excl in (False, True):
+        sel = np.flatnonzero(((flags & BPF_F_EXCLUDE_INGRESS) != 0) == excl)
+        if not len(sel):
+            continue
+        targets = [(i, p) for i, p in entries
+                   if i in host.devices and host.devices[i].up
+                   and host.devices[i].xdp_features & 4 and not (excl and i == dev.ifindex)]
+        f = frames.select(sel)
+        if not targets:
+            host.drop_frames(f, rq, direct=rq is not None)  # nothing to send to: consumed
+            continue
+        conv, failed = _to_frames(host, dev, rq, None, f)
+        if failed:
+            err[sel[_conversion_status(host, f, conv) != 0]] = -errno.EOVERFLOW
+        for k, (ifindex, prog_id) in enumerate(targets):
+            last = k == len(targets) - 1
+            mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
+            if last:
+                out = conv
+            else:
+                pfns, status = xdpf_clones(conv.pfn, memmap=host.memmap)
+                good = status == 0
+                out = Frames(pfns[good], conv.data[good], conv.length[good], conv.meta[good],
+                             conv.kind[good])
+                mtu_ok = mtu_ok[good]
+            if (~mtu_ok).any():
+                xdp_return_frames_rx_napi(out.pfn[~mtu_ok], memmap=host.memmap)
+                out = out.select(mtu_ok)
+            if len(out):
+                _bq_enqueue(host, dev, bq, ifindex, prog_id, out)
+    return err
+
+
+def bq_xmit_all(host: Host, ifindex: int, q: _DevBulk, frames: Frames) -> None:
+    """``bq_xmit_all``: the devmap program over the bulk, then ``ndo_xdp_xmit``."""
+    n = len(frames)
+    if not n:
+        return
+    target = host.devices.get(ifindex)
+    drops = 0
+    if q.prog_id and target is not None:
+        frames, drops = devmap_prog_run(host, q, target, frames)
+    sent, err = 0, 0
+    if len(frames) and target is not None:
+        r = target.ndo_xdp_xmit(frames)
+        if r < 0:
+            err, sent = r, 0
+        else:
+            sent = r
+    elif target is None:
+        err = -errno.ENODEV
+    if sent < len(frames):
+        xdp_return_frames_rx_napi(frames.pfn[sent:], memmap=host.memmap)
+        drops += len(frames) - sent
+    host.tracer.xdp_devmap_xmit.fire(q.dev_rx, ifindex, sent, drops, err)
+
+
+def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
+                    frames: Frames) -> tuple[Frames, int]:
+    """``dev_map_bpf_prog_run``: the entry program on every frame (egress_ifindex set);
+    PASS keeps it, anything else drops it (TX/REDIRECT/unknown after a warning and an
+    exception). Returns the frames to send and the drops."""
+    prog = host.program_by_id(q.prog_id)
+    if prog is None:
+        return frames, 0
+    rx = host.devices.get(q.dev_rx)
+    if rx is None:
+        return frames, 0
+    v = run_xdp(prog, host, frames, ifindex=q.dev_rx, queue=0, ctx=rx.rx[0].ctx,
+                egress_ifindex=target.ifindex, faults=target.faults,
+                where=f"{target.name} devmap egress")
+    act = v.action
+    keep = act == XdpAction.XDP_PASS
+    bad = ~keep & (act != XdpAction.XDP_DROP)
+    if bad.any():
+        if (bad & (act != XdpAction.XDP_ABORTED)).any() and prog not in _warned:
+            _warned.add(prog)
+            log.warning("devmap program %s returned %d: only XDP_PASS and XDP_DROP are "
+                        "allowed there (bpf_warn_invalid_xdp_action)", prog.spec.name,
+                        int(act[bad & (act != XdpAction.XDP_ABORTED)][0]))
+        # trace_xdp_exception(tx_dev, prog, act) for every one, XDP_TX and
+        # XDP_REDIRECT included.
+        for a, c in zip(*np.unique(act[bad], return_counts=True), strict=True):
+            host.tracer.xdp_exception.fire(prog.id, int(a) & 0xFFFF_FFFF, target.ifindex,
+                                           int(c))
+    if (~keep).any():
+        xdp_return_frames_rx_napi(frames.pfn[~keep], memmap=host.memmap)
+    out = frames.select(keep)
+    if len(out):
+        # xdp_update_frame_from_buff: the program may have moved the edges.
+        status = np.zeros(len(out), np.int32)
+        for mem, pos, _rows in host.memmap.split(out.pfn):
+            mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
+            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos],
+                                                    out.length[pos], out.meta[pos],
+                                                    mem_type=mtype, memmap=host.memmap)
+        if (status != 0).any():
+            xdp_return_frames_rx_napi(out.pfn[status != 0], memmap=host.memmap)
+            out = out.select(status == 0)
+    return out, len(frames) - len(out)
+
+
+def dev_map_flush(host: Host, bq: BulkQueues) -> None:
+    """``__dev_flush``: every devmap bulk queue of the poll (last queued first)."""
+    for (ifindex, _pid), q in reversed(list(bq.dev.items())):
+        if q.bulk.count:
+            bq_xmit_all(host, ifindex, q, q.bulk.take())
+
+
+def _devmap_op(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+               map_id: int, frames: Frames, idx: I64, flags: I64,
+               bq: BulkQueues) -> tuple[I64, I64]:
+    return _redirect_devmap(host, dev, rq, prog, map_by_id(map_id), frames, idx, flags, bq)
+
+
+def _ifindex_op(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
+                map_id: int, frames: Frames, idx: I64, flags: I64,
+                bq: BulkQueues) -> tuple[I64, I64]:
+    return _redirect_ifindex(host, dev, rq, prog, frames, idx, bq)
+
+
+register_redirect(_DEVMAPS, _devmap_op)
+register_redirect([int(BpfMapType.BPF_MAP_TYPE_UNSPEC)], _ifindex_op)  # map id INT_MAX
+register_flush(0, dev_map_flush)

@@ -1,0 +1,152 @@
+"""Hostile input to the ``pyxdp`` command: endless files, huge or deep JSON, random bytes
+as objects, out-of-range numbers. Each ends as one line on stderr with exit status 2 (or
+a summary on Ctrl-C), never a traceback, a hang or unbounded memory."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyxdp.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+XDP1 = str(ROOT / "samples" / "xdp1.o")
+SEED = 0x14
+
+
+def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's refusals
+        rc = int(e.code or 0)
+    err = capsys.readouterr().err
+    assert rc == 2, (argv, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("pyxdp: ")
+    return err
+
+
+@pytest.fixture(scope="module")
+def pkt(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from pyxdp.net.packets import udp_packet
+    p = tmp_path_factory.mktemp("cli") / "pkt.bin"
+    p.write_bytes(udp_packet(b"x"))
+    return str(p)
+
+
+@pytest.mark.parametrize("argv", [
+    ["prog", "run", XDP1, "--data-in", "/dev/zero"],
+    ["prog", "run", "/dev/zero", "--data-in", "PKT"],
+    ["prog", "run", XDP1, "--data-in", "PKT", "--ctx-in", "/dev/zero"],
+    ["prog", "run", XDP1, "--data-in", "PKT", "--maps", "/dev/zero"],
+    ["prog", "show", "/dev/zero"],
+    ["bench", "xdp", XDP1, "--packet", "/dev/zero"],
+    ["map", "dump", "/dev/zero"],
+], ids=["data-in", "obj", "ctx-in", "maps", "show", "packet", "map-dump"])
+def test_endless_files_hit_the_size_limit(argv: list[str], pkt: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    err = _one_line_error([pkt if a == "PKT" else a for a in argv], capsys)
+    assert "64 MiB input file limit" in err
+
+
+@pytest.mark.parametrize("repeat", ["4294967296", "-1", "1e3", "0x1_0000_0000"])
+def test_repeat_beyond_the_kernels_u32_is_refused(repeat: str, pkt: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(["prog", "run", XDP1, "--data-in", pkt, f"--repeat={repeat}"], capsys)
+    _one_line_error(["bench", "prog", XDP1, "--data-in", pkt, f"--repeat={repeat}"], capsys)
+
+
+def _json_cases() -> list[bytes]:
+    rng = random.Random(SEED)
+    good = json.dumps({"rxcnt": [{"key": 17, "value": 40}]}).encode()
+    cases = [b"[" * 100_000, b'{"rxcnt": [{"key": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}",
+             b"\xff\xfe", b"[]", b'{"rxcnt": 5}', b'{"rxcnt": [5]}', b'{"nope": []}',
+             b'{"rxcnt": [{"key": -1, "value": 1}]}', b'{"rxcnt": [{"key": 1e300, "value": 1}]}',
+             b'{"rxcnt": [{"key": "zz", "value": 1}]}', b'{"rxcnt": [{"key": 1, "value": {}}]}',
+             b'{"rxcnt": [{"key": 1, "value": 18446744073709551616}]}',
+             b'{"rxcnt": [{"key": 99999, "value": 1}]}', b'{"rxcnt": [{"key": null, "value": 1}]}']
+    for _ in range(6):  # the good document with a few bytes changed
+        doc = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            doc[rng.randrange(len(doc))] = rng.randrange(256)
+        cases.append(bytes(doc))
+    return cases
+
+
+def test_hostile_map_json_is_one_line(tmp_path: Path, pkt: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from pyxdp.cli.prog import fill_maps
+    from pyxdp.collection import Collection
+    from pyxdp.elf import load_collection_spec
+    from pyxdp.errors import PyxdpError
+    from pyxdp.userspace import UserspaceBackend
+    f = tmp_path / "maps.json"
+    # Every document against one loaded object: a fill or pyxdp's error, nothing else.
+    with Collection(load_collection_spec(XDP1), UserspaceBackend(engine="interp")) as coll:
+        for doc in _json_cases():
+            f.write_bytes(doc)
+            try:
+                fill_maps(coll, str(f))
+            except PyxdpError as e:
+                assert "\n" not in str(e), str(e)
+    # And through the command, end to end: one line, exit 2.
+    f.write_bytes(b"[" * 100_000)
+    assert "nests deeper" in _one_line_error(["prog", "run", XDP1, "--data-in", pkt,
+                                              "--maps", str(f)], capsys)
+
+
+def test_random_objects_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    rng = random.Random(SEED)
+    elf = (ROOT / "samples" / "xdp1.o").read_bytes()
+    obj = tmp_path / "x.o"
+    for n in range(12):
+        if n % 2:
+            data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+        else:
+            data = bytearray(elf)
+            for _ in range(rng.randint(1, 8)):
+                data[rng.randrange(64)] = rng.randrange(256)  # the ELF header
+            data = bytes(data)
+        obj.write_bytes(data)
+        for argv in (["prog", "show", str(obj)], ["prog", "disasm", str(obj)]):
+            try:
+                rc = main(argv)
+            except SystemExit as e:
+                rc = int(e.code or 0)
+            out = capsys.readouterr()
+            assert rc in (0, 2), out.err
+            if rc == 2:
+                assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+
+
+def test_bare_pyxdp_prints_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("usage: pyxdp") and "conformance" in out and "xsk" in out
+
+
+def test_bench_xdp_stops_on_ctrl_c_with_a_summary() -> None:
+    p = subprocess.Popen([sys.executable, "-m", "pyxdp.cli.main", "bench", "xdp", XDP1,
+                          "--duration", "60", "--interval", "0.2"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()  # the header
+        p.stdout.readline()  # a first interval: the loop runs
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+    assert p.returncode == 130, err
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("interrupted after ") and " rx " in last and " drop " in last, out
+    assert "Traceback" not in err

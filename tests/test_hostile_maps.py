@@ -1,0 +1,101 @@
+"""Hostile keys, values and counts for maps on both backends: bytes-like objects of the
+exact size, BTF-typed dicts and ints where the map has BTF; anything else a MapError or
+TypeError naming the expected size, never a silent all-zero key. Batch counts are
+checked as the kernel checks its __u32."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyxdp.btf.codec import CodecError
+from pyxdp.collection import Collection
+from pyxdp.errors import MapError
+from pyxdp.maps.lpm_trie import lpm_key
+from pyxdp.spec import MapSpec
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfMapType
+
+ROOT = Path(__file__).resolve().parents[1]
+PROG = "r0 = 2\nexit"
+MAPS = (MapSpec("arr", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 8, 0),
+        MapSpec("hash", int(BpfMapType.BPF_MAP_TYPE_HASH), 4, 8, 8, 0),
+        MapSpec("wide", int(BpfMapType.BPF_MAP_TYPE_HASH), 12, 8, 8, 0))
+
+
+@pytest.fixture(params=["userspace", pytest.param("kernel", marks=pytest.mark.kernel)])
+def coll(request: pytest.FixtureRequest) -> Iterator[Collection]:
+    with Collection(asm_collection(PROG, MAPS), str(request.param)) as c:
+        yield c
+
+
+def test_handles_take_exact_size_bytes_like_only(coll: Collection) -> None:
+    h = coll.maps["hash"].handle
+    h.update(b"\0\0\0\0", bytes(8), 0)
+    h.update(np.array([7], "<u4"), memoryview(bytes(range(8))), 0)  # buffers are bytes-like
+    assert h.lookup(bytearray(b"\x07\0\0\0")) == bytes(range(8))
+    for bad in (4, -1, "abcd", None, 4.0):
+        with pytest.raises((TypeError, MapError), match="4 bytes|needs a key"):
+            h.delete(bad)
+    with pytest.raises(MapError, match="key is 3 bytes, key_size is 4") as e:
+        h.lookup(b"\0\0\0")
+    assert e.value.errno == errno.EINVAL
+    with pytest.raises(TypeError, match="8 bytes"):
+        h.update(b"\0\0\0\0", 5, 0)
+    assert h.lookup(b"\0\0\0\0") == bytes(8)  # the all-zero key was never touched
+
+
+def test_collection_keys_ints_fit_or_are_refused(coll: Collection) -> None:
+    m = coll.maps["hash"]
+    m[1] = 2
+    m[0xFFFF_FFFF] = 3
+    m[-1] = 4  # the same u32 key, signed
+    assert m[0xFFFF_FFFF] == 4 and len(m) == 2
+    for bad in (1 << 32, -(1 << 31) - 1):
+        with pytest.raises(MapError, match="does not fit 4 bytes"):
+            m[bad] = 1
+    with pytest.raises(TypeError, match="12 bytes"):
+        coll.maps["wide"][5] = 1  # no int form for a 12-byte key
+    with pytest.raises(MapError, match="key is 5 bytes, key_size is 12"):
+        coll.maps["wide"][b"\0" * 5] = 1
+    with pytest.raises(TypeError, match="4 bytes"):
+        m["x"] = 1
+    assert len(m) == 2
+
+
+@pytest.mark.parametrize("count", [-1, 1 << 32, True, 1.5])
+def test_batch_counts_outside_u32_are_einval(coll: Collection, count: object) -> None:
+    for name in ("arr", "hash"):
+        with pytest.raises(MapError, match="count must be") as e:
+            coll.maps[name].handle.lookup_batch(None, count)
+        assert e.value.errno == errno.EINVAL
+
+
+def test_btf_typed_keys_and_values() -> None:
+    with Collection.load(ROOT / "samples" / "lb.o") as lb:
+        vips = lb.maps["vips"]
+        vip = {"addr": bytes([198, 51, 100, 2]), "port": (5678).to_bytes(2, "big"), "proto": 17}
+        vips[vip] = {"first_backend": 0, "backend_count": 1}
+        ksize = vips.spec.key_size
+        for bad, match in ((4, "needs an int|cannot store int"),
+                           (b"\0" * (ksize - 1), f"{ksize - 1} bytes for a {ksize}-byte"),
+                           ({**vip, "proto": 256}, "256 does not fit the 1-byte"),
+                           ({**vip, "nope": 1}, "has no member 'nope'")):
+            with pytest.raises(CodecError, match=match):
+                vips.delete(bad)
+        with pytest.raises(CodecError, match="-1 does not fit|does not fit the 4-byte"):
+            vips[vip] = {"first_backend": 1 << 32, "backend_count": 1}
+        assert vips[vip] == {"first_backend": 0, "backend_count": 1}
+
+
+def test_lpm_key_prefix_is_a_u32() -> None:
+    assert lpm_key(33, bytes(4))[:4] == (33).to_bytes(4, "little")  # the map refuses it
+    for bad in (-1, 1 << 32):
+        with pytest.raises(MapError, match="not a u32"):
+            lpm_key(bad, bytes(4))
+    with pytest.raises(TypeError):
+        lpm_key(8, 4)  # type: ignore[arg-type]
