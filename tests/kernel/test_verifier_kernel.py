@@ -42,6 +42,8 @@ def _kernel_verdicts(spec: object) -> dict[str, str | None]:
         for name, ms in spec.maps.items():  # type: ignore[attr-defined]
             handles[name] = kb.create_map(ms, handles)  # type: ignore[arg-type]
         for name, ps in spec.programs.items():  # type: ignore[attr-defined]
+            if not modelled(ps):
+                continue
             try:
                 kb.load_program(ps, handles)  # type: ignore[arg-type]
                 out[name] = None
