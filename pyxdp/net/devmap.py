@@ -167,10 +167,22 @@ class DevmapEgress:
                      self.sent)
 
     def clear(self) -> None:
-        """After :meth:`account`: the counts back to zero for the next call."""
-        for a in (self.exc, self.fault):
-            if a.any():
-                a[:] = 0
+        """After :meth:`account`: the fault reports back to zero for the next call (the
+        exception counts and the first invalid verdict stay: the tracer reads them
+        in place, :meth:`exception_rows`)."""
+        if self.fault[:, :, :4].any():
+            self.fault[:, :, :4] = 0
+
+    def exception_rows(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        """``xdp_exception`` counts as the tracer keys them: ((ifindex, act), [events])."""
+        rows: list[tuple[tuple[int, ...], list[int]]] = []
+        for k, ifx in zip(*np.nonzero(self.exc.any(axis=2)), strict=True):
+            exc = self.exc[k, ifx]
+            bad = int(self.fault[k, ifx, 4]) - 1
+            for act in np.flatnonzero(exc).tolist():
+                value = bad if act == 5 else act
+                rows.append(((int(ifx), value & 0xFFFF_FFFF), [int(exc[act])]))
+        return rows
 
     @contextmanager
     def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8]) -> Iterator[None]:
@@ -182,9 +194,8 @@ class DevmapEgress:
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 
-    def account(self, tracer: Any, devices: Mapping[int, _Target], warned: Any,
-                max_faults: int) -> None:
-        """What the call's egress runs counted, into the tracer, warnings and faults."""
+    def account(self, devices: Mapping[int, _Target], warned: Any, max_faults: int) -> None:
+        """What the call's egress runs leave for Python: warnings and fault reports."""
         if not len(self.progs):
             return
         for k, ifx in zip(*np.nonzero(self.exc.any(axis=2) | (self.fault[:, :, 0] > 0)),
@@ -193,9 +204,6 @@ class DevmapEgress:
             exc = self.exc[k, ifx]
             f = self.fault[k, ifx]
             bad = int(f[4]) - 1
-            for act in np.flatnonzero(exc).tolist():
-                value = bad if act == 5 else act
-                tracer.xdp_exception.fire(p.id, value & 0xFFFF_FFFF, int(ifx), int(exc[act]))
             first = next((a for a in (3, 4) if exc[a]), bad if bad >= 0 else None)
             if first is not None and p not in warned:
                 warned.add(p)

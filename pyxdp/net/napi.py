@@ -274,12 +274,18 @@ class _NativeCounts:
         self.ctl = ctl
         self.cnt = np.zeros(K.SIZE, np.int64)
         self.red: dict[tuple[tuple[int, ...], int], tuple[I64, I64]] = {}
+        self.cpu = rq.ctx.cpu
+        # cpumap tables: (map ids, entries' (map id, cpu) per row, redirects per map,
+        # enqueue sums per entry row), one per cpumap configuration the queue saw.
+        self.cms: list[tuple[list[int], list[tuple[int, int]], I64, I64]] = []
+        self.egress: list[DevmapEgress] = []  # devmap programs' exceptions, per table
         tr = rq.dev.host.tracer
         self._sources: list[tuple[Any, _Source]] = [
             (tr.xdp_exception, _Source(self._exceptions, self.reset)),
             (tr.xdp_bulk_tx, _Source(self._bulk_tx, _nothing)),
             (tr.xdp_redirect, _Source(self._redirects, _nothing)),
             (tr.xdp_devmap_xmit, _Source(self._xmits, _nothing)),
+            (tr.xdp_cpumap_enqueue, _Source(self._enqueues, _nothing)),
         ]
         for tp, src in self._sources:
             tp.add_source(src)
@@ -300,6 +306,21 @@ class _NativeCounts:
         if k[K.ACT + 5]:
             bad = (int(self.ctl[C.INVALID_ACT]) - 1) & 0xFFFF_FFFF
             rows.append(((self.ifindex, bad), [int(k[K.ACT + 5])]))
+        for eg in list(self.egress):
+            rows.extend(eg.exception_rows())
+        return rows
+
+    def add_cpumap(self, cm: tuple[Any, ...], rts: list[Any]) -> None:
+        """Count a cpumap table's redirect and enqueue sums (``cm[8]``, ``cm[7]``)."""
+        self.cms.append(([int(i) for i in cm[0].tolist()],
+                         [(rt.map.id, rt.cpu) for rt in rts], cm[8], cm[7]))
+
+    def _enqueues(self) -> list[CounterRow]:
+        rows: list[CounterRow] = []
+        for _, ents, _, cq in list(self.cms):
+            for r in np.flatnonzero(cq[:, 0]).tolist():
+                mid, cpu = ents[r]
+                rows.append(((mid, self.cpu, cpu), [int(x) for x in cq[r]]))
         return rows
 
     def _bulk_tx(self) -> list[CounterRow]:
@@ -316,6 +337,9 @@ class _NativeCounts:
                 for slot, ifx in zip(*np.nonzero(red), strict=True):
                     rows.append(((self.ifindex, int(ifx), mids[int(slot)]),
                                  [int(red[slot, ifx])]))
+        for cm_ids, _, cm_red, _ in list(self.cms):
+            for k in np.flatnonzero(cm_red).tolist():
+                rows.append(((self.ifindex, 0, cm_ids[k]), [int(cm_red[k])]))
         return rows
 
     def _xmits(self) -> list[CounterRow]:
@@ -331,6 +355,11 @@ class _NativeCounts:
         for red, xmit in list(self.red.values()):
             red[:] = 0
             xmit[:] = 0
+        for _, _, cm_red, cq in list(self.cms):
+            cm_red[:] = 0
+            cq[:] = 0
+        for eg in list(self.egress):
+            eg.exc[:] = 0
 
     def retire(self) -> None:
         """The state is done: what it counted becomes the tracer's own."""
@@ -376,6 +405,7 @@ class _NativeState:
         self.devmaps = [m for m in prog.maps.values() if type(m) is DevMap]
         self._tables: _Tables | None = None
         self._cm: tuple[object, tuple[Any, ...], list[Any]] | None = None
+        self._cm_seen = np.zeros(0, np.int64)  # enqueue events per entry at the last wake
 
     def retire(self, rq: NetdevRxQueue) -> None:
         """Replaced or closed: its counts go to the tracer and the queue."""
@@ -393,6 +423,7 @@ class _NativeState:
         if t is None or t.key != key:
             t = self._tables = _Tables(key, host, dms, nif, vm, self.ifindex,
                                        self.counts.tables(dms, nif))
+            self.counts.egress.append(t.egress)
         return t
 
     def cpumap_args(self, host: Host, local: bool) -> tuple[tuple[Any, ...], list[Any]]:
@@ -401,6 +432,9 @@ class _NativeState:
         key = (host.cpumap_threads, tuple((m.id, m.gen) for m in maps))
         if self._cm is None or self._cm[0] != key:
             self._cm = (key, *_cpumap_args(host, maps))
+            if maps:
+                self.counts.add_cpumap(self._cm[1], self._cm[2])
+                self._cm_seen = np.zeros(len(self._cm[2]), np.int64)
         return self._cm[1], self._cm[2]
 
 
@@ -549,10 +583,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                                   f"{pool.name}", pages=[pool.pfn_base + row], owner=pool.name)
     with host.lock:
         _native_account(rq, prog, st, vm)
-        nt.egress.account(host.tracer, host.devices, _warned, MAX_FAULT_REPORTS)
+        nt.egress.account(host.devices, _warned, MAX_FAULT_REPORTS)
     nt.clear()
     if cm_rts:
-        _cpumap_account(rq, cm, cm_rts, st.cpumaps)
+        _cpumap_account(st, cm, cm_rts)
     if generic:
         _generic_deferred(rq, prog, st, pool.pfn_base)
     else:
@@ -737,22 +771,13 @@ def _cpumap_args(host: Host, maps: Sequence[CpuMap]) -> tuple[tuple[Any, ...], l
     return cm, rts
 
 
-def _cpumap_account(rq: NetdevRxQueue, cm: tuple[Any, ...], rts: list[Any],
-                    maps: Sequence[CpuMap]) -> None:
-    """Fold a native call's cpumap enqueues and redirects into the tracer; wake the
-    kthreads it queued frames for."""
-    dev = rq.dev
-    tr = dev.host.tracer
-    cm_red, cq_cnt = cm[8], cm[7]
-    for k in np.flatnonzero(cm_red).tolist():
-        tr.xdp_redirect._add((dev.ifindex, 0, maps[k].id), int(cm_red[k]), [])
-    for r in np.flatnonzero(cq_cnt[:, 0]).tolist():
-        rt = rts[r]
-        ev, proc, drops = (int(x) for x in cq_cnt[r])
-        tr.xdp_cpumap_enqueue._add((rt.map.id, rq.ctx.cpu, rt.cpu), ev, [proc, drops])
-        rt._wake.set()
-    cm_red[:] = 0  # the sums are kept for the next call (the table is)
-    cq_cnt[:] = 0
+def _cpumap_account(st: _NativeState, cm: tuple[Any, ...], rts: list[Any]) -> None:
+    """Wake the kthreads a native call queued frames for (their enqueue events grew;
+    the sums themselves stay in the table, which the tracer reads in place)."""
+    events = cm[7][:, 0]
+    for r in np.flatnonzero(events != st._cm_seen).tolist():
+        rts[r]._wake.set()
+    st._cm_seen[:] = events
 
 
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
