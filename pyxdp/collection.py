@@ -239,11 +239,17 @@ class Collection:
 
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
                  nr_cpus: int | None = None, engine: str = "auto",
-                 core_btf: str | os.PathLike[str] | None = None) -> None:
+                 core_btf: str | os.PathLike[str] | None = None, verify: bool = True) -> None:
         """``engine`` (userspace backend): ``"jit"``, ``"interp"`` or ``"auto"`` (the JIT
         when llvmlite is installed). ``core_btf``: a BTF file CO-RE relocations resolve
-        against instead of the running kernel's (libbpf's ``btf_custom_path``)."""
+        against instead of the running kernel's (libbpf's ``btf_custom_path``).
+
+        ``verify`` (userspace backend): run :mod:`pyxdp.verifier` on every program first,
+        so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
+        with Linux's message; ``False`` loads it anyway (the engines' run-time checks
+        stop a bad access instead). The kernel backend always has Linux's verifier."""
         self.spec = spec
+        self.verify = verify
         self.backend = _make_backend(backend, spec, nr_cpus, engine, core_btf)
         self.maps: dict[str, Map] = {}
         self.programs: dict[str, Program] = {}
@@ -259,10 +265,11 @@ class Collection:
     @classmethod
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
              nr_cpus: int | None = None, engine: str = "auto",
-             core_btf: str | os.PathLike[str] | None = None) -> Collection:
+             core_btf: str | os.PathLike[str] | None = None, verify: bool = True
+             ) -> Collection:
         from pyxdp.elf import load_collection_spec
         return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine,
-                   core_btf=core_btf)
+                   core_btf=core_btf, verify=verify)
 
     def _load(self) -> None:
         handles: dict[str, MapHandle] = {}
@@ -276,12 +283,17 @@ class Collection:
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             self.maps[name] = Map(name, ms, h, codec, cpus)
+        check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
             why = "autoload is off (SEC(\"?...\"))" if not ps.autoload else \
                 self.backend.cannot_load(ps)
             if why:
                 self.skipped[name] = why
                 continue
+            if check and not ps.kfuncs and not ps.core_relos:
+                # (kfuncs and CO-RE relocations are not modelled by pyxdp's verifier yet)
+                from pyxdp.verifier import verify
+                verify(ps, self.spec.maps)
             self.programs[name] = Program(
                 name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend)
         for name, ms in self.spec.maps.items():

@@ -18,7 +18,8 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
     ├── TestRunTruncated      test_run output did not fit (ENOSPC); keeps what was copied
     └── KernelError           a bpf(2)/netlink call failed (errno kept)
         ├── BPFUnavailable    not root / no BPF on this machine
-        └── VerifierError     PROG_LOAD refused; keeps the whole verifier log
+        └── VerifierError     a verifier refused the program (Linux's or pyxdp's);
+                              keeps the whole log
 
 The CLI turns any of them into one line on stderr and exit code 2.
 """
@@ -169,13 +170,37 @@ class BPFUnavailable(KernelError):
 
 
 class VerifierError(KernelError):
-    """The kernel verifier refused a program; ``log`` is its whole log."""
+    """A verifier refused a program: Linux's at BPF_PROG_LOAD, or pyxdp's own
+    (:mod:`pyxdp.verifier`) before a userspace load.
 
-    def __init__(self, op: str, err: int, log: str) -> None:
+    ``log`` is the whole log, ``reason`` its last meaningful line (Linux's
+    message for the failure). pyxdp's verifier also sets ``pc``, ``insn``
+    (the instruction's text), ``source`` (the C line from BTF line info) and
+    ``state`` (the registers at ``pc``, as the kernel's log prints them).
+    """
+
+    def __init__(self, op: str, err: int, log: str, *, pc: int | None = None, insn: str = "",
+                 source: str = "", state: str = "") -> None:
         from pyxdp.kernel.verifier_log import verifier_reason  # pure text parsing, no syscalls
 
         self.log = log
-        super().__init__(op, err, verifier_reason(log))
+        self.pc = pc
+        self.insn = insn
+        self.source = source
+        self.state = state
+        reason = verifier_reason(log)
+        if pc is None:
+            super().__init__(op, err, reason)
+            return
+        where = f" at pc {pc} ({insn})" + (f" at {source}" if source else "")
+        KernelError.__init__(self, f"{op}: verifier", err, f"{reason}{where}")
+
+    @property
+    def reason(self) -> str:
+        """The last meaningful line of the log: the verifier's message for the failure."""
+        from pyxdp.kernel.verifier_log import verifier_reason
+
+        return verifier_reason(self.log)
 
 
 class UnsupportedHelper(InvalidProgram, NotSupportedError):

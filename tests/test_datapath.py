@@ -1176,7 +1176,7 @@ def test_fault_is_aborted_with_a_report(mode: str) -> None:
     with new_host() as h:
         a, b = h.veth("veth0", "veth1")
         seen = Seen(h)
-        a.attach_xdp(h.load(asm(FAULT)).programs["t"], mode=mode)
+        a.attach_xdp(h.load(asm(FAULT), verify=False).programs["t"], mode=mode)
         b.transmit(udp_frames(5))
         h.run()
         assert seen.total == 0

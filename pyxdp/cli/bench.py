@@ -90,10 +90,11 @@ def kernel_ns(program: Program, data: bytes, repeat: int, runs: int = 3) -> tupl
     return statistics.median(times), act
 
 
-def _collection(obj: str, backend: str, engine: str, maps_in: str | None) -> Collection:
+def _collection(obj: str, backend: str, engine: str, maps_in: str | None,
+                verify: bool = True) -> Collection:
     spec = load_collection_spec(_object(obj))
     coll = Collection(spec, backend) if backend == "kernel" else \
-        Collection(spec, backend, engine=engine)
+        Collection(spec, backend, engine=engine, verify=verify)
     if maps_in:
         fill_maps(coll, maps_in)
     return coll
@@ -101,14 +102,14 @@ def _collection(obj: str, backend: str, engine: str, maps_in: str | None) -> Col
 
 def cmd_bench_prog(obj: str, section: str | None, data_in: str, repeat: int | None,
                    engine: str, vs_kernel: bool, maps_in: str | None = None, runs: int = 3,
-                   out: Callable[[str], None] = print) -> int:
+                   out: Callable[[str], None] = print, verify: bool = True) -> int:
     data = _read_input(data_in)
     if repeat is None:
         repeat = 1_000_000 if engine == "jit" else 10_000
     if repeat < 1:
         raise CliError("--repeat must be >= 1")
     cpu = pin_cpu()
-    with _collection(obj, "userspace", engine, maps_in) as coll:
+    with _collection(obj, "userspace", engine, maps_in, verify) as coll:
         program = _program(coll, section)
         prog = program.handle
         assert isinstance(prog, XdpProg)

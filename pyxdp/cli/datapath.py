@@ -157,9 +157,9 @@ def _snapshot(s: NetdevStats) -> NetdevStats:
 
 def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: str | None,
                   duration: float, interval: float, vs_kernel: bool, maps: str | None,
-                  as_json: bool, engine: str = "auto") -> int:
+                  as_json: bool, engine: str = "auto", verify: bool = True) -> int:
     """Run ``obj`` (default: the xdp1 sample) on a generated stream for ``duration``
-    seconds, printing rates."""
+    seconds, printing rates. ``verify=False`` skips pyxdp's verifier."""
     if obj is None:
         obj = str(SAMPLES / "xdp1.o")
         if not Path(obj).is_file():
@@ -174,7 +174,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
     try:
         eth = host.add_device("eth0")
         host.add_device("eth1")
-        coll = host.load(_object(obj))
+        coll = host.load(_object(obj), verify=verify)
         prog = _program(coll, section)
         if maps:
             fill_maps(coll, maps)

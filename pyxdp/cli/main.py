@@ -44,9 +44,11 @@ def _cmd_prog(args: argparse.Namespace) -> int:
         return prog.cmd_prog_show(args.obj)
     if args.prog_cmd == "disasm":
         return prog.cmd_prog_disasm(args.obj, args.section)
+    if args.prog_cmd == "verify":
+        return prog.cmd_prog_verify(args.obj, args.section, args.log_level)
     return prog.cmd_prog_run(args.obj, args.section, args.data_in, args.data_out, args.ctx_in,
                              args.ctx_out, args.repeat, args.backend, args.maps,
-                             args.dump_maps, args.trace)
+                             args.dump_maps, args.trace, verify=args.verify)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -54,7 +56,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from pyxdp.cli import datapath
         return datapath.cmd_bench_xdp(args.obj, args.section, args.mode, args.packet,
                                       args.duration, args.interval, args.vs_kernel, args.maps,
-                                      args.json, args.engine)
+                                      args.json, args.engine, verify=args.verify)
     if args.bench_cmd == "datapath":
         from pyxdp.cli import datapath
         return datapath.cmd_bench_datapath(args.paths, args.runs, args.seconds, args.frames,
@@ -64,12 +66,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return datapath.cmd_bench_seeds(args.frames, args.runs, args.json)
     from pyxdp.cli import bench
     return bench.cmd_bench_prog(args.obj, args.section, args.data_in, args.repeat, args.engine,
-                                args.vs_kernel, args.maps, args.runs)
+                                args.vs_kernel, args.maps, args.runs, verify=args.verify)
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
     from pyxdp.cli import prog
-    return prog.cmd_map_dump(args.obj, args.name, args.backend, args.maps)
+    return prog.cmd_map_dump(args.obj, args.name, args.backend, args.maps,
+                             verify=args.verify)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -78,7 +81,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return explain.cmd_run_explain(args)
     from pyxdp.cli import prog
     return prog.cmd_run(args.obj, args.section, args.pcap, args.write, args.maps,
-                        args.dump_maps, args.backend)
+                        args.dump_maps, args.backend, verify=args.verify)
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -105,6 +108,12 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 def _cmd_xsk(args: argparse.Namespace) -> int:
     from pyxdp.cli import xsk
     return xsk.cmd_xsk(args)
+
+
+def _verify_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load on pyxdp even what Linux's verifier would refuse (run-time "
+                        "checks stop bad accesses instead)")
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -137,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     pd = psub.add_parser("disasm", help="disassemble, with C source lines from BTF")
     pd.add_argument("obj", metavar="OBJ")
     pd.add_argument("-s", "--section", help="program name or section")
+    pv = psub.add_parser("verify", help="pyxdp's verifier: would Linux load it? (exit 1 if "
+                         "not)")
+    pv.add_argument("obj", metavar="OBJ")
+    pv.add_argument("-s", "--section", help="program name or section")
+    pv.add_argument("--log-level", type=int, choices=(0, 1, 2), default=1,
+                    help="0: the reason only; 1: the log (default); 2: also stack depths")
     pr = psub.add_parser("run", help="BPF_PROG_TEST_RUN, as bpftool prog run")
     pr.add_argument("obj", metavar="OBJ")
     pr.add_argument("-s", "--section", help="program name or section")
@@ -151,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--trace", action="store_true",
                     help="print every executed instruction (userspace)")
     _backend_arg(pr)
+    _verify_arg(pr)
     pp.set_defaults(func=_cmd_prog)
 
     pb = sub.add_parser("bench", help="benchmarks: a program (prog), the datapath (xdp, "
@@ -165,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs per measurement (default: 1,000,000 on the JIT, 10,000 on the "
                          "interpreter)")
     bp.add_argument("--engine", choices=("jit", "interp"), default="jit")
+    _verify_arg(bp)
     bp.add_argument("--vs-kernel", action="store_true",
                     help="also test-run the object in Linux (root) and print the ratio")
     bp.add_argument("--maps", metavar="F", help="fill maps first from JSON (both sides)")
@@ -187,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(root) and print the ratio")
     bx.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     bx.add_argument("--engine", choices=("auto", "jit", "interp"), default="auto")
+    _verify_arg(bx)
     bx.add_argument("--json", action="store_true", help="JSON lines instead of text")
     bs = bsub.add_parser("seeds", help="the seed discussions' claims as ratios on pyxdp")
     bs.add_argument("--frames", type=int, default=200_000, metavar="N",
@@ -217,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     md.add_argument("name", nargs="?", help="one map (default: all)")
     md.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     _backend_arg(md)
+    _verify_arg(md)
     pm.set_defaults(func=_cmd_map)
 
     r = sub.add_parser("run", help="run a program over a capture (pcap or pcapng)")
@@ -230,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="each packet's journey on a pyxdp host (see 'pyxdp explain'), in a "
                         "pcapng comment per packet")
     _backend_arg(r)
+    _verify_arg(r)
     r.set_defaults(func=_cmd_run)
 
     # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).

@@ -22,7 +22,8 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
 
-__all__ = ["cmd_map_dump", "cmd_prog_disasm", "cmd_prog_run", "cmd_prog_show", "cmd_run"]
+__all__ = ["cmd_map_dump", "cmd_prog_disasm", "cmd_prog_run", "cmd_prog_show",
+           "cmd_prog_verify", "cmd_run"]
 
 
 class CliError(PyxdpError):
@@ -88,8 +89,8 @@ def _from_json(v: Any) -> Any:
     return v
 
 
-def _load(obj: str, backend: str = "userspace") -> Collection:
-    return Collection(load_collection_spec(_object(obj)), backend)
+def _load(obj: str, backend: str = "userspace", verify: bool = True) -> Collection:
+    return Collection(load_collection_spec(_object(obj)), backend, verify=verify)
 
 
 def fill_maps(coll: Collection, path: str) -> None:
@@ -193,6 +194,35 @@ def cmd_prog_disasm(obj: str, section: str | None) -> int:
     return 0
 
 
+def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
+    """``pyxdp prog verify``: pyxdp's verifier on every program (or one), Linux's log lines;
+    exit status 1 when a program is refused."""
+    from pyxdp.errors import VerifierError
+    from pyxdp.verifier import verify
+    spec = load_collection_spec(Path(obj))
+    names = [n for n, p in spec.programs.items() if section is None or section in (n, p.section)]
+    if not names:
+        raise CliError(f"no program named {section!r} (programs: {', '.join(spec.programs)})")
+    refused = 0
+    for name in names:
+        p = spec.programs[name]
+        try:
+            res = verify(p, spec.maps)
+        except VerifierError as e:
+            refused += 1
+            print(f"{name} ({p.section}): refused")
+            lines = e.log.splitlines() if log_level >= 1 else [e.reason]
+            for line in lines:
+                print(f"  {line}")
+            continue
+        print(f"{name} ({p.section}): accepted")
+        if log_level >= 1:
+            print(f"  {res.log.splitlines()[-1]}")
+        if log_level >= 2:
+            print(f"  stack depth {'+'.join(str(d) for d in res.stack_depth)}")
+    return 1 if refused else 0
+
+
 def _print_result(res: Any, repeat: int) -> None:
     avg = " (average)" if repeat > 1 else ""
     print(f"Return value: {res.retval}, duration{avg}: {res.duration_ns}ns")
@@ -208,12 +238,13 @@ def _print_result(res: Any, repeat: int) -> None:
 
 def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | None,
                  ctx_in: str | None, ctx_out: str | None, repeat: int, backend: str,
-                 maps_in: str | None, maps_out: str | None, trace: bool) -> int:
+                 maps_in: str | None, maps_out: str | None, trace: bool,
+                 verify: bool = True) -> int:
     if repeat < 0:
         raise CliError("--repeat must be >= 0")
     data = _read_input(data_in)
     ctx = _read_input(ctx_in) if ctx_in else None
-    with _load(obj, backend) as coll:
+    with _load(obj, backend, verify) as coll:
         if maps_in:
             fill_maps(coll, maps_in)
         prog = _program(coll, section)
@@ -234,8 +265,9 @@ def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | No
     return 0
 
 
-def cmd_map_dump(obj: str, name: str | None, backend: str, maps_in: str | None) -> int:
-    with _load(obj, backend) as coll:
+def cmd_map_dump(obj: str, name: str | None, backend: str, maps_in: str | None,
+                 verify: bool = True) -> int:
+    with _load(obj, backend, verify) as coll:
         if maps_in:
             fill_maps(coll, maps_in)
         if name is not None and name not in coll.maps:
@@ -253,11 +285,11 @@ def _action_name(act: int) -> str:
 
 
 def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in: str | None,
-            maps_out: str | None, backend: str) -> int:
+            maps_out: str | None, backend: str, verify: bool = True) -> int:
     from pyxdp.net.pcap import PcapngWriter, read_capture
     counts: Counter[str] = Counter()
     aborted: list[str] = []
-    with _load(obj, backend) as coll:
+    with _load(obj, backend, verify) as coll:
         if maps_in:
             fill_maps(coll, maps_in)
         prog = _program(coll, section)

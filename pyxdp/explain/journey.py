@@ -310,10 +310,12 @@ class Explainer:
 
     def __init__(self, obj: str | Path | CollectionSpec, *, program: str | None = None,
                  topology: Topology | None = None,
-                 maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> None:
+                 maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                 verify: bool = True) -> None:
         self.topology = topo = topology if topology is not None else default_topology()
         spec = _load_spec(obj)
         self.program = _entry_program(spec, program)
+        self.verify = verify
         self.tracer = Tracer()
         # The interpreter, no native loop: each run can be traced instruction by
         # instruction and every tracepoint fires per packet.
@@ -351,7 +353,7 @@ class Explainer:
                     host.add_device(d.name, rx_queues=d.queues, mtu=d.mtu)
             except (ValueError, PyxdpError) as e:
                 raise TopologyError(f"device {d.name}: {e}") from None
-        self.coll = host.load(spec)
+        self.coll = host.load(spec, verify=self.verify)
         self.collections.append(self.coll)
         others: dict[str, Collection] = {}
         for att in topo.attachments(self.program):
@@ -360,7 +362,7 @@ class Explainer:
             elif att.obj in others:
                 coll = others[att.obj]
             else:
-                coll = others[att.obj] = host.load(_load_spec(att.obj))
+                coll = others[att.obj] = host.load(_load_spec(att.obj), verify=self.verify)
                 self.collections.append(coll)
             name = att.program or _entry_program(coll.spec, None)
             prog = coll.programs.get(name)
@@ -956,9 +958,11 @@ def _errname(err: int) -> str:
 
 def explain(obj: str | Path | CollectionSpec, packet: bytes, *, program: str | None = None,
             topology: Topology | None = None,
-            maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Journey:
+            maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+            verify: bool = True) -> Journey:
     """The journey of ``packet`` through ``obj``'s ``program`` on ``topology`` (default:
-    eth0 of a two-NIC host with a veth pair)."""
-    with Explainer(obj, program=program, topology=topology, maps=maps) as ex:
+    eth0 of a two-NIC host with a veth pair); ``verify=False`` runs a program pyxdp's
+    verifier (as Linux's) would refuse."""
+    with Explainer(obj, program=program, topology=topology, maps=maps, verify=verify) as ex:
         return ex.explain(packet)
 

@@ -16,7 +16,8 @@ __all__ = ["last_insn_pc", "verifier_reason"]
 # Trailer and bookkeeping lines that are never the reason for a refusal.
 _NOISE: Final = re.compile(
     r"^(processed \d+ insns|verification time \d+|stack depth \d|"
-    r"-- END PROG LOAD LOG --|max_states_per_insn|peak_states|mark_read)")
+    r"-- END PROG LOAD LOG --|max_states_per_insn|peak_states|mark_read|"
+    r"cur state:|old state:)")
 _INSN: Final = re.compile(r"^(\d+): \([0-9a-f]{2}\)")
 
 

@@ -556,10 +556,12 @@ class Host:
         self.close(check=et is None)
 
     # -- objects ---------------------------------------------------------------------
-    def load(self, obj: str | Path | CollectionSpec) -> Collection:
-        """Load an object (path or spec) on this host's backend."""
-        coll = Collection(obj, backend=self.backend) if isinstance(obj, CollectionSpec) \
-            else Collection.load(obj, backend=self.backend)
+    def load(self, obj: str | Path | CollectionSpec, *, verify: bool = True) -> Collection:
+        """Load an object (path or spec) on this host's backend; ``verify=False`` skips
+        pyxdp's verifier (see :class:`~pyxdp.collection.Collection`)."""
+        coll = Collection(obj, backend=self.backend, verify=verify) \
+            if isinstance(obj, CollectionSpec) \
+            else Collection.load(obj, backend=self.backend, verify=verify)
         self._collections.append(coll)
         return coll
 

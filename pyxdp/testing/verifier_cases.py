@@ -1,0 +1,582 @@
+"""Small XDP programs with Linux 6.18's verdict on each: the verifier's differential corpus.
+
+Each :class:`VerifierCase` is assembler text (the kernel's dialect) and the
+verdict Linux gave when root loaded it, measured with BPF_PROG_LOAD on this
+machine: ``None`` for accepted, else the last line of the verifier's log.
+``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
+``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
+
+``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyxdp.asm.assembler import assemble
+from pyxdp.asm.insn import Instruction
+from pyxdp.spec import BPF_XDP, BPF_XDP_DEVMAP, CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType as MT
+
+__all__ = ["CASES", "MAPS", "VerifierCase"]
+
+MAPS: dict[str, MapSpec] = {
+    "hash": MapSpec("hash", MT.BPF_MAP_TYPE_HASH, 4, 8, 16),
+    "arr": MapSpec("arr", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 4),
+    "rb": MapSpec("rb", MT.BPF_MAP_TYPE_RINGBUF, 0, 0, 4096),
+    "dev": MapSpec("dev", MT.BPF_MAP_TYPE_DEVMAP, 4, 4, 4),
+    "progs": MapSpec("progs", MT.BPF_MAP_TYPE_PROG_ARRAY, 4, 4, 4),
+    "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
+}
+_MARK = re.compile(r"MAP\((\w+)\)")
+_TAG = 0x5EED0000
+
+
+@dataclass(frozen=True)
+class VerifierCase:
+    name: str
+    asm: str
+    linux: str | None  # None: accepted; else the last line of Linux's log
+    devmap: bool = False
+    license: str = "GPL"
+
+    def spec(self) -> CollectionSpec:
+        names: list[str] = []
+
+        def mark(m: re.Match[str]) -> str:
+            names.append(m.group(1))
+            return f"{_TAG + len(names) - 1:#x} ll"
+
+        insns = list(assemble(_MARK.sub(mark, self.asm)))
+        refs = []
+        for pc, i in enumerate(insns):
+            if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
+                refs.append(MapRef(pc, names[i.imm - _TAG], "fd"))
+                insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
+        prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
+                           insns=tuple(insns), license=self.license, map_refs=tuple(refs),
+                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP)
+        maps = {n: MAPS[n] for n in names}
+        return CollectionSpec(programs={prog.name: prog}, maps=maps, license=self.license,
+                              name=self.name)
+
+
+# data in r2, data_end in r3
+_PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
+# r0 = lookup(map, &key) with the key (0) at fp-8
+_LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
+
+
+_LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
+
+
+def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
+    return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
+
+
+CASES: tuple[VerifierCase, ...] = (
+    # -- returns and registers ---------------------------------------------------------------
+    _c("ret_const", "r0 = 2\nexit", None),
+    _c("ret_uninit", "exit", "R0 !read_ok"),
+    _c("read_uninit_reg", "r0 = r2\nexit", "R2 !read_ok"),
+    _c("ret_pointer", "r0 = r1\nexit", None),
+    _c("ret_big", "r0 = 1000\nexit", None),
+    _c("fp_write", "r10 = 0\nr0 = 0\nexit", "frame pointer is read only"),
+    _c("mov32_pointer", "w0 = w1\nexit", None),
+    # -- packet bounds -----------------------------------------------------------------------
+    _c("pkt_unchecked", _PKT + "r0 = *(u16 *)(r2 +12)\nexit", "R2 offset is outside of the packet"),
+    _c("pkt_checked", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +12)
+exit
+r0 = 1
+exit""", None),
+    _c("pkt_off_by_one", _PKT + """
+r4 = r2
+r4 += 13
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +12)
+exit
+r0 = 1
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_wrong_branch", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto +2
+r0 = 1
+exit
+r0 = *(u16 *)(r2 +12)
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_lt_open", _PKT + """
+r4 = r2
+r4 += 14
+if r4 < r3 goto +2
+r0 = 1
+exit
+r0 = *(u8 *)(r2 +14)
+exit""", None),
+    _c("pkt_ge_open", _PKT + """
+r4 = r2
+r4 += 14
+if r4 >= r3 goto +2
+r0 = *(u8 *)(r2 +14)
+exit
+r0 = 1
+exit""", None),
+    _c("pkt_end_lt_reverse", _PKT + """
+r4 = r2
+r4 += 14
+if r3 < r4 goto +2
+r0 = *(u16 *)(r4 -2)
+exit
+r0 = 1
+exit""", None),
+    _c("pkt_read_past_check", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto +2
+r0 = *(u8 *)(r4 +0)
+exit
+r0 = 1
+exit""", "R4 offset is outside of the packet"),
+    _c("pkt_var_checked", _PKT + """
+r5 = *(u8 *)(r2 +0)
+r0 = 1
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_var_offset", _PKT + """
+r4 = r2
+r4 += 1
+if r4 > r3 goto +8
+r5 = *(u8 *)(r2 +0)
+r5 &= 15
+r2 += r5
+r4 = r2
+r4 += 4
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("pkt_var_unchecked", _PKT + """
+r4 = r2
+r4 += 1
+if r4 > r3 goto +4
+r5 = *(u8 *)(r2 +0)
+r2 += r5
+r0 = *(u8 *)(r2 +0)
+exit
+r0 = 1
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_write", _PKT + """
+r4 = r2
+r4 += 6
+r0 = 1
+if r4 > r3 goto +2
+*(u16 *)(r2 +4) = 7
+r0 = 3
+exit""", None),
+    _c("pkt_beyond_end_dead_branch", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+if r4 > r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", None),
+    _c("pkt_beyond_end_ge_decided", _PKT + """
+r4 = r2
+r4 += 14
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+if r4 >= r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", None),
+    _c("pkt_at_end_gt_undecided", _PKT + """
+r4 = r2
+r4 += 14
+if r4 < r3 goto ok
+if r4 > r3 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit
+ok:
+r0 = 1
+exit""", "invalid read from stack R10 off=8 size=8"),
+    _c("ctx_null_branch", """
+if r1 == 0 goto null
+r0 = 2
+exit
+null:
+r0 = *(u64 *)(r1 +0)
+exit""", "invalid bpf_context access off=0 size=8"),
+    _c("stack_ptr_null_branch", """
+r2 = r10
+if r2 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+exit
+out:
+r0 = 2
+exit""", "invalid read from stack R10 off=8 size=8"),
+    _c("pkt_end_read", _PKT + "r0 = *(u8 *)(r3 +0)\nexit", "R3 invalid mem access 'pkt_end'"),
+    _c("pkt_end_arith", _PKT + "r3 += 1\nr0 = 0\nexit",
+       "R3 pointer arithmetic on pkt_end prohibited"),
+    _c("pkt_meta_unchecked", "r2 = *(u32 *)(r1 +8)\nr0 = *(u8 *)(r2 +0)\nexit",
+       "R2 offset is outside of the packet"),
+    _c("pkt_meta_checked", """
+r2 = *(u32 *)(r1 +8)
+r3 = *(u32 *)(r1 +0)
+r4 = r2
+r4 += 4
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +0)
+exit
+r0 = 2
+exit""", None),
+    _c("pkt_after_adjust_head", _PKT + """
+r6 = r2
+r4 = r2
+r4 += 14
+if r4 > r3 goto +4
+r2 = 0
+call 44
+r0 = *(u8 *)(r6 +0)
+exit
+r0 = 1
+exit""", "R6 invalid mem access 'scalar'"),
+    _c("pkt_spill_fill", _PKT + """
+*(u64 *)(r10 -8) = r2
+r4 = r2
+r4 += 2
+if r4 > r3 goto +3
+r5 = *(u64 *)(r10 -8)
+r0 = *(u16 *)(r5 +0)
+exit
+r0 = 1
+exit""", None),
+    # -- context -----------------------------------------------------------------------------
+    _c("ctx_write", "r2 = 1\n*(u32 *)(r1 +0) = r2\nr0 = 0\nexit",
+       "invalid bpf_context access off=0 size=4"),
+    _c("ctx_st_imm", "*(u32 *)(r1 +0) = 1\nr0 = 0\nexit",
+       "invalid bpf_context access off=0 size=4"),
+    _c("ctx_narrow", "r0 = *(u8 *)(r1 +12)\nexit", "invalid bpf_context access off=12 size=1"),
+    _c("ctx_past_end", "r0 = *(u32 *)(r1 +24)\nexit", "invalid bpf_context access off=24 size=4"),
+    _c("ctx_u64", "r0 = *(u64 *)(r1 +0)\nexit", "invalid bpf_context access off=0 size=8"),
+    _c("ctx_egress_xdp", "r0 = *(u32 *)(r1 +20)\nexit", "invalid bpf_context access off=20 size=4"),
+    _c("ctx_egress_devmap", "r0 = *(u32 *)(r1 +20)\nexit", None, devmap=True),
+    _c("ctx_modified", "r1 += 4\nr0 = *(u32 *)(r1 +0)\nexit",
+       "dereference of modified ctx ptr R1 off=4 disallowed"),
+    _c("ctx_rxq", "r0 = *(u32 *)(r1 +16)\nexit", None),
+    # -- stack -------------------------------------------------------------------------------
+    _c("stack_uninit_read", "r0 = *(u64 *)(r10 -8)\nexit", None),
+    _c("stack_above_fp", "r2 = 1\n*(u64 *)(r10 +0) = r2\nr0 = 0\nexit",
+       "invalid write to stack R10 off=0 size=8"),
+    _c("stack_too_deep", "r0 = *(u64 *)(r10 -520)\nexit",
+       "invalid read from stack R10 off=-520 size=8"),
+    _c("stack_misaligned", "r2 = 1\n*(u32 *)(r10 -6) = r2\nr0 = 0\nexit",
+       "misaligned stack access off 0+0+-6 size 4"),
+    _c("stack_fill_partial_ptr", "*(u64 *)(r10 -8) = r1\nr0 = *(u32 *)(r10 -8)\nexit",
+       "invalid size of register fill"),
+    _c("stack_spill_partial_ptr", "*(u32 *)(r10 -8) = r1\nr0 = 0\nexit",
+       "invalid size of register spill"),
+    _c("stack_spill_ctx", """
+*(u64 *)(r10 -16) = r1
+r1 = 0
+r1 = *(u64 *)(r10 -16)
+r0 = *(u32 *)(r1 +16)
+exit""", None),
+    _c("stack_sub_ptr", "r2 = r10\nr3 = 8\nr2 -= r3\nr0 = 0\nexit",
+       "R2 subtraction from stack pointer prohibited"),
+    _c("stack_narrow_spill", """
+r2 = 7
+*(u32 *)(r10 -8) = r2
+r3 = *(u32 *)(r10 -8)
+r0 = r3
+exit""", None),
+    # -- pointer arithmetic ------------------------------------------------------------------
+    _c("ptr_mul", _PKT + "r2 *= 2\nr0 = 0\nexit",
+       "R2 pointer arithmetic with *= operator prohibited"),
+    _c("ptr_and", _PKT + "r2 &= 2\nr0 = 0\nexit", "R2 bitwise operator &= on pointer prohibited"),
+    _c("ptr_add_ptr", _PKT + "r2 += r3\nr0 = 0\nexit", "R2 pointer += pointer prohibited"),
+    _c("ptr_sub_ptr", _PKT + "r3 -= r2\nr0 = r3\nexit", None),
+    _c("ptr_add32", _PKT + "w2 += 1\nr0 = 0\nexit", "R2 32-bit pointer arithmetic prohibited"),
+    _c("ptr_sub32", _PKT + "w3 -= w2\nr0 = r3\nexit", None),
+    _c("scalar_minus_ptr", _PKT + "r4 = 0\nr4 -= r2\nr0 = 0\nexit",
+       "R4 tried to subtract pointer from scalar"),
+    _c("deref_scalar", "r2 = 0\nr0 = *(u64 *)(r2 +0)\nexit", "R2 invalid mem access 'scalar'"),
+    _c("ptr_unbounded_add", _PKT + """
+r4 = *(u32 *)(r1 +12)
+r4 <<= 32
+r4 s>>= 32
+r2 += r4
+r0 = 0
+exit""", "value -2147483648 makes pkt pointer be out of bounds"),
+    _c("ptr_unbounded_min", _PKT + """
+r4 = *(u32 *)(r1 +12)
+r4 <<= 32
+r4 s>>= 32
+r4 *= r4
+r2 += r4
+r0 = 0
+exit""", "value -4611686016279904256 makes pkt pointer be out of bounds"),
+    # -- ALU ---------------------------------------------------------------------------------
+    _c("div_zero_imm", "r0 = 1\nr0 /= 0\nexit", "div by zero"),
+    _c("div_zero_reg", "r0 = 1\nr1 = 0\nr0 /= r1\nexit", None),
+    _c("shift_64", "r0 = 1\nr0 <<= 64\nexit", "invalid shift 64"),
+    _c("shift32_32", "w0 = 1\nw0 >>= 32\nexit", "invalid shift 32"),
+    # -- control flow ------------------------------------------------------------------------
+    _c("unreachable", "r0 = 0\nexit\nr0 = 1\nexit", "unreachable insn 2"),
+    _c("infinite_loop", "r0 = 0\nif r0 == 0 goto -1\nexit", "infinite loop detected at insn 1"),
+    _c("bounded_loop", """
+r1 = 0
+r1 += 1
+if r1 < 10 goto -2
+r0 = 2
+exit""", None),
+    _c("dead_branch_error", """
+r1 = 5
+if r1 > 10 goto +2
+r0 = 1
+exit
+r0 = *(u64 *)(r1 +0)
+exit""", None),
+    _c("jmp32_bounds", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +6
+r1 = *(u32 *)(r1 +0)
+w2 = *(u32 *)(r10 -8)
+if w2 > 3 goto +3
+r2 <<= 2
+r0 += r2
+r0 = *(u32 *)(r0 +0)
+exit""", "R1 !read_ok"),
+    # -- maps --------------------------------------------------------------------------------
+    _c("map_unchecked", _LOOKUP.format(m="hash") + "r0 = *(u64 *)(r0 +0)\nexit",
+       "R0 invalid mem access 'map_value_or_null'"),
+    _c("map_checked", _LOOKUP.format(m="hash") + """
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("map_checked_copy", _LOOKUP.format(m="hash") + """
+r6 = r0
+if r0 == 0 goto +2
+r0 = *(u64 *)(r6 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("map_null_branch", _LOOKUP.format(m="hash") + """
+if r0 != 0 goto +2
+r0 = *(u64 *)(r0 +0)
+exit
+r0 = 1
+exit""", "R0 invalid mem access 'scalar'"),
+    _c("map_value_oob", _LOOKUP.format(m="hash") + """
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +8)
+exit
+r0 = 1
+exit""", "R0 min value is outside of the allowed memory range"),
+    _c("map_null_arith", _LOOKUP.format(m="hash") + "r0 += 4\nr0 = 0\nexit",
+       "R0 pointer arithmetic on map_value_or_null prohibited, null-check it first"),
+    _c("map_var_index_ok", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +6
+r2 = *(u32 *)(r0 +0)
+if r2 > 3 goto +4
+r2 <<= 2
+r0 += r2
+r0 = *(u32 *)(r0 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("map_var_index_unbounded", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +4
+r2 = *(u32 *)(r0 +0)
+r0 += r2
+r0 = *(u32 *)(r0 +0)
+exit
+r0 = 1
+exit""", "R0 unbounded memory access, make sure to bounds check any such access"),
+    _c("map_var_index_off_by_one", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +6
+r2 = *(u32 *)(r0 +0)
+if r2 > 4 goto +4
+r2 <<= 2
+r0 += r2
+r0 = *(u32 *)(r0 +0)
+exit
+r0 = 1
+exit""", "R0 max value is outside of the allowed memory range"),
+    _c("map_var_index_signed", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +7
+r2 = *(u32 *)(r0 +0)
+r2 <<= 32
+r2 s>>= 32
+if r2 s> 3 goto +3
+r0 += r2
+r0 = *(u8 *)(r0 +0)
+exit
+r0 = 1
+exit""", "value -2147483648 makes map_value pointer be out of bounds"),
+    _c("map_key_scalar", "r2 = 0\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
+       "R2 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
+       "trusted_ptr_"),
+    _c("map_arg_scalar", "r2 = r10\nr2 += -8\nr1 = 0\ncall 1\nr0 = 0\nexit",
+       "R1 type=scalar expected=map_ptr"),
+    _c("map_key_uninit_stack", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit", None),
+    _c("map_key_stack_oob", "r2 = r10\nr2 += -2\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
+       "invalid read from stack R2 off=-2 size=4"),
+    _c("map_update_value_short", """
+r2 = r10
+r2 += -8
+r3 = r10
+r3 += -4
+r4 = 0
+r1 = MAP(hash)
+call 2
+r0 = 0
+exit""", "invalid read from stack R3 off=-4 size=8"),
+    _c("map_ptr_arith", "r1 = MAP(hash)\nr1 += 8\nr0 = 0\nexit",
+       "R1 pointer arithmetic on map_ptr prohibited"),
+    _c("redirect_map_hash", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\ncall 51\nexit",
+       "cannot pass map_type 1 into func bpf_redirect_map#51"),
+    _c("redirect_map_dev", "r1 = MAP(dev)\nr2 = 0\nr3 = 0\ncall 51\nexit", None),
+    _c("redirect_map_cpu", "r1 = MAP(cpus)\nr2 = 0\nr3 = 2\ncall 51\nexit", None),
+    _c("lookup_cpumap", _LOOKUP.format(m="cpus") + "r0 = 0\nexit",
+       "cannot pass map_type 16 into func bpf_map_lookup_elem#1"),
+    _c("lookup_devmap", _LOOKUP.format(m="dev") + "r0 = 0\nexit", None),
+    _c("tail_call", "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 2\nexit", None),
+    _c("tail_call_wrong_map", "r2 = MAP(hash)\nr3 = 0\ncall 12\nr0 = 2\nexit",
+       "expected prog array map for tail callprocessed 3 insns (limit 1000000) "
+       "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0"),
+    # -- helpers -----------------------------------------------------------------------------
+    _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
+       "bpf_probe_read#4"),
+    _c("helper_unknown", "call 999\nexit", "invalid func unknown#999"),
+    _c("helper_arg_uninit", "r1 = 1\ncall 23\nexit", "R2 !read_ok"),
+    _c("helper_ctx_arg", "r1 = 0\nr2 = 0\ncall 44\nexit", "R1 type=scalar expected=ctx"),
+    _c("helper_clobbers", "r1 = 1\nr2 = 0\ncall 23\nr0 = r1\nexit", "R1 !read_ok"),
+    _c("load_bytes_zero", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 0\ncall 189\nexit",
+       "R4 invalid zero-sized read: u64=[0,0]"),
+    _c("load_bytes_overflow", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 16\ncall 189\nexit",
+       "invalid write to stack R3 off=-8 size=16"),
+    _c("load_bytes_ok", "r2 = 0\nr3 = r10\nr3 += -16\nr4 = 16\ncall 189\nr0 = 2\nexit", None),
+    _c("load_bytes_unbounded", """
+r4 = *(u32 *)(r1 +12)
+r2 = 0
+r3 = r10
+r3 += -16
+call 189
+exit""", "R4 invalid zero-sized read: u64=[0,4294967295]"),
+    _c("printk_gpl", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
+       "cannot call GPL-restricted function from non-GPL compatible program",
+       license="Proprietary"),
+    _c("printk_ok", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
+       None),
+    # -- ringbuf -----------------------------------------------------------------------------
+    _c("ringbuf_leak", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\nr0 = 0\nexit",
+       "BPF_EXIT instruction in main prog would lead to reference leak"),
+    _c("ringbuf_ok", """
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +5
+r1 = 7
+*(u64 *)(r0 +0) = r1
+r1 = r0
+r2 = 0
+call 132
+r0 = 2
+exit""", None),
+    _c("ringbuf_oob", """
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +5
+r1 = 7
+*(u64 *)(r0 +8) = r1
+r1 = r0
+r2 = 0
+call 132
+r0 = 2
+exit""", "R0 min value is outside of the allowed memory range"),
+    _c("ringbuf_var_size", """
+r2 = *(u32 *)(r1 +12)
+r1 = MAP(rb)
+r3 = 0
+call 131
+r0 = 0
+exit""", "R2 is not a known constant'"),
+    _c("ringbuf_unchecked", """
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+r1 = 7
+*(u64 *)(r0 +0) = r1
+r0 = 0
+exit""", "R0 invalid mem access 'ringbuf_mem_or_null'"),
+    # -- atomics -----------------------------------------------------------------------------
+    _c("atomic_stack", """
+r2 = 0
+*(u64 *)(r10 -8) = r2
+r2 = 1
+lock *(u64 *)(r10 -8) += r2
+r0 = *(u64 *)(r10 -8)
+exit""", None),
+    _c("atomic_pkt", _PKT + """
+r4 = r2
+r4 += 8
+if r4 > r3 goto +2
+r5 = 1
+lock *(u64 *)(r2 +0) += r5
+r0 = 1
+exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    # -- callbacks ---------------------------------------------------------------------------
+    # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
+    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
+    _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
+       "R2 type=scalar expected=func"),
+    # -- bpf-to-bpf calls --------------------------------------------------------------------
+    _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
+    _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),
+    _c("call_caller_r1_clobbered", "r1 = 1\ncall pc+2\nr0 = r1\nexit\nr0 = 1\nexit",
+       "R1 !read_ok"),
+    _c("call_pass_stack", """
+r1 = 5
+*(u64 *)(r10 -8) = r1
+r1 = r10
+r1 += -8
+call pc+1
+exit
+r0 = *(u64 *)(r1 +0)
+exit""", None),
+    _c("call_too_deep", "call pc+1\nexit\n" * 8 + "r0 = 0\nexit",
+       "the call stack of 9 frames is too deep"),
+    _c("call_stack_too_big", """
+r1 = 0
+*(u64 *)(r10 -512) = r1
+call pc+2
+r0 = 0
+exit
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = 0
+exit""", "combined stack size of 2 calls is 528. Too large"),
+)

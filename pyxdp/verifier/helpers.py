@@ -1,0 +1,165 @@
+"""Helper prototypes an XDP program may call: ``struct bpf_func_proto`` as
+``xdp_func_proto`` (net/core/filter.c) and ``bpf_base_func_proto``
+(kernel/bpf/helpers.c) give them to a program loaded by root (CAP_BPF,
+CAP_PERFMON), and the map/helper pairs ``check_map_func_compatibility``
+(kernel/bpf/verifier.c) allows.
+
+Each prototype lists its argument types (``enum bpf_arg_type``, spelled
+short here), its return type and whether it changes packet data
+(``bpf_helper_changes_pkt_data``: the verifier then forgets every packet
+pointer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
+from pyxdp.uapi.bpf import BpfMapType as MT
+
+__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PROTOS", "Ret", "UNMODELLED_XDP_HELPERS",
+           "func_maps"]
+
+
+class Arg(Enum):
+    ANYTHING = auto()
+    CTX = auto()
+    CONST_MAP_PTR = auto()
+    MAP_KEY = auto()
+    MAP_VALUE = auto()
+    UNINIT_MAP_VALUE = auto()
+    MEM_RDONLY = auto()          # ARG_PTR_TO_MEM | MEM_RDONLY: bytes the helper reads
+    MEM_RDONLY_OR_NULL = auto()
+    MEM = auto()                 # ARG_PTR_TO_MEM: read and written
+    UNINIT_MEM = auto()          # ARG_PTR_TO_UNINIT_MEM: written only
+    CONST_SIZE = auto()
+    CONST_SIZE_OR_ZERO = auto()
+    CONST_ALLOC_SIZE_OR_ZERO = auto()
+    RINGBUF_MEM_RELEASE = auto()
+    FUNC = auto()
+    STACK_OR_NULL = auto()
+    FIXED_U32_UNINIT = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_UNINIT, 4 bytes
+    SPIN_LOCK = auto()
+    CONST_STR = auto()
+
+
+class Ret(Enum):
+    INTEGER = auto()
+    VOID = auto()
+    MAP_VALUE_OR_NULL = auto()
+    RINGBUF_MEM_OR_NULL = auto()
+
+
+@dataclass(frozen=True, slots=True)
+class FuncProto:
+    args: tuple[Arg, ...]
+    ret: Ret = Ret.INTEGER
+    gpl_only: bool = False
+    pkt_data: bool = False  # bpf_helper_changes_pkt_data
+
+
+A = Arg
+PROTOS: dict[int, FuncProto] = {
+    1: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY), Ret.MAP_VALUE_OR_NULL),
+    2: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY, A.MAP_VALUE, A.ANYTHING)),
+    3: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY)),
+    5: FuncProto(()),
+    6: FuncProto((A.MEM_RDONLY, A.CONST_SIZE), gpl_only=True),
+    7: FuncProto(()),
+    8: FuncProto(()),
+    12: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING), Ret.VOID),
+    23: FuncProto((A.ANYTHING, A.ANYTHING)),
+    25: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO),
+                  gpl_only=True),
+    28: FuncProto((A.MEM_RDONLY_OR_NULL, A.CONST_SIZE_OR_ZERO, A.MEM_RDONLY_OR_NULL,
+                   A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
+    42: FuncProto(()),
+    44: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
+    51: FuncProto((A.CONST_MAP_PTR, A.ANYTHING, A.ANYTHING)),
+    54: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
+    65: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
+    69: FuncProto((A.CTX, A.MEM, A.CONST_SIZE, A.ANYTHING)),
+    87: FuncProto((A.CONST_MAP_PTR, A.MAP_VALUE, A.ANYTHING)),
+    88: FuncProto((A.CONST_MAP_PTR, A.UNINIT_MAP_VALUE)),
+    89: FuncProto((A.CONST_MAP_PTR, A.UNINIT_MAP_VALUE)),
+    93: FuncProto((A.SPIN_LOCK,), Ret.VOID),
+    94: FuncProto((A.SPIN_LOCK,), Ret.VOID),
+    118: FuncProto(()),
+    125: FuncProto(()),
+    130: FuncProto((A.CONST_MAP_PTR, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
+    131: FuncProto((A.CONST_MAP_PTR, A.CONST_ALLOC_SIZE_OR_ZERO, A.ANYTHING),
+                   Ret.RINGBUF_MEM_OR_NULL),
+    132: FuncProto((A.RINGBUF_MEM_RELEASE, A.ANYTHING), Ret.VOID),
+    133: FuncProto((A.RINGBUF_MEM_RELEASE, A.ANYTHING), Ret.VOID),
+    134: FuncProto((A.CONST_MAP_PTR, A.ANYTHING)),
+    160: FuncProto(()),
+    163: FuncProto((A.CTX, A.ANYTHING, A.FIXED_U32_UNINIT, A.ANYTHING, A.ANYTHING)),
+    164: FuncProto((A.CONST_MAP_PTR, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
+    165: FuncProto((A.MEM, A.CONST_SIZE_OR_ZERO, A.CONST_STR, A.MEM_RDONLY_OR_NULL,
+                    A.CONST_SIZE_OR_ZERO), gpl_only=True),
+    181: FuncProto((A.ANYTHING, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
+    182: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.CONST_STR)),
+    188: FuncProto((A.CTX,)),
+    189: FuncProto((A.CTX, A.ANYTHING, A.UNINIT_MEM, A.CONST_SIZE)),
+    190: FuncProto((A.CTX, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE)),
+    195: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY, A.ANYTHING), Ret.MAP_VALUE_OR_NULL),
+    208: FuncProto(()),
+    # pyxdp's extension (never Linux's): bpf_redirect_xsk(ctx, flags).
+    PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
+}
+
+# Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
+# provide (measured: every id 1..211 called from an XDP program): current task and
+# cgroup, socket lookups and casts, syncookies, probe_read_*, timers, kptrs, dynptrs,
+# per-CPU pointers, storage maps, strtol/strtoul, ...
+UNMODELLED_XDP_HELPERS = frozenset({
+    14, 15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
+    113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
+    157, 158, 169, 170, 171, 172, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
+    200, 201, 202, 203, 204, 205, 206, 207, 209, 210, 211})
+
+_LOOKUPS = (1, 2, 3)
+_QUEUE = (87, 88, 89)
+_RINGBUF = (130, 131, 134)
+# check_map_func_compatibility, first switch: what each map type allows (None: any
+# helper that does not appear in the second table).
+MAP_FUNCS: dict[int, tuple[int, ...] | None] = {
+    int(MT.BPF_MAP_TYPE_PROG_ARRAY): (12,),
+    int(MT.BPF_MAP_TYPE_PERF_EVENT_ARRAY): (25,),
+    int(MT.BPF_MAP_TYPE_RINGBUF): _RINGBUF,
+    int(MT.BPF_MAP_TYPE_DEVMAP): (51, 1),
+    int(MT.BPF_MAP_TYPE_DEVMAP_HASH): (51, 1),
+    int(MT.BPF_MAP_TYPE_CPUMAP): (51,),
+    int(MT.BPF_MAP_TYPE_XSKMAP): (51, 1),
+    int(MT.BPF_MAP_TYPE_ARRAY_OF_MAPS): (1,),
+    int(MT.BPF_MAP_TYPE_HASH_OF_MAPS): (1,),
+    int(MT.BPF_MAP_TYPE_QUEUE): _QUEUE,
+    int(MT.BPF_MAP_TYPE_STACK): _QUEUE,
+}
+# The second switch: helpers that need particular map types.
+_FUNC_MAPS: dict[int, tuple[int, ...]] = {
+    12: (int(MT.BPF_MAP_TYPE_PROG_ARRAY),),
+    25: (int(MT.BPF_MAP_TYPE_PERF_EVENT_ARRAY),),
+    51: (int(MT.BPF_MAP_TYPE_DEVMAP), int(MT.BPF_MAP_TYPE_DEVMAP_HASH),
+         int(MT.BPF_MAP_TYPE_CPUMAP), int(MT.BPF_MAP_TYPE_XSKMAP)),
+    130: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    131: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    134: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    87: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK),
+         int(MT.BPF_MAP_TYPE_BLOOM_FILTER)),
+    88: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK)),
+    89: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK),
+         int(MT.BPF_MAP_TYPE_BLOOM_FILTER)),
+    195: (int(MT.BPF_MAP_TYPE_PERCPU_ARRAY), int(MT.BPF_MAP_TYPE_PERCPU_HASH),
+          int(MT.BPF_MAP_TYPE_LRU_PERCPU_HASH)),
+}
+
+
+def func_maps(func_id: int, map_type: int) -> bool:
+    """Whether helper ``func_id`` may take a map of ``map_type``."""
+    allowed = MAP_FUNCS.get(map_type)
+    if allowed is not None and func_id not in allowed:
+        return False
+    need = _FUNC_MAPS.get(func_id)
+    return need is None or map_type in need

@@ -1,0 +1,2179 @@
+"""The eBPF verifier for XDP programs: ``kernel/bpf/verifier.c`` as root runs it.
+
+An abstract interpreter walks every path of the program from its first
+instruction, as ``do_check`` does, keeping for every register a
+``struct bpf_reg_state``: its type (scalar, context, packet, packet end,
+packet meta, map pointer, map value (or NULL), stack, ringbuf memory (or
+NULL), function) and for scalars and variable offsets a tnum with signed
+and unsigned 64- and 32-bit bounds. The stack of each call frame is kept per
+8-byte slot (spilled register, misc, zero, invalid). Conditional jumps
+refine both outcomes (``reg_set_min_max``), NULL checks turn every copy of
+a pointer (same id) non-NULL or zero, and comparing a packet pointer with
+``data_end`` marks the range of every pointer of its id
+(``find_good_pkt_pointers``). Helper calls are checked against their
+prototypes (:mod:`pyxdp.verifier.helpers`); bpf-to-bpf calls get a frame;
+callbacks (``bpf_loop``, ``bpf_for_each_map_elem``) are verified as calls.
+States at jump targets are kept and a path reaching a state another path
+already verified as safe stops there (``is_state_visited``); an equal state
+on the current path is an infinite loop. More than 1,000,000 processed
+instructions refuse the program.
+
+A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
+the line Linux 6.18 prints for the same failure. What differs from Linux is
+listed in docs/SEMANTICS.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyxdp.asm import opcodes as op
+from pyxdp.asm.disasm import format_insn
+from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
+from pyxdp.asm.insn import Instruction, imm64_at
+from pyxdp.asm.validate import Layout, validate
+from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
+from pyxdp.spec import BPF_F_RDONLY_PROG, BPF_XDP_DEVMAP, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType as MT
+from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
+from pyxdp.verifier.tnum import (
+    U64,
+    Tnum,
+    t_add,
+    t_and,
+    t_arshift,
+    t_in,
+    t_intersect,
+    t_lshift,
+    t_mul,
+    t_or,
+    t_range,
+    t_rshift,
+    t_sub,
+    t_xor,
+    tnum_str,
+)
+
+__all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
+
+BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
+BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
+MAX_BPF_STACK = 512
+MAX_CALL_FRAMES = 8
+BPF_MAX_VAR_OFF = 1 << 29
+BPF_MAX_VAR_SIZ = 1 << 29
+MAX_PACKET_OFF = 0xFFFF
+# A packet pointer's range once compared beyond (or at) data_end: any access fails.
+_AT_PKT_END, _BEYOND_PKT_END = -1, -2
+U32 = 0xFFFF_FFFF
+S64_MIN, S64_MAX = -(1 << 63), (1 << 63) - 1
+S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
+
+# enum bpf_reg_type (base types) and the flags pyxdp meets.
+NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC = \
+    range(12)
+MAYBE_NULL, RINGBUF = 0x100, 0x200
+_TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
+             MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
+             PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func"}
+# Stack byte kinds (enum bpf_stack_slot_type).
+S_INVALID, S_SPILL, S_MISC, S_ZERO = 0, 1, 2, 3
+
+# struct xdp_md
+XDP_MD_SIZE = 24
+_CTX_PTRS = {0: PKT, 4: PKT_END, 8: PKT_META}
+_EGRESS_IFINDEX = 20
+
+
+def type_str(t: int) -> str:
+    pre = "ringbuf_" if t & RINGBUF else ""
+    post = "_or_null" if t & MAYBE_NULL else ""
+    return pre + _TYPE_STR[t & 0xFF] + post
+
+
+def _s64(v: int) -> int:
+    v &= U64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _s32(v: int) -> int:
+    v &= U32
+    return v - (1 << 32) if v >> 31 else v
+
+
+def _tn(r: Reg) -> str:
+    """tnum_strn: a known value prints as the number."""
+    return str(_s64(r.tv)) if r.tm == 0 else tnum_str((r.tv, r.tm))
+
+
+class Refuse(Exception):
+    """One refusal: the log line Linux prints (``msg``), its errno."""
+
+    def __init__(self, msg: str, err: int = errno.EACCES, *, glued: bool = False) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.err = err
+        self.glued = glued
+
+
+_NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 18
+
+
+class Reg:
+    """``struct bpf_reg_state``."""
+
+    __slots__ = ("t", "off", "id", "ref", "rng", "map", "msize", "frame", "tv", "tm",
+                 "smin", "smax", "umin", "umax", "s32min", "s32max", "u32min", "u32max",
+                 "sub")
+
+    def __init__(self) -> None:
+        self.t = NOT_INIT
+        self.off = 0
+        self.id = 0
+        self.ref = 0
+        self.rng = 0
+        self.map: MapSpec | None = None
+        self.msize = 0
+        self.frame = 0
+        self.sub = 0  # PTR_TO_FUNC: the callee's pc
+        self.unknown()
+
+    def unknown(self) -> None:
+        self.tv, self.tm = 0, U64
+        self.smin, self.smax, self.umin, self.umax = S64_MIN, S64_MAX, 0, U64
+        self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
+
+    def copy(self) -> Reg:
+        r = Reg.__new__(Reg)
+        r.assign(self)
+        return r
+
+    def assign(self, o: Reg) -> None:
+        self.t, self.off, self.id, self.ref, self.rng, self.map, self.msize, self.frame = \
+            o.t, o.off, o.id, o.ref, o.rng, o.map, o.msize, o.frame
+        self.tv, self.tm, self.sub = o.tv, o.tm, o.sub
+        self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
+        self.s32min, self.s32max, self.u32min, self.u32max = \
+            o.s32min, o.s32max, o.u32min, o.u32max
+
+    def key(self) -> tuple[object, ...]:
+        """Every field, for exact comparison (``regs_exact``); ids at 2 and 3."""
+        if self.t == NOT_INIT:
+            return _NOT_INIT_KEY
+        return (self.t, self.off, self.id, self.ref, self.rng,
+                self.map.name if self.map is not None else None, self.msize, self.frame,
+                self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
+                self.s32max, self.u32min, self.u32max, self.sub)
+
+    # -- constructors -------------------------------------------------------------------
+    def set_unknown(self) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.t = SCALAR
+
+    def set_known(self, v: int) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.t = SCALAR
+        v &= U64
+        self.tv, self.tm = v, 0
+        self.smin = self.smax = _s64(v)
+        self.umin = self.umax = v
+        self.s32min = self.s32max = _s32(v)
+        self.u32min = self.u32max = v & U32
+
+    def set_ptr(self, t: int, off: int = 0) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.t = t
+        self.off = off
+        self.set_var_zero()
+
+    def set_var_zero(self) -> None:
+        self.tv, self.tm = 0, 0
+        self.smin = self.smax = self.umin = self.umax = 0
+        self.s32min = self.s32max = self.u32min = self.u32max = 0
+
+    # -- facts --------------------------------------------------------------------------
+    @property
+    def const(self) -> bool:
+        return self.tm == 0
+
+    def is_null(self) -> bool:
+        return self.t == SCALAR and self.tm == 0 and self.tv == 0
+
+    def sub_const(self) -> bool:
+        return self.tm & U32 == 0
+
+    def is_pkt(self) -> bool:
+        return self.t in (PKT, PKT_META)
+
+    def unbounded(self) -> bool:
+        return self.tm == U64
+
+    # -- bounds (reg_bounds_sync) --------------------------------------------------------
+    def sync(self) -> None:
+        if self.tm == 0:  # a known value: every bound is the value
+            v = self.tv
+            self.smin = self.smax = _s64(v)
+            self.umin = self.umax = v
+            self.s32min = self.s32max = _s32(v)
+            self.u32min = self.u32max = v & U32
+            return
+        self._update()
+        before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                  self.u32min, self.u32max)
+        self._deduce()
+        if before != (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                      self.u32min, self.u32max):
+            self._deduce()  # a second round can only learn from what the first changed
+        self._bound_offset()
+        self._update()
+
+    def _update(self) -> None:
+        v, m = self.tv, self.tm
+        v32, m32 = v & U32, m & U32
+        x = v32 | (m32 & 0x8000_0000)
+        x = x - (1 << 32) if x >> 31 else x
+        if x > self.s32min:
+            self.s32min = x
+        x = v32 | (m32 & 0x7FFF_FFFF)
+        x = x - (1 << 32) if x >> 31 else x
+        if x < self.s32max:
+            self.s32max = x
+        if v32 > self.u32min:
+            self.u32min = v32
+        if v32 | m32 < self.u32max:
+            self.u32max = v32 | m32
+        x = v | (m & (1 << 63))
+        x = x - (1 << 64) if x >> 63 else x
+        if x > self.smin:
+            self.smin = x
+        x = v | (m & S64_MAX)
+        x = x - (1 << 64) if x >> 63 else x
+        if x < self.smax:
+            self.smax = x
+        if v > self.umin:
+            self.umin = v
+        if v | m < self.umax:
+            self.umax = v | m
+
+    def _deduce(self) -> None:
+        """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed."""
+        smin, smax, umin, umax = self.smin, self.smax, self.umin, self.umax
+        s32min, s32max, u32min, u32max = self.s32min, self.s32max, self.u32min, self.u32max
+        # __reg32_deduce_bounds
+        if umin >> 32 == umax >> 32:
+            u32min = max(u32min, umin & U32)
+            u32max = min(u32max, umax & U32)
+            a, b = _s32(umin), _s32(umax)
+            if a <= b:
+                s32min = max(s32min, a)
+                s32max = min(s32max, b)
+        if smin >> 32 == smax >> 32:
+            if smin & U32 <= smax & U32:
+                u32min = max(u32min, smin & U32)
+                u32max = min(u32max, smax & U32)
+            a, b = _s32(smin), _s32(smax)
+            if a <= b:
+                s32min = max(s32min, a)
+                s32max = min(s32max, b)
+        a, b = _s32(u32min), _s32(u32max)
+        if a <= b:
+            s32min = max(s32min, a)
+            s32max = min(s32max, b)
+        if s32min & U32 <= s32max & U32:
+            u32min = max(u32min, s32min & U32)
+            u32max = min(u32max, s32max & U32)
+        # __reg64_deduce_bounds
+        a, b = _s64(umin), _s64(umax)
+        if a <= b:
+            smin = max(smin, a)
+            smax = min(smax, b)
+        if smin & U64 <= smax & U64:
+            umin = max(umin, smin & U64)
+            umax = min(umax, smax & U64)
+        elif umax < smin & U64:
+            smin = _s64(umin)
+            umax = min(umax, smax & U64)
+        elif smax & U64 < umin:
+            smax = _s64(umax)
+            umin = max(umin, smin & U64)
+        # __reg_deduce_mixed_bounds
+        hi = ~U32 & U64
+        umin = max(umin, (umin & hi) | u32min)
+        umax = min(umax, (umax & hi) | u32max)
+        smin = max(smin, _s64((smin & hi) | u32min))
+        smax = min(smax, _s64((smax & hi) | u32max))
+        self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
+        if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
+            smin = umin = s32min
+            smax = umax = s32max
+            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(smin, smax))
+        self.smin, self.smax, self.umin, self.umax = smin, smax, umin, umax
+
+    def _bound_offset(self) -> None:
+        t = t_intersect((self.tv, self.tm), t_range(self.umin, self.umax))
+        t32 = t_intersect((t[0] & U32, t[1] & U32), t_range(self.u32min, self.u32max))
+        self.tv = (t[0] & ~U32 & U64) | t32[0]
+        self.tm = (t[1] & ~U32 & U64) | t32[1]
+
+    def zext32(self) -> None:
+        """The upper half became zero (an ALU32 result)."""
+        self.tv &= U32
+        self.tm &= U32
+        self.umin, self.umax = self.u32min, self.u32max
+        self.smin, self.smax = self.umin, self.umax
+
+    def coerce(self, size: int) -> None:
+        """Zero-extend from ``size`` bytes (coerce_reg_to_size)."""
+        if size >= 8:
+            return
+        mask = (1 << (8 * size)) - 1
+        self.tv &= mask
+        self.tm &= mask
+        if self.umin >> (8 * size) == self.umax >> (8 * size):
+            self.umin &= mask
+            self.umax &= mask
+        else:
+            self.umin, self.umax = 0, mask
+        self.smin, self.smax = self.umin, self.umax
+        self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
+        self.sync()
+
+    def coerce_sx(self, size: int) -> None:
+        """Sign-extend from ``size`` bytes (coerce_reg_to_size_sx)."""
+        bits = 8 * size
+        if self.const:
+            v = self.tv & ((1 << bits) - 1)
+            self.set_known(v - (1 << bits) if v >> (bits - 1) else v)
+            return
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
+            m = (1 << bits) - 1
+
+            def sx(x: int) -> int:
+                x &= m
+                return x - (1 << bits) if x >> (bits - 1) else x
+            a, b = sx(self.smax), sx(self.smin)
+            smax, smin = max(a, b), min(a, b)
+            if (smax >= 0) == (smin >= 0):
+                self.smin = self.s32min = smin
+                self.smax = self.s32max = smax
+                self.umin, self.umax = smin & U64, smax & U64
+                self.u32min, self.u32max = smin & U32, smax & U32
+                self.tv, self.tm = t_range(smin & U64, smax & U64)
+                return
+        self.smin = self.s32min = lo
+        self.smax = self.s32max = hi
+        self.umin = self.u32min = 0
+        self.umax, self.u32max = U64, U32
+        self.tv, self.tm = 0, U64
+
+    def describe(self) -> str:
+        """The register as the kernel's log prints it (print_verifier_state)."""
+        t = self.t & 0xFF
+        if t == SCALAR:
+            if self.const:
+                return str(_s64(self.tv)) if self.smin < 0 else str(self.tv)
+            parts = []
+            if self.smin != S64_MIN:
+                parts.append(f"smin={self.smin}")
+            if self.smax != S64_MAX:
+                parts.append(f"smax={self.smax}")
+            if self.umin:
+                parts.append(f"umin={self.umin}")
+            if self.umax != U64:
+                parts.append(f"umax={self.umax}")
+            if self.tm != U64:
+                parts.append(f"var_off={tnum_str((self.tv, self.tm))}")
+            return f"scalar({','.join(parts)})"
+        if t == STACK and self.const and not self.tv:
+            return f"fp{self.off}"
+        parts = []
+        if self.id:
+            parts.append(f"id={self.id}")
+        if self.ref:
+            parts.append(f"ref_obj_id={self.ref}")
+        if self.off:
+            parts.append(f"off={self.off}")
+        if t in (PKT, PKT_META):
+            parts.append(f"r={self.rng}")
+        if t in (MAP_VALUE, MAP_PTR) and self.map is not None:
+            parts.append(f"map={self.map.kernel_name or self.map.name[:15]},"
+                         f"ks={self.map.key_size},vs={self.map.value_size}")
+        if t == MEM:
+            parts.append(f"sz={self.msize}")
+        if not self.const:
+            parts.append(f"var_off={tnum_str((self.tv, self.tm))}")
+        return f"{type_str(self.t)}({','.join(parts)})"
+
+
+Slot = tuple[bytes, Reg | None]
+_EMPTY: Slot = (bytes(8), None)
+
+
+class Frame:
+    """``struct bpf_func_state``: registers and stack of one call frame."""
+
+    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno")
+
+    def __init__(self, frameno: int, callsite: int, sub: int) -> None:
+        self.regs = [Reg() for _ in range(11)]
+        self.regs[10].set_ptr(STACK)
+        self.regs[10].frame = frameno
+        self.stack: list[Slot] = []
+        self.callsite = callsite
+        self.sub = sub
+        self.callback = 0  # the helper id when this frame is a callback
+        self.frameno = frameno
+
+    def copy(self) -> Frame:
+        f = Frame.__new__(Frame)
+        f.regs = [r.copy() for r in self.regs]
+        # spilled registers are refined in place (ids, ranges): each state owns its own
+        f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
+        f.callsite, f.sub, f.callback, f.frameno = \
+            self.callsite, self.sub, self.callback, self.frameno
+        return f
+
+    def slot(self, spi: int) -> Slot:
+        return self.stack[spi] if spi < len(self.stack) else _EMPTY
+
+    def set_slot(self, spi: int, s: Slot) -> None:
+        while len(self.stack) <= spi:
+            self.stack.append(_EMPTY)
+        self.stack[spi] = s
+
+
+class State:
+    """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
+
+    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses")
+
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+        self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
+        self.parent: State | None = None
+        self.branches = 0
+        # A kept state: its pc and the exact key of its last frame's registers.
+        self.pc = -1
+        self.loop_key: tuple[object, ...] = ()
+        self.hits = self.misses = 0
+
+    def copy(self) -> State:
+        s = State()
+        s.frames = [f.copy() for f in self.frames]
+        s.refs = list(self.refs)
+        s.parent = self.parent
+        return s
+
+    @property
+    def cur(self) -> Frame:
+        return self.frames[-1]
+
+    def all_regs(self) -> list[Reg]:
+        out = []
+        for f in self.frames:
+            out.extend(f.regs)
+            out.extend(s[1] for s in f.stack if s[1] is not None)
+        return out
+
+
+@dataclass
+class _CallMeta:
+    """``struct bpf_call_arg_meta``: what a helper's arguments told the verifier."""
+
+    map: MapSpec | None = None
+    mem_size: int = 0
+    func: int | None = None
+    ref: int = 0
+    const_key: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifierResult:
+    """What a successful verification learned: instructions processed, states kept,
+    the deepest combined stack, and the log (``processed N insns ...``)."""
+
+    insns_processed: int
+    states: int
+    stack_depth: tuple[int, ...]
+    log: str
+
+
+# -- liveness -------------------------------------------------------------------------
+def _use_def(i: Instruction) -> tuple[int, int]:
+    """Registers an instruction reads and writes (bit masks)."""
+    cls = i.cls
+    if cls in (op.BPF_ALU, op.BPF_ALU64):
+        o = i.code & 0xF0
+        use = 0 if o == op.BPF_MOV else 1 << i.dst
+        if i.code & op.BPF_X and o not in (op.BPF_NEG, op.BPF_END):
+            use |= 1 << i.src
+        return use, 1 << i.dst
+    if cls == op.BPF_LDX:
+        return 1 << i.src, 1 << i.dst
+    if cls == op.BPF_ST:
+        return 1 << i.dst, 0
+    if cls == op.BPF_STX:
+        if i.code & 0xE0 == op.BPF_ATOMIC:
+            use = (1 << i.dst) | (1 << i.src)
+            if i.imm == op.BPF_CMPXCHG:
+                return use | 1, 1
+            return use, (1 << i.src) if i.imm & op.BPF_FETCH else 0
+        return (1 << i.dst) | (1 << i.src), 0
+    if cls == op.BPF_LD:
+        return 0, 1 << i.dst
+    if cls in (op.BPF_JMP, op.BPF_JMP32):
+        o = i.code & 0xF0
+        if o == op.BPF_CALL:
+            return 0x3E, 0x3F
+        if o == op.BPF_EXIT:
+            return 1, 0
+        if o == op.BPF_JA:
+            return 0, 0
+        use = 1 << i.dst
+        if i.code & op.BPF_X:
+            use |= 1 << i.src
+        return use, 0
+    return 0, 0
+
+
+def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
+    i = insns[pc]
+    cls = i.cls
+    if cls == op.BPF_LD and i.code == op.OP_LD_IMM64:
+        return (pc + 2,)
+    if cls in (op.BPF_JMP, op.BPF_JMP32):
+        o = i.code & 0xF0
+        if o == op.BPF_EXIT:
+            return ()
+        if o == op.BPF_CALL:
+            return (pc + 1,)
+        if o == op.BPF_JA:
+            off = i.imm if cls == op.BPF_JMP32 else i.off
+            return (pc + 1 + off,)
+        return (pc + 1, pc + 1 + i.off)
+    return (pc + 1,)
+
+
+def _liveness(insns: Sequence[Instruction], starts: Sequence[int]) -> list[int]:
+    """Registers live before each instruction (compute_live_registers)."""
+    n = len(insns)
+    live = [0] * n
+    ud = [_use_def(i) for i in insns]
+    succ = [_succs(insns, pc) if pc < n else () for pc in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for pc in range(n - 1, -1, -1):
+            out = 0
+            for s in succ[pc]:
+                if s < n:
+                    out |= live[s]
+            use, dfn = ud[pc]
+            new = use | (out & ~dfn)
+            if new != live[pc]:
+                live[pc] = new
+                changed = True
+    return live
+
+
+# -- the verifier -------------------------------------------------------------------------
+_ALU_NAMES = {op.BPF_ADD: "+=", op.BPF_SUB: "-=", op.BPF_MUL: "*=", op.BPF_DIV: "/=",
+              op.BPF_OR: "|=", op.BPF_AND: "&=", op.BPF_LSH: "<<=", op.BPF_RSH: ">>=",
+              op.BPF_NEG: "neg", op.BPF_MOD: "%=", op.BPF_XOR: "^=", op.BPF_MOV: "=",
+              op.BPF_ARSH: "s>>=", op.BPF_END: "endian"}
+_FLIP = {op.BPF_JGT: op.BPF_JLT, op.BPF_JGE: op.BPF_JLE, op.BPF_JLT: op.BPF_JGT,
+         op.BPF_JLE: op.BPF_JGE, op.BPF_JSGT: op.BPF_JSLT, op.BPF_JSGE: op.BPF_JSLE,
+         op.BPF_JSLT: op.BPF_JSGT, op.BPF_JSLE: op.BPF_JSGE, op.BPF_JEQ: op.BPF_JEQ,
+         op.BPF_JNE: op.BPF_JNE, op.BPF_JSET: op.BPF_JSET}
+_NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
+        op.BPF_JLE: op.BPF_JGT, op.BPF_JSGT: op.BPF_JSLE, op.BPF_JSGE: op.BPF_JSLT,
+        op.BPF_JSLT: op.BPF_JSGE, op.BPF_JSLE: op.BPF_JSGT, op.BPF_JEQ: op.BPF_JNE,
+        op.BPF_JNE: op.BPF_JEQ}
+_JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
+_PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
+_SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
+
+
+def _helper_name(fid: int) -> str:
+    if fid in PYXDP_HELPER_NAMES:
+        return f"bpf_{PYXDP_HELPER_NAMES[fid]}"
+    if 0 <= fid < len(HELPER_NAMES) and fid:
+        return f"bpf_{HELPER_NAMES[fid]}"
+    return "unknown"
+
+
+def _rdonly(m: MapSpec) -> bool:
+    return bool(m.flags & BPF_F_RDONLY_PROG) or m.frozen
+
+
+class _Verifier:
+    def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
+                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS) -> None:
+        self.spec = spec
+        self.insns = spec.insns
+        self.maps = maps
+        self.limit = limit
+        self.layout = self._validate()
+        self.subprogs = [s for s, _ in self.layout.functions]
+        self.map_at = {r.pc: r for r in spec.map_refs}
+        self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
+        self.gpl = spec.license.split("\0")[0] in (
+            "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
+            "Dual MPL/GPL")
+        n = len(self.insns)
+        self.prune = [False] * n
+        for pc in range(n):
+            i = self.insns[pc]
+            if pc and self.insns[pc - 1].code == op.OP_LD_IMM64:
+                if pc - 2 < 0 or self.insns[pc - 2].code != op.OP_LD_IMM64:
+                    continue
+            if i.cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
+                    op.BPF_EXIT, op.BPF_CALL):
+                for s in _succs(self.insns, pc):
+                    if 0 <= s < n:
+                        self.prune[s] = True
+                if i.code & 0xF0 != op.BPF_JA:
+                    self.prune[pc] = True
+            elif i.code == op.OP_CALL and pc + 1 < n:
+                self.prune[pc + 1] = True
+        self.live = _liveness(self.insns, self.subprogs)
+        # Kept states per pc: those still on the current path (branches > 0), by the
+        # exact key of their registers (states_maybe_looping), and the finished ones.
+        self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
+        self.done: dict[int, list[State]] = {}
+        self.jmps = self.prev_jmps = self.prev_insns = 0
+        self.id_gen = 0
+        self.processed = 0
+        self.nstates = 0
+        self.depth = {s: 0 for s in self.subprogs}
+        self.log: list[str] = []
+        self.pc = 0
+        self.state: State | None = None
+
+    def _validate(self) -> Layout:
+        """pyxdp's ISA checks; the one the kernel words differently gets its words."""
+        # Writes to r10 are refused on the path that reaches them (do_check), not here.
+        insns = [dataclasses.replace(i, dst=0) if i.dst == 10 and self._writes_dst(i) else i
+                 for i in self.insns]
+        try:
+            return validate(insns)
+        except InvalidProgram as e:
+            msg = None
+            if e.rule == "call-depth":
+                m = re.search(r"call depth (\d+)", str(e))
+                msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
+            if msg is None:
+                raise
+            self.pc = e.pc or 0
+            self.processed = self.nstates = 0
+            self.log = []
+            self.state = None
+            raise self._error(Refuse(msg)) from None
+
+    @staticmethod
+    def _writes_dst(i: Instruction) -> bool:
+        return i.cls in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
+
+    # -- entry --------------------------------------------------------------------------
+    def run(self) -> VerifierResult:
+        try:
+            self._check_cfg()
+            self._do_check()
+            self._check_max_stack_depth()
+        except Refuse as e:
+            raise self._error(e) from None
+        depth = tuple(self.depth[s] for s in self.subprogs)
+        self.log.append(f"processed {self.processed} insns (limit {self.limit}) "
+                        f"max_states_per_insn 0 total_states {self.nstates} peak_states "
+                        f"{self.nstates} mark_read 0")
+        return VerifierResult(self.processed, self.nstates, depth, "\n".join(self.log))
+
+    def _error(self, e: Refuse) -> VerifierError:
+        src = self.spec.source_line(self.pc) or ""
+        text = format_insn(self.insns, self.pc) if self.pc < len(self.insns) else ""
+        regs = ""
+        if self.state is not None:
+            f = self.state.cur
+            regs = " ".join(f"R{i}={r.describe()}" for i, r in enumerate(f.regs)
+                            if r.t != NOT_INIT)
+        li = self.spec.line_info_at(self.pc)
+        if li is not None and li.line:
+            self.log.append(f"; {li.text.strip()} @ {li.file_name.rsplit('/', 1)[-1]}:"
+                            f"{li.line}")
+        self.log.append(f"{self.pc}: ({self.insns[self.pc].code:02x}) {text}"
+                        if text else "")
+        if regs:
+            self.log.append(regs)
+        stats = (f"processed {self.processed} insns (limit {self.limit}) max_states_per_insn "
+                 f"0 total_states {self.nstates} peak_states {self.nstates} mark_read 0")
+        if e.glued:
+            self.log.append(e.msg + stats)
+        else:
+            self.log.extend((e.msg, stats))
+        return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
+                             pc=self.pc, insn=text, source=src, state=regs)
+
+    # -- check_cfg: every instruction reachable ---------------------------------------------
+    def _check_cfg(self) -> None:
+        n = len(self.insns)
+        seen = [False] * n
+        todo = list(self.subprogs)
+        for pc in self.subprogs:
+            seen[pc] = True
+        while todo:
+            pc = todo.pop()
+            i = self.insns[pc]
+            succ = list(_succs(self.insns, pc))
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                succ.append(pc + 1 + i.imm)
+            for s in succ:
+                if 0 <= s < n and not seen[s]:
+                    seen[s] = True
+                    todo.append(s)
+        pc = 0
+        while pc < n:
+            if not seen[pc]:
+                self.pc = pc
+                raise Refuse(f"unreachable insn {pc}", errno.EINVAL)
+            pc += 2 if self.insns[pc].code == op.OP_LD_IMM64 else 1
+
+    # -- states ---------------------------------------------------------------------------
+    def _new_id(self) -> int:
+        self.id_gen += 1
+        return self.id_gen
+
+    def _init_state(self) -> State:
+        st = State()
+        f = Frame(0, -1, 0)
+        f.regs[1].set_ptr(CTX)
+        st.frames.append(f)
+        return st
+
+    def _do_check(self) -> None:
+        st = self._init_state()
+        stack: list[tuple[State, int]] = []
+        pc = 0
+        while True:
+            self.state = st
+            self.pc = pc
+            self.processed += 1
+            if self.processed > self.limit:
+                raise Refuse(f"BPF program is too large. Processed {self.processed} insn",
+                             errno.E2BIG)
+            if self.prune[pc] and self._visited(pc, st):
+                nxt = self._finish(st, stack)
+                if nxt is None:
+                    return
+                st, pc = nxt
+                continue
+            i = self.insns[pc]
+            cls = i.cls
+            if cls in (op.BPF_JMP, op.BPF_JMP32):
+                self.jmps += 1
+            if cls in (op.BPF_ALU, op.BPF_ALU64):
+                self._alu(st.cur.regs, i)
+                pc += 1
+            elif cls == op.BPF_LDX:
+                self._ldx(st, i)
+                pc += 1
+            elif cls in (op.BPF_ST, op.BPF_STX):
+                self._store(st, i)
+                pc += 1
+            elif cls == op.BPF_LD:
+                self._ld(st, i, pc)
+                pc += 2
+            else:
+                o = i.code & 0xF0
+                if o == op.BPF_CALL:
+                    pc = self._call(st, i, pc, stack)
+                elif o == op.BPF_EXIT:
+                    ret = self._exit(st, pc)
+                    if ret is None:
+                        nxt = self._finish(st, stack)
+                        if nxt is None:
+                            return
+                        st, pc = nxt
+                    else:
+                        pc = ret
+                elif o == op.BPF_JA:
+                    pc += 1 + (i.imm if cls == op.BPF_JMP32 else i.off)
+                else:
+                    pc = self._cond_jmp(st, i, pc, stack)
+
+    def _finish(self, st: State, stack: list[tuple[State, int]]) -> tuple[State, int] | None:
+        """A path ended (exit or pruned): update branch counts, pop the next path."""
+        p = st.parent
+        while p is not None:
+            p.branches -= 1
+            if p.branches:
+                break
+            # off the current path: from now on it may prune others
+            self.active[p.pc][p.loop_key].remove(p)
+            self.done.setdefault(p.pc, []).append(p)
+            p = p.parent
+        if not stack:
+            return None
+        st, pc = stack.pop()
+        return st, pc
+
+    def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:
+            raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ} jumps is too "
+                         "complex.", errno.E2BIG)
+        if st.parent is not None:
+            st.parent.branches += 1
+        stack.append((st, pc))
+
+    def _visited(self, pc: int, cur: State) -> bool:
+        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
+        the current path is an infinite loop; keep ``cur`` now and then."""
+        live = self.live[pc]
+        done = self.done.get(pc)
+        if done:
+            evict = False
+            for old in done:
+                if self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    return True
+                old.misses += 1
+                evict |= old.misses > old.hits * 3 + 3
+            if evict:  # Linux frees a kept state that misses far more often than it hits
+                done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
+        active = self.active.setdefault(pc, {})
+        key = tuple(r.key() for r in cur.cur.regs)
+        for old in active.get(key, ()):
+            if self._states_equal(old, cur, live, exact=True):
+                raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+        # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
+        # jumps or 100 instructions.
+        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
+        if any(active.values()):
+            if jumps < 20 and insns < 100:
+                return False
+        elif jumps < 2 or insns < 8:
+            return False
+        self.prev_jmps, self.prev_insns = self.jmps, self.processed
+        new = cur.copy()
+        new.branches = 1
+        new.parent = cur.parent
+        new.pc = pc
+        new.loop_key = key
+        cur.parent = new
+        active.setdefault(key, []).append(new)
+        self.nstates += 1
+        return False
+
+    def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
+        if len(old.frames) != len(cur.frames) or old.refs != cur.refs:
+            return False
+        idmap: dict[int, int] = {}
+        for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
+            if fo.callsite != fc.callsite:
+                return False
+            last = fi == len(old.frames) - 1
+            for r in range(11):
+                if last and not exact and not live >> r & 1:
+                    continue
+                if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
+                    return False
+            for spi, so in enumerate(fo.stack):
+                sc = fc.slot(spi)
+                if exact:
+                    if so[0] != sc[0] or (so[1] is None) != (sc[1] is None) or (
+                            so[1] is not None and sc[1] is not None
+                            and not self._regsafe(so[1], sc[1], idmap, True)):
+                        return False
+                    continue
+                for k in range(8):
+                    a, b = so[0][k], sc[0][k]
+                    if a == S_INVALID:
+                        continue
+                    if a == S_MISC and b in (S_MISC, S_ZERO, S_SPILL) and (
+                            b != S_SPILL or (sc[1] is not None and sc[1].t == SCALAR)):
+                        continue
+                    if a != b:
+                        return False
+                if so[1] is not None and S_SPILL in so[0]:
+                    if sc[1] is None or not self._regsafe(so[1], sc[1], idmap, False):
+                        return False
+            if exact and len(fc.stack) > len(fo.stack):
+                if any(s != _EMPTY for s in fc.stack[len(fo.stack):]):
+                    return False
+        return True
+
+    @staticmethod
+    def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
+        if not a and not b:
+            return True
+        if not a or not b:
+            return False
+        if a in idmap:
+            return idmap[a] == b
+        idmap[a] = b
+        return True
+
+    def _regsafe(self, o: Reg, c: Reg, idmap: dict[int, int], exact: bool) -> bool:
+        if exact:
+            if o.t != c.t:
+                return False
+            ko, kc = o.key(), c.key()
+            # ids compared through the map, the rest exactly
+            return ko[4:] == kc[4:] and ko[:2] == kc[:2] and self._ids(o.id, c.id, idmap) \
+                and self._ids(o.ref, c.ref, idmap)
+        if o.t == NOT_INIT:
+            return True
+        if c.t == NOT_INIT:
+            return False
+        if o.t == SCALAR:
+            if c.t != SCALAR:
+                return False
+            if o.tm == U64 and o.smin == S64_MIN and o.umax == U64 and not o.id:
+                return True
+            return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
+                (not o.id or self._ids(o.id, c.id, idmap))
+        if o.t != c.t or o.off != c.off:
+            return False
+        base = o.t & 0xFF
+        if base in (PKT, PKT_META):
+            if o.rng > c.rng or (o.rng < 0 and o.rng != c.rng):
+                return False
+        if base in (MAP_VALUE, MAP_PTR) and (o.map is not c.map):
+            if o.map is None or c.map is None or o.map.name != c.map.name:
+                return False
+        if base == MEM and o.msize != c.msize:
+            return False
+        if base == STACK and o.frame != c.frame:
+            return False
+        if base == FUNC and o.sub != c.sub:
+            return False
+        return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
+            self._ids(o.id, c.id, idmap) and self._ids(o.ref, c.ref, idmap)
+
+    @staticmethod
+    def _range_within(o: Reg, c: Reg) -> bool:
+        return (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
+                and o.smax >= c.smax and o.u32min <= c.u32min and o.u32max >= c.u32max
+                and o.s32min <= c.s32min and o.s32max >= c.s32max)
+
+    # -- registers ------------------------------------------------------------------------
+    def _read(self, regs: list[Reg], r: int) -> Reg:
+        reg = regs[r]
+        if reg.t == NOT_INIT:
+            raise Refuse(f"R{r} !read_ok")
+        return reg
+
+    def _dst(self, r: int) -> None:
+        if r == 10:
+            raise Refuse("frame pointer is read only")
+
+    # -- ALU --------------------------------------------------------------------------------
+    def _alu(self, regs: list[Reg], i: Instruction) -> None:
+        o = i.code & 0xF0
+        is64 = i.cls == op.BPF_ALU64
+        x = bool(i.code & op.BPF_X)
+        if o in (op.BPF_NEG, op.BPF_END):
+            self._read(regs, i.dst)
+            self._dst(i.dst)
+            d = regs[i.dst]
+            if d.t != SCALAR:
+                raise Refuse(f"R{i.dst} pointer arithmetic prohibited")
+            if o == op.BPF_NEG:
+                zero = Reg()
+                zero.set_known(0)
+                src = d.copy()
+                d.assign(zero)
+                self._scalar_op(d, src, op.BPF_SUB, is64)
+            else:
+                d.set_unknown()
+                if i.imm < 64:
+                    d.coerce(i.imm // 8)
+            return
+        if x:
+            src = self._read(regs, i.src)
+        else:
+            src = Reg()
+            src.set_known(i.imm)  # sign-extended imm
+        if o == op.BPF_MOV:
+            self._dst(i.dst)
+            self._mov(regs, i, src, is64, x)
+            return
+        d = self._read(regs, i.dst)
+        if o in (op.BPF_DIV, op.BPF_MOD) and not x and i.imm == 0:
+            raise Refuse("div by zero", errno.EINVAL)
+        if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH) and not x:
+            size = 64 if is64 else 32
+            if not 0 <= i.imm < size:
+                raise Refuse(f"invalid shift {i.imm}", errno.EINVAL)
+        self._dst(i.dst)
+        if d.t != SCALAR or src.t != SCALAR:
+            self._ptr_alu(regs, i, d, src, o, is64, x)
+            return
+        self._scalar_op(d, src, o, is64)
+
+    def _mov(self, regs: list[Reg], i: Instruction, src: Reg, is64: bool, x: bool) -> None:
+        d = regs[i.dst]
+        if not x:
+            d.set_known(i.imm if is64 else i.imm & U32)
+            return
+        if i.off in (8, 16, 32) and (is64 or i.off != 32):
+            if src.t != SCALAR:
+                raise Refuse(f"R{i.src} sign-extension part of pointer")
+            v = src.copy()
+            v.id = 0
+            v.coerce_sx(i.off // 8)
+            if not is64:
+                v.coerce(4)
+            d.assign(v)
+            return
+        if is64:
+            if src.t == SCALAR and not src.id and not src.const:
+                src.id = self._new_id()
+            d.assign(src)
+            return
+        if src.t != SCALAR:
+            d.set_unknown()
+            d.coerce(4)
+            return
+        keep = src.umax <= U32 and not src.const
+        if keep and not src.id:
+            src.id = self._new_id()
+        v = src.copy()
+        if not keep:
+            v.id = 0
+        v.coerce(4)
+        d.assign(v)
+
+    def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
+        d.id = 0
+        bits = 64 if is64 else 32
+        src_const = s.const if is64 else s.sub_const()
+        sval = s.tv if is64 else s.tv & U32
+        if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH):
+            if not (src_const and sval < bits):
+                d.set_unknown()
+                if not is64:
+                    d.coerce(4)
+                return
+        elif o not in (op.BPF_ADD, op.BPF_SUB, op.BPF_AND, op.BPF_OR, op.BPF_XOR, op.BPF_MUL):
+            d.set_unknown()
+            if not is64:
+                d.coerce(4)
+            return
+        if is64:
+            if o in (op.BPF_RSH, op.BPF_ARSH) or (o == op.BPF_LSH and sval >= 32):
+                r32 = (S32_MIN, S32_MAX, 0, U32)  # rebuilt from the tnum
+            else:
+                r32 = self._op32(d, s, o)
+            self._op64(d, s, o)
+            d.s32min, d.s32max, d.u32min, d.u32max = r32
+            d.sync()
+        else:
+            r32 = self._op32(d, s, o)
+            t = self._tnum_op((d.tv & U32, d.tm & U32), (s.tv & U32, s.tm & U32), o, 32)
+            d.tv, d.tm = t[0] & U32, t[1] & U32
+            d.s32min, d.s32max, d.u32min, d.u32max = r32
+            d.smin, d.smax, d.umin, d.umax = S64_MIN, S64_MAX, 0, U64
+            d.sync()
+            d.zext32()
+            d.sync()
+
+    @staticmethod
+    def _tnum_op(a: Tnum, b: Tnum, o: int, bits: int) -> Tnum:
+        m = (1 << bits) - 1
+        if o == op.BPF_ADD:
+            r = t_add(a, b)
+        elif o == op.BPF_SUB:
+            r = t_sub(a, b)
+        elif o == op.BPF_MUL:
+            r = t_mul(a, b)
+        elif o == op.BPF_AND:
+            r = t_and(a, b)
+        elif o == op.BPF_OR:
+            r = t_or(a, b)
+        elif o == op.BPF_XOR:
+            r = t_xor(a, b)
+        elif o == op.BPF_LSH:
+            r = t_lshift(a, b[0] & (bits - 1))
+        elif o == op.BPF_RSH:
+            r = t_rshift((a[0] & m, a[1] & m), b[0] & (bits - 1))
+        else:
+            r = t_arshift((a[0] & m, a[1] & m), b[0] & (bits - 1), bits)
+        return (r[0] & m, r[1] & m)
+
+    def _op64(self, d: Reg, s: Reg, o: int) -> None:
+        t = self._tnum_op((d.tv, d.tm), (s.tv, s.tm), o, 64)
+        smin, smax, umin, umax = d.smin, d.smax, d.umin, d.umax
+        if o == op.BPF_ADD:
+            a, b = smin + s.smin, smax + s.smax
+            smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
+            a, b = umin + s.umin, umax + s.umax
+            umin, umax = (a, b) if b <= U64 else (0, U64)
+        elif o == op.BPF_SUB:
+            a, b = smin - s.smax, smax - s.smin
+            smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
+            umin, umax = (umin - s.umax, umax - s.umin) if umin >= s.umax else (0, U64)
+        elif o == op.BPF_MUL:
+            b = umax * s.umax
+            umin, umax = (umin * s.umin, b) if b <= U64 else (0, U64)
+            ps = [smin * s.smin, smin * s.smax, smax * s.smin, smax * s.smax]
+            smin, smax = (min(ps), max(ps)) if min(ps) >= S64_MIN and max(ps) <= S64_MAX \
+                else (S64_MIN, S64_MAX)
+        elif o == op.BPF_AND:
+            umin, umax = t[0], min(umax, s.umax)
+            smin, smax = (_s64(umin), _s64(umax)) if _s64(umin) <= _s64(umax) \
+                else (S64_MIN, S64_MAX)
+        elif o == op.BPF_OR:
+            umin, umax = max(umin, s.umin), t[0] | t[1]
+            smin, smax = (_s64(umin), _s64(umax)) if _s64(umin) <= _s64(umax) \
+                else (S64_MIN, S64_MAX)
+        elif o == op.BPF_XOR:
+            umin, umax = t[0], t[0] | t[1]
+            smin, smax = (_s64(umin), _s64(umax)) if _s64(umin) <= _s64(umax) \
+                else (S64_MIN, S64_MAX)
+        elif o == op.BPF_LSH:
+            sh = s.tv
+            # <<32 then s>>32 sign-extends a subregister: keep non-negative 32-bit bounds
+            smax = d.s32max << 32 if sh == 32 and d.s32max >= 0 else S64_MAX
+            smin = d.s32min << 32 if sh == 32 and d.s32min >= 0 else S64_MIN
+            if umax > (1 << (63 - sh)):
+                umin, umax = 0, U64
+            else:
+                umin, umax = umin << sh, umax << sh
+        elif o == op.BPF_RSH:
+            sh = s.tv
+            umin, umax = umin >> sh, umax >> sh
+            smin, smax = S64_MIN, S64_MAX
+        else:  # ARSH
+            sh = s.tv
+            smin, smax = smin >> sh, smax >> sh
+            umin, umax = 0, U64
+        d.tv, d.tm = t
+        d.smin, d.smax, d.umin, d.umax = smin, smax, umin, umax
+
+    @staticmethod
+    def _op32(d: Reg, s: Reg, o: int) -> tuple[int, int, int, int]:
+        smin, smax, umin, umax = d.s32min, d.s32max, d.u32min, d.u32max
+        t = _Verifier._tnum_op((d.tv & U32, d.tm & U32), (s.tv & U32, s.tm & U32), o, 32)
+        if o == op.BPF_ADD:
+            a, b = smin + s.s32min, smax + s.s32max
+            smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
+            a, b = umin + s.u32min, umax + s.u32max
+            umin, umax = (a, b) if b <= U32 else (0, U32)
+        elif o == op.BPF_SUB:
+            a, b = smin - s.s32max, smax - s.s32min
+            smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
+            umin, umax = (umin - s.u32max, umax - s.u32min) if umin >= s.u32max \
+                else (0, U32)
+        elif o == op.BPF_MUL:
+            b = umax * s.u32max
+            umin, umax = (umin * s.u32min, b) if b <= U32 else (0, U32)
+            ps = [smin * s.s32min, smin * s.s32max, smax * s.s32min, smax * s.s32max]
+            smin, smax = (min(ps), max(ps)) if min(ps) >= S32_MIN and max(ps) <= S32_MAX \
+                else (S32_MIN, S32_MAX)
+        elif o == op.BPF_AND:
+            umin, umax = t[0], min(umax, s.u32max)
+            smin, smax = (_s32(umin), _s32(umax)) if _s32(umin) <= _s32(umax) \
+                else (S32_MIN, S32_MAX)
+        elif o == op.BPF_OR:
+            umin, umax = max(umin, s.u32min), t[0] | t[1]
+            smin, smax = (_s32(umin), _s32(umax)) if _s32(umin) <= _s32(umax) \
+                else (S32_MIN, S32_MAX)
+        elif o == op.BPF_XOR:
+            umin, umax = t[0], t[0] | t[1]
+            smin, smax = (_s32(umin), _s32(umax)) if _s32(umin) <= _s32(umax) \
+                else (S32_MIN, S32_MAX)
+        elif o == op.BPF_LSH:
+            sh = s.tv & 31
+            if umax > (1 << (31 - sh)):
+                umin, umax = 0, U32
+            else:
+                umin, umax = umin << sh, umax << sh
+            smin, smax = S32_MIN, S32_MAX
+        elif o == op.BPF_RSH:
+            sh = s.tv & 31
+            umin, umax = umin >> sh, umax >> sh
+            smin, smax = S32_MIN, S32_MAX
+        else:
+            sh = s.tv & 31
+            smin, smax = smin >> sh, smax >> sh
+            umin, umax = 0, U32
+        return smin, smax, umin, umax
+
+    # -- pointer arithmetic (adjust_ptr_min_max_vals) ------------------------------------------
+    def _ptr_alu(self, regs: list[Reg], i: Instruction, d: Reg, s: Reg, o: int, is64: bool,
+                 x: bool) -> None:
+        dst = i.dst
+        if d.t != SCALAR and s.t != SCALAR:
+            if o == op.BPF_SUB:
+                d.set_unknown()
+                return
+            raise Refuse(f"R{dst} pointer {_ALU_NAMES[o]} pointer prohibited")
+        if d.t != SCALAR:
+            ptr, off = d, s
+        else:
+            ptr, off = s, d
+        if not is64:
+            if o == op.BPF_SUB:  # root (allow_ptr_leaks): a meaningless scalar
+                d.set_unknown()
+                return
+            raise Refuse(f"R{dst} 32-bit pointer arithmetic prohibited")
+        if ptr.t & MAYBE_NULL:
+            raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited, "
+                         "null-check it first")
+        base = ptr.t & 0xFF
+        known = off.const
+        if base in (PKT_END,) or (base == MAP_PTR and not (known and off.smin == 0
+                                                             and o == op.BPF_ADD)):
+            raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
+        if o in (op.BPF_AND, op.BPF_OR, op.BPF_XOR):
+            raise Refuse(f"R{dst} bitwise operator {_ALU_NAMES[o]} on pointer prohibited")
+        if o not in (op.BPF_ADD, op.BPF_SUB):
+            raise Refuse(f"R{dst} pointer arithmetic with {_ALU_NAMES[o]} operator "
+                         "prohibited")
+        self._sane_offset(off, ptr.t)
+        res = ptr.copy()
+        if o == op.BPF_ADD:
+            if known and -(1 << 31) <= ptr.off + off.smin < (1 << 31):
+                res.off = ptr.off + off.smin
+            else:
+                a, b = ptr.smin + off.smin, ptr.smax + off.smax
+                res.smin, res.smax = (a, b) if S64_MIN <= a and b <= S64_MAX \
+                    else (S64_MIN, S64_MAX)
+                a, b = ptr.umin + off.umin, ptr.umax + off.umax
+                res.umin, res.umax = (a, b) if b <= U64 else (0, U64)
+                res.tv, res.tm = t_add((ptr.tv, ptr.tm), (off.tv, off.tm))
+                res.s32min, res.s32max, res.u32min, res.u32max = S32_MIN, S32_MAX, 0, U32
+                if res.is_pkt():
+                    res.id = self._new_id()
+                    res.rng = 0
+        else:
+            if off is d:
+                raise Refuse(f"R{dst} tried to subtract pointer from scalar")
+            if base == STACK:
+                raise Refuse(f"R{dst} subtraction from stack pointer prohibited")
+            if known and -(1 << 31) <= ptr.off - off.smin < (1 << 31):
+                res.off = ptr.off - off.smin
+            else:
+                a, b = ptr.smin - off.smax, ptr.smax - off.smin
+                res.smin, res.smax = (a, b) if S64_MIN <= a and b <= S64_MAX \
+                    else (S64_MIN, S64_MAX)
+                res.umin, res.umax = (ptr.umin - off.umax, ptr.umax - off.umin) \
+                    if ptr.umin >= off.umax else (0, U64)
+                res.tv, res.tm = t_sub((ptr.tv, ptr.tm), (off.tv, off.tm))
+                res.s32min, res.s32max, res.u32min, res.u32max = S32_MIN, S32_MAX, 0, U32
+                if res.is_pkt():
+                    res.id = self._new_id()
+                    if off.smin < 0:
+                        res.rng = 0
+        self._sane_offset(res, ptr.t)
+        res.sync()
+        d.assign(res)
+
+    @staticmethod
+    def _sane_offset(r: Reg, t: int) -> None:
+        ts = type_str(t)
+        val = _s64(r.tv)
+        if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
+            raise Refuse(f"math between {ts} pointer and {val} is not allowed")
+        if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
+            raise Refuse(f"{ts} pointer offset {r.off} is not allowed")
+        if r.smin == S64_MIN:
+            raise Refuse(f"math between {ts} pointer and register with unbounded min value "
+                         "is not allowed")
+        if r.smin >= BPF_MAX_VAR_OFF or r.smin <= -BPF_MAX_VAR_OFF:
+            raise Refuse(f"value {r.smin} makes {ts} pointer be out of bounds")
+
+    # -- ld_imm64 ---------------------------------------------------------------------------
+    def _ld(self, st: State, i: Instruction, pc: int) -> None:
+        if i.code != op.OP_LD_IMM64:
+            raise Refuse("BPF_LD_[ABS|IND] instructions not allowed for this program type",
+                         errno.EINVAL)
+        self._dst(i.dst)
+        d = st.cur.regs[i.dst]
+        ref = self.map_at.get(pc)
+        if ref is not None:
+            m = self.maps.get(ref.map_name)
+            if m is None:
+                raise Refuse(f"fd {0} is not pointing to valid bpf_map", errno.EBADF)
+            if ref.kind == "fd":
+                d.set_ptr(MAP_PTR)
+            else:
+                d.set_ptr(MAP_VALUE, ref.offset)
+            d.map = m
+            return
+        if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+            if not self.spec.func_info:  # a callback's prototype comes from BTF
+                raise Refuse("missing btf func_info", errno.EINVAL)
+            d.set_ptr(FUNC)
+            d.sub = pc + 1 + i.imm
+            return
+        if i.src != op.PseudoSrc.BPF_PSEUDO_NONE:
+            raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
+        d.set_known(imm64_at(self.insns, pc))
+
+    # -- memory -----------------------------------------------------------------------------
+    def _ldx(self, st: State, i: Instruction) -> None:
+        regs = st.cur.regs
+        base = self._read(regs, i.src)
+        self._dst(i.dst)
+        size = _SIZES[i.code & 0x18]
+        sx = i.code & 0xE0 == op.BPF_MEMSX
+        val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
+        if val is None:
+            val = Reg()
+            val.set_unknown()
+        if val.t == SCALAR and size < 8:
+            if sx:
+                val.coerce_sx(size)
+            else:
+                val.coerce(size)
+        regs[i.dst].assign(val)
+
+    def _store(self, st: State, i: Instruction) -> None:
+        regs = st.cur.regs
+        mode = i.code & 0xE0
+        size = _SIZES[i.code & 0x18]
+        if i.cls == op.BPF_STX and mode == op.BPF_ATOMIC:
+            self._atomic(st, i, size)
+            return
+        value: Reg | None = None
+        if i.cls == op.BPF_STX:
+            value = self._read(regs, i.src)
+        base = self._read(regs, i.dst)
+        if value is None:
+            imm = Reg()
+            imm.set_known(i.imm)
+            self._mem(st, i.dst, base, i.off, size, write=True, value=None, imm=imm)
+        else:
+            self._mem(st, i.dst, base, i.off, size, write=True, value=value)
+
+    def _atomic(self, st: State, i: Instruction, size: int) -> None:
+        regs = st.cur.regs
+        self._read(regs, i.src)
+        self._read(regs, i.dst)
+        if i.imm == op.BPF_CMPXCHG:
+            self._read(regs, 0)
+        base = regs[i.dst]
+        if base.t in (CTX, PKT, PKT_META):
+            raise Refuse(f"BPF_ATOMIC stores into R{i.dst} {type_str(base.t)} is not allowed")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "}.get(
+            base.t & 0xFF)
+        if desc is not None and (base.tv + base.off + i.off) % size:  # strict for atomics
+            raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
+                         f"size {size}")
+        old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
+        self._mem(st, i.dst, base, i.off, size, write=True, value=None)
+        if i.imm == op.BPF_CMPXCHG:
+            r = Reg()
+            r.set_unknown()
+            if old is not None and old.t == SCALAR and size < 8:
+                r.coerce(size)
+            regs[0].assign(r)
+        elif i.imm & op.BPF_FETCH:
+            r = Reg()
+            r.set_unknown()
+            if size < 8:
+                r.coerce(size)
+            regs[i.src].assign(r)
+
+    def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
+             value: Reg | None, imm: Reg | None = None) -> Reg | None:
+        """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
+        t = reg.t
+        full = off + reg.off
+        if t == MAP_VALUE:
+            m = reg.map
+            assert m is not None
+            if write and _rdonly(m):
+                raise Refuse(f"write into map forbidden, value_size={m.value_size} "
+                             f"off={full} size={size}")
+            self._region(regno, reg, full, size, m.value_size, "map value")
+            if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
+                raw = self._map_bytes(m)
+                pos = full + reg.tv
+                if raw is not None and 0 <= pos and pos + size <= len(raw):
+                    r = Reg()
+                    r.set_known(int.from_bytes(raw[pos:pos + size], "little"))
+                    return r
+            return None
+        if t == MAP_KEY:
+            if write:
+                raise Refuse(f"write to change key R{regno} not allowed")
+            assert reg.map is not None
+            self._region(regno, reg, full, size, reg.map.key_size, "map key")
+            return None
+        if t == MEM | RINGBUF or t == MEM:
+            self._region(regno, reg, full, size, reg.msize, "memory")
+            return None
+        if t == CTX:
+            return self._ctx(regno, reg, full, size, write)
+        if t == STACK:
+            return self._stack(st, regno, reg, full, size, write, value, imm)
+        if t in (PKT, PKT_META):
+            self._pkt(regno, reg, full, size)
+            return None
+        raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    def _map_bytes(self, m: MapSpec) -> bytes | None:
+        for k, v in m.contents:
+            if isinstance(v, bytes) and k[:4] == bytes(4):
+                return v.ljust(m.value_size, b"\0")
+        return bytes(m.value_size) if m.is_global_data else None
+
+    def _region(self, regno: int, reg: Reg, off: int, size: int, msize: int,
+                what: str) -> None:
+        """check_mem_region_access."""
+        if reg.smin < 0 and (reg.smin == S64_MIN or not -(1 << 31) <= off + reg.smin
+                             < (1 << 31) or reg.smin + off < 0):
+            raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
+                         "if (index >=0) check.")
+        if not self._fits(reg.smin + off, size, msize):
+            raise Refuse(f"R{regno} min value is outside of the allowed memory range")
+        if reg.umax >= BPF_MAX_VAR_OFF:
+            raise Refuse(f"R{regno} unbounded memory access, make sure to bounds check any "
+                         "such access")
+        if not self._fits(reg.umax + off, size, msize):
+            raise Refuse(f"R{regno} max value is outside of the allowed memory range")
+
+    @staticmethod
+    def _fits(off: int, size: int, msize: int, zero_ok: bool = False) -> bool:
+        return off >= 0 and (size > 0 or zero_ok) and off + size <= msize
+
+    def _pkt(self, regno: int, reg: Reg, off: int, size: int, zero_ok: bool = False) -> None:
+        """check_packet_access."""
+        if reg.smin < 0:
+            raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
+                         "if (index >=0) check.")
+        if reg.rng < 0 or not self._fits(off, size, reg.rng, zero_ok):
+            raise Refuse(f"R{regno} offset is outside of the packet")
+
+    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool) -> Reg | None:
+        if reg.off < 0:
+            raise Refuse(f"negative offset ctx ptr R{regno} off={reg.off} disallowed")
+        if reg.off:
+            raise Refuse(f"dereference of modified ctx ptr R{regno} off={reg.off} disallowed")
+        if not reg.const or reg.tv:
+            raise Refuse(f"variable ctx access var_off={_tn(reg)} "
+                         "disallowed")
+        ok = 0 <= off < XDP_MD_SIZE and off % size == 0 and size == 4 and not write
+        if off == _EGRESS_IFINDEX and not self.devmap:
+            ok = False
+        if not ok:
+            raise Refuse(f"invalid bpf_context access off={off} size={size}")
+        t = _CTX_PTRS.get(off)
+        if t is None:
+            return None
+        r = Reg()
+        r.set_ptr(t)
+        return r
+
+    def _stack(self, st: State, regno: int, reg: Reg, off: int, size: int, write: bool,
+               value: Reg | None, imm: Reg | None) -> Reg | None:
+        frame = st.frames[reg.frame]
+        if not reg.const:
+            return self._stack_var(st, frame, regno, reg, off, size, write)
+        lo = off + _s64(reg.tv)
+        if lo % size:  # check_ptr_alignment comes first; stack accesses are strict
+            raise Refuse(f"misaligned stack access off {_tn(reg)}+"
+                         f"{reg.off}+{off - reg.off} size {size}")
+        if lo < -MAX_BPF_STACK or lo + size > 0 or (lo >= 0 and size == 0):
+            kind = "write to" if write else "read from"
+            raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}")
+        self._note_depth(frame, -lo)
+        spi = (-lo - 1) // 8
+        k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
+        types, spill = frame.slot(spi)
+        if write:
+            self._stack_write(st, frame, spi, k, size, value, imm, regno)
+            return None
+        if spill is not None and types[k] == S_SPILL:
+            spill_size = 0
+            while spill_size < 8 and types[spill_size] == S_SPILL:
+                spill_size += 1
+            if size == 8 and spill_size == 8:
+                return spill.copy()
+            if spill.t != SCALAR:
+                raise Refuse("invalid size of register fill")
+            if k == 0 and size <= spill_size:
+                r = spill.copy()
+                if spill.umax >> (8 * size):
+                    r.id = 0
+                return r
+        zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
+        r = Reg()
+        if zeros == size:
+            r.set_known(0)
+        else:
+            r.set_unknown()
+        return r
+
+    def _stack_var(self, st: State, frame: Frame, regno: int, reg: Reg, off: int, size: int,
+                   write: bool) -> Reg | None:
+        lo, hi = reg.smin + off, reg.smax + off + size
+        if reg.smin < -MAX_BPF_STACK or lo < -MAX_BPF_STACK or hi > 0:
+            kind = "write to" if write else "read from"
+            raise Refuse(f"invalid variable-offset {kind} stack R{regno} "
+                         f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}")
+        self._note_depth(frame, -lo)
+        if write:
+            for a in range(lo, hi):
+                spi = (-a - 1) // 8
+                k = a + 8 * (spi + 1)
+                types, spill = frame.slot(spi)
+                b = bytearray(x if x != S_SPILL else S_MISC for x in types)
+                if b[k] != S_MISC:
+                    b[k] = S_MISC
+                frame.set_slot(spi, (bytes(b), None))
+        return None  # a read: an unknown scalar
+
+    def _note_depth(self, frame: Frame, depth: int) -> None:
+        if depth > self.depth.get(frame.sub, 0):
+            self.depth[frame.sub] = depth
+
+    @staticmethod
+    def _spill_types(types: bytes, size: int) -> bytes:
+        """save_register_state: ``size`` spilled bytes; the rest of the slot stays zero or
+        invalid, else becomes misc (mark_stack_slot_misc)."""
+        rest = (x if x in (S_ZERO, S_INVALID) else S_MISC for x in types[size:])
+        return bytes([S_SPILL] * size) + bytes(rest)
+
+    def _stack_write(self, st: State, frame: Frame, spi: int, k: int, size: int,
+                     value: Reg | None, imm: Reg | None, regno: int) -> None:
+        types, spill = frame.slot(spi)
+        if value is not None and k == 0 and value.t == SCALAR:
+            if not value.id and not value.const:  # a fill stays linked to the register
+                value.id = self._new_id()
+            r = value.copy()
+            if size < 8 and r.umax >> (8 * size):
+                r.id = 0
+            frame.set_slot(spi, (self._spill_types(types, size), r))
+            return
+        if value is None and k == 0 and imm is not None:
+            frame.set_slot(spi, (self._spill_types(types, size), imm))
+            return
+        if value is not None and value.t != SCALAR:
+            if size != 8:
+                raise Refuse("invalid size of register spill")
+            if value.t == STACK and frame is not st.cur and value.frame == st.cur.frameno:
+                raise Refuse("cannot spill pointers to stack into stack frame of the caller",
+                             errno.EINVAL)
+            frame.set_slot(spi, (bytes([S_SPILL] * 8), value.copy()))
+            return
+        b = bytearray(types)
+        if spill is not None and S_SPILL in b:
+            b = bytearray(S_MISC if x == S_SPILL else x for x in b)
+        zero = (value is not None and value.is_null()) or (imm is not None and imm.is_null())
+        for j in range(k, k + size):
+            b[j] = S_ZERO if zero else S_MISC
+        frame.set_slot(spi, (bytes(b), None))
+
+    # -- jumps ------------------------------------------------------------------------------
+    def _cond_jmp(self, st: State, i: Instruction, pc: int,
+                  stack: list[tuple[State, int]]) -> int:
+        regs = st.cur.regs
+        o = i.code & 0xF0
+        is32 = i.cls == op.BPF_JMP32
+        d = self._read(regs, i.dst)
+        if i.code & op.BPF_X:
+            s = self._read(regs, i.src)
+        else:
+            s = Reg()
+            s.set_known(i.imm)
+        taken_pc = pc + 1 + i.off
+        pred = self._branch_taken(d, s, o, is32)
+        if pred == 1:
+            return taken_pc
+        if pred == 0:
+            return pc + 1
+        other = st.copy()
+        oregs = other.cur.regs
+        od = oregs[i.dst]
+        os_ = oregs[i.src] if i.code & op.BPF_X else s.copy()
+        if d.t == SCALAR and s.t == SCALAR:
+            self._refine(od, os_, o, is32)  # taken
+            self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
+            for stt, a, b in ((other, od, os_), (st, d, s)):
+                self._sync_ids(stt, a)
+                if i.code & op.BPF_X:
+                    self._sync_ids(stt, b)
+        elif o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and (
+                (d.t & MAYBE_NULL and s.is_null()) or (s.t & MAYBE_NULL and d.is_null())):
+            ptr_is_dst = bool(d.t & MAYBE_NULL)
+            pid = (d if ptr_is_dst else s).id
+            null_in_taken = o == op.BPF_JEQ
+            self._mark_null(other if null_in_taken else st, pid, True)
+            self._mark_null(st if null_in_taken else other, pid, False)
+        elif not is32 and i.code & op.BPF_X and d.t in (PKT, PKT_META, PKT_END) and \
+                s.t in (PKT, PKT_META, PKT_END):
+            self._pkt_cmp(st, other, i)
+        self._push(other, taken_pc, stack)
+        return pc + 1
+
+    def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
+        """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
+        compared pointer itself is marked at or beyond the end where it is (mark_pkt_end)."""
+        o = i.code & 0xF0
+        d, s = this.cur.regs[i.dst], this.cur.regs[i.src]
+
+        def fwd(a: Reg, b: Reg) -> bool:  # a is a packet pointer, b its end
+            return (a.t == PKT and b.t == PKT_END) or (
+                a.t == PKT_META and b.t == PKT and b.off == 0 and b.const and b.tv == 0)
+        if fwd(d, s):
+            regno = i.dst
+            cases = {op.BPF_JGT: (this, False), op.BPF_JLT: (other, True),
+                     op.BPF_JGE: (this, True), op.BPF_JLE: (other, False)}
+        elif fwd(s, d):
+            regno = i.src
+            cases = {op.BPF_JGT: (other, True), op.BPF_JLT: (this, False),
+                     op.BPF_JGE: (other, False), op.BPF_JLE: (this, True)}
+        else:
+            return
+        hit = cases.get(o)
+        if hit is None:
+            return
+        state, right_open = hit
+        ptr = this.cur.regs[regno]
+        end_state = other if state is this else this
+        marked = end_state.cur.regs[regno]
+        if marked.t == PKT:
+            marked.rng = _BEYOND_PKT_END if not right_open else _AT_PKT_END
+        if ptr.off < 0 or (ptr.off == 0 and right_open):
+            return
+        if ptr.umax > MAX_PACKET_OFF or ptr.umax + ptr.off > MAX_PACKET_OFF:
+            return
+        new = ptr.off + (1 if right_open else 0)
+        pid, pt = ptr.id, ptr.t
+        for r in state.all_regs():
+            if r.t == pt and r.id == pid and r.rng >= 0:
+                r.rng = max(r.rng, new)
+
+    def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
+        for r in st.all_regs():
+            if r.t & MAYBE_NULL and r.id == pid:
+                if is_null:
+                    r.set_known(0)
+                elif r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
+                        MT.BPF_MAP_TYPE_ARRAY_OF_MAPS, MT.BPF_MAP_TYPE_HASH_OF_MAPS) \
+                        and r.map.inner is not None:
+                    inner = r.map.inner
+                    r.set_ptr(MAP_PTR)
+                    r.map = inner
+                else:
+                    r.t &= ~MAYBE_NULL
+                    if not r.ref:
+                        r.id = 0
+        if is_null:
+            st.refs = [x for x in st.refs if x[0] != pid]
+
+    def _sync_ids(self, st: State, r: Reg) -> None:
+        if r.t != SCALAR or not r.id:
+            return
+        for x in st.all_regs():
+            if x is not r and x.t == SCALAR and x.id == r.id:
+                x.assign(r)
+
+    @staticmethod
+    def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
+        if is32:
+            return r.s32min, r.s32max, r.u32min, r.u32max, r.tv & U32, r.tm & U32
+        return r.smin, r.smax, r.umin, r.umax, r.tv, r.tm
+
+    def _branch_taken(self, d: Reg, s: Reg, o: int, is32: bool) -> int:
+        if d.t != SCALAR or s.t != SCALAR:
+            if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
+                return self._pkt_branch_taken(d, s, o)
+            # reg_not_null: only these pointers are known never to be NULL
+            if o in (op.BPF_JEQ, op.BPF_JNE):
+                for p, z in ((d, s), (s, d)):
+                    zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
+                    if z.t == SCALAR and zero and p.t in (MAP_VALUE, MAP_KEY, MEM):
+                        return 0 if o == op.BPF_JEQ else 1
+            return -1
+        a1, a2, u1, u2, v1, m1 = self._view(d, is32)
+        b1, b2, w1, w2, v2, m2 = self._view(s, is32)
+        if o in (op.BPF_JEQ, op.BPF_JNE):
+            eq: int = -1
+            if m1 == 0 and m2 == 0:
+                eq = 1 if v1 == v2 else 0
+            elif u1 > w2 or u2 < w1 or a1 > b2 or a2 < b1 or (v1 ^ v2) & ~(m1 | m2):
+                eq = 0
+            if eq == -1:
+                return -1
+            return eq if o == op.BPF_JEQ else 1 - eq
+        if o == op.BPF_JSET:
+            if m2 == 0:
+                if v1 & ~m1 & v2:
+                    return 1
+                if not (v1 | m1) & v2:
+                    return 0
+            return -1
+        if o == op.BPF_JGT:
+            return 1 if u1 > w2 else 0 if u2 <= w1 else -1
+        if o == op.BPF_JGE:
+            return 1 if u1 >= w2 else 0 if u2 < w1 else -1
+        if o == op.BPF_JLT:
+            return 1 if u2 < w1 else 0 if u1 >= w2 else -1
+        if o == op.BPF_JLE:
+            return 1 if u2 <= w1 else 0 if u1 > w2 else -1
+        if o == op.BPF_JSGT:
+            return 1 if a1 > b2 else 0 if a2 <= b1 else -1
+        if o == op.BPF_JSGE:
+            return 1 if a1 >= b2 else 0 if a2 < b1 else -1
+        if o == op.BPF_JSLT:
+            return 1 if a2 < b1 else 0 if a1 >= b2 else -1
+        if o == op.BPF_JSLE:
+            return 1 if a2 <= b1 else 0 if a1 > b2 else -1
+        return -1
+
+    @staticmethod
+    def _pkt_branch_taken(d: Reg, s: Reg, o: int) -> int:
+        """is_pkt_ptr_branch_taken: a pointer known at or beyond data_end."""
+        if s.t == PKT_END:
+            pkt = d
+        elif d.t == PKT_END:
+            pkt, o = s, _FLIP[o]
+        else:
+            return -1
+        if pkt.rng >= 0:
+            return -1
+        if o in (op.BPF_JLE, op.BPF_JGT) and pkt.rng == _BEYOND_PKT_END:
+            return 1 if o == op.BPF_JGT else 0
+        if o in (op.BPF_JLT, op.BPF_JGE):
+            return 1 if o == op.BPF_JGE else 0
+        return -1
+
+    def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> None:
+        """regs_refine_cond_op: what the branch's outcome says about both registers."""
+        if o in (op.BPF_JGE, op.BPF_JGT, op.BPF_JSGE, op.BPF_JSGT):
+            r1, r2, o = r2, r1, _FLIP[o]
+        if is32:
+            if o == op.BPF_JEQ:
+                lo, hi = max(r1.u32min, r2.u32min), min(r1.u32max, r2.u32max)
+                slo, shi = max(r1.s32min, r2.s32min), min(r1.s32max, r2.s32max)
+                t = t_intersect((r1.tv & U32, r1.tm & U32), (r2.tv & U32, r2.tm & U32))
+                for r in (r1, r2):
+                    r.u32min, r.u32max, r.s32min, r.s32max = lo, hi, slo, shi
+                    r.tv = (r.tv & ~U32 & U64) | t[0]
+                    r.tm = (r.tm & ~U32 & U64) | t[1]
+            elif o == op.BPF_JNE:
+                for a, b in ((r1, r2), (r2, r1)):
+                    if b.sub_const():
+                        v = b.tv & U32
+                        if a.u32min == v and a.u32min < a.u32max:
+                            a.u32min += 1
+                        elif a.u32max == v and a.u32min < a.u32max:
+                            a.u32max -= 1
+                        if a.s32min == _s32(v) and a.s32min < a.s32max:
+                            a.s32min += 1
+                        elif a.s32max == _s32(v) and a.s32min < a.s32max:
+                            a.s32max -= 1
+            elif o == op.BPF_JSET or o == _JSET_NOT:
+                self._refine_jset(r1, r2, o, U32)
+            elif o == op.BPF_JLE:
+                r1.u32max = min(r1.u32max, r2.u32max)
+                r2.u32min = max(r2.u32min, r1.u32min)
+            elif o == op.BPF_JLT:
+                r1.u32max = min(r1.u32max, r2.u32max - 1)
+                r2.u32min = max(r2.u32min, r1.u32min + 1)
+            elif o == op.BPF_JSLE:
+                r1.s32max = min(r1.s32max, r2.s32max)
+                r2.s32min = max(r2.s32min, r1.s32min)
+            elif o == op.BPF_JSLT:
+                r1.s32max = min(r1.s32max, r2.s32max - 1)
+                r2.s32min = max(r2.s32min, r1.s32min + 1)
+        else:
+            if o == op.BPF_JEQ:
+                lo, hi = max(r1.umin, r2.umin), min(r1.umax, r2.umax)
+                slo, shi = max(r1.smin, r2.smin), min(r1.smax, r2.smax)
+                t = t_intersect((r1.tv, r1.tm), (r2.tv, r2.tm))
+                lo32, hi32 = max(r1.u32min, r2.u32min), min(r1.u32max, r2.u32max)
+                slo32, shi32 = max(r1.s32min, r2.s32min), min(r1.s32max, r2.s32max)
+                for r in (r1, r2):
+                    r.umin, r.umax, r.smin, r.smax = lo, hi, slo, shi
+                    r.u32min, r.u32max, r.s32min, r.s32max = lo32, hi32, slo32, shi32
+                    r.tv, r.tm = t
+            elif o == op.BPF_JNE:
+                for a, b in ((r1, r2), (r2, r1)):
+                    if b.const:
+                        v = b.tv
+                        if a.umin == v and a.umin < a.umax:
+                            a.umin += 1
+                        elif a.umax == v and a.umin < a.umax:
+                            a.umax -= 1
+                        if a.smin == _s64(v) and a.smin < a.smax:
+                            a.smin += 1
+                        elif a.smax == _s64(v) and a.smin < a.smax:
+                            a.smax -= 1
+            elif o == op.BPF_JSET or o == _JSET_NOT:
+                self._refine_jset(r1, r2, o, U64)
+            elif o == op.BPF_JLE:
+                r1.umax = min(r1.umax, r2.umax)
+                r2.umin = max(r2.umin, r1.umin)
+            elif o == op.BPF_JLT:
+                r1.umax = min(r1.umax, r2.umax - 1)
+                r2.umin = max(r2.umin, r1.umin + 1)
+            elif o == op.BPF_JSLE:
+                r1.smax = min(r1.smax, r2.smax)
+                r2.smin = max(r2.smin, r1.smin)
+            elif o == op.BPF_JSLT:
+                r1.smax = min(r1.smax, r2.smax - 1)
+                r2.smin = max(r2.smin, r1.smin + 1)
+        for r in (r1, r2):
+            if r.umin <= r.umax and r.smin <= r.smax and r.u32min <= r.u32max and \
+                    r.s32min <= r.s32max:
+                r.sync()
+
+    @staticmethod
+    def _refine_jset(r1: Reg, r2: Reg, o: int, mask: int) -> None:
+        if not (r2.tm & mask == 0):
+            r1, r2 = r2, r1
+        if r2.tm & mask:
+            return
+        val = r2.tv & mask
+        if o == op.BPF_JSET:
+            if val and not val & (val - 1):
+                r1.tv, r1.tm = t_or((r1.tv, r1.tm), (val, 0))
+        else:
+            r1.tv, r1.tm = t_and((r1.tv, r1.tm), ((~val) & (U64 if mask == U64 else
+                                                            (U64 & ~U32) | (~val & U32)),
+                                                  0))
+
+    # -- calls ------------------------------------------------------------------------------
+    def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
+        if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+            return self._subprog_call(st, pc + 1 + i.imm, pc)
+        # kfunc calls never get here: validate() refuses them (pyxdp has no kfuncs).
+        return self._helper_call(st, i.imm, pc, stack)
+
+    def _subprog_call(self, st: State, target: int, pc: int) -> int:
+        if len(st.frames) >= MAX_CALL_FRAMES:
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+                         errno.E2BIG)
+        caller = st.cur
+        callee = Frame(len(st.frames), pc, target)
+        for r in range(1, 6):
+            callee.regs[r].assign(caller.regs[r])
+        for r in range(6):
+            caller.regs[r].__init__()  # type: ignore[misc]
+        st.frames.append(callee)
+        return target
+
+    def _exit(self, st: State, pc: int) -> int | None:
+        regs = st.cur.regs
+        r0 = self._read(regs, 0)
+        if len(st.frames) > 1:
+            callee = st.frames.pop()
+            if callee.callback:
+                if r0.t != SCALAR:
+                    raise Refuse("At callback return the register R0 is not a known value "
+                                 f"({type_str(r0.t)})", errno.EINVAL)
+                if not (r0.smin >= 0 and r0.smax <= 1):
+                    has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
+                        (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
+                    raise Refuse(f"At callback return the register R0 has"
+                                 f"{has or ' unknown scalar value'} should have been in [0, 1]",
+                                 errno.EINVAL)
+                return None
+            if r0.t == STACK and r0.frame == callee.frameno:
+                raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
+            st.cur.regs[0].assign(r0)
+            return callee.callsite + 1
+        if st.refs:
+            rid, at = st.refs[0]
+            self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
+            raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
+                         errno.EINVAL)
+        return None
+
+    def _helper_call(self, st: State, fid: int, pc: int,
+                     stack: list[tuple[State, int]]) -> int:
+        name = _helper_name(fid)
+        proto = PROTOS.get(fid)
+        if proto is None:
+            if not (0 < fid < len(HELPER_NAMES)):
+                raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
+            if fid in UNMODELLED_XDP_HELPERS:
+                raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
+                                        "XDP by Linux but pyxdp does not provide it",
+                                        pc=pc, helper_id=fid)
+            raise Refuse(f"program of this type cannot use helper {name}#{fid}", errno.EINVAL)
+        if proto.gpl_only and not self.gpl:
+            raise Refuse("cannot call GPL-restricted function from non-GPL compatible program",
+                         errno.EINVAL)
+        regs = st.cur.regs
+        meta = _CallMeta()
+        for n, arg in enumerate(proto.args, start=1):
+            self._arg(st, regs, n, arg, proto.args, meta, fid)
+        if meta.func is not None:
+            self._push_callback(st, fid, meta.func, meta, pc, stack)
+        if meta.ref:
+            self._release(st, meta.ref)
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        if proto.ret == Ret.INTEGER:
+            r0.set_unknown()
+        elif proto.ret == Ret.VOID:
+            r0.t = NOT_INIT
+        elif proto.ret == Ret.MAP_VALUE_OR_NULL:
+            m = meta.map
+            assert m is not None
+            key = meta.const_key
+            if fid == 1 and m.type in (MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY) \
+                    and key is not None and 0 <= key < m.max_entries:
+                r0.set_ptr(MAP_VALUE)  # can_elide_value_nullness
+            else:
+                r0.set_ptr(MAP_VALUE | MAYBE_NULL)
+                r0.id = self._new_id()
+            r0.map = m
+        else:
+            r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)
+            r0.msize = meta.mem_size
+            r0.id = r0.ref = self._new_id()
+            st.refs.append((r0.id, pc))
+        if fid in _PKT_CHANGING:
+            for x in st.all_regs():
+                if x.t in (PKT, PKT_META, PKT_END):
+                    x.set_unknown()
+        return pc + 1
+
+    def _release(self, st: State, ref: int) -> None:
+        st.refs = [x for x in st.refs if x[0] != ref]
+        for r in st.all_regs():
+            if r.ref == ref:
+                r.set_unknown()
+
+    def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
+                       pc: int, stack: list[tuple[State, int]]) -> None:
+        if len(st.frames) >= MAX_CALL_FRAMES:
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+                         errno.E2BIG)
+        cb = st.copy()
+        caller = cb.cur
+        f = Frame(len(cb.frames), pc, target)
+        f.callback = fid
+        regs = caller.regs
+        if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
+            f.regs[1].set_unknown()
+            f.regs[1].coerce(4)
+            f.regs[2].assign(regs[3])
+        else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
+            m = meta.map
+            assert m is not None
+            f.regs[1].set_ptr(MAP_PTR)
+            f.regs[1].map = m
+            f.regs[2].set_ptr(MAP_KEY)
+            f.regs[2].map = m
+            f.regs[2].msize = m.key_size
+            f.regs[3].set_ptr(MAP_VALUE)
+            f.regs[3].map = m
+            f.regs[4].assign(regs[3])
+        cb.frames.append(f)
+        self._push(cb, target, stack)
+
+    def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
+             meta: _CallMeta, fid: int) -> None:
+        reg = self._read(regs, n)
+        if arg == Arg.ANYTHING:
+            return
+        expect = self._arg_types(arg)
+        may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
+        if may_null and reg.is_null():
+            return
+        t = reg.t
+        if t not in expect[0]:
+            names = ", ".join(type_str(x) for x in expect[0]) if expect[1] is None \
+                else expect[1]
+            raise Refuse(f"R{n} type={type_str(t)} expected={names}")
+        if arg == Arg.CONST_MAP_PTR:
+            m = reg.map
+            assert m is not None
+            if fid == 12 and m.type != MT.BPF_MAP_TYPE_PROG_ARRAY:
+                # Linux prints this one without a newline: the statistics line follows.
+                raise Refuse("expected prog array map for tail call", glued=True)
+            if not func_maps(fid, m.type):
+                raise Refuse(f"cannot pass map_type {m.type} into func {_helper_name(fid)}#"
+                             f"{fid}", errno.EINVAL)
+            meta.map = m
+            return
+        if t != SCALAR and t != FUNC and reg.off and t == CTX:
+            raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
+        if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
+            m = meta.map
+            if m is None:
+                what = "key" if arg == Arg.MAP_KEY else "value"
+                raise Refuse(f"invalid map_ptr to access map->{what}")
+            size = m.key_size if arg == Arg.MAP_KEY else m.value_size
+            if arg == Arg.MAP_KEY:
+                meta.const_key = self._const_key(st, reg, size)
+            self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
+            return
+        if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
+            zero_ok = arg == Arg.CONST_SIZE_OR_ZERO
+            if reg.smin < 0:
+                raise Refuse(f"R{n} min value is negative, either use unsigned or "
+                             "'var &= const'")
+            if reg.umin == 0 and not zero_ok:
+                raise Refuse(f"R{n} invalid zero-sized read: u64=[{reg.umin},{reg.umax}]")
+            if reg.umax >= BPF_MAX_VAR_SIZ:
+                raise Refuse(f"R{n} unbounded memory access, use 'var &= const' or "
+                             "'if (var < const)'")
+            mem = regs[n - 1]
+            write = args[n - 2] in (Arg.MEM, Arg.UNINIT_MEM)
+            if mem.is_null() and zero_ok and reg.umax == 0:
+                return
+            self._helper_mem(st, n - 1, mem, reg.umax, write=write, zero_ok=zero_ok)
+            return
+        if arg == Arg.CONST_ALLOC_SIZE_OR_ZERO:
+            if not reg.const:
+                raise Refuse(f"R{n} is not a known constant'")
+            meta.mem_size = reg.tv
+            return
+        if arg == Arg.RINGBUF_MEM_RELEASE:
+            if reg.off or not reg.const or reg.tv:
+                raise Refuse(f"R{n} must have zero offset when passed to release func or "
+                             "trusted arg to kfunc", errno.EINVAL)
+            if not reg.ref:
+                raise Refuse(f"R{n} must be referenced when passed to release function",
+                             errno.EINVAL)
+            meta.ref = reg.ref
+            return
+        if arg == Arg.FUNC:
+            meta.func = reg.sub
+            return
+        if arg == Arg.FIXED_U32_UNINIT:
+            self._helper_mem(st, n, reg, 4, write=True)
+            return
+        if arg == Arg.CONST_STR:
+            m = reg.map
+            if m is None or not _rdonly(m):
+                raise Refuse("R3 does not point to a readonly map'")
+            return
+
+    @staticmethod
+    def _const_key(st: State, reg: Reg, size: int) -> int | None:
+        """get_constant_map_key: a key the stack holds as zeros or as a known spill."""
+        if reg.t != STACK or not reg.const:
+            return None
+        a = reg.off + _s64(reg.tv)
+        if a >= 0 or a < -MAX_BPF_STACK:
+            return None
+        spi = (-a - 1) // 8
+        k = a + 8 * (spi + 1)
+        types, spill = st.frames[reg.frame].slot(spi)
+        zeros = 0
+        while k + zeros < 8 and types[k + zeros] == S_ZERO:
+            zeros += 1
+        if zeros >= size:
+            return 0
+        if spill is None or spill.t != SCALAR or S_SPILL not in types:
+            return None
+        spilled = 0
+        while k + spilled < 8 and types[k + spilled] == S_SPILL:
+            spilled += 1
+        if spilled != size or not spill.const:
+            return None
+        return spill.tv
+
+    @staticmethod
+    def _arg_types(arg: Arg) -> tuple[tuple[int, ...], str | None]:
+        mem = (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE, MEM, MEM | RINGBUF)
+        if arg == Arg.CONST_MAP_PTR:
+            return (MAP_PTR,), None
+        if arg == Arg.CTX:
+            return (CTX,), None
+        if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
+            return (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE, MEM, MEM | RINGBUF), \
+                "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+        if arg in (Arg.MEM, Arg.MEM_RDONLY, Arg.UNINIT_MEM, Arg.MEM_RDONLY_OR_NULL,
+                   Arg.FIXED_U32_UNINIT):
+            return mem, "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, " \
+                "trusted_ptr_"
+        if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO, Arg.CONST_ALLOC_SIZE_OR_ZERO):
+            return (SCALAR,), None
+        if arg == Arg.RINGBUF_MEM_RELEASE:
+            return (MEM | RINGBUF,), None
+        if arg == Arg.FUNC:
+            return (FUNC,), None
+        if arg == Arg.STACK_OR_NULL:
+            return (STACK,), None
+        if arg == Arg.SPIN_LOCK:
+            return (MAP_VALUE,), "map_value, ptr_"
+        return (MAP_VALUE,), None
+
+    def _helper_mem(self, st: State, n: int, reg: Reg, size: int, *, write: bool,
+                    zero_ok: bool = False) -> None:
+        """check_helper_mem_access."""
+        t = reg.t
+        if t in (PKT, PKT_META):
+            self._pkt(n, reg, reg.off, size, zero_ok)
+        elif t == MAP_VALUE:
+            m = reg.map
+            assert m is not None
+            if write and _rdonly(m):
+                raise Refuse(f"write into map forbidden, value_size={m.value_size} "
+                             f"off={reg.off} size={size}")
+            self._region(n, reg, reg.off, size, m.value_size, "map value")
+        elif t == MAP_KEY:
+            assert reg.map is not None
+            self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
+        elif t & 0xFF == MEM:
+            self._region(n, reg, reg.off, size, reg.msize, "memory")
+        elif t == STACK:
+            frame = st.frames[reg.frame]
+            if reg.const:
+                lo = reg.off + _s64(reg.tv)
+                if lo < -MAX_BPF_STACK or lo + size > 0 or (size == 0 and not zero_ok):
+                    kind = "write to" if write else "read from"
+                    raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}")
+            else:
+                lo = reg.smin + reg.off
+                if lo < -MAX_BPF_STACK or reg.smax + reg.off + size > 0:
+                    kind = "write to" if write else "read from"
+                    raise Refuse(f"invalid variable-offset {kind} stack R{n} "
+                                 f"var_off={tnum_str((reg.tv, reg.tm))} off={reg.off} "
+                                 f"size={size}")
+            self._note_depth(frame, -lo)
+            if write:
+                hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
+                for a in range(lo, hi):
+                    spi = (-a - 1) // 8
+                    k = a + 8 * (spi + 1)
+                    # the helper writes these bytes: whatever was spilled there is gone
+                    types, _ = frame.slot(spi)
+                    b = bytearray(S_MISC if x == S_SPILL else x for x in types)
+                    b[k] = S_MISC
+                    frame.set_slot(spi, (bytes(b), None))
+        else:
+            if zero_ok and size == 0 and reg.is_null():
+                return
+            raise Refuse(f"R{n} type={type_str(t)} expected=fp")
+
+    # -- after do_check ---------------------------------------------------------------------
+    def _check_max_stack_depth(self) -> None:
+        calls = self.layout.calls
+
+        def walk(sub: int, total: int, frames: int) -> None:
+            total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
+            if total > MAX_BPF_STACK:
+                raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
+            for c in calls.get(sub, ()):
+                walk(c, total, frames + 1)
+
+        walk(0, 0, 1)
+
+
+def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
+           limit: int = BPF_COMPLEXITY_LIMIT_INSNS) -> VerifierResult:
+    """Verify one linked program as Linux 6.18 does when root loads it.
+
+    ``maps`` are the collection's map specs by name (what ``spec.map_refs``
+    names). Raises :class:`~pyxdp.errors.VerifierError` with Linux's message
+    for the first failure on the first path that has one.
+    """
+    return _Verifier(spec, maps, limit=limit).run()

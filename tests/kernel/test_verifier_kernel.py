@@ -1,0 +1,116 @@
+"""pyxdp's verifier against Linux's: the same programs through BPF_PROG_LOAD.
+
+Every corpus program (pyxdp.testing.verifier_cases) is loaded into the
+running kernel; its verdict - accepted, or the last line of the verifier log
+- must be the one recorded in the corpus, which tests/test_verifier.py holds
+pyxdp's verifier to. Every committed object's programs get the same
+accept/refuse from both, and the same line when refused (but xsk_redirect.o,
+whose pyxdp-only helper Linux lacks).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pyxdp.elf import load_collection_spec
+from pyxdp.errors import VerifierError
+from pyxdp.kernel.backend import KernelBackend
+from pyxdp.kernel.verifier_log import verifier_reason
+from pyxdp.spec import ProgramSpec
+from pyxdp.testing.verifier_cases import CASES, VerifierCase
+from pyxdp.verifier import verify
+
+pytestmark = pytest.mark.kernel
+
+
+def modelled(prog: ProgramSpec) -> bool:
+    """XDP programs without kfuncs or CO-RE relocations (what pyxdp's verifier covers)."""
+    return prog.prog_type == "xdp" and not prog.kfuncs and not prog.core_relos
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
+           if p.name != "xsk_redirect.o"]
+
+
+def _kernel_verdicts(spec: object) -> dict[str, str | None]:
+    kb = KernelBackend(spec)  # type: ignore[arg-type]
+    out: dict[str, str | None] = {}
+    try:
+        handles: dict[str, object] = {}
+        for name, ms in spec.maps.items():  # type: ignore[attr-defined]
+            handles[name] = kb.create_map(ms, handles)  # type: ignore[arg-type]
+        for name, ps in spec.programs.items():  # type: ignore[attr-defined]
+            if not modelled(ps):
+                continue
+            try:
+                kb.load_program(ps, handles)  # type: ignore[arg-type]
+                out[name] = None
+            except VerifierError as e:
+                out[name] = verifier_reason(e.log)
+    finally:
+        kb.close()
+    return out
+
+
+def test_corpus_verdicts_are_linux() -> None:
+    wrong = []
+    for case in CASES:
+        got = _kernel_verdicts(case.spec())
+        (verdict,) = got.values()
+        if verdict != case.linux:
+            wrong.append(f"{case.name}: Linux says {verdict!r}, corpus {case.linux!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("obj", OBJECTS, ids=[str(p.relative_to(SAMPLES)) for p in OBJECTS])
+def test_objects_same_verdict_as_linux(obj: Path) -> None:
+    spec = load_collection_spec(obj)
+    linux = _kernel_verdicts(spec)
+    for name, prog in spec.programs.items():
+        if not modelled(prog):
+            continue
+        try:
+            verify(prog, spec.maps)
+            mine = None
+        except VerifierError as e:
+            mine = e.reason
+        assert mine == linux[name], name
+
+
+def test_corpus_case_checks_itself() -> None:
+    # A case whose recorded verdict is wrong must be caught by the comparison above.
+    bad = VerifierCase("x", "r0 = 0\nexit", "R0 !read_ok")
+    assert _kernel_verdicts(bad.spec()) == {"x": None}
+
+
+def test_random_programs_same_verdict_and_message_as_linux() -> None:
+    """2,000 random programs with typical bugs (pyxdp.testing.verifier_fuzz): every
+    accept/refuse as Linux's, and Linux's line for at least 95% of the refusals."""
+    import random
+
+    from pyxdp.testing.verifier_fuzz import random_case
+
+    rnd = random.Random(20261201)
+    n = refused = same_line = 0
+    wrong = []
+    for i in range(2000):
+        case = random_case(rnd, f"f{i}")
+        spec = case.spec()
+        (linux,) = _kernel_verdicts(spec).values()
+        (prog,) = spec.programs.values()
+        try:
+            verify(prog, spec.maps)
+            mine = None
+        except VerifierError as e:
+            mine = e.reason
+        n += 1
+        if (linux is None) != (mine is None):
+            wrong.append(f"{case.asm}\nLinux: {linux!r}\npyxdp: {mine!r}")
+        elif linux is not None:
+            refused += 1
+            same_line += linux == mine
+    assert not wrong, "\n\n".join(wrong[:5])
+    assert refused > 500 and n - refused > 100
+    assert same_line >= 0.95 * refused, f"{same_line}/{refused} refusals with Linux's line"

@@ -1,0 +1,159 @@
+"""pyxdp's verifier (pyxdp.verifier) against Linux 6.18's verdicts, without a kernel.
+
+Every program of the corpus (pyxdp.testing.verifier_cases) gets the verdict
+Linux gave it - accepted, or refused with the same last log line - and every
+committed object gets Linux's verdict (tests/kernel/test_verifier_kernel.py
+re-measures both on the running kernel). Loading into the userspace backend
+verifies by default: a refused program raises VerifierError with Linux's
+message, the pc, the C line and the registers; ``verify=False`` and
+``--no-verify`` keep the run-time checks only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pyxdp.cli.main import main
+from pyxdp.collection import Collection
+from pyxdp.elf import load_collection_spec
+from pyxdp.errors import VerifierError
+from pyxdp.net.netdevice import Host
+from pyxdp.spec import ProgramSpec
+from pyxdp.testing.verifier_cases import CASES, VerifierCase
+from pyxdp.uapi.bpf import XdpAction
+from pyxdp.verifier import verify
+from pyxdp.verifier.tnum import t_add, t_and, t_in, t_mul, t_range, t_sub
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+OBJECTS = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
+# Linux refuses these; pyxdp's verdict on each (xsk_redirect.o calls pyxdp's own helper).
+REFUSED = {"unchecked.o": "R1 offset is outside of the packet"}
+
+
+def modelled(prog: ProgramSpec) -> bool:
+    """XDP programs without kfuncs or CO-RE relocations (what pyxdp's verifier covers)."""
+    return prog.prog_type == "xdp" and not prog.kfuncs and not prog.core_relos
+
+
+def _verdict(case: VerifierCase) -> str | None:
+    spec = case.spec()
+    (prog,) = spec.programs.values()
+    try:
+        verify(prog, spec.maps)
+    except VerifierError as e:
+        return e.reason
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_verdict_is_linux(case: VerifierCase) -> None:
+    assert _verdict(case) == case.linux
+
+
+def test_corpus_is_broad() -> None:
+    refused = {c.linux for c in CASES if c.linux}
+    assert len(CASES) >= 100 and len(refused) >= 60
+    assert sum(c.linux is None for c in CASES) >= 30
+
+
+@pytest.mark.parametrize("obj", OBJECTS, ids=[str(p.relative_to(SAMPLES)) for p in OBJECTS])
+def test_objects_get_linux_verdict(obj: Path) -> None:
+    spec = load_collection_spec(obj)
+    for prog in spec.programs.values():
+        if not modelled(prog):
+            continue
+        if obj.name in REFUSED:
+            with pytest.raises(VerifierError) as e:
+                verify(prog, spec.maps)
+            assert e.value.reason == REFUSED[obj.name]
+        else:
+            res = verify(prog, spec.maps)
+            assert 0 < res.insns_processed < 10_000
+
+
+def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:
+    with pytest.raises(VerifierError) as e:
+        Collection.load(SAMPLES / "unchecked.o")
+    err = e.value
+    assert err.reason == "R1 offset is outside of the packet"
+    assert err.pc == 2 and err.insn == "r2 = *(u8 *)(r1 +23)"
+    assert err.source.startswith("unchecked.c:20:")
+    assert "R1=pkt(r=0)" in err.state and "R10=fp0" in err.state
+    assert err.log.splitlines()[-2] == err.reason
+    assert "\n" not in str(err) and str(err).startswith("xdp_unchecked: verifier failed")
+
+
+def test_verify_false_keeps_runtime_checks() -> None:
+    with Collection.load(SAMPLES / "unchecked.o", verify=False) as c:
+        r = c.programs["xdp_unchecked"].test_run(bytes(14))
+        assert r.retval == XdpAction.XDP_ABORTED and r.fault is not None
+
+
+def test_host_load_verifies() -> None:
+    with Host() as host:
+        with pytest.raises(VerifierError, match="R1 offset is outside of the packet"):
+            host.load(SAMPLES / "unchecked.o")
+        coll = host.load(SAMPLES / "unchecked.o", verify=False)
+        assert "xdp_unchecked" in coll.programs
+
+
+def test_cli_prog_verify(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prog", "verify", str(SAMPLES / "unchecked.o")]) == 1
+    out = capsys.readouterr().out
+    assert "xdp_unchecked (xdp): refused" in out
+    assert "  R1 offset is outside of the packet" in out.splitlines()
+    assert main(["prog", "verify", str(SAMPLES / "xdp1.o"), "--log-level", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "xdp_prog1 (xdp): accepted" in out and "processed" in out
+
+
+def test_cli_prog_run_refuses_in_one_line(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pkt = tmp_path / "pkt.bin"
+    pkt.write_bytes(bytes(14))
+    obj = str(SAMPLES / "unchecked.o")
+    assert main(["prog", "run", obj, "--data-in", str(pkt)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "R1 offset is outside of the packet at pc 2" in err
+    assert main(["prog", "run", obj, "--data-in", str(pkt), "--no-verify"]) == 0
+    assert "Return value: 0" in capsys.readouterr().out
+
+
+def test_complexity_limit() -> None:
+    case = next(c for c in CASES if c.name == "bounded_loop")
+    spec = case.spec()
+    (prog,) = spec.programs.values()
+    with pytest.raises(VerifierError, match="BPF program is too large. Processed 11 insn"):
+        verify(prog, spec.maps, limit=10)
+
+
+def test_tnum_ops_are_sound() -> None:
+    import random
+    rnd = random.Random(7)
+    for _ in range(300):
+        lo = rnd.randrange(0, 1 << 16)
+        hi = lo + rnd.randrange(0, 1 << 12)
+        a, b = t_range(lo, hi), t_range(hi, hi + rnd.randrange(0, 300))
+        x, y = rnd.randint(lo, hi), rnd.randint(b[0], b[0] | b[1])
+        if not t_in(b, (y, 0)):
+            continue
+        m = (1 << 64) - 1
+        for f, v in ((t_add, x + y), (t_sub, x - y), (t_and, x & y), (t_mul, x * y)):
+            assert t_in(f(a, b), (v & m, 0)), f.__name__
+
+
+def test_verifier_imports_only_the_spec_level() -> None:
+    import ast
+    root = Path(__file__).resolve().parents[1]
+    allowed = ("pyxdp.asm", "pyxdp.uapi", "pyxdp.spec", "pyxdp.errors", "pyxdp.verifier",
+               "pyxdp.btf", "pyxdp.kernel.verifier_log")
+    bad = []
+    for p in sorted((root / "pyxdp" / "verifier").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{p.name}: {n}" for n in names
+                    if n.startswith("pyxdp") and not n.startswith(allowed)]
+    assert bad == []
