@@ -46,8 +46,11 @@ def _programs() -> list[tuple[str, str]]:
     out = []
     for obj in sorted((ROOT / "samples").glob("*.o")):
         spec = load_collection_spec(obj)
+        # XDP programs a NIC can run: not devmap/cpumap ones, not the other types
+        # an object may hold, not device-bound ones (their kfuncs need a bound load).
         out += [(obj.name, name) for name, p in spec.programs.items()
-                if p.expected_attach_type not in NOT_ATTACHABLE]
+                if p.prog_type == "xdp" and p.autoload and not p.kfuncs
+                and p.expected_attach_type not in NOT_ATTACHABLE]
     return out
 
 
