@@ -618,7 +618,11 @@ def test_cli_pin_path(inns: None, bpffs: Path) -> None:
 
 def test_cli_needs_root(inns: None) -> None:
     """Without privileges ``load`` says so in one line (the child drops to nobody)."""
-    from pyxdp.cli.main import main
+    from pyxdp.cli.main import build_parser, main
+
+    # Once as root: the modules the parser imports lazily (and argparse's gettext,
+    # locale) are loaded, since nobody cannot read this interpreter's library.
+    build_parser().format_help()
 
     rfd, wfd = os.pipe()
     pid = os.fork()
