@@ -93,6 +93,7 @@ from pyxdp.net.page_pool import (
     AllocState,
     PoolState,
 )
+from pyxdp.net.page_pool_native import _alloc
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -230,49 +231,6 @@ def _call(typingctx, fn, ctx, desc):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _alloc(psc, cache, ring, free, state):  # type: ignore[no-untyped-def]
-    """``page_pool_alloc``: alloc cache, then a refill from the ring, then 64 fresh
-    pages from the free list. Returns the page row, or -1."""
-    c = psc[P_COUNT]
-    if c > 0:
-        c -= 1
-        psc[P_COUNT] = c
-        loc = cache[c]
-        psc[P_FAST] += 1
-    elif psc[P_RLEN] > 0:
-        k = min(psc[P_RLEN], REFILL)
-        size = len(ring)
-        h = psc[P_RHEAD]
-        for j in range(k):
-            r = ring[(h + j) % size]
-            cache[j] = r
-            state[r] = _CACHE
-        psc[P_RHEAD] = (h + k) % size
-        psc[P_RLEN] -= k
-        psc[P_COUNT] = k - 1
-        psc[P_REFILL] += 1
-        loc = cache[k - 1]
-    else:
-        psc[P_EMPTY] += 1
-        k = min(psc[P_NFREE], REFILL)
-        if k == 0:
-            return -1
-        nf = psc[P_NFREE]
-        for j in range(k):
-            r = free[nf - k + j]
-            cache[j] = r
-            state[r] = _CACHE
-        psc[P_NFREE] = nf - k
-        psc[P_HOLD] += k
-        psc[P_COUNT] = k - 1
-        psc[P_SLOW] += 1
-        loc = cache[k - 1]
-    state[loc] = _INUSE
-    psc[P_NUSE] += 1
-    return loc
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.frames import KIND_BUFF, RingCursor
-from pyxdp.net.napi_native import _alloc  # the page pool's allocation (the NAPI loop's)
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
+from pyxdp.net.page_pool_native import _alloc  # the NAPI loop's page pool allocation
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE
 from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
