@@ -662,7 +662,7 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
         args: tuple[Any, ...] = x.args
         return args
     if _NO_XSK is None:
-        from pyxdp.net.xsk import XdpSockState
+        from pyxdp.net.xdp_sock import XdpSockState
         from pyxdp.net.xsk_buff_pool import XskPoolState
         from pyxdp.net.xsk_native import T_SLOT
         from pyxdp.net.xsk_queue import XskQueueState

@@ -133,8 +133,9 @@ import numpy.typing as npt
 from pyxdp.maps.base import map_by_id
 from pyxdp.net.filter import register_flush, register_redirect
 from pyxdp.net.frames import Frames
-from pyxdp.net.record import Alias, Field, Record
+from pyxdp.net.record import Alias
 from pyxdp.net.stack import SkbBatch
+from pyxdp.net.xdp_sock import XdpSockState
 from pyxdp.net.xdp_umem import UmemArea, XskError
 from pyxdp.net.xsk_buff_pool import (
     XDP_WAKEUP_RX,
@@ -355,18 +356,6 @@ def xsk_native_trace(nat: NativeRx, dev: XskNetDevice, prog_id: int) -> None:
             tr.xdp_redirect_err._add((dev.ifindex, -err), t[col], [])
     if t[T_TX_ERR]:
         tr.xdp_exception.fire(prog_id, XDP_TX, dev.ifindex, t[T_TX_ERR])
-
-
-class XdpSockState(Record):
-    """``struct xdp_sock``'s scalars, shared in place with native code: its counters
-    (``XDP_STATISTICS``), its "fd" and binding, the copy-mode tx budget."""
-
-    rx_dropped = Field()
-    rx_queue_full = Field()
-    fd = Field()
-    ifindex = Field()
-    queue_id = Field()
-    max_tx_budget = Field()
 
 
 # --------------------------------------------------------------------------

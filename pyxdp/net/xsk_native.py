@@ -46,7 +46,7 @@ from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_METASIZE,
     XdpMemType,
 )
-from pyxdp.net.xsk import XdpSockState
+from pyxdp.net.xdp_sock import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
 

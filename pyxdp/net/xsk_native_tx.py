@@ -26,8 +26,8 @@ from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_native import _alloc  # the NAPI loop's page pool allocation
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE
+from pyxdp.net.xdp_sock import XdpSockState
 from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
-from pyxdp.net.xsk import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_native import (
     MASK48,
