@@ -168,9 +168,9 @@ def _drop(drops, reason):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _pseudo(b, saddr_off, alen, proto, ulen, length):  # type: ignore[no-untyped-def]
+def _pseudo(b, saddr_off, alen, proto):  # type: ignore[no-untyped-def]
     """The pseudo-header's sum: both addresses (``alen`` bytes each, contiguous)."""
-    return _sum16(b, saddr_off, 2 * alen, proto + ulen)
+    return _sum16(b, saddr_off, 2 * alen, proto)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -313,7 +313,7 @@ def _ip_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ig
         snmp[IP_INUNKNOWNPROTOS] += 1
         return _drop(drops, R_IP_NOPROTO)
     snmp[IP_INDELIVERS] += 1
-    pseudo = _pseudo(b, l3 + 12, 4, proto, 0, end)
+    pseudo = _pseudo(b, l3 + 12, 4, proto)
     if proto == IPPROTO_UDP:
         return _udp_rcv(b, l4, room, pseudo, cast, False, snmp, drops, port_sock, sock_cnt)
     if proto == IPPROTO_TCP:
@@ -414,7 +414,7 @@ def _ipv6_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: 
         snmp[IP6_INUNKNOWNPROTOS] += 1
         return _drop(drops, R_IP_NOPROTO)
     snmp[IP6_INDELIVERS] += 1
-    pseudo = _pseudo(b, l3 + 8, 16, nh, 0, end)
+    pseudo = _pseudo(b, l3 + 8, 16, nh)
     if nh == IPPROTO_UDP:
         return _udp_rcv(b, o, room, pseudo, cast, True, snmp, drops, port_sock, sock_cnt)
     if nh == IPPROTO_TCP:
