@@ -58,8 +58,7 @@ def packet_socket(ifindex: int, *, rx: bool) -> socket.socket:
     except OSError as e:
         raise KernelError("socket(AF_PACKET)", e.errno or _errno.EPERM, "") from None
     try:
-        s.bind(struct.pack("=HHiHBB8s", socket.AF_PACKET,
-                           socket.htons(ETH_P_ALL) if rx else 0, ifindex, 0, 0, 0, bytes(8)))
+        s.bind((socket.if_indextoname(ifindex), ETH_P_ALL if rx else 0))
     except OSError as e:
         s.close()
         raise KernelError("bind(AF_PACKET)", e.errno or _errno.ENODEV,

@@ -176,7 +176,7 @@ _read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
 _read.restype = ctypes.c_ssize_t
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)  # not cached: it calls libc through ctypes pointers
 def _write_rows(fd, data, lens):  # type: ignore[no-untyped-def]
     """One ``write()`` per row (a TAP takes one frame per write); returns the
     frames written (stops at the first refusal)."""
@@ -188,7 +188,7 @@ def _write_rows(fd, data, lens):  # type: ignore[no-untyped-def]
     return len(lens)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True)  # not cached: it calls libc through ctypes pointers
 def _read_rows(fd, out, lens):  # type: ignore[no-untyped-def]
     """``read()`` frames into the rows of ``out`` until none waits (non-blocking fd)."""
     base = out.ctypes.data
@@ -605,10 +605,26 @@ class LiveDataplane:
                 d.tap.inject(SkbBatch(batch.data[sel], batch.length[sel], batch.ifindex[sel],
                                       batch.queue[sel]))
 
+    def _warm_up(self) -> None:
+        """Compile what the workers run before frames wait for it: the copy and TAP
+        loops, and a poll of each (empty) queue - the program's JIT and the native
+        poll loop, with no frame to act on."""
+        from pyxdp.net.napi import napi_poll
+        z = np.zeros(0, np.int64)
+        u8 = np.zeros((0, 64), np.uint8)
+        gather_rows(np.zeros(1, np.uint8), z, z, u8, z, 0)
+        scatter_rows(u8, z, z, z, np.zeros(1, np.uint8), z)
+        _write_rows(-1, u8, z)
+        _read_rows(-1, u8, z)
+        for d in self.devices:
+            for rq in d.rx:
+                napi_poll(rq, 64)
+
     def start(self) -> None:
-        """A worker thread per (device, queue)."""
+        """A worker thread per (device, queue), started once the code they run is compiled."""
         if self._threads:
             return
+        self._warm_up()
         self._stop.clear()
         for d in self.devices:
             for q in range(len(d.rx)):
