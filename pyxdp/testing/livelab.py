@@ -180,7 +180,6 @@ def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
                 _exchange(frames, caps, settle)
                 res.maps = _counters(dp.collection, case.counters)
                 res.stats = dp.stats()
-                res.debug = [(d.name, d.tap and d.tap.written, [p.sock.statistics() for p in d.ports if hasattr(p, 'sock')]) for d in dp.devices]
         else:
             raise ValueError(f"backend {backend!r}: 'kernel' or 'pyxdp'")
         while True:

@@ -67,7 +67,7 @@ from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp import XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_umem import XskError
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
 from pyxdp.xsk.linux import LinuxXskSocket
 from pyxdp.xsk.xsk import ChunkState
 
@@ -553,6 +553,18 @@ class LiveOptions:
     queues: int | None = None  # rx queues per interface (None: all the driver has)
 
 
+def _pick(coll: Collection, section: str | None) -> Program:
+    """``section``'s program, or the object's first one a device can run (not a devmap
+    or cpumap program)."""
+    if section is not None:
+        return coll.program(section)
+    for p in coll.programs.values():
+        if p.spec.expected_attach_type not in (BpfAttachType.BPF_XDP_DEVMAP,
+                                               BpfAttachType.BPF_XDP_CPUMAP):
+            return p
+    raise LiveError("the object has no XDP program a device can run")
+
+
 class LiveDataplane:
     """``obj``'s program (``section``) run by pyxdp on Linux interfaces ``ifaces``.
 
@@ -575,7 +587,7 @@ class LiveDataplane:
         self.errors: list[BaseException] = []
         try:
             self.collection = self.host.load(obj, verify=verify)
-            self.program: Program = self.collection.program(section)
+            self.program: Program = _pick(self.collection, section)
             for name in ifaces:
                 self.devices.append(add_live_device(
                     self.host, name, queues=options.queues, backend=options.backend,
