@@ -34,6 +34,7 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_RX_RING = 5
 PACKET_VERSION = 10
+PACKET_LOSS = 14
 PACKET_TX_RING = 13
 PACKET_QDISC_BYPASS = 20
 PACKET_IGNORE_OUTGOING = 23
@@ -41,7 +42,10 @@ TPACKET_V2 = 1
 TPACKET_V3 = 2
 TP_STATUS_KERNEL = 0
 TP_STATUS_USER = 1
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
 TP_STATUS_SEND_REQUEST = 1
+TP_STATUS_WRONG_FORMAT = 4
 TP_STATUS_AVAILABLE = 0
 TPACKET2_DATA = 32  # TPACKET2_HDRLEN - sizeof(struct sockaddr_ll): where tx data goes
 
@@ -76,9 +80,10 @@ def _opt(s: socket.socket, opt: int, value: bytes, what: str) -> None:
 # -- machine code ---------------------------------------------------------------------
 
 @njit(nogil=True, cache=True)
-def _v3_scan(ring, bsize, bnr, cur, max_pkts, off_out, len_out):  # type: ignore[no-untyped-def]
+def _v3_scan(ring, bsize, bnr, cur, max_pkts, off_out, len_out, vlan_out):  # type: ignore[no-untyped-def]
     """The packets of the user-owned blocks from block ``cur`` on, whole blocks only,
-    at most ``max_pkts``: their data offsets and lengths; returns (packets, blocks)."""
+    at most ``max_pkts``: their data offsets, lengths and VLAN tags (``tpid << 16 |
+    tci``, -1 for none); returns (packets, blocks)."""
     got = 0
     nb = 0
     b = cur
@@ -100,8 +105,17 @@ def _v3_scan(ring, bsize, bnr, cur, max_pkts, off_out, len_out):  # type: ignore
             snap = ring[off + 12] | (ring[off + 13] << 8) | (ring[off + 14] << 16) \
                 | (ring[off + 15] << 24)
             mac = ring[off + 24] | (ring[off + 25] << 8)
+            status = ring[off + 20]
             off_out[got] = off + mac
             len_out[got] = snap
+            # The tag the stack took off (skb vlan offload), to put back: TCI and TPID.
+            vlan_out[got] = -1
+            if status & TP_STATUS_VLAN_VALID:
+                tci = np.int64(ring[off + 32]) | (np.int64(ring[off + 33]) << 8)
+                tpid = np.int64(0x8100)
+                if status & TP_STATUS_VLAN_TPID_VALID:
+                    tpid = np.int64(ring[off + 36]) | (np.int64(ring[off + 37]) << 8)
+                vlan_out[got] = (tpid << 16) | tci
             got += 1
             off += nxt
         nb += 1
@@ -134,6 +148,30 @@ def gather_rows(src, src_off, lens, dst, dst_rows, dst_off):  # type: ignore[no-
 
 
 @njit(nogil=True, cache=True)
+def gather_rows_vlan(src, src_off, lens, vlan, dst, dst_rows, dst_off):  # type: ignore[no-untyped-def] # noqa: E501
+    """:func:`gather_rows`, putting back the 802.1Q/802.1ad tag ``vlan[i]`` (when not
+    -1) after the MAC addresses; ``lens`` grows by the 4 bytes inserted."""
+    for i in range(len(lens)):
+        s = src_off[i]
+        r = dst_rows[i]
+        n = lens[i]
+        v = vlan[i]
+        if v < 0 or n < 12:
+            for j in range(n):
+                dst[r, dst_off + j] = src[s + j]
+            continue
+        for j in range(12):
+            dst[r, dst_off + j] = src[s + j]
+        dst[r, dst_off + 12] = (v >> 24) & 0xFF
+        dst[r, dst_off + 13] = (v >> 16) & 0xFF
+        dst[r, dst_off + 14] = (v >> 8) & 0xFF
+        dst[r, dst_off + 15] = v & 0xFF
+        for j in range(12, n):
+            dst[r, dst_off + 4 + j] = src[s + j]
+        lens[i] = n + 4
+
+
+@njit(nogil=True, cache=True)
 def scatter_rows(src, src_rows, src_off, lens, dst, dst_off):  # type: ignore[no-untyped-def]
     """Copy ``lens[i]`` bytes from row ``src_rows[i]`` of ``src`` at column
     ``src_off[i]`` into flat ``dst`` at ``dst_off[i]``."""
@@ -155,8 +193,8 @@ def _v2_tx(ring, fsize, fnr, cur, src, src_rows, src_off, lens):  # type: ignore
         base = f * fsize
         st = ring[base] | (ring[base + 1] << 8) | (ring[base + 2] << 16) \
             | (ring[base + 3] << 24)
-        if st != TP_STATUS_AVAILABLE:
-            break
+        if st != TP_STATUS_AVAILABLE and st != TP_STATUS_WRONG_FORMAT:
+            break  # still the kernel's (PACKET_LOSS: a refused frame is given back)
         ln = lens[i]
         r = src_rows[i]
         s = src_off[i]
@@ -175,6 +213,14 @@ def _v2_tx(ring, fsize, fnr, cur, src, src_rows, src_off, lens):  # type: ignore
 
 
 # -- the rings ------------------------------------------------------------------------
+
+def _unmap(mm: mmap.mmap) -> None:
+    """Unmap now, or - while an array still views the ring - when the last view goes."""
+    try:
+        mm.close()
+    except BufferError:
+        pass
+
 
 class PacketRxRing:
     """A TPACKET_V3 receive ring on ``ifindex``: ``block_nr`` blocks of ``block_size``
@@ -203,18 +249,20 @@ class PacketRxRing:
         cap = block_size // 64 + 1  # more than one block can hold
         self.off: I64 = np.zeros(cap * 2, np.int64)
         self.len: I64 = np.zeros(cap * 2, np.int64)
+        self.vlan: I64 = np.zeros(cap * 2, np.int64)
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def peek(self, max_pkts: int) -> tuple[I64, I64]:
-        """The frames of whole retired blocks, at most ``max_pkts`` (offsets into
-        :attr:`ring` and lengths); valid until :meth:`release`."""
+    def peek(self, max_pkts: int) -> tuple[I64, I64, I64]:
+        """The frames of whole retired blocks, at most ``max_pkts``: offsets into
+        :attr:`ring`, lengths and the VLAN tag the stack took off each (``tpid << 16 |
+        tci``, -1: none); valid until :meth:`release`."""
         cap = min(max_pkts, len(self.off))
         n, nb = _v3_scan(self.ring, self.block_size, self.block_nr, self._cur, cap,
-                         self.off, self.len)
+                         self.off, self.len, self.vlan)
         self._pending = int(nb)
-        return self.off[:n], self.len[:n]
+        return self.off[:n], self.len[:n], self.vlan[:n]
 
     def release(self) -> None:
         """Give the blocks of the last :meth:`peek` back to the kernel."""
@@ -225,7 +273,7 @@ class PacketRxRing:
 
     def close(self) -> None:
         del self.ring
-        self._mm.close()
+        _unmap(self._mm)
         self.sock.close()
 
 
@@ -238,6 +286,8 @@ class PacketTxRing:
         self.sock = packet_socket(ifindex, rx=False)
         try:
             _opt(self.sock, PACKET_VERSION, struct.pack("=i", TPACKET_V2), "PACKET_VERSION")
+            # A frame the device refuses (too long) is skipped, not the whole send.
+            _opt(self.sock, PACKET_LOSS, struct.pack("=i", 1), "PACKET_LOSS")
             if qdisc_bypass:
                 _opt(self.sock, PACKET_QDISC_BYPASS, struct.pack("=i", 1),
                      "PACKET_QDISC_BYPASS")
@@ -280,6 +330,6 @@ class PacketTxRing:
 
     def close(self) -> None:
         del self.ring
-        self._mm.close()
+        _unmap(self._mm)
         self.sock.close()
 

@@ -59,7 +59,13 @@ from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError, PyxdpError
 from pyxdp.kernel.link import XdpLink
 from pyxdp.kernel.netlink import ifindex_of
-from pyxdp.net.af_packet import PacketRxRing, PacketTxRing, gather_rows, scatter_rows
+from pyxdp.net.af_packet import (
+    PacketRxRing,
+    PacketTxRing,
+    gather_rows,
+    gather_rows_vlan,
+    scatter_rows,
+)
 from pyxdp.net.frames import Frames
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
 from pyxdp.net.page_pool import PAGE_SIZE
@@ -323,6 +329,9 @@ class _XskPort:
         s.kick()
         return got
 
+    def warm_up(self) -> None:
+        return None
+
     def reap(self) -> None:
         s = self.sock
         if s.tx is not None and s.tx.window()[1]:
@@ -353,18 +362,20 @@ class _PacketPort:
         return self.rx.fileno()
 
     def receive(self, dev: LiveNic, rq: Any, budget: int) -> int:
-        off, lens = self.rx.peek(budget)
+        off, lens, vlan = self.rx.peek(budget)
         n = len(lens)
         if not n:
             return 0
-        ok = lens <= MAX_FRAME
+        ok = lens + 4 * (vlan >= 0) <= MAX_FRAME
         pfns = rq.pool.alloc_bulk(int(ok.sum()))
         sel = np.flatnonzero(ok)[:len(pfns)]
         dev.stats.rx_dropped += n - len(sel)
         if len(sel):
             lens = lens[sel].copy()
             rows = rq.pool.local(pfns)
-            gather_rows(self.rx.ring, off[sel], lens, rq.pool.pages, rows, XDP_PACKET_HEADROOM)
+            # As on the wire: the tag the stack took off goes back in.
+            gather_rows_vlan(self.rx.ring, off[sel], lens, vlan[sel], rq.pool.pages, rows,
+                             XDP_PACKET_HEADROOM)
             rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens))
         self.rx.release()
         return len(sel)
@@ -379,6 +390,13 @@ class _PacketPort:
 
     def reap(self) -> None:
         return None
+
+    def warm_up(self) -> None:
+        """Compile the ring walks and copies (nothing is received or sent)."""
+        z = np.zeros(0, np.int64)
+        self.rx.peek(0)
+        gather_rows_vlan(self.rx.ring, z, z, z, np.zeros((0, 64), np.uint8), z, 0)
+        self.tx.queue(np.zeros((0, 64), np.uint8), z, z, z)
 
     def close(self) -> None:
         self.rx.close()
@@ -629,6 +647,8 @@ class LiveDataplane:
         _write_rows(-1, u8, z)
         _read_rows(-1, u8, z)
         for d in self.devices:
+            for p in d.ports:
+                p.warm_up()
             for rq in d.rx:
                 napi_poll(rq, 64)
 
