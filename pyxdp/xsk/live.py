@@ -80,8 +80,10 @@ from pyxdp.xsk.xsk import ChunkState
 __all__ = ["LiveDataplane", "LiveError", "LiveNic", "add_live_device", "redirect_spec"]
 
 MAX_FRAME = PAGE_SIZE - XDP_PACKET_HEADROOM - 320  # what one pyxdp page holds
-RING = 2048  # AF_XDP ring sizes (fill, rx, tx, completion)
-BATCH = 256  # frames taken from a socket per round
+RING = 4096  # AF_XDP ring sizes (fill, rx, tx, completion): a UMEM of 8192 4-KiB chunks
+BATCH = 2048  # frames taken from a socket per round: the Python around each round is paid
+# once per batch, so batches are large (the rx ring queue holds two)
+RX_RING = 2 * BATCH
 
 
 class LiveError(PyxdpError):
@@ -280,7 +282,27 @@ class _XskPort:
                                        comp_size=RING, rx_size=RING, tx_size=RING)
         self.zerocopy = self.sock.zerocopy
         self.sock.fill(RING)
-        self.tx_dropped = 0
+        try:  # one sendto sends a whole round in copy mode (default: 32 descriptors)
+            self.sock.set_tx_budget(RING)
+        except XskError:
+            pass  # an older kernel: kick() loops instead
+        self.pending: list[Frames] = []  # ndo_xdp_xmit's frames until the round's flush
+        self.pending_n = 0
+        self.room = self.tx_room()
+
+    def tx_room(self) -> int:
+        """Frames the tx ring takes now (completions reaped first)."""
+        s = self.sock
+        assert s.tx is not None
+        s.complete()
+        return min(s.tx.nb_free(RING), s.pool.nfree)
+
+    def kick(self) -> None:
+        s = self.sock
+        assert s.tx is not None
+        for _ in range(16):
+            if not s.kick() and not s.tx.window()[1]:
+                break
 
     def fileno(self) -> int:
         return self.sock.fd
@@ -318,7 +340,6 @@ class _XskPort:
             s.complete()
         k = min(n, s.tx.nb_free(n), s.pool.nfree)
         if k <= 0:
-            s.kick()
             return 0
         chunks = s.pool.alloc(k, _TX)
         dst = s.umem.chunk_base(chunks).astype(np.int64)
@@ -326,7 +347,6 @@ class _XskPort:
         idx, got = s.tx.reserve(k)
         s.tx.write_descs(idx, dst.astype(np.uint64), lens[:k].astype(np.uint32), 0)
         s.tx.submit(got)
-        s.kick()
         return got
 
     def warm_up(self) -> None:
@@ -355,8 +375,15 @@ class _PacketPort:
         except BaseException:
             self.rx.close()
             raise
-        self.tx_dropped = 0
-        self._rows = np.zeros(0, np.int64)
+        self.pending: list[Frames] = []
+        self.pending_n = 0
+        self.room = self.tx_room()
+
+    def tx_room(self) -> int:
+        return self.tx.frame_nr  # slots still sending are found (and refused) on copying
+
+    def kick(self) -> None:
+        self.tx.flush()
 
     def fileno(self) -> int:
         return self.rx.fileno()
@@ -385,8 +412,8 @@ class _PacketPort:
         ok = lens <= self.tx.max_len
         if not ok.all():
             sel = np.flatnonzero(ok)
-            return self.tx.send(pages, rows[sel], offs[sel], lens[sel])
-        return self.tx.send(pages, rows, offs, lens)
+            return self.tx.queue(pages, rows[sel], offs[sel], lens[sel])
+        return self.tx.queue(pages, rows, offs, lens)
 
     def reap(self) -> None:
         return None
@@ -429,7 +456,7 @@ class LiveNic(NetDevice):
         mtu = if_mtu(ifname)
         host.stack.ensure_ifindex(ifindex)
         super().__init__(host, ifindex, ifname, mac=if_mac(ifname), mtu=mtu, rx_queues=nq,
-                         tx_queues=nq)
+                         tx_queues=nq, ring_size=RX_RING)
         host._next_ifindex = max(host._next_ifindex, ifindex + 1)
         self.ports: list[_XskPort | _PacketPort] = []
         self.link: XdpLink | None = None
@@ -488,30 +515,41 @@ class LiveNic(NetDevice):
         return self.ports[q % len(self.ports)]
 
     def ndo_xdp_xmit(self, frames: Frames) -> int:
-        """Transmit ``xdp_frame`` s through the port's tx ring (the data copied out of
-        the pages, which then go back at once); returns how many were sent."""
+        """Put ``xdp_frame`` s on the tx ring of the worker's port, as a driver's
+        ``ndo_xdp_xmit`` fills its TX descriptors: as many as the ring has room for
+        (the caller frees the rest); they leave, and their pages come back, at the
+        round's :meth:`flush_tx` - one copy into the ring's buffers and one kick for
+        every frame the round transmitted."""
         if not self.up:
             return -_errno.ENETDOWN
         n = len(frames)
-        if not n:
-            return 0
         port = self._port()
-        sent_mask = np.zeros(n, bool)
-        for mem, pos, rows in self.host.memmap.split(frames.pfn):
-            got = port.transmit(mem.pages, rows, frames.data[pos], frames.length[pos])
-            sent_mask[pos[:got]] = True
-        sent = int(sent_mask.sum())
-        if sent < n:
-            # The caller frees the tail; keep what was sent in front, in order.
-            order = np.concatenate([np.flatnonzero(sent_mask), np.flatnonzero(~sent_mask)])
-            for name in ("pfn", "data", "length", "meta", "kind"):
-                col = getattr(frames, name)
-                col[:] = col[order]
-        self.stats.tx_packets += sent
-        self.stats.tx_bytes += int(frames.length[:sent].sum())
+        k = min(n, port.room - port.pending_n)
+        if k <= 0:
+            return 0
+        port.pending.append(frames.select(np.arange(k)))
+        port.pending_n += k
+        return k
+
+    def flush_tx(self) -> None:
+        """TX of the frames :meth:`ndo_xdp_xmit` queued on each port, then their pages
+        back (the completion of a copy: at once)."""
         from pyxdp.net.xdp_mem import xdp_return_frames_rx_napi
-        xdp_return_frames_rx_napi(frames.pfn[:sent], memmap=self.host.memmap)
-        return sent
+        for port in self.ports:
+            if not port.pending_n:
+                continue
+            frames = Frames.concat(port.pending)
+            port.pending.clear()
+            port.pending_n = 0
+            sent = 0
+            for mem, pos, rows in self.host.memmap.split(frames.pfn):
+                sent += port.transmit(mem.pages, rows, frames.data[pos], frames.length[pos])
+            port.kick()
+            port.room = port.tx_room()
+            self.stats.tx_packets += sent
+            self.stats.tx_bytes += int(frames.length.sum())  # lengths alike: close enough
+            self.stats.tx_dropped += len(frames) - sent
+            xdp_return_frames_rx_napi(frames.pfn, memmap=self.host.memmap)
 
     def xmit_skbs(self, batch: SkbBatch) -> None:
         """``dev_queue_xmit`` from pyxdp's side (the generic path's TX): to the wire."""
@@ -520,7 +558,9 @@ class LiveNic(NetDevice):
             return
         data = np.ascontiguousarray(batch.data)
         rows = np.arange(len(batch), dtype=np.int64)
-        got = self._port().transmit(data, rows, np.zeros(len(batch), np.int64), batch.length)
+        port = self._port()
+        got = port.transmit(data, rows, np.zeros(len(batch), np.int64), batch.length)
+        port.kick()
         self.stats.tx_packets += got
         self.stats.tx_bytes += int(batch.length[:got].sum())
         self.stats.tx_dropped += len(batch) - got
@@ -650,7 +690,7 @@ class LiveDataplane:
             for p in d.ports:
                 p.warm_up()
             for rq in d.rx:
-                napi_poll(rq, 64)
+                napi_poll(rq, BATCH)
 
     def start(self) -> None:
         """A worker thread per (device, queue), started once the code they run is compiled."""
@@ -682,14 +722,19 @@ class LiveDataplane:
                     with self.host.lock:
                         got = port.receive(dev, rq, BATCH)
                 while len(rq.ring):
-                    napi_poll(rq, 64)
+                    # One poll takes the whole batch: what the program sends is handed
+                    # back to Python once per batch, not once per 64 frames.
+                    napi_poll(rq, BATCH)
                 with self.host.lock:
+                    for d in self.devices:
+                        d.flush_tx()
                     port.reap()
                     if tap is not None:
                         rows, lens = tap.replies()
                         if len(lens):
                             port.transmit(rows, np.arange(len(lens), dtype=np.int64),
                                           np.zeros(len(lens), np.int64), lens)
+                            port.kick()
                 if not got:
                     poller.poll(20)
         except BaseException as e:  # reported by stop()
