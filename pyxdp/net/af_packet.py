@@ -142,9 +142,8 @@ def gather_rows(src, src_off, lens, dst, dst_rows, dst_off):  # type: ignore[no-
     ``dst_rows[i]`` of ``dst`` at column ``dst_off``."""
     for i in range(len(lens)):
         s = src_off[i]
-        r = dst_rows[i]
-        for j in range(lens[i]):
-            dst[r, dst_off + j] = src[s + j]
+        n = lens[i]
+        dst[dst_rows[i], dst_off:dst_off + n] = src[s:s + n]  # slices: a vector copy
 
 
 @njit(nogil=True, cache=True)
@@ -157,17 +156,14 @@ def gather_rows_vlan(src, src_off, lens, vlan, dst, dst_rows, dst_off):  # type:
         n = lens[i]
         v = vlan[i]
         if v < 0 or n < 12:
-            for j in range(n):
-                dst[r, dst_off + j] = src[s + j]
+            dst[r, dst_off:dst_off + n] = src[s:s + n]
             continue
-        for j in range(12):
-            dst[r, dst_off + j] = src[s + j]
+        dst[r, dst_off:dst_off + 12] = src[s:s + 12]
         dst[r, dst_off + 12] = (v >> 24) & 0xFF
         dst[r, dst_off + 13] = (v >> 16) & 0xFF
         dst[r, dst_off + 14] = (v >> 8) & 0xFF
         dst[r, dst_off + 15] = v & 0xFF
-        for j in range(12, n):
-            dst[r, dst_off + 4 + j] = src[s + j]
+        dst[r, dst_off + 16:dst_off + 4 + n] = src[s + 12:s + n]
         lens[i] = n + 4
 
 
@@ -176,11 +172,10 @@ def scatter_rows(src, src_rows, src_off, lens, dst, dst_off):  # type: ignore[no
     """Copy ``lens[i]`` bytes from row ``src_rows[i]`` of ``src`` at column
     ``src_off[i]`` into flat ``dst`` at ``dst_off[i]``."""
     for i in range(len(lens)):
-        r = src_rows[i]
         s = src_off[i]
         d = dst_off[i]
-        for j in range(lens[i]):
-            dst[d + j] = src[r, s + j]
+        n = lens[i]
+        dst[d:d + n] = src[src_rows[i], s:s + n]
 
 
 @njit(nogil=True, cache=True)
@@ -199,8 +194,7 @@ def _v2_tx(ring, fsize, fnr, cur, src, src_rows, src_off, lens):  # type: ignore
         r = src_rows[i]
         s = src_off[i]
         d = base + TPACKET2_DATA
-        for j in range(ln):
-            ring[d + j] = src[r, s + j]
+        ring[d:d + ln] = src[r, s:s + ln]
         ring[base + 4] = ln & 0xFF
         ring[base + 5] = (ln >> 8) & 0xFF
         ring[base + 6] = (ln >> 16) & 0xFF
@@ -263,6 +257,11 @@ class PacketRxRing:
                          self.off, self.len, self.vlan)
         self._pending = int(nb)
         return self.off[:n], self.len[:n], self.vlan[:n]
+
+    def warm_up(self) -> None:
+        """Compile the walks (no block is read or released)."""
+        self.peek(0)
+        _v3_release(self.ring, self.block_size, self.block_nr, self._cur, 0)
 
     def release(self) -> None:
         """Give the blocks of the last :meth:`peek` back to the kernel."""

@@ -177,7 +177,9 @@ def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
                                options=LiveOptions(backend=live_backend)) as dp:
                 if case.setup:
                     case.setup(dp.collection)
-                _exchange(frames, caps, settle)
+                dev = dp.devices[0]
+                _exchange(frames, caps, settle,
+                          lambda: dev.stats.rx_packets >= len(frames))
                 res.maps = _counters(dp.collection, case.counters)
                 res.stats = dp.stats()
         else:
@@ -195,12 +197,16 @@ def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
     return res
 
 
-def _exchange(frames: Sequence[bytes], caps: dict[str, Capture], settle: float) -> None:
-    """Send, then drain the captures until nothing came for ``settle`` seconds."""
+def _exchange(frames: Sequence[bytes], caps: dict[str, Capture], settle: float,
+              taken: Callable[[], bool] = lambda: True) -> None:
+    """Send, wait until ``taken()`` says the datapath has every frame (10 s at most),
+    then drain the captures until nothing came for ``settle`` seconds."""
     time.sleep(0.05)
     send_frames("veth1", frames)
-    quiet = time.monotonic() + settle
     deadline = time.monotonic() + 10
+    while not taken() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    quiet = time.monotonic() + settle
     while time.monotonic() < min(quiet, deadline):
         if sum(c.drain() for c in caps.values()):
             quiet = time.monotonic() + settle

@@ -421,7 +421,7 @@ class _PacketPort:
     def warm_up(self) -> None:
         """Compile the ring walks and copies (nothing is received or sent)."""
         z = np.zeros(0, np.int64)
-        self.rx.peek(0)
+        self.rx.warm_up()
         gather_rows_vlan(self.rx.ring, z, z, z, np.zeros((0, 64), np.uint8), z, 0)
         self.tx.queue(np.zeros((0, 64), np.uint8), z, z, z)
 
