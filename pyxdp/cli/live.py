@@ -166,9 +166,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per case")
 
 
-def _generate(ns: str, stop_at: float, out: Any) -> None:
+def _generate(ns: str, stop: Any, out: Any) -> None:
     """The generator process: 64-byte UDP frames out of veth1 (into veth0) through a
-    TPACKET_V2 ring with PACKET_QDISC_BYPASS until ``stop_at``."""
+    TPACKET_V2 ring with PACKET_QDISC_BYPASS, from "ready" until ``stop`` is set."""
     import numpy as np
 
     from pyxdp.kernel.netlink import ifindex_of, netns
@@ -184,34 +184,47 @@ def _generate(ns: str, stop_at: float, out: Any) -> None:
         rows = np.arange(len(frames), dtype=np.int64)
         offs = np.zeros(len(frames), np.int64)
         lens = np.full(len(frames), 64, np.int64)
+        ring.queue(src, rows[:0], offs[:0], lens[:0])  # compiled before "ready"
+        out.put("ready")
         sent = 0
-        while time.monotonic() < stop_at:
+        t0 = time.monotonic()
+        while not stop.is_set():
             n = ring.send(src, rows, offs, lens)
             sent += n
             if not n:
                 time.sleep(0)
+        dt = time.monotonic() - t0
         ring.close()
-    out.put(sent)
-
-
-def _counter_sum(m: Any) -> int:
-    return sum(int(m.sum(k)) for k in range(min(m.spec.max_entries, 256)))
+    out.put(sent / dt)
 
 
 def _timed(ns: str, counter: Callable[[], int], duration: float) -> tuple[float, float]:
-    """Run the generator for ``duration`` (+ a warm-up second); (processed Mpps, sent Mpps)."""
+    """The generator running, ``duration`` seconds timed after half a second of warm-up:
+    (Mpps the program processed, Mpps the generator sent)."""
     ctx = multiprocessing.get_context("fork")  # the child starts in this thread's netns
     q = ctx.Queue()
-    start = time.monotonic()
-    proc = ctx.Process(target=_generate, args=(ns, start + duration + 1.0, q), daemon=True)
+    stop = ctx.Event()
+    proc = ctx.Process(target=_generate, args=(ns, stop, q), daemon=True)
     proc.start()
-    time.sleep(1.0)  # warm-up: the generator's ring code compiled, queues filled
-    c0, t0 = counter(), time.monotonic()
-    time.sleep(duration)
-    c1, t1 = counter(), time.monotonic()
-    sent = q.get(timeout=60)
+    try:
+        if q.get(timeout=300) != "ready":
+            raise CliError("the generator did not start")
+        time.sleep(0.5)
+        c0, t0 = counter(), time.monotonic()
+        time.sleep(duration)
+        c1, t1 = counter(), time.monotonic()
+    finally:
+        stop.set()
+    sent = float(q.get(timeout=60))
     proc.join(timeout=30)
-    return (c1 - c0) / (t1 - t0) / 1e6, sent / (time.monotonic() - start) / 1e6
+    return (c1 - c0) / (t1 - t0) / 1e6, sent / 1e6
+
+
+def _counting(m: Any) -> Callable[[], int]:
+    """The program's own count of the frames it ran on: its per-CPU counters summed."""
+    def count() -> int:
+        return sum(int(m.sum(k)) for k in range(min(m.spec.max_entries, 256)))
+    return count
 
 
 def _cases() -> dict[str, tuple[str, str | None, Callable[[Any], None] | None]]:
@@ -246,9 +259,8 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
             with LiveDataplane(obj, ["veth0", "veth2"], section=section) as dp:
                 if setup:
                     setup(dp.collection)
-                rx = dp.collection.maps["rxcnt"]
-                row["pyxdp_mpps"], row["sent_mpps"] = _timed(ns, lambda: _counter_sum(rx),
-                                                             args.duration)
+                row["pyxdp_mpps"], row["sent_mpps"] = _timed(
+                    ns, _counting(dp.collection.maps["rxcnt"]), args.duration)
             if args.vs_kernel:
                 for mode in ("native", "generic"):
                     with Collection.load(obj, backend="kernel") as coll, \
@@ -256,26 +268,27 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
                                            mode=mode):
                         if setup:
                             setup(coll)
-                        krx = coll.maps["rxcnt"]
-                        row[f"linux_{mode}_mpps"], _ = _timed(
-                            ns, lambda m=krx: _counter_sum(m), args.duration)
+                        row[f"linux_{mode}_mpps"], row[f"linux_{mode}_sent_mpps"] = _timed(
+                            ns, _counting(coll.maps["rxcnt"]), args.duration)
             _print_row(row, args.json)
     return 0
 
 
 def _print_row(row: dict[str, Any], as_json: bool) -> None:
+    """One line per Linux mode: each side's Mpps (what its program counted) with what the
+    generator sent meanwhile, and the ratio."""
     if as_json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
                           for k, v in row.items()}), flush=True)
         return
     p = row["pyxdp_mpps"]
-    head = f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps"
+    head = (f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps "
+            f"(of {row['sent_mpps']:.3f} sent)")
     if "linux_native_mpps" not in row:
-        print(f"{head}   (generator {row['sent_mpps']:.3f} Mpps)", flush=True)
+        print(head, flush=True)
         return
     for mode in ("native", "generic"):
         k = row[f"linux_{mode}_mpps"]
         ratio = p / k if k else 0.0
-        print(f"{head}   Linux {mode:<7} {k:7.3f} Mpps   ratio pyxdp/kernel: {ratio:.2f}",
-              flush=True)
-
+        print(f"{head}   Linux {mode:<7} {k:7.3f} Mpps (of {row[f'linux_{mode}_sent_mpps']:.3f}"
+              f" sent)   ratio pyxdp/kernel: {ratio:.2f}", flush=True)

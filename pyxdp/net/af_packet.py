@@ -24,9 +24,9 @@ import struct
 
 import numpy as np
 import numpy.typing as npt
-from pyxdp.net.native import njit
 
 from pyxdp.errors import KernelError
+from pyxdp.net.native import njit
 
 __all__ = ["PacketRxRing", "PacketTxRing", "packet_socket"]
 

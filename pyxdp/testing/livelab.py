@@ -82,8 +82,9 @@ def live_netns() -> Iterator[str]:
             with ExitStack() as peers:
                 for d in ("veth1", "veth3"):
                     coll = peers.enter_context(Collection(_pass_spec(), "kernel"))
-                    peers.enter_context(XdpLink.attach(d, coll.programs["xdp_pass"].handle,
-                                                       mode="native"))  # type: ignore[arg-type]
+                    handle = coll.programs["xdp_pass"].handle
+                    peers.enter_context(XdpLink.attach(d, handle,  # type: ignore[arg-type]
+                                                       mode="native"))
                 yield name
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)

@@ -44,7 +44,6 @@ import select
 import socket
 import struct
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +51,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pyxdp.net.native import njit
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Program
@@ -67,6 +65,7 @@ from pyxdp.net.af_packet import (
     scatter_rows,
 )
 from pyxdp.net.frames import Frames
+from pyxdp.net.native import njit
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.stack import SkbBatch
@@ -155,7 +154,7 @@ def if_rx_queues(name: str) -> int:
         except OSError:
             return 1
     f = struct.unpack("=9I", ch.raw[:36])
-    return max(f[5], f[8], 1)  # rx_count, combined_count
+    return int(max(f[5], f[8], 1))  # rx_count, combined_count
 
 
 def _set_up(name: str) -> None:
