@@ -242,9 +242,6 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     from pyxdp.kernel.link import XdpLink
     from pyxdp.testing.livelab import live_netns
     from pyxdp.xsk.live import LiveDataplane
-    ok, why = bpf_available()
-    if not ok:
-        raise CliError(f"bench live needs root and BPF: {why}")
     if args.duration <= 0:
         raise CliError("--duration must be > 0")
     cases = _cases()
@@ -252,6 +249,9 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     bad = [c for c in names if c not in cases]
     if bad or not names:
         raise CliError(f"--cases: {', '.join(bad) or 'none'}: not one of {', '.join(cases)}")
+    ok, why = bpf_available()
+    if not ok:
+        raise CliError(f"bench live needs root and BPF: {why}")
     with live_netns() as ns:
         for name in names:
             obj, section, setup = cases[name]
