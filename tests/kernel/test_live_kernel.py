@@ -128,3 +128,35 @@ def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
             break
         time.sleep(0.05)
     _nothing_left()
+
+
+def test_one_worker_per_queue(lab: str) -> None:
+    """A two-queue veth: a socket and a worker on each queue, each receiving what the
+    peer's sends from its CPU put on that queue."""
+    from pyxdp.testing.livelab import send_frames
+    from pyxdp.xsk.live import LiveDataplane
+    subprocess.run(["ip", "link", "add", "mq0", "numtxqueues", "2", "numrxqueues", "2",
+                    "type", "veth", "peer", "name", "mq1", "numtxqueues", "2",
+                    "numrxqueues", "2"], check=True, timeout=60)
+    try:
+        for d in ("mq0", "mq1"):
+            subprocess.run(["ip", "link", "set", d, "up"], check=True, timeout=60)
+        old = os.sched_getaffinity(0)
+        with LiveDataplane(ROOT / "samples" / "xdp1.o", ["mq0"]) as dp:
+            dev = dp.devices[0]
+            assert len(dev.rx) == 2 and len(dp._threads) == 2
+            try:
+                for cpu in sorted(old)[:2]:  # the peer's tx queue follows the sending CPU
+                    os.sched_setaffinity(0, {cpu})
+                    send_frames("mq1", [udp_packet(b"q", sport=2000 + i) for i in range(40)])
+            finally:
+                os.sched_setaffinity(0, old)
+            deadline = time.monotonic() + 10
+            while dev.stats.rx_packets < 80 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            per_queue = [rq.stats.rx_packets for rq in dev.rx]
+            assert sum(per_queue) == 80 and dev.stats.xdp_drops == 80
+            if len(old) > 1:
+                assert all(per_queue), per_queue
+    finally:
+        subprocess.run(["ip", "link", "del", "mq0"], capture_output=True, timeout=60)
