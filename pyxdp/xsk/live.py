@@ -642,6 +642,7 @@ class LiveDataplane:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+        self._failed = False  # a worker's error was raised: skip the page check at close
         try:
             self.collection = self.host.load(obj, verify=verify)
             self.program: Program = _pick(self.collection, section)
@@ -750,6 +751,7 @@ class LiveDataplane:
         if self.errors:
             err = self.errors[0]
             self.errors = []
+            self._failed = True
             raise err
 
     def close(self) -> None:
@@ -757,9 +759,18 @@ class LiveDataplane:
             if self._threads:
                 self.stop()
         finally:
+            from pyxdp.net.xdp_mem import xdp_return_frames
+            clean = not self.errors and not self._failed
             for d in self.devices:
+                for port in d.ports:  # frames queued for a flush that will not come
+                    if port.pending_n:
+                        xdp_return_frames(Frames.concat(port.pending).pfn,
+                                          memmap=self.host.memmap)
+                        port.pending.clear()
+                        port.pending_n = 0
                 d.close_live()
-            self.host.close(check=False)
+            # Every page back exactly once (unless a worker failed: its error goes first).
+            self.host.close(check=clean)
 
     def __enter__(self) -> LiveDataplane:
         self.start()
