@@ -61,6 +61,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from pyxdp.cli import datapath
         return datapath.cmd_bench_datapath(args.paths, args.runs, args.seconds, args.frames,
                                            args.vs_kernel, args.json)
+    if args.bench_cmd == "live":
+        from pyxdp.cli import live
+        return live.cmd_bench_live(args)
     if args.bench_cmd == "seeds":
         from pyxdp.cli import datapath
         return datapath.cmd_bench_seeds(args.frames, args.runs, args.json)
@@ -76,6 +79,12 @@ def _cmd_map(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.iface:
+        from pyxdp.cli import live
+        return live.cmd_run_live(args)
+    if not args.pcap:
+        from pyxdp.cli.prog import CliError
+        raise CliError("run needs --pcap IN or --iface IF")
     if args.explain:
         from pyxdp.cli import explain
         return explain.cmd_run_explain(args)
@@ -225,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--frames", type=int, metavar="N",
                     help="frames per run instead of --seconds (both sides)")
     bd.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    from pyxdp.cli import live
+    bl = bsub.add_parser("live", help="pyxdp on a real veth in user space (AF_XDP), with "
+                                      "--vs-kernel beside Linux native and generic (root)")
+    live.add_bench_arguments(bl)  # see pyxdp.cli.live
     pb.set_defaults(func=_cmd_bench)
 
     pm = sub.add_parser("map", help="map contents")
@@ -238,10 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
     _verify_arg(md)
     pm.set_defaults(func=_cmd_map)
 
-    r = sub.add_parser("run", help="run a program over a capture (pcap or pcapng)")
+    r = sub.add_parser("run", help="run a program over a capture (pcap or pcapng) or on "
+                                   "Linux interfaces (--iface)")
     r.add_argument("obj", metavar="OBJ")
     r.add_argument("-s", "--section", help="program name or section")
-    r.add_argument("--pcap", required=True, metavar="IN", help="input capture")
+    r.add_argument("--pcap", metavar="IN", help="input capture")
     r.add_argument("-w", "--write", metavar="OUT", help="write packets + verdicts as pcapng")
     r.add_argument("--maps", metavar="F", help="fill maps first from JSON")
     r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
@@ -250,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "pcapng comment per packet")
     _backend_arg(r)
     _verify_arg(r)
+    live.add_run_arguments(r)  # --iface and its options (see pyxdp.cli.live)
     r.set_defaults(func=_cmd_run)
 
     # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).

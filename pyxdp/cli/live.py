@@ -1,0 +1,294 @@
+"""``pyxdp run OBJ --iface IF`` and ``pyxdp bench live``: pyxdp's datapath on real
+interfaces (:mod:`pyxdp.xsk.live`).
+
+``run --iface`` is a userspace XDP dataplane: AF_XDP sockets on every queue of
+each interface, the kernel's redirect program attached through a bpf_link,
+the object's program run by pyxdp, a line of statistics per interval and
+interface (the lines of ``pyxdp bench xdp``), and on exit - Ctrl-C, SIGTERM,
+``--duration`` - nothing left attached (after SIGKILL neither: the kernel
+closes the links with the process).
+
+``bench live`` creates a network namespace with two veth pairs, sends 64-byte
+UDP frames into veth0 from its peer with an AF_PACKET TX ring (one generator
+process, the same for every run) and counts, with the object's own per-CPU
+counter map, how many frames the program processed per second when pyxdp runs
+it in user space and, with ``--vs-kernel``, when Linux runs it natively and in
+generic (skb) mode on the same veth: one line per case with the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
+from pyxdp.net.stats import NetdevStats
+
+__all__ = ["add_bench_arguments", "add_run_arguments", "cmd_bench_live", "cmd_run_live"]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+_ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
+
+
+# -----------------------------------------------------------------------------------
+# pyxdp run OBJ --iface IF
+# -----------------------------------------------------------------------------------
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--iface", "-i", action="append", metavar="IF",
+                   help="run on this Linux interface in user space (repeat for more; "
+                        "root): AF_XDP on its queues, AF_PACKET where AF_XDP is missing")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="with --iface: seconds to run (default: until Ctrl-C or SIGTERM)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="with --iface: seconds between statistics lines (default: 1)")
+    p.add_argument("--socket", choices=("auto", "af_xdp", "af_packet"), default="auto",
+                   help="with --iface: the socket type (default: AF_XDP, else AF_PACKET)")
+    p.add_argument("--xsk-mode", choices=("zerocopy", "copy"),
+                   help="with --iface: AF_XDP bind mode (default: zero-copy where the "
+                        "driver has it)")
+    p.add_argument("--json", action="store_true", help="with --iface: JSON lines")
+
+
+def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
+    d = {"rx": after.rx_packets - before.rx_packets,
+         "aborted": after.xdp_aborted - before.xdp_aborted,
+         "drop": after.xdp_drops - before.xdp_drops,
+         "pass": after.xdp_pass - before.xdp_pass,
+         "tx": after.xdp_tx - before.xdp_tx,
+         "redirect": after.xdp_redirect - before.xdp_redirect}
+    return {k: v / dt for k, v in d.items()}
+
+
+def stats_line(dev: str, r: dict[str, float]) -> str:
+    """``pyxdp bench xdp``'s line: receive rate and the rate of each verdict seen."""
+    acts = "  ".join(f"{a.upper()} {r[a] / 1e6:6.2f}" for a in _ACTIONS if r[a])
+    return f"{dev} rx {r['rx'] / 1e6:7.2f} Mpps   {acts}"
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the run as Ctrl-C does (the same clean exit)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def cmd_run_live(args: argparse.Namespace) -> int:
+    """``run OBJ --iface IF...``: see the module docstring."""
+    from pyxdp.kernel import bpf_available
+    from pyxdp.xsk.live import LiveDataplane, LiveError, LiveOptions
+    if args.pcap:
+        raise CliError("--pcap and --iface: one input at a time")
+    if args.write:
+        raise CliError("-w/--write goes with --pcap (on interfaces, see 'pyxdp dump')")
+    if args.backend != "userspace":
+        raise CliError("--iface runs the program in pyxdp (the kernel side is the AF_XDP "
+                       "redirect): --backend kernel does not apply")
+    if args.duration is not None and args.duration <= 0 or args.interval <= 0:
+        raise CliError("--duration and --interval must be > 0")
+    ok, why = bpf_available()
+    if not ok:
+        raise CliError(f"--iface needs root and BPF: {why}")
+    opts = LiveOptions(backend=args.socket, mode=args.xsk_mode)
+    try:
+        dp = LiveDataplane(_object(args.obj), args.iface, section=args.section, options=opts,
+                           verify=args.verify)
+    except (LiveError, ValueError) as e:
+        raise CliError(str(e)) from None
+    interrupted = False
+    try:
+        if args.maps:
+            fill_maps(dp.collection, args.maps)
+        dp.start()
+        if not args.json:
+            devs = ", ".join(f"{d.name} ({len(d.rx)} queue{'s' * (len(d.rx) > 1)}, "
+                             f"{d.backend}{' zero-copy' if d.zerocopy else ''})"
+                             for d in dp.devices)
+            print(f"pyxdp run: {dp.program.name} ({Path(args.obj).name}) on {devs}; "
+                  f"XDP_PASS through {', '.join(d.tap.name for d in dp.devices if d.tap)}"
+                  if any(d.tap for d in dp.devices) else
+                  f"pyxdp run: {dp.program.name} ({Path(args.obj).name}) on {devs}",
+                  flush=True)
+        end = None if args.duration is None else time.monotonic() + args.duration
+        with _sigterm_as_interrupt():
+            try:
+                while end is None or time.monotonic() < end:
+                    before = dp.stats()
+                    t0 = time.monotonic()
+                    step = args.interval if end is None else min(args.interval,
+                                                                 end - t0)
+                    time.sleep(max(step, 0.0))
+                    if dp.errors:
+                        dp.stop()  # raises the worker's error
+                    after = dp.stats()
+                    dt = time.monotonic() - t0
+                    for name, st in after.items():
+                        r = _rates(before[name], st, dt)
+                        print(json.dumps({"dev": name, **{k: round(v) for k, v in r.items()}})
+                              if args.json else stats_line(name, r), flush=True)
+            except KeyboardInterrupt:
+                interrupted = True
+        dp.stop()
+        if args.dump_maps:
+            from pyxdp.cli.prog import _write_output
+            _write_output(args.dump_maps,
+                          (json.dumps(dump_maps(dp.collection), indent=2) + "\n").encode())
+    finally:
+        dp.close()
+    return 130 if interrupted and args.duration is not None else 0
+
+
+# -----------------------------------------------------------------------------------
+# pyxdp bench live
+# -----------------------------------------------------------------------------------
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vs-kernel", action="store_true",
+                   help="also run each object in Linux, natively and in generic mode, on "
+                        "the same veth with the same generator (root)")
+    p.add_argument("--duration", type=float, default=2.0, metavar="S",
+                   help="seconds each run is timed (default: 2)")
+    p.add_argument("--cases", default="drop,tx,redirect", metavar="LIST",
+                   help="of drop (xdp1), tx (xdp2), redirect (redirect_map to a second "
+                        "veth pair); default: all")
+    p.add_argument("--json", action="store_true", help="one JSON object per case")
+
+
+def _generate(ns: str, stop: Any, out: Any) -> None:
+    """The generator process: 64-byte UDP frames out of veth1 (into veth0) through a
+    TPACKET_V2 ring with PACKET_QDISC_BYPASS, from "ready" until ``stop`` is set."""
+    import numpy as np
+
+    from pyxdp.kernel.netlink import ifindex_of, netns
+    from pyxdp.net.af_packet import PacketTxRing
+    from pyxdp.net.packets import udp_packet
+    from pyxdp.testing.livelab import IP0, MACS, PEER_IP
+    with netns(ns):
+        ring = PacketTxRing(ifindex_of("veth1"), frame_nr=2048)
+        frames = [udp_packet(sport=1000 + i, dport=9, src_ip=PEER_IP, dst_ip=IP0,
+                             src_mac=MACS["veth1"], dst_mac=MACS["veth0"], size=64)
+                  for i in range(256)]
+        src = np.frombuffer(b"".join(frames), np.uint8).reshape(len(frames), 64)
+        rows = np.arange(len(frames), dtype=np.int64)
+        offs = np.zeros(len(frames), np.int64)
+        lens = np.full(len(frames), 64, np.int64)
+        ring.queue(src, rows[:0], offs[:0], lens[:0])  # compiled before "ready"
+        out.put("ready")
+        sent = 0
+        t0 = time.monotonic()
+        while not stop.is_set():
+            n = ring.send(src, rows, offs, lens)
+            sent += n
+            if not n:
+                time.sleep(0)
+        dt = time.monotonic() - t0
+        ring.close()
+    out.put(sent / dt)
+
+
+def _timed(ns: str, counter: Callable[[], int], duration: float) -> tuple[float, float]:
+    """The generator running, ``duration`` seconds timed after half a second of warm-up:
+    (Mpps the program processed, Mpps the generator sent)."""
+    ctx = multiprocessing.get_context("fork")  # the child starts in this thread's netns
+    q = ctx.Queue()
+    stop = ctx.Event()
+    proc = ctx.Process(target=_generate, args=(ns, stop, q), daemon=True)
+    proc.start()
+    try:
+        if q.get(timeout=300) != "ready":
+            raise CliError("the generator did not start")
+        time.sleep(0.5)
+        c0, t0 = counter(), time.monotonic()
+        time.sleep(duration)
+        c1, t1 = counter(), time.monotonic()
+    finally:
+        stop.set()
+    sent = float(q.get(timeout=60))
+    proc.join(timeout=30)
+    return (c1 - c0) / (t1 - t0) / 1e6, sent / 1e6
+
+
+def _counting(m: Any) -> Callable[[], int]:
+    """The program's own count of the frames it ran on: its per-CPU counters summed."""
+    def count() -> int:
+        return sum(int(m.sum(k)) for k in range(min(m.spec.max_entries, 256)))
+    return count
+
+
+def _cases() -> dict[str, tuple[str, str | None, Callable[[Any], None] | None]]:
+    from pyxdp.testing.livelab import devmap_to
+    return {"drop": (str(SAMPLES / "xdp1.o"), None, None),
+            "tx": (str(SAMPLES / "xdp2.o"), None, None),
+            "redirect": (str(SAMPLES / "redirect_map.o"), "xdp_redirect_map_prog",
+                         devmap_to("veth2"))}
+
+
+def cmd_bench_live(args: argparse.Namespace) -> int:
+    """``bench live [--vs-kernel]``: see the module docstring."""
+    from pyxdp.collection import Collection
+    from pyxdp.kernel import bpf_available
+    from pyxdp.kernel.link import XdpLink
+    from pyxdp.testing.livelab import live_netns
+    from pyxdp.xsk.live import LiveDataplane
+    if args.duration <= 0:
+        raise CliError("--duration must be > 0")
+    cases = _cases()
+    names = [c.strip() for c in args.cases.split(",") if c.strip()]
+    bad = [c for c in names if c not in cases]
+    if bad or not names:
+        raise CliError(f"--cases: {', '.join(bad) or 'none'}: not one of {', '.join(cases)}")
+    ok, why = bpf_available()
+    if not ok:
+        raise CliError(f"bench live needs root and BPF: {why}")
+    with live_netns() as ns:
+        for name in names:
+            obj, section, setup = cases[name]
+            row: dict[str, Any] = {"case": name, "object": Path(obj).name}
+            with LiveDataplane(obj, ["veth0", "veth2"], section=section) as dp:
+                if setup:
+                    setup(dp.collection)
+                row["pyxdp_mpps"], row["sent_mpps"] = _timed(
+                    ns, _counting(dp.collection.maps["rxcnt"]), args.duration)
+            if args.vs_kernel:
+                for mode in ("native", "generic"):
+                    with Collection.load(obj, backend="kernel") as coll, \
+                            XdpLink.attach("veth0", coll.program(section).handle,  # type: ignore[arg-type]
+                                           mode=mode):
+                        if setup:
+                            setup(coll)
+                        row[f"linux_{mode}_mpps"], row[f"linux_{mode}_sent_mpps"] = _timed(
+                            ns, _counting(coll.maps["rxcnt"]), args.duration)
+            _print_row(row, args.json)
+    return 0
+
+
+def _print_row(row: dict[str, Any], as_json: bool) -> None:
+    """One line per Linux mode: each side's Mpps (what its program counted) with what the
+    generator sent meanwhile, and the ratio."""
+    if as_json:
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
+                          for k, v in row.items()}), flush=True)
+        return
+    p = row["pyxdp_mpps"]
+    head = (f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps "
+            f"(of {row['sent_mpps']:.3f} sent)")
+    if "linux_native_mpps" not in row:
+        print(head, flush=True)
+        return
+    for mode in ("native", "generic"):
+        k = row[f"linux_{mode}_mpps"]
+        ratio = p / k if k else 0.0
+        print(f"{head}   Linux {mode:<7} {k:7.3f} Mpps (of {row[f'linux_{mode}_sent_mpps']:.3f}"
+              f" sent)   ratio pyxdp/kernel: {ratio:.2f}", flush=True)

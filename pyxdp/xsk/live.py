@@ -1,0 +1,781 @@
+"""pyxdp's datapath on real Linux interfaces: a NIC whose queues are AF_XDP sockets.
+
+What a userspace XDP dataplane over AF_XDP does (``xdp-tools``' ``xsk`` +
+``libxdp`` redirect program, ``samples/bpf/xdpsock``): per rx queue of the
+Linux interface an AF_XDP socket (``xsk_bind``: zero-copy where the driver
+allows, copy mode otherwise), and in the kernel a small program,
+``bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)``, attached through a
+bpf_link, which hands every frame to the queue's socket. pyxdp then runs the
+user's object on those frames in its own datapath:
+
+- :class:`LiveNic` is a :class:`~pyxdp.net.netdevice.NetDevice` with the
+  interface's ifindex, name, MAC and MTU; each rx queue is fed by a
+  :class:`_XskPort` (received descriptors copied, in machine code, from the
+  UMEM into pages of the queue's page pool: one copy, so that every page the
+  program sees stays in pyxdp's accounting) and polled by its own worker
+  thread (one per queue, :class:`LiveDataplane`);
+- XDP_TX and redirects to another :class:`LiveNic` reach ``ndo_xdp_xmit``,
+  which copies the frames into UMEM chunks of the socket's tx ring and kicks
+  it (``sendto``): out of the interface as AF_XDP transmits;
+- XDP_PASS: the skbs the program passed are written to a TAP device that
+  pyxdp creates per interface (``<if>-pass``, the interface's MAC, no IPv6
+  link-local of its own, ``rp_filter`` off): ``tun_get_user`` hands them to
+  the kernel's receive path, whose sockets get them as they would have from
+  the interface (addresses are host-wide); what the kernel sends back out of
+  the TAP (ARP replies, ICMP errors) is transmitted on the interface;
+- where AF_XDP is not there (``socket(AF_XDP)`` refused) or not wanted
+  (``backend="packet"``), :mod:`pyxdp.net.af_packet`'s TPACKET_V3 ring feeds
+  the queue and a TPACKET_V2 ring transmits; the kernel keeps its own copy of
+  every frame then, so PASS needs no reinjection and DROP cannot take a frame
+  away from the stack (docs/SEMANTICS.md).
+
+Everything pyxdp puts into the kernel is owned by descriptors of this process
+(the bpf_link, the sockets, the TAP's file): a clean exit or SIGKILL leaves
+nothing attached and no TAP behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno as _errno
+import fcntl
+import os
+import select
+import socket
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pyxdp.asm.assembler import assemble
+from pyxdp.collection import Collection, Program
+from pyxdp.errors import KernelError, PyxdpError
+from pyxdp.kernel.link import XdpLink
+from pyxdp.kernel.netlink import ifindex_of
+from pyxdp.net.af_packet import (
+    PacketRxRing,
+    PacketTxRing,
+    gather_rows,
+    gather_rows_vlan,
+    scatter_rows,
+)
+from pyxdp.net.frames import Frames
+from pyxdp.net.native import njit
+from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
+from pyxdp.net.page_pool import PAGE_SIZE
+from pyxdp.net.stack import SkbBatch
+from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp_umem import XskError
+from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
+from pyxdp.xsk.linux import LinuxXskSocket
+from pyxdp.xsk.xsk import ChunkState
+
+__all__ = ["LiveDataplane", "LiveError", "LiveNic", "add_live_device", "redirect_spec"]
+
+MAX_FRAME = PAGE_SIZE - XDP_PACKET_HEADROOM - 320  # what one pyxdp page holds
+RING = 4096  # AF_XDP ring sizes (fill, rx, tx, completion): a UMEM of 8192 4-KiB chunks
+BATCH = 2048  # frames taken from a socket per round: the Python around each round is paid
+# once per batch, so batches are large (the rx ring queue holds two)
+RX_RING = 2 * BATCH
+
+
+class LiveError(PyxdpError):
+    """A live interface could not be set up (no such interface, no AF_XDP...)."""
+
+
+def redirect_spec(max_queues: int = 64) -> CollectionSpec:
+    """The kernel side: ``return bpf_redirect_map(&xsks, ctx->rx_queue_index,
+    XDP_PASS);`` - a queue without a socket passes its frames to the stack."""
+    insns = assemble("r2 = *(u32 *)(r1 + 16)\nr1 = 0 ll\nr3 = 2\ncall 51\nexit")
+    prog = ProgramSpec(name="pyxdp_xsk_redir", section="xdp", insns=insns, license="GPL",
+                       map_refs=(MapRef(1, "xsks", "fd"),))
+    xsks = MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, max_queues)
+    return CollectionSpec(programs={prog.name: prog}, maps={"xsks": xsks}, license="GPL",
+                          name="pyxdp_live")
+
+
+# -----------------------------------------------------------------------------------
+# Interface facts through ioctls (they answer in the caller's network namespace)
+# -----------------------------------------------------------------------------------
+
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+SIOCGIFMTU = 0x8921
+SIOCSIFHWADDR = 0x8924
+SIOCGIFHWADDR = 0x8927
+SIOCETHTOOL = 0x8946
+ETHTOOL_GCHANNELS = 0x3C
+IFF_UP = 0x1
+TUNSETIFF = 0x400454CA
+IFF_TAP = 0x0002
+IFF_NO_PI = 0x1000
+
+
+def _ifreq(name: str, data: bytes = b"") -> bytearray:
+    b = bytearray(40)
+    raw = name.encode()
+    b[:len(raw)] = raw
+    b[16:16 + len(data)] = data
+    return b
+
+
+def _ioctl(name: str, req: int, data: bytes = b"") -> bytearray:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        buf = _ifreq(name, data)
+        try:
+            fcntl.ioctl(s.fileno(), req, buf)
+        except OSError as e:
+            raise KernelError(f"ioctl {req:#x}", e.errno or _errno.ENODEV, name) from None
+        return buf
+
+
+def if_mac(name: str) -> bytes:
+    return bytes(_ioctl(name, SIOCGIFHWADDR)[18:24])
+
+
+def if_mtu(name: str) -> int:
+    return int(struct.unpack_from("=i", _ioctl(name, SIOCGIFMTU), 16)[0])
+
+
+def if_rx_queues(name: str) -> int:
+    """The interface's rx queues (``ethtool -l``: rx or combined channels; 1 when the
+    driver does not say)."""
+    ch = ctypes.create_string_buffer(struct.pack("=9I", ETHTOOL_GCHANNELS, *([0] * 8)))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        buf = _ifreq(name, struct.pack("=Q", ctypes.addressof(ch)))
+        try:
+            fcntl.ioctl(s.fileno(), SIOCETHTOOL, buf)
+        except OSError:
+            return 1
+    f = struct.unpack("=9I", ch.raw[:36])
+    return int(max(f[5], f[8], 1))  # rx_count, combined_count
+
+
+def _set_up(name: str) -> None:
+    flags = struct.unpack_from("=H", _ioctl(name, SIOCGIFFLAGS), 16)[0]
+    _ioctl(name, SIOCSIFFLAGS, struct.pack("=H", flags | IFF_UP))
+
+
+def _sysctl(path: str, value: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+    except OSError:
+        pass  # a kernel without that knob (no IPv6): nothing to turn off
+
+
+# -----------------------------------------------------------------------------------
+# The TAP device XDP_PASS goes through
+# -----------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_write = _libc.write
+_write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_write.restype = ctypes.c_ssize_t
+_read = _libc.read
+_read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_read.restype = ctypes.c_ssize_t
+
+
+@njit(nogil=True)  # not cached: it calls libc through ctypes pointers
+def _write_rows(fd, data, lens):  # type: ignore[no-untyped-def]
+    """One ``write()`` per row (a TAP takes one frame per write); returns the
+    frames written (stops at the first refusal)."""
+    base = data.ctypes.data
+    stride = data.shape[1]
+    for i in range(len(lens)):
+        if _write(fd, base + i * stride, lens[i]) < 0:
+            return i
+    return len(lens)
+
+
+@njit(nogil=True)  # not cached: it calls libc through ctypes pointers
+def _read_rows(fd, out, lens):  # type: ignore[no-untyped-def]
+    """``read()`` frames into the rows of ``out`` until none waits (non-blocking fd)."""
+    base = out.ctypes.data
+    stride = out.shape[1]
+    for i in range(out.shape[0]):
+        r = _read(fd, base + i * stride, stride)
+        if r <= 0:
+            return i
+        lens[i] = r
+    return out.shape[0]
+
+
+class PassTap:
+    """A TAP device standing for ``ifname`` on the kernel's side: frames written to it
+    are received by the kernel's stack (``tun_get_user``)."""
+
+    def __init__(self, ifname: str, mac: bytes, mtu: int) -> None:
+        self.name = f"{ifname[:10]}-pass"
+        try:
+            self.fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            raise LiveError(f"{ifname}: no TAP device for XDP_PASS: /dev/net/tun: "
+                            f"{e.strerror}") from None
+        try:
+            fcntl.ioctl(self.fd, TUNSETIFF, _ifreq(self.name,
+                                                   struct.pack("=H", IFF_TAP | IFF_NO_PI)))
+            _ioctl(self.name, SIOCSIFHWADDR, struct.pack("=H6s", 1, mac))  # ARPHRD_ETHER
+            # No addresses of its own: no IPv6 link-local (it would be the interface's,
+            # found duplicate), no reverse-path check against routes via the interface.
+            _sysctl(f"/proc/sys/net/ipv6/conf/{self.name}/addr_gen_mode", "1")
+            _sysctl(f"/proc/sys/net/ipv4/conf/{self.name}/rp_filter", "0")
+            _set_up(self.name)
+        except BaseException as e:
+            os.close(self.fd)
+            if isinstance(e, OSError):
+                raise LiveError(f"{ifname}: TAP {self.name}: {e.strerror}") from None
+            raise
+        self._out = np.zeros((64, max(mtu + 18, 64)), np.uint8)
+        self._out_len = np.zeros(64, np.int64)
+        self.written = 0
+        self.refused = 0
+
+    def inject(self, batch: SkbBatch) -> None:
+        n = len(batch)
+        if not n:
+            return
+        data = np.ascontiguousarray(batch.data)
+        done = int(_write_rows(self.fd, data, batch.length))
+        self.written += done
+        self.refused += n - done
+
+    def replies(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """What the kernel sent out of the TAP since the last call (rows, lengths)."""
+        n = int(_read_rows(self.fd, self._out, self._out_len))
+        return self._out[:n], self._out_len[:n]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # not persistent: the device goes with its last file
+            self.fd = -1
+
+
+# -----------------------------------------------------------------------------------
+# Ports: where a queue's frames come from and go to
+# -----------------------------------------------------------------------------------
+
+_TX = int(ChunkState.TX)
+
+
+class _XskPort:
+    """One AF_XDP socket on (interface, queue), its UMEM the copy source and target."""
+
+    kind = "af_xdp"
+
+    def __init__(self, ifname: str, queue: int, mode: str | None) -> None:
+        try:
+            self.sock = LinuxXskSocket(ifname, queue, mode=mode, fill_size=RING,
+                                       comp_size=RING, rx_size=RING, tx_size=RING)
+        except XskError as e:
+            if mode is not None or e.errno not in (_errno.EOPNOTSUPP, _errno.EINVAL):
+                raise
+            self.sock = LinuxXskSocket(ifname, queue, mode="copy", fill_size=RING,
+                                       comp_size=RING, rx_size=RING, tx_size=RING)
+        self.zerocopy = self.sock.zerocopy
+        self.sock.fill(RING)
+        try:  # one sendto sends a whole round in copy mode (default: 32 descriptors)
+            self.sock.set_tx_budget(RING)
+        except XskError:
+            pass  # an older kernel: kick() loops instead
+        self.pending: list[Frames] = []  # ndo_xdp_xmit's frames until the round's flush
+        self.pending_n = 0
+        self.room = self.tx_room()
+
+    def tx_room(self) -> int:
+        """Frames the tx ring takes now (completions reaped first)."""
+        s = self.sock
+        assert s.tx is not None
+        s.complete()
+        return min(s.tx.nb_free(RING), s.pool.nfree)
+
+    def kick(self) -> None:
+        s = self.sock
+        assert s.tx is not None
+        for _ in range(16):
+            if not s.kick() and not s.tx.window()[1]:
+                break
+
+    def fileno(self) -> int:
+        return self.sock.fd
+
+    def receive(self, dev: LiveNic, rq: Any, budget: int) -> int:
+        """Frames from the rx ring into pages of ``rq``'s pool, queued for its poll."""
+        s = self.sock
+        b = s.recv(budget)
+        n = len(b)
+        if not n:
+            return 0
+        lens = b.len.astype(np.int64)
+        src = b.data_addr.astype(np.int64)
+        ok = lens <= MAX_FRAME
+        if not ok.all():  # longer than a page holds: multi-buffer, which pyxdp does not do
+            src, lens = src[ok], lens[ok]
+        pfns = rq.pool.alloc_bulk(len(lens))
+        if len(pfns) < len(lens):  # the pool ran dry: dropped as a NIC drops
+            src, lens = src[:len(pfns)], lens[:len(pfns)]
+        dev.stats.rx_dropped += n - len(pfns)
+        if len(pfns):
+            rows = rq.pool.local(pfns)
+            gather_rows(s.umem.buf, src, lens, rq.pool.pages, rows, XDP_PACKET_HEADROOM)
+            rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens))
+        s.release(b, refill=True)
+        return len(pfns)
+
+    def transmit(self, pages: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
+                 offs: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]) -> int:
+        """Copy frames into free chunks, queue them on the tx ring, kick; how many."""
+        s = self.sock
+        assert s.tx is not None
+        n = len(lens)
+        if s.pool.nfree < n:
+            s.complete()
+        k = min(n, s.tx.nb_free(n), s.pool.nfree)
+        if k <= 0:
+            return 0
+        chunks = s.pool.alloc(k, _TX)
+        dst = s.umem.chunk_base(chunks).astype(np.int64)
+        scatter_rows(pages, rows[:k], offs[:k], lens[:k], s.umem.buf, dst)
+        idx, got = s.tx.reserve(k)
+        s.tx.write_descs(idx, dst.astype(np.uint64), lens[:k].astype(np.uint32), 0)
+        s.tx.submit(got)
+        return got
+
+    def warm_up(self) -> None:
+        return None
+
+    def reap(self) -> None:
+        s = self.sock
+        if s.tx is not None and s.tx.window()[1]:
+            s.kick()
+        s.complete()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _PacketPort:
+    """The AF_PACKET fallback: a TPACKET_V3 rx ring and a TPACKET_V2 tx ring."""
+
+    kind = "af_packet"
+    zerocopy = False
+
+    def __init__(self, ifindex: int) -> None:
+        self.rx = PacketRxRing(ifindex)
+        try:
+            self.tx = PacketTxRing(ifindex)
+        except BaseException:
+            self.rx.close()
+            raise
+        self.pending: list[Frames] = []
+        self.pending_n = 0
+        self.room = self.tx_room()
+
+    def tx_room(self) -> int:
+        return self.tx.frame_nr  # slots still sending are found (and refused) on copying
+
+    def kick(self) -> None:
+        self.tx.flush()
+
+    def fileno(self) -> int:
+        return self.rx.fileno()
+
+    def receive(self, dev: LiveNic, rq: Any, budget: int) -> int:
+        off, lens, vlan = self.rx.peek(budget)
+        n = len(lens)
+        if not n:
+            return 0
+        ok = lens + 4 * (vlan >= 0) <= MAX_FRAME
+        pfns = rq.pool.alloc_bulk(int(ok.sum()))
+        sel = np.flatnonzero(ok)[:len(pfns)]
+        dev.stats.rx_dropped += n - len(sel)
+        if len(sel):
+            lens = lens[sel].copy()
+            rows = rq.pool.local(pfns)
+            # As on the wire: the tag the stack took off goes back in.
+            gather_rows_vlan(self.rx.ring, off[sel], lens, vlan[sel], rq.pool.pages, rows,
+                             XDP_PACKET_HEADROOM)
+            rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens))
+        self.rx.release()
+        return len(sel)
+
+    def transmit(self, pages: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
+                 offs: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]) -> int:
+        ok = lens <= self.tx.max_len
+        if not ok.all():
+            sel = np.flatnonzero(ok)
+            return self.tx.queue(pages, rows[sel], offs[sel], lens[sel])
+        return self.tx.queue(pages, rows, offs, lens)
+
+    def reap(self) -> None:
+        return None
+
+    def warm_up(self) -> None:
+        """Compile the ring walks and copies (nothing is received or sent)."""
+        z = np.zeros(0, np.int64)
+        self.rx.warm_up()
+        gather_rows_vlan(self.rx.ring, z, z, z, np.zeros((0, 64), np.uint8), z, 0)
+        self.tx.queue(np.zeros((0, 64), np.uint8), z, z, z)
+
+    def close(self) -> None:
+        self.rx.close()
+        self.tx.close()
+
+
+# -----------------------------------------------------------------------------------
+# The device
+# -----------------------------------------------------------------------------------
+
+class LiveNic(NetDevice):
+    """A pyxdp NIC backed by a Linux interface (use :func:`add_live_device`)."""
+
+    kind = "live"  # the native loop leaves its TX and redirects to ndo_xdp_xmit below
+
+    def __init__(self, host: Host, ifname: str, *, queues: int | None = None,
+                 backend: str = "auto", mode: str | None = None,
+                 kernel_mode: str | None = None) -> None:
+        if backend not in ("auto", "af_xdp", "af_packet"):
+            raise ValueError(f"backend {backend!r}: 'auto', 'af_xdp' or 'af_packet'")
+        try:
+            ifindex = ifindex_of(ifname)
+        except (KernelError, OSError):
+            raise LiveError(f"no interface {ifname!r} in this network namespace") from None
+        if ifindex in host.devices:
+            raise LiveError(f"{ifname}: ifindex {ifindex} is taken on this host")
+        nq = queues if queues is not None else if_rx_queues(ifname)
+        if nq < 1:
+            raise ValueError("a live device needs at least one queue")
+        mtu = if_mtu(ifname)
+        host.stack.ensure_ifindex(ifindex)
+        super().__init__(host, ifindex, ifname, mac=if_mac(ifname), mtu=mtu, rx_queues=nq,
+                         tx_queues=nq, ring_size=RX_RING)
+        host._next_ifindex = max(host._next_ifindex, ifindex + 1)
+        self.ports: list[_XskPort | _PacketPort] = []
+        self.link: XdpLink | None = None
+        self.tap: PassTap | None = None
+        self._redir: Collection | None = None
+        self._local = threading.local()
+        try:
+            if backend in ("auto", "af_xdp"):
+                try:
+                    self._open_xsk(ifname, nq, mode, kernel_mode)
+                except XskError as e:
+                    if backend == "af_xdp" or e.errno not in (_errno.EAFNOSUPPORT,
+                                                              _errno.EPERM):
+                        raise LiveError(f"{ifname}: AF_XDP: {e}") from None
+                    self._close_ports()
+            if not self.ports:
+                self.ports = [_PacketPort(ifindex) for _ in range(1)]
+                if nq > 1:  # one AF_PACKET ring sees every queue's frames
+                    self.rx = self.rx[:1]
+        except BaseException:
+            self.close_live()
+            raise
+        self.backend = self.ports[0].kind
+
+    def _open_xsk(self, ifname: str, nq: int, mode: str | None,
+                  kernel_mode: str | None) -> None:
+        for q in range(nq):
+            self.ports.append(_XskPort(ifname, q, mode))
+        self._redir = Collection(redirect_spec(max(nq, 1)), "kernel")
+        xsks = self._redir.maps["xsks"]
+        for q, p in enumerate(self.ports):
+            assert isinstance(p, _XskPort)
+            xsks[q] = p.sock.fd
+        handle = self._redir.programs["pyxdp_xsk_redir"].handle
+        modes = [kernel_mode] if kernel_mode is not None else ["native", "generic"]
+        err: KernelError | None = None
+        for m in modes:
+            try:
+                self.link = XdpLink.attach(ifname, handle, mode=m)  # type: ignore[arg-type]
+                self.kernel_mode = m
+                break
+            except KernelError as e:
+                err = e
+        if self.link is None:
+            assert err is not None
+            raise LiveError(f"{ifname}: attaching the AF_XDP redirect program: {err}")
+        self.tap = PassTap(ifname, self.mac, self.mtu)
+
+    @property
+    def zerocopy(self) -> bool:
+        return all(p.zerocopy for p in self.ports)
+
+    def _port(self) -> _XskPort | _PacketPort:
+        """The port of the worker's queue (XDP_TX leaves by the queue it came in on)."""
+        q = getattr(self._local, "queue", 0)
+        return self.ports[q % len(self.ports)]
+
+    def ndo_xdp_xmit(self, frames: Frames) -> int:
+        """Put ``xdp_frame`` s on the tx ring of the worker's port, as a driver's
+        ``ndo_xdp_xmit`` fills its TX descriptors: as many as the ring has room for
+        (the caller frees the rest); they leave, and their pages come back, at the
+        round's :meth:`flush_tx` - one copy into the ring's buffers and one kick for
+        every frame the round transmitted."""
+        if not self.up:
+            return -_errno.ENETDOWN
+        n = len(frames)
+        port = self._port()
+        k = min(n, port.room - port.pending_n)
+        if k <= 0:
+            return 0
+        port.pending.append(frames.select(np.arange(k)))
+        port.pending_n += k
+        return k
+
+    def flush_tx(self) -> None:
+        """TX of the frames :meth:`ndo_xdp_xmit` queued on each port, then their pages
+        back (the completion of a copy: at once)."""
+        from pyxdp.net.xdp_mem import xdp_return_frames_rx_napi
+        for port in self.ports:
+            if not port.pending_n:
+                continue
+            frames = Frames.concat(port.pending)
+            port.pending.clear()
+            port.pending_n = 0
+            sent = 0
+            for mem, pos, rows in self.host.memmap.split(frames.pfn):
+                sent += port.transmit(mem.pages, rows, frames.data[pos], frames.length[pos])
+            port.kick()
+            port.room = port.tx_room()
+            self.stats.tx_packets += sent
+            self.stats.tx_bytes += int(frames.length.sum())  # lengths alike: close enough
+            self.stats.tx_dropped += len(frames) - sent
+            xdp_return_frames_rx_napi(frames.pfn, memmap=self.host.memmap)
+
+    def xmit_skbs(self, batch: SkbBatch) -> None:
+        """``dev_queue_xmit`` from pyxdp's side (the generic path's TX): to the wire."""
+        if not self.up or not len(batch):
+            self._transmitted(batch, False)
+            return
+        data = np.ascontiguousarray(batch.data)
+        rows = np.arange(len(batch), dtype=np.int64)
+        port = self._port()
+        got = port.transmit(data, rows, np.zeros(len(batch), np.int64), batch.length)
+        port.kick()
+        self.stats.tx_packets += got
+        self.stats.tx_bytes += int(batch.length[:got].sum())
+        self.stats.tx_dropped += len(batch) - got
+
+    def _close_ports(self) -> None:
+        for p in self.ports:
+            p.close()
+        self.ports = []
+
+    def close_live(self) -> None:
+        """Detach the redirect program, close the sockets and the TAP."""
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+        if self._redir is not None:
+            self._redir.close()
+            self._redir = None
+        self._close_ports()
+        if self.tap is not None:
+            self.tap.close()
+            self.tap = None
+
+    def close(self) -> None:
+        self.close_live()
+        super().close()
+
+
+def add_live_device(host: Host, ifname: str, **kw: Any) -> LiveNic:
+    """Add the Linux interface ``ifname`` (of the caller's network namespace) to ``host``
+    as a :class:`LiveNic` (keywords as :class:`LiveNic`)."""
+    dev = LiveNic(host, ifname, **kw)
+    host.devices[dev.ifindex] = dev
+    host.fwd.stale = True
+    return dev
+
+
+# -----------------------------------------------------------------------------------
+# Running: one worker per queue
+# -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    """How :class:`LiveDataplane` sets its interfaces up."""
+
+    backend: str = "auto"  # "auto", "af_xdp" or "af_packet"
+    mode: str | None = None  # AF_XDP bind: "zerocopy", "copy", None (try zero-copy)
+    kernel_mode: str | None = None  # the redirect program's XDP mode (None: native, else generic)
+    queues: int | None = None  # rx queues per interface (None: all the driver has)
+
+
+def _pick(coll: Collection, section: str | None) -> Program:
+    """``section``'s program, or the object's first one a device can run (not a devmap
+    or cpumap program)."""
+    if section is not None:
+        return coll.program(section)
+    for p in coll.programs.values():
+        if p.spec.expected_attach_type not in (BpfAttachType.BPF_XDP_DEVMAP,
+                                               BpfAttachType.BPF_XDP_CPUMAP):
+            return p
+    raise LiveError("the object has no XDP program a device can run")
+
+
+class LiveDataplane:
+    """``obj``'s program (``section``) run by pyxdp on Linux interfaces ``ifaces``.
+
+    The program's maps are ``self.collection.maps`` (live while it runs);
+    :meth:`start` starts a worker per queue, :meth:`stop` joins them,
+    :meth:`close` (or the ``with`` block's end) takes everything out of the kernel.
+    """
+
+    def __init__(self, obj: str | Path | CollectionSpec, ifaces: Sequence[str], *,
+                 section: str | None = None, options: LiveOptions = LiveOptions(),
+                 engine: str = "auto", verify: bool = True) -> None:
+        if not ifaces:
+            raise ValueError("name at least one interface")
+        if len(set(ifaces)) != len(ifaces):
+            raise ValueError("an interface is named twice")
+        self.host = Host("live", engine=engine)
+        self.devices: list[LiveNic] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+        self._failed = False  # a worker's error was raised: skip the page check at close
+        try:
+            self.collection = self.host.load(obj, verify=verify)
+            self.program: Program = _pick(self.collection, section)
+            for name in ifaces:
+                self.devices.append(add_live_device(
+                    self.host, name, queues=options.queues, backend=options.backend,
+                    mode=options.mode, kernel_mode=options.kernel_mode))
+            self.host.stack.on_receive(self._passed)
+            for d in self.devices:
+                d.attach_xdp(self.program)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def maps(self) -> Any:
+        return self.collection.maps
+
+    def _passed(self, batch: SkbBatch) -> None:
+        """XDP_PASS: the skbs to the kernel's stack through each device's TAP (the
+        AF_PACKET fallback needs none: the kernel has its own copy)."""
+        for d in self.devices:
+            if d.tap is None:
+                continue
+            mine = batch.ifindex == d.ifindex
+            if mine.all():
+                d.tap.inject(batch)
+            elif mine.any():
+                sel = np.flatnonzero(mine)
+                d.tap.inject(SkbBatch(batch.data[sel], batch.length[sel], batch.ifindex[sel],
+                                      batch.queue[sel]))
+
+    def _warm_up(self) -> None:
+        """Compile what the workers run before frames wait for it: the copy and TAP
+        loops, and a poll of each (empty) queue - the program's JIT and the native
+        poll loop, with no frame to act on."""
+        from pyxdp.net.napi import napi_poll
+        z = np.zeros(0, np.int64)
+        u8 = np.zeros((0, 64), np.uint8)
+        gather_rows(np.zeros(1, np.uint8), z, z, u8, z, 0)
+        scatter_rows(u8, z, z, z, np.zeros(1, np.uint8), z)
+        _write_rows(-1, u8, z)
+        _read_rows(-1, u8, z)
+        for d in self.devices:
+            for p in d.ports:
+                p.warm_up()
+            for rq in d.rx:
+                napi_poll(rq, BATCH)
+
+    def start(self) -> None:
+        """A worker thread per (device, queue), started once the code they run is compiled."""
+        if self._threads:
+            return
+        self._warm_up()
+        self._stop.clear()
+        for d in self.devices:
+            for q in range(len(d.rx)):
+                t = threading.Thread(target=self._work, args=(d, q), daemon=True,
+                                     name=f"pyxdp-{d.name}-rx{q}")
+                self._threads.append(t)
+        for t in self._threads:
+            t.start()
+
+    def _work(self, dev: LiveNic, q: int) -> None:
+        from pyxdp.net.napi import napi_poll
+        rq = dev.rx[q]
+        port = dev.ports[min(q, len(dev.ports) - 1)]
+        for d in self.devices:  # XDP_TX and redirects from here leave by queue q
+            d._local.queue = q
+        poller = select.poll()
+        poller.register(port.fileno(), select.POLLIN)
+        tap = dev.tap if q == 0 else None
+        try:
+            while not self._stop.is_set():
+                got = 0
+                if rq.ring.free >= BATCH:
+                    with self.host.lock:
+                        got = port.receive(dev, rq, BATCH)
+                while len(rq.ring):
+                    # One poll takes the whole batch: what the program sends is handed
+                    # back to Python once per batch, not once per 64 frames.
+                    napi_poll(rq, BATCH)
+                with self.host.lock:
+                    for d in self.devices:
+                        d.flush_tx()
+                    port.reap()
+                    if tap is not None:
+                        rows, lens = tap.replies()
+                        if len(lens):
+                            port.transmit(rows, np.arange(len(lens), dtype=np.int64),
+                                          np.zeros(len(lens), np.int64), lens)
+                            port.kick()
+                if not got:
+                    poller.poll(20)
+        except BaseException as e:  # reported by stop()
+            self.errors.append(e)
+
+    def stats(self) -> dict[str, NetdevStats]:
+        return {d.name: d.stats.copy() for d in self.devices}
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        if self.errors:
+            err = self.errors[0]
+            self.errors = []
+            self._failed = True
+            raise err
+
+    def close(self) -> None:
+        try:
+            if self._threads:
+                self.stop()
+        finally:
+            from pyxdp.net.xdp_mem import xdp_return_frames
+            clean = not self.errors and not self._failed
+            for d in self.devices:
+                for port in d.ports:  # frames queued for a flush that will not come
+                    if port.pending_n:
+                        xdp_return_frames(Frames.concat(port.pending).pfn,
+                                          memmap=self.host.memmap)
+                        port.pending.clear()
+                        port.pending_n = 0
+                d.close_live()
+            # Every page back exactly once (unless a worker failed: its error goes first).
+            self.host.close(check=clean)
+
+    def __enter__(self) -> LiveDataplane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

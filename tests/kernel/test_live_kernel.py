@@ -1,0 +1,162 @@
+"""pyxdp's datapath on real interfaces (pyxdp.xsk.live) against Linux on the same topology.
+
+Each case of :mod:`pyxdp.testing.livelab` sends the same frames into a veth, once
+with Linux running the object natively on it and once with pyxdp running it in user
+space behind AF_XDP: what comes out of the veth's peer (XDP_TX), out of the second
+pair (devmap redirect), what a UDP socket of the kernel receives (XDP_PASS through
+the TAP) and the program's counters must be the same. Then the AF_PACKET fallback,
+and ``pyxdp run --iface`` killed with SIGKILL leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pyxdp.kernel.netlink import xdp_query
+from pyxdp.net.packets import udp_packet
+from pyxdp.testing.livelab import CASES, IP0, MACS, PEER_IP, LiveResult, live_netns, run_case
+from pyxdp.testing.vethlab import mixed_frames
+
+pytestmark = pytest.mark.kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[str]:
+    with live_netns() as ns:
+        yield ns
+
+
+def _frames() -> list[bytes]:
+    """The lab's mix (IPv4/IPv6, VLAN, ARP, a runt...) and UDP to veth0's address."""
+    out = mixed_frames(MACS["veth1"], MACS["veth0"])
+    out += [udp_packet(b"to-the-stack-%d" % i, dst_ip=IP0, src_ip=PEER_IP, dport=5678,
+                       src_mac=MACS["veth1"], dst_mac=MACS["veth0"], size=size)
+            for i, size in enumerate((60, 64, 200, 1000, 1514))]
+    return out
+
+
+@cache
+def _kernel(case: str) -> LiveResult:
+    return run_case(CASES[case], _frames(), "kernel")
+
+
+def _nothing_left() -> None:
+    """veth0 has no XDP program and its TAP is gone."""
+    assert xdp_query("veth0").prog_id == 0
+    with pytest.raises(OSError):
+        socket.if_nametoindex("veth0-pass")
+
+
+def _same(want: LiveResult, got: LiveResult) -> None:
+    for dev in ("veth1", "veth3"):
+        assert sorted(got.rx[dev]) == sorted(want.rx[dev]), dev
+    assert got.udp == want.udp
+    assert got.maps == want.maps
+
+
+@pytest.mark.parametrize("case", ["tx", "redirect", "pass", "drop"])
+def test_live_matches_linux(lab: str, case: str) -> None:
+    frames = _frames()
+    want = _kernel(case)
+    got = run_case(CASES[case], frames, "pyxdp")
+    _same(want, got)
+    # The frames went through pyxdp (not past it: the kernel side passes on a miss).
+    st = got.stats["veth0"]
+    assert st.rx_packets == len(frames)
+    expect = {"tx": ("veth1", st.xdp_tx), "redirect": ("veth3", st.xdp_redirect),
+              "pass": (None, st.xdp_pass), "drop": (None, st.xdp_drops)}[case]
+    dev, count = expect
+    assert count > 0
+    if dev is not None:
+        assert len(got.rx[dev]) == count
+    if case == "pass":
+        assert len(got.udp) == 5 and got.udp[0].startswith(b"to-the-stack-")
+    _nothing_left()
+
+
+def test_af_packet_fallback(lab: str) -> None:
+    """AF_XDP forced off: TPACKET_V3 receive, TPACKET_V2 transmit, the same TX out."""
+    frames = _frames()
+    got = run_case(CASES["tx"], frames, "pyxdp", live_backend="af_packet")
+    want = _kernel("tx")
+    assert sorted(got.rx["veth1"]) == sorted(want.rx["veth1"])
+    assert got.maps == want.maps
+    assert got.stats["veth0"].rx_packets == len(frames)
+    _nothing_left()
+
+
+def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", lab, sys.executable, "-m", "pyxdp.cli.main", "run",
+         str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stdout is not None
+        lines: list[bytes] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(lines) < 2:
+            r, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if r:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+        assert len(lines) == 2, (lines, proc.stderr.read() if proc.poll() is not None else "")
+        assert lines[0].startswith(b"pyxdp run: xdp_prog1 (xdp1.o) on veth0")
+        assert lines[1].startswith(b"veth0 rx ") and b"Mpps" in lines[1]
+        assert xdp_query("veth0").prog_id != 0
+        socket.if_nametoindex("veth0-pass")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    for _ in range(100):  # the kernel releases the link and the TAP as the files close
+        if xdp_query("veth0").prog_id == 0:
+            break
+        time.sleep(0.05)
+    _nothing_left()
+
+
+def test_one_worker_per_queue(lab: str) -> None:
+    """A two-queue veth: a socket and a worker on each queue, each receiving what the
+    peer's sends from its CPU put on that queue."""
+    from pyxdp.testing.livelab import send_frames
+    from pyxdp.xsk.live import LiveDataplane
+    subprocess.run(["ip", "link", "add", "mq0", "numtxqueues", "2", "numrxqueues", "2",
+                    "type", "veth", "peer", "name", "mq1", "numtxqueues", "2",
+                    "numrxqueues", "2"], check=True, timeout=60)
+    try:
+        for d in ("mq0", "mq1"):
+            subprocess.run(["ip", "link", "set", d, "up"], check=True, timeout=60)
+        old = os.sched_getaffinity(0)
+        with LiveDataplane(ROOT / "samples" / "xdp1.o", ["mq0"]) as dp:
+            dev = dp.devices[0]
+            assert len(dev.rx) == 2 and len(dp._threads) == 2
+            try:
+                for cpu in sorted(old)[:2]:  # the peer's tx queue follows the sending CPU
+                    os.sched_setaffinity(0, {cpu})
+                    send_frames("mq1", [udp_packet(b"q", sport=2000 + i) for i in range(40)])
+            finally:
+                os.sched_setaffinity(0, old)
+            deadline = time.monotonic() + 10
+            while dev.stats.rx_packets < 80 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            per_queue = [rq.stats.rx_packets for rq in dev.rx]
+            assert sum(per_queue) == 80 and dev.stats.xdp_drops == 80
+            if len(old) > 1:
+                assert all(per_queue), per_queue
+    finally:
+        subprocess.run(["ip", "link", "del", "mq0"], capture_output=True, timeout=60)
