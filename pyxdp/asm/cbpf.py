@@ -374,18 +374,38 @@ def _convert_one(f: SockFilter, pc: int) -> _Emitted:
     return out
 
 
+def _reachable(prog: Sequence[SockFilter]) -> list[bool]:
+    """Which instructions a run can reach (jumps only go forward: one pass)."""
+    live = [False] * len(prog)
+    live[0] = True
+    for pc, f in enumerate(prog):
+        if not live[pc]:
+            continue
+        if f.code & 0x07 == BPF_RET:
+            continue
+        if f.code == op.BPF_JMP | op.BPF_JA:
+            live[pc + 1 + f.k] = True
+        elif _is_cond_jump(f.code):
+            live[pc + 1 + f.jt] = live[pc + 1 + f.jf] = True
+        else:
+            live[pc + 1] = True
+    return live
+
+
 def convert_filter(prog: Iterable[SockFilter]) -> tuple[Instruction, ...]:
     """``bpf_check_classic`` then ``bpf_convert_filter``, for an XDP frame (see above)."""
     cprog = tuple(prog)
     check_classic(cprog)
-    # Prologue: A and X are zero, as classic BPF promises; the context is kept in R6.
-    head: _Emitted = [(m.alu32_reg(op.BPF_XOR, REG_A, REG_A), None),
-                      (m.alu32_reg(op.BPF_XOR, REG_X, REG_X), None),
+    # Prologue: A and X are zero, as classic BPF promises (moves, not the kernel's
+    # xors: the verifier refuses reading a register never written), the context in R6.
+    head: _Emitted = [(m.mov32_imm(REG_A, 0), None), (m.mov32_imm(REG_X, 0), None),
                       (m.mov64_reg(REG_CTX, 1), None)]
     if _uses_packet(cprog):
         head.append((m.ldx_mem(4, REG_D, REG_CTX, _XDP_MD_DATA), None))
         head.append((m.ldx_mem(4, REG_H, REG_CTX, _XDP_MD_DATA_END), None))
-    blocks = [_convert_one(f, pc) for pc, f in enumerate(cprog)]
+    # Classic BPF may hold dead code; eBPF's verifier refuses unreachable instructions.
+    live = _reachable(cprog)
+    blocks = [_convert_one(f, pc) if live[pc] else [] for pc, f in enumerate(cprog)]
     addrs: list[int] = []
     at = len(head)
     for b in blocks:

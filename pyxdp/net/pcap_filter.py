@@ -142,10 +142,20 @@ class PacketFilter:
 
     def __init__(self, expression: str, *, snaplen: int = DEFAULT_SNAPLEN,
                  engine: str = "auto") -> None:
+        self._setup(expression, compile_filter(expression, snaplen=snaplen), engine)
+
+    @classmethod
+    def from_classic(cls, prog: Sequence[SockFilter], *, name: str = "classic",
+                     engine: str = "auto") -> PacketFilter:
+        """A filter from a classic program of its own (tcpdump -ddd's numbers)."""
+        self = cls.__new__(cls)
+        self._setup(name, tuple(prog), engine)
+        return self
+
+    def _setup(self, expression: str, prog: tuple[SockFilter, ...], engine: str) -> None:
         self.expression = expression
-        self.snaplen = snaplen
-        self.cbpf = compile_filter(expression, snaplen=snaplen)
-        self.insns: tuple[Instruction, ...] = convert_filter(self.cbpf)
+        self.cbpf = prog
+        self.insns: tuple[Instruction, ...] = convert_filter(prog)
         self.spec = ProgramSpec("pcap_filter", "xdp", self.insns, license="GPL")
         self.prog = XdpProg(self.spec, {}, engine=engine)
 
