@@ -165,24 +165,25 @@ def check_classic(prog: Sequence[SockFilter]) -> None:
         raise CbpfError(f"a classic program has 1..{BPF_MAXINSNS} instructions, not {n}",
                         rule="length")
     for pc, f in enumerate(prog):
-        where = {"pc": pc, "insn": str(f)}
+        def fail(message: str, rule: str) -> CbpfError:
+            return CbpfError(message, pc=pc, insn=str(f), rule=rule)  # noqa: B023
+
         if f.code not in _VALID:
-            raise CbpfError(f"unknown classic opcode {f.code:#x}", rule="opcode", **where)
+            raise fail(f"unknown classic opcode {f.code:#x}", "opcode")
         cls, alu_op = f.code & 0x07, f.code & 0xF0
         if cls == op.BPF_ALU and f.code & 0x08 == op.BPF_K:
             if alu_op in (op.BPF_DIV, op.BPF_MOD) and f.k == 0:
-                raise CbpfError("division by the constant 0", rule="div-by-zero", **where)
+                raise fail("division by the constant 0", "div-by-zero")
             if alu_op in (op.BPF_LSH, op.BPF_RSH) and f.k >= 32:
-                raise CbpfError(f"constant shift by {f.k}", rule="shift", **where)
+                raise fail(f"constant shift by {f.k}", "shift")
         if f.code in (op.BPF_LD | op.BPF_MEM, op.BPF_LDX | op.BPF_MEM, op.BPF_ST, op.BPF_STX) \
                 and f.k >= BPF_MEMWORDS:
-            raise CbpfError(f"scratch word M[{f.k}] (there are {BPF_MEMWORDS})",
-                            rule="memword", **where)
+            raise fail(f"scratch word M[{f.k}] (there are {BPF_MEMWORDS})", "memword")
         if f.code == op.BPF_JMP | op.BPF_JA:
             if f.k >= n - pc - 1:
-                raise CbpfError("jump out of the program", rule="jump", **where)
+                raise fail("jump out of the program", "jump")
         elif _is_cond_jump(f.code) and (pc + 1 + f.jt >= n or pc + 1 + f.jf >= n):
-            raise CbpfError("jump out of the program", rule="jump", **where)
+            raise fail("jump out of the program", "jump")
     if prog[-1].code & 0x07 != BPF_RET:
         raise CbpfError("the last instruction is not a return", rule="ret", pc=n - 1,
                         insn=str(prog[-1]))

@@ -185,4 +185,4 @@ class PacketFilter:
     def match(self, packets: Sequence[bytes | bytearray | memoryview]
               ) -> npt.NDArray[np.bool_]:
         """Per frame: True when the expression matches it."""
-        return self.keep(packets) != 0
+        return np.asarray(self.keep(packets) != 0, np.bool_)
