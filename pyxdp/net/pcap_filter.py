@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 
 import numpy as np
@@ -30,11 +30,12 @@ import numpy.typing as npt
 from pyxdp.asm.cbpf import SockFilter, convert_filter
 from pyxdp.asm.insn import Instruction
 from pyxdp.errors import NotSupportedError, PyxdpError
+from pyxdp.net.pcap import CapturedPacket
 from pyxdp.net.prog import XdpProg
 from pyxdp.spec import ProgramSpec
 
 __all__ = ["DLT_EN10MB", "DEFAULT_SNAPLEN", "FilterSyntaxError", "FilterUnavailable",
-           "PacketFilter", "compile_filter", "libpcap_available"]
+           "PacketFilter", "compile_filter", "filter_capture", "libpcap_available"]
 
 DLT_EN10MB = 1
 DEFAULT_SNAPLEN = 262144  # tcpdump's MAXIMUM_SNAPLEN
@@ -186,3 +187,23 @@ class PacketFilter:
               ) -> npt.NDArray[np.bool_]:
         """Per frame: True when the expression matches it."""
         return np.asarray(self.keep(packets) != 0, np.bool_)
+
+
+def filter_capture(packets: Iterable[CapturedPacket], expression: str, *,
+                   engine: str = "auto", batch: int = 256) -> Iterator[CapturedPacket]:
+    """The packets of a capture ``expression`` matches, in order (``tcpdump -r IN EXPR``),
+    run through the filter ``batch`` at a time."""
+    f = PacketFilter(expression, engine=engine)
+    pending: list[CapturedPacket] = []
+
+    def flush() -> Iterator[CapturedPacket]:
+        keep = f.match([p.data for p in pending])
+        yield from (p for p, k in zip(pending, keep, strict=True) if k)
+        pending.clear()
+
+    for pkt in packets:
+        pending.append(pkt)
+        if len(pending) == batch:
+            yield from flush()
+    if pending:
+        yield from flush()
