@@ -18,8 +18,8 @@ Where the frames come from and what a record holds:
 Records are written as pcapng (``-w OUT``; ``-`` for stdout), the verdict in
 ``epb_verdict`` (type 2, Linux eBPF XDP: Wireshark's ``frame.verdict.ebpf_xdp``),
 one interface per capture point named ``IF@entry``/``IF@exit`` as xdpdump
-names its ``@fentry``/``@fexit`` ones; without ``-w`` one line per record on
-stdout. ``EXPRESSION`` (pcap-filter(7), compiled by libpcap,
+names its ``@fentry``/``@fexit`` ones (plain ``IF`` for the packet socket);
+without ``-w`` one line per record on stdout. ``EXPRESSION`` (pcap-filter(7), compiled by libpcap,
 :mod:`pyxdp.net.pcap_filter`) keeps the matching frames at each point. The
 capture ends after ``-c COUNT`` records, at the end of ``--pcap``, after
 ``--duration`` seconds, or on Ctrl-C.
@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from pyxdp.cli.prog import CliError, _load, _program, fill_maps
+from pyxdp.cli.prog import CliError, _object, _program, fill_maps
 from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError, PyxdpError
 from pyxdp.net.pcap import EPB_FLAG_INBOUND, PcapngWriter, read_capture
 from pyxdp.net.pcap_filter import DEFAULT_SNAPLEN, PacketFilter
@@ -115,17 +115,22 @@ class _Output:
             return
         self._file = sys.stdout.buffer if path == "-" else open(path, "wb")  # noqa: SIM115
         self.writer = PcapngWriter(self._file, userappl="pyxdp dump")
-        for p in points:
-            self.ids[p] = self.writer.add_interface(f"{ifname}@{p}", snaplen=snaplen)
+        self.snaplen = snaplen
+
+    def _name(self, point: str) -> str:
+        return f"{self.ifname}@{point}" if point else self.ifname
 
     def add(self, c: Captured) -> None:
         if self.writer is not None:
+            if c.point not in self.ids:
+                self.ids[c.point] = self.writer.add_interface(self._name(c.point),
+                                                              snaplen=self.snaplen)
             self.writer.write(c.data, c.ts_ns, self.ids[c.point], verdict=c.verdict,
                               comment=c.redirect, flags=EPB_FLAG_INBOUND, orig_len=c.orig_len)
         else:
             verdict = "" if c.verdict is None else f"[{_action(c.verdict)}]"
             extra = f" ({c.redirect})" if c.redirect else ""
-            print(f"{c.ts_ns / 1e9:.6f}: {self.ifname}@{c.point}{verdict}{extra} "
+            print(f"{c.ts_ns / 1e9:.6f}: {self._name(c.point)}{verdict}{extra} "
                   f"packet size {c.orig_len} bytes, captured {len(c.data)} bytes")
         self.written += 1
 
@@ -187,7 +192,9 @@ def _expired(deadline: float | None) -> bool:
 
 def _dump_pyxdp(args: argparse.Namespace, points: tuple[str, ...], filt: PacketFilter | None,
                 out: _Output, deadline: float | None) -> None:
-    with _load(args.prog) as coll:
+    from pyxdp.collection import Collection
+    from pyxdp.elf import load_collection_spec
+    with Collection(load_collection_spec(_object(args.prog)), engine=args.engine) as coll:
         if args.maps:
             fill_maps(coll, args.maps)
         prog = _program(coll, args.section).handle
@@ -258,7 +265,7 @@ def _dump_linux(args: argparse.Namespace, points: tuple[str, ...], filt: PacketF
             if not frames:
                 continue
             keep = filt.keep(frames) if filt is not None else [1] * len(frames)
-            recs = [Captured("entry", t, f[:args.snapshot_length], len(f))
+            recs = [Captured("", t, f[:args.snapshot_length], len(f))
                     for f, t, k in zip(frames, stamps, keep, strict=True) if k]
             if _emit(recs, args, out):
                 return

@@ -36,7 +36,7 @@ _PAGE = 4096
 class Captured:
     """One frame at one point; ``verdict`` and ``redirect`` only at exit."""
 
-    point: str
+    point: str  # entry, exit, or "" for a frame that reached the stack (no program point)
     ts_ns: int
     data: bytes  # cut to the snap length
     orig_len: int
@@ -45,8 +45,9 @@ class Captured:
 
 
 def redirect_text(map_type: int, map_id: int, index: int) -> str:
-    """Where ``XDP_REDIRECT`` sends the frame, as ``bpf_redirect_info`` says."""
-    if not map_id:
+    """Where ``XDP_REDIRECT`` sends the frame, as ``bpf_redirect_info`` says (``bpf_redirect``
+    leaves no map type, and ``map_id`` INT_MAX, beside the ifindex)."""
+    if map_type == BpfMapType.BPF_MAP_TYPE_UNSPEC:
         return f"redirect to ifindex {index}"
     name = (BpfMapType(map_type).name if map_type in BpfMapType._value2member_map_
             else f"map type {map_type}")
