@@ -34,9 +34,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from pyxdp.cli.prog import CliError, _object, _program, fill_maps
-from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError, PyxdpError
+from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError
 from pyxdp.net.pcap import EPB_FLAG_INBOUND, PcapngWriter, read_capture
 from pyxdp.net.pcap_filter import DEFAULT_SNAPLEN, PacketFilter
+from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp_capture import CAPTURE_POINTS, Captured, DatapathCapture
 from pyxdp.uapi.bpf import XdpAction
 
@@ -197,7 +198,10 @@ def _dump_pyxdp(args: argparse.Namespace, points: tuple[str, ...], filt: PacketF
     with Collection(load_collection_spec(_object(args.prog)), engine=args.engine) as coll:
         if args.maps:
             fill_maps(coll, args.maps)
-        prog = _program(coll, args.section).handle
+        program = _program(coll, args.section)
+        prog = program.handle
+        if not isinstance(prog, XdpProg):
+            raise CliError(f"{program.name} is not an XDP program pyxdp runs")
         if args.pcap:
             cap = DatapathCapture(prog, points=points, filter=filt,
                                   snaplen=args.snapshot_length)

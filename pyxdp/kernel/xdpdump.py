@@ -103,7 +103,7 @@ def _net_device_ifindex_offset() -> int:
     if ix is None or sid is None:
         raise NotSupportedError("fentry/fexit capture needs the kernel's BTF "
                                 "(/sys/kernel/btf/vmlinux)")
-    for mem in ix.type_by_id(sid).members:  # type: ignore[attr-defined]
+    for mem in ix.type_by_id(sid).members:
         if mem.name == "ifindex":
             return int(mem.bit_offset // 8)
     raise NotSupportedError("struct net_device has no ifindex in the kernel's BTF")
