@@ -158,6 +158,9 @@ HANDWRITTEN: dict[str, tuple[SockFilter, ...]] = {
                      S(op.BPF_LDX | op.BPF_IMM, 0, 0, 50),
                      S(op.BPF_LD | op.BPF_W | op.BPF_IND, 0, 0, 0),
                      S(op.BPF_ALU | op.BPF_RSH | op.BPF_K, 0, 0, 3), S(RET_A)),
+    "far_offset": (S(op.BPF_LD | op.BPF_H | op.BPF_ABS, 0, 0, 12),  # past ldx's s16 offset
+                   S(op.BPF_JMP | op.BPF_JEQ | op.BPF_K, 0, 1, 0x0800),
+                   S(op.BPF_LD | op.BPF_B | op.BPF_ABS, 0, 0, 40000), S(RET_A)),
     "beyond_frame": (S(op.BPF_LD | op.BPF_B | op.BPF_ABS, 0, 0, 1500),
                      S(op.BPF_JMP | op.BPF_JEQ | op.BPF_X, 0, 1), S(RET_K, 0, 0, 1),
                      S(op.BPF_JMP | op.BPF_JA, 0, 0, 0), S(RET_K, 0, 0, 0xFFFF_FFFF)),
@@ -201,6 +204,26 @@ def test_bad_expressions_and_missing_libpcap_are_one_line_errors(
     monkeypatch.setattr(pcap_filter, "_libpcap", lambda: None)
     with pytest.raises(FilterUnavailable, match="libpcap"):
         PacketFilter("udp")
+
+
+def test_ancillary_loads_with_an_xdp_meaning() -> None:
+    ad = cbpf.SKF_AD_OFF & 0xFFFF_FFFF
+
+    def ld(n: int) -> SockFilter:
+        return S(op.BPF_LD | op.BPF_W | op.BPF_ABS, 0, 0, ad + n)
+
+    prog = (ld(cbpf.SKF_AD_IFINDEX), S(cbpf.BPF_MISC | cbpf.BPF_TAX),  # X = 1
+            ld(cbpf.SKF_AD_PROTOCOL), ld(cbpf.SKF_AD_ALU_XOR_X),      # A = EtherType ^ 1
+            S(op.BPF_ST, 0, 0, 0), ld(cbpf.SKF_AD_CPU), ld(cbpf.SKF_AD_RANDOM),
+            ld(cbpf.SKF_AD_QUEUE), S(op.BPF_ALU | op.BPF_ADD | op.BPF_X),  # A = 0 + 1
+            ld(cbpf.SKF_AD_VLAN_TAG_PRESENT), S(op.BPF_ALU | op.BPF_ADD | op.BPF_X),
+            S(op.BPF_LDX | op.BPF_MEM, 0, 0, 0), S(op.BPF_ALU | op.BPF_ADD | op.BPF_X),
+            S(RET_A))
+    frames = [f for f in FRAMES if len(f) >= 14]
+    want = [(int.from_bytes(f[12:14], "big") ^ 1) + 1 for f in frames]
+    for engine in ("interp", "jit"):
+        got = PacketFilter.from_classic(prog, engine=engine).keep(frames)  # ifindex 1, queue 0
+        assert got.tolist() == want, engine
 
 
 def test_check_classic_refuses_what_the_kernel_refuses() -> None:
