@@ -28,7 +28,9 @@ capture ends after ``-c COUNT`` records, at the end of ``--pcap``, after
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
@@ -163,6 +165,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
     filt = PacketFilter(expr, engine=args.engine) if expr else None
     out = _Output(args.write, args.interface, points, args.snapshot_length)
     deadline = None if args.duration is None else time.monotonic() + args.duration
+    # SIGTERM ends the capture as Ctrl-C does: the file is finished, tracing detached.
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if args.prog is not None:
             _dump_pyxdp(args, points, filt, out, deadline)
@@ -172,8 +178,14 @@ def cmd_dump(args: argparse.Namespace) -> int:
         pass
     finally:
         out.close()
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     _report(f"{out.written} records written")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _left(args: argparse.Namespace, out: _Output) -> int:
