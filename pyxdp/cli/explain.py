@@ -106,7 +106,11 @@ def cmd_run_explain(args: argparse.Namespace) -> int:
                 writer = PcapngWriter(out)
                 writer.add_interface(ex.topology.ingress.dev)
             n = 0
-            for pkt in read_capture(args.pcap):
+            packets = read_capture(args.pcap)
+            if args.filter_expr:
+                from pyxdp.net.pcap_filter import filter_capture
+                packets = filter_capture(packets, args.filter_expr)
+            for pkt in packets:
                 n += 1
                 j = ex.explain(pkt.data)
                 print(f"packet {n}: {j.fate()}", file=report)

@@ -85,12 +85,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.pcap:
         from pyxdp.cli.prog import CliError
         raise CliError("run needs --pcap IN or --iface IF")
+    from pyxdp.cli.dump import filter_expression
+    args.filter_expr = filter_expression(args)
     if args.explain:
         from pyxdp.cli import explain
         return explain.cmd_run_explain(args)
     from pyxdp.cli import prog
     return prog.cmd_run(args.obj, args.section, args.pcap, args.write, args.maps,
-                        args.dump_maps, args.backend, verify=args.verify)
+                        args.dump_maps, args.backend, verify=args.verify,
+                        filter_expr=args.filter_expr)
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    from pyxdp.cli import dump
+    return dump.cmd_dump(args)
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -265,7 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_arg(r)
     _verify_arg(r)
     live.add_run_arguments(r)  # --iface and its options (see pyxdp.cli.live)
+    from pyxdp.cli import dump
+    dump.add_filter_arguments(r, positional=False)
     r.set_defaults(func=_cmd_run)
+
+    # xdpdump's shape (see pyxdp.cli.dump); the module holds its options.
+    du = sub.add_parser("dump", help="capture frames at an XDP program, with verdicts and "
+                                     "tcpdump filters, like xdpdump",
+                        description=dump.DESCRIPTION)
+    dump.add_arguments(du)
+    du.set_defaults(func=_cmd_dump)
 
     # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).
     ld = sub.add_parser("load", help="load an object and attach a program to an interface")

@@ -285,8 +285,10 @@ def _action_name(act: int) -> str:
 
 
 def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in: str | None,
-            maps_out: str | None, backend: str, verify: bool = True) -> int:
+            maps_out: str | None, backend: str, verify: bool = True,
+            filter_expr: str = "") -> int:
     from pyxdp.net.pcap import PcapngWriter, read_capture
+    from pyxdp.net.pcap_filter import filter_capture
     counts: Counter[str] = Counter()
     aborted: list[str] = []
     with _load(obj, backend, verify) as coll:
@@ -301,7 +303,8 @@ def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in
                 writer = PcapngWriter(out)
                 writer.add_interface("pyxdp")
             n = 0
-            for pkt in read_capture(pcap):
+            packets = read_capture(pcap)
+            for pkt in filter_capture(packets, filter_expr) if filter_expr else packets:
                 n += 1
                 res = prog.test_run(pkt.data)
                 name = _action_name(res.retval)
