@@ -915,6 +915,10 @@ class Explainer:
                 break
             sock.release(batch, refill=True)
 
+    def macs(self) -> dict[str, bytes]:
+        """Each device's MAC address by name (what ``--kernel`` gives Linux's devices)."""
+        return {d.name: d.mac for d in self.host.devices.values() if d.name != "lo"}
+
     def namer(self) -> Callable[[str, int], int | str]:
         """Event field values by name, as the veth lab reports them: ifindexes as
         device names, program and map ids as names (0 and unknown ids stay)."""
