@@ -560,8 +560,8 @@ class Explainer:
                                              f"XDP_TX bulk queue (16), sent at the poll's end "
                                              f"with ndo_xdp_xmit"))
         elif act not in _ACT:
-            self._why[prog.id] = (f"invalid action {act} (bpf_warn_invalid_xdp_action)"
-                                  + (f" ({src})" if src else ""))
+            self._why[prog.id] = ("not an XDP action: bpf_warn_invalid_xdp_action, then "
+                                  "dropped as XDP_ABORTED" + (f" ({src})" if src else ""))
 
     def _call_outcome(self, call: _Call) -> _Outcome:
         ret = call.ret if call.ret is not None else 0

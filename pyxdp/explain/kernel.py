@@ -10,8 +10,9 @@ and what ``X`` transmits is what reaches ``X.w``'s stack (``X.w`` has the
 trivial XDP_PASS program, so that ``X`` takes XDP frames as a NIC does).
 Devices keep the topology's MTU and rx queue count (``numrxqueues``; a
 pair's ends get the larger count) and pyxdp's MAC addresses; the packet
-arrives on the ingress queue because a ``tc`` skbedit rule on the sender
-picks that veth queue. AF_XDP sockets are real ones
+arrives on the ingress queue because the sender runs on the CPU of that
+number with ``PACKET_QDISC_BYPASS`` (:meth:`~pyxdp.testing.vethlab.KernelLab.send`:
+so queue N needs CPU N). AF_XDP sockets are real ones
 (:class:`~pyxdp.xsk.linux.LinuxXskSocket`, copy mode: veth has no zero-copy)
 bound to their device and queue in the namespace, put into the XSKMAP and
 given the topology's fill buffers; UDP listeners are sockets bound in the
@@ -45,6 +46,7 @@ from types import TracebackType
 from typing import Any
 
 from pyxdp.errors import PyxdpError
+from pyxdp.spec import CollectionSpec
 from pyxdp.explain.journey import DROP_REASON_TEXT, Fate, Journey, Step, act_name
 from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, resolve_value
 from pyxdp.testing.vethlab import (
@@ -130,7 +132,7 @@ def _check(topology: Topology) -> None:
                                 f"copy mode (veth has no zero-copy AF_XDP)")
 
 
-def kernel_scenario(obj: str | Path, *, program: str, topology: Topology,
+def kernel_scenario(obj: str | Path | CollectionSpec, *, program: str, topology: Topology,
                     maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                     macs: Mapping[str, bytes] | None = None,
                     extra_setup: Callable[[Any, Callable[[str], int]], None] | None = None
@@ -154,15 +156,20 @@ def kernel_scenario(obj: str | Path, *, program: str, topology: Topology,
             nics.append(d.name)
             links += [LinkSpec(d.name, d.mtu, d.queues, macs.get(d.name)),
                       LinkSpec(_wire(d.name), max(d.mtu, _WIRE_MTU), d.queues)]
-    path = PASS_OBJ if str(obj) == BUILTIN_PASS else str(Path(obj).resolve())
+    explained: str | CollectionSpec
+    if isinstance(obj, CollectionSpec):
+        path, explained = f"spec:{obj.name or 'explained'}", obj
+    else:
+        path = explained = PASS_OBJ if str(obj) == BUILTIN_PASS else str(Path(obj).resolve())
     attach = []
     for a in topology.attachments(program):
-        src = path if a.obj is None else PASS_OBJ if a.obj == BUILTIN_PASS \
+        src = explained if a.obj is None else PASS_OBJ if a.obj == BUILTIN_PASS \
             else str(Path(a.obj).resolve())
         name = a.program or ("xdp_pass" if src == PASS_OBJ else program)
         # The explained object is one collection (its maps are shared); other
         # XDP_PASS programs get one each.
-        key = f"{PASS_OBJ}@{a.dev}" if src == PASS_OBJ and a.obj is not None else src
+        key = f"{PASS_OBJ}@{a.dev}" if src == PASS_OBJ and a.obj is not None else \
+            path if a.obj is None else str(src)
         attach.append(Attach(a.dev, src, name, mode=a.mode, collection=key))
     attach.extend(Attach(_wire(n), PASS_OBJ, "xdp_pass", collection=f"{PASS_OBJ}@{_wire(n)}")
                   for n in nics)
@@ -219,12 +226,13 @@ class KernelExplainer:
     :class:`~pyxdp.explain.journey.Explainer`. ``macs``: device MACs by name (the
     pyxdp host's, so that the stack classifies frames alike)."""
 
-    def __init__(self, obj: str | Path, *, program: str, topology: Topology,
+    def __init__(self, obj: str | Path | CollectionSpec, *, program: str, topology: Topology,
                  maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                  macs: Mapping[str, bytes] | None = None) -> None:
         self.topology = topology
         self.nics = [d.name for d in topology.devices if d.kind == "nic"]
         self._sockets: list[_LinuxSocket] = []
+        self._udp: list[tuple[int, socket.socket]] = []
         self._es = ExitStack()
         scenario = kernel_scenario(obj, program=program, topology=topology, maps=maps,
                                    macs=macs, extra_setup=self._setup)
@@ -253,6 +261,8 @@ class KernelExplainer:
         for port in self.topology.udp:
             u = self._es.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
             u.bind(("0.0.0.0", port))
+            u.setblocking(False)
+            self._udp.append((port, u))
         for x in self.topology.xsk:
             try:
                 sock = LinuxXskSocket(x.dev, x.queue, mode="copy", rx_size=x.rx_size,
@@ -286,6 +296,7 @@ class KernelExplainer:
         except OSError as e:
             raise PyxdpError(f"--kernel: send on {ing.dev}: {e}") from None
         j = _journey(settled, len(packet), f"{ing.dev} queue {ing.queue}", self.nics)
+        self._udp_fates(j)
         for s in self._sockets:
             got = 0
             while True:
@@ -309,8 +320,30 @@ class KernelExplainer:
                     f"XDP_STATISTICS of the {s.name}: rx_dropped +{d[0]}, rx_ring_full "
                     f"+{d[1]}, rx_fill_ring_empty_descs +{d[2]}"),
                     {"rx_dropped": d[0], "rx_ring_full": d[1], "rx_fill_ring_empty_descs": d[2]}))
-        _vanished(j)
+        _vanished(j, settled)
         return j
+
+    def _udp_fates(self, j: KernelJourney) -> None:
+        """Datagrams the namespace's UDP sockets got: taken from the stack's tap count."""
+        tapped = [f for f in j.fates if f.reason == "reached the stack (tap)"]
+        for port, u in self._udp:
+            n = 0
+            while True:
+                try:
+                    u.recv(1 << 16)
+                except BlockingIOError:
+                    break
+                n += 1
+            if not n:
+                continue
+            j.steps.append(Step("stack", f"UDP port {port}", f"{n} datagram(s) read from the "
+                                                             f"UDP socket on port {port}"))
+            if len(tapped) == 1 and tapped[0].count >= n:
+                f = tapped[0]
+                j.fates[j.fates.index(f)] = tapped[0] = Fate(f.outcome, f.where, f.reason,
+                                                              f.count - n)
+                j.fates.append(Fate("delivered", f.where, f"UDP socket on port {port}", n))
+        j.fates[:] = [f for f in j.fates if f.count]
 
     def close(self) -> None:
         self._es.close()
@@ -333,8 +366,11 @@ def _journey(settled: Settled, packet_len: int, ingress: str,
         j.events.append(e)
         _event_step(j, e)
     wires = {_wire(n): n for n in nics}
-    drops = [(d.reason, d.location) for d in settled.drops]
-    j.skb_drops = drops
+    j.skb_drops = [(d.reason, d.location) for d in settled.drops]
+    # Drops on veth's own receive path (the skb of a frame XDP dropped or took) are
+    # the XDP path's; the rest are the stack's.
+    drops = [(d.reason, d.location) for d in settled.drops
+             if not d.location.startswith("veth_")]
     stacks = [dev for dev, frames in settled.rx.items() if frames and dev not in wires]
     for dev, frames in settled.rx.items():
         if not frames:
@@ -356,14 +392,22 @@ def _journey(settled: Settled, packet_len: int, ingress: str,
         if len(frames) > len(mine):
             j.fates.append(Fate("delivered", f"{dev} stack", "reached the stack (tap)",
                                 len(frames) - len(mine)))
-    if len(stacks) != 1:
-        for r, loc in drops:
+    for r, loc in j.skb_drops:
+        if len(stacks) != 1 or (r, loc) not in drops:
             j.steps.append(Step("event", "kfree_skb", f"kfree_skb(SKB_DROP_REASON_{r}) at {loc}"))
     return j
 
 
-def _vanished(j: KernelJourney) -> None:
-    if not j.fates:
+def _vanished(j: KernelJourney, settled: Settled) -> None:
+    """A frame nothing accounted for: XDP_DROP (no tracepoint), which on veth frees the
+    frame's skb in veth_xdp_rcv_skb (a kfree_skb with no reason of its own)."""
+    if j.fates:
+        return
+    path = [d for d in settled.drops if d.location.startswith("veth_xdp_rcv")]
+    if path:
+        j.fates.append(Fate("dropped", j.ingress, f"XDP_DROP: no tracepoint fires; veth's skb "
+                                                  f"freed by kfree_skb at {path[0].location}"))
+    else:
         j.fates.append(Fate("dropped", j.ingress, "vanished: no tracepoint, tap or socket saw "
                                                   "it (XDP_DROP fires none)"))
 
@@ -416,7 +460,7 @@ def _errname(err: int) -> str:
     return f"-{errno.errorcode.get(-err, str(-err))}" if err < 0 else str(err)
 
 
-def kernel_journey(obj: str | Path, packet: bytes, *, program: str, topology: Topology,
+def kernel_journey(obj: str | Path | CollectionSpec, packet: bytes, *, program: str, topology: Topology,
                    maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                    macs: Mapping[str, bytes] | None = None) -> KernelJourney:
     """Run ``packet`` through Linux on the topology (root; module doc)."""
@@ -444,19 +488,28 @@ def _where(f: Fate) -> tuple[str, str] | None:
     return None
 
 
-def _stack_reasons(fates: Sequence[Fate]) -> Counter[tuple[str, str]]:
+def _outcomes(fates: Sequence[Fate], steps: Sequence[Step]) -> Counter[tuple[str, str]]:
+    """What both sides name alike: the stack's drop reasons, UDP sockets that got a
+    datagram, AF_XDP sockets' XDP_STATISTICS deltas."""
     out: Counter[tuple[str, str]] = Counter()
     for f in fates:
         if f.outcome == "dropped" and f.reason.startswith("SKB_DROP_REASON_"):
             out[(f.where, f.reason.split(":", 1)[0])] += f.count
+        elif f.outcome == "delivered" and f.reason.startswith("UDP socket on port"):
+            out[(f.where, f.reason)] += f.count
+    for s in steps:
+        if s.kind == "xsk" and "rx_ring_full" in s.fields:
+            out[(s.where, "XDP_STATISTICS " + " ".join(
+                f"{k} +{s.fields[k]}" for k in ("rx_dropped", "rx_ring_full",
+                                                "rx_fill_ring_empty_descs")))] += 1
     return out
 
 
 def compare(pyxdp: Journey, linux: KernelJourney, *,
             names: Callable[[str, int], int | str] | None = None) -> list[str]:
     """Where the two journeys differ: tracepoints (with fields, ifindexes, programs
-    and maps by name; cpumap kthread batching left out), where frames ended and the
-    stack's drop reasons."""
+    and maps by name; cpumap kthread batching left out), where frames ended, the
+    stack's drop reasons and UDP deliveries, AF_XDP sockets' statistics."""
     out: list[str] = []
     ours = _pyxdp_events(pyxdp, names or (lambda k, v: v))
     skip = {"xdp_cpumap_kthread"}  # batching and wakeups vary on Linux
@@ -480,9 +533,9 @@ def compare(pyxdp: Journey, linux: KernelJourney, *,
         out.append(f"pyxdp only: {n} frame(s) reach {dev}'s {kind}")
     for (kind, dev), n in (ends_b - ends_a).items():
         out.append(f"Linux only: {n} frame(s) reach {dev}'s {kind}")
-    ra, rb = _stack_reasons(pyxdp.fates), _stack_reasons(linux.fates)
-    for (where, reason), n in (ra - rb).items():
-        out.append(f"pyxdp only: {n} frame(s) dropped at {where} with {reason}")
-    for (where, reason), n in (rb - ra).items():
-        out.append(f"Linux only: {n} frame(s) dropped at {where} with {reason}")
+    ra, rb = _outcomes(pyxdp.fates, pyxdp.steps), _outcomes(linux.fates, linux.steps)
+    for (where, what), n in (ra - rb).items():
+        out.append(f"pyxdp only: {n} x {what} at {where}")
+    for (where, what), n in (rb - ra).items():
+        out.append(f"Linux only: {n} x {what} at {where}")
     return out

@@ -169,21 +169,27 @@ class Attach:
     """Program ``program`` of object ``obj`` attached to ``dev`` in ``mode``.
 
     ``obj`` is a sample object name (``"xdp1.o"``, under :data:`SAMPLES`), a
-    path, or :data:`PASS_OBJ`. Attachments with the same :attr:`key`
+    path, :data:`PASS_OBJ`, or a :class:`CollectionSpec` (then ``collection``
+    names it). Attachments with the same :attr:`key`
     (``collection``, by default ``obj``) share one loaded collection, so a
     devmap of that collection is the one every program of it sees; give
     distinct ``collection`` keys to load an object twice.
     """
 
     dev: str
-    obj: str
+    obj: str | CollectionSpec
     program: str
     mode: str = "native"
     collection: str | None = None
 
     @property
     def key(self) -> str:
-        return self.collection or self.obj
+        if self.collection is not None:
+            return self.collection
+        if isinstance(self.obj, CollectionSpec):
+            raise PyxdpError(f"an attachment of a CollectionSpec on {self.dev} needs a "
+                             f"collection key")
+        return self.obj
 
 
 @dataclass(frozen=True)
@@ -272,9 +278,9 @@ class Scenario:
         return self.attach + extra
 
     @property
-    def collections(self) -> dict[str, str]:
+    def collections(self) -> dict[str, str | CollectionSpec]:
         """Collection key -> object, in first-use order."""
-        out: dict[str, str] = {}
+        out: dict[str, str | CollectionSpec] = {}
         for a in self.attachments:
             if out.setdefault(a.key, a.obj) != a.obj:
                 raise PyxdpError(f"{self.name}: collection {a.key} names two objects")
@@ -374,8 +380,10 @@ def lab_mac(pairs: Sequence[tuple[str, str]], dev: str) -> bytes:
     raise KeyError(dev)
 
 
-def load_spec(obj: str) -> CollectionSpec:
+def load_spec(obj: str | CollectionSpec) -> CollectionSpec:
     """The :class:`CollectionSpec` of an :attr:`Attach.obj` (both backends load this)."""
+    if isinstance(obj, CollectionSpec):
+        return obj
     if obj == PASS_OBJ:
         prog = ProgramSpec(name="xdp_pass", section="xdp", insns=assemble("r0 = 2\nexit"),
                            license="GPL")
@@ -813,6 +821,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
 SOL_PACKET: Final = 263
 PACKET_AUXDATA: Final = 8
 PACKET_STATISTICS: Final = 6
+PACKET_QDISC_BYPASS: Final = 20
 PACKET_OUTGOING: Final = 4
 ETH_P_ALL: Final = 0x0003
 TP_STATUS_VLAN_VALID: Final = 0x10
@@ -951,8 +960,7 @@ class KernelLab:
     """A scenario's topology built on Linux (root), frames sent one batch at a time.
 
     Entering builds what :func:`run_kernel` describes; :meth:`send` makes a
-    device receive a frame (on rx queue ``queue``: a ``tc`` skbedit rule on
-    the sending peer's egress picks the veth queue); :meth:`settle` waits until
+    device receive a frame (on rx queue ``queue``: see there); :meth:`settle` waits until
     the lab is quiet and returns what happened since the last call. With
     ``skb_drops``, ``skb:kfree_skb`` is read in a tracing instance of its own,
     filtered to the sending thread (``common_pid``): a frame sent to a veth
@@ -971,7 +979,6 @@ class KernelLab:
         self.stack = ExitStack()
         self.colls: dict[str, Collection] = {}
         self._all_events: list[LabEvent] = []
-        self._queues: dict[str, int] = {}
         self._senders: dict[str, socket.socket] = {}
         self._caps: list[_Capture] = []
         self._seen: dict[str, int] = {}
@@ -1043,34 +1050,31 @@ class KernelLab:
             stack.callback(c.close)
         self._seen = {c.dev: 0 for c in self._caps}
 
-    def _queue_rule(self, peer: str, queue: int) -> None:
-        """Frames ``peer`` sends leave on tx queue ``queue`` (veth_xmit: the peer's rx queue)."""
-        if self._queues.get(peer, 0) == queue:
-            return
-        if peer not in self._queues:
-            subprocess.run(["tc", "-n", self.ns, "qdisc", "add", "dev", peer, "clsact"],
-                           capture_output=True, timeout=60, check=True)
-        else:
-            subprocess.run(["tc", "-n", self.ns, "filter", "del", "dev", peer, "egress"],
-                           capture_output=True, timeout=60, check=True)
-        res = subprocess.run(["tc", "-n", self.ns, "filter", "add", "dev", peer, "egress",
-                              "matchall", "action", "skbedit", "queue_mapping", str(queue)],
-                             capture_output=True, text=True, timeout=60)
-        if res.returncode != 0:
-            raise PyxdpError(f"tc skbedit queue_mapping {queue} on {peer}: {res.stderr.strip()}")
-        self._queues[peer] = queue
-
     def send(self, dev: str, frame: bytes, queue: int = 0) -> None:
-        """``dev`` receives ``frame`` on rx queue ``queue`` (sent by its peer)."""
+        """``dev`` receives ``frame`` on rx queue ``queue``, sent by its peer.
+
+        veth_xmit puts a frame on the peer's rx queue of the tx queue it left
+        by. With one tx queue that is queue 0; with several, the sender uses
+        ``PACKET_QDISC_BYPASS``, whose tx queue is the sending CPU modulo the
+        queue count (packet_pick_tx_queue records ``cpu % n`` as the rx queue
+        and the tx hash keeps it), and runs on CPU ``queue``.
+        """
         peer = self.scenario.peer(dev)
-        if queue or peer in self._queues:
-            self._queue_rule(peer, queue)
+        many = max(self.scenario.link(dev).queues, self.scenario.link(peer).queues) > 1
+        cpu = queue if many else SENDER_CPU
+        if queue and not many:
+            raise PyxdpError(f"{dev} has one rx queue: no queue {queue}")
+        if cpu not in os.sched_getaffinity(0):
+            raise PyxdpError(f"a frame reaches rx queue {queue} of {dev} only when sent from "
+                             f"CPU {queue}, which this process may not run on")
         s = self._senders.get(dev)
         if s is None:
             s = self.stack.enter_context(socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+            if many:
+                s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
             s.bind((peer, 0))
             self._senders[dev] = s
-        with _pinned(SENDER_CPU):
+        with _pinned(cpu):
             if s.send(frame) != len(frame):
                 raise PyxdpError(f"short send of a {len(frame)}-byte frame")
 
