@@ -33,8 +33,17 @@ def _events(j: Journey) -> list[tuple[str, dict[str, int]]]:
 
 def test_empty_devmap_slot_is_the_reason_for_aborted(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Where did my packet go"):]
+    make = re.search(r'^python -c "(.*)"$', section, re.M)  # README's pkt.bin
+    assert make is not None
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(make.group(1), {})  # noqa: S102
+    finally:
+        os.chdir(cwd)
     pkt = tmp_path / "pkt.bin"
-    pkt.write_bytes(udp_packet(b"hello"))
     assert main(["explain", str(SAMPLES / "redirect_map.o"), "--data-in", str(pkt)]) == 0
     out = capsys.readouterr().out
     assert "returns XDP_ABORTED" in out
@@ -74,6 +83,29 @@ def test_mtu_too_small_is_emsgsize() -> None:
     t = Topology.from_dict({"devices": [{"name": "eth0"}, {"name": "eth1", "mtu": 100}]})
     j = explain(SAMPLES / "redirect_map.o", udp_packet(size=300), topology=t, maps=TX_ETH1)
     assert "-EMSGSIZE: the frame is longer than eth1's MTU 100 + 18" in _only(j)
+
+
+def test_unknown_action_is_an_exception_named_as_such() -> None:
+    from pyxdp.testing.programs import asm_collection
+    j = explain(asm_collection("r0 = 7\nexit"), udp_packet(b"x"))
+    assert _only(j).startswith("dropped at eth0: invalid action 7: not an XDP action: "
+                               "bpf_warn_invalid_xdp_action, then dropped as XDP_ABORTED")
+    assert _events(j) == [("xdp_exception", {"prog_id": j.steps[1].fields["prog_id"],
+                                             "act": 7, "ifindex": 2})]
+
+
+@pytest.mark.parametrize(("doc", "msg"), [
+    ({"devices": [{"name": "veth0", "kind": "veth", "peer": "veth1", "gro": True}]},
+     "device veth0: GRO on a veth is not built on Linux"),
+    ({"devices": [{"name": "eth0"}], "xsk": [{"dev": "eth0", "mode": "zerocopy"}]},
+     "must be in copy mode (veth has no zero-copy AF_XDP)"),
+    ({"devices": [{"name": "eth0_is_a_long_name"}]}, "longer than 13 characters"),
+])
+def test_kernel_refuses_what_it_cannot_build_in_one_line(doc: object, msg: str) -> None:
+    from pyxdp.explain.kernel import kernel_scenario
+    with pytest.raises(TopologyError, match=re.escape(msg)):
+        kernel_scenario(SAMPLES / "xsk.o", program="xdp_sock_prog",
+                        topology=Topology.from_dict(doc))
 
 
 def test_fault_is_an_exception_with_the_faulting_line() -> None:

@@ -393,8 +393,12 @@ def _journey(settled: Settled, packet_len: int, ingress: str,
             j.fates.append(Fate("delivered", f"{dev} stack", "reached the stack (tap)",
                                 len(frames) - len(mine)))
     for r, loc in j.skb_drops:
-        if len(stacks) != 1 or (r, loc) not in drops:
-            j.steps.append(Step("event", "kfree_skb", f"kfree_skb(SKB_DROP_REASON_{r}) at {loc}"))
+        if loc.startswith("veth_"):
+            j.steps.append(Step("event", "kfree_skb", f"kfree_skb(SKB_DROP_REASON_{r}) at {loc}: "
+                                                      f"veth frees the skb the frame came in"))
+        elif len(stacks) != 1:
+            j.steps.append(Step("event", "kfree_skb", f"kfree_skb(SKB_DROP_REASON_{r}) at {loc} "
+                                                      f"(the device is not known)"))
     return j
 
 
