@@ -95,8 +95,6 @@ def test_unknown_action_is_an_exception_named_as_such() -> None:
 
 
 @pytest.mark.parametrize(("doc", "msg"), [
-    ({"devices": [{"name": "veth0", "kind": "veth", "peer": "veth1", "gro": True}]},
-     "device veth0: GRO on a veth is not built on Linux"),
     ({"devices": [{"name": "eth0"}], "xsk": [{"dev": "eth0", "mode": "zerocopy"}]},
      "must be in copy mode (veth has no zero-copy AF_XDP)"),
     ({"devices": [{"name": "eth0_is_a_long_name"}]}, "longer than 13 characters"),

@@ -28,8 +28,9 @@ to the sending thread (the veth receive runs in its softirq before
 ``send()`` returns: see :class:`~pyxdp.testing.vethlab.KernelLab`), and a
 drop is put on the one device whose stack the tap saw the frame reach. An
 ``XDP_DROP`` fires no tracepoint: a frame nothing accounts for is reported
-as vanished. Not built on Linux: zero-copy sockets, GRO (refused with one
-line), IPv6 local delivery (the lab turns IPv6 off).
+as vanished. Not built on Linux: zero-copy sockets (refused with one
+line), IPv6 local delivery (the lab turns IPv6 off). GRO on a veth is
+``ethtool -K DEV gro on`` (:func:`pyxdp.kernel.ethtool.set_gro`).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ from types import TracebackType
 from typing import Any
 
 from pyxdp.errors import PyxdpError
-from pyxdp.spec import CollectionSpec
 from pyxdp.explain.journey import DROP_REASON_TEXT, Fate, Journey, Step, act_name
 from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, resolve_value
+from pyxdp.spec import CollectionSpec
 from pyxdp.testing.vethlab import (
     PASS_OBJ,
     Attach,
@@ -121,9 +122,6 @@ class KernelJourney:
 def _check(topology: Topology) -> None:
     """What --kernel cannot build, refused with one line."""
     for d in topology.devices:
-        if d.gro:
-            raise TopologyError(f"--kernel: device {d.name}: GRO on a veth is not built on "
-                                f"Linux (no ethtool feature call in pyxdp yet)")
         if d.kind == "nic" and len(d.name) > 13:
             raise TopologyError(f"--kernel: NIC name {d.name!r} longer than 13 characters")
     for x in topology.xsk:
@@ -249,6 +247,7 @@ class KernelExplainer:
     def _setup(self, coll: Any, ifindex_of: Callable[[str], int]) -> None:
         """In the namespace: every IPv4 unicast address local (pyxdp's stack does no
         routing), UDP listeners, AF_XDP sockets in their maps."""
+        from pyxdp.kernel.ethtool import set_gro
         from pyxdp.xsk.linux import LinuxXskSocket
         with open("/proc/sys/net/ipv4/conf/all/accept_local", "w") as f:
             f.write("1")  # a source that the 0/0 local route makes "ours" is no martian
@@ -258,6 +257,9 @@ class KernelExplainer:
                                  text=True, timeout=60)
             if res.returncode != 0:
                 raise PyxdpError(f"--kernel: ip {' '.join(cmd)}: {res.stderr.strip()}")
+        for d in self.topology.devices:
+            if d.gro:  # veth_set_features: NAPI without an XDP program
+                set_gro(d.name, True)
         for port in self.topology.udp:
             u = self._es.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
             u.bind(("0.0.0.0", port))
@@ -408,7 +410,15 @@ def _vanished(j: KernelJourney, settled: Settled) -> None:
     if j.fates:
         return
     path = [d for d in settled.drops if d.location.startswith("veth_xdp_rcv")]
-    if path:
+    sent = [e for e in j.events if e.name in ("xdp_bulk_tx", "xdp_devmap_xmit")
+            and int(e.get("sent") or 0)]
+    if sent:
+        e = sent[-1]
+        dev = str(e.get("to_ifindex") if e.name == "xdp_devmap_xmit" else e.get("ifindex"))
+        j.fates.append(Fate("queued", dev, f"{e.name} sent it into the peer's xdp_ring, but no "
+                                           f"poll took it out (veth_xdp_flush kicks only a peer "
+                                           f"with an XDP program, not one with GRO alone)"))
+    elif path:
         j.fates.append(Fate("dropped", j.ingress, f"XDP_DROP: no tracepoint fires; veth's skb "
                                                   f"freed by kfree_skb at {path[0].location}"))
     else:
@@ -464,7 +474,8 @@ def _errname(err: int) -> str:
     return f"-{errno.errorcode.get(-err, str(-err))}" if err < 0 else str(err)
 
 
-def kernel_journey(obj: str | Path | CollectionSpec, packet: bytes, *, program: str, topology: Topology,
+def kernel_journey(obj: str | Path | CollectionSpec, packet: bytes, *, program: str,
+                   topology: Topology,
                    maps: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                    macs: Mapping[str, bytes] | None = None) -> KernelJourney:
     """Run ``packet`` through Linux on the topology (root; module doc)."""

@@ -109,8 +109,12 @@ def _with(base: dict[str, Any], **xsk: Any) -> dict[str, Any]:
       "dropped at eth0 stack: SKB_DROP_REASON_IP_INHDR"]),
     (asm_collection("r0 = 7\nexit"), None, {}, [udp_packet(b"x")],
      ["dropped at eth0: invalid action 7 (xdp_exception)"]),
+    ("redirect_map.o", {"devices": [{"name": "eth0"},
+                                    {"name": "veth0", "kind": "veth", "peer": "veth1",
+                                     "gro": True}]},
+     _tx("veth1"), [udp_packet(b"x")], ["dropped at veth0 stack: SKB_DROP_REASON_OTHERHOST"]),
 ], ids=["mtu", "xsk-ring-full", "xsk-fill-empty", "xsk-queue-1", "stack-reasons",
-        "unknown-action"])
+        "unknown-action", "gro-gives-napi"])
 def test_linux_names_the_same_reason(obj: str | CollectionSpec, topo: dict[str, Any] | None,
                                      maps: dict[str, Any], packets: list[bytes],
                                      linux_fates: list[str]) -> None:
