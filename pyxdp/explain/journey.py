@@ -136,7 +136,8 @@ class Step:
 @dataclass(frozen=True)
 class Fate:
     """How ``count`` frames ended: ``outcome`` is ``transmitted``, ``delivered``
-    or ``dropped``; ``where`` the device, socket or program; ``reason`` why."""
+    or ``dropped`` (Linux's side of ``--kernel`` also says ``queued``: left in a
+    ring nothing polls); ``where`` the device, socket or program; ``reason`` why."""
 
     outcome: str
     where: str
