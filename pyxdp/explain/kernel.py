@@ -246,13 +246,19 @@ class KernelExplainer:
 
     def _setup(self, coll: Any, ifindex_of: Callable[[str], int]) -> None:
         """In the namespace: every IPv4 unicast address local (pyxdp's stack does no
-        routing), UDP listeners, AF_XDP sockets in their maps."""
+        routing) and no reply sent, UDP listeners, AF_XDP sockets in their maps."""
         from pyxdp.kernel.ethtool import set_gro
         from pyxdp.xsk.linux import LinuxXskSocket
         with open("/proc/sys/net/ipv4/conf/all/accept_local", "w") as f:
             f.write("1")  # a source that the 0/0 local route makes "ours" is no martian
+        # Every destination local, but nothing the stack answers (an echo reply, a
+        # reset) may leave: pyxdp sends no replies, and with every address local a
+        # reply would come back in through lo. Output lookups carry iif lo.
         for cmd in (["link", "set", "lo", "up"],
-                    ["route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "local"]):
+                    ["route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "local"],
+                    ["rule", "add", "pref", "100", "lookup", "local"],
+                    ["rule", "del", "pref", "0"],
+                    ["rule", "add", "pref", "10", "iif", "lo", "blackhole"]):
             res = subprocess.run(["ip", "-n", self.lab.ns, *cmd], capture_output=True,
                                  text=True, timeout=60)
             if res.returncode != 0:

@@ -19,7 +19,7 @@ import pytest
 from pyxdp.cli.main import main
 from pyxdp.explain import Explainer, Topology, default_topology
 from pyxdp.explain.kernel import KernelExplainer, compare, kernel_journey
-from pyxdp.net.packets import udp_packet
+from pyxdp.net.packets import icmp_packet, tcp_packet, udp_packet
 from pyxdp.spec import CollectionSpec
 from pyxdp.testing.programs import asm_collection
 
@@ -81,6 +81,8 @@ def test_cli_kernel_prints_both_journeys(tmp_path: Path,
 
 
 ETH0 = "02:00:00:00:00:02"  # eth0's MAC on pyxdp's host (and on Linux's, given to it)
+BAD_IP_CSUM = bytes(b ^ 0xFF if i == 24 else b
+                    for i, b in enumerate(udp_packet(b"x", dst_mac=ETH0)))
 ONE_NIC_XSK = {"devices": [{"name": "eth0"}], "xsk": [{"dev": "eth0", "map": "xsks"}]}
 
 
@@ -102,11 +104,17 @@ def _with(base: dict[str, Any], **xsk: Any) -> dict[str, Any]:
      [udp_packet(b"x")], ["delivered at AF_XDP socket on eth0 queue 1: in the socket's rx ring"]),
     ("builtin:xdp_pass", {"devices": [{"name": "eth0"}], "udp": [5678]}, {},
      [udp_packet(b"x", dst_mac=ETH0), udp_packet(b"x", dport=99, dst_mac=ETH0),
-      udp_packet(b"x", dst_mac="02:00:00:00:00:09"), udp_packet(b"x", dst_mac=ETH0)[:30]],
+      udp_packet(b"x", dst_mac="02:00:00:00:00:09"), udp_packet(b"x", dst_mac=ETH0)[:30],
+      BAD_IP_CSUM, udp_packet(b"xyz", dst_mac=ETH0)[:40], tcp_packet(b"x", dst_mac=ETH0),
+      icmp_packet(b"x", dst_mac=ETH0)],
      ["delivered at eth0 stack: UDP socket on port 5678",
       "dropped at eth0 stack: SKB_DROP_REASON_NO_SOCKET",
       "dropped at eth0 stack: SKB_DROP_REASON_OTHERHOST",
-      "dropped at eth0 stack: SKB_DROP_REASON_IP_INHDR"]),
+      "dropped at eth0 stack: SKB_DROP_REASON_IP_INHDR",
+      "dropped at eth0 stack: SKB_DROP_REASON_IP_CSUM",
+      "dropped at eth0 stack: SKB_DROP_REASON_PKT_TOO_SMALL",
+      "dropped at eth0 stack: SKB_DROP_REASON_NO_SOCKET",  # TCP: no listener
+      "delivered at eth0 stack: reached the stack (tap)"]),  # an echo request: no reply
     (asm_collection("r0 = 7\nexit"), None, {}, [udp_packet(b"x")],
      ["dropped at eth0: invalid action 7 (xdp_exception)"]),
     ("redirect_map.o", {"devices": [{"name": "eth0"},
