@@ -1,4 +1,14 @@
-"""``pyxdp explain`` on pyxdp: each way a packet can end, named with Linux's reason."""
+"""``pyxdp explain`` on pyxdp: each way a packet can end, named with Linux's reason.
+
+Issue 17's drop reasons here, and on Linux in tests/kernel/test_explain_kernel.py:
+empty devmap slot (test_empty_devmap_slot_is_the_reason_for_aborted), -EOPNOTSUPP
+(test_redirect_to_a_veth_whose_peer_has_no_program_is_eopnotsupp), -ENXIO
+(test_xdp_tx_on_a_veth_whose_peer_has_no_napi_is_enxio), MTU too small
+(test_mtu_too_small_is_emsgsize), AF_XDP rx ring full and fill ring empty
+(test_af_xdp_delivered_then_rx_ring_full_then_fill_ring_empty), xdp_exception from
+an unknown action and from a fault (test_unknown_action_is_an_exception_named_as_such,
+test_fault_is_an_exception_with_the_faulting_line; a fault has no Linux side), the
+stack's drop reasons (test_stack_fates)."""
 
 from __future__ import annotations
 
