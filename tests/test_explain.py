@@ -1,4 +1,14 @@
-"""``pyxdp explain`` on pyxdp: each way a packet can end, named with Linux's reason."""
+"""``pyxdp explain`` on pyxdp: each way a packet can end, named with Linux's reason.
+
+Issue 17's drop reasons here, and on Linux in tests/kernel/test_explain_kernel.py:
+empty devmap slot (test_empty_devmap_slot_is_the_reason_for_aborted), -EOPNOTSUPP
+(test_redirect_to_a_veth_whose_peer_has_no_program_is_eopnotsupp), -ENXIO
+(test_xdp_tx_on_a_veth_whose_peer_has_no_napi_is_enxio), MTU too small
+(test_mtu_too_small_is_emsgsize), AF_XDP rx ring full and fill ring empty
+(test_af_xdp_delivered_then_rx_ring_full_then_fill_ring_empty), xdp_exception from
+an unknown action and from a fault (test_unknown_action_is_an_exception_named_as_such,
+test_fault_is_an_exception_with_the_faulting_line; a fault has no Linux side), the
+stack's drop reasons (test_stack_fates)."""
 
 from __future__ import annotations
 
@@ -33,8 +43,17 @@ def _events(j: Journey) -> list[tuple[str, dict[str, int]]]:
 
 def test_empty_devmap_slot_is_the_reason_for_aborted(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Where did my packet go"):]
+    make = re.search(r'^python -c "(.*)"$', section, re.M)  # README's pkt.bin
+    assert make is not None
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(make.group(1), {})  # noqa: S102
+    finally:
+        os.chdir(cwd)
     pkt = tmp_path / "pkt.bin"
-    pkt.write_bytes(udp_packet(b"hello"))
     assert main(["explain", str(SAMPLES / "redirect_map.o"), "--data-in", str(pkt)]) == 0
     out = capsys.readouterr().out
     assert "returns XDP_ABORTED" in out
@@ -74,6 +93,27 @@ def test_mtu_too_small_is_emsgsize() -> None:
     t = Topology.from_dict({"devices": [{"name": "eth0"}, {"name": "eth1", "mtu": 100}]})
     j = explain(SAMPLES / "redirect_map.o", udp_packet(size=300), topology=t, maps=TX_ETH1)
     assert "-EMSGSIZE: the frame is longer than eth1's MTU 100 + 18" in _only(j)
+
+
+def test_unknown_action_is_an_exception_named_as_such() -> None:
+    from pyxdp.testing.programs import asm_collection
+    j = explain(asm_collection("r0 = 7\nexit"), udp_packet(b"x"))
+    assert _only(j).startswith("dropped at eth0: invalid action 7: not an XDP action: "
+                               "bpf_warn_invalid_xdp_action, then dropped as XDP_ABORTED")
+    assert _events(j) == [("xdp_exception", {"prog_id": j.steps[1].fields["prog_id"],
+                                             "act": 7, "ifindex": 2})]
+
+
+@pytest.mark.parametrize(("doc", "msg"), [
+    ({"devices": [{"name": "eth0"}], "xsk": [{"dev": "eth0", "mode": "zerocopy"}]},
+     "must be in copy mode (veth has no zero-copy AF_XDP)"),
+    ({"devices": [{"name": "eth0_is_a_long_name"}]}, "longer than 13 characters"),
+])
+def test_kernel_refuses_what_it_cannot_build_in_one_line(doc: object, msg: str) -> None:
+    from pyxdp.explain.kernel import kernel_scenario
+    with pytest.raises(TopologyError, match=re.escape(msg)):
+        kernel_scenario(SAMPLES / "xsk.o", program="xdp_sock_prog",
+                        topology=Topology.from_dict(doc))
 
 
 def test_fault_is_an_exception_with_the_faulting_line() -> None:

@@ -62,6 +62,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         topo = ex.topology
         program = ex.program
         names = ex.namer()
+        macs = ex.macs()
     if not args.kernel:
         if args.json:
             print(json.dumps(journey.to_dict(), indent=2, default=str))
@@ -69,7 +70,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(journey.render())
         return 0
     from pyxdp.explain.kernel import compare, kernel_journey
-    linux = kernel_journey(args.obj, packet, program=program, topology=topo, maps=maps)
+    linux = kernel_journey(args.obj, packet, program=program, topology=topo, maps=maps,
+                           macs=macs)
     diff = compare(journey, linux, names=names)
     if args.json:
         print(json.dumps({"pyxdp": journey.to_dict(), "linux": linux.to_dict(),

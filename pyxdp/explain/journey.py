@@ -136,7 +136,8 @@ class Step:
 @dataclass(frozen=True)
 class Fate:
     """How ``count`` frames ended: ``outcome`` is ``transmitted``, ``delivered``
-    or ``dropped``; ``where`` the device, socket or program; ``reason`` why."""
+    or ``dropped`` (Linux's side of ``--kernel`` also says ``queued``: left in a
+    ring nothing polls); ``where`` the device, socket or program; ``reason`` why."""
 
     outcome: str
     where: str
@@ -560,8 +561,8 @@ class Explainer:
                                              f"XDP_TX bulk queue (16), sent at the poll's end "
                                              f"with ndo_xdp_xmit"))
         elif act not in _ACT:
-            self._why[prog.id] = (f"invalid action {act} (bpf_warn_invalid_xdp_action)"
-                                  + (f" ({src})" if src else ""))
+            self._why[prog.id] = ("not an XDP action: bpf_warn_invalid_xdp_action, then "
+                                  "dropped as XDP_ABORTED" + (f" ({src})" if src else ""))
 
     def _call_outcome(self, call: _Call) -> _Outcome:
         ret = call.ret if call.ret is not None else 0
@@ -914,6 +915,10 @@ class Explainer:
             if not len(batch):
                 break
             sock.release(batch, refill=True)
+
+    def macs(self) -> dict[str, bytes]:
+        """Each device's MAC address by name (what ``--kernel`` gives Linux's devices)."""
+        return {d.name: d.mac for d in self.host.devices.values() if d.name != "lo"}
 
     def namer(self) -> Callable[[str, int], int | str]:
         """Event field values by name, as the veth lab reports them: ifindexes as

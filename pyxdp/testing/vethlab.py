@@ -77,16 +77,18 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import select
 import socket
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Map, Program
@@ -95,6 +97,9 @@ from pyxdp.net import packets as pk
 from pyxdp.spec import CollectionSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.xdp_trace import TraceEvent
+
+if TYPE_CHECKING:
+    from pyxdp.kernel.tracefs import TraceInstance
 
 __all__ = [
     "LAB_EVENTS",
@@ -105,9 +110,13 @@ __all__ = [
     "Attach",
     "LabEvent",
     "LabResult",
+    "KernelLab",
+    "LinkSpec",
     "LinkStats",
+    "SkbDrop",
     "Scenario",
     "SetupFn",
+    "Settled",
     "TraceCount",
     "adjust_meta_pass",
     "cpumap_prog",
@@ -160,21 +169,37 @@ class Attach:
     """Program ``program`` of object ``obj`` attached to ``dev`` in ``mode``.
 
     ``obj`` is a sample object name (``"xdp1.o"``, under :data:`SAMPLES`), a
-    path, or :data:`PASS_OBJ`. Attachments with the same :attr:`key`
+    path, :data:`PASS_OBJ`, or a :class:`CollectionSpec` (then ``collection``
+    names it). Attachments with the same :attr:`key`
     (``collection``, by default ``obj``) share one loaded collection, so a
     devmap of that collection is the one every program of it sees; give
     distinct ``collection`` keys to load an object twice.
     """
 
     dev: str
-    obj: str
+    obj: str | CollectionSpec
     program: str
     mode: str = "native"
     collection: str | None = None
 
     @property
     def key(self) -> str:
-        return self.collection or self.obj
+        if self.collection is not None:
+            return self.collection
+        if isinstance(self.obj, CollectionSpec):
+            raise PyxdpError(f"an attachment of a CollectionSpec on {self.dev} needs a "
+                             f"collection key")
+        return self.obj
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A lab device's link settings (``ip link add ... mtu M numrxqueues Q address A``)."""
+
+    dev: str
+    mtu: int = 1500
+    queues: int = 1
+    mac: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +212,9 @@ class Scenario:
     each ``"map"`` (the only collection holding a map of that name) or
     ``"key:map"``. ``pass_unattached``: the veth peer rule (module doc).
     ``ordered``: whether arrival order per device is deterministic.
+    ``links``: per device (by name) its MTU, rx/tx queue count and MAC when
+    not the lab's defaults (1500, one queue, :func:`lab_mac`); a pair's two
+    ends are made with the larger queue count of the two.
     """
 
     name: str
@@ -198,9 +226,13 @@ class Scenario:
     pass_unattached: bool = True
     ordered: bool = True
     doc: str = ""
+    links: tuple[LinkSpec, ...] = ()
 
     def __post_init__(self) -> None:
         devs = self.devices
+        for link in self.links:
+            if link.dev not in devs:
+                raise PyxdpError(f"{self.name}: link settings for unknown device {link.dev}")
         if len(set(devs)) != len(devs):
             raise PyxdpError(f"{self.name}: a device is in two pairs")
         for a in self.attach:
@@ -224,9 +256,16 @@ class Scenario:
                 return a
         raise KeyError(dev)
 
+    def link(self, dev: str) -> LinkSpec:
+        """``dev``'s MTU, queues and MAC (defaults unless :attr:`links` names it)."""
+        for link in self.links:
+            if link.dev == dev:
+                return link
+        return LinkSpec(dev)
+
     def mac(self, dev: str) -> bytes:
         """The device's MAC address (both backends use it)."""
-        return lab_mac(self.pairs, dev)
+        return self.link(dev).mac or lab_mac(self.pairs, dev)
 
     @property
     def attachments(self) -> tuple[Attach, ...]:
@@ -239,9 +278,9 @@ class Scenario:
         return self.attach + extra
 
     @property
-    def collections(self) -> dict[str, str]:
+    def collections(self) -> dict[str, str | CollectionSpec]:
         """Collection key -> object, in first-use order."""
-        out: dict[str, str] = {}
+        out: dict[str, str | CollectionSpec] = {}
         for a in self.attachments:
             if out.setdefault(a.key, a.obj) != a.obj:
                 raise PyxdpError(f"{self.name}: collection {a.key} names two objects")
@@ -341,8 +380,10 @@ def lab_mac(pairs: Sequence[tuple[str, str]], dev: str) -> bytes:
     raise KeyError(dev)
 
 
-def load_spec(obj: str) -> CollectionSpec:
+def load_spec(obj: str | CollectionSpec) -> CollectionSpec:
     """The :class:`CollectionSpec` of an :attr:`Attach.obj` (both backends load this)."""
+    if isinstance(obj, CollectionSpec):
+        return obj
     if obj == PASS_OBJ:
         prog = ProgramSpec(name="xdp_pass", section="xdp", insns=assemble("r0 = 2\nexit"),
                            license="GPL")
@@ -780,6 +821,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
 SOL_PACKET: Final = 263
 PACKET_AUXDATA: Final = 8
 PACKET_STATISTICS: Final = 6
+PACKET_QDISC_BYPASS: Final = 20
 PACKET_OUTGOING: Final = 4
 ETH_P_ALL: Final = 0x0003
 TP_STATUS_VLAN_VALID: Final = 0x10
@@ -890,99 +932,231 @@ def _ifindex_base() -> int:
     return 1_000_000 + ((os.getpid() * 64 + next(_run_counter) % 64) % 50_000_000) * 16
 
 
+@dataclass(frozen=True)
+class SkbDrop:
+    """An ``skb:kfree_skb`` event: ``reason`` (``enum skb_drop_reason`` name without
+    its prefix), the freeing function (``location``, symbol+offset) and the skb's
+    ``protocol`` (host order)."""
+
+    reason: str
+    location: str
+    protocol: int
+
+
+@dataclass
+class Settled:
+    """What one batch of frames did once the lab went quiet: lab events in order,
+    frames each device's stack saw, and (with ``skb_drops``) the sender's kfree_skb events."""
+
+    events: list[LabEvent]
+    rx: dict[str, list[bytes]]
+    drops: list[SkbDrop]
+
+
+_KFREE_RE: Final = re.compile(r"protocol=(?P<proto>\d+) location=(?P<loc>\S+) reason: (?P<r>\w+)")
+
+
+class KernelLab:
+    """A scenario's topology built on Linux (root), frames sent one batch at a time.
+
+    Entering builds what :func:`run_kernel` describes; :meth:`send` makes a
+    device receive a frame (on rx queue ``queue``: see there); :meth:`settle` waits until
+    the lab is quiet and returns what happened since the last call. With
+    ``skb_drops``, ``skb:kfree_skb`` is read in a tracing instance of its own,
+    filtered to the sending thread (``common_pid``): a frame sent to a veth
+    with an XDP program is received by NAPI in the sender's softirq before
+    ``send()`` returns, so its stack's drops fire in that thread; nothing else
+    on the machine shares that pid (a softirq pushed to ``ksoftirqd`` or a
+    cpumap kthread is not seen). Leaving tears the namespace down.
+    """
+
+    def __init__(self, scenario: Scenario, *, skb_drops: bool = False) -> None:
+        self.scenario = scenario
+        self.skb_drops = skb_drops
+        self.ns = f"pyxdp-lab-{os.getpid()}-{next(_run_counter)}"
+        base = _ifindex_base()
+        self.ifindex = {dev: base + i for i, dev in enumerate(scenario.devices)}
+        self.stack = ExitStack()
+        self.colls: dict[str, Collection] = {}
+        self._all_events: list[LabEvent] = []
+        self._senders: dict[str, socket.socket] = {}
+        self._caps: list[_Capture] = []
+        self._seen: dict[str, int] = {}
+        self._kfree: TraceInstance | None = None
+        self._kfree_fd = -1
+
+    def __enter__(self) -> KernelLab:
+        _ip("netns", "add", self.ns)
+        self.stack.callback(subprocess.run, ["ip", "netns", "del", self.ns],
+                            capture_output=True, timeout=60)
+        try:
+            self._build()
+        except BaseException:
+            self.stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def _build(self) -> None:
+        from pyxdp.kernel.link import XdpLink
+        from pyxdp.kernel.netlink import netns
+        from pyxdp.kernel.tracefs import TraceInstance
+
+        sc, ns, ifindex, stack = self.scenario, self.ns, self.ifindex, self.stack
+        stack.enter_context(netns(ns))
+        # This thread's /proc/sys/net is the namespace's: no IPv6 means no
+        # DAD, router or MLD packets of the stack's own on the lab devices.
+        for conf in ("all", "default"):
+            _write_sysctl(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "1")
+        for a, b in sc.pairs:
+            q = str(max(sc.link(a).queues, sc.link(b).queues))
+            ends = []
+            for d in (a, b):
+                ends.append(["index", str(ifindex[d]), "address", sc.mac(d).hex(":"),
+                             "mtu", str(sc.link(d).mtu), "numtxqueues", q, "numrxqueues", q])
+            _ip("-n", ns, "link", "add", a, *ends[0], "type", "veth", "peer", "name", b,
+                *ends[1])
+        for dev in sc.devices:
+            _ip("-n", ns, "link", "set", dev, "up")
+
+        for key, obj in sc.collections.items():
+            self.colls[key] = stack.enter_context(Collection(load_spec(obj), "kernel"))
+        self.progs = {p.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
+                      for k, c in self.colls.items() for n, p in c.programs.items()}
+        self.maps = {m.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
+                     for k, c in self.colls.items() for n, m in c.maps.items()}
+        self.devs = {i: d for d, i in ifindex.items()}
+        if sc.setup is not None:
+            sc.setup(self.colls, lambda dev: ifindex[dev])
+        for att in sc.attachments:
+            # A bpf_link: detached with the stack, or when this process dies.
+            stack.enter_context(XdpLink.attach(
+                att.dev, self.colls[att.key].programs[att.program], mode=att.mode))
+        self.trace = stack.enter_context(TraceInstance(LAB_EVENTS, buffer_size_kb=4096))
+        if self.skb_drops:
+            self._kfree = stack.enter_context(TraceInstance(()))
+            ev = os.path.join(self._kfree.path, "events", "skb", "kfree_skb")
+            if not os.path.isdir(ev):
+                raise PyxdpError("this kernel has no skb:kfree_skb tracepoint")
+            _write_sysctl(os.path.join(ev, "filter"), f"common_pid == {threading.get_native_id()}")
+            _write_sysctl(os.path.join(ev, "enable"), "1")
+            self._kfree_fd = os.open(os.path.join(self._kfree.path, "trace_pipe"),
+                                     os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            stack.callback(os.close, self._kfree_fd)
+        self._caps = [_Capture(d) for d in sc.devices]
+        for c in self._caps:
+            stack.callback(c.close)
+        self._seen = {c.dev: 0 for c in self._caps}
+
+    def send(self, dev: str, frame: bytes, queue: int = 0) -> None:
+        """``dev`` receives ``frame`` on rx queue ``queue``, sent by its peer.
+
+        veth_xmit puts a frame on the peer's rx queue of the tx queue it left
+        by. With one tx queue that is queue 0; with several, the sender uses
+        ``PACKET_QDISC_BYPASS``, whose tx queue is the sending CPU modulo the
+        queue count (packet_pick_tx_queue records ``cpu % n`` as the rx queue
+        and the tx hash keeps it), and runs on CPU ``queue``.
+        """
+        peer = self.scenario.peer(dev)
+        many = max(self.scenario.link(dev).queues, self.scenario.link(peer).queues) > 1
+        cpu = queue if many else SENDER_CPU
+        if queue and not many:
+            raise PyxdpError(f"{dev} has one rx queue: no queue {queue}")
+        if cpu not in os.sched_getaffinity(0):
+            raise PyxdpError(f"a frame reaches rx queue {queue} of {dev} only when sent from "
+                             f"CPU {queue}, which this process may not run on")
+        s = self._senders.get(dev)
+        if s is None:
+            s = self.stack.enter_context(socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+            if many:
+                s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+            s.bind((peer, 0))
+            self._senders[dev] = s
+        with _pinned(cpu):
+            if s.send(frame) != len(frame):
+                raise PyxdpError(f"short send of a {len(frame)}-byte frame")
+
+    def _read_kfree(self) -> list[SkbDrop]:
+        out: list[SkbDrop] = []
+        if self._kfree_fd < 0:
+            return out
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self._kfree_fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        for line in data.decode("utf-8", "replace").splitlines():
+            m = _KFREE_RE.search(line)
+            if m is not None and " kfree_skb: " in line:
+                out.append(SkbDrop(m["r"], m["loc"], int(m["proto"])))
+            elif "LOST" in line:
+                raise PyxdpError(f"{self.scenario.name}: kfree_skb events lost")
+        return out
+
+    def settle(self, settle: float = 0.2, timeout: float = 15.0) -> Settled:
+        """Wait until neither a frame nor an event arrived for ``settle`` seconds (cpumap
+        kthreads are asynchronous); what happened since the last call."""
+        raw: list[TraceEvent] = []
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            select.select([c.sock for c in self._caps], [], [], settle / 4)
+            got = sum(c.drain() for c in self._caps)
+            evs = self.trace.read(0)
+            raw.extend(evs)
+            now = time.monotonic()
+            if got or evs:
+                quiet_since = now
+            elif now - quiet_since >= settle:
+                break
+        raw.extend(self.trace.read(0.05))
+        dropped = {c.dev: c.drops() for c in self._caps if c.drops()}
+        if dropped or self.trace.lost:
+            raise PyxdpError(f"{self.scenario.name}: capture drops {dropped}, "
+                             f"trace events lost {self.trace.lost}")
+        events = [e for e in (_normalize(ev, self.devs, self.progs, self.maps) for ev in raw)
+                  if e is not None]
+        self._all_events.extend(events)
+        rx = {}
+        for c in self._caps:
+            rx[c.dev] = c.frames[self._seen[c.dev]:]
+            self._seen[c.dev] = len(c.frames)
+        return Settled(events, rx, self._read_kfree())
+
+    def result(self) -> LabResult:
+        """Everything since the lab was built, as a :class:`LabResult`."""
+        dumped, percpu = _dump_maps(self.scenario, self.colls)
+        links = {d: s for d, s in _link_stats(self.ns).items() if d in self.ifindex}
+        return LabResult(self.scenario.name, "kernel",
+                         {c.dev: tuple(c.frames) for c in self._caps}, dumped, percpu,
+                         summarize_trace(self._all_events), tuple(self._all_events), links,
+                         dict(self.ifindex))
+
+
 def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0) -> LabResult:
     """Run ``scenario`` on Linux (root): a fresh namespace, veth pairs, native XDP.
 
-    Steps: create the namespace ``pyxdp-lab-<pid>-<n>`` and the pairs (MACs
-    from :meth:`Scenario.mac`, lab-unique ifindexes, IPv6 off so the stack
-    sends nothing of its own, all up); load each collection with the kernel
-    backend; run ``setup``; attach :attr:`Scenario.attachments`; start a
-    tracefs instance and a capture per device; send the frames from the
-    peers (thread pinned to :data:`SENDER_CPU`); wait until neither a frame
-    nor an event arrived for ``settle`` seconds (cpumap kthreads are
-    asynchronous); collect; tear everything down (the namespace is deleted
-    even on failure).
+    Steps (:class:`KernelLab`): create the namespace ``pyxdp-lab-<pid>-<n>``
+    and the pairs (MACs from :meth:`Scenario.mac`, lab-unique ifindexes, IPv6
+    off so the stack sends nothing of its own, all up); load each collection
+    with the kernel backend; run ``setup``; attach
+    :attr:`Scenario.attachments`; start a tracefs instance and a capture per
+    device; send the frames from the peers (thread pinned to
+    :data:`SENDER_CPU`); wait until neither a frame nor an event arrived for
+    ``settle`` seconds (cpumap kthreads are asynchronous); collect; tear
+    everything down (the namespace is deleted even on failure).
     """
-    from pyxdp.kernel.link import XdpLink
-    from pyxdp.kernel.netlink import netns
-    from pyxdp.kernel.tracefs import TraceInstance
-
-    ns = f"pyxdp-lab-{os.getpid()}-{next(_run_counter)}"
-    base = _ifindex_base()
-    ifindex = {dev: base + i for i, dev in enumerate(scenario.devices)}
-    _ip("netns", "add", ns)
-    try:
-        with ExitStack() as stack:
-            stack.enter_context(netns(ns))
-            # This thread's /proc/sys/net is the namespace's: no IPv6 means no
-            # DAD, router or MLD packets of the stack's own on the lab devices.
-            for conf in ("all", "default"):
-                _write_sysctl(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "1")
-            for a, b in scenario.pairs:
-                _ip("-n", ns, "link", "add", a, "index", str(ifindex[a]), "address",
-                    scenario.mac(a).hex(":"), "type", "veth", "peer", "name", b, "index",
-                    str(ifindex[b]), "address", scenario.mac(b).hex(":"))
-            for dev in scenario.devices:
-                _ip("-n", ns, "link", "set", dev, "up")
-
-            colls: dict[str, Collection] = {}
-            for key, obj in scenario.collections.items():
-                colls[key] = stack.enter_context(Collection(load_spec(obj), "kernel"))
-            progs = {p.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
-                     for k, c in colls.items() for n, p in c.programs.items()}
-            maps = {m.handle.id: f"{k}:{n}"  # type: ignore[attr-defined]
-                    for k, c in colls.items() for n, m in c.maps.items()}
-            devs = {i: d for d, i in ifindex.items()}
-
-            if scenario.setup is not None:
-                scenario.setup(colls, lambda dev: ifindex[dev])
-            for att in scenario.attachments:
-                # A bpf_link: detached with the stack, or when this process dies.
-                stack.enter_context(XdpLink.attach(
-                    att.dev, colls[att.key].programs[att.program], mode=att.mode))
-
-            trace = stack.enter_context(TraceInstance(LAB_EVENTS, buffer_size_kb=4096))
-            caps = [_Capture(d) for d in scenario.devices]
-            for c in caps:
-                stack.callback(c.close)
-            senders: dict[str, socket.socket] = {}
-            for dev in dict.fromkeys(d for d, _ in scenario.traffic):
-                s = stack.enter_context(socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
-                s.bind((scenario.peer(dev), 0))
-                senders[dev] = s
-
-            raw_events: list[TraceEvent] = []
-            with _pinned(SENDER_CPU):
-                for dev, frame in scenario.traffic:
-                    if senders[dev].send(frame) != len(frame):
-                        raise PyxdpError(f"short send of a {len(frame)}-byte frame")
-            deadline = time.monotonic() + timeout
-            quiet_since = time.monotonic()
-            while time.monotonic() < deadline:
-                select.select([c.sock for c in caps], [], [], settle / 4)
-                got = sum(c.drain() for c in caps)
-                evs = trace.read(0)
-                raw_events.extend(evs)
-                now = time.monotonic()
-                if got or evs:
-                    quiet_since = now
-                elif now - quiet_since >= settle:
-                    break
-            raw_events.extend(trace.read(0.05))
-            dropped = {c.dev: c.drops() for c in caps if c.drops()}
-            if dropped or trace.lost:
-                raise PyxdpError(f"{scenario.name}: capture drops {dropped}, "
-                                 f"trace events lost {trace.lost}")
-
-            events = tuple(e for e in (_normalize(ev, devs, progs, maps) for ev in raw_events)
-                           if e is not None)
-            dumped, percpu = _dump_maps(scenario, colls)
-            links = {d: s for d, s in _link_stats(ns).items() if d in ifindex}
-            return LabResult(scenario.name, "kernel",
-                             {c.dev: tuple(c.frames) for c in caps}, dumped, percpu,
-                             summarize_trace(events), events, links, dict(ifindex))
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+    with KernelLab(scenario) as lab:
+        for dev, frame in scenario.traffic:
+            lab.send(dev, frame)
+        lab.settle(settle, timeout)
+        return lab.result()
 
 
 # --------------------------------------------------------------------------
@@ -1012,8 +1186,10 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     try:
         devs: dict[str, Any] = {}
         for a, b in scenario.pairs:
-            da, db = host.veth(a, b)
+            la, lb = scenario.link(a), scenario.link(b)
+            da, db = host.veth(a, b, queues=max(la.queues, lb.queues))
             da.mac, db.mac = scenario.mac(a), scenario.mac(b)
+            da.mtu, db.mtu = la.mtu, lb.mtu
             devs[a], devs[b] = da, db
         ifindex = {d: devs[d].ifindex for d in scenario.devices}
         names = {i: d for d, i in ifindex.items()}
