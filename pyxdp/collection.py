@@ -199,15 +199,15 @@ class Map:
 
     def keys(self) -> MapKeys:
         """The keys, typed from BTF: a view with ``len``, iteration and ``in``."""
-        return MapKeys(self)  # type: ignore[arg-type]  # a Mapping by duck typing
+        return MapKeys(self)  # a Mapping by duck typing
 
     def values(self) -> MapValues:
         """The values, typed from BTF (lists for per-CPU maps): a view."""
-        return MapValues(self)  # type: ignore[arg-type]
+        return MapValues(self)
 
     def items(self) -> MapItems:
         """The ``(key, value)`` pairs, typed from BTF: a view."""
-        return MapItems(self)  # type: ignore[arg-type]
+        return MapItems(self)
 
     def __iter__(self) -> Iterator[Any]:
         return self._iter_keys()

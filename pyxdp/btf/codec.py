@@ -155,8 +155,9 @@ class TypeCodec:
             if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
                 raise CodecError(f"{value} does not fit the {size}-byte "
                                  f"{self.btf.describe(type_id)}")
-            order = "big" if t.kind is BtfKind.INT and self._network_order(type_id) else "little"
-            buf[off:off + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, order)
+            big = t.kind is BtfKind.INT and self._network_order(type_id)
+            buf[off:off + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(
+                size, "big" if big else "little")
             return
         if t.kind is BtfKind.FLOAT and isinstance(value, (int, float)):
             buf[off:off + size] = struct.pack("<d" if size == 8 else "<f", value)

@@ -117,7 +117,7 @@ def _zero(value: Any) -> bool:
         return all(_zero(v) for v in value.values())
     if isinstance(value, bytes):
         return not any(value)
-    return value == 0
+    return bool(value == 0)
 
 
 def assert_map(m: Map, expected: Mapping[Any, Any], *, exact: bool = False) -> None:
