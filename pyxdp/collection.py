@@ -20,6 +20,7 @@ An XDP program's ``test_run`` result carries its verdict as
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
@@ -229,8 +230,20 @@ class Map:
         return sum(int(v) for v in vals)
 
     def dump(self) -> list[dict[str, Any]]:
-        """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints)."""
-        return [{"key": k, "value": v} for k, v in self.items()]
+        """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints):
+        the typed values with addresses as their strings (``"10.0.0.1"``), which the
+        map takes back."""
+        return [{"key": _printable(k), "value": _printable(v)} for k, v in self.items()]
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def _raw(value: object, size: int, what: str) -> bytes:

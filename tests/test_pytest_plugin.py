@@ -92,6 +92,19 @@ def test_readme_snippet_runs_on_both_backends(user: pytest.Pytester) -> None:
     res.stdout.fnmatch_lines(["*2 *"])
 
 
+def test_testing_doc_examples_run(user: pytest.Pytester) -> None:
+    """docs/TESTING.md's complete test files, as written (the lab one needs root)."""
+    text = (ROOT / "docs" / "TESTING.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "def test_" in b]
+    assert len(blocks) == 2
+    user.makepyfile(test_doc_maps=blocks[0], test_doc_lab=blocks[1])
+    res = run(user, "-rs")
+    if KERNEL:
+        res.assert_outcomes(passed=3)
+    else:
+        res.assert_outcomes(passed=1, skipped=2)
+
+
 def test_failures_name_what_differs(user: pytest.Pytester) -> None:
     user.makepyfile(test_fail="""
         import pytest

@@ -23,7 +23,7 @@ the maps afterwards. This module is that vocabulary for any test runner;
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, SupportsBytes
 
@@ -32,7 +32,7 @@ from pyxdp.collection import Collection, Map, Program
 from pyxdp.errors import PyxdpError
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
-__all__ = ["Packet", "XdpObject", "assert_action", "assert_map", "assert_output",
+__all__ = ["Expected", "Packet", "XdpObject", "assert_action", "assert_map", "assert_output",
            "kernel_unavailable", "packet_bytes"]
 
 Packet = bytes | bytearray | memoryview | SupportsBytes
@@ -120,8 +120,14 @@ def _zero(value: Any) -> bool:
     return bool(value == 0)
 
 
-def assert_map(m: Map, expected: Mapping[Any, Any], *, exact: bool = False) -> None:
-    """The map holds ``expected`` (key -> value, typed as the map decodes them).
+Expected = Mapping[Any, Any] | Iterable[tuple[Any, Any]]
+"""What a map should hold: a dict, or ``(key, value)`` pairs (struct keys are dicts,
+which cannot be dict keys)."""
+
+
+def assert_map(m: Map, expected: Expected, *, exact: bool = False) -> None:
+    """The map holds ``expected`` (key -> value, typed as the map decodes them; a dict or
+    ``(key, value)`` pairs).
 
     Per-CPU maps: an expected list is compared CPU by CPU, anything else with the
     sum over CPUs (:meth:`Map.sum`). With ``exact`` the map holds nothing else
@@ -129,7 +135,8 @@ def assert_map(m: Map, expected: Mapping[Any, Any], *, exact: bool = False) -> N
     __tracebackhide__ = True  # pytest shows the caller's line
     problems: list[str] = []
     seen: set[bytes] = set()
-    for key, want in expected.items():
+    pairs = expected.items() if isinstance(expected, Mapping) else expected
+    for key, want in pairs:
         seen.add(m.key_bytes(key))
         got = m.lookup(key)
         if got is None:
@@ -207,8 +214,7 @@ class XdpObject:
             assert_output(res, output, what=what)
         return res
 
-    def assert_map(self, name: str, expected: Mapping[Any, Any], *, exact: bool = False
-                   ) -> None:
+    def assert_map(self, name: str, expected: Expected, *, exact: bool = False) -> None:
         """:func:`assert_map` on the map called ``name``."""
         __tracebackhide__ = True  # pytest shows the caller's line
         if name not in self.maps:
