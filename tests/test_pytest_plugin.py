@@ -311,3 +311,35 @@ def test_xdp_object_runs_scapy_style_packets_and_refuses_others() -> None:
         assert obj.run(Frame()).retval == pyxdp.XDP_DROP
     with pytest.raises(pyxdp.PyxdpError, match="no such object file"):
         XdpObject(SAMPLES / "nope.o")
+
+
+def test_in6_addr_and_be32_in_a_hand_built_struct() -> None:
+    """``struct key { struct in6_addr dst; __be32 v4; }`` from raw BTF records."""
+    import struct
+
+    from pyxdp.btf.btf import Btf
+    from pyxdp.btf.codec import TypeCodec
+
+    names = b"\0u8\0in6_addr\0a\0u32\0__be32\0key\0dst\0v4\0"
+    off = {n: names.index(b"\0" + n.encode() + b"\0") + 1 for n in
+           ("u8", "in6_addr", "a", "u32", "__be32", "key", "dst", "v4")}
+
+    def rec(name: str | None, kind: int, size_type: int, vlen: int = 0) -> bytes:
+        return struct.pack("<III", off[name] if name else 0, (kind << 24) | vlen, size_type)
+
+    types = (rec("u8", 1, 1) + struct.pack("<I", 8)                          # [1] u8
+             + rec(None, 3, 0) + struct.pack("<III", 1, 1, 16)               # [2] u8[16]
+             + rec("in6_addr", 4, 16, 1) + struct.pack("<III", off["a"], 2, 0)  # [3]
+             + rec("u32", 1, 4) + struct.pack("<I", 32)                      # [4] u32
+             + rec("__be32", 8, 4)                                           # [5] typedef
+             + rec("key", 4, 20, 2) + struct.pack("<IIIIII", off["dst"], 3, 0,
+                                                  off["v4"], 5, 128))        # [6]
+    hdr = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(names))
+    codec = TypeCodec(Btf.parse(hdr + types + names), 6)
+    raw = codec.encode({"dst": "2001:db8::1", "v4": "192.0.2.7"})
+    assert raw == ipaddress.IPv6Address("2001:db8::1").packed + bytes([192, 0, 2, 7])
+    assert codec.decode(raw) == {"dst": ipaddress.IPv6Address("2001:db8::1"),
+                                 "v4": ipaddress.IPv4Address("192.0.2.7")}
+    assert codec.encode({"v4": 0xC0000207})[16:] == bytes([192, 0, 2, 7])  # host order in
+    with pytest.raises(CodecError, match="IPv4 address 10.0.0.1 in a 16-byte field"):
+        codec.encode({"dst": "10.0.0.1"})
