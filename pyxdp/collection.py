@@ -72,6 +72,9 @@ class MapValues(ValuesView[Any]):
     def __iter__(self) -> Iterator[Any]:
         return (v for _, v in self._mapping._iter_items())
 
+    def __contains__(self, value: object) -> bool:
+        return any(v is value or v == value for v in self)
+
 
 class MapItems(ItemsView[Any, Any]):
     """``Map.items()``: a live view of a map's ``(key, value)`` pairs (``len``, iteration, ``in``).
