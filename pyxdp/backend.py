@@ -73,7 +73,9 @@ def batch_count(count: int, op: str) -> int:
 class TestRunResult:
     """What a BPF_PROG_TEST_RUN reports, plus what only pyxdp can tell.
 
-    ``retval``, ``data_out`` (metadata included, as the kernel copies it),
+    ``retval`` (an :class:`~pyxdp.uapi.bpf.XdpAction` when an XDP program's run through
+    :meth:`pyxdp.collection.Program.test_run` returns one of the five), ``data_out``
+    (metadata included, as the kernel copies it),
     ``ctx_out`` and ``duration_ns`` (mean per repetition) are the kernel's.
     The userspace backend adds ``redirect`` (where a redirect pointed: the
     ``bpf_redirect_info`` fields), ``trace`` (trace_printk lines), ``fault``

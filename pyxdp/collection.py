@@ -9,14 +9,20 @@ Linux, like cilium/ebpf's ``NewCollection`` over a ``CollectionSpec``::
     coll.programs["xdp_prog1"].test_run(packet).retval
 
 Maps are dict-like with keys and values typed from BTF (ints for scalars,
-dicts for structs, bytes for char arrays); per-CPU maps give one value per
-CPU and ``sum()``.
+dicts for structs, bytes for char arrays, addresses for ``__be32`` and
+``struct in6_addr``, see :mod:`pyxdp.btf.codec`); per-CPU maps give a list
+with one value per CPU and ``sum()``. ``keys()``, ``values()`` and ``items()``
+are views, as a dict's: ``len``, iteration and ``in``, read live from the map.
+An XDP program's ``test_run`` result carries its verdict as
+:class:`~pyxdp.uapi.bpf.XdpAction` (an ``int``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import os
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,7 @@ from pyxdp.backend import (
     handle_bytes,
     int_bytes,
 )
-from pyxdp.btf.codec import BtfCodec
+from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
 from pyxdp.spec import (
     CollectionSpec,
@@ -38,18 +44,57 @@ from pyxdp.spec import (
     ProgramSpec,
     libbpf_map_defaults,
 )
-from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag
+from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 
-__all__ = ["Collection", "Map", "Program"]
+__all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
 _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
                      BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
+_ACTIONS = frozenset(int(a) for a in XdpAction)
 _NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
                      BpfMapType.BPF_MAP_TYPE_RINGBUF})
 
 
+class MapKeys(KeysView[Any]):
+    """``Map.keys()``: a live view of a map's keys (``len``, iteration, ``in``, set operations)."""
+
+    _mapping: Map
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._mapping._iter_keys()
+
+
+class MapValues(ValuesView[Any]):
+    """``Map.values()``: a live view of a map's values (``len``, iteration, ``in``)."""
+
+    _mapping: Map
+
+    def __iter__(self) -> Iterator[Any]:
+        return (v for _, v in self._mapping._iter_items())
+
+    def __contains__(self, value: object) -> bool:
+        return any(v is value or v == value for v in self)
+
+
+class MapItems(ItemsView[Any, Any]):
+    """``Map.items()``: a live view of a map's ``(key, value)`` pairs (``len``, iteration, ``in``).
+
+    An entry deleted while iterating (the program runs meanwhile on Linux) is left out.
+    """
+
+    _mapping: Map
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self._mapping._iter_items()
+
+
 class Map:
-    """A map of a loaded collection; the same API over both backends."""
+    """A map of a loaded collection; the same API over both backends.
+
+    Dict-like: ``m[key]``, ``m[key] = value``, ``del m[key]``, ``key in m``,
+    ``len(m)``, ``keys()``/``values()``/``items()`` views; keys and values typed
+    from the program's BTF (:mod:`pyxdp.btf.codec`).
+    """
 
     def __init__(self, name: str, spec: MapSpec, handle: MapHandle, codec: BtfCodec | None,
                  nr_cpus: int) -> None:
@@ -65,6 +110,10 @@ class Map:
                 f"value={self.spec.value_size} max_entries={self.spec.max_entries}>")
 
     # -- codec -----------------------------------------------------------------------
+    def key_bytes(self, key: object) -> bytes:
+        """``key`` as the bytes the map stores (encoded from any form it accepts)."""
+        return self._enc_key(key)
+
     def _enc_key(self, key: object) -> bytes:
         if self.codec is not None:
             return self.codec.encode_key(self.handle, key)
@@ -90,6 +139,7 @@ class Map:
 
     # -- dict-like API -----------------------------------------------------------------
     def lookup(self, key: object, default: Any = None) -> Any:
+        """The value at ``key`` (a list, one per CPU, for per-CPU maps), or ``default``."""
         raw = self.handle.lookup(self._enc_key(key))
         return default if raw is None else self._dec_value(raw)
 
@@ -117,6 +167,7 @@ class Map:
         self.update(key, value)
 
     def delete(self, key: object) -> None:
+        """Delete ``key``; an absent key is the kernel's ENOENT as :class:`MapError`."""
         self.handle.delete(self._enc_key(key))
 
     def __delitem__(self, key: object) -> None:
@@ -131,6 +182,7 @@ class Map:
         return self.handle.lookup(self._enc_key(key)) is not None
 
     def raw_keys(self) -> Iterator[bytes]:
+        """Every key as the map holds it, bytes (``BPF_MAP_GET_NEXT_KEY`` order)."""
         if self.spec.type in _NO_KEY:
             return
         key = self.handle.get_next_key(None)
@@ -140,19 +192,29 @@ class Map:
             seen += 1
             key = self.handle.get_next_key(key)
 
-    def keys(self) -> Iterator[Any]:
+    def _iter_keys(self) -> Iterator[Any]:
         return (self._dec_key(k) for k in self.raw_keys())
 
-    __iter__ = keys
-
-    def items(self) -> Iterator[tuple[Any, Any]]:
+    def _iter_items(self) -> Iterator[tuple[Any, Any]]:
         for k in self.raw_keys():
             raw = self.handle.lookup(k)
             if raw is not None:
                 yield self._dec_key(k), self._dec_value(raw)
 
-    def values(self) -> Iterator[Any]:
-        return (v for _, v in self.items())
+    def keys(self) -> MapKeys:
+        """The keys, typed from BTF: a view with ``len``, iteration and ``in``."""
+        return MapKeys(self)  # a Mapping by duck typing
+
+    def values(self) -> MapValues:
+        """The values, typed from BTF (lists for per-CPU maps): a view."""
+        return MapValues(self)
+
+    def items(self) -> MapItems:
+        """The ``(key, value)`` pairs, typed from BTF: a view."""
+        return MapItems(self)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iter_keys()
 
     def __len__(self) -> int:
         return sum(1 for _ in self.raw_keys())
@@ -171,13 +233,28 @@ class Map:
         return sum(int(v) for v in vals)
 
     def dump(self) -> list[dict[str, Any]]:
-        """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints)."""
-        return [{"key": k, "value": v} for k, v in self.items()]
+        """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints):
+        the typed values with addresses as their strings (``"10.0.0.1"``), which the
+        map takes back."""
+        return [{"key": _printable(k), "value": _printable(v)} for k, v in self.items()]
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def _raw(value: object, size: int, what: str) -> bytes:
     if isinstance(value, int) and not isinstance(value, bool):
         return int_bytes(value, size, what, "encode")
+    addr = address_bytes(value, size)
+    if addr is not None:
+        return addr
     return handle_bytes(value, size, what, "encode")
 
 
@@ -200,6 +277,7 @@ class Program:
 
     @property
     def section(self) -> str:
+        """The ELF section the program came from (``"xdp"``, ``"xdp.frags"``...)."""
         return self.spec.section
 
     @property
@@ -216,9 +294,17 @@ class Program:
 
     def test_run(self, data_in: bytes, *, ctx_in: bytes | None = None, data_size_out: int = 0,
                  ctx_size_out: int = 0, repeat: int = 1, trace: bool = False) -> TestRunResult:
-        return self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,
-                                      data_size_out=data_size_out, ctx_size_out=ctx_size_out,
-                                      repeat=repeat, trace=trace)
+        """BPF_PROG_TEST_RUN: run once (or ``repeat`` times) on ``data_in``.
+
+        An XDP program's ``retval`` is an :class:`~pyxdp.uapi.bpf.XdpAction` when it is
+        one of the five actions (an ``int`` still; any other value stays a plain int,
+        as Linux reports it)."""
+        res = self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,
+                                     data_size_out=data_size_out, ctx_size_out=ctx_size_out,
+                                     repeat=repeat, trace=trace)
+        if self.spec.prog_type == "xdp" and res.retval in _ACTIONS:
+            res = dataclasses.replace(res, retval=XdpAction(res.retval))
+        return res
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
@@ -267,6 +353,9 @@ class Collection:
              nr_cpus: int | None = None, engine: str = "auto",
              core_btf: str | os.PathLike[str] | None = None, verify: bool = True
              ) -> Collection:
+        """Read the clang object at ``path`` and load it into ``backend`` (``"userspace"``,
+        ``"kernel"`` or a :class:`~pyxdp.backend.Backend`); the options are the
+        constructor's."""
         from pyxdp.elf import load_collection_spec
         return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine,
                    core_btf=core_btf, verify=verify)
@@ -343,6 +432,7 @@ class Collection:
                          f"(programs: {', '.join(self.programs)})")
 
     def close(self) -> None:
+        """Release every map and program (the kernel's fds); also on leaving ``with``."""
         self.backend.close()
 
     def __enter__(self) -> Collection:

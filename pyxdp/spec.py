@@ -323,6 +323,7 @@ class ProgramSpec:
         return None
 
     def copy(self, **changes: Any) -> ProgramSpec:
+        """A copy with some fields changed (the spec itself never changes)."""
         return replace(self, **changes)
 
     def bound_to(self, ifindex: int) -> ProgramSpec:

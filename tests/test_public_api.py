@@ -24,3 +24,34 @@ def test_every_error_is_exported_and_in_the_tree() -> None:
         assert cls.__name__ in pyxdp.errors.__all__, cls
         assert cls.__name__ in doc, f"{cls.__name__} is not drawn in the errors docstring"
         assert getattr(pyxdp, cls.__name__, None) is cls, f"{cls.__name__} not in pyxdp"
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """Classes and functions carry their own docstring, and so do the public methods and
+    properties of the classes; constants (``XDP_PASS``, ``__version__``) are named in the
+    package docstring or are members of a documented enum."""
+    missing = []
+    for name in pyxdp.__all__:
+        obj = getattr(pyxdp, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            if not (obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__):
+                missing.append(name)
+            for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
+                fn = member.fget if isinstance(member, property) else \
+                    getattr(member, "__func__", member)
+                if not attr.startswith("_") and (inspect.isfunction(fn) or
+                                                 isinstance(member, property)):
+                    if not (fn.__doc__ or "").strip():
+                        missing.append(f"{name}.{attr}")
+        elif isinstance(obj, pyxdp.XdpAction):
+            assert pyxdp.XdpAction.__dict__.get("__doc__"), name
+        else:
+            assert name in (pyxdp.__doc__ or ""), f"{name} is not described in pyxdp's docstring"
+    assert not missing, f"public names without a docstring: {', '.join(missing)}"
+
+
+def test_xdp_actions_are_the_uapi_enum() -> None:
+    from pyxdp.uapi.bpf import XdpAction
+    assert pyxdp.XdpAction is XdpAction
+    for action in XdpAction:
+        assert getattr(pyxdp, action.name) is action

@@ -1,1 +1,3 @@
-"""Test support: conformance vectors, kernel runners, strategies, pytest fixtures."""
+"""Test support: conformance vectors, kernel runners, strategies, and for one's own XDP
+programs the pytest plugin (:mod:`pyxdp.testing.pytest_plugin`), its assertions
+(:mod:`pyxdp.testing.xdptest`) and the veth lab beside Linux (:mod:`pyxdp.testing.vethlab`)."""

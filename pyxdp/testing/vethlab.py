@@ -70,6 +70,14 @@ Conventions of a scenario (both backends must follow them):
 
 The kernel facts each ready scenario shows are in its builder's docstring
 and are checked by ``tests/kernel/test_vethlab.py``.
+
+For one's own program, :func:`compare` is the differential test in one call
+(docs/TESTING.md)::
+
+    lab = Scenario("mine", pairs=(("veth0", "veth1"),),
+                   attach=(Attach("veth0", "/path/to/prog.o", "xdp_prog"),),
+                   traffic=tuple(("veth0", f) for f in frames), maps=("counters",))
+    compare(lab).assert_same()   # Linux (root) and pyxdp: frames, maps, tracepoints
 """
 
 from __future__ import annotations
@@ -118,7 +126,9 @@ __all__ = [
     "SetupFn",
     "Settled",
     "TraceCount",
+    "LabComparison",
     "adjust_meta_pass",
+    "compare",
     "cpumap_prog",
     "devmap_broadcast",
     "devmap_broadcast_exclude_ingress",
@@ -381,7 +391,10 @@ def lab_mac(pairs: Sequence[tuple[str, str]], dev: str) -> bytes:
 
 
 def load_spec(obj: str | CollectionSpec) -> CollectionSpec:
-    """The :class:`CollectionSpec` of an :attr:`Attach.obj` (both backends load this)."""
+    """The :class:`CollectionSpec` of an :attr:`Attach.obj` (both backends load this).
+
+    A relative path is taken from the working directory when the file is there,
+    else from :data:`SAMPLES`."""
     if isinstance(obj, CollectionSpec):
         return obj
     if obj == PASS_OBJ:
@@ -391,7 +404,8 @@ def load_spec(obj: str | CollectionSpec) -> CollectionSpec:
                               name="xdp_pass")
     from pyxdp.elf import load_collection_spec
     path = Path(obj)
-    return load_collection_spec(path if path.is_absolute() else SAMPLES / path)
+    return load_collection_spec(path if path.is_absolute() or path.is_file()
+                                else SAMPLES / path)
 
 
 def prog_fd(program: Program) -> int:
@@ -520,6 +534,33 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
                 out.append(f"link {dev}: {want.links.get(dev)} expected, "
                            f"{got.links.get(dev)} got")
     return out
+
+
+@dataclass(frozen=True)
+class LabComparison:
+    """One scenario run on Linux and on pyxdp, and what differs (:func:`lab_differences`)."""
+
+    scenario: Scenario
+    kernel: LabResult
+    pyxdp: LabResult
+    differences: tuple[str, ...]
+
+    def assert_same(self) -> None:
+        """Raise AssertionError listing every difference, if there is one."""
+        if self.differences:
+            lines = "\n".join(f"  {d}" for d in self.differences)
+            raise AssertionError(f"scenario {self.scenario.name}: pyxdp differs from Linux "
+                                 f"({len(self.differences)}):\n{lines}")
+
+
+def compare(scenario: Scenario, *, engine: str = "auto", links: bool = False) -> LabComparison:
+    """Run ``scenario`` on Linux veth pairs (:func:`run_kernel`, root) and on pyxdp
+    (:func:`run_pyxdp`) and list the differences; ``links`` compares the devices'
+    counters too."""
+    kernel = run_kernel(scenario)
+    mine = run_pyxdp(scenario, engine=engine)
+    return LabComparison(scenario, kernel, mine,
+                         tuple(lab_differences(kernel, mine, scenario, links=links)))
 
 
 def summarize_trace(events: Sequence[LabEvent]) -> dict[str, TraceCount]:
