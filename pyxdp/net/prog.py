@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -40,9 +40,10 @@ from pyxdp.vm.memory import Region
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.net.page_pool import MemMap
-    from pyxdp.spec import ProgramSpec
+    from pyxdp.spec import ProgramSpec, XdpRunConfig
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp",
+           "xdp_dispatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,9 @@ class XdpProg:
         spec = _mark_map_loads(spec)
         self.spec = spec
         self.id = 0  # the program id a loader assigns (prog_array lookups report it)
+        # A libxdp dispatcher's components in order, with their run configs
+        # (pyxdp.dispatcher); empty for any other program.
+        self.chain: tuple[tuple[XdpProg, XdpRunConfig], ...] = ()
         self.maps = dict(maps)
         self.budget = budget
         insns = spec.insns
@@ -174,6 +178,11 @@ class XdpProg:
         # run() with an instruction trace and sees the end). Only run() consults it, so
         # it sees interpreter runs; a JIT program's run_batch never comes here.
         self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
+
+    @property
+    def helpers(self) -> Mapping[int, Helper]:
+        """The helper table the program runs with (its kfuncs' private ids included)."""
+        return self._helpers
 
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
@@ -400,6 +409,23 @@ class XdpProg:
             return None
         ctx.tail_call_cnt += 1
         return target.run(ctx.xdp, ctx)
+
+
+def xdp_dispatcher(programs: Sequence[tuple[XdpProg, XdpRunConfig]]) -> XdpProg:
+    """libxdp's dispatcher over ``programs`` (each with its run config), as one program:
+    :mod:`pyxdp.dispatcher` orders them, builds the dispatcher and links each
+    component into its slot as freplace does. Its :attr:`XdpProg.chain` lists them in
+    order; it runs on the first component's engine and budget."""
+    from pyxdp.dispatcher import ChainEntry, build_dispatcher, chain_order, link_chain
+
+    chain = chain_order(list(programs), lambda c: ChainEntry.of(c[0].spec, c[1]))
+    disp = build_dispatcher([ChainEntry.of(p.spec, rc) for p, rc in chain])
+    spec, maps, helpers = link_chain(disp, [(p.spec, p.maps, p.helpers) for p, _ in chain])
+    first = chain[0][0]
+    prog = XdpProg(spec, maps, helpers=helpers,  # type: ignore[arg-type]
+                   engine=first.engine, budget=first.budget)
+    prog.chain = tuple(chain)
+    return prog
 
 
 # -----------------------------------------------------------------------------------
