@@ -51,10 +51,15 @@ from pyxdp.uapi.bpf import BpfProgType
 if TYPE_CHECKING:
     from pyxdp.collection import Program
 
-__all__ = ["BPFFS_XDP_DIR", "ChainedProgram", "KernelDispatcher", "pinned_chain"]
+__all__ = ["ChainedProgram", "KernelDispatcher", "bpffs_xdp_dir", "pinned_chain", "unpin_chain"]
 
-# libxdp's default pin directory (LIBXDP_BPFFS overrides the bpffs mount).
-BPFFS_XDP_DIR = os.path.join(os.environ.get("LIBXDP_BPFFS", "/sys/fs/bpf"), "xdp")
+
+
+def bpffs_xdp_dir() -> str:
+    """libxdp's pin directory: ``xdp`` in the bpffs mount (``LIBXDP_BPFFS``, default
+    ``/sys/fs/bpf``)."""
+    return os.path.join(os.environ.get("LIBXDP_BPFFS", "/sys/fs/bpf"), "xdp")
+
 _FUNC_INFO = struct.Struct("<II")
 
 
@@ -172,18 +177,25 @@ class KernelDispatcher:
             raise PyxdpError("the dispatcher is closed")
         return prog_test_run(self.fd, data_in, **kw)  # type: ignore[arg-type]
 
-    def pin(self, ifindex: int, bpffs_dir: str = BPFFS_XDP_DIR) -> str:
-        """Pin every extension and link as libxdp does; returns the directory (a linked
-        dispatcher holds its components itself: the directory stays empty)."""
-        path = os.path.join(bpffs_dir, f"dispatch-{ifindex}-{self.id}")
+    def pin(self, ifindex: int, bpffs_dir: str | None = None) -> str:
+        """Pin the chain as libxdp does (``progN-link`` and ``progN-prog`` under
+        ``dispatch-IFINDEX-ID``) so that it outlives this process; returns the directory.
+        A linked dispatcher holds its components' code and maps itself: only
+        ``progN-prog`` is pinned, the component loaded on its own, for ``status``."""
+        path = os.path.join(bpffs_dir or bpffs_xdp_dir(), f"dispatch-{ifindex}-{self.id}")
         os.makedirs(path, exist_ok=True)
+        objs: list[tuple[str, int]] = []
+        if self.mode == "freplace":
+            for c in self.chain:
+                objs += [(f"prog{c.slot}-link", c.link.fd), (f"prog{c.slot}-prog", c.ext.fd)]
+        else:
+            for slot, p in enumerate(self.programs):
+                objs.append((f"prog{slot}-prog", p.handle.fd))  # type: ignore[attr-defined]
         done: list[str] = []
         try:
-            for c in self.chain:
-                for what, fd in (("link", c.link.fd), ("prog", c.ext.fd)):
-                    f = os.path.join(path, f"prog{c.slot}-{what}")
-                    obj_pin(fd, f)
-                    done.append(f)
+            for name, fd in objs:
+                obj_pin(fd, os.path.join(path, name))
+                done.append(os.path.join(path, name))
         except BaseException:
             for f in done:
                 os.unlink(f)
@@ -201,11 +213,11 @@ class KernelDispatcher:
         self.close()
 
 
-def pinned_chain(ifindex: int, prog_id: int, bpffs_dir: str = BPFFS_XDP_DIR
+def pinned_chain(ifindex: int, prog_id: int, bpffs_dir: str | None = None
                  ) -> list[tuple[int, int, str, str]] | None:
     """The components libxdp's layout pinned for dispatcher ``prog_id`` on ``ifindex``:
     ``(slot, prog id, name, tag)`` in slot order; None when nothing is pinned there."""
-    path = os.path.join(bpffs_dir, f"dispatch-{ifindex}-{prog_id}")
+    path = os.path.join(bpffs_dir or bpffs_xdp_dir(), f"dispatch-{ifindex}-{prog_id}")
     if not os.path.isdir(path):
         return None
     out = []
@@ -221,9 +233,9 @@ def pinned_chain(ifindex: int, prog_id: int, bpffs_dir: str = BPFFS_XDP_DIR
     return out
 
 
-def unpin_chain(ifindex: int, prog_id: int, bpffs_dir: str = BPFFS_XDP_DIR) -> None:
+def unpin_chain(ifindex: int, prog_id: int, bpffs_dir: str | None = None) -> None:
     """Remove what :meth:`KernelDispatcher.pin` left (the links go with their last pin)."""
-    path = os.path.join(bpffs_dir, f"dispatch-{ifindex}-{prog_id}")
+    path = os.path.join(bpffs_dir or bpffs_xdp_dir(), f"dispatch-{ifindex}-{prog_id}")
     if not os.path.isdir(path):
         return
     for n in os.listdir(path):
