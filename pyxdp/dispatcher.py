@@ -245,6 +245,7 @@ def link_chain(disp: DispatcherProgram, components: Sequence[tuple[ProgramSpec, 
     if len(components) != len(disp.chain):
         raise DispatcherError(f"the dispatcher has {len(disp.chain)} slots, "
                               f"{len(components)} programs given")
+    slot_pcs: tuple[int, ...]
     if len(components) == 1:
         # freplace of xdp_dispatcher itself: the program's verdict stands.
         main_len, slot_pcs = 2, (1,)

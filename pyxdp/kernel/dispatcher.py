@@ -143,7 +143,7 @@ class KernelDispatcher:
                                              ext, freplace_link(ext, self.fd, target)))
 
     def _load_linked(self) -> None:
-        comps = []
+        comps: list[tuple[ProgramSpec, dict[str, object], dict[int, object]]] = []
         for p in self.programs:
             backend = p.backend
             assert isinstance(backend, KernelBackend)

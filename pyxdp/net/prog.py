@@ -31,6 +31,7 @@ from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
 from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
+from pyxdp.spec import XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
@@ -40,7 +41,7 @@ from pyxdp.vm.memory import Region
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.net.page_pool import MemMap
-    from pyxdp.spec import ProgramSpec, XdpRunConfig
+    from pyxdp.spec import ProgramSpec
 
 __all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp",
            "xdp_dispatcher"]
@@ -411,14 +412,15 @@ class XdpProg:
         return target.run(ctx.xdp, ctx)
 
 
-def xdp_dispatcher(programs: Sequence[tuple[XdpProg, XdpRunConfig]]) -> XdpProg:
+def xdp_dispatcher(programs: Sequence[tuple[XdpProg, XdpRunConfig | None]]) -> XdpProg:
     """libxdp's dispatcher over ``programs`` (each with its run config), as one program:
     :mod:`pyxdp.dispatcher` orders them, builds the dispatcher and links each
     component into its slot as freplace does. Its :attr:`XdpProg.chain` lists them in
     order; it runs on the first component's engine and budget."""
     from pyxdp.dispatcher import ChainEntry, build_dispatcher, chain_order, link_chain
 
-    chain = chain_order(list(programs), lambda c: ChainEntry.of(c[0].spec, c[1]))
+    chain = chain_order([(p, rc or XdpRunConfig()) for p, rc in programs],
+                        lambda c: ChainEntry.of(c[0].spec, c[1]))
     disp = build_dispatcher([ChainEntry.of(p.spec, rc) for p, rc in chain])
     spec, maps, helpers = link_chain(disp, [(p.spec, p.maps, p.helpers) for p, _ in chain])
     first = chain[0][0]
