@@ -63,8 +63,10 @@ def test_run_configs_order_the_chain(chain: Collection) -> None:
 
 def test_equal_priority_and_name_fall_back_to_size_then_load_order() -> None:
     rc = XdpRunConfig(priority=5)
-    items = [("late-big", ChainEntry("p", rc, False, 9)), ("small", ChainEntry("p", rc, False, 3)),
-             ("late-big2", ChainEntry("p", rc, False, 9)), ("first", ChainEntry("a", rc, False, 50))]
+    items = [("late-big", ChainEntry("p", rc, False, 9)),
+             ("small", ChainEntry("p", rc, False, 3)),
+             ("late-big2", ChainEntry("p", rc, False, 9)),
+             ("first", ChainEntry("a", rc, False, 50))]
     assert [k for k, _ in chain_order(items, lambda i: i[1])] == \
         ["first", "small", "late-big", "late-big2"]
 
