@@ -64,7 +64,7 @@ from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
-from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE, XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import (
     XdpMemRegistry,
     XdpRxqInfo,
@@ -74,7 +74,7 @@ from pyxdp.net.xdp_mem import (
     xdp_rxq_info_reg,
     xdp_rxq_info_unreg,
 )
-from pyxdp.spec import CollectionSpec, XdpRunConfig
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
 from pyxdp.vm.helpers import RunContext
@@ -290,6 +290,7 @@ class NetDevice:
         if cur is not None and cur is p:
             return
         if mode == "native":
+            self._ndo_bpf_check(p)
             self.xdp_prog = p
         else:
             self.xdp_generic = p
@@ -316,10 +317,14 @@ class NetDevice:
                                      f"{cur.id}) and it is not a dispatcher")
         prog = self.host.backend.register(
             xdp_dispatcher([*(cur.chain if cur is not None else ()), *new]))
-        if cur is None:
-            self.attach_xdp(prog, mode)
-        else:
-            self.attach_xdp(prog, mode, flags=XdpFlags.XDP_FLAGS_REPLACE, expected=cur)
+        try:
+            if cur is None:
+                self.attach_xdp(prog, mode)
+            else:
+                self.attach_xdp(prog, mode, flags=XdpFlags.XDP_FLAGS_REPLACE, expected=cur)
+        except BaseException:
+            self.host.backend.programs.pop(prog.id, None)
+            raise
         return prog
 
     def detach_xdp_multi(self, prog: Program | XdpProg, mode: str = "native") -> None:
@@ -334,6 +339,9 @@ class NetDevice:
         if rest:
             self.attach_xdp_multi([c for c, _ in rest], mode,
                                   run_configs={c.spec.name: rc for c, rc in rest})
+
+    def _ndo_bpf_check(self, prog: XdpProg) -> None:
+        """The driver's own checks of a native program (``ndo_bpf``); a NIC has none."""
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
@@ -454,6 +462,20 @@ class Veth(NetDevice):
     def __init__(self, host: Host, ifindex: int, name: str, **kw: Any) -> None:
         super().__init__(host, ifindex, name, ring_size=VETH_RING_SIZE, **kw)
         self.peer: Veth | None = None
+
+    def _ndo_bpf_check(self, prog: XdpProg) -> None:
+        """``veth_xdp_set``: the peer's frames must fit one page (less headroom and
+        ``skb_shared_info``) unless the program takes frags (``xdp.frags``): then 17
+        more pages."""
+        peer = self.peer
+        if peer is None:
+            raise _fail(errno.ENOTCONN, "Cannot set XDP when peer is detached")
+        max_mtu = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE - ETH_HLEN
+        if prog.spec.flags & BPF_F_XDP_HAS_FRAGS:
+            max_mtu += PAGE_SIZE * MAX_SKB_FRAGS
+        if peer.mtu > max_mtu:
+            raise _fail(errno.ERANGE, f"Peer MTU is too large to set XDP ({peer.name} mtu "
+                                      f"{peer.mtu} > {max_mtu})")
 
     @property
     def xdp_features(self) -> XdpFeatures:

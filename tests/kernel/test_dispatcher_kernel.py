@@ -7,7 +7,7 @@ Linux 6.18 here refuses ``BPF_PROG_TYPE_EXT`` with EPERM (as it refuses
 fentry), so :class:`KernelDispatcher` runs the chain linked into one program
 there (``mode == "linked"``; libxdp would fall back to a single program);
 the frags rule is checked where Linux enforces it, attaching to a veth whose
-peer's MTU is above a page. ``pyxdp load IFACE a.o b.o`` / ``status`` /
+peer's MTU is above a page, on Linux and on pyxdp's veth. ``pyxdp load IFACE a.o b.o`` / ``status`` /
 ``unload`` run in a namespace of their own with a bpffs of their own.
 """
 
@@ -25,8 +25,10 @@ import pytest
 
 from pyxdp.cli.loader import cmd_load, cmd_status, cmd_unload
 from pyxdp.collection import Collection
+from pyxdp.errors import KernelError
 from pyxdp.kernel.dispatcher import KernelDispatcher
 from pyxdp.kernel.netlink import NetlinkError, netns, xdp_attach, xdp_detach, xdp_query
+from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.prog import xdp_dispatcher
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
@@ -95,10 +97,13 @@ def ns() -> Iterator[str]:
 
 def test_frags_rule_where_linux_enforces_it(ns: str) -> None:
     # veth refuses a program that is not frags-aware while its peer's MTU is above
-    # what one page holds (ERANGE, "Peer MTU is too large to set XDP").
+    # what one page holds (ERANGE, "Peer MTU is too large to set XDP"); pyxdp's veth too.
     subprocess.run(["ip", "-n", ns, "link", "set", "veth1", "mtu", "9000"], check=True)
     try:
-        with netns(ns), Collection.load(CHAIN, "kernel") as kc:
+        with netns(ns), Collection.load(CHAIN, "kernel") as kc, Host(engine="interp") as host:
+            v0, v1 = host.veth("veth0", "veth1")
+            v1.mtu = 9000
+            uc = host.load(CHAIN)
             for names, frags in ((["chain_frags", "chain_last"], True),
                                  (["chain_frags", "chain_b"], False)):
                 with KernelDispatcher([kc.programs[n] for n in names]) as kd:
@@ -107,10 +112,16 @@ def test_frags_rule_where_linux_enforces_it(ns: str) -> None:
                         xdp_attach("veth0", kd.fd)  # type: ignore[arg-type]
                         assert xdp_query("veth0").programs["native"] == kd.id
                         xdp_detach("veth0")
+                        v0.attach_xdp_multi([uc.programs[n] for n in names])
+                        v0.detach_xdp()
                     else:
                         with pytest.raises(NetlinkError) as ei:
                             xdp_attach("veth0", kd.fd)  # type: ignore[arg-type]
                         assert ei.value.errno == errno.ERANGE
+                        with pytest.raises(KernelError) as ue:
+                            v0.attach_xdp_multi([uc.programs[n] for n in names])
+                        assert ue.value.errno == errno.ERANGE
+                        assert v0.xdp_query()["mode"] == "none"
     finally:
         subprocess.run(["ip", "-n", ns, "link", "set", "veth1", "mtu", "1500"], check=True)
 
