@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,9 +66,14 @@ def jit_available() -> bool:
 def _pick_engine(engine: str) -> str:
     if engine == "auto":
         return "jit" if jit_available() else "interp"
-    if engine == "jit" and not jit_available():
-        raise NotSupportedError("engine 'jit' needs llvmlite: pip install 'pyxdp[jit]'")
+    if engine in ("jit", "tiered") and not jit_available():
+        raise NotSupportedError(f"engine {engine!r} needs llvmlite: pip install 'pyxdp[jit]'")
     return engine
+
+
+# LLVM compiles one program at a time: a tiered program's background compile and a
+# load on another thread must not build modules at once.
+_JIT_BUILD_LOCK = threading.Lock()
 _KEY0 = bytes(4)
 U32Array = npt.NDArray[np.uint32]
 
@@ -138,9 +144,17 @@ class XdpProg:
     def __init__(self, spec: ProgramSpec, maps: Mapping[str, Map], *,
                  helpers: Mapping[int, Helper] | None = None,
                  budget: int = DEFAULT_BUDGET, engine: str = "auto") -> None:
-        if engine not in ("auto", "jit", "interp"):
-            raise NotSupportedError(f"unknown engine {engine!r} (auto, jit or interp)")
+        if engine not in ("auto", "jit", "interp", "tiered"):
+            raise NotSupportedError(f"unknown engine {engine!r} (auto, jit, interp or tiered)")
         self.engine = _pick_engine(engine)
+        # "tiered": the interpreter runs the first packets while a thread builds the JIT
+        # code; the next run that starts with nothing in flight switches to it.
+        tiered = self.engine == "tiered"
+        if tiered:
+            self.engine = "interp"
+        self._pending_jit: Engine | None = None
+        self.jit_ready = threading.Event()  # set when a tiered program's JIT is built
+        self.jit_error: BaseException | None = None
         # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
         # whatever source field the spec left in it (hand-assembled specs leave 0).
         spec = _mark_map_loads(spec)
@@ -167,6 +181,9 @@ class XdpProg:
             self.vm = self._engine()
         except InvalidProgram as e:
             raise self._located(e) from None
+        if tiered:
+            threading.Thread(target=self._build_jit, name=f"jit-{spec.name}",
+                             daemon=True).start()
         regions: list[Region] = []
         for m in self.maps.values():
             regions.extend(m.regions())
@@ -188,10 +205,31 @@ class XdpProg:
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
             from pyxdp.net.xdp_jit import XdpJit
-            return XdpJit(self.spec.insns, maps=list(self.maps.values()), helpers=self._helpers,
-                          ld_imm64=self._resolve, ctx_loads=self.ctx_loads, budget=self.budget)
+            with _JIT_BUILD_LOCK:
+                return XdpJit(self.spec.insns, maps=list(self.maps.values()),
+                              helpers=self._helpers, ld_imm64=self._resolve,
+                              ctx_loads=self.ctx_loads, budget=self.budget)
         return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
                            ctx_loads=self.ctx_loads, budget=self.budget)
+
+    def _build_jit(self) -> None:
+        """A tiered program's background compile (the interpreter serves meanwhile)."""
+        try:
+            self._pending_jit = self._engine("jit")
+        except BaseException as e:  # noqa: BLE001 - reported, the interpreter goes on
+            self.jit_error = e
+            log.warning("%s: the JIT could not build the program (%s); it stays on the "
+                        "interpreter", self.spec.name, e)
+        finally:
+            self.jit_ready.set()
+
+    def _promote(self) -> None:
+        """Switch a tiered program to its JIT code, between runs."""
+        jit, self._pending_jit = self._pending_jit, None
+        self._spare.clear()
+        self._per_cpu.clear()
+        self.vm = jit
+        self.engine = "jit"
 
     def _located(self, e: InvalidProgram) -> InvalidProgram:
         where = self.spec.source_line(e.pc) if e.pc is not None else None
@@ -229,6 +267,8 @@ class XdpProg:
         """Run on one packet; return the action (u32). ProgramFault propagates."""
         if trace is None and self.watcher is not None:
             return self.watcher(self, xdp, ctx)
+        if self._pending_jit is not None and self._depth == 0:
+            self._promote()
         ctx.xdp = xdp
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
@@ -302,6 +342,8 @@ class XdpProg:
             ctx = RunContext(cpu=cpu)
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
+        if self._pending_jit is not None and self._depth == 0:
+            self._promote()
         if self.engine == "jit" and self._depth == 0:
             self._depth += 1
             try:
