@@ -251,8 +251,9 @@ class Collection:
                  core_btf: str | os.PathLike[str] | None = None, verify: bool = True) -> None:
         """``engine`` (userspace backend): ``"jit"``, ``"interp"``, ``"auto"`` (the JIT
         when llvmlite is installed) or ``"tiered"`` (the interpreter at once, the JIT
-        code, built on a thread, from the first run after it is ready). ``core_btf``: a BTF file CO-RE relocations resolve
-        against instead of the running kernel's (libbpf's ``btf_custom_path``).
+        code, built on a thread, from the first run after it is ready). ``core_btf``: a
+        BTF file CO-RE relocations resolve against instead of the running kernel's
+        (libbpf's ``btf_custom_path``).
 
         ``verify`` (userspace backend): run :mod:`pyxdp.verifier` on every program first,
         so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`

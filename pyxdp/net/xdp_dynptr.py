@@ -117,7 +117,7 @@ def _frag_region(vm: Interpreter, xdp: XdpBuff, i: int) -> int:
     base = FRAG_BASE + (i << 16)
     frag = xdp.frags[i]
     for r in vm.mem.regions:
-        if r.base == base and r.buf.obj is frag:  # type: ignore[attr-defined]
+        if r.base == base and isinstance(r.buf, memoryview) and r.buf.obj is frag:
             return base
     vm.mem.add(Region(f"packet frag {i}", base, memoryview(frag)))
     return base

@@ -132,6 +132,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
         if hid is None:
             hid = ids[k.name] = KFUNC_HELPER_BASE + len(ids)
             fn = make(ops or XdpMetadataOps()) if make is not None else plain
+            assert fn is not None
             helpers[hid] = Helper(hid, k.name, fn)
         insns[k.pc] = dataclasses.replace(insns[k.pc], src=int(op.CallSrc.BPF_HELPER_CALL),
                                           imm=hid, off=0)

@@ -7,8 +7,9 @@ Linux 6.18 here refuses ``BPF_PROG_TYPE_EXT`` with EPERM (as it refuses
 fentry), so :class:`KernelDispatcher` runs the chain linked into one program
 there (``mode == "linked"``; libxdp would fall back to a single program);
 the frags rule is checked where Linux enforces it, attaching to a veth whose
-peer's MTU is above a page, on Linux and on pyxdp's veth. ``pyxdp load IFACE a.o b.o`` / ``status`` /
-``unload`` run in a namespace of their own with a bpffs of their own.
+peer's MTU is above a page, on Linux and on pyxdp's veth. ``pyxdp load IFACE
+a.o b.o`` / ``status`` / ``unload`` run in a namespace of their own with a
+bpffs of their own.
 """
 
 from __future__ import annotations
