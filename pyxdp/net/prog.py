@@ -73,7 +73,7 @@ def _pick_engine(engine: str) -> str:
 
 # LLVM compiles one program at a time: a tiered program's background compile and a
 # load on another thread must not build modules at once.
-_JIT_BUILD_LOCK = threading.Lock()
+_JIT_BUILD_LOCK = threading.RLock()
 _KEY0 = bytes(4)
 U32Array = npt.NDArray[np.uint32]
 
