@@ -10,7 +10,10 @@ the verdict is reported
 
 * cold: with an empty JIT disk cache (``PYXDP_JIT_CACHE`` a fresh directory):
   what the first load of a program costs, LLVM optimising and generating code;
-* warm: again with the cache the cold run filled: what every later process pays.
+* warm: again with the cache the cold run filled: what every later process pays;
+* tiered, cold: ``engine="tiered"``: the interpreter answers the first packet while
+  a thread builds the JIT code (empty cache); "first packet" is the time to the
+  verdict, "JIT ready" the time until the optimised code could take over.
 
 With ``--vs-kernel`` (root) the same process loads the object into Linux instead
 (verifier and JIT) and runs the packet: Linux's figure. Each figure is the
@@ -41,17 +44,21 @@ import json, pickle, sys, time
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
 from pyxdp.net.packets import udp_packet
-path, backend = sys.argv[1], sys.argv[2]
+path, backend, engine = sys.argv[1], sys.argv[2], sys.argv[3]
 t0 = time.perf_counter()
 if path.endswith(".pickle"):
     with open(path, "rb") as f:
         spec = pickle.load(f)
 else:
     spec = load_collection_spec(path)
-with Collection(spec, backend) as coll:
+with Collection(spec, backend, engine=engine) as coll:
     prog = next(iter(coll.programs.values()))
     prog.test_run(udp_packet(b"x" * 64))
-    print(json.dumps({"s": time.perf_counter() - t0}))
+    first = time.perf_counter() - t0
+    ready = getattr(prog.handle, "jit_ready", None)
+    if engine == "tiered" and ready is not None:
+        ready.wait(600)
+    print(json.dumps({"s": first, "jit": time.perf_counter() - t0}))
 """
 
 
@@ -85,15 +92,19 @@ def large_program(blocks: int = 300) -> CollectionSpec:
     return CollectionSpec(programs={"large": prog}, maps={}, license="GPL", name="large")
 
 
-def measure(path: str, backend: str, cache: str, repeat: int) -> float:
+def measure(path: str, backend: str, cache: str, repeat: int, engine: str = "auto"
+            ) -> tuple[float, float]:
+    """Median seconds to the first verdict, and to the JIT code being ready."""
     env = dict(os.environ, PYXDP_JIT_CACHE=cache, PYTHONPATH=str(ROOT))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # byte-compiled modules, as an install has
-    times = []
+    times, ready = [], []
     for _ in range(repeat):
-        res = subprocess.run([sys.executable, "-c", CHILD, path, backend], env=env,
+        res = subprocess.run([sys.executable, "-c", CHILD, path, backend, engine], env=env,
                              capture_output=True, text=True, check=True, timeout=600)
-        times.append(json.loads(res.stdout)["s"])
-    return statistics.median(times)
+        out = json.loads(res.stdout)
+        times.append(out["s"])
+        ready.append(out["jit"])
+    return statistics.median(times), statistics.median(ready)
 
 
 def main() -> None:
@@ -110,17 +121,23 @@ def main() -> None:
         objects = [("xdp1.o", str(SAMPLES / "xdp1.o")), ("lb.o", str(SAMPLES / "lb.o")),
                    ("core.o", str(SAMPLES / "core.o")),
                    (f"generated, {len(spec.programs['large'].insns)} insns", str(large))]
-        print("| object | cold (s) | warm (s) |" + (" Linux (s) |" if args.vs_kernel else ""))
-        print("|---|---|---|" + ("---|" if args.vs_kernel else ""))
+        print("| object | JIT cold (s) | JIT warm (s) | tiered cold: first packet (s) | "
+              "tiered cold: JIT ready (s) |" + (" Linux (s) |" if args.vs_kernel else ""))
+        print("|---|---|---|---|---|" + ("---|" if args.vs_kernel else ""))
         for name, path in objects:
-            colds = []
+            colds, firsts, readies = [], [], []
             for i in range(args.repeat):
-                colds.append(measure(path, "userspace", str(Path(tmp) / f"cold{i}"), 1))
+                colds.append(measure(path, "userspace", str(Path(tmp) / f"cold{i}"), 1)[0])
+                first, ready = measure(path, "userspace", str(Path(tmp) / f"tier{i}"), 1,
+                                       "tiered")
+                firsts.append(first)
+                readies.append(ready)
             cache = str(Path(tmp) / "cold0")
-            warm = measure(path, "userspace", cache, args.repeat)
-            row = f"| {name} | {statistics.median(colds):.3f} | {warm:.3f} |"
+            warm = measure(path, "userspace", cache, args.repeat)[0]
+            row = (f"| {name} | {statistics.median(colds):.3f} | {warm:.3f} | "
+                   f"{statistics.median(firsts):.3f} | {statistics.median(readies):.3f} |")
             if args.vs_kernel:
-                row += f" {measure(path, 'kernel', 'off', args.repeat):.3f} |"
+                row += f" {measure(path, 'kernel', 'off', args.repeat)[0]:.3f} |"
             print(row, flush=True)
 
 

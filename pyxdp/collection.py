@@ -42,6 +42,7 @@ from pyxdp.spec import (
     MapSpec,
     ProgramRef,
     ProgramSpec,
+    XdpRunConfig,
     libbpf_map_defaults,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
@@ -265,12 +266,20 @@ def _plain(raw: bytes) -> Any:
 class Program:
     """A loaded program: ``test_run`` with BPF_PROG_TEST_RUN's rules on its backend."""
 
-    def __init__(self, name: str, spec: ProgramSpec, handle: ProgHandle, backend: Backend
-                 ) -> None:
+    def __init__(self, name: str, spec: ProgramSpec, handle: ProgHandle, backend: Backend,
+                 run_config: XdpRunConfig | None = None) -> None:
         self.name = name
         self.spec = spec
         self.handle = handle
         self._backend = backend
+        # libxdp's XDP_RUN_CONFIG(prog) when the object declares one (the dispatcher's
+        # priority and chain-call actions; libxdp's defaults otherwise).
+        self.run_config = run_config
+
+    @property
+    def backend(self) -> Backend:
+        """The backend that loaded the program."""
+        return self._backend
 
     def __repr__(self) -> str:
         return f"<Program {self.name} section={self.spec.section} on {self._backend.name}>"
@@ -326,9 +335,11 @@ class Collection:
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
                  nr_cpus: int | None = None, engine: str = "auto",
                  core_btf: str | os.PathLike[str] | None = None, verify: bool = True) -> None:
-        """``engine`` (userspace backend): ``"jit"``, ``"interp"`` or ``"auto"`` (the JIT
-        when llvmlite is installed). ``core_btf``: a BTF file CO-RE relocations resolve
-        against instead of the running kernel's (libbpf's ``btf_custom_path``).
+        """``engine`` (userspace backend): ``"jit"``, ``"interp"``, ``"auto"`` (the JIT
+        when llvmlite is installed) or ``"tiered"`` (the interpreter at once, the JIT
+        code, built on a thread, from the first run after it is ready). ``core_btf``: a
+        BTF file CO-RE relocations resolve against instead of the running kernel's
+        (libbpf's ``btf_custom_path``).
 
         ``verify`` (userspace backend): run :mod:`pyxdp.verifier` on every program first,
         so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
@@ -384,7 +395,8 @@ class Collection:
                 from pyxdp.verifier import verify
                 verify(ps, self.spec.maps)
             self.programs[name] = Program(
-                name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend)
+                name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend,
+                self.spec.xdp_run_config.get(name))
         for name, ms in self.spec.maps.items():
             for key, value in ms.contents:
                 if isinstance(value, ProgramRef):

@@ -105,6 +105,10 @@ class UserspaceBackend:
             spec, helpers = bind_kfuncs(spec, ops)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
                        helpers=helpers)
+        return self.register(prog)
+
+    def register(self, prog: XdpProg) -> XdpProg:
+        """Give a program built outside :meth:`load_program` (a libxdp dispatcher) its id."""
         prog.id = self._next_prog_id
         self._next_prog_id += 1
         self.programs[prog.id] = prog

@@ -10,13 +10,18 @@
   can find the maps later. Without ``-F`` the attach sets
   ``XDP_FLAGS_UPDATE_IF_NOEXIST``: an attached program is never replaced by
   accident.
+* ``load ... IFNAME OBJ OBJ...`` attaches one program of each object as
+  libxdp does: its dispatcher (:mod:`pyxdp.dispatcher`) runs them in
+  ``XDP_RUN_CONFIG`` order with their chain-call actions, and the chain is
+  pinned in libxdp's bpffs layout (``$LIBXDP_BPFFS/xdp/dispatch-IFINDEX-ID``,
+  :mod:`pyxdp.kernel.dispatcher`) so that it outlives this process.
 * ``unload IFNAME (-a | -i ID)`` detaches every program of the interface,
   or the one with that id (with ``XDP_FLAGS_REPLACE`` and the program as
   the expected one, so a program swapped in meanwhile is left alone). A mode
   held by a bpf_link is released with ``BPF_LINK_DETACH``.
 * ``status [IFNAME]`` prints every interface with its XDP programs: mode, id,
   name and tag (``BPF_PROG_GET_FD_BY_ID`` + ``BPF_OBJ_GET_INFO_BY_FD``), and
-  whether a bpf_link holds it.
+  whether a bpf_link holds it; a dispatcher's pinned chain is listed under it.
 
 Every command goes through a :class:`KernelInterfaces` target; a userspace
 pyxdp device (``--host``) can later be another target with the same three
@@ -31,7 +36,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -82,7 +87,9 @@ class AttachedProgram:
     prog_id: int
     name: str = ""
     tag: str = ""
-    link_id: int = 0  # the bpf_link holding it; 0: netlink; -1: unknown (not root)
+    link_id: int = 0  # the bpf_link holding it; 0: netlink; -1: unknown (not root);
+    # -2: a component of the libxdp dispatcher listed before it, in slot ``slot``
+    slot: int = -1
 
 
 class KernelInterfaces:
@@ -122,6 +129,40 @@ class KernelInterfaces:
             # attachment keeps the program and its maps alive.
             return AttachedProgram(ifname, kmode, handle.id, handle.kernel_name, handle.tag)
 
+    def load_multi(self, ifname: str, chosen: list[tuple[CollectionSpec, ProgramSpec]], *,
+                   mode: str, force: bool) -> tuple[AttachedProgram, list[AttachedProgram]]:
+        """Several programs as libxdp attaches them: the dispatcher on the interface,
+        the chain pinned in bpffs (:mod:`pyxdp.kernel.dispatcher`). Returns the
+        dispatcher and its components in order."""
+        from contextlib import ExitStack
+
+        from pyxdp.collection import Collection
+        from pyxdp.kernel.dispatcher import KernelDispatcher, unpin_chain
+        from pyxdp.kernel.netlink import NetlinkError, XdpFlag, xdp_attach
+
+        ifindex = self.ifindex(ifname)
+        with ExitStack() as stack:
+            colls = [stack.enter_context(Collection(spec, "kernel")) for spec, _ in chosen]
+            disp = stack.enter_context(KernelDispatcher(
+                [c.programs[p.name] for c, (_, p) in zip(colls, chosen, strict=True)]))
+            try:
+                path = disp.pin(ifindex)
+            except OSError as e:
+                raise LoaderError(f"cannot pin the chain in bpffs ({e.strerror}); mount bpffs "
+                                  f"or set LIBXDP_BPFFS") from None
+            flags = 0 if force else XdpFlag.XDP_FLAGS_UPDATE_IF_NOEXIST
+            kmode = "generic" if mode == "skb" else mode
+            try:
+                xdp_attach(ifindex, disp.fd, mode=kmode, flags=flags)  # type: ignore[arg-type]
+            except NetlinkError as e:
+                unpin_chain(ifindex, disp.id)
+                raise LoaderError(f"{ifname}: {e}") from None
+            del path
+            comps = [AttachedProgram(ifname, kmode, p.handle.id,  # type: ignore[attr-defined]
+                                     p.name, p.handle.tag)  # type: ignore[attr-defined]
+                     for p in disp.programs]
+            return AttachedProgram(ifname, kmode, disp.id, "xdp_dispatcher", disp.tag), comps
+
     def unload(self, ifname: str, prog_id: int | None) -> list[AttachedProgram]:
         from pyxdp.kernel.netlink import NetlinkError, xdp_detach, xdp_query
         from pyxdp.kernel.syscall import prog_get_fd_by_id
@@ -147,6 +188,8 @@ class KernelInterfaces:
             except NetlinkError as e:
                 if e.errno != _errno.EBUSY or not _detach_link(ifindex, pid):
                     raise LoaderError(f"{ifname}: {e}") from None
+            from pyxdp.kernel.dispatcher import unpin_chain
+            unpin_chain(ifindex, pid)  # a libxdp dispatcher's pinned chain goes with it
             done.append(AttachedProgram(ifname, mode, pid))
         return done
 
@@ -164,8 +207,21 @@ class KernelInterfaces:
                     (li.id for li in links if li.ifindex == q.ifindex and li.prog_id == pid), 0)
                 progs.append(AttachedProgram(q.ifname or ifname or "", mode, pid, name, tag,
                                              link_id))
+                progs += _chain_of(q.ifname or ifname or "", q.ifindex, mode, pid)
             out.append((q, progs))
         return out
+
+
+def _chain_of(ifname: str, ifindex: int, mode: str, prog_id: int) -> list[AttachedProgram]:
+    """The components libxdp's layout pinned for dispatcher ``prog_id``, as status rows
+    (``link_id`` -2 marks a component)."""
+    from pyxdp.kernel.dispatcher import pinned_chain
+    try:
+        chain = pinned_chain(ifindex, prog_id)
+    except OSError:
+        return []
+    return [AttachedProgram(ifname, mode, pid, name, tag, -2, slot)
+            for slot, pid, name, tag in chain or ()]
 
 
 def _pin_all(maps: Mapping[str, Map], prog: KernelProgram, pin: str) -> list[str]:
@@ -285,23 +341,41 @@ def _choose(spec: CollectionSpec, obj: str, section: str | None, name: str | Non
 # Commands
 # --------------------------------------------------------------------------
 
-def cmd_load(ifname: str, obj: str, *, mode: str = "native", section: str | None = None,
-             name: str | None = None, pin: str | None = None, force: bool = False,
-             target: KernelInterfaces | None = None) -> int:
-    """``pyxdp load``: attach a program of ``obj`` to ``ifname``; prints what was attached."""
+def cmd_load(ifname: str, obj: str | Sequence[str], *, mode: str = "native",
+             section: str | None = None, name: str | None = None, pin: str | None = None,
+             force: bool = False, target: KernelInterfaces | None = None) -> int:
+    """``pyxdp load``: attach a program of ``obj`` to ``ifname``; prints what was attached.
+    Several objects (one program of each, chosen by the same -s/-n) go through libxdp's
+    dispatcher, in their XDP_RUN_CONFIG order."""
     from pyxdp.cli.prog import _object
     from pyxdp.elf import load_collection_spec
 
+    objs = [obj] if isinstance(obj, str) else list(obj)
     where = target or KernelInterfaces()
     with _errors("load"):
         where.ifindex(ifname)  # an unknown interface is reported before any loading
         if mode not in MODES:
             raise LoaderError(f"unknown mode {mode!r} ({', '.join(MODES)})")
-        spec = load_collection_spec(_object(obj))
-        prog = _choose(spec, obj, section, name)
-        got = where.load(ifname, spec, prog, mode=mode, pin=pin, force=force)
-    print(f"{ifname}: {got.name or prog.name} (id {got.prog_id}, tag {got.tag}) attached in "
-          f"{_SHOWN[got.mode]} mode")
+        chosen = []
+        for o in objs:
+            spec = load_collection_spec(_object(o))
+            chosen.append((spec, _choose(spec, o, section, name)))
+        if len(chosen) > 1:
+            if pin is not None:
+                raise LoaderError("-p pins one program's maps; several programs are pinned "
+                                  "by the dispatcher in libxdp's bpffs layout")
+            disp, comps = where.load_multi(ifname, chosen, mode=mode, force=force)
+        else:
+            got = where.load(ifname, chosen[0][0], chosen[0][1], mode=mode, pin=pin,
+                             force=force)
+    if len(chosen) == 1:
+        print(f"{ifname}: {got.name or chosen[0][1].name} (id {got.prog_id}, tag {got.tag}) "
+              f"attached in {_SHOWN[got.mode]} mode")
+        return 0
+    print(f"{ifname}: xdp_dispatcher (id {disp.prog_id}, tag {disp.tag}) attached in "
+          f"{_SHOWN[disp.mode]} mode with {len(comps)} programs:")
+    for k, c in enumerate(comps):
+        print(f"  prog{k}: {c.name} (id {c.prog_id}, tag {c.tag})")
     return 0
 
 
@@ -333,6 +407,10 @@ def cmd_status(ifname: str | None = None, *, target: KernelInterfaces | None = N
             out.write(f"{name:<17}<No XDP program loaded!>\n")
             continue
         for p in progs:
+            if p.link_id == -2:  # a dispatcher's component, under it
+                out.write(f"{' ':<17}{'=> ' + str(p.slot):<8}{p.prog_id:>8}  "
+                          f"{p.name or '-':<16}{p.tag or '-':<18}dispatcher\n")
+                continue
             by = {0: "netlink", -1: "-"}.get(p.link_id, f"bpf_link {p.link_id}")
             out.write(f"{name:<17}{_SHOWN[p.mode]:<8}{p.prog_id:>8}  {p.name or '-':<16}"
                       f"{p.tag or '-':<18}{by}\n")

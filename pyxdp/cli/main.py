@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     du.set_defaults(func=_cmd_dump)
 
     # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).
-    ld = sub.add_parser("load", help="load an object and attach a program to an interface")
+    ld = sub.add_parser("load", help="load objects and attach their programs to an interface")
     ld.add_argument("-m", "--mode", choices=("native", "skb", "hw"), default="native",
                     help="XDP mode (default: native)")
     ld.add_argument("-s", "--section", help="ELF section of the program")
@@ -295,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("-F", "--force", action="store_true",
                     help="replace a program already attached in that mode")
     ld.add_argument("ifname", metavar="IFNAME")
-    ld.add_argument("obj", metavar="OBJ")
+    ld.add_argument("obj", metavar="OBJ", nargs="+",
+                    help="object(s); several go through libxdp's dispatcher")
     ld.set_defaults(func=_cmd_load)
 
     ul = sub.add_parser("unload", help="detach XDP programs from an interface")

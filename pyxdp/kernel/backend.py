@@ -485,19 +485,29 @@ class KernelBackend:
         return spec.copy(insns=tuple(insns)), attach_id
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
-                     btf: Btf | None = None) -> KernelProgram:
-        """BPF_PROG_LOAD; a refusal raises VerifierError with the whole verifier log."""
+                     btf: Btf | None = None, *, replace_func: tuple[Fd, int] | None = None
+                     ) -> KernelProgram:
+        """BPF_PROG_LOAD; a refusal raises VerifierError with the whole verifier log.
+
+        ``replace_func`` (target program fd, BTF id of one of its global functions)
+        loads the program as an extension (``BPF_PROG_TYPE_EXT``, freplace) of that
+        function, as libbpf's ``bpf_program__set_attach_target`` does."""
         why = self.cannot_load(spec)
         if why:
             raise NotSupportedError(f"program {spec.name!r}: {why}")
+        if replace_func is not None:
+            spec = spec.copy(prog_type="ext", expected_attach_type=0)
         try:
             prog_type = BpfProgType["BPF_PROG_TYPE_" + spec.prog_type.upper()]
         except KeyError:
             raise NotSupportedError(f"program type {spec.prog_type!r}") from None
-        if prog_type == BpfProgType.BPF_PROG_TYPE_EXT:
+        if prog_type == BpfProgType.BPF_PROG_TYPE_EXT and replace_func is None:
             raise NotSupportedError(f"program {spec.name!r}: freplace programs need the "
-                                    f"program they replace, which pyxdp does not load")
+                                    f"program they replace (replace_func=)")
         spec, attach_btf_id = self._resolve_kernel_refs(spec, btf)
+        attach_prog: Fd | int = 0
+        if replace_func is not None:
+            attach_prog, attach_btf_id = replace_func
         insns = self._bind_maps(spec, maps)
         btf_fd = self.btf_fd() if spec.func_info or spec.line_info or spec.core_relos \
             else None
@@ -522,7 +532,7 @@ class KernelBackend:
             log_level=self.log_level, expected_attach_type=spec.expected_attach_type,
             prog_flags=spec.flags, prog_ifindex=spec.ifindex,
             kern_version=self.collection.kern_version if self.collection else 0,
-            prog_btf_fd=btf_fd or 0, attach_btf_id=attach_btf_id,
+            prog_btf_fd=btf_fd or 0, attach_btf_id=attach_btf_id, attach_prog_fd=attach_prog,
             func_info=func_info, func_info_rec_size=_FUNC_INFO.size if func_info else 0,
             line_info=line_info, line_info_rec_size=_LINE_INFO.size if line_info else 0,
             core_relos=core_relos, core_relo_rec_size=_CORE_RELO.size if core_relos else 0)
@@ -554,6 +564,11 @@ class KernelBackend:
             ctx_size_out=ctx_size_out or None, repeat=repeat)
 
     # -- lifetime ----------------------------------------------------------------------
+
+    @property
+    def map_handles(self) -> dict[str, KernelMap]:
+        """The maps created so far by their spec's name (what programs reference)."""
+        return {km.spec.name: km for km in self._maps if km.spec is not None}
 
     @property
     def maps(self) -> tuple[KernelMap, ...]:

@@ -37,6 +37,7 @@ __all__ = [
     "XdpLink",
     "link_get_fd_by_id",
     "link_get_info",
+    "freplace_link",
     "link_get_next_id",
     "obj_get",
     "obj_pin",
@@ -288,3 +289,15 @@ def xdp_link_attach(iface: str | int, prog: FdLike, *, mode: str | None = None,
                     flags: int = 0) -> XdpLink:
     """Attach ``prog`` to ``iface`` through a new bpf_link (:meth:`XdpLink.attach`)."""
     return XdpLink.attach(iface, prog, mode=mode, flags=flags)
+
+
+def freplace_link(prog: FdLike, target: FdLike, target_btf_id: int) -> Fd:
+    """BPF_LINK_CREATE of an extension (``BPF_PROG_TYPE_EXT``) over function
+    ``target_btf_id`` of program ``target`` (``bpf_tracing_prog_attach``): the
+    function runs the extension's code until the link is released."""
+    attr = _attr(_LINK_CREATE_SIZE)
+    _put32(attr, 0, fd_of(prog))
+    _put32(attr, 4, fd_of(target))
+    _put32(attr, 8, 0)
+    _put32(attr, 16, target_btf_id)  # link_create.tracing.target_btf_id
+    return Fd(_call(BpfCmd.BPF_LINK_CREATE, attr, "freplace"), "link")

@@ -1,7 +1,8 @@
 """The XDP helpers of ``net/core/filter.c`` and ``struct bpf_redirect_info``.
 
 ``xdp_adjust_head``/``meta``/``tail``, ``xdp_get_buff_len``,
-``xdp_load_bytes``/``store_bytes``, ``csum_diff``, ``redirect`` and
+``xdp_load_bytes``/``store_bytes``, ``dynptr_read``/``write`` over XDP
+dynptrs (:mod:`pyxdp.net.xdp_dynptr`), ``csum_diff``, ``redirect`` and
 ``redirect_map`` with the kernel's argument checks and return codes, and
 pyxdp's extension ``bpf_redirect_xsk`` (id
 :data:`~pyxdp.asm.helpers_names.PYXDP_FUNC_REDIRECT_XSK`, outside Linux's
@@ -46,6 +47,7 @@ from pyxdp.net.xdp import (
     load_bytes_fn,
     store_bytes_fn,
 )
+from pyxdp.net.xdp_dynptr import dynptr_read, dynptr_write
 from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
     MEM_TYPE_PAGE_POOL,
@@ -182,6 +184,16 @@ def _store_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
     if length > 0xFFFF or (r2 & M32) > 0xFFFF:
         return neg(errno.EFAULT)
     return xdp.store_bytes(r2 & M32, vm.mem.read(r3, length)) & M64
+
+
+@_xh(201, "dynptr_read")
+def _dynptr_read(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return dynptr_read(vm, r1, r2, r3, r4, r5)
+
+
+@_xh(202, "dynptr_write")
+def _dynptr_write(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return dynptr_write(vm, r1, r2, r3, r4, r5)
 
 
 # -- checksums ----------------------------------------------------------------------------

@@ -60,11 +60,11 @@ from pyxdp.net import trace as _trace
 from pyxdp.net.devmap import FwdTable
 from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, FrameRing, Frames
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
-from pyxdp.net.prog import XdpProg
+from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
-from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE, XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import (
     XdpMemRegistry,
     XdpRxqInfo,
@@ -74,7 +74,7 @@ from pyxdp.net.xdp_mem import (
     xdp_rxq_info_reg,
     xdp_rxq_info_unreg,
 )
-from pyxdp.spec import CollectionSpec
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
 from pyxdp.vm.helpers import RunContext
@@ -290,9 +290,58 @@ class NetDevice:
         if cur is not None and cur is p:
             return
         if mode == "native":
+            self._ndo_bpf_check(p)
             self.xdp_prog = p
         else:
             self.xdp_generic = p
+
+    def attach_xdp_multi(self, progs: Iterable[Program | XdpProg], mode: str = "native", *,
+                         run_configs: Mapping[str, XdpRunConfig] | None = None) -> XdpProg:
+        """Attach several programs as libxdp does (``xdp-loader load IFACE a.o b.o``):
+        a dispatcher running them in ``XDP_RUN_CONFIG`` order with their chain-call
+        actions (:mod:`pyxdp.dispatcher`). Programs are added to the chain of a
+        dispatcher already attached in ``mode``; any other attached program is EBUSY.
+        A :class:`~pyxdp.collection.Program` brings its object's run config;
+        ``run_configs`` (by program name) gives one to others. Returns the dispatcher."""
+        new = [(_xdp_prog(p), (p.run_config if isinstance(p, Program) else None)
+                or (run_configs or {}).get(_xdp_prog(p).spec.name) or XdpRunConfig())
+               for p in progs]
+        if not new:
+            raise _fail(errno.EINVAL, "no program to attach")
+        for p, _ in new:
+            if p.chain:
+                raise _fail(errno.EINVAL, f"{p.spec.name} is a dispatcher, not a component")
+        cur = self.xdp_prog if mode == "native" else self.xdp_generic
+        if cur is not None and not cur.chain:
+            raise _fail(errno.EBUSY, f"XDP program already attached ({cur.spec.name}, id "
+                                     f"{cur.id}) and it is not a dispatcher")
+        prog = self.host.backend.register(
+            xdp_dispatcher([*(cur.chain if cur is not None else ()), *new]))
+        try:
+            if cur is None:
+                self.attach_xdp(prog, mode)
+            else:
+                self.attach_xdp(prog, mode, flags=XdpFlags.XDP_FLAGS_REPLACE, expected=cur)
+        except BaseException:
+            self.host.backend.programs.pop(prog.id, None)
+            raise
+        return prog
+
+    def detach_xdp_multi(self, prog: Program | XdpProg, mode: str = "native") -> None:
+        """Take one component out of the dispatcher in ``mode`` (``xdp-loader unload -i``):
+        the others stay in a new dispatcher; the last one leaves the device bare."""
+        p = _xdp_prog(prog)
+        cur = self.xdp_prog if mode == "native" else self.xdp_generic
+        if cur is None or not any(c is p for c, _ in cur.chain):
+            raise _fail(errno.ENOENT, f"{p.spec.name} is not in the dispatcher of {self.name}")
+        rest = [(c, rc) for c, rc in cur.chain if c is not p]
+        self.detach_xdp(mode)
+        if rest:
+            self.attach_xdp_multi([c for c, _ in rest], mode,
+                                  run_configs={c.spec.name: rc for c, rc in rest})
+
+    def _ndo_bpf_check(self, prog: XdpProg) -> None:
+        """The driver's own checks of a native program (``ndo_bpf``); a NIC has none."""
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
@@ -302,13 +351,17 @@ class NetDevice:
             self.xdp_generic = None
 
     def xdp_query(self) -> dict[str, Any]:
-        """What ``ip link`` shows: mode and program id (0 when none)."""
-        if self.xdp_prog is not None:
-            return {"mode": "native", "prog_id": self.xdp_prog.id,
-                    "prog": self.xdp_prog.spec.name}
-        if self.xdp_generic is not None:
-            return {"mode": "generic", "prog_id": self.xdp_generic.id,
-                    "prog": self.xdp_generic.spec.name}
+        """What ``ip link`` shows: mode and program id (0 when none); for a libxdp
+        dispatcher also its ``chain`` (what ``xdp-loader status`` lists)."""
+        for mode, p in (("native", self.xdp_prog), ("generic", self.xdp_generic)):
+            if p is None:
+                continue
+            out: dict[str, Any] = {"mode": mode, "prog_id": p.id, "prog": p.spec.name}
+            if p.chain:  # a dispatcher: its components in order
+                out["chain"] = [{"prog_id": c.id, "prog": c.spec.name, "priority": rc.priority,
+                                 "chain_call_actions": rc.chain_call_actions}
+                                for c, rc in p.chain]
+            return out
         return {"mode": "none", "prog_id": 0, "prog": ""}
 
     @property
@@ -409,6 +462,20 @@ class Veth(NetDevice):
     def __init__(self, host: Host, ifindex: int, name: str, **kw: Any) -> None:
         super().__init__(host, ifindex, name, ring_size=VETH_RING_SIZE, **kw)
         self.peer: Veth | None = None
+
+    def _ndo_bpf_check(self, prog: XdpProg) -> None:
+        """``veth_xdp_set``: the peer's frames must fit one page (less headroom and
+        ``skb_shared_info``) unless the program takes frags (``xdp.frags``): then 17
+        more pages."""
+        peer = self.peer
+        if peer is None:
+            raise _fail(errno.ENOTCONN, "Cannot set XDP when peer is detached")
+        max_mtu = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE - ETH_HLEN
+        if prog.spec.flags & BPF_F_XDP_HAS_FRAGS:
+            max_mtu += PAGE_SIZE * MAX_SKB_FRAGS
+        if peer.mtu > max_mtu:
+            raise _fail(errno.ERANGE, f"Peer MTU is too large to set XDP ({peer.name} mtu "
+                                      f"{peer.mtu} > {max_mtu})")
 
     @property
     def xdp_features(self) -> XdpFeatures:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -31,6 +32,7 @@ from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
 from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
+from pyxdp.spec import XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
     from pyxdp.net.page_pool import MemMap
     from pyxdp.spec import ProgramSpec
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp",
+           "xdp_dispatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +66,14 @@ def jit_available() -> bool:
 def _pick_engine(engine: str) -> str:
     if engine == "auto":
         return "jit" if jit_available() else "interp"
-    if engine == "jit" and not jit_available():
-        raise NotSupportedError("engine 'jit' needs llvmlite: pip install 'pyxdp[jit]'")
+    if engine in ("jit", "tiered") and not jit_available():
+        raise NotSupportedError(f"engine {engine!r} needs llvmlite: pip install 'pyxdp[jit]'")
     return engine
+
+
+# LLVM compiles one program at a time: a tiered program's background compile and a
+# load on another thread must not build modules at once.
+_JIT_BUILD_LOCK = threading.RLock()
 _KEY0 = bytes(4)
 U32Array = npt.NDArray[np.uint32]
 
@@ -136,14 +144,25 @@ class XdpProg:
     def __init__(self, spec: ProgramSpec, maps: Mapping[str, Map], *,
                  helpers: Mapping[int, Helper] | None = None,
                  budget: int = DEFAULT_BUDGET, engine: str = "auto") -> None:
-        if engine not in ("auto", "jit", "interp"):
-            raise NotSupportedError(f"unknown engine {engine!r} (auto, jit or interp)")
+        if engine not in ("auto", "jit", "interp", "tiered"):
+            raise NotSupportedError(f"unknown engine {engine!r} (auto, jit, interp or tiered)")
         self.engine = _pick_engine(engine)
+        # "tiered": the interpreter runs the first packets while a thread builds the JIT
+        # code; the next run that starts with nothing in flight switches to it.
+        tiered = self.engine == "tiered"
+        if tiered:
+            self.engine = "interp"
+        self._pending_jit: Engine | None = None
+        self.jit_ready = threading.Event()  # set when a tiered program's JIT is built
+        self.jit_error: BaseException | None = None
         # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
         # whatever source field the spec left in it (hand-assembled specs leave 0).
         spec = _mark_map_loads(spec)
         self.spec = spec
         self.id = 0  # the program id a loader assigns (prog_array lookups report it)
+        # A libxdp dispatcher's components in order, with their run configs
+        # (pyxdp.dispatcher); empty for any other program.
+        self.chain: tuple[tuple[XdpProg, XdpRunConfig], ...] = ()
         self.maps = dict(maps)
         self.budget = budget
         insns = spec.insns
@@ -162,6 +181,9 @@ class XdpProg:
             self.vm = self._engine()
         except InvalidProgram as e:
             raise self._located(e) from None
+        if tiered:
+            threading.Thread(target=self._build_jit, name=f"jit-{spec.name}",
+                             daemon=True).start()
         regions: list[Region] = []
         for m in self.maps.values():
             regions.extend(m.regions())
@@ -175,13 +197,39 @@ class XdpProg:
         # it sees interpreter runs; a JIT program's run_batch never comes here.
         self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
 
+    @property
+    def helpers(self) -> Mapping[int, Helper]:
+        """The helper table the program runs with (its kfuncs' private ids included)."""
+        return self._helpers
+
     def _engine(self, kind: str | None = None) -> Engine:
         if (kind or self.engine) == "jit":
             from pyxdp.net.xdp_jit import XdpJit
-            return XdpJit(self.spec.insns, maps=list(self.maps.values()), helpers=self._helpers,
-                          ld_imm64=self._resolve, ctx_loads=self.ctx_loads, budget=self.budget)
+            with _JIT_BUILD_LOCK:
+                return XdpJit(self.spec.insns, maps=list(self.maps.values()),
+                              helpers=self._helpers, ld_imm64=self._resolve,
+                              ctx_loads=self.ctx_loads, budget=self.budget)
         return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
                            ctx_loads=self.ctx_loads, budget=self.budget)
+
+    def _build_jit(self) -> None:
+        """A tiered program's background compile (the interpreter serves meanwhile)."""
+        try:
+            self._pending_jit = self._engine("jit")
+        except BaseException as e:  # noqa: BLE001 - reported, the interpreter goes on
+            self.jit_error = e
+            log.warning("%s: the JIT could not build the program (%s); it stays on the "
+                        "interpreter", self.spec.name, e)
+        finally:
+            self.jit_ready.set()
+
+    def _promote(self) -> None:
+        """Switch a tiered program to its JIT code, between runs."""
+        jit, self._pending_jit = self._pending_jit, None
+        self._spare.clear()
+        self._per_cpu.clear()
+        self.vm = jit
+        self.engine = "jit"
 
     def _located(self, e: InvalidProgram) -> InvalidProgram:
         where = self.spec.source_line(e.pc) if e.pc is not None else None
@@ -219,6 +267,8 @@ class XdpProg:
         """Run on one packet; return the action (u32). ProgramFault propagates."""
         if trace is None and self.watcher is not None:
             return self.watcher(self, xdp, ctx)
+        if self._pending_jit is not None and self._depth == 0:
+            self._promote()
         ctx.xdp = xdp
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
@@ -292,6 +342,8 @@ class XdpProg:
             ctx = RunContext(cpu=cpu)
         if ctx.tail_call is None:
             ctx.tail_call = self._tail_call
+        if self._pending_jit is not None and self._depth == 0:
+            self._promote()
         if self.engine == "jit" and self._depth == 0:
             self._depth += 1
             try:
@@ -400,6 +452,24 @@ class XdpProg:
             return None
         ctx.tail_call_cnt += 1
         return target.run(ctx.xdp, ctx)
+
+
+def xdp_dispatcher(programs: Sequence[tuple[XdpProg, XdpRunConfig | None]]) -> XdpProg:
+    """libxdp's dispatcher over ``programs`` (each with its run config), as one program:
+    :mod:`pyxdp.dispatcher` orders them, builds the dispatcher and links each
+    component into its slot as freplace does. Its :attr:`XdpProg.chain` lists them in
+    order; it runs on the first component's engine and budget."""
+    from pyxdp.dispatcher import ChainEntry, build_dispatcher, chain_order, link_chain
+
+    chain = chain_order([(p, rc or XdpRunConfig()) for p, rc in programs],
+                        lambda c: ChainEntry.of(c[0].spec, c[1]))
+    disp = build_dispatcher([ChainEntry.of(p.spec, rc) for p, rc in chain])
+    spec, maps, helpers = link_chain(disp, [(p.spec, p.maps, p.helpers) for p, _ in chain])
+    first = chain[0][0]
+    prog = XdpProg(spec, maps, helpers=helpers,  # type: ignore[arg-type]
+                   engine=first.engine, budget=first.budget)
+    prog.chain = tuple(chain)
+    return prog
 
 
 # -----------------------------------------------------------------------------------

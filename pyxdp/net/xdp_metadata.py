@@ -34,6 +34,7 @@ from pyxdp.asm import opcodes as op
 from pyxdp.errors import HelperFault, InvalidProgram, NotSupportedError
 from pyxdp.net.filter import XDP_HELPERS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
@@ -120,16 +121,19 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
-        if make is None:
+        plain = DYNPTR_KFUNCS.get(k.name)
+        if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")
-        if not bound:
+        if make is not None and not bound:
             raise InvalidProgram(f"{spec.name}: metadata kfuncs require device-bound program "
                                  f"({k.name} at pc {k.pc})", pc=k.pc, rule="kfunc")
         hid = ids.get(k.name)
         if hid is None:
             hid = ids[k.name] = KFUNC_HELPER_BASE + len(ids)
-            helpers[hid] = Helper(hid, k.name, make(ops or XdpMetadataOps()))
+            fn = make(ops or XdpMetadataOps()) if make is not None else plain
+            assert fn is not None
+            helpers[hid] = Helper(hid, k.name, fn)
         insns[k.pc] = dataclasses.replace(insns[k.pc], src=int(op.CallSrc.BPF_HELPER_CALL),
                                           imm=hid, off=0)
     return dataclasses.replace(spec, insns=tuple(insns), kfuncs=()), helpers
