@@ -29,12 +29,13 @@ from pyxdp.verifier.tnum import t_add, t_and, t_in, t_mul, t_range, t_sub
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 OBJECTS = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
 # Linux refuses these; pyxdp's verdict on each (xsk_redirect.o calls pyxdp's own helper).
-REFUSED = {"unchecked.o": "R1 offset is outside of the packet"}
+REFUSED = {"unchecked.o": "R1 offset is outside of the packet",
+           "rx_meta.o": "metadata kfuncs require device-bound program"}
 
 
 def modelled(prog: ProgramSpec) -> bool:
-    """XDP programs without kfuncs or CO-RE relocations (what pyxdp's verifier covers)."""
-    return prog.prog_type == "xdp" and not prog.kfuncs and not prog.core_relos
+    """XDP programs (what pyxdp's verifier covers)."""
+    return prog.prog_type == "xdp"
 
 
 def _verdict(case: VerifierCase) -> str | None:
@@ -66,10 +67,10 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
             continue
         if obj.name in REFUSED:
             with pytest.raises(VerifierError) as e:
-                verify(prog, spec.maps)
+                verify(prog, spec.maps, btf=spec.btf)
             assert e.value.reason == REFUSED[obj.name]
         else:
-            res = verify(prog, spec.maps)
+            res = verify(prog, spec.maps, btf=spec.btf)
             assert 0 < res.insns_processed < 10_000
 
 

@@ -6,7 +6,8 @@ machine: ``None`` for accepted, else the last line of the verifier's log.
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
-``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`.
+``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
+calls kernel function ``name`` (resolved by name at load, as libbpf does).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from dataclasses import dataclass
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
-from pyxdp.spec import BPF_XDP, BPF_XDP_DEVMAP, CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.spec import (
+    BPF_XDP,
+    BPF_XDP_DEVMAP,
+    CollectionSpec,
+    KfuncRef,
+    MapRef,
+    MapSpec,
+    ProgramSpec,
+)
 from pyxdp.uapi.bpf import BpfMapType as MT
 
 __all__ = ["CASES", "MAPS", "VerifierCase"]
@@ -30,6 +39,7 @@ MAPS: dict[str, MapSpec] = {
     "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
 }
 _MARK = re.compile(r"MAP\((\w+)\)")
+_KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
 
 
@@ -40,15 +50,25 @@ class VerifierCase:
     linux: str | None  # None: accepted; else the last line of Linux's log
     devmap: bool = False
     license: str = "GPL"
+    bound: bool = False  # device-bound, as the XDP metadata kfuncs require
 
-    def spec(self) -> CollectionSpec:
+    def spec(self, ifindex: int = 1) -> CollectionSpec:
+        """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
         names: list[str] = []
 
         def mark(m: re.Match[str]) -> str:
             names.append(m.group(1))
             return f"{_TAG + len(names) - 1:#x} ll"
 
-        insns = list(assemble(_MARK.sub(mark, self.asm)))
+        kfuncs: list[str] = []
+
+        def kmark(m: re.Match[str]) -> str:
+            kfuncs.append(m.group(1))
+            return f"kernel-function#{len(kfuncs) - 1}"
+
+        insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
+                      if i.code == 0x85 and i.src == 2)
         refs = []
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
@@ -56,7 +76,10 @@ class VerifierCase:
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
-                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP)
+                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
+                           kfuncs=krefs)
+        if self.bound:
+            prog = prog.bound_to(ifindex)
         maps = {n: MAPS[n] for n in names}
         return CollectionSpec(programs={prog.name: prog}, maps=maps, license=self.license,
                               name=self.name)
@@ -579,4 +602,544 @@ r1 = 0
 *(u64 *)(r10 -8) = r1
 r0 = 0
 exit""", "combined stack size of 2 calls is 528. Too large"),
+    # -- kfuncs: XDP metadata (device-bound), dynptrs and slices, conntrack references --------
+    _c("dynptr_ok", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", None),
+    _c("dynptr_slice", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u16 *)(r0 +12)
+exit
+r0 = 1
+exit""", None),
+    _c("dynptr_slice_nullck", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = *(u16 *)(r0 +12)
+exit""", "R0 invalid mem access 'rdonly_mem_or_null'"),
+    _c("dynptr_slice_oob", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u16 *)(r0 +13)
+exit
+r0 = 1
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("dynptr_slice_write", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+*(u16 *)(r0 +12) = 1
+exit
+r0 = 1
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("dynptr_uninit_slice", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'Expected an initialized dynptr as arg #0'),
+    _c("dynptr_bad_ctx", """
+r1 = 0
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("dynptr_misaligned", """
+r2 = 0
+r3 = r10
+r3 += -12
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Dynptr has to be an uninitialized dynptr'),
+    _c("dynptr_nonstack", """
+r6 = r1
+r2 = 0
+r3 = r6
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr'),
+    _c("dynptr_overwrite", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = 0
+*(u64 *)(r10 -16) = r1
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+r0 = 1
+exit""", 'Expected an initialized dynptr as arg #0'),
+    _c("dynptr_read_slot", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = *(u64 *)(r10 -16)
+exit""", 'invalid read from stack off -16+0 size 8'),
+    _c("dynptr_size", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+exit""", None),
+    _c("dynptr_slice_varlen", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+call 7
+r4 = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'R4 must be a known constant'),
+    _c("dynptr_slice_buf", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -32
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", None),
+    _c("dynptr_slice_buf_small", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -32
+r4 = 24
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'arg#2 arg#3 memory, len pair leads to invalid memory access'),
+    _c("unbound_meta", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'metadata kfuncs require device-bound program'),
+    _c("nongpl", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT"),
+    _c("csum_over_dynptr", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -24
+r2 = 24
+r3 = 0
+r4 = 0
+r5 = 0
+call 28
+r0 = 1
+exit""", 'invalid read from stack R1 off -24+8 size 24'),
+    _c("slice_rdwr_write", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice_rdwr)
+if r0 == 0 goto +3
+r1 = 7
+*(u16 *)(r0 +12) = r1
+r0 = 2
+exit""", None),
+    _c("slice_after_adjust_head", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice_rdwr)
+if r0 == 0 goto +6
+r7 = r0
+r1 = r6
+r2 = 0
+call 44
+r0 = *(u8 *)(r7 +0)
+exit
+r0 = 1
+exit""", "R7 invalid mem access 'scalar'"),
+    _c("slice_after_overwrite", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +4
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = *(u8 *)(r0 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("dynptr_flags_ptr", """
+r6 = r1
+r2 = r10
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("dynptr_ctx_wrong", """
+r1 = r10
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'arg#0 expected pointer to ctx, but got fp'),
+    _c("dynptr_ctx_off", """
+r1 += 4
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'dereference of modified ctx ptr R1 off=4 disallowed'),
+    _c("dynptr_at_minus8", """
+r2 = 0
+r3 = r10
+r3 += -8
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Dynptr has to be an uninitialized dynptr'),
+    _c("dynptr_uninit_r2", """
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("dynptr_adjust_ok", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 2
+r3 = 10
+call KFUNC(bpf_dynptr_adjust)
+r0 = 2
+exit""", None),
+    _c("dynptr_clone", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+call KFUNC(bpf_dynptr_size)
+exit""", None),
+    _c("ct_lookup_leak", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("ct_lookup_release", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", None),
+    _c("ct_release_null", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("ct_release_twice", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +4
+r6 = r0
+r1 = r0
+call KFUNC(bpf_ct_release)
+r1 = r6
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_release_scalar", """
+r1 = 5
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_release_stack", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_insert_wrongtype", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +3
+r6 = r0
+r1 = r0
+call KFUNC(bpf_ct_insert_entry)
+r0 = 2
+exit""", 'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
+    _c("ct_lookup_badsz", """
+r2 = r10
+r2 += -40
+call 7
+r3 = r0
+r4 = r10
+r4 += -16
+r5 = 12
+r1 = r6
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'R6 !read_ok'),
+    _c("ct_lookup_mem_oob", """
+r6 = r1
+r2 = r10
+r2 += -8
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+r1 = r6
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access'),
+    _c("ct_read_field", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +0)
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", None),
+    _c("ct_change_timeout_null", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r6 = r0
+r1 = r0
+r2 = 10
+call KFUNC(bpf_ct_change_timeout)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("meta_ts", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_read", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = *(u64 *)(r10 -8)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_short", """
+r2 = r10
+r2 += -4
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'invalid read from stack R2 off=-4 size=8', bound=True),
+    _c("meta_ts_null", """
+r2 = 0
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg1', bound=True),
+    _c("meta_ts_ctx", """
+r2 = r1
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'R2 type=ctx expected=fp', bound=True),
+    _c("meta_hash_map", """
+r6 = r1
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +5
+r2 = r0
+r3 = r0
+r3 += 12
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_hash)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_hash_map_oob", """
+r6 = r1
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +5
+r2 = r0
+r3 = r0
+r3 += 13
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_hash)
+r0 = 2
+exit""", 'R3 min value is outside of the allowed memory range', bound=True),
+    _c("meta_vlan_pkt", """
+r6 = r1
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 4
+if r4 > r3 goto +4
+r3 = r2
+r3 += 2
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_vlan_tag)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_fp_ctx", """
+r1 = r10
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True),
 )
