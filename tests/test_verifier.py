@@ -42,7 +42,7 @@ def _verdict(case: VerifierCase) -> str | None:
     spec = case.spec()
     (prog,) = spec.programs.values()
     try:
-        verify(prog, spec.maps)
+        verify(prog, spec.maps, btf=spec.btf)
     except VerifierError as e:
         return e.reason
     return None

@@ -7,7 +7,9 @@ machine: ``None`` for accepted, else the last line of the verifier's log.
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
 ``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
-calls kernel function ``name`` (resolved by name at load, as libbpf does).
+calls kernel function ``name`` (resolved by name at load, as libbpf does). A
+case with ``funcs`` gets BTF and func_info, one :class:`Func` per function in
+order (the main program first), as clang emits them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from dataclasses import dataclass
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
+from pyxdp.asm.validate import validate
+from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfParam, BtfType
 from pyxdp.spec import (
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
+    FuncInfo,
     KfuncRef,
     MapRef,
     MapSpec,
@@ -28,7 +33,7 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["CASES", "MAPS", "VerifierCase"]
+__all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
 MAPS: dict[str, MapSpec] = {
     "hash": MapSpec("hash", MT.BPF_MAP_TYPE_HASH, 4, 8, 16),
@@ -44,6 +49,60 @@ _TAG = 0x5EED0000
 
 
 @dataclass(frozen=True)
+class Func:
+    """One function's BTF: its name, whether it is global (non-static), its arguments
+    (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
+    ``"void*"``) and its return type (``"int"`` or ``"void"``)."""
+
+    name: str
+    is_global: bool = False
+    args: tuple[str, ...] = ()
+    ret: str = "int"
+
+
+def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...]]:
+    """BTF for ``funcs`` and each one's FUNC type id."""
+    strings = bytearray(b"\0")
+
+    def name(text: str) -> int:
+        if not text:
+            return 0
+        off = len(strings)
+        strings.extend(text.encode() + b"\0")
+        return off
+
+    types: list[BtfType] = [BtfType(0, BtfKind.UNKN, "", 0)]
+
+    def add(kind: BtfKind, text: str = "", **kw: object) -> int:
+        types.append(BtfType(len(types), kind, text, name(text), **kw))  # type: ignore[arg-type]
+        return len(types) - 1
+
+    int_id = add(BtfKind.INT, "int", size_type=4, int_encoding=BTF_INT_SIGNED, int_bits=32)
+    ctx_id = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, "xdp_md", size_type=24))
+    void_ptr = add(BtfKind.PTR, size_type=0)
+    ids = []
+    for f in funcs:
+        params = []
+        for n, a in enumerate(f.args):
+            if a == "int":
+                t = int_id
+            elif a == "ctx":
+                t = ctx_id
+            elif a == "void*":
+                t = void_ptr
+            else:
+                size = int(a.split(":")[1])
+                t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, f"buf{size}",
+                                                   size_type=size))
+            params.append(BtfParam(f"a{n}", 0, t))
+        named = tuple(BtfParam(p.name, name(p.name), p.type) for p in params)
+        proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
+                    vlen=len(named), params=named)
+        ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
+    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids)
+
+
+@dataclass(frozen=True)
 class VerifierCase:
     name: str
     asm: str
@@ -51,6 +110,7 @@ class VerifierCase:
     devmap: bool = False
     license: str = "GPL"
     bound: bool = False  # device-bound, as the XDP metadata kfuncs require
+    funcs: tuple[Func, ...] = ()
 
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
@@ -78,11 +138,20 @@ class VerifierCase:
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
                            expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
                            kfuncs=krefs)
+        btf = None
+        if self.funcs:
+            btf, ids = funcs_btf(self.funcs)
+            starts = [a for a, _ in validate(insns).functions]
+            if len(starts) != len(self.funcs):
+                raise ValueError(f"{self.name}: {len(starts)} functions, {len(self.funcs)} "
+                                 "described")
+            prog = prog.copy(func_info=tuple(FuncInfo(pc, tid, f.name) for pc, tid, f in
+                                             zip(starts, ids, self.funcs, strict=True)))
         if self.bound:
             prog = prog.bound_to(ifindex)
         maps = {n: MAPS[n] for n in names}
         return CollectionSpec(programs={prog.name: prog}, maps=maps, license=self.license,
-                              name=self.name)
+                              name=self.name, btf=btf)
 
 
 # data in r2, data_end in r3
@@ -1142,4 +1211,182 @@ r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
 exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True),
+    # -- global functions: verified on their own from their BTF prototypes ----------------
+    _c('g_scalar', """
+r1 = 5
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_static_scalar', """
+r1 = 5
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', False, ('int',)))),
+    _c('g_ptr_as_scalar', """
+r1 = r10
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_ctx', """
+call pc+2
+r0 = 2
+exit
+r0 = *(u32 *)(r1 +0)
+exit""", 'At subprogram exit the register R0 is not a scalar value (pkt)', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ctx_wrong', """
+r1 = 0
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ctx_pkt', """
+call pc+4
+r0 = 2
+exit
+r0 = 0
+exit
+r2 = *(u32 *)(r1 +0)
+r0 = *(u8 *)(r2 +0)
+exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_mem_nullck', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = *(u64 *)(r1 +0)
+exit""", "R1 invalid mem access 'mem_or_null'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_ok', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+if r1 == 0 goto +1
+r0 = *(u64 *)(r1 +0)
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_oob', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+if r1 == 0 goto +1
+r0 = *(u64 *)(r1 +4)
+exit""", 'R1 min value is outside of the allowed memory range', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_small', """
+r1 = r10
+r1 += -4
+r2 = 0
+*(u32 *)(r10 -4) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_null', """
+r1 = 0
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_ret_ptr', """
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""", 'At subprogram exit the register R0 is not a scalar value (ctx)', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ret_uninit', """
+call pc+2
+r0 = 2
+exit
+exit""", 'R0 !read_ok', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_void', """
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
+    _c('g_r0_is_scalar', """
+call pc+2
+r0 = *(u8 *)(r0 +0)
+exit
+r0 = 0
+exit""", "R0 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_caller_r1_gone', """
+call pc+2
+r0 = r1
+exit
+r0 = 0
+exit""", 'R1 !read_ok', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_pkt_invalidated', """
+r6 = *(u32 *)(r1 +0)
+r7 = *(u32 *)(r1 +4)
+r2 = r6
+r2 += 1
+if r2 > r7 goto +3
+call pc+4
+r0 = *(u8 *)(r6 +0)
+exit
+r0 = 1
+exit
+r2 = 0
+call 44
+r0 = 0
+exit""", "R6 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_pkt_kept', """
+r6 = *(u32 *)(r1 +0)
+r7 = *(u32 *)(r1 +4)
+r2 = r6
+r2 += 1
+if r2 > r7 goto +3
+call pc+4
+r0 = *(u8 *)(r6 +0)
+exit
+r0 = 1
+exit
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_voidptr', """
+r1 = r10
+r1 += -8
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
+    _c('g_stack_combined', """
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = 0
+call pc+2
+r0 = 0
+exit
+r2 = 0
+*(u64 *)(r10 -200) = r2
+r0 = 0
+exit""", 'combined stack size of 2 calls is 608. Too large', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_bad_body_after_good_main', """
+r1 = 1
+call pc+2
+r0 = 2
+exit
+r0 = *(u8 *)(r1 +0)
+exit""", "R1 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
 )

@@ -37,7 +37,7 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
@@ -519,6 +519,18 @@ class _CallMeta:
 
 
 _DYNPTR_XDP = 5  # enum bpf_dynptr_type: BPF_DYNPTR_TYPE_XDP
+BTF_FUNC_GLOBAL = 1
+
+
+@dataclass
+class _Global:
+    """A global function: its func# (subprog index), name, FUNC_PROTO; what is known."""
+
+    index: int
+    name: str
+    proto: int
+    args: tuple[tuple[str, int], ...] | None = None
+    called: bool = False
 
 
 @dataclass
@@ -652,8 +664,9 @@ def _rdonly(m: MapSpec) -> bool:
 
 class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
-                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS) -> None:
+                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None) -> None:
         self.spec = spec
+        self.btf = btf
         self.insns = spec.insns
         self.maps = maps
         self.limit = limit
@@ -661,6 +674,17 @@ class _Verifier:
         self.subprogs = [s for s, _ in self.layout.functions]
         self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
+        # Global (non-static) functions by start: each is verified once, on its own, from
+        # its BTF prototype; a caller sees only the scalar it returns.
+        self.globals: dict[int, _Global] = {}
+        if btf is not None:
+            for fi in spec.func_info:
+                if fi.insn_off and fi.insn_off in self.subprogs:
+                    t = btf.type_by_id(fi.type_id)
+                    if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
+                        self.globals[fi.insn_off] = _Global(
+                            self.subprogs.index(fi.insn_off), t.name, t.type)
+        self.in_global = False
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
@@ -728,6 +752,7 @@ class _Verifier:
             self._check_kfunc_calls()
             self._check_cfg()
             self._do_check()
+            self._check_global_subprogs()
             self._check_max_stack_depth()
         except Refuse as e:
             raise self._error(e) from None
@@ -811,10 +836,10 @@ class _Verifier:
         st.frames.append(f)
         return st
 
-    def _do_check(self) -> None:
-        st = self._init_state()
+    def _do_check(self, st: State | None = None, pc: int = 0) -> None:
+        if st is None:
+            st = self._init_state()
         stack: list[tuple[State, int]] = []
-        pc = 0
         while True:
             self.state = st
             self.pc = pc
@@ -1937,6 +1962,9 @@ class _Verifier:
         return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
+        g = self.globals.get(target)
+        if g is not None:
+            return self._global_call(st, g, target, pc)
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
                          errno.E2BIG)
@@ -1969,12 +1997,132 @@ class _Verifier:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        if self.in_global and r0.t != SCALAR:
+            raise Refuse("At subprogram exit the register R0 is not a scalar value "
+                         f"({type_str(r0.t)})", errno.EINVAL)
         if st.refs:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL)
         return None
+
+    # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
+    def _global_args(self, g: _Global) -> tuple[tuple[str, int], ...]:
+        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"mem", size)."""
+        if g.args is not None:
+            return g.args
+        btf = self.btf
+        assert btf is not None
+        proto = btf.type_by_id(g.proto)
+        ret = btf.resolved(proto.type) if proto.type else None
+        if ret is None or ret.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+            raise Refuse(f"Global function {g.name}() doesn't return scalar. Only those are "
+                         "supported.", errno.EINVAL)
+        if len(proto.params) > 5:
+            raise Refuse(f"Global function {g.name}() with {len(proto.params)} > 5 args. "
+                         "Buggy compiler.", errno.EINVAL)
+        out = []
+        for n, prm in enumerate(proto.params):
+            t = btf.resolved(prm.type)
+            if t.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                out.append(("scalar", 0))
+                continue
+            if t.kind is not BtfKind.PTR:
+                raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported yet.",
+                             errno.EINVAL)
+            pointee = btf.resolved(t.type) if t.type else None
+            if pointee is not None and pointee.kind is BtfKind.STRUCT and \
+                    pointee.name == "xdp_md":  # btf_get_prog_ctx_type
+                out.append(("ctx", 0))
+                continue
+            try:
+                size = btf.resolve_size(t.type) if t.type else 0
+            except Exception:
+                size = 0
+            if not size:
+                what = btf.describe(t.type) if t.type else "void"
+                raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
+                             f"-{errno.EINVAL}", errno.EINVAL)
+            out.append(("mem", size))
+        g.args = tuple(out)
+        return g.args
+
+    def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
+        regs = st.cur.regs
+        try:
+            for n, (kind, size) in enumerate(self._global_args(g)):
+                reg = regs[n + 1]
+                if kind == "scalar":
+                    if reg.t != SCALAR:
+                        raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
+                elif kind == "ctx":
+                    if reg.t == CTX and reg.off:
+                        raise Refuse(f"dereference of modified ctx ptr R{n + 1} off={reg.off} "
+                                     "disallowed")
+                    if reg.t != CTX:
+                        raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
+                elif not reg.is_null():  # check_mem_reg: NULL or size bytes
+                    mem = reg
+                    if reg.t & MAYBE_NULL:
+                        mem = reg.copy()
+                        mem.t &= ~MAYBE_NULL
+                    self._helper_mem(st, n + 1, mem, size, write=False)
+                    self._helper_mem(st, n + 1, mem, size, write=True)
+        except Refuse as e:
+            self.log.append(e.msg)
+            raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
+                         errno.EINVAL) from None
+        g.called = True
+        if self._changes_pkt_data(target):
+            for x in st.all_regs():
+                if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
+                    x.set_unknown()
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        regs[0].set_unknown()
+        return pc + 1
+
+    def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
+        """Whether the function at ``sub`` (or one it calls) calls a helper that changes
+        packet data (check_cfg's changes_pkt_data)."""
+        seen = seen if seen is not None else set()
+        seen.add(sub)
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        for pc in range(start, end):
+            i = self.insns[pc]
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
+                    i.imm in _PKT_CHANGING:
+                return True
+        return any(self._changes_pkt_data(c, seen) for c in self.layout.calls.get(sub, ())
+                   if c not in seen)
+
+    def _check_global_subprogs(self) -> None:
+        """do_check_subprogs: every global function called, verified on its own."""
+        done: set[int] = set()
+        while True:
+            todo = [s for s, g in sorted(self.globals.items()) if g.called and s not in done]
+            if not todo:
+                return
+            sub = todo[0]
+            done.add(sub)
+            g = self.globals[sub]
+            st = State()
+            f = Frame(0, -1, sub)
+            for n, (kind, size) in enumerate(self._global_args(g)):
+                r = f.regs[n + 1]
+                if kind == "scalar":
+                    r.set_unknown()
+                elif kind == "ctx":
+                    r.set_ptr(CTX)
+                else:
+                    r.set_ptr(MEM | MAYBE_NULL)
+                    r.msize = size
+                    r.id = self._new_id()
+            st.frames.append(f)
+            self.active, self.done = {}, {}
+            self.in_global = True
+            self._do_check(st, sub)
 
     def _helper_call(self, st: State, fid: int, pc: int,
                      stack: list[tuple[State, int]]) -> int:
@@ -2463,4 +2611,4 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     if spec.core_relos:
         target = core_target(core_btf)
         spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
-    return _Verifier(spec, maps, limit=limit).run()
+    return _Verifier(spec, maps, limit=limit, btf=btf).run()
