@@ -1389,4 +1389,162 @@ r0 = 2
 exit
 r0 = *(u8 *)(r1 +0)
 exit""", "R1 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
+    _c('tc_nobtf_sub', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_call is not allowed in subprogs without BTF'),
+    _c('tc_nobtf_main', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = 0
+exit""", None),
+    _c('tc_sub_small', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main256', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -256) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main248', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -248) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main264', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -264) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_calls are not allowed when call stack of previous frames is 272 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_big', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_main_and_sub', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_calls are not allowed when call stack of previous frames is 400 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_main_only', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
 )

@@ -750,6 +750,7 @@ class _Verifier:
     def run(self) -> VerifierResult:
         try:
             self._check_kfunc_calls()
+            self._check_abnormal_return()
             self._check_cfg()
             self._do_check()
             self._check_global_subprogs()
@@ -799,6 +800,20 @@ class _Verifier:
             if proto is not None and proto.metadata and not bound:
                 raise Refuse("metadata kfuncs require device-bound program", errno.EINVAL)
         self.pc = 0
+
+    def _has_tail_call(self, sub: int) -> bool:
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
+                   self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
+
+    def _check_abnormal_return(self) -> None:
+        """check_abnormal_return: without func_info no function but the main one may tail
+        call."""
+        if self.spec.func_info:
+            return
+        for sub in self.subprogs[1:]:
+            if self._has_tail_call(sub):
+                raise Refuse("tail_call is not allowed in subprogs without BTF", errno.EINVAL)
 
     # -- check_cfg: every instruction reachable ---------------------------------------------
     def _check_cfg(self) -> None:
@@ -2586,6 +2601,11 @@ class _Verifier:
         calls = self.layout.calls
 
         def walk(sub: int, total: int, frames: int) -> None:
+            # bpf-to-bpf calls mixed with tail calls: at most 256 bytes below a tail call
+            # (33 tail calls then stay within 8 KiB of kernel stack)
+            if sub and total >= 256 and self._has_tail_call(sub):
+                raise Refuse(f"tail_calls are not allowed when call stack of previous frames "
+                             f"is {total} bytes. Too large")
             total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
             if total > MAX_BPF_STACK:
                 raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
