@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
-from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfParam, BtfType
+from dataclasses import replace
+
+from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfMember, BtfParam, BtfType
 from pyxdp.spec import (
     BPF_XDP,
     BPF_XDP_DEVMAP,
@@ -42,6 +44,8 @@ MAPS: dict[str, MapSpec] = {
     "dev": MapSpec("dev", MT.BPF_MAP_TYPE_DEVMAP, 4, 4, 4),
     "progs": MapSpec("progs", MT.BPF_MAP_TYPE_PROG_ARRAY, 4, 4, 4),
     "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
+    # value struct { int cnt; struct bpf_spin_lock lock; int x; }: its BTF comes with the case
+    "locked": MapSpec("locked", MT.BPF_MAP_TYPE_ARRAY, 4, 12, 2),
 }
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
@@ -60,8 +64,9 @@ class Func:
     ret: str = "int"
 
 
-def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...]]:
-    """BTF for ``funcs`` and each one's FUNC type id."""
+def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
+    """BTF for ``funcs``: each one's FUNC type id, then the ids of ``int`` and of the
+    ``locked`` map's value struct."""
     strings = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -80,6 +85,12 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...]]:
     int_id = add(BtfKind.INT, "int", size_type=4, int_encoding=BTF_INT_SIGNED, int_bits=32)
     ctx_id = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, "xdp_md", size_type=24))
     void_ptr = add(BtfKind.PTR, size_type=0)
+    lock = add(BtfKind.STRUCT, "bpf_spin_lock", size_type=4,
+               members=(BtfMember("val", name("val"), int_id, 0),))
+    locked = add(BtfKind.STRUCT, "locked_val", size_type=12,
+                 members=(BtfMember("cnt", name("cnt"), int_id, 0),
+                          BtfMember("lock", name("lock"), lock, 32),
+                          BtfMember("x", name("x"), int_id, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -99,7 +110,7 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...]]:
         proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
                     vlen=len(named), params=named)
         ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
-    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids)
+    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, locked
 
 
 @dataclass(frozen=True)
@@ -139,8 +150,12 @@ class VerifierCase:
                            expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
                            kfuncs=krefs)
         btf = None
+        maps = {n: MAPS[n] for n in names}
+        if self.funcs or "locked" in maps:
+            btf, ids, int_id, locked = funcs_btf(self.funcs)
+            if "locked" in maps:
+                maps["locked"] = replace(maps["locked"], key_type=int_id, value_type=locked)
         if self.funcs:
-            btf, ids = funcs_btf(self.funcs)
             starts = [a for a, _ in validate(insns).functions]
             if len(starts) != len(self.funcs):
                 raise ValueError(f"{self.name}: {len(starts)} functions, {len(self.funcs)} "
@@ -149,7 +164,6 @@ class VerifierCase:
                                              zip(starts, ids, self.funcs, strict=True)))
         if self.bound:
             prog = prog.bound_to(ifindex)
-        maps = {n: MAPS[n] for n in names}
         return CollectionSpec(programs={prog.name: prog}, maps=maps, license=self.license,
                               name=self.name, btf=btf)
 
@@ -1547,4 +1561,217 @@ r1 = 0
 *(u64 *)(r10 -8) = r1
 r0 = 0
 exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    # -- bpf_spin_lock: a map value's lock, found in its BTF -------------------------------
+    _c('sl_ok', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +0)
+r1 += 1
+*(u32 *)(r6 +0) = r1
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", None),
+    _c('sl_wrong_off', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+call 93
+r1 = r6
+call 94
+out:
+r0 = 2
+exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4"),
+    _c('sl_no_unlock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r0 = 2
+exit
+out:
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region'),
+    _c('sl_unlock_only', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'bpf_spin_unlock without taking a lock'),
+    _c('sl_twice', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = r6
+r1 += 4
+call 93
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock'),
+    _c('sl_call_inside', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+call 7
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock'),
+    _c('sl_touch_lock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +4)
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'bpf_spin_lock cannot be accessed directly by load/store'),
+    _c('sl_write_lock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = 0
+*(u32 *)(r6 +4) = r1
+out:
+r0 = 2
+exit""", 'bpf_spin_lock cannot be accessed directly by load/store'),
+    _c('sl_read_x', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = *(u32 *)(r6 +8)
+out:
+r0 = 2
+exit""", None),
+    _c('sl_nobtf', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +4
+r6 = r0
+r1 = r6
+call 93
+r1 = r6
+call 94
+r0 = 2
+exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock"),
+    _c('sl_var_off', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+call 7
+r0 &= 4
+r1 = r6
+r1 += r0
+call 93
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset"),
+    _c('sl_branchy', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +8)
+if r1 > 5 goto +2
+r1 = 0
+*(u32 *)(r6 +0) = r1
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", None),
 )

@@ -476,11 +476,13 @@ class Frame:
 class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
-    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses")
+    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
+                 "lock")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
+        self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -492,6 +494,7 @@ class State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
+        s.lock = self.lock
         s.parent = self.parent
         return s
 
@@ -685,6 +688,7 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type)
         self.in_global = False
+        self.lock_offs: dict[str, int | None] = {}
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
@@ -966,7 +970,7 @@ class _Verifier:
         return False
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or old.refs != cur.refs:
+        if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
             return False
         idmap: dict[int, int] = {}
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
@@ -1490,6 +1494,9 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
+            at = self._lock_off(m) if m.value_type is not None else None
+            if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
+                raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -1790,7 +1797,9 @@ class _Verifier:
                     r.map = inner
                 else:
                     r.t &= ~MAYBE_NULL
-                    if not r.ref:
+                    # reg_may_point_to_spin_lock: the id tells which element is locked
+                    if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
+                                          self._lock_off(r.map) is not None):
                         r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
@@ -1970,6 +1979,14 @@ class _Verifier:
 
     # -- calls ------------------------------------------------------------------------------
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
+        if st.lock is not None:
+            if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
+                self.log.append("global function calls are not allowed while holding a lock,")
+                raise Refuse("use static function instead", errno.EINVAL)
+            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL or (
+                    i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
+                raise Refuse("function calls are not allowed while holding a lock",
+                             errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
@@ -2015,6 +2032,9 @@ class _Verifier:
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
+        if st.lock is not None:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_spin_lock-ed region", errno.EINVAL)
         if st.refs:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
@@ -2485,6 +2505,54 @@ class _Verifier:
             if m is None or not _rdonly(m):
                 raise Refuse("R3 does not point to a readonly map'")
             return
+        if arg == Arg.SPIN_LOCK:
+            self._spin_lock(st, n, reg, fid == 93)
+            return
+
+    def _lock_off(self, m: MapSpec) -> int | None:
+        """btf_parse_fields: where the map value holds its struct bpf_spin_lock."""
+        if m.name in self.lock_offs:
+            return self.lock_offs[m.name]
+        btf = self.btf
+        found = None
+        if btf is not None and m.value_type is not None:
+            t = btf.resolved(m.value_type)
+            for mem in t.members if t.kind is BtfKind.STRUCT else ():
+                mt = btf.resolved(mem.type)
+                if mt.kind is BtfKind.STRUCT and mt.name == "bpf_spin_lock":
+                    found = mem.bit_offset // 8
+                    break
+        self.lock_offs[m.name] = found
+        return found
+
+    def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
+        """process_spin_lock: the lock of this map value, at its offset, one at a time."""
+        m = reg.map
+        assert m is not None
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_spin_lock has to be at the "
+                         "constant offset", errno.EINVAL)
+        name = m.kernel_name or m.name[:15]
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_spin_lock",
+                         errno.EINVAL)
+        at = self._lock_off(m)
+        if at is None:
+            raise Refuse(f"map '{name}' has no valid bpf_spin_lock", errno.EINVAL)
+        off = reg.tv + reg.off
+        if off != at:
+            raise Refuse(f"off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}",
+                         errno.EINVAL)
+        if lock:
+            if st.lock is not None:
+                raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)
+            st.lock = (m.name, reg.id)
+            return
+        if st.lock is None:
+            raise Refuse("bpf_spin_unlock without taking a lock", errno.EINVAL)
+        if st.lock != (m.name, reg.id):
+            raise Refuse("bpf_spin_unlock of different lock", errno.EINVAL)
+        st.lock = None
 
     @staticmethod
     def _const_key(st: State, reg: Reg, size: int) -> int | None:
