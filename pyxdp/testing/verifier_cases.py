@@ -122,6 +122,7 @@ class VerifierCase:
     license: str = "GPL"
     bound: bool = False  # device-bound, as the XDP metadata kfuncs require
     funcs: tuple[Func, ...] = ()
+    flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
 
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
@@ -148,7 +149,7 @@ class VerifierCase:
         prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
                            expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
-                           kfuncs=krefs)
+                           kfuncs=krefs, flags=self.flags)
         btf = None
         maps = {n: MAPS[n] for n in names}
         if self.funcs or "locked" in maps:
@@ -1773,5 +1774,114 @@ r1 += 4
 call 94
 out:
 r0 = 2
+exit""", None),
+    # -- BPF_F_STRICT_ALIGNMENT (prog_flags 1): packet accesses as if NET_IP_ALIGN were 2 ---
+    _c('al_pkt_u16_12', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +12)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_pkt_u32_12', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +12)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+12 size 4', flags=1),
+    _c('al_pkt_u32_14', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +14)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_pkt_u16_13', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +13)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+13 size 2', flags=1),
+    _c('al_pkt_u16_13_loose', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +13)
+exit
+r0 = 1
+exit""", None),
+    _c('al_pkt_u64_26', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u64 *)(r2 +26)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+26 size 8', flags=1),
+    _c('al_map_u32_2', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +2)
+exit
+r0 = 1
+exit""", 'misaligned value access off 0+0+2 size 4', flags=1),
+    _c('al_map_u32_4', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +4)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_map_u64_4', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +4)
+exit
+r0 = 1
+exit""", 'misaligned value access off 0+0+4 size 8', flags=1),
+    _c('al_map_u64_4_loose', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +4)
+exit
+r0 = 1
 exit""", None),
 )

@@ -81,6 +81,7 @@ from pyxdp.verifier.tnum import (
 __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
+BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
@@ -689,6 +690,7 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type)
         self.in_global = False
         self.lock_offs: dict[str, int | None] = {}
+        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
@@ -1487,6 +1489,8 @@ class _Verifier:
         """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
         t = reg.t
         full = off + reg.off
+        if self.strict_align and size > 1 and t != STACK:
+            self._check_alignment(reg, off, size)
         if t == MAP_VALUE:
             m = reg.map
             assert m is not None
@@ -1530,6 +1534,21 @@ class _Verifier:
                 raise Refuse("only read is supported")
             return None
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _check_alignment(reg: Reg, off: int, size: int) -> None:
+        """check_ptr_alignment under BPF_F_STRICT_ALIGNMENT (the stack is always strict)."""
+        t = reg.t & 0xFF
+        tn = _tn(reg)
+        if t in (PKT, PKT_META):  # NET_IP_ALIGN is taken as 2 to catch what would fault
+            v, m = t_add((reg.tv, reg.tm), ((2 + reg.off + off) & U64, 0))
+            if (v | m) & (size - 1):
+                raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
+            return
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context "}.get(t, "")
+        v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
+        if (v | m) & (size - 1):
+            raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")
 
     def _map_bytes(self, m: MapSpec) -> bytes | None:
         for k, v in m.contents:
