@@ -15,13 +15,11 @@ order (the main program first), as clang emits them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
-from dataclasses import replace
-
 from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfMember, BtfParam, BtfType
 from pyxdp.spec import (
     BPF_XDP,
@@ -1092,7 +1090,9 @@ r6 = r0
 r1 = r0
 call KFUNC(bpf_ct_insert_entry)
 r0 = 2
-exit""", 'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
+exit""",
+       'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT '
+       'nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
     _c("ct_lookup_badsz", """
 r2 = r10
 r2 += -40
@@ -1247,20 +1247,26 @@ call pc+2
 r0 = 2
 exit
 r0 = 0
-exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
     _c('g_ctx', """
 call pc+2
 r0 = 2
 exit
 r0 = *(u32 *)(r1 +0)
-exit""", 'At subprogram exit the register R0 is not a scalar value (pkt)', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""",
+       'At subprogram exit the register R0 is not a scalar value (pkt)',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
     _c('g_ctx_wrong', """
 r1 = 0
 call pc+2
 r0 = 2
 exit
 r0 = 0
-exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
     _c('g_ctx_pkt', """
 call pc+4
 r0 = 2
@@ -1279,7 +1285,9 @@ call pc+2
 r0 = 2
 exit
 r0 = *(u64 *)(r1 +0)
-exit""", "R1 invalid mem access 'mem_or_null'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+exit""",
+       "R1 invalid mem access 'mem_or_null'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
     _c('g_mem_ok', """
 r1 = r10
 r1 += -8
@@ -1303,7 +1311,9 @@ exit
 r0 = 0
 if r1 == 0 goto +1
 r0 = *(u64 *)(r1 +4)
-exit""", 'R1 min value is outside of the allowed memory range', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+exit""",
+       'R1 min value is outside of the allowed memory range',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
     _c('g_mem_small', """
 r1 = r10
 r1 += -4
@@ -1313,7 +1323,9 @@ call pc+2
 r0 = 2
 exit
 r0 = 0
-exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
     _c('g_mem_null', """
 r1 = 0
 call pc+2
@@ -1326,7 +1338,9 @@ call pc+2
 r0 = 2
 exit
 r0 = r1
-exit""", 'At subprogram exit the register R0 is not a scalar value (ctx)', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""",
+       'At subprogram exit the register R0 is not a scalar value (ctx)',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
     _c('g_ret_uninit', """
 call pc+2
 r0 = 2
@@ -1337,13 +1351,17 @@ call pc+2
 r0 = 2
 exit
 r0 = 0
-exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
     _c('g_r0_is_scalar', """
 call pc+2
 r0 = *(u8 *)(r0 +0)
 exit
 r0 = 0
-exit""", "R0 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""",
+       "R0 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
     _c('g_caller_r1_gone', """
 call pc+2
 r0 = r1
@@ -1364,7 +1382,9 @@ exit
 r2 = 0
 call 44
 r0 = 0
-exit""", "R6 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""",
+       "R6 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
     _c('g_pkt_kept', """
 r6 = *(u32 *)(r1 +0)
 r7 = *(u32 *)(r1 +4)
@@ -1385,7 +1405,9 @@ call pc+2
 r0 = 2
 exit
 r0 = 0
-exit""", "Caller passes invalid args into func#1 ('g1')", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
     _c('g_stack_combined', """
 r1 = 0
 *(u64 *)(r10 -400) = r1
@@ -1396,14 +1418,18 @@ exit
 r2 = 0
 *(u64 *)(r10 -200) = r2
 r0 = 0
-exit""", 'combined stack size of 2 calls is 608. Too large', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+exit""",
+       'combined stack size of 2 calls is 608. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
     _c('g_bad_body_after_good_main', """
 r1 = 1
 call pc+2
 r0 = 2
 exit
 r0 = *(u8 *)(r1 +0)
-exit""", "R1 invalid mem access 'scalar'", funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+exit""",
+       "R1 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
     # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
     _c('tc_nobtf_sub', """
 r6 = r1
@@ -1472,7 +1498,9 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
     _c('tc_sub_main248', """
 r6 = r1
 r1 = 0
@@ -1489,7 +1517,9 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
     _c('tc_sub_main264', """
 r6 = r1
 r1 = 0
@@ -1506,7 +1536,9 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_calls are not allowed when call stack of previous frames is 272 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 272 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
     _c('tc_sub_big', """
 r6 = r1
 r1 = 0
@@ -1544,7 +1576,9 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_calls are not allowed when call stack of previous frames is 400 bytes. Too large', funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 400 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
     _c('tc_main_only', """
 r6 = r1
 r1 = 0

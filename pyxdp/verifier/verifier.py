@@ -2386,16 +2386,14 @@ class _Verifier:
                 d.set_var_zero()
                 frame.set_slot(s, (bytes([S_DYNPTR] * 8), d))
             return
-        ok = spi is not None and spi >= 1 and spi < len(frame.stack)
-        if ok:
-            assert spi is not None
+        d1: Reg | None = None
+        if spi is not None and 1 <= spi < len(frame.stack):
             t1, d1 = frame.slot(spi)
             t2, _ = frame.slot(spi - 1)
-            ok = t1 == bytes([S_DYNPTR] * 8) and t2 == t1 and d1 is not None and d1.off == 1
-        if not ok:
+            if not (t1 == bytes([S_DYNPTR] * 8) and t2 == t1 and d1 is not None and d1.off):
+                d1 = None
+        if d1 is None:
             raise Refuse(f"Expected an initialized dynptr as arg #{i}", errno.EINVAL)
-        d1 = frame.slot(spi)[1]  # type: ignore[index]
-        assert d1 is not None
         meta.dynptr_id, meta.dynptr_kind = d1.id, d1.sub
 
     def _dynptr_spi(self, reg: Reg) -> int | None:
