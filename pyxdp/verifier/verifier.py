@@ -11,8 +11,14 @@ refine both outcomes (``reg_set_min_max``), NULL checks turn every copy of
 a pointer (same id) non-NULL or zero, and comparing a packet pointer with
 ``data_end`` marks the range of every pointer of its id
 (``find_good_pkt_pointers``). Helper calls are checked against their
-prototypes (:mod:`pyxdp.verifier.helpers`); bpf-to-bpf calls get a frame;
-callbacks (``bpf_loop``, ``bpf_for_each_map_elem``) are verified as calls.
+prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
+(:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
+released references); static bpf-to-bpf calls get a frame, global functions
+are verified once on their own from their BTF prototypes
+(``do_check_subprogs``); callbacks (``bpf_loop``, ``bpf_for_each_map_elem``)
+are verified as calls. ``bpf_spin_lock`` follows the lock of the map value
+(from the map's BTF); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux
+does with it. A program with CO-RE relocations is verified as relocated.
 States at jump targets are kept and a path reaching a state another path
 already verified as safe stops there (``is_state_visited``); an equal state
 on the current path is an infinite loop. More than 1,000,000 processed
