@@ -5,7 +5,9 @@ running kernel; its verdict - accepted, or the last line of the verifier log
 - must be the one recorded in the corpus, which tests/test_verifier.py holds
 pyxdp's verifier to. Every committed object's programs get the same
 accept/refuse from both, and the same line when refused (but xsk_redirect.o,
-whose pyxdp-only helper Linux lacks).
+whose pyxdp-only helper Linux lacks). Device-bound corpus programs (the XDP
+metadata kfuncs) are bound to a veth of a network namespace of the test's
+own.
 """
 
 from __future__ import annotations
