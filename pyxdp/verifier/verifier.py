@@ -44,7 +44,7 @@ from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
 from pyxdp.btf.btf import Btf, BtfKind
-from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
@@ -2719,7 +2719,19 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
     """
-    if spec.core_relos:
-        target = core_target(core_btf)
-        spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
-    return _Verifier(spec, maps, limit=limit, btf=btf).run()
+    if not spec.core_relos:
+        return _Verifier(spec, maps, limit=limit, btf=btf).run()
+    target = core_target(core_btf)
+    try:
+        relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
+    except CoreRelocationError as failed:
+        # libbpf poisons the instruction; Linux refuses it only where it is reached, and
+        # then libbpf's account of the relocation is the useful message
+        relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
+        try:
+            return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+        except VerifierError as e:
+            if e.reason.startswith(f"invalid func unknown#{POISON_HELPER}"):
+                raise failed from e
+            raise
+    return _Verifier(relocated, maps, limit=limit, btf=btf).run()
