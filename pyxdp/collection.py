@@ -390,10 +390,10 @@ class Collection:
             if why:
                 self.skipped[name] = why
                 continue
-            if check and not ps.kfuncs and not ps.core_relos:
-                # (kfuncs and CO-RE relocations are not modelled by pyxdp's verifier yet)
+            if check:  # as relocated (CO-RE), kfunc calls included
                 from pyxdp.verifier import verify
-                verify(ps, self.spec.maps)
+                verify(ps, self.spec.maps, btf=self.spec.btf,
+                       core_btf=getattr(self.backend, "core_btf", None))
             self.programs[name] = Program(
                 name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend,
                 self.spec.xdp_run_config.get(name))

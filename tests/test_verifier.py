@@ -15,33 +15,36 @@ from pathlib import Path
 
 import pytest
 
+from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import VerifierError
+from pyxdp.errors import UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
 from pyxdp.spec import ProgramSpec
 from pyxdp.testing.verifier_cases import CASES, VerifierCase
 from pyxdp.uapi.bpf import XdpAction
 from pyxdp.verifier import verify
+from pyxdp.verifier.kfuncs import KFUNCS, KArg, KfuncProto, KParam, register_kfunc
 from pyxdp.verifier.tnum import t_add, t_and, t_in, t_mul, t_range, t_sub
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 OBJECTS = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
 # Linux refuses these; pyxdp's verdict on each (xsk_redirect.o calls pyxdp's own helper).
-REFUSED = {"unchecked.o": "R1 offset is outside of the packet"}
+REFUSED = {"unchecked.o": "R1 offset is outside of the packet",
+           "rx_meta.o": "metadata kfuncs require device-bound program"}
 
 
 def modelled(prog: ProgramSpec) -> bool:
-    """XDP programs without kfuncs or CO-RE relocations (what pyxdp's verifier covers)."""
-    return prog.prog_type == "xdp" and not prog.kfuncs and not prog.core_relos
+    """XDP programs (what pyxdp's verifier covers)."""
+    return prog.prog_type == "xdp"
 
 
 def _verdict(case: VerifierCase) -> str | None:
     spec = case.spec()
     (prog,) = spec.programs.values()
     try:
-        verify(prog, spec.maps)
+        verify(prog, spec.maps, btf=spec.btf)
     except VerifierError as e:
         return e.reason
     return None
@@ -66,10 +69,10 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
             continue
         if obj.name in REFUSED:
             with pytest.raises(VerifierError) as e:
-                verify(prog, spec.maps)
+                verify(prog, spec.maps, btf=spec.btf)
             assert e.value.reason == REFUSED[obj.name]
         else:
-            res = verify(prog, spec.maps)
+            res = verify(prog, spec.maps, btf=spec.btf)
             assert 0 < res.insns_processed < 10_000
 
 
@@ -157,3 +160,33 @@ def test_verifier_imports_only_the_spec_level() -> None:
             bad += [f"{p.name}: {n}" for n in names
                     if n.startswith("pyxdp") and not n.startswith(allowed)]
     assert bad == []
+
+
+def test_core_program_is_verified_as_relocated() -> None:
+    spec = load_collection_spec(SAMPLES / "core.o")
+    prog = spec.programs["xdp_core"]
+    with pytest.raises(CoreRelocationError):  # no BTF of its own: nothing to relocate from
+        verify(prog, spec.maps)
+    assert verify(prog, spec.maps, btf=spec.btf).insns_processed > 0
+
+
+def test_device_bound_metadata_program_is_accepted() -> None:
+    spec = load_collection_spec(SAMPLES / "rx_meta.o")
+    res = verify(spec.programs["xdp_rx_meta"].bound_to(1), spec.maps)
+    assert res.insns_processed > 0
+
+
+def test_kfunc_table_is_open_by_name() -> None:
+    case = VerifierCase("kf", "r1 = 7\ncall KFUNC(bpf_example_kfunc)\nexit", None)
+    spec = case.spec()
+    (prog,) = spec.programs.values()
+    with pytest.raises(UnsupportedHelper, match="kfunc bpf_example_kfunc is not modelled"):
+        verify(prog, spec.maps)
+    register_kfunc("bpf_example_kfunc", KfuncProto((KParam(KArg.SCALAR),)))
+    try:
+        assert verify(prog, spec.maps).insns_processed == 3
+        bad = VerifierCase("kf", "r1 = r10\ncall KFUNC(bpf_example_kfunc)\nexit", None).spec()
+        with pytest.raises(VerifierError, match="R1 is not a scalar"):
+            verify(next(iter(bad.programs.values())), bad.maps)
+    finally:
+        del KFUNCS["bpf_example_kfunc"]

@@ -44,6 +44,7 @@ class BtfIndex:
         self._offsets, self._name_offs = record_offsets(self._types)
         self._cache: dict[int, BtfType] = {}
         self._by_name_off: dict[int, list[int]] | None = None
+        self._found: dict[str, tuple[int, ...]] = {}  # names already searched for
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> BtfIndex:
@@ -73,6 +74,9 @@ class BtfIndex:
         """Every type id named ``name``."""
         if not name:
             return ()
+        hit = self._found.get(name)
+        if hit is not None:
+            return hit
         if self._by_name_off is None:
             index: dict[int, list[int]] = {}
             for tid, off in enumerate(self._name_offs):
@@ -85,7 +89,8 @@ class BtfIndex:
         while pos >= 0:
             out.extend(self._by_name_off.get(pos + 1, ()))
             pos = self.strings.find(needle, pos + 1)
-        return tuple(sorted(out))
+        found = self._found[name] = tuple(sorted(out))
+        return found
 
     def find(self, name: str, kind: BtfKind | None = None) -> int | None:
         for tid in self.find_all(name):

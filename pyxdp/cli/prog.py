@@ -207,7 +207,7 @@ def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
     for name in names:
         p = spec.programs[name]
         try:
-            res = verify(p, spec.maps)
+            res = verify(p, spec.maps, btf=spec.btf)
         except VerifierError as e:
             refused += 1
             print(f"{name} ({p.section}): refused")

@@ -6,20 +6,34 @@ machine: ``None`` for accepted, else the last line of the verifier's log.
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
-``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`.
+``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
+calls kernel function ``name`` (resolved by name at load, as libbpf does). A
+case with ``funcs`` gets BTF and func_info, one :class:`Func` per function in
+order (the main program first), as clang emits them.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
-from pyxdp.spec import BPF_XDP, BPF_XDP_DEVMAP, CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.asm.validate import validate
+from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfMember, BtfParam, BtfType
+from pyxdp.spec import (
+    BPF_XDP,
+    BPF_XDP_DEVMAP,
+    CollectionSpec,
+    FuncInfo,
+    KfuncRef,
+    MapRef,
+    MapSpec,
+    ProgramSpec,
+)
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["CASES", "MAPS", "VerifierCase"]
+__all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
 MAPS: dict[str, MapSpec] = {
     "hash": MapSpec("hash", MT.BPF_MAP_TYPE_HASH, 4, 8, 16),
@@ -28,9 +42,73 @@ MAPS: dict[str, MapSpec] = {
     "dev": MapSpec("dev", MT.BPF_MAP_TYPE_DEVMAP, 4, 4, 4),
     "progs": MapSpec("progs", MT.BPF_MAP_TYPE_PROG_ARRAY, 4, 4, 4),
     "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
+    # value struct { int cnt; struct bpf_spin_lock lock; int x; }: its BTF comes with the case
+    "locked": MapSpec("locked", MT.BPF_MAP_TYPE_ARRAY, 4, 12, 2),
 }
 _MARK = re.compile(r"MAP\((\w+)\)")
+_KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
+
+
+@dataclass(frozen=True)
+class Func:
+    """One function's BTF: its name, whether it is global (non-static), its arguments
+    (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
+    ``"void*"``) and its return type (``"int"`` or ``"void"``)."""
+
+    name: str
+    is_global: bool = False
+    args: tuple[str, ...] = ()
+    ret: str = "int"
+
+
+def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
+    """BTF for ``funcs``: each one's FUNC type id, then the ids of ``int`` and of the
+    ``locked`` map's value struct."""
+    strings = bytearray(b"\0")
+
+    def name(text: str) -> int:
+        if not text:
+            return 0
+        off = len(strings)
+        strings.extend(text.encode() + b"\0")
+        return off
+
+    types: list[BtfType] = [BtfType(0, BtfKind.UNKN, "", 0)]
+
+    def add(kind: BtfKind, text: str = "", **kw: object) -> int:
+        types.append(BtfType(len(types), kind, text, name(text), **kw))  # type: ignore[arg-type]
+        return len(types) - 1
+
+    int_id = add(BtfKind.INT, "int", size_type=4, int_encoding=BTF_INT_SIGNED, int_bits=32)
+    ctx_id = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, "xdp_md", size_type=24))
+    void_ptr = add(BtfKind.PTR, size_type=0)
+    lock = add(BtfKind.STRUCT, "bpf_spin_lock", size_type=4,
+               members=(BtfMember("val", name("val"), int_id, 0),))
+    locked = add(BtfKind.STRUCT, "locked_val", size_type=12,
+                 members=(BtfMember("cnt", name("cnt"), int_id, 0),
+                          BtfMember("lock", name("lock"), lock, 32),
+                          BtfMember("x", name("x"), int_id, 64)))
+    ids = []
+    for f in funcs:
+        params = []
+        for n, a in enumerate(f.args):
+            if a == "int":
+                t = int_id
+            elif a == "ctx":
+                t = ctx_id
+            elif a == "void*":
+                t = void_ptr
+            else:
+                size = int(a.split(":")[1])
+                t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, f"buf{size}",
+                                                   size_type=size))
+            params.append(BtfParam(f"a{n}", 0, t))
+        named = tuple(BtfParam(p.name, name(p.name), p.type) for p in params)
+        proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
+                    vlen=len(named), params=named)
+        ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
+    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, locked
 
 
 @dataclass(frozen=True)
@@ -40,15 +118,27 @@ class VerifierCase:
     linux: str | None  # None: accepted; else the last line of Linux's log
     devmap: bool = False
     license: str = "GPL"
+    bound: bool = False  # device-bound, as the XDP metadata kfuncs require
+    funcs: tuple[Func, ...] = ()
+    flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
 
-    def spec(self) -> CollectionSpec:
+    def spec(self, ifindex: int = 1) -> CollectionSpec:
+        """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
         names: list[str] = []
 
         def mark(m: re.Match[str]) -> str:
             names.append(m.group(1))
             return f"{_TAG + len(names) - 1:#x} ll"
 
-        insns = list(assemble(_MARK.sub(mark, self.asm)))
+        kfuncs: list[str] = []
+
+        def kmark(m: re.Match[str]) -> str:
+            kfuncs.append(m.group(1))
+            return f"kernel-function#{len(kfuncs) - 1}"
+
+        insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
+                      if i.code == 0x85 and i.src == 2)
         refs = []
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
@@ -56,10 +146,25 @@ class VerifierCase:
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
-                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP)
+                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
+                           kfuncs=krefs, flags=self.flags)
+        btf = None
         maps = {n: MAPS[n] for n in names}
+        if self.funcs or "locked" in maps:
+            btf, ids, int_id, locked = funcs_btf(self.funcs)
+            if "locked" in maps:
+                maps["locked"] = replace(maps["locked"], key_type=int_id, value_type=locked)
+        if self.funcs:
+            starts = [a for a, _ in validate(insns).functions]
+            if len(starts) != len(self.funcs):
+                raise ValueError(f"{self.name}: {len(starts)} functions, {len(self.funcs)} "
+                                 "described")
+            prog = prog.copy(func_info=tuple(FuncInfo(pc, tid, f.name) for pc, tid, f in
+                                             zip(starts, ids, self.funcs, strict=True)))
+        if self.bound:
+            prog = prog.bound_to(ifindex)
         return CollectionSpec(programs={prog.name: prog}, maps=maps, license=self.license,
-                              name=self.name)
+                              name=self.name, btf=btf)
 
 
 # data in r2, data_end in r3
@@ -579,4 +684,1238 @@ r1 = 0
 *(u64 *)(r10 -8) = r1
 r0 = 0
 exit""", "combined stack size of 2 calls is 528. Too large"),
+    # -- kfuncs: XDP metadata (device-bound), dynptrs and slices, conntrack references --------
+    _c("dynptr_ok", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", None),
+    _c("dynptr_slice", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u16 *)(r0 +12)
+exit
+r0 = 1
+exit""", None),
+    _c("dynptr_slice_nullck", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = *(u16 *)(r0 +12)
+exit""", "R0 invalid mem access 'rdonly_mem_or_null'"),
+    _c("dynptr_slice_oob", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u16 *)(r0 +13)
+exit
+r0 = 1
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("dynptr_slice_write", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+*(u16 *)(r0 +12) = 1
+exit
+r0 = 1
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("dynptr_uninit_slice", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'Expected an initialized dynptr as arg #0'),
+    _c("dynptr_bad_ctx", """
+r1 = 0
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("dynptr_misaligned", """
+r2 = 0
+r3 = r10
+r3 += -12
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Dynptr has to be an uninitialized dynptr'),
+    _c("dynptr_nonstack", """
+r6 = r1
+r2 = 0
+r3 = r6
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr'),
+    _c("dynptr_overwrite", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = 0
+*(u64 *)(r10 -16) = r1
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+r0 = 1
+exit""", 'Expected an initialized dynptr as arg #0'),
+    _c("dynptr_read_slot", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = *(u64 *)(r10 -16)
+exit""", 'invalid read from stack off -16+0 size 8'),
+    _c("dynptr_size", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+exit""", None),
+    _c("dynptr_slice_varlen", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+call 7
+r4 = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'R4 must be a known constant'),
+    _c("dynptr_slice_buf", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -32
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", None),
+    _c("dynptr_slice_buf_small", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -32
+r4 = 24
+call KFUNC(bpf_dynptr_slice)
+r0 = 1
+exit""", 'arg#2 arg#3 memory, len pair leads to invalid memory access'),
+    _c("unbound_meta", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'metadata kfuncs require device-bound program'),
+    _c("nongpl", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT"),
+    _c("csum_over_dynptr", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -24
+r2 = 24
+r3 = 0
+r4 = 0
+r5 = 0
+call 28
+r0 = 1
+exit""", 'invalid read from stack R1 off -24+8 size 24'),
+    _c("slice_rdwr_write", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice_rdwr)
+if r0 == 0 goto +3
+r1 = 7
+*(u16 *)(r0 +12) = r1
+r0 = 2
+exit""", None),
+    _c("slice_after_adjust_head", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice_rdwr)
+if r0 == 0 goto +6
+r7 = r0
+r1 = r6
+r2 = 0
+call 44
+r0 = *(u8 *)(r7 +0)
+exit
+r0 = 1
+exit""", "R7 invalid mem access 'scalar'"),
+    _c("slice_after_overwrite", """
+r6 = r1
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 14
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +4
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = *(u8 *)(r0 +0)
+exit
+r0 = 1
+exit""", None),
+    _c("dynptr_flags_ptr", """
+r6 = r1
+r2 = r10
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("dynptr_ctx_wrong", """
+r1 = r10
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'arg#0 expected pointer to ctx, but got fp'),
+    _c("dynptr_ctx_off", """
+r1 += 4
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'dereference of modified ctx ptr R1 off=4 disallowed'),
+    _c("dynptr_at_minus8", """
+r2 = 0
+r3 = r10
+r3 += -8
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'Dynptr has to be an uninitialized dynptr'),
+    _c("dynptr_uninit_r2", """
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("dynptr_adjust_ok", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = 2
+r3 = 10
+call KFUNC(bpf_dynptr_adjust)
+r0 = 2
+exit""", None),
+    _c("dynptr_clone", """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+call KFUNC(bpf_dynptr_size)
+exit""", None),
+    _c("ct_lookup_leak", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("ct_lookup_release", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", None),
+    _c("ct_release_null", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("ct_release_twice", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +4
+r6 = r0
+r1 = r0
+call KFUNC(bpf_ct_release)
+r1 = r6
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_release_scalar", """
+r1 = 5
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_release_stack", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+    _c("ct_insert_wrongtype", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +3
+r6 = r0
+r1 = r0
+call KFUNC(bpf_ct_insert_entry)
+r0 = 2
+exit""",
+       'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT '
+       'nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
+    _c("ct_lookup_badsz", """
+r2 = r10
+r2 += -40
+call 7
+r3 = r0
+r4 = r10
+r4 += -16
+r5 = 12
+r1 = r6
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'R6 !read_ok'),
+    _c("ct_lookup_mem_oob", """
+r6 = r1
+r2 = r10
+r2 += -8
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+r1 = r6
+call KFUNC(bpf_xdp_ct_lookup)
+r0 = 2
+exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access'),
+    _c("ct_read_field", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +0)
+r1 = r0
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit""", None),
+    _c("ct_change_timeout_null", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r6 = r0
+r1 = r0
+r2 = 10
+call KFUNC(bpf_ct_change_timeout)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("meta_ts", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_read", """
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = *(u64 *)(r10 -8)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_short", """
+r2 = r10
+r2 += -4
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'invalid read from stack R2 off=-4 size=8', bound=True),
+    _c("meta_ts_null", """
+r2 = 0
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg1', bound=True),
+    _c("meta_ts_ctx", """
+r2 = r1
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'R2 type=ctx expected=fp', bound=True),
+    _c("meta_hash_map", """
+r6 = r1
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +5
+r2 = r0
+r3 = r0
+r3 += 12
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_hash)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_hash_map_oob", """
+r6 = r1
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +5
+r2 = r0
+r3 = r0
+r3 += 13
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_hash)
+r0 = 2
+exit""", 'R3 min value is outside of the allowed memory range', bound=True),
+    _c("meta_vlan_pkt", """
+r6 = r1
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 4
+if r4 > r3 goto +4
+r3 = r2
+r3 += 2
+r1 = r6
+call KFUNC(bpf_xdp_metadata_rx_vlan_tag)
+r0 = 2
+exit""", None, bound=True),
+    _c("meta_ts_fp_ctx", """
+r1 = r10
+r2 = r10
+r2 += -8
+call KFUNC(bpf_xdp_metadata_rx_timestamp)
+r0 = 2
+exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True),
+    # -- global functions: verified on their own from their BTF prototypes ----------------
+    _c('g_scalar', """
+r1 = 5
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_static_scalar', """
+r1 = 5
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', False, ('int',)))),
+    _c('g_ptr_as_scalar', """
+r1 = r10
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_ctx', """
+call pc+2
+r0 = 2
+exit
+r0 = *(u32 *)(r1 +0)
+exit""",
+       'At subprogram exit the register R0 is not a scalar value (pkt)',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ctx_wrong', """
+r1 = 0
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ctx_pkt', """
+call pc+4
+r0 = 2
+exit
+r0 = 0
+exit
+r2 = *(u32 *)(r1 +0)
+r0 = *(u8 *)(r2 +0)
+exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_mem_nullck', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = *(u64 *)(r1 +0)
+exit""",
+       "R1 invalid mem access 'mem_or_null'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_ok', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+if r1 == 0 goto +1
+r0 = *(u64 *)(r1 +0)
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_oob', """
+r1 = r10
+r1 += -8
+r2 = 0
+*(u64 *)(r10 -8) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+if r1 == 0 goto +1
+r0 = *(u64 *)(r1 +4)
+exit""",
+       'R1 min value is outside of the allowed memory range',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_small', """
+r1 = r10
+r1 += -4
+r2 = 0
+*(u32 *)(r10 -4) = r2
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_mem_null', """
+r1 = 0
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+    _c('g_ret_ptr', """
+call pc+2
+r0 = 2
+exit
+r0 = r1
+exit""",
+       'At subprogram exit the register R0 is not a scalar value (ctx)',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_ret_uninit', """
+call pc+2
+r0 = 2
+exit
+exit""", 'R0 !read_ok', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_void', """
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
+    _c('g_r0_is_scalar', """
+call pc+2
+r0 = *(u8 *)(r0 +0)
+exit
+r0 = 0
+exit""",
+       "R0 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_caller_r1_gone', """
+call pc+2
+r0 = r1
+exit
+r0 = 0
+exit""", 'R1 !read_ok', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_pkt_invalidated', """
+r6 = *(u32 *)(r1 +0)
+r7 = *(u32 *)(r1 +4)
+r2 = r6
+r2 += 1
+if r2 > r7 goto +3
+call pc+4
+r0 = *(u8 *)(r6 +0)
+exit
+r0 = 1
+exit
+r2 = 0
+call 44
+r0 = 0
+exit""",
+       "R6 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_pkt_kept', """
+r6 = *(u32 *)(r1 +0)
+r7 = *(u32 *)(r1 +4)
+r2 = r6
+r2 += 1
+if r2 > r7 goto +3
+call pc+4
+r0 = *(u8 *)(r6 +0)
+exit
+r0 = 1
+exit
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+    _c('g_voidptr', """
+r1 = r10
+r1 += -8
+call pc+2
+r0 = 2
+exit
+r0 = 0
+exit""",
+       "Caller passes invalid args into func#1 ('g1')",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
+    _c('g_stack_combined', """
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = 0
+call pc+2
+r0 = 0
+exit
+r2 = 0
+*(u64 *)(r10 -200) = r2
+r0 = 0
+exit""",
+       'combined stack size of 2 calls is 608. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    _c('g_bad_body_after_good_main', """
+r1 = 1
+call pc+2
+r0 = 2
+exit
+r0 = *(u8 *)(r1 +0)
+exit""",
+       "R1 invalid mem access 'scalar'",
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
+    _c('tc_nobtf_sub', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", 'tail_call is not allowed in subprogs without BTF'),
+    _c('tc_nobtf_main', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = 0
+exit""", None),
+    _c('tc_sub_small', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main256', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -256) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main248', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -248) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_main264', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -264) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 272 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_sub_big', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_main_and_sub', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r0 = 0
+exit""",
+       'tail_calls are not allowed when call stack of previous frames is 400 bytes. Too large',
+       funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    _c('tc_main_only', """
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -400) = r1
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r6
+call pc+2
+r0 = 2
+exit
+r6 = r1
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r0 = 0
+exit""", None, funcs=(Func('main', True, ('ctx',)), Func('sub', False, ('ctx',)))),
+    # -- bpf_spin_lock: a map value's lock, found in its BTF -------------------------------
+    _c('sl_ok', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +0)
+r1 += 1
+*(u32 *)(r6 +0) = r1
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", None),
+    _c('sl_wrong_off', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+call 93
+r1 = r6
+call 94
+out:
+r0 = 2
+exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4"),
+    _c('sl_no_unlock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r0 = 2
+exit
+out:
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region'),
+    _c('sl_unlock_only', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'bpf_spin_unlock without taking a lock'),
+    _c('sl_twice', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = r6
+r1 += 4
+call 93
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock'),
+    _c('sl_call_inside', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+call 7
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock'),
+    _c('sl_touch_lock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +4)
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", 'bpf_spin_lock cannot be accessed directly by load/store'),
+    _c('sl_write_lock', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = 0
+*(u32 *)(r6 +4) = r1
+out:
+r0 = 2
+exit""", 'bpf_spin_lock cannot be accessed directly by load/store'),
+    _c('sl_read_x', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = *(u32 *)(r6 +8)
+out:
+r0 = 2
+exit""", None),
+    _c('sl_nobtf', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +4
+r6 = r0
+r1 = r6
+call 93
+r1 = r6
+call 94
+r0 = 2
+exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock"),
+    _c('sl_var_off', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+call 7
+r0 &= 4
+r1 = r6
+r1 += r0
+call 93
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset"),
+    _c('sl_branchy', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 4
+call 93
+r1 = *(u32 *)(r6 +8)
+if r1 > 5 goto +2
+r1 = 0
+*(u32 *)(r6 +0) = r1
+r1 = r6
+r1 += 4
+call 94
+out:
+r0 = 2
+exit""", None),
+    # -- BPF_F_STRICT_ALIGNMENT (prog_flags 1): packet accesses as if NET_IP_ALIGN were 2 ---
+    _c('al_pkt_u16_12', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +12)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_pkt_u32_12', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +12)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+12 size 4', flags=1),
+    _c('al_pkt_u32_14', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u32 *)(r2 +14)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_pkt_u16_13', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +13)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+13 size 2', flags=1),
+    _c('al_pkt_u16_13_loose', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u16 *)(r2 +13)
+exit
+r0 = 1
+exit""", None),
+    _c('al_pkt_u64_26', """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 40
+if r4 > r3 goto +2
+r0 = *(u64 *)(r2 +26)
+exit
+r0 = 1
+exit""", 'misaligned packet access off 2+0+0+26 size 8', flags=1),
+    _c('al_map_u32_2', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +2)
+exit
+r0 = 1
+exit""", 'misaligned value access off 0+0+2 size 4', flags=1),
+    _c('al_map_u32_4', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +4)
+exit
+r0 = 1
+exit""", None, flags=1),
+    _c('al_map_u64_4', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +4)
+exit
+r0 = 1
+exit""", 'misaligned value access off 0+0+4 size 8', flags=1),
+    _c('al_map_u64_4_loose', """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +2
+r0 = *(u64 *)(r0 +4)
+exit
+r0 = 1
+exit""", None),
 )

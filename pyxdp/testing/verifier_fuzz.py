@@ -8,7 +8,8 @@ the wrong branch, an unchecked lookup, an index without (or with a wrong)
 bound, a stack access out of the frame or misaligned, a narrow or out-of-range
 context read or a context write, arithmetic on the wrong pointer type, a
 32-bit operation on a pointer, a helper argument of the wrong type or size, a
-ringbuf record never submitted, a register read after a call clobbered it.
+ringbuf record never submitted, a register read after a call clobbered it, a
+packet dynptr misplaced or overwritten and its slice unchecked or overrun.
 Linux gives the verdict (tests/kernel/test_verifier_kernel.py): the case's
 ``linux`` is ``None`` here.
 """
@@ -174,8 +175,30 @@ def _call(rnd: random.Random) -> str:
     return arg + "call sub\nr5 = r0\n"
 
 
+def _dynptr(rnd: random.Random) -> str:
+    """A packet dynptr and a slice of it (the slot misplaced, the slice unchecked or read
+    past its size, the dynptr overwritten or never made)."""
+    at = rnd.choice((-16, -16, -32, -24, -12, -8))
+    text = ""
+    if rnd.random() < 0.9:
+        text += f"r1 = r6\nr2 = 0\nr3 = r10\nr3 += {at}\ncall KFUNC(bpf_dynptr_from_xdp)\n"
+    if rnd.random() < 0.15:
+        text += f"r5 = 0\n*(u64 *)(r10 {at + rnd.choice((0, 8)):+d}) = r5\n"
+    size = rnd.choice((4, 14, 20))
+    rdwr = rnd.random() < 0.4
+    buf = rnd.choice(("r3 = 0", "r3 = 0", "r3 = r10\nr3 += -48"))
+    text += (f"r1 = r10\nr1 += {at}\nr2 = {rnd.choice((0, 0, 2))}\n{buf}\nr4 = {size}\n"
+             f"call KFUNC(bpf_dynptr_slice{'_rdwr' if rdwr else ''})\n")
+    if rnd.random() < 0.8:
+        text += "if r0 == 0 goto drop\n"
+    off = rnd.choice((0, size - 2, size - 1))
+    if rnd.random() < 0.3:
+        return text + f"r5 = 1\n*(u16 *)(r0 {off:+d}) = r5\n"
+    return text + f"r5 = *(u16 *)(r0 {off:+d})\n"
+
+
 _BLOCKS = (_pkt, _pkt, _pkt, _map, _map, _stack, _ctx, _ptr_alu, _helper, _loop, _bounds32,
-           _memsx, _stack_var, _spill, _atomic, _call)
+           _memsx, _stack_var, _spill, _atomic, _call, _dynptr)
 
 
 def random_case(rnd: random.Random, name: str = "fuzz") -> VerifierCase:

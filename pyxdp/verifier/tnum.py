@@ -90,18 +90,21 @@ def t_xor(a: Tnum, b: Tnum) -> Tnum:
 
 
 def t_mul(a: Tnum, b: Tnum) -> Tnum:
-    acc_v = (a[0] * b[0]) & U64
-    acc_m: Tnum = (0, 0)
     av, am = a
-    while av or am:
-        if av & 1:
-            acc_m = t_add(acc_m, (0, b[1]))
-        elif am & 1:
-            acc_m = t_add(acc_m, (0, b[0] | b[1]))
+    bv, bm = b
+    acc_v = (av * bv) & U64
+    mv = mm = 0  # acc_m, kept normalised: adding (0, 0) to it changes nothing
+    while (av or am) and (bv or bm):
+        x = bm if av & 1 else (bv | bm) if am & 1 else 0
+        if x:  # acc_m = t_add(acc_m, (0, x)), inline
+            sm = (mm + x) & U64
+            mu = (((sm + mv) & U64) ^ mv) | mm | x
+            mv, mm = mv & ~mu & U64, mu
         av >>= 1
         am >>= 1
-        b = t_lshift(b, 1)
-    return t_add((acc_v, 0), acc_m)
+        bv = (bv << 1) & U64
+        bm = (bm << 1) & U64
+    return t_add((acc_v, 0), (mv, mm))
 
 
 def t_intersect(a: Tnum, b: Tnum) -> Tnum:

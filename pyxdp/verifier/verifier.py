@@ -11,8 +11,14 @@ refine both outcomes (``reg_set_min_max``), NULL checks turn every copy of
 a pointer (same id) non-NULL or zero, and comparing a packet pointer with
 ``data_end`` marks the range of every pointer of its id
 (``find_good_pkt_pointers``). Helper calls are checked against their
-prototypes (:mod:`pyxdp.verifier.helpers`); bpf-to-bpf calls get a frame;
-callbacks (``bpf_loop``, ``bpf_for_each_map_elem``) are verified as calls.
+prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
+(:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
+released references); static bpf-to-bpf calls get a frame, global functions
+are verified once on their own from their BTF prototypes
+(``do_check_subprogs``); callbacks (``bpf_loop``, ``bpf_for_each_map_elem``)
+are verified as calls. ``bpf_spin_lock`` follows the lock of the map value
+(from the map's BTF); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux
+does with it. A program with CO-RE relocations is verified as relocated.
 States at jump targets are kept and a path reaching a state another path
 already verified as safe stops there (``is_state_visited``); an equal state
 on the current path is an infinite loop. More than 1,000,000 processed
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +43,29 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
+from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
+from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
-from pyxdp.spec import BPF_F_RDONLY_PROG, BPF_XDP_DEVMAP, MapSpec, ProgramSpec
+from pyxdp.spec import (
+    BPF_F_RDONLY_PROG,
+    BPF_F_XDP_DEV_BOUND_ONLY,
+    BPF_XDP_DEVMAP,
+    MapSpec,
+    ProgramSpec,
+)
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
+from pyxdp.verifier.kfuncs import (
+    KF_ACQUIRE,
+    KF_RELEASE,
+    KF_RET_NULL,
+    KF_TRUSTED_ARGS,
+    KFUNCS,
+    KArg,
+    KfuncProto,
+    KRet,
+)
 from pyxdp.verifier.tnum import (
     U64,
     Tnum,
@@ -61,6 +87,7 @@ from pyxdp.verifier.tnum import (
 __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
+BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
@@ -74,14 +101,17 @@ S64_MIN, S64_MAX = -(1 << 63), (1 << 63) - 1
 S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
-NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC = \
-    range(12)
-MAYBE_NULL, RINGBUF = 0x100, 0x200
+NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
+    BTF_ID, DYNPTR = range(14)
+# Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
+# dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
+MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
-             PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func"}
+             PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
+             DYNPTR: "dynptr"}
 # Stack byte kinds (enum bpf_stack_slot_type).
-S_INVALID, S_SPILL, S_MISC, S_ZERO = 0, 1, 2, 3
+S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR = 0, 1, 2, 3, 4
 
 # struct xdp_md
 XDP_MD_SIZE = 24
@@ -90,7 +120,9 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
-    pre = "ringbuf_" if t & RINGBUF else ""
+    pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "")
+    if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
+        return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
     return pre + _TYPE_STR[t & 0xFF] + post
 
@@ -120,7 +152,7 @@ class Refuse(Exception):
         self.glued = glued
 
 
-_NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 18
+_NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
 
 
 class Reg:
@@ -128,7 +160,7 @@ class Reg:
 
     __slots__ = ("t", "off", "id", "ref", "rng", "map", "msize", "frame", "tv", "tm",
                  "smin", "smax", "umin", "umax", "s32min", "s32max", "u32min", "u32max",
-                 "sub")
+                 "sub", "bt")
 
     def __init__(self) -> None:
         self.t = NOT_INIT
@@ -139,7 +171,8 @@ class Reg:
         self.map: MapSpec | None = None
         self.msize = 0
         self.frame = 0
-        self.sub = 0  # PTR_TO_FUNC: the callee's pc
+        self.sub = 0  # PTR_TO_FUNC: the callee's pc; a dynptr slot: its dynptr's type
+        self.bt = ""  # PTR_TO_BTF_ID: the kernel struct's name
         self.unknown()
 
     def unknown(self) -> None:
@@ -155,7 +188,7 @@ class Reg:
     def assign(self, o: Reg) -> None:
         self.t, self.off, self.id, self.ref, self.rng, self.map, self.msize, self.frame = \
             o.t, o.off, o.id, o.ref, o.rng, o.map, o.msize, o.frame
-        self.tv, self.tm, self.sub = o.tv, o.tm, o.sub
+        self.tv, self.tm, self.sub, self.bt = o.tv, o.tm, o.sub, o.bt
         self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
         self.s32min, self.s32max, self.u32min, self.u32max = \
             o.s32min, o.s32max, o.u32min, o.u32max
@@ -167,7 +200,7 @@ class Reg:
         return (self.t, self.off, self.id, self.ref, self.rng,
                 self.map.name if self.map is not None else None, self.msize, self.frame,
                 self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
-                self.s32max, self.u32min, self.u32max, self.sub)
+                self.s32max, self.u32min, self.u32max, self.sub, self.bt)
 
     # -- constructors -------------------------------------------------------------------
     def set_unknown(self) -> None:
@@ -407,7 +440,7 @@ class Reg:
             parts.append(f"sz={self.msize}")
         if not self.const:
             parts.append(f"var_off={tnum_str((self.tv, self.tm))}")
-        return f"{type_str(self.t)}({','.join(parts)})"
+        return f"{type_str(self.t)}{self.bt}({','.join(parts)})"
 
 
 Slot = tuple[bytes, Reg | None]
@@ -450,11 +483,13 @@ class Frame:
 class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
-    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses")
+    __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
+                 "lock")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
+        self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -466,6 +501,7 @@ class State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
+        s.lock = self.lock
         s.parent = self.parent
         return s
 
@@ -490,6 +526,31 @@ class _CallMeta:
     func: int | None = None
     ref: int = 0
     const_key: int | None = None
+
+
+_DYNPTR_XDP = 5  # enum bpf_dynptr_type: BPF_DYNPTR_TYPE_XDP
+BTF_FUNC_GLOBAL = 1
+
+
+@dataclass
+class _Global:
+    """A global function: its func# (subprog index), name, FUNC_PROTO; what is known."""
+
+    index: int
+    name: str
+    proto: int
+    args: tuple[tuple[str, int], ...] | None = None
+    called: bool = False
+
+
+@dataclass
+class _KfuncMeta:
+    """``struct bpf_kfunc_call_arg_meta``: what a kfunc's arguments told the verifier."""
+
+    release_ref: int = 0
+    const_size: int = 0
+    dynptr_id: int = 0
+    dynptr_kind: int = 0
 
 
 @dataclass(frozen=True)
@@ -613,14 +674,29 @@ def _rdonly(m: MapSpec) -> bool:
 
 class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
-                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS) -> None:
+                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None) -> None:
         self.spec = spec
+        self.btf = btf
         self.insns = spec.insns
         self.maps = maps
         self.limit = limit
         self.layout = self._validate()
         self.subprogs = [s for s, _ in self.layout.functions]
         self.map_at = {r.pc: r for r in spec.map_refs}
+        self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
+        # Global (non-static) functions by start: each is verified once, on its own, from
+        # its BTF prototype; a caller sees only the scalar it returns.
+        self.globals: dict[int, _Global] = {}
+        if btf is not None:
+            for fi in spec.func_info:
+                if fi.insn_off and fi.insn_off in self.subprogs:
+                    t = btf.type_by_id(fi.type_id)
+                    if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
+                        self.globals[fi.insn_off] = _Global(
+                            self.subprogs.index(fi.insn_off), t.name, t.type)
+        self.in_global = False
+        self.lock_offs: dict[str, int | None] = {}
+        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
@@ -660,6 +736,9 @@ class _Verifier:
         # Writes to r10 are refused on the path that reaches them (do_check), not here.
         insns = [dataclasses.replace(i, dst=0) if i.dst == 10 and self._writes_dst(i) else i
                  for i in self.insns]
+        for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
+            if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
+                insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
         try:
             return validate(insns)
         except InvalidProgram as e:
@@ -682,8 +761,11 @@ class _Verifier:
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
         try:
+            self._check_kfunc_calls()
+            self._check_abnormal_return()
             self._check_cfg()
             self._do_check()
+            self._check_global_subprogs()
             self._check_max_stack_depth()
         except Refuse as e:
             raise self._error(e) from None
@@ -717,6 +799,33 @@ class _Verifier:
             self.log.extend((e.msg, stats))
         return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
                              pc=self.pc, insn=text, source=src, state=regs)
+
+    # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
+    def _check_kfunc_calls(self) -> None:
+        for k in self.spec.kfuncs:
+            self.pc = k.pc
+            if not self.gpl:
+                raise Refuse("cannot call kernel function from non-GPL compatible program",
+                             errno.EINVAL)
+            proto = KFUNCS.get(k.name)
+            bound = bool(self.spec.ifindex and self.spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
+            if proto is not None and proto.metadata and not bound:
+                raise Refuse("metadata kfuncs require device-bound program", errno.EINVAL)
+        self.pc = 0
+
+    def _has_tail_call(self, sub: int) -> bool:
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
+                   self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
+
+    def _check_abnormal_return(self) -> None:
+        """check_abnormal_return: without func_info no function but the main one may tail
+        call."""
+        if self.spec.func_info:
+            return
+        for sub in self.subprogs[1:]:
+            if self._has_tail_call(sub):
+                raise Refuse("tail_call is not allowed in subprogs without BTF", errno.EINVAL)
 
     # -- check_cfg: every instruction reachable ---------------------------------------------
     def _check_cfg(self) -> None:
@@ -754,10 +863,10 @@ class _Verifier:
         st.frames.append(f)
         return st
 
-    def _do_check(self) -> None:
-        st = self._init_state()
+    def _do_check(self, st: State | None = None, pc: int = 0) -> None:
+        if st is None:
+            st = self._init_state()
         stack: list[tuple[State, int]] = []
-        pc = 0
         while True:
             self.state = st
             self.pc = pc
@@ -869,7 +978,7 @@ class _Verifier:
         return False
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or old.refs != cur.refs:
+        if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
             return False
         idmap: dict[int, int] = {}
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
@@ -1386,6 +1495,8 @@ class _Verifier:
         """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
         t = reg.t
         full = off + reg.off
+        if self.strict_align and size > 1 and t != STACK:
+            self._check_alignment(reg, off, size)
         if t == MAP_VALUE:
             m = reg.map
             assert m is not None
@@ -1393,6 +1504,9 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
+            at = self._lock_off(m) if m.value_type is not None else None
+            if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
+                raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -1407,7 +1521,9 @@ class _Verifier:
             assert reg.map is not None
             self._region(regno, reg, full, size, reg.map.key_size, "map key")
             return None
-        if t == MEM | RINGBUF or t == MEM:
+        if t & 0xFF == MEM and not t & MAYBE_NULL:
+            if write and t & RDONLY:
+                raise Refuse(f"R{regno} cannot write into {type_str(t)}")
             self._region(regno, reg, full, size, reg.msize, "memory")
             return None
         if t == CTX:
@@ -1417,7 +1533,28 @@ class _Verifier:
         if t in (PKT, PKT_META):
             self._pkt(regno, reg, full, size)
             return None
+        if t == BTF_ID:
+            # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
+            # scalar, a write is refused (docs/SEMANTICS.md)
+            if write:
+                raise Refuse("only read is supported")
+            return None
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _check_alignment(reg: Reg, off: int, size: int) -> None:
+        """check_ptr_alignment under BPF_F_STRICT_ALIGNMENT (the stack is always strict)."""
+        t = reg.t & 0xFF
+        tn = _tn(reg)
+        if t in (PKT, PKT_META):  # NET_IP_ALIGN is taken as 2 to catch what would fault
+            v, m = t_add((reg.tv, reg.tm), ((2 + reg.off + off) & U64, 0))
+            if (v | m) & (size - 1):
+                raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
+            return
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context "}.get(t, "")
+        v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
+        if (v | m) & (size - 1):
+            raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")
 
     def _map_bytes(self, m: MapSpec) -> bytes | None:
         for k, v in m.contents:
@@ -1504,6 +1641,9 @@ class _Verifier:
                 if spill.umax >> (8 * size):
                     r.id = 0
                 return r
+        for j in range(k, k + size):
+            if types[j] == S_DYNPTR:  # check_stack_read_fixed_off: no special slot is data
+                raise Refuse(f"invalid read from stack off {lo}+{j - k} size {size}")
         zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
         r = Reg()
         if zeros == size:
@@ -1524,12 +1664,28 @@ class _Verifier:
             for a in range(lo, hi):
                 spi = (-a - 1) // 8
                 k = a + 8 * (spi + 1)
+                self._destroy_dynptr(st, frame, spi)
                 types, spill = frame.slot(spi)
                 b = bytearray(x if x != S_SPILL else S_MISC for x in types)
                 if b[k] != S_MISC:
                     b[k] = S_MISC
                 frame.set_slot(spi, (bytes(b), None))
         return None  # a read: an unknown scalar
+
+    def _destroy_dynptr(self, st: State, frame: Frame, spi: int) -> None:
+        """destroy_if_dynptr_stack_slot: a write into a dynptr's slot ends the dynptr (both
+        slots invalid) and every slice of it."""
+        types, d = frame.slot(spi)
+        if d is None or types[0] != S_DYNPTR:
+            return
+        other = spi - 1 if d.off else spi + 1
+        frame.set_slot(spi, _EMPTY)
+        frame.set_slot(other, _EMPTY)
+        for r in st.all_regs():
+            # Linux compares the whole type: a packet dynptr's slices (DYNPTR_TYPE_XDP)
+            # are never matched, so they stay valid
+            if r.t in (MEM, MEM | MAYBE_NULL) and r.rng == d.id:
+                r.set_unknown()
 
     def _note_depth(self, frame: Frame, depth: int) -> None:
         if depth > self.depth.get(frame.sub, 0):
@@ -1544,6 +1700,7 @@ class _Verifier:
 
     def _stack_write(self, st: State, frame: Frame, spi: int, k: int, size: int,
                      value: Reg | None, imm: Reg | None, regno: int) -> None:
+        self._destroy_dynptr(st, frame, spi)
         types, spill = frame.slot(spi)
         if value is not None and k == 0 and value.t == SCALAR:
             if not value.id and not value.const:  # a fill stays linked to the register
@@ -1665,7 +1822,9 @@ class _Verifier:
                     r.map = inner
                 else:
                     r.t &= ~MAYBE_NULL
-                    if not r.ref:
+                    # reg_may_point_to_spin_lock: the id tells which element is locked
+                    if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
+                                          self._lock_off(r.map) is not None):
                         r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
@@ -1845,12 +2004,24 @@ class _Verifier:
 
     # -- calls ------------------------------------------------------------------------------
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
+        if st.lock is not None:
+            if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
+                self.log.append("global function calls are not allowed while holding a lock,")
+                raise Refuse("use static function instead", errno.EINVAL)
+            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL or (
+                    i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
+                raise Refuse("function calls are not allowed while holding a lock",
+                             errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
-        # kfunc calls never get here: validate() refuses them (pyxdp has no kfuncs).
+        if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+            return self._kfunc_call(st, pc)
         return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
+        g = self.globals.get(target)
+        if g is not None:
+            return self._global_call(st, g, target, pc)
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
                          errno.E2BIG)
@@ -1883,12 +2054,135 @@ class _Verifier:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        if self.in_global and r0.t != SCALAR:
+            raise Refuse("At subprogram exit the register R0 is not a scalar value "
+                         f"({type_str(r0.t)})", errno.EINVAL)
+        if st.lock is not None:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_spin_lock-ed region", errno.EINVAL)
         if st.refs:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL)
         return None
+
+    # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
+    def _global_args(self, g: _Global) -> tuple[tuple[str, int], ...]:
+        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"mem", size)."""
+        if g.args is not None:
+            return g.args
+        btf = self.btf
+        assert btf is not None
+        proto = btf.type_by_id(g.proto)
+        ret = btf.resolved(proto.type) if proto.type else None
+        if ret is None or ret.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+            raise Refuse(f"Global function {g.name}() doesn't return scalar. Only those are "
+                         "supported.", errno.EINVAL)
+        if len(proto.params) > 5:
+            raise Refuse(f"Global function {g.name}() with {len(proto.params)} > 5 args. "
+                         "Buggy compiler.", errno.EINVAL)
+        out = []
+        for n, prm in enumerate(proto.params):
+            t = btf.resolved(prm.type)
+            if t.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                out.append(("scalar", 0))
+                continue
+            if t.kind is not BtfKind.PTR:
+                raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported yet.",
+                             errno.EINVAL)
+            pointee = btf.resolved(t.type) if t.type else None
+            if pointee is not None and pointee.kind is BtfKind.STRUCT and \
+                    pointee.name == "xdp_md":  # btf_get_prog_ctx_type
+                out.append(("ctx", 0))
+                continue
+            try:
+                size = btf.resolve_size(t.type) if t.type else 0
+            except Exception:
+                size = 0
+            if not size:
+                what = btf.describe(t.type) if t.type else "void"
+                raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
+                             f"-{errno.EINVAL}", errno.EINVAL)
+            out.append(("mem", size))
+        g.args = tuple(out)
+        return g.args
+
+    def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
+        regs = st.cur.regs
+        try:
+            for n, (kind, size) in enumerate(self._global_args(g)):
+                reg = regs[n + 1]
+                if kind == "scalar":
+                    if reg.t != SCALAR:
+                        raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
+                elif kind == "ctx":
+                    if reg.t == CTX and reg.off:
+                        raise Refuse(f"dereference of modified ctx ptr R{n + 1} off={reg.off} "
+                                     "disallowed")
+                    if reg.t != CTX:
+                        raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
+                elif not reg.is_null():  # check_mem_reg: NULL or size bytes
+                    mem = reg
+                    if reg.t & MAYBE_NULL:
+                        mem = reg.copy()
+                        mem.t &= ~MAYBE_NULL
+                    self._helper_mem(st, n + 1, mem, size, write=False)
+                    self._helper_mem(st, n + 1, mem, size, write=True)
+        except Refuse as e:
+            self.log.append(e.msg)
+            raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
+                         errno.EINVAL) from None
+        g.called = True
+        if self._changes_pkt_data(target):
+            for x in st.all_regs():
+                if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
+                    x.set_unknown()
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        regs[0].set_unknown()
+        return pc + 1
+
+    def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
+        """Whether the function at ``sub`` (or one it calls) calls a helper that changes
+        packet data (check_cfg's changes_pkt_data)."""
+        seen = seen if seen is not None else set()
+        seen.add(sub)
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        for pc in range(start, end):
+            i = self.insns[pc]
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
+                    i.imm in _PKT_CHANGING:
+                return True
+        return any(self._changes_pkt_data(c, seen) for c in self.layout.calls.get(sub, ())
+                   if c not in seen)
+
+    def _check_global_subprogs(self) -> None:
+        """do_check_subprogs: every global function called, verified on its own."""
+        done: set[int] = set()
+        while True:
+            todo = [s for s, g in sorted(self.globals.items()) if g.called and s not in done]
+            if not todo:
+                return
+            sub = todo[0]
+            done.add(sub)
+            g = self.globals[sub]
+            st = State()
+            f = Frame(0, -1, sub)
+            for n, (kind, size) in enumerate(self._global_args(g)):
+                r = f.regs[n + 1]
+                if kind == "scalar":
+                    r.set_unknown()
+                elif kind == "ctx":
+                    r.set_ptr(CTX)
+                else:
+                    r.set_ptr(MEM | MAYBE_NULL)
+                    r.msize = size
+                    r.id = self._new_id()
+            st.frames.append(f)
+            self.active, self.done = {}, {}
+            self.in_global = True
+            self._do_check(st, sub)
 
     def _helper_call(self, st: State, fid: int, pc: int,
                      stack: list[tuple[State, int]]) -> int:
@@ -1937,10 +2231,188 @@ class _Verifier:
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
-            for x in st.all_regs():
-                if x.t in (PKT, PKT_META, PKT_END):
+            for x in st.all_regs():  # clear_all_pkt_pointers, packet dynptrs' slices too
+                if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
                     x.set_unknown()
         return pc + 1
+
+    # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
+    def _kfunc_call(self, st: State, pc: int) -> int:
+        name = self.kfunc_at.get(pc)
+        if name is None:
+            raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
+                                 "function (no relocation)", pc=pc, rule="kfunc")
+        proto = KFUNCS.get(name)
+        if proto is None:
+            raise UnsupportedHelper(f"{self.spec.name}: kfunc {name} is not modelled by "
+                                    "pyxdp's verifier (its kernel verdict is unknown here)",
+                                    pc=pc)
+        regs = st.cur.regs
+        meta = _KfuncMeta()
+        params = proto.params
+        i = 0
+        while i < len(params):
+            i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        if proto.flags & KF_RELEASE:
+            if not meta.release_ref:
+                raise Refuse(f"release kernel function {name} expects refcounted "
+                             "PTR_TO_BTF_ID", errno.EINVAL)
+            self._release(st, meta.release_ref)
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        if proto.ret == KRet.VOID:
+            return pc + 1
+        if proto.ret == KRet.SCALAR:
+            r0.set_unknown()
+            return pc + 1
+        if proto.ret in (KRet.SLICE, KRet.SLICE_RDWR):
+            r0.set_ptr(MEM | (RDONLY if proto.ret == KRet.SLICE else 0) |
+                       (PKT_SLICE if meta.dynptr_kind == _DYNPTR_XDP else 0))
+            r0.msize = meta.const_size
+            r0.rng = meta.dynptr_id  # the slice's dynptr_id
+        else:
+            r0.set_ptr(BTF_ID)
+            r0.bt = proto.ret_struct
+        if proto.flags & KF_RET_NULL:
+            r0.t |= MAYBE_NULL
+            r0.id = self._new_id()
+        if proto.flags & KF_ACQUIRE:
+            ref = self._new_id()
+            if proto.flags & KF_RET_NULL:
+                r0.id = ref
+            r0.ref = ref
+            st.refs.append((ref, pc))
+        return pc + 1
+
+    def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
+                   meta: _KfuncMeta) -> int:
+        """check_kfunc_args for argument ``i``; the index of the next one."""
+        p = proto.params[i]
+        n = i + 1
+        reg = regs[n]
+        if p.kind in (KArg.SCALAR, KArg.CONST):
+            if reg.t != SCALAR:
+                raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
+            if p.kind == KArg.CONST and not reg.const:
+                raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
+            return i + 1
+        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
+            return i + 1
+        if p.kind == KArg.CTX:
+            if reg.t == CTX and reg.off:
+                raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
+            if reg.t != CTX:
+                raise Refuse(f"arg#{i} expected pointer to ctx, but got {type_str(reg.t)}",
+                             errno.EINVAL)
+            return i + 1
+        if p.kind in (KArg.DYNPTR, KArg.DYNPTR_UNINIT):
+            self._dynptr_arg(st, regs, n, i, p.kind == KArg.DYNPTR_UNINIT, name, meta)
+            return i + 1
+        if p.kind == KArg.MEM:
+            if reg.is_null():
+                return i + 1
+            self._read(regs, n)
+            self._helper_mem(st, n, reg, p.size, write=False)
+            self._helper_mem(st, n, reg, p.size, write=True)
+            return i + 1
+        if p.kind == KArg.MEM_SIZE:
+            size = regs[n + 1]
+            if not (reg.is_null() and p.optional):
+                try:
+                    self._read(regs, n)
+                    self._kfunc_mem_size(st, regs, n + 1)
+                except Refuse as e:
+                    self.log.append(e.msg)
+                    raise Refuse(f"arg#{i} arg#{i + 1} memory, len pair leads to invalid "
+                                 "memory access", e.err) from None
+            if p.const_size:
+                if size.t != SCALAR or not size.const:
+                    raise Refuse(f"R{n + 1} must be a known constant", errno.EINVAL)
+                meta.const_size = size.tv
+            return i + 2
+        # KF_ARG_PTR_TO_BTF_ID
+        if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
+            raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
+                         "struct with scalar", errno.EINVAL)
+        if reg.bt != p.struct:
+            raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
+                         f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
+                         errno.EINVAL)
+        if reg.ref and proto.flags & KF_RELEASE:
+            meta.release_ref = reg.ref
+        if (proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS)) and (reg.off or not reg.const
+                                                               or reg.tv):
+            raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
+                         "arg to kfunc", errno.EINVAL)
+        return i + 1
+
+    def _kfunc_mem_size(self, st: State, regs: list[Reg], n: int) -> None:
+        """check_kfunc_mem_size_reg: a size (zero allowed) and the memory before it."""
+        reg = regs[n]
+        if reg.t != SCALAR:
+            raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
+        if reg.smin < 0:
+            raise Refuse(f"R{n} min value is negative, either use unsigned or 'var &= const'")
+        if reg.umax >= BPF_MAX_VAR_SIZ:
+            raise Refuse(f"R{n} unbounded memory access, use 'var &= const' or "
+                         "'if (var < const)'")
+        mem = regs[n - 1]
+        if mem.t & MAYBE_NULL:  # checked as if not NULL
+            mem = mem.copy()
+            mem.t &= ~MAYBE_NULL
+        if mem.is_null() and reg.umax == 0:
+            return
+        self._helper_mem(st, n - 1, mem, reg.umax, write=False, zero_ok=True)
+        self._helper_mem(st, n - 1, mem, reg.umax, write=True, zero_ok=True)
+
+    def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
+                    name: str, meta: _KfuncMeta) -> None:
+        """process_dynptr_func: a dynptr (two stack slots) made or used."""
+        reg = regs[n]
+        if reg.t != STACK:
+            raise Refuse(f"arg#{i} expected pointer to stack or const struct bpf_dynptr",
+                         errno.EINVAL)
+        frame = st.frames[reg.frame]
+        spi = self._dynptr_spi(reg)
+        if uninit:
+            if spi is None:
+                raise Refuse("Dynptr has to be an uninitialized dynptr", errno.EINVAL)
+            for off in (0, 8):  # check_mem_access: two BPF_DW writes
+                self._mem(st, n, reg, off, 8, write=True, value=None)
+            spi = self._dynptr_spi(reg)
+            assert spi is not None and spi >= 1
+            kind = _DYNPTR_XDP if name == "bpf_dynptr_from_xdp" else meta.dynptr_kind
+            did = self._new_id()
+            for s, first in ((spi, 1), (spi - 1, 0)):
+                d = Reg()
+                d.t, d.off, d.id, d.sub = DYNPTR, first, did, kind
+                d.set_var_zero()
+                frame.set_slot(s, (bytes([S_DYNPTR] * 8), d))
+            return
+        d1: Reg | None = None
+        if spi is not None and 1 <= spi < len(frame.stack):
+            t1, d1 = frame.slot(spi)
+            t2, _ = frame.slot(spi - 1)
+            if not (t1 == bytes([S_DYNPTR] * 8) and t2 == t1 and d1 is not None and d1.off):
+                d1 = None
+        if d1 is None:
+            raise Refuse(f"Expected an initialized dynptr as arg #{i}", errno.EINVAL)
+        meta.dynptr_id, meta.dynptr_kind = d1.id, d1.sub
+
+    def _dynptr_spi(self, reg: Reg) -> int | None:
+        """dynptr_get_spi: the first slot's index; None for an error Linux logs."""
+        if not reg.const:
+            self.log.append("dynptr has to be at a constant offset")
+            return None
+        off = reg.off + _s64(reg.tv)
+        spi = (-off - 1) // 8
+        if off % 8 or spi + 1 < 2:
+            self.log.append(f"cannot pass in dynptr at an offset={off}")
+            return None
+        return spi
 
     def _release(self, st: State, ref: int) -> None:
         st.refs = [x for x in st.refs if x[0] != ref]
@@ -1985,7 +2457,9 @@ class _Verifier:
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
             return
-        t = reg.t
+        t = reg.t & ~PKT_SLICE
+        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY):
+            t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         if t not in expect[0]:
             names = ", ".join(type_str(x) for x in expect[0]) if expect[1] is None \
                 else expect[1]
@@ -2054,6 +2528,54 @@ class _Verifier:
             if m is None or not _rdonly(m):
                 raise Refuse("R3 does not point to a readonly map'")
             return
+        if arg == Arg.SPIN_LOCK:
+            self._spin_lock(st, n, reg, fid == 93)
+            return
+
+    def _lock_off(self, m: MapSpec) -> int | None:
+        """btf_parse_fields: where the map value holds its struct bpf_spin_lock."""
+        if m.name in self.lock_offs:
+            return self.lock_offs[m.name]
+        btf = self.btf
+        found = None
+        if btf is not None and m.value_type is not None:
+            t = btf.resolved(m.value_type)
+            for mem in t.members if t.kind is BtfKind.STRUCT else ():
+                mt = btf.resolved(mem.type)
+                if mt.kind is BtfKind.STRUCT and mt.name == "bpf_spin_lock":
+                    found = mem.bit_offset // 8
+                    break
+        self.lock_offs[m.name] = found
+        return found
+
+    def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
+        """process_spin_lock: the lock of this map value, at its offset, one at a time."""
+        m = reg.map
+        assert m is not None
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_spin_lock has to be at the "
+                         "constant offset", errno.EINVAL)
+        name = m.kernel_name or m.name[:15]
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_spin_lock",
+                         errno.EINVAL)
+        at = self._lock_off(m)
+        if at is None:
+            raise Refuse(f"map '{name}' has no valid bpf_spin_lock", errno.EINVAL)
+        off = reg.tv + reg.off
+        if off != at:
+            raise Refuse(f"off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}",
+                         errno.EINVAL)
+        if lock:
+            if st.lock is not None:
+                raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)
+            st.lock = (m.name, reg.id)
+            return
+        if st.lock is None:
+            raise Refuse("bpf_spin_unlock without taking a lock", errno.EINVAL)
+        if st.lock != (m.name, reg.id):
+            raise Refuse("bpf_spin_unlock of different lock", errno.EINVAL)
+        st.lock = None
 
     @staticmethod
     def _const_key(st: State, reg: Reg, size: int) -> int | None:
@@ -2123,6 +2645,8 @@ class _Verifier:
             assert reg.map is not None
             self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
         elif t & 0xFF == MEM:
+            if write and t & RDONLY:
+                raise Refuse(f"R{n} cannot write into {type_str(t)}")
             self._region(n, reg, reg.off, size, reg.msize, "memory")
         elif t == STACK:
             frame = st.frames[reg.frame]
@@ -2139,12 +2663,21 @@ class _Verifier:
                                  f"var_off={tnum_str((reg.tv, reg.tm))} off={reg.off} "
                                  f"size={size}")
             self._note_depth(frame, -lo)
+            hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
+            if not write:  # check_stack_range_initialized: special slots are no data
+                for a in range(lo, hi):
+                    spi = (-a - 1) // 8
+                    if frame.slot(spi)[0][a + 8 * (spi + 1)] == S_DYNPTR:
+                        where = f"off {lo}" if reg.const else \
+                            f"var_off {tnum_str((reg.tv, reg.tm))}"
+                        raise Refuse(f"invalid read from stack R{n} {where}+{a - lo} size "
+                                     f"{size}")
             if write:
-                hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
                     k = a + 8 * (spi + 1)
                     # the helper writes these bytes: whatever was spilled there is gone
+                    self._destroy_dynptr(st, frame, spi)
                     types, _ = frame.slot(spi)
                     b = bytearray(S_MISC if x == S_SPILL else x for x in types)
                     b[k] = S_MISC
@@ -2159,6 +2692,11 @@ class _Verifier:
         calls = self.layout.calls
 
         def walk(sub: int, total: int, frames: int) -> None:
+            # bpf-to-bpf calls mixed with tail calls: at most 256 bytes below a tail call
+            # (33 tail calls then stay within 8 KiB of kernel stack)
+            if sub and total >= 256 and self._has_tail_call(sub):
+                raise Refuse(f"tail_calls are not allowed when call stack of previous frames "
+                             f"is {total} bytes. Too large")
             total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
             if total > MAX_BPF_STACK:
                 raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
@@ -2169,11 +2707,31 @@ class _Verifier:
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
-           limit: int = BPF_COMPLEXITY_LIMIT_INSNS) -> VerifierResult:
+           limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
+           core_btf: str | os.PathLike[str] | None = None) -> VerifierResult:
     """Verify one linked program as Linux 6.18 does when root loads it.
 
     ``maps`` are the collection's map specs by name (what ``spec.map_refs``
-    names). Raises :class:`~pyxdp.errors.VerifierError` with Linux's message
-    for the first failure on the first path that has one.
+    names). A program with CO-RE relocations is verified as relocated, the
+    way libbpf hands it to the kernel: against ``core_btf`` (default: the
+    running kernel's BTF, else pyxdp's shipped one) with ``btf`` the
+    object's own; a relocation without a target poisons its instruction as
+    libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
+    message for the first failure on the first path that has one.
     """
-    return _Verifier(spec, maps, limit=limit).run()
+    if not spec.core_relos:
+        return _Verifier(spec, maps, limit=limit, btf=btf).run()
+    target = core_target(core_btf)
+    try:
+        relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
+    except CoreRelocationError as failed:
+        # libbpf poisons the instruction; Linux refuses it only where it is reached, and
+        # then libbpf's account of the relocation is the useful message
+        relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
+        try:
+            return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+        except VerifierError as e:
+            if e.reason.startswith(f"invalid func unknown#{POISON_HELPER}"):
+                raise failed from e
+            raise
+    return _Verifier(relocated, maps, limit=limit, btf=btf).run()

@@ -1,0 +1,124 @@
+"""Kernel function (kfunc) prototypes an XDP program may call, as the verifier sees them.
+
+Linux 6.18 gives each kfunc its prototype from the kernel's BTF (the
+argument names' suffixes carry meaning: ``__uninit``, ``__opt``,
+``__nullable``, ``__sz``, ``__szk``, ``__k``, ``__ign``) and its flags from
+the ``BTF_ID_FLAGS`` sets the subsystem registers for
+``BPF_PROG_TYPE_XDP`` (``KF_ACQUIRE``, ``KF_RELEASE``, ``KF_RET_NULL``,
+``KF_TRUSTED_ARGS``). ``check_kfunc_args`` (kernel/bpf/verifier.c) turns
+each argument into a ``enum kfunc_ptr_arg_type``; :class:`KArg` is that
+classification made once, by hand, from the prototypes this kernel's
+``/sys/kernel/btf/vmlinux`` prints and the flags of the kernel source.
+
+The table is keyed by name and open: :func:`register_kfunc` adds a kfunc
+(another subsystem's, e.g. the conntrack or flow-table kfuncs a runtime
+provides) without touching the verifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
+           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
+
+# include/linux/btf.h
+KF_ACQUIRE = 1 << 0
+KF_RELEASE = 1 << 1
+KF_RET_NULL = 1 << 2
+KF_TRUSTED_ARGS = 1 << 4
+
+
+class KArg(Enum):
+    """How the verifier checks one argument (``enum kfunc_ptr_arg_type`` and scalars)."""
+
+    SCALAR = auto()        # an integer argument
+    CONST = auto()         # ``__k``: a known constant
+    CTX = auto()           # KF_ARG_PTR_TO_CTX
+    MEM = auto()           # KF_ARG_PTR_TO_MEM: ``size`` bytes read and written
+    MEM_SIZE = auto()      # KF_ARG_PTR_TO_MEM_SIZE: memory, the next argument its size
+    DYNPTR = auto()        # KF_ARG_PTR_TO_DYNPTR, initialised
+    DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
+    BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
+
+
+class KRet(Enum):
+    VOID = auto()
+    SCALAR = auto()
+    SLICE = auto()         # bpf_dynptr_slice: read-only memory of the constant size
+    SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
+    BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
+
+
+@dataclass(frozen=True, slots=True)
+class KParam:
+    kind: KArg
+    size: int = 0          # MEM: the pointee's size
+    struct: str = ""       # BTF_ID: the struct's name
+    optional: bool = False  # ``__opt`` / ``__nullable``: NULL is allowed
+    const_size: bool = False  # MEM_SIZE whose size is ``__szk`` (a known constant)
+
+
+@dataclass(frozen=True, slots=True)
+class KfuncProto:
+    params: tuple[KParam, ...]
+    ret: KRet = KRet.SCALAR
+    flags: int = 0
+    ret_struct: str = ""
+    metadata: bool = False  # an XDP RX metadata kfunc: the program must be device-bound
+
+
+P = KParam
+_CTX = P(KArg.CTX)
+_DYN = P(KArg.DYNPTR)
+_U32 = P(KArg.SCALAR)
+
+KFUNCS: dict[str, KfuncProto] = {
+    # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
+    "bpf_xdp_metadata_rx_timestamp": KfuncProto((_CTX, P(KArg.MEM, 8)), metadata=True),
+    "bpf_xdp_metadata_rx_hash": KfuncProto((_CTX, P(KArg.MEM, 4), P(KArg.MEM, 4)),
+                                           metadata=True),
+    "bpf_xdp_metadata_rx_vlan_tag": KfuncProto((_CTX, P(KArg.MEM, 2), P(KArg.MEM, 2)),
+                                               metadata=True),
+    # net/core/filter.c: bpf_kfunc_check_set_xdp
+    "bpf_dynptr_from_xdp": KfuncProto((_CTX, P(KArg.SCALAR), P(KArg.DYNPTR_UNINIT))),
+    # kernel/bpf/helpers.c: common_btf_ids (every program type)
+    "bpf_dynptr_slice": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
+                                                   const_size=True)), KRet.SLICE,
+                                   KF_RET_NULL),
+    "bpf_dynptr_slice_rdwr": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
+                                                        const_size=True)), KRet.SLICE_RDWR,
+                                        KF_RET_NULL),
+    "bpf_dynptr_size": KfuncProto((_DYN,)),
+    "bpf_dynptr_is_null": KfuncProto((_DYN,)),
+    "bpf_dynptr_is_rdonly": KfuncProto((_DYN,)),
+    "bpf_dynptr_adjust": KfuncProto((_DYN, _U32, _U32)),
+    "bpf_dynptr_clone": KfuncProto((_DYN, P(KArg.DYNPTR_UNINIT))),
+    "bpf_dynptr_copy": KfuncProto((_DYN, _U32, _DYN, _U32, _U32)),
+    "bpf_dynptr_memset": KfuncProto((_DYN, _U32, _U32, P(KArg.SCALAR))),
+    # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
+    "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                    KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
+    "bpf_xdp_ct_alloc": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                   KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn___init"),
+    "bpf_ct_insert_entry": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),), KRet.BTF_ID,
+                                      KF_ACQUIRE | KF_RET_NULL | KF_RELEASE,
+                                      ret_struct="nf_conn"),
+    "bpf_ct_release": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"),), KRet.VOID, KF_RELEASE),
+    "bpf_ct_set_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"), _U32),
+                                     KRet.VOID, KF_TRUSTED_ARGS),
+    "bpf_ct_change_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"), _U32),
+                                        flags=KF_TRUSTED_ARGS),
+    "bpf_ct_set_status": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"), _U32),
+                                    flags=KF_TRUSTED_ARGS),
+    "bpf_ct_change_status": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"), _U32),
+                                       flags=KF_TRUSTED_ARGS),
+}
+
+METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
+
+
+def register_kfunc(name: str, proto: KfuncProto) -> None:
+    """Make kfunc ``name`` known to the verifier (a subsystem pyxdp adds later)."""
+    KFUNCS[name] = proto
