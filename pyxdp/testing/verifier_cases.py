@@ -762,6 +762,53 @@ if r0 == 0 goto +2
 exit
 r0 = 1
 exit""", 'R0 cannot write into rdonly_mem'),
+    _c("dynptr_read_write", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -24
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 0
+r5 = 0
+call 201
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -24
+r4 = 8
+r5 = 0
+call 202
+r0 = 2
+exit""", None),
+    _c("dynptr_read_uninit", """
+r1 = r10
+r1 += -24
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 0
+r5 = 0
+call 201
+r0 = 2
+exit""", 'Expected an initialized dynptr as arg #2'),
+    _c("dynptr_write_nonstack", """
+r6 = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -16
+r4 = 0
+r5 = 0
+call 202
+r0 = 2
+exit""", 'R1 type=ctx expected=fp, dynptr_ptr'),
     _c("dynptr_uninit_slice", """
 r1 = r10
 r1 += -16

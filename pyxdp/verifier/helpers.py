@@ -42,6 +42,7 @@ class Arg(Enum):
     FIXED_U32_UNINIT = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_UNINIT, 4 bytes
     SPIN_LOCK = auto()
     CONST_STR = auto()
+    DYNPTR = auto()              # ARG_PTR_TO_DYNPTR | MEM_RDONLY: an initialised dynptr
 
 
 class Ret(Enum):
@@ -104,6 +105,10 @@ PROTOS: dict[int, FuncProto] = {
     189: FuncProto((A.CTX, A.ANYTHING, A.UNINIT_MEM, A.CONST_SIZE)),
     190: FuncProto((A.CTX, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE)),
     195: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY, A.ANYTHING), Ret.MAP_VALUE_OR_NULL),
+    # bpf_dynptr_read(dst, len, src, offset, flags), bpf_dynptr_write(dst, offset, src,
+    # len, flags): an XDP dynptr's write changes no packet pointers (only skb ones do).
+    201: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.DYNPTR, A.ANYTHING, A.ANYTHING)),
+    202: FuncProto((A.DYNPTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     208: FuncProto(()),
     # pyxdp's extension (never Linux's): bpf_redirect_xsk(ctx, flags).
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
@@ -117,7 +122,7 @@ UNMODELLED_XDP_HELPERS = frozenset({
     14, 15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
     157, 158, 169, 170, 171, 172, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
-    200, 201, 202, 203, 204, 205, 206, 207, 209, 210, 211})
+    200, 203, 204, 205, 206, 207, 209, 210, 211})
 
 _LOOKUPS = (1, 2, 3)
 _QUEUE = (87, 88, 89)

@@ -2531,6 +2531,9 @@ class _Verifier:
         if arg == Arg.SPIN_LOCK:
             self._spin_lock(st, n, reg, fid == 93)
             return
+        if arg == Arg.DYNPTR:  # process_dynptr_func, numbered from 0 as Linux logs it
+            self._dynptr_arg(st, regs, n, n - 1, False, _helper_name(fid), _KfuncMeta())
+            return
 
     def _lock_off(self, m: MapSpec) -> int | None:
         """btf_parse_fields: where the map value holds its struct bpf_spin_lock."""
@@ -2626,6 +2629,8 @@ class _Verifier:
             return (STACK,), None
         if arg == Arg.SPIN_LOCK:
             return (MAP_VALUE,), "map_value, ptr_"
+        if arg == Arg.DYNPTR:  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
+            return (STACK,), "fp, dynptr_ptr"
         return (MAP_VALUE,), None
 
     def _helper_mem(self, st: State, n: int, reg: Reg, size: int, *, write: bool,
