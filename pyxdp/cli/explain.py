@@ -35,7 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                "\"value\": V}, ...]}")
     p.add_argument("--topology", metavar="F", help="the host: devices, programs, maps, AF_XDP "
                                                    "sockets, UDP listeners (JSON or .toml)")
-    p.add_argument("--json", action="store_true", help="print the journey as JSON")
     p.add_argument("--kernel", action="store_true",
                    help="also run the packet through Linux on veth pairs in a network "
                         "namespace (root) and print both journeys, differences marked")

@@ -36,6 +36,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyxdp.cli.options import MODES as _MODES
+from pyxdp.cli.options import normalise_mode
 from pyxdp.errors import BPFUnavailable, KernelError, PyxdpError
 
 if TYPE_CHECKING:
@@ -47,8 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KernelInterfaces", "LoaderError", "cmd_load", "cmd_status", "cmd_unload"]
 
-# xdp-loader's mode names for -m and in the status table.
-MODES = ("native", "skb", "hw")
+# xdp-loader's mode names for -m and in the status table (pyxdp.cli.options's).
+MODES = _MODES
 _SHOWN = {"native": "native", "generic": "skb", "hw": "hw"}
 
 
@@ -295,11 +297,17 @@ def cmd_load(ifname: str, obj: str, *, mode: str = "native", section: str | None
     where = target or KernelInterfaces()
     with _errors("load"):
         where.ifindex(ifname)  # an unknown interface is reported before any loading
+        mode = normalise_mode(mode)
         if mode not in MODES:
             raise LoaderError(f"unknown mode {mode!r} ({', '.join(MODES)})")
         spec = load_collection_spec(_object(obj))
         prog = _choose(spec, obj, section, name)
         got = where.load(ifname, spec, prog, mode=mode, pin=pin, force=force)
+    from pyxdp.cli.options import STYLE, emit
+    if STYLE.json:
+        emit({"ifname": ifname, "name": got.name or prog.name, "id": got.prog_id,
+              "tag": got.tag, "mode": _SHOWN[got.mode], "pinned": pin})
+        return 0
     print(f"{ifname}: {got.name or prog.name} (id {got.prog_id}, tag {got.tag}) attached in "
           f"{_SHOWN[got.mode]} mode")
     return 0
@@ -313,6 +321,10 @@ def cmd_unload(ifname: str, *, all_modes: bool = False, prog_id: int | None = No
         if all_modes == (prog_id is not None):
             raise LoaderError("give exactly one of -a and -i ID")
         done = where.unload(ifname, prog_id)
+    from pyxdp.cli.options import STYLE, emit
+    if STYLE.json:
+        emit([{"ifname": ifname, "id": d.prog_id, "mode": _SHOWN[d.mode]} for d in done])
+        return 0
     for d in done:
         print(f"{ifname}: program {d.prog_id} detached ({_SHOWN[d.mode]} mode)")
     return 0
@@ -323,6 +335,13 @@ def cmd_status(ifname: str | None = None, *, target: KernelInterfaces | None = N
     where = target or KernelInterfaces()
     with _errors("status"):
         rows = where.status(ifname)
+    from pyxdp.cli.options import STYLE, emit
+    if STYLE.json:
+        emit([{"ifname": q.ifname or ifname or str(q.ifindex), "ifindex": q.ifindex,
+               "programs": [{"mode": _SHOWN[p.mode], "id": p.prog_id, "name": p.name,
+                             "tag": p.tag, "link_id": p.link_id if p.link_id > 0 else None}
+                            for p in progs]} for q, progs in rows])
+        return 0
     out = sys.stdout
     out.write("CURRENT XDP PROGRAM STATUS:\n\n")
     out.write(f"{'Interface':<17}{'Mode':<8}{'ID':>8}  {'Name':<16}{'Tag':<18}Attached by\n")

@@ -80,7 +80,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between lines (default: 1)")
     p.add_argument("--pyxdp", action="store_true",
                    help="on pyxdp's datapath (a NIC fed by the traffic generator; no root)")
-    p.add_argument("--json", action="store_true", help="JSON lines instead of text")
 
 
 # -----------------------------------------------------------------------------------
