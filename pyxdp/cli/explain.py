@@ -52,6 +52,11 @@ def _maps(path: str | None) -> dict[str, Any]:
     return doc
 
 
+def _indent() -> int | None:
+    from pyxdp.cli.options import STYLE
+    return 2 if STYLE.pretty else None
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     packet = _read_input(args.data_in)
     topo = Topology.load(args.topology) if args.topology else None
@@ -63,7 +68,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         names = ex.namer()
     if not args.kernel:
         if args.json:
-            print(json.dumps(journey.to_dict(), indent=2, default=str))
+            print(json.dumps(journey.to_dict(), indent=_indent(), default=str))
         else:
             print(journey.render())
         return 0
@@ -72,7 +77,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     diff = compare(journey, linux, names=names)
     if args.json:
         print(json.dumps({"pyxdp": journey.to_dict(), "linux": linux.to_dict(),
-                          "differences": diff}, indent=2, default=str))
+                          "differences": diff}, indent=_indent(), default=str))
         return 0
     print("== pyxdp ==")
     print(journey.render())

@@ -329,7 +329,8 @@ def cmd_map_dump(obj: str, name: str | None, backend: str, maps_in: str | None,
         if name is not None and name not in coll.maps:
             raise CliError(f"no map named {name!r} (maps: {', '.join(coll.maps)})")
         doc = dump_maps(coll) if name is None else {name: _dump_map(coll.maps[name])}
-        print(json.dumps(doc, indent=2))
+        from pyxdp.cli.options import STYLE
+        print(json.dumps(doc, indent=None if STYLE.json and not STYLE.pretty else 2))
     return 0
 
 
