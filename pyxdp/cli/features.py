@@ -33,7 +33,7 @@ def pyxdp_features(ifname: str) -> dict[str, Any]:
         host.veth("veth0", "veth1")
         try:
             dev = host.dev(ifname)
-        except (KeyError, LookupError, ValueError):
+        except (KernelError, LookupError, ValueError):
             raise CliError(f"features: no pyxdp device {ifname!r} (the default host has eth0, "
                            f"eth1, veth0, veth1)") from None
         act = NetdevXdpAct(int(dev.xdp_features))
