@@ -163,13 +163,14 @@ def check_packet(packet: bytes) -> bytes:
 
 
 def compile_status(host: Host, prog: Program) -> None:
-    """Poll once (compiling the program and the native loop, ~12 s when cold) behind a
-    status line on stderr, so a quiet screen is explained."""
+    """One round - NAPI polls, then cpumap kthreads inline (compiling the program and the
+    native loop, ~12 s when cold) - behind a status line on stderr, so a quiet screen is
+    explained."""
     engine = str(getattr(prog.handle, "engine", "") or "")
     what = {"jit": "JIT", "interp": "interpreter"}.get(engine, engine or "engine")
     if not STYLE.json:
         status(f"compiling {prog.name} ({what})...")
-    host.poll()
+    host.run(max_rounds=1)
 
 
 def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: str | None,
@@ -217,7 +218,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
                 t0 = time.monotonic()
                 stop = min(t0 + interval, t_end)
                 while time.monotonic() < stop:
-                    host.poll()
+                    host.run(max_rounds=1)
                 dt = time.monotonic() - t0
                 r = _rates(before, eth.stats, dt)
                 rows.append(r)
@@ -277,7 +278,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
     def loop() -> None:
         try:
             while not stop.is_set():
-                host.poll()
+                host.run(max_rounds=1)
                 started.set()
         except BaseException as e:  # reported by the caller's thread
             errors.append(e)

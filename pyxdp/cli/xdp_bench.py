@@ -280,7 +280,7 @@ def cmd(args: argparse.Namespace) -> int:
                 t0 = time.monotonic()
                 stop = min(t0 + args.interval, t_end)
                 while time.monotonic() < stop:
-                    run.host.poll()
+                    run.host.run(max_rounds=1)  # NAPI polls, then cpumap kthreads inline
                 dt = time.monotonic() - t0
                 iv = session.sample()
                 n += 1
