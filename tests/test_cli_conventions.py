@@ -13,6 +13,7 @@ import pytest
 
 from pyxdp.cli.main import build_parser, main
 from pyxdp.net.pcap import read_capture
+from pyxdp.testing.vectorgen import BUILTIN_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -75,6 +76,8 @@ def _results_commands(tmp: Path) -> list[list[str]]:
         ["explain", str(SAMPLES / "xdp2.o"), "--data-in", str(pkt)],
         ["bench", "prog", str(SAMPLES / "xdp1.o"), "--data-in", str(pkt), "--engine",
          "interp", "--repeat", "10", "--runs", "1"],
+        ["status", "lo"],
+        ["conformance", str(sorted(BUILTIN_DIR.glob("*.data"))[0])],
     ]
 
 

@@ -378,6 +378,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        # The output style is this invocation's: callers of the command functions
+        # from Python (and the next main()) start from text again.
+        configure(argparse.Namespace())
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure(args)

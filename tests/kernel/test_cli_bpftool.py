@@ -21,22 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 
 
-def _need_root() -> None:
-    from pyxdp.kernel import bpf_available
-    ok, why = bpf_available()
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"kernel tests must run in CI: {why}")
-        pytest.skip(f"needs root and BPF: {why}")
-
-
 @pytest.fixture
 def loaded() -> Iterator[Collection]:
-    _need_root()
     with Collection(load_collection_spec(SAMPLES / "xdp1.o"), "kernel") as coll:
         yield coll
 
 
+@pytest.mark.kernel
 def test_prog_list_and_show_by_id_pin_and_name(loaded: Collection, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from pyxdp.kernel.link import obj_pin
@@ -69,6 +60,7 @@ def test_prog_list_and_show_by_id_pin_and_name(loaded: Collection, tmp_path: Pat
     assert prog.id in [d["id"] for d in json.loads(capsys.readouterr().out)]
 
 
+@pytest.mark.kernel
 def test_map_lookup_update_dump_delete(loaded: Collection,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     from pyxdp.kernel import possible_cpus
@@ -99,6 +91,7 @@ def test_map_lookup_update_dump_delete(loaded: Collection,
     assert "the key has 2 bytes; the map's key has 4" in capsys.readouterr().err
 
 
+@pytest.mark.kernel
 def test_map_by_name_and_object_files_keep_working(loaded: Collection,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-j", "map", "show", "name", "rxcnt"]) == 0
@@ -108,8 +101,8 @@ def test_map_by_name_and_object_files_keep_working(loaded: Collection,
     assert "rxcnt" in json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.kernel
 def test_features_of_a_veth_from_netdev_genetlink(capsys: pytest.CaptureFixture[str]) -> None:
-    _need_root()
     from pyxdp.kernel.netlink import netns
     ns = f"pyxdp-feat-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
