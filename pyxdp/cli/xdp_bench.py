@@ -116,8 +116,10 @@ def add_commands(bsub: Any) -> None:
     """The six commands under ``pyxdp bench``."""
     for name, help_ in COMMANDS.items():
         p = bsub.add_parser(name, help=f"{help_} (xdp-bench {name}, on pyxdp devices)",
-                            description=__doc__.split("\n\n", 1)[0].replace("``", "'")
-                            + f": {help_}. Runs until Ctrl-C (or --duration).")
+                            description=f"xdp-bench {name} on pyxdp devices: {help_}. The "
+                                        "first NIC is fed by the traffic generator; runs "
+                                        "until Ctrl-C (or --duration), then prints the "
+                                        "totals.")
         p.add_argument("ifname", metavar="IFNAME_IN" if name.startswith("redirect") and
                        name != "redirect-cpu" else "IFNAME", help="the pyxdp NIC fed by the "
                                                                   "traffic generator")
