@@ -43,7 +43,7 @@ def test_bench_xdp_json_counts_each_verdict(mode: str) -> None:
 @pytest.mark.parametrize("args, text", [
     (("bench", "xdp", "/nonexistent.o"), "/nonexistent.o"),
     (("bench", "xdp", "--duration", "0"), "--duration and --interval must be > 0"),
-    (("bench", "xdp", "--mode", "offload"), "invalid choice"),
+    (("bench", "xdp", "--mode", "offload"), "unknown mode 'offload' (choose from native, skb"),
     (("bench", "seeds", "--runs", "0"), "--frames and --runs must be > 0"),
     (("monitor", "--pyxdp", "/nonexistent.o", "--count", "1"), "/nonexistent.o"),
 ])

@@ -116,10 +116,17 @@ def cmd_bench_prog(obj: str, section: str | None, data_in: str, repeat: int | No
         pyxdp_ns(prog, data, min(repeat, 1000), 1, cpu)  # warm up
         ns, act = pyxdp_ns(prog, data, repeat, runs, cpu)
         name = program.name
-    out(f"program: {name} ({obj}), {len(data)}-byte packet, repeat {repeat:,} on CPU {cpu} "
-        f"(the buffer is not reset between runs, as BPF_PROG_TEST_RUN)")
-    out(f"pyxdp {engine}: {ns:.1f} ns/packet ({action_name(act)})")
+    from pyxdp.cli.options import STYLE, emit
+    doc: dict[str, object] = {"program": name, "object": obj, "bytes": len(data),
+                              "repeat": repeat, "cpu": cpu, "engine": engine,
+                              "pyxdp_ns": round(ns, 3), "action": action_name(act)}
+    if not STYLE.json:
+        out(f"program: {name} ({obj}), {len(data)}-byte packet, repeat {repeat:,} on CPU "
+            f"{cpu} (the buffer is not reset between runs, as BPF_PROG_TEST_RUN)")
+        out(f"pyxdp {engine}: {ns:.1f} ns/packet ({action_name(act)})")
     if not vs_kernel:
+        if STYLE.json:
+            emit(doc)
         return 0
     from pyxdp.kernel import bpf_available
     ok, why = bpf_available()
@@ -129,6 +136,10 @@ def cmd_bench_prog(obj: str, section: str | None, data_in: str, repeat: int | No
         kprog = _program(kcoll, section)
         kernel_ns(kprog, data, min(repeat, 1000), 1)
         kns, kact = kernel_ns(kprog, data, repeat, runs)
+    if STYLE.json:
+        emit({**doc, "kernel_ns": round(kns, 3), "kernel_action": action_name(kact),
+              "ratio": ns / kns if kns else None})
+        return 0
     out(f"kernel: {kns:.1f} ns/packet ({action_name(kact)})")
     if kact != act:
         out("note: the verdicts differ")

@@ -17,7 +17,8 @@ from pyxdp.testing.conformance import (
 
 
 def run(paths: Sequence[str], *, engine: str, verbose: bool) -> int:
-    out = Console(highlight=False, soft_wrap=True)
+    from pyxdp.cli.options import STYLE, emit
+    out = Console(highlight=False, soft_wrap=True, quiet=STYLE.json)
     vectors = list(find_vectors(paths or [default_vector_dir()]))
     outcomes: list[Outcome] = []
     kernel = KernelEngine() if engine == "kernel" else None
@@ -41,5 +42,11 @@ def run(paths: Sequence[str], *, engine: str, verbose: bool) -> int:
     passed = sum(o.status == "passed" for o in outcomes)
     failed = sum(o.status == "failed" for o in outcomes)
     skipped = sum(o.status == "skipped" for o in outcomes)
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    if STYLE.json:
+        emit({"engine": engine, "passed": passed, "failed": failed, "skipped": skipped,
+              "vectors": [{"name": o.vector.name, "status": o.status, "detail": o.detail,
+                           "got": o.got} for o in outcomes
+                          if verbose or o.status == "failed"]})
+    else:
+        print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0

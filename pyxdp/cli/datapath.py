@@ -19,7 +19,6 @@ The measurement functions are shared with ``bench/bench_datapath.py``.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import threading
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyxdp.cli.options import STYLE, emit, kernel_mode, status
 from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
@@ -155,11 +155,31 @@ def _snapshot(s: NetdevStats) -> NetdevStats:
     return s.copy()
 
 
+def check_packet(packet: bytes) -> bytes:
+    """A packet the generator can send: at least an Ethernet header."""
+    if len(packet) < 14:
+        raise CliError(f"the packet has {len(packet)} bytes: less than an Ethernet header")
+    return packet
+
+
+def compile_status(host: Host, prog: Program) -> None:
+    """One round - NAPI polls, then cpumap kthreads inline (compiling the program and the
+    native loop, ~12 s when cold) - behind a status line on stderr, so a quiet screen is
+    explained."""
+    engine = str(getattr(prog.handle, "engine", "") or "")
+    what = {"jit": "JIT", "interp": "interpreter"}.get(engine, engine or "engine")
+    if not STYLE.json:
+        status(f"compiling {prog.name} ({what})...")
+    host.run(max_rounds=1)
+
+
 def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: str | None,
                   duration: float, interval: float, vs_kernel: bool, maps: str | None,
-                  as_json: bool, engine: str = "auto", verify: bool = True) -> int:
+                  as_json: bool, engine: str = "auto", verify: bool = True,
+                  plot: str | None = None) -> int:
     """Run ``obj`` (default: the xdp1 sample) on a generated stream for ``duration``
-    seconds, printing rates. ``verify=False`` skips pyxdp's verifier."""
+    seconds, printing rates. ``verify=False`` skips pyxdp's verifier; ``plot`` draws
+    the rates (and the kernel's bar with ``vs_kernel``) into an SVG file."""
     if obj is None:
         obj = str(SAMPLES / "xdp1.o")
         if not Path(obj).is_file():
@@ -167,10 +187,13 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
                            f"(run from a pyxdp checkout, or name an object)")
     if duration <= 0 or interval <= 0:
         raise CliError("--duration and --interval must be > 0")
-    packet = _read_input(packet_file) if packet_file else DEFAULT_PACKET
-    if len(packet) < 14:
-        raise CliError(f"the packet has {len(packet)} bytes: less than an Ethernet header")
+    if plot:
+        from pyxdp.cli.plot import require_matplotlib
+        require_matplotlib()
+    packet = check_packet(_read_input(packet_file) if packet_file else DEFAULT_PACKET)
     host = Host(engine=engine)
+    rows: list[dict[str, float]] = []
+    times: list[float] = []
     try:
         eth = host.add_device("eth0")
         host.add_device("eth1")
@@ -178,7 +201,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
         prog = _program(coll, section)
         if maps:
             fill_maps(coll, maps)
-        eth.attach_xdp(prog, mode=mode)
+        eth.attach_xdp(prog, mode=kernel_mode(mode))
         # Generic mode too: the NIC's driver builds skbs for its generic program.
         eth.rx[0].source = TrafficGenerator(packets=[packet])
         if not as_json:
@@ -186,26 +209,30 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
             print(f"pyxdp bench xdp: {prog.name} ({Path(obj).name}) on eth0 ({mode}, engine "
                   f"{engine_used}), {len(packet)}-byte packet, eth1 is ifindex "
                   f"{host.dev('eth1').ifindex}", flush=True)
-        host.poll()  # warm-up: the JIT and the native loop compiled before timing
+        compile_status(host, prog)  # the JIT and the native loop compiled before timing
         start, t_start = _snapshot(eth.stats), time.monotonic()
         t_end = t_start + duration
-        rows = []
         try:
             while time.monotonic() < t_end:
                 before = _snapshot(eth.stats)
                 t0 = time.monotonic()
                 stop = min(t0 + interval, t_end)
                 while time.monotonic() < stop:
-                    host.poll()
+                    host.run(max_rounds=1)
                 dt = time.monotonic() - t0
                 r = _rates(before, eth.stats, dt)
                 rows.append(r)
+                times.append(time.monotonic() - t_start)
                 _print_rates(r, as_json)
         except KeyboardInterrupt:  # Ctrl-C: what ran so far, then stop
             dt = time.monotonic() - t_start
             summary = _rates(start, eth.stats, 1.0)
-            print(f"interrupted after {dt:.1f} s: " + "  ".join(
-                f"{k} {int(v)}" for k, v in summary.items() if v), flush=True)
+            if as_json:
+                emit({"interrupted": True, "seconds": round(dt, 3),
+                      **{k: int(v) for k, v in summary.items()}})
+            else:
+                print(f"interrupted after {dt:.1f} s: " + "  ".join(
+                    f"{k} {int(v)}" for k, v in summary.items() if v), flush=True)
             vs_kernel = False
             interrupted = True
         else:
@@ -215,25 +242,34 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
             print(f"first fault: {eth.faults[0]}", file=sys.stderr)
     finally:
         host.close()
-    if interrupted:
-        return 130
-    if vs_kernel:
+    kpps = None
+    if vs_kernel and not interrupted:
         kpps = _kernel_pps(obj, prog, packet)
         ratio = total.get("rx", 0.0) / (kpps * 1e6) if kpps else 0.0
         if as_json:
-            print(json.dumps({"kernel_mpps": kpps, "pyxdp_mpps": total.get("rx", 0) / 1e6,
-                              "ratio": ratio}))
+            emit({"kernel_mpps": kpps, "pyxdp_mpps": total.get("rx", 0) / 1e6,
+                  "ratio": ratio})
         else:
             print(f"kernel live frames: {kpps:.2f} Mpps; pyxdp median {total['rx'] / 1e6:.2f} "
                   f"Mpps; ratio pyxdp/kernel: {ratio:.2f}")
-    return 0
+    if plot and rows:
+        from pyxdp.cli.plot import plot_rates
+        plot_rates(plot, f"pyxdp bench xdp: {prog.name} ({mode})", times,
+                   {k: [r[k] / 1e6 for r in rows] for k in ("rx", *_ACTIONS)
+                    if any(r[k] for r in rows)},
+                   kernel_mpps=kpps)
+        if not as_json:
+            status(f"plot written to {plot}")
+    return 130 if interrupted else 0
 
 
 @contextmanager
 def running_datapath(obj: str, section: str | None = None, mode: str = "native",
-                     packet: bytes = DEFAULT_PACKET) -> Iterator[Host]:
+                     packet: bytes = DEFAULT_PACKET, *, maps: str | None = None
+                     ) -> Iterator[Host]:
     """``obj`` on a NIC fed by the generator, polled in a thread until the body ends
-    (``pyxdp monitor --pyxdp``); yields the host (its tracer has the counters)."""
+    (``pyxdp monitor --pyxdp``); yields the host (its tracer has the counters).
+    ``maps`` fills the object's maps (the ``--maps`` JSON) before frames flow."""
     host = Host()
     stop = threading.Event()
     started = threading.Event()
@@ -242,7 +278,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
     def loop() -> None:
         try:
             while not stop.is_set():
-                host.poll()
+                host.run(max_rounds=1)
                 started.set()
         except BaseException as e:  # reported by the caller's thread
             errors.append(e)
@@ -252,13 +288,17 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
     try:
         eth = host.add_device("eth0")
         host.add_device("eth1")
-        coll = host.load(obj)
-        eth.attach_xdp(_program(coll, section), mode=mode)
+        coll = host.load(_object(obj))
+        prog = _program(coll, section)
+        if maps:
+            fill_maps(coll, maps)
+        eth.attach_xdp(prog, mode=mode)
         eth.rx[0].source = TrafficGenerator(packets=[packet])
-        worker = threading.Thread(target=loop, name="pyxdp-datapath", daemon=True)
-        worker.start()
         # The first poll compiles the program and loads the native loop: intervals
         # count from when frames flow, not from start-up.
+        compile_status(host, prog)
+        worker = threading.Thread(target=loop, name="pyxdp-datapath", daemon=True)
+        worker.start()
         started.wait()
         try:
             yield host
@@ -273,7 +313,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
 
 def _print_rates(r: dict[str, float], as_json: bool) -> None:
     if as_json:
-        print(json.dumps({k: round(v) for k, v in r.items()}), flush=True)
+        emit({k: round(v) for k, v in r.items()})
         return
     acts = "  ".join(f"{a.upper()} {r[a] / 1e6:6.2f}" for a in _ACTIONS if r[a])
     print(f"eth0 rx {r['rx'] / 1e6:7.2f} Mpps   {acts}", flush=True)
@@ -362,7 +402,7 @@ def cmd_bench_seeds(frames: int, runs: int, as_json: bool) -> int:
         rows.append({"claim": s.claim, "seed": s.seed_figure, "goal": s.goal,
                      "pyxdp": round(ratio, 3), "pass": ok})
         if as_json:
-            print(json.dumps(rows[-1]), flush=True)
+            emit(rows[-1])
         else:
             print(f"{s.claim:<42} seed {s.seed_figure:<22} pyxdp {ratio:7.2f}x  "
                   f"goal >= {s.goal:.2f}  {'PASS' if ok else 'FAIL'}", flush=True)
@@ -439,7 +479,7 @@ def _linux_column(vs_kernel: bool) -> tuple[bool, str]:
 
 
 def cmd_bench_datapath(paths: str | None, runs: int, seconds: float, frames: int | None,
-                       vs_kernel: bool, as_json: bool) -> int:
+                       vs_kernel: bool, as_json: bool, plot: str | None = None) -> int:
     """One line per path: pyxdp Mpps, Linux Mpps measured in the same run, their ratio.
 
     The two sides' runs alternate (drift of the shared machine hits both
@@ -462,6 +502,9 @@ def cmd_bench_datapath(paths: str | None, runs: int, seconds: float, frames: int
         chosen = list(known)
     if runs <= 0 or seconds <= 0 or (frames is not None and frames <= 0):
         raise CliError("--runs, --seconds and --frames must be > 0")
+    if plot:
+        from pyxdp.cli.plot import require_matplotlib
+        require_matplotlib()
     linux_on, skipped = _linux_column(vs_kernel)
     if skipped:
         print(f"pyxdp: the Linux column is skipped: {skipped}", file=sys.stderr, flush=True)
@@ -481,10 +524,29 @@ def cmd_bench_datapath(paths: str | None, runs: int, seconds: float, frames: int
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 print(f"pyxdp: the Linux column is skipped: {why}", file=sys.stderr,
                       flush=True)
+        measured = []
         for p in chosen:
             row = _measure_row(p, lp, runs, seconds, frames)
             _print_row(row, as_json, vs_kernel)
+            measured.append(row)
+    if plot:
+        plot_datapath(plot, measured)
+        if not as_json:
+            status(f"plot written to {plot}")
     return 0
+
+
+def plot_datapath(path: str, rows: list[dict[str, object]]) -> None:
+    """``bench datapath --plot``: pyxdp's Mpps beside Linux's, a pair of bars per path."""
+    from pyxdp.cli.plot import plot_bars
+
+    def mpps(v: object) -> float | None:
+        return float(v) if isinstance(v, (int, float)) else None
+
+    groups: dict[str, list[float | None]] = {"pyxdp": [mpps(r["pyxdp_mpps"]) for r in rows]}
+    if any(r.get("linux_mpps") is not None for r in rows):
+        groups["Linux"] = [mpps(r.get("linux_mpps")) for r in rows]
+    plot_bars(path, "pyxdp bench datapath", [str(r["name"]) for r in rows], groups)
 
 
 def _measure_row(p: DatapathPath, lp: object, runs: int, seconds: float,
@@ -544,7 +606,7 @@ def _measure_row(p: DatapathPath, lp: object, runs: int, seconds: float,
 
 def _print_row(row: dict[str, object], as_json: bool, vs_kernel: bool) -> None:
     if as_json:
-        print(json.dumps(row), flush=True)
+        emit(row)
         return
     line = f"{row['name']!s:<38} pyxdp {row['pyxdp_mpps']:8.3f} Mpps"
     if vs_kernel:

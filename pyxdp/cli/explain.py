@@ -35,7 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                "\"value\": V}, ...]}")
     p.add_argument("--topology", metavar="F", help="the host: devices, programs, maps, AF_XDP "
                                                    "sockets, UDP listeners (JSON or .toml)")
-    p.add_argument("--json", action="store_true", help="print the journey as JSON")
     p.add_argument("--kernel", action="store_true",
                    help="also run the packet through Linux on veth pairs in a network "
                         "namespace (root) and print both journeys, differences marked")
@@ -53,6 +52,11 @@ def _maps(path: str | None) -> dict[str, Any]:
     return doc
 
 
+def _indent() -> int | None:
+    from pyxdp.cli.options import STYLE
+    return 2 if STYLE.pretty else None
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     packet = _read_input(args.data_in)
     topo = Topology.load(args.topology) if args.topology else None
@@ -65,7 +69,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         macs = ex.macs()
     if not args.kernel:
         if args.json:
-            print(json.dumps(journey.to_dict(), indent=2, default=str))
+            print(json.dumps(journey.to_dict(), indent=_indent(), default=str))
         else:
             print(journey.render())
         return 0
@@ -75,7 +79,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     diff = compare(journey, linux, names=names)
     if args.json:
         print(json.dumps({"pyxdp": journey.to_dict(), "linux": linux.to_dict(),
-                          "differences": diff}, indent=2, default=str))
+                          "differences": diff}, indent=_indent(), default=str))
         return 0
     print("== pyxdp ==")
     print(journey.render())

@@ -54,7 +54,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--xsk-mode", choices=("zerocopy", "copy"),
                    help="with --iface: AF_XDP bind mode (default: zero-copy where the "
                         "driver has it)")
-    p.add_argument("--json", action="store_true", help="with --iface: JSON lines")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -163,7 +162,6 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", default="drop,tx,redirect", metavar="LIST",
                    help="of drop (xdp1), tx (xdp2), redirect (redirect_map to a second "
                         "veth pair); default: all")
-    p.add_argument("--json", action="store_true", help="one JSON object per case")
 
 
 def _generate(ns: str, stop: Any, out: Any) -> None:

@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyxdp.cli.options import MODES as _MODES
+from pyxdp.cli.options import normalise_mode
 from pyxdp.errors import BPFUnavailable, KernelError, PyxdpError
 
 if TYPE_CHECKING:
@@ -52,8 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KernelInterfaces", "LoaderError", "cmd_load", "cmd_status", "cmd_unload"]
 
-# xdp-loader's mode names for -m and in the status table.
-MODES = ("native", "skb", "hw")
+# xdp-loader's mode names for -m and in the status table (pyxdp.cli.options's).
+MODES = _MODES
 _SHOWN = {"native": "native", "generic": "skb", "hw": "hw"}
 
 
@@ -354,6 +356,7 @@ def cmd_load(ifname: str, obj: str | Sequence[str], *, mode: str = "native",
     where = target or KernelInterfaces()
     with _errors("load"):
         where.ifindex(ifname)  # an unknown interface is reported before any loading
+        mode = normalise_mode(mode)
         if mode not in MODES:
             raise LoaderError(f"unknown mode {mode!r} ({', '.join(MODES)})")
         chosen = []
@@ -368,9 +371,20 @@ def cmd_load(ifname: str, obj: str | Sequence[str], *, mode: str = "native",
         else:
             got = where.load(ifname, chosen[0][0], chosen[0][1], mode=mode, pin=pin,
                              force=force)
+    from pyxdp.cli.options import STYLE, emit
     if len(chosen) == 1:
-        print(f"{ifname}: {got.name or chosen[0][1].name} (id {got.prog_id}, tag {got.tag}) "
+        prog = chosen[0][1]
+        if STYLE.json:
+            emit({"ifname": ifname, "name": got.name or prog.name, "id": got.prog_id,
+                  "tag": got.tag, "mode": _SHOWN[got.mode], "pinned": pin})
+            return 0
+        print(f"{ifname}: {got.name or prog.name} (id {got.prog_id}, tag {got.tag}) "
               f"attached in {_SHOWN[got.mode]} mode")
+        return 0
+    if STYLE.json:
+        emit({"ifname": ifname, "name": "xdp_dispatcher", "id": disp.prog_id, "tag": disp.tag,
+              "mode": _SHOWN[disp.mode],
+              "programs": [{"name": c.name, "id": c.prog_id, "tag": c.tag} for c in comps]})
         return 0
     print(f"{ifname}: xdp_dispatcher (id {disp.prog_id}, tag {disp.tag}) attached in "
           f"{_SHOWN[disp.mode]} mode with {len(comps)} programs:")
@@ -387,6 +401,10 @@ def cmd_unload(ifname: str, *, all_modes: bool = False, prog_id: int | None = No
         if all_modes == (prog_id is not None):
             raise LoaderError("give exactly one of -a and -i ID")
         done = where.unload(ifname, prog_id)
+    from pyxdp.cli.options import STYLE, emit
+    if STYLE.json:
+        emit([{"ifname": ifname, "id": d.prog_id, "mode": _SHOWN[d.mode]} for d in done])
+        return 0
     for d in done:
         print(f"{ifname}: program {d.prog_id} detached ({_SHOWN[d.mode]} mode)")
     return 0
@@ -397,6 +415,13 @@ def cmd_status(ifname: str | None = None, *, target: KernelInterfaces | None = N
     where = target or KernelInterfaces()
     with _errors("status"):
         rows = where.status(ifname)
+    from pyxdp.cli.options import STYLE, emit
+    if STYLE.json:
+        emit([{"ifname": q.ifname or ifname or str(q.ifindex), "ifindex": q.ifindex,
+               "programs": [{"mode": _SHOWN[p.mode], "id": p.prog_id, "name": p.name,
+                             "tag": p.tag, "link_id": p.link_id if p.link_id > 0 else None}
+                            for p in progs]} for q, progs in rows])
+        return 0
     out = sys.stdout
     out.write("CURRENT XDP PROGRAM STATUS:\n\n")
     out.write(f"{'Interface':<17}{'Mode':<8}{'ID':>8}  {'Name':<16}{'Tag':<18}Attached by\n")

@@ -10,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from pyxdp import __version__
+from pyxdp.cli.options import add_global_options, add_mode_arg, configure, walk
 from pyxdp.errors import PyxdpError
 
 __all__ = ["main"]
@@ -19,6 +21,17 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"pyxdp: {message} (see 'pyxdp --help')\n")
         raise SystemExit(2)
+
+
+MAPS_FORMAT = (
+    "--maps F fills maps before the run from a JSON object mapping map names to lists of "
+    "entries: {\"MAP\": [{\"key\": K, \"value\": V}, ...]}. K and V are integers "
+    "(little-endian, the map's key/value size), hex byte strings (\"0a 00 00 01\"), lists "
+    "(array values, one element per CPU of a per-CPU map) or objects (struct members, by "
+    "BTF name). --dump-maps F writes the same format ('-': stdout).")
+MAPS_HELP = ("fill maps first from JSON: {\"MAP\": [{\"key\": K, \"value\": V}, ...]} "
+             "(see 'pyxdp --help')")
+DUMP_MAPS_HELP = "write map contents afterwards as JSON, the --maps format ('-': stdout)"
 
 
 def _repeat(text: str) -> int:
@@ -40,8 +53,18 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
 def _cmd_prog(args: argparse.Namespace) -> int:
     from pyxdp.cli import prog
-    if args.prog_cmd == "show":
-        return prog.cmd_prog_show(args.obj)
+    if args.prog_cmd in ("show", "list"):
+        from pyxdp.cli import bpftool
+        found = bpftool.parse_target(args.target, "prog")
+        if found is None:
+            if len(args.target) > 1:
+                raise prog.CliError(f"prog show OBJ: one object file (got "
+                                    f"{' '.join(args.target)!r})")
+            return prog.cmd_prog_show(args.target[0])
+        target, rest = found
+        if rest or (args.prog_cmd == "list" and target.kind != "all"):
+            raise prog.CliError(f"prog {args.prog_cmd}: unexpected {' '.join(args.target)!r}")
+        return bpftool.cmd_prog_show(target)
     if args.prog_cmd == "disasm":
         return prog.cmd_prog_disasm(args.obj, args.section)
     if args.prog_cmd == "verify":
@@ -56,26 +79,51 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from pyxdp.cli import datapath
         return datapath.cmd_bench_xdp(args.obj, args.section, args.mode, args.packet,
                                       args.duration, args.interval, args.vs_kernel, args.maps,
-                                      args.json, args.engine, verify=args.verify)
+                                      args.json, args.engine, verify=args.verify,
+                                      plot=args.plot)
     if args.bench_cmd == "datapath":
         from pyxdp.cli import datapath
         return datapath.cmd_bench_datapath(args.paths, args.runs, args.seconds, args.frames,
-                                           args.vs_kernel, args.json)
+                                           args.vs_kernel, args.json, plot=args.plot)
     if args.bench_cmd == "live":
         from pyxdp.cli import live
         return live.cmd_bench_live(args)
     if args.bench_cmd == "seeds":
         from pyxdp.cli import datapath
         return datapath.cmd_bench_seeds(args.frames, args.runs, args.json)
+    if args.bench_cmd in ("drop", "pass", "tx", "redirect", "redirect-cpu", "redirect-map"):
+        from pyxdp.cli import xdp_bench
+        return xdp_bench.cmd(args)
     from pyxdp.cli import bench
     return bench.cmd_bench_prog(args.obj, args.section, args.data_in, args.repeat, args.engine,
                                 args.vs_kernel, args.maps, args.runs, verify=args.verify)
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
-    from pyxdp.cli import prog
-    return prog.cmd_map_dump(args.obj, args.name, args.backend, args.maps,
+    from pyxdp.cli import bpftool, prog
+    found = bpftool.parse_target(args.target, "map")
+    if found is not None:
+        return bpftool.cmd_map(args.map_cmd, *found)
+    if args.map_cmd == "show":
+        return prog.cmd_map_show(args.target[0])
+    if args.map_cmd != "dump":
+        raise prog.CliError(f"map {args.map_cmd} works on kernel maps (id N, pinned PATH, "
+                            f"name NAME); on an object file: map show|dump OBJ [NAME]")
+    name = args.target[1] if len(args.target) > 1 else None
+    if len(args.target) > 2:
+        raise prog.CliError("map dump OBJ [NAME]: one map name at most")
+    return prog.cmd_map_dump(args.target[0], name, args.backend, args.maps,
                              verify=args.verify)
+
+
+def _cmd_features(args: argparse.Namespace) -> int:
+    from pyxdp.cli import features
+    return features.cmd_features(args.ifname, pyxdp=args.pyxdp)
+
+
+def _cmd_packet(args: argparse.Namespace) -> int:
+    from pyxdp.cli import packet
+    return packet.cmd_packet(args)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -144,7 +192,9 @@ def _backend_arg(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pyxdp", description="XDP, the Linux eXpress Data Path, in Python.")
+    p = _Parser(prog="pyxdp", description="XDP, the Linux eXpress Data Path, in Python.",
+                epilog=MAPS_FORMAT)
+    p.add_argument("-V", "--version", action="version", version=f"pyxdp {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     c = sub.add_parser("conformance", help="run eBPF ISA conformance vectors (.data files)")
     c.add_argument("paths", nargs="*", metavar="PATH",
@@ -158,8 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     pp = sub.add_parser("prog", help="show, disassemble or test-run the programs of an object")
     psub = pp.add_subparsers(dest="prog_cmd", metavar="ACTION", required=True,
                              parser_class=_Parser)
-    ps = psub.add_parser("show", help="programs and maps of an object")
-    ps.add_argument("obj", metavar="OBJ")
+    for verb, help_ in (("show", "kernel programs (id N | pinned PATH | name NAME; none: "
+                                 "all), or the programs and maps of an object file (OBJ)"),
+                        ("list", "every program loaded in the kernel, as bpftool prog list")):
+        ps = psub.add_parser(verb, help=help_)
+        ps.add_argument("target", nargs="*", metavar="OBJ | id N | pinned PATH | name NAME")
     pd = psub.add_parser("disasm", help="disassemble, with C source lines from BTF")
     pd.add_argument("obj", metavar="OBJ")
     pd.add_argument("-s", "--section", help="program name or section")
@@ -178,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--ctx-out", metavar="F", help="write the output struct xdp_md")
     pr.add_argument("--repeat", type=_repeat, default=1, metavar="N",
                     help="runs of the program (0..4294967295, as the kernel's __u32)")
-    pr.add_argument("--maps", metavar="F", help="fill maps first from JSON")
-    pr.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    pr.add_argument("--maps", metavar="F", help=MAPS_HELP)
+    pr.add_argument("--dump-maps", metavar="F", help=DUMP_MAPS_HELP)
     pr.add_argument("--trace", action="store_true",
                     help="print every executed instruction (userspace)")
     _backend_arg(pr)
@@ -209,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     bx.add_argument("obj", metavar="OBJ", nargs="?",
                     help="the object (default: the xdp1 sample, samples/xdp1.o)")
     bx.add_argument("-s", "--section", help="program name or section")
-    bx.add_argument("--mode", choices=("native", "generic"), default="native")
+    add_mode_arg(bx)
     bx.add_argument("--packet", metavar="F", help="the packet to send (raw bytes; default: "
                                                  "a 64-byte UDP frame)")
     bx.add_argument("--duration", type=float, default=5.0, metavar="S",
@@ -219,15 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     bx.add_argument("--vs-kernel", action="store_true",
                     help="then measure Linux on live frames with the same program and packet "
                          "(root) and print the ratio")
-    bx.add_argument("--maps", metavar="F", help="fill maps first from JSON")
+    bx.add_argument("--maps", metavar="F", help=MAPS_HELP)
     bx.add_argument("--engine", choices=("auto", "jit", "interp"), default="auto")
+    bx.add_argument("--plot", metavar="FILE.svg", help="draw the rates over time (and the bars "
+                                                      "against Linux with --vs-kernel); needs "
+                                                      "pyxdp[plot]")
     _verify_arg(bx)
-    bx.add_argument("--json", action="store_true", help="JSON lines instead of text")
     bs = bsub.add_parser("seeds", help="the seed discussions' claims as ratios on pyxdp")
     bs.add_argument("--frames", type=int, default=200_000, metavar="N",
                     help="frames per native measurement (default: 200,000)")
     bs.add_argument("--runs", type=int, default=3, metavar="K", help="runs per figure (median)")
-    bs.add_argument("--json", action="store_true", help="JSON lines instead of text")
     bd = bsub.add_parser("datapath", help="pyxdp's datapath path by path, with --vs-kernel "
                                           "beside Linux's: Mpps and ratio per path")
     bd.add_argument("--vs-kernel", action="store_true",
@@ -241,23 +295,44 @@ def build_parser() -> argparse.ArgumentParser:
                     help="about how long each timed run lasts (default: 0.5)")
     bd.add_argument("--frames", type=int, metavar="N",
                     help="frames per run instead of --seconds (both sides)")
-    bd.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    bd.add_argument("--plot", metavar="FILE.svg", help="draw pyxdp's and Linux's Mpps side by "
+                                                      "side per path (needs pyxdp[plot])")
+    from pyxdp.cli import xdp_bench
+    xdp_bench.add_commands(bsub)
     from pyxdp.cli import live
     bl = bsub.add_parser("live", help="pyxdp on a real veth in user space (AF_XDP), with "
                                       "--vs-kernel beside Linux native and generic (root)")
     live.add_bench_arguments(bl)  # see pyxdp.cli.live
     pb.set_defaults(func=_cmd_bench)
 
-    pm = sub.add_parser("map", help="map contents")
+    pm = sub.add_parser("map", help="kernel maps by id, pin or name, as bpftool map; or the "
+                                    "maps of an object file")
     msub = pm.add_subparsers(dest="map_cmd", metavar="ACTION", required=True,
                              parser_class=_Parser)
-    md = msub.add_parser("dump", help="dump the maps of an object as JSON after loading")
-    md.add_argument("obj", metavar="OBJ")
-    md.add_argument("name", nargs="?", help="one map (default: all)")
-    md.add_argument("--maps", metavar="F", help="fill maps first from JSON")
-    _backend_arg(md)
-    _verify_arg(md)
+    from pyxdp.cli import bpftool
+    for verb, help_ in bpftool.MAP_VERBS.items():
+        md = msub.add_parser(verb, help=help_, description=help_, epilog=bpftool.MAP_EPILOG)
+        md.add_argument("target", nargs="*" if verb == "show" else "+",
+                        metavar="MAP | OBJ [NAME]")
+        md.add_argument("--maps", metavar="F", help="OBJ: " + MAPS_HELP)
+        _backend_arg(md)
+        _verify_arg(md)
     pm.set_defaults(func=_cmd_map)
+
+    fe = sub.add_parser("features", help="what an interface's XDP supports (xdp-features), "
+                                         "like xdp-loader features")
+    fe.add_argument("ifname", metavar="IFNAME")
+    fe.add_argument("--pyxdp", action="store_true",
+                    help="a device of pyxdp's default host (eth0, eth1: NICs; veth0, veth1: a "
+                         "veth pair) instead of a Linux interface")
+    fe.set_defaults(func=_cmd_features)
+
+    from pyxdp.cli import packet
+    pk = sub.add_parser("packet", help="build a packet (udp, tcp, icmp) into a file: inputs "
+                                       "for prog run, explain, bench",
+                        description=packet.DESCRIPTION)
+    packet.add_arguments(pk, _Parser)
+    pk.set_defaults(func=_cmd_packet)
 
     r = sub.add_parser("run", help="run a program over a capture (pcap or pcapng) or on "
                                    "Linux interfaces (--iface)")
@@ -265,8 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-s", "--section", help="program name or section")
     r.add_argument("--pcap", metavar="IN", help="input capture")
     r.add_argument("-w", "--write", metavar="OUT", help="write packets + verdicts as pcapng")
-    r.add_argument("--maps", metavar="F", help="fill maps first from JSON")
-    r.add_argument("--dump-maps", metavar="F", help="write map contents afterwards as JSON")
+    r.add_argument("--maps", metavar="F", help=MAPS_HELP)
+    r.add_argument("--dump-maps", metavar="F", help=DUMP_MAPS_HELP)
     r.add_argument("--explain", action="store_true",
                    help="each packet's journey on a pyxdp host (see 'pyxdp explain'), in a "
                         "pcapng comment per packet")
@@ -286,8 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # xdp-loader's shapes, on the kernel's interfaces (see pyxdp.cli.loader).
     ld = sub.add_parser("load", help="load objects and attach their programs to an interface")
-    ld.add_argument("-m", "--mode", choices=("native", "skb", "hw"), default="native",
-                    help="XDP mode (default: native)")
+    add_mode_arg(ld, hw=True)
     ld.add_argument("-s", "--section", help="ELF section of the program")
     ld.add_argument("-n", "--prog-name", metavar="NAME", help="name of the program")
     ld.add_argument("-p", "--pin-path", metavar="PIN",
@@ -330,12 +404,25 @@ def build_parser() -> argparse.ArgumentParser:
                         description=explain.DESCRIPTION)
     explain.add_arguments(ex)
     ex.set_defaults(func=_cmd_explain)
+    # -j/--json and -p/--pretty before or after the subcommand (bpftool's globals).
+    for i, parser in enumerate(walk(p)):
+        add_global_options(parser, top=i == 0)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        # The output style is this invocation's: callers of the command functions
+        # from Python (and the next main()) start from text again.
+        configure(argparse.Namespace())
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure(args)
     if not getattr(args, "func", None):
         parser.print_help()  # bare ``pyxdp``: what it can do, on stdout
         return 2

@@ -29,8 +29,12 @@ import errno
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, TextIO
+
+from pyxdp.cli.options import add_mode_arg
+from pyxdp.errors import PyxdpError
 
 if TYPE_CHECKING:  # the CLI imports numpy and rich only when the command runs
     from pyxdp.net.trace import Interval, Key, Tracer
@@ -95,21 +99,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pyxdp", metavar="OBJ",
                    help="run OBJ on pyxdp's datapath in this process and monitor that")
     p.add_argument("--section", metavar="NAME", help="with --pyxdp: the program")
-    p.add_argument("--mode", choices=("native", "generic"), default="native",
-                   help="with --pyxdp: the XDP mode (default: native)")
-    p.add_argument("--json", action="store_true", help="JSON lines instead of tables")
+    add_mode_arg(p, what=" (with --pyxdp)")
+    p.add_argument("--maps", metavar="F", help="with --pyxdp: fill maps first from JSON, as "
+                                              "'pyxdp run --maps' ({\"MAP\": [{\"key\": K, "
+                                              "\"value\": V}, ...]})")
+    p.add_argument("--packet", metavar="F", help="with --pyxdp: the packet the generator sends "
+                                                "(raw bytes, e.g. from 'pyxdp packet'; default: "
+                                                "a 64-byte UDP frame)")
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     if args.pyxdp is None:
+        for flag in ("maps", "packet", "section"):
+            if getattr(args, flag):
+                raise MonitorError(f"--{flag} goes with --pyxdp OBJ (the kernel's programs "
+                                   f"are not pyxdp's to fill)")
         return run(interval=args.interval, count=args.count, stats=args.stats,
                    extended=args.extended, verbose=args.verbose, kernel=args.kernel,
                    as_json=args.json)
-    from pyxdp.cli.datapath import running_datapath
-    with running_datapath(args.pyxdp, args.section, args.mode) as host:
+    from pyxdp.cli.datapath import DEFAULT_PACKET, check_packet, running_datapath
+    from pyxdp.cli.options import kernel_mode
+    from pyxdp.cli.prog import _read_input
+    packet = check_packet(_read_input(args.packet)) if args.packet else DEFAULT_PACKET
+    with running_datapath(args.pyxdp, args.section, kernel_mode(args.mode), packet,
+                          maps=args.maps) as host:
         return run(interval=args.interval, count=args.count, stats=True,
                    extended=args.extended, verbose=args.verbose, kernel=False,
                    tracer=host.tracer, as_json=args.json)
+
+
+class MonitorError(PyxdpError):
+    """Monitor options that do not go together."""
 
 
 # --------------------------------------------------------------------------
@@ -272,33 +292,79 @@ def json_report(iv: Interval, n: int, source: str, lost: int = 0) -> dict[str, o
             "lost": lost, "events": events}
 
 
-def _render_plain(title: str, table: Iterable[Row], out: TextIO) -> None:
-    # xdp-monitor's layout: a label, then "number unit" cells, the numbers
-    # right-aligned and the units left-aligned in fixed-width columns.
+SPARK_BARS: Final = " ▁▂▃▄▅▆▇█"
+SPARK_LEN: Final = 8
+WIDTH: Final = 80
+
+
+def sparkline(values: Iterable[float]) -> str:
+    """Rates as bars, scaled to the largest: the last :data:`SPARK_LEN` intervals."""
+    vals = list(values)[-SPARK_LEN:]
+    top = max(vals, default=0.0)
+    if top <= 0:
+        return SPARK_BARS[1] * len(vals)
+    return "".join(SPARK_BARS[max(1, round(v / top * (len(SPARK_BARS) - 1)))] for v in vals)
+
+
+def _rate_of(cell: Cell) -> float:
+    try:
+        return float(cell[0].replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def fit(table: Iterable[Row], width: int = WIDTH) -> list[Row]:
+    """Rows whose cells would pass ``width`` columns continue on a row of their own
+    (an empty label) under the same columns: numbers and units are never cut."""
     data = list(table)
+    lw = max((len(label) for label, _ in data), default=0)
+    nw = max((len(n) for _, cells in data for n, _ in cells), default=1)
+    uw = max((len(u) for _, cells in data for _, u in cells), default=1)
+    per = max(1, (width - lw) // (nw + uw + 3))
+    out: list[Row] = []
+    for label, cells in data:
+        out.append((label, cells[:per]))
+        for k in range(per, len(cells), per):
+            out.append(("", cells[k:k + per]))
+    return out
+
+
+def _render_plain(title: str, table: Iterable[Row], out: TextIO,
+                  sparks: dict[str, str] | None = None) -> None:
+    # xdp-monitor's layout: a label, then "number unit" cells, the numbers
+    # right-aligned and the units left-aligned in fixed-width columns; a
+    # sparkline of the row's first rate in front of the cells when it fits.
+    data = fit(table, WIDTH - (SPARK_LEN + 1 if sparks else 0))
     width = max(len(label) for label, _ in data)
     nw = max((len(n) for _, cells in data for n, _ in cells), default=1)
     uw = max((len(u) for _, cells in data for _, u in cells), default=1)
     out.write(title + "\n")
     for label, cells in data:
-        line = label.ljust(width) + "".join(f"  {n:>{nw}} {u:<{uw}}" for n, u in cells)
+        spark = (" " + (sparks or {}).get(label, "").ljust(SPARK_LEN)) if sparks else ""
+        line = label.ljust(width) + spark + "".join(f"  {n:>{nw}} {u:<{uw}}"
+                                                    for n, u in cells)
         out.write(line.rstrip() + "\n")
     out.flush()
 
 
-def _render_rich(title: str, table: Iterable[Row], out: TextIO) -> None:
+def _render_rich(title: str, table: Iterable[Row], out: TextIO,
+                 sparks: dict[str, str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    data = list(table)
+    data = fit(table, WIDTH - (SPARK_LEN + 1 if sparks else 0) - 4)
     ncells = max(len(cells) for _, cells in data)
     t = Table(title=title, show_header=False, box=None, padding=(0, 1))
     t.add_column(style="bold", no_wrap=True)
+    if sparks:
+        t.add_column(style="cyan", no_wrap=True, min_width=SPARK_LEN)
     for _ in range(ncells):
         t.add_column(justify="right", no_wrap=True)
     for label, cells in data:
-        t.add_row(label, *[f"{n} {u}" for n, u in cells], *([""] * (ncells - len(cells))))
-    Console(file=out).print(t)
+        spark = [sparks.get(label, "")] if sparks else []
+        t.add_row(label, *spark, *[f"{n} {u}" for n, u in cells],
+                  *([""] * (ncells - len(cells))))
+    Console(file=out, width=max(WIDTH, 0)).print(t)
 
 
 # --------------------------------------------------------------------------
@@ -321,25 +387,54 @@ def run(*, interval: float = 2.0, count: int | None = None, stats: bool = False,
 
     out = out or sys.stdout
     err = err or sys.stderr
+    from pyxdp.cli.options import STYLE
+    indent = 2 if STYLE.pretty else None
     use_rich = out.isatty() if rich is None else rich
     render = _render_rich if use_rich else _render_plain
     source = "kernel" if kernel else "userspace"
 
+    history: dict[str, deque[float]] = {}
+    lost_total = [0]
+
     def report(n: int, iv: Interval, lost: int) -> None:
+        lost_total[0] += lost
         if as_json:
-            out.write(json.dumps(json_report(iv, n, source, lost)) + "\n")
+            out.write(json.dumps(json_report(iv, n, source, lost), indent=indent) + "\n")
             out.flush()
             return
+        table = rows(iv, stats=stats, extended=extended, lost=lost)
+        for label, cells in table:
+            if cells:
+                history.setdefault(label, deque(maxlen=SPARK_LEN)).append(_rate_of(cells[0]))
+        sparks = {label: sparkline(history[label]) for label, _ in table if label in history}
         title = f"pyxdp monitor ({source}) interval {n}: {iv.elapsed:.2f} s"
-        render(title, rows(iv, stats=stats, extended=extended, lost=lost), out)
+        render(title, table, out, sparks)
+
+    def summary(session: TraceSession, n: int) -> int:
+        # Ctrl-C: the whole run as one interval, then the usual exit status.
+        iv = session.total()
+        if as_json:
+            doc = json_report(iv, n, source, lost_total[0])
+            doc["summary"] = True
+            out.write(json.dumps(doc, indent=indent) + "\n")
+            out.flush()
+        else:
+            render(f"pyxdp monitor ({source}) interrupted: {n} intervals, {iv.elapsed:.2f} s "
+                   f"(rates over the whole run)",
+                   rows(iv, stats=stats, extended=extended, lost=lost_total[0]), out)
+        return 130
 
     if not kernel:
         session = TraceSession(tracer if tracer is not None else TRACER)
         n = 0
-        while count is None or n < count:
-            time.sleep(interval)
-            n += 1
-            report(n, session.sample(), 0)
+        try:
+            while count is None or n < count:
+                time.sleep(interval)
+                n += 1
+                report(n, session.sample(), 0)
+        except KeyboardInterrupt:
+            session.sample()
+            return summary(session, n)
         return 0
 
     from pyxdp.kernel.tracefs import TraceInstance
@@ -358,17 +453,21 @@ def run(*, interval: float = 2.0, count: int | None = None, stats: bool = False,
         n = 0
         lost_before = inst.lost + inst.overruns()
         unparsed = 0
-        while count is None or n < count:
-            deadline = time.monotonic() + interval
-            while (left := deadline - time.monotonic()) > 0:
-                for fired in inst.read(left):
-                    counting.ingest(fired)
-            n += 1
-            lost_now = inst.lost + inst.overruns()
-            report(n, session.sample(), lost_now - lost_before)
-            lost_before = lost_now
-            if inst.unparsed > unparsed:
-                err.write(f"pyxdp monitor: warning: {inst.unparsed - unparsed} trace lines "
-                          f"not understood, e.g. {inst.last_unparsed!r}\n")
-                unparsed = inst.unparsed
+        try:
+            while count is None or n < count:
+                deadline = time.monotonic() + interval
+                while (left := deadline - time.monotonic()) > 0:
+                    for fired in inst.read(left):
+                        counting.ingest(fired)
+                n += 1
+                lost_now = inst.lost + inst.overruns()
+                report(n, session.sample(), lost_now - lost_before)
+                lost_before = lost_now
+                if inst.unparsed > unparsed:
+                    err.write(f"pyxdp monitor: warning: {inst.unparsed - unparsed} trace "
+                              f"lines not understood, e.g. {inst.last_unparsed!r}\n")
+                    unparsed = inst.unparsed
+        except KeyboardInterrupt:
+            session.sample()
+            return summary(session, n)
     return 0

@@ -22,7 +22,7 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
 
-__all__ = ["cmd_map_dump", "cmd_prog_disasm", "cmd_prog_run", "cmd_prog_show",
+__all__ = ["cmd_map_dump", "cmd_map_show", "cmd_prog_disasm", "cmd_prog_run", "cmd_prog_show",
            "cmd_prog_verify", "cmd_run"]
 
 
@@ -153,22 +153,53 @@ def _program(coll: Collection, section: str | None) -> Program:
 
 
 def cmd_prog_show(obj: str) -> int:
+    from pyxdp.cli.options import STYLE, emit
     spec = load_collection_spec(_object(obj))
+    progs: list[dict[str, Any]] = []
     for name, p in spec.programs.items():
         maps = sorted({r.map_name for r in p.map_refs})
         # What pyxdp's engines cannot run is listed and skipped, as autoload=false.
         notes = (["no program type in libbpf 1.x"] if p.prog_type == "unspec" else
                  [] if p.userspace else ["kernel only"]) + ([] if p.autoload else
                                                             ["autoload off"])
-        print(f"{name}: section {p.section}  type {p.prog_type}  insns {len(p.insns)}  "
-              f"license {p.license or '-'}" + (f"  maps {','.join(maps)}" if maps else "")
-              + (f"  ({', '.join(notes)})" if notes else ""))
-    for name, m in spec.maps.items():
-        per_cpu = " (possible CPUs)" if m.type_name == "perf_event_array" and \
-            not m.max_entries else ""
-        print(f"map {name}: {m.type_name}  key {m.key_size}B  value {m.value_size}B  "
-              f"max_entries {m.max_entries}{per_cpu}"
-              + (f"  flags {m.flags:#x}" if m.flags else ""))
+        progs.append({"name": name, "section": p.section, "type": p.prog_type,
+                      "insns": len(p.insns), "license": p.license or "", "maps": maps,
+                      "notes": notes})
+    maps_doc = [{"name": name, "type": m.type_name, "bytes_key": m.key_size,
+                 "bytes_value": m.value_size, "max_entries": m.max_entries, "flags": m.flags}
+                for name, m in spec.maps.items()]
+    if STYLE.json:
+        emit({"programs": progs, "maps": maps_doc})
+        return 0
+    for d in progs:
+        print(f"{d['name']}: section {d['section']}  type {d['type']}  insns {d['insns']}  "
+              f"license {d['license'] or '-'}" + (f"  maps {','.join(d['maps'])}"
+                                                  if d["maps"] else "")
+              + (f"  ({', '.join(d['notes'])})" if d["notes"] else ""))
+    _print_maps(maps_doc)
+    return 0
+
+
+def _print_maps(maps_doc: list[dict[str, Any]]) -> None:
+    for m in maps_doc:
+        per_cpu = " (possible CPUs)" if m["type"] == "perf_event_array" and \
+            not m["max_entries"] else ""
+        print(f"map {m['name']}: {m['type']}  key {m['bytes_key']}B  value "
+              f"{m['bytes_value']}B  max_entries {m['max_entries']}{per_cpu}"
+              + (f"  flags {m['flags']:#x}" if m["flags"] else ""))
+
+
+def cmd_map_show(obj: str) -> int:
+    """``map show OBJ``: the maps an object file declares."""
+    from pyxdp.cli.options import STYLE, emit
+    spec = load_collection_spec(_object(obj))
+    maps_doc = [{"name": name, "type": m.type_name, "bytes_key": m.key_size,
+                 "bytes_value": m.value_size, "max_entries": m.max_entries, "flags": m.flags}
+                for name, m in spec.maps.items()]
+    if STYLE.json:
+        emit(maps_doc)
+    else:
+        _print_maps(maps_doc)
     return 0
 
 
@@ -178,19 +209,27 @@ def cmd_prog_disasm(obj: str, section: str | None) -> int:
         n for n, p in spec.programs.items() if section in (n, p.section)]
     if not names:
         raise CliError(f"no program named {section!r} (programs: {', '.join(spec.programs)})")
+    from pyxdp.cli.options import STYLE, emit
+    docs: list[dict[str, Any]] = []
     for name in names:
         p = spec.programs[name]
-        print(f"{name} ({p.section}):")
-        last = None
-        lines = disassemble(p.insns, pc_prefix=True)
+        insns: list[dict[str, Any]] = []
         slot = 0
-        for text in lines:
-            src = p.source_line(slot)
-            if src and src != last:
-                print(f"; {src}")
-                last = src
-            print(text)
+        for text in disassemble(p.insns, pc_prefix=True):
+            insns.append({"pc": slot, "text": text, "source": p.source_line(slot) or ""})
             slot += 2 if p.insns[slot].code == 0x18 else 1
+        docs.append({"name": name, "section": p.section, "insns": insns})
+    if STYLE.json:
+        emit(docs)
+        return 0
+    for d in docs:
+        print(f"{d['name']} ({d['section']}):")
+        last = None
+        for insn in d["insns"]:
+            if insn["source"] and insn["source"] != last:
+                print(f"; {insn['source']}")
+                last = insn["source"]
+            print(insn["text"])
     return 0
 
 
@@ -203,23 +242,31 @@ def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
     names = [n for n, p in spec.programs.items() if section is None or section in (n, p.section)]
     if not names:
         raise CliError(f"no program named {section!r} (programs: {', '.join(spec.programs)})")
+    from pyxdp.cli.options import STYLE, emit
     refused = 0
+    docs: list[dict[str, Any]] = []
     for name in names:
         p = spec.programs[name]
         try:
             res = verify(p, spec.maps, btf=spec.btf)
         except VerifierError as e:
             refused += 1
-            print(f"{name} ({p.section}): refused")
             lines = e.log.splitlines() if log_level >= 1 else [e.reason]
-            for line in lines:
-                print(f"  {line}")
+            docs.append({"name": name, "section": p.section, "accepted": False,
+                         "reason": e.reason, "log": lines})
             continue
-        print(f"{name} ({p.section}): accepted")
-        if log_level >= 1:
-            print(f"  {res.log.splitlines()[-1]}")
+        lines = [res.log.splitlines()[-1]] if log_level >= 1 else []
         if log_level >= 2:
-            print(f"  stack depth {'+'.join(str(d) for d in res.stack_depth)}")
+            lines.append(f"stack depth {'+'.join(str(d) for d in res.stack_depth)}")
+        docs.append({"name": name, "section": p.section, "accepted": True, "log": lines,
+                     "stack_depth": list(res.stack_depth)})
+    if STYLE.json:
+        emit(docs)
+    else:
+        for d in docs:
+            print(f"{d['name']} ({d['section']}): {'accepted' if d['accepted'] else 'refused'}")
+            for line in d["log"]:
+                print(f"  {line}")
     return 1 if refused else 0
 
 
@@ -257,7 +304,16 @@ def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | No
         out = sys.stderr if data_out == "-" else sys.stdout
         saved, sys.stdout = sys.stdout, out
         try:
-            _print_result(res, repeat)
+            from pyxdp.cli.options import STYLE, emit
+            if STYLE.json:
+                emit({"retval": res.retval, "action": _action_name(res.retval),
+                      "duration_ns": res.duration_ns, "repeat": repeat,
+                      "data_out": _json_value(bytes(res.data_out)),
+                      "fault": str(res.fault) if res.fault else None,
+                      "redirect": dict(res.redirect) if res.redirect else {},
+                      "trace_printk": list(res.trace)})
+            else:
+                _print_result(res, repeat)
         finally:
             sys.stdout = saved
         if maps_out:
@@ -273,7 +329,8 @@ def cmd_map_dump(obj: str, name: str | None, backend: str, maps_in: str | None,
         if name is not None and name not in coll.maps:
             raise CliError(f"no map named {name!r} (maps: {', '.join(coll.maps)})")
         doc = dump_maps(coll) if name is None else {name: _dump_map(coll.maps[name])}
-        print(json.dumps(doc, indent=2))
+        from pyxdp.cli.options import STYLE
+        print(json.dumps(doc, indent=None if STYLE.json and not STYLE.pretty else 2))
     return 0
 
 
@@ -318,17 +375,26 @@ def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in
                 writer.close()
             if out is not None and out is not sys.stdout.buffer:
                 out.close()
+        from pyxdp.cli.options import STYLE
         report = sys.stderr if write == "-" else sys.stdout
-        print(f"{n} packets through {prog.name} ({prog.section}):", file=report)
-        for action in ("XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"):
-            print(f"  {action:<13}{counts.pop(action, 0)}", file=report)
-        for action, c in sorted(counts.items()):
-            print(f"  {action:<13}{c}", file=report)
-        for line in aborted:
-            print(f"  {line}", file=report)
-        doc = dump_maps(coll)
-        if maps_out:
-            _write_output(maps_out, (json.dumps(doc, indent=2) + "\n").encode())
+        verdicts = {a: counts.pop(a, 0) for a in ("XDP_ABORTED", "XDP_DROP", "XDP_PASS",
+                                                   "XDP_TX", "XDP_REDIRECT")}
+        verdicts.update(sorted(counts.items()))
+        if maps_out == "-" and write == "-":
+            raise CliError("-w - and --dump-maps - both want stdout: give one a file")
+        if STYLE.json:
+            doc = {"packets": n, "program": prog.name, "section": prog.section,
+                   "verdicts": verdicts, "aborted": aborted}
+            print(json.dumps(doc, indent=2 if STYLE.pretty else None), file=report)
         else:
-            print(json.dumps(doc, indent=2), file=report)
+            # The summary only: map contents are written when asked (--dump-maps).
+            print(f"{n} packets through {prog.name} ({prog.section}):", file=report)
+            for action, c in verdicts.items():
+                print(f"  {action:<13}{c}", file=report)
+            for line in aborted:
+                print(f"  {line}", file=report)
+            if write and write != "-":
+                print(f"  written to {write}", file=report)
+        if maps_out:
+            _write_output(maps_out, (json.dumps(dump_maps(coll), indent=2) + "\n").encode())
     return 0

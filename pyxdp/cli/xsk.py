@@ -27,7 +27,6 @@ way (no per-packet Python). :func:`xsk_pps` is the measurement
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -80,7 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between lines (default: 1)")
     p.add_argument("--pyxdp", action="store_true",
                    help="on pyxdp's datapath (a NIC fed by the traffic generator; no root)")
-    p.add_argument("--json", action="store_true", help="JSON lines instead of text")
 
 
 # -----------------------------------------------------------------------------------
@@ -325,12 +323,11 @@ def _intervals(loop: _Loop, args: argparse.Namespace, name: str, mode: str,
         rx, tx = (loop.rx - rx0) / dt, (loop.tx - tx0) / dt
         st = loop.sock.statistics()
         if args.json:
-            print(json.dumps({"dev": name, "mode": mode, "rx_pps": round(rx),
-                              "tx_pps": round(tx), "rx_total": loop.rx,
-                              "tx_total": loop.tx, "rx_dropped": st.rx_dropped,
-                              "rx_ring_full": st.rx_ring_full,
-                              "fill_ring_empty": st.rx_fill_ring_empty_descs}),
-                  flush=True)
+            from pyxdp.cli.options import emit
+            emit({"dev": name, "mode": mode, "rx_pps": round(rx), "tx_pps": round(tx),
+                  "rx_total": loop.rx, "tx_total": loop.tx, "rx_dropped": st.rx_dropped,
+                  "rx_ring_full": st.rx_ring_full,
+                  "fill_ring_empty": st.rx_fill_ring_empty_descs})
         else:
             print(f"{name} {mode:6}  rx {rx / 1e6:7.3f} Mpps  tx {tx / 1e6:7.3f} Mpps  "
                   f"(totals rx {loop.rx} tx {loop.tx}, rx_dropped {st.rx_dropped}, "

@@ -275,12 +275,14 @@ def _extack(body: memoryview, flags: int) -> str:
 
 
 class _Rtnl:
-    """One NETLINK_ROUTE socket: send a request, collect the replies until ACK or DONE."""
+    """One netlink socket (NETLINK_ROUTE unless told): send a request, collect the
+    replies until ACK or DONE. :mod:`pyxdp.kernel.netdev_genl` uses it for generic
+    netlink."""
 
-    def __init__(self) -> None:
+    def __init__(self, protocol: int = 0) -> None:
         try:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
-                                      NETLINK_ROUTE)
+                                      protocol or NETLINK_ROUTE)
         except OSError as e:
             raise KernelError("socket(AF_NETLINK)", e.errno or _errno.EAFNOSUPPORT) from None
         try:

@@ -56,6 +56,8 @@ __all__ = [
     "TestRunOutputTruncated",
     "TestRunResult",
     "bpf_available",
+    "btf_get_data",
+    "btf_get_fd_by_id",
     "btf_load",
     "map_create",
     "map_delete_batch",
@@ -883,6 +885,9 @@ def _fd_by_id(cmd: BpfCmd, obj_id: int, open_flags: int, kind: str) -> Fd:
     return Fd(_call(cmd, attr), kind)
 
 
+_BTF_INFO_SIZE: Final = 40  # struct bpf_btf_info: btf, btf_size, id, name, name_len, kernel_btf
+
+
 def prog_get_fd_by_id(prog_id: int) -> Fd:
     """BPF_PROG_GET_FD_BY_ID: a new descriptor for a loaded program."""
     return _fd_by_id(BpfCmd.BPF_PROG_GET_FD_BY_ID, prog_id, 0, "prog")
@@ -891,6 +896,25 @@ def prog_get_fd_by_id(prog_id: int) -> Fd:
 def map_get_fd_by_id(map_id: int, open_flags: int = 0) -> Fd:
     """BPF_MAP_GET_FD_BY_ID (``open_flags``: BPF_F_RDONLY / BPF_F_WRONLY)."""
     return _fd_by_id(BpfCmd.BPF_MAP_GET_FD_BY_ID, map_id, open_flags, "map")
+
+
+def btf_get_fd_by_id(btf_id: int) -> Fd:
+    """BPF_BTF_GET_FD_BY_ID: a descriptor for a loaded BTF object (a map's or program's)."""
+    return _fd_by_id(BpfCmd.BPF_BTF_GET_FD_BY_ID, btf_id, 0, "btf")
+
+
+def btf_get_data(fd: Fd | int) -> bytes:
+    """The raw BTF blob behind a BTF descriptor: ``struct bpf_btf_info`` asked once for
+    its size (``btf_size``), then with a buffer that large (``btf``), as bpftool does."""
+    info = ctypes.create_string_buffer(_BTF_INFO_SIZE)
+    _get_info(fd, info)
+    size = _get32(info, 8)
+    data = ctypes.create_string_buffer(max(size, 1))
+    info = ctypes.create_string_buffer(_BTF_INFO_SIZE)
+    _put64(info, 0, ctypes.addressof(data))
+    _put32(info, 8, size)
+    _get_info(fd, info)
+    return data.raw[:min(size, _get32(info, 8))]
 
 
 def _get_info(fd: Fd | int, info: _Buf) -> int:

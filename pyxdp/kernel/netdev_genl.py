@@ -1,0 +1,110 @@
+"""A netdev's XDP features through the ``netdev`` generic netlink family
+(``net/core/netdev-genl.c``), what ``xdp-loader features`` and ``ynl --family
+netdev --do dev-get`` print.
+
+``NETDEV_CMD_DEV_GET`` with ``NETDEV_A_DEV_IFINDEX`` answers with the device's
+``xdp_features`` (``enum netdev_xdp_act``), ``xdp_zc_max_segs`` (the largest
+number of buffers an AF_XDP zero-copy frame may span), the XDP RX metadata
+kfuncs its driver implements (``enum netdev_xdp_rx_metadata``, from
+``xdp_metadata_ops``) and its AF_XDP TX metadata features (``enum
+netdev_xsk_flags``). The family id is looked up once per query through
+``nlctrl`` (``CTRL_CMD_GETFAMILY``). No privilege is needed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntFlag
+from typing import Final
+
+from pyxdp.errors import KernelError
+from pyxdp.kernel.netlink import _attrs, _nla, _Rtnl, ifindex_of
+from pyxdp.uapi.if_link import NetdevXdpAct
+
+__all__ = ["NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags", "dev_get"]
+
+NETLINK_GENERIC: Final = 16
+GENL_ID_CTRL: Final = 0x10
+CTRL_CMD_GETFAMILY: Final = 3
+CTRL_ATTR_FAMILY_ID: Final = 1
+CTRL_ATTR_FAMILY_NAME: Final = 2
+NETDEV_FAMILY_NAME: Final = "netdev"
+NETDEV_CMD_DEV_GET: Final = 1
+NETDEV_A_DEV_IFINDEX: Final = 1
+NETDEV_A_DEV_XDP_FEATURES: Final = 3
+NETDEV_A_DEV_XDP_ZC_MAX_SEGS: Final = 4
+NETDEV_A_DEV_XDP_RX_METADATA_FEATURES: Final = 5
+NETDEV_A_DEV_XSK_FEATURES: Final = 6
+_GENLMSGHDR: Final = struct.Struct("=BBH")
+
+
+class NetdevXdpRxMetadata(IntFlag):
+    """``enum netdev_xdp_rx_metadata``: the RX metadata kfuncs a driver implements."""
+
+    NETDEV_XDP_RX_METADATA_TIMESTAMP = 1 << 0
+    NETDEV_XDP_RX_METADATA_HASH = 1 << 1
+    NETDEV_XDP_RX_METADATA_VLAN_TAG = 1 << 2
+
+
+class NetdevXskFlags(IntFlag):
+    """``enum netdev_xsk_flags``: AF_XDP TX metadata a driver honours."""
+
+    NETDEV_XSK_FLAGS_TX_TIMESTAMP = 1 << 0
+    NETDEV_XSK_FLAGS_TX_CHECKSUM = 1 << 1
+    NETDEV_XSK_FLAGS_TX_LAUNCH_TIME_FIFO = 1 << 2
+
+
+@dataclass(frozen=True, slots=True)
+class NetdevInfo:
+    """One ``dev-get`` answer."""
+
+    ifindex: int
+    xdp_features: NetdevXdpAct
+    xdp_zc_max_segs: int
+    xdp_rx_metadata_features: NetdevXdpRxMetadata
+    xsk_features: NetdevXskFlags
+
+
+def _int(payload: memoryview) -> int:
+    return int.from_bytes(bytes(payload), "little")
+
+
+def _genl(nl: _Rtnl, op: str, family: int, cmd: int, attrs: bytes) -> memoryview:
+    replies = nl.request(op, family, 0, _GENLMSGHDR.pack(cmd, 1, 0) + attrs)
+    if not replies:
+        raise KernelError(op, 61, "no answer")  # ENODATA
+    return replies[0][1][_GENLMSGHDR.size:]
+
+
+def _family_id(nl: _Rtnl, name: str) -> int:
+    op = f"genl getfamily {name}"
+    try:
+        body = _genl(nl, op, GENL_ID_CTRL, CTRL_CMD_GETFAMILY,
+                     _nla(CTRL_ATTR_FAMILY_NAME, name.encode() + b"\0"))
+    except KernelError as e:
+        if e.errno == 2:  # ENOENT: a kernel before 6.3 has no netdev family
+            raise KernelError(op, e.errno, "this kernel has no netdev netlink family "
+                                           "(Linux 6.3 added xdp-features)") from None
+        raise
+    for kind, payload in _attrs(body):
+        if kind == CTRL_ATTR_FAMILY_ID:
+            return _int(payload)
+    raise KernelError(op, 61, "no family id in the answer")
+
+
+def dev_get(iface: str | int) -> NetdevInfo:
+    """``NETDEV_CMD_DEV_GET``: the XDP features of one interface (name or ifindex)."""
+    ifindex = ifindex_of(iface)
+    with _Rtnl(NETLINK_GENERIC) as nl:
+        family = _family_id(nl, NETDEV_FAMILY_NAME)
+        body = _genl(nl, f"netdev dev-get {iface}", family, NETDEV_CMD_DEV_GET,
+                     _nla(NETDEV_A_DEV_IFINDEX, struct.pack("=I", ifindex)))
+    got = {kind: _int(payload) for kind, payload in _attrs(body)}
+    return NetdevInfo(
+        ifindex=got.get(NETDEV_A_DEV_IFINDEX, ifindex),
+        xdp_features=NetdevXdpAct(got.get(NETDEV_A_DEV_XDP_FEATURES, 0)),
+        xdp_zc_max_segs=got.get(NETDEV_A_DEV_XDP_ZC_MAX_SEGS, 0),
+        xdp_rx_metadata_features=NetdevXdpRxMetadata(
+            got.get(NETDEV_A_DEV_XDP_RX_METADATA_FEATURES, 0)),
+        xsk_features=NetdevXskFlags(got.get(NETDEV_A_DEV_XSK_FEATURES, 0)))
