@@ -10,6 +10,7 @@ write each packet as the program left it to pcapng with the XDP verdict in
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 from collections import Counter
@@ -81,7 +82,12 @@ def _from_json(v: Any) -> Any:
         try:
             return bytes.fromhex(v.replace("0x", "").replace(":", " "))
         except ValueError:
-            raise CliError(f"{v!r} is not a hex byte string") from None
+            pass
+        try:  # an address, as --dump-maps writes __be32 and in6_addr members
+            ipaddress.ip_address(v)
+            return v
+        except ValueError:
+            raise CliError(f"{v!r} is neither a hex byte string nor an IP address") from None
     if isinstance(v, dict):
         return {k: _from_json(x) for k, x in v.items()}
     if isinstance(v, list):
