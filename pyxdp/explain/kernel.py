@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyxdp import samples
 from pyxdp.errors import PyxdpError
 from pyxdp.explain.journey import Fate, Journey, Step, act_name
 from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, resolve_value
@@ -97,11 +98,11 @@ def kernel_scenario(obj: str | Path, packet: bytes, *, program: str, topology: T
                 raise TopologyError(f"--kernel: NIC name {d.name!r} longer than 13 characters")
             pairs.append((d.name, _wire(d.name)))
             nics.append(d.name)
-    path = str(Path(obj).resolve())
+    path = str(Path(samples.resolve(obj)).resolve())
     attach = []
     for a in topology.attachments(program):
         src = path if a.obj is None else PASS_OBJ if a.obj == BUILTIN_PASS \
-            else str(Path(a.obj).resolve())
+            else str(Path(samples.resolve(a.obj)).resolve())
         name = a.program or ("xdp_pass" if src == PASS_OBJ else program)
         key = f"{PASS_OBJ}@{a.dev}" if src == PASS_OBJ else src
         attach.append(Attach(a.dev, src, name, mode=a.mode, collection=key))
