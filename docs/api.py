@@ -28,7 +28,7 @@ def build(out: Path) -> list[Path]:
     import pdoc.render
     # No highlighted source beside each function: it would double the build's time.
     pdoc.render.configure(docformat="restructuredtext", footer_text="pyxdp API reference",
-                          search=True, show_source=False)
+                          search=False, show_source=False)
     every = modules()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
