@@ -1,4 +1,5 @@
-"""Shared fixtures: the ``kernel`` marker's skip-or-fail rule and the external vector directory.
+"""Shared fixtures: the ``kernel`` marker's skip-or-fail rule (and one xdist worker for
+all kernel tests) and the external vector directory.
 
 Tests marked ``kernel`` need root and bpf(2). On a machine without them they
 skip with the probe's reason; when ``CI`` is set (CI here runs as root) a
@@ -23,6 +24,14 @@ def _bpf_probe() -> tuple[bool, str]:
     except ImportError as e:  # the kernel layer itself failed to import
         return False, f"pyxdp.kernel does not import: {e}"
     return bpf_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # With pytest-xdist (``-n``), kernel tests share one worker: they build network
+    # namespaces and read tracefs, which is machine-wide; the rest spread over the CPUs.
+    for item in items:
+        if item.get_closest_marker("kernel") is not None:
+            item.add_marker(pytest.mark.xdist_group("kernel"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -104,7 +104,7 @@ def test_readme_runs_on_the_installed_wheel(wheel: Path, tmp_path: Path) -> None
     script = ("import pathlib, sys, pyxdp, pytest\n"
               "assert pathlib.Path(pyxdp.__file__).resolve().is_relative_to("
               "pathlib.Path(sys.argv[1]).resolve()), pyxdp.__file__\n"
-              "sys.exit(pytest.main([sys.argv[2], '-q', '-p', 'no:cacheprovider']))\n")
+              "sys.exit(pytest.main([sys.argv[2], '-q', '-n', '0', '-p', 'no:cacheprovider']))\n")
     res = subprocess.run([sys.executable, "-c", script, str(target),
                           str(ROOT / "tests" / "test_readme.py")], cwd=elsewhere, env=env,
                          capture_output=True, text=True, timeout=900)

@@ -32,6 +32,10 @@ from types import FrameType
 
 import pytest
 
+# The steps run in order in one directory, so on one xdist worker: the kernel tests' one
+# (the (root) steps build namespaces and read machine-wide tracefs, as those do).
+pytestmark = pytest.mark.xdist_group("kernel")
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 INSTALL = ["pip install -e . && pyxdp bench xdp",

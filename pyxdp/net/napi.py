@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from errno import ENOBUFS, ENOMEM, ENOSPC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -279,6 +280,9 @@ class _NativeCounts:
         # enqueue sums per entry row), one per cpumap configuration the queue saw.
         self.cms: list[tuple[list[int], list[tuple[int, int]], I64, I64]] = []
         self.egress: list[DevmapEgress] = []  # devmap programs' exceptions, per table
+        # AF_XDP receive sums (pyxdp.net.xsk_native's T_* columns) per socket
+        # configuration the queue saw: the XSKMAP id per trace slot, and the sums.
+        self.xsks: list[tuple[list[int], I64]] = []
         tr = rq.dev.host.tracer
         self._sources: list[tuple[Any, _Source]] = [
             (tr.xdp_exception, _Source(self._exceptions, self.reset)),
@@ -286,6 +290,7 @@ class _NativeCounts:
             (tr.xdp_redirect, _Source(self._redirects, _nothing)),
             (tr.xdp_devmap_xmit, _Source(self._xmits, _nothing)),
             (tr.xdp_cpumap_enqueue, _Source(self._enqueues, _nothing)),
+            (tr.xdp_redirect_err, _Source(self._redirect_errs, _nothing)),
         ]
         for tp, src in self._sources:
             tp.add_source(src)
@@ -299,8 +304,14 @@ class _NativeCounts:
                                  np.zeros((nif, 3), np.int64))
         return t
 
+    def add_xsk(self, ids: list[int], xt: I64) -> None:
+        """Count an AF_XDP receive configuration's sums (``xt``, in place)."""
+        if not any(t is xt for _, t in self.xsks):
+            self.xsks.append((ids, xt))
+
     def _exceptions(self) -> list[CounterRow]:
         from pyxdp.net.napi_native import C, K
+        from pyxdp.net.xsk_native import T_TX_ERR
         k = self.cnt
         rows: list[CounterRow] = [((self.ifindex, 0), [int(k[K.ACT])])] if k[K.ACT] else []
         if k[K.ACT + 5]:
@@ -308,6 +319,18 @@ class _NativeCounts:
             rows.append(((self.ifindex, bad), [int(k[K.ACT + 5])]))
         for eg in list(self.egress):
             rows.extend(eg.exception_rows())
+        # Zero-copy XDP_TX frames that could not become an xdp_frame.
+        rows.extend(((self.ifindex, int(XdpAction.XDP_TX)), [int(xt[T_TX_ERR])])
+                    for _, xt in list(self.xsks) if xt[T_TX_ERR])
+        return rows
+
+    def _redirect_errs(self) -> list[CounterRow]:
+        from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC
+        rows: list[CounterRow] = []
+        for _, xt in list(self.xsks):
+            for col, err in ((T_NOSPC, ENOSPC), (T_NOMEM, ENOMEM), (T_NOBUFS, ENOBUFS)):
+                if xt[col]:
+                    rows.append(((self.ifindex, -err), [int(xt[col])]))
         return rows
 
     def add_cpumap(self, cm: tuple[Any, ...], rts: list[Any]) -> None:
@@ -340,6 +363,10 @@ class _NativeCounts:
         for cm_ids, _, cm_red, _ in list(self.cms):
             for k in np.flatnonzero(cm_red).tolist():
                 rows.append(((self.ifindex, 0, cm_ids[k]), [int(cm_red[k])]))
+        from pyxdp.net.xsk_native import T_SLOT
+        for ids, xt in list(self.xsks):
+            for slot in np.flatnonzero(xt[T_SLOT:]).tolist():
+                rows.append(((self.ifindex, 0, ids[slot]), [int(xt[T_SLOT + slot])]))
         return rows
 
     def _xmits(self) -> list[CounterRow]:
@@ -360,6 +387,8 @@ class _NativeCounts:
             cq[:] = 0
         for eg in list(self.egress):
             eg.exc[:] = 0
+        for _, xt in list(self.xsks):
+            xt[:] = 0
 
     def retire(self) -> None:
         """The state is done: what it counted becomes the tracer's own."""
@@ -508,7 +537,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
     :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
     from pyxdp.net.napi_native import C, native_polls
-    from pyxdp.net.xsk import xsk_native_rx, xsk_native_trace
+    from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
     host = dev.host
     st: _NativeState | None = getattr(rq, "native", None)
@@ -528,6 +557,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
     xsk = st.xsk = None if generic or parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
+    if xsk is not None:
+        st.counts.add_xsk(xsk.ids, xsk.xt)
     if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
@@ -567,8 +598,6 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
     finally:
-        if xsk is not None:
-            xsk_native_trace(xsk, dev, prog.id)
         pool.napi_local = False
         lock.release()
     if ctl[C.ERROR] or pool.state.error:
@@ -679,7 +708,6 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                     xsk: Any) -> int:
     """Native polls of a zero-copy AF_XDP queue (:func:`napi_native.native_polls_zc`)."""
     from pyxdp.net.napi_native import C, native_polls_zc
-    from pyxdp.net.xsk import xsk_native_trace
     dev = rq.dev
     host = dev.host
     ring = rq.ring
@@ -702,7 +730,6 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                                    xsk.args, _stack_args(host, dev, rq, False),
                                    (ctl, cnt, st.defer))
     finally:
-        xsk_native_trace(xsk, dev, prog.id)
         host.lock.release()
     if ctl[C.ERROR]:
         from pyxdp.net.page_pool import PageAccountingError

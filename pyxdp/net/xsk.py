@@ -179,7 +179,6 @@ __all__ = [
     "xsk_map_redirect",
     "xsk_native_rx",
     "xsk_native_socket",
-    "xsk_native_trace",
 ]
 
 TX_BATCH_SIZE: Final = 32  # net/xdp/xsk.c: descriptors one copy-mode sendto sends
@@ -289,9 +288,9 @@ class NativeRx:
     records of the pool, its fill ring, the socket's rx ring and the socket (used in
     place), the program's XSKMAPs by address (``xm``: id, max_entries, the map's
     ``entries``), the host's table of ``bpf_redirect_xsk`` registrations, and the
-    call's trace sums ``xt`` (:data:`pyxdp.net.xsk_native.T_NOSPC` ...). Made once
-    per (socket, pool, maps) and kept by the queue: nothing is loaded before a
-    call nor folded back after it but the trace sums."""
+    call's trace sums ``xt`` (:data:`pyxdp.net.xsk_native.T_NOSPC` ...), which the
+    tracer reads in place. Made once per (socket, pool, maps) and kept by the
+    queue: nothing is loaded before a call nor folded back after it."""
 
     def __init__(self, sock: XdpSock, pool: XskBuffPool, maps: list[Any]) -> None:
         from pyxdp.net.xsk_native import T_SLOT
@@ -334,28 +333,6 @@ def xsk_native_rx(rq: XskRxQueue, maps: list[Any], last: NativeRx | None) -> Nat
     if last is None or last.key != (sock, pool, tuple(m.id for m in maps)):
         last = NativeRx(sock, pool, maps)
     return last
-
-
-def xsk_native_trace(nat: NativeRx, dev: XskNetDevice, prog_id: int) -> None:
-    """A native call's AF_XDP trace sums into the tracer (``xdp_redirect`` per target,
-    ``xdp_redirect_err`` per errno, ``xdp_exception`` of zero-copy XDP_TX frames
-    that could not be converted), zeroed for the next call."""
-    from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC, T_SLOT, T_TX_ERR
-    xt = nat.xt
-    if not xt.any():
-        return
-    t = xt.tolist()
-    xt[:] = 0
-    tr = dev.host.tracer
-    for slot, n in enumerate(t[T_SLOT:]):
-        if n:
-            tr.xdp_redirect._add((dev.ifindex, 0, nat.ids[slot]), n, [])
-    for col, err in ((T_NOSPC, _errno.ENOSPC), (T_NOMEM, _errno.ENOMEM),
-                     (T_NOBUFS, _errno.ENOBUFS)):
-        if t[col]:
-            tr.xdp_redirect_err._add((dev.ifindex, -err), t[col], [])
-    if t[T_TX_ERR]:
-        tr.xdp_exception.fire(prog_id, XDP_TX, dev.ifindex, t[T_TX_ERR])
 
 
 # --------------------------------------------------------------------------
