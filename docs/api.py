@@ -26,7 +26,8 @@ def build(out: Path) -> list[Path]:
     ``RuntimeError`` naming the modules that got no page."""
     import pdoc
     import pdoc.render
-    # No highlighted source beside each function: it would double the build's time.
+    # No highlighted source beside each function, no search index: each would add a
+    # third to the build's time.
     pdoc.render.configure(docformat="restructuredtext", footer_text="pyxdp API reference",
                           search=False, show_source=False)
     every = modules()

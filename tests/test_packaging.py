@@ -93,24 +93,6 @@ def test_installed_wheel_runs_from_another_directory(wheel: Path, tmp_path: Path
     assert res.stdout.rstrip().endswith("ok") and "passed" in res.stdout
 
 
-def test_readme_runs_on_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    """tests/test_readme.py again, on pyxdp installed from the wheel, from a directory with
-    nothing beside it. CI-only: it repeats the README's ~30 s run."""
-    if os.environ.get("CI") != "true":
-        pytest.skip("CI-only (CI=true): the README run again on the installed wheel")
-    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    env = _install(wheel, target)
-    script = ("import pathlib, sys, pyxdp, pytest\n"
-              "assert pathlib.Path(pyxdp.__file__).resolve().is_relative_to("
-              "pathlib.Path(sys.argv[1]).resolve()), pyxdp.__file__\n"
-              "sys.exit(pytest.main([sys.argv[2], '-q', '-n', '0', '-p', 'no:cacheprovider']))\n")
-    res = subprocess.run([sys.executable, "-c", script, str(target),
-                          str(ROOT / "tests" / "test_readme.py")], cwd=elsewhere, env=env,
-                         capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:]
-
-
 def test_mypy_strict_sees_an_editable_install(tmp_path: Path) -> None:
     """A user's script type-checks against an editable install: setuptools writes a path
     entry (package-dir in pyproject.toml), not the import hook mypy cannot follow."""
