@@ -364,9 +364,9 @@ class _NativeCounts:
             for k in np.flatnonzero(cm_red).tolist():
                 rows.append(((self.ifindex, 0, cm_ids[k]), [int(cm_red[k])]))
         from pyxdp.net.xsk_native import T_SLOT
-        for ids, xt in list(self.xsks):
-            for slot in np.flatnonzero(xt[T_SLOT:]).tolist():
-                rows.append(((self.ifindex, 0, ids[slot]), [int(xt[T_SLOT + slot])]))
+        for xids, xt in list(self.xsks):
+            for s in np.flatnonzero(xt[T_SLOT:]).tolist():
+                rows.append(((self.ifindex, 0, xids[s]), [int(xt[T_SLOT + s])]))
         return rows
 
     def _xmits(self) -> list[CounterRow]:
