@@ -18,7 +18,7 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
 def test_ruff_clean() -> None:
-    res = _run("ruff", "check", "pyxdp", "tests", "bench")
+    res = _run("ruff", "check", "pyxdp", "tests", "bench", "examples", "docs")
     assert res.returncode == 0, res.stdout + res.stderr
 
 

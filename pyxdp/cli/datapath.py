@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyxdp import samples
 from pyxdp.cli.options import STYLE, emit, kernel_mode, status
 from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
 from pyxdp.collection import Collection, Program
@@ -41,7 +42,7 @@ __all__ = ["SEEDS", "cmd_bench_datapath", "cmd_bench_seeds", "cmd_bench_xdp", "m
            "mpps_generic", "mpps_native", "running_datapath"]
 
 DEFAULT_PACKET = udp_packet(size=64, dport=9)
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = samples.DIR
 _ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pyxdp import samples
 from pyxdp.asm.disasm import disassemble
 from pyxdp.collection import Collection, Map, Program
 from pyxdp.elf import load_collection_spec
@@ -51,7 +53,9 @@ def _read_input(path: str) -> bytes:
 
 
 def _object(obj: str) -> Path:
-    """An object file's path, once a bounded read showed it is within the input limit."""
+    """An object file's path, once a bounded read showed it is within the input limit;
+    ``samples/NAME.o`` finds the shipped sample from any directory (pyxdp.samples)."""
+    obj = os.fspath(samples.resolve(obj))
     _read_input(obj)
     return Path(obj)
 

@@ -30,11 +30,11 @@ import argparse
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from pyxdp import samples
 from pyxdp.cli.prog import CliError
 from pyxdp.errors import PyxdpError
 from pyxdp.net.packets import udp_packet
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DESCRIPTION", "add_arguments", "cmd_xsk", "xsk_pps"]
 
-SAMPLES: Final = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES: Final = samples.DIR
 PACKET: Final = udp_packet(size=64, dport=9)
 MODES: Final = ("rxdrop", "txonly", "l2fwd")
 DESCRIPTION: Final = (

@@ -39,6 +39,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from pyxdp import samples
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, decode
 from pyxdp.btf.btf import (
@@ -200,7 +201,8 @@ def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | me
         data = bytes(source)
         path = ""
     else:
-        path = os.fspath(source)
+        # ``samples/NAME.o`` finds the shipped sample from any directory (pyxdp.samples).
+        path = os.fspath(samples.resolve(source))
         try:
             with open(path, "rb") as fh:
                 data = fh.read()

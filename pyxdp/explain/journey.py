@@ -279,8 +279,9 @@ def _load_spec(obj: str | Path | CollectionSpec) -> CollectionSpec:
         return obj
     if str(obj) == BUILTIN_PASS:
         return _pass_spec()
+    from pyxdp import samples
     from pyxdp.elf import load_collection_spec
-    path = Path(obj)
+    path = Path(samples.resolve(obj))
     if not path.is_file():
         raise ExplainError(f"no object file {obj}")
     return load_collection_spec(path)

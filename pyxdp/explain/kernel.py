@@ -46,6 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pyxdp import samples
 from pyxdp.errors import PyxdpError
 from pyxdp.explain.journey import DROP_REASON_TEXT, Fate, Journey, Step, act_name
 from pyxdp.explain.topology import BUILTIN_PASS, Topology, TopologyError, resolve_value
@@ -158,11 +159,12 @@ def kernel_scenario(obj: str | Path | CollectionSpec, *, program: str, topology:
     if isinstance(obj, CollectionSpec):
         path, explained = f"spec:{obj.name or 'explained'}", obj
     else:
-        path = explained = PASS_OBJ if str(obj) == BUILTIN_PASS else str(Path(obj).resolve())
+        path = explained = PASS_OBJ if str(obj) == BUILTIN_PASS \
+            else str(Path(samples.resolve(obj)).resolve())
     attach = []
     for a in topology.attachments(program):
         src = explained if a.obj is None else PASS_OBJ if a.obj == BUILTIN_PASS \
-            else str(Path(a.obj).resolve())
+            else str(Path(samples.resolve(a.obj)).resolve())
         name = a.program or ("xdp_pass" if src == PASS_OBJ else program)
         # The explained object is one collection (its maps are shared); other
         # XDP_PASS programs get one each.

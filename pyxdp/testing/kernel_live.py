@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyxdp import samples
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
@@ -52,7 +53,7 @@ from pyxdp.kernel.netlink import ifindex_of, netns
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType, TestRunFlag
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = samples.DIR
 FRAMES = 10_000_000
 BATCH = 64
 RUNS = 5

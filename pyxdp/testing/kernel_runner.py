@@ -67,6 +67,7 @@ __all__ = [
     "KernelRunner",
     "WrappedProgram",
     "main_function_end",
+    "pyxdp_refusal",
     "short_reason",
     "wrap_program",
 ]
@@ -185,6 +186,24 @@ def wrap_program(insns: Sequence[Instruction], mem_len: int, map_fd: int) -> Wra
         if body[pc].code == op.OP_EXIT:
             body[pc] = _jump(offset + pc, EPILOGUE_START)
     return WrappedProgram(tuple(head + body), offset, len(insns))
+
+
+def pyxdp_refusal(insns: Sequence[Instruction], mem_len: int) -> str | None:
+    """What Linux's verifier says of the program as :class:`KernelRunner` would load it,
+    from pyxdp's verifier (no root): ``"verifier: REASON"``, the text vectorgen writes in a
+    vector's ``-- error``, or ``None`` when it would load."""
+    from pyxdp.spec import MapRef, MapSpec, ProgramSpec
+    from pyxdp.verifier import verify
+    wrapped = wrap_program(insns, mem_len, 0)
+    result = MapSpec("result", BpfMapType.BPF_MAP_TYPE_ARRAY, 4, 8, 1)
+    # The epilogue's ld_imm64 of the result map: slot 3 of the wrapper.
+    spec = ProgramSpec("conformance", "xdp", wrapped.insns, license="GPL",
+                       map_refs=(MapRef(EPILOGUE_START + 2, "result", "fd"),))
+    try:
+        verify(spec, {"result": result})
+    except VerifierError as e:
+        return f"verifier: {short_reason(e.log)}"
+    return None
 
 
 class KernelRejected(VerifierError):

@@ -98,6 +98,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from pyxdp import samples
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Map, Program
 from pyxdp.errors import PyxdpError
@@ -152,7 +153,7 @@ __all__ = [
 ]
 
 #: Where the sample objects live; a relative ``Attach.obj`` is taken from here.
-SAMPLES: Final = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES: Final = samples.DIR
 #: ``Attach.obj`` of the built-in program returning XDP_PASS (program ``xdp_pass``).
 PASS_OBJ: Final = "builtin:xdp_pass"
 #: The CPU the sending thread runs on.

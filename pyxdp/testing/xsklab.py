@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from pyxdp import samples
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.net.xdp_umem import XskError, extract_offset
@@ -58,8 +59,7 @@ MAC1: Final = bytes.fromhex("020000000c01")
 ETH_P_TEST: Final = 0x88B5  # IEEE local experimental ethertype
 PACKET_OUTGOING: Final = 4
 MTU: Final = 3000
-SAMPLES: Final = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "samples")
+SAMPLES: Final = str(samples.DIR)
 Obs = dict[str, Any]
 
 _XSKS = MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 64)
