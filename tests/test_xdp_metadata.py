@@ -73,6 +73,6 @@ def test_vlan_tag_is_stored_as_the_kernel_stores_it() -> None:
         eth0.receive([udp_packet(b"x")])
         host.run()
         r = coll.maps["results"][0]
-        # __be16 vlan_proto: network order in memory, so 0x88a8 reads back as 0xa888.
-        assert (r["vlan_ret"], r["vlan_proto"], r["vlan_tci"]) == (0, 0xA888, 42)
+        # __be16 vlan_proto: network order in memory, decoded by its BTF type to 0x88a8.
+        assert (r["vlan_ret"], r["vlan_proto"], r["vlan_tci"]) == (0, 0x88A8, 42)
         assert (r["ts_ret"], r["hash_ret"]) == (EOPNOTSUPP, EOPNOTSUPP)
