@@ -107,6 +107,11 @@ def test_readme_has_what_the_steps_need() -> None:
     for name in re.findall(r"(?:--data-in|--maps|--pcap|--topology|conformance) (\S+\.\w+)", TEXT):
         assert f'"{name}"' in made or f"-o {name}" in written, \
             f"README reads {name} but no snippet makes it"
+    # A step that names an interface runs in a namespace of its own ((root)), never on
+    # the machine's interfaces (a replay of a capture only borrows the name).
+    for s in STEPS:
+        if "--pcap" not in s.text and re.search(r"--iface|\s-i\s|LiveDataplane\(|pyxdp (load|unload|status)\b", s.text):
+            assert s.root, f"README.md:{s.line} acts on an interface but is not marked (root)"
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import argparse
 import json
 import multiprocessing
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -109,7 +110,7 @@ def cmd_run_live(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         if args.maps:
-            fill_maps(dp.collection, args.maps)
+            fill_maps(dp.collection, args.maps, socket.if_nametoindex)
         dp.start()
         if not args.json:
             devs = ", ".join(f"{d.name} ({len(d.rx)} queue{'s' * (len(d.rx) > 1)}, "

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -81,8 +82,16 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def _from_json(v: Any) -> Any:
+def _from_json(v: Any, ifindex: Callable[[str], int] | None = None) -> Any:
     if isinstance(v, str):
+        if v.startswith("@"):  # "@IF": an interface's ifindex, where the command has them
+            if ifindex is None:
+                raise CliError(f"{v!r}: interface names are resolved by 'run --iface' and "
+                               "'explain' only")
+            try:
+                return ifindex(v[1:])
+            except OSError:
+                raise CliError(f"{v!r}: no interface {v[1:]!r}") from None
         try:
             return bytes.fromhex(v.replace("0x", "").replace(":", " "))
         except ValueError:
@@ -93,9 +102,9 @@ def _from_json(v: Any) -> Any:
         except ValueError:
             raise CliError(f"{v!r} is neither a hex byte string nor an IP address") from None
     if isinstance(v, dict):
-        return {k: _from_json(x) for k, x in v.items()}
+        return {k: _from_json(x, ifindex) for k, x in v.items()}
     if isinstance(v, list):
-        return [_from_json(x) for x in v]
+        return [_from_json(x, ifindex) for x in v]
     return v
 
 
@@ -103,7 +112,8 @@ def _load(obj: str, backend: str = "userspace", verify: bool = True) -> Collecti
     return Collection(load_collection_spec(_object(obj)), backend, verify=verify)
 
 
-def fill_maps(coll: Collection, path: str) -> None:
+def fill_maps(coll: Collection, path: str,
+              ifindex: Callable[[str], int] | None = None) -> None:
     """``--maps F``: ``{"map": [{"key": K, "value": V}, ...]}`` (ints, hex strings, dicts)."""
     try:
         doc = json.loads(_read_input(path))
@@ -126,7 +136,8 @@ def fill_maps(coll: Collection, path: str) -> None:
             if not isinstance(entry, dict) or "key" not in entry or "value" not in entry:
                 raise CliError(f"{path}: map {name!r}: each entry needs 'key' and 'value'")
             try:
-                key, value = _from_json(entry["key"]), _from_json(entry["value"])
+                key = _from_json(entry["key"], ifindex)
+                value = _from_json(entry["value"], ifindex)
             except RecursionError:
                 raise CliError(f"{path}: map {name!r}: an entry nests too deeply") from None
             try:
