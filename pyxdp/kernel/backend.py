@@ -158,6 +158,14 @@ def kernel_btf(btf: Btf, maps: Iterable[MapSpec] = ()) -> tuple[Btf, tuple[str, 
     sizes = {m.name: m.value_size for m in maps if m.is_global_data}
     changed: dict[int, BtfType] = {}
     notes: list[str] = []
+    # kfunc declarations: the kernel refuses FUNCs of extern linkage, FUNCs listed in a
+    # DATASEC and unnamed parameters; each becomes a TYPEDEF of its prototype (ids stay
+    # put; nothing the kernel reads refers to it) and leaves .ksyms.
+    kfuncs = {t.id for t in btf.types[1:]
+              if t.kind is BtfKind.FUNC and 2 in (t.vlen, t.linkage)}
+    for fid in sorted(kfuncs):
+        changed[fid] = replace(btf.types[fid], kind=BtfKind.TYPEDEF, vlen=0, linkage=0)
+        notes.append(f"FUNC {btf.types[fid].name!r} (a kfunc) -> TYPEDEF")
     for t in btf.types[1:]:
         if t.kind is not BtfKind.DATASEC or t.size_type != 0:
             continue
@@ -165,6 +173,8 @@ def kernel_btf(btf: Btf, maps: Iterable[MapSpec] = ()) -> tuple[Btf, tuple[str, 
         end = 0
         moved = 0
         for vsi in sorted(t.secinfos, key=lambda s: s.offset):
+            if vsi.type in kfuncs:
+                continue
             offset = vsi.offset
             if offset < end:
                 offset = round_up(end, _natural_align(vsi.size))
