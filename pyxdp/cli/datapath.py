@@ -19,6 +19,7 @@ The measurement functions are shared with ``bench/bench_datapath.py``.
 
 from __future__ import annotations
 
+import signal
 import statistics
 import sys
 import threading
@@ -213,6 +214,11 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
         compile_status(host, prog)  # the JIT and the native loop compiled before timing
         start, t_start = _snapshot(eth.stats), time.monotonic()
         t_end = t_start + duration
+        # Ctrl-C as a flag the loop checks between rounds: a KeyboardInterrupt raised
+        # inside a round (machine code compiled on first use, a teardown) could be lost.
+        ctrl_c: list[int] = []
+        old_int = signal.signal(signal.SIGINT, lambda n, f: ctrl_c.append(n)) \
+            if threading.current_thread() is threading.main_thread() else None
         try:
             while time.monotonic() < t_end:
                 before = _snapshot(eth.stats)
@@ -220,6 +226,8 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
                 stop = min(t0 + interval, t_end)
                 while time.monotonic() < stop:
                     host.run(max_rounds=1)
+                    if ctrl_c:
+                        raise KeyboardInterrupt
                 dt = time.monotonic() - t0
                 r = _rates(before, eth.stats, dt)
                 rows.append(r)
@@ -238,6 +246,9 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
             interrupted = True
         else:
             interrupted = False
+        finally:
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
         total = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
         if eth.faults:
             print(f"first fault: {eth.faults[0]}", file=sys.stderr)
