@@ -90,6 +90,7 @@ import select
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -102,6 +103,7 @@ from pyxdp import samples
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Map, Program
 from pyxdp.errors import PyxdpError
+from pyxdp.kernel.af_packet_capture import PacketCapture
 from pyxdp.net import packets as pk
 from pyxdp.spec import CollectionSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType
@@ -861,15 +863,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
 # --------------------------------------------------------------------------
 
 SOL_PACKET: Final = 263
-PACKET_AUXDATA: Final = 8
-PACKET_STATISTICS: Final = 6
 PACKET_QDISC_BYPASS: Final = 20
-PACKET_OUTGOING: Final = 4
-ETH_P_ALL: Final = 0x0003
-TP_STATUS_VLAN_VALID: Final = 0x10
-TP_STATUS_VLAN_TPID_VALID: Final = 0x40
-_AUXDATA: Final = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
-_CAPTURE_RCVBUF: Final = 16 << 20
 
 _run_counter = itertools.count()
 
@@ -886,45 +880,24 @@ def _write_sysctl(path: str, value: str) -> None:
 
 
 class _Capture:
-    """An AF_PACKET socket on one device: incoming frames as on the wire."""
+    """A device's incoming frames as on the wire (:class:`PacketCapture`), kept in order."""
 
     def __init__(self, dev: str) -> None:
         self.dev = dev
         self.frames: list[bytes] = []
-        # Protocol 0 at socket(): the tap is registered only by bind(), on this device.
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 0)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, 33, _CAPTURE_RCVBUF)  # SO_RCVBUFFORCE
-            self.sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-            self.sock.bind((dev, ETH_P_ALL))
-        except BaseException:
-            self.sock.close()
-            raise
+        self._cap = PacketCapture(dev)
+        self.sock = self._cap.sock  # what the lab's settle loop waits on
 
     def drain(self) -> int:
-        n = 0
-        while True:
-            try:
-                data, anc, _, addr = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(64))
-            except BlockingIOError:
-                return n
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            for level, kind, cdata in anc:
-                if level == SOL_PACKET and kind == PACKET_AUXDATA and len(cdata) >= _AUXDATA.size:
-                    status, _, _, _, _, tci, tpid = _AUXDATA.unpack_from(cdata)
-                    if status & TP_STATUS_VLAN_VALID:
-                        tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else pk.ETH_P_8021Q
-                        data = data[:12] + struct.pack(">HH", tpid, tci) + data[12:]
-            self.frames.append(data)
-            n += 1
+        frames, _ = self._cap.read(0.0, limit=sys.maxsize)
+        self.frames += frames
+        return len(frames)
 
     def drops(self) -> int:
-        raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
-        return int(struct.unpack("=II", raw)[1])
+        return self._cap.drops()
 
     def close(self) -> None:
-        self.sock.close()
+        self._cap.close()
 
 
 @contextmanager
