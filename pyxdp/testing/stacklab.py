@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -193,6 +194,17 @@ def _drain(socks: Sequence[socket.socket]) -> int:
     return n
 
 
+def _settle(quiet: float = 0.3, limit: float = 5.0) -> None:
+    """Wait until the namespace's own traffic (MLD reports) has stopped moving counters."""
+    deadline = time.monotonic() + limit
+    last, since = _snmp(), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        time.sleep(0.05)
+        now = _snmp()
+        if now != last:
+            last, since = now, time.monotonic()
+
+
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=60)
 
@@ -213,6 +225,13 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
         # into veth0 while counters are read.
         subprocess.run(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
                         "net.ipv6.conf.veth1.disable_ipv6=1"], check=True, timeout=60)
+        # Joining the address's solicited-node group sends MLD reports (each also
+        # counted as received); a 1 ms report interval ends them before the
+        # first frame instead of up to a second into the run.
+        subprocess.run(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
+                        "net.ipv6.conf.veth0.mldv2_unsolicited_report_interval=1",
+                        "net.ipv6.conf.veth0.mldv1_unsolicited_report_interval=1"],
+                       check=True, timeout=60)
         for dev in ("veth0", "veth1"):
             _ip(*ns, "link", "set", dev, "addrgenmode", "none")
             _ip(*ns, "link", "set", dev, "up")
@@ -224,6 +243,7 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
         with netns(NETNS), _collection(asm_spec("xdp_pass", "r0 = 2\nexit")) as coll:
             prog = _prog(coll, None)
             ifindex = ifindex_of("veth0")
+            _settle()
             s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
             try:
