@@ -663,6 +663,10 @@ exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),
     _c("call_caller_r1_clobbered", "r1 = 1\ncall pc+2\nr0 = r1\nexit\nr0 = 1\nexit",
        "R1 !read_ok"),
+    # A void static function leaves R0 unwritten: Linux copies it to the caller unread
+    # (prepare_func_exit); only a read in the caller, or the main exit, refuses it.
+    _c("call_void_callee", "call pc+2\nr0 = 2\nexit\nr1 = 1\nexit", None),
+    _c("call_void_callee_r0_used", "call pc+1\nexit\nr1 = 1\nexit", "R0 !read_ok"),
     _c("call_pass_stack", """
 r1 = 5
 *(u64 *)(r10 -8) = r1

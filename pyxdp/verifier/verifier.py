@@ -2036,8 +2036,10 @@ class _Verifier:
 
     def _exit(self, st: State, pc: int) -> int | None:
         regs = st.cur.regs
-        r0 = self._read(regs, 0)
         if len(st.frames) > 1:
+            # prepare_func_exit hands R0 back unread: a void function may leave it unset,
+            # and only a read in the caller is refused. A callback's R0 is read.
+            r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
             callee = st.frames.pop()
             if callee.callback:
                 if r0.t != SCALAR:
@@ -2054,6 +2056,7 @@ class _Verifier:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        r0 = self._read(regs, 0)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
