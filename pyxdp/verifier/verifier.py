@@ -35,7 +35,7 @@ import dataclasses
 import errno
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pyxdp.asm import opcodes as op
@@ -112,6 +112,10 @@ _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              DYNPTR: "dynptr"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR = 0, 1, 2, 3, 4
+# State.hist entries: the pc, and for a fixed-offset stack access which slot it touched.
+_HIST_PC = (1 << 20) - 1
+_HIST_STACK = 1 << 20
+_BPF_JCOND = 0xE0  # may_goto
 
 # struct xdp_md
 XDP_MD_SIZE = 24
@@ -160,10 +164,11 @@ class Reg:
 
     __slots__ = ("t", "off", "id", "ref", "rng", "map", "msize", "frame", "tv", "tm",
                  "smin", "smax", "umin", "umax", "s32min", "s32max", "u32min", "u32max",
-                 "sub", "bt")
+                 "sub", "bt", "precise")
 
     def __init__(self) -> None:
         self.t = NOT_INIT
+        self.precise = False  # mark_chain_precision: pruning compares this scalar's value
         self.off = 0
         self.id = 0
         self.ref = 0
@@ -192,6 +197,7 @@ class Reg:
         self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
         self.s32min, self.s32max, self.u32min, self.u32max = \
             o.s32min, o.s32max, o.u32min, o.u32max
+        self.precise = o.precise
 
     def key(self) -> tuple[object, ...]:
         """Every field, for exact comparison (``regs_exact``); ids at 2 and 3."""
@@ -484,7 +490,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock")
+                 "lock", "hist", "all_precise")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -496,6 +502,10 @@ class State:
         self.pc = -1
         self.loop_key: tuple[object, ...] = ()
         self.hits = self.misses = 0
+        # The instructions run since the parent checkpoint (jmp_history, every insn): a pc,
+        # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
+        self.hist: list[int] = []
+        self.all_precise = False  # mark_all_scalars_precise reached this state
 
     def copy(self) -> State:
         s = State()
@@ -503,6 +513,7 @@ class State:
         s.refs = list(self.refs)
         s.lock = self.lock
         s.parent = self.parent
+        s.hist = list(self.hist)
         return s
 
     @property
@@ -660,6 +671,71 @@ _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
+# Helpers that call back into the program: a history through them changes frames.
+_CALLBACK_HELPERS = frozenset(fid for fid, p in PROTOS.items() if Arg.FUNC in p.args)
+
+
+def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
+    """Instructions inside a loop (a strongly connected part of the control-flow graph):
+    their kept states may not have all their precision marks yet while the loop is
+    verified, so pruning there compares every scalar's range (Linux: RANGE_WITHIN while
+    an SCC's visit is incomplete)."""
+    n = len(insns)
+    index = [-1] * n
+    low = [0] * n
+    on = [False] * n
+    out = [False] * n
+    stack: list[int] = []
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work: list[tuple[int, int]] = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on[v] = True
+            succ = [w for w in _succs(insns, v) if 0 <= w < n]
+            if k < len(succ):
+                work.append((v, k + 1))
+                w = succ[k]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in _succs(insns, v):
+                    for w in comp:
+                        out[w] = True
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return out
+
+
+_UNBOUND = Reg()
+_UNBOUND.set_unknown()
+_ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
+
+
+def _stack_scalar(slot: Slot) -> Reg | None:
+    types, spill = slot
+    if types == _ALL_SPILL and spill is not None and spill.t == SCALAR:
+        return spill
+    return _UNBOUND if types == _ALL_MISC else None
+
+
 def _helper_name(fid: int) -> str:
     if fid in PYXDP_HELPER_NAMES:
         return f"bpf_{PYXDP_HELPER_NAMES[fid]}"
@@ -718,6 +794,8 @@ class _Verifier:
             elif i.code == op.OP_CALL and pc + 1 < n:
                 self.prune[pc + 1] = True
         self.live = _liveness(self.insns, self.subprogs)
+        self.in_loop = _loop_insns(self.insns)
+        self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Kept states per pc: those still on the current path (branches > 0), by the
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
@@ -880,6 +958,7 @@ class _Verifier:
                     return
                 st, pc = nxt
                 continue
+            st.hist.append(pc)
             i = self.insns[pc]
             cls = i.cls
             if cls in (op.BPF_JMP, op.BPF_JMP32):
@@ -945,9 +1024,14 @@ class _Verifier:
         done = self.done.get(pc)
         if done:
             evict = False
+            self.loose = not self.in_loop[pc]
             for old in done:
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
+                    if self.loose:
+                        self._propagate_precision(old, cur)
+                    else:  # in a loop old's marks may not be complete yet
+                        self._mark_all_precise(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -973,9 +1057,168 @@ class _Verifier:
         new.pc = pc
         new.loop_key = key
         cur.parent = new
+        cur.hist = []
+        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
+            r.precise = False
         active.setdefault(key, []).append(new)
         self.nstates += 1
         return False
+
+    # -- precision tracking (mark_chain_precision, backtrack_insn) ------------------------
+    def _mark_precise(self, st: State, regs: Iterable[int] = (),
+                      slots: Iterable[tuple[int, int]] = ()) -> None:
+        """The scalars in ``regs`` (of the current frame) and stack ``slots`` ((frame, spi))
+        decide a verdict at this instruction: walk the history back and mark, in each
+        checkpoint on the way, the scalars they were computed from as precise. Where the
+        walk meets what it does not follow (calls, exits, atomics), every scalar of every
+        checkpoint becomes precise (mark_all_scalars_precise), which is always safe."""
+        top = len(st.frames) - 1
+        want_r = {(top, r) for r in regs if st.cur.regs[r].t == SCALAR}
+        want_s = set(slots)
+        if not want_r and not want_s:
+            return
+        self._backtrack(st, want_r, want_s, skip_last=True)
+
+    def _backtrack(self, st: State, want_r: set[tuple[int, int]],
+                   want_s: set[tuple[int, int]], *, skip_last: bool) -> None:
+        cur: State | None = st
+        while cur is not None:
+            fr = len(cur.frames) - 1
+            hist = cur.hist
+            n = len(hist) - (1 if skip_last else 0)
+            skip_last = False
+            for h in reversed(hist[:n] if n != len(hist) else hist):
+                if not self._backtrack_insn(h, fr, want_r, want_s):
+                    self._mark_all_precise(st)
+                    return
+                if not want_r and not want_s:
+                    return
+            parent = cur.parent
+            if parent is None:
+                return
+            if len(parent.frames) != len(cur.frames):
+                self._mark_all_precise(st)
+                return
+            for key in list(want_r):
+                reg = parent.frames[key[0]].regs[key[1]]
+                if reg.t != SCALAR or reg.precise:
+                    want_r.discard(key)
+                    continue
+                reg.precise = True
+                if reg.id:
+                    self._mark_linked(parent, reg.id, want_r, want_s)
+            for key in list(want_s):
+                f, spi = key
+                types, spill = parent.frames[f].slot(spi)
+                if spill is None or spill.t != SCALAR or S_SPILL not in types or spill.precise:
+                    want_s.discard(key)
+                    continue
+                spill.precise = True
+                if spill.id:
+                    self._mark_linked(parent, spill.id, want_r, want_s)
+            if not want_r and not want_s:
+                return
+            cur = parent
+
+    @staticmethod
+    def _mark_linked(st: State, rid: int, want_r: set[tuple[int, int]],
+                     want_s: set[tuple[int, int]]) -> None:
+        """Scalars sharing an id were bounded together: one precise, all precise."""
+        for fi, f in enumerate(st.frames):
+            for r, reg in enumerate(f.regs):
+                if reg.t == SCALAR and reg.id == rid and not reg.precise:
+                    reg.precise = True
+                    want_r.add((fi, r))
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.id == rid and \
+                        S_SPILL in types and not spill.precise:
+                    spill.precise = True
+                    want_s.add((fi, spi))
+
+    def _backtrack_insn(self, h: int, fr: int, want_r: set[tuple[int, int]],
+                        want_s: set[tuple[int, int]]) -> bool:
+        """backtrack_insn: what instruction ``h`` (a history entry) read to produce what
+        is wanted after it. False: give up (mark everything precise)."""
+        pc = h & _HIST_PC
+        i = self.insns[pc]
+        cls = i.cls
+        dst, src = (fr, i.dst), (fr, i.src)
+        if cls in (op.BPF_ALU, op.BPF_ALU64):
+            o = i.code & 0xF0
+            if o in (op.BPF_NEG, op.BPF_END) or dst not in want_r:
+                return True
+            if o == op.BPF_MOV:
+                want_r.discard(dst)
+            if i.code & op.BPF_X:
+                want_r.add(src)
+            return True
+        if cls == op.BPF_LDX:
+            if dst not in want_r:
+                return True
+            want_r.discard(dst)
+            if h & _HIST_STACK:
+                want_s.add(((h >> 21) & 7, h >> 24))
+            return True
+        if cls in (op.BPF_ST, op.BPF_STX):
+            if i.code & 0xE0 == op.BPF_ATOMIC:
+                return not want_r and not want_s
+            if not h & _HIST_STACK:
+                return True
+            slot = ((h >> 21) & 7, h >> 24)
+            if slot not in want_s:
+                return True
+            want_s.discard(slot)
+            if cls == op.BPF_STX:
+                want_r.add(src)
+            return True
+        if cls == op.BPF_LD:
+            if i.code != op.OP_LD_IMM64:
+                return False
+            want_r.discard(dst)
+            return True
+        o = i.code & 0xF0
+        if o == op.BPF_CALL:
+            if i.src not in (0, op.CallSrc.BPF_PSEUDO_KFUNC_CALL) or \
+                    i.imm in _CALLBACK_HELPERS and i.src == 0:
+                return False  # bpf-to-bpf calls and callbacks change frames
+            if any((fr, r) in want_r for r in range(1, 6)):
+                return False
+            want_r.discard((fr, 0))
+            return True
+        if o == op.BPF_EXIT:
+            return False
+        if o == op.BPF_JA or o == _BPF_JCOND:
+            return True
+        if i.code & op.BPF_X and (dst in want_r or src in want_r):
+            want_r.add(dst)
+            want_r.add(src)
+        return True
+
+    def _mark_all_precise(self, st: State) -> None:
+        """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
+        p = st.parent
+        while p is not None and not p.all_precise:
+            p.all_precise = True
+            for r in p.all_regs():
+                if r.t == SCALAR:
+                    r.precise = True
+            p = p.parent
+
+    def _propagate_precision(self, old: State, cur: State) -> None:
+        """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
+        precise, ``cur``'s checkpoints need too."""
+        want_r: set[tuple[int, int]] = set()
+        want_s: set[tuple[int, int]] = set()
+        for fi, f in enumerate(old.frames):
+            for r, reg in enumerate(f.regs):
+                if reg.t == SCALAR and reg.precise:
+                    want_r.add((fi, r))
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.precise and \
+                        S_SPILL in types:
+                    want_s.add((fi, spi))
+        if want_r or want_s:
+            self._backtrack(cur, want_r, want_s, skip_last=False)
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
         if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
@@ -998,6 +1241,14 @@ class _Verifier:
                             and not self._regsafe(so[1], sc[1], idmap, True)):
                         return False
                     continue
+                if self.loose and so[0] != sc[0]:
+                    # scalar_reg_for_stack: all-MISC bytes are an unbounded scalar, which
+                    # an imprecise spilled scalar accepts
+                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    if ro is not None and rc is not None:
+                        if not self._regsafe(ro, rc, idmap, False):
+                            return False
+                        continue
                 for k in range(8):
                     a, b = so[0][k], sc[0][k]
                     if a == S_INVALID:
@@ -1041,6 +1292,8 @@ class _Verifier:
         if o.t == SCALAR:
             if c.t != SCALAR:
                 return False
+            if not o.precise and self.loose:
+                return True
             if o.tm == U64 and o.smin == S64_MIN and o.umax == U64 and not o.id:
                 return True
             return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
@@ -1120,6 +1373,9 @@ class _Verifier:
                 raise Refuse(f"invalid shift {i.imm}", errno.EINVAL)
         self._dst(i.dst)
         if d.t != SCALAR or src.t != SCALAR:
+            if x and (d.t == SCALAR) != (src.t == SCALAR) and self.state is not None:
+                # pointer += scalar: the scalar's range becomes the pointer's bounds
+                self._mark_precise(self.state, [i.dst if d.t == SCALAR else i.src])
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         self._scalar_op(d, src, o, is64)
@@ -1624,6 +1880,8 @@ class _Verifier:
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
+        if st.hist:
+            st.hist[-1] = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24
         types, spill = frame.slot(spi)
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
@@ -1743,6 +2001,11 @@ class _Verifier:
             s.set_known(i.imm)
         taken_pc = pc + 1 + i.off
         pred = self._branch_taken(d, s, o, is32)
+        if pred >= 0:  # the verdict relies on the values that decided the branch
+            marks = [i.dst] if d.t == SCALAR else []
+            if i.code & op.BPF_X and s.t == SCALAR:
+                marks.append(i.src)
+            self._mark_precise(st, marks)
         if pred == 1:
             return taken_pc
         if pred == 0:
@@ -2042,6 +2305,10 @@ class _Verifier:
             r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
             callee = st.frames.pop()
             if callee.callback:
+                if r0.t == SCALAR:
+                    st.frames.append(callee)  # marked from the callback's own frame
+                    self._mark_precise(st, [0])
+                    st.frames.pop()
                 if r0.t != SCALAR:
                     raise Refuse("At callback return the register R0 is not a known value "
                                  f"({type_str(r0.t)})", errno.EINVAL)
@@ -2299,6 +2566,8 @@ class _Verifier:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
             if p.kind == KArg.CONST and not reg.const:
                 raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
+            if p.kind == KArg.CONST:
+                self._mark_precise(st, [n])
             return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
@@ -2370,6 +2639,7 @@ class _Verifier:
             return
         self._helper_mem(st, n - 1, mem, reg.umax, write=False, zero_ok=True)
         self._helper_mem(st, n - 1, mem, reg.umax, write=True, zero_ok=True)
+        self._mark_precise(st, [n])
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
                     name: str, meta: _KfuncMeta) -> None:
@@ -2488,6 +2758,10 @@ class _Verifier:
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
             if arg == Arg.MAP_KEY:
                 meta.const_key = self._const_key(st, reg, size)
+                if meta.const_key is not None:
+                    spi = (-(reg.off + _s64(reg.tv)) - 1) // 8
+                    if st.frames[reg.frame].slot(spi)[1] is not None:  # a spilled constant
+                        self._mark_precise(st, slots=[(reg.frame, spi)])
             self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
@@ -2505,11 +2779,13 @@ class _Verifier:
             if mem.is_null() and zero_ok and reg.umax == 0:
                 return
             self._helper_mem(st, n - 1, mem, reg.umax, write=write, zero_ok=zero_ok)
+            self._mark_precise(st, [n])
             return
         if arg == Arg.CONST_ALLOC_SIZE_OR_ZERO:
             if not reg.const:
                 raise Refuse(f"R{n} is not a known constant'")
             meta.mem_size = reg.tv
+            self._mark_precise(st, [n])
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
