@@ -173,6 +173,26 @@ _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
 _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
 
 
+# call bpf_get_prandom_u32; r6 = 64 on the taken branch, 0 on the fall-through (explored
+# first); the join is the first place with enough instructions and jumps behind it for a
+# kept state (2 jumps and 8 instructions).
+_PREC = """r9 = r1
+call 7
+r6 = 64
+if r0 > 10 goto +9
+r6 = 0
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 7
+r1 = 8
+r1 = 7
+{use}
+r0 = 2
+exit"""
 _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
 
 
@@ -653,6 +673,60 @@ r5 = 1
 lock *(u64 *)(r2 +0) += r5
 r0 = 1
 exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    # -- precision: a state pruned against a safe one only where the values that made
+    # it safe are equal. The safe path (r6 = 0) runs first and leaves a kept state at the
+    # join; the other one (r6 = 64) must not be pruned against it.
+    _c("prec_ptr_add", _PREC.format(use="""
+r2 = r10
+r2 += -8
+r2 += r6
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_spill_fill", _PREC.format(use="""
+*(u64 *)(r10 -16) = r6
+r7 = 1
+r7 = 2
+r7 = *(u64 *)(r10 -16)
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_helper_size", _PREC.format(use="""
+r4 = r6
+r4 += 8
+r1 = r9
+r2 = 0
+r3 = r10
+r3 += -8
+call 189"""), "invalid write to stack R3 off=-8 size=72"),
+    _c("prec_linked_bound", _PREC.format(use="""
+r7 = r6
+if r6 > 32 goto +1
+r7 = 0
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_alu_chain", _PREC.format(use="""
+r7 = r6
+r7 <<= 1
+r7 += 4
+r2 = r10
+r2 += -16
+r2 += r7
+r1 = 0
+*(u32 *)(r2 +0) = r1"""), "invalid write to stack R2 off=116 size=4"),
+    # 2^24 paths, each leaving a different r8: only pruning on imprecise scalars (r8 never
+    # decides anything) keeps this under the 1M-instruction limit.
+    _c("prec_imprecise_prunes", "r8 = 0\n" + """call 7
+r6 = 0
+if r0 > 10 goto +1
+r6 = 1
+r8 <<= 1
+r8 += r6
+""" * 24 + "r0 = r8\nr0 &= 3\nexit", None),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
