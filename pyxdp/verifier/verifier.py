@@ -490,7 +490,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "hist", "all_precise")
+                 "lock", "hist", "all_precise", "written", "read", "all_read")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -506,6 +506,12 @@ class State:
         # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
         self.hist: list[int] = []
         self.all_precise = False  # mark_all_scalars_precise reached this state
+        # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
+        # this segment overwrote whole, and for a kept state the slots some path after it
+        # read before writing them (complete once the state is finished).
+        self.written: set[tuple[int, int]] = set()
+        self.read: set[tuple[int, int]] = set()
+        self.all_read = False
 
     def copy(self) -> State:
         s = State()
@@ -514,6 +520,7 @@ class State:
         s.lock = self.lock
         s.parent = self.parent
         s.hist = list(self.hist)
+        s.written = set(self.written)
         return s
 
     @property
@@ -1030,8 +1037,10 @@ class _Verifier:
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
+                        self._propagate_liveness(old, cur)
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
+                        self._mark_all_read(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -1058,6 +1067,7 @@ class _Verifier:
         new.loop_key = key
         cur.parent = new
         cur.hist = []
+        cur.written = set()
         for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
             r.precise = False
         active.setdefault(key, []).append(new)
@@ -1082,21 +1092,26 @@ class _Verifier:
     def _backtrack(self, st: State, want_r: set[tuple[int, int]],
                    want_s: set[tuple[int, int]], *, skip_last: bool) -> None:
         cur: State | None = st
+        nxt = self.pc  # the pc run after the newest history entry
         while cur is not None:
-            fr = len(cur.frames) - 1
+            fr: int | None = len(cur.frames) - 1
             hist = cur.hist
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
-            for h in reversed(hist[:n] if n != len(hist) else hist):
-                if not self._backtrack_insn(h, fr, want_r, want_s):
+            for k in range(n - 1, -1, -1):
+                h = hist[k]
+                assert fr is not None
+                fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
+                if fr is None:
                     self._mark_all_precise(st)
                     return
                 if not want_r and not want_s:
                     return
+                nxt = h & _HIST_PC
             parent = cur.parent
             if parent is None:
                 return
-            if len(parent.frames) != len(cur.frames):
+            if fr != len(parent.frames) - 1:
                 self._mark_all_precise(st)
                 return
             for key in list(want_r):
@@ -1118,6 +1133,7 @@ class _Verifier:
                     self._mark_linked(parent, spill.id, want_r, want_s)
             if not want_r and not want_s:
                 return
+            nxt = parent.pc
             cur = parent
 
     @staticmethod
@@ -1135,10 +1151,11 @@ class _Verifier:
                     spill.precise = True
                     want_s.add((fi, spi))
 
-    def _backtrack_insn(self, h: int, fr: int, want_r: set[tuple[int, int]],
-                        want_s: set[tuple[int, int]]) -> bool:
-        """backtrack_insn: what instruction ``h`` (a history entry) read to produce what
-        is wanted after it. False: give up (mark everything precise)."""
+    def _backtrack_insn(self, h: int, fr: int, nxt: int, want_r: set[tuple[int, int]],
+                        want_s: set[tuple[int, int]]) -> int | None:
+        """backtrack_insn: what instruction ``h`` (a history entry, run in frame ``fr``
+        as seen after it, followed by pc ``nxt``) read to produce what is wanted after it.
+        The frame before it, or None: give up (mark everything precise)."""
         pc = h & _HIST_PC
         i = self.insns[pc]
         cls = i.cls
@@ -1146,53 +1163,112 @@ class _Verifier:
         if cls in (op.BPF_ALU, op.BPF_ALU64):
             o = i.code & 0xF0
             if o in (op.BPF_NEG, op.BPF_END) or dst not in want_r:
-                return True
+                return fr
             if o == op.BPF_MOV:
                 want_r.discard(dst)
             if i.code & op.BPF_X:
                 want_r.add(src)
-            return True
+            return fr
         if cls == op.BPF_LDX:
             if dst not in want_r:
-                return True
+                return fr
             want_r.discard(dst)
             if h & _HIST_STACK:
                 want_s.add(((h >> 21) & 7, h >> 24))
-            return True
+            return fr
         if cls in (op.BPF_ST, op.BPF_STX):
             if i.code & 0xE0 == op.BPF_ATOMIC:
-                return not want_r and not want_s
+                if h & _HIST_STACK:
+                    return None  # an atomic on a stack slot: not followed
+                # the fetched old value comes from memory, as a load's does
+                if i.imm == op.BPF_CMPXCHG:
+                    want_r.discard((fr, 0))
+                elif i.imm & op.BPF_FETCH:
+                    want_r.discard(src)
+                return fr
             if not h & _HIST_STACK:
-                return True
+                return fr
             slot = ((h >> 21) & 7, h >> 24)
             if slot not in want_s:
-                return True
+                return fr
             want_s.discard(slot)
             if cls == op.BPF_STX:
                 want_r.add(src)
-            return True
+            return fr
         if cls == op.BPF_LD:
             if i.code != op.OP_LD_IMM64:
-                return False
+                return None
             want_r.discard(dst)
-            return True
+            return fr
         o = i.code & 0xF0
         if o == op.BPF_CALL:
-            if i.src not in (0, op.CallSrc.BPF_PSEUDO_KFUNC_CALL) or \
-                    i.imm in _CALLBACK_HELPERS and i.src == 0:
-                return False  # bpf-to-bpf calls and callbacks change frames
+            if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm not in self.globals:
+                # back out of the callee to the caller: its arguments were the caller's
+                for r in range(11):
+                    if (fr, r) in want_r:
+                        want_r.discard((fr, r))
+                        if 1 <= r <= 5:
+                            want_r.add((fr - 1, r))
+                for slot in [x for x in want_s if x[0] >= fr]:
+                    want_s.discard(slot)  # the callee's stack did not exist before
+                return fr - 1
+            if i.src == 0 and i.imm in _CALLBACK_HELPERS:
+                return None  # a callback's frames
             if any((fr, r) in want_r for r in range(1, 6)):
-                return False
-            want_r.discard((fr, 0))
-            return True
+                return None
+            want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
+            return fr
         if o == op.BPF_EXIT:
-            return False
+            # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
+            call = self.insns[nxt - 1] if nxt > 0 else None
+            if call is None or call.code != op.OP_CALL or \
+                    call.src != op.CallSrc.BPF_PSEUDO_CALL or \
+                    any((fr, r) in want_r for r in range(1, 6)):
+                return None
+            if (fr, 0) in want_r:
+                want_r.discard((fr, 0))
+                want_r.add((fr + 1, 0))
+            return fr + 1
         if o == op.BPF_JA or o == _BPF_JCOND:
-            return True
+            return fr
         if i.code & op.BPF_X and (dst in want_r or src in want_r):
             want_r.add(dst)
             want_r.add(src)
-        return True
+        return fr
+
+    # -- stack liveness (mark_reg_read on stack slots, propagate_liveness) -----------------
+    def _stack_read(self, st: State, frame: int, spi: int) -> None:
+        """A read of a slot: the kept states before it, back to the segment that wrote
+        it, must compare it."""
+        if (frame, spi) in st.written:
+            return
+        key = (frame, spi)
+        p = st.parent
+        while p is not None and frame < len(p.frames):
+            if key in p.read:
+                return
+            p.read.add(key)
+            if key in p.written:
+                return
+            p = p.parent
+
+    def _stack_read_range(self, st: State, frame: int, lo: int, hi: int) -> None:
+        for spi in range((-hi) // 8 if hi < 0 else 0, (-lo - 1) // 8 + 1):
+            self._stack_read(st, frame, spi)
+
+    def _propagate_liveness(self, old: State, cur: State) -> None:
+        if old.all_read:
+            self._mark_all_read(cur)
+            return
+        for frame, spi in old.read:
+            self._stack_read(cur, frame, spi)
+
+    @staticmethod
+    def _mark_all_read(st: State) -> None:
+        p = st.parent
+        while p is not None and not p.all_read:
+            p.all_read = True
+            p = p.parent
 
     def _mark_all_precise(self, st: State) -> None:
         """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
@@ -1235,6 +1311,8 @@ class _Verifier:
                     return False
             for spi, so in enumerate(fo.stack):
                 sc = fc.slot(spi)
+                if self.loose and not exact and not old.all_read and (fi, spi) not in old.read:
+                    continue  # no path after old reads this slot before writing it
                 if exact:
                     if so[0] != sc[0] or (so[1] is None) != (sc[1] is None) or (
                             so[1] is not None and sc[1] is not None
@@ -1885,7 +1963,10 @@ class _Verifier:
         types, spill = frame.slot(spi)
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
+            if size == 8:
+                st.written.add((reg.frame, spi))
             return None
+        self._stack_read(st, reg.frame, spi)
         if spill is not None and types[k] == S_SPILL:
             spill_size = 0
             while spill_size < 8 and types[spill_size] == S_SPILL:
@@ -1918,6 +1999,8 @@ class _Verifier:
             raise Refuse(f"invalid variable-offset {kind} stack R{regno} "
                          f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}")
         self._note_depth(frame, -lo)
+        if not write:
+            self._stack_read_range(st, reg.frame, lo, hi)
         if write:
             for a in range(lo, hi):
                 spi = (-a - 1) // 8
@@ -2667,6 +2750,8 @@ class _Verifier:
             return
         d1: Reg | None = None
         if spi is not None and 1 <= spi < len(frame.stack):
+            self._stack_read(st, reg.frame, spi)
+            self._stack_read(st, reg.frame, spi - 1)
             t1, d1 = frame.slot(spi)
             t2, _ = frame.slot(spi - 1)
             if not (t1 == bytes([S_DYNPTR] * 8) and t2 == t1 and d1 is not None and d1.off):
@@ -2948,6 +3033,7 @@ class _Verifier:
                                  f"size={size}")
             self._note_depth(frame, -lo)
             hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
+            self._stack_read_range(st, reg.frame, lo, max(hi, lo + 1))
             if not write:  # check_stack_range_initialized: special slots are no data
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
