@@ -718,6 +718,30 @@ r2 += -16
 r2 += r7
 r1 = 0
 *(u32 *)(r2 +0) = r1"""), "invalid write to stack R2 off=116 size=4"),
+    # the slot a later path reads differs at the join: it is compared (read marks)
+    _c("live_stack_read", """r9 = r1
+call 7
+r6 = 64
+*(u64 *)(r10 -16) = r6
+if r0 > 10 goto +9
+r6 = 0
+*(u64 *)(r10 -16) = r6
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 8
+r1 = 7
+r7 = *(u64 *)(r10 -16)
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1
+r0 = 2
+exit""", "invalid write to stack R2 off=56 size=8"),
     # 2^24 paths, each leaving a different r8: only pruning on imprecise scalars (r8 never
     # decides anything) keeps this under the 1M-instruction limit.
     _c("prec_imprecise_prunes", "r8 = 0\n" + """call 7
