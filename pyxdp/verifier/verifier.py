@@ -490,7 +490,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "hist", "all_precise", "written", "read", "all_read")
+                 "lock", "hist", "all_precise", "written", "read", "all_read", "read_slots")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -512,6 +512,7 @@ class State:
         self.written: set[tuple[int, int]] = set()
         self.read: set[tuple[int, int]] = set()
         self.all_read = False
+        self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
 
     def copy(self) -> State:
         s = State()
@@ -1309,10 +1310,20 @@ class _Verifier:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
-            for spi, so in enumerate(fo.stack):
+            if self.loose and not exact and not old.all_read:
+                # only the slots a path after old reads before writing them (a finished
+                # state's read marks no longer change)
+                if old.read_slots is None:
+                    old.read_slots = [sorted(spi for f, spi in old.read if f == k)
+                                      for k in range(len(old.frames))]
+                slots = [(spi, fo.stack[spi]) for spi in old.read_slots[fi]
+                         if spi < len(fo.stack)]
+            else:
+                slots = list(enumerate(fo.stack))
+            for spi, so in slots:
                 sc = fc.slot(spi)
-                if self.loose and not exact and not old.all_read and (fi, spi) not in old.read:
-                    continue  # no path after old reads this slot before writing it
+                if so == sc and so[1] is None:
+                    continue
                 if exact:
                     if so[0] != sc[0] or (so[1] is None) != (sc[1] is None) or (
                             so[1] is not None and sc[1] is not None
