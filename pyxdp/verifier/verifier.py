@@ -58,12 +58,16 @@ from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
 from pyxdp.verifier.kfuncs import (
     KF_ACQUIRE,
+    KF_ITER_DESTROY,
+    KF_ITER_NEW,
+    KF_ITER_NEXT,
     KF_RELEASE,
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
     KArg,
     KfuncProto,
+    KParam,
     KRet,
 )
 from pyxdp.verifier.tnum import (
@@ -102,16 +106,20 @@ S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
 NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
-    BTF_ID, DYNPTR = range(14)
+    BTF_ID, DYNPTR, ITER = range(15)
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
-             DYNPTR: "dynptr"}
+             DYNPTR: "dynptr", ITER: "iter"}
 # Stack byte kinds (enum bpf_stack_slot_type).
-S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR = 0, 1, 2, 3, 4
+S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
+_SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
+# An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
+# state, ``rng`` its depth (iterations begun), ``bt`` its kind ("num").
+ITER_ACTIVE, ITER_DRAINED = 1, 2
 
 # struct xdp_md
 XDP_MD_SIZE = 24
@@ -551,6 +559,7 @@ class _KfuncMeta:
     const_size: int = 0
     dynptr_id: int = 0
     dynptr_kind: int = 0
+    iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
 
 
 @dataclass(frozen=True)
@@ -718,6 +727,16 @@ class _Verifier:
             elif i.code == op.OP_CALL and pc + 1 < n:
                 self.prune[pc + 1] = True
         self.live = _liveness(self.insns, self.subprogs)
+        # Open-coded iterators: their _next calls are forced checkpoints.
+        self.iter_next = frozenset(
+            pc for pc, name in self.kfunc_at.items()
+            if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
+        for pc in self.iter_next:
+            self.prune[pc] = True
+        # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
+        # arguments): pc -> registers; and what that makes precise (_precise_at).
+        self.sinks: dict[int, int] = {}
+        self.precise: tuple[list[int], frozenset[int]] | None = None
         # Kept states per pc: those still on the current path (branches > 0), by the
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
@@ -955,13 +974,27 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        for old in active.get(key, ()):
-            if self._states_equal(old, cur, live, exact=True):
-                raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+        force = pc in self.iter_next
+        if force:
+            # An iterator loop converges when this iteration's state is within one kept
+            # on an earlier iteration and the iterator is still active.
+            it = self._iter_at(cur)
+            if it is not None and it.sub == ITER_ACTIVE:
+                for olds in active.values():
+                    for old in olds:
+                        if self._states_equal(old, cur, live, exact=False):
+                            old.hits += 1
+                            return True
+        else:
+            for old in active.get(key, ()):
+                if self._states_equal(old, cur, live, exact=True):
+                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
         # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
-        # jumps or 100 instructions.
+        # jumps or 100 instructions (always at an iterator's _next call).
         jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        if any(active.values()):
+        if force:
+            pass
+        elif any(active.values()):
             if jumps < 20 and insns < 100:
                 return False
         elif jumps < 2 or insns < 8:
@@ -976,6 +1009,99 @@ class _Verifier:
         active.setdefault(key, []).append(new)
         self.nstates += 1
         return False
+
+    @staticmethod
+    def _iter_at(st: State) -> Reg | None:
+        """The iterator R1 points to (an iterator _next call's argument)."""
+        r1 = st.cur.regs[1]
+        if r1.t != STACK or not r1.const:
+            return None
+        it = st.frames[r1.frame].slot((-(r1.off + _s64(r1.tv)) - 1) // 8)[1]
+        return it if it is not None and it.t == ITER else None
+
+    # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
+    def _need_precise(self, regno: int) -> None:
+        """mark_chain_precision, recorded: register ``regno``'s exact value matters here."""
+        m = self.sinks.get(self.pc, 0)
+        if not m >> regno & 1:
+            self.sinks[self.pc] = m | 1 << regno
+            self.precise = None
+
+    def _precise_at(self) -> tuple[list[int], frozenset[int]]:
+        """Registers (per pc) and fp offsets whose value flows into a recorded need for
+        precision on some path: a static stand-in for Linux's backtracking (which marks
+        the registers and stack slots a precise value was computed from)."""
+        if self.precise is not None:
+            return self.precise
+        insns, n = self.insns, len(self.insns)
+        dem = [0] * (n + 1)
+        slots: set[int] = set()
+        starts = set(self.subprogs)
+        changed = True
+        while changed:
+            changed = False
+            for pc in range(n - 1, -1, -1):
+                i = insns[pc]
+                if i.code == 0 and pc and insns[pc - 1].code == op.OP_LD_IMM64:
+                    continue
+                out = 0
+                for t in _succs(insns, pc):
+                    if t < n:
+                        out |= dem[t]
+                cls, d = i.cls, 1 << i.dst
+                new = out
+                if cls in (op.BPF_ALU, op.BPF_ALU64):
+                    o = i.code & 0xF0
+                    if out & d:
+                        if o == op.BPF_MOV:
+                            new &= ~d
+                        if i.code & op.BPF_X and o not in (op.BPF_NEG, op.BPF_END):
+                            new |= 1 << i.src
+                elif cls == op.BPF_LDX:
+                    if out & d:
+                        new &= ~d
+                        if i.src == 10:
+                            slots.add(i.off)
+                elif cls == op.BPF_STX and i.dst == 10 and i.off in slots:
+                    new |= 1 << i.src
+                elif cls == op.BPF_LD:
+                    new &= ~d
+                elif i.code == op.OP_CALL:
+                    new &= ~0x3F
+                    if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in starts:
+                        new |= dem[pc + 1 + i.imm] & 0x3E
+                new |= self.sinks.get(pc, 0)
+                if new != dem[pc]:
+                    dem[pc] = new
+                    changed = True
+        self.precise = (dem, frozenset(slots))
+        return self.precise
+
+    def _widen(self, prev: State, q: State, pc: int) -> None:
+        """widen_imprecise_scalars: a scalar of ``q`` (about to run ``pc``) that differs
+        from the previous iteration's and is not needed precisely becomes unknown."""
+        dem, slots = self._precise_at()
+        for fno, (fo, fc) in enumerate(zip(prev.frames, q.frames, strict=False)):
+            # a caller frame's registers matter from its call's return on
+            at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
+            need = dem[at] if at < len(dem) else 0
+            for r in range(10):
+                self._maybe_widen(fo.regs[r], fc.regs[r], bool(need >> r & 1))
+            for spi in range(min(len(fo.stack), len(fc.stack))):
+                so, sc = fo.stack[spi], fc.stack[spi]
+                if so[1] is None or sc[1] is None or S_SPILL not in so[0] or \
+                        S_SPILL not in sc[0]:
+                    continue
+                base = -8 * (spi + 1)
+                self._maybe_widen(so[1], sc[1], any(base <= a < base + 8 for a in slots))
+
+    @staticmethod
+    def _maybe_widen(o: Reg, c: Reg, precise: bool) -> None:
+        if o.t != SCALAR or c.t != SCALAR or precise:
+            return
+        if o.key()[4:] == c.key()[4:]:  # regs_exact (ids aside)
+            return
+        c.set_unknown()
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
         if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
@@ -1009,6 +1135,11 @@ class _Verifier:
                         return False
                 if so[1] is not None and S_SPILL in so[0]:
                     if sc[1] is None or not self._regsafe(so[1], sc[1], idmap, False):
+                        return False
+                elif so[0][0] == S_ITER:  # the depth does not matter, the state does
+                    io, ic = so[1], sc[1]
+                    if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
+                            not self._ids(io.ref, ic.ref, idmap):
                         return False
             if exact and len(fc.stack) > len(fo.stack):
                 if any(s != _EMPTY for s in fc.stack[len(fo.stack):]):
@@ -1120,6 +1251,10 @@ class _Verifier:
                 raise Refuse(f"invalid shift {i.imm}", errno.EINVAL)
         self._dst(i.dst)
         if d.t != SCALAR or src.t != SCALAR:
+            if d.t == SCALAR:
+                self._need_precise(i.dst)
+            elif x and src.t == SCALAR:
+                self._need_precise(i.src)
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         self._scalar_op(d, src, o, is64)
@@ -1642,7 +1777,7 @@ class _Verifier:
                     r.id = 0
                 return r
         for j in range(k, k + size):
-            if types[j] == S_DYNPTR:  # check_stack_read_fixed_off: no special slot is data
+            if types[j] in _SPECIAL_SLOTS:  # check_stack_read_fixed_off: no special slot is data
                 raise Refuse(f"invalid read from stack off {lo}+{j - k} size {size}")
         zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
         r = Reg()
@@ -2015,7 +2150,7 @@ class _Verifier:
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
-            return self._kfunc_call(st, pc)
+            return self._kfunc_call(st, pc, stack)
         return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
@@ -2237,7 +2372,7 @@ class _Verifier:
         return pc + 1
 
     # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
-    def _kfunc_call(self, st: State, pc: int) -> int:
+    def _kfunc_call(self, st: State, pc: int, stack: list[tuple[State, int]]) -> int:
         name = self.kfunc_at.get(pc)
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
@@ -2266,7 +2401,10 @@ class _Verifier:
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
             return pc + 1
-        if proto.ret in (KRet.SLICE, KRet.SLICE_RDWR):
+        if proto.ret == KRet.RDONLY_MEM:
+            r0.set_ptr(MEM | RDONLY)
+            r0.msize = proto.ret_size
+        elif proto.ret in (KRet.SLICE, KRet.SLICE_RDWR):
             r0.set_ptr(MEM | (RDONLY if proto.ret == KRet.SLICE else 0) |
                        (PKT_SLICE if meta.dynptr_kind == _DYNPTR_XDP else 0))
             r0.msize = meta.const_size
@@ -2283,6 +2421,9 @@ class _Verifier:
                 r0.id = ref
             r0.ref = ref
             st.refs.append((ref, pc))
+        if proto.flags & KF_ITER_NEXT:
+            assert meta.iter is not None
+            self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
     def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
@@ -2294,10 +2435,12 @@ class _Verifier:
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
+            if p.kind == KArg.CONST:
+                self._need_precise(n)
             if p.kind == KArg.CONST and not reg.const:
                 raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
             return i + 1
-        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
+        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional and p.kind != KArg.ITER:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
@@ -2311,6 +2454,9 @@ class _Verifier:
         if p.kind in (KArg.DYNPTR, KArg.DYNPTR_UNINIT):
             self._dynptr_arg(st, regs, n, i, p.kind == KArg.DYNPTR_UNINIT, name, meta)
             return i + 1
+        if p.kind == KArg.ITER:
+            self._iter_arg(st, regs, n, i, p, proto, meta)
+            return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
                 return i + 1
@@ -2320,6 +2466,7 @@ class _Verifier:
             return i + 1
         if p.kind == KArg.MEM_SIZE:
             size = regs[n + 1]
+            self._need_precise(n + 1)
             if not (reg.is_null() and p.optional):
                 try:
                     self._read(regs, n)
@@ -2401,6 +2548,97 @@ class _Verifier:
         if d1 is None:
             raise Refuse(f"Expected an initialized dynptr as arg #{i}", errno.EINVAL)
         meta.dynptr_id, meta.dynptr_kind = d1.id, d1.sub
+
+    def _iter_arg(self, st: State, regs: list[Reg], n: int, i: int, p: KParam,
+                  proto: KfuncProto, meta: _KfuncMeta) -> None:
+        """process_iter_arg: ``struct bpf_iter_<kind>`` in stack slots, made by the
+        ``_new`` kfunc (an acquired reference), used by ``_next``, ended by ``_destroy``."""
+        reg = regs[n]
+        if reg.t != STACK:
+            raise Refuse(f"arg#{i} expected pointer to an iterator on stack", errno.EINVAL)
+        frame = st.frames[reg.frame]
+        nslots = p.size // 8
+        spi = self._iter_spi(reg, nslots)
+        if proto.flags & KF_ITER_NEW:
+            if spi is False or (spi is not None and any(
+                    S_ITER in frame.slot(s)[0] for s in range(spi - nslots + 1, spi + 1))):
+                raise Refuse(f"expected uninitialized iter_{p.struct} as arg #{i}",
+                             errno.EINVAL)
+            for off in range(0, p.size, 8):  # check_mem_access: a BPF_DW write per slot
+                self._mem(st, n, reg, off, 8, write=True, value=None)
+            spi = self._iter_spi(reg, nslots)
+            assert isinstance(spi, int)
+            ref = self._new_id()
+            st.refs.append((ref, self.pc))
+            for k, s in enumerate(range(spi, spi - nslots, -1)):
+                it = Reg()
+                it.t, it.bt, it.sub = ITER, p.struct, ITER_ACTIVE
+                it.ref = ref if k == 0 else 0  # only the first slot holds the reference
+                it.set_var_zero()
+                frame.set_slot(s, (bytes([S_ITER] * 8), it))
+            return
+        it = frame.slot(spi)[1] if isinstance(spi, int) else None
+        if it is None or it.t != ITER or it.bt != p.struct or not it.ref or any(
+                frame.slot(s)[0] != bytes([S_ITER] * 8) for s in range(spi - nslots + 1,
+                                                                      spi + 1)):
+            raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
+        assert isinstance(spi, int)
+        if proto.flags & KF_ITER_DESTROY:
+            for s in range(spi - nslots + 1, spi + 1):
+                frame.set_slot(s, _EMPTY)
+            st.refs = [x for x in st.refs if x[0] != it.ref]
+            return
+        meta.iter = (reg.frame, spi)
+
+    def _iter_spi(self, reg: Reg, nslots: int) -> int | None | bool:
+        """iter_get_spi: the first slot's index; None when beyond the stack in use (fine
+        for a new iterator), False for an error Linux logs."""
+        if not reg.const:
+            self.log.append("iter has to be at a constant offset")
+            return False
+        off = reg.off + _s64(reg.tv)
+        spi = (-off - 1) // 8
+        if off % 8 or spi + 1 < nslots:
+            self.log.append(f"cannot pass in iter at an offset={off}")
+            return False
+        return spi
+
+    def _iter_next(self, st: State, pc: int, where: tuple[int, int],
+                   stack: list[tuple[State, int]]) -> None:
+        """process_iter_next_call: an active iterator may yield once more (that state is
+        queued, one iteration deeper, R0 not NULL) or be drained (R0 NULL, the current
+        path). Scalars an iteration changed and nothing needs precisely are widened
+        against the previous iteration's state, so that the loop converges."""
+        fno, spi = where
+        it = st.frames[fno].slot(spi)[1]
+        assert it is not None
+        if it.sub == ITER_ACTIVE:
+            q = st.copy()
+            qit = q.frames[fno].slot(spi)[1]
+            assert qit is not None
+            qit.rng += 1
+            q.cur.regs[0].t &= ~MAYBE_NULL
+            prev = self._prev_entry(st, pc)
+            if prev is not None:
+                self._widen(prev, q, pc + 1)
+            self._push(q, pc + 1, stack)
+        it.sub = ITER_DRAINED
+        st.cur.regs[0].set_known(0)
+
+    @staticmethod
+    def _prev_entry(st: State, pc: int) -> State | None:
+        """find_prev_entry: the state kept here on an earlier iteration of this path (past
+        the one kept at this very visit)."""
+        here = st.parent
+        if here is None:
+            return None
+        sites = [f.callsite for f in st.frames]
+        p = here.parent
+        while p is not None:
+            if p.pc == pc and [f.callsite for f in p.frames] == sites:
+                return p
+            p = p.parent
+        return None
 
     def _dynptr_spi(self, reg: Reg) -> int | None:
         """dynptr_get_spi: the first slot's index; None for an error Linux logs."""
@@ -2489,6 +2727,7 @@ class _Verifier:
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
             zero_ok = arg == Arg.CONST_SIZE_OR_ZERO
+            self._need_precise(n)
             if reg.smin < 0:
                 raise Refuse(f"R{n} min value is negative, either use unsigned or "
                              "'var &= const'")
@@ -2672,7 +2911,7 @@ class _Verifier:
             if not write:  # check_stack_range_initialized: special slots are no data
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
-                    if frame.slot(spi)[0][a + 8 * (spi + 1)] == S_DYNPTR:
+                    if frame.slot(spi)[0][a + 8 * (spi + 1)] in _SPECIAL_SLOTS:
                         where = f"off {lo}" if reg.const else \
                             f"var_off {tnum_str((reg.tv, reg.tm))}"
                         raise Refuse(f"invalid read from stack R{n} {where}+{a - lo} size "
