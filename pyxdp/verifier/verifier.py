@@ -492,12 +492,13 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock")
+                 "lock", "may_goto")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -510,6 +511,7 @@ class State:
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.lock = self.lock
+        s.may_goto = self.may_goto
         s.parent = self.parent
         return s
 
@@ -602,7 +604,7 @@ def _use_def(i: Instruction) -> tuple[int, int]:
             return 0x3E, 0x3F
         if o == op.BPF_EXIT:
             return 1, 0
-        if o == op.BPF_JA:
+        if o in (op.BPF_JA, BPF_JCOND):
             return 0, 0
         use = 1 << i.dst
         if i.code & op.BPF_X:
@@ -665,6 +667,8 @@ _NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
         op.BPF_JSLT: op.BPF_JSGE, op.BPF_JSLE: op.BPF_JSGT, op.BPF_JEQ: op.BPF_JNE,
         op.BPF_JNE: op.BPF_JEQ}
 _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
+BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
+OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
@@ -731,7 +735,9 @@ class _Verifier:
         self.iter_next = frozenset(
             pc for pc, name in self.kfunc_at.items()
             if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
-        for pc in self.iter_next:
+        self.may_goto = frozenset(pc for pc in range(n) if self.insns[pc].code == OP_MAY_GOTO
+                                  and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
+        for pc in self.iter_next | self.may_goto:
             self.prune[pc] = True
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments): pc -> registers; and what that makes precise (_precise_at).
@@ -755,6 +761,10 @@ class _Verifier:
         # Writes to r10 are refused on the path that reaches them (do_check), not here.
         insns = [dataclasses.replace(i, dst=0) if i.dst == 10 and self._writes_dst(i) else i
                  for i in self.insns]
+        second = {pc + 1 for pc, i in enumerate(insns) if i.code == op.OP_LD_IMM64}
+        for pc, i in enumerate(insns):  # may_goto is checked as the jump it may take
+            if i.code == OP_MAY_GOTO and pc not in second:
+                insns[pc] = Instruction(op.OP_JA, 0, 0, i.off, 0)
         for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
             if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
                 insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
@@ -930,6 +940,8 @@ class _Verifier:
                         pc = ret
                 elif o == op.BPF_JA:
                     pc += 1 + (i.imm if cls == op.BPF_JMP32 else i.off)
+                elif o == BPF_JCOND and cls == op.BPF_JMP:
+                    pc = self._may_goto(st, i, pc, stack)
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
 
@@ -950,8 +962,8 @@ class _Verifier:
         return st, pc
 
     def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
-        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:
-            raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ} jumps is too "
+        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # push_stack counts the one refused
+            raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ + 1} jumps is too "
                          "complex.", errno.E2BIG)
         if st.parent is not None:
             st.parent.branches += 1
@@ -974,8 +986,16 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        force = pc in self.iter_next
-        if force:
+        force = pc in self.iter_next or pc in self.may_goto
+        if pc in self.may_goto:
+            # a may_goto loop converges on a state within one of a shallower depth
+            for olds in active.values():
+                for old in olds:
+                    if old.may_goto != cur.may_goto and \
+                            self._states_equal(old, cur, live, exact=False):
+                        old.hits += 1
+                        return True
+        if pc in self.iter_next:
             # An iterator loop converges when this iteration's state is within one kept
             # on an earlier iteration and the iterator is still active.
             it = self._iter_at(cur)
@@ -987,7 +1007,8 @@ class _Verifier:
                             return True
         else:
             for old in active.get(key, ()):
-                if self._states_equal(old, cur, live, exact=True):
+                if old.may_goto == cur.may_goto and \
+                        self._states_equal(old, cur, live, exact=True):
                     raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
         # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
         # jumps or 100 instructions (always at an iterator's _next call).
@@ -1878,10 +1899,12 @@ class _Verifier:
             s.set_known(i.imm)
         taken_pc = pc + 1 + i.off
         pred = self._branch_taken(d, s, o, is32)
-        if pred == 1:
-            return taken_pc
-        if pred == 0:
-            return pc + 1
+        if pred >= 0:  # a decided branch needs its scalars' exact values
+            if d.t == SCALAR:
+                self._need_precise(i.dst)
+            if i.code & op.BPF_X and s.t == SCALAR:
+                self._need_precise(i.src)
+            return taken_pc if pred else pc + 1
         other = st.copy()
         oregs = other.cur.regs
         od = oregs[i.dst]
@@ -2624,6 +2647,20 @@ class _Verifier:
             self._push(q, pc + 1, stack)
         it.sub = ITER_DRAINED
         st.cur.regs[0].set_known(0)
+
+    def _may_goto(self, st: State, i: Instruction, pc: int,
+                  stack: list[tuple[State, int]]) -> int:
+        """check_cond_jmp_op for BPF_JCOND: the jump is the path walked now; the fall
+        through (one may_goto deeper, imprecise scalars widened) is queued."""
+        if i.src or i.dst or i.imm:
+            raise Refuse(f"invalid may_goto imm {i.imm}", errno.EINVAL)
+        prev = self._prev_entry(st, pc)
+        q = st.copy()
+        q.may_goto += 1
+        if prev is not None:
+            self._widen(prev, q, pc + 1)
+        self._push(q, pc + 1, stack)
+        return pc + 1 + i.off
 
     @staticmethod
     def _prev_entry(st: State, pc: int) -> State | None:
