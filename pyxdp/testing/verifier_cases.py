@@ -155,7 +155,10 @@ class VerifierCase:
             if "locked" in maps:
                 maps["locked"] = replace(maps["locked"], key_type=int_id, value_type=locked)
         if self.funcs:
-            starts = [a for a, _ in validate(insns).functions]
+            # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
+            starts = sorted({a for a, _ in validate(insns).functions} | {
+                pc + 1 + i.imm for pc, i in enumerate(insns)
+                if i.is_ld_imm64() and i.src == 4})
             if len(starts) != len(self.funcs):
                 raise ValueError(f"{self.name}: {len(starts)} functions, {len(self.funcs)} "
                                  "described")

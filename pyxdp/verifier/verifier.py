@@ -458,7 +458,7 @@ _EMPTY: Slot = (bytes(8), None)
 class Frame:
     """``struct bpf_func_state``: registers and stack of one call frame."""
 
-    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno")
+    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth")
 
     def __init__(self, frameno: int, callsite: int, sub: int) -> None:
         self.regs = [Reg() for _ in range(11)]
@@ -468,6 +468,7 @@ class Frame:
         self.callsite = callsite
         self.sub = sub
         self.callback = 0  # the helper id when this frame is a callback
+        self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
 
     def copy(self) -> Frame:
@@ -475,8 +476,8 @@ class Frame:
         f.regs = [r.copy() for r in self.regs]
         # spilled registers are refined in place (ids, ranges): each state owns its own
         f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
-        f.callsite, f.sub, f.callback, f.frameno = \
-            self.callsite, self.sub, self.callback, self.frameno
+        f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
+            self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
 
     def slot(self, spi: int) -> Slot:
@@ -492,13 +493,14 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "may_goto")
+                 "lock", "may_goto", "cb_unroll")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
+        self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -512,6 +514,7 @@ class State:
         s.refs = list(self.refs)
         s.lock = self.lock
         s.may_goto = self.may_goto
+        s.cb_unroll = self.cb_unroll
         s.parent = self.parent
         return s
 
@@ -669,6 +672,8 @@ _NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
 _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
 BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
+BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
+_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
@@ -737,11 +742,18 @@ class _Verifier:
             if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
         self.may_goto = frozenset(pc for pc in range(n) if self.insns[pc].code == OP_MAY_GOTO
                                   and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
-        for pc in self.iter_next | self.may_goto:
+        # Calls of helpers that call back (bpf_loop, bpf_for_each_map_elem): the callback
+        # returns to the call, which calls it again until the states converge.
+        self.cb_sites = frozenset(
+            pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
+            self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
+            _CALLBACK_HELPERS)
+        for pc in self.iter_next | self.may_goto | self.cb_sites:
             self.prune[pc] = True
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments): pc -> registers; and what that makes precise (_precise_at).
         self.sinks: dict[int, int] = {}
+        self.stack_at: dict[int, int] = {}  # pc -> fp offset of a stack access not via r10
         self.precise: tuple[list[int], frozenset[int]] | None = None
         # Kept states per pc: those still on the current path (branches > 0), by the
         # exact key of their registers (states_maybe_looping), and the finished ones.
@@ -986,7 +998,7 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        force = pc in self.iter_next or pc in self.may_goto
+        force = pc in self.iter_next or pc in self.may_goto or pc in self.cb_sites
         if pc in self.may_goto:
             # a may_goto loop converges on a state within one of a shallower depth
             for olds in active.values():
@@ -995,7 +1007,13 @@ class _Verifier:
                             self._states_equal(old, cur, live, exact=False):
                         old.hits += 1
                         return True
-        if pc in self.iter_next:
+        if pc in self.cb_sites:
+            for olds in active.values():
+                for old in olds:
+                    if self._states_equal(old, cur, live, exact=False):
+                        old.hits += 1
+                        return True
+        elif pc in self.iter_next:
             # An iterator loop converges when this iteration's state is within one kept
             # on an earlier iteration and the iterator is still active.
             it = self._iter_at(cur)
@@ -1007,7 +1025,7 @@ class _Verifier:
                             return True
         else:
             for old in active.get(key, ()):
-                if old.may_goto == cur.may_goto and \
+                if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
                         self._states_equal(old, cur, live, exact=True):
                     raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
         # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
@@ -1081,9 +1099,12 @@ class _Verifier:
                 elif cls == op.BPF_LDX:
                     if out & d:
                         new &= ~d
-                        if i.src == 10:
-                            slots.add(i.off)
-                elif cls == op.BPF_STX and i.dst == 10 and i.off in slots:
+                        a = i.off if i.src == 10 else self.stack_at.get(pc)
+                        if a is not None and a not in slots:
+                            slots.add(a)
+                            changed = True
+                elif cls == op.BPF_STX and (i.off if i.dst == 10 else
+                                            self.stack_at.get(pc)) in slots:
                     new |= 1 << i.src
                 elif cls == op.BPF_LD:
                     new &= ~d
@@ -1588,6 +1609,8 @@ class _Verifier:
         self._dst(i.dst)
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
+        if i.src != 10 and base.t == STACK and base.tm == 0:
+            self.stack_at[self.pc] = base.off + _s64(base.tv) + i.off
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
             val = Reg()
@@ -1610,6 +1633,8 @@ class _Verifier:
         if i.cls == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
+        if i.dst != 10 and base.t == STACK and base.tm == 0:
+            self.stack_at[self.pc] = base.off + _s64(base.tv) + i.off
         if value is None:
             imm = Reg()
             imm.set_known(i.imm)
@@ -2207,7 +2232,13 @@ class _Verifier:
                     raise Refuse(f"At callback return the register R0 has"
                                  f"{has or ' unknown scalar value'} should have been in [0, 1]",
                                  errno.EINVAL)
-                return None
+                self._need_precise(0)
+                # back to the call, which calls the callback again (or not, once the
+                # states converge there); scalars the body changed are widened
+                prev = self._prev_entry(st, callee.callsite, here=True)
+                if prev is not None:
+                    self._widen(prev, st, callee.callsite)
+                return callee.callsite
             if r0.t == STACK and r0.frame == callee.frameno:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
@@ -2362,7 +2393,14 @@ class _Verifier:
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
         if meta.func is not None:
-            self._push_callback(st, fid, meta.func, meta, pc, stack)
+            if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
+                self._need_precise(1)
+                if st.cur.cb_depth < regs[1].umax:
+                    self._push_callback(st, fid, meta.func, meta, pc, stack)
+                else:
+                    st.cur.cb_depth = 0
+            else:
+                self._push_callback(st, fid, meta.func, meta, pc, stack)
         if meta.ref:
             self._release(st, meta.ref)
         for r in range(6):
@@ -2663,14 +2701,13 @@ class _Verifier:
         return pc + 1 + i.off
 
     @staticmethod
-    def _prev_entry(st: State, pc: int) -> State | None:
-        """find_prev_entry: the state kept here on an earlier iteration of this path (past
-        the one kept at this very visit)."""
-        here = st.parent
-        if here is None:
+    def _prev_entry(st: State, pc: int, here: bool = False) -> State | None:
+        """find_prev_entry: the state kept at ``pc`` on an earlier iteration of this path
+        (past the one kept at this very visit, unless ``here``)."""
+        if st.parent is None:
             return None
         sites = [f.callsite for f in st.frames]
-        p = here.parent
+        p = st.parent if here else st.parent.parent
         while p is not None:
             if p.pc == pc and [f.callsite for f in p.frames] == sites:
                 return p
@@ -2721,6 +2758,9 @@ class _Verifier:
             f.regs[3].map = m
             f.regs[4].assign(regs[3])
         cb.frames.append(f)
+        cb.cb_unroll += 1
+        caller.cb_depth += 1
+        st.cur.cb_depth = 0
         self._push(cb, target, stack)
 
     def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
