@@ -493,7 +493,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "may_goto", "cb_unroll")
+                 "lock", "may_goto", "cb_unroll", "cidx")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -501,6 +501,9 @@ class State:
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
+        # A kept state at a loop's forced checkpoint: its live constant registers (which
+        # a state within it must hold too) and their values, by which it is indexed.
+        self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -748,7 +751,10 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS)
-        for pc in self.iter_next | self.may_goto | self.cb_sites:
+        # Kept states on the current path at these forced checkpoints, indexed (cidx).
+        self.forced: dict[int, dict[tuple[int, ...], dict[tuple[object, ...], list[State]]]] = {
+            pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
+        for pc in self.forced:
             self.prune[pc] = True
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments): pc -> registers; and what that makes precise (_precise_at).
@@ -966,6 +972,8 @@ class _Verifier:
                 break
             # off the current path: from now on it may prune others
             self.active[p.pc][p.loop_key].remove(p)
+            if p.pc in self.forced:
+                self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
             self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
@@ -998,32 +1006,26 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        force = pc in self.iter_next or pc in self.may_goto or pc in self.cb_sites
-        if pc in self.may_goto:
-            # a may_goto loop converges on a state within one of a shallower depth
-            for olds in active.values():
-                for old in olds:
-                    if old.may_goto != cur.may_goto and \
-                            self._states_equal(old, cur, live, exact=False):
-                        old.hits += 1
-                        return True
-        if pc in self.cb_sites:
-            for olds in active.values():
-                for old in olds:
-                    if self._states_equal(old, cur, live, exact=False):
-                        old.hits += 1
-                        return True
-        elif pc in self.iter_next:
-            # An iterator loop converges when this iteration's state is within one kept
-            # on an earlier iteration and the iterator is still active.
-            it = self._iter_at(cur)
-            if it is not None and it.sub == ITER_ACTIVE:
-                for olds in active.values():
-                    for old in olds:
+        forced = self.forced.get(pc)
+        may_goto = pc in self.may_goto
+        if forced is not None:
+            # A loop of may_goto, an iterator or a callback converges when this state is
+            # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
+            # another may_goto depth, with the iterator still active.
+            regs = cur.cur.regs
+            it = self._iter_at(cur) if pc in self.iter_next else None
+            if it is None or it.sub == ITER_ACTIVE:
+                for rs, by_vals in forced.items():
+                    vals = self._exact_part(regs, rs)
+                    if vals is None:
+                        continue
+                    for old in by_vals.get(vals, ()):
+                        if may_goto and old.may_goto == cur.may_goto:
+                            continue
                         if self._states_equal(old, cur, live, exact=False):
                             old.hits += 1
                             return True
-        else:
+        if forced is None or may_goto:
             for old in active.get(key, ()):
                 if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
                         self._states_equal(old, cur, live, exact=True):
@@ -1031,7 +1033,7 @@ class _Verifier:
         # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
         # jumps or 100 instructions (always at an iterator's _next call).
         jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        if force:
+        if forced is not None:
             pass
         elif any(active.values()):
             if jumps < 20 and insns < 100:
@@ -1046,8 +1048,34 @@ class _Verifier:
         new.loop_key = key
         cur.parent = new
         active.setdefault(key, []).append(new)
+        if forced is not None:
+            regs = cur.cur.regs
+            rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
+                       (regs[r].t != SCALAR or not regs[r].tm))
+            vals = self._exact_part(regs, rs)
+            assert vals is not None
+            new.cidx = (rs, vals)
+            forced.setdefault(rs, {}).setdefault(vals, []).append(new)
         self.nstates += 1
         return False
+
+    @staticmethod
+    def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
+        """What a state within a kept one must share with it in registers ``rs`` (the
+        kept one's constants and pointers): a constant's value, a pointer's type and
+        offset; None when a register cannot match (an unknown scalar, uninitialised)."""
+        out: list[object] = []
+        for r in rs:
+            x = regs[r]
+            if x.t == SCALAR:
+                if x.tm:
+                    return None
+                out.append(x.tv)
+            elif x.t == NOT_INIT:
+                return None
+            else:
+                out.append((x.t, x.off))
+        return tuple(out)
 
     @staticmethod
     def _iter_at(st: State) -> Reg | None:
@@ -2370,6 +2398,7 @@ class _Verifier:
                     r.id = self._new_id()
             st.frames.append(f)
             self.active, self.done = {}, {}
+            self.forced = {pc: {} for pc in self.forced}
             self.in_global = True
             self._do_check(st, sub)
 
