@@ -177,6 +177,8 @@ _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncal
 
 
 _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
+# a main program and its callback (static functions, with BTF func_info)
+_CB = (Func("main"), Func("cb"))
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -1968,4 +1970,762 @@ r0 = *(u64 *)(r0 +4)
 exit
 r0 = 1
 exit""", None),
+    # -- loops Linux verifies until their states converge: open-coded iterators
+    # (bpf_iter_num_*, what bpf_for/bpf_repeat expand to), may_goto (can_loop,
+    # cond_break) and callbacks called again from their call ----------------------------
+    _c("iter_basic", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r6 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r6 += r1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_leak", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_next_uninit", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_new_twice", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'expected uninitialized iter_num as arg #0'),
+    _c("iter_read_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = *(u64 *)(r10 -8)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'invalid read from stack off -8+0 size 8'),
+    _c("iter_write_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 0
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_misaligned", """
+r1 = r10
+r1 += -12
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'expected uninitialized iter_num as arg #0'),
+    _c("iter_ctx_arg", """
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'arg#0 expected pointer to an iterator on stack'),
+    _c("iter_nonconst", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r0 = *(u32 *)(r0 +4)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("iter_write_r0", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = 1
+*(u32 *)(r0 +0) = r1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("iter_no_nullck", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+r1 = *(u32 *)(r0 +0)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", "R0 invalid mem access 'scalar'"),
+    _c("iter_destroy_twice", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_pkt_loop", """
+r6 = r1
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 16
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+if r1 s< 0 goto out
+if r1 s>= 16 goto out
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r2 += r1
+r4 = r2
+r4 += 1
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +0)
+r7 += r5
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = r7
+r0 &= 3
+exit""", None),
+    _c("iter_index_precise", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto loop
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("iter_index_bounded", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto loop
+if r7 > 15 goto out
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_sum_break", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r7 += r1
+if r7 > 1000 goto out
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_repeat_counter", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = r7
+exit""", None),
+    _c("iter_spilled_sum", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+*(u64 *)(r10 -16) = r7
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r2 = *(u64 *)(r10 -16)
+r2 += r1
+*(u64 *)(r10 -16) = r2
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = *(u64 *)(r10 -16)
+exit""", None),
+    _c("iter_nested", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+outer:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+inner:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto inner_out
+r7 += 1
+goto inner
+inner_out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+goto outer
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_inner_leak", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+outer:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+goto outer
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_uninit_in_loop", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r6 = r9
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R9 !read_ok'),
+    _c("iter_second_pass_fault", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+if r7 != 0 goto bad
+r7 = 1
+goto loop
+bad:
+r0 = *(u64 *)(r10 -40)
+r7 = 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("mg_basic", """
+r0 = 0
+loop:
+may_goto +2
+r0 += 1
+goto loop
+r0 = 2
+exit""", None),
+    _c("mg_sum_pkt", """
+r6 = r1
+r7 = 0
+loop:
+may_goto out
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 1
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +0)
+r7 += r5
+goto loop
+out:
+r0 = r7
+exit""", None),
+    _c("mg_index", """
+r7 = 0
+loop:
+may_goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto out
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("mg_stack_big", """
+r1 = 0
+*(u64 *)(r10 -504) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_stack_ok", """
+r1 = 0
+*(u64 *)(r10 -496) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_uninit_after", """
+loop:
+may_goto out
+r0 = 1
+goto loop
+out:
+exit""", 'R0 !read_ok'),
+    _c("mg_fault_in_loop", """
+r1 = 0
+loop:
+may_goto out
+r1 += 1
+if r1 > 3 goto bad
+goto loop
+bad:
+r0 = *(u64 *)(r10 +8)
+out:
+r0 = 2
+exit""", 'invalid read from stack R10 off=8 size=8'),
+    _c("mg_stack_512", """
+r1 = 0
+*(u64 *)(r10 -512) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_counter_bad", """
+r1 = 0
+loop:
+may_goto out
+r1 += 1
+if r1 == 300 goto bad
+goto loop
+bad:
+r0 = *(u64 *)(r10 +8)
+out:
+r0 = 2
+exit""", 'invalid read from stack R10 off=8 size=8'),
+    _c("mg_counter_unknown_step", """
+r6 = r1
+r7 = 0
+loop:
+may_goto out
+r2 = *(u32 *)(r6 +0)
+r2 &= 7
+r7 += r2
+if r7 == 5 goto hit
+goto loop
+hit:
+r0 = 1
+exit
+out:
+r0 = 2
+exit""", 'R2 bitwise operator &= on pointer prohibited'),
+    _c("mg_subprog", """
+r1 = 0
+call sub
+exit
+sub:
+r0 = 0
+loop:
+may_goto out
+r0 += 1
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_nested", """
+r7 = 0
+outer:
+may_goto out
+r8 = 0
+inner:
+may_goto inner_out
+r8 += 1
+goto inner
+inner_out:
+r7 += 1
+goto outer
+out:
+r0 = 2
+exit""", None),
+    _c("mg_ptr_walk", """
+r6 = r1
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+loop:
+may_goto out
+r4 = r2
+r4 += 2
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +1)
+r2 += r5
+goto loop
+out:
+r0 = 2
+exit""", 'R2 offset is outside of the packet'),
+    _c("cb_second_iter_fault", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r1 = *(u64 *)(r2 +0)
+if r1 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r1 = 1
+*(u64 *)(r2 +0) = r1
+r0 = 0
+exit""", 'invalid read from stack R10 off=8 size=8', funcs=_CB),
+    _c("cb_once_ok", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 1
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r1 = *(u64 *)(r2 +0)
+if r1 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r1 = 1
+*(u64 *)(r2 +0) = r1
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_counter_index", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 20
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = r2
+r1 = *(u64 *)(r6 +0)
+r1 += 1
+*(u64 *)(r6 +0) = r1
+r1 = r10
+r1 += -16
+r1 += 0
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_sum", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 100
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = *(u64 *)(r10 -8)
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += r1
+*(u64 *)(r2 +0) = r3
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_index_array", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 100
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = r2
+r7 = *(u64 *)(r6 +0)
+r7 += 1
+*(u64 *)(r6 +0) = r7
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto o
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+o:
+r0 = 0
+exit""", 'R0 min value is outside of the allowed memory range', funcs=_CB),
+    _c("cb_unknown_nr", """
+r6 = r1
+r1 = *(u32 *)(r6 +0)
+r7 = *(u32 *)(r6 +4)
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = *(u32 *)(r6 +0)
+r1 &= 255
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += 1
+*(u64 *)(r2 +0) = r3
+r0 = 0
+exit""", 'R1 bitwise operator &= on pointer prohibited', funcs=_CB),
+    _c("foreach_sum", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = MAP(hash)
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 164
+r0 = 2
+exit
+cb:
+r5 = *(u64 *)(r3 +0)
+r6 = *(u64 *)(r4 +0)
+r6 += r5
+*(u64 *)(r4 +0) = r6
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("foreach_second_fault", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = MAP(hash)
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 164
+r0 = 2
+exit
+cb:
+r6 = *(u64 *)(r4 +0)
+if r6 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r6 = 7
+*(u64 *)(r4 +0) = r6
+r0 = 0
+exit""", 'invalid read from stack R10 off=8 size=8', funcs=_CB),
+    _c("cb_ret_two_second", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r2 +0)
+r1 = 1
+*(u64 *)(r2 +0) = r1
+exit""", None, funcs=_CB),
 )
