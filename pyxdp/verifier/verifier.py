@@ -493,7 +493,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "may_goto", "cb_unroll", "cidx")
+                 "lock", "may_goto", "cb_unroll", "cidx", "sinks")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -504,6 +504,8 @@ class State:
         # A kept state at a loop's forced checkpoint: its live constant registers (which
         # a state within it must hold too) and their values, by which it is indexed.
         self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
+        # A kept state: where paths from it needed exact values (pc -> registers).
+        self.sinks: dict[int, int] = {}
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -757,10 +759,12 @@ class _Verifier:
         for pc in self.forced:
             self.prune[pc] = True
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
-        # arguments): pc -> registers; and what that makes precise (_precise_at).
-        self.sinks: dict[int, int] = {}
+        # arguments, decided branches) are kept per kept state (State.sinks); what they
+        # make precise is computed per set of them (_precise_at).
         self.stack_at: dict[int, int] = {}  # pc -> fp offset of a stack access not via r10
-        self.precise: tuple[list[int], frozenset[int]] | None = None
+        self.stack_ver = 0
+        self.precise: dict[tuple[frozenset[tuple[int, int]], int],
+                           tuple[list[int], frozenset[int]]] = {}
         # Kept states per pc: those still on the current path (branches > 0), by the
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
@@ -1089,17 +1093,32 @@ class _Verifier:
     # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
     def _need_precise(self, regno: int) -> None:
         """mark_chain_precision, recorded: register ``regno``'s exact value matters here."""
-        m = self.sinks.get(self.pc, 0)
-        if not m >> regno & 1:
-            self.sinks[self.pc] = m | 1 << regno
-            self.precise = None
+        # Linux marks the registers and slots it came from in every state kept on the
+        # path (backtracking); here the need is noted in each of them, and the flow
+        # from a kept state to its needs is static (_precise_at).
+        pc, bit = self.pc, 1 << regno
+        st = self.state
+        p = st.parent if st is not None else None
+        while p is not None:
+            m = p.sinks.get(pc, 0)
+            if m & bit:
+                break  # noted here before, so in every older state too
+            p.sinks[pc] = m | bit
+            p = p.parent
 
-    def _precise_at(self) -> tuple[list[int], frozenset[int]]:
+    def _stack_at(self, off: int) -> None:
+        if self.stack_at.get(self.pc) != off:
+            self.stack_at[self.pc] = off
+            self.stack_ver += 1
+
+    def _precise_at(self, sinks: dict[int, int]) -> tuple[list[int], frozenset[int]]:
         """Registers (per pc) and fp offsets whose value flows into a recorded need for
         precision on some path: a static stand-in for Linux's backtracking (which marks
         the registers and stack slots a precise value was computed from)."""
-        if self.precise is not None:
-            return self.precise
+        key = (frozenset(sinks.items()), self.stack_ver)
+        got = self.precise.get(key)
+        if got is not None:
+            return got
         insns, n = self.insns, len(self.insns)
         dem = [0] * (n + 1)
         slots: set[int] = set()
@@ -1140,17 +1159,17 @@ class _Verifier:
                     new &= ~0x3F
                     if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in starts:
                         new |= dem[pc + 1 + i.imm] & 0x3E
-                new |= self.sinks.get(pc, 0)
+                new |= sinks.get(pc, 0)
                 if new != dem[pc]:
                     dem[pc] = new
                     changed = True
-        self.precise = (dem, frozenset(slots))
-        return self.precise
+        got = self.precise[key] = (dem, frozenset(slots))
+        return got
 
     def _widen(self, prev: State, q: State, pc: int) -> None:
         """widen_imprecise_scalars: a scalar of ``q`` (about to run ``pc``) that differs
         from the previous iteration's and is not needed precisely becomes unknown."""
-        dem, slots = self._precise_at()
+        dem, slots = self._precise_at(prev.sinks)
         for fno, (fo, fc) in enumerate(zip(prev.frames, q.frames, strict=False)):
             # a caller frame's registers matter from its call's return on
             at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
@@ -1638,7 +1657,7 @@ class _Verifier:
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0:
-            self.stack_at[self.pc] = base.off + _s64(base.tv) + i.off
+            self._stack_at(base.off + _s64(base.tv) + i.off)
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
             val = Reg()
@@ -1662,7 +1681,7 @@ class _Verifier:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0:
-            self.stack_at[self.pc] = base.off + _s64(base.tv) + i.off
+            self._stack_at(base.off + _s64(base.tv) + i.off)
         if value is None:
             imm = Reg()
             imm.set_known(i.imm)
