@@ -1096,6 +1096,8 @@ class _Verifier:
         # Linux marks the registers and slots it came from in every state kept on the
         # path (backtracking); here the need is noted in each of them, and the flow
         # from a kept state to its needs is static (_precise_at).
+        if not self.forced:  # no loop to widen: nothing reads them
+            return
         pc, bit = self.pc, 1 << regno
         st = self.state
         p = st.parent if st is not None else None
@@ -1656,7 +1658,7 @@ class _Verifier:
         self._dst(i.dst)
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
-        if i.src != 10 and base.t == STACK and base.tm == 0:
+        if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
@@ -1680,7 +1682,7 @@ class _Verifier:
         if i.cls == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
-        if i.dst != 10 and base.t == STACK and base.tm == 0:
+        if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         if value is None:
             imm = Reg()
