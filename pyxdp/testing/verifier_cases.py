@@ -44,7 +44,10 @@ MAPS: dict[str, MapSpec] = {
     "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
     # value struct { int cnt; struct bpf_spin_lock lock; int x; }: its BTF comes with the case
     "locked": MapSpec("locked", MT.BPF_MAP_TYPE_ARRAY, 4, 12, 2),
+    # value struct { long x; struct bpf_timer t; }: its BTF comes with the case
+    "timed": MapSpec("timed", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
 }
+_BTF_MAPS = ("locked", "timed")
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -62,9 +65,9 @@ class Func:
     ret: str = "int"
 
 
-def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
-    """BTF for ``funcs``: each one's FUNC type id, then the ids of ``int`` and of the
-    ``locked`` map's value struct."""
+def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[str, int]]:
+    """BTF for ``funcs``: each one's FUNC type id, then the id of ``int`` and those of
+    the value structs of the maps with special fields (``locked``, ``timed``)."""
     strings = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -89,6 +92,13 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
                  members=(BtfMember("cnt", name("cnt"), int_id, 0),
                           BtfMember("lock", name("lock"), lock, 32),
                           BtfMember("x", name("x"), int_id, 64)))
+    long_id = add(BtfKind.INT, "long", size_type=8, int_encoding=BTF_INT_SIGNED, int_bits=64)
+    timer = add(BtfKind.STRUCT, "bpf_timer", size_type=16,
+                members=(BtfMember("a", name("a"), long_id, 0),
+                         BtfMember("b", name("b"), long_id, 64)))
+    timed = add(BtfKind.STRUCT, "timed_val", size_type=24,
+                members=(BtfMember("x", name("x"), long_id, 0),
+                         BtfMember("t", name("t"), timer, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -108,7 +118,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
         proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
                     vlen=len(named), params=named)
         ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
-    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, locked
+    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
+        "locked": locked, "timed": timed}
 
 
 @dataclass(frozen=True)
@@ -150,10 +161,11 @@ class VerifierCase:
                            kfuncs=krefs, flags=self.flags)
         btf = None
         maps = {n: MAPS[n] for n in names}
-        if self.funcs or "locked" in maps:
-            btf, ids, int_id, locked = funcs_btf(self.funcs)
-            if "locked" in maps:
-                maps["locked"] = replace(maps["locked"], key_type=int_id, value_type=locked)
+        if self.funcs or any(m in maps for m in _BTF_MAPS):
+            btf, ids, int_id, values = funcs_btf(self.funcs)
+            for m in _BTF_MAPS:
+                if m in maps:
+                    maps[m] = replace(maps[m], key_type=int_id, value_type=values[m])
         if self.funcs:
             # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
             starts = sorted({a for a, _ in validate(insns).functions} | {
@@ -2728,4 +2740,214 @@ r0 = *(u64 *)(r2 +0)
 r1 = 1
 *(u64 *)(r2 +0) = r1
 exit""", None, funcs=_CB),
+    # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
+    _c("timer_ok", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 8
+r2 = MAP(timed)
+r3 = 1
+call 169
+r1 = r6
+r1 += 8
+r2 = subprog[cb]
+call 170
+r1 = r6
+r1 += 8
+r2 = 1000
+r3 = 0
+call 171
+out:
+r0 = 2
+exit
+cb:
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("timer_wrong_off", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r2 = MAP(timed)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8"),
+    _c("timer_no_btf", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = MAP(arr)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "map 'arr' has to have BTF in order to use bpf_timer"),
+    _c("timer_no_field", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 4
+r2 = MAP(locked)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "map 'locked' has no valid bpf_timer"),
+    _c("timer_other_map", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = MAP(arr)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0"),
+    _c("timer_stack", """
+r1 = r10
+r1 += -16
+r2 = MAP(timed)
+r3 = 1
+call 169
+r0 = 2
+exit""", 'R1 type=fp expected=map_value'),
+    _c("timer_var_off", """
+r6 = r1
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r2 = *(u32 *)(r6 +12)
+r2 &= 8
+r1 = r0
+r1 += r2
+r2 = MAP(timed)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset"),
+    _c("timer_load", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = *(u64 *)(r0 +8)
+out:
+r0 = 2
+exit""", 'bpf_timer cannot be accessed directly by load/store'),
+    _c("timer_store_x", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = 5
+*(u64 *)(r0 +0) = r1
+out:
+r0 = 2
+exit""", None),
+    _c("timer_cb_ret", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = subprog[cb]
+call 170
+out:
+r0 = 2
+exit
+cb:
+r0 = 1
+exit""", 'At async callback return the register R0 has smin=1 smax=1 should have been in [0, 0]', funcs=_CB),
+    _c("timer_cb_reads_value", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = subprog[cb]
+call 170
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = *(u64 *)(r3 +16)
+r0 = 0
+exit""", 'bpf_timer cannot be accessed directly by load/store', funcs=_CB),
+    _c("timer_cancel_null", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+r1 = r0
+r1 += 8
+call 172
+r0 = 2
+exit""", None),
+    _c("timer_nongpl", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto +3
+r1 = r0
+r1 += 8
+call 172
+r0 = 2
+exit""", "cannot call GPL-restricted function from non-GPL compatible program",
+       license="Dual BSD"),
 )

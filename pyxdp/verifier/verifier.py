@@ -678,6 +678,8 @@ _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
 BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
+BPF_FUNC_TIMER_SET_CALLBACK = 170
+_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16}
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -718,7 +720,7 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type)
         self.in_global = False
-        self.lock_offs: dict[str, int | None] = {}
+        self.fields: dict[str, dict[str, int]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
@@ -1737,6 +1739,9 @@ class _Verifier:
             at = self._lock_off(m) if m.value_type is not None else None
             if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
                 raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
+            at = self._fields(m).get("bpf_timer") if m.value_type is not None else None
+            if at is not None and reg.smin + full < at + 16 and at < reg.umax + full + size:
+                raise Refuse("bpf_timer cannot be accessed directly by load/store")
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -2292,6 +2297,16 @@ class _Verifier:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        if st.cur.callback == BPF_FUNC_TIMER_SET_CALLBACK:  # an async callback returns 0
+            if r0.t != SCALAR:
+                raise Refuse("At async callback return the register R0 is not a known value "
+                             f"({type_str(r0.t)})", errno.EINVAL)
+            if not (r0.smin >= 0 and r0.smax <= 0):
+                has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
+                    (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
+                raise Refuse(f"At async callback return the register R0 has"
+                             f"{has or ' unknown scalar value'} should have been in [0, 0]",
+                             errno.EINVAL)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
@@ -2442,7 +2457,9 @@ class _Verifier:
         meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
-        if meta.func is not None:
+        if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
+            self._push_async(st, meta.func, meta, pc, stack)
+        elif meta.func is not None:
             if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
                 self._need_precise(1)
                 if st.cur.cb_depth < regs[1].umax:
@@ -2835,6 +2852,9 @@ class _Verifier:
             if fid == 12 and m.type != MT.BPF_MAP_TYPE_PROG_ARRAY:
                 # Linux prints this one without a newline: the statistics line follows.
                 raise Refuse("expected prog array map for tail call", glued=True)
+            if meta.map is not None and meta.map is not m:  # bpf_timer_init's two maps
+                raise Refuse("timer pointer in R1 map_uid=0 doesn't match map pointer in R2 "
+                             "map_uid=0", errno.EINVAL)
             if not func_maps(fid, m.type):
                 raise Refuse(f"cannot pass map_type {m.type} into func {_helper_name(fid)}#"
                              f"{fid}", errno.EINVAL)
@@ -2842,6 +2862,9 @@ class _Verifier:
             return
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
             raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
+        if arg == Arg.TIMER:
+            self._timer_arg(n, reg, meta)
+            return
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             m = meta.map
             if m is None:
@@ -2901,21 +2924,65 @@ class _Verifier:
             self._dynptr_arg(st, regs, n, n - 1, False, _helper_name(fid), _KfuncMeta())
             return
 
-    def _lock_off(self, m: MapSpec) -> int | None:
-        """btf_parse_fields: where the map value holds its struct bpf_spin_lock."""
-        if m.name in self.lock_offs:
-            return self.lock_offs[m.name]
+    def _fields(self, m: MapSpec) -> dict[str, int]:
+        """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
+        ``bpf_timer``) by their struct's name, at their offsets."""
+        got = self.fields.get(m.name)
+        if got is not None:
+            return got
         btf = self.btf
-        found = None
+        found: dict[str, int] = {}
         if btf is not None and m.value_type is not None:
             t = btf.resolved(m.value_type)
             for mem in t.members if t.kind is BtfKind.STRUCT else ():
                 mt = btf.resolved(mem.type)
-                if mt.kind is BtfKind.STRUCT and mt.name == "bpf_spin_lock":
-                    found = mem.bit_offset // 8
-                    break
-        self.lock_offs[m.name] = found
+                if mt.kind is BtfKind.STRUCT and mt.name in _FIELD_SIZES:
+                    found.setdefault(mt.name, mem.bit_offset // 8)
+        self.fields[m.name] = found
         return found
+
+    def _lock_off(self, m: MapSpec) -> int | None:
+        """Where the map value holds its struct bpf_spin_lock."""
+        return self._fields(m).get("bpf_spin_lock")
+
+    def _timer_arg(self, n: int, reg: Reg, meta: _CallMeta) -> None:
+        """process_timer_func: the map value's own struct bpf_timer, at a constant offset."""
+        m = reg.map
+        assert m is not None
+        name = m.kernel_name or m.name[:15]
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_timer has to be at the "
+                         "constant offset", errno.EINVAL)
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_timer",
+                         errno.EINVAL)
+        at = self._fields(m).get("bpf_timer")
+        if at is None:
+            raise Refuse(f"map '{name}' has no valid bpf_timer", errno.EINVAL)
+        off = _s64(reg.tv) + reg.off
+        if off != at:
+            raise Refuse(f"off {off} doesn't point to 'struct bpf_timer' that is at {at}",
+                         errno.EINVAL)
+        meta.map = m
+
+    def _push_async(self, st: State, target: int, meta: _CallMeta, pc: int,
+                    stack: list[tuple[State, int]]) -> None:
+        """push_async_cb: a timer's callback runs on its own (frame 0), from the map,
+        the key and the value of the timer; it is verified after this path."""
+        m = meta.map
+        assert m is not None
+        cb = State()
+        f = Frame(0, pc, target)
+        f.callback = BPF_FUNC_TIMER_SET_CALLBACK
+        f.regs[1].set_ptr(MAP_PTR)
+        f.regs[2].set_ptr(MAP_KEY)
+        f.regs[2].msize = m.key_size
+        f.regs[3].set_ptr(MAP_VALUE)
+        for r in (1, 2, 3):
+            f.regs[r].map = m
+        cb.frames.append(f)
+        cb.parent = st.parent
+        self._push(cb, target, stack)
 
     def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
         """process_spin_lock: the lock of this map value, at its offset, one at a time."""
