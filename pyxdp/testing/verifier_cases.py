@@ -168,7 +168,9 @@ class VerifierCase:
                     maps[m] = replace(maps[m], key_type=int_id, value_type=values[m])
         if self.funcs:
             # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
-            starts = sorted({a for a, _ in validate(insns).functions} | {
+            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else i
+                     for i in insns]  # kfunc calls laid out as calls
+            starts = sorted({a for a, _ in validate(plain).functions} | {
                 pc + 1 + i.imm for pc, i in enumerate(insns)
                 if i.is_ld_imm64() and i.src == 4})
             if len(starts) != len(self.funcs):
@@ -2740,6 +2742,135 @@ r0 = *(u64 *)(r2 +0)
 r1 = 1
 *(u64 *)(r2 +0) = r1
 exit""", None, funcs=_CB),
+    _c("iter_uninit_start", """
+r1 = r10
+r1 += -8
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("iter_in_subprog", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call sub
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit
+sub:
+r6 = r1
+r7 = 0
+loop:
+r1 = r6
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = *(u32 *)(r0 +0)
+r7 += r2
+goto loop
+out:
+r0 = r7
+r0 &= 1
+exit""", None, funcs=(Func("main"), Func("sub"))),
+    _c("iter_destroy_in_subprog", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call sub
+r0 = 2
+exit
+sub:
+call KFUNC(bpf_iter_num_destroy)
+r0 = 0
+exit""", None, funcs=(Func("main"), Func("sub"))),
+    _c("iter_pkt_arg", """
+r2 = *(u32 *)(r1 +0)
+r1 = r2
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'arg#0 expected pointer to an iterator on stack'),
+    _c("iter_scalar_arg", """
+r1 = 0
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("iter_ptr_start", """
+r1 = r10
+r1 += -8
+r2 = r10
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("iter_16", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_next_after_destroy_loop", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_spill_overwrite_ptr", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+*(u64 *)(r10 -8) = r10
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_lookup_key", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r2 = r10
+r2 += -8
+r1 = MAP(hash)
+call 1
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'invalid read from stack R2 off -8+0 size 4'),
     # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
     _c("timer_ok", """
 r1 = 0

@@ -2568,7 +2568,7 @@ class _Verifier:
             if p.kind == KArg.CONST and not reg.const:
                 raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
             return i + 1
-        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional and p.kind != KArg.ITER:
+        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
