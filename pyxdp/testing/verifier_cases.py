@@ -3033,7 +3033,8 @@ r0 = 2
 exit
 cb:
 r0 = 1
-exit""", 'At async callback return the register R0 has smin=1 smax=1 should have been in [0, 0]', funcs=_CB),
+exit""", "At async callback return the register R0 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB),
     _c("timer_cb_reads_value", """
 r1 = 0
 *(u32 *)(r10 -4) = r1

@@ -15,14 +15,19 @@ prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
 (:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
 released references); static bpf-to-bpf calls get a frame, global functions
 are verified once on their own from their BTF prototypes
-(``do_check_subprogs``); callbacks (``bpf_loop``, ``bpf_for_each_map_elem``)
-are verified as calls. ``bpf_spin_lock`` follows the lock of the map value
-(from the map's BTF); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux
-does with it. A program with CO-RE relocations is verified as relocated.
-States at jump targets are kept and a path reaching a state another path
-already verified as safe stops there (``is_state_visited``); an equal state
-on the current path is an infinite loop. More than 1,000,000 processed
-instructions refuse the program.
+(``do_check_subprogs``). ``bpf_spin_lock`` and ``bpf_timer`` follow the
+fields of the map value (from the map's BTF; a timer's callback is verified
+on its own); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux does with
+it. A program with CO-RE relocations is verified as relocated. States at
+jump targets are kept and a path reaching a state another path already
+verified as safe stops there (``is_state_visited``); an equal state on the
+current path is an infinite loop. Loops Linux verifies until they converge
+do so here too: open-coded iterators (``process_iter_next_call``),
+``may_goto`` and callbacks (``bpf_loop``, ``bpf_for_each_map_elem``, which
+return to their call) stop at a state within one of an earlier iteration,
+after widening the scalars no path needed exactly
+(``widen_imprecise_scalars``). More than 1,000,000 processed instructions
+refuse the program.
 
 A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
 the line Linux 6.18 prints for the same failure. What differs from Linux is
@@ -2688,29 +2693,28 @@ class _Verifier:
         nslots = p.size // 8
         spi = self._iter_spi(reg, nslots)
         if proto.flags & KF_ITER_NEW:
-            if spi is False or (spi is not None and any(
-                    S_ITER in frame.slot(s)[0] for s in range(spi - nslots + 1, spi + 1))):
+            if spi is None or any(S_ITER in frame.slot(s)[0]
+                                  for s in range(spi - nslots + 1, spi + 1)):
                 raise Refuse(f"expected uninitialized iter_{p.struct} as arg #{i}",
                              errno.EINVAL)
             for off in range(0, p.size, 8):  # check_mem_access: a BPF_DW write per slot
                 self._mem(st, n, reg, off, 8, write=True, value=None)
             spi = self._iter_spi(reg, nslots)
-            assert isinstance(spi, int)
+            assert spi is not None
             ref = self._new_id()
             st.refs.append((ref, self.pc))
             for k, s in enumerate(range(spi, spi - nslots, -1)):
-                it = Reg()
-                it.t, it.bt, it.sub = ITER, p.struct, ITER_ACTIVE
-                it.ref = ref if k == 0 else 0  # only the first slot holds the reference
-                it.set_var_zero()
-                frame.set_slot(s, (bytes([S_ITER] * 8), it))
+                new = Reg()
+                new.t, new.bt, new.sub = ITER, p.struct, ITER_ACTIVE
+                new.ref = ref if k == 0 else 0  # only the first slot holds the reference
+                new.set_var_zero()
+                frame.set_slot(s, (bytes([S_ITER] * 8), new))
             return
-        it = frame.slot(spi)[1] if isinstance(spi, int) else None
-        if it is None or it.t != ITER or it.bt != p.struct or not it.ref or any(
-                frame.slot(s)[0] != bytes([S_ITER] * 8) for s in range(spi - nslots + 1,
-                                                                      spi + 1)):
+        it = frame.slot(spi)[1] if spi is not None else None
+        if spi is None or it is None or it.t != ITER or it.bt != p.struct or not it.ref or \
+                any(frame.slot(s)[0] != bytes([S_ITER] * 8)
+                    for s in range(spi - nslots + 1, spi + 1)):
             raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
-        assert isinstance(spi, int)
         if proto.flags & KF_ITER_DESTROY:
             for s in range(spi - nslots + 1, spi + 1):
                 frame.set_slot(s, _EMPTY)
@@ -2718,17 +2722,16 @@ class _Verifier:
             return
         meta.iter = (reg.frame, spi)
 
-    def _iter_spi(self, reg: Reg, nslots: int) -> int | None | bool:
-        """iter_get_spi: the first slot's index; None when beyond the stack in use (fine
-        for a new iterator), False for an error Linux logs."""
+    def _iter_spi(self, reg: Reg, nslots: int) -> int | None:
+        """iter_get_spi: the first slot's index; None for an error Linux logs."""
         if not reg.const:
             self.log.append("iter has to be at a constant offset")
-            return False
+            return None
         off = reg.off + _s64(reg.tv)
         spi = (-off - 1) // 8
         if off % 8 or spi + 1 < nslots:
             self.log.append(f"cannot pass in iter at an offset={off}")
-            return False
+            return None
         return spi
 
     def _iter_next(self, st: State, pc: int, where: tuple[int, int],
