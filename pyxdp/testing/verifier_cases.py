@@ -2871,6 +2871,20 @@ r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
 exit""", 'invalid read from stack R2 off -8+0 size 4'),
+    _c("iter_next_misaligned", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -12
+call KFUNC(bpf_iter_num_next)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", "expected an initialized iter_num as arg #0"),
     # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
     _c("timer_ok", """
 r1 = 0
