@@ -62,7 +62,7 @@ CACHE_DIR = os.path.join(_cache_root(), f"numba-{_sources_hash()}")
 """Where pyxdp's compiled native functions persist."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _content_stamp(path: str, mtime: float, size: int) -> bytes:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).digest()
