@@ -29,7 +29,7 @@ from typing import Any
 
 import numba
 from numba import njit as _njit
-from numba.core.caching import (  # type: ignore[import-untyped]
+from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
     UserProvidedCacheLocator,
@@ -68,7 +68,7 @@ def _content_stamp(path: str, mtime: float, size: int) -> bytes:
         return hashlib.sha256(f.read()).digest()
 
 
-class _PackageLocator(UserProvidedCacheLocator):  # type: ignore[misc]
+class _PackageLocator(UserProvidedCacheLocator):
     """A pyxdp function's cache entries: ``CACHE_DIR/pyxdp.net`` for pyxdp/net/*.py,
     wherever the package is; the index is valid while the file's content is the same
     (numba before 0.61 would compare its time stamp, new at every install)."""
@@ -89,17 +89,17 @@ class _PackageLocator(UserProvidedCacheLocator):  # type: ignore[misc]
             return None
         self = cls(py_func, py_file)
         try:
-            self.ensure_cache_path()
+            self.ensure_cache_path()  # type: ignore[no-untyped-call]
         except OSError:
             return None  # not writable: numba's own places, or no cache
         return self
 
 
-class _CacheImpl(CompileResultCacheImpl):  # type: ignore[misc]
+class _CacheImpl(CompileResultCacheImpl):
     _locator_classes = [_PackageLocator, *CompileResultCacheImpl._locator_classes]
 
 
-class _FunctionCache(FunctionCache):  # type: ignore[misc]
+class _FunctionCache(FunctionCache):
     _impl_class = _CacheImpl
 
 
@@ -114,7 +114,7 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     def decorate(fn: Callable[..., Any]) -> Any:
         disp = _njit(**kwargs)(fn)
         if cache:
-            disp._cache = _FunctionCache(disp.py_func)
+            disp._cache = _FunctionCache(disp.py_func)  # type: ignore[no-untyped-call]
         return disp
 
     if args and callable(args[0]) and len(args) == 1:
