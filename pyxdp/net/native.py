@@ -29,6 +29,8 @@ from typing import Any
 
 import numba
 from numba import njit as _njit
+from numba.core import types
+from numba.core.registry import CPUDispatcher
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
@@ -103,6 +105,18 @@ class _FunctionCache(FunctionCache):
     _impl_class = _CacheImpl
 
 
+class _Dispatcher(CPUDispatcher):
+    """A native function called from another one compiles for the arguments' plain
+    types: a constant argument (``cached = 0`` before the variable unifies to int64)
+    would otherwise cost a second specialisation of the callee, compiled and cached
+    beside the int64 one, at every first run."""
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        return super().get_call_template(
+            tuple(types.unliteral(a) for a in args),
+            {k: types.unliteral(v) for k, v in kws.items()})
+
+
 def njit(*args: Any, **kwargs: Any) -> Any:
     """numba's ``njit``, with ``cache=True`` caching in :data:`CACHE_DIR`.
 
@@ -112,7 +126,8 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     cache = bool(kwargs.pop("cache", False))
 
     def decorate(fn: Callable[..., Any]) -> Any:
-        disp = _njit(**kwargs)(fn)
+        made = _njit(**kwargs)(fn)  # numba's options, validated and completed
+        disp = _Dispatcher(py_func=fn, locals=made.locals, targetoptions=made.targetoptions)
         if cache:
             disp._cache = _FunctionCache(disp.py_func)  # type: ignore[no-untyped-call]
         return disp
