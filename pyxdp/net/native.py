@@ -132,6 +132,10 @@ def njit(*args: Any, **kwargs: Any) -> Any:
         # on its own, and marks it alwaysinline, so the machine code is inlined as before.
         del kwargs["inline"]
         kwargs["forceinline"] = True
+    else:
+        # Set, so that a callee first compiled from inside an inlined function does not
+        # inherit its forceinline (numba passes an unset flag down to callees).
+        kwargs.setdefault("forceinline", False)
 
     def decorate(fn: Callable[..., Any]) -> Any:
         made = _njit(**kwargs)(fn)  # numba's options, validated and completed
