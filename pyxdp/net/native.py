@@ -118,13 +118,20 @@ class _Dispatcher(CPUDispatcher):
 
 
 def njit(*args: Any, **kwargs: Any) -> Any:
-    """numba's ``njit``, with ``cache=True`` caching in :data:`CACHE_DIR`.
+    """numba's ``njit``, with ``cache=True`` caching in :data:`CACHE_DIR`;
+    ``inline="always"`` inlines the machine code (LLVM), ``inline="numba"`` the
+    Python IR (numba's ``inline="always"``).
 
     Native code reads arrays its caller owns and never allocates: the modules pass
     ``_nrt=False`` (no NRT reference counting around every helper call, measured 3x
     slower) and ``nogil=True``."""
     cache = bool(kwargs.pop("cache", False))
-    if kwargs.get("inline") == "always":
+    if kwargs.get("inline") == "numba":
+        # numba's own inlining, for a function returning an array it makes (a view of
+        # an address): without NRT numba returns only arrays passed in.
+        kwargs["inline"] = "always"
+        kwargs.setdefault("forceinline", False)
+    elif kwargs.get("inline") == "always":
         # Inlined by LLVM, not numba: numba's inline="always" retypes and relowers the
         # callee's Python IR at every call site, nested callees again inside each
         # copy (measured: 73% of the stack demux's compile time, its machine code
