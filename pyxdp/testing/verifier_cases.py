@@ -1206,6 +1206,24 @@ r1 = r0
 call KFUNC(bpf_ct_release)
 r0 = 2
 exit""", None),
+    # reg_not_null: a referenced kernel pointer, once checked, is never NULL again
+    _c("ct_second_null_check", """
+r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)
+r6 = r0
+if r6 == 0 goto +5
+if r6 == 0 goto +4
+r1 = r6
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit
+r0 = 1
+exit""", None),
     _c("ct_release_null", """
 r2 = r10
 r2 += -40

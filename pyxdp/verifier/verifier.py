@@ -2449,7 +2449,8 @@ class _Verifier:
             if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
                     zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and p.t in (MAP_VALUE, MAP_KEY, MEM):
+                    if z.t == SCALAR and zero and (p.t in (MAP_VALUE, MAP_KEY, MEM) or (
+                            p.t == BTF_ID and p.ref)):  # a referenced one is trusted
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)
