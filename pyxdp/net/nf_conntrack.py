@@ -172,8 +172,10 @@ class CtTuple:
         return cls(l3, proto, src, int.from_bytes(sp, "big"), dst, int.from_bytes(dp, "big"))
 
     def _addr(self, raw: bytes) -> str:
-        ip = ipaddress.ip_address(raw[:4] if self.l3num == AF_INET else raw)
-        return str(ip)
+        """As ``%pI4`` / ``%pI6`` print it (IPv6 in full, not compressed)."""
+        if self.l3num == AF_INET:
+            return str(ipaddress.IPv4Address(raw[:4]))
+        return ipaddress.IPv6Address(raw).exploded
 
     def __str__(self) -> str:
         return (f"src={self._addr(self.src)} dst={self._addr(self.dst)} sport={self.sport} "
@@ -645,6 +647,6 @@ class NfConntrack:
             parts.append(f"mark={ct.mark} ")
             if z.dir == NF_CT_DEFAULT_ZONE_DIR:
                 parts.append(f"zone={z.id} ")
-            parts.append(f"use={ct.use}")
+            parts.append(f"use={ct.use + 1}")  # ct_seq_show holds a reference itself
             lines.append("".join(parts))
         return "".join(line + "\n" for line in lines)
