@@ -11,7 +11,8 @@
  *     bpf_ct_set_status and bpf_ct_set_nat_info (source, destination), the
  *     new entry's fields, bpf_ct_insert_entry, its fields, bpf_ct_release.
  * The options come from cfg as given (opts__sz, netns_id, l4proto, zone,
- * a reserved byte, the tuple's size), so every error path can be asked for.
+ * a reserved byte, the tuple's size: the caller fills them in for the packet),
+ * so every error path can be asked for.
  * The verdict is XDP_PASS with an entry, XDP_DROP without.
  *
  * xdp_ct_track is what a stateful filter does: look the packet's flow up,
@@ -117,9 +118,9 @@ extern int bpf_ct_set_nat_info(struct nf_conn___init *nfct, union nf_inet_addr *
 struct ct_cfg {
 	__u32 op;
 	__s32 netns_id;
-	__u32 opts_sz;		/* 0: sizeof(struct bpf_ct_opts) */
-	__u32 tuple_sz;		/* 0: the packet's family's */
-	__u8 l4proto;		/* 0: the packet's */
+	__u32 opts_sz;		/* below 32 */
+	__u32 tuple_sz;		/* below 64 */
+	__u8 l4proto;
 	__u8 zone_dir;
 	__u16 zone_id;
 	__u8 reserved;		/* into opts.reserved[0] */
@@ -194,10 +195,10 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-/* The packet's tuple: its size (sizeof ipv4 or ipv6 of bpf_sock_tuple) and L4
- * protocol, 0 when it is neither TCP nor UDP over IPv4 or IPv6. */
-static __always_inline __u32 packet_tuple(struct xdp_md *ctx, struct bpf_sock_tuple *t,
-					  __u8 *proto, int reverse)
+/* The packet's tuple (reversed: the reply direction's) and its L4 protocol; 0 when the
+ * packet is neither TCP nor UDP over IPv4 or IPv6, else 4 or 6. */
+static __always_inline int packet_tuple(struct xdp_md *ctx, struct bpf_sock_tuple *t,
+					__u8 *proto, int reverse)
 {
 	struct pyxdp_cursor c;
 	__be16 *ports;
@@ -214,11 +215,18 @@ static __always_inline __u32 packet_tuple(struct xdp_md *ctx, struct bpf_sock_tu
 		if ((void *)(ports + 2) > c.end)
 			return 0;
 		*proto = iph->protocol;
-		t->ipv4.saddr = reverse ? iph->daddr : iph->saddr;
-		t->ipv4.daddr = reverse ? iph->saddr : iph->daddr;
-		t->ipv4.sport = ports[reverse ? 1 : 0];
-		t->ipv4.dport = ports[reverse ? 0 : 1];
-		return sizeof(t->ipv4);
+		if (reverse) {
+			t->ipv4.saddr = iph->daddr;
+			t->ipv4.daddr = iph->saddr;
+			t->ipv4.sport = ports[1];
+			t->ipv4.dport = ports[0];
+		} else {
+			t->ipv4.saddr = iph->saddr;
+			t->ipv4.daddr = iph->daddr;
+			t->ipv4.sport = ports[0];
+			t->ipv4.dport = ports[1];
+		}
+		return 4;
 	}
 	if (eth == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = pyxdp_parse_ipv6(&c);
@@ -229,11 +237,18 @@ static __always_inline __u32 packet_tuple(struct xdp_md *ctx, struct bpf_sock_tu
 		if ((void *)(ports + 2) > c.end)
 			return 0;
 		*proto = ip6h->nexthdr;
-		__builtin_memcpy(t->ipv6.saddr, reverse ? &ip6h->daddr : &ip6h->saddr, 16);
-		__builtin_memcpy(t->ipv6.daddr, reverse ? &ip6h->saddr : &ip6h->daddr, 16);
-		t->ipv6.sport = ports[reverse ? 1 : 0];
-		t->ipv6.dport = ports[reverse ? 0 : 1];
-		return sizeof(t->ipv6);
+		if (reverse) {
+			__builtin_memcpy(t->ipv6.saddr, &ip6h->daddr, 16);
+			__builtin_memcpy(t->ipv6.daddr, &ip6h->saddr, 16);
+			t->ipv6.sport = ports[1];
+			t->ipv6.dport = ports[0];
+		} else {
+			__builtin_memcpy(t->ipv6.saddr, &ip6h->saddr, 16);
+			__builtin_memcpy(t->ipv6.daddr, &ip6h->daddr, 16);
+			t->ipv6.sport = ports[0];
+			t->ipv6.dport = ports[1];
+		}
+		return 6;
 	}
 	return 0;
 }
@@ -267,10 +282,13 @@ static __always_inline void view(struct ct_view *v, const struct nf_conn *ct, in
 SEC("xdp")
 int xdp_ct(struct xdp_md *ctx)
 {
-	struct bpf_sock_tuple tup = {};
+	struct {
+		struct bpf_sock_tuple t;
+		__u8 more[28];	/* room for any tuple__sz below 64 */
+	} tup = {};
 	struct {
 		struct bpf_ct_opts o;
-		__u8 more[8];	/* room for an opts__sz above 16 */
+		__u8 more[16];	/* room for any opts__sz below 32 */
 	} opts = {};
 	__u32 key = 0, tsz, osz;
 	struct ct_cfg *c;
@@ -282,18 +300,13 @@ int xdp_ct(struct xdp_md *ctx)
 	if (!c || !o)
 		return XDP_ABORTED;
 	o->runs++;
-	tsz = packet_tuple(ctx, &tup, &proto, c->reverse);
-	if (!tsz)
+	if (!packet_tuple(ctx, &tup.t, &proto, c->reverse))
 		return XDP_PASS;
-	if (c->tuple_sz)
-		tsz = c->tuple_sz;
-	if (tsz > sizeof(tup))
-		tsz = sizeof(tup);
-	osz = c->opts_sz ? c->opts_sz : sizeof(opts.o);
-	if (osz > sizeof(opts))
-		osz = sizeof(opts);
+	/* Sizes and protocol as cfg gives them (masks, not branches: fewer states to verify). */
+	tsz = c->tuple_sz & 63;
+	osz = c->opts_sz & 31;
 	opts.o.netns_id = c->netns_id;
-	opts.o.l4proto = c->l4proto ? c->l4proto : proto;
+	opts.o.l4proto = c->l4proto;
 	opts.o.ct_zone_id = c->zone_id;
 	opts.o.ct_zone_dir = c->zone_dir;
 	opts.o.reserved[0] = c->reserved;
@@ -301,7 +314,7 @@ int xdp_ct(struct xdp_md *ctx)
 	opts.o.dir = 0xff;	/* unchanged when no entry is found */
 
 	if (c->op == CT_LOOKUP) {
-		struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &tup, tsz, &opts.o, osz);
+		struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &tup.t, tsz, &opts.o, osz);
 
 		o->error = opts.o.error;
 		o->dir = opts.o.dir;
@@ -318,7 +331,7 @@ int xdp_ct(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	struct nf_conn___init *nct = bpf_xdp_ct_alloc(ctx, &tup, tsz, &opts.o, osz);
+	struct nf_conn___init *nct = bpf_xdp_ct_alloc(ctx, &tup.t, tsz, &opts.o, osz);
 	struct nf_conn *ins;
 
 	o->error = opts.o.error;
@@ -371,10 +384,12 @@ int xdp_ct_track(struct xdp_md *ctx)
 	struct nf_conn *ct;
 	__u8 proto = 0;
 	__u32 tsz;
+	int family;
 
-	tsz = packet_tuple(ctx, &tup, &proto, 0);
-	if (!tsz)
+	family = packet_tuple(ctx, &tup, &proto, 0);
+	if (!family)
 		return XDP_PASS;
+	tsz = family == 4 ? sizeof(tup.ipv4) : sizeof(tup.ipv6);
 	opts.l4proto = proto;
 	ct = bpf_xdp_ct_lookup(ctx, &tup, tsz, &opts, sizeof(opts));
 	if (ct) {

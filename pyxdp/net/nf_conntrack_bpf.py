@@ -13,8 +13,8 @@ over the run's namespace's table (:class:`pyxdp.net.nf_conntrack.NfConntrack`,
   -ENONET, below -1 -EINVAL; a tuple of ``sizeof(ipv4)`` (12) or
   ``sizeof(ipv6)`` (36) bytes (-EAFNOSUPPORT); a 16-byte ``opts`` with
   ``ct_zone_dir`` 0 gets ``NF_CT_DEFAULT_ZONE_DIR`` (3) written back. A lookup
-  that finds nothing is -ENOENT. Errors go to ``opts->error`` and the kfunc
-  returns NULL; a found entry's direction goes to ``opts->dir``.
+  that finds nothing is -ENOENT. Errors go to ``opts->error`` (when
+  ``opts__sz`` covers it: 8 bytes or more) and the kfunc returns NULL; a found entry's direction goes to ``opts->dir``.
 * ``bpf_xdp_ct_alloc`` makes an unconfirmed entry with a 10 s timeout;
   ``bpf_ct_insert_entry`` confirms it (timeout made absolute) or frees it
   (NULL) when a tuple is taken; ``bpf_ct_release`` drops a reference.
@@ -62,6 +62,7 @@ NF_BPF_CT_OPTS_OLD_SZ = 12
 BPF_F_CURRENT_NETNS = -1
 M32 = 0xFFFF_FFFF
 M64 = 0xFFFF_FFFF_FFFF_FFFF
+_OPTS_ERROR_END = 8  # offsetofend(struct bpf_ct_opts, error)
 ALLOC_TIMEOUT = 10 * HZ  # __bpf_nf_ct_alloc_entry(..., 10): seconds
 
 
@@ -213,7 +214,8 @@ def _entry(fn: Callable[[Interpreter, NfConntrack, int, int, int, int], NfConn |
     def call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         got = fn(vm, _net(vm, r1), r2, r3 & M32, r4, r5 & M32)
         if isinstance(got, int):
-            if r4:
+            # bpf_ct_opts_result: only into an opts that holds ``error``
+            if r4 and r5 & M32 >= _OPTS_ERROR_END:
                 vm.mem.store(r4 + 4, 4, got & M32)
             return 0
         return _map(vm, got)

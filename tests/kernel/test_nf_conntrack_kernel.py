@@ -60,23 +60,32 @@ def namespaces() -> Iterator[tuple[str, str]]:
             _ip("netns", "del", n)
 
 
-class Pair:
-    """The same object on Linux (runs in namespace A) and on one pyxdp engine."""
+def packet_cfg(pkt: bytes) -> dict[str, int]:
+    """cfg's sizes and protocol for a TCP or UDP packet (what xdp_ct leaves to its caller)."""
+    v6 = pkt[12:14] == b"\x86\xdd"
+    return {"netns_id": -1, "tuple_sz": 36 if v6 else 12, "opts_sz": 16,
+            "l4proto": pkt[20] if v6 else pkt[23]}
 
-    def __init__(self, engine: str, ns: tuple[str, str]) -> None:
+
+class Pair:
+    """The same object on Linux (runs in namespace A) and on one pyxdp engine, with
+    fresh tables on both."""
+
+    def __init__(self, loaded: tuple[Collection, Collection, TestRunEnv],
+                 ns: tuple[str, str]) -> None:
+        self.k, self.u, self.env = loaded
         self.ns = ns
-        self.env = TestRunEnv()
+        self.env.fib.conntrack = NfConntrack()
         self.peer = NfConntrack()
         self.env.fib.conntrack.peers[PEER_ID] = self.peer
-        self.k = Collection.load(CT, "kernel")
-        self.u = Collection.load(CT, UserspaceBackend(env=self.env, engine=engine))
-
-    def close(self) -> None:
-        self.k.close()
-        self.u.close()
+        for c in (self.k, self.u):
+            for i in range(5):
+                c.maps["stats"][i] = 0
+            out = c.maps["out"].handle
+            out.update(bytes(4), bytes(out.value_size))
 
     def step(self, pkt: bytes, prog: str = "xdp_ct", **cfg: Any) -> dict[str, Any]:
-        full = {"netns_id": -1, **cfg}
+        full = {**packet_cfg(pkt), **cfg}
         self.k.maps["cfg"][0] = full
         self.u.maps["cfg"][0] = full
         with netns(self.ns[0]):
@@ -113,15 +122,32 @@ def _norm(text: str) -> list[str]:
     return sorted(out)
 
 
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[dict[str, tuple[Collection, Collection, TestRunEnv]]]:
+    """ct.o loaded once into Linux and into each engine (verifying and JIT compiling
+    take seconds), each engine with an environment of its own."""
+    with Collection.load(CT, "kernel") as k:
+        got: dict[str, tuple[Collection, Collection, TestRunEnv]] = {}
+        try:
+            for engine in ENGINES:
+                if engine == "jit" and not jit_available():
+                    continue
+                env = TestRunEnv()
+                got[engine] = (k, Collection.load(CT, UserspaceBackend(env=env,
+                                                                     engine=engine)), env)
+            yield got
+        finally:
+            for _, u, _ in got.values():
+                u.close()
+
+
 @pytest.fixture(params=ENGINES)
-def pair(request: pytest.FixtureRequest, namespaces: tuple[str, str]) -> Iterator[Pair]:
-    if request.param == "jit" and not jit_available():
+def pair(request: pytest.FixtureRequest,
+         loaded: dict[str, tuple[Collection, Collection, TestRunEnv]],
+         namespaces: tuple[str, str]) -> Pair:
+    if request.param not in loaded:
         pytest.skip("the JIT needs llvmlite")
-    p = Pair(request.param, namespaces)
-    try:
-        yield p
-    finally:
-        p.close()
+    return Pair(loaded[request.param], namespaces)
 
 
 UDP4 = udp_packet(b"ct", src_ip="10.1.0.1", dst_ip="10.2.0.2", sport=1000, dport=2000)
@@ -153,7 +179,8 @@ def test_opts_and_tuple_errors(pair: Pair) -> None:
                     {"opts_sz": 20}, {"opts_sz": 24}, {"reserved": 1},
                     {"reserved": 1, "opts_sz": 12}, {"netns_id": -2}, {"l4proto": 1},
                     {"l4proto": 1, "netns_id": -2}, {"tuple_sz": 20}, {"tuple_sz": 36},
-                    {"tuple_sz": 20, "l4proto": 132}, {"netns_id": -2, "tuple_sz": 20}):
+                    {"tuple_sz": 20, "l4proto": 132}, {"netns_id": -2, "tuple_sz": 20},
+                    {"opts_sz": 0}, {"tuple_sz": 0}, {"opts_sz": 4}):
             pair.step(UDP4, op=op, **cfg)
         pair.step(TCP6, op=op, tuple_sz=12)
     pair.tables()
@@ -206,6 +233,14 @@ def test_nat_info(pair: Pair) -> None:
     # A second flow mapped onto a taken reply tuple (same port) and without a port.
     other = udp_packet(b"y", src_ip="10.1.0.3", dst_ip="10.2.0.2", sport=1000, dport=2000)
     pair.step(other, op=INSERT, **snat)
+    # The same mapping for a fourth flow: its reply tuple is taken, the insertion fails.
+    clash = udp_packet(b"c", src_ip="10.1.0.5", dst_ip="10.2.0.2", sport=1000, dport=2000)
+    assert pair.step(clash, op=INSERT, **snat)["found"] == 0
+    # The third flow's source to elsewhere, no port: find_appropriate_src reuses its
+    # mapping (192.0.2.1:4000).
+    again = udp_packet(b"s", src_ip="10.1.0.3", dst_ip="10.2.0.9", sport=1000, dport=2000)
+    out = pair.step(again, op=INSERT, snat=1, snat_addr=_addr("192.0.2.1"), snat_port=0)
+    assert out["after"]["reply_dport"] == 4000
     pair.step(udp_packet(b"z", src_ip="10.1.0.4", dst_ip="10.2.0.3", sport=1000, dport=2000),
               op=INSERT, dnat=1, dnat_addr=_addr("198.51.100.9"), dnat_port=0)
     v6 = {"snat": 1, "snat_addr": _addr("2001:db8::99"), "snat_port": 0,
@@ -228,7 +263,8 @@ def test_tracking_program_and_python_entries(pair: Pair) -> None:
     pair.tables()
     # The same entry: inserted by the program on Linux, added from Python on pyxdp.
     pkt = udp_packet(b"p", src_ip="10.9.0.1", dst_ip="10.9.0.2", sport=7, dport=8)
-    pair.k.maps["cfg"][0] = {"netns_id": -1, "op": INSERT, "timeout_ms": 40_000, "status": 4}
+    pair.k.maps["cfg"][0] = {**packet_cfg(pkt), "op": INSERT, "timeout_ms": 40_000,
+                             "status": 4}
     with netns(pair.ns[0]):
         assert pair.k.programs["xdp_ct"].test_run(pkt).retval == 2
     pair.env.fib.conntrack.add(CtTuple.of("10.9.0.1", 7, "10.9.0.2", 8), timeout=40,
