@@ -167,7 +167,7 @@ class CtTuple:
                            self.dport.to_bytes(2, "big"), self.protonum, direction)
 
     @classmethod
-    def unpack(cls, raw: bytes | memoryview) -> CtTuple:
+    def unpack(cls, raw: bytes | bytearray | memoryview) -> CtTuple:
         src, sp, l3, dst, dp, proto, _dir = _TUPLE.unpack(raw)
         return cls(l3, proto, src, int.from_bytes(sp, "big"), dst, int.from_bytes(dp, "big"))
 

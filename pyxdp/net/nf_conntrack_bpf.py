@@ -14,7 +14,8 @@ over the run's namespace's table (:class:`pyxdp.net.nf_conntrack.NfConntrack`,
   ``sizeof(ipv6)`` (36) bytes (-EAFNOSUPPORT); a 16-byte ``opts`` with
   ``ct_zone_dir`` 0 gets ``NF_CT_DEFAULT_ZONE_DIR`` (3) written back. A lookup
   that finds nothing is -ENOENT. Errors go to ``opts->error`` (when
-  ``opts__sz`` covers it: 8 bytes or more) and the kfunc returns NULL; a found entry's direction goes to ``opts->dir``.
+  ``opts__sz`` covers it: 8 bytes or more) and the kfunc returns NULL; a
+  found entry's direction goes to ``opts->dir``.
 * ``bpf_xdp_ct_alloc`` makes an unconfirmed entry with a 10 s timeout;
   ``bpf_ct_insert_entry`` confirms it (timeout made absolute) or frees it
   (NULL) when a tuple is taken; ``bpf_ct_release`` drops a reference.
