@@ -172,3 +172,24 @@ def test_kfuncs_over_the_namespace_table(engine: str) -> None:
         assert "ipv6     10 tcp      6 " in table.proc()
         table.flush()
         assert run(pkt, op=0)[0] == 1
+
+
+def test_tracking_on_the_datapath() -> None:
+    """xdp_ct_track on a pyxdp NIC (NAPI polls; the interpreter: the JIT's native batches
+    need a compilation of their own, too slow for this suite): the host's namespace's
+    table tracks the flows."""
+    from pyxdp.net.netdevice import Host
+
+    with Host(engine="interp") as h:
+        a, b = h.veth("veth0", "veth1")
+        coll = h.load(CT)
+        a.attach_xdp(coll.programs["xdp_ct_track"])
+        b.transmit([udp_packet(b"a", src_ip=f"10.3.0.{i % 5}", dst_ip="10.4.0.1",
+                               sport=100 + i % 5, dport=53) for i in range(100)])
+        assert h.run() == 100 and not a.faults
+        assert [coll.maps["stats"][i] for i in range(5)] == [5, 95, 0, 0, 0]
+        table = h.env.fib.conntrack
+        assert len(table) == 5
+        ct = table.lookup(CtTuple.of("10.4.0.1", 53, "10.3.0.1", 101))
+        assert ct is not None and ct.status == IpsStatus.CONFIRMED and ct.use == 1
+        assert 20 * HZ < ct.expires() <= 30 * HZ
