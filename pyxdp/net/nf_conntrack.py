@@ -38,6 +38,7 @@ run sees, ``RunContext.fib``) has one as ``conntrack``; from Python,
 
 from __future__ import annotations
 
+import builtins
 import errno
 import ipaddress
 import itertools
@@ -329,11 +330,12 @@ class NfConntrack:
         self.clock = clock
         self.base = CT_BASE + (next(_table_numbers) << 32)
         self._buf: bytearray | None = None
-        self._free: list[int] = []
+        # builtins.list: the class's own list() would shadow it in annotations
+        self._free: builtins.list[int] = []
         self._next_slot = 0
         self.conns: dict[int, NfConn] = {}  # slot -> entry, allocated ones included
         # tuple -> entries with that tuple in some direction (nf_conntrack_hash).
-        self._hash: dict[CtTuple, list[tuple[NfConn, int]]] = {}
+        self._hash: dict[CtTuple, builtins.list[tuple[NfConn, int]]] = {}
         self.peers: dict[int, NfConntrack] = {}
         TABLES[self.base] = self
 
@@ -585,7 +587,7 @@ class NfConntrack:
         ct.use = 1
         return ct
 
-    def list(self) -> list[NfConn]:
+    def list(self) -> builtins.list[NfConn]:
         """The tracked entries (``conntrack -L``), oldest slot first."""
         self._expire()
         return [c for c in self.conns.values() if c.in_table]
