@@ -27,14 +27,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from pyxdp import samples
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.link import XdpLink
 from pyxdp.kernel.netlink import ifindex_of, netns
 from pyxdp.spec import CollectionSpec
+from pyxdp.uapi.if_packet import PACKET_IGNORE_OUTGOING, SOL_PACKET
 
 __all__ = ["IP0", "MACS", "PEER_IP", "Capture", "LiveCase", "LiveResult", "live_netns",
            "run_case", "send_frames"]
@@ -43,7 +44,7 @@ MACS = {f"veth{i}": bytes([2, 0, 0, 0, 0x1A, i]) for i in range(4)}
 IP0 = "10.77.0.1"
 PEER_IP = "10.77.0.2"
 PASS_SPEC_TEXT = "r0 = 2\nexit"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 
 Setup = Callable[[Collection], None]
 
@@ -104,7 +105,7 @@ class Capture:
     def __init__(self, dev: str) -> None:
         self.frames: list[bytes] = []
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 0)
-        self.sock.setsockopt(263, 23, 1)  # SOL_PACKET, PACKET_IGNORE_OUTGOING
+        self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         self.sock.bind((dev, 0x0003))
 
     def drain(self) -> int:
