@@ -52,6 +52,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
+from pyxdp.net.nf_conntrack import NfConntrack
+
 __all__ = [
     "AF_INET",
     "AF_INET6",
@@ -462,6 +464,9 @@ class Fib:
         self.default_forwarding6 = False
         # net.ipv4.ip_forward_use_pmtu: route MTUs count even when not locked.
         self.ip_forward_use_pmtu = False
+        # The namespace's connection tracking table (the conntrack kfuncs' and
+        # conntrack -L's): the namespace a run sees is its Fib.
+        self.conntrack = NfConntrack()
         # Tables that exist (the kernel creates one with its first route and
         # never frees it); local and main always exist.
         self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},

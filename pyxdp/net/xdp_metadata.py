@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pyxdp.asm import opcodes as op
 from pyxdp.errors import HelperFault, InvalidProgram, NotSupportedError
 from pyxdp.net.filter import XDP_HELPERS
+from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
@@ -121,7 +122,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
-        plain = DYNPTR_KFUNCS.get(k.name)
+        plain = DYNPTR_KFUNCS.get(k.name) or CT_KFUNCS.get(k.name)
         if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")

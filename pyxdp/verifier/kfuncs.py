@@ -126,6 +126,10 @@ KFUNCS: dict[str, KfuncProto] = {
                                     flags=KF_TRUSTED_ARGS),
     "bpf_ct_change_status": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"), _U32),
                                        flags=KF_TRUSTED_ARGS),
+    # net/netfilter/nf_nat_bpf.c: nf_nat_kfunc_set (XDP and TC); addr is a union
+    # nf_inet_addr, a struct of scalars: 16 bytes of memory
+    "bpf_ct_set_nat_info": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),
+                                       P(KArg.MEM, 16), _U32, _U32), flags=KF_TRUSTED_ARGS),
 }
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
