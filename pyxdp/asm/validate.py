@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyxdp.asm import opcodes as op
+from pyxdp.asm.disasm import BPF_JCOND, BPF_MAY_GOTO
 from pyxdp.asm.insn import Instruction
 from pyxdp.errors import InvalidProgram
 
@@ -156,6 +157,13 @@ def _check_jmp(i: Instruction, is32: bool) -> None:
             raise _Fail("call-src", f"call src_reg must be 0 (helper) or 1 (local), is {i.src}")
         if i.src == op.CallSrc.BPF_HELPER_CALL and i.imm < 0:
             raise _Fail("helper-id", f"helper id {i.imm} is negative")
+        return
+    if code_op == BPF_JCOND:
+        # may_goto, the only BPF_JCOND: check_cond_jmp_op's "invalid may_goto imm" rule.
+        if is32 or op.bpf_src(i.code) != op.BPF_K or i.src != BPF_MAY_GOTO:
+            raise _Fail("opcode", "BPF_JCOND is only may_goto (BPF_JMP|BPF_K, src_reg 0)")
+        _zero(i.dst, "dst_reg")
+        _zero(i.imm, "imm")
         return
     if code_op not in _COND_JMP_OPS:
         raise _Fail("opcode", f"unknown jump operation {code_op:#x}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pyxdp.asm import opcodes as op
+from pyxdp.asm.disasm import BPF_JCOND
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
 from pyxdp.errors import (
@@ -38,11 +39,15 @@ from pyxdp.errors import (
 )
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
-__all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "TAIL_CALL_ID", "Helper", "HelperFn", "Interpreter",
-           "Ldimm64Resolver", "helper_display_name", "helper_failure", "insn_text",
-           "ld_imm64_value"]
+__all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "MAY_GOTO_LOOPS", "OP_MAY_GOTO", "TAIL_CALL_ID",
+           "Helper", "HelperFn", "Interpreter", "Ldimm64Resolver", "helper_display_name",
+           "helper_failure", "insn_text", "ld_imm64_value"]
 
 DEFAULT_BUDGET = 1_000_000
+# may_goto's budget: the fall-throughs one call of a function gets before each may_goto
+# in it jumps (Linux's BPF_MAX_TIMED_LOOPS, the count its timed may_goto starts with;
+# docs/SEMANTICS.md says how Linux goes on from there).
+MAY_GOTO_LOOPS = 0xFFFF
 TAIL_CALL_ID = 12
 # Code addresses handed out by ld_imm64 BPF_PSEUDO_FUNC (callbacks for
 # bpf_loop and friends): a fake range no data region uses.
@@ -50,6 +55,7 @@ FUNC_BASE = 0x0000_7FFE_0000_0000
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF
+OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 
 
 class HelperFn(Protocol):
@@ -207,6 +213,10 @@ class Interpreter:
         self.executed = 0
         self._stacks: list[Region] = []
         self._resolver = ld_imm64
+        # may_goto's counters by call depth: the hidden stack slot below each frame that
+        # Linux's do_misc_fixups adds and sets in the prologue of a function using it.
+        self.may_goto = any(i.code == OP_MAY_GOTO for i in self.insns)
+        self.loops: list[int] = [0] * (op.MAX_CALL_FRAMES + 1)
         self.ops: list[Callable[[int], int]] = [self._compile(pc) for pc in range(len(self.insns))]
 
     # -- compile -----------------------------------------------------------------
@@ -292,6 +302,8 @@ class Interpreter:
         if code_op == op.BPF_CALL:
             return self._compile_call(i, pc)
         target = pc + 1 + i.off
+        if i.code == OP_MAY_GOTO:
+            return self._may_goto_op(target, pc + 1)
         use_reg = op.bpf_src(i.code) == op.BPF_X
         expr = _CMP[code_op]
         if is32:
@@ -394,9 +406,31 @@ class Interpreter:
             return exit_(pc)
         return tail_call
 
+    def _may_goto_op(self, target: int, nxt: int) -> Callable[[int], int]:
+        """``may_goto`` as Linux rewrites it: jump when the frame's counter is spent,
+        else count one down and fall through."""
+        F, L = self.frames, self.loops
+
+        def may_goto(pc: int) -> int:
+            depth = len(F)
+            left = L[depth]
+            if not left:
+                return target
+            L[depth] = left - 1
+            return nxt
+        return may_goto
+
     def _local_call_op(self, target: int, nxt: int) -> Callable[[int], int]:
-        R, F = self.R, self.frames
+        R, F, L = self.R, self.frames, self.loops
         enter = self._stack_top
+
+        if self.may_goto:
+            def call_local_loops(pc: int) -> int:
+                F.append((nxt, R[6], R[7], R[8], R[9], R[10]))
+                R[10] = enter(len(F))
+                L[len(F)] = MAY_GOTO_LOOPS  # the callee's prologue sets its counter
+                return target
+            return call_local_loops
 
         def call_local(pc: int) -> int:
             F.append((nxt, R[6], R[7], R[8], R[9], R[10]))
@@ -445,6 +479,7 @@ class Interpreter:
         self.executed = 0
         R[1], R[2] = r1 & M64, r2 & M64
         R[10] = self._stack_top(0)
+        self.loops[0] = MAY_GOTO_LOOPS
         self._execute(0, self.budget if budget is None else budget, trace)
         return R[0]
 
@@ -458,6 +493,7 @@ class Interpreter:
         for n, value in enumerate(args[:5], start=1):
             R[n] = value & M64
         R[10] = self._stack_top(len(F))
+        self.loops[len(F)] = MAY_GOTO_LOOPS
         self._execute(target, self.budget, None)
         return R[0]
 

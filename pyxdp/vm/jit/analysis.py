@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
+from pyxdp.vm.interpreter import OP_MAY_GOTO
 from pyxdp.vm.jit.abi import M64, MAX_FRAMES, MapInfo, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
@@ -478,7 +479,7 @@ def uses_defs(i: Instruction, exit_uses: frozenset[int]) -> tuple[frozenset[int]
     code_op = op.bpf_op(i.code)
     if code_op == op.BPF_EXIT:
         return exit_uses, frozenset()
-    if code_op == op.BPF_JA:
+    if code_op == op.BPF_JA or i.code == OP_MAY_GOTO:
         return frozenset(), frozenset()
     if code_op == op.BPF_CALL:
         if i.src == op.CallSrc.BPF_PSEUDO_CALL and not x:

@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import Layout
-from pyxdp.vm.interpreter import TAIL_CALL_ID
+from pyxdp.vm.interpreter import MAY_GOTO_LOOPS, OP_MAY_GOTO, TAIL_CALL_ID
 from pyxdp.vm.jit.abi import (
     GAP_SHIFT,
     MAX_FRAMES,
@@ -247,6 +247,11 @@ class FuncLowering:
         f.lines.append("")  # room for an alloca (see _timespec)
         self.ctx = "%ctx"
         self.depth = "%depth"
+        if any(self.insns[pc].code == OP_MAY_GOTO for b in self.blocks.values() for pc in b.pcs):
+            # may_goto's counter: Linux's hidden slot below the frame, set in the
+            # prologue of each call of the function (promoted to a register by LLVM).
+            f.do("%loops = alloca i64, align 8")
+            f.do(f"store i64 {MAY_GOTO_LOOPS}, ptr %loops, align 8")
         # A frame is zeroed the first time its depth is reached in a run, as the
         # interpreter creates a fresh stack region the first time.
         fresh = f.ins(f"icmp ugt i64 %depth, {f.cget('%ctx', 'max_depth')}")
@@ -733,6 +738,9 @@ class FuncLowering:
         if code_op == op.BPF_CALL:
             self._call(i, pc)
             return
+        if i.code == OP_MAY_GOTO:
+            self._may_goto()
+            return
         is32 = i.cls == op.BPF_JMP32
         ty = "i32" if is32 else "i64"
         a = self._trunc(self.R(i.dst), ty)
@@ -755,6 +763,19 @@ class FuncLowering:
         f.at(yes)
         self._goto(taken, self.rem_after)
         f.at(no)
+        self._goto(fall, self.rem_after)
+
+    def _may_goto(self) -> None:
+        """Jump when the counter is spent, else count one down and fall through."""
+        f = self.f
+        taken, fall = self.blk.succs
+        left = f.ins("load i64, ptr %loops, align 8")
+        yes, no = f.label("t"), f.label("f")
+        f.cbr(f.ins(f"icmp eq i64 {left}, 0"), yes, no, UNLIKELY)
+        f.at(yes)
+        self._goto(taken, self.rem_after)
+        f.at(no)
+        f.do(f"store i64 {f.ins(f'sub i64 {left}, 1')}, ptr %loops, align 8")
         self._goto(fall, self.rem_after)
 
     def _after_call(self, pc: int, record_pc: bool) -> str:
