@@ -56,7 +56,7 @@ from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MapInfo, Natives
-from pyxdp.vm.jit.natives import map_native, native_helpers
+from pyxdp.vm.jit.natives import kfunc_kinds, map_native, native_helpers
 from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
@@ -286,7 +286,7 @@ class XdpJit(JitProgram):
             table.extend(desc)
         kinds = tuple((hid, kind) for hid, kind in sorted(NATIVE_XDP_HELPERS.items())
                       if hid in helpers and hid in XDP_HELPERS
-                      and helpers[hid].fn is XDP_HELPERS[hid].fn)
+                      and helpers[hid].fn is XDP_HELPERS[hid].fn) + kfunc_kinds(helpers)
         natives = Natives(kinds, tuple(infos), True, PKT_BASE, CTX_BASE, bool(tails))
         self._maps = list(maps)  # the descriptors point into their storage
         super().__init__(insns, helpers=helpers, ld_imm64=ld_imm64, ctx_loads=ctx_loads,

@@ -98,7 +98,7 @@ from pyxdp.vm.jit.ir import (
     c64,
     cint,
 )
-from pyxdp.vm.jit.natives import HelperNative, helper_native, map_native
+from pyxdp.vm.jit.natives import HelperNative, map_native, native_by_kind
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["FuncLowering", "ModuleLowering", "lower", "lower_many"]
@@ -982,8 +982,8 @@ class FuncLowering:
         """The native twin of a helper call: (r0 or SLOW, the label it is ready in)."""
         f = self.f
         r = [self.R(n) for n in range(6)]
-        twin = helper_native(helper_id)
-        if twin is not None and twin.kind == kind and twin.define is not None:
+        twin = native_by_kind(helper_id, kind)
+        if twin is not None and twin.define is not None:
             self.mod.need_helper(twin)  # a registered IR function stands for the helper
             args = "".join(f", i64 {r[n]}" for n in range(1, twin.nargs + 1))
             return f.ins(f"call i64 @{kind}(ptr %ctx{args})"), f.cur

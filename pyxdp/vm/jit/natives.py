@@ -208,6 +208,40 @@ def native_helpers() -> dict[int, HelperNative]:
     return dict(_HELPERS)
 
 
+# kfuncs get a helper id of their own per program when the loader binds them, so their
+# twins are registered by name, with the Python function they stand for.
+_KFUNCS: dict[str, tuple[Callable[..., int], HelperNative]] = {}
+
+
+def register_kfunc(name: str, fn: Callable[..., int], native: HelperNative) -> None:
+    """Give kfunc ``name``, bound to the Python function ``fn``, a native twin."""
+    assert native.define is not None
+    _KFUNCS[name] = (fn, native)
+
+
+def kfunc_kinds(helpers: Mapping[int, Any]) -> tuple[tuple[int, str], ...]:
+    """``(helper id, kind)`` of the bound kfuncs in ``helpers`` (a program's helper table)
+    whose function is still the registered reference one."""
+    out = []
+    for hid, h in helpers.items():
+        reg = _KFUNCS.get(getattr(h, "name", ""))
+        if reg is not None and getattr(h, "fn", None) is reg[0]:
+            out.append((int(hid), reg[1].kind))
+    return tuple(sorted(out))
+
+
+def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
+    """The twin the lowering uses for a call of ``helper_id`` that :class:`Natives` names
+    ``kind``: the helper's own, else the kfunc twin of that kind."""
+    twin = _HELPERS.get(int(helper_id))
+    if twin is not None and twin.kind == kind:
+        return twin
+    for _fn, native in _KFUNCS.values():
+        if native.kind == kind:
+            return native
+    return None
+
+
 # The base helpers' twins (their Python implementations are pyxdp.vm.helpers'):
 # lowered at the call site.
 register_helper(BpfFuncId.BPF_FUNC_map_lookup_elem, HelperNative("map_lookup"))
