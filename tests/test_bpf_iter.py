@@ -1,0 +1,241 @@
+"""may_goto and the numbers iterator kfuncs on both engines (kernel/bpf/verifier.c's
+may_goto rewrite, kernel/bpf/bpf_iter.c's bpf_iter_num_*); tests/kernel/test_loops_kernel.py
+holds the same programs to Linux."""
+
+from __future__ import annotations
+
+import errno
+import struct
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from pyxdp.asm.assembler import assemble
+from pyxdp.asm.insn import Instruction
+from pyxdp.collection import Collection
+from pyxdp.elf import load_collection_spec
+from pyxdp.errors import InvalidProgram
+from pyxdp.spec import CollectionSpec
+from pyxdp.testing.verifier_cases import VerifierCase
+from pyxdp.vm import bpf_iter
+from pyxdp.vm.interpreter import MAY_GOTO_LOOPS, Interpreter
+from pyxdp.vm.jit import JitProgram
+from pyxdp.vm.memory import Region
+
+LOOPS = Path(__file__).parent / "verifier_objects" / "loops.o"
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+
+# Counts may_goto fall-throughs in two calls of a function (each call gets its own budget)
+# and in the main program after them.
+MAY_GOTO_CALLS = """
+r6 = 0
+call count
+r6 += r0
+call count
+r6 += r0
+r7 = 0
+main_loop:
+may_goto main_out
+r7 += 1
+goto main_loop
+main_out:
+r0 = r7
+r0 <<= 32
+r0 |= r6
+exit
+count:
+r0 = 0
+loop:
+may_goto out
+r0 += 1
+goto loop
+out:
+exit
+"""
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_may_goto_budget_is_per_function_call(engine: str) -> None:
+    insns = assemble(MAY_GOTO_CALLS)
+    vm = Interpreter(insns, budget=10_000_000) if engine == "interp" else \
+        JitProgram(insns, budget=10_000_000)
+    r0 = vm.run()
+    assert (r0 & 0xFFFF_FFFF, r0 >> 32) == (2 * MAY_GOTO_LOOPS, MAY_GOTO_LOOPS)
+    assert vm.run() == r0  # set again at the next run's entry
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_may_goto_to_the_next_instruction_and_backwards(engine: str) -> None:
+    # may_goto +0 spends one of the budget; the backward one is taken once it is spent.
+    insns = assemble("""
+r1 = 0
+may_goto +0
+goto start
+done:
+r0 = r1
+exit
+start:
+r1 += 1
+may_goto done
+goto start
+""")
+    vm = Interpreter(insns, budget=10_000_000) if engine == "interp" else \
+        JitProgram(insns, budget=10_000_000)
+    assert vm.run() == MAY_GOTO_LOOPS
+
+
+@pytest.mark.parametrize(("insn", "rule"), [
+    (Instruction(0xE5, 0, 1, 0, 0), "opcode"),  # src_reg 1 is no BPF_JCOND
+    (Instruction(0xE5, 0, 0, 0, 1), "reserved-field"),  # imm
+    (Instruction(0xE5, 1, 0, 0, 0), "reserved-field"),  # dst_reg
+    (Instruction(0xE6, 0, 0, 0, 0), "opcode"),  # JMP32
+    (Instruction(0xED, 0, 0, 0, 0), "opcode"),  # BPF_X
+])
+def test_malformed_may_goto_is_refused(insn: Instruction, rule: str) -> None:
+    with pytest.raises(InvalidProgram) as e:
+        Interpreter((insn, *assemble("r0 = 0\nexit")))
+    assert e.value.rule == rule and e.value.pc == 0
+
+
+# -- the numbers iterator -------------------------------------------------------------------
+
+def iter_case(start: int, end: int) -> CollectionSpec:
+    """new(start, end), then next() up to 16 times, destroy; arr[0] gets new's return, the
+    number of values, the first and the last value."""
+    return VerifierCase("xdp_iter", f"""
+r1 = r10
+r1 += -8
+r2 = {start}
+r3 = {end}
+call KFUNC(bpf_iter_num_new)
+r7 = r0
+r6 = 0
+r8 = 0
+r9 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+if r6 != 0 goto +1
+r9 = r1
+r8 = r1
+r6 += 1
+if r6 < 16 goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+*(u32 *)(r10 -16) = 0
+r1 = MAP(arr)
+r2 = r10
+r2 += -16
+call 1
+if r0 == 0 goto +4
+*(u32 *)(r0 +0) = r7
+*(u32 *)(r0 +4) = r6
+*(u32 *)(r0 +8) = r9
+*(u32 *)(r0 +12) = r8
+r0 = 2
+exit""", None).spec()
+
+
+def run_iter(coll: Collection) -> tuple[int, int, int, int]:
+    assert coll.programs["xdp_iter"].test_run(bytes(64)).retval == 2
+    raw = coll.maps["arr"].handle.lookup(bytes(4))
+    assert raw is not None
+    ret, n, first, last = struct.unpack("<iIii", raw)
+    return ret, n, first, last
+
+
+# (start, end) -> (new's return, values seen (at most 16), first, last): bpf_iter.c's rules.
+ITER_CASES = {
+    (0, 10): (0, 10, 0, 9),
+    (5, 5): (0, 0, 0, 0),
+    (10, 5): (-errno.EINVAL, 0, 0, 0),
+    (-3, 2): (0, 5, -3, 1),
+    (0, bpf_iter.BPF_MAX_LOOPS): (0, 16, 0, 15),
+    (-1, bpf_iter.BPF_MAX_LOOPS): (-errno.E2BIG, 0, 0, 0),
+    (INT_MIN, INT_MIN + 3): (0, 3, INT_MIN, INT_MIN + 2),
+    (INT_MAX - 2, INT_MAX): (0, 2, INT_MAX - 2, INT_MAX - 1),
+    (INT_MIN, INT_MAX): (-errno.E2BIG, 0, 0, 0),
+}
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_iter_num_returns(engine: str) -> None:
+    for (start, end), want in ITER_CASES.items():
+        with Collection(iter_case(start, end), "userspace", engine=engine) as c:
+            assert run_iter(c) == want, (start, end)
+
+
+def test_iter_num_state_words() -> None:
+    """The 8 bytes after each call: {cur, end}, zeroed when done, refused or destroyed."""
+    vm = Interpreter(assemble("r0 = 0\nexit"))
+    buf = bytearray(8)
+    vm.mem.reset([Region("it", 0x1000, buf)])
+
+    def words() -> tuple[int, int]:
+        cur, end = struct.unpack("<ii", buf)
+        return cur, end
+    assert bpf_iter.iter_num_new(vm, 0x1000, 3, 5, 0, 0) == 0 and words() == (2, 5)
+    assert bpf_iter.iter_num_next(vm, 0x1000, 0, 0, 0, 0) == 0x1000 and words() == (3, 5)
+    assert bpf_iter.iter_num_next(vm, 0x1000, 0, 0, 0, 0) == 0x1000 and words() == (4, 5)
+    assert bpf_iter.iter_num_next(vm, 0x1000, 0, 0, 0, 0) == 0 and words() == (0, 0)
+    assert bpf_iter.iter_num_next(vm, 0x1000, 0, 0, 0, 0) == 0  # drained stays drained
+    bpf_iter.iter_num_new(vm, 0x1000, 1, 9, 0, 0)
+    assert bpf_iter.iter_num_destroy(vm, 0x1000, 0, 0, 0, 0) == 0 and words() == (0, 0)
+    buf[:] = struct.pack("<ii", 7, 9)
+    assert bpf_iter.iter_num_new(vm, 0x1000, 9, 1, 0, 0) == -errno.EINVAL & (2**64 - 1)
+    assert words() == (0, 0)
+
+
+def _python_calls(fn: Any, run: Any) -> int:
+    """How often ``fn``'s code runs in Python during ``run()``."""
+    calls = 0
+    code = fn.__code__
+
+    def prof(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code is code:
+            calls += 1
+    sys.setprofile(prof)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_iter_runs_without_python_on_the_jit() -> None:
+    with Collection(iter_case(0, 10), "userspace", engine="jit") as c:
+        assert _python_calls(bpf_iter.iter_num_next, lambda: run_iter(c)) == 0
+        assert run_iter(c) == (0, 10, 0, 9)
+    with Collection(iter_case(0, 10), "userspace", engine="interp") as c:
+        assert _python_calls(bpf_iter.iter_num_next, lambda: run_iter(c)) == 11
+
+
+def _loops_spec() -> CollectionSpec:
+    """loops.o with the programs Linux refuses left out (as libbpf's autoload=false)."""
+    from dataclasses import replace
+    spec = load_collection_spec(LOOPS)
+    for name in ("xdp_iter_off_by_one", "xdp_loop_walk"):
+        spec.programs[name] = replace(spec.programs[name], autoload=False)
+    return spec
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_clang_loops_run(engine: str) -> None:
+    """bpf_for, can_loop and bpf_loop as clang emits them (tests/verifier_objects/loops.c)."""
+    pkt = bytes(range(1, 61))
+    with Collection(_loops_spec(), "userspace", engine=engine) as c:
+        # can_loop over an all-zero map never passes 1000: may_goto ends it.
+        assert c.programs["xdp_can_loop_sum"].test_run(pkt).retval == 1
+        assert c.programs["xdp_iter_sum"].test_run(pkt).retval == 2
+        assert c.maps["sums"][0] == sum(pkt)
+        assert c.programs["xdp_can_loop_sum"].test_run(pkt).retval == 1  # 1830: even
+        assert c.programs["xdp_loop_count"].test_run(pkt).retval == 1  # 0+..+999 is even
