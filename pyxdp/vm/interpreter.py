@@ -5,7 +5,9 @@ into the upper half, shift amounts masked to the operand width, division by
 zero giving 0 and modulo by zero leaving the dividend (truncated to 32 bits
 for the 32-bit forms), signed division and modulo truncating toward zero with
 ``INT_MIN / -1 == INT_MIN`` and ``INT_MIN % -1 == 0``, as the kernel patches
-them in ``do_misc_fixups``.
+them in ``do_misc_fixups``; ``may_goto`` as the same function rewrites it (a
+counter per function call, set at the call's entry, the jump taken once it is
+spent: :data:`MAY_GOTO_LOOPS` fall-throughs).
 
 Speed without per-instruction attribute lookups: each slot is pre-decoded once
 into a small closure ``f(pc) -> next_pc`` made by a factory compiled once per

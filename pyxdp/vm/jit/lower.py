@@ -26,6 +26,8 @@ run-time checks (:mod:`pyxdp.vm.interpreter`) and makes them native:
   once, and tests how much is left only where running short could show
   (before each load, store or atomic and before its last instruction), so the
   fault pc, the memory effects and ``executed`` equal the interpreter's;
+* ``may_goto`` counts down a counter each function call sets at its entry
+  (an ``alloca`` LLVM keeps in a register), as the interpreter does;
 * division, modulo and shifts are guarded so no eBPF operand reaches LLVM
   undefined behaviour;
 * a run starts with zeroed stack frames, as the interpreter's fresh frames:
@@ -36,10 +38,11 @@ run-time checks (:mod:`pyxdp.vm.interpreter`) and makes them native:
   their call sites when the map argument is a constant: array and hash map
   lookups and updates, the XDP packet helpers, redirects (pyxdp's
   ``bpf_redirect_xsk`` included: one bit of the host's registration table),
-  csum_diff, the clock. Each native path does the common case exactly as the Python helper
-  would and otherwise (an unusual argument, a pointer the regions refuse, a
-  full LRU map, frags) calls the Python helper, which then gives the
-  reference answer - before the native path has changed anything;
+  csum_diff, the clock, the numbers iterator kfuncs. Each native path does the
+  common case exactly as the Python helper would and otherwise (an unusual
+  argument, a pointer the regions refuse, a full LRU map, frags) calls the
+  Python helper, which then gives the reference answer - before the native
+  path has changed anything;
 * ``bpf_tail_call`` through a constant prog array enters the target's own
   XDP entry natively when the runtime has filled the slot (else the Python
   hook, as the interpreter);

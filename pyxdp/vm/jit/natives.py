@@ -8,7 +8,8 @@ helper's Python implementation (the reference path) also holds its twin and
 registers it here; both work on the same memory (packet buffer, run context,
 map storage).
 
-Two registries, both filled at import by the layers above the vm:
+Three registries, filled at import by the modules holding the Python implementations
+(the layers above the vm, and :mod:`pyxdp.vm.bpf_iter`):
 
 * :func:`register_map`: per map type, the map helpers' lowerings - the hash
   probe (maps' ``hashtab``), array lookup and update (``arraymap``), the
@@ -17,7 +18,11 @@ Two registries, both filled at import by the layers above the vm:
 * :func:`register_helper`: per helper id, an IR function standing for the
   helper (the XDP packet helpers, ``csum_diff``, the redirects: the network
   layer's ``filter`` module registers them), or a kind the lowering
-  specialises at the call site (the map helpers, the clock, the CPU id).
+  specialises at the call site (the map helpers, the clock, the CPU id);
+* :func:`register_kfunc`: per kfunc name, with the Python function the loader
+  binds it to, an IR function standing for it (the numbers iterator,
+  :mod:`pyxdp.vm.bpf_iter`); the runtime finds them in a program's helper
+  table with :func:`kfunc_kinds`.
 
 The vm layer imports neither maps nor net; it looks the lowerings up by map
 type and by helper id. The building blocks here (:func:`xdp_guard`,
