@@ -345,7 +345,12 @@ class NetDevice:
                                   run_configs={c.spec.name: rc for c, rc in rest})
 
     def _ndo_bpf_check(self, prog: XdpProg) -> None:
-        """The driver's own checks of a native program (``ndo_bpf``); a NIC has none."""
+        """The driver's own checks of a native program (``ndo_bpf``): an MTU whose frames
+        need frags takes only a frags-aware program (``xdp.frags``), as drivers refuse
+        one (mlx5's ``mlx5e_xdp_allowed``: -EINVAL)."""
+        if self.mtu + ETH_HLEN > MAX_LINEAR and not prog.spec.flags & BPF_F_XDP_HAS_FRAGS:
+            raise _fail(errno.EINVAL, f"MTU {self.mtu} of {self.name} needs frags: the XDP "
+                                      f"program must be frags-aware (SEC(\"xdp.frags\"))")
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
@@ -866,19 +871,14 @@ class Host:
                         np.zeros(n, np.int64), metas)
 
     def _frags_into(self, frames: Frames, which: Any, data: Any) -> None:
-        """Rows ``which`` of ``data`` get their multi-buffer packets whole: the head
-        (the first bytes were gathered as for every frame, up to the whole length),
-        then each frag - the skb the kernel builds with the frags attached."""
-        from pyxdp.net.xdp_mem import xdp_buff_frags
-        mm = self.memmap
+        """Rows ``which`` of ``data`` get their multi-buffer packets whole, head then
+        frags: the skb the kernel builds with the frags attached."""
+        from pyxdp.net.xdp_mem import xdp_buff_packet
         for i in which.tolist():
-            _, _, frags = xdp_buff_frags(int(frames.pfn[i]),
-                                         bool(frames.kind[i] & KIND_FRAME), memmap=mm)
-            pos = int(frames.length[i]) - sum(f[1] for f in frags)
-            data[i, pos:] = 0
-            for fp, ln, off in frags:
-                data[i, pos:pos + ln] = np.frombuffer(mm.find(fp).read(fp, off, ln), np.uint8)
-                pos += ln
+            ln = int(frames.length[i])
+            pkt = xdp_buff_packet(int(frames.pfn[i]), bool(frames.kind[i] & KIND_FRAME),
+                                  int(frames.data[i]), ln, memmap=self.memmap)
+            data[i, :ln] = np.frombuffer(pkt, np.uint8)
 
     def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool) -> None:
         """Free frames: pool pages of ``rq`` recycled (directly in its NAPI poll),

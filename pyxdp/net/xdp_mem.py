@@ -105,6 +105,7 @@ __all__ = [
     "XdpSkb",
     "return_frame_no_direct",
     "xdp_buff_frags",
+    "xdp_buff_packet",
     "xdp_buff_set_frags",
     "xdp_buffs_pages",
     "xdp_frags_head_len",
@@ -876,6 +877,18 @@ def xdp_buff_frags(pfn: int, is_frame: bool, *, memmap: MemMap | None = None
     else:
         sh = mem._local1(pfn) * mem.page_size + mem.page_size - SKB_SHARED_INFO_SIZE
     return mem, sh, _read_frags1(mem, sh)
+
+
+def xdp_buff_packet(pfn: int, is_frame: bool, data: int, length: int, *,
+                    memmap: MemMap | None = None) -> bytes:
+    """A multi-buffer packet ``length`` bytes long in all, its head at page offset
+    ``data``: the head's bytes, then each frag's (what ``skb_copy_bits`` reads)."""
+    mm = memmap if memmap is not None else MEMMAP
+    mem, _, frags = xdp_buff_frags(pfn, is_frame, memmap=mm)
+    head = length - sum(f[1] for f in frags)
+    out = [mem.read(pfn, data, head)]
+    out.extend(mm.find(fp).read(fp, off, ln) for fp, ln, off in frags)
+    return b"".join(out)
 
 
 def xdp_frags_head_len(pfns: NDArray[np.int64], length: NDArray[np.int64],
