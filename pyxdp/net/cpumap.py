@@ -130,13 +130,13 @@ def _freed(r_slots, rprod, rsize, nret, pfn):  # type: ignore[no-untyped-def]
     return nret + 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
 def _frame_kinds(host: Any, pfns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The ring keeps no kind: multi-buffer frames are told by their header's flags."""
     return KIND_FRAME | np.where(xdp_frames_have_frags(pfns, memmap=host.memmap),
                                  KIND_FRAGS, 0).astype(np.int64)
 
 
+@njit(cache=True, nogil=True, _nrt=False)
 def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk, jit, defer,  # type: ignore[no-untyped-def] # noqa: E501
                         max_batches, spins, per_skb):
     """``cpu_map_kthread_run``: up to ``max_batches`` batches of 8 frames from the ring.
