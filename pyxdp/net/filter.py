@@ -795,7 +795,8 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-        ln, flags = frames.length[pos], 0
+        ln = frames.length[pos]
+        flags: I64 | int = 0
         multi = frames.has_frags[pos]
         if multi.any():  # the frame's len is the head; the frags stay in skb_shared_info
             flags = multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
