@@ -11,6 +11,10 @@ and maps the datapath runs (``host.load(obj)``). Devices:
   (or pulled from a :class:`~pyxdp.net.source.TrafficGenerator`) are DMA'd
   into pages of the rx queue's page pool; what it transmits reaches its
   ``wire`` sinks (:class:`~pyxdp.net.source.Collector`, a pcapng writer...).
+  A frame longer than a page's packet room (3520 bytes) becomes a
+  multi-buffer ``xdp_buff``: a head page and page frags listed in its
+  ``skb_shared_info``, as veth's ``skb_pp_cow_data`` builds them; a device
+  whose MTU needs frags takes only frags-aware programs.
 - :meth:`Host.veth` - a veth pair: what one end transmits, the other end
   receives. As in veth.c, frames sent by the stack are copied into a page of
   the receiving queue's pool when that end runs XDP, and frames sent by XDP
