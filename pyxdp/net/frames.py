@@ -51,7 +51,8 @@ class Frames:
 
     @property
     def has_frags(self) -> npt.NDArray[np.bool_]:
-        return (self.kind & KIND_FRAGS) != 0
+        out: npt.NDArray[np.bool_] = (self.kind & KIND_FRAGS) != 0
+        return out
 
     @classmethod
     def empty(cls) -> Frames:
