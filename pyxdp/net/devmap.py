@@ -76,6 +76,7 @@ I64 = npt.NDArray[np.int64]
 # xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
 FWD_OVERHEAD = 14 + 4
 _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+NDO_XMIT_SG = 1 << 6  # NETDEV_XDP_ACT_NDO_XMIT_SG
 
 
 class _Prog(Protocol):
@@ -239,10 +240,14 @@ def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: Xdp
             err[sel] = -errno.EINVAL
         elif not d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
             err[sel] = -errno.EOPNOTSUPP
-        elif not d.up:
-            err[sel] = -errno.ENETDOWN
         else:
-            tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
+            if not d.xdp_features & NDO_XMIT_SG:
+                # A multi-buffer frame needs a target that transmits frags.
+                err[sel & frames.has_frags] = -errno.EOPNOTSUPP
+            if not d.up:
+                err[sel & (err == 0)] = -errno.ENETDOWN
+            else:
+                tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
     # xdp_ok_fwd_dev: frames longer than the target's MTU (plus headers) are refused.
     err = np.where((err == 0) & (frames.length > tgt_mtu), -errno.EMSGSIZE, err)
     ok = err == 0
@@ -365,6 +370,8 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
         for k, (ifindex, prog_id) in enumerate(targets):
             last = k == len(targets) - 1
             mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
+            if not host.devices[ifindex].xdp_features & NDO_XMIT_SG:  # is_valid_dst
+                mtu_ok &= ~conv.has_frags
             if last:
                 out = conv
             else:

@@ -49,6 +49,10 @@ A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 :mod:`pyxdp.net.dev`, one skb at a time).
 
+Multi-buffer (frags) frames are never taken: the loop stops at the first
+one in the rx ring, as at an ``xdp_frame`` from another device, and the
+Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+
 Everything else - veth targets, wire sinks to feed, a broadcast clone that
 would meet a devmap program, a devmap program the loop cannot drive (the
 polling program itself, an interpreted one), PASS with a stack callback or a
