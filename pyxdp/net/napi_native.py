@@ -13,7 +13,12 @@ XDP batch entry on them, and acts on the verdicts:
   exceptions are counted per verdict for ``xdp_exception``;
 - ``XDP_TX`` on a NIC: ``xdp_convert_buff_to_frame`` (the header written in
   the headroom), the TX bulk queue of 16, ``ndo_xdp_xmit``, and, at tx
-  completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk;
+  completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk. A
+  device with native transmit rings (``NetDevice.xmit_wires``: an AF_XDP
+  socket of the host kernel, :mod:`pyxdp.net.xsk_wire`) gets each frame
+  copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
+  to it alike; frames its ring has no room for count as ``xdp_tx_errors``
+  (XDP_TX) or as the flush's drops (redirects);
 - ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
   (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
   for the (target, entry program) flushed when full and at the poll's end

@@ -10,13 +10,18 @@ user's object on those frames in its own datapath:
 
 - :class:`LiveNic` is a :class:`~pyxdp.net.netdevice.NetDevice` with the
   interface's ifindex, name, MAC and MTU; each rx queue is fed by a
-  :class:`_XskPort` (received descriptors copied, in machine code, from the
-  UMEM into pages of the queue's page pool: one copy, so that every page the
-  program sees stays in pyxdp's accounting) and polled by its own worker
-  thread (one per queue, :class:`LiveDataplane`);
-- XDP_TX and redirects to another :class:`LiveNic` reach ``ndo_xdp_xmit``,
-  which copies the frames into UMEM chunks of the socket's tx ring and kicks
-  it (``sendto``): out of the interface as AF_XDP transmits;
+  :class:`_XskPort` (one native call per round takes the rx ring's
+  descriptors, copies each frame from the UMEM into a page of the queue's
+  page pool - one copy, so that every page the program sees stays in pyxdp's
+  accounting - and gives the chunk straight back to the fill ring) and polled
+  by its own worker thread (one per queue, :class:`LiveDataplane`), which
+  spins on the rx ring while traffic flows and sleeps in ``poll`` when idle;
+- XDP_TX and redirects to a :class:`LiveNic` leave by its transmit wire
+  (:mod:`pyxdp.net.xsk_wire`, ``NetDevice.xmit_wires``): the native poll loop
+  copies each frame of a bulk into a free UMEM chunk and writes the tx
+  descriptor itself, the completion ring gives the chunks back; the worker
+  kicks (``sendto``) once per round: out of the interface as AF_XDP
+  transmits. The Python path (``ndo_xdp_xmit``) writes the same ring;
 - XDP_PASS: the skbs the program passed are written to a TAP device that
   pyxdp creates per interface (``<if>-pass``, the interface's MAC, no IPv6
   link-local of its own, ``rp_filter`` off): ``tun_get_user`` hands them to
