@@ -73,3 +73,20 @@ def test_builtin_vectors_are_linuxs_results() -> None:
     assert sorted(files) == sorted(p.name for p in BUILTIN_DIR.glob("*.data"))
     for name, text in files.items():
         assert (BUILTIN_DIR / name).read_text() == text, name
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_error_vector_needs_the_runners_error_text(engine: str) -> None:
+    # As bpf_conformance compares the plugin's error line with '-- error': any other
+    # error, or a result, fails the vector.
+    from pyxdp.testing.conformance import parse_vector, run_jit
+    run = run_jit if engine == "jit" else run_interp
+    asm = "ldxb %r0, [%r1+4]\nexit"
+    text = "-- asm\n{}\n-- mem\n00 00 00 00\n-- error\n{}\n"
+    right = run(parse_vector(text.format(asm, "verifier: R1 offset is outside of the packet")))
+    assert right.status == "passed", right.detail
+    wrong = run(parse_vector(text.format(asm, "verifier: invalid mem access 'scalar'")))
+    assert wrong.status == "failed"
+    assert "R1 offset is outside of the packet" in wrong.detail
+    loads = run(parse_vector(text.format("mov %r0, 1\nexit", "verifier: anything")))
+    assert loads.status == "failed" and "got r0=0x1" in loads.detail

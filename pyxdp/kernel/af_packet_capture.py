@@ -19,18 +19,20 @@ import time
 from typing import Final
 
 from pyxdp.errors import KernelError
+from pyxdp.uapi.if_packet import (
+    ETH_P_8021Q,
+    ETH_P_ALL,
+    PACKET_AUXDATA,
+    PACKET_OUTGOING,
+    PACKET_STATISTICS,
+    SO_RCVBUFFORCE,
+    SOL_PACKET,
+    TP_STATUS_VLAN_TPID_VALID,
+    TP_STATUS_VLAN_VALID,
+)
 
 __all__ = ["PacketCapture"]
 
-SOL_PACKET: Final = 263
-PACKET_AUXDATA: Final = 8
-PACKET_STATISTICS: Final = 6
-PACKET_OUTGOING: Final = 4
-ETH_P_ALL: Final = 0x0003
-ETH_P_8021Q: Final = 0x8100
-SO_RCVBUFFORCE: Final = 33
-TP_STATUS_VLAN_VALID: Final = 0x10
-TP_STATUS_VLAN_TPID_VALID: Final = 0x40
 _AUXDATA: Final = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
 _RCVBUF: Final = 16 << 20
 

@@ -27,26 +27,27 @@ import numpy.typing as npt
 
 from pyxdp.errors import KernelError
 from pyxdp.net.native import njit
+from pyxdp.uapi.if_packet import (
+    ETH_P_ALL,
+    PACKET_IGNORE_OUTGOING,
+    PACKET_LOSS,
+    PACKET_QDISC_BYPASS,
+    PACKET_RX_RING,
+    PACKET_TX_RING,
+    PACKET_VERSION,
+    SOL_PACKET,
+    TP_STATUS_AVAILABLE,
+    TP_STATUS_SEND_REQUEST,
+    TP_STATUS_USER,
+    TP_STATUS_VLAN_TPID_VALID,
+    TP_STATUS_VLAN_VALID,
+    TP_STATUS_WRONG_FORMAT,
+    TPACKET_V2,
+    TPACKET_V3,
+)
 
 __all__ = ["PacketRxRing", "PacketTxRing", "packet_socket"]
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_RX_RING = 5
-PACKET_VERSION = 10
-PACKET_LOSS = 14
-PACKET_TX_RING = 13
-PACKET_QDISC_BYPASS = 20
-PACKET_IGNORE_OUTGOING = 23
-TPACKET_V2 = 1
-TPACKET_V3 = 2
-TP_STATUS_KERNEL = 0
-TP_STATUS_USER = 1
-TP_STATUS_VLAN_VALID = 0x10
-TP_STATUS_VLAN_TPID_VALID = 0x40
-TP_STATUS_SEND_REQUEST = 1
-TP_STATUS_WRONG_FORMAT = 4
-TP_STATUS_AVAILABLE = 0
 TPACKET2_DATA = 32  # TPACKET2_HDRLEN - sizeof(struct sockaddr_ll): where tx data goes
 
 U8 = npt.NDArray[np.uint8]

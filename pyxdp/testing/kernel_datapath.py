@@ -61,6 +61,7 @@ from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.kernel_live import DROP, LIVE, REDIRECT_DEVMAP, TX, asm_spec, xdp_md
 from pyxdp.testing.programs import REDIRECT_XSK, asm_collection
 from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.if_packet import PACKET_QDISC_BYPASS, SOL_PACKET
 
 if TYPE_CHECKING:
     from pyxdp.xsk.linux import LinuxXskSocket
@@ -335,7 +336,6 @@ def measure_generic(lp: LinuxPaths, frames: int, driver: str = GENERIC_DRIVER) -
     return KernelRun(frames, got - before, t1 - t0)
 
 
-_SOL_PACKET, _PACKET_QDISC_BYPASS = 263, 20
 
 
 def _packet_send(lp: LinuxPaths, frames: int, batch: int = 1024) -> None:
@@ -363,7 +363,7 @@ def _packet_send(lp: LinuxPaths, frames: int, batch: int = 1024) -> None:
         m.hdr.iov = ctypes.pointer(iov)
         m.hdr.iovlen = 1
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as s:
-        s.setsockopt(_SOL_PACKET, _PACKET_QDISC_BYPASS, 1)
+        s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
         s.bind(("veth0", 0))
         fd = s.fileno()
         sent = 0

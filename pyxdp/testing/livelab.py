@@ -35,6 +35,7 @@ from pyxdp.errors import PyxdpError
 from pyxdp.kernel.link import XdpLink
 from pyxdp.kernel.netlink import ifindex_of, netns
 from pyxdp.spec import CollectionSpec
+from pyxdp.uapi.if_packet import PACKET_IGNORE_OUTGOING, SOL_PACKET
 
 __all__ = ["IP0", "MACS", "PEER_IP", "Capture", "LiveCase", "LiveResult", "live_netns",
            "run_case", "send_frames"]
@@ -104,7 +105,7 @@ class Capture:
     def __init__(self, dev: str) -> None:
         self.frames: list[bytes] = []
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 0)
-        self.sock.setsockopt(263, 23, 1)  # SOL_PACKET, PACKET_IGNORE_OUTGOING
+        self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         self.sock.bind((dev, 0x0003))
 
     def drain(self) -> int:

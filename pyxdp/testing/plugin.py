@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pyxdp.asm.insn import Instruction, decode
 from pyxdp.elf.elfio import open_elf
 from pyxdp.errors import PyxdpError
-from pyxdp.testing.conformance import MEM_BASE
+from pyxdp.testing.conformance import MEM_BASE, error_text
 from pyxdp.vm.memory import Region
 
 __all__ = ["ENGINES", "PluginArgs", "elf_program", "main", "parse_args"]
@@ -126,16 +126,6 @@ def _run(insns: Sequence[Instruction], mem: bytes, engine: str) -> int:
     return Interpreter(insns).run(r1, len(mem), regions=regions)
 
 
-def _error_text(insns: Sequence[Instruction], mem: bytes, err: PyxdpError) -> str:
-    """Linux's refusal where its verifier refuses the program, else the engine's fault."""
-    from pyxdp.testing.kernel_runner import pyxdp_refusal
-    try:
-        refusal = pyxdp_refusal(insns, len(mem))
-    except PyxdpError:
-        refusal = None
-    return refusal or str(err)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -153,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         r0 = _run(insns, args.mem, args.engine)
     except PyxdpError as e:
-        sys.stderr.write(" ".join(_error_text(insns, args.mem, e).split()) + "\n")
+        sys.stderr.write(error_text(insns, args.mem, e) + "\n")
         return 1
     sys.stdout.write(f"{r0:x}\n")
     return 0

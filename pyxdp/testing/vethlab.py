@@ -107,6 +107,7 @@ from pyxdp.kernel.af_packet_capture import PacketCapture
 from pyxdp.net import packets as pk
 from pyxdp.spec import CollectionSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.if_packet import PACKET_QDISC_BYPASS, SOL_PACKET
 from pyxdp.uapi.xdp_trace import TraceEvent
 
 if TYPE_CHECKING:
@@ -861,9 +862,6 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
 # --------------------------------------------------------------------------
 # The kernel backend
 # --------------------------------------------------------------------------
-
-SOL_PACKET: Final = 263
-PACKET_QDISC_BYPASS: Final = 20
 
 _run_counter = itertools.count()
 
