@@ -1,7 +1,7 @@
 """What pyxdp ships: the wheel carries the samples (objects, C sources, headers), the
 built-in conformance vectors, py.typed and the LICENSE; installed from it (not editable),
-pyxdp runs from any directory with ``samples/NAME.o``; an editable install is one mypy
-follows (a plain path entry, not an import hook)."""
+pyxdp runs from any directory with ``samples/NAME.o``, and README.md runs there step by
+step; an editable install is one mypy follows (a plain path entry, not an import hook)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,67 @@ def test_installed_wheel_runs_from_another_directory(wheel: Path, tmp_path: Path
                          env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.rstrip().endswith("ok") and "passed" in res.stdout
+
+
+# README.md's steps as tests/test_readme.py runs them (its parsing, its (root) namespaces,
+# its Ctrl-C of live commands), in one process of the installed wheel: the steps share
+# that process's imports and machine code, as that test's do, and the native code comes
+# from the numba cache, which is filed by content, not by install location
+# (pyxdp.net.native), so the wheel reuses what the checkout's tests compiled.
+_README_FROM_ELSEWHERE = textwrap.dedent("""
+    import importlib.util, os, pathlib, sys, time
+    target, readme_test, work = (pathlib.Path(a) for a in sys.argv[1:4])
+    import pyxdp
+    where = pathlib.Path(pyxdp.__file__).resolve()
+    assert where.is_relative_to(target.resolve()), where
+    spec = importlib.util.spec_from_file_location("readme_steps", readme_test)
+    steps = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = steps
+    spec.loader.exec_module(steps)
+    os.chdir(work)
+    sys.argv = ["pyxdp"]
+    assert not pathlib.Path("samples").exists()
+    root = os.geteuid() == 0
+    ran = 0
+    for step in steps.STEPS:
+        if step.root and not root:
+            print(f"not root: {step.id}", file=sys.stderr)
+            continue
+        t0 = time.monotonic()
+        try:
+            if step.root:
+                with steps._veth_namespace():
+                    steps._run(step, work)
+            else:
+                steps._run(step, work)
+        except BaseException as e:
+            print(f"FAILED {step.id}: {type(e).__name__}: {e}", file=sys.stderr)
+            sys.exit(1)
+        ran += 1
+        print(f"{time.monotonic() - t0:7.1f} s  {step.id}", file=sys.stderr, flush=True)
+    print(f"ran {ran} of {len(steps.STEPS)}", file=sys.stderr)
+""")
+
+
+@pytest.mark.xdist_group("kernel")  # (root) steps build namespaces and read tracefs
+def test_installed_wheel_runs_the_readme(wheel: Path, tmp_path: Path) -> None:
+    """``pip install .`` (not editable), then README.md from another directory: every
+    command and snippet, the console script's own entry point included."""
+    if os.geteuid() != 0 and os.environ.get("CI") == "true":
+        pytest.fail("README's (root) steps need root, and CI runs as root")
+    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = _install(wheel, target)
+    env["PATH"] = f"{target / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    res = subprocess.run([str(target / "bin" / "pyxdp"), "--version"], cwd=elsewhere,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "pyxdp" in res.stdout, res.stderr[-2000:]
+    res = subprocess.run([sys.executable, "-c", _README_FROM_ELSEWHERE, str(target),
+                          str(ROOT / "tests" / "test_readme.py"), str(elsewhere)],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    ran, total = map(int, res.stderr.splitlines()[-1].split()[1::2])
+    assert total >= 20 and (ran == total or os.geteuid() != 0), res.stderr[-3000:]
 
 
 def test_mypy_strict_sees_an_editable_install(tmp_path: Path) -> None:

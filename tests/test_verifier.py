@@ -76,6 +76,27 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
             assert 0 < res.insns_processed < 10_000
 
 
+# Linux 6.18's verdicts on tests/verifier_objects/loops.o (clang-16 output of bpf_for,
+# can_loop and bpf_loop; tests/kernel/test_verifier_kernel.py re-measures them).
+LOOPS = {"xdp_iter_sum": None, "xdp_iter_off_by_one": "R2 offset is outside of the packet",
+         "xdp_can_loop_sum": None,
+         "xdp_loop_walk": "R5 min value is outside of the allowed memory range",
+         "xdp_loop_count": None}
+
+
+def test_clang_loops_get_linux_verdict() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "loops.o")
+    got = {}
+    for name, prog in spec.programs.items():
+        try:
+            res = verify(prog, spec.maps, btf=spec.btf)
+            got[name] = None
+            assert res.insns_processed < 1000, name  # the loops converge
+        except VerifierError as e:
+            got[name] = e.reason
+    assert got == LOOPS
+
+
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:
     with pytest.raises(VerifierError) as e:
         Collection.load(SAMPLES / "unchecked.o")

@@ -29,12 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pyxdp import samples
 from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
 from pyxdp.net.stats import NetdevStats
 
 __all__ = ["add_bench_arguments", "add_run_arguments", "cmd_bench_live", "cmd_run_live"]
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 _ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pyxdp import samples
 from pyxdp.cli.options import STYLE, add_mode_arg, emit, kernel_mode, status
 from pyxdp.cli.prog import CliError, _read_input
 
@@ -53,7 +54,7 @@ CPU_MODES: Final = {"round-robin": "xdp_redirect_cpu_rr", "l4-hash": "xdp_redire
                     "l4-proto": "xdp_redirect_cpu_proto"}
 _ACTS: Final = {"drop": 1, "pass": 2, "tx": 3}
 _VERDICTS: Final = ("aborted", "drop", "pass", "tx", "redirect")
-SAMPLES: Final = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES: Final = samples.DIR  # the checkout's samples/ or the wheel's copy
 
 # The packet operations before the verdict, in BPF assembler; r2/r3 hold data and
 # data_end, a short frame skips to the verdict (the trailing "r0 = ACT; exit").

@@ -627,7 +627,7 @@ def _dm_slot(dm_ids, map_id):  # type: ignore[no-untyped-def]
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
+@njit(cache=True, nogil=True, inline="numba", _nrt=False)  # returns a view it makes
 def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
     """Devmap row ``slot``'s entries (ifindex, program id per slot), where the map keeps
     them: an update from user space shows at once, as in the kernel."""

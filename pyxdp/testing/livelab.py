@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from pyxdp import samples
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.link import XdpLink
@@ -44,7 +44,7 @@ MACS = {f"veth{i}": bytes([2, 0, 0, 0, 0x1A, i]) for i in range(4)}
 IP0 = "10.77.0.1"
 PEER_IP = "10.77.0.2"
 PASS_SPEC_TEXT = "r0 = 2\nexit"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 
 Setup = Callable[[Collection], None]
 

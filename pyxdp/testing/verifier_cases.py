@@ -44,7 +44,10 @@ MAPS: dict[str, MapSpec] = {
     "cpus": MapSpec("cpus", MT.BPF_MAP_TYPE_CPUMAP, 4, 4, 2),
     # value struct { int cnt; struct bpf_spin_lock lock; int x; }: its BTF comes with the case
     "locked": MapSpec("locked", MT.BPF_MAP_TYPE_ARRAY, 4, 12, 2),
+    # value struct { long x; struct bpf_timer t; }: its BTF comes with the case
+    "timed": MapSpec("timed", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
 }
+_BTF_MAPS = ("locked", "timed")
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -62,9 +65,9 @@ class Func:
     ret: str = "int"
 
 
-def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
-    """BTF for ``funcs``: each one's FUNC type id, then the ids of ``int`` and of the
-    ``locked`` map's value struct."""
+def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[str, int]]:
+    """BTF for ``funcs``: each one's FUNC type id, then the id of ``int`` and those of
+    the value structs of the maps with special fields (``locked``, ``timed``)."""
     strings = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -89,6 +92,13 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
                  members=(BtfMember("cnt", name("cnt"), int_id, 0),
                           BtfMember("lock", name("lock"), lock, 32),
                           BtfMember("x", name("x"), int_id, 64)))
+    long_id = add(BtfKind.INT, "long", size_type=8, int_encoding=BTF_INT_SIGNED, int_bits=64)
+    timer = add(BtfKind.STRUCT, "bpf_timer", size_type=16,
+                members=(BtfMember("a", name("a"), long_id, 0),
+                         BtfMember("b", name("b"), long_id, 64)))
+    timed = add(BtfKind.STRUCT, "timed_val", size_type=24,
+                members=(BtfMember("x", name("x"), long_id, 0),
+                         BtfMember("t", name("t"), timer, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -108,7 +118,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, int]:
         proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
                     vlen=len(named), params=named)
         ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
-    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, locked
+    return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
+        "locked": locked, "timed": timed}
 
 
 @dataclass(frozen=True)
@@ -150,12 +161,18 @@ class VerifierCase:
                            kfuncs=krefs, flags=self.flags)
         btf = None
         maps = {n: MAPS[n] for n in names}
-        if self.funcs or "locked" in maps:
-            btf, ids, int_id, locked = funcs_btf(self.funcs)
-            if "locked" in maps:
-                maps["locked"] = replace(maps["locked"], key_type=int_id, value_type=locked)
+        if self.funcs or any(m in maps for m in _BTF_MAPS):
+            btf, ids, int_id, values = funcs_btf(self.funcs)
+            for m in _BTF_MAPS:
+                if m in maps:
+                    maps[m] = replace(maps[m], key_type=int_id, value_type=values[m])
         if self.funcs:
-            starts = [a for a, _ in validate(insns).functions]
+            # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
+            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else i
+                     for i in insns]  # kfunc calls laid out as calls
+            starts = sorted({a for a, _ in validate(plain).functions} | {
+                pc + 1 + i.imm for pc, i in enumerate(insns)
+                if i.is_ld_imm64() and i.src == 4})
             if len(starts) != len(self.funcs):
                 raise ValueError(f"{self.name}: {len(starts)} functions, {len(self.funcs)} "
                                  "described")
@@ -173,7 +190,29 @@ _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
 _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
 
 
+# call bpf_get_prandom_u32; r6 = 64 on the taken branch, 0 on the fall-through (explored
+# first); the join is the first place with enough instructions and jumps behind it for a
+# kept state (2 jumps and 8 instructions).
+_PREC = """r9 = r1
+call 7
+r6 = 64
+if r0 > 10 goto +9
+r6 = 0
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 7
+r1 = 8
+r1 = 7
+{use}
+r0 = 2
+exit"""
 _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
+# a main program and its callback (static functions, with BTF func_info)
+_CB = (Func("main"), Func("cb"))
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -653,6 +692,84 @@ r5 = 1
 lock *(u64 *)(r2 +0) += r5
 r0 = 1
 exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    # -- precision: a state pruned against a safe one only where the values that made
+    # it safe are equal. The safe path (r6 = 0) runs first and leaves a kept state at the
+    # join; the other one (r6 = 64) must not be pruned against it.
+    _c("prec_ptr_add", _PREC.format(use="""
+r2 = r10
+r2 += -8
+r2 += r6
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_spill_fill", _PREC.format(use="""
+*(u64 *)(r10 -16) = r6
+r7 = 1
+r7 = 2
+r7 = *(u64 *)(r10 -16)
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_helper_size", _PREC.format(use="""
+r4 = r6
+r4 += 8
+r1 = r9
+r2 = 0
+r3 = r10
+r3 += -8
+call 189"""), "invalid write to stack R3 off=-8 size=72"),
+    _c("prec_linked_bound", _PREC.format(use="""
+r7 = r6
+if r6 > 32 goto +1
+r7 = 0
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1"""), "invalid write to stack R2 off=56 size=8"),
+    _c("prec_alu_chain", _PREC.format(use="""
+r7 = r6
+r7 <<= 1
+r7 += 4
+r2 = r10
+r2 += -16
+r2 += r7
+r1 = 0
+*(u32 *)(r2 +0) = r1"""), "invalid write to stack R2 off=116 size=4"),
+    # the slot a later path reads differs at the join: it is compared (read marks)
+    _c("live_stack_read", """r9 = r1
+call 7
+r6 = 64
+*(u64 *)(r10 -16) = r6
+if r0 > 10 goto +9
+r6 = 0
+*(u64 *)(r10 -16) = r6
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 8
+r1 = 7
+r7 = *(u64 *)(r10 -16)
+r2 = r10
+r2 += -8
+r2 += r7
+r1 = 0
+*(u64 *)(r2 +0) = r1
+r0 = 2
+exit""", "invalid write to stack R2 off=56 size=8"),
+    # 2^24 paths, each leaving a different r8: only pruning on imprecise scalars (r8 never
+    # decides anything) keeps this under the 1M-instruction limit.
+    _c("prec_imprecise_prunes", "r8 = 0\n" + """call 7
+r6 = 0
+if r0 > 10 goto +1
+r6 = 1
+r8 <<= 1
+r8 += r6
+""" * 24 + "r0 = r8\nr0 &= 3\nexit", None),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
@@ -663,6 +780,10 @@ exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),
     _c("call_caller_r1_clobbered", "r1 = 1\ncall pc+2\nr0 = r1\nexit\nr0 = 1\nexit",
        "R1 !read_ok"),
+    # A void static function leaves R0 unwritten: Linux copies it to the caller unread
+    # (prepare_func_exit); only a read in the caller, or the main exit, refuses it.
+    _c("call_void_callee", "call pc+2\nr0 = 2\nexit\nr1 = 1\nexit", None),
+    _c("call_void_callee_r0_used", "call pc+1\nexit\nr1 = 1\nexit", "R0 !read_ok"),
     _c("call_pass_stack", """
 r1 = 5
 *(u64 *)(r10 -8) = r1
@@ -1965,4 +2086,1116 @@ r0 = *(u64 *)(r0 +4)
 exit
 r0 = 1
 exit""", None),
+    # -- loops Linux verifies until their states converge: open-coded iterators
+    # (bpf_iter_num_*, what bpf_for/bpf_repeat expand to), may_goto (can_loop,
+    # cond_break) and callbacks called again from their call ----------------------------
+    _c("iter_basic", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r6 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r6 += r1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_leak", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_next_uninit", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_new_twice", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'expected uninitialized iter_num as arg #0'),
+    _c("iter_read_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = *(u64 *)(r10 -8)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'invalid read from stack off -8+0 size 8'),
+    _c("iter_write_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 0
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_misaligned", """
+r1 = r10
+r1 += -12
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'expected uninitialized iter_num as arg #0'),
+    _c("iter_ctx_arg", """
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'arg#0 expected pointer to an iterator on stack'),
+    _c("iter_nonconst", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r0 = *(u32 *)(r0 +4)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("iter_write_r0", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = 1
+*(u32 *)(r0 +0) = r1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("iter_no_nullck", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+r1 = *(u32 *)(r0 +0)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", "R0 invalid mem access 'scalar'"),
+    _c("iter_destroy_twice", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_pkt_loop", """
+r6 = r1
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 16
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+if r1 s< 0 goto out
+if r1 s>= 16 goto out
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r2 += r1
+r4 = r2
+r4 += 1
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +0)
+r7 += r5
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = r7
+r0 &= 3
+exit""", None),
+    _c("iter_index_precise", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto loop
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("iter_index_bounded", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto loop
+if r7 > 15 goto out
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_sum_break", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r7 += r1
+if r7 > 1000 goto out
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_repeat_counter", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r7 += 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = r7
+exit""", None),
+    _c("iter_spilled_sum", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 100
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+*(u64 *)(r10 -16) = r7
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r2 = *(u64 *)(r10 -16)
+r2 += r1
+*(u64 *)(r10 -16) = r2
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = *(u64 *)(r10 -16)
+exit""", None),
+    _c("iter_nested", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+outer:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+inner:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto inner_out
+r7 += 1
+goto inner
+inner_out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+goto outer
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_inner_leak", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+outer:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+goto outer
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_uninit_in_loop", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r6 = r9
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'R9 !read_ok'),
+    _c("iter_second_pass_fault", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 4
+call KFUNC(bpf_iter_num_new)
+r7 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+if r7 != 0 goto bad
+r7 = 1
+goto loop
+bad:
+r0 = *(u64 *)(r10 -40)
+r7 = 1
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("mg_basic", """
+r0 = 0
+loop:
+may_goto +2
+r0 += 1
+goto loop
+r0 = 2
+exit""", None),
+    _c("mg_sum_pkt", """
+r6 = r1
+r7 = 0
+loop:
+may_goto out
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 1
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +0)
+r7 += r5
+goto loop
+out:
+r0 = r7
+exit""", None),
+    _c("mg_index", """
+r7 = 0
+loop:
+may_goto out
+r2 = 0
+*(u32 *)(r10 -16) = r2
+r2 = r10
+r2 += -16
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto out
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+r7 += 1
+goto loop
+out:
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("mg_stack_big", """
+r1 = 0
+*(u64 *)(r10 -504) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_stack_ok", """
+r1 = 0
+*(u64 *)(r10 -496) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_uninit_after", """
+loop:
+may_goto out
+r0 = 1
+goto loop
+out:
+exit""", 'R0 !read_ok'),
+    _c("mg_fault_in_loop", """
+r1 = 0
+loop:
+may_goto out
+r1 += 1
+if r1 > 3 goto bad
+goto loop
+bad:
+r0 = *(u64 *)(r10 +8)
+out:
+r0 = 2
+exit""", 'invalid read from stack R10 off=8 size=8'),
+    _c("mg_stack_512", """
+r1 = 0
+*(u64 *)(r10 -512) = r1
+loop:
+may_goto out
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_counter_bad", """
+r1 = 0
+loop:
+may_goto out
+r1 += 1
+if r1 == 300 goto bad
+goto loop
+bad:
+r0 = *(u64 *)(r10 +8)
+out:
+r0 = 2
+exit""", 'invalid read from stack R10 off=8 size=8'),
+    _c("mg_counter_unknown_step", """
+r6 = r1
+r7 = 0
+loop:
+may_goto out
+r2 = *(u32 *)(r6 +0)
+r2 &= 7
+r7 += r2
+if r7 == 5 goto hit
+goto loop
+hit:
+r0 = 1
+exit
+out:
+r0 = 2
+exit""", 'R2 bitwise operator &= on pointer prohibited'),
+    _c("mg_subprog", """
+r1 = 0
+call sub
+exit
+sub:
+r0 = 0
+loop:
+may_goto out
+r0 += 1
+goto loop
+out:
+r0 = 2
+exit""", None),
+    _c("mg_nested", """
+r7 = 0
+outer:
+may_goto out
+r8 = 0
+inner:
+may_goto inner_out
+r8 += 1
+goto inner
+inner_out:
+r7 += 1
+goto outer
+out:
+r0 = 2
+exit""", None),
+    _c("mg_ptr_walk", """
+r6 = r1
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+loop:
+may_goto out
+r4 = r2
+r4 += 2
+if r4 > r3 goto out
+r5 = *(u8 *)(r2 +1)
+r2 += r5
+goto loop
+out:
+r0 = 2
+exit""", 'R2 offset is outside of the packet'),
+    _c("cb_second_iter_fault", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r1 = *(u64 *)(r2 +0)
+if r1 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r1 = 1
+*(u64 *)(r2 +0) = r1
+r0 = 0
+exit""", 'invalid read from stack R10 off=8 size=8', funcs=_CB),
+    _c("cb_once_ok", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 1
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r1 = *(u64 *)(r2 +0)
+if r1 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r1 = 1
+*(u64 *)(r2 +0) = r1
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_counter_index", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 20
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = r2
+r1 = *(u64 *)(r6 +0)
+r1 += 1
+*(u64 *)(r6 +0) = r1
+r1 = r10
+r1 += -16
+r1 += 0
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_sum", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 100
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = *(u64 *)(r10 -8)
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += r1
+*(u64 *)(r2 +0) = r3
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("cb_index_array", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 100
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = r2
+r7 = *(u64 *)(r6 +0)
+r7 += 1
+*(u64 *)(r6 +0) = r7
+r2 = 0
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -8
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto o
+r0 += r7
+r1 = *(u8 *)(r0 +0)
+o:
+r0 = 0
+exit""", 'R0 min value is outside of the allowed memory range', funcs=_CB),
+    _c("cb_unknown_nr", """
+r6 = r1
+r1 = *(u32 *)(r6 +0)
+r7 = *(u32 *)(r6 +4)
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = *(u32 *)(r6 +0)
+r1 &= 255
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += 1
+*(u64 *)(r2 +0) = r3
+r0 = 0
+exit""", 'R1 bitwise operator &= on pointer prohibited', funcs=_CB),
+    _c("foreach_sum", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = MAP(hash)
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 164
+r0 = 2
+exit
+cb:
+r5 = *(u64 *)(r3 +0)
+r6 = *(u64 *)(r4 +0)
+r6 += r5
+*(u64 *)(r4 +0) = r6
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("foreach_second_fault", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = MAP(hash)
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 164
+r0 = 2
+exit
+cb:
+r6 = *(u64 *)(r4 +0)
+if r6 == 0 goto first
+r0 = *(u64 *)(r10 +8)
+first:
+r6 = 7
+*(u64 *)(r4 +0) = r6
+r0 = 0
+exit""", 'invalid read from stack R10 off=8 size=8', funcs=_CB),
+    _c("cb_ret_two_second", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r2 +0)
+r1 = 1
+*(u64 *)(r2 +0) = r1
+exit""", None, funcs=_CB),
+    _c("iter_uninit_start", """
+r1 = r10
+r1 += -8
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("iter_in_subprog", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call sub
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit
+sub:
+r6 = r1
+r7 = 0
+loop:
+r1 = r6
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r2 = *(u32 *)(r0 +0)
+r7 += r2
+goto loop
+out:
+r0 = r7
+r0 &= 1
+exit""", None, funcs=(Func("main"), Func("sub"))),
+    _c("iter_destroy_in_subprog", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call sub
+r0 = 2
+exit
+sub:
+call KFUNC(bpf_iter_num_destroy)
+r0 = 0
+exit""", None, funcs=(Func("main"), Func("sub"))),
+    _c("iter_pkt_arg", """
+r2 = *(u32 *)(r1 +0)
+r1 = r2
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'arg#0 expected pointer to an iterator on stack'),
+    _c("iter_scalar_arg", """
+r1 = 0
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'Possibly NULL pointer passed to trusted arg0'),
+    _c("iter_ptr_start", """
+r1 = r10
+r1 += -8
+r2 = r10
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r0 = 2
+exit""", 'R2 is not a scalar'),
+    _c("iter_16", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", None),
+    _c("iter_next_after_destroy_loop", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0'),
+    _c("iter_spill_overwrite_ptr", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+*(u64 *)(r10 -8) = r10
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+    _c("iter_lookup_key", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r2 = r10
+r2 += -8
+r1 = MAP(hash)
+call 1
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'invalid read from stack R2 off -8+0 size 4'),
+    _c("iter_next_misaligned", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 10
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -12
+call KFUNC(bpf_iter_num_next)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", "expected an initialized iter_num as arg #0"),
+    # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
+    _c("timer_ok", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r6 = r0
+r1 = r6
+r1 += 8
+r2 = MAP(timed)
+r3 = 1
+call 169
+r1 = r6
+r1 += 8
+r2 = subprog[cb]
+call 170
+r1 = r6
+r1 += 8
+r2 = 1000
+r3 = 0
+call 171
+out:
+r0 = 2
+exit
+cb:
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("timer_wrong_off", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r2 = MAP(timed)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8"),
+    _c("timer_no_btf", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = MAP(arr)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "map 'arr' has to have BTF in order to use bpf_timer"),
+    _c("timer_no_field", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 4
+r2 = MAP(locked)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "map 'locked' has no valid bpf_timer"),
+    _c("timer_other_map", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = MAP(arr)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0"),
+    _c("timer_stack", """
+r1 = r10
+r1 += -16
+r2 = MAP(timed)
+r3 = 1
+call 169
+r0 = 2
+exit""", 'R1 type=fp expected=map_value'),
+    _c("timer_var_off", """
+r6 = r1
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r2 = *(u32 *)(r6 +12)
+r2 &= 8
+r1 = r0
+r1 += r2
+r2 = MAP(timed)
+r3 = 1
+call 169
+out:
+r0 = 2
+exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset"),
+    _c("timer_load", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = *(u64 *)(r0 +8)
+out:
+r0 = 2
+exit""", 'bpf_timer cannot be accessed directly by load/store'),
+    _c("timer_store_x", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = 5
+*(u64 *)(r0 +0) = r1
+out:
+r0 = 2
+exit""", None),
+    _c("timer_cb_ret", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = subprog[cb]
+call 170
+out:
+r0 = 2
+exit
+cb:
+r0 = 1
+exit""", "At async callback return the register R0 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB),
+    _c("timer_cb_reads_value", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = subprog[cb]
+call 170
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = *(u64 *)(r3 +16)
+r0 = 0
+exit""", 'bpf_timer cannot be accessed directly by load/store', funcs=_CB),
+    _c("timer_cancel_null", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+r1 = r0
+r1 += 8
+call 172
+r0 = 2
+exit""", None),
+    _c("timer_nongpl", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto +3
+r1 = r0
+r1 += 8
+call 172
+r0 = 2
+exit""", "cannot call GPL-restricted function from non-GPL compatible program",
+       license="Dual BSD"),
 )

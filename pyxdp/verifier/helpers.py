@@ -43,6 +43,7 @@ class Arg(Enum):
     SPIN_LOCK = auto()
     CONST_STR = auto()
     DYNPTR = auto()              # ARG_PTR_TO_DYNPTR | MEM_RDONLY: an initialised dynptr
+    TIMER = auto()               # ARG_PTR_TO_TIMER: a map value's struct bpf_timer
 
 
 class Ret(Enum):
@@ -101,6 +102,12 @@ PROTOS: dict[int, FuncProto] = {
                     A.CONST_SIZE_OR_ZERO), gpl_only=True),
     181: FuncProto((A.ANYTHING, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
     182: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.CONST_STR)),
+    # bpf_timer_init(timer, map, flags), _set_callback(timer, cb), _start(timer, nsecs,
+    # flags), _cancel(timer): verified as Linux does (pyxdp's engines lack them)
+    169: FuncProto((A.TIMER, A.CONST_MAP_PTR, A.ANYTHING), gpl_only=True),
+    170: FuncProto((A.TIMER, A.FUNC), gpl_only=True),
+    171: FuncProto((A.TIMER, A.ANYTHING, A.ANYTHING), gpl_only=True),
+    172: FuncProto((A.TIMER,), gpl_only=True),
     188: FuncProto((A.CTX,)),
     189: FuncProto((A.CTX, A.ANYTHING, A.UNINIT_MEM, A.CONST_SIZE)),
     190: FuncProto((A.CTX, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE)),
@@ -116,12 +123,12 @@ PROTOS: dict[int, FuncProto] = {
 
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket lookups and casts, syncookies, probe_read_*, timers, kptrs, dynptrs,
+# cgroup, socket lookups and casts, syncookies, probe_read_*, kptrs, dynptrs,
 # per-CPU pointers, storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
     14, 15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
-    157, 158, 169, 170, 171, 172, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
+    157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
     200, 203, 204, 205, 206, 207, 209, 210, 211})
 
 _LOOKUPS = (1, 2, 3)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
+           "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
 
 # include/linux/btf.h
@@ -28,6 +29,9 @@ KF_ACQUIRE = 1 << 0
 KF_RELEASE = 1 << 1
 KF_RET_NULL = 1 << 2
 KF_TRUSTED_ARGS = 1 << 4
+KF_ITER_NEW = 1 << 8
+KF_ITER_NEXT = 1 << 9
+KF_ITER_DESTROY = 1 << 10
 
 
 class KArg(Enum):
@@ -41,6 +45,7 @@ class KArg(Enum):
     DYNPTR = auto()        # KF_ARG_PTR_TO_DYNPTR, initialised
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
+    ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
 
 
 class KRet(Enum):
@@ -49,6 +54,7 @@ class KRet(Enum):
     SLICE = auto()         # bpf_dynptr_slice: read-only memory of the constant size
     SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
     BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
+    RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,7 @@ class KfuncProto:
     ret: KRet = KRet.SCALAR
     flags: int = 0
     ret_struct: str = ""
+    ret_size: int = 0
     metadata: bool = False  # an XDP RX metadata kfunc: the program must be device-bound
 
 
@@ -97,6 +104,11 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_dynptr_clone": KfuncProto((_DYN, P(KArg.DYNPTR_UNINIT))),
     "bpf_dynptr_copy": KfuncProto((_DYN, _U32, _DYN, _U32, _U32)),
     "bpf_dynptr_memset": KfuncProto((_DYN, _U32, _U32, P(KArg.SCALAR))),
+    # kernel/bpf/bpf_iter.c: the numbers iterator, open-coded (bpf_for, bpf_repeat)
+    "bpf_iter_num_new": KfuncProto((P(KArg.ITER, 8, "num"), _U32, _U32), flags=KF_ITER_NEW),
+    "bpf_iter_num_next": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.RDONLY_MEM,
+                                    KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
+    "bpf_iter_num_destroy": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.VOID, KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),

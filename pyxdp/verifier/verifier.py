@@ -15,14 +15,19 @@ prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
 (:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
 released references); static bpf-to-bpf calls get a frame, global functions
 are verified once on their own from their BTF prototypes
-(``do_check_subprogs``); callbacks (``bpf_loop``, ``bpf_for_each_map_elem``)
-are verified as calls. ``bpf_spin_lock`` follows the lock of the map value
-(from the map's BTF); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux
-does with it. A program with CO-RE relocations is verified as relocated.
-States at jump targets are kept and a path reaching a state another path
-already verified as safe stops there (``is_state_visited``); an equal state
-on the current path is an infinite loop. More than 1,000,000 processed
-instructions refuse the program.
+(``do_check_subprogs``). ``bpf_spin_lock`` and ``bpf_timer`` follow the
+fields of the map value (from the map's BTF; a timer's callback is verified
+on its own); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux does with
+it. A program with CO-RE relocations is verified as relocated. States at
+jump targets are kept and a path reaching a state another path already
+verified as safe stops there (``is_state_visited``); an equal state on the
+current path is an infinite loop. Loops Linux verifies until they converge
+do so here too: open-coded iterators (``process_iter_next_call``),
+``may_goto`` and callbacks (``bpf_loop``, ``bpf_for_each_map_elem``, which
+return to their call) stop at a state within one of an earlier iteration,
+after widening the scalars no path needed exactly
+(``widen_imprecise_scalars``). More than 1,000,000 processed instructions
+refuse the program.
 
 A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
 the line Linux 6.18 prints for the same failure. What differs from Linux is
@@ -35,7 +40,7 @@ import dataclasses
 import errno
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pyxdp.asm import opcodes as op
@@ -58,12 +63,16 @@ from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
 from pyxdp.verifier.kfuncs import (
     KF_ACQUIRE,
+    KF_ITER_DESTROY,
+    KF_ITER_NEW,
+    KF_ITER_NEXT,
     KF_RELEASE,
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
     KArg,
     KfuncProto,
+    KParam,
     KRet,
 )
 from pyxdp.verifier.tnum import (
@@ -102,16 +111,23 @@ S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
 NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
-    BTF_ID, DYNPTR = range(14)
+    BTF_ID, DYNPTR, ITER = range(15)
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
-             DYNPTR: "dynptr"}
+             DYNPTR: "dynptr", ITER: "iter"}
 # Stack byte kinds (enum bpf_stack_slot_type).
-S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR = 0, 1, 2, 3, 4
+S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
+_SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
+# An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
+# state, ``rng`` its depth (iterations begun), ``bt`` its kind ("num").
+ITER_ACTIVE, ITER_DRAINED = 1, 2
+# State.hist entries: the pc, and for a fixed-offset stack access which slot it touched.
+_HIST_PC = (1 << 20) - 1
+_HIST_STACK = 1 << 20
 
 # struct xdp_md
 XDP_MD_SIZE = 24
@@ -160,10 +176,11 @@ class Reg:
 
     __slots__ = ("t", "off", "id", "ref", "rng", "map", "msize", "frame", "tv", "tm",
                  "smin", "smax", "umin", "umax", "s32min", "s32max", "u32min", "u32max",
-                 "sub", "bt")
+                 "sub", "bt", "precise")
 
     def __init__(self) -> None:
         self.t = NOT_INIT
+        self.precise = False  # mark_chain_precision: pruning compares this scalar's value
         self.off = 0
         self.id = 0
         self.ref = 0
@@ -192,6 +209,7 @@ class Reg:
         self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
         self.s32min, self.s32max, self.u32min, self.u32max = \
             o.s32min, o.s32max, o.u32min, o.u32max
+        self.precise = o.precise
 
     def key(self) -> tuple[object, ...]:
         """Every field, for exact comparison (``regs_exact``); ids at 2 and 3."""
@@ -450,7 +468,7 @@ _EMPTY: Slot = (bytes(8), None)
 class Frame:
     """``struct bpf_func_state``: registers and stack of one call frame."""
 
-    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno")
+    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth")
 
     def __init__(self, frameno: int, callsite: int, sub: int) -> None:
         self.regs = [Reg() for _ in range(11)]
@@ -460,6 +478,7 @@ class Frame:
         self.callsite = callsite
         self.sub = sub
         self.callback = 0  # the helper id when this frame is a callback
+        self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
 
     def copy(self) -> Frame:
@@ -467,8 +486,8 @@ class Frame:
         f.regs = [r.copy() for r in self.regs]
         # spilled registers are refined in place (ids, ranges): each state owns its own
         f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
-        f.callsite, f.sub, f.callback, f.frameno = \
-            self.callsite, self.sub, self.callback, self.frameno
+        f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
+            self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
 
     def slot(self, spi: int) -> Slot:
@@ -484,25 +503,48 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock")
+                 "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
+                 "written", "read", "all_read", "read_slots")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
+        self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
+        # A kept state at a loop's forced checkpoint: its live constant registers (which
+        # a state within it must hold too) and their values, by which it is indexed.
+        self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
+        # A kept state: where paths from it needed exact values (pc -> registers).
+        self.sinks: dict[int, int] = {}
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
         self.pc = -1
         self.loop_key: tuple[object, ...] = ()
         self.hits = self.misses = 0
+        # The instructions run since the parent checkpoint (jmp_history, every insn): a pc,
+        # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
+        self.hist: list[int] = []
+        self.all_precise = False  # mark_all_scalars_precise reached this state
+        # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
+        # this segment overwrote whole, and for a kept state the slots some path after it
+        # read before writing them (complete once the state is finished).
+        self.written: set[tuple[int, int]] = set()
+        self.read: set[tuple[int, int]] = set()
+        self.all_read = False
+        self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
 
     def copy(self) -> State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.lock = self.lock
+        s.may_goto = self.may_goto
+        s.cb_unroll = self.cb_unroll
         s.parent = self.parent
+        s.hist = list(self.hist)
+        s.written = set(self.written)
         return s
 
     @property
@@ -551,6 +593,7 @@ class _KfuncMeta:
     const_size: int = 0
     dynptr_id: int = 0
     dynptr_kind: int = 0
+    iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
 
 
 @dataclass(frozen=True)
@@ -593,7 +636,7 @@ def _use_def(i: Instruction) -> tuple[int, int]:
             return 0x3E, 0x3F
         if o == op.BPF_EXIT:
             return 1, 0
-        if o == op.BPF_JA:
+        if o in (op.BPF_JA, BPF_JCOND):
             return 0, 0
         use = 1 << i.dst
         if i.code & op.BPF_X:
@@ -656,8 +699,77 @@ _NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
         op.BPF_JSLT: op.BPF_JSGE, op.BPF_JSLE: op.BPF_JSGT, op.BPF_JEQ: op.BPF_JNE,
         op.BPF_JNE: op.BPF_JEQ}
 _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
+BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
+OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
+BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
+BPF_FUNC_TIMER_SET_CALLBACK = 170
+_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16}
+_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
+
+
+
+
+def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
+    """Instructions inside a loop (a strongly connected part of the control-flow graph):
+    their kept states may not have all their precision marks yet while the loop is
+    verified, so pruning there compares every scalar's range (Linux: RANGE_WITHIN while
+    an SCC's visit is incomplete)."""
+    n = len(insns)
+    index = [-1] * n
+    low = [0] * n
+    on = [False] * n
+    out = [False] * n
+    stack: list[int] = []
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work: list[tuple[int, int]] = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on[v] = True
+            succ = [w for w in _succs(insns, v) if 0 <= w < n]
+            if k < len(succ):
+                work.append((v, k + 1))
+                w = succ[k]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in _succs(insns, v):
+                    for w in comp:
+                        out[w] = True
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return out
+
+
+_UNBOUND = Reg()
+_UNBOUND.set_unknown()
+_ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
+
+
+def _stack_scalar(slot: Slot) -> Reg | None:
+    types, spill = slot
+    if types == _ALL_SPILL and spill is not None and spill.t == SCALAR:
+        return spill
+    return _UNBOUND if types == _ALL_MISC else None
 
 
 def _helper_name(fid: int) -> str:
@@ -695,7 +807,7 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type)
         self.in_global = False
-        self.lock_offs: dict[str, int | None] = {}
+        self.fields: dict[str, dict[str, int]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
@@ -718,6 +830,34 @@ class _Verifier:
             elif i.code == op.OP_CALL and pc + 1 < n:
                 self.prune[pc + 1] = True
         self.live = _liveness(self.insns, self.subprogs)
+        self.in_loop = _loop_insns(self.insns)
+        self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
+        # Open-coded iterators: their _next calls are forced checkpoints.
+        self.iter_next = frozenset(
+            pc for pc, name in self.kfunc_at.items()
+            if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
+        self.may_goto = frozenset(pc for pc in range(n) if self.insns[pc].code == OP_MAY_GOTO
+                                  and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
+        # Calls of helpers that call back (bpf_loop, bpf_for_each_map_elem): the callback
+        # returns to the call, which calls it again until the states converge.
+        self.cb_sites = frozenset(
+            pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
+            self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
+            _CALLBACK_HELPERS)
+        # Kept states on the current path at these forced checkpoints, indexed (cidx).
+        self.forced: dict[int, dict[tuple[int, ...], dict[tuple[object, ...], list[State]]]] = {
+            pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
+        for pc in self.forced:
+            self.prune[pc] = True
+        if self.cb_sites:  # a callback body runs again and again: a loop of its own
+            self.in_loop = [True] * n
+        # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
+        # arguments, decided branches) are kept per kept state (State.sinks); what they
+        # make precise is computed per set of them (_precise_at).
+        self.stack_at: dict[int, int] = {}  # pc -> fp offset of a stack access not via r10
+        self.stack_ver = 0
+        self.precise: dict[tuple[frozenset[tuple[int, int]], int],
+                           tuple[list[int], frozenset[int]]] = {}
         # Kept states per pc: those still on the current path (branches > 0), by the
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
@@ -736,6 +876,10 @@ class _Verifier:
         # Writes to r10 are refused on the path that reaches them (do_check), not here.
         insns = [dataclasses.replace(i, dst=0) if i.dst == 10 and self._writes_dst(i) else i
                  for i in self.insns]
+        second = {pc + 1 for pc, i in enumerate(insns) if i.code == op.OP_LD_IMM64}
+        for pc, i in enumerate(insns):  # may_goto is checked as the jump it may take
+            if i.code == OP_MAY_GOTO and pc not in second:
+                insns[pc] = Instruction(op.OP_JA, 0, 0, i.off, 0)
         for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
             if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
                 insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
@@ -880,6 +1024,7 @@ class _Verifier:
                     return
                 st, pc = nxt
                 continue
+            st.hist.append(pc)
             i = self.insns[pc]
             cls = i.cls
             if cls in (op.BPF_JMP, op.BPF_JMP32):
@@ -911,6 +1056,8 @@ class _Verifier:
                         pc = ret
                 elif o == op.BPF_JA:
                     pc += 1 + (i.imm if cls == op.BPF_JMP32 else i.off)
+                elif o == BPF_JCOND and cls == op.BPF_JMP:
+                    pc = self._may_goto(st, i, pc, stack)
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
 
@@ -923,6 +1070,8 @@ class _Verifier:
                 break
             # off the current path: from now on it may prune others
             self.active[p.pc][p.loop_key].remove(p)
+            if p.pc in self.forced:
+                self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
             self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
@@ -931,8 +1080,8 @@ class _Verifier:
         return st, pc
 
     def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
-        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:
-            raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ} jumps is too "
+        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # push_stack counts the one refused
+            raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ + 1} jumps is too "
                          "complex.", errno.E2BIG)
         if st.parent is not None:
             st.parent.branches += 1
@@ -943,11 +1092,19 @@ class _Verifier:
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
         done = self.done.get(pc)
+        # Loops and converging checkpoints compare every scalar's range and every slot.
+        self.loose = not self.in_loop[pc] and pc not in self.forced
         if done:
             evict = False
             for old in done:
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
+                    if self.loose:
+                        self._propagate_precision(old, cur)
+                        self._propagate_liveness(old, cur)
+                    else:  # in a loop old's marks may not be complete yet
+                        self._mark_all_precise(cur)
+                        self._mark_all_read(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -955,13 +1112,38 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        for old in active.get(key, ()):
-            if self._states_equal(old, cur, live, exact=True):
-                raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+        forced = self.forced.get(pc)
+        may_goto = pc in self.may_goto
+        if forced is not None:
+            # A loop of may_goto, an iterator or a callback converges when this state is
+            # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
+            # another may_goto depth, with the iterator still active.
+            regs = cur.cur.regs
+            it = self._iter_at(cur) if pc in self.iter_next else None
+            if it is None or it.sub == ITER_ACTIVE:
+                for rs, by_vals in forced.items():
+                    vals = self._exact_part(regs, rs)
+                    if vals is None:
+                        continue
+                    for old in by_vals.get(vals, ()):
+                        if may_goto and old.may_goto == cur.may_goto:
+                            continue
+                        if self._states_equal(old, cur, live, exact=False):
+                            old.hits += 1
+                            self._mark_all_precise(cur)
+                            self._mark_all_read(cur)
+                            return True
+        if forced is None or may_goto:
+            for old in active.get(key, ()):
+                if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
+                        self._states_equal(old, cur, live, exact=True):
+                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
         # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
-        # jumps or 100 instructions.
+        # jumps or 100 instructions (always at an iterator's _next call).
         jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        if any(active.values()):
+        if forced is not None:
+            pass
+        elif any(active.values()):
             if jumps < 20 and insns < 100:
                 return False
         elif jumps < 2 or insns < 8:
@@ -973,9 +1155,374 @@ class _Verifier:
         new.pc = pc
         new.loop_key = key
         cur.parent = new
+        cur.hist = []
+        cur.written = set()
+        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
+            r.precise = False
         active.setdefault(key, []).append(new)
+        if forced is not None:
+            regs = cur.cur.regs
+            rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
+                       (regs[r].t != SCALAR or not regs[r].tm))
+            vals = self._exact_part(regs, rs)
+            assert vals is not None
+            new.cidx = (rs, vals)
+            forced.setdefault(rs, {}).setdefault(vals, []).append(new)
         self.nstates += 1
         return False
+
+    # -- precision tracking (mark_chain_precision, backtrack_insn) ------------------------
+    def _mark_precise(self, st: State, regs: Iterable[int] = (),
+                      slots: Iterable[tuple[int, int]] = ()) -> None:
+        """The scalars in ``regs`` (of the current frame) and stack ``slots`` ((frame, spi))
+        decide a verdict at this instruction: walk the history back and mark, in each
+        checkpoint on the way, the scalars they were computed from as precise. Where the
+        walk meets what it does not follow (calls, exits, atomics), every scalar of every
+        checkpoint becomes precise (mark_all_scalars_precise), which is always safe."""
+        top = len(st.frames) - 1
+        want_r = {(top, r) for r in regs if st.cur.regs[r].t == SCALAR}
+        want_s = set(slots)
+        if not want_r and not want_s:
+            return
+        self._backtrack(st, want_r, want_s, skip_last=True)
+
+    def _backtrack(self, st: State, want_r: set[tuple[int, int]],
+                   want_s: set[tuple[int, int]], *, skip_last: bool) -> None:
+        cur: State | None = st
+        nxt = self.pc  # the pc run after the newest history entry
+        while cur is not None:
+            fr: int | None = len(cur.frames) - 1
+            hist = cur.hist
+            n = len(hist) - (1 if skip_last else 0)
+            skip_last = False
+            for k in range(n - 1, -1, -1):
+                h = hist[k]
+                assert fr is not None
+                fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
+                if fr is None:
+                    self._mark_all_precise(st)
+                    return
+                if not want_r and not want_s:
+                    return
+                nxt = h & _HIST_PC
+            parent = cur.parent
+            if parent is None:
+                return
+            if fr != len(parent.frames) - 1:
+                self._mark_all_precise(st)
+                return
+            for key in list(want_r):
+                reg = parent.frames[key[0]].regs[key[1]]
+                if reg.t != SCALAR or reg.precise:
+                    want_r.discard(key)
+                    continue
+                reg.precise = True
+                if reg.id:
+                    self._mark_linked(parent, reg.id, want_r, want_s)
+            for key in list(want_s):
+                f, spi = key
+                types, spill = parent.frames[f].slot(spi)
+                if spill is None or spill.t != SCALAR or S_SPILL not in types or spill.precise:
+                    want_s.discard(key)
+                    continue
+                spill.precise = True
+                if spill.id:
+                    self._mark_linked(parent, spill.id, want_r, want_s)
+            if not want_r and not want_s:
+                return
+            nxt = parent.pc
+            cur = parent
+
+    @staticmethod
+    def _mark_linked(st: State, rid: int, want_r: set[tuple[int, int]],
+                     want_s: set[tuple[int, int]]) -> None:
+        """Scalars sharing an id were bounded together: one precise, all precise."""
+        for fi, f in enumerate(st.frames):
+            for r, reg in enumerate(f.regs):
+                if reg.t == SCALAR and reg.id == rid and not reg.precise:
+                    reg.precise = True
+                    want_r.add((fi, r))
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.id == rid and \
+                        S_SPILL in types and not spill.precise:
+                    spill.precise = True
+                    want_s.add((fi, spi))
+
+    def _backtrack_insn(self, h: int, fr: int, nxt: int, want_r: set[tuple[int, int]],
+                        want_s: set[tuple[int, int]]) -> int | None:
+        """backtrack_insn: what instruction ``h`` (a history entry, run in frame ``fr``
+        as seen after it, followed by pc ``nxt``) read to produce what is wanted after it.
+        The frame before it, or None: give up (mark everything precise)."""
+        pc = h & _HIST_PC
+        i = self.insns[pc]
+        cls = i.cls
+        dst, src = (fr, i.dst), (fr, i.src)
+        if cls in (op.BPF_ALU, op.BPF_ALU64):
+            o = i.code & 0xF0
+            if o in (op.BPF_NEG, op.BPF_END) or dst not in want_r:
+                return fr
+            if o == op.BPF_MOV:
+                want_r.discard(dst)
+            if i.code & op.BPF_X:
+                want_r.add(src)
+            return fr
+        if cls == op.BPF_LDX:
+            if dst not in want_r:
+                return fr
+            want_r.discard(dst)
+            if h & _HIST_STACK:
+                want_s.add(((h >> 21) & 7, h >> 24))
+            return fr
+        if cls in (op.BPF_ST, op.BPF_STX):
+            if i.code & 0xE0 == op.BPF_ATOMIC:
+                if h & _HIST_STACK:
+                    return None  # an atomic on a stack slot: not followed
+                # the fetched old value comes from memory, as a load's does
+                if i.imm == op.BPF_CMPXCHG:
+                    want_r.discard((fr, 0))
+                elif i.imm & op.BPF_FETCH:
+                    want_r.discard(src)
+                return fr
+            if not h & _HIST_STACK:
+                return fr
+            slot = ((h >> 21) & 7, h >> 24)
+            if slot not in want_s:
+                return fr
+            want_s.discard(slot)
+            if cls == op.BPF_STX:
+                want_r.add(src)
+            return fr
+        if cls == op.BPF_LD:
+            if i.code != op.OP_LD_IMM64:
+                return None
+            want_r.discard(dst)
+            return fr
+        o = i.code & 0xF0
+        if o == op.BPF_CALL:
+            if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm not in self.globals:
+                # back out of the callee to the caller: its arguments were the caller's
+                for r in range(11):
+                    if (fr, r) in want_r:
+                        want_r.discard((fr, r))
+                        if 1 <= r <= 5:
+                            want_r.add((fr - 1, r))
+                for slot in [x for x in want_s if x[0] >= fr]:
+                    want_s.discard(slot)  # the callee's stack did not exist before
+                return fr - 1
+            if i.src == 0 and i.imm in _CALLBACK_HELPERS:
+                return None  # a callback's frames
+            if any((fr, r) in want_r for r in range(1, 6)):
+                return None
+            want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
+            return fr
+        if o == op.BPF_EXIT:
+            # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
+            call = self.insns[nxt - 1] if nxt > 0 else None
+            if call is None or call.code != op.OP_CALL or \
+                    call.src != op.CallSrc.BPF_PSEUDO_CALL or \
+                    any((fr, r) in want_r for r in range(1, 6)):
+                return None
+            if (fr, 0) in want_r:
+                want_r.discard((fr, 0))
+                want_r.add((fr + 1, 0))
+            return fr + 1
+        if o == op.BPF_JA or o == BPF_JCOND:
+            return fr
+        if i.code & op.BPF_X and (dst in want_r or src in want_r):
+            want_r.add(dst)
+            want_r.add(src)
+        return fr
+
+    # -- stack liveness (mark_reg_read on stack slots, propagate_liveness) -----------------
+    def _stack_read(self, st: State, frame: int, spi: int) -> None:
+        """A read of a slot: the kept states before it, back to the segment that wrote
+        it, must compare it."""
+        if (frame, spi) in st.written:
+            return
+        key = (frame, spi)
+        p = st.parent
+        while p is not None and frame < len(p.frames):
+            if key in p.read:
+                return
+            p.read.add(key)
+            if key in p.written:
+                return
+            p = p.parent
+
+    def _stack_read_range(self, st: State, frame: int, lo: int, hi: int) -> None:
+        for spi in range((-hi) // 8 if hi < 0 else 0, (-lo - 1) // 8 + 1):
+            self._stack_read(st, frame, spi)
+
+    def _propagate_liveness(self, old: State, cur: State) -> None:
+        if old.all_read:
+            self._mark_all_read(cur)
+            return
+        for frame, spi in old.read:
+            self._stack_read(cur, frame, spi)
+
+    @staticmethod
+    def _mark_all_read(st: State) -> None:
+        p = st.parent
+        while p is not None and not p.all_read:
+            p.all_read = True
+            p = p.parent
+
+    def _mark_all_precise(self, st: State) -> None:
+        """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
+        p = st.parent
+        while p is not None and not p.all_precise:
+            p.all_precise = True
+            for r in p.all_regs():
+                if r.t == SCALAR:
+                    r.precise = True
+            p = p.parent
+
+    def _propagate_precision(self, old: State, cur: State) -> None:
+        """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
+        precise, ``cur``'s checkpoints need too."""
+        want_r: set[tuple[int, int]] = set()
+        want_s: set[tuple[int, int]] = set()
+        for fi, f in enumerate(old.frames):
+            for r, reg in enumerate(f.regs):
+                if reg.t == SCALAR and reg.precise:
+                    want_r.add((fi, r))
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.precise and \
+                        S_SPILL in types:
+                    want_s.add((fi, spi))
+        if want_r or want_s:
+            self._backtrack(cur, want_r, want_s, skip_last=False)
+
+    @staticmethod
+    def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
+        """What a state within a kept one must share with it in registers ``rs`` (the
+        kept one's constants and pointers): a constant's value, a pointer's type and
+        offset; None when a register cannot match (an unknown scalar, uninitialised)."""
+        out: list[object] = []
+        for r in rs:
+            x = regs[r]
+            if x.t == SCALAR:
+                if x.tm:
+                    return None
+                out.append(x.tv)
+            elif x.t == NOT_INIT:
+                return None
+            else:
+                out.append((x.t, x.off))
+        return tuple(out)
+
+    @staticmethod
+    def _iter_at(st: State) -> Reg | None:
+        """The iterator R1 points to (an iterator _next call's argument)."""
+        r1 = st.cur.regs[1]
+        if r1.t != STACK or not r1.const:
+            return None
+        it = st.frames[r1.frame].slot((-(r1.off + _s64(r1.tv)) - 1) // 8)[1]
+        return it if it is not None and it.t == ITER else None
+
+    # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
+    def _need_precise(self, regno: int) -> None:
+        """mark_chain_precision, recorded: register ``regno``'s exact value matters here."""
+        # Linux marks the registers and slots it came from in every state kept on the
+        # path (backtracking); here the need is noted in each of them, and the flow
+        # from a kept state to its needs is static (_precise_at).
+        if not self.forced:  # no loop to widen: nothing reads them
+            return
+        pc, bit = self.pc, 1 << regno
+        st = self.state
+        p = st.parent if st is not None else None
+        while p is not None:
+            m = p.sinks.get(pc, 0)
+            if m & bit:
+                break  # noted here before, so in every older state too
+            p.sinks[pc] = m | bit
+            p = p.parent
+
+    def _stack_at(self, off: int) -> None:
+        if self.stack_at.get(self.pc) != off:
+            self.stack_at[self.pc] = off
+            self.stack_ver += 1
+
+    def _precise_at(self, sinks: dict[int, int]) -> tuple[list[int], frozenset[int]]:
+        """Registers (per pc) and fp offsets whose value flows into a recorded need for
+        precision on some path: a static stand-in for Linux's backtracking (which marks
+        the registers and stack slots a precise value was computed from)."""
+        key = (frozenset(sinks.items()), self.stack_ver)
+        got = self.precise.get(key)
+        if got is not None:
+            return got
+        insns, n = self.insns, len(self.insns)
+        dem = [0] * (n + 1)
+        slots: set[int] = set()
+        starts = set(self.subprogs)
+        changed = True
+        while changed:
+            changed = False
+            for pc in range(n - 1, -1, -1):
+                i = insns[pc]
+                if i.code == 0 and pc and insns[pc - 1].code == op.OP_LD_IMM64:
+                    continue
+                out = 0
+                for t in _succs(insns, pc):
+                    if t < n:
+                        out |= dem[t]
+                cls, d = i.cls, 1 << i.dst
+                new = out
+                if cls in (op.BPF_ALU, op.BPF_ALU64):
+                    o = i.code & 0xF0
+                    if out & d:
+                        if o == op.BPF_MOV:
+                            new &= ~d
+                        if i.code & op.BPF_X and o not in (op.BPF_NEG, op.BPF_END):
+                            new |= 1 << i.src
+                elif cls == op.BPF_LDX:
+                    if out & d:
+                        new &= ~d
+                        a = i.off if i.src == 10 else self.stack_at.get(pc)
+                        if a is not None and a not in slots:
+                            slots.add(a)
+                            changed = True
+                elif cls == op.BPF_STX and (i.off if i.dst == 10 else
+                                            self.stack_at.get(pc)) in slots:
+                    new |= 1 << i.src
+                elif cls == op.BPF_LD:
+                    new &= ~d
+                elif i.code == op.OP_CALL:
+                    new &= ~0x3F
+                    if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in starts:
+                        new |= dem[pc + 1 + i.imm] & 0x3E
+                new |= sinks.get(pc, 0)
+                if new != dem[pc]:
+                    dem[pc] = new
+                    changed = True
+        got = self.precise[key] = (dem, frozenset(slots))
+        return got
+
+    def _widen(self, prev: State, q: State, pc: int) -> None:
+        """widen_imprecise_scalars: a scalar of ``q`` (about to run ``pc``) that differs
+        from the previous iteration's and is not needed precisely becomes unknown."""
+        dem, slots = self._precise_at(prev.sinks)
+        for fno, (fo, fc) in enumerate(zip(prev.frames, q.frames, strict=False)):
+            # a caller frame's registers matter from its call's return on
+            at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
+            need = dem[at] if at < len(dem) else 0
+            for r in range(10):
+                self._maybe_widen(fo.regs[r], fc.regs[r], bool(need >> r & 1))
+            for spi in range(min(len(fo.stack), len(fc.stack))):
+                so, sc = fo.stack[spi], fc.stack[spi]
+                if so[1] is None or sc[1] is None or S_SPILL not in so[0] or \
+                        S_SPILL not in sc[0]:
+                    continue
+                base = -8 * (spi + 1)
+                self._maybe_widen(so[1], sc[1], any(base <= a < base + 8 for a in slots))
+
+    @staticmethod
+    def _maybe_widen(o: Reg, c: Reg, precise: bool) -> None:
+        if o.t != SCALAR or c.t != SCALAR or precise:
+            return
+        if o.key()[4:] == c.key()[4:]:  # regs_exact (ids aside)
+            return
+        c.set_unknown()
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
         if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
@@ -990,14 +1537,34 @@ class _Verifier:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
-            for spi, so in enumerate(fo.stack):
+            if self.loose and not exact and not old.all_read:
+                # only the slots a path after old reads before writing them (a finished
+                # state's read marks no longer change)
+                if old.read_slots is None:
+                    old.read_slots = [sorted(spi for f, spi in old.read if f == k)
+                                      for k in range(len(old.frames))]
+                slots = [(spi, fo.stack[spi]) for spi in old.read_slots[fi]
+                         if spi < len(fo.stack)]
+            else:
+                slots = list(enumerate(fo.stack))
+            for spi, so in slots:
                 sc = fc.slot(spi)
+                if so == sc and so[1] is None:
+                    continue
                 if exact:
                     if so[0] != sc[0] or (so[1] is None) != (sc[1] is None) or (
                             so[1] is not None and sc[1] is not None
                             and not self._regsafe(so[1], sc[1], idmap, True)):
                         return False
                     continue
+                if self.loose and so[0] != sc[0]:
+                    # scalar_reg_for_stack: all-MISC bytes are an unbounded scalar, which
+                    # an imprecise spilled scalar accepts
+                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    if ro is not None and rc is not None:
+                        if not self._regsafe(ro, rc, idmap, False):
+                            return False
+                        continue
                 for k in range(8):
                     a, b = so[0][k], sc[0][k]
                     if a == S_INVALID:
@@ -1009,6 +1576,11 @@ class _Verifier:
                         return False
                 if so[1] is not None and S_SPILL in so[0]:
                     if sc[1] is None or not self._regsafe(so[1], sc[1], idmap, False):
+                        return False
+                elif so[0][0] == S_ITER:  # the depth does not matter, the state does
+                    io, ic = so[1], sc[1]
+                    if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
+                            not self._ids(io.ref, ic.ref, idmap):
                         return False
             if exact and len(fc.stack) > len(fo.stack):
                 if any(s != _EMPTY for s in fc.stack[len(fo.stack):]):
@@ -1041,6 +1613,8 @@ class _Verifier:
         if o.t == SCALAR:
             if c.t != SCALAR:
                 return False
+            if not o.precise and self.loose:
+                return True
             if o.tm == U64 and o.smin == S64_MIN and o.umax == U64 and not o.id:
                 return True
             return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
@@ -1120,6 +1694,13 @@ class _Verifier:
                 raise Refuse(f"invalid shift {i.imm}", errno.EINVAL)
         self._dst(i.dst)
         if d.t != SCALAR or src.t != SCALAR:
+            if x and (d.t == SCALAR) != (src.t == SCALAR) and self.state is not None:
+                # pointer += scalar: the scalar's range becomes the pointer's bounds
+                self._mark_precise(self.state, [i.dst if d.t == SCALAR else i.src])
+            if d.t == SCALAR:
+                self._need_precise(i.dst)
+            elif x and src.t == SCALAR:
+                self._need_precise(i.src)
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         self._scalar_op(d, src, o, is64)
@@ -1432,6 +2013,8 @@ class _Verifier:
         self._dst(i.dst)
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
+        if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
+            self._stack_at(base.off + _s64(base.tv) + i.off)
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
             val = Reg()
@@ -1454,6 +2037,8 @@ class _Verifier:
         if i.cls == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
+        if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
+            self._stack_at(base.off + _s64(base.tv) + i.off)
         if value is None:
             imm = Reg()
             imm.set_known(i.imm)
@@ -1507,6 +2092,9 @@ class _Verifier:
             at = self._lock_off(m) if m.value_type is not None else None
             if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
                 raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
+            at = self._fields(m).get("bpf_timer") if m.value_type is not None else None
+            if at is not None and reg.smin + full < at + 16 and at < reg.umax + full + size:
+                raise Refuse("bpf_timer cannot be accessed directly by load/store")
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -1624,10 +2212,15 @@ class _Verifier:
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
+        if st.hist:
+            st.hist[-1] = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24
         types, spill = frame.slot(spi)
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
+            if size == 8:
+                st.written.add((reg.frame, spi))
             return None
+        self._stack_read(st, reg.frame, spi)
         if spill is not None and types[k] == S_SPILL:
             spill_size = 0
             while spill_size < 8 and types[spill_size] == S_SPILL:
@@ -1642,7 +2235,7 @@ class _Verifier:
                     r.id = 0
                 return r
         for j in range(k, k + size):
-            if types[j] == S_DYNPTR:  # check_stack_read_fixed_off: no special slot is data
+            if types[j] in _SPECIAL_SLOTS:  # check_stack_read_fixed_off: no special slot is data
                 raise Refuse(f"invalid read from stack off {lo}+{j - k} size {size}")
         zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
         r = Reg()
@@ -1660,6 +2253,8 @@ class _Verifier:
             raise Refuse(f"invalid variable-offset {kind} stack R{regno} "
                          f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}")
         self._note_depth(frame, -lo)
+        if not write:
+            self._stack_read_range(st, reg.frame, lo, hi)
         if write:
             for a in range(lo, hi):
                 spi = (-a - 1) // 8
@@ -1743,10 +2338,14 @@ class _Verifier:
             s.set_known(i.imm)
         taken_pc = pc + 1 + i.off
         pred = self._branch_taken(d, s, o, is32)
-        if pred == 1:
-            return taken_pc
-        if pred == 0:
-            return pc + 1
+        if pred >= 0:  # the verdict relies on the values that decided the branch
+            marks = [i.dst] if d.t == SCALAR else []
+            if i.code & op.BPF_X and s.t == SCALAR:
+                marks.append(i.src)
+            self._mark_precise(st, marks)
+            for r in marks:
+                self._need_precise(r)
+            return taken_pc if pred else pc + 1
         other = st.copy()
         oregs = other.cur.regs
         od = oregs[i.dst]
@@ -2015,7 +2614,7 @@ class _Verifier:
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
-            return self._kfunc_call(st, pc)
+            return self._kfunc_call(st, pc, stack)
         return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
@@ -2036,10 +2635,16 @@ class _Verifier:
 
     def _exit(self, st: State, pc: int) -> int | None:
         regs = st.cur.regs
-        r0 = self._read(regs, 0)
         if len(st.frames) > 1:
+            # prepare_func_exit hands R0 back unread: a void function may leave it unset,
+            # and only a read in the caller is refused. A callback's R0 is read.
+            r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
             callee = st.frames.pop()
             if callee.callback:
+                if r0.t == SCALAR:
+                    st.frames.append(callee)  # marked from the callback's own frame
+                    self._mark_precise(st, [0])
+                    st.frames.pop()
                 if r0.t != SCALAR:
                     raise Refuse("At callback return the register R0 is not a known value "
                                  f"({type_str(r0.t)})", errno.EINVAL)
@@ -2049,11 +2654,28 @@ class _Verifier:
                     raise Refuse(f"At callback return the register R0 has"
                                  f"{has or ' unknown scalar value'} should have been in [0, 1]",
                                  errno.EINVAL)
-                return None
+                self._need_precise(0)
+                # back to the call, which calls the callback again (or not, once the
+                # states converge there); scalars the body changed are widened
+                prev = self._prev_entry(st, callee.callsite, here=True)
+                if prev is not None:
+                    self._widen(prev, st, callee.callsite)
+                return callee.callsite
             if r0.t == STACK and r0.frame == callee.frameno:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        r0 = self._read(regs, 0)
+        if st.cur.callback == BPF_FUNC_TIMER_SET_CALLBACK:  # an async callback returns 0
+            if r0.t != SCALAR:
+                raise Refuse("At async callback return the register R0 is not a known value "
+                             f"({type_str(r0.t)})", errno.EINVAL)
+            if not (r0.smin >= 0 and r0.smax <= 0):
+                has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
+                    (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
+                raise Refuse(f"At async callback return the register R0 has"
+                             f"{has or ' unknown scalar value'} should have been in [0, 0]",
+                             errno.EINVAL)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
@@ -2181,6 +2803,7 @@ class _Verifier:
                     r.id = self._new_id()
             st.frames.append(f)
             self.active, self.done = {}, {}
+            self.forced = {pc: {} for pc in self.forced}
             self.in_global = True
             self._do_check(st, sub)
 
@@ -2203,8 +2826,17 @@ class _Verifier:
         meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
-        if meta.func is not None:
-            self._push_callback(st, fid, meta.func, meta, pc, stack)
+        if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
+            self._push_async(st, meta.func, meta, pc, stack)
+        elif meta.func is not None:
+            if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
+                self._need_precise(1)
+                if st.cur.cb_depth < regs[1].umax:
+                    self._push_callback(st, fid, meta.func, meta, pc, stack)
+                else:
+                    st.cur.cb_depth = 0
+            else:
+                self._push_callback(st, fid, meta.func, meta, pc, stack)
         if meta.ref:
             self._release(st, meta.ref)
         for r in range(6):
@@ -2237,7 +2869,7 @@ class _Verifier:
         return pc + 1
 
     # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
-    def _kfunc_call(self, st: State, pc: int) -> int:
+    def _kfunc_call(self, st: State, pc: int, stack: list[tuple[State, int]]) -> int:
         name = self.kfunc_at.get(pc)
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
@@ -2266,7 +2898,10 @@ class _Verifier:
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
             return pc + 1
-        if proto.ret in (KRet.SLICE, KRet.SLICE_RDWR):
+        if proto.ret == KRet.RDONLY_MEM:
+            r0.set_ptr(MEM | RDONLY)
+            r0.msize = proto.ret_size
+        elif proto.ret in (KRet.SLICE, KRet.SLICE_RDWR):
             r0.set_ptr(MEM | (RDONLY if proto.ret == KRet.SLICE else 0) |
                        (PKT_SLICE if meta.dynptr_kind == _DYNPTR_XDP else 0))
             r0.msize = meta.const_size
@@ -2283,6 +2918,9 @@ class _Verifier:
                 r0.id = ref
             r0.ref = ref
             st.refs.append((ref, pc))
+        if proto.flags & KF_ITER_NEXT:
+            assert meta.iter is not None
+            self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
     def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
@@ -2294,8 +2932,12 @@ class _Verifier:
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
+            if p.kind == KArg.CONST:
+                self._need_precise(n)
             if p.kind == KArg.CONST and not reg.const:
                 raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
+            if p.kind == KArg.CONST:
+                self._mark_precise(st, [n])
             return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
@@ -2311,6 +2953,9 @@ class _Verifier:
         if p.kind in (KArg.DYNPTR, KArg.DYNPTR_UNINIT):
             self._dynptr_arg(st, regs, n, i, p.kind == KArg.DYNPTR_UNINIT, name, meta)
             return i + 1
+        if p.kind == KArg.ITER:
+            self._iter_arg(st, regs, n, i, p, proto, meta)
+            return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
                 return i + 1
@@ -2320,6 +2965,7 @@ class _Verifier:
             return i + 1
         if p.kind == KArg.MEM_SIZE:
             size = regs[n + 1]
+            self._need_precise(n + 1)
             if not (reg.is_null() and p.optional):
                 try:
                     self._read(regs, n)
@@ -2367,6 +3013,7 @@ class _Verifier:
             return
         self._helper_mem(st, n - 1, mem, reg.umax, write=False, zero_ok=True)
         self._helper_mem(st, n - 1, mem, reg.umax, write=True, zero_ok=True)
+        self._mark_precise(st, [n])
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
                     name: str, meta: _KfuncMeta) -> None:
@@ -2394,6 +3041,8 @@ class _Verifier:
             return
         d1: Reg | None = None
         if spi is not None and 1 <= spi < len(frame.stack):
+            self._stack_read(st, reg.frame, spi)
+            self._stack_read(st, reg.frame, spi - 1)
             t1, d1 = frame.slot(spi)
             t2, _ = frame.slot(spi - 1)
             if not (t1 == bytes([S_DYNPTR] * 8) and t2 == t1 and d1 is not None and d1.off):
@@ -2401,6 +3050,108 @@ class _Verifier:
         if d1 is None:
             raise Refuse(f"Expected an initialized dynptr as arg #{i}", errno.EINVAL)
         meta.dynptr_id, meta.dynptr_kind = d1.id, d1.sub
+
+    def _iter_arg(self, st: State, regs: list[Reg], n: int, i: int, p: KParam,
+                  proto: KfuncProto, meta: _KfuncMeta) -> None:
+        """process_iter_arg: ``struct bpf_iter_<kind>`` in stack slots, made by the
+        ``_new`` kfunc (an acquired reference), used by ``_next``, ended by ``_destroy``."""
+        reg = regs[n]
+        if reg.t != STACK:
+            raise Refuse(f"arg#{i} expected pointer to an iterator on stack", errno.EINVAL)
+        frame = st.frames[reg.frame]
+        nslots = p.size // 8
+        spi = self._iter_spi(reg, nslots)
+        if proto.flags & KF_ITER_NEW:
+            if spi is None or any(S_ITER in frame.slot(s)[0]
+                                  for s in range(spi - nslots + 1, spi + 1)):
+                raise Refuse(f"expected uninitialized iter_{p.struct} as arg #{i}",
+                             errno.EINVAL)
+            for off in range(0, p.size, 8):  # check_mem_access: a BPF_DW write per slot
+                self._mem(st, n, reg, off, 8, write=True, value=None)
+            spi = self._iter_spi(reg, nslots)
+            assert spi is not None
+            ref = self._new_id()
+            st.refs.append((ref, self.pc))
+            for k, s in enumerate(range(spi, spi - nslots, -1)):
+                new = Reg()
+                new.t, new.bt, new.sub = ITER, p.struct, ITER_ACTIVE
+                new.ref = ref if k == 0 else 0  # only the first slot holds the reference
+                new.set_var_zero()
+                frame.set_slot(s, (bytes([S_ITER] * 8), new))
+            return
+        it = frame.slot(spi)[1] if spi is not None else None
+        if spi is None or it is None or it.t != ITER or it.bt != p.struct or not it.ref or \
+                any(frame.slot(s)[0] != bytes([S_ITER] * 8)
+                    for s in range(spi - nslots + 1, spi + 1)):
+            raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
+        if proto.flags & KF_ITER_DESTROY:
+            for s in range(spi - nslots + 1, spi + 1):
+                frame.set_slot(s, _EMPTY)
+            st.refs = [x for x in st.refs if x[0] != it.ref]
+            return
+        meta.iter = (reg.frame, spi)
+
+    def _iter_spi(self, reg: Reg, nslots: int) -> int | None:
+        """iter_get_spi: the first slot's index; None for an error Linux logs."""
+        if not reg.const:
+            self.log.append("iter has to be at a constant offset")
+            return None
+        off = reg.off + _s64(reg.tv)
+        spi = (-off - 1) // 8
+        if off % 8 or spi + 1 < nslots:
+            self.log.append(f"cannot pass in iter at an offset={off}")
+            return None
+        return spi
+
+    def _iter_next(self, st: State, pc: int, where: tuple[int, int],
+                   stack: list[tuple[State, int]]) -> None:
+        """process_iter_next_call: an active iterator may yield once more (that state is
+        queued, one iteration deeper, R0 not NULL) or be drained (R0 NULL, the current
+        path). Scalars an iteration changed and nothing needs precisely are widened
+        against the previous iteration's state, so that the loop converges."""
+        fno, spi = where
+        it = st.frames[fno].slot(spi)[1]
+        assert it is not None
+        if it.sub == ITER_ACTIVE:
+            q = st.copy()
+            qit = q.frames[fno].slot(spi)[1]
+            assert qit is not None
+            qit.rng += 1
+            q.cur.regs[0].t &= ~MAYBE_NULL
+            prev = self._prev_entry(st, pc)
+            if prev is not None:
+                self._widen(prev, q, pc + 1)
+            self._push(q, pc + 1, stack)
+        it.sub = ITER_DRAINED
+        st.cur.regs[0].set_known(0)
+
+    def _may_goto(self, st: State, i: Instruction, pc: int,
+                  stack: list[tuple[State, int]]) -> int:
+        """check_cond_jmp_op for BPF_JCOND: the jump is the path walked now; the fall
+        through (one may_goto deeper, imprecise scalars widened) is queued."""
+        if i.src or i.dst or i.imm:
+            raise Refuse(f"invalid may_goto imm {i.imm}", errno.EINVAL)
+        prev = self._prev_entry(st, pc)
+        q = st.copy()
+        q.may_goto += 1
+        if prev is not None:
+            self._widen(prev, q, pc + 1)
+        self._push(q, pc + 1, stack)
+        return pc + 1 + i.off
+
+    @staticmethod
+    def _prev_entry(st: State, pc: int, here: bool = False) -> State | None:
+        """find_prev_entry: the state kept at ``pc`` on an earlier iteration of this path
+        (past the one kept at this very visit, unless ``here``)."""
+        if st.parent is None:
+            return None
+        sites = [f.callsite for f in st.frames]
+        p = st.parent if here else st.parent.parent
+        while p is not None:
+            if p.pc == pc and [f.callsite for f in p.frames] == sites:
+                return p
+            p = p.parent
+        return None
 
     def _dynptr_spi(self, reg: Reg) -> int | None:
         """dynptr_get_spi: the first slot's index; None for an error Linux logs."""
@@ -2446,6 +3197,9 @@ class _Verifier:
             f.regs[3].map = m
             f.regs[4].assign(regs[3])
         cb.frames.append(f)
+        cb.cb_unroll += 1
+        caller.cb_depth += 1
+        st.cur.cb_depth = 0
         self._push(cb, target, stack)
 
     def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
@@ -2470,6 +3224,9 @@ class _Verifier:
             if fid == 12 and m.type != MT.BPF_MAP_TYPE_PROG_ARRAY:
                 # Linux prints this one without a newline: the statistics line follows.
                 raise Refuse("expected prog array map for tail call", glued=True)
+            if meta.map is not None and meta.map is not m:  # bpf_timer_init's two maps
+                raise Refuse("timer pointer in R1 map_uid=0 doesn't match map pointer in R2 "
+                             "map_uid=0", errno.EINVAL)
             if not func_maps(fid, m.type):
                 raise Refuse(f"cannot pass map_type {m.type} into func {_helper_name(fid)}#"
                              f"{fid}", errno.EINVAL)
@@ -2477,6 +3234,9 @@ class _Verifier:
             return
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
             raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
+        if arg == Arg.TIMER:
+            self._timer_arg(n, reg, meta)
+            return
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             m = meta.map
             if m is None:
@@ -2485,10 +3245,15 @@ class _Verifier:
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
             if arg == Arg.MAP_KEY:
                 meta.const_key = self._const_key(st, reg, size)
+                if meta.const_key is not None:
+                    spi = (-(reg.off + _s64(reg.tv)) - 1) // 8
+                    if st.frames[reg.frame].slot(spi)[1] is not None:  # a spilled constant
+                        self._mark_precise(st, slots=[(reg.frame, spi)])
             self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
             zero_ok = arg == Arg.CONST_SIZE_OR_ZERO
+            self._need_precise(n)
             if reg.smin < 0:
                 raise Refuse(f"R{n} min value is negative, either use unsigned or "
                              "'var &= const'")
@@ -2502,11 +3267,13 @@ class _Verifier:
             if mem.is_null() and zero_ok and reg.umax == 0:
                 return
             self._helper_mem(st, n - 1, mem, reg.umax, write=write, zero_ok=zero_ok)
+            self._mark_precise(st, [n])
             return
         if arg == Arg.CONST_ALLOC_SIZE_OR_ZERO:
             if not reg.const:
                 raise Refuse(f"R{n} is not a known constant'")
             meta.mem_size = reg.tv
+            self._mark_precise(st, [n])
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
@@ -2535,21 +3302,65 @@ class _Verifier:
             self._dynptr_arg(st, regs, n, n - 1, False, _helper_name(fid), _KfuncMeta())
             return
 
-    def _lock_off(self, m: MapSpec) -> int | None:
-        """btf_parse_fields: where the map value holds its struct bpf_spin_lock."""
-        if m.name in self.lock_offs:
-            return self.lock_offs[m.name]
+    def _fields(self, m: MapSpec) -> dict[str, int]:
+        """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
+        ``bpf_timer``) by their struct's name, at their offsets."""
+        got = self.fields.get(m.name)
+        if got is not None:
+            return got
         btf = self.btf
-        found = None
+        found: dict[str, int] = {}
         if btf is not None and m.value_type is not None:
             t = btf.resolved(m.value_type)
             for mem in t.members if t.kind is BtfKind.STRUCT else ():
                 mt = btf.resolved(mem.type)
-                if mt.kind is BtfKind.STRUCT and mt.name == "bpf_spin_lock":
-                    found = mem.bit_offset // 8
-                    break
-        self.lock_offs[m.name] = found
+                if mt.kind is BtfKind.STRUCT and mt.name in _FIELD_SIZES:
+                    found.setdefault(mt.name, mem.bit_offset // 8)
+        self.fields[m.name] = found
         return found
+
+    def _lock_off(self, m: MapSpec) -> int | None:
+        """Where the map value holds its struct bpf_spin_lock."""
+        return self._fields(m).get("bpf_spin_lock")
+
+    def _timer_arg(self, n: int, reg: Reg, meta: _CallMeta) -> None:
+        """process_timer_func: the map value's own struct bpf_timer, at a constant offset."""
+        m = reg.map
+        assert m is not None
+        name = m.kernel_name or m.name[:15]
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_timer has to be at the "
+                         "constant offset", errno.EINVAL)
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_timer",
+                         errno.EINVAL)
+        at = self._fields(m).get("bpf_timer")
+        if at is None:
+            raise Refuse(f"map '{name}' has no valid bpf_timer", errno.EINVAL)
+        off = _s64(reg.tv) + reg.off
+        if off != at:
+            raise Refuse(f"off {off} doesn't point to 'struct bpf_timer' that is at {at}",
+                         errno.EINVAL)
+        meta.map = m
+
+    def _push_async(self, st: State, target: int, meta: _CallMeta, pc: int,
+                    stack: list[tuple[State, int]]) -> None:
+        """push_async_cb: a timer's callback runs on its own (frame 0), from the map,
+        the key and the value of the timer; it is verified after this path."""
+        m = meta.map
+        assert m is not None
+        cb = State()
+        f = Frame(0, pc, target)
+        f.callback = BPF_FUNC_TIMER_SET_CALLBACK
+        f.regs[1].set_ptr(MAP_PTR)
+        f.regs[2].set_ptr(MAP_KEY)
+        f.regs[2].msize = m.key_size
+        f.regs[3].set_ptr(MAP_VALUE)
+        for r in (1, 2, 3):
+            f.regs[r].map = m
+        cb.frames.append(f)
+        cb.parent = st.parent
+        self._push(cb, target, stack)
 
     def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
         """process_spin_lock: the lock of this map value, at its offset, one at a time."""
@@ -2669,10 +3480,11 @@ class _Verifier:
                                  f"size={size}")
             self._note_depth(frame, -lo)
             hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
+            self._stack_read_range(st, reg.frame, lo, max(hi, lo + 1))
             if not write:  # check_stack_range_initialized: special slots are no data
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
-                    if frame.slot(spi)[0][a + 8 * (spi + 1)] == S_DYNPTR:
+                    if frame.slot(spi)[0][a + 8 * (spi + 1)] in _SPECIAL_SLOTS:
                         where = f"off {lo}" if reg.const else \
                             f"var_off {tnum_str((reg.tv, reg.tm))}"
                         raise Refuse(f"invalid read from stack R{n} {where}+{a - lo} size "
