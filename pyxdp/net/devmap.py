@@ -99,7 +99,9 @@ class FwdTable:
     (``xdp_ok_fwd_dev``/``dev_xdp_enqueue``'s checks): ``ok`` 1 for a device the
     native loop transmits on (a NIC without a wire to feed), 2 for one only the
     Python path sends to (a veth, a wire), 0 for none (down, no ``ndo_xdp_xmit``);
-    ``mtu`` the longest frame it takes; ``stats`` its counters' address. The host
+    ``mtu`` the longest frame it takes; ``stats`` its counters' address; ``wire`` the
+    address of its first transmit ring in native code (``NetDevice.xmit_wires``, 0:
+    none, the NIC's transmit is a sink). The host
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
     ``none`` is the same table without targets (calls that redirect in Python)."""
@@ -110,20 +112,23 @@ class FwdTable:
         self.none: tuple[Any, ...] = ()
 
     def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
-        """(ok, mtu, stats), remade first if a device changed."""
+        """(ok, mtu, stats, wire), remade first if a device changed."""
         if self.stale:
             self.stale = False  # first: a change while remaking marks it again
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)
             stats = np.zeros(nif, np.int64)
+            wire = np.zeros(nif, np.int64)
             for i, d in devices.items():
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
-                    ok[i] = 1 if d.kind == "nic" and not d.wire and i != 1 else 2
+                    native = (d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
+                    ok[i] = 1 if native else 2
                     mtu[i] = d.mtu + FWD_OVERHEAD
                     stats[i] = d.stats.words.ctypes.data
-            self.tables = (ok, mtu, stats)
-            self.none = (np.zeros(nif, np.uint8), mtu, stats)
+                    wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
+            self.tables = (ok, mtu, stats, wire)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire)
         return self.tables
 
 

@@ -582,7 +582,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     tgt = host.fwd.arrays(host.devices)
     if local:
         tgt = host.fwd.none
-    tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
+    # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
+    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring.
+    wires = dev.xmit_wires
+    tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
+    tx_ok = dev.up and not generic and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
     nt = st.tables(host, len(tgt[0]), vm, local)
     cm, cm_rts = st.cpumap_args(host, local)
     io = st.io
@@ -598,7 +602,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
-                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic),
+                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.red_cnt, nt.egress.args,
                  _system_args(host, nt.dms)),

@@ -152,7 +152,7 @@ class NetdevRxQueue:
 # What a device's place in the native redirect targets (Host.fwd) depends on: a veth's
 # ndo_xdp_xmit also on its peer's program, GRO and state.
 _FWD_ATTRS = frozenset({"up", "mtu", "xdp_features", "_xdp_features", "xdp_prog",
-                        "xdp_generic", "gro", "peer", "wire"})
+                        "xdp_generic", "gro", "peer", "wire", "xmit_wires"})
 
 
 class _Wire(list[Callable[["NetDevice", SkbBatch], None]]):
@@ -235,6 +235,10 @@ class NetDevice:
         self._stats_lock = threading.Lock()
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
         self.xdp_generic: XdpProg | None = None  # generic (skb) mode
+        # Transmit rings in native code (pyxdp.net.xsk_wire), one XskWireState address
+        # per tx queue: a device whose wire is an AF_XDP socket of the host kernel.
+        # Empty: transmit is the model's own (a sink for a NIC, the peer for veth).
+        self.xmit_wires: tuple[int, ...] = ()
         self.wire: list[Callable[[NetDevice, SkbBatch], None]] = _Wire(host)
         self.faults: list[str] = []  # clear reports of aborted runs (bounded)
         self.rx: list[NetdevRxQueue] = []
