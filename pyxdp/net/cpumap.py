@@ -59,15 +59,18 @@ from pyxdp.net.filter import (
     xdp_do_flush,
     xdp_do_redirect,
 )
-from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAME, Bulk, Frames
+from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAGS, KIND_FRAME, Bulk, Frames
 from pyxdp.net.napi_native import _run, _to_frame
 from pyxdp.net.native import njit
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
 from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.xdp import XDP_FLAGS_HAS_FRAGS
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
+    XDP_FRAME_OFF_FLAGS,
     return_frame_no_direct,
+    xdp_frames_have_frags,
     xdp_frames_set_dev_rx,
     xdp_return_frames,
     xdp_return_frames_rx_napi,
@@ -113,6 +116,8 @@ KC_FAULTS, KC_FAULT_WORD, KC_FAULT_PC, KC_FAULT_ADDR = (KC.FAULTS, KC.FAULT_WORD
 KC_INVALID_ACT = KC.INVALID_ACT
 M_BATCHES = Mib.BATCHES
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
+FLAGS_WORD = XDP_FRAME_OFF_FLAGS // 4
+HAS_FRAGS = XDP_FLAGS_HAS_FRAGS
 XDP_DROP, XDP_PASS, XDP_REDIRECT = int(XdpAction.XDP_DROP), int(XdpAction.XDP_PASS), \
     int(XdpAction.XDP_REDIRECT)
 DEFER_COLS = 9  # pfn, data, len, meta, dev_rx, map_id, map_type, index, flags
@@ -123,6 +128,12 @@ def _freed(r_slots, rprod, rsize, nret, pfn):  # type: ignore[no-untyped-def]
     """A page into the return ring (published with the batch); the new count."""
     r_slots[0, (rprod + nret) % rsize] = pfn
     return nret + 1
+
+
+def _frame_kinds(host: Any, pfns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The ring keeps no kind: multi-buffer frames are told by their header's flags."""
+    return KIND_FRAME | np.where(xdp_frames_have_frags(pfns, memmap=host.memmap),
+                                 KIND_FRAGS, 0).astype(np.int64)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -166,8 +177,8 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
         cons = q_idx[IDX_CONS]
         for j in range(k):
             loc = q_slots[0, (cons + j) % qsize] - pfn_base
-            if loc < 0 or loc >= npages:
-                k = j
+            if loc < 0 or loc >= npages or w32[loc, FLAGS_WORD] & HAS_FRAGS:
+                k = j  # another region's frame, or a multi-buffer one: Python's
                 break
         if k == 0:
             kc[KC_STALL] = 1
@@ -423,7 +434,7 @@ class CpuMapRuntime:
         if nd:
             d = self._defer[:nd].copy()
             kc[KC.NDEFER] = 0
-            frames = Frames(d[:, 0], d[:, 1], d[:, 2], d[:, 3], np.full(nd, KIND_FRAME, np.int64))
+            frames = Frames(d[:, 0], d[:, 1], d[:, 2], d[:, 3], _frame_kinds(host, d[:, 0]))
             v = _Verdicts(np.full(nd, XDP_REDIRECT, np.int64), d[:, 5], d[:, 6], d[:, 7],
                           d[:, 8])
             with host.lock, return_frame_no_direct():
@@ -459,7 +470,7 @@ class CpuMapRuntime:
         if not n:
             self.kc[KC.IDLE] = 1
             return 0
-        frames = Frames(cols[0], cols[1], cols[2], cols[3], np.full(n, KIND_FRAME, np.int64))
+        frames = Frames(cols[0], cols[1], cols[2], cols[3], _frame_kinds(host, cols[0]))
         sched = int(self.kc[KC.IDLE])
         self.kc[KC.IDLE] = 0
         try:

@@ -76,6 +76,7 @@ I64 = npt.NDArray[np.int64]
 # xdp_ok_fwd_dev: a frame may be mtu + hard_header_len + VLAN_HLEN bytes long.
 FWD_OVERHEAD = 14 + 4
 _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+NDO_XMIT_SG = 1 << 6  # NETDEV_XDP_ACT_NDO_XMIT_SG
 
 
 class _Prog(Protocol):
@@ -98,7 +99,9 @@ class FwdTable:
     (``xdp_ok_fwd_dev``/``dev_xdp_enqueue``'s checks): ``ok`` 1 for a device the
     native loop transmits on (a NIC without a wire to feed), 2 for one only the
     Python path sends to (a veth, a wire), 0 for none (down, no ``ndo_xdp_xmit``);
-    ``mtu`` the longest frame it takes; ``stats`` its counters' address. The host
+    ``mtu`` the longest frame it takes; ``stats`` its counters' address; ``wire`` the
+    address of its first transmit ring in native code (``NetDevice.xmit_wires``, 0:
+    none, the NIC's transmit is a sink). The host
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
     ``none`` is the same table without targets (calls that redirect in Python)."""
@@ -109,20 +112,23 @@ class FwdTable:
         self.none: tuple[Any, ...] = ()
 
     def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
-        """(ok, mtu, stats), remade first if a device changed."""
+        """(ok, mtu, stats, wire), remade first if a device changed."""
         if self.stale:
             self.stale = False  # first: a change while remaking marks it again
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)
             stats = np.zeros(nif, np.int64)
+            wire = np.zeros(nif, np.int64)
             for i, d in devices.items():
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
-                    ok[i] = 1 if d.kind == "nic" and not d.wire and i != 1 else 2
+                    native = (d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
+                    ok[i] = 1 if native else 2
                     mtu[i] = d.mtu + FWD_OVERHEAD
                     stats[i] = d.stats.words.ctypes.data
-            self.tables = (ok, mtu, stats)
-            self.none = (np.zeros(nif, np.uint8), mtu, stats)
+                    wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
+            self.tables = (ok, mtu, stats, wire)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire)
         return self.tables
 
 
@@ -239,10 +245,14 @@ def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: Xdp
             err[sel] = -errno.EINVAL
         elif not d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
             err[sel] = -errno.EOPNOTSUPP
-        elif not d.up:
-            err[sel] = -errno.ENETDOWN
         else:
-            tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
+            if not d.xdp_features & NDO_XMIT_SG:
+                # A multi-buffer frame needs a target that transmits frags.
+                err[sel & frames.has_frags] = -errno.EOPNOTSUPP
+            if not d.up:
+                err[sel & (err == 0)] = -errno.ENETDOWN
+            else:
+                tgt_mtu[sel] = d.mtu + FWD_OVERHEAD
     # xdp_ok_fwd_dev: frames longer than the target's MTU (plus headers) are refused.
     err = np.where((err == 0) & (frames.length > tgt_mtu), -errno.EMSGSIZE, err)
     ok = err == 0
@@ -365,6 +375,8 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
         for k, (ifindex, prog_id) in enumerate(targets):
             last = k == len(targets) - 1
             mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
+            if not host.devices[ifindex].xdp_features & NDO_XMIT_SG:  # is_valid_dst
+                mtu_ok &= ~conv.has_frags
             if last:
                 out = conv
             else:

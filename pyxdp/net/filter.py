@@ -36,9 +36,10 @@ import numpy.typing as npt
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
-from pyxdp.net.frames import KIND_FRAME, XDP_TX_BULK_SIZE, Bulk, Frames
+from pyxdp.net.frames import KIND_FRAGS, KIND_FRAME, XDP_TX_BULK_SIZE, Bulk, Frames
 from pyxdp.net.xdp import (
     CTX_BASE,
+    XDP_FLAGS_HAS_FRAGS,
     XdpBuff,
     adjust_head_fn,
     adjust_meta_fn,
@@ -52,6 +53,7 @@ from pyxdp.net.xdp_mem import (
     MEM_TYPE_PAGE_ORDER0,
     MEM_TYPE_PAGE_POOL,
     xdp_convert_buff_to_frame,
+    xdp_frags_head_len,
     xdp_frames_set_dev_rx,
 )
 from pyxdp.net.xsk_buff_pool import XskHost, XskNetDevice, XskRxQueue, xsk_zc_to_frames
@@ -793,9 +795,18 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-        status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos],
-                                                frames.length[pos], frames.meta[pos],
-                                                mem_type=mtype, memmap=host.memmap)
+        ln = frames.length[pos]
+        flags: I64 | int = 0
+        multi = frames.has_frags[pos]
+        if multi.any():  # the frame's len is the head; the frags stay in skb_shared_info
+            flags = multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
+            ln = ln.copy()
+            ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
+                                           (frames.kind[pos][multi] & KIND_FRAME) != 0,
+                                           memmap=host.memmap)
+        status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos], ln,
+                                                frames.meta[pos], mem_type=mtype,
+                                                flags=flags, memmap=host.memmap)
     bad = status != 0
     if bad.any():
         if prog is not None:
@@ -804,7 +815,7 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
         host.drop_frames(frames.select(bad), rq, direct=rq is not None)
         frames = frames.select(~bad)
     out = Frames(frames.pfn, frames.data, frames.length, frames.meta,
-                 np.full(len(frames), KIND_FRAME, np.int64))
+                 KIND_FRAME | (frames.kind & KIND_FRAGS))
     if len(out):
         xdp_frames_set_dev_rx(out.pfn, dev.ifindex, memmap=host.memmap)
     return out, int(bad.sum())

@@ -4,7 +4,10 @@ A :class:`Frames` is a structure of numpy arrays, one element per frame: the
 pfn of its page (see :mod:`pyxdp.net.page_pool`), the offset of ``data`` in
 that page, the packet length and the metadata length, and whether the page
 already holds a converted ``struct xdp_frame`` (a frame redirected or
-transmitted from another device) or is still a driver's ``xdp_buff``.
+transmitted from another device) or is still a driver's ``xdp_buff``, and
+whether it is a multi-buffer frame (``XDP_FLAGS_HAS_FRAGS``: its frags are
+listed in the ``skb_shared_info`` at the end of the head page, as the kernel
+keeps them, and ``length`` is the whole packet, ``xdp_get_buff_len``).
 Every datapath stage takes and returns whole batches; nothing here loops
 over packets in Python.
 """
@@ -19,7 +22,7 @@ import numpy.typing as npt
 
 from pyxdp.net.record import Alias, Field, Record
 
-__all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAME",
+__all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAGS", "KIND_FRAME",
            "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor"]
 
 I64 = npt.NDArray[np.int64]
@@ -30,6 +33,9 @@ XDP_TX_BULK_SIZE = 16
 CPU_MAP_BULK_SIZE = 8
 KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
 KIND_FRAME = 1  # a struct xdp_frame at the page start (it came through ndo_xdp_xmit)
+# Or'ed into either kind: the frame has frags (XDP_FLAGS_HAS_FRAGS). Native loops take
+# only kind 0, so frags frames always reach the Python path.
+KIND_FRAGS = 2
 
 
 @dataclass(eq=False)
@@ -42,6 +48,11 @@ class Frames:
 
     def __len__(self) -> int:
         return len(self.pfn)
+
+    @property
+    def has_frags(self) -> npt.NDArray[np.bool_]:
+        out: npt.NDArray[np.bool_] = (self.kind & KIND_FRAGS) != 0
+        return out
 
     @classmethod
     def empty(cls) -> Frames:

@@ -50,8 +50,15 @@ sockets of :mod:`pyxdp.net.xsk` (flushed after the cpumap list, as
 ``xdp_do_flush`` does); frames in UMEM chunks of a zero-copy queue are
 converted to order-0 pages when they leave as xdp_frames.
 
+Multi-buffer frames (``XDP_FLAGS_HAS_FRAGS``: a head page and frags in its
+``skb_shared_info``, :data:`~pyxdp.net.frames.KIND_FRAGS`) keep their frags
+through every action above: DROP and PASS free each buffer's frags then its
+head, XDP_TX and redirects convert them to ``xdp_frame`` s with the frags
+flag, and the program runs on them one by one
+(:func:`~pyxdp.net.prog.run_xdp`).
+
 This is the reference path: every frame can take it (with a tracer
-listening, every frame does). JIT programs normally run in the native poll
+listening, every frame does; frags frames always do). JIT programs normally run in the native poll
 loop (:mod:`pyxdp.net.napi_native`), which acts on the verdicts it can
 produce exactly over the same records and hands the rest back to
 :func:`dispatch`; with ``Host(threaded_napi=True)`` each CPU's queues are
@@ -575,7 +582,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     tgt = host.fwd.arrays(host.devices)
     if local:
         tgt = host.fwd.none
-    tx_ok = dev.kind == "nic" and dev.up and not dev.wire and not generic
+    # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
+    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring.
+    wires = dev.xmit_wires
+    tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
+    tx_ok = dev.up and not generic and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
     nt = st.tables(host, len(tgt[0]), vm, local)
     cm, cm_rts = st.cpumap_args(host, local)
     io = st.io
@@ -591,7 +602,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words), gen,
-                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic),
+                (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.red_cnt, nt.egress.args,
                  _system_args(host, nt.dms)),

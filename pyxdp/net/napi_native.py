@@ -13,7 +13,12 @@ XDP batch entry on them, and acts on the verdicts:
   exceptions are counted per verdict for ``xdp_exception``;
 - ``XDP_TX`` on a NIC: ``xdp_convert_buff_to_frame`` (the header written in
   the headroom), the TX bulk queue of 16, ``ndo_xdp_xmit``, and, at tx
-  completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk;
+  completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk. A
+  device with native transmit rings (``NetDevice.xmit_wires``: an AF_XDP
+  socket of the host kernel, :mod:`pyxdp.net.xsk_wire`) gets each frame
+  copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
+  to it alike; frames its ring has no room for count as ``xdp_tx_errors``
+  (XDP_TX) or as the flush's drops (redirects);
 - ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
   (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
   for the (target, entry program) flushed when full and at the poll's end
@@ -48,6 +53,10 @@ XDP batch entry on them, and acts on the verdicts:
 A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
 :mod:`pyxdp.net.dev`, one skb at a time).
+
+Multi-buffer (frags) frames are never taken: the loop stops at the first
+one in the rx ring, as at an ``xdp_frame`` from another device, and the
+Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - veth targets, wire sinks to feed, a broadcast clone that
 would meet a devmap program, a devmap program the loop cannot drive (the
@@ -117,6 +126,7 @@ from pyxdp.net.xsk_native import (
     zc_free,
     zc_to_frame,
 )
+from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
 
@@ -464,9 +474,38 @@ def _egress_row(eg_ids, prog_id):  # type: ignore[no-untyped-def]
     return -1
 
 
+# -- a device whose wire is an AF_XDP socket of the host kernel (pyxdp.net.xsk_wire) --
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _wire_out(wa, pages, sysm, loc, data, length):  # type: ignore[no-untyped-def]
+    """``ndo_xdp_xmit`` of one frame onto wire ``wa`` (its record's address): pool page
+    ``loc`` or, below 0, a broadcast clone's order-0 page; True when it went."""
+    if loc >= 0:
+        src = pages.ctypes.data + loc * pages.strides[0] + data
+    else:
+        spages = sysm[0]
+        src = spages.ctypes.data + (-1 - loc) * spages.strides[0] + data
+    return wire_xmit(i64_view(wa, 1, W_SIZE)[0], src, length)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore[no-untyped-def]
+    """The XDP_TX bulk onto wire ``wa`` (each frame's data and length from its
+    ``xdp_frame``), published; returns how many went."""
+    w = i64_view(wa, 1, W_SIZE)[0]
+    sent = 0
+    for j in range(ntx):
+        loc = tx_rows[j]
+        src = pages.ctypes.data + q64[loc, 0] - addr_base
+        if wire_xmit(w, src, np.int64(w32[loc, 2])):
+            sent += 1
+    wire_publish(w)
+    return sent
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
-                 cache, ring, free, state, c, nuse, cached):
+                 cache, ring, free, state, c, nuse, cached, pages, tgt_wire):
     """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
     egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
     over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
@@ -479,15 +518,17 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
     b = bq_n[t, kk]
     sent = 0
     nbytes = np.int64(0)
+    wa = tgt_wire[t]  # 0: a NIC whose transmit is a sink
     if kk == 0:
         for j in range(b):
-            nbytes += bq[t, 0, 2, j]
             loc = bq[t, 0, 0, j]
+            if wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
+                nbytes += bq[t, 0, 2, j]
+                sent += 1
             if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
             else:
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
-        sent = b
     else:
         (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
          eg_leno, eg_metao, eg_status, eg_pc, eg_addr, eg_exc, eg_fault, eg_sent) = eg
@@ -521,9 +562,21 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 if a > 4 and eg_fault[k, t, 4] == 0:
                     eg_fault[k, t, 4] = a + 1
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        went = 0
         for j in range(sent):  # sent, then completed: back to the pool
-            c, nuse, cached = _give(psc, cache, ring, free, state, eg_sent[k, j], c, nuse,
-                                    cached)
+            loc = eg_sent[k, j]
+            if wa != 0:
+                ln = np.int64(w32[loc, 2])
+                if wire_xmit(i64_view(wa, 1, W_SIZE)[0],
+                             pages.ctypes.data + q64[loc, 0] - addr_base, ln):
+                    went += 1
+                else:
+                    nbytes -= ln
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        if wa != 0:
+            sent = went
+    if wa != 0:
+        wire_publish(i64_view(wa, 1, W_SIZE)[0])
     xmit_cnt[t, 0] += 1
     xmit_cnt[t, 1] += sent
     xmit_cnt[t, 2] += b - sent
@@ -629,7 +682,7 @@ def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, id
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
            length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-           psc, cache, ring, free, state, c, nuse, cached):
+           psc, cache, ring, free, state, c, nuse, cached, tgt_wire):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
@@ -678,7 +731,7 @@ def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, lo
         if b + 1 == BULK:
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
-                                           c, nuse, cached)
+                                           c, nuse, cached, pages, tgt_wire)
     return c, nuse, cached
 
 
@@ -707,10 +760,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     pages, w32, q64, addr_base, pfn_base, psc, cache, ring, free, state = pool
     qcols, qcur = rxq
     tpl, tpl_len, gst = gen
-    self_ifindex, tx_ok, ds, tx_rows, generic = dev
+    self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, bq, bq_n, xmit_cnt = tgt
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, bq, bq_n, xmit_cnt = tgt
     dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
     eg_ids = eg[0]
     xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
@@ -734,6 +787,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_ab = 0
     n_drop = 0
     n_tx = 0
+    n_tx_err = 0  # XDP_TX frames a wire had no room for (ndo_xdp_xmit's drops)
     n_red = 0
     n_bad = 0
     tx_events = 0
@@ -861,7 +915,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     ntx += 1
                     if ntx == BULK:
                         tx_events += 1
-                        tx_sent += ntx
+                        went = ntx if tx_wire == 0 else _wire_tx_bulk(
+                            tx_wire, pages, w32, q64, addr_base, tx_rows, ntx)
+                        tx_sent += went
+                        n_tx_err += ntx - went
                         for j in range(ntx):  # sent, then completed: back to the pool
                             c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j],
                                                     c, nuse, cached)
@@ -911,7 +968,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
                                              data, length, to == nif, pages, sysm, bq, bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-                                             psc, cache, ring, free, state, c, nuse, cached)
+                                             psc, cache, ring, free, state, c, nuse, cached,
+                                             tgt_wire)
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dm_addr, dm_n, slot, np.int64(red[i, 2]))] += 1
                     done = True
@@ -953,7 +1011,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
-                                                       cached)
+                                                       cached, pages, tgt_wire)
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
@@ -969,7 +1027,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             xtouched = False
         if ntx:
             tx_events += 1
-            tx_sent += ntx
+            went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
+                                                          tx_rows, ntx)
+            tx_sent += went
+            n_tx_err += ntx - went
             for j in range(ntx):
                 c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse,
                                         cached)
@@ -982,7 +1043,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 if bq_n[t, kk]:
                     c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
                                                    addr_base, tgt_stats, xmit_cnt, psc, cache,
-                                                   ring, free, state, c, nuse, cached)
+                                                   ring, free, state, c, nuse, cached, pages,
+                                                   tgt_wire)
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.
@@ -1010,7 +1072,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
             n_drop, n_bad)
     ds[D_XDP_PASS] += n_pass
-    ds[D_XDP_TX] += n_tx
+    ds[D_XDP_TX] += n_tx - n_tx_err
+    ds[D_XDP_TX_ERRORS] += n_tx_err
     ds[D_XDP_REDIRECT] += n_red
     ds[D_TX_PACKETS] += tx_sent
     ds[D_TX_BYTES] += tx_bytes

@@ -11,6 +11,10 @@ and maps the datapath runs (``host.load(obj)``). Devices:
   (or pulled from a :class:`~pyxdp.net.source.TrafficGenerator`) are DMA'd
   into pages of the rx queue's page pool; what it transmits reaches its
   ``wire`` sinks (:class:`~pyxdp.net.source.Collector`, a pcapng writer...).
+  A frame longer than a page's packet room (3520 bytes) becomes a
+  multi-buffer ``xdp_buff``: a head page and page frags listed in its
+  ``skb_shared_info``, as veth's ``skb_pp_cow_data`` builds them; a device
+  whose MTU needs frags takes only frags-aware programs.
 - :meth:`Host.veth` - a veth pair: what one end transmits, the other end
   receives. As in veth.c, frames sent by the stack are copied into a page of
   the receiving queue's pool when that end runs XDP, and frames sent by XDP
@@ -58,7 +62,7 @@ from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError
 from pyxdp.net import trace as _trace
 from pyxdp.net.devmap import FwdTable
-from pyxdp.net.frames import KIND_BUFF, KIND_FRAME, FrameRing, Frames
+from pyxdp.net.frames import KIND_BUFF, KIND_FRAGS, KIND_FRAME, FrameRing, Frames
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
@@ -78,6 +82,10 @@ from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
 from pyxdp.vm.helpers import RunContext
+
+# The packet room of a page (SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM)): longer
+# frames get frags.
+MAX_LINEAR = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE
 
 if TYPE_CHECKING:
     from pyxdp.net.cpumap import CpuMapRuntime
@@ -144,7 +152,7 @@ class NetdevRxQueue:
 # What a device's place in the native redirect targets (Host.fwd) depends on: a veth's
 # ndo_xdp_xmit also on its peer's program, GRO and state.
 _FWD_ATTRS = frozenset({"up", "mtu", "xdp_features", "_xdp_features", "xdp_prog",
-                        "xdp_generic", "gro", "peer", "wire"})
+                        "xdp_generic", "gro", "peer", "wire", "xmit_wires"})
 
 
 class _Wire(list[Callable[["NetDevice", SkbBatch], None]]):
@@ -227,6 +235,10 @@ class NetDevice:
         self._stats_lock = threading.Lock()
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
         self.xdp_generic: XdpProg | None = None  # generic (skb) mode
+        # Transmit rings in native code (pyxdp.net.xsk_wire), one XskWireState address
+        # per tx queue: a device whose wire is an AF_XDP socket of the host kernel.
+        # Empty: transmit is the model's own (a sink for a NIC, the peer for veth).
+        self.xmit_wires: tuple[int, ...] = ()
         self.wire: list[Callable[[NetDevice, SkbBatch], None]] = _Wire(host)
         self.faults: list[str] = []  # clear reports of aborted runs (bounded)
         self.rx: list[NetdevRxQueue] = []
@@ -341,7 +353,12 @@ class NetDevice:
                                   run_configs={c.spec.name: rc for c, rc in rest})
 
     def _ndo_bpf_check(self, prog: XdpProg) -> None:
-        """The driver's own checks of a native program (``ndo_bpf``); a NIC has none."""
+        """The driver's own checks of a native program (``ndo_bpf``): an MTU whose frames
+        need frags takes only a frags-aware program (``xdp.frags``), as drivers refuse
+        one (mlx5's ``mlx5e_xdp_allowed``: -EINVAL)."""
+        if self.mtu + ETH_HLEN > MAX_LINEAR and not prog.spec.flags & BPF_F_XDP_HAS_FRAGS:
+            raise _fail(errno.EINVAL, f"MTU {self.mtu} of {self.name} needs frags: the XDP "
+                                      f"program must be frags-aware (SEC(\"xdp.frags\"))")
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
@@ -378,6 +395,23 @@ class NetDevice:
             SkbBatch.from_packets(packets, self.ifindex, queue)
         return self._dma(self.rx[queue], batch)
 
+    def _dma_pages(self, rq: NetdevRxQueue, batch: SkbBatch, n: int) -> int:
+        """``n`` frames of ``batch`` into pages of ``rq``'s pool and onto its ring."""
+        lens = batch.length[:n]
+        big = lens > MAX_LINEAR
+        if big.any():
+            return self._dma_frags(rq, batch, n)
+        pfns = rq.pool.alloc_bulk(n)
+        if len(pfns) < n:  # the pool ran dry: the NIC drops what it cannot place
+            self.stats.rx_dropped += n - len(pfns)
+            n = len(pfns)
+        rows = rq.pool.local(pfns)
+        width = min(batch.data.shape[1], MAX_LINEAR)
+        rq.pool.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
+            batch.data[:n, :width]
+        rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens[:n]))
+        return n
+
     def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
         if rq.xsk is not None:  # zero-copy AF_XDP: into UMEM chunks from the fill ring
             from pyxdp.net.xsk_buff_pool import xsk_zc_dma
@@ -387,21 +421,50 @@ class NetDevice:
             self.stats.rx_dropped += len(batch) - n
         if n <= 0:
             return 0
+        return self._dma_pages(rq, batch, n)
+
+    def _dma_frags(self, rq: NetdevRxQueue, batch: SkbBatch, n: int) -> int:
+        """Frames longer than a page's packet room become multi-buffer ``xdp_buff`` s, as
+        veth's ``skb_pp_cow_data`` builds them: a head page with the first 3520 bytes,
+        then frags of up to a page each (``skb_add_rx_frag``), listed in the head's
+        ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). More than ``MAX_SKB_FRAGS``
+        frags, or a pool that runs dry, drops the frame. Only frames that need frags
+        take this per-frame loop."""
+        from pyxdp.net.xdp_mem import xdp_buff_set_frags
         lens = batch.length[:n]
-        too_big = lens > PAGE_SIZE - XDP_PACKET_HEADROOM - 320
-        if too_big.any():
-            raise ValueError(f"{self.name}: frames above {PAGE_SIZE - XDP_PACKET_HEADROOM - 320}"
-                             f" bytes need multi-buffer XDP, which pyxdp devices do not do")
-        pfns = rq.pool.alloc_bulk(n)
-        if len(pfns) < n:  # the pool ran dry: the NIC drops what it cannot place
-            self.stats.rx_dropped += n - len(pfns)
-            n = len(pfns)
-        rows = rq.pool.local(pfns)
-        width = min(batch.data.shape[1], PAGE_SIZE - XDP_PACKET_HEADROOM)
-        rq.pool.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
-            batch.data[:n, :width]
-        rq.ring.produce(Frames.make(pfns, XDP_PACKET_HEADROOM, lens[:n]))
-        return n
+        extra = np.where(lens > MAX_LINEAR, -(-(lens - MAX_LINEAR) // PAGE_SIZE), 0)
+        heads: list[int] = []
+        kinds: list[int] = []
+        keep: list[int] = []
+        pool = rq.pool
+        for i, (ln, nf) in enumerate(zip(lens.tolist(), extra.tolist(), strict=True)):
+            if nf > MAX_SKB_FRAGS:
+                self.stats.rx_dropped += 1
+                continue
+            pfns = pool.alloc_bulk(1 + nf)
+            if len(pfns) < 1 + nf:
+                pool.put_pages(pfns)
+                self.stats.rx_dropped += 1
+                continue
+            pkt = batch.data[i]
+            head = min(ln, MAX_LINEAR)
+            pool.write(int(pfns[0]), XDP_PACKET_HEADROOM, pkt[:head].tobytes())
+            if nf:
+                flen = [min(PAGE_SIZE, ln - head - PAGE_SIZE * j) for j in range(nf)]
+                off = head
+                for fp, fl in zip(pfns[1:].tolist(), flen, strict=True):
+                    pool.write(fp, 0, pkt[off:off + fl].tobytes())
+                    off += fl
+                xdp_buff_set_frags(int(pfns[0]), pfns[1:].tolist(), flen,
+                                   memmap=self.host.memmap)
+            heads.append(int(pfns[0]))
+            kinds.append(KIND_BUFF | (KIND_FRAGS if nf else 0))
+            keep.append(i)
+        k = np.asarray(keep, np.int64)
+        rq.ring.produce(Frames(np.asarray(heads, np.int64),
+                               np.full(len(k), XDP_PACKET_HEADROOM, np.int64), lens[k].copy(),
+                               np.zeros(len(k), np.int64), np.asarray(kinds, np.int64)))
+        return len(k)
 
     # -- transmit side -------------------------------------------------------------
     def xmit_skbs(self, batch: SkbBatch) -> None:
@@ -528,7 +591,7 @@ class Veth(NetDevice):
         too_big = np.flatnonzero(frames.length > peer.mtu + ETH_HLEN + VLAN_HLEN)
         limit = int(too_big[0]) if len(too_big) else len(frames)
         kframes = Frames(frames.pfn[:limit], frames.data[:limit], frames.length[:limit],
-                         frames.meta[:limit], np.full(limit, KIND_FRAME, np.int64))
+                         frames.meta[:limit], KIND_FRAME | (frames.kind[:limit] & KIND_FRAGS))
         sent = peer.rx[0].ring.produce(kframes)
         self.stats.tx_packets += sent
         self.stats.tx_bytes += int(frames.length[:sent].sum())
@@ -809,20 +872,38 @@ class Host:
                                                   strict=True)):
                     if m:
                         metas[int(pos[k])] = mem.pages[r, s - m:s].tobytes()
+        fr = np.flatnonzero(frames.has_frags)
+        if len(fr):
+            self._frags_into(frames, fr, data)
         return SkbBatch(data, frames.length.copy(), np.full(n, ifindex, np.int64),
                         np.zeros(n, np.int64), metas)
+
+    def _frags_into(self, frames: Frames, which: Any, data: Any) -> None:
+        """Rows ``which`` of ``data`` get their multi-buffer packets whole, head then
+        frags: the skb the kernel builds with the frags attached."""
+        from pyxdp.net.xdp_mem import xdp_buff_packet
+        for i in which.tolist():
+            ln = int(frames.length[i])
+            pkt = xdp_buff_packet(int(frames.pfn[i]), bool(frames.kind[i] & KIND_FRAME),
+                                  int(frames.data[i]), ln, memmap=self.memmap)
+            data[i, :ln] = np.frombuffer(pkt, np.uint8)
 
     def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool) -> None:
         """Free frames: pool pages of ``rq`` recycled (directly in its NAPI poll),
         xdp_frames returned through their memory model."""
         if not len(frames):
             return
-        own = frames.kind == KIND_BUFF
+        own = (frames.kind & KIND_FRAME) == 0
         if own.any():
             assert rq is not None
             if rq.xsk is not None:  # a zero-copy AF_XDP queue: xsk_buff_free
                 from pyxdp.net.xsk_buff_pool import xsk_free_frames
                 xsk_free_frames(self, rq, frames.select(own), direct=direct)
+            elif (frames.kind[own] & KIND_FRAGS).any():  # each buffer's frags, then its head
+                from pyxdp.net.xdp_mem import xdp_buffs_pages
+                flags = (frames.kind[own] & KIND_FRAGS) != 0
+                rq.pool.put_pages(xdp_buffs_pages(frames.pfn[own], flags.astype(np.int64),
+                                                  memmap=self.memmap), allow_direct=direct)
             else:
                 rq.pool.put_pages(frames.pfn[own], allow_direct=direct)
         if not own.all():

@@ -501,7 +501,35 @@ def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.Array
     out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
     ifx = np.asarray(ifindex, np.int64)
     rxq = np.asarray(queue, np.int64)
-    for mem, pos, rows in host.memmap.split(frames.pfn):
+    multi = frames.has_frags
+    if multi.any():
+        # Multi-buffer frames run one by one (the reference path); the runs of
+        # single-buffer frames between them as batches, all in arrival order (maps
+        # see the updates in the kernel's order).
+        edges = np.flatnonzero(np.diff(multi.astype(np.int8))) + 1
+        for seg in np.split(np.arange(n), edges):
+            if multi[seg[0]]:
+                for i in seg.tolist():
+                    _run_frags1(prog, host, frames, i, out,
+                                int(ifx) if ifx.ndim == 0 else int(ifx[i]),
+                                int(rxq) if rxq.ndim == 0 else int(rxq[i]), ctx,
+                                egress_ifindex, faults, where)
+            else:
+                _run_xdp_rows(prog, host, frames, seg, out, ifx, rxq, ctx, egress_ifindex,
+                              faults, where)
+        return out
+    _run_xdp_rows(prog, host, frames, None, out, ifx, rxq, ctx, egress_ifindex, faults, where)
+    return out
+
+
+def _run_xdp_rows(prog: XdpProg, host: _HostMem, frames: Frames,
+                  sel: npt.NDArray[np.int64] | None, out: _Verdicts, ifx: npt.NDArray[np.int64],
+                  rxq: npt.NDArray[np.int64], ctx: RunContext, egress_ifindex: int,
+                  faults: list[str] | None, where: str) -> None:
+    """:func:`run_xdp` for single-buffer frames (``sel`` of them, or all)."""
+    for mem, pos, rows in host.memmap.split(frames.pfn if sel is None else frames.pfn[sel]):
+        if sel is not None:
+            pos = sel[pos]
         res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
                              frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
                              int(ifx) if ifx.ndim == 0 else ifx[pos],
@@ -519,4 +547,68 @@ def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.Array
             i = int(np.flatnonzero(res.faulted)[0])
             faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
             log.warning("%s", faults[-1])
-    return out
+
+
+def _run_frags1(prog: XdpProg, host: _HostMem, frames: Frames, i: int, out: _Verdicts,
+                ifindex: int, queue: int, ctx: RunContext, egress_ifindex: int,
+                faults: list[str] | None, where: str) -> None:
+    """Run frame ``i``, a multi-buffer packet, as an :class:`XdpBuff` over its head page
+    (in place; ``data``/``data_end`` cover the head only) with its frags beside it
+    (``bpf_xdp_get_buff_len``, ``load/store_bytes``, ``adjust_tail`` and dynptrs see
+    them), then write the frags back into their pages and the ``skb_shared_info``;
+    frags ``adjust_tail`` released go back to their pool (``__xdp_return``, not
+    direct). The rx queue's ``frag_size`` is 0 (pyxdp devices register none, as
+    veth), so growing a multi-buffer tail is ``-EOPNOTSUPP``."""
+    from pyxdp.net.frames import KIND_FRAGS, KIND_FRAME
+    from pyxdp.net.xdp_mem import (
+        SHINFO_OFF_FRAGS,
+        SHINFO_OFF_NR_FRAGS,
+        SHINFO_OFF_XDP_FRAGS_SIZE,
+        SKB_FRAG_SIZE,
+        xdp_buff_frags,
+        xdp_return_frag_pages,
+    )
+    mm = host.memmap
+    pfn = int(frames.pfn[i])
+    is_frame = bool(frames.kind[i] & KIND_FRAME)
+    mem, sh, fr = xdp_buff_frags(pfn, is_frame, memmap=mm)
+    frame_sz = sh + 320 - mem._local1(pfn) * mem.page_size
+    row = cast(bytearray, memoryview(mem.pages[mem._local1(pfn)]).cast("B"))
+    data, meta = int(frames.data[i]), int(frames.meta[i])
+    head = int(frames.length[i]) - sum(f[1] for f in fr)
+    xdp = XdpBuff(row, data, data + head, data - meta if meta >= 0 else data + 1, frame_sz,
+                  RxQueue(ifindex, queue, 0), egress_ifindex,
+                  [bytearray(mm.find(fp).read(fp, off, ln)) for fp, ln, off in fr])
+    ctx.tail_call_cnt = 0
+    try:
+        act = prog.run(xdp, ctx)
+    except ProgramFault as e:
+        act = int(XdpAction.XDP_ABORTED)
+        if faults is not None and len(faults) < MAX_FAULT_REPORTS:
+            faults.append(f"{where}: {prog.spec.name}: {e} -> XDP_ABORTED")
+            log.warning("%s", faults[-1])
+    out.action[i] = act
+    frames.data[i] = xdp.data
+    frames.length[i] = xdp.buff_len()
+    frames.meta[i] = xdp.metalen if xdp.meta_supported else meta
+    ri = ctx.ri
+    if ri is not None and act == XdpAction.XDP_REDIRECT:
+        out.map_id[i], out.map_type[i] = ri.map_id, ri.map_type
+        out.index[i], out.flags[i] = ri.tgt_index, ri.flags
+        ri.map, ri.map_id, ri.flags = None, 0, 0
+        ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+    # The frags as the program left them: shrunk ones rewritten, released ones freed.
+    nr = len(xdp.frags)
+    for (fp, _, off), buf in zip(fr, xdp.frags, strict=False):
+        mm.find(fp).write(fp, off, bytes(buf))
+    if nr < len(fr):
+        xdp_return_frag_pages([fp for fp, _, _ in fr[nr:]], memmap=mm)
+    raw = mem.raw
+    raw[sh + SHINFO_OFF_NR_FRAGS] = nr
+    raw[sh + SHINFO_OFF_XDP_FRAGS_SIZE:sh + SHINFO_OFF_XDP_FRAGS_SIZE + 4] = \
+        sum(len(b) for b in xdp.frags).to_bytes(4, "little")
+    for j, buf in enumerate(xdp.frags):  # skb_frag_t.len at +8
+        at = sh + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j + 8
+        raw[at:at + 4] = len(buf).to_bytes(4, "little")
+    if not nr:  # xdp_buff_clear_frags_flag
+        frames.kind[i] &= ~KIND_FRAGS

@@ -11,7 +11,10 @@ kernel's multi-buffer XDP keeps them. The program sees fake addresses
 
 Simplified: there is no ``skb_shared_info`` struct in the tailroom (frags
 are Python objects beside the frame) and no per-frag page offset (frags start
-at offset 0 of their page, as BPF_PROG_TEST_RUN builds them).
+at offset 0 of their page, as BPF_PROG_TEST_RUN and pyxdp devices build
+them). The datapath keeps a device frame's frags in its page memory at the
+kernel's offsets and lends them to an ``XdpBuff`` for one run
+(:func:`pyxdp.net.prog.run_xdp`).
 
 The ``XdpBuff`` methods are the reference path of the packet helpers. Their
 native twins (``*_fn`` at the end of this module: LLVM IR the JIT inlines,

@@ -104,7 +104,13 @@ __all__ = [
     "XdpRxqInfo",
     "XdpSkb",
     "return_frame_no_direct",
+    "xdp_buff_frags",
+    "xdp_buff_packet",
     "xdp_buff_set_frags",
+    "xdp_buffs_pages",
+    "xdp_frags_head_len",
+    "xdp_frames_have_frags",
+    "xdp_return_frag_pages",
     "xdp_build_skb_from_frame",
     "xdp_build_skb_from_frames",
     "xdp_clear_return_frame_no_direct",
@@ -856,6 +862,74 @@ def xdp_buff_set_frags(pfn: int, frag_pfns: Sequence[int], lens: Sequence[int],
     for i, (fp, ln, off) in enumerate(zip(frag_pfns, lens, offs, strict=True)):
         _FRAG.pack_into(buf, sh + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * i, fp, ln, off)
     return XDP_FLAGS_HAS_FRAGS
+
+
+def xdp_buff_frags(pfn: int, is_frame: bool, *, memmap: MemMap | None = None
+                   ) -> tuple[PageMemory, int, list[tuple[int, int, int]]]:
+    """A multi-buffer packet's ``skb_shared_info``: its page memory, byte offset in
+    ``mem.raw`` and ``(pfn, len, offset)`` per frag. ``is_frame``: an
+    ``xdp_frame`` (``frame_sz`` from its header), else a pool page's ``xdp_buff``
+    (``frame_sz`` = the page)."""
+    mm = memmap if memmap is not None else MEMMAP
+    mem = mm.find(pfn)
+    if is_frame:
+        sh = XdpFrame.at(mem, pfn)._shinfo_offset()
+    else:
+        sh = mem._local1(pfn) * mem.page_size + mem.page_size - SKB_SHARED_INFO_SIZE
+    return mem, sh, _read_frags1(mem, sh)
+
+
+def xdp_buff_packet(pfn: int, is_frame: bool, data: int, length: int, *,
+                    memmap: MemMap | None = None) -> bytes:
+    """A multi-buffer packet ``length`` bytes long in all, its head at page offset
+    ``data``: the head's bytes, then each frag's (what ``skb_copy_bits`` reads)."""
+    mm = memmap if memmap is not None else MEMMAP
+    mem, _, frags = xdp_buff_frags(pfn, is_frame, memmap=mm)
+    head = length - sum(f[1] for f in frags)
+    out = [mem.read(pfn, data, head)]
+    out.extend(mm.find(fp).read(fp, off, ln) for fp, ln, off in frags)
+    return b"".join(out)
+
+
+def xdp_frags_head_len(pfns: NDArray[np.int64], length: NDArray[np.int64],
+                       is_frame: NDArray[np.bool_], *, memmap: MemMap | None = None
+                       ) -> NDArray[np.int64]:
+    """The linear part of multi-buffer packets ``length`` bytes long in all
+    (``xdp_get_buff_len`` minus ``xdp_frags_size``)."""
+    out = np.asarray(length, _I64).copy()
+    for i, (pfn, fr) in enumerate(zip(pfns.tolist(), is_frame.tolist(), strict=True)):
+        mem, sh, _ = xdp_buff_frags(int(pfn), bool(fr), memmap=memmap)
+        out[i] -= int.from_bytes(mem.raw[sh + SHINFO_OFF_XDP_FRAGS_SIZE:][:4], "little")
+    return out
+
+
+def xdp_frames_have_frags(pfns: npt.ArrayLike, *, memmap: MemMap | None = None
+                          ) -> NDArray[np.bool_]:
+    """``xdp_frame_has_frags`` for frames whose kind a ring did not keep."""
+    mm = memmap if memmap is not None else MEMMAP
+    p = np.asarray(pfns, dtype=_I64).reshape(-1)
+    out = np.zeros(p.size, np.bool_)
+    for mem, pos, rows in mm.split(p):
+        out[pos] = (mem.words[rows, XDP_FRAME_OFF_FLAGS // 4] & XDP_FLAGS_HAS_FRAGS) != 0
+    return out
+
+
+def xdp_return_frag_pages(pfns: Sequence[int], *, memmap: MemMap | None = None) -> None:
+    """Frags ``bpf_xdp_adjust_tail`` released (``__xdp_return``, never direct): each
+    page back to its pool or allocator."""
+    mm = memmap if memmap is not None else MEMMAP
+    for pfn in pfns:
+        mem = mm.find(pfn)
+        _xdp_return1(mm, pfn, _PP if isinstance(mem, PagePool) else _ORDER0, False)
+
+
+def xdp_buffs_pages(pfns: npt.ArrayLike, flags: npt.ArrayLike, *,
+                    memmap: MemMap | None = None) -> NDArray[np.int64]:
+    """The pages of page-sized ``xdp_buff`` s in the kernel's return order (each
+    buffer's frags, then its head)."""
+    mm = memmap if memmap is not None else MEMMAP
+    p = np.asarray(pfns, dtype=_I64).reshape(-1)
+    return _buffs_pages(mm, p, _vec(flags, p.size, "flags"), None)
 
 
 def _read_frags(mem: PageMemory, shinfo: NDArray[np.int64]

@@ -588,11 +588,36 @@ class XdpSock:
             meta = np.maximum(f.meta, 0)
             src_pfn, src_off, mlen = _spread(f.pfn, f.data, meta, seg, nd)
             dst = self.umem.data_addr(addrs).astype(np.int64)
-            for mem, pos, rows in self.host.memmap.split(src_pfn):
-                src = rows * mem.page_size + src_off[pos] - mlen[pos]
-                _scatter(self.umem.buf, dst[pos] - mlen[pos], mem.buf, src,
-                         seg[pos] + mlen[pos])
+            multi = f.has_frags
+            linear = ~np.repeat(multi, nd) if multi.any() else slice(None)
+            for mem, pos, rows in self.host.memmap.split(src_pfn[linear]):
+                src = rows * mem.page_size + src_off[linear][pos] - mlen[linear][pos]
+                _scatter(self.umem.buf, dst[linear][pos] - mlen[linear][pos], mem.buf, src,
+                         seg[linear][pos] + mlen[linear][pos])
+            if multi.any():
+                self._copy_frags(f, np.flatnonzero(multi), dst, seg, nd)
         return err
+
+    def _copy_frags(self, f: Frames, which: I64, dst: I64, seg: I64, nd: I64) -> None:
+        """``xsk_copy_xdp`` for multi-buffer frames: metadata, then the packet read
+        across head and frags, cut at the buffers' ``seg`` lengths."""
+        from pyxdp.net.frames import KIND_FRAME
+        from pyxdp.net.xdp_mem import xdp_buff_packet
+        buf = self.umem.buf
+        first = np.cumsum(nd) - nd
+        mm = self.host.memmap
+        for i in which.tolist():
+            pfn, data, ms = int(f.pfn[i]), int(f.data[i]), max(int(f.meta[i]), 0)
+            pkt = xdp_buff_packet(pfn, bool(f.kind[i] & KIND_FRAME), data, int(f.length[i]),
+                                  memmap=mm)
+            at = 0
+            for j in range(int(first[i]), int(first[i] + nd[i])):
+                d, n = int(dst[j]), int(seg[j])
+                if j == first[i] and ms:
+                    buf[d - ms:d] = np.frombuffer(mm.find(pfn).read(pfn, data - ms, ms),
+                                                  np.uint8)
+                buf[d:d + n] = np.frombuffer(pkt[at:at + n], np.uint8)
+                at += n
 
     def _place(self, pool: XskBuffPool, lens: I64) -> tuple[I64, U64, I64, I64]:
         """Buffers and rx slots for packets of ``lens`` bytes, in order; descriptors

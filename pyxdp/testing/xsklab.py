@@ -34,7 +34,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final
 
@@ -44,10 +44,10 @@ from pyxdp import samples
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
 from pyxdp.net.xdp_umem import XskError, extract_offset
-from pyxdp.spec import CollectionSpec, MapSpec
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
-from pyxdp.uapi.if_xdp import XdpBindFlag
+from pyxdp.uapi.if_xdp import XDP_PKT_CONTD, XdpBindFlag
 from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import XskSocket
 
@@ -59,6 +59,11 @@ MAC1: Final = bytes.fromhex("020000000c01")
 ETH_P_TEST: Final = 0x88B5  # IEEE local experimental ethertype
 PACKET_OUTGOING: Final = 4
 MTU: Final = 3000
+FRAGS_MTU: Final = 9000  # the lab's MTU for the frags program (frames get frags)
+
+
+def _mtu(program: str) -> int:
+    return FRAGS_MTU if program == "xsk_frags" else MTU
 SAMPLES: Final = str(samples.DIR)
 Obs = dict[str, Any]
 
@@ -93,9 +98,14 @@ def frame(seq: int, size: int = 64, dst: bytes = MAC0, src: bytes = MAC1) -> byt
 
 
 def _program(name: str) -> tuple[CollectionSpec, str]:
-    if name == "xsk":
+    if name in ("xsk", "xsk_frags"):
         from pyxdp.elf import load_collection_spec
-        return load_collection_spec(os.path.join(SAMPLES, "xsk.o")), "xdp_sock_prog"
+        spec = load_collection_spec(os.path.join(SAMPLES, "xsk.o"))
+        if name == "xsk_frags":  # the same program loaded as SEC("xdp.frags") is
+            p = spec.programs["xdp_sock_prog"]
+            spec = replace(spec, programs={"xdp_sock_prog": replace(
+                p, section="xdp.frags", flags=p.flags | BPF_F_XDP_HAS_FRAGS)})
+        return spec, "xdp_sock_prog"
     if name == "meta":
         return asm_collection(_META_SRC, [_XSKS]), "t"
     raise ValueError(f"unknown lab program {name!r}")
@@ -580,6 +590,72 @@ def link_down(lab: XskLab) -> Obs:
     return out
 
 
+def _recv_descs(lab: XskLab, sock: XskSocket, n: int) -> list[tuple[bytes, int, int, int]]:
+    """Up to ``n`` rx descriptors: (bytes, len, options, offset in the chunk)."""
+    out: list[tuple[bytes, int, int, int]] = []
+    deadline = time.monotonic() + 2.0
+    while len(out) < n:
+        b = sock.recv(n - len(out))
+        if len(b):
+            out += zip(b.packets(), b.len.tolist(), b.options.tolist(),
+                       (b.addr % np.uint64(sock.umem.chunk_size)).tolist(), strict=True)
+            sock.release(b, refill=True)
+            continue
+        if time.monotonic() > deadline:
+            break
+        lab.settle()
+        time.sleep(0.002)
+    return out
+
+
+def _packets(descs: list[tuple[bytes, int, int, int]]) -> list[bytes]:
+    """Descriptors joined into packets (``XDP_PKT_CONTD`` chains)."""
+    out: list[bytes] = []
+    cur = b""
+    for data, _, opts, _ in descs:
+        cur += data
+        if not opts & XDP_PKT_CONTD:
+            out.append(cur)
+            cur = b""
+    return out
+
+
+FRAG_SIZES: Final = (1000, 3840, 3841, 5000, 9014)
+
+
+def rx_sg_frags(lab: XskLab) -> Obs:
+    """``XDP_USE_SG`` on a 9000-MTU veth whose program is frags-aware: frames above
+    3520 bytes reach the program as head + frags, and the socket gets each cut
+    into buffers of ``chunk - 256`` (3840) bytes, ``XDP_PKT_CONTD`` on all but the
+    last (``__xsk_rcv`` copies across the frags); one ``xdp_redirect`` per frame."""
+    u = lab.umem(64, 4096)
+    s = lab.socket(u, sg=True)
+    lab.set_slot(0, s)
+    s.fill(64)
+    sent = [frame(i, n) for i, n in enumerate(FRAG_SIZES)]
+    lab.send(sent)
+    descs = _recv_descs(lab, s, 9)
+    evs = lab.events()
+    return {"same": _packets(descs) == sent, "descs": [d[1:] for d in descs],
+            "stats": _stats(s), "acct": _acct(s), "events": sorted(set(evs)),
+            "nevents": len(evs)}
+
+
+def rx_frags_without_sg(lab: XskLab) -> Obs:
+    """Without ``XDP_USE_SG`` a frame longer than a buffer (3840) is refused whether or
+    not it has frags (-ENOSPC, ``rx_dropped``); a 3840-byte frame with frags (head
+    3520 + 320) fits one buffer and comes through."""
+    u = lab.umem(64, 4096)
+    s = lab.socket(u)
+    lab.set_slot(0, s)
+    s.fill(64)
+    sent = [frame(i, n) for i, n in enumerate(FRAG_SIZES)]
+    lab.send(sent)
+    descs = _recv_descs(lab, s, 2)
+    return {"got": _packets(descs) == [sent[0], sent[1]], "descs": [d[1:] for d in descs],
+            "stats": _stats(s), "acct": _acct(s), "events": lab.events()}
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("rx_copy", rx_copy),
     Scenario("rx_unaligned_headroom", rx_unaligned_headroom),
@@ -598,6 +674,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("poll_events", poll_events),
     Scenario("l2fwd", l2fwd),
     Scenario("link_down", link_down),
+    Scenario("rx_sg_frags", rx_sg_frags, "xsk_frags"),
+    Scenario("rx_frags_without_sg", rx_frags_without_sg, "xsk_frags"),
 )}
 
 
@@ -673,8 +751,8 @@ def _kernel_lab(program: str) -> Iterator[_KernelLab]:
     _ip("netns", "add", ns)
     try:
         _ip("-n", ns, "link", "add", "veth0", "index", str(base), "address", MAC0.hex(":"),
-            "mtu", str(MTU), "type", "veth", "peer", "name", "veth1", "index", str(base + 1),
-            "address", MAC1.hex(":"), "mtu", str(MTU))
+            "mtu", str(_mtu(program)), "type", "veth", "peer", "name", "veth1", "index",
+            str(base + 1), "address", MAC1.hex(":"), "mtu", str(_mtu(program)))
         _ip("-n", ns, "link", "add", "vq0", "index", str(base + 2), "numtxqueues", "4",
             "numrxqueues", "4", "type", "veth", "peer", "name", "vq1", "index", str(base + 3),
             "numtxqueues", "4", "numrxqueues", "4")
@@ -716,14 +794,14 @@ def run_kernel(scenario: Scenario) -> Obs:
 class _PyxdpLab(XskLab):
     backend = "pyxdp"
 
-    def __init__(self, engine: str, native: bool, listen: bool = True) -> None:
+    def __init__(self, engine: str, native: bool, listen: bool = True, mtu: int = MTU) -> None:
         from pyxdp.net.netdevice import Host
         from pyxdp.net.trace import Tracer
         super().__init__()
         self.tracer = Tracer()
         self.host = Host("xsklab", engine=engine, tracer=self.tracer, native=native)
         h = self.host
-        v0, v1 = h.veth("veth0", "veth1", mtu=MTU)
+        v0, v1 = h.veth("veth0", "veth1", mtu=mtu)
         v0.mac, v1.mac = MAC0, MAC1
         q0, q1 = h.veth("vq0", "vq1", queues=4)
         self.devs = {"veth0": v0, "veth1": v1, "vq0": q0, "vq1": q1}
@@ -798,7 +876,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", native: bool = True,
     the end: a leak raises). ``listen=False``: no event listener, so the native
     poll loop runs (with one, every frame takes the Python path to fire its
     events), and the events observed are the trace counters' growth."""
-    lab = _PyxdpLab(engine, native, listen)
+    lab = _PyxdpLab(engine, native, listen, _mtu(scenario.program))
     try:
         spec, prog = _program(scenario.program)
         lab.coll = lab.host.load(spec)

@@ -1,0 +1,111 @@
+"""Multi-buffer XDP (frags) on veth: pyxdp's datapath against Linux's.
+
+Two veth pairs with a 9000-byte MTU; ``samples/frags.o`` (``SEC("xdp.frags")``)
+on veth0 and a frags-aware XDP_PASS program on the three other ends (a
+program that is not frags-aware cannot be attached there: the peer's MTU
+needs frags, ERANGE). Frames of 1000, 5000 and 9014 bytes to each of the
+sample's ports: PASS, DROP, TX with a store into the last frag, a shrinking
+``adjust_tail``, a growing one (-EOPNOTSUPP on veth frags), a devmap
+redirect. What must agree with Linux: the frames each device's stack got
+(bytes, order), the sample's stats (``bpf_xdp_get_buff_len``, the head
+length ``data_end - data``, ``bpf_xdp_load_bytes`` past the head, helper
+errors) and the tracepoint counts - on the native loop's host, the Python
+reference path and the interpreter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import struct
+from functools import cache
+
+import pytest
+
+from pyxdp.testing import vethlab
+from pyxdp.testing.fragslab import SIZES, frags_cpumap, frags_veth
+
+pytestmark = pytest.mark.kernel
+
+
+@cache
+def _kernel() -> vethlab.LabResult:
+    return vethlab.run_kernel(frags_veth())
+
+
+def _stats(res: vethlab.LabResult) -> dict[int, tuple[int, ...]]:
+    raw = res.maps["stats"]
+    return {struct.unpack("<I", k)[0]: struct.unpack("<QQQQq", v) for k, v in raw.items()}
+
+
+# veth0's stack gets 9 frames: PASS (3), the shrink (3: 1000 bytes cannot shrink by
+# 1000, -EINVAL), the failed grow on frags (1000 grows). Positions 4 and 5 are the
+# shrunk frags frames.
+SHRUNK = (4, 5)
+
+
+def _without_shrunk(res: vethlab.LabResult) -> vethlab.LabResult:
+    rx = dict(res.rx)
+    rx["veth0"] = tuple(f for i, f in enumerate(rx["veth0"]) if i not in SHRUNK)
+    return dataclasses.replace(res, rx=rx)
+
+
+def test_linux_builds_frags_as_documented() -> None:
+    """The facts the datapath models, read off Linux: a 9014-byte frame's head is
+    3520 bytes, the program sees the whole length, the tail of a veth frags frame
+    cannot grow, the stack and a TX/redirect target get the whole frame."""
+    k = _kernel()
+    st = _stats(k)
+    # Slot = port - 9000; each holds the last (9014-byte) frame's values.
+    assert st[1][1:3] == (9014, 3520)
+    assert st[4][1] == 8014 and st[4][4] == 0
+    assert st[5][4] == -errno.EOPNOTSUPP
+    assert st[3][4] == 0
+    assert [len(f) for f in k.rx["veth1"]] == list(SIZES)  # XDP_TX'd back
+    assert all(f.endswith(b"FRAGSTX!") for f in k.rx["veth1"])
+    assert [len(f) for f in k.rx["veth3"]] == list(SIZES)  # the devmap redirect
+    assert [len(f) for f in k.rx["veth0"]] == [1000, 5000, 9014, 1000, 5000, 9014,
+                                               1016, 5000, 9014]
+
+
+def test_linux_veth_pass_after_a_frags_shrink_keeps_the_length() -> None:
+    """Linux 6.18's veth (``veth_xdp_rcv_skb``) sets ``skb->data_len`` from the
+    shrunk frags but leaves ``skb->len``: the stack gets a frame of the original
+    length whose linear part runs past the head - the ``skb_shared_info`` bytes
+    (``nr_frags`` at +2) where the packet's byte 3520 was. pyxdp delivers the
+    frame the program left (4000 and 8014 bytes, the original's prefix)."""
+    k = _kernel()
+    sent = [f for _, f in frags_veth().traffic]
+    for i, orig, nr_frags in zip(SHRUNK, sent[10:12], (1, 2), strict=True):
+        got = k.rx["veth0"][i]
+        assert len(got) == len(orig) and got[:3520] == orig[:3520]
+        assert got[3520:3524] == bytes([0, 0, nr_frags, 0])
+    mine = vethlab.run_pyxdp(frags_veth(), events=False)
+    assert [mine.rx["veth0"][i] for i in SHRUNK] == [f[:len(f) - 1000] for f in sent[10:12]]
+
+
+@pytest.mark.parametrize("mode", ["native", "python", "interp"])
+def test_pyxdp_frags_match_linux(mode: str) -> None:
+    sc = frags_veth()
+    want = _kernel()
+    got = vethlab.run_pyxdp(sc, events=mode == "python",
+                            engine="interp" if mode == "interp" else "auto",
+                            native=mode != "python")
+    diffs = vethlab.lab_differences(_without_shrunk(want), _without_shrunk(got), sc)
+    if mode != "python":
+        diffs = [d for d in diffs if not d.startswith("events differ")]
+    assert not diffs, "\n".join(diffs)
+    assert _stats(got) == _stats(want)
+
+
+@pytest.mark.parametrize("mode", ["native", "python"])
+def test_pyxdp_frags_through_cpumap_match_linux(mode: str) -> None:
+    sc = frags_cpumap()
+    want = vethlab.run_kernel(sc)
+    # Every frame but UDP/9 reaches veth0's stack, whole.
+    kept = sorted(f for _, f in sc.traffic if f[36:38] != b"\0\x09")
+    assert sorted(want.rx["veth0"]) == kept
+    got = vethlab.run_pyxdp(sc, events=False, native=mode == "native")
+    diffs = [d for d in vethlab.lab_differences(want, got, sc)
+             if not d.startswith("events differ")]
+    assert not diffs, "\n".join(diffs)

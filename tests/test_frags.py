@@ -1,0 +1,133 @@
+"""Multi-buffer XDP (frags) on pyxdp's datapath, without root: long frames become a head
+buffer plus page frags (skb_shared_info at the kernel's offsets), frags-aware programs
+run on them, every verdict keeps or frees all of a frame's pages (each host's page
+accounting is checked when it closes), and the native poll loop and the Python path
+give the same results. ``tests/kernel/test_frags_kernel.py`` compares with Linux."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from pyxdp.collection import Collection
+from pyxdp.errors import KernelError
+from pyxdp.net import packets as pk
+from pyxdp.net.netdevice import Host, XdpFeatures
+from pyxdp.net.stack import SkbBatch
+from pyxdp.net.trace import Tracer
+from pyxdp.net.xdp_mem import xdp_buff_frags
+from pyxdp.samples import DIR as SAMPLES
+from pyxdp.testing import vethlab
+from pyxdp.testing.fragslab import PASS_FRAGS, frags_cpumap, frags_veth
+
+
+def _stats(coll: Collection, slot: int) -> tuple[int, ...]:
+    """samples/frags.o's stats slot: packets, buff_len, head_len, probe, err."""
+    v = coll.maps["stats"][slot]
+    return (v["packets"], v["buff_len"], v["head_len"], v["probe"], v["err"])
+
+
+def test_a_long_frame_is_a_head_and_page_frags() -> None:
+    """A 9014-byte frame on a 9000-MTU NIC: 3520 bytes in the head page (after 256 of
+    headroom), then frags of 4096 and 1398 bytes from the same page pool, listed in
+    the head's skb_shared_info; the program sees the head in data..data_end and the
+    whole frame through bpf_xdp_get_buff_len and bpf_xdp_load_bytes."""
+    with Host(tracer=Tracer(), native=False) as h:
+        nic = h.add_device("eth0", mtu=9000)
+        coll = h.load(SAMPLES / "frags.o")
+        nic.attach_xdp(coll.programs["xdp_frags"])
+        frame = pk.udp_packet(b"x", dport=9001, size=9014)
+        nic.receive([frame])
+        rq = nic.rx[0]
+        f = rq.ring.consume(1)
+        assert f.has_frags.tolist() == [True] and f.length.tolist() == [9014]
+        _, _, frags = xdp_buff_frags(int(f.pfn[0]), False, memmap=h.memmap)
+        assert [(ln, off) for _, ln, off in frags] == [(4096, 0), (1398, 0)]
+        assert all(h.memmap.find(p) is rq.pool for p, _, _ in frags)
+        rq.ring.produce(f)
+        got: list[bytes] = []
+        h.stack.on_receive(lambda b: got.extend(b.packets()))
+        h.run()
+        assert got == [frame]
+        assert _stats(coll, 1)[:3] == (1, 9014, 3520)
+
+
+def test_verdicts_on_frags_frames_free_every_page() -> None:
+    """DROP, ABORTED-free TX and PASS after a shrink that releases a frag: the pool gets
+    every head and frag page back (the host's close checks the accounting)."""
+    with Host(tracer=Tracer()) as h:
+        a, b = h.veth("veth0", "veth1", mtu=9000)
+        b.gro = True
+        coll = h.load(SAMPLES / "frags.o")
+        a.attach_xdp(coll.programs["xdp_frags"])
+        sizes = (3521, 4000, 7616, 7617, 9014)
+        b.transmit([pk.udp_packet(b"x", dport=p, size=n) for p in (9002, 9003, 9004)
+                    for n in sizes])
+        h.run()
+        assert a.stats.xdp_drops == len(sizes) and a.stats.xdp_tx == len(sizes)
+        assert _stats(coll, 4)[1] == 9014 - 1000
+
+
+def test_a_nic_mtu_that_needs_frags_takes_frags_aware_programs_only() -> None:
+    with Host(tracer=Tracer()) as h:
+        nic = h.add_device("eth0", mtu=3506)
+        x1 = h.load(SAMPLES / "xdp1.o").programs["xdp_prog1"]
+        nic.attach_xdp(x1)  # 3506 + 14 = 3520: one page still holds it
+        nic.detach_xdp()
+        nic.mtu = 3507
+        with pytest.raises(KernelError) as e:
+            nic.attach_xdp(x1)
+        assert e.value.errno == errno.EINVAL
+        nic.attach_xdp(h.load(SAMPLES / "frags.o").programs["xdp_frags"])
+
+
+def test_redirect_of_frags_needs_a_target_that_sends_them() -> None:
+    """``__xdp_enqueue``: a target without NETDEV_XDP_ACT_NDO_XMIT_SG refuses a frags
+    frame (-EOPNOTSUPP, xdp_redirect_err) and takes a single-buffer one."""
+    with Host(tracer=Tracer()) as h:
+        a, b = h.veth("veth0", "veth1", mtu=9000)
+        out = h.add_device("eth1", mtu=9000)
+        out.xdp_features = out.xdp_features & ~XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG
+        sent: list[bytes] = []
+        out.wire.append(lambda dev, batch: sent.extend(batch.packets()))
+        coll = h.load(SAMPLES / "frags.o")
+        coll.maps["tx_port"][0] = out.ifindex
+        a.attach_xdp(coll.programs["xdp_frags"])
+        small, big = (pk.udp_packet(b"x", dport=9006, size=n) for n in (1000, 5000))
+        b.transmit([small, big])
+        h.run()
+        assert sent == [small]
+        snap = h.tracer.snapshot()
+        assert snap.counters["xdp_redirect_err"] == {(a.ifindex, -errno.EOPNOTSUPP): (1,)}
+        assert snap.count("xdp_redirect", "events") == 1
+
+
+@pytest.mark.parametrize("make", [frags_veth, frags_cpumap])
+def test_native_loop_and_python_path_agree(make: object) -> None:
+    """The lab scenarios (the Linux comparison's) on the native loop's host and on the
+    Python reference path: the same frames at every stack, maps and trace counts."""
+    sc = make()  # type: ignore[operator]
+    fast = vethlab.run_pyxdp(sc, events=False)
+    ref = vethlab.run_pyxdp(sc, events=False, native=False)
+    diffs = [d for d in vethlab.lab_differences(ref, fast, sc)
+             if not d.startswith("events differ")]
+    assert not diffs, "\n".join(diffs)
+    assert any(len(f) > 3520 for fr in fast.rx.values() for f in fr)
+
+
+def test_frames_to_skbs_is_whole_for_frames_of_any_kind() -> None:
+    """A frags xdp_frame that came through ndo_xdp_xmit (veth peer) is delivered whole
+    by the peer's XDP_PASS (xdp_build_skb_from_frame keeps the frags)."""
+    with Host(tracer=Tracer()) as h:
+        a, b = h.veth("veth0", "veth1", mtu=9000)
+        coll = h.load(SAMPLES / "frags.o")
+        a.attach_xdp(coll.programs["xdp_frags"])
+        b.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
+        seen: list[SkbBatch] = []
+        h.stack.on_receive(seen.append)
+        frame = pk.udp_packet(b"x", dport=9003, size=9014)
+        b.transmit([frame])
+        h.run()
+        got = [p for s in seen for p in s.packets()]
+        assert got == [frame[6:12] + frame[:6] + frame[12:-8] + b"FRAGSTX!"]
