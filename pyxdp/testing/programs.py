@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.assembler import assemble
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.testing.verifier_cases import VerifierCase
 from pyxdp.uapi.bpf import BpfMapType
 
-__all__ = ["REDIRECT_XSK", "asm_collection"]
+if TYPE_CHECKING:
+    from pyxdp.collection import Collection
+
+__all__ = ["REDIRECT_XSK", "asm_collection", "iter_case", "run_iter"]
 
 
 def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
@@ -33,3 +39,55 @@ r3 = 2
 call 51
 exit
 """, [MapSpec("xsks", BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 4)])
+
+
+def iter_case(start: int, end: int) -> CollectionSpec:
+    """The numbers iterator (``bpf_iter_num_*``): new(start, end), then next() up to 16
+    times, destroy; arr[0] gets new's return, the number of values, the first and the
+    last value."""
+    return VerifierCase("xdp_iter", f"""
+r1 = r10
+r1 += -8
+r2 = {start}
+r3 = {end}
+call KFUNC(bpf_iter_num_new)
+r7 = r0
+r6 = 0
+r8 = 0
+r9 = 0
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+if r6 != 0 goto +1
+r9 = r1
+r8 = r1
+r6 += 1
+if r6 < 16 goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+*(u32 *)(r10 -16) = 0
+r1 = MAP(arr)
+r2 = r10
+r2 += -16
+call 1
+if r0 == 0 goto +4
+*(u32 *)(r0 +0) = r7
+*(u32 *)(r0 +4) = r6
+*(u32 *)(r0 +8) = r9
+*(u32 *)(r0 +12) = r8
+r0 = 2
+exit""", None).spec()
+
+
+def run_iter(coll: Collection) -> tuple[int, int, int, int]:
+    """:func:`iter_case` run once: (new's return, values seen, first, last)."""
+    assert coll.programs["xdp_iter"].test_run(bytes(64)).retval == 2
+    raw = coll.maps["arr"].handle.lookup(bytes(4))
+    assert raw is not None
+    ret, n, first, last = struct.unpack("<iIii", raw)
+    return ret, n, first, last

@@ -10,7 +10,6 @@ times such a loop ran agree, so only one run here spends its budget."""
 from __future__ import annotations
 
 import errno
-import struct
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.net.packets import corpus
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import CollectionSpec
-from pyxdp.testing.verifier_cases import VerifierCase
+from pyxdp.testing.programs import iter_case, run_iter
 
 pytestmark = pytest.mark.kernel
 
@@ -68,55 +67,6 @@ def test_clang_loops_match_linux(engine: str) -> None:
             assert _sums(user) == _sums(kern), name
 
 
-def _iter_case(start: int, end: int) -> CollectionSpec:
-    """new(start, end), next() up to 16 times, destroy; arr[0] = new's return, the
-    number of values, the first and the last."""
-    return VerifierCase("xdp_iter", f"""
-r1 = r10
-r1 += -8
-r2 = {start}
-r3 = {end}
-call KFUNC(bpf_iter_num_new)
-r7 = r0
-r6 = 0
-r8 = 0
-r9 = 0
-loop:
-r1 = r10
-r1 += -8
-call KFUNC(bpf_iter_num_next)
-if r0 == 0 goto out
-r1 = *(u32 *)(r0 +0)
-if r6 != 0 goto +1
-r9 = r1
-r8 = r1
-r6 += 1
-if r6 < 16 goto loop
-out:
-r1 = r10
-r1 += -8
-call KFUNC(bpf_iter_num_destroy)
-*(u32 *)(r10 -16) = 0
-r1 = MAP(arr)
-r2 = r10
-r2 += -16
-call 1
-if r0 == 0 goto +4
-*(u32 *)(r0 +0) = r7
-*(u32 *)(r0 +4) = r6
-*(u32 *)(r0 +8) = r9
-*(u32 *)(r0 +12) = r8
-r0 = 2
-exit""", None).spec()
-
-
-def _iter_out(coll: Collection) -> tuple[int, ...]:
-    assert coll.programs["xdp_iter"].test_run(bytes(64)).retval == 2
-    raw = coll.maps["arr"].handle.lookup(bytes(4))
-    assert raw is not None
-    return struct.unpack("<iIii", raw)
-
-
 RANGES = [(0, 10), (5, 5), (10, 5), (-3, 2), (0, 8 << 20), (-1, 8 << 20),
           (INT_MIN, INT_MIN + 3), (INT_MAX - 2, INT_MAX), (INT_MIN, INT_MAX)]
 
@@ -127,11 +77,11 @@ def test_iter_num_matches_linux(engine: str) -> None:
         pytest.skip("the JIT needs llvmlite")
     got = {}
     for start, end in RANGES:
-        spec = _iter_case(start, end)
+        spec = iter_case(start, end)
         with Collection(spec, "kernel") as kern, Collection(spec, "userspace",
                                                             engine=engine) as user:
-            k = _iter_out(kern)
-            assert _iter_out(user) == k, (start, end)
+            k = run_iter(kern)
+            assert run_iter(user) == k, (start, end)
             got[start, end] = k[0]
     # the error paths were taken on Linux too
     assert got[10, 5] == -errno.EINVAL and got[-1, 8 << 20] == got[INT_MIN, INT_MAX] == \
