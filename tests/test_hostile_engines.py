@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,19 @@ def _run_all(coll: Any, packets: list[bytes], out: dict[str, Any]) -> None:
                 out["typed"][type(e).__name__] = out["typed"].get(type(e).__name__, 0) + 1
 
 
-def _mutated_objects(out: dict[str, Any], rng: random.Random, deadline: float) -> None:
+def _until(out: dict[str, Any], seconds: float) -> Callable[[], bool]:
+    """A batch's clock, started once its imports are done: ``seconds`` of work, longer
+    (up to 20 times) until something loaded, so a slow first load on a busy machine
+    still leaves a batch that tested something."""
+    start = time.monotonic()
+
+    def more() -> bool:
+        spent = time.monotonic() - start
+        return spent < seconds or (not out["loaded"] and spent < 20 * seconds)
+    return more
+
+
+def _mutated_objects(out: dict[str, Any], rng: random.Random, seconds: float) -> None:
     from pyxdp.collection import Collection
     from pyxdp.elf import load_collection_spec
     from pyxdp.errors import PyxdpError
@@ -56,7 +69,8 @@ def _mutated_objects(out: dict[str, Any], rng: random.Random, deadline: float) -
     from pyxdp.vm.jit.engine import compile_together
     objs = [(SAMPLES / n).read_bytes() for n in ("xdp1.o", "xdp2.o", "adjust_tail.o",
                                                   "meta.o")]
-    while time.monotonic() < deadline:
+    more = _until(out, seconds)
+    while more():
         buf = bytearray(rng.choice(objs))
         for _ in range(rng.randint(1, 6)):
             pos = rng.randrange(64, len(buf))  # past the ELF header: code, BTF, relocations
@@ -116,13 +130,14 @@ def _random_program(rng: random.Random) -> tuple[Any, ...]:
     return tuple(prog)
 
 
-def _random_bytecode(out: dict[str, Any], rng: random.Random, deadline: float) -> None:
+def _random_bytecode(out: dict[str, Any], rng: random.Random, seconds: float) -> None:
     from pyxdp.collection import Collection
     from pyxdp.errors import PyxdpError
     from pyxdp.spec import CollectionSpec, ProgramSpec
     from pyxdp.userspace import UserspaceBackend
     from pyxdp.vm.jit.engine import compile_together
-    while time.monotonic() < deadline:
+    more = _until(out, seconds)
+    while more():
         batch = [_random_program(rng) for _ in range(20)]
         for engine in ("interp", "auto"):
             colls = []
@@ -146,9 +161,8 @@ def _worker(kind: str, seed: int) -> None:
     out: dict[str, Any] = {"parsed": 0, "loaded": 0, "results": 0, "faults": 0, "typed": {},
                            "untyped": []}
     fds = _fds()
-    deadline = time.monotonic() + SECONDS
     try:
-        (_mutated_objects if kind == "objects" else _random_bytecode)(out, rng, deadline)
+        (_mutated_objects if kind == "objects" else _random_bytecode)(out, rng, SECONDS)
     except Exception as e:  # noqa: BLE001 - what the test is looking for
         out["untyped"].append(repr(e))
     out["fd_growth"] = _fds() - fds
