@@ -15,7 +15,8 @@ content, so identical sources share one cache wherever they are installed.
 
 The directory is ``$XDG_CACHE_HOME/pyxdp/numba-HASH`` (``~/.cache``), or under
 ``NUMBA_CACHE_DIR`` when the user set one. numba's own configuration is left alone:
-other numba code of the process caches where it would without pyxdp.
+other numba code of the process caches where it would without pyxdp. Directories of
+other sources that nothing wrote to for 30 days are removed when pyxdp starts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,7 @@ from numba.core.caching import (
 )
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["CACHE_DIR", "njit"]
+__all__ = ["CACHE_DIR", "STALE_AFTER", "njit", "prune_stale"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../pyxdp
 
@@ -62,6 +65,35 @@ def _cache_root() -> str:
 
 CACHE_DIR = os.path.join(_cache_root(), f"numba-{_sources_hash()}")
 """Where pyxdp's compiled native functions persist."""
+
+STALE_AFTER = 30 * 86400.0
+"""A cache directory of other sources untouched this long (seconds) is removed."""
+
+
+def prune_stale(root: str, keep: str, now: float | None = None) -> list[str]:
+    """Remove ``root``'s ``numba-*`` directories other than ``keep`` that nothing wrote
+    to for :data:`STALE_AFTER`: every edit of a native source selects a new directory,
+    and the old ones would pile up. Returns what was removed; errors are ignored (a
+    cache)."""
+    now = time.time() if now is None else now
+    gone: list[str] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return gone
+    for e in entries:
+        if not e.name.startswith("numba-") or e.path == keep or not e.is_dir():
+            continue
+        try:
+            if now - e.stat().st_mtime > STALE_AFTER:
+                shutil.rmtree(e.path, ignore_errors=True)
+                gone.append(e.path)
+        except OSError:
+            continue
+    return gone
+
+
+prune_stale(os.path.dirname(CACHE_DIR), CACHE_DIR)
 
 
 @functools.cache
