@@ -402,3 +402,24 @@ def test_teardown_even_on_failure() -> None:
     with pytest.raises(KeyError):  # a program the object does not have, at attach time
         vl.run_kernel(replace(vl.xdp2_tx(), attach=(vl.Attach("veth0", "xdp2.o", "nope"),)))
     assert _leftovers() == ([], [])
+
+
+def test_a_run_whose_record_overran_is_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tracefs sees the whole machine: a run that lost events (another workload's XDP)
+    is run again; one that keeps losing them fails."""
+    real = vl.KernelLab.settle
+    calls: list[int] = []
+
+    def settle(self: vl.KernelLab, settle: float = 0.2, timeout: float = 15.0) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise vl.Overrun(f"{self.scenario.name}: capture drops {{}}, trace events lost 9")
+        return real(self, settle, timeout)
+
+    monkeypatch.setattr(vl.KernelLab, "settle", settle)
+    res = vl.run_kernel(vl.SCENARIOS["xdp1_drop"]())
+    assert len(calls) == 2 and res.maps["rxcnt"]  # the second run counted the frames
+    monkeypatch.setattr(vl.KernelLab, "settle", lambda self, *a, **k: (_ for _ in ()).throw(
+        vl.Overrun("lost")))
+    with pytest.raises(vl.Overrun):
+        vl.run_kernel(vl.SCENARIOS["xdp1_drop"]())
