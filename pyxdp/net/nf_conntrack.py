@@ -199,6 +199,21 @@ class Zone:
 DEFAULT_ZONE = Zone()
 
 
+class _Field:
+    """An integer field of ``struct nf_conn``, read and written in the entry's slot of
+    the table's buffer (where the programs read it)."""
+
+    def __init__(self, name: str, fmt: struct.Struct, doc: str) -> None:
+        self.name, self.fmt, self.__doc__ = name, fmt, doc
+        self.mask = (1 << (8 * fmt.size)) - 1
+
+    def __get__(self, conn: NfConn, owner: type | None = None) -> int:
+        return int(self.fmt.unpack_from(conn.table.buf, conn._off(self.name))[0])
+
+    def __set__(self, conn: NfConn, v: int) -> None:
+        self.fmt.pack_into(conn.table.buf, conn._off(self.name), v & self.mask)
+
+
 class NfConn:
     """One entry (``struct nf_conn``): a view of its slot in the table's buffer."""
 
@@ -216,45 +231,12 @@ class NfConn:
     def _off(self, field: str) -> int:
         return self.slot * CT_SLOT + NF_CONN_LAYOUT[field]
 
-    def _get32(self, field: str) -> int:
-        return int(_U32.unpack_from(self.table.buf, self._off(field))[0])
-
-    def _set32(self, field: str, v: int) -> None:
-        _U32.pack_into(self.table.buf, self._off(field), v & M32)
-
-    @property
-    def use(self) -> int:
-        """``ct_general.use``: the table's reference (once inserted) and programs'."""
-        return self._get32("use")
-
-    @use.setter
-    def use(self, v: int) -> None:
-        self._set32("use", v)
-
-    @property
-    def timeout(self) -> int:
-        """``ct->timeout``: jiffies left before confirmation, the u32 expiry after."""
-        return self._get32("timeout")
-
-    @timeout.setter
-    def timeout(self, v: int) -> None:
-        self._set32("timeout", v)
-
-    @property
-    def mark(self) -> int:
-        return self._get32("mark")
-
-    @mark.setter
-    def mark(self, v: int) -> None:
-        self._set32("mark", v)
-
-    @property
-    def status(self) -> int:
-        return int(_U64.unpack_from(self.table.buf, self._off("status"))[0])
-
-    @status.setter
-    def status(self, v: int) -> None:
-        _U64.pack_into(self.table.buf, self._off("status"), v)
+    use = _Field("use", _U32, "``ct_general.use``: the table's reference (once inserted) "
+                 "and programs'.")
+    timeout = _Field("timeout", _U32, "``ct->timeout``: jiffies left before "
+                     "confirmation, the u32 expiry after.")
+    mark = _Field("mark", _U32, "``ct->mark``.")
+    status = _Field("status", _U64, "``ct->status``: the ``IPS_*`` bits.")
 
     @property
     def zone(self) -> Zone:

@@ -2634,27 +2634,30 @@ class _Verifier:
         st.frames.append(callee)
         return target
 
+    @staticmethod
+    def _check_retval(r0: Reg, what: str, hi: int) -> None:
+        """A callback's R0 at its exit must be a scalar within [0, hi]."""
+        if r0.t != SCALAR:
+            raise Refuse(f"At {what} return the register R0 is not a known value "
+                         f"({type_str(r0.t)})", errno.EINVAL)
+        if not (r0.smin >= 0 and r0.smax <= hi):
+            has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
+                (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
+            raise Refuse(f"At {what} return the register R0 has"
+                         f"{has or ' unknown scalar value'} should have been in [0, {hi}]",
+                         errno.EINVAL)
+
     def _exit(self, st: State, pc: int) -> int | None:
         regs = st.cur.regs
         if len(st.frames) > 1:
             # prepare_func_exit hands R0 back unread: a void function may leave it unset,
             # and only a read in the caller is refused. A callback's R0 is read.
             r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
+            if st.frames[-1].callback and r0.t == SCALAR:
+                self._mark_precise(st, [0])  # from the callback's own frame
             callee = st.frames.pop()
             if callee.callback:
-                if r0.t == SCALAR:
-                    st.frames.append(callee)  # marked from the callback's own frame
-                    self._mark_precise(st, [0])
-                    st.frames.pop()
-                if r0.t != SCALAR:
-                    raise Refuse("At callback return the register R0 is not a known value "
-                                 f"({type_str(r0.t)})", errno.EINVAL)
-                if not (r0.smin >= 0 and r0.smax <= 1):
-                    has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
-                        (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
-                    raise Refuse(f"At callback return the register R0 has"
-                                 f"{has or ' unknown scalar value'} should have been in [0, 1]",
-                                 errno.EINVAL)
+                self._check_retval(r0, "callback", 1)
                 self._need_precise(0)
                 # back to the call, which calls the callback again (or not, once the
                 # states converge there); scalars the body changed are widened
@@ -2668,15 +2671,7 @@ class _Verifier:
             return callee.callsite + 1
         r0 = self._read(regs, 0)
         if st.cur.callback == BPF_FUNC_TIMER_SET_CALLBACK:  # an async callback returns 0
-            if r0.t != SCALAR:
-                raise Refuse("At async callback return the register R0 is not a known value "
-                             f"({type_str(r0.t)})", errno.EINVAL)
-            if not (r0.smin >= 0 and r0.smax <= 0):
-                has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
-                    (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
-                raise Refuse(f"At async callback return the register R0 has"
-                             f"{has or ' unknown scalar value'} should have been in [0, 0]",
-                             errno.EINVAL)
+            self._check_retval(r0, "async callback", 0)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
