@@ -21,6 +21,8 @@ the receive path (addresses, checksums, lengths, options, tags).
 
 from __future__ import annotations
 
+import itertools
+import os
 import socket
 import subprocess
 import time
@@ -43,7 +45,8 @@ __all__ = ["PORT", "StackOutcome", "kernel_stack", "pyxdp_stack", "stack_frames"
 PORT = 5678  # the corpus's UDP destination port
 MAC = b"\x02\x00\x00\x00\x00\x02"
 OTHER_MAC = b"\x02\x00\x00\x00\x00\x99"
-NETNS = "pyxdp-stacklab"
+NETNS_PREFIX = "pyxdp-stacklab"
+_runs = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,10 @@ def _settle(quiet: float = 0.3, limit: float = 5.0) -> None:
 
 
 def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=60)
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=60)
+    if done.returncode:
+        raise RuntimeError(f"ip {' '.join(args)}: exit {done.returncode}: "
+                           f"{done.stderr.strip() or done.stdout.strip()}")
 
 
 def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]:
@@ -215,20 +221,22 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
     from pyxdp.kernel.netlink import ifindex_of, netns
     from pyxdp.testing.kernel_live import LIVE, _collection, _prog, asm_spec, xdp_md
 
-    subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, timeout=60)
-    _ip("netns", "add", NETNS)
+    # A name of its own per run: a re-measure right after a run must not meet the
+    # previous namespace while Linux is still tearing it down.
+    ns_name = f"{NETNS_PREFIX}-{os.getpid()}-{next(_runs)}"
+    _ip("netns", "add", ns_name)
     try:
-        ns = ("-n", NETNS)
+        ns = ("-n", ns_name)
         _ip(*ns, "link", "add", "veth0", "address", "02:00:00:00:00:02", "type", "veth",
             "peer", "name", "veth1")
         # No IPv6 on the peer and no link-local addresses: no ND or MLD traffic
         # into veth0 while counters are read.
-        subprocess.run(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
+        subprocess.run(["ip", "netns", "exec", ns_name, "sysctl", "-qw",
                         "net.ipv6.conf.veth1.disable_ipv6=1"], check=True, timeout=60)
         # Joining the address's solicited-node group sends MLD reports (each also
         # counted as received); a 1 ms report interval ends them before the
         # first frame instead of up to a second into the run.
-        subprocess.run(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
+        subprocess.run(["ip", "netns", "exec", ns_name, "sysctl", "-qw",
                         "net.ipv6.conf.veth0.mldv2_unsolicited_report_interval=1",
                         "net.ipv6.conf.veth0.mldv1_unsolicited_report_interval=1"],
                        check=True, timeout=60)
@@ -240,7 +248,7 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
         # Replies (resets, ICMP errors) go out without neighbour discovery traffic.
         _ip(*ns, "neigh", "add", "2001:db8::1", "lladdr", "02:00:00:00:00:01", "dev", "veth0")
         out: dict[str, StackOutcome] = {}
-        with netns(NETNS), _collection(asm_spec("xdp_pass", "r0 = 2\nexit")) as coll:
+        with netns(ns_name), _collection(asm_spec("xdp_pass", "r0 = 2\nexit")) as coll:
             prog = _prog(coll, None)
             ifindex = ifindex_of("veth0")
             _settle()
@@ -263,7 +271,7 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
                 s6.close()
         return out
     finally:
-        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True, timeout=60)
+        subprocess.run(["ip", "netns", "del", ns_name], capture_output=True, timeout=60)
 
 
 # -- pyxdp -----------------------------------------------------------------------------
