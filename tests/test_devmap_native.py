@@ -108,8 +108,12 @@ head:
 """
 
 
-def _spec(flags: int) -> CollectionSpec:
-    maps = [MapSpec("ports", int(BpfMapType.BPF_MAP_TYPE_DEVMAP), 4, 8, 4),
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+
+
+def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
+    maps = [MapSpec("ports", map_type, 4, 8, 4),
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
     for name, section, attach, text in (
@@ -134,15 +138,15 @@ def _frames() -> list[bytes]:
     return out
 
 
-def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500
-         ) -> tuple[object, ...]:
+def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
+         map_type: int = DEVMAP) -> tuple[object, ...]:
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         eth0 = h.add_device("eth0")
         eth1 = h.add_device("eth1")
         eth2 = h.add_device("eth2")
         eth3 = h.add_device("eth3", mtu=1000)
         # The egress program faults on purpose (Linux's verifier would refuse it).
-        coll = h.load(_spec(flags), verify=False)
+        coll = h.load(_spec(flags, map_type), verify=False)
         ports = coll.maps["ports"]
         # "progs": slot 0 without a program, 1 and 2 one program on two devices, 3
         # another one on the ingress device. "bcast": a program on slot 3 only (the
@@ -177,9 +181,16 @@ def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500
                 pools, (system.allocated, system.freed, system.nr_free))
 
 
-@pytest.mark.parametrize("layout", ["progs", "bcast"])
-@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS])
-def test_devmap_programs_native_is_python(flags: int, layout: str,
+@pytest.mark.parametrize(("layout", "flags", "map_type"), [
+    *((layout, flags, DEVMAP) for layout in ("progs", "bcast")
+      for flags in (0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS)),
+    # DEVMAP_HASH (keys 0-3): entries found by the maps' hash probe, broadcasts in the
+    # kernel's bucket order.
+    ("progs", 0, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, DEVMAP_HASH),
+])
+def test_devmap_programs_native_is_python(flags: int, layout: str, map_type: int,
                                           caplog: pytest.LogCaptureFixture) -> None:
     """Devmap entries with programs on NIC targets - PASS (after adjust_head), DROP,
     ABORTED, TX, REDIRECT, an unknown verdict, a fault; one program shared by two
@@ -189,11 +200,11 @@ def test_devmap_programs_native_is_python(flags: int, layout: str,
     counters, tracepoint counts, the programs' map, the first fault report, page
     pool and system allocator accounting, the warning."""
     with caplog.at_level(logging.WARNING):
-        native = _run(True, flags, layout=layout)
+        native = _run(True, flags, layout=layout, map_type=map_type)
         warned_native = "bpf_warn_invalid_xdp_action" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        python = _run(False, flags, layout=layout)
+        python = _run(False, flags, layout=layout, map_type=map_type)
         warned_python = "bpf_warn_invalid_xdp_action" in caplog.text
     assert native == python
     assert warned_native == warned_python
@@ -201,17 +212,20 @@ def test_devmap_programs_native_is_python(flags: int, layout: str,
         assert native[-1][0] > 0
 
 
-@pytest.mark.parametrize(("layout", "flags", "deferred"), [
+@pytest.mark.parametrize(("layout", "flags", "deferred", "map_type"), [
     # Unicast: only the frames too long for eth3 (-EMSGSIZE, an error path): slot 2
     # (i % 4 == 2) with 1400 bytes (i % 3 == 2).
-    ("progs", 0, 960 // 12),
+    ("progs", 0, 960 // 12, DEVMAP),
+    ("progs", 0, 960 // 12, DEVMAP_HASH),
     # Broadcast with a program on a target that would get a clone: the Python path's.
-    ("progs", BPF_F_BROADCAST, 960),
+    ("progs", BPF_F_BROADCAST, 960, DEVMAP),
     # Broadcast with the program on the last target only: all native.
-    ("bcast", BPF_F_BROADCAST, 0),
-    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0),
+    ("bcast", BPF_F_BROADCAST, 0, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0, DEVMAP_HASH),
 ])
 def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, deferred: int,
+                                                    map_type: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """What the native loop hands to the Python dispatch for devmap redirects."""
     from pyxdp.net import napi
@@ -225,7 +239,7 @@ def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, def
         orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
-    _run(True, flags, layout=layout, count=960)
+    _run(True, flags, layout=layout, count=960, map_type=map_type)
     assert sum(seen) == deferred
 
 

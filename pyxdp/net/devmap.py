@@ -300,7 +300,7 @@ def _devmap_entries(m: object, idx: I64) -> tuple[I64, I64]:
         ifx = np.zeros(len(idx), np.int64)
         pid = np.zeros(len(idx), np.int64)
         for k in np.unique(idx).tolist():
-            slot = m.slot.get(int(k))
+            slot = m.slot_of(int(k))
             if slot is not None:
                 sel = idx == k
                 ifx[sel], pid[sel] = int(m.entries[slot, 0]), int(m.entries[slot, 1])
@@ -345,7 +345,8 @@ def _all_entries(m: object) -> list[tuple[int, int]]:
     if isinstance(m, DevMapHash):
         out = []
         for key in m.raw_keys():
-            slot = m.slot[int.from_bytes(key, "little")]
+            slot = m.slot_of(int.from_bytes(key, "little"))
+            assert slot is not None
             out.append((int(m.entries[slot, 0]), int(m.entries[slot, 1])))
         return out
     raise TypeError("not a device map")

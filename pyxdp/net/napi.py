@@ -76,7 +76,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.maps.devmap import DevMap
+from pyxdp.maps.devmap import DevMap, DevMapHash
+from pyxdp.maps.hashtab import htab_find_u32_address
 from pyxdp.maps.xskmap import XskMap
 from pyxdp.net import xsk as _xsk  # noqa: F401  (XSKMAP's redirect and flush operations)
 from pyxdp.net.cpumap import cpumap_runtime
@@ -302,7 +303,7 @@ class _NativeCounts:
         for tp, src in self._sources:
             tp.add_source(src)
 
-    def tables(self, dms: Sequence[DevMap], nif: int) -> tuple[I64, I64]:
+    def tables(self, dms: Sequence[DevMap | DevMapHash], nif: int) -> tuple[I64, I64]:
         """The redirect and transmit count tables for this configuration."""
         key = (tuple(m.id for m in dms), nif)
         t = self.red.get(key)
@@ -438,7 +439,8 @@ class _NativeState:
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
         self.ifindex = rq.dev.ifindex
-        self.devmaps = [m for m in prog.maps.values() if type(m) is DevMap]
+        self.devmaps: list[DevMap | DevMapHash] = [
+            m for m in prog.maps.values() if type(m) is DevMap or type(m) is DevMapHash]
         self._tables: _Tables | None = None
         self._cm: tuple[object, tuple[Any, ...], list[Any]] | None = None
         self._cm_seen = np.zeros(0, np.int64)  # enqueue events per entry at the last wake
@@ -481,13 +483,21 @@ class _Tables:
     programs (:class:`DevmapEgress`), the bulk queues per (device, program), and
     and the redirect and ``xdp_devmap_xmit`` counts (kept by :class:`_NativeCounts`)."""
 
-    def __init__(self, key: object, host: Host, dms: Sequence[DevMap], nif: int, vm: Any,
-                 ifindex: int, counts: tuple[I64, I64]) -> None:
+    def __init__(self, key: object, host: Host, dms: Sequence[DevMap | DevMapHash], nif: int,
+                 vm: Any, ifindex: int, counts: tuple[I64, I64]) -> None:
         self.key = key
         self.dms = list(dms)
         self.dm_ids = np.array([m.id for m in dms], np.int64)
         self.dm_addr = np.array([m.entries.ctypes.data for m in dms], np.int64)
         self.dm_n = np.array([m.max_entries for m in dms], np.int64)
+        # A devmap_hash's index and walk, probed in place by the maps' probe.
+        from pyxdp.net.napi_native import DM_HASH_COLS
+        self.dm_hash = np.zeros((len(dms), DM_HASH_COLS), np.int64)
+        for k, m in enumerate(dms):
+            if isinstance(m, DevMapHash):
+                self.dm_hash[k] = (htab_find_u32_address(), m.index.ctypes.data,
+                                   m.hashes.ctypes.data, m.key_data.ctypes.data, m.capacity,
+                                   m.walk.ctypes.data)
         ids = sorted({int(p) for m in dms for p in np.unique(m.entries[:, 1]).tolist() if p})
         # Devmap programs the native loop runs itself: JIT programs other than the
         # polling one (a driven engine runs one batch at a time), on their engine of
@@ -604,7 +614,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (ring.cols, ring.cur.words), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
-                (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.red_cnt, nt.egress.args,
+                (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host, nt.dms)),
                 _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
@@ -663,7 +673,7 @@ def _parallel_ok(prog: XdpProg) -> bool:
 _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
-def _system_args(host: Host, dms: Sequence[DevMap]) -> tuple[Any, ...]:
+def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, ...]:
     """The system page allocator (``xdpf_clone``'s pages) for a native call that may
     broadcast (it has devmaps), else an empty one."""
     global _NO_SYSTEM

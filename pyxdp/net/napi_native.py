@@ -91,6 +91,7 @@ from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
@@ -130,7 +131,7 @@ from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
 
-__all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
+__all__ = ["C", "DEFER_COLS", "DM_HASH_COLS", "K", "native_polls", "native_polls_zc"]
 
 
 class C:
@@ -212,6 +213,13 @@ MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
 BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
 INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+# A devmap row's hash columns (DM_HASH_COLS; all 0 for a DEVMAP): the probe's address,
+# the index's arrays, its capacity, the walk array (pyxdp.maps.devmap.DevMapHash).
+DH_FIND, DH_INDEX, DH_HASHES, DH_KEYS, DH_CAPACITY, DH_WALK = range(6)
+DM_HASH_COLS = 6
+NO_SLOT = DEVMAP_HASH_NO_SLOT
+U32_MAX = 0xFFFF_FFFF
 XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
 BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
@@ -638,29 +646,80 @@ def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
     return u32_view(dm_addr[slot], dm_n[slot], 2)
 
 
+@intrinsic
+def _htab_find(typingctx, fn, index, hashes, keys, capacity, max_entries, key):  # type: ignore[no-untyped-def] # noqa: E501
+    """``fn(index, hashes, keys, capacity, max_entries, key)``: the maps' hash probe in
+    machine code (:func:`pyxdp.maps.hashtab.find_u32_fn`), called through its address."""
+    sig = types.int64(types.int64, types.int64, types.int64, types.int64, types.int64,
+                      types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i64 = ir.IntType(64)
+        p8 = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i64, [p8, p8, p8, i64, i64, i64])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8),
+                                builder.inttoptr(args[3], p8), args[4], args[5], args[6]])
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _slot_ifindex(dm_addr, dm_n, slot, idx):  # type: ignore[no-untyped-def]
-    """The ifindex in slot ``idx`` of devmap row ``slot`` (0: empty or out of range): a
-    broadcast's ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
-    if 0 <= idx < dm_n[slot]:
-        return np.int64(_dm_entries(dm_addr, dm_n, slot)[idx, 0])
+def _dm_elem(dmt, slot, idx):  # type: ignore[no-untyped-def]
+    """The entry row of key ``idx`` in devmap row ``slot`` (-1: none): a devmap's slot
+    itself; a devmap_hash's element by the maps' one hash probe, over the map's
+    index in place."""
+    _addr, dm_n, dm_hash = dmt
+    fn = dm_hash[slot, DH_FIND]
+    if fn == 0:
+        return idx if 0 <= idx < dm_n[slot] else -1
+    if idx < 0 or idx > U32_MAX:
+        return -1
+    e = _htab_find(fn, dm_hash[slot, DH_INDEX], dm_hash[slot, DH_HASHES],  # type: ignore[call-arg,var-annotated] # noqa: E501
+                   dm_hash[slot, DH_KEYS], dm_hash[slot, DH_CAPACITY], dm_n[slot], idx)
+    return e if e >= 0 else -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dm_walk(dmt, slot, w):  # type: ignore[no-untyped-def]
+    """The entry row at position ``w`` of the kernel's walk of devmap row ``slot`` (-1:
+    past the last): a devmap's slots in order, a devmap_hash's buckets (its ``walk``
+    array, in place)."""
+    _addr, dm_n, dm_hash = dmt
+    wa = dm_hash[slot, DH_WALK]
+    if wa == 0:
+        return np.int64(w)
+    e = np.int64(u32_view(wa, 1, dm_n[slot])[0, w])
+    return -1 if e == NO_SLOT else e
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _slot_ifindex(dmt, slot, idx):  # type: ignore[no-untyped-def]
+    """The ifindex under key ``idx`` of devmap row ``slot`` (0: none): a broadcast's
+    ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
+    e = _dm_elem(dmt, slot, idx)
+    if e >= 0:
+        return np.int64(_dm_entries(dmt[0], dmt[1], slot)[e, 0])
     return 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
     must (a target the loop does not send to, an entry program on a target that
     would get a clone, a slot naming an unknown device)."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(tgt_ok)
-    if slot < 0 or _slot_ifindex(dm_addr, dm_n, slot, idx) >= nif:
+    if slot < 0 or _slot_ifindex(dmt, slot, idx) >= nif:
         return slot, -1
-    ent = _dm_entries(dm_addr, dm_n, slot)
+    ent = _dm_entries(dmt[0], dmt[1], slot)
     last = np.int64(nif)
     prog_seen = False
-    for e in range(dm_n[slot]):
+    for w in range(dmt[1][slot]):
+        e = _dm_walk(dmt, slot, w)
+        if e < 0:
+            break
         t = np.int64(ent[e, 0])
         if t == 0:
             continue
@@ -680,7 +739,7 @@ def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, id
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
+def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
            length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
            psc, cache, ring, free, state, c, nuse, cached, tgt_wire):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
@@ -691,19 +750,24 @@ def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, lo
     if none:
         return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
-    slots = _dm_entries(dm_addr, dm_n, slot)
-    end = dm_n[slot]
-    e = 0
-    while e < end:
-        t = np.int64(slots[e, 0])
-        e0 = e
-        e += 1
+    slots = _dm_entries(dmt[0], dmt[1], slot)
+    end = dmt[1][slot]
+    w = 0
+    while w < end:
+        e0 = _dm_walk(dmt, slot, w)
+        if e0 < 0:
+            break
+        t = np.int64(slots[e0, 0])
+        w += 1
         if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
             continue
         # The next target after this one, if any: this one then gets a clone.
         nxt = False
-        for f in range(e, end):
-            u = np.int64(slots[f, 0])
+        for f in range(w, end):
+            e1 = _dm_walk(dmt, slot, f)
+            if e1 < 0:
+                break
+            u = np.int64(slots[e1, 0])
             if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
                 nxt = True
                 break
@@ -764,7 +828,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, bq, bq_n, xmit_cnt = tgt
-    dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
+    dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
+    dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
     xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
     ctl, cnt, defer = out
@@ -956,22 +1021,22 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
-            elif (a == 4 and np.int64(red[i, 1]) == DEVMAP
+            elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                slot, to = _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex,
+                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
                                                        addr_base)):
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
-                    c, nuse, cached = _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu,
+                    c, nuse, cached = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
                                              data, length, to == nif, pages, sysm, bq, bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached,
                                              tgt_wire)
                     n_red += 1
-                    red_cnt[slot, _slot_ifindex(dm_addr, dm_n, slot, np.int64(red[i, 2]))] += 1
+                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
@@ -981,14 +1046,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 slot = -1
                 ifx = np.int64(0)
                 kk = 0  # the bulk queue's program: 0 none, else its egress row + 1
-                if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
+                if ((map_type == DEVMAP or map_type == DEVMAP_HASH)
+                        and (flags & BPF_F_BROADCAST) == 0):
                     for k in range(ndm):
                         if dm_ids[k] == map_id:
                             slot = k
-                    if slot >= 0 and 0 <= idx < dm_n[slot]:
+                    e = _dm_elem(dmt, slot, idx) if slot >= 0 else -1
+                    if e >= 0:
                         ent = _dm_entries(dm_addr, dm_n, slot)
-                        ifx = np.int64(ent[idx, 0])
-                        pid = np.int64(ent[idx, 1])
+                        ifx = np.int64(ent[e, 0])
+                        pid = np.int64(ent[e, 1])
                         if pid != 0:
                             kk = _egress_row(eg_ids, pid) + 1
                             if kk == 0:  # a program the native loop does not run
