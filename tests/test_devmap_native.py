@@ -287,3 +287,97 @@ def test_call_tables_are_kept_and_follow_changes() -> None:
     assert kept[2][0] != kept[1][0]  # the devmap was written
     assert kept[3][1] != kept[2][1]  # a device changed
     assert native[0]["eth1"]["tx_packets"] == 400 and native[0]["eth2"]["tx_packets"] == 200
+
+
+# -- veth targets (veth_xdp_xmit into the peer's xdp_ring) -------------------------------------
+
+def _run_veth(native: bool, flags: int, *, layout: str = "progs", map_type: int = DEVMAP,
+              count: int = 1500) -> tuple[object, ...]:
+    """Redirects from a NIC to veths: one whose peer takes frames to its stack (GRO),
+    one with an entry program whose peer runs XDP_PASS at a smaller MTU (a 1400-byte
+    frame stops veth_xdp_xmit there), one whose peer is down (no NAPI: -ENXIO), and
+    the ingress NIC itself with a second program."""
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        v0, v1 = h.veth("veth0", "veth1")
+        v2, v3 = h.veth("veth2", "veth3")
+        v4, v5 = h.veth("veth4", "veth5")
+        coll = h.load(_spec(flags, map_type), verify=False)
+        passing = h.load(asm_collection("r0 = 2\nexit", [])).programs["t"]
+        v1.gro = True
+        v3.mtu = 1000
+        v3.attach_xdp(passing)
+        v5.gro = True
+        v5.up = False
+        ports = coll.maps["ports"]
+        egress = coll.programs["egress"].fd if layout == "progs" else 0
+        ports[0] = struct.pack("<Ii", v0.ifindex, 0)
+        ports[1] = struct.pack("<Ii", v2.ifindex, egress)
+        ports[2] = struct.pack("<Ii", v4.ifindex, 0)
+        ports[3] = struct.pack("<Ii", eth0.ifindex, coll.programs["egress2"].fd)
+        eth0.attach_xdp(coll.programs["ingress"])
+        seen: dict[int, list[bytes]] = {}
+        h.stack.on_receive(lambda b: [seen.setdefault(int(i), []).append(p)
+                                      for i, p in zip(b.ifindex.tolist(), b.packets(),
+                                                      strict=True)])
+        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        h.run()
+        tr = h.tracer
+        mid = ports.handle.id
+
+        def key(k: tuple[int, ...], name: str) -> tuple[int, ...]:
+            return (*k[:2], -1, *k[3:]) if name == "xdp_redirect" and k[2] == mid else k
+
+        events = {name: sorted((key(k, name), list(v))
+                               for k, v in getattr(tr, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit",
+                               "xdp_exception")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        system = h.memmap.system
+        return ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+                sorted(coll.maps["seen"].items()), {k: len(v) for k, v in seen.items()},
+                seen, pools, (system.allocated, system.freed, system.nr_free))
+
+
+@pytest.mark.parametrize(("layout", "flags", "map_type"), [
+    ("progs", 0, DEVMAP),
+    ("progs", 0, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, DEVMAP_HASH),
+])
+def test_veth_targets_native_is_python(layout: str, flags: int, map_type: int) -> None:
+    """Redirects and broadcasts into veths in the native loop give what the Python path
+    gives: frames at the peers' stacks (bytes and order), device counters,
+    xdp_devmap_xmit sums with -ENXIO counted, pools and the system allocator."""
+    native = _run_veth(True, flags, layout=layout, map_type=map_type)
+    python = _run_veth(False, flags, layout=layout, map_type=map_type)
+    assert native == python
+    stats, events = native[0], native[1]
+    assert isinstance(stats, dict) and isinstance(events, dict)
+    assert stats["veth0"]["tx_packets"] > 0 and stats["veth2"]["tx_packets"] > 0
+    assert any(v[3] for _k, v in events["xdp_devmap_xmit"])  # veth4's -ENXIO
+
+
+@pytest.mark.parametrize(("layout", "flags", "deferred"), [
+    ("progs", 0, 0),
+    ("bcast", BPF_F_BROADCAST, 0),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0),
+])
+def test_veth_targets_run_natively(layout: str, flags: int, deferred: int,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of those redirects is handed to the Python dispatch any more."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        if getattr(dev, "name", "") == "eth0":  # the redirecting device
+            seen.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    _run_veth(True, flags, layout=layout, count=960)
+    assert sum(seen) == deferred

@@ -309,7 +309,7 @@ class _NativeCounts:
         t = self.red.get(key)
         if t is None:
             t = self.red[key] = (np.zeros((len(dms) + 1, nif), np.int64),
-                                 np.zeros((nif, 3), np.int64))
+                                 np.zeros((nif, 4), np.int64))
         return t
 
     def add_xsk(self, ids: list[int], xt: I64) -> None:
@@ -381,7 +381,7 @@ class _NativeCounts:
         rows: list[CounterRow] = []
         for _, xmit in list(self.red.values()):
             for ifx in np.flatnonzero(xmit[:, 0]).tolist():
-                rows.append(((self.ifindex, ifx), [int(x) for x in xmit[ifx]] + [0]))
+                rows.append(((self.ifindex, ifx), [int(x) for x in xmit[ifx]]))
         return rows
 
     def reset(self) -> None:
@@ -679,11 +679,11 @@ def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, .
     global _NO_SYSTEM
     if dms:
         m = host.memmap.system
-        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays)
+        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
     if _NO_SYSTEM is None:
         _NO_SYSTEM = (np.zeros((1, 4096), np.uint8), np.zeros((1, 1024), np.uint32),
                       np.zeros((1, 512), np.int64), 0, np.zeros(3, np.int64),
-                      np.zeros(1, np.int64), np.zeros(1, np.int32))
+                      np.zeros(1, np.int64), np.zeros(1, np.int32), 0)
     return _NO_SYSTEM
 
 

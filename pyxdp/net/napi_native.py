@@ -19,15 +19,22 @@ XDP batch entry on them, and acts on the verdicts:
   copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
   to it alike; frames its ring has no room for count as ``xdp_tx_errors``
   (XDP_TX) or as the flush's drops (redirects);
-- ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
-  (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
+- ``XDP_REDIRECT`` through a devmap slot or a devmap_hash key (the map's
+  index probed by :mod:`pyxdp.maps.hashtab`'s probe in machine code), or to
+  an ifindex (``bpf_redirect``), to a NIC or a veth: the same conversion,
+  the bulk queue of 16
   for the (target, entry program) flushed when full and at the poll's end
   (``bq_xmit_all``: the entry's program first, with ``egress_ifindex`` set -
   ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
   kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
-  per flush, ``xdp_redirect`` per frame); a broadcast
+  per flush, ``xdp_redirect`` per frame); a veth's ``ndo_xdp_xmit``
+  (``veth_xdp_xmit``) queues the frames on its peer's ``xdp_ring`` in place
+  (-ENXIO when the peer has no NAPI; it stops at the first frame too long
+  for the peer or refused by the full ring), and a poll that left frames
+  there ends the call, so that the peer's NAPI runs next; a broadcast
   (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
-  order-0 pages of the system allocator for every target but the last.
+  order-0 pages of the system allocator for every target but the last, in
+  the map's walk order.
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -58,11 +65,11 @@ Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` from another device, and the
 Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
-Everything else - veth targets, wire sinks to feed, a broadcast clone that
-would meet a devmap program, a devmap program the loop cannot drive (the
-polling program itself, an interpreted one), PASS with a stack callback or a
-socket keeping payloads, other sockets, zero-copy frames redirected to
-devices, every other error path - is *deferred*: the frame and its verdict
+Everything else - wire sinks to feed, a veth whose peer's ring is the one
+polled, a broadcast clone that would meet a devmap program, a devmap program
+the loop cannot drive (the polling program itself, an interpreted one), PASS
+with a stack callback or a socket keeping payloads, other sockets, zero-copy
+frames redirected to devices, every other error path - is *deferred*: the frame and its verdict
 are handed back, the loop stops after that poll, and
 :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
@@ -94,7 +101,13 @@ from numba.extending import intrinsic
 from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
-from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
+from pyxdp.net.frames import (
+    CPU_MAP_BULK_SIZE,
+    DEV_MAP_BULK_SIZE,
+    KIND_FRAME,
+    XDP_TX_BULK_SIZE,
+    RingCursor,
+)
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import (
     PAGE_SIZE,
@@ -184,6 +197,11 @@ P_RING_FULL = PoolState.index("ring_full")
 P_ERROR = PoolState.index("error")
 Q_HEAD = RingCursor.index("head")
 Q_COUNT = RingCursor.index("count")
+R_HEAD, R_COUNT = Q_HEAD, Q_COUNT  # another ring's cursor (a veth peer's xdp_ring)
+# A veth target's row of pyxdp.net.devmap.FwdTable's veth table: its peer's xdp_ring
+# (columns, cursor, size) and the longest frame the peer takes (-1: no NAPI there).
+VETH_RING, VETH_CUR, VETH_SIZE, VETH_MAX = range(4)
+VETH_COLS = 4
 G_POS = GenState.index("pos")
 G_PRODUCED = GenState.index("produced")
 G_LIMIT = GenState.index("limit")
@@ -511,26 +529,67 @@ def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore
     return sent
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
+    """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
+    ring's columns and cursor, in place) as an ``xdp_frame`` from another device;
+    False when the peer has no NAPI (-ENXIO), the frame is too long for the peer or
+    the ring is full - the kernel's loop stops there, the caller frees the rest."""
+    if length > tgt_veth[t, VETH_MAX]:  # -1: no NAPI, nothing goes
+        return False
+    size = tgt_veth[t, VETH_SIZE]
+    cur = i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0]
+    n = cur[R_COUNT]
+    if n >= size:
+        return False
+    cols = i64_view(tgt_veth[t, VETH_RING], 5, size)
+    pos = (cur[R_HEAD] + n) % size
+    cols[0, pos] = pfn
+    cols[1, pos] = data
+    cols[2, pos] = length
+    cols[3, pos] = meta
+    cols[4, pos] = KIND_FRAME
+    cur[R_COUNT] = n + 1
+    return True
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
-                 cache, ring, free, state, c, nuse, cached, pages, tgt_wire):
+                 cache, ring, free, state, c, nuse, cached, pages, xmit):
     """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
     egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
     over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
     the buffer (``xdp_update_frame_from_buff``, a failure is a drop), DROP
     drops, anything else (ABORTED, TX, REDIRECT, unknown) counts an
-    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``
-    to the NIC, whose tx completion gives the pages back. Dropped frames go
-    back first (``xdp_return_frame_rx_napi``), then the sent ones. Returns the
+    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``:
+    to a NIC, whose tx completion gives the pages back, or to a veth
+    (``veth_xdp_xmit``, :func:`_veth_put`), whose peer's ring takes the frames
+    it sends (-ENXIO for the whole bulk when the peer has no NAPI). Dropped
+    frames go back first (``xdp_return_frame_rx_napi``), then the sent ones.
+    ``xmit``: the targets' wires and veth rows, the pool's pfn base. Returns the
     pool's hot fields (c, nuse, cached)."""
     b = bq_n[t, kk]
     sent = 0
     nbytes = np.int64(0)
+    tgt_wire, tgt_veth, pfn_base = xmit
     wa = tgt_wire[t]  # 0: a NIC whose transmit is a sink
+    veth = tgt_veth[t, VETH_CUR] != 0
+    vstop = False  # veth_xdp_xmit stopped: the rest of the bulk is dropped
+    tried = 0  # frames handed to ndo_xdp_xmit
     if kk == 0:
+        tried = b
         for j in range(b):
             loc = bq[t, 0, 0, j]
-            if wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
+            if veth:
+                if not vstop:
+                    pfn = pfn_base + loc if loc >= 0 else sysm[7] + (-1 - loc)
+                    if _veth_put(tgt_veth, t, pfn, bq[t, 0, 1, j], bq[t, 0, 2, j],
+                                 bq[t, 0, 3, j]):
+                        nbytes += bq[t, 0, 2, j]
+                        sent += 1
+                        continue  # the peer's ring holds it now
+                    vstop = True
+            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
                 nbytes += bq[t, 0, 2, j]
                 sent += 1
             if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
@@ -571,9 +630,19 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                     eg_fault[k, t, 4] = a + 1
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         went = 0
+        tried = sent
         for j in range(sent):  # sent, then completed: back to the pool
             loc = eg_sent[k, j]
-            if wa != 0:
+            if veth:
+                ln = np.int64(w32[loc, 2])
+                if not vstop and _veth_put(tgt_veth, t, pfn_base + loc,
+                                           q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
+                                           np.int64(w32[loc, 4])):
+                    went += 1
+                    continue  # the peer's ring holds it now
+                vstop = True
+                nbytes -= ln
+            elif wa != 0:
                 ln = np.int64(w32[loc, 2])
                 if wire_xmit(i64_view(wa, 1, W_SIZE)[0],
                              pages.ctypes.data + q64[loc, 0] - addr_base, ln):
@@ -581,13 +650,15 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 else:
                     nbytes -= ln
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
-        if wa != 0:
+        if wa != 0 or veth:
             sent = went
     if wa != 0:
         wire_publish(i64_view(wa, 1, W_SIZE)[0])
     xmit_cnt[t, 0] += 1
     xmit_cnt[t, 1] += sent
     xmit_cnt[t, 2] += b - sent
+    if veth and tried > 0 and tgt_veth[t, VETH_MAX] < 0:
+        xmit_cnt[t, 3] += 1  # -ENXIO
     ts = i64_view(tgt_stats[t], 1, D_SIZE)[0]
     ts[D_TX_PACKETS] += sent
     ts[D_TX_BYTES] += nbytes
@@ -599,7 +670,7 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
 def _put_page(sysm, row):  # type: ignore[no-untyped-def]
     """``put_page`` of an order-0 page of the system allocator (freed with the last
     reference, onto the top of its free stack)."""
-    _pages, _w32, _q64, _base, ast, afree, aref = sysm
+    _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
     rc = aref[row] - 1
     aref[row] = rc
     if rc == 0:
@@ -613,7 +684,7 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
     header, headroom and packet copied and the header pointed at the copy; its row,
     or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
-    spages, sw32, sq64, sbase, ast, afree, aref = sysm
+    spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
         return -1
@@ -704,11 +775,12 @@ def _slot_ifindex(dmt, slot, idx):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
-    must (a target the loop does not send to, an entry program on a target that
-    would get a clone, a slot naming an unknown device)."""
+    must (a target the loop does not send to, ``own_t`` - the veth whose peer's ring
+    this call polls -, an entry program on a target that would get a clone, a slot
+    naming an unknown device)."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(tgt_ok)
     if slot < 0 or _slot_ifindex(dmt, slot, idx) >= nif:
@@ -728,7 +800,7 @@ def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):
         ok = tgt_ok[t]
         if ok == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if ok != 1 or prog_seen:
+        if ok != 1 or prog_seen or t == own_t:
             return slot, -1
         if ent[e, 1] != 0:
             if _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
@@ -741,7 +813,7 @@ def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
            length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-           psc, cache, ring, free, state, c, nuse, cached, tgt_wire):
+           psc, cache, ring, free, state, c, nuse, cached, xmit):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
@@ -795,7 +867,7 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
         if b + 1 == BULK:
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
-                                           c, nuse, cached, pages, tgt_wire)
+                                           c, nuse, cached, pages, xmit)
     return c, nuse, cached
 
 
@@ -827,7 +899,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, bq, bq_n, xmit_cnt = tgt
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
+    xmit = (tgt_wire, tgt_veth, pfn_base)
+    # A veth whose peer's ring is the one this call polls: its frames would land behind
+    # the cursor held here, so redirects to it take the Python path.
+    own_t = -1
+    for t in range(len(tgt_ok)):
+        if tgt_veth[t, VETH_CUR] == np.int64(qcur.ctypes.data):
+            own_t = t
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -867,6 +946,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
     cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
+    red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
         # Pages the cpumap kthreads freed come back (not directly: ring or release).
@@ -1023,7 +1103,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     done = True
             elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex,
+                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
@@ -1034,7 +1114,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                              data, length, to == nif, pages, sysm, bq, bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached,
-                                             tgt_wire)
+                                             xmit)
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
@@ -1063,7 +1143,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
+                        and length <= tgt_mtu[ifx]
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
@@ -1078,7 +1159,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
-                                                       cached, pages, tgt_wire)
+                                                       cached, pages, xmit)
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
@@ -1111,7 +1192,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
                                                    addr_base, tgt_stats, xmit_cnt, psc, cache,
                                                    ring, free, state, c, nuse, cached, pages,
-                                                   tgt_wire)
+                                                   xmit)
+        # veth_xdp_xmit scheduled the peer's NAPI, which the kernel polls right after
+        # this one: a poll that left frames in a peer's xdp_ring ends the call.
+        if n_red != red_seen:
+            red_seen = n_red
+            fed = False
+            for t in range(nif):
+                if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
+                    if i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0][R_COUNT] != 0:
+                        fed = True
+            if fed:
+                break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.
