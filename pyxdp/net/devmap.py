@@ -110,14 +110,19 @@ class FwdTable:
     ``-ENXIO``), all 0 for other devices. The host
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
-    ``none`` is the same table without targets (calls that redirect in Python)."""
+    ``none`` is the same table without targets (calls that redirect in Python),
+    ``threaded`` the same with veths left to the Python path (with threaded NAPI a
+    peer's poll takes frames off its ring without the host lock, which native
+    producers hold, so only Python producers, under the GIL, go there)."""
 
     def __init__(self) -> None:
         self.stale = True
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
+        self.threaded: tuple[Any, ...] = ()
 
-    def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
+    def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False
+               ) -> tuple[Any, ...]:
         """(ok, mtu, stats, wire, veth), remade first if a device changed."""
         if self.stale:
             # The native loop's columns (it reads the veth table in place).
@@ -147,7 +152,9 @@ class FwdTable:
                         row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
             self.tables = (ok, mtu, stats, wire, veth)
             self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth)
-        return self.tables
+            py = (veth[:, VETH_CUR] != 0) & (ok != 0)
+            self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)
+        return self.threaded if threaded else self.tables
 
 
 class DevmapEgress:

@@ -550,9 +550,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
-    DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
+    DROP, ABORTED, PASS (to the stack) and redirects into the queue's AF_XDP
+    socket (``xsk_generic_rcv``) itself; TX (``generic_xdp_tx``) and other
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
-    :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
+    :mod:`pyxdp.net.dev`, so it gets no TX devices or devmaps."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
@@ -573,10 +574,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # and redirects - which reach shared targets - go to the (locked) Python dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
-    xsk = st.xsk = None if generic or parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
+    xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
     if xsk is not None:
         st.counts.add_xsk(xsk.ids, xsk.xt)
-    if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
+    if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue (not generic)
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
     src = rq.source
@@ -589,7 +590,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     else:
         gen = st.no_gen
     local = parallel or generic  # no shared redirect targets natively
-    tgt = host.fwd.arrays(host.devices)
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
     if local:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit

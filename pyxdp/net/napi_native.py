@@ -58,8 +58,10 @@ XDP batch entry on them, and acts on the verdicts:
   are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
-skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
-:mod:`pyxdp.net.dev`, one skb at a time).
+skb expanded by ``pskb_expand_head`` first); a redirect into the queue's
+copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
+UMEM and published at once, per packet), TX and other redirects go to
+:mod:`pyxdp.net.dev`, one skb at a time.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` from another device, and the
@@ -247,6 +249,7 @@ A_ALLOCATED = AllocState.index("allocated")
 A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
+ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
@@ -1076,9 +1079,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                  pages.ctypes.data + loc * pages.strides[0] + data, length, meta)
                     if e == 0:
                         xt[T_SLOT + xs] += 1
-                        xtouched = True  # on the flush list only when received
                     elif e == ENOMEM:
                         backed_up = True
+                    if generic:
+                        # xsk_generic_rcv publishes each packet it got past the checks.
+                        if e != ENOSPC:
+                            xsk_flush(xrx, xfq)
+                    elif e == 0:
+                        xtouched = True  # on the flush list only when received
                     n_red += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
