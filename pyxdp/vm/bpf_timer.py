@@ -53,7 +53,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pyxdp.errors import HelperFault, ProgramFault
 from pyxdp.uapi.bpf import BpfMapType
@@ -148,6 +148,9 @@ class _Fault:
     error: ProgramFault
 
 
+C = TypeVar("C", bound=Clock)
+
+
 @dataclass(eq=False)
 class TimerQueue:
     """The hrtimer bases of the process: armed bpf timers, run when due (see module doc)."""
@@ -163,7 +166,7 @@ class TimerQueue:
     faults: list[_Fault] = field(default_factory=list)
 
     @contextmanager
-    def using(self, clock: Clock) -> Iterator[Clock]:
+    def using(self, clock: C) -> Iterator[C]:
         """Read time from ``clock`` for the body (e.g. a :class:`VirtualClock` in a test)."""
         before, self.clock = self.clock, clock
         try:
