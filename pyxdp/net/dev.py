@@ -23,7 +23,11 @@ Skbs reach this path from the stack's transmit side (a veth peer) and from
 NAPI polls without a native program (a NIC, a veth with GRO).
 
 Programs run on the batch of skbs the device received in one call (one
-``run_batch``); everything after runs per verdict group with numpy.
+``run_batch``); everything after runs per verdict group with numpy. An skb
+longer than a page's packet room (3520 bytes) is prepared as
+``netif_skb_check_for_xdp`` does - ``skb_cow_data_for_xdp``'s head and frags
+for a frags-aware program, the skb linearised for any other - and runs on
+its own (:func:`_generic_large`).
 Simplified: a cpumap entry receives the skb as an order-0 ``xdp_frame`` (the
 kernel queues the skb itself and runs the entry program in skb mode).
 """
