@@ -257,6 +257,9 @@ class TimerQueue:
     def run(self) -> int:
         """Run the callbacks of every timer due now; returns how many ran. Timers armed
         while this runs wait for the next call."""
+        heaps = self._heaps
+        if not (heaps[CLOCK_MONOTONIC] or heaps[CLOCK_REALTIME] or heaps[CLOCK_BOOTTIME]):
+            return 0  # nothing armed (Host.run asks after every round of polls)
         ran = 0
         with self._lock:
             limit = self._seq
