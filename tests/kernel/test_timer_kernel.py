@@ -36,3 +36,14 @@ def test_timer_maps_match_linux(engine: str,
     fires = {(m, k): v["fires"] for m, elems in maps.items() for k, v in elems.items()}
     assert fires == {("timers", 0): 5, ("timers", 1): 0, ("timers", 2): 1, ("timers", 3): 1,
                      ("htimers", 7): 1, ("htimers", 8): 0, ("htimers", 9): 0}
+
+
+def test_a_user_space_update_frees_the_timer_as_linux() -> None:
+    """htimers[8] is armed for 1 s; user space overwrites the element at once. 1.1 s
+    later it has not fired on Linux nor on pyxdp (the update freed its timer), and
+    the maps hold the same values."""
+    linux = run_timer_sample(TIMER, "kernel", steps=1100, user_update=True)
+    mine = run_timer_sample(TIMER, engine="interp", steps=1100, user_update=True)
+    assert mine == linux
+    assert mine[1]["htimers"][8]["fires"] == 0
+    assert mine[1]["htimers"][8]["key_seen"] == 88
