@@ -381,3 +381,15 @@ def test_veth_targets_run_natively(layout: str, flags: int, deferred: int,
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     _run_veth(True, flags, layout=layout, count=960)
     assert sum(seen) == deferred
+
+
+def test_veth_targets_stay_python_with_threaded_napi() -> None:
+    """With threaded NAPI a veth peer's poll takes frames off its ring without the host
+    lock, so only the Python path (under the GIL) sends to veths; NICs stay native."""
+    with Host(engine="jit", threaded_napi=True) as h:
+        eth0 = h.add_device("eth0")
+        v0, v1 = h.veth("veth0", "veth1")
+        v1.gro = True
+        assert h.fwd.arrays(h.devices, threaded=True)[0][v0.ifindex] == 2
+        assert h.fwd.arrays(h.devices, threaded=True)[0][eth0.ifindex] == 1
+        assert h.fwd.arrays(h.devices)[0][v0.ifindex] == 1
