@@ -13,6 +13,7 @@ from pyxdp.net import packets as pk
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
@@ -317,9 +318,12 @@ def _run_veth(native: bool, flags: int, *, layout: str = "progs", map_type: int 
         ports[3] = struct.pack("<Ii", eth0.ifindex, coll.programs["egress2"].fd)
         eth0.attach_xdp(coll.programs["ingress"])
         seen: dict[int, list[bytes]] = {}
-        h.stack.on_receive(lambda b: [seen.setdefault(int(i), []).append(p)
-                                      for i, p in zip(b.ifindex.tolist(), b.packets(),
-                                                      strict=True)])
+
+        def received(b: SkbBatch) -> None:
+            for i, p in zip(b.ifindex.tolist(), b.packets(), strict=True):
+                seen.setdefault(int(i), []).append(p)
+
+        h.stack.on_receive(received)
         eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
         h.run()
         tr = h.tracer
