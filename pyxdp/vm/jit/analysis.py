@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.vm.interpreter import OP_MAY_GOTO
-from pyxdp.vm.jit.abi import M64, MAX_FRAMES, MapInfo, Natives, ProgramInput
+from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["Block", "FrameAnalysis", "Hint", "Hints", "Program", "basic_blocks", "byte_runs",
@@ -223,9 +223,6 @@ class FrameAnalysis:
 # (some stack frame), ("pkt", 0), ("mv", map address), or None.
 _Hv = tuple[str, int] | None
 _PTR_KINDS = ("fp", "stk", "pkt", "mv")
-# A hint: (kind, value, confident). kind "region": table entry value; "cpu": entry
-# value + the run's CPU; "stk": a stack frame.
-Hint = tuple[str, int, bool]
 
 
 class Hints:
