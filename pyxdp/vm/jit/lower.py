@@ -323,6 +323,9 @@ class FuncLowering:
         faults) and before the last instruction (the block's exit); the first
         test sits at the block's entry. When a test fails the run stops at
         instruction ``rem`` of the block, exactly where the interpreter stops.
+        A block with proven accesses and several tests is versioned: when the
+        budget covers the whole block a copy without any budget test runs (LLVM
+        may then merge neighbouring proven stores), else the copy with them.
         """
         f = self.f
         f.at(f"b{blk.start}")
@@ -338,11 +341,33 @@ class FuncLowering:
                   and not (pc in self.proven and self.insns[pc].cls == op.BPF_LDX)}
         checks.add(n - 1)
         first = min(checks)
-        self._budget_check(rem, first, out)
         self.rem_after = f.ins(f"sub i64 {rem}, {n}")
         self.blk = blk
         groups = self._groups(blk)
-        k = 0
+        if len(checks) >= 3 and any(pc in self.proven for pc in blk.pcs):
+            whole, part = f.label("whole"), f.label("part")
+            f.cbr(f.ins(f"icmp sgt i64 {rem}, {n - 1}"), whole, part, LIKELY)
+            start = list(self.regs)
+            f.at(whole)
+            self._emit_body(blk, groups, rem, set(), -1, out)
+            self.regs = start
+            f.at(part)
+        self._budget_check(rem, first, out)
+        self._emit_body(blk, groups, rem, checks, first, out)
+        f.at(out)
+        # pc of block instruction number rem: an ld_imm64 before it counts two slots.
+        at = f.ins(f"add i64 {blk.start}, {rem}")
+        for j in blk.lddw_at:
+            past = f.ins(f"icmp sgt i64 {rem}, {j}")
+            at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
+        f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
+        f.br("bail")
+
+    def _emit_body(self, blk: Block, groups: dict[int, list[tuple[int, int, int, int, bool]]],
+                   rem: str, checks: set[int], first: int, out: str) -> None:
+        """The block's instructions, testing the budget before those in ``checks`` (but
+        ``first``, tested already), and its fall-through edge."""
+        k, n = 0, len(blk.pcs)
         while k < n:
             group = groups.get(k)
             if group is not None:
@@ -355,14 +380,6 @@ class FuncLowering:
             k += 1
         if not is_jmp(self.insns[blk.pcs[-1]]):  # calls, jumps and exits leave themselves
             self._goto(blk.succs[0], self.rem_after)
-        f.at(out)
-        # pc of block instruction number rem: an ld_imm64 before it counts two slots.
-        at = f.ins(f"add i64 {blk.start}, {rem}")
-        for j in blk.lddw_at:
-            past = f.ins(f"icmp sgt i64 {rem}, {j}")
-            at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
-        f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
-        f.br("bail")
 
     def _groups(self, blk: Block) -> dict[int, list[tuple[int, int, int, int, bool]]]:
         """Runs of checked loads and stores through one unchanged base register (at least
