@@ -51,7 +51,7 @@ from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
 from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
@@ -147,6 +147,8 @@ def proven_accesses(insns: Sequence[Instruction], facts: Mapping[int, MemAccess]
             if (m is None or info is None or info.kind not in ("array", "hash")
                     or info.first_region < 0 or fact.value_size > m.value_size):
                 continue
+            if insns[pc].cls != op.BPF_LDX and m.map_flags & int(MapFlag.BPF_F_RDONLY_PROG):
+                continue  # the region refuses it (the verifier did too)
             if not info.percpu:
                 out[pc] = ("region", info.first_region, True)
             elif not other_cpu and info.first_region + info.nr_cpus <= abi.MAX_REGIONS:

@@ -1,12 +1,14 @@
 """What the lowering knows of a program before it emits code: control flow and analyses.
 
 The kernel's verifier proves each access safe before a JIT sees the program;
-pyxdp has no verifier, so these analyses only decide where checks may be
-dropped or tested cheaply, never whether a program may run: the basic blocks
-of each bpf function, :class:`FrameAnalysis` (r10-relative accesses proven
-inside the frame, helper arguments), :class:`Hints` (the region table entry
-an access probably uses), register liveness (a phi per live register), and
-:class:`Program`, the program-wide facts the emitted functions share.
+pyxdp's JIT also compiles programs nobody verified, so these analyses, which
+need no verifier, decide where checks may be dropped or tested cheaply (the
+verifier's own facts come in ``ProgramInput.proven``), never whether a
+program may run: the basic blocks of each bpf function,
+:class:`FrameAnalysis` (r10-relative accesses proven inside the frame,
+helper arguments), :class:`Hints` (the region table entry an access probably
+uses), register liveness (a phi per live register), and :class:`Program`,
+the program-wide facts the emitted functions share.
 """
 
 from __future__ import annotations
