@@ -100,3 +100,32 @@ def test_verified_random_programs_agree_with_the_interpreter() -> None:
             proven += sum(1 for f in h.facts.values() if f.only("pkt", "fp", "map_value"))
             assert _outcome(jit, packets) == _outcome(interp, packets), f"seed {seed}"
     assert proven > 100
+
+
+def test_budget_runs_out_anywhere_in_a_verified_program() -> None:
+    """The budget tests a verified program's JIT code leaves out (proven loads; proven
+    stores when the budget covers the whole block): with every budget from 1 to past
+    the end, the run stops at the interpreter's pc with the interpreter's partial
+    packet rewrite (xdp2 swaps the MACs with byte stores)."""
+    import numpy as np
+
+    with Collection.load(SAMPLES / "xdp2.o", engine="interp") as coll:
+        spec = coll.spec.programs["xdp_prog2"]
+        facts = _handle(coll, "xdp_prog2").facts
+        maps = {n: m.handle for n, m in coll.maps.items()}
+        pkt = np.frombuffer(udp_packet(b"budget"), np.uint8)
+        frames = np.zeros((1, 512), np.uint8)
+        frames[0, 256:256 + len(pkt)] = pkt
+        with compile_together(2):
+            pairs = [(XdpProg(spec, maps, engine="interp", budget=b),
+                      XdpProg(spec, maps, engine="jit", budget=b, facts=facts))
+                     for b in range(1, 110)]
+        for interp, jit in pairs:
+            out = []
+            for prog in (interp, jit):
+                f = frames.copy()
+                res = prog.run_batch(f, 256, len(pkt))
+                e = res.fault(0)
+                out.append((int(res.action[0]), f.tobytes(),
+                            None if e is None else (type(e).__name__, e.pc)))
+            assert out[0] == out[1], f"budget {interp.budget}"

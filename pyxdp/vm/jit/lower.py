@@ -323,9 +323,10 @@ class FuncLowering:
         faults) and before the last instruction (the block's exit); the first
         test sits at the block's entry. When a test fails the run stops at
         instruction ``rem`` of the block, exactly where the interpreter stops.
-        A block with proven accesses and several tests is versioned: when the
-        budget covers the whole block a copy without any budget test runs (LLVM
-        may then merge neighbouring proven stores), else the copy with them.
+        A block with two or more tests at proven stores and no checked access
+        (whose code would be copied too) is versioned: when the budget covers
+        the whole block a copy without any budget test runs (LLVM may then
+        merge neighbouring proven stores), else the copy with them.
         """
         f = self.f
         f.at(f"b{blk.start}")
@@ -344,7 +345,9 @@ class FuncLowering:
         self.rem_after = f.ins(f"sub i64 {rem}, {n}")
         self.blk = blk
         groups = self._groups(blk)
-        if len(checks) >= 3 and any(pc in self.proven for pc in blk.pcs):
+        checked = any(is_mem(self.insns[pc]) and pc not in self.proven and pc not in
+                      self.ctx_loads and pc not in self.frame_offset for pc in blk.pcs)
+        if not checked and sum(1 for k in checks if blk.pcs[k] in self.proven) >= 2:
             whole, part = f.label("whole"), f.label("part")
             f.cbr(f.ins(f"icmp sgt i64 {rem}, {n - 1}"), whole, part, LIKELY)
             start = list(self.regs)
