@@ -129,3 +129,30 @@ def test_budget_runs_out_anywhere_in_a_verified_program() -> None:
                 out.append((int(res.action[0]), f.tobytes(),
                             None if e is None else (type(e).__name__, e.pc)))
             assert out[0] == out[1], f"budget {interp.budget}"
+
+
+def test_facts_name_one_map_only_when_it_is_one_known_map() -> None:
+    """A map value seen through several maps, or through a map-in-map's inner template
+    (at run time: whichever map the slot holds), names no map: the JIT keeps its check;
+    mixed pointer kinds are kept as such."""
+    from pyxdp.spec import MapSpec
+    from pyxdp.uapi.bpf import BpfMapType as MT
+    from pyxdp.verifier.facts import AccessFacts
+
+    a = MapSpec("a", int(MT.BPF_MAP_TYPE_ARRAY), 4, 8, 1)
+    b = MapSpec("b", int(MT.BPF_MAP_TYPE_ARRAY), 4, 16, 1)
+    inner = MapSpec("inner", int(MT.BPF_MAP_TYPE_ARRAY), 4, 8, 1)
+    outer = MapSpec("outer", int(MT.BPF_MAP_TYPE_ARRAY_OF_MAPS), 4, 4, 1, inner=inner)
+    facts = AccessFacts({"a": a, "b": b, "inner": inner, "outer": outer})
+    facts.note(1, "map_value", a)
+    facts.note(1, "map_value", a)
+    facts.note(2, "map_value", a)
+    facts.note(2, "map_value", b)
+    facts.note(3, "map_value", inner)
+    facts.note(4, "pkt", None)
+    facts.note(4, "map_value", b)
+    got = facts.result()
+    assert (got[1].kinds, got[1].map_name, got[1].value_size) == ({"map_value"}, "a", 8)
+    assert got[2].map_name is None and got[3].map_name is None
+    assert got[4].kinds == {"pkt", "map_value"} and got[4].map_name == "b"
+    assert not got[4].only("pkt") and got[1].only("map_value")
