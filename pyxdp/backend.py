@@ -17,11 +17,14 @@ from __future__ import annotations
 import errno
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import MapError
 from pyxdp.spec import MapSpec, ProgramSpec
+
+if TYPE_CHECKING:
+    from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "handle_bytes",
            "int_bytes"]
@@ -137,9 +140,11 @@ class Backend(Protocol):
         ...
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
-                     btf: Btf | None = None) -> ProgHandle:
+                     btf: Btf | None = None, *,
+                     facts: Mapping[int, MemAccess] | None = None) -> ProgHandle:
         """Load one program with its map references bound to ``maps``; ``btf`` is the
-        object's, for CO-RE relocations."""
+        object's, for CO-RE relocations; ``facts`` what pyxdp's verifier proved of its
+        memory accesses (the userspace JIT drops the checks they make redundant)."""
         ...
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:

@@ -409,13 +409,14 @@ class Collection:
             if why:
                 self.skipped[name] = why
                 continue
+            facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
                 from pyxdp.verifier import verify
-                verify(ps, self.spec.maps, btf=self.spec.btf,
-                       core_btf=getattr(self.backend, "core_btf", None))
+                facts = verify(ps, self.spec.maps, btf=self.spec.btf,
+                               core_btf=getattr(self.backend, "core_btf", None)).mem
             self.programs[name] = Program(
-                name, ps, self.backend.load_program(ps, handles, self.spec.btf), self.backend,
-                self.spec.xdp_run_config.get(name))
+                name, ps, self.backend.load_program(ps, handles, self.spec.btf, facts=facts),
+                self.backend, self.spec.xdp_run_config.get(name))
         for name, ms in self.spec.maps.items():
             for key, value in ms.contents:
                 if isinstance(value, ProgramRef):

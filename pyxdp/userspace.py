@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
 from pyxdp.btf.btf import Btf
@@ -26,6 +26,9 @@ from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
 from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
+
+if TYPE_CHECKING:
+    from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["UserspaceBackend"]
 
@@ -85,7 +88,8 @@ class UserspaceBackend:
         return ""
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
-                     btf: Btf | None = None) -> ProgHandle:
+                     btf: Btf | None = None, *,
+                     facts: Mapping[int, MemAccess] | None = None) -> ProgHandle:
         why = self.cannot_load(spec)
         if why:
             raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
@@ -104,7 +108,7 @@ class UserspaceBackend:
         if spec.kfuncs:
             spec, helpers = bind_kfuncs(spec, ops)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
-                       helpers=helpers)
+                       helpers=helpers, facts=facts)
         return self.register(prog)
 
     def register(self, prog: XdpProg) -> XdpProg:

@@ -34,7 +34,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import TracebackType
-from typing import Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
@@ -71,6 +71,9 @@ from pyxdp.spec import (
     libbpf_map_defaults,
 )
 from pyxdp.uapi.bpf import BPF_OBJ_NAME_LEN, BpfAttachType, BpfMapType, BpfProgType
+
+if TYPE_CHECKING:
+    from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["KernelBackend", "KernelProgram", "kernel_btf", "kernel_object_name"]
 
@@ -495,9 +498,10 @@ class KernelBackend:
         return spec.copy(insns=tuple(insns)), attach_id
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
-                     btf: Btf | None = None, *, replace_func: tuple[Fd, int] | None = None
-                     ) -> KernelProgram:
+                     btf: Btf | None = None, *, replace_func: tuple[Fd, int] | None = None,
+                     facts: Mapping[int, MemAccess] | None = None) -> KernelProgram:
         """BPF_PROG_LOAD; a refusal raises VerifierError with the whole verifier log.
+        (``facts`` are for pyxdp's JIT: the kernel verifies and JITs on its own.)
 
         ``replace_func`` (target program fd, BTF id of one of its global functions)
         loads the program as an extension (``BPF_PROG_TYPE_EXT``, freplace) of that

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyxdp.maps.base import Map
     from pyxdp.net.page_pool import MemMap
     from pyxdp.spec import ProgramSpec
+    from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp",
            "xdp_dispatcher"]
@@ -139,11 +140,17 @@ def _mark_map_loads(spec: ProgramSpec) -> ProgramSpec:
 
 
 class XdpProg:
-    """One loaded XDP program over pyxdp's maps; ``run(xdp, ctx)`` returns the action."""
+    """One loaded XDP program over pyxdp's maps; ``run(xdp, ctx)`` returns the action.
+
+    ``facts`` are what pyxdp's verifier proved of the program's memory accesses
+    when it loaded it (:attr:`pyxdp.verifier.VerifierResult.mem`): its JIT code
+    then has no run-time check where they make one redundant.
+    """
 
     def __init__(self, spec: ProgramSpec, maps: Mapping[str, Map], *,
                  helpers: Mapping[int, Helper] | None = None,
-                 budget: int = DEFAULT_BUDGET, engine: str = "auto") -> None:
+                 budget: int = DEFAULT_BUDGET, engine: str = "auto",
+                 facts: Mapping[int, MemAccess] | None = None) -> None:
         if engine not in ("auto", "jit", "interp", "tiered"):
             raise NotSupportedError(f"unknown engine {engine!r} (auto, jit, interp or tiered)")
         self.engine = _pick_engine(engine)
@@ -165,6 +172,9 @@ class XdpProg:
         self.chain: tuple[tuple[XdpProg, XdpRunConfig], ...] = ()
         self.maps = dict(maps)
         self.budget = budget
+        # What the verifier proved of the accesses (empty: not verified): the JIT drops
+        # the checks these make redundant.
+        self.facts = dict(facts or {})
         insns = spec.insns
         values = self._bind_maps(spec, self.maps)
         layout = validate(insns)
@@ -210,7 +220,8 @@ class XdpProg:
             with _JIT_BUILD_LOCK:
                 vm = XdpJit(self.spec.insns, maps=list(self.maps.values()),
                             helpers=self._helpers, ld_imm64=self._resolve,
-                            ctx_loads=self.ctx_loads, budget=self.budget)
+                            ctx_loads=self.ctx_loads, budget=self.budget,
+                            facts=self.facts)
         else:
             vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
                              ctx_loads=self.ctx_loads, budget=self.budget)

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -51,7 +51,7 @@ from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
 from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
 from pyxdp.vm.jit import abi
@@ -61,7 +61,10 @@ from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
 from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
 
-__all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit"]
+if TYPE_CHECKING:
+    from pyxdp.verifier.facts import MemAccess
+
+__all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit", "proven_accesses"]
 
 # Helper ids with a native twin, by kind (see abi.Natives): what the vm and
 # pyxdp.net.filter registered (importing XDP_HELPERS above registered the XDP ones).
@@ -112,6 +115,47 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
         first_region=first_region if regions else -1,
         flag_mask=_ENTRY_FLAGS.get(int(m.map_type), 0))
     return info, desc
+
+
+# Helpers that hand out a map value of another CPU than the run's (a per-CPU map's
+# value pointer is then not in the run's CPU's region): bpf_map_lookup_percpu_elem,
+# and bpf_for_each_map_elem, whose callback is not told which copy it gets.
+_OTHER_CPU_VALUES = (195, 164)
+
+
+def proven_accesses(insns: Sequence[Instruction], facts: Mapping[int, MemAccess],
+                    maps: Sequence[Map], infos: Sequence[MapInfo]) -> dict[int, abi.Hint]:
+    """The region table entry of each access the verifier proved in bounds, where the
+    XDP layout of the table places it: the packet (entry 0, which spans
+    ``[data_meta, data_end)``), the stack frames, and the values of one array or hash
+    map the program names (its own entry, or its run CPU's for a per-CPU map when no
+    helper can give the program another CPU's value). Others stay checked."""
+    by_name = {m.name: m for m in maps if m.name}
+    info_at = {i.addr: i for i in infos}
+    other_cpu = any(i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL
+                    and i.imm in _OTHER_CPU_VALUES for i in insns)
+    out: dict[int, abi.Hint] = {}
+    for pc, fact in facts.items():
+        if not 0 <= pc < len(insns) or insns[pc].cls not in (op.BPF_LDX, op.BPF_ST,
+                                                             op.BPF_STX):
+            continue  # a kfunc call's stack argument, say
+        if fact.only("pkt", "pkt_meta"):
+            out[pc] = ("region", 0, True)
+        elif fact.only("fp"):
+            out[pc] = ("stk", 0, True)
+        elif fact.only("map_value") and fact.map_name is not None:
+            m = by_name.get(fact.map_name)
+            info = info_at.get(m.addr) if m is not None else None
+            if (m is None or info is None or info.kind not in ("array", "hash")
+                    or info.first_region < 0 or fact.value_size > m.value_size):
+                continue
+            if insns[pc].cls != op.BPF_LDX and m.map_flags & int(MapFlag.BPF_F_RDONLY_PROG):
+                continue  # the region refuses it (the verifier did too)
+            if not info.percpu:
+                out[pc] = ("region", info.first_region, True)
+            elif not other_cpu and info.first_region + info.nr_cpus <= abi.MAX_REGIONS:
+                out[pc] = ("cpu", info.first_region, True)
+    return out
 
 
 def _constants(insns: Sequence[Instruction], resolver: Ldimm64Resolver | None) -> set[int]:
@@ -253,8 +297,11 @@ class XdpJit(JitProgram):
     """An XDP program compiled for native helpers and the XDP batch entry.
 
     ``maps`` are every map of the program's collection, in the order their
-    regions follow the packet in the region table. ``_unchecked`` (for the
-    benchmark only) drops the bounds checks of accesses whose region is known.
+    regions follow the packet in the region table. ``facts`` are what the
+    verifier proved of the program's accesses (:mod:`pyxdp.verifier.facts`):
+    the ones :func:`proven_accesses` can place are compiled without a check.
+    ``_unchecked`` (for the benchmark only) drops the bounds checks of accesses
+    whose region is known.
     """
 
     def __init__(self, insns: Sequence[Instruction], *, maps: Sequence[Map],
@@ -262,6 +309,7 @@ class XdpJit(JitProgram):
                  ld_imm64: Ldimm64Resolver | None = None,
                  ctx_loads: Mapping[int, int] | None = None,
                  budget: int = DEFAULT_BUDGET, opt_level: int = 2,
+                 facts: Mapping[int, MemAccess] | None = None,
                  _unchecked: bool = False) -> None:
         helpers = dict(XDP_HELPERS if helpers is None else helpers)
         constants = _constants(insns, ld_imm64)
@@ -291,10 +339,11 @@ class XdpJit(JitProgram):
                       and helpers[hid].fn is XDP_HELPERS[hid].fn) + kfunc_kinds(helpers)
         natives = Natives(kinds, tuple(infos), True, PKT_BASE, CTX_BASE, bool(tails))
         self._maps = list(maps)  # the descriptors point into their storage
+        proven = proven_accesses(insns, facts or {}, maps, infos)
         super().__init__(insns, helpers=helpers, ld_imm64=ld_imm64, ctx_loads=ctx_loads,
                          budget=budget, opt_level=opt_level, _natives=natives,
                          _map_table=np.array(table or [0], dtype=np.uint64),
-                         _unchecked=_unchecked, _emit_run=False)
+                         _unchecked=_unchecked, _emit_run=False, _proven=proven)
         self._sync = _Sync(self)
         self._xdp_fn: Any = None
         self._errors: dict[int, BaseException] = {}

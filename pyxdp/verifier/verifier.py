@@ -60,6 +60,7 @@ from pyxdp.spec import (
     ProgramSpec,
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
+from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
 from pyxdp.verifier.kfuncs import (
     KF_ACQUIRE,
@@ -599,12 +600,14 @@ class _KfuncMeta:
 @dataclass(frozen=True)
 class VerifierResult:
     """What a successful verification learned: instructions processed, states kept,
-    the deepest combined stack, and the log (``processed N insns ...``)."""
+    the deepest combined stack, the log (``processed N insns ...``) and per load, store
+    and atomic pc what its base pointed to (:mod:`pyxdp.verifier.facts`)."""
 
     insns_processed: int
     states: int
     stack_depth: tuple[int, ...]
     log: str
+    mem: dict[int, MemAccess] = dataclasses.field(default_factory=dict)
 
 
 # -- liveness -------------------------------------------------------------------------
@@ -870,6 +873,7 @@ class _Verifier:
         self.log: list[str] = []
         self.pc = 0
         self.state: State | None = None
+        self.facts = AccessFacts(maps)
 
     def _validate(self) -> Layout:
         """pyxdp's ISA checks; the one the kernel words differently gets its words."""
@@ -917,7 +921,8 @@ class _Verifier:
         self.log.append(f"processed {self.processed} insns (limit {self.limit}) "
                         f"max_states_per_insn 0 total_states {self.nstates} peak_states "
                         f"{self.nstates} mark_read 0")
-        return VerifierResult(self.processed, self.nstates, depth, "\n".join(self.log))
+        return VerifierResult(self.processed, self.nstates, depth, "\n".join(self.log),
+                              self.facts.result())
 
     def _error(self, e: Refuse) -> VerifierError:
         src = self.spec.source_line(self.pc) or ""
@@ -2078,6 +2083,7 @@ class _Verifier:
     def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
              value: Reg | None, imm: Reg | None = None) -> Reg | None:
         """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
+        self.facts.note(self.pc, type_str(reg.t), reg.map)  # complete: see facts.py
         t = reg.t
         full = off + reg.off
         if self.strict_align and size > 1 and t != STACK:

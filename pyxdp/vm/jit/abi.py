@@ -25,7 +25,7 @@ __all__ = [
     "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "MAPDESC_FIELDS", "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
-    "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "LoweredModule", "MapInfo", "Natives",
+    "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo", "Natives",
     "ProgramInput",
 ]
 
@@ -165,6 +165,11 @@ class Natives:
         return None
 
 
+# Where an access lands: (kind, value, confident). kind "region": table entry value;
+# "cpu": entry value + the run's CPU; "stk": a stack frame.
+Hint = tuple[str, int, bool]
+
+
 @dataclass(frozen=True)
 class ProgramInput:
     """One program to lower; ``tag`` prefixes its exported symbols."""
@@ -178,6 +183,9 @@ class ProgramInput:
     natives: Natives = field(default_factory=Natives)
     unsafe: bool = False
     emit_run: bool = True
+    # Accesses the verifier proved in bounds, by pc: the region hint they land in (the
+    # packet's entry, a map's values, "stk"), used without testing it.
+    proven: Mapping[int, Hint] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

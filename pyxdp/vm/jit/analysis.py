@@ -1,12 +1,14 @@
 """What the lowering knows of a program before it emits code: control flow and analyses.
 
 The kernel's verifier proves each access safe before a JIT sees the program;
-pyxdp has no verifier, so these analyses only decide where checks may be
-dropped or tested cheaply, never whether a program may run: the basic blocks
-of each bpf function, :class:`FrameAnalysis` (r10-relative accesses proven
-inside the frame, helper arguments), :class:`Hints` (the region table entry
-an access probably uses), register liveness (a phi per live register), and
-:class:`Program`, the program-wide facts the emitted functions share.
+pyxdp's JIT also compiles programs nobody verified, so these analyses, which
+need no verifier, decide where checks may be dropped or tested cheaply (the
+verifier's own facts come in ``ProgramInput.proven``), never whether a
+program may run: the basic blocks of each bpf function,
+:class:`FrameAnalysis` (r10-relative accesses proven inside the frame,
+helper arguments), :class:`Hints` (the region table entry an access probably
+uses), register liveness (a phi per live register), and :class:`Program`,
+the program-wide facts the emitted functions share.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.vm.interpreter import OP_MAY_GOTO
-from pyxdp.vm.jit.abi import M64, MAX_FRAMES, MapInfo, Natives, ProgramInput
+from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["Block", "FrameAnalysis", "Hint", "Hints", "Program", "basic_blocks", "byte_runs",
@@ -223,9 +225,6 @@ class FrameAnalysis:
 # (some stack frame), ("pkt", 0), ("mv", map address), or None.
 _Hv = tuple[str, int] | None
 _PTR_KINDS = ("fp", "stk", "pkt", "mv")
-# A hint: (kind, value, confident). kind "region": table entry value; "cpu": entry
-# value + the run's CPU; "stk": a stack frame.
-Hint = tuple[str, int, bool]
 
 
 class Hints:

@@ -9,10 +9,10 @@ program or a cache entry) goes, LLVM frees its machine code.
 
 Compiled code depends only on the bytecode, its layout, the resolved ld_imm64
 values, the callback entry points, the native-helper specialisation (which
-constant maps, their sizes and region places), the unchecked switch and the
-optimisation level; helpers, regions and the budget are run-time data in the
-run context. That tuple is the cache key, so reloading the same program costs
-a dictionary lookup.
+constant maps, their sizes and region places), the unchecked switch, the
+accesses the verifier proved and the optimisation level; helpers, regions and
+the budget are run-time data in the run context. That tuple is the cache key,
+so reloading the same program costs a dictionary lookup.
 
 Object code also persists across processes. LLVM's output for a module is kept
 on disk keyed by the IR text, the optimisation level and the JIT's identity
@@ -36,6 +36,7 @@ small random programs affordable in the differential tests.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import json
@@ -453,7 +454,7 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
     h = hashlib.sha256(encode(p.insns))
     h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
                    sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
-                   opt_level)).encode())
+                   sorted(p.proven.items()), opt_level)).encode())
     key = h.digest()
     with _LOCK:
         hit = _CACHE.get(key)
@@ -461,8 +462,7 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
             _CACHE.move_to_end(key)
             return hit, True
         tag = "p" + key[:10].hex()
-        p = ProgramInput(p.insns, p.layout, p.imm64, p.ctx_loads, p.callbacks, tag, p.natives,
-                         p.unsafe, p.emit_run)
+        p = dataclasses.replace(p, tag=tag)
         if pending is not None:
             group = pending.group(opt_level)
             prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group)

@@ -1,30 +1,36 @@
 """Lowering validated eBPF to LLVM IR: what ``arch/*/net/bpf_jit_comp.c`` does, made safe.
 
 The kernel's JITs translate bytecode the verifier has already proven safe.
-pyxdp has no verifier, so this lowering keeps the reference interpreter's
-run-time checks (:mod:`pyxdp.vm.interpreter`) and makes them native:
+pyxdp also runs programs nobody verified (``verify=False``), so this lowering
+keeps the reference interpreter's run-time checks (:mod:`pyxdp.vm.interpreter`)
+and makes them native, except where the verifier's facts make them redundant:
 
 * the IR is written as text (llvmlite's object builder costs more Python time
   than LLVM spends at -O0); registers are SSA values with a phi per register
   at each eBPF block, each bpf-to-bpf function is an LLVM function taking and
   returning the register file, so r6-r9 survive a call the way the
   interpreter's frame stack restores them;
-* every load, store and atomic is checked: a fake 64-bit address becomes a
-  host pointer through the run context's region table or the access stops
-  the run with a fault record. :class:`_FrameAnalysis` proves r10-relative
-  accesses in bounds (no check at all); :class:`_Hints` guesses, per access,
-  which table entry the address falls in (the packet for pointers derived
-  from ``xdp_md->data``, a map's value region for what a lookup returned, the
-  stack for pointers into other frames) and the access tests that one entry
-  inline, falling back to the full scan (``translate``) when the guess misses,
-  so a wrong guess costs time, never correctness. A run of three or more
-  accesses through one unchanged base register in a block is versioned: one
-  test of the span they cover (and of the budget) picks a copy without any
-  check, else the copy with every check runs - the span is inside the region
-  exactly when each access is;
+* every load, store and atomic is checked unless proven: a fake 64-bit
+  address becomes a host pointer through the run context's region table or
+  the access stops the run with a fault record. :class:`_FrameAnalysis`
+  proves r10-relative accesses in bounds (no check at all); an access the
+  verifier proved (``ProgramInput.proven``: a packet access checked against
+  ``data_end`` on every path, a stack access, a value of one known map) is a
+  plain host pointer from its region's entry, with no test and no fault
+  record; :class:`_Hints` guesses, per other access, which table entry the
+  address falls in (the packet for pointers derived from ``xdp_md->data``, a
+  map's value region for what a lookup returned, the stack for pointers into
+  other frames) and the access tests that one entry inline, falling back to
+  the full scan (``translate``) when the guess misses, so a wrong guess costs
+  time, never correctness. A run of three or more checked accesses through
+  one unchanged base register in a block is versioned: one test of the span
+  they cover (and of the budget) picks a copy without any check, else the
+  copy with every check runs - the span is inside the region exactly when
+  each access is;
 * the instruction budget is exact: a block takes its length off the budget
   once, and tests how much is left only where running short could show
-  (before each load, store or atomic and before its last instruction), so the
+  (before each store, atomic and load that may fault, and before its last
+  instruction: a proven load has no effect to hold back), so the
   fault pc, the memory effects and ``executed`` equal the interpreter's;
 * ``may_goto`` counts down a counter each function call sets at its entry
   (an ``alloca`` LLVM keeps in a register), as the interpreter does;
@@ -239,6 +245,7 @@ class FuncLowering:
         self.ctx_loads = p.ctx_loads
         self.natives = p.natives
         self.unsafe = p.unsafe
+        self.proven = p.proven
         self.blocks = prog.blocks[entry]
         fa = prog.frames[entry]
         self.frame_offset = fa.frame_offset
@@ -316,6 +323,10 @@ class FuncLowering:
         faults) and before the last instruction (the block's exit); the first
         test sits at the block's entry. When a test fails the run stops at
         instruction ``rem`` of the block, exactly where the interpreter stops.
+        A block with two or more tests at proven stores and no checked access
+        (whose code would be copied too) is versioned: when the budget covers
+        the whole block a copy without any budget test runs (LLVM may then
+        merge neighbouring proven stores), else the copy with them.
         """
         f = self.f
         f.at(f"b{blk.start}")
@@ -327,14 +338,39 @@ class FuncLowering:
         n = len(blk.pcs)
         out = f"b{blk.start}.budget"
         checks = {k for k, pc in enumerate(blk.pcs[:-1])
-                  if is_mem(self.insns[pc]) and pc not in self.ctx_loads}
+                  if is_mem(self.insns[pc]) and pc not in self.ctx_loads
+                  and not (pc in self.proven and self.insns[pc].cls == op.BPF_LDX)}
         checks.add(n - 1)
         first = min(checks)
-        self._budget_check(rem, first, out)
         self.rem_after = f.ins(f"sub i64 {rem}, {n}")
         self.blk = blk
         groups = self._groups(blk)
-        k = 0
+        checked = any(is_mem(self.insns[pc]) and pc not in self.proven and pc not in
+                      self.ctx_loads and pc not in self.frame_offset for pc in blk.pcs)
+        if not checked and sum(1 for k in checks if blk.pcs[k] in self.proven) >= 2:
+            whole, part = f.label("whole"), f.label("part")
+            f.cbr(f.ins(f"icmp sgt i64 {rem}, {n - 1}"), whole, part, LIKELY)
+            start = list(self.regs)
+            f.at(whole)
+            self._emit_body(blk, groups, rem, set(), -1, out)
+            self.regs = start
+            f.at(part)
+        self._budget_check(rem, first, out)
+        self._emit_body(blk, groups, rem, checks, first, out)
+        f.at(out)
+        # pc of block instruction number rem: an ld_imm64 before it counts two slots.
+        at = f.ins(f"add i64 {blk.start}, {rem}")
+        for j in blk.lddw_at:
+            past = f.ins(f"icmp sgt i64 {rem}, {j}")
+            at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
+        f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
+        f.br("bail")
+
+    def _emit_body(self, blk: Block, groups: dict[int, list[tuple[int, int, int, int, bool]]],
+                   rem: str, checks: set[int], first: int, out: str) -> None:
+        """The block's instructions, testing the budget before those in ``checks`` (but
+        ``first``, tested already), and its fall-through edge."""
+        k, n = 0, len(blk.pcs)
         while k < n:
             group = groups.get(k)
             if group is not None:
@@ -347,14 +383,6 @@ class FuncLowering:
             k += 1
         if not is_jmp(self.insns[blk.pcs[-1]]):  # calls, jumps and exits leave themselves
             self._goto(blk.succs[0], self.rem_after)
-        f.at(out)
-        # pc of block instruction number rem: an ld_imm64 before it counts two slots.
-        at = f.ins(f"add i64 {blk.start}, {rem}")
-        for j in blk.lddw_at:
-            past = f.ins(f"icmp sgt i64 {rem}, {j}")
-            at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
-        f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
-        f.br("bail")
 
     def _groups(self, blk: Block) -> dict[int, list[tuple[int, int, int, int, bool]]]:
         """Runs of checked loads and stores through one unchanged base register (at least
@@ -371,7 +399,8 @@ class FuncLowering:
         for k, pc in enumerate(blk.pcs):
             i = self.insns[pc]
             cls = i.cls
-            checked = (is_mem(i) and pc not in self.frame_offset and pc not in self.ctx_loads)
+            checked = (is_mem(i) and pc not in self.frame_offset and pc not in self.ctx_loads
+                       and pc not in self.proven)
             plain = checked and (cls == op.BPF_LDX or op.bpf_mode(i.code) == op.BPF_MEM)
             reg = i.src if cls == op.BPF_LDX else i.dst
             if plain and self.hints.hint(self.hints.base.get(pc))[0] != "stk":
@@ -524,12 +553,14 @@ class FuncLowering:
         return self.f.ins(f"add i64 {self.R(base)}, {off}") if off else self.R(base)
 
     def _try(self, addr: str, size: int, write: bool, hint: Hint,
-             on_null: Callable[[str], None]) -> str:
+             on_null: Callable[[str], None], proven: bool = False) -> str:
         """Host pointer for ``[addr, +size)``: the ``hint`` entry tested inline, ``translate``
         when it misses; when that finds nothing ``on_null(label)`` emits the block at
-        ``label`` (it must end with a branch)."""
+        ``label`` (it must end with a branch). A ``proven`` access (the verifier's fact)
+        takes the hint's entry without a test."""
         f = self.f
         kind, idx, confident = hint
+        trusted = proven or (self.unsafe and confident)
         if kind == "stk":
             soff = f.ins(f"sub i64 {addr}, {c64(STACK_BASE)}")
             depth = f.ins(f"lshr i64 {soff}, {GAP_SHIFT}")
@@ -537,7 +568,11 @@ class FuncLowering:
             fbase = f.ins(f"shl i64 {depth}, 9")
             fast = f.ins(f"getelementptr i8, ptr {f.cget('%ctx', 'stack', 'ptr')}, "
                          f"i64 {f.ins(f'add i64 {fbase}, {within}')}")
-            if self.unsafe and confident:
+            if trusted:
+                if write:  # the next run clears what this one wrote (see zero_fn)
+                    dirty = f.cget("%ctx", "stack_dirty")
+                    f.cset("%ctx", "stack_dirty",
+                           f.ins(f"or i64 {dirty}, {f.ins(f'shl i64 1, {depth}')}"))
                 return fast
             ok = f.ins(f"icmp ult i64 {soff}, {MAX_FRAMES * STACK_FRAME_GAP}")
             maxd = f.cget("%ctx", "max_depth")
@@ -559,7 +594,7 @@ class FuncLowering:
             base = f.word(ent, REGION["base"], "i64", TBAA_TABLE)
             off = f.ins(f"sub i64 {addr}, {base}")
             fast = f.gep(f.word(ent, REGION["host"], "ptr", TBAA_TABLE), off)
-            if self.unsafe and confident:
+            if trusted:
                 return fast
             rsize = f.word(ent, REGION["size"], "i64", TBAA_TABLE)
             ok = f.ins(f"icmp ule i64 {off}, {rsize}")
@@ -595,6 +630,9 @@ class FuncLowering:
             return direct
         addr = self._address(base, off)
         f = self.f
+        proven = self.proven.get(pc)
+        if proven is not None:  # the verifier proved it inside this region: no fault
+            return self._try(addr, size, write, proven, lambda label: None, proven=True)
 
         def fault(label: str) -> None:
             f.at(label)
@@ -616,7 +654,9 @@ class FuncLowering:
         if i.imm == op.BPF_CMPXCHG:
             expect = self._trunc(self.R(0), ty)
             self.mod.need(f"atomic_cmpxchg{size}")
-            if pc in self.frame_offset:
+            if pc in self.frame_offset or pc in self.proven:
+                if pc not in self.frame_offset:  # marks a written stack frame
+                    p = self._access(i.dst, i.off, size, True, pc, k, rem)
                 old = f.ins(f"call {ty} @atomic_cmpxchg{size * 8}(ptr {p}, {ty} {expect}, "
                             f"{ty} {val})")
             else:
@@ -1128,11 +1168,12 @@ def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModul
 def lower(insns: Sequence[Instruction], layout: Layout, imm64: Mapping[int, int], *,
           ctx_loads: Mapping[int, int] | None = None, callbacks: Sequence[int] = (),
           tag: str = "p", natives: Natives | None = None, unsafe: bool = False,
-          emit_run: bool = True) -> LoweredModule:
+          emit_run: bool = True, proven: Mapping[int, Hint] | None = None) -> LoweredModule:
     """Lower a validated program. ``imm64`` holds every ld_imm64's resolved value by pc;
     ``ctx_loads`` the proven context loads (pc -> index into the run context's
     ``ctx_values``, see :mod:`pyxdp.vm.ctx_access`); ``callbacks`` are
-    BPF_PSEUDO_FUNC targets that need an entry point of their own.
+    BPF_PSEUDO_FUNC targets that need an entry point of their own; ``proven`` the
+    accesses a verifier proved inside a region (pc -> its hint), emitted unchecked.
 
     Exported symbols (C ABI):
 
@@ -1141,6 +1182,7 @@ def lower(insns: Sequence[Instruction], layout: Layout, imm64: Mapping[int, int]
     * ``u64 <tag>_cb<pc>(ctx *, u64 depth, u64 r1, ..., u64 r5)``: a callback.
     """
     p = ProgramInput(tuple(insns), layout, dict(imm64), dict(ctx_loads or {}),
-                     tuple(callbacks), tag, natives or Natives(), unsafe, emit_run)
+                     tuple(callbacks), tag, natives or Natives(), unsafe, emit_run,
+                     dict(proven or {}))
     text, (res,) = lower_many([p])
     return LoweredModule(text, res.entry, res.xdp_entry, res.callbacks)

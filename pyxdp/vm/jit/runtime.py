@@ -247,7 +247,8 @@ class JitProgram:
                  ctx_loads: Mapping[int, int] | None = None,
                  budget: int = DEFAULT_BUDGET, opt_level: int = 2,
                  _natives: Natives | None = None, _map_table: U64Array | None = None,
-                 _unchecked: bool = False, _emit_run: bool = True) -> None:
+                 _unchecked: bool = False, _emit_run: bool = True,
+                 _proven: Mapping[int, abi.Hint] | None = None) -> None:
         self.insns = tuple(insns)
         self.layout = validate(self.insns)
         # Proven context loads read ctx_values (see Interpreter): one word each.
@@ -265,7 +266,7 @@ class JitProgram:
         self._code: CompiledProgram
         request = ProgramInput(self.insns, self.layout, imm64, self.ctx_loads,
                                tuple(sorted(callbacks)), "", _natives or Natives(),
-                               _unchecked, _emit_run)
+                               _unchecked, _emit_run, dict(_proven or {}))
         self._code, self.cached = compile_program(request, opt_level=opt_level)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self._bound = False

@@ -1,0 +1,84 @@
+"""What the verifier proved of each memory access: ``bpf_insn_aux_data``'s ``ptr_type``.
+
+Linux records per instruction what the verifier learnt for the rewrites after
+it (``convert_ctx_accesses`` refuses an instruction met "with different
+pointers"); pyxdp's JIT uses the same kind of fact to drop the run-time check
+of an access the verifier proved in bounds. :class:`AccessFacts` is told the
+base register of every access ``check_mem_access`` accepted, on every path
+that reached it, and keeps per pc the union: which pointer kinds the base
+was, and for map values which map and its value size.
+
+Why a union over the visits is the whole truth. The verifier visits an
+instruction once per abstract state that reaches it, except that a path
+whose state at a checkpoint is within one already verified (``states_equal``)
+stops there. Take any concrete run of the program and follow it alongside
+the abstract walk: while its concrete state is inside the abstract state of
+a visited path, its next instruction is visited with a state that contains
+it (branches are explored both ways unless a precise value decided them,
+which the concrete value then decides the same way). When the walk stopped
+that path at a checkpoint, the concrete state is inside the covering state
+(pointers of the same type, map and frame; packet ranges at least as large;
+live scalars within, or not precise and so not deciding anything), whose own
+continuation was walked - or, for a loop converging at a forced checkpoint,
+is being walked from an earlier iteration of the same path - so follow the
+run from there on. By induction on the run's length every access it makes
+is at a pc visited with an abstract state containing the concrete one, where
+the base's kind was recorded. An accepted program's packet accesses were
+each checked against the packet range on those visits (``check_packet_access``
+refuses otherwise), map value accesses against the value size, stack
+accesses against the frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyxdp.spec import MapSpec
+
+__all__ = ["AccessFacts", "MemAccess"]
+
+
+@dataclass(frozen=True)
+class MemAccess:
+    """The pointer kinds an access's base had on every path, by the verifier's names of
+    register types (``"pkt"``, ``"pkt_meta"``, ``"fp"`` for the stack, ``"map_value"``,
+    ``"ctx"``, ``"mem"``...); for map values the one map's name (None: several maps,
+    or an inner map of a map-in-map) and its value size."""
+
+    kinds: frozenset[str]
+    map_name: str | None = None
+    value_size: int = 0
+
+    def only(self, *kinds: str) -> bool:
+        """Every path had one of ``kinds``."""
+        return bool(self.kinds) and self.kinds <= frozenset(kinds)
+
+
+class AccessFacts:
+    """The facts being gathered during one verification (see the module docstring)."""
+
+    def __init__(self, maps: Mapping[str, MapSpec]) -> None:
+        self._at: dict[int, MemAccess] = {}
+        # A value of a map-in-map's inner map is of whichever map the slot holds at run
+        # time, not of the template the verifier names: never "one known map".
+        self._inner = {m.inner.name for m in maps.values() if m.inner is not None}
+
+    def note(self, pc: int, kind: str, m: MapSpec | None) -> None:
+        """The access at ``pc`` went through a ``kind`` pointer (into ``m``'s values)."""
+        map_name, value_size = (m.name, m.value_size) if kind == "map_value" and m and \
+            m.name not in self._inner else (None, 0)
+        old = self._at.get(pc)
+        if old is None:
+            self._at[pc] = MemAccess(frozenset((kind,)), map_name, value_size)
+            return
+        name, size = old.map_name, old.value_size
+        if kind == "map_value" and "map_value" not in old.kinds:
+            name, size = map_name, value_size
+        elif kind == "map_value" and name != map_name:
+            name, size = None, 0  # several maps
+        if kind not in old.kinds or name != old.map_name:
+            self._at[pc] = MemAccess(old.kinds | {kind}, name, size)
+
+    def result(self) -> dict[int, MemAccess]:
+        return dict(self._at)
