@@ -3,6 +3,7 @@ takes over between runs - same verdicts, same maps, on test_run and on the datap
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,39 @@ def test_tiered_program_on_the_datapath() -> None:
         host.run()
         assert xdp1.programs["xdp_prog1"].handle.engine == "jit"  # type: ignore[attr-defined]
         assert eth0.stats.xdp_drops == 20 and xdp1.maps["rxcnt"].sum(17) == 20
+
+
+def test_a_large_program_gets_quick_code_then_o2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program of QUICK_FIRST_INSNS or more: the interpreter, then the QUICK pipeline's
+    code, then -O2's, each between runs, the same verdicts and maps throughout."""
+    from pyxdp.vm.jit.engine import QUICK
+
+    monkeypatch.setattr(prog_mod, "QUICK_FIRST_INSNS", 1)  # xdp2 stands in for a large one
+    o2_may_build = threading.Event()
+    engine = prog_mod.XdpProg._engine
+
+    def gated(self: prog_mod.XdpProg, kind: str | None = None,
+              opt_level: int | None = None) -> object:
+        if kind == "jit" and opt_level == 2:
+            assert o2_may_build.wait(120)
+        return engine(self, kind, opt_level)
+
+    monkeypatch.setattr(prog_mod.XdpProg, "_engine", gated)
+    pkts = list(traffic(flows=4, protos=["udp", "tcp"], count=12))
+    with Collection.load(SAMPLES / "xdp2.o", engine="tiered") as coll:
+        p = coll.programs["xdp_prog2"]
+        h = p.handle
+        assert isinstance(h, prog_mod.XdpProg)
+        stages = []
+        assert h.jit_ready.wait(120) and h.jit_error is None
+        for _ in range(2):
+            stages.append(([(r.retval, r.data_out) for r in map(p.test_run, pkts)],
+                           h.engine, h._opt_level))
+            o2_may_build.set()
+            assert h.jit_optimised.wait(120) and h.jit_error is None
+        assert [s[1:] for s in stages] == [("jit", QUICK), ("jit", 2)]
+        assert stages[0][0] == stages[1][0]
+        assert coll.maps["rxcnt"].sum(17) == 2 * sum(1 for x in pkts if x[23] == 17)
+    with Collection.load(SAMPLES / "xdp2.o", engine="interp") as ref:
+        want = [(r.retval, r.data_out) for r in map(ref.programs["xdp_prog2"].test_run, pkts)]
+    assert stages[0][0] == want

@@ -2,7 +2,8 @@
 
 llvmlite's bundled LLVM does all the work, so no system compiler or linker is
 needed at run time: the lowered IR text is parsed, optimised by the new pass
-manager's default pipeline at the requested level (none at level 0), emitted
+manager's default pipeline at the requested level (none at level 0; a short
+pipeline of its own at :data:`QUICK`), emitted
 as an object image for the host CPU and linked by ORC into a JIT library of
 its own. Each library is held by a resource tracker; when the last holder (a
 program or a cache entry) goes, LLVM frees its machine code.
@@ -58,7 +59,7 @@ from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
-__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "CompiledProgram", "cache_clear", "compile_program",
+__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear", "compile_program",
            "compile_together", "disk_cache_dir", "native_helper_address"]
 
 CACHE_SIZE = 256
@@ -72,6 +73,11 @@ _DISK_FORMAT = 1
 # Modules above this many lines of IR get LLVM's fast code generator after the
 # optimisation passes (see _Llvm.compile).
 LARGE_MODULE_LINES = 15_000
+QUICK = -1
+"""The ``opt_level`` of a short pipeline (CFG simplification and instruction combining,
+then LLVM's fast code generator): a large program's first machine code on the tiered
+engine. Measured on a 3,000-instruction program: 0.3 s of LLVM instead of 4-5 s at
+-O2, its code about 1.5x slower per packet (the -O2 code replaces it)."""
 # The disk cache is trimmed (oldest first, once per process) above this size.
 DISK_CACHE_MAX = 256 << 20
 
@@ -128,20 +134,29 @@ class _Llvm:
     def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
         """The object image of ``ir_text`` optimised at ``level``, and whether it came
         from the disk cache."""
-        key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode()).digest()
+        key = hashlib.sha256(self.identity + _level_byte(level) + ir_text.encode()).digest()
         hit = _disk_get(key)
         if hit is not None:
             return hit[1], True
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        tm = self.machine(level)
+        tm = self.machine(max(level, 0))
         mod.triple = llvm.get_process_triple()
         mod.data_layout = str(tm.target_data)
-        if level > 0:
+        if level == QUICK:
+            # No inliner and no jump threading: the -O2 pipeline spends most of its time
+            # there on a large program (2.2 of 5.5 s in jump threading alone).
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(0))
+            mpm = llvm.create_new_module_pass_manager()
+            mpm.add_simplify_cfg_pass()
+            mpm.add_instruction_combine_pass()
+            mpm.add_simplify_cfg_pass()
+            mpm.run(mod, pb)
+        elif level > 0:
             pto = llvm.create_pipeline_tuning_options(speed_level=level)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
-        if ir_text.count("\n") > LARGE_MODULE_LINES:
+        if level == QUICK or ir_text.count("\n") > LARGE_MODULE_LINES:
             # SelectionDAG and the greedy register allocator grow much faster than the
             # function: a 3,000-instruction program's 30,000 IR lines took 48-56 s of
             # code generation at -O1/-O2 and 0.9 s with fast selection and allocation.
@@ -171,8 +186,12 @@ class _Llvm:
     def program_key(self, input_key: bytes, level: int) -> bytes:
         """The disk key of a program by its inputs (before lowering): they decide the
         IR only together with the code that lowers them, so pyxdp's sources are in it."""
-        return hashlib.sha256(self.identity + _sources_digest() + bytes([level])
+        return hashlib.sha256(self.identity + _sources_digest() + _level_byte(level)
                               + input_key).digest()
+
+
+def _level_byte(level: int) -> bytes:
+    return level.to_bytes(1, "little", signed=True)  # O0-O3 as before; QUICK is 0xff
 
 
 _HDR = struct.Struct("<32sI")  # digest of the rest, metadata length
