@@ -26,7 +26,7 @@ only if asked for). The IR names no host address (libc and the runtime
 are imported symbols; map and packet addresses are pyxdp's fake ones, handed
 out in creation order), so an object image is valid in any process.
 ``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``,
-else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off.
+else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off (:mod:`pyxdp.diskcache`).
 
 :func:`compile_together` collects the programs compiled inside it and links
 them as one module when it exits (or when one of them is first run): LLVM's
@@ -37,12 +37,9 @@ small random programs affordable in the differential tests.
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import json
-import os
 import struct
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -55,12 +52,13 @@ from typing import Any
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
 from pyxdp.asm.insn import encode
+from pyxdp.diskcache import disk_cache_dir, sources_digest, store
 from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
-__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear", "compile_program",
-           "compile_together", "disk_cache_dir", "native_helper_address"]
+__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear",
+           "compile_program", "compile_together", "disk_cache_dir", "native_helper_address"]
 
 CACHE_SIZE = 256
 
@@ -80,17 +78,6 @@ engine. Measured on a 3,000-instruction program: 0.3 s of LLVM instead of 4-5 s 
 -O2, its code about 1.5x slower per packet (the -O2 code replaces it)."""
 # The disk cache is trimmed (oldest first, once per process) above this size.
 DISK_CACHE_MAX = 256 << 20
-
-
-def disk_cache_dir() -> Path | None:
-    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
-    env = os.environ.get("PYXDP_JIT_CACHE", "")
-    if env.lower() in ("off", "0", "no"):
-        return None
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pyxdp" / "jit"
 
 
 class _Llvm:
@@ -186,7 +173,7 @@ class _Llvm:
     def program_key(self, input_key: bytes, level: int) -> bytes:
         """The disk key of a program by its inputs (before lowering): they decide the
         IR only together with the code that lowers them, so pyxdp's sources are in it."""
-        return hashlib.sha256(self.identity + _sources_digest() + _level_byte(level)
+        return hashlib.sha256(self.identity + sources_digest() + _level_byte(level)
                               + input_key).digest()
 
 
@@ -225,22 +212,7 @@ def _disk_put(key: bytes, meta: dict[str, Any], obj: bytes) -> None:
         return
     raw = json.dumps(meta).encode()
     body = struct.pack("<I", len(raw)) + raw + obj
-    _store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
-
-
-@functools.cache
-def _sources_digest() -> bytes:
-    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
-    native twins maps and net register)."""
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            continue
-    return h.digest()
+    store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
 
 
 def _trim(where: Path | None) -> None:
@@ -264,19 +236,6 @@ def _trim(where: Path | None) -> None:
         except OSError:
             continue
         total -= size
-
-
-def _store(path: Path, obj: bytes) -> None:
-    """Write ``obj`` where another process may be reading: a whole file or none (a
-    cache that cannot be written is only slower)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(obj)
-        os.replace(tmp, path)
-    except OSError:
-        return
 
 
 _STATE: _Llvm | None = None

@@ -1,0 +1,90 @@
+"""pyxdp's on-disk caches: where they live, what keys them, how entries are written.
+
+Two caches share one directory: the JIT's object images (:mod:`pyxdp.vm.jit.engine`)
+and the verifier's acceptances (:func:`was_verified`). Both are keyed by a digest of
+pyxdp's Python sources (:func:`sources_digest`) besides their inputs, so an edited or
+upgraded pyxdp never reads what another version wrote.
+
+``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``, else
+``~/.cache/pyxdp/jit``); ``off`` turns both caches off.
+
+The verifier's cache holds only acceptances: an empty file named by the digest of
+everything the verdict depends on (the program, the collection's maps, the object's
+BTF, the instruction limit, pyxdp's sources). A program it has no entry for is
+verified, so a refusal is always the verifier's own, with its message.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+__all__ = ["disk_cache_dir", "remember_verified", "sources_digest", "store", "verified_key",
+           "was_verified"]
+
+_VERIFIED = "verified"  # the subdirectory of acceptances
+_VERIFIED_FORMAT = b"pyxdp-verified-1"
+
+
+def disk_cache_dir() -> Path | None:
+    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
+    env = os.environ.get("PYXDP_JIT_CACHE", "")
+    if env.lower() in ("off", "0", "no"):
+        return None
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyxdp" / "jit"
+
+
+@functools.cache
+def sources_digest() -> bytes:
+    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
+    native twins maps and net register) and what verifies them."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            continue
+    return h.digest()
+
+
+def store(path: Path, data: bytes) -> None:
+    """Write ``data`` where another process may be reading: a whole file or none (a
+    cache that cannot be written is only slower)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+def verified_key(*inputs: object) -> bytes:
+    """The key of a verdict on ``inputs`` (picklable values holding everything the
+    verdict depends on: pickling keeps every field, so two inputs that differ in any
+    of them never share a key)."""
+    blob = pickle.dumps(inputs, protocol=5)
+    return hashlib.sha256(_VERIFIED_FORMAT + sources_digest() + blob).digest()
+
+
+def was_verified(key: bytes) -> bool:
+    """Whether the verifier accepted the inputs of ``key`` (in any process)."""
+    where = disk_cache_dir()
+    return where is not None and (where / _VERIFIED / key.hex()).is_file()
+
+
+def remember_verified(key: bytes) -> None:
+    """Record that the verifier accepted the inputs of ``key``."""
+    where = disk_cache_dir()
+    if where is not None:
+        store(where / _VERIFIED / key.hex(), b"")
