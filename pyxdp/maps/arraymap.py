@@ -394,7 +394,21 @@ def resolve_inner(meta: Map, map_id: int) -> Map:
     return inner
 
 
-class ArrayOfMaps(FdArrayMap):
+class InnerMapValues(Map):
+    """The Python API of a map-in-map's values: a :class:`Map` written as its id, an
+    id read back as the inner map (the raw id when that map is gone)."""
+
+    def _enc_value(self, value: object) -> bytes:
+        if isinstance(value, Map):
+            return value.id.to_bytes(4, "little")
+        return super()._enc_value(value)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        m = map_by_id(int.from_bytes(raw, "little"))
+        return m if m is not None else int.from_bytes(raw, "little")
+
+
+class ArrayOfMaps(InnerMapValues, FdArrayMap):
     """``BPF_MAP_TYPE_ARRAY_OF_MAPS``: values are maps matching :attr:`inner_meta`.
 
     A value written from user space is a map id (:attr:`Map.id`); the Python
@@ -418,14 +432,6 @@ class ArrayOfMaps(FdArrayMap):
         obj = self.object_at(_index(key))
         return obj.addr if isinstance(obj, Map) else 0
 
-    def _enc_value(self, value: object) -> bytes:
-        if isinstance(value, Map):
-            return value.id.to_bytes(4, "little")
-        return super()._enc_value(value)
-
-    def _dec_value(self, raw: bytes) -> Any:
-        m = map_by_id(int.from_bytes(raw, "little"))
-        return m if m is not None else int.from_bytes(raw, "little")
 
 
 # --- native code: the JIT's twin of lookup_addr and try_update ------------------------

@@ -70,6 +70,7 @@ import numpy as np
 
 from pyxdp.backend import batch_count
 from pyxdp.maps.arraymap import (
+    InnerMapValues,
     describe_values,
     inner_meta_check,
     resolve_inner,
@@ -92,7 +93,6 @@ from pyxdp.maps.base import (
     U8Array,
     access_ok,
     einval,
-    map_by_id,
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
@@ -501,7 +501,7 @@ class LruPercpuHashMap(HashMap):
     percpu = True
 
 
-class HashOfMaps(HashMap):
+class HashOfMaps(InnerMapValues, HashMap):
     """``BPF_MAP_TYPE_HASH_OF_MAPS``: values are maps matching :attr:`inner_meta`.
 
     The value bytes stored are the inner map's id (what a user-space lookup
@@ -541,15 +541,6 @@ class HashOfMaps(HashMap):
 
     def _cleared(self) -> None:
         self.objects = [None] * self.max_entries
-
-    def _enc_value(self, value: object) -> bytes:
-        if isinstance(value, Map):
-            return value.id.to_bytes(4, "little")
-        return super()._enc_value(value)
-
-    def _dec_value(self, raw: bytes) -> Any:
-        m = map_by_id(int.from_bytes(raw, "little"))
-        return m if m is not None else int.from_bytes(raw, "little")
 
 
 # --- native code: the JIT's twin of _find, lookup_addr and try_update --------------------
