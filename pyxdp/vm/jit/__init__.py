@@ -46,5 +46,7 @@ def __getattr__(name: str) -> Any:
     # runs on the interpreter first (the tiered engine) never waits for LLVM.
     if name in _RUNTIME:
         from pyxdp.vm.jit import runtime
-        return getattr(runtime, name)
+        value = getattr(runtime, name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
