@@ -228,9 +228,13 @@ class XdpProg:
         built = "interpreter"
         try:
             for level in levels:
-                self._pending_jit = (self._engine("jit", level), level)
+                jit = self._engine("jit", level)
+                got = jit.code.opt_level  # -O2 code already built elsewhere comes at once
+                self._pending_jit = (jit, got)
                 built = "quick JIT code"
                 self.jit_ready.set()
+                if got == _O2:
+                    break
         except BaseException as e:  # noqa: BLE001 - reported, the program runs on
             self.jit_error = e
             log.warning("%s: the JIT could not build the program (%s); it stays on the %s",

@@ -273,6 +273,7 @@ class CompiledProgram:
     _group: _Group | None = field(default=None, repr=False)
     llvm_ms: float = 0.0
     from_disk: bool = False  # the object image came from the disk cache
+    opt_level: int = 2  # what it was optimised with (QUICK asked for may give -O2 code)
     _input: ProgramInput | None = field(default=None, repr=False)
     entry: int = 0
     xdp_entry: int = 0
@@ -340,13 +341,13 @@ def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
         meta, obj = hit
         low = LoweredModule("", meta["entry"], meta["xdp_entry"],
                             {int(pc): sym for pc, sym in meta["callbacks"].items()})
-        prog = CompiledProgram(0.0, "", low, _input=p)
+        prog = CompiledProgram(0.0, "", low, _input=p, opt_level=level)
         tracker = jit.link_object(obj, _exports(low))
         prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
         return prog
     text, (low,) = lower_many([p])
     lower_ms = (time.perf_counter() - t0) * 1e3
-    prog = CompiledProgram(lower_ms, text, low)
+    prog = CompiledProgram(lower_ms, text, low, opt_level=level)
     obj, from_disk = jit.compile(text, level)
     t1 = time.perf_counter()
     tracker = jit.link_object(obj, _exports(low))
@@ -399,6 +400,19 @@ class _Pending:
         return g
 
 
+def _program_key(p: ProgramInput, opt_level: int) -> bytes:
+    h = hashlib.sha256(encode(p.insns))
+    h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
+                   sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
+                   opt_level)).encode())
+    return h.digest()
+
+
+def _disk_has(key: bytes) -> bool:
+    where = disk_cache_dir()
+    return where is not None and (where / f"{key.hex()}.o").is_file()
+
+
 def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledProgram, bool]:
     """Machine code for a validated program, from the cache when possible.
 
@@ -411,12 +425,14 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
         pending, level = stack[-1]
         if level is not None:
             opt_level = level
-    h = hashlib.sha256(encode(p.insns))
-    h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
-                   sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
-                   opt_level)).encode())
-    key = h.digest()
+    key = _program_key(p, opt_level)
     with _LOCK:
+        if opt_level == QUICK and pending is None:
+            # -O2 code built before (in this process or, on disk, in another) is as quick
+            # to have and faster to run.
+            o2 = _program_key(p, 2)
+            if o2 in _CACHE or _disk_has(_llvm().program_key(o2, 2)):
+                key, opt_level = o2, 2
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
@@ -426,7 +442,8 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
                          p.unsafe, p.emit_run)
         if pending is not None:
             group = pending.group(opt_level)
-            prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group)
+            prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group,
+                                   opt_level=opt_level)
             group.inputs.append(p)
             group.programs.append(prog)
         else:
