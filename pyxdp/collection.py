@@ -338,7 +338,7 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
         # the kernel's BTF and on the process's kfunc table, which the key does not hold.
         rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
         key = verified_key(encode(ps.insns), rest, list(maps.items()), btf)
-        if was_verified(key):
+        if key is not None and was_verified(key):
             return
     from pyxdp.verifier import verify
     verify(ps, maps, btf=btf, core_btf=core_btf)

@@ -69,11 +69,14 @@ def store(path: Path, data: bytes) -> None:
         return
 
 
-def verified_key(*inputs: object) -> bytes:
-    """The key of a verdict on ``inputs`` (picklable values holding everything the
-    verdict depends on: pickling keeps every field, so two inputs that differ in any
-    of them never share a key)."""
-    blob = pickle.dumps(inputs, protocol=5)
+def verified_key(*inputs: object) -> bytes | None:
+    """The key of a verdict on ``inputs`` (values holding everything the verdict
+    depends on: pickling keeps every field, so two inputs that differ in any of them
+    never share a key); None when something in them does not pickle (no caching)."""
+    try:
+        blob = pickle.dumps(inputs, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError):
+        return None
     return hashlib.sha256(_VERIFIED_FORMAT + sources_digest() + blob).digest()
 
 

@@ -90,3 +90,18 @@ def test_kernel_bound_and_short_programs_are_always_verified(
         with Collection(core, engine="interp"):
             pass
     assert len(calls) == 2 + 2 * len(core.programs) and not cache.exists()
+
+
+def test_inputs_that_do_not_pickle_are_verified_every_time(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyxdp import diskcache
+
+    assert diskcache.verified_key(b"x") is not None
+    assert diskcache.verified_key(b"x", lambda: 0) is None  # no key, no caching
+    calls = _counting(monkeypatch)
+    monkeypatch.setattr(collection, "verified_key", lambda *inputs: None)
+    spec = load_collection_spec(SAMPLES / "xdp1.o")
+    for _ in range(2):
+        with Collection(spec, engine="interp"):
+            pass
+    assert calls == ["xdp_prog1"] * 2 and not cache.exists()
