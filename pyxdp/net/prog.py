@@ -157,6 +157,7 @@ class XdpProg:
         if tiered:
             self.engine = "interp"
         self._pending_jit: tuple[Engine, int] | None = None  # built, and its opt level
+        self._pending_lock = threading.Lock()  # QUICK then -O2: neither may be lost
         self._opt_level = _O2  # what JIT engines of this program are compiled with
         self.jit_ready = threading.Event()  # set when a tiered program's JIT is built
         self.jit_optimised = threading.Event()  # ... and when its -O2 code is
@@ -253,7 +254,8 @@ class XdpProg:
             for level in levels:
                 jit = self._engine("jit", level)
                 got = jit.code.opt_level  # -O2 code already built elsewhere comes at once
-                self._pending_jit = (jit, got)
+                with self._pending_lock:
+                    self._pending_jit = (jit, got)
                 built = "quick JIT code"
                 self.jit_ready.set()
                 if got == _O2:
@@ -268,7 +270,8 @@ class XdpProg:
 
     def _promote(self) -> None:
         """Switch a tiered program to its newest JIT code, between runs."""
-        pending, self._pending_jit = self._pending_jit, None
+        with self._pending_lock:
+            pending, self._pending_jit = self._pending_jit, None
         if pending is None:  # another thread's run promoted it
             return
         self._spare.clear()

@@ -75,7 +75,7 @@ QUICK = -1
 """The ``opt_level`` of a short pipeline (CFG simplification and instruction combining,
 then LLVM's fast code generator): a large program's first machine code on the tiered
 engine. Measured on a 3,000-instruction program: 0.3 s of LLVM passes instead of 4-5 s
-at -O2, the whole build a sixth of -O2's, its code about 15% slower per packet (the -O2
+at -O2, the whole build a sixth of -O2's, its code 5-15% slower per packet (the -O2
 code replaces it; on small programs, which never get it, it would be 2x slower)."""
 # The disk cache is trimmed (oldest first, once per process) above this size.
 DISK_CACHE_MAX = 256 << 20
