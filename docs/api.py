@@ -8,6 +8,7 @@ loses a module.
 
 from __future__ import annotations
 
+import importlib
 import pkgutil
 import sys
 import warnings
@@ -31,6 +32,10 @@ def build(out: Path) -> list[Path]:
     pdoc.render.configure(docformat="restructuredtext", footer_text="pyxdp API reference",
                           search=False, show_source=False)
     every = modules()
+    for name in every:  # names a package exports lazily (PEP 562 __getattr__), resolved now
+        mod = importlib.import_module(name)
+        for attr in getattr(mod, "__all__", ()):
+            getattr(mod, attr, None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # Functions that NamedTuple and hypothesis's @composite generate carry string

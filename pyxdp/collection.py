@@ -25,8 +25,10 @@ import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pyxdp.asm import opcodes as op
+from pyxdp.asm.insn import Instruction, encode
 from pyxdp.backend import (
     Backend,
     MapHandle,
@@ -36,6 +38,7 @@ from pyxdp.backend import (
     int_bytes,
 )
 from pyxdp.btf.codec import BtfCodec, address_bytes
+from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
 from pyxdp.spec import (
     CollectionSpec,
@@ -47,11 +50,19 @@ from pyxdp.spec import (
     libbpf_map_defaults,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
+from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
+
+if TYPE_CHECKING:
+    from pyxdp.btf.btf import Btf
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
 _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
                      BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
+# A program this long has its verdict looked up in the disk cache first: verifying it
+# takes a large share of a load (0.3-0.4 s for 3,000 instructions of straight-line code),
+# the cache key 10-30 ms (pyxdp's sources are hashed once per process).
+VERIFY_CACHE_INSNS = 1000
 _ACTIONS = frozenset(int(a) for a in XdpAction)
 _NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
                      BpfMapType.BPF_MAP_TYPE_RINGBUF})
@@ -317,6 +328,34 @@ class Program:
         return res
 
 
+def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
+            core_btf: str | os.PathLike[str] | None) -> dict[int, MemAccess]:
+    """:func:`pyxdp.verifier.verify`'s access facts, or those of its acceptance of the
+    same inputs found in the disk cache (:mod:`pyxdp.diskcache`) for a long program."""
+    key = None
+    if len(ps.insns) >= VERIFY_CACHE_INSNS and ps.prog_type == "xdp" and not ps.core_relos \
+            and not any(_kernel_bound(i) for i in ps.insns):
+        # Not for CO-RE relocations, kfunc calls or typed ksyms: their verdict depends on
+        # the kernel's BTF and on the process's kfunc table, which the key does not hold.
+        rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
+        key = verified_key(encode(ps.insns), rest, list(maps.items()), btf)
+        data = verified(key) if key is not None else None
+        facts = decode_facts(data) if data is not None else None
+        if facts is not None:
+            return facts
+    from pyxdp.verifier import verify
+    mem = verify(ps, maps, btf=btf, core_btf=core_btf).mem
+    if key is not None:
+        remember_verified(key, encode_facts(mem))
+    return mem
+
+
+def _kernel_bound(i: Instruction) -> bool:
+    """A kfunc call, or an ld_imm64 of a kernel symbol by BTF id."""
+    return (i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL) or (
+        i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID)
+
+
 _TIMER_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
 
@@ -411,9 +450,8 @@ class Collection:
                 continue
             facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
-                from pyxdp.verifier import verify
-                facts = verify(ps, self.spec.maps, btf=self.spec.btf,
-                               core_btf=getattr(self.backend, "core_btf", None)).mem
+                facts = _verify(ps, self.spec.maps, self.spec.btf,
+                                getattr(self.backend, "core_btf", None))
             self.programs[name] = Program(
                 name, ps, self.backend.load_program(ps, handles, self.spec.btf, facts=facts),
                 self.backend, self.spec.xdp_run_config.get(name))

@@ -415,3 +415,18 @@ def test_garbage_raises_only_asm_error(garbage: str) -> None:
         assemble(garbage)
     except AsmError:
         pass
+
+
+def test_validate_reuses_the_layout_of_the_same_program() -> None:
+    from pyxdp.asm.macros import exit_insn, mov64_imm
+    from pyxdp.asm.validate import validate
+    from pyxdp.errors import InvalidProgram
+
+    prog = (mov64_imm(0, 1), exit_insn())
+    first = validate(prog)
+    assert validate(prog) is first and validate(list(prog)) == first
+    assert validate(prog, max_insns=2) is not first
+    bad = (mov64_imm(0, 1),)  # falls off the end
+    for _ in range(2):
+        with pytest.raises(InvalidProgram):
+            validate(bad)

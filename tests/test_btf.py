@@ -334,3 +334,33 @@ def test_btf_ext_subsection_bounds() -> None:
     struct.pack_into("<I", bad, 8, 4)
     with pytest.raises(ObjectError, match="past the end"):
         BtfExt.parse(bytes(bad), btf)
+
+
+def test_large_btf_record_offsets_come_back_from_the_disk_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large BTF's record offsets are kept in pyxdp's disk cache; what comes back is
+    what walking the records gives, and a damaged entry is walked again."""
+    from pyxdp.btf import vmlinux
+    from pyxdp.btf.btf import record_offsets
+
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(vmlinux, "_CACHED_ABOVE", 0)  # the shipped BTF stands in for vmlinux
+    data = vmlinux.SHIPPED_BTF.read_bytes()
+    first = vmlinux.BtfIndex(data)
+    (entry,) = (tmp_path / "btf").iterdir()
+    want = record_offsets(first._types)
+
+    def walk(types: bytes) -> tuple[list[int], list[int]]:
+        walked.append(len(types))
+        return record_offsets(types)
+
+    walked: list[int] = []
+    monkeypatch.setattr(vmlinux, "record_offsets", walk)
+    again = vmlinux.BtfIndex(data)
+    assert (first._offsets, first._name_offs) == (again._offsets, again._name_offs) == want
+    assert walked == []
+    entry.write_bytes(entry.read_bytes()[:-4] + b"\xff\xff\xff\xff")
+    damaged = vmlinux.BtfIndex(data)
+    assert (damaged._offsets, damaged._name_offs) == want and len(walked) == 1
+    tid = again.find("xdp_md", BtfKind.STRUCT)
+    assert tid is not None and again.find_all("xdp_md") == (tid,)

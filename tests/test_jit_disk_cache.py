@@ -80,3 +80,25 @@ def test_large_modules_get_fast_code_generation(monkeypatch: pytest.MonkeyPatch)
             verdicts.append(coll.maps["rxcnt"].sum(17))
     engine.cache_clear()
     assert verdicts[0] == verdicts[2] and verdicts[1] == verdicts[3]
+
+
+def test_quick_code_is_kept_apart_from_the_levels(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The QUICK pipeline's image has a key of its own (the -O0..-O3 keys are as
+    before, so existing caches stay valid) and computes what -O2's does."""
+    import ctypes
+
+    from pyxdp.vm.jit import engine
+
+    ir = ("define i64 @pyxdp_quick_probe(i64 %x) {\n  %a = add i64 %x, 3\n"
+          "  %b = mul i64 %a, 2\n  ret i64 %b\n}\n")
+    llvm = engine._llvm()
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    quick, hit = llvm.compile(ir, engine.QUICK)
+    assert not hit and llvm.compile(ir, engine.QUICK) == (quick, True)
+    assert not llvm.compile(ir, 2)[1] and len(list(tmp_path.glob("*.o"))) == 2
+    assert engine._level_byte(2) == bytes([2]) and engine._level_byte(engine.QUICK) == b"\xff"
+    for obj in (quick, llvm.compile(ir, 2)[0]):
+        lib = llvm.link_object(obj, ["pyxdp_quick_probe"])
+        fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(int(lib["pyxdp_quick_probe"]))
+        assert fn(4) == 14

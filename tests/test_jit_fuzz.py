@@ -10,7 +10,8 @@ array of every map's storage afterwards.
 
 Compile time would dominate (about 20 ms per program at -O2), so most programs are
 compiled at -O0 in groups of :data:`GROUP` sharing one LLVM module
-(:func:`pyxdp.vm.jit.engine.compile_together`); a few hundred more at -O2 one by one.
+(:func:`pyxdp.vm.jit.engine.compile_together`); a few hundred more at -O2 and with the
+tiered engine's QUICK pipeline.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from pyxdp.testing.fuzz_maps import (  # noqa: E402
     xdp_programs,
 )
 from pyxdp.vm.helpers import RunContext  # noqa: E402
-from pyxdp.vm.jit.engine import compile_together  # noqa: E402
+from pyxdp.vm.jit.engine import QUICK, compile_together  # noqa: E402
 
 GROUP = 40
-# 4,720 + 200 + 160 = 5,080 programs in CI; PYXDP_FUZZ_SCALE=10 for a longer local run.
+# 4,720 + 200 + 80 + 160 = 5,160 programs in CI; PYXDP_FUZZ_SCALE=10 for a longer local run.
 SCALE = int(os.environ.get("PYXDP_FUZZ_SCALE", "1"))
 BULK_EXAMPLES = 118 * SCALE
 HEADROOM = 256
@@ -133,6 +134,13 @@ def test_bulk_random_xdp_programs_at_o0(cases: list[FuzzCase]) -> None:
 @given(st.lists(xdp_programs(), min_size=20, max_size=20))
 def test_random_xdp_programs_at_o2(cases: list[FuzzCase]) -> None:
     check_group(cases, opt_level=2)
+
+
+@_settings(2 * SCALE)
+@given(st.lists(xdp_programs(), min_size=GROUP, max_size=GROUP))
+def test_random_xdp_programs_quick(cases: list[FuzzCase]) -> None:
+    """The tiered engine's first machine code for a large program (engine.QUICK)."""
+    check_group(cases, opt_level=QUICK)
 
 
 def _wrap(insns: tuple[Instruction, ...], buf: bytes) -> FuzzCase:

@@ -3,6 +3,11 @@ takes over between runs - same verdicts, same maps, on test_run and on the datap
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -44,3 +49,71 @@ def test_tiered_program_on_the_datapath() -> None:
         host.run()
         assert xdp1.programs["xdp_prog1"].handle.engine == "jit"  # type: ignore[attr-defined]
         assert eth0.stats.xdp_drops == 20 and xdp1.maps["rxcnt"].sum(17) == 20
+
+
+def test_a_large_program_gets_quick_code_then_o2(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """A program of QUICK_FIRST_INSNS or more: the interpreter, then the QUICK pipeline's
+    code, then -O2's, each between runs, the same verdicts and maps throughout; once
+    -O2 code exists (here, or on disk from another process) it comes at once."""
+    from pyxdp.vm.jit.engine import QUICK, cache_clear
+
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    cache_clear()
+    monkeypatch.setattr(prog_mod, "QUICK_FIRST_INSNS", 1)  # xdp2 stands in for a large one
+    o2_may_build = threading.Event()
+    engine = prog_mod.XdpProg._engine
+
+    def gated(self: prog_mod.XdpProg, kind: str | None = None,
+              opt_level: int | None = None) -> object:
+        if kind == "jit" and opt_level == 2:
+            assert o2_may_build.wait(120)
+        return engine(self, kind, opt_level)
+
+    monkeypatch.setattr(prog_mod.XdpProg, "_engine", gated)
+    pkts = list(traffic(flows=4, protos=["udp", "tcp"], count=12))
+    with Collection.load(SAMPLES / "xdp2.o", engine="tiered") as coll:
+        p = coll.programs["xdp_prog2"]
+        h = p.handle
+        assert isinstance(h, prog_mod.XdpProg)
+        stages = []
+        assert h.jit_ready.wait(120) and h.jit_error is None
+        for _ in range(2):
+            stages.append(([(r.retval, r.data_out) for r in map(p.test_run, pkts)],
+                           h.engine, h._opt_level))
+            o2_may_build.set()
+            assert h.jit_optimised.wait(120) and h.jit_error is None
+        assert [s[1:] for s in stages] == [("jit", QUICK), ("jit", 2)]
+        assert stages[0][0] == stages[1][0]
+        assert coll.maps["rxcnt"].sum(17) == 2 * sum(1 for x in pkts if x[23] == 17)
+    with Collection.load(SAMPLES / "xdp2.o", engine="interp") as ref:
+        want = [(r.retval, r.data_out) for r in map(ref.programs["xdp_prog2"].test_run, pkts)]
+    assert stages[0][0] == want
+
+
+CHILD = """
+import json, sys
+from pyxdp.collection import Collection
+from pyxdp.net import prog
+prog.QUICK_FIRST_INSNS = 1
+with Collection.load(sys.argv[1], engine=sys.argv[2]) as coll:
+    h = coll.programs["xdp_prog2"].handle
+    assert sys.argv[2] != "tiered" or h.jit_optimised.wait(120)
+    coll.programs["xdp_prog2"].test_run(bytes(64))
+    print(json.dumps([h.engine, h._opt_level, h.vm.code.from_disk]))
+"""
+
+
+def test_o2_code_on_disk_is_taken_at_once(tmp_path: Path) -> None:
+    """A process that finds a large program's -O2 image on disk (another process built
+    it) runs it at once, without building QUICK code first."""
+    env = dict(os.environ, PYXDP_JIT_CACHE=str(tmp_path), PYTHONPATH=str(SAMPLES.parent))
+
+    def child(engine: str) -> list[object]:
+        res = subprocess.run([sys.executable, "-c", CHILD, str(SAMPLES / "xdp2.o"), engine],
+                             env=env, capture_output=True, text=True, timeout=120, check=True)
+        out: list[object] = json.loads(res.stdout)
+        return out
+
+    assert child("jit") == ["jit", 2, False]
+    assert child("tiered") == ["jit", 2, True]

@@ -75,6 +75,10 @@ def _pick_engine(engine: str) -> str:
 # LLVM compiles one program at a time: a tiered program's background compile and a
 # load on another thread must not build modules at once.
 _JIT_BUILD_LOCK = threading.RLock()
+# A tiered program of at least this many instructions gets quick machine code
+# (pyxdp.vm.jit.engine.QUICK) before -O2's: LLVM's -O2 takes seconds on it.
+QUICK_FIRST_INSNS = 1000
+_O2 = 2
 _KEY0 = bytes(4)
 U32Array = npt.NDArray[np.uint32]
 
@@ -159,8 +163,11 @@ class XdpProg:
         tiered = self.engine == "tiered"
         if tiered:
             self.engine = "interp"
-        self._pending_jit: Engine | None = None
+        self._pending_jit: tuple[Engine, int] | None = None  # built, and its opt level
+        self._pending_lock = threading.Lock()  # QUICK then -O2: neither may be lost
+        self._opt_level = _O2  # what JIT engines of this program are compiled with
         self.jit_ready = threading.Event()  # set when a tiered program's JIT is built
+        self.jit_optimised = threading.Event()  # ... and when its -O2 code is
         self.jit_error: BaseException | None = None
         # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
         # whatever source field the spec left in it (hand-assembled specs leave 0).
@@ -213,7 +220,7 @@ class XdpProg:
         """The helper table the program runs with (its kfuncs' private ids included)."""
         return self._helpers
 
-    def _engine(self, kind: str | None = None) -> Engine:
+    def _engine(self, kind: str | None = None, opt_level: int | None = None) -> Engine:
         vm: Engine
         if (kind or self.engine) == "jit":
             from pyxdp.net.xdp_jit import XdpJit
@@ -221,7 +228,8 @@ class XdpProg:
                 vm = XdpJit(self.spec.insns, maps=list(self.maps.values()),
                             helpers=self._helpers, ld_imm64=self._resolve,
                             ctx_loads=self.ctx_loads, budget=self.budget,
-                            facts=self.facts)
+                            facts=self.facts,
+                            opt_level=self._opt_level if opt_level is None else opt_level)
         else:
             vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
                              ctx_loads=self.ctx_loads, budget=self.budget)
@@ -247,22 +255,39 @@ class XdpProg:
             raise self._with_source(e) from None
 
     def _build_jit(self) -> None:
-        """A tiered program's background compile (the interpreter serves meanwhile)."""
+        """A tiered program's background compile (the interpreter serves meanwhile): a
+        large program's quick code first, then the -O2 code; each takes over between
+        runs (the same IR, so the same semantics: only the speed changes)."""
+        from pyxdp.vm.jit.engine import QUICK
+        levels = (QUICK, _O2) if len(self.spec.insns) >= QUICK_FIRST_INSNS else (_O2,)
+        built = "interpreter"
         try:
-            self._pending_jit = self._engine("jit")
-        except BaseException as e:  # noqa: BLE001 - reported, the interpreter goes on
+            for level in levels:
+                jit = self._engine("jit", level)
+                got = jit.code.opt_level  # -O2 code already built elsewhere comes at once
+                with self._pending_lock:
+                    self._pending_jit = (jit, got)
+                built = "quick JIT code"
+                self.jit_ready.set()
+                if got == _O2:
+                    break
+        except BaseException as e:  # noqa: BLE001 - reported, the program runs on
             self.jit_error = e
-            log.warning("%s: the JIT could not build the program (%s); it stays on the "
-                        "interpreter", self.spec.name, e)
+            log.warning("%s: the JIT could not build the program (%s); it stays on the %s",
+                        self.spec.name, e, built)
         finally:
             self.jit_ready.set()
+            self.jit_optimised.set()
 
     def _promote(self) -> None:
-        """Switch a tiered program to its JIT code, between runs."""
-        jit, self._pending_jit = self._pending_jit, None
+        """Switch a tiered program to its newest JIT code, between runs."""
+        with self._pending_lock:
+            pending, self._pending_jit = self._pending_jit, None
+        if pending is None:  # another thread's run promoted it
+            return
         self._spare.clear()
         self._per_cpu.clear()
-        self.vm = jit
+        self.vm, self._opt_level = pending
         self.engine = "jit"
 
     def _located(self, e: InvalidProgram) -> InvalidProgram:

@@ -31,7 +31,7 @@ import errno as _errno
 import mmap
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +48,6 @@ from pyxdp.net.page_pool import (
     PagePool,
 )
 from pyxdp.net.record import Alias, Field, Record
-from pyxdp.net.stack import SkbBatch
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import XDP_FRAME_SIZE, XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import xdp_convert_zc_to_xdp_frame
@@ -63,6 +62,9 @@ from pyxdp.net.xsk_queue import (
     ring_side,
 )
 from pyxdp.uapi.if_xdp import XDP_RING_NEED_WAKEUP, XdpBindFlag
+
+if TYPE_CHECKING:  # the stack's native code (numba) is not needed to load a program
+    from pyxdp.net.stack import SkbBatch
 
 __all__ = [
     "XDP_WAKEUP_RX",

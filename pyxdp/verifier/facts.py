@@ -31,12 +31,13 @@ accesses against the frame.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyxdp.spec import MapSpec
 
-__all__ = ["AccessFacts", "MemAccess"]
+__all__ = ["AccessFacts", "MemAccess", "decode_facts", "encode_facts"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,21 @@ class AccessFacts:
 
     def result(self) -> dict[int, MemAccess]:
         return dict(self._at)
+
+
+def encode_facts(mem: Mapping[int, MemAccess]) -> bytes:
+    """``mem`` as JSON bytes (what the verifier cache keeps beside an acceptance)."""
+    return json.dumps({str(pc): [sorted(a.kinds), a.map_name, a.value_size]
+                       for pc, a in mem.items()}, separators=(",", ":")).encode()
+
+
+def decode_facts(data: bytes) -> dict[int, MemAccess] | None:
+    """:func:`encode_facts`' bytes back; None when they are not such bytes (a damaged
+    cache entry: the program is then verified again)."""
+    try:
+        raw = json.loads(data)
+        return {int(pc): MemAccess(frozenset(str(k) for k in kinds),
+                                   None if name is None else str(name), int(size))
+                for pc, (kinds, name, size) in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return None

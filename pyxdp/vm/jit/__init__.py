@@ -28,7 +28,25 @@ Needs the ``jit`` extra (llvmlite).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pyxdp.vm.interpreter import DEFAULT_BUDGET
-from pyxdp.vm.jit.runtime import PACKET_BASE, BatchResult, FrameRegion, JitProgram
+
+if TYPE_CHECKING:
+    from pyxdp.vm.jit.runtime import PACKET_BASE, BatchResult, FrameRegion, JitProgram
 
 __all__ = ["DEFAULT_BUDGET", "PACKET_BASE", "BatchResult", "FrameRegion", "JitProgram"]
+
+_RUNTIME = frozenset(("PACKET_BASE", "BatchResult", "FrameRegion", "JitProgram"))
+
+
+def __getattr__(name: str) -> Any:
+    # The runtime (and LLVM through it) loads on first use: the maps and the network
+    # layer import the ABI and IR modules of this package at start, and a program that
+    # runs on the interpreter first (the tiered engine) never waits for LLVM.
+    if name in _RUNTIME:
+        from pyxdp.vm.jit import runtime
+        value = getattr(runtime, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 llvmlite's bundled LLVM does all the work, so no system compiler or linker is
 needed at run time: the lowered IR text is parsed, optimised by the new pass
-manager's default pipeline at the requested level (none at level 0), emitted
+manager's default pipeline at the requested level (none at level 0; a short
+pipeline of its own at :data:`QUICK`), emitted
 as an object image for the host CPU and linked by ORC into a JIT library of
 its own. Each library is held by a resource tracker; when the last holder (a
 program or a cache entry) goes, LLVM frees its machine code.
@@ -25,7 +26,7 @@ only if asked for). The IR names no host address (libc and the runtime
 are imported symbols; map and packet addresses are pyxdp's fake ones, handed
 out in creation order), so an object image is valid in any process.
 ``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``,
-else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off.
+else ``~/.cache/pyxdp/jit``); ``off`` turns the disk cache off (:mod:`pyxdp.diskcache`).
 
 :func:`compile_together` collects the programs compiled inside it and links
 them as one module when it exits (or when one of them is first run): LLVM's
@@ -37,12 +38,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import functools
 import hashlib
 import json
-import os
 import struct
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -55,12 +53,13 @@ from typing import Any
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
 from pyxdp.asm.insn import encode
+from pyxdp.diskcache import disk_cache_dir, sources_digest, store
 from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
-__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "CompiledProgram", "cache_clear", "compile_program",
-           "compile_together", "disk_cache_dir", "native_function",
+__all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear",
+           "compile_program", "compile_together", "disk_cache_dir", "native_function",
            "native_helper_address"]
 
 CACHE_SIZE = 256
@@ -74,19 +73,14 @@ _DISK_FORMAT = 1
 # Modules above this many lines of IR get LLVM's fast code generator after the
 # optimisation passes (see _Llvm.compile).
 LARGE_MODULE_LINES = 15_000
+QUICK = -1
+"""The ``opt_level`` of a short pipeline (CFG simplification and instruction combining,
+then LLVM's fast code generator): a large program's first machine code on the tiered
+engine. Measured on a 3,000-instruction program: 0.3 s of LLVM passes instead of 4-5 s
+at -O2, the whole build a sixth of -O2's, its code 5-15% slower per packet (the -O2
+code replaces it; on small programs, which never get it, it would be 2x slower)."""
 # The disk cache is trimmed (oldest first, once per process) above this size.
 DISK_CACHE_MAX = 256 << 20
-
-
-def disk_cache_dir() -> Path | None:
-    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
-    env = os.environ.get("PYXDP_JIT_CACHE", "")
-    if env.lower() in ("off", "0", "no"):
-        return None
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pyxdp" / "jit"
 
 
 class _Llvm:
@@ -130,20 +124,29 @@ class _Llvm:
     def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
         """The object image of ``ir_text`` optimised at ``level``, and whether it came
         from the disk cache."""
-        key = hashlib.sha256(self.identity + bytes([level]) + ir_text.encode()).digest()
+        key = hashlib.sha256(self.identity + _level_byte(level) + ir_text.encode()).digest()
         hit = _disk_get(key)
         if hit is not None:
             return hit[1], True
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        tm = self.machine(level)
+        tm = self.machine(max(level, 0))
         mod.triple = llvm.get_process_triple()
         mod.data_layout = str(tm.target_data)
-        if level > 0:
+        if level == QUICK:
+            # No inliner and no jump threading: the -O2 pipeline spends most of its time
+            # there on a large program (2.2 of 5.5 s in jump threading alone).
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(0))
+            mpm = llvm.create_new_module_pass_manager()
+            mpm.add_simplify_cfg_pass()
+            mpm.add_instruction_combine_pass()
+            mpm.add_simplify_cfg_pass()
+            mpm.run(mod, pb)
+        elif level > 0:
             pto = llvm.create_pipeline_tuning_options(speed_level=level)
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)
-        if ir_text.count("\n") > LARGE_MODULE_LINES:
+        if level == QUICK or ir_text.count("\n") > LARGE_MODULE_LINES:
             # SelectionDAG and the greedy register allocator grow much faster than the
             # function: a 3,000-instruction program's 30,000 IR lines took 48-56 s of
             # code generation at -O1/-O2 and 0.9 s with fast selection and allocation.
@@ -173,8 +176,12 @@ class _Llvm:
     def program_key(self, input_key: bytes, level: int) -> bytes:
         """The disk key of a program by its inputs (before lowering): they decide the
         IR only together with the code that lowers them, so pyxdp's sources are in it."""
-        return hashlib.sha256(self.identity + _sources_digest() + bytes([level])
+        return hashlib.sha256(self.identity + sources_digest() + _level_byte(level)
                               + input_key).digest()
+
+
+def _level_byte(level: int) -> bytes:
+    return level.to_bytes(1, "little", signed=True)  # O0-O3 as before; QUICK is 0xff
 
 
 _HDR = struct.Struct("<32sI")  # digest of the rest, metadata length
@@ -208,22 +215,7 @@ def _disk_put(key: bytes, meta: dict[str, Any], obj: bytes) -> None:
         return
     raw = json.dumps(meta).encode()
     body = struct.pack("<I", len(raw)) + raw + obj
-    _store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
-
-
-@functools.cache
-def _sources_digest() -> bytes:
-    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
-    native twins maps and net register)."""
-    root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            continue
-    return h.digest()
+    store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
 
 
 def _trim(where: Path | None) -> None:
@@ -247,19 +239,6 @@ def _trim(where: Path | None) -> None:
         except OSError:
             continue
         total -= size
-
-
-def _store(path: Path, obj: bytes) -> None:
-    """Write ``obj`` where another process may be reading: a whole file or none (a
-    cache that cannot be written is only slower)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(obj)
-        os.replace(tmp, path)
-    except OSError:
-        return
 
 
 _STATE: _Llvm | None = None
@@ -313,6 +292,7 @@ class CompiledProgram:
     _group: _Group | None = field(default=None, repr=False)
     llvm_ms: float = 0.0
     from_disk: bool = False  # the object image came from the disk cache
+    opt_level: int = 2  # what it was optimised with (QUICK asked for may give -O2 code)
     _input: ProgramInput | None = field(default=None, repr=False)
     entry: int = 0
     xdp_entry: int = 0
@@ -380,13 +360,13 @@ def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
         meta, obj = hit
         low = LoweredModule("", meta["entry"], meta["xdp_entry"],
                             {int(pc): sym for pc, sym in meta["callbacks"].items()})
-        prog = CompiledProgram(0.0, "", low, _input=p)
+        prog = CompiledProgram(0.0, "", low, _input=p, opt_level=level)
         tracker = jit.link_object(obj, _exports(low))
         prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
         return prog
     text, (low,) = lower_many([p])
     lower_ms = (time.perf_counter() - t0) * 1e3
-    prog = CompiledProgram(lower_ms, text, low)
+    prog = CompiledProgram(lower_ms, text, low, opt_level=level)
     obj, from_disk = jit.compile(text, level)
     t1 = time.perf_counter()
     tracker = jit.link_object(obj, _exports(low))
@@ -439,6 +419,19 @@ class _Pending:
         return g
 
 
+def _program_key(p: ProgramInput, opt_level: int) -> bytes:
+    h = hashlib.sha256(encode(p.insns))
+    h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
+                   sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
+                   sorted(p.proven.items()), opt_level)).encode())
+    return h.digest()
+
+
+def _disk_has(key: bytes) -> bool:
+    where = disk_cache_dir()
+    return where is not None and (where / f"{key.hex()}.o").is_file()
+
+
 def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledProgram, bool]:
     """Machine code for a validated program, from the cache when possible.
 
@@ -451,12 +444,14 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
         pending, level = stack[-1]
         if level is not None:
             opt_level = level
-    h = hashlib.sha256(encode(p.insns))
-    h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
-                   sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
-                   sorted(p.proven.items()), opt_level)).encode())
-    key = h.digest()
+    key = _program_key(p, opt_level)
     with _LOCK:
+        if opt_level == QUICK and pending is None:
+            # -O2 code built before (in this process or, on disk, in another) is as quick
+            # to have and faster to run.
+            o2 = _program_key(p, 2)
+            if o2 in _CACHE or _disk_has(_llvm().program_key(o2, 2)):
+                key, opt_level = o2, 2
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
@@ -465,7 +460,8 @@ def compile_program(p: ProgramInput, *, opt_level: int = 2) -> tuple[CompiledPro
         p = dataclasses.replace(p, tag=tag)
         if pending is not None:
             group = pending.group(opt_level)
-            prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group)
+            prog = CompiledProgram(0.0, "", LoweredModule("", None, None, {}), group,
+                                   opt_level=opt_level)
             group.inputs.append(p)
             group.programs.append(prog)
         else:

@@ -1,0 +1,102 @@
+"""pyxdp's on-disk caches: where they live, what keys them, how entries are written.
+
+Two caches share one directory: the JIT's object images (:mod:`pyxdp.vm.jit.engine`)
+and the verifier's acceptances with what it found (:func:`verified`). Both are keyed by a digest of
+pyxdp's Python sources (:func:`sources_digest`) besides their inputs, so an edited or
+upgraded pyxdp never reads what another version wrote.
+
+``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``, else
+``~/.cache/pyxdp/jit``); ``off`` turns both caches off.
+
+The verifier's cache holds only acceptances: a file named by the digest of
+everything the verdict depends on (the program, the collection's maps, the object's
+BTF, the instruction limit, pyxdp's sources) holding what the verifier proved about
+the program's memory accesses (JSON, :func:`pyxdp.verifier.facts.encode_facts`),
+which the JIT needs as much as the verdict. A program it has no entry for is
+verified, so a refusal is always the verifier's own, with its message.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+__all__ = ["disk_cache_dir", "remember_verified", "sources_digest", "store", "verified",
+           "verified_key"]
+
+_VERIFIED = "verified"  # the subdirectory of acceptances
+_VERIFIED_FORMAT = b"pyxdp-verified-2"  # 2: the accepted program's access facts kept
+
+
+def disk_cache_dir() -> Path | None:
+    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
+    env = os.environ.get("PYXDP_JIT_CACHE", "")
+    if env.lower() in ("off", "0", "no"):
+        return None
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyxdp" / "jit"
+
+
+@functools.cache
+def sources_digest() -> bytes:
+    """sha256 of pyxdp's Python sources: what lowers programs to IR (the JIT, and the
+    native twins maps and net register) and what verifies them."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            continue
+    return h.digest()
+
+
+def store(path: Path, data: bytes) -> None:
+    """Write ``data`` where another process may be reading: a whole file or none (a
+    cache that cannot be written is only slower)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+def verified_key(*inputs: object) -> bytes | None:
+    """The key of a verdict on ``inputs`` (values holding everything the verdict
+    depends on: pickling keeps every field, so two inputs that differ in any of them
+    never share a key); None when something in them does not pickle (no caching)."""
+    try:
+        blob = pickle.dumps(inputs, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError):
+        return None
+    return hashlib.sha256(_VERIFIED_FORMAT + sources_digest() + blob).digest()
+
+
+def verified(key: bytes) -> bytes | None:
+    """What was recorded when the verifier accepted the inputs of ``key`` (in any
+    process), or None when it has not."""
+    where = disk_cache_dir()
+    if where is None:
+        return None
+    try:
+        return (where / _VERIFIED / key.hex()).read_bytes()
+    except OSError:
+        return None
+
+
+def remember_verified(key: bytes, data: bytes) -> None:
+    """Record that the verifier accepted the inputs of ``key``, with ``data`` (what it
+    found: the facts the JIT uses)."""
+    where = disk_cache_dir()
+    if where is not None:
+        store(where / _VERIFIED / key.hex(), data)

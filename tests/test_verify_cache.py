@@ -1,0 +1,129 @@
+"""The verifier's acceptances persist beside the JIT's images (pyxdp.diskcache): a
+long program loaded again skips verification only when the verifier accepted exactly
+the same inputs; refusals are never cached."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import pyxdp.verifier
+from pyxdp import collection
+from pyxdp.asm.macros import exit_insn, ldx_mem, mov64_imm
+from pyxdp.collection import Collection
+from pyxdp.elf import load_collection_spec
+from pyxdp.errors import VerifierError
+from pyxdp.net.packets import udp_packet
+from pyxdp.spec import CollectionSpec, ProgramSpec
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(collection, "VERIFY_CACHE_INSNS", 1)  # small programs stand in
+    return tmp_path / "verified"
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    verify = pyxdp.verifier.verify
+
+    def counted(spec: ProgramSpec, *args: object, **kw: object) -> object:
+        calls.append(spec.name)
+        return verify(spec, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pyxdp.verifier, "verify", counted)
+    return calls
+
+
+def test_an_accepted_program_is_not_verified_again(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting(monkeypatch)
+    spec = load_collection_spec(SAMPLES / "xdp1.o")
+    for _ in range(2):
+        with Collection(spec, engine="interp") as coll:
+            assert coll.programs["xdp_prog1"].test_run(udp_packet(b"x")).retval == 1
+    assert calls == ["xdp_prog1"] and len(list(cache.iterdir())) == 1
+    # Another map size is another input: verified again, and remembered apart.
+    bigger = dataclasses.replace(spec.maps["rxcnt"], max_entries=512)
+    with Collection(dataclasses.replace(spec, maps={"rxcnt": bigger}), engine="interp"):
+        pass
+    assert calls == ["xdp_prog1"] * 2 and len(list(cache.iterdir())) == 2
+    monkeypatch.setenv("PYXDP_JIT_CACHE", "off")
+    with Collection(spec, engine="interp"):
+        pass
+    assert calls == ["xdp_prog1"] * 3
+
+
+def test_a_refusal_is_never_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting(monkeypatch)
+    # r0 = *(u8 *)ctx->data with no bounds check: Linux refuses it.
+    insns = (ldx_mem(4, 2, 1, 0), ldx_mem(1, 0, 2, 0), exit_insn())
+    bad = CollectionSpec(programs={"bad": ProgramSpec("bad", "xdp", insns, license="GPL")},
+                         maps={}, license="GPL", name="bad")
+    errors = []
+    for _ in range(2):
+        with pytest.raises(VerifierError) as e:
+            Collection(bad, engine="interp")
+        errors.append(str(e.value))
+    assert calls == ["bad", "bad"] and errors[0] == errors[1] and not cache.exists()
+
+
+def test_kernel_bound_and_short_programs_are_always_verified(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting(monkeypatch)
+    ok = ProgramSpec("ok", "xdp", (mov64_imm(0, 2), exit_insn()), license="GPL")
+    spec = CollectionSpec(programs={"ok": ok}, maps={}, license="GPL", name="ok")
+    monkeypatch.setattr(collection, "VERIFY_CACHE_INSNS", 3)
+    for _ in range(2):
+        with Collection(spec, engine="interp"):
+            pass
+    assert calls == ["ok", "ok"] and not cache.exists()
+    core = load_collection_spec(SAMPLES / "core.o")
+    assert any(p.core_relos for p in core.programs.values())
+    monkeypatch.setattr(collection, "VERIFY_CACHE_INSNS", 1)
+    for _ in range(2):
+        with Collection(core, engine="interp"):
+            pass
+    assert len(calls) == 2 + 2 * len(core.programs) and not cache.exists()
+
+
+def test_inputs_that_do_not_pickle_are_verified_every_time(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyxdp import diskcache
+
+    assert diskcache.verified_key(b"x") is not None
+    assert diskcache.verified_key(b"x", lambda: 0) is None  # no key, no caching
+    calls = _counting(monkeypatch)
+    monkeypatch.setattr(collection, "verified_key", lambda *inputs: None)
+    spec = load_collection_spec(SAMPLES / "xdp1.o")
+    for _ in range(2):
+        with Collection(spec, engine="interp"):
+            pass
+    assert calls == ["xdp_prog1"] * 2 and not cache.exists()
+
+
+def test_a_cache_hit_gives_the_verifiers_own_access_facts(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JIT drops the checks of proven accesses: a program whose acceptance comes
+    from the cache must get the same facts as one verified now."""
+    calls = _counting(monkeypatch)
+    spec = load_collection_spec(SAMPLES / "xdp2.o")
+    fresh = pyxdp.verifier.verify(spec.programs["xdp_prog2"], spec.maps, btf=spec.btf).mem
+    assert fresh  # xdp2 reads and writes the packet
+    got = []
+    for _ in range(2):
+        with Collection(spec, engine="interp") as coll:
+            got.append(coll.programs["xdp_prog2"].handle.facts)  # type: ignore[attr-defined]
+    assert calls.count("xdp_prog2") == 2  # the direct call above, then the first load
+    assert got[0] == got[1] == fresh
+    # A damaged entry is verified again, not trusted.
+    (entry,) = cache.iterdir()
+    entry.write_bytes(b"not json")
+    with Collection(spec, engine="interp") as coll:
+        assert coll.programs["xdp_prog2"].handle.facts == fresh  # type: ignore[attr-defined]
+    assert calls.count("xdp_prog2") == 3
