@@ -663,11 +663,14 @@ def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     return (pc + 1,)
 
 
-def _liveness(insns: Sequence[Instruction], starts: Sequence[int]) -> list[int]:
-    """Registers live before each instruction (compute_live_registers)."""
+def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[int]:
+    """Registers live before each instruction (compute_live_registers); a call reads the
+    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5."""
     n = len(insns)
     live = [0] * n
     ud = [_use_def(i) for i in insns]
+    for pc, use in call_use.items():
+        ud[pc] = (use, ud[pc][1])
     succ = [_succs(insns, pc) if pc < n else () for pc in range(n)]
     changed = True
     while changed:
@@ -820,16 +823,22 @@ class _Verifier:
             if pc and self.insns[pc - 1].code == op.OP_LD_IMM64:
                 if pc - 2 < 0 or self.insns[pc - 2].code != op.OP_LD_IMM64:
                     continue
+            # check_cfg's prune points: a jump's target (not its fall-through), a
+            # conditional jump itself, the insn after a call, a bpf-to-bpf call and its
+            # callee's entry
             if i.cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
                     op.BPF_EXIT, op.BPF_CALL):
-                for s in _succs(self.insns, pc):
-                    if 0 <= s < n:
-                        self.prune[s] = True
+                t = _succs(self.insns, pc)[-1]
+                if 0 <= t < n:
+                    self.prune[t] = True
                 if i.code & 0xF0 != op.BPF_JA:
                     self.prune[pc] = True
-            elif i.code == op.OP_CALL and pc + 1 < n:
-                self.prune[pc + 1] = True
-        self.live = _liveness(self.insns, self.subprogs)
+            elif i.code == op.OP_CALL:
+                if pc + 1 < n:
+                    self.prune[pc + 1] = True
+                if i.src == op.CallSrc.BPF_PSEUDO_CALL and 0 <= pc + 1 + i.imm < n:
+                    self.prune[pc] = self.prune[pc + 1 + i.imm] = True
+        self.live = _liveness(self.insns, self._call_uses())
         self.in_loop = _loop_insns(self.insns)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
@@ -862,14 +871,35 @@ class _Verifier:
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
         self.done: dict[int, list[State]] = {}
+        # Elsewhere all kept states per pc, in the order kept (explored_states).
+        self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
+        self.tmp_id = 1 << 48  # check_scalar_ids' fresh ids, apart from every real one
         self.processed = 0
         self.nstates = 0
         self.depth = {s: 0 for s in self.subprogs}
         self.log: list[str] = []
         self.pc = 0
         self.state: State | None = None
+
+    def _call_uses(self) -> dict[int, int]:
+        """get_call_summary: a helper or kfunc call reads as many registers as its
+        prototype has arguments (a call of something unknown, all of R1-R5)."""
+        out: dict[int, int] = {}
+        for pc, i in enumerate(self.insns):
+            if i.code != op.OP_CALL:
+                continue
+            nargs = -1
+            if i.src == op.CallSrc.BPF_HELPER_CALL and i.imm in PROTOS:
+                nargs = len(PROTOS[i.imm].args)
+            elif i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                k = KFUNCS.get(self.kfunc_at.get(pc, ""))
+                if k is not None:
+                    nargs = len(k.params)
+            if nargs >= 0:
+                out[pc] = ((1 << (nargs + 1)) - 1) & ~1
+        return out
 
     def _validate(self) -> Layout:
         """pyxdp's ISA checks; the one the kernel words differently gets its words."""
@@ -1069,10 +1099,10 @@ class _Verifier:
             if p.branches:
                 break
             # off the current path: from now on it may prune others
-            self.active[p.pc][p.loop_key].remove(p)
             if p.pc in self.forced:
+                self.active[p.pc][p.loop_key].remove(p)
                 self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
-            self.done.setdefault(p.pc, []).append(p)
+                self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
             return None
@@ -1087,17 +1117,29 @@ class _Verifier:
             st.parent.branches += 1
         stack.append((st, pc))
 
-    def _visited(self, pc: int, cur: State) -> bool:
-        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
-        the current path is an infinite loop; keep ``cur`` now and then."""
-        live = self.live[pc]
-        done = self.done.get(pc)
-        # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = not self.in_loop[pc] and pc not in self.forced
-        if done:
+    def _visited_plain(self, pc: int, cur: State, live: int) -> bool:
+        """is_state_visited at a pc that is no forced checkpoint: the states kept here, the
+        newest first (Linux's list order), finished ones compared for pruning, those still
+        on the current path for an infinite loop; a state missed while a new one would be
+        kept counts the miss, and one that misses far more often than it hits is dropped."""
+        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
+        add = jumps >= 2 and insns >= 8
+        kept = self.kept.get(pc)
+        if kept:
+            key: tuple[object, ...] | None = None
             evict = False
-            for old in done:
-                if self._states_equal(old, cur, live, exact=False):
+            for k in range(len(kept) - 1, -1, -1):
+                old = kept[k]
+                if old.branches:
+                    if key is None:
+                        key = tuple(r.key() for r in cur.cur.regs)
+                    if old.loop_key == key and old.may_goto == cur.may_goto and \
+                            old.cb_unroll == cur.cb_unroll and \
+                            self._states_equal(old, cur, live, exact=True):
+                        raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+                    if jumps < 20 and insns < 100:
+                        add = False
+                elif self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
@@ -1105,6 +1147,58 @@ class _Verifier:
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
                         self._mark_all_read(cur)
+                    if evict:
+                        self._evict(kept)
+                    return True
+                if add:
+                    old.misses += 1
+                    evict |= old.misses > old.hits * 3 + 3
+            if evict:
+                self._evict(kept)
+        if not add:
+            return False
+        self.prev_jmps, self.prev_insns = self.jmps, self.processed
+        new = self._keep(pc, cur)
+        new.loop_key = tuple(r.key() for r in new.cur.regs)
+        self.kept.setdefault(pc, []).append(new)
+        self.nstates += 1
+        return False
+
+    @staticmethod
+    def _evict(kept: list[State]) -> None:
+        """Linux frees a kept state that misses far more often than it hits (on the
+        current path or not: it is neither compared nor checked for a loop again)."""
+        kept[:] = [x for x in kept if x.misses <= x.hits * 3 + 3]
+
+    def _keep(self, pc: int, cur: State) -> State:
+        """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
+        new = cur.copy()
+        new.branches = 1
+        new.parent = cur.parent
+        new.pc = pc
+        cur.parent = new
+        cur.hist = []
+        cur.written = set()
+        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
+            r.precise = False
+        return new
+
+    def _visited(self, pc: int, cur: State) -> bool:
+        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
+        the current path is an infinite loop; keep ``cur`` now and then."""
+        live = self.live[pc]
+        # Loops and converging checkpoints compare every scalar's range and every slot.
+        self.loose = not self.in_loop[pc] and pc not in self.forced
+        if pc not in self.forced:
+            return self._visited_plain(pc, cur, live)
+        done = self.done.get(pc)
+        if done:
+            evict = False
+            for old in done:
+                if self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    self._mark_all_precise(cur)
+                    self._mark_all_read(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -1112,62 +1206,42 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        forced = self.forced.get(pc)
+        forced = self.forced[pc]
         may_goto = pc in self.may_goto
-        if forced is not None:
-            # A loop of may_goto, an iterator or a callback converges when this state is
-            # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
-            # another may_goto depth, with the iterator still active.
-            regs = cur.cur.regs
-            it = self._iter_at(cur) if pc in self.iter_next else None
-            if it is None or it.sub == ITER_ACTIVE:
-                for rs, by_vals in forced.items():
-                    vals = self._exact_part(regs, rs)
-                    if vals is None:
+        # A loop of may_goto, an iterator or a callback converges when this state is
+        # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
+        # another may_goto depth, with the iterator still active.
+        regs = cur.cur.regs
+        it = self._iter_at(cur) if pc in self.iter_next else None
+        if it is None or it.sub == ITER_ACTIVE:
+            for rs, by_vals in forced.items():
+                vals = self._exact_part(regs, rs)
+                if vals is None:
+                    continue
+                for old in by_vals.get(vals, ()):
+                    if may_goto and old.may_goto == cur.may_goto:
                         continue
-                    for old in by_vals.get(vals, ()):
-                        if may_goto and old.may_goto == cur.may_goto:
-                            continue
-                        if self._states_equal(old, cur, live, exact=False):
-                            old.hits += 1
-                            self._mark_all_precise(cur)
-                            self._mark_all_read(cur)
-                            return True
-        if forced is None or may_goto:
+                    if self._states_equal(old, cur, live, exact=False):
+                        old.hits += 1
+                        self._mark_all_precise(cur)
+                        self._mark_all_read(cur)
+                        return True
+        if may_goto:
             for old in active.get(key, ()):
                 if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
                         self._states_equal(old, cur, live, exact=True):
                     raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
-        # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
-        # jumps or 100 instructions (always at an iterator's _next call).
-        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        if forced is not None:
-            pass
-        elif any(active.values()):
-            if jumps < 20 and insns < 100:
-                return False
-        elif jumps < 2 or insns < 8:
-            return False
+        # a forced checkpoint: always kept
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
-        new = cur.copy()
-        new.branches = 1
-        new.parent = cur.parent
-        new.pc = pc
+        new = self._keep(pc, cur)
         new.loop_key = key
-        cur.parent = new
-        cur.hist = []
-        cur.written = set()
-        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
-            r.precise = False
         active.setdefault(key, []).append(new)
-        if forced is not None:
-            regs = cur.cur.regs
-            rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
-                       (regs[r].t != SCALAR or not regs[r].tm))
-            vals = self._exact_part(regs, rs)
-            assert vals is not None
-            new.cidx = (rs, vals)
-            forced.setdefault(rs, {}).setdefault(vals, []).append(new)
+        rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
+                   (regs[r].t != SCALAR or not regs[r].tm))
+        vals = self._exact_part(regs, rs)
+        assert vals is not None
+        new.cidx = (rs, vals)
+        forced.setdefault(rs, {}).setdefault(vals, []).append(new)
         self.nstates += 1
         return False
 
@@ -1525,9 +1599,17 @@ class _Verifier:
         c.set_unknown()
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
+        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs):
             return False
         idmap: dict[int, int] = {}
+        # refsafe: the references and the lock held, their ids through the map
+        if old.refs and not all(self._ids(o[0], c[0], idmap)
+                                for o, c in zip(old.refs, cur.refs, strict=True)):
+            return False
+        if old.lock is not None or cur.lock is not None:
+            if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
+                    not self._ids(old.lock[1], cur.lock[1], idmap):
+                return False
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
             if fo.callsite != fc.callsite:
                 return False
@@ -1566,13 +1648,9 @@ class _Verifier:
                             return False
                         continue
                 for k in range(8):
-                    a, b = so[0][k], sc[0][k]
-                    if a == S_INVALID:
-                        continue
-                    if a == S_MISC and b in (S_MISC, S_ZERO, S_SPILL) and (
-                            b != S_SPILL or (sc[1] is not None and sc[1].t == SCALAR)):
-                        continue
-                    if a != b:
+                    a = so[0][k]
+                    # allow_uninit_stack (root): a byte old held as misc matches anything
+                    if a != S_INVALID and a != S_MISC and a != sc[0][k]:
                         return False
                 if so[1] is not None and S_SPILL in so[0]:
                     if sc[1] is None or not self._regsafe(so[1], sc[1], idmap, False):
@@ -1589,14 +1667,29 @@ class _Verifier:
 
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
-        if not a and not b:
-            return True
+        """check_ids: old id ``a`` stands for cur id ``b``, one to one (``idmap`` holds
+        old -> cur under the old id, cur -> old under the cur id negated)."""
         if not a or not b:
+            return not a and not b
+        got = idmap.get(a)
+        if got is not None:
+            return got == b
+        if -b in idmap:
             return False
-        if a in idmap:
-            return idmap[a] == b
         idmap[a] = b
+        idmap[-b] = a
         return True
+
+    def _scalar_ids(self, a: int, b: int, idmap: dict[int, int]) -> bool:
+        """check_scalar_ids: a scalar without an id gets a fresh one, which matches any
+        id not yet matched to another."""
+        if not a:
+            self.tmp_id += 1
+            a = self.tmp_id
+        if not b:
+            self.tmp_id += 1
+            b = self.tmp_id
+        return self._ids(a, b, idmap)
 
     def _regsafe(self, o: Reg, c: Reg, idmap: dict[int, int], exact: bool) -> bool:
         if exact:
@@ -1615,10 +1708,8 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
-            if o.tm == U64 and o.smin == S64_MIN and o.umax == U64 and not o.id:
-                return True
             return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-                (not o.id or self._ids(o.id, c.id, idmap))
+                self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
         base = o.t & 0xFF
@@ -2449,7 +2540,8 @@ class _Verifier:
             if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
                     zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and (p.t in (MAP_VALUE, MAP_KEY, MEM) or (
+                    if z.t == SCALAR and zero and not p.t & MAYBE_NULL and (
+                            p.t & 0xFF in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (
                             p.t == BTF_ID and p.ref)):  # a referenced one is trusted
                         return 0 if o == op.BPF_JEQ else 1
             return -1
@@ -2798,7 +2890,7 @@ class _Verifier:
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
-            self.active, self.done = {}, {}
+            self.active, self.done, self.kept = {}, {}, {}
             self.forced = {pc: {} for pc in self.forced}
             self.in_global = True
             self._do_check(st, sub)
