@@ -100,6 +100,7 @@ BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
+LINKED_REGS_MAX = 6
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
@@ -504,7 +505,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots")
+                 "written", "read", "all_read", "read_slots", "links")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -526,6 +527,10 @@ class State:
         # The instructions run since the parent checkpoint (jmp_history, every insn): a pc,
         # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
         self.hist: list[int] = []
+        # linked_regs of the history: at a conditional jump on a scalar with an id (by
+        # its index in ``hist``), the scalars sharing the id, as (frame, reg) for a
+        # register and (frame, -1 - spi) for a spilled one.
+        self.links: dict[int, tuple[tuple[int, int], ...]] = {}
         self.all_precise = False  # mark_all_scalars_precise reached this state
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
@@ -544,6 +549,7 @@ class State:
         s.cb_unroll = self.cb_unroll
         s.parent = self.parent
         s.hist = list(self.hist)
+        s.links = dict(self.links) if self.links else {}
         s.written = set(self.written)
         return s
 
@@ -1178,6 +1184,7 @@ class _Verifier:
         new.pc = pc
         cur.parent = new
         cur.hist = []
+        cur.links = {}
         cur.written = set()
         for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
             r.precise = False
@@ -1269,13 +1276,19 @@ class _Verifier:
             hist = cur.hist
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
+            links = cur.links
             for k in range(n - 1, -1, -1):
                 h = hist[k]
                 assert fr is not None
+                link = links.get(k) if links else None
+                if link:
+                    self._sync_linked(link, want_r, want_s)
                 fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
                 if fr is None:
                     self._mark_all_precise(st)
                     return
+                if link:
+                    self._sync_linked(link, want_r, want_s)
                 if not want_r and not want_s:
                     return
                 nxt = h & _HIST_PC
@@ -1291,8 +1304,6 @@ class _Verifier:
                     want_r.discard(key)
                     continue
                 reg.precise = True
-                if reg.id:
-                    self._mark_linked(parent, reg.id, want_r, want_s)
             for key in list(want_s):
                 f, spi = key
                 types, spill = parent.frames[f].slot(spi)
@@ -1300,27 +1311,22 @@ class _Verifier:
                     want_s.discard(key)
                     continue
                 spill.precise = True
-                if spill.id:
-                    self._mark_linked(parent, spill.id, want_r, want_s)
             if not want_r and not want_s:
                 return
             nxt = parent.pc
             cur = parent
 
     @staticmethod
-    def _mark_linked(st: State, rid: int, want_r: set[tuple[int, int]],
+    def _sync_linked(link: tuple[tuple[int, int], ...], want_r: set[tuple[int, int]],
                      want_s: set[tuple[int, int]]) -> None:
-        """Scalars sharing an id were bounded together: one precise, all precise."""
-        for fi, f in enumerate(st.frames):
-            for r, reg in enumerate(f.regs):
-                if reg.t == SCALAR and reg.id == rid and not reg.precise:
-                    reg.precise = True
-                    want_r.add((fi, r))
-            for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.id == rid and \
-                        S_SPILL in types and not spill.precise:
-                    spill.precise = True
-                    want_s.add((fi, spi))
+        """bt_sync_linked_regs: scalars bounded together at a jump; one wanted, all."""
+        if not any((f, x) in want_r if x >= 0 else (f, -1 - x) in want_s for f, x in link):
+            return
+        for f, x in link:
+            if x >= 0:
+                want_r.add((f, x))
+            else:
+                want_s.add((f, -1 - x))
 
     def _backtrack_insn(self, h: int, fr: int, nxt: int, want_r: set[tuple[int, int]],
                         want_s: set[tuple[int, int]]) -> int | None:
@@ -2437,6 +2443,14 @@ class _Verifier:
             for r in marks:
                 self._need_precise(r)
             return taken_pc if pred else pc + 1
+        # collect_linked_regs: kept in the history before the branch is copied
+        link: list[tuple[int, int]] = []
+        if i.code & op.BPF_X and s.t == SCALAR and s.id:
+            self._collect_linked(st, s.id, link)
+        if d.t == SCALAR and d.id:
+            self._collect_linked(st, d.id, link)
+        if len(link) > 1:
+            st.links[len(st.hist) - 1] = tuple(link)
         other = st.copy()
         oregs = other.cur.regs
         od = oregs[i.dst]
@@ -2460,6 +2474,26 @@ class _Verifier:
             self._pkt_cmp(st, other, i)
         self._push(other, taken_pc, stack)
         return pc + 1
+
+    @staticmethod
+    def _collect_linked(st: State, rid: int, link: list[tuple[int, int]]) -> None:
+        """__collect_linked_regs: the scalars with id ``rid``, the current frame first; past
+        LINKED_REGS_MAX the id is dropped (the scalar is no longer linked)."""
+        for fi in range(len(st.frames) - 1, -1, -1):
+            f = st.frames[fi]
+            for r in range(10):
+                x = f.regs[r]
+                if x.t == SCALAR and x.id == rid:
+                    if len(link) < LINKED_REGS_MAX:
+                        link.append((fi, r))
+                    else:
+                        x.id = 0
+            for spi, (types, x) in enumerate(f.stack):
+                if x is not None and x.t == SCALAR and x.id == rid and types[0] == S_SPILL:
+                    if len(link) < LINKED_REGS_MAX:
+                        link.append((fi, -1 - spi))
+                    else:
+                        x.id = 0
 
     def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
         """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
