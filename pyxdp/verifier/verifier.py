@@ -464,6 +464,30 @@ class Reg:
 
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
+# A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
+# scalar) and (spi, slot).
+_FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
+                   tuple[tuple[int, Slot, int, int, bool], ...]]
+_INTS: dict[bytes, int] = {}
+_MASKS: dict[bytes, int] = {}
+
+
+def _bytes_int(types: bytes) -> int:
+    """A slot's 8 byte kinds as one integer (to compare several at once)."""
+    v = _INTS.get(types)
+    if v is None:
+        v = _INTS[types] = int.from_bytes(types, "little")
+    return v
+
+
+def _significant(types: bytes) -> int:
+    """The bytes a state relies on when compared: not invalid, not misc (root's
+    allow_uninit_stack), as a mask over _bytes_int."""
+    m = _MASKS.get(types)
+    if m is None:
+        m = _MASKS[types] = sum(0xFF << 8 * k for k, b in enumerate(types)
+                                if b != S_INVALID and b != S_MISC)
+    return m
 
 
 class Frame:
@@ -505,7 +529,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots", "links")
+                 "written", "read", "all_read", "read_slots", "links", "plan")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -539,6 +563,7 @@ class State:
         self.read: set[tuple[int, int]] = set()
         self.all_read = False
         self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
+        self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
 
     def copy(self) -> State:
         s = State()
@@ -1604,9 +1629,66 @@ class _Verifier:
             return
         c.set_unknown()
 
+    @staticmethod
+    def _plan(old: State, live: int) -> list[_FramePlan]:
+        """What comparing a finished state at a loop-free pc looks at, once: per frame the
+        registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
+        needs only a scalar) and the stack slots read after it that can fail (a slot of
+        invalid and misc bytes matches anything)."""
+        plan = []
+        top = len(old.frames) - 1
+        slots_read: list[list[int]] | None = None
+        if not old.all_read:
+            slots_read = [sorted(spi for f, spi in old.read if f == k)
+                          for k in range(len(old.frames))]
+        for fi, fo in enumerate(old.frames):
+            regs = []
+            for r in range(11):
+                o = fo.regs[r]
+                if (fi == top and not live >> r & 1) or o.t == NOT_INIT:
+                    continue
+                regs.append((r, o, o.t == SCALAR and not o.precise))
+            slots = []
+            for spi in (slots_read[fi] if slots_read is not None else range(len(fo.stack))):
+                if spi >= len(fo.stack):
+                    continue
+                so = fo.stack[spi]
+                mask = _significant(so[0])
+                if so[1] is None and not mask:
+                    continue
+                slots.append((spi, so, mask, _bytes_int(so[0]) & mask,
+                              _stack_scalar(so) is not None))
+            plan.append((fo.callsite, tuple(regs), tuple(slots)))
+        return plan
+
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
         if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs):
             return False
+        if not exact and self.loose and not old.branches:
+            plan = old.plan
+            if plan is None:
+                plan = old.plan = self._plan(old, live)
+            # a quick look first: imprecise scalars and pointer types and offsets
+            for fi, (callsite, regs, _) in enumerate(plan):
+                fc = cur.frames[fi]
+                if fc.callsite != callsite:
+                    return False
+                cregs = fc.regs
+                for r, o, any_scalar in regs:
+                    c = cregs[r]
+                    if c.t != o.t or (not any_scalar and o.t != SCALAR and c.off != o.off):
+                        return False
+            # and the stack bytes old relied on (unless both slots hold scalars)
+            for fi, (_, _, slots) in enumerate(plan):
+                cstack = cur.frames[fi].stack
+                n = len(cstack)
+                for spi, so, mask, want, scalar in slots:
+                    ct = cstack[spi][0] if spi < n else _EMPTY[0]
+                    if ct is not so[0] and _bytes_int(ct) & mask != want and not (
+                            scalar and _stack_scalar(cstack[spi] if spi < n else _EMPTY)):
+                        return False
+        else:
+            plan = None
         idmap: dict[int, int] = {}
         # refsafe: the references and the lock held, their ids through the map
         if old.refs and not all(self._ids(o[0], c[0], idmap)
@@ -1616,6 +1698,8 @@ class _Verifier:
             if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
                     not self._ids(old.lock[1], cur.lock[1], idmap):
                 return False
+        if plan is not None:
+            return self._equal_planned(plan, cur, idmap)
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
             if fo.callsite != fc.callsite:
                 return False
@@ -1669,6 +1753,44 @@ class _Verifier:
             if exact and len(fc.stack) > len(fo.stack):
                 if any(s != _EMPTY for s in fc.stack[len(fo.stack):]):
                     return False
+        return True
+
+    def _equal_planned(self, plan: list[_FramePlan], cur: State,
+                       idmap: dict[int, int]) -> bool:
+        """states_equal (NOT_EXACT, loop-free pc) along a plan: the same checks in the same
+        order as the general comparison below."""
+        regsafe = self._regsafe
+        for fi, (_, regs, slots) in enumerate(plan):
+            fc = cur.frames[fi]
+            cregs = fc.regs
+            for r, o, any_scalar in regs:
+                if not any_scalar and not regsafe(o, cregs[r], idmap, False):
+                    return False
+            cstack = fc.stack
+            n = len(cstack)
+            for spi, so, _, _, _ in slots:
+                sc = cstack[spi] if spi < n else _EMPTY
+                if so == sc and so[1] is None:
+                    continue
+                if so[0] != sc[0]:
+                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    if ro is not None and rc is not None:
+                        if not regsafe(ro, rc, idmap, False):
+                            return False
+                        continue
+                ot, ct = so[0], sc[0]
+                for k in range(8):
+                    a = ot[k]
+                    if a != S_INVALID and a != S_MISC and a != ct[k]:
+                        return False
+                if so[1] is not None and S_SPILL in ot:
+                    if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
+                        return False
+                elif ot[0] == S_ITER:
+                    io, ic = so[1], sc[1]
+                    if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
+                            not self._ids(io.ref, ic.ref, idmap):
+                        return False
         return True
 
     @staticmethod
