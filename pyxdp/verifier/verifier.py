@@ -170,6 +170,8 @@ class Refuse(Exception):
 
 
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
+# reg_bounds_sync's results by its inputs (tnum and bounds)
+_SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Reg:
@@ -199,8 +201,29 @@ class Reg:
         self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
 
     def copy(self) -> Reg:
-        r = Reg.__new__(Reg)
-        r.assign(self)
+        # field by field: the verifier's most frequent operation (states are copied whole)
+        r = _new_reg(Reg)
+        r.t = self.t
+        r.off = self.off
+        r.id = self.id
+        r.ref = self.ref
+        r.rng = self.rng
+        r.map = self.map
+        r.msize = self.msize
+        r.frame = self.frame
+        r.tv = self.tv
+        r.tm = self.tm
+        r.sub = self.sub
+        r.bt = self.bt
+        r.smin = self.smin
+        r.smax = self.smax
+        r.umin = self.umin
+        r.umax = self.umax
+        r.s32min = self.s32min
+        r.s32max = self.s32max
+        r.u32min = self.u32min
+        r.u32max = self.u32max
+        r.precise = self.precise
         return r
 
     def assign(self, o: Reg) -> None:
@@ -273,15 +296,27 @@ class Reg:
             self.s32min = self.s32max = _s32(v)
             self.u32min = self.u32max = v & U32
             return
-        self._update()
-        before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
-                  self.u32min, self.u32max)
-        self._deduce()
-        if before != (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
-                      self.u32min, self.u32max):
-            self._deduce()  # a second round can only learn from what the first changed
-        self._bound_offset()
-        self._update()
+        # a pure function of the tnum and the bounds, met again and again: remembered
+        key = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
+               self.s32max, self.u32min, self.u32max)
+        got = _SYNCED.get(key)
+        if got is None:
+            self._update()
+            before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                      self.u32min, self.u32max)
+            self._deduce()
+            if before != (self.smin, self.smax, self.umin, self.umax, self.s32min,
+                          self.s32max, self.u32min, self.u32max):
+                self._deduce()  # a second round can only learn from what the first changed
+            self._bound_offset()
+            self._update()
+            if len(_SYNCED) >= 1 << 16:
+                _SYNCED.clear()
+            _SYNCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+                            self.s32min, self.s32max, self.u32min, self.u32max)
+            return
+        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
+            self.s32max, self.u32min, self.u32max = got
 
     def _update(self) -> None:
         v, m = self.tv, self.tm
@@ -462,6 +497,7 @@ class Reg:
         return f"{type_str(self.t)}{self.bt}({','.join(parts)})"
 
 
+_new_reg = Reg.__new__
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
 # A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
