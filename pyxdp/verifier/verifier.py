@@ -546,7 +546,7 @@ class Frame:
         f = Frame.__new__(Frame)
         f.regs = [r.copy() for r in self.regs]
         # spilled registers are refined in place (ids, ranges): each state owns its own
-        f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
+        f.stack = [s if s[1] is None else (s[0], s[1].copy()) for s in self.stack]
         f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
             self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
@@ -565,7 +565,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots", "links", "plan")
+                 "written", "read", "all_read", "read_slots", "links", "plan", "quick")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -600,6 +600,7 @@ class State:
         self.all_read = False
         self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
         self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
+        self.quick: list[tuple[object, ...]] = []  # the plan's checks without side effects
 
     def copy(self) -> State:
         s = State()
@@ -1695,6 +1696,13 @@ class _Verifier:
                 slots.append((spi, so, mask, _bytes_int(so[0]) & mask,
                               _stack_scalar(so) is not None))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
+        quick: list[tuple[object, ...]] = []
+        for fi, (callsite, regs, slots) in enumerate(plan):
+            quick.append((0, fi, callsite))
+            quick.extend((1, fi, r, o, any_scalar) for r, o, any_scalar in regs)
+            quick.extend((2, fi, spi, so[0], mask, want, scalar)
+                         for spi, so, mask, want, scalar in slots)
+        old.quick = quick
         return plan
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
@@ -1704,25 +1712,32 @@ class _Verifier:
             plan = old.plan
             if plan is None:
                 plan = old.plan = self._plan(old, live)
-            # a quick look first: imprecise scalars and pointer types and offsets
-            for fi, (callsite, regs, _) in enumerate(plan):
-                fc = cur.frames[fi]
-                if fc.callsite != callsite:
-                    return False
-                cregs = fc.regs
-                for r, o, any_scalar in regs:
-                    c = cregs[r]
-                    if c.t != o.t or (not any_scalar and o.t != SCALAR and c.off != o.off):
-                        return False
-            # and the stack bytes old relied on (unless both slots hold scalars)
-            for fi, (_, _, slots) in enumerate(plan):
-                cstack = cur.frames[fi].stack
-                n = len(cstack)
-                for spi, so, mask, want, scalar in slots:
-                    ct = cstack[spi][0] if spi < n else _EMPTY[0]
-                    if ct is not so[0] and _bytes_int(ct) & mask != want and not (
-                            scalar and _stack_scalar(cstack[spi] if spi < n else _EMPTY)):
-                        return False
+            # A quick look first, without side effects: callsites, register types and
+            # pointer offsets, the stack bytes old relied on (unless both slots hold
+            # scalars). What failed moves to the front: the next state at this pc likely
+            # differs from old in the same place.
+            quick = old.quick
+            frames = cur.frames
+            for k, q in enumerate(quick):
+                kind = q[0]
+                if kind == 1:
+                    c = frames[q[1]].regs[q[2]]
+                    o = q[3]
+                    if c.t == o.t and (q[4] or o.t == SCALAR or c.off == o.off):
+                        continue
+                elif kind == 2:
+                    cstack = frames[q[1]].stack
+                    spi = q[2]
+                    sc = cstack[spi] if spi < len(cstack) else _EMPTY
+                    ct = sc[0]
+                    if ct is q[3] or _bytes_int(ct) & q[4] == q[5] or (
+                            q[6] and _stack_scalar(sc) is not None):
+                        continue
+                elif frames[q[1]].callsite == q[2]:
+                    continue
+                if k:
+                    quick.insert(0, quick.pop(k))
+                return False
         else:
             plan = None
         idmap: dict[int, int] = {}
