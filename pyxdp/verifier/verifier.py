@@ -42,6 +42,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import format_insn
@@ -227,12 +228,26 @@ class Reg:
         return r
 
     def assign(self, o: Reg) -> None:
-        self.t, self.off, self.id, self.ref, self.rng, self.map, self.msize, self.frame = \
-            o.t, o.off, o.id, o.ref, o.rng, o.map, o.msize, o.frame
-        self.tv, self.tm, self.sub, self.bt = o.tv, o.tm, o.sub, o.bt
-        self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
-        self.s32min, self.s32max, self.u32min, self.u32max = \
-            o.s32min, o.s32max, o.u32min, o.u32max
+        self.t = o.t
+        self.off = o.off
+        self.id = o.id
+        self.ref = o.ref
+        self.rng = o.rng
+        self.map = o.map
+        self.msize = o.msize
+        self.frame = o.frame
+        self.tv = o.tv
+        self.tm = o.tm
+        self.sub = o.sub
+        self.bt = o.bt
+        self.smin = o.smin
+        self.smax = o.smax
+        self.umin = o.umin
+        self.umax = o.umax
+        self.s32min = o.s32min
+        self.s32max = o.s32max
+        self.u32min = o.u32min
+        self.u32max = o.u32max
         self.precise = o.precise
 
     def key(self) -> tuple[object, ...]:
@@ -246,18 +261,23 @@ class Reg:
 
     # -- constructors -------------------------------------------------------------------
     def set_unknown(self) -> None:
-        self.__init__()  # type: ignore[misc]
-        self.t = SCALAR
+        self.assign(_UNKNOWN_SCALAR)
 
     def set_known(self, v: int) -> None:
-        self.__init__()  # type: ignore[misc]
-        self.t = SCALAR
         v &= U64
-        self.tv, self.tm = v, 0
-        self.smin = self.smax = _s64(v)
-        self.umin = self.umax = v
-        self.s32min = self.s32max = _s32(v)
-        self.u32min = self.u32max = v & U32
+        k = _KNOWN.get(v)
+        if k is None:
+            k = Reg()
+            k.t = SCALAR
+            k.tv, k.tm = v, 0
+            k.smin = k.smax = _s64(v)
+            k.umin = k.umax = v
+            k.s32min = k.s32max = _s32(v)
+            k.u32min = k.u32max = v & U32
+            if len(_KNOWN) >= 1 << 12:
+                _KNOWN.clear()
+            _KNOWN[v] = k
+        self.assign(k)
 
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
@@ -498,6 +518,10 @@ class Reg:
 
 
 _new_reg = Reg.__new__
+# Templates a register is set from: an unknown scalar, and known scalars by value.
+_UNKNOWN_SCALAR = Reg()
+_UNKNOWN_SCALAR.t = SCALAR
+_KNOWN: dict[int, Reg] = {}
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
 # A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
@@ -505,7 +529,7 @@ _EMPTY: Slot = (bytes(8), None)
 _FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
                    tuple[tuple[int, Slot, int, int, bool], ...]]
 _INTS: dict[bytes, int] = {}
-_MASKS: dict[bytes, int] = {}
+_MASKS: dict[bytes, tuple[int, int]] = {}
 
 
 def _bytes_int(types: bytes) -> int:
@@ -516,13 +540,14 @@ def _bytes_int(types: bytes) -> int:
     return v
 
 
-def _significant(types: bytes) -> int:
+def _significant(types: bytes) -> tuple[int, int]:
     """The bytes a state relies on when compared: not invalid, not misc (root's
-    allow_uninit_stack), as a mask over _bytes_int."""
+    allow_uninit_stack), as a mask over _bytes_int, and their kinds under the mask."""
     m = _MASKS.get(types)
     if m is None:
-        m = _MASKS[types] = sum(0xFF << 8 * k for k, b in enumerate(types)
-                                if b != S_INVALID and b != S_MISC)
+        mask = sum(0xFF << 8 * k for k, b in enumerate(types)
+                   if b != S_INVALID and b != S_MISC)
+        m = _MASKS[types] = (mask, _bytes_int(types) & mask)
     return m
 
 
@@ -565,7 +590,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots", "links", "plan", "quick")
+                 "written", "read", "all_read", "read_slots", "links", "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -582,7 +607,7 @@ class State:
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
         self.pc = -1
-        self.loop_key: tuple[object, ...] = ()
+        self.loop_key: tuple[object, ...] | None = None  # computed when first needed
         self.hits = self.misses = 0
         # The instructions run since the parent checkpoint (jmp_history, every insn): a pc,
         # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
@@ -600,7 +625,9 @@ class State:
         self.all_read = False
         self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
         self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
-        self.quick: list[tuple[object, ...]] = []  # the plan's checks without side effects
+        self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
+        # A finished state: its precise scalars, registers and slots as (frame, n).
+        self.prec: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
 
     def copy(self) -> State:
         s = State()
@@ -678,7 +705,7 @@ class VerifierResult:
 # -- liveness -------------------------------------------------------------------------
 def _use_def(i: Instruction) -> tuple[int, int]:
     """Registers an instruction reads and writes (bit masks)."""
-    cls = i.cls
+    cls = i.code & 7
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         o = i.code & 0xF0
         use = 0 if o == op.BPF_MOV else 1 << i.dst
@@ -715,7 +742,7 @@ def _use_def(i: Instruction) -> tuple[int, int]:
 
 def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     i = insns[pc]
-    cls = i.cls
+    cls = i.code & 7
     if cls == op.BPF_LD and i.code == op.OP_LD_IMM64:
         return (pc + 2,)
     if cls in (op.BPF_JMP, op.BPF_JMP32):
@@ -894,11 +921,11 @@ class _Verifier:
             # check_cfg's prune points: a jump's target (not its fall-through), a
             # conditional jump itself, the insn after a call, a bpf-to-bpf call and its
             # callee's entry
-            if i.cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
+            if (i.code & 7) in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
                     op.BPF_EXIT, op.BPF_CALL):
-                t = _succs(self.insns, pc)[-1]
-                if 0 <= t < n:
-                    self.prune[t] = True
+                target = _succs(self.insns, pc)[-1]
+                if 0 <= target < n:
+                    self.prune[target] = True
                 if i.code & 0xF0 != op.BPF_JA:
                     self.prune[pc] = True
             elif i.code == op.OP_CALL:
@@ -998,7 +1025,7 @@ class _Verifier:
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
-        return i.cls in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
+        return (i.code & 7) in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
@@ -1124,7 +1151,7 @@ class _Verifier:
                 continue
             st.hist.append(pc)
             i = self.insns[pc]
-            cls = i.cls
+            cls = i.code & 7
             if cls in (op.BPF_JMP, op.BPF_JMP32):
                 self.jmps += 1
             if cls in (op.BPF_ALU, op.BPF_ALU64):
@@ -1168,6 +1195,7 @@ class _Verifier:
                 break
             # off the current path: from now on it may prune others
             if p.pc in self.forced:
+                assert p.loop_key is not None  # set when kept at a forced checkpoint
                 self.active[p.pc][p.loop_key].remove(p)
                 self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
                 self.done.setdefault(p.pc, []).append(p)
@@ -1201,6 +1229,8 @@ class _Verifier:
                 if old.branches:
                     if key is None:
                         key = tuple(r.key() for r in cur.cur.regs)
+                    if old.loop_key is None:
+                        old.loop_key = tuple(r.key() for r in old.cur.regs)
                     if old.loop_key == key and old.may_goto == cur.may_goto and \
                             old.cb_unroll == cur.cb_unroll and \
                             self._states_equal(old, cur, live, exact=True):
@@ -1227,7 +1257,6 @@ class _Verifier:
             return False
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
         new = self._keep(pc, cur)
-        new.loop_key = tuple(r.key() for r in new.cur.regs)
         self.kept.setdefault(pc, []).append(new)
         self.nstates += 1
         return False
@@ -1397,7 +1426,7 @@ class _Verifier:
         The frame before it, or None: give up (mark everything precise)."""
         pc = h & _HIST_PC
         i = self.insns[pc]
-        cls = i.cls
+        cls = i.code & 7
         dst, src = (fr, i.dst), (fr, i.src)
         if cls in (op.BPF_ALU, op.BPF_ALU64):
             o = i.code & 0xF0
@@ -1522,18 +1551,20 @@ class _Verifier:
     def _propagate_precision(self, old: State, cur: State) -> None:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
-        want_r: set[tuple[int, int]] = set()
-        want_s: set[tuple[int, int]] = set()
-        for fi, f in enumerate(old.frames):
-            for r, reg in enumerate(f.regs):
-                if reg.t == SCALAR and reg.precise:
-                    want_r.add((fi, r))
-            for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.precise and \
-                        S_SPILL in types:
-                    want_s.add((fi, spi))
-        if want_r or want_s:
-            self._backtrack(cur, want_r, want_s, skip_last=False)
+        prec = old.prec  # a finished state's marks no longer change: collected once
+        if prec is None:
+            rs, ss = [], []
+            for fi, f in enumerate(old.frames):
+                for r, reg in enumerate(f.regs):
+                    if reg.t == SCALAR and reg.precise:
+                        rs.append((fi, r))
+                for spi, (types, spill) in enumerate(f.stack):
+                    if spill is not None and spill.t == SCALAR and spill.precise and \
+                            S_SPILL in types:
+                        ss.append((fi, spi))
+            prec = old.prec = (tuple(rs), tuple(ss))
+        if prec[0] or prec[1]:
+            self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
 
     @staticmethod
     def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
@@ -1608,7 +1639,7 @@ class _Verifier:
                 for t in _succs(insns, pc):
                     if t < n:
                         out |= dem[t]
-                cls, d = i.cls, 1 << i.dst
+                cls, d = i.code & 7, 1 << i.dst
                 new = out
                 if cls in (op.BPF_ALU, op.BPF_ALU64):
                     o = i.code & 0xF0
@@ -1690,18 +1721,17 @@ class _Verifier:
                 if spi >= len(fo.stack):
                     continue
                 so = fo.stack[spi]
-                mask = _significant(so[0])
+                mask, want = _significant(so[0])
                 if so[1] is None and not mask:
                     continue
-                slots.append((spi, so, mask, _bytes_int(so[0]) & mask,
-                              _stack_scalar(so) is not None))
+                slots.append((spi, so, mask, want, _stack_scalar(so) is not None))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
-        quick: list[tuple[object, ...]] = []
-        for fi, (callsite, regs, slots) in enumerate(plan):
+        quick: list[tuple[Any, ...]] = []
+        for fi, (callsite, fregs, fslots) in enumerate(plan):
             quick.append((0, fi, callsite))
-            quick.extend((1, fi, r, o, any_scalar) for r, o, any_scalar in regs)
+            quick.extend((1, fi, r, o, any_scalar) for r, o, any_scalar in fregs)
             quick.extend((2, fi, spi, so[0], mask, want, scalar)
-                         for spi, so, mask, want, scalar in slots)
+                         for spi, so, mask, want, scalar in fslots)
         old.quick = quick
         return plan
 
@@ -1927,7 +1957,7 @@ class _Verifier:
     # -- ALU --------------------------------------------------------------------------------
     def _alu(self, regs: list[Reg], i: Instruction) -> None:
         o = i.code & 0xF0
-        is64 = i.cls == op.BPF_ALU64
+        is64 = (i.code & 7) == op.BPF_ALU64
         x = bool(i.code & op.BPF_X)
         if o in (op.BPF_NEG, op.BPF_END):
             self._read(regs, i.dst)
@@ -2300,11 +2330,11 @@ class _Verifier:
         regs = st.cur.regs
         mode = i.code & 0xE0
         size = _SIZES[i.code & 0x18]
-        if i.cls == op.BPF_STX and mode == op.BPF_ATOMIC:
+        if (i.code & 7) == op.BPF_STX and mode == op.BPF_ATOMIC:
             self._atomic(st, i, size)
             return
         value: Reg | None = None
-        if i.cls == op.BPF_STX:
+        if (i.code & 7) == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
@@ -2599,7 +2629,7 @@ class _Verifier:
                   stack: list[tuple[State, int]]) -> int:
         regs = st.cur.regs
         o = i.code & 0xF0
-        is32 = i.cls == op.BPF_JMP32
+        is32 = (i.code & 7) == op.BPF_JMP32
         d = self._read(regs, i.dst)
         if i.code & op.BPF_X:
             s = self._read(regs, i.src)
@@ -2661,12 +2691,13 @@ class _Verifier:
                         link.append((fi, r))
                     else:
                         x.id = 0
-            for spi, (types, x) in enumerate(f.stack):
-                if x is not None and x.t == SCALAR and x.id == rid and types[0] == S_SPILL:
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.id == rid and \
+                        types[0] == S_SPILL:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
-                        x.id = 0
+                        spill.id = 0
 
     def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
         """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
