@@ -2620,6 +2620,11 @@ class _Verifier:
         if spill is not None and S_SPILL in b:
             b = bytearray(S_MISC if x == S_SPILL else x for x in b)
         zero = (value is not None and value.is_null()) or (imm is not None and imm.is_null())
+        if zero and value is not None:
+            # STACK_ZERO because the stored register is known zero: its value decided that
+            src = st.cur.regs.index(value)
+            self._mark_precise(st, [src])
+            self._need_precise(src)
         for j in range(k, k + size):
             b[j] = S_ZERO if zero else S_MISC
         frame.set_slot(spi, (bytes(b), None))
