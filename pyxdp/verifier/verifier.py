@@ -522,6 +522,13 @@ _new_reg = Reg.__new__
 _UNKNOWN_SCALAR = Reg()
 _UNKNOWN_SCALAR.t = SCALAR
 _KNOWN: dict[int, Reg] = {}
+
+
+def _known(v: int) -> Reg:
+    """A new register holding the known scalar ``v``."""
+    r = _new_reg(Reg)
+    r.set_known(v)
+    return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
 # A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
@@ -1966,8 +1973,7 @@ class _Verifier:
             if d.t != SCALAR:
                 raise Refuse(f"R{i.dst} pointer arithmetic prohibited")
             if o == op.BPF_NEG:
-                zero = Reg()
-                zero.set_known(0)
+                zero = _known(0)
                 src = d.copy()
                 d.assign(zero)
                 self._scalar_op(d, src, op.BPF_SUB, is64)
@@ -1979,8 +1985,7 @@ class _Verifier:
         if x:
             src = self._read(regs, i.src)
         else:
-            src = Reg()
-            src.set_known(i.imm)  # sign-extended imm
+            src = _known(i.imm)  # sign-extended imm
         if o == op.BPF_MOV:
             self._dst(i.dst)
             self._mov(regs, i, src, is64, x)
@@ -2317,8 +2322,7 @@ class _Verifier:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
-            val = Reg()
-            val.set_unknown()
+            val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
             if sx:
                 val.coerce_sx(size)
@@ -2340,8 +2344,7 @@ class _Verifier:
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         if value is None:
-            imm = Reg()
-            imm.set_known(i.imm)
+            imm = _known(i.imm)
             self._mem(st, i.dst, base, i.off, size, write=True, value=None, imm=imm)
         else:
             self._mem(st, i.dst, base, i.off, size, write=True, value=value)
@@ -2363,14 +2366,12 @@ class _Verifier:
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
         if i.imm == op.BPF_CMPXCHG:
-            r = Reg()
-            r.set_unknown()
+            r = _UNKNOWN_SCALAR.copy()
             if old is not None and old.t == SCALAR and size < 8:
                 r.coerce(size)
             regs[0].assign(r)
         elif i.imm & op.BPF_FETCH:
-            r = Reg()
-            r.set_unknown()
+            r = _UNKNOWN_SCALAR.copy()
             if size < 8:
                 r.coerce(size)
             regs[i.src].assign(r)
@@ -2399,8 +2400,7 @@ class _Verifier:
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
                 if raw is not None and 0 <= pos and pos + size <= len(raw):
-                    r = Reg()
-                    r.set_known(int.from_bytes(raw[pos:pos + size], "little"))
+                    r = _known(int.from_bytes(raw[pos:pos + size], "little"))
                     return r
             return None
         if t == MAP_KEY:
@@ -2639,8 +2639,7 @@ class _Verifier:
         if i.code & op.BPF_X:
             s = self._read(regs, i.src)
         else:
-            s = Reg()
-            s.set_known(i.imm)
+            s = _known(i.imm)
         taken_pc = pc + 1 + i.off
         pred = self._branch_taken(d, s, o, is32)
         if pred >= 0:  # the verdict relies on the values that decided the branch
