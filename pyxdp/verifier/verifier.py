@@ -1284,8 +1284,12 @@ class _Verifier:
         cur.hist = []
         cur.links = {}
         cur.written = set()
-        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
-            r.precise = False
+        for f in cur.frames:  # forget the marks inherited (they live in ``new``)
+            for r in f.regs:
+                r.precise = False
+            for _, spill in f.stack:
+                if spill is not None:
+                    spill.precise = False
         return new
 
     def _visited(self, pc: int, cur: State) -> bool:
@@ -1711,34 +1715,41 @@ class _Verifier:
         needs only a scalar) and the stack slots read after it that can fail (a slot of
         invalid and misc bytes matches anything)."""
         plan = []
+        quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
-        slots_read: list[list[int]] | None = None
-        if not old.all_read:
-            slots_read = [sorted(spi for f, spi in old.read if f == k)
-                          for k in range(len(old.frames))]
+        nframes = len(old.frames)
+        if old.all_read:
+            slots_read = None
+        elif nframes == 1:
+            slots_read = [sorted(spi for _, spi in old.read)]
+        else:
+            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
         for fi, fo in enumerate(old.frames):
+            quick.append((0, fi, fo.callsite))
             regs = []
+            fregs = fo.regs
+            mask_live = live if fi == top else 0x7FF
             for r in range(11):
-                o = fo.regs[r]
-                if (fi == top and not live >> r & 1) or o.t == NOT_INIT:
+                o = fregs[r]
+                if not mask_live >> r & 1 or o.t == NOT_INIT:
                     continue
-                regs.append((r, o, o.t == SCALAR and not o.precise))
+                any_scalar = o.t == SCALAR and not o.precise
+                regs.append((r, o, any_scalar))
+                quick.append((1, fi, r, o, any_scalar))
             slots = []
-            for spi in (slots_read[fi] if slots_read is not None else range(len(fo.stack))):
-                if spi >= len(fo.stack):
+            stack = fo.stack
+            n = len(stack)
+            for spi in (slots_read[fi] if slots_read is not None else range(n)):
+                if spi >= n:
                     continue
-                so = fo.stack[spi]
+                so = stack[spi]
                 mask, want = _significant(so[0])
                 if so[1] is None and not mask:
                     continue
-                slots.append((spi, so, mask, want, _stack_scalar(so) is not None))
+                scalar = _stack_scalar(so) is not None
+                slots.append((spi, so, mask, want, scalar))
+                quick.append((2, fi, spi, so[0], mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
-        quick: list[tuple[Any, ...]] = []
-        for fi, (callsite, fregs, fslots) in enumerate(plan):
-            quick.append((0, fi, callsite))
-            quick.extend((1, fi, r, o, any_scalar) for r, o, any_scalar in fregs)
-            quick.extend((2, fi, spi, so[0], mask, want, scalar)
-                         for spi, so, mask, want, scalar in fslots)
         old.quick = quick
         return plan
 
