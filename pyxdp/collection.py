@@ -20,6 +20,7 @@ An XDP program's ``test_run`` result carries its verdict as
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
@@ -316,6 +317,22 @@ class Program:
         return res
 
 
+_TIMER_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+                         BpfMapType.BPF_MAP_TYPE_ARRAY})
+
+
+def _place_timer(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
+    """Tell a userspace map where its value holds a struct bpf_timer (map_check_btf:
+    only hash, LRU hash and array maps may hold one)."""
+    off = fields.get("bpf_timer")
+    if off is None:
+        return
+    if ms.type not in _TIMER_MAPS:
+        raise MapError("create", errno.EOPNOTSUPP,
+                       f"map {ms.name}: a bpf_timer in a {BpfMapType(ms.type).name} value")
+    h.timer_off = off  # type: ignore[attr-defined]
+
+
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
                   engine: str, core_btf: str | os.PathLike[str] | None) -> Backend:
     if not isinstance(backend, str):
@@ -382,6 +399,8 @@ class Collection:
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
+            if btf is not None and ms.value_type is not None and hasattr(h, "timer_off"):
+                _place_timer(h, ms, btf.value_fields(ms.value_type, ("bpf_timer",)))
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
@@ -443,8 +462,24 @@ class Collection:
         raise PyxdpError(f"no program named {name_or_section!r} "
                          f"(programs: {', '.join(self.programs)})")
 
+    def run_timers(self) -> int:
+        """Run the callbacks of the bpf_timers due now (:data:`pyxdp.vm.bpf_timer.TIMERS`,
+        the process's queue, read against its clock: ``TIMERS.using(VirtualClock())``
+        makes time move only when a test says so); returns how many ran. A pyxdp
+        ``Host.run`` does this between NAPI polls. On the kernel backend Linux runs its
+        timers itself (hrtimer softirqs) and this returns 0."""
+        if self.backend.name != "userspace":
+            return 0
+        from pyxdp.vm.bpf_timer import TIMERS
+        return TIMERS.run()
+
     def close(self) -> None:
-        """Release every map and program (the kernel's fds); also on leaving ``with``."""
+        """Release every map and program (the kernel's fds); also on leaving ``with``.
+        User space letting go of a map frees its bpf_timers (``map_release_uref``)."""
+        for m in self.maps.values():
+            release = getattr(m.handle, "release_uref", None)
+            if release is not None:
+                release()
         self.backend.close()
 
     def __enter__(self) -> Collection:

@@ -19,7 +19,7 @@ from pyxdp.net.trace import Tracer
 from pyxdp.net.xdp_mem import xdp_buff_frags
 from pyxdp.samples import DIR as SAMPLES
 from pyxdp.testing import vethlab
-from pyxdp.testing.fragslab import PASS_FRAGS, frags_cpumap, frags_veth
+from pyxdp.testing.fragslab import PASS_FRAGS, frags_cpumap, frags_generic, frags_veth
 
 
 def _stats(coll: Collection, slot: int) -> tuple[int, ...]:
@@ -131,3 +131,21 @@ def test_frames_to_skbs_is_whole_for_frames_of_any_kind() -> None:
         h.run()
         got = [p for s in seen for p in s.packets()]
         assert got == [frame[6:12] + frame[:6] + frame[12:-8] + b"FRAGSTX!"]
+
+
+@pytest.mark.parametrize("frags", [True, False], ids=["frags", "linear"])
+def test_generic_xdp_takes_skbs_above_a_page(frags: bool) -> None:
+    """Generic XDP on a 9000-MTU veth (``netif_skb_check_for_xdp``): a 9014-byte skb,
+    with smaller ones around it, reaches a frags-aware program as a 3520-byte head
+    and frags (its tail cannot grow: -EOPNOTSUPP) and any other program linearised
+    (all 9014 bytes between data and data_end; a 16-byte grow fits the tailroom).
+    ``tests/kernel/test_frags_kernel.py`` holds both to Linux."""
+    sc = frags_generic(frags)
+    res = vethlab.run_pyxdp(sc, events=False, engine="interp")
+    st = {int.from_bytes(k, "little"): v for k, v in res.maps["stats"].items()}
+    head = int.from_bytes(st[1][16:24], "little")
+    grow_err = int.from_bytes(st[5][32:40], "little", signed=True)
+    assert (head, grow_err) == ((3520, -errno.EOPNOTSUPP) if frags else (9014, 0))
+    sent = [f for _, f in sc.traffic]
+    assert res.rx["veth0"][:3] == tuple(sent[:3])  # PASS: whole
+    assert [len(f) for f in res.rx["veth3"]] == [1000, 5000, 9014]  # devmap redirect

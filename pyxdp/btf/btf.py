@@ -16,7 +16,7 @@ plus reference checks; every malformed blob raises :class:`ObjectError`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import cached_property
@@ -309,6 +309,19 @@ class Btf:
 
     def resolved(self, type_id: int) -> BtfType:
         return self.types[self.resolve(type_id)]
+
+    def value_fields(self, type_id: int, names: Iterable[str]) -> dict[str, int]:
+        """``btf_parse_fields`` for a map value: the members of struct ``type_id`` whose
+        type is a struct named in ``names`` (``bpf_spin_lock``, ``bpf_timer``...), by
+        that name, at their byte offsets (the first of each)."""
+        wanted = set(names)
+        found: dict[str, int] = {}
+        t = self.resolved(type_id)
+        for mem in t.members if t.kind is BtfKind.STRUCT else ():
+            mt = self.resolved(mem.type)
+            if mt.kind is BtfKind.STRUCT and mt.name in wanted:
+                found.setdefault(mt.name, mem.bit_offset // 8)
+        return found
 
     def resolve_size(self, type_id: int) -> int:
         """Byte size of ``type_id``, following libbpf's ``btf__resolve_size``."""

@@ -51,6 +51,7 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -178,6 +179,9 @@ class ArrayMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST, "array elements always exist")
         off = i * self.elem_size
         vs = self.value_size
+        if self.timer_off is not None:  # array_map_update_elem: copy, then free the fields
+            self._free_fields(self.value_region().base + off)
+            data = self._skip_fields(data)
         src = np.frombuffer(data, np.uint8)
         if not self.percpu:
             self.value_data[off:off + vs] = src
@@ -188,6 +192,10 @@ class ArrayMap(_ArrayOrder):
             # (copy_map_value_long): the padding comes from user space too.
             self.value_data[:, off:off + self.elem_size] = src.reshape(self.nr_cpus,
                                                                       self.elem_size)
+
+    def key_at(self, value_addr: int) -> bytes:
+        """The key of the element whose value is at ``value_addr`` (its index)."""
+        return ((value_addr - self.value_region().base) // self.elem_size).to_bytes(4, "little")
 
     def delete(self, key: bytes | None) -> None:
         self._key(key, "delete")
@@ -224,7 +232,7 @@ class ArrayMap(_ArrayOrder):
         Like the kernel, elements are applied in order up to the first failing
         one, whose errno is raised with ``.count`` = elements done.
         """
-        if self.percpu:
+        if self.percpu or self.timer_off is not None:  # one by one: each frees a timer
             return super().update_batch(list(keys), list(values), flags)
         self._update_flags(flags, "update_batch")
         idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")
@@ -253,6 +261,8 @@ class ArrayMap(_ArrayOrder):
 
     def clear(self) -> None:
         """Zero every value (array elements cannot be deleted)."""
+        if self.timer_off is not None:
+            TIMERS.free_map(self)
         self.value_data.fill(0)
 
 
@@ -394,7 +404,21 @@ def resolve_inner(meta: Map, map_id: int) -> Map:
     return inner
 
 
-class ArrayOfMaps(FdArrayMap):
+class InnerMapValues(Map):
+    """The Python API of a map-in-map's values: a :class:`Map` written as its id, an
+    id read back as the inner map (the raw id when that map is gone)."""
+
+    def _enc_value(self, value: object) -> bytes:
+        if isinstance(value, Map):
+            return value.id.to_bytes(4, "little")
+        return super()._enc_value(value)
+
+    def _dec_value(self, raw: bytes) -> Any:
+        m = map_by_id(int.from_bytes(raw, "little"))
+        return m if m is not None else int.from_bytes(raw, "little")
+
+
+class ArrayOfMaps(InnerMapValues, FdArrayMap):
     """``BPF_MAP_TYPE_ARRAY_OF_MAPS``: values are maps matching :attr:`inner_meta`.
 
     A value written from user space is a map id (:attr:`Map.id`); the Python
@@ -418,14 +442,6 @@ class ArrayOfMaps(FdArrayMap):
         obj = self.object_at(_index(key))
         return obj.addr if isinstance(obj, Map) else 0
 
-    def _enc_value(self, value: object) -> bytes:
-        if isinstance(value, Map):
-            return value.id.to_bytes(4, "little")
-        return super()._enc_value(value)
-
-    def _dec_value(self, raw: bytes) -> Any:
-        m = map_by_id(int.from_bytes(raw, "little"))
-        return m if m is not None else int.from_bytes(raw, "little")
 
 
 # --- native code: the JIT's twin of lookup_addr and try_update ------------------------

@@ -70,6 +70,7 @@ import numpy as np
 
 from pyxdp.backend import batch_count
 from pyxdp.maps.arraymap import (
+    InnerMapValues,
     describe_values,
     inner_meta_check,
     resolve_inner,
@@ -92,10 +93,10 @@ from pyxdp.maps.base import (
     U8Array,
     access_ok,
     einval,
-    map_by_id,
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import INT_TYPES, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -246,6 +247,8 @@ class HashMap(Map):
 
     def _remove_slot(self, slot: int) -> None:
         e = int(self.index[slot])
+        if self.timer_off is not None:  # free_htab_elem -> check_and_free_fields
+            self._free_fields(self.value_region().base + e * self.elem_size)
         self.index[slot] = TOMBSTONE
         self.elem_slot[e] = -1
         nfree = int(self.hdr[NFREE])
@@ -368,8 +371,12 @@ class HashMap(Map):
             raise MapError("update", _errno.EEXIST)
         if slot < 0 and mode == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
+        if self.timer_off is not None:  # the new element's timer is not initialised
+            data = self._skip_fields(data)
         if slot >= 0:
             e = int(self.index[slot])
+            # The old element (and its timer) is freed; the new one takes its place.
+            self._free_fields(self.value_region().base + e * self.elem_size)
             self._write_value(e, data, cpu, new=False)
         else:
             if int(self.hdr[COUNT]) >= self.max_entries:
@@ -403,6 +410,12 @@ class HashMap(Map):
         self._remove_slot(slot)
         self._evicted(e)
         return value
+
+    def key_at(self, value_addr: int) -> bytes:
+        """The key of the element whose value is at ``value_addr`` (in the kernel the key
+        sits right before the value: ``bpf_timer_cb`` finds it there)."""
+        off = (value_addr - self.value_region().base) // self.elem_size * self.key_stride
+        return self.key_data[off:off + self.key_size].tobytes()
 
     def _key_at_slot(self, slot: int) -> bytes:
         off = int(self.index[slot]) * self.key_stride
@@ -464,6 +477,8 @@ class HashMap(Map):
         return int(self.hdr[COUNT])
 
     def clear(self) -> None:
+        if self.timer_off is not None:
+            TIMERS.free_map(self)
         self.index.fill(EMPTY)
         self.elem_slot.fill(-1)
         self.free[:] = np.arange(self.max_entries - 1, -1, -1, dtype=np.int32)
@@ -501,7 +516,7 @@ class LruPercpuHashMap(HashMap):
     percpu = True
 
 
-class HashOfMaps(HashMap):
+class HashOfMaps(InnerMapValues, HashMap):
     """``BPF_MAP_TYPE_HASH_OF_MAPS``: values are maps matching :attr:`inner_meta`.
 
     The value bytes stored are the inner map's id (what a user-space lookup
@@ -541,15 +556,6 @@ class HashOfMaps(HashMap):
 
     def _cleared(self) -> None:
         self.objects = [None] * self.max_entries
-
-    def _enc_value(self, value: object) -> bytes:
-        if isinstance(value, Map):
-            return value.id.to_bytes(4, "little")
-        return super()._enc_value(value)
-
-    def _dec_value(self, raw: bytes) -> Any:
-        m = map_by_id(int.from_bytes(raw, "little"))
-        return m if m is not None else int.from_bytes(raw, "little")
 
 
 # --- native code: the JIT's twin of _find, lookup_addr and try_update --------------------

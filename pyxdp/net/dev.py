@@ -23,7 +23,11 @@ Skbs reach this path from the stack's transmit side (a veth peer) and from
 NAPI polls without a native program (a NIC, a veth with GRO).
 
 Programs run on the batch of skbs the device received in one call (one
-``run_batch``); everything after runs per verdict group with numpy.
+``run_batch``); everything after runs per verdict group with numpy. An skb
+longer than a page's packet room (3520 bytes) is prepared as
+``netif_skb_check_for_xdp`` does - ``skb_cow_data_for_xdp``'s head and frags
+for a frags-aware program, the skb linearised for any other - and runs on
+its own (:func:`_generic_large`).
 Simplified: a cpumap entry receives the skb as an order-0 ``xdp_frame`` (the
 kernel queues the skb itself and runs the entry program in skb mode).
 """
@@ -41,8 +45,16 @@ from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
 from pyxdp.net.frames import KIND_FRAME, Frames
 from pyxdp.net.stack import SkbBatch
-from pyxdp.net.xdp import XDP_PACKET_HEADROOM
+from pyxdp.net.xdp import (
+    MAX_SKB_FRAGS,
+    PAGE_SIZE,
+    SKB_SHARED_INFO_SIZE,
+    XDP_PACKET_HEADROOM,
+    RxQueue,
+    XdpBuff,
+)
 from pyxdp.net.xdp_mem import MEM_TYPE_PAGE_ORDER0, xdp_convert_buff_to_frame
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 if TYPE_CHECKING:
@@ -56,6 +68,8 @@ log = logging.getLogger(__name__)
 
 INT_MAX = 0x7FFF_FFFF
 SKB_TAILROOM = 320  # skb_shared_info at the end of the linear buffer
+# A page's packet room: what skb_cow_data_for_xdp puts in the head (SKB_WITH_OVERHEAD).
+MAX_LINEAR = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE
 
 
 def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = False) -> None:
@@ -69,23 +83,38 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
             dev.stats.rx_bytes += int(batch.length.sum())
         host.stack.netif_receive_skb_list(batch)
         return
-    from pyxdp.net.prog import _warned, run_xdp
+    if not counted:
+        dev.stats.rx_packets += len(batch)
+        dev.stats.rx_bytes += int(batch.length.sum())
+    big = batch.length > MAX_LINEAR
+    if not big.any():
+        _generic_pages(dev, prog, batch)
+        return
+    # Skbs above a page's room one by one, the others as batches, in arrival order.
+    edges = np.flatnonzero(np.diff(big.astype(np.int8))) + 1
+    for seg in np.split(np.arange(len(batch)), edges):
+        part = _select(batch, seg)
+        if big[seg[0]]:
+            for i in range(len(part)):
+                _generic_large(dev, prog, _select(part, np.array([i])))
+        else:
+            _generic_pages(dev, prog, part)
+
+
+def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch) -> None:
+    """Skbs that fit a page's packet room: each into a page of its own at
+    ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``), the program over them as one batch."""
+    from pyxdp.net.prog import run_xdp
+    host = dev.host
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
-        if not counted:
-            dev.stats.rx_packets += n
-            dev.stats.rx_bytes += int(batch.length.sum())
         pages = sysmem.alloc_pages_bulk(n)
         if len(pages) < n:  # no memory for the expanded head: the skbs are dropped
             dev.stats.rx_dropped += n - len(pages)
             n = len(pages)
         rows = sysmem.local(pages)
         width = min(batch.data.shape[1], sysmem.page_size - XDP_PACKET_HEADROOM - SKB_TAILROOM)
-        if int(batch.length[:n].max(initial=0)) > width:
-            sysmem.put_pages(pages)
-            raise ValueError(f"{dev.name}: skbs above {width} bytes cannot be linearised "
-                             f"into one page")
         sysmem.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
             batch.data[:n, :width]
         frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
@@ -95,19 +124,98 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
                     ctx=dev.rx[int(queue[0]) if n else 0].ctx, faults=dev.faults,
                     where=f"{dev.name} generic")
         act = v.action
-        dev.stats.xdp_packets += n
-        bad = act > int(XdpAction.XDP_REDIRECT)
-        if bad.any() and prog not in _warned:
-            _warned.add(prog)
-            log.warning("%s: XDP program %s returned illegal action %d: treated as "
-                        "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name,
-                        prog.spec.name, int(act[bad][0]))
-        dev.stats.xdp_aborted += int((act == XdpAction.XDP_ABORTED).sum() + bad.sum())
-        host.tracer.xdp_exception.fire_actions(act, prog_id=prog.id, ifindex=dev.ifindex)
+        _exceptions(dev, prog, act)
         out = host.frames_to_skbs(frames, dev.ifindex)
         out.queue[:] = batch.queue[:n]
         sysmem.put_pages(pages)  # the skb heads: freed (or, below, copied on)
     generic_xdp_act(dev, prog, out, act, v.map_id, v.map_type, v.index, v.flags)
+
+
+def _exceptions(dev: NetDevice, prog: XdpProg, act: np.ndarray) -> None:
+    """Count the verdicts run; warn once about unknown ones and fire ``xdp_exception``
+    for them and XDP_ABORTED."""
+    from pyxdp.net.prog import _warned
+    dev.stats.xdp_packets += len(act)
+    bad = act > int(XdpAction.XDP_REDIRECT)
+    if bad.any() and prog not in _warned:
+        _warned.add(prog)
+        log.warning("%s: XDP program %s returned illegal action %d: treated as "
+                    "XDP_ABORTED (bpf_warn_invalid_xdp_action)", dev.name,
+                    prog.spec.name, int(act[bad][0]))
+    dev.stats.xdp_aborted += int((act == XdpAction.XDP_ABORTED).sum() + bad.sum())
+    dev.host.tracer.xdp_exception.fire_actions(act, prog_id=prog.id, ifindex=dev.ifindex)
+
+
+def _generic_large(dev: NetDevice, prog: XdpProg, skb: SkbBatch) -> None:
+    """One skb above a page's packet room, as ``netif_skb_check_for_xdp`` prepares it.
+
+    A frags-aware program gets ``skb_cow_data_for_xdp``'s copy: a head of 3520
+    bytes at ``XDP_PACKET_HEADROOM`` in a page and frags of up to a page each (at
+    most ``MAX_SKB_FRAGS``; the rx queue has no ``frag_size``, so the tail of the
+    frags cannot grow). Any other program - and a frags-aware one when the skb
+    needs more frags - gets the skb linearised (``pskb_expand_head`` with
+    ``XDP_PACKET_HEADROOM`` and 128 more bytes of tailroom, then
+    ``skb_linearize``): the whole packet in one buffer, whose tailroom is what
+    ``kmalloc`` rounds the allocation up to. The program runs on an
+    :class:`~pyxdp.net.xdp.XdpBuff` (the reference path, as frags frames of a
+    NAPI poll); then its verdict as for every generic skb."""
+    from pyxdp.errors import ProgramFault
+    from pyxdp.net.prog import MAX_FAULT_REPORTS
+    ln = int(skb.length[0])
+    pkt = skb.data[0, :ln].tobytes()
+    queue = min(max(int(skb.queue[0]), 0), len(dev.rx) - 1)
+    ctx = dev.rx[queue].ctx
+    frags_ok = bool(prog.spec.flags & BPF_F_XDP_HAS_FRAGS) and \
+        ln <= MAX_LINEAR + MAX_SKB_FRAGS * PAGE_SIZE
+    if frags_ok:
+        frame = bytearray(PAGE_SIZE)
+        frame[XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + MAX_LINEAR] = pkt[:MAX_LINEAR]
+        frags = [bytearray(pkt[o:o + PAGE_SIZE]) for o in range(MAX_LINEAR, ln, PAGE_SIZE)]
+        xdp = XdpBuff(frame, XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + MAX_LINEAR,
+                      XDP_PACKET_HEADROOM, PAGE_SIZE, RxQueue(dev.ifindex, queue, 0),
+                      frags=frags)
+    else:
+        frame_sz = linear_frame_size(ln)
+        frame = bytearray(frame_sz)
+        frame[XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = pkt
+        xdp = XdpBuff(frame, XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + ln,
+                      XDP_PACKET_HEADROOM, frame_sz, RxQueue(dev.ifindex, queue, 0))
+    ctx.tail_call_cnt = 0
+    with dev.host.lock:
+        try:
+            act = prog.run(xdp, ctx)
+        except ProgramFault as e:
+            act = int(XdpAction.XDP_ABORTED)
+            if len(dev.faults) < MAX_FAULT_REPORTS:
+                dev.faults.append(f"{dev.name} generic: {prog.spec.name}: {e} -> XDP_ABORTED")
+                log.warning("%s", dev.faults[-1])
+        acts = np.array([act], np.int64)
+        _exceptions(dev, prog, acts)
+        red = [0, 0, 0, 0]
+        ri = ctx.ri
+        if ri is not None and act == XdpAction.XDP_REDIRECT:
+            red = [ri.map_id, ri.map_type, ri.tgt_index, ri.flags]
+            ri.map, ri.map_id, ri.flags = None, 0, 0
+            ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
+    out = SkbBatch.from_packets([xdp.packet()], dev.ifindex, int(skb.queue[0]))
+    out.meta[0] = xdp.metadata()
+    generic_xdp_act(dev, prog, out, acts, *(np.array([r], np.int64) for r in red))
+
+
+def linear_frame_size(length: int) -> int:
+    """``frame_sz`` of a linearised skb of ``length`` bytes: ``pskb_expand_head``'s
+    ``SKB_DATA_ALIGN(headroom + length + 128)`` plus ``skb_shared_info``, rounded up
+    as ``kmalloc`` sizes its allocation (a power of two up to 8 KiB, whole pages
+    beyond: ``kmalloc_size_roundup``)."""
+    size = _align(XDP_PACKET_HEADROOM + length + 128, 64) + _align(SKB_SHARED_INFO_SIZE, 64)
+    if size <= 8192:
+        return 1 << max(size - 1, 1).bit_length()
+    pages = -(-size // PAGE_SIZE)
+    return PAGE_SIZE << max(pages - 1, 0).bit_length()
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
 
 
 def generic_xdp_act(dev: NetDevice, prog: XdpProg, out: SkbBatch, act: np.ndarray,

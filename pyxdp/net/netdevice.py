@@ -81,6 +81,7 @@ from pyxdp.net.xdp_mem import (
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
+from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.helpers import RunContext
 
 # The packet room of a page (SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM)): longer
@@ -815,13 +816,17 @@ class Host:
     def run(self, *, max_rounds: int | None = None) -> int:
         """Poll until every queue is empty and every cpumap kthread idle (inline, or
         with ``cpumap_threads`` until each worker has finished what it took); returns
-        the frames the polls and the kthreads processed."""
+        the frames the polls and the kthreads processed. After each round of polls the
+        bpf_timers due by then fire (:data:`pyxdp.vm.bpf_timer.TIMERS`): the timer
+        softirq between NET_RX ones; run() does not wait for timers not yet due."""
         total = 0
         rounds = 0
         before = {id(rt): rt.processed for rt in self.cpumaps.values()}
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             n = self.poll()
+            # Between polls, as the timer softirq runs beside NET_RX: due bpf_timers.
+            TIMERS.run()
             if not self.cpumap_threads:
                 for rt in list(self.cpumaps.values()):
                     # Inline, a kthread keeps up with the polls: it empties its ring.

@@ -191,6 +191,7 @@ class XdpProg:
         self._spare: list[Engine] = []  # engines for re-entrant tail calls
         self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
+        self._async_vm: Engine | None = None  # runs bpf_timer callbacks
         self._depth = 0
         # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
         # run() with an instruction trace and sees the end). Only run() consults it, so
@@ -203,14 +204,36 @@ class XdpProg:
         return self._helpers
 
     def _engine(self, kind: str | None = None) -> Engine:
+        vm: Engine
         if (kind or self.engine) == "jit":
             from pyxdp.net.xdp_jit import XdpJit
             with _JIT_BUILD_LOCK:
-                return XdpJit(self.spec.insns, maps=list(self.maps.values()),
-                              helpers=self._helpers, ld_imm64=self._resolve,
-                              ctx_loads=self.ctx_loads, budget=self.budget)
-        return Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
-                           ctx_loads=self.ctx_loads, budget=self.budget)
+                vm = XdpJit(self.spec.insns, maps=list(self.maps.values()),
+                            helpers=self._helpers, ld_imm64=self._resolve,
+                            ctx_loads=self.ctx_loads, budget=self.budget)
+        else:
+            vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
+                             ctx_loads=self.ctx_loads, budget=self.budget)
+        vm.owner = self  # bpf_timer_set_callback keeps the program, not the engine
+        return vm
+
+    def run_async_callback(self, func_addr: int, args: Sequence[int],
+                           regions: Sequence[Region], cpu: int) -> None:
+        """Run one of the program's callbacks on its own, as a bpf_timer fires it
+        (:mod:`pyxdp.vm.bpf_timer`): ``args`` in r1-r3, ``regions`` beside the maps, on
+        CPU ``cpu``, on an engine of its own (timer callbacks run one at a time)."""
+        vm = self._async_vm
+        if vm is None or (self.engine == "jit") != (type(vm) is not Interpreter):
+            vm = self._async_vm = self._engine()
+        ctx = RunContext(cpu=cpu)
+        try:
+            if isinstance(vm, Interpreter):
+                vm.run_callback(func_addr, *args, regions=[*self.map_regions, *regions],
+                                context=ctx)
+            else:
+                vm.run_callback(func_addr, *args, regions=regions, context=ctx)
+        except ProgramFault as e:
+            raise self._with_source(e) from None
 
     def _build_jit(self) -> None:
         """A tiered program's background compile (the interpreter serves meanwhile)."""
@@ -274,9 +297,7 @@ class XdpProg:
             ctx.tail_call = self._tail_call
         if trace is not None:
             if self._tracer is None:
-                self._tracer = Interpreter(self.spec.insns, helpers=self._helpers,
-                                           ld_imm64=self._resolve, ctx_loads=self.ctx_loads,
-                                           budget=self.budget)
+                self._tracer = self._engine("interp")
             vm: Engine = self._tracer
         else:
             vm = self.vm if self._depth == 0 else self._spare_engine()

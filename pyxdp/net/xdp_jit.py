@@ -94,6 +94,8 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if any(r.base != base + n * stride or r.size != regions[0].size
            for n, r in enumerate(regions)):
         kind, first_region = "other", -1  # not one evenly spaced region per CPU
+    if getattr(m, "timer_off", None) is not None:
+        kind = "other"  # an update frees the element's bpf_timer: the Python helper does it
     desc = [0] * len(abi.MAPDESC_FIELDS)
     d = {n: i for i, n in enumerate(abi.MAPDESC_FIELDS)}
     if kind != "other" and native is not None:
@@ -465,6 +467,31 @@ class XdpJit(JitProgram):
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()
+
+    # -- an async callback (a bpf_timer's) ----------------------------------------------
+    def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),
+                     budget: int | None = None, context: Any = None) -> int:
+        """Run a callback on its own, with no packet: the map regions at the entries native
+        helpers expect (region 0 an empty packet), ``regions`` after them."""
+        if self._active:
+            raise HelperFault("an async callback cannot run on an engine that is running")
+        c = self._ctx
+        ctx = context if isinstance(context, RunContext) else None
+        c.nflags = 0 if ctx is None else abi.NF_RUNCTX | (
+            abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
+        c.cpu = (ctx.cpu if ctx is not None else 0) & M64
+        c.ri_present = 0
+        c.xsk_table = c.xsk_ntable = 0
+        self._xsk_table = None
+        self._hooks = None
+        self._table_stale = True  # the next XDP run describes its own regions again
+        try:
+            return super().run_callback(func_addr, *args, budget=budget, context=context,
+                                        regions=[self._placeholder, *self.map_regions,
+                                                 *regions])
+        finally:
+            c.nflags = 0
+            self._errors = {}
 
     # -- one run ---------------------------------------------------------------------
     def run_xdp(self, xdp: XdpBuff, ctx: RunContext, *, budget: int | None = None) -> int:

@@ -11,6 +11,11 @@ plus frags (``veth_convert_skb_to_xdp_buff``/``skb_pp_cow_data`` on Linux,
 * :func:`frags_cpumap`: ``samples/redirect_cpu.o`` loaded frags-aware,
   frames through cpumap entries and their programs to the stack.
 
+* :func:`frags_generic`: ``samples/frags.o`` attached in generic (skb) mode,
+  frags-aware or loaded as a plain ``SEC("xdp")`` program: skbs above 3520
+  bytes meet ``netif_skb_check_for_xdp`` (a head and frags from
+  ``skb_cow_data_for_xdp``, or the skb linearised).
+
 ``tests/kernel/test_frags_kernel.py`` compares both backends;
 ``tests/test_frags.py`` the native poll loop with the Python path.
 """
@@ -28,7 +33,8 @@ from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec
 from pyxdp.testing import vethlab
 from pyxdp.testing.vethlab import Attach, LinkSpec, Scenario
 
-__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "frags_cpumap", "frags_veth"]
+__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "frags_cpumap", "frags_generic",
+           "frags_veth"]
 
 DEVS = ("veth0", "veth1", "veth2", "veth3")
 PAIRS = (("veth0", "veth1"), ("veth2", "veth3"))
@@ -94,3 +100,27 @@ def frags_cpumap() -> Scenario:
                 Attach("veth1", PASS_FRAGS, "xdp_pass", collection="pass@veth1")),
         traffic=frames, setup=_cpumap_setup, maps=("rx_cnt",), pass_unattached=False,
         ordered=False, links=tuple(LinkSpec(d, mtu=9000) for d in DEVS[:2]))
+
+
+def frags_generic(frags: bool) -> Scenario:
+    """samples/frags.o in generic mode on a 9000-MTU veth0 (no program elsewhere):
+    frames of 1000, 5000 and 9014 bytes to each port. ``frags``: loaded as built
+    (``xdp.frags``): a 9014-byte skb reaches it as a 3520-byte head and frags;
+    else loaded as a plain ``xdp`` program: the skb linearised, the program sees
+    every byte between ``data`` and ``data_end``. TX goes back out of veth0
+    (``generic_xdp_tx``: veth1's stack), the devmap redirect out of veth2
+    (veth3's stack)."""
+    spec = vethlab.load_spec("frags.o")
+    if not frags:
+        spec = dataclasses.replace(spec, programs={
+            n: dataclasses.replace(p, section="xdp", flags=p.flags & ~BPF_F_XDP_HAS_FRAGS)
+            for n, p in spec.programs.items()})
+    mac = {d: vethlab.lab_mac(PAIRS, d) for d in DEVS}
+    frames = tuple(("veth0", pk.udp_packet(b"frags", sport=2000 + i, dport=port, size=size,
+                                           src_mac=mac["veth1"], dst_mac=mac["veth0"]))
+                   for port in PORTS for i, size in enumerate(SIZES))
+    return Scenario(
+        f"frags_generic_{'frags' if frags else 'linear'}", pairs=PAIRS,
+        attach=(Attach("veth0", spec, "xdp_frags", mode="generic", collection="frags.o"),),
+        traffic=frames, setup=_tx_port, maps=("stats",), pass_unattached=False,
+        links=tuple(LinkSpec(d, mtu=9000) for d in DEVS))

@@ -3652,11 +3652,7 @@ class _Verifier:
         btf = self.btf
         found: dict[str, int] = {}
         if btf is not None and m.value_type is not None:
-            t = btf.resolved(m.value_type)
-            for mem in t.members if t.kind is BtfKind.STRUCT else ():
-                mt = btf.resolved(mem.type)
-                if mt.kind is BtfKind.STRUCT and mt.name in _FIELD_SIZES:
-                    found.setdefault(mt.name, mem.bit_offset // 8)
+            found = btf.value_fields(m.value_type, _FIELD_SIZES)
         self.fields[m.name] = found
         return found
 

@@ -212,6 +212,9 @@ class Interpreter:
         self.mem = Memory()
         self.frames: list[tuple[int, int, int, int, int, int]] = []
         self.context: Any = None  # per-run object for helpers (e.g. the xdp_buff)
+        # The loaded program this engine runs, for helpers that keep a reference to it
+        # (bpf_timer_set_callback: the program that runs the callback later).
+        self.owner: Any = None
         self.executed = 0
         self._stacks: list[Region] = []
         self._resolver = ld_imm64
@@ -471,6 +474,21 @@ class Interpreter:
             budget: int | None = None, context: Any = None,
             trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
         """Run from pc 0 with r1, r2 set; return r0 (unsigned 64-bit)."""
+        self._fresh(regions, context, (r1, r2))
+        self._execute(0, self.budget if budget is None else budget, trace)
+        return self.R[0]
+
+    def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),
+                     budget: int | None = None, context: Any = None) -> int:
+        """Run the callback at ``func_addr`` (a BPF_PSEUDO_FUNC value) as a run of its own:
+        frame 0 fresh, ``args`` in r1-r5 (an async callback: a bpf_timer's); return r0."""
+        target = self._func_target(func_addr)
+        self._fresh(regions, context, args)
+        self._execute(target, self.budget if budget is None else budget, None)
+        return self.R[0]
+
+    def _fresh(self, regions: Sequence[Region], context: Any, args: Sequence[int]) -> None:
+        """A new run's state: registers zero but the arguments, one fresh stack frame."""
         R = self.R
         for n in range(11):
             R[n] = 0
@@ -479,17 +497,20 @@ class Interpreter:
         self.mem.reset(list(regions))
         self.context = context
         self.executed = 0
-        R[1], R[2] = r1 & M64, r2 & M64
+        for n, value in enumerate(args[:5], start=1):
+            R[n] = value & M64
         R[10] = self._stack_top(0)
         self.loops[0] = MAY_GOTO_LOOPS
-        self._execute(0, self.budget if budget is None else budget, trace)
-        return R[0]
 
-    def call_function(self, func_addr: int, *args: int) -> int:
-        """Call a BPF_PSEUDO_FUNC callback (bpf_loop etc.) from a helper; return r0."""
+    def _func_target(self, func_addr: int) -> int:
         target = (func_addr - FUNC_BASE) // 8
         if func_addr % 8 or not 0 <= target < len(self.insns):
             raise HelperFault(f"callback address {func_addr:#x} is not a function")
+        return target
+
+    def call_function(self, func_addr: int, *args: int) -> int:
+        """Call a BPF_PSEUDO_FUNC callback (bpf_loop etc.) from a helper; return r0."""
+        target = self._func_target(func_addr)
         R, F = self.R, self.frames
         F.append((-1, R[6], R[7], R[8], R[9], R[10]))
         for n, value in enumerate(args[:5], start=1):

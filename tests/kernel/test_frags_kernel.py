@@ -23,7 +23,7 @@ from functools import cache
 import pytest
 
 from pyxdp.testing import vethlab
-from pyxdp.testing.fragslab import SIZES, frags_cpumap, frags_veth
+from pyxdp.testing.fragslab import SIZES, frags_cpumap, frags_generic, frags_veth
 
 pytestmark = pytest.mark.kernel
 
@@ -109,3 +109,26 @@ def test_pyxdp_frags_through_cpumap_match_linux(mode: str) -> None:
     diffs = [d for d in vethlab.lab_differences(want, got, sc)
              if not d.startswith("events differ")]
     assert not diffs, "\n".join(diffs)
+
+
+@cache
+def _kernel_generic(frags: bool) -> vethlab.LabResult:
+    return vethlab.run_kernel(frags_generic(frags))
+
+
+@pytest.mark.parametrize(("frags", "engine"), [(True, "auto"), (False, "interp")],
+                         ids=["frags-jit", "linear-interp"])
+def test_pyxdp_generic_jumbo_skbs_match_linux(frags: bool, engine: str) -> None:
+    """Generic XDP with skbs up to 9014 bytes (``netif_skb_check_for_xdp``): a frags-aware
+    program sees a 3520-byte head and frags (a shrink, a grow refused with
+    -EOPNOTSUPP, TX and a devmap redirect of the whole skb), any other program the
+    skb linearised (every byte in ``data``..``data_end``, the tail able to grow).
+    Frames, stats and tracepoints as Linux's."""
+    sc = frags_generic(frags)
+    want = _kernel_generic(frags)
+    head = 3520 if frags else 9014
+    assert all(v[2] == head for v in _stats(want).values())  # the last, 9014-byte frame's
+    got = vethlab.run_pyxdp(sc, engine=engine)
+    diffs = vethlab.lab_differences(want, got, sc)
+    assert not diffs, "\n".join(diffs)
+    assert _stats(got) == _stats(want)

@@ -257,6 +257,7 @@ class JitProgram:
         self.budget = budget
         self.mem = Memory()
         self.context: Any = None
+        self.owner: Any = None  # the loaded program this engine runs (see Interpreter)
         self.executed = 0
         self._resolver = ld_imm64
         imm64, callbacks = self._prepare()
@@ -535,6 +536,43 @@ class JitProgram:
         ctx.tail_exit = 0
         try:
             r0 = int(self._entry(self._ctx_addr, r1 & M64, r2 & M64))
+            self.executed = rem - _signed(int(ctx.rem))
+            if ctx.status:
+                raise self._fault(budget)
+            return r0
+        finally:
+            self._release()
+
+    def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),
+                     budget: int | None = None, context: Any = None) -> int:
+        """Run the callback at ``func_addr`` as a run of its own (the interpreter's
+        ``run_callback``): frame 0 fresh, ``args`` in r1-r5; return r0."""
+        budget = self.budget if budget is None else budget
+        if not self._bound:
+            self._bind()
+        target = (func_addr - FUNC_BASE) // 8
+        cb = self._callbacks.get(target) if func_addr % 8 == 0 else None
+        if cb is None:
+            raise HelperFault(f"callback address {func_addr:#x} is not a function")
+        self._batch = None
+        self._regions = list(regions)
+        self._load_regions(self._regions)
+        self.context = context
+        self._run_budget = budget
+        self._pending = None
+        ctx = self._ctx
+        rem = min(max(budget, 0), _BUDGET_CAP)
+        ctx.status = abi.ST_OK
+        ctx.rem = rem
+        ctx.depth = 0
+        ctx.max_depth = 0
+        ctx.tail_exit = 0
+        # Frame 0 is entered as an existing frame (depth 0 is never "fresh"): clear it
+        # here, as the interpreter's fresh frame; deeper ones clear themselves.
+        self._stack[:STACK_SIZE] = 0
+        regs = [a & M64 for a in args[:5]] + [0] * (5 - len(args[:5]))
+        try:
+            r0 = int(cb(self._ctx_addr, 0, *regs))
             self.executed = rem - _signed(int(ctx.rem))
             if ctx.status:
                 raise self._fault(budget)
