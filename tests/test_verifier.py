@@ -91,8 +91,8 @@ LINUX_PROCESSED = {
     "redirect_cpu.o:xdp_cpumap_filter": 206, "redirect_cpu.o:xdp_redirect_cpu_hash": 705,
     "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
     "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
-    "sampler.o:xdp_sampler": 246, "xdp1.o:xdp_prog1": 157, "xdp2.o:xdp_prog2": 433,
-    "xsk.o:xdp_sock_prog": 20
+    "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
+    "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
 }
 
 

@@ -940,6 +940,11 @@ class _Verifier:
                     self.prune[pc + 1] = True
                 if i.src == op.CallSrc.BPF_PSEUDO_CALL and 0 <= pc + 1 + i.imm < n:
                     self.prune[pc] = self.prune[pc + 1 + i.imm] = True
+            elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                # a callback's address: visited as a call (visit_func_call_insn)
+                for target in (pc, pc + 2, pc + 1 + i.imm):
+                    if 0 <= target < n:
+                        self.prune[target] = True
         self.live = _liveness(self.insns, self._call_uses())
         self.in_loop = _loop_insns(self.insns)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
@@ -3687,7 +3692,7 @@ class _Verifier:
         m = meta.map
         assert m is not None
         cb = State()
-        f = Frame(0, pc, target)
+        f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
         f.callback = BPF_FUNC_TIMER_SET_CALLBACK
         f.regs[1].set_ptr(MAP_PTR)
         f.regs[2].set_ptr(MAP_KEY)
@@ -3696,7 +3701,9 @@ class _Verifier:
         for r in (1, 2, 3):
             f.regs[r].map = m
         cb.frames.append(f)
-        cb.parent = st.parent
+        # a state of its own: no checkpoint of this path is its parent (Linux starts it
+        # fresh), so precision marks stop at its start and this path's kept states do
+        # not wait for it
         self._push(cb, target, stack)
 
     def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
