@@ -1,6 +1,6 @@
 """Verification time: pyxdp's verifier beside Linux's BPF_PROG_LOAD, program by program.
 
-    python bench/bench_verify.py [--repeat N] [--no-kernel] [--lb-stages N]
+    python bench/bench_verify.py [--repeat N] [--no-kernel] [--lb-stages N] [OBJ ...]
 
 For every XDP program of every committed object (``samples/*.o``,
 ``samples/loader/*.o``) and for a generated load balancer of about 3,000
@@ -21,7 +21,10 @@ balancer parses Ethernet, IPv4 and TCP/UDP with bounds checks, then probes a
 consistent-hashing ring ``--lb-stages`` times (each probe: a hash of the flow,
 a ring lookup, a backend lookup, per-CPU counters), and rewrites the MAC
 addresses before XDP_TX: the shape of a production L4 load balancer, with
-its maps.
+its maps. Objects named on the command line (programs kept outside the
+repository, such as katran's ``balancer_ingress``) are verified after the
+committed ones; for every program the instructions pyxdp's verifier walked
+(``processed N insns`` in Linux's log) are printed too.
 """
 
 from __future__ import annotations
@@ -182,18 +185,20 @@ def _median(times: list[Timing]) -> Timing:
             statistics.median(t[1] for t in times) * 1e3)
 
 
-def _time_pyxdp(spec: CollectionSpec, prog: ProgramSpec, repeat: int) -> tuple[Timing, str]:
+def _time_pyxdp(spec: CollectionSpec, prog: ProgramSpec,
+                repeat: int) -> tuple[Timing, str, int]:
     times = []
     verdict = "accepted"
+    walked = 0
     for n in range(repeat + 1):
         c0, t0 = time.process_time(), time.perf_counter()
         try:
-            verify(prog, spec.maps, btf=spec.btf)
+            walked = verify(prog, spec.maps, btf=spec.btf).insns_processed
         except VerifierError as e:
             verdict = f"refused: {e.reason}"
         if n:
             times.append((time.process_time() - c0, time.perf_counter() - t0))
-    return _median(times), verdict
+    return _median(times), verdict, walked
 
 
 def _time_linux(spec: CollectionSpec, name: str, repeat: int) -> tuple[Timing, str]:
@@ -227,24 +232,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-kernel", action="store_true")
     ap.add_argument("--lb-stages", type=int, default=72)
+    ap.add_argument("objects", nargs="*", type=Path, help="more objects to verify")
     args = ap.parse_args(argv)
     kernel = not args.no_kernel and os.geteuid() == 0
     objects = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
     rows: list[tuple[str, CollectionSpec, str]] = []
-    for path in objects:
-        spec = load_collection_spec(path)
+    for path in objects + list(args.objects):
+        try:
+            spec = load_collection_spec(path)
+        except (OSError, PyxdpError) as e:
+            print(f"{path}: not loaded: {e}", file=sys.stderr)
+            return 1
+        label = str(path.relative_to(SAMPLES)) if path.is_relative_to(SAMPLES) else path.name
         for name, prog in spec.programs.items():
             if prog.prog_type == "xdp" and path.name != "xsk_redirect.o":
-                rows.append((f"{path.relative_to(SAMPLES)}:{name}", spec, name))
+                rows.append((f"{label}:{name}", spec, name))
     lb = lb_program(args.lb_stages)
     rows.append((f"generated LB ({len(lb.programs['lb_generated'].insns)} insns)", lb,
                  "lb_generated"))
-    print(f"{'program':42} {'insns':>5} {'pyxdp ms (wall)':>16} {'Linux ms (wall)':>16} "
-          f"{'ratio':>6}  verdict")
+    print(f"{'program':42} {'insns':>5} {'walked':>7} {'pyxdp ms (wall)':>16} "
+          f"{'Linux ms (wall)':>16} {'ratio':>6}  verdict")
     for label, spec, name in rows:
         prog = spec.programs[name]
         try:
-            mine, verdict = _time_pyxdp(spec, prog, args.repeat)
+            mine, verdict, walked = _time_pyxdp(spec, prog, args.repeat)
         except PyxdpError as e:
             print(f"{label:42} {len(prog.insns):5}  not verified: {e}")
             continue
@@ -256,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{mine[0] / max(theirs[0], 1e-3):6.1f}"
             if lverdict != verdict:
                 verdict += f" (Linux: {lverdict})"
-        print(f"{label:42} {len(prog.insns):5} {mine[0]:7.2f} ({mine[1]:7.2f}) {linux:>16} "
-              f"{ratio:>6}  {verdict}")
+        print(f"{label:42} {len(prog.insns):5} {walked:7} {mine[0]:7.2f} ({mine[1]:7.2f}) "
+              f"{linux:>16} {ratio:>6}  {verdict}")
     return 0
 
 

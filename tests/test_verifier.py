@@ -76,6 +76,35 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
             assert 0 < res.insns_processed < 10_000
 
 
+# Instructions Linux 6.18 walks verifying each accepted sample program (``processed N
+# insns`` in its log at log level 4, measured on this machine): pyxdp prunes where and as
+# Linux does (prune points, when a state is kept, compared and dropped, precision), so it
+# walks the same number.
+LINUX_PROCESSED = {
+    "adjust_tail.o:xdp_icmp_too_big": 251, "chain.o:chain_b": 52, "chain.o:chain_first": 18,
+    "chain.o:chain_frags": 19, "chain.o:chain_last": 19, "chain.o:chain_mod": 40,
+    "core.o:xdp_core": 70, "ct.o:xdp_ct": 1415, "ct.o:xdp_ct_track": 650,
+    "dynptr.o:xdp_dynptr": 486, "frags.o:xdp_frags": 190, "fwd.o:xdp_fwd": 234,
+    "lb.o:lb_ingress": 439, "lb.o:lb_non_vip": 415, "meta.o:xdp_meta_consumer": 27,
+    "meta.o:xdp_meta_producer": 220, "mixed.o:xdp_count": 32, "mixed.o:xdp_legacy": 2,
+    "redirect_bcast.o:xdp_redirect_bcast": 15, "redirect_bcast.o:xdp_redirect_bcast_excl": 15,
+    "redirect_cpu.o:xdp_cpumap_filter": 206, "redirect_cpu.o:xdp_redirect_cpu_hash": 705,
+    "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
+    "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
+    "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
+    "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
+}
+
+
+def test_walks_as_many_instructions_as_linux() -> None:
+    got = {}
+    for key in LINUX_PROCESSED:
+        obj, name = key.split(":")
+        spec = load_collection_spec(SAMPLES / obj)
+        got[key] = verify(spec.programs[name], spec.maps, btf=spec.btf).insns_processed
+    assert got == LINUX_PROCESSED
+
+
 # Linux 6.18's verdicts on tests/verifier_objects/loops.o (clang-16 output of bpf_for,
 # can_loop and bpf_loop; tests/kernel/test_verifier_kernel.py re-measures them).
 LOOPS = {"xdp_iter_sum": None, "xdp_iter_off_by_one": "R2 offset is outside of the packet",

@@ -42,6 +42,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import format_insn
@@ -101,6 +102,7 @@ BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
+LINKED_REGS_MAX = 6
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
@@ -170,6 +172,8 @@ class Refuse(Exception):
 
 
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
+# reg_bounds_sync's results by its inputs (tnum and bounds)
+_SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Reg:
@@ -199,17 +203,52 @@ class Reg:
         self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
 
     def copy(self) -> Reg:
-        r = Reg.__new__(Reg)
-        r.assign(self)
+        # field by field: the verifier's most frequent operation (states are copied whole)
+        r = _new_reg(Reg)
+        r.t = self.t
+        r.off = self.off
+        r.id = self.id
+        r.ref = self.ref
+        r.rng = self.rng
+        r.map = self.map
+        r.msize = self.msize
+        r.frame = self.frame
+        r.tv = self.tv
+        r.tm = self.tm
+        r.sub = self.sub
+        r.bt = self.bt
+        r.smin = self.smin
+        r.smax = self.smax
+        r.umin = self.umin
+        r.umax = self.umax
+        r.s32min = self.s32min
+        r.s32max = self.s32max
+        r.u32min = self.u32min
+        r.u32max = self.u32max
+        r.precise = self.precise
         return r
 
     def assign(self, o: Reg) -> None:
-        self.t, self.off, self.id, self.ref, self.rng, self.map, self.msize, self.frame = \
-            o.t, o.off, o.id, o.ref, o.rng, o.map, o.msize, o.frame
-        self.tv, self.tm, self.sub, self.bt = o.tv, o.tm, o.sub, o.bt
-        self.smin, self.smax, self.umin, self.umax = o.smin, o.smax, o.umin, o.umax
-        self.s32min, self.s32max, self.u32min, self.u32max = \
-            o.s32min, o.s32max, o.u32min, o.u32max
+        self.t = o.t
+        self.off = o.off
+        self.id = o.id
+        self.ref = o.ref
+        self.rng = o.rng
+        self.map = o.map
+        self.msize = o.msize
+        self.frame = o.frame
+        self.tv = o.tv
+        self.tm = o.tm
+        self.sub = o.sub
+        self.bt = o.bt
+        self.smin = o.smin
+        self.smax = o.smax
+        self.umin = o.umin
+        self.umax = o.umax
+        self.s32min = o.s32min
+        self.s32max = o.s32max
+        self.u32min = o.u32min
+        self.u32max = o.u32max
         self.precise = o.precise
 
     def key(self) -> tuple[object, ...]:
@@ -223,18 +262,23 @@ class Reg:
 
     # -- constructors -------------------------------------------------------------------
     def set_unknown(self) -> None:
-        self.__init__()  # type: ignore[misc]
-        self.t = SCALAR
+        self.assign(_UNKNOWN_SCALAR)
 
     def set_known(self, v: int) -> None:
-        self.__init__()  # type: ignore[misc]
-        self.t = SCALAR
         v &= U64
-        self.tv, self.tm = v, 0
-        self.smin = self.smax = _s64(v)
-        self.umin = self.umax = v
-        self.s32min = self.s32max = _s32(v)
-        self.u32min = self.u32max = v & U32
+        k = _KNOWN.get(v)
+        if k is None:
+            k = Reg()
+            k.t = SCALAR
+            k.tv, k.tm = v, 0
+            k.smin = k.smax = _s64(v)
+            k.umin = k.umax = v
+            k.s32min = k.s32max = _s32(v)
+            k.u32min = k.u32max = v & U32
+            if len(_KNOWN) >= 1 << 12:
+                _KNOWN.clear()
+            _KNOWN[v] = k
+        self.assign(k)
 
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
@@ -273,15 +317,27 @@ class Reg:
             self.s32min = self.s32max = _s32(v)
             self.u32min = self.u32max = v & U32
             return
-        self._update()
-        before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
-                  self.u32min, self.u32max)
-        self._deduce()
-        if before != (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
-                      self.u32min, self.u32max):
-            self._deduce()  # a second round can only learn from what the first changed
-        self._bound_offset()
-        self._update()
+        # a pure function of the tnum and the bounds, met again and again: remembered
+        key = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
+               self.s32max, self.u32min, self.u32max)
+        got = _SYNCED.get(key)
+        if got is None:
+            self._update()
+            before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
+                      self.u32min, self.u32max)
+            self._deduce()
+            if before != (self.smin, self.smax, self.umin, self.umax, self.s32min,
+                          self.s32max, self.u32min, self.u32max):
+                self._deduce()  # a second round can only learn from what the first changed
+            self._bound_offset()
+            self._update()
+            if len(_SYNCED) >= 1 << 16:
+                _SYNCED.clear()
+            _SYNCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+                            self.s32min, self.s32max, self.u32min, self.u32max)
+            return
+        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
+            self.s32max, self.u32min, self.u32max = got
 
     def _update(self) -> None:
         v, m = self.tv, self.tm
@@ -462,8 +518,45 @@ class Reg:
         return f"{type_str(self.t)}{self.bt}({','.join(parts)})"
 
 
+_new_reg = Reg.__new__
+# Templates a register is set from: an unknown scalar, and known scalars by value.
+_UNKNOWN_SCALAR = Reg()
+_UNKNOWN_SCALAR.t = SCALAR
+_KNOWN: dict[int, Reg] = {}
+
+
+def _known(v: int) -> Reg:
+    """A new register holding the known scalar ``v``."""
+    r = _new_reg(Reg)
+    r.set_known(v)
+    return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
+# A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
+# scalar) and (spi, slot).
+_FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
+                   tuple[tuple[int, Slot, int, int, bool], ...]]
+_INTS: dict[bytes, int] = {}
+_MASKS: dict[bytes, tuple[int, int]] = {}
+
+
+def _bytes_int(types: bytes) -> int:
+    """A slot's 8 byte kinds as one integer (to compare several at once)."""
+    v = _INTS.get(types)
+    if v is None:
+        v = _INTS[types] = int.from_bytes(types, "little")
+    return v
+
+
+def _significant(types: bytes) -> tuple[int, int]:
+    """The bytes a state relies on when compared: not invalid, not misc (root's
+    allow_uninit_stack), as a mask over _bytes_int, and their kinds under the mask."""
+    m = _MASKS.get(types)
+    if m is None:
+        mask = sum(0xFF << 8 * k for k, b in enumerate(types)
+                   if b != S_INVALID and b != S_MISC)
+        m = _MASKS[types] = (mask, _bytes_int(types) & mask)
+    return m
 
 
 class Frame:
@@ -486,7 +579,7 @@ class Frame:
         f = Frame.__new__(Frame)
         f.regs = [r.copy() for r in self.regs]
         # spilled registers are refined in place (ids, ranges): each state owns its own
-        f.stack = [(t, r.copy()) if r is not None else (t, r) for t, r in self.stack]
+        f.stack = [s if s[1] is None else (s[0], s[1].copy()) for s in self.stack]
         f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
             self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
@@ -505,7 +598,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots")
+                 "written", "read", "all_read", "read_slots", "links", "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -522,11 +615,15 @@ class State:
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
         self.pc = -1
-        self.loop_key: tuple[object, ...] = ()
+        self.loop_key: tuple[object, ...] | None = None  # computed when first needed
         self.hits = self.misses = 0
         # The instructions run since the parent checkpoint (jmp_history, every insn): a pc,
         # or for a fixed-offset stack access pc | _HIST_STACK | frame << 21 | slot << 24.
         self.hist: list[int] = []
+        # linked_regs of the history: at a conditional jump on a scalar with an id (by
+        # its index in ``hist``), the scalars sharing the id, as (frame, reg) for a
+        # register and (frame, -1 - spi) for a spilled one.
+        self.links: dict[int, tuple[tuple[int, int], ...]] = {}
         self.all_precise = False  # mark_all_scalars_precise reached this state
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
@@ -535,6 +632,10 @@ class State:
         self.read: set[tuple[int, int]] = set()
         self.all_read = False
         self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
+        self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
+        self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
+        # A finished state: its precise scalars, registers and slots as (frame, n).
+        self.prec: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
 
     def copy(self) -> State:
         s = State()
@@ -545,6 +646,7 @@ class State:
         s.cb_unroll = self.cb_unroll
         s.parent = self.parent
         s.hist = list(self.hist)
+        s.links = dict(self.links) if self.links else {}
         s.written = set(self.written)
         return s
 
@@ -613,7 +715,7 @@ class VerifierResult:
 # -- liveness -------------------------------------------------------------------------
 def _use_def(i: Instruction) -> tuple[int, int]:
     """Registers an instruction reads and writes (bit masks)."""
-    cls = i.cls
+    cls = i.code & 7
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         o = i.code & 0xF0
         use = 0 if o == op.BPF_MOV else 1 << i.dst
@@ -650,7 +752,7 @@ def _use_def(i: Instruction) -> tuple[int, int]:
 
 def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     i = insns[pc]
-    cls = i.cls
+    cls = i.code & 7
     if cls == op.BPF_LD and i.code == op.OP_LD_IMM64:
         return (pc + 2,)
     if cls in (op.BPF_JMP, op.BPF_JMP32):
@@ -666,11 +768,14 @@ def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     return (pc + 1,)
 
 
-def _liveness(insns: Sequence[Instruction], starts: Sequence[int]) -> list[int]:
-    """Registers live before each instruction (compute_live_registers)."""
+def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[int]:
+    """Registers live before each instruction (compute_live_registers); a call reads the
+    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5."""
     n = len(insns)
     live = [0] * n
     ud = [_use_def(i) for i in insns]
+    for pc, use in call_use.items():
+        ud[pc] = (use, ud[pc][1])
     succ = [_succs(insns, pc) if pc < n else () for pc in range(n)]
     changed = True
     while changed:
@@ -823,16 +928,27 @@ class _Verifier:
             if pc and self.insns[pc - 1].code == op.OP_LD_IMM64:
                 if pc - 2 < 0 or self.insns[pc - 2].code != op.OP_LD_IMM64:
                     continue
-            if i.cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
+            # check_cfg's prune points: a jump's target (not its fall-through), a
+            # conditional jump itself, the insn after a call, a bpf-to-bpf call and its
+            # callee's entry
+            if (i.code & 7) in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (
                     op.BPF_EXIT, op.BPF_CALL):
-                for s in _succs(self.insns, pc):
-                    if 0 <= s < n:
-                        self.prune[s] = True
+                target = _succs(self.insns, pc)[-1]
+                if 0 <= target < n:
+                    self.prune[target] = True
                 if i.code & 0xF0 != op.BPF_JA:
                     self.prune[pc] = True
-            elif i.code == op.OP_CALL and pc + 1 < n:
-                self.prune[pc + 1] = True
-        self.live = _liveness(self.insns, self.subprogs)
+            elif i.code == op.OP_CALL:
+                if pc + 1 < n:
+                    self.prune[pc + 1] = True
+                if i.src == op.CallSrc.BPF_PSEUDO_CALL and 0 <= pc + 1 + i.imm < n:
+                    self.prune[pc] = self.prune[pc + 1 + i.imm] = True
+            elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                # a callback's address: visited as a call (visit_func_call_insn)
+                for target in (pc, pc + 2, pc + 1 + i.imm):
+                    if 0 <= target < n:
+                        self.prune[target] = True
+        self.live = _liveness(self.insns, self._call_uses())
         self.in_loop = _loop_insns(self.insns)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
@@ -865,8 +981,11 @@ class _Verifier:
         # exact key of their registers (states_maybe_looping), and the finished ones.
         self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
         self.done: dict[int, list[State]] = {}
+        # Elsewhere all kept states per pc, in the order kept (explored_states).
+        self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
+        self.tmp_id = 1 << 48  # check_scalar_ids' fresh ids, apart from every real one
         self.processed = 0
         self.nstates = 0
         self.depth = {s: 0 for s in self.subprogs}
@@ -874,6 +993,24 @@ class _Verifier:
         self.pc = 0
         self.state: State | None = None
         self.facts = AccessFacts(maps)
+
+    def _call_uses(self) -> dict[int, int]:
+        """get_call_summary: a helper or kfunc call reads as many registers as its
+        prototype has arguments (a call of something unknown, all of R1-R5)."""
+        out: dict[int, int] = {}
+        for pc, i in enumerate(self.insns):
+            if i.code != op.OP_CALL:
+                continue
+            nargs = -1
+            if i.src == op.CallSrc.BPF_HELPER_CALL and i.imm in PROTOS:
+                nargs = len(PROTOS[i.imm].args)
+            elif i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                k = KFUNCS.get(self.kfunc_at.get(pc, ""))
+                if k is not None:
+                    nargs = len(k.params)
+            if nargs >= 0:
+                out[pc] = ((1 << (nargs + 1)) - 1) & ~1
+        return out
 
     def _validate(self) -> Layout:
         """pyxdp's ISA checks; the one the kernel words differently gets its words."""
@@ -904,7 +1041,7 @@ class _Verifier:
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
-        return i.cls in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
+        return (i.code & 7) in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
@@ -1031,7 +1168,7 @@ class _Verifier:
                 continue
             st.hist.append(pc)
             i = self.insns[pc]
-            cls = i.cls
+            cls = i.code & 7
             if cls in (op.BPF_JMP, op.BPF_JMP32):
                 self.jmps += 1
             if cls in (op.BPF_ALU, op.BPF_ALU64):
@@ -1074,10 +1211,11 @@ class _Verifier:
             if p.branches:
                 break
             # off the current path: from now on it may prune others
-            self.active[p.pc][p.loop_key].remove(p)
             if p.pc in self.forced:
+                assert p.loop_key is not None  # set when kept at a forced checkpoint
+                self.active[p.pc][p.loop_key].remove(p)
                 self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
-            self.done.setdefault(p.pc, []).append(p)
+                self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
             return None
@@ -1092,17 +1230,31 @@ class _Verifier:
             st.parent.branches += 1
         stack.append((st, pc))
 
-    def _visited(self, pc: int, cur: State) -> bool:
-        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
-        the current path is an infinite loop; keep ``cur`` now and then."""
-        live = self.live[pc]
-        done = self.done.get(pc)
-        # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = not self.in_loop[pc] and pc not in self.forced
-        if done:
+    def _visited_plain(self, pc: int, cur: State, live: int) -> bool:
+        """is_state_visited at a pc that is no forced checkpoint: the states kept here, the
+        newest first (Linux's list order), finished ones compared for pruning, those still
+        on the current path for an infinite loop; a state missed while a new one would be
+        kept counts the miss, and one that misses far more often than it hits is dropped."""
+        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
+        add = jumps >= 2 and insns >= 8
+        kept = self.kept.get(pc)
+        if kept:
+            key: tuple[object, ...] | None = None
             evict = False
-            for old in done:
-                if self._states_equal(old, cur, live, exact=False):
+            for k in range(len(kept) - 1, -1, -1):
+                old = kept[k]
+                if old.branches:
+                    if key is None:
+                        key = tuple(r.key() for r in cur.cur.regs)
+                    if old.loop_key is None:
+                        old.loop_key = tuple(r.key() for r in old.cur.regs)
+                    if old.loop_key == key and old.may_goto == cur.may_goto and \
+                            old.cb_unroll == cur.cb_unroll and \
+                            self._states_equal(old, cur, live, exact=True):
+                        raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+                    if jumps < 20 and insns < 100:
+                        add = False
+                elif self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
@@ -1110,6 +1262,62 @@ class _Verifier:
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
                         self._mark_all_read(cur)
+                    if evict:
+                        self._evict(kept)
+                    return True
+                if add:
+                    old.misses += 1
+                    evict |= old.misses > old.hits * 3 + 3
+            if evict:
+                self._evict(kept)
+        if not add:
+            return False
+        self.prev_jmps, self.prev_insns = self.jmps, self.processed
+        new = self._keep(pc, cur)
+        self.kept.setdefault(pc, []).append(new)
+        self.nstates += 1
+        return False
+
+    @staticmethod
+    def _evict(kept: list[State]) -> None:
+        """Linux frees a kept state that misses far more often than it hits (on the
+        current path or not: it is neither compared nor checked for a loop again)."""
+        kept[:] = [x for x in kept if x.misses <= x.hits * 3 + 3]
+
+    def _keep(self, pc: int, cur: State) -> State:
+        """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
+        new = cur.copy()
+        new.branches = 1
+        new.parent = cur.parent
+        new.pc = pc
+        cur.parent = new
+        cur.hist = []
+        cur.links = {}
+        cur.written = set()
+        for f in cur.frames:  # forget the marks inherited (they live in ``new``)
+            for r in f.regs:
+                r.precise = False
+            for _, spill in f.stack:
+                if spill is not None:
+                    spill.precise = False
+        return new
+
+    def _visited(self, pc: int, cur: State) -> bool:
+        """is_state_visited: prune when a finished state covers ``cur``; an equal state on
+        the current path is an infinite loop; keep ``cur`` now and then."""
+        live = self.live[pc]
+        # Loops and converging checkpoints compare every scalar's range and every slot.
+        self.loose = not self.in_loop[pc] and pc not in self.forced
+        if pc not in self.forced:
+            return self._visited_plain(pc, cur, live)
+        done = self.done.get(pc)
+        if done:
+            evict = False
+            for old in done:
+                if self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    self._mark_all_precise(cur)
+                    self._mark_all_read(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -1117,62 +1325,42 @@ class _Verifier:
                 done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
         active = self.active.setdefault(pc, {})
         key = tuple(r.key() for r in cur.cur.regs)
-        forced = self.forced.get(pc)
+        forced = self.forced[pc]
         may_goto = pc in self.may_goto
-        if forced is not None:
-            # A loop of may_goto, an iterator or a callback converges when this state is
-            # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
-            # another may_goto depth, with the iterator still active.
-            regs = cur.cur.regs
-            it = self._iter_at(cur) if pc in self.iter_next else None
-            if it is None or it.sub == ITER_ACTIVE:
-                for rs, by_vals in forced.items():
-                    vals = self._exact_part(regs, rs)
-                    if vals is None:
+        # A loop of may_goto, an iterator or a callback converges when this state is
+        # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
+        # another may_goto depth, with the iterator still active.
+        regs = cur.cur.regs
+        it = self._iter_at(cur) if pc in self.iter_next else None
+        if it is None or it.sub == ITER_ACTIVE:
+            for rs, by_vals in forced.items():
+                vals = self._exact_part(regs, rs)
+                if vals is None:
+                    continue
+                for old in by_vals.get(vals, ()):
+                    if may_goto and old.may_goto == cur.may_goto:
                         continue
-                    for old in by_vals.get(vals, ()):
-                        if may_goto and old.may_goto == cur.may_goto:
-                            continue
-                        if self._states_equal(old, cur, live, exact=False):
-                            old.hits += 1
-                            self._mark_all_precise(cur)
-                            self._mark_all_read(cur)
-                            return True
-        if forced is None or may_goto:
+                    if self._states_equal(old, cur, live, exact=False):
+                        old.hits += 1
+                        self._mark_all_precise(cur)
+                        self._mark_all_read(cur)
+                        return True
+        if may_goto:
             for old in active.get(key, ()):
                 if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
                         self._states_equal(old, cur, live, exact=True):
                     raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
-        # Linux keeps a state only every 2 jumps and 8 instructions, in a loop every 20
-        # jumps or 100 instructions (always at an iterator's _next call).
-        jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        if forced is not None:
-            pass
-        elif any(active.values()):
-            if jumps < 20 and insns < 100:
-                return False
-        elif jumps < 2 or insns < 8:
-            return False
+        # a forced checkpoint: always kept
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
-        new = cur.copy()
-        new.branches = 1
-        new.parent = cur.parent
-        new.pc = pc
+        new = self._keep(pc, cur)
         new.loop_key = key
-        cur.parent = new
-        cur.hist = []
-        cur.written = set()
-        for r in cur.all_regs():  # forget the marks inherited (they live in ``new``)
-            r.precise = False
         active.setdefault(key, []).append(new)
-        if forced is not None:
-            regs = cur.cur.regs
-            rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
-                       (regs[r].t != SCALAR or not regs[r].tm))
-            vals = self._exact_part(regs, rs)
-            assert vals is not None
-            new.cidx = (rs, vals)
-            forced.setdefault(rs, {}).setdefault(vals, []).append(new)
+        rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
+                   (regs[r].t != SCALAR or not regs[r].tm))
+        vals = self._exact_part(regs, rs)
+        assert vals is not None
+        new.cidx = (rs, vals)
+        forced.setdefault(rs, {}).setdefault(vals, []).append(new)
         self.nstates += 1
         return False
 
@@ -1200,13 +1388,19 @@ class _Verifier:
             hist = cur.hist
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
+            links = cur.links
             for k in range(n - 1, -1, -1):
                 h = hist[k]
                 assert fr is not None
+                link = links.get(k) if links else None
+                if link:
+                    self._sync_linked(link, want_r, want_s)
                 fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
                 if fr is None:
                     self._mark_all_precise(st)
                     return
+                if link:
+                    self._sync_linked(link, want_r, want_s)
                 if not want_r and not want_s:
                     return
                 nxt = h & _HIST_PC
@@ -1222,8 +1416,6 @@ class _Verifier:
                     want_r.discard(key)
                     continue
                 reg.precise = True
-                if reg.id:
-                    self._mark_linked(parent, reg.id, want_r, want_s)
             for key in list(want_s):
                 f, spi = key
                 types, spill = parent.frames[f].slot(spi)
@@ -1231,27 +1423,22 @@ class _Verifier:
                     want_s.discard(key)
                     continue
                 spill.precise = True
-                if spill.id:
-                    self._mark_linked(parent, spill.id, want_r, want_s)
             if not want_r and not want_s:
                 return
             nxt = parent.pc
             cur = parent
 
     @staticmethod
-    def _mark_linked(st: State, rid: int, want_r: set[tuple[int, int]],
+    def _sync_linked(link: tuple[tuple[int, int], ...], want_r: set[tuple[int, int]],
                      want_s: set[tuple[int, int]]) -> None:
-        """Scalars sharing an id were bounded together: one precise, all precise."""
-        for fi, f in enumerate(st.frames):
-            for r, reg in enumerate(f.regs):
-                if reg.t == SCALAR and reg.id == rid and not reg.precise:
-                    reg.precise = True
-                    want_r.add((fi, r))
-            for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.id == rid and \
-                        S_SPILL in types and not spill.precise:
-                    spill.precise = True
-                    want_s.add((fi, spi))
+        """bt_sync_linked_regs: scalars bounded together at a jump; one wanted, all."""
+        if not any((f, x) in want_r if x >= 0 else (f, -1 - x) in want_s for f, x in link):
+            return
+        for f, x in link:
+            if x >= 0:
+                want_r.add((f, x))
+            else:
+                want_s.add((f, -1 - x))
 
     def _backtrack_insn(self, h: int, fr: int, nxt: int, want_r: set[tuple[int, int]],
                         want_s: set[tuple[int, int]]) -> int | None:
@@ -1260,7 +1447,7 @@ class _Verifier:
         The frame before it, or None: give up (mark everything precise)."""
         pc = h & _HIST_PC
         i = self.insns[pc]
-        cls = i.cls
+        cls = i.code & 7
         dst, src = (fr, i.dst), (fr, i.src)
         if cls in (op.BPF_ALU, op.BPF_ALU64):
             o = i.code & 0xF0
@@ -1385,18 +1572,20 @@ class _Verifier:
     def _propagate_precision(self, old: State, cur: State) -> None:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
-        want_r: set[tuple[int, int]] = set()
-        want_s: set[tuple[int, int]] = set()
-        for fi, f in enumerate(old.frames):
-            for r, reg in enumerate(f.regs):
-                if reg.t == SCALAR and reg.precise:
-                    want_r.add((fi, r))
-            for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.precise and \
-                        S_SPILL in types:
-                    want_s.add((fi, spi))
-        if want_r or want_s:
-            self._backtrack(cur, want_r, want_s, skip_last=False)
+        prec = old.prec  # a finished state's marks no longer change: collected once
+        if prec is None:
+            rs, ss = [], []
+            for fi, f in enumerate(old.frames):
+                for r, reg in enumerate(f.regs):
+                    if reg.t == SCALAR and reg.precise:
+                        rs.append((fi, r))
+                for spi, (types, spill) in enumerate(f.stack):
+                    if spill is not None and spill.t == SCALAR and spill.precise and \
+                            S_SPILL in types:
+                        ss.append((fi, spi))
+            prec = old.prec = (tuple(rs), tuple(ss))
+        if prec[0] or prec[1]:
+            self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
 
     @staticmethod
     def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
@@ -1471,7 +1660,7 @@ class _Verifier:
                 for t in _succs(insns, pc):
                     if t < n:
                         out |= dem[t]
-                cls, d = i.cls, 1 << i.dst
+                cls, d = i.code & 7, 1 << i.dst
                 new = out
                 if cls in (op.BPF_ALU, op.BPF_ALU64):
                     o = i.code & 0xF0
@@ -1529,10 +1718,97 @@ class _Verifier:
             return
         c.set_unknown()
 
+    @staticmethod
+    def _plan(old: State, live: int) -> list[_FramePlan]:
+        """What comparing a finished state at a loop-free pc looks at, once: per frame the
+        registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
+        needs only a scalar) and the stack slots read after it that can fail (a slot of
+        invalid and misc bytes matches anything)."""
+        plan = []
+        quick: list[tuple[Any, ...]] = []
+        top = len(old.frames) - 1
+        nframes = len(old.frames)
+        if old.all_read:
+            slots_read = None
+        elif nframes == 1:
+            slots_read = [sorted(spi for _, spi in old.read)]
+        else:
+            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
+        for fi, fo in enumerate(old.frames):
+            quick.append((0, fi, fo.callsite))
+            regs = []
+            fregs = fo.regs
+            mask_live = live if fi == top else 0x7FF
+            for r in range(11):
+                o = fregs[r]
+                if not mask_live >> r & 1 or o.t == NOT_INIT:
+                    continue
+                any_scalar = o.t == SCALAR and not o.precise
+                regs.append((r, o, any_scalar))
+                quick.append((1, fi, r, o, any_scalar))
+            slots = []
+            stack = fo.stack
+            n = len(stack)
+            for spi in (slots_read[fi] if slots_read is not None else range(n)):
+                if spi >= n:
+                    continue
+                so = stack[spi]
+                mask, want = _significant(so[0])
+                if so[1] is None and not mask:
+                    continue
+                scalar = _stack_scalar(so) is not None
+                slots.append((spi, so, mask, want, scalar))
+                quick.append((2, fi, spi, so[0], mask, want, scalar))
+            plan.append((fo.callsite, tuple(regs), tuple(slots)))
+        old.quick = quick
+        return plan
+
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or old.refs != cur.refs or old.lock != cur.lock:
+        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs):
             return False
+        if not exact and self.loose and not old.branches:
+            plan = old.plan
+            if plan is None:
+                plan = old.plan = self._plan(old, live)
+            # A quick look first, without side effects: callsites, register types and
+            # pointer offsets, the stack bytes old relied on (unless both slots hold
+            # scalars). What failed moves to the front: the next state at this pc likely
+            # differs from old in the same place.
+            quick = old.quick
+            frames = cur.frames
+            for k, q in enumerate(quick):
+                kind = q[0]
+                if kind == 1:
+                    c = frames[q[1]].regs[q[2]]
+                    o = q[3]
+                    if c.t == o.t and (q[4] or o.t == SCALAR or c.off == o.off):
+                        continue
+                elif kind == 2:
+                    cstack = frames[q[1]].stack
+                    spi = q[2]
+                    sc = cstack[spi] if spi < len(cstack) else _EMPTY
+                    ct = sc[0]
+                    if ct is q[3] or _bytes_int(ct) & q[4] == q[5] or (
+                            q[6] and _stack_scalar(sc) is not None):
+                        continue
+                elif frames[q[1]].callsite == q[2]:
+                    continue
+                if k:
+                    quick.insert(0, quick.pop(k))
+                return False
+        else:
+            plan = None
         idmap: dict[int, int] = {}
+        # refsafe: the references and the lock held, their ids through the map
+        if old.refs and not all(self._ids(o[0], c[0], idmap)
+                                for o, c in zip(old.refs, cur.refs, strict=True)):
+            return False
+        if old.lock is not None or cur.lock is not None:
+            if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
+                    not self._ids(old.lock[1], cur.lock[1], idmap):
+                return False
+        if plan is not None:
+            return self._equal_planned(plan, cur, idmap)
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
             if fo.callsite != fc.callsite:
                 return False
@@ -1571,13 +1847,9 @@ class _Verifier:
                             return False
                         continue
                 for k in range(8):
-                    a, b = so[0][k], sc[0][k]
-                    if a == S_INVALID:
-                        continue
-                    if a == S_MISC and b in (S_MISC, S_ZERO, S_SPILL) and (
-                            b != S_SPILL or (sc[1] is not None and sc[1].t == SCALAR)):
-                        continue
-                    if a != b:
+                    a = so[0][k]
+                    # allow_uninit_stack (root): a byte old held as misc matches anything
+                    if a != S_INVALID and a != S_MISC and a != sc[0][k]:
                         return False
                 if so[1] is not None and S_SPILL in so[0]:
                     if sc[1] is None or not self._regsafe(so[1], sc[1], idmap, False):
@@ -1592,16 +1864,69 @@ class _Verifier:
                     return False
         return True
 
+    def _equal_planned(self, plan: list[_FramePlan], cur: State,
+                       idmap: dict[int, int]) -> bool:
+        """states_equal (NOT_EXACT, loop-free pc) along a plan: the same checks in the same
+        order as the general comparison below."""
+        regsafe = self._regsafe
+        for fi, (_, regs, slots) in enumerate(plan):
+            fc = cur.frames[fi]
+            cregs = fc.regs
+            for r, o, any_scalar in regs:
+                if not any_scalar and not regsafe(o, cregs[r], idmap, False):
+                    return False
+            cstack = fc.stack
+            n = len(cstack)
+            for spi, so, _, _, _ in slots:
+                sc = cstack[spi] if spi < n else _EMPTY
+                if so == sc and so[1] is None:
+                    continue
+                if so[0] != sc[0]:
+                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    if ro is not None and rc is not None:
+                        if not regsafe(ro, rc, idmap, False):
+                            return False
+                        continue
+                ot, ct = so[0], sc[0]
+                for k in range(8):
+                    a = ot[k]
+                    if a != S_INVALID and a != S_MISC and a != ct[k]:
+                        return False
+                if so[1] is not None and S_SPILL in ot:
+                    if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
+                        return False
+                elif ot[0] == S_ITER:
+                    io, ic = so[1], sc[1]
+                    if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
+                            not self._ids(io.ref, ic.ref, idmap):
+                        return False
+        return True
+
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
-        if not a and not b:
-            return True
+        """check_ids: old id ``a`` stands for cur id ``b``, one to one (``idmap`` holds
+        old -> cur under the old id, cur -> old under the cur id negated)."""
         if not a or not b:
+            return not a and not b
+        got = idmap.get(a)
+        if got is not None:
+            return got == b
+        if -b in idmap:
             return False
-        if a in idmap:
-            return idmap[a] == b
         idmap[a] = b
+        idmap[-b] = a
         return True
+
+    def _scalar_ids(self, a: int, b: int, idmap: dict[int, int]) -> bool:
+        """check_scalar_ids: a scalar without an id gets a fresh one, which matches any
+        id not yet matched to another."""
+        if not a:
+            self.tmp_id += 1
+            a = self.tmp_id
+        if not b:
+            self.tmp_id += 1
+            b = self.tmp_id
+        return self._ids(a, b, idmap)
 
     def _regsafe(self, o: Reg, c: Reg, idmap: dict[int, int], exact: bool) -> bool:
         if exact:
@@ -1620,10 +1945,8 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
-            if o.tm == U64 and o.smin == S64_MIN and o.umax == U64 and not o.id:
-                return True
             return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-                (not o.id or self._ids(o.id, c.id, idmap))
+                self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
         base = o.t & 0xFF
@@ -1662,7 +1985,7 @@ class _Verifier:
     # -- ALU --------------------------------------------------------------------------------
     def _alu(self, regs: list[Reg], i: Instruction) -> None:
         o = i.code & 0xF0
-        is64 = i.cls == op.BPF_ALU64
+        is64 = (i.code & 7) == op.BPF_ALU64
         x = bool(i.code & op.BPF_X)
         if o in (op.BPF_NEG, op.BPF_END):
             self._read(regs, i.dst)
@@ -1671,8 +1994,7 @@ class _Verifier:
             if d.t != SCALAR:
                 raise Refuse(f"R{i.dst} pointer arithmetic prohibited")
             if o == op.BPF_NEG:
-                zero = Reg()
-                zero.set_known(0)
+                zero = _known(0)
                 src = d.copy()
                 d.assign(zero)
                 self._scalar_op(d, src, op.BPF_SUB, is64)
@@ -1684,8 +2006,7 @@ class _Verifier:
         if x:
             src = self._read(regs, i.src)
         else:
-            src = Reg()
-            src.set_known(i.imm)  # sign-extended imm
+            src = _known(i.imm)  # sign-extended imm
         if o == op.BPF_MOV:
             self._dst(i.dst)
             self._mov(regs, i, src, is64, x)
@@ -2022,8 +2343,7 @@ class _Verifier:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
         if val is None:
-            val = Reg()
-            val.set_unknown()
+            val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
             if sx:
                 val.coerce_sx(size)
@@ -2035,18 +2355,17 @@ class _Verifier:
         regs = st.cur.regs
         mode = i.code & 0xE0
         size = _SIZES[i.code & 0x18]
-        if i.cls == op.BPF_STX and mode == op.BPF_ATOMIC:
+        if (i.code & 7) == op.BPF_STX and mode == op.BPF_ATOMIC:
             self._atomic(st, i, size)
             return
         value: Reg | None = None
-        if i.cls == op.BPF_STX:
+        if (i.code & 7) == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
         if value is None:
-            imm = Reg()
-            imm.set_known(i.imm)
+            imm = _known(i.imm)
             self._mem(st, i.dst, base, i.off, size, write=True, value=None, imm=imm)
         else:
             self._mem(st, i.dst, base, i.off, size, write=True, value=value)
@@ -2068,14 +2387,12 @@ class _Verifier:
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
         if i.imm == op.BPF_CMPXCHG:
-            r = Reg()
-            r.set_unknown()
+            r = _UNKNOWN_SCALAR.copy()
             if old is not None and old.t == SCALAR and size < 8:
                 r.coerce(size)
             regs[0].assign(r)
         elif i.imm & op.BPF_FETCH:
-            r = Reg()
-            r.set_unknown()
+            r = _UNKNOWN_SCALAR.copy()
             if size < 8:
                 r.coerce(size)
             regs[i.src].assign(r)
@@ -2105,8 +2422,7 @@ class _Verifier:
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
                 if raw is not None and 0 <= pos and pos + size <= len(raw):
-                    r = Reg()
-                    r.set_known(int.from_bytes(raw[pos:pos + size], "little"))
+                    r = _known(int.from_bytes(raw[pos:pos + size], "little"))
                     return r
             return None
         if t == MAP_KEY:
@@ -2326,6 +2642,11 @@ class _Verifier:
         if spill is not None and S_SPILL in b:
             b = bytearray(S_MISC if x == S_SPILL else x for x in b)
         zero = (value is not None and value.is_null()) or (imm is not None and imm.is_null())
+        if zero and value is not None:
+            # STACK_ZERO because the stored register is known zero: its value decided that
+            src = st.cur.regs.index(value)
+            self._mark_precise(st, [src])
+            self._need_precise(src)
         for j in range(k, k + size):
             b[j] = S_ZERO if zero else S_MISC
         frame.set_slot(spi, (bytes(b), None))
@@ -2335,13 +2656,12 @@ class _Verifier:
                   stack: list[tuple[State, int]]) -> int:
         regs = st.cur.regs
         o = i.code & 0xF0
-        is32 = i.cls == op.BPF_JMP32
+        is32 = (i.code & 7) == op.BPF_JMP32
         d = self._read(regs, i.dst)
         if i.code & op.BPF_X:
             s = self._read(regs, i.src)
         else:
-            s = Reg()
-            s.set_known(i.imm)
+            s = _known(i.imm)
         taken_pc = pc + 1 + i.off
         pred = self._branch_taken(d, s, o, is32)
         if pred >= 0:  # the verdict relies on the values that decided the branch
@@ -2352,6 +2672,14 @@ class _Verifier:
             for r in marks:
                 self._need_precise(r)
             return taken_pc if pred else pc + 1
+        # collect_linked_regs: kept in the history before the branch is copied
+        link: list[tuple[int, int]] = []
+        if i.code & op.BPF_X and s.t == SCALAR and s.id:
+            self._collect_linked(st, s.id, link)
+        if d.t == SCALAR and d.id:
+            self._collect_linked(st, d.id, link)
+        if len(link) > 1:
+            st.links[len(st.hist) - 1] = tuple(link)
         other = st.copy()
         oregs = other.cur.regs
         od = oregs[i.dst]
@@ -2375,6 +2703,27 @@ class _Verifier:
             self._pkt_cmp(st, other, i)
         self._push(other, taken_pc, stack)
         return pc + 1
+
+    @staticmethod
+    def _collect_linked(st: State, rid: int, link: list[tuple[int, int]]) -> None:
+        """__collect_linked_regs: the scalars with id ``rid``, the current frame first; past
+        LINKED_REGS_MAX the id is dropped (the scalar is no longer linked)."""
+        for fi in range(len(st.frames) - 1, -1, -1):
+            f = st.frames[fi]
+            for r in range(10):
+                x = f.regs[r]
+                if x.t == SCALAR and x.id == rid:
+                    if len(link) < LINKED_REGS_MAX:
+                        link.append((fi, r))
+                    else:
+                        x.id = 0
+            for spi, (types, spill) in enumerate(f.stack):
+                if spill is not None and spill.t == SCALAR and spill.id == rid and \
+                        types[0] == S_SPILL:
+                    if len(link) < LINKED_REGS_MAX:
+                        link.append((fi, -1 - spi))
+                    else:
+                        spill.id = 0
 
     def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
         """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
@@ -2455,7 +2804,8 @@ class _Verifier:
             if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
                     zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and (p.t in (MAP_VALUE, MAP_KEY, MEM) or (
+                    if z.t == SCALAR and zero and not p.t & MAYBE_NULL and (
+                            p.t & 0xFF in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (
                             p.t == BTF_ID and p.ref)):  # a referenced one is trusted
                         return 0 if o == op.BPF_JEQ else 1
             return -1
@@ -2804,7 +3154,7 @@ class _Verifier:
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
-            self.active, self.done = {}, {}
+            self.active, self.done, self.kept = {}, {}, {}
             self.forced = {pc: {} for pc in self.forced}
             self.in_global = True
             self._do_check(st, sub)
@@ -3348,7 +3698,7 @@ class _Verifier:
         m = meta.map
         assert m is not None
         cb = State()
-        f = Frame(0, pc, target)
+        f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
         f.callback = BPF_FUNC_TIMER_SET_CALLBACK
         f.regs[1].set_ptr(MAP_PTR)
         f.regs[2].set_ptr(MAP_KEY)
@@ -3357,7 +3707,9 @@ class _Verifier:
         for r in (1, 2, 3):
             f.regs[r].map = m
         cb.frames.append(f)
-        cb.parent = st.parent
+        # a state of its own: no checkpoint of this path is its parent (Linux starts it
+        # fresh), so precision marks stop at its start and this path's kept states do
+        # not wait for it
         self._push(cb, target, stack)
 
     def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
