@@ -2,7 +2,8 @@
 
 Each :class:`VerifierCase` is assembler text (the kernel's dialect) and the
 verdict Linux gave when root loaded it, measured with BPF_PROG_LOAD on this
-machine: ``None`` for accepted, else the last line of the verifier's log.
+machine: ``None`` for accepted, else the last line of the verifier's log and
+the errno (``err``, EACCES unless the case says otherwise).
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
@@ -14,6 +15,7 @@ order (the main program first), as clang emits them.
 
 from __future__ import annotations
 
+import errno
 import re
 from dataclasses import dataclass, replace
 
@@ -132,6 +134,12 @@ class VerifierCase:
     bound: bool = False  # device-bound, as the XDP metadata kfuncs require
     funcs: tuple[Func, ...] = ()
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
+    err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
+
+    @property
+    def errno(self) -> int:
+        """The errno BPF_PROG_LOAD fails with, 0 when Linux accepts the case."""
+        return 0 if self.linux is None else self.err
 
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
@@ -186,6 +194,8 @@ class VerifierCase:
 
 # data in r2, data_end in r3
 _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
+# r4 = data + 14, compared beyond data_end; the code after it runs where r4 > data_end
+_PKT_BEYOND = _PKT + "r4 = r2\nr4 += 14\nif r4 > r3 goto beyond\nr0 = 1\nexit\nbeyond:\n"
 # r0 = lookup(map, &key) with the key (0) at fp-8
 _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
 
@@ -361,6 +371,74 @@ exit
 ok:
 r0 = 1
 exit""", "invalid read from stack R10 off=8 size=8"),
+    # A pointer compared at (>=) or beyond (>) data_end fails every access with -EINVAL,
+    # as do its copies and spills made after the comparison; arithmetic (even += 0) makes
+    # it an ordinary pointer with range 0 (-EACCES), as are copies made before.
+    _c("pkt_beyond_end_read", _PKT_BEYOND + "r0 = *(u8 *)(r4 -1)\nexit",
+       "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_at_end_read", _PKT + """
+r4 = r2
+r4 += 14
+if r4 >= r3 goto at
+r0 = 1
+exit
+at:
+r0 = *(u8 *)(r4 -1)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_end_lt_beyond_read", _PKT + """
+r4 = r2
+r4 += 14
+if r3 < r4 goto beyond
+r0 = 1
+exit
+beyond:
+r0 = *(u8 *)(r4 -1)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_copy_after", _PKT_BEYOND + "r5 = r4\nr0 = *(u8 *)(r5 +0)\nexit",
+       "R5 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_spill", _PKT_BEYOND + """
+*(u64 *)(r10 -8) = r4
+r4 = *(u64 *)(r10 -8)
+r0 = *(u8 *)(r4 +0)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_helper_key", _PKT_BEYOND + """
+r2 = r4
+r1 = MAP(hash)
+call 1
+r0 = 1
+exit""", "R2 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_other_ptr", _PKT_BEYOND + "r0 = *(u8 *)(r2 +0)\nexit",
+       "R2 offset is outside of the packet"),
+    _c("pkt_beyond_end_copy_before", _PKT + """
+r4 = r2
+r4 += 14
+r5 = r4
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+r0 = *(u8 *)(r5 -1)
+exit""", "R5 offset is outside of the packet"),
+    _c("pkt_beyond_end_add0", _PKT_BEYOND + "r4 += 0\nr0 = *(u8 *)(r4 +0)\nexit",
+       "R4 offset is outside of the packet"),
+    _c("pkt_beyond_end_add_reg", _PKT_BEYOND + "r5 = 0\nr4 += r5\nr0 = *(u8 *)(r4 +0)\nexit",
+       "R4 offset is outside of the packet"),
+    _c("pkt_beyond_end_helper_sub", _PKT_BEYOND + """
+r2 = r4
+r2 += -4
+r1 = MAP(hash)
+call 1
+r0 = 1
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_beyond_end_back_rechecked", _PKT_BEYOND + """
+r4 += -14
+r5 = r4
+r5 += 2
+if r5 > r3 goto +2
+r0 = *(u8 *)(r4 +1)
+exit
+r0 = 0
+exit""", None),
     _c("ctx_null_branch", """
 if r1 == 0 goto null
 r0 = 2
@@ -429,6 +507,24 @@ exit""", None),
     _c("stack_uninit_read", "r0 = *(u64 *)(r10 -8)\nexit", None),
     _c("stack_above_fp", "r2 = 1\n*(u64 *)(r10 +0) = r2\nr0 = 0\nexit",
        "invalid write to stack R10 off=0 size=8"),
+    # an access starting in the frame and running past its top is -EINVAL, else -EACCES
+    _c("stack_var_straddle", """
+r4 = *(u32 *)(r1 +12)
+r4 &= 8
+r2 = r10
+r2 += -8
+r2 += r4
+r0 = *(u64 *)(r2 +0)
+exit""", "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=-8 size=8",
+       err=errno.EINVAL),
+    _c("stack_var_below", """
+r4 = *(u32 *)(r1 +12)
+r4 &= 8
+r2 = r10
+r2 += -520
+r2 += r4
+r0 = *(u64 *)(r2 +0)
+exit""", "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=-520 size=8"),
     _c("stack_too_deep", "r0 = *(u64 *)(r10 -520)\nexit",
        "invalid read from stack R10 off=-520 size=8"),
     _c("stack_misaligned", "r2 = 1\n*(u32 *)(r10 -6) = r2\nr0 = 0\nexit",
@@ -468,7 +564,7 @@ r4 <<= 32
 r4 s>>= 32
 r2 += r4
 r0 = 0
-exit""", "value -2147483648 makes pkt pointer be out of bounds"),
+exit""", "value -2147483648 makes pkt pointer be out of bounds", err=errno.EINVAL),
     _c("ptr_unbounded_min", _PKT + """
 r4 = *(u32 *)(r1 +12)
 r4 <<= 32
@@ -476,15 +572,39 @@ r4 s>>= 32
 r4 *= r4
 r2 += r4
 r0 = 0
-exit""", "value -4611686016279904256 makes pkt pointer be out of bounds"),
+exit""", "value -4611686016279904256 makes pkt pointer be out of bounds", err=errno.EINVAL),
+    # check_reg_sane_offset refuses with -EINVAL
+    _c("ctx_add_u32max", """
+r2 = 1
+r2 <<= 32
+r2 -= 1
+r1 += r2
+r0 = 0
+exit""", "math between ctx pointer and 4294967295 is not allowed", err=errno.EINVAL),
+    _c("pkt_off_too_big", _PKT + "r2 += 536870911\nr2 += 1\nr0 = 0\nexit",
+       "pkt pointer offset 536870912 is not allowed", err=errno.EINVAL),
+    _c("pkt_add_unbounded", _PKT + "r4 = r3\nr4 -= r2\nr2 += r4\nr0 = 0\nexit",
+       "math between pkt pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("pkt_sub_unbounded", _PKT + "r4 = r3\nr4 -= r2\nr2 -= r4\nr0 = 0\nexit",
+       "math between pkt pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("map_value_add_big", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +3
+r1 = 1
+r1 <<= 30
+r0 += r1
+r0 = 0
+exit""", "math between map_value pointer and 1073741824 is not allowed", err=errno.EINVAL),
     # -- ALU ---------------------------------------------------------------------------------
-    _c("div_zero_imm", "r0 = 1\nr0 /= 0\nexit", "div by zero"),
+    _c("div_zero_imm", "r0 = 1\nr0 /= 0\nexit", "div by zero", err=errno.EINVAL),
     _c("div_zero_reg", "r0 = 1\nr1 = 0\nr0 /= r1\nexit", None),
-    _c("shift_64", "r0 = 1\nr0 <<= 64\nexit", "invalid shift 64"),
-    _c("shift32_32", "w0 = 1\nw0 >>= 32\nexit", "invalid shift 32"),
+    _c("shift_64", "r0 = 1\nr0 <<= 64\nexit", "invalid shift 64", err=errno.EINVAL),
+    _c("shift32_32", "w0 = 1\nw0 >>= 32\nexit", "invalid shift 32", err=errno.EINVAL),
     # -- control flow ------------------------------------------------------------------------
-    _c("unreachable", "r0 = 0\nexit\nr0 = 1\nexit", "unreachable insn 2"),
-    _c("infinite_loop", "r0 = 0\nif r0 == 0 goto -1\nexit", "infinite loop detected at insn 1"),
+    _c("unreachable", "r0 = 0\nexit\nr0 = 1\nexit", "unreachable insn 2", err=errno.EINVAL),
+    _c("infinite_loop", "r0 = 0\nif r0 == 0 goto -1\nexit", "infinite loop detected at insn 1",
+       err=errno.EINVAL),
     _c("bounded_loop", """
 r1 = 0
 r1 += 1
@@ -575,7 +695,7 @@ r0 += r2
 r0 = *(u8 *)(r0 +0)
 exit
 r0 = 1
-exit""", "value -2147483648 makes map_value pointer be out of bounds"),
+exit""", "value -2147483648 makes map_value pointer be out of bounds", err=errno.EINVAL),
     _c("map_key_scalar", "r2 = 0\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
        "R2 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
        "trusted_ptr_"),
@@ -583,7 +703,7 @@ exit""", "value -2147483648 makes map_value pointer be out of bounds"),
        "R1 type=scalar expected=map_ptr"),
     _c("map_key_uninit_stack", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit", None),
     _c("map_key_stack_oob", "r2 = r10\nr2 += -2\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
-       "invalid read from stack R2 off=-2 size=4"),
+       "invalid read from stack R2 off=-2 size=4", err=errno.EINVAL),
     _c("map_update_value_short", """
 r2 = r10
 r2 += -8
@@ -593,31 +713,31 @@ r4 = 0
 r1 = MAP(hash)
 call 2
 r0 = 0
-exit""", "invalid read from stack R3 off=-4 size=8"),
+exit""", "invalid read from stack R3 off=-4 size=8", err=errno.EINVAL),
     _c("map_ptr_arith", "r1 = MAP(hash)\nr1 += 8\nr0 = 0\nexit",
        "R1 pointer arithmetic on map_ptr prohibited"),
     _c("redirect_map_hash", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\ncall 51\nexit",
-       "cannot pass map_type 1 into func bpf_redirect_map#51"),
+       "cannot pass map_type 1 into func bpf_redirect_map#51", err=errno.EINVAL),
     _c("redirect_map_dev", "r1 = MAP(dev)\nr2 = 0\nr3 = 0\ncall 51\nexit", None),
     _c("redirect_map_cpu", "r1 = MAP(cpus)\nr2 = 0\nr3 = 2\ncall 51\nexit", None),
     _c("lookup_cpumap", _LOOKUP.format(m="cpus") + "r0 = 0\nexit",
-       "cannot pass map_type 16 into func bpf_map_lookup_elem#1"),
+       "cannot pass map_type 16 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
     _c("lookup_devmap", _LOOKUP.format(m="dev") + "r0 = 0\nexit", None),
     _c("tail_call", "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 2\nexit", None),
     _c("tail_call_wrong_map", "r2 = MAP(hash)\nr3 = 0\ncall 12\nr0 = 2\nexit",
        "expected prog array map for tail callprocessed 3 insns (limit 1000000) "
-       "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0"),
+       "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0", err=errno.EINVAL),
     # -- helpers -----------------------------------------------------------------------------
     _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
-       "bpf_probe_read#4"),
-    _c("helper_unknown", "call 999\nexit", "invalid func unknown#999"),
+       "bpf_probe_read#4", err=errno.EINVAL),
+    _c("helper_unknown", "call 999\nexit", "invalid func unknown#999", err=errno.EINVAL),
     _c("helper_arg_uninit", "r1 = 1\ncall 23\nexit", "R2 !read_ok"),
     _c("helper_ctx_arg", "r1 = 0\nr2 = 0\ncall 44\nexit", "R1 type=scalar expected=ctx"),
     _c("helper_clobbers", "r1 = 1\nr2 = 0\ncall 23\nr0 = r1\nexit", "R1 !read_ok"),
     _c("load_bytes_zero", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 0\ncall 189\nexit",
        "R4 invalid zero-sized read: u64=[0,0]"),
     _c("load_bytes_overflow", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 16\ncall 189\nexit",
-       "invalid write to stack R3 off=-8 size=16"),
+       "invalid write to stack R3 off=-8 size=16", err=errno.EINVAL),
     _c("load_bytes_ok", "r2 = 0\nr3 = r10\nr3 += -16\nr4 = 16\ncall 189\nr0 = 2\nexit", None),
     _c("load_bytes_unbounded", """
 r4 = *(u32 *)(r1 +12)
@@ -628,12 +748,12 @@ call 189
 exit""", "R4 invalid zero-sized read: u64=[0,4294967295]"),
     _c("printk_gpl", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
        "cannot call GPL-restricted function from non-GPL compatible program",
-       license="Proprietary"),
+       license="Proprietary", err=errno.EINVAL),
     _c("printk_ok", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
        None),
     # -- ringbuf -----------------------------------------------------------------------------
     _c("ringbuf_leak", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\nr0 = 0\nexit",
-       "BPF_EXIT instruction in main prog would lead to reference leak"),
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
     _c("ringbuf_ok", """
 r1 = MAP(rb)
 r2 = 8
@@ -718,7 +838,7 @@ r1 = r9
 r2 = 0
 r3 = r10
 r3 += -8
-call 189"""), "invalid write to stack R3 off=-8 size=72"),
+call 189"""), "invalid write to stack R3 off=-8 size=72", err=errno.EINVAL),
     _c("prec_linked_bound", _PREC.format(use="""
 r7 = r6
 if r6 > 32 goto +1
@@ -772,7 +892,7 @@ r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
-    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
+    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
@@ -794,7 +914,7 @@ exit
 r0 = *(u64 *)(r1 +0)
 exit""", None),
     _c("call_too_deep", "call pc+1\nexit\n" * 8 + "r0 = 0\nexit",
-       "the call stack of 9 frames is too deep"),
+       "the call stack of 9 frames is too deep", err=errno.E2BIG),
     _c("call_stack_too_big", """
 r1 = 0
 *(u64 *)(r10 -512) = r1
@@ -918,7 +1038,7 @@ r4 = 0
 r5 = 0
 call 201
 r0 = 2
-exit""", 'Expected an initialized dynptr as arg #2'),
+exit""", 'Expected an initialized dynptr as arg #2', err=errno.EINVAL),
     _c("dynptr_write_nonstack", """
 r6 = r1
 r1 = r6
@@ -938,7 +1058,7 @@ r3 = 0
 r4 = 14
 call KFUNC(bpf_dynptr_slice)
 r0 = 1
-exit""", 'Expected an initialized dynptr as arg #0'),
+exit""", 'Expected an initialized dynptr as arg #0', err=errno.EINVAL),
     _c("dynptr_bad_ctx", """
 r1 = 0
 r2 = 0
@@ -953,14 +1073,14 @@ r3 = r10
 r3 += -12
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'Dynptr has to be an uninitialized dynptr'),
+exit""", 'Dynptr has to be an uninitialized dynptr', err=errno.EINVAL),
     _c("dynptr_nonstack", """
 r6 = r1
 r2 = 0
 r3 = r6
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr'),
+exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr', err=errno.EINVAL),
     _c("dynptr_overwrite", """
 r6 = r1
 r2 = 0
@@ -973,7 +1093,7 @@ r1 = r10
 r1 += -16
 call KFUNC(bpf_dynptr_size)
 r0 = 1
-exit""", 'Expected an initialized dynptr as arg #0'),
+exit""", 'Expected an initialized dynptr as arg #0', err=errno.EINVAL),
     _c("dynptr_read_slot", """
 r6 = r1
 r2 = 0
@@ -1005,7 +1125,7 @@ r2 = 0
 r3 = 0
 call KFUNC(bpf_dynptr_slice)
 r0 = 1
-exit""", 'R4 must be a known constant'),
+exit""", 'R4 must be a known constant', err=errno.EINVAL),
     _c("dynptr_slice_buf", """
 r6 = r1
 r2 = 0
@@ -1041,14 +1161,15 @@ r2 = r10
 r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'metadata kfuncs require device-bound program'),
+exit""", 'metadata kfuncs require device-bound program', err=errno.EINVAL),
     _c("nongpl", """
 r2 = 0
 r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT"),
+exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT",
+       err=errno.EINVAL),
     _c("csum_over_dynptr", """
 r2 = 0
 r3 = r10
@@ -1127,7 +1248,7 @@ r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("dynptr_ctx_wrong", """
 r1 = r10
 r2 = 0
@@ -1135,7 +1256,7 @@ r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'arg#0 expected pointer to ctx, but got fp'),
+exit""", 'arg#0 expected pointer to ctx, but got fp', err=errno.EINVAL),
     _c("dynptr_ctx_off", """
 r1 += 4
 r2 = 0
@@ -1150,13 +1271,13 @@ r3 = r10
 r3 += -8
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'Dynptr has to be an uninitialized dynptr'),
+exit""", 'Dynptr has to be an uninitialized dynptr', err=errno.EINVAL),
     _c("dynptr_uninit_r2", """
 r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("dynptr_adjust_ok", """
 r2 = 0
 r3 = r10
@@ -1192,7 +1313,7 @@ r4 += -16
 r5 = 12
 call KFUNC(bpf_xdp_ct_lookup)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("ct_lookup_release", """
 r2 = r10
 r2 += -40
@@ -1251,18 +1372,21 @@ call KFUNC(bpf_ct_release)
 r1 = r6
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_release_scalar", """
 r1 = 5
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_release_stack", """
 r1 = r10
 r1 += -8
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_insert_wrongtype", """
 r2 = r10
 r2 += -40
@@ -1278,7 +1402,7 @@ call KFUNC(bpf_ct_insert_entry)
 r0 = 2
 exit""",
        'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT '
-       'nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
+       'nf_conn___init but R1 has a pointer to STRUCT nf_conn', err=errno.EINVAL),
     _c("ct_lookup_badsz", """
 r2 = r10
 r2 += -40
@@ -1302,7 +1426,7 @@ r5 = 12
 r1 = r6
 call KFUNC(bpf_xdp_ct_lookup)
 r0 = 2
-exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access'),
+exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access', err=errno.EINVAL),
     _c("ct_read_field", """
 r2 = r10
 r2 += -40
@@ -1349,7 +1473,7 @@ r2 = r10
 r2 += -4
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'invalid read from stack R2 off=-4 size=8', bound=True),
+exit""", 'invalid read from stack R2 off=-4 size=8', bound=True, err=errno.EINVAL),
     _c("meta_ts_null", """
 r2 = 0
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
@@ -1411,7 +1535,7 @@ r2 = r10
 r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True),
+exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True, err=errno.EINVAL),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5
@@ -1435,7 +1559,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',))), err=errno.EINVAL),
     _c('g_ctx', """
 call pc+2
 r0 = 2
@@ -1443,7 +1567,7 @@ exit
 r0 = *(u32 *)(r1 +0)
 exit""",
        'At subprogram exit the register R0 is not a scalar value (pkt)',
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ctx_wrong', """
 r1 = 0
 call pc+2
@@ -1452,7 +1576,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ctx_pkt', """
 call pc+4
 r0 = 2
@@ -1461,7 +1585,8 @@ r0 = 0
 exit
 r2 = *(u32 *)(r1 +0)
 r0 = *(u8 *)(r2 +0)
-exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))),
+       err=errno.EINVAL),
     _c('g_mem_nullck', """
 r1 = r10
 r1 += -8
@@ -1511,7 +1636,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',))), err=errno.EINVAL),
     _c('g_mem_null', """
 r1 = 0
 call pc+2
@@ -1526,7 +1651,7 @@ exit
 r0 = r1
 exit""",
        'At subprogram exit the register R0 is not a scalar value (ctx)',
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ret_uninit', """
 call pc+2
 r0 = 2
@@ -1539,7 +1664,8 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void')),
+       err=errno.EINVAL),
     _c('g_r0_is_scalar', """
 call pc+2
 r0 = *(u8 *)(r0 +0)
@@ -1593,7 +1719,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',))), err=errno.EINVAL),
     _c('g_stack_combined', """
 r1 = 0
 *(u64 *)(r10 -400) = r1
@@ -1633,7 +1759,7 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_call is not allowed in subprogs without BTF'),
+exit""", 'tail_call is not allowed in subprogs without BTF', err=errno.EINVAL),
     _c('tc_nobtf_main', """
 r6 = r1
 r1 = 0
@@ -1819,7 +1945,7 @@ r1 = r6
 call 94
 out:
 r0 = 2
-exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4"),
+exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4", err=errno.EINVAL),
     _c('sl_no_unlock', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1836,7 +1962,8 @@ r0 = 2
 exit
 out:
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region'),
+exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region',
+       err=errno.EINVAL),
     _c('sl_unlock_only', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1851,7 +1978,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'bpf_spin_unlock without taking a lock'),
+exit""", 'bpf_spin_unlock without taking a lock', err=errno.EINVAL),
     _c('sl_twice', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1872,7 +1999,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'function calls are not allowed while holding a lock'),
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
     _c('sl_call_inside', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1891,7 +2018,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'function calls are not allowed while holding a lock'),
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
     _c('sl_touch_lock', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1952,7 +2079,7 @@ call 93
 r1 = r6
 call 94
 r0 = 2
-exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock"),
+exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock", err=errno.EINVAL),
     _c('sl_var_off', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1972,7 +2099,8 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset"),
+exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset",
+       err=errno.EINVAL),
     _c('sl_branchy', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -2135,13 +2263,13 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_next_uninit", """
 r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_next)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_new_twice", """
 r1 = r10
 r1 += -8
@@ -2154,7 +2282,7 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'expected uninitialized iter_num as arg #0'),
+exit""", 'expected uninitialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_read_slot", """
 r1 = r10
 r1 += -8
@@ -2179,7 +2307,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_misaligned", """
 r1 = r10
 r1 += -12
@@ -2187,13 +2315,13 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'expected uninitialized iter_num as arg #0'),
+exit""", 'expected uninitialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_ctx_arg", """
 r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'arg#0 expected pointer to an iterator on stack'),
+exit""", 'arg#0 expected pointer to an iterator on stack', err=errno.EINVAL),
     _c("iter_nonconst", """
 r1 = r10
 r1 += -8
@@ -2262,7 +2390,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10
@@ -2477,7 +2605,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_uninit_in_loop", """
 r1 = r10
 r1 += -8
@@ -2868,7 +2996,7 @@ r1 += -8
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("iter_in_subprog", """
 r1 = r10
 r1 += -8
@@ -2919,7 +3047,7 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'arg#0 expected pointer to an iterator on stack'),
+exit""", 'arg#0 expected pointer to an iterator on stack', err=errno.EINVAL),
     _c("iter_scalar_arg", """
 r1 = 0
 r2 = 0
@@ -2934,7 +3062,7 @@ r2 = r10
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("iter_16", """
 r1 = r10
 r1 += -16
@@ -2966,7 +3094,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_spill_overwrite_ptr", """
 r1 = r10
 r1 += -8
@@ -2975,7 +3103,7 @@ r3 = 10
 call KFUNC(bpf_iter_num_new)
 *(u64 *)(r10 -8) = r10
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_lookup_key", """
 r1 = r10
 r1 += -8
@@ -3004,7 +3132,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", "expected an initialized iter_num as arg #0"),
+exit""", "expected an initialized iter_num as arg #0", err=errno.EINVAL),
     # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
     _c("timer_ok", """
 r1 = 0
@@ -3049,7 +3177,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8"),
+exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8", err=errno.EINVAL),
     _c("timer_no_btf", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3065,7 +3193,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "map 'arr' has to have BTF in order to use bpf_timer"),
+exit""", "map 'arr' has to have BTF in order to use bpf_timer", err=errno.EINVAL),
     _c("timer_no_field", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3081,7 +3209,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "map 'locked' has no valid bpf_timer"),
+exit""", "map 'locked' has no valid bpf_timer", err=errno.EINVAL),
     _c("timer_other_map", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3097,7 +3225,8 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0"),
+exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
+       err=errno.EINVAL),
     _c("timer_stack", """
 r1 = r10
 r1 += -16
@@ -3124,7 +3253,8 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset"),
+exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset",
+       err=errno.EINVAL),
     _c("timer_load", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3168,7 +3298,7 @@ exit
 cb:
 r0 = 1
 exit""", "At async callback return the register R0 has smin=1 smax=1 should have been in "
-       "[0, 0]", funcs=_CB),
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
     _c("timer_cb_reads_value", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3215,5 +3345,5 @@ r1 += 8
 call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
-       license="Dual BSD"),
+       license="Dual BSD", err=errno.EINVAL),
 )

@@ -143,6 +143,12 @@ def type_str(t: int) -> str:
     return pre + _TYPE_STR[t & 0xFF] + post
 
 
+def _stack_oob_errno(lo: int) -> int:
+    """check_stack_access_within_bounds: an access starting outside the stack is -EACCES,
+    one starting inside it and running into non-negative offsets -EINVAL."""
+    return errno.EACCES if lo < -MAX_BPF_STACK or lo >= 0 else errno.EINVAL
+
+
 def _s64(v: int) -> int:
     v &= U64
     return v - (1 << 64) if v >> 63 else v
@@ -896,7 +902,7 @@ class _Verifier:
             self.processed = self.nstates = 0
             self.log = []
             self.state = None
-            raise self._error(Refuse(msg)) from None
+            raise self._error(Refuse(msg, errno.E2BIG)) from None
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
@@ -1926,6 +1932,7 @@ class _Verifier:
             raise Refuse(f"R{dst} pointer arithmetic with {_ALU_NAMES[o]} operator "
                          "prohibited")
         self._sane_offset(off, ptr.t)
+        self._sane_offset(ptr, ptr.t)
         res = ptr.copy()
         if o == op.BPF_ADD:
             if known and -(1 << 31) <= ptr.off + off.smin < (1 << 31):
@@ -1960,23 +1967,28 @@ class _Verifier:
                     res.id = self._new_id()
                     if off.smin < 0:
                         res.rng = 0
+        if res.is_pkt() and res.rng < 0:
+            # Linux 6.18 (measured): arithmetic forgets that a pointer was at or beyond
+            # data_end; its accesses then fail as out of range (-EACCES), not -EINVAL
+            res.rng = 0
         self._sane_offset(res, ptr.t)
         res.sync()
         d.assign(res)
 
     @staticmethod
     def _sane_offset(r: Reg, t: int) -> None:
+        """check_reg_sane_offset; adjust_ptr_min_max_vals refuses a failure with -EINVAL."""
         ts = type_str(t)
         val = _s64(r.tv)
         if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
-            raise Refuse(f"math between {ts} pointer and {val} is not allowed")
+            raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
         if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
-            raise Refuse(f"{ts} pointer offset {r.off} is not allowed")
+            raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
-                         "is not allowed")
+                         "is not allowed", errno.EINVAL)
         if r.smin >= BPF_MAX_VAR_OFF or r.smin <= -BPF_MAX_VAR_OFF:
-            raise Refuse(f"value {r.smin} makes {ts} pointer be out of bounds")
+            raise Refuse(f"value {r.smin} makes {ts} pointer be out of bounds", errno.EINVAL)
 
     # -- ld_imm64 ---------------------------------------------------------------------------
     def _ld(self, st: State, i: Instruction, pc: int) -> None:
@@ -2174,7 +2186,9 @@ class _Verifier:
         if reg.smin < 0:
             raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
                          "if (index >=0) check.")
-        if reg.rng < 0 or not self._fits(off, size, reg.rng, zero_ok):
+        if reg.rng < 0:  # compared at or beyond data_end: no access fits, and -EINVAL says so
+            raise Refuse(f"R{regno} offset is outside of the packet", errno.EINVAL)
+        if not self._fits(off, size, reg.rng, zero_ok):
             raise Refuse(f"R{regno} offset is outside of the packet")
 
     def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool) -> Reg | None:
@@ -2208,7 +2222,8 @@ class _Verifier:
                          f"{reg.off}+{off - reg.off} size {size}")
         if lo < -MAX_BPF_STACK or lo + size > 0 or (lo >= 0 and size == 0):
             kind = "write to" if write else "read from"
-            raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}")
+            raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}",
+                         _stack_oob_errno(lo))
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
@@ -2251,7 +2266,8 @@ class _Verifier:
         if reg.smin < -MAX_BPF_STACK or lo < -MAX_BPF_STACK or hi > 0:
             kind = "write to" if write else "read from"
             raise Refuse(f"invalid variable-offset {kind} stack R{regno} "
-                         f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}")
+                         f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}",
+                         _stack_oob_errno(lo))
         self._note_depth(frame, -lo)
         if not write:
             self._stack_read_range(st, reg.frame, lo, hi)
@@ -3219,7 +3235,7 @@ class _Verifier:
             assert m is not None
             if fid == 12 and m.type != MT.BPF_MAP_TYPE_PROG_ARRAY:
                 # Linux prints this one without a newline: the statistics line follows.
-                raise Refuse("expected prog array map for tail call", glued=True)
+                raise Refuse("expected prog array map for tail call", errno.EINVAL, glued=True)
             if meta.map is not None and meta.map is not m:  # bpf_timer_init's two maps
                 raise Refuse("timer pointer in R1 map_uid=0 doesn't match map pointer in R2 "
                              "map_uid=0", errno.EINVAL)
@@ -3462,14 +3478,15 @@ class _Verifier:
                 lo = reg.off + _s64(reg.tv)
                 if lo < -MAX_BPF_STACK or lo + size > 0 or (size == 0 and not zero_ok):
                     kind = "write to" if write else "read from"
-                    raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}")
+                    raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}",
+                                 errno.EACCES if size == 0 else _stack_oob_errno(lo))
             else:
                 lo = reg.smin + reg.off
                 if lo < -MAX_BPF_STACK or reg.smax + reg.off + size > 0:
                     kind = "write to" if write else "read from"
                     raise Refuse(f"invalid variable-offset {kind} stack R{n} "
                                  f"var_off={tnum_str((reg.tv, reg.tm))} off={reg.off} "
-                                 f"size={size}")
+                                 f"size={size}", _stack_oob_errno(lo))
             self._note_depth(frame, -lo)
             hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
             self._stack_read_range(st, reg.frame, lo, max(hi, lo + 1))

@@ -2,7 +2,7 @@
 
 Every corpus program (pyxdp.testing.verifier_cases) is loaded into the
 running kernel; its verdict - accepted, or the last line of the verifier log
-- must be the one recorded in the corpus, which tests/test_verifier.py holds
+and the errno - must be the one recorded in the corpus, which tests/test_verifier.py holds
 pyxdp's verifier to. Every committed object's programs get the same
 accept/refuse from both, and the same line when refused (but xsk_redirect.o,
 whose pyxdp-only helper Linux lacks). Device-bound corpus programs (the XDP
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from errno import errorcode
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,13 @@ OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").
     sorted((Path(__file__).resolve().parents[1] / "verifier_objects").glob("*.o"))
 
 
-def _kernel_verdicts(spec: object) -> dict[str, str | None]:
+def _kernel_verdicts(spec: object, errnos: dict[str, int] | None = None
+                     ) -> dict[str, str | None]:
+    """Linux's verdict on each XDP program of ``spec``; ``errnos`` gets each one's errno
+    (0 when accepted)."""
     kb = KernelBackend(spec)  # type: ignore[arg-type]
     out: dict[str, str | None] = {}
+    errs = {} if errnos is None else errnos
     try:
         handles: dict[str, object] = {}
         for name, ms in spec.maps.items():  # type: ignore[attr-defined]
@@ -55,8 +60,10 @@ def _kernel_verdicts(spec: object) -> dict[str, str | None]:
             try:
                 kb.load_program(ps, handles)  # type: ignore[arg-type]
                 out[name] = None
+                errs[name] = 0
             except VerifierError as e:
                 out[name] = verifier_reason(e.log)
+                errs[name] = e.errno
     finally:
         kb.close()
     return out
@@ -78,14 +85,17 @@ def veth_ns() -> Iterator[str]:
 def test_corpus_verdicts_are_linux(veth_ns: str) -> None:
     wrong = []
     for case in CASES:
+        errs: dict[str, int] = {}
         if case.bound:
             with netlink.netns(veth_ns):
-                got = _kernel_verdicts(case.spec(netlink.ifindex_of("va")))
+                got = _kernel_verdicts(case.spec(netlink.ifindex_of("va")), errs)
         else:
-            got = _kernel_verdicts(case.spec())
+            got = _kernel_verdicts(case.spec(), errs)
         (verdict,) = got.values()
-        if verdict != case.linux:
-            wrong.append(f"{case.name}: Linux says {verdict!r}, corpus {case.linux!r}")
+        (err,) = errs.values()
+        if (verdict, err) != (case.linux, case.errno):
+            wrong.append(f"{case.name}: Linux says {verdict!r} ({errorcode.get(err, err)}), "
+                         f"corpus {case.linux!r} ({errorcode.get(case.errno, case.errno)})")
     assert not wrong, "\n".join(wrong)
 
 
