@@ -194,6 +194,12 @@ class VerifierCase:
 
 # data in r2, data_end in r3
 _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
+# r6 and r7: two lookups of key 0 in hash, r6 NULL-checked (jumps to out when NULL)
+_TWO = ("r1 = 0\n*(u32 *)(r10 -8) = r1\nr9 = r10\nr9 += -8\n"
+        "r1 = MAP(hash)\nr2 = r9\ncall 1\nr6 = r0\n"
+        "r1 = MAP(hash)\nr2 = r9\ncall 1\nr7 = r0\nif r6 == 0 goto out\n")
+_OUT = "out:\nr0 = 0\nexit"
+_R7_NULL = "R7 invalid mem access 'map_value_or_null'"
 # r4 = data + 14, compared beyond data_end; the code after it runs where r4 > data_end
 _PKT_BEYOND = _PKT + "r4 = r2\nr4 += 14\nif r4 > r3 goto beyond\nr0 = 1\nexit\nbeyond:\n"
 # r0 = lookup(map, &key) with the key (0) at fp-8
@@ -727,6 +733,113 @@ exit""", "invalid read from stack R3 off=-4 size=8", err=errno.EINVAL),
     _c("tail_call_wrong_map", "r2 = MAP(hash)\nr3 = 0\ncall 12\nr0 = 2\nexit",
        "expected prog array map for tail callprocessed 3 insns (limit 1000000) "
        "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0", err=errno.EINVAL),
+    # -- pointer == pointer: one known non-NULL (reg_not_null) makes the other non-NULL where
+    # they are equal; only that register, 64-bit JEQ/JNE only
+    _c("ptr_eq_jne_not_null", _TWO + "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, None),
+    _c("ptr_eq_jeq_not_null", _TWO + """
+if r7 == r6 goto use
+r0 = 0
+exit
+use:
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, None),
+    _c("ptr_eq_jne_taken_null", _TWO + """
+if r6 != r7 goto use
+r0 = 0
+exit
+use:
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_jeq_fall_null", _TWO + "if r6 == r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT,
+       _R7_NULL),
+    _c("ptr_eq_copy_stays_null", _TWO + """
+r8 = r7
+if r6 != r7 goto out
+r0 = *(u32 *)(r8 +0)
+""" + _OUT, "R8 invalid mem access 'map_value_or_null'"),
+    _c("ptr_eq_both_maybe_null", _TWO.replace("if r6 == 0 goto out\n", "") +
+       "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, _R7_NULL),
+    _c("ptr_eq_stack_no_inference", _TWO + """
+r6 = r10
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_ctx_no_inference", "r8 = r1\n" + _TWO + """
+if r8 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_map_ptr", _TWO + """
+r6 = MAP(hash)
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, None),
+    _c("ptr_eq_wide_offset_no_inference", "r8 = r1\n" + _TWO + """
+r5 = *(u32 *)(r8 +12)
+r6 += r5
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_jmp32_no_inference", _TWO + "if w6 != w7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT,
+       _R7_NULL),
+    _c("ptr_eq_jgt_no_inference", _TWO + """
+if r6 > r7 goto out
+if r6 < r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_ringbuf", _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r6 = r0
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+r7 = r0
+if r6 != r7 goto other
+r1 = 5
+*(u64 *)(r7 +0) = r1
+r1 = r7
+r2 = 0
+call 132
+goto out
+other:
+if r7 == 0 goto out
+r1 = r7
+r2 = 0
+call 132
+""" + _OUT, None),
+    # is_branch_taken: a map pointer, a ringbuf record and a map value are never NULL, but
+    # one with an offset that may reach 2^29 might be; the dead branch is not walked
+    _c("not_null_map_ptr", "r1 = MAP(hash)\nif r1 == 0 goto +2\nr0 = 0\nexit\n"
+       "r0 = *(u64 *)(r10 +8)\nexit", None),
+    _c("not_null_ringbuf", """
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto out
+r6 = r0
+if r6 != 0 goto sub
+r0 = *(u64 *)(r10 +8)
+sub:
+r1 = r6
+r2 = 0
+call 132
+""" + _OUT, None),
+    _c("not_null_map_value_small_offset", "r6 = r1\n" + _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r5 = *(u32 *)(r6 +12)
+r5 &= 0xffff
+r0 += r5
+if r0 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+""" + _OUT, None),
+    _c("not_null_map_value_wide_offset", "r6 = r1\n" + _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r5 = *(u32 *)(r6 +12)
+r0 += r5
+if r0 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+""" + _OUT, "invalid read from stack R10 off=8 size=8"),
     # -- helpers -----------------------------------------------------------------------------
     _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
        "bpf_probe_read#4", err=errno.EINVAL),

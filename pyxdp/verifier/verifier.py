@@ -143,6 +143,15 @@ def type_str(t: int) -> str:
     return pre + _TYPE_STR[t & 0xFF] + post
 
 
+def _reg_not_null(r: Reg) -> bool:
+    """reg_not_null: pointers known never to be NULL - unless an offset that may reach
+    2^29 could wrap one to 0. A referenced PTR_TO_BTF_ID is trusted."""
+    if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
+        return False
+    base = r.t & 0xFF
+    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (base == BTF_ID and bool(r.ref))
+
+
 def _stack_oob_errno(lo: int) -> int:
     """check_stack_access_within_bounds: an access starting outside the stack is -EACCES,
     one starting inside it and running into non-negative offsets -EINVAL."""
@@ -2366,6 +2375,16 @@ class _Verifier:
         oregs = other.cur.regs
         od = oregs[i.dst]
         os_ = oregs[i.src] if i.code & op.BPF_X else s.copy()
+        if o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and i.code & op.BPF_X and \
+                d.t != SCALAR and s.t != SCALAR and d.t & 0xFF != BTF_ID and s.t & 0xFF != BTF_ID:
+            # Two pointers equal: one known not to be NULL makes the other not NULL where
+            # they are equal (only that register: copies keep their MAYBE_NULL). Linux
+            # leaves PTR_TO_BTF_ID out: such a pointer may be NULL without the flag.
+            eq = (other if o == op.BPF_JEQ else st).cur.regs
+            if _reg_not_null(d) and s.t & MAYBE_NULL:
+                self._ptr_not_null(eq[i.src])
+            if _reg_not_null(s) and d.t & MAYBE_NULL:
+                self._ptr_not_null(eq[i.dst])
         if d.t == SCALAR and s.t == SCALAR:
             self._refine(od, os_, o, is32)  # taken
             self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
@@ -2425,24 +2444,32 @@ class _Verifier:
                 r.rng = max(r.rng, new)
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
+        """mark_ptr_or_null_regs: every copy of the pointer ``pid`` is NULL or not NULL."""
         for r in st.all_regs():
             if r.t & MAYBE_NULL and r.id == pid:
                 if is_null:
                     r.set_known(0)
-                elif r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
-                        MT.BPF_MAP_TYPE_ARRAY_OF_MAPS, MT.BPF_MAP_TYPE_HASH_OF_MAPS) \
-                        and r.map.inner is not None:
-                    inner = r.map.inner
-                    r.set_ptr(MAP_PTR)
-                    r.map = inner
-                else:
-                    r.t &= ~MAYBE_NULL
+                elif self._ptr_not_null(r):
                     # reg_may_point_to_spin_lock: the id tells which element is locked
                     if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
                                           self._lock_off(r.map) is not None):
                         r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
+
+    @staticmethod
+    def _ptr_not_null(r: Reg) -> bool:
+        """mark_ptr_not_null_reg: a lookup in a map of maps gives the inner map; else the
+        pointer loses MAYBE_NULL. False when it became a map pointer."""
+        if r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
+                MT.BPF_MAP_TYPE_ARRAY_OF_MAPS, MT.BPF_MAP_TYPE_HASH_OF_MAPS) \
+                and r.map.inner is not None:
+            inner = r.map.inner
+            r.set_ptr(MAP_PTR)
+            r.map = inner
+            return False
+        r.t &= ~MAYBE_NULL
+        return True
 
     def _sync_ids(self, st: State, r: Reg) -> None:
         if r.t != SCALAR or not r.id:
@@ -2461,12 +2488,10 @@ class _Verifier:
         if d.t != SCALAR or s.t != SCALAR:
             if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
                 return self._pkt_branch_taken(d, s, o)
-            # reg_not_null: only these pointers are known never to be NULL
             if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
                     zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and (p.t in (MAP_VALUE, MAP_KEY, MEM) or (
-                            p.t == BTF_ID and p.ref)):  # a referenced one is trusted
+                    if z.t == SCALAR and zero and _reg_not_null(p):
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)

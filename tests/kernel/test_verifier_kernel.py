@@ -122,7 +122,8 @@ def test_corpus_case_checks_itself() -> None:
 
 def test_random_programs_same_verdict_and_message_as_linux() -> None:
     """2,000 random programs with typical bugs (pyxdp.testing.verifier_fuzz): every
-    accept/refuse as Linux's, and Linux's line for at least 95% of the refusals."""
+    accept/refuse as Linux's, Linux's line for at least 95% of the refusals and Linux's
+    errno wherever the line is Linux's."""
     import random
 
     from pyxdp.testing.verifier_fuzz import random_case
@@ -133,16 +134,19 @@ def test_random_programs_same_verdict_and_message_as_linux() -> None:
     for i in range(2000):
         case = random_case(rnd, f"f{i}")
         spec = case.spec()
-        (linux,) = _kernel_verdicts(spec).values()
+        errs: dict[str, int] = {}
+        (linux,) = _kernel_verdicts(spec, errs).values()
+        (linux_err,) = errs.values()
         (prog,) = spec.programs.values()
         try:
             verify(prog, spec.maps)
-            mine = None
+            mine, my_err = None, 0
         except VerifierError as e:
-            mine = e.reason
+            mine, my_err = e.reason, e.errno
         n += 1
-        if (linux is None) != (mine is None):
-            wrong.append(f"{case.asm}\nLinux: {linux!r}\npyxdp: {mine!r}")
+        if (linux is None) != (mine is None) or (linux == mine and linux_err != my_err):
+            wrong.append(f"{case.asm}\nLinux: {linux!r} ({linux_err})\n"
+                         f"pyxdp: {mine!r} ({my_err})")
         elif linux is not None:
             refused += 1
             same_line += linux == mine
