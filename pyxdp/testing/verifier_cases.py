@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
-from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfMember, BtfParam, BtfType
+from pyxdp.btf.btf import (
+    BTF_INT_SIGNED,
+    Btf,
+    BtfArray,
+    BtfKind,
+    BtfMember,
+    BtfParam,
+    BtfType,
+)
 from pyxdp.spec import (
     BPF_XDP,
     BPF_XDP_DEVMAP,
@@ -59,7 +67,8 @@ _TAG = 0x5EED0000
 class Func:
     """One function's BTF: its name, whether it is global (non-static), its arguments
     (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
-    ``"void*"``) and its return type (``"int"`` or ``"void"``)."""
+    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"void*"``) and its return type (``"int"``
+    or ``"void"``)."""
 
     name: str
     is_global: bool = False
@@ -88,6 +97,11 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     int_id = add(BtfKind.INT, "int", size_type=4, int_encoding=BTF_INT_SIGNED, int_bits=32)
     ctx_id = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, "xdp_md", size_type=24))
     void_ptr = add(BtfKind.PTR, size_type=0)
+    u64_id = add(BtfKind.INT, "unsigned long long", size_type=8, int_bits=64)
+    dynptr_ptr = add(BtfKind.PTR, size_type=add(
+        BtfKind.STRUCT, "bpf_dynptr", size_type=16,
+        members=(BtfMember("__opaque", name("__opaque"),
+                           add(BtfKind.ARRAY, array=BtfArray(u64_id, int_id, 2)), 0),)))
     lock = add(BtfKind.STRUCT, "bpf_spin_lock", size_type=4,
                members=(BtfMember("val", name("val"), int_id, 0),))
     locked = add(BtfKind.STRUCT, "locked_val", size_type=12,
@@ -111,6 +125,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
                 t = ctx_id
             elif a == "void*":
                 t = void_ptr
+            elif a == "dynptr":
+                t = dynptr_ptr
             else:
                 size = int(a.split(":")[1])
                 t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, f"buf{size}",
@@ -200,6 +216,22 @@ _TWO = ("r1 = 0\n*(u32 *)(r10 -8) = r1\nr9 = r10\nr9 += -8\n"
         "r1 = MAP(hash)\nr2 = r9\ncall 1\nr7 = r0\nif r6 == 0 goto out\n")
 _OUT = "out:\nr0 = 0\nexit"
 _R7_NULL = "R7 invalid mem access 'map_value_or_null'"
+# main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
+# whose body follows
+_GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
+_GD_MAIN = """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+call g1
+r0 = 2
+exit
+g1:
+"""
+_CALLER_INVALID = "Caller passes invalid args into func#1 ('g1')"
 # r4 = data + 14, compared beyond data_end; the code after it runs where r4 > data_end
 _PKT_BEYOND = _PKT + "r4 = r2\nr4 += 14\nif r4 > r3 goto beyond\nr0 = 1\nexit\nbeyond:\n"
 # r0 = lookup(map, &key) with the key (0) at fp-8
@@ -1855,6 +1887,106 @@ r0 = *(u8 *)(r1 +0)
 exit""",
        "R1 invalid mem access 'scalar'",
        funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    # A global function's struct bpf_dynptr * argument: an initialised dynptr of the caller
+    # (any type), a read-only LOCAL dynptr (CONST_PTR_TO_DYNPTR) in the callee, which may
+    # read it, slice it and pass it on, but neither load, store nor spill it.
+    _c("g_dynptr_size", _GD_MAIN + "call KFUNC(bpf_dynptr_size)\nexit", None, funcs=_GD),
+    _c("g_dynptr_read", _GD_MAIN + """
+r3 = r1
+r1 = r10
+r1 += -8
+r2 = 4
+r4 = 0
+r5 = 0
+call 201
+r0 = *(u32 *)(r10 -8)
+exit""", None, funcs=_GD),
+    _c("g_dynptr_write", _GD_MAIN + """
+r6 = r1
+r1 = 7
+*(u32 *)(r10 -8) = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -8
+r4 = 4
+r5 = 0
+call 202
+exit""", None, funcs=_GD),
+    _c("g_dynptr_slice", _GD_MAIN + """
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +0)
+exit
+r0 = 0
+exit""", None, funcs=_GD),
+    _c("g_dynptr_slice_oob", _GD_MAIN + """
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +4)
+exit
+r0 = 0
+exit""", "R0 min value is outside of the allowed memory range", funcs=_GD),
+    _c("g_dynptr_clone", _GD_MAIN + """
+r2 = r10
+r2 += -16
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+exit""", None, funcs=_GD),
+    _c("g_dynptr_pass_on", _GD_MAIN + "call g2\nexit\ng2:\ncall KFUNC(bpf_dynptr_size)\nexit",
+       None, funcs=_GD + (Func("g2", True, ("dynptr",)),)),
+    _c("g_dynptr_static_pass_on", _GD_MAIN +
+       "call g2\nexit\ng2:\ncall KFUNC(bpf_dynptr_size)\nexit",
+       None, funcs=_GD + (Func("g2", False, ("dynptr",)),)),
+    _c("g_dynptr_kfunc_ctx_arg", _GD_MAIN + """
+r3 = r1
+r1 = 0
+r2 = 0
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 0
+exit""", "Possibly NULL pointer passed to trusted arg0", funcs=_GD),
+    _c("g_dynptr_load", _GD_MAIN + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'dynptr_ptr'", funcs=_GD),
+    _c("g_dynptr_store", _GD_MAIN + "r2 = 0\n*(u64 *)(r1 +0) = r2\nr0 = 0\nexit",
+       "R1 invalid mem access 'dynptr_ptr'", funcs=_GD),
+    _c("g_dynptr_modified", _GD_MAIN + "r1 += 8\ncall KFUNC(bpf_dynptr_size)\nexit",
+       "dereference of modified dynptr_ptr ptr R1 off=8 disallowed", funcs=_GD),
+    _c("g_dynptr_modified_helper", _GD_MAIN + """
+r3 = r1
+r3 += 8
+r1 = r10
+r1 += -8
+r2 = 4
+r4 = 0
+r5 = 0
+call 201
+r0 = 0
+exit""", "dereference of modified dynptr_ptr ptr R3 off=8 disallowed", funcs=_GD),
+    # not spillable (is_spillable_regtype): the slot holds data, its fill a scalar
+    _c("g_dynptr_spill", _GD_MAIN + """
+*(u64 *)(r10 -8) = r1
+r1 = *(u64 *)(r10 -8)
+call KFUNC(bpf_dynptr_size)
+exit""", "arg#0 expected pointer to stack or const struct bpf_dynptr", funcs=_GD,
+       err=errno.EINVAL),
+    _c("g_dynptr_spill_narrow", _GD_MAIN + "*(u32 *)(r10 -8) = r1\nr0 = *(u32 *)(r10 -8)\nexit",
+       None, funcs=_GD),
+    _c("g_dynptr_uninit", "r1 = r10\nr1 += -16\ncall g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_null", "r1 = 0\ncall g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_ctx", "call g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_second_slot", _GD_MAIN.replace("r1 += -16\ncall g1", "r1 += -8\ncall g1") +
+       "r0 = 0\nexit", _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
     # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
     _c('tc_nobtf_sub', """
 r6 = r1

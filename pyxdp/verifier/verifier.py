@@ -112,13 +112,15 @@ S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
 NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
     BTF_ID, DYNPTR, ITER = range(15)
+# DYNPTR is CONST_PTR_TO_DYNPTR: a global function's dynptr argument in a register (``sub``
+# its dynptr type), and the register of a dynptr's stack slots (``off`` 1 in the first).
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
-             DYNPTR: "dynptr", ITER: "iter"}
+             DYNPTR: "dynptr_ptr", ITER: "iter"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
@@ -585,7 +587,7 @@ class _CallMeta:
     const_key: int | None = None
 
 
-_DYNPTR_XDP = 5  # enum bpf_dynptr_type: BPF_DYNPTR_TYPE_XDP
+_DYNPTR_LOCAL, _DYNPTR_XDP = 1, 5  # enum bpf_dynptr_type
 BTF_FUNC_GLOBAL = 1
 
 
@@ -2333,7 +2335,8 @@ class _Verifier:
         if value is None and k == 0 and imm is not None:
             frame.set_slot(spi, (self._spill_types(types, size), imm))
             return
-        if value is not None and value.t != SCALAR:
+        # is_spillable_regtype: a CONST_PTR_TO_DYNPTR is not; written, it is data
+        if value is not None and value.t not in (SCALAR, DYNPTR):
             if size != 8:
                 raise Refuse("invalid size of register spill")
             if value.t == STACK and frame is not st.cur and value.frame == st.cur.frameno:
@@ -2728,7 +2731,7 @@ class _Verifier:
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
     def _global_args(self, g: _Global) -> tuple[tuple[str, int], ...]:
-        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"mem", size)."""
+        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"dynptr"|"mem", size)."""
         if g.args is not None:
             return g.args
         btf = self.btf
@@ -2754,6 +2757,11 @@ class _Verifier:
             if pointee is not None and pointee.kind is BtfKind.STRUCT and \
                     pointee.name == "xdp_md":  # btf_get_prog_ctx_type
                 out.append(("ctx", 0))
+                continue
+            if pointee is not None and pointee.name == "bpf_dynptr" and (
+                    pointee.kind is BtfKind.STRUCT or
+                    (pointee.kind is BtfKind.FWD and not pointee.kind_flag)):
+                out.append(("dynptr", 0))  # btf_is_dynptr_ptr: ARG_PTR_TO_DYNPTR | MEM_RDONLY
                 continue
             try:
                 size = btf.resolve_size(t.type) if t.type else 0
@@ -2781,6 +2789,8 @@ class _Verifier:
                                      "disallowed")
                     if reg.t != CTX:
                         raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
+                elif kind == "dynptr":  # an initialised one, which the callee only reads
+                    self._dynptr_arg(st, regs, n + 1, n, False, g.name, _KfuncMeta())
                 elif not reg.is_null():  # check_mem_reg: NULL or size bytes
                     mem = reg
                     if reg.t & MAYBE_NULL:
@@ -2834,6 +2844,10 @@ class _Verifier:
                     r.set_unknown()
                 elif kind == "ctx":
                     r.set_ptr(CTX)
+                elif kind == "dynptr":  # taken as a LOCAL dynptr, whatever the caller's is
+                    r.set_ptr(DYNPTR)
+                    r.sub = _DYNPTR_LOCAL
+                    r.id = self._new_id()
                 else:
                     r.set_ptr(MEM | MAYBE_NULL)
                     r.msize = size
@@ -3054,8 +3068,16 @@ class _Verifier:
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
                     name: str, meta: _KfuncMeta) -> None:
-        """process_dynptr_func: a dynptr (two stack slots) made or used."""
+        """process_dynptr_func: a dynptr (two stack slots) made or used, or used through a
+        global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid)."""
         reg = regs[n]
+        if reg.t == DYNPTR:
+            self._check_ptr_off(n, reg)  # check_func_arg_reg_off
+            if uninit:  # Linux 6.18 logs this (and WARNs: a kernel splat) as its own bug
+                raise Refuse("verifier bug: misconfigured dynptr helper type flags",
+                             errno.EFAULT)
+            meta.dynptr_id, meta.dynptr_kind = reg.id, reg.sub
+            return
         if reg.t != STACK:
             raise Refuse(f"arg#{i} expected pointer to stack or const struct bpf_dynptr",
                          errno.EINVAL)
@@ -3189,6 +3211,17 @@ class _Verifier:
                 return p
             p = p.parent
         return None
+
+    @staticmethod
+    def _check_ptr_off(n: int, reg: Reg) -> None:
+        """__check_ptr_off_reg: a pointer passed on unmodified."""
+        ts = type_str(reg.t)
+        if reg.off < 0:
+            raise Refuse(f"negative offset {ts} ptr R{n} off={reg.off} disallowed")
+        if reg.off:
+            raise Refuse(f"dereference of modified {ts} ptr R{n} off={reg.off} disallowed")
+        if not reg.const or reg.tv:
+            raise Refuse(f"variable {ts} access var_off={_tn(reg)} disallowed")
 
     def _dynptr_spi(self, reg: Reg) -> int | None:
         """dynptr_get_spi: the first slot's index; None for an error Linux logs."""
@@ -3474,7 +3507,7 @@ class _Verifier:
         if arg == Arg.SPIN_LOCK:
             return (MAP_VALUE,), "map_value, ptr_"
         if arg == Arg.DYNPTR:  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
-            return (STACK,), "fp, dynptr_ptr"
+            return (STACK, DYNPTR), None
         return (MAP_VALUE,), None
 
     def _helper_mem(self, st: State, n: int, reg: Reg, size: int, *, write: bool,
