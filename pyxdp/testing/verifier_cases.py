@@ -67,8 +67,9 @@ _TAG = 0x5EED0000
 class Func:
     """One function's BTF: its name, whether it is global (non-static), its arguments
     (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
-    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"void*"``) and its return type (``"int"``
-    or ``"void"``)."""
+    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"void*"``; ``@tag`` after one adds the
+    ``arg:tag`` decl tag, as ``__arg_ctx``, ``__arg_nonnull``... do) and its return type
+    (``"int"`` or ``"void"``)."""
 
     name: str
     is_global: bool = False
@@ -118,7 +119,10 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     ids = []
     for f in funcs:
         params = []
-        for n, a in enumerate(f.args):
+        tags: list[tuple[int, str]] = []
+        for n, arg in enumerate(f.args):
+            a, *more = arg.split("@")
+            tags.extend((n, tag) for tag in more)
             if a == "int":
                 t = int_id
             elif a == "ctx":
@@ -136,6 +140,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
                     vlen=len(named), params=named)
         ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
+        for n, tag in tags:
+            add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
         "locked": locked, "timed": timed}
 
@@ -232,6 +238,16 @@ exit
 g1:
 """
 _CALLER_INVALID = "Caller passes invalid args into func#1 ('g1')"
+# main calls global g1 with R1 as it is (_G1) or pointing to 8 zeroed bytes of its stack
+_G1 = "call g1\nr0 = 2\nexit\ng1:\n"
+_G1_STACK = "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\n" + _G1
+
+
+def _gt(*args: str) -> tuple[Func, ...]:
+    """main and a global g1 with ``args``."""
+    return Func("main", True, ("ctx",)), Func("g1", True, args)
+
+
 # r4 = data + 14, compared beyond data_end; the code after it runs where r4 > data_end
 _PKT_BEYOND = _PKT + "r4 = r2\nr4 += 14\nif r4 > r3 goto beyond\nr0 = 1\nexit\nbeyond:\n"
 # r0 = lookup(map, &key) with the key (0) at fp-8
@@ -1987,6 +2003,80 @@ exit""", "arg#0 expected pointer to stack or const struct bpf_dynptr", funcs=_GD
        _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
     _c("g_dynptr_second_slot", _GD_MAIN.replace("r1 += -16\ncall g1", "r1 += -8\ncall g1") +
        "r0 = 0\nexit", _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    # arg:<tag> decl tags (__arg_ctx, __arg_nonnull, __arg_arena; __arg_nullable only with
+    # __arg_trusted): a bad tag is the caller's error, -EOPNOTSUPP for an unknown one
+    _c("t_ctx_void", _G1 + "r0 = *(u32 *)(r1 +0)\nr0 = 0\nexit", None, funcs=_gt("void*@ctx")),
+    _c("t_ctx_xdp_md", _G1 + "r0 = *(u32 *)(r1 +0)\nr0 = 0\nexit", None,
+       funcs=_gt("ctx@ctx")),
+    _c("t_ctx_wrong_struct", _G1 + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("mem:8@ctx"),
+       err=errno.EINVAL),
+    _c("t_ctx_on_int", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("int@ctx"), err=errno.EINVAL),
+    _c("t_ctx_nonnull", _G1 + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("void*@ctx@nonnull"),
+       err=errno.EINVAL),
+    _c("t_ctx_caller_stack", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("void*@ctx"), err=errno.EINVAL),
+    _c("t_unknown_tag", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("mem:8@bogus"),
+       err=errno.EOPNOTSUPP),
+    _c("t_nonnull_ok", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nr0 = 0\nexit", None,
+       funcs=_gt("mem:8@nonnull")),
+    _c("t_nonnull_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_nonnull_maybe_null", _LOOKUP.format(m="hash") + "r1 = r0\n" + _G1 + "r0 = 0\nexit",
+       _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_plain_maybe_null", _LOOKUP.format(m="hash") + "r1 = r0\n" + _G1 + "r0 = 0\nexit",
+       None, funcs=_gt("mem:8")),
+    _c("t_nonnull_callee_no_check", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nexit", None,
+       funcs=_gt("mem:8@nonnull")),
+    _c("t_plain_callee_no_check", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'mem_or_null'", funcs=_gt("mem:8")),
+    _c("t_pkt_to_nonnull", _PKT + """
+r4 = r2
+r4 += 8
+r0 = 1
+if r4 > r3 goto +2
+r1 = r2
+call g1
+exit
+g1:
+r0 = *(u64 *)(r1 +0)
+exit""", None, funcs=_gt("mem:8@nonnull")),
+    _c("t_pkt_short_to_nonnull", _PKT + """
+r4 = r2
+r4 += 4
+r0 = 1
+if r4 > r3 goto +2
+r1 = r2
+call g1
+exit
+g1:
+r0 = *(u64 *)(r1 +0)
+exit""", _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_nullable_mem", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8@nullable"), err=errno.EINVAL),
+    _c("t_dynptr_tag", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("dynptr@nonnull"), err=errno.EINVAL),
+    # an arena pointer: the caller passes a scalar (or PTR_TO_ARENA), the callee sees one
+    _c("t_arena_scalar", "r1 = 5\n" + _G1 + "r0 = r1\nexit", None, funcs=_gt("void*@arena")),
+    _c("t_arena_ptr", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("void*@arena"),
+       err=errno.EINVAL),
+    _c("t_arena_deref", "r1 = 5\n" + _G1 + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'scalar'", funcs=_gt("void*@arena")),
+    _c("t_arena_combined", "r1 = 5\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("void*@arena@nonnull"), err=errno.EINVAL),
+    # static functions: tags are logged, not enforced
+    _c("t_static_tag", _G1_STACK + "r0 = 0\nexit", None,
+       funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@nonnull",)))),
+    _c("t_static_bogus", _G1_STACK + "r0 = 0\nexit", None,
+       funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@bogus",)))),
+    # a pointer passed on modified (check_func_arg_reg_off): the caller's error, -EACCES
+    _c("g_ctx_modified_to_mem", "r1 += 4\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8")),
+    _c("g_ctx_modified_to_ctx", "r1 += 4\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("ctx")),
+    _c("g_dynptr_modified_to_global", _GD_MAIN + "r1 += 8\ncall g2\nexit\ng2:\nr0 = 0\nexit",
+       "Caller passes invalid args into func#2 ('g2')",
+       funcs=_GD + (Func("g2", True, ("dynptr",)),)),
     # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
     _c('tc_nobtf_sub', """
 r6 = r1

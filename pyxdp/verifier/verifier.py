@@ -598,6 +598,7 @@ class _Global:
     index: int
     name: str
     proto: int
+    func: int = 0  # its FUNC type: the arg:<tag> decl tags point at it
     args: tuple[tuple[str, int], ...] | None = None
     called: bool = False
 
@@ -822,7 +823,7 @@ class _Verifier:
                     t = btf.type_by_id(fi.type_id)
                     if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
                         self.globals[fi.insn_off] = _Global(
-                            self.subprogs.index(fi.insn_off), t.name, t.type)
+                            self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
@@ -2746,23 +2747,48 @@ class _Verifier:
                          "Buggy compiler.", errno.EINVAL)
         out = []
         for n, prm in enumerate(proto.params):
+            tags = self._arg_tags(g, n)
             t = btf.resolved(prm.type)
-            if t.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+            if t.kind is not BtfKind.PTR:
+                if tags:
+                    raise Refuse(f"arg#{n} has pointer tag, but is not a pointer type",
+                                 errno.EINVAL)
+                if t.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                    raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported "
+                                 "yet.", errno.EINVAL)
                 out.append(("scalar", 0))
                 continue
-            if t.kind is not BtfKind.PTR:
-                raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported yet.",
-                             errno.EINVAL)
             pointee = btf.resolved(t.type) if t.type else None
-            if pointee is not None and pointee.kind is BtfKind.STRUCT and \
-                    pointee.name == "xdp_md":  # btf_get_prog_ctx_type
+            if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
+                                 pointee.name == "xdp_md"):  # btf_is_prog_ctx_type
+                if tags - {"ctx"}:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
+                if tags and pointee is not None:  # btf_validate_prog_ctx_type: void * too
+                    if not pointee.name:
+                        raise Refuse(f"arg#{n} type doesn't have a name", errno.EINVAL)
+                    if pointee.kind is not BtfKind.STRUCT or pointee.name != "xdp_md":
+                        raise Refuse(f"arg#{n} should be `struct xdp_md *`", errno.EINVAL)
                 out.append(("ctx", 0))
                 continue
             if pointee is not None and pointee.name == "bpf_dynptr" and (
                     pointee.kind is BtfKind.STRUCT or
                     (pointee.kind is BtfKind.FWD and not pointee.kind_flag)):
+                if tags:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
                 out.append(("dynptr", 0))  # btf_is_dynptr_ptr: ARG_PTR_TO_DYNPTR | MEM_RDONLY
                 continue
+            if "trusted" in tags:
+                raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
+                                        "__arg_trusted, which pyxdp's verifier does not model "
+                                        "(its kernel verdict is unknown here)")
+            if "arena" in tags:
+                if tags - {"arena"}:
+                    raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
+                                 errno.EINVAL)
+                out.append(("arena", 0))
+                continue
+            if "nullable" in tags:  # only a trusted pointer may be __arg_nullable
+                raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
             try:
                 size = btf.resolve_size(t.type) if t.type else 0
             except Exception:
@@ -2771,9 +2797,23 @@ class _Verifier:
                 what = btf.describe(t.type) if t.type else "void"
                 raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
                              f"-{errno.EINVAL}", errno.EINVAL)
-            out.append(("mem", size))
+            out.append(("mem_nonnull" if "nonnull" in tags else "mem", size))
         g.args = tuple(out)
         return g.args
+
+    def _arg_tags(self, g: _Global, n: int) -> set[str]:
+        """The ``arg:<tag>`` decl tags of argument ``n`` of ``g`` (``__arg_ctx``...)."""
+        btf = self.btf
+        assert btf is not None
+        tags = set()
+        for t in btf.types:
+            if t.kind is BtfKind.DECL_TAG and t.type == g.func and t.component_idx == n and \
+                    t.name.startswith("arg:"):
+                tag = t.name[4:]
+                if tag not in ("ctx", "trusted", "nonnull", "nullable", "arena"):
+                    raise Refuse(f"arg#{n} has unsupported set of tags", errno.EOPNOTSUPP)
+                tags.add(tag)
+        return tags
 
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
@@ -2784,24 +2824,22 @@ class _Verifier:
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
                 elif kind == "ctx":
-                    if reg.t == CTX and reg.off:
-                        raise Refuse(f"dereference of modified ctx ptr R{n + 1} off={reg.off} "
-                                     "disallowed")
+                    self._arg_reg_off(n + 1, reg)
                     if reg.t != CTX:
                         raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
                 elif kind == "dynptr":  # an initialised one, which the callee only reads
                     self._dynptr_arg(st, regs, n + 1, n, False, g.name, _KfuncMeta())
-                elif not reg.is_null():  # check_mem_reg: NULL or size bytes
-                    mem = reg
-                    if reg.t & MAYBE_NULL:
-                        mem = reg.copy()
-                        mem.t &= ~MAYBE_NULL
-                    self._helper_mem(st, n + 1, mem, size, write=False)
-                    self._helper_mem(st, n + 1, mem, size, write=True)
+                elif kind == "arena":  # PTR_TO_ARENA (not modelled) or any scalar
+                    if reg.t != SCALAR:
+                        raise Refuse(f"R{n + 1} is not a pointer to arena or scalar.",
+                                     errno.EINVAL)
+                else:
+                    self._global_mem_arg(st, n, reg, size, kind == "mem")
         except Refuse as e:
+            # Linux returns the argument check's own error (-EACCES for a modified pointer)
             self.log.append(e.msg)
             raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
-                         errno.EINVAL) from None
+                         e.err) from None
         g.called = True
         if self._changes_pkt_data(target):
             for x in st.all_regs():
@@ -2811,6 +2849,26 @@ class _Verifier:
             regs[r].__init__()  # type: ignore[misc]
         regs[0].set_unknown()
         return pc + 1
+
+    def _global_mem_arg(self, st: State, n: int, reg: Reg, size: int, nullable: bool) -> None:
+        """A pointer to ``size`` bytes (check_mem_reg): NULL, or memory the callee may read
+        and write; a maybe-NULL one only where the argument is not ``__arg_nonnull``."""
+        self._arg_reg_off(n + 1, reg)
+        if reg.is_null():
+            if not nullable:  # Linux 6.18 (measured) refuses NULL itself too
+                raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
+            return
+        mem = reg
+        if reg.t & MAYBE_NULL:
+            mem = reg.copy()
+            mem.t &= ~MAYBE_NULL
+        try:
+            self._helper_mem(st, n + 1, mem, size, write=False)
+            self._helper_mem(st, n + 1, mem, size, write=True)
+        except Refuse as e:  # check_mem_reg fails with -EINVAL, whatever failed in it
+            raise Refuse(e.msg, errno.EINVAL) from None
+        if not nullable and reg.t & MAYBE_NULL:
+            raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
 
     def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
@@ -2848,8 +2906,10 @@ class _Verifier:
                     r.set_ptr(DYNPTR)
                     r.sub = _DYNPTR_LOCAL
                     r.id = self._new_id()
+                elif kind == "arena":
+                    r.set_unknown()
                 else:
-                    r.set_ptr(MEM | MAYBE_NULL)
+                    r.set_ptr(MEM | (MAYBE_NULL if kind == "mem" else 0))
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
@@ -3211,6 +3271,19 @@ class _Verifier:
                 return p
             p = p.parent
         return None
+
+    @classmethod
+    def _arg_reg_off(cls, n: int, reg: Reg) -> None:
+        """check_func_arg_reg_off: pointers to memory may be passed with any offset, a
+        PTR_TO_BTF_ID with a fixed one, the others only unmodified."""
+        if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
+                                                      MEM, SCALAR):
+            return
+        if reg.t == BTF_ID:
+            if reg.off < 0 or not reg.const or reg.tv:
+                cls._check_ptr_off(n, reg)
+            return
+        cls._check_ptr_off(n, reg)
 
     @staticmethod
     def _check_ptr_off(n: int, reg: Reg) -> None:
