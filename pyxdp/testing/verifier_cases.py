@@ -67,7 +67,8 @@ _TAG = 0x5EED0000
 class Func:
     """One function's BTF: its name, whether it is global (non-static), its arguments
     (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
-    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"void*"``; ``@tag`` after one adds the
+    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"struct:NAME"`` for ``struct NAME *``,
+    ``"void*"``; ``@tag`` after one adds the
     ``arg:tag`` decl tag, as ``__arg_ctx``, ``__arg_nonnull``... do) and its return type
     (``"int"`` or ``"void"``)."""
 
@@ -131,6 +132,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
                 t = void_ptr
             elif a == "dynptr":
                 t = dynptr_ptr
+            elif a.startswith("struct:"):  # a pointer to a (kernel) struct of that name
+                t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, a[7:], size_type=8))
             else:
                 size = int(a.split(":")[1])
                 t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, f"buf{size}",
@@ -2064,6 +2067,8 @@ exit""", _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
        "R1 invalid mem access 'scalar'", funcs=_gt("void*@arena")),
     _c("t_arena_combined", "r1 = 5\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
        funcs=_gt("void*@arena@nonnull"), err=errno.EINVAL),
+    _c("t_trusted_nonnull", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:nf_conn@trusted@nonnull"), err=errno.EINVAL),
     # static functions: tags are logged, not enforced
     _c("t_static_tag", _G1_STACK + "r0 = 0\nexit", None,
        funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@nonnull",)))),

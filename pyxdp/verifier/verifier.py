@@ -42,6 +42,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import format_insn
@@ -591,6 +592,14 @@ _DYNPTR_LOCAL, _DYNPTR_XDP = 1, 5  # enum bpf_dynptr_type
 BTF_FUNC_GLOBAL = 1
 
 
+class _GArg(NamedTuple):
+    """A global function's argument as btf_prepare_func_args types it: ``kind`` is
+    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes)."""
+
+    kind: str
+    size: int = 0
+
+
 @dataclass
 class _Global:
     """A global function: its func# (subprog index), name, FUNC_PROTO; what is known."""
@@ -599,7 +608,7 @@ class _Global:
     name: str
     proto: int
     func: int = 0  # its FUNC type: the arg:<tag> decl tags point at it
-    args: tuple[tuple[str, int], ...] | None = None
+    args: tuple[_GArg, ...] | None = None
     called: bool = False
 
 
@@ -2731,8 +2740,8 @@ class _Verifier:
         return None
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
-    def _global_args(self, g: _Global) -> tuple[tuple[str, int], ...]:
-        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"dynptr"|"mem", size)."""
+    def _global_args(self, g: _Global) -> tuple[_GArg, ...]:
+        """btf_prepare_func_args: each argument's type."""
         if g.args is not None:
             return g.args
         btf = self.btf
@@ -2745,7 +2754,7 @@ class _Verifier:
         if len(proto.params) > 5:
             raise Refuse(f"Global function {g.name}() with {len(proto.params)} > 5 args. "
                          "Buggy compiler.", errno.EINVAL)
-        out = []
+        out: list[_GArg] = []
         for n, prm in enumerate(proto.params):
             tags = self._arg_tags(g, n)
             t = btf.resolved(prm.type)
@@ -2756,7 +2765,7 @@ class _Verifier:
                 if t.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
                     raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported "
                                  "yet.", errno.EINVAL)
-                out.append(("scalar", 0))
+                out.append(_GArg("scalar"))
                 continue
             pointee = btf.resolved(t.type) if t.type else None
             if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
@@ -2768,16 +2777,20 @@ class _Verifier:
                         raise Refuse(f"arg#{n} type doesn't have a name", errno.EINVAL)
                     if pointee.kind is not BtfKind.STRUCT or pointee.name != "xdp_md":
                         raise Refuse(f"arg#{n} should be `struct xdp_md *`", errno.EINVAL)
-                out.append(("ctx", 0))
+                out.append(_GArg("ctx"))
                 continue
             if pointee is not None and pointee.name == "bpf_dynptr" and (
                     pointee.kind is BtfKind.STRUCT or
                     (pointee.kind is BtfKind.FWD and not pointee.kind_flag)):
                 if tags:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-                out.append(("dynptr", 0))  # btf_is_dynptr_ptr: ARG_PTR_TO_DYNPTR | MEM_RDONLY
+                out.append(_GArg("dynptr"))  # btf_is_dynptr_ptr: ARG_PTR_TO_DYNPTR | MEM_RDONLY
                 continue
             if "trusted" in tags:
+                if "nonnull" in tags:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
+                # Linux looks the struct up in the kernel's and every module's BTF (none,
+                # or several, refuse it: nf_conn is ambiguous on Linux 6.18 here)
                 raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
                                         "__arg_trusted, which pyxdp's verifier does not model "
                                         "(its kernel verdict is unknown here)")
@@ -2785,7 +2798,7 @@ class _Verifier:
                 if tags - {"arena"}:
                     raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
                                  errno.EINVAL)
-                out.append(("arena", 0))
+                out.append(_GArg("arena"))
                 continue
             if "nullable" in tags:  # only a trusted pointer may be __arg_nullable
                 raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
@@ -2797,7 +2810,7 @@ class _Verifier:
                 what = btf.describe(t.type) if t.type else "void"
                 raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
                              f"-{errno.EINVAL}", errno.EINVAL)
-            out.append(("mem_nonnull" if "nonnull" in tags else "mem", size))
+            out.append(_GArg("mem_nonnull" if "nonnull" in tags else "mem", size))
         g.args = tuple(out)
         return g.args
 
@@ -2833,6 +2846,7 @@ class _Verifier:
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a pointer to arena or scalar.",
                                      errno.EINVAL)
+
                 else:
                     self._global_mem_arg(st, n, reg, size, kind == "mem")
         except Refuse as e:
@@ -2908,6 +2922,7 @@ class _Verifier:
                     r.id = self._new_id()
                 elif kind == "arena":
                     r.set_unknown()
+
                 else:
                     r.set_ptr(MEM | (MAYBE_NULL if kind == "mem" else 0))
                     r.msize = size
