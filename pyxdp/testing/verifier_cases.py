@@ -225,6 +225,14 @@ _TWO = ("r1 = 0\n*(u32 *)(r10 -8) = r1\nr9 = r10\nr9 += -8\n"
         "r1 = MAP(hash)\nr2 = r9\ncall 1\nr7 = r0\nif r6 == 0 goto out\n")
 _OUT = "out:\nr0 = 0\nexit"
 _R7_NULL = "R7 invalid mem access 'map_value_or_null'"
+# r0 = bpf_xdp_ct_lookup(ctx in r1, tuple at fp-40, 12, opts at fp-16, 12)
+_CT_LOOKUP = """r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)"""
 # main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
 # whose body follows
 _GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
@@ -866,6 +874,45 @@ r1 = r7
 r2 = 0
 call 132
 """ + _OUT, None),
+    # PTR_TO_BTF_ID on either side: no inference (such a pointer may be NULL unflagged)
+    _c("ptr_eq_btf_id_maybe_null", """
+r8 = r1
+r1 = 0
+*(u32 *)(r10 -48) = r1
+r2 = r10
+r2 += -48
+r1 = MAP(arr)
+call 1
+r6 = r0
+r1 = r8
+""" + _CT_LOOKUP + """
+r7 = r0
+if r6 != r7 goto other
+r1 = r7
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit
+other:
+if r7 == 0 goto out
+r1 = r7
+call KFUNC(bpf_ct_release)
+""" + _OUT, "Possibly NULL pointer passed to trusted arg0"),
+    _c("ptr_eq_btf_id_not_null_side", _CT_LOOKUP + """
+if r0 == 0 goto out
+r6 = r0
+r1 = 0
+*(u32 *)(r10 -48) = r1
+r2 = r10
+r2 += -48
+r1 = MAP(hash)
+call 1
+r7 = r0
+if r6 != r7 goto rel
+r0 = *(u32 *)(r7 +0)
+rel:
+r1 = r6
+call KFUNC(bpf_ct_release)
+""" + _OUT, _R7_NULL),
     # is_branch_taken: a map pointer, a ringbuf record and a map value are never NULL, but
     # one with an offset that may reach 2^29 might be; the dead branch is not walked
     _c("not_null_map_ptr", "r1 = MAP(hash)\nif r1 == 0 goto +2\nr0 = 0\nexit\n"
