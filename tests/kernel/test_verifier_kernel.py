@@ -2,12 +2,12 @@
 
 Every corpus program (pyxdp.testing.verifier_cases) is loaded into the
 running kernel; its verdict - accepted, or the last line of the verifier log
-and the errno - must be the one recorded in the corpus, which tests/test_verifier.py holds
-pyxdp's verifier to. Every committed object's programs get the same
-accept/refuse from both, and the same line when refused (but xsk_redirect.o,
-whose pyxdp-only helper Linux lacks). Device-bound corpus programs (the XDP
-metadata kfuncs) are bound to a veth of a network namespace of the test's
-own.
+and the errno - must be the one recorded in the corpus, which
+tests/test_verifier.py holds pyxdp's verifier to. Every committed object's
+programs get the same accept/refuse from both, and the same line and errno
+when refused (but xsk_redirect.o, whose pyxdp-only helper Linux lacks).
+Device-bound corpus programs (the XDP metadata kfuncs) are bound to a veth of
+a network namespace of the test's own.
 """
 
 from __future__ import annotations
@@ -102,16 +102,17 @@ def test_corpus_verdicts_are_linux(veth_ns: str) -> None:
 @pytest.mark.parametrize("obj", OBJECTS, ids=[p.name for p in OBJECTS])
 def test_objects_same_verdict_as_linux(obj: Path) -> None:
     spec = load_collection_spec(obj)
-    linux = _kernel_verdicts(spec)
+    errs: dict[str, int] = {}
+    linux = _kernel_verdicts(spec, errs)
     for name, prog in spec.programs.items():
         if not modelled(prog):
             continue
         try:
             verify(prog, spec.maps, btf=spec.btf)
-            mine = None
+            mine, my_err = None, 0
         except VerifierError as e:
-            mine = e.reason
-        assert mine == linux[name], name
+            mine, my_err = e.reason, e.errno
+        assert (mine, my_err) == (linux[name], errs[name]), name
 
 
 def test_corpus_case_checks_itself() -> None:
