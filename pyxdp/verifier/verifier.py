@@ -2772,6 +2772,8 @@ class _Verifier:
                 out.append(_GArg("scalar"))
                 continue
             pointee = btf.resolved(t.type) if t.type else None
+            if pointee is not None and pointee.kind is BtfKind.UNKN:
+                pointee = None  # (const) void
             if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
                                  pointee.name == "xdp_md"):  # btf_is_prog_ctx_type
                 if tags - {"ctx"}:
@@ -2850,7 +2852,6 @@ class _Verifier:
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a pointer to arena or scalar.",
                                      errno.EINVAL)
-
                 else:
                     self._global_mem_arg(st, n, reg, size, kind == "mem")
         except Refuse as e:
@@ -2926,7 +2927,6 @@ class _Verifier:
                     r.id = self._new_id()
                 elif kind == "arena":
                     r.set_unknown()
-
                 else:
                     r.set_ptr(MEM | (MAYBE_NULL if kind == "mem" else 0))
                     r.msize = size
