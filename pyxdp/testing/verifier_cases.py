@@ -2,7 +2,8 @@
 
 Each :class:`VerifierCase` is assembler text (the kernel's dialect) and the
 verdict Linux gave when root loaded it, measured with BPF_PROG_LOAD on this
-machine: ``None`` for accepted, else the last line of the verifier's log.
+machine: ``None`` for accepted, else the last line of the verifier's log and
+the errno (``err``, EACCES unless the case says otherwise).
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
@@ -14,13 +15,22 @@ order (the main program first), as clang emits them.
 
 from __future__ import annotations
 
+import errno
 import re
 from dataclasses import dataclass, replace
 
 from pyxdp.asm.assembler import assemble
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
-from pyxdp.btf.btf import BTF_INT_SIGNED, Btf, BtfKind, BtfMember, BtfParam, BtfType
+from pyxdp.btf.btf import (
+    BTF_INT_SIGNED,
+    Btf,
+    BtfArray,
+    BtfKind,
+    BtfMember,
+    BtfParam,
+    BtfType,
+)
 from pyxdp.spec import (
     BPF_XDP,
     BPF_XDP_DEVMAP,
@@ -57,7 +67,10 @@ _TAG = 0x5EED0000
 class Func:
     """One function's BTF: its name, whether it is global (non-static), its arguments
     (``"int"``, ``"ctx"`` for ``struct xdp_md *``, ``"mem:N"`` for a pointer to N bytes,
-    ``"void*"``) and its return type (``"int"`` or ``"void"``)."""
+    ``"dynptr"`` for ``struct bpf_dynptr *``, ``"struct:NAME"`` for ``struct NAME *``,
+    ``"void*"``; ``@tag`` after one adds the
+    ``arg:tag`` decl tag, as ``__arg_ctx``, ``__arg_nonnull``... do) and its return type
+    (``"int"`` or ``"void"``)."""
 
     name: str
     is_global: bool = False
@@ -86,6 +99,11 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     int_id = add(BtfKind.INT, "int", size_type=4, int_encoding=BTF_INT_SIGNED, int_bits=32)
     ctx_id = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, "xdp_md", size_type=24))
     void_ptr = add(BtfKind.PTR, size_type=0)
+    u64_id = add(BtfKind.INT, "unsigned long long", size_type=8, int_bits=64)
+    dynptr_ptr = add(BtfKind.PTR, size_type=add(
+        BtfKind.STRUCT, "bpf_dynptr", size_type=16,
+        members=(BtfMember("__opaque", name("__opaque"),
+                           add(BtfKind.ARRAY, array=BtfArray(u64_id, int_id, 2)), 0),)))
     lock = add(BtfKind.STRUCT, "bpf_spin_lock", size_type=4,
                members=(BtfMember("val", name("val"), int_id, 0),))
     locked = add(BtfKind.STRUCT, "locked_val", size_type=12,
@@ -102,13 +120,20 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     ids = []
     for f in funcs:
         params = []
-        for n, a in enumerate(f.args):
+        tags: list[tuple[int, str]] = []
+        for n, arg in enumerate(f.args):
+            a, *more = arg.split("@")
+            tags.extend((n, tag) for tag in more)
             if a == "int":
                 t = int_id
             elif a == "ctx":
                 t = ctx_id
             elif a == "void*":
                 t = void_ptr
+            elif a == "dynptr":
+                t = dynptr_ptr
+            elif a.startswith("struct:"):  # a pointer to a (kernel) struct of that name
+                t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, a[7:], size_type=8))
             else:
                 size = int(a.split(":")[1])
                 t = add(BtfKind.PTR, size_type=add(BtfKind.STRUCT, f"buf{size}",
@@ -118,6 +143,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         proto = add(BtfKind.FUNC_PROTO, size_type=int_id if f.ret == "int" else 0,
                     vlen=len(named), params=named)
         ids.append(add(BtfKind.FUNC, f.name, size_type=proto, linkage=int(f.is_global)))
+        for n, tag in tags:
+            add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
         "locked": locked, "timed": timed}
 
@@ -132,6 +159,12 @@ class VerifierCase:
     bound: bool = False  # device-bound, as the XDP metadata kfuncs require
     funcs: tuple[Func, ...] = ()
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
+    err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
+
+    @property
+    def errno(self) -> int:
+        """The errno BPF_PROG_LOAD fails with, 0 when Linux accepts the case."""
+        return 0 if self.linux is None else self.err
 
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
@@ -186,6 +219,48 @@ class VerifierCase:
 
 # data in r2, data_end in r3
 _PKT = "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\n"
+# r6 and r7: two lookups of key 0 in hash, r6 NULL-checked (jumps to out when NULL)
+_TWO = ("r1 = 0\n*(u32 *)(r10 -8) = r1\nr9 = r10\nr9 += -8\n"
+        "r1 = MAP(hash)\nr2 = r9\ncall 1\nr6 = r0\n"
+        "r1 = MAP(hash)\nr2 = r9\ncall 1\nr7 = r0\nif r6 == 0 goto out\n")
+_OUT = "out:\nr0 = 0\nexit"
+_R7_NULL = "R7 invalid mem access 'map_value_or_null'"
+# r0 = bpf_xdp_ct_lookup(ctx in r1, tuple at fp-40, 12, opts at fp-16, 12)
+_CT_LOOKUP = """r2 = r10
+r2 += -40
+r3 = 12
+r4 = r10
+r4 += -16
+r5 = 12
+call KFUNC(bpf_xdp_ct_lookup)"""
+# main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
+# whose body follows
+_GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
+_GD_MAIN = """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+call g1
+r0 = 2
+exit
+g1:
+"""
+_CALLER_INVALID = "Caller passes invalid args into func#1 ('g1')"
+# main calls global g1 with R1 as it is (_G1) or pointing to 8 zeroed bytes of its stack
+_G1 = "call g1\nr0 = 2\nexit\ng1:\n"
+_G1_STACK = "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\n" + _G1
+
+
+def _gt(*args: str) -> tuple[Func, ...]:
+    """main and a global g1 with ``args``."""
+    return Func("main", True, ("ctx",)), Func("g1", True, args)
+
+
+# r4 = data + 14, compared beyond data_end; the code after it runs where r4 > data_end
+_PKT_BEYOND = _PKT + "r4 = r2\nr4 += 14\nif r4 > r3 goto beyond\nr0 = 1\nexit\nbeyond:\n"
 # r0 = lookup(map, &key) with the key (0) at fp-8
 _LOOKUP = "r2 = 0\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -8\nr1 = MAP({m})\ncall 1\n"
 
@@ -361,6 +436,74 @@ exit
 ok:
 r0 = 1
 exit""", "invalid read from stack R10 off=8 size=8"),
+    # A pointer compared at (>=) or beyond (>) data_end fails every access with -EINVAL,
+    # as do its copies and spills made after the comparison; arithmetic (even += 0) makes
+    # it an ordinary pointer with range 0 (-EACCES), as are copies made before.
+    _c("pkt_beyond_end_read", _PKT_BEYOND + "r0 = *(u8 *)(r4 -1)\nexit",
+       "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_at_end_read", _PKT + """
+r4 = r2
+r4 += 14
+if r4 >= r3 goto at
+r0 = 1
+exit
+at:
+r0 = *(u8 *)(r4 -1)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_end_lt_beyond_read", _PKT + """
+r4 = r2
+r4 += 14
+if r3 < r4 goto beyond
+r0 = 1
+exit
+beyond:
+r0 = *(u8 *)(r4 -1)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_copy_after", _PKT_BEYOND + "r5 = r4\nr0 = *(u8 *)(r5 +0)\nexit",
+       "R5 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_spill", _PKT_BEYOND + """
+*(u64 *)(r10 -8) = r4
+r4 = *(u64 *)(r10 -8)
+r0 = *(u8 *)(r4 +0)
+exit""", "R4 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_helper_key", _PKT_BEYOND + """
+r2 = r4
+r1 = MAP(hash)
+call 1
+r0 = 1
+exit""", "R2 offset is outside of the packet", err=errno.EINVAL),
+    _c("pkt_beyond_end_other_ptr", _PKT_BEYOND + "r0 = *(u8 *)(r2 +0)\nexit",
+       "R2 offset is outside of the packet"),
+    _c("pkt_beyond_end_copy_before", _PKT + """
+r4 = r2
+r4 += 14
+r5 = r4
+if r4 > r3 goto beyond
+r0 = 1
+exit
+beyond:
+r0 = *(u8 *)(r5 -1)
+exit""", "R5 offset is outside of the packet"),
+    _c("pkt_beyond_end_add0", _PKT_BEYOND + "r4 += 0\nr0 = *(u8 *)(r4 +0)\nexit",
+       "R4 offset is outside of the packet"),
+    _c("pkt_beyond_end_add_reg", _PKT_BEYOND + "r5 = 0\nr4 += r5\nr0 = *(u8 *)(r4 +0)\nexit",
+       "R4 offset is outside of the packet"),
+    _c("pkt_beyond_end_helper_sub", _PKT_BEYOND + """
+r2 = r4
+r2 += -4
+r1 = MAP(hash)
+call 1
+r0 = 1
+exit""", "R2 offset is outside of the packet"),
+    _c("pkt_beyond_end_back_rechecked", _PKT_BEYOND + """
+r4 += -14
+r5 = r4
+r5 += 2
+if r5 > r3 goto +2
+r0 = *(u8 *)(r4 +1)
+exit
+r0 = 0
+exit""", None),
     _c("ctx_null_branch", """
 if r1 == 0 goto null
 r0 = 2
@@ -425,10 +568,36 @@ exit""", None),
     _c("ctx_modified", "r1 += 4\nr0 = *(u32 *)(r1 +0)\nexit",
        "dereference of modified ctx ptr R1 off=4 disallowed"),
     _c("ctx_rxq", "r0 = *(u32 *)(r1 +16)\nexit", None),
+    # xdp_is_valid_access: data, data_end and data_meta are never sign-extended
+    _c("ldsx_ctx_data", "r0 = *(s32 *)(r1 +0)\nr0 = 0\nexit",
+       "invalid bpf_context access off=0 size=4"),
+    _c("ldsx_ctx_data_end", "r0 = *(s32 *)(r1 +4)\nr0 = 0\nexit",
+       "invalid bpf_context access off=4 size=4"),
+    _c("ldsx_ctx_meta", "r0 = *(s32 *)(r1 +8)\nr0 = 0\nexit",
+       "invalid bpf_context access off=8 size=4"),
+    _c("ldsx_ctx_ifindex", "r0 = *(s32 *)(r1 +12)\nr0 = 0\nexit", None),
     # -- stack -------------------------------------------------------------------------------
     _c("stack_uninit_read", "r0 = *(u64 *)(r10 -8)\nexit", None),
     _c("stack_above_fp", "r2 = 1\n*(u64 *)(r10 +0) = r2\nr0 = 0\nexit",
        "invalid write to stack R10 off=0 size=8"),
+    # an access starting in the frame and running past its top is -EINVAL, else -EACCES
+    _c("stack_var_straddle", """
+r4 = *(u32 *)(r1 +12)
+r4 &= 8
+r2 = r10
+r2 += -8
+r2 += r4
+r0 = *(u64 *)(r2 +0)
+exit""", "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=-8 size=8",
+       err=errno.EINVAL),
+    _c("stack_var_below", """
+r4 = *(u32 *)(r1 +12)
+r4 &= 8
+r2 = r10
+r2 += -520
+r2 += r4
+r0 = *(u64 *)(r2 +0)
+exit""", "invalid variable-offset read from stack R2 var_off=(0x0; 0x8) off=-520 size=8"),
     _c("stack_too_deep", "r0 = *(u64 *)(r10 -520)\nexit",
        "invalid read from stack R10 off=-520 size=8"),
     _c("stack_misaligned", "r2 = 1\n*(u32 *)(r10 -6) = r2\nr0 = 0\nexit",
@@ -468,7 +637,7 @@ r4 <<= 32
 r4 s>>= 32
 r2 += r4
 r0 = 0
-exit""", "value -2147483648 makes pkt pointer be out of bounds"),
+exit""", "value -2147483648 makes pkt pointer be out of bounds", err=errno.EINVAL),
     _c("ptr_unbounded_min", _PKT + """
 r4 = *(u32 *)(r1 +12)
 r4 <<= 32
@@ -476,15 +645,39 @@ r4 s>>= 32
 r4 *= r4
 r2 += r4
 r0 = 0
-exit""", "value -4611686016279904256 makes pkt pointer be out of bounds"),
+exit""", "value -4611686016279904256 makes pkt pointer be out of bounds", err=errno.EINVAL),
+    # check_reg_sane_offset refuses with -EINVAL
+    _c("ctx_add_u32max", """
+r2 = 1
+r2 <<= 32
+r2 -= 1
+r1 += r2
+r0 = 0
+exit""", "math between ctx pointer and 4294967295 is not allowed", err=errno.EINVAL),
+    _c("pkt_off_too_big", _PKT + "r2 += 536870911\nr2 += 1\nr0 = 0\nexit",
+       "pkt pointer offset 536870912 is not allowed", err=errno.EINVAL),
+    _c("pkt_add_unbounded", _PKT + "r4 = r3\nr4 -= r2\nr2 += r4\nr0 = 0\nexit",
+       "math between pkt pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("pkt_sub_unbounded", _PKT + "r4 = r3\nr4 -= r2\nr2 -= r4\nr0 = 0\nexit",
+       "math between pkt pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("map_value_add_big", _LOOKUP.format(m="arr") + """
+if r0 == 0 goto +3
+r1 = 1
+r1 <<= 30
+r0 += r1
+r0 = 0
+exit""", "math between map_value pointer and 1073741824 is not allowed", err=errno.EINVAL),
     # -- ALU ---------------------------------------------------------------------------------
-    _c("div_zero_imm", "r0 = 1\nr0 /= 0\nexit", "div by zero"),
+    _c("div_zero_imm", "r0 = 1\nr0 /= 0\nexit", "div by zero", err=errno.EINVAL),
     _c("div_zero_reg", "r0 = 1\nr1 = 0\nr0 /= r1\nexit", None),
-    _c("shift_64", "r0 = 1\nr0 <<= 64\nexit", "invalid shift 64"),
-    _c("shift32_32", "w0 = 1\nw0 >>= 32\nexit", "invalid shift 32"),
+    _c("shift_64", "r0 = 1\nr0 <<= 64\nexit", "invalid shift 64", err=errno.EINVAL),
+    _c("shift32_32", "w0 = 1\nw0 >>= 32\nexit", "invalid shift 32", err=errno.EINVAL),
     # -- control flow ------------------------------------------------------------------------
-    _c("unreachable", "r0 = 0\nexit\nr0 = 1\nexit", "unreachable insn 2"),
-    _c("infinite_loop", "r0 = 0\nif r0 == 0 goto -1\nexit", "infinite loop detected at insn 1"),
+    _c("unreachable", "r0 = 0\nexit\nr0 = 1\nexit", "unreachable insn 2", err=errno.EINVAL),
+    _c("infinite_loop", "r0 = 0\nif r0 == 0 goto -1\nexit", "infinite loop detected at insn 1",
+       err=errno.EINVAL),
     _c("bounded_loop", """
 r1 = 0
 r1 += 1
@@ -575,7 +768,7 @@ r0 += r2
 r0 = *(u8 *)(r0 +0)
 exit
 r0 = 1
-exit""", "value -2147483648 makes map_value pointer be out of bounds"),
+exit""", "value -2147483648 makes map_value pointer be out of bounds", err=errno.EINVAL),
     _c("map_key_scalar", "r2 = 0\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
        "R2 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
        "trusted_ptr_"),
@@ -583,7 +776,7 @@ exit""", "value -2147483648 makes map_value pointer be out of bounds"),
        "R1 type=scalar expected=map_ptr"),
     _c("map_key_uninit_stack", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit", None),
     _c("map_key_stack_oob", "r2 = r10\nr2 += -2\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
-       "invalid read from stack R2 off=-2 size=4"),
+       "invalid read from stack R2 off=-2 size=4", err=errno.EINVAL),
     _c("map_update_value_short", """
 r2 = r10
 r2 += -8
@@ -593,31 +786,177 @@ r4 = 0
 r1 = MAP(hash)
 call 2
 r0 = 0
-exit""", "invalid read from stack R3 off=-4 size=8"),
+exit""", "invalid read from stack R3 off=-4 size=8", err=errno.EINVAL),
     _c("map_ptr_arith", "r1 = MAP(hash)\nr1 += 8\nr0 = 0\nexit",
        "R1 pointer arithmetic on map_ptr prohibited"),
     _c("redirect_map_hash", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\ncall 51\nexit",
-       "cannot pass map_type 1 into func bpf_redirect_map#51"),
+       "cannot pass map_type 1 into func bpf_redirect_map#51", err=errno.EINVAL),
     _c("redirect_map_dev", "r1 = MAP(dev)\nr2 = 0\nr3 = 0\ncall 51\nexit", None),
     _c("redirect_map_cpu", "r1 = MAP(cpus)\nr2 = 0\nr3 = 2\ncall 51\nexit", None),
     _c("lookup_cpumap", _LOOKUP.format(m="cpus") + "r0 = 0\nexit",
-       "cannot pass map_type 16 into func bpf_map_lookup_elem#1"),
+       "cannot pass map_type 16 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
     _c("lookup_devmap", _LOOKUP.format(m="dev") + "r0 = 0\nexit", None),
     _c("tail_call", "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 2\nexit", None),
     _c("tail_call_wrong_map", "r2 = MAP(hash)\nr3 = 0\ncall 12\nr0 = 2\nexit",
        "expected prog array map for tail callprocessed 3 insns (limit 1000000) "
-       "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0"),
+       "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0", err=errno.EINVAL),
+    # -- pointer == pointer: one known non-NULL (reg_not_null) makes the other non-NULL where
+    # they are equal; only that register, 64-bit JEQ/JNE only
+    _c("ptr_eq_jne_not_null", _TWO + "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, None),
+    _c("ptr_eq_jeq_not_null", _TWO + """
+if r7 == r6 goto use
+r0 = 0
+exit
+use:
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, None),
+    _c("ptr_eq_jne_taken_null", _TWO + """
+if r6 != r7 goto use
+r0 = 0
+exit
+use:
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_jeq_fall_null", _TWO + "if r6 == r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT,
+       _R7_NULL),
+    _c("ptr_eq_copy_stays_null", _TWO + """
+r8 = r7
+if r6 != r7 goto out
+r0 = *(u32 *)(r8 +0)
+""" + _OUT, "R8 invalid mem access 'map_value_or_null'"),
+    _c("ptr_eq_both_maybe_null", _TWO.replace("if r6 == 0 goto out\n", "") +
+       "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, _R7_NULL),
+    _c("ptr_eq_stack_no_inference", _TWO + """
+r6 = r10
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_ctx_no_inference", "r8 = r1\n" + _TWO + """
+if r8 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_map_ptr", _TWO + """
+r6 = MAP(hash)
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, None),
+    _c("ptr_eq_wide_offset_no_inference", "r8 = r1\n" + _TWO + """
+r5 = *(u32 *)(r8 +12)
+r6 += r5
+if r6 != r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_jmp32_no_inference", _TWO + "if w6 != w7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT,
+       _R7_NULL),
+    _c("ptr_eq_jgt_no_inference", _TWO + """
+if r6 > r7 goto out
+if r6 < r7 goto out
+r0 = *(u32 *)(r7 +0)
+""" + _OUT, _R7_NULL),
+    _c("ptr_eq_ringbuf", _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r6 = r0
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+r7 = r0
+if r6 != r7 goto other
+r1 = 5
+*(u64 *)(r7 +0) = r1
+r1 = r7
+r2 = 0
+call 132
+goto out
+other:
+if r7 == 0 goto out
+r1 = r7
+r2 = 0
+call 132
+""" + _OUT, None),
+    # PTR_TO_BTF_ID on either side: no inference (such a pointer may be NULL unflagged)
+    _c("ptr_eq_btf_id_maybe_null", """
+r8 = r1
+r1 = 0
+*(u32 *)(r10 -48) = r1
+r2 = r10
+r2 += -48
+r1 = MAP(arr)
+call 1
+r6 = r0
+r1 = r8
+""" + _CT_LOOKUP + """
+r7 = r0
+if r6 != r7 goto other
+r1 = r7
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit
+other:
+if r7 == 0 goto out
+r1 = r7
+call KFUNC(bpf_ct_release)
+""" + _OUT, "Possibly NULL pointer passed to trusted arg0"),
+    _c("ptr_eq_btf_id_not_null_side", _CT_LOOKUP + """
+if r0 == 0 goto out
+r6 = r0
+r1 = 0
+*(u32 *)(r10 -48) = r1
+r2 = r10
+r2 += -48
+r1 = MAP(hash)
+call 1
+r7 = r0
+if r6 != r7 goto rel
+r0 = *(u32 *)(r7 +0)
+rel:
+r1 = r6
+call KFUNC(bpf_ct_release)
+""" + _OUT, _R7_NULL),
+    # is_branch_taken: a map pointer, a ringbuf record and a map value are never NULL, but
+    # one with an offset that may reach 2^29 might be; the dead branch is not walked
+    _c("not_null_map_ptr", "r1 = MAP(hash)\nif r1 == 0 goto +2\nr0 = 0\nexit\n"
+       "r0 = *(u64 *)(r10 +8)\nexit", None),
+    _c("not_null_ringbuf", """
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto out
+r6 = r0
+if r6 != 0 goto sub
+r0 = *(u64 *)(r10 +8)
+sub:
+r1 = r6
+r2 = 0
+call 132
+""" + _OUT, None),
+    _c("not_null_map_value_small_offset", "r6 = r1\n" + _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r5 = *(u32 *)(r6 +12)
+r5 &= 0xffff
+r0 += r5
+if r0 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+""" + _OUT, None),
+    _c("not_null_map_value_wide_offset", "r6 = r1\n" + _LOOKUP.format(m="hash") + """
+if r0 == 0 goto out
+r5 = *(u32 *)(r6 +12)
+r0 += r5
+if r0 != 0 goto out
+r0 = *(u64 *)(r10 +8)
+""" + _OUT, "invalid read from stack R10 off=8 size=8"),
     # -- helpers -----------------------------------------------------------------------------
     _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
-       "bpf_probe_read#4"),
-    _c("helper_unknown", "call 999\nexit", "invalid func unknown#999"),
+       "bpf_probe_read#4", err=errno.EINVAL),
+    _c("helper_unknown", "call 999\nexit", "invalid func unknown#999", err=errno.EINVAL),
     _c("helper_arg_uninit", "r1 = 1\ncall 23\nexit", "R2 !read_ok"),
     _c("helper_ctx_arg", "r1 = 0\nr2 = 0\ncall 44\nexit", "R1 type=scalar expected=ctx"),
     _c("helper_clobbers", "r1 = 1\nr2 = 0\ncall 23\nr0 = r1\nexit", "R1 !read_ok"),
     _c("load_bytes_zero", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 0\ncall 189\nexit",
        "R4 invalid zero-sized read: u64=[0,0]"),
     _c("load_bytes_overflow", "r2 = 0\nr3 = r10\nr3 += -8\nr4 = 16\ncall 189\nexit",
-       "invalid write to stack R3 off=-8 size=16"),
+       "invalid write to stack R3 off=-8 size=16", err=errno.EINVAL),
     _c("load_bytes_ok", "r2 = 0\nr3 = r10\nr3 += -16\nr4 = 16\ncall 189\nr0 = 2\nexit", None),
     _c("load_bytes_unbounded", """
 r4 = *(u32 *)(r1 +12)
@@ -628,12 +967,12 @@ call 189
 exit""", "R4 invalid zero-sized read: u64=[0,4294967295]"),
     _c("printk_gpl", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
        "cannot call GPL-restricted function from non-GPL compatible program",
-       license="Proprietary"),
+       license="Proprietary", err=errno.EINVAL),
     _c("printk_ok", "r1 = r10\nr1 += -8\nr2 = 0\n*(u64 *)(r10 -8) = r2\nr2 = 8\ncall 6\nexit",
        None),
     # -- ringbuf -----------------------------------------------------------------------------
     _c("ringbuf_leak", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\nr0 = 0\nexit",
-       "BPF_EXIT instruction in main prog would lead to reference leak"),
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
     _c("ringbuf_ok", """
 r1 = MAP(rb)
 r2 = 8
@@ -718,7 +1057,7 @@ r1 = r9
 r2 = 0
 r3 = r10
 r3 += -8
-call 189"""), "invalid write to stack R3 off=-8 size=72"),
+call 189"""), "invalid write to stack R3 off=-8 size=72", err=errno.EINVAL),
     _c("prec_linked_bound", _PREC.format(use="""
 r7 = r6
 if r6 > 32 goto +1
@@ -772,7 +1111,7 @@ r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
-    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info"),
+    _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
@@ -794,7 +1133,7 @@ exit
 r0 = *(u64 *)(r1 +0)
 exit""", None),
     _c("call_too_deep", "call pc+1\nexit\n" * 8 + "r0 = 0\nexit",
-       "the call stack of 9 frames is too deep"),
+       "the call stack of 9 frames is too deep", err=errno.E2BIG),
     _c("call_stack_too_big", """
 r1 = 0
 *(u64 *)(r10 -512) = r1
@@ -918,7 +1257,7 @@ r4 = 0
 r5 = 0
 call 201
 r0 = 2
-exit""", 'Expected an initialized dynptr as arg #2'),
+exit""", 'Expected an initialized dynptr as arg #2', err=errno.EINVAL),
     _c("dynptr_write_nonstack", """
 r6 = r1
 r1 = r6
@@ -938,7 +1277,7 @@ r3 = 0
 r4 = 14
 call KFUNC(bpf_dynptr_slice)
 r0 = 1
-exit""", 'Expected an initialized dynptr as arg #0'),
+exit""", 'Expected an initialized dynptr as arg #0', err=errno.EINVAL),
     _c("dynptr_bad_ctx", """
 r1 = 0
 r2 = 0
@@ -953,14 +1292,14 @@ r3 = r10
 r3 += -12
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'Dynptr has to be an uninitialized dynptr'),
+exit""", 'Dynptr has to be an uninitialized dynptr', err=errno.EINVAL),
     _c("dynptr_nonstack", """
 r6 = r1
 r2 = 0
 r3 = r6
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr'),
+exit""", 'arg#2 expected pointer to stack or const struct bpf_dynptr', err=errno.EINVAL),
     _c("dynptr_overwrite", """
 r6 = r1
 r2 = 0
@@ -973,7 +1312,7 @@ r1 = r10
 r1 += -16
 call KFUNC(bpf_dynptr_size)
 r0 = 1
-exit""", 'Expected an initialized dynptr as arg #0'),
+exit""", 'Expected an initialized dynptr as arg #0', err=errno.EINVAL),
     _c("dynptr_read_slot", """
 r6 = r1
 r2 = 0
@@ -1005,7 +1344,7 @@ r2 = 0
 r3 = 0
 call KFUNC(bpf_dynptr_slice)
 r0 = 1
-exit""", 'R4 must be a known constant'),
+exit""", 'R4 must be a known constant', err=errno.EINVAL),
     _c("dynptr_slice_buf", """
 r6 = r1
 r2 = 0
@@ -1041,14 +1380,15 @@ r2 = r10
 r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'metadata kfuncs require device-bound program'),
+exit""", 'metadata kfuncs require device-bound program', err=errno.EINVAL),
     _c("nongpl", """
 r2 = 0
 r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT"),
+exit""", 'cannot call kernel function from non-GPL compatible program', license="MIT",
+       err=errno.EINVAL),
     _c("csum_over_dynptr", """
 r2 = 0
 r3 = r10
@@ -1127,7 +1467,7 @@ r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("dynptr_ctx_wrong", """
 r1 = r10
 r2 = 0
@@ -1135,7 +1475,7 @@ r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'arg#0 expected pointer to ctx, but got fp'),
+exit""", 'arg#0 expected pointer to ctx, but got fp', err=errno.EINVAL),
     _c("dynptr_ctx_off", """
 r1 += 4
 r2 = 0
@@ -1150,13 +1490,13 @@ r3 = r10
 r3 += -8
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'Dynptr has to be an uninitialized dynptr'),
+exit""", 'Dynptr has to be an uninitialized dynptr', err=errno.EINVAL),
     _c("dynptr_uninit_r2", """
 r3 = r10
 r3 += -16
 call KFUNC(bpf_dynptr_from_xdp)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("dynptr_adjust_ok", """
 r2 = 0
 r3 = r10
@@ -1192,7 +1532,7 @@ r4 += -16
 r5 = 12
 call KFUNC(bpf_xdp_ct_lookup)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("ct_lookup_release", """
 r2 = r10
 r2 += -40
@@ -1251,18 +1591,21 @@ call KFUNC(bpf_ct_release)
 r1 = r6
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_release_scalar", """
 r1 = 5
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_release_stack", """
 r1 = r10
 r1 += -8
 call KFUNC(bpf_ct_release)
 r0 = 2
-exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar'),
+exit""", 'arg#0 pointer type STRUCT nf_conn must point to scalar, or struct with scalar',
+       err=errno.EINVAL),
     _c("ct_insert_wrongtype", """
 r2 = r10
 r2 += -40
@@ -1278,7 +1621,7 @@ call KFUNC(bpf_ct_insert_entry)
 r0 = 2
 exit""",
        'kernel function bpf_ct_insert_entry args#0 expected pointer to STRUCT '
-       'nf_conn___init but R1 has a pointer to STRUCT nf_conn'),
+       'nf_conn___init but R1 has a pointer to STRUCT nf_conn', err=errno.EINVAL),
     _c("ct_lookup_badsz", """
 r2 = r10
 r2 += -40
@@ -1302,7 +1645,7 @@ r5 = 12
 r1 = r6
 call KFUNC(bpf_xdp_ct_lookup)
 r0 = 2
-exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access'),
+exit""", 'arg#1 arg#2 memory, len pair leads to invalid memory access', err=errno.EINVAL),
     _c("ct_read_field", """
 r2 = r10
 r2 += -40
@@ -1349,7 +1692,7 @@ r2 = r10
 r2 += -4
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'invalid read from stack R2 off=-4 size=8', bound=True),
+exit""", 'invalid read from stack R2 off=-4 size=8', bound=True, err=errno.EINVAL),
     _c("meta_ts_null", """
 r2 = 0
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
@@ -1411,7 +1754,7 @@ r2 = r10
 r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
-exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True),
+exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True, err=errno.EINVAL),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5
@@ -1435,7 +1778,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',))), err=errno.EINVAL),
     _c('g_ctx', """
 call pc+2
 r0 = 2
@@ -1443,7 +1786,7 @@ exit
 r0 = *(u32 *)(r1 +0)
 exit""",
        'At subprogram exit the register R0 is not a scalar value (pkt)',
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ctx_wrong', """
 r1 = 0
 call pc+2
@@ -1452,7 +1795,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ctx_pkt', """
 call pc+4
 r0 = 2
@@ -1461,7 +1804,8 @@ r0 = 0
 exit
 r2 = *(u32 *)(r1 +0)
 r0 = *(u8 *)(r2 +0)
-exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+exit""", 'unreachable insn 3', funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))),
+       err=errno.EINVAL),
     _c('g_mem_nullck', """
 r1 = r10
 r1 += -8
@@ -1511,7 +1855,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('mem:8',))), err=errno.EINVAL),
     _c('g_mem_null', """
 r1 = 0
 call pc+2
@@ -1526,7 +1870,7 @@ exit
 r0 = r1
 exit""",
        'At subprogram exit the register R0 is not a scalar value (ctx)',
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',))), err=errno.EINVAL),
     _c('g_ret_uninit', """
 call pc+2
 r0 = 2
@@ -1539,7 +1883,8 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void'))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('ctx',), ret='void')),
+       err=errno.EINVAL),
     _c('g_r0_is_scalar', """
 call pc+2
 r0 = *(u8 *)(r0 +0)
@@ -1593,7 +1938,7 @@ exit
 r0 = 0
 exit""",
        "Caller passes invalid args into func#1 ('g1')",
-       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',)))),
+       funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('void*',))), err=errno.EINVAL),
     _c('g_stack_combined', """
 r1 = 0
 *(u64 *)(r10 -400) = r1
@@ -1616,6 +1961,182 @@ r0 = *(u8 *)(r1 +0)
 exit""",
        "R1 invalid mem access 'scalar'",
        funcs=(Func('main', True, ('ctx',)), Func('g1', True, ('int',)))),
+    # A global function's struct bpf_dynptr * argument: an initialised dynptr of the caller
+    # (any type), a read-only LOCAL dynptr (CONST_PTR_TO_DYNPTR) in the callee, which may
+    # read it, slice it and pass it on, but neither load, store nor spill it.
+    _c("g_dynptr_size", _GD_MAIN + "call KFUNC(bpf_dynptr_size)\nexit", None, funcs=_GD),
+    _c("g_dynptr_read", _GD_MAIN + """
+r3 = r1
+r1 = r10
+r1 += -8
+r2 = 4
+r4 = 0
+r5 = 0
+call 201
+r0 = *(u32 *)(r10 -8)
+exit""", None, funcs=_GD),
+    _c("g_dynptr_write", _GD_MAIN + """
+r6 = r1
+r1 = 7
+*(u32 *)(r10 -8) = r1
+r1 = r6
+r2 = 0
+r3 = r10
+r3 += -8
+r4 = 4
+r5 = 0
+call 202
+exit""", None, funcs=_GD),
+    _c("g_dynptr_slice", _GD_MAIN + """
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +0)
+exit
+r0 = 0
+exit""", None, funcs=_GD),
+    _c("g_dynptr_slice_oob", _GD_MAIN + """
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice)
+if r0 == 0 goto +2
+r0 = *(u32 *)(r0 +4)
+exit
+r0 = 0
+exit""", "R0 min value is outside of the allowed memory range", funcs=_GD),
+    _c("g_dynptr_clone", _GD_MAIN + """
+r2 = r10
+r2 += -16
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_dynptr_size)
+exit""", None, funcs=_GD),
+    _c("g_dynptr_pass_on", _GD_MAIN + "call g2\nexit\ng2:\ncall KFUNC(bpf_dynptr_size)\nexit",
+       None, funcs=_GD + (Func("g2", True, ("dynptr",)),)),
+    _c("g_dynptr_static_pass_on", _GD_MAIN +
+       "call g2\nexit\ng2:\ncall KFUNC(bpf_dynptr_size)\nexit",
+       None, funcs=_GD + (Func("g2", False, ("dynptr",)),)),
+    _c("g_dynptr_kfunc_ctx_arg", _GD_MAIN + """
+r3 = r1
+r1 = 0
+r2 = 0
+call KFUNC(bpf_dynptr_from_xdp)
+r0 = 0
+exit""", "Possibly NULL pointer passed to trusted arg0", funcs=_GD),
+    _c("g_dynptr_load", _GD_MAIN + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'dynptr_ptr'", funcs=_GD),
+    _c("g_dynptr_store", _GD_MAIN + "r2 = 0\n*(u64 *)(r1 +0) = r2\nr0 = 0\nexit",
+       "R1 invalid mem access 'dynptr_ptr'", funcs=_GD),
+    _c("g_dynptr_modified", _GD_MAIN + "r1 += 8\ncall KFUNC(bpf_dynptr_size)\nexit",
+       "dereference of modified dynptr_ptr ptr R1 off=8 disallowed", funcs=_GD),
+    _c("g_dynptr_modified_helper", _GD_MAIN + """
+r3 = r1
+r3 += 8
+r1 = r10
+r1 += -8
+r2 = 4
+r4 = 0
+r5 = 0
+call 201
+r0 = 0
+exit""", "dereference of modified dynptr_ptr ptr R3 off=8 disallowed", funcs=_GD),
+    # not spillable (is_spillable_regtype): the slot holds data, its fill a scalar
+    _c("g_dynptr_spill", _GD_MAIN + """
+*(u64 *)(r10 -8) = r1
+r1 = *(u64 *)(r10 -8)
+call KFUNC(bpf_dynptr_size)
+exit""", "arg#0 expected pointer to stack or const struct bpf_dynptr", funcs=_GD,
+       err=errno.EINVAL),
+    _c("g_dynptr_spill_narrow", _GD_MAIN + "*(u32 *)(r10 -8) = r1\nr0 = *(u32 *)(r10 -8)\nexit",
+       None, funcs=_GD),
+    _c("g_dynptr_uninit", "r1 = r10\nr1 += -16\ncall g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_null", "r1 = 0\ncall g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_ctx", "call g1\nr0 = 2\nexit\ng1:\nr0 = 0\nexit",
+       _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    _c("g_dynptr_second_slot", _GD_MAIN.replace("r1 += -16\ncall g1", "r1 += -8\ncall g1") +
+       "r0 = 0\nexit", _CALLER_INVALID, funcs=_GD, err=errno.EINVAL),
+    # arg:<tag> decl tags (__arg_ctx, __arg_nonnull, __arg_arena; __arg_nullable only with
+    # __arg_trusted): a bad tag is the caller's error, -EOPNOTSUPP for an unknown one
+    _c("t_ctx_void", _G1 + "r0 = *(u32 *)(r1 +0)\nr0 = 0\nexit", None, funcs=_gt("void*@ctx")),
+    _c("t_ctx_xdp_md", _G1 + "r0 = *(u32 *)(r1 +0)\nr0 = 0\nexit", None,
+       funcs=_gt("ctx@ctx")),
+    _c("t_ctx_wrong_struct", _G1 + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("mem:8@ctx"),
+       err=errno.EINVAL),
+    _c("t_ctx_on_int", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("int@ctx"), err=errno.EINVAL),
+    _c("t_ctx_nonnull", _G1 + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("void*@ctx@nonnull"),
+       err=errno.EINVAL),
+    _c("t_ctx_caller_stack", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("void*@ctx"), err=errno.EINVAL),
+    _c("t_unknown_tag", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("mem:8@bogus"),
+       err=errno.EOPNOTSUPP),
+    _c("t_nonnull_ok", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nr0 = 0\nexit", None,
+       funcs=_gt("mem:8@nonnull")),
+    _c("t_nonnull_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_nonnull_maybe_null", _LOOKUP.format(m="hash") + "r1 = r0\n" + _G1 + "r0 = 0\nexit",
+       _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_plain_maybe_null", _LOOKUP.format(m="hash") + "r1 = r0\n" + _G1 + "r0 = 0\nexit",
+       None, funcs=_gt("mem:8")),
+    _c("t_nonnull_callee_no_check", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nexit", None,
+       funcs=_gt("mem:8@nonnull")),
+    _c("t_plain_callee_no_check", _G1_STACK + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'mem_or_null'", funcs=_gt("mem:8")),
+    _c("t_pkt_to_nonnull", _PKT + """
+r4 = r2
+r4 += 8
+r0 = 1
+if r4 > r3 goto +2
+r1 = r2
+call g1
+exit
+g1:
+r0 = *(u64 *)(r1 +0)
+exit""", None, funcs=_gt("mem:8@nonnull")),
+    _c("t_pkt_short_to_nonnull", _PKT + """
+r4 = r2
+r4 += 4
+r0 = 1
+if r4 > r3 goto +2
+r1 = r2
+call g1
+exit
+g1:
+r0 = *(u64 *)(r1 +0)
+exit""", _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
+    _c("t_nullable_mem", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8@nullable"), err=errno.EINVAL),
+    _c("t_dynptr_tag", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("dynptr@nonnull"), err=errno.EINVAL),
+    # an arena pointer: the caller passes a scalar (or PTR_TO_ARENA), the callee sees one
+    _c("t_arena_scalar", "r1 = 5\n" + _G1 + "r0 = r1\nexit", None, funcs=_gt("void*@arena")),
+    _c("t_arena_ptr", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID, funcs=_gt("void*@arena"),
+       err=errno.EINVAL),
+    _c("t_arena_deref", "r1 = 5\n" + _G1 + "r0 = *(u64 *)(r1 +0)\nexit",
+       "R1 invalid mem access 'scalar'", funcs=_gt("void*@arena")),
+    _c("t_arena_combined", "r1 = 5\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("void*@arena@nonnull"), err=errno.EINVAL),
+    _c("t_trusted_nonnull", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:nf_conn@trusted@nonnull"), err=errno.EINVAL),
+    # static functions: tags are logged, not enforced
+    _c("t_static_tag", _G1_STACK + "r0 = 0\nexit", None,
+       funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@nonnull",)))),
+    _c("t_static_bogus", _G1_STACK + "r0 = 0\nexit", None,
+       funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@bogus",)))),
+    # a pointer passed on modified (check_func_arg_reg_off): the caller's error, -EACCES
+    _c("g_ctx_modified_to_mem", "r1 += 4\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("mem:8")),
+    _c("g_ctx_modified_to_ctx", "r1 += 4\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("ctx")),
+    _c("g_dynptr_modified_to_global", _GD_MAIN + "r1 += 8\ncall g2\nexit\ng2:\nr0 = 0\nexit",
+       "Caller passes invalid args into func#2 ('g2')",
+       funcs=_GD + (Func("g2", True, ("dynptr",)),)),
     # -- tail calls from functions: BTF required, 256 bytes of stack below a tail call -----
     _c('tc_nobtf_sub', """
 r6 = r1
@@ -1633,7 +2154,7 @@ r2 = MAP(progs)
 r3 = 0
 call 12
 r0 = 0
-exit""", 'tail_call is not allowed in subprogs without BTF'),
+exit""", 'tail_call is not allowed in subprogs without BTF', err=errno.EINVAL),
     _c('tc_nobtf_main', """
 r6 = r1
 r1 = 0
@@ -1819,7 +2340,7 @@ r1 = r6
 call 94
 out:
 r0 = 2
-exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4"),
+exit""", "off 0 doesn't point to 'struct bpf_spin_lock' that is at 4", err=errno.EINVAL),
     _c('sl_no_unlock', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1836,7 +2357,8 @@ r0 = 2
 exit
 out:
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region'),
+exit""", 'BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region',
+       err=errno.EINVAL),
     _c('sl_unlock_only', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1851,7 +2373,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'bpf_spin_unlock without taking a lock'),
+exit""", 'bpf_spin_unlock without taking a lock', err=errno.EINVAL),
     _c('sl_twice', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1872,7 +2394,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'function calls are not allowed while holding a lock'),
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
     _c('sl_call_inside', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1891,7 +2413,7 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", 'function calls are not allowed while holding a lock'),
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
     _c('sl_touch_lock', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1952,7 +2474,7 @@ call 93
 r1 = r6
 call 94
 r0 = 2
-exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock"),
+exit""", "map 'arr' has to have BTF in order to use bpf_spin_lock", err=errno.EINVAL),
     _c('sl_var_off', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -1972,7 +2494,8 @@ r1 += 4
 call 94
 out:
 r0 = 2
-exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset"),
+exit""", "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset",
+       err=errno.EINVAL),
     _c('sl_branchy', """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -2135,13 +2658,13 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_next_uninit", """
 r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_next)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_new_twice", """
 r1 = r10
 r1 += -8
@@ -2154,7 +2677,7 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'expected uninitialized iter_num as arg #0'),
+exit""", 'expected uninitialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_read_slot", """
 r1 = r10
 r1 += -8
@@ -2179,7 +2702,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_misaligned", """
 r1 = r10
 r1 += -12
@@ -2187,13 +2710,13 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'expected uninitialized iter_num as arg #0'),
+exit""", 'expected uninitialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_ctx_arg", """
 r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'arg#0 expected pointer to an iterator on stack'),
+exit""", 'arg#0 expected pointer to an iterator on stack', err=errno.EINVAL),
     _c("iter_nonconst", """
 r1 = r10
 r1 += -8
@@ -2262,7 +2785,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10
@@ -2477,7 +3000,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_uninit_in_loop", """
 r1 = r10
 r1 += -8
@@ -2868,7 +3391,7 @@ r1 += -8
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("iter_in_subprog", """
 r1 = r10
 r1 += -8
@@ -2919,7 +3442,7 @@ r2 = 0
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'arg#0 expected pointer to an iterator on stack'),
+exit""", 'arg#0 expected pointer to an iterator on stack', err=errno.EINVAL),
     _c("iter_scalar_arg", """
 r1 = 0
 r2 = 0
@@ -2934,7 +3457,7 @@ r2 = r10
 r3 = 10
 call KFUNC(bpf_iter_num_new)
 r0 = 2
-exit""", 'R2 is not a scalar'),
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
     _c("iter_16", """
 r1 = r10
 r1 += -16
@@ -2966,7 +3489,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", 'expected an initialized iter_num as arg #0'),
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
     _c("iter_spill_overwrite_ptr", """
 r1 = r10
 r1 += -8
@@ -2975,7 +3498,7 @@ r3 = 10
 call KFUNC(bpf_iter_num_new)
 *(u64 *)(r10 -8) = r10
 r0 = 2
-exit""", 'BPF_EXIT instruction in main prog would lead to reference leak'),
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
     _c("iter_lookup_key", """
 r1 = r10
 r1 += -8
@@ -3004,7 +3527,7 @@ r1 = r10
 r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
-exit""", "expected an initialized iter_num as arg #0"),
+exit""", "expected an initialized iter_num as arg #0", err=errno.EINVAL),
     # -- bpf_timer in a map value (the value's BTF places it; its callback runs on its own)
     _c("timer_ok", """
 r1 = 0
@@ -3049,7 +3572,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8"),
+exit""", "off 0 doesn't point to 'struct bpf_timer' that is at 8", err=errno.EINVAL),
     _c("timer_no_btf", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3065,7 +3588,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "map 'arr' has to have BTF in order to use bpf_timer"),
+exit""", "map 'arr' has to have BTF in order to use bpf_timer", err=errno.EINVAL),
     _c("timer_no_field", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3081,7 +3604,7 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "map 'locked' has no valid bpf_timer"),
+exit""", "map 'locked' has no valid bpf_timer", err=errno.EINVAL),
     _c("timer_other_map", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3097,7 +3620,8 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0"),
+exit""", "timer pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
+       err=errno.EINVAL),
     _c("timer_stack", """
 r1 = r10
 r1 += -16
@@ -3124,7 +3648,8 @@ r3 = 1
 call 169
 out:
 r0 = 2
-exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset"),
+exit""", "R1 doesn't have constant offset. bpf_timer has to be at the constant offset",
+       err=errno.EINVAL),
     _c("timer_load", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3168,7 +3693,7 @@ exit
 cb:
 r0 = 1
 exit""", "At async callback return the register R0 has smin=1 smax=1 should have been in "
-       "[0, 0]", funcs=_CB),
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
     _c("timer_cb_reads_value", """
 r1 = 0
 *(u32 *)(r10 -4) = r1
@@ -3215,5 +3740,5 @@ r1 += 8
 call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
-       license="Dual BSD"),
+       license="Dual BSD", err=errno.EINVAL),
 )

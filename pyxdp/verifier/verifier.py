@@ -42,7 +42,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import format_insn
@@ -115,13 +115,15 @@ S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
 NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
     BTF_ID, DYNPTR, ITER = range(15)
+# DYNPTR is CONST_PTR_TO_DYNPTR: a global function's dynptr argument in a register (``sub``
+# its dynptr type), and the register of a dynptr's stack slots (``off`` 1 in the first).
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
-             DYNPTR: "dynptr", ITER: "iter"}
+             DYNPTR: "dynptr_ptr", ITER: "iter"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
@@ -144,6 +146,21 @@ def type_str(t: int) -> str:
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
     return pre + _TYPE_STR[t & 0xFF] + post
+
+
+def _reg_not_null(r: Reg) -> bool:
+    """reg_not_null: pointers known never to be NULL - unless an offset that may reach
+    2^29 could wrap one to 0. A referenced PTR_TO_BTF_ID is trusted."""
+    if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
+        return False
+    base = r.t & 0xFF
+    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (base == BTF_ID and bool(r.ref))
+
+
+def _stack_oob_errno(lo: int) -> int:
+    """check_stack_access_within_bounds: an access starting outside the stack is -EACCES,
+    one starting inside it and running into non-negative offsets -EINVAL."""
+    return errno.EACCES if lo < -MAX_BPF_STACK or lo >= 0 else errno.EINVAL
 
 
 def _s64(v: int) -> int:
@@ -673,8 +690,16 @@ class _CallMeta:
     const_key: int | None = None
 
 
-_DYNPTR_XDP = 5  # enum bpf_dynptr_type: BPF_DYNPTR_TYPE_XDP
+_DYNPTR_LOCAL, _DYNPTR_XDP = 1, 5  # enum bpf_dynptr_type
 BTF_FUNC_GLOBAL = 1
+
+
+class _GArg(NamedTuple):
+    """A global function's argument as btf_prepare_func_args types it: ``kind`` is
+    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes)."""
+
+    kind: str
+    size: int = 0
 
 
 @dataclass
@@ -684,7 +709,8 @@ class _Global:
     index: int
     name: str
     proto: int
-    args: tuple[tuple[str, int], ...] | None = None
+    func: int = 0  # its FUNC type: the arg:<tag> decl tags point at it
+    args: tuple[_GArg, ...] | None = None
     called: bool = False
 
 
@@ -913,7 +939,7 @@ class _Verifier:
                     t = btf.type_by_id(fi.type_id)
                     if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
                         self.globals[fi.insn_off] = _Global(
-                            self.subprogs.index(fi.insn_off), t.name, t.type)
+                            self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
@@ -1037,7 +1063,7 @@ class _Verifier:
             self.processed = self.nstates = 0
             self.log = []
             self.state = None
-            raise self._error(Refuse(msg)) from None
+            raise self._error(Refuse(msg, errno.E2BIG)) from None
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
@@ -2252,6 +2278,7 @@ class _Verifier:
             raise Refuse(f"R{dst} pointer arithmetic with {_ALU_NAMES[o]} operator "
                          "prohibited")
         self._sane_offset(off, ptr.t)
+        self._sane_offset(ptr, ptr.t)
         res = ptr.copy()
         if o == op.BPF_ADD:
             if known and -(1 << 31) <= ptr.off + off.smin < (1 << 31):
@@ -2286,23 +2313,28 @@ class _Verifier:
                     res.id = self._new_id()
                     if off.smin < 0:
                         res.rng = 0
+        if res.is_pkt() and res.rng < 0:
+            # Linux 6.18 (measured): arithmetic forgets that a pointer was at or beyond
+            # data_end; its accesses then fail as out of range (-EACCES), not -EINVAL
+            res.rng = 0
         self._sane_offset(res, ptr.t)
         res.sync()
         d.assign(res)
 
     @staticmethod
     def _sane_offset(r: Reg, t: int) -> None:
+        """check_reg_sane_offset; adjust_ptr_min_max_vals refuses a failure with -EINVAL."""
         ts = type_str(t)
         val = _s64(r.tv)
         if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
-            raise Refuse(f"math between {ts} pointer and {val} is not allowed")
+            raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
         if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
-            raise Refuse(f"{ts} pointer offset {r.off} is not allowed")
+            raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
-                         "is not allowed")
+                         "is not allowed", errno.EINVAL)
         if r.smin >= BPF_MAX_VAR_OFF or r.smin <= -BPF_MAX_VAR_OFF:
-            raise Refuse(f"value {r.smin} makes {ts} pointer be out of bounds")
+            raise Refuse(f"value {r.smin} makes {ts} pointer be out of bounds", errno.EINVAL)
 
     # -- ld_imm64 ---------------------------------------------------------------------------
     def _ld(self, st: State, i: Instruction, pc: int) -> None:
@@ -2341,7 +2373,7 @@ class _Verifier:
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
-        val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
+        val = self._mem(st, i.src, base, i.off, size, write=False, value=None, sx=sx)
         if val is None:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
@@ -2398,8 +2430,9 @@ class _Verifier:
             regs[i.src].assign(r)
 
     def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
-             value: Reg | None, imm: Reg | None = None) -> Reg | None:
-        """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
+             value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
+        """check_mem_access: the loaded value for reads (None: an unknown scalar); ``sx``
+        for a sign-extending load."""
         self.facts.note(self.pc, type_str(reg.t), reg.map)  # complete: see facts.py
         t = reg.t
         full = off + reg.off
@@ -2437,7 +2470,7 @@ class _Verifier:
             self._region(regno, reg, full, size, reg.msize, "memory")
             return None
         if t == CTX:
-            return self._ctx(regno, reg, full, size, write)
+            return self._ctx(regno, reg, full, size, write, sx)
         if t == STACK:
             return self._stack(st, regno, reg, full, size, write, value, imm)
         if t in (PKT, PKT_META):
@@ -2496,10 +2529,13 @@ class _Verifier:
         if reg.smin < 0:
             raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
                          "if (index >=0) check.")
-        if reg.rng < 0 or not self._fits(off, size, reg.rng, zero_ok):
+        if reg.rng < 0:  # compared at or beyond data_end: no access fits, and -EINVAL says so
+            raise Refuse(f"R{regno} offset is outside of the packet", errno.EINVAL)
+        if not self._fits(off, size, reg.rng, zero_ok):
             raise Refuse(f"R{regno} offset is outside of the packet")
 
-    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool) -> Reg | None:
+    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
+             sx: bool = False) -> Reg | None:
         if reg.off < 0:
             raise Refuse(f"negative offset ctx ptr R{regno} off={reg.off} disallowed")
         if reg.off:
@@ -2509,6 +2545,8 @@ class _Verifier:
                          "disallowed")
         ok = 0 <= off < XDP_MD_SIZE and off % size == 0 and size == 4 and not write
         if off == _EGRESS_IFINDEX and not self.devmap:
+            ok = False
+        if sx and off in _CTX_PTRS:  # xdp_is_valid_access: no pointer is sign-extended
             ok = False
         if not ok:
             raise Refuse(f"invalid bpf_context access off={off} size={size}")
@@ -2530,7 +2568,8 @@ class _Verifier:
                          f"{reg.off}+{off - reg.off} size {size}")
         if lo < -MAX_BPF_STACK or lo + size > 0 or (lo >= 0 and size == 0):
             kind = "write to" if write else "read from"
-            raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}")
+            raise Refuse(f"invalid {kind} stack R{regno} off={off} size={size}",
+                         _stack_oob_errno(lo))
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
@@ -2573,7 +2612,8 @@ class _Verifier:
         if reg.smin < -MAX_BPF_STACK or lo < -MAX_BPF_STACK or hi > 0:
             kind = "write to" if write else "read from"
             raise Refuse(f"invalid variable-offset {kind} stack R{regno} "
-                         f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}")
+                         f"var_off={tnum_str((reg.tv, reg.tm))} off={off} size={size}",
+                         _stack_oob_errno(lo))
         self._note_depth(frame, -lo)
         if not write:
             self._stack_read_range(st, reg.frame, lo, hi)
@@ -2630,7 +2670,8 @@ class _Verifier:
         if value is None and k == 0 and imm is not None:
             frame.set_slot(spi, (self._spill_types(types, size), imm))
             return
-        if value is not None and value.t != SCALAR:
+        # is_spillable_regtype: a CONST_PTR_TO_DYNPTR is not; written, it is data
+        if value is not None and value.t not in (SCALAR, DYNPTR):
             if size != 8:
                 raise Refuse("invalid size of register spill")
             if value.t == STACK and frame is not st.cur and value.frame == st.cur.frameno:
@@ -2684,6 +2725,16 @@ class _Verifier:
         oregs = other.cur.regs
         od = oregs[i.dst]
         os_ = oregs[i.src] if i.code & op.BPF_X else s.copy()
+        if o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and i.code & op.BPF_X and \
+                d.t != SCALAR and s.t != SCALAR and d.t & 0xFF != BTF_ID and s.t & 0xFF != BTF_ID:
+            # Two pointers equal: one known not to be NULL makes the other not NULL where
+            # they are equal (only that register: copies keep their MAYBE_NULL). Linux
+            # leaves PTR_TO_BTF_ID out: such a pointer may be NULL without the flag.
+            eq = (other if o == op.BPF_JEQ else st).cur.regs
+            if _reg_not_null(d) and s.t & MAYBE_NULL:
+                self._ptr_not_null(eq[i.src])
+            if _reg_not_null(s) and d.t & MAYBE_NULL:
+                self._ptr_not_null(eq[i.dst])
         if d.t == SCALAR and s.t == SCALAR:
             self._refine(od, os_, o, is32)  # taken
             self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
@@ -2764,24 +2815,32 @@ class _Verifier:
                 r.rng = max(r.rng, new)
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
+        """mark_ptr_or_null_regs: every copy of the pointer ``pid`` is NULL or not NULL."""
         for r in st.all_regs():
             if r.t & MAYBE_NULL and r.id == pid:
                 if is_null:
                     r.set_known(0)
-                elif r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
-                        MT.BPF_MAP_TYPE_ARRAY_OF_MAPS, MT.BPF_MAP_TYPE_HASH_OF_MAPS) \
-                        and r.map.inner is not None:
-                    inner = r.map.inner
-                    r.set_ptr(MAP_PTR)
-                    r.map = inner
-                else:
-                    r.t &= ~MAYBE_NULL
+                elif self._ptr_not_null(r):
                     # reg_may_point_to_spin_lock: the id tells which element is locked
                     if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
                                           self._lock_off(r.map) is not None):
                         r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
+
+    @staticmethod
+    def _ptr_not_null(r: Reg) -> bool:
+        """mark_ptr_not_null_reg: a lookup in a map of maps gives the inner map; else the
+        pointer loses MAYBE_NULL. False when it became a map pointer."""
+        if r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
+                MT.BPF_MAP_TYPE_ARRAY_OF_MAPS, MT.BPF_MAP_TYPE_HASH_OF_MAPS) \
+                and r.map.inner is not None:
+            inner = r.map.inner
+            r.set_ptr(MAP_PTR)
+            r.map = inner
+            return False
+        r.t &= ~MAYBE_NULL
+        return True
 
     def _sync_ids(self, st: State, r: Reg) -> None:
         if r.t != SCALAR or not r.id:
@@ -2800,13 +2859,10 @@ class _Verifier:
         if d.t != SCALAR or s.t != SCALAR:
             if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
                 return self._pkt_branch_taken(d, s, o)
-            # reg_not_null: only these pointers are known never to be NULL
             if o in (op.BPF_JEQ, op.BPF_JNE):
                 for p, z in ((d, s), (s, d)):
                     zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and not p.t & MAYBE_NULL and (
-                            p.t & 0xFF in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (
-                            p.t == BTF_ID and p.ref)):  # a referenced one is trusted
+                    if z.t == SCALAR and zero and _reg_not_null(p):
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)
@@ -3042,8 +3098,8 @@ class _Verifier:
         return None
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
-    def _global_args(self, g: _Global) -> tuple[tuple[str, int], ...]:
-        """btf_prepare_func_args: each argument as ("scalar"|"ctx"|"mem", size)."""
+    def _global_args(self, g: _Global) -> tuple[_GArg, ...]:
+        """btf_prepare_func_args: each argument's type."""
         if g.args is not None:
             return g.args
         btf = self.btf
@@ -3056,20 +3112,56 @@ class _Verifier:
         if len(proto.params) > 5:
             raise Refuse(f"Global function {g.name}() with {len(proto.params)} > 5 args. "
                          "Buggy compiler.", errno.EINVAL)
-        out = []
+        out: list[_GArg] = []
         for n, prm in enumerate(proto.params):
+            tags = self._arg_tags(g, n)
             t = btf.resolved(prm.type)
-            if t.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
-                out.append(("scalar", 0))
-                continue
             if t.kind is not BtfKind.PTR:
-                raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported yet.",
-                             errno.EINVAL)
-            pointee = btf.resolved(t.type) if t.type else None
-            if pointee is not None and pointee.kind is BtfKind.STRUCT and \
-                    pointee.name == "xdp_md":  # btf_get_prog_ctx_type
-                out.append(("ctx", 0))
+                if tags:
+                    raise Refuse(f"arg#{n} has pointer tag, but is not a pointer type",
+                                 errno.EINVAL)
+                if t.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                    raise Refuse(f"Arg#{n} type {t.kind.name} in {g.name}() is not supported "
+                                 "yet.", errno.EINVAL)
+                out.append(_GArg("scalar"))
                 continue
+            pointee = btf.resolved(t.type) if t.type else None
+            if pointee is not None and pointee.kind is BtfKind.UNKN:
+                pointee = None  # (const) void
+            if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
+                                 pointee.name == "xdp_md"):  # btf_is_prog_ctx_type
+                if tags - {"ctx"}:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
+                if tags and pointee is not None:  # btf_validate_prog_ctx_type: void * too
+                    if not pointee.name:
+                        raise Refuse(f"arg#{n} type doesn't have a name", errno.EINVAL)
+                    if pointee.kind is not BtfKind.STRUCT or pointee.name != "xdp_md":
+                        raise Refuse(f"arg#{n} should be `struct xdp_md *`", errno.EINVAL)
+                out.append(_GArg("ctx"))
+                continue
+            if pointee is not None and pointee.name == "bpf_dynptr" and (
+                    pointee.kind is BtfKind.STRUCT or
+                    (pointee.kind is BtfKind.FWD and not pointee.kind_flag)):
+                if tags:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
+                out.append(_GArg("dynptr"))  # btf_is_dynptr_ptr: ARG_PTR_TO_DYNPTR | MEM_RDONLY
+                continue
+            if "trusted" in tags:
+                if "nonnull" in tags:
+                    raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
+                # Linux looks the struct up in the kernel's and every module's BTF (none,
+                # or several, refuse it: nf_conn is ambiguous on Linux 6.18 here)
+                raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
+                                        "__arg_trusted, which pyxdp's verifier does not model "
+                                        "(its kernel verdict is unknown here)")
+            if "arena" in tags:
+                if tags - {"arena"}:
+                    raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
+                                 errno.EINVAL)
+                out.append(_GArg("arena"))
+                continue
+            if "nullable" in tags:  # only a trusted pointer may be __arg_nullable
+                raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
             try:
                 size = btf.resolve_size(t.type) if t.type else 0
             except Exception:
@@ -3078,9 +3170,23 @@ class _Verifier:
                 what = btf.describe(t.type) if t.type else "void"
                 raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
                              f"-{errno.EINVAL}", errno.EINVAL)
-            out.append(("mem", size))
+            out.append(_GArg("mem_nonnull" if "nonnull" in tags else "mem", size))
         g.args = tuple(out)
         return g.args
+
+    def _arg_tags(self, g: _Global, n: int) -> set[str]:
+        """The ``arg:<tag>`` decl tags of argument ``n`` of ``g`` (``__arg_ctx``...)."""
+        btf = self.btf
+        assert btf is not None
+        tags = set()
+        for t in btf.types:
+            if t.kind is BtfKind.DECL_TAG and t.type == g.func and t.component_idx == n and \
+                    t.name.startswith("arg:"):
+                tag = t.name[4:]
+                if tag not in ("ctx", "trusted", "nonnull", "nullable", "arena"):
+                    raise Refuse(f"arg#{n} has unsupported set of tags", errno.EOPNOTSUPP)
+                tags.add(tag)
+        return tags
 
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
@@ -3091,22 +3197,22 @@ class _Verifier:
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
                 elif kind == "ctx":
-                    if reg.t == CTX and reg.off:
-                        raise Refuse(f"dereference of modified ctx ptr R{n + 1} off={reg.off} "
-                                     "disallowed")
+                    self._arg_reg_off(n + 1, reg)
                     if reg.t != CTX:
                         raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
-                elif not reg.is_null():  # check_mem_reg: NULL or size bytes
-                    mem = reg
-                    if reg.t & MAYBE_NULL:
-                        mem = reg.copy()
-                        mem.t &= ~MAYBE_NULL
-                    self._helper_mem(st, n + 1, mem, size, write=False)
-                    self._helper_mem(st, n + 1, mem, size, write=True)
+                elif kind == "dynptr":  # an initialised one, which the callee only reads
+                    self._dynptr_arg(st, regs, n + 1, n, False, g.name, _KfuncMeta())
+                elif kind == "arena":  # PTR_TO_ARENA (not modelled) or any scalar
+                    if reg.t != SCALAR:
+                        raise Refuse(f"R{n + 1} is not a pointer to arena or scalar.",
+                                     errno.EINVAL)
+                else:
+                    self._global_mem_arg(st, n, reg, size, kind == "mem")
         except Refuse as e:
+            # Linux returns the argument check's own error (-EACCES for a modified pointer)
             self.log.append(e.msg)
             raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
-                         errno.EINVAL) from None
+                         e.err) from None
         g.called = True
         if self._changes_pkt_data(target):
             for x in st.all_regs():
@@ -3116,6 +3222,26 @@ class _Verifier:
             regs[r].__init__()  # type: ignore[misc]
         regs[0].set_unknown()
         return pc + 1
+
+    def _global_mem_arg(self, st: State, n: int, reg: Reg, size: int, nullable: bool) -> None:
+        """A pointer to ``size`` bytes (check_mem_reg): NULL, or memory the callee may read
+        and write; a maybe-NULL one only where the argument is not ``__arg_nonnull``."""
+        self._arg_reg_off(n + 1, reg)
+        if reg.is_null():
+            if not nullable:  # Linux 6.18 (measured) refuses NULL itself too
+                raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
+            return
+        mem = reg
+        if reg.t & MAYBE_NULL:
+            mem = reg.copy()
+            mem.t &= ~MAYBE_NULL
+        try:
+            self._helper_mem(st, n + 1, mem, size, write=False)
+            self._helper_mem(st, n + 1, mem, size, write=True)
+        except Refuse as e:  # check_mem_reg fails with -EINVAL, whatever failed in it
+            raise Refuse(e.msg, errno.EINVAL) from None
+        if not nullable and reg.t & MAYBE_NULL:
+            raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
 
     def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
@@ -3149,8 +3275,14 @@ class _Verifier:
                     r.set_unknown()
                 elif kind == "ctx":
                     r.set_ptr(CTX)
+                elif kind == "dynptr":  # taken as a LOCAL dynptr, whatever the caller's is
+                    r.set_ptr(DYNPTR)
+                    r.sub = _DYNPTR_LOCAL
+                    r.id = self._new_id()
+                elif kind == "arena":
+                    r.set_unknown()
                 else:
-                    r.set_ptr(MEM | MAYBE_NULL)
+                    r.set_ptr(MEM | (MAYBE_NULL if kind == "mem" else 0))
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
@@ -3369,8 +3501,16 @@ class _Verifier:
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
                     name: str, meta: _KfuncMeta) -> None:
-        """process_dynptr_func: a dynptr (two stack slots) made or used."""
+        """process_dynptr_func: a dynptr (two stack slots) made or used, or used through a
+        global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid)."""
         reg = regs[n]
+        if reg.t == DYNPTR:
+            self._check_ptr_off(n, reg)  # check_func_arg_reg_off
+            if uninit:  # Linux 6.18 logs this (and WARNs: a kernel splat) as its own bug
+                raise Refuse("verifier bug: misconfigured dynptr helper type flags",
+                             errno.EFAULT)
+            meta.dynptr_id, meta.dynptr_kind = reg.id, reg.sub
+            return
         if reg.t != STACK:
             raise Refuse(f"arg#{i} expected pointer to stack or const struct bpf_dynptr",
                          errno.EINVAL)
@@ -3505,6 +3645,30 @@ class _Verifier:
             p = p.parent
         return None
 
+    @classmethod
+    def _arg_reg_off(cls, n: int, reg: Reg) -> None:
+        """check_func_arg_reg_off: pointers to memory may be passed with any offset, a
+        PTR_TO_BTF_ID with a fixed one, the others only unmodified."""
+        if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
+                                                      MEM, SCALAR):
+            return
+        if reg.t == BTF_ID:
+            if reg.off < 0 or not reg.const or reg.tv:
+                cls._check_ptr_off(n, reg)
+            return
+        cls._check_ptr_off(n, reg)
+
+    @staticmethod
+    def _check_ptr_off(n: int, reg: Reg) -> None:
+        """__check_ptr_off_reg: a pointer passed on unmodified."""
+        ts = type_str(reg.t)
+        if reg.off < 0:
+            raise Refuse(f"negative offset {ts} ptr R{n} off={reg.off} disallowed")
+        if reg.off:
+            raise Refuse(f"dereference of modified {ts} ptr R{n} off={reg.off} disallowed")
+        if not reg.const or reg.tv:
+            raise Refuse(f"variable {ts} access var_off={_tn(reg)} disallowed")
+
     def _dynptr_spi(self, reg: Reg) -> int | None:
         """dynptr_get_spi: the first slot's index; None for an error Linux logs."""
         if not reg.const:
@@ -3575,7 +3739,7 @@ class _Verifier:
             assert m is not None
             if fid == 12 and m.type != MT.BPF_MAP_TYPE_PROG_ARRAY:
                 # Linux prints this one without a newline: the statistics line follows.
-                raise Refuse("expected prog array map for tail call", glued=True)
+                raise Refuse("expected prog array map for tail call", errno.EINVAL, glued=True)
             if meta.map is not None and meta.map is not m:  # bpf_timer_init's two maps
                 raise Refuse("timer pointer in R1 map_uid=0 doesn't match map pointer in R2 "
                              "map_uid=0", errno.EINVAL)
@@ -3791,7 +3955,7 @@ class _Verifier:
         if arg == Arg.SPIN_LOCK:
             return (MAP_VALUE,), "map_value, ptr_"
         if arg == Arg.DYNPTR:  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
-            return (STACK,), "fp, dynptr_ptr"
+            return (STACK, DYNPTR), None
         return (MAP_VALUE,), None
 
     def _helper_mem(self, st: State, n: int, reg: Reg, size: int, *, write: bool,
@@ -3820,14 +3984,15 @@ class _Verifier:
                 lo = reg.off + _s64(reg.tv)
                 if lo < -MAX_BPF_STACK or lo + size > 0 or (size == 0 and not zero_ok):
                     kind = "write to" if write else "read from"
-                    raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}")
+                    raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}",
+                                 errno.EACCES if size == 0 else _stack_oob_errno(lo))
             else:
                 lo = reg.smin + reg.off
                 if lo < -MAX_BPF_STACK or reg.smax + reg.off + size > 0:
                     kind = "write to" if write else "read from"
                     raise Refuse(f"invalid variable-offset {kind} stack R{n} "
                                  f"var_off={tnum_str((reg.tv, reg.tm))} off={reg.off} "
-                                 f"size={size}")
+                                 f"size={size}", _stack_oob_errno(lo))
             self._note_depth(frame, -lo)
             hi = (reg.off + _s64(reg.tv) if reg.const else reg.smax + reg.off) + size
             self._stack_read_range(st, reg.frame, lo, max(hi, lo + 1))

@@ -1,7 +1,8 @@
 """Dynptrs over XDP frames against Linux: ``samples/dynptr.o`` (bpf_dynptr_from_xdp,
 bpf_dynptr_slice/_rdwr, bpf_dynptr_read/write) under BPF_PROG_TEST_RUN on frames
 from 42 bytes to 9 KiB (frags past 3520 bytes), on pyxdp's interpreter and JIT: the
-same verdicts, output frames and recorded return codes, pointers and bytes."""
+same verdicts, output frames and recorded return codes, pointers and bytes; and a global
+function reading the caller's dynptr through its ``struct bpf_dynptr *`` argument."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from pyxdp.collection import Collection
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.verifier_cases import Func, VerifierCase
 
 pytestmark = pytest.mark.kernel
 
@@ -32,3 +34,55 @@ def test_dynptr_matches_linux(engine: str) -> None:
             assert (u.retval, u.data_out) == (k.retval, k.data_out), size
             assert [uc.maps["out"][i] for i in range(12)] == \
                 [kc.maps["out"][i] for i in range(12)], size
+
+
+# A global function given the caller's XDP dynptr (struct bpf_dynptr *) reads 4 bytes at
+# 12 through it with bpf_dynptr_read and 2 through a slice at 30 (0x7777 when there is
+# none): the callee's pointer is the caller's stack slot.
+_GLOBAL_DYNPTR = """
+r2 = 0
+r3 = r10
+r3 += -16
+call KFUNC(bpf_dynptr_from_xdp)
+r1 = r10
+r1 += -16
+call g1
+exit
+g1:
+r6 = r1
+r3 = r1
+r1 = r10
+r1 += -8
+r2 = 4
+r4 = 12
+r5 = 0
+call 201
+r7 = r0
+r7 <<= 32
+r1 = r6
+r2 = 30
+r3 = 0
+r4 = 2
+call KFUNC(bpf_dynptr_slice)
+r8 = 0x7777
+if r0 == 0 goto +1
+r8 = *(u16 *)(r0 +0)
+r0 = *(u32 *)(r10 -8)
+r0 ^= r7
+r0 ^= r8
+exit"""
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_global_function_dynptr_argument_matches_linux(engine: str) -> None:
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    case = VerifierCase("g_dynptr_run", _GLOBAL_DYNPTR.strip(), None, funcs=(
+        Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",))))
+    with Collection(case.spec(), "kernel") as kc, Collection(case.spec(), engine=engine) as uc:
+        for size in (0, 20, 3470, 5000):
+            pkt = udp_packet(bytes((i * 5 + size) & 0xFF for i in range(size)))
+            k = kc.programs["g_dynptr_run"].test_run(pkt)
+            u = uc.programs["g_dynptr_run"].test_run(pkt)
+            assert u.fault is None
+            assert u.retval == k.retval, size

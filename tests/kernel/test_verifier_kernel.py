@@ -2,12 +2,12 @@
 
 Every corpus program (pyxdp.testing.verifier_cases) is loaded into the
 running kernel; its verdict - accepted, or the last line of the verifier log
-- must be the one recorded in the corpus, which tests/test_verifier.py holds
-pyxdp's verifier to. Every committed object's programs get the same
-accept/refuse from both, and the same line when refused (but xsk_redirect.o,
-whose pyxdp-only helper Linux lacks). Device-bound corpus programs (the XDP
-metadata kfuncs) are bound to a veth of a network namespace of the test's
-own.
+and the errno - must be the one recorded in the corpus, which
+tests/test_verifier.py holds pyxdp's verifier to. Every committed object's
+programs get the same accept/refuse from both, and the same line and errno
+when refused (but xsk_redirect.o, whose pyxdp-only helper Linux lacks).
+Device-bound corpus programs (the XDP metadata kfuncs) are bound to a veth of
+a network namespace of the test's own.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from errno import errorcode
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,13 @@ OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").
     sorted((Path(__file__).resolve().parents[1] / "verifier_objects").glob("*.o"))
 
 
-def _kernel_verdicts(spec: object) -> dict[str, str | None]:
+def _kernel_verdicts(spec: object, errnos: dict[str, int] | None = None
+                     ) -> dict[str, str | None]:
+    """Linux's verdict on each XDP program of ``spec``; ``errnos`` gets each one's errno
+    (0 when accepted)."""
     kb = KernelBackend(spec)  # type: ignore[arg-type]
     out: dict[str, str | None] = {}
+    errs = {} if errnos is None else errnos
     try:
         handles: dict[str, object] = {}
         for name, ms in spec.maps.items():  # type: ignore[attr-defined]
@@ -55,8 +60,10 @@ def _kernel_verdicts(spec: object) -> dict[str, str | None]:
             try:
                 kb.load_program(ps, handles)  # type: ignore[arg-type]
                 out[name] = None
+                errs[name] = 0
             except VerifierError as e:
                 out[name] = verifier_reason(e.log)
+                errs[name] = e.errno
     finally:
         kb.close()
     return out
@@ -78,30 +85,34 @@ def veth_ns() -> Iterator[str]:
 def test_corpus_verdicts_are_linux(veth_ns: str) -> None:
     wrong = []
     for case in CASES:
+        errs: dict[str, int] = {}
         if case.bound:
             with netlink.netns(veth_ns):
-                got = _kernel_verdicts(case.spec(netlink.ifindex_of("va")))
+                got = _kernel_verdicts(case.spec(netlink.ifindex_of("va")), errs)
         else:
-            got = _kernel_verdicts(case.spec())
+            got = _kernel_verdicts(case.spec(), errs)
         (verdict,) = got.values()
-        if verdict != case.linux:
-            wrong.append(f"{case.name}: Linux says {verdict!r}, corpus {case.linux!r}")
+        (err,) = errs.values()
+        if (verdict, err) != (case.linux, case.errno):
+            wrong.append(f"{case.name}: Linux says {verdict!r} ({errorcode.get(err, err)}), "
+                         f"corpus {case.linux!r} ({errorcode.get(case.errno, case.errno)})")
     assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=[p.name for p in OBJECTS])
 def test_objects_same_verdict_as_linux(obj: Path) -> None:
     spec = load_collection_spec(obj)
-    linux = _kernel_verdicts(spec)
+    errs: dict[str, int] = {}
+    linux = _kernel_verdicts(spec, errs)
     for name, prog in spec.programs.items():
         if not modelled(prog):
             continue
         try:
             verify(prog, spec.maps, btf=spec.btf)
-            mine = None
+            mine, my_err = None, 0
         except VerifierError as e:
-            mine = e.reason
-        assert mine == linux[name], name
+            mine, my_err = e.reason, e.errno
+        assert (mine, my_err) == (linux[name], errs[name]), name
 
 
 def test_corpus_case_checks_itself() -> None:
@@ -112,7 +123,8 @@ def test_corpus_case_checks_itself() -> None:
 
 def test_random_programs_same_verdict_and_message_as_linux() -> None:
     """2,000 random programs with typical bugs (pyxdp.testing.verifier_fuzz): every
-    accept/refuse as Linux's, and Linux's line for at least 95% of the refusals."""
+    accept/refuse as Linux's, Linux's line for at least 95% of the refusals and Linux's
+    errno wherever the line is Linux's."""
     import random
 
     from pyxdp.testing.verifier_fuzz import random_case
@@ -123,16 +135,19 @@ def test_random_programs_same_verdict_and_message_as_linux() -> None:
     for i in range(2000):
         case = random_case(rnd, f"f{i}")
         spec = case.spec()
-        (linux,) = _kernel_verdicts(spec).values()
+        errs: dict[str, int] = {}
+        (linux,) = _kernel_verdicts(spec, errs).values()
+        (linux_err,) = errs.values()
         (prog,) = spec.programs.values()
         try:
             verify(prog, spec.maps)
-            mine = None
+            mine, my_err = None, 0
         except VerifierError as e:
-            mine = e.reason
+            mine, my_err = e.reason, e.errno
         n += 1
-        if (linux is None) != (mine is None):
-            wrong.append(f"{case.asm}\nLinux: {linux!r}\npyxdp: {mine!r}")
+        if (linux is None) != (mine is None) or (linux == mine and linux_err != my_err):
+            wrong.append(f"{case.asm}\nLinux: {linux!r} ({linux_err})\n"
+                         f"pyxdp: {mine!r} ({my_err})")
         elif linux is not None:
             refused += 1
             same_line += linux == mine
