@@ -16,9 +16,10 @@ rules (``bpf_xdp_load_bytes``: -EFAULT past 0xffff, -EINVAL past the end).
 one piece of it - the linear part or one frag - as ``bpf_xdp_pointer`` does
 (a frag is mapped as a region of its own for the program), else copies the
 range into the caller's buffer and returns that (NULL without a buffer).
-``bpf_dynptr_copy`` and ``_memset`` work in place where that pointer exists and otherwise through 256-byte chunks of read and write, as
-Linux does: a failure midway leaves the earlier chunks written. ``_adjust``
-narrows the window (``offset`` grows, the size shrinks; -ERANGE past it).
+``bpf_dynptr_copy`` and ``_memset`` work in place where that pointer exists and
+otherwise through 256-byte chunks of read and write, as Linux does: a failure
+midway leaves the earlier chunks written. ``_adjust`` narrows the window
+(``offset`` grows, the size shrinks; -ERANGE past it).
 """
 
 from __future__ import annotations
