@@ -2015,7 +2015,7 @@ class _Verifier:
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
-        val = self._mem(st, i.src, base, i.off, size, write=False, value=None)
+        val = self._mem(st, i.src, base, i.off, size, write=False, value=None, sx=sx)
         if val is None:
             val = Reg()
             val.set_unknown()
@@ -2076,7 +2076,7 @@ class _Verifier:
             regs[i.src].assign(r)
 
     def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
-             value: Reg | None, imm: Reg | None = None) -> Reg | None:
+             value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
         """check_mem_access: the loaded value for reads (None: an unknown scalar)."""
         t = reg.t
         full = off + reg.off
@@ -2115,7 +2115,7 @@ class _Verifier:
             self._region(regno, reg, full, size, reg.msize, "memory")
             return None
         if t == CTX:
-            return self._ctx(regno, reg, full, size, write)
+            return self._ctx(regno, reg, full, size, write, sx)
         if t == STACK:
             return self._stack(st, regno, reg, full, size, write, value, imm)
         if t in (PKT, PKT_META):
@@ -2177,7 +2177,8 @@ class _Verifier:
         if reg.rng < 0 or not self._fits(off, size, reg.rng, zero_ok):
             raise Refuse(f"R{regno} offset is outside of the packet")
 
-    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool) -> Reg | None:
+    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
+             sx: bool = False) -> Reg | None:
         if reg.off < 0:
             raise Refuse(f"negative offset ctx ptr R{regno} off={reg.off} disallowed")
         if reg.off:
@@ -2187,6 +2188,8 @@ class _Verifier:
                          "disallowed")
         ok = 0 <= off < XDP_MD_SIZE and off % size == 0 and size == 4 and not write
         if off == _EGRESS_IFINDEX and not self.devmap:
+            ok = False
+        if sx and off in _CTX_PTRS:  # only a scalar field may be sign-extended
             ok = False
         if not ok:
             raise Refuse(f"invalid bpf_context access off={off} size={size}")

@@ -3,7 +3,8 @@ the input size (the linear part; the rest in frags, capped at 3520 + metadata, d
 0), the metadata bounds (4-aligned, at most 256 - sizeof(struct xdp_frame)), inputs
 shorter than an Ethernet header, and ``ctx_out`` alone (a zeroed context): the same
 verdicts, errnos, output frames and ``ctx_out`` on pyxdp's interpreter and JIT, for a
-program without frags support that returns ``bpf_xdp_get_buff_len``."""
+program without frags support that returns ``bpf_xdp_get_buff_len``; and the xdp_md
+fields read with sign-extending loads."""
 
 from __future__ import annotations
 
@@ -52,3 +53,27 @@ def test_ctx_linear_size_matches_linux(engine: str) -> None:
                 data = bytes(length)
                 assert _run(u, data, None, ctx_size_out) == _run(k, data, None, ctx_size_out), \
                     (length, ctx_size_out)
+
+
+# ingress_ifindex * 16 + rx_queue_index, both read with sign-extending loads (BPF_MEMSX).
+LDSX = asm_collection("""
+r2 = *(s32 *)(r1 +12)
+r3 = *(s32 *)(r1 +16)
+r2 <<= 4
+r2 += r3
+r0 = r2
+exit
+""")
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_sign_extending_ctx_loads_match_linux(engine: str) -> None:
+    """Linux accepts a sign-extending load of xdp_md's scalar fields (and refuses it for
+    the packet pointers: tests/kernel/test_verifier_kernel.py's corpus); both engines read
+    the same values."""
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    with Collection(LDSX, "kernel") as k, Collection(LDSX, "userspace", engine=engine) as u:
+        for ctx in (None, struct.pack("<6I", 0, 64, 0, 1, 0, 0)):  # lo: ifindex 1, 1 queue
+            assert _run(u, bytes(64), ctx, 24) == _run(k, bytes(64), ctx, 24)
+            assert _run(u, bytes(64), ctx, 24)[0] in (0, 16)
