@@ -70,6 +70,7 @@ PROTOS: dict[int, FuncProto] = {
     6: FuncProto((A.MEM_RDONLY, A.CONST_SIZE), gpl_only=True),
     7: FuncProto(()),
     8: FuncProto(()),
+    14: FuncProto(()),
     12: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING), Ret.VOID),
     23: FuncProto((A.ANYTHING, A.ANYTHING)),
     25: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO),
