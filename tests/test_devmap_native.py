@@ -13,6 +13,7 @@ from pyxdp.net import packets as pk
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
@@ -108,8 +109,12 @@ head:
 """
 
 
-def _spec(flags: int) -> CollectionSpec:
-    maps = [MapSpec("ports", int(BpfMapType.BPF_MAP_TYPE_DEVMAP), 4, 8, 4),
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+
+
+def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
+    maps = [MapSpec("ports", map_type, 4, 8, 4),
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
     for name, section, attach, text in (
@@ -134,15 +139,15 @@ def _frames() -> list[bytes]:
     return out
 
 
-def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500
-         ) -> tuple[object, ...]:
+def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
+         map_type: int = DEVMAP) -> tuple[object, ...]:
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         eth0 = h.add_device("eth0")
         eth1 = h.add_device("eth1")
         eth2 = h.add_device("eth2")
         eth3 = h.add_device("eth3", mtu=1000)
         # The egress program faults on purpose (Linux's verifier would refuse it).
-        coll = h.load(_spec(flags), verify=False)
+        coll = h.load(_spec(flags, map_type), verify=False)
         ports = coll.maps["ports"]
         # "progs": slot 0 without a program, 1 and 2 one program on two devices, 3
         # another one on the ingress device. "bcast": a program on slot 3 only (the
@@ -177,9 +182,16 @@ def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500
                 pools, (system.allocated, system.freed, system.nr_free))
 
 
-@pytest.mark.parametrize("layout", ["progs", "bcast"])
-@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS])
-def test_devmap_programs_native_is_python(flags: int, layout: str,
+@pytest.mark.parametrize(("layout", "flags", "map_type"), [
+    *((layout, flags, DEVMAP) for layout in ("progs", "bcast")
+      for flags in (0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS)),
+    # DEVMAP_HASH (keys 0-3): entries found by the maps' hash probe, broadcasts in the
+    # kernel's bucket order.
+    ("progs", 0, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, DEVMAP_HASH),
+])
+def test_devmap_programs_native_is_python(flags: int, layout: str, map_type: int,
                                           caplog: pytest.LogCaptureFixture) -> None:
     """Devmap entries with programs on NIC targets - PASS (after adjust_head), DROP,
     ABORTED, TX, REDIRECT, an unknown verdict, a fault; one program shared by two
@@ -189,11 +201,11 @@ def test_devmap_programs_native_is_python(flags: int, layout: str,
     counters, tracepoint counts, the programs' map, the first fault report, page
     pool and system allocator accounting, the warning."""
     with caplog.at_level(logging.WARNING):
-        native = _run(True, flags, layout=layout)
+        native = _run(True, flags, layout=layout, map_type=map_type)
         warned_native = "bpf_warn_invalid_xdp_action" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        python = _run(False, flags, layout=layout)
+        python = _run(False, flags, layout=layout, map_type=map_type)
         warned_python = "bpf_warn_invalid_xdp_action" in caplog.text
     assert native == python
     assert warned_native == warned_python
@@ -201,17 +213,20 @@ def test_devmap_programs_native_is_python(flags: int, layout: str,
         assert native[-1][0] > 0
 
 
-@pytest.mark.parametrize(("layout", "flags", "deferred"), [
+@pytest.mark.parametrize(("layout", "flags", "deferred", "map_type"), [
     # Unicast: only the frames too long for eth3 (-EMSGSIZE, an error path): slot 2
     # (i % 4 == 2) with 1400 bytes (i % 3 == 2).
-    ("progs", 0, 960 // 12),
+    ("progs", 0, 960 // 12, DEVMAP),
+    ("progs", 0, 960 // 12, DEVMAP_HASH),
     # Broadcast with a program on a target that would get a clone: the Python path's.
-    ("progs", BPF_F_BROADCAST, 960),
+    ("progs", BPF_F_BROADCAST, 960, DEVMAP),
     # Broadcast with the program on the last target only: all native.
-    ("bcast", BPF_F_BROADCAST, 0),
-    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0),
+    ("bcast", BPF_F_BROADCAST, 0, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0, DEVMAP_HASH),
 ])
 def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, deferred: int,
+                                                    map_type: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """What the native loop hands to the Python dispatch for devmap redirects."""
     from pyxdp.net import napi
@@ -225,7 +240,7 @@ def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, def
         orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
-    _run(True, flags, layout=layout, count=960)
+    _run(True, flags, layout=layout, count=960, map_type=map_type)
     assert sum(seen) == deferred
 
 
@@ -273,3 +288,112 @@ def test_call_tables_are_kept_and_follow_changes() -> None:
     assert kept[2][0] != kept[1][0]  # the devmap was written
     assert kept[3][1] != kept[2][1]  # a device changed
     assert native[0]["eth1"]["tx_packets"] == 400 and native[0]["eth2"]["tx_packets"] == 200
+
+
+# -- veth targets (veth_xdp_xmit into the peer's xdp_ring) -------------------------------------
+
+def _run_veth(native: bool, flags: int, *, layout: str = "progs", map_type: int = DEVMAP,
+              count: int = 1500) -> tuple[object, ...]:
+    """Redirects from a NIC to veths: one whose peer takes frames to its stack (GRO),
+    one with an entry program whose peer runs XDP_PASS at a smaller MTU (a 1400-byte
+    frame stops veth_xdp_xmit there), one whose peer is down (no NAPI: -ENXIO), and
+    the ingress NIC itself with a second program."""
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        v0, v1 = h.veth("veth0", "veth1")
+        v2, v3 = h.veth("veth2", "veth3")
+        v4, v5 = h.veth("veth4", "veth5")
+        coll = h.load(_spec(flags, map_type), verify=False)
+        passing = h.load(asm_collection("r0 = 2\nexit", [])).programs["t"]
+        v1.gro = True
+        v3.mtu = 1000
+        v3.attach_xdp(passing)
+        v5.gro = True
+        v5.up = False
+        ports = coll.maps["ports"]
+        egress = coll.programs["egress"].fd if layout == "progs" else 0
+        ports[0] = struct.pack("<Ii", v0.ifindex, 0)
+        ports[1] = struct.pack("<Ii", v2.ifindex, egress)
+        ports[2] = struct.pack("<Ii", v4.ifindex, 0)
+        ports[3] = struct.pack("<Ii", eth0.ifindex, coll.programs["egress2"].fd)
+        eth0.attach_xdp(coll.programs["ingress"])
+        seen: dict[int, list[bytes]] = {}
+
+        def received(b: SkbBatch) -> None:
+            for i, p in zip(b.ifindex.tolist(), b.packets(), strict=True):
+                seen.setdefault(int(i), []).append(p)
+
+        h.stack.on_receive(received)
+        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        h.run()
+        tr = h.tracer
+        mid = ports.handle.id
+
+        def key(k: tuple[int, ...], name: str) -> tuple[int, ...]:
+            return (*k[:2], -1, *k[3:]) if name == "xdp_redirect" and k[2] == mid else k
+
+        events = {name: sorted((key(k, name), list(v))
+                               for k, v in getattr(tr, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit",
+                               "xdp_exception")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        system = h.memmap.system
+        return ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+                sorted(coll.maps["seen"].items()), {k: len(v) for k, v in seen.items()},
+                seen, pools, (system.allocated, system.freed, system.nr_free))
+
+
+@pytest.mark.parametrize(("layout", "flags", "map_type"), [
+    ("progs", 0, DEVMAP),
+    ("progs", 0, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST, DEVMAP),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, DEVMAP_HASH),
+])
+def test_veth_targets_native_is_python(layout: str, flags: int, map_type: int) -> None:
+    """Redirects and broadcasts into veths in the native loop give what the Python path
+    gives: frames at the peers' stacks (bytes and order), device counters,
+    xdp_devmap_xmit sums with -ENXIO counted, pools and the system allocator."""
+    native = _run_veth(True, flags, layout=layout, map_type=map_type)
+    python = _run_veth(False, flags, layout=layout, map_type=map_type)
+    assert native == python
+    stats, events = native[0], native[1]
+    assert isinstance(stats, dict) and isinstance(events, dict)
+    assert stats["veth0"]["tx_packets"] > 0 and stats["veth2"]["tx_packets"] > 0
+    assert any(v[3] for _k, v in events["xdp_devmap_xmit"])  # veth4's -ENXIO
+
+
+@pytest.mark.parametrize(("layout", "flags", "deferred"), [
+    ("progs", 0, 0),
+    ("bcast", BPF_F_BROADCAST, 0),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, 0),
+])
+def test_veth_targets_run_natively(layout: str, flags: int, deferred: int,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of those redirects is handed to the Python dispatch any more."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        if getattr(dev, "name", "") == "eth0":  # the redirecting device
+            seen.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    _run_veth(True, flags, layout=layout, count=960)
+    assert sum(seen) == deferred
+
+
+def test_veth_targets_stay_python_with_threaded_napi() -> None:
+    """With threaded NAPI a veth peer's poll takes frames off its ring without the host
+    lock, so only the Python path (under the GIL) sends to veths; NICs stay native."""
+    with Host(engine="jit", threaded_napi=True) as h:
+        eth0 = h.add_device("eth0")
+        v0, v1 = h.veth("veth0", "veth1")
+        v1.gro = True
+        assert h.fwd.arrays(h.devices, threaded=True)[0][v0.ifindex] == 2
+        assert h.fwd.arrays(h.devices, threaded=True)[0][eth0.ifindex] == 1
+        assert h.fwd.arrays(h.devices)[0][v0.ifindex] == 1

@@ -44,13 +44,15 @@ def _packets(n: int, size: int) -> list[bytes]:
 
 def _run(native: bool, *, mode: str = "copy", redirect: str = "map", count: int = 300,
          fill: int = 256, rx_size: int = 512, size: int = 64, unaligned: bool = False,
-         headroom: int = 0, other_queue: bool = False) -> dict[str, Any]:
+         headroom: int = 0, other_queue: bool = False, generic: bool = False
+         ) -> dict[str, Any]:
     tracer = Tracer()
     host = Host(engine="jit", tracer=tracer, native=native)
     try:
         nic = host.add_device("eth0", rx_queues=2, tx_queues=2)
         coll = host.load(SAMPLES / ("xsk_redirect.o" if redirect == "xsk" else "xsk.o"))
-        nic.attach_xdp(next(iter(coll.programs.values())))
+        nic.attach_xdp(next(iter(coll.programs.values())),
+                       mode="generic" if generic else "native")
         umem = Umem(1024, 2048, headroom, unaligned=unaligned)
         sock = PyxdpXskSocket(nic, 0, umem, mode=mode, fill_size=1024, comp_size=1024,
                               rx_size=rx_size, tx_size=64)
@@ -62,7 +64,7 @@ def _run(native: bool, *, mode: str = "copy", redirect: str = "map", count: int 
             else:
                 coll.maps["xsks"][0] = sock.fd
         sock.fill(fill)
-        prog = nic.xdp_prog
+        prog = nic.xdp_generic if generic else nic.xdp_prog
         assert prog is not None
         mid = next((m.id for m in prog.maps.values() if isinstance(m, XskMap)), -1)
         nic.rx[0].source = TrafficGenerator(packets=_packets(7, size), count=count)
@@ -104,6 +106,13 @@ CASES = {
     "zc_redirect_xsk": {"mode": "zerocopy", "redirect": "xsk", "fill": 512},
     "zc_fill_ring_empty": {"mode": "zerocopy", "fill": 100},
     "zc_rx_ring_full": {"mode": "zerocopy", "rx_size": 64, "fill": 512},
+    # Generic XDP on the NIC (xsk_generic_rcv: copied, published per packet).
+    "generic": {"generic": True},
+    "generic_redirect_xsk": {"generic": True, "redirect": "xsk"},
+    "generic_fill_ring_empty": {"generic": True, "fill": 100},
+    "generic_rx_ring_full": {"generic": True, "rx_size": 64, "fill": 512},
+    "generic_too_long": {"generic": True, "size": 1900, "count": 40},
+    "generic_other_queue": {"generic": True, "other_queue": True, "count": 50},
 }
 
 
@@ -122,6 +131,26 @@ def test_native_receive_is_the_python_path(case: str) -> None:
             out["dev"].rx_dropped = 0
     assert native == python
     assert native["len"] or native["trace"]["xdp_redirect_err"]  # something happened
+
+
+def test_generic_redirects_to_the_socket_run_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generic XDP's redirects into the queue's socket no longer reach the Python
+    dispatch (pyxdp.net.dev) from the native loop; a slot naming another queue's
+    socket (-EINVAL) still does."""
+    from pyxdp.net import dev
+
+    seen: list[int] = []
+    orig = dev.generic_xdp_act
+
+    def spy(d: Any, prog: Any, out: Any, act: Any, *rest: Any) -> None:
+        seen.append(len(out))
+        orig(d, prog, out, act, *rest)
+
+    monkeypatch.setattr(dev, "generic_xdp_act", spy)
+    got = _run(True, generic=True, rx_size=64, fill=512)
+    assert sum(seen) == 0 and len(got["len"]) == 64
+    _run(True, generic=True, other_queue=True, count=50)
+    assert sum(seen) == 50
 
 
 def test_native_receive_counts_what_linux_counts() -> None:

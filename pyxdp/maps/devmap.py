@@ -53,11 +53,21 @@ from pyxdp.maps.base import (
     MapSpec,
     einval,
 )
+from pyxdp.maps.hashtab import (
+    EMPTY,
+    TOMBSTONE,
+    _next_pow2,
+    fnv1a64,
+    htab_find,
+    htab_rebuild,
+)
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.jit.natives import MapNative, redirect_map_fn, register_map
 
-__all__ = ["DevMap", "DevMapHash", "host_ifindex_exists"]
+__all__ = ["DEVMAP_HASH_NO_SLOT", "DevMap", "DevMapHash", "host_ifindex_exists"]
 
+# The end of a DevMapHash's ``walk`` (no entry slot there).
+DEVMAP_HASH_NO_SLOT = 0xFFFF_FFFF
 DEV_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_RDONLY
                            | MapFlag.BPF_F_WRONLY)
 
@@ -194,7 +204,15 @@ class DevMapHash(Map):
     Entries live in preallocated slots of ``entries`` (``uint32[max_entries, 2]``:
     ifindex, program id), the program-visible read-only region; ``buckets``
     mirror the kernel's ``roundup_pow_of_two(max_entries)`` hlists (newest
-    first), which fixes the get_next_key order exactly.
+    first), which fixes the get_next_key order exactly. Which slot holds a key is
+    a hash index of :mod:`pyxdp.maps.hashtab`'s layout (``index``, ``hashes``,
+    ``key_data``: the slot is the element), probed by its one probe -
+    :func:`~pyxdp.maps.hashtab.htab_find` here, its machine-code twin
+    (:func:`~pyxdp.maps.hashtab.htab_find_u32_address`) in the native poll loop,
+    over the same arrays in place. A writer publishes a new key's index slot after
+    its entry and retires a key's index slot before its entry. ``walk`` holds the
+    entry slots in the order the kernel walks the buckets (a broadcast's order,
+    ``dev_map_enqueue_multi``), :data:`DEVMAP_HASH_NO_SLOT` after the last.
     """
 
     map_type = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
@@ -206,8 +224,18 @@ class DevMapHash(Map):
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
         self.n_buckets = 1 << (self.max_entries - 1).bit_length()
         self.buckets: list[list[int]] = [[] for _ in range(self.n_buckets)]
-        self.slot: dict[int, int] = {}
         self._free = list(range(self.max_entries - 1, -1, -1))
+        self.key_stride = 8
+        self.capacity = _next_pow2(2 * self.max_entries)  # as HashMap's index
+        self.key_data = np.zeros(self.max_entries * self.key_stride, np.uint8)
+        self.index = np.full(self.capacity, EMPTY, np.int32)
+        self.hashes = np.zeros(self.capacity, np.uint64)
+        self._count = 0
+        self._tombs = 0
+        self.walk = np.full(self.max_entries, DEVMAP_HASH_NO_SLOT, np.uint32)
+        self._bucket_len = np.zeros(self.n_buckets, np.int64)
+        # Writes so far: what the datapath derives from the map is remade after one.
+        self.gen = 0
         self.ifindex_ok: Callable[[int], bool] = host_ifindex_exists
         self.resolve_prog: Callable[[int], int | None] | None = None
         self._make_regions([self.entries.reshape(-1).view(np.uint8)], writable=False)
@@ -218,10 +246,23 @@ class DevMapHash(Map):
     def _idx(self, key: bytes | None, op: str) -> int:
         return int.from_bytes(self._key(key, op), "little")
 
+    def _find(self, idx: int) -> tuple[int, int]:
+        """(index slot of key ``idx`` or -1, first reusable index slot)."""
+        key = idx.to_bytes(4, "little")
+        return htab_find(self.index, self.hashes, self.key_data, self.key_stride, key,
+                         fnv1a64(key))
+
+    def slot_of(self, idx: int) -> int | None:
+        """The entry slot holding key ``idx`` (None: absent)."""
+        if not 0 <= idx <= 0xFFFF_FFFF:
+            return None
+        i, _ = self._find(idx)
+        return None if i < 0 else int(self.index[i])
+
     def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
                ) -> bytes | None:
         self._lookup_flags(flags)
-        slot = self.slot.get(self._idx(key, "lookup"))
+        slot = self.slot_of(self._idx(key, "lookup"))
         if slot is None:
             return None
         return bytes(self.entries[slot].tobytes()[:self.value_size])
@@ -234,28 +275,75 @@ class DevMapHash(Map):
         fd = int.from_bytes(data[4:8], "little", signed=True) if len(data) == 8 else -1
         if flags > BPF_EXIST or not ifindex:
             raise einval("update", "flags above BPF_EXIST or ifindex 0")
-        old = self.slot.get(idx)
+        old = self.slot_of(idx)
         if old is not None and flags == BPF_NOEXIST:
             raise MapError("update", _errno.EEXIST, f"key {idx} exists")
         prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
         bucket = self.buckets[idx & (self.n_buckets - 1)]
-        if old is None:
-            if not self._free:
-                raise MapError("update", _errno.E2BIG, "devmap_hash is full")
-            old = self._free.pop()
-            self.slot[idx] = old
-            bucket.insert(0, idx)
-        else:  # the new node replaces the old one at the head of the bucket
+        self.gen += 1
+        if old is not None:  # the new node replaces the old one at the head of the bucket
+            self.entries[old] = (ifindex, prog_id)
             bucket.remove(idx)
             bucket.insert(0, idx)
-        self.entries[old] = (ifindex, prog_id)
+            self._walk_remove(idx, old)
+            self._walk_add(idx, old)
+            return
+        if not self._free:
+            raise MapError("update", _errno.E2BIG, "devmap_hash is full")
+        slot = self._free.pop()
+        self.entries[slot] = (ifindex, prog_id)
+        self._index_add(idx, slot)
+        bucket.insert(0, idx)
+        self._walk_add(idx, slot)
+
+    def _walk_add(self, idx: int, slot: int) -> None:
+        """Entry ``slot`` (key ``idx``) at the head of its bucket in ``walk``."""
+        b = idx & (self.n_buckets - 1)
+        pos = int(self._bucket_len[:b].sum())
+        n = int(self._bucket_len.sum())
+        self.walk[pos + 1:n + 1] = self.walk[pos:n].copy()
+        self.walk[pos] = slot
+        self._bucket_len[b] += 1
+
+    def _walk_remove(self, idx: int, slot: int) -> None:
+        """Entry ``slot`` (key ``idx``) out of ``walk``."""
+        b = idx & (self.n_buckets - 1)
+        start = int(self._bucket_len[:b].sum())
+        n = int(self._bucket_len.sum())
+        pos = start + int(np.flatnonzero(self.walk[start:start + self._bucket_len[b]]
+                                         == slot)[0])
+        self.walk[pos:n - 1] = self.walk[pos + 1:n].copy()
+        self.walk[n - 1] = DEVMAP_HASH_NO_SLOT
+        self._bucket_len[b] -= 1
+
+    def _index_add(self, idx: int, slot: int) -> None:
+        """Key ``idx`` at entry ``slot`` into the index (rebuilt first past 3/4 full, as
+        HashMap's), its key and hash before the index slot that publishes them."""
+        if self._count + self._tombs + 1 > self.capacity * 3 // 4:
+            htab_rebuild(self.index, self.hashes)
+            self._tombs = 0
+        key = idx.to_bytes(4, "little")
+        _, reuse = self._find(idx)
+        off = slot * self.key_stride
+        self.key_data[off:off + 4] = np.frombuffer(key, np.uint8)
+        self.hashes[reuse] = fnv1a64(key)
+        if self.index[reuse] == TOMBSTONE:
+            self._tombs -= 1
+        self.index[reuse] = slot
+        self._count += 1
 
     def delete(self, key: bytes | None) -> None:
         idx = self._idx(key, "delete")
-        slot = self.slot.pop(idx, None)
-        if slot is None:
+        i, _ = self._find(idx)
+        if i < 0:
             raise MapError("delete", _errno.ENOENT, f"no key {idx}")
+        slot = int(self.index[i])
+        self.gen += 1
+        self.index[i] = TOMBSTONE
+        self._count -= 1
+        self._tombs += 1
         self.buckets[idx & (self.n_buckets - 1)].remove(idx)
+        self._walk_remove(idx, slot)
         self.entries[slot] = 0
         self._free.append(slot)
 
@@ -263,7 +351,7 @@ class DevMapHash(Map):
         start = 0
         if key is not None:
             idx = self._idx(key, "get_next_key")
-            if idx in self.slot:
+            if self.slot_of(idx) is not None:
                 bucket = self.buckets[idx & (self.n_buckets - 1)]
                 pos = bucket.index(idx)
                 if pos + 1 < len(bucket):
@@ -275,12 +363,12 @@ class DevMapHash(Map):
         return None
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
-        slot = self.slot.get(int.from_bytes(key, "little"))
+        slot = self.slot_of(int.from_bytes(key, "little"))
         return 0 if slot is None else self.value_region().base + 8 * slot
 
     def ifindex_at(self, index: int) -> int:
         """The ifindex stored under key ``index`` (0: none), for ``bpf_redirect_map``."""
-        slot = self.slot.get(index)
+        slot = self.slot_of(index)
         return 0 if slot is None else int(self.entries[slot, 0])
 
     def raw_keys(self) -> Iterator[bytes]:
@@ -290,11 +378,11 @@ class DevMapHash(Map):
             key = self.get_next_key(key)
 
     def __len__(self) -> int:
-        return len(self.slot)
+        return self._count
 
     def clear(self) -> None:
-        for key in list(self.slot):
-            self.delete(key.to_bytes(4, "little"))
+        for key in list(self.raw_keys()):
+            self.delete(key)
 
 
 # --- native code: bpf_redirect_map reads entries[key][0] (0: no target) ----------------

@@ -63,7 +63,9 @@ maps, so a pointer taken before the update keeps seeing the old value there).
 from __future__ import annotations
 
 import errno as _errno
+import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -98,12 +100,13 @@ from pyxdp.maps.base import (
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.jit.abi import SLOW, MapInfo
-from pyxdp.vm.jit.ir import INT_TYPES, TBAA_MEM, Text, c64, ret_if
+from pyxdp.vm.jit.ir import INT_TYPES, METADATA, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["EMPTY", "FNV_OFFSET", "FNV_PRIME", "TOMBSTONE", "HashMap", "HashOfMaps",
-           "LruHashMap", "LruPercpuHashMap", "PercpuHashMap", "fnv1a64", "fnv1a64_many",
-           "htab_alloc_check"]
+           "LruHashMap", "LruPercpuHashMap", "PercpuHashMap", "ProbeTable", "fnv1a64",
+           "fnv1a64_many", "htab_alloc_check", "htab_find", "htab_find_u32_address",
+           "htab_rebuild", "probe_ir"]
 
 _T = BpfMapType
 M64 = 0xFFFF_FFFF_FFFF_FFFF
@@ -186,6 +189,49 @@ def htab_alloc_check(spec: MapSpec) -> int:
     return max_entries
 
 
+def htab_find(index: np.ndarray[Any, np.dtype[np.int32]],
+              hashes: np.ndarray[Any, np.dtype[np.uint64]], key_data: U8Array,
+              key_stride: int, key: bytes, h: int) -> tuple[int, int]:
+    """The probe (the reference path; :func:`probe_ir` is its native twin): (index slot
+    holding ``key`` or -1, first reusable slot on the probe path). Elements' keys are
+    ``key_stride`` apart in ``key_data``."""
+    mask = len(index) - 1
+    ks = len(key)
+    i = h & mask
+    reuse = -1
+    while True:
+        e = int(index[i])
+        if e == EMPTY:
+            return -1, (i if reuse < 0 else reuse)
+        if e == TOMBSTONE:
+            if reuse < 0:
+                reuse = i
+        elif int(hashes[i]) == h and key_data[e * key_stride:e * key_stride + ks].tobytes() \
+                == key:
+            return i, reuse
+        i = (i + 1) & mask
+
+
+def htab_rebuild(index: np.ndarray[Any, np.dtype[np.int32]],
+                 hashes: np.ndarray[Any, np.dtype[np.uint64]]) -> list[tuple[int, int]]:
+    """Re-insert every live element into the index, in place (drops the tombstones);
+    returns each element's new slot as (element, slot)."""
+    live = np.flatnonzero(index >= 0)
+    elems = index[live].copy()
+    hs = hashes[live].copy()
+    index.fill(EMPTY)
+    mask = len(index) - 1
+    moved = []
+    for e, h in zip(elems.tolist(), hs.tolist(), strict=True):
+        i = h & mask
+        while index[i] != EMPTY:
+            i = (i + 1) & mask
+        index[i] = e
+        hashes[i] = h
+        moved.append((e, i))
+    return moved
+
+
 class HashMap(Map):
     """``BPF_MAP_TYPE_HASH`` (and the base of the other hash types)."""
 
@@ -225,21 +271,7 @@ class HashMap(Map):
     # -- the table ----------------------------------------------------------------------
     def _find(self, key: bytes, h: int) -> tuple[int, int]:
         """(slot holding key or -1, first reusable slot on the probe path)."""
-        mask = self.capacity - 1
-        index, hashes, keys = self.index, self.hashes, self.key_data
-        ks, stride = self.key_size, self.key_stride
-        i = h & mask
-        reuse = -1
-        while True:
-            e = int(index[i])
-            if e == EMPTY:
-                return -1, (i if reuse < 0 else reuse)
-            if e == TOMBSTONE:
-                if reuse < 0:
-                    reuse = i
-            elif int(hashes[i]) == h and keys[e * stride:e * stride + ks].tobytes() == key:
-                return i, reuse
-            i = (i + 1) & mask
+        return htab_find(self.index, self.hashes, self.key_data, self.key_stride, key, h)
 
     def _elem_of(self, key: bytes) -> int:
         slot, _ = self._find(key, fnv1a64(key))
@@ -259,17 +291,7 @@ class HashMap(Map):
 
     def _rebuild(self) -> None:
         """Re-insert every live element into a fresh index (drops the tombstones)."""
-        live = np.flatnonzero(self.index >= 0)
-        elems = self.index[live].copy()
-        hs = self.hashes[live].copy()
-        self.index.fill(EMPTY)
-        mask = self.capacity - 1
-        for e, h in zip(elems.tolist(), hs.tolist(), strict=True):
-            i = h & mask
-            while self.index[i] != EMPTY:
-                i = (i + 1) & mask
-            self.index[i] = e
-            self.hashes[i] = h
+        for e, i in htab_rebuild(self.index, self.hashes):
             self.elem_slot[e] = i
         self.hdr[TOMBS] = 0
 
@@ -587,13 +609,35 @@ def _key_equal(f: Text, a: str, b: str, size: int) -> str:
 
 
 def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, str]:
-    """Linear probing as HashMap._find: (slot or -1, first reusable slot, element or -1).
+    """:func:`probe_ir` over a program's constant map (its descriptor's arrays)."""
+    index, hashes, kd = (map_desc(f, m, n) for n in ("index", "hashes", "key_data"))
+    return probe_ir(f, ProbeTable(index, hashes, kd, m.capacity - 1, m.capacity,
+                                  m.max_entries, m.key_stride, m.key_size), key, h, tag)
+
+
+@dataclass(frozen=True)
+class ProbeTable:
+    """A hash index as :func:`probe_ir` reads it: the arrays' pointers and the sizes, each
+    an IR operand (a constant folded in, or a value known only at run time) - but
+    ``key_size``, which unrolls the key comparison."""
+
+    index: str
+    hashes: str
+    key_data: str
+    mask: int | str
+    capacity: int | str
+    max_entries: int | str
+    key_stride: int | str
+    key_size: int
+
+
+def probe_ir(f: Text, t: ProbeTable, key: str, h: str, tag: str) -> tuple[str, str, str]:
+    """Linear probing as :func:`htab_find`: (slot or -1, first reusable slot, element or -1).
 
     Leaves through ``{tag}.slow`` (must exist) if the walk finds no EMPTY slot
     within ``capacity`` steps - a consistent index always has one."""
-    index, hashes, kd = (map_desc(f, m, n) for n in ("index", "hashes", "key_data"))
-    mask = m.capacity - 1
-    i0 = f.ins(f"and i64 {h}, {mask}")
+    index, hashes, kd = t.index, t.hashes, t.key_data
+    i0 = f.ins(f"and i64 {h}, {t.mask}")
     pre = f.cur
     f.br(f"{tag}.probe")
     f.at(f"{tag}.probe")
@@ -608,17 +652,17 @@ def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, s
     reuse1 = f.ins(f"select i1 {first_tomb}, i64 {i}, i64 {reuse}")
     # (An element number past the end - only a map changed by another thread while
     # this runs could hold one - is never followed.)
-    f.cbr(f.ins(f"icmp ult i64 {e}, {m.max_entries}"), f"{tag}.hcmp", f"{tag}.skip")
+    f.cbr(f.ins(f"icmp ult i64 {e}, {t.max_entries}"), f"{tag}.hcmp", f"{tag}.skip")
     f.at(f"{tag}.hcmp")
     hs = f.ins(f"load i64, ptr {f.gep(hashes, f.ins(f'shl i64 {i}, 3'))}, align 8")
     f.cbr(f.ins(f"icmp eq i64 {hs}, {h}"), f"{tag}.kcmp", f"{tag}.skip")
     f.at(f"{tag}.kcmp")
-    kp = f.gep(kd, f.ins(f"mul i64 {e}, {m.key_stride}"))
-    f.cbr(_key_equal(f, key, kp, m.key_size), f"{tag}.hit", f"{tag}.skip")
+    kp = f.gep(kd, f.ins(f"mul i64 {e}, {t.key_stride}"))
+    f.cbr(_key_equal(f, key, kp, t.key_size), f"{tag}.hit", f"{tag}.skip")
     f.at(f"{tag}.skip")
-    inext = f.ins(f"and i64 {f.ins(f'add i64 {i}, 1')}, {mask}")
+    inext = f.ins(f"and i64 {f.ins(f'add i64 {i}, 1')}, {t.mask}")
     cnt1 = f.ins(f"add i64 {cnt}, 1")
-    f.cbr(f.ins(f"icmp ult i64 {cnt1}, {m.capacity}"), f"{tag}.probe", f"{tag}.slow")
+    f.cbr(f.ins(f"icmp ult i64 {cnt1}, {t.capacity}"), f"{tag}.probe", f"{tag}.slow")
     f.lines[phi_at] = (
         f"  {i} = phi i64 [ {i0}, %{pre} ], [ {inext}, %{tag}.skip ]\n"
         f"  {cnt} = phi i64 [ 0, %{pre} ], [ {cnt1}, %{tag}.skip ]\n"
@@ -717,6 +761,36 @@ def _update_fn(tag: str, m: MapInfo) -> str:
     f.do(f"ret i64 {c64(SLOW)}")
     return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
                   "i64 %flags) nounwind")
+
+
+HTAB_FIND_U32 = "pyxdp_htab_find_u32"
+
+
+def find_u32_fn() -> str:
+    """:func:`probe_ir` as a module of its own, for native code outside programs (the
+    native poll loop's DEVMAP_HASH lookups): ``i64 @pyxdp_htab_find_u32(ptr index, ptr
+    hashes, ptr key_data, i64 capacity, i64 max_entries, i64 key)``, a u32 key's
+    element, -1 when absent, -2 when the walk found no EMPTY slot."""
+    f = Text()
+    f.at("entry")
+    kp = f.ins("alloca i64, align 8")
+    f.do(f"store i64 %key, ptr {kp}, align 8")
+    h = _fnv(f, kp, 4)
+    mask = f.ins("sub i64 %capacity, 1")
+    _, _, e = probe_ir(f, ProbeTable("%index", "%hashes", "%keys", mask, "%capacity",
+                                     "%max_entries", round_up(4, 8), 4), kp, h, "p")
+    f.do(f"ret i64 {e}")
+    f.at("p.slow")
+    f.do("ret i64 -2")
+    return f.text(f"define i64 @{HTAB_FIND_U32}(ptr %index, ptr %hashes, ptr %keys, "
+                  "i64 %capacity, i64 %max_entries, i64 %key) nounwind") + METADATA
+
+
+@functools.cache
+def htab_find_u32_address() -> int:
+    """Where :func:`find_u32_fn` is in machine code (compiled on first use)."""
+    from pyxdp.vm.jit.engine import native_function
+    return native_function(find_u32_fn(), HTAB_FIND_U32)
 
 
 # Longer keys take the Python helper (native code unrolls the key).

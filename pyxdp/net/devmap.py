@@ -14,7 +14,9 @@ PASS/DROP fires ``xdp_exception`` and drops), then ``ndo_xdp_xmit``, then
 :mod:`pyxdp.net.filter`'s ``xdp_do_redirect`` and ``xdp_do_flush``.
 
 The native poll loop (:mod:`pyxdp.net.napi_native`) does the same for NIC
-targets; for devmap entries with a program it needs
+and veth targets (the veth's ``ndo_xdp_xmit`` onto its peer's ring, from
+:class:`FwdTable`'s veth rows) and for devmap_hash keys (the map's own hash
+index); for devmap entries with a program it needs
 (``dev_map_bpf_prog_run``) :class:`DevmapEgress`, the table of
 those programs' JIT entries and their I/O rows, which
 :func:`pyxdp.net.napi_native._bq_xmit_all` drives at ``bq_xmit_all`` time,
@@ -97,39 +99,62 @@ class _Target(Protocol):
 class FwdTable:
     """The host's devices as redirect targets of native code, per ifindex
     (``xdp_ok_fwd_dev``/``dev_xdp_enqueue``'s checks): ``ok`` 1 for a device the
-    native loop transmits on (a NIC without a wire to feed), 2 for one only the
-    Python path sends to (a veth, a wire), 0 for none (down, no ``ndo_xdp_xmit``);
-    ``mtu`` the longest frame it takes; ``stats`` its counters' address; ``wire`` the
-    address of its first transmit ring in native code (``NetDevice.xmit_wires``, 0:
-    none, the NIC's transmit is a sink). The host
+    native loop transmits on (a NIC without a wire to feed, a veth without wire
+    sinks), 2 for one only the Python path sends to (a NIC or veth with wire
+    sinks), 0 for none (down, no ``ndo_xdp_xmit``); ``mtu`` the longest frame it
+    takes; ``stats`` its counters' address; ``wire`` the address of its first
+    transmit ring in native code (``NetDevice.xmit_wires``, 0: none, the NIC's
+    transmit is a sink); ``veth`` a veth's ``veth_xdp_xmit`` target, its peer's
+    ``xdp_ring`` (rx queue 0's ring: the address of its columns and of its cursor,
+    its size) and the longest frame the peer takes (-1: the peer has no NAPI,
+    ``-ENXIO``), all 0 for other devices. The host
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
-    ``none`` is the same table without targets (calls that redirect in Python)."""
+    ``none`` is the same table without targets (calls that redirect in Python),
+    ``threaded`` the same with veths left to the Python path (with threaded NAPI a
+    peer's poll takes frames off its ring without the host lock, which native
+    producers hold, so only Python producers, under the GIL, go there)."""
 
     def __init__(self) -> None:
         self.stale = True
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
+        self.threaded: tuple[Any, ...] = ()
 
-    def arrays(self, devices: Mapping[int, Any]) -> tuple[Any, ...]:
-        """(ok, mtu, stats, wire), remade first if a device changed."""
+    def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False
+               ) -> tuple[Any, ...]:
+        """(ok, mtu, stats, wire, veth), remade first if a device changed."""
         if self.stale:
+            # The native loop's columns (it reads the veth table in place).
+            from pyxdp.net.napi_native import VETH_COLS, VETH_CUR, VETH_MAX, VETH_RING, VETH_SIZE
             self.stale = False  # first: a change while remaking marks it again
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)
             stats = np.zeros(nif, np.int64)
             wire = np.zeros(nif, np.int64)
+            veth = np.zeros((nif, VETH_COLS), np.int64)
             for i, d in devices.items():
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
-                    native = (d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
+                    peer = d.peer if d.kind == "veth" else None
+                    native = ((d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
+                              or (peer is not None and not d.wire))
                     ok[i] = 1 if native else 2
                     mtu[i] = d.mtu + FWD_OVERHEAD
                     stats[i] = d.stats.words.ctypes.data
                     wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
-            self.tables = (ok, mtu, stats, wire)
-            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire)
-        return self.tables
+                    if peer is not None:
+                        ring = peer.rx[0].ring
+                        row = veth[i]
+                        row[VETH_RING] = ring.cols.ctypes.data
+                        row[VETH_CUR] = ring.cur.words.ctypes.data
+                        row[VETH_SIZE] = ring.size
+                        row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
+            self.tables = (ok, mtu, stats, wire, veth)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth)
+            py = (veth[:, VETH_CUR] != 0) & (ok != 0)
+            self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)
+        return self.threaded if threaded else self.tables
 
 
 class DevmapEgress:
@@ -300,7 +325,7 @@ def _devmap_entries(m: object, idx: I64) -> tuple[I64, I64]:
         ifx = np.zeros(len(idx), np.int64)
         pid = np.zeros(len(idx), np.int64)
         for k in np.unique(idx).tolist():
-            slot = m.slot.get(int(k))
+            slot = m.slot_of(int(k))
             if slot is not None:
                 sel = idx == k
                 ifx[sel], pid[sel] = int(m.entries[slot, 0]), int(m.entries[slot, 1])
@@ -345,7 +370,8 @@ def _all_entries(m: object) -> list[tuple[int, int]]:
     if isinstance(m, DevMapHash):
         out = []
         for key in m.raw_keys():
-            slot = m.slot[int.from_bytes(key, "little")]
+            slot = m.slot_of(int.from_bytes(key, "little"))
+            assert slot is not None
             out.append((int(m.entries[slot, 0]), int(m.entries[slot, 1])))
         return out
     raise TypeError("not a device map")

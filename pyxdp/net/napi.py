@@ -76,7 +76,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.maps.devmap import DevMap
+from pyxdp.maps.devmap import DevMap, DevMapHash
+from pyxdp.maps.hashtab import htab_find_u32_address
 from pyxdp.maps.xskmap import XskMap
 from pyxdp.net import xsk as _xsk  # noqa: F401  (XSKMAP's redirect and flush operations)
 from pyxdp.net.cpumap import cpumap_runtime
@@ -302,13 +303,13 @@ class _NativeCounts:
         for tp, src in self._sources:
             tp.add_source(src)
 
-    def tables(self, dms: Sequence[DevMap], nif: int) -> tuple[I64, I64]:
+    def tables(self, dms: Sequence[DevMap | DevMapHash], nif: int) -> tuple[I64, I64]:
         """The redirect and transmit count tables for this configuration."""
         key = (tuple(m.id for m in dms), nif)
         t = self.red.get(key)
         if t is None:
             t = self.red[key] = (np.zeros((len(dms) + 1, nif), np.int64),
-                                 np.zeros((nif, 3), np.int64))
+                                 np.zeros((nif, 4), np.int64))
         return t
 
     def add_xsk(self, ids: list[int], xt: I64) -> None:
@@ -380,7 +381,7 @@ class _NativeCounts:
         rows: list[CounterRow] = []
         for _, xmit in list(self.red.values()):
             for ifx in np.flatnonzero(xmit[:, 0]).tolist():
-                rows.append(((self.ifindex, ifx), [int(x) for x in xmit[ifx]] + [0]))
+                rows.append(((self.ifindex, ifx), [int(x) for x in xmit[ifx]]))
         return rows
 
     def reset(self) -> None:
@@ -438,7 +439,8 @@ class _NativeState:
         self.cpumaps = [m for m in prog.maps.values() if type(m) is CpuMap]
         self.xsk: Any = None  # pyxdp.net.xsk.NativeRx of the last call
         self.ifindex = rq.dev.ifindex
-        self.devmaps = [m for m in prog.maps.values() if type(m) is DevMap]
+        self.devmaps: list[DevMap | DevMapHash] = [
+            m for m in prog.maps.values() if type(m) is DevMap or type(m) is DevMapHash]
         self._tables: _Tables | None = None
         self._cm: tuple[object, tuple[Any, ...], list[Any]] | None = None
         self._cm_seen = np.zeros(0, np.int64)  # enqueue events per entry at the last wake
@@ -481,13 +483,21 @@ class _Tables:
     programs (:class:`DevmapEgress`), the bulk queues per (device, program), and
     and the redirect and ``xdp_devmap_xmit`` counts (kept by :class:`_NativeCounts`)."""
 
-    def __init__(self, key: object, host: Host, dms: Sequence[DevMap], nif: int, vm: Any,
-                 ifindex: int, counts: tuple[I64, I64]) -> None:
+    def __init__(self, key: object, host: Host, dms: Sequence[DevMap | DevMapHash], nif: int,
+                 vm: Any, ifindex: int, counts: tuple[I64, I64]) -> None:
         self.key = key
         self.dms = list(dms)
         self.dm_ids = np.array([m.id for m in dms], np.int64)
         self.dm_addr = np.array([m.entries.ctypes.data for m in dms], np.int64)
         self.dm_n = np.array([m.max_entries for m in dms], np.int64)
+        # A devmap_hash's index and walk, probed in place by the maps' probe.
+        from pyxdp.net.napi_native import DM_HASH_COLS
+        self.dm_hash = np.zeros((len(dms), DM_HASH_COLS), np.int64)
+        for k, m in enumerate(dms):
+            if isinstance(m, DevMapHash):
+                self.dm_hash[k] = (htab_find_u32_address(), m.index.ctypes.data,
+                                   m.hashes.ctypes.data, m.key_data.ctypes.data, m.capacity,
+                                   m.walk.ctypes.data)
         ids = sorted({int(p) for m in dms for p in np.unique(m.entries[:, 1]).tolist() if p})
         # Devmap programs the native loop runs itself: JIT programs other than the
         # polling one (a driven engine runs one batch at a time), on their engine of
@@ -540,9 +550,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
-    DROP, ABORTED and PASS (to the stack) itself; TX (``generic_xdp_tx``) and
+    DROP, ABORTED, PASS (to the stack) and redirects into the queue's AF_XDP
+    socket (``xsk_generic_rcv``) itself; TX (``generic_xdp_tx``) and other
     redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
-    :mod:`pyxdp.net.dev`, so it gets no TX devices, devmaps or socket."""
+    :mod:`pyxdp.net.dev`, so it gets no TX devices or devmaps."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
@@ -563,10 +574,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # and redirects - which reach shared targets - go to the (locked) Python dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
-    xsk = st.xsk = None if generic or parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
+    xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
     if xsk is not None:
         st.counts.add_xsk(xsk.ids, xsk.xt)
-    if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue
+    if rq.xsk is not None:  # _native_ok saw one socket on the zero-copy queue (not generic)
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
     src = rq.source
@@ -579,7 +590,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     else:
         gen = st.no_gen
     local = parallel or generic  # no shared redirect targets natively
-    tgt = host.fwd.arrays(host.devices)
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
     if local:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
@@ -604,7 +615,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (ring.cols, ring.cur.words), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
-                (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.red_cnt, nt.egress.args,
+                (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host, nt.dms)),
                 _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
@@ -663,17 +674,17 @@ def _parallel_ok(prog: XdpProg) -> bool:
 _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
-def _system_args(host: Host, dms: Sequence[DevMap]) -> tuple[Any, ...]:
+def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, ...]:
     """The system page allocator (``xdpf_clone``'s pages) for a native call that may
     broadcast (it has devmaps), else an empty one."""
     global _NO_SYSTEM
     if dms:
         m = host.memmap.system
-        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays)
+        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
     if _NO_SYSTEM is None:
         _NO_SYSTEM = (np.zeros((1, 4096), np.uint8), np.zeros((1, 1024), np.uint32),
                       np.zeros((1, 512), np.int64), 0, np.zeros(3, np.int64),
-                      np.zeros(1, np.int64), np.zeros(1, np.int32))
+                      np.zeros(1, np.int64), np.zeros(1, np.int32), 0)
     return _NO_SYSTEM
 
 

@@ -19,15 +19,22 @@ XDP batch entry on them, and acts on the verdicts:
   copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
   to it alike; frames its ring has no room for count as ``xdp_tx_errors``
   (XDP_TX) or as the flush's drops (redirects);
-- ``XDP_REDIRECT`` through a devmap slot, or to an ifindex
-  (``bpf_redirect``), to a NIC: the same conversion, the bulk queue of 16
+- ``XDP_REDIRECT`` through a devmap slot or a devmap_hash key (the map's
+  index probed by :mod:`pyxdp.maps.hashtab`'s probe in machine code), or to
+  an ifindex (``bpf_redirect``), to a NIC or a veth: the same conversion,
+  the bulk queue of 16
   for the (target, entry program) flushed when full and at the poll's end
   (``bq_xmit_all``: the entry's program first, with ``egress_ifindex`` set -
   ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
   kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
-  per flush, ``xdp_redirect`` per frame); a broadcast
+  per flush, ``xdp_redirect`` per frame); a veth's ``ndo_xdp_xmit``
+  (``veth_xdp_xmit``) queues the frames on its peer's ``xdp_ring`` in place
+  (-ENXIO when the peer has no NAPI; it stops at the first frame too long
+  for the peer or refused by the full ring), and a poll that left frames
+  there ends the call, so that the peer's NAPI runs next; a broadcast
   (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
-  order-0 pages of the system allocator for every target but the last.
+  order-0 pages of the system allocator for every target but the last, in
+  the map's walk order.
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -51,18 +58,20 @@ XDP batch entry on them, and acts on the verdicts:
   are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
-skb expanded by ``pskb_expand_head`` first; TX and redirects then go to
-:mod:`pyxdp.net.dev`, one skb at a time).
+skb expanded by ``pskb_expand_head`` first); a redirect into the queue's
+copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
+UMEM and published at once, per packet), TX and other redirects go to
+:mod:`pyxdp.net.dev`, one skb at a time.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` from another device, and the
 Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
-Everything else - veth targets, wire sinks to feed, a broadcast clone that
-would meet a devmap program, a devmap program the loop cannot drive (the
-polling program itself, an interpreted one), PASS with a stack callback or a
-socket keeping payloads, other sockets, zero-copy frames redirected to
-devices, every other error path - is *deferred*: the frame and its verdict
+Everything else - wire sinks to feed, a veth whose peer's ring is the one
+polled, a broadcast clone that would meet a devmap program, a devmap program
+the loop cannot drive (the polling program itself, an interpreted one), PASS
+with a stack callback or a socket keeping payloads, other sockets, zero-copy
+frames redirected to devices, every other error path - is *deferred*: the frame and its verdict
 are handed back, the loop stops after that poll, and
 :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
@@ -91,9 +100,16 @@ from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
-from pyxdp.net.frames import CPU_MAP_BULK_SIZE, DEV_MAP_BULK_SIZE, XDP_TX_BULK_SIZE, RingCursor
+from pyxdp.net.frames import (
+    CPU_MAP_BULK_SIZE,
+    DEV_MAP_BULK_SIZE,
+    KIND_FRAME,
+    XDP_TX_BULK_SIZE,
+    RingCursor,
+)
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import (
     PAGE_SIZE,
@@ -130,7 +146,7 @@ from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
 
-__all__ = ["C", "DEFER_COLS", "K", "native_polls", "native_polls_zc"]
+__all__ = ["C", "DEFER_COLS", "DM_HASH_COLS", "K", "native_polls", "native_polls_zc"]
 
 
 class C:
@@ -183,6 +199,11 @@ P_RING_FULL = PoolState.index("ring_full")
 P_ERROR = PoolState.index("error")
 Q_HEAD = RingCursor.index("head")
 Q_COUNT = RingCursor.index("count")
+R_HEAD, R_COUNT = Q_HEAD, Q_COUNT  # another ring's cursor (a veth peer's xdp_ring)
+# A veth target's row of pyxdp.net.devmap.FwdTable's veth table: its peer's xdp_ring
+# (columns, cursor, size) and the longest frame the peer takes (-1: no NAPI there).
+VETH_RING, VETH_CUR, VETH_SIZE, VETH_MAX = range(4)
+VETH_COLS = 4
 G_POS = GenState.index("pos")
 G_PRODUCED = GenState.index("produced")
 G_LIMIT = GenState.index("limit")
@@ -212,6 +233,13 @@ MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
 BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
 INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+# A devmap row's hash columns (DM_HASH_COLS; all 0 for a DEVMAP): the probe's address,
+# the index's arrays, its capacity, the walk array (pyxdp.maps.devmap.DevMapHash).
+DH_FIND, DH_INDEX, DH_HASHES, DH_KEYS, DH_CAPACITY, DH_WALK = range(6)
+DM_HASH_COLS = 6
+NO_SLOT = DEVMAP_HASH_NO_SLOT
+U32_MAX = 0xFFFF_FFFF
 XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
 BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
@@ -221,6 +249,7 @@ A_ALLOCATED = AllocState.index("allocated")
 A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
+ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
@@ -503,26 +532,67 @@ def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore
     return sent
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
+    """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
+    ring's columns and cursor, in place) as an ``xdp_frame`` from another device;
+    False when the peer has no NAPI (-ENXIO), the frame is too long for the peer or
+    the ring is full - the kernel's loop stops there, the caller frees the rest."""
+    if length > tgt_veth[t, VETH_MAX]:  # -1: no NAPI, nothing goes
+        return False
+    size = tgt_veth[t, VETH_SIZE]
+    cur = i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0]
+    n = cur[R_COUNT]
+    if n >= size:
+        return False
+    cols = i64_view(tgt_veth[t, VETH_RING], 5, size)
+    pos = (cur[R_HEAD] + n) % size
+    cols[0, pos] = pfn
+    cols[1, pos] = data
+    cols[2, pos] = length
+    cols[3, pos] = meta
+    cols[4, pos] = KIND_FRAME
+    cur[R_COUNT] = n + 1
+    return True
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
-                 cache, ring, free, state, c, nuse, cached, pages, tgt_wire):
+                 cache, ring, free, state, c, nuse, cached, pages, xmit):
     """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
     egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
     over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
     the buffer (``xdp_update_frame_from_buff``, a failure is a drop), DROP
     drops, anything else (ABORTED, TX, REDIRECT, unknown) counts an
-    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``
-    to the NIC, whose tx completion gives the pages back. Dropped frames go
-    back first (``xdp_return_frame_rx_napi``), then the sent ones. Returns the
+    ``xdp_exception`` on the egress device and drops - then ``ndo_xdp_xmit``:
+    to a NIC, whose tx completion gives the pages back, or to a veth
+    (``veth_xdp_xmit``, :func:`_veth_put`), whose peer's ring takes the frames
+    it sends (-ENXIO for the whole bulk when the peer has no NAPI). Dropped
+    frames go back first (``xdp_return_frame_rx_napi``), then the sent ones.
+    ``xmit``: the targets' wires and veth rows, the pool's pfn base. Returns the
     pool's hot fields (c, nuse, cached)."""
     b = bq_n[t, kk]
     sent = 0
     nbytes = np.int64(0)
+    tgt_wire, tgt_veth, pfn_base = xmit
     wa = tgt_wire[t]  # 0: a NIC whose transmit is a sink
+    veth = tgt_veth[t, VETH_CUR] != 0
+    vstop = False  # veth_xdp_xmit stopped: the rest of the bulk is dropped
+    tried = 0  # frames handed to ndo_xdp_xmit
     if kk == 0:
+        tried = b
         for j in range(b):
             loc = bq[t, 0, 0, j]
-            if wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
+            if veth:
+                if not vstop:
+                    pfn = pfn_base + loc if loc >= 0 else sysm[7] + (-1 - loc)
+                    if _veth_put(tgt_veth, t, pfn, bq[t, 0, 1, j], bq[t, 0, 2, j],
+                                 bq[t, 0, 3, j]):
+                        nbytes += bq[t, 0, 2, j]
+                        sent += 1
+                        continue  # the peer's ring holds it now
+                    vstop = True
+            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
                 nbytes += bq[t, 0, 2, j]
                 sent += 1
             if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
@@ -563,9 +633,19 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                     eg_fault[k, t, 4] = a + 1
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         went = 0
+        tried = sent
         for j in range(sent):  # sent, then completed: back to the pool
             loc = eg_sent[k, j]
-            if wa != 0:
+            if veth:
+                ln = np.int64(w32[loc, 2])
+                if not vstop and _veth_put(tgt_veth, t, pfn_base + loc,
+                                           q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
+                                           np.int64(w32[loc, 4])):
+                    went += 1
+                    continue  # the peer's ring holds it now
+                vstop = True
+                nbytes -= ln
+            elif wa != 0:
                 ln = np.int64(w32[loc, 2])
                 if wire_xmit(i64_view(wa, 1, W_SIZE)[0],
                              pages.ctypes.data + q64[loc, 0] - addr_base, ln):
@@ -573,13 +653,15 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 else:
                     nbytes -= ln
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
-        if wa != 0:
+        if wa != 0 or veth:
             sent = went
     if wa != 0:
         wire_publish(i64_view(wa, 1, W_SIZE)[0])
     xmit_cnt[t, 0] += 1
     xmit_cnt[t, 1] += sent
     xmit_cnt[t, 2] += b - sent
+    if veth and tried > 0 and tgt_veth[t, VETH_MAX] < 0:
+        xmit_cnt[t, 3] += 1  # -ENXIO
     ts = i64_view(tgt_stats[t], 1, D_SIZE)[0]
     ts[D_TX_PACKETS] += sent
     ts[D_TX_BYTES] += nbytes
@@ -591,7 +673,7 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
 def _put_page(sysm, row):  # type: ignore[no-untyped-def]
     """``put_page`` of an order-0 page of the system allocator (freed with the last
     reference, onto the top of its free stack)."""
-    _pages, _w32, _q64, _base, ast, afree, aref = sysm
+    _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
     rc = aref[row] - 1
     aref[row] = rc
     if rc == 0:
@@ -605,7 +687,7 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
     header, headroom and packet copied and the header pointed at the copy; its row,
     or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
-    spages, sw32, sq64, sbase, ast, afree, aref = sysm
+    spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
         return -1
@@ -638,29 +720,81 @@ def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
     return u32_view(dm_addr[slot], dm_n[slot], 2)
 
 
+@intrinsic
+def _htab_find(typingctx, fn, index, hashes, keys, capacity, max_entries, key):  # type: ignore[no-untyped-def] # noqa: E501
+    """``fn(index, hashes, keys, capacity, max_entries, key)``: the maps' hash probe in
+    machine code (:func:`pyxdp.maps.hashtab.find_u32_fn`), called through its address."""
+    sig = types.int64(types.int64, types.int64, types.int64, types.int64, types.int64,
+                      types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i64 = ir.IntType(64)
+        p8 = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i64, [p8, p8, p8, i64, i64, i64])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8),
+                                builder.inttoptr(args[3], p8), args[4], args[5], args[6]])
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _slot_ifindex(dm_addr, dm_n, slot, idx):  # type: ignore[no-untyped-def]
-    """The ifindex in slot ``idx`` of devmap row ``slot`` (0: empty or out of range): a
-    broadcast's ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
-    if 0 <= idx < dm_n[slot]:
-        return np.int64(_dm_entries(dm_addr, dm_n, slot)[idx, 0])
+def _dm_elem(dmt, slot, idx):  # type: ignore[no-untyped-def]
+    """The entry row of key ``idx`` in devmap row ``slot`` (-1: none): a devmap's slot
+    itself; a devmap_hash's element by the maps' one hash probe, over the map's
+    index in place."""
+    _addr, dm_n, dm_hash = dmt
+    fn = dm_hash[slot, DH_FIND]
+    if fn == 0:
+        return idx if 0 <= idx < dm_n[slot] else -1
+    if idx < 0 or idx > U32_MAX:
+        return -1
+    e = _htab_find(fn, dm_hash[slot, DH_INDEX], dm_hash[slot, DH_HASHES],  # type: ignore[call-arg,var-annotated] # noqa: E501
+                   dm_hash[slot, DH_KEYS], dm_hash[slot, DH_CAPACITY], dm_n[slot], idx)
+    return e if e >= 0 else -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dm_walk(dmt, slot, w):  # type: ignore[no-untyped-def]
+    """The entry row at position ``w`` of the kernel's walk of devmap row ``slot`` (-1:
+    past the last): a devmap's slots in order, a devmap_hash's buckets (its ``walk``
+    array, in place)."""
+    _addr, dm_n, dm_hash = dmt
+    wa = dm_hash[slot, DH_WALK]
+    if wa == 0:
+        return np.int64(w)
+    e = np.int64(u32_view(wa, 1, dm_n[slot])[0, w])
+    return -1 if e == NO_SLOT else e
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _slot_ifindex(dmt, slot, idx):  # type: ignore[no-untyped-def]
+    """The ifindex under key ``idx`` of devmap row ``slot`` (0: none): a broadcast's
+    ``to_ifindex`` in ``xdp_redirect`` (the helper looked the key up)."""
+    e = _dm_elem(dmt, slot, idx)
+    if e >= 0:
+        return np.int64(_dm_entries(dmt[0], dmt[1], slot)[e, 0])
     return 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
-    must (a target the loop does not send to, an entry program on a target that
-    would get a clone, a slot naming an unknown device)."""
+    must (a target the loop does not send to, ``own_t`` - the veth whose peer's ring
+    this call polls -, an entry program on a target that would get a clone, a slot
+    naming an unknown device)."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(tgt_ok)
-    if slot < 0 or _slot_ifindex(dm_addr, dm_n, slot, idx) >= nif:
+    if slot < 0 or _slot_ifindex(dmt, slot, idx) >= nif:
         return slot, -1
-    ent = _dm_entries(dm_addr, dm_n, slot)
+    ent = _dm_entries(dmt[0], dmt[1], slot)
     last = np.int64(nif)
     prog_seen = False
-    for e in range(dm_n[slot]):
+    for w in range(dmt[1][slot]):
+        e = _dm_walk(dmt, slot, w)
+        if e < 0:
+            break
         t = np.int64(ent[e, 0])
         if t == 0:
             continue
@@ -669,7 +803,7 @@ def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, id
         ok = tgt_ok[t]
         if ok == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if ok != 1 or prog_seen:
+        if ok != 1 or prog_seen or t == own_t:
             return slot, -1
         if ent[e, 1] != 0:
             if _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
@@ -680,9 +814,9 @@ def _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex, map_id, id
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
+def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
            length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-           psc, cache, ring, free, state, c, nuse, cached, tgt_wire):
+           psc, cache, ring, free, state, c, nuse, cached, xmit):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
@@ -691,19 +825,24 @@ def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, lo
     if none:
         return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
-    slots = _dm_entries(dm_addr, dm_n, slot)
-    end = dm_n[slot]
-    e = 0
-    while e < end:
-        t = np.int64(slots[e, 0])
-        e0 = e
-        e += 1
+    slots = _dm_entries(dmt[0], dmt[1], slot)
+    end = dmt[1][slot]
+    w = 0
+    while w < end:
+        e0 = _dm_walk(dmt, slot, w)
+        if e0 < 0:
+            break
+        t = np.int64(slots[e0, 0])
+        w += 1
         if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
             continue
         # The next target after this one, if any: this one then gets a clone.
         nxt = False
-        for f in range(e, end):
-            u = np.int64(slots[f, 0])
+        for f in range(w, end):
+            e1 = _dm_walk(dmt, slot, f)
+            if e1 < 0:
+                break
+            u = np.int64(slots[e1, 0])
             if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
                 nxt = True
                 break
@@ -731,7 +870,7 @@ def _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, lo
         if b + 1 == BULK:
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
-                                           c, nuse, cached, pages, tgt_wire)
+                                           c, nuse, cached, pages, xmit)
     return c, nuse, cached
 
 
@@ -763,8 +902,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, bq, bq_n, xmit_cnt = tgt
-    dm_ids, dm_addr, dm_n, red_cnt, eg, sysm = dm
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
+    xmit = (tgt_wire, tgt_veth, pfn_base)
+    # A veth whose peer's ring is the one this call polls: its frames would land behind
+    # the cursor held here, so redirects to it take the Python path.
+    own_t = -1
+    for t in range(len(tgt_ok)):
+        if tgt_veth[t, VETH_CUR] == np.int64(qcur.ctypes.data):
+            own_t = t
+    dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
+    dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
     xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
     ctl, cnt, defer = out
@@ -802,6 +949,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
     cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
+    red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
         # Pages the cpumap kthreads freed come back (not directly: ring or release).
@@ -931,9 +1079,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                  pages.ctypes.data + loc * pages.strides[0] + data, length, meta)
                     if e == 0:
                         xt[T_SLOT + xs] += 1
-                        xtouched = True  # on the flush list only when received
                     elif e == ENOMEM:
                         backed_up = True
+                    if generic:
+                        # xsk_generic_rcv publishes each packet it got past the checks.
+                        if e != ENOSPC:
+                            xsk_flush(xrx, xfq)
+                    elif e == 0:
+                        xtouched = True  # on the flush list only when received
                     n_red += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
@@ -956,22 +1109,22 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
-            elif (a == 4 and np.int64(red[i, 1]) == DEVMAP
+            elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                slot, to = _bcast_check(dm_ids, dm_addr, dm_n, eg_ids, tgt_ok, self_ifindex,
+                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
                                                        addr_base)):
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
-                    c, nuse, cached = _bcast(dm_addr, dm_n, eg_ids, tgt_ok, tgt_mtu,
+                    c, nuse, cached = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
                                              data, length, to == nif, pages, sysm, bq, bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached,
-                                             tgt_wire)
+                                             xmit)
                     n_red += 1
-                    red_cnt[slot, _slot_ifindex(dm_addr, dm_n, slot, np.int64(red[i, 2]))] += 1
+                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
             elif a == 4:
                 map_id = np.int64(red[i, 0])
@@ -981,14 +1134,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 slot = -1
                 ifx = np.int64(0)
                 kk = 0  # the bulk queue's program: 0 none, else its egress row + 1
-                if map_type == DEVMAP and (flags & BPF_F_BROADCAST) == 0:
+                if ((map_type == DEVMAP or map_type == DEVMAP_HASH)
+                        and (flags & BPF_F_BROADCAST) == 0):
                     for k in range(ndm):
                         if dm_ids[k] == map_id:
                             slot = k
-                    if slot >= 0 and 0 <= idx < dm_n[slot]:
+                    e = _dm_elem(dmt, slot, idx) if slot >= 0 else -1
+                    if e >= 0:
                         ent = _dm_entries(dm_addr, dm_n, slot)
-                        ifx = np.int64(ent[idx, 0])
-                        pid = np.int64(ent[idx, 1])
+                        ifx = np.int64(ent[e, 0])
+                        pid = np.int64(ent[e, 1])
                         if pid != 0:
                             kk = _egress_row(eg_ids, pid) + 1
                             if kk == 0:  # a program the native loop does not run
@@ -996,7 +1151,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
+                        and length <= tgt_mtu[ifx]
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
@@ -1011,7 +1167,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
-                                                       cached, pages, tgt_wire)
+                                                       cached, pages, xmit)
                     done = True
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
@@ -1044,7 +1200,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
                                                    addr_base, tgt_stats, xmit_cnt, psc, cache,
                                                    ring, free, state, c, nuse, cached, pages,
-                                                   tgt_wire)
+                                                   xmit)
+        # veth_xdp_xmit scheduled the peer's NAPI, which the kernel polls right after
+        # this one: a poll that left frames in a peer's xdp_ring ends the call.
+        if n_red != red_seen:
+            red_seen = n_red
+            fed = False
+            for t in range(nif):
+                if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
+                    if i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0][R_COUNT] != 0:
+                        fed = True
+            if fed:
+                break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
         # else deferred must be finished (and flushed) before the next poll.

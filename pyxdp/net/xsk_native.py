@@ -48,7 +48,22 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.net.xdp_sock import XdpSockState
 from pyxdp.net.xsk_buff_pool import XskPoolState
-from pyxdp.net.xsk_queue import KERNEL, RX_RING, USER, XskQueueState
+from pyxdp.net.xsk_queue import (
+    KERNEL,
+    Q_CC,
+    Q_CONS,
+    Q_CP,
+    Q_EMPTY,
+    Q_FLAGS,
+    Q_INVALID,
+    Q_KOWN,
+    Q_MASK,
+    Q_PROD,
+    Q_RING,
+    Q_SLOTS,
+    RX_RING,
+    USER,
+)
 
 __all__ = [
     "T_NOBUFS",
@@ -98,17 +113,6 @@ XP_FREE = XskPoolState.index("free_at")
 XP_KOWN = XskPoolState.index("kown_at")
 XP_ZOWN = XskPoolState.index("zown_at")
 XP_HELD = XskPoolState.index("held_at")
-Q_CP = XskQueueState.index("cached_prod")
-Q_CC = XskQueueState.index("cached_cons")
-Q_MASK = XskQueueState.index("mask")
-Q_INVALID = XskQueueState.index("invalid_descs")
-Q_EMPTY = XskQueueState.index("queue_empty_descs")
-Q_PROD = XskQueueState.index("producer_at")
-Q_CONS = XskQueueState.index("consumer_at")
-Q_FLAGS = XskQueueState.index("flags_at")
-Q_RING = XskQueueState.index("ring_at")
-Q_SLOTS = XskQueueState.index("slots_at")
-Q_KOWN = XskQueueState.index("kown_at")
 S_RX_DROPPED = XdpSockState.index("rx_dropped")
 S_RX_FULL = XdpSockState.index("rx_queue_full")
 S_FD = XdpSockState.index("fd")

@@ -31,14 +31,6 @@ from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
 from pyxdp.net.xsk_buff_pool import XskPoolState
 from pyxdp.net.xsk_native import (
     MASK48,
-    Q_CC,
-    Q_CONS,
-    Q_CP,
-    Q_EMPTY,
-    Q_INVALID,
-    Q_MASK,
-    Q_PROD,
-    Q_RING,
     U32,
     XP_CHUNK,
     XP_SIZE,
@@ -48,6 +40,7 @@ from pyxdp.net.xsk_native import (
     reload_consumer,
     st64,
 )
+from pyxdp.net.xsk_queue import Q_CC, Q_CONS, Q_CP, Q_EMPTY, Q_INVALID, Q_MASK, Q_PROD, Q_RING
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
 __all__ = ["FALLBACK", "generic_xmit", "valid_desc", "zc_xmit"]

@@ -68,6 +68,19 @@ __all__ = [
     "RX_RING",
     "U32_MASK",
     "USER",
+    "Q_CC",
+    "Q_CONS",
+    "Q_CP",
+    "Q_EMPTY",
+    "Q_FLAGS",
+    "Q_INVALID",
+    "Q_KOWN",
+    "Q_MASK",
+    "Q_PROD",
+    "Q_PUB",
+    "Q_RING",
+    "Q_SIZE",
+    "Q_SLOTS",
     "KernelRingCons",
     "KernelRingProd",
     "Ring",
@@ -129,6 +142,23 @@ class XskQueueState(Record):
     ring_at = Field()
     slots_at = Field()  # the kernel producing: the chunk each slot carries (int64)
     kown_at = Field()  # ... and the owners of those chunks it keeps in step (0: none)
+
+
+# XskQueueState's slots as module-level integers (numba reads them as constants): the
+# one definition every native user of a ring record imports.
+Q_SIZE: Final = len(XskQueueState.FIELDS)
+Q_CP: Final = XskQueueState.index("cached_prod")
+Q_CC: Final = XskQueueState.index("cached_cons")
+Q_PUB: Final = XskQueueState.index("published")
+Q_MASK: Final = XskQueueState.index("mask")
+Q_INVALID: Final = XskQueueState.index("invalid_descs")
+Q_EMPTY: Final = XskQueueState.index("queue_empty_descs")
+Q_PROD: Final = XskQueueState.index("producer_at")
+Q_CONS: Final = XskQueueState.index("consumer_at")
+Q_FLAGS: Final = XskQueueState.index("flags_at")
+Q_RING: Final = XskQueueState.index("ring_at")
+Q_SLOTS: Final = XskQueueState.index("slots_at")
+Q_KOWN: Final = XskQueueState.index("kown_at")
 
 
 class Ring:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pyxdp.net.atomic import i64_view, load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.native import njit
 from pyxdp.net.record import Field, Record
-from pyxdp.net.xsk_queue import XskQueueState
+from pyxdp.net.xsk_queue import Q_CC, Q_CONS, Q_CP, Q_MASK, Q_PROD, Q_PUB, Q_RING, Q_SIZE
 
 __all__ = ["XskWireState", "wire_publish", "wire_reap", "wire_xmit", "wire_xmit_rows"]
 
@@ -62,14 +62,6 @@ W_FULL = XskWireState.index("full")
 W_DONE = XskWireState.index("completed")
 W_BAD = XskWireState.index("bad_completions")
 W_SIZE = len(XskWireState.FIELDS)
-Q_SIZE = len(XskQueueState.FIELDS)
-Q_CP = XskQueueState.index("cached_prod")
-Q_CC = XskQueueState.index("cached_cons")
-Q_PUB = XskQueueState.index("published")
-Q_MASK = XskQueueState.index("mask")
-Q_PROD = XskQueueState.index("producer_at")
-Q_CONS = XskQueueState.index("consumer_at")
-Q_RING = XskQueueState.index("ring_at")
 U32 = 0xFFFF_FFFF
 
 

@@ -84,7 +84,7 @@ from pyxdp.net.page_pool_native import _alloc
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp import XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_umem import XskError
-from pyxdp.net.xsk_queue import XskQueueState
+from pyxdp.net.xsk_queue import Q_CC, Q_CONS, Q_CP, Q_MASK, Q_PROD, Q_PUB, Q_RING
 from pyxdp.net.xsk_wire import XskWireState, wire_reap, wire_xmit_rows
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
@@ -279,13 +279,6 @@ class PassTap:
 
 _TX = int(ChunkState.TX)
 SPINS = 200_000  # pause loops a worker spins before it sleeps in poll (some ms)
-_Q_CP = XskQueueState.index("cached_prod")
-_Q_CC = XskQueueState.index("cached_cons")
-_Q_PUB = XskQueueState.index("published")
-_Q_MASK = XskQueueState.index("mask")
-_Q_PROD = XskQueueState.index("producer_at")
-_Q_CONS = XskQueueState.index("consumer_at")
-_Q_RING = XskQueueState.index("ring_at")
 _R_HEAD = RingCursor.index("head")
 _R_COUNT = RingCursor.index("count")
 _D_RX_DROPPED = NetdevStats.index("rx_dropped")
@@ -303,17 +296,17 @@ def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ri
     the fill ring at once. A descriptor outside the UMEM or longer than a page
     holds, or no page: dropped as a NIC drops (``rx_dropped``). Returns the
     frames queued."""
-    prod = load_acquire32_at(rxq[_Q_PROD])
-    cons = rxq[_Q_CC]
+    prod = load_acquire32_at(rxq[Q_PROD])
+    cons = rxq[Q_CC]
     qsize = qcols.shape[1]
     head = qcur[_R_HEAD]
     count = qcur[_R_COUNT]
     n = min((prod - cons) & _U32, budget, qsize - count)
-    rmask = rxq[_Q_MASK]
-    desc = i64_view(rxq[_Q_RING], rmask + 1, 2)
-    fmask = fq[_Q_MASK]
-    fring = i64_view(fq[_Q_RING], 1, fmask + 1)[0]
-    fcp = fq[_Q_CP]
+    rmask = rxq[Q_MASK]
+    desc = i64_view(rxq[Q_RING], rmask + 1, 2)
+    fmask = fq[Q_MASK]
+    fring = i64_view(fq[Q_RING], 1, fmask + 1)[0]
+    fcp = fq[Q_CP]
     got = 0
     for k in range(n):
         d = desc[(cons + k) & rmask]
@@ -342,13 +335,13 @@ def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ri
         fring[fcp & fmask] = addr - addr % chunk
         fcp = (fcp + 1) & _U32
     cons = (cons + n) & _U32
-    rxq[_Q_CC] = cons
-    rxq[_Q_PUB] = cons
-    rxq[_Q_CP] = prod
-    store_release32_at(rxq[_Q_CONS], cons)
-    fq[_Q_CP] = fcp
-    fq[_Q_PUB] = fcp
-    store_release32_at(fq[_Q_PROD], fcp)
+    rxq[Q_CC] = cons
+    rxq[Q_PUB] = cons
+    rxq[Q_CP] = prod
+    store_release32_at(rxq[Q_CONS], cons)
+    fq[Q_CP] = fcp
+    fq[Q_PUB] = fcp
+    store_release32_at(fq[Q_PROD], fcp)
     qcur[_R_COUNT] = count
     return got
 
@@ -357,10 +350,10 @@ def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ri
 def _spin_rx(rxq, spins):  # type: ignore[no-untyped-def]
     """Whether the rx ring's producer moves past the consumer within ``spins`` pauses."""
     for _ in range(spins):
-        if load_acquire32_at(rxq[_Q_PROD]) != rxq[_Q_CC]:
+        if load_acquire32_at(rxq[Q_PROD]) != rxq[Q_CC]:
             return True
         cpu_relax()
-    return load_acquire32_at(rxq[_Q_PROD]) != rxq[_Q_CC]
+    return load_acquire32_at(rxq[Q_PROD]) != rxq[Q_CC]
 
 
 class _XskPort:

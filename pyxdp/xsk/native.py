@@ -25,17 +25,13 @@ import numpy as np
 
 from pyxdp.net.atomic import load_acquire32, store_release32
 from pyxdp.net.native import njit
+from pyxdp.net.xsk_queue import Q_CC, Q_CP, Q_PUB, Ring
 from pyxdp.net.xsk_queue import U32_MASK as U32
-from pyxdp.net.xsk_queue import Ring, XskQueueState
 from pyxdp.uapi.if_xdp import XSK_UNALIGNED_BUF_ADDR_MASK as MASK48
 from pyxdp.xsk.xsk import XskSocket
 
 __all__ = ["Rxdrop", "RxdropThread", "rxdrop_drain"]
 
-
-Q_CP = XskQueueState.index("cached_prod")
-Q_CC = XskQueueState.index("cached_cons")
-Q_PUB = XskQueueState.index("published")
 
 
 @njit(cache=True, nogil=True, _nrt=False)

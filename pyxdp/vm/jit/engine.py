@@ -59,7 +59,8 @@ from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many
 
 __all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "CompiledProgram", "cache_clear", "compile_program",
-           "compile_together", "disk_cache_dir", "native_helper_address"]
+           "compile_together", "disk_cache_dir", "native_function",
+           "native_helper_address"]
 
 CACHE_SIZE = 256
 
@@ -274,6 +275,23 @@ def _llvm() -> _Llvm:
 def native_helper_address(symbol: str) -> int:
     """Address of a shared native function (``pyxdp_ktime_get_ns``, ``pyxdp_batch``)."""
     return int(_llvm().runtime[symbol])
+
+
+# Native functions the layers above lower for their own native code, by IR text: the
+# library (kept for the life of the process) and the function's address.
+_FUNCTIONS: dict[str, tuple[Any, int]] = {}
+
+
+def native_function(ir_text: str, symbol: str) -> int:
+    """Address of ``symbol``, a function of the module ``ir_text`` lowered by a layer
+    above (the maps' hash probe for the native poll loop): compiled once per process,
+    from the disk cache when it has it, and never freed."""
+    with _LOCK:
+        hit = _FUNCTIONS.get(ir_text)
+        if hit is None:
+            tracker, _, _ = _llvm().link(ir_text, [symbol], 2)
+            hit = _FUNCTIONS[ir_text] = (tracker, int(tracker[symbol]))
+        return hit[1]
 
 
 @dataclass(eq=False)
