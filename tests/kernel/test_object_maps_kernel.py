@@ -82,3 +82,25 @@ def test_programs_with_such_maps(map_type: MT) -> None:
             assert k.programs["t"].test_run(bytes(64)).retval == 2
         with pytest.raises(NotSupportedError, match=r"program 't' uses map 'm' \(pc 4\)"):
             Collection(deleting, "userspace")
+
+
+@pytest.mark.parametrize("map_type", [MT.BPF_MAP_TYPE_SK_STORAGE, MT.BPF_MAP_TYPE_TASK_STORAGE,
+                                      MT.BPF_MAP_TYPE_INODE_STORAGE,
+                                      MT.BPF_MAP_TYPE_CGRP_STORAGE])
+def test_storage_map_with_btf_loads_beside_a_program(map_type: MT) -> None:
+    """With BTF for key and value (an int each) Linux creates the storage map and runs
+    the object's program; so does pyxdp. A lookup on it is Linux's verifier error."""
+    from dataclasses import replace
+
+    from pyxdp.testing.verifier_cases import funcs_btf
+    btf, _, int_id, _ = funcs_btf(())
+    m = MapSpec("st", int(map_type), 4, 4, 0, 1, key_type=int_id, value_type=int_id)
+    spec = replace(asm_collection("r0 = 2\nexit", [m]), btf=btf)
+    with Collection(spec, "kernel") as k, Collection(spec, "userspace") as u:
+        assert u.programs["t"].test_run(bytes(64)).retval == \
+            k.programs["t"].test_run(bytes(64)).retval == 2
+    lookup = replace(asm_collection(DELETE.replace("call 3", "call 1"), [m]), btf=btf)
+    msg = f"cannot pass map_type {int(map_type)} into func bpf_map_lookup_elem#1"
+    for backend in ("kernel", "userspace"):
+        with pytest.raises(VerifierError, match=msg):
+            Collection(lookup, backend)
