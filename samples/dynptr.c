@@ -110,8 +110,10 @@ int xdp_dynptr(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-/* args[]: adjust start and end, two offsets, a length, a fill byte. */
-enum { A_START, A_END, A_OFF1, A_OFF2, A_LEN, A_VAL, NARGS };
+/* args[]: adjust start and end, two offsets, a length, a fill byte, and how many
+ * bytes bpf_xdp_adjust_tail cuts off after the dynptr is made (its size does not
+ * follow: reads and writes past the new end fail, midway through a copy or fill). */
+enum { A_START, A_END, A_OFF1, A_OFF2, A_LEN, A_VAL, A_SHRINK, NARGS };
 #define NOPS 24
 
 struct {
@@ -148,12 +150,14 @@ int xdp_dynptr_ops(struct xdp_md *ctx)
 {
 	struct bpf_dynptr ptr, null, win, nclone;
 	__u32 start = arg(A_START), end = arg(A_END), off1 = arg(A_OFF1);
-	__u32 off2 = arg(A_OFF2), len = arg(A_LEN), val = arg(A_VAL);
+	__u32 off2 = arg(A_OFF2), len = arg(A_LEN), val = arg(A_VAL), shrink = arg(A_SHRINK);
 	__u8 rbuf[8] = {};
 	long r;
 
 	oput(0, bpf_dynptr_from_xdp(ctx, 0, &ptr));
 	oput(1, bpf_dynptr_from_xdp(ctx, 1, &null));	/* a null dynptr */
+	if (shrink)
+		bpf_xdp_adjust_tail(ctx, -(int)shrink);
 	oput(2, bpf_dynptr_size(&ptr));
 	oput(3, bpf_dynptr_size(&null));
 	oput(4, bpf_dynptr_is_null(&ptr) * 10 + bpf_dynptr_is_null(&null));

@@ -36,13 +36,17 @@ def test_dynptr_matches_linux(engine: str) -> None:
                 [kc.maps["out"][i] for i in range(12)], size
 
 
-# (start, end) of the window, two offsets, a length, a fill byte: windows inside the
-# linear part, across its end and into frags, past the frame (-ERANGE), reversed
-# (-EINVAL); fills and copies direct, chunked across frags, too long (-E2BIG).
-OPS_ARGS = [(0, 0, 0, 0, 0, 0), (0, 20, 2, 4, 8, 0xAB), (10, 3600, 100, 3000, 600, 7),
-            (14, 9000, 3500, 3510, 40, 0x55), (3000, 5000, 10, 1000, 300, 0x11),
-            (5, 4, 0, 0, 0, 0), (0, 9100, 0, 0, 1, 1), (100, 200, 90, 50, 20, 0x80),
-            (0, 0, 0, 0, 0x10000, 1), (0, 9000, 3000, 7000, 1000, 0x33)]
+# (start, end) of the window, two offsets, a length, a fill byte, a tail cut: windows
+# inside the linear part, across its end and into frags, past the frame (-ERANGE),
+# reversed (-EINVAL); fills and copies direct, chunked across frags, too long (-E2BIG),
+# and past a frame bpf_xdp_adjust_tail shortened after the dynptr was made (-EINVAL
+# midway: the chunks before stay written).
+OPS_ARGS = [(0, 0, 0, 0, 0, 0, 0), (0, 20, 2, 4, 8, 0xAB, 0), (10, 3600, 100, 3000, 600, 7, 0),
+            (14, 9000, 3500, 3510, 40, 0x55, 0), (3000, 5000, 10, 1000, 300, 0x11, 0),
+            (5, 4, 0, 0, 0, 0, 0), (0, 9100, 0, 0, 1, 1, 0), (100, 200, 90, 50, 20, 0x80, 0),
+            (0, 0, 0, 0, 0x10000, 1, 0), (0, 9000, 3000, 7000, 1000, 0x33, 0),
+            (0, 9000, 3000, 3000, 2000, 0x44, 1000), (0, 9000, 100, 3400, 600, 0x21, 5400),
+            (10, 3600, 100, 3000, 600, 7, 100)]
 OPS_SIZES = [20, 1400, 3478, 3700, 9000]
 
 
