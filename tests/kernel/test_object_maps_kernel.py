@@ -104,3 +104,24 @@ def test_storage_map_with_btf_loads_beside_a_program(map_type: MT) -> None:
     for backend in ("kernel", "userspace"):
         with pytest.raises(VerifierError, match=msg):
             Collection(lookup, backend)
+
+
+LOOKUP = "r2 = r10\nr2 += -8\nr1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = map[fd:0]\ncall 1\n"
+
+
+@pytest.mark.parametrize("map_type", [MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH])
+def test_socket_lookup_is_a_reference(map_type: MT) -> None:
+    """A lookup in a sockmap or sockhash acquires a socket reference: leaking it is
+    Linux's verifier error on both; releasing it needs bpf_sk_release, which Linux
+    accepts and pyxdp does not provide."""
+    m = MapSpec("m", int(map_type), 4, 8, 4)
+    for tail in ("r0 = 2\nexit", "if r0 == 0 goto out\nr0 = 1\nexit\nout:\nr0 = 2\nexit"):
+        leak = asm_collection(LOOKUP + tail, [m])
+        for backend in ("kernel", "userspace"):
+            with pytest.raises(VerifierError, match="would lead to reference leak"):
+                Collection(leak, backend)
+    release = asm_collection(LOOKUP + "if r0 == 0 goto out\nr1 = r0\ncall 86\nout:\nr0 = 2\n"
+                             "exit", [m])
+    Collection(release, "kernel").close()
+    with pytest.raises(NotSupportedError, match="bpf_sk_release#86"):
+        Collection(release, "userspace")
