@@ -622,6 +622,7 @@ exit""", "invalid read from stack R3 off=-4 size=8"),
     _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
        "bpf_probe_read#4"),
     _c("helper_unknown", "call 999\nexit", "invalid func unknown#999"),
+    _c("helper_pid_tgid", "call 14\nr0 &= 3\nexit", None),  # bpf_get_current_pid_tgid
     _c("helper_arg_uninit", "r1 = 1\ncall 23\nexit", "R2 !read_ok"),
     _c("helper_ctx_arg", "r1 = 0\nr2 = 0\ncall 44\nexit", "R1 type=scalar expected=ctx"),
     _c("helper_clobbers", "r1 = 1\nr2 = 0\ncall 23\nr0 = r1\nexit", "R1 !read_ok"),
