@@ -40,8 +40,9 @@ class KernelObjectMap(Map):
 
     @classmethod
     def check(cls, spec: MapSpec) -> None:
-        """The type's ``map_alloc_check``/``map_alloc`` parameter checks."""
-        raise NotImplementedError  # every concrete type defines its kernel checks
+        """The type's ``map_alloc_check``/``map_alloc`` parameter checks (each concrete
+        type has its own; this base class is no map type)."""
+        raise _einval(f"{cls.__name__} is not a map type of its own")
 
     def unsupported(self, op: str) -> NoReturn:
         raise NotSupportedError(
