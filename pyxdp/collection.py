@@ -418,14 +418,15 @@ class Collection:
     @classmethod
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
              nr_cpus: int | None = None, engine: str = "auto",
-             core_btf: str | os.PathLike[str] | None = None, verify: bool = True
-             ) -> Collection:
+             core_btf: str | os.PathLike[str] | None = None, verify: bool = True,
+             kconfig: str | None = None) -> Collection:
         """Read the clang object at ``path`` and load it into ``backend`` (``"userspace"``,
-        ``"kernel"`` or a :class:`~pyxdp.backend.Backend`); the options are the
+        ``"kernel"`` or a :class:`~pyxdp.backend.Backend`); ``kconfig`` is Kconfig text
+        for ``__kconfig`` externs (before the system's); the other options are the
         constructor's."""
         from pyxdp.elf import load_collection_spec
-        return cls(load_collection_spec(Path(path)), backend, nr_cpus=nr_cpus, engine=engine,
-                   core_btf=core_btf, verify=verify)
+        return cls(load_collection_spec(Path(path), kconfig=kconfig), backend,
+                   nr_cpus=nr_cpus, engine=engine, core_btf=core_btf, verify=verify)
 
     def _load(self) -> None:
         handles: dict[str, MapHandle] = {}

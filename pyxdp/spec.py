@@ -220,8 +220,9 @@ class MapSpec:
 
     @property
     def is_global_data(self) -> bool:
-        """A map libbpf would create for ``.data*``/``.rodata*``/``.bss*``."""
-        return self.name.startswith((".data", ".rodata", ".bss"))
+        """A map libbpf would create for ``.data*``/``.rodata*``/``.bss*`` or for the
+        ``__kconfig`` externs (``.kconfig``)."""
+        return self.name.startswith((".data", ".rodata", ".bss")) or self.name == ".kconfig"
 
     def copy(self, **changes: Any) -> MapSpec:
         """A copy with some fields changed (the spec itself never changes)."""

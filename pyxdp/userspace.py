@@ -21,6 +21,7 @@ from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
+from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
 from pyxdp.net.xdp_metadata import bind_kfuncs
@@ -56,6 +57,12 @@ class UserspaceBackend:
         self._next_xsk_fd = 1
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
+        if spec.type in LOCAL_STORAGE_TYPES and (spec.key_type is None
+                                                 or spec.value_type is None):
+            # bpf_local_storage_map_alloc_check: BTF for key and value
+            raise MapError("map_create", errno.EINVAL,
+                           f"map {spec.name!r}: a local storage map needs BTF key and value "
+                           f"types")
         inner = None
         if spec.inner is not None:
             inner = self._create(spec.inner, spec.inner.name or f"{spec.name}.inner")

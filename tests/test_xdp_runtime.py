@@ -71,7 +71,7 @@ def test_test_run_rules() -> None:
         bpf_prog_test_run_xdp(p, bytes(13))
     assert e.value.errno == errno.EINVAL
     md = struct.pack("<6I", 0, 99, 0, 0, 0, 0)
-    with pytest.raises(KernelError):  # data_end must equal the input size
+    with pytest.raises(KernelError):  # data_end must not exceed the input size
         bpf_prog_test_run_xdp(p, bytes(64), ctx_in=md)
     with pytest.raises(KernelError) as e:
         bpf_prog_test_run_xdp(p, bytes(64), ctx_in=struct.pack("<6I", 0, 64, 0, 7, 0, 0))
@@ -79,6 +79,23 @@ def test_test_run_rules() -> None:
     with pytest.raises(KernelError) as e:  # bytes past struct xdp_md must be zero
         bpf_prog_test_run_xdp(p, bytes(64), ctx_in=struct.pack("<6I", 0, 64, 0, 0, 0, 0) + b"x")
     assert e.value.errno == errno.E2BIG
+
+
+def test_ctx_data_end_below_the_input_size_sets_the_linear_part() -> None:
+    """Linux 6.18: ctx.data_end (metadata included) is the linear length, the rest of the
+    input goes into frags; it is capped at 3520 + metadata and may be 0."""
+    p = prog("call 188\nexit")  # bpf_xdp_get_buff_len
+    for meta, data_end, linear in ((0, 20, 20), (8, 28, 28), (0, 0, 0), (4, 4, 4),
+                                   (0, 4000, 3520), (8, 4000, 3528)):
+        r = bpf_prog_test_run_xdp(p, bytes(meta) + bytes(range(250)) * 20,
+                                  ctx_in=struct.pack("<6I", meta, data_end, 0, 0, 0, 0))
+        assert r.retval == 5000 and r.data_out == bytes(meta) + bytes(range(250)) * 20
+        assert struct.unpack("<6I", r.ctx_out or b"")[:2] == (meta, linear)
+    with pytest.raises(KernelError) as e:  # metadata beyond 256 - sizeof(struct xdp_frame)
+        bpf_prog_test_run_xdp(p, bytes(300), ctx_in=struct.pack("<6I", 220, 300, 0, 0, 0, 0))
+    assert e.value.errno == errno.EINVAL
+    r = bpf_prog_test_run_xdp(p, bytes(64), ctx_size_out=24)  # a zeroed ctx: linear 0
+    assert r.retval == 64 and struct.unpack("<6I", r.ctx_out or b"")[:2] == (0, 0)
 
 
 def test_metadata_from_ctx_data_and_ctx_out() -> None:

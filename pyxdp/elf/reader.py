@@ -56,6 +56,7 @@ from pyxdp.btf.btf import (
 from pyxdp.btf.ext import BtfExt
 from pyxdp.elf import elfio
 from pyxdp.elf.elfio import ElfImage, ElfRel, ElfSection, ElfSymbol
+from pyxdp.elf.kconfig import kconfig_layout, resolve_kconfig
 from pyxdp.elf.sections import find_sec_def, prog_type_name
 from pyxdp.errors import InvalidProgram, NotSupportedError, ObjectError
 from pyxdp.spec import (
@@ -191,11 +192,15 @@ class _MapDef:
 
 
 def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-                         *, name: str | None = None) -> CollectionSpec:
+                         *, name: str | None = None, kconfig: str | None = None
+                         ) -> CollectionSpec:
     """Parse an eBPF ELF object file (a path, or its bytes) into a CollectionSpec.
 
     ``name`` overrides the libbpf object name used for global data map kernel
     names (default: the file name up to its first dot; empty for bytes).
+    ``kconfig`` is Kconfig text (``CONFIG_X=y`` lines) for the object's
+    ``__kconfig`` externs, read before the system's, as libbpf's ``kconfig``
+    option (:mod:`pyxdp.elf.kconfig`).
     """
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
@@ -211,14 +216,17 @@ def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | me
                               path=path) from None
     obj = name if name is not None else (object_name(path) if path else "")
     try:
-        return _Loader(data, path, obj).load()
+        return _Loader(data, path, obj, kconfig).load()
     except RecursionError:
         raise ObjectError("object nests too deeply to parse", path=path) from None
 
 
 class _Loader:
-    def __init__(self, data: bytes, path: str, obj_name: str) -> None:
+    def __init__(self, data: bytes, path: str, obj_name: str,
+                 kconfig: str | None = None) -> None:
         self.path = path
+        self.kconfig = kconfig
+        self.kconfig_offsets: dict[str, int] = {}
         self.obj_name = obj_name
         self.img: ElfImage = elfio.open_elf(data, path)
         self.license = ""
@@ -251,6 +259,7 @@ class _Loader:
         self._init_legacy_maps()
         self._init_btf_maps()
         self._init_data_maps()
+        self._init_kconfig_map()
         self._collect_relocations()
         programs = {}
         for fn in self.functions:
@@ -704,6 +713,48 @@ class _Loader:
                            kernel_name=internal_map_name(self.obj_name, sec.name))
             self._add_map(_MapDef(spec=spec, sec_index=sec.index, sec_offset=0), sec)
 
+    def _init_kconfig_map(self) -> None:
+        """libbpf's kconfig externs: laid out and resolved into a frozen ``.kconfig``
+        array (``bpf_object__init_kconfig_map``); BTF's DATASEC gets their offsets."""
+        btf = self.btf
+        sec_id = btf.find(".kconfig", BtfKind.DATASEC) if btf is not None else None
+        if btf is None or sec_id is None:
+            return
+        dsec = btf.types[sec_id]
+        weak = {s.name: s.bind == elfio.STB_WEAK for s in self.img.symbols
+                if s.shndx == elfio.SHN_UNDEF and s.name}
+        externs: dict[str, tuple[int, bool]] = {}
+        for vsi in dsec.secinfos:
+            var = btf.types[vsi.type]
+            if var.kind is not BtfKind.VAR or var.name not in weak:
+                raise self.error(f"BTF DATASEC '.kconfig' entry {var.name!r} is not an extern "
+                                 f"variable of the object", ".BTF")
+            externs[var.name] = (var.type, weak[var.name])
+        layout, size = kconfig_layout(btf, externs)
+        if not layout:
+            return
+        try:
+            value = resolve_kconfig(layout, size, self.kconfig)
+        except ObjectError as e:
+            raise ObjectError(e.reason, path=self.path) from None
+        at = {e.name: e for e in layout}
+        changed: dict[int, BtfType] = {}
+        secinfos = []
+        for vsi in dsec.secinfos:
+            var = btf.types[vsi.type]
+            secinfos.append(BtfVarSecinfo(vsi.type, at[var.name].offset, at[var.name].size))
+            changed[var.id] = replace(var, linkage=BTF_VAR_GLOBAL_ALLOCATED)
+        secinfos.sort(key=lambda v: v.offset)
+        changed[sec_id] = replace(dsec, size_type=size, secinfos=tuple(secinfos))
+        self.btf = btf.with_types(changed)
+        self.kconfig_offsets = {e.name: e.offset for e in layout}
+        spec = MapSpec(name=".kconfig", type=BPF_MAP_TYPE_ARRAY, key_size=4, value_size=size,
+                       max_entries=1, flags=BPF_F_RDONLY_PROG | BPF_F_MMAPABLE,
+                       value_type=sec_id, contents=((b"\0\0\0\0", value),), frozen=True,
+                       section=".kconfig",
+                       kernel_name=internal_map_name(self.obj_name, ".kconfig"))
+        self.maps[".kconfig"] = _MapDef(spec=spec, sec_index=-1, sec_offset=0)
+
     # -- relocations -------------------------------------------------------------
 
     def _symbol(self, index: int, rel_sec: ElfSection) -> ElfSymbol:
@@ -766,6 +817,10 @@ class _Loader:
                     raise self.error(f"function {fn.name!r}: call of kfunc {sym_name!r} at "
                                      f"{local} has src_reg {insn.src}, not 1", rel_sec)
                 return _Reloc("kfunc", sym_name)
+            if sym_name in self.kconfig_offsets:
+                # RELO_EXTERN_LD64 of a kconfig extern: its slot, whatever the addend.
+                return _Reloc("map_value", sym_name, map_name=".kconfig",
+                              offset=self.kconfig_offsets[sym_name])
             raise NotSupportedError(f"extern variable {sym_name!r} (__ksym/__kconfig) used by "
                                     f"{fn.name!r} (section {fn.sec.name!r}) is not supported")
         if is_call:

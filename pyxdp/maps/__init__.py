@@ -19,7 +19,16 @@ module                 kernel file                          map types
 ``devmap``             kernel/bpf/devmap.c                  devmap
 ``cpumap``             kernel/bpf/cpumap.c                  cpumap
 ``xskmap``             net/xdp/xskmap.c                     xskmap
+``sock_map``           net/core/sock_map.c                  sockmap, sockhash
+``reuseport_array``    kernel/bpf/reuseport_array.c         reuseport_sockarray
+``bpf_local_storage``  kernel/bpf/bpf_local_storage.c       sk, task, inode, cgrp
+                                                            storage
 ====================== ==================================== =========================
+
+The last three hold kernel objects (sockets, tasks, inodes, cgroups) pyxdp
+does not model: they are created with the kernel's checks, and every
+operation on them raises :class:`~pyxdp.errors.NotSupportedError`
+(:class:`~pyxdp.maps.sock_map.KernelObjectMap`).
 
 Errors are :class:`MapError` with the kernel's ``errno``. Types the kernel
 has but pyxdp does not model raise :class:`~pyxdp.errors.NotSupportedError`.
@@ -47,6 +56,7 @@ from pyxdp.maps.base import (
     map_by_addr,
     map_by_id,
 )
+from pyxdp.maps.bpf_local_storage import CgrpStorage, InodeStorage, SkStorage, TaskStorage
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.maps.hashtab import (
@@ -60,13 +70,17 @@ from pyxdp.maps.hashtab import (
 from pyxdp.maps.lpm_trie import LpmTrie, lpm_key
 from pyxdp.maps.perf_event_array import PerfBuffer, PerfEventArray
 from pyxdp.maps.queue_stack_maps import QueueMap, StackMap
+from pyxdp.maps.reuseport_array import ReuseportArray
 from pyxdp.maps.ringbuf import RingBuf, RingBuffer
+from pyxdp.maps.sock_map import KernelObjectMap, SockHash, SockMap
 from pyxdp.maps.xskmap import XskMap
 from pyxdp.uapi.bpf import BpfMapType
 
 __all__ = [
     "BPF_ANY", "BPF_EXIST", "BPF_F_LOCK", "BPF_NOEXIST", "ENOTSUPP", "MAP_CLASSES",
-    "ArrayMap", "ArrayOfMaps", "Codec", "CpuMap", "DevMap", "DevMapHash", "HashMap", "HashOfMaps",
+    "ArrayMap", "ArrayOfMaps", "CgrpStorage", "Codec", "InodeStorage", "KernelObjectMap",
+    "ReuseportArray", "SkStorage", "SockHash", "SockMap", "TaskStorage", "CpuMap", "DevMap",
+    "DevMapHash", "HashMap", "HashOfMaps",
     "LpmTrie", "LruHashMap", "LruPercpuHashMap", "Map", "MapError", "MapSpec",
     "PercpuArrayMap", "PercpuHashMap", "PerfBuffer", "PerfEventArray", "ProgArrayMap",
     "QueueMap", "RawCodec", "RingBuf", "RingBuffer", "StackMap", "XskMap", "create_map",
@@ -78,7 +92,8 @@ MAP_CLASSES: dict[int, type[Map]] = {
     cls.map_type: cls
     for cls in (ArrayMap, PercpuArrayMap, ProgArrayMap, ArrayOfMaps, HashMap, PercpuHashMap,
                 LruHashMap, LruPercpuHashMap, HashOfMaps, LpmTrie, QueueMap, StackMap,
-                RingBuf, PerfEventArray, DevMap, DevMapHash, CpuMap, XskMap)
+                RingBuf, PerfEventArray, DevMap, DevMapHash, CpuMap, XskMap, SockMap, SockHash,
+                ReuseportArray, SkStorage, TaskStorage, InodeStorage, CgrpStorage)
 }
 
 

@@ -29,6 +29,7 @@ from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import validate
 from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
+from pyxdp.maps.sock_map import KernelObjectMap
 from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
 from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
@@ -305,6 +306,10 @@ class XdpProg:
             if m is None:
                 raise InvalidProgram(f"{spec.name}: references map {ref.map_name!r}, which the "
                                      "collection does not have", pc=ref.pc, rule="map-ref")
+            if isinstance(m, KernelObjectMap):
+                raise NotSupportedError(
+                    f"program {spec.name!r} uses map {ref.map_name!r} (pc {ref.pc}), a "
+                    f"{BpfMapType(m.map_type).name} of {m.holds}, which pyxdp does not model")
             if ref.kind == "fd":
                 values[ref.pc] = m.addr
             else:

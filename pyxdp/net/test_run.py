@@ -1,12 +1,18 @@
 """BPF_PROG_TEST_RUN for XDP: ``bpf_prog_test_run_xdp`` of ``net/bpf/test_run.c``.
 
-The kernel's rules, checked in the kernel's order and with its errnos: the
-optional ``xdp_md`` context (the first ``ctx.data`` bytes of the input are
-metadata, ``data_end`` must equal the input size, ``data_meta`` and
-``egress_ifindex`` must be 0, bytes past the 24-byte struct must be zero),
-inputs shorter than an Ethernet header refused, 256 bytes of headroom (less
-the metadata), 320 of tailroom, anything beyond ``4096 - headroom - tailroom``
-bytes placed in page frags, the buffer *not* reset between repetitions, and
+The kernel's rules (Linux 6.18), checked in the kernel's order and with its
+errnos: the optional ``xdp_md`` context (the first ``ctx.data`` bytes of the
+input are metadata, at most 216 - 256 bytes of headroom less a ``struct
+xdp_frame`` - and a multiple of 4; ``data_meta`` and ``egress_ifindex`` must
+be 0, bytes past the 24-byte struct must be zero; ``data_end``, metadata
+included, may be below the input size: it is the linear part's length and the
+rest of the input goes into frags, even for a program without frags support,
+and down to no packet byte at all; a zeroed context, as ``ctx_out`` alone
+gives, means a linear part of 0), inputs shorter than an Ethernet header
+(metadata aside) refused, 256 bytes of headroom (less the metadata), 320 of
+tailroom, the linear part capped at ``4096 - headroom - tailroom`` bytes and
+the rest of the input in page frags, the buffer *not* reset between
+repetitions, and
 the output copy with its ENOSPC rule. Live-frames mode belongs to the
 datapath and is not offered here.
 """
@@ -30,6 +36,7 @@ from pyxdp.net.xdp import (
     MAX_SKB_FRAGS,
     PAGE_SIZE,
     SKB_SHARED_INFO_SIZE,
+    XDP_FRAME_SIZE,
     XDP_PACKET_HEADROOM,
     RxQueue,
     XdpBuff,
@@ -93,15 +100,24 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
         md = list(_XDP_MD.unpack(ctx_in[:XDP_MD_SIZE].ljust(XDP_MD_SIZE, b"\0")))
     has_ctx = ctx_in is not None or ctx_size_out > 0
     meta_len, data_end, data_meta = md[0], md[1], md[2]
-    if has_ctx and (data_meta or data_end != size or meta_len > data_end
-                    or meta_len % 4 or meta_len > 255):
-        raise _fail(errno.EINVAL, "xdp_md must have data_meta 0, data_end equal to the input "
-                                  "size and a metadata length (data) 4-aligned and <= 255")
-    headroom = XDP_PACKET_HEADROOM - meta_len
-    max_data_sz = PAGE_SIZE - headroom - SKB_SHARED_INFO_SIZE
-    linear = min(size, max_data_sz)
-    if size < ETH_HLEN:
-        raise _fail(errno.EINVAL, f"input of {size} bytes is shorter than an Ethernet header")
+    headroom = XDP_PACKET_HEADROOM
+    # Without a context the whole input is linear (up to the page); with one, its
+    # data_end (metadata included) is: the rest of the input goes into frags.
+    linear = size
+    if has_ctx:
+        if data_meta or data_end > size or meta_len > data_end:
+            raise _fail(errno.EINVAL, "xdp_md must have data_meta 0 and data <= data_end <= "
+                                      "the input size")
+        if meta_len % 4 or meta_len > 255 or meta_len > headroom - XDP_FRAME_SIZE:
+            raise _fail(errno.EINVAL, f"metadata length (xdp_md.data) {meta_len} must be "
+                                      f"4-aligned and <= {headroom - XDP_FRAME_SIZE}")
+        headroom -= meta_len
+        linear = data_end
+    max_linear = PAGE_SIZE - headroom - SKB_SHARED_INFO_SIZE
+    linear = min(linear, max_linear)
+    if size - meta_len < ETH_HLEN:
+        raise _fail(errno.EINVAL, f"input of {size - meta_len} bytes past the metadata is "
+                                  f"shorter than an Ethernet header")
     ingress, rx_queue, egress = md[3], md[4], md[5]
     if egress:
         raise _fail(errno.EINVAL, "egress_ifindex must be 0")
@@ -113,11 +129,11 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
             raise _fail(errno.ENODEV, f"no device with ifindex {ingress}")
         if rx_queue >= dev.real_num_rx_queues:
             raise _fail(errno.EINVAL, f"rx queue {rx_queue} >= {dev.real_num_rx_queues} queues")
-        rxq = RxQueue(ingress, rx_queue, headroom + max_data_sz + SKB_SHARED_INFO_SIZE)
+        rxq = RxQueue(ingress, rx_queue, PAGE_SIZE)
     else:
-        rxq = RxQueue(1, 0, headroom + max_data_sz + SKB_SHARED_INFO_SIZE)
+        rxq = RxQueue(1, 0, PAGE_SIZE)
     xdp = XdpBuff.prepare(data_in[:linear], headroom=headroom, meta_len=meta_len,
-                          frame_sz=headroom + max_data_sz + SKB_SHARED_INFO_SIZE, rxq=rxq)
+                          frame_sz=PAGE_SIZE, rxq=rxq)
     rest = data_in[linear:]
     while rest:
         if len(xdp.frags) == MAX_SKB_FRAGS:

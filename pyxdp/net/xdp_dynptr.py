@@ -1,6 +1,8 @@
 """Dynptrs over XDP frames: ``bpf_dynptr_from_xdp`` (``net/core/filter.c``), the
-``bpf_dynptr_slice``/``_rdwr`` kfuncs and the ``bpf_dynptr_read``/``write``
-helpers (``kernel/bpf/helpers.c``) for ``BPF_DYNPTR_TYPE_XDP``.
+``bpf_dynptr_slice``/``_rdwr``, ``_size``, ``_is_null``, ``_is_rdonly``,
+``_adjust``, ``_clone``, ``_copy`` and ``_memset`` kfuncs and the
+``bpf_dynptr_read``/``write`` helpers (``kernel/bpf/helpers.c``) for
+``BPF_DYNPTR_TYPE_XDP``.
 
 A dynptr is 16 bytes of the program's stack (``struct bpf_dynptr_kern``):
 ``data`` (here the ``xdp_md`` context's address: the frame of the current
@@ -14,6 +16,10 @@ rules (``bpf_xdp_load_bytes``: -EFAULT past 0xffff, -EINVAL past the end).
 one piece of it - the linear part or one frag - as ``bpf_xdp_pointer`` does
 (a frag is mapped as a region of its own for the program), else copies the
 range into the caller's buffer and returns that (NULL without a buffer).
+``bpf_dynptr_copy`` and ``_memset`` work in place where that pointer exists and
+otherwise through 256-byte chunks of read and write, as Linux does: a failure
+midway leaves the earlier chunks written. ``_adjust`` narrows the window
+(``offset`` grows, the size shrinks; -ERANGE past it).
 """
 
 from __future__ import annotations
@@ -123,6 +129,34 @@ def _frag_region(vm: Interpreter, xdp: XdpBuff, i: int) -> int:
     return base
 
 
+def _pointer(xdp: XdpBuff, off: int, length: int) -> tuple[int, int] | None:
+    """``bpf_xdp_pointer``: the piece of the frame (-1: the linear part, else a frag)
+    and the offset in it where ``[off, off + length)`` lies whole, or None."""
+    if off > 0xFFFF or length > 0xFFFF or off + length > xdp.buff_len():
+        return None
+    linear = xdp.data_end - xdp.data
+    if off < linear:
+        return (-1, off) if off + length <= linear else None
+    rest = off - linear
+    for i, frag in enumerate(xdp.frags):
+        if rest < len(frag):
+            return (i, rest) if rest + length <= len(frag) else None
+        rest -= len(frag)
+    # Past every frag (off at the end, length 0): the kernel falls back on the
+    # linear part with what is left of the offset.
+    return (-1, rest) if rest + length <= linear else None
+
+
+def _direct(vm: Interpreter, r1: int, offset: int, length: int, rdwr: bool) -> int | None:
+    """Where ``bpf_dynptr_slice(_rdwr)(r1, offset, NULL, length)`` points in the frame
+    (an offset into the packet), or None when it returns NULL."""
+    data, size, kind, base = _load(vm, r1)
+    rdonly = int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY
+    if not data or (rdwr and rdonly) or _check_off_len(size, offset, length):
+        return None
+    return base + offset if _pointer(_frame(vm, data, kind), base + offset, length) else None
+
+
 def _slice(rdwr: bool) -> Callable[..., int]:
     def call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         """``bpf_dynptr_slice(_rdwr)(ptr, offset, buffer__opt, buffer__szk)``."""
@@ -133,20 +167,12 @@ def _slice(rdwr: bool) -> Callable[..., int]:
             return 0
         xdp = _frame(vm, data, kind)
         off = base + offset
-        # bpf_xdp_pointer: one piece of the frame holds the whole range.
-        if off <= 0xFFFF and length <= 0xFFFF and off + length <= xdp.buff_len():
-            linear = xdp.data_end - xdp.data
-            if off < linear:
-                if off + length <= linear:
-                    return xdp.ctx_pointers()[0] + off
-            else:
-                rest = off - linear
-                for i, frag in enumerate(xdp.frags):
-                    if rest < len(frag):
-                        if rest + length <= len(frag):
-                            return _frag_region(vm, xdp, i) + rest
-                        break
-                    rest -= len(frag)
+        at = _pointer(xdp, off, length)
+        if at is not None:
+            piece, rel = at
+            if piece < 0:
+                return xdp.ctx_pointers()[0] + rel
+            return _frag_region(vm, xdp, piece) + rel
         if not r3:
             return 0
         got = xdp.packet()[off:off + length]  # bpf_xdp_copy_buf
@@ -155,9 +181,144 @@ def _slice(rdwr: bool) -> Callable[..., int]:
     return call
 
 
+def dynptr_size(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_size(p)``: a ``__u32``, ``-EINVAL`` truncated for a null dynptr."""
+    data, size, _, _ = _load(vm, r1)
+    return size if data else neg(errno.EINVAL) & M32
+
+
+def dynptr_is_null(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_is_null(p)``."""
+    return int(not _load(vm, r1)[0])
+
+
+def dynptr_is_rdonly(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_is_rdonly(p)``: false for a null dynptr."""
+    if not _load(vm, r1)[0]:
+        return 0
+    return int(bool(int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY))
+
+
+def dynptr_adjust(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_adjust(p, start, end)``: the window becomes ``[start, end)`` of the
+    current one; the type and read-only bits stay."""
+    start, end = r2 & M32, r3 & M32
+    data, size, _, base = _load(vm, r1)
+    if not data or start > end:
+        return neg(errno.EINVAL)
+    if start > size or end > size:
+        return neg(errno.ERANGE)
+    meta = int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & ~_SIZE_MASK & M32
+    vm.mem.write(r1 + 8, struct.pack("<II", (end - start) | meta, (base + start) & M32))
+    return 0
+
+
+def dynptr_clone(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_clone(p, clone__uninit)``: a copy of the 16 bytes (null and -EINVAL
+    from a null one)."""
+    if not _load(vm, r1)[0]:
+        vm.mem.write(r2, bytes(_KERN.size))
+        return neg(errno.EINVAL)
+    vm.mem.write(r2, vm.mem.read(r1, _KERN.size))
+    return 0
+
+
+def _write_bytes(vm: Interpreter, r1: int, offset: int, data_: bytes) -> int:
+    """``__bpf_dynptr_write(dst, offset, data_, len, 0)`` (negative errno or 0)."""
+    data, size, kind, base = _load(vm, r1)
+    rdonly = int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY
+    if not data or rdonly:
+        return neg(errno.EINVAL)
+    err = _check_off_len(size, offset, len(data_))
+    if err:
+        return err
+    return _frame(vm, data, kind).store_bytes(base + offset, data_)
+
+
+def _read_bytes(vm: Interpreter, r1: int, offset: int, length: int) -> bytes | int:
+    """``__bpf_dynptr_read(dst, length, src, offset, 0)``: the bytes or a negative errno."""
+    data, size, kind, base = _load(vm, r1)
+    if not data:
+        return neg(errno.EINVAL)
+    err = _check_off_len(size, offset, length)
+    if err:
+        return err
+    return _frame(vm, data, kind).load_bytes(base + offset, length)
+
+
+_CHUNK = 256  # the on-stack bounce buffer of bpf_dynptr_copy and _memset
+
+
+def dynptr_copy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_copy(dst, dst_off, src, src_off, size)``: through direct pointers
+    where the frame has the ranges in one piece, else in 256-byte chunks (a failure
+    midway leaves the chunks before it written)."""
+    dst_off, src_off, size = r2 & M32, r4 & M32, r5 & M32
+    src_at = _direct(vm, r3, src_off, size, False)
+    dst_at = _direct(vm, r1, dst_off, size, True)
+    if src_at is not None and dst_at is not None:  # memmove in the frame
+        xdp = _xdp(vm)
+        got = xdp.load_bytes(src_at, size)
+        assert isinstance(got, bytes)
+        return xdp.store_bytes(dst_at, got) & M64
+    if src_at is not None:
+        got = _xdp(vm).load_bytes(src_at, size)
+        assert isinstance(got, bytes)
+        return _write_bytes(vm, r1, dst_off, got) & M64
+    if dst_at is not None:
+        got = _read_bytes(vm, r3, src_off, size)
+        if isinstance(got, int):
+            return got & M64
+        return _xdp(vm).store_bytes(dst_at, got) & M64
+    for ptr, off in ((r1, dst_off), (r3, src_off)):
+        if _check_off_len(_load(vm, ptr)[1], off, size):
+            return neg(errno.E2BIG)
+    done = 0
+    while done < size:
+        n = min(_CHUNK, size - done)
+        got = _read_bytes(vm, r3, src_off + done, n)
+        if isinstance(got, int):
+            return got & M64
+        err = _write_bytes(vm, r1, dst_off + done, got)
+        if err:
+            return err & M64
+        done += n
+    return 0
+
+
+def dynptr_memset(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_memset(p, offset, size, val)``: directly where the range is in one
+    piece of the frame, else 256-byte writes."""
+    offset, size, val = r2 & M32, r3 & M32, r4 & 0xFF
+    at = _direct(vm, r1, offset, size, True)
+    if at is not None:
+        return _xdp(vm).store_bytes(at, bytes([val]) * size) & M64
+    data, dsize, _, _ = _load(vm, r1)
+    if data and int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY:
+        return neg(errno.EINVAL)
+    err = _check_off_len(dsize, offset, size)
+    if err:
+        return err
+    done = 0
+    while done < size:
+        n = min(_CHUNK, size - done)
+        err = _write_bytes(vm, r1, offset + done, bytes([val]) * n)
+        if err:
+            return err & M64
+        done += n
+    return 0
+
+
 # The kfuncs by name (bound as private helpers, like the RX metadata kfuncs).
 DYNPTR_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_dynptr_from_xdp": dynptr_from_xdp,
     "bpf_dynptr_slice": _slice(False),
     "bpf_dynptr_slice_rdwr": _slice(True),
+    "bpf_dynptr_size": dynptr_size,
+    "bpf_dynptr_is_null": dynptr_is_null,
+    "bpf_dynptr_is_rdonly": dynptr_is_rdonly,
+    "bpf_dynptr_adjust": dynptr_adjust,
+    "bpf_dynptr_clone": dynptr_clone,
+    "bpf_dynptr_copy": dynptr_copy,
+    "bpf_dynptr_memset": dynptr_memset,
 }

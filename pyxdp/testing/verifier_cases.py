@@ -568,14 +568,17 @@ exit""", None),
     _c("ctx_modified", "r1 += 4\nr0 = *(u32 *)(r1 +0)\nexit",
        "dereference of modified ctx ptr R1 off=4 disallowed"),
     _c("ctx_rxq", "r0 = *(u32 *)(r1 +16)\nexit", None),
-    # xdp_is_valid_access: data, data_end and data_meta are never sign-extended
-    _c("ldsx_ctx_data", "r0 = *(s32 *)(r1 +0)\nr0 = 0\nexit",
-       "invalid bpf_context access off=0 size=4"),
-    _c("ldsx_ctx_data_end", "r0 = *(s32 *)(r1 +4)\nr0 = 0\nexit",
+    # sign-extending loads (BPF_MEMSX): of a scalar field only, never of a packet pointer
+    _c("ctx_ldsx_data", "r0 = *(s32 *)(r1 +0)\nexit", "invalid bpf_context access off=0 size=4"),
+    _c("ctx_ldsx_data_end", "r0 = *(s32 *)(r1 +4)\nexit",
        "invalid bpf_context access off=4 size=4"),
-    _c("ldsx_ctx_meta", "r0 = *(s32 *)(r1 +8)\nr0 = 0\nexit",
+    _c("ctx_ldsx_data_meta", "r0 = *(s32 *)(r1 +8)\nexit",
        "invalid bpf_context access off=8 size=4"),
-    _c("ldsx_ctx_ifindex", "r0 = *(s32 *)(r1 +12)\nr0 = 0\nexit", None),
+    _c("ctx_ldsx_ifindex", "r0 = *(s32 *)(r1 +12)\nr0 &= 3\nexit", None),
+    _c("ctx_ldsx_rxq", "r0 = *(s32 *)(r1 +16)\nr0 &= 3\nexit", None),
+    _c("ctx_ldsx_narrow", "r0 = *(s16 *)(r1 +12)\nexit",
+       "invalid bpf_context access off=12 size=2"),
+    _c("ctx_ldsx_egress_devmap", "r0 = *(s32 *)(r1 +20)\nr0 &= 3\nexit", None, devmap=True),
     # -- stack -------------------------------------------------------------------------------
     _c("stack_uninit_read", "r0 = *(u64 *)(r10 -8)\nexit", None),
     _c("stack_above_fp", "r2 = 1\n*(u64 *)(r10 +0) = r2\nr0 = 0\nexit",
@@ -950,6 +953,7 @@ r0 = *(u64 *)(r10 +8)
     _c("helper_not_xdp", "call 4\nexit", "program of this type cannot use helper "
        "bpf_probe_read#4", err=errno.EINVAL),
     _c("helper_unknown", "call 999\nexit", "invalid func unknown#999", err=errno.EINVAL),
+    _c("helper_pid_tgid", "call 14\nr0 &= 3\nexit", None),  # bpf_get_current_pid_tgid
     _c("helper_arg_uninit", "r1 = 1\ncall 23\nexit", "R2 !read_ok"),
     _c("helper_ctx_arg", "r1 = 0\nr2 = 0\ncall 44\nexit", "R1 type=scalar expected=ctx"),
     _c("helper_clobbers", "r1 = 1\nr2 = 0\ncall 23\nr0 = r1\nexit", "R1 !read_ok"),

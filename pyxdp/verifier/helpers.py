@@ -70,6 +70,7 @@ PROTOS: dict[int, FuncProto] = {
     6: FuncProto((A.MEM_RDONLY, A.CONST_SIZE), gpl_only=True),
     7: FuncProto(()),
     8: FuncProto(()),
+    14: FuncProto(()),
     12: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING), Ret.VOID),
     23: FuncProto((A.ANYTHING, A.ANYTHING)),
     25: FuncProto((A.CTX, A.CONST_MAP_PTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO),
@@ -126,7 +127,7 @@ PROTOS: dict[int, FuncProto] = {
 # cgroup, socket lookups and casts, syncookies, probe_read_*, kptrs, dynptrs,
 # per-CPU pointers, storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
-    14, 15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
+    15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
     157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
     200, 203, 204, 205, 206, 207, 209, 210, 211})
@@ -148,6 +149,15 @@ MAP_FUNCS: dict[int, tuple[int, ...] | None] = {
     int(MT.BPF_MAP_TYPE_HASH_OF_MAPS): (1,),
     int(MT.BPF_MAP_TYPE_QUEUE): _QUEUE,
     int(MT.BPF_MAP_TYPE_STACK): _QUEUE,
+    # maps of sockets: lookups, and (may_update_sockmap: XDP may) updates and deletes
+    int(MT.BPF_MAP_TYPE_SOCKMAP): (52, 53, 60, 82, 1, 2, 3),
+    int(MT.BPF_MAP_TYPE_SOCKHASH): (72, 70, 71, 82, 1, 2, 3),
+    int(MT.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY): (82,),
+    # local storage: only its own get/delete helpers and bpf_kptr_xchg
+    int(MT.BPF_MAP_TYPE_SK_STORAGE): (107, 108, 194),
+    int(MT.BPF_MAP_TYPE_INODE_STORAGE): (145, 146, 194),
+    int(MT.BPF_MAP_TYPE_TASK_STORAGE): (156, 157, 194),
+    int(MT.BPF_MAP_TYPE_CGRP_STORAGE): (210, 211, 194),
 }
 # The second switch: helpers that need particular map types.
 _FUNC_MAPS: dict[int, tuple[int, ...]] = {

@@ -3340,6 +3340,11 @@ class _Verifier:
             else:
                 r0.set_ptr(MAP_VALUE | MAYBE_NULL)
                 r0.id = self._new_id()
+                if fid == 1 and m.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+                    # is_acquire_function: a socket reference, to release with
+                    # bpf_sk_release (which pyxdp does not provide)
+                    r0.ref = r0.id
+                    st.refs.append((r0.id, pc))
             r0.map = m
         else:
             r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)

@@ -185,8 +185,11 @@ def xdp_md_rule(attach_devmap: bool) -> CtxRule:
         if size != 4 or off % 4:
             return f"xdp_md field at offset {off} must be read with a 4-byte aligned load, " \
                    f"not {size} bytes"
-        if sx:
-            return "sign-extending load of an xdp_md field"
+        if sx and off < 12:
+            # Linux sign-extends only scalar fields: data, data_end, data_meta are
+            # pointers. The scalar ones (ifindexes, a queue index) are below 2**31, so
+            # the engines' zero-extended value is the sign-extended one.
+            return f"invalid bpf_context access off={off} size={size}"
         if off == 20 and not attach_devmap:
             return "egress_ifindex is readable only by devmap programs (xdp/devmap)"
         return None

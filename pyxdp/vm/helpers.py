@@ -13,6 +13,8 @@ kernel: a negative errno as an unsigned 64-bit value.
 from __future__ import annotations
 
 import errno
+import os
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -138,6 +140,15 @@ def _get_prandom_u32(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
 def _get_smp_processor_id(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
                           r5: int) -> int:
     return _ctx(vm).cpu
+
+
+@helper(14, "get_current_pid_tgid")
+def _get_current_pid_tgid(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                          r5: int) -> int:
+    """``tgid << 32 | pid`` of ``current``: in BPF_PROG_TEST_RUN the calling task; in
+    pyxdp's datapath the thread that runs the NAPI poll (Linux's softirq reports the
+    task it interrupted)."""
+    return os.getpid() << 32 | threading.get_native_id()
 
 
 @helper(42, "get_numa_node_id")
