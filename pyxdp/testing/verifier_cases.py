@@ -294,6 +294,342 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# -- sockets and syncookies (net/core/filter.c): lookups acquire a reference ----------------
+# A tuple of 12 zero bytes on the stack, BPF_F_CURRENT_NETNS, no flags.
+_SK_TUPLE = """
+r2 = 0
+*(u64 *)(r10 -16) = r2
+*(u32 *)(r10 -8) = r2
+r2 = r10
+r2 += -16
+r3 = 12
+r4 = -1
+r5 = 0
+"""
+_SK_RELEASE = """
+r1 = r0
+call 86
+"""
+# 40 zero bytes below the frame: an iphdr at -40, a tcphdr at -20
+_TCP_HDRS = """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+*(u64 *)(r10 -16) = r1
+*(u64 *)(r10 -24) = r1
+*(u64 *)(r10 -32) = r1
+*(u64 *)(r10 -40) = r1
+"""
+_SOCK_ARG = "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
+_SOCK_CASES: tuple[VerifierCase, ...] = (
+    _c("sk_lookup_tcp_ok", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +4)
+
+r1 = r0
+call 86
+r0 = r6
+exit""", None),
+    _c("sk_lookup_udp_fields", _SK_TUPLE + """
+call 85
+if r0 == 0 goto +13
+r6 = *(u32 *)(r0 +44)
+r7 = *(u16 *)(r0 +48)
+r7 = *(u8 *)(r0 +49)
+r7 = *(u32 *)(r0 +48)
+r7 = *(u8 *)(r0 +25)
+r7 = *(u16 *)(r0 +70)
+r7 = *(u32 *)(r0 +76)
+r7 = *(u32 *)(r0 +16)
+r7 = *(u32 *)(r0 +0)
+
+r1 = r0
+call 86
+r0 = r6
+exit
+r0 = 1
+exit""", None),
+    _c("sk_lookup_leak", _SK_TUPLE + """
+call 84
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
+    _c("sk_lookup_leak_path", _SK_TUPLE + """
+call 85
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +4)
+if r6 == 2 goto +2
+r1 = r0
+call 86
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
+    _c("sk_lookup_unchecked", _SK_TUPLE + """
+call 84
+r6 = *(u32 *)(r0 +4)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", "R0 invalid mem access 'sock_or_null'"),
+    _c("sk_release_unchecked", _SK_TUPLE + """
+call 84
+
+r1 = r0
+call 86
+r0 = 2
+exit""", f"R1 type=sock_or_null expected={_SOCK_ARG}"),
+    _c("sk_read_padding", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+r6 = *(u16 *)(r0 +50)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 invalid sock access off=50 size=2'),
+    _c("sk_read_u64", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+r6 = *(u64 *)(r0 +0)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 invalid sock access off=0 size=8'),
+    _c("sk_read_narrow_mark", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+r6 = *(u16 *)(r0 +16)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 invalid sock access off=16 size=2'),
+    _c("sk_read_past_end", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+r6 = *(u32 *)(r0 +80)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 invalid sock access off=80 size=4'),
+    _c("sk_write", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+*(u32 *)(r0 +16) = r0
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 cannot write into sock'),
+    _c("skc_lookup_ok", _SK_TUPLE + """
+call 99
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +44)
+
+r1 = r0
+call 86
+r0 = r6
+exit""", None),
+    _c("skc_read_type", _SK_TUPLE + """
+call 99
+if r0 == 0 goto +3
+r6 = *(u32 *)(r0 +8)
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 invalid sock_common access off=8 size=4'),
+    _c("sk_ptr_arith", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +3
+r0 += 4
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'R0 pointer arithmetic on sock prohibited'),
+    _c("sk_double_release", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +5
+r6 = r0
+
+r1 = r0
+call 86
+r1 = r6
+call 86
+r0 = 2
+exit""", f"R1 type=scalar expected={_SOCK_ARG}"),
+    _c("sk_lookup_zero_len", _SK_TUPLE + """
+r3 = 0
+call 84
+if r0 == 0 goto +2
+
+r1 = r0
+call 86
+r0 = 2
+exit""", None),
+    _c("sk_lookup_tuple_oob", _SK_TUPLE + """
+r3 = 20
+call 84
+if r0 == 0 goto +2
+
+r1 = r0
+call 86
+r0 = 2
+exit""", 'invalid read from stack R2 off=-16 size=20', err=errno.EINVAL),
+    _c("sk_release_ctx", """
+call 86
+r0 = 2
+exit""", f"R1 type=ctx expected={_SOCK_ARG}"),
+    _c("sk_release_null", """
+r1 = 0
+call 86
+r0 = 2
+exit""", f"R1 type=scalar expected={_SOCK_ARG}"),
+    _c("sk_lookup_nongpl", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +2
+
+r1 = r0
+call 86
+r0 = 2
+exit""", None, license="Dual BSD"),
+    _c("sk_spill_ok", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +5
+*(u64 *)(r10 -24) = r0
+r1 = *(u64 *)(r10 -24)
+call 86
+r0 = 2
+exit
+r0 = 1
+exit""", None),
+    _c("syncookie_check_ok", _SK_TUPLE + """
+call 84
+if r0 == 0 goto +18
+r6 = r0
+r1 = 0
+*(u64 *)(r10 -24) = r1
+*(u64 *)(r10 -32) = r1
+*(u64 *)(r10 -40) = r1
+*(u64 *)(r10 -48) = r1
+*(u64 *)(r10 -56) = r1
+r1 = r6
+r2 = r10
+r2 += -56
+r3 = 20
+r4 = r10
+r4 += -36
+r5 = 20
+call 100
+r1 = r6
+call 86
+r0 = 2
+exit""", None),
+    _c("syncookie_gen_ctx", """
+r6 = r1
+
+r1 = 0
+*(u64 *)(r10 -8) = r1
+*(u64 *)(r10 -16) = r1
+*(u64 *)(r10 -24) = r1
+*(u64 *)(r10 -32) = r1
+*(u64 *)(r10 -40) = r1
+r1 = r6
+r2 = r10
+r2 += -40
+r3 = 20
+r4 = r10
+r4 += -20
+r5 = 20
+call 110
+r0 = 2
+exit""", f"R1 type=ctx expected={_SOCK_ARG}"),
+    _c("raw_gen_ok", _TCP_HDRS + """
+r1 = r10
+r1 += -40
+r2 = r10
+r2 += -20
+r3 = 20
+call 204
+r0 = 2
+exit""", None),
+    _c("raw_gen_nongpl", _TCP_HDRS + """
+r1 = r10
+r1 += -40
+r2 = r10
+r2 += -20
+r3 = 20
+call 204
+r0 = 2
+exit""", "cannot call GPL-restricted function from non-GPL compatible program",
+       license="Dual BSD", err=errno.EINVAL),
+    _c("raw_gen6_short", _TCP_HDRS + """
+r1 = r10
+r1 += -24
+r2 = r10
+r2 += -20
+r3 = 0
+call 205
+r0 = 2
+exit""", 'invalid read from stack R1 off=-24 size=40', err=errno.EINVAL),
+    _c("raw_check_ok", _TCP_HDRS + """
+r1 = r10
+r1 += -40
+r2 = r10
+r2 += -20
+call 206
+r0 = 2
+exit""", None),
+    _c("raw_check6_ok", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+*(u64 *)(r10 -16) = r1
+*(u64 *)(r10 -24) = r1
+*(u64 *)(r10 -32) = r1
+*(u64 *)(r10 -40) = r1
+*(u64 *)(r10 -48) = r1
+*(u64 *)(r10 -56) = r1
+*(u64 *)(r10 -64) = r1
+r1 = r10
+r1 += -64
+r2 = r10
+r2 += -24
+call 207
+r0 = 2
+exit""", None),
+    _c("raw_check_pkt", """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 54
+if r4 > r3 goto +6
+r1 = r2
+r1 += 14
+r2 += 34
+call 206
+r0 = 2
+exit
+r0 = 1
+exit""", None),
+    _c("raw_check_pkt_short", """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 50
+if r4 > r3 goto +6
+r1 = r2
+r1 += 14
+r2 += 34
+call 206
+r0 = 2
+exit
+r0 = 1
+exit""", 'R2 offset is outside of the packet'),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -3745,4 +4081,5 @@ call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
+    *_SOCK_CASES,
 )

@@ -18,6 +18,7 @@ from pyxdp.asm.opcodes import CallSrc, PseudoSrc
 
 __all__ = [
     "BPF_OBJ_NAME_LEN",
+    "BPF_SOCK_SIZE",
     "BPF_TAG_SIZE",
     "ETH_HLEN",
     "XDP_MD_SIZE",
@@ -29,6 +30,7 @@ __all__ = [
     "BpfLinkType",
     "BpfMapType",
     "BpfProgType",
+    "BpfSock",
     "BpfStatsType",
     "CallSrc",
     "MapFlag",
@@ -379,6 +381,31 @@ class XdpMd(IntEnum):
 
 XDP_MD_SIZE = 24
 """``sizeof(struct xdp_md)``."""
+
+
+class BpfSock(IntEnum):
+    """Byte offsets of the ``struct bpf_sock`` fields a socket pointer reads (``__u32``
+    each but ``dst_port``, a ``__be16`` followed by 16 zero bits; ``src_ip6`` and
+    ``dst_ip6`` are ``__u32[4]``, ``rx_queue_mapping`` is ``__s32``)."""
+
+    bound_dev_if = 0
+    family = 4
+    type = 8
+    protocol = 12
+    mark = 16
+    priority = 20
+    src_ip4 = 24    # network byte order
+    src_ip6 = 28
+    src_port = 44   # host byte order
+    dst_port = 48   # network byte order
+    dst_ip4 = 52
+    dst_ip6 = 56
+    state = 72
+    rx_queue_mapping = 76
+
+
+BPF_SOCK_SIZE = 80
+"""``sizeof(struct bpf_sock)``."""
 
 
 class BpfFuncId(IntEnum):

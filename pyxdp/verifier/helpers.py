@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
+from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.bpf import BpfMapType as MT
 
 __all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PROTOS", "Ret", "UNMODELLED_XDP_HELPERS",
-           "func_maps"]
+           "bpf_sock_is_valid_access", "func_maps"]
 
 
 class Arg(Enum):
@@ -44,6 +45,9 @@ class Arg(Enum):
     CONST_STR = auto()
     DYNPTR = auto()              # ARG_PTR_TO_DYNPTR | MEM_RDONLY: an initialised dynptr
     TIMER = auto()               # ARG_PTR_TO_TIMER: a map value's struct bpf_timer
+    SOCK_COMMON = auto()         # ARG_PTR_TO_BTF_ID_SOCK_COMMON: a socket pointer
+    SOCK_RELEASE = auto()        # ARG_PTR_TO_BTF_ID_SOCK_COMMON | OBJ_RELEASE
+    FIXED_MEM_RDONLY = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY (FuncProto.sizes)
 
 
 class Ret(Enum):
@@ -51,6 +55,8 @@ class Ret(Enum):
     VOID = auto()
     MAP_VALUE_OR_NULL = auto()
     RINGBUF_MEM_OR_NULL = auto()
+    SOCKET_OR_NULL = auto()       # RET_PTR_TO_SOCKET_OR_NULL, an acquired reference
+    SOCK_COMMON_OR_NULL = auto()  # RET_PTR_TO_SOCK_COMMON_OR_NULL, an acquired reference
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,7 @@ class FuncProto:
     ret: Ret = Ret.INTEGER
     gpl_only: bool = False
     pkt_data: bool = False  # bpf_helper_changes_pkt_data
+    sizes: tuple[int, ...] = ()  # arg_size of each FIXED_MEM_RDONLY argument, by position
 
 
 A = Arg
@@ -118,19 +125,40 @@ PROTOS: dict[int, FuncProto] = {
     201: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.DYNPTR, A.ANYTHING, A.ANYTHING)),
     202: FuncProto((A.DYNPTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     208: FuncProto(()),
+    # net/core/filter.c: bpf_xdp_sk_lookup_udp/_tcp, bpf_sk_release, bpf_xdp_skc_lookup_tcp
+    85: FuncProto((A.CTX, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING, A.ANYTHING),
+                  Ret.SOCKET_OR_NULL),
+    84: FuncProto((A.CTX, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING, A.ANYTHING),
+                  Ret.SOCKET_OR_NULL),
+    86: FuncProto((A.SOCK_RELEASE,)),
+    99: FuncProto((A.CTX, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING, A.ANYTHING),
+                  Ret.SOCK_COMMON_OR_NULL),
+    # bpf_tcp_check_syncookie, bpf_tcp_gen_syncookie(sk, iph, iph_len, th, th_len)
+    100: FuncProto((A.SOCK_COMMON, A.MEM_RDONLY, A.CONST_SIZE, A.MEM_RDONLY, A.CONST_SIZE),
+                   gpl_only=True),
+    110: FuncProto((A.SOCK_COMMON, A.MEM_RDONLY, A.CONST_SIZE, A.MEM_RDONLY, A.CONST_SIZE),
+                   gpl_only=True),
+    # bpf_tcp_raw_gen_syncookie_ipv4/6(iph, th, th_len), _check_ipv4/6(iph, th): the
+    # headers are fixed-size (struct iphdr 20, struct ipv6hdr 40, struct tcphdr 20)
+    204: FuncProto((A.FIXED_MEM_RDONLY, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO), gpl_only=True,
+                   sizes=(20,)),
+    205: FuncProto((A.FIXED_MEM_RDONLY, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO), gpl_only=True,
+                   sizes=(40,)),
+    206: FuncProto((A.FIXED_MEM_RDONLY, A.FIXED_MEM_RDONLY), gpl_only=True, sizes=(20, 20)),
+    207: FuncProto((A.FIXED_MEM_RDONLY, A.FIXED_MEM_RDONLY), gpl_only=True, sizes=(40, 20)),
     # pyxdp's extension (never Linux's): bpf_redirect_xsk(ctx, flags).
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
 }
 
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket lookups and casts, syncookies, probe_read_*, kptrs, dynptrs,
+# cgroup, socket casts, probe_read_*, kptrs, dynptrs,
 # per-CPU pointers, storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
-    15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
+    15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
     157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
-    200, 203, 204, 205, 206, 207, 209, 210, 211})
+    200, 203, 209, 210, 211})
 
 _LOOKUPS = (1, 2, 3)
 _QUEUE = (87, 88, 89)
@@ -185,3 +213,27 @@ def func_maps(func_id: int, map_type: int) -> bool:
         return False
     need = _FUNC_MAPS.get(func_id)
     return need is None or map_type in need
+
+
+# struct bpf_sock: fields a narrower load may read (bpf_ctx_range: each byte of them).
+_S = BpfSock
+_NARROW = {int(_S.state), int(_S.family), int(_S.type), int(_S.protocol), int(_S.src_port),
+           int(_S.rx_queue_mapping), *range(_S.src_ip4, _S.src_ip4 + 4),
+           *range(_S.src_ip6, _S.src_ip6 + 16), *range(_S.dst_ip4, _S.dst_ip4 + 4),
+           *range(_S.dst_ip6, _S.dst_ip6 + 16)}
+
+
+def bpf_sock_is_valid_access(off: int, size: int) -> bool:
+    """``bpf_sock_is_valid_access`` (net/core/filter.c) for a read of ``size`` bytes at
+    ``off``: 4-byte loads of the u32 fields, narrower power-of-two loads of the ones
+    that allow it, 4 or 2 (or 1) bytes of ``dst_port``, nothing of its padding."""
+    if off < 0 or off >= BPF_SOCK_SIZE or off % size:
+        return False
+    if off in _NARROW:
+        return size <= 4 and size & (size - 1) == 0
+    if off in (_S.dst_port, _S.dst_port + 1):
+        field = 4 if size == 4 else 2
+        return size <= field and size & (size - 1) == 0
+    if _S.dst_port + 2 <= off < _S.dst_ip4:
+        return False
+    return size == 4

@@ -62,7 +62,14 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
-from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
+from pyxdp.verifier.helpers import (
+    PROTOS,
+    UNMODELLED_XDP_HELPERS,
+    Arg,
+    Ret,
+    bpf_sock_is_valid_access,
+    func_maps,
+)
 from pyxdp.verifier.kfuncs import (
     KF_ACQUIRE,
     KF_ITER_DESTROY,
@@ -114,7 +121,8 @@ S32_MIN, S32_MAX = -(1 << 31), (1 << 31) - 1
 
 # enum bpf_reg_type (base types) and the flags pyxdp meets.
 NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_END, MEM, FUNC, \
-    BTF_ID, DYNPTR, ITER = range(15)
+    BTF_ID, DYNPTR, ITER, SOCK, SOCK_COMMON = range(17)
+# SOCK, SOCK_COMMON: PTR_TO_SOCKET, PTR_TO_SOCK_COMMON (struct bpf_sock of a socket lookup).
 # DYNPTR is CONST_PTR_TO_DYNPTR: a global function's dynptr argument in a register (``sub``
 # its dynptr type), and the register of a dynptr's stack slots (``off`` 1 in the first).
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
@@ -123,7 +131,7 @@ MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
-             DYNPTR: "dynptr_ptr", ITER: "iter"}
+             DYNPTR: "dynptr_ptr", ITER: "iter", SOCK: "sock", SOCK_COMMON: "sock_common"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
@@ -133,6 +141,9 @@ ITER_ACTIVE, ITER_DRAINED = 1, 2
 # State.hist entries: the pc, and for a fixed-offset stack access which slot it touched.
 _HIST_PC = (1 << 20) - 1
 _HIST_STACK = 1 << 20
+
+# struct bpf_sock: what a sock_common may not read (bpf_sock_common_is_valid_access)
+_BPF_SOCK_TYPE, _BPF_SOCK_SRC_IP4 = 8, 24
 
 # struct xdp_md
 XDP_MD_SIZE = 24
@@ -154,7 +165,8 @@ def _reg_not_null(r: Reg) -> bool:
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
-    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR) or (base == BTF_ID and bool(r.ref))
+    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
+        base == BTF_ID and bool(r.ref))
 
 
 def _stack_oob_errno(lo: int) -> int:
@@ -2269,7 +2281,7 @@ class _Verifier:
                          "null-check it first")
         base = ptr.t & 0xFF
         known = off.const
-        if base in (PKT_END,) or (base == MAP_PTR and not (known and off.smin == 0
+        if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
         if o in (op.BPF_AND, op.BPF_OR, op.BPF_XOR):
@@ -2476,6 +2488,11 @@ class _Verifier:
         if t in (PKT, PKT_META):
             self._pkt(regno, reg, full, size)
             return None
+        if t in (SOCK, SOCK_COMMON):
+            if write:
+                raise Refuse(f"R{regno} cannot write into {type_str(t)}")
+            self._sock_access(regno, reg, full, size)
+            return None
         if t == BTF_ID:
             # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
             # scalar, a write is refused (docs/SEMANTICS.md)
@@ -2483,6 +2500,19 @@ class _Verifier:
                 raise Refuse("only read is supported")
             return None
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
+        """check_sock_access: bpf_sock_is_valid_access, and for a sock_common
+        bpf_sock_common_is_valid_access (no type, protocol, mark or priority)."""
+        if reg.smin < 0:
+            raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
+                         "if (index >=0) check.")
+        ok = bpf_sock_is_valid_access(off, size)
+        if reg.t == SOCK_COMMON and _BPF_SOCK_TYPE <= off < _BPF_SOCK_SRC_IP4:
+            ok = False
+        if not ok:
+            raise Refuse(f"R{regno} invalid {type_str(reg.t)} access off={off} size={size}")
 
     @staticmethod
     def _check_alignment(reg: Reg, off: int, size: int) -> None:
@@ -2839,6 +2869,10 @@ class _Verifier:
             r.set_ptr(MAP_PTR)
             r.map = inner
             return False
+        if r.t & 0xFF == MAP_VALUE and r.map is not None and r.map.type in (
+                MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+            r.t = SOCK  # a socket map's value is a socket
+            return True
         r.t &= ~MAYBE_NULL
         return True
 
@@ -3342,10 +3376,15 @@ class _Verifier:
                 r0.id = self._new_id()
                 if fid == 1 and m.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
                     # is_acquire_function: a socket reference, to release with
-                    # bpf_sk_release (which pyxdp does not provide)
+                    # bpf_sk_release
                     r0.ref = r0.id
                     st.refs.append((r0.id, pc))
             r0.map = m
+        elif proto.ret in (Ret.SOCKET_OR_NULL, Ret.SOCK_COMMON_OR_NULL):
+            r0.set_ptr((SOCK if proto.ret == Ret.SOCKET_OR_NULL else SOCK_COMMON) | MAYBE_NULL)
+            self._new_id()  # the maybe-NULL id, replaced by the reference's (acquire)
+            r0.id = r0.ref = self._new_id()
+            st.refs.append((r0.id, pc))
         else:
             r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)
             r0.msize = meta.mem_size
@@ -3733,7 +3772,7 @@ class _Verifier:
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
-        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY):
+        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         if t not in expect[0]:
             names = ", ".join(type_str(x) for x in expect[0]) if expect[1] is None \
@@ -3795,6 +3834,17 @@ class _Verifier:
                 raise Refuse(f"R{n} is not a known constant'")
             meta.mem_size = reg.tv
             self._mark_precise(st, [n])
+            return
+        if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):
+            self._arg_reg_off(n, reg)
+            if arg == Arg.SOCK_RELEASE:
+                if not reg.ref:
+                    raise Refuse(f"R{n} must be referenced when passed to release function",
+                                 errno.EINVAL)
+                meta.ref = reg.ref
+            return
+        if arg == Arg.FIXED_MEM_RDONLY:
+            self._helper_mem(st, n, reg, PROTOS[fid].sizes[n - 1], write=False)
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
@@ -3945,8 +3995,11 @@ class _Verifier:
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             return (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE, MEM, MEM | RINGBUF), \
                 "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+        if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):  # btf_id_sock_common_types
+            return (SOCK_COMMON, SOCK, BTF_ID), \
+                "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
         if arg in (Arg.MEM, Arg.MEM_RDONLY, Arg.UNINIT_MEM, Arg.MEM_RDONLY_OR_NULL,
-                   Arg.FIXED_U32_UNINIT):
+                   Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY):
             return mem, "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, " \
                 "trusted_ptr_"
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO, Arg.CONST_ALLOC_SIZE_OR_ZERO):
