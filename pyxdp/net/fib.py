@@ -52,6 +52,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
+from pyxdp.net.inet_hashtables import SockTable
 from pyxdp.net.nf_conntrack import NfConntrack
 
 __all__ = [
@@ -467,6 +468,8 @@ class Fib:
         # The namespace's connection tracking table (the conntrack kfuncs' and
         # conntrack -L's): the namespace a run sees is its Fib.
         self.conntrack = NfConntrack()
+        # Its sockets (what bpf_sk_lookup_* find; a Host's stack adds its UDP sockets).
+        self.sockets = SockTable()
         # Tables that exist (the kernel creates one with its first route and
         # never frees it); local and main always exist.
         self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},

@@ -12,7 +12,8 @@ redirect helpers only *record* where the packet should go, in
 acting on it is ``xdp_do_redirect`` in the datapath.
 
 ``XDP_HELPERS`` is the full table an XDP program may call: the base helpers
-of :mod:`pyxdp.vm.helpers` plus these.
+of :mod:`pyxdp.vm.helpers` plus these and the socket and syncookie helpers of
+:mod:`pyxdp.net.filter_sk`.
 
 The helpers here are the reference path. Where the common case is worth
 doing in machine code, the helper's native twin (LLVM IR the JIT inlines) is
@@ -586,6 +587,9 @@ def _redirect_xsk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 # -- bpf_fib_lookup, bpf_check_mtu, bpf_xdp_event_output ------------------------------------
 
 from pyxdp.net import fib as _fib  # noqa: E402  (the routing model these helpers consult)
+from pyxdp.net.filter_sk import SK_HELPERS  # noqa: E402  (socket lookups, syncookies)
+
+XDP_HELPERS.update(SK_HELPERS)
 
 
 def _net(vm: Interpreter) -> _fib.Fib:

@@ -655,8 +655,8 @@ class Host:
         # Held by a NAPI poll and by cpumap workers around shared memory (pools,
         # rings, counters); a worker's program runs outside it.
         self.lock = threading.RLock()
-        self.stack = Stack(nr_cpus)
         self.env = TestRunEnv(netdevs=_Netdevs(self))
+        self.stack = Stack(nr_cpus, sockets=self.env.fib.sockets)
         self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
         self.cpumap_threads = cpumap_threads
         # Threaded NAPI (/sys/class/net/<dev>/threaded): run() polls each rx queue on

@@ -31,7 +31,9 @@ Simplified: no routing (every unicast destination is local; of multicast
 groups only all-hosts and all-nodes are joined), no reassembly (fragments are
 counted and held, never completed), no replies (ICMP errors, TCP resets,
 echo replies), no TCP or raw sockets; UDP sinks are bound to a port on both
-families (like ``[::]:port`` without ``IPV6_V6ONLY``); one stack per
+families (like ``[::]:port`` without ``IPV6_V6ONLY``), and a Host's sinks are
+sockets of its namespace's :class:`~pyxdp.net.inet_hashtables.SockTable` too
+(what ``bpf_sk_lookup_udp`` finds); one stack per
 :class:`~pyxdp.net.netdevice.Host`, shared by its devices.
 """
 
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.net.inet_hashtables import SockTable
 from pyxdp.net.native import njit
 from pyxdp.uapi.dropreason import SkbDropReason
 
@@ -583,8 +586,11 @@ class Stack:
     CPU the kernel never runs both at once, but pyxdp's workers are threads,
     so each context writes only its own row."""
 
-    def __init__(self, nr_cpus: int = 1) -> None:
+    def __init__(self, nr_cpus: int = 1, *, sockets: SockTable | None = None) -> None:
         self.nr_cpus = max(nr_cpus, 1)
+        # The namespace's socket table, where the sinks are sockets too (what
+        # bpf_sk_lookup_udp finds); None: a stack of no namespace.
+        self.socket_table = sockets
         rows = 2 * self.nr_cpus
         self.mib = np.zeros((rows, Mib.SIZE), np.int64)
         self.snmp = np.zeros((rows, NSNMP), np.int64)
@@ -663,6 +669,8 @@ class Stack:
         row = len(self.sockets)
         if row >= MAX_SOCKETS:
             raise OSError(105, f"no room for another UDP socket (at most {MAX_SOCKETS})")
+        if self.socket_table is not None:
+            self.socket_table.udp_bind("::", port)  # [::]:port, IPv4 too
         sink = self.sockets[port] = UdpSink(self, row, port, keep)
         self.port_sock[port] = row
         return sink

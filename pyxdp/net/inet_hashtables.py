@@ -1,0 +1,337 @@
+"""A network namespace's sockets, as the BPF socket lookups find them.
+
+What ``bpf_sk_lookup_tcp``/``_udp`` and ``bpf_skc_lookup_tcp``
+(``net/core/filter.c``: ``sk_lookup``) ask the kernel: TCP's established and
+listening hash tables (``__inet_lookup`` of ``net/ipv4/inet_hashtables.c``,
+``__inet6_lookup`` of ``net/ipv6/inet6_hashtables.c``) and UDP's table
+(``__udp4_lib_lookup``/``__udp6_lib_lookup``), with their matching rules:
+
+* TCP: an established socket whose four-tuple is the packet's first; else the
+  best listener on the destination port - bound to the destination address
+  before one bound to the wildcard, an IPv4 socket before an IPv6 one for an
+  IPv4 packet (``compute_score``), a socket bound to a device only for that
+  device. An IPv6 socket without ``IPV6_V6ONLY`` bound to ``::`` (or to the
+  v4-mapped address) also takes IPv4.
+* UDP: the highest score of ``compute_score`` (``net/ipv4/udp.c``): the bound
+  address (exact, else the wildcard pass), +4 for a matching connected peer
+  address, +4 for a matching peer port, IPv4 sockets before IPv6 ones.
+
+A :class:`SockTable` belongs to a namespace (:attr:`pyxdp.net.fib.Fib.sockets`,
+which :class:`~pyxdp.net.netdevice.Host`'s stack fills with its UDP sockets, and
+which a bare Collection's ``TestRunEnv.fib`` exposes): ``tcp_listen``,
+``tcp_established`` and ``udp_bind`` register sockets, :meth:`SockTable.close`
+removes one. Each socket's ``struct bpf_sock`` (the fields a BPF program reads
+through the pointer a lookup returns, in Linux's byte orders) lives in the
+table's buffer, which the helpers map read-only into the run.
+
+Simplified: no time-wait or request sockets (so ``bpf_skc_lookup_tcp`` finds
+what ``bpf_sk_lookup_tcp`` finds), no ``SO_REUSEPORT`` groups, no
+``sk_lookup`` BPF programs, no VRFs, and the SYN and accept queues are never
+full.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import itertools
+import struct
+import weakref
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
+
+__all__ = ["SK_BASE", "SK_SLOT", "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
+
+AF_INET, AF_INET6 = 2, 10
+SOCK_STREAM, SOCK_DGRAM = 1, 2
+IPPROTO_TCP, IPPROTO_UDP = 6, 17
+SK_SLOT = 128  # bytes per socket in the table's buffer (a struct bpf_sock is 80)
+MAX_SOCKS = 1024
+# Fake addresses of the tables' buffers: table k at SK_BASE + (k << 32).
+SK_BASE = 0x0000_6800_0000_0000
+LOOPBACK4_IPV6 = bytes([127, 0, 0, 6])  # an IPv6 socket's IPv4 address (inet6_bind)
+_V4MAPPED = bytes(10) + b"\xff\xff"
+NO_QUEUE_MAPPING = -1
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class TcpState(IntEnum):
+    """``enum`` of ``include/net/tcp_states.h`` (what ``bpf_sock.state`` reads)."""
+
+    TCP_ESTABLISHED = 1
+    TCP_CLOSE = 7
+    TCP_LISTEN = 10
+
+
+def _v4_of(a: bytes) -> bytes:
+    """The IPv4 address an IPv6 socket keeps beside its IPv6 one (``inet_rcv_saddr``,
+    ``inet_daddr``): the v4-mapped address, 0 for ``::``, else ``LOOPBACK4_IPV6``."""
+    if a[:12] == _V4MAPPED:
+        return a[12:]
+    return bytes(4) if not any(a) else LOOPBACK4_IPV6
+
+
+@dataclass(eq=False)
+class Sock:
+    """One socket: family, protocol, state, its local (``src``) and peer (``dst``)
+    address and port (packed addresses; ports host order), and the options a lookup
+    or a program sees."""
+
+    family: int
+    protocol: int
+    state: int
+    src: bytes
+    src_port: int
+    dst: bytes
+    dst_port: int
+    bound_dev_if: int = 0
+    mark: int = 0
+    priority: int = 0
+    ipv6only: bool = False
+    user_mss: int = 0  # TCP_MAXSEG
+    # jiffies of the last SYN queue overflow (tcp_synq_overflow: a cookie was sent);
+    # None: never.
+    last_overflow: int | None = None
+    table: SockTable | None = field(default=None, repr=False)
+    slot: int = -1
+
+    @property
+    def type(self) -> int:
+        return SOCK_STREAM if self.protocol == IPPROTO_TCP else SOCK_DGRAM
+
+    @property
+    def addr(self) -> int:
+        """The address a BPF program holds for this socket (its ``struct bpf_sock``)."""
+        assert self.table is not None and self.slot >= 0, "the socket is closed"
+        return self.table.base + self.slot * SK_SLOT
+
+    def rcv_saddr4(self) -> bytes:
+        return self.src if self.family == AF_INET else _v4_of(self.src)
+
+    def daddr4(self) -> bytes:
+        return self.dst if self.family == AF_INET else _v4_of(self.dst)
+
+    def bpf_sock(self) -> bytes:
+        """``struct bpf_sock`` as ``bpf_sock_convert_ctx_access`` reads the socket."""
+        b = bytearray(BPF_SOCK_SIZE)
+        S = BpfSock
+        struct.pack_into("<6I", b, S.bound_dev_if, self.bound_dev_if, self.family, self.type,
+                         self.protocol, self.mark, self.priority)
+        b[S.src_ip4:S.src_ip4 + 4] = self.rcv_saddr4()
+        b[S.dst_ip4:S.dst_ip4 + 4] = self.daddr4()
+        if self.family == AF_INET6:
+            b[S.src_ip6:S.src_ip6 + 16] = self.src
+            b[S.dst_ip6:S.dst_ip6 + 16] = self.dst
+        elif self.protocol == IPPROTO_TCP and self.state == TcpState.TCP_ESTABLISHED:
+            # sk_rcv_saddr_set/sk_daddr_set (connect, accept) keep v4-mapped copies;
+            # bind() sets the IPv4 address alone
+            b[S.src_ip6:S.src_ip6 + 16] = _V4MAPPED + self.src
+            b[S.dst_ip6:S.dst_ip6 + 16] = _V4MAPPED + self.dst
+        struct.pack_into("<I", b, S.src_port, self.src_port)
+        struct.pack_into(">H", b, S.dst_port, self.dst_port)
+        struct.pack_into("<Ii", b, S.state, self.state, NO_QUEUE_MAPPING)
+        return bytes(b)
+
+
+def _packed(addr: str | Address | bytes, family: int | None = None) -> tuple[int, bytes]:
+    if isinstance(addr, bytes):
+        if len(addr) not in (4, 16):
+            raise ValueError(f"a packed address is 4 or 16 bytes, not {len(addr)}")
+        return (AF_INET if len(addr) == 4 else AF_INET6), addr
+    a = ipaddress.ip_address(addr)
+    return (AF_INET if a.version == 4 else AF_INET6), a.packed
+
+
+def _port(port: int) -> int:
+    if not 0 < port < 65536:
+        raise ValueError(f"port must be 1..65535, not {port}")
+    return port
+
+
+_table_numbers = itertools.count()
+# Live tables by base address, for helpers that get a socket pointer.
+SOCK_TABLES: weakref.WeakValueDictionary[int, SockTable] = weakref.WeakValueDictionary()
+
+
+class SockTable:
+    """The sockets of one network namespace (its TCP and UDP hash tables).
+
+    Typical use, through a test run's environment (a Host's stack adds its UDP
+    sockets itself)::
+
+        env.fib.sockets.tcp_listen("127.0.0.1", 8080)
+        env.fib.sockets.udp_bind("::", 53)            # both families, like [::]:53
+        env.fib.sockets.tcp_established("10.0.0.1", 80, "10.0.0.2", 40000)
+    """
+
+    def __init__(self) -> None:
+        self.socks: dict[int, Sock] = {}  # by slot
+        self.base = SK_BASE + (next(_table_numbers) << 32)
+        self._buf: bytearray | None = None
+        # net.ipv4.tcp_syncookies: 1 sends cookies when the SYN queue overflows, 2
+        # always (bpf_tcp_gen_syncookie gives one only then: the queue never fills here)
+        self.tcp_syncookies = 1
+        # Namespaces this one knows by id (peernet2id), for a lookup's netns_id.
+        self.peers: dict[int, SockTable] = {}
+        SOCK_TABLES[self.base] = self
+
+    def __len__(self) -> int:
+        return len(self.socks)
+
+    @property
+    def buf(self) -> bytearray:
+        """The buffer of every socket's ``struct bpf_sock`` (made on first use)."""
+        if self._buf is None:
+            self._buf = bytearray(MAX_SOCKS * SK_SLOT)
+        return self._buf
+
+    def _add(self, sk: Sock) -> Sock:
+        slot = next((i for i in range(MAX_SOCKS) if i not in self.socks), None)
+        if slot is None:
+            raise OSError(errno.ENOBUFS, f"no room for another socket (at most {MAX_SOCKS})")
+        sk.table, sk.slot = self, slot
+        self.socks[slot] = sk
+        self.buf[slot * SK_SLOT:slot * SK_SLOT + BPF_SOCK_SIZE] = sk.bpf_sock()
+        return sk
+
+    def _bound(self, sk: Sock) -> None:
+        """``inet_csk_get_port``/``udp_lib_get_port`` without SO_REUSEADDR: a port bound
+        by a socket of the same protocol on an overlapping address is taken."""
+        for o in self.socks.values():
+            if o.protocol != sk.protocol or o.src_port != sk.src_port:
+                continue
+            if sk.protocol == IPPROTO_TCP and o.state == TcpState.TCP_ESTABLISHED:
+                continue
+            if sk.protocol == IPPROTO_TCP and sk.state == TcpState.TCP_ESTABLISHED:
+                continue
+            if self._overlap(o, sk):
+                raise OSError(errno.EADDRINUSE, f"port {sk.src_port} already bound")
+
+    @staticmethod
+    def _overlap(a: Sock, b: Sock) -> bool:
+        if a.family == b.family:
+            return not any(a.src) or not any(b.src) or a.src == b.src
+        v4, v6 = (a, b) if a.family == AF_INET else (b, a)
+        if v6.ipv6only:
+            return False
+        return not any(v6.src) or not any(v4.src) or _v4_of(v6.src) == v4.src
+
+    def tcp_listen(self, addr: str | Address | bytes, port: int, *, ipv6only: bool = False,
+                   dev: int = 0, user_mss: int = 0, mark: int = 0,
+                   priority: int = 0) -> Sock:
+        """A TCP socket bound to ``addr``:``port`` and listening."""
+        family, a = _packed(addr)
+        sk = Sock(family, IPPROTO_TCP, TcpState.TCP_LISTEN, a, _port(port), bytes(len(a)), 0,
+                  dev, mark, priority, ipv6only and family == AF_INET6, user_mss)
+        self._bound(sk)
+        return self._add(sk)
+
+    def tcp_established(self, local: str | Address | bytes, lport: int,
+                        remote: str | Address | bytes, rport: int, *, dev: int = 0,
+                        mark: int = 0, priority: int = 0) -> Sock:
+        """An established TCP connection from ``local``:``lport`` to ``remote``:``rport``."""
+        family, a = _packed(local)
+        rfamily, r = _packed(remote)
+        if rfamily != family:
+            raise ValueError("local and remote addresses are of different families")
+        sk = Sock(family, IPPROTO_TCP, TcpState.TCP_ESTABLISHED, a, _port(lport), r,
+                  _port(rport), dev, mark, priority)
+        if any(self._tcp_key(o) == self._tcp_key(sk) for o in self.socks.values()):
+            raise OSError(errno.EADDRINUSE, "the four-tuple is taken")
+        return self._add(sk)
+
+    @staticmethod
+    def _tcp_key(sk: Sock) -> tuple[object, ...]:
+        return (sk.protocol, sk.state, sk.src, sk.src_port, sk.dst, sk.dst_port)
+
+    def udp_bind(self, addr: str | Address | bytes, port: int, *,
+                 connect: tuple[str | Address | bytes, int] | None = None,
+                 ipv6only: bool = False, dev: int = 0, mark: int = 0,
+                 priority: int = 0) -> Sock:
+        """A UDP socket bound to ``addr``:``port``, connected to ``connect`` if given."""
+        family, a = _packed(addr)
+        r, rport, state = bytes(len(a)), 0, TcpState.TCP_CLOSE
+        if connect is not None:
+            rfamily, r = _packed(connect[0])
+            if rfamily != family:
+                raise ValueError("local and remote addresses are of different families")
+            rport, state = _port(connect[1]), TcpState.TCP_ESTABLISHED
+        sk = Sock(family, IPPROTO_UDP, state, a, _port(port), r, rport, dev, mark, priority,
+                  ipv6only and family == AF_INET6)
+        self._bound(sk)
+        return self._add(sk)
+
+    def close(self, sk: Sock) -> None:
+        """Remove ``sk`` (``close()``): lookups no longer find it."""
+        if sk.table is not self or self.socks.get(sk.slot) is not sk:
+            raise ValueError("the socket is not in this table")
+        del self.socks[sk.slot]
+        self.buf[sk.slot * SK_SLOT:(sk.slot + 1) * SK_SLOT] = bytes(SK_SLOT)
+        sk.table, sk.slot = None, -1
+
+    def at(self, addr: int) -> Sock | None:
+        """The socket whose ``struct bpf_sock`` is at ``addr``."""
+        off = addr - self.base
+        if off < 0 or off % SK_SLOT:
+            return None
+        return self.socks.get(off // SK_SLOT)
+
+    # -- lookups ----------------------------------------------------------------------------
+    @staticmethod
+    def _dev_ok(sk: Sock, dif: int) -> bool:
+        return not sk.bound_dev_if or sk.bound_dev_if == dif
+
+    def lookup(self, protocol: int, family: int, saddr: bytes, sport: int, daddr: bytes,
+               dport: int, dif: int = 0) -> Sock | None:
+        """``sk_lookup``: the socket a packet from ``saddr``:``sport`` to
+        ``daddr``:``dport`` (packed addresses, host-order ports) arriving on device
+        ``dif`` belongs to."""
+        if protocol == IPPROTO_TCP:
+            for sk in self.socks.values():
+                if sk.state == TcpState.TCP_ESTABLISHED and sk.family == family and \
+                        sk.dst == saddr and sk.dst_port == sport and sk.src == daddr and \
+                        sk.src_port == dport and self._dev_ok(sk, dif):
+                    return sk
+            return self._best(protocol, family, saddr, sport, daddr, dport, dif)
+        return self._best(protocol, family, saddr, sport, daddr, dport, dif)
+
+    def _local_match(self, sk: Sock, family: int, daddr: bytes, wildcard: bool) -> bool:
+        """Whether ``sk`` is bound to ``daddr`` (or, on the wildcard pass, to any)."""
+        want = bytes(len(daddr)) if wildcard else daddr
+        if sk.family == family:
+            return sk.src == want
+        if family == AF_INET and sk.family == AF_INET6 and not sk.ipv6only:
+            return sk.src == (bytes(16) if wildcard else _V4MAPPED + daddr)
+        return False
+
+    def _best(self, protocol: int, family: int, saddr: bytes, sport: int, daddr: bytes,
+              dport: int, dif: int) -> Sock | None:
+        for wildcard in (False, True):  # the exact address, then INADDR_ANY/in6addr_any
+            best, hiscore = None, 0
+            for sk in self.socks.values():
+                if sk.protocol != protocol or sk.src_port != dport:
+                    continue
+                if protocol == IPPROTO_TCP and sk.state != TcpState.TCP_LISTEN:
+                    continue
+                if not self._local_match(sk, family, daddr, wildcard) or \
+                        not self._dev_ok(sk, dif):
+                    continue
+                score = 2 if sk.bound_dev_if else 1
+                if protocol == IPPROTO_UDP:
+                    score = 2 if sk.family == family else 1
+                    if sk.dst_port:  # connected: the peer must be the packet's source
+                        peer = sk.dst if sk.family == family else sk.dst[12:]
+                        if peer != saddr or sk.dst_port != sport:
+                            continue
+                        score += 8
+                    score += 4 if sk.bound_dev_if else 0
+                elif sk.family == family:
+                    score += 1
+                if score > hiscore:
+                    best, hiscore = sk, score
+            if best is not None:
+                return best
+        return None
