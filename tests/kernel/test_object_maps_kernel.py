@@ -15,8 +15,8 @@ from pyxdp.kernel.syscall import map_create
 from pyxdp.maps import create_map
 from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
-from pyxdp.verifier import verify
 from pyxdp.uapi.bpf import BpfMapType as MT
+from pyxdp.verifier import verify
 
 pytestmark = pytest.mark.kernel
 
