@@ -60,7 +60,7 @@ def test_cookies_round_trip_for_two_periods(v6: bool) -> None:
     assert mss == (1440 if v6 else 1460)
     ack = _ack(th, cookie)
     for later, ok in ((0, True), (TCP_SYNCOOKIE_PERIOD, True), (2 * TCP_SYNCOOKIE_PERIOD, False)):
-        assert cookie_check(ip, ack, v6=v6, now=lambda: t0 + later) == (mss if ok else 0)
+        assert cookie_check(ip, ack, v6=v6, now=lambda t=t0 + later: t) == (mss if ok else 0)
     assert cookie_check(ip, _ack(th, cookie ^ 0x100), v6=v6, now=lambda: t0) == 0
     other = ip[:-1] + bytes([ip[-1] ^ 1])  # another destination address
     assert cookie_check(other, ack, v6=v6, now=lambda: t0) == 0
