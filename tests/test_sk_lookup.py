@@ -7,6 +7,7 @@ object to Linux)."""
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,10 @@ def _syn(v6: bool, seq: int = 1000) -> tuple[bytes, bytes]:
     return ip, pkt[len(ip) + 14:len(ip) + 34]
 
 
+def _at(t: int) -> Callable[[], int]:
+    return lambda: t
+
+
 def _ack(th: bytes, cookie: int) -> bytes:
     seq = (int.from_bytes(th[4:8], "big") + 1) & 0xFFFF_FFFF
     return th[:4] + seq.to_bytes(4, "big") + ((cookie + 1) & 0xFFFF_FFFF).to_bytes(4, "big") \
@@ -60,7 +65,7 @@ def test_cookies_round_trip_for_two_periods(v6: bool) -> None:
     assert mss == (1440 if v6 else 1460)
     ack = _ack(th, cookie)
     for later, ok in ((0, True), (TCP_SYNCOOKIE_PERIOD, True), (2 * TCP_SYNCOOKIE_PERIOD, False)):
-        assert cookie_check(ip, ack, v6=v6, now=lambda t=t0 + later: t) == (mss if ok else 0)
+        assert cookie_check(ip, ack, v6=v6, now=_at(t0 + later)) == (mss if ok else 0)
     assert cookie_check(ip, _ack(th, cookie ^ 0x100), v6=v6, now=lambda: t0) == 0
     other = ip[:-1] + bytes([ip[-1] ^ 1])  # another destination address
     assert cookie_check(other, ack, v6=v6, now=lambda: t0) == 0
