@@ -95,6 +95,7 @@ class Sock:
     # jiffies of the last SYN queue overflow (tcp_synq_overflow: a cookie was sent);
     # None: never.
     last_overflow: int | None = None
+    passive: bool = False  # an established TCP socket accept() gave (not connect())
     table: SockTable | None = field(default=None, repr=False)
     slot: int = -1
 
@@ -112,7 +113,11 @@ class Sock:
         return self.src if self.family == AF_INET else _v4_of(self.src)
 
     def daddr4(self) -> bytes:
-        return self.dst if self.family == AF_INET else _v4_of(self.dst)
+        if self.family == AF_INET:
+            return self.dst
+        if self.protocol == IPPROTO_TCP and not self.passive and self.dst[:12] != _V4MAPPED:
+            return bytes(4)  # tcp_v6_connect leaves inet_daddr alone (syn_recv_sock sets it)
+        return _v4_of(self.dst)
 
     def bpf_sock(self) -> bytes:
         """``struct bpf_sock`` as ``bpf_sock_convert_ctx_access`` reads the socket."""
@@ -230,15 +235,16 @@ class SockTable:
         return self._add(sk)
 
     def tcp_established(self, local: str | Address | bytes, lport: int,
-                        remote: str | Address | bytes, rport: int, *, dev: int = 0,
-                        mark: int = 0, priority: int = 0) -> Sock:
-        """An established TCP connection from ``local``:``lport`` to ``remote``:``rport``."""
+                        remote: str | Address | bytes, rport: int, *, passive: bool = False,
+                        dev: int = 0, mark: int = 0, priority: int = 0) -> Sock:
+        """An established TCP connection from ``local``:``lport`` to ``remote``:``rport``:
+        the socket ``connect()`` made, or with ``passive`` the one ``accept()`` gave."""
         family, a = _packed(local)
         rfamily, r = _packed(remote)
         if rfamily != family:
             raise ValueError("local and remote addresses are of different families")
         sk = Sock(family, IPPROTO_TCP, TcpState.TCP_ESTABLISHED, a, _port(lport), r,
-                  _port(rport), dev, mark, priority)
+                  _port(rport), dev, mark, priority, passive=passive)
         if any(self._tcp_key(o) == self._tcp_key(sk) for o in self.socks.values()):
             raise OSError(errno.EADDRINUSE, "the four-tuple is taken")
         return self._add(sk)
