@@ -19,7 +19,8 @@ listening hash tables (``__inet_lookup`` of ``net/ipv4/inet_hashtables.c``,
 A :class:`SockTable` belongs to a namespace (:attr:`pyxdp.net.fib.Fib.sockets`,
 which :class:`~pyxdp.net.netdevice.Host`'s stack fills with its UDP sockets, and
 which a bare Collection's ``TestRunEnv.fib`` exposes): ``tcp_listen``,
-``tcp_established`` and ``udp_bind`` register sockets, :meth:`SockTable.close`
+``tcp_established`` (either end of a connection: ``passive`` for the one
+``accept()`` gave) and ``udp_bind`` register sockets, :meth:`SockTable.close`
 removes one. Each socket's ``struct bpf_sock`` (the fields a BPF program reads
 through the pointer a lookup returns, in Linux's byte orders) lives in the
 table's buffer, which the helpers map read-only into the run.
