@@ -177,3 +177,49 @@ def test_sample_looks_up_and_makes_cookies(engine: str) -> None:
         assert (o["check"], o["check_syn"], o["check_short_iph"]) == \
             (0, -errno.ENOENT, -errno.EINVAL)
         assert lst.last_overflow is not None  # the generated cookie counts as an overflow
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_forged_socket_pointers_abort_the_run(engine: str) -> None:
+    """Programs Linux would refuse (run with verify=False): a socket helper given
+    something that is no socket, or a store into a socket, stops the run with a report."""
+    from pyxdp.testing.programs import asm_collection
+
+    lookup = ("r2 = 0\n*(u64 *)(r10 -16) = r2\n*(u32 *)(r10 -8) = r2\nr2 = r10\nr2 += -16\n"
+              "r3 = 12\nr4 = -1\nr5 = 0\ncall 84\n")
+    env = TestRunEnv()
+    env.fib.sockets.tcp_listen("0.0.0.0", 1)  # the zero tuple's port 0 is no socket's
+    cases = {
+        "r1 = r10\ncall 86\nr0 = 2\nexit": "is not a socket pointer",
+        lookup + "r1 = 42\ncall 86\nr0 = 2\nexit": "is not a socket pointer",
+    }
+    for text, msg in cases.items():
+        with Collection(asm_collection(text), UserspaceBackend(env=env, engine=engine),
+                        verify=False) as c:
+            r = c.programs["t"].test_run(bytes(64))
+            assert r.retval == 0 and r.fault is not None and msg in r.fault, r.fault
+    # a store into a socket found (the tuple: 0.0.0.0:0 -> 0.0.0.0:7): its memory is
+    # read-only
+    sock_store = asm_collection("""r2 = 0
+*(u64 *)(r10 -16) = r2
+*(u32 *)(r10 -8) = r2
+r2 = 0x0700
+*(u16 *)(r10 -6) = r2
+r2 = r10
+r2 += -16
+r3 = 12
+r4 = -1
+r5 = 0
+call 85
+if r0 == 0 goto +4
+r6 = r0
+*(u32 *)(r0 +16) = r0
+r1 = r6
+call 86
+r0 = 2
+exit""")
+    udp = env.fib.sockets.udp_bind("0.0.0.0", 7)
+    with Collection(sock_store, UserspaceBackend(env=env, engine=engine), verify=False) as c:
+        r = c.programs["t"].test_run(bytes(64))
+        assert r.retval == 0 and r.fault is not None, r.fault
+        assert "write of 4 bytes" in r.fault and f"{udp.addr + 16:#x}" in r.fault, r.fault
