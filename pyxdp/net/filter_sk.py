@@ -43,6 +43,7 @@ from pyxdp.net.inet_hashtables import (
     IPPROTO_TCP,
     IPPROTO_UDP,
     SK_BASE,
+    SK_STRIDE,
     SOCK_TABLES,
     Sock,
     SockTable,
@@ -122,7 +123,7 @@ def _lookup(vm: Interpreter, r1: int, tup: int, size: int, netns_id: int, flags:
 
 def _sock(addr: int) -> Sock:
     """The socket a ``struct bpf_sock *`` argument points at."""
-    table = SOCK_TABLES.get(addr & ~0xFFFF_FFFF) if addr >= SK_BASE else None
+    table = SOCK_TABLES.get(addr & ~(SK_STRIDE - 1)) if addr >= SK_BASE else None
     sk = table.at(addr) if table is not None else None
     if sk is None:
         raise HelperFault(f"{addr:#x} is not a socket pointer of this run")

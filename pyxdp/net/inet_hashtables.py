@@ -43,15 +43,17 @@ from enum import IntEnum
 
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 
-__all__ = ["SK_BASE", "SK_SLOT", "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
+__all__ = ["SK_BASE", "SK_SLOT", "SK_STRIDE", "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
 
 AF_INET, AF_INET6 = 2, 10
 SOCK_STREAM, SOCK_DGRAM = 1, 2
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
 SK_SLOT = 128  # bytes per socket in the table's buffer (a struct bpf_sock is 80)
 MAX_SOCKS = 1024
-# Fake addresses of the tables' buffers: table k at SK_BASE + (k << 32).
+# Fake addresses of the tables' buffers: table k at SK_BASE + k * SK_STRIDE (2^23 tables
+# before the next region; every Fib makes one).
 SK_BASE = 0x0000_6800_0000_0000
+SK_STRIDE = 1 << 20
 LOOPBACK4_IPV6 = bytes([127, 0, 0, 6])  # an IPv6 socket's IPv4 address (inet6_bind)
 _V4MAPPED = bytes(10) + b"\xff\xff"
 NO_QUEUE_MAPPING = -1
@@ -175,7 +177,7 @@ class SockTable:
 
     def __init__(self) -> None:
         self.socks: dict[int, Sock] = {}  # by slot
-        self.base = SK_BASE + (next(_table_numbers) << 32)
+        self.base = SK_BASE + next(_table_numbers) * SK_STRIDE
         self._buf: bytearray | None = None
         # net.ipv4.tcp_syncookies: 1 sends cookies when the SYN queue overflows, 2
         # always (bpf_tcp_gen_syncookie gives one only then: the queue never fills here)
