@@ -1759,6 +1759,65 @@ r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
 exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True, err=errno.EINVAL),
+    # bpf_xdp_pull_data (6.18): packet-changing, so packet pointers checked before it are
+    # forgotten, also when a global function the program calls pulls
+    _c("pull_data_recheck", """
+r6 = r1
+r1 = r6
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 14
+if r4 > r3 goto +1
+r0 = *(u8 *)(r2 +13)
+r0 = 2
+exit""", None, flags=32),
+    _c("pull_data_stale_pkt", """
+r6 = r1
+r7 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r7
+r4 += 14
+if r4 > r3 goto +4
+r1 = r6
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = *(u8 *)(r7 +0)
+r0 = 2
+exit""", "R7 invalid mem access 'scalar'"),
+    _c("pull_data_not_ctx", """
+r1 = r10
+r1 += -8
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = 2
+exit""", "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("pull_data_pointer_len", """
+r1 = r1
+r2 = r10
+call KFUNC(bpf_xdp_pull_data)
+r0 = 2
+exit""", "R2 is not a scalar", err=errno.EINVAL),
+    _c("pull_data_in_global", """
+r6 = r1
+r7 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r7
+r4 += 14
+if r4 > r3 goto +4
+r1 = r6
+call g1
+r0 = *(u8 *)(r7 +0)
+r0 = 2
+exit
+g1:
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = 0
+exit""", "R7 invalid mem access 'scalar'", funcs=(Func("main", True, ("ctx",)),
+                                                 Func("g1", True, ("ctx",)))),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5

@@ -3254,6 +3254,10 @@ class _Verifier:
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
                     i.imm in _PKT_CHANGING:
                 return True
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                kp = KFUNCS.get(self.kfunc_at.get(pc, ""))
+                if kp is not None and kp.pkt_data:
+                    return True
         return any(self._changes_pkt_data(c, seen) for c in self.layout.calls.get(sub, ())
                    if c not in seen)
 
@@ -3352,10 +3356,15 @@ class _Verifier:
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
-            for x in st.all_regs():  # clear_all_pkt_pointers, packet dynptrs' slices too
-                if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
-                    x.set_unknown()
+            self._clear_pkt_pointers(st)
         return pc + 1
+
+    @staticmethod
+    def _clear_pkt_pointers(st: State) -> None:
+        """clear_all_pkt_pointers, packet dynptrs' slices too."""
+        for x in st.all_regs():
+            if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
+                x.set_unknown()
 
     # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
     def _kfunc_call(self, st: State, pc: int, stack: list[tuple[State, int]]) -> int:
@@ -3379,6 +3388,8 @@ class _Verifier:
                 raise Refuse(f"release kernel function {name} expects refcounted "
                              "PTR_TO_BTF_ID", errno.EINVAL)
             self._release(st, meta.release_ref)
+        if proto.pkt_data:
+            self._clear_pkt_pointers(st)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
