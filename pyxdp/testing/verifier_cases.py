@@ -233,6 +233,14 @@ r4 = r10
 r4 += -16
 r5 = 12
 call KFUNC(bpf_xdp_ct_lookup)"""
+# bpf_ringbuf_reserve_dynptr(rb, 16, 0, fp-16), then bpf_ringbuf_submit_dynptr(fp-16, 0)
+_RBD = "r1 = MAP(rb)\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -16\ncall 198\n"
+_RBD_SUB = "r1 = r10\nr1 += -16\nr2 = 0\ncall 199\n"
+_RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
+# r0 = bpf_dynptr_data(fp-16, 0, 8)
+_RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
+_LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_UNACQ = "arg 1 is an unacquired reference"
 # main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
 # whose body follows
 _GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
@@ -1818,6 +1826,97 @@ call KFUNC(bpf_xdp_pull_data)
 r0 = 0
 exit""", "R7 invalid mem access 'scalar'", funcs=(Func("main", True, ("ctx",)),
                                                  Func("g1", True, ("ctx",)))),
+    # ringbuf dynptrs: a reservation is a reference, kept in the dynptr's slots, that
+    # submit or discard ends (even when the reservation failed: the dynptr is then null);
+    # its slots cannot be overwritten, its clones and slices go with it
+    _c("rbd_submit", _RBD + _RBD_EXIT, None),
+    _c("rbd_discard", _RBD + "r1 = r10\nr1 += -16\nr2 = 0\ncall 200\nr0 = 2\nexit", None),
+    _c("rbd_var_size", "r6 = *(u32 *)(r1 +12)\n" + _RBD.replace("r2 = 16", "r2 = r6") +
+       _RBD_EXIT, None),
+    _c("rbd_leak", _RBD + "r0 = 2\nexit", _LEAK, err=errno.EINVAL),
+    _c("rbd_leak_failed", _RBD + "if r0 != 0 goto +4\n" + _RBD_EXIT, _LEAK, err=errno.EINVAL),
+    _c("rbd_submit_twice", _RBD + _RBD_SUB + _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_overwrite", _RBD + "r1 = 0\n*(u64 *)(r10 -8) = r1\n" + _RBD_EXIT,
+       "cannot overwrite referenced dynptr", err=errno.EINVAL),
+    _c("rbd_reserve_again", _RBD + _RBD + _RBD_EXIT, "cannot overwrite referenced dynptr",
+       err=errno.EINVAL),
+    _c("rbd_submit_uninit", _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_submit_xdp", "r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\n" +
+       _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_submit_offset", _RBD + "r1 = r10\nr1 += -12\nr2 = 0\ncall 199\n" + _RBD_EXIT,
+       _UNACQ, err=errno.EINVAL),
+    _c("rbd_not_ringbuf", _RBD.replace("MAP(rb)", "MAP(arr)") + _RBD_EXIT,
+       "cannot pass map_type 2 into func bpf_ringbuf_reserve_dynptr#198", err=errno.EINVAL),
+    _c("rbd_load_slot", _RBD + "r0 = *(u64 *)(r10 -16)\n" + _RBD_EXIT,
+       "invalid read from stack off -16+0 size 8"),
+    _c("rbd_data", _RBD + _RBD_DATA + "if r0 == 0 goto +2\nr1 = 7\n*(u64 *)(r0 +0) = r1\n" +
+       _RBD_EXIT, None),
+    _c("rbd_data_oob", _RBD + _RBD_DATA + "if r0 == 0 goto +2\nr1 = 7\n*(u64 *)(r0 +4) = r1\n"
+       + _RBD_EXIT, "R0 min value is outside of the allowed memory range"),
+    _c("rbd_data_unchecked", _RBD + _RBD_DATA + "r1 = 7\n*(u64 *)(r0 +0) = r1\n" + _RBD_EXIT,
+       "R0 invalid mem access 'mem_or_null'"),
+    _c("rbd_data_after_submit", _RBD + _RBD_DATA + "r6 = r0\n" + _RBD_SUB +
+       "if r6 == 0 goto +2\nr1 = 7\n*(u64 *)(r6 +0) = r1\nr0 = 2\nexit",
+       "R6 invalid mem access 'scalar'"),
+    _c("rbd_data_var_len", "r6 = *(u32 *)(r1 +12)\n" + _RBD +
+       _RBD_DATA.replace("r3 = 8", "r3 = r6") + _RBD_EXIT, "R3 is not a known constant'"),
+    _c("rbd_data_of_xdp", "r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\n" +
+       _RBD_DATA + "if r0 == 0 goto +1\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None),
+    _c("rbd_read_write", _RBD + """r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -24
+r4 = 8
+r5 = 0
+*(u64 *)(r10 -24) = r5
+call 202
+r1 = r10
+r1 += -32
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 0
+r5 = 0
+call 201
+""" + _RBD_EXIT, None),
+    _c("rbd_clone_submit", _RBD + """r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+r2 = 0
+call 199
+r0 = 2
+exit""", None),
+    _c("rbd_clone_released", _RBD + """r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+r2 = 0
+call 199
+r1 = r10
+r1 += -16
+r2 = 0
+call 200
+r0 = 2
+exit""", _UNACQ, err=errno.EINVAL),
+    _c("rbd_slice_after_submit", _RBD + """r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice_rdwr)
+r6 = r0
+""" + _RBD_SUB + """if r6 == 0 goto +1
+r0 = *(u32 *)(r6 +0)
+r0 = 2
+exit""", "R6 invalid mem access 'scalar'"),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5
