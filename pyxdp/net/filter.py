@@ -74,8 +74,8 @@ from pyxdp.vm.jit.natives import (
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["BPF_FUNC_REDIRECT_XSK", "FILTER_KFUNCS", "XDP_HELPERS", "RedirectInfo", "csum_diff", "csum_diff_fn",
-           "redirect_fn", "redirect_xsk_fn"]
+__all__ = ["BPF_FUNC_REDIRECT_XSK", "FILTER_KFUNCS", "XDP_HELPERS", "RedirectInfo", "csum_diff",
+           "csum_diff_fn", "redirect_fn", "redirect_xsk_fn"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF

@@ -3876,9 +3876,9 @@ class _Verifier:
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:  # check_func_arg's OBJ_RELEASE
                 if reg.t != STACK:
                     raise Refuse("cannot release unowned const bpf_dynptr", errno.EINVAL)
-                spi = self._dynptr_spi(reg)
+                at = self._dynptr_spi(reg)
                 frame = st.frames[reg.frame]
-                d = frame.slot(spi)[1] if spi is not None and spi < len(frame.stack) else None
+                d = frame.slot(at)[1] if at is not None and at < len(frame.stack) else None
                 if d is None or not d.ref:
                     raise Refuse(f"arg {n} is an unacquired reference", errno.EINVAL)
             # process_dynptr_func, numbered from 0 as Linux logs it
