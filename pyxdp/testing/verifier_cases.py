@@ -241,6 +241,13 @@ _RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
 _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
 _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
 _UNACQ = "arg 1 is an unacquired reference"
+# r6 = arr[0]'s value (jumps to out when NULL); bpf_dynptr_from_mem(r6, 16, 0, fp-24)
+_FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+             "if r0 == 0 goto out\nr6 = r0\n"
+             "r1 = r6\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\ncall 197\n")
+# r6 = data, checked for 64 bytes (jumps to out when shorter)
+_PKT64 = "r6 = *(u32 *)(r1 +0)\nr7 = *(u32 *)(r1 +4)\nr8 = r6\nr8 += 64\nif r8 > r7 goto out\n"
+_NO_PKT = "helper access to the packet is not allowed"
 # main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
 # whose body follows
 _GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
@@ -1917,6 +1924,40 @@ r6 = r0
 r0 = *(u32 *)(r6 +0)
 r0 = 2
 exit""", "R6 invalid mem access 'scalar'"),
+    # bpf_dynptr_from_mem: a LOCAL dynptr over a map value (only), unreferenced
+    _c("from_mem_data", _FROM_MEM + """r1 = r10
+r1 += -24
+r2 = 0
+r3 = 8
+call 203
+if r0 == 0 goto out
+r1 = 5
+*(u64 *)(r0 +0) = r1
+out:
+r0 = 2
+exit""", None),
+    _c("from_mem_stack", "r1 = r10\nr1 += -40\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\n"
+       "call 197\nr0 = 2\nexit", "Unsupported reg type fp for bpf_dynptr_from_mem data"),
+    _c("from_mem_too_long", _FROM_MEM.replace("r2 = 16", "r2 = 17") + "out:\nr0 = 2\nexit",
+       "R1 min value is outside of the allowed memory range"),
+    _c("from_mem_overwrite", _FROM_MEM + "r1 = 0\n*(u64 *)(r10 -24) = r1\nout:\nr0 = 2\nexit",
+       None),
+    _c("from_mem_submit", _FROM_MEM + "r1 = r10\nr1 += -24\nr2 = 0\ncall 199\nout:\nr0 = 2\n"
+       "exit", _UNACQ, err=errno.EINVAL),
+    # bpf_func_proto.pkt_access: only some helpers take packet pointers
+    _c("pkt_to_dynptr_read", _PKT64 + "r2 = 0\nr3 = r10\nr3 += -16\n"
+       "call KFUNC(bpf_dynptr_from_xdp)\nr1 = r6\nr2 = 8\nr3 = r10\nr3 += -16\nr4 = 0\n"
+       "r5 = 0\ncall 201\nout:\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_ringbuf_output", _PKT64 + "r1 = MAP(rb)\nr2 = r6\nr3 = 8\nr4 = 0\ncall 130\n"
+       "out:\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_fib_lookup", _PKT64 + "r2 = r6\nr3 = 64\nr4 = 0\ncall 69\nout:\nr0 = 2\nexit",
+       _NO_PKT),
+    _c("pkt_to_dynptr_from_mem", "r1 = *(u32 *)(r1 +0)\nr2 = 0\nr3 = 0\nr4 = r10\n"
+       "r4 += -24\ncall 197\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_csum_diff", _PKT64 + "r1 = r6\nr2 = 4\nr3 = 0\nr4 = 0\nr5 = 0\ncall 28\n"
+       "out:\nr0 = 2\nexit", None),
+    _c("pkt_to_map_lookup", _PKT64 + "r1 = MAP(hash)\nr2 = r6\ncall 1\nout:\nr0 = 2\nexit",
+       None),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5

@@ -18,7 +18,7 @@ from enum import Enum, auto
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PROTOS", "Ret", "UNMODELLED_XDP_HELPERS",
+__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret", "UNMODELLED_XDP_HELPERS",
            "func_maps"]
 
 
@@ -44,6 +44,7 @@ class Arg(Enum):
     CONST_STR = auto()
     DYNPTR = auto()              # ARG_PTR_TO_DYNPTR | MEM_RDONLY: an initialised dynptr
     DYNPTR_RINGBUF_UNINIT = auto()   # ... | DYNPTR_TYPE_RINGBUF | MEM_UNINIT: made here
+    DYNPTR_LOCAL_UNINIT = auto()     # ... | DYNPTR_TYPE_LOCAL | MEM_UNINIT
     DYNPTR_RINGBUF_RELEASE = auto()  # ... | DYNPTR_TYPE_RINGBUF | OBJ_RELEASE: ended here
     TIMER = auto()               # ARG_PTR_TO_TIMER: a map value's struct bpf_timer
 
@@ -118,6 +119,8 @@ PROTOS: dict[int, FuncProto] = {
     195: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY, A.ANYTHING), Ret.MAP_VALUE_OR_NULL),
     # bpf_dynptr_read(dst, len, src, offset, flags), bpf_dynptr_write(dst, offset, src,
     # len, flags): an XDP dynptr's write changes no packet pointers (only skb ones do).
+    # bpf_dynptr_from_mem(data, size, flags, ptr): data must be a map value
+    197: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING, A.DYNPTR_LOCAL_UNINIT)),
     # bpf_ringbuf_reserve_dynptr(map, size, flags, ptr), _submit_dynptr(ptr, flags),
     # _discard_dynptr(ptr, flags), bpf_dynptr_data(ptr, offset, len)
     198: FuncProto((A.CONST_MAP_PTR, A.ANYTHING, A.ANYTHING, A.DYNPTR_RINGBUF_UNINIT)),
@@ -133,12 +136,17 @@ PROTOS: dict[int, FuncProto] = {
 
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket lookups and casts, syncookies, probe_read_*, kptrs, dynptr_from_mem,
+# cgroup, socket lookups and casts, syncookies, probe_read_*, kptrs,
 # per-CPU pointers, storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
     15, 16, 17, 22, 35, 37, 55, 80, 84, 85, 86, 99, 100, 105, 106, 109, 110, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
-    157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 197, 204, 205, 206, 207, 209, 210, 211})
+    157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 204, 205, 206, 207, 209, 210, 211})
+
+# bpf_func_proto.pkt_access: the helpers XDP may give a packet pointer (map lookups,
+# updates, deletes and pushes, bpf_map_lookup_percpu_elem, bpf_csum_diff); any other
+# is "helper access to the packet is not allowed".
+PKT_ACCESS = frozenset({1, 2, 3, 28, 87, 195})
 
 _LOOKUPS = (1, 2, 3)
 _QUEUE = (87, 88, 89)

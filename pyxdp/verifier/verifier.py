@@ -62,7 +62,14 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
-from pyxdp.verifier.helpers import PROTOS, UNMODELLED_XDP_HELPERS, Arg, Ret, func_maps
+from pyxdp.verifier.helpers import (
+    PKT_ACCESS,
+    PROTOS,
+    UNMODELLED_XDP_HELPERS,
+    Arg,
+    Ret,
+    func_maps,
+)
 from pyxdp.verifier.kfuncs import (
     KF_ACQUIRE,
     KF_ITER_DESTROY,
@@ -693,6 +700,7 @@ class _CallMeta:
     dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
 
 
+BPF_FUNC_DYNPTR_FROM_MEM = 197
 _DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
 _DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
@@ -3336,6 +3344,9 @@ class _Verifier:
             self._release(st, meta.ref)
         if meta.dynptr_release:
             self._unmark_dynptr(st, meta.dynptr_release)
+        if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
+            raise Refuse(f"Unsupported reg type {type_str(regs[1].t)} for bpf_dynptr_from_mem "
+                         "data")
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -3780,6 +3791,8 @@ class _Verifier:
         reg = self._read(regs, n)
         if arg == Arg.ANYTHING:
             return
+        if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
+            raise Refuse("helper access to the packet is not allowed")
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
@@ -3871,7 +3884,8 @@ class _Verifier:
         if arg == Arg.SPIN_LOCK:
             self._spin_lock(st, n, reg, fid == 93)
             return
-        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE):
+        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
+                   Arg.DYNPTR_LOCAL_UNINIT):
             km = _KfuncMeta()
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:  # check_func_arg's OBJ_RELEASE
                 if reg.t != STACK:
@@ -3882,9 +3896,11 @@ class _Verifier:
                 if d is None or not d.ref:
                     raise Refuse(f"arg {n} is an unacquired reference", errno.EINVAL)
             # process_dynptr_func, numbered from 0 as Linux logs it
-            self._dynptr_arg(st, regs, n, n - 1, arg == Arg.DYNPTR_RINGBUF_UNINIT,
+            self._dynptr_arg(st, regs, n, n - 1,
+                             arg in (Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_LOCAL_UNINIT),
                              _helper_name(fid), km,
-                             None if arg == Arg.DYNPTR else _DYNPTR_RINGBUF)
+                             None if arg == Arg.DYNPTR else
+                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF)
             meta.dynptr_id, meta.dynptr_ref = km.dynptr_id, km.dynptr_ref
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:
                 meta.dynptr_release = km.dynptr_ref
@@ -4026,7 +4042,8 @@ class _Verifier:
             return (STACK,), None
         if arg == Arg.SPIN_LOCK:
             return (MAP_VALUE,), "map_value, ptr_"
-        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE):
+        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
+                   Arg.DYNPTR_LOCAL_UNINIT):
             return (STACK, DYNPTR), None  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
         return (MAP_VALUE,), None
 

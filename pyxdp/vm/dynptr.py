@@ -1,11 +1,14 @@
 """``struct bpf_dynptr_kern`` and the dynptrs over memory (``kernel/bpf/helpers.c``):
-the layout every dynptr type shares, ``BPF_DYNPTR_TYPE_RINGBUF`` dynptrs (made by
-``bpf_ringbuf_reserve_dynptr``, :mod:`pyxdp.vm.helpers_more`) and ``bpf_dynptr_data``.
+the layout every dynptr type shares, ``BPF_DYNPTR_TYPE_LOCAL`` dynptrs
+(``bpf_dynptr_from_mem``: a map value, as Linux's verifier requires),
+``BPF_DYNPTR_TYPE_RINGBUF`` dynptrs (made by ``bpf_ringbuf_reserve_dynptr``,
+:mod:`pyxdp.vm.helpers_more`) and ``bpf_dynptr_data``.
 
 A dynptr is 16 bytes of the program's stack: ``data`` (a pointer; 0 for a null
 dynptr), ``size`` (bits 0-23; the type in bits 28-30; bit 31 read-only) and
-``offset``. A ringbuf dynptr's ``data`` is its sample's address in the ring
-buffer's data region and its bytes are program memory: reads, writes and
+``offset``. A local dynptr's ``data`` is the memory's address, a ringbuf dynptr's
+its sample's address in the ring buffer's data region: their bytes are program
+memory: reads, writes and
 slices go straight to ``data + offset + off`` after ``bpf_dynptr_check_off_len``.
 Packet dynptrs (``BPF_DYNPTR_TYPE_XDP``) are :mod:`pyxdp.net.xdp_dynptr`'s.
 """
@@ -92,6 +95,20 @@ class MemBytes:
 
 
 MEMORY_TYPES = (BPF_DYNPTR_TYPE_LOCAL, BPF_DYNPTR_TYPE_RINGBUF)
+
+
+@helper(197, "dynptr_from_mem")
+def _dynptr_from_mem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_dynptr_from_mem(data, size, flags, ptr)``: a LOCAL dynptr over the memory."""
+    size = r2 & M32
+    if size > DYNPTR_MAX_SIZE:  # bpf_dynptr_check_size
+        dynptr_set_null(vm, r4)
+        return neg(errno.E2BIG)
+    if r3:
+        dynptr_set_null(vm, r4)
+        return neg(errno.EINVAL)
+    dynptr_init(vm, r4, r1, BPF_DYNPTR_TYPE_LOCAL, 0, size)
+    return 0
 
 
 @helper(203, "dynptr_data")
