@@ -1924,6 +1924,81 @@ r6 = r0
 r0 = *(u32 *)(r6 +0)
 r0 = 2
 exit""", "R6 invalid mem access 'scalar'"),
+    # The ringbuf dynptr program tests/kernel/test_ringbuf_dynptr_kernel.py runs on Linux:
+    # arr[0] = {size, flags, write offset, discard}; arr[1] = {reserve's r0, write's r0,
+    # dynptr_data non-NULL, read's r0}. The record: 0xabcd through bpf_dynptr_data at 0,
+    # then (data_end - data) << 32 | 0x55667788 written at the offset.
+    _c("rbd_run", """
+r6 = r1
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+r7 = r0
+r1 = 1
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+r8 = r0
+if r7 == 0 goto out
+if r8 == 0 goto out
+r2 = *(u32 *)(r7 +0)
+r3 = *(u32 *)(r7 +4)
+r1 = MAP(rb)
+r4 = r10
+r4 += -16
+call 198
+*(u32 *)(r8 +0) = r0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r3 -= r2
+r3 <<= 32
+r3 |= 0x55667788
+*(u64 *)(r10 -24) = r3
+r1 = r10
+r1 += -16
+r2 = *(u32 *)(r7 +8)
+r3 = r10
+r3 += -24
+r4 = 8
+r5 = 0
+call 202
+*(u32 *)(r8 +4) = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 8
+call 203
+r1 = 0
+if r0 == 0 goto +3
+r2 = 0xabcd
+*(u32 *)(r0 +0) = r2
+r1 = 1
+*(u32 *)(r8 +8) = r1
+r1 = r10
+r1 += -32
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 4
+r5 = 0
+call 201
+*(u32 *)(r8 +12) = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r0 = *(u32 *)(r7 +12)
+if r0 != 0 goto +2
+call 199
+goto +1
+call 200
+out:
+r0 = 2
+exit""", None),
     # bpf_dynptr_from_mem: a LOCAL dynptr over a map value (only), unreferenced
     _c("from_mem_data", _FROM_MEM + """r1 = r10
 r1 += -24
