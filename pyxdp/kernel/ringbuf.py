@@ -14,6 +14,7 @@ descriptor (the kernel wakes it on submit).
 from __future__ import annotations
 
 import mmap
+import os
 import select
 import struct
 
@@ -31,15 +32,18 @@ _U32 = struct.Struct("=I")
 
 
 class RingBuffer:
-    """A new ring buffer map of ``size`` bytes (a power of two, whole pages) and its reader."""
+    """A new ring buffer map of ``size`` bytes (a power of two, whole pages) and its reader,
+    or with ``map_fd`` the reader of an existing one (through a duplicate of the
+    descriptor, which stays the caller's)."""
 
-    def __init__(self, size: int, name: str = "ringbuf") -> None:
+    def __init__(self, size: int, name: str = "ringbuf", map_fd: int | None = None) -> None:
         page = mmap.PAGESIZE
         if size < page or size & (size - 1):
             raise KernelError("ringbuf", 22, f"size {size} is not a power-of-two number of "
                                              "pages")
         self.size = size
-        self.fd: Fd = map_create(BpfMapType.BPF_MAP_TYPE_RINGBUF, 0, 0, size, name=name)
+        self.fd: Fd = map_create(BpfMapType.BPF_MAP_TYPE_RINGBUF, 0, 0, size, name=name) \
+            if map_fd is None else Fd(os.dup(map_fd), "map")
         try:
             self._cons = mmap.mmap(self.fd.fileno(), page, mmap.MAP_SHARED,
                                    mmap.PROT_READ | mmap.PROT_WRITE, offset=0)

@@ -27,9 +27,10 @@ Storage (numpy, for native code): ``data`` ``uint8[2 * size]`` and ``pos``
 ``uint64[3]`` = consumer, producer, pending positions (they only grow; the
 offset is ``pos & (size - 1)``). The kernel maps the data pages twice in a
 row so that a record crossing the end is contiguous; pyxdp's region is the
-``2 * size`` buffer, and on commit the part of a record written past
-``size`` is copied to the start, so ``data[:size]`` always holds the ring as
-the kernel's pages would.
+``2 * size`` buffer: a reservation crossing the end gets the ring's start
+copied past ``size`` (what the kernel's second mapping shows there), and on
+commit the part of a record written past ``size`` is copied to the start, so
+``data[:size]`` always holds the ring as the kernel's pages would.
 
 Headers out of the program's reach: in Linux the verifier confines a
 program to its sample, so the header words it cannot touch are the
@@ -131,6 +132,11 @@ class RingBuf(Map):
         if new_prod - cons > self.mask or new_prod - pend > self.mask:
             return 0
         off = prod & self.mask
+        end = off + total
+        if end > self.size:
+            # A sample crossing the end: the kernel's second mapping shows the ring's
+            # start there, so what the program reads before writing is the same.
+            self.data[self.size:end] = self.data[:end - self.size]
         self._set_len(off, size | BPF_RINGBUF_BUSY_BIT)
         self._hdr[(off >> 2) + 1] = RINGBUF_DATA_PGOFF + (off >> 12)
         self.pos[PROD] = new_prod

@@ -219,6 +219,43 @@ class XdpBuff:
             self.sync_region()
         return 0
 
+    def pull_data(self, length: int) -> int:
+        """``bpf_xdp_pull_data``: make the first ``length`` bytes of the packet linear,
+        moving bytes from the front of the frags to the end of the linear part (data and
+        metadata shifted down into the headroom, above the ``xdp_frame``, when the
+        tailroom is short); frags emptied are released. 0 or ``-EINVAL``."""
+        linear = self.data_end - self.data
+        if length <= linear:
+            return 0
+        if length > self.buff_len():
+            return -errno.EINVAL
+        start = self.data_meta if self.meta_supported else self.data
+        headroom = start - XDP_FRAME_SIZE
+        tailroom = self.data_hard_end - self.data_end
+        delta = length - linear
+        if delta > tailroom + headroom:
+            return -errno.EINVAL
+        shift = delta - tailroom
+        if shift > 0:
+            self.frame[start - shift:self.data_end - shift] = self.frame[start:self.data_end]
+            self.data_meta -= shift
+            self.data -= shift
+            self.data_end -= shift
+        while delta:
+            frag = self.frags[0]
+            n = min(delta, len(frag))
+            self.frame[self.data_end:self.data_end + n] = frag[:n]
+            self.data_end += n
+            delta -= n
+            # A new object, not a resize: a slice may have mapped the old one.
+            rest = frag[n:]
+            if rest:
+                self.frags[0] = rest
+            else:
+                del self.frags[0]
+        self.sync_region()
+        return 0
+
     def _span(self, offset: int, length: int) -> int:
         if offset > 0xFFFF or length > 0xFFFF or offset < 0 or length < 0:
             return -errno.EFAULT

@@ -30,18 +30,27 @@ from collections.abc import Callable
 
 from pyxdp.errors import HelperFault
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.vm.dynptr import (
+    BPF_DYNPTR_TYPE_XDP,
+    DYNPTR_RDONLY,
+    DYNPTR_SIZE_MASK,
+    DYNPTR_TYPE_SHIFT,
+    KERN,
+    MEMORY_TYPES,
+    MemBytes,
+    check_off_len,
+    dynptr_load,
+)
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Interpreter
 from pyxdp.vm.memory import Region
 
 __all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "dynptr_read", "dynptr_write"]
 
-BPF_DYNPTR_TYPE_XDP = 4
-_TYPE_SHIFT = 28
-_TYPE_MASK = 0x7
-_SIZE_MASK = 0xFF_FFFF
-_RDONLY = 1 << 31
-_KERN = struct.Struct("<QII")  # data, size (with type and rdonly bits), offset
+_TYPE_SHIFT = DYNPTR_TYPE_SHIFT
+_SIZE_MASK = DYNPTR_SIZE_MASK
+_RDONLY = DYNPTR_RDONLY
+_KERN = KERN
 # Fake addresses of frag pages a slice points into (frag i at FRAG_BASE + i * 64 KiB).
 FRAG_BASE = 0x0000_3800_0000_0000
 M32 = 0xFFFF_FFFF
@@ -58,16 +67,17 @@ def _xdp(vm: Interpreter) -> XdpBuff:
 
 def _load(vm: Interpreter, addr: int) -> tuple[int, int, int, int]:
     """``data``, size, type and offset of the dynptr at ``addr`` (data 0: a null dynptr)."""
-    data, size, offset = _KERN.unpack(vm.mem.read(addr, _KERN.size))
-    return data, size & _SIZE_MASK, (size >> _TYPE_SHIFT) & _TYPE_MASK, offset
+    d = dynptr_load(vm, addr)
+    return d.data, d.size, d.kind, d.offset
 
 
-def _check_off_len(size: int, offset: int, length: int) -> int:
-    """``bpf_dynptr_check_off_len``."""
-    return neg(errno.E2BIG) if length > size or offset > size - length else 0
+_check_off_len = check_off_len
 
 
-def _frame(vm: Interpreter, data: int, kind: int) -> XdpBuff:
+def _frame(vm: Interpreter, data: int, kind: int) -> XdpBuff | MemBytes:
+    """What the dynptr's bytes are: this run's frame, or memory (a ringbuf sample)."""
+    if kind in MEMORY_TYPES:
+        return MemBytes(vm, data)
     if kind != BPF_DYNPTR_TYPE_XDP or data != CTX_BASE:
         raise HelperFault(f"dynptr of type {kind} (data {data:#x}) is not an XDP dynptr of "
                           f"this run")
@@ -147,14 +157,18 @@ def _pointer(xdp: XdpBuff, off: int, length: int) -> tuple[int, int] | None:
     return (-1, rest) if rest + length <= linear else None
 
 
-def _direct(vm: Interpreter, r1: int, offset: int, length: int, rdwr: bool) -> int | None:
-    """Where ``bpf_dynptr_slice(_rdwr)(r1, offset, NULL, length)`` points in the frame
-    (an offset into the packet), or None when it returns NULL."""
+def _direct(vm: Interpreter, r1: int, offset: int, length: int, rdwr: bool
+            ) -> tuple[XdpBuff | MemBytes, int] | None:
+    """Where ``bpf_dynptr_slice(_rdwr)(r1, offset, NULL, length)`` points: the dynptr's
+    bytes and the offset in them, or None when it returns NULL."""
     data, size, kind, base = _load(vm, r1)
     rdonly = int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY
     if not data or (rdwr and rdonly) or _check_off_len(size, offset, length):
         return None
-    return base + offset if _pointer(_frame(vm, data, kind), base + offset, length) else None
+    where = _frame(vm, data, kind)
+    if isinstance(where, MemBytes) or _pointer(where, base + offset, length):
+        return where, base + offset
+    return None
 
 
 def _slice(rdwr: bool) -> Callable[..., int]:
@@ -167,6 +181,8 @@ def _slice(rdwr: bool) -> Callable[..., int]:
             return 0
         xdp = _frame(vm, data, kind)
         off = base + offset
+        if isinstance(xdp, MemBytes):  # LOCAL, RINGBUF: the memory itself
+            return xdp.pointer(off) & M64
         at = _pointer(xdp, off, length)
         if at is not None:
             piece, rel = at
@@ -256,20 +272,19 @@ def dynptr_copy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) ->
     dst_off, src_off, size = r2 & M32, r4 & M32, r5 & M32
     src_at = _direct(vm, r3, src_off, size, False)
     dst_at = _direct(vm, r1, dst_off, size, True)
-    if src_at is not None and dst_at is not None:  # memmove in the frame
-        xdp = _xdp(vm)
-        got = xdp.load_bytes(src_at, size)
+    if src_at is not None and dst_at is not None:  # memmove
+        got = src_at[0].load_bytes(src_at[1], size)
         assert isinstance(got, bytes)
-        return xdp.store_bytes(dst_at, got) & M64
+        return dst_at[0].store_bytes(dst_at[1], got) & M64
     if src_at is not None:
-        got = _xdp(vm).load_bytes(src_at, size)
+        got = src_at[0].load_bytes(src_at[1], size)
         assert isinstance(got, bytes)
         return _write_bytes(vm, r1, dst_off, got) & M64
     if dst_at is not None:
         got = _read_bytes(vm, r3, src_off, size)
         if isinstance(got, int):
             return got & M64
-        return _xdp(vm).store_bytes(dst_at, got) & M64
+        return dst_at[0].store_bytes(dst_at[1], got) & M64
     for ptr, off in ((r1, dst_off), (r3, src_off)):
         if _check_off_len(_load(vm, ptr)[1], off, size):
             return neg(errno.E2BIG)
@@ -292,7 +307,7 @@ def dynptr_memset(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     offset, size, val = r2 & M32, r3 & M32, r4 & 0xFF
     at = _direct(vm, r1, offset, size, True)
     if at is not None:
-        return _xdp(vm).store_bytes(at, bytes([val]) * size) & M64
+        return at[0].store_bytes(at[1], bytes([val]) * size) & M64
     data, dsize, _, _ = _load(vm, r1)
     if data and int.from_bytes(vm.mem.read(r1 + 8, 4), "little") & _RDONLY:
         return neg(errno.EINVAL)

@@ -233,6 +233,21 @@ r4 = r10
 r4 += -16
 r5 = 12
 call KFUNC(bpf_xdp_ct_lookup)"""
+# bpf_ringbuf_reserve_dynptr(rb, 16, 0, fp-16), then bpf_ringbuf_submit_dynptr(fp-16, 0)
+_RBD = "r1 = MAP(rb)\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -16\ncall 198\n"
+_RBD_SUB = "r1 = r10\nr1 += -16\nr2 = 0\ncall 199\n"
+_RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
+# r0 = bpf_dynptr_data(fp-16, 0, 8)
+_RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
+_LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_UNACQ = "arg 1 is an unacquired reference"
+# r6 = arr[0]'s value (jumps to out when NULL); bpf_dynptr_from_mem(r6, 16, 0, fp-24)
+_FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+             "if r0 == 0 goto out\nr6 = r0\n"
+             "r1 = r6\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\ncall 197\n")
+# r6 = data, checked for 64 bytes (jumps to out when shorter)
+_PKT64 = "r6 = *(u32 *)(r1 +0)\nr7 = *(u32 *)(r1 +4)\nr8 = r6\nr8 += 64\nif r8 > r7 goto out\n"
+_NO_PKT = "helper access to the packet is not allowed"
 # main makes an XDP dynptr at fp-16 and passes it to global g1(struct bpf_dynptr *),
 # whose body follows
 _GD = (Func("main", True, ("ctx",)), Func("g1", True, ("dynptr",)))
@@ -2095,6 +2110,265 @@ r2 += -8
 call KFUNC(bpf_xdp_metadata_rx_timestamp)
 r0 = 2
 exit""", 'arg#0 expected pointer to ctx, but got fp', bound=True, err=errno.EINVAL),
+    # bpf_xdp_pull_data (6.18): packet-changing, so packet pointers checked before it are
+    # forgotten, also when a global function the program calls pulls
+    _c("pull_data_recheck", """
+r6 = r1
+r1 = r6
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 14
+if r4 > r3 goto +1
+r0 = *(u8 *)(r2 +13)
+r0 = 2
+exit""", None, flags=32),
+    _c("pull_data_stale_pkt", """
+r6 = r1
+r7 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r7
+r4 += 14
+if r4 > r3 goto +4
+r1 = r6
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = *(u8 *)(r7 +0)
+r0 = 2
+exit""", "R7 invalid mem access 'scalar'"),
+    _c("pull_data_not_ctx", """
+r1 = r10
+r1 += -8
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = 2
+exit""", "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("pull_data_pointer_len", """
+r1 = r1
+r2 = r10
+call KFUNC(bpf_xdp_pull_data)
+r0 = 2
+exit""", "R2 is not a scalar", err=errno.EINVAL),
+    _c("pull_data_in_global", """
+r6 = r1
+r7 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r7
+r4 += 14
+if r4 > r3 goto +4
+r1 = r6
+call g1
+r0 = *(u8 *)(r7 +0)
+r0 = 2
+exit
+g1:
+r2 = 64
+call KFUNC(bpf_xdp_pull_data)
+r0 = 0
+exit""", "R7 invalid mem access 'scalar'", funcs=(Func("main", True, ("ctx",)),
+                                                 Func("g1", True, ("ctx",)))),
+    # ringbuf dynptrs: a reservation is a reference, kept in the dynptr's slots, that
+    # submit or discard ends (even when the reservation failed: the dynptr is then null);
+    # its slots cannot be overwritten, its clones and slices go with it
+    _c("rbd_submit", _RBD + _RBD_EXIT, None),
+    _c("rbd_discard", _RBD + "r1 = r10\nr1 += -16\nr2 = 0\ncall 200\nr0 = 2\nexit", None),
+    _c("rbd_var_size", "r6 = *(u32 *)(r1 +12)\n" + _RBD.replace("r2 = 16", "r2 = r6") +
+       _RBD_EXIT, None),
+    _c("rbd_leak", _RBD + "r0 = 2\nexit", _LEAK, err=errno.EINVAL),
+    _c("rbd_leak_failed", _RBD + "if r0 != 0 goto +4\n" + _RBD_EXIT, _LEAK, err=errno.EINVAL),
+    _c("rbd_submit_twice", _RBD + _RBD_SUB + _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_overwrite", _RBD + "r1 = 0\n*(u64 *)(r10 -8) = r1\n" + _RBD_EXIT,
+       "cannot overwrite referenced dynptr", err=errno.EINVAL),
+    _c("rbd_reserve_again", _RBD + _RBD + _RBD_EXIT, "cannot overwrite referenced dynptr",
+       err=errno.EINVAL),
+    _c("rbd_submit_uninit", _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_submit_xdp", "r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\n" +
+       _RBD_EXIT, _UNACQ, err=errno.EINVAL),
+    _c("rbd_submit_offset", _RBD + "r1 = r10\nr1 += -12\nr2 = 0\ncall 199\n" + _RBD_EXIT,
+       _UNACQ, err=errno.EINVAL),
+    _c("rbd_not_ringbuf", _RBD.replace("MAP(rb)", "MAP(arr)") + _RBD_EXIT,
+       "cannot pass map_type 2 into func bpf_ringbuf_reserve_dynptr#198", err=errno.EINVAL),
+    _c("rbd_load_slot", _RBD + "r0 = *(u64 *)(r10 -16)\n" + _RBD_EXIT,
+       "invalid read from stack off -16+0 size 8"),
+    _c("rbd_data", _RBD + _RBD_DATA + "if r0 == 0 goto +2\nr1 = 7\n*(u64 *)(r0 +0) = r1\n" +
+       _RBD_EXIT, None),
+    _c("rbd_data_oob", _RBD + _RBD_DATA + "if r0 == 0 goto +2\nr1 = 7\n*(u64 *)(r0 +4) = r1\n"
+       + _RBD_EXIT, "R0 min value is outside of the allowed memory range"),
+    _c("rbd_data_unchecked", _RBD + _RBD_DATA + "r1 = 7\n*(u64 *)(r0 +0) = r1\n" + _RBD_EXIT,
+       "R0 invalid mem access 'mem_or_null'"),
+    _c("rbd_data_after_submit", _RBD + _RBD_DATA + "r6 = r0\n" + _RBD_SUB +
+       "if r6 == 0 goto +2\nr1 = 7\n*(u64 *)(r6 +0) = r1\nr0 = 2\nexit",
+       "R6 invalid mem access 'scalar'"),
+    _c("rbd_data_var_len", "r6 = *(u32 *)(r1 +12)\n" + _RBD +
+       _RBD_DATA.replace("r3 = 8", "r3 = r6") + _RBD_EXIT, "R3 is not a known constant'"),
+    _c("rbd_data_of_xdp", "r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\n" +
+       _RBD_DATA + "if r0 == 0 goto +1\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None),
+    _c("rbd_read_write", _RBD + """r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+r3 += -24
+r4 = 8
+r5 = 0
+*(u64 *)(r10 -24) = r5
+call 202
+r1 = r10
+r1 += -32
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 0
+r5 = 0
+call 201
+""" + _RBD_EXIT, None),
+    _c("rbd_clone_submit", _RBD + """r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+r2 = 0
+call 199
+r0 = 2
+exit""", None),
+    _c("rbd_clone_released", _RBD + """r1 = r10
+r1 += -16
+r2 = r10
+r2 += -32
+call KFUNC(bpf_dynptr_clone)
+r1 = r10
+r1 += -32
+r2 = 0
+call 199
+r1 = r10
+r1 += -16
+r2 = 0
+call 200
+r0 = 2
+exit""", _UNACQ, err=errno.EINVAL),
+    _c("rbd_slice_after_submit", _RBD + """r1 = r10
+r1 += -16
+r2 = 0
+r3 = 0
+r4 = 4
+call KFUNC(bpf_dynptr_slice_rdwr)
+r6 = r0
+""" + _RBD_SUB + """if r6 == 0 goto +1
+r0 = *(u32 *)(r6 +0)
+r0 = 2
+exit""", "R6 invalid mem access 'scalar'"),
+    # The ringbuf dynptr program tests/kernel/test_ringbuf_dynptr_kernel.py runs on Linux:
+    # arr[0] = {size, flags, write offset, discard}; arr[1] = {reserve's r0, write's r0,
+    # dynptr_data non-NULL, read's r0}. The record: 0xabcd through bpf_dynptr_data at 0,
+    # then (data_end - data) << 32 | 0x55667788 written at the offset.
+    _c("rbd_run", """
+r6 = r1
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+r7 = r0
+r1 = 1
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+r8 = r0
+if r7 == 0 goto out
+if r8 == 0 goto out
+r2 = *(u32 *)(r7 +0)
+r3 = *(u32 *)(r7 +4)
+r1 = MAP(rb)
+r4 = r10
+r4 += -16
+call 198
+*(u32 *)(r8 +0) = r0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r3 -= r2
+r3 <<= 32
+r3 |= 0x55667788
+*(u64 *)(r10 -24) = r3
+r1 = r10
+r1 += -16
+r2 = *(u32 *)(r7 +8)
+r3 = r10
+r3 += -24
+r4 = 8
+r5 = 0
+call 202
+*(u32 *)(r8 +4) = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 8
+call 203
+r1 = 0
+if r0 == 0 goto +3
+r2 = 0xabcd
+*(u32 *)(r0 +0) = r2
+r1 = 1
+*(u32 *)(r8 +8) = r1
+r1 = r10
+r1 += -32
+r2 = 8
+r3 = r10
+r3 += -16
+r4 = 4
+r5 = 0
+call 201
+*(u32 *)(r8 +12) = r0
+r1 = r10
+r1 += -16
+r2 = 0
+r0 = *(u32 *)(r7 +12)
+if r0 != 0 goto +2
+call 199
+goto +1
+call 200
+out:
+r0 = 2
+exit""", None),
+    # bpf_dynptr_from_mem: a LOCAL dynptr over a map value (only), unreferenced
+    _c("from_mem_data", _FROM_MEM + """r1 = r10
+r1 += -24
+r2 = 0
+r3 = 8
+call 203
+if r0 == 0 goto out
+r1 = 5
+*(u64 *)(r0 +0) = r1
+out:
+r0 = 2
+exit""", None),
+    _c("from_mem_stack", "r1 = r10\nr1 += -40\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\n"
+       "call 197\nr0 = 2\nexit", "Unsupported reg type fp for bpf_dynptr_from_mem data"),
+    _c("from_mem_too_long", _FROM_MEM.replace("r2 = 16", "r2 = 17") + "out:\nr0 = 2\nexit",
+       "R1 min value is outside of the allowed memory range"),
+    _c("from_mem_overwrite", _FROM_MEM + "r1 = 0\n*(u64 *)(r10 -24) = r1\nout:\nr0 = 2\nexit",
+       None),
+    _c("from_mem_submit", _FROM_MEM + "r1 = r10\nr1 += -24\nr2 = 0\ncall 199\nout:\nr0 = 2\n"
+       "exit", _UNACQ, err=errno.EINVAL),
+    # bpf_func_proto.pkt_access: only some helpers take packet pointers
+    _c("pkt_to_dynptr_read", _PKT64 + "r2 = 0\nr3 = r10\nr3 += -16\n"
+       "call KFUNC(bpf_dynptr_from_xdp)\nr1 = r6\nr2 = 8\nr3 = r10\nr3 += -16\nr4 = 0\n"
+       "r5 = 0\ncall 201\nout:\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_ringbuf_output", _PKT64 + "r1 = MAP(rb)\nr2 = r6\nr3 = 8\nr4 = 0\ncall 130\n"
+       "out:\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_fib_lookup", _PKT64 + "r2 = r6\nr3 = 64\nr4 = 0\ncall 69\nout:\nr0 = 2\nexit",
+       _NO_PKT),
+    _c("pkt_to_dynptr_from_mem", "r1 = *(u32 *)(r1 +0)\nr2 = 0\nr3 = 0\nr4 = r10\n"
+       "r4 += -24\ncall 197\nr0 = 2\nexit", _NO_PKT),
+    _c("pkt_to_csum_diff", _PKT64 + "r1 = r6\nr2 = 4\nr3 = 0\nr4 = 0\nr5 = 0\ncall 28\n"
+       "out:\nr0 = 2\nexit", None),
+    _c("pkt_to_map_lookup", _PKT64 + "r1 = MAP(hash)\nr2 = r6\ncall 1\nout:\nr0 = 2\nexit",
+       None),
     # -- global functions: verified on their own from their BTF prototypes ----------------
     _c('g_scalar', """
 r1 = 5

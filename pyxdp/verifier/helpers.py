@@ -19,8 +19,8 @@ from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PROTOS", "Ret", "UNMODELLED_XDP_HELPERS",
-           "bpf_sock_is_valid_access", "func_maps"]
+__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret",
+           "UNMODELLED_XDP_HELPERS", "bpf_sock_is_valid_access", "func_maps"]
 
 
 class Arg(Enum):
@@ -44,6 +44,9 @@ class Arg(Enum):
     SPIN_LOCK = auto()
     CONST_STR = auto()
     DYNPTR = auto()              # ARG_PTR_TO_DYNPTR | MEM_RDONLY: an initialised dynptr
+    DYNPTR_RINGBUF_UNINIT = auto()   # ... | DYNPTR_TYPE_RINGBUF | MEM_UNINIT: made here
+    DYNPTR_LOCAL_UNINIT = auto()     # ... | DYNPTR_TYPE_LOCAL | MEM_UNINIT
+    DYNPTR_RINGBUF_RELEASE = auto()  # ... | DYNPTR_TYPE_RINGBUF | OBJ_RELEASE: ended here
     TIMER = auto()               # ARG_PTR_TO_TIMER: a map value's struct bpf_timer
     SOCK_COMMON = auto()         # ARG_PTR_TO_BTF_ID_SOCK_COMMON: a socket pointer
     SOCK_RELEASE = auto()        # ARG_PTR_TO_BTF_ID_SOCK_COMMON | OBJ_RELEASE
@@ -57,6 +60,7 @@ class Ret(Enum):
     RINGBUF_MEM_OR_NULL = auto()
     SOCKET_OR_NULL = auto()       # RET_PTR_TO_SOCKET_OR_NULL, an acquired reference
     SOCK_COMMON_OR_NULL = auto()  # RET_PTR_TO_SOCK_COMMON_OR_NULL, an acquired reference
+    DYNPTR_MEM_OR_NULL = auto()  # bpf_dynptr_data: memory of the constant size, or NULL
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,14 @@ PROTOS: dict[int, FuncProto] = {
     195: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY, A.ANYTHING), Ret.MAP_VALUE_OR_NULL),
     # bpf_dynptr_read(dst, len, src, offset, flags), bpf_dynptr_write(dst, offset, src,
     # len, flags): an XDP dynptr's write changes no packet pointers (only skb ones do).
+    # bpf_dynptr_from_mem(data, size, flags, ptr): data must be a map value
+    197: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING, A.DYNPTR_LOCAL_UNINIT)),
+    # bpf_ringbuf_reserve_dynptr(map, size, flags, ptr), _submit_dynptr(ptr, flags),
+    # _discard_dynptr(ptr, flags), bpf_dynptr_data(ptr, offset, len)
+    198: FuncProto((A.CONST_MAP_PTR, A.ANYTHING, A.ANYTHING, A.DYNPTR_RINGBUF_UNINIT)),
+    199: FuncProto((A.DYNPTR_RINGBUF_RELEASE, A.ANYTHING), Ret.VOID),
+    200: FuncProto((A.DYNPTR_RINGBUF_RELEASE, A.ANYTHING), Ret.VOID),
+    203: FuncProto((A.DYNPTR, A.ANYTHING, A.CONST_ALLOC_SIZE_OR_ZERO), Ret.DYNPTR_MEM_OR_NULL),
     201: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.DYNPTR, A.ANYTHING, A.ANYTHING)),
     202: FuncProto((A.DYNPTR, A.ANYTHING, A.MEM_RDONLY, A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     208: FuncProto(()),
@@ -152,17 +164,22 @@ PROTOS: dict[int, FuncProto] = {
 
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket casts, probe_read_*, kptrs, dynptrs,
+# cgroup, socket casts, probe_read_*, kptrs,
 # per-CPU pointers, storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
     15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
     113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
-    157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 197, 198, 199,
-    200, 203, 209, 210, 211})
+    157, 158, 175, 176, 177, 178, 180, 191, 194, 196, 209, 210, 211})
+
+# bpf_func_proto.pkt_access: the helpers XDP may give a packet pointer (map lookups,
+# updates, deletes and pushes, bpf_map_lookup_percpu_elem, bpf_csum_diff, the socket
+# lookups and the syncookie helpers); any other is "helper access to the packet is
+# not allowed".
+PKT_ACCESS = frozenset({1, 2, 3, 28, 84, 85, 87, 99, 100, 110, 195, 204, 205, 206, 207})
 
 _LOOKUPS = (1, 2, 3)
 _QUEUE = (87, 88, 89)
-_RINGBUF = (130, 131, 134)
+_RINGBUF = (130, 131, 134, 198, 199, 200)
 # check_map_func_compatibility, first switch: what each map type allows (None: any
 # helper that does not appear in the second table).
 MAP_FUNCS: dict[int, tuple[int, ...] | None] = {
@@ -196,6 +213,7 @@ _FUNC_MAPS: dict[int, tuple[int, ...]] = {
     130: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     131: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     134: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    198: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     87: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK),
          int(MT.BPF_MAP_TYPE_BLOOM_FILTER)),
     88: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK)),

@@ -74,6 +74,7 @@ class KfuncProto:
     ret_struct: str = ""
     ret_size: int = 0
     metadata: bool = False  # an XDP RX metadata kfunc: the program must be device-bound
+    pkt_data: bool = False  # is_kfunc_pkt_changing: packet pointers are forgotten
 
 
 P = KParam
@@ -90,6 +91,7 @@ KFUNCS: dict[str, KfuncProto] = {
                                                metadata=True),
     # net/core/filter.c: bpf_kfunc_check_set_xdp
     "bpf_dynptr_from_xdp": KfuncProto((_CTX, P(KArg.SCALAR), P(KArg.DYNPTR_UNINIT))),
+    "bpf_xdp_pull_data": KfuncProto((_CTX, _U32), pkt_data=True),
     # kernel/bpf/helpers.c: common_btf_ids (every program type)
     "bpf_dynptr_slice": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
                                                    const_size=True)), KRet.SLICE,

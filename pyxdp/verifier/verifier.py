@@ -63,6 +63,7 @@ from pyxdp.spec import (
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import (
+    PKT_ACCESS,
     PROTOS,
     UNMODELLED_XDP_HELPERS,
     Arg,
@@ -700,9 +701,14 @@ class _CallMeta:
     func: int | None = None
     ref: int = 0
     const_key: int | None = None
+    dynptr_id: int = 0   # the dynptr argument's id and ref_obj_id (bpf_dynptr_data)
+    dynptr_ref: int = 0
+    dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
 
 
-_DYNPTR_LOCAL, _DYNPTR_XDP = 1, 5  # enum bpf_dynptr_type
+BPF_FUNC_DYNPTR_FROM_MEM = 197
+_DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
+_DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
 
 
@@ -734,6 +740,7 @@ class _KfuncMeta:
     const_size: int = 0
     dynptr_id: int = 0
     dynptr_kind: int = 0
+    dynptr_ref: int = 0  # the dynptr argument's ref_obj_id (a clone shares it)
     iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
 
 
@@ -2665,6 +2672,8 @@ class _Verifier:
         types, d = frame.slot(spi)
         if d is None or types[0] != S_DYNPTR:
             return
+        if d.ref:  # dynptr_type_refcounted: a ringbuf dynptr must be submitted or discarded
+            raise Refuse("cannot overwrite referenced dynptr", errno.EINVAL)
         other = spi - 1 if d.off else spi + 1
         frame.set_slot(spi, _EMPTY)
         frame.set_slot(other, _EMPTY)
@@ -3288,6 +3297,10 @@ class _Verifier:
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
                     i.imm in _PKT_CHANGING:
                 return True
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                kp = KFUNCS.get(self.kfunc_at.get(pc, ""))
+                if kp is not None and kp.pkt_data:
+                    return True
         return any(self._changes_pkt_data(c, seen) for c in self.layout.calls.get(sub, ())
                    if c not in seen)
 
@@ -3357,6 +3370,11 @@ class _Verifier:
                 self._push_callback(st, fid, meta.func, meta, pc, stack)
         if meta.ref:
             self._release(st, meta.ref)
+        if meta.dynptr_release:
+            self._unmark_dynptr(st, meta.dynptr_release)
+        if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
+            raise Refuse(f"Unsupported reg type {type_str(regs[1].t)} for bpf_dynptr_from_mem "
+                         "data")
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -3385,16 +3403,29 @@ class _Verifier:
             self._new_id()  # the maybe-NULL id, replaced by the reference's (acquire)
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
+        elif proto.ret == Ret.DYNPTR_MEM_OR_NULL:
+            # a slice of the dynptr: invalidated with it (dynptr_id) and released with
+            # its reference (ref_obj_id)
+            r0.set_ptr(MEM | MAYBE_NULL)
+            r0.msize = meta.mem_size
+            r0.id = self._new_id()
+            r0.rng = meta.dynptr_id
+            r0.ref = meta.dynptr_ref
         else:
             r0.set_ptr(MEM | RINGBUF | MAYBE_NULL)
             r0.msize = meta.mem_size
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
-            for x in st.all_regs():  # clear_all_pkt_pointers, packet dynptrs' slices too
-                if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
-                    x.set_unknown()
+            self._clear_pkt_pointers(st)
         return pc + 1
+
+    @staticmethod
+    def _clear_pkt_pointers(st: State) -> None:
+        """clear_all_pkt_pointers, packet dynptrs' slices too."""
+        for x in st.all_regs():
+            if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
+                x.set_unknown()
 
     # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
     def _kfunc_call(self, st: State, pc: int, stack: list[tuple[State, int]]) -> int:
@@ -3418,6 +3449,8 @@ class _Verifier:
                 raise Refuse(f"release kernel function {name} expects refcounted "
                              "PTR_TO_BTF_ID", errno.EINVAL)
             self._release(st, meta.release_ref)
+        if proto.pkt_data:
+            self._clear_pkt_pointers(st)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -3434,6 +3467,7 @@ class _Verifier:
                        (PKT_SLICE if meta.dynptr_kind == _DYNPTR_XDP else 0))
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
+            r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
         else:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
@@ -3544,15 +3578,20 @@ class _Verifier:
         self._mark_precise(st, [n])
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
-                    name: str, meta: _KfuncMeta) -> None:
+                    name: str, meta: _KfuncMeta, kind: int | None = None) -> None:
         """process_dynptr_func: a dynptr (two stack slots) made or used, or used through a
-        global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid)."""
+        global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid).
+        ``kind``: the dynptr type made (uninit) or expected; a ringbuf one holds a
+        reference."""
         reg = regs[n]
         if reg.t == DYNPTR:
             self._check_ptr_off(n, reg)  # check_func_arg_reg_off
             if uninit:  # Linux 6.18 logs this (and WARNs: a kernel splat) as its own bug
                 raise Refuse("verifier bug: misconfigured dynptr helper type flags",
                              errno.EFAULT)
+            if kind is not None and reg.sub != kind:
+                raise Refuse(f"Expected a dynptr of type {_DYNPTR_TYPE_STR[kind]} as arg "
+                             f"#{i}", errno.EINVAL)
             meta.dynptr_id, meta.dynptr_kind = reg.id, reg.sub
             return
         if reg.t != STACK:
@@ -3567,11 +3606,16 @@ class _Verifier:
                 self._mem(st, n, reg, off, 8, write=True, value=None)
             spi = self._dynptr_spi(reg)
             assert spi is not None and spi >= 1
-            kind = _DYNPTR_XDP if name == "bpf_dynptr_from_xdp" else meta.dynptr_kind
+            if kind is None:
+                kind = _DYNPTR_XDP if name == "bpf_dynptr_from_xdp" else meta.dynptr_kind
             did = self._new_id()
+            ref = meta.dynptr_ref  # a clone's: its parent's reference
+            if kind == _DYNPTR_RINGBUF and not ref:  # acquire_reference
+                ref = self._new_id()
+                st.refs.append((ref, self.pc))
             for s, first in ((spi, 1), (spi - 1, 0)):
                 d = Reg()
-                d.t, d.off, d.id, d.sub = DYNPTR, first, did, kind
+                d.t, d.off, d.id, d.sub, d.ref = DYNPTR, first, did, kind, ref
                 d.set_var_zero()
                 frame.set_slot(s, (bytes([S_DYNPTR] * 8), d))
             return
@@ -3585,7 +3629,10 @@ class _Verifier:
                 d1 = None
         if d1 is None:
             raise Refuse(f"Expected an initialized dynptr as arg #{i}", errno.EINVAL)
-        meta.dynptr_id, meta.dynptr_kind = d1.id, d1.sub
+        if kind is not None and d1.sub != kind:
+            raise Refuse(f"Expected a dynptr of type {_DYNPTR_TYPE_STR[kind]} as arg #{i}",
+                         errno.EINVAL)
+        meta.dynptr_id, meta.dynptr_kind, meta.dynptr_ref = d1.id, d1.sub, d1.ref
 
     def _iter_arg(self, st: State, regs: list[Reg], n: int, i: int, p: KParam,
                   proto: KfuncProto, meta: _KfuncMeta) -> None:
@@ -3725,6 +3772,16 @@ class _Verifier:
             return None
         return spi
 
+    def _unmark_dynptr(self, st: State, ref: int) -> None:
+        """unmark_stack_slots_dynptr of a ringbuf dynptr: it and every clone (same
+        ref_obj_id) become invalid stack, its slices unknown scalars."""
+        for frame in st.frames:
+            for spi, (types, d) in enumerate(frame.stack):
+                if d is not None and types[0] == S_DYNPTR and d.ref == ref and d.off:
+                    frame.set_slot(spi, _EMPTY)
+                    frame.set_slot(spi - 1, _EMPTY)
+        self._release(st, ref)
+
     def _release(self, st: State, ref: int) -> None:
         st.refs = [x for x in st.refs if x[0] != ref]
         for r in st.all_regs():
@@ -3767,6 +3824,8 @@ class _Verifier:
         reg = self._read(regs, n)
         if arg == Arg.ANYTHING:
             return
+        if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
+            raise Refuse("helper access to the packet is not allowed")
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
@@ -3869,8 +3928,26 @@ class _Verifier:
         if arg == Arg.SPIN_LOCK:
             self._spin_lock(st, n, reg, fid == 93)
             return
-        if arg == Arg.DYNPTR:  # process_dynptr_func, numbered from 0 as Linux logs it
-            self._dynptr_arg(st, regs, n, n - 1, False, _helper_name(fid), _KfuncMeta())
+        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
+                   Arg.DYNPTR_LOCAL_UNINIT):
+            km = _KfuncMeta()
+            if arg == Arg.DYNPTR_RINGBUF_RELEASE:  # check_func_arg's OBJ_RELEASE
+                if reg.t != STACK:
+                    raise Refuse("cannot release unowned const bpf_dynptr", errno.EINVAL)
+                at = self._dynptr_spi(reg)
+                frame = st.frames[reg.frame]
+                d = frame.slot(at)[1] if at is not None and at < len(frame.stack) else None
+                if d is None or not d.ref:
+                    raise Refuse(f"arg {n} is an unacquired reference", errno.EINVAL)
+            # process_dynptr_func, numbered from 0 as Linux logs it
+            self._dynptr_arg(st, regs, n, n - 1,
+                             arg in (Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_LOCAL_UNINIT),
+                             _helper_name(fid), km,
+                             None if arg == Arg.DYNPTR else
+                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF)
+            meta.dynptr_id, meta.dynptr_ref = km.dynptr_id, km.dynptr_ref
+            if arg == Arg.DYNPTR_RINGBUF_RELEASE:
+                meta.dynptr_release = km.dynptr_ref
             return
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
@@ -4012,8 +4089,9 @@ class _Verifier:
             return (STACK,), None
         if arg == Arg.SPIN_LOCK:
             return (MAP_VALUE,), "map_value, ptr_"
-        if arg == Arg.DYNPTR:  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
-            return (STACK, DYNPTR), None
+        if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
+                   Arg.DYNPTR_LOCAL_UNINIT):
+            return (STACK, DYNPTR), None  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR
         return (MAP_VALUE,), None
 
     def _helper_mem(self, st: State, n: int, reg: Reg, size: int, *, write: bool,

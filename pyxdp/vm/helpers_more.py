@@ -43,6 +43,13 @@ from typing import TYPE_CHECKING
 from pyxdp.errors import HelperFault, MapError, MemoryFault
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.context import SCRATCH_BASE, RunContext, helper, neg
+from pyxdp.vm.dynptr import (
+    BPF_DYNPTR_TYPE_RINGBUF,
+    DYNPTR_MAX_SIZE,
+    dynptr_init,
+    dynptr_load,
+    dynptr_set_null,
+)
 from pyxdp.vm.map_space import (
     MAP_SPACE_BASE,
     MAP_WINDOW,
@@ -584,6 +591,51 @@ def _ringbuf_submit(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int
 @helper(133, "ringbuf_discard")
 def _ringbuf_discard(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return _commit(r1, True, r2)
+
+
+@helper(198, "ringbuf_reserve_dynptr")
+def _ringbuf_reserve_dynptr(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                            r5: int) -> int:
+    """``bpf_ringbuf_reserve_dynptr(map, size, flags, ptr)``: a null dynptr and an
+    error when it fails (the program must still submit or discard it)."""
+    rb = _ringbuf(r1)
+    size = r2 & 0xFFFF_FFFF
+    if r3:
+        dynptr_set_null(vm, r4)
+        return neg(errno.EINVAL)
+    if size > DYNPTR_MAX_SIZE:  # bpf_dynptr_check_size
+        dynptr_set_null(vm, r4)
+        return neg(errno.E2BIG)
+    sample = rb.reserve(size, 0)
+    if not sample:
+        dynptr_set_null(vm, r4)
+        return neg(errno.EINVAL)
+    dynptr_init(vm, r4, sample, BPF_DYNPTR_TYPE_RINGBUF, 0, size)
+    return 0
+
+
+def _commit_dynptr(vm: Interpreter, addr: int, discard: bool, flags: int) -> int:
+    """``bpf_ringbuf_submit_dynptr``/``_discard_dynptr``: nothing for a null dynptr."""
+    d = dynptr_load(vm, addr)
+    if not d.data:
+        return 0
+    if d.kind != BPF_DYNPTR_TYPE_RINGBUF:
+        raise HelperFault(f"dynptr at {addr:#x} (type {d.kind}) is not a ring buffer dynptr")
+    _commit(d.data, discard, flags)
+    dynptr_set_null(vm, addr)
+    return 0
+
+
+@helper(199, "ringbuf_submit_dynptr")
+def _ringbuf_submit_dynptr(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                           r5: int) -> int:
+    return _commit_dynptr(vm, r1, False, r2)
+
+
+@helper(200, "ringbuf_discard_dynptr")
+def _ringbuf_discard_dynptr(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
+                            r5: int) -> int:
+    return _commit_dynptr(vm, r1, True, r2)
 
 
 @helper(134, "ringbuf_query")
