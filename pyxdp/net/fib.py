@@ -52,8 +52,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
+from pyxdp.errors import HelperFault
 from pyxdp.net.inet_hashtables import SockTable
 from pyxdp.net.nf_conntrack import NfConntrack
+from pyxdp.net.xdp import CTX_BASE
+from pyxdp.vm.context import RunContext
 
 __all__ = [
     "AF_INET",
@@ -1017,3 +1020,16 @@ class Fib:
 def _s32(x: int) -> int:
     x &= 0xFFFF_FFFF
     return x - (1 << 32) if x >> 31 else x
+
+
+def dev_net(context: object, r1: int, what: str) -> tuple[Fib, int]:
+    """``dev_net(ctx->rxq->dev)`` for a helper or kfunc ``what`` an XDP program called
+    with its context in ``r1``: the receiving device's namespace (a bare run gets one of
+    its own) and the device's ifindex."""
+    if not isinstance(context, RunContext) or context.xdp is None:
+        raise HelperFault(f"{what} called outside an XDP run")
+    if r1 != CTX_BASE:
+        raise HelperFault(f"first argument {r1:#x} is not the xdp_md context")
+    if context.fib is None:
+        context.fib = Fib()
+    return context.fib, int(context.xdp.rxq.ifindex)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import errno
 
 from pyxdp.errors import HelperFault
-from pyxdp.net.fib import Fib
+from pyxdp.net.fib import dev_net
 from pyxdp.net.inet_hashtables import (
     AF_INET,
     AF_INET6,
@@ -58,8 +58,7 @@ from pyxdp.net.syncookies import (
     cookie_init_sequence,
     tcp_parse_mss_option,
 )
-from pyxdp.net.xdp import CTX_BASE
-from pyxdp.vm.helpers import RunContext, helper, neg
+from pyxdp.vm.helpers import helper, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
 from pyxdp.vm.memory import Region
 
@@ -75,24 +74,11 @@ _MSS_CLAMP6 = IPV6_MIN_MTU - TCPHDR - IPV6HDR
 _FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
 
 
-def _caller(vm: Interpreter, r1: int) -> tuple[SockTable, int]:
-    """The receiving device's namespace's sockets (``dev_net(ctx->rxq->dev)``), and the
-    device's ifindex."""
-    ctx = vm.context
-    if not isinstance(ctx, RunContext) or ctx.xdp is None:
-        raise HelperFault("socket lookup called outside an XDP run")
-    if r1 != CTX_BASE:
-        raise HelperFault(f"first argument {r1:#x} is not the xdp_md context")
-    if ctx.fib is None:
-        ctx.fib = Fib()
-    table: SockTable = ctx.fib.sockets
-    return table, int(ctx.xdp.rxq.ifindex)
-
-
 def _lookup(vm: Interpreter, r1: int, tup: int, size: int, netns_id: int, flags: int,
             protocol: int) -> int:
     """``__bpf_sk_lookup``: the socket's ``struct bpf_sock`` address, or 0."""
-    net, dif = _caller(vm, r1)
+    fib, dif = dev_net(vm.context, r1, "socket lookup")
+    net: SockTable = fib.sockets
     size &= M32
     if size == TUPLE_V4:
         family = AF_INET

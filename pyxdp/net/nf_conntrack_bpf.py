@@ -31,7 +31,7 @@ import errno
 from collections.abc import Callable
 
 from pyxdp.errors import HelperFault
-from pyxdp.net.fib import Fib
+from pyxdp.net.fib import dev_net
 from pyxdp.net.nf_conntrack import (
     AF_INET,
     AF_INET6,
@@ -51,8 +51,6 @@ from pyxdp.net.nf_conntrack import (
     Zone,
     msecs_to_jiffies,
 )
-from pyxdp.net.xdp import CTX_BASE
-from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import Interpreter
 from pyxdp.vm.memory import Region
 
@@ -70,19 +68,6 @@ ALLOC_TIMEOUT = 10 * HZ  # __bpf_nf_ct_alloc_entry(..., 10): seconds
 def _s32(v: int) -> int:
     v &= M32
     return v - (1 << 32) if v & (1 << 31) else v
-
-
-def _net(vm: Interpreter, r1: int) -> NfConntrack:
-    """The caller's namespace's table (``dev_net(ctx->rxq->dev)``)."""
-    ctx = vm.context
-    if not isinstance(ctx, RunContext) or ctx.xdp is None:
-        raise HelperFault("conntrack kfunc called outside an XDP run")
-    if r1 != CTX_BASE:
-        raise HelperFault(f"first argument {r1:#x} is not the xdp_md context")
-    if ctx.fib is None:
-        ctx.fib = Fib()
-    table: NfConntrack = ctx.fib.conntrack
-    return table
 
 
 def _conn(vm: Interpreter, addr: int) -> NfConn:
@@ -213,7 +198,8 @@ def _alloc(vm: Interpreter, net: NfConntrack, tup: int, tsz: int, opts: int, osz
 def _entry(fn: Callable[[Interpreter, NfConntrack, int, int, int, int], NfConn | int]
            ) -> Callable[..., int]:
     def call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-        got = fn(vm, _net(vm, r1), r2, r3 & M32, r4, r5 & M32)
+        table = dev_net(vm.context, r1, "conntrack kfunc")[0].conntrack
+        got = fn(vm, table, r2, r3 & M32, r4, r5 & M32)
         if isinstance(got, int):
             # bpf_ct_opts_result: only into an opts that holds ``error``
             if r4 and r5 & M32 >= _OPTS_ERROR_END:

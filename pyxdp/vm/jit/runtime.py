@@ -523,6 +523,16 @@ class JitProgram:
             self._bind()
         if self._entry is None:
             raise NotSupportedError("this program was compiled for XDP batches only")
+        rem = self._start_run(regions, budget, context)
+        try:
+            r0 = int(self._entry(self._ctx_addr, r1 & M64, r2 & M64))
+            return self._finish_run(r0, rem, budget)
+        finally:
+            self._release()
+
+    def _start_run(self, regions: Sequence[Region], budget: int, context: Any) -> int:
+        """A run's set-up, shared by :meth:`run` and :meth:`run_callback`: the regions
+        bound, the run context reset; returns the instruction budget given to the code."""
         self._batch = None
         self._regions = list(regions)
         self._load_regions(self._regions)
@@ -535,14 +545,14 @@ class JitProgram:
         ctx.rem = rem
         ctx.depth = 0
         ctx.tail_exit = 0
-        try:
-            r0 = int(self._entry(self._ctx_addr, r1 & M64, r2 & M64))
-            self.executed = rem - _signed(int(ctx.rem))
-            if ctx.status:
-                raise self._fault(budget)
-            return r0
-        finally:
-            self._release()
+        return rem
+
+    def _finish_run(self, r0: int, rem: int, budget: int) -> int:
+        """A run's result: ``executed`` counted, the recorded fault raised, else r0."""
+        self.executed = rem - _signed(int(self._ctx.rem))
+        if self._ctx.status:
+            raise self._fault(budget)
+        return r0
 
     def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),
                      budget: int | None = None, context: Any = None) -> int:
@@ -555,29 +565,14 @@ class JitProgram:
         cb = self._callbacks.get(target) if func_addr % 8 == 0 else None
         if cb is None:
             raise HelperFault(f"callback address {func_addr:#x} is not a function")
-        self._batch = None
-        self._regions = list(regions)
-        self._load_regions(self._regions)
-        self.context = context
-        self._run_budget = budget
-        self._pending = None
-        ctx = self._ctx
-        rem = min(max(budget, 0), _BUDGET_CAP)
-        ctx.status = abi.ST_OK
-        ctx.rem = rem
-        ctx.depth = 0
-        ctx.max_depth = 0
-        ctx.tail_exit = 0
+        rem = self._start_run(regions, budget, context)
+        self._ctx.max_depth = 0
         # Frame 0 is entered as an existing frame (depth 0 is never "fresh"): clear it
         # here, as the interpreter's fresh frame; deeper ones clear themselves.
         self._stack[:STACK_SIZE] = 0
         regs = [a & M64 for a in args[:5]] + [0] * (5 - len(args[:5]))
         try:
-            r0 = int(cb(self._ctx_addr, 0, *regs))
-            self.executed = rem - _signed(int(ctx.rem))
-            if ctx.status:
-                raise self._fault(budget)
-            return r0
+            return self._finish_run(int(cb(self._ctx_addr, 0, *regs)), rem, budget)
         finally:
             self._release()
 
