@@ -170,6 +170,13 @@ def _reg_not_null(r: Reg) -> bool:
         base == BTF_ID and bool(r.ref))
 
 
+def _released_ref(n: int, reg: Reg) -> int:
+    """check_release_arg: the reference a release argument gives back (it must hold one)."""
+    if not reg.ref:
+        raise Refuse(f"R{n} must be referenced when passed to release function", errno.EINVAL)
+    return reg.ref
+
+
 def _stack_oob_errno(lo: int) -> int:
     """check_stack_access_within_bounds: an access starting outside the stack is -EACCES,
     one starting inside it and running into non-negative offsets -EINVAL."""
@@ -3897,10 +3904,7 @@ class _Verifier:
         if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):
             self._arg_reg_off(n, reg)
             if arg == Arg.SOCK_RELEASE:
-                if not reg.ref:
-                    raise Refuse(f"R{n} must be referenced when passed to release function",
-                                 errno.EINVAL)
-                meta.ref = reg.ref
+                meta.ref = _released_ref(n, reg)
             return
         if arg == Arg.FIXED_MEM_RDONLY:
             self._helper_mem(st, n, reg, PROTOS[fid].sizes[n - 1], write=False)
@@ -3909,10 +3913,7 @@ class _Verifier:
             if reg.off or not reg.const or reg.tv:
                 raise Refuse(f"R{n} must have zero offset when passed to release func or "
                              "trusted arg to kfunc", errno.EINVAL)
-            if not reg.ref:
-                raise Refuse(f"R{n} must be referenced when passed to release function",
-                             errno.EINVAL)
-            meta.ref = reg.ref
+            meta.ref = _released_ref(n, reg)
             return
         if arg == Arg.FUNC:
             meta.func = reg.sub
