@@ -735,11 +735,22 @@ def _put_page(sysm, row):  # type: ignore[no-untyped-def]
         ast[A_FREED] += 1
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[no-untyped-def] # noqa: E501
+    """``xdp_return_frame_rx_napi`` of a pool page (direct recycling) or, ``loc`` below
+    0, of an order-0 page (``put_page``); the pool's hot fields."""
+    if loc < 0:
+        _put_page(sysm, -1 - loc)
+        return c, nuse, cached
+    return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
-    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
-    header, headroom and packet copied and the header pointed at the copy; its row,
-    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    """``xdpf_clone`` of the frame in page ``loc`` (a pool page; below 0 an order-0
+    page of the system allocator): an order-0 page with the header, headroom and
+    packet copied and the header pointed at the copy; its row, or -1 when memory
+    ran out (``dev_map_enqueue_clone`` then skips the target)."""
     spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
@@ -749,8 +760,9 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     ast[A_NFREE] = nf
     ast[A_ALLOCATED] += 1
     aref[row] = 1
-    memcpy(spages.ctypes.data + row * spages.strides[0],
-           pages.ctypes.data + loc * pages.strides[0], data + length)
+    src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
+        spages.ctypes.data + (-1 - loc) * spages.strides[0]
+    memcpy(spages.ctypes.data + row * spages.strides[0], src, data + length)
     sq64[row, 0] = sbase + row * FRAME_SZ + data
     sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
     sw32[row, 8] = FRAME_SZ
@@ -923,10 +935,11 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
-    target (then freed). ``none``: no target, the frame is consumed. Returns the
+    target (then freed). ``none``: no target, the frame is consumed. ``loc``: a
+    pool page, or below 0 an order-0 page (a zero-copy frame's copy). Returns the
     pool's hot fields."""
     if none:
-        return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
     slots = _dm_entries(dmt[0], dmt[1], slot)
     end = dmt[1][slot]
@@ -962,13 +975,14 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
             ent = -1 - row
         else:
             if not fits:
-                return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
+                                   cached)
             ent = loc
         b = bq_n[t, kk]
         bq[t, kk, 0, b] = ent
         bq[t, kk, 1, b] = data
         bq[t, kk, 2, b] = length
-        bq[t, kk, 3, b] = w32[loc, 4]
+        bq[t, kk, 3, b] = w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]
         bq_n[t, kk] = b + 1
         if b + 1 == BULK:
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
@@ -1331,8 +1345,9 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
     a redirect to a device (a devmap or devmap_hash entry, ``bpf_redirect``) is
     checked as :func:`native_polls` checks it, then converted the same way and
     queued in the device's bulk queue as an order-0 page (:func:`_bq_xmit_all`,
-    whose entry programs run over those pages). Other redirects, and frames
-    whose conversion failed, are deferred. ``dev``: (ifindex, counters, XDP_TX allowed, TX bulk
+    whose entry programs run over those pages); a broadcast without metadata
+    clones that page (:func:`_bcast`). Other redirects, and frames whose
+    conversion failed, are deferred. ``dev``: (ifindex, counters, XDP_TX allowed, TX bulk
     rows, the host's page allocator, the queue's page pool - whose pages no
     frame here is, its records only typing the bulk queues' calls); ``tgt``
     and ``dm`` as for :func:`native_polls`."""
@@ -1460,6 +1475,29 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                     else:
                         zc_free(xp, loc)
                     n_red += 1
+                    continue
+            if (a == 4 and meta <= 0 and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0
+                    and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)):
+                # dev_map_enqueue_multi: no target consumes the buffer; else it is
+                # converted (the clones are made from the order-0 copy). With metadata
+                # the copy has headroom 0 before it, which xdpf_clone and the Python
+                # path's clone read differently: left to the reference path.
+                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
+                                        np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                        np.int64(red[i, 3]))
+                row = -1
+                if to >= 0 and to != nif:
+                    row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                if to == nif or row >= 0:
+                    if to == nif:
+                        zc_free(xp, loc)
+                    else:
+                        _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
+                               np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length, False,
+                               ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
+                               xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit)
+                    n_red += 1
+                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     continue
             if a == 4:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
