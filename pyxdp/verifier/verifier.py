@@ -3833,6 +3833,12 @@ class _Verifier:
             return
         if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
             raise Refuse("helper access to the packet is not allowed")
+        if arg in (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE) and meta.map is not None and \
+                meta.map.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+            # resolve_map_arg_type: a socket map's value is a socket
+            if arg != Arg.MAP_VALUE:
+                raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
+            arg = Arg.SOCK_COMMON
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
