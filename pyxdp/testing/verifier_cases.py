@@ -309,6 +309,65 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# -- xfrm states (net/xfrm/xfrm_state_bpf.c): a lookup acquires a reference -------------------
+# r0 = bpf_xdp_get_xfrm_state(ctx in r1, opts at fp-40, 36)
+_XFRM_GET = """r2 = r10
+r2 += -40
+r3 = 36
+call KFUNC(bpf_xdp_get_xfrm_state)"""
+_XFRM_CASES: tuple[VerifierCase, ...] = (
+    _c("xfrm_leak", _XFRM_GET + "\nr0 = 2\nexit",
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    _c("xfrm_release", _XFRM_GET + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_release_unchecked", _XFRM_GET + """
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "Possibly NULL pointer passed to trusted arg0"),
+    _c("xfrm_release_twice", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "arg#0 pointer type STRUCT xfrm_state must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("xfrm_opts_past_stack", _XFRM_GET.replace("r3 = 36", "r3 = 48") + """
+r0 = 2
+exit""", "arg#1 arg#2 memory, len pair leads to invalid memory access", err=errno.EINVAL),
+    _c("xfrm_opts_zero_size", _XFRM_GET.replace("r3 = 36", "r3 = 0") + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_ctx_not_ctx", "r1 = r10\nr1 += -8\n" + _XFRM_GET + "\nr0 = 2\nexit",
+       "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("xfrm_release_ct", _CT_LOOKUP + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "kernel function bpf_xdp_xfrm_state_release args#0 expected pointer to STRUCT "
+       "xfrm_state but R1 has a pointer to STRUCT nf_conn", err=errno.EINVAL),
+    _c("xfrm_read_state", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +132)
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = r6
+r0 = 2
+exit""", None),
+)
+
+
 # -- sockets and syncookies (net/core/filter.c): lookups acquire a reference ----------------
 # A tuple of 12 zero bytes on the stack, BPF_F_CURRENT_NETNS, no flags.
 _SK_TUPLE = """
@@ -4356,4 +4415,5 @@ r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
     *_SOCK_CASES,
+    *_XFRM_CASES,
 )
