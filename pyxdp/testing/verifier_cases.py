@@ -315,6 +315,18 @@ _XFRM_GET = """r2 = r10
 r2 += -40
 r3 = 36
 call KFUNC(bpf_xdp_get_xfrm_state)"""
+# main: a state (NULL-checked) passed to g1, released after the call
+_XFRM_TO_G1 = _XFRM_GET + """
+if r0 == 0 goto +6
+r7 = r0
+r1 = r0
+call g1
+r1 = r7
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit
+g1:
+"""
 _XFRM_CASES: tuple[VerifierCase, ...] = (
     _c("xfrm_leak", _XFRM_GET + "\nr0 = 2\nexit",
        "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
@@ -2797,6 +2809,62 @@ exit""", _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
        funcs=_gt("void*@arena@nonnull"), err=errno.EINVAL),
     _c("t_trusted_nonnull", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
        funcs=_gt("struct:nf_conn@trusted@nonnull"), err=errno.EINVAL),
+    # __arg_trusted: the struct found in the kernel's BTF by CO-RE's candidate rule (one
+    # match: xfrm_state; nf_conn also matches nf_conn___init: ambiguous)
+    _c("t_trusted_xfrm", _XFRM_TO_G1 + "r0 = *(u32 *)(r1 +132)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_xfrm_flavour", _XFRM_TO_G1 + "r0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state___local@trusted")),
+    _c("t_trusted_ambiguous", _XFRM_TO_G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:nf_conn@trusted"), err=errno.ESRCH),
+    _c("t_trusted_no_match", _XFRM_TO_G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:pyxdp_no_such_struct@trusted"), err=errno.ENOENT),
+    _c("t_trusted_wrong_struct", _CT_LOOKUP + """
+if r0 == 0 goto +6
+r7 = r0
+r1 = r0
+call g1
+r1 = r7
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit
+g1:
+r0 = 0
+exit""", _CALLER_INVALID, funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_stack", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_maybe_null", _XFRM_GET + """
+r7 = r0
+r1 = r0
+call g1
+if r7 == 0 goto +2
+r1 = r7
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit
+g1:
+r0 = 0
+exit""", _CALLER_INVALID, funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_nullable_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_nullable_deref", "r1 = 0\n" + _G1 + "r0 = *(u32 *)(r1 +132)\nr0 = 0\nexit",
+       "R1 invalid mem access 'trusted_ptr_or_null_'",
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_nullable_checked", "r1 = 0\n" + _G1 +
+       "r0 = 0\nif r1 == 0 goto +1\nr0 = *(u32 *)(r1 +132)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_never_null", _XFRM_TO_G1 +
+       "r0 = 0\nif r1 != 0 goto +1\nr0 = *(u64 *)(r10 +8)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_release", _XFRM_TO_G1 +
+       "call KFUNC(bpf_xdp_xfrm_state_release)\nr0 = 0\nexit",
+       "release kernel function bpf_xdp_xfrm_state_release expects refcounted PTR_TO_BTF_ID",
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_store", _XFRM_TO_G1 + "r0 = 0\n*(u32 *)(r1 +132) = r0\nexit",
+       "only read is supported",
+       funcs=_gt("struct:xfrm_state@trusted")),
     # static functions: tags are logged, not enforced
     _c("t_static_tag", _G1_STACK + "r0 = 0\nexit", None,
        funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@nonnull",)))),
