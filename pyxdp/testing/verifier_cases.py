@@ -369,6 +369,70 @@ call KFUNC(bpf_xdp_xfrm_state_release)
 r0 = 2
 exit""", "kernel function bpf_xdp_xfrm_state_release args#0 expected pointer to STRUCT "
        "xfrm_state but R1 has a pointer to STRUCT nf_conn", err=errno.EINVAL),
+    # btf_struct_walk: x->replay_esn->replay_window, as Linux's selftest reads it
+    _c("xfrm_walk_replay_esn", _XFRM_GET + """
+if r0 == 0 goto +6
+r6 = r0
+r2 = *(u64 *)(r6 +480)
+if r2 == 0 goto +1
+r3 = *(u32 *)(r2 +20)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_walk_unchecked", _XFRM_GET + """
+if r0 == 0 goto +5
+r6 = r0
+r2 = *(u64 *)(r6 +480)
+r3 = *(u32 *)(r2 +20)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_beyond_struct", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +816)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "access beyond struct xfrm_state at off 816 size 4"),
+    _c("xfrm_ptr_member_part", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +480)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "cannot access ptr member replay_esn with moff 480 in struct "
+       "xfrm_state with off 480 size 4"),
+    _c("xfrm_member_end", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u64 *)(r6 +132)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "access beyond the end of member spi (mend:20) in struct xfrm_id "
+       "with off 16 size 8"),
+    _c("xfrm_walked_release", _XFRM_GET + """
+if r0 == 0 goto +7
+r6 = r0
+r1 = *(u64 *)(r6 +456)
+if r1 == 0 goto +1
+call KFUNC(bpf_xdp_xfrm_state_release)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("xfrm_union_member", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +124)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
     _c("xfrm_read_state", _XFRM_GET + """
 if r0 == 0 goto +4
 r6 = *(u32 *)(r0 +132)

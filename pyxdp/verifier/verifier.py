@@ -49,9 +49,9 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import Btf, BtfKind, BtfType
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.vmlinux import core_target
+from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
@@ -171,6 +171,14 @@ def _reg_not_null(r: Reg) -> bool:
     base = r.t & 0xFF
     return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
         base == BTF_ID and bool(r.ref or r.t & TRUSTED))
+
+
+def _is_trusted_reg(reg: Reg) -> bool:
+    """is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids) without flags,
+    or PTR_TRUSTED and no other flag (MAYBE_NULL included)."""
+    base, flags = reg.t & 0xFF, reg.t & ~0xFF
+    return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
+        flags == TRUSTED
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -720,6 +728,20 @@ BPF_FUNC_DYNPTR_FROM_MEM = 197
 _DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
 _DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
+_BTF_MODIFIERS = (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                  BtfKind.TYPE_TAG)
+
+
+def _btf_size(btf: BtfIndex, t: BtfType) -> int:
+    """A member type's size (modifiers already skipped): 8 for a pointer, an array's
+    elements times theirs."""
+    n = 1
+    while t.kind is BtfKind.ARRAY and t.array is not None:
+        n *= t.array.nelems
+        t = btf.type_by_id(t.array.type)
+        while t.kind in _BTF_MODIFIERS:
+            t = btf.type_by_id(t.size_type)
+    return n * (8 if t.kind is BtfKind.PTR else t.size_type)
 
 
 class _GArg(NamedTuple):
@@ -2513,12 +2535,62 @@ class _Verifier:
             self._sock_access(regno, reg, full, size)
             return None
         if t & ~TRUSTED == BTF_ID:
-            # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
-            # scalar, a write is refused (docs/SEMANTICS.md)
-            if write:
+            if write:  # btf_struct_access of an XDP program: reads only
                 raise Refuse("only read is supported")
-            return None
+            return self._btf_read(reg.bt, full + _s64(reg.tv), size)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _btf_read(name: str, off: int, size: int) -> Reg | None:
+        """btf_struct_walk of a read of ``size`` bytes at ``off`` in kernel struct
+        ``name`` (the kernel's BTF, else the shipped one; a struct neither has reads as a
+        scalar): a pointer member to a struct gives a PTR_TO_BTF_ID of it (walked from a
+        kfunc's pointer outside an RCU-protected type: neither trusted nor referenced),
+        a scalar member an unknown scalar (None)."""
+        kernel = core_target()
+        tid = kernel.find(name, BtfKind.STRUCT)
+        if tid is None:
+            return None
+        t = kernel.type_by_id(tid)
+        while True:
+            if off < 0 or off + size > t.size_type:
+                raise Refuse(f"access beyond struct {t.name} at off {off} size {size}")
+            for m in t.members:
+                moff = m.bit_offset // 8
+                if m.bitfield_size:
+                    if moff <= off < (m.bit_offset + m.bitfield_size + 7) // 8:
+                        return None
+                    continue
+                mt = kernel.type_by_id(m.type)
+                while mt.kind in _BTF_MODIFIERS:
+                    mt = kernel.type_by_id(mt.size_type)
+                msize = _btf_size(kernel, mt)
+                if not moff <= off < moff + max(msize, 1) or (not msize and off != moff):
+                    continue
+                if mt.kind in (BtfKind.STRUCT, BtfKind.UNION):
+                    t, off = mt, off - moff
+                    break
+                if mt.kind is BtfKind.PTR:
+                    if msize != size or off != moff:
+                        raise Refuse(f"cannot access ptr member {m.name} with moff {moff} "
+                                     f"in struct {t.name} with off {off} size {size}")
+                    to = kernel.type_by_id(mt.size_type)
+                    while to.kind in _BTF_MODIFIERS:
+                        to = kernel.type_by_id(to.size_type)
+                    if to.kind not in (BtfKind.STRUCT, BtfKind.UNION) or not to.name:
+                        return None
+                    r = Reg()
+                    r.set_ptr(BTF_ID)
+                    r.bt = to.name
+                    return r
+                if off + size > moff + msize and mt.kind is not BtfKind.ARRAY:
+                    raise Refuse(f"access beyond the end of member {m.name} (mend:"
+                                 f"{moff + msize}) in struct {t.name} with off {off} size "
+                                 f"{size}")
+                return None
+            else:
+                raise Refuse(f"struct {t.name} doesn't have field at offset {off}",
+                             errno.EINVAL)
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -3306,11 +3378,7 @@ class _Verifier:
         kernel struct) and check_func_arg_reg_off."""
         if nullable and reg.is_null():
             return
-        base, flags = reg.t & 0xFF, reg.t & ~0xFF
-        # is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids), or PTR_TRUSTED
-        # without another flag (MAYBE_NULL included)
-        if not (reg.ref or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags)
-                or flags == TRUSTED):
+        if not _is_trusted_reg(reg):
             raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
         t = reg.t & ~MAYBE_NULL if nullable else reg.t
         if t & ~TRUSTED != BTF_ID:
@@ -3604,6 +3672,9 @@ class _Verifier:
         if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
             raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
                          "struct with scalar", errno.EINVAL)
+        if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
+            # a release kfunc's arguments are trusted ones too
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
         if reg.bt != p.struct:
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
