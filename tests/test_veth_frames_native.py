@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
+from typing import Any
 
 import pytest
 
@@ -220,19 +221,17 @@ def test_veth_frames_drop_and_pass_natively(flags: int,
     seen: dict[str, list[int]] = {}
     orig = napi._dispatch_deferred
 
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        acts = getattr(v, "action").tolist()
-        seen.setdefault(getattr(dev, "name", ""), []).extend(acts)
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        seen.setdefault(dev.name, []).extend(v.action.tolist())
+        orig(host, dev, rq, prog, frames, v, bq)
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     calls: list[str] = []
     orig_poll = napi._native_poll
 
-    def native_poll(rq: object, prog: object, budget: int, **kw: object) -> int:
-        calls.append(getattr(getattr(rq, "dev"), "name"))
-        return orig_poll(rq, prog, budget, **kw)  # type: ignore[arg-type]
+    def native_poll(rq: Any, prog: Any, budget: int, **kw: Any) -> int:
+        calls.append(rq.dev.name)
+        return orig_poll(rq, prog, budget, **kw)
 
     monkeypatch.setattr(napi, "_native_poll", native_poll)
     _run(True, flags, count=960)

@@ -178,7 +178,8 @@ def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg
     st.xdp_drops += int(counts[XdpAction.XDP_DROP])
     st.xdp_aborted += int(counts[XdpAction.XDP_ABORTED]) + int(bad.sum())
     if drop.any():
-        host.drop_frames(frames.select(drop), rq, direct=True)
+        # veth_xdp_rcv_one frees an xdp_frame it drops with xdp_return_frame.
+        host.drop_frames(frames.select(drop), rq, direct=True, frames_direct=False)
     passed = act == XdpAction.XDP_PASS
     if passed.any():
         st.xdp_pass += int(passed.sum())
@@ -199,7 +200,9 @@ def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) 
     freed as the skb's free would, and the list handed to the stack."""
     batch = host.frames_to_skbs(frames, dev.ifindex)
     batch.queue[:] = rq.index if rq is not None else 0
-    host.drop_frames(frames, rq, direct=rq is not None)
+    # The skbs' free: xdp_frames' pages go back without napi_direct (the pool's own
+    # NAPI recycles directly all the same: page_pool_napi_local).
+    host.drop_frames(frames, rq, direct=rq is not None, frames_direct=False)
     if dev.xdp_generic is not None:
         # No native program: the skbs meet the generic one in the receive path.
         from pyxdp.net.dev import netif_receive_skb_list

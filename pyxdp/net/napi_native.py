@@ -65,9 +65,19 @@ copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
 UMEM and published at once, per packet), TX and other redirects go to
 :mod:`pyxdp.net.dev`, one skb at a time.
 
+A veth's ring also holds ``xdp_frame`` s other devices queued there
+(``ndo_xdp_xmit``; ``veth_xdp_rcv_one`` runs the veth's program on them):
+in the queue's own pool, in another device's page pool (the host's pools in
+a table, :data:`PT_COLS`) or in the system allocator (clones, order-0
+copies). A poll holding frames of other memories runs one batch per memory
+(:func:`_run_mems`, the driver's frames word pointed at that memory's
+pages); DROP, ABORTED and unknown verdicts return them (``xdp_return_frame``:
+the owning pool's ring, or ``put_page``), XDP_PASS hands them to the stack's
+demux first; XDP_TX and redirects of them are deferred.
+
 Multi-buffer (frags) frames are never taken: the loop stops at the first
-one in the rx ring, as at an ``xdp_frame`` from another device, and the
-Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
+the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -572,17 +582,16 @@ def _frame_pass(sysm, ptab, mi, row, data, length, ifindex, srec):  # type: igno
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
-    """``xdp_return_frame_rx_napi`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`):
-    ``put_page`` of an order-0 page, or direct recycling into the page pool that owns
-    it - as the Python path's ``xdp_return_frames_rx_napi``."""
+    """``xdp_return_frame`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`), as
+    veth_xdp_rcv_one frees one it drops (and the stack frees a passed one's skb):
+    ``put_page`` of an order-0 page, or into the ring of the page pool that owns it -
+    ``napi_direct`` false, and that pool's NAPI is not the one polling
+    (``page_pool_napi_local``)."""
     if mi == 1:
         _put_page(sysm, row)
         return
-    psc, cache, ring, free, state = _pool_of(ptab, mi - 2)
-    c, nuse, cached = _give(psc, cache, ring, free, state, row, psc[P_COUNT], psc[P_NUSE], 0)
-    psc[P_COUNT] = c
-    psc[P_NUSE] = nuse
-    psc[P_CACHED] += cached
+    _psc, _cache, ring, free, state = _pool_of(ptab, mi - 2)
+    _put_ring(_psc, ring, free, state, row)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
