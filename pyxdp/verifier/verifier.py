@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -597,9 +598,14 @@ def _significant(types: bytes) -> tuple[int, int]:
 
 
 class Frame:
-    """``struct bpf_func_state``: registers and stack of one call frame."""
+    """``struct bpf_func_state``: registers and stack of one call frame.
 
-    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth")
+    A copy shares the spilled registers with the frame it was copied from until
+    one of the two changes one: change a spilled register only through
+    :meth:`spill_w` (or :meth:`State.all_regs`), which makes it this frame's own."""
+
+    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth",
+                 "owned")
 
     def __init__(self, frameno: int, callsite: int, sub: int) -> None:
         self.regs = [Reg() for _ in range(11)]
@@ -611,23 +617,38 @@ class Frame:
         self.callback = 0  # the helper id when this frame is a callback
         self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
+        self.owned = 0  # bit spi: the spilled register at spi is this frame's alone
 
     def copy(self) -> Frame:
         f = Frame.__new__(Frame)
         f.regs = [r.copy() for r in self.regs]
-        # spilled registers are refined in place (ids, ranges): each state owns its own
-        f.stack = [s if s[1] is None else (s[0], s[1].copy()) for s in self.stack]
+        # most spilled registers never change again: shared until written (spill_w)
+        f.stack = self.stack[:]
+        f.owned = self.owned = 0
         f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
             self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
 
     def slot(self, spi: int) -> Slot:
+        """The slot to read (its spilled register may be shared: see spill_w)."""
         return self.stack[spi] if spi < len(self.stack) else _EMPTY
+
+    def spill_w(self, spi: int) -> Reg | None:
+        """The register spilled at ``spi``, this frame's own, to change in place."""
+        if spi >= len(self.stack):
+            return None
+        types, r = self.stack[spi]
+        if r is not None and not self.owned >> spi & 1:
+            r = r.copy()
+            self.stack[spi] = (types, r)
+            self.owned |= 1 << spi
+        return r
 
     def set_slot(self, spi: int, s: Slot) -> None:
         while len(self.stack) <= spi:
             self.stack.append(_EMPTY)
         self.stack[spi] = s
+        self.owned &= ~(1 << spi)  # the caller's register may be referenced elsewhere
 
 
 class State:
@@ -691,11 +712,18 @@ class State:
     def cur(self) -> Frame:
         return self.frames[-1]
 
-    def all_regs(self) -> list[Reg]:
+    def all_regs(self, want: Callable[[Reg], bool] | None = None) -> list[Reg]:
+        """Every register and spilled register (those ``want`` accepts), this state's
+        own to change in place."""
         out = []
         for f in self.frames:
-            out.extend(f.regs)
-            out.extend(s[1] for s in f.stack if s[1] is not None)
+            if want is None:
+                out.extend(f.regs)
+            else:
+                out.extend(r for r in f.regs if want(r))
+            for spi, (_, spill) in enumerate(f.stack):
+                if spill is not None and (want is None or want(spill)):
+                    out.append(f.spill_w(spi))  # type: ignore[arg-type]
         return out
 
 
@@ -1349,9 +1377,9 @@ class _Verifier:
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
-            for _, spill in f.stack:
-                if spill is not None:
-                    spill.precise = False
+            for spi, (_, spill) in enumerate(f.stack):
+                if spill is not None and spill.precise:
+                    f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
     def _visited(self, pc: int, cur: State) -> bool:
@@ -1474,7 +1502,7 @@ class _Verifier:
                 if spill is None or spill.t != SCALAR or S_SPILL not in types or spill.precise:
                     want_s.discard(key)
                     continue
-                spill.precise = True
+                parent.frames[f].spill_w(spi).precise = True  # type: ignore[union-attr]
             if not want_r and not want_s:
                 return
             nxt = parent.pc
@@ -1753,22 +1781,23 @@ class _Verifier:
             at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
             need = dem[at] if at < len(dem) else 0
             for r in range(10):
-                self._maybe_widen(fo.regs[r], fc.regs[r], bool(need >> r & 1))
+                if self._widens(fo.regs[r], fc.regs[r], bool(need >> r & 1)):
+                    fc.regs[r].set_unknown()
             for spi in range(min(len(fo.stack), len(fc.stack))):
                 so, sc = fo.stack[spi], fc.stack[spi]
                 if so[1] is None or sc[1] is None or S_SPILL not in so[0] or \
                         S_SPILL not in sc[0]:
                     continue
                 base = -8 * (spi + 1)
-                self._maybe_widen(so[1], sc[1], any(base <= a < base + 8 for a in slots))
+                if self._widens(so[1], sc[1], any(base <= a < base + 8 for a in slots)):
+                    fc.spill_w(spi).set_unknown()  # type: ignore[union-attr]
 
     @staticmethod
-    def _maybe_widen(o: Reg, c: Reg, precise: bool) -> None:
+    def _widens(o: Reg, c: Reg, precise: bool) -> bool:
+        """Whether scalar ``c`` becomes unknown (it differs from ``o``, nothing needs it)."""
         if o.t != SCALAR or c.t != SCALAR or precise:
-            return
-        if o.key()[4:] == c.key()[4:]:  # regs_exact (ids aside)
-            return
-        c.set_unknown()
+            return False
+        return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
     @staticmethod
     def _plan(old: State, live: int) -> list[_FramePlan]:
@@ -2820,7 +2849,7 @@ class _Verifier:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
-                        spill.id = 0
+                        f.spill_w(spi).id = 0  # type: ignore[union-attr]
 
     def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
         """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
@@ -2856,21 +2885,19 @@ class _Verifier:
             return
         new = ptr.off + (1 if right_open else 0)
         pid, pt = ptr.id, ptr.t
-        for r in state.all_regs():
-            if r.t == pt and r.id == pid and r.rng >= 0:
-                r.rng = max(r.rng, new)
+        for r in state.all_regs(lambda r: r.t == pt and r.id == pid and 0 <= r.rng < new):
+            r.rng = new
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
         """mark_ptr_or_null_regs: every copy of the pointer ``pid`` is NULL or not NULL."""
-        for r in st.all_regs():
-            if r.t & MAYBE_NULL and r.id == pid:
-                if is_null:
-                    r.set_known(0)
-                elif self._ptr_not_null(r):
-                    # reg_may_point_to_spin_lock: the id tells which element is locked
-                    if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
-                                          self._lock_off(r.map) is not None):
-                        r.id = 0
+        for r in st.all_regs(lambda r: bool(r.t & MAYBE_NULL) and r.id == pid):
+            if is_null:
+                r.set_known(0)
+            elif self._ptr_not_null(r):
+                # reg_may_point_to_spin_lock: the id tells which element is locked
+                if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
+                                      self._lock_off(r.map) is not None):
+                    r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
 
@@ -2895,9 +2922,9 @@ class _Verifier:
     def _sync_ids(self, st: State, r: Reg) -> None:
         if r.t != SCALAR or not r.id:
             return
-        for x in st.all_regs():
-            if x is not r and x.t == SCALAR and x.id == r.id:
-                x.assign(r)
+        rid = r.id
+        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and x.id == rid):
+            x.assign(r)
 
     @staticmethod
     def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
@@ -3704,7 +3731,7 @@ class _Verifier:
         assert it is not None
         if it.sub == ITER_ACTIVE:
             q = st.copy()
-            qit = q.frames[fno].slot(spi)[1]
+            qit = q.frames[fno].spill_w(spi)
             assert qit is not None
             qit.rng += 1
             q.cur.regs[0].t &= ~MAYBE_NULL
@@ -3712,6 +3739,8 @@ class _Verifier:
             if prev is not None:
                 self._widen(prev, q, pc + 1)
             self._push(q, pc + 1, stack)
+        it = st.frames[fno].spill_w(spi)
+        assert it is not None
         it.sub = ITER_DRAINED
         st.cur.regs[0].set_known(0)
 
@@ -4188,6 +4217,20 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
     """
+    # The walk allocates registers and states by the hundred thousand and makes no cycles
+    # of them: the cyclic collector would only rescan the kept states over and over (a
+    # fifth of the time on large programs).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _verify(spec, maps, limit=limit, btf=btf, core_btf=core_btf)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _verify(spec: ProgramSpec, maps: dict[str, MapSpec], *, limit: int, btf: Btf | None,
+            core_btf: str | os.PathLike[str] | None) -> VerifierResult:
     if not spec.core_relos:
         return _Verifier(spec, maps, limit=limit, btf=btf).run()
     target = core_target(core_btf)
