@@ -1960,7 +1960,13 @@ class _Verifier:
             n = len(cstack)
             for spi, so, _, _, _ in slots:
                 sc = cstack[spi] if spi < n else _EMPTY
-                if so == sc and so[1] is None:
+                if so is sc:  # shared since a common ancestor (Frame.copy): equal
+                    x = so[1]
+                    # unless ids must map one to one (check_ids has to see them)
+                    if x is None or (x.t == SCALAR and not x.precise) or \
+                            (not x.id and not x.ref):
+                        continue
+                elif so == sc and so[1] is None:
                     continue
                 if so[0] != sc[0]:
                     ro, rc = _stack_scalar(so), _stack_scalar(sc)
