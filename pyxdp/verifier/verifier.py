@@ -2032,8 +2032,7 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
-            return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-                self._scalar_ids(o.id, c.id, idmap)
+            return self._within(o, c) and self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
         base = o.t & 0xFF
@@ -2049,14 +2048,16 @@ class _Verifier:
             return False
         if base == FUNC and o.sub != c.sub:
             return False
-        return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-            self._ids(o.id, c.id, idmap) and self._ids(o.ref, c.ref, idmap)
+        return self._within(o, c) and self._ids(o.id, c.id, idmap) and \
+            self._ids(o.ref, c.ref, idmap)
 
     @staticmethod
-    def _range_within(o: Reg, c: Reg) -> bool:
+    def _within(o: Reg, c: Reg) -> bool:
+        """range_within and tnum_in: every value ``c`` may hold, ``o`` may too."""
         return (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
                 and o.smax >= c.smax and o.u32min <= c.u32min and o.u32max >= c.u32max
-                and o.s32min <= c.s32min and o.s32max >= c.s32max)
+                and o.s32min <= c.s32min and o.s32max >= c.s32max
+                and t_in((o.tv, o.tm), (c.tv, c.tm)))
 
     # -- registers ------------------------------------------------------------------------
     def _read(self, regs: list[Reg], r: int) -> Reg:
