@@ -1826,7 +1826,8 @@ class _Verifier:
                     continue
                 any_scalar = o.t == SCALAR and not o.precise
                 regs.append((r, o, any_scalar))
-                quick.append((1, fi, r, o, any_scalar))
+                # a finished state's registers no longer change: type and offset kept
+                quick.append((1, fi, r, o.t, o.t == SCALAR, o.off))
             slots = []
             stack = fo.stack
             n = len(stack)
@@ -1861,15 +1862,17 @@ class _Verifier:
                 kind = q[0]
                 if kind == 1:
                     c = frames[q[1]].regs[q[2]]
-                    o = q[3]
-                    if c.t == o.t and (q[4] or o.t == SCALAR or c.off == o.off):
+                    if c.t == q[3] and (q[4] or c.off == q[5]):
                         continue
                 elif kind == 2:
                     cstack = frames[q[1]].stack
                     spi = q[2]
                     sc = cstack[spi] if spi < len(cstack) else _EMPTY
                     ct = sc[0]
-                    if ct is q[3] or _bytes_int(ct) & q[4] == q[5] or (
+                    if ct is q[3]:
+                        continue
+                    v = _INTS.get(ct)
+                    if (v if v is not None else _bytes_int(ct)) & q[4] == q[5] or (
                             q[6] and _stack_scalar(sc) is not None):
                         continue
                 elif frames[q[1]].callsite == q[2]:
