@@ -1178,6 +1178,21 @@ r8 = r7
 if r6 != r7 goto out
 r0 = *(u32 *)(r8 +0)
 """ + _OUT, "R8 invalid mem access 'map_value_or_null'"),
+    # a NULL check on one path makes the spilled copy of the pointer non-NULL on that path
+    # only (the state queued at the branch shares the spill until one side changes it)
+    _c("spill_null_check_one_path", _LOOKUP.format(m="hash") + """
+*(u64 *)(r10 -16) = r0
+r7 = r0
+call 7
+if r0 == 0 goto other
+if r7 == 0 goto out
+r1 = *(u64 *)(r10 -16)
+r0 = *(u32 *)(r1 +0)
+goto out
+other:
+r1 = *(u64 *)(r10 -16)
+r0 = *(u32 *)(r1 +0)
+""" + _OUT, "R1 invalid mem access 'map_value_or_null'"),
     _c("ptr_eq_both_maybe_null", _TWO.replace("if r6 == 0 goto out\n", "") +
        "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, _R7_NULL),
     _c("ptr_eq_stack_no_inference", _TWO + """
