@@ -51,7 +51,8 @@ from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
 from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.vmlinux import core_target
+from pyxdp.btf.struct_access import StructWalkError, struct_access
+from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
@@ -129,6 +130,9 @@ NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_EN
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
+# PTR_UNTRUSTED, PTR_TRUSTED: a kernel pointer read through probe loads (bpf_rdonly_cast's,
+# or one walked from it), one the kernel vouches for (bpf_cast_to_kern_ctx's).
+UNTRUSTED, TRUSTED = 0x10000, 0x20000
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -153,7 +157,8 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
-    pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "")
+    pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
+        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
@@ -166,8 +171,10 @@ def _reg_not_null(r: Reg) -> bool:
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
-    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
-        base == BTF_ID and bool(r.ref))
+    if base == MEM:
+        return not r.t & UNTRUSTED
+    return base in (MAP_VALUE, MAP_KEY, MAP_PTR, SOCK, SOCK_COMMON) or (
+        base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -946,9 +953,11 @@ def _rdonly(m: MapSpec) -> bool:
 
 class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
-                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None) -> None:
+                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
+                 core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
         self.btf = btf
+        self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
         self.limit = limit
@@ -2493,7 +2502,8 @@ class _Verifier:
         if t & 0xFF == MEM and not t & MAYBE_NULL:
             if write and t & RDONLY:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
-            self._region(regno, reg, full, size, reg.msize, "memory")
+            if not (t & RDONLY and t & UNTRUSTED):  # probe loads: no bounds to check
+                self._region(regno, reg, full, size, reg.msize, "memory")
             return None
         if t == CTX:
             return self._ctx(regno, reg, full, size, write, sx)
@@ -2507,13 +2517,54 @@ class _Verifier:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
             self._sock_access(regno, reg, full, size)
             return None
-        if t == BTF_ID:
-            # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
-            # scalar, a write is refused (docs/SEMANTICS.md)
-            if write:
-                raise Refuse("only read is supported")
-            return None
+        if t & 0xFF == BTF_ID and not t & MAYBE_NULL:
+            return self._btf_access(regno, reg, full, size, write)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    def _kernel_btf(self) -> BtfIndex:
+        """The kernel's BTF as the program's kfuncs see it (CO-RE's target)."""
+        return core_target(self.core_btf)
+
+    def _btf_type(self, reg: Reg) -> int | None:
+        """The kernel BTF id of the struct a PTR_TO_BTF_ID points to (None: this BTF
+        has no such struct)."""
+        if reg.sub:
+            return reg.sub
+        kbtf = self._kernel_btf()
+        return kbtf.find(reg.bt, BtfKind.STRUCT) or kbtf.find(reg.bt, BtfKind.UNION)
+
+    def _btf_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                    ) -> Reg | None:
+        """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
+        value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
+        untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
+        if not self.gpl:
+            raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
+                         "program", errno.EINVAL)
+        if off < 0:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid negative access: off={off}")
+        if reg.tm or reg.tv:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
+                         f"var_off={tnum_str((reg.tv, reg.tm))}")
+        if write:
+            raise Refuse("only read is supported")
+        tid = self._btf_type(reg)
+        if tid is None:  # a struct the BTF at hand lacks (a module's): its reads are scalars
+            return None
+        try:
+            got = struct_access(self._kernel_btf(), tid, off, size)
+        except StructWalkError as e:
+            raise Refuse(e.msg, e.err) from None
+        if got.kind == "scalar":
+            return None
+        r = Reg()
+        if got.kind == "mem":  # mark_btf_ld_reg: PTR_TO_MEM | MEM_RDONLY | PTR_UNTRUSTED
+            r.set_ptr(MEM | RDONLY | UNTRUSTED)
+            return r
+        # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
+        r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
+        r.bt, r.sub = got.name, got.type_id
+        return r
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -3451,6 +3502,8 @@ class _Verifier:
         i = 0
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
+            else None
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3465,6 +3518,9 @@ class _Verifier:
             return pc + 1
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
+            return pc + 1
+        if cast is not None:
+            r0.assign(cast)
             return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
@@ -3492,12 +3548,41 @@ class _Verifier:
             self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
+    def _kern_cast(self, proto: KfuncProto, regs: list[Reg]) -> Reg:
+        """check_special_kfunc: bpf_cast_to_kern_ctx gives a trusted pointer to the program
+        type's kernel context (struct xdp_buff); bpf_rdonly_cast(obj, btf_id) an untrusted
+        pointer to struct ``btf_id``, or read-only untrusted memory for void."""
+        r = Reg()
+        kbtf = self._kernel_btf()
+        if proto.ret == KRet.KERN_CTX:
+            r.set_ptr(BTF_ID | TRUSTED)
+            r.bt = proto.ret_struct
+            r.sub = kbtf.find(proto.ret_struct, BtfKind.STRUCT) or 0
+            return r
+        value = regs[2].tv
+        tid = value & U32  # btf_type_by_id takes a u32
+        if tid >= len(kbtf):
+            raise Refuse(f"Unknown type ID {_s64(value)} passed to kfunc bpf_rdonly_cast",
+                         errno.EINVAL)
+        t = kbtf.type_by_id(tid)
+        if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+            r.set_ptr(BTF_ID | UNTRUSTED)
+            r.bt, r.sub = t.name, tid
+        elif tid == 0:
+            r.set_ptr(MEM | RDONLY | UNTRUSTED)
+        else:
+            raise Refuse("kfunc bpf_rdonly_cast type ID argument must be of a struct or void",
+                          errno.EINVAL)
+        return r
+
     def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
                    meta: _KfuncMeta) -> int:
         """check_kfunc_args for argument ``i``; the index of the next one."""
         p = proto.params[i]
         n = i + 1
         reg = regs[n]
+        if p.kind == KArg.IGNORE:  # ``__ign``: not looked at
+            return i + 1
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
@@ -4189,7 +4274,7 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     message for the first failure on the first path that has one.
     """
     if not spec.core_relos:
-        return _Verifier(spec, maps, limit=limit, btf=btf).run()
+        return _Verifier(spec, maps, limit=limit, btf=btf, core_btf=core_btf).run()
     target = core_target(core_btf)
     try:
         relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
@@ -4198,9 +4283,9 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
         # then libbpf's account of the relocation is the useful message
         relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
         try:
-            return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+            return _Verifier(relocated, maps, limit=limit, btf=btf, core_btf=core_btf).run()
         except VerifierError as e:
             if e.reason.startswith(f"invalid func unknown#{POISON_HELPER}"):
                 raise failed from e
             raise
-    return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+    return _Verifier(relocated, maps, limit=limit, btf=btf, core_btf=core_btf).run()
