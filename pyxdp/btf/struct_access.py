@@ -44,9 +44,10 @@ class StructWalkError(Exception):
 
 @dataclass(frozen=True)
 class StructRead:
-    """What a read finds: ``kind`` "scalar", "ptr" (to struct ``type_id``, ``name``) or
-    "mem" (a pointer to something that is not a struct); ``untrusted`` when the walk
-    crossed a union of several members."""
+    """What a read finds: ``kind`` "scalar", "ptr" (to struct ``type_id``, ``name``),
+    "mem" (a pointer to something that is not a struct) or "fwd" (a pointer to a struct
+    this BTF only declares); ``untrusted`` when the walk crossed a union of several
+    members."""
 
     kind: str
     type_id: int = 0
@@ -169,6 +170,8 @@ def _walk(btf: BtfSource, t: BtfType, off: int, size: int, untrusted: bool
                 st, sid = skip_modifiers(btf, mtype.size_type)
                 if st.kind in (BtfKind.STRUCT, BtfKind.UNION):
                     return "ptr", sid, untrusted
+                if st.kind is BtfKind.FWD and st.name:  # a BTF cut short (pyxdp's own)
+                    return "fwd", sid, untrusted
                 return "mem", 0, untrusted
             if off + size > mtrue_end and not untrusted:
                 raise StructWalkError(
@@ -192,8 +195,8 @@ def struct_access(btf: BtfSource, type_id: int, off: int, size: int,
             t = btf.type_by_id(tid)
             off = 0
             continue
-        if kind == "ptr":
-            return StructRead("ptr", tid, btf.type_by_id(tid).name, untrusted)
+        if kind in ("ptr", "fwd"):
+            return StructRead(kind, tid, btf.type_by_id(tid).name, untrusted)
         return StructRead(kind, 0, "", untrusted)
 
 

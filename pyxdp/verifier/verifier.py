@@ -2557,6 +2557,11 @@ class _Verifier:
             raise Refuse(e.msg, e.err) from None
         if got.kind == "scalar":
             return None
+        if got.kind == "fwd":
+            raise UnsupportedHelper(
+                f"{self.spec.name}: pc {self.pc} reads a struct {got.name} pointer, a struct "
+                f"the kernel BTF at hand ({self._kernel_btf().path}) only declares: its "
+                "layout, and Linux's verdict, are unknown here", pc=self.pc)
         r = Reg()
         if got.kind == "mem":  # mark_btf_ld_reg: PTR_TO_MEM | MEM_RDONLY | PTR_UNTRUSTED
             r.set_ptr(MEM | RDONLY | UNTRUSTED)
