@@ -261,7 +261,7 @@ class Interpreter:
             return _factory("R[d] = M[k]\nreturn n")(
                 R, self.ctx_values, d, s, self.ctx_loads[pc], 0, nxt)
         if cls == op.BPF_LDX:
-            fn = M.load_signed if mode == op.BPF_MEMSX else M.load
+            fn: Callable[[int, int], int] = M.load_signed if mode == op.BPF_MEMSX else M.load
             if pc in self.probe:
                 fn = _probe_load(fn)
             return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(R, fn, d, s, off, size, nxt)
