@@ -16,6 +16,7 @@
  *  11 byte 13 of the frame through bpf_rdonly_cast(data, 0) (void: memory)
  *  12 kctx->data - kctx->data_hard_start after bpf_xdp_adjust_head(ctx, 2)
  *  13 kctx->data is ctx->data after it
+ *  14 kctx->rxq->dev->mtu          15 the first 8 bytes of kctx->rxq->dev->name
  * The verdict is XDP_PASS.
  *
  * The kernel structs are read through CO-RE (preserve_access_index): their
@@ -31,6 +32,8 @@
 
 struct net_device {
 	int ifindex;
+	unsigned int mtu;
+	char name[16];
 } __pai;
 
 struct xdp_rxq_info {
@@ -57,7 +60,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 14);
+	__uint(max_entries, 16);
 	__type(key, __u32);
 	__type(value, __u64);
 } out SEC(".maps");
@@ -74,8 +77,10 @@ SEC("xdp")
 int xdp_kern_ctx(struct xdp_md *ctx)
 {
 	struct xdp_buff *kctx = bpf_cast_to_kern_ctx(ctx);
+	struct net_device *dev = kctx->rxq->dev;
 	struct ethhdr *eth;
 	unsigned char *bytes;
+	__u64 name;
 
 	put(0, kctx->rxq->dev->ifindex);
 	put(1, kctx->rxq->queue_index);
@@ -96,6 +101,9 @@ int xdp_kern_ctx(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	put(12, kctx->data - kctx->data_hard_start);
 	put(13, kctx->data == (void *)(long)ctx->data);
+	put(14, dev->mtu);
+	__builtin_memcpy(&name, dev->name, sizeof(name));
+	put(15, name);
 	return XDP_PASS;
 }
 

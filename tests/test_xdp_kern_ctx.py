@@ -27,7 +27,7 @@ ENGINES = ["interp", "jit"] if jit_available() else ["interp"]
 def _expected(pkt: bytes) -> list[int]:
     # test_run: lo (ifindex 1) queue 0, a 4096-byte frame with 256 bytes of headroom
     return [1, 0, 4096, len(pkt), 256, 1, 1, 1, pkt[0], int.from_bytes(pkt[12:14], "big"),
-            0, pkt[13], 258, 1]
+            0, pkt[13], 258, 1, 65536, int.from_bytes(b"lo", "little")]
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_sample_reads_the_kernel_structs(engine: str, btf: str,
             pkt = udp_packet(bytes(i & 0xFF for i in range(size)))
             r = c.programs["xdp_kern_ctx"].test_run(pkt)
             assert r.fault is None and r.retval == 2
-            assert [c.maps["out"][i] for i in range(14)] == _expected(pkt)
+            assert [c.maps["out"][i] for i in range(16)] == _expected(pkt)
 
 
 def test_unverified_program_faults_where_linux_reads_zero() -> None:

@@ -14,8 +14,9 @@ read-only, holding what Linux holds: the packet pointers as the program's own
 addresses (``data_hard_start`` is the frame's start), ``frame_sz``, the frags
 flag, ``rxq`` and (for a devmap egress program) ``txq``. Only members pyxdp has
 a value for are mapped: ``xdp_rxq_info.dev`` and ``queue_index``,
-``xdp_txq_info.dev``, ``net_device.ifindex``. Every other byte of those structs
-is unmapped, so a probe load of it reads 0 and an unverified program faults
+``xdp_txq_info.dev``, ``net_device.ifindex``, and a device's ``name`` and ``mtu``
+where the run's namespace (:class:`pyxdp.net.fib.Fib`) has the device. Every other
+byte of those structs is unmapped, so a probe load of it reads 0 and an unverified program faults
 (docs/SEMANTICS.md). The image follows the buffer: :meth:`XdpBuff.sync_region`
 rewrites the packet pointers whenever they move.
 """
@@ -28,7 +29,8 @@ from pyxdp.btf.btf import BtfKind
 from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import HelperFault
-from pyxdp.net.xdp import CTX_BASE, PKT_BASE, XdpBuff
+from pyxdp.net.fib import Fib, dev_net
+from pyxdp.net.xdp import PKT_BASE, XdpBuff
 from pyxdp.vm.context import RunContext
 from pyxdp.vm.interpreter import Interpreter
 from pyxdp.vm.memory import Region
@@ -70,7 +72,10 @@ class _Layout:
         rxq = struct("xdp_rxq_info")
         self.rxq = {n: member(rxq, n) for n in ("dev", "queue_index")}
         self.txq_dev = member(struct("xdp_txq_info"), "dev")
-        self.ifindex = member(struct("net_device"), "ifindex")
+        dev = struct("net_device")
+        self.ifindex = member(dev, "ifindex")
+        self.name = member(dev, "name")
+        self.mtu = member(dev, "mtu")
 
 
 _LAYOUT: list[_Layout] = []
@@ -90,7 +95,7 @@ def _put(buf: bytearray, at: tuple[int, int], value: int) -> None:
 class KernCtx:
     """The image of one buffer's kernel structs (see the module docstring)."""
 
-    def __init__(self, xdp: XdpBuff) -> None:
+    def __init__(self, xdp: XdpBuff, fib: Fib | None = None) -> None:
         lay = _layout()
         self.buff = bytearray(lay.buff_size)
         self.regions = [Region("struct xdp_buff", KERN_BASE, self.buff, writable=False)]
@@ -103,10 +108,19 @@ class KernCtx:
         rxq = xdp.rxq
         field("xdp_rxq_info.dev", _RXQ, lay.rxq["dev"], _DEV)
         field("xdp_rxq_info.queue_index", _RXQ, lay.rxq["queue_index"], rxq.queue_index)
-        field("net_device.ifindex", _DEV, lay.ifindex, rxq.ifindex)
+        def device(base: int, ifindex: int, what: str) -> None:
+            field(f"net_device.ifindex{what}", base, lay.ifindex, ifindex)
+            known = fib.devices.get(ifindex) if fib is not None else None
+            if known is not None:
+                name = known.name.encode()[:lay.name[1] - 1]
+                field(f"net_device.name{what}", base, lay.name,
+                      int.from_bytes(name, "little"))
+                field(f"net_device.mtu{what}", base, lay.mtu, known.mtu)
+
+        device(_DEV, rxq.ifindex, "")
         if xdp.egress_ifindex:
             field("xdp_txq_info.dev", _TXQ, lay.txq_dev, _EGRESS_DEV)
-            field("net_device.ifindex (egress)", _EGRESS_DEV, lay.ifindex, xdp.egress_ifindex)
+            device(_EGRESS_DEV, xdp.egress_ifindex, " (egress)")
         self.sync(xdp)
 
     def sync(self, xdp: XdpBuff) -> None:
@@ -123,14 +137,12 @@ class KernCtx:
 
 
 def _cast_to_kern_ctx(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    fib, _ = dev_net(vm.context, r1, "bpf_cast_to_kern_ctx")
     ctx = vm.context
-    if not isinstance(ctx, RunContext) or ctx.xdp is None:
-        raise HelperFault("bpf_cast_to_kern_ctx called outside an XDP run")
-    if r1 != CTX_BASE:
-        raise HelperFault(f"bpf_cast_to_kern_ctx: {r1:#x} is not the xdp_md context")
+    assert isinstance(ctx, RunContext)
     xdp: XdpBuff = ctx.xdp
     if xdp.kern is None:
-        xdp.kern = KernCtx(xdp)
+        xdp.kern = KernCtx(xdp, fib)
     else:
         xdp.kern.sync(xdp)
     have = {id(r) for r in vm.mem.regions}
