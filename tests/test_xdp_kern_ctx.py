@@ -129,3 +129,22 @@ r0 = 2
 exit""", None).spec()
     with pytest.raises(UnsupportedHelper, match="struct net_device_ops"):
         Collection(spec, engine="interp")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_on_a_pyxdp_device(engine: str) -> None:
+    """On a pyxdp NIC (NAPI polls; the JIT's native batches too): the receiving device's
+    ifindex and queue; a Host's devices are not in its namespace's Fib, so their name
+    and MTU are fields pyxdp leaves unmapped (probe loads: 0, docs/SEMANTICS.md)."""
+    from pyxdp.net.netdevice import Host
+
+    with Host(engine=engine) as h:
+        a, b = h.veth("veth0", "veth1")
+        coll = h.load(KERN_CTX)
+        a.attach_xdp(coll.programs["xdp_kern_ctx"])
+        pkt = udp_packet(b"y" * 60)
+        b.transmit([pkt] * 3)
+        assert h.run() == 3 and not a.faults
+        out = [coll.maps["out"][i] for i in range(16)]
+        assert (out[0], out[1], out[14], out[15]) == (a.ifindex, 0, 0, 0)
+        assert out[3] == len(pkt) and out[6] == out[13] == 1 and out[12] == out[4] + 2

@@ -40,7 +40,7 @@ __all__ = ["KERN_BASE", "KERN_CTX_KFUNCS", "KernCtx"]
 # Fake addresses of the image: struct xdp_buff, its xdp_rxq_info, the receiving
 # net_device, the xdp_txq_info and the egress net_device, a page apart.
 KERN_BASE = 0x0000_7000_0000_0000
-_RXQ, _DEV, _TXQ, _EGRESS_DEV = (KERN_BASE + k * 0x1000 for k in range(1, 5))
+_RXQ, _DEV, _TXQ, _EGRESS_DEV, _KERN_END = (KERN_BASE + k * 0x1000 for k in range(1, 6))
 XDP_FLAGS_HAS_FRAGS = 1 << 0
 
 
@@ -145,6 +145,10 @@ def _cast_to_kern_ctx(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
         xdp.kern = KernCtx(xdp, fib)
     else:
         xdp.kern.sync(xdp)
+    mine = {id(r) for r in xdp.kern.regions}
+    for r in list(vm.mem.regions):  # an earlier frame's image (a batch keeps its regions)
+        if KERN_BASE <= r.base < _KERN_END and id(r) not in mine:
+            vm.mem.remove(r)
     have = {id(r) for r in vm.mem.regions}
     for r in xdp.kern.regions:
         if id(r) not in have:
