@@ -3840,7 +3840,7 @@ class _Verifier:
         if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
                                                       MEM, SCALAR):
             return
-        if reg.t == BTF_ID:
+        if reg.t in (BTF_ID, BTF_ID | TRUSTED):
             if reg.off < 0 or not reg.const or reg.tv:
                 cls._check_ptr_off(n, reg)
             return
