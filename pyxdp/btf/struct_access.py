@@ -69,28 +69,30 @@ def skip_modifiers(btf: BtfSource, type_id: int) -> tuple[BtfType, int]:
 def _resolve_size(btf: BtfSource, t: BtfType, tid: int
                   ) -> tuple[BtfType, int, BtfType, int, int, int] | None:
     """__btf_resolve_size: (the type, or the outer array; total size; element type;
-    element id; element count; the resolved id), None for a type without a size."""
+    the last array's element id; element count; the id under the modifiers, else
+    ``tid``), None for a type without a size."""
     array: BtfType | None = None
+    last: BtfType | None = None  # the innermost array
     nelems = 1
-    elem_id = 0
+    mod_id = 0
     for _ in range(MAX_RESOLVE_DEPTH):
         if t.kind in _SIZED or t.kind is BtfKind.PTR:
             size = 8 if t.kind is BtfKind.PTR else t.size_type
             if nelems and size > U32_MAX // nelems:
                 return None
-            out_id = elem_id or tid
-            return (array or t), nelems * size, t, elem_id, nelems, out_id
+            elem_id = last.array.type if last is not None and last.array is not None else 0
+            return (array or t), nelems * size, t, elem_id, nelems, mod_id or tid
         if t.kind in _MODIFIERS:
-            elem_id = t.size_type
+            mod_id = t.size_type
             t = btf.type_by_id(t.size_type)
         elif t.kind is BtfKind.ARRAY:
             assert t.array is not None
             if array is None:
                 array = t
+            last = t
             if nelems and t.array.nelems > U32_MAX // nelems:
                 return None
             nelems *= t.array.nelems
-            elem_id = t.array.type
             t = btf.type_by_id(t.array.type)
         else:
             return None
@@ -139,13 +141,10 @@ def _walk(btf: BtfSource, t: BtfType, off: int, size: int, untrusted: bool
                 continue
             if off < moff:  # a hole in the struct
                 break
-            mid = m.type
             got = _resolve_size(btf, btf.type_by_id(m.type), m.type)
             if got is None:
                 raise StructWalkError(f"field {m.name} doesn't have size", errno.EFAULT)
-            mtype, msize, elem, elem_id, total, resolved = got
-            if resolved:
-                mid = resolved
+            mtype, msize, elem, elem_id, total, mid = got
             mtrue_end = moff + msize
             if off >= mtrue_end:
                 continue
@@ -154,7 +153,7 @@ def _walk(btf: BtfSource, t: BtfType, off: int, size: int, untrusted: bool
                     continue
                 msize //= total
                 moff += (off - moff) // msize * msize
-                mtype, mid = elem, elem_id or mid
+                mtype, mid = elem, elem_id
             if mtype.kind in (BtfKind.STRUCT, BtfKind.UNION):
                 if off == moff:
                     return "struct", mid, untrusted

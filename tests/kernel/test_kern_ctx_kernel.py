@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyxdp.btf.btf import BtfKind
+from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import kernel_btf_index
 from pyxdp.collection import Collection
 from pyxdp.errors import VerifierError
@@ -68,8 +69,20 @@ def _type_id(name: str, kind: BtfKind) -> int:
 def _rdonly_cases() -> list[tuple[str, str]]:
     eth = _type_id("ethhdr", BtfKind.STRUCT)
     ip = _type_id("iphdr", BtfKind.STRUCT)
+    shinfo = _type_id("skb_shared_info", BtfKind.STRUCT)
+    prog = _type_id("bpf_prog", BtfKind.STRUCT)
+    btf = kernel_btf_index()
+    assert btf is not None
+    frags = member_offset(btf, shinfo, "frags")
+    assert frags is not None
+    end = btf.type_by_id(prog).size_type
     cast = "r1 = *(u32 *)(r1 +0)\nr2 = {id}\ncall KFUNC(bpf_rdonly_cast)\n"
-    return [
+    # skb_frag_t frags[]: an array of a typedef'd struct, read inside its second element
+    arrays = [(f"frags_{at}_{size}", cast.format(id=shinfo)
+               + f"r0 = *(u{size * 8} *)(r0 +{frags[0] + at})\nexit")
+              for at, size in ((24, 4), (16, 8), (17, 4), (28, 8), (20, 8))]
+    return [*arrays,
+        ("prog_past_end", cast.format(id=prog) + f"r0 = *(u32 *)(r0 +{end + 8})\nexit"),
         ("eth_read", cast.format(id=eth) + "r0 = *(u16 *)(r0 +12)\nexit"),
         ("eth_beyond", cast.format(id=eth) + "r0 = *(u8 *)(r0 +14)\nexit"),
         ("eth_member_end", cast.format(id=eth) + "r0 = *(u64 *)(r0 +8)\nexit"),
