@@ -130,9 +130,10 @@ NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_EN
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
-# PTR_UNTRUSTED, PTR_TRUSTED: a kernel pointer read through probe loads (bpf_rdonly_cast's,
-# or one walked from it), one the kernel vouches for (bpf_cast_to_kern_ctx's).
-UNTRUSTED, TRUSTED = 0x10000, 0x20000
+# PTR_TRUSTED: a PTR_TO_BTF_ID the kernel vouches for (a global function's __arg_trusted
+# argument, bpf_cast_to_kern_ctx's); PTR_UNTRUSTED: a kernel pointer read through probe
+# loads (bpf_rdonly_cast's, or one walked from it)
+TRUSTED, UNTRUSTED = 0x1000, 0x2000
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -167,7 +168,7 @@ def type_str(t: int) -> str:
 
 def _reg_not_null(r: Reg) -> bool:
     """reg_not_null: pointers known never to be NULL - unless an offset that may reach
-    2^29 could wrap one to 0. A referenced PTR_TO_BTF_ID is trusted."""
+    2^29 could wrap one to 0. A referenced or PTR_TRUSTED PTR_TO_BTF_ID is trusted."""
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
@@ -175,6 +176,14 @@ def _reg_not_null(r: Reg) -> bool:
         return not r.t & UNTRUSTED
     return base in (MAP_VALUE, MAP_KEY, MAP_PTR, SOCK, SOCK_COMMON) or (
         base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
+
+
+def _is_trusted_reg(reg: Reg) -> bool:
+    """is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids) without flags,
+    or PTR_TRUSTED and no other flag (MAYBE_NULL included)."""
+    base, flags = reg.t & 0xFF, reg.t & ~0xFF
+    return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
+        flags == TRUSTED
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -728,10 +737,12 @@ BTF_FUNC_GLOBAL = 1
 
 class _GArg(NamedTuple):
     """A global function's argument as btf_prepare_func_args types it: ``kind`` is
-    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes)."""
+    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes),
+    trusted or trusted_nullable (a pointer to kernel struct ``struct``)."""
 
     kind: str
     size: int = 0
+    struct: str = ""
 
 
 @dataclass
@@ -3255,11 +3266,9 @@ class _Verifier:
             if "trusted" in tags:
                 if "nonnull" in tags:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-                # Linux looks the struct up in the kernel's and every module's BTF (none,
-                # or several, refuse it: nf_conn is ambiguous on Linux 6.18 here)
-                raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
-                                        "__arg_trusted, which pyxdp's verifier does not model "
-                                        "(its kernel verdict is unknown here)")
+                out.append(_GArg("trusted_nullable" if "nullable" in tags else "trusted",
+                                 struct=self._kernel_type(n, t.type)))
+                continue
             if "arena" in tags:
                 if tags - {"arena"}:
                     raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
@@ -3280,6 +3289,28 @@ class _Verifier:
         g.args = tuple(out)
         return g.args
 
+    def _kernel_type(self, n: int, type_id: int) -> str:
+        """btf_get_ptr_to_btf_id: the name of the kernel type an ``__arg_trusted`` pointer
+        points to, found as CO-RE finds candidates (``bpf_core_find_cands``: the same kind
+        and essential name, ``___flavour`` suffixes dropped) in the kernel's BTF; none or
+        several refuse it."""
+        btf = self.btf
+        assert btf is not None
+        t = btf.resolved(type_id)
+        kind_str = t.kind.name  # btf_type_str: "STRUCT", "UNION", ...
+        if not t.name:
+            raise Refuse(f"arg#{n} reference type('{kind_str} ') candidate matching error: "
+                         f"-{errno.EINVAL}", errno.EINVAL)
+        essential = t.name.split("___")[0] if "___" in t.name[1:] else t.name
+        kernel = core_target()
+        found = [c for c in kernel.find_flavours(essential)
+                 if kernel.type_by_id(c).kind is t.kind]
+        if len(found) != 1:
+            raise Refuse(f"arg#{n} reference type('{kind_str} {t.name}') "
+                         f"{'has no matches' if not found else 'is ambiguous'}",
+                         errno.ENOENT if not found else errno.ESRCH)
+        return kernel.type_by_id(found[0]).name
+
     def _arg_tags(self, g: _Global, n: int) -> set[str]:
         """The ``arg:<tag>`` decl tags of argument ``n`` of ``g`` (``__arg_ctx``...)."""
         btf = self.btf
@@ -3297,9 +3328,11 @@ class _Verifier:
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
         try:
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 reg = regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    self._trusted_arg(n, reg, struct, kind == "trusted_nullable")
+                elif kind == "scalar":
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
                 elif kind == "ctx":
@@ -3328,6 +3361,22 @@ class _Verifier:
             regs[r].__init__()  # type: ignore[misc]
         regs[0].set_unknown()
         return pc + 1
+
+    def _trusted_arg(self, n: int, reg: Reg, struct: str, nullable: bool) -> None:
+        """btf_check_func_arg_match of an ``ARG_PTR_TO_BTF_ID | PTR_TRUSTED`` argument:
+        NULL where nullable; else a trusted register, check_reg_type (a pointer to the
+        kernel struct) and check_func_arg_reg_off."""
+        if nullable and reg.is_null():
+            return
+        if not _is_trusted_reg(reg):
+            raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
+        t = reg.t & ~MAYBE_NULL if nullable else reg.t
+        if t & ~TRUSTED != BTF_ID:
+            raise Refuse(f"R{n + 1} type={type_str(reg.t)} expected=ptr_, trusted_ptr_, "
+                         "rcu_ptr_")
+        if reg.bt != struct:
+            raise Refuse(f"R{n + 1} is of type {reg.bt} but {struct} is expected")
+        self._arg_reg_off(n + 1, reg)
 
     def _global_mem_arg(self, st: State, n: int, reg: Reg, size: int, nullable: bool) -> None:
         """A pointer to ``size`` bytes (check_mem_reg): NULL, or memory the callee may read
@@ -3379,9 +3428,14 @@ class _Verifier:
             g = self.globals[sub]
             st = State()
             f = Frame(0, -1, sub)
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 r = f.regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    r.set_ptr(BTF_ID | TRUSTED | (MAYBE_NULL if kind != "trusted" else 0))
+                    r.bt = struct
+                    if kind != "trusted":
+                        r.id = self._new_id()
+                elif kind == "scalar":
                     r.set_unknown()
                 elif kind == "ctx":
                     r.set_ptr(CTX)
@@ -3642,6 +3696,9 @@ class _Verifier:
         if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
             raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
                          "struct with scalar", errno.EINVAL)
+        if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
+            # a release kfunc's arguments are trusted ones too
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
         if reg.bt != p.struct:
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
@@ -3840,7 +3897,7 @@ class _Verifier:
         if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
                                                       MEM, SCALAR):
             return
-        if reg.t in (BTF_ID, BTF_ID | TRUSTED):
+        if reg.t & ~TRUSTED == BTF_ID:
             if reg.off < 0 or not reg.const or reg.tv:
                 cls._check_ptr_off(n, reg)
             return
@@ -3923,6 +3980,12 @@ class _Verifier:
             return
         if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
             raise Refuse("helper access to the packet is not allowed")
+        if arg in (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE) and meta.map is not None and \
+                meta.map.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+            # resolve_map_arg_type: a socket map's value is a socket
+            if arg != Arg.MAP_VALUE:
+                raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
+            arg = Arg.SOCK_COMMON
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
