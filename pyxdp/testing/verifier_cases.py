@@ -780,6 +780,132 @@ exit""", 'R2 offset is outside of the packet'),
 )
 
 
+# -- the kernel's structs: bpf_cast_to_kern_ctx (a trusted struct xdp_buff *) and
+# bpf_rdonly_cast (untrusted), loads walked through the kernel's BTF -------------------------
+_KCTX = "call KFUNC(bpf_cast_to_kern_ctx)\n"
+_KERN_CTX_CASES: tuple[VerifierCase, ...] = (
+    _c("kctx_fields", _KCTX + """
+r1 = *(u64 *)(r0 +32)
+r1 = *(u64 *)(r1 +0)
+r1 = *(u32 *)(r1 +224)
+r2 = *(u32 *)(r0 +48)
+r3 = *(u64 *)(r0 +0)
+r3 = *(u8 *)(r3 +30000)
+r0 = 2
+exit""", None),
+    _c("kctx_write", _KCTX + """
+r1 = 0
+*(u32 *)(r0 +48) = r1
+r0 = 2
+exit""", "only read is supported"),
+    _c("kctx_write_walked", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r1 = 0
+*(u32 *)(r0 +8) = r1
+r0 = 2
+exit""", "only read is supported"),
+    _c("kctx_beyond", _KCTX + """
+r0 = *(u32 *)(r0 +56)
+r0 = 2
+exit""", "access beyond struct xdp_buff at off 56 size 4"),
+    _c("kctx_ptr_size", _KCTX + """
+r0 = *(u32 *)(r0 +32)
+r0 = 2
+exit""", "cannot access ptr member rxq with moff 32 in struct xdp_buff with off 32 size 4"),
+    _c("kctx_ptr_inside", _KCTX + """
+r0 = *(u32 *)(r0 +36)
+r0 = 2
+exit""", "cannot access ptr member rxq with moff 32 in struct xdp_buff with off 36 size 4"),
+    _c("kctx_member_end", _KCTX + """
+r0 += 4
+r0 = *(u64 *)(r0 +48)
+r0 = 2
+exit""", "access beyond struct xdp_buff at off 52 size 8"),
+    _c("kctx_member_end_walked", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r0 = *(u64 *)(r0 +8)
+r0 = 2
+exit""", "access beyond the end of member queue_index (mend:12) in struct xdp_rxq_info with "
+       "off 8 size 8"),
+    _c("kctx_hole", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r0 = *(u32 *)(r0 +32)
+r0 = 2
+exit""", "struct xdp_rxq_info doesn't have field at offset 32", err=errno.EINVAL),
+    _c("kctx_negative", _KCTX + """
+r0 = *(u64 *)(r0 -8)
+r0 = 2
+exit""", "R0 is ptr_xdp_buff invalid negative access: off=-8"),
+    _c("kctx_var_off", """
+r6 = r1
+call 7
+r7 = r0
+r7 &= 8
+r1 = r6
+""" + _KCTX + """
+r0 += r7
+r0 = *(u64 *)(r0 +0)
+r0 = 2
+exit""", "R0 is ptr_xdp_buff invalid variable offset: off=0, var_off=(0x0; 0x8)"),
+    _c("kctx_not_ctx", """
+r1 = r10
+""" + _KCTX + """
+r0 = 2
+exit""", "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("kctx_cmp_null", _KCTX + """
+if r0 == 0 goto +1
+r0 = *(u32 *)(r0 +48)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_void", """
+r1 = *(u32 *)(r1 +0)
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = *(u8 *)(r0 +5000)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_void_write", """
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r1 = 0
+*(u8 *)(r0 +0) = r1
+r0 = 2
+exit""", "R0 cannot write into rdonly_untrusted_mem"),
+    _c("rdonly_cast_scalar", """
+r1 = 1234
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = *(u64 *)(r0 -8)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_unknown_id", """
+r2 = 0x7fffffff
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "Unknown type ID 2147483647 passed to kfunc bpf_rdonly_cast", err=errno.EINVAL),
+    _c("rdonly_cast_var_id", """
+call 7
+r2 = r0
+r1 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "R2 must be a known constant", err=errno.EINVAL),
+    _c("rdonly_cast_ptr_id", """
+r2 = r1
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "R2 is not a scalar", err=errno.EINVAL),
+    _c("rdonly_mem_null", """
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+if r0 != 0 goto +2
+r0 = 2
+exit
+r0 = 1
+exit""", None),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -4563,4 +4689,5 @@ exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
     *_SOCK_CASES,
     *_XFRM_CASES,
+    *_KERN_CTX_CASES,
 )

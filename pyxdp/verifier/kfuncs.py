@@ -46,6 +46,7 @@ class KArg(Enum):
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
+    IGNORE = auto()        # ``__ign``: any value, not checked
 
 
 class KRet(Enum):
@@ -55,6 +56,8 @@ class KRet(Enum):
     SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
     BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
     RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
+    KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
+    RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,9 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_iter_num_next": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.RDONLY_MEM,
                                     KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
     "bpf_iter_num_destroy": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.VOID, KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: common_btf_ids; the XDP kernel context is struct xdp_buff
+    "bpf_cast_to_kern_ctx": KfuncProto((_CTX,), KRet.KERN_CTX, ret_struct="xdp_buff"),
+    "bpf_rdonly_cast": KfuncProto((P(KArg.IGNORE), P(KArg.CONST)), KRet.RDONLY_CAST),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
