@@ -589,16 +589,22 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = (tpl, tpl_len, src.state.words)
     else:
         gen = st.no_gen
-    local = parallel or generic  # no shared redirect targets natively
-    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
-    if local:
+    local = parallel or generic  # no cpumap entries natively
+    # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
+    # (NICs whose transmit is a sink); none for a call without the host lock.
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi, generic=generic)
+    if parallel:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
-    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring.
+    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
+    # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
     wires = dev.xmit_wires
     tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
-    tx_ok = dev.up and not generic and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
-    nt = st.tables(host, len(tgt[0]), vm, local)
+    if generic:
+        tx_ok = bool(tgt[0][dev.ifindex])
+    else:
+        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
+    nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, local)
     io = st.io
     pool.napi_local = True

@@ -940,6 +940,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tx_events = 0
     tx_sent = 0
     tx_bytes = np.int64(0)
+    g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
     stack_ok, srec = stk
@@ -1055,6 +1056,43 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
+            elif a == 3 and tx_ok and generic:
+                # generic_xdp_tx: the skb transmitted on this NIC (its wire a sink),
+                # then freed; no bulk, no xdp_bulk_tx.
+                n_tx += 1
+                g_sent += 1
+                tx_bytes += length
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                done = True
+            elif generic and a == 4 and np.int64(red[i, 1]) != XSKMAP:
+                # xdp_do_generic_redirect to a devmap entry without a program or an
+                # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
+                # transmitted on that NIC (generic_xdp_tx). Broadcasts, entry programs,
+                # other targets and every error: the Python path.
+                map_id = np.int64(red[i, 0])
+                map_type = np.int64(red[i, 1])
+                idx = np.int64(red[i, 2])
+                slot = -1
+                ifx = np.int64(0)
+                if ((map_type == DEVMAP or map_type == DEVMAP_HASH)
+                        and (np.int64(red[i, 3]) & BPF_F_BROADCAST) == 0):
+                    slot = _dm_slot(dm_ids, map_id)
+                    e = _dm_elem(dmt, slot, idx) if slot >= 0 else -1
+                    if e >= 0:
+                        ent = _dm_entries(dm_addr, dm_n, slot)
+                        if ent[e, 1] == 0:
+                            ifx = np.int64(ent[e, 0])
+                elif map_type == 0 and map_id == INT_MAX:
+                    slot = ndm
+                    ifx = idx
+                if slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]:
+                    n_red += 1
+                    red_cnt[slot, ifx] += 1
+                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
+                    ts[D_TX_PACKETS] += 1
+                    ts[D_TX_BYTES] += length
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
@@ -1109,7 +1147,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
-            elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
+            elif (a == 4 and not generic
+                  and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
                 slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
@@ -1126,7 +1165,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
-            elif a == 4:
+            elif a == 4 and not generic:
                 map_id = np.int64(red[i, 0])
                 map_type = np.int64(red[i, 1])
                 idx = np.int64(red[i, 2])
@@ -1242,7 +1281,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     ds[D_XDP_TX] += n_tx - n_tx_err
     ds[D_XDP_TX_ERRORS] += n_tx_err
     ds[D_XDP_REDIRECT] += n_red
-    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_PACKETS] += tx_sent + g_sent
     ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
