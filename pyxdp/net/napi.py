@@ -589,7 +589,6 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = (tpl, tpl_len, src.state.words)
     else:
         gen = st.no_gen
-    local = parallel or generic  # no cpumap entries natively
     # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
     # (NICs whose transmit is a sink); none for a call without the host lock.
     tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi, generic=generic)
@@ -605,7 +604,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     else:
         tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
     nt = st.tables(host, len(tgt[0]), vm, parallel)
-    cm, cm_rts = st.cpumap_args(host, local)
+    cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
@@ -622,7 +621,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, nt.dms)),
+                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)))),
                 _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
     finally:
@@ -680,11 +679,12 @@ def _parallel_ok(prog: XdpProg) -> bool:
 _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
-def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, ...]:
-    """The system page allocator (``xdpf_clone``'s pages) for a native call that may
-    broadcast (it has devmaps), else an empty one."""
+def _system_args(host: Host, need: bool) -> tuple[Any, ...]:
+    """The system page allocator for a native call that ``need`` s it (``xdpf_clone``'s
+    pages for a broadcast through its devmaps, a generic skb's order-0 copy for a
+    cpumap), else an empty one."""
     global _NO_SYSTEM
-    if dms:
+    if need:
         m = host.memmap.system
         return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
     if _NO_SYSTEM is None:

@@ -481,6 +481,48 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, 
     return c, nuse, cached
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex):  # type: ignore[no-untyped-def] # noqa: E501
+    """``cpu_map_generic_redirect`` of the skb in pool page ``loc`` to entry ``r``: the
+    skb as an order-0 ``xdp_frame`` (a page of the system allocator, the packet at
+    ``XDP_PACKET_HEADROOM``, no metadata, ``dev_rx`` set) straight into the entry's
+    ring, no bulk; one ``xdp_cpumap_enqueue`` of one frame. False, with nothing
+    done, where the Python path must report an error (the ring full, no page, a
+    packet too long for the frame)."""
+    if HEADROOM + length > FRAME_SZ - TAILROOM:
+        return False
+    q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
+    q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
+    if ring_count(q_idx) >= cq_tab[r, 1]:
+        return False
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return False
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, spfn = sysm
+    memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM,
+           pages.ctypes.data + loc * pages.strides[0] + data, length)
+    sq64[row, 0] = sbase + row * FRAME_SZ + HEADROOM
+    sw32[row, 2] = length
+    sw32[row, 3] = HEADROOM - XDP_FRAME_SIZE
+    sw32[row, 4] = 0
+    sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
+    sw32[row, 8] = FRAME_SZ
+    sw32[row, 9] = 0
+    sq64[row, DEV_RX_WORD] = ifindex
+    # The entry's bulk queue is unused in generic mode: its first column is the slot.
+    one = cbq[r]
+    one[0, 0] = spfn + row
+    one[1, 0] = HEADROOM
+    one[2, 0] = length
+    one[3, 0] = 0
+    if ring_produce(q_slots, q_idx, one, 1) != 1:
+        _put_page(sysm, row)
+        return False
+    cq_cnt[r, 0] += 1
+    cq_cnt[r, 1] += 1
+    return True
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-untyped-def]
     """(map row, entry row) of a cpumap slot; entry row -1 when the native loop does
@@ -682,12 +724,11 @@ def _put_page(sysm, row):  # type: ignore[no-untyped-def]
         ast[A_FREED] += 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
-    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
-    header, headroom and packet copied and the header pointed at the copy; its row,
-    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
-    spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _sys_alloc(sysm):  # type: ignore[no-untyped-def]
+    """``alloc_page`` from the system allocator: a row with one reference, or -1 when
+    memory ran out."""
+    _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
         return -1
@@ -696,6 +737,18 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     ast[A_NFREE] = nf
     ast[A_ALLOCATED] += 1
     aref[row] = 1
+    return row
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
+    header, headroom and packet copied and the header pointed at the copy; its row,
+    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, _pfn = sysm
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return -1
     memcpy(spages.ctypes.data + row * spages.strides[0],
            pages.ctypes.data + loc * pages.strides[0], data + length)
     sq64[row, 0] = sbase + row * FRAME_SZ + data
@@ -1064,7 +1117,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 tx_bytes += length
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
-            elif generic and a == 4 and np.int64(red[i, 1]) != XSKMAP:
+            elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
+                  and np.int64(red[i, 1]) != CPUMAP):
                 # xdp_do_generic_redirect to a devmap entry without a program or an
                 # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
                 # transmitted on that NIC (generic_xdp_tx). Broadcasts, entry programs,
@@ -1126,6 +1180,15 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     elif e == 0:
                         xtouched = True  # on the flush list only when received
                     n_red += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
+            elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0 and generic:
+                k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                   np.int64(red[i, 2]))
+                if r >= 0 and _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data,
+                                           length, self_ifindex):
+                    n_red += 1
+                    cm_red[k] += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
