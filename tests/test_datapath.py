@@ -1692,4 +1692,4 @@ def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyP
     if qsize > 64:  # rings with room: every skb went natively
         assert to_python[0] == 0
     assert got == run(False)
-    assert got[0].xdp_redirect == 2000  # type: ignore[attr-defined]
+    assert got[0].xdp_redirect == 2000

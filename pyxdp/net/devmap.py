@@ -115,9 +115,10 @@ class FwdTable:
     ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
     whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), the
     only ``dev_queue_xmit`` the native loop makes, 0 for every other device (the
-    Python path's), and no wires or veth rows, ``threaded`` the same with veths left to the Python path (with threaded NAPI a
-    peer's poll takes frames off its ring without the host lock, which native
-    producers hold, so only Python producers, under the GIL, go there)."""
+    Python path's), and no wires or veth rows, ``threaded`` the same with veths
+    left to the Python path (with threaded NAPI a peer's poll takes frames off
+    its ring without the host lock, which native producers hold, so only Python
+    producers, under the GIL, go there)."""
 
     def __init__(self) -> None:
         self.stale = True

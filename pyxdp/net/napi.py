@@ -550,10 +550,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
-    DROP, ABORTED, PASS (to the stack) and redirects into the queue's AF_XDP
-    socket (``xsk_generic_rcv``) itself; TX (``generic_xdp_tx``) and other
-    redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
-    :mod:`pyxdp.net.dev`, so it gets no TX devices or devmaps."""
+    DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
+    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink, into cpumap
+    entries and into the queue's AF_XDP socket (``xsk_generic_rcv``) itself;
+    the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
@@ -845,8 +845,8 @@ def _cpumap_account(st: _NativeState, cm: tuple[Any, ...], rts: list[Any]) -> No
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
                       pfn_base: int) -> None:
     """The skbs a native generic call deferred (PASS with a callback or a socket
-    keeping payloads, TX, REDIRECT): built from their pages, which are then freed,
-    and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
+    keeping payloads, TX and REDIRECT it does not take): built from their pages,
+    which are then freed, and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
     from pyxdp.net.dev import generic_xdp_act
     deferred = _deferred(st, pfn_base)
     if deferred is None:

@@ -58,9 +58,16 @@ XDP batch entry on them, and acts on the verdicts:
   are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
-skb expanded by ``pskb_expand_head`` first); a redirect into the queue's
-copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
-UMEM and published at once, per packet), TX and other redirects go to
+skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
+``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
+transmitted on the device, a NIC whose transmit is a sink, and freed; no
+bulk), a redirect through a devmap entry without a program or to an ifindex
+is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, then
+``generic_xdp_tx`` on the target NIC: :attr:`pyxdp.net.devmap.FwdTable.generic`),
+one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
+``xdp_frame`` of the system allocator, straight into the entry's ring), one
+into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
+into the UMEM and published at once); other targets and every error go to
 :mod:`pyxdp.net.dev`, one skb at a time.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
