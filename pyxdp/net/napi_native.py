@@ -1010,10 +1010,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
     cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
+    sys_pfn = sysm[7]
+    sys_ref = sysm[6]
+    n_sys = len(sys_ref)
     red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
-        # Pages the cpumap kthreads freed come back (not directly: ring or release).
+        # Pages the cpumap kthreads freed come back (not directly: ring or release);
+        # a generic skb's order-0 copy goes back to the system allocator (put_page).
         for r in range(ncq):
             r_slots = i64_view(cq_tab[r, 3], 1, cq_tab[r, 4])
             r_idx = i64_view(cq_tab[r, 5], 1, 16)[0]
@@ -1024,10 +1028,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 j = 0
                 psc[P_NUSE] = nuse
                 while j < avail:
-                    loc = r_slots[0, (cons + j) % rsize] - pfn_base
-                    if loc < 0 or loc >= npages or state[loc] != _INUSE:
-                        break  # another pool's page: Python returns it
-                    _put_ring(psc, ring, free, state, loc)
+                    pfn = r_slots[0, (cons + j) % rsize]
+                    loc = pfn - pfn_base
+                    if 0 <= loc < npages and state[loc] == _INUSE:
+                        _put_ring(psc, ring, free, state, loc)
+                    elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
+                        _put_page(sysm, pfn - sys_pfn)
+                    else:
+                        break  # another region's page: Python returns it
                     j += 1
                 nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
