@@ -1621,20 +1621,23 @@ def test_generic_tx_and_redirects_native_is_python() -> None:
 
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
 def test_generic_tx_and_nic_redirects_stay_native(monkeypatch: pytest.MonkeyPatch) -> None:
-    """generic_xdp_tx and redirects to NICs whose transmit is a sink never reach the
-    Python path: no skb is handed back."""
+    """generic_xdp_tx and redirects to NICs whose transmit is a sink and to a veth
+    whose peer has no program (its stack receives) never reach the Python path:
+    no skb is handed back."""
     import pyxdp.net.dev as dev_mod
-    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k) for k in (3, 4, 8)]
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k) for k in (3, 4, 8, 7, 11)]
     with Host(tracer=Tracer(), engine="jit") as h:
         eth, coll, d = _generic_redirect_host(h)
 
         def refuse(*a: object, **k: object) -> None:
             raise AssertionError("a generic skb went to the Python path")
         monkeypatch.setattr(dev_mod, "generic_xdp_act", refuse)
-        eth.rx[0].source = TrafficGenerator(packets=pkts, count=3000)
+        eth.rx[0].source = TrafficGenerator(packets=pkts, count=5000)
         h.run()
         assert eth.rx[0].py_polls == 0
         assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 2000
+        assert d["v0"].stats.tx_packets == 2000 and d["v1"].stats.rx_packets == 2000
+        assert h.stack.per_device[d["v1"].ifindex] == 2000
         key = (eth.ifindex, d["sink"].ifindex, coll.maps["ports"].handle.id)
         assert trace_count(h, "xdp_redirect", key=key) == 1000
         assert trace_count(h, "xdp_redirect", key=(eth.ifindex, d["sink"].ifindex,

@@ -551,8 +551,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
     DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
-    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink, into cpumap
-    entries and into the queue's AF_XDP socket (``xsk_generic_rcv``) itself;
+    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink and veths whose
+    peer has no program, into cpumap entries and into the queue's AF_XDP socket
+    (``xsk_generic_rcv``) itself;
     the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
@@ -600,7 +601,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     wires = dev.xmit_wires
     tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
     if generic:
-        tx_ok = bool(tgt[0][dev.ifindex])
+        tx_ok = tgt[0][dev.ifindex] == 1
     else:
         tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
     nt = st.tables(host, len(tgt[0]), vm, parallel)
@@ -623,7 +624,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)))),
                 _xsk_args(xsk),
-                _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
+                (*_stack_args(host, dev, rq, generic), host.stack.records(0)), cm,
+                (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
         lock.release()

@@ -63,7 +63,9 @@ skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
 transmitted on the device, a NIC whose transmit is a sink, and freed; no
 bulk), a redirect through a devmap entry without a program or to an ifindex
 is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, then
-``generic_xdp_tx`` on the target NIC: :attr:`pyxdp.net.devmap.FwdTable.generic`),
+``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
+whose peer has no program and receives the skb in its stack,
+:attr:`pyxdp.net.devmap.FwdTable.generic`),
 one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
 ``xdp_frame`` of the system allocator, straight into the entry's ring), one
 into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
@@ -1003,8 +1005,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
-    stack_ok, srec = stk
+    stack_ok, srec, srec0 = stk
     mib = srec[0]
+    mib0 = srec0[0]  # CPU 0's records: where a veth's peer receives (as the Python path)
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
@@ -1154,12 +1157,22 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 elif map_type == 0 and map_id == INT_MAX:
                     slot = ndm
                     ifx = idx
-                if slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and length <= tgt_mtu[ifx]:
+                if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
+                        and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
                     n_red += 1
                     red_cnt[slot, ifx] += 1
                     ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
                     ts[D_TX_PACKETS] += 1
                     ts[D_TX_BYTES] += length
+                    if tgt_ok[ifx] == 2:
+                        # veth_xmit: the peer receives the skb, one list of one, into
+                        # its stack (it has no XDP program).
+                        peer = tgt_wire[ifx]
+                        ps = i64_view(tgt_stats[peer], 1, D_SIZE)[0]
+                        ps[D_RX_PACKETS] += 1
+                        ps[D_RX_BYTES] += length
+                        mib0[M_BATCHES] += 1
+                        stack_rcv_one(pages[loc], data, length, peer, srec0)
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 3 and tx_ok:
