@@ -49,9 +49,9 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import Btf, BtfKind, BtfType
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.vmlinux import core_target
+from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
@@ -129,6 +129,8 @@ NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_EN
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
+# PTR_TRUSTED: a PTR_TO_BTF_ID a global function got through an __arg_trusted argument
+TRUSTED = 0x1000
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -155,6 +157,7 @@ _EGRESS_IFINDEX = 20
 def type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
+        pre += "trusted_" if t & TRUSTED else ""
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
     return pre + _TYPE_STR[t & 0xFF] + post
@@ -162,12 +165,20 @@ def type_str(t: int) -> str:
 
 def _reg_not_null(r: Reg) -> bool:
     """reg_not_null: pointers known never to be NULL - unless an offset that may reach
-    2^29 could wrap one to 0. A referenced PTR_TO_BTF_ID is trusted."""
+    2^29 could wrap one to 0. A referenced or PTR_TRUSTED PTR_TO_BTF_ID is trusted."""
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
     return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
-        base == BTF_ID and bool(r.ref))
+        base == BTF_ID and bool(r.ref or r.t & TRUSTED))
+
+
+def _is_trusted_reg(reg: Reg) -> bool:
+    """is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids) without flags,
+    or PTR_TRUSTED and no other flag (MAYBE_NULL included)."""
+    base, flags = reg.t & 0xFF, reg.t & ~0xFF
+    return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
+        flags == TRUSTED
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -717,14 +728,30 @@ BPF_FUNC_DYNPTR_FROM_MEM = 197
 _DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
 _DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
+_BTF_MODIFIERS = (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                  BtfKind.TYPE_TAG)
+
+
+def _btf_size(btf: BtfIndex, t: BtfType) -> int:
+    """A member type's size (modifiers already skipped): 8 for a pointer, an array's
+    elements times theirs."""
+    n = 1
+    while t.kind is BtfKind.ARRAY and t.array is not None:
+        n *= t.array.nelems
+        t = btf.type_by_id(t.array.type)
+        while t.kind in _BTF_MODIFIERS:
+            t = btf.type_by_id(t.size_type)
+    return n * (8 if t.kind is BtfKind.PTR else t.size_type)
 
 
 class _GArg(NamedTuple):
     """A global function's argument as btf_prepare_func_args types it: ``kind`` is
-    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes)."""
+    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes),
+    trusted or trusted_nullable (a pointer to kernel struct ``struct``)."""
 
     kind: str
     size: int = 0
+    struct: str = ""
 
 
 @dataclass
@@ -2507,13 +2534,63 @@ class _Verifier:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
             self._sock_access(regno, reg, full, size)
             return None
-        if t == BTF_ID:
-            # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
-            # scalar, a write is refused (docs/SEMANTICS.md)
-            if write:
+        if t & ~TRUSTED == BTF_ID:
+            if write:  # btf_struct_access of an XDP program: reads only
                 raise Refuse("only read is supported")
-            return None
+            return self._btf_read(reg.bt, full + _s64(reg.tv), size)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _btf_read(name: str, off: int, size: int) -> Reg | None:
+        """btf_struct_walk of a read of ``size`` bytes at ``off`` in kernel struct
+        ``name`` (the kernel's BTF, else the shipped one; a struct neither has reads as a
+        scalar): a pointer member to a struct gives a PTR_TO_BTF_ID of it (walked from a
+        kfunc's pointer outside an RCU-protected type: neither trusted nor referenced),
+        a scalar member an unknown scalar (None)."""
+        kernel = core_target()
+        tid = kernel.find(name, BtfKind.STRUCT)
+        if tid is None:
+            return None
+        t = kernel.type_by_id(tid)
+        while True:
+            if off < 0 or off + size > t.size_type:
+                raise Refuse(f"access beyond struct {t.name} at off {off} size {size}")
+            for m in t.members:
+                moff = m.bit_offset // 8
+                if m.bitfield_size:
+                    if moff <= off < (m.bit_offset + m.bitfield_size + 7) // 8:
+                        return None
+                    continue
+                mt = kernel.type_by_id(m.type)
+                while mt.kind in _BTF_MODIFIERS:
+                    mt = kernel.type_by_id(mt.size_type)
+                msize = _btf_size(kernel, mt)
+                if not moff <= off < moff + max(msize, 1) or (not msize and off != moff):
+                    continue
+                if mt.kind in (BtfKind.STRUCT, BtfKind.UNION):
+                    t, off = mt, off - moff
+                    break
+                if mt.kind is BtfKind.PTR:
+                    if msize != size or off != moff:
+                        raise Refuse(f"cannot access ptr member {m.name} with moff {moff} "
+                                     f"in struct {t.name} with off {off} size {size}")
+                    to = kernel.type_by_id(mt.size_type)
+                    while to.kind in _BTF_MODIFIERS:
+                        to = kernel.type_by_id(to.size_type)
+                    if to.kind not in (BtfKind.STRUCT, BtfKind.UNION) or not to.name:
+                        return None
+                    r = Reg()
+                    r.set_ptr(BTF_ID)
+                    r.bt = to.name
+                    return r
+                if off + size > moff + msize and mt.kind is not BtfKind.ARRAY:
+                    raise Refuse(f"access beyond the end of member {m.name} (mend:"
+                                 f"{moff + msize}) in struct {t.name} with off {off} size "
+                                 f"{size}")
+                return None
+            else:
+                raise Refuse(f"struct {t.name} doesn't have field at offset {off}",
+                             errno.EINVAL)
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -3199,11 +3276,9 @@ class _Verifier:
             if "trusted" in tags:
                 if "nonnull" in tags:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-                # Linux looks the struct up in the kernel's and every module's BTF (none,
-                # or several, refuse it: nf_conn is ambiguous on Linux 6.18 here)
-                raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
-                                        "__arg_trusted, which pyxdp's verifier does not model "
-                                        "(its kernel verdict is unknown here)")
+                out.append(_GArg("trusted_nullable" if "nullable" in tags else "trusted",
+                                 struct=self._kernel_type(n, t.type)))
+                continue
             if "arena" in tags:
                 if tags - {"arena"}:
                     raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
@@ -3224,6 +3299,28 @@ class _Verifier:
         g.args = tuple(out)
         return g.args
 
+    def _kernel_type(self, n: int, type_id: int) -> str:
+        """btf_get_ptr_to_btf_id: the name of the kernel type an ``__arg_trusted`` pointer
+        points to, found as CO-RE finds candidates (``bpf_core_find_cands``: the same kind
+        and essential name, ``___flavour`` suffixes dropped) in the kernel's BTF; none or
+        several refuse it."""
+        btf = self.btf
+        assert btf is not None
+        t = btf.resolved(type_id)
+        kind_str = t.kind.name  # btf_type_str: "STRUCT", "UNION", ...
+        if not t.name:
+            raise Refuse(f"arg#{n} reference type('{kind_str} ') candidate matching error: "
+                         f"-{errno.EINVAL}", errno.EINVAL)
+        essential = t.name.split("___")[0] if "___" in t.name[1:] else t.name
+        kernel = core_target()
+        found = [c for c in kernel.find_flavours(essential)
+                 if kernel.type_by_id(c).kind is t.kind]
+        if len(found) != 1:
+            raise Refuse(f"arg#{n} reference type('{kind_str} {t.name}') "
+                         f"{'has no matches' if not found else 'is ambiguous'}",
+                         errno.ENOENT if not found else errno.ESRCH)
+        return kernel.type_by_id(found[0]).name
+
     def _arg_tags(self, g: _Global, n: int) -> set[str]:
         """The ``arg:<tag>`` decl tags of argument ``n`` of ``g`` (``__arg_ctx``...)."""
         btf = self.btf
@@ -3241,9 +3338,11 @@ class _Verifier:
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
         try:
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 reg = regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    self._trusted_arg(n, reg, struct, kind == "trusted_nullable")
+                elif kind == "scalar":
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
                 elif kind == "ctx":
@@ -3272,6 +3371,22 @@ class _Verifier:
             regs[r].__init__()  # type: ignore[misc]
         regs[0].set_unknown()
         return pc + 1
+
+    def _trusted_arg(self, n: int, reg: Reg, struct: str, nullable: bool) -> None:
+        """btf_check_func_arg_match of an ``ARG_PTR_TO_BTF_ID | PTR_TRUSTED`` argument:
+        NULL where nullable; else a trusted register, check_reg_type (a pointer to the
+        kernel struct) and check_func_arg_reg_off."""
+        if nullable and reg.is_null():
+            return
+        if not _is_trusted_reg(reg):
+            raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
+        t = reg.t & ~MAYBE_NULL if nullable else reg.t
+        if t & ~TRUSTED != BTF_ID:
+            raise Refuse(f"R{n + 1} type={type_str(reg.t)} expected=ptr_, trusted_ptr_, "
+                         "rcu_ptr_")
+        if reg.bt != struct:
+            raise Refuse(f"R{n + 1} is of type {reg.bt} but {struct} is expected")
+        self._arg_reg_off(n + 1, reg)
 
     def _global_mem_arg(self, st: State, n: int, reg: Reg, size: int, nullable: bool) -> None:
         """A pointer to ``size`` bytes (check_mem_reg): NULL, or memory the callee may read
@@ -3323,9 +3438,14 @@ class _Verifier:
             g = self.globals[sub]
             st = State()
             f = Frame(0, -1, sub)
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 r = f.regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    r.set_ptr(BTF_ID | TRUSTED | (MAYBE_NULL if kind != "trusted" else 0))
+                    r.bt = struct
+                    if kind != "trusted":
+                        r.id = self._new_id()
+                elif kind == "scalar":
                     r.set_unknown()
                 elif kind == "ctx":
                     r.set_ptr(CTX)
@@ -3552,6 +3672,9 @@ class _Verifier:
         if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
             raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
                          "struct with scalar", errno.EINVAL)
+        if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
+            # a release kfunc's arguments are trusted ones too
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
         if reg.bt != p.struct:
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
@@ -3750,7 +3873,7 @@ class _Verifier:
         if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
                                                       MEM, SCALAR):
             return
-        if reg.t == BTF_ID:
+        if reg.t & ~TRUSTED == BTF_ID:
             if reg.off < 0 or not reg.const or reg.tv:
                 cls._check_ptr_off(n, reg)
             return
@@ -3833,6 +3956,12 @@ class _Verifier:
             return
         if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
             raise Refuse("helper access to the packet is not allowed")
+        if arg in (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE) and meta.map is not None and \
+                meta.map.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+            # resolve_map_arg_type: a socket map's value is a socket
+            if arg != Arg.MAP_VALUE:
+                raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
+            arg = Arg.SOCK_COMMON
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
