@@ -3400,6 +3400,221 @@ r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
 exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    # the bits iterator (bpf_iter_bits_*): two stack slots; its pointer argument is
+    # __ign, never checked (any value, even an unset register)
+    _c("bits_basic", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r6 = 0
+loop:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r6 += r1
+goto loop
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_any", """
+r6 = r1
+r1 = r10
+r1 += -16
+r2 = r6
+r3 = 600
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_uninit", """
+r1 = r10
+r1 += -16
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_leak", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
+    _c("bits_one_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_as_num", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    _c("bits_num_as_bits", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_new_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_write_r0", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = 1
+*(u32 *)(r0 +0) = r1
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("bits_read_past", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +4)
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("bits_clobber_hi", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 0
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_read_slot", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = *(u64 *)(r10 -8)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'invalid read from stack off -8+0 size 8'),
+    _c("bits_words_ptr", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("bits_destroy_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10

@@ -46,6 +46,7 @@ class KArg(Enum):
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
+    IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
 
 
 class KRet(Enum):
@@ -111,6 +112,13 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_iter_num_next": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.RDONLY_MEM,
                                     KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
     "bpf_iter_num_destroy": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.VOID, KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: the bits iterator (common_btf_ids)
+    "bpf_iter_bits_new": KfuncProto((P(KArg.ITER, 16, "bits"), P(KArg.IGN), _U32),
+                                    flags=KF_ITER_NEW),
+    "bpf_iter_bits_next": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.RDONLY_MEM,
+                                     KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
+    "bpf_iter_bits_destroy": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.VOID,
+                                        KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),

@@ -3498,6 +3498,8 @@ class _Verifier:
         p = proto.params[i]
         n = i + 1
         reg = regs[n]
+        if p.kind == KArg.IGN:  # is_kfunc_arg_ignore: not even read
+            return i + 1
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
