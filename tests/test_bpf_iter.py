@@ -140,7 +140,7 @@ def test_iter_num_state_words() -> None:
     bpf_iter.iter_num_new(vm, 0x1000, 1, 9, 0, 0)
     assert bpf_iter.iter_num_destroy(vm, 0x1000, 0, 0, 0, 0) == 0 and words() == (0, 0)
     buf[:] = struct.pack("<ii", 7, 9)
-    assert bpf_iter.iter_num_new(vm, 0x1000, 9, 1, 0, 0) == -errno.EINVAL & (2**64 - 1)
+    assert bpf_iter.iter_num_new(vm, 0x1000, 9, 1, 0, 0) == -errno.EINVAL & 0xFFFF_FFFF
     assert words() == (0, 0)
 
 
@@ -240,10 +240,10 @@ def test_iter_bits_state_words() -> None:
     assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0  # freed: nothing to walk
     it[:] = struct.pack("<Qii", 0, 1 << 20, -7)  # forged: no array behind it
     assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0
-    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x2008, 2, 0, 0) == -errno.EFAULT & (2**64 - 1)
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x2008, 2, 0, 0) == -errno.EFAULT & 0xFFFF_FFFF
     assert words() == (0, 0, -1)
-    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 2, 0, 0) == -errno.ERANGE & (2**64 - 1)
-    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 1, 0, 0) == -errno.EFAULT & (2**64 - 1)
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 2, 0, 0) == -errno.ERANGE & 0xFFFF_FFFF
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 1, 0, 0) == -errno.EFAULT & 0xFFFF_FFFF
 
 
 def test_iter_bits_one_word_runs_without_python_on_the_jit() -> None:

@@ -81,3 +81,30 @@ def test_bits_iter_matches_linux(engine: str) -> None:
     assert got[RAW, 1, 0, 0, 1] == got[RAW, 2, 0, 0, -1] == -errno.EFAULT
     assert got[RAW, 2, 0, 0, 1] == got[RAW, 2, 0, 0, 0x8000_0000_0000] == -errno.ERANGE
     assert got[RAW, 2, 0, 0, 0xFFFF_FFFF_FF60_0008] == -errno.ERANGE
+
+
+# new's int return in r0, upper half included (returned as r0 >> 32 << 16 | r0 & 0xffff)
+_R0 = {
+    "bits_einval": "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 1\ncall KFUNC(bpf_iter_bits_new)",
+    "bits_e2big": "r1 = r10\nr1 += -16\nr2 = r10\nr3 = 600\ncall KFUNC(bpf_iter_bits_new)",
+    "bits_efault": "r1 = r10\nr1 += -16\nr2 = -1\nr3 = 1\ncall KFUNC(bpf_iter_bits_new)",
+    "bits_erange": "r1 = r10\nr1 += -16\nr2 = 1\nr3 = 2\ncall KFUNC(bpf_iter_bits_new)",
+    "num_einval": "r1 = r10\nr1 += -16\nr2 = 5\nr3 = 1\ncall KFUNC(bpf_iter_num_new)",
+}
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_iter_new_error_is_zero_extended_as_linux(engine: str) -> None:
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    from pyxdp.testing.verifier_cases import VerifierCase
+    for name, call in _R0.items():
+        kind = "num" if name.startswith("num") else "bits"
+        asm = (f"{call}\nr6 = r0\nr1 = r10\nr1 += -16\ncall KFUNC(bpf_iter_{kind}_destroy)\n"
+               "r0 = r6\nr0 >>= 32\nr0 <<= 16\nr6 &= 0xffff\nr0 |= r6\nexit")
+        spec = VerifierCase(name, asm, None).spec()
+        with Collection(spec, "kernel") as kern, Collection(spec, "userspace",
+                                                            engine=engine) as user:
+            k = kern.programs[name].test_run(bytes(64)).retval
+            assert user.programs[name].test_run(bytes(64)).retval == k, name
+            assert k >> 16 == 0 and k != 0, name
