@@ -3615,6 +3615,63 @@ r1 += -16
 call KFUNC(bpf_iter_bits_destroy)
 r0 = 2
 exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    # the string kfuncs: strings are __ign (any value, a map value maybe NULL, an unset
+    # register), characters, counts and lengths scalars
+    _c("str_uninit_ign", """
+call KFUNC(bpf_strlen)
+r0 = 2
+exit""", None),
+    _c("str_ctx_pkt", """
+r2 = *(u32 *)(r1 +0)
+call KFUNC(bpf_strcmp)
+r0 = 2
+exit""", None),
+    _c("str_map_null", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+r1 = r0
+r2 = r0
+r3 = 3
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", None),
+    _c("str_chr_ptr", """
+r2 = r10
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_chr_uninit", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nlen_ptr", """
+r2 = r1
+call KFUNC(bpf_strnlen)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nstr_len_ptr", """
+r2 = r1
+r3 = r10
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_nchr_c_ptr", """
+r2 = 4
+r3 = r1
+call KFUNC(bpf_strnchr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_ret_scalar", """
+r1 = 1
+call KFUNC(bpf_strlen)
+r0 = *(u32 *)(r0 +0)
+exit""", "R0 invalid mem access 'scalar'"),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10

@@ -82,6 +82,7 @@ P = KParam
 _CTX = P(KArg.CTX)
 _DYN = P(KArg.DYNPTR)
 _U32 = P(KArg.SCALAR)
+_IGN = P(KArg.IGN)
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -119,6 +120,19 @@ KFUNCS: dict[str, KfuncProto] = {
                                      KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
     "bpf_iter_bits_destroy": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.VOID,
                                         KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
+    "bpf_strcmp": KfuncProto((_IGN, _IGN)),
+    "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
+    "bpf_strchr": KfuncProto((_IGN, _U32)),
+    "bpf_strchrnul": KfuncProto((_IGN, _U32)),
+    "bpf_strnchr": KfuncProto((_IGN, _U32, _U32)),
+    "bpf_strrchr": KfuncProto((_IGN, _U32)),
+    "bpf_strlen": KfuncProto((_IGN,)),
+    "bpf_strnlen": KfuncProto((_IGN, _U32)),
+    "bpf_strspn": KfuncProto((_IGN, _IGN)),
+    "bpf_strcspn": KfuncProto((_IGN, _IGN)),
+    "bpf_strstr": KfuncProto((_IGN, _IGN)),
+    "bpf_strnstr": KfuncProto((_IGN, _IGN, _U32)),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
