@@ -120,6 +120,12 @@ KFUNCS: dict[str, KfuncProto] = {
                                      KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
     "bpf_iter_bits_destroy": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.VOID,
                                         KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: RCU read sections and preemption (common_btf_ids; the
+    # verifier pairs the calls)
+    "bpf_rcu_read_lock": KfuncProto((), KRet.VOID),
+    "bpf_rcu_read_unlock": KfuncProto((), KRet.VOID),
+    "bpf_preempt_disable": KfuncProto((), KRet.VOID),
+    "bpf_preempt_enable": KfuncProto((), KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
