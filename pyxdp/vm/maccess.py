@@ -24,12 +24,13 @@ import errno
 from pyxdp.errors import MemoryFault
 from pyxdp.vm.memory import Memory
 
-__all__ = ["nofault_allowed", "read_nofault", "read_byte_nofault"]
+__all__ = ["CANONICAL_HIGH", "VSYSCALL_PAGE", "nofault_allowed", "read_byte_nofault",
+           "read_nofault"]
 
 # user space ends at TASK_SIZE_MAX + PAGE_SIZE (1 << 47); up to here addresses are
 # not canonical
-_CANONICAL_HIGH = 0xFFFF_8000_0000_0000
-_VSYSCALL_PAGE = 0xFFFF_FFFF_FF60_0000
+CANONICAL_HIGH = 0xFFFF_8000_0000_0000
+VSYSCALL_PAGE = 0xFFFF_FFFF_FF60_0000
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 
 
@@ -41,7 +42,7 @@ def nofault_allowed(mem: Memory, addr: int) -> bool:
         return True
     except MemoryFault:
         pass
-    return addr >= _CANONICAL_HIGH and addr & ~0xFFF != _VSYSCALL_PAGE
+    return addr >= CANONICAL_HIGH and addr & ~0xFFF != VSYSCALL_PAGE
 
 
 def read_nofault(mem: Memory, addr: int, size: int) -> bytes | int:

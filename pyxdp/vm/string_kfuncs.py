@@ -16,8 +16,11 @@ kernel's ``tolower`` (``lib/ctype.c``: Latin-1, so 0xC0-0xDE but 0xD7 fold too).
 Every ``int`` return is zero-extended in r0, as Linux 6.18's x86 JIT leaves it.
 
 pyxdp's engines call them as helpers of the program's own
-(:func:`pyxdp.net.xdp_metadata.bind_kfuncs`), on the JIT through the Python
-trampoline.
+(:func:`pyxdp.net.xdp_metadata.bind_kfuncs`). On the JIT ``bpf_strlen``,
+``bpf_strnlen``, ``bpf_strcmp``, ``bpf_strcasecmp``, ``bpf_strchr``, ``bpf_strnchr``,
+``bpf_strchrnul`` and ``bpf_strrchr`` have native twins (each byte translated as a
+program load is, every error path included), so calling them costs no Python; the
+span and substring kfuncs take the Python path.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyxdp.errors import MemoryFault
-from pyxdp.vm.maccess import nofault_allowed
+from pyxdp.vm.jit.abi import Natives
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import HelperNative, register_kfunc
+from pyxdp.vm.maccess import CANONICAL_HIGH, VSYSCALL_PAGE, nofault_allowed
 from pyxdp.vm.memory import Memory
 
 if TYPE_CHECKING:
@@ -231,3 +237,187 @@ STRING_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_strlen": strlen, "bpf_strnlen": strnlen, "bpf_strspn": strspn,
     "bpf_strcspn": strcspn, "bpf_strstr": strstr, "bpf_strnstr": strnstr,
 }
+
+
+# -- native twins -------------------------------------------------------------------------
+
+class _Loop:
+    """A loop over i64 variables: phis at its head, filled in when it is closed."""
+
+    def __init__(self, f: Text, init: dict[str, str]) -> None:
+        self.f, self.init, self.pre = f, init, f.cur
+        self.v = {k: f.tmp() for k in init}
+        self.head = f.label("loop")
+        self.back: list[tuple[str, dict[str, str]]] = []
+        f.br(self.head)
+        f.at(self.head)
+        self.at = len(f.lines)
+
+    def again(self, vals: dict[str, str]) -> None:
+        self.back.append((self.f.cur, vals))
+        self.f.br(self.head)
+
+    def close(self) -> None:
+        self.f.lines[self.at:self.at] = [
+            f"  {v} = phi i64 [ {self.init[k]}, %{self.pre} ]" +
+            "".join(f", [ {vals[k]}, %{blk} ]" for blk, vals in self.back)
+            for k, v in self.v.items()]
+
+
+def _ret(f: Text, v: str) -> None:
+    """Return the ``int`` in ``v`` (an i64 holding a signed value) zero-extended."""
+    f.do(f"ret i64 {f.ins(f'and i64 {v}, {M32}')}")
+
+
+def _allowed(f: Text, addr: str) -> None:
+    """-ERANGE unless ``copy_from_kernel_nofault_allowed(addr, 1)``."""
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 1, i1 false)")
+    mapped = f.ins(f"icmp ne ptr {p}, null")
+    kernel = f.ins(f"icmp uge i64 {addr}, {c64(CANONICAL_HIGH)}")
+    page = f.ins(f"and i64 {addr}, {c64(~0xFFF)}")
+    vsys = f.ins(f"icmp eq i64 {page}, {c64(VSYSCALL_PAGE)}")
+    novsys = f.ins(f"xor i1 {vsys}, true")
+    ok = f.ins(f"or i1 {mapped}, {f.ins(f'and i1 {kernel}, {novsys}')}")
+    ret_if(f, f.ins(f"xor i1 {ok}, true"), ERANGE & M32)
+
+
+def _byte(f: Text, addr: str) -> str:
+    """The byte at ``addr`` (i64 0..255); -EFAULT returned when it cannot be read."""
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 1, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {p}, null"), EFAULT & M32)
+    return f.ins(f"zext i8 {f.ins(f'load i8, ptr {p}, align 1')} to i64")
+
+
+def _nlen_fn(kind: str, counted: bool) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        _allowed(f, "%r1")
+        count = "%r2" if counted else str(XATTR_SIZE_MAX)
+        loop = _Loop(f, {"i": "0"})
+        i = loop.v["i"]
+        body, out = f.label("body"), f.label("out")
+        more = f.ins(f"and i1 {f.ins(f'icmp ult i64 {i}, {count}')}, "
+                     f"{f.ins(f'icmp ult i64 {i}, {XATTR_SIZE_MAX}')}")
+        f.cbr(more, body, out)
+        f.at(body)
+        c = _byte(f, f.ins(f"add i64 %r1, {i}"))
+        ret_nul = f.label("nul")
+        nxt = f.label("next")
+        f.cbr(f.ins(f"icmp eq i64 {c}, 0"), ret_nul, nxt)
+        f.at(ret_nul)
+        _ret(f, i)
+        f.at(nxt)
+        loop.again({"i": f.ins(f"add i64 {i}, 1")})
+        f.at(out)
+        big = f.ins(f"icmp eq i64 {i}, {XATTR_SIZE_MAX}")
+        _ret(f, f.ins(f"select i1 {big}, i64 {E2BIG}, i64 {i}"))
+        loop.close()
+        args = "ptr %ctx, i64 %r1" + (", i64 %r2" if counted else "")
+        return f.text(f"define internal i64 @{kind}({args}) nounwind")
+    return define
+
+
+def _chr_fn(kind: str, mode: str, nargs: int) -> Callable[[Natives], str]:
+    """The character scans: ``nchr`` (strchr with no count argument, strnchr with one),
+    ``chrnul`` and ``rchr`` (its ``int`` compared whole)."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        _allowed(f, "%r1")
+        count = "%r2" if nargs == 3 else str(XATTR_SIZE_MAX)
+        creg = "%r3" if nargs == 3 else "%r2"
+        want = f.ins(f"and i64 {creg}, {M32 if mode == 'rchr' else 0xFF}")
+        loop = _Loop(f, {"i": "0", "last": str(ENOENT)})
+        i, last = loop.v["i"], loop.v["last"]
+        body, out = f.label("body"), f.label("out")
+        more = f.ins(f"and i1 {f.ins(f'icmp ult i64 {i}, {count}')}, "
+                     f"{f.ins(f'icmp ult i64 {i}, {XATTR_SIZE_MAX}')}")
+        f.cbr(more, body, out)
+        f.at(body)
+        c = _byte(f, f.ins(f"add i64 %r1, {i}"))
+        hit = f.ins(f"icmp eq i64 {c}, {want}")
+        nul = f.ins(f"icmp eq i64 {c}, 0")
+        nxt = f.label("next")
+        if mode == "rchr":
+            last = f.ins(f"select i1 {hit}, i64 {i}, i64 {last}")
+            done = f.label("done")
+            f.cbr(nul, done, nxt)
+            f.at(done)
+            _ret(f, last)
+        else:
+            found, end = f.label("found"), f.label("end")
+            f.cbr(f.ins(f"or i1 {hit}, {nul}" if mode == "chrnul" else f"or i1 {hit}, false"),
+                  found, end)
+            f.at(found)
+            _ret(f, i)
+            f.at(end)
+            if mode == "nchr":
+                stop = f.label("stop")
+                f.cbr(nul, stop, nxt)
+                f.at(stop)
+                _ret(f, str(ENOENT))
+            else:
+                f.br(nxt)
+        f.at(nxt)
+        loop.again({"i": f.ins(f"add i64 {i}, 1"), "last": last})
+        f.at(out)
+        big = f.ins(f"icmp eq i64 {i}, {XATTR_SIZE_MAX}")
+        _ret(f, f.ins(f"select i1 {big}, i64 {E2BIG}, i64 {ENOENT}"))
+        loop.close()
+        args = "ptr %ctx" + "".join(f", i64 %r{k}" for k in range(1, nargs + 1))
+        return f.text(f"define internal i64 @{kind}({args}) nounwind")
+    return define
+
+
+def _fold(f: Text, c: str) -> str:
+    """``tolower`` of lib/ctype.c (Latin-1) on a byte in an i64."""
+    ascii_up = f.ins(f"icmp ult i64 {f.ins(f'sub i64 {c}, 65')}, 26")
+    latin = f.ins(f"icmp ult i64 {f.ins(f'sub i64 {c}, 192')}, 31")
+    times = f.ins(f"icmp ne i64 {c}, 215")  # 0xD7, the multiplication sign
+    up = f.ins(f"or i1 {ascii_up}, {f.ins(f'and i1 {latin}, {times}')}")
+    return f.ins(f"select i1 {up}, i64 {f.ins(f'add i64 {c}, 32')}, i64 {c}")
+
+
+def _cmp_fn(kind: str, fold: bool) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        _allowed(f, "%r1")
+        _allowed(f, "%r2")
+        loop = _Loop(f, {"i": "0"})
+        i = loop.v["i"]
+        body, out = f.label("body"), f.label("out")
+        f.cbr(f.ins(f"icmp ult i64 {i}, {XATTR_SIZE_MAX}"), body, out)
+        f.at(body)
+        c1 = _byte(f, f.ins(f"add i64 %r1, {i}"))
+        c2 = _byte(f, f.ins(f"add i64 %r2, {i}"))
+        if fold:
+            c1, c2 = _fold(f, c1), _fold(f, c2)
+        diff, same, end, nxt = f.label("diff"), f.label("same"), f.label("end"), f.label("next")
+        f.cbr(f.ins(f"icmp ne i64 {c1}, {c2}"), diff, same)
+        f.at(diff)
+        _ret(f, f.ins(f"select i1 {f.ins(f'icmp ult i64 {c1}, {c2}')}, i64 -1, i64 1"))
+        f.at(same)
+        f.cbr(f.ins(f"icmp eq i64 {c1}, 0"), end, nxt)
+        f.at(end)
+        f.do("ret i64 0")
+        f.at(nxt)
+        loop.again({"i": f.ins(f"add i64 {i}, 1")})
+        f.at(out)
+        _ret(f, str(E2BIG))
+        loop.close()
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+    return define
+
+
+for _name, _fn, _kind, _nargs, _define in (
+        ("bpf_strlen", strlen, "str_len", 1, _nlen_fn("str_len", False)),
+        ("bpf_strnlen", strnlen, "str_nlen", 2, _nlen_fn("str_nlen", True)),
+        ("bpf_strcmp", strcmp, "str_cmp", 2, _cmp_fn("str_cmp", False)),
+        ("bpf_strcasecmp", strcasecmp, "str_casecmp", 2, _cmp_fn("str_casecmp", True)),
+        ("bpf_strchr", strchr, "str_chr", 2, _chr_fn("str_chr", "nchr", 2)),
+        ("bpf_strnchr", strnchr, "str_nchr", 3, _chr_fn("str_nchr", "nchr", 3)),
+        ("bpf_strchrnul", strchrnul, "str_chrnul", 2, _chr_fn("str_chrnul", "chrnul", 2)),
+        ("bpf_strrchr", strrchr, "str_rchr", 2, _chr_fn("str_rchr", "rchr", 2))):
+    register_kfunc(_name, _fn, HelperNative(_kind, _nargs, _define, ("translate",)))
