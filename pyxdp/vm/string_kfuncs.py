@@ -16,11 +16,9 @@ kernel's ``tolower`` (``lib/ctype.c``: Latin-1, so 0xC0-0xDE but 0xD7 fold too).
 Every ``int`` return is zero-extended in r0, as Linux 6.18's x86 JIT leaves it.
 
 pyxdp's engines call them as helpers of the program's own
-(:func:`pyxdp.net.xdp_metadata.bind_kfuncs`). On the JIT ``bpf_strlen``,
-``bpf_strnlen``, ``bpf_strcmp``, ``bpf_strcasecmp``, ``bpf_strchr``, ``bpf_strnchr``,
-``bpf_strchrnul`` and ``bpf_strrchr`` have native twins (each byte translated as a
-program load is, every error path included), so calling them costs no Python; the
-span and substring kfuncs take the Python path.
+(:func:`pyxdp.net.xdp_metadata.bind_kfuncs`). On the JIT each has a native twin
+(each byte translated as a program load is, every error path included), so calling
+them costs no Python.
 """
 
 from __future__ import annotations
@@ -411,6 +409,108 @@ def _cmp_fn(kind: str, fold: bool) -> Callable[[Natives], str]:
     return define
 
 
+def _span_fn(kind: str, reject: bool) -> Callable[[Natives], str]:
+    """strspn (``reject`` False) and strcspn: for each byte of s, a walk over the set."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        _allowed(f, "%r1")
+        _allowed(f, "%r2")
+        outer = _Loop(f, {"i": "0"})
+        i = outer.v["i"]
+        body, big = f.label("body"), f.label("big")
+        f.cbr(f.ins(f"icmp ult i64 {i}, {XATTR_SIZE_MAX}"), body, big)
+        f.at(body)
+        cs = _byte(f, f.ins(f"add i64 %r1, {i}"))
+        end, scan = f.label("end"), f.label("scan")
+        f.cbr(f.ins(f"icmp eq i64 {cs}, 0"), end, scan)
+        f.at(end)
+        _ret(f, i)
+        f.at(scan)
+        inner = _Loop(f, {"j": "0"})
+        j = inner.v["j"]
+        jbody, jbig = f.label("jbody"), f.label("jbig")
+        f.cbr(f.ins(f"icmp ult i64 {j}, {XATTR_SIZE_MAX}"), jbody, jbig)
+        f.at(jbody)
+        ca = _byte(f, f.ins(f"add i64 %r2, {j}"))
+        hit, nul = f.ins(f"icmp eq i64 {cs}, {ca}"), f.ins(f"icmp eq i64 {ca}, 0")
+        stop, jnext = f.label("stop"), f.label("jnext")
+        f.cbr(f.ins(f"or i1 {hit}, {nul}"), stop, jnext)
+        f.at(jnext)
+        inner.again({"j": f.ins(f"add i64 {j}, 1")})
+        f.at(jbig)
+        _ret(f, str(E2BIG))
+        f.at(stop)
+        # strspn stops at a byte not in the set (the set's NUL reached), strcspn at one in it
+        quit_ = f.ins(f"xor i1 {nul}, true") if reject else nul
+        done, nxt = f.label("done"), f.label("next")
+        f.cbr(quit_, done, nxt)
+        f.at(done)
+        _ret(f, i)
+        f.at(nxt)
+        outer.again({"i": f.ins(f"add i64 {i}, 1")})
+        f.at(big)
+        _ret(f, str(E2BIG))
+        inner.close()
+        outer.close()
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+    return define
+
+
+def _nstr_fn(kind: str, counted: bool) -> Callable[[Natives], str]:
+    """``__bpf_strnstr``: strstr (no length argument) and strnstr."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        _allowed(f, "%r1")
+        _allowed(f, "%r2")
+        n = "%r3" if counted else str(XATTR_SIZE_MAX)
+        outer = _Loop(f, {"i": "0"})
+        i = outer.v["i"]
+        body, big = f.label("body"), f.label("big")
+        f.cbr(f.ins(f"icmp ult i64 {i}, {XATTR_SIZE_MAX}"), body, big)
+        f.at(body)
+        inner = _Loop(f, {"j": "0"})
+        j = inner.v["j"]
+        ij = f.ins(f"add i64 {i}, {j}")
+        jbody, jout = f.label("jbody"), f.label("jout")
+        more = f.ins(f"and i1 {f.ins(f'icmp ule i64 {ij}, {n}')}, "
+                     f"{f.ins(f'icmp ult i64 {j}, {XATTR_SIZE_MAX}')}")
+        f.cbr(more, jbody, jout)
+        f.at(jbody)
+        c2 = _byte(f, f.ins(f"add i64 %r2, {j}"))
+        found, cont = f.label("found"), f.label("cont")
+        f.cbr(f.ins(f"icmp eq i64 {c2}, 0"), found, cont)
+        f.at(found)
+        _ret(f, i)
+        f.at(cont)
+        read = f.label("read")
+        f.cbr(f.ins(f"icmp eq i64 {ij}, {n}"), jout, read)  # the needle ends at the length
+        f.at(read)
+        c1 = _byte(f, f.ins(f"add i64 %r1, {ij}"))
+        gone, cmp_ = f.label("gone"), f.label("cmp")
+        f.cbr(f.ins(f"icmp eq i64 {c1}, 0"), gone, cmp_)
+        f.at(gone)
+        _ret(f, str(ENOENT))
+        f.at(cmp_)
+        jnext = f.label("jnext")
+        f.cbr(f.ins(f"icmp ne i64 {c1}, {c2}"), jout, jnext)
+        f.at(jnext)
+        inner.again({"j": f.ins(f"add i64 {j}, 1")})
+        f.at(jout)
+        # every way out of the inner loop leaves from its head: j and i + j are its own
+        ret_if(f, f.ins(f"icmp eq i64 {j}, {XATTR_SIZE_MAX}"), E2BIG & M32)
+        ret_if(f, f.ins(f"icmp eq i64 {ij}, {n}"), ENOENT & M32)
+        outer.again({"i": f.ins(f"add i64 {i}, 1")})
+        f.at(big)
+        _ret(f, str(E2BIG))
+        inner.close()
+        outer.close()
+        args = "ptr %ctx, i64 %r1, i64 %r2" + (", i64 %r3" if counted else "")
+        return f.text(f"define internal i64 @{kind}({args}) nounwind")
+    return define
+
+
 for _name, _fn, _kind, _nargs, _define in (
         ("bpf_strlen", strlen, "str_len", 1, _nlen_fn("str_len", False)),
         ("bpf_strnlen", strnlen, "str_nlen", 2, _nlen_fn("str_nlen", True)),
@@ -419,5 +519,9 @@ for _name, _fn, _kind, _nargs, _define in (
         ("bpf_strchr", strchr, "str_chr", 2, _chr_fn("str_chr", "nchr", 2)),
         ("bpf_strnchr", strnchr, "str_nchr", 3, _chr_fn("str_nchr", "nchr", 3)),
         ("bpf_strchrnul", strchrnul, "str_chrnul", 2, _chr_fn("str_chrnul", "chrnul", 2)),
-        ("bpf_strrchr", strrchr, "str_rchr", 2, _chr_fn("str_rchr", "rchr", 2))):
+        ("bpf_strrchr", strrchr, "str_rchr", 2, _chr_fn("str_rchr", "rchr", 2)),
+        ("bpf_strspn", strspn, "str_spn", 2, _span_fn("str_spn", False)),
+        ("bpf_strcspn", strcspn, "str_cspn", 2, _span_fn("str_cspn", True)),
+        ("bpf_strstr", strstr, "str_str", 2, _nstr_fn("str_str", False)),
+        ("bpf_strnstr", strnstr, "str_nstr", 3, _nstr_fn("str_nstr", True))):
     register_kfunc(_name, _fn, HelperNative(_kind, _nargs, _define, ("translate",)))
