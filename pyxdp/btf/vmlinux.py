@@ -95,6 +95,17 @@ class BtfIndex:
         found = self._found[name] = tuple(sorted(out))
         return found
 
+    def find_flavours(self, name: str) -> tuple[int, ...]:
+        """Every type id named ``name`` or ``name___<flavour>`` (CO-RE's candidates)."""
+        out = list(self.find_all(name))
+        needle = b"\0" + name.encode() + b"___"
+        pos = self.strings.find(needle)
+        while pos >= 0:
+            end = self.strings.find(b"\0", pos + 1)
+            out.extend(self.find_all(self.strings[pos + 1:end].decode()))
+            pos = self.strings.find(needle, pos + 1)
+        return tuple(sorted(set(out)))
+
     def find(self, name: str, kind: BtfKind | None = None) -> int | None:
         for tid in self.find_all(name):
             if kind is None or self.type_by_id(tid).kind is kind:

@@ -25,8 +25,9 @@ module                 kernel file                          map types
                                                             storage
 ====================== ==================================== =========================
 
-The last three hold kernel objects (sockets, tasks, inodes, cgroups) pyxdp
-does not model: they are created with the kernel's checks, and every
+The socket maps hold the sockets of :mod:`pyxdp.net.inet_hashtables`. The
+last two hold kernel objects (reuseport sockets, tasks, inodes, cgroups)
+pyxdp does not model: they are created with the kernel's checks, and every
 operation on them raises :class:`~pyxdp.errors.NotSupportedError`
 (:class:`~pyxdp.maps.sock_map.KernelObjectMap`).
 

@@ -180,6 +180,10 @@ class DevmapEgress:
         self.addr = np.zeros((k, n), np.uint64)
         self.redirect = np.zeros((k, n, 4), np.uint64)
         self.sent = np.zeros((k, n), np.int64)  # scratch: the rows a bulk sends
+        # Scratch: each bulk position's (verdict, data, len, meta) when the bulk runs
+        # in two batches (page pool pages, then clones in order-0 pages, or the other
+        # way round).
+        self.res = np.zeros((k, n, 4), np.int64)
         self.fault = np.zeros((k, nif, 5), np.int64)
         self.exc = np.zeros((k, nif, 6), np.int64)
         self.ios: list[DriverIO] = []
@@ -195,7 +199,7 @@ class DevmapEgress:
         self.args = (self.ids, self.fn, self.ctx, self.desc, self.rows, u["data_off"],
                      u["data_len"], u["meta_len"], u["action"], u["off_out"], u["len_out"],
                      u["meta_out"], u["status"], u["pc"], self.addr, self.exc, self.fault,
-                     self.sent)
+                     self.sent, self.res)
 
     def clear(self) -> None:
         """After :meth:`account`: the fault reports back to zero for the next call (the
@@ -216,12 +220,16 @@ class DevmapEgress:
         return rows
 
     @contextmanager
-    def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8]) -> Iterator[None]:
+    def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8],
+               clones: npt.NDArray[np.uint8]) -> Iterator[None]:
         """Every program's engine driven over ``pages`` (the queue's page pool) for the
-        body of a native call (:meth:`XdpJit.driver`)."""
+        body of a native call (:meth:`XdpJit.driver`), and over ``clones`` (the
+        system allocator's pages: ``xdpf_clone``'s and zero-copy frames' order-0
+        pages) for bulks native code points there."""
         with ExitStack() as stack:
             for i, p in enumerate(self.progs):
-                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i]))
+                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i],
+                                                               (clones,)))
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 

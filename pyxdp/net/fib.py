@@ -56,6 +56,7 @@ from pyxdp.errors import HelperFault
 from pyxdp.net.inet_hashtables import SockTable
 from pyxdp.net.nf_conntrack import NfConntrack
 from pyxdp.net.xdp import CTX_BASE
+from pyxdp.net.xfrm_state import XfrmStateTable
 from pyxdp.vm.context import RunContext
 
 __all__ = [
@@ -473,6 +474,8 @@ class Fib:
         self.conntrack = NfConntrack()
         # Its sockets (what bpf_sk_lookup_* find; a Host's stack adds its UDP sockets).
         self.sockets = SockTable()
+        # Its IPsec states (what bpf_xdp_get_xfrm_state finds).
+        self.xfrm = XfrmStateTable()
         # Tables that exist (the kernel creates one with its first route and
         # never frees it); local and main always exist.
         self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},

@@ -29,6 +29,15 @@ checks in its order:
   (gen), ``-EACCES`` for an invalid cookie (check).
 
 Cookies are :mod:`pyxdp.net.syncookies`'.
+
+The map helpers on a sockmap or sockhash (``net/core/sock_map.c``, which
+Linux's verifier lets XDP use: ``may_update_sockmap``):
+``bpf_map_update_elem(map, key, sk, flags)`` puts the socket a lookup gave
+(:meth:`~pyxdp.maps.sock_map.SocketMapBase.update_socket`);
+``bpf_map_lookup_elem`` returns the slot's socket as a ``struct bpf_sock``
+(mapped like a lookup's), a reference the program releases with
+``bpf_sk_release`` (``bpf_map_delete_elem`` is the base helper's, the map's
+own delete). On other maps they are the base helpers.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from __future__ import annotations
 import errno
 
 from pyxdp.errors import HelperFault
+from pyxdp.maps.sock_map import SocketMapBase
 from pyxdp.net.fib import dev_net
 from pyxdp.net.inet_hashtables import (
     AF_INET,
@@ -58,14 +68,16 @@ from pyxdp.net.syncookies import (
     cookie_init_sequence,
     tcp_parse_mss_option,
 )
-from pyxdp.vm.helpers import helper, neg
+from pyxdp.vm.helpers import BASE_HELPERS, helper, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
+from pyxdp.vm.map_space import map_at
 from pyxdp.vm.memory import Region
 
 __all__ = ["SK_HELPERS"]
 
 SK_HELPERS: dict[int, Helper] = {}
 M32 = 0xFFFF_FFFF
+M64 = (1 << 64) - 1
 S32_MAX = (1 << 31) - 1
 TUPLE_V4, TUPLE_V6 = 12, 36  # sizeof(struct bpf_sock_tuple) members ipv4, ipv6
 IPHDR, IPV6HDR, TCPHDR = 20, 40, 20
@@ -102,6 +114,13 @@ def _lookup(vm: Interpreter, r1: int, tup: int, size: int, netns_id: int, flags:
     sk = net.lookup(protocol, family, saddr, sport, daddr, dport, dif)
     if sk is None:
         return 0
+    return _map_in(vm, sk)
+
+
+def _map_in(vm: Interpreter, sk: Sock) -> int:
+    """Map the socket's table into the run (once); the socket's ``struct bpf_sock``."""
+    net = sk.table
+    assert net is not None
     if not any(r.base == net.base for r in vm.mem.regions):
         vm.mem.add(Region("sockets", net.base, net.buf, writable=False))
     return sk.addr
@@ -114,6 +133,28 @@ def _sock(addr: int) -> Sock:
     if sk is None:
         raise HelperFault(f"{addr:#x} is not a socket pointer of this run")
     return sk
+
+
+_BASE_LOOKUP, _BASE_UPDATE = BASE_HELPERS[1].fn, BASE_HELPERS[2].fn
+
+
+@helper(1, "map_lookup_elem", SK_HELPERS)
+def _map_lookup_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = map_at(r1)
+    if not isinstance(m, SocketMapBase):
+        return _BASE_LOOKUP(vm, r1, r2, r3, r4, r5)
+    sk = m.socket_at(vm.mem.read(r2, m.key_size))
+    if not isinstance(sk, Sock) or sk.table is None:
+        return 0
+    return _map_in(vm, sk)
+
+
+@helper(2, "map_update_elem", SK_HELPERS)
+def _map_update_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = map_at(r1)
+    if not isinstance(m, SocketMapBase):
+        return _BASE_UPDATE(vm, r1, r2, r3, r4, r5)
+    return m.update_socket(vm.mem.read(r2, m.key_size), _sock(r3), r4) & M64
 
 
 @helper(84, "sk_lookup_tcp", SK_HELPERS)

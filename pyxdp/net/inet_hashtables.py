@@ -41,13 +41,16 @@ import weakref
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from pyxdp.maps.sock_map import SocketMapBase
+from pyxdp.uapi import inet
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
+from pyxdp.uapi.inet import IPPROTO_TCP, IPPROTO_UDP
 
-__all__ = ["SK_BASE", "SK_SLOT", "SK_STRIDE", "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
+__all__ = ["IPPROTO_TCP", "IPPROTO_UDP", "SK_BASE", "SK_SLOT", "SK_STRIDE", "SOCK_TABLES", "Sock",
+           "SockTable", "TcpState"]
 
 AF_INET, AF_INET6 = 2, 10
 SOCK_STREAM, SOCK_DGRAM = 1, 2
-IPPROTO_TCP, IPPROTO_UDP = 6, 17
 SK_SLOT = 128  # bytes per socket in the table's buffer (a struct bpf_sock is 80)
 MAX_SOCKS = 1024
 # Fake addresses of the tables' buffers: table k at SK_BASE + k * SK_STRIDE (2^23 tables
@@ -64,9 +67,9 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 class TcpState(IntEnum):
     """``enum`` of ``include/net/tcp_states.h`` (what ``bpf_sock.state`` reads)."""
 
-    TCP_ESTABLISHED = 1
-    TCP_CLOSE = 7
-    TCP_LISTEN = 10
+    TCP_ESTABLISHED = inet.TCP_ESTABLISHED
+    TCP_CLOSE = inet.TCP_CLOSE
+    TCP_LISTEN = inet.TCP_LISTEN
 
 
 def _v4_of(a: bytes) -> bytes:
@@ -101,6 +104,9 @@ class Sock:
     passive: bool = False  # an established TCP socket accept() gave (not connect())
     table: SockTable | None = field(default=None, repr=False)
     slot: int = -1
+    cookie: int = 0  # sock_gen_cookie: unique, never 0 (given when the table takes it)
+    # The socket maps holding it (sock_map_close removes it from them).
+    sock_maps: list[SocketMapBase] = field(default_factory=list, repr=False)
 
     @property
     def type(self) -> int:
@@ -160,6 +166,7 @@ def _port(port: int) -> int:
 
 
 _table_numbers = itertools.count()
+_cookies = itertools.count(1)
 # Live tables by base address, for helpers that get a socket pointer.
 SOCK_TABLES: weakref.WeakValueDictionary[int, SockTable] = weakref.WeakValueDictionary()
 
@@ -201,6 +208,7 @@ class SockTable:
         if slot is None:
             raise OSError(errno.ENOBUFS, f"no room for another socket (at most {MAX_SOCKS})")
         sk.table, sk.slot = self, slot
+        sk.cookie = next(_cookies)
         self.socks[slot] = sk
         self.buf[slot * SK_SLOT:slot * SK_SLOT + BPF_SOCK_SIZE] = sk.bpf_sock()
         return sk
@@ -274,9 +282,11 @@ class SockTable:
         return self._add(sk)
 
     def close(self, sk: Sock) -> None:
-        """Remove ``sk`` (``close()``): lookups no longer find it."""
+        """Remove ``sk`` (``close()``): lookups no longer find it, socket maps drop it."""
         if sk.table is not self or self.socks.get(sk.slot) is not sk:
             raise ValueError("the socket is not in this table")
+        for m in list(sk.sock_maps):
+            m.remove_socket(sk)
         del self.socks[sk.slot]
         self.buf[sk.slot * SK_SLOT:(sk.slot + 1) * SK_SLOT] = bytes(SK_SLOT)
         sk.table, sk.slot = None, -1

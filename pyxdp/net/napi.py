@@ -607,7 +607,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock.acquire()
     try:
         with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages):
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, host.memmap.system.pages):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
@@ -616,7 +616,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, nt.dms)),
+                 _system_args(host, bool(nt.dms))),
                 _xsk_args(xsk),
                 _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
     finally:
@@ -674,11 +674,12 @@ def _parallel_ok(prog: XdpProg) -> bool:
 _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
-def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, ...]:
-    """The system page allocator (``xdpf_clone``'s pages) for a native call that may
-    broadcast (it has devmaps), else an empty one."""
+def _system_args(host: Host, needed: bool) -> tuple[Any, ...]:
+    """The system page allocator (``xdpf_clone``'s pages, zero-copy frames' copies)
+    for a native call that may use it (one that may broadcast: it has devmaps; a
+    zero-copy one), else an empty one."""
     global _NO_SYSTEM
-    if dms:
+    if needed:
         m = host.memmap.system
         return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
     if _NO_SYSTEM is None:
@@ -718,12 +719,10 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
         from pyxdp.net.xsk_native import T_SLOT
         from pyxdp.net.xsk_queue import XskQueueState
         _NO_XSK = (0, XskPoolState().words, XskQueueState().words, XskQueueState().words,
-                   XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(1, np.uint64),
-                   np.zeros(T_SLOT, np.int64))
+                   XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(T_SLOT, np.int64))
     return _NO_XSK
 
 
-_NO_XMIT = np.zeros((0, 3), np.int64)  # a zero-copy call transmits on no device
 
 
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
@@ -741,14 +740,24 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     cnt = st.counts.cnt
     io = st.io
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire
-    system = host.memmap.system  # xdp_convert_zc_to_xdp_frame's pages (XDP_TX)
+    # xdp_convert_zc_to_xdp_frame's pages (XDP_TX, redirects to devices).
+    system = host.memmap.system
+    pool = rq.pool
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
+    nt = st.tables(host, len(tgt[0]), prog.vm, False)
     host.lock.acquire()
     try:
-        with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
+        with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr), \
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words), gen,
                                    (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,
-                                    (*system.native_arrays, system.pages, system.addr_base)),
+                                    (*system.native_arrays, system.pages, system.addr_base),
+                                    (pool.pages, pool.words, pool.qwords, pool.addr_base,
+                                     pool.pfn_base, *pool.native_arrays)),
+                                   (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
+                                   (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt,
+                                    nt.egress.args, _system_args(host, True)),
                                    xsk.args, _stack_args(host, dev, rq, False),
                                    (ctl, cnt, st.defer))
     finally:
@@ -758,7 +767,10 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, prog.vm)
+    with host.lock:
+        _native_account(rq, prog, st, prog.vm)
+        nt.egress.account(host.devices, _warned, MAX_FAULT_REPORTS)
+    nt.clear()
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 

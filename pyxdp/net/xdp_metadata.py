@@ -36,6 +36,7 @@ from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
+from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
@@ -127,7 +128,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
         make = METADATA_KFUNCS.get(k.name)
         plain = (DYNPTR_KFUNCS.get(k.name) or CT_KFUNCS.get(k.name)
                  or ITER_KFUNCS.get(k.name) or FILTER_KFUNCS.get(k.name)
-                 or STRING_KFUNCS.get(k.name) or RCU_PREEMPT_KFUNCS.get(k.name))
+                 or XFRM_KFUNCS.get(k.name) or STRING_KFUNCS.get(k.name)
+                 or RCU_PREEMPT_KFUNCS.get(k.name))
         if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")

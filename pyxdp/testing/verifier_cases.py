@@ -314,6 +314,141 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# -- xfrm states (net/xfrm/xfrm_state_bpf.c): a lookup acquires a reference -------------------
+# r0 = bpf_xdp_get_xfrm_state(ctx in r1, opts at fp-40, 36)
+_XFRM_GET = """r2 = r10
+r2 += -40
+r3 = 36
+call KFUNC(bpf_xdp_get_xfrm_state)"""
+# main: a state (NULL-checked) passed to g1, released after the call
+_XFRM_TO_G1 = _XFRM_GET + """
+if r0 == 0 goto +6
+r7 = r0
+r1 = r0
+call g1
+r1 = r7
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit
+g1:
+"""
+_XFRM_CASES: tuple[VerifierCase, ...] = (
+    _c("xfrm_leak", _XFRM_GET + "\nr0 = 2\nexit",
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    _c("xfrm_release", _XFRM_GET + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_release_unchecked", _XFRM_GET + """
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "Possibly NULL pointer passed to trusted arg0"),
+    _c("xfrm_release_twice", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "arg#0 pointer type STRUCT xfrm_state must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("xfrm_opts_past_stack", _XFRM_GET.replace("r3 = 36", "r3 = 48") + """
+r0 = 2
+exit""", "arg#1 arg#2 memory, len pair leads to invalid memory access", err=errno.EINVAL),
+    _c("xfrm_opts_zero_size", _XFRM_GET.replace("r3 = 36", "r3 = 0") + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_ctx_not_ctx", "r1 = r10\nr1 += -8\n" + _XFRM_GET + "\nr0 = 2\nexit",
+       "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("xfrm_release_ct", _CT_LOOKUP + """
+if r0 == 0 goto +2
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "kernel function bpf_xdp_xfrm_state_release args#0 expected pointer to STRUCT "
+       "xfrm_state but R1 has a pointer to STRUCT nf_conn", err=errno.EINVAL),
+    # btf_struct_walk: x->replay_esn->replay_window, as Linux's selftest reads it
+    _c("xfrm_walk_replay_esn", _XFRM_GET + """
+if r0 == 0 goto +6
+r6 = r0
+r2 = *(u64 *)(r6 +480)
+if r2 == 0 goto +1
+r3 = *(u32 *)(r2 +20)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_walk_unchecked", _XFRM_GET + """
+if r0 == 0 goto +5
+r6 = r0
+r2 = *(u64 *)(r6 +480)
+r3 = *(u32 *)(r2 +20)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_beyond_struct", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +816)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "access beyond struct xfrm_state at off 816 size 4"),
+    _c("xfrm_ptr_member_part", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +480)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "cannot access ptr member replay_esn with moff 480 in struct "
+       "xfrm_state with off 480 size 4"),
+    _c("xfrm_member_end", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u64 *)(r6 +132)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "access beyond the end of member spi (mend:20) in struct xfrm_id "
+       "with off 16 size 8"),
+    _c("xfrm_walked_release", _XFRM_GET + """
+if r0 == 0 goto +7
+r6 = r0
+r1 = *(u64 *)(r6 +456)
+if r1 == 0 goto +1
+call KFUNC(bpf_xdp_xfrm_state_release)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("xfrm_union_member", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = r0
+r2 = *(u32 *)(r6 +124)
+r1 = r6
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit""", None),
+    _c("xfrm_read_state", _XFRM_GET + """
+if r0 == 0 goto +4
+r6 = *(u32 *)(r0 +132)
+r1 = r0
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = r6
+r0 = 2
+exit""", None),
+)
+
+
 # -- sockets and syncookies (net/core/filter.c): lookups acquire a reference ----------------
 # A tuple of 12 zero bytes on the stack, BPF_F_CURRENT_NETNS, no flags.
 _SK_TUPLE = """
@@ -1183,6 +1318,21 @@ r8 = r7
 if r6 != r7 goto out
 r0 = *(u32 *)(r8 +0)
 """ + _OUT, "R8 invalid mem access 'map_value_or_null'"),
+    # a NULL check on one path makes the spilled copy of the pointer non-NULL on that path
+    # only (the state queued at the branch shares the spill until one side changes it)
+    _c("spill_null_check_one_path", _LOOKUP.format(m="hash") + """
+*(u64 *)(r10 -16) = r0
+r7 = r0
+call 7
+if r0 == 0 goto other
+if r7 == 0 goto out
+r1 = *(u64 *)(r10 -16)
+r0 = *(u32 *)(r1 +0)
+goto out
+other:
+r1 = *(u64 *)(r10 -16)
+r0 = *(u32 *)(r1 +0)
+""" + _OUT, "R1 invalid mem access 'map_value_or_null'"),
     _c("ptr_eq_both_maybe_null", _TWO.replace("if r6 == 0 goto out\n", "") +
        "if r6 != r7 goto out\nr0 = *(u32 *)(r7 +0)\n" + _OUT, _R7_NULL),
     _c("ptr_eq_stack_no_inference", _TWO + """
@@ -2743,6 +2893,62 @@ exit""", _CALLER_INVALID, funcs=_gt("mem:8@nonnull"), err=errno.EINVAL),
        funcs=_gt("void*@arena@nonnull"), err=errno.EINVAL),
     _c("t_trusted_nonnull", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
        funcs=_gt("struct:nf_conn@trusted@nonnull"), err=errno.EINVAL),
+    # __arg_trusted: the struct found in the kernel's BTF by CO-RE's candidate rule (one
+    # match: xfrm_state; nf_conn also matches nf_conn___init: ambiguous)
+    _c("t_trusted_xfrm", _XFRM_TO_G1 + "r0 = *(u32 *)(r1 +132)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_xfrm_flavour", _XFRM_TO_G1 + "r0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state___local@trusted")),
+    _c("t_trusted_ambiguous", _XFRM_TO_G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:nf_conn@trusted"), err=errno.ESRCH),
+    _c("t_trusted_no_match", _XFRM_TO_G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:pyxdp_no_such_struct@trusted"), err=errno.ENOENT),
+    _c("t_trusted_wrong_struct", _CT_LOOKUP + """
+if r0 == 0 goto +6
+r7 = r0
+r1 = r0
+call g1
+r1 = r7
+call KFUNC(bpf_ct_release)
+r0 = 2
+exit
+g1:
+r0 = 0
+exit""", _CALLER_INVALID, funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_stack", _G1_STACK + "r0 = 0\nexit", _CALLER_INVALID,
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_maybe_null", _XFRM_GET + """
+r7 = r0
+r1 = r0
+call g1
+if r7 == 0 goto +2
+r1 = r7
+call KFUNC(bpf_xdp_xfrm_state_release)
+r0 = 2
+exit
+g1:
+r0 = 0
+exit""", _CALLER_INVALID, funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_nullable_null", "r1 = 0\n" + _G1 + "r0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_nullable_deref", "r1 = 0\n" + _G1 + "r0 = *(u32 *)(r1 +132)\nr0 = 0\nexit",
+       "R1 invalid mem access 'trusted_ptr_or_null_'",
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_nullable_checked", "r1 = 0\n" + _G1 +
+       "r0 = 0\nif r1 == 0 goto +1\nr0 = *(u32 *)(r1 +132)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted@nullable")),
+    _c("t_trusted_never_null", _XFRM_TO_G1 +
+       "r0 = 0\nif r1 != 0 goto +1\nr0 = *(u64 *)(r10 +8)\nr0 = 0\nexit", None,
+       funcs=_gt("struct:xfrm_state@trusted")),
+    _c("t_trusted_release", _XFRM_TO_G1 +
+       "call KFUNC(bpf_xdp_xfrm_state_release)\nr0 = 0\nexit",
+       "release kernel function bpf_xdp_xfrm_state_release expects refcounted PTR_TO_BTF_ID",
+       funcs=_gt("struct:xfrm_state@trusted"), err=errno.EINVAL),
+    _c("t_trusted_store", _XFRM_TO_G1 + "r0 = 0\n*(u32 *)(r1 +132) = r0\nexit",
+       "only read is supported",
+       funcs=_gt("struct:xfrm_state@trusted")),
     # static functions: tags are logged, not enforced
     _c("t_static_tag", _G1_STACK + "r0 = 0\nexit", None,
        funcs=(Func("main", True, ("ctx",)), Func("g1", False, ("mem:8@nonnull",)))),
@@ -4866,4 +5072,5 @@ r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
     *_SOCK_CASES,
+    *_XFRM_CASES,
 )

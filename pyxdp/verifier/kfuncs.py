@@ -156,6 +156,11 @@ KFUNCS: dict[str, KfuncProto] = {
                                     flags=KF_TRUSTED_ARGS),
     "bpf_ct_change_status": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"), _U32),
                                        flags=KF_TRUSTED_ARGS),
+    # net/xfrm/xfrm_state_bpf.c: xfrm_state_kfunc_set (XDP)
+    "bpf_xdp_get_xfrm_state": KfuncProto((_CTX, P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                         KF_ACQUIRE | KF_RET_NULL, ret_struct="xfrm_state"),
+    "bpf_xdp_xfrm_state_release": KfuncProto((P(KArg.BTF_ID, struct="xfrm_state"),),
+                                             KRet.VOID, KF_RELEASE),
     # net/netfilter/nf_nat_bpf.c: nf_nat_kfunc_set (XDP and TC); addr is a union
     # nf_inet_addr, a struct of scalars: 16 bytes of memory
     "bpf_ct_set_nat_info": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),

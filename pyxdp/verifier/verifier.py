@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -49,9 +50,9 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import Btf, BtfKind, BtfType
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.vmlinux import core_target
+from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
@@ -129,6 +130,8 @@ NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_EN
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
+# PTR_TRUSTED: a PTR_TO_BTF_ID a global function got through an __arg_trusted argument
+TRUSTED = 0x1000
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -158,6 +161,7 @@ _EGRESS_IFINDEX = 20
 def type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
+        pre += "trusted_" if t & TRUSTED else ""
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
     return pre + _TYPE_STR[t & 0xFF] + post
@@ -165,12 +169,20 @@ def type_str(t: int) -> str:
 
 def _reg_not_null(r: Reg) -> bool:
     """reg_not_null: pointers known never to be NULL - unless an offset that may reach
-    2^29 could wrap one to 0. A referenced PTR_TO_BTF_ID is trusted."""
+    2^29 could wrap one to 0. A referenced or PTR_TRUSTED PTR_TO_BTF_ID is trusted."""
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
     return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
-        base == BTF_ID and bool(r.ref))
+        base == BTF_ID and bool(r.ref or r.t & TRUSTED))
+
+
+def _is_trusted_reg(reg: Reg) -> bool:
+    """is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids) without flags,
+    or PTR_TRUSTED and no other flag (MAYBE_NULL included)."""
+    base, flags = reg.t & 0xFF, reg.t & ~0xFF
+    return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
+        flags == TRUSTED
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -600,9 +612,14 @@ def _significant(types: bytes) -> tuple[int, int]:
 
 
 class Frame:
-    """``struct bpf_func_state``: registers and stack of one call frame."""
+    """``struct bpf_func_state``: registers and stack of one call frame.
 
-    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth")
+    A copy shares the spilled registers with the frame it was copied from until
+    one of the two changes one: change a spilled register only through
+    :meth:`spill_w` (or :meth:`State.all_regs`), which makes it this frame's own."""
+
+    __slots__ = ("regs", "stack", "callsite", "sub", "callback", "frameno", "cb_depth",
+                 "owned")
 
     def __init__(self, frameno: int, callsite: int, sub: int) -> None:
         self.regs = [Reg() for _ in range(11)]
@@ -614,23 +631,38 @@ class Frame:
         self.callback = 0  # the helper id when this frame is a callback
         self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
+        self.owned = 0  # bit spi: the spilled register at spi is this frame's alone
 
     def copy(self) -> Frame:
         f = Frame.__new__(Frame)
         f.regs = [r.copy() for r in self.regs]
-        # spilled registers are refined in place (ids, ranges): each state owns its own
-        f.stack = [s if s[1] is None else (s[0], s[1].copy()) for s in self.stack]
+        # most spilled registers never change again: shared until written (spill_w)
+        f.stack = self.stack[:]
+        f.owned = self.owned = 0
         f.callsite, f.sub, f.callback, f.frameno, f.cb_depth = \
             self.callsite, self.sub, self.callback, self.frameno, self.cb_depth
         return f
 
     def slot(self, spi: int) -> Slot:
+        """The slot to read (its spilled register may be shared: see spill_w)."""
         return self.stack[spi] if spi < len(self.stack) else _EMPTY
+
+    def spill_w(self, spi: int) -> Reg | None:
+        """The register spilled at ``spi``, this frame's own, to change in place."""
+        if spi >= len(self.stack):
+            return None
+        types, r = self.stack[spi]
+        if r is not None and not self.owned >> spi & 1:
+            r = r.copy()
+            self.stack[spi] = (types, r)
+            self.owned |= 1 << spi
+        return r
 
     def set_slot(self, spi: int, s: Slot) -> None:
         while len(self.stack) <= spi:
             self.stack.append(_EMPTY)
         self.stack[spi] = s
+        self.owned &= ~(1 << spi)  # the caller's register may be referenced elsewhere
 
 
 class State:
@@ -698,11 +730,18 @@ class State:
     def cur(self) -> Frame:
         return self.frames[-1]
 
-    def all_regs(self) -> list[Reg]:
+    def all_regs(self, want: Callable[[Reg], bool] | None = None) -> list[Reg]:
+        """Every register and spilled register (those ``want`` accepts), this state's
+        own to change in place."""
         out = []
         for f in self.frames:
-            out.extend(f.regs)
-            out.extend(s[1] for s in f.stack if s[1] is not None)
+            if want is None:
+                out.extend(f.regs)
+            else:
+                out.extend(r for r in f.regs if want(r))
+            for spi, (_, spill) in enumerate(f.stack):
+                if spill is not None and (want is None or want(spill)):
+                    out.append(f.spill_w(spi))  # type: ignore[arg-type]
         return out
 
 
@@ -724,14 +763,30 @@ BPF_FUNC_DYNPTR_FROM_MEM = 197
 _DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
 _DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
+_BTF_MODIFIERS = (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                  BtfKind.TYPE_TAG)
+
+
+def _btf_size(btf: BtfIndex, t: BtfType) -> int:
+    """A member type's size (modifiers already skipped): 8 for a pointer, an array's
+    elements times theirs."""
+    n = 1
+    while t.kind is BtfKind.ARRAY and t.array is not None:
+        n *= t.array.nelems
+        t = btf.type_by_id(t.array.type)
+        while t.kind in _BTF_MODIFIERS:
+            t = btf.type_by_id(t.size_type)
+    return n * (8 if t.kind is BtfKind.PTR else t.size_type)
 
 
 class _GArg(NamedTuple):
     """A global function's argument as btf_prepare_func_args types it: ``kind`` is
-    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes)."""
+    scalar, ctx, dynptr, arena, mem (maybe NULL) or mem_nonnull (``size`` bytes),
+    trusted or trusted_nullable (a pointer to kernel struct ``struct``)."""
 
     kind: str
     size: int = 0
+    struct: str = ""
 
 
 @dataclass
@@ -1356,9 +1411,9 @@ class _Verifier:
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
-            for _, spill in f.stack:
-                if spill is not None:
-                    spill.precise = False
+            for spi, (_, spill) in enumerate(f.stack):
+                if spill is not None and spill.precise:
+                    f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
     def _visited(self, pc: int, cur: State) -> bool:
@@ -1481,7 +1536,7 @@ class _Verifier:
                 if spill is None or spill.t != SCALAR or S_SPILL not in types or spill.precise:
                     want_s.discard(key)
                     continue
-                spill.precise = True
+                parent.frames[f].spill_w(spi).precise = True  # type: ignore[union-attr]
             if not want_r and not want_s:
                 return
             nxt = parent.pc
@@ -1760,22 +1815,23 @@ class _Verifier:
             at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
             need = dem[at] if at < len(dem) else 0
             for r in range(10):
-                self._maybe_widen(fo.regs[r], fc.regs[r], bool(need >> r & 1))
+                if self._widens(fo.regs[r], fc.regs[r], bool(need >> r & 1)):
+                    fc.regs[r].set_unknown()
             for spi in range(min(len(fo.stack), len(fc.stack))):
                 so, sc = fo.stack[spi], fc.stack[spi]
                 if so[1] is None or sc[1] is None or S_SPILL not in so[0] or \
                         S_SPILL not in sc[0]:
                     continue
                 base = -8 * (spi + 1)
-                self._maybe_widen(so[1], sc[1], any(base <= a < base + 8 for a in slots))
+                if self._widens(so[1], sc[1], any(base <= a < base + 8 for a in slots)):
+                    fc.spill_w(spi).set_unknown()  # type: ignore[union-attr]
 
     @staticmethod
-    def _maybe_widen(o: Reg, c: Reg, precise: bool) -> None:
+    def _widens(o: Reg, c: Reg, precise: bool) -> bool:
+        """Whether scalar ``c`` becomes unknown (it differs from ``o``, nothing needs it)."""
         if o.t != SCALAR or c.t != SCALAR or precise:
-            return
-        if o.key()[4:] == c.key()[4:]:  # regs_exact (ids aside)
-            return
-        c.set_unknown()
+            return False
+        return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
     @staticmethod
     def _plan(old: State, live: int) -> list[_FramePlan]:
@@ -1804,7 +1860,8 @@ class _Verifier:
                     continue
                 any_scalar = o.t == SCALAR and not o.precise
                 regs.append((r, o, any_scalar))
-                quick.append((1, fi, r, o, any_scalar))
+                # a finished state's registers no longer change: type and offset kept
+                quick.append((1, fi, r, o.t, o.t == SCALAR, o.off))
             slots = []
             stack = fo.stack
             n = len(stack)
@@ -1839,15 +1896,17 @@ class _Verifier:
                 kind = q[0]
                 if kind == 1:
                     c = frames[q[1]].regs[q[2]]
-                    o = q[3]
-                    if c.t == o.t and (q[4] or o.t == SCALAR or c.off == o.off):
+                    if c.t == q[3] and (q[4] or c.off == q[5]):
                         continue
                 elif kind == 2:
                     cstack = frames[q[1]].stack
                     spi = q[2]
                     sc = cstack[spi] if spi < len(cstack) else _EMPTY
                     ct = sc[0]
-                    if ct is q[3] or _bytes_int(ct) & q[4] == q[5] or (
+                    if ct is q[3]:
+                        continue
+                    v = _INTS.get(ct)
+                    if (v if v is not None else _bytes_int(ct)) & q[4] == q[5] or (
                             q[6] and _stack_scalar(sc) is not None):
                         continue
                 elif frames[q[1]].callsite == q[2]:
@@ -1940,7 +1999,13 @@ class _Verifier:
             n = len(cstack)
             for spi, so, _, _, _ in slots:
                 sc = cstack[spi] if spi < n else _EMPTY
-                if so == sc and so[1] is None:
+                if so is sc:  # shared since a common ancestor (Frame.copy): equal
+                    x = so[1]
+                    # unless ids must map one to one (check_ids has to see them)
+                    if x is None or (x.t == SCALAR and not x.precise) or \
+                            (not x.id and not x.ref):
+                        continue
+                elif so == sc and so[1] is None:
                     continue
                 if so[0] != sc[0]:
                     ro, rc = _stack_scalar(so), _stack_scalar(sc)
@@ -2006,8 +2071,7 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
-            return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-                self._scalar_ids(o.id, c.id, idmap)
+            return self._within(o, c) and self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
         base = o.t & 0xFF
@@ -2023,14 +2087,16 @@ class _Verifier:
             return False
         if base == FUNC and o.sub != c.sub:
             return False
-        return self._range_within(o, c) and t_in((o.tv, o.tm), (c.tv, c.tm)) and \
-            self._ids(o.id, c.id, idmap) and self._ids(o.ref, c.ref, idmap)
+        return self._within(o, c) and self._ids(o.id, c.id, idmap) and \
+            self._ids(o.ref, c.ref, idmap)
 
     @staticmethod
-    def _range_within(o: Reg, c: Reg) -> bool:
+    def _within(o: Reg, c: Reg) -> bool:
+        """range_within and tnum_in: every value ``c`` may hold, ``o`` may too."""
         return (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
                 and o.smax >= c.smax and o.u32min <= c.u32min and o.u32max >= c.u32max
-                and o.s32min <= c.s32min and o.s32max >= c.s32max)
+                and o.s32min <= c.s32min and o.s32max >= c.s32max
+                and t_in((o.tv, o.tm), (c.tv, c.tm)))
 
     # -- registers ------------------------------------------------------------------------
     def _read(self, regs: list[Reg], r: int) -> Reg:
@@ -2516,13 +2582,63 @@ class _Verifier:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
             self._sock_access(regno, reg, full, size)
             return None
-        if t == BTF_ID:
-            # btf_struct_access: pyxdp knows no kernel struct's layout; a read gives a
-            # scalar, a write is refused (docs/SEMANTICS.md)
-            if write:
+        if t & ~TRUSTED == BTF_ID:
+            if write:  # btf_struct_access of an XDP program: reads only
                 raise Refuse("only read is supported")
-            return None
+            return self._btf_read(reg.bt, full + _s64(reg.tv), size)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
+
+    @staticmethod
+    def _btf_read(name: str, off: int, size: int) -> Reg | None:
+        """btf_struct_walk of a read of ``size`` bytes at ``off`` in kernel struct
+        ``name`` (the kernel's BTF, else the shipped one; a struct neither has reads as a
+        scalar): a pointer member to a struct gives a PTR_TO_BTF_ID of it (walked from a
+        kfunc's pointer outside an RCU-protected type: neither trusted nor referenced),
+        a scalar member an unknown scalar (None)."""
+        kernel = core_target()
+        tid = kernel.find(name, BtfKind.STRUCT)
+        if tid is None:
+            return None
+        t = kernel.type_by_id(tid)
+        while True:
+            if off < 0 or off + size > t.size_type:
+                raise Refuse(f"access beyond struct {t.name} at off {off} size {size}")
+            for m in t.members:
+                moff = m.bit_offset // 8
+                if m.bitfield_size:
+                    if moff <= off < (m.bit_offset + m.bitfield_size + 7) // 8:
+                        return None
+                    continue
+                mt = kernel.type_by_id(m.type)
+                while mt.kind in _BTF_MODIFIERS:
+                    mt = kernel.type_by_id(mt.size_type)
+                msize = _btf_size(kernel, mt)
+                if not moff <= off < moff + max(msize, 1) or (not msize and off != moff):
+                    continue
+                if mt.kind in (BtfKind.STRUCT, BtfKind.UNION):
+                    t, off = mt, off - moff
+                    break
+                if mt.kind is BtfKind.PTR:
+                    if msize != size or off != moff:
+                        raise Refuse(f"cannot access ptr member {m.name} with moff {moff} "
+                                     f"in struct {t.name} with off {off} size {size}")
+                    to = kernel.type_by_id(mt.size_type)
+                    while to.kind in _BTF_MODIFIERS:
+                        to = kernel.type_by_id(to.size_type)
+                    if to.kind not in (BtfKind.STRUCT, BtfKind.UNION) or not to.name:
+                        return None
+                    r = Reg()
+                    r.set_ptr(BTF_ID)
+                    r.bt = to.name
+                    return r
+                if off + size > moff + msize and mt.kind is not BtfKind.ARRAY:
+                    raise Refuse(f"access beyond the end of member {m.name} (mend:"
+                                 f"{moff + msize}) in struct {t.name} with off {off} size "
+                                 f"{size}")
+                return None
+            else:
+                raise Refuse(f"struct {t.name} doesn't have field at offset {off}",
+                             errno.EINVAL)
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -2829,7 +2945,7 @@ class _Verifier:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
-                        spill.id = 0
+                        f.spill_w(spi).id = 0  # type: ignore[union-attr]
 
     def _pkt_cmp(self, this: State, other: State, i: Instruction) -> None:
         """try_match_pkt_pointers: ranges after comparing with data_end (or data); the
@@ -2865,21 +2981,19 @@ class _Verifier:
             return
         new = ptr.off + (1 if right_open else 0)
         pid, pt = ptr.id, ptr.t
-        for r in state.all_regs():
-            if r.t == pt and r.id == pid and r.rng >= 0:
-                r.rng = max(r.rng, new)
+        for r in state.all_regs(lambda r: r.t == pt and r.id == pid and 0 <= r.rng < new):
+            r.rng = new
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
         """mark_ptr_or_null_regs: every copy of the pointer ``pid`` is NULL or not NULL."""
-        for r in st.all_regs():
-            if r.t & MAYBE_NULL and r.id == pid:
-                if is_null:
-                    r.set_known(0)
-                elif self._ptr_not_null(r):
-                    # reg_may_point_to_spin_lock: the id tells which element is locked
-                    if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
-                                          self._lock_off(r.map) is not None):
-                        r.id = 0
+        for r in st.all_regs(lambda r: bool(r.t & MAYBE_NULL) and r.id == pid):
+            if is_null:
+                r.set_known(0)
+            elif self._ptr_not_null(r):
+                # reg_may_point_to_spin_lock: the id tells which element is locked
+                if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
+                                      self._lock_off(r.map) is not None):
+                    r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
 
@@ -2904,9 +3018,9 @@ class _Verifier:
     def _sync_ids(self, st: State, r: Reg) -> None:
         if r.t != SCALAR or not r.id:
             return
-        for x in st.all_regs():
-            if x is not r and x.t == SCALAR and x.id == r.id:
-                x.assign(r)
+        rid = r.id
+        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and x.id == rid):
+            x.assign(r)
 
     @staticmethod
     def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
@@ -3218,11 +3332,9 @@ class _Verifier:
             if "trusted" in tags:
                 if "nonnull" in tags:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-                # Linux looks the struct up in the kernel's and every module's BTF (none,
-                # or several, refuse it: nf_conn is ambiguous on Linux 6.18 here)
-                raise UnsupportedHelper(f"{self.spec.name}: {g.name}() argument {n} is "
-                                        "__arg_trusted, which pyxdp's verifier does not model "
-                                        "(its kernel verdict is unknown here)")
+                out.append(_GArg("trusted_nullable" if "nullable" in tags else "trusted",
+                                 struct=self._kernel_type(n, t.type)))
+                continue
             if "arena" in tags:
                 if tags - {"arena"}:
                     raise Refuse(f"arg#{n} arena cannot be combined with any other tags",
@@ -3243,6 +3355,28 @@ class _Verifier:
         g.args = tuple(out)
         return g.args
 
+    def _kernel_type(self, n: int, type_id: int) -> str:
+        """btf_get_ptr_to_btf_id: the name of the kernel type an ``__arg_trusted`` pointer
+        points to, found as CO-RE finds candidates (``bpf_core_find_cands``: the same kind
+        and essential name, ``___flavour`` suffixes dropped) in the kernel's BTF; none or
+        several refuse it."""
+        btf = self.btf
+        assert btf is not None
+        t = btf.resolved(type_id)
+        kind_str = t.kind.name  # btf_type_str: "STRUCT", "UNION", ...
+        if not t.name:
+            raise Refuse(f"arg#{n} reference type('{kind_str} ') candidate matching error: "
+                         f"-{errno.EINVAL}", errno.EINVAL)
+        essential = t.name.split("___")[0] if "___" in t.name[1:] else t.name
+        kernel = core_target()
+        found = [c for c in kernel.find_flavours(essential)
+                 if kernel.type_by_id(c).kind is t.kind]
+        if len(found) != 1:
+            raise Refuse(f"arg#{n} reference type('{kind_str} {t.name}') "
+                         f"{'has no matches' if not found else 'is ambiguous'}",
+                         errno.ENOENT if not found else errno.ESRCH)
+        return kernel.type_by_id(found[0]).name
+
     def _arg_tags(self, g: _Global, n: int) -> set[str]:
         """The ``arg:<tag>`` decl tags of argument ``n`` of ``g`` (``__arg_ctx``...)."""
         btf = self.btf
@@ -3260,9 +3394,11 @@ class _Verifier:
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
         try:
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 reg = regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    self._trusted_arg(n, reg, struct, kind == "trusted_nullable")
+                elif kind == "scalar":
                     if reg.t != SCALAR:
                         raise Refuse(f"R{n + 1} is not a scalar", errno.EINVAL)
                 elif kind == "ctx":
@@ -3291,6 +3427,22 @@ class _Verifier:
             regs[r].__init__()  # type: ignore[misc]
         regs[0].set_unknown()
         return pc + 1
+
+    def _trusted_arg(self, n: int, reg: Reg, struct: str, nullable: bool) -> None:
+        """btf_check_func_arg_match of an ``ARG_PTR_TO_BTF_ID | PTR_TRUSTED`` argument:
+        NULL where nullable; else a trusted register, check_reg_type (a pointer to the
+        kernel struct) and check_func_arg_reg_off."""
+        if nullable and reg.is_null():
+            return
+        if not _is_trusted_reg(reg):
+            raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
+        t = reg.t & ~MAYBE_NULL if nullable else reg.t
+        if t & ~TRUSTED != BTF_ID:
+            raise Refuse(f"R{n + 1} type={type_str(reg.t)} expected=ptr_, trusted_ptr_, "
+                         "rcu_ptr_")
+        if reg.bt != struct:
+            raise Refuse(f"R{n + 1} is of type {reg.bt} but {struct} is expected")
+        self._arg_reg_off(n + 1, reg)
 
     def _global_mem_arg(self, st: State, n: int, reg: Reg, size: int, nullable: bool) -> None:
         """A pointer to ``size`` bytes (check_mem_reg): NULL, or memory the callee may read
@@ -3342,9 +3494,14 @@ class _Verifier:
             g = self.globals[sub]
             st = State()
             f = Frame(0, -1, sub)
-            for n, (kind, size) in enumerate(self._global_args(g)):
+            for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 r = f.regs[n + 1]
-                if kind == "scalar":
+                if kind in ("trusted", "trusted_nullable"):
+                    r.set_ptr(BTF_ID | TRUSTED | (MAYBE_NULL if kind != "trusted" else 0))
+                    r.bt = struct
+                    if kind != "trusted":
+                        r.id = self._new_id()
+                elif kind == "scalar":
                     r.set_unknown()
                 elif kind == "ctx":
                     r.set_ptr(CTX)
@@ -3611,6 +3768,9 @@ class _Verifier:
         if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
             raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
                          "struct with scalar", errno.EINVAL)
+        if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
+            # a release kfunc's arguments are trusted ones too
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
         if reg.bt != p.struct:
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
@@ -3763,7 +3923,7 @@ class _Verifier:
         assert it is not None
         if it.sub == ITER_ACTIVE:
             q = st.copy()
-            qit = q.frames[fno].slot(spi)[1]
+            qit = q.frames[fno].spill_w(spi)
             assert qit is not None
             qit.rng += 1
             q.cur.regs[0].t &= ~MAYBE_NULL
@@ -3771,6 +3931,8 @@ class _Verifier:
             if prev is not None:
                 self._widen(prev, q, pc + 1)
             self._push(q, pc + 1, stack)
+        it = st.frames[fno].spill_w(spi)
+        assert it is not None
         it.sub = ITER_DRAINED
         st.cur.regs[0].set_known(0)
 
@@ -3809,7 +3971,7 @@ class _Verifier:
         if reg.t & ~RDONLY & ~RINGBUF & ~PKT_SLICE in (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE,
                                                       MEM, SCALAR):
             return
-        if reg.t == BTF_ID:
+        if reg.t & ~TRUSTED == BTF_ID:
             if reg.off < 0 or not reg.const or reg.tv:
                 cls._check_ptr_off(n, reg)
             return
@@ -3892,6 +4054,12 @@ class _Verifier:
             return
         if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
             raise Refuse("helper access to the packet is not allowed")
+        if arg in (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE) and meta.map is not None and \
+                meta.map.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
+            # resolve_map_arg_type: a socket map's value is a socket
+            if arg != Arg.MAP_VALUE:
+                raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
+            arg = Arg.SOCK_COMMON
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
@@ -4247,6 +4415,20 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
     """
+    # The walk allocates registers and states by the hundred thousand and makes no cycles
+    # of them: the cyclic collector would only rescan the kept states over and over (a
+    # fifth of the time on large programs).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _verify(spec, maps, limit=limit, btf=btf, core_btf=core_btf)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _verify(spec: ProgramSpec, maps: dict[str, MapSpec], *, limit: int, btf: Btf | None,
+            core_btf: str | os.PathLike[str] | None) -> VerifierResult:
     if not spec.core_relos:
         return _Verifier(spec, maps, limit=limit, btf=btf).run()
     target = core_target(core_btf)

@@ -146,9 +146,10 @@ def test_names_and_file_flags() -> None:
 def test_unmodelled_type() -> None:
     with pytest.raises(NotSupportedError):
         create_map(T.BPF_MAP_TYPE_BLOOM_FILTER, 0, 4, 1)
-    sockmap = create_map(T.BPF_MAP_TYPE_SOCKMAP, 4, 4, 1)  # created; its operations are not
-    with pytest.raises(NotSupportedError, match="needs sockets"):
-        sockmap.lookup(bytes(4))
+    # created; its operations are not
+    reuseport = create_map(T.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY, 4, 8, 1)
+    with pytest.raises(NotSupportedError, match="needs SO_REUSEPORT sockets"):
+        reuseport.lookup(bytes(4))
 
 
 def test_lru_no_common_lru_rounds_max_entries() -> None:
