@@ -305,6 +305,11 @@ _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n
 _CB = (Func("main"), Func("cb"))
 
 
+_IN_RCU = "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region"
+_IN_PREEMPT = ("BPF_EXIT instruction in main prog cannot be used inside "
+               "bpf_preempt_disable-ed region")
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -3732,6 +3737,511 @@ r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
 exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    # the bits iterator (bpf_iter_bits_*): two stack slots; its pointer argument is
+    # __ign, never checked (any value, even an unset register)
+    _c("bits_basic", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r6 = 0
+loop:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r6 += r1
+goto loop
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_any", """
+r6 = r1
+r1 = r10
+r1 += -16
+r2 = r6
+r3 = 600
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_uninit", """
+r1 = r10
+r1 += -16
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_leak", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
+    _c("bits_one_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_as_num", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    _c("bits_num_as_bits", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_new_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_write_r0", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = 1
+*(u32 *)(r0 +0) = r1
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("bits_read_past", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +4)
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("bits_clobber_hi", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 0
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_read_slot", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = *(u64 *)(r10 -8)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'invalid read from stack off -8+0 size 8'),
+    _c("bits_words_ptr", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("bits_destroy_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    # the string kfuncs: strings are __ign (any value, a map value maybe NULL, an unset
+    # register), characters, counts and lengths scalars
+    _c("str_uninit_ign", """
+call KFUNC(bpf_strlen)
+r0 = 2
+exit""", None),
+    _c("str_ctx_pkt", """
+r2 = *(u32 *)(r1 +0)
+call KFUNC(bpf_strcmp)
+r0 = 2
+exit""", None),
+    _c("str_map_null", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+r1 = r0
+r2 = r0
+r3 = 3
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", None),
+    _c("str_chr_ptr", """
+r2 = r10
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_chr_uninit", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nlen_ptr", """
+r2 = r1
+call KFUNC(bpf_strnlen)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nstr_len_ptr", """
+r2 = r1
+r3 = r10
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_nchr_c_ptr", """
+r2 = 4
+r3 = r1
+call KFUNC(bpf_strnchr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_ret_scalar", """
+r1 = 1
+call KFUNC(bpf_strlen)
+r0 = *(u32 *)(r0 +0)
+exit""", "R0 invalid mem access 'scalar'"),
+    # bpf_rcu_read_lock/_unlock (not nested) and bpf_preempt_disable/_enable (counted):
+    # closed before the exit and a tail call
+    _c("rcu_pair", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_nested", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'nested rcu read lock (kernel function bpf_rcu_read_lock)', err=errno.EINVAL),
+    _c("rcu_unmatched", """
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)', err=errno.EINVAL),
+    _c("rcu_leak", """
+call KFUNC(bpf_rcu_read_lock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("rcu_helper", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_nested_leak", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'nested rcu read lock (kernel function bpf_rcu_read_lock)', err=errno.EINVAL),
+    _c("preempt_pair", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("preempt_nested", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("preempt_unmatched", """
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", "unmatched attempt to enable preemption (kernel function "
+       "bpf_preempt_enable)", err=errno.EINVAL),
+    _c("preempt_leak", """
+call KFUNC(bpf_preempt_disable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("preempt_nest_leak", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("preempt_helper", """
+call KFUNC(bpf_preempt_disable)
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_in_preempt", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_cross", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("preempt_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_disable)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("rcu_tail", """
+r6 = r1
+call KFUNC(bpf_rcu_read_lock)
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'tail_call cannot be used inside bpf_rcu_read_lock-ed region', err=errno.EINVAL),
+    _c("preempt_tail", """
+r6 = r1
+call KFUNC(bpf_preempt_disable)
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", 'tail_call cannot be used inside bpf_preempt_disable-ed region', err=errno.EINVAL),
+    _c("rcu_iter", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_ringbuf", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +3
+r1 = r0
+r2 = 0
+call 133
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_bad_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)', err=errno.EINVAL),
+    _c("rcu_half_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+if r6 != 0 goto +1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("preempt_half", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_disable)
+if r6 != 0 goto +1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("rcu_loop", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_rcu_read_lock)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_spin", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(locked)
+r2 = r10
+r2 += -4
+call 1
+if r0 == 0 goto +6
+r6 = r0
+r1 = r0
+r1 += 4
+call 93
+call KFUNC(bpf_rcu_read_lock)
+r1 = r6
+r1 += 4
+call 94
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
+    _c("tail_ref", """
+r6 = r1
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +6
+r7 = r0
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r7
+r2 = 0
+call 133
+r0 = 2
+exit""", 'tail_call would lead to reference leak', err=errno.EINVAL),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10

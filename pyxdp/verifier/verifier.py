@@ -141,6 +141,9 @@ _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              DYNPTR: "dynptr_ptr", ITER: "iter", SOCK: "sock", SOCK_COMMON: "sock_common"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
+# The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
+_RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
+                          "bpf_preempt_enable"})
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
 # state, ``rng`` its depth (iterations begun), ``bt`` its kind ("num").
@@ -671,13 +674,16 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots", "links", "plan", "quick", "prec")
+                 "lock", "rcu", "preempt", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
+                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
+                 "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
+        self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
         # A kept state at a loop's forced checkpoint: its live constant registers (which
@@ -716,6 +722,7 @@ class State:
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.lock = self.lock
+        s.rcu, s.preempt = self.rcu, self.preempt
         s.may_goto = self.may_goto
         s.cb_unroll = self.cb_unroll
         s.parent = self.parent
@@ -1911,6 +1918,8 @@ class _Verifier:
             if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
                     not self._ids(old.lock[1], cur.lock[1], idmap):
                 return False
+        if old.rcu != cur.rcu or old.preempt != cur.preempt:
+            return False
         if plan is not None:
             return self._equal_planned(plan, cur, idmap)
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
@@ -3179,6 +3188,10 @@ class _Verifier:
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+            if st.preempt and pc + 1 + i.imm in self.globals:
+                self.log.append("global function calls are not allowed with preemption "
+                                "disabled,")
+                raise Refuse("use static function instead", errno.EINVAL)
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
@@ -3249,6 +3262,12 @@ class _Verifier:
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL)
+        if st.rcu:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_rcu_read_lock-ed region", errno.EINVAL)
+        if st.preempt:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_preempt_disable-ed region", errno.EINVAL)
         return None
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
@@ -3524,6 +3543,8 @@ class _Verifier:
                 self._push_callback(st, fid, meta.func, meta, pc, stack)
         if meta.ref:
             self._release(st, meta.ref)
+        if fid == 12:  # check_resource_leak(env, false, true, "tail_call")
+            self._tail_call_leak(st)
         if meta.dynptr_release:
             self._unmark_dynptr(st, meta.dynptr_release)
         if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
@@ -3592,6 +3613,8 @@ class _Verifier:
             raise UnsupportedHelper(f"{self.spec.name}: kfunc {name} is not modelled by "
                                     "pyxdp's verifier (its kernel verdict is unknown here)",
                                     pc=pc)
+        if name in _RCU_PREEMPT:
+            self._rcu_preempt(st, name)
         regs = st.cur.regs
         meta = _KfuncMeta()
         params = proto.params
@@ -3671,13 +3694,47 @@ class _Verifier:
                           errno.EINVAL)
         return r
 
+    def _tail_call_leak(self, st: State) -> None:
+        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak."""
+        if st.refs:
+            rid, at = st.refs[0]
+            self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
+            raise Refuse("tail_call would lead to reference leak", errno.EINVAL)
+        if st.rcu:
+            raise Refuse("tail_call cannot be used inside bpf_rcu_read_lock-ed region",
+                         errno.EINVAL)
+        if st.preempt:
+            raise Refuse("tail_call cannot be used inside bpf_preempt_disable-ed region",
+                         errno.EINVAL)
+
+    @staticmethod
+    def _rcu_preempt(st: State, name: str) -> None:
+        """check_kfunc_call: an RCU read section is not nested; preemption is disabled
+        as often as it is enabled again."""
+        if name == "bpf_rcu_read_lock":
+            if st.rcu:
+                raise Refuse(f"nested rcu read lock (kernel function {name})", errno.EINVAL)
+            st.rcu = True
+        elif name == "bpf_rcu_read_unlock":
+            if not st.rcu:
+                raise Refuse(f"unmatched rcu read unlock (kernel function {name})",
+                             errno.EINVAL)
+            st.rcu = False
+        elif name == "bpf_preempt_disable":
+            st.preempt += 1
+        else:
+            if not st.preempt:
+                raise Refuse("unmatched attempt to enable preemption (kernel function "
+                             f"{name})", errno.EINVAL)
+            st.preempt -= 1
+
     def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
                    meta: _KfuncMeta) -> int:
         """check_kfunc_args for argument ``i``; the index of the next one."""
         p = proto.params[i]
         n = i + 1
         reg = regs[n]
-        if p.kind == KArg.IGNORE:  # ``__ign``: not looked at
+        if p.kind == KArg.IGN:  # is_kfunc_arg_ignore: not even read
             return i + 1
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
