@@ -25,15 +25,22 @@ its maps. Objects named on the command line (programs kept outside the
 repository, such as katran's ``balancer_ingress``) are verified after the
 committed ones; for every program the instructions pyxdp's verifier walked
 (``processed N insns`` in Linux's log) are printed too.
+
+``--against DIR`` times the verifier of another checkout (``DIR``'s
+``pyxdp/verifier/verifier.py``, the rest of pyxdp from this one) run for run
+alternately with this one's in the same process, so that both see the same
+load on a shared machine: the two CPU medians, then ``after/before``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyxdp.asm.assembler import assemble
@@ -43,6 +50,7 @@ from pyxdp.errors import PyxdpError, VerifierError
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier import verify
+from pyxdp.verifier.verifier import VerifierResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -185,20 +193,44 @@ def _median(times: list[Timing]) -> Timing:
             statistics.median(t[1] for t in times) * 1e3)
 
 
-def _time_pyxdp(spec: CollectionSpec, prog: ProgramSpec,
-                repeat: int) -> tuple[Timing, str, int]:
-    times = []
+Verify = Callable[..., VerifierResult]
+
+
+def _other_verify(checkout: Path) -> Verify:
+    """``verify`` of another checkout's verifier module (imported beside this one's)."""
+    path = checkout / "pyxdp" / "verifier" / "verifier.py"
+    spec = importlib.util.spec_from_file_location("pyxdp.verifier._against", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: no verifier module to compare against")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod.verify  # type: ignore[no-any-return]
+
+
+def _time_pyxdp(spec: CollectionSpec, prog: ProgramSpec, repeat: int,
+                other: Verify | None = None) -> tuple[Timing, str, int, float]:
+    """This checkout's median timing, verdict and walk; with ``other``, its median CPU
+    ms over runs alternating with this one's."""
+    times: list[Timing] = []
+    theirs: list[Timing] = []
     verdict = "accepted"
     walked = 0
     for n in range(repeat + 1):
-        c0, t0 = time.process_time(), time.perf_counter()
-        try:
-            walked = verify(prog, spec.maps, btf=spec.btf).insns_processed
-        except VerifierError as e:
-            verdict = f"refused: {e.reason}"
-        if n:
-            times.append((time.process_time() - c0, time.perf_counter() - t0))
-    return _median(times), verdict, walked
+        for fn in (verify, other) if other is not None else (verify,):
+            c0, t0 = time.process_time(), time.perf_counter()
+            try:
+                got = fn(prog, spec.maps, btf=spec.btf).insns_processed
+            except VerifierError as e:
+                got = -1
+                if fn is verify:
+                    verdict = f"refused: {e.reason}"
+            dt = (time.process_time() - c0, time.perf_counter() - t0)
+            if fn is verify:
+                walked = max(got, 0)
+            if n:
+                (times if fn is verify else theirs).append(dt)
+    return _median(times), verdict, walked, (_median(theirs)[0] if theirs else 0.0)
 
 
 def _time_linux(spec: CollectionSpec, name: str, repeat: int) -> tuple[Timing, str]:
@@ -232,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-kernel", action="store_true")
     ap.add_argument("--lb-stages", type=int, default=72)
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another checkout whose verifier is timed alternately with this one")
     ap.add_argument("objects", nargs="*", type=Path, help="more objects to verify")
     args = ap.parse_args(argv)
+    other = _other_verify(args.against) if args.against else None
     kernel = not args.no_kernel and os.geteuid() == 0
     objects = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
     rows: list[tuple[str, CollectionSpec, str]] = []
@@ -250,12 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     lb = lb_program(args.lb_stages)
     rows.append((f"generated LB ({len(lb.programs['lb_generated'].insns)} insns)", lb,
                  "lb_generated"))
+    extra = f" {'before ms':>9} {'after/before':>12}" if other is not None else ""
     print(f"{'program':42} {'insns':>5} {'walked':>7} {'pyxdp ms (wall)':>16} "
-          f"{'Linux ms (wall)':>16} {'ratio':>6}  verdict")
+          f"{'Linux ms (wall)':>16} {'ratio':>6}{extra}  verdict")
     for label, spec, name in rows:
         prog = spec.programs[name]
         try:
-            mine, verdict, walked = _time_pyxdp(spec, prog, args.repeat)
+            mine, verdict, walked, before = _time_pyxdp(spec, prog, args.repeat, other)
         except PyxdpError as e:
             print(f"{label:42} {len(prog.insns):5}  not verified: {e}")
             continue
@@ -267,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{mine[0] / max(theirs[0], 1e-3):6.1f}"
             if lverdict != verdict:
                 verdict += f" (Linux: {lverdict})"
+        if other is not None:
+            extra = f" {before:9.2f} {mine[0] / max(before, 1e-3):12.3f}"
         print(f"{label:42} {len(prog.insns):5} {walked:7} {mine[0]:7.2f} ({mine[1]:7.2f}) "
-              f"{linux:>16} {ratio:>6}  {verdict}")
+              f"{linux:>16} {ratio:>6}{extra}  {verdict}")
     return 0
 
 

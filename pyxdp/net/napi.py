@@ -589,10 +589,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
-    DROP, ABORTED, PASS (to the stack) and redirects into the queue's AF_XDP
-    socket (``xsk_generic_rcv``) itself; TX (``generic_xdp_tx``) and other
-    redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
-    :mod:`pyxdp.net.dev`, so it gets no TX devices or devmaps."""
+    DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
+    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink and veths whose
+    peer has no program, into cpumap entries and into the queue's AF_XDP socket
+    (``xsk_generic_rcv``) itself;
+    the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
@@ -628,22 +629,27 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = (tpl, tpl_len, src.state.words)
     else:
         gen = st.no_gen
-    local = parallel or generic  # no shared redirect targets natively
-    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
-    if local:
+    # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
+    # (NICs whose transmit is a sink); none for a call without the host lock.
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi, generic=generic)
+    if parallel:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
-    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring.
+    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
+    # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
     wires = dev.xmit_wires
     tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
-    tx_ok = dev.up and not generic and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
-    nt = st.tables(host, len(tgt[0]), vm, local)
-    cm, cm_rts = st.cpumap_args(host, local)
+    if generic:
+        tx_ok = tgt[0][dev.ifindex] == 1
+    else:
+        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
+    nt = st.tables(host, len(tgt[0]), vm, parallel)
+    cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
     # xdp_frames other devices queued here (veth_xdp_rcv_one): in this pool, the
     # system allocator or another page pool (the host's, in a table).
     system = host.memmap.system
-    fon = not (local or host.threaded_napi or rq.xsk is not None)
+    fon = not (parallel or generic or host.threaded_napi or rq.xsk is not None)
     pools = st.pool_table(host, pool) if fon else ()
     others = (system.pages, *(p.pages for p in pools)) if fon else ()
     pool.napi_local = True
@@ -661,9 +667,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, bool(nt.dms) or fon)),
+                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)) or fon)),
                 _xsk_args(xsk),
-                _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
+                (*_stack_args(host, dev, rq, generic), host.stack.records(0)), cm,
+                (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
         lock.release()
@@ -726,9 +733,9 @@ _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
 def _system_args(host: Host, needed: bool) -> tuple[Any, ...]:
-    """The system page allocator (``xdpf_clone``'s pages, zero-copy frames' copies)
-    for a native call that may use it (one that may broadcast: it has devmaps; a
-    zero-copy one), else an empty one."""
+    """The system page allocator for a native call that may use it (``xdpf_clone``'s
+    pages for a broadcast through its devmaps, zero-copy frames' copies, a generic
+    skb's order-0 copy for a cpumap), else an empty one."""
     global _NO_SYSTEM
     if needed:
         m = host.memmap.system
@@ -923,8 +930,8 @@ def _cpumap_account(st: _NativeState, cm: tuple[Any, ...], rts: list[Any]) -> No
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
                       pfn_base: int) -> None:
     """The skbs a native generic call deferred (PASS with a callback or a socket
-    keeping payloads, TX, REDIRECT): built from their pages, which are then freed,
-    and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
+    keeping payloads, TX and REDIRECT it does not take): built from their pages,
+    which are then freed, and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
     from pyxdp.net.dev import generic_xdp_act
     deferred = _deferred(st, pfn_base)
     if deferred is None:

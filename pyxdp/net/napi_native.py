@@ -60,9 +60,18 @@ XDP batch entry on them, and acts on the verdicts:
   are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
-skb expanded by ``pskb_expand_head`` first); a redirect into the queue's
-copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
-UMEM and published at once, per packet), TX and other redirects go to
+skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
+``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
+transmitted on the device, a NIC whose transmit is a sink, and freed; no
+bulk), a redirect through a devmap entry without a program or to an ifindex
+is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, then
+``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
+whose peer has no program and receives the skb in its stack,
+:attr:`pyxdp.net.devmap.FwdTable.generic`),
+one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
+``xdp_frame`` of the system allocator, straight into the entry's ring), one
+into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
+into the UMEM and published at once); other targets and every error go to
 :mod:`pyxdp.net.dev`, one skb at a time.
 
 A veth's ring also holds ``xdp_frame`` s other devices queued there
@@ -654,6 +663,48 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, 
     return c, nuse, cached
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex):  # type: ignore[no-untyped-def] # noqa: E501
+    """``cpu_map_generic_redirect`` of the skb in pool page ``loc`` to entry ``r``: the
+    skb as an order-0 ``xdp_frame`` (a page of the system allocator, the packet at
+    ``XDP_PACKET_HEADROOM``, no metadata, ``dev_rx`` set) straight into the entry's
+    ring, no bulk; one ``xdp_cpumap_enqueue`` of one frame. False, with nothing
+    done, where the Python path must report an error (the ring full, no page, a
+    packet too long for the frame)."""
+    if HEADROOM + length > FRAME_SZ - TAILROOM:
+        return False
+    q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
+    q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
+    if ring_count(q_idx) >= cq_tab[r, 1]:
+        return False
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return False
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, spfn = sysm
+    memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM,
+           pages.ctypes.data + loc * pages.strides[0] + data, length)
+    sq64[row, 0] = sbase + row * FRAME_SZ + HEADROOM
+    sw32[row, 2] = length
+    sw32[row, 3] = HEADROOM - XDP_FRAME_SIZE
+    sw32[row, 4] = 0
+    sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
+    sw32[row, 8] = FRAME_SZ
+    sw32[row, 9] = 0
+    sq64[row, DEV_RX_WORD] = ifindex
+    # The entry's bulk queue is unused in generic mode: its first column is the slot.
+    one = cbq[r]
+    one[0, 0] = spfn + row
+    one[1, 0] = HEADROOM
+    one[2, 0] = length
+    one[3, 0] = 0
+    if ring_produce(q_slots, q_idx, one, 1) != 1:
+        _put_page(sysm, row)
+        return False
+    cq_cnt[r, 0] += 1
+    cq_cnt[r, 1] += 1
+    return True
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-untyped-def]
     """(map row, entry row) of a cpumap slot; entry row -1 when the native loop does
@@ -909,13 +960,11 @@ def _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached):  # t
     return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
-    """``xdpf_clone`` of the frame in page ``loc`` (a pool page; below 0 an order-0
-    page of the system allocator): an order-0 page with the header, headroom and
-    packet copied and the header pointed at the copy; its row, or -1 when memory
-    ran out (``dev_map_enqueue_clone`` then skips the target)."""
-    spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _sys_alloc(sysm):  # type: ignore[no-untyped-def]
+    """``alloc_page`` from the system allocator: a row with one reference, or -1 when
+    memory ran out."""
+    _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
         return -1
@@ -924,6 +973,19 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     ast[A_NFREE] = nf
     ast[A_ALLOCATED] += 1
     aref[row] = 1
+    return row
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in page ``loc`` (a pool page; below 0 an order-0
+    page of the system allocator): an order-0 page with the header, headroom and
+    packet copied and the header pointed at the copy; its row, or -1 when memory
+    ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, _pfn = sysm
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return -1
     src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
         spages.ctypes.data + (-1 - loc) * spages.strides[0]
     memcpy(spages.ctypes.data + row * spages.strides[0], src, data + length)
@@ -1218,21 +1280,27 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tx_events = 0
     tx_sent = 0
     tx_bytes = np.int64(0)
+    g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
-    stack_ok, srec = stk
+    stack_ok, srec, srec0 = stk
     mib = srec[0]
+    mib0 = srec0[0]  # CPU 0's records: where a veth's peer receives (as the Python path)
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
     cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
+    sys_pfn = sysm[7]
+    sys_ref = sysm[6]
+    n_sys = len(sys_ref)
     red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
         nfx = 0  # xdp_frames in this poll (fx holds every frame's memory and kind)
         nfor = 0  # ... of them in memories other than the queue's pool
-        # Pages the cpumap kthreads freed come back (not directly: ring or release).
+        # Pages the cpumap kthreads freed come back (not directly: ring or release);
+        # a generic skb's order-0 copy goes back to the system allocator (put_page).
         for r in range(ncq):
             r_slots = i64_view(cq_tab[r, 3], 1, cq_tab[r, 4])
             r_idx = i64_view(cq_tab[r, 5], 1, 16)[0]
@@ -1243,10 +1311,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 j = 0
                 psc[P_NUSE] = nuse
                 while j < avail:
-                    loc = r_slots[0, (cons + j) % rsize] - pfn_base
-                    if loc < 0 or loc >= npages or state[loc] != _INUSE:
-                        break  # another pool's page: Python returns it
-                    _put_ring(psc, ring, free, state, loc)
+                    pfn = r_slots[0, (cons + j) % rsize]
+                    loc = pfn - pfn_base
+                    if 0 <= loc < npages and state[loc] == _INUSE:
+                        _put_ring(psc, ring, free, state, loc)
+                    elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
+                        _put_page(sysm, pfn - sys_pfn)
+                    else:
+                        break  # another region's page: Python returns it
                     j += 1
                 nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
@@ -1384,6 +1456,41 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
+            elif a == 3 and tx_ok and generic:
+                # generic_xdp_tx: the skb transmitted on this NIC (its wire a sink),
+                # then freed; no bulk, no xdp_bulk_tx.
+                n_tx += 1
+                g_sent += 1
+                tx_bytes += length
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                done = True
+            elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
+                  and np.int64(red[i, 1]) != CPUMAP):
+                # xdp_do_generic_redirect to a devmap entry without a program or an
+                # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
+                # transmitted on that NIC (generic_xdp_tx). Broadcasts, entry programs,
+                # other targets and every error: the Python path.
+                slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                if kk != 0:  # an entry program: run on the skb by the Python path
+                    ifx = np.int64(0)
+                if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
+                        and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
+                    n_red += 1
+                    red_cnt[slot, ifx] += 1
+                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
+                    ts[D_TX_PACKETS] += 1
+                    ts[D_TX_BYTES] += length
+                    if tgt_ok[ifx] == 2:
+                        # veth_xmit: the peer receives the skb, one list of one, into
+                        # its stack (it has no XDP program).
+                        peer = tgt_wire[ifx]
+                        ps = i64_view(tgt_stats[peer], 1, D_SIZE)[0]
+                        ps[D_RX_PACKETS] += 1
+                        ps[D_RX_BYTES] += length
+                        mib0[M_BATCHES] += 1
+                        stack_rcv_one(pages[loc], data, length, peer, srec0)
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
@@ -1419,6 +1526,15 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
+            elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0 and generic:
+                k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                   np.int64(red[i, 2]))
+                if r >= 0 and _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data,
+                                           length, self_ifindex):
+                    n_red += 1
+                    cm_red[k] += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
                 k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
                                    np.int64(red[i, 2]))
@@ -1438,7 +1554,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
-            elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
+            elif (a == 4 and not generic
+                  and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
                 slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
@@ -1455,7 +1572,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
-            elif a == 4:
+            elif a == 4 and not generic:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
                 if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
                         and length <= tgt_mtu[ifx]
@@ -1544,7 +1661,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     ds[D_XDP_TX] += n_tx - n_tx_err
     ds[D_XDP_TX_ERRORS] += n_tx_err
     ds[D_XDP_REDIRECT] += n_red
-    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_PACKETS] += tx_sent + g_sent
     ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent

@@ -140,7 +140,9 @@ def proven_accesses(insns: Sequence[Instruction], facts: Mapping[int, MemAccess]
         if not 0 <= pc < len(insns) or insns[pc].cls not in (op.BPF_LDX, op.BPF_ST,
                                                              op.BPF_STX):
             continue  # a kfunc call's stack argument, say
-        if fact.only("pkt", "pkt_meta"):
+        if fact.probe and insns[pc].cls == op.BPF_LDX:
+            out[pc] = ("probe", 0, False)
+        elif fact.only("pkt", "pkt_meta"):
             out[pc] = ("region", 0, True)
         elif fact.only("fp"):
             out[pc] = ("stk", 0, True)
@@ -351,6 +353,9 @@ class XdpJit(JitProgram):
                          _map_table=np.array(table or [0], dtype=np.uint64),
                          _unchecked=_unchecked, _emit_run=False, _proven=proven)
         self._sync = _Sync(self)
+        # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx) moves the
+        # packet's edges only through the Python helpers, which keep that image in step.
+        self._xdp_native = not any(h.name == "bpf_cast_to_kern_ctx" for h in helpers.values())
         self._xdp_fn: Any = None
         self._errors: dict[int, BaseException] = {}
         self._scalars: dict[tuple[int, int], tuple[U32, int]] = {}
@@ -442,7 +447,7 @@ class XdpJit(JitProgram):
             self._xdp_fn = _XDP_T(self._code.xdp_entry)
         self._active = True
         c = self._ctx
-        c.nflags = abi.NF_RUNCTX | abi.NF_XDP | (
+        c.nflags = abi.NF_RUNCTX | (abi.NF_XDP if self._xdp_native else 0) | (
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         table = ctx.xsk_table
