@@ -239,3 +239,23 @@ def test_veth_frames_drop_and_pass_natively(flags: int,
     for v in ("veth1", "veth3"):
         assert seen.get(v), v
         assert set(seen[v]) <= {3, 4}, (v, sorted(set(seen[v])))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_veth_frame_in_a_page_not_in_use_is_reported(native: bool) -> None:
+    """An xdp_frame on a veth's ring pointing at a page its pool does not have out (a
+    corrupt ring) is never touched by native code: the Python path takes that poll and
+    raises the page accounting error, on both paths alike."""
+    from pyxdp.net.frames import KIND_FRAME, Frames
+    from pyxdp.net.page_pool import PageAccountingError
+
+    with Host(engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        _v0, v1 = h.veth("veth0", "veth1")
+        v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit", [])).programs["t"])
+        pool = eth0.rx[0].pool
+        free_pfn = pool.pfn_base + pool.npages - 1  # never handed out
+        v1.rx[0].ring.produce(Frames.make([free_pfn], 256, 64, kind=KIND_FRAME))
+        with pytest.raises(PageAccountingError):
+            h.run()
+        h.close(check=False)
