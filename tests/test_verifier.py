@@ -56,6 +56,17 @@ def test_corpus_verdict_is_linux(case: VerifierCase) -> None:
     assert _verdict(case) == (case.linux, case.errno)
 
 
+PINNED = [c for c in CASES if c.processed]
+
+
+@pytest.mark.parametrize("case", PINNED, ids=[c.name for c in PINNED])
+def test_corpus_walk_is_linux(case: VerifierCase) -> None:
+    # Linux's processed count of the cases whose walk differed once (pruning rules).
+    spec = case.spec()
+    (prog,) = spec.programs.values()
+    assert verify(prog, spec.maps, btf=spec.btf).insns_processed == case.processed
+
+
 def test_corpus_is_broad() -> None:
     refused = {c.linux for c in CASES if c.linux}
     assert len(CASES) >= 100 and len(refused) >= 60

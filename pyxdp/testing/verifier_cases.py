@@ -160,6 +160,7 @@ class VerifierCase:
     funcs: tuple[Func, ...] = ()
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
+    processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
 
     @property
     def errno(self) -> int:
@@ -1614,6 +1615,38 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # A bounded loop (no iterator, may_goto or callback in it) whose body turns compares
+    # of unknown scalars into 0/1 words it accumulates: its finished states prune the
+    # other branches' imprecise words (NOT_EXACT) as outside a loop; comparing every
+    # range there (RANGE_WITHIN) would walk 8 paths per iteration, 8^16 in all.
+    _c("loop_bounded_imprecise", """
+call 7
+r8 = r0
+call 7
+r9 = r0
+r6 = 0
+r7 = 0
+loop:
+w1 = 1
+if r8 s< r9 goto +1
+w1 = 0
+w2 = 1
+if r8 < r9 goto +1
+w2 = 0
+w3 = 1
+if r8 == r9 goto +1
+w3 = 0
+r2 <<= 1
+r1 |= r2
+r3 <<= 2
+r1 |= r3
+r6 *= 31
+r6 += r1
+r7 += 1
+if r7 < 16 goto loop
+r0 = r6
+r0 &= 3
+exit""", None, processed=1555),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),

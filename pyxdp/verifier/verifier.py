@@ -926,11 +926,14 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
-    """Instructions inside a loop (a strongly connected part of the control-flow graph):
-    their kept states may not have all their precision marks yet while the loop is
-    verified, so pruning there compares every scalar's range (Linux: RANGE_WITHIN while
-    an SCC's visit is incomplete)."""
+def _loop_insns(insns: Sequence[Instruction], points: frozenset[int]) -> list[bool]:
+    """Instructions inside a loop (a strongly connected part of the control-flow graph)
+    that holds one of ``points`` (iterator ``_next`` calls, ``may_goto``): a state kept
+    there may miss precision marks while the loop is verified, since a path may stop at
+    such a point on a state of an earlier iteration still being explored, so pruning
+    compares every scalar's range (Linux: RANGE_WITHIN while the SCC's visit has
+    backedges, which only those loop hits add). A bounded loop without them verifies its
+    iterations one after another: a finished state there has all its marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
@@ -966,7 +969,7 @@ def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v):
+                if (len(comp) > 1 or v in _succs(insns, v)) and not points.isdisjoint(comp):
                     for w in comp:
                         out[w] = True
             if work:
@@ -1056,7 +1059,6 @@ class _Verifier:
                     if 0 <= target < n:
                         self.prune[target] = True
         self.live = _liveness(self.insns, self._call_uses())
-        self.in_loop = _loop_insns(self.insns)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
         self.iter_next = frozenset(
@@ -1075,6 +1077,7 @@ class _Verifier:
             pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
         for pc in self.forced:
             self.prune[pc] = True
+        self.in_loop = _loop_insns(self.insns, self.iter_next | self.may_goto)
         if self.cb_sites:  # a callback body runs again and again: a loop of its own
             self.in_loop = [True] * n
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant

@@ -115,6 +115,22 @@ def test_objects_same_verdict_as_linux(obj: Path) -> None:
         assert (mine, my_err) == (linux[name], errs[name]), name
 
 
+def test_corpus_pinned_walks_are_linux() -> None:
+    # The processed counts the corpus pins (tests/test_verifier.py holds pyxdp to them).
+    wrong = []
+    for case in (c for c in CASES if c.processed):
+        spec = case.spec()
+        kb = KernelBackend(spec)
+        try:
+            (prog,) = spec.programs.values()
+            got = kb.load_program(prog, {}).info().verified_insns
+        finally:
+            kb.close()
+        if got != case.processed:
+            wrong.append(f"{case.name}: Linux processed {got}, corpus {case.processed}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_corpus_case_checks_itself() -> None:
     # A case whose recorded verdict is wrong must be caught by the comparison above.
     bad = VerifierCase("x", "r0 = 0\nexit", "R0 !read_ok")
