@@ -306,6 +306,10 @@ _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n
 _CB = (Func("main"), Func("cb"))
 
 
+# A load through a scalar (refused): the path a decided compare skips.
+_DEREF_SCALAR = "r1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit"
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -1615,6 +1619,25 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # scalar_byte_swap: a byte swap moves the tnum's known bits with their bytes (bounds
+    # follow from it), so the compares after it are decided and the load of the
+    # scalar in r1 is never reached; le16/le32 truncate, le64 keeps the value.
+    _c("bswap_be32_known_bits", "call 7\nw0 &= -49\nr0 = be32 r0\nw0 &= 536870912\n"
+       "if w0 == 0 goto +2\n" + _DEREF_SCALAR, None, processed=7),
+    _c("bswap_be16_known_bits", "call 7\nr0 &= 0xff00\nr0 = be16 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_le16_truncates", "call 7\nr0 &= 0xff\nr0 = le16 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_le64_keeps", "call 7\nr0 &= 0xff\nr0 = le64 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_be64_known_bits", "call 7\nr0 &= 0xff\nr0 = be64 r0\n"
+       "r1 = 0xff00000000000000 ll\nif r0 <= r1 goto +2\n" + _DEREF_SCALAR, None,
+       processed=7),
+    _c("bswap64_known_bits", "call 7\nr0 &= 0xff\nr0 = bswap64 r0\n"
+       "r1 = 0xff00000000000000 ll\nif r0 <= r1 goto +2\n" + _DEREF_SCALAR, None,
+       processed=7),
+    _c("bswap_be32_clears_high", "call 7\nr0 = be32 r0\nr1 = 0xffffffff ll\n"
+       "if r0 <= r1 goto +2\n" + _DEREF_SCALAR, None, processed=6),
     # A bounded loop (no iterator, may_goto or callback in it) whose body turns compares
     # of unknown scalars into 0/1 words it accumulates: its finished states prune the
     # other branches' imprecise words (NOT_EXACT) as outside a loop; comparing every

@@ -92,6 +92,7 @@ from pyxdp.verifier.tnum import (
     t_add,
     t_and,
     t_arshift,
+    t_bswap,
     t_in,
     t_intersect,
     t_lshift,
@@ -926,19 +927,21 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_insns(insns: Sequence[Instruction], points: frozenset[int]) -> list[bool]:
-    """Instructions inside a loop (a strongly connected part of the control-flow graph)
-    that holds one of ``points`` (iterator ``_next`` calls, ``may_goto``): a state kept
-    there may miss precision marks while the loop is verified, since a path may stop at
-    such a point on a state of an earlier iteration still being explored, so pruning
-    compares every scalar's range (Linux: RANGE_WITHIN while the SCC's visit has
-    backedges, which only those loop hits add). A bounded loop without them verifies its
-    iterations one after another: a finished state there has all its marks."""
+def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
+               cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
+    """compute_scc: which instructions are inside a loop (a strongly connected part of a
+    function's control-flow graph, or a call of a helper that calls back, which calls its
+    callback again), and which of those loops hold one of ``points`` (iterator ``_next``
+    calls, ``may_goto``) or are such a call. Only there may a path stop on a state of an
+    earlier iteration still being explored (a backedge of the SCC's visit), whose marks
+    are then incomplete; a bounded loop without them verifies its iterations one after
+    another, and its finished states have all their marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
     on = [False] * n
-    out = [False] * n
+    in_scc = [False] * n
+    backedges = [False] * n
     stack: list[int] = []
     counter = 0
     for root in range(n):
@@ -969,13 +972,15 @@ def _loop_insns(insns: Sequence[Instruction], points: frozenset[int]) -> list[bo
                     comp.append(w)
                     if w == v:
                         break
-                if (len(comp) > 1 or v in _succs(insns, v)) and not points.isdisjoint(comp):
+                if len(comp) > 1 or v in _succs(insns, v) or v in cb_sites:
+                    loops = not points.isdisjoint(comp) or not cb_sites.isdisjoint(comp)
                     for w in comp:
-                        out[w] = True
+                        in_scc[w] = True
+                        backedges[w] = loops
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[v])
-    return out
+    return in_scc, backedges
 
 
 _UNBOUND = Reg()
@@ -1077,9 +1082,8 @@ class _Verifier:
             pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_loop = _loop_insns(self.insns, self.iter_next | self.may_goto)
-        if self.cb_sites:  # a callback body runs again and again: a loop of its own
-            self.in_loop = [True] * n
+        self.in_scc, self.scc_backedges = _loop_sccs(self.insns, self.iter_next |
+                                                     self.may_goto, self.cb_sites)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1412,12 +1416,25 @@ class _Verifier:
                     f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
+    def _incomplete_marks(self, cur: State, pc: int) -> bool:
+        """incomplete_read_marks: the loop a state at ``pc`` belongs to is the one of its
+        outermost frame inside a loop (compute_scc_callchain: the frame's pc, or for a
+        caller its call); the state's marks may be incomplete when that loop can have
+        backedges."""
+        frames = cur.frames
+        last = len(frames) - 1
+        for i in range(last + 1):
+            at = pc if i == last else frames[i + 1].callsite
+            if self.in_scc[at]:
+                return self.scc_backedges[at]
+        return False
+
     def _visited(self, pc: int, cur: State) -> bool:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
         # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = not self.in_loop[pc] and pc not in self.forced
+        self.loose = pc not in self.forced and not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
             return self._visited_plain(pc, cur, live)
         done = self.done.get(pc)
@@ -2120,9 +2137,7 @@ class _Verifier:
                 d.assign(zero)
                 self._scalar_op(d, src, op.BPF_SUB, is64)
             else:
-                d.set_unknown()
-                if i.imm < 64:
-                    d.coerce(i.imm // 8)
+                self._byte_swap(d, i, is64)
             return
         if x:
             src = self._read(regs, i.src)
@@ -2151,6 +2166,22 @@ class _Verifier:
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         self._scalar_op(d, src, o, is64)
+
+    @staticmethod
+    def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
+        """scalar_byte_swap: bswap (ALU64) and to_be (on this little-endian machine) swap
+        the tnum's bytes, whose bounds then come from it; le16/le32 and the swaps of 16
+        and 32 bits truncate. The result is not zero-extended further."""
+        swap = is64 or bool(i.code & op.BPF_X)  # BPF_TO_BE shares BPF_X's bit
+        if swap or i.imm in (16, 32):
+            d.id = 0
+        if swap:
+            d.tv, d.tm = t_bswap((d.tv, d.tm), i.imm)
+            d.smin, d.smax, d.umin, d.umax = S64_MIN, S64_MAX, 0, U64
+            d.s32min, d.s32max, d.u32min, d.u32max = S32_MIN, S32_MAX, 0, U32
+        if i.imm in (16, 32):
+            d.coerce(i.imm // 8)
+        d.sync()
 
     def _mov(self, regs: list[Reg], i: Instruction, src: Reg, is64: bool, x: bool) -> None:
         d = regs[i.dst]

@@ -38,6 +38,7 @@ def modelled(prog: ProgramSpec) -> bool:
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # tests/verifier_objects: clang output of loops Linux verifies until they converge
+OBJECTS_DIR = Path(__file__).resolve().parents[1] / "verifier_objects"
 OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
            if p.name != "xsk_redirect.o"] + \
     sorted((Path(__file__).resolve().parents[1] / "verifier_objects").glob("*.o"))
@@ -129,6 +130,23 @@ def test_corpus_pinned_walks_are_linux() -> None:
         if got != case.processed:
             wrong.append(f"{case.name}: Linux processed {got}, corpus {case.processed}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_loop_walks_as_linux() -> None:
+    # tests/verifier_objects/loops.o: the program whose walk once differed walks as many
+    # instructions in pyxdp as in Linux (tests/test_verifier.py pins the count).
+    spec = load_collection_spec(OBJECTS_DIR / "loops.o")
+    name = "xdp_loop_then_branches"
+    prog = spec.programs[name]
+    kb = KernelBackend(spec)
+    try:
+        handles: dict[str, object] = {}
+        for mname, ms in spec.maps.items():
+            handles[mname] = kb.create_map(ms, handles)  # type: ignore[arg-type]
+        linux = kb.load_program(prog, handles).info().verified_insns  # type: ignore[arg-type]
+    finally:
+        kb.close()
+    assert verify(prog, spec.maps, btf=spec.btf).insns_processed == linux
 
 
 def test_corpus_case_checks_itself() -> None:
