@@ -140,7 +140,7 @@ def test_iter_num_state_words() -> None:
     bpf_iter.iter_num_new(vm, 0x1000, 1, 9, 0, 0)
     assert bpf_iter.iter_num_destroy(vm, 0x1000, 0, 0, 0, 0) == 0 and words() == (0, 0)
     buf[:] = struct.pack("<ii", 7, 9)
-    assert bpf_iter.iter_num_new(vm, 0x1000, 9, 1, 0, 0) == -errno.EINVAL & (2**64 - 1)
+    assert bpf_iter.iter_num_new(vm, 0x1000, 9, 1, 0, 0) == -errno.EINVAL & 0xFFFF_FFFF
     assert words() == (0, 0)
 
 
@@ -189,3 +189,66 @@ def test_clang_loops_run(engine: str) -> None:
         assert c.maps["sums"][0] == sum(pkt)
         assert c.programs["xdp_can_loop_sum"].test_run(pkt).retval == 1  # 1830: even
         assert c.programs["xdp_loop_count"].test_run(pkt).retval == 1  # 0+..+999 is even
+
+
+# -- the bits iterator ----------------------------------------------------------------------
+
+BITS = Path(__file__).resolve().parents[1] / "samples" / "bits_iter.o"
+
+
+def _bits_run(c: Collection, words: list[int], nr_words: int, mutate: int = 0
+              ) -> tuple[int, ...]:
+    c.maps["cfg"].handle.update(bytes(4), struct.pack("<IIIIQ", 0, nr_words, 0, mutate, 0))
+    c.maps["src"].handle.update(bytes(4), struct.pack("<520Q", *words, *[0] * (520 - len(words))))
+    assert c.programs["xdp_bits"].test_run(bytes(64)).retval == 2
+    return tuple(struct.unpack("<q", c.maps["out"].handle.lookup(struct.pack("<I", i)) or b"")[0]
+                 for i in range(3))
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_iter_bits_returns(engine: str) -> None:
+    with Collection(load_collection_spec(BITS), "userspace", engine=engine) as c:
+        # bits 4, 8, 9, 12..15 and 16..19 of 0xf7310; 64 + 0 and 64 + 63 in the next word
+        assert _bits_run(c, [0xF7310], 1) == (0, 10, 130)
+        assert _bits_run(c, [0xF7310, 1 << 63 | 1], 2) == (0, 12, 130 + 64 + 127)
+        assert _bits_run(c, [1], 0) == (-errno.EINVAL, 0, 0)
+        assert _bits_run(c, [1], 512) == (-errno.E2BIG, 0, 0)
+        # the loop sets all bits of the source: the copy new() took does not change
+        assert _bits_run(c, [1 << 5], 1, mutate=1) == (0, 1, 5)
+        assert _bits_run(c, [0, 1 << 5, 0], 3, mutate=1) == (0, 1, 69)
+
+
+def test_iter_bits_state_words() -> None:
+    """{bits_copy, nr_bits, bit} after each call; a forged iterator never reads outside."""
+    vm = Interpreter(assemble("r0 = 0\nexit"))
+    it, src = bytearray(16), bytearray(struct.pack("<QQ", 0b1010, 1 << 63))
+    vm.mem.reset([Region("it", 0x1000, it), Region("src", 0x2000, src)])
+
+    def words() -> tuple[int, int, int]:
+        w, nr, bit = struct.unpack("<Qii", it)
+        return w, nr, bit
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x2000, 1, 0, 0) == 0
+    assert words() == (0b1010, 64, -1)
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0x100C and words()[2] == 1
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0x100C and words()[2] == 3
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0 and words()[2] == 64
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x2000, 2, 0, 0) == 0 and words()[1] == 128
+    src[:] = bytes(16)  # the copy is what the iterator walks
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0x100C and words()[2] == 1
+    bpf_iter.iter_bits_destroy(vm, 0x1000, 0, 0, 0, 0)
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0  # freed: nothing to walk
+    it[:] = struct.pack("<Qii", 0, 1 << 20, -7)  # forged: no array behind it
+    assert bpf_iter.iter_bits_next(vm, 0x1000, 0, 0, 0, 0) == 0
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x2008, 2, 0, 0) == -errno.EFAULT & 0xFFFF_FFFF
+    assert words() == (0, 0, -1)
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 2, 0, 0) == -errno.ERANGE & 0xFFFF_FFFF
+    assert bpf_iter.iter_bits_new(vm, 0x1000, 0x10, 1, 0, 0) == -errno.EFAULT & 0xFFFF_FFFF
+
+
+def test_iter_bits_one_word_runs_without_python_on_the_jit() -> None:
+    with Collection(load_collection_spec(BITS), "userspace", engine="jit") as c:
+        for fn in (bpf_iter.iter_bits_new, bpf_iter.iter_bits_next,
+                   bpf_iter.iter_bits_destroy):
+            assert _python_calls(fn, lambda: _bits_run(c, [0xF7310], 1)) == 0
+        assert _python_calls(bpf_iter.iter_bits_next, lambda: _bits_run(c, [3, 1], 2)) == 4

@@ -1517,3 +1517,182 @@ def test_generic_nic_native_is_python(obj: str) -> None:
                     h.tracer.snapshot().count("xdp_exception"))
 
     assert run(True) == run(False)
+
+
+# Frame byte 42 (the UDP payload's first byte) picks a generic program's verdict.
+_GENERIC_VERDICTS = """
+    r6 = r1
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    r0 = 2
+    if r4 > r3 goto out
+    r7 = *(u8 *)(r2 +42)
+    r0 = r7
+    if r7 < 4 goto out
+    if r7 > 7 goto ifx
+    r1 = map[fd:0]
+    r2 = r7
+    r2 -= 4
+    r3 = 0
+    call bpf_redirect_map
+    exit
+ifx:
+    if r7 > 11 goto bcast
+    r1 = IFX_BASE
+    r1 += r7
+    r2 = 0
+    call bpf_redirect
+    exit
+bcast:
+    r1 = map[fd:0]
+    r2 = 0
+    r3 = BCAST
+    call bpf_redirect_map
+out:
+    exit
+"""
+
+
+def _generic_redirect_host(h: Host) -> tuple[NetDevice, Collection, dict[str, NetDevice]]:
+    """A NIC with a generic program whose verdicts (by payload byte) are PASS, DROP,
+    TX, devmap slots 0-3, ifindexes base+8..base+11 and a broadcast, over NICs that
+    are sinks, one with a wire sink, one with a small MTU, a veth and a devmap entry
+    with a program."""
+    eth = h.add_device("eth0")
+    sink = h.add_device("eth1")
+    small = h.add_device("eth2", mtu=100)
+    wired = h.add_device("eth3")
+    wired.wire.append(Collector())
+    v0, v1 = h.veth("veth0", "veth1")
+    base = sink.ifindex - 8  # ifindex byte 8: eth1, 9: eth2, 10: eth3, 11: veth0
+    assert (small.ifindex, wired.ifindex, v0.ifindex) == (base + 9, base + 10, base + 11)
+    text = _GENERIC_VERDICTS.replace("IFX_BASE", str(base)).replace(
+        "BCAST", str(BPF_F_BROADCAST))
+    spec = asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP), text),
+                     "eg": ("xdp/devmap", int(BpfAttachType.BPF_XDP_DEVMAP),
+                            "r0 = 2\nexit")}, [devmap_spec()])
+    coll = h.load(spec)
+    ports = coll.maps["ports"]
+    ports[0] = devmap_value(sink.ifindex)  # byte 4
+    ports[1] = devmap_value(small.ifindex)  # byte 5
+    ports[2] = devmap_value(sink.ifindex, coll.programs["eg"])  # byte 6: entry program
+    ports[3] = devmap_value(v0.ifindex)  # byte 7
+    eth.attach_xdp(coll.programs["t"], mode="generic")
+    return eth, coll, {"sink": sink, "small": small, "wired": wired, "v0": v0, "v1": v1}
+
+
+def _generic_observed(h: Host, coll: Collection) -> tuple[object, ...]:
+    mid = coll.maps["ports"].handle.id  # ids differ between hosts: named -1
+    events = {name: sorted(((*k[:2], -1 if k[2] == mid else k[2]) if name == "xdp_redirect"
+                            else k, list(v))
+                           for k, v in getattr(h.tracer, name).counters.items())
+              for name in ("xdp_redirect", "xdp_redirect_err", "xdp_exception",
+                           "xdp_bulk_tx", "xdp_devmap_xmit")}
+    return ({d.name: d.stats.asdict() for d in h.devices.values()}, h.stack.stats,
+            h.stack.per_device, events)
+
+
+def test_generic_tx_and_redirects_native_is_python() -> None:
+    """A NIC's generic program on the native loop - generic_xdp_tx and
+    xdp_do_generic_redirect to NICs natively, the rest (a wire sink, a veth, an
+    entry program, a broadcast, every error) deferred - gives what the Python
+    path gives: counters of every device, the stack, tracepoint counts."""
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
+            for k in range(13) for s, size in enumerate((64, 200))]
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            eth, coll, _ = _generic_redirect_host(h)
+            eth.rx[0].source = TrafficGenerator(packets=pkts, count=len(pkts) * 40)
+            h.run()
+            return _generic_observed(h, coll)
+
+    got = run(True)
+    assert got == run(False)
+    stats = got[0]
+    assert isinstance(stats, dict)
+    assert stats["eth0"]["xdp_tx"] == 80 and stats["eth0"]["tx_packets"] == 80
+    # Slot 0, slot 2 (its entry program passes), the ifindex, and the broadcast's
+    # two clones (eth1 is in slots 0 and 2).
+    assert stats["eth1"]["tx_packets"] == 80 * 5
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+def test_generic_tx_and_nic_redirects_stay_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """generic_xdp_tx and redirects to NICs whose transmit is a sink and to a veth
+    whose peer has no program (its stack receives) never reach the Python path:
+    no skb is handed back."""
+    import pyxdp.net.dev as dev_mod
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k) for k in (3, 4, 8, 7, 11)]
+    with Host(tracer=Tracer(), engine="jit") as h:
+        eth, coll, d = _generic_redirect_host(h)
+
+        def refuse(*a: object, **k: object) -> None:
+            raise AssertionError("a generic skb went to the Python path")
+        monkeypatch.setattr(dev_mod, "generic_xdp_act", refuse)
+        eth.rx[0].source = TrafficGenerator(packets=pkts, count=5000)
+        h.run()
+        assert eth.rx[0].py_polls == 0
+        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 2000
+        assert d["v0"].stats.tx_packets == 2000 and d["v1"].stats.rx_packets == 2000
+        assert h.stack.per_device[d["v1"].ifindex] == 2000
+        key = (eth.ifindex, d["sink"].ifindex, coll.maps["ports"].handle.id)
+        assert trace_count(h, "xdp_redirect", key=key) == 1000
+        assert trace_count(h, "xdp_redirect", key=(eth.ifindex, d["sink"].ifindex,
+                                                   INT_MAX)) == 1000
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("qsize", [4, 256])
+def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpu_map_generic_redirect from a NIC's generic program on the native loop (the
+    skb as an order-0 frame straight into the entry's ring; a full ring, -ENOSPC,
+    on the Python path) gives what the Python path gives: counters, the stack,
+    the cpumap tracepoints, no page left."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            eth = h.add_device("eth0")
+            coll = load(h, "redirect_cpu")
+            coll.maps["cpu_map"][1] = {"qsize": qsize}
+            coll.maps["cpu_map"][0] = {"qsize": qsize}
+            coll.maps["cpus_available"][0] = 1
+            coll.maps["cpus_available"][1] = 0
+            coll.maps["cpus_count"][0] = 2
+            eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"], mode="generic")
+            eth.rx[0].source = TrafficGenerator(flows=8, sizes=[64, 300], seed=5, count=2000)
+            h.run()
+            mid = coll.maps["cpu_map"].handle.id
+            at = {"xdp_redirect": 2, "xdp_cpumap_kthread": 0, "xdp_cpumap_enqueue": 0}
+
+            def key(k: tuple[int, ...], name: str) -> tuple[int, ...]:
+                i = at.get(name, -1)  # the map id's place: ids differ between hosts
+                return k if i < 0 or k[i] != mid else (*k[:i], -1, *k[i + 1:])
+            events = {name: sorted((key(k, name), list(v))
+                                   for k, v in getattr(h.tracer, name).counters.items())
+                      for name in ("xdp_redirect", "xdp_redirect_err", "xdp_cpumap_enqueue",
+                                   "xdp_cpumap_kthread", "xdp_exception")}
+            # When a kthread went idle and was woken is timing (the native loop runs
+            # more polls between the kthreads' runs): not compared.
+            for row in events["xdp_cpumap_kthread"]:
+                row[1][3] = 0
+            for cpu in (0, 1):  # the pages the kthreads freed, back from their rings
+                cpumap_runtime(h, coll.maps["cpu_map"].handle, cpu).reclaim()
+            assert h.memmap.system.in_use().size == 0
+            return eth.stats, h.stack.stats, h.stack.per_device, events
+
+    got = run(True)
+    if qsize > 64:  # rings with room: every skb went natively
+        assert to_python[0] == 0
+    assert got == run(False)
+    assert got[0].xdp_redirect == 2000

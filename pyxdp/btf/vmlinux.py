@@ -168,17 +168,41 @@ def core_target(path: str | os.PathLike[str] | None = None) -> BtfIndex:
     return kernel_btf_index() or _index_of(str(SHIPPED_BTF))
 
 
-def subset(source: BtfIndex | Btf, roots: list[tuple[str, BtfKind]]) -> Btf:
+def _by_value(source: BtfIndex | Btf, roots: list[int]) -> set[int]:
+    """The types ``roots`` hold by value: every type they reach without crossing a pointer."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        tid = stack.pop()
+        if tid == 0 or tid in seen:
+            continue
+        seen.add(tid)
+        t = source.type_by_id(tid)
+        if t.kind is not BtfKind.PTR:
+            stack.extend(t.references())
+    return seen
+
+
+def subset(source: BtfIndex | Btf, roots: list[tuple[str, BtfKind]],
+           shallow: list[tuple[str, BtfKind]] | None = None) -> Btf:
     """A self-contained BTF of the ``roots`` (name, kind) and every type they reach,
-    renumbered in the order first reached, with its own string section."""
+    renumbered in the order first reached, with its own string section. The
+    ``shallow`` roots (large kernel structs) come whole with what they hold by value;
+    a named struct or union they reach only through a pointer is a forward
+    declaration (``BTF_KIND_FWD``) of that name."""
     order: list[int] = []
     seen: set[int] = set()
     stack: list[int] = []
-    for name, kind in roots:
+    fwd: set[int] = set()  # emitted as forward declarations
+    shallow_ids: list[int] = []
+    for name, kind in [*roots, *(shallow or [])]:
         tid = source.find(name, kind)
         if tid is None:
             raise ObjectError(f"no {kind.name} {name!r} in the source BTF", section=".BTF")
         stack.append(tid)
+    shallow_ids = stack[len(roots):]
+    whole = _by_value(source, shallow_ids) if shallow_ids else set()
+    deep = _by_value(source, stack[:len(roots)])
     stack.reverse()
     while stack:
         tid = stack.pop()
@@ -186,7 +210,12 @@ def subset(source: BtfIndex | Btf, roots: list[tuple[str, BtfKind]]) -> Btf:
             continue
         seen.add(tid)
         order.append(tid)
-        stack.extend(reversed(list(source.type_by_id(tid).references())))
+        t = source.type_by_id(tid)
+        if shallow_ids and t.kind in (BtfKind.STRUCT, BtfKind.UNION) and t.name and \
+                tid not in whole and tid not in deep:
+            fwd.add(tid)  # reached through a pointer only
+            continue
+        stack.extend(reversed(list(t.references())))
     new_id = {old: i + 1 for i, old in enumerate(order)}
     new_id[0] = 0
     strings = bytearray(b"\0")
@@ -202,6 +231,10 @@ def subset(source: BtfIndex | Btf, roots: list[tuple[str, BtfKind]]) -> Btf:
     types = [Btf.parse(_EMPTY).types[0]]
     for old in order:
         t = source.type_by_id(old)
+        if old in fwd:
+            types.append(BtfType(id=new_id[old], kind=BtfKind.FWD, name=t.name,
+                                 name_off=s(t.name), kind_flag=t.kind is BtfKind.UNION))
+            continue
         kw: dict[str, object] = {"id": new_id[old], "name_off": s(t.name)}
         if t.kind not in _SIZED_KINDS and t.kind is not BtfKind.FWD:
             kw["size_type"] = new_id[t.size_type]
@@ -239,6 +272,12 @@ XDP_TYPE_ROOTS: tuple[tuple[str, BtfKind], ...] = (
     ("bpf_cpumap_val", BtfKind.STRUCT), ("bpf_sock_tuple", BtfKind.STRUCT),
     ("bpf_map_type", BtfKind.ENUM), ("bpf_func_id", BtfKind.ENUM),
 )
+# The kernel structs behind the XDP context (bpf_cast_to_kern_ctx): whole, with the
+# structs they point to as forward declarations.
+XDP_KERN_ROOTS: tuple[tuple[str, BtfKind], ...] = (
+    ("xdp_buff", BtfKind.STRUCT), ("xdp_rxq_info", BtfKind.STRUCT),
+    ("xdp_txq_info", BtfKind.STRUCT), ("net_device", BtfKind.STRUCT),
+)
 
 
 def write_shipped(source: BtfIndex | None = None, path: Path = SHIPPED_BTF) -> int:
@@ -246,7 +285,7 @@ def write_shipped(source: BtfIndex | None = None, path: Path = SHIPPED_BTF) -> i
     src = source or kernel_btf_index()
     if src is None:
         raise ObjectError("no kernel BTF to take the XDP types from", path=str(VMLINUX_BTF))
-    blob = subset(src, list(XDP_TYPE_ROOTS)).encode()
+    blob = subset(src, list(XDP_TYPE_ROOTS), list(XDP_KERN_ROOTS)).encode()
     path.write_bytes(blob)
     return len(blob)
 

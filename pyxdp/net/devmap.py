@@ -111,18 +111,28 @@ class FwdTable:
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
     ``none`` is the same table without targets (calls that redirect in Python),
-    ``threaded`` the same with veths left to the Python path (with threaded NAPI a
-    peer's poll takes frames off its ring without the host lock, which native
-    producers hold, so only Python producers, under the GIL, go there)."""
+    ``generic`` the targets of skbs (``xdp_do_generic_redirect`` and
+    ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
+    whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), 2
+    for an up veth without wire sinks whose up peer has no XDP program (its
+    ``veth_xmit`` hands the skb to the peer's stack), 0 for every other device
+    (the Python path's); ``stats`` every device's counters; in place of the
+    wires a veth's peer's ifindex, and no veth rows (``generic_threaded``: the
+    same without the veths, for threaded NAPI); ``threaded`` the tables with
+    veths left to the Python path (with threaded NAPI a peer's poll takes
+    frames off its ring without the host lock, which native producers hold, so
+    only Python producers, under the GIL, go there)."""
 
     def __init__(self) -> None:
         self.stale = True
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
+        self.generic: tuple[Any, ...] = ()
+        self.generic_threaded: tuple[Any, ...] = ()
         self.threaded: tuple[Any, ...] = ()
 
-    def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False
-               ) -> tuple[Any, ...]:
+    def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False,
+               generic: bool = False) -> tuple[Any, ...]:
         """(ok, mtu, stats, wire, veth), remade first if a device changed."""
         if self.stale:
             # The native loop's columns (it reads the veth table in place).
@@ -134,7 +144,20 @@ class FwdTable:
             stats = np.zeros(nif, np.int64)
             wire = np.zeros(nif, np.int64)
             veth = np.zeros((nif, VETH_COLS), np.int64)
+            g_ok = np.zeros(nif, np.uint8)
+            g_mtu = np.zeros(nif, np.int64)
+            g_stats = np.zeros(nif, np.int64)
+            g_peer = np.zeros(nif, np.int64)
             for i, d in devices.items():
+                g_stats[i] = d.stats.words.ctypes.data
+                g_mtu[i] = d.mtu + FWD_OVERHEAD
+                if d.kind == "nic" and d.up and not d.wire and not d.xmit_wires and i != 1:
+                    g_ok[i] = 1
+                gp = d.peer if d.kind == "veth" else None
+                if (gp is not None and d.up and gp.up and not d.wire and gp.xdp_prog is None
+                        and gp.xdp_generic is None):
+                    g_ok[i] = 2
+                    g_peer[i] = gp.ifindex
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
                     peer = d.peer if d.kind == "veth" else None
                     native = ((d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
@@ -152,8 +175,15 @@ class FwdTable:
                         row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
             self.tables = (ok, mtu, stats, wire, veth)
             self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth)
+            self.generic = (g_ok, g_mtu, g_stats, g_peer, np.zeros((nif, VETH_COLS), np.int64))
+            # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
+            # CPU 0's NAPI thread writes too: the Python path's (under the stack's lock).
+            self.generic_threaded = (np.where(g_ok == 2, 0, g_ok).astype(np.uint8),
+                                     *self.generic[1:])
             py = (veth[:, VETH_CUR] != 0) & (ok != 0)
             self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)
+        if generic:
+            return self.generic_threaded if threaded else self.generic
         return self.threaded if threaded else self.tables
 
 
@@ -180,6 +210,10 @@ class DevmapEgress:
         self.addr = np.zeros((k, n), np.uint64)
         self.redirect = np.zeros((k, n, 4), np.uint64)
         self.sent = np.zeros((k, n), np.int64)  # scratch: the rows a bulk sends
+        # Scratch: each bulk position's (verdict, data, len, meta) when the bulk runs
+        # in two batches (page pool pages, then clones in order-0 pages, or the other
+        # way round).
+        self.res = np.zeros((k, n, 4), np.int64)
         self.fault = np.zeros((k, nif, 5), np.int64)
         self.exc = np.zeros((k, nif, 6), np.int64)
         self.ios: list[DriverIO] = []
@@ -195,7 +229,7 @@ class DevmapEgress:
         self.args = (self.ids, self.fn, self.ctx, self.desc, self.rows, u["data_off"],
                      u["data_len"], u["meta_len"], u["action"], u["off_out"], u["len_out"],
                      u["meta_out"], u["status"], u["pc"], self.addr, self.exc, self.fault,
-                     self.sent)
+                     self.sent, self.res)
 
     def clear(self) -> None:
         """After :meth:`account`: the fault reports back to zero for the next call (the
@@ -216,12 +250,16 @@ class DevmapEgress:
         return rows
 
     @contextmanager
-    def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8]) -> Iterator[None]:
+    def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8],
+               clones: npt.NDArray[np.uint8]) -> Iterator[None]:
         """Every program's engine driven over ``pages`` (the queue's page pool) for the
-        body of a native call (:meth:`XdpJit.driver`)."""
+        body of a native call (:meth:`XdpJit.driver`), and over ``clones`` (the
+        system allocator's pages: ``xdpf_clone``'s and zero-copy frames' order-0
+        pages) for bulks native code points there."""
         with ExitStack() as stack:
             for i, p in enumerate(self.progs):
-                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i]))
+                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i],
+                                                               (clones,)))
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 

@@ -550,10 +550,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``NET_SKB_PAD`` of headroom, ``netif_receive_generic_xdp`` gives it a new
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
-    DROP, ABORTED, PASS (to the stack) and redirects into the queue's AF_XDP
-    socket (``xsk_generic_rcv``) itself; TX (``generic_xdp_tx``) and other
-    redirects (``xdp_do_generic_redirect``, one skb at a time) are deferred to
-    :mod:`pyxdp.net.dev`, so it gets no TX devices or devmaps."""
+    DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
+    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink and veths whose
+    peer has no program, into cpumap entries and into the queue's AF_XDP socket
+    (``xsk_generic_rcv``) itself;
+    the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
@@ -589,17 +590,22 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = (tpl, tpl_len, src.state.words)
     else:
         gen = st.no_gen
-    local = parallel or generic  # no shared redirect targets natively
-    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
-    if local:
+    # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
+    # (NICs whose transmit is a sink); none for a call without the host lock.
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi, generic=generic)
+    if parallel:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
-    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring.
+    # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
+    # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
     wires = dev.xmit_wires
     tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
-    tx_ok = dev.up and not generic and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
-    nt = st.tables(host, len(tgt[0]), vm, local)
-    cm, cm_rts = st.cpumap_args(host, local)
+    if generic:
+        tx_ok = tgt[0][dev.ifindex] == 1
+    else:
+        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
+    nt = st.tables(host, len(tgt[0]), vm, parallel)
+    cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
@@ -607,7 +613,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock.acquire()
     try:
         with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages):
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, host.memmap.system.pages):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
@@ -616,9 +622,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, nt.dms)),
+                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)))),
                 _xsk_args(xsk),
-                _stack_args(host, dev, rq, generic), cm, (ctl, st.counts.cnt, st.defer))
+                (*_stack_args(host, dev, rq, generic), host.stack.records(0)), cm,
+                (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
         lock.release()
@@ -674,11 +681,12 @@ def _parallel_ok(prog: XdpProg) -> bool:
 _NO_SYSTEM: tuple[Any, ...] | None = None
 
 
-def _system_args(host: Host, dms: Sequence[DevMap | DevMapHash]) -> tuple[Any, ...]:
-    """The system page allocator (``xdpf_clone``'s pages) for a native call that may
-    broadcast (it has devmaps), else an empty one."""
+def _system_args(host: Host, needed: bool) -> tuple[Any, ...]:
+    """The system page allocator for a native call that may use it (``xdpf_clone``'s
+    pages for a broadcast through its devmaps, zero-copy frames' copies, a generic
+    skb's order-0 copy for a cpumap), else an empty one."""
     global _NO_SYSTEM
-    if dms:
+    if needed:
         m = host.memmap.system
         return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
     if _NO_SYSTEM is None:
@@ -718,12 +726,10 @@ def _xsk_args(x: Any) -> tuple[Any, ...]:
         from pyxdp.net.xsk_native import T_SLOT
         from pyxdp.net.xsk_queue import XskQueueState
         _NO_XSK = (0, XskPoolState().words, XskQueueState().words, XskQueueState().words,
-                   XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(1, np.uint64),
-                   np.zeros(T_SLOT, np.int64))
+                   XdpSockState().words, np.zeros((0, 3), np.int64), np.zeros(T_SLOT, np.int64))
     return _NO_XSK
 
 
-_NO_XMIT = np.zeros((0, 3), np.int64)  # a zero-copy call transmits on no device
 
 
 def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeState,
@@ -741,14 +747,24 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     cnt = st.counts.cnt
     io = st.io
     tx_ok = dev.kind == "nic" and dev.up and not dev.wire
-    system = host.memmap.system  # xdp_convert_zc_to_xdp_frame's pages (XDP_TX)
+    # xdp_convert_zc_to_xdp_frame's pages (XDP_TX, redirects to devices).
+    system = host.memmap.system
+    pool = rq.pool
+    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
+    nt = st.tables(host, len(tgt[0]), prog.vm, False)
     host.lock.acquire()
     try:
-        with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr):
+        with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr), \
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words), gen,
                                    (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,
-                                    (*system.native_arrays, system.pages, system.addr_base)),
+                                    (*system.native_arrays, system.pages, system.addr_base),
+                                    (pool.pages, pool.words, pool.qwords, pool.addr_base,
+                                     pool.pfn_base, *pool.native_arrays)),
+                                   (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
+                                   (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt,
+                                    nt.egress.args, _system_args(host, True)),
                                    xsk.args, _stack_args(host, dev, rq, False),
                                    (ctl, cnt, st.defer))
     finally:
@@ -758,7 +774,10 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
-    _native_account(rq, prog, st, prog.vm)
+    with host.lock:
+        _native_account(rq, prog, st, prog.vm)
+        nt.egress.account(host.devices, _warned, MAX_FAULT_REPORTS)
+    nt.clear()
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
 
@@ -839,8 +858,8 @@ def _cpumap_account(st: _NativeState, cm: tuple[Any, ...], rts: list[Any]) -> No
 def _generic_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState,
                       pfn_base: int) -> None:
     """The skbs a native generic call deferred (PASS with a callback or a socket
-    keeping payloads, TX, REDIRECT): built from their pages, which are then freed,
-    and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
+    keeping payloads, TX and REDIRECT it does not take): built from their pages,
+    which are then freed, and acted on by :func:`pyxdp.net.dev.generic_xdp_act`."""
     from pyxdp.net.dev import generic_xdp_act
     deferred = _deferred(st, pfn_base)
     if deferred is None:

@@ -34,7 +34,8 @@ XDP batch entry on them, and acts on the verdicts:
   there ends the call, so that the peer's NAPI runs next; a broadcast
   (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
   order-0 pages of the system allocator for every target but the last, in
-  the map's walk order.
+  the map's walk order; an entry program runs over a bulk's clones in a
+  batch of their own (the driver's descriptor pointed at those pages).
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -52,15 +53,25 @@ XDP batch entry on them, and acts on the verdicts:
   metadata and frame into the UMEM and writes the rx descriptor; zero-copy
   queues run :func:`native_polls_zc`, whose buffers *are* UMEM chunks from
   the fill ring, handed over as they are (XDP_PASS there copies the chunk
-  into the stack's skb, XDP_TX into an order-0 page, both freeing it). Their
+  into the stack's skb, XDP_TX and redirects to devices into an order-0
+  page, ``xdp_convert_zc_to_xdp_frame``, all freeing it). Their
   error paths (fill ring empty, rx ring full, frame too long) are taken here
   too, with the kernel's counters; the rx ring and the fill ring's consumer
   are published at the end of each poll (``xsk_flush``).
 
 A device's generic program runs in the same loop (``generic``: the driver's
-skb expanded by ``pskb_expand_head`` first); a redirect into the queue's
-copy-mode AF_XDP socket is ``xsk_generic_rcv`` here (the skb copied into the
-UMEM and published at once, per packet), TX and other redirects go to
+skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
+``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
+transmitted on the device, a NIC whose transmit is a sink, and freed; no
+bulk), a redirect through a devmap entry without a program or to an ifindex
+is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, then
+``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
+whose peer has no program and receives the skb in its stack,
+:attr:`pyxdp.net.devmap.FwdTable.generic`),
+one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
+``xdp_frame`` of the system allocator, straight into the entry's ring), one
+into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
+into the UMEM and published at once); other targets and every error go to
 :mod:`pyxdp.net.dev`, one skb at a time.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
@@ -68,10 +79,9 @@ one in the rx ring, as at an ``xdp_frame`` from another device, and the
 Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
-polled, a broadcast clone that would meet a devmap program, a devmap program
-the loop cannot drive (the polling program itself, an interpreted one), PASS
-with a stack callback or a socket keeping payloads, other sockets, zero-copy
-frames redirected to devices, every other error path - is *deferred*: the frame and its verdict
+polled, a devmap program the loop cannot drive (the polling program itself,
+an interpreted one), PASS with a stack callback or a socket keeping payloads,
+other sockets, every other error path - is *deferred*: the frame and its verdict
 are handed back, the loop stops after that poll, and
 :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
@@ -255,6 +265,7 @@ CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 XDP_EGRESS = XDP_FIELDS.index("egress")  # the descriptor word of egress_ifindex
+DESC_FRAMES = XDP_FIELDS.index("frames")  # ... and of the frames array's address
 
 
 @intrinsic
@@ -314,18 +325,25 @@ def _put_ring(psc, ring, free, state, loc):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _to_frame(w32, q64, loc, data, length, meta, addr_base):  # type: ignore[no-untyped-def]
-    """``xdp_convert_buff_to_frame`` in place; False where the kernel returns NULL."""
+def _to_frame_mem(w32, q64, loc, data, length, meta, addr_base, mem_type):  # type: ignore[no-untyped-def] # noqa: E501
+    """``xdp_convert_buff_to_frame`` in place, in page ``loc`` of the memory whose words
+    ``w32``/``q64`` are; False where the kernel returns NULL."""
     if data - meta < XDP_FRAME_SIZE or data + length > FRAME_SZ - TAILROOM:
         return False
     q64[loc, 0] = addr_base + loc * FRAME_SZ + data
     w32[loc, 2] = length
     w32[loc, 3] = data - XDP_FRAME_SIZE
     w32[loc, 4] = meta
-    w32[loc, 5] = MEM_TYPE_PAGE_POOL
+    w32[loc, 5] = mem_type
     w32[loc, 8] = FRAME_SZ
     w32[loc, 9] = 0
     return True
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _to_frame(w32, q64, loc, data, length, meta, addr_base):  # type: ignore[no-untyped-def]
+    """``xdp_convert_buff_to_frame`` of a page pool's buffer."""
+    return _to_frame_mem(w32, q64, loc, data, length, meta, addr_base, MEM_TYPE_PAGE_POOL)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -481,6 +499,48 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, 
     return c, nuse, cached
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex):  # type: ignore[no-untyped-def] # noqa: E501
+    """``cpu_map_generic_redirect`` of the skb in pool page ``loc`` to entry ``r``: the
+    skb as an order-0 ``xdp_frame`` (a page of the system allocator, the packet at
+    ``XDP_PACKET_HEADROOM``, no metadata, ``dev_rx`` set) straight into the entry's
+    ring, no bulk; one ``xdp_cpumap_enqueue`` of one frame. False, with nothing
+    done, where the Python path must report an error (the ring full, no page, a
+    packet too long for the frame)."""
+    if HEADROOM + length > FRAME_SZ - TAILROOM:
+        return False
+    q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
+    q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
+    if ring_count(q_idx) >= cq_tab[r, 1]:
+        return False
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return False
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, spfn = sysm
+    memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM,
+           pages.ctypes.data + loc * pages.strides[0] + data, length)
+    sq64[row, 0] = sbase + row * FRAME_SZ + HEADROOM
+    sw32[row, 2] = length
+    sw32[row, 3] = HEADROOM - XDP_FRAME_SIZE
+    sw32[row, 4] = 0
+    sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
+    sw32[row, 8] = FRAME_SZ
+    sw32[row, 9] = 0
+    sq64[row, DEV_RX_WORD] = ifindex
+    # The entry's bulk queue is unused in generic mode: its first column is the slot.
+    one = cbq[r]
+    one[0, 0] = spfn + row
+    one[1, 0] = HEADROOM
+    one[2, 0] = length
+    one[3, 0] = 0
+    if ring_produce(q_slots, q_idx, one, 1) != 1:
+        _put_page(sysm, row)
+        return False
+    cq_cnt[r, 0] += 1
+    cq_cnt[r, 1] += 1
+    return True
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, map_id, idx):  # type: ignore[no-untyped-def]
     """(map row, entry row) of a cpumap slot; entry row -1 when the native loop does
@@ -601,28 +661,56 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     else:
         (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
-         eg_leno, eg_metao, eg_status, eg_pc, eg_addr, eg_exc, eg_fault, eg_sent) = eg
+         eg_leno, eg_metao, eg_status, eg_pc, eg_addr, eg_exc, eg_fault, eg_sent, eg_res) = eg
         k = kk - 1
-        for j in range(b):
-            eg_rows[k, j] = bq[t, kk, 0, j]
-            eg_off[k, j] = bq[t, kk, 1, j]
-            eg_len[k, j] = bq[t, kk, 2, j]
-            eg_meta[k, j] = bq[t, kk, 3, j]
         eg_desc[k, XDP_EGRESS] = t
-        _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], b)
+        pool_frames = eg_desc[k, DESC_FRAMES]
+        # The program over the bulk: one batch per memory - the page pool's pages, the
+        # order-0 pages of clones (loc < 0) - in the order the bulk first shows them,
+        # as the Python path runs a batch per region; results kept per bulk position.
+        first_clone = bq[t, kk, 0, 0] < 0
+        for seg in range(2):
+            clones = first_clone if seg == 0 else not first_clone
+            m = 0
+            for j in range(b):
+                loc = bq[t, kk, 0, j]
+                if (loc < 0) == clones:
+                    eg_rows[k, m] = -1 - loc if clones else loc
+                    eg_off[k, m] = bq[t, kk, 1, j]
+                    eg_len[k, m] = bq[t, kk, 2, j]
+                    eg_meta[k, m] = bq[t, kk, 3, j]
+                    eg_sent[k, m] = j
+                    m += 1
+            if m == 0:
+                continue
+            if clones:  # the driver knows these pages too (DevmapEgress.driven)
+                eg_desc[k, DESC_FRAMES] = np.uint64(sysm[0].ctypes.data)
+            _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], m)
+            eg_desc[k, DESC_FRAMES] = pool_frames
+            for s in range(m):
+                if eg_status[k, s] != 0:  # the first fault kept for the report
+                    if eg_fault[k, t, 0] == 0:
+                        eg_fault[k, t, 1] = eg_status[k, s]
+                        eg_fault[k, t, 2] = eg_pc[k, s]
+                        eg_fault[k, t, 3] = np.int64(eg_addr[k, s])
+                    eg_fault[k, t, 0] += 1
+                j = eg_sent[k, s]
+                eg_res[k, j, 0] = eg_act[k, s]
+                eg_res[k, j, 1] = eg_offo[k, s]
+                eg_res[k, j, 2] = eg_leno[k, s]
+                eg_res[k, j, 3] = eg_metao[k, s]
         for j in range(b):
             loc = bq[t, kk, 0, j]
-            if eg_status[k, j] != 0:  # the first fault kept for the report
-                if eg_fault[k, t, 0] == 0:
-                    eg_fault[k, t, 1] = eg_status[k, j]
-                    eg_fault[k, t, 2] = eg_pc[k, j]
-                    eg_fault[k, t, 3] = np.int64(eg_addr[k, j])
-                eg_fault[k, t, 0] += 1
-            a = np.int64(eg_act[k, j])
+            a = eg_res[k, j, 0]
             if a == 2:
-                ln = np.int64(eg_leno[k, j])
-                if _to_frame(w32, q64, loc, np.int64(eg_offo[k, j]), ln,
-                             np.int64(eg_metao[k, j]), addr_base):
+                ln = eg_res[k, j, 2]
+                if loc < 0:
+                    ok = _to_frame_mem(sysm[1], sysm[2], -1 - loc, eg_res[k, j, 1], ln,
+                                       eg_res[k, j, 3], sysm[3], MEM_TYPE_PAGE_ORDER0)
+                else:
+                    ok = _to_frame(w32, q64, loc, eg_res[k, j, 1], ln, eg_res[k, j, 3],
+                                   addr_base)
+                if ok:
                     eg_sent[k, sent] = loc
                     sent += 1
                     nbytes += ln
@@ -631,28 +719,44 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 eg_exc[k, t, min(a, 5)] += 1
                 if a > 4 and eg_fault[k, t, 4] == 0:
                     eg_fault[k, t, 4] = a + 1
-            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            if loc < 0:
+                _put_page(sysm, -1 - loc)
+            else:
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         went = 0
         tried = sent
         for j in range(sent):  # sent, then completed: back to the pool
             loc = eg_sent[k, j]
-            if veth:
+            if loc < 0:  # a clone: its header in the system allocator's page
+                row = -1 - loc
+                fdata = np.int64(sysm[2][row, 0]) - sysm[3]
+                ln = np.int64(sysm[1][row, 2])
+                fmeta = np.int64(sysm[1][row, 4])
+                pfn = sysm[7] + row
+                src = sysm[0].ctypes.data + fdata
+                fdata -= row * FRAME_SZ
+            else:
+                fdata = q64[loc, 0] - addr_base
                 ln = np.int64(w32[loc, 2])
-                if not vstop and _veth_put(tgt_veth, t, pfn_base + loc,
-                                           q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
-                                           np.int64(w32[loc, 4])):
+                fmeta = np.int64(w32[loc, 4])
+                pfn = pfn_base + loc
+                src = pages.ctypes.data + fdata
+                fdata -= loc * FRAME_SZ
+            if veth:
+                if not vstop and _veth_put(tgt_veth, t, pfn, fdata, ln, fmeta):
                     went += 1
                     continue  # the peer's ring holds it now
                 vstop = True
                 nbytes -= ln
             elif wa != 0:
-                ln = np.int64(w32[loc, 2])
-                if wire_xmit(i64_view(wa, 1, W_SIZE)[0],
-                             pages.ctypes.data + q64[loc, 0] - addr_base, ln):
+                if wire_xmit(i64_view(wa, 1, W_SIZE)[0], src, ln):
                     went += 1
                 else:
                     nbytes -= ln
-            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            if loc < 0:
+                _put_page(sysm, -1 - loc)
+            else:
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         if wa != 0 or veth:
             sent = went
     if wa != 0:
@@ -682,12 +786,21 @@ def _put_page(sysm, row):  # type: ignore[no-untyped-def]
         ast[A_FREED] += 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
-    """``xdpf_clone`` of the frame in pool page ``loc``: an order-0 page with the
-    header, headroom and packet copied and the header pointed at the copy; its row,
-    or -1 when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
-    spages, sw32, sq64, sbase, ast, afree, aref, _pfn = sysm
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached):  # type: ignore[no-untyped-def] # noqa: E501
+    """``xdp_return_frame_rx_napi`` of a pool page (direct recycling) or, ``loc`` below
+    0, of an order-0 page (``put_page``); the pool's hot fields."""
+    if loc < 0:
+        _put_page(sysm, -1 - loc)
+        return c, nuse, cached
+    return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _sys_alloc(sysm):  # type: ignore[no-untyped-def]
+    """``alloc_page`` from the system allocator: a row with one reference, or -1 when
+    memory ran out."""
+    _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
     nf = ast[A_NFREE]
     if nf == 0:
         return -1
@@ -696,8 +809,22 @@ def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
     ast[A_NFREE] = nf
     ast[A_ALLOCATED] += 1
     aref[row] = 1
-    memcpy(spages.ctypes.data + row * spages.strides[0],
-           pages.ctypes.data + loc * pages.strides[0], data + length)
+    return row
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in page ``loc`` (a pool page; below 0 an order-0
+    page of the system allocator): an order-0 page with the header, headroom and
+    packet copied and the header pointed at the copy; its row, or -1 when memory
+    ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    spages, sw32, sq64, sbase, _ast, _afree, _aref, _pfn = sysm
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return -1
+    src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
+        spages.ctypes.data + (-1 - loc) * spages.strides[0]
+    memcpy(spages.ctypes.data + row * spages.strides[0], src, data + length)
     sq64[row, 0] = sbase + row * FRAME_SZ + data
     sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
     sw32[row, 8] = FRAME_SZ
@@ -777,20 +904,72 @@ def _slot_ifindex(dmt, slot, idx):  # type: ignore[no-untyped-def]
     return 0
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _own_veth(tgt_veth, qcur):  # type: ignore[no-untyped-def]
+    """The veth whose peer's ring is the one this call polls (-1: none): its frames
+    would land behind the cursor held here, so redirects to it take the Python path."""
+    own_t = -1
+    for t in range(len(tgt_veth)):
+        if tgt_veth[t, VETH_CUR] == np.int64(qcur.ctypes.data):
+            own_t = t
+    return own_t
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _veth_fed(tgt_veth):  # type: ignore[no-untyped-def]
+    """Whether a veth's peer with NAPI holds frames in its ``xdp_ring``: veth_xdp_xmit
+    scheduled that NAPI, which the kernel polls right after this one."""
+    for t in range(len(tgt_veth)):
+        if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
+            if i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0][R_COUNT] != 0:
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _dev_target(dm_ids, dmt, eg_ids, red, i):  # type: ignore[no-untyped-def]
+    """The device frame ``i``'s redirect names (``dev_map_enqueue`` of a devmap or
+    devmap_hash entry, ``dev_xdp_enqueue`` of ``bpf_redirect``): (map row - the
+    devmaps' count for an ifindex -, ifindex, bulk queue: 0 without a program,
+    else its egress row + 1); map row -1 or ifindex 0 when the native loop does
+    not know it (no entry, a broadcast, a program it does not run)."""
+    map_id = np.int64(red[i, 0])
+    map_type = np.int64(red[i, 1])
+    idx = np.int64(red[i, 2])
+    slot = -1
+    ifx = np.int64(0)
+    kk = 0
+    if ((map_type == DEVMAP or map_type == DEVMAP_HASH)
+            and (np.int64(red[i, 3]) & BPF_F_BROADCAST) == 0):
+        slot = _dm_slot(dm_ids, map_id)
+        e = _dm_elem(dmt, slot, idx) if slot >= 0 else -1
+        if e >= 0:
+            ent = _dm_entries(dmt[0], dmt[1], slot)
+            ifx = np.int64(ent[e, 0])
+            pid = np.int64(ent[e, 1])
+            if pid != 0:
+                kk = _egress_row(eg_ids, pid) + 1
+                if kk == 0:  # a program the native loop does not run
+                    ifx = np.int64(0)
+    elif map_type == 0 and map_id == INT_MAX:
+        slot = len(dm_ids)
+        ifx = idx
+    return slot, ifx, kk
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
     must (a target the loop does not send to, ``own_t`` - the veth whose peer's ring
-    this call polls -, an entry program on a target that would get a clone, a slot
-    naming an unknown device)."""
+    this call polls -, an entry program the loop does not run, a slot naming an
+    unknown device)."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(tgt_ok)
     if slot < 0 or _slot_ifindex(dmt, slot, idx) >= nif:
         return slot, -1
     ent = _dm_entries(dmt[0], dmt[1], slot)
     last = np.int64(nif)
-    prog_seen = False
     for w in range(dmt[1][slot]):
         e = _dm_walk(dmt, slot, w)
         if e < 0:
@@ -803,12 +982,10 @@ def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, 
         ok = tgt_ok[t]
         if ok == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if ok != 1 or prog_seen or t == own_t:
+        if ok != 1 or t == own_t:
             return slot, -1
-        if ent[e, 1] != 0:
-            if _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
-                return slot, -1
-            prog_seen = True  # only the last target (the original frame) may have one
+        if ent[e, 1] != 0 and _egress_row(eg_ids, np.int64(ent[e, 1])) < 0:
+            return slot, -1
         last = t
     return slot, last
 
@@ -820,10 +997,11 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
-    target (then freed). ``none``: no target, the frame is consumed. Returns the
+    target (then freed). ``none``: no target, the frame is consumed. ``loc``: a
+    pool page, or below 0 an order-0 page (a zero-copy frame's copy). Returns the
     pool's hot fields."""
     if none:
-        return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
     slots = _dm_entries(dmt[0], dmt[1], slot)
     end = dmt[1][slot]
@@ -859,13 +1037,14 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
             ent = -1 - row
         else:
             if not fits:
-                return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
+                                   cached)
             ent = loc
         b = bq_n[t, kk]
         bq[t, kk, 0, b] = ent
         bq[t, kk, 1, b] = data
         bq[t, kk, 2, b] = length
-        bq[t, kk, 3, b] = w32[loc, 4]
+        bq[t, kk, 3, b] = w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]
         bq_n[t, kk] = b + 1
         if b + 1 == BULK:
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
@@ -904,18 +1083,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
     xmit = (tgt_wire, tgt_veth, pfn_base)
-    # A veth whose peer's ring is the one this call polls: its frames would land behind
-    # the cursor held here, so redirects to it take the Python path.
-    own_t = -1
-    for t in range(len(tgt_ok)):
-        if tgt_veth[t, VETH_CUR] == np.int64(qcur.ctypes.data):
-            own_t = t
+    own_t = _own_veth(tgt_veth, qcur)
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
-    xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
+    xon, xp, xfq, xrx, xsk_sk, xm, xt = xsk
     ctl, cnt, defer = out
-    ndm = len(dm_ids)
     nif = len(tgt_ok)
     npages = len(state)
     ntpl = len(tpl_len)
@@ -940,19 +1113,25 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tx_events = 0
     tx_sent = 0
     tx_bytes = np.int64(0)
+    g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
-    stack_ok, srec = stk
+    stack_ok, srec, srec0 = stk
     mib = srec[0]
+    mib0 = srec0[0]  # CPU 0's records: where a veth's peer receives (as the Python path)
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
     cm_ids, cm_off, cm_n, cm_ent, cq_tab, cbq, cbq_n, cq_cnt, cm_red, cm_inline = cm
     ncq = len(cq_tab)
+    sys_pfn = sysm[7]
+    sys_ref = sysm[6]
+    n_sys = len(sys_ref)
     red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
-        # Pages the cpumap kthreads freed come back (not directly: ring or release).
+        # Pages the cpumap kthreads freed come back (not directly: ring or release);
+        # a generic skb's order-0 copy goes back to the system allocator (put_page).
         for r in range(ncq):
             r_slots = i64_view(cq_tab[r, 3], 1, cq_tab[r, 4])
             r_idx = i64_view(cq_tab[r, 5], 1, 16)[0]
@@ -963,10 +1142,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 j = 0
                 psc[P_NUSE] = nuse
                 while j < avail:
-                    loc = r_slots[0, (cons + j) % rsize] - pfn_base
-                    if loc < 0 or loc >= npages or state[loc] != _INUSE:
-                        break  # another pool's page: Python returns it
-                    _put_ring(psc, ring, free, state, loc)
+                    pfn = r_slots[0, (cons + j) % rsize]
+                    loc = pfn - pfn_base
+                    if 0 <= loc < npages and state[loc] == _INUSE:
+                        _put_ring(psc, ring, free, state, loc)
+                    elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
+                        _put_page(sysm, pfn - sys_pfn)
+                    else:
+                        break  # another region's page: Python returns it
                     j += 1
                 nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
@@ -1055,6 +1238,41 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
+            elif a == 3 and tx_ok and generic:
+                # generic_xdp_tx: the skb transmitted on this NIC (its wire a sink),
+                # then freed; no bulk, no xdp_bulk_tx.
+                n_tx += 1
+                g_sent += 1
+                tx_bytes += length
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                done = True
+            elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
+                  and np.int64(red[i, 1]) != CPUMAP):
+                # xdp_do_generic_redirect to a devmap entry without a program or an
+                # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
+                # transmitted on that NIC (generic_xdp_tx). Broadcasts, entry programs,
+                # other targets and every error: the Python path.
+                slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                if kk != 0:  # an entry program: run on the skb by the Python path
+                    ifx = np.int64(0)
+                if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
+                        and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
+                    n_red += 1
+                    red_cnt[slot, ifx] += 1
+                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
+                    ts[D_TX_PACKETS] += 1
+                    ts[D_TX_BYTES] += length
+                    if tgt_ok[ifx] == 2:
+                        # veth_xmit: the peer receives the skb, one list of one, into
+                        # its stack (it has no XDP program).
+                        peer = tgt_wire[ifx]
+                        ps = i64_view(tgt_stats[peer], 1, D_SIZE)[0]
+                        ps[D_RX_PACKETS] += 1
+                        ps[D_RX_BYTES] += length
+                        mib0[M_BATCHES] += 1
+                        stack_rcv_one(pages[loc], data, length, peer, srec0)
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
@@ -1073,7 +1291,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         ntx = 0
                     done = True
             elif a == 4 and xon == 1 and np.int64(red[i, 1]) == XSKMAP:
-                xs = xsk_slot(xm, xreg, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
+                xs = xsk_slot(xm, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
                 if xs >= 0:
                     e = rcv_copy(xp, xfq, xrx, xsk_sk, xt,
                                  pages.ctypes.data + loc * pages.strides[0] + data, length, meta)
@@ -1088,6 +1306,15 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     elif e == 0:
                         xtouched = True  # on the flush list only when received
                     n_red += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
+            elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0 and generic:
+                k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                   np.int64(red[i, 2]))
+                if r >= 0 and _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data,
+                                           length, self_ifindex):
+                    n_red += 1
+                    cm_red[k] += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
@@ -1109,7 +1336,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     cm_red[k] += 1
                     done = True
-            elif (a == 4 and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
+            elif (a == 4 and not generic
+                  and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)
                   and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
                 slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
@@ -1126,31 +1354,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
-            elif a == 4:
-                map_id = np.int64(red[i, 0])
-                map_type = np.int64(red[i, 1])
-                idx = np.int64(red[i, 2])
-                flags = np.int64(red[i, 3])
-                slot = -1
-                ifx = np.int64(0)
-                kk = 0  # the bulk queue's program: 0 none, else its egress row + 1
-                if ((map_type == DEVMAP or map_type == DEVMAP_HASH)
-                        and (flags & BPF_F_BROADCAST) == 0):
-                    for k in range(ndm):
-                        if dm_ids[k] == map_id:
-                            slot = k
-                    e = _dm_elem(dmt, slot, idx) if slot >= 0 else -1
-                    if e >= 0:
-                        ent = _dm_entries(dm_addr, dm_n, slot)
-                        ifx = np.int64(ent[e, 0])
-                        pid = np.int64(ent[e, 1])
-                        if pid != 0:
-                            kk = _egress_row(eg_ids, pid) + 1
-                            if kk == 0:  # a program the native loop does not run
-                                ifx = np.int64(0)
-                elif map_type == 0 and map_id == INT_MAX:
-                    slot = ndm
-                    ifx = idx
+            elif a == 4 and not generic:
+                slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
                 if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
                         and length <= tgt_mtu[ifx]
                         and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
@@ -1205,12 +1410,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         # this one: a poll that left frames in a peer's xdp_ring ends the call.
         if n_red != red_seen:
             red_seen = n_red
-            fed = False
-            for t in range(nif):
-                if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
-                    if i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0][R_COUNT] != 0:
-                        fed = True
-            if fed:
+            if _veth_fed(tgt_veth):
                 break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
         # keep polling while the defer buffer has room for another poll. Anything
@@ -1242,7 +1442,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     ds[D_XDP_TX] += n_tx - n_tx_err
     ds[D_XDP_TX_ERRORS] += n_tx_err
     ds[D_XDP_REDIRECT] += n_red
-    ds[D_TX_PACKETS] += tx_sent
+    ds[D_TX_PACKETS] += tx_sent + g_sent
     ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
@@ -1250,7 +1450,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):  # type: ignore[no-untyped-def] # noqa: E501
+def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, stk, out):  # type: ignore[no-untyped-def] # noqa: E501
     """:func:`native_polls` for a zero-copy AF_XDP queue (``MEM_TYPE_XSK_BUFF_POOL``):
     its buffers are UMEM chunks (``umem`` is the UMEM, one row per chunk) from
     the socket's pool; the generator DMAs into them as ``xsk_zc_dma`` does, a
@@ -1259,15 +1459,32 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
     stack's demux and frees it (the driver's ``xsk_construct_skb``), XDP_TX
     on a NIC copies it into an order-0 page (``xdp_convert_zc_to_xdp_frame``,
     the chunk freed) for the TX bulk of 16, the page freed at tx completion;
-    redirects elsewhere are deferred. ``dev``: (ifindex, counters, XDP_TX
-    allowed, TX bulk rows, the host's page allocator)."""
+    a redirect to a device (a devmap or devmap_hash entry, ``bpf_redirect``) is
+    checked as :func:`native_polls` checks it, then converted the same way and
+    queued in the device's bulk queue as an order-0 page (:func:`_bq_xmit_all`,
+    whose entry programs run over those pages); a broadcast without metadata
+    clones that page (:func:`_bcast`). Other redirects, and frames whose
+    conversion failed, are deferred. ``dev``: (ifindex, counters, XDP_TX allowed, TX bulk
+    rows, the host's page allocator, the queue's page pool - whose pages no
+    frame here is, its records only typing the bulk queues' calls); ``tgt``
+    and ``dm`` as for :func:`native_polls`."""
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages = umem
     qcols, qcur = rxq
     tpl, tpl_len, gst = gen
-    self_ifindex, ds, tx_ok, tx_rows, sysa = dev
-    xon, xp, xfq, xrx, xsk_sk, xm, xreg, xt = xsk
+    self_ifindex, ds, tx_ok, tx_rows, sysa, pool = dev
+    ppages, w32, q64, addr_base, pfn_pp, psc, cache, ring, free, state = pool
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
+    xmit = (tgt_wire, tgt_veth, pfn_pp)
+    dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
+    dmt = (dm_addr, dm_n, dm_hash)
+    eg_ids = eg[0]
+    nif = len(tgt_ok)
+    own_t = _own_veth(tgt_veth, qcur)
+    # Every frame queued here is an order-0 page: the pool's hot fields pass through.
+    pc, pnuse = psc[P_COUNT], psc[P_NUSE]
+    xon, xp, xfq, xrx, xsk_sk, xm, xt = xsk
     stack_ok, srec = stk
     mib = srec[0]
     ctl, cnt, defer = out
@@ -1292,6 +1509,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
     tx_sent = 0
     tx_bytes = np.int64(0)
     xtouched = False
+    red_seen = 0
     for _poll in range(max_polls):
         n = 0
         ntx = 0
@@ -1366,7 +1584,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
                     ntx = 0
                 continue
             if a == 4 and np.int64(red[i, 1]) == XSKMAP:
-                xs = xsk_slot(xm, xreg, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
+                xs = xsk_slot(xm, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
                 if xs >= 0:
                     if rcv_zc(xp, xrx, xsk_sk, xt, loc, data, length) == 0:
                         xt[T_SLOT + xs] += 1
@@ -1375,6 +1593,51 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
                         zc_free(xp, loc)
                     n_red += 1
                     continue
+            if (a == 4 and meta <= 0 and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0
+                    and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)):
+                # dev_map_enqueue_multi: no target consumes the buffer; else it is
+                # converted (the clones are made from the order-0 copy). With metadata
+                # the copy has headroom 0 before it, which xdpf_clone and the Python
+                # path's clone read differently: left to the reference path.
+                slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
+                                        np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                        np.int64(red[i, 3]))
+                row = -1
+                if to >= 0 and to != nif:
+                    row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                if to == nif or row >= 0:
+                    if to == nif:
+                        zc_free(xp, loc)
+                    else:
+                        _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
+                               np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length, False,
+                               ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
+                               xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit)
+                    n_red += 1
+                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
+                    continue
+            if a == 4:
+                slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
+                        and length <= tgt_mtu[ifx]):
+                    # __xdp_enqueue: xdp_convert_zc_to_xdp_frame (the chunk freed), then
+                    # bq_enqueue of the order-0 page, sent when the bulk is full.
+                    row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                    if row >= 0:
+                        n_red += 1
+                        red_cnt[slot, ifx] += 1
+                        mlen = meta if meta > 0 else 0  # the copy's data follows its header
+                        b = bq_n[ifx, kk]
+                        bq[ifx, kk, 0, b] = -1 - row
+                        bq[ifx, kk, 1, b] = XDP_FRAME_SIZE + mlen
+                        bq[ifx, kk, 2, b] = length
+                        bq[ifx, kk, 3, b] = mlen
+                        bq_n[ifx, kk] = b + 1
+                        if b + 1 == BULK:
+                            _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64, addr_base,
+                                         tgt_stats, xmit_cnt, psc, cache, ring, free, state,
+                                         pc, pnuse, 0, ppages, xmit)
+                        continue
             if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                 flushy += 1
             _defer(ctl, defer, red, i, loc, data, length, meta, a)
@@ -1390,8 +1653,18 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, xsk, stk, out):
             tx_sent += ntx
             for j in range(ntx):
                 page_put(sysa, tx_rows[j])
+        for t in range(nif):  # __dev_flush
+            for kk in range(bq_n.shape[1]):
+                if bq_n[t, kk]:
+                    _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats,
+                                 xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0,
+                                 ppages, xmit)
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
+        if n_red != red_seen:  # a peer's NAPI runs next (see native_polls)
+            red_seen = n_red
+            if _veth_fed(tgt_veth):
+                break
     _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
             n_drop, n_bad)
     ds[D_XDP_PASS] += n_pass

@@ -233,7 +233,8 @@ class XdpProg:
                             opt_level=self._opt_level if opt_level is None else opt_level)
         else:
             vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
-                             ctx_loads=self.ctx_loads, budget=self.budget)
+                             ctx_loads=self.ctx_loads, budget=self.budget,
+                             probe=[pc for pc, a in self.facts.items() if a.probe])
         vm.owner = self  # bpf_timer_set_callback keeps the program, not the engine
         return vm
 

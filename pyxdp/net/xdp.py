@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyxdp.errors import ENOTSUPP
 from pyxdp.uapi.bpf import ETH_HLEN, XDP_PACKET_HEADROOM
@@ -87,6 +88,9 @@ class XdpBuff:
     egress_ifindex: int = 0
     frags: list[bytearray] = field(default_factory=list)
     region: Region = field(init=False)
+    # The image of the kernel's structs once bpf_cast_to_kern_ctx made one
+    # (pyxdp.net.xdp_kern_ctx.KernCtx, which imports this module): kept in step here.
+    kern: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.region = Region("packet", PKT_BASE, bytearray(0))
@@ -143,6 +147,8 @@ class XdpBuff:
         r.base = PKT_BASE + start
         r.buf = memoryview(self.frame)[start:self.data_end]
         r.size = self.data_end - start
+        if self.kern is not None:
+            self.kern.sync(self)
 
     def ctx_pointers(self) -> tuple[int, int, int]:
         """The 64-bit values of ``data``, ``data_end``, ``data_meta`` as the program sees them."""

@@ -78,6 +78,7 @@ _XDP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 _EGRESS = abi.XDP_FIELDS.index("egress")
+_FRAMES = abi.XDP_FIELDS.index("frames")
 
 
 def _addr(a: npt.NDArray[Any]) -> int:
@@ -139,7 +140,9 @@ def proven_accesses(insns: Sequence[Instruction], facts: Mapping[int, MemAccess]
         if not 0 <= pc < len(insns) or insns[pc].cls not in (op.BPF_LDX, op.BPF_ST,
                                                              op.BPF_STX):
             continue  # a kfunc call's stack argument, say
-        if fact.only("pkt", "pkt_meta"):
+        if fact.probe and insns[pc].cls == op.BPF_LDX:
+            out[pc] = ("probe", 0, False)
+        elif fact.only("pkt", "pkt_meta"):
             out[pc] = ("region", 0, True)
         elif fact.only("fp"):
             out[pc] = ("stk", 0, True)
@@ -229,8 +232,10 @@ class _Sync(HelperHooks):
         self.rxq: U32 | None = None
         self.egress = 0
         # A driven batch (:meth:`XdpJit.driver`): its descriptor, whose egress word the
-        # driver may set per batch (a devmap program's bulk).
+        # driver may set per batch (a devmap program's bulk), and whose frames word
+        # may name another array of the same page size (by address: ``others``).
         self.desc: U64 | None = None
+        self.others: dict[int, npt.NDArray[np.uint8]] = {}
         self.index = -1
         self.current: XdpBuff | None = None
 
@@ -245,9 +250,12 @@ class _Sync(HelperHooks):
         i = int(c.batch_index)
         if self.current is None or self.index != i:
             assert self.ifindex is not None and self.rxq is not None
-            frame_sz = self.frames.shape[1]
+            frames = self.frames
+            if self.others and self.desc is not None:
+                frames = self.others.get(int(self.desc[_FRAMES]), frames)
+            frame_sz = frames.shape[1]
             rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), frame_sz)
-            row = memoryview(self.frames[i if self.rows is None else int(self.rows[i])]).cast("B")
+            row = memoryview(frames[i if self.rows is None else int(self.rows[i])]).cast("B")
             self.frame, self.frame_len = row, frame_sz
             egress = self.egress if self.desc is None else int(self.desc[_EGRESS])
             self.current = XdpBuff(cast(bytearray, row), int(c.x_data), int(c.x_data_end),
@@ -345,6 +353,9 @@ class XdpJit(JitProgram):
                          _map_table=np.array(table or [0], dtype=np.uint64),
                          _unchecked=_unchecked, _emit_run=False, _proven=proven)
         self._sync = _Sync(self)
+        # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx) moves the
+        # packet's edges only through the Python helpers, which keep that image in step.
+        self._xdp_native = not any(h.name == "bpf_cast_to_kern_ctx" for h in helpers.values())
         self._xdp_fn: Any = None
         self._errors: dict[int, BaseException] = {}
         self._scalars: dict[tuple[int, int], tuple[U32, int]] = {}
@@ -436,7 +447,7 @@ class XdpJit(JitProgram):
             self._xdp_fn = _XDP_T(self._code.xdp_entry)
         self._active = True
         c = self._ctx
-        c.nflags = abi.NF_RUNCTX | abi.NF_XDP | (
+        c.nflags = abi.NF_RUNCTX | (abi.NF_XDP if self._xdp_native else 0) | (
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         table = ctx.xsk_table
@@ -511,6 +522,7 @@ class XdpJit(JitProgram):
         self._hooks = None
         sync = self._sync
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
+        sync.others = {}
         sync.index = -1
         self._ctx.nflags = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
@@ -668,19 +680,24 @@ class XdpJit(JitProgram):
         return out
 
     @contextmanager
-    def driver(self, ctx: RunContext, frames: npt.NDArray[np.uint8], io: DriverIO
-               ) -> Iterator[tuple[int, int]]:
+    def driver(self, ctx: RunContext, frames: npt.NDArray[np.uint8], io: DriverIO,
+               others: Sequence[npt.NDArray[np.uint8]] = ()) -> Iterator[tuple[int, int]]:
         """Let native code (a NAPI poll loop) call the XDP entry itself, batch after
         batch, for the body: yields ``(entry address, run context address)``;
         ``io.desc`` is filled so that the caller only sets ``count`` (word 0) and
         the per-frame inputs in ``io`` before each call. Python helpers see frame
-        ``frames[io.rows[i]]``. Afterwards, an exception a helper raised that is
-        no program fault (a bug, an interrupt) is raised here; program faults are
-        in the outputs and are rendered with :meth:`render_fault`."""
+        ``frames[io.rows[i]]`` - or ``other[io.rows[i]]`` for a batch whose
+        descriptor's frames word the caller pointed at one of ``others`` (arrays of
+        the same row size: a devmap program's bulk of clones in order-0 pages).
+        Afterwards, an exception a helper raised that is no program fault (a bug,
+        an interrupt) is raised here; program faults are in the outputs and are
+        rendered with :meth:`render_fault`."""
+        assert all(o.shape[1] == frames.shape[1] for o in others)
         self._begin(ctx)
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, io.ifindex, io.rxq, 0
         sync.rows, sync.desc = io.rows, io.desc
+        sync.others = {_addr(o): o for o in others}
         words = io.words
         # Keyed by the array object itself (kept alive by the key): a page pool's or
         # UMEM's pages array is the same object call after call.

@@ -36,11 +36,14 @@ from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
+from pyxdp.net.xdp_kern_ctx import KERN_CTX_KFUNCS
 from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
+from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
+from pyxdp.vm.string_kfuncs import STRING_KFUNCS
 
 __all__ = ["KFUNC_HELPER_BASE", "METADATA_KFUNCS", "XdpMetadataOps", "bind_kfuncs"]
 
@@ -126,7 +129,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
         make = METADATA_KFUNCS.get(k.name)
         plain = (DYNPTR_KFUNCS.get(k.name) or CT_KFUNCS.get(k.name)
                  or ITER_KFUNCS.get(k.name) or FILTER_KFUNCS.get(k.name)
-                 or XFRM_KFUNCS.get(k.name))
+                 or XFRM_KFUNCS.get(k.name) or KERN_CTX_KFUNCS.get(k.name)
+                 or STRING_KFUNCS.get(k.name) or RCU_PREEMPT_KFUNCS.get(k.name))
         if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")

@@ -287,10 +287,10 @@ class NativeRx:
     """What a native poll call needs to receive into a queue's one AF_XDP socket: the
     records of the pool, its fill ring, the socket's rx ring and the socket (used in
     place), the program's XSKMAPs by address (``xm``: id, max_entries, the map's
-    ``entries``), the host's table of ``bpf_redirect_xsk`` registrations, and the
-    call's trace sums ``xt`` (:data:`pyxdp.net.xsk_native.T_NOSPC` ...), which the
-    tracer reads in place. Made once per (socket, pool, maps) and kept by the
-    queue: nothing is loaded before a call nor folded back after it."""
+    ``entries``), and the call's trace sums ``xt``
+    (:data:`pyxdp.net.xsk_native.T_NOSPC` ...), which the tracer reads in place.
+    Made once per (socket, pool, maps) and kept by the queue: nothing is loaded
+    before a call nor folded back after it."""
 
     def __init__(self, sock: XdpSock, pool: XskBuffPool, maps: list[Any]) -> None:
         from pyxdp.net.xsk_native import T_SLOT
@@ -304,7 +304,7 @@ class NativeRx:
                            np.int64).reshape(len(maps), 3)
         self.xt = np.zeros(T_SLOT + len(maps) + 1, np.int64)
         self.args = (self.mode, pool.state.words, pool.fq.q.words, rx.q.words,
-                     sock.sk.words, self.xm, sock.host.xsk_table, self.xt)
+                     sock.sk.words, self.xm, self.xt)
 
 
 def xsk_native_socket(rq: XskRxQueue) -> XdpSock | None:

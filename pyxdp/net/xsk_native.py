@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.extending import intrinsic
@@ -401,18 +400,19 @@ def zc_alloc_done(xp, fq, empty):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def xsk_slot(xm, reg, sk, map_id, idx):  # type: ignore[no-untyped-def]
+def xsk_slot(xm, sk, map_id, idx):  # type: ignore[no-untyped-def]
     """The native socket as a redirect's target: the row of its XSKMAP in ``xm`` (id,
     max_entries, the map's ``entries`` address), ``len(xm)`` for
-    ``bpf_redirect_xsk``'s registration (``reg``: the host's table of registered
-    queues), -1 when the target is another socket or none (the Python path then
-    judges it)."""
+    ``bpf_redirect_xsk``, -1 when the target is another socket or none (the
+    Python path then judges it).
+
+    ``bpf_redirect_xsk`` (map id 0) found a socket registered on the frame's own
+    queue (index ``idx``) when it returned XDP_REDIRECT: registered means bound
+    there with an rx ring, and the native socket is the one socket bound to the
+    queue polled (:func:`pyxdp.net.xsk.xsk_native_socket`), so the queue alone
+    decides - the helper's lookup is not made a second time."""
     if map_id == 0:
-        q = sk[S_QUEUE]
-        ifx = sk[S_IFINDEX]
-        if idx == q and q < 64 and ifx < len(reg) and (np.int64(reg[ifx]) >> q) & 1:
-            return len(xm)
-        return -1
+        return len(xm) if idx == sk[S_QUEUE] else -1
     for k in range(len(xm)):
         if xm[k, 0] == map_id:
             if 0 <= idx < xm[k, 1] and ld32(xm[k, 2], 2 * idx) == sk[S_FD]:

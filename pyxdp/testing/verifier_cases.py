@@ -308,6 +308,9 @@ _CB = (Func("main"), Func("cb"))
 
 # A load through a scalar (refused): the path a decided compare skips.
 _DEREF_SCALAR = "r1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit"
+_IN_RCU = "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region"
+_IN_PREEMPT = ("BPF_EXIT instruction in main prog cannot be used inside "
+               "bpf_preempt_disable-ed region")
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -782,6 +785,132 @@ r0 = 2
 exit
 r0 = 1
 exit""", 'R2 offset is outside of the packet'),
+)
+
+
+# -- the kernel's structs: bpf_cast_to_kern_ctx (a trusted struct xdp_buff *) and
+# bpf_rdonly_cast (untrusted), loads walked through the kernel's BTF -------------------------
+_KCTX = "call KFUNC(bpf_cast_to_kern_ctx)\n"
+_KERN_CTX_CASES: tuple[VerifierCase, ...] = (
+    _c("kctx_fields", _KCTX + """
+r1 = *(u64 *)(r0 +32)
+r1 = *(u64 *)(r1 +0)
+r1 = *(u32 *)(r1 +224)
+r2 = *(u32 *)(r0 +48)
+r3 = *(u64 *)(r0 +0)
+r3 = *(u8 *)(r3 +30000)
+r0 = 2
+exit""", None),
+    _c("kctx_write", _KCTX + """
+r1 = 0
+*(u32 *)(r0 +48) = r1
+r0 = 2
+exit""", "only read is supported"),
+    _c("kctx_write_walked", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r1 = 0
+*(u32 *)(r0 +8) = r1
+r0 = 2
+exit""", "only read is supported"),
+    _c("kctx_beyond", _KCTX + """
+r0 = *(u32 *)(r0 +56)
+r0 = 2
+exit""", "access beyond struct xdp_buff at off 56 size 4"),
+    _c("kctx_ptr_size", _KCTX + """
+r0 = *(u32 *)(r0 +32)
+r0 = 2
+exit""", "cannot access ptr member rxq with moff 32 in struct xdp_buff with off 32 size 4"),
+    _c("kctx_ptr_inside", _KCTX + """
+r0 = *(u32 *)(r0 +36)
+r0 = 2
+exit""", "cannot access ptr member rxq with moff 32 in struct xdp_buff with off 36 size 4"),
+    _c("kctx_member_end", _KCTX + """
+r0 += 4
+r0 = *(u64 *)(r0 +48)
+r0 = 2
+exit""", "access beyond struct xdp_buff at off 52 size 8"),
+    _c("kctx_member_end_walked", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r0 = *(u64 *)(r0 +8)
+r0 = 2
+exit""", "access beyond the end of member queue_index (mend:12) in struct xdp_rxq_info with "
+       "off 8 size 8"),
+    _c("kctx_hole", _KCTX + """
+r0 = *(u64 *)(r0 +32)
+r0 = *(u32 *)(r0 +32)
+r0 = 2
+exit""", "struct xdp_rxq_info doesn't have field at offset 32", err=errno.EINVAL),
+    _c("kctx_negative", _KCTX + """
+r0 = *(u64 *)(r0 -8)
+r0 = 2
+exit""", "R0 is ptr_xdp_buff invalid negative access: off=-8"),
+    _c("kctx_var_off", """
+r6 = r1
+call 7
+r7 = r0
+r7 &= 8
+r1 = r6
+""" + _KCTX + """
+r0 += r7
+r0 = *(u64 *)(r0 +0)
+r0 = 2
+exit""", "R0 is ptr_xdp_buff invalid variable offset: off=0, var_off=(0x0; 0x8)"),
+    _c("kctx_not_ctx", """
+r1 = r10
+""" + _KCTX + """
+r0 = 2
+exit""", "arg#0 expected pointer to ctx, but got fp", err=errno.EINVAL),
+    _c("kctx_cmp_null", _KCTX + """
+if r0 == 0 goto +1
+r0 = *(u32 *)(r0 +48)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_void", """
+r1 = *(u32 *)(r1 +0)
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = *(u8 *)(r0 +5000)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_void_write", """
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r1 = 0
+*(u8 *)(r0 +0) = r1
+r0 = 2
+exit""", "R0 cannot write into rdonly_untrusted_mem"),
+    _c("rdonly_cast_scalar", """
+r1 = 1234
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = *(u64 *)(r0 -8)
+r0 = 2
+exit""", None),
+    _c("rdonly_cast_unknown_id", """
+r2 = 0x7fffffff
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "Unknown type ID 2147483647 passed to kfunc bpf_rdonly_cast", err=errno.EINVAL),
+    _c("rdonly_cast_var_id", """
+call 7
+r2 = r0
+r1 = 0
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "R2 must be a known constant", err=errno.EINVAL),
+    _c("rdonly_cast_ptr_id", """
+r2 = r1
+call KFUNC(bpf_rdonly_cast)
+r0 = 2
+exit""", "R2 is not a scalar", err=errno.EINVAL),
+    _c("rdonly_mem_null", """
+r2 = 0
+call KFUNC(bpf_rdonly_cast)
+if r0 != 0 goto +2
+r0 = 2
+exit
+r0 = 1
+exit""", None),
 )
 
 
@@ -3662,6 +3791,511 @@ r1 += -8
 call KFUNC(bpf_iter_num_destroy)
 r0 = 2
 exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    # the bits iterator (bpf_iter_bits_*): two stack slots; its pointer argument is
+    # __ign, never checked (any value, even an unset register)
+    _c("bits_basic", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r6 = 0
+loop:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +0)
+r6 += r1
+goto loop
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_any", """
+r6 = r1
+r1 = r10
+r1 += -16
+r2 = r6
+r3 = 600
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_ign_uninit", """
+r1 = r10
+r1 += -16
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", None),
+    _c("bits_leak", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r0 = 2
+exit""", 'BPF_EXIT instruction in main prog would lead to reference leak', err=errno.EINVAL),
+    _c("bits_one_slot", """
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_as_num", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_num as arg #0', err=errno.EINVAL),
+    _c("bits_num_as_bits", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_num_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_new_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected uninitialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_write_r0", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = 1
+*(u32 *)(r0 +0) = r1
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 cannot write into rdonly_mem'),
+    _c("bits_read_past", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+if r0 == 0 goto out
+r1 = *(u32 *)(r0 +4)
+out:
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R0 min value is outside of the allowed memory range'),
+    _c("bits_clobber_hi", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = 0
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_next)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    _c("bits_read_slot", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r0 = *(u64 *)(r10 -8)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'invalid read from stack off -8+0 size 8'),
+    _c("bits_words_ptr", """
+r1 = r10
+r1 += -16
+r2 = 0
+r3 = r10
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("bits_destroy_twice", """
+*(u64 *)(r10 -24) = 5
+r1 = r10
+r1 += -16
+r2 = r10
+r2 += -24
+r3 = 1
+call KFUNC(bpf_iter_bits_new)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r1 = r10
+r1 += -16
+call KFUNC(bpf_iter_bits_destroy)
+r0 = 2
+exit""", 'expected an initialized iter_bits as arg #0', err=errno.EINVAL),
+    # the string kfuncs: strings are __ign (any value, a map value maybe NULL, an unset
+    # register), characters, counts and lengths scalars
+    _c("str_uninit_ign", """
+call KFUNC(bpf_strlen)
+r0 = 2
+exit""", None),
+    _c("str_ctx_pkt", """
+r2 = *(u32 *)(r1 +0)
+call KFUNC(bpf_strcmp)
+r0 = 2
+exit""", None),
+    _c("str_map_null", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+r1 = r0
+r2 = r0
+r3 = 3
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", None),
+    _c("str_chr_ptr", """
+r2 = r10
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_chr_uninit", """
+r1 = r10
+r1 += -8
+call KFUNC(bpf_strchr)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nlen_ptr", """
+r2 = r1
+call KFUNC(bpf_strnlen)
+r0 = 2
+exit""", 'R2 is not a scalar', err=errno.EINVAL),
+    _c("str_nstr_len_ptr", """
+r2 = r1
+r3 = r10
+call KFUNC(bpf_strnstr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_nchr_c_ptr", """
+r2 = 4
+r3 = r1
+call KFUNC(bpf_strnchr)
+r0 = 2
+exit""", 'R3 is not a scalar', err=errno.EINVAL),
+    _c("str_ret_scalar", """
+r1 = 1
+call KFUNC(bpf_strlen)
+r0 = *(u32 *)(r0 +0)
+exit""", "R0 invalid mem access 'scalar'"),
+    # bpf_rcu_read_lock/_unlock (not nested) and bpf_preempt_disable/_enable (counted):
+    # closed before the exit and a tail call
+    _c("rcu_pair", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_nested", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'nested rcu read lock (kernel function bpf_rcu_read_lock)', err=errno.EINVAL),
+    _c("rcu_unmatched", """
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)', err=errno.EINVAL),
+    _c("rcu_leak", """
+call KFUNC(bpf_rcu_read_lock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("rcu_helper", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_nested_leak", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'nested rcu read lock (kernel function bpf_rcu_read_lock)', err=errno.EINVAL),
+    _c("preempt_pair", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("preempt_nested", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("preempt_unmatched", """
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", "unmatched attempt to enable preemption (kernel function "
+       "bpf_preempt_enable)", err=errno.EINVAL),
+    _c("preempt_leak", """
+call KFUNC(bpf_preempt_disable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("preempt_nest_leak", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("preempt_helper", """
+call KFUNC(bpf_preempt_disable)
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(arr)
+r2 = r10
+r2 += -4
+call 1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_in_preempt", """
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_cross", """
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_preempt_disable)
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", None),
+    _c("rcu_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("preempt_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_disable)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("rcu_tail", """
+r6 = r1
+call KFUNC(bpf_rcu_read_lock)
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'tail_call cannot be used inside bpf_rcu_read_lock-ed region', err=errno.EINVAL),
+    _c("preempt_tail", """
+r6 = r1
+call KFUNC(bpf_preempt_disable)
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", 'tail_call cannot be used inside bpf_preempt_disable-ed region', err=errno.EINVAL),
+    _c("rcu_iter", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_ringbuf", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +3
+r1 = r0
+r2 = 0
+call 133
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_bad_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", 'unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)', err=errno.EINVAL),
+    _c("rcu_half_branch", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_rcu_read_lock)
+if r6 != 0 goto +1
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", _IN_RCU, err=errno.EINVAL),
+    _c("preempt_half", """
+r6 = *(u32 *)(r1 +0)
+if r6 == 0 goto +1
+call KFUNC(bpf_preempt_disable)
+if r6 != 0 goto +1
+call KFUNC(bpf_preempt_enable)
+r0 = 2
+exit""", _IN_PREEMPT, err=errno.EINVAL),
+    _c("rcu_loop", """
+call KFUNC(bpf_rcu_read_lock)
+r1 = r10
+r1 += -8
+r2 = 0
+r3 = 3
+call KFUNC(bpf_iter_num_new)
+loop:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_next)
+if r0 == 0 goto out
+call KFUNC(bpf_rcu_read_unlock)
+call KFUNC(bpf_rcu_read_lock)
+goto loop
+out:
+r1 = r10
+r1 += -8
+call KFUNC(bpf_iter_num_destroy)
+call KFUNC(bpf_rcu_read_unlock)
+r0 = 2
+exit""", None),
+    _c("rcu_spin", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r1 = MAP(locked)
+r2 = r10
+r2 += -4
+call 1
+if r0 == 0 goto +6
+r6 = r0
+r1 = r0
+r1 += 4
+call 93
+call KFUNC(bpf_rcu_read_lock)
+r1 = r6
+r1 += 4
+call 94
+r0 = 2
+exit""", 'function calls are not allowed while holding a lock', err=errno.EINVAL),
+    _c("tail_ref", """
+r6 = r1
+r1 = MAP(rb)
+r2 = 8
+r3 = 0
+call 131
+if r0 == 0 goto +6
+r7 = r0
+r1 = r6
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = r7
+r2 = 0
+call 133
+r0 = 2
+exit""", 'tail_call would lead to reference leak', err=errno.EINVAL),
     _c("iter_pkt_loop", """
 r6 = r1
 r1 = r10
@@ -4619,4 +5253,5 @@ exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
     *_SOCK_CASES,
     *_XFRM_CASES,
+    *_KERN_CTX_CASES,
 )

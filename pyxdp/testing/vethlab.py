@@ -137,6 +137,7 @@ __all__ = [
     "compare",
     "cpumap_prog",
     "devmap_broadcast",
+    "devmap_broadcast_egress_prog",
     "devmap_broadcast_exclude_ingress",
     "devmap_egress_prog",
     "devmap_missing_aborted",
@@ -806,6 +807,33 @@ def devmap_broadcast_exclude_ingress() -> Scenario:
                     maps=("rxcnt",), doc=devmap_broadcast_exclude_ingress.__doc__ or "")
 
 
+def _ports_egress(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+    """``ports`` = veth0, veth2 with redirect_map's ``xdp/devmap`` program, veth4."""
+    ports = colls["redirect_bcast.o"].maps["ports"]
+    egress = prog_fd(colls["redirect_map.o"].programs["xdp_redirect_map_egress"])
+    ports[0] = {"ifindex": ifindex_of("veth0")}
+    ports[1] = {"ifindex": ifindex_of("veth2"), "bpf_prog": {"fd": egress}}
+    ports[2] = {"ifindex": ifindex_of("veth4")}
+
+
+def devmap_broadcast_egress_prog() -> Scenario:
+    """devmap_broadcast with redirect_map's ``xdp/devmap`` program on veth2's entry.
+
+    veth2 is the middle target: it gets a clone (``xdpf_clone``), and its
+    entry program runs on that clone. redirect_map.o is attached to veth4,
+    which receives nothing (it only loads the collection holding the
+    program). Kernel: veth1 and veth5 get every frame unchanged; veth3 gets
+    each with the source MAC rewritten to ``tx_src_mac`` (02:00:00:00:00:01).
+    Same ``xdp_redirect``/``xdp_devmap_xmit`` events as devmap_broadcast.
+    """
+    return Scenario("devmap_broadcast_egress_prog", P3,
+                    (Attach("veth0", "redirect_bcast.o", "xdp_redirect_bcast"),
+                     Attach("veth4", "redirect_map.o", "xdp_redirect_map_prog")),
+                    _traffic(P3, "veth0"), setup=_ports_egress,
+                    maps=("redirect_bcast.o:rxcnt",),
+                    doc=devmap_broadcast_egress_prog.__doc__ or "")
+
+
 def _cpumap_setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     coll = colls["redirect_cpu.o"]
     fd = prog_fd(coll.programs["xdp_cpumap_filter"])
@@ -858,7 +886,8 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
     f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_egress_prog, devmap_broadcast,
-                            devmap_broadcast_exclude_ingress, cpumap_prog, adjust_meta_pass)}
+                            devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
+                            cpumap_prog, adjust_meta_pass)}
 
 
 # --------------------------------------------------------------------------

@@ -51,6 +51,12 @@ class MemAccess:
     map_name: str | None = None
     value_size: int = 0
 
+    @property
+    def probe(self) -> bool:
+        """A load Linux makes a ``BPF_PROBE_MEM`` load (convert_ctx_accesses): through a
+        kernel struct pointer or untrusted memory; one that faults reads 0."""
+        return any(k.endswith("ptr_") or "untrusted" in k for k in self.kinds)
+
     def only(self, *kinds: str) -> bool:
         """Every path had one of ``kinds``."""
         return bool(self.kinds) and self.kinds <= frozenset(kinds)

@@ -46,6 +46,7 @@ class KArg(Enum):
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
+    IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
 
 
 class KRet(Enum):
@@ -55,6 +56,8 @@ class KRet(Enum):
     SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
     BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
     RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
+    KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
+    RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ P = KParam
 _CTX = P(KArg.CTX)
 _DYN = P(KArg.DYNPTR)
 _U32 = P(KArg.SCALAR)
+_IGN = P(KArg.IGN)
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -111,6 +115,35 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_iter_num_next": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.RDONLY_MEM,
                                     KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
     "bpf_iter_num_destroy": KfuncProto((P(KArg.ITER, 8, "num"),), KRet.VOID, KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: common_btf_ids; the XDP kernel context is struct xdp_buff
+    "bpf_cast_to_kern_ctx": KfuncProto((_CTX,), KRet.KERN_CTX, ret_struct="xdp_buff"),
+    "bpf_rdonly_cast": KfuncProto((P(KArg.IGN), P(KArg.CONST)), KRet.RDONLY_CAST),
+    # kernel/bpf/helpers.c: the bits iterator (common_btf_ids)
+    "bpf_iter_bits_new": KfuncProto((P(KArg.ITER, 16, "bits"), P(KArg.IGN), _U32),
+                                    flags=KF_ITER_NEW),
+    "bpf_iter_bits_next": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.RDONLY_MEM,
+                                     KF_ITER_NEXT | KF_RET_NULL, ret_size=4),
+    "bpf_iter_bits_destroy": KfuncProto((P(KArg.ITER, 16, "bits"),), KRet.VOID,
+                                        KF_ITER_DESTROY),
+    # kernel/bpf/helpers.c: RCU read sections and preemption (common_btf_ids; the
+    # verifier pairs the calls)
+    "bpf_rcu_read_lock": KfuncProto((), KRet.VOID),
+    "bpf_rcu_read_unlock": KfuncProto((), KRet.VOID),
+    "bpf_preempt_disable": KfuncProto((), KRet.VOID),
+    "bpf_preempt_enable": KfuncProto((), KRet.VOID),
+    # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
+    "bpf_strcmp": KfuncProto((_IGN, _IGN)),
+    "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
+    "bpf_strchr": KfuncProto((_IGN, _U32)),
+    "bpf_strchrnul": KfuncProto((_IGN, _U32)),
+    "bpf_strnchr": KfuncProto((_IGN, _U32, _U32)),
+    "bpf_strrchr": KfuncProto((_IGN, _U32)),
+    "bpf_strlen": KfuncProto((_IGN,)),
+    "bpf_strnlen": KfuncProto((_IGN, _U32)),
+    "bpf_strspn": KfuncProto((_IGN, _IGN)),
+    "bpf_strcspn": KfuncProto((_IGN, _IGN)),
+    "bpf_strstr": KfuncProto((_IGN, _IGN)),
+    "bpf_strnstr": KfuncProto((_IGN, _IGN, _U32)),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),

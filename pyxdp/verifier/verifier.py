@@ -50,8 +50,9 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind, BtfType
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
+from pyxdp.btf.struct_access import StructWalkError, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
@@ -131,14 +132,19 @@ NOT_INIT, SCALAR, CTX, MAP_PTR, MAP_VALUE, MAP_KEY, STACK, PKT_META, PKT, PKT_EN
 # Flags: MEM_RDONLY, PTR_MAYBE_NULL, MEM_RINGBUF; PKT_SLICE stands for a slice of a packet
 # dynptr (a dynptr_id of an XDP dynptr: packet-changing helpers invalidate it).
 MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
-# PTR_TRUSTED: a PTR_TO_BTF_ID a global function got through an __arg_trusted argument
-TRUSTED = 0x1000
+# PTR_TRUSTED: a PTR_TO_BTF_ID the kernel vouches for (a global function's __arg_trusted
+# argument, bpf_cast_to_kern_ctx's); PTR_UNTRUSTED: a kernel pointer read through probe
+# loads (bpf_rdonly_cast's, or one walked from it)
+TRUSTED, UNTRUSTED = 0x1000, 0x2000
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
              DYNPTR: "dynptr_ptr", ITER: "iter", SOCK: "sock", SOCK_COMMON: "sock_common"}
 # Stack byte kinds (enum bpf_stack_slot_type).
 S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
+# The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
+_RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
+                          "bpf_preempt_enable"})
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
 # state, ``rng`` its depth (iterations begun), ``bt`` its kind ("num").
@@ -157,9 +163,9 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
-    pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "")
+    pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
+        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
-        pre += "trusted_" if t & TRUSTED else ""
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
     return pre + _TYPE_STR[t & 0xFF] + post
@@ -171,8 +177,10 @@ def _reg_not_null(r: Reg) -> bool:
     if r.t & MAYBE_NULL or r.smin <= -BPF_MAX_VAR_OFF or r.smax >= BPF_MAX_VAR_OFF:
         return False
     base = r.t & 0xFF
-    return base in (MAP_VALUE, MAP_KEY, MEM, MAP_PTR, SOCK, SOCK_COMMON) or (
-        base == BTF_ID and bool(r.ref or r.t & TRUSTED))
+    if base == MEM:
+        return not r.t & UNTRUSTED
+    return base in (MAP_VALUE, MAP_KEY, MAP_PTR, SOCK, SOCK_COMMON) or (
+        base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
 
 
 def _is_trusted_reg(reg: Reg) -> bool:
@@ -667,13 +675,16 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "may_goto", "cb_unroll", "cidx", "sinks", "hist", "all_precise",
-                 "written", "read", "all_read", "read_slots", "links", "plan", "quick", "prec")
+                 "lock", "rcu", "preempt", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
+                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
+                 "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
+        self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
         # A kept state at a loop's forced checkpoint: its live constant registers (which
@@ -712,6 +723,7 @@ class State:
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.lock = self.lock
+        s.rcu, s.preempt = self.rcu, self.preempt
         s.may_goto = self.may_goto
         s.cb_unroll = self.cb_unroll
         s.parent = self.parent
@@ -757,20 +769,6 @@ BPF_FUNC_DYNPTR_FROM_MEM = 197
 _DYNPTR_LOCAL, _DYNPTR_RINGBUF, _DYNPTR_XDP = 1, 2, 5  # the dynptr's type (slot ``sub``)
 _DYNPTR_TYPE_STR = {_DYNPTR_LOCAL: "local", _DYNPTR_RINGBUF: "ringbuf", _DYNPTR_XDP: "xdp"}
 BTF_FUNC_GLOBAL = 1
-_BTF_MODIFIERS = (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
-                  BtfKind.TYPE_TAG)
-
-
-def _btf_size(btf: BtfIndex, t: BtfType) -> int:
-    """A member type's size (modifiers already skipped): 8 for a pointer, an array's
-    elements times theirs."""
-    n = 1
-    while t.kind is BtfKind.ARRAY and t.array is not None:
-        n *= t.array.nelems
-        t = btf.type_by_id(t.array.type)
-        while t.kind in _BTF_MODIFIERS:
-            t = btf.type_by_id(t.size_type)
-    return n * (8 if t.kind is BtfKind.PTR else t.size_type)
 
 
 class _GArg(NamedTuple):
@@ -1009,9 +1007,11 @@ def _rdonly(m: MapSpec) -> bool:
 
 class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
-                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None) -> None:
+                 limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
+                 core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
         self.btf = btf
+        self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
         self.limit = limit
@@ -1938,6 +1938,8 @@ class _Verifier:
             if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
                     not self._ids(old.lock[1], cur.lock[1], idmap):
                 return False
+        if old.rcu != cur.rcu or old.preempt != cur.preempt:
+            return False
         if plan is not None:
             return self._equal_planned(plan, cur, idmap)
         for fi, (fo, fc) in enumerate(zip(old.frames, cur.frames, strict=True)):
@@ -2593,7 +2595,8 @@ class _Verifier:
         if t & 0xFF == MEM and not t & MAYBE_NULL:
             if write and t & RDONLY:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
-            self._region(regno, reg, full, size, reg.msize, "memory")
+            if not (t & RDONLY and t & UNTRUSTED):  # probe loads: no bounds to check
+                self._region(regno, reg, full, size, reg.msize, "memory")
             return None
         if t == CTX:
             return self._ctx(regno, reg, full, size, write, sx)
@@ -2607,63 +2610,59 @@ class _Verifier:
                 raise Refuse(f"R{regno} cannot write into {type_str(t)}")
             self._sock_access(regno, reg, full, size)
             return None
-        if t & ~TRUSTED == BTF_ID:
-            if write:  # btf_struct_access of an XDP program: reads only
-                raise Refuse("only read is supported")
-            return self._btf_read(reg.bt, full + _s64(reg.tv), size)
+        if t & 0xFF == BTF_ID and not t & MAYBE_NULL:
+            return self._btf_access(regno, reg, full, size, write)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
 
-    @staticmethod
-    def _btf_read(name: str, off: int, size: int) -> Reg | None:
-        """btf_struct_walk of a read of ``size`` bytes at ``off`` in kernel struct
-        ``name`` (the kernel's BTF, else the shipped one; a struct neither has reads as a
-        scalar): a pointer member to a struct gives a PTR_TO_BTF_ID of it (walked from a
-        kfunc's pointer outside an RCU-protected type: neither trusted nor referenced),
-        a scalar member an unknown scalar (None)."""
-        kernel = core_target()
-        tid = kernel.find(name, BtfKind.STRUCT)
-        if tid is None:
+    def _kernel_btf(self) -> BtfIndex:
+        """The kernel's BTF as the program's kfuncs see it (CO-RE's target)."""
+        return core_target(self.core_btf)
+
+    def _btf_type(self, reg: Reg) -> int | None:
+        """The kernel BTF id of the struct a PTR_TO_BTF_ID points to (None: this BTF
+        has no such struct)."""
+        if reg.sub:
+            return reg.sub
+        kbtf = self._kernel_btf()
+        return kbtf.find(reg.bt, BtfKind.STRUCT) or kbtf.find(reg.bt, BtfKind.UNION)
+
+    def _btf_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                    ) -> Reg | None:
+        """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
+        value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
+        untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
+        if not self.gpl:
+            raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
+                         "program", errno.EINVAL)
+        if off < 0:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid negative access: off={off}")
+        if reg.tm or reg.tv:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
+                         f"var_off={tnum_str((reg.tv, reg.tm))}")
+        if write:
+            raise Refuse("only read is supported")
+        tid = self._btf_type(reg)
+        if tid is None:  # a struct the BTF at hand lacks (a module's): its reads are scalars
             return None
-        t = kernel.type_by_id(tid)
-        while True:
-            if off < 0 or off + size > t.size_type:
-                raise Refuse(f"access beyond struct {t.name} at off {off} size {size}")
-            for m in t.members:
-                moff = m.bit_offset // 8
-                if m.bitfield_size:
-                    if moff <= off < (m.bit_offset + m.bitfield_size + 7) // 8:
-                        return None
-                    continue
-                mt = kernel.type_by_id(m.type)
-                while mt.kind in _BTF_MODIFIERS:
-                    mt = kernel.type_by_id(mt.size_type)
-                msize = _btf_size(kernel, mt)
-                if not moff <= off < moff + max(msize, 1) or (not msize and off != moff):
-                    continue
-                if mt.kind in (BtfKind.STRUCT, BtfKind.UNION):
-                    t, off = mt, off - moff
-                    break
-                if mt.kind is BtfKind.PTR:
-                    if msize != size or off != moff:
-                        raise Refuse(f"cannot access ptr member {m.name} with moff {moff} "
-                                     f"in struct {t.name} with off {off} size {size}")
-                    to = kernel.type_by_id(mt.size_type)
-                    while to.kind in _BTF_MODIFIERS:
-                        to = kernel.type_by_id(to.size_type)
-                    if to.kind not in (BtfKind.STRUCT, BtfKind.UNION) or not to.name:
-                        return None
-                    r = Reg()
-                    r.set_ptr(BTF_ID)
-                    r.bt = to.name
-                    return r
-                if off + size > moff + msize and mt.kind is not BtfKind.ARRAY:
-                    raise Refuse(f"access beyond the end of member {m.name} (mend:"
-                                 f"{moff + msize}) in struct {t.name} with off {off} size "
-                                 f"{size}")
-                return None
-            else:
-                raise Refuse(f"struct {t.name} doesn't have field at offset {off}",
-                             errno.EINVAL)
+        try:
+            got = struct_access(self._kernel_btf(), tid, off, size)
+        except StructWalkError as e:
+            raise Refuse(e.msg, e.err) from None
+        if got.kind == "scalar":
+            return None
+        if got.kind == "fwd":
+            raise UnsupportedHelper(
+                f"{self.spec.name}: pc {self.pc} reads a struct {got.name} pointer, a struct "
+                f"the kernel BTF at hand ({self._kernel_btf().path}) only declares: its "
+                "layout, and Linux's verdict, are unknown here", pc=self.pc)
+        r = Reg()
+        if got.kind == "mem":  # mark_btf_ld_reg: PTR_TO_MEM | MEM_RDONLY | PTR_UNTRUSTED
+            r.set_ptr(MEM | RDONLY | UNTRUSTED)
+            return r
+        # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
+        r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
+        r.bt, r.sub = got.name, got.type_id
+        return r
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -3223,6 +3222,10 @@ class _Verifier:
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+            if st.preempt and pc + 1 + i.imm in self.globals:
+                self.log.append("global function calls are not allowed with preemption "
+                                "disabled,")
+                raise Refuse("use static function instead", errno.EINVAL)
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
@@ -3293,6 +3296,12 @@ class _Verifier:
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL)
+        if st.rcu:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_rcu_read_lock-ed region", errno.EINVAL)
+        if st.preempt:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_preempt_disable-ed region", errno.EINVAL)
         return None
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
@@ -3568,6 +3577,8 @@ class _Verifier:
                 self._push_callback(st, fid, meta.func, meta, pc, stack)
         if meta.ref:
             self._release(st, meta.ref)
+        if fid == 12:  # check_resource_leak(env, false, true, "tail_call")
+            self._tail_call_leak(st)
         if meta.dynptr_release:
             self._unmark_dynptr(st, meta.dynptr_release)
         if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
@@ -3636,12 +3647,16 @@ class _Verifier:
             raise UnsupportedHelper(f"{self.spec.name}: kfunc {name} is not modelled by "
                                     "pyxdp's verifier (its kernel verdict is unknown here)",
                                     pc=pc)
+        if name in _RCU_PREEMPT:
+            self._rcu_preempt(st, name)
         regs = st.cur.regs
         meta = _KfuncMeta()
         params = proto.params
         i = 0
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
+            else None
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3656,6 +3671,9 @@ class _Verifier:
             return pc + 1
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
+            return pc + 1
+        if cast is not None:
+            r0.assign(cast)
             return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
@@ -3683,12 +3701,75 @@ class _Verifier:
             self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
+    def _kern_cast(self, proto: KfuncProto, regs: list[Reg]) -> Reg:
+        """check_special_kfunc: bpf_cast_to_kern_ctx gives a trusted pointer to the program
+        type's kernel context (struct xdp_buff); bpf_rdonly_cast(obj, btf_id) an untrusted
+        pointer to struct ``btf_id``, or read-only untrusted memory for void."""
+        r = Reg()
+        kbtf = self._kernel_btf()
+        if proto.ret == KRet.KERN_CTX:
+            r.set_ptr(BTF_ID | TRUSTED)
+            r.bt = proto.ret_struct
+            r.sub = kbtf.find(proto.ret_struct, BtfKind.STRUCT) or 0
+            return r
+        value = regs[2].tv
+        tid = value & U32  # btf_type_by_id takes a u32
+        if tid >= len(kbtf):
+            raise Refuse(f"Unknown type ID {_s64(value)} passed to kfunc bpf_rdonly_cast",
+                         errno.EINVAL)
+        t = kbtf.type_by_id(tid)
+        if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+            r.set_ptr(BTF_ID | UNTRUSTED)
+            r.bt, r.sub = t.name, tid
+        elif tid == 0:
+            r.set_ptr(MEM | RDONLY | UNTRUSTED)
+        else:
+            raise Refuse("kfunc bpf_rdonly_cast type ID argument must be of a struct or void",
+                          errno.EINVAL)
+        return r
+
+    def _tail_call_leak(self, st: State) -> None:
+        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak."""
+        if st.refs:
+            rid, at = st.refs[0]
+            self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
+            raise Refuse("tail_call would lead to reference leak", errno.EINVAL)
+        if st.rcu:
+            raise Refuse("tail_call cannot be used inside bpf_rcu_read_lock-ed region",
+                         errno.EINVAL)
+        if st.preempt:
+            raise Refuse("tail_call cannot be used inside bpf_preempt_disable-ed region",
+                         errno.EINVAL)
+
+    @staticmethod
+    def _rcu_preempt(st: State, name: str) -> None:
+        """check_kfunc_call: an RCU read section is not nested; preemption is disabled
+        as often as it is enabled again."""
+        if name == "bpf_rcu_read_lock":
+            if st.rcu:
+                raise Refuse(f"nested rcu read lock (kernel function {name})", errno.EINVAL)
+            st.rcu = True
+        elif name == "bpf_rcu_read_unlock":
+            if not st.rcu:
+                raise Refuse(f"unmatched rcu read unlock (kernel function {name})",
+                             errno.EINVAL)
+            st.rcu = False
+        elif name == "bpf_preempt_disable":
+            st.preempt += 1
+        else:
+            if not st.preempt:
+                raise Refuse("unmatched attempt to enable preemption (kernel function "
+                             f"{name})", errno.EINVAL)
+            st.preempt -= 1
+
     def _kfunc_arg(self, st: State, regs: list[Reg], name: str, proto: KfuncProto, i: int,
                    meta: _KfuncMeta) -> int:
         """check_kfunc_args for argument ``i``; the index of the next one."""
         p = proto.params[i]
         n = i + 1
         reg = regs[n]
+        if p.kind == KArg.IGN:  # is_kfunc_arg_ignore: not even read
+            return i + 1
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
@@ -4405,7 +4486,7 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
 def _verify(spec: ProgramSpec, maps: dict[str, MapSpec], *, limit: int, btf: Btf | None,
             core_btf: str | os.PathLike[str] | None) -> VerifierResult:
     if not spec.core_relos:
-        return _Verifier(spec, maps, limit=limit, btf=btf).run()
+        return _Verifier(spec, maps, limit=limit, btf=btf, core_btf=core_btf).run()
     target = core_target(core_btf)
     try:
         relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
@@ -4414,9 +4495,9 @@ def _verify(spec: ProgramSpec, maps: dict[str, MapSpec], *, limit: int, btf: Btf
         # then libbpf's account of the relocation is the useful message
         relocated = apply_core_relos(spec, btf, target, target_name=target.path, poison=True)
         try:
-            return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+            return _Verifier(relocated, maps, limit=limit, btf=btf, core_btf=core_btf).run()
         except VerifierError as e:
             if e.reason.startswith(f"invalid func unknown#{POISON_HELPER}"):
                 raise failed from e
             raise
-    return _Verifier(relocated, maps, limit=limit, btf=btf).run()
+    return _Verifier(relocated, maps, limit=limit, btf=btf, core_btf=core_btf).run()

@@ -1,6 +1,7 @@
-"""The numbers iterator kfuncs of ``kernel/bpf/bpf_iter.c``: ``bpf_iter_num_new``,
-``bpf_iter_num_next`` and ``bpf_iter_num_destroy`` (what libbpf's ``bpf_for`` and
-``bpf_repeat`` expand to).
+"""The open-coded iterator kfuncs: the numbers iterator of ``kernel/bpf/bpf_iter.c``
+(``bpf_iter_num_new``, ``_next``, ``_destroy``: what libbpf's ``bpf_for`` and
+``bpf_repeat`` expand to) and the bits iterator of ``kernel/bpf/helpers.c``
+(``bpf_iter_bits_new``, ``_next``, ``_destroy``).
 
 The iterator is the program's 8-byte ``struct bpf_iter_num`` on its stack,
 read as ``struct bpf_iter_num_kern { int cur; int end; }``:
@@ -12,29 +13,53 @@ read as ``struct bpf_iter_num_kern { int cur; int end; }``:
   ``cur`` one up and a pointer to it;
 * ``destroy(it)``: ``cur = end = 0``.
 
-``cur`` wraps as the kernel's 32-bit ``int`` does. pyxdp's engines call these
-as helpers of the program's own (:func:`pyxdp.net.xdp_metadata.bind_kfuncs`);
-each has a native twin for the JIT over the same 8 bytes, so a ``bpf_for``
-loop on the JIT runs no Python per iteration.
+``cur`` wraps as the kernel's 32-bit ``int`` does.
+
+The bits iterator is the program's 16-byte ``struct bpf_iter_bits``, read as
+``struct bpf_iter_bits_kern { union { u64 *bits; u64 bits_copy; }; int nr_bits;
+int bit; }``:
+
+* ``new(it, unsafe_ptr__ign, nr_words)`` first sets ``bits_copy = 0, nr_bits = 0,
+  bit = -1``; -EINVAL for a NULL pointer or no words, -E2BIG above 511 words
+  (``BITS_ITER_NR_WORDS_MAX``, what one ``bpf_mem_alloc`` object holds). One word
+  is copied into ``bits_copy`` (-EFAULT when it cannot be read: ``-ERANGE``
+  included); more are copied into an allocated array (the read's own -ERANGE or
+  -EFAULT, see :mod:`pyxdp.vm.maccess`). ``nr_bits = 64 * nr_words`` on success.
+  The iteration walks the copy: later changes to the source do not show.
+* ``next(it)``: NULL once ``nr_bits`` is 0 or ``bit >= nr_bits``; else the next set
+  bit after ``bit`` (``find_next_bit``) goes into ``bit`` and a pointer to it comes
+  back, or ``bit = nr_bits`` and NULL when there is none.
+* ``destroy(it)`` frees the array of a multi-word iterator.
+
+Here the allocated array of a multi-word iterator is kept per engine, under the
+iterator's address (a new iterator there replaces it), as a Python integer.
+
+pyxdp's engines call these as helpers of the program's own
+(:func:`pyxdp.net.xdp_metadata.bind_kfuncs`); each has a native twin for the JIT over
+the same bytes, so a ``bpf_for`` loop and a one-word ``bpf_for_each(bits, ...)`` loop
+on the JIT run no Python per iteration (a multi-word bits iterator's ``new`` and
+``next`` take the Python path).
 """
 
 from __future__ import annotations
 
 import errno
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pyxdp.vm.helpers import neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc
+from pyxdp.vm.maccess import read_nofault
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["BPF_MAX_LOOPS", "ITER_KFUNCS"]
+__all__ = ["BITS_ITER_NR_WORDS_MAX", "BPF_MAX_LOOPS", "ITER_KFUNCS"]
 
 BPF_MAX_LOOPS = 8 * 1024 * 1024
+BITS_ITER_NR_WORDS_MAX = 511
 M32 = 0xFFFF_FFFF
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 
@@ -42,6 +67,12 @@ M64 = 0xFFFF_FFFF_FFFF_FFFF
 def _s32(x: int) -> int:
     x &= M32
     return x - (1 << 32) if x >> 31 else x
+
+
+def _err(e: int) -> int:
+    """A kfunc's ``int`` error return: zero-extended in r0 (measured on Linux 6.18's
+    x86 JIT: r0's upper half is 0 after ``return -EINVAL``)."""
+    return -e & M32
 
 
 def _set(vm: Interpreter, it: int, cur: int, end: int) -> None:
@@ -53,10 +84,10 @@ def iter_num_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
     start, end = _s32(r2), _s32(r3)
     if start > end:
         _set(vm, r1, 0, 0)
-        return neg(errno.EINVAL)
+        return _err(errno.EINVAL)
     if end - start > BPF_MAX_LOOPS:
         _set(vm, r1, 0, 0)
-        return neg(errno.E2BIG)
+        return _err(errno.E2BIG)
     _set(vm, r1, start - 1, end)
     return 0
 
@@ -78,12 +109,68 @@ def iter_num_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
     return 0
 
 
-# -- native twins: the same, over the translated 8 bytes ------------------------------------
+# -- the bits iterator ------------------------------------------------------------------------
 
-def _iter_ptr(f: Text) -> str:
-    """The host address of the iterator at %r1 (SLOW unless 8 writable bytes are there:
-    the Python kfunc then faults as the interpreter does)."""
-    p = f.ins("call ptr @translate(ptr %ctx, i64 %r1, i64 8, i1 true)")
+# Per engine: iterator address -> (nr_bits, the bits) of multi-word iterators.
+_BITS: weakref.WeakKeyDictionary[object, dict[int, tuple[int, int]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def iter_bits_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_bits_new(it, unsafe_ptr__ign, nr_words)``."""
+    vm.mem.store(r1, 8, 0)
+    vm.mem.store(r1 + 8, 8, M32 << 32)  # nr_bits = 0, bit = -1
+    nr_words = r3 & M32
+    if not r2 or not nr_words:
+        return _err(errno.EINVAL)
+    if nr_words > BITS_ITER_NR_WORDS_MAX:
+        return _err(errno.E2BIG)
+    got = read_nofault(vm.mem, r2, nr_words * 8)
+    if isinstance(got, int):
+        return _err(errno.EFAULT if nr_words == 1 else -got)
+    nr_bits = nr_words * 64
+    if nr_words == 1:
+        vm.mem.store(r1, 8, int.from_bytes(got, "little"))
+    else:
+        _BITS.setdefault(vm, {})[r1] = (nr_bits, int.from_bytes(got, "little"))
+        vm.mem.store(r1, 8, r1)  # the kernel keeps the array's address here
+    vm.mem.store(r1 + 8, 4, nr_bits)
+    return 0
+
+
+def iter_bits_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_bits_next(it)``: a pointer to the next set bit's number, or NULL."""
+    nr_bits = _s32(vm.mem.load(r1 + 8, 4))
+    bit = _s32(vm.mem.load(r1 + 12, 4))
+    if not nr_bits or bit >= nr_bits:
+        return 0
+    if nr_bits == 64:
+        bits = vm.mem.load(r1, 8)
+    else:
+        copy = _BITS.get(vm, {}).get(r1)
+        if copy is None or copy[0] != nr_bits:  # no array of ours: a forged iterator
+            return 0
+        bits = copy[1]
+    start = (bit + 1) & M64  # find_next_bit's offset is an unsigned long
+    rest = bits >> start if start < nr_bits else 0
+    bit = start + ((rest & -rest).bit_length() - 1) if rest else nr_bits
+    vm.mem.store(r1 + 12, 4, bit & M32)
+    return r1 + 12 if bit < nr_bits else 0
+
+
+def iter_bits_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_bits_destroy(it)``: frees a multi-word iterator's array."""
+    if _s32(vm.mem.load(r1 + 8, 4)) > 64:
+        _BITS.get(vm, {}).pop(r1, None)
+    return 0
+
+
+# -- native twins: the same, over the translated bytes ----------------------------------------
+
+def _iter_ptr(f: Text, size: int = 8) -> str:
+    """The host address of the iterator at %r1 (SLOW unless ``size`` writable bytes are
+    there: the Python kfunc then faults as the interpreter does)."""
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {size}, i1 true)")
     ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
     f.cset("%ctx", "stack_dirty", "-1")  # translate only reads; the frame is written
     return p
@@ -101,7 +188,7 @@ def _new_fn(natives: Natives) -> str:
     f.cbr(f.ins(f"or i1 {bad}, {big}"), fail, ok)
     f.at(fail)
     f.do(f"store i64 0, ptr {p}, align 4")
-    err = f.ins(f"select i1 {bad}, i64 {c64(-errno.EINVAL)}, i64 {c64(-errno.E2BIG)}")
+    err = f.ins(f"select i1 {bad}, i64 {_err(errno.EINVAL)}, i64 {_err(errno.E2BIG)}")
     f.do(f"ret i64 {err}")
     f.at(ok)
     cur = f.ins(f"and i64 {f.ins(f'sub i64 {start}, 1')}, {M32}")
@@ -138,11 +225,81 @@ def _destroy_fn(natives: Natives) -> str:
     return f.text("define internal i64 @iter_num_destroy(ptr %ctx, i64 %r1) nounwind")
 
 
+def _bits_new_fn(natives: Natives) -> str:
+    """One word read from memory of ours; SLOW for more words or an unreadable one."""
+    f = Text()
+    f.at("entry")
+    p = _iter_ptr(f, 16)
+    words = f.ins("and i64 %r3, 4294967295")
+    bad = f.ins(f"or i1 {f.ins('icmp eq i64 %r2, 0')}, {f.ins(f'icmp eq i64 {words}, 0')}")
+    big = f.ins(f"icmp ugt i64 {words}, {BITS_ITER_NR_WORDS_MAX}")
+    fail, chk, one = f.label("fail"), f.label("chk"), f.label("one")
+    f.cbr(f.ins(f"or i1 {bad}, {big}"), fail, chk)
+    f.at(fail)
+    f.do(f"store i64 0, ptr {p}, align 4")
+    f.do(f"store i64 {c64(M32 << 32)}, ptr {f.gep(p, 8)}, align 4")
+    err = f.ins(f"select i1 {bad}, i64 {_err(errno.EINVAL)}, i64 {_err(errno.E2BIG)}")
+    f.do(f"ret i64 {err}")
+    f.at(chk)
+    ret_if(f, f.ins(f"icmp ne i64 {words}, 1"), SLOW)
+    src = f.ins("call ptr @translate(ptr %ctx, i64 %r2, i64 8, i1 false)")
+    f.cbr(f.ins(f"icmp eq ptr {src}, null"), "slow", one)
+    f.at("slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    f.at(one)
+    f.do(f"store i64 {f.ins(f'load i64, ptr {src}, align 1')}, ptr {p}, align 4")
+    f.do(f"store i64 {c64(M32 << 32 | 64)}, ptr {f.gep(p, 8)}, align 4")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @iter_bits_new(ptr %ctx, i64 %r1, i64 %r2, i64 %r3) "
+                  "nounwind")
+
+
+def _bits_next_fn(natives: Natives) -> str:
+    """The one-word case (``bits_copy``); SLOW for an array."""
+    f = Text()
+    f.at("entry")
+    p = _iter_ptr(f, 16)
+    nr = f.ins(f"load i32, ptr {f.gep(p, 8)}, align 4")
+    bitp = f.gep(p, 12)
+    bit = f.ins(f"load i32, ptr {bitp}, align 4")
+    over = f.ins(f"or i1 {f.ins(f'icmp eq i32 {nr}, 0')}, {f.ins(f'icmp sge i32 {bit}, {nr}')}")
+    ret_if(f, over, 0)
+    ret_if(f, f.ins(f"icmp ne i32 {nr}, 64"), SLOW)
+    start = f.ins(f"sext i32 {f.ins(f'add i32 {bit}, 1')} to i64")
+    scan, none, found = f.label("scan"), f.label("none"), f.label("found")
+    f.cbr(f.ins(f"icmp uge i64 {start}, 64"), none, scan)
+    f.at(scan)
+    rest = f.ins(f"lshr i64 {f.ins(f'load i64, ptr {p}, align 4')}, {start}")
+    f.cbr(f.ins(f"icmp eq i64 {rest}, 0"), none, found)
+    f.at(none)
+    f.do(f"store i32 64, ptr {bitp}, align 4")
+    f.do("ret i64 0")
+    f.at(found)
+    nb = f.ins(f"add i64 {start}, {f.ins(f'call i64 @llvm.cttz.i64(i64 {rest}, i1 true)')}")
+    f.do(f"store i32 {f.ins(f'trunc i64 {nb} to i32')}, ptr {bitp}, align 4")
+    f.do(f"ret i64 {f.ins('add i64 %r1, 12')}")
+    return f.text("define internal i64 @iter_bits_next(ptr %ctx, i64 %r1) nounwind")
+
+
+def _bits_destroy_fn(natives: Natives) -> str:
+    """Nothing to free for one word; SLOW for an array."""
+    f = Text()
+    f.at("entry")
+    p = _iter_ptr(f, 16)
+    nr = f.ins(f"load i32, ptr {f.gep(p, 8)}, align 4")
+    ret_if(f, f.ins(f"icmp sgt i32 {nr}, 64"), SLOW)
+    f.do("ret i64 0")
+    return f.text("define internal i64 @iter_bits_destroy(ptr %ctx, i64 %r1) nounwind")
+
+
 # The kfuncs by name (bound as private helpers, like the dynptr and conntrack kfuncs).
 ITER_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_iter_num_new": iter_num_new,
     "bpf_iter_num_next": iter_num_next,
     "bpf_iter_num_destroy": iter_num_destroy,
+    "bpf_iter_bits_new": iter_bits_new,
+    "bpf_iter_bits_next": iter_bits_next,
+    "bpf_iter_bits_destroy": iter_bits_destroy,
 }
 register_kfunc("bpf_iter_num_new", iter_num_new,
                HelperNative("iter_num_new", 3, _new_fn, ("translate",)))
@@ -150,3 +307,9 @@ register_kfunc("bpf_iter_num_next", iter_num_next,
                HelperNative("iter_num_next", 1, _next_fn, ("translate",)))
 register_kfunc("bpf_iter_num_destroy", iter_num_destroy,
                HelperNative("iter_num_destroy", 1, _destroy_fn, ("translate",)))
+register_kfunc("bpf_iter_bits_new", iter_bits_new,
+               HelperNative("iter_bits_new", 3, _bits_new_fn, ("translate",)))
+register_kfunc("bpf_iter_bits_next", iter_bits_next,
+               HelperNative("iter_bits_next", 1, _bits_next_fn, ("translate",)))
+register_kfunc("bpf_iter_bits_destroy", iter_bits_destroy,
+               HelperNative("iter_bits_destroy", 1, _bits_destroy_fn, ("translate",)))

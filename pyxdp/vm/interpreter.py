@@ -23,7 +23,7 @@ instruction.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from pyxdp.errors import (
     BudgetExceeded,
     HelperFault,
     InvalidProgram,
+    MemoryFault,
     ProgramFault,
     PyxdpError,
     UnsupportedHelper,
@@ -145,6 +146,16 @@ _ENV: dict[str, Any] = {
 _FACTORIES: dict[str, Callable[..., Callable[[int], int]]] = {}
 
 
+def _probe_load(load: Callable[[int, int], int]) -> Callable[[int, int], int]:
+    """A BPF_PROBE_MEM load: where no memory is, the kernel's fixup leaves 0."""
+    def probe(addr: int, size: int) -> int:
+        try:
+            return load(addr, size)
+        except MemoryFault:
+            return 0
+    return probe
+
+
 def _factory(body: str) -> Callable[..., Callable[[int], int]]:
     """Compile (once per shape) a factory of ``f(pc)`` closures over R, M, d, s, k, t, n."""
     fac = _FACTORIES.get(body)
@@ -199,8 +210,10 @@ class Interpreter:
                  helpers: Mapping[int, Helper] | None = None,
                  ld_imm64: Ldimm64Resolver | None = None,
                  ctx_loads: Mapping[int, int] | None = None,
-                 budget: int = DEFAULT_BUDGET) -> None:
+                 budget: int = DEFAULT_BUDGET, probe: Collection[int] = ()) -> None:
         self.insns = tuple(insns)
+        # BPF_PROBE_MEM loads (the verifier's facts): one that faults reads 0
+        self.probe = frozenset(probe)
         self.layout: Layout = validate(self.insns)
         # Proven context loads (pc -> field index, see pyxdp.vm.ctx_access) read
         # ctx_values, the way the verifier rewrites them into kernel-field loads.
@@ -248,7 +261,9 @@ class Interpreter:
             return _factory("R[d] = M[k]\nreturn n")(
                 R, self.ctx_values, d, s, self.ctx_loads[pc], 0, nxt)
         if cls == op.BPF_LDX:
-            fn = M.load_signed if mode == op.BPF_MEMSX else M.load
+            fn: Callable[[int, int], int] = M.load_signed if mode == op.BPF_MEMSX else M.load
+            if pc in self.probe:
+                fn = _probe_load(fn)
             return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(R, fn, d, s, off, size, nxt)
         if cls == op.BPF_ST:
             return _factory("M((R[d] + k[0]) & M64, t, k[1])\nreturn n")(

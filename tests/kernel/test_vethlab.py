@@ -296,6 +296,19 @@ def test_devmap_broadcast() -> None:
 
 
 @pytest.mark.kernel
+def test_devmap_broadcast_egress_prog() -> None:
+    sc, r = vl.devmap_broadcast_egress_prog(), run("devmap_broadcast_egress_prog")
+    fs = frames(sc)
+    tx_src_mac = bytes.fromhex("020000000001")  # redirect_map.c's .rodata default
+    assert list(r.rx["veth1"]) == fs and list(r.rx["veth5"]) == fs
+    assert list(r.rx["veth3"]) == [f[:6] + tx_src_mac + f[12:] for f in fs]
+    assert not (r.rx["veth0"] or r.rx["veth2"] or r.rx["veth4"])
+    bc = redirect("veth0", prog="redirect_bcast.o:xdp_redirect_bcast",
+                  map_="redirect_bcast.o:ports")
+    assert fields(list(r.events)) == [bc, xmit("veth4"), xmit("veth2"), xmit("veth0")] * len(fs)
+
+
+@pytest.mark.kernel
 def test_devmap_broadcast_exclude_ingress() -> None:
     sc, r = vl.devmap_broadcast_exclude_ingress(), run("devmap_broadcast_exclude_ingress")
     fs = frames(sc)

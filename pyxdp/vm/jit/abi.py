@@ -166,7 +166,8 @@ class Natives:
 
 
 # Where an access lands: (kind, value, confident). kind "region": table entry value;
-# "cpu": entry value + the run's CPU; "stk": a stack frame.
+# "cpu": entry value + the run's CPU; "stk": a stack frame; "probe" (in ``proven``): a
+# BPF_PROBE_MEM load, 0 where no region holds it.
 Hint = tuple[str, int, bool]
 
 

@@ -218,6 +218,8 @@ def _atomic_fn(kind: str, size: int) -> str:
 _SHARED: dict[str, Callable[[Natives], str]] = {
     "translate": lambda n: _translate_fn(), "fault": lambda n: _fault_fn(),
     "pkt": lambda n: pkt_fn(n.pkt_base), "tailcall": lambda n: tailcall_fn(),
+    # what a BPF_PROBE_MEM load reads where no memory is (exception table fixup: 0)
+    "probe_zero": lambda n: "@probe_zero = internal constant [8 x i8] zeroinitializer\n",
 }
 # used_maps keys -> MapNative.functions keys.
 _MAP_FUNCTION = {"lookup": "lookup", "update": "update", "redir": "redirect"}
@@ -631,6 +633,13 @@ class FuncLowering:
         addr = self._address(base, off)
         f = self.f
         proven = self.proven.get(pc)
+        if proven is not None and proven[0] == "probe" and not write:
+            # BPF_PROBE_MEM: a load that finds no memory reads 0 (rare: no inline guess)
+            self.mod.need("probe_zero")
+            addr = self._address(base, off)
+            got = self.f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 {size}, i1 false)")
+            none = self.f.ins(f"icmp eq ptr {got}, null")
+            return self.f.ins(f"select i1 {none}, ptr @probe_zero, ptr {got}")
         if proven is not None:  # the verifier proved it inside this region: no fault
             return self._try(addr, size, write, proven, lambda label: None, proven=True)
 

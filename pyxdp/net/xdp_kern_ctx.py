@@ -1,0 +1,166 @@
+"""The kernel's structs behind an XDP context, for ``bpf_cast_to_kern_ctx`` and
+``bpf_rdonly_cast`` (``kernel/bpf/helpers.c``).
+
+In Linux an XDP program's ``struct xdp_md *`` is the kernel's ``struct xdp_buff``:
+``bpf_cast_to_kern_ctx(ctx)`` hands it back typed, and the program reads
+``kctx->data``, ``kctx->frame_sz``, ``kctx->rxq->queue_index``,
+``kctx->rxq->dev->ifindex``... through BTF (every such load a ``BPF_PROBE_MEM``
+load: one that faults reads 0). ``bpf_rdonly_cast(ptr, btf_id)`` is the pointer
+itself, typed for the verifier.
+
+pyxdp lays out a :class:`KernCtx` image of the structs at the offsets of the
+kernel's BTF (or the BTF pyxdp ships) at fake addresses from :data:`KERN_BASE`,
+read-only, holding what Linux holds: the packet pointers as the program's own
+addresses (``data_hard_start`` is the frame's start), ``frame_sz``, the frags
+flag, ``rxq`` and (for a devmap egress program) ``txq``. Only members pyxdp has
+a value for are mapped: ``xdp_rxq_info.dev`` and ``queue_index``,
+``xdp_txq_info.dev``, ``net_device.ifindex``, and a device's ``name`` and ``mtu``
+where the run's namespace (:class:`pyxdp.net.fib.Fib`) has the device. Every other
+byte of those structs is unmapped, so a probe load of it reads 0 and an unverified program faults
+(docs/SEMANTICS.md). The image follows the buffer: :meth:`XdpBuff.sync_region`
+rewrites the packet pointers whenever they move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyxdp.btf.btf import BtfKind
+from pyxdp.btf.struct_access import member_offset
+from pyxdp.btf.vmlinux import core_target
+from pyxdp.errors import HelperFault
+from pyxdp.net.fib import Fib, dev_net
+from pyxdp.net.xdp import PKT_BASE, XdpBuff
+from pyxdp.vm.context import RunContext
+from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.memory import Region
+
+__all__ = ["KERN_BASE", "KERN_CTX_KFUNCS", "KernCtx"]
+
+# Fake addresses of the image: struct xdp_buff, its xdp_rxq_info, the receiving
+# net_device, the xdp_txq_info and the egress net_device, a page apart.
+KERN_BASE = 0x0000_7000_0000_0000
+_RXQ, _DEV, _TXQ, _EGRESS_DEV, _KERN_END = (KERN_BASE + k * 0x1000 for k in range(1, 6))
+XDP_FLAGS_HAS_FRAGS = 1 << 0
+
+
+class _Layout:
+    """Offsets (and sizes) of the members the image holds, from a kernel BTF."""
+
+    def __init__(self) -> None:
+        btf = core_target()
+
+        def struct(name: str) -> int:
+            tid = btf.find(name, BtfKind.STRUCT)
+            if tid is None:
+                raise HelperFault(f"the kernel BTF ({btf.path}) has no struct {name}: "
+                                  "bpf_cast_to_kern_ctx cannot lay it out")
+            return tid
+
+        def member(tid: int, name: str) -> tuple[int, int]:
+            got = member_offset(btf, tid, name)
+            if got is None:
+                raise HelperFault(f"the kernel BTF ({btf.path}) has no member {name} of "
+                                  f"struct {btf.type_by_id(tid).name}")
+            return got
+
+        buff = struct("xdp_buff")
+        self.buff_size = btf.type_by_id(buff).size_type
+        self.buff = {n: member(buff, n) for n in ("data", "data_end", "data_meta",
+                                                   "data_hard_start", "rxq", "txq",
+                                                   "frame_sz", "flags")}
+        rxq = struct("xdp_rxq_info")
+        self.rxq = {n: member(rxq, n) for n in ("dev", "queue_index")}
+        self.txq_dev = member(struct("xdp_txq_info"), "dev")
+        dev = struct("net_device")
+        self.ifindex = member(dev, "ifindex")
+        self.name = member(dev, "name")
+        self.mtu = member(dev, "mtu")
+
+
+_LAYOUT: list[_Layout] = []
+
+
+def _layout() -> _Layout:
+    if not _LAYOUT:
+        _LAYOUT.append(_Layout())
+    return _LAYOUT[0]
+
+
+def _put(buf: bytearray, at: tuple[int, int], value: int) -> None:
+    off, size = at
+    buf[off:off + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+class KernCtx:
+    """The image of one buffer's kernel structs (see the module docstring)."""
+
+    def __init__(self, xdp: XdpBuff, fib: Fib | None = None) -> None:
+        lay = _layout()
+        self.buff = bytearray(lay.buff_size)
+        self.regions = [Region("struct xdp_buff", KERN_BASE, self.buff, writable=False)]
+
+        def field(name: str, base: int, at: tuple[int, int], value: int) -> None:
+            buf = bytearray(at[1])
+            _put(buf, (0, at[1]), value)
+            self.regions.append(Region(name, base + at[0], buf, writable=False))
+
+        rxq = xdp.rxq
+        field("xdp_rxq_info.dev", _RXQ, lay.rxq["dev"], _DEV)
+        field("xdp_rxq_info.queue_index", _RXQ, lay.rxq["queue_index"], rxq.queue_index)
+        def device(base: int, ifindex: int, what: str) -> None:
+            field(f"net_device.ifindex{what}", base, lay.ifindex, ifindex)
+            known = fib.devices.get(ifindex) if fib is not None else None
+            if known is not None:
+                name = known.name.encode()[:lay.name[1] - 1]
+                field(f"net_device.name{what}", base, lay.name,
+                      int.from_bytes(name, "little"))
+                field(f"net_device.mtu{what}", base, lay.mtu, known.mtu)
+
+        device(_DEV, rxq.ifindex, "")
+        if xdp.egress_ifindex:
+            field("xdp_txq_info.dev", _TXQ, lay.txq_dev, _EGRESS_DEV)
+            device(_EGRESS_DEV, xdp.egress_ifindex, " (egress)")
+        self.sync(xdp)
+
+    def sync(self, xdp: XdpBuff) -> None:
+        """Write the buffer's current edges (and the rest of struct xdp_buff)."""
+        b, at = self.buff, _layout().buff
+        _put(b, at["data"], PKT_BASE + xdp.data)
+        _put(b, at["data_end"], PKT_BASE + xdp.data_end)
+        _put(b, at["data_meta"], PKT_BASE + xdp.data_meta)
+        _put(b, at["data_hard_start"], PKT_BASE)
+        _put(b, at["rxq"], _RXQ)
+        _put(b, at["txq"], _TXQ if xdp.egress_ifindex else 0)
+        _put(b, at["frame_sz"], xdp.frame_sz)
+        _put(b, at["flags"], XDP_FLAGS_HAS_FRAGS if xdp.frags else 0)
+
+
+def _cast_to_kern_ctx(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    fib, _ = dev_net(vm.context, r1, "bpf_cast_to_kern_ctx")
+    ctx = vm.context
+    assert isinstance(ctx, RunContext)
+    xdp: XdpBuff = ctx.xdp
+    if xdp.kern is None:
+        xdp.kern = KernCtx(xdp, fib)
+    else:
+        xdp.kern.sync(xdp)
+    mine = {id(r) for r in xdp.kern.regions}
+    for r in list(vm.mem.regions):  # an earlier frame's image (a batch keeps its regions)
+        if KERN_BASE <= r.base < _KERN_END and id(r) not in mine:
+            vm.mem.remove(r)
+    have = {id(r) for r in vm.mem.regions}
+    for r in xdp.kern.regions:
+        if id(r) not in have:
+            vm.mem.add(r)
+    return KERN_BASE
+
+
+def _rdonly_cast(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    return r1  # a type for the verifier; the pointer itself at run time
+
+
+KERN_CTX_KFUNCS: dict[str, Callable[..., int]] = {
+    "bpf_cast_to_kern_ctx": _cast_to_kern_ctx,
+    "bpf_rdonly_cast": _rdonly_cast,
+}
