@@ -1748,6 +1748,38 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # backtrack_insn: the precision walk from r5 += r4 reaches r4 -= r2 (two packet
+    # pointers) and then a store through r2: it gives up and every scalar becomes precise
+    # (r7 too), so the branch with r7 = 0 is not pruned at the join.
+    _c("prec_pointer_sub_gives_up", """
+r6 = r1
+r8 = 0
+r9 = 0
+call 7
+r7 = 0
+if r0 > 10 goto +8
+r7 = 1
+if r8 != 0 goto +0
+if r9 != 0 goto +0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto +7
+*(u8 *)(r2 +0) = r7
+r4 -= r2
+r4 &= 7
+r5 = r2
+r5 += r4
+r0 = 2
+exit
+r0 = 1
+exit""", None, processed=41),
     # scalar_byte_swap: a byte swap moves the tnum's known bits with their bytes (bounds
     # follow from it), so the compares after it are decided and the load of the
     # scalar in r1 is never reached; le16/le32 truncate, le64 keeps the value.

@@ -1593,6 +1593,10 @@ class _Verifier:
                 want_s.add(((h >> 21) & 7, h >> 24))
             return fr
         if cls in (op.BPF_ST, op.BPF_STX):
+            if dst in want_r:
+                # the address of a store wanted as a scalar: the walk met a pointer
+                # subtraction (r9 -= r4 of two packet pointers) and gives up
+                return None
             if i.code & 0xE0 == op.BPF_ATOMIC:
                 if h & _HIST_STACK:
                     return None  # an atomic on a stack slot: not followed
