@@ -1780,6 +1780,12 @@ r0 = 2
 exit
 r0 = 1
 exit""", None, processed=41),
+    # scrub_spilled_slot: a write at fp-4 into the slot of a 2-byte spill at fp-8 makes
+    # every byte of the slot misc, the zero byte at fp-6 too: the byte read back is
+    # unknown and the load through the scalar in r1 is reached.
+    _c("stack_write_scrubs_narrow_spill", "r1 = 0\n*(u8 *)(r10 -6) = r1\nr1 = 15\n"
+       "*(u16 *)(r10 -8) = r1\nr1 = 7\n*(u32 *)(r10 -4) = r1\nr0 = *(u8 *)(r10 -6)\n"
+       "if r0 == 0 goto +2\n" + _DEREF_SCALAR, "R1 invalid mem access 'scalar'"),
     # scalar_byte_swap: a byte swap moves the tnum's known bits with their bytes (bounds
     # follow from it), so the compares after it are decided and the load of the
     # scalar in r1 is never reached; le16/le32 truncate, le64 keeps the value.

@@ -2879,8 +2879,10 @@ class _Verifier:
             frame.set_slot(spi, (bytes([S_SPILL] * 8), value.copy()))
             return
         b = bytearray(types)
-        if spill is not None and S_SPILL in b:
-            b = bytearray(S_MISC if x == S_SPILL else x for x in b)
+        if spill is not None and b[0] == S_SPILL:
+            # is_stack_slot_special, scrub_spilled_slot: a write over a spill's slot makes
+            # every byte of it misc, a zero byte beside a narrow spill too
+            b = bytearray(x if x == S_INVALID else S_MISC for x in b)
         zero = (value is not None and value.is_null()) or (imm is not None and imm.is_null())
         if zero and value is not None:
             # STACK_ZERO because the stored register is known zero: its value decided that
