@@ -1705,14 +1705,18 @@ class _Verifier:
         precise, ``cur``'s checkpoints need too."""
         prec = old.prec  # a finished state's marks no longer change: collected once
         if prec is None:
+            # only what old still holds once cleaned (clean_verifier_state): registers
+            # live at its pc (a caller's: at its call), slots a path after it read
             rs, ss = [], []
+            last = len(old.frames) - 1
             for fi, f in enumerate(old.frames):
+                live = self.live[old.pc if fi == last else old.frames[fi + 1].callsite]
                 for r, reg in enumerate(f.regs):
-                    if reg.t == SCALAR and reg.precise:
+                    if reg.t == SCALAR and reg.precise and live >> r & 1:
                         rs.append((fi, r))
                 for spi, (types, spill) in enumerate(f.stack):
                     if spill is not None and spill.t == SCALAR and spill.precise and \
-                            S_SPILL in types:
+                            S_SPILL in types and (old.all_read or (fi, spi) in old.read):
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
         if prec[0] or prec[1]:
