@@ -1780,6 +1780,42 @@ r0 = 2
 exit
 r0 = 1
 exit""", None, processed=41),
+    # propagate_precision hands on only what a finished state holds once cleaned: the
+    # first path's fallback makes every scalar precise, r9 too, though dead at pc 15; the
+    # second path pruned there leaves r9 imprecise at pc 11, where the third is pruned.
+    _c("prec_propagate_cleaned", """
+r6 = r1
+goto +0
+goto +0
+call 7
+r7 = r0
+call 7
+r9 = 0
+if r0 > 10 goto +1
+r9 = 1
+if r7 > 10 goto +1
+r9 += 2
+*(u64 *)(r10 -8) = r9
+call 7
+goto +0
+goto +0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+goto +0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto +6
+*(u8 *)(r2 +0) = 0
+r4 -= r2
+r4 &= 7
+r5 = r2
+r5 += r4
+r0 = 2
+exit""", None, processed=46),
     # scrub_spilled_slot: a write at fp-4 into the slot of a 2-byte spill at fp-8 makes
     # every byte of the slot misc, the zero byte at fp-6 too: the byte read back is
     # unknown and the load through the scalar in r1 is reached.
