@@ -160,6 +160,7 @@ class VerifierCase:
     funcs: tuple[Func, ...] = ()
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
+    processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
 
     @property
     def errno(self) -> int:
@@ -305,6 +306,8 @@ _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n
 _CB = (Func("main"), Func("cb"))
 
 
+# A load through a scalar (refused): the path a decided compare skips.
+_DEREF_SCALAR = "r1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit"
 _IN_RCU = "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region"
 _IN_PREEMPT = ("BPF_EXIT instruction in main prog cannot be used inside "
                "bpf_preempt_disable-ed region")
@@ -1845,6 +1848,131 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # backtrack_insn: the precision walk from r5 += r4 reaches r4 -= r2 (two packet
+    # pointers) and then a store through r2: it gives up and every scalar becomes precise
+    # (r7 too), so the branch with r7 = 0 is not pruned at the join.
+    _c("prec_pointer_sub_gives_up", """
+r6 = r1
+r8 = 0
+r9 = 0
+call 7
+r7 = 0
+if r0 > 10 goto +8
+r7 = 1
+if r8 != 0 goto +0
+if r9 != 0 goto +0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto +7
+*(u8 *)(r2 +0) = r7
+r4 -= r2
+r4 &= 7
+r5 = r2
+r5 += r4
+r0 = 2
+exit
+r0 = 1
+exit""", None, processed=41),
+    # propagate_precision hands on only what a finished state holds once cleaned: the
+    # first path's fallback makes every scalar precise, r9 too, though dead at pc 15; the
+    # second path pruned there leaves r9 imprecise at pc 11, where the third is pruned.
+    _c("prec_propagate_cleaned", """
+r6 = r1
+goto +0
+goto +0
+call 7
+r7 = r0
+call 7
+r9 = 0
+if r0 > 10 goto +1
+r9 = 1
+if r7 > 10 goto +1
+r9 += 2
+*(u64 *)(r10 -8) = r9
+call 7
+goto +0
+goto +0
+r1 = 0
+r1 = 0
+r1 = 0
+r1 = 0
+goto +0
+r2 = *(u32 *)(r6 +0)
+r3 = *(u32 *)(r6 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto +6
+*(u8 *)(r2 +0) = 0
+r4 -= r2
+r4 &= 7
+r5 = r2
+r5 += r4
+r0 = 2
+exit""", None, processed=46),
+    # scrub_spilled_slot: a write at fp-4 into the slot of a 2-byte spill at fp-8 makes
+    # every byte of the slot misc, the zero byte at fp-6 too: the byte read back is
+    # unknown and the load through the scalar in r1 is reached.
+    _c("stack_write_scrubs_narrow_spill", "r1 = 0\n*(u8 *)(r10 -6) = r1\nr1 = 15\n"
+       "*(u16 *)(r10 -8) = r1\nr1 = 7\n*(u32 *)(r10 -4) = r1\nr0 = *(u8 *)(r10 -6)\n"
+       "if r0 == 0 goto +2\n" + _DEREF_SCALAR, "R1 invalid mem access 'scalar'"),
+    # scalar_byte_swap: a byte swap moves the tnum's known bits with their bytes (bounds
+    # follow from it), so the compares after it are decided and the load of the
+    # scalar in r1 is never reached; le16/le32 truncate, le64 keeps the value.
+    _c("bswap_be32_known_bits", "call 7\nw0 &= -49\nr0 = be32 r0\nw0 &= 536870912\n"
+       "if w0 == 0 goto +2\n" + _DEREF_SCALAR, None, processed=7),
+    _c("bswap_be16_known_bits", "call 7\nr0 &= 0xff00\nr0 = be16 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_le16_truncates", "call 7\nr0 &= 0xff\nr0 = le16 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_le64_keeps", "call 7\nr0 &= 0xff\nr0 = le64 r0\nif r0 <= 255 goto +2\n"
+       + _DEREF_SCALAR, None, processed=6),
+    _c("bswap_be64_known_bits", "call 7\nr0 &= 0xff\nr0 = be64 r0\n"
+       "r1 = 0xff00000000000000 ll\nif r0 <= r1 goto +2\n" + _DEREF_SCALAR, None,
+       processed=7),
+    _c("bswap64_known_bits", "call 7\nr0 &= 0xff\nr0 = bswap64 r0\n"
+       "r1 = 0xff00000000000000 ll\nif r0 <= r1 goto +2\n" + _DEREF_SCALAR, None,
+       processed=7),
+    _c("bswap_be32_clears_high", "call 7\nr0 = be32 r0\nr1 = 0xffffffff ll\n"
+       "if r0 <= r1 goto +2\n" + _DEREF_SCALAR, None, processed=6),
+    # A bounded loop (no iterator, may_goto or callback in it) whose body turns compares
+    # of unknown scalars into 0/1 words it accumulates: its finished states prune the
+    # other branches' imprecise words (NOT_EXACT) as outside a loop; comparing every
+    # range there (RANGE_WITHIN) would walk 8 paths per iteration, 8^16 in all.
+    _c("loop_bounded_imprecise", """
+call 7
+r8 = r0
+call 7
+r9 = r0
+r6 = 0
+r7 = 0
+loop:
+w1 = 1
+if r8 s< r9 goto +1
+w1 = 0
+w2 = 1
+if r8 < r9 goto +1
+w2 = 0
+w3 = 1
+if r8 == r9 goto +1
+w3 = 0
+r2 <<= 1
+r1 |= r2
+r3 <<= 2
+r1 |= r3
+r6 *= 31
+r6 += r1
+r7 += 1
+if r7 < 16 goto loop
+r0 = r6
+r0 &= 3
+exit""", None, processed=1555),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),

@@ -113,6 +113,16 @@ def t_intersect(a: Tnum, b: Tnum) -> Tnum:
     return (v & ~mu & U64, mu)
 
 
+def _swab(v: int, bits: int) -> int:
+    return int.from_bytes((v & ((1 << bits) - 1)).to_bytes(bits // 8, "little"), "big")
+
+
+def t_bswap(a: Tnum, bits: int) -> Tnum:
+    """Swap the low ``bits`` bits' bytes, the rest cleared (tnum_bswap16/32/64): every
+    known bit moves with its byte."""
+    return (_swab(a[0], bits), _swab(a[1], bits))
+
+
 def t_cast(a: Tnum, size: int) -> Tnum:
     """Truncate to ``size`` bytes (tnum_cast)."""
     m = (1 << (8 * size)) - 1

@@ -93,6 +93,7 @@ from pyxdp.verifier.tnum import (
     t_add,
     t_and,
     t_arshift,
+    t_bswap,
     t_in,
     t_intersect,
     t_lshift,
@@ -929,16 +930,21 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
-    """Instructions inside a loop (a strongly connected part of the control-flow graph):
-    their kept states may not have all their precision marks yet while the loop is
-    verified, so pruning there compares every scalar's range (Linux: RANGE_WITHIN while
-    an SCC's visit is incomplete)."""
+def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
+               cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
+    """compute_scc: which instructions are inside a loop (a strongly connected part of a
+    function's control-flow graph, or a call of a helper that calls back, which calls its
+    callback again), and which of those loops hold one of ``points`` (iterator ``_next``
+    calls, ``may_goto``) or are such a call. Only there may a path stop on a state of an
+    earlier iteration still being explored (a backedge of the SCC's visit), whose marks
+    are then incomplete; a bounded loop without them verifies its iterations one after
+    another, and its finished states have all their marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
     on = [False] * n
-    out = [False] * n
+    in_scc = [False] * n
+    backedges = [False] * n
     stack: list[int] = []
     counter = 0
     for root in range(n):
@@ -969,13 +975,15 @@ def _loop_insns(insns: Sequence[Instruction]) -> list[bool]:
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v):
+                if len(comp) > 1 or v in _succs(insns, v) or v in cb_sites:
+                    loops = not points.isdisjoint(comp) or not cb_sites.isdisjoint(comp)
                     for w in comp:
-                        out[w] = True
+                        in_scc[w] = True
+                        backedges[w] = loops
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[v])
-    return out
+    return in_scc, backedges
 
 
 _UNBOUND = Reg()
@@ -1061,7 +1069,6 @@ class _Verifier:
                     if 0 <= target < n:
                         self.prune[target] = True
         self.live = _liveness(self.insns, self._call_uses())
-        self.in_loop = _loop_insns(self.insns)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
         self.iter_next = frozenset(
@@ -1080,8 +1087,8 @@ class _Verifier:
             pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
         for pc in self.forced:
             self.prune[pc] = True
-        if self.cb_sites:  # a callback body runs again and again: a loop of its own
-            self.in_loop = [True] * n
+        self.in_scc, self.scc_backedges = _loop_sccs(self.insns, self.iter_next |
+                                                     self.may_goto, self.cb_sites)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1414,12 +1421,25 @@ class _Verifier:
                     f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
+    def _incomplete_marks(self, cur: State, pc: int) -> bool:
+        """incomplete_read_marks: the loop a state at ``pc`` belongs to is the one of its
+        outermost frame inside a loop (compute_scc_callchain: the frame's pc, or for a
+        caller its call); the state's marks may be incomplete when that loop can have
+        backedges."""
+        frames = cur.frames
+        last = len(frames) - 1
+        for i in range(last + 1):
+            at = pc if i == last else frames[i + 1].callsite
+            if self.in_scc[at]:
+                return self.scc_backedges[at]
+        return False
+
     def _visited(self, pc: int, cur: State) -> bool:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
         # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = not self.in_loop[pc] and pc not in self.forced
+        self.loose = pc not in self.forced and not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
             return self._visited_plain(pc, cur, live)
         done = self.done.get(pc)
@@ -1578,6 +1598,10 @@ class _Verifier:
                 want_s.add(((h >> 21) & 7, h >> 24))
             return fr
         if cls in (op.BPF_ST, op.BPF_STX):
+            if dst in want_r:
+                # the address of a store wanted as a scalar: the walk met a pointer
+                # subtraction (r9 -= r4 of two packet pointers) and gives up
+                return None
             if i.code & 0xE0 == op.BPF_ATOMIC:
                 if h & _HIST_STACK:
                     return None  # an atomic on a stack slot: not followed
@@ -1686,14 +1710,18 @@ class _Verifier:
         precise, ``cur``'s checkpoints need too."""
         prec = old.prec  # a finished state's marks no longer change: collected once
         if prec is None:
+            # only what old still holds once cleaned (clean_verifier_state): registers
+            # live at its pc (a caller's: at its call), slots a path after it read
             rs, ss = [], []
+            last = len(old.frames) - 1
             for fi, f in enumerate(old.frames):
+                live = self.live[old.pc if fi == last else old.frames[fi + 1].callsite]
                 for r, reg in enumerate(f.regs):
-                    if reg.t == SCALAR and reg.precise:
+                    if reg.t == SCALAR and reg.precise and live >> r & 1:
                         rs.append((fi, r))
                 for spi, (types, spill) in enumerate(f.stack):
                     if spill is not None and spill.t == SCALAR and spill.precise and \
-                            S_SPILL in types:
+                            S_SPILL in types and (old.all_read or (fi, spi) in old.read):
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
         if prec[0] or prec[1]:
@@ -2138,9 +2166,7 @@ class _Verifier:
                 d.assign(zero)
                 self._scalar_op(d, src, op.BPF_SUB, is64)
             else:
-                d.set_unknown()
-                if i.imm < 64:
-                    d.coerce(i.imm // 8)
+                self._byte_swap(d, i, is64)
             return
         if x:
             src = self._read(regs, i.src)
@@ -2169,6 +2195,22 @@ class _Verifier:
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         self._scalar_op(d, src, o, is64)
+
+    @staticmethod
+    def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
+        """scalar_byte_swap: bswap (ALU64) and to_be (on this little-endian machine) swap
+        the tnum's bytes, whose bounds then come from it; le16/le32 and the swaps of 16
+        and 32 bits truncate. The result is not zero-extended further."""
+        swap = is64 or bool(i.code & op.BPF_X)  # BPF_TO_BE shares BPF_X's bit
+        if swap or i.imm in (16, 32):
+            d.id = 0
+        if swap:
+            d.tv, d.tm = t_bswap((d.tv, d.tm), i.imm)
+            d.smin, d.smax, d.umin, d.umax = S64_MIN, S64_MAX, 0, U64
+            d.s32min, d.s32max, d.u32min, d.u32max = S32_MIN, S32_MAX, 0, U32
+        if i.imm in (16, 32):
+            d.coerce(i.imm // 8)
+        d.sync()
 
     def _mov(self, regs: list[Reg], i: Instruction, src: Reg, is64: bool, x: bool) -> None:
         d = regs[i.dst]
@@ -2860,8 +2902,10 @@ class _Verifier:
             frame.set_slot(spi, (bytes([S_SPILL] * 8), value.copy()))
             return
         b = bytearray(types)
-        if spill is not None and S_SPILL in b:
-            b = bytearray(S_MISC if x == S_SPILL else x for x in b)
+        if spill is not None and b[0] == S_SPILL:
+            # is_stack_slot_special, scrub_spilled_slot: a write over a spill's slot makes
+            # every byte of it misc, a zero byte beside a narrow spill too
+            b = bytearray(x if x == S_INVALID else S_MISC for x in b)
         zero = (value is not None and value.is_null()) or (imm is not None and imm.is_null())
         if zero and value is not None:
             # STACK_ZERO because the stored register is known zero: its value decided that

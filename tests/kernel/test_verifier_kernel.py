@@ -38,6 +38,7 @@ def modelled(prog: ProgramSpec) -> bool:
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # tests/verifier_objects: clang output of loops Linux verifies until they converge
+OBJECTS_DIR = Path(__file__).resolve().parents[1] / "verifier_objects"
 OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
            if p.name != "xsk_redirect.o"] + \
     sorted((Path(__file__).resolve().parents[1] / "verifier_objects").glob("*.o"))
@@ -113,6 +114,39 @@ def test_objects_same_verdict_as_linux(obj: Path) -> None:
         except VerifierError as e:
             mine, my_err = e.reason, e.errno
         assert (mine, my_err) == (linux[name], errs[name]), name
+
+
+def test_corpus_pinned_walks_are_linux() -> None:
+    # The processed counts the corpus pins (tests/test_verifier.py holds pyxdp to them).
+    wrong = []
+    for case in (c for c in CASES if c.processed):
+        spec = case.spec()
+        kb = KernelBackend(spec)
+        try:
+            (prog,) = spec.programs.values()
+            got = kb.load_program(prog, {}).info().verified_insns
+        finally:
+            kb.close()
+        if got != case.processed:
+            wrong.append(f"{case.name}: Linux processed {got}, corpus {case.processed}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_loop_walks_as_linux() -> None:
+    # tests/verifier_objects/loops.o: the program whose walk once differed walks as many
+    # instructions in pyxdp as in Linux (tests/test_verifier.py pins the count).
+    spec = load_collection_spec(OBJECTS_DIR / "loops.o")
+    name = "xdp_loop_then_branches"
+    prog = spec.programs[name]
+    kb = KernelBackend(spec)
+    try:
+        handles: dict[str, object] = {}
+        for mname, ms in spec.maps.items():
+            handles[mname] = kb.create_map(ms, handles)  # type: ignore[arg-type]
+        linux = kb.load_program(prog, handles).info().verified_insns  # type: ignore[arg-type]
+    finally:
+        kb.close()
+    assert verify(prog, spec.maps, btf=spec.btf).insns_processed == linux
 
 
 def test_corpus_case_checks_itself() -> None:

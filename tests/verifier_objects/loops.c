@@ -158,4 +158,25 @@ int xdp_loop_count(struct xdp_md *ctx)
 	return acc & 1 ? XDP_PASS : XDP_DROP;
 }
 
+static int noop(__u32 idx, void *unused)
+{
+	return 0;
+}
+
+/* bpf_loop, then compares of random values collected in a word nothing checks:
+ * outside the callback's loop the states prune on that imprecise word as in
+ * straight-line code (2^20 paths otherwise). */
+SEC("xdp")
+int xdp_loop_then_branches(struct xdp_md *ctx)
+{
+	__u64 w = 0;
+
+	bpf_loop(4, noop, NULL, 0);
+#pragma unroll
+	for (int k = 0; k < 20; k++)
+		if (bpf_get_prandom_u32() > 10)
+			w |= 1ULL << k;
+	return w + bpf_get_prandom_u32() == 12345 ? XDP_DROP : XDP_PASS;
+}
+
 char _license[] SEC("license") = "GPL";
