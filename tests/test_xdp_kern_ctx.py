@@ -200,3 +200,32 @@ def test_jit_batch_runs_no_python_per_packet() -> None:
                     assert calls == once <= 4
         assert got.get("jit", got["interp"]) == got["interp"]
         assert got["interp"][0][12] == 258 and set(got["interp"][1]) == {2}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_image_kept_across_batches_follows_the_namespace(engine: str) -> None:
+    """Batches sharing a namespace: the JIT keeps its image between them, and builds it
+    again when the device's MTU or name changed (both engines read the new ones)."""
+    import numpy as np
+
+    from pyxdp.net.fib import Fib
+    from pyxdp.vm.helpers import RunContext
+
+    pkt = udp_packet(b"z" * 30)
+    frames = np.zeros((4, 4096), np.uint8)
+    frames[:, 256:256 + len(pkt)] = np.frombuffer(pkt, np.uint8)
+    ctx = RunContext()
+    ctx.fib = Fib()
+    with Collection.load(KERN_CTX, engine=engine) as c:
+        prog = c.programs["xdp_kern_ctx"].handle
+        seen = []
+        for mtu, name in ((None, None), (1500, None), (1500, "lo9")):
+            if mtu is not None:
+                ctx.fib.devices[1].mtu = mtu
+            if name is not None:
+                ctx.fib.devices[1].name = name
+            prog.run_batch(frames.copy(), 256, len(pkt), ctx=ctx)
+            seen.append((c.maps["out"][14], c.maps["out"][15]))
+        assert seen == [(65536, int.from_bytes(b"lo", "little")),
+                        (1500, int.from_bytes(b"lo", "little")),
+                        (1500, int.from_bytes(b"lo9", "little"))]

@@ -480,9 +480,7 @@ class XdpJit(JitProgram):
         # The map regions stay described between runs (their storage never moves);
         # entry 0, the packet, is set by native code per frame.
         if self.kern_image is not None:
-            # Built again on first use in this batch: the devices' names and MTUs may
-            # have changed since the last one.
-            self.kern_image.invalidate()
+            self.kern_image.begin(ctx)  # rebuilt on first use if its devices changed
         if self._table_stale:
             kern = self.kern_image.regions if self.kern_image is not None else []
             self._regions = [self._placeholder, *self.map_regions, *kern]

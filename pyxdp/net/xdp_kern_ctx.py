@@ -21,9 +21,9 @@ byte of those structs is unmapped, so a probe load of it reads 0 and an unverifi
 rewrites the packet pointers whenever they move.
 
 On the JIT the engine keeps one image (:class:`KernImage`), built by the Python
-kfunc the first time a run of the batch needs it (and again when the receiving
-device, queue or egress device changes), and described to native code by the run
-context's ``kern`` words: the kfunc's native twin writes the per-packet fields
+kfunc the first time a run needs it (and again when the receiving device, queue or
+egress device changes, or a batch starts with the devices' names or MTUs changed),
+and described to native code by the run context's ``kern`` words: the kfunc's native twin writes the per-packet fields
 (the packet pointers, ``data_hard_start``, ``frame_sz``, the frags flag, ``rxq``
 and ``txq``), and every native move of the edges (``pkt`` after
 ``bpf_xdp_adjust_head``/``_meta``/``_tail``) mirrors the packet pointers into it.
@@ -159,6 +159,13 @@ _NATIVE_SIZES = {"frame_sz": 4, "flags": 4}
 assert KERN_FIELDS[4:] == tuple(f"off_{n}" for n in _MEMBERS)
 
 
+def _devices(fib: Fib, ifindexes: tuple[int, ...]) -> tuple[tuple[str, int] | None, ...]:
+    """What an image shows of these devices: their name and MTU, None when the namespace
+    does not have one."""
+    return tuple((d.name, d.mtu) if (d := fib.devices.get(i)) is not None else None
+                 for i in ifindexes)
+
+
 def native_layout() -> bool:
     """Whether the kernel BTF's struct xdp_buff has the member sizes the native twin
     writes (else a JIT engine leaves the image, and the packet edges, to Python)."""
@@ -177,19 +184,32 @@ class KernImage:
         self.desc = np.zeros(len(KERN_FIELDS), np.uint64)
         self.kern: KernCtx | None = None
         self._keep: object = None
+        # The devices the image shows (ingress, egress ifindex) and what it shows of them.
+        self._ifaces: tuple[int, int] = (0, 0)
+        self._seen: tuple[tuple[str, int] | None, ...] = ()
 
     @property
     def regions(self) -> list[Region]:
         return self.kern.regions if self.kern is not None else []
 
     def invalidate(self) -> None:
-        """Make the next cast rebuild the image (a new batch: devices may have changed)."""
+        """Make the next cast rebuild the image."""
         self.desc[KERN["host"]] = 0
+
+    def begin(self, context: object) -> None:
+        """A batch starts: keep the image only if the run's namespace still shows its
+        devices as it was built with (a run without a namespace of its own gets a new
+        one from the kfunc: the image is rebuilt)."""
+        fib = context.fib if isinstance(context, RunContext) else None
+        if self.kern is None or fib is None or _devices(fib, self._ifaces) != self._seen:
+            self.invalidate()
 
     def build(self, xdp: XdpBuff, fib: Fib) -> KernCtx:
         """The image of ``xdp``'s device, queue and egress device, for native code."""
         kern = KernCtx(xdp, fib)
         self.kern = kern
+        self._ifaces = (xdp.rxq.ifindex, xdp.egress_ifindex)
+        self._seen = _devices(fib, self._ifaces)
         at = _layout().buff
         self._keep, host = _pin(kern.buff, True, "struct xdp_buff image")
         self.desc[:] = (host, xdp.rxq.ifindex & 0xFFFF_FFFF, xdp.rxq.queue_index & 0xFFFF_FFFF,

@@ -70,7 +70,7 @@ __all__ = ["BITS_ITER_NR_WORDS_MAX", "BITS_SCRATCH", "BITS_SLOTS", "BPF_MAX_LOOP
 BPF_MAX_LOOPS = 8 * 1024 * 1024
 BITS_ITER_NR_WORDS_MAX = 511
 # Multi-word iterators an engine holds at once, and the store's size in bytes.
-BITS_SLOTS = 8
+BITS_SLOTS = 16
 _SLOT_WORDS = 2 + BITS_ITER_NR_WORDS_MAX
 BITS_SCRATCH = BITS_SLOTS * _SLOT_WORDS * 8
 M32 = 0xFFFF_FFFF
