@@ -314,6 +314,106 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# -- IRQ state (bpf_local_irq_save/_restore): an 8-byte stack slot of its own (STACK_IRQ_FLAG)
+# holding an IRQ reference; restored last saved first; none saved at the exit or a tail call
+def _irq(call: str, off: int = 8) -> str:
+    return f"r1 = r10\nr1 += -{off}\ncall KFUNC(bpf_local_irq_{call})\n"
+
+
+_SAVE, _RESTORE, _SAVE16, _RESTORE16 = _irq("save"), _irq("restore"), _irq("save", 16), \
+    _irq("restore", 16)
+_IN_IRQ = ("BPF_EXIT instruction in main prog cannot be used inside bpf_local_irq_save-ed "
+           "region")
+_IRQ_UNINIT, _IRQ_INIT = ("expected uninitialized irq flag as arg#0",
+                          "expected an initialized irq flag as arg#0")
+_IRQ_LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\n"
+_IRQ_ITER = "r1 = r10\nr1 += -24\nr2 = 0\nr3 = 4\ncall KFUNC(bpf_iter_num_new)\n"
+# a branch on a random number: one path saves at fp-8 then fp-16, the other fp-16 then
+# fp-8 (or the reverse); the join is kept first on the fall-through path and the other
+# must not be pruned there (the slots' ids differ in order)
+_IRQ_ORDER = ("call 7\nr6 = r0\nif r6 > 10 goto +7\n{a}{b}goto +6\n{b}{a}"
+              "r1 = 1\nr1 = 2\nr1 = 3\nr1 = 4\nr1 = 5\nr1 = 6\nr1 = 7\nr1 = 8\n"
+              + _RESTORE16 + _RESTORE + "r0 = 2\nexit")
+_IRQ_CASES = (
+    _c("irq_pair", _SAVE + _RESTORE + "r0 = 2\nexit", None),
+    _c("irq_nested", _SAVE + _SAVE16 + _RESTORE16 + _RESTORE + "r0 = 2\nexit", None),
+    _c("irq_leak", _SAVE + "r0 = 2\nexit", _IN_IRQ, err=errno.EINVAL),
+    _c("irq_restore_uninit", _RESTORE + "r0 = 2\nexit", _IRQ_INIT, err=errno.EINVAL),
+    _c("irq_restore_twice", _SAVE + _RESTORE + _RESTORE + "r0 = 2\nexit", _IRQ_INIT,
+       err=errno.EINVAL),
+    _c("irq_restore_other_slot", _SAVE + _RESTORE16 + "r0 = 2\nexit", _IRQ_INIT,
+       err=errno.EINVAL),
+    _c("irq_save_twice", _SAVE + _SAVE + _RESTORE + "r0 = 2\nexit", _IRQ_UNINIT,
+       err=errno.EINVAL),
+    _c("irq_null", "r1 = 0\ncall KFUNC(bpf_local_irq_save)\nr0 = 2\nexit",
+       "Possibly NULL pointer passed to trusted arg0"),
+    _c("irq_ctx", "call KFUNC(bpf_local_irq_save)\nr0 = 2\nexit",
+       "arg#0 doesn't point to an irq flag on stack", err=errno.EINVAL),
+    _c("irq_misaligned", _irq("save", 12) + "r0 = 2\nexit", _IRQ_UNINIT, err=errno.EINVAL),
+    _c("irq_above_frame", "r1 = r10\nr1 += 8\ncall KFUNC(bpf_local_irq_save)\nr0 = 2\nexit",
+       _IRQ_UNINIT, err=errno.EINVAL),
+    _c("irq_out_of_stack", _irq("save", 520) + "r0 = 2\nexit",
+       "invalid write to stack R1 off=-520 size=8"),
+    _c("irq_out_of_order", _SAVE + _SAVE16 + _RESTORE + _RESTORE16 + "r0 = 2\nexit",
+       "cannot restore irq state out of order, expected id=2 acquired at insn_idx=5"),
+    _c("irq_read_flag", _SAVE + "r0 = *(u64 *)(r10 -8)\n" + _RESTORE + "r0 = 2\nexit",
+       "invalid read from stack off -8+0 size 8"),
+    _c("irq_helper_reads_flag", _SAVE + "r1 = MAP(arr)\nr2 = r10\nr2 += -8\ncall 1\n"
+       + _RESTORE + "r0 = 2\nexit", "invalid read from stack R2 off -8+0 size 4"),
+    # a store over the slot is allowed; the slot is then data, not a flag
+    _c("irq_overwritten", _SAVE + "r0 = 0\n*(u64 *)(r10 -8) = r0\n" + _RESTORE
+       + "r0 = 2\nexit", _IRQ_INIT, err=errno.EINVAL),
+    _c("irq_byte_overwritten", _SAVE + "r0 = 0\n*(u8 *)(r10 -8) = r0\n" + _RESTORE
+       + "r0 = 2\nexit", _IRQ_INIT, err=errno.EINVAL),
+    _c("irq_pointer_over", _SAVE + "*(u64 *)(r10 -8) = r10\n" + _RESTORE + "r0 = 2\nexit",
+       _IRQ_INIT, err=errno.EINVAL),
+    _c("irq_helper_inside", _SAVE + "r1 = 0\n*(u32 *)(r10 -12) = r1\nr1 = MAP(arr)\n"
+       "r2 = r10\nr2 += -12\ncall 1\n" + _RESTORE + "r0 = 2\nexit", None),
+    _c("irq_rcu_inside", _SAVE + "call KFUNC(bpf_rcu_read_lock)\n"
+       "call KFUNC(bpf_rcu_read_unlock)\n" + _RESTORE + "r0 = 2\nexit", None),
+    # check_resource_leak's order: references, then IRQ state, then RCU and preemption
+    _c("irq_before_rcu", "call KFUNC(bpf_rcu_read_lock)\n" + _SAVE + "r0 = 2\nexit",
+       _IN_IRQ, err=errno.EINVAL),
+    _c("irq_preempt_left", _SAVE + "call KFUNC(bpf_preempt_disable)\n" + _RESTORE
+       + "r0 = 2\nexit", _IN_PREEMPT, err=errno.EINVAL),
+    _c("irq_ref_first", _IRQ_ITER + _SAVE + "r0 = 2\nexit",
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    # a flag saved over an iterator's slot (the iterator leaks) and the reverse
+    _c("irq_save_over_iter", _IRQ_ITER + _irq("save", 24) + "r0 = 2\nexit",
+       "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    _c("irq_dynptr_over", "r6 = r1\n" + _SAVE16 + "r1 = r6\nr2 = 0\nr3 = r10\nr3 += -16\n"
+       "call KFUNC(bpf_dynptr_from_xdp)\nr0 = 2\nexit", _IN_IRQ, err=errno.EINVAL),
+    _c("irq_tail", "r6 = r1\n" + _SAVE + "r1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\n"
+       + _RESTORE + "r0 = 2\nexit", "tail_call cannot be used inside bpf_local_irq_save-ed "
+       "region", err=errno.EINVAL),
+    _c("irq_global", "r6 = r1\n" + _SAVE + "r1 = r6\ncall g1\n" + _RESTORE
+       + "r0 = 2\nexit\ng1:\nr0 = 0\nexit", None, funcs=_gt("ctx")),
+    # static functions may save or restore for their caller; a callback's state is the
+    # caller's after bpf_loop
+    _c("irq_static_save", "r1 = r10\nr1 += -8\ncall sub\n" + _RESTORE
+       + "r0 = 2\nexit\nsub:\ncall KFUNC(bpf_local_irq_save)\nr0 = 0\nexit", None,
+       funcs=(Func("main"), Func("sub"))),
+    _c("irq_static_restore", _SAVE + "r1 = r10\nr1 += -8\ncall sub\nr0 = 2\nexit\nsub:\n"
+       "call KFUNC(bpf_local_irq_restore)\nr0 = 0\nexit", None,
+       funcs=(Func("main"), Func("sub"))),
+    _c("irq_cb_pair", _IRQ_LOOP + "r0 = 2\nexit\ncb:\n" + _SAVE + _RESTORE + "r0 = 0\nexit",
+       None, funcs=_CB),
+    _c("irq_cb_save", _IRQ_LOOP + "r0 = 2\nexit\ncb:\n" + _SAVE + "r0 = 0\nexit", _IN_IRQ,
+       err=errno.EINVAL, funcs=_CB),
+    _c("irq_loop_inside", _SAVE + _IRQ_LOOP + _RESTORE + "r0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       None, funcs=_CB),
+    # branches: a flag saved on one path only is not restored on the other
+    _c("irq_branch", "call 7\nif r0 > 10 goto +3\n" + _SAVE + _RESTORE + "r0 = 2\nexit",
+       _IRQ_INIT, err=errno.EINVAL),
+    _c("irq_same_branch", "call 7\nr6 = r0\nif r6 > 10 goto +3\n" + _SAVE
+       + "if r6 > 10 goto +3\n" + _RESTORE + "r0 = 2\nexit", None),
+    _c("irq_order_pruned", _IRQ_ORDER.format(a=_SAVE, b=_SAVE16),
+       "cannot restore irq state out of order, expected id=5 acquired at insn_idx=15"),
+    _c("irq_order_pruned2", _IRQ_ORDER.format(a=_SAVE16, b=_SAVE),
+       "cannot restore irq state out of order, expected id=3 acquired at insn_idx=8"),
+)
+
+
 # -- xfrm states (net/xfrm/xfrm_state_bpf.c): a lookup acquires a reference -------------------
 # r0 = bpf_xdp_get_xfrm_state(ctx in r1, opts at fp-40, 36)
 _XFRM_GET = """r2 = r10
@@ -5200,4 +5300,5 @@ exit""", "cannot call GPL-restricted function from non-GPL compatible program",
     *_SOCK_CASES,
     *_XFRM_CASES,
     *_KERN_CTX_CASES,
+    *_IRQ_CASES,
 )

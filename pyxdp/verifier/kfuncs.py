@@ -47,6 +47,7 @@ class KArg(Enum):
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
     IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
+    IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
 
 
 class KRet(Enum):
@@ -131,6 +132,10 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_rcu_read_unlock": KfuncProto((), KRet.VOID),
     "bpf_preempt_disable": KfuncProto((), KRet.VOID),
     "bpf_preempt_enable": KfuncProto((), KRet.VOID),
+    # kernel/bpf/helpers.c: local IRQ state saved into a stack slot and restored from it
+    # (common_btf_ids; the verifier pairs them, last saved first restored)
+    "bpf_local_irq_save": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
+    "bpf_local_irq_restore": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),

@@ -140,11 +140,12 @@ _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
              DYNPTR: "dynptr_ptr", ITER: "iter", SOCK: "sock", SOCK_COMMON: "sock_common"}
 # Stack byte kinds (enum bpf_stack_slot_type).
-S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER = 0, 1, 2, 3, 4, 5
+S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER, S_IRQ = 0, 1, 2, 3, 4, 5, 6
 # The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
 _RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
                           "bpf_preempt_enable"})
-_SPECIAL_SLOTS = (S_DYNPTR, S_ITER)  # no load may read them as data
+_SPECIAL_SLOTS = (S_DYNPTR, S_ITER, S_IRQ)  # no load may read them as data
+_IRQ_SLOT = bytes([S_IRQ] * 8)  # STACK_IRQ_FLAG: the slot's register holds the IRQ id (ref)
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
 # state, ``rng`` its depth (iterations begun), ``bt`` its kind ("num").
 ITER_ACTIVE, ITER_DRAINED = 1, 2
@@ -674,7 +675,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "rcu", "preempt", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
+                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
                  "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
                  "quick", "prec")
 
@@ -684,6 +685,9 @@ class State:
         self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
         self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
         self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
+        # REF_TYPE_IRQ references in the order saved (a stack: the last is active_irq_id),
+        # as (id, insn that saved it); apart from ``refs``, which an exit must not hold
+        self.irqs: list[tuple[int, int]] = []
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
         # A kept state at a loop's forced checkpoint: its live constant registers (which
@@ -723,6 +727,7 @@ class State:
         s.refs = list(self.refs)
         s.lock = self.lock
         s.rcu, s.preempt = self.rcu, self.preempt
+        s.irqs = list(self.irqs)
         s.may_goto = self.may_goto
         s.cb_unroll = self.cb_unroll
         s.parent = self.parent
@@ -1873,7 +1878,8 @@ class _Verifier:
         return plan
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs):
+        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
+                len(old.irqs) != len(cur.irqs):
             return False
         if not exact and self.loose and not old.branches:
             plan = old.plan
@@ -1918,6 +1924,10 @@ class _Verifier:
             if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
                     not self._ids(old.lock[1], cur.lock[1], idmap):
                 return False
+        # the IRQ references in order (active_irq_id is the last)
+        if old.irqs and not all(self._ids(o[0], c[0], idmap)
+                                for o, c in zip(old.irqs, cur.irqs, strict=True)):
+            return False
         if old.rcu != cur.rcu or old.preempt != cur.preempt:
             return False
         if plan is not None:
@@ -1972,6 +1982,8 @@ class _Verifier:
                     if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
                             not self._ids(io.ref, ic.ref, idmap):
                         return False
+                elif so[0][0] == S_IRQ and not self._irq_slot_safe(so, sc, idmap):
+                    return False
             if exact and len(fc.stack) > len(fo.stack):
                 if any(s != _EMPTY for s in fc.stack[len(fo.stack):]):
                     return False
@@ -2019,7 +2031,14 @@ class _Verifier:
                     if io is None or ic is None or io.sub != ic.sub or io.bt != ic.bt or \
                             not self._ids(io.ref, ic.ref, idmap):
                         return False
+                elif ot[0] == S_IRQ and not self._irq_slot_safe(so, sc, idmap):
+                    return False
         return True
+
+    def _irq_slot_safe(self, so: Slot, sc: Slot, idmap: dict[int, int]) -> bool:
+        """stacksafe for STACK_IRQ_FLAG: the saved states' ids map one to one."""
+        io, ic = so[1], sc[1]
+        return io is not None and ic is not None and self._ids(io.ref, ic.ref, idmap)
 
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
@@ -3262,6 +3281,9 @@ class _Verifier:
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL)
+        if st.irqs:
+            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
+                         "bpf_local_irq_save-ed region", errno.EINVAL)
         if st.rcu:
             raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
                          "bpf_rcu_read_lock-ed region", errno.EINVAL)
@@ -3700,6 +3722,9 @@ class _Verifier:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("tail_call would lead to reference leak", errno.EINVAL)
+        if st.irqs:
+            raise Refuse("tail_call cannot be used inside bpf_local_irq_save-ed region",
+                         errno.EINVAL)
         if st.rcu:
             raise Refuse("tail_call cannot be used inside bpf_rcu_read_lock-ed region",
                          errno.EINVAL)
@@ -3762,6 +3787,11 @@ class _Verifier:
             return i + 1
         if p.kind == KArg.ITER:
             self._iter_arg(st, regs, n, i, p, proto, meta)
+            return i + 1
+        if p.kind == KArg.IRQ_FLAG:
+            if reg.t != STACK:
+                raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
+            self._irq_flag(st, n, i, name == "bpf_local_irq_save")
             return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
@@ -3922,17 +3952,48 @@ class _Verifier:
             return
         meta.iter = (reg.frame, spi)
 
-    def _iter_spi(self, reg: Reg, nslots: int) -> int | None:
-        """iter_get_spi: the first slot's index; None for an error Linux logs."""
+    def _iter_spi(self, reg: Reg, nslots: int, kind: str = "iter") -> int | None:
+        """stack_slot_obj_get_spi (iter_get_spi, irq_flag_get_spi): the first slot's
+        index; None for an error Linux logs."""
         if not reg.const:
-            self.log.append("iter has to be at a constant offset")
+            self.log.append(f"{kind} has to be at a constant offset")
             return None
         off = reg.off + _s64(reg.tv)
         spi = (-off - 1) // 8
         if off % 8 or spi + 1 < nslots:
-            self.log.append(f"cannot pass in iter at an offset={off}")
+            self.log.append(f"cannot pass in {kind} at an offset={off}")
             return None
         return spi
+
+    def _irq_flag(self, st: State, n: int, i: int, save: bool) -> None:
+        """process_irq_flag: bpf_local_irq_save marks an 8-byte stack slot STACK_IRQ_FLAG
+        holding a new IRQ reference, the active one; bpf_local_irq_restore takes the slot
+        of the active reference only (IRQ states restore last saved first) and frees it."""
+        reg = st.cur.regs[n]
+        frame = st.frames[reg.frame]
+        spi = self._iter_spi(reg, 1, "irq_flag")
+        if save:
+            if spi is None or S_IRQ in frame.slot(spi)[0]:  # is_irq_flag_reg_valid_uninit
+                raise Refuse(f"expected uninitialized irq flag as arg#{i}", errno.EINVAL)
+            self._mem(st, n, reg, 0, 8, write=True, value=None)
+            ref = self._new_id()
+            st.irqs.append((ref, self.pc))
+            flag = Reg()
+            flag.set_ptr(STACK)  # Linux has no type of its own for it
+            flag.ref = ref
+            frame.set_slot(spi, (_IRQ_SLOT, flag))
+            return
+        f = frame.slot(spi)[1] if spi is not None else None
+        if spi is None or f is None or not f.ref or frame.slot(spi)[0] != _IRQ_SLOT:
+            raise Refuse(f"expected an initialized irq flag as arg#{i}", errno.EINVAL)
+        self._stack_read(st, reg.frame, spi)  # mark_irq_flag_read
+        active, at = st.irqs[-1] if st.irqs else (0, 0)
+        if f.ref != active:  # release_irq_state
+            raise Refuse(f"cannot restore irq state out of order, expected id={active} "
+                         f"acquired at insn_idx={at}")
+        st.irqs.pop()
+        frame.set_slot(spi, _EMPTY)
+        st.written.add((reg.frame, spi))  # bpf_mark_stack_write
 
     def _iter_next(self, st: State, pc: int, where: tuple[int, int],
                    stack: list[tuple[State, int]]) -> None:

@@ -1,12 +1,16 @@
-"""``bpf_rcu_read_lock``/``_unlock`` and ``bpf_preempt_disable``/``_enable`` of
-``kernel/bpf/helpers.c`` (``rcu_read_lock()``, ``preempt_disable()`` and their pairs).
+"""``bpf_rcu_read_lock``/``_unlock``, ``bpf_preempt_disable``/``_enable`` and
+``bpf_local_irq_save``/``_restore`` of ``kernel/bpf/helpers.c`` (``rcu_read_lock()``,
+``preempt_disable()``, ``local_irq_save()`` and their pairs).
 
 A pyxdp program run is one uninterrupted call on one thread: nothing frees memory under
-it and nothing preempts it, so at run time the four kfuncs have nothing to do (they are
-void: r0 is left 0). What Linux checks of them is the verifier's
-(:mod:`pyxdp.verifier.verifier`: no nested RCU section, every section closed and
-preemption enabled again before the exit or a tail call, no global function call with
-preemption disabled). Each has a native twin for the JIT, so a call costs no Python.
+it, nothing preempts it and no interrupt runs in it, so at run time the six kfuncs have
+nothing to do (they are void: r0 is left 0). The IRQ flags ``bpf_local_irq_save`` stores
+in its stack slot are never observable: the verifier lets nothing but
+``bpf_local_irq_restore`` read that slot. What Linux checks of them is the verifier's
+(:mod:`pyxdp.verifier.verifier`: no nested RCU section, every section closed,
+preemption enabled again and IRQ state restored, last saved first, before the exit or a
+tail call, no global function call with preemption disabled). Each has a native twin for
+the JIT, so a call costs no Python.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ __all__ = ["RCU_PREEMPT_KFUNCS"]
 
 
 def _nothing(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    """The run-time effect of all four: none."""
+    """The run-time effect of all six: none."""
     return 0
 
 
@@ -39,6 +43,7 @@ def _nothing_fn(natives: Natives) -> str:
 # The kfuncs by name (bound as private helpers, like the iterator kfuncs).
 RCU_PREEMPT_KFUNCS: dict[str, Callable[..., int]] = {
     name: _nothing for name in ("bpf_rcu_read_lock", "bpf_rcu_read_unlock",
-                                "bpf_preempt_disable", "bpf_preempt_enable")}
+                                "bpf_preempt_disable", "bpf_preempt_enable",
+                                "bpf_local_irq_save", "bpf_local_irq_restore")}
 for _name in RCU_PREEMPT_KFUNCS:
     register_kfunc(_name, _nothing, HelperNative("rcu_preempt_nop", 0, _nothing_fn))
