@@ -23,10 +23,11 @@ rewrites the packet pointers whenever they move.
 On the JIT the engine keeps one image (:class:`KernImage`), built by the Python
 kfunc the first time a run needs it (and again when the receiving device, queue or
 egress device changes, or a batch starts with the devices' names or MTUs changed),
-and described to native code by the run context's ``kern`` words: the kfunc's native twin writes the per-packet fields
-(the packet pointers, ``data_hard_start``, ``frame_sz``, the frags flag, ``rxq``
-and ``txq``), and every native move of the edges (``pkt`` after
-``bpf_xdp_adjust_head``/``_meta``/``_tail``) mirrors the packet pointers into it.
+and described to native code by the run context's ``kern`` words: the kfunc's
+native twin writes the per-packet fields (the packet pointers, ``data_hard_start``,
+``frame_sz``, the frags flag, ``rxq`` and ``txq``), and every native move of the
+edges (``pkt`` after ``bpf_xdp_adjust_head``/``_meta``/``_tail``) mirrors the
+packet pointers into it.
 """
 
 from __future__ import annotations
@@ -252,9 +253,9 @@ def _rdonly_cast(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
 
 def _cast_fn(natives: Natives) -> str:
     """``bpf_cast_to_kern_ctx``'s native twin: the per-packet fields of the engine's
-    image written as :meth:`KernCtx.sync` writes them, at the offsets the image's ``kern``
-    words give; SLOW (the Python kfunc builds the
-    image) when there is none yet or it is another device's, queue's or egress's."""
+    image written as :meth:`KernCtx.sync` writes them, at the offsets the ``kern``
+    words give; SLOW (the Python kfunc builds the image) when there is none yet or it
+    is another device's, queue's or egress device's."""
     f = Text()
     f.at("entry")
     xdp_guard(f, natives.ctx_base, False)
