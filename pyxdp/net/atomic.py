@@ -32,6 +32,7 @@ __all__ = [
     "store_release32_at",
     "store_release64",
     "u32_view",
+    "u8_view",
 ]
 
 _X86 = platform.machine() in ("x86_64", "AMD64")
@@ -98,6 +99,7 @@ def _view_of(dtype: Any, size: int) -> Any:
 # devmap's entries, which the native loop reads where the map keeps them).
 _i64_view = _view_of(types.int64, 8)
 _u32_view = _view_of(types.uint32, 4)
+_u8_view = _view_of(types.uint8, 1)  # pages and page states of another page pool
 
 
 # -- 32-bit words (AF_XDP ring indices) and memcpy ------------------------------------
@@ -181,5 +183,6 @@ store_release32_at: Any = intrinsic(_store_release32_at)
 load_acquire64: Any = intrinsic(_load_acquire64)
 i64_view: Any = intrinsic(_i64_view)
 u32_view: Any = intrinsic(_u32_view)
+u8_view: Any = intrinsic(_u8_view)
 store_release64: Any = intrinsic(_store_release64)
 cpu_relax: Any = intrinsic(_cpu_relax)

@@ -85,8 +85,10 @@ from pyxdp.net.devmap import DevmapEgress
 from pyxdp.net.filter import BulkQueues, _to_frames, _Verdicts, xdp_do_flush, xdp_do_redirect
 from pyxdp.net.frames import (
     KIND_BUFF,
+    KIND_FRAME,
     Frames,
 )
+from pyxdp.net.page_pool import PageAccountingError, PageMemory, PagePool
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.source import GenState
 from pyxdp.net.xdp_mem import (
@@ -117,8 +119,13 @@ def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     host = dev.host
     prog = dev.xdp_prog
     if prog is not None and _native_ok(rq, prog) and (
-            len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF):
-        return _native_poll(rq, prog, budget)
+            len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF
+            or _frame_memory(rq) is not None):
+        done = _native_poll(rq, prog, budget)
+        if done or not len(rq.ring) or rq.ring.peek_kind() == KIND_BUFF:
+            return done
+        # An xdp_frame the loop would not touch (no page in use where it points):
+        # the Python path takes the poll and reports it.
     gen = dev.xdp_generic
     if (prog is None and gen is not None and rq.xsk is None and _native_ok(rq, gen)
             and (len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF)):
@@ -171,7 +178,8 @@ def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg
     st.xdp_drops += int(counts[XdpAction.XDP_DROP])
     st.xdp_aborted += int(counts[XdpAction.XDP_ABORTED]) + int(bad.sum())
     if drop.any():
-        host.drop_frames(frames.select(drop), rq, direct=True)
+        # veth_xdp_rcv_one frees an xdp_frame it drops with xdp_return_frame.
+        host.drop_frames(frames.select(drop), rq, direct=True, frames_direct=False)
     passed = act == XdpAction.XDP_PASS
     if passed.any():
         st.xdp_pass += int(passed.sum())
@@ -192,7 +200,9 @@ def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) 
     freed as the skb's free would, and the list handed to the stack."""
     batch = host.frames_to_skbs(frames, dev.ifindex)
     batch.queue[:] = rq.index if rq is not None else 0
-    host.drop_frames(frames, rq, direct=rq is not None)
+    # The skbs' free: xdp_frames' pages go back without napi_direct (the pool's own
+    # NAPI recycles directly all the same: page_pool_napi_local).
+    host.drop_frames(frames, rq, direct=rq is not None, frames_direct=False)
     if dev.xdp_generic is not None:
         # No native program: the skbs meet the generic one in the receive path.
         from pyxdp.net.dev import netif_receive_skb_list
@@ -422,7 +432,7 @@ class _NativeState:
     """What a queue keeps between native calls for one program."""
 
     def __init__(self, rq: NetdevRxQueue, prog: XdpProg, budget: int) -> None:
-        from pyxdp.net.napi_native import C
+        from pyxdp.net.napi_native import DEFER_COLS, FX_COLS, PT_COLS, C
         from pyxdp.vm.jit.xdp import DriverIO
         self.prog = prog
         self.io = DriverIO(budget, rq.dev.ifindex, rq.index)
@@ -430,7 +440,13 @@ class _NativeState:
         self.ctl = np.zeros(C.SIZE, np.int64)
         self.counts = _NativeCounts(rq, prog, self.ctl)
         # Room for DEFER_POLLS polls of XDP_PASS frames (one stack list per native call).
-        self.defer = np.zeros((budget * DEFER_POLLS, 9), np.int64)
+        self.defer = np.zeros((budget * DEFER_POLLS, DEFER_COLS), np.int64)
+        # xdp_frames from other devices: each frame's memory and kind while a poll
+        # holds some, and the memories' pages addresses (pyxdp.net.napi_native.FX_*).
+        self.fx = np.zeros((budget, FX_COLS), np.int64)
+        self._pools: tuple[PagePool, ...] = ()
+        self.ptab = np.zeros((0, PT_COLS), np.int64)
+        self.faddr = np.zeros(2, np.int64)
         self.tx_rows = np.zeros(BULK_NATIVE, np.int64)
         # No generator: no templates, and a limit of 0 frames.
         self.no_gen = (np.zeros((1, 1), np.uint8), np.zeros(0, np.int64),
@@ -444,6 +460,29 @@ class _NativeState:
         self._tables: _Tables | None = None
         self._cm: tuple[object, tuple[Any, ...], list[Any]] | None = None
         self._cm_seen = np.zeros(0, np.int64)  # enqueue events per entry at the last wake
+
+    def pool_table(self, host: Host, pool: PagePool) -> tuple[PagePool, ...]:
+        """The host's other live page pools of ``pool``'s page size, whose pages
+        xdp_frames queued here may be in: their records in ``ptab``
+        (:data:`~pyxdp.net.napi_native.PT_COLS`) and their pages' addresses after
+        the system allocator's in ``faddr``, remade when the pools changed."""
+        from pyxdp.net.napi_native import MAX_MEMS, PT_COLS
+        width = pool.pages.shape[1]
+        pools = tuple(m for m in host.memmap.regions
+                      if type(m) is PagePool and m is not pool and not m.destroyed
+                      and m.pages.shape[1] == width)[:MAX_MEMS - 2]
+        if pools != self._pools:
+            rows = []
+            for m in pools:
+                psc, cache, ring, free, state = m.native_arrays
+                rows.append((m.pfn_base, m.npages, m.pages.ctypes.data, width, psc.ctypes.data,
+                             len(psc), cache.ctypes.data, len(cache), ring.ctypes.data,
+                             len(ring), free.ctypes.data, len(free), state.ctypes.data))
+            self.ptab = np.array(rows, np.int64).reshape(len(pools), PT_COLS)
+            self.faddr = np.array([0, host.memmap.system.pages.ctypes.data,
+                                   *(m.pages.ctypes.data for m in pools)], np.int64)
+            self._pools = pools
+        return pools
 
     def retire(self, rq: NetdevRxQueue) -> None:
         """Replaced or closed: its counts go to the tracer and the queue."""
@@ -607,30 +646,42 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
+    # xdp_frames other devices queued here (veth_xdp_rcv_one): in this pool, the
+    # system allocator or another page pool (the host's, in a table).
+    system = host.memmap.system
+    fon = not (parallel or generic or host.threaded_napi or rq.xsk is not None)
+    pools = st.pool_table(host, pool) if fon else ()
+    others = (system.pages, *(p.pages for p in pools)) if fon else ()
     pool.napi_local = True
     # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
     lock = _NO_LOCK if parallel else host.lock
     lock.acquire()
     try:
-        with vm.driver(rq.ctx, pool.pages, io) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages, host.memmap.system.pages):
+        with vm.driver(rq.ctx, pool.pages, io, others) as (fn, ctx_addr), \
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
-                (ring.cols, ring.cur.words), gen,
+                (ring.cols, ring.cur.words, fon, st.ptab, st.fx, st.faddr), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)))),
+                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)) or fon)),
                 _xsk_args(xsk),
                 (*_stack_args(host, dev, rq, generic), host.stack.records(0)), cm,
                 (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
         lock.release()
+    for other in pools:
+        if other.state.error:
+            row = int(other.state.error) - 1
+            other.state.error = 0
+            raise PageAccountingError(f"native poll: double return of page row {row} of "
+                                      f"{other.name}", pages=[other.pfn_base + row],
+                                      owner=other.name)
     if ctl[C.ERROR] or pool.state.error:
-        from pyxdp.net.page_pool import PageAccountingError
         if ctl[C.ERROR]:
             raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                       f"frame that is no page of {pool.name} in use",
@@ -770,7 +821,6 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     finally:
         host.lock.release()
     if ctl[C.ERROR]:
-        from pyxdp.net.page_pool import PageAccountingError
         raise PageAccountingError(f"native poll: {dev.name} rx{rq.index}'s ring holds a "
                                   f"frame that is no UMEM chunk the queue holds",
                                   owner=region.name)
@@ -780,6 +830,28 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     nt.clear()
     _native_deferred(rq, prog, st, region.pfn_base)
     return int(done)
+
+
+def _frame_memory(rq: NetdevRxQueue) -> PageMemory | None:
+    """The memory of the xdp_frame at the head of ``rq``'s ring when the native loop
+    can take it (veth_xdp_rcv_one natively): a single-buffer frame in the queue's
+    page pool, in the system allocator or in another live page pool of the same
+    page size, on a queue without zero-copy AF_XDP, without threaded NAPI (the
+    other pool's own poll could run beside this one); else None."""
+    if (not len(rq.ring) or rq.ring.peek_kind() != KIND_FRAME or rq.xsk is not None
+            or rq.dev.host.threaded_napi):
+        return None
+    host = rq.dev.host
+    try:
+        mem = host.memmap.find(int(rq.ring.cols[0, rq.ring.cur.head]))
+    except PageAccountingError:
+        return None  # the Python path reports it
+    if mem is rq.pool or mem is host.memmap.system:
+        return mem
+    if (isinstance(mem, PagePool) and not mem.destroyed
+            and mem.pages.shape[1] == rq.pool.pages.shape[1]):
+        return mem
+    return None
 
 
 def _native_deferred(rq: NetdevRxQueue, prog: XdpProg, st: _NativeState, pfn_base: int) -> None:
@@ -808,7 +880,7 @@ def _deferred(st: _NativeState, pfn_base: int) -> tuple[Frames, _Verdicts] | Non
     if not nd:
         return None
     c = st.defer[:nd].T.copy()  # one contiguous row per column
-    return (Frames(c[0] + pfn_base, c[1], c[2], c[3], np.full(nd, KIND_BUFF, np.int64)),
+    return (Frames(c[0] + pfn_base, c[1], c[2], c[3], c[9]),
             _Verdicts(c[4], c[5], c[6], c[7], c[8]))
 
 

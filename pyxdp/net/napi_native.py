@@ -74,9 +74,19 @@ into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
 into the UMEM and published at once); other targets and every error go to
 :mod:`pyxdp.net.dev`, one skb at a time.
 
+A veth's ring also holds ``xdp_frame`` s other devices queued there
+(``ndo_xdp_xmit``; ``veth_xdp_rcv_one`` runs the veth's program on them):
+in the queue's own pool, in another device's page pool (the host's pools in
+a table, :data:`PT_COLS`) or in the system allocator (clones, order-0
+copies). A poll holding frames of other memories runs one batch per memory
+(:func:`_run_mems`, the driver's frames word pointed at that memory's
+pages); DROP, ABORTED and unknown verdicts return them (``xdp_return_frame``:
+the owning pool's ring, or ``put_page``), XDP_PASS hands them to the stack's
+demux first; XDP_TX and redirects of them are deferred.
+
 Multi-buffer (frags) frames are never taken: the loop stops at the first
-one in the rx ring, as at an ``xdp_frame`` from another device, and the
-Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
+the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -112,7 +122,7 @@ from numba.extending import intrinsic
 
 from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, memcpy, store_release64, u32_view
+from pyxdp.net.atomic import i64_view, memcpy, store_release64, u8_view, u32_view
 from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
     DEV_MAP_BULK_SIZE,
@@ -156,7 +166,8 @@ from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
 
-__all__ = ["C", "DEFER_COLS", "DM_HASH_COLS", "K", "native_polls", "native_polls_zc"]
+__all__ = ["C", "DEFER_COLS", "DM_HASH_COLS", "FX_COLS", "K", "MAX_MEMS", "PT_COLS",
+           "native_polls", "native_polls_zc"]
 
 
 class C:
@@ -230,7 +241,24 @@ D_XDP_TX_ERRORS = NetdevStats.index("xdp_tx_errors")
 D_XDP_REDIRECT = NetdevStats.index("xdp_redirect")
 D_XDP_ABORTED = NetdevStats.index("xdp_aborted")
 D_XDP_PASS = NetdevStats.index("xdp_pass")
-DEFER_COLS = 9  # row, data, len, meta, action, map_id, map_type, index, flags
+# row, data, len, meta, action, map_id, map_type, index, flags, kind (KIND_FRAME: an
+# xdp_frame another device queued; its row counted from the queue's pool's pfn base).
+DEFER_COLS = 10
+# A poll's frames when some came as xdp_frames (FX_KIND) or lie in another memory
+# (FX_MEM: 0 the queue's pool, 1 the system allocator, 2 + k page pool k of the
+# call's pool table, PT_*): the
+# memory, the kind, the program's inputs and outputs at each frame's position while
+# the memories run in batches of their own (_run_mems), and a batch's positions.
+FX_MEM, FX_KIND, FX_ROW, FX_OFF, FX_LEN, FX_META, FX_ACT, FX_OFFO, FX_LENO, FX_METAO = range(10)
+FX_STATUS, FX_PC, FX_ADDR, FX_RED, FX_POS = 10, 11, 12, 13, 17
+FX_COLS = 18
+# A row of the pool table: another page pool's pfn base and pages, its pages' address
+# and size, and the addresses and lengths of its state words, alloc cache, ring, free
+# list and page states (pyxdp.net.page_pool.PagePool.native_arrays, used in place).
+(PT_PFN, PT_N, PT_PAGES, PT_PSIZE, PT_PSC, PT_PSCN, PT_CACHE, PT_CACHEN, PT_RING, PT_RINGN,
+ PT_FREE, PT_FREEN, PT_STATE) = range(13)
+PT_COLS = 13
+MAX_MEMS = 64  # memories a poll can hold frames of (_run_mems' bit set)
 # The one definition of each constant, as module-level integers numba reads as constants.
 _FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
 CACHE_SIZE = PP_ALLOC_CACHE_SIZE
@@ -440,6 +468,141 @@ def _run(fn, ctx_addr, desc, d_len, n):  # type: ignore[no-untyped-def]
     return nbytes
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _run_mems(fn, ctx_addr, desc, io, fx, n, addr):  # type: ignore[no-untyped-def]
+    """The JIT's batch entry over a poll whose frames lie in several memories
+    (``fx[i, FX_MEM]``): one batch per memory in first-seen order, each frame in
+    arrival order within it (as :func:`pyxdp.net.prog.run_xdp` groups a batch by page
+    region), the descriptor's frames word pointed at that memory's pages (``addr``;
+    the driver's Python helpers follow it); the inputs and outputs are left at each
+    frame's position in the poll. Returns the frames' bytes."""
+    (rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status, pc_out, addr_out,
+     red) = io
+    own = desc[DESC_FRAMES]
+    m0 = fx[0, FX_MEM]
+    one = True
+    for i in range(1, n):
+        if fx[i, FX_MEM] != m0:
+            one = False
+            break
+    if one:  # the common case: every frame from one other device's memory
+        if m0 != 0:
+            desc[DESC_FRAMES] = np.uint64(addr[m0])
+        nbytes = _run(fn, ctx_addr, desc, d_len, n)
+        desc[DESC_FRAMES] = own
+        return nbytes
+    for i in range(n):
+        fx[i, FX_ROW] = rows[i]
+        fx[i, FX_OFF] = d_off[i]
+        fx[i, FX_LEN] = d_len[i]
+        fx[i, FX_META] = d_meta[i]
+    nbytes = 0
+    done = 0  # the memories run (bit per memory)
+    for i0 in range(n):
+        g = fx[i0, FX_MEM]
+        if (done >> g) & 1:
+            continue
+        done |= 1 << g
+        m = 0
+        for i in range(i0, n):
+            if fx[i, FX_MEM] == g:
+                rows[m] = fx[i, FX_ROW]
+                d_off[m] = fx[i, FX_OFF]
+                d_len[m] = fx[i, FX_LEN]
+                d_meta[m] = fx[i, FX_META]
+                fx[m, FX_POS] = i
+                m += 1
+        desc[DESC_FRAMES] = own if g == 0 else np.uint64(addr[g])
+        nbytes += _run(fn, ctx_addr, desc, d_len, m)
+        for j in range(m):
+            i = fx[j, FX_POS]
+            fx[i, FX_ACT] = np.int64(act[j])
+            fx[i, FX_OFFO] = np.int64(off_out[j])
+            fx[i, FX_LENO] = np.int64(len_out[j])
+            fx[i, FX_METAO] = np.int64(meta_out[j])
+            fx[i, FX_STATUS] = np.int64(status[j])
+            fx[i, FX_PC] = np.int64(pc_out[j])
+            fx[i, FX_ADDR] = np.int64(addr_out[j])
+            for k in range(4):
+                fx[i, FX_RED + k] = np.int64(red[j, k])
+    desc[DESC_FRAMES] = own
+    for i in range(n):
+        rows[i] = fx[i, FX_ROW]
+        d_off[i] = fx[i, FX_OFF]
+        d_len[i] = fx[i, FX_LEN]
+        d_meta[i] = fx[i, FX_META]
+        act[i] = fx[i, FX_ACT]
+        off_out[i] = fx[i, FX_OFFO]
+        len_out[i] = fx[i, FX_LENO]
+        meta_out[i] = fx[i, FX_METAO]
+        status[i] = fx[i, FX_STATUS]
+        pc_out[i] = fx[i, FX_PC]
+        addr_out[i] = fx[i, FX_ADDR]
+        for k in range(4):
+            red[i, k] = fx[i, FX_RED + k]
+    return nbytes
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _pool_of(ptab, k):  # type: ignore[no-untyped-def]
+    """Page pool ``k`` of the pool table as native code runs a pool: (state words,
+    alloc cache, ring, free list, page states), in place."""
+    return (i64_view(ptab[k, PT_PSC], 1, ptab[k, PT_PSCN])[0],
+            i64_view(ptab[k, PT_CACHE], 1, ptab[k, PT_CACHEN])[0],
+            i64_view(ptab[k, PT_RING], 1, ptab[k, PT_RINGN])[0],
+            i64_view(ptab[k, PT_FREE], 1, ptab[k, PT_FREEN])[0],
+            u8_view(ptab[k, PT_STATE], 1, ptab[k, PT_N])[0])
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mem_of(sysm, ptab, pfn):  # type: ignore[no-untyped-def]
+    """Where an xdp_frame another device queued lives, beyond the queue's own pool:
+    (1, row) in the system allocator (a clone, an order-0 copy), (2 + k, row) in page
+    pool ``k`` of the pool table, (-1, 0) elsewhere or not a page in use there."""
+    aref = sysm[6]
+    row = pfn - sysm[7]
+    if 0 <= row < len(aref):
+        return (1, row) if aref[row] > 0 else (-1, 0)
+    for k in range(len(ptab)):
+        row = pfn - ptab[k, PT_PFN]
+        if 0 <= row < ptab[k, PT_N]:
+            if u8_view(ptab[k, PT_STATE], 1, ptab[k, PT_N])[0][row] == _INUSE:
+                return 2 + k, row
+            return -1, 0
+    return -1, 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _frame_pfn_base(sysm, ptab, mi):  # type: ignore[no-untyped-def]
+    """The pfn base of memory ``mi`` (:func:`_mem_of`)."""
+    return np.int64(sysm[7]) if mi == 1 else ptab[mi - 2, PT_PFN]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _frame_pass(sysm, ptab, mi, row, data, length, ifindex, srec):  # type: ignore[no-untyped-def] # noqa: E501
+    """XDP_PASS of an xdp_frame in memory ``mi``: the stack's demux of its packet."""
+    if mi == 1:
+        stack_rcv_one(sysm[0][row], data, length, ifindex, srec)
+    else:
+        k = mi - 2
+        pages = u8_view(ptab[k, PT_PAGES], ptab[k, PT_N], ptab[k, PT_PSIZE])
+        stack_rcv_one(pages[row], data, length, ifindex, srec)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """``xdp_return_frame`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`), as
+    veth_xdp_rcv_one frees one it drops (and the stack frees a passed one's skb):
+    ``put_page`` of an order-0 page, or into the ring of the page pool that owns it -
+    ``napi_direct`` false, and that pool's NAPI is not the one polling
+    (``page_pool_napi_local``)."""
+    if mi == 1:
+        _put_page(sysm, row)
+        return
+    _psc, _cache, ring, free, state = _pool_of(ptab, mi - 2)
+    _put_ring(_psc, ring, free, state, row)
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _count_drop(ctl, a, n_drop, n_ab, n_bad):  # type: ignore[no-untyped-def]
     """XDP_DROP, XDP_ABORTED or an unknown verdict (the first one kept for the warning)."""
@@ -463,9 +626,10 @@ def _fault(ctl, status, pc_out, addr_out, i):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _defer(ctl, defer, red, i, loc, data, length, meta, a):  # type: ignore[no-untyped-def]
+def _defer(ctl, defer, red, i, loc, data, length, meta, a, kind):  # type: ignore[no-untyped-def] # noqa: E501
     """Hand a frame and its verdict back to the Python dispatch."""
     d = ctl[C_NDEFER]
+    defer[d, 9] = kind
     defer[d, 0] = loc
     defer[d, 1] = data
     defer[d, 2] = length
@@ -1076,7 +1240,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages, w32, q64, addr_base, pfn_base, psc, cache, ring, free, state = pool
-    qcols, qcur = rxq
+    # fon: xdp_frames other devices queued are taken (in the queue's pool, the system
+    # allocator or a pool of the table ptab); fx their scratch (FX_COLS), faddr the
+    # memories' pages addresses (by FX_MEM).
+    qcols, qcur, fon, ptab, fx, faddr = rxq
     tpl, tpl_len, gst = gen
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
@@ -1130,6 +1297,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
+        nfx = 0  # xdp_frames in this poll (fx holds every frame's memory and kind)
+        nfor = 0  # ... of them in memories other than the queue's pool
         # Pages the cpumap kthreads freed come back (not directly: ring or release);
         # a generic skb's order-0 copy goes back to the system allocator (put_page).
         for r in range(ncq):
@@ -1155,13 +1324,32 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 store_release64(r_idx, IDX_CONS, cons + j)
         # The rx ring first (frames a NIC received or veth copied), pool pages only.
         while n < budget and qcount > 0:
-            if qcols[4, qhead] != 0:
-                break  # an xdp_frame from another device: the Python path's
+            kind = qcols[4, qhead]
             loc = qcols[0, qhead] - pfn_base
-            if loc < 0 or loc >= npages or state[loc] != _INUSE:
+            mi = 0
+            if kind != 0:
+                # An xdp_frame another device queued (ndo_xdp_xmit): taken when its
+                # memory is one the call knows; frags frames are the Python path's.
+                if kind != KIND_FRAME or fon == 0:
+                    break
+                if loc < 0 or loc >= npages:
+                    mi, loc = _mem_of(sysm, ptab, qcols[0, qhead])
+                    if mi < 0:
+                        break  # a memory this call does not know: the next call's
+                if nfx == 0:
+                    for j in range(n):
+                        fx[j, FX_MEM] = 0
+                        fx[j, FX_KIND] = 0
+                nfx += 1
+                if mi != 0:
+                    nfor += 1
+            if mi == 0 and (loc < 0 or loc >= npages or state[loc] != _INUSE):
                 # Not a page this pool handed out: stop before touching it.
                 ctl[C_ERROR] = -1
                 break
+            if nfx:
+                fx[n, FX_MEM] = mi
+                fx[n, FX_KIND] = kind
             qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
             qcount -= 1
             n += 1
@@ -1173,6 +1361,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 break
             gpos, gleft = _dma(pages, loc, dma_off, tpl, tpl_len, gpos, gleft, rows, d_off,
                                d_len, d_meta, n)
+            if nfx:
+                fx[n, FX_MEM] = 0
+                fx[n, FX_KIND] = 0
             gmade += 1
             n += 1
         if n == 0 or ctl[C_ERROR] != 0 or psc[P_ERROR] != 0:
@@ -1209,7 +1400,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             n = j
             if n == 0:
                 continue
-        nbytes += _run(fn, ctx_addr, desc, d_len, n)
+        if nfor:
+            nbytes += _run_mems(fn, ctx_addr, desc, (rows, d_off, d_len, d_meta, act, off_out,
+                                                     len_out, meta_out, status, pc_out,
+                                                     addr_out, red), fx, n, faddr)
+        else:
+            nbytes += _run(fn, ctx_addr, desc, d_len, n)
         ntx = 0
         deferred = 0
         backed_up = False
@@ -1223,6 +1419,28 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             a = np.int64(act[i])
             if status[i] != 0:
                 _fault(ctl, status, pc_out, addr_out, i)
+            if nfor and fx[i, FX_MEM] != 0:
+                # An xdp_frame in another device's memory (veth_xdp_rcv_one): dropped
+                # or passed here, the memory it came from taking its page back; TX
+                # and redirects of it go to the Python dispatch.
+                mi = fx[i, FX_MEM]
+                data = np.int64(off_out[i])
+                if a == 1 or a == 0 or a > 4:
+                    n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
+                    _return_frame(sysm, ptab, mi, loc)
+                elif a == 2 and stack_ok:
+                    _frame_pass(sysm, ptab, mi, loc, data, np.int64(len_out[i]), self_ifindex,
+                                srec)
+                    passed += 1
+                    _return_frame(sysm, ptab, mi, loc)
+                else:
+                    if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
+                        flushy += 1
+                    pfn = loc + _frame_pfn_base(sysm, ptab, mi)
+                    _defer(ctl, defer, red, i, pfn - pfn_base, data, np.int64(len_out[i]),
+                           np.int64(meta_out[i]), a, KIND_FRAME)
+                    deferred += 1
+                continue
             if a == 1 or a == 0 or a > 4:
                 n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
@@ -1377,7 +1595,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if not done:  # XDP_PASS and every path the native loop does not take
                 if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                     flushy += 1
-                _defer(ctl, defer, red, i, loc, data, length, meta, a)
+                _defer(ctl, defer, red, i, loc, data, length, meta, a,
+                       fx[i, FX_KIND] if nfx else 0)
                 deferred += 1
         if passed:  # the poll's list of skbs (netif_receive_skb_list)
             n_pass += passed
@@ -1640,7 +1859,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                         continue
             if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                 flushy += 1
-            _defer(ctl, defer, red, i, loc, data, length, meta, a)
+            _defer(ctl, defer, red, i, loc, data, length, meta, a, 0)
             deferred += 1
         if passed:  # the poll's list of skbs (netif_receive_skb_list)
             n_pass += passed

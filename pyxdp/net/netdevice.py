@@ -893,9 +893,12 @@ class Host:
                                   int(frames.data[i]), ln, memmap=self.memmap)
             data[i, :ln] = np.frombuffer(pkt, np.uint8)
 
-    def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool) -> None:
+    def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool,
+                    frames_direct: bool | None = None) -> None:
         """Free frames: pool pages of ``rq`` recycled (directly in its NAPI poll),
-        xdp_frames returned through their memory model."""
+        xdp_frames returned through their memory model (``xdp_return_frame_rx_napi``
+        with ``direct``, or as ``frames_direct`` says when given:
+        ``xdp_return_frame`` for False)."""
         if not len(frames):
             return
         own = (frames.kind & KIND_FRAME) == 0
@@ -914,7 +917,7 @@ class Host:
         if not own.all():
             from pyxdp.net.xdp_mem import xdp_return_frames_rx_napi
             pf = frames.pfn[~own]
-            if direct:
+            if direct if frames_direct is None else frames_direct:
                 xdp_return_frames_rx_napi(pf, memmap=self.memmap)
             else:
                 xdp_return_frames(pf, memmap=self.memmap)

@@ -124,7 +124,8 @@ class XskHost(Protocol):
     @property
     def native(self) -> bool: ...  # machine code where it can (Host(native=...))
     def poll(self, budget: int = ...) -> int: ...
-    def drop_frames(self, frames: Frames, rq: Any, *, direct: bool) -> None: ...
+    def drop_frames(self, frames: Frames, rq: Any, *, direct: bool,
+                    frames_direct: bool | None = ...) -> None: ...
 
 
 class XskNetDevice(Protocol):

@@ -1,0 +1,261 @@
+"""A veth receiving xdp_frames other devices redirected to it (``veth_xdp_rcv_one``) in
+the native poll loop against the Python reference path: frames in another device's
+page pool and broadcast clones in the system allocator, every verdict, the same
+counters, tracepoint counts, stack deliveries, faults and page accounting."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+from typing import Any
+
+import pytest
+
+from pyxdp.net import packets as pk
+from pyxdp.net.netdevice import Host
+from pyxdp.net.prog import jit_available
+from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.trace import Tracer
+from pyxdp.spec import CollectionSpec, MapSpec
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+
+XDP = int(BpfAttachType.BPF_XDP)
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+BPF_F_BROADCAST = 1 << 3
+BPF_F_EXCLUDE_INGRESS = 1 << 4
+
+# The NIC's program: the payload's first byte (frame byte 42) picks the devmap slot (its
+# low 2 bits); slot 3 with FLAGS (a broadcast: clones to the veths, the frame itself
+# to the NIC), the others without.
+INGRESS = """
+    r6 = r1
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    r0 = 2
+    if r4 > r3 goto out
+    r2 = *(u8 *)(r2 +42)
+    r2 &= 3
+    r1 = map[fd:0]
+    r3 = 0
+    if r2 != 3 goto go
+    r3 = FLAGS
+go:
+    call bpf_redirect_map
+out:
+    exit
+"""
+
+# The veths' program: counts frames per rx queue's ifindex in ``seen``, then the
+# payload's bits 2.. pick the verdict - PASS, DROP, ABORTED, TX, a redirect to the NIC
+# (ifindex 1), an unknown verdict, a fault, adjust_head then PASS.
+RECV = """
+    r6 = r1
+    r1 = *(u32 *)(r6 +12)
+    r1 &= 3
+    *(u32 *)(r10 -4) = r1
+    r1 = map[fd:1]
+    r2 = r10
+    r2 += -4
+    call bpf_map_lookup_elem
+    if r0 == 0 goto skip
+    r1 = *(u64 *)(r0 +0)
+    r1 += 1
+    *(u64 *)(r0 +0) = r1
+skip:
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    if r4 > r3 goto pass
+    r7 = *(u8 *)(r2 +42)
+    r7 >>= 2
+    if r7 == 1 goto drop
+    if r7 == 2 goto aborted
+    if r7 == 3 goto tx
+    if r7 == 4 goto red
+    if r7 == 5 goto bad
+    if r7 == 6 goto fault
+    if r7 == 7 goto head
+pass:
+    r0 = 2
+    exit
+drop:
+    r0 = 1
+    exit
+aborted:
+    r0 = 0
+    exit
+tx:
+    r0 = 3
+    exit
+red:
+    r1 = 1
+    r2 = 0
+    call bpf_redirect
+    exit
+bad:
+    r0 = 9
+    exit
+fault:
+    r2 = *(u32 *)(r6 +0)
+    r0 = *(u64 *)(r2 +4000)
+    r0 = 2
+    exit
+head:
+    r1 = r6
+    r2 = -4
+    call bpf_xdp_adjust_head
+    r0 = 2
+    exit
+"""
+
+
+def _spec(flags: int) -> CollectionSpec:
+    maps = [MapSpec("ports", DEVMAP, 4, 8, 4),
+            MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
+    progs = {}
+    for name, text in (("ingress", INGRESS.replace("FLAGS", str(flags))), ("recv", RECV)):
+        one = asm_collection(text, maps).programs["t"]
+        progs[name] = dataclasses.replace(one, name=name, section="xdp",
+                                          expected_attach_type=XDP)
+    return CollectionSpec(progs, {m.name: m for m in maps}, license="GPL")
+
+
+def _frames() -> list[bytes]:
+    """Every slot with every verdict, several sizes."""
+    out = []
+    for i in range(96):
+        slot, verdict = i % 4, (i // 4) % 8
+        size = (64, 200, 1400)[i % 3]
+        out.append(pk.udp_packet(bytes([verdict << 2 | slot]) + b"x" * 20, sport=1000 + i,
+                                 size=size))
+    return out
+
+
+def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
+    """A NIC redirecting into two veths whose peers run :data:`RECV` on the
+    xdp_frames they get (broadcasting too: then the veths' rings hold frames of the
+    NIC's pool and clones in the system allocator, polls mixing both), and into a
+    second NIC; veth0 and veth2 take what their peers send back (XDP_TX) to their
+    stacks."""
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        eth1 = h.add_device("eth1")
+        v0, v1 = h.veth("veth0", "veth1")
+        v2, v3 = h.veth("veth2", "veth3")
+        coll = h.load(_spec(flags), verify=False)
+        v0.gro = True
+        v2.gro = True
+        v1.attach_xdp(coll.programs["recv"])
+        v3.attach_xdp(coll.programs["recv"])
+        ports = coll.maps["ports"]
+        ports[0] = struct.pack("<Ii", v0.ifindex, 0)
+        ports[1] = struct.pack("<Ii", v2.ifindex, 0)
+        ports[2] = struct.pack("<Ii", eth1.ifindex, 0)
+        ports[3] = struct.pack("<Ii", eth0.ifindex, 0)
+        eth0.attach_xdp(coll.programs["ingress"])
+        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        h.run()
+        tr = h.tracer
+        mid = ports.handle.id
+        progs = {coll.programs[n].handle.id: n for n in ("ingress", "recv")}
+
+        def key(k: tuple[int, ...], name: str) -> tuple[object, ...]:
+            # Map and program ids differ between hosts: named.
+            if name == "xdp_redirect" and k[2] == mid:
+                return (*k[:2], "ports", *k[3:])
+            return k
+
+        events = {name: sorted((key(k, name), list(v))
+                               for k, v in getattr(tr, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit",
+                               "xdp_exception", "xdp_bulk_tx")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        system = h.memmap.system
+        return ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+                sorted(coll.maps["seen"].items()), h.stack.counters(),
+                h.stack.drop_reasons(), h.stack.per_device, h.stack.stats,
+                [d.faults[0].split(": out-of-bounds")[0] for d in h.devices.values()
+                 if d.faults],
+                pools, (system.allocated, system.freed, system.nr_free), sorted(progs.values()))
+
+
+@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS])
+def test_veth_frames_native_is_python(flags: int, caplog: pytest.LogCaptureFixture) -> None:
+    """xdp_frames from a NIC's page pool (and, broadcast, clones in order-0 pages, in
+    polls mixing both) meeting a veth's program with every verdict give in the
+    native loop what the Python path gives."""
+    with caplog.at_level(logging.WARNING):
+        native = _run(True, flags)
+        warned_native = "bpf_warn_invalid_xdp_action" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        python = _run(False, flags)
+        warned_python = "bpf_warn_invalid_xdp_action" in caplog.text
+    assert native == python
+    assert warned_native and warned_python
+    stats = native[0]
+    assert isinstance(stats, dict)
+    for v in ("veth1", "veth3"):
+        s = stats[v]
+        assert s["xdp_drops"] and s["xdp_aborted"] and s["xdp_pass"] and s["xdp_tx"]
+        assert s["xdp_redirect"]
+    if flags:
+        assert native[-2][0] > 0  # clones were made  # type: ignore[index]
+
+
+@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST])
+def test_veth_frames_drop_and_pass_natively(flags: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The veths hand only XDP_TX and redirects of those frames to the Python dispatch
+    (DROP, ABORTED, unknown verdicts and PASS stay in the native loop)."""
+    from pyxdp.net import napi
+
+    seen: dict[str, list[int]] = {}
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        seen.setdefault(dev.name, []).extend(v.action.tolist())
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    calls: list[str] = []
+    orig_poll = napi._native_poll
+
+    def native_poll(rq: Any, prog: Any, budget: int, **kw: Any) -> int:
+        calls.append(rq.dev.name)
+        return orig_poll(rq, prog, budget, **kw)
+
+    monkeypatch.setattr(napi, "_native_poll", native_poll)
+    _run(True, flags, count=960)
+    assert "veth1" in calls and "veth3" in calls
+    for v in ("veth1", "veth3"):
+        assert seen.get(v), v
+        assert set(seen[v]) <= {3, 4}, (v, sorted(set(seen[v])))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_veth_frame_in_a_page_not_in_use_is_reported(native: bool) -> None:
+    """An xdp_frame on a veth's ring pointing at a page its pool does not have out (a
+    corrupt ring) is never touched by native code: the Python path takes that poll and
+    raises the page accounting error, on both paths alike."""
+    from pyxdp.net.frames import KIND_FRAME, Frames
+    from pyxdp.net.page_pool import PageAccountingError
+
+    with Host(engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        _v0, v1 = h.veth("veth0", "veth1")
+        v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit", [])).programs["t"])
+        pool = eth0.rx[0].pool
+        free_pfn = pool.pfn_base + pool.npages - 1  # never handed out
+        v1.rx[0].ring.produce(Frames.make([free_pfn], 256, 64, kind=KIND_FRAME))
+        with pytest.raises(PageAccountingError):
+            h.run()
+        h.close(check=False)
