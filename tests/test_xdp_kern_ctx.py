@@ -148,3 +148,84 @@ def test_on_a_pyxdp_device(engine: str) -> None:
         out = [coll.maps["out"][i] for i in range(16)]
         assert (out[0], out[1], out[14], out[15]) == (a.ifindex, 0, 0, 0)
         assert out[3] == len(pkt) and out[6] == out[13] == 1 and out[12] == out[4] + 2
+
+
+@pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
+def test_jit_batch_runs_no_python_per_packet() -> None:
+    """On the JIT the image is built once per batch (per device, queue and egress device)
+    and written per packet by native code, after a native bpf_xdp_adjust_head too: the
+    Python kfuncs and XdpBuff's edge moves run at most once in a batch, and the records
+    equal the interpreter's - for frames of one device and of alternating ones."""
+    import sys
+    from types import FrameType
+
+    import numpy as np
+
+    from pyxdp.net.xdp import XdpBuff as Buff
+
+    watched = {xdp_kern_ctx._cast_to_kern_ctx.__code__, xdp_kern_ctx._rdonly_cast.__code__,
+               Buff.adjust_head.__code__, KernCtx.sync.__code__}
+    pkt = udp_packet(bytes(range(90)))
+    n = 64
+    frames = np.zeros((n, 4096), np.uint8)
+    frames[:, 256:256 + len(pkt)] = np.frombuffer(pkt, np.uint8)
+    for ifindex, queue in ((1, 0), (np.array([1, 5] * (n // 2)), np.arange(n) % 3)):
+        got = {}
+        for engine in ENGINES:
+            with Collection.load(KERN_CTX, engine=engine) as c:
+                prog = c.programs["xdp_kern_ctx"].handle
+                calls = 0
+
+                def prof(frame: FrameType, event: str, arg: object) -> None:
+                    nonlocal calls
+                    if event == "call" and frame.f_code in watched:
+                        calls += 1
+                f = frames.copy()
+                sys.setprofile(prof)
+                try:
+                    out = prog.run_batch(f, 256, len(pkt), rx_queue=queue,
+                                         ingress_ifindex=ifindex)
+                finally:
+                    sys.setprofile(None)
+                got[engine] = ([c.maps["out"][i] for i in range(16)], out.action.tolist(),
+                               out.data_off.tolist(), f.tobytes() == frames.tobytes())
+                if engine == "jit" and isinstance(ifindex, int):
+                    # a batch of 8 calls as much Python as one of 64: none per packet
+                    once, calls = calls, 0
+                    sys.setprofile(prof)
+                    try:
+                        prog.run_batch(frames[:8].copy(), 256, len(pkt))
+                    finally:
+                        sys.setprofile(None)
+                    assert calls == once <= 4
+        assert got.get("jit", got["interp"]) == got["interp"]
+        assert got["interp"][0][12] == 258 and set(got["interp"][1]) == {2}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_image_kept_across_batches_follows_the_namespace(engine: str) -> None:
+    """Batches sharing a namespace: the JIT keeps its image between them, and builds it
+    again when the device's MTU or name changed (both engines read the new ones)."""
+    import numpy as np
+
+    from pyxdp.net.fib import Fib
+    from pyxdp.vm.helpers import RunContext
+
+    pkt = udp_packet(b"z" * 30)
+    frames = np.zeros((4, 4096), np.uint8)
+    frames[:, 256:256 + len(pkt)] = np.frombuffer(pkt, np.uint8)
+    ctx = RunContext()
+    ctx.fib = Fib()
+    with Collection.load(KERN_CTX, engine=engine) as c:
+        prog = c.programs["xdp_kern_ctx"].handle
+        seen = []
+        for mtu, name in ((None, None), (1500, None), (1500, "lo9")):
+            if mtu is not None:
+                ctx.fib.devices[1].mtu = mtu
+            if name is not None:
+                ctx.fib.devices[1].name = name
+            prog.run_batch(frames.copy(), 256, len(pkt), ctx=ctx)
+            seen.append((c.maps["out"][14], c.maps["out"][15]))
+        assert seen == [(65536, int.from_bytes(b"lo", "little")),
+                        (1500, int.from_bytes(b"lo", "little")),
+                        (1500, int.from_bytes(b"lo9", "little"))]

@@ -51,6 +51,7 @@ from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
 from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
 from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
+from pyxdp.net.xdp_kern_ctx import KernImage, native_layout
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
@@ -295,6 +296,8 @@ class _Sync(HelperHooks):
             raise HelperFault("a helper left the xdp_buff edges outside its frame")
         c.x_data, c.x_data_end, c.x_data_meta = xdp.data, xdp.data_end, xdp.data_meta
         c.x_frags = 1 if xdp.frags else 0
+        if self.jit.kern_image is not None:
+            self.jit.kern_image.sync(xdp)  # the helper may have moved the edges
         self.jit._ri_in()
         ctx = self.jit.context
         if isinstance(ctx, RunContext):
@@ -353,9 +356,18 @@ class XdpJit(JitProgram):
                          _map_table=np.array(table or [0], dtype=np.uint64),
                          _unchecked=_unchecked, _emit_run=False, _proven=proven)
         self._sync = _Sync(self)
-        # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx) moves the
-        # packet's edges only through the Python helpers, which keep that image in step.
-        self._xdp_native = not any(h.name == "bpf_cast_to_kern_ctx" for h in helpers.values())
+        # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx): native code
+        # writes the engine's image of it (the kfunc's twin, and pkt after every native
+        # move of the edges). Where the kernel's layout is not the one the twin writes,
+        # the edges move only through the Python helpers, which keep the image in step.
+        self.kern_image: KernImage | None = None
+        self._xdp_native = True
+        if any(h.name == "bpf_cast_to_kern_ctx" for h in helpers.values()):
+            if native_layout():
+                self.kern_image = KernImage()
+                self._ctx.kern = _addr(self.kern_image.desc)
+            else:
+                self._xdp_native = False
         self._xdp_fn: Any = None
         self._errors: dict[int, BaseException] = {}
         self._scalars: dict[tuple[int, int], tuple[U32, int]] = {}
@@ -467,8 +479,11 @@ class XdpJit(JitProgram):
         self._hooks = self._sync
         # The map regions stay described between runs (their storage never moves);
         # entry 0, the packet, is set by native code per frame.
+        if self.kern_image is not None:
+            self.kern_image.begin(ctx)  # rebuilt on first use if its devices changed
         if self._table_stale:
-            self._regions = [self._placeholder, *self.map_regions]
+            kern = self.kern_image.regions if self.kern_image is not None else []
+            self._regions = [self._placeholder, *self.map_regions, *kern]
             self._load_regions(self._regions)
             self._table_stale = False
         if self._tail_maps and self._parent is None:

@@ -22,10 +22,11 @@ from __future__ import annotations
 import errno
 
 from pyxdp.errors import MemoryFault
+from pyxdp.vm.jit.ir import Text, c64
 from pyxdp.vm.memory import Memory
 
-__all__ = ["CANONICAL_HIGH", "VSYSCALL_PAGE", "nofault_allowed", "read_byte_nofault",
-           "read_nofault"]
+__all__ = ["CANONICAL_HIGH", "VSYSCALL_PAGE", "nofault_allowed", "nofault_allowed_ir",
+           "read_byte_nofault", "read_nofault"]
 
 # user space ends at TASK_SIZE_MAX + PAGE_SIZE (1 << 47); up to here addresses are
 # not canonical
@@ -61,3 +62,14 @@ def read_byte_nofault(mem: Memory, addr: int) -> int:
         return mem.load(addr & M64, 1)
     except MemoryFault:
         return -1
+
+
+def nofault_allowed_ir(f: Text, addr: str) -> str:
+    """:func:`nofault_allowed` in native code (an i1; ``translate`` is the region lookup)."""
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 1, i1 false)")
+    mapped = f.ins(f"icmp ne ptr {p}, null")
+    kernel = f.ins(f"icmp uge i64 {addr}, {c64(CANONICAL_HIGH)}")
+    page = f.ins(f"and i64 {addr}, {c64(~0xFFF)}")
+    vsys = f.ins(f"icmp eq i64 {page}, {c64(VSYSCALL_PAGE)}")
+    novsys = f.ins(f"xor i1 {vsys}, true")
+    return f.ins(f"or i1 {mapped}, {f.ins(f'and i1 {kernel}, {novsys}')}")

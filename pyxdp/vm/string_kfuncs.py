@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 from pyxdp.errors import MemoryFault
 from pyxdp.vm.jit.abi import Natives
-from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc
-from pyxdp.vm.maccess import CANONICAL_HIGH, VSYSCALL_PAGE, nofault_allowed
+from pyxdp.vm.maccess import nofault_allowed, nofault_allowed_ir
 from pyxdp.vm.memory import Memory
 
 if TYPE_CHECKING:
@@ -269,13 +269,7 @@ def _ret(f: Text, v: str) -> None:
 
 def _allowed(f: Text, addr: str) -> None:
     """-ERANGE unless ``copy_from_kernel_nofault_allowed(addr, 1)``."""
-    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 1, i1 false)")
-    mapped = f.ins(f"icmp ne ptr {p}, null")
-    kernel = f.ins(f"icmp uge i64 {addr}, {c64(CANONICAL_HIGH)}")
-    page = f.ins(f"and i64 {addr}, {c64(~0xFFF)}")
-    vsys = f.ins(f"icmp eq i64 {page}, {c64(VSYSCALL_PAGE)}")
-    novsys = f.ins(f"xor i1 {vsys}, true")
-    ok = f.ins(f"or i1 {mapped}, {f.ins(f'and i1 {kernel}, {novsys}')}")
+    ok = nofault_allowed_ir(f, addr)
     ret_if(f, f.ins(f"xor i1 {ok}, true"), ERANGE & M32)
 
 

@@ -22,7 +22,8 @@ from pyxdp.asm.validate import Layout
 from pyxdp.vm.memory import STACK_FRAME_GAP
 
 __all__ = [
-    "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "MAPDESC_FIELDS", "MAX_REGIONS",
+    "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "KERN", "KERN_FIELDS", "MAPDESC_FIELDS",
+    "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
     "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo", "Natives",
@@ -53,7 +54,13 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               "tails", "tail_cnt",
               # bpf_redirect_xsk: per ifindex a bitmask of rx queues with a registered
               # AF_XDP socket (u64 *), and its length (0: no table, ask Python)
-              "xsk_table", "xsk_ntable")
+              "xsk_table", "xsk_ntable",
+              # a kernel struct image of the xdp_buff to keep in step (KERN_FIELDS words,
+              # null: none): bpf_cast_to_kern_ctx's, see pyxdp.net.xdp_kern_ctx
+              "kern",
+              # per-run scratch memory native kfuncs own (u8 *, scratch_size bytes):
+              # a multi-word bits iterator's copy, see pyxdp.vm.bpf_iter
+              "scratch", "scratch_size")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")
@@ -67,6 +74,12 @@ XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
                   "elem_slot", "free", "hdr", "entries")
+# The kernel image of an xdp_buff native code writes: its host address (0: not built
+# yet), the receiving ifindex, rx queue and egress ifindex it was built for, and the byte
+# offsets of its members (pointers 8 bytes, frame_sz and flags 4).
+KERN_FIELDS = ("host", "ifindex", "queue", "egress", "off_data", "off_data_end",
+               "off_data_meta", "off_data_hard_start", "off_rxq", "off_txq", "off_frame_sz",
+               "off_flags")
 # ctx_values words per run (the interpreter's Interpreter.ctx_values).
 CTX_VALUES = 8
 
@@ -76,6 +89,7 @@ BATCH = {name: i for i, name in enumerate(BATCH_FIELDS)}
 SLOT = {name: i for i, name in enumerate(SLOT_FIELDS)}
 XDP = {name: i for i, name in enumerate(XDP_FIELDS)}
 MAPDESC = {name: i for i, name in enumerate(MAPDESC_FIELDS)}
+KERN = {name: i for i, name in enumerate(KERN_FIELDS)}
 
 # Run status, in ctx.status (the batch's status word keeps it in its low byte).
 ST_OK = 0

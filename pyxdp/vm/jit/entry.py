@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyxdp.vm.jit.abi import (
     BATCH,
     CTX_VALUES,
+    KERN,
     REGION,
     SLOT,
     SLOT_FIELDS,
@@ -43,7 +44,8 @@ __all__ = ["callback_fn", "entry_fn", "pkt_fn", "runtime_module", "tailcall_fn",
 
 def pkt_fn(pkt_base: int) -> str:
     """``pkt(ctx)``: region 0 and ctx_values[0..2] from the x_* fields (XdpBuff.sync_region
-    and the xdp_md pointers)."""
+    and the xdp_md pointers), and the packet pointers of the run's kernel xdp_buff image
+    when it has one (``kern``)."""
     f = Text()
     f.at("entry")
     data, end, meta = (f.cget("%ctx", n) for n in ("x_data", "x_data_end", "x_data_meta"))
@@ -55,8 +57,21 @@ def pkt_fn(pkt_base: int) -> str:
     f.set_word(tab, REGION["host"], f.gep(frame, start), "ptr", TBAA_TABLE)
     f.set_word(tab, REGION["writable"], "1", "i64", TBAA_TABLE)
     cv = f.cget("%ctx", "ctx_values", "ptr")
-    for n, v in enumerate((data, end, meta)):
-        f.set_word(cv, n, f.ins(f"add i64 {v}, {c64(pkt_base)}"), "i64", TBAA_CTX_VALUES)
+    ptrs = [f.ins(f"add i64 {v}, {c64(pkt_base)}") for v in (data, end, meta)]
+    for n, v in enumerate(ptrs):
+        f.set_word(cv, n, v, "i64", TBAA_CTX_VALUES)
+    # A kernel image of the xdp_buff (bpf_cast_to_kern_ctx's) follows the edges too, as
+    # XdpBuff.sync_region keeps KernCtx in step.
+    k = f.cget("%ctx", "kern", "ptr")
+    f.cbr(f.ins(f"icmp eq ptr {k}, null"), "out", "kern", LIKELY)
+    f.at("kern")
+    host = f.word(k, KERN["host"], "ptr", "")
+    f.cbr(f.ins(f"icmp eq ptr {host}, null"), "out", "mirror")
+    f.at("mirror")
+    for name, v in zip(("off_data", "off_data_end", "off_data_meta"), ptrs, strict=True):
+        f.do(f"store i64 {v}, ptr {f.gep(host, f.word(k, KERN[name], 'i64', ''))}, align 1")
+    f.br("out")
+    f.at("out")
     f.do("ret void")
     return f.text("define internal void @pkt(ptr %ctx) nounwind")
 

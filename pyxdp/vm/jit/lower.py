@@ -107,7 +107,7 @@ from pyxdp.vm.jit.ir import (
     c64,
     cint,
 )
-from pyxdp.vm.jit.natives import HelperNative, map_native, native_by_kind
+from pyxdp.vm.jit.natives import HelperNative, map_native, native_by_kind, shared_functions
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["FuncLowering", "ModuleLowering", "lower", "lower_many"]
@@ -1112,7 +1112,8 @@ class ModuleLowering:
     def __init__(self) -> None:
         self.needed: set[str] = {"fault", "translate"}
         self.natives = Natives()
-        self.defines = dict(_SHARED)  # name -> IR of the shared function
+        # name -> IR of the shared function
+        self.defines = {**shared_functions(), **_SHARED}
 
     def need(self, name: str) -> None:
         self.needed.add(name)

@@ -184,7 +184,9 @@ class HelperNative:
     and ``define(natives)`` gives the IR defining ``@<kind>`` (and any internal
     function only it calls), emitted once per module; ``needs`` names the shared
     functions it calls (``pkt``: recompute the packet region, ``translate``: a
-    fake address to a host pointer). Without ``define`` the lowering specialises
+    fake address to a host pointer, or one :func:`register_shared` added);
+    ``scratch`` is the bytes of run context scratch memory it keeps state in.
+    Without ``define`` the lowering specialises
     the call itself: ``map_lookup``, ``map_update`` and ``redirect_map`` through
     the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
     """
@@ -193,9 +195,24 @@ class HelperNative:
     nargs: int = 0
     define: Callable[[Natives], str] | None = None
     needs: tuple[str, ...] = ()
+    # Bytes of the run context's scratch memory (``scratch``) the twin keeps state in:
+    # the runtime gives an engine the most any of its twins asks for.
+    scratch: int = 0
 
 
 _HELPERS: dict[int, HelperNative] = {}
+# Shared IR functions registered twins name in ``needs`` (beside the lowering's own).
+_SHARED: dict[str, Callable[[Natives], str]] = {}
+
+
+def register_shared(name: str, define: Callable[[Natives], str]) -> None:
+    """A shared function ``@<name>`` twins may call (defined once per module)."""
+    _SHARED[name] = define
+
+
+def shared_functions() -> dict[str, Callable[[Natives], str]]:
+    """The registered shared functions by name (a copy)."""
+    return dict(_SHARED)
 
 
 def register_helper(helper_id: int, native: HelperNative) -> None:

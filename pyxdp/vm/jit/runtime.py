@@ -32,6 +32,8 @@ are ``abi.CTX_FIELDS`` and friends)::
             ri_tv_set, ri_tv;        /* struct bpf_redirect_info of native redirects */
         u64 *tails, tail_cnt;        /* native tail call targets; calls made so far */
         u64 *xsk_table, xsk_ntable;  /* bpf_redirect_xsk: queue bitmask per ifindex */
+        u64 *kern;                   /* an xdp_buff image to mirror the edges into, or 0 */
+        u8  *scratch; u64 scratch_size;  /* per-run memory of native kfuncs */
     };
     struct region { u64 base; u64 size; u8 *host; u64 writable; };
 
@@ -129,6 +131,7 @@ from pyxdp.vm.interpreter import (
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MAX_REGIONS, Natives, ProgramInput
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
+from pyxdp.vm.jit.natives import native_by_kind
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["MAX_REGIONS", "NATIVE_HELPERS", "PACKET_BASE", "BatchResult", "FrameRegion",
@@ -289,6 +292,12 @@ class JitProgram:
         self._ctx.helpers = _address(self._helper_table)
         self._ctx.nhelpers = len(self._helper_table)
         self._ctx.ctx_values = _address(self._ctx_values)
+        # Scratch memory native kfuncs keep state in (their Python twins use it too).
+        need = max((t.scratch for hid, kind in request.natives.helpers
+                    if (t := native_by_kind(hid, kind)) is not None), default=0)
+        self.scratch: U64Array | None = np.zeros(-(-need // 8), np.uint64) if need else None
+        if self.scratch is not None:
+            self._ctx.scratch, self._ctx.scratch_size = _address(self.scratch), need
         # Map descriptors for native helpers (kept alive with the program).
         self._map_table = _map_table if _map_table is not None else np.zeros(1, np.uint64)
         self._ctx.maps = _address(self._map_table)
