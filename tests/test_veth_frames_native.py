@@ -18,7 +18,7 @@ from pyxdp.net.prog import jit_available
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
-from pyxdp.testing.programs import asm_collection
+from pyxdp.testing.programs import asm_collection, verdict_by_payload
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
@@ -51,69 +51,9 @@ out:
     exit
 """
 
-# The veths' program: counts frames per rx queue's ifindex in ``seen``, then the
-# payload's bits 2.. pick the verdict - PASS, DROP, ABORTED, TX, a redirect to the NIC
-# (ifindex 1), an unknown verdict, a fault, adjust_head then PASS.
-RECV = """
-    r6 = r1
-    r1 = *(u32 *)(r6 +12)
-    r1 &= 3
-    *(u32 *)(r10 -4) = r1
-    r1 = map[fd:1]
-    r2 = r10
-    r2 += -4
-    call bpf_map_lookup_elem
-    if r0 == 0 goto skip
-    r1 = *(u64 *)(r0 +0)
-    r1 += 1
-    *(u64 *)(r0 +0) = r1
-skip:
-    r2 = *(u32 *)(r6 +0)
-    r3 = *(u32 *)(r6 +4)
-    r4 = r2
-    r4 += 43
-    if r4 > r3 goto pass
-    r7 = *(u8 *)(r2 +42)
-    r7 >>= 2
-    if r7 == 1 goto drop
-    if r7 == 2 goto aborted
-    if r7 == 3 goto tx
-    if r7 == 4 goto red
-    if r7 == 5 goto bad
-    if r7 == 6 goto fault
-    if r7 == 7 goto head
-pass:
-    r0 = 2
-    exit
-drop:
-    r0 = 1
-    exit
-aborted:
-    r0 = 0
-    exit
-tx:
-    r0 = 3
-    exit
-red:
-    r1 = 1
-    r2 = 0
-    call bpf_redirect
-    exit
-bad:
-    r0 = 9
-    exit
-fault:
-    r2 = *(u32 *)(r6 +0)
-    r0 = *(u64 *)(r2 +4000)
-    r0 = 2
-    exit
-head:
-    r1 = r6
-    r2 = -4
-    call bpf_xdp_adjust_head
-    r0 = 2
-    exit
-"""
+# The veths' program: counts frames per rx queue's ifindex (xdp_md offset 12), then
+# the payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`).
+RECV = verdict_by_payload(12)
 
 
 def _spec(flags: int) -> CollectionSpec:

@@ -15,7 +15,7 @@ from pyxdp.uapi.bpf import BpfMapType
 if TYPE_CHECKING:
     from pyxdp.collection import Collection
 
-__all__ = ["REDIRECT_XSK", "asm_collection", "iter_case", "run_iter"]
+__all__ = ["REDIRECT_XSK", "asm_collection", "iter_case", "run_iter", "verdict_by_payload"]
 
 
 def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
@@ -91,3 +91,73 @@ def run_iter(coll: Collection) -> tuple[int, int, int, int]:
     assert raw is not None
     ret, n, first, last = struct.unpack("<iIii", raw)
     return ret, n, first, last
+
+def verdict_by_payload(count_off: int) -> str:
+    """An XDP program (assembly) that counts runs in map 1 (a u64 per key) by the low 2
+    bits of the ``xdp_md`` field at ``count_off``, then lets the payload's first byte
+    (frame byte 42), bits 2.., pick what it does: 0 PASS, 1 DROP, 2 ABORTED, 3 TX, 4 a
+    redirect to ifindex 1, 5 an unknown verdict, 6 a fault, 7 adjust_head then PASS.
+    The datapath tests run it on every path and compare."""
+    return _VERDICT_BY_PAYLOAD.replace("{off}", str(count_off))
+
+
+_VERDICT_BY_PAYLOAD = """
+    r6 = r1
+    r1 = *(u32 *)(r6 +{off})
+    r1 &= 3
+    *(u32 *)(r10 -4) = r1
+    r1 = map[fd:1]
+    r2 = r10
+    r2 += -4
+    call bpf_map_lookup_elem
+    if r0 == 0 goto skip
+    r1 = *(u64 *)(r0 +0)
+    r1 += 1
+    *(u64 *)(r0 +0) = r1
+skip:
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    if r4 > r3 goto pass
+    r7 = *(u8 *)(r2 +42)
+    r7 >>= 2
+    if r7 == 1 goto drop
+    if r7 == 2 goto aborted
+    if r7 == 3 goto tx
+    if r7 == 4 goto red
+    if r7 == 5 goto bad
+    if r7 == 6 goto fault
+    if r7 == 7 goto head
+pass:
+    r0 = 2
+    exit
+drop:
+    r0 = 1
+    exit
+aborted:
+    r0 = 0
+    exit
+tx:
+    r0 = 3
+    exit
+red:
+    r1 = 1
+    r2 = 0
+    call bpf_redirect
+    exit
+bad:
+    r0 = 9
+    exit
+fault:
+    r2 = *(u32 *)(r6 +0)
+    r0 = *(u64 *)(r2 +4000)
+    r0 = 2
+    exit
+head:
+    r1 = r6
+    r2 = -4
+    call bpf_xdp_adjust_head
+    r0 = 2
+    exit
+"""
