@@ -40,15 +40,15 @@ from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
-from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, RedirectFlag
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 ENGINE = "interp"
 ENGINES = ["interp", pytest.param("jit", marks=pytest.mark.skipif(
     not jit_available(), reason="llvmlite is not installed: no JIT"))]
 INT_MAX = 0x7FFF_FFFF
-BPF_F_BROADCAST = 1 << 3
-BPF_F_EXCLUDE_INGRESS = 1 << 4
+BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 
 
 # -- helpers ---------------------------------------------------------------------------------

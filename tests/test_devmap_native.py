@@ -17,14 +17,14 @@ from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection, verdict_by_payload
-from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, RedirectFlag
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
 
 XDP = int(BpfAttachType.BPF_XDP)
 DEVMAP_ATTACH = int(BpfAttachType.BPF_XDP_DEVMAP)
-BPF_F_BROADCAST = 1 << 3
-BPF_F_EXCLUDE_INGRESS = 1 << 4
+BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 
 # The ingress program: the payload's first byte (frame byte 42) picks the devmap slot
 # (its low 2 bits) and the redirect flags (FLAGS), the next bits the egress verdict.

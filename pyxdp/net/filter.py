@@ -58,7 +58,7 @@ from pyxdp.net.xdp_mem import (
     xdp_frames_set_dev_rx,
 )
 from pyxdp.net.xsk_buff_pool import XskHost, XskNetDevice, XskRxQueue, xsk_zc_to_frames
-from pyxdp.uapi.bpf import BpfMapType, XdpAction
+from pyxdp.uapi.bpf import BpfMapType, RedirectFlag, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
 from pyxdp.vm.jit.abi import NF_RUNCTX, SLOW, Natives
@@ -80,8 +80,8 @@ __all__ = ["BPF_FUNC_REDIRECT_XSK", "FILTER_KFUNCS", "XDP_HELPERS", "RedirectInf
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF
-BPF_F_BROADCAST = 1 << 3
-BPF_F_EXCLUDE_INGRESS = 1 << 4
+BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
+BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 _ACTION_MASK = int(XdpAction.XDP_ABORTED | XdpAction.XDP_DROP | XdpAction.XDP_PASS
                    | XdpAction.XDP_TX)
 

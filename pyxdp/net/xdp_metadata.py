@@ -125,12 +125,12 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
     insns = list(spec.insns)
     ids: dict[str, int] = {}
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
+    # Each subsystem's kfuncs, as the kernel's BTF_ID sets register them per program type.
+    plain_tables = (DYNPTR_KFUNCS, CT_KFUNCS, ITER_KFUNCS, FILTER_KFUNCS, XFRM_KFUNCS,
+                    KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
-        plain = (DYNPTR_KFUNCS.get(k.name) or CT_KFUNCS.get(k.name)
-                 or ITER_KFUNCS.get(k.name) or FILTER_KFUNCS.get(k.name)
-                 or XFRM_KFUNCS.get(k.name) or KERN_CTX_KFUNCS.get(k.name)
-                 or STRING_KFUNCS.get(k.name) or RCU_PREEMPT_KFUNCS.get(k.name))
+        plain = next((t[k.name] for t in plain_tables if k.name in t), None)
         if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")
