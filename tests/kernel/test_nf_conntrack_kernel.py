@@ -11,9 +11,6 @@ end: Linux's ``/proc/net/nf_conntrack`` of both namespaces against
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from pyxdp.net.nf_conntrack import CtTuple, NfConntrack
 from pyxdp.net.packets import icmp_packet, tcp_packet, udp_packet
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
+from pyxdp.testing.netns_pair import peered_namespaces
 from pyxdp.userspace import UserspaceBackend
 
 pytestmark = pytest.mark.kernel
@@ -36,28 +34,11 @@ HZ = 250
 ENGINES = ["interp", "jit"]
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=60)
-
-
 @pytest.fixture
 def namespaces() -> Iterator[tuple[str, str]]:
     """Two fresh namespaces (empty conntrack tables); B is netns id 5 in A."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 to create network namespaces")
-    a, b = f"pyxdp-ct-a-{os.getpid()}", f"pyxdp-ct-b-{os.getpid()}"
-    made = []
-    try:
-        for n in (a, b):
-            res = _ip("netns", "add", n)
-            assert res.returncode == 0, res.stderr
-            made.append(n)
-        res = _ip("-n", a, "netns", "set", b, str(PEER_ID))
-        assert res.returncode == 0, res.stderr
-        yield a, b
-    finally:
-        for n in made:
-            _ip("netns", "del", n)
+    with peered_namespaces("ct", PEER_ID) as pair:
+        yield pair
 
 
 def packet_cfg(pkt: bytes) -> dict[str, int]:

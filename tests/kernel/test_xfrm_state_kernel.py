@@ -12,9 +12,6 @@ tests/test_xfrm_state.py runs lookups that find states on pyxdp's engines.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from pyxdp.net.packets import ether, ipv4, ipv6
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
 from pyxdp.net.xfrm_state import XfrmStateTable
+from pyxdp.testing.netns_pair import peered_namespaces
 from pyxdp.userspace import UserspaceBackend
 
 pytestmark = pytest.mark.kernel
@@ -48,29 +46,10 @@ CFGS = [BASE, {**BASE, "netns_id": PEER_ID}, {**BASE, "netns_id": 9},
         {**BASE, "proto": 51}, {**BASE, "family": 10}, {**BASE, "sz_sel": 2, "netns_id": -2}]
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=60)
-
-
 @pytest.fixture
 def namespaces() -> Iterator[tuple[str, str]]:
-    if shutil.which("ip") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs iproute2 to create network namespaces")
-        pytest.skip("needs iproute2 to create network namespaces")
-    a, b = f"pyxdp-xs-a-{os.getpid()}", f"pyxdp-xs-b-{os.getpid()}"
-    made = []
-    try:
-        for n in (a, b):
-            res = _ip("netns", "add", n)
-            assert res.returncode == 0, res.stderr
-            made.append(n)
-        res = _ip("-n", a, "netns", "set", b, str(PEER_ID))
-        assert res.returncode == 0, res.stderr
-        yield a, b
-    finally:
-        for n in made:
-            _ip("netns", "del", n)
+    with peered_namespaces("xs", PEER_ID) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("engine", ["interp", "jit"])
