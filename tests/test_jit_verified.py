@@ -10,6 +10,7 @@ and maps.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,13 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 def _fault_sites(prog: XdpProg) -> set[int]:
     """The pcs whose memory access can record a fault in the program's JIT code."""
     ir = prog.vm.ir  # type: ignore[union-attr]
-    return {pc for pc in range(len(prog.spec.insns)) for st in (ST_READ, ST_WRITE)
-            if f"call void @fault(ptr %ctx, i64 {st}, i64 {pc}," in ir}
+    sites = set()
+    # Each function's one access-fault block: phis of the status, then of the pc, by edge.
+    for block in ir.split("\nfaulted:\n")[1:]:
+        status, pcs = ({lbl: int(v) for v, lbl in re.findall(r"\[ (-?\d+), %([\w.]+) \]", line)}
+                       for line in block.split("\n")[:2])
+        sites |= {pc for lbl, pc in pcs.items() if status[lbl] in (ST_READ, ST_WRITE)}
+    return sites
 
 
 def _handle(coll: Collection, name: str) -> XdpProg:

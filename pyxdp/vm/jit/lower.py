@@ -286,9 +286,14 @@ class FuncLowering:
         exit_uses = frozenset(range(6)) if entry != 0 or 0 in prog.called else frozenset({0})
         self.live = live_in(self.insns, self.blocks, exit_uses)
         self.phi_at: dict[int, int] = {}
+        # Edges into the function's one budget-fault block: (label, pc base, rem), and
+        # into its one access-fault block: (label, status, pc, addr, size, rem, k + 1).
+        self.over: list[tuple[str, str, str]] = []
+        self.faulted: list[tuple[str, ...]] = []
         f.br(f"b{entry}")
         for pc in sorted(self.blocks):
             self._emit_block(self.blocks[pc])
+        self._shared_faults()
         f.at("bail")
         f.do(f"ret {RET_T} undef")
         for pc, where in self.phi_at.items():
@@ -361,12 +366,45 @@ class FuncLowering:
         self._emit_body(blk, groups, rem, checks, first, out)
         f.at(out)
         # pc of block instruction number rem: an ld_imm64 before it counts two slots.
-        at = f.ins(f"add i64 {blk.start}, {rem}")
-        for j in blk.lddw_at:
-            past = f.ins(f"icmp sgt i64 {rem}, {j}")
-            at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
-        f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
-        f.br("bail")
+        if blk.lddw_at:
+            at = f.ins(f"add i64 {blk.start}, {rem}")
+            for j in blk.lddw_at:
+                past = f.ins(f"icmp sgt i64 {rem}, {j}")
+                at = f.ins(f"add i64 {at}, {f.ins(f'zext i1 {past} to i64')}")
+            self.over.append((out, at, "0"))
+        else:
+            self.over.append((out, str(blk.start), rem))
+        f.br("overbudget")
+
+    def _shared_faults(self) -> None:
+        """The function's budget-fault and access-fault blocks: every failing test
+        branches to one of them (phis carry its pc and operands) instead of a call of
+        its own, so the IR grows by a branch per test, not a block and a call; LLVM's
+        passes and code generation (tail merging above all) grow with the blocks."""
+        f = self.f
+        if self.over:
+            f.at("overbudget")
+            base = f.ins("phi i64 " + ", ".join(f"[ {b}, %{lbl} ]" for lbl, b, _ in self.over))
+            rem = f.ins("phi i64 " + ", ".join(f"[ {r}, %{lbl} ]" for lbl, _, r in self.over))
+            at = f.ins(f"add i64 {base}, {rem}")
+            f.do(f"call void @fault(ptr %ctx, i64 {ST_BUDGET}, i64 {at}, i64 0, i64 0, i64 0)")
+            f.br("bail")
+        if self.faulted:
+            f.at("faulted")
+            vals = [f.ins("phi i64 " + ", ".join(f"[ {e[n]}, %{e[0]} ]" for e in self.faulted))
+                    for n in range(1, 7)]
+            left = f.ins(f"sub i64 {vals[4]}, {vals[5]}")
+            f.do(f"call void @fault(ptr %ctx, i64 {vals[0]}, i64 {vals[1]}, i64 {vals[2]}, "
+                 f"i64 {vals[3]}, i64 {left})")
+            f.br("bail")
+
+    def _fault_to(self, label: str, status: int, pc: int, addr: str, size: str, rem: str,
+                  k: int) -> None:
+        """Emit ``label``: a fault at ``pc`` (block instruction ``k``; the faulting
+        instruction counts as executed, as in the interpreter)."""
+        self.f.at(label)
+        self.faulted.append((label, str(status), str(pc), addr, size, rem, str(k + 1)))
+        self.f.br("faulted")
 
     def _emit_body(self, blk: Block, groups: dict[int, list[tuple[int, int, int, int, bool]]],
                    rem: str, checks: set[int], first: int, out: str) -> None:
@@ -499,12 +537,7 @@ class FuncLowering:
         f = self.f
         bad, cont = f.label("fault"), f.label("ok")
         f.cbr(ok, cont, bad, LIKELY)
-        f.at(bad)
-        # The faulting instruction counts as executed, as in the interpreter.
-        left = f.ins(f"sub i64 {rem}, {k + 1}")
-        f.do(f"call void @fault(ptr %ctx, i64 {status}, i64 {pc}, i64 {addr}, i64 {size}, "
-             f"i64 {left})")
-        f.br("bail")
+        self._fault_to(bad, status, pc, addr, size, rem, k)
         f.at(cont)
 
     # -- instructions ------------------------------------------------------------------
@@ -644,12 +677,7 @@ class FuncLowering:
             return self._try(addr, size, write, proven, lambda label: None, proven=True)
 
         def fault(label: str) -> None:
-            f.at(label)
-            # The faulting instruction counts as executed, as in the interpreter.
-            left = f.ins(f"sub i64 {rem}, {k + 1}")
-            f.do(f"call void @fault(ptr %ctx, i64 {ST_WRITE if write else ST_READ}, i64 {pc}, "
-                 f"i64 {addr}, i64 {size}, i64 {left})")
-            f.br("bail")
+            self._fault_to(label, ST_WRITE if write else ST_READ, pc, addr, str(size), rem, k)
 
         return self._try(addr, size, write, self.hints.hint(self.hints.base.get(pc)), fault)
 
