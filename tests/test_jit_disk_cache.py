@@ -61,9 +61,9 @@ def test_damaged_images_are_compiled_again_and_off_means_off(
     assert llvm.compile(ir, 2) == (obj, False)
 
 
-def test_large_modules_get_fast_code_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Above LARGE_MODULE_LINES LLVM generates code with fast selection and
-    allocation; the code must compute what the interpreter computes."""
+def test_large_modules_get_the_bpf_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LARGE_MODULE_LINES the BPF pipeline optimises the module instead of LLVM's
+    default one; the code must compute what the interpreter computes."""
     from pyxdp.collection import Collection
     from pyxdp.net.packets import corpus
     from pyxdp.vm.jit import engine

@@ -2,8 +2,8 @@
 
 llvmlite's bundled LLVM does all the work, so no system compiler or linker is
 needed at run time: the lowered IR text is parsed, optimised by the new pass
-manager's default pipeline at the requested level (none at level 0; a short
-pipeline of its own at :data:`QUICK`), emitted
+manager's default pipeline at the requested level (none at level 0; for a
+large module, and at :data:`QUICK`, a short BPF pipeline of its own), emitted
 as an object image for the host CPU and linked by ORC into a JIT library of
 its own. Each library is held by a resource tracker; when the last holder (a
 program or a cache entry) goes, LLVM frees its machine code.

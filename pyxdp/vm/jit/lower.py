@@ -27,6 +27,9 @@ and makes them native, except where the verifier's facts make them redundant:
   they cover (and of the budget) picks a copy without any check, else the
   copy with every check runs - the span is inside the region exactly when
   each access is;
+* a failing check does not call out itself: it branches to its function's one
+  access-fault (or budget-fault) block, whose phis carry the pc and operands
+  (a block and a call per check made LLVM's code generation quadratic);
 * the instruction budget is exact: a block takes its length off the budget
   once, and tests how much is left only where running short could show
   (before each store, atomic and load that may fault, and before its last
