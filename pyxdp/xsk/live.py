@@ -712,11 +712,11 @@ class LiveDataplane:
             raise ValueError("name at least one interface")
         if len(set(ifaces)) != len(ifaces):
             raise ValueError("an interface is named twice")
-        self.host = Host("live", engine=engine)
-        self.devices: list[LiveNic] = []
         if options.rx_usecs < 0:
             raise ValueError("rx_usecs must be >= 0")
         self.options = options
+        self.host = Host("live", engine=engine)
+        self.devices: list[LiveNic] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
