@@ -27,6 +27,7 @@ kernel work (Linux's XDP program, AF_XDP's redirect and copy) runs in its
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -65,6 +66,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--xsk-mode", choices=("zerocopy", "copy"),
                    help="with --iface: AF_XDP bind mode (default: zero-copy where the "
                         "driver has it)")
+    p.add_argument("--rx-usecs", type=int, metavar="US",
+                   help="with --iface: the most microseconds a worker lets frames gather "
+                        "between rounds while traffic flows, as ethtool's rx-usecs "
+                        "(default: pyxdp.xsk.live.LiveOptions', 1000; 0: the next round "
+                        "at once)")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -108,10 +114,14 @@ def cmd_run_live(args: argparse.Namespace) -> int:
                        "redirect): --backend kernel does not apply")
     if args.duration is not None and args.duration <= 0 or args.interval <= 0:
         raise CliError("--duration and --interval must be > 0")
+    if args.rx_usecs is not None and args.rx_usecs < 0:
+        raise CliError("--rx-usecs must be >= 0")
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"--iface needs root and BPF: {why}")
     opts = LiveOptions(backend=args.socket, mode=args.xsk_mode)
+    if args.rx_usecs is not None:
+        opts = dataclasses.replace(opts, rx_usecs=args.rx_usecs)
     try:
         dp = LiveDataplane(_object(args.obj), args.iface, section=args.section, options=opts,
                            verify=args.verify)
