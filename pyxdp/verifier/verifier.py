@@ -17,17 +17,17 @@ released references); static bpf-to-bpf calls get a frame, global functions
 are verified once on their own from their BTF prototypes
 (``do_check_subprogs``). ``bpf_spin_lock``, ``bpf_timer`` and ``bpf_wq``
 follow the fields of the map value (from the map's BTF; a timer's or work
-item's callback is verified on its own); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux does with
-it. A program with CO-RE relocations is verified as relocated. States at
-jump targets are kept and a path reaching a state another path already
-verified as safe stops there (``is_state_visited``); an equal state on the
-current path is an infinite loop. Loops Linux verifies until they converge
-do so here too: open-coded iterators (``process_iter_next_call``),
-``may_goto`` and callbacks (``bpf_loop``, ``bpf_for_each_map_elem``, which
-return to their call) stop at a state within one of an earlier iteration,
-after widening the scalars no path needed exactly
-(``widen_imprecise_scalars``). More than 1,000,000 processed instructions
-refuse the program.
+item's callback is verified on its own); ``BPF_F_STRICT_ALIGNMENT`` checks
+alignment as Linux does with it. A program with CO-RE relocations is
+verified as relocated. States at jump targets are kept and a path reaching a
+state another path already verified as safe stops there
+(``is_state_visited``); an equal state on the current path is an infinite
+loop. Loops Linux verifies until they converge do so here too: open-coded
+iterators (``process_iter_next_call``), ``may_goto`` and callbacks
+(``bpf_loop``, ``bpf_for_each_map_elem``, which return to their call) stop
+at a state within one of an earlier iteration, after widening the scalars no
+path needed exactly (``widen_imprecise_scalars``). More than 1,000,000
+processed instructions refuse the program.
 
 A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
 the line Linux 6.18 prints for the same failure. What differs from Linux is

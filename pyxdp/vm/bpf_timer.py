@@ -28,16 +28,17 @@ the maps call it when an element holding a timer is deleted or overwritten
 user space releases them (a Collection's ``close``).
 
 When callbacks run. Linux runs a due timer's callback from the hrtimer softirq
-of the CPU it was armed on, ``callback(map, key, value)``. pyxdp runs them in :meth:`TimerQueue.run`: each clock base in the
-kernel's order (MONOTONIC, REALTIME, BOOTTIME), each base's due timers by
-expiry, on the CPU they were started on, through the program that set the
-callback (its own engine: interpreter or JIT). A pyxdp ``Host.run`` calls it
-between NAPI polls; a bare Collection calls it through
-``Collection.run_timers()``. Time comes from :attr:`TimerQueue.clock`: the
-real clocks by default, or a :class:`VirtualClock` that only moves when told
-(deterministic tests). A callback that re-arms its timer for a time already
-past runs again in the next :meth:`TimerQueue.run`, not in the same one
-(Linux would run it in the same softirq pass); nothing else differs in order.
+of the CPU it was armed on, ``callback(map, key, value)``. pyxdp runs them in
+:meth:`TimerQueue.run`: each clock base in the kernel's order (MONOTONIC,
+REALTIME, BOOTTIME), each base's due timers by expiry, on the CPU they were
+started on, through the program that set the callback (its own engine:
+interpreter or JIT). A pyxdp ``Host.run`` calls it between NAPI polls; a bare
+Collection calls it through ``Collection.run_timers()``. Time comes from
+:attr:`TimerQueue.clock`: the real clocks by default, or a :class:`VirtualClock`
+that only moves when told (deterministic tests). A callback that re-arms its
+timer for a time already past runs again in the next :meth:`TimerQueue.run`, not
+in the same one (Linux would run it in the same softirq pass); nothing else
+differs in order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``bpf_wq``: the workqueue kfuncs of ``kernel/bpf/helpers.c`` and the system workqueue they queue on.
+"""``bpf_wq``: the workqueue kfuncs of ``kernel/bpf/helpers.c`` and the workqueue they use.
 
 A ``struct bpf_wq`` in a map value is a :class:`BpfWork`, the work kind of
 :class:`~pyxdp.vm.bpf_async.BpfAsyncCb` (:mod:`pyxdp.vm.bpf_async` keeps them, with
