@@ -5565,6 +5565,16 @@ out:
 r0 = 2
 exit""", "workqueue pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
        err=errno.EINVAL),
+    _c("wq_map_without_wq", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = MAP(arr)
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "workqueue pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
+       err=errno.EINVAL),
     _c("wq_map_not_map", _WQ_LOOKUP + """
 r1 = r6
 r1 += 8

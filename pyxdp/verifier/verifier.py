@@ -3902,8 +3902,7 @@ class _Verifier:
             m = reg.map
             if m is None:
                 raise Refuse(f"pointer in R{n} isn't map pointer", errno.EINVAL)
-            # the map must be the workqueue's own when it holds a bpf_wq itself
-            if meta.map is not None and m is not meta.map and "bpf_wq" in self._fields(m):
+            if meta.map is not None and m is not meta.map:  # the workqueue's own map
                 raise Refuse("workqueue pointer in R1 map_uid=0 doesn't match map pointer "
                              "in R2 map_uid=0", errno.EINVAL)
             if reg.t != MAP_PTR:  # is_trusted_reg: a map pointer, nothing derived from one

@@ -113,7 +113,7 @@ class AsyncTable:
         ``struct what`` at ``addr``, ``off`` bytes into its value."""
         if off is None:
             raise HelperFault(f"{what} init: map {m.name or m.id} has no struct {what} in "
-                              "its value (the verifier checks this)")
+                              "its value")
         with self.lock:
             if addr in self._objs:
                 return -errno.EBUSY
