@@ -358,21 +358,17 @@ def _kernel_bound(i: Instruction) -> bool:
 
 _ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
-# The async special fields (struct name -> the map attribute that holds its offset).
-_ASYNC_FIELDS = {"bpf_timer": "timer_off", "bpf_wq": "wq_off"}
+_ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 
 def _place_async(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
     """Tell a userspace map where its value holds a struct bpf_timer or bpf_wq
     (map_check_btf: only hash, LRU hash and array maps may hold one)."""
-    for name, attr in _ASYNC_FIELDS.items():
-        off = fields.get(name)
-        if off is None:
-            continue
+    for name, off in fields.items():
         if ms.type not in _ASYNC_MAPS:
             raise MapError("create", errno.EOPNOTSUPP,
                            f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
-        setattr(h, attr, off)
+        h.place_async(name, off)  # type: ignore[attr-defined]
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
@@ -442,7 +438,7 @@ class Collection:
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
-            if btf is not None and ms.value_type is not None and hasattr(h, "async_offs"):
+            if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
                 _place_async(h, ms, btf.value_fields(ms.value_type, _ASYNC_FIELDS))
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"

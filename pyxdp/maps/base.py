@@ -313,6 +313,7 @@ class Map:
         # (pyxdp.vm.bpf_async), and so does release_uref for all of them.
         self.timer_off: int | None = None
         self.wq_off: int | None = None
+        self.async_offs: tuple[int, ...] = ()  # both, where present (place_async)
         # User space let go of the map (map_release_uref): bpf_timer_init and
         # bpf_wq_init are -EPERM now.
         self.uref_released = False
@@ -321,10 +322,16 @@ class Map:
         self.id = _register(self)
 
     # -- special fields (bpf_timer, bpf_wq) ---------------------------------------------
-    @property
-    def async_offs(self) -> tuple[int, ...]:
-        """Where the value holds a bpf_timer or a bpf_wq (each 16 bytes)."""
-        return tuple(o for o in (self.timer_off, self.wq_off) if o is not None)
+    def place_async(self, field: str, off: int) -> None:
+        """The loader found ``struct field`` (``bpf_timer``, ``bpf_wq``: 16 bytes each)
+        at ``off`` in the value."""
+        if field == "bpf_timer":
+            self.timer_off = off
+        elif field == "bpf_wq":
+            self.wq_off = off
+        else:
+            raise ValueError(f"{field} is not an async special field")
+        self.async_offs = tuple(o for o in (self.timer_off, self.wq_off) if o is not None)
 
     def release_uref(self) -> None:
         """``map_release_uref``: the last user reference is gone; its timers and work
