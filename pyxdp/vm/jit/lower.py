@@ -667,7 +667,6 @@ class FuncLowering:
         if direct is not None:  # inside a run of accesses whose span was checked
             return direct
         addr = self._address(base, off)
-        f = self.f
         proven = self.proven.get(pc)
         if proven is not None and proven[0] == "probe" and not write:
             # BPF_PROBE_MEM: a load that finds no memory reads 0 (rare: no inline guess)
