@@ -25,7 +25,7 @@ import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
@@ -37,6 +37,7 @@ from pyxdp.backend import (
     handle_bytes,
     int_bytes,
 )
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
@@ -51,9 +52,6 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
-
-if TYPE_CHECKING:
-    from pyxdp.btf.btf import Btf
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
@@ -360,16 +358,35 @@ _TIMER_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_L
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
 
 
-def _place_timer(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
-    """Tell a userspace map where its value holds a struct bpf_timer (map_check_btf:
-    only hash, LRU hash and array maps may hold one)."""
-    off = fields.get("bpf_timer")
-    if off is None:
-        return
-    if ms.type not in _TIMER_MAPS:
-        raise MapError("create", errno.EOPNOTSUPP,
-                       f"map {ms.name}: a bpf_timer in a {BpfMapType(ms.type).name} value")
-    h.timer_off = off  # type: ignore[attr-defined]
+# map_check_btf: the map types whose values may hold each special field (a lock: the
+# hash and array maps and the local storages; pyxdp has the first two).
+_FIELD_MAPS = {"bpf_timer": _TIMER_MAPS,
+               "bpf_spin_lock": frozenset({BpfMapType.BPF_MAP_TYPE_HASH,
+                                           BpfMapType.BPF_MAP_TYPE_ARRAY}),
+               "bpf_res_spin_lock": frozenset({BpfMapType.BPF_MAP_TYPE_HASH,
+                                               BpfMapType.BPF_MAP_TYPE_ARRAY})}
+
+
+def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
+    """Tell a userspace map where its value holds special fields (map_check_btf: a
+    record btf_parse_fields refuses, or a field the map type may not hold, fails the
+    map's creation); a struct bpf_timer's offset is kept apart."""
+    assert ms.value_type is not None
+    try:
+        fields = btf.special_fields(ms.value_type)
+    except FieldError as e:
+        raise MapError("create", e.errno, f"map {ms.name}: {e}") from None
+    for name, _off in fields:
+        if ms.type not in _FIELD_MAPS.get(name, frozenset()):
+            raise MapError("create", errno.EOPNOTSUPP,
+                           f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
+    spans = []
+    for name, off in fields:
+        if name == "bpf_timer":
+            h.timer_off = off  # type: ignore[attr-defined]
+        else:
+            spans.append((off, SPECIAL_FIELDS[name].size))
+    h.field_spans = tuple(spans)  # type: ignore[attr-defined]
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
@@ -440,7 +457,7 @@ class Collection:
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             if btf is not None and ms.value_type is not None and hasattr(h, "timer_off"):
-                _place_timer(h, ms, btf.value_fields(ms.value_type, ("bpf_timer",)))
+                _place_fields(h, ms, btf)
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():

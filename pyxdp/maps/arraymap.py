@@ -179,7 +179,7 @@ class ArrayMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST, "array elements always exist")
         off = i * self.elem_size
         vs = self.value_size
-        if self.timer_off is not None:  # array_map_update_elem: copy, then free the fields
+        if self.timer_off is not None or self.field_spans:  # copy, then free the fields
             self._free_fields(self.value_region().base + off)
             data = self._skip_fields(data)
         src = np.frombuffer(data, np.uint8)

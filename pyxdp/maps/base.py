@@ -312,6 +312,9 @@ class Map:
         # and deletes free the element's timer (pyxdp.vm.bpf_timer), and so does
         # release_uref for all of them.
         self.timer_off: int | None = None
+        # Every special field of the value as (offset, size), set from BTF by the loader:
+        # updates leave them out (copy_map_value), so they read as zero afterwards.
+        self.field_spans: tuple[tuple[int, int], ...] = ()
         # User space let go of the map (map_release_uref): bpf_timer_init is -EPERM now.
         self.uref_released = False
         self._regions: list[Region] = []
@@ -335,11 +338,14 @@ class Map:
         return bytes(16)
 
     def _skip_fields(self, data: bytes) -> bytes:
-        """``data`` with its special fields zero (what the element holds after an update)."""
-        off = self.timer_off
-        if off is None:
-            return data
-        return data[:off] + bytes(16) + data[off + 16:]
+        """``data`` with its special fields zero (what the element holds after an update:
+        between runs a lock is free, its word 0)."""
+        out = bytearray(data)
+        spans = self.field_spans if self.timer_off is None else \
+            (*self.field_spans, (self.timer_off, 16))
+        for off, size in spans:
+            out[off:off + size] = bytes(size)
+        return bytes(out)
 
     # -- storage hooks -------------------------------------------------------------------
     def _storage_bytes(self) -> int:

@@ -48,6 +48,7 @@ class KArg(Enum):
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
     IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
+    RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
 
 
 class KRet(Enum):
@@ -136,6 +137,14 @@ KFUNCS: dict[str, KfuncProto] = {
     # (common_btf_ids; the verifier pairs them, last saved first restored)
     "bpf_local_irq_save": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
     "bpf_local_irq_restore": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
+    # kernel/bpf/helpers.c: resilient queued spin locks in map values (common_btf_ids); a
+    # lock's int is 0 when it is taken, -EDEADLK or -ETIMEDOUT when not, and the _irqsave
+    # pair saves IRQ state into a stack slot as bpf_local_irq_save does
+    "bpf_res_spin_lock": KfuncProto((P(KArg.RES_SPIN_LOCK),)),
+    "bpf_res_spin_unlock": KfuncProto((P(KArg.RES_SPIN_LOCK),), KRet.VOID),
+    "bpf_res_spin_lock_irqsave": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG))),
+    "bpf_res_spin_unlock_irqrestore": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG)),
+                                                 KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
