@@ -369,24 +369,23 @@ _FIELD_MAPS = {"bpf_timer": _TIMER_MAPS,
 
 def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     """Tell a userspace map where its value holds special fields (map_check_btf: a
-    record btf_parse_fields refuses, or a field the map type may not hold, fails the
-    map's creation); a struct bpf_timer's offset is kept apart."""
+    field the map type may not hold fails the map's creation; a record btf_parse_fields
+    refuses is kept as an error, which holds no field); a struct bpf_timer's offset
+    (the last one's) is kept apart."""
     assert ms.value_type is not None
     try:
         fields = btf.special_fields(ms.value_type)
-    except FieldError as e:
-        raise MapError("create", e.errno, f"map {ms.name}: {e}") from None
+    except FieldError:
+        return
     for name, _off in fields:
         if ms.type not in _FIELD_MAPS.get(name, frozenset()):
             raise MapError("create", errno.EOPNOTSUPP,
                            f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
-    spans = []
-    for name, off in fields:
-        if name == "bpf_timer":
-            h.timer_off = off  # type: ignore[attr-defined]
-        else:
-            spans.append((off, SPECIAL_FIELDS[name].size))
-    h.field_spans = tuple(spans)  # type: ignore[attr-defined]
+    timer = dict(fields).get("bpf_timer")
+    if timer is not None:
+        h.timer_off = timer  # type: ignore[attr-defined]
+    h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
+                          for name, off in fields if (name, off) != ("bpf_timer", timer))
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,

@@ -348,35 +348,37 @@ class Btf:
                        ) -> list[tuple[str, int]]:
         """``btf_parse_fields`` of a map value of type ``type_id``: its special fields
         (:data:`SPECIAL_FIELDS`, those in ``names`` only when given) as (struct name,
-        byte offset), sorted by offset. As Linux 6.18's ``btf_find_field_one``: members
-        are taken as typed (a modifier or typedef hides a field), a field is found in
-        nested structs and unions at any depth below 32, arrays count their elements
-        (none: no field), a repeatable field may be in an array of it or of structs
-        holding it, any other only once per value. :class:`FieldError` with Linux's
-        errno for what map creation refuses: a unique field twice (E2BIG), an array of
-        a non-repeatable one (EINVAL), a bpf_spin_lock beside a bpf_res_spin_lock
-        (EINVAL), nesting too deep (E2BIG), fields that overlap (EEXIST)."""
+        byte offset) in the order found. As Linux 6.18's ``btf_find_field_one``:
+        members are taken as typed (a modifier or typedef hides a field), fields are
+        found in nested structs (not unions) at any depth below 32, an array counts its
+        elements (none: no field). :class:`FieldError` with Linux's errno for a record
+        it refuses: a unique field twice among one struct's own members (E2BIG), an
+        array of a non-repeatable field or of structs holding one (EINVAL), a
+        bpf_spin_lock beside a bpf_res_spin_lock (EINVAL), fields that overlap
+        (EEXIST), nesting too deep (E2BIG). (Linux then keeps the map, with no special
+        field at all.)"""
         wanted = set(SPECIAL_FIELDS if names is None else names) & set(SPECIAL_FIELDS)
-        seen: set[str] = set()
         t = self.resolved(type_id)
         if t.kind not in (BtfKind.STRUCT, BtfKind.UNION):
             return []
-        found = sorted(self._struct_fields(t, wanted, seen, 0))
+        found = self._struct_fields(t, wanted, 0)
         got = {n for n, _ in found}
         if "bpf_spin_lock" in got and "bpf_res_spin_lock" in got:
             raise FieldError(errno.EINVAL, "a bpf_spin_lock and a bpf_res_spin_lock in one "
                                            "value")
         end = 0
-        for n, off in sorted(found, key=lambda f: f[1]):
+        for n, off in found:
             if off < end:
                 raise FieldError(errno.EEXIST, f"{n} at {off} overlaps another field")
             end = off + SPECIAL_FIELDS[n].size
-        return sorted(found, key=lambda f: f[1])
+        return found
 
-    def _struct_fields(self, t: BtfType, wanted: set[str], seen: set[str],
+    def _struct_fields(self, t: BtfType, wanted: set[str],
                        level: int) -> list[tuple[str, int]]:
-        """btf_find_struct_field: the fields of struct or union ``t`` (offsets in it)."""
+        """btf_find_struct_field: the fields of struct or union ``t`` (offsets in it);
+        the unique ones are counted among its own members only."""
         out: list[tuple[str, int]] = []
+        seen: set[str] = set()
         for mem in t.members:
             if mem.bit_offset % 8:  # valid C code cannot give such BTF
                 raise FieldError(errno.EINVAL, f"member {mem.name} not at a byte offset")
@@ -403,12 +405,12 @@ class Btf:
                 raise FieldError(errno.E2BIG, f"more than one {name}")
             seen.add(name)
         if not name:
-            if vt.kind not in (BtfKind.STRUCT, BtfKind.UNION):
+            if vt.kind is not BtfKind.STRUCT:  # Linux 6.18 looks into no union
                 return []
             # btf_find_nested_struct
             if level + 1 >= _MAX_RESOLVE_DEPTH:
                 raise FieldError(errno.E2BIG, "struct nesting too deep")
-            inner = self._struct_fields(vt, wanted, seen, level + 1)
+            inner = self._struct_fields(vt, wanted, level + 1)
             return self._repeat(inner, nelems, vt.size_type, off)
         kind = SPECIAL_FIELDS[name]
         # btf_find_struct: only a struct of the field's size is one; aligned (4 or 8)
@@ -429,16 +431,13 @@ class Btf:
         return [(n, off + k * size + o) for k in range(nelems) for n, o in fields]
 
     def value_fields(self, type_id: int, names: Iterable[str]) -> dict[str, int]:
-        """:meth:`special_fields` by name (the first of each), an invalid record giving
-        none (the map it describes cannot be created)."""
+        """:meth:`special_fields` by name, each at the offset of the last one found (the
+        one btf_record's ``spin_lock_off``, ``timer_off``... keep); a record Linux
+        refuses gives none."""
         try:
-            found = self.special_fields(type_id, names)
+            return dict(self.special_fields(type_id, names))
         except FieldError:
             return {}
-        out: dict[str, int] = {}
-        for n, off in found:
-            out.setdefault(n, off)
-        return out
 
     def resolve_size(self, type_id: int) -> int:
         """Byte size of ``type_id``, following libbpf's ``btf__resolve_size``."""

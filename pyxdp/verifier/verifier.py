@@ -4342,18 +4342,17 @@ class _Verifier:
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """The special fields of the map's value by their struct's name, at their offsets
-        (:meth:`_field_list`, the first of each)."""
+        (:meth:`_field_list`, the last of each)."""
         got = self.fields.get(m.name)
-        if got is None:
-            got = self.fields[m.name] = {}
-            for name, off in self._field_list(m):
-                got.setdefault(name, off)
+        if got is None:  # btf_parse_fields keeps the last of each (spin_lock_off...)
+            got = self.fields[m.name] = dict(self._field_list(m))
         return got
 
     def _field_list(self, m: MapSpec) -> list[tuple[str, int]]:
         """btf_parse_fields: the map value's special fields (bpf_spin_lock,
         bpf_res_spin_lock, bpf_timer...) as (struct name, offset), in nested structs
-        too (a value whose record Linux refuses has none: its map is never created)."""
+        too (a value whose record Linux refuses has none: map_check_btf keeps the map,
+        its record an error, which holds no field)."""
         got = self.field_lists.get(m.name)
         if got is not None:
             return got
