@@ -696,9 +696,9 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
-                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
-                 "quick", "prec")
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks",
+                 "hist", "all_precise", "written", "read", "all_read", "read_slots", "links",
+                 "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []

@@ -8,8 +8,6 @@ lock) is no field at all. Each layout gets a BTF of its own."""
 
 from __future__ import annotations
 
-from typing import Union
-
 import pytest
 
 from pyxdp.btf.btf import Btf, BtfArray, BtfKind, BtfMember, BtfType
@@ -22,7 +20,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("kernel")]
 
 # A layout: a base name ("u32", "u64", "lock", "res", "timer"), ("arr", n, layout),
 # ("struct" | "union", ((member, layout), ...)) or ("typedef", name, layout).
-Layout = Union[str, tuple]
+Layout = str | tuple  # type: ignore[type-arg]
 _BASE = {"u32": (4, None), "u64": (8, None), "lock": (4, "bpf_spin_lock"),
          "res": (4, "bpf_res_spin_lock"), "timer": (16, "bpf_timer")}
 
