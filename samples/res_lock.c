@@ -13,6 +13,11 @@
  * goes into out[] as the 64-bit register holds it; counts[k] counts the runs
  * that held both locks. The verdict is XDP_DROP when the second lock failed,
  * else XDP_PASS.
+ *
+ * xdp_res_lock_iter sums 0..n-1 (n: the first byte & 7) with the numbers
+ * iterator while it holds the nested lock (the iterator kfuncs may be called
+ * under a lock) and adds it to deep[0].count; xdp_res_lock_neg tests the
+ * lock's return with "r < 0" and counts in deep[0].before.
  */
 #include "pyxdp_bpf.h"
 #include "pyxdp_net.h"
@@ -23,12 +28,19 @@ struct bpf_res_spin_lock {
 	__u32 val;
 };
 
+struct bpf_iter_num {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+
 extern int bpf_res_spin_lock(struct bpf_res_spin_lock *lock) __ksym;
 extern void bpf_res_spin_unlock(struct bpf_res_spin_lock *lock) __ksym;
 extern int bpf_res_spin_lock_irqsave(struct bpf_res_spin_lock *lock,
 				     unsigned long *flags__irq_flag) __ksym;
 extern void bpf_res_spin_unlock_irqrestore(struct bpf_res_spin_lock *lock,
 					   unsigned long *flags__irq_flag) __ksym;
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __ksym;
+extern int *bpf_iter_num_next(struct bpf_iter_num *it) __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __ksym;
 static long (* const bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *) 93;
 static long (* const bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *) 94;
 
@@ -144,6 +156,48 @@ int xdp_res_lock(struct xdp_md *ctx)
 	bpf_spin_unlock(&pl->lock);
 	note(3, r);
 	return verdict;
+}
+
+SEC("xdp")
+int xdp_res_lock_iter(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *p = data;
+	__u32 k0 = 0;
+	struct nested *n;
+	struct bpf_iter_num it;
+	int *v, sum = 0;
+
+	if (p + 1 > (__u8 *)data_end)
+		return XDP_ABORTED;
+	n = bpf_map_lookup_elem(&deep, &k0);
+	if (!n || bpf_res_spin_lock(&n->inner.lock))
+		return XDP_ABORTED;
+	bpf_iter_num_new(&it, 0, *p & 7);
+	while ((v = bpf_iter_num_next(&it)))
+		sum += *v;
+	bpf_iter_num_destroy(&it);
+	n->count += sum;
+	bpf_res_spin_unlock(&n->inner.lock);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_res_lock_neg(struct xdp_md *ctx)
+{
+	__u32 k0 = 0;
+	struct nested *n = bpf_map_lookup_elem(&deep, &k0);
+	int r;
+
+	if (!n)
+		return XDP_ABORTED;
+	r = bpf_res_spin_lock(&n->inner.lock);
+	if (r < 0)
+		return XDP_DROP;
+	n->before++;
+	bpf_res_spin_unlock(&n->inner.lock);
+	return XDP_PASS;
 }
 
 char _license[] SEC("license") = "GPL";

@@ -1,7 +1,7 @@
 """Resilient spin locks (bpf_res_spin_lock and the _irqsave pair) and special fields in
 nested structs against Linux: samples/res_lock.o under BPF_PROG_TEST_RUN on Linux and on
 pyxdp's interpreter and JIT (the same verdicts, return codes and counts: -EDEADLK for a
-lock the run holds), and every program of samples/res_lock_bad.o refused by both
+lock the run holds; the numbers iterator under a lock), and every program of samples/res_lock_bad.o refused by both
 verifiers with the same first error and errno."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 def _run(coll: Collection, pkt: bytes) -> tuple[object, ...]:
     r = coll.programs["xdp_res_lock"].test_run(pkt)
-    return (r.retval, tuple(coll.maps["out"][i] for i in range(4)))
+    more = tuple(coll.programs[p].test_run(pkt).retval
+                 for p in ("xdp_res_lock_iter", "xdp_res_lock_neg"))
+    return (r.retval, tuple(coll.maps["out"][i] for i in range(4)), more)
 
 
 @pytest.mark.parametrize("engine", ["interp", "jit"])
@@ -35,7 +37,7 @@ def test_res_lock_match_linux(engine: str) -> None:
     with Collection(spec, "kernel") as kern, Collection(spec, "userspace",
                                                         engine=engine) as user:
         seen = []
-        for first in (0, 1, 2, 3, 4, 0):
+        for first in (0, 1, 2, 3, 4, 7, 0):
             pkt = bytes([first]) * 64
             k = _run(kern, pkt)
             assert _run(user, pkt) == k, first
@@ -45,7 +47,7 @@ def test_res_lock_match_linux(engine: str) -> None:
         assert kern.maps["deep"][0] == user.maps["deep"][0]
         assert kern.maps["plain"][0] == user.maps["plain"][0]
     # the AA case is -EDEADLK and XDP_DROP, the others take both locks
-    assert seen[0] == (1, (0, -35, 0, 0)) and seen[1] == (2, (0, 0, 0, 0))
+    assert seen[0] == (1, (0, -35, 0, 0), (2, 2)) and seen[1] == (2, (0, 0, 0, 0), (2, 2))
 
 
 def _reason(spec: object, backend: str) -> tuple[int, str]:
