@@ -123,8 +123,9 @@ LINUX_PROCESSED = {
     "redirect_bcast.o:xdp_redirect_bcast": 15, "redirect_bcast.o:xdp_redirect_bcast_excl": 15,
     "redirect_cpu.o:xdp_cpumap_filter": 206, "redirect_cpu.o:xdp_redirect_cpu_hash": 705,
     "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
-    "redirect_map.o:xdp_redirect_map_egress": 25, "res_lock.o:xdp_res_lock": 211,
-    "res_lock.o:xdp_res_lock_iter": 73, "res_lock.o:xdp_res_lock_neg": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
+    "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
+    "res_lock.o:xdp_res_lock": 211, "res_lock.o:xdp_res_lock_iter": 73,
+    "res_lock.o:xdp_res_lock_neg": 25,
     "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
     "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
 }

@@ -1,8 +1,8 @@
 """Resilient spin locks (bpf_res_spin_lock and the _irqsave pair) and special fields in
 nested structs against Linux: samples/res_lock.o under BPF_PROG_TEST_RUN on Linux and on
 pyxdp's interpreter and JIT (the same verdicts, return codes and counts: -EDEADLK for a
-lock the run holds; the numbers iterator under a lock), and every program of samples/res_lock_bad.o refused by both
-verifiers with the same first error and errno."""
+lock the run holds; the numbers iterator under a lock), and every program of
+samples/res_lock_bad.o refused by both verifiers with the same first error and errno."""
 
 from __future__ import annotations
 
