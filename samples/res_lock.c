@@ -17,7 +17,8 @@
  * xdp_res_lock_iter sums 0..n-1 (n: the first byte & 7) with the numbers
  * iterator while it holds the nested lock (the iterator kfuncs may be called
  * under a lock) and adds it to deep[0].count; xdp_res_lock_neg tests the
- * lock's return with "r < 0" and counts in deep[0].before.
+ * lock's return with "r < 0" and counts in deep[0].before;
+ * xdp_res_lock_global counts under a lock in global data (.data.A).
  */
 #include "pyxdp_bpf.h"
 #include "pyxdp_net.h"
@@ -91,6 +92,10 @@ struct {
 	__type(key, __u32);
 	__type(value, __s64);
 } out SEC(".maps");
+
+/* a lock in global data (.data.A: a DATASEC's variables hold fields too) */
+struct bpf_res_spin_lock glock SEC(".data.A");
+long gcount SEC(".data.A");
 
 static __always_inline void note(__u32 k, long v)
 {
@@ -197,6 +202,16 @@ int xdp_res_lock_neg(struct xdp_md *ctx)
 		return XDP_DROP;
 	n->before++;
 	bpf_res_spin_unlock(&n->inner.lock);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_res_lock_global(struct xdp_md *ctx)
+{
+	if (bpf_res_spin_lock(&glock))
+		return XDP_DROP;
+	gcount++;
+	bpf_res_spin_unlock(&glock);
 	return XDP_PASS;
 }
 

@@ -64,6 +64,8 @@ struct {
 	__type(value, struct plain);
 } plain SEC(".maps");
 
+struct bpf_res_spin_lock glock SEC(".data.A");
+
 static __always_inline struct elem *get(__u32 k)
 {
 	return bpf_map_lookup_elem(&locks, &k);
@@ -232,6 +234,19 @@ int nested_wrong_off(struct xdp_md *ctx)
 	if (!n || bpf_res_spin_lock((struct bpf_res_spin_lock *)&n->inner.x))
 		return XDP_ABORTED;
 	bpf_res_spin_unlock((struct bpf_res_spin_lock *)&n->inner.x);
+	return XDP_PASS;
+}
+
+/* Acquiring the same lock again, AA deadlock detected (a lock in global data:
+ * the same map value pointer, id 0, both times) */
+SEC("?xdp")
+int global_aa(struct xdp_md *ctx)
+{
+	if (bpf_res_spin_lock(&glock))
+		return XDP_ABORTED;
+	if (!bpf_res_spin_lock(&glock))
+		bpf_res_spin_unlock(&glock);
+	bpf_res_spin_unlock(&glock);
 	return XDP_PASS;
 }
 

@@ -50,6 +50,7 @@ REFUSED_PROGS = {
         "helper_overlap": "bpf_res_spin_lock cannot be accessed directly by load/store",
         "nested_store": "bpf_res_spin_lock cannot be accessed directly by load/store",
         "nested_wrong_off": "off 8 doesn't point to 'struct bpf_res_spin_lock' that is at 12",
+        "global_aa": "Acquiring the same lock again, AA deadlock detected",
     },
 }
 
@@ -125,7 +126,7 @@ LINUX_PROCESSED = {
     "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
     "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
     "res_lock.o:xdp_res_lock": 211, "res_lock.o:xdp_res_lock_iter": 73,
-    "res_lock.o:xdp_res_lock_neg": 25,
+    "res_lock.o:xdp_res_lock_neg": 25, "res_lock.o:xdp_res_lock_global": 17,
     "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
     "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
 }

@@ -348,7 +348,8 @@ class Btf:
                        ) -> list[tuple[str, int]]:
         """``btf_parse_fields`` of a map value of type ``type_id``: its special fields
         (:data:`SPECIAL_FIELDS`, those in ``names`` only when given) as (struct name,
-        byte offset) in the order found. As Linux 6.18's ``btf_find_field_one``:
+        byte offset) in the order found; for a DATASEC (global data) the fields among
+        its variables. As Linux 6.18's ``btf_find_field_one``:
         members are taken as typed (a modifier or typedef hides a field), fields are
         found in nested structs (not unions) at any depth below 32, an array counts its
         elements (none: no field). :class:`FieldError` with Linux's errno for a record
@@ -359,9 +360,17 @@ class Btf:
         field at all.)"""
         wanted = set(SPECIAL_FIELDS if names is None else names) & set(SPECIAL_FIELDS)
         t = self.resolved(type_id)
-        if t.kind not in (BtfKind.STRUCT, BtfKind.UNION):
+        if t.kind is BtfKind.DATASEC:  # btf_find_datasec_var: global data's variables
+            found: list[tuple[str, int]] = []
+            seen: set[str] = set()
+            for vs in t.secinfos:
+                var = self.type_by_id(vs.type)
+                found.extend(self._field_one(var.size_type, vs.offset, wanted, seen, 0,
+                                             vs.size))
+        elif t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+            found = self._struct_fields(t, wanted, 0)
+        else:
             return []
-        found = self._struct_fields(t, wanted, 0)
         got = {n for n, _ in found}
         if "bpf_spin_lock" in got and "bpf_res_spin_lock" in got:
             raise FieldError(errno.EINVAL, "a bpf_spin_lock and a bpf_res_spin_lock in one "
@@ -386,8 +395,9 @@ class Btf:
         return out
 
     def _field_one(self, type_id: int, off: int, wanted: set[str], seen: set[str],
-                   level: int) -> list[tuple[str, int]]:
-        """btf_find_field_one: the fields one member of type ``type_id`` at ``off`` holds."""
+                   level: int, expected: int = 0) -> list[tuple[str, int]]:
+        """btf_find_field_one: the fields one member (or global variable, of ``expected``
+        bytes) of type ``type_id`` at ``off`` holds."""
         nelems = 1
         vt = self.type_by_id(type_id)
         depth = 0
@@ -410,12 +420,14 @@ class Btf:
             # btf_find_nested_struct
             if level + 1 >= _MAX_RESOLVE_DEPTH:
                 raise FieldError(errno.E2BIG, "struct nesting too deep")
+            if expected and expected != vt.size_type * nelems:
+                return []
             inner = self._struct_fields(vt, wanted, level + 1)
             return self._repeat(inner, nelems, vt.size_type, off)
         kind = SPECIAL_FIELDS[name]
         # btf_find_struct: only a struct of the field's size is one; aligned (4 or 8)
         if vt.kind not in (BtfKind.STRUCT, BtfKind.UNION) or vt.size_type != kind.size or \
-                off % min(kind.size, 8):
+                off % min(kind.size, 8) or (expected and expected != kind.size * nelems):
             return []
         return self._repeat([(name, 0)], nelems, kind.size, off)
 

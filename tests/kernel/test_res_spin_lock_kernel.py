@@ -25,7 +25,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 def _run(coll: Collection, pkt: bytes) -> tuple[object, ...]:
     r = coll.programs["xdp_res_lock"].test_run(pkt)
     more = tuple(coll.programs[p].test_run(pkt).retval
-                 for p in ("xdp_res_lock_iter", "xdp_res_lock_neg"))
+                 for p in ("xdp_res_lock_iter", "xdp_res_lock_neg", "xdp_res_lock_global"))
     return (r.retval, tuple(coll.maps["out"][i] for i in range(4)), more)
 
 
@@ -47,7 +47,8 @@ def test_res_lock_match_linux(engine: str) -> None:
         assert kern.maps["deep"][0] == user.maps["deep"][0]
         assert kern.maps["plain"][0] == user.maps["plain"][0]
     # the AA case is -EDEADLK and XDP_DROP, the others take both locks
-    assert seen[0] == (1, (0, -35, 0, 0), (2, 2)) and seen[1] == (2, (0, 0, 0, 0), (2, 2))
+    assert seen[0] == (1, (0, -35, 0, 0), (2, 2, 2)) and \
+        seen[1] == (2, (0, 0, 0, 0), (2, 2, 2))
 
 
 def _reason(spec: object, backend: str) -> tuple[int, str]:
@@ -61,7 +62,7 @@ def _reason(spec: object, backend: str) -> tuple[int, str]:
 
 def test_res_lock_refusals_match_linux() -> None:
     spec = load_collection_spec(SAMPLES / "res_lock_bad.o")
-    assert len(spec.programs) >= 12
+    assert len(spec.programs) >= 13
     for name, ps in spec.programs.items():
         one = dataclasses.replace(spec, programs={name: dataclasses.replace(ps, autoload=True)})
         assert _reason(one, "userspace") == _reason(one, "kernel"), name
