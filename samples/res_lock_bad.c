@@ -20,6 +20,8 @@ extern int bpf_res_spin_lock_irqsave(struct bpf_res_spin_lock *lock,
 				     unsigned long *flags__irq_flag) __ksym;
 extern void bpf_res_spin_unlock_irqrestore(struct bpf_res_spin_lock *lock,
 					   unsigned long *flags__irq_flag) __ksym;
+static long (* const bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *) 93;
+static long (* const bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *) 94;
 extern void bpf_local_irq_save(unsigned long *flags__irq_flag) __ksym;
 extern void bpf_local_irq_restore(unsigned long *flags__irq_flag) __ksym;
 
@@ -247,6 +249,62 @@ int global_aa(struct xdp_md *ctx)
 	if (!bpf_res_spin_lock(&glock))
 		bpf_res_spin_unlock(&glock);
 	bpf_res_spin_unlock(&glock);
+	return XDP_PASS;
+}
+
+static __always_inline struct plain *get_plain(void)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(&plain, &k);
+}
+
+/* function calls are not allowed while holding a lock (the bpf_spin_lock
+ * helper under a res lock) */
+SEC("?xdp")
+int plain_under_res(struct xdp_md *ctx)
+{
+	struct elem *a = get(0);
+	struct plain *p = get_plain();
+
+	if (!a || !p || bpf_res_spin_lock(&a->lock))
+		return XDP_ABORTED;
+	bpf_spin_lock(&p->lock);
+	bpf_spin_unlock(&p->lock);
+	bpf_res_spin_unlock(&a->lock);
+	return XDP_PASS;
+}
+
+/* bpf_spin_unlock cannot be out of order (a res lock taken under it is
+ * still held) */
+SEC("?xdp")
+int plain_unlock_first(struct xdp_md *ctx)
+{
+	struct elem *a = get(0);
+	struct plain *p = get_plain();
+
+	if (!a || !p)
+		return XDP_ABORTED;
+	bpf_spin_lock(&p->lock);
+	if (bpf_res_spin_lock(&a->lock)) {
+		bpf_spin_unlock(&p->lock);
+		return XDP_DROP;
+	}
+	bpf_spin_unlock(&p->lock);
+	bpf_res_spin_unlock(&a->lock);
+	return XDP_PASS;
+}
+
+/* bpf_spin_unlock of different lock (only a res lock is held) */
+SEC("?xdp")
+int res_unlock_plain(struct xdp_md *ctx)
+{
+	struct elem *a = get(0);
+	struct plain *p = get_plain();
+
+	if (!a || !p || bpf_res_spin_lock(&a->lock))
+		return XDP_ABORTED;
+	bpf_spin_unlock(&p->lock);
 	return XDP_PASS;
 }
 

@@ -51,6 +51,9 @@ REFUSED_PROGS = {
         "nested_store": "bpf_res_spin_lock cannot be accessed directly by load/store",
         "nested_wrong_off": "off 8 doesn't point to 'struct bpf_res_spin_lock' that is at 12",
         "global_aa": "Acquiring the same lock again, AA deadlock detected",
+        "plain_under_res": "function calls are not allowed while holding a lock",
+        "plain_unlock_first": "bpf_spin_unlock cannot be out of order",
+        "res_unlock_plain": "bpf_spin_unlock of different lock",
     },
 }
 
