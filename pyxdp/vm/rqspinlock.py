@@ -9,8 +9,10 @@ uninterrupted call on one thread, and the verifier makes a run release every loc
 takes (on every path, before its exit), while map updates leave the word out
 (``copy_map_value``): a lock word that is not 0 when a run takes it is one this run
 already holds, so the lock is -EDEADLK, else it is taken. Contention between CPUs
-(ABBA deadlocks, -ETIMEDOUT after ``RES_DEF_TIMEOUT``) needs runs that overlap and is
-not modelled. The IRQ flags of the _irqsave pair are never observable (the verifier
+(waiting for a lock another CPU holds, -ETIMEDOUT after ``RES_DEF_TIMEOUT``) is not
+modelled: where runs do overlap (the datapath's parallel polls) a lock another run
+holds is -EDEADLK at once; the native twin takes the word with a cmpxchg, so two runs
+never both hold it. The IRQ flags of the _irqsave pair are never observable (the verifier
 lets nothing but the _irqrestore read their stack slot). Every ``int`` return is
 zero-extended in r0, as Linux 6.18's x86 JIT leaves it. Each has a native twin for the
 JIT over the same word, so a call costs no Python.
@@ -58,14 +60,16 @@ def _word_fn(kind: str, nargs: int, lock: bool) -> Callable[[Natives], str]:
         f.at("slow")  # not a writable map value: the Python helper faults as it should
         f.do(f"ret i64 {c64(SLOW)}")
         f.at("go")
-        if lock:
-            held = f.ins(f"icmp ne i32 {f.ins(f'load i32, ptr {p}, align 4')}, 0")
-            f.cbr(held, "aa", "take")
+        if lock:  # atomic, as the fast path's cmpxchg: parallel polls share maps
+            got = f.ins(f"cmpxchg ptr {p}, i32 0, i32 {_LOCKED} acquire monotonic")
+            f.cbr(f.ins(f"extractvalue {{ i32, i1 }} {got}, 1"), "taken", "aa")
             f.at("aa")
             f.do(f"ret i64 {-errno.EDEADLK & M32}")
-            f.at("take")
-        f.do(f"store i32 {_LOCKED if lock else 0}, ptr {p}, align 4")
-        f.do("ret i64 0")
+            f.at("taken")
+            f.do("ret i64 0")
+        else:
+            f.do(f"store atomic i32 0, ptr {p} release, align 4")
+            f.do("ret i64 0")
         args = ", ".join(["ptr %ctx"] + [f"i64 %r{k}" for k in range(1, nargs + 1)])
         return f.text(f"define internal i64 @{kind}({args}) nounwind")
     return define
