@@ -22,6 +22,21 @@ extern void bpf_res_spin_unlock_irqrestore(struct bpf_res_spin_lock *lock,
 					   unsigned long *flags__irq_flag) __ksym;
 static long (* const bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *) 93;
 static long (* const bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *) 94;
+struct bpf_ct_opts {
+	__s32 netns_id;
+	__s32 error;
+	__u8 l4proto;
+	__u8 dir;
+	__u16 ct_zone_id;
+	__u8 ct_zone_dir;
+	__u8 reserved[3];
+};
+struct nf_conn;
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *xdp_ctx,
+					 struct bpf_sock_tuple *bpf_tuple,
+					 __u32 len_tuple, struct bpf_ct_opts *opts,
+					 __u32 len_opts) __ksym;
+extern void bpf_ct_release(struct nf_conn *ct) __ksym;
 extern void bpf_local_irq_save(unsigned long *flags__irq_flag) __ksym;
 extern void bpf_local_irq_restore(unsigned long *flags__irq_flag) __ksym;
 
@@ -209,6 +224,25 @@ int helper_overlap(struct xdp_md *ctx)
 	if (!a)
 		return XDP_ABORTED;
 	bpf_map_update_elem(&locks, &k, a, 0);
+	return XDP_PASS;
+}
+
+/* arg#1 arg#2 memory, len pair leads to invalid memory access (a kfunc's
+ * memory argument over the value holding the lock: check_map_access first
+ * logs "bpf_res_spin_lock cannot be accessed directly by load/store") */
+SEC("?xdp")
+int kfunc_overlap(struct xdp_md *ctx)
+{
+	struct bpf_ct_opts opts = { .netns_id = -1, .l4proto = 6 };
+	struct elem *a = get(0);
+	struct nf_conn *ct;
+
+	if (!a)
+		return XDP_ABORTED;
+	ct = bpf_xdp_ct_lookup(ctx, (struct bpf_sock_tuple *)a, 12, &opts,
+			       sizeof(opts));
+	if (ct)
+		bpf_ct_release(ct);
 	return XDP_PASS;
 }
 
