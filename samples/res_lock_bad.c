@@ -227,6 +227,20 @@ int helper_overlap(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* R1 doesn't have constant offset. bpf_res_spin_lock has to be at the
+ * constant offset */
+SEC("?xdp")
+int var_off(struct xdp_md *ctx)
+{
+	struct elem *a = get(0);
+	__u32 i = ctx->rx_queue_index & 1;
+
+	if (!a || bpf_res_spin_lock((void *)a + i * 4))
+		return XDP_ABORTED;
+	bpf_res_spin_unlock(&a->lock);
+	return XDP_PASS;
+}
+
 /* arg#1 arg#2 memory, len pair leads to invalid memory access (a kfunc's
  * memory argument over the value holding the lock: check_map_access first
  * logs "bpf_res_spin_lock cannot be accessed directly by load/store") */

@@ -50,6 +50,8 @@ REFUSED_PROGS = {
         "helper_overlap": "bpf_res_spin_lock cannot be accessed directly by load/store",
         "nested_store": "bpf_res_spin_lock cannot be accessed directly by load/store",
         "kfunc_overlap": "arg#1 arg#2 memory, len pair leads to invalid memory access",
+        "var_off": "R1 doesn't have constant offset. bpf_res_spin_lock has to be at the "
+                   "constant offset",
         "nested_wrong_off": "off 8 doesn't point to 'struct bpf_res_spin_lock' that is at 12",
         "global_aa": "Acquiring the same lock again, AA deadlock detected",
         "plain_under_res": "function calls are not allowed while holding a lock",

@@ -62,7 +62,7 @@ def _reason(spec: object, backend: str) -> tuple[int, str]:
 
 def test_res_lock_refusals_match_linux() -> None:
     spec = load_collection_spec(SAMPLES / "res_lock_bad.o")
-    assert len(spec.programs) >= 17
+    assert len(spec.programs) >= 18
     for name, ps in spec.programs.items():
         one = dataclasses.replace(spec, programs={name: dataclasses.replace(ps, autoload=True)})
         assert _reason(one, "userspace") == _reason(one, "kernel"), name
