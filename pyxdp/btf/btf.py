@@ -84,6 +84,7 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     "bpf_spin_lock": SpecialField(4),
     "bpf_res_spin_lock": SpecialField(4),
     "bpf_timer": SpecialField(16),
+    "bpf_wq": SpecialField(16),
 }
 
 
