@@ -1,5 +1,5 @@
 """Special fields of map values against Linux: for values whose bpf_spin_lock,
-bpf_res_spin_lock or bpf_timer sits in nested structs, unions, arrays or behind a
+bpf_res_spin_lock, bpf_timer or bpf_wq sits in nested structs, unions, arrays or behind a
 typedef, Linux's BPF_MAP_CREATE and pyxdp's userspace maps agree on the map's creation
 (map_check_btf's map types) and on where the record's fields are: an element written
 all 0xff from user space reads back with zeros exactly there (copy_map_value leaves
@@ -18,11 +18,11 @@ from pyxdp.uapi.bpf import BpfMapType as MT
 
 pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("kernel")]
 
-# A layout: a base name ("u32", "u64", "lock", "res", "timer"), ("arr", n, layout),
+# A layout: a base name ("u32", "u64", "lock", "res", "timer", "wq"), ("arr", n, layout),
 # ("struct" | "union", ((member, layout), ...)) or ("typedef", name, layout).
 Layout = str | tuple  # type: ignore[type-arg]
 _BASE = {"u32": (4, None), "u64": (8, None), "lock": (4, "bpf_spin_lock"),
-         "res": (4, "bpf_res_spin_lock"), "timer": (16, "bpf_timer")}
+         "res": (4, "bpf_res_spin_lock"), "timer": (16, "bpf_timer"), "wq": (16, "bpf_wq")}
 
 
 class _Builder:
@@ -103,6 +103,8 @@ LAYOUTS: dict[str, tuple[Layout, int]] = {
     "nested_timer": (("struct", (("x", "u32"), ("in", ("struct", (("y", "u64"),
                                                                   ("t", "timer")))))),
                      MT.BPF_MAP_TYPE_ARRAY),
+    "nested_wq_timer": (("struct", (("in", ("struct", (("x", "u64"), ("w", "wq")))),
+                                    ("t", "timer"))), MT.BPF_MAP_TYPE_HASH),
     "in_union": (("struct", (("u", ("union", (("a", "u64"), ("l", "lock")))),)),
                  MT.BPF_MAP_TYPE_ARRAY),
     "array_of_locks": (("struct", (("x", "u64"), ("l", ("arr", 2, "res")))),
