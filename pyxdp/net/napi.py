@@ -367,8 +367,8 @@ class _NativeCounts:
     def _bulk_tx(self) -> list[CounterRow]:
         from pyxdp.net.napi_native import K
         k = self.cnt
-        return [((self.ifindex,), [int(k[K.TX_EVENTS]), int(k[K.TX_SENT]), 0, 0])] \
-            if k[K.TX_EVENTS] else []
+        return [((self.ifindex,), [int(k[K.TX_EVENTS]), int(k[K.TX_SENT]),
+                                   int(k[K.TX_DROPS]), 0])] if k[K.TX_EVENTS] else []
 
     def _redirects(self) -> list[CounterRow]:
         rows: list[CounterRow] = []
@@ -644,7 +644,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if generic:
         tx_ok = tgt[0][dev.ifindex] == 1
     else:
-        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
+        # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring: native where a
+        # redirect to it is (its row of the targets; not with threaded NAPI).
+        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
+                            or (dev.kind == "veth" and not parallel
+                                and tgt[0][dev.ifindex] == 1))
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io

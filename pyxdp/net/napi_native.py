@@ -185,7 +185,7 @@ class K:
     """Indices of a queue's trace counts (kept over calls; the tracer reads them in place)."""
 
     ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
-    TX_EVENTS, TX_SENT = 6, 7  # xdp_bulk_tx of XDP_TX
+    TX_EVENTS, TX_SENT, TX_DROPS = 6, 7, 8  # xdp_bulk_tx of XDP_TX
     SIZE = 9
 
 
@@ -202,6 +202,7 @@ C_FRAMES = C.FRAMES
 K_ACT = K.ACT
 K_TX_EVENTS = K.TX_EVENTS
 K_TX_SENT = K.TX_SENT
+K_TX_DROPS = K.TX_DROPS
 P_COUNT = PoolState.index("count")
 P_RHEAD = PoolState.index("ring_head")
 P_RLEN = PoolState.index("ring_len")
@@ -761,6 +762,37 @@ def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore
     return sent
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_base, pfn_base,  # type: ignore[no-untyped-def] # noqa: E501
+              psc, cache, ring, free, state, c, nuse, cached):
+    """The driver's XDP_TX bulk flush (``ndo_xdp_xmit`` of the bulk): a NIC's transmit
+    (a sink, or wire ``tx_wire``'s tx ring, :func:`_wire_tx_bulk`), whose
+    completion gives every page back; for a veth (``tx_veth``: its ifindex, else
+    -1) ``veth_xdp_flush_bq``'s ``veth_xdp_xmit`` onto its peer's ``xdp_ring``
+    (:func:`_veth_put`: in order, stopping at the first frame the peer refuses),
+    the frames not handed on given back. Returns (sent, the bytes a veth sent,
+    and the pool's hot fields)."""
+    if tx_veth < 0:
+        went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
+                                                      tx_rows, ntx)
+        for j in range(ntx):  # sent, then completed: back to the pool
+            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse, cached)
+        return went, np.int64(0), c, nuse, cached
+    went = 0
+    vbytes = np.int64(0)
+    for j in range(ntx):
+        loc = tx_rows[j]
+        ln = np.int64(w32[loc, 2])
+        if went == j and _veth_put(tgt_veth, tx_veth, pfn_base + loc,
+                                   q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
+                                   np.int64(w32[loc, 4])):
+            went += 1
+            vbytes += ln
+            continue  # the peer's ring holds it now
+        c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+    return went, vbytes, c, nuse, cached
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
     """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
@@ -1270,6 +1302,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
     xmit = (tgt_wire, tgt_veth, pfn_base)
     own_t = _own_veth(tgt_veth, qcur)
+    # A veth's XDP_TX (veth_xdp_tx): the bulk goes to its own ndo_xdp_xmit, its
+    # peer's xdp_ring (its row of the veth table; -1: not a veth, or the Python path's).
+    tx_veth = -1
+    if (tx_ok and not generic and self_ifindex < len(tgt_veth)
+            and tgt_veth[self_ifindex, VETH_CUR] != 0):
+        tx_veth = self_ifindex
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -1298,6 +1336,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_bad = 0
     tx_events = 0
     tx_sent = 0
+    tx_seen = 0
     tx_bytes = np.int64(0)
     g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
@@ -1513,18 +1552,19 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
-                    tx_bytes += length
+                    if tx_veth < 0:
+                        tx_bytes += length
                     tx_rows[ntx] = loc
                     ntx += 1
                     if ntx == BULK:
                         tx_events += 1
-                        went = ntx if tx_wire == 0 else _wire_tx_bulk(
-                            tx_wire, pages, w32, q64, addr_base, tx_rows, ntx)
+                        went, vbytes, c, nuse, cached = _tx_flush(
+                            tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64,
+                            addr_base, pfn_base, psc, cache, ring, free, state, c, nuse,
+                            cached)
                         tx_sent += went
+                        tx_bytes += vbytes
                         n_tx_err += ntx - went
-                        for j in range(ntx):  # sent, then completed: back to the pool
-                            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j],
-                                                    c, nuse, cached)
                         ntx = 0
                     done = True
             elif a == 4 and xon == 1 and np.int64(red[i, 1]) == XSKMAP:
@@ -1620,13 +1660,13 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             xtouched = False
         if ntx:
             tx_events += 1
-            went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
-                                                          tx_rows, ntx)
+            went, vbytes, c, nuse, cached = _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth,
+                                                      pages, w32, q64, addr_base, pfn_base,
+                                                      psc, cache, ring, free, state, c, nuse,
+                                                      cached)
             tx_sent += went
+            tx_bytes += vbytes
             n_tx_err += ntx - went
-            for j in range(ntx):
-                c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse,
-                                        cached)
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
                 c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
@@ -1639,8 +1679,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             bq_n[t, BQ_PROG] = 0
         # veth_xdp_xmit scheduled the peer's NAPI, which the kernel polls right after
         # this one: a poll that left frames in a peer's xdp_ring ends the call.
-        if n_red != red_seen:
+        if n_red != red_seen or (tx_veth >= 0 and tx_sent != tx_seen):
             red_seen = n_red
+            tx_seen = tx_sent
             if _veth_fed(tgt_veth):
                 break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
@@ -1677,6 +1718,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
+    cnt[K_TX_DROPS] += n_tx_err
     return total
 
 
