@@ -18,7 +18,9 @@ XDP batch entry on them, and acts on the verdicts:
   socket of the host kernel, :mod:`pyxdp.net.xsk_wire`) gets each frame
   copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
   to it alike; frames its ring has no room for count as ``xdp_tx_errors``
-  (XDP_TX) or as the flush's drops (redirects);
+  (XDP_TX) or as the flush's drops (redirects); on a veth whose peer has
+  NAPI, XDP_TX is ``veth_xdp_tx``: the bulk goes to the veth's own
+  ``veth_xdp_xmit``, onto the peer's ``xdp_ring`` (:func:`_tx_flush`);
 - ``XDP_REDIRECT`` through a devmap slot or a devmap_hash key (the map's
   index probed by :mod:`pyxdp.maps.hashtab`'s probe in machine code), or to
   an ifindex (``bpf_redirect``), to a NIC or a veth: the same conversion,
