@@ -930,15 +930,15 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
-               cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
+def _loop_sccs(insns: Sequence[Instruction],
+               points: frozenset[int]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
-    function's control-flow graph, or a call of a helper that calls back, which calls its
-    callback again), and which of those loops hold one of ``points`` (iterator ``_next``
-    calls, ``may_goto``) or are such a call. Only there may a path stop on a state of an
-    earlier iteration still being explored (a backedge of the SCC's visit), whose marks
-    are then incomplete; a bounded loop without them verifies its iterations one after
-    another, and its finished states have all their marks."""
+    function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
+    adds no backedge where callback states converge), and which of those loops hold one
+    of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
+    a state of an earlier iteration still being explored (a backedge of the SCC's visit),
+    whose marks are then incomplete; a bounded loop without them verifies its iterations
+    one after another, and its finished states have all their marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
@@ -975,8 +975,8 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v) or v in cb_sites:
-                    loops = not points.isdisjoint(comp) or not cb_sites.isdisjoint(comp)
+                if len(comp) > 1 or v in _succs(insns, v):
+                    loops = not points.isdisjoint(comp)
                     for w in comp:
                         in_scc[w] = True
                         backedges[w] = loops
@@ -1087,8 +1087,8 @@ class _Verifier:
             pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_scc, self.scc_backedges = _loop_sccs(self.insns, self.iter_next |
-                                                     self.may_goto, self.cb_sites)
+        self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
+                                                     self.iter_next | self.may_goto)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1439,7 +1439,11 @@ class _Verifier:
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
         # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = pc not in self.forced and not self._incomplete_marks(cur, pc)
+        # A callback's call is no loop of its own: its finished states compare as any
+        # (NOT_EXACT unless the call is inside a loop whose marks are incomplete).
+        cb_site = pc in self.cb_sites
+        self.loose = (pc not in self.forced or cb_site) and \
+            not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
             return self._visited_plain(pc, cur, live)
         done = self.done.get(pc)
@@ -1448,8 +1452,12 @@ class _Verifier:
             for old in done:
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
-                    self._mark_all_precise(cur)
-                    self._mark_all_read(cur)
+                    if self.loose:
+                        self._propagate_precision(old, cur)
+                        self._propagate_liveness(old, cur)
+                    else:
+                        self._mark_all_precise(cur)
+                        self._mark_all_read(cur)
                     return True
                 old.misses += 1
                 evict |= old.misses > old.hits * 3 + 3
@@ -1464,6 +1472,7 @@ class _Verifier:
         # another may_goto depth, with the iterator still active.
         regs = cur.cur.regs
         it = self._iter_at(cur) if pc in self.iter_next else None
+        self.loose = False
         if it is None or it.sub == ITER_ACTIVE:
             for rs, by_vals in forced.items():
                 vals = self._exact_part(regs, rs)
@@ -1474,7 +1483,13 @@ class _Verifier:
                         continue
                     if self._states_equal(old, cur, live, exact=False):
                         old.hits += 1
-                        self._mark_all_precise(cur)
+                        if cb_site:
+                            # Linux 6.18 records no backedge here: only the marks old
+                            # has so far are handed on (its read marks are incomplete:
+                            # every slot counts as read)
+                            self._propagate_precision(old, cur)
+                        else:
+                            self._mark_all_precise(cur)
                         self._mark_all_read(cur)
                         return True
         if may_goto:
@@ -1637,13 +1652,26 @@ class _Verifier:
                 for slot in [x for x in want_s if x[0] >= fr]:
                     want_s.discard(slot)  # the callee's stack did not exist before
                 return fr - 1
-            if i.src == 0 and i.imm in _CALLBACK_HELPERS:
-                return None  # a callback's frames
+            if pc in self.cb_sites and nxt != pc + 1:
+                # back out of the callback's frame to the helper's call: its R1-R5
+                # were set by the helper, nothing else of the callback can be wanted
+                if any(f == fr and not 1 <= r <= 5 for f, r in want_r) or \
+                        any(f >= fr for f, _ in want_s):
+                    return None
+                for r in range(1, 6):
+                    want_r.discard((fr, r))
+                return fr - 1
             if any((fr, r) in want_r for r in range(1, 6)):
                 return None
             want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
             return fr
         if o == op.BPF_EXIT:
+            if nxt in self.cb_sites:
+                # back into a callback that returned to its helper's call: the caller's
+                # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
+                for r in range(6):
+                    want_r.discard((fr, r))
+                return fr + 1
             # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
             call = self.insns[nxt - 1] if nxt > 0 else None
             if call is None or call.code != op.OP_CALL or \
@@ -1709,7 +1737,15 @@ class _Verifier:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
         prec = old.prec  # a finished state's marks no longer change: collected once
-        if prec is None:
+        if old.branches:  # still on the current path: uncleaned, its marks as they are
+            rs = [(fi, r) for fi, f in enumerate(old.frames) for r, reg in enumerate(f.regs)
+                  if reg.t == SCALAR and reg.precise]
+            ss = [(fi, spi) for fi, f in enumerate(old.frames)
+                  for spi, (types, spill) in enumerate(f.stack)
+                  if spill is not None and spill.t == SCALAR and spill.precise and
+                  S_SPILL in types]
+            prec = (tuple(rs), tuple(ss))
+        elif prec is None:
             # only what old still holds once cleaned (clean_verifier_state): registers
             # live at its pc (a caller's: at its call), slots a path after it read
             rs, ss = [], []
@@ -1909,6 +1945,11 @@ class _Verifier:
         if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
                 len(old.irqs) != len(cur.irqs):
             return False
+        # func_states_equal: a state of more callback iterations begun (bpf_loop's
+        # callback_depth) does not cover one of fewer
+        for fo, fc in zip(old.frames, cur.frames):
+            if fo.cb_depth > fc.cb_depth:
+                return False
         if not exact and self.loose and not old.branches:
             plan = old.plan
             if plan is None:
