@@ -1978,6 +1978,47 @@ exit""", None, processed=1555),
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
+    # A counter in the caller's stack, advanced by 1 or 2 per call and used as an offset
+    # (precise: the calls never converge, bpf_loop's 6 are all walked). A state of a later
+    # call, further from the end of the loop (more callbacks begun, callback_depth), never
+    # covers one of an earlier call (func_states_equal), nor does a finished state kept at
+    # the call prune before a newer one there is compared (the states kept at a forced
+    # checkpoint, newest first; one still on the path dropped after 64 misses per hit).
+    _c("loop_cb_depth", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 6
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = *(u64 *)(r2 +0)
+r6 &= 7
+r8 = r2
+call 7
+if r0 > 10 goto +2
+r6 += 1
+goto +1
+r6 += 2
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 7
+r1 = 8
+*(u64 *)(r8 +0) = r6
+r7 = r10
+r7 += -64
+r7 += r6
+r0 = *(u8 *)(r7 +0)
+r0 = 0
+exit""", None, funcs=_CB, processed=2128),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
     _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),

@@ -676,7 +676,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
+                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
                  "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
                  "quick", "prec")
 
@@ -691,9 +691,6 @@ class State:
         self.irqs: list[tuple[int, int]] = []
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
-        # A kept state at a loop's forced checkpoint: its live constant registers (which
-        # a state within it must hold too) and their values, by which it is indexed.
-        self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
         # A kept state: where paths from it needed exact values (pc -> registers).
         self.sinks: dict[int, int] = {}
         self.parent: State | None = None
@@ -1082,9 +1079,8 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS)
-        # Kept states on the current path at these forced checkpoints, indexed (cidx).
-        self.forced: dict[int, dict[tuple[int, ...], dict[tuple[object, ...], list[State]]]] = {
-            pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
+        # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
+        self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
         self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
@@ -1096,11 +1092,7 @@ class _Verifier:
         self.stack_ver = 0
         self.precise: dict[tuple[frozenset[tuple[int, int]], int],
                            tuple[list[int], frozenset[int]]] = {}
-        # Kept states per pc: those still on the current path (branches > 0), by the
-        # exact key of their registers (states_maybe_looping), and the finished ones.
-        self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
-        self.done: dict[int, list[State]] = {}
-        # Elsewhere all kept states per pc, in the order kept (explored_states).
+        # All kept states per pc, in the order kept (explored_states).
         self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
@@ -1329,12 +1321,6 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
-            # off the current path: from now on it may prune others
-            if p.pc in self.forced:
-                assert p.loop_key is not None  # set when kept at a forced checkpoint
-                self.active[p.pc][p.loop_key].remove(p)
-                self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
-                self.done.setdefault(p.pc, []).append(p)
             p = p.parent
         if not stack:
             return None
@@ -1438,18 +1424,56 @@ class _Verifier:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
-        # Loops and converging checkpoints compare every scalar's range and every slot.
-        # A callback's call is no loop of its own: its finished states compare as any
-        # (NOT_EXACT unless the call is inside a loop whose marks are incomplete).
-        cb_site = pc in self.cb_sites
-        self.loose = (pc not in self.forced or cb_site) and \
-            not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
+            # a loop whose marks may be incomplete compares every scalar's range and slot
+            self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
-        done = self.done.get(pc)
-        if done:
-            evict = False
-            for old in done:
+        return self._visited_forced(pc, cur, live)
+
+    def _visited_forced(self, pc: int, cur: State, live: int) -> bool:
+        """is_state_visited at a forced checkpoint (an iterator's _next call, may_goto, a
+        callback's call): every state kept here, the newest first. One still on the
+        current path covers ``cur`` when ``cur`` is within it (RANGE_WITHIN: the loop
+        converges) - for may_goto one of another depth, for an iterator while it is
+        active; a finished one as anywhere. A state that misses far more often than it
+        hits is dropped (one on the current path after 64 misses per hit). ``cur`` is
+        always kept."""
+        kept = self.kept.setdefault(pc, [])
+        key = tuple(r.key() for r in cur.cur.regs)
+        may_goto = pc in self.may_goto
+        cb_site = pc in self.cb_sites
+        it = self._iter_at(cur) if pc in self.iter_next else None
+        converge = it is None or it.sub == ITER_ACTIVE
+        evict: list[State] = []
+        for k in range(len(kept) - 1, -1, -1):
+            old = kept[k]
+            if old.branches:
+                self.loose = False
+                if converge and (not may_goto or old.may_goto != cur.may_goto) and \
+                        self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    if cb_site:
+                        # Linux 6.18 records no backedge here: only the marks old has
+                        # so far are handed on (its read marks are incomplete: every
+                        # slot counts as read)
+                        self._propagate_precision(old, cur)
+                    else:
+                        self._mark_all_precise(cur)
+                    self._mark_all_read(cur)
+                    self._evict_forced(kept, evict)
+                    return True
+                if may_goto:
+                    if old.loop_key is None:
+                        old.loop_key = tuple(r.key() for r in old.cur.regs)
+                    if old.loop_key == key and old.may_goto == cur.may_goto and \
+                            old.cb_unroll == cur.cb_unroll and \
+                            self._states_equal(old, cur, live, exact=True):
+                        raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+            else:
+                # a callback's call is no loop of its own: its finished states compare as
+                # any (NOT_EXACT unless the call is inside a loop whose marks are
+                # incomplete)
+                self.loose = cb_site and not self._incomplete_marks(cur, pc)
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
                     if self.loose:
@@ -1458,58 +1482,27 @@ class _Verifier:
                     else:
                         self._mark_all_precise(cur)
                         self._mark_all_read(cur)
+                    self._evict_forced(kept, evict)
                     return True
-                old.misses += 1
-                evict |= old.misses > old.hits * 3 + 3
-            if evict:  # Linux frees a kept state that misses far more often than it hits
-                done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
-        active = self.active.setdefault(pc, {})
-        key = tuple(r.key() for r in cur.cur.regs)
-        forced = self.forced[pc]
-        may_goto = pc in self.may_goto
-        # A loop of may_goto, an iterator or a callback converges when this state is
-        # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
-        # another may_goto depth, with the iterator still active.
-        regs = cur.cur.regs
-        it = self._iter_at(cur) if pc in self.iter_next else None
-        self.loose = False
-        if it is None or it.sub == ITER_ACTIVE:
-            for rs, by_vals in forced.items():
-                vals = self._exact_part(regs, rs)
-                if vals is None:
-                    continue
-                for old in by_vals.get(vals, ()):
-                    if may_goto and old.may_goto == cur.may_goto:
-                        continue
-                    if self._states_equal(old, cur, live, exact=False):
-                        old.hits += 1
-                        if cb_site:
-                            # Linux 6.18 records no backedge here: only the marks old
-                            # has so far are handed on (its read marks are incomplete:
-                            # every slot counts as read)
-                            self._propagate_precision(old, cur)
-                        else:
-                            self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
-                        return True
-        if may_goto:
-            for old in active.get(key, ()):
-                if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
-                        self._states_equal(old, cur, live, exact=True):
-                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+            old.misses += 1
+            n = 64 if old.branches else 3
+            if old.misses > old.hits * n + n:
+                evict.append(old)
+        self._evict_forced(kept, evict)
         # a forced checkpoint: always kept
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
         new = self._keep(pc, cur)
         new.loop_key = key
-        active.setdefault(key, []).append(new)
-        rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
-                   (regs[r].t != SCALAR or not regs[r].tm))
-        vals = self._exact_part(regs, rs)
-        assert vals is not None
-        new.cidx = (rs, vals)
-        forced.setdefault(rs, {}).setdefault(vals, []).append(new)
+        kept.append(new)
         self.nstates += 1
         return False
+
+    @staticmethod
+    def _evict_forced(kept: list[State], evict: list[State]) -> None:
+        """Linux frees a kept state that misses far more often than it hits (at a forced
+        checkpoint one still on the current path after 64 misses per hit)."""
+        if evict:
+            kept[:] = [x for x in kept if all(x is not e for e in evict)]
 
     # -- precision tracking (mark_chain_precision, backtrack_insn) ------------------------
     def _mark_precise(self, st: State, regs: Iterable[int] = (),
@@ -1764,24 +1757,6 @@ class _Verifier:
             self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
 
     @staticmethod
-    def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
-        """What a state within a kept one must share with it in registers ``rs`` (the
-        kept one's constants and pointers): a constant's value, a pointer's type and
-        offset; None when a register cannot match (an unknown scalar, uninitialised)."""
-        out: list[object] = []
-        for r in rs:
-            x = regs[r]
-            if x.t == SCALAR:
-                if x.tm:
-                    return None
-                out.append(x.tv)
-            elif x.t == NOT_INIT:
-                return None
-            else:
-                out.append((x.t, x.off))
-        return tuple(out)
-
-    @staticmethod
     def _iter_at(st: State) -> Reg | None:
         """The iterator R1 points to (an iterator _next call's argument)."""
         r1 = st.cur.regs[1]
@@ -1947,7 +1922,7 @@ class _Verifier:
             return False
         # func_states_equal: a state of more callback iterations begun (bpf_loop's
         # callback_depth) does not cover one of fewer
-        for fo, fc in zip(old.frames, cur.frames):
+        for fo, fc in zip(old.frames, cur.frames, strict=True):
             if fo.cb_depth > fc.cb_depth:
                 return False
         if not exact and self.loose and not old.branches:
@@ -3613,8 +3588,7 @@ class _Verifier:
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
-            self.active, self.done, self.kept = {}, {}, {}
-            self.forced = {pc: {} for pc in self.forced}
+            self.kept = {}
             self.in_global = True
             self._do_check(st, sub)
 
