@@ -114,6 +114,10 @@ BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
 LINKED_REGS_MAX = 6
+# A scalar's id flags: it went through ``rX += const`` (32- or 64-bit) after being linked
+# to its copies, ``off`` holding the constant (BPF_ADD_CONST32/64 of Linux's reg->id).
+BPF_ADD_CONST32, BPF_ADD_CONST64 = 1 << 30, 1 << 31
+BPF_ADD_CONST = BPF_ADD_CONST32 | BPF_ADD_CONST64
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
@@ -2127,6 +2131,11 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
+            # linked with an offset: the same kind of link and the same offset
+            if o.id and (o.id ^ c.id) & BPF_ADD_CONST:
+                return False
+            if o.id & BPF_ADD_CONST and o.off != c.off:
+                return False
             return self._within(o, c) and self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
@@ -2244,24 +2253,53 @@ class _Verifier:
             d.assign(v)
             return
         if is64:
-            if src.t == SCALAR and not src.id and not src.const:
-                src.id = self._new_id()
+            self._id_before_mov(src)
             d.assign(src)
             return
         if src.t != SCALAR:
             d.set_unknown()
             d.coerce(4)
             return
-        keep = src.umax <= U32 and not src.const
-        if keep and not src.id:
-            src.id = self._new_id()
+        keep = src.umax <= U32
+        if keep:
+            self._id_before_mov(src)
         v = src.copy()
         if not keep:
             v.id = 0
         v.coerce(4)
         d.assign(v)
 
+    def _id_before_mov(self, src: Reg) -> None:
+        """assign_scalar_id_before_mov: a scalar copied (or spilled) whole shares an id
+        with its copy, for a compare of one to bound the other; an offset link is not
+        passed on (one ``rX += const`` per link)."""
+        if src.t != SCALAR:
+            return
+        if src.id & BPF_ADD_CONST:
+            src.id = 0
+            src.off = 0
+        if not src.id and not src.const:
+            src.id = self._new_id()
+
     def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
+        """adjust_reg_min_max_vals on two scalars. ``rX += const`` (or ``-=``) keeps rX
+        linked to its copies, the constant in ``off`` (BPF_ADD_CONST): a compare of one
+        then bounds the other, shifted by the difference; any other operation ends the
+        link."""
+        did, dumax = d.id, d.umax
+        src_const = s.const if is64 else s.sub_const()
+        val = s.tv if is64 else s.tv & U32  # before the operation: s may be d
+        self._scalar_bounds(d, s, o, is64)
+        if did and src_const and o in (op.BPF_ADD, op.BPF_SUB):
+            off = _s32(val)
+            if (is64 and _s64(val) != off) or (not is64 and dumax > U32) or \
+                    (o == op.BPF_SUB and off == S32_MIN) or did & BPF_ADD_CONST:
+                d.id = d.off = 0
+            else:
+                d.id = did | (BPF_ADD_CONST64 if is64 else BPF_ADD_CONST32)
+                d.off = -off if o == op.BPF_SUB else off
+
+    def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
         d.id = 0
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
@@ -2827,6 +2865,11 @@ class _Verifier:
             if spill.t != SCALAR:
                 raise Refuse("invalid size of register fill")
             if k == 0 and size <= spill_size:
+                if size == 4 and spill_size == 4 and spill.umax <= U32:
+                    # a fill of a 4-byte spill stays linked to it
+                    spill = frame.spill_w(spi)
+                    assert spill is not None
+                    self._id_before_mov(spill)
                 r = spill.copy()
                 if spill.umax >> (8 * size):
                     r.id = 0
@@ -2898,10 +2941,11 @@ class _Verifier:
         self._destroy_dynptr(st, frame, spi)
         types, spill = frame.slot(spi)
         if value is not None and k == 0 and value.t == SCALAR:
-            if not value.id and not value.const:  # a fill stays linked to the register
-                value.id = self._new_id()
+            fits = size == 8 or not value.umax >> (8 * size)
+            if fits:  # a fill stays linked to the register (narrowing breaks the link)
+                self._id_before_mov(value)
             r = value.copy()
-            if size < 8 and r.umax >> (8 * size):
+            if not fits:
                 r.id = 0
             frame.set_slot(spi, (self._spill_types(types, size), r))
             return
@@ -2999,18 +3043,19 @@ class _Verifier:
     def _collect_linked(st: State, rid: int, link: list[tuple[int, int]]) -> None:
         """__collect_linked_regs: the scalars with id ``rid``, the current frame first; past
         LINKED_REGS_MAX the id is dropped (the scalar is no longer linked)."""
+        rid &= ~BPF_ADD_CONST  # linked with an offset or not
         for fi in range(len(st.frames) - 1, -1, -1):
             f = st.frames[fi]
             for r in range(10):
                 x = f.regs[r]
-                if x.t == SCALAR and x.id == rid:
+                if x.t == SCALAR and x.id & ~BPF_ADD_CONST == rid:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, r))
                     else:
                         x.id = 0
             for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.id == rid and \
-                        types[0] == S_SPILL:
+                if spill is not None and spill.t == SCALAR and \
+                        spill.id & ~BPF_ADD_CONST == rid and types[0] == S_SPILL:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
@@ -3085,11 +3130,25 @@ class _Verifier:
         return True
 
     def _sync_ids(self, st: State, r: Reg) -> None:
+        """sync_linked_regs: the scalars linked to ``r`` take its new bounds, shifted by
+        the difference of their offsets (not across a 32- and a 64-bit offset)."""
         if r.t != SCALAR or not r.id:
             return
-        rid = r.id
-        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and x.id == rid):
+        base = r.id & ~BPF_ADD_CONST
+        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and
+                             x.id & ~BPF_ADD_CONST == base):
+            if (x.id ^ r.id) & BPF_ADD_CONST == BPF_ADD_CONST:
+                continue
+            if not (x.id | r.id) & BPF_ADD_CONST or x.off == r.off:
+                x.assign(r)
+                continue
+            xid, xoff = x.id, x.off
             x.assign(r)
+            self._scalar_bounds(x, _known(xoff - r.off), op.BPF_ADD, True)
+            x.id, x.off = xid, xoff
+            if (xid | r.id) & BPF_ADD_CONST32:
+                x.zext32()
+                x.sync()
 
     @staticmethod
     def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
