@@ -87,6 +87,7 @@ from pyxdp.verifier.kfuncs import (
     KParam,
     KRet,
 )
+from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
     U64,
     Tnum,
@@ -681,7 +682,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
-                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
+                 "all_precise", "alive", "links", "plan",
                  "quick", "prec")
 
     def __init__(self) -> None:
@@ -714,10 +715,9 @@ class State:
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
         # read before writing them (complete once the state is finished).
-        self.written: set[tuple[int, int]] = set()
-        self.read: set[tuple[int, int]] = set()
-        self.all_read = False
-        self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
+        # A finished state: per frame the mask of its stack slots live at its pc (the
+        # slots it compares), as the stack liveness has it when first compared.
+        self.alive: list[int] | None = None
         self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
         self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
         # A finished state: its precise scalars, registers and slots as (frame, n).
@@ -735,7 +735,6 @@ class State:
         s.parent = self.parent
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
-        s.written = set(self.written)
         return s
 
     @property
@@ -1083,6 +1082,13 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS)
+        # functions as Linux counts them: called, or a callback's address taken
+        starts = set(self.subprogs) | {
+            pc + 1 + i.imm for pc, i in enumerate(self.insns)
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+            0 <= pc + 1 + i.imm < n}
+        self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
+                                        sorted(starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
@@ -1283,6 +1289,7 @@ class _Verifier:
                 continue
             st.hist.append(pc)
             i = self.insns[pc]
+            walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
             if cls in (op.BPF_JMP, op.BPF_JMP32):
                 self.jmps += 1
@@ -1317,6 +1324,12 @@ class _Verifier:
                     pc = self._may_goto(st, i, pc, stack)
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
+            if st is walked and len(st.frames) == nframes:
+                self.stack_live.commit(st.frames, at)
+            elif st is walked:  # a call or a return: the chain changed
+                self.stack_live.reset()
+                if len(st.frames) < nframes:
+                    self.stack_live.update(st.frames)
 
     def _finish(self, st: State, stack: list[tuple[State, int]]) -> tuple[State, int] | None:
         """A path ended (exit or pruned): update branch counts, pop the next path."""
@@ -1326,9 +1339,11 @@ class _Verifier:
             if p.branches:
                 break
             p = p.parent
+        self.stack_live.reset()
         if not stack:
             return None
         st, pc = stack.pop()
+        self.stack_live.update(st.frames)
         return st, pc
 
     def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
@@ -1367,10 +1382,8 @@ class _Verifier:
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
-                        self._propagate_liveness(old, cur)
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1402,7 +1415,6 @@ class _Verifier:
         cur.parent = new
         cur.hist = []
         cur.links = {}
-        cur.written = set()
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
@@ -1458,12 +1470,10 @@ class _Verifier:
                     old.hits += 1
                     if cb_site:
                         # Linux 6.18 records no backedge here: only the marks old has
-                        # so far are handed on (its read marks are incomplete: every
-                        # slot counts as read)
+                        # so far are handed on
                         self._propagate_precision(old, cur)
                     else:
                         self._mark_all_precise(cur)
-                    self._mark_all_read(cur)
                     self._evict_forced(kept, evict)
                     return True
                 if may_goto:
@@ -1482,10 +1492,8 @@ class _Verifier:
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
-                        self._propagate_liveness(old, cur)
                     else:
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
                     self._evict_forced(kept, evict)
                     return True
             old.misses += 1
@@ -1686,39 +1694,22 @@ class _Verifier:
             want_r.add(src)
         return fr
 
-    # -- stack liveness (mark_reg_read on stack slots, propagate_liveness) -----------------
+    # -- stack liveness (liveness.c) --------------------------------------------------------
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
-        """A read of a slot: the kept states before it, back to the segment that wrote
-        it, must compare it."""
-        if (frame, spi) in st.written:
-            return
-        key = (frame, spi)
-        p = st.parent
-        while p is not None and frame < len(p.frames):
-            if key in p.read:
-                return
-            p.read.add(key)
-            if key in p.written:
-                return
-            p = p.parent
+        """bpf_mark_stack_read: the instruction walked may read slot ``spi`` of
+        ``frame``."""
+        self.stack_live.read(st.frames, frame, self.pc, spi)
 
     def _stack_read_range(self, st: State, frame: int, lo: int, hi: int) -> None:
         for spi in range((-hi) // 8 if hi < 0 else 0, (-lo - 1) // 8 + 1):
             self._stack_read(st, frame, spi)
 
-    def _propagate_liveness(self, old: State, cur: State) -> None:
-        if old.all_read:
-            self._mark_all_read(cur)
-            return
-        for frame, spi in old.read:
-            self._stack_read(cur, frame, spi)
-
-    @staticmethod
-    def _mark_all_read(st: State) -> None:
-        p = st.parent
-        while p is not None and not p.all_read:
-            p.all_read = True
-            p = p.parent
+    def _alive(self, old: State) -> list[int]:
+        """The slots a finished state compares (clean_verifier_state): live at its pc,
+        as the stack liveness has it when the state is first compared."""
+        if old.alive is None:
+            old.alive = self.stack_live.alive(old.frames, old.pc)
+        return old.alive
 
     def _mark_all_precise(self, st: State) -> None:
         """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
@@ -1754,7 +1745,7 @@ class _Verifier:
                         rs.append((fi, r))
                 for spi, (types, spill) in enumerate(f.stack):
                     if spill is not None and spill.t == SCALAR and spill.precise and \
-                            S_SPILL in types and (old.all_read or (fi, spi) in old.read):
+                            S_SPILL in types and self._alive(old)[fi] >> spi & 1:
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
         if prec[0] or prec[1]:
@@ -1874,8 +1865,7 @@ class _Verifier:
             return False
         return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
-    @staticmethod
-    def _plan(old: State, live: int) -> list[_FramePlan]:
+    def _plan(self, old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
         registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
         needs only a scalar) and the stack slots read after it that can fail (a slot of
@@ -1884,12 +1874,9 @@ class _Verifier:
         quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
         nframes = len(old.frames)
-        if old.all_read:
-            slots_read = None
-        elif nframes == 1:
-            slots_read = [sorted(spi for _, spi in old.read)]
-        else:
-            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
+        alive = self._alive(old)
+        slots_read = [[spi for spi in range(64) if alive[k] >> spi & 1]
+                      for k in range(nframes)]
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
@@ -1906,7 +1893,7 @@ class _Verifier:
             slots = []
             stack = fo.stack
             n = len(stack)
-            for spi in (slots_read[fi] if slots_read is not None else range(n)):
+            for spi in slots_read[fi]:
                 if spi >= n:
                     continue
                 so = stack[spi]
@@ -1989,14 +1976,10 @@ class _Verifier:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
-            if self.loose and not exact and not old.all_read:
-                # only the slots a path after old reads before writing them (a finished
-                # state's read marks no longer change)
-                if old.read_slots is None:
-                    old.read_slots = [sorted(spi for f, spi in old.read if f == k)
-                                      for k in range(len(old.frames))]
-                slots = [(spi, fo.stack[spi]) for spi in old.read_slots[fi]
-                         if spi < len(fo.stack)]
+            if self.loose and not exact:
+                # only the slots live at old's pc (a finished state's)
+                alive = self._alive(old)[fi]
+                slots = [(spi, so) for spi, so in enumerate(fo.stack) if alive >> spi & 1]
             else:
                 slots = list(enumerate(fo.stack))
             for spi, so in slots:
@@ -2853,7 +2836,7 @@ class _Verifier:
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
             if size == 8:
-                st.written.add((reg.frame, spi))
+                self.stack_live.write(reg.frame, spi)
             return None
         self._stack_read(st, reg.frame, spi)
         if spill is not None and types[k] == S_SPILL:
@@ -4111,7 +4094,7 @@ class _Verifier:
                          f"acquired at insn_idx={at}")
         st.irqs.pop()
         frame.set_slot(spi, _EMPTY)
-        st.written.add((reg.frame, spi))  # bpf_mark_stack_write
+        self.stack_live.write(reg.frame, spi)
 
     def _iter_next(self, st: State, pc: int, where: tuple[int, int],
                    stack: list[tuple[State, int]]) -> None:
