@@ -34,7 +34,7 @@ class _Instance:
     chain (allocated when first marked) and per instruction its masks of slots."""
 
     __slots__ = ("start", "end", "may_read", "must_write", "acc", "live", "written_once",
-                 "updated", "dropped")
+                 "wrote", "updated", "dropped")
 
     def __init__(self, start: int, end: int, depth: int) -> None:
         self.start, self.end = start, end
@@ -43,6 +43,7 @@ class _Instance:
         self.acc: list[list[int] | None] = [None] * depth
         self.live: list[list[int] | None] = [None] * depth
         self.written_once = [False] * (end - start)  # must_write_set
+        self.wrote = [False] * (end - start)  # some frame's must_write was ever not empty
         self.updated = False
         self.dropped = False  # must_write_dropped
 
@@ -51,14 +52,6 @@ class _Instance:
             n = self.end - self.start
             self.may_read[f], self.must_write[f] = [0] * n, [0] * n
             self.acc[f], self.live[f] = [0] * n, [0] * n
-
-    def wrote_any(self, i: int, depth: int) -> bool:
-        """Whether an instruction's must_write is not empty in some frame."""
-        for f in range(depth):
-            mw = self.must_write[f]
-            if mw is not None and mw[i]:
-                return True
-        return False
 
     def mark_read(self, f: int, pc: int, mask: int) -> None:
         self.frame(f)
@@ -74,7 +67,7 @@ class _Instance:
         """commit_stack_write_marks: an instruction's whole-slot writes of one visit."""
         i = pc - self.start
         once = self.written_once[i]
-        if once and not masks and not self.wrote_any(i, depth):
+        if once and not masks and not self.wrote[i]:
             return
         for f in range(depth):
             mask = masks.get(f, 0)
@@ -89,6 +82,8 @@ class _Instance:
             if old != mask:
                 mw[i] = mask
                 self.updated = True
+                if mask:
+                    self.wrote[i] = True
             if old & ~mask:
                 self.dropped = True
         self.written_once[i] = True
@@ -109,6 +104,7 @@ class StackLiveness:
         self.instances: dict[tuple[int, ...], _Instance] = {}
         self.writes: dict[int, int] = {}
         self.cur: _Instance | None = None  # the instance of the state walked
+        self.flows: dict[int, tuple[list[tuple[int, ...]], list[list[int]]]] = {}
 
     def instance(self, callsites: Sequence[int], subs: Sequence[int], k: int) -> _Instance:
         """The instance of frame ``k``'s call chain (compute_callchain: the calls into
@@ -161,40 +157,59 @@ class StackLiveness:
                 self._update(inst, callsites, subs, k)
                 inst.updated = inst.dropped = False
 
+    def _flow(self, start: int) -> tuple[list[tuple[int, ...]], list[list[int]]]:
+        """A function's successors and predecessors, relative to its start (a successor
+        outside the function is -1)."""
+        got = self.flows.get(start)
+        if got is None:
+            n = self.end[start] - start
+            succ = [tuple(s - start if 0 <= s - start < n else -1
+                          for s in self.succs[start + i]) for i in range(n)]
+            pred: list[list[int]] = [[] for _ in range(n)]
+            for i, ss in enumerate(succ):
+                for j in ss:
+                    if j >= 0:
+                        pred[j].append(i)
+            got = self.flows[start] = (succ, pred)
+        return got
+
     def _update(self, inst: _Instance, callsites: Sequence[int], subs: Sequence[int],
                 k: int) -> None:
+        """update_instance: the fixed point of live_before and must_write_acc."""
         n = inst.end - inst.start
         if inst.dropped:
             for acc in inst.acc:
                 if acc is not None:
                     acc[:] = [0] * n
-        start = inst.start
-        succs = self.succs
+        succ, pred = self._flow(inst.start)
         for f in range(k + 1):
             reads, mw, acc, live = inst.may_read[f], inst.must_write[f], inst.acc[f], \
                 inst.live[f]
             if reads is None or mw is None or acc is None or live is None:
                 continue
-            changed = True
-            while changed:
-                changed = False
-                for i in range(n - 1, -1, -1):
-                    nxt = succs[start + i]
-                    if not nxt:
-                        continue
-                    after, both = 0, _ALL
-                    for s in nxt:
-                        j = s - start
-                        if 0 <= j < n:
-                            after |= live[j]
-                            both &= acc[j]
-                        else:  # outside the function: nothing known
-                            both = 0
-                    both |= mw[i]
-                    before = (after & ~mw[i]) | reads[i]
-                    if before != live[i] or both != acc[i]:
-                        live[i], acc[i] = before, both
-                        changed = True
+            work = list(range(n))  # popped from the end: the last instruction first
+            queued = [True] * n
+            while work:
+                i = work.pop()
+                queued[i] = False
+                nxt = succ[i]
+                if not nxt:
+                    continue
+                after, both = 0, _ALL
+                for j in nxt:
+                    if j >= 0:
+                        after |= live[j]
+                        both &= acc[j]
+                    else:
+                        both = 0
+                both |= mw[i]
+                before = (after & ~mw[i]) | reads[i]
+                if before != live[i] or both != acc[i]:
+                    live[i], acc[i] = before, both
+                    for p in pred[i]:
+                        if not queued[p]:
+                            queued[p] = True
+                            work.append(p)
         if k:
             # propagate_to_outer_instance: the entry's marks at the call in the caller
             outer = self.instance(callsites, subs, k - 1)

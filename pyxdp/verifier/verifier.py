@@ -991,6 +991,16 @@ _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
 
 
+def _bits(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
 def _stack_scalar(slot: Slot) -> Reg | None:
     types, spill = slot
     if types == _ALL_SPILL and spill is not None and spill.t == SCALAR:
@@ -1875,8 +1885,7 @@ class _Verifier:
         top = len(old.frames) - 1
         nframes = len(old.frames)
         alive = self._alive(old)
-        slots_read = [[spi for spi in range(64) if alive[k] >> spi & 1]
-                      for k in range(nframes)]
+        slots_read = [_bits(alive[k]) for k in range(nframes)]
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
@@ -1978,8 +1987,8 @@ class _Verifier:
                     return False
             if self.loose and not exact:
                 # only the slots live at old's pc (a finished state's)
-                alive = self._alive(old)[fi]
-                slots = [(spi, so) for spi, so in enumerate(fo.stack) if alive >> spi & 1]
+                slots = [(spi, fo.stack[spi]) for spi in _bits(self._alive(old)[fi])
+                         if spi < len(fo.stack)]
             else:
                 slots = list(enumerate(fo.stack))
             for spi, so in slots:
