@@ -25,7 +25,7 @@ import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
@@ -37,6 +37,7 @@ from pyxdp.backend import (
     handle_bytes,
     int_bytes,
 )
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
@@ -51,9 +52,6 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
-
-if TYPE_CHECKING:
-    from pyxdp.btf.btf import Btf
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
@@ -356,20 +354,40 @@ def _kernel_bound(i: Instruction) -> bool:
         i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID)
 
 
-_TIMER_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+_ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
+_ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 
-def _place_timer(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
-    """Tell a userspace map where its value holds a struct bpf_timer (map_check_btf:
-    only hash, LRU hash and array maps may hold one)."""
-    off = fields.get("bpf_timer")
-    if off is None:
+# map_check_btf: the map types whose values may hold each special field (a lock: the
+# hash and array maps and the local storages; pyxdp has the first two).
+_LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY})
+_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
+               "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS}
+
+
+def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
+    """Tell a userspace map where its value holds special fields (map_check_btf: a
+    field the map type may not hold fails the map's creation; a record btf_parse_fields
+    refuses is kept as an error, which holds no field): a struct bpf_timer's or
+    bpf_wq's (the last one's, the record's ``timer_off``/``wq_off``) through
+    ``place_async``, every other's bytes as a span updates leave out."""
+    assert ms.value_type is not None
+    try:
+        fields = btf.special_fields(ms.value_type)
+    except FieldError:
         return
-    if ms.type not in _TIMER_MAPS:
-        raise MapError("create", errno.EOPNOTSUPP,
-                       f"map {ms.name}: a bpf_timer in a {BpfMapType(ms.type).name} value")
-    h.timer_off = off  # type: ignore[attr-defined]
+    for name, _off in fields:
+        if ms.type not in _FIELD_MAPS.get(name, frozenset()):
+            raise MapError("create", errno.EOPNOTSUPP,
+                           f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
+    last = dict(fields)
+    for name in _ASYNC_FIELDS:
+        if name in last:
+            h.place_async(name, last[name])  # type: ignore[attr-defined]
+    h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
+                          for name, off in fields if last.get(name) != off
+                          or name not in _ASYNC_FIELDS)
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
@@ -439,8 +457,8 @@ class Collection:
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
-            if btf is not None and ms.value_type is not None and hasattr(h, "timer_off"):
-                _place_timer(h, ms, btf.value_fields(ms.value_type, ("bpf_timer",)))
+            if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
+                _place_fields(h, ms, btf)
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
@@ -513,9 +531,20 @@ class Collection:
         from pyxdp.vm.bpf_timer import TIMERS
         return TIMERS.run()
 
+    def run_work(self) -> int:
+        """Run the bpf_wq callbacks queued now (:data:`pyxdp.vm.bpf_wq.WORKQUEUE`, the
+        process's system workqueue); returns how many ran. Work a callback queues
+        waits for the next call. A pyxdp ``Host.run`` does this between NAPI polls. On
+        the kernel backend Linux runs the work itself (kworkers) and this returns 0."""
+        if self.backend.name != "userspace":
+            return 0
+        from pyxdp.vm.bpf_wq import WORKQUEUE
+        return WORKQUEUE.run()
+
     def close(self) -> None:
         """Release every map and program (the kernel's fds); also on leaving ``with``.
-        User space letting go of a map frees its bpf_timers (``map_release_uref``)."""
+        User space letting go of a map frees its bpf_timers and bpf_wqs
+        (``map_release_uref``)."""
         for m in self.maps.values():
             release = getattr(m.handle, "release_uref", None)
             if release is not None:

@@ -48,6 +48,10 @@ class KArg(Enum):
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
     IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
+    WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
+    MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
+    CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
+    RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
 
 
 class KRet(Enum):
@@ -79,6 +83,9 @@ class KfuncProto:
     ret_size: int = 0
     metadata: bool = False  # an XDP RX metadata kfunc: the program must be device-bound
     pkt_data: bool = False  # is_kfunc_pkt_changing: packet pointers are forgotten
+    # is_async_callback_calling_kfunc: its CALLBACK argument runs later on its own, with
+    # the WORKQUEUE argument's map, key and value (sleepable: a kworker runs it)
+    async_cb: bool = False
 
 
 P = KParam
@@ -136,6 +143,14 @@ KFUNCS: dict[str, KfuncProto] = {
     # (common_btf_ids; the verifier pairs them, last saved first restored)
     "bpf_local_irq_save": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
     "bpf_local_irq_restore": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
+    # kernel/bpf/helpers.c: resilient queued spin locks in map values (common_btf_ids); a
+    # lock's int is 0 when it is taken, -EDEADLK or -ETIMEDOUT when not, and the _irqsave
+    # pair saves IRQ state into a stack slot as bpf_local_irq_save does
+    "bpf_res_spin_lock": KfuncProto((P(KArg.RES_SPIN_LOCK),)),
+    "bpf_res_spin_unlock": KfuncProto((P(KArg.RES_SPIN_LOCK),), KRet.VOID),
+    "bpf_res_spin_lock_irqsave": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG))),
+    "bpf_res_spin_unlock_irqrestore": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG)),
+                                                 KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
@@ -149,6 +164,12 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_strcspn": KfuncProto((_IGN, _IGN)),
     "bpf_strstr": KfuncProto((_IGN, _IGN)),
     "bpf_strnstr": KfuncProto((_IGN, _IGN, _U32)),
+    # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
+    # they run (-EINVAL), aux__prog is the program the verifier passes
+    "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),
+    "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
+                                           async_cb=True),
+    "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),

@@ -15,19 +15,19 @@ prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
 (:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
 released references); static bpf-to-bpf calls get a frame, global functions
 are verified once on their own from their BTF prototypes
-(``do_check_subprogs``). ``bpf_spin_lock`` and ``bpf_timer`` follow the
-fields of the map value (from the map's BTF; a timer's callback is verified
-on its own); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux does with
-it. A program with CO-RE relocations is verified as relocated. States at
-jump targets are kept and a path reaching a state another path already
-verified as safe stops there (``is_state_visited``); an equal state on the
-current path is an infinite loop. Loops Linux verifies until they converge
-do so here too: open-coded iterators (``process_iter_next_call``),
-``may_goto`` and callbacks (``bpf_loop``, ``bpf_for_each_map_elem``, which
-return to their call) stop at a state within one of an earlier iteration,
-after widening the scalars no path needed exactly
-(``widen_imprecise_scalars``). More than 1,000,000 processed instructions
-refuse the program.
+(``do_check_subprogs``). ``bpf_spin_lock``, ``bpf_timer`` and ``bpf_wq``
+follow the fields of the map value (from the map's BTF; a timer's or work
+item's callback is verified on its own); ``BPF_F_STRICT_ALIGNMENT`` checks
+alignment as Linux does with it. A program with CO-RE relocations is
+verified as relocated. States at jump targets are kept and a path reaching a
+state another path already verified as safe stops there
+(``is_state_visited``); an equal state on the current path is an infinite
+loop. Loops Linux verifies until they converge do so here too: open-coded
+iterators (``process_iter_next_call``), ``may_goto`` and callbacks
+(``bpf_loop``, ``bpf_for_each_map_elem``, which return to their call) stop
+at a state within one of an earlier iteration, after widening the scalars no
+path needed exactly (``widen_imprecise_scalars``). More than 1,000,000
+processed instructions refuse the program.
 
 A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
 the line Linux 6.18 prints for the same failure. What differs from Linux is
@@ -50,7 +50,7 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
@@ -150,6 +150,26 @@ S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER, S_IRQ = 0, 1, 2, 3, 4, 5, 
 # The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
 _RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
                           "bpf_preempt_enable"})
+# enum ref_state_type's lock kinds: what State.locks holds, in the order taken
+REF_TYPE_LOCK, REF_TYPE_RES_LOCK, REF_TYPE_RES_LOCK_IRQ = 1 << 3, 1 << 4, 1 << 5
+_RES_LOCKS = REF_TYPE_RES_LOCK | REF_TYPE_RES_LOCK_IRQ
+# process_spin_lock's flags
+_PROCESS_SPIN_LOCK, _PROCESS_RES_LOCK, _PROCESS_LOCK_IRQ = 1, 2, 4
+_RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
+                    "bpf_res_spin_unlock": _PROCESS_RES_LOCK,
+                    "bpf_res_spin_lock_irqsave": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK |
+                    _PROCESS_LOCK_IRQ,
+                    "bpf_res_spin_unlock_irqrestore": _PROCESS_RES_LOCK | _PROCESS_LOCK_IRQ}
+# kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, "bpf_iter_num_new", "bpf_iter_num_next",
+                                  "bpf_iter_num_destroy"})
+# irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
+IRQ_NATIVE_KFUNC, IRQ_LOCK_KFUNC = 0, 1
+_IRQ_SAVE = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC}
+_IRQ_CLASS = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_local_irq_restore": IRQ_NATIVE_KFUNC,
+              "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC,
+              "bpf_res_spin_unlock_irqrestore": IRQ_LOCK_KFUNC}
+MAX_ERRNO = 4095
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER, S_IRQ)  # no load may read them as data
 _IRQ_SLOT = bytes([S_IRQ] * 8)  # STACK_IRQ_FLAG: the slot's register holds the IRQ id (ref)
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
@@ -640,7 +660,7 @@ class Frame:
         self.stack: list[Slot] = []
         self.callsite = callsite
         self.sub = sub
-        self.callback = 0  # the helper id when this frame is a callback
+        self.callback = 0  # the helper id when this frame is a callback (_ASYNC_CB: async)
         self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
         self.owned = 0  # bit spi: the spilled register at spi is this frame's alone
@@ -681,14 +701,15 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
-                 "all_precise", "alive", "links", "plan",
-                 "quick", "prec")
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
+                 "all_precise", "alive", "links", "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
-        self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        # the locks held (REF_TYPE_LOCK/RES_LOCK/RES_LOCK_IRQ references), in the order
+        # taken (the last is active_lock): (kind, map, reg id)
+        self.locks: tuple[tuple[int, str, int], ...] = ()
         self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
         self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
         # REF_TYPE_IRQ references in the order saved (a stack: the last is active_irq_id),
@@ -727,7 +748,7 @@ class State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
-        s.lock = self.lock
+        s.locks = self.locks
         s.rcu, s.preempt = self.rcu, self.preempt
         s.irqs = list(self.irqs)
         s.may_goto = self.may_goto
@@ -808,6 +829,8 @@ class _KfuncMeta:
     dynptr_kind: int = 0
     dynptr_ref: int = 0  # the dynptr argument's ref_obj_id (a clone shares it)
     iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
+    map: MapSpec | None = None  # meta->map.ptr: the workqueue's map, then the map argument
+    func: int | None = None  # meta->subprogno: the callback argument's function
 
 
 @dataclass(frozen=True)
@@ -922,7 +945,8 @@ BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_bre
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
-_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16}
+# in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
+_ASYNC_CB = -1
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -1046,6 +1070,7 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
+        self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
@@ -1964,10 +1989,10 @@ class _Verifier:
         if old.refs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.refs, cur.refs, strict=True)):
             return False
-        if old.lock is not None or cur.lock is not None:
-            if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
-                    not self._ids(old.lock[1], cur.lock[1], idmap):
-                return False
+        if len(old.locks) != len(cur.locks) or not all(
+                o[:2] == c[:2] and self._ids(o[2], c[2], idmap)
+                for o, c in zip(old.locks, cur.locks, strict=True)):
+            return False
         # the IRQ references in order (active_irq_id is the last)
         if old.irqs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.irqs, cur.irqs, strict=True)):
@@ -2078,7 +2103,8 @@ class _Verifier:
     def _irq_slot_safe(self, so: Slot, sc: Slot, idmap: dict[int, int]) -> bool:
         """stacksafe for STACK_IRQ_FLAG: the saved states' ids map one to one."""
         io, ic = so[1], sc[1]
-        return io is not None and ic is not None and self._ids(io.ref, ic.ref, idmap)
+        return io is not None and ic is not None and io.sub == ic.sub and \
+            self._ids(io.ref, ic.ref, idmap)
 
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
@@ -2646,12 +2672,7 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
-            at = self._lock_off(m) if m.value_type is not None else None
-            if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
-                raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
-            at = self._fields(m).get("bpf_timer") if m.value_type is not None else None
-            if at is not None and reg.smin + full < at + 16 and at < reg.umax + full + size:
-                raise Refuse("bpf_timer cannot be accessed directly by load/store")
+            self._field_overlap(m, reg, full, size)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -3309,11 +3330,12 @@ class _Verifier:
 
     # -- calls ------------------------------------------------------------------------------
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
-        if st.lock is not None:
+        if st.locks:
             if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
-            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL or (
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+                    self.kfunc_at.get(pc) not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
@@ -3379,12 +3401,12 @@ class _Verifier:
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
         r0 = self._read(regs, 0)
-        if st.cur.callback == BPF_FUNC_TIMER_SET_CALLBACK:  # an async callback returns 0
+        if st.cur.callback == _ASYNC_CB:  # an async callback returns 0
             self._check_retval(r0, "async callback", 0)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
-        if st.lock is not None:
+        if st.locks:
             raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
                          "bpf_spin_lock-ed region", errno.EINVAL)
         if st.refs:
@@ -3663,7 +3685,8 @@ class _Verifier:
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
         if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
-            self._push_async(st, meta.func, meta, pc, stack)
+            assert meta.map is not None
+            self._push_async(st, meta.func, meta.map, stack)
         elif meta.func is not None:
             if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
                 self._need_precise(1)
@@ -3747,6 +3770,8 @@ class _Verifier:
                                     pc=pc)
         if name in _RCU_PREEMPT:
             self._rcu_preempt(st, name)
+        if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+            self._lock_failed(st, pc, stack)
         regs = st.cur.regs
         meta = _KfuncMeta()
         params = proto.params
@@ -3762,6 +3787,9 @@ class _Verifier:
             self._release(st, meta.release_ref)
         if proto.pkt_data:
             self._clear_pkt_pointers(st)
+        if proto.async_cb:
+            assert meta.map is not None and meta.func is not None
+            self._push_async(st, meta.func, meta.map, stack)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -3769,6 +3797,8 @@ class _Verifier:
             return pc + 1
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
+            if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+                r0.set_known(0)  # the path where the lock is taken
             return pc + 1
         if cast is not None:
             r0.assign(cast)
@@ -3883,6 +3913,9 @@ class _Verifier:
             return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
+            self._async_arg(n, i, reg, p.kind, meta)
+            return i + 1
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
         if p.kind == KArg.CTX:
@@ -3901,7 +3934,13 @@ class _Verifier:
         if p.kind == KArg.IRQ_FLAG:
             if reg.t != STACK:
                 raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
-            self._irq_flag(st, n, i, name == "bpf_local_irq_save")
+            self._irq_flag(st, n, i, name in _IRQ_SAVE, _IRQ_CLASS[name])
+            return i + 1
+        if p.kind == KArg.RES_SPIN_LOCK:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to map value or allocated object",
+                             errno.EINVAL)
+            self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
@@ -3944,6 +3983,27 @@ class _Verifier:
             raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
                          "arg to kfunc", errno.EINVAL)
         return i + 1
+
+    def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
+        """check_kfunc_args for a bpf_wq kfunc's workqueue, map and callback arguments."""
+        if kind == KArg.WORKQUEUE:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to a map value", errno.EINVAL)
+            meta.map = self._map_field(n, reg, "bpf_wq")
+        elif kind == KArg.MAP:
+            m = reg.map
+            if m is None:
+                raise Refuse(f"pointer in R{n} isn't map pointer", errno.EINVAL)
+            if meta.map is not None and m is not meta.map:  # the workqueue's own map
+                raise Refuse("workqueue pointer in R1 map_uid=0 doesn't match map pointer "
+                             "in R2 map_uid=0", errno.EINVAL)
+            if reg.t != MAP_PTR:  # is_trusted_reg: a map pointer, nothing derived from one
+                raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
+            meta.map = m
+        else:
+            if reg.t != FUNC:
+                raise Refuse(f"arg{i} expected pointer to func", errno.EINVAL)
+            meta.func = reg.sub
 
     def _kfunc_mem_size(self, st: State, regs: list[Reg], n: int) -> None:
         """check_kfunc_mem_size_reg: a size (zero allowed) and the memory before it."""
@@ -4075,10 +4135,11 @@ class _Verifier:
             return None
         return spi
 
-    def _irq_flag(self, st: State, n: int, i: int, save: bool) -> None:
-        """process_irq_flag: bpf_local_irq_save marks an 8-byte stack slot STACK_IRQ_FLAG
-        holding a new IRQ reference, the active one; bpf_local_irq_restore takes the slot
-        of the active reference only (IRQ states restore last saved first) and frees it."""
+    def _irq_flag(self, st: State, n: int, i: int, save: bool, cls: int) -> None:
+        """process_irq_flag: bpf_local_irq_save (and bpf_res_spin_lock_irqsave) marks an
+        8-byte stack slot STACK_IRQ_FLAG holding a new IRQ reference, the active one, and
+        the class of kfunc that saved it; the restore of the same class takes the slot of
+        the active reference only (IRQ states restore last saved first) and frees it."""
         reg = st.cur.regs[n]
         frame = st.frames[reg.frame]
         spi = self._iter_spi(reg, 1, "irq_flag")
@@ -4091,12 +4152,17 @@ class _Verifier:
             flag = Reg()
             flag.set_ptr(STACK)  # Linux has no type of its own for it
             flag.ref = ref
+            flag.sub = cls  # irq.kfunc_class
             frame.set_slot(spi, (_IRQ_SLOT, flag))
             return
         f = frame.slot(spi)[1] if spi is not None else None
         if spi is None or f is None or not f.ref or frame.slot(spi)[0] != _IRQ_SLOT:
             raise Refuse(f"expected an initialized irq flag as arg#{i}", errno.EINVAL)
         self._stack_read(st, reg.frame, spi)  # mark_irq_flag_read
+        if f.sub != cls:  # unmark_stack_slot_irq_flag
+            kinds = {IRQ_NATIVE_KFUNC: "native", IRQ_LOCK_KFUNC: "lock"}
+            raise Refuse(f"irq flag acquired by {kinds[f.sub]} kfuncs cannot be restored "
+                         f"with {kinds[cls]} kfuncs", errno.EINVAL)
         active, at = st.irqs[-1] if st.irqs else (0, 0)
         if f.ref != active:  # release_irq_state
             raise Refuse(f"cannot restore irq state out of order, expected id={active} "
@@ -4281,7 +4347,7 @@ class _Verifier:
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
             raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
         if arg == Arg.TIMER:
-            self._timer_arg(n, reg, meta)
+            meta.map = self._map_field(n, reg, "bpf_timer")
             return
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             m = meta.map
@@ -4347,7 +4413,7 @@ class _Verifier:
                 raise Refuse("R3 does not point to a readonly map'")
             return
         if arg == Arg.SPIN_LOCK:
-            self._spin_lock(st, n, reg, fid == 93)
+            self._spin_lock(st, n, reg, _PROCESS_SPIN_LOCK if fid == 93 else 0)
             return
         if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
                    Arg.DYNPTR_LOCAL_UNINIT):
@@ -4373,50 +4439,74 @@ class _Verifier:
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
-        ``bpf_timer``) by their struct's name, at their offsets."""
+        ``bpf_res_spin_lock``, ``bpf_timer``, ``bpf_wq``) by their struct's name, at
+        their offsets (:meth:`_field_list`, the last of each)."""
         got = self.fields.get(m.name)
+        if got is None:  # btf_parse_fields keeps the last of each (spin_lock_off...)
+            got = self.fields[m.name] = dict(self._field_list(m))
+        return got
+
+    def _field_list(self, m: MapSpec) -> list[tuple[str, int]]:
+        """btf_parse_fields: the map value's special fields (bpf_spin_lock,
+        bpf_res_spin_lock, bpf_timer...) as (struct name, offset), in nested structs
+        too (a value whose record Linux refuses has none: map_check_btf keeps the map,
+        its record an error, which holds no field)."""
+        got = self.field_lists.get(m.name)
         if got is not None:
             return got
-        btf = self.btf
-        found: dict[str, int] = {}
-        if btf is not None and m.value_type is not None:
-            found = btf.value_fields(m.value_type, _FIELD_SIZES)
-        self.fields[m.name] = found
+        found: list[tuple[str, int]] = []
+        if self.btf is not None and m.value_type is not None:
+            try:
+                found = self.btf.special_fields(m.value_type)
+            except FieldError:
+                found = []
+        self.field_lists[m.name] = found
         return found
 
-    def _lock_off(self, m: MapSpec) -> int | None:
-        """Where the map value holds its struct bpf_spin_lock."""
-        return self._fields(m).get("bpf_spin_lock")
+    def _field_overlap(self, m: MapSpec, reg: Reg, off: int, size: int) -> None:
+        """check_map_access: no load, store or helper access may touch any byte of a
+        special field (its smallest to largest offset against the field's bytes)."""
+        if m.value_type is None:
+            return
+        for name, at in self._field_list(m):
+            if reg.smin + off < at + SPECIAL_FIELDS[name].size and at < reg.umax + off + size:
+                raise Refuse(f"{name} cannot be accessed directly by load/store")
 
-    def _timer_arg(self, n: int, reg: Reg, meta: _CallMeta) -> None:
-        """process_timer_func: the map value's own struct bpf_timer, at a constant offset."""
+    def _lock_off(self, m: MapSpec) -> int | None:
+        """Where the map value holds its struct bpf_spin_lock or bpf_res_spin_lock
+        (reg_may_point_to_spin_lock)."""
+        f = self._fields(m)
+        return f.get("bpf_spin_lock", f.get("bpf_res_spin_lock"))
+
+    def _map_field(self, n: int, reg: Reg, field: str) -> MapSpec:
+        """check_map_field_pointer: R``n`` points at the map value's own ``struct field``,
+        at a constant offset; the map."""
         m = reg.map
         assert m is not None
-        name = m.kernel_name or m.name[:15]
         if not reg.const:
-            raise Refuse(f"R{n} doesn't have constant offset. bpf_timer has to be at the "
+            raise Refuse(f"R{n} doesn't have constant offset. {field} has to be at the "
                          "constant offset", errno.EINVAL)
+        name = m.kernel_name or m.name[:15]
         if self.btf is None or m.value_type is None:
-            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_timer",
+            raise Refuse(f"map '{name}' has to have BTF in order to use {field}",
                          errno.EINVAL)
-        at = self._fields(m).get("bpf_timer")
+        at = self._fields(m).get(field)
         if at is None:
-            raise Refuse(f"map '{name}' has no valid bpf_timer", errno.EINVAL)
+            raise Refuse(f"map '{name}' has no valid {field}", errno.EINVAL)
         off = _s64(reg.tv) + reg.off
         if off != at:
-            raise Refuse(f"off {off} doesn't point to 'struct bpf_timer' that is at {at}",
+            raise Refuse(f"off {off} doesn't point to 'struct {field}' that is at {at}",
                          errno.EINVAL)
-        meta.map = m
+        return m
 
-    def _push_async(self, st: State, target: int, meta: _CallMeta, pc: int,
+    def _push_async(self, st: State, target: int, m: MapSpec,
                     stack: list[tuple[State, int]]) -> None:
-        """push_async_cb: a timer's callback runs on its own (frame 0), from the map,
-        the key and the value of the timer; it is verified after this path."""
-        m = meta.map
-        assert m is not None
+        """push_async_cb: a timer's or work item's callback runs on its own (frame 0),
+        from the map, the key and the value of the field; it is verified after this
+        path (set_timer_callback_state)."""
         cb = State()
         f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
-        f.callback = BPF_FUNC_TIMER_SET_CALLBACK
+        f.callback = _ASYNC_CB
         f.regs[1].set_ptr(MAP_PTR)
         f.regs[2].set_ptr(MAP_KEY)
         f.regs[2].msize = m.key_size
@@ -4429,34 +4519,49 @@ class _Verifier:
         # not wait for it
         self._push(cb, target, stack)
 
-    def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
-        """process_spin_lock: the lock of this map value, at its offset, one at a time."""
-        m = reg.map
-        assert m is not None
-        if not reg.const:
-            raise Refuse(f"R{n} doesn't have constant offset. bpf_spin_lock has to be at the "
-                         "constant offset", errno.EINVAL)
-        name = m.kernel_name or m.name[:15]
-        if self.btf is None or m.value_type is None:
-            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_spin_lock",
-                         errno.EINVAL)
-        at = self._lock_off(m)
-        if at is None:
-            raise Refuse(f"map '{name}' has no valid bpf_spin_lock", errno.EINVAL)
-        off = reg.tv + reg.off
-        if off != at:
-            raise Refuse(f"off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}",
-                         errno.EINVAL)
-        if lock:
-            if st.lock is not None:
-                raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)
-            st.lock = (m.name, reg.id)
+    def _spin_lock(self, st: State, n: int, reg: Reg, flags: int) -> None:
+        """process_spin_lock: the map value's bpf_spin_lock (or, with _PROCESS_RES_LOCK,
+        its bpf_res_spin_lock), at its offset, taken (_PROCESS_SPIN_LOCK) or released.
+        Any number of locks may be held, but a second bpf_spin_lock (the helper is a
+        call, refused while a lock is held) or a res lock this path already holds; they
+        are released last taken first."""
+        res = bool(flags & _PROCESS_RES_LOCK)
+        what = "bpf_res_spin" if res else "bpf_spin"
+        m = self._map_field(n, reg, f"{what}_lock")
+        kind = (REF_TYPE_RES_LOCK_IRQ if flags & _PROCESS_LOCK_IRQ else REF_TYPE_RES_LOCK) \
+            if res else REF_TYPE_LOCK
+        if flags & _PROCESS_SPIN_LOCK:
+            if res and any(t & _RES_LOCKS and (mp, i) == (m.name, reg.id)
+                           for t, mp, i in st.locks):
+                raise Refuse("Acquiring the same lock again, AA deadlock detected",
+                             errno.EINVAL)
+            st.locks += ((kind, m.name, reg.id),)
             return
-        if st.lock is None:
-            raise Refuse("bpf_spin_unlock without taking a lock", errno.EINVAL)
-        if st.lock != (m.name, reg.id):
-            raise Refuse("bpf_spin_unlock of different lock", errno.EINVAL)
-        st.lock = None
+        if not st.locks:
+            raise Refuse(f"{what}_unlock without taking a lock", errno.EINVAL)
+        held = (kind, m.name, reg.id)
+        if held not in st.locks:
+            raise Refuse(f"{what}_unlock of different lock", errno.EINVAL)
+        if st.locks[-1][1:] != held[1:]:  # active_lock_id, active_lock_ptr
+            raise Refuse(f"{what}_unlock cannot be out of order", errno.EINVAL)
+        k = st.locks.index(held)
+        st.locks = st.locks[:k] + st.locks[k + 1:]
+
+    def _lock_failed(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+        """check_kfunc_call for bpf_res_spin_lock(_irqsave): the path where the lock is
+        not taken goes on after the call with r0-r5 unset and r0 an errno in
+        [-MAX_ERRNO, -1] (the lock and IRQ state untouched: its arguments are not even
+        checked on it)."""
+        q = st.copy()
+        regs = q.cur.regs
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_unknown()
+        r0.s32min, r0.s32max = -MAX_ERRNO, -1
+        r0.smin, r0.smax = -MAX_ERRNO, -1
+        r0.sync()
+        self._push(q, pc + 1, stack)
 
     @staticmethod
     def _const_key(st: State, reg: Reg, size: int) -> int | None:
@@ -4528,6 +4633,7 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
             self._region(n, reg, reg.off, size, m.value_size, "map value")
+            self._field_overlap(m, reg, reg.off, size)
         elif t == MAP_KEY:
             assert reg.map is not None
             self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
