@@ -87,6 +87,7 @@ from pyxdp.verifier.kfuncs import (
     KParam,
     KRet,
 )
+from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
     U64,
     Tnum,
@@ -114,6 +115,10 @@ BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
 LINKED_REGS_MAX = 6
+# A scalar's id flags: it went through ``rX += const`` (32- or 64-bit) after being linked
+# to its copies, ``off`` holding the constant (BPF_ADD_CONST32/64 of Linux's reg->id).
+BPF_ADD_CONST32, BPF_ADD_CONST64 = 1 << 30, 1 << 31
+BPF_ADD_CONST = BPF_ADD_CONST32 | BPF_ADD_CONST64
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
@@ -696,9 +701,8 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks",
-                 "hist", "all_precise", "written", "read", "all_read", "read_slots", "links",
-                 "plan", "quick", "prec")
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
+                 "all_precise", "alive", "links", "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -713,9 +717,6 @@ class State:
         self.irqs: list[tuple[int, int]] = []
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
-        # A kept state at a loop's forced checkpoint: its live constant registers (which
-        # a state within it must hold too) and their values, by which it is indexed.
-        self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
         # A kept state: where paths from it needed exact values (pc -> registers).
         self.sinks: dict[int, int] = {}
         self.parent: State | None = None
@@ -735,10 +736,9 @@ class State:
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
         # read before writing them (complete once the state is finished).
-        self.written: set[tuple[int, int]] = set()
-        self.read: set[tuple[int, int]] = set()
-        self.all_read = False
-        self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
+        # A finished state: per frame the mask of its stack slots live at its pc (the
+        # slots it compares), as the stack liveness has it when first compared.
+        self.alive: list[int] | None = None
         self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
         self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
         # A finished state: its precise scalars, registers and slots as (frame, n).
@@ -756,7 +756,6 @@ class State:
         s.parent = self.parent
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
-        s.written = set(self.written)
         return s
 
     @property
@@ -955,15 +954,15 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
-               cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
+def _loop_sccs(insns: Sequence[Instruction],
+               points: frozenset[int]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
-    function's control-flow graph, or a call of a helper that calls back, which calls its
-    callback again), and which of those loops hold one of ``points`` (iterator ``_next``
-    calls, ``may_goto``) or are such a call. Only there may a path stop on a state of an
-    earlier iteration still being explored (a backedge of the SCC's visit), whose marks
-    are then incomplete; a bounded loop without them verifies its iterations one after
-    another, and its finished states have all their marks."""
+    function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
+    adds no backedge where callback states converge), and which of those loops hold one
+    of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
+    a state of an earlier iteration still being explored (a backedge of the SCC's visit),
+    whose marks are then incomplete; a bounded loop without them verifies its iterations
+    one after another, and its finished states have all their marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
@@ -1000,8 +999,8 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v) or v in cb_sites:
-                    loops = not points.isdisjoint(comp) or not cb_sites.isdisjoint(comp)
+                if len(comp) > 1 or v in _succs(insns, v):
+                    loops = not points.isdisjoint(comp)
                     for w in comp:
                         in_scc[w] = True
                         backedges[w] = loops
@@ -1014,6 +1013,16 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
 _UNBOUND = Reg()
 _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
+
+
+def _bits(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _stack_scalar(slot: Slot) -> Reg | None:
@@ -1108,13 +1117,19 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS)
-        # Kept states on the current path at these forced checkpoints, indexed (cidx).
-        self.forced: dict[int, dict[tuple[int, ...], dict[tuple[object, ...], list[State]]]] = {
-            pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
+        # functions as Linux counts them: called, or a callback's address taken
+        starts = set(self.subprogs) | {
+            pc + 1 + i.imm for pc, i in enumerate(self.insns)
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+            0 <= pc + 1 + i.imm < n}
+        self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
+                                        sorted(starts), self.cb_sites)
+        # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
+        self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_scc, self.scc_backedges = _loop_sccs(self.insns, self.iter_next |
-                                                     self.may_goto, self.cb_sites)
+        self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
+                                                     self.iter_next | self.may_goto)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1122,11 +1137,7 @@ class _Verifier:
         self.stack_ver = 0
         self.precise: dict[tuple[frozenset[tuple[int, int]], int],
                            tuple[list[int], frozenset[int]]] = {}
-        # Kept states per pc: those still on the current path (branches > 0), by the
-        # exact key of their registers (states_maybe_looping), and the finished ones.
-        self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
-        self.done: dict[int, list[State]] = {}
-        # Elsewhere all kept states per pc, in the order kept (explored_states).
+        # All kept states per pc, in the order kept (explored_states).
         self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
@@ -1313,6 +1324,7 @@ class _Verifier:
                 continue
             st.hist.append(pc)
             i = self.insns[pc]
+            walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
             if cls in (op.BPF_JMP, op.BPF_JMP32):
                 self.jmps += 1
@@ -1347,6 +1359,12 @@ class _Verifier:
                     pc = self._may_goto(st, i, pc, stack)
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
+            if st is walked and len(st.frames) == nframes:
+                self.stack_live.commit(st.frames, at)
+            elif st is walked:  # a call or a return: the chain changed
+                self.stack_live.reset()
+                if len(st.frames) < nframes:
+                    self.stack_live.update(st.frames)
 
     def _finish(self, st: State, stack: list[tuple[State, int]]) -> tuple[State, int] | None:
         """A path ended (exit or pruned): update branch counts, pop the next path."""
@@ -1355,16 +1373,12 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
-            # off the current path: from now on it may prune others
-            if p.pc in self.forced:
-                assert p.loop_key is not None  # set when kept at a forced checkpoint
-                self.active[p.pc][p.loop_key].remove(p)
-                self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
-                self.done.setdefault(p.pc, []).append(p)
             p = p.parent
+        self.stack_live.reset()
         if not stack:
             return None
         st, pc = stack.pop()
+        self.stack_live.update(st.frames)
         return st, pc
 
     def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
@@ -1403,10 +1417,8 @@ class _Verifier:
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
-                        self._propagate_liveness(old, cur)
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1438,7 +1450,6 @@ class _Verifier:
         cur.parent = new
         cur.hist = []
         cur.links = {}
-        cur.written = set()
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
@@ -1464,63 +1475,81 @@ class _Verifier:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
-        # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = pc not in self.forced and not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
+            # a loop whose marks may be incomplete compares every scalar's range and slot
+            self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
-        done = self.done.get(pc)
-        if done:
-            evict = False
-            for old in done:
+        return self._visited_forced(pc, cur, live)
+
+    def _visited_forced(self, pc: int, cur: State, live: int) -> bool:
+        """is_state_visited at a forced checkpoint (an iterator's _next call, may_goto, a
+        callback's call): every state kept here, the newest first. One still on the
+        current path covers ``cur`` when ``cur`` is within it (RANGE_WITHIN: the loop
+        converges) - for may_goto one of another depth, for an iterator while it is
+        active; a finished one as anywhere. A state that misses far more often than it
+        hits is dropped (one on the current path after 64 misses per hit). ``cur`` is
+        always kept."""
+        kept = self.kept.setdefault(pc, [])
+        key = tuple(r.key() for r in cur.cur.regs)
+        may_goto = pc in self.may_goto
+        cb_site = pc in self.cb_sites
+        it = self._iter_at(cur) if pc in self.iter_next else None
+        converge = it is None or it.sub == ITER_ACTIVE
+        evict: list[State] = []
+        for k in range(len(kept) - 1, -1, -1):
+            old = kept[k]
+            if old.branches:
+                self.loose = False
+                if converge and (not may_goto or old.may_goto != cur.may_goto) and \
+                        self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    if cb_site:
+                        # Linux 6.18 records no backedge here: only the marks old has
+                        # so far are handed on
+                        self._propagate_precision(old, cur)
+                    else:
+                        self._mark_all_precise(cur)
+                    self._evict_forced(kept, evict)
+                    return True
+                if may_goto:
+                    if old.loop_key is None:
+                        old.loop_key = tuple(r.key() for r in old.cur.regs)
+                    if old.loop_key == key and old.may_goto == cur.may_goto and \
+                            old.cb_unroll == cur.cb_unroll and \
+                            self._states_equal(old, cur, live, exact=True):
+                        raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+            else:
+                # a callback's call is no loop of its own: its finished states compare as
+                # any (NOT_EXACT unless the call is inside a loop whose marks are
+                # incomplete)
+                self.loose = cb_site and not self._incomplete_marks(cur, pc)
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
-                    self._mark_all_precise(cur)
-                    self._mark_all_read(cur)
-                    return True
-                old.misses += 1
-                evict |= old.misses > old.hits * 3 + 3
-            if evict:  # Linux frees a kept state that misses far more often than it hits
-                done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
-        active = self.active.setdefault(pc, {})
-        key = tuple(r.key() for r in cur.cur.regs)
-        forced = self.forced[pc]
-        may_goto = pc in self.may_goto
-        # A loop of may_goto, an iterator or a callback converges when this state is
-        # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
-        # another may_goto depth, with the iterator still active.
-        regs = cur.cur.regs
-        it = self._iter_at(cur) if pc in self.iter_next else None
-        if it is None or it.sub == ITER_ACTIVE:
-            for rs, by_vals in forced.items():
-                vals = self._exact_part(regs, rs)
-                if vals is None:
-                    continue
-                for old in by_vals.get(vals, ()):
-                    if may_goto and old.may_goto == cur.may_goto:
-                        continue
-                    if self._states_equal(old, cur, live, exact=False):
-                        old.hits += 1
+                    if self.loose:
+                        self._propagate_precision(old, cur)
+                    else:
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
-                        return True
-        if may_goto:
-            for old in active.get(key, ()):
-                if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
-                        self._states_equal(old, cur, live, exact=True):
-                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+                    self._evict_forced(kept, evict)
+                    return True
+            old.misses += 1
+            n = 64 if old.branches else 3
+            if old.misses > old.hits * n + n:
+                evict.append(old)
+        self._evict_forced(kept, evict)
         # a forced checkpoint: always kept
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
         new = self._keep(pc, cur)
         new.loop_key = key
-        active.setdefault(key, []).append(new)
-        rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
-                   (regs[r].t != SCALAR or not regs[r].tm))
-        vals = self._exact_part(regs, rs)
-        assert vals is not None
-        new.cidx = (rs, vals)
-        forced.setdefault(rs, {}).setdefault(vals, []).append(new)
+        kept.append(new)
         self.nstates += 1
         return False
+
+    @staticmethod
+    def _evict_forced(kept: list[State], evict: list[State]) -> None:
+        """Linux frees a kept state that misses far more often than it hits (at a forced
+        checkpoint one still on the current path after 64 misses per hit)."""
+        if evict:
+            kept[:] = [x for x in kept if all(x is not e for e in evict)]
 
     # -- precision tracking (mark_chain_precision, backtrack_insn) ------------------------
     def _mark_precise(self, st: State, regs: Iterable[int] = (),
@@ -1663,13 +1692,26 @@ class _Verifier:
                 for slot in [x for x in want_s if x[0] >= fr]:
                     want_s.discard(slot)  # the callee's stack did not exist before
                 return fr - 1
-            if i.src == 0 and i.imm in _CALLBACK_HELPERS:
-                return None  # a callback's frames
+            if pc in self.cb_sites and nxt != pc + 1:
+                # back out of the callback's frame to the helper's call: its R1-R5
+                # were set by the helper, nothing else of the callback can be wanted
+                if any(f == fr and not 1 <= r <= 5 for f, r in want_r) or \
+                        any(f >= fr for f, _ in want_s):
+                    return None
+                for r in range(1, 6):
+                    want_r.discard((fr, r))
+                return fr - 1
             if any((fr, r) in want_r for r in range(1, 6)):
                 return None
             want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
             return fr
         if o == op.BPF_EXIT:
+            if nxt in self.cb_sites:
+                # back into a callback that returned to its helper's call: the caller's
+                # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
+                for r in range(6):
+                    want_r.discard((fr, r))
+                return fr + 1
             # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
             call = self.insns[nxt - 1] if nxt > 0 else None
             if call is None or call.code != op.OP_CALL or \
@@ -1687,39 +1729,22 @@ class _Verifier:
             want_r.add(src)
         return fr
 
-    # -- stack liveness (mark_reg_read on stack slots, propagate_liveness) -----------------
+    # -- stack liveness (liveness.c) --------------------------------------------------------
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
-        """A read of a slot: the kept states before it, back to the segment that wrote
-        it, must compare it."""
-        if (frame, spi) in st.written:
-            return
-        key = (frame, spi)
-        p = st.parent
-        while p is not None and frame < len(p.frames):
-            if key in p.read:
-                return
-            p.read.add(key)
-            if key in p.written:
-                return
-            p = p.parent
+        """bpf_mark_stack_read: the instruction walked may read slot ``spi`` of
+        ``frame``."""
+        self.stack_live.read(st.frames, frame, self.pc, spi)
 
     def _stack_read_range(self, st: State, frame: int, lo: int, hi: int) -> None:
         for spi in range((-hi) // 8 if hi < 0 else 0, (-lo - 1) // 8 + 1):
             self._stack_read(st, frame, spi)
 
-    def _propagate_liveness(self, old: State, cur: State) -> None:
-        if old.all_read:
-            self._mark_all_read(cur)
-            return
-        for frame, spi in old.read:
-            self._stack_read(cur, frame, spi)
-
-    @staticmethod
-    def _mark_all_read(st: State) -> None:
-        p = st.parent
-        while p is not None and not p.all_read:
-            p.all_read = True
-            p = p.parent
+    def _alive(self, old: State) -> list[int]:
+        """The slots a finished state compares (clean_verifier_state): live at its pc,
+        as the stack liveness has it when the state is first compared."""
+        if old.alive is None:
+            old.alive = self.stack_live.alive(old.frames, old.pc)
+        return old.alive
 
     def _mark_all_precise(self, st: State) -> None:
         """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
@@ -1735,7 +1760,15 @@ class _Verifier:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
         prec = old.prec  # a finished state's marks no longer change: collected once
-        if prec is None:
+        if old.branches:  # still on the current path: uncleaned, its marks as they are
+            rs = [(fi, r) for fi, f in enumerate(old.frames) for r, reg in enumerate(f.regs)
+                  if reg.t == SCALAR and reg.precise]
+            ss = [(fi, spi) for fi, f in enumerate(old.frames)
+                  for spi, (types, spill) in enumerate(f.stack)
+                  if spill is not None and spill.t == SCALAR and spill.precise and
+                  S_SPILL in types]
+            prec = (tuple(rs), tuple(ss))
+        elif prec is None:
             # only what old still holds once cleaned (clean_verifier_state): registers
             # live at its pc (a caller's: at its call), slots a path after it read
             rs, ss = [], []
@@ -1747,29 +1780,11 @@ class _Verifier:
                         rs.append((fi, r))
                 for spi, (types, spill) in enumerate(f.stack):
                     if spill is not None and spill.t == SCALAR and spill.precise and \
-                            S_SPILL in types and (old.all_read or (fi, spi) in old.read):
+                            S_SPILL in types and self._alive(old)[fi] >> spi & 1:
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
         if prec[0] or prec[1]:
             self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
-
-    @staticmethod
-    def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
-        """What a state within a kept one must share with it in registers ``rs`` (the
-        kept one's constants and pointers): a constant's value, a pointer's type and
-        offset; None when a register cannot match (an unknown scalar, uninitialised)."""
-        out: list[object] = []
-        for r in rs:
-            x = regs[r]
-            if x.t == SCALAR:
-                if x.tm:
-                    return None
-                out.append(x.tv)
-            elif x.t == NOT_INIT:
-                return None
-            else:
-                out.append((x.t, x.off))
-        return tuple(out)
 
     @staticmethod
     def _iter_at(st: State) -> Reg | None:
@@ -1885,8 +1900,7 @@ class _Verifier:
             return False
         return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
-    @staticmethod
-    def _plan(old: State, live: int) -> list[_FramePlan]:
+    def _plan(self, old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
         registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
         needs only a scalar) and the stack slots read after it that can fail (a slot of
@@ -1895,12 +1909,8 @@ class _Verifier:
         quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
         nframes = len(old.frames)
-        if old.all_read:
-            slots_read = None
-        elif nframes == 1:
-            slots_read = [sorted(spi for _, spi in old.read)]
-        else:
-            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
+        alive = self._alive(old)
+        slots_read = [_bits(alive[k]) for k in range(nframes)]
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
@@ -1917,7 +1927,7 @@ class _Verifier:
             slots = []
             stack = fo.stack
             n = len(stack)
-            for spi in (slots_read[fi] if slots_read is not None else range(n)):
+            for spi in slots_read[fi]:
                 if spi >= n:
                     continue
                 so = stack[spi]
@@ -1935,6 +1945,11 @@ class _Verifier:
         if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
                 len(old.irqs) != len(cur.irqs):
             return False
+        # func_states_equal: a state of more callback iterations begun (bpf_loop's
+        # callback_depth) does not cover one of fewer
+        for fo, fc in zip(old.frames, cur.frames, strict=True):
+            if fo.cb_depth > fc.cb_depth:
+                return False
         if not exact and self.loose and not old.branches:
             plan = old.plan
             if plan is None:
@@ -1995,13 +2010,9 @@ class _Verifier:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
-            if self.loose and not exact and not old.all_read:
-                # only the slots a path after old reads before writing them (a finished
-                # state's read marks no longer change)
-                if old.read_slots is None:
-                    old.read_slots = [sorted(spi for f, spi in old.read if f == k)
-                                      for k in range(len(old.frames))]
-                slots = [(spi, fo.stack[spi]) for spi in old.read_slots[fi]
+            if self.loose and not exact:
+                # only the slots live at old's pc (a finished state's)
+                slots = [(spi, fo.stack[spi]) for spi in _bits(self._alive(old)[fi])
                          if spi < len(fo.stack)]
             else:
                 slots = list(enumerate(fo.stack))
@@ -2138,6 +2149,11 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
+            # linked with an offset: the same kind of link and the same offset
+            if o.id and (o.id ^ c.id) & BPF_ADD_CONST:
+                return False
+            if o.id & BPF_ADD_CONST and o.off != c.off:
+                return False
             return self._within(o, c) and self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
@@ -2255,24 +2271,53 @@ class _Verifier:
             d.assign(v)
             return
         if is64:
-            if src.t == SCALAR and not src.id and not src.const:
-                src.id = self._new_id()
+            self._id_before_mov(src)
             d.assign(src)
             return
         if src.t != SCALAR:
             d.set_unknown()
             d.coerce(4)
             return
-        keep = src.umax <= U32 and not src.const
-        if keep and not src.id:
-            src.id = self._new_id()
+        keep = src.umax <= U32
+        if keep:
+            self._id_before_mov(src)
         v = src.copy()
         if not keep:
             v.id = 0
         v.coerce(4)
         d.assign(v)
 
+    def _id_before_mov(self, src: Reg) -> None:
+        """assign_scalar_id_before_mov: a scalar copied (or spilled) whole shares an id
+        with its copy, for a compare of one to bound the other; an offset link is not
+        passed on (one ``rX += const`` per link)."""
+        if src.t != SCALAR:
+            return
+        if src.id & BPF_ADD_CONST:
+            src.id = 0
+            src.off = 0
+        if not src.id and not src.const:
+            src.id = self._new_id()
+
     def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
+        """adjust_reg_min_max_vals on two scalars. ``rX += const`` (or ``-=``) keeps rX
+        linked to its copies, the constant in ``off`` (BPF_ADD_CONST): a compare of one
+        then bounds the other, shifted by the difference; any other operation ends the
+        link."""
+        did, dumax = d.id, d.umax
+        src_const = s.const if is64 else s.sub_const()
+        val = s.tv if is64 else s.tv & U32  # before the operation: s may be d
+        self._scalar_bounds(d, s, o, is64)
+        if did and src_const and o in (op.BPF_ADD, op.BPF_SUB):
+            off = _s32(val)
+            if (is64 and _s64(val) != off) or (not is64 and dumax > U32) or \
+                    (o == op.BPF_SUB and off == S32_MIN) or did & BPF_ADD_CONST:
+                d.id = d.off = 0
+            else:
+                d.id = did | (BPF_ADD_CONST64 if is64 else BPF_ADD_CONST32)
+                d.off = -off if o == op.BPF_SUB else off
+
+    def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
         d.id = 0
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
@@ -2821,7 +2866,7 @@ class _Verifier:
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
             if size == 8:
-                st.written.add((reg.frame, spi))
+                self.stack_live.write(reg.frame, spi)
             return None
         self._stack_read(st, reg.frame, spi)
         if spill is not None and types[k] == S_SPILL:
@@ -2833,6 +2878,11 @@ class _Verifier:
             if spill.t != SCALAR:
                 raise Refuse("invalid size of register fill")
             if k == 0 and size <= spill_size:
+                if size == 4 and spill_size == 4 and spill.umax <= U32:
+                    # a fill of a 4-byte spill stays linked to it
+                    spill = frame.spill_w(spi)
+                    assert spill is not None
+                    self._id_before_mov(spill)
                 r = spill.copy()
                 if spill.umax >> (8 * size):
                     r.id = 0
@@ -2904,10 +2954,11 @@ class _Verifier:
         self._destroy_dynptr(st, frame, spi)
         types, spill = frame.slot(spi)
         if value is not None and k == 0 and value.t == SCALAR:
-            if not value.id and not value.const:  # a fill stays linked to the register
-                value.id = self._new_id()
+            fits = size == 8 or not value.umax >> (8 * size)
+            if fits:  # a fill stays linked to the register (narrowing breaks the link)
+                self._id_before_mov(value)
             r = value.copy()
-            if size < 8 and r.umax >> (8 * size):
+            if not fits:
                 r.id = 0
             frame.set_slot(spi, (self._spill_types(types, size), r))
             return
@@ -3005,18 +3056,19 @@ class _Verifier:
     def _collect_linked(st: State, rid: int, link: list[tuple[int, int]]) -> None:
         """__collect_linked_regs: the scalars with id ``rid``, the current frame first; past
         LINKED_REGS_MAX the id is dropped (the scalar is no longer linked)."""
+        rid &= ~BPF_ADD_CONST  # linked with an offset or not
         for fi in range(len(st.frames) - 1, -1, -1):
             f = st.frames[fi]
             for r in range(10):
                 x = f.regs[r]
-                if x.t == SCALAR and x.id == rid:
+                if x.t == SCALAR and x.id & ~BPF_ADD_CONST == rid:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, r))
                     else:
                         x.id = 0
             for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.id == rid and \
-                        types[0] == S_SPILL:
+                if spill is not None and spill.t == SCALAR and \
+                        spill.id & ~BPF_ADD_CONST == rid and types[0] == S_SPILL:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
@@ -3091,11 +3143,25 @@ class _Verifier:
         return True
 
     def _sync_ids(self, st: State, r: Reg) -> None:
+        """sync_linked_regs: the scalars linked to ``r`` take its new bounds, shifted by
+        the difference of their offsets (not across a 32- and a 64-bit offset)."""
         if r.t != SCALAR or not r.id:
             return
-        rid = r.id
-        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and x.id == rid):
+        base = r.id & ~BPF_ADD_CONST
+        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and
+                             x.id & ~BPF_ADD_CONST == base):
+            if (x.id ^ r.id) & BPF_ADD_CONST == BPF_ADD_CONST:
+                continue
+            if not (x.id | r.id) & BPF_ADD_CONST or x.off == r.off:
+                x.assign(r)
+                continue
+            xid, xoff = x.id, x.off
             x.assign(r)
+            self._scalar_bounds(x, _known(xoff - r.off), op.BPF_ADD, True)
+            x.id, x.off = xid, xoff
+            if (xid | r.id) & BPF_ADD_CONST32:
+                x.zext32()
+                x.sync()
 
     @staticmethod
     def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
@@ -3595,8 +3661,7 @@ class _Verifier:
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
-            self.active, self.done, self.kept = {}, {}, {}
-            self.forced = {pc: {} for pc in self.forced}
+            self.kept = {}
             self.in_global = True
             self._do_check(st, sub)
 
@@ -4104,7 +4169,7 @@ class _Verifier:
                          f"acquired at insn_idx={at}")
         st.irqs.pop()
         frame.set_slot(spi, _EMPTY)
-        st.written.add((reg.frame, spi))  # bpf_mark_stack_write
+        self.stack_live.write(reg.frame, spi)
 
     def _iter_next(self, st: State, pc: int, where: tuple[int, int],
                    stack: list[tuple[State, int]]) -> None:
