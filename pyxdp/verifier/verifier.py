@@ -233,6 +233,8 @@ class Refuse(Exception):
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
 # reg_bounds_sync's results by its inputs (tnum and bounds)
 _SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# A scalar ALU operation's result (tnum, bounds) by its operation and operands
+_SCALAR_OPS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Reg:
@@ -324,20 +326,7 @@ class Reg:
         self.assign(_UNKNOWN_SCALAR)
 
     def set_known(self, v: int) -> None:
-        v &= U64
-        k = _KNOWN.get(v)
-        if k is None:
-            k = Reg()
-            k.t = SCALAR
-            k.tv, k.tm = v, 0
-            k.smin = k.smax = _s64(v)
-            k.umin = k.umax = v
-            k.s32min = k.s32max = _s32(v)
-            k.u32min = k.u32max = v & U32
-            if len(_KNOWN) >= 1 << 12:
-                _KNOWN.clear()
-            _KNOWN[v] = k
-        self.assign(k)
+        self.assign(_known_template(v))
 
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
@@ -582,6 +571,24 @@ _new_reg = Reg.__new__
 _UNKNOWN_SCALAR = Reg()
 _UNKNOWN_SCALAR.t = SCALAR
 _KNOWN: dict[int, Reg] = {}
+
+
+def _known_template(v: int) -> Reg:
+    """The shared register holding the known scalar ``v``: never to be changed."""
+    v &= U64
+    k = _KNOWN.get(v)
+    if k is None:
+        k = Reg()
+        k.t = SCALAR
+        k.tv, k.tm = v, 0
+        k.smin = k.smax = _s64(v)
+        k.umin = k.umax = v
+        k.s32min = k.s32max = _s32(v)
+        k.u32min = k.u32max = v & U32
+        if len(_KNOWN) >= 1 << 12:
+            _KNOWN.clear()
+        _KNOWN[v] = k
+    return k
 
 
 def _known(v: int) -> Reg:
@@ -2171,7 +2178,7 @@ class _Verifier:
         if x:
             src = self._read(regs, i.src)
         else:
-            src = _known(i.imm)  # sign-extended imm
+            src = _known_template(i.imm)  # sign-extended imm; only read below
         if o == op.BPF_MOV:
             self._dst(i.dst)
             self._mov(regs, i, src, is64, x)
@@ -2261,6 +2268,24 @@ class _Verifier:
             if not is64:
                 d.coerce(4)
             return
+        # the rest is a pure function of both tnums and bounds, met again and again
+        key = (o, is64, d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+               d.u32min, d.u32max, s.tv, s.tm, s.smin, s.smax, s.umin, s.umax, s.s32min,
+               s.s32max, s.u32min, s.u32max)
+        got = _SCALAR_OPS.get(key)
+        if got is not None:
+            d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max, d.u32min, \
+                d.u32max = got
+            return
+        self._scalar_arith(d, s, o, is64, sval)
+        if len(_SCALAR_OPS) >= 1 << 16:
+            _SCALAR_OPS.clear()
+        _SCALAR_OPS[key] = (d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+                            d.u32min, d.u32max)
+
+    def _scalar_arith(self, d: Reg, s: Reg, o: int, is64: bool, sval: int) -> None:
+        """The tnum and bounds of ``d`` after ``d o= s`` (both scalars, the operation one
+        whose bounds are tracked)."""
         if is64:
             if o in (op.BPF_RSH, op.BPF_ARSH) or (o == op.BPF_LSH and sval >= 32):
                 r32 = (S32_MIN, S32_MAX, 0, U32)  # rebuilt from the tnum
