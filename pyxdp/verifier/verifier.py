@@ -937,6 +937,19 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
+def _bt_dst(i: Instruction) -> int:
+    """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
+    byte swap, a jump always or a may_goto: 11), else -1."""
+    cls = i.code & 7
+    if cls in (op.BPF_ALU, op.BPF_ALU64):
+        return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
+    if cls == op.BPF_LDX:
+        return i.dst
+    if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 in (op.BPF_JA, BPF_JCOND):
+        return 11
+    return -1
+
+
 def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
@@ -1049,6 +1062,9 @@ class _Verifier:
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
             "Dual MPL/GPL")
         n = len(self.insns)
+        # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
+        # unless register (this) is wanted (11: never), or -1: see _backtrack_insn
+        self.bt_dst = [_bt_dst(i) for i in self.insns]
         self.prune = [False] * n
         for pc in range(n):
             i = self.insns[pc]
@@ -1412,14 +1428,15 @@ class _Verifier:
 
     def _keep(self, pc: int, cur: State) -> State:
         """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
+        # the history and written slots so far become new's (moved, not copied)
+        hist, links, written = cur.hist, cur.links, cur.written
+        cur.hist, cur.links, cur.written = [], {}, set()
         new = cur.copy()
+        new.hist, new.links, new.written = hist, links, written
         new.branches = 1
         new.parent = cur.parent
         new.pc = pc
         cur.parent = new
-        cur.hist = []
-        cur.links = {}
-        cur.written = set()
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
@@ -1435,6 +1452,8 @@ class _Verifier:
         backedges."""
         frames = cur.frames
         last = len(frames) - 1
+        if not last:
+            return self.scc_backedges[pc] if self.in_scc[pc] else False
         for i in range(last + 1):
             at = pc if i == last else frames[i + 1].callsite
             if self.in_scc[at]:
@@ -1528,10 +1547,16 @@ class _Verifier:
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
             links = cur.links
+            bt_dst = self.bt_dst
             for k in range(n - 1, -1, -1):
                 h = hist[k]
                 assert fr is not None
                 link = links.get(k) if links else None
+                pc = h & _HIST_PC
+                d = bt_dst[pc]
+                if d >= 0 and not link and (fr, d) not in want_r:
+                    nxt = pc  # _backtrack_insn would change nothing
+                    continue
                 if link:
                     self._sync_linked(link, want_r, want_s)
                 fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
@@ -1672,9 +1697,9 @@ class _Verifier:
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
         """A read of a slot: the kept states before it, back to the segment that wrote
         it, must compare it."""
-        if (frame, spi) in st.written:
-            return
         key = (frame, spi)
+        if key in st.written:
+            return
         p = st.parent
         while p is not None and frame < len(p.frames):
             if key in p.read:
@@ -1692,8 +1717,18 @@ class _Verifier:
         if old.all_read:
             self._mark_all_read(cur)
             return
-        for frame, spi in old.read:
-            self._stack_read(cur, frame, spi)
+        # _stack_read of every slot old read, all at once: a slot goes on up the chain
+        # while the state has its frame, had not seen it read and did not write it
+        keys = old.read - cur.written
+        p = cur.parent
+        while keys and p is not None:
+            n = len(p.frames)
+            if any(f >= n for f, _ in keys):
+                keys = {k for k in keys if k[0] < n}
+            keys -= p.read
+            p.read |= keys
+            keys -= p.written
+            p = p.parent
 
     @staticmethod
     def _mark_all_read(st: State) -> None:
