@@ -164,6 +164,16 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
+    got = _TYPE_STRS.get(t)
+    if got is None:
+        got = _TYPE_STRS[t] = _type_str(t)
+    return got
+
+
+_TYPE_STRS: dict[int, str] = {}  # type_str's answers (a type's string is asked per access)
+
+
+def _type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
         "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
@@ -233,6 +243,8 @@ class Refuse(Exception):
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
 # reg_bounds_sync's results by its inputs (tnum and bounds)
 _SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# Reg.coerce's results by its inputs (size, tnum and bounds)
+_COERCED: dict[tuple[int, ...], tuple[int, ...]] = {}
 # A scalar ALU operation's result (tnum, bounds) by its operation and operands
 _SCALAR_OPS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -486,6 +498,21 @@ class Reg:
         """Zero-extend from ``size`` bytes (coerce_reg_to_size)."""
         if size >= 8:
             return
+        # a pure function of the size, the tnum and the bounds: remembered
+        key = (size, self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+               self.s32min, self.s32max, self.u32min, self.u32max)
+        got = _COERCED.get(key)
+        if got is None:
+            self._coerce(size)
+            if len(_COERCED) >= 1 << 16:
+                _COERCED.clear()
+            _COERCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+                             self.s32min, self.s32max, self.u32min, self.u32max)
+            return
+        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
+            self.s32max, self.u32min, self.u32max = got
+
+    def _coerce(self, size: int) -> None:
         mask = (1 << (8 * size)) - 1
         self.tv &= mask
         self.tm &= mask
@@ -1135,6 +1162,7 @@ class _Verifier:
         self.pc = 0
         self.state: State | None = None
         self.facts = AccessFacts(maps)
+        self.noted: dict[tuple[int, int, int], MapSpec | None] = {}  # accesses noted in facts
 
     def _call_uses(self) -> dict[int, int]:
         """get_call_summary: a helper or kfunc call reads as many registers as its
@@ -2648,7 +2676,11 @@ class _Verifier:
              value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
         """check_mem_access: the loaded value for reads (None: an unknown scalar); ``sx``
         for a sign-extending load."""
-        self.facts.note(self.pc, type_str(reg.t), reg.map)  # complete: see facts.py
+        # complete (see facts.py); noting the same access again would change nothing
+        noted = (self.pc, reg.t, id(reg.map))
+        if noted not in self.noted:
+            self.noted[noted] = reg.map  # (kept alive: its id stays its own)
+            self.facts.note(self.pc, type_str(reg.t), reg.map)
         t = reg.t
         full = off + reg.off
         if self.strict_align and size > 1 and t != STACK:
