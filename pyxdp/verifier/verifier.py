@@ -625,10 +625,9 @@ def _known(v: int) -> Reg:
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
-# A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
-# scalar) and (spi, slot).
-_FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
-                   tuple[tuple[int, Slot, int, int, bool], ...]]
+# A finished state's frame as pruning compares it: callsite, (regno, reg) of the
+# registers beyond a type check, and (spi, slot, _significant mask and kinds).
+_FramePlan = tuple[int, tuple[tuple[int, Reg], ...], tuple[tuple[int, Slot, int, int], ...]]
 _INTS: dict[bytes, int] = {}
 _MASKS: dict[bytes, tuple[int, int]] = {}
 
@@ -1933,8 +1932,8 @@ class _Verifier:
     def _plan(old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
         registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
-        needs only a scalar) and the stack slots read after it that can fail (a slot of
-        invalid and misc bytes matches anything)."""
+        needs only a scalar, which the quick checks see) and the stack slots read after
+        it that can fail (a slot of invalid and misc bytes matches anything)."""
         plan = []
         quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
@@ -1942,22 +1941,27 @@ class _Verifier:
         if old.all_read:
             slots_read = None
         elif nframes == 1:
-            slots_read = [sorted(spi for _, spi in old.read)]
+            slots_read = [sorted([spi for _, spi in old.read])]
         else:
-            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
+            slots_read = [sorted([spi for f, spi in old.read if f == k])
+                          for k in range(nframes)]
+        masks = _MASKS
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
             mask_live = live if fi == top else 0x7FF
             for r in range(11):
-                o = fregs[r]
-                if not mask_live >> r & 1 or o.t == NOT_INIT:
+                if not mask_live >> r & 1:
                     continue
-                any_scalar = o.t == SCALAR and not o.precise
-                regs.append((r, o, any_scalar))
+                o = fregs[r]
+                t = o.t
+                if t == NOT_INIT:
+                    continue
+                if t != SCALAR or o.precise:  # else any scalar will do (checked quick)
+                    regs.append((r, o))
                 # a finished state's registers no longer change: type and offset kept
-                quick.append((1, fi, r, o.t, o.t == SCALAR, o.off))
+                quick.append((1, fi, r, t, t == SCALAR, o.off))
             slots = []
             stack = fo.stack
             n = len(stack)
@@ -1965,12 +1969,16 @@ class _Verifier:
                 if spi >= n:
                     continue
                 so = stack[spi]
-                mask, want = _significant(so[0])
-                if so[1] is None and not mask:
+                types, spill = so
+                m = masks.get(types)
+                mask, want = m if m is not None else _significant(types)
+                if spill is None and not mask:
                     continue
-                scalar = _stack_scalar(so) is not None
-                slots.append((spi, so, mask, want, scalar))
-                quick.append((2, fi, spi, so[0], mask, want, scalar))
+                # _stack_scalar(so) is not None
+                scalar = (types == _ALL_SPILL and spill is not None and spill.t == SCALAR) \
+                    or types == _ALL_MISC
+                slots.append((spi, so, mask, want))
+                quick.append((2, fi, spi, types, mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
         old.quick = quick
         return plan
@@ -2095,12 +2103,12 @@ class _Verifier:
         for fi, (_, regs, slots) in enumerate(plan):
             fc = cur.frames[fi]
             cregs = fc.regs
-            for r, o, any_scalar in regs:
-                if not any_scalar and not regsafe(o, cregs[r], idmap, False):
+            for r, o in regs:
+                if not regsafe(o, cregs[r], idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
-            for spi, so, _, _, _ in slots:
+            for spi, so, mask, want in slots:
                 sc = cstack[spi] if spi < n else _EMPTY
                 if so is sc:  # shared since a common ancestor (Frame.copy): equal
                     x = so[1]
@@ -2117,10 +2125,10 @@ class _Verifier:
                             return False
                         continue
                 ot, ct = so[0], sc[0]
-                for k in range(8):
-                    a = ot[k]
-                    if a != S_INVALID and a != S_MISC and a != ct[k]:
-                        return False
+                # every byte old relied on (not invalid, not misc: allow_uninit_stack)
+                v = _INTS.get(ct)
+                if (v if v is not None else _bytes_int(ct)) & mask != want:
+                    return False
                 if so[1] is not None and S_SPILL in ot:
                     if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
                         return False
