@@ -1322,37 +1322,40 @@ class _Verifier:
         if st is None:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
+        insns, prune, limit = self.insns, self.prune, self.limit
+        # the instruction classes as locals (dispatched on every instruction)
+        alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
+            op.BPF_STX, op.BPF_LD
         while True:
             self.state = st
             self.pc = pc
             self.processed += 1
-            if self.processed > self.limit:
+            if self.processed > limit:
                 raise Refuse(f"BPF program is too large. Processed {self.processed} insn",
                              errno.E2BIG)
-            if self.prune[pc] and self._visited(pc, st):
+            if prune[pc] and self._visited(pc, st):
                 nxt = self._finish(st, stack)
                 if nxt is None:
                     return
                 st, pc = nxt
                 continue
             st.hist.append(pc)
-            i = self.insns[pc]
+            i = insns[pc]
             cls = i.code & 7
-            if cls in (op.BPF_JMP, op.BPF_JMP32):
-                self.jmps += 1
-            if cls in (op.BPF_ALU, op.BPF_ALU64):
-                self._alu(st.cur.regs, i)
+            if cls == alu or cls == alu64:
+                self._alu(st.frames[-1].regs, i)
                 pc += 1
-            elif cls == op.BPF_LDX:
+            elif cls == ldx:
                 self._ldx(st, i)
                 pc += 1
-            elif cls in (op.BPF_ST, op.BPF_STX):
+            elif cls == stx or cls == st_:
                 self._store(st, i)
                 pc += 1
-            elif cls == op.BPF_LD:
+            elif cls == ld:
                 self._ld(st, i, pc)
                 pc += 2
-            else:
+            else:  # BPF_JMP, BPF_JMP32
+                self.jmps += 1
                 o = i.code & 0xF0
                 if o == op.BPF_CALL:
                     pc = self._call(st, i, pc, stack)
