@@ -51,7 +51,7 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -179,7 +179,7 @@ class ArrayMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST, "array elements always exist")
         off = i * self.elem_size
         vs = self.value_size
-        if self.timer_off is not None:  # array_map_update_elem: copy, then free the fields
+        if self.async_offs:  # array_map_update_elem: copy, then free the fields
             self._free_fields(self.value_region().base + off)
             data = self._skip_fields(data)
         src = np.frombuffer(data, np.uint8)
@@ -232,7 +232,7 @@ class ArrayMap(_ArrayOrder):
         Like the kernel, elements are applied in order up to the first failing
         one, whose errno is raised with ``.count`` = elements done.
         """
-        if self.percpu or self.timer_off is not None:  # one by one: each frees a timer
+        if self.percpu or self.async_offs:  # one by one: each frees a timer
             return super().update_batch(list(keys), list(values), flags)
         self._update_flags(flags, "update_batch")
         idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")
@@ -261,8 +261,8 @@ class ArrayMap(_ArrayOrder):
 
     def clear(self) -> None:
         """Zero every value (array elements cannot be deleted)."""
-        if self.timer_off is not None:
-            TIMERS.free_map(self)
+        if self.async_offs:
+            ASYNC.free_map(self)
         self.value_data.fill(0)
 
 

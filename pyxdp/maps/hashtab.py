@@ -98,7 +98,7 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import INT_TYPES, METADATA, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -279,7 +279,7 @@ class HashMap(Map):
 
     def _remove_slot(self, slot: int) -> None:
         e = int(self.index[slot])
-        if self.timer_off is not None:  # free_htab_elem -> check_and_free_fields
+        if self.async_offs:  # free_htab_elem -> check_and_free_fields
             self._free_fields(self.value_region().base + e * self.elem_size)
         self.index[slot] = TOMBSTONE
         self.elem_slot[e] = -1
@@ -393,7 +393,7 @@ class HashMap(Map):
             raise MapError("update", _errno.EEXIST)
         if slot < 0 and mode == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
-        if self.timer_off is not None:  # the new element's timer is not initialised
+        if self.async_offs:  # the new element's timer is not initialised
             data = self._skip_fields(data)
         if slot >= 0:
             e = int(self.index[slot])
@@ -499,8 +499,8 @@ class HashMap(Map):
         return int(self.hdr[COUNT])
 
     def clear(self) -> None:
-        if self.timer_off is not None:
-            TIMERS.free_map(self)
+        if self.async_offs:
+            ASYNC.free_map(self)
         self.index.fill(EMPTY)
         self.elem_slot.fill(-1)
         self.free[:] = np.arange(self.max_entries - 1, -1, -1, dtype=np.int32)
