@@ -189,6 +189,16 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
+    got = _TYPE_STRS.get(t)
+    if got is None:
+        got = _TYPE_STRS[t] = _type_str(t)
+    return got
+
+
+_TYPE_STRS: dict[int, str] = {}  # type_str's answers (a type's string is asked per access)
+
+
+def _type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
         "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
@@ -258,6 +268,10 @@ class Refuse(Exception):
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
 # reg_bounds_sync's results by its inputs (tnum and bounds)
 _SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# Reg.coerce's results by its inputs (size, tnum and bounds)
+_COERCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# A scalar ALU operation's result (tnum, bounds) by its operation and operands
+_SCALAR_OPS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Reg:
@@ -349,20 +363,7 @@ class Reg:
         self.assign(_UNKNOWN_SCALAR)
 
     def set_known(self, v: int) -> None:
-        v &= U64
-        k = _KNOWN.get(v)
-        if k is None:
-            k = Reg()
-            k.t = SCALAR
-            k.tv, k.tm = v, 0
-            k.smin = k.smax = _s64(v)
-            k.umin = k.umax = v
-            k.s32min = k.s32max = _s32(v)
-            k.u32min = k.u32max = v & U32
-            if len(_KNOWN) >= 1 << 12:
-                _KNOWN.clear()
-            _KNOWN[v] = k
-        self.assign(k)
+        self.assign(_known_template(v))
 
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
@@ -522,6 +523,21 @@ class Reg:
         """Zero-extend from ``size`` bytes (coerce_reg_to_size)."""
         if size >= 8:
             return
+        # a pure function of the size, the tnum and the bounds: remembered
+        key = (size, self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+               self.s32min, self.s32max, self.u32min, self.u32max)
+        got = _COERCED.get(key)
+        if got is None:
+            self._coerce(size)
+            if len(_COERCED) >= 1 << 16:
+                _COERCED.clear()
+            _COERCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+                             self.s32min, self.s32max, self.u32min, self.u32max)
+            return
+        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
+            self.s32max, self.u32min, self.u32max = got
+
+    def _coerce(self, size: int) -> None:
         mask = (1 << (8 * size)) - 1
         self.tv &= mask
         self.tm &= mask
@@ -609,6 +625,24 @@ _UNKNOWN_SCALAR.t = SCALAR
 _KNOWN: dict[int, Reg] = {}
 
 
+def _known_template(v: int) -> Reg:
+    """The shared register holding the known scalar ``v``: never to be changed."""
+    v &= U64
+    k = _KNOWN.get(v)
+    if k is None:
+        k = Reg()
+        k.t = SCALAR
+        k.tv, k.tm = v, 0
+        k.smin = k.smax = _s64(v)
+        k.umin = k.umax = v
+        k.s32min = k.s32max = _s32(v)
+        k.u32min = k.u32max = v & U32
+        if len(_KNOWN) >= 1 << 12:
+            _KNOWN.clear()
+        _KNOWN[v] = k
+    return k
+
+
 def _known(v: int) -> Reg:
     """A new register holding the known scalar ``v``."""
     r = _new_reg(Reg)
@@ -616,10 +650,9 @@ def _known(v: int) -> Reg:
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
-# A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
-# scalar) and (spi, slot).
-_FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
-                   tuple[tuple[int, Slot, int, int, bool], ...]]
+# A finished state's frame as pruning compares it: callsite, (regno, reg) of the
+# registers beyond a type check, and (spi, slot, _significant mask and kinds).
+_FramePlan = tuple[int, tuple[tuple[int, Reg], ...], tuple[tuple[int, Slot, int, int], ...]]
 _INTS: dict[bytes, int] = {}
 _MASKS: dict[bytes, tuple[int, int]] = {}
 
@@ -954,6 +987,19 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
+def _bt_dst(i: Instruction) -> int:
+    """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
+    byte swap, a jump always or a may_goto: 11), else -1."""
+    cls = i.code & 7
+    if cls in (op.BPF_ALU, op.BPF_ALU64):
+        return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
+    if cls == op.BPF_LDX:
+        return i.dst
+    if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 in (op.BPF_JA, BPF_JCOND):
+        return 11
+    return -1
+
+
 def _loop_sccs(insns: Sequence[Instruction],
                points: frozenset[int]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
@@ -1077,6 +1123,9 @@ class _Verifier:
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
             "Dual MPL/GPL")
         n = len(self.insns)
+        # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
+        # unless register (this) is wanted (11: never), or -1: see _backtrack_insn
+        self.bt_dst = [_bt_dst(i) for i in self.insns]
         self.prune = [False] * n
         for pc in range(n):
             i = self.insns[pc]
@@ -1149,6 +1198,7 @@ class _Verifier:
         self.pc = 0
         self.state: State | None = None
         self.facts = AccessFacts(maps)
+        self.noted: dict[tuple[int, int, int], MapSpec | None] = {}  # accesses noted in facts
 
     def _call_uses(self) -> dict[int, int]:
         """get_call_summary: a helper or kfunc call reads as many registers as its
@@ -1309,38 +1359,41 @@ class _Verifier:
         if st is None:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
+        insns, prune, limit = self.insns, self.prune, self.limit
+        # the instruction classes as locals (dispatched on every instruction)
+        alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
+            op.BPF_STX, op.BPF_LD
         while True:
             self.state = st
             self.pc = pc
             self.processed += 1
-            if self.processed > self.limit:
+            if self.processed > limit:
                 raise Refuse(f"BPF program is too large. Processed {self.processed} insn",
                              errno.E2BIG)
-            if self.prune[pc] and self._visited(pc, st):
+            if prune[pc] and self._visited(pc, st):
                 nxt = self._finish(st, stack)
                 if nxt is None:
                     return
                 st, pc = nxt
                 continue
             st.hist.append(pc)
-            i = self.insns[pc]
+            i = insns[pc]
             walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
-            if cls in (op.BPF_JMP, op.BPF_JMP32):
-                self.jmps += 1
-            if cls in (op.BPF_ALU, op.BPF_ALU64):
-                self._alu(st.cur.regs, i)
+            if cls == alu or cls == alu64:
+                self._alu(st.frames[-1].regs, i)
                 pc += 1
-            elif cls == op.BPF_LDX:
+            elif cls == ldx:
                 self._ldx(st, i)
                 pc += 1
-            elif cls in (op.BPF_ST, op.BPF_STX):
+            elif cls == stx or cls == st_:
                 self._store(st, i)
                 pc += 1
-            elif cls == op.BPF_LD:
+            elif cls == ld:
                 self._ld(st, i, pc)
                 pc += 2
-            else:
+            else:  # BPF_JMP, BPF_JMP32
+                self.jmps += 1
                 o = i.code & 0xF0
                 if o == op.BPF_CALL:
                     pc = self._call(st, i, pc, stack)
@@ -1443,13 +1496,15 @@ class _Verifier:
 
     def _keep(self, pc: int, cur: State) -> State:
         """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
+        # the history so far becomes new's (moved, not copied)
+        hist, links = cur.hist, cur.links
+        cur.hist, cur.links = [], {}
         new = cur.copy()
+        new.hist, new.links = hist, links
         new.branches = 1
         new.parent = cur.parent
         new.pc = pc
         cur.parent = new
-        cur.hist = []
-        cur.links = {}
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
@@ -1465,6 +1520,8 @@ class _Verifier:
         backedges."""
         frames = cur.frames
         last = len(frames) - 1
+        if not last:
+            return self.scc_backedges[pc] if self.in_scc[pc] else False
         for i in range(last + 1):
             at = pc if i == last else frames[i + 1].callsite
             if self.in_scc[at]:
@@ -1576,10 +1633,16 @@ class _Verifier:
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
             links = cur.links
+            bt_dst = self.bt_dst
             for k in range(n - 1, -1, -1):
                 h = hist[k]
                 assert fr is not None
                 link = links.get(k) if links else None
+                pc = h & _HIST_PC
+                d = bt_dst[pc]
+                if d >= 0 and not link and (fr, d) not in want_r:
+                    nxt = pc  # _backtrack_insn would change nothing
+                    continue
                 if link:
                     self._sync_linked(link, want_r, want_s)
                 fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
@@ -1903,27 +1966,31 @@ class _Verifier:
     def _plan(self, old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
         registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
-        needs only a scalar) and the stack slots read after it that can fail (a slot of
-        invalid and misc bytes matches anything)."""
+        needs only a scalar, which the quick checks see) and the stack slots read after
+        it that can fail (a slot of invalid and misc bytes matches anything)."""
         plan = []
         quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
         nframes = len(old.frames)
         alive = self._alive(old)
         slots_read = [_bits(alive[k]) for k in range(nframes)]
+        masks = _MASKS
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
             mask_live = live if fi == top else 0x7FF
             for r in range(11):
-                o = fregs[r]
-                if not mask_live >> r & 1 or o.t == NOT_INIT:
+                if not mask_live >> r & 1:
                     continue
-                any_scalar = o.t == SCALAR and not o.precise
-                regs.append((r, o, any_scalar))
+                o = fregs[r]
+                t = o.t
+                if t == NOT_INIT:
+                    continue
+                if t != SCALAR or o.precise:  # else any scalar will do (checked quick)
+                    regs.append((r, o))
                 # a finished state's registers no longer change: type and offset kept
-                quick.append((1, fi, r, o.t, o.t == SCALAR, o.off))
+                quick.append((1, fi, r, t, t == SCALAR, o.off))
             slots = []
             stack = fo.stack
             n = len(stack)
@@ -1931,12 +1998,16 @@ class _Verifier:
                 if spi >= n:
                     continue
                 so = stack[spi]
-                mask, want = _significant(so[0])
-                if so[1] is None and not mask:
+                types, spill = so
+                m = masks.get(types)
+                mask, want = m if m is not None else _significant(types)
+                if spill is None and not mask:
                     continue
-                scalar = _stack_scalar(so) is not None
-                slots.append((spi, so, mask, want, scalar))
-                quick.append((2, fi, spi, so[0], mask, want, scalar))
+                # _stack_scalar(so) is not None
+                scalar = (types == _ALL_SPILL and spill is not None and spill.t == SCALAR) \
+                    or types == _ALL_MISC
+                slots.append((spi, so, mask, want))
+                quick.append((2, fi, spi, types, mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
         old.quick = quick
         return plan
@@ -2062,12 +2133,12 @@ class _Verifier:
         for fi, (_, regs, slots) in enumerate(plan):
             fc = cur.frames[fi]
             cregs = fc.regs
-            for r, o, any_scalar in regs:
-                if not any_scalar and not regsafe(o, cregs[r], idmap, False):
+            for r, o in regs:
+                if not regsafe(o, cregs[r], idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
-            for spi, so, _, _, _ in slots:
+            for spi, so, mask, want in slots:
                 sc = cstack[spi] if spi < n else _EMPTY
                 if so is sc:  # shared since a common ancestor (Frame.copy): equal
                     x = so[1]
@@ -2084,10 +2155,10 @@ class _Verifier:
                             return False
                         continue
                 ot, ct = so[0], sc[0]
-                for k in range(8):
-                    a = ot[k]
-                    if a != S_INVALID and a != S_MISC and a != ct[k]:
-                        return False
+                # every byte old relied on (not invalid, not misc: allow_uninit_stack)
+                v = _INTS.get(ct)
+                if (v if v is not None else _bytes_int(ct)) & mask != want:
+                    return False
                 if so[1] is not None and S_SPILL in ot:
                     if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
                         return False
@@ -2214,7 +2285,7 @@ class _Verifier:
         if x:
             src = self._read(regs, i.src)
         else:
-            src = _known(i.imm)  # sign-extended imm
+            src = _known_template(i.imm)  # sign-extended imm; only read below
         if o == op.BPF_MOV:
             self._dst(i.dst)
             self._mov(regs, i, src, is64, x)
@@ -2333,6 +2404,24 @@ class _Verifier:
             if not is64:
                 d.coerce(4)
             return
+        # the rest is a pure function of both tnums and bounds, met again and again
+        key = (o, is64, d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+               d.u32min, d.u32max, s.tv, s.tm, s.smin, s.smax, s.umin, s.umax, s.s32min,
+               s.s32max, s.u32min, s.u32max)
+        got = _SCALAR_OPS.get(key)
+        if got is not None:
+            d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max, d.u32min, \
+                d.u32max = got
+            return
+        self._scalar_arith(d, s, o, is64, sval)
+        if len(_SCALAR_OPS) >= 1 << 16:
+            _SCALAR_OPS.clear()
+        _SCALAR_OPS[key] = (d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+                            d.u32min, d.u32max)
+
+    def _scalar_arith(self, d: Reg, s: Reg, o: int, is64: bool, sval: int) -> None:
+        """The tnum and bounds of ``d`` after ``d o= s`` (both scalars, the operation one
+        whose bounds are tracked)."""
         if is64:
             if o in (op.BPF_RSH, op.BPF_ARSH) or (o == op.BPF_LSH and sval >= 32):
                 r32 = (S32_MIN, S32_MAX, 0, U32)  # rebuilt from the tnum
@@ -2660,7 +2749,11 @@ class _Verifier:
              value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
         """check_mem_access: the loaded value for reads (None: an unknown scalar); ``sx``
         for a sign-extending load."""
-        self.facts.note(self.pc, type_str(reg.t), reg.map)  # complete: see facts.py
+        # complete (see facts.py); noting the same access again would change nothing
+        noted = (self.pc, reg.t, id(reg.map))
+        if noted not in self.noted:
+            self.noted[noted] = reg.map  # (kept alive: its id stays its own)
+            self.facts.note(self.pc, type_str(reg.t), reg.map)
         t = reg.t
         full = off + reg.off
         if self.strict_align and size > 1 and t != STACK:
