@@ -372,6 +372,21 @@ def _place_timer(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
     h.timer_off = off  # type: ignore[attr-defined]
 
 
+_KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+                        BpfMapType.BPF_MAP_TYPE_ARRAY})
+
+
+def _place_kptrs(h: MapHandle, ms: MapSpec, offs: tuple[int, ...]) -> None:
+    """Tell a userspace map where its value holds referenced __kptr fields (the map types
+    pyxdp models them in: hash, LRU hash and array)."""
+    if not offs:
+        return
+    if ms.type not in _KPTR_MAPS:
+        raise NotSupportedError(f"map {ms.name}: __kptr fields in a "
+                                f"{BpfMapType(ms.type).name} value are not modelled by pyxdp")
+    h.kptr_offs = offs  # type: ignore[attr-defined]
+
+
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
                   engine: str, core_btf: str | os.PathLike[str] | None) -> Backend:
     if not isinstance(backend, str):
@@ -441,6 +456,7 @@ class Collection:
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             if btf is not None and ms.value_type is not None and hasattr(h, "timer_off"):
                 _place_timer(h, ms, btf.value_fields(ms.value_type, ("bpf_timer",)))
+                _place_kptrs(h, ms, tuple(btf.kptr_fields(ms.value_type)))
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():

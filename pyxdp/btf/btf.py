@@ -323,6 +323,28 @@ class Btf:
                 found.setdefault(mt.name, mem.bit_offset // 8)
         return found
 
+    def kptr_fields(self, type_id: int) -> dict[int, int]:
+        """``btf_parse_kptr`` for struct ``type_id``: its members that are pointers tagged
+        ``__kptr`` (``btf_type_tag("kptr")``) to a struct, by byte offset, each the
+        pointed-to struct's id."""
+        out: dict[int, int] = {}
+        t = self.resolved(type_id)
+        for mem in t.members if t.kind is BtfKind.STRUCT else ():
+            m = self.type_by_id(mem.type)
+            for _ in range(_MAX_RESOLVE_DEPTH):
+                if m.kind not in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST,
+                                  BtfKind.RESTRICT):
+                    break
+                m = self.type_by_id(m.size_type)
+            if m.kind is not BtfKind.PTR:
+                continue
+            tag = self.type_by_id(m.size_type)
+            if tag.kind is BtfKind.TYPE_TAG and tag.name == "kptr":
+                target = self.resolve(tag.size_type)
+                if self.types[target].kind is BtfKind.STRUCT:
+                    out[mem.bit_offset // 8] = target
+        return out
+
     def resolve_size(self, type_id: int) -> int:
         """Byte size of ``type_id``, following libbpf's ``btf__resolve_size``."""
         nelems = 1

@@ -47,6 +47,7 @@ from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
+from pyxdp.vm.memalloc import arena
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -312,6 +313,10 @@ class Map:
         # and deletes free the element's timer (pyxdp.vm.bpf_timer), and so does
         # release_uref for all of them.
         self.timer_off: int | None = None
+        # Offsets of the value's referenced __kptr fields, set from BTF by the loader: an
+        # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
+        # user space reads them as zero.
+        self.kptr_offs: tuple[int, ...] = ()
         # User space let go of the map (map_release_uref): bpf_timer_init is -EPERM now.
         self.uref_released = False
         self._regions: list[Region] = []
@@ -325,21 +330,39 @@ class Map:
         if self.timer_off is not None:
             TIMERS.free_map(self)
 
+    @property
+    def has_fields(self) -> bool:
+        """Whether the value holds special fields an update or delete frees."""
+        return self.timer_off is not None or bool(self.kptr_offs)
+
     def _free_fields(self, value_addr: int) -> bytes:
         """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer is cancelled
-        and freed. Returns the bytes the special fields read as afterwards (zeros), for
-        the update that follows (``copy_map_value`` leaves them out)."""
+        and freed, the objects its __kptr fields hold dropped. Returns the bytes the
+        timer reads as afterwards (zeros), for the update that follows
+        (``copy_map_value`` leaves the fields out)."""
+        if self.kptr_offs:
+            region = self.value_region()
+            at = value_addr - region.base
+            for off in self.kptr_offs:
+                word = region.buf[at + off:at + off + 8]
+                obj = int.from_bytes(word, "little")
+                if obj:
+                    word[:] = bytes(8)
+                    arena().free(obj)
         if self.timer_off is None:
             return b""
         TIMERS.cancel_and_free(value_addr + self.timer_off)
         return bytes(16)
 
     def _skip_fields(self, data: bytes) -> bytes:
-        """``data`` with its special fields zero (what the element holds after an update)."""
+        """``data`` with its special fields zero (what the element holds after an update,
+        and what user space reads: ``check_and_init_map_value``)."""
         off = self.timer_off
-        if off is None:
-            return data
-        return data[:off] + bytes(16) + data[off + 16:]
+        if off is not None:
+            data = data[:off] + bytes(16) + data[off + 16:]
+        for off in self.kptr_offs:
+            data = data[:off] + bytes(8) + data[off + 8:]
+        return data
 
     # -- storage hooks -------------------------------------------------------------------
     def _storage_bytes(self) -> int:

@@ -136,6 +136,14 @@ MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 # argument, bpf_cast_to_kern_ctx's); PTR_UNTRUSTED: a kernel pointer read through probe
 # loads (bpf_rdonly_cast's, or one walked from it)
 TRUSTED, UNTRUSTED = 0x1000, 0x2000
+# MEM_ALLOC: a PTR_TO_BTF_ID to an object of a program's own struct (bpf_obj_new's; ``sub``
+# its id in the program's BTF); MEM_RCU: one read from a map value's __kptr field
+ALLOC, RCU = 0x4000, 0x8000
+# Structs a program-allocated object may hold that pyxdp does not model yet (btf_parse_fields)
+_OBJ_SPECIAL = frozenset({"bpf_spin_lock", "bpf_res_spin_lock", "bpf_timer", "bpf_wq",
+                          "bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
+                          "bpf_rb_node", "bpf_refcount"})
+BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -165,7 +173,8 @@ _EGRESS_IFINDEX = 20
 
 def type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
-        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
+        "rcu_" if t & RCU else "") + ("untrusted_" if t & UNTRUSTED else "") + (
+        "trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
@@ -2606,6 +2615,9 @@ class _Verifier:
             at = self._fields(m).get("bpf_timer") if m.value_type is not None else None
             if at is not None and reg.smin + full < at + 16 and at < reg.umax + full + size:
                 raise Refuse("bpf_timer cannot be accessed directly by load/store")
+            for at in self._kptrs(m) if m.value_type is not None else ():
+                if reg.smin + full < at + 8 and at < reg.umax + full + size:
+                    return self._kptr_access(reg, full, size, write, at)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -2658,6 +2670,8 @@ class _Verifier:
         """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
         value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
         untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
+        if reg.t & ALLOC:
+            return self._obj_access(regno, reg, off, size, write)
         if not self.gpl:
             raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
                          "program", errno.EINVAL)
@@ -2689,6 +2703,47 @@ class _Verifier:
         # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
         r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
         r.bt, r.sub = got.name, got.type_id
+        return r
+
+    def _obj_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                    ) -> Reg | None:
+        """check_ptr_to_btf_access of a program-allocated object: reads and writes of its
+        struct's members (btf_struct_access over the program's BTF)."""
+        if off < 0:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid negative access: off={off}")
+        if reg.tm or reg.tv:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
+                         f"var_off={tnum_str((reg.tv, reg.tm))}")
+        assert self.btf is not None
+        try:
+            got = struct_access(self.btf, reg.sub, off, size)
+        except StructWalkError as e:
+            raise Refuse(e.msg, e.err) from None
+        if got.kind != "scalar" and not write:
+            raise UnsupportedHelper(f"{self.spec.name}: pc {self.pc} reads a pointer member of "
+                                    f"struct {reg.bt}: not modelled by pyxdp", pc=self.pc)
+        return None
+
+    def _kptr_access(self, reg: Reg, off: int, size: int, write: bool, at: int) -> Reg:
+        """check_map_access and check_map_kptr_access: a __kptr field is read whole by a
+        plain load (an RCU pointer to its object, or NULL); nothing stores to it."""
+        if not reg.const:
+            raise Refuse("kptr access cannot have variable offset")
+        if at != off + reg.tv:
+            raise Refuse(f"kptr access misaligned expected={at} off={off + reg.tv}")
+        if size != 8:
+            raise Refuse("kptr access size must be BPF_DW")
+        i = self.insns[self.pc]
+        if i.code & 0xE0 != op.BPF_MEM:
+            raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
+        if write:
+            raise Refuse("store to referenced kptr disallowed")
+        assert reg.map is not None
+        tid = self._kptrs(reg.map)[at]
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC | RCU | MAYBE_NULL)
+        r.bt, r.sub = self._kptr_struct(tid), tid
+        r.id = self._new_id()
         return r
 
     @staticmethod
@@ -3581,6 +3636,8 @@ class _Verifier:
                      stack: list[tuple[State, int]]) -> int:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
+        if fid == BPF_FUNC_KPTR_XCHG:
+            return self._kptr_xchg(st, pc)
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
@@ -3688,7 +3745,7 @@ class _Verifier:
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
-            else None
+            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW else None
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3706,7 +3763,8 @@ class _Verifier:
             return pc + 1
         if cast is not None:
             r0.assign(cast)
-            return pc + 1
+            if proto.ret != KRet.OBJ_NEW:
+                return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
             r0.msize = proto.ret_size
@@ -3716,7 +3774,7 @@ class _Verifier:
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
-        else:
+        elif cast is None:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
         if proto.flags & KF_RET_NULL:
@@ -3815,6 +3873,9 @@ class _Verifier:
             if p.kind == KArg.CONST:
                 self._mark_precise(st, [n])
             return i + 1
+        if p.kind == KArg.ALLOC:
+            self._alloc_arg(n, i, reg, meta)
+            return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
@@ -3878,6 +3939,117 @@ class _Verifier:
             raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
                          "arg to kfunc", errno.EINVAL)
         return i + 1
+
+    @staticmethod
+    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_ALLOC_BTF_ID: an object bpf_obj_new gave, whole (bpf_obj_drop): a
+        release argument is a trusted one (not NULL; referenced, or only the trusted
+        modifiers MEM_ALLOC and PTR_TRUSTED: an RCU pointer is not)."""
+        if reg.is_null() or reg.t & MAYBE_NULL:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        flags = reg.t & ~0xFF
+        if not reg.ref and not (reg.t & 0xFF == BTF_ID and flags and
+                                not flags & ~(ALLOC | TRUSTED)):
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
+        if reg.t != BTF_ID | ALLOC:
+            raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+        if not reg.ref:
+            raise Refuse("allocated object must be referenced", errno.EINVAL)
+        if reg.off or not reg.const or reg.tv:
+            raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
+                         "arg to kfunc", errno.EINVAL)
+        meta.release_ref = reg.ref
+
+    def _obj_new_type(self, regs: list[Reg]) -> Reg:
+        """check_kfunc_call for bpf_obj_new: R0 an object of the program's struct whose
+        BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC)."""
+        value = regs[1].tv
+        if value >> 32:
+            raise Refuse("local type ID argument must be in range [0, U32_MAX]", errno.EINVAL)
+        btf = self.btf
+        if btf is None:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new requires prog BTF", errno.EINVAL)
+        t = btf.type_by_id(value) if 0 < value < len(btf.types) else None
+        if t is None or t.kind is not BtfKind.STRUCT:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new type ID argument must be of a struct",
+                         errno.EINVAL)
+        held = [btf.resolved(m.type).name for m in t.members
+                if btf.resolved(m.type).kind is BtfKind.STRUCT and
+                btf.resolved(m.type).name in _OBJ_SPECIAL]
+        if held or btf.kptr_fields(value):
+            raise UnsupportedHelper(
+                f"{self.spec.name}: pc {self.pc}: bpf_obj_new of struct {t.name}, which holds "
+                f"{held[0] if held else 'a __kptr'}: objects with special fields are not "
+                "modelled by pyxdp", pc=self.pc)
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC)
+        r.bt, r.sub = t.name, value
+        return r
+
+    def _kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's referenced __kptr fields: offset -> the program's struct id."""
+        key = "kptr:" + m.name
+        got = self.fields.get(key)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type)
+            self.fields[key] = got
+        return got
+
+    def _kptr_struct(self, tid: int) -> str:
+        """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
+        bpf_obj_new; a kernel struct's kptrs are not modelled."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        if self._kernel_btf().find(name, BtfKind.STRUCT):
+            raise UnsupportedHelper(f"{self.spec.name}: pc {self.pc}: a __kptr to kernel "
+                                    f"struct {name} is not modelled by pyxdp", pc=self.pc)
+        return name
+
+    def _kptr_xchg(self, st: State, pc: int) -> int:
+        """bpf_kptr_xchg(dst, ptr): dst a map value's referenced __kptr field
+        (process_kptr_func), ptr NULL or an object of that field's struct, released;
+        R0 the object the field held, acquired (PTR_TO_BTF_ID | MEM_ALLOC or NULL)."""
+        regs = st.cur.regs
+        dst = self._read(regs, 1)
+        if dst.t != MAP_VALUE:
+            raise Refuse(f"R1 type={type_str(dst.t)} expected=map_value, ptr_", errno.EACCES)
+        m = dst.map
+        assert m is not None
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{m.kernel_name or m.name[:15]}' has to have BTF in order to use "
+                         "bpf_kptr_xchg", errno.EINVAL)
+        if not dst.const:
+            raise Refuse("R1 doesn't have constant offset. kptr has to be at the constant "
+                         "offset", errno.EINVAL)
+        kptrs = self._kptrs(m)
+        if not kptrs:
+            raise Refuse("R1 has no valid kptr", errno.EINVAL)
+        off = dst.off + _s64(dst.tv)
+        tid = kptrs.get(off)
+        if tid is None:
+            raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
+        name = self._kptr_struct(tid)
+        ptr = self._read(regs, 2)
+        if not ptr.is_null():
+            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | 0xFF):
+                raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
+                             "rcu_ptr_", errno.EACCES)
+            if ptr.sub != tid or ptr.off:
+                raise Refuse(f"invalid kptr access, R2 type=ptr_{ptr.bt} expected=ptr_{name}")
+            if not ptr.ref:
+                raise Refuse("R2 must be referenced when passed to release function",
+                             errno.EINVAL)
+            self._release(st, ptr.ref)
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_ptr(BTF_ID | ALLOC | MAYBE_NULL)
+        r0.bt, r0.sub = name, tid
+        r0.id = r0.ref = self._new_id()
+        st.refs.append((r0.id, pc))
+        return pc + 1
 
     def _kfunc_mem_size(self, st: State, regs: list[Reg], n: int) -> None:
         """check_kfunc_mem_size_reg: a size (zero allowed) and the memory before it."""
