@@ -1045,6 +1045,7 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
+        self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
@@ -3988,13 +3989,12 @@ class _Verifier:
 
     def _kptrs(self, m: MapSpec) -> dict[int, int]:
         """The map value's referenced __kptr fields: offset -> the program's struct id."""
-        key = "kptr:" + m.name
-        got = self.fields.get(key)
+        got = self.kptrs.get(m.name)
         if got is None:
             got = {}
             if self.btf is not None and m.value_type is not None:
                 got = self.btf.kptr_fields(m.value_type)
-            self.fields[key] = got
+            self.kptrs[m.name] = got
         return got
 
     def _kptr_struct(self, tid: int) -> str:

@@ -74,7 +74,7 @@ class ObjArena:
         self.buf = np.zeros(size, dtype=np.uint8)
         self.words = self.buf[:_HEAD].view("<u8")
         self.words[_BUMP] = _HEAD
-        self.region = Region("bpf_obj arena", ARENA_BASE, memoryview(self.buf))
+        self.region = Region("bpf_obj arena", ARENA_BASE, self.buf.data)
         self._lock = threading.Lock()
 
     def _word(self, off: int) -> int:
