@@ -8,6 +8,9 @@
  * its object in, and the one it replaces is counted (packets, bytes) and
  * dropped (XDP_PASS). The object in the slot is also read in place first
  * (a plain load of the __kptr field: an RCU pointer, NULL checked).
+ * xdp_local_kptr_global keeps the last packet's object in a global __kptr
+ * variable instead (.bss) and adds the length of the one it replaces to a
+ * global counter.
  */
 #include "pyxdp_bpf.h"
 #include "pyxdp_net.h"
@@ -70,6 +73,25 @@ int xdp_local_kptr(struct xdp_md *ctx)
 	if (old) {
 		s->replaced += old->packets;
 		s->bytes += old->len;
+		bpf_obj_drop(old);
+	}
+	return XDP_PASS;
+}
+
+struct flow __kptr *last;
+__u64 last_bytes;
+
+SEC("xdp")
+int xdp_local_kptr_global(struct xdp_md *ctx)
+{
+	struct flow *f = bpf_obj_new(struct flow), *old;
+
+	if (!f)
+		return XDP_ABORTED;
+	f->len = ctx->data_end - ctx->data;
+	old = bpf_kptr_xchg(&last, f);
+	if (old) {
+		last_bytes += old->len;
 		bpf_obj_drop(old);
 	}
 	return XDP_PASS;

@@ -324,13 +324,20 @@ class Btf:
         return found
 
     def kptr_fields(self, type_id: int) -> dict[int, int]:
-        """``btf_parse_kptr`` for struct ``type_id``: its members that are pointers tagged
-        ``__kptr`` (``btf_type_tag("kptr")``) to a struct, by byte offset, each the
-        pointed-to struct's id."""
+        """``btf_parse_kptr`` for struct ``type_id`` (or a global data section): its
+        members (variables) that are pointers tagged ``__kptr``
+        (``btf_type_tag("kptr")``) to a struct, by byte offset, each the pointed-to
+        struct's id."""
         out: dict[int, int] = {}
         t = self.resolved(type_id)
-        for mem in t.members if t.kind is BtfKind.STRUCT else ():
-            m = self.type_by_id(mem.type)
+        if t.kind is BtfKind.STRUCT:
+            places = [(mem.type, mem.bit_offset // 8) for mem in t.members]
+        elif t.kind is BtfKind.DATASEC:  # global data: its variables
+            places = [(self.type_by_id(v.type).size_type, v.offset) for v in t.secinfos]
+        else:
+            places = []
+        for mtype, at in places:
+            m = self.type_by_id(mtype)
             for _ in range(_MAX_RESOLVE_DEPTH):
                 if m.kind not in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST,
                                   BtfKind.RESTRICT):
@@ -342,7 +349,7 @@ class Btf:
             if tag.kind is BtfKind.TYPE_TAG and tag.name == "kptr":
                 target = self.resolve(tag.size_type)
                 if self.types[target].kind is BtfKind.STRUCT:
-                    out[mem.bit_offset // 8] = target
+                    out[at] = target
         return out
 
     def resolve_size(self, type_id: int) -> int:

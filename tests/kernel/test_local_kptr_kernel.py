@@ -2,7 +2,7 @@
 into an ARRAY value's __kptr field, bpf_obj_drop) over the packet corpus and packets that
 fill and empty the slots, under BPF_PROG_TEST_RUN on Linux and on pyxdp's interpreter and
 JIT: the same verdicts and the same map contents (the __kptr field reads as zero from user
-space on both). The verifier's verdicts on the usual mistakes are
+space on both), and the global __kptr variable of xdp_local_kptr_global. The verifier's verdicts on the usual mistakes are
 tests/verifier_objects/local_kptr.o's (tests/kernel/test_verifier_kernel.py)."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ TAIL = [bytes([0xFF]) * 40, bytes([1]) * 70, bytes([0xFF]) * 41, bytes([0xFF]) *
         bytes([5]) * 33]
 
 
-def _run(coll: Collection, pkt: bytes) -> tuple[object, ...]:
+def _run(coll: Collection, pkt: bytes, prog: str = "xdp_local_kptr") -> tuple[object, ...]:
     try:
-        r = coll.programs["xdp_local_kptr"].test_run(pkt)
+        r = coll.programs[prog].test_run(pkt)
     except Exception as e:  # the kernel refusing an input must be matched by pyxdp
         return (type(e).__name__, getattr(e, "errno", None))
     return (r.retval, r.data_out)
@@ -48,6 +48,11 @@ def test_local_kptr_matches_linux(engine: str) -> None:
             verdicts.append(k[0])
         slots = [kern.maps["slots"][i] for i in range(4)]
         assert [user.maps["slots"][i] for i in range(4)] == slots
+        # the same objects kept in a global __kptr variable (.bss)
+        for pkt in pkts[:8]:
+            assert _run(user, pkt, "xdp_local_kptr_global") == \
+                _run(kern, pkt, "xdp_local_kptr_global")
+        assert user.maps[".bss"][0] == kern.maps[".bss"][0]
     assert {1, 2} <= set(verdicts)
     assert all(s["flow"] == 0 for s in slots) and sum(s["replaced"] for s in slots) > 10
     assert sum(s["peeked"] for s in slots) > 0
