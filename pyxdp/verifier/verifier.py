@@ -3979,7 +3979,7 @@ class _Verifier:
                 btf.resolved(m.type).name in _OBJ_SPECIAL]
         if held or btf.kptr_fields(value):
             raise UnsupportedHelper(
-                f"{self.spec.name}: pc {self.pc}: bpf_obj_new of struct {t.name}, which holds "
+                f"{self.spec.name}: bpf_obj_new of struct {t.name}, which holds "
                 f"{held[0] if held else 'a __kptr'}: objects with special fields are not "
                 "modelled by pyxdp", pc=self.pc)
         r = Reg()
@@ -4003,7 +4003,7 @@ class _Verifier:
         assert self.btf is not None
         name = self.btf.types[tid].name
         if self._kernel_btf().find(name, BtfKind.STRUCT):
-            raise UnsupportedHelper(f"{self.spec.name}: pc {self.pc}: a __kptr to kernel "
+            raise UnsupportedHelper(f"{self.spec.name}: a __kptr to kernel "
                                     f"struct {name} is not modelled by pyxdp", pc=self.pc)
         return name
 
