@@ -384,7 +384,7 @@ def _place_kptrs(h: MapHandle, ms: MapSpec, offs: tuple[int, ...]) -> None:
     if ms.type not in _KPTR_MAPS:
         raise NotSupportedError(f"map {ms.name}: __kptr fields in a "
                                 f"{BpfMapType(ms.type).name} value are not modelled by pyxdp")
-    h.kptr_offs = offs  # type: ignore[attr-defined]
+    h.set_kptr_fields(offs)  # type: ignore[attr-defined]
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,

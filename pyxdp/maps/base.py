@@ -241,6 +241,17 @@ class MapSpec:
                 f"map_flags={self.map_flags:#x}, name={self.name!r})")
 
 
+def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
+    """Drop every object a __kptr field of the values in ``buf`` holds."""
+    a = arena()
+    for at in range(0, len(buf) - stride + 1, stride):
+        for off in offs:
+            obj = int.from_bytes(buf[at + off:at + off + 8], "little")
+            if obj:
+                buf[at + off:at + off + 8] = bytes(8)
+                a.free(obj)
+
+
 def _type_name(map_type: int) -> str:
     try:
         return BpfMapType(map_type).name
@@ -329,6 +340,14 @@ class Map:
         self.uref_released = True
         if self.timer_off is not None:
             TIMERS.free_map(self)
+
+    def set_kptr_fields(self, offs: tuple[int, ...]) -> None:
+        """The value's referenced __kptr fields (from BTF, by the loader). When the map
+        goes, the objects its values still hold are dropped (``bpf_map_free`` ->
+        ``bpf_obj_free_fields``)."""
+        self.kptr_offs = offs
+        region = self.value_region()
+        weakref.finalize(self, _drop_held, region.buf, self.elem_size, offs)
 
     @property
     def has_fields(self) -> bool:
