@@ -26,6 +26,7 @@ host's lock (:mod:`pyxdp.net.napi`), one engine at a time.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -61,10 +62,8 @@ _BUMP = 0
 
 def _cls(size: int) -> int:
     """bpf_mem_cache_idx(size + LLIST_NODE_SZ): the class, or -1 when none fits."""
-    for c, s in enumerate(SIZES):
-        if size + _HDR <= s:
-            return c
-    return -1
+    c = bisect_left(SIZES, size + _HDR)
+    return c if c < len(SIZES) else -1
 
 
 class ObjArena:
@@ -72,16 +71,17 @@ class ObjArena:
 
     def __init__(self, size: int = ARENA_SIZE) -> None:
         self.buf = np.zeros(size, dtype=np.uint8)
-        self.words = self.buf[:_HEAD].view("<u8")
+        self.u64 = self.buf.view("<u8")  # blocks are 8-aligned: word n at byte 8n
+        self.words = self.u64[:_HEAD // 8]
         self.words[_BUMP] = _HEAD
         self.region = Region("bpf_obj arena", ARENA_BASE, self.buf.data)
         self._lock = threading.Lock()
 
     def _word(self, off: int) -> int:
-        return int(self.buf[off:off + 8].view("<u8")[0])
+        return int(self.u64[off >> 3])
 
     def _set(self, off: int, v: int) -> None:
-        self.buf[off:off + 8].view("<u8")[0] = v
+        self.u64[off >> 3] = v
 
     def alloc(self, size: int) -> int:
         """``bpf_mem_alloc``: a zeroed object of ``size`` bytes, its address; 0 when no
