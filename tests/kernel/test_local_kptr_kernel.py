@@ -2,8 +2,9 @@
 into an ARRAY value's __kptr field, bpf_obj_drop) over the packet corpus and packets that
 fill and empty the slots, under BPF_PROG_TEST_RUN on Linux and on pyxdp's interpreter and
 JIT: the same verdicts and the same map contents (the __kptr field reads as zero from user
-space on both), and the global __kptr variable of xdp_local_kptr_global. The verifier's verdicts on the usual mistakes are
-tests/verifier_objects/local_kptr.o's (tests/kernel/test_verifier_kernel.py)."""
+space on both); and xdp_local_kptr_global, whose __kptr is a global variable. The
+verifier's verdicts on the usual mistakes are tests/verifier_objects/local_kptr.o's
+(tests/kernel/test_verifier_kernel.py)."""
 
 from __future__ import annotations
 
