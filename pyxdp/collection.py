@@ -356,20 +356,19 @@ def _kernel_bound(i: Instruction) -> bool:
         i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID)
 
 
-_TIMER_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+_ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
+_ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 
-def _place_timer(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
-    """Tell a userspace map where its value holds a struct bpf_timer (map_check_btf:
-    only hash, LRU hash and array maps may hold one)."""
-    off = fields.get("bpf_timer")
-    if off is None:
-        return
-    if ms.type not in _TIMER_MAPS:
-        raise MapError("create", errno.EOPNOTSUPP,
-                       f"map {ms.name}: a bpf_timer in a {BpfMapType(ms.type).name} value")
-    h.timer_off = off  # type: ignore[attr-defined]
+def _place_async(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
+    """Tell a userspace map where its value holds a struct bpf_timer or bpf_wq
+    (map_check_btf: only hash, LRU hash and array maps may hold one)."""
+    for name, off in fields.items():
+        if ms.type not in _ASYNC_MAPS:
+            raise MapError("create", errno.EOPNOTSUPP,
+                           f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
+        h.place_async(name, off)  # type: ignore[attr-defined]
 
 
 _KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
@@ -454,8 +453,8 @@ class Collection:
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
-            if btf is not None and ms.value_type is not None and hasattr(h, "timer_off"):
-                _place_timer(h, ms, btf.value_fields(ms.value_type, ("bpf_timer",)))
+            if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
+                _place_async(h, ms, btf.value_fields(ms.value_type, _ASYNC_FIELDS))
                 _place_kptrs(h, ms, tuple(btf.kptr_fields(ms.value_type)))
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
@@ -529,9 +528,20 @@ class Collection:
         from pyxdp.vm.bpf_timer import TIMERS
         return TIMERS.run()
 
+    def run_work(self) -> int:
+        """Run the bpf_wq callbacks queued now (:data:`pyxdp.vm.bpf_wq.WORKQUEUE`, the
+        process's system workqueue); returns how many ran. Work a callback queues
+        waits for the next call. A pyxdp ``Host.run`` does this between NAPI polls. On
+        the kernel backend Linux runs the work itself (kworkers) and this returns 0."""
+        if self.backend.name != "userspace":
+            return 0
+        from pyxdp.vm.bpf_wq import WORKQUEUE
+        return WORKQUEUE.run()
+
     def close(self) -> None:
         """Release every map and program (the kernel's fds); also on leaving ``with``.
-        User space letting go of a map frees its bpf_timers (``map_release_uref``)."""
+        User space letting go of a map frees its bpf_timers and bpf_wqs
+        (``map_release_uref``)."""
         for m in self.maps.values():
             release = getattr(m.handle, "release_uref", None)
             if release is not None:

@@ -55,7 +55,7 @@ def test_callbacks_run_when_the_clock_says(engine: str) -> None:
         assert _fires(c) == {("timers", 0): 5, ("timers", 1): 0, ("timers", 2): 1,
                              ("timers", 3): 1, ("htimers", 7): 1, ("htimers", 8): 1,
                              ("htimers", 9): 0}
-        assert TIMERS.faults == []
+        assert TIMERS.table.faults == []
 
 
 @pytest.mark.parametrize("engine", ENGINES)

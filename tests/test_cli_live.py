@@ -18,6 +18,8 @@ from pyxdp.xsk.live import redirect_spec
      "--pcap and --iface: one input at a time"),
     (["run", "samples/xdp1.o", "--iface", "veth0", "--backend", "kernel"],
      "--backend kernel does not apply"),
+    (["run", "samples/xdp1.o", "--iface", "veth0", "--rx-usecs", "-1"],
+     "--rx-usecs must be >= 0"),
     (["bench", "live", "--cases", "drop,nope"], "--cases: nope: not one of drop, tx, redirect"),
     (["bench", "live", "--duration", "0"], "--duration must be > 0"),
 ])

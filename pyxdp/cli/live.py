@@ -14,13 +14,23 @@ process, the same for every run) and counts, with the object's own per-CPU
 counter map, how many frames the program processed per second when pyxdp runs
 it in user space and, with ``--vs-kernel``, when Linux runs it natively and in
 generic (skb) mode on the same veth: one line per case with the ratio.
+
+The generator stands for a sender outside the datapath under test: it runs in
+a session of its own, so that the scheduler's autogroups (one per session)
+give it the same share of the CPUs beside pyxdp's workers as beside Linux
+(sharing pyxdp's session, it lost to the workers what Linux never asks for);
+the CPU it got is printed beside what it sent, as on veth the receiving side's
+kernel work (Linux's XDP program, AF_XDP's redirect and copy) runs in its
+``send``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
+import os
 import signal
 import socket
 import time
@@ -56,6 +66,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--xsk-mode", choices=("zerocopy", "copy"),
                    help="with --iface: AF_XDP bind mode (default: zero-copy where the "
                         "driver has it)")
+    p.add_argument("--rx-usecs", type=int, metavar="US",
+                   help="with --iface: the most microseconds a worker lets frames gather "
+                        "between rounds while traffic flows, as ethtool's rx-usecs "
+                        "(default: pyxdp.xsk.live.LiveOptions', 1000; 0: the next round "
+                        "at once)")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -99,10 +114,14 @@ def cmd_run_live(args: argparse.Namespace) -> int:
                        "redirect): --backend kernel does not apply")
     if args.duration is not None and args.duration <= 0 or args.interval <= 0:
         raise CliError("--duration and --interval must be > 0")
+    if args.rx_usecs is not None and args.rx_usecs < 0:
+        raise CliError("--rx-usecs must be >= 0")
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"--iface needs root and BPF: {why}")
     opts = LiveOptions(backend=args.socket, mode=args.xsk_mode)
+    if args.rx_usecs is not None:
+        opts = dataclasses.replace(opts, rx_usecs=args.rx_usecs)
     try:
         dp = LiveDataplane(_object(args.obj), args.iface, section=args.section, options=opts,
                            verify=args.verify)
@@ -175,6 +194,7 @@ def _generate(ns: str, stop: Any, out: Any) -> None:
     from pyxdp.net.af_packet import PacketTxRing
     from pyxdp.net.packets import udp_packet
     from pyxdp.testing.livelab import IP0, MACS, PEER_IP
+    os.setsid()  # its own session and autogroup (the module docstring)
     with netns(ns):
         ring = PacketTxRing(ifindex_of("veth1"), frame_nr=2048)
         frames = [udp_packet(sport=1000 + i, dport=9, src_ip=PEER_IP, dst_ip=IP0,
@@ -187,20 +207,23 @@ def _generate(ns: str, stop: Any, out: Any) -> None:
         ring.queue(src, rows[:0], offs[:0], lens[:0])  # compiled before "ready"
         out.put("ready")
         sent = 0
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         while not stop.is_set():
             n = ring.send(src, rows, offs, lens)
             sent += n
             if not n:
                 time.sleep(0)
         dt = time.monotonic() - t0
+        cpu = time.process_time() - c0
         ring.close()
-    out.put(sent / dt)
+    out.put((sent / dt, cpu / dt))
 
 
-def _timed(ns: str, counter: Callable[[], int], duration: float) -> tuple[float, float]:
+def _timed(ns: str, counter: Callable[[], int],
+           duration: float) -> tuple[float, float, float]:
     """The generator running, ``duration`` seconds timed after half a second of warm-up:
-    (Mpps the program processed, Mpps the generator sent)."""
+    (Mpps the program processed, Mpps the generator sent, the share of a CPU it got -
+    its sends' softirq work included)."""
     ctx = multiprocessing.get_context("fork")  # the child starts in this thread's netns
     q = ctx.Queue()
     stop = ctx.Event()
@@ -215,9 +238,9 @@ def _timed(ns: str, counter: Callable[[], int], duration: float) -> tuple[float,
         c1, t1 = counter(), time.monotonic()
     finally:
         stop.set()
-    sent = float(q.get(timeout=60))
+    sent, cpu = q.get(timeout=60)
     proc.join(timeout=30)
-    return (c1 - c0) / (t1 - t0) / 1e6, sent / 1e6
+    return (c1 - c0) / (t1 - t0) / 1e6, float(sent) / 1e6, float(cpu)
 
 
 def _counting(m: Any) -> Callable[[], int]:
@@ -259,7 +282,7 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
             with LiveDataplane(obj, ["veth0", "veth2"], section=section) as dp:
                 if setup:
                     setup(dp.collection)
-                row["pyxdp_mpps"], row["sent_mpps"] = _timed(
+                row["pyxdp_mpps"], row["sent_mpps"], row["sender_cpu"] = _timed(
                     ns, _counting(dp.collection.maps["rxcnt"]), args.duration)
             if args.vs_kernel:
                 for mode in ("native", "generic"):
@@ -268,7 +291,8 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
                                            mode=mode):
                         if setup:
                             setup(coll)
-                        row[f"linux_{mode}_mpps"], row[f"linux_{mode}_sent_mpps"] = _timed(
+                        (row[f"linux_{mode}_mpps"], row[f"linux_{mode}_sent_mpps"],
+                         row[f"linux_{mode}_sender_cpu"]) = _timed(
                             ns, _counting(coll.maps["rxcnt"]), args.duration)
             _print_row(row, args.json)
     return 0
@@ -276,14 +300,14 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
 
 def _print_row(row: dict[str, Any], as_json: bool) -> None:
     """One line per Linux mode: each side's Mpps (what its program counted) with what the
-    generator sent meanwhile, and the ratio."""
+    generator sent meanwhile and the CPU it got, and the ratio."""
     if as_json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v
                           for k, v in row.items()}), flush=True)
         return
     p = row["pyxdp_mpps"]
     head = (f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps "
-            f"(of {row['sent_mpps']:.3f} sent)")
+            f"(of {row['sent_mpps']:.3f} sent, {row['sender_cpu']:4.0%} CPU)")
     if "linux_native_mpps" not in row:
         print(head, flush=True)
         return
@@ -291,4 +315,5 @@ def _print_row(row: dict[str, Any], as_json: bool) -> None:
         k = row[f"linux_{mode}_mpps"]
         ratio = p / k if k else 0.0
         print(f"{head}   Linux {mode:<7} {k:7.3f} Mpps (of {row[f'linux_{mode}_sent_mpps']:.3f}"
-              f" sent)   ratio pyxdp/kernel: {ratio:.2f}", flush=True)
+              f" sent, {row[f'linux_{mode}_sender_cpu']:4.0%} CPU)   ratio pyxdp/kernel: "
+              f"{ratio:.2f}", flush=True)

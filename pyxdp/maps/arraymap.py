@@ -51,7 +51,7 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -261,8 +261,8 @@ class ArrayMap(_ArrayOrder):
 
     def clear(self) -> None:
         """Zero every value (array elements cannot be deleted)."""
-        if self.timer_off is not None:
-            TIMERS.free_map(self)
+        if self.async_offs:
+            ASYNC.free_map(self)
         self.value_data.fill(0)
 
 

@@ -45,7 +45,7 @@ from pyxdp.backend import batch_count, handle_bytes
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
-from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import arena
 from pyxdp.vm.memory import Region
@@ -320,26 +320,34 @@ class Map:
         # Offset of a struct bpf_spin_lock in the value, set from BTF by the
         # loader; BPF_F_LOCK is EINVAL without one, as in the kernel.
         self.spin_lock_off: int | None = None
-        # Offset of a struct bpf_timer in the value, set from BTF by the loader: updates
-        # and deletes free the element's timer (pyxdp.vm.bpf_timer), and so does
-        # release_uref for all of them.
+        # Offsets of a struct bpf_timer and a struct bpf_wq in the value, set from BTF by
+        # the loader: updates and deletes free the element's timer and work item
+        # (pyxdp.vm.bpf_async), and so does release_uref for all of them.
         self.timer_off: int | None = None
+        self.wq_off: int | None = None
+        self.async_offs: tuple[int, ...] = ()  # both, where present (place_async)
         # Offsets of the value's referenced __kptr fields, set from BTF by the loader: an
         # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
         # user space reads them as zero.
         self.kptr_offs: tuple[int, ...] = ()
-        # User space let go of the map (map_release_uref): bpf_timer_init is -EPERM now.
+        # User space let go of the map (map_release_uref): bpf_timer_init and
+        # bpf_wq_init are -EPERM now.
         self.uref_released = False
         self._regions: list[Region] = []
         self.addr = allocate_window(self._window_size())
         self.id = _register(self)
 
-    # -- special fields (bpf_timer) -------------------------------------------------------
-    def release_uref(self) -> None:
-        """``map_release_uref``: the last user reference is gone; its timers are freed."""
-        self.uref_released = True
-        if self.timer_off is not None:
-            TIMERS.free_map(self)
+    # -- special fields (bpf_timer, bpf_wq) ---------------------------------------------
+    def place_async(self, field: str, off: int) -> None:
+        """The loader found ``struct field`` (``bpf_timer``, ``bpf_wq``: 16 bytes each)
+        at ``off`` in the value."""
+        if field == "bpf_timer":
+            self.timer_off = off
+        elif field == "bpf_wq":
+            self.wq_off = off
+        else:
+            raise ValueError(f"{field} is not an async special field")
+        self.async_offs = tuple(o for o in (self.timer_off, self.wq_off) if o is not None)
 
     def set_kptr_fields(self, offs: tuple[int, ...]) -> None:
         """The value's referenced __kptr fields (from BTF, by the loader). When the map
@@ -352,13 +360,20 @@ class Map:
     @property
     def has_fields(self) -> bool:
         """Whether the value holds special fields an update or delete frees."""
-        return self.timer_off is not None or bool(self.kptr_offs)
+        return bool(self.async_offs or self.kptr_offs)
 
-    def _free_fields(self, value_addr: int) -> bytes:
-        """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer is cancelled
-        and freed, the objects its __kptr fields hold dropped. Returns the bytes the
-        timer reads as afterwards (zeros), for the update that follows
-        (``copy_map_value`` leaves the fields out)."""
+    def release_uref(self) -> None:
+        """``map_release_uref``: the last user reference is gone; its timers and work
+        items are freed."""
+        self.uref_released = True
+        if self.async_offs:
+            ASYNC.free_map(self)
+
+    def _free_fields(self, value_addr: int) -> None:
+        """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer and work
+        item are cancelled and freed, the objects its __kptr fields hold dropped."""
+        for off in self.async_offs:
+            ASYNC.cancel_and_free(value_addr + off)
         if self.kptr_offs:
             region = self.value_region()
             at = value_addr - region.base
@@ -368,16 +383,12 @@ class Map:
                 if obj:
                     word[:] = bytes(8)
                     arena().free(obj)
-        if self.timer_off is None:
-            return b""
-        TIMERS.cancel_and_free(value_addr + self.timer_off)
-        return bytes(16)
 
     def _skip_fields(self, data: bytes) -> bytes:
-        """``data`` with its special fields zero (what the element holds after an update,
-        and what user space reads: ``check_and_init_map_value``)."""
-        off = self.timer_off
-        if off is not None:
+        """``data`` with its special fields zero (what the element holds after an update:
+        ``copy_map_value`` leaves them out; and what user space reads:
+        ``check_and_init_map_value``)."""
+        for off in self.async_offs:
             data = data[:off] + bytes(16) + data[off + 16:]
         for off in self.kptr_offs:
             data = data[:off] + bytes(8) + data[off + 8:]

@@ -98,7 +98,7 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import INT_TYPES, METADATA, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -499,8 +499,8 @@ class HashMap(Map):
         return int(self.hdr[COUNT])
 
     def clear(self) -> None:
-        if self.timer_off is not None:
-            TIMERS.free_map(self)
+        if self.async_offs:
+            ASYNC.free_map(self)
         self.index.fill(EMPTY)
         self.elem_slot.fill(-1)
         self.free[:] = np.arange(self.max_entries - 1, -1, -1, dtype=np.int32)

@@ -82,6 +82,7 @@ from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
 from pyxdp.vm.bpf_timer import TIMERS
+from pyxdp.vm.bpf_wq import WORKQUEUE
 from pyxdp.vm.helpers import RunContext
 
 # The packet room of a page (SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM)): longer
@@ -818,7 +819,9 @@ class Host:
         with ``cpumap_threads`` until each worker has finished what it took); returns
         the frames the polls and the kthreads processed. After each round of polls the
         bpf_timers due by then fire (:data:`pyxdp.vm.bpf_timer.TIMERS`): the timer
-        softirq between NET_RX ones; run() does not wait for timers not yet due."""
+        softirq between NET_RX ones; run() does not wait for timers not yet due. Then
+        the bpf_wq work queued by then runs (:data:`pyxdp.vm.bpf_wq.WORKQUEUE`), as
+        kworkers would."""
         total = 0
         rounds = 0
         before = {id(rt): rt.processed for rt in self.cpumaps.values()}
@@ -827,6 +830,7 @@ class Host:
             n = self.poll()
             # Between polls, as the timer softirq runs beside NET_RX: due bpf_timers.
             TIMERS.run()
+            WORKQUEUE.run()
             if not self.cpumap_threads:
                 for rt in list(self.cpumaps.values()):
                     # Inline, a kthread keeps up with the polls: it empties its ring.

@@ -56,8 +56,11 @@ MAPS: dict[str, MapSpec] = {
     "locked": MapSpec("locked", MT.BPF_MAP_TYPE_ARRAY, 4, 12, 2),
     # value struct { long x; struct bpf_timer t; }: its BTF comes with the case
     "timed": MapSpec("timed", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
+    # value struct { long x; struct bpf_wq w; }: its BTF comes with the case
+    "queued": MapSpec("queued", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
+    "hqueued": MapSpec("hqueued", MT.BPF_MAP_TYPE_HASH, 4, 24, 2),
 }
-_BTF_MAPS = ("locked", "timed")
+_BTF_MAPS = ("locked", "timed", "queued", "hqueued")
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -80,7 +83,8 @@ class Func:
 
 def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[str, int]]:
     """BTF for ``funcs``: each one's FUNC type id, then the id of ``int`` and those of
-    the value structs of the maps with special fields (``locked``, ``timed``)."""
+    the value structs of the maps with special fields (``locked``, ``timed``,
+    ``queued``, ``hqueued``)."""
     strings = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -117,6 +121,12 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     timed = add(BtfKind.STRUCT, "timed_val", size_type=24,
                 members=(BtfMember("x", name("x"), long_id, 0),
                          BtfMember("t", name("t"), timer, 64)))
+    wq = add(BtfKind.STRUCT, "bpf_wq", size_type=16,
+             members=(BtfMember("a", name("a"), long_id, 0),
+                      BtfMember("b", name("b"), long_id, 64)))
+    queued = add(BtfKind.STRUCT, "queued_val", size_type=24,
+                 members=(BtfMember("x", name("x"), long_id, 0),
+                          BtfMember("w", name("w"), wq, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -146,7 +156,7 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         for n, tag in tags:
             add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
-        "locked": locked, "timed": timed}
+        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued}
 
 
 @dataclass(frozen=True)
@@ -304,6 +314,16 @@ exit"""
 _LOOP = "r1 = 4\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n{cb}\nexit"
 # a main program and its callback (static functions, with BTF func_info)
 _CB = (Func("main"), Func("cb"))
+# queued[0]'s value in r6 (to label out:)
+_WQ_LOOKUP = """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(queued)
+call 1
+if r0 == 0 goto out
+r6 = r0"""
 
 
 # A load through a scalar (refused): the path a decided compare skips.
@@ -5425,6 +5445,210 @@ call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
+    # -- bpf_wq in a map value: the kfuncs' arguments and the callback (an async one)
+    _c("wq_ok", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = MAP(queued)
+r3 = 0
+call KFUNC(bpf_wq_init)
+r1 = r6
+r1 += 8
+r2 = subprog[cb]
+r3 = 0
+r4 = 0
+call KFUNC(bpf_wq_set_callback_impl)
+r1 = r6
+r1 += 8
+r2 = 0
+call KFUNC(bpf_wq_start)
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = 0
+exit""", None, funcs=_CB),
+    _c("wq_flags_runtime", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = MAP(queued)
+r3 = 7
+call KFUNC(bpf_wq_init)
+r1 = r6
+r1 += 8
+r2 = 5
+call KFUNC(bpf_wq_start)
+out:
+r0 = 2
+exit""", None),
+    _c("wq_wrong_off", _WQ_LOOKUP + """
+r1 = r6
+r2 = MAP(queued)
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "off 0 doesn't point to 'struct bpf_wq' that is at 8", err=errno.EINVAL),
+    _c("wq_stack", """
+r1 = r10
+r1 += -16
+r2 = MAP(queued)
+r3 = 0
+call KFUNC(bpf_wq_init)
+r0 = 2
+exit""", "arg#0 doesn't point to a map value", err=errno.EINVAL),
+    _c("wq_null", """
+r1 = 0
+r2 = MAP(queued)
+r3 = 0
+call KFUNC(bpf_wq_init)
+r0 = 2
+exit""", "Possibly NULL pointer passed to trusted arg0"),
+    _c("wq_no_field", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(timed)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+r2 = MAP(timed)
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "map 'timed' has no valid bpf_wq", err=errno.EINVAL),
+    _c("wq_no_btf", """
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 8
+call KFUNC(bpf_wq_start)
+out:
+r0 = 2
+exit""", "map 'arr' has to have BTF in order to use bpf_wq", err=errno.EINVAL),
+    _c("wq_var_off", """
+r6 = r1
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(queued)
+call 1
+if r0 == 0 goto out
+r2 = *(u32 *)(r6 +12)
+r2 &= 8
+r1 = r0
+r1 += r2
+r2 = 0
+call KFUNC(bpf_wq_start)
+out:
+r0 = 2
+exit""", "R1 doesn't have constant offset. bpf_wq has to be at the constant offset",
+       err=errno.EINVAL),
+    _c("wq_other_map", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = MAP(hqueued)
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "workqueue pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
+       err=errno.EINVAL),
+    _c("wq_map_without_wq", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = MAP(arr)
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "workqueue pointer in R1 map_uid=0 doesn't match map pointer in R2 map_uid=0",
+       err=errno.EINVAL),
+    _c("wq_map_not_map", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = r10
+r2 += -8
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "pointer in R2 isn't map pointer", err=errno.EINVAL),
+    _c("wq_map_value_as_map", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = r6
+r3 = 0
+call KFUNC(bpf_wq_init)
+out:
+r0 = 2
+exit""", "R2 must be referenced or trusted", err=errno.EINVAL),
+    _c("wq_no_callback", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = 0
+r3 = 0
+r4 = 0
+call KFUNC(bpf_wq_set_callback_impl)
+out:
+r0 = 2
+exit""", "Possibly NULL pointer passed to trusted arg1"),
+    _c("wq_scalar_callback", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = 8
+r3 = 0
+r4 = 0
+call KFUNC(bpf_wq_set_callback_impl)
+out:
+r0 = 2
+exit""", "arg1 expected pointer to func", err=errno.EINVAL),
+    _c("wq_cb_ret", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = subprog[cb]
+r3 = 0
+r4 = 0
+call KFUNC(bpf_wq_set_callback_impl)
+out:
+r0 = 2
+exit
+cb:
+r0 = 1
+exit""", "At async callback return the register R0 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("wq_cb_touches_wq", _WQ_LOOKUP + """
+r1 = r6
+r1 += 8
+r2 = subprog[cb]
+r3 = 0
+r4 = 0
+call KFUNC(bpf_wq_set_callback_impl)
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r3 +20)
+r0 = 0
+exit""", "bpf_wq cannot be accessed directly by load/store", funcs=_CB),
+    _c("wq_store", _WQ_LOOKUP + """
+r1 = 1
+*(u64 *)(r6 +8) = r1
+out:
+r0 = 2
+exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SOCK_CASES,
     *_XFRM_CASES,
     *_KERN_CTX_CASES,

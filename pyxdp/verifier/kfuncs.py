@@ -49,6 +49,9 @@ class KArg(Enum):
     IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
     ALLOC = auto()         # KF_ARG_PTR_TO_ALLOC_BTF_ID (``__alloc``): a bpf_obj_new object
+    WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
+    MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
+    CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
 
 
 class KRet(Enum):
@@ -81,6 +84,9 @@ class KfuncProto:
     ret_size: int = 0
     metadata: bool = False  # an XDP RX metadata kfunc: the program must be device-bound
     pkt_data: bool = False  # is_kfunc_pkt_changing: packet pointers are forgotten
+    # is_async_callback_calling_kfunc: its CALLBACK argument runs later on its own, with
+    # the WORKQUEUE argument's map, key and value (sleepable: a kworker runs it)
+    async_cb: bool = False
 
 
 P = KParam
@@ -155,6 +161,12 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
                                    KF_ACQUIRE | KF_RET_NULL),
     "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
+    # they run (-EINVAL), aux__prog is the program the verifier passes
+    "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),
+    "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
+                                           async_cb=True),
+    "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),

@@ -15,19 +15,19 @@ prototypes (:mod:`pyxdp.verifier.helpers`), kfunc calls against theirs
 (:mod:`pyxdp.verifier.kfuncs`: dynptrs in stack slots, slices, acquired and
 released references); static bpf-to-bpf calls get a frame, global functions
 are verified once on their own from their BTF prototypes
-(``do_check_subprogs``). ``bpf_spin_lock`` and ``bpf_timer`` follow the
-fields of the map value (from the map's BTF; a timer's callback is verified
-on its own); ``BPF_F_STRICT_ALIGNMENT`` checks alignment as Linux does with
-it. A program with CO-RE relocations is verified as relocated. States at
-jump targets are kept and a path reaching a state another path already
-verified as safe stops there (``is_state_visited``); an equal state on the
-current path is an infinite loop. Loops Linux verifies until they converge
-do so here too: open-coded iterators (``process_iter_next_call``),
-``may_goto`` and callbacks (``bpf_loop``, ``bpf_for_each_map_elem``, which
-return to their call) stop at a state within one of an earlier iteration,
-after widening the scalars no path needed exactly
-(``widen_imprecise_scalars``). More than 1,000,000 processed instructions
-refuse the program.
+(``do_check_subprogs``). ``bpf_spin_lock``, ``bpf_timer`` and ``bpf_wq``
+follow the fields of the map value (from the map's BTF; a timer's or work
+item's callback is verified on its own); ``BPF_F_STRICT_ALIGNMENT`` checks
+alignment as Linux does with it. A program with CO-RE relocations is
+verified as relocated. States at jump targets are kept and a path reaching a
+state another path already verified as safe stops there
+(``is_state_visited``); an equal state on the current path is an infinite
+loop. Loops Linux verifies until they converge do so here too: open-coded
+iterators (``process_iter_next_call``), ``may_goto`` and callbacks
+(``bpf_loop``, ``bpf_for_each_map_elem``, which return to their call) stop
+at a state within one of an earlier iteration, after widening the scalars no
+path needed exactly (``widen_imprecise_scalars``). More than 1,000,000
+processed instructions refuse the program.
 
 A refusal raises :class:`~pyxdp.errors.VerifierError` whose last log line is
 the line Linux 6.18 prints for the same failure. What differs from Linux is
@@ -644,7 +644,7 @@ class Frame:
         self.stack: list[Slot] = []
         self.callsite = callsite
         self.sub = sub
-        self.callback = 0  # the helper id when this frame is a callback
+        self.callback = 0  # the helper id when this frame is a callback (_ASYNC_CB: async)
         self.cb_depth = 0  # callback_depth: callbacks this frame's call has begun
         self.frameno = frameno
         self.owned = 0  # bit spi: the spilled register at spi is this frame's alone
@@ -817,6 +817,8 @@ class _KfuncMeta:
     dynptr_kind: int = 0
     dynptr_ref: int = 0  # the dynptr argument's ref_obj_id (a clone shares it)
     iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
+    map: MapSpec | None = None  # meta->map.ptr: the workqueue's map, then the map argument
+    func: int | None = None  # meta->subprogno: the callback argument's function
 
 
 @dataclass(frozen=True)
@@ -931,7 +933,10 @@ BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_bre
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
-_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16}
+# in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
+_ASYNC_CB = -1
+# The special fields btf_parse_fields finds in a map value, by struct name, and their sizes.
+_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16, "bpf_wq": 16}
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -2610,15 +2615,16 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
-            at = self._lock_off(m) if m.value_type is not None else None
-            if at is not None and reg.smin + full < at + 4 and at < reg.umax + full + size:
-                raise Refuse("bpf_spin_lock cannot be accessed directly by load/store")
-            at = self._fields(m).get("bpf_timer") if m.value_type is not None else None
-            if at is not None and reg.smin + full < at + 16 and at < reg.umax + full + size:
-                raise Refuse("bpf_timer cannot be accessed directly by load/store")
-            for at in self._kptrs(m) if m.value_type is not None else ():
-                if reg.smin + full < at + 8 and at < reg.umax + full + size:
-                    return self._kptr_access(reg, full, size, write, at)
+            if m.value_type is not None:
+                # check_map_access: no load or store may touch a special field (they come
+                # in offset order, BTF's member order)
+                for fname, at in self._fields(m).items():
+                    if reg.smin + full < at + _FIELD_SIZES[fname] and \
+                            at < reg.umax + full + size:
+                        raise Refuse(f"{fname} cannot be accessed directly by load/store")
+                for at in self._kptrs(m):
+                    if reg.smin + full < at + 8 and at < reg.umax + full + size:
+                        return self._kptr_access(reg, full, size, write, at)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -3368,7 +3374,7 @@ class _Verifier:
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
         r0 = self._read(regs, 0)
-        if st.cur.callback == BPF_FUNC_TIMER_SET_CALLBACK:  # an async callback returns 0
+        if st.cur.callback == _ASYNC_CB:  # an async callback returns 0
             self._check_retval(r0, "async callback", 0)
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
@@ -3655,7 +3661,8 @@ class _Verifier:
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
         if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
-            self._push_async(st, meta.func, meta, pc, stack)
+            assert meta.map is not None
+            self._push_async(st, meta.func, meta.map, stack)
         elif meta.func is not None:
             if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
                 self._need_precise(1)
@@ -3754,6 +3761,9 @@ class _Verifier:
             self._release(st, meta.release_ref)
         if proto.pkt_data:
             self._clear_pkt_pointers(st)
+        if proto.async_cb:
+            assert meta.map is not None and meta.func is not None
+            self._push_async(st, meta.func, meta.map, stack)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -3879,6 +3889,9 @@ class _Verifier:
             return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
+            self._async_arg(n, i, reg, p.kind, meta)
+            return i + 1
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
         if p.kind == KArg.CTX:
@@ -4050,6 +4063,27 @@ class _Verifier:
         r0.id = r0.ref = self._new_id()
         st.refs.append((r0.id, pc))
         return pc + 1
+
+    def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
+        """check_kfunc_args for a bpf_wq kfunc's workqueue, map and callback arguments."""
+        if kind == KArg.WORKQUEUE:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to a map value", errno.EINVAL)
+            meta.map = self._map_field(n, reg, "bpf_wq")
+        elif kind == KArg.MAP:
+            m = reg.map
+            if m is None:
+                raise Refuse(f"pointer in R{n} isn't map pointer", errno.EINVAL)
+            if meta.map is not None and m is not meta.map:  # the workqueue's own map
+                raise Refuse("workqueue pointer in R1 map_uid=0 doesn't match map pointer "
+                             "in R2 map_uid=0", errno.EINVAL)
+            if reg.t != MAP_PTR:  # is_trusted_reg: a map pointer, nothing derived from one
+                raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
+            meta.map = m
+        else:
+            if reg.t != FUNC:
+                raise Refuse(f"arg{i} expected pointer to func", errno.EINVAL)
+            meta.func = reg.sub
 
     def _kfunc_mem_size(self, st: State, regs: list[Reg], n: int) -> None:
         """check_kfunc_mem_size_reg: a size (zero allowed) and the memory before it."""
@@ -4387,7 +4421,7 @@ class _Verifier:
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
             raise Refuse(f"dereference of modified ctx ptr R{n} off={reg.off} disallowed")
         if arg == Arg.TIMER:
-            self._timer_arg(n, reg, meta)
+            meta.map = self._map_field(n, reg, "bpf_timer")
             return
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             m = meta.map
@@ -4479,7 +4513,7 @@ class _Verifier:
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
-        ``bpf_timer``) by their struct's name, at their offsets."""
+        ``bpf_timer``, ``bpf_wq``) by their struct's name, at their offsets."""
         got = self.fields.get(m.name)
         if got is not None:
             return got
@@ -4494,35 +4528,35 @@ class _Verifier:
         """Where the map value holds its struct bpf_spin_lock."""
         return self._fields(m).get("bpf_spin_lock")
 
-    def _timer_arg(self, n: int, reg: Reg, meta: _CallMeta) -> None:
-        """process_timer_func: the map value's own struct bpf_timer, at a constant offset."""
+    def _map_field(self, n: int, reg: Reg, field: str) -> MapSpec:
+        """check_map_field_pointer: R``n`` points at the map value's own ``struct field``,
+        at a constant offset; the map."""
         m = reg.map
         assert m is not None
-        name = m.kernel_name or m.name[:15]
         if not reg.const:
-            raise Refuse(f"R{n} doesn't have constant offset. bpf_timer has to be at the "
+            raise Refuse(f"R{n} doesn't have constant offset. {field} has to be at the "
                          "constant offset", errno.EINVAL)
+        name = m.kernel_name or m.name[:15]
         if self.btf is None or m.value_type is None:
-            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_timer",
+            raise Refuse(f"map '{name}' has to have BTF in order to use {field}",
                          errno.EINVAL)
-        at = self._fields(m).get("bpf_timer")
+        at = self._fields(m).get(field)
         if at is None:
-            raise Refuse(f"map '{name}' has no valid bpf_timer", errno.EINVAL)
+            raise Refuse(f"map '{name}' has no valid {field}", errno.EINVAL)
         off = _s64(reg.tv) + reg.off
         if off != at:
-            raise Refuse(f"off {off} doesn't point to 'struct bpf_timer' that is at {at}",
+            raise Refuse(f"off {off} doesn't point to 'struct {field}' that is at {at}",
                          errno.EINVAL)
-        meta.map = m
+        return m
 
-    def _push_async(self, st: State, target: int, meta: _CallMeta, pc: int,
+    def _push_async(self, st: State, target: int, m: MapSpec,
                     stack: list[tuple[State, int]]) -> None:
-        """push_async_cb: a timer's callback runs on its own (frame 0), from the map,
-        the key and the value of the timer; it is verified after this path."""
-        m = meta.map
-        assert m is not None
+        """push_async_cb: a timer's or work item's callback runs on its own (frame 0),
+        from the map, the key and the value of the field; it is verified after this
+        path (set_timer_callback_state)."""
         cb = State()
         f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
-        f.callback = BPF_FUNC_TIMER_SET_CALLBACK
+        f.callback = _ASYNC_CB
         f.regs[1].set_ptr(MAP_PTR)
         f.regs[2].set_ptr(MAP_KEY)
         f.regs[2].msize = m.key_size
@@ -4537,22 +4571,7 @@ class _Verifier:
 
     def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
         """process_spin_lock: the lock of this map value, at its offset, one at a time."""
-        m = reg.map
-        assert m is not None
-        if not reg.const:
-            raise Refuse(f"R{n} doesn't have constant offset. bpf_spin_lock has to be at the "
-                         "constant offset", errno.EINVAL)
-        name = m.kernel_name or m.name[:15]
-        if self.btf is None or m.value_type is None:
-            raise Refuse(f"map '{name}' has to have BTF in order to use bpf_spin_lock",
-                         errno.EINVAL)
-        at = self._lock_off(m)
-        if at is None:
-            raise Refuse(f"map '{name}' has no valid bpf_spin_lock", errno.EINVAL)
-        off = reg.tv + reg.off
-        if off != at:
-            raise Refuse(f"off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}",
-                         errno.EINVAL)
+        m = self._map_field(n, reg, "bpf_spin_lock")
         if lock:
             if st.lock is not None:
                 raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)

@@ -15,7 +15,10 @@ user's object on those frames in its own datapath:
   page pool - one copy, so that every page the program sees stays in pyxdp's
   accounting - and gives the chunk straight back to the fill ring) and polled
   by its own worker thread (one per queue, :class:`LiveDataplane`), which
-  spins on the rx ring while traffic flows and sleeps in ``poll`` when idle;
+  sleeps in ``poll`` while the rx ring is empty (the kernel's ``sk_data_ready``
+  wakes it) and, while traffic flows, lets frames gather between rounds as a
+  NIC's interrupt coalescing does (``LiveOptions.rx_usecs``) instead of
+  spinning: it takes no CPU it does not use;
 - XDP_TX and redirects to a :class:`LiveNic` leave by its transmit wire
   (:mod:`pyxdp.net.xsk_wire`, ``NetDevice.xmit_wires``): the native poll loop
   copies each frame of a bulk into a free UMEM chunk and writes the tx
@@ -49,6 +52,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +74,6 @@ from pyxdp.net.af_packet import (
     scatter_rows,
 )
 from pyxdp.net.atomic import (
-    cpu_relax,
     i64_view,
     load_acquire32_at,
     memcpy,
@@ -98,6 +101,9 @@ RING = 4096  # AF_XDP ring sizes (fill, rx, tx, completion): a UMEM of 8192 4-Ki
 BATCH = 2048  # frames taken from a socket per round: the Python around each round is paid
 # once per batch, so batches are large (the rx ring queue holds two)
 RX_RING = 2 * BATCH
+GATHER = BATCH // 2  # frames a round aims at while traffic flows (a quarter of the fill
+# ring: a rate four times the last round's still finds fill descriptors)
+IDLE_POLL_MS = 20  # an idle worker's poll timeout: how soon it sees stop()
 
 
 class LiveError(PyxdpError):
@@ -278,7 +284,6 @@ class PassTap:
 # -----------------------------------------------------------------------------------
 
 _TX = int(ChunkState.TX)
-SPINS = 200_000  # pause loops a worker spins before it sleeps in poll (some ms)
 _R_HEAD = RingCursor.index("head")
 _R_COUNT = RingCursor.index("count")
 _D_RX_DROPPED = NetdevStats.index("rx_dropped")
@@ -346,16 +351,6 @@ def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ri
     return got
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _spin_rx(rxq, spins):  # type: ignore[no-untyped-def]
-    """Whether the rx ring's producer moves past the consumer within ``spins`` pauses."""
-    for _ in range(spins):
-        if load_acquire32_at(rxq[Q_PROD]) != rxq[Q_CC]:
-            return True
-        cpu_relax()
-    return load_acquire32_at(rxq[Q_PROD]) != rxq[Q_CC]
-
-
 class _XskPort:
     """One AF_XDP socket on (interface, queue): its fill and rx rings feed the queue (a
     copy, in machine code, into the queue's page pool), its tx and completion rings
@@ -420,14 +415,12 @@ class _XskPort:
                            self.sock.umem.chunk_size, pool.pages, pool.pfn_base,
                            *pool.native_arrays, rq.ring.cols, rq.ring.cur.words,
                            rq.stats.words, budget))
-        if not got and self.sock.fill_ring is not None and self.sock.fill_ring.needs_wakeup():
+        # XDP_USE_NEED_WAKEUP: a driver that ran out of fill descriptors stopped its
+        # NAPI and waits for a wakeup now that the ring is refilled (copy mode never
+        # sets the flag); the worker may sleep next without calling poll.
+        if self.sock.fill_ring is not None and self.sock.fill_ring.needs_wakeup():
             self.sock._wakeup_rx()
         return got
-
-    def wait(self) -> bool:
-        """Spin (without the GIL) until a frame is in the rx ring or the spin ends: a
-        busy worker never sleeps in ``poll``, so the kernel never wakes it per frame."""
-        return bool(_spin_rx(self._rxq, SPINS))
 
     def transmit(self, pages: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
                  offs: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]) -> int:
@@ -441,7 +434,6 @@ class _XskPort:
         u8 = np.zeros((0, 64), np.uint8)
         wire_xmit_rows(self.wire.words, u8, z, z, z)
         wire_reap(self.wire.words)
-        _spin_rx(self._rxq, 0)
         self.receive(dev, rq, 0)
 
     def reap(self) -> None:
@@ -467,9 +459,6 @@ class _PacketPort:
 
     def kick(self) -> None:
         self.tx.flush()
-
-    def wait(self) -> bool:
-        return False  # the worker sleeps in poll
 
     def fileno(self) -> int:
         return self.rx.fileno()
@@ -684,6 +673,9 @@ class LiveOptions:
     mode: str | None = None  # AF_XDP bind: "zerocopy", "copy", None (try zero-copy)
     kernel_mode: str | None = None  # the redirect program's XDP mode (None: native, else generic)
     queues: int | None = None  # rx queues per interface (None: all the driver has)
+    # ethtool's rx-usecs for the workers: the most a worker lets frames gather between
+    # rounds while traffic flows (it sleeps in poll while none does).
+    rx_usecs: int = 1000
 
 
 def _pick(coll: Collection, section: str | None) -> Program:
@@ -696,6 +688,13 @@ def _pick(coll: Collection, section: str | None) -> Program:
                                                BpfAttachType.BPF_XDP_CPUMAP):
             return p
     raise LiveError("the object has no XDP program a device can run")
+
+
+def _gather_wait(got: int, since_last: float, spent: float, cap: float) -> float:
+    """Seconds to sleep before the next round: long enough for ``GATHER`` frames at the
+    rate of the last round (``got`` frames arrived in ``since_last`` seconds), less
+    the ``spent`` seconds the round took, at most ``cap``."""
+    return max(0.0, min(since_last * GATHER / got - spent, cap))
 
 
 class LiveDataplane:
@@ -713,6 +712,9 @@ class LiveDataplane:
             raise ValueError("name at least one interface")
         if len(set(ifaces)) != len(ifaces):
             raise ValueError("an interface is named twice")
+        if options.rx_usecs < 0:
+            raise ValueError("rx_usecs must be >= 0")
+        self.options = options
         self.host = Host("live", engine=engine)
         self.devices: list[LiveNic] = []
         self._stop = threading.Event()
@@ -791,11 +793,15 @@ class LiveDataplane:
         poller = select.poll()
         poller.register(port.fileno(), select.POLLIN)
         tap = dev.tap if q == 0 else None
-        busy = False  # the last round had frames: spin for the next before sleeping
+        if tap is not None:  # what the kernel sends out of the TAP wakes the worker too
+            poller.register(tap.fd, select.POLLIN)
+        coalesce = self.options.rx_usecs * 1e-6
+        t_rx = time.monotonic()  # when the last round took the rx ring
         try:
             while not self._stop.is_set():
                 got = 0
                 if rq.ring.free >= BATCH:
+                    t_prev, t_rx = t_rx, time.monotonic()
                     with self.host.lock:
                         got = port.receive(dev, rq, BATCH)
                 while len(rq.ring):
@@ -811,11 +817,18 @@ class LiveDataplane:
                             port.transmit(rows, np.arange(len(lens), dtype=np.int64),
                                           np.zeros(len(lens), np.int64), lens)
                             port.kick()
-                if got:
-                    busy = True
-                elif not (busy and port.wait()):
-                    busy = False
-                    poller.poll(20)
+                if not got:
+                    # The rx ring is empty: sleep until the kernel queues a frame (its
+                    # flush wakes the socket's sleeper) or the TAP has a reply.
+                    poller.poll(IDLE_POLL_MS)
+                    t_rx = time.monotonic()
+                elif got < GATHER:
+                    # Traffic flows: let about GATHER frames gather (at the rate the
+                    # last round saw), at most rx_usecs - a round per frame or a
+                    # spinning worker would cost a CPU, and the kernel's wakeup per
+                    # flush the sender's time.
+                    time.sleep(_gather_wait(got, t_rx - t_prev, time.monotonic() - t_rx,
+                                            coalesce))
         except BaseException as e:  # reported by stop()
             self.errors.append(e)
 

@@ -160,3 +160,35 @@ def test_one_worker_per_queue(lab: str) -> None:
                 assert all(per_queue), per_queue
     finally:
         subprocess.run(["ip", "link", "del", "mq0"], capture_output=True, timeout=60)
+
+
+def _thread_cpu(tid: int) -> float:
+    """Seconds of CPU (user + system) the thread ``tid`` of this process has used."""
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_worker_sleeps_between_frames(lab: str) -> None:
+    """A trickle of frames (one per 5 ms): the worker takes each in a round and sleeps
+    between them (poll, or the gather wait) instead of spinning on the rx ring."""
+    from pyxdp.xsk.live import LiveDataplane
+    frame = udp_packet(b"t", src_mac=MACS["veth1"], dst_mac=MACS["veth0"])
+    with LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"]) as dp, \
+            socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as s:
+        s.bind(("veth1", 0))
+        tid = dp._threads[0].native_id
+        assert tid is not None
+        time.sleep(0.1)
+        cpu0, t0 = _thread_cpu(tid), time.monotonic()
+        sent = 0
+        while time.monotonic() - t0 < 0.6:
+            s.send(frame)
+            sent += 1
+            time.sleep(0.005)
+        cpu, wall = _thread_cpu(tid) - cpu0, time.monotonic() - t0
+        deadline = time.monotonic() + 5
+        while dp.devices[0].stats.rx_packets < sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dp.devices[0].stats.xdp_drops == sent
+    assert cpu < 0.5 * wall, (cpu, wall)
