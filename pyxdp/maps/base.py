@@ -330,6 +330,9 @@ class Map:
         # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
         # user space reads them as zero.
         self.kptr_offs: tuple[int, ...] = ()
+        # Every other special field of the value as (offset, size), set from BTF by the
+        # loader: updates leave them out (copy_map_value), so they read as zero after.
+        self.field_spans: tuple[tuple[int, int], ...] = ()
         # User space let go of the map (map_release_uref): bpf_timer_init and
         # bpf_wq_init are -EPERM now.
         self.uref_released = False
@@ -359,8 +362,9 @@ class Map:
 
     @property
     def has_fields(self) -> bool:
-        """Whether the value holds special fields an update or delete frees."""
-        return bool(self.async_offs or self.kptr_offs)
+        """Whether the value holds special fields (an update leaves them out, an update
+        or delete frees them)."""
+        return bool(self.async_offs or self.field_spans or self.kptr_offs)
 
     def release_uref(self) -> None:
         """``map_release_uref``: the last user reference is gone; its timers and work
@@ -377,22 +381,17 @@ class Map:
         if self.kptr_offs:
             region = self.value_region()
             at = value_addr - region.base
-            for off in self.kptr_offs:
-                word = region.buf[at + off:at + off + 8]
-                obj = int.from_bytes(word, "little")
-                if obj:
-                    word[:] = bytes(8)
-                    arena().free(obj)
+            _drop_held(region.buf[at:at + self.elem_size], self.elem_size, self.kptr_offs)
 
     def _skip_fields(self, data: bytes) -> bytes:
         """``data`` with its special fields zero (what the element holds after an update:
         ``copy_map_value`` leaves them out; and what user space reads:
-        ``check_and_init_map_value``)."""
-        for off in self.async_offs:
-            data = data[:off] + bytes(16) + data[off + 16:]
-        for off in self.kptr_offs:
-            data = data[:off] + bytes(8) + data[off + 8:]
-        return data
+        ``check_and_init_map_value``; between runs a lock is free, its word 0)."""
+        out = bytearray(data)
+        for off, size in (*((o, 16) for o in self.async_offs), *self.field_spans,
+                          *((o, 8) for o in self.kptr_offs)):
+            out[off:off + size] = bytes(size)
+        return bytes(out)
 
     # -- storage hooks -------------------------------------------------------------------
     def _storage_bytes(self) -> int:

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 /*
  * local_kptr - the usual mistakes with program-allocated objects
- * (bpf_obj_new, bpf_obj_drop, bpf_kptr_xchg) and two programs Linux
- * accepts. Each program's Linux 6.18 verdict is recorded in
+ * (bpf_obj_new, bpf_obj_drop, bpf_kptr_xchg) and three programs Linux
+ * accepts (one with a __kptr in an array of nested structs). Each program's Linux 6.18 verdict is recorded in
  * tests/test_verifier.py.
  *
  * Built with (from the repository's top directory):
@@ -221,6 +221,53 @@ int xdp_rcu_not_owned(struct xdp_md *ctx)
 	if (cur)
 		bpf_obj_drop(cur);
 	return XDP_PASS;
+}
+
+/* __kptr fields in an array of nested structs: btf_parse_fields finds each */
+struct inner {
+	__u32 x;
+	__u32 y;
+	struct obj __kptr *o;
+};
+
+struct nest {
+	__u64 n;
+	struct inner in[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nest);
+} nests SEC(".maps");
+
+SEC("xdp")
+int xdp_xchg_nested(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	struct nest *v = bpf_map_lookup_elem(&nests, &k);
+	struct obj *o, *old;
+
+	if (!v)
+		return XDP_PASS;
+	o = bpf_obj_new(struct obj);
+	if (!o)
+		return XDP_PASS;
+	old = bpf_kptr_xchg(&v->in[1].o, o);
+	if (old)
+		bpf_obj_drop(old);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_kptr_helper(struct xdp_md *ctx)
+{
+	struct val *v = val0();
+
+	if (!v)
+		return XDP_PASS;
+	return bpf_csum_diff(0, 0, (__be32 *)v, 16, 0);
 }
 
 char _license[] SEC("license") = "GPL";
