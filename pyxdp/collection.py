@@ -360,10 +360,19 @@ _ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 
 # map_check_btf: the map types whose values may hold each special field (a lock: the
-# hash and array maps and the local storages; pyxdp has the first two).
+# hash and array maps and the local storages; a kptr: those, their per-CPU and LRU
+# kinds). pyxdp models kptrs in hash, LRU hash and array maps only.
 _LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY})
+_KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+                        BpfMapType.BPF_MAP_TYPE_ARRAY})
+_LINUX_KPTR_MAPS = _KPTR_MAPS | {
+    BpfMapType.BPF_MAP_TYPE_PERCPU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH,
+    BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_INODE_STORAGE, BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
 _FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
-               "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS}
+               "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
+               "kptr": _LINUX_KPTR_MAPS}
 
 
 def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
@@ -371,7 +380,8 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     field the map type may not hold fails the map's creation; a record btf_parse_fields
     refuses is kept as an error, which holds no field): a struct bpf_timer's or
     bpf_wq's (the last one's, the record's ``timer_off``/``wq_off``) through
-    ``place_async``, every other's bytes as a span updates leave out."""
+    ``place_async``, the referenced __kptr fields through ``set_kptr_fields`` (an update
+    or delete drops their objects), every other's bytes as a span updates leave out."""
     assert ms.value_type is not None
     try:
         fields = btf.special_fields(ms.value_type)
@@ -381,13 +391,19 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
         if ms.type not in _FIELD_MAPS.get(name, frozenset()):
             raise MapError("create", errno.EOPNOTSUPP,
                            f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
+    kptrs = tuple(off for name, off in fields if name == "kptr")
+    if kptrs and ms.type not in _KPTR_MAPS:
+        raise NotSupportedError(f"map {ms.name}: __kptr fields in a "
+                                f"{BpfMapType(ms.type).name} value are not modelled by pyxdp")
     last = dict(fields)
     for name in _ASYNC_FIELDS:
         if name in last:
             h.place_async(name, last[name])  # type: ignore[attr-defined]
+    if kptrs:
+        h.set_kptr_fields(kptrs)  # type: ignore[attr-defined]
     h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
-                          for name, off in fields if last.get(name) != off
-                          or name not in _ASYNC_FIELDS)
+                          for name, off in fields if name != "kptr" and (
+                              last.get(name) != off or name not in _ASYNC_FIELDS))
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,

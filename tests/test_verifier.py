@@ -11,6 +11,7 @@ message, the pc, the C line and the registers; ``verify=False`` and
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,41 @@ def test_clang_loops_get_linux_verdict() -> None:
         except VerifierError as e:
             got[name] = e.reason
     assert got == LOOPS
+
+
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/local_kptr.o: objects of
+# bpf_obj_new, bpf_obj_drop and bpf_kptr_xchg used right and wrong (the kernel test
+# re-measures them).
+LOCAL_KPTR = {
+    "xdp_new_drop": (None, 0), "xdp_xchg": (None, 0),
+    "xdp_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                 errno.EINVAL),
+    "xdp_drop_twice": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_use_after_drop": ("R6 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_drop_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "xdp_out_of_bounds": ("access beyond struct obj at off 16 size 4", errno.EACCES),
+    "xdp_use_after_xchg": ("R6 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_xchg_wrong_type": ("invalid kptr access, R2 type=ptr_other expected=ptr_obj",
+                            errno.EACCES),
+    "xdp_xchg_not_kptr": ("off=0 doesn't point to kptr", errno.EACCES),
+    "xdp_store_kptr": ("store to referenced kptr disallowed", errno.EACCES),
+    "xdp_kptr_half": ("kptr access size must be BPF_DW", errno.EACCES),
+    "xdp_rcu_not_owned": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_xchg_nested": (None, 0),
+    "xdp_kptr_helper": ("kptr cannot be accessed indirectly by helper", errno.EACCES),
+}
+
+
+def test_local_kptr_mistakes_get_linux_verdict() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "local_kptr.o")
+    got: dict[str, tuple[str | None, int]] = {}
+    for name, prog in spec.programs.items():
+        try:
+            verify(prog, spec.maps, btf=spec.btf)
+            got[name] = (None, 0)
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+    assert got == LOCAL_KPTR
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

@@ -727,10 +727,12 @@ _PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYP
 def _parallel_ok(prog: XdpProg) -> bool:
     """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
     lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel) and it makes no tail calls (their targets' run state is shared)."""
+    the kernel), it makes no tail calls (their targets' run state is shared) and
+    allocates no objects (the arena's free lists are not atomic)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
-        ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values())
+        ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \
+            not prog.shared_regions
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
 

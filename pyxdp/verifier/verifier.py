@@ -141,6 +141,14 @@ MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 # argument, bpf_cast_to_kern_ctx's); PTR_UNTRUSTED: a kernel pointer read through probe
 # loads (bpf_rdonly_cast's, or one walked from it)
 TRUSTED, UNTRUSTED = 0x1000, 0x2000
+# MEM_ALLOC: a PTR_TO_BTF_ID to an object of a program's own struct (bpf_obj_new's; ``sub``
+# its id in the program's BTF); MEM_RCU: one read from a map value's __kptr field
+ALLOC, RCU = 0x4000, 0x8000
+# Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
+# task work) that a program-allocated object may hold; pyxdp models none of them there
+_OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
+                          "bpf_rb_node", "bpf_refcount"})
+BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -200,7 +208,8 @@ _TYPE_STRS: dict[int, str] = {}  # type_str's answers (a type's string is asked 
 
 def _type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
-        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
+        "rcu_" if t & RCU else "") + ("untrusted_" if t & UNTRUSTED else "") + (
+        "trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
@@ -1116,6 +1125,7 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
+        self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
@@ -2765,7 +2775,9 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
-            self._field_overlap(m, reg, full, size)
+            kptr = self._field_overlap(m, reg, full, size, direct=True)
+            if kptr is not None:
+                return self._kptr_access(reg, write, kptr)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -2818,6 +2830,8 @@ class _Verifier:
         """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
         value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
         untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
+        if reg.t & ALLOC:
+            return self._obj_access(regno, reg, off, size, write)
         if not self.gpl:
             raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
                          "program", errno.EINVAL)
@@ -2849,6 +2863,42 @@ class _Verifier:
         # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
         r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
         r.bt, r.sub = got.name, got.type_id
+        return r
+
+    def _obj_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                    ) -> Reg | None:
+        """check_ptr_to_btf_access of a program-allocated object: reads and writes of its
+        struct's members (btf_struct_access over the program's BTF)."""
+        if off < 0:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid negative access: off={off}")
+        if reg.tm or reg.tv:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
+                         f"var_off={tnum_str((reg.tv, reg.tm))}")
+        assert self.btf is not None
+        try:
+            got = struct_access(self.btf, reg.sub, off, size)
+        except StructWalkError as e:
+            raise Refuse(e.msg, e.err) from None
+        if got.kind != "scalar" and not write:
+            raise UnsupportedHelper(f"{self.spec.name}: pc {self.pc} reads a pointer member of "
+                                    f"struct {reg.bt}: not modelled by pyxdp", pc=self.pc)
+        return None
+
+    def _kptr_access(self, reg: Reg, write: bool, at: int) -> Reg:
+        """check_map_kptr_access: the __kptr field at ``at`` (read whole, as
+        :meth:`_field_overlap` checked) by a plain load is an RCU pointer to its object,
+        or NULL; nothing stores to it."""
+        i = self.insns[self.pc]
+        if i.code & 0xE0 != op.BPF_MEM:
+            raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
+        if write:
+            raise Refuse("store to referenced kptr disallowed")
+        assert reg.map is not None
+        tid = self._kptrs(reg.map)[at]
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC | RCU | MAYBE_NULL)
+        r.bt, r.sub = self._kptr_struct(tid), tid
+        r.id = self._new_id()
         return r
 
     @staticmethod
@@ -3762,6 +3812,8 @@ class _Verifier:
                      stack: list[tuple[State, int]]) -> int:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
+        if fid == BPF_FUNC_KPTR_XCHG:
+            return self._kptr_xchg(st, pc)
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
@@ -3872,7 +3924,7 @@ class _Verifier:
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
-            else None
+            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW else None
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3895,7 +3947,8 @@ class _Verifier:
             return pc + 1
         if cast is not None:
             r0.assign(cast)
-            return pc + 1
+            if proto.ret != KRet.OBJ_NEW:
+                return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
             r0.msize = proto.ret_size
@@ -3905,7 +3958,7 @@ class _Verifier:
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
-        else:
+        elif cast is None:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
         if proto.flags & KF_RET_NULL:
@@ -4004,6 +4057,9 @@ class _Verifier:
             if p.kind == KArg.CONST:
                 self._mark_precise(st, [n])
             return i + 1
+        if p.kind == KArg.ALLOC:
+            self._alloc_arg(n, i, reg, meta)
+            return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
@@ -4076,6 +4132,120 @@ class _Verifier:
             raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
                          "arg to kfunc", errno.EINVAL)
         return i + 1
+
+    @staticmethod
+    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_ALLOC_BTF_ID: an object bpf_obj_new gave, whole (bpf_obj_drop): a
+        release argument is a trusted one (not NULL; referenced, or only the trusted
+        modifiers MEM_ALLOC and PTR_TRUSTED: an RCU pointer is not)."""
+        if reg.is_null() or reg.t & MAYBE_NULL:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        flags = reg.t & ~0xFF
+        if not reg.ref and not (reg.t & 0xFF == BTF_ID and flags and
+                                not flags & ~(ALLOC | TRUSTED)):
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
+        if reg.t != BTF_ID | ALLOC:
+            raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+        if not reg.ref:
+            raise Refuse("allocated object must be referenced", errno.EINVAL)
+        if reg.off or not reg.const or reg.tv:
+            raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
+                         "arg to kfunc", errno.EINVAL)
+        meta.release_ref = reg.ref
+
+    def _obj_new_type(self, regs: list[Reg]) -> Reg:
+        """check_kfunc_call for bpf_obj_new: R0 an object of the program's struct whose
+        BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC)."""
+        value = regs[1].tv
+        if value >> 32:
+            raise Refuse("local type ID argument must be in range [0, U32_MAX]", errno.EINVAL)
+        btf = self.btf
+        if btf is None:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new requires prog BTF", errno.EINVAL)
+        t = btf.type_by_id(value) if 0 < value < len(btf.types) else None
+        if t is None or t.kind is not BtfKind.STRUCT:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new type ID argument must be of a struct",
+                         errno.EINVAL)
+        held = [btf.resolved(m.type).name for m in t.members
+                if btf.resolved(m.type).kind is BtfKind.STRUCT and
+                btf.resolved(m.type).name in _OBJ_SPECIAL]
+        try:
+            held += [n for n, _ in btf.special_fields(value)]
+        except FieldError as e:
+            held.append(str(e))
+        if held:
+            raise UnsupportedHelper(
+                f"{self.spec.name}: bpf_obj_new of struct {t.name}, which holds "
+                f"{held[0]}: objects with special fields are not modelled by pyxdp",
+                pc=self.pc)
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC)
+        r.bt, r.sub = t.name, value
+        return r
+
+    def _kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's referenced __kptr fields: offset -> the program's struct id."""
+        got = self.kptrs.get(m.name)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type)
+            self.kptrs[m.name] = got
+        return got
+
+    def _kptr_struct(self, tid: int) -> str:
+        """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
+        bpf_obj_new; a kernel struct's kptrs are not modelled."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        if self._kernel_btf().find(name, BtfKind.STRUCT):
+            raise UnsupportedHelper(f"{self.spec.name}: a __kptr to kernel "
+                                    f"struct {name} is not modelled by pyxdp", pc=self.pc)
+        return name
+
+    def _kptr_xchg(self, st: State, pc: int) -> int:
+        """bpf_kptr_xchg(dst, ptr): dst a map value's referenced __kptr field
+        (process_kptr_func), ptr NULL or an object of that field's struct, released;
+        R0 the object the field held, acquired (PTR_TO_BTF_ID | MEM_ALLOC or NULL)."""
+        regs = st.cur.regs
+        dst = self._read(regs, 1)
+        if dst.t != MAP_VALUE:
+            raise Refuse(f"R1 type={type_str(dst.t)} expected=map_value, ptr_", errno.EACCES)
+        m = dst.map
+        assert m is not None
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{m.kernel_name or m.name[:15]}' has to have BTF in order to use "
+                         "bpf_kptr_xchg", errno.EINVAL)
+        if not dst.const:
+            raise Refuse("R1 doesn't have constant offset. kptr has to be at the constant "
+                         "offset", errno.EINVAL)
+        kptrs = self._kptrs(m)
+        if not kptrs:
+            raise Refuse("R1 has no valid kptr", errno.EINVAL)
+        off = dst.off + _s64(dst.tv)
+        tid = kptrs.get(off)
+        if tid is None:
+            raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
+        name = self._kptr_struct(tid)
+        ptr = self._read(regs, 2)
+        if not ptr.is_null():
+            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | 0xFF):
+                raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
+                             "rcu_ptr_", errno.EACCES)
+            if ptr.sub != tid or ptr.off:
+                raise Refuse(f"invalid kptr access, R2 type=ptr_{ptr.bt} expected=ptr_{name}")
+            if not ptr.ref:
+                raise Refuse("R2 must be referenced when passed to release function",
+                             errno.EINVAL)
+            self._release(st, ptr.ref)
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_ptr(BTF_ID | ALLOC | MAYBE_NULL)
+        r0.bt, r0.sub = name, tid
+        r0.id = r0.ref = self._new_id()
+        st.refs.append((r0.id, pc))
+        return pc + 1
 
     def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
         """check_kfunc_args for a bpf_wq kfunc's workqueue, map and callback arguments."""
@@ -4556,14 +4726,31 @@ class _Verifier:
         self.field_lists[m.name] = found
         return found
 
-    def _field_overlap(self, m: MapSpec, reg: Reg, off: int, size: int) -> None:
+    def _field_overlap(self, m: MapSpec, reg: Reg, off: int, size: int, *,
+                       direct: bool = False) -> int | None:
         """check_map_access: no load, store or helper access may touch any byte of a
-        special field (its smallest to largest offset against the field's bytes)."""
+        special field (its smallest to largest offset against the field's bytes) but a
+        load or store (``direct``) of a whole __kptr field at a constant offset, whose
+        offset is returned (None: no kptr touched)."""
         if m.value_type is None:
-            return
+            return None
+        kptr = None
         for name, at in self._field_list(m):
-            if reg.smin + off < at + SPECIAL_FIELDS[name].size and at < reg.umax + off + size:
+            if not (reg.smin + off < at + SPECIAL_FIELDS[name].size and
+                    at < reg.umax + off + size):
+                continue
+            if name != "kptr":
                 raise Refuse(f"{name} cannot be accessed directly by load/store")
+            if not direct:
+                raise Refuse("kptr cannot be accessed indirectly by helper")
+            if not reg.const:
+                raise Refuse("kptr access cannot have variable offset")
+            if at != off + reg.tv:
+                raise Refuse(f"kptr access misaligned expected={at} off={off + reg.tv}")
+            if size != 8:
+                raise Refuse("kptr access size must be BPF_DW")
+            kptr = at
+        return kptr
 
     def _lock_off(self, m: MapSpec) -> int | None:
         """Where the map value holds its struct bpf_spin_lock or bpf_res_spin_lock
