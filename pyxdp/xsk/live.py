@@ -10,10 +10,12 @@ user's object on those frames in its own datapath:
 
 - :class:`LiveNic` is a :class:`~pyxdp.net.netdevice.NetDevice` with the
   interface's ifindex, name, MAC and MTU; each rx queue is fed by a
-  :class:`_XskPort` (one native call per round takes the rx ring's
-  descriptors, copies each frame from the UMEM into a page of the queue's
-  page pool - one copy, so that every page the program sees stays in pyxdp's
-  accounting - and gives the chunk straight back to the fill ring) and polled
+  :class:`_XskPort` whose UMEM is the queue's page pool (the pool's memory
+  registered with ``XDP_UMEM_REG``: chunk i is page i), so frames reach the
+  program in the pages the kernel wrote, without a copy: one native call per
+  round queues the rx ring's descriptors as they are and refills the fill
+  ring from the pool's allocator, as a driver's rx refill does; the pages
+  the kernel holds are marked lent) and polled
   by its own worker thread (one per queue, :class:`LiveDataplane`), which
   sleeps in ``poll`` while the rx ring is empty (the kernel's ``sk_data_ready``
   wakes it) and, while traffic flows, lets frames gather between rounds as a
@@ -21,7 +23,8 @@ user's object on those frames in its own datapath:
   spinning: it takes no CPU it does not use;
 - XDP_TX and redirects to a :class:`LiveNic` leave by its transmit wire
   (:mod:`pyxdp.net.xsk_wire`, ``NetDevice.xmit_wires``): the native poll loop
-  copies each frame of a bulk into a free UMEM chunk and writes the tx
+  copies each frame of a bulk into a free chunk of the wire (pool pages it
+  holds while the socket lives) and writes the tx
   descriptor itself, the completion ring gives the chunks back; the worker
   kicks (``sendto``) once per round: out of the interface as AF_XDP
   transmits. The Python path (``ndo_xdp_xmit``) writes the same ring;
