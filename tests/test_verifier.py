@@ -33,6 +33,32 @@ OBJECTS = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
 # Linux refuses these; pyxdp's verdict on each (xsk_redirect.o calls pyxdp's own helper).
 REFUSED = {"unchecked.o": "R1 offset is outside of the packet",
            "rx_meta.o": "metadata kfuncs require device-bound program"}
+# Objects of programs Linux refuses one by one (autoload off), each for its own reason
+# (tests/kernel/test_res_spin_lock_kernel.py measures Linux's).
+REFUSED_PROGS = {
+    "res_lock_bad.o": {
+        "unchecked": "bpf_res_spin_unlock without taking a lock",
+        "aa": "Acquiring the same lock again, AA deadlock detected",
+        "exit_held": "BPF_EXIT instruction in main prog cannot be used inside "
+                     "bpf_spin_lock-ed region",
+        "helper_held": "function calls are not allowed while holding a lock",
+        "out_of_order": "bpf_res_spin_unlock cannot be out of order",
+        "wrong_kind": "bpf_res_spin_unlock of different lock",
+        "irq_class": "irq flag acquired by native kfuncs cannot be restored with lock kfuncs",
+        "wrong_map": "map 'plain' has no valid bpf_res_spin_lock",
+        "on_stack": "arg#0 doesn't point to map value or allocated object",
+        "helper_overlap": "bpf_res_spin_lock cannot be accessed directly by load/store",
+        "nested_store": "bpf_res_spin_lock cannot be accessed directly by load/store",
+        "kfunc_overlap": "arg#1 arg#2 memory, len pair leads to invalid memory access",
+        "var_off": "R1 doesn't have constant offset. bpf_res_spin_lock has to be at the "
+                   "constant offset",
+        "nested_wrong_off": "off 8 doesn't point to 'struct bpf_res_spin_lock' that is at 12",
+        "global_aa": "Acquiring the same lock again, AA deadlock detected",
+        "plain_under_res": "function calls are not allowed while holding a lock",
+        "plain_unlock_first": "bpf_spin_unlock cannot be out of order",
+        "res_unlock_plain": "bpf_spin_unlock of different lock",
+    },
+}
 
 
 def modelled(prog: ProgramSpec) -> bool:
@@ -79,10 +105,12 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
     for prog in spec.programs.values():
         if not modelled(prog):
             continue
-        if obj.name in REFUSED:
+        reason = REFUSED_PROGS[obj.name][prog.name] if obj.name in REFUSED_PROGS else \
+            REFUSED.get(obj.name)
+        if reason is not None:
             with pytest.raises(VerifierError) as e:
                 verify(prog, spec.maps, btf=spec.btf)
-            assert e.value.reason == REFUSED[obj.name]
+            assert e.value.reason == reason
         else:
             res = verify(prog, spec.maps, btf=spec.btf)
             assert 0 < res.insns_processed < 10_000
@@ -103,6 +131,8 @@ LINUX_PROCESSED = {
     "redirect_cpu.o:xdp_cpumap_filter": 206, "redirect_cpu.o:xdp_redirect_cpu_hash": 705,
     "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
     "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
+    "res_lock.o:xdp_res_lock": 211, "res_lock.o:xdp_res_lock_iter": 73,
+    "res_lock.o:xdp_res_lock_neg": 25, "res_lock.o:xdp_res_lock_global": 17,
     "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
     "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
 }

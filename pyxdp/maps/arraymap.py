@@ -179,7 +179,7 @@ class ArrayMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST, "array elements always exist")
         off = i * self.elem_size
         vs = self.value_size
-        if self.async_offs:  # array_map_update_elem: copy, then free the fields
+        if self.async_offs or self.field_spans:  # array_map_update_elem: copy, then free
             self._free_fields(self.value_region().base + off)
             data = self._skip_fields(data)
         src = np.frombuffer(data, np.uint8)

@@ -314,6 +314,9 @@ class Map:
         self.timer_off: int | None = None
         self.wq_off: int | None = None
         self.async_offs: tuple[int, ...] = ()  # both, where present (place_async)
+        # Every other special field of the value as (offset, size), set from BTF by the
+        # loader: updates leave them out (copy_map_value), so they read as zero after.
+        self.field_spans: tuple[tuple[int, int], ...] = ()
         # User space let go of the map (map_release_uref): bpf_timer_init and
         # bpf_wq_init are -EPERM now.
         self.uref_released = False
@@ -348,10 +351,11 @@ class Map:
 
     def _skip_fields(self, data: bytes) -> bytes:
         """``data`` with its special fields zero (what the element holds after an update:
-        ``copy_map_value`` leaves them out)."""
-        for off in self.async_offs:
-            data = data[:off] + bytes(16) + data[off + 16:]
-        return data
+        ``copy_map_value`` leaves them out; between runs a lock is free, its word 0)."""
+        out = bytearray(data)
+        for off, size in (*((o, 16) for o in self.async_offs), *self.field_spans):
+            out[off:off + size] = bytes(size)
+        return bytes(out)
 
     # -- storage hooks -------------------------------------------------------------------
     def _storage_bytes(self) -> int:

@@ -393,7 +393,7 @@ class HashMap(Map):
             raise MapError("update", _errno.EEXIST)
         if slot < 0 and mode == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
-        if self.async_offs:  # the new element's timer is not initialised
+        if self.async_offs or self.field_spans:  # new fields are not initialised
             data = self._skip_fields(data)
         if slot >= 0:
             e = int(self.index[slot])

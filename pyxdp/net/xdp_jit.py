@@ -99,8 +99,10 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if any(r.base != base + n * stride or r.size != regions[0].size
            for n, r in enumerate(regions)):
         kind, first_region = "other", -1  # not one evenly spaced region per CPU
-    if getattr(m, "async_offs", ()):
-        kind = "other"  # an update frees the element's bpf_timer/bpf_wq: the Python helper does it
+    if getattr(m, "async_offs", ()) or bool(getattr(m, "field_spans", None)):
+        # an update frees the element's bpf_timer/bpf_wq and leaves special fields out:
+        # the Python helper does it
+        kind = "other"
     desc = [0] * len(abi.MAPDESC_FIELDS)
     d = {n: i for i, n in enumerate(abi.MAPDESC_FIELDS)}
     if kind != "other" and native is not None:

@@ -44,6 +44,7 @@ from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
 from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
+from pyxdp.vm.rqspinlock import RES_SPIN_LOCK_KFUNCS
 from pyxdp.vm.string_kfuncs import STRING_KFUNCS
 
 __all__ = ["KFUNC_HELPER_BASE", "METADATA_KFUNCS", "XdpMetadataOps", "bind_kfuncs"]
@@ -128,7 +129,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
     # Each subsystem's kfuncs, as the kernel's BTF_ID sets register them per program type.
     plain_tables = (DYNPTR_KFUNCS, CT_KFUNCS, ITER_KFUNCS, FILTER_KFUNCS, XFRM_KFUNCS,
-                    KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS)
+                    KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
+                    RES_SPIN_LOCK_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

@@ -51,6 +51,7 @@ class KArg(Enum):
     WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
+    RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
 
 
 class KRet(Enum):
@@ -142,6 +143,14 @@ KFUNCS: dict[str, KfuncProto] = {
     # (common_btf_ids; the verifier pairs them, last saved first restored)
     "bpf_local_irq_save": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
     "bpf_local_irq_restore": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
+    # kernel/bpf/helpers.c: resilient queued spin locks in map values (common_btf_ids); a
+    # lock's int is 0 when it is taken, -EDEADLK or -ETIMEDOUT when not, and the _irqsave
+    # pair saves IRQ state into a stack slot as bpf_local_irq_save does
+    "bpf_res_spin_lock": KfuncProto((P(KArg.RES_SPIN_LOCK),)),
+    "bpf_res_spin_unlock": KfuncProto((P(KArg.RES_SPIN_LOCK),), KRet.VOID),
+    "bpf_res_spin_lock_irqsave": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG))),
+    "bpf_res_spin_unlock_irqrestore": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG)),
+                                                 KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),

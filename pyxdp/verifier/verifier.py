@@ -50,7 +50,7 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
@@ -145,6 +145,26 @@ S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER, S_IRQ = 0, 1, 2, 3, 4, 5, 
 # The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
 _RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
                           "bpf_preempt_enable"})
+# enum ref_state_type's lock kinds: what State.locks holds, in the order taken
+REF_TYPE_LOCK, REF_TYPE_RES_LOCK, REF_TYPE_RES_LOCK_IRQ = 1 << 3, 1 << 4, 1 << 5
+_RES_LOCKS = REF_TYPE_RES_LOCK | REF_TYPE_RES_LOCK_IRQ
+# process_spin_lock's flags
+_PROCESS_SPIN_LOCK, _PROCESS_RES_LOCK, _PROCESS_LOCK_IRQ = 1, 2, 4
+_RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
+                    "bpf_res_spin_unlock": _PROCESS_RES_LOCK,
+                    "bpf_res_spin_lock_irqsave": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK |
+                    _PROCESS_LOCK_IRQ,
+                    "bpf_res_spin_unlock_irqrestore": _PROCESS_RES_LOCK | _PROCESS_LOCK_IRQ}
+# kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, "bpf_iter_num_new", "bpf_iter_num_next",
+                                  "bpf_iter_num_destroy"})
+# irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
+IRQ_NATIVE_KFUNC, IRQ_LOCK_KFUNC = 0, 1
+_IRQ_SAVE = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC}
+_IRQ_CLASS = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_local_irq_restore": IRQ_NATIVE_KFUNC,
+              "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC,
+              "bpf_res_spin_unlock_irqrestore": IRQ_LOCK_KFUNC}
+MAX_ERRNO = 4095
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER, S_IRQ)  # no load may read them as data
 _IRQ_SLOT = bytes([S_IRQ] * 8)  # STACK_IRQ_FLAG: the slot's register holds the IRQ id (ref)
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
@@ -676,14 +696,16 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
-                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
-                 "quick", "prec")
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks",
+                 "hist", "all_precise", "written", "read", "all_read", "read_slots", "links",
+                 "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
-        self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        # the locks held (REF_TYPE_LOCK/RES_LOCK/RES_LOCK_IRQ references), in the order
+        # taken (the last is active_lock): (kind, map, reg id)
+        self.locks: tuple[tuple[int, str, int], ...] = ()
         self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
         self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
         # REF_TYPE_IRQ references in the order saved (a stack: the last is active_irq_id),
@@ -726,7 +748,7 @@ class State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
-        s.lock = self.lock
+        s.locks = self.locks
         s.rcu, s.preempt = self.rcu, self.preempt
         s.irqs = list(self.irqs)
         s.may_goto = self.may_goto
@@ -926,8 +948,6 @@ BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
-# The special fields btf_parse_fields finds in a map value, by struct name, and their sizes.
-_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16, "bpf_wq": 16}
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -1041,6 +1061,7 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
+        self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
@@ -1953,10 +1974,10 @@ class _Verifier:
         if old.refs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.refs, cur.refs, strict=True)):
             return False
-        if old.lock is not None or cur.lock is not None:
-            if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
-                    not self._ids(old.lock[1], cur.lock[1], idmap):
-                return False
+        if len(old.locks) != len(cur.locks) or not all(
+                o[:2] == c[:2] and self._ids(o[2], c[2], idmap)
+                for o, c in zip(old.locks, cur.locks, strict=True)):
+            return False
         # the IRQ references in order (active_irq_id is the last)
         if old.irqs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.irqs, cur.irqs, strict=True)):
@@ -2071,7 +2092,8 @@ class _Verifier:
     def _irq_slot_safe(self, so: Slot, sc: Slot, idmap: dict[int, int]) -> bool:
         """stacksafe for STACK_IRQ_FLAG: the saved states' ids map one to one."""
         io, ic = so[1], sc[1]
-        return io is not None and ic is not None and self._ids(io.ref, ic.ref, idmap)
+        return io is not None and ic is not None and io.sub == ic.sub and \
+            self._ids(io.ref, ic.ref, idmap)
 
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
@@ -2605,13 +2627,7 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
-            if m.value_type is not None:
-                # check_map_access: no load or store may touch a special field (they come
-                # in offset order, BTF's member order)
-                for fname, at in self._fields(m).items():
-                    if reg.smin + full < at + _FIELD_SIZES[fname] and \
-                            at < reg.umax + full + size:
-                        raise Refuse(f"{fname} cannot be accessed directly by load/store")
+            self._field_overlap(m, reg, full, size)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -3248,11 +3264,12 @@ class _Verifier:
 
     # -- calls ------------------------------------------------------------------------------
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
-        if st.lock is not None:
+        if st.locks:
             if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
-            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL or (
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+                    self.kfunc_at.get(pc) not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
@@ -3323,7 +3340,7 @@ class _Verifier:
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
-        if st.lock is not None:
+        if st.locks:
             raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
                          "bpf_spin_lock-ed region", errno.EINVAL)
         if st.refs:
@@ -3688,6 +3705,8 @@ class _Verifier:
                                     pc=pc)
         if name in _RCU_PREEMPT:
             self._rcu_preempt(st, name)
+        if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+            self._lock_failed(st, pc, stack)
         regs = st.cur.regs
         meta = _KfuncMeta()
         params = proto.params
@@ -3713,6 +3732,8 @@ class _Verifier:
             return pc + 1
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
+            if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+                r0.set_known(0)  # the path where the lock is taken
             return pc + 1
         if cast is not None:
             r0.assign(cast)
@@ -3848,7 +3869,13 @@ class _Verifier:
         if p.kind == KArg.IRQ_FLAG:
             if reg.t != STACK:
                 raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
-            self._irq_flag(st, n, i, name == "bpf_local_irq_save")
+            self._irq_flag(st, n, i, name in _IRQ_SAVE, _IRQ_CLASS[name])
+            return i + 1
+        if p.kind == KArg.RES_SPIN_LOCK:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to map value or allocated object",
+                             errno.EINVAL)
+            self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
@@ -4043,10 +4070,11 @@ class _Verifier:
             return None
         return spi
 
-    def _irq_flag(self, st: State, n: int, i: int, save: bool) -> None:
-        """process_irq_flag: bpf_local_irq_save marks an 8-byte stack slot STACK_IRQ_FLAG
-        holding a new IRQ reference, the active one; bpf_local_irq_restore takes the slot
-        of the active reference only (IRQ states restore last saved first) and frees it."""
+    def _irq_flag(self, st: State, n: int, i: int, save: bool, cls: int) -> None:
+        """process_irq_flag: bpf_local_irq_save (and bpf_res_spin_lock_irqsave) marks an
+        8-byte stack slot STACK_IRQ_FLAG holding a new IRQ reference, the active one, and
+        the class of kfunc that saved it; the restore of the same class takes the slot of
+        the active reference only (IRQ states restore last saved first) and frees it."""
         reg = st.cur.regs[n]
         frame = st.frames[reg.frame]
         spi = self._iter_spi(reg, 1, "irq_flag")
@@ -4059,12 +4087,17 @@ class _Verifier:
             flag = Reg()
             flag.set_ptr(STACK)  # Linux has no type of its own for it
             flag.ref = ref
+            flag.sub = cls  # irq.kfunc_class
             frame.set_slot(spi, (_IRQ_SLOT, flag))
             return
         f = frame.slot(spi)[1] if spi is not None else None
         if spi is None or f is None or not f.ref or frame.slot(spi)[0] != _IRQ_SLOT:
             raise Refuse(f"expected an initialized irq flag as arg#{i}", errno.EINVAL)
         self._stack_read(st, reg.frame, spi)  # mark_irq_flag_read
+        if f.sub != cls:  # unmark_stack_slot_irq_flag
+            kinds = {IRQ_NATIVE_KFUNC: "native", IRQ_LOCK_KFUNC: "lock"}
+            raise Refuse(f"irq flag acquired by {kinds[f.sub]} kfuncs cannot be restored "
+                         f"with {kinds[cls]} kfuncs", errno.EINVAL)
         active, at = st.irqs[-1] if st.irqs else (0, 0)
         if f.ref != active:  # release_irq_state
             raise Refuse(f"cannot restore irq state out of order, expected id={active} "
@@ -4315,7 +4348,7 @@ class _Verifier:
                 raise Refuse("R3 does not point to a readonly map'")
             return
         if arg == Arg.SPIN_LOCK:
-            self._spin_lock(st, n, reg, fid == 93)
+            self._spin_lock(st, n, reg, _PROCESS_SPIN_LOCK if fid == 93 else 0)
             return
         if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
                    Arg.DYNPTR_LOCAL_UNINIT):
@@ -4341,20 +4374,44 @@ class _Verifier:
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
-        ``bpf_timer``, ``bpf_wq``) by their struct's name, at their offsets."""
+        ``bpf_res_spin_lock``, ``bpf_timer``, ``bpf_wq``) by their struct's name, at
+        their offsets (:meth:`_field_list`, the last of each)."""
         got = self.fields.get(m.name)
+        if got is None:  # btf_parse_fields keeps the last of each (spin_lock_off...)
+            got = self.fields[m.name] = dict(self._field_list(m))
+        return got
+
+    def _field_list(self, m: MapSpec) -> list[tuple[str, int]]:
+        """btf_parse_fields: the map value's special fields (bpf_spin_lock,
+        bpf_res_spin_lock, bpf_timer...) as (struct name, offset), in nested structs
+        too (a value whose record Linux refuses has none: map_check_btf keeps the map,
+        its record an error, which holds no field)."""
+        got = self.field_lists.get(m.name)
         if got is not None:
             return got
-        btf = self.btf
-        found: dict[str, int] = {}
-        if btf is not None and m.value_type is not None:
-            found = btf.value_fields(m.value_type, _FIELD_SIZES)
-        self.fields[m.name] = found
+        found: list[tuple[str, int]] = []
+        if self.btf is not None and m.value_type is not None:
+            try:
+                found = self.btf.special_fields(m.value_type)
+            except FieldError:
+                found = []
+        self.field_lists[m.name] = found
         return found
 
+    def _field_overlap(self, m: MapSpec, reg: Reg, off: int, size: int) -> None:
+        """check_map_access: no load, store or helper access may touch any byte of a
+        special field (its smallest to largest offset against the field's bytes)."""
+        if m.value_type is None:
+            return
+        for name, at in self._field_list(m):
+            if reg.smin + off < at + SPECIAL_FIELDS[name].size and at < reg.umax + off + size:
+                raise Refuse(f"{name} cannot be accessed directly by load/store")
+
     def _lock_off(self, m: MapSpec) -> int | None:
-        """Where the map value holds its struct bpf_spin_lock."""
-        return self._fields(m).get("bpf_spin_lock")
+        """Where the map value holds its struct bpf_spin_lock or bpf_res_spin_lock
+        (reg_may_point_to_spin_lock)."""
+        f = self._fields(m)
+        return f.get("bpf_spin_lock", f.get("bpf_res_spin_lock"))
 
     def _map_field(self, n: int, reg: Reg, field: str) -> MapSpec:
         """check_map_field_pointer: R``n`` points at the map value's own ``struct field``,
@@ -4397,19 +4454,49 @@ class _Verifier:
         # not wait for it
         self._push(cb, target, stack)
 
-    def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
-        """process_spin_lock: the lock of this map value, at its offset, one at a time."""
-        m = self._map_field(n, reg, "bpf_spin_lock")
-        if lock:
-            if st.lock is not None:
-                raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)
-            st.lock = (m.name, reg.id)
+    def _spin_lock(self, st: State, n: int, reg: Reg, flags: int) -> None:
+        """process_spin_lock: the map value's bpf_spin_lock (or, with _PROCESS_RES_LOCK,
+        its bpf_res_spin_lock), at its offset, taken (_PROCESS_SPIN_LOCK) or released.
+        Any number of locks may be held, but a second bpf_spin_lock (the helper is a
+        call, refused while a lock is held) or a res lock this path already holds; they
+        are released last taken first."""
+        res = bool(flags & _PROCESS_RES_LOCK)
+        what = "bpf_res_spin" if res else "bpf_spin"
+        m = self._map_field(n, reg, f"{what}_lock")
+        kind = (REF_TYPE_RES_LOCK_IRQ if flags & _PROCESS_LOCK_IRQ else REF_TYPE_RES_LOCK) \
+            if res else REF_TYPE_LOCK
+        if flags & _PROCESS_SPIN_LOCK:
+            if res and any(t & _RES_LOCKS and (mp, i) == (m.name, reg.id)
+                           for t, mp, i in st.locks):
+                raise Refuse("Acquiring the same lock again, AA deadlock detected",
+                             errno.EINVAL)
+            st.locks += ((kind, m.name, reg.id),)
             return
-        if st.lock is None:
-            raise Refuse("bpf_spin_unlock without taking a lock", errno.EINVAL)
-        if st.lock != (m.name, reg.id):
-            raise Refuse("bpf_spin_unlock of different lock", errno.EINVAL)
-        st.lock = None
+        if not st.locks:
+            raise Refuse(f"{what}_unlock without taking a lock", errno.EINVAL)
+        held = (kind, m.name, reg.id)
+        if held not in st.locks:
+            raise Refuse(f"{what}_unlock of different lock", errno.EINVAL)
+        if st.locks[-1][1:] != held[1:]:  # active_lock_id, active_lock_ptr
+            raise Refuse(f"{what}_unlock cannot be out of order", errno.EINVAL)
+        k = st.locks.index(held)
+        st.locks = st.locks[:k] + st.locks[k + 1:]
+
+    def _lock_failed(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+        """check_kfunc_call for bpf_res_spin_lock(_irqsave): the path where the lock is
+        not taken goes on after the call with r0-r5 unset and r0 an errno in
+        [-MAX_ERRNO, -1] (the lock and IRQ state untouched: its arguments are not even
+        checked on it)."""
+        q = st.copy()
+        regs = q.cur.regs
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_unknown()
+        r0.s32min, r0.s32max = -MAX_ERRNO, -1
+        r0.smin, r0.smax = -MAX_ERRNO, -1
+        r0.sync()
+        self._push(q, pc + 1, stack)
 
     @staticmethod
     def _const_key(st: State, reg: Reg, size: int) -> int | None:
@@ -4481,6 +4568,7 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
             self._region(n, reg, reg.off, size, m.value_size, "map value")
+            self._field_overlap(m, reg, reg.off, size)
         elif t == MAP_KEY:
             assert reg.map is not None
             self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
