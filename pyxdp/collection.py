@@ -25,7 +25,7 @@ import ipaddress
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
@@ -37,6 +37,7 @@ from pyxdp.backend import (
     handle_bytes,
     int_bytes,
 )
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import MapError, NotSupportedError, PyxdpError
@@ -51,9 +52,6 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
-
-if TYPE_CHECKING:
-    from pyxdp.btf.btf import Btf
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
@@ -361,14 +359,51 @@ _ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_L
 _ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 
-def _place_async(h: MapHandle, ms: MapSpec, fields: dict[str, int]) -> None:
-    """Tell a userspace map where its value holds a struct bpf_timer or bpf_wq
-    (map_check_btf: only hash, LRU hash and array maps may hold one)."""
-    for name, off in fields.items():
-        if ms.type not in _ASYNC_MAPS:
+# map_check_btf: the map types whose values may hold each special field (a lock: the
+# hash and array maps and the local storages; a kptr: those, their per-CPU and LRU
+# kinds). pyxdp models kptrs in hash, LRU hash and array maps only.
+_LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY})
+_KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
+                        BpfMapType.BPF_MAP_TYPE_ARRAY})
+_LINUX_KPTR_MAPS = _KPTR_MAPS | {
+    BpfMapType.BPF_MAP_TYPE_PERCPU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH,
+    BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_INODE_STORAGE, BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
+    BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
+_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
+               "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
+               "kptr": _LINUX_KPTR_MAPS}
+
+
+def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
+    """Tell a userspace map where its value holds special fields (map_check_btf: a
+    field the map type may not hold fails the map's creation; a record btf_parse_fields
+    refuses is kept as an error, which holds no field): a struct bpf_timer's or
+    bpf_wq's (the last one's, the record's ``timer_off``/``wq_off``) through
+    ``place_async``, the referenced __kptr fields through ``set_kptr_fields`` (an update
+    or delete drops their objects), every other's bytes as a span updates leave out."""
+    assert ms.value_type is not None
+    try:
+        fields = btf.special_fields(ms.value_type)
+    except FieldError:
+        return
+    for name, _off in fields:
+        if ms.type not in _FIELD_MAPS.get(name, frozenset()):
             raise MapError("create", errno.EOPNOTSUPP,
                            f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
-        h.place_async(name, off)  # type: ignore[attr-defined]
+    kptrs = tuple(off for name, off in fields if name == "kptr")
+    if kptrs and ms.type not in _KPTR_MAPS:
+        raise NotSupportedError(f"map {ms.name}: __kptr fields in a "
+                                f"{BpfMapType(ms.type).name} value are not modelled by pyxdp")
+    last = dict(fields)
+    for name in _ASYNC_FIELDS:
+        if name in last:
+            h.place_async(name, last[name])  # type: ignore[attr-defined]
+    if kptrs:
+        h.set_kptr_fields(kptrs)  # type: ignore[attr-defined]
+    h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
+                          for name, off in fields if name != "kptr" and (
+                              last.get(name) != off or name not in _ASYNC_FIELDS))
 
 
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
@@ -439,7 +474,7 @@ class Collection:
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
-                _place_async(h, ms, btf.value_fields(ms.value_type, _ASYNC_FIELDS))
+                _place_fields(h, ms, btf)
             self.maps[name] = Map(name, ms, h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():

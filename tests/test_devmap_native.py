@@ -93,11 +93,18 @@ def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
         # "progs": slot 0 without a program, 1 and 2 one program on two devices, 3
         # another one on the ingress device. "bcast": a program on slot 3 only (the
         # last target of a broadcast, which gets the frame itself; the others clones).
-        egress = coll.programs["egress"].fd if layout == "progs" else 0
-        ports[0] = struct.pack("<Ii", eth1.ifindex, 0)
-        ports[1] = struct.pack("<Ii", eth2.ifindex, egress)
-        ports[2] = struct.pack("<Ii", eth3.ifindex, egress)
-        ports[3] = struct.pack("<Ii", eth0.ifindex, coll.programs["egress2"].fd)
+        # "same": two entries for eth1 (the first with a program) and two for eth2 (the
+        # last with one): each device has one bulk queue, run by its first entry's program.
+        egress = coll.programs["egress"].fd if layout in ("progs", "same") else 0
+        egress2 = coll.programs["egress2"].fd
+        ports[0] = struct.pack("<Ii", eth1.ifindex, egress if layout == "same" else 0)
+        ports[1] = struct.pack("<Ii", eth2.ifindex, 0 if layout == "same" else egress)
+        if layout == "same":
+            ports[2] = struct.pack("<Ii", eth1.ifindex, 0)
+            ports[3] = struct.pack("<Ii", eth2.ifindex, egress2)
+        else:
+            ports[2] = struct.pack("<Ii", eth3.ifindex, egress)
+            ports[3] = struct.pack("<Ii", eth0.ifindex, egress2)
         eth0.attach_xdp(coll.programs["ingress"])
         eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
         h.run()
@@ -185,6 +192,25 @@ def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, def
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     _run(True, flags, layout=layout, count=960, map_type=map_type)
     assert sum(seen) == deferred
+
+
+def test_broadcast_to_one_device_twice_fills_one_bulk_queue() -> None:
+    """Two devmap entries naming one device: a broadcast's copies for it go into the
+    device's one bulk queue (``bq_enqueue``'s ``dev->xdp_bulkq``) frame by frame, and
+    the program of the entry that queued the first frame since the poll's flush
+    runs over the whole bulk (Linux's behaviour, the vethlab scenario
+    ``devmap_broadcast_egress_prog``): the same on both paths."""
+    count = 200  # 3 polls of 64 frames, then 8
+    native = _run(True, BPF_F_BROADCAST, layout="same", count=count)
+    assert native == _run(False, BPF_F_BROADCAST, layout="same", count=count)
+    events, maps = native[1], native[2]
+    assert isinstance(events, dict) and isinstance(maps, list)
+    seen = dict(maps)
+    # egress_ifindex & 3 keys the program's count: eth1 (3) ran every copy, eth2 (0) none.
+    assert seen[3] == 2 * count and seen[0] == 0
+    # One bulk per 16 copies of a poll: 8 per full poll, then one for the last 16.
+    xmit = dict(events["xdp_devmap_xmit"])
+    assert [v[0] for k, v in xmit.items() if k[1] in (3, 4)] == [3 * 8 + 1] * 2
 
 
 def _steps(native: bool) -> tuple[object, ...]:

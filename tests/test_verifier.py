@@ -11,6 +11,7 @@ message, the pc, the C line and the registers; ``verify=False`` and
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,32 @@ OBJECTS = sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
 # Linux refuses these; pyxdp's verdict on each (xsk_redirect.o calls pyxdp's own helper).
 REFUSED = {"unchecked.o": "R1 offset is outside of the packet",
            "rx_meta.o": "metadata kfuncs require device-bound program"}
+# Objects of programs Linux refuses one by one (autoload off), each for its own reason
+# (tests/kernel/test_res_spin_lock_kernel.py measures Linux's).
+REFUSED_PROGS = {
+    "res_lock_bad.o": {
+        "unchecked": "bpf_res_spin_unlock without taking a lock",
+        "aa": "Acquiring the same lock again, AA deadlock detected",
+        "exit_held": "BPF_EXIT instruction in main prog cannot be used inside "
+                     "bpf_spin_lock-ed region",
+        "helper_held": "function calls are not allowed while holding a lock",
+        "out_of_order": "bpf_res_spin_unlock cannot be out of order",
+        "wrong_kind": "bpf_res_spin_unlock of different lock",
+        "irq_class": "irq flag acquired by native kfuncs cannot be restored with lock kfuncs",
+        "wrong_map": "map 'plain' has no valid bpf_res_spin_lock",
+        "on_stack": "arg#0 doesn't point to map value or allocated object",
+        "helper_overlap": "bpf_res_spin_lock cannot be accessed directly by load/store",
+        "nested_store": "bpf_res_spin_lock cannot be accessed directly by load/store",
+        "kfunc_overlap": "arg#1 arg#2 memory, len pair leads to invalid memory access",
+        "var_off": "R1 doesn't have constant offset. bpf_res_spin_lock has to be at the "
+                   "constant offset",
+        "nested_wrong_off": "off 8 doesn't point to 'struct bpf_res_spin_lock' that is at 12",
+        "global_aa": "Acquiring the same lock again, AA deadlock detected",
+        "plain_under_res": "function calls are not allowed while holding a lock",
+        "plain_unlock_first": "bpf_spin_unlock cannot be out of order",
+        "res_unlock_plain": "bpf_spin_unlock of different lock",
+    },
+}
 
 
 def modelled(prog: ProgramSpec) -> bool:
@@ -79,10 +106,12 @@ def test_objects_get_linux_verdict(obj: Path) -> None:
     for prog in spec.programs.values():
         if not modelled(prog):
             continue
-        if obj.name in REFUSED:
+        reason = REFUSED_PROGS[obj.name][prog.name] if obj.name in REFUSED_PROGS else \
+            REFUSED.get(obj.name)
+        if reason is not None:
             with pytest.raises(VerifierError) as e:
                 verify(prog, spec.maps, btf=spec.btf)
-            assert e.value.reason == REFUSED[obj.name]
+            assert e.value.reason == reason
         else:
             res = verify(prog, spec.maps, btf=spec.btf)
             assert 0 < res.insns_processed < 10_000
@@ -103,6 +132,8 @@ LINUX_PROCESSED = {
     "redirect_cpu.o:xdp_cpumap_filter": 206, "redirect_cpu.o:xdp_redirect_cpu_hash": 705,
     "redirect_cpu.o:xdp_redirect_cpu_proto": 223, "redirect_cpu.o:xdp_redirect_cpu_rr": 112,
     "redirect_map.o:xdp_redirect_map_egress": 25, "redirect_map.o:xdp_redirect_map_prog": 64,
+    "res_lock.o:xdp_res_lock": 211, "res_lock.o:xdp_res_lock_iter": 73,
+    "res_lock.o:xdp_res_lock_neg": 25, "res_lock.o:xdp_res_lock_global": 17,
     "sampler.o:xdp_sampler": 246, "timer.o:xdp_timer": 459, "xdp1.o:xdp_prog1": 157,
     "xdp2.o:xdp_prog2": 433, "xsk.o:xdp_sock_prog": 20,
 }
@@ -140,6 +171,41 @@ def test_clang_loops_get_linux_verdict() -> None:
         except VerifierError as e:
             got[name] = e.reason
     assert got == LOOPS
+
+
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/local_kptr.o: objects of
+# bpf_obj_new, bpf_obj_drop and bpf_kptr_xchg used right and wrong (the kernel test
+# re-measures them).
+LOCAL_KPTR = {
+    "xdp_new_drop": (None, 0), "xdp_xchg": (None, 0),
+    "xdp_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                 errno.EINVAL),
+    "xdp_drop_twice": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_use_after_drop": ("R6 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_drop_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "xdp_out_of_bounds": ("access beyond struct obj at off 16 size 4", errno.EACCES),
+    "xdp_use_after_xchg": ("R6 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_xchg_wrong_type": ("invalid kptr access, R2 type=ptr_other expected=ptr_obj",
+                            errno.EACCES),
+    "xdp_xchg_not_kptr": ("off=0 doesn't point to kptr", errno.EACCES),
+    "xdp_store_kptr": ("store to referenced kptr disallowed", errno.EACCES),
+    "xdp_kptr_half": ("kptr access size must be BPF_DW", errno.EACCES),
+    "xdp_rcu_not_owned": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_xchg_nested": (None, 0),
+    "xdp_kptr_helper": ("kptr cannot be accessed indirectly by helper", errno.EACCES),
+}
+
+
+def test_local_kptr_mistakes_get_linux_verdict() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "local_kptr.o")
+    got: dict[str, tuple[str | None, int]] = {}
+    for name, prog in spec.programs.items():
+        try:
+            verify(prog, spec.maps, btf=spec.btf)
+            got[name] = (None, 0)
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+    assert got == LOCAL_KPTR
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

@@ -199,3 +199,56 @@ def test_veth_frame_in_a_page_not_in_use_is_reported(native: bool) -> None:
         with pytest.raises(PageAccountingError):
             h.run()
         h.close(check=False)
+
+
+def _run_tx(native: bool, *, count: int = 1500) -> tuple[object, ...]:
+    """veth0 running :data:`RECV` on frames of its own page pool, every verdict: XDP_TX
+    is ``veth_xdp_tx`` - the bulk onto veth1's ring (veth1 has NAPI for GRO and
+    takes the frames to its stack), stopping at the first frame longer than
+    veth1's MTU allows, the rest dropped (``xdp_bulk_tx`` drops)."""
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        v0, v1 = h.veth("veth0", "veth1")
+        v1.gro = True
+        v1.mtu = 1000  # the 1400-byte frames stop their bulk
+        coll = h.load(_spec(0), verify=False)
+        v0.attach_xdp(coll.programs["recv"])
+        v0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        h.run()
+        tr = h.tracer
+        events = {name: sorted((k, list(v)) for k, v in getattr(tr, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_exception",
+                               "xdp_bulk_tx")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        system = h.memmap.system
+        return ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+                sorted(coll.maps["seen"].items()), h.stack.counters(),
+                h.stack.drop_reasons(), h.stack.per_device, h.stack.stats, pools,
+                (system.allocated, system.freed, system.nr_free))
+
+
+def test_veth_xdp_tx_native_is_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A veth's XDP_TX of its own pool's frames runs in the native loop (nothing of it
+    handed to the Python dispatch) and gives what the Python path gives: counters,
+    ``xdp_bulk_tx`` sums with drops, the peer's stack, page accounting."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        if dev.name == "veth0":
+            seen.extend(v.action.tolist())
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    native = _run_tx(True, count=600)
+    assert seen and 3 not in seen
+    monkeypatch.setattr(napi, "_dispatch_deferred", orig)
+    assert native == _run_tx(False, count=600)
+    stats, events = native[0], native[1]
+    assert isinstance(stats, dict) and isinstance(events, dict)
+    assert stats["veth0"]["xdp_tx"] and stats["veth0"]["xdp_tx_errors"]
+    (_key, (n, sent, drops, errors)), = events["xdp_bulk_tx"]
+    assert sent == stats["veth0"]["xdp_tx"] and drops == stats["veth0"]["xdp_tx_errors"]
+    assert n and not errors

@@ -11,6 +11,7 @@ rings and a UMEM in SharedMemory.
 from __future__ import annotations
 
 import errno
+import mmap
 import multiprocessing as mp
 import random
 import time
@@ -366,6 +367,14 @@ def test_umem_geometry_and_errors() -> None:
     with pytest.raises(XskError) as e:
         Umem(8, 3000)
     assert e.value.errno == errno.EINVAL
+    # Over an existing mapping (a page pool's memory): the same bytes, left mapped.
+    mm = mmap.mmap(-1, 8 * 4096)
+    with Umem(8, 4096, memory=mm) as u:
+        assert u.address == np.frombuffer(mm, np.uint8).ctypes.data
+        u.buf[5] = 7
+    assert mm[5] == 7 and not mm.closed
+    with pytest.raises(ValueError, match="holds 32768 bytes, the geometry needs 65536"):
+        Umem(16, 4096, memory=mm)
 
 
 def test_unaligned_handles() -> None:

@@ -15,6 +15,7 @@ plus reference checks; every malformed blob raises :class:`ObjectError`.
 
 from __future__ import annotations
 
+import errno
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,9 @@ __all__ = [
     "BtfParam",
     "BtfType",
     "BtfVarSecinfo",
+    "FieldError",
+    "SPECIAL_FIELDS",
+    "SpecialField",
 ]
 
 BTF_MAGIC = 0xEB9F
@@ -60,6 +64,47 @@ _SECINFO = struct.Struct("<III")
 # libbpf's MAX_RESOLVE_DEPTH: chains of typedefs/modifiers/arrays longer than
 # this are treated as loops rather than followed forever.
 _MAX_RESOLVE_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SpecialField:
+    """One ``enum btf_field_type`` the kernel finds in a map value by its struct's name:
+    its size (``btf_field_type_size``; a struct of that name with another size is not
+    one), whether arrays of it are allowed (``btf_repeat_fields``: kptrs, list heads,
+    rb roots; the rest only one at a time), whether a value holds at most one, and
+    whether it is found instead as a pointer carrying ``btf_type_tag`` of that name
+    (``btf_find_kptr``: ``__kptr``), the field's struct then being the pointed-to one."""
+
+    size: int
+    repeatable: bool = False
+    unique: bool = True
+    type_tag: bool = False
+
+
+# btf_get_field_type's struct names (and btf_find_kptr's tags), by name: the map value
+# special fields pyxdp knows (a subsystem adding one registers it here).
+SPECIAL_FIELDS: dict[str, SpecialField] = {
+    "bpf_spin_lock": SpecialField(4),
+    "bpf_res_spin_lock": SpecialField(4),
+    "bpf_timer": SpecialField(16),
+    "bpf_wq": SpecialField(16),
+    "kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
+}
+# btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_KPTR_PERCPU,
+# BPF_UPTR); pyxdp does not model them (a value's such pointer is plain bytes). Any
+# other tag on a pointer member is a record Linux refuses.
+_UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "percpu_kptr", "uptr"})
+# One special field found: (name, byte offset, the BTF id of a kptr's struct; else 0).
+_Found = tuple[str, int, int]
+
+
+class FieldError(Exception):
+    """``btf_parse_fields`` refused the value's special fields (map creation fails with
+    ``errno``)."""
+
+    def __init__(self, errno_: int, msg: str) -> None:
+        super().__init__(msg)
+        self.errno = errno_
 # BTF_MAX_* limits from the kernel's btf.h.
 _BTF_MAX_TYPE = 0x000FFFFF
 _BTF_MAX_NAME_OFFSET = 0x00FFFFFF
@@ -310,18 +355,151 @@ class Btf:
     def resolved(self, type_id: int) -> BtfType:
         return self.types[self.resolve(type_id)]
 
-    def value_fields(self, type_id: int, names: Iterable[str]) -> dict[str, int]:
-        """``btf_parse_fields`` for a map value: the members of struct ``type_id`` whose
-        type is a struct named in ``names`` (``bpf_spin_lock``, ``bpf_timer``...), by
-        that name, at their byte offsets (the first of each)."""
-        wanted = set(names)
-        found: dict[str, int] = {}
+    def special_fields(self, type_id: int, names: Iterable[str] | None = None
+                       ) -> list[tuple[str, int]]:
+        """``btf_parse_fields`` of a map value of type ``type_id``: its special fields
+        (:data:`SPECIAL_FIELDS`, those in ``names`` only when given) as (name, byte
+        offset) in the order found; for a DATASEC (global data) the fields among
+        its variables. As Linux 6.18's ``btf_find_field_one``:
+        members are taken as typed (a modifier or typedef hides a field), fields are
+        found in nested structs (not unions) at any depth below 32, an array counts its
+        elements (none: no field); a ``kptr`` is an 8-byte aligned pointer (volatile
+        allowed) to ``btf_type_tag("kptr")`` of a struct. :class:`FieldError` with
+        Linux's errno for a record it refuses: a unique field twice among one struct's
+        own members (E2BIG), an array of a non-repeatable field or of structs holding
+        one (EINVAL), a bpf_spin_lock beside a bpf_res_spin_lock (EINVAL), fields that
+        overlap (EEXIST), nesting too deep (E2BIG), a pointer member with two type
+        tags, an unknown tag or a kptr to other than a struct (EINVAL). (Linux then
+        keeps the map, with no special field at all.)"""
+        return [(n, off) for n, off, _ in self._parse_fields(type_id, names)]
+
+    def kptr_fields(self, type_id: int) -> dict[int, int]:
+        """The referenced ``__kptr`` fields :meth:`special_fields` finds in a value of
+        type ``type_id`` (a record Linux refuses has none): byte offset -> the BTF id
+        of the struct each points to (``btf_field_kptr.btf_id``)."""
+        try:
+            return {off: tid for n, off, tid in self._parse_fields(type_id, ("kptr",))}
+        except FieldError:
+            return {}
+
+    def _parse_fields(self, type_id: int, names: Iterable[str] | None) -> list[_Found]:
+        """:meth:`special_fields` with each kptr's struct id."""
+        wanted = set(SPECIAL_FIELDS if names is None else names) & set(SPECIAL_FIELDS)
         t = self.resolved(type_id)
-        for mem in t.members if t.kind is BtfKind.STRUCT else ():
-            mt = self.resolved(mem.type)
-            if mt.kind is BtfKind.STRUCT and mt.name in wanted:
-                found.setdefault(mt.name, mem.bit_offset // 8)
+        if t.kind is BtfKind.DATASEC:  # btf_find_datasec_var: global data's variables
+            found: list[_Found] = []
+            seen: set[str] = set()
+            for vs in t.secinfos:
+                var = self.type_by_id(vs.type)
+                found.extend(self._field_one(var.size_type, vs.offset, wanted, seen, 0,
+                                             vs.size))
+        elif t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+            found = self._struct_fields(t, wanted, 0)
+        else:
+            return []
+        got = {f[0] for f in found}
+        if "bpf_spin_lock" in got and "bpf_res_spin_lock" in got:
+            raise FieldError(errno.EINVAL, "a bpf_spin_lock and a bpf_res_spin_lock in one "
+                                           "value")
+        end = 0
+        for n, off, _ in found:
+            if off < end:
+                raise FieldError(errno.EEXIST, f"{n} at {off} overlaps another field")
+            end = off + SPECIAL_FIELDS[n].size
         return found
+
+    def _struct_fields(self, t: BtfType, wanted: set[str], level: int) -> list[_Found]:
+        """btf_find_struct_field: the fields of struct or union ``t`` (offsets in it);
+        the unique ones are counted among its own members only."""
+        out: list[_Found] = []
+        seen: set[str] = set()
+        for mem in t.members:
+            if mem.bit_offset % 8:  # valid C code cannot give such BTF
+                raise FieldError(errno.EINVAL, f"member {mem.name} not at a byte offset")
+            out.extend(self._field_one(mem.type, mem.bit_offset // 8, wanted, seen, level))
+        return out
+
+    def _field_one(self, type_id: int, off: int, wanted: set[str], seen: set[str],
+                   level: int, expected: int = 0) -> list[_Found]:
+        """btf_find_field_one: the fields one member (or global variable, of ``expected``
+        bytes) of type ``type_id`` at ``off`` holds."""
+        nelems = 1
+        vt = self.type_by_id(type_id)
+        depth = 0
+        while vt.kind is BtfKind.ARRAY and vt.array is not None:
+            depth += 1
+            if depth >= _MAX_RESOLVE_DEPTH:
+                raise FieldError(errno.E2BIG, "array nesting too deep")
+            nelems *= vt.array.nelems
+            vt = self.type_by_id(vt.array.type)
+        if nelems == 0:
+            return []
+        name = vt.name if vt.name in wanted and not SPECIAL_FIELDS[vt.name].type_tag else ""
+        if name and SPECIAL_FIELDS[name].unique:  # btf_get_field_type's seen_mask
+            if name in seen:
+                raise FieldError(errno.E2BIG, f"more than one {name}")
+            seen.add(name)
+        if not name:
+            if vt.kind is BtfKind.UNION:  # Linux 6.18 looks into no union
+                return []
+            if vt.kind is not BtfKind.STRUCT:  # btf_get_field_type: the last try, a kptr
+                return self._kptr(vt, off, nelems, expected) if "kptr" in wanted else []
+            # btf_find_nested_struct
+            if level + 1 >= _MAX_RESOLVE_DEPTH:
+                raise FieldError(errno.E2BIG, "struct nesting too deep")
+            if expected and expected != vt.size_type * nelems:
+                return []
+            inner = self._struct_fields(vt, wanted, level + 1)
+            return self._repeat(inner, nelems, vt.size_type, off)
+        kind = SPECIAL_FIELDS[name]
+        # btf_find_struct: only a struct of the field's size is one; aligned (4 or 8)
+        if vt.kind not in (BtfKind.STRUCT, BtfKind.UNION) or vt.size_type != kind.size or \
+                off % min(kind.size, 8) or (expected and expected != kind.size * nelems):
+            return []
+        return self._repeat([(name, 0, 0)], nelems, kind.size, off)
+
+    def _kptr(self, vt: BtfType, off: int, nelems: int, expected: int) -> list[_Found]:
+        """btf_find_kptr: a member of type ``vt`` (not a struct) at ``off`` is a kptr
+        when it is a pointer (volatile allowed) to a ``btf_type_tag("kptr")`` of a
+        struct."""
+        if (expected and expected != 8 * nelems) or off % 8:
+            return []
+        if vt.kind is BtfKind.VOLATILE:  # modifiers on the pointer itself
+            vt = self.type_by_id(vt.size_type)
+        if vt.kind is not BtfKind.PTR:
+            return []
+        tag = self.type_by_id(vt.size_type)
+        if tag.kind is not BtfKind.TYPE_TAG or tag.kind_flag:
+            return []
+        if self.type_by_id(tag.size_type).kind is BtfKind.TYPE_TAG:
+            raise FieldError(errno.EINVAL, "a kptr with more than one type tag")
+        if tag.name in _UNMODELLED_KPTR_TAGS:
+            return []
+        if tag.name != "kptr":
+            raise FieldError(errno.EINVAL, f"a pointer tagged {tag.name!r}")
+        target = self.resolve(tag.size_type)
+        if self.types[target].kind is not BtfKind.STRUCT:
+            raise FieldError(errno.EINVAL, "a kptr to other than a struct")
+        return self._repeat([("kptr", 0, target)], nelems, 8, off)
+
+    @staticmethod
+    def _repeat(fields: list[_Found], nelems: int, size: int, off: int) -> list[_Found]:
+        """btf_repeat_fields: ``fields`` of one element, for each of ``nelems`` elements
+        ``size`` bytes apart from ``off``; only repeatable fields may be repeated."""
+        if nelems > 1:
+            for n, _, _ in fields:
+                if not SPECIAL_FIELDS[n].repeatable:
+                    raise FieldError(errno.EINVAL, f"an array of {n}")
+        return [(n, off + k * size + o, tid) for k in range(nelems) for n, o, tid in fields]
+
+    def value_fields(self, type_id: int, names: Iterable[str]) -> dict[str, int]:
+        """:meth:`special_fields` by name, each at the offset of the last one found (the
+        one btf_record's ``spin_lock_off``, ``timer_off``... keep); a record Linux
+        refuses gives none."""
+        try:
+            return dict(self.special_fields(type_id, names))
+        except FieldError:
+            return {}
 
     def resolve_size(self, type_id: int) -> int:
         """Byte size of ``type_id``, following libbpf's ``btf__resolve_size``."""

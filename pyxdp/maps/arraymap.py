@@ -151,7 +151,7 @@ class ArrayMap(_ArrayOrder):
             return None
         off = i * self.elem_size
         if not self.percpu:
-            return self.value_data[off:off + self.value_size].tobytes()
+            return self._skip_fields(self.value_data[off:off + self.value_size].tobytes())
         if cpu is not None:
             return self.value_data[cpu, off:off + self.value_size].tobytes()
         return self.value_data[:, off:off + self.elem_size].tobytes()
@@ -179,7 +179,7 @@ class ArrayMap(_ArrayOrder):
             raise MapError("update", _errno.EEXIST, "array elements always exist")
         off = i * self.elem_size
         vs = self.value_size
-        if self.async_offs:  # array_map_update_elem: copy, then free the fields
+        if self.has_fields:  # array_map_update_elem: copy, then free the fields
             self._free_fields(self.value_region().base + off)
             data = self._skip_fields(data)
         src = np.frombuffer(data, np.uint8)
@@ -232,7 +232,7 @@ class ArrayMap(_ArrayOrder):
         Like the kernel, elements are applied in order up to the first failing
         one, whose errno is raised with ``.count`` = elements done.
         """
-        if self.percpu or self.async_offs:  # one by one: each frees a timer
+        if self.percpu or self.has_fields:  # one by one: each frees its fields
             return super().update_batch(list(keys), list(values), flags)
         self._update_flags(flags, "update_batch")
         idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")

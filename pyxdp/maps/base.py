@@ -47,6 +47,7 @@ from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
+from pyxdp.vm.memalloc import arena
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -240,6 +241,17 @@ class MapSpec:
                 f"map_flags={self.map_flags:#x}, name={self.name!r})")
 
 
+def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
+    """Drop every object a __kptr field of the values in ``buf`` holds."""
+    a = arena()
+    for at in range(0, len(buf) - stride + 1, stride):
+        for off in offs:
+            obj = int.from_bytes(buf[at + off:at + off + 8], "little")
+            if obj:
+                buf[at + off:at + off + 8] = bytes(8)
+                a.free(obj)
+
+
 def _type_name(map_type: int) -> str:
     try:
         return BpfMapType(map_type).name
@@ -314,6 +326,13 @@ class Map:
         self.timer_off: int | None = None
         self.wq_off: int | None = None
         self.async_offs: tuple[int, ...] = ()  # both, where present (place_async)
+        # Offsets of the value's referenced __kptr fields, set from BTF by the loader: an
+        # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
+        # user space reads them as zero.
+        self.kptr_offs: tuple[int, ...] = ()
+        # Every other special field of the value as (offset, size), set from BTF by the
+        # loader: updates leave them out (copy_map_value), so they read as zero after.
+        self.field_spans: tuple[tuple[int, int], ...] = ()
         # User space let go of the map (map_release_uref): bpf_timer_init and
         # bpf_wq_init are -EPERM now.
         self.uref_released = False
@@ -333,6 +352,20 @@ class Map:
             raise ValueError(f"{field} is not an async special field")
         self.async_offs = tuple(o for o in (self.timer_off, self.wq_off) if o is not None)
 
+    def set_kptr_fields(self, offs: tuple[int, ...]) -> None:
+        """The value's referenced __kptr fields (from BTF, by the loader). When the map
+        goes, the objects its values still hold are dropped (``bpf_map_free`` ->
+        ``bpf_obj_free_fields``)."""
+        self.kptr_offs = offs
+        region = self.value_region()
+        weakref.finalize(self, _drop_held, region.buf, self.elem_size, offs)
+
+    @property
+    def has_fields(self) -> bool:
+        """Whether the value holds special fields (an update leaves them out, an update
+        or delete frees them)."""
+        return bool(self.async_offs or self.field_spans or self.kptr_offs)
+
     def release_uref(self) -> None:
         """``map_release_uref``: the last user reference is gone; its timers and work
         items are freed."""
@@ -342,16 +375,23 @@ class Map:
 
     def _free_fields(self, value_addr: int) -> None:
         """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer and work
-        item are cancelled and freed."""
+        item are cancelled and freed, the objects its __kptr fields hold dropped."""
         for off in self.async_offs:
             ASYNC.cancel_and_free(value_addr + off)
+        if self.kptr_offs:
+            region = self.value_region()
+            at = value_addr - region.base
+            _drop_held(region.buf[at:at + self.elem_size], self.elem_size, self.kptr_offs)
 
     def _skip_fields(self, data: bytes) -> bytes:
         """``data`` with its special fields zero (what the element holds after an update:
-        ``copy_map_value`` leaves them out)."""
-        for off in self.async_offs:
-            data = data[:off] + bytes(16) + data[off + 16:]
-        return data
+        ``copy_map_value`` leaves them out; and what user space reads:
+        ``check_and_init_map_value``; between runs a lock is free, its word 0)."""
+        out = bytearray(data)
+        for off, size in (*((o, 16) for o in self.async_offs), *self.field_spans,
+                          *((o, 8) for o in self.kptr_offs)):
+            out[off:off + size] = bytes(size)
+        return bytes(out)
 
     # -- storage hooks -------------------------------------------------------------------
     def _storage_bytes(self) -> int:

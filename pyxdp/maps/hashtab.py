@@ -279,7 +279,7 @@ class HashMap(Map):
 
     def _remove_slot(self, slot: int) -> None:
         e = int(self.index[slot])
-        if self.async_offs:  # free_htab_elem -> check_and_free_fields
+        if self.has_fields:  # free_htab_elem -> check_and_free_fields
             self._free_fields(self.value_region().base + e * self.elem_size)
         self.index[slot] = TOMBSTONE
         self.elem_slot[e] = -1
@@ -350,7 +350,7 @@ class HashMap(Map):
     def _read_value(self, e: int, cpu: int | None) -> bytes:
         off = e * self.elem_size
         if not self.percpu:
-            return self.value_data[off:off + self.value_size].tobytes()
+            return self._skip_fields(self.value_data[off:off + self.value_size].tobytes())
         if cpu is not None:
             return self.value_data[cpu, off:off + self.value_size].tobytes()
         return self.value_data[:, off:off + self.elem_size].tobytes()
@@ -393,7 +393,7 @@ class HashMap(Map):
             raise MapError("update", _errno.EEXIST)
         if slot < 0 and mode == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
-        if self.async_offs:  # the new element's timer is not initialised
+        if self.has_fields:  # the new element's fields are not initialised
             data = self._skip_fields(data)
         if slot >= 0:
             e = int(self.index[slot])

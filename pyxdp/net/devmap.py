@@ -4,11 +4,13 @@ A frame redirected to a devmap or devmap_hash entry, or with ``bpf_redirect``
 to an ifindex (``dev_xdp_enqueue``), is checked as ``xdp_ok_fwd_dev`` does
 (the target up, ``ndo_xdp_xmit`` advertised, at most mtu + 14 + 4 bytes),
 converted to an ``xdp_frame`` and queued in the poll's bulk queue of 16 for
-its (device, entry program) (``bq_enqueue``); a broadcast
-(``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``: ``dev_map_enqueue_multi``)
-clones the frame for every target but the last. A full bulk and the poll's
-flush (``__dev_flush``) run ``bq_xmit_all``: the entry's program over the
-bulk with ``egress_ifindex`` set (``dev_map_bpf_prog_run``: anything but
+its device (``bq_enqueue``: one per device, ``dev->xdp_bulkq``, whatever entry
+the frame came through; the first frame since the poll's flush sets the
+queue's ``dev_rx`` and program); a broadcast (``BPF_F_BROADCAST``,
+``BPF_F_EXCLUDE_INGRESS``: ``dev_map_enqueue_multi``) clones the frame for
+every target but the last, frame by frame in the map's walk order. A full
+bulk and the poll's flush (``__dev_flush``) run ``bq_xmit_all``: the queue's
+program over the bulk with ``egress_ifindex`` set (``dev_map_bpf_prog_run``: anything but
 PASS/DROP fires ``xdp_exception`` and drops), then ``ndo_xdp_xmit``, then
 ``xdp_devmap_xmit``. These enqueue and flush operations are registered with
 :mod:`pyxdp.net.filter`'s ``xdp_do_redirect`` and ``xdp_do_flush``.
@@ -288,7 +290,8 @@ class DevmapEgress:
 
 @dataclass
 class _DevBulk:
-    """``struct xdp_dev_bulk_queue``: frames for one device, with their devmap program."""
+    """``struct xdp_dev_bulk_queue``: a poll's frames for one device, with the ingress
+    device and the devmap program its first frame set."""
 
     dev_rx: int
     prog_id: int
@@ -329,18 +332,29 @@ def _enqueue_dev(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: Xdp
         err[okpos[status != 0]] = -errno.EOVERFLOW
         keep = status == 0
         t_ok, p_ok = t_ok[keep], p_ok[keep]
-    for t, p in np.unique(np.stack([t_ok, p_ok], axis=1), axis=0).tolist() if len(conv) else []:
-        sel = np.flatnonzero((t_ok == t) & (p_ok == p))
-        _bq_enqueue(host, dev, bq, int(t), int(p), conv.select(sel))
+    # Each device's frames in frame order, the devices in the order they first come
+    # (the order bq_enqueue puts their queues on the flush list).
+    for t in _first_seen(t_ok).tolist() if len(conv) else []:
+        sel = np.flatnonzero(t_ok == t)
+        _bq_enqueue(host, dev, bq, int(t), int(p_ok[sel[0]]), conv.select(sel))
     return err
+
+
+def _first_seen(values: I64) -> I64:
+    """The distinct ``values`` in the order they first occur."""
+    uniq, first = np.unique(values, return_index=True)
+    return uniq[np.argsort(first)]
 
 
 def _bq_enqueue(host: Host, dev: NetDevice, bq: BulkQueues, ifindex: int, prog_id: int,
                 frames: Frames) -> None:
-    key = (ifindex, prog_id)
-    q = bq.dev.get(key)
+    """``bq_enqueue``: the device's one bulk queue of the poll; the first frame queued
+    since the last flush sets its ``dev_rx`` and program (``prog_id``, that frame's
+    entry's), which the whole bulk runs, whatever entry the later frames came
+    through."""
+    q = bq.dev.get(ifindex)
     if q is None:
-        q = bq.dev[key] = _DevBulk(dev.ifindex, prog_id)
+        q = bq.dev[ifindex] = _DevBulk(dev.ifindex, prog_id)
     q.bulk.add(frames, lambda bulk: bq_xmit_all(host, ifindex, q, bulk))
 
 
@@ -436,11 +450,16 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
         conv, failed = _to_frames(host, dev, rq, None, f)
         if failed:
             err[sel[_conversion_status(host, f, conv) != 0]] = -errno.EOVERFLOW
+        # Each target's copies (clones for all but the last), with their order in the
+        # kernel's walk: frame by frame, and per frame target by target.
+        copies: list[tuple[int, int, Frames, I64]] = []
+        pos = np.arange(len(conv), dtype=np.int64)
         for k, (ifindex, prog_id) in enumerate(targets):
             last = k == len(targets) - 1
             mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
             if not host.devices[ifindex].xdp_features & NDO_XMIT_SG:  # is_valid_dst
                 mtu_ok &= ~conv.has_frags
+            at = pos
             if last:
                 out = conv
             else:
@@ -448,12 +467,21 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
                 good = status == 0
                 out = Frames(pfns[good], conv.data[good], conv.length[good], conv.meta[good],
                              conv.kind[good])
-                mtu_ok = mtu_ok[good]
+                mtu_ok, at = mtu_ok[good], pos[good]
             if (~mtu_ok).any():
                 xdp_return_frames_rx_napi(out.pfn[~mtu_ok], memmap=host.memmap)
-                out = out.select(mtu_ok)
-            if len(out):
-                _bq_enqueue(host, dev, bq, ifindex, prog_id, out)
+                out, at = out.select(mtu_ok), at[mtu_ok]
+            copies.append((ifindex, prog_id, out, at * len(targets) + k))
+        # One bulk queue per device, as bq_enqueue keeps them: two entries naming one
+        # device put their copies into it in walk order.
+        for ifindex in _first_seen(np.array([c[0] for c in copies], np.int64)).tolist():
+            mine = [c for c in copies if c[0] == ifindex and len(c[2])]
+            if not mine:
+                continue
+            order = np.argsort(np.concatenate([c[3] for c in mine]))
+            progs = np.concatenate([np.full(len(c[2]), c[1], np.int64) for c in mine])
+            _bq_enqueue(host, dev, bq, ifindex, int(progs[order[0]]),
+                        Frames.concat([c[2] for c in mine]).select(order))
     return err
 
 
@@ -528,9 +556,10 @@ def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
 
 def dev_map_flush(host: Host, bq: BulkQueues) -> None:
     """``__dev_flush``: every devmap bulk queue of the poll (last queued first)."""
-    for (ifindex, _pid), q in reversed(list(bq.dev.items())):
+    for ifindex, q in reversed(list(bq.dev.items())):
         if q.bulk.count:
             bq_xmit_all(host, ifindex, q, q.bulk.take())
+    bq.dev.clear()  # off the flush list: the next frame sets dev_rx and the program again
 
 
 def _devmap_op(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,

@@ -729,10 +729,10 @@ def register_flush(order: int, op: FlushOp) -> None:
 
 @dataclass
 class BulkQueues:
-    """Per-poll (per-CPU) flush lists: devmap bulk queues per (device, program),
+    """Per-poll (per-CPU) flush lists: devmap bulk queues per device,
     the XDP_TX bulk, cpumap bulks per entry."""
 
-    dev: dict[tuple[int, int], Any] = field(default_factory=dict)  # devmap._DevBulk
+    dev: dict[int, Any] = field(default_factory=dict)  # devmap._DevBulk per ifindex
     tx: Bulk = field(default_factory=lambda: Bulk(XDP_TX_BULK_SIZE))
     cpu: dict[tuple[int, int], Bulk] = field(default_factory=dict)
     from_cpu: int = 0  # the CPU of the poll (xdp_cpumap_enqueue's ``cpu``)

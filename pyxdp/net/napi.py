@@ -367,8 +367,8 @@ class _NativeCounts:
     def _bulk_tx(self) -> list[CounterRow]:
         from pyxdp.net.napi_native import K
         k = self.cnt
-        return [((self.ifindex,), [int(k[K.TX_EVENTS]), int(k[K.TX_SENT]), 0, 0])] \
-            if k[K.TX_EVENTS] else []
+        return [((self.ifindex,), [int(k[K.TX_EVENTS]), int(k[K.TX_SENT]),
+                                   int(k[K.TX_DROPS]), 0])] if k[K.TX_EVENTS] else []
 
     def _redirects(self) -> list[CounterRow]:
         rows: list[CounterRow] = []
@@ -519,8 +519,8 @@ class _Tables:
     """What a native call takes of its program's devmaps and gives back, kept between
     calls (remade only when a devmap was written): the maps' ids, sizes and the
     addresses of their entries (read where the maps keep them), the egress
-    programs (:class:`DevmapEgress`), the bulk queues per (device, program), and
-    and the redirect and ``xdp_devmap_xmit`` counts (kept by :class:`_NativeCounts`)."""
+    programs (:class:`DevmapEgress`), the bulk queues per device, and the redirect
+    and ``xdp_devmap_xmit`` counts (kept by :class:`_NativeCounts`)."""
 
     def __init__(self, key: object, host: Host, dms: Sequence[DevMap | DevMapHash], nif: int,
                  vm: Any, ifindex: int, counts: tuple[I64, I64]) -> None:
@@ -544,9 +544,11 @@ class _Tables:
         progs = [p for p in (host.program_by_id(i) for i in ids)
                  if p is not None and p.engine == "jit" and p.vm is not vm and not p._depth]
         self.egress = DevmapEgress(progs, ifindex, nif)
-        k = len(progs) + 1
-        self.bq = np.zeros((nif, k, 4, BULK_NATIVE), np.int64)
-        self.bq_n = np.zeros((nif, k), np.int64)
+        # One bulk queue per device (bq_enqueue's dev->xdp_bulkq), whatever entries
+        # name it: its frames' columns, its count and program (napi_native.BQ_*).
+        from pyxdp.net.napi_native import BQ_WORDS
+        self.bq = np.zeros((nif, 4, BULK_NATIVE), np.int64)
+        self.bq_n = np.zeros((nif, BQ_WORDS), np.int64)
         # Redirects per (map, target) and xdp_devmap_xmit per target: the state's
         # _NativeCounts, which the tracer reads in place.
         self.red_cnt, self.xmit_cnt = counts
@@ -642,7 +644,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if generic:
         tx_ok = tgt[0][dev.ifindex] == 1
     else:
-        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0)
+        # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring: native where a
+        # redirect to it is (its row of the targets; not with threaded NAPI).
+        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
+                            or (dev.kind == "veth" and not parallel
+                                and tgt[0][dev.ifindex] == 1))
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
@@ -721,10 +727,12 @@ _PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYP
 def _parallel_ok(prog: XdpProg) -> bool:
     """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
     lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel) and it makes no tail calls (their targets' run state is shared)."""
+    the kernel), it makes no tail calls (their targets' run state is shared) and
+    allocates no objects (the arena's free lists are not atomic)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
-        ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values())
+        ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \
+            not prog.shared_regions
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
 

@@ -18,13 +18,15 @@ XDP batch entry on them, and acts on the verdicts:
   socket of the host kernel, :mod:`pyxdp.net.xsk_wire`) gets each frame
   copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
   to it alike; frames its ring has no room for count as ``xdp_tx_errors``
-  (XDP_TX) or as the flush's drops (redirects);
+  (XDP_TX) or as the flush's drops (redirects); on a veth whose peer has
+  NAPI, XDP_TX is ``veth_xdp_tx``: the bulk goes to the veth's own
+  ``veth_xdp_xmit``, onto the peer's ``xdp_ring`` (:func:`_tx_flush`);
 - ``XDP_REDIRECT`` through a devmap slot or a devmap_hash key (the map's
   index probed by :mod:`pyxdp.maps.hashtab`'s probe in machine code), or to
   an ifindex (``bpf_redirect``), to a NIC or a veth: the same conversion,
-  the bulk queue of 16
-  for the (target, entry program) flushed when full and at the poll's end
-  (``bq_xmit_all``: the entry's program first, with ``egress_ifindex`` set -
+  the target's one bulk queue of 16 (its program the one of the entry that
+  queued its first frame since the poll's flush) flushed when full and at the
+  poll's end (``bq_xmit_all``: that program first, with ``egress_ifindex`` set -
   ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
   kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
   per flush, ``xdp_redirect`` per frame); a veth's ``ndo_xdp_xmit``
@@ -185,7 +187,7 @@ class K:
     """Indices of a queue's trace counts (kept over calls; the tracer reads them in place)."""
 
     ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
-    TX_EVENTS, TX_SENT = 6, 7  # xdp_bulk_tx of XDP_TX
+    TX_EVENTS, TX_SENT, TX_DROPS = 6, 7, 8  # xdp_bulk_tx of XDP_TX
     SIZE = 9
 
 
@@ -202,6 +204,7 @@ C_FRAMES = C.FRAMES
 K_ACT = K.ACT
 K_TX_EVENTS = K.TX_EVENTS
 K_TX_SENT = K.TX_SENT
+K_TX_DROPS = K.TX_DROPS
 P_COUNT = PoolState.index("count")
 P_RHEAD = PoolState.index("ring_head")
 P_RLEN = PoolState.index("ring_len")
@@ -269,6 +272,11 @@ FRAME_SZ = PAGE_SIZE
 TAILROOM = SKB_SHARED_INFO_SIZE
 MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
 BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
+# A device's devmap bulk queue (pyxdp.net.napi._Tables: bq[t] its frames' columns, bq_n[t]
+# these words): the frames queued, and the program its first frame set (egress row + 2,
+# 1 none, 0 not set since __dev_flush).
+BQ_COUNT, BQ_PROG = 0, 1
+BQ_WORDS = 2
 INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
@@ -756,6 +764,37 @@ def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore
     return sent
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_base, pfn_base,  # type: ignore[no-untyped-def] # noqa: E501
+              psc, cache, ring, free, state, c, nuse, cached):
+    """The driver's XDP_TX bulk flush (``ndo_xdp_xmit`` of the bulk): a NIC's transmit
+    (a sink, or wire ``tx_wire``'s tx ring, :func:`_wire_tx_bulk`), whose
+    completion gives every page back; for a veth (``tx_veth``: its ifindex, else
+    -1) ``veth_xdp_flush_bq``'s ``veth_xdp_xmit`` onto its peer's ``xdp_ring``
+    (:func:`_veth_put`: in order, stopping at the first frame the peer refuses),
+    the frames not handed on given back. Returns (sent, the bytes a veth sent,
+    and the pool's hot fields)."""
+    if tx_veth < 0:
+        went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
+                                                      tx_rows, ntx)
+        for j in range(ntx):  # sent, then completed: back to the pool
+            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse, cached)
+        return went, np.int64(0), c, nuse, cached
+    went = 0
+    vbytes = np.int64(0)
+    for j in range(ntx):
+        loc = tx_rows[j]
+        ln = np.int64(w32[loc, 2])
+        if went == j and _veth_put(tgt_veth, tx_veth, pfn_base + loc,
+                                   q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
+                                   np.int64(w32[loc, 4])):
+            went += 1
+            vbytes += ln
+            continue  # the peer's ring holds it now
+        c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+    return went, vbytes, c, nuse, cached
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
     """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
@@ -781,10 +820,11 @@ def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
+def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
                  cache, ring, free, state, c, nuse, cached, pages, xmit):
-    """``bq_xmit_all`` of device ``t``'s bulk queue ``kk``: with a program (``kk`` > 0:
-    egress row ``kk - 1``) ``dev_map_bpf_prog_run`` first - the entry's program
+    """``bq_xmit_all`` of device ``t``'s bulk queue: with a program (the one its first
+    frame set, :func:`_bq_enqueue`; ``kk`` > 0: egress row ``kk - 1``)
+    ``dev_map_bpf_prog_run`` first - the entry's program
     over the bulk with ``egress_ifindex`` = ``t``; PASS rewrites the frame from
     the buffer (``xdp_update_frame_from_buff``, a failure is a drop), DROP
     drops, anything else (ABORTED, TX, REDIRECT, unknown) counts an
@@ -795,7 +835,8 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
     frames go back first (``xdp_return_frame_rx_napi``), then the sent ones.
     ``xmit``: the targets' wires and veth rows, the pool's pfn base. Returns the
     pool's hot fields (c, nuse, cached)."""
-    b = bq_n[t, kk]
+    b = bq_n[t, BQ_COUNT]
+    kk = bq_n[t, BQ_PROG] - 1
     sent = 0
     nbytes = np.int64(0)
     tgt_wire, tgt_veth, pfn_base = xmit
@@ -806,18 +847,18 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
     if kk == 0:
         tried = b
         for j in range(b):
-            loc = bq[t, 0, 0, j]
+            loc = bq[t, 0, j]
             if veth:
                 if not vstop:
                     pfn = pfn_base + loc if loc >= 0 else sysm[7] + (-1 - loc)
-                    if _veth_put(tgt_veth, t, pfn, bq[t, 0, 1, j], bq[t, 0, 2, j],
-                                 bq[t, 0, 3, j]):
-                        nbytes += bq[t, 0, 2, j]
+                    if _veth_put(tgt_veth, t, pfn, bq[t, 1, j], bq[t, 2, j],
+                                 bq[t, 3, j]):
+                        nbytes += bq[t, 2, j]
                         sent += 1
                         continue  # the peer's ring holds it now
                     vstop = True
-            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 0, 1, j], bq[t, 0, 2, j]):
-                nbytes += bq[t, 0, 2, j]
+            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 1, j], bq[t, 2, j]):
+                nbytes += bq[t, 2, j]
                 sent += 1
             if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
@@ -832,17 +873,17 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
         # The program over the bulk: one batch per memory - the page pool's pages, the
         # order-0 pages of clones (loc < 0) - in the order the bulk first shows them,
         # as the Python path runs a batch per region; results kept per bulk position.
-        first_clone = bq[t, kk, 0, 0] < 0
+        first_clone = bq[t, 0, 0] < 0
         for seg in range(2):
             clones = first_clone if seg == 0 else not first_clone
             m = 0
             for j in range(b):
-                loc = bq[t, kk, 0, j]
+                loc = bq[t, 0, j]
                 if (loc < 0) == clones:
                     eg_rows[k, m] = -1 - loc if clones else loc
-                    eg_off[k, m] = bq[t, kk, 1, j]
-                    eg_len[k, m] = bq[t, kk, 2, j]
-                    eg_meta[k, m] = bq[t, kk, 3, j]
+                    eg_off[k, m] = bq[t, 1, j]
+                    eg_len[k, m] = bq[t, 2, j]
+                    eg_meta[k, m] = bq[t, 3, j]
                     eg_sent[k, m] = j
                     m += 1
             if m == 0:
@@ -864,7 +905,7 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
                 eg_res[k, j, 2] = eg_leno[k, s]
                 eg_res[k, j, 3] = eg_metao[k, s]
         for j in range(b):
-            loc = bq[t, kk, 0, j]
+            loc = bq[t, 0, j]
             a = eg_res[k, j, 0]
             if a == 2:
                 ln = eg_res[k, j, 2]
@@ -933,8 +974,25 @@ def _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats, xmit
     ts = i64_view(tgt_stats[t], 1, D_SIZE)[0]
     ts[D_TX_PACKETS] += sent
     ts[D_TX_BYTES] += nbytes
-    bq_n[t, kk] = 0
+    bq_n[t, BQ_COUNT] = 0  # the program stays the bulk queue's until __dev_flush
     return c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta):  # type: ignore[no-untyped-def]
+    """``bq_enqueue`` onto device ``t``'s one bulk queue of the poll: the first frame
+    since ``__dev_flush`` sets its program (``kk``: 0 none, else egress row + 1),
+    which the whole bulk runs whichever entry later frames came through; True
+    when the bulk is full (the caller runs :func:`_bq_xmit_all`)."""
+    if bq_n[t, BQ_PROG] == 0:
+        bq_n[t, BQ_PROG] = kk + 1
+    b = bq_n[t, BQ_COUNT]
+    bq[t, 0, b] = ent
+    bq[t, 1, b] = data
+    bq[t, 2, b] = length
+    bq[t, 3, b] = meta
+    bq_n[t, BQ_COUNT] = b + 1
+    return b + 1 == BULK
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1204,14 +1262,9 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
                 return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
                                    cached)
             ent = loc
-        b = bq_n[t, kk]
-        bq[t, kk, 0, b] = ent
-        bq[t, kk, 1, b] = data
-        bq[t, kk, 2, b] = length
-        bq[t, kk, 3, b] = w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]
-        bq_n[t, kk] = b + 1
-        if b + 1 == BULK:
-            c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base,
+        if _bq_enqueue(bq, bq_n, t, kk, ent, data, length,
+                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]):
+            c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
     return c, nuse, cached
@@ -1251,6 +1304,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
     xmit = (tgt_wire, tgt_veth, pfn_base)
     own_t = _own_veth(tgt_veth, qcur)
+    # A veth's XDP_TX (veth_xdp_tx): the bulk goes to its own ndo_xdp_xmit, its
+    # peer's xdp_ring (its row of the veth table; -1: not a veth, or the Python path's).
+    tx_veth = -1
+    if (tx_ok and not generic and self_ifindex < len(tgt_veth)
+            and tgt_veth[self_ifindex, VETH_CUR] != 0):
+        tx_veth = self_ifindex
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -1279,6 +1338,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_bad = 0
     tx_events = 0
     tx_sent = 0
+    tx_seen = 0
     tx_bytes = np.int64(0)
     g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
@@ -1494,18 +1554,19 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
-                    tx_bytes += length
+                    if tx_veth < 0:
+                        tx_bytes += length
                     tx_rows[ntx] = loc
                     ntx += 1
                     if ntx == BULK:
                         tx_events += 1
-                        went = ntx if tx_wire == 0 else _wire_tx_bulk(
-                            tx_wire, pages, w32, q64, addr_base, tx_rows, ntx)
+                        went, vbytes, c, nuse, cached = _tx_flush(
+                            tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64,
+                            addr_base, pfn_base, psc, cache, ring, free, state, c, nuse,
+                            cached)
                         tx_sent += went
+                        tx_bytes += vbytes
                         n_tx_err += ntx - went
-                        for j in range(ntx):  # sent, then completed: back to the pool
-                            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j],
-                                                    c, nuse, cached)
                         ntx = 0
                     done = True
             elif a == 4 and xon == 1 and np.int64(red[i, 1]) == XSKMAP:
@@ -1580,14 +1641,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, ifx] += 1
                     # bq_enqueue: the target's bulk queue for this program, sent when full.
-                    b = bq_n[ifx, kk]
-                    bq[ifx, kk, 0, b] = loc
-                    bq[ifx, kk, 1, b] = data
-                    bq[ifx, kk, 2, b] = length
-                    bq[ifx, kk, 3, b] = meta
-                    bq_n[ifx, kk] = b + 1
-                    if b + 1 == BULK:
-                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64,
+                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta):
+                        c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
                                                        cached, pages, xmit)
@@ -1607,28 +1662,28 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             xtouched = False
         if ntx:
             tx_events += 1
-            went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
-                                                          tx_rows, ntx)
+            went, vbytes, c, nuse, cached = _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth,
+                                                      pages, w32, q64, addr_base, pfn_base,
+                                                      psc, cache, ring, free, state, c, nuse,
+                                                      cached)
             tx_sent += went
+            tx_bytes += vbytes
             n_tx_err += ntx - went
-            for j in range(ntx):
-                c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse,
-                                        cached)
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
                 c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
                                              cache, ring, free, state, c, nuse, cached)
         for t in range(nif):  # __dev_flush
-            for kk in range(bq_n.shape[1]):
-                if bq_n[t, kk]:
-                    c, nuse, cached = _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64,
-                                                   addr_base, tgt_stats, xmit_cnt, psc, cache,
-                                                   ring, free, state, c, nuse, cached, pages,
-                                                   xmit)
+            if bq_n[t, BQ_COUNT]:
+                c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
+                                               tgt_stats, xmit_cnt, psc, cache, ring, free,
+                                               state, c, nuse, cached, pages, xmit)
+            bq_n[t, BQ_PROG] = 0
         # veth_xdp_xmit scheduled the peer's NAPI, which the kernel polls right after
         # this one: a poll that left frames in a peer's xdp_ring ends the call.
-        if n_red != red_seen:
+        if n_red != red_seen or (tx_veth >= 0 and tx_sent != tx_seen):
             red_seen = n_red
+            tx_seen = tx_sent
             if _veth_fed(tgt_veth):
                 break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:
@@ -1665,6 +1720,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     ds[D_TX_BYTES] += tx_bytes
     cnt[K_TX_EVENTS] += tx_events
     cnt[K_TX_SENT] += tx_sent
+    cnt[K_TX_DROPS] += n_tx_err
     return total
 
 
@@ -1846,14 +1902,9 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                         n_red += 1
                         red_cnt[slot, ifx] += 1
                         mlen = meta if meta > 0 else 0  # the copy's data follows its header
-                        b = bq_n[ifx, kk]
-                        bq[ifx, kk, 0, b] = -1 - row
-                        bq[ifx, kk, 1, b] = XDP_FRAME_SIZE + mlen
-                        bq[ifx, kk, 2, b] = length
-                        bq[ifx, kk, 3, b] = mlen
-                        bq_n[ifx, kk] = b + 1
-                        if b + 1 == BULK:
-                            _bq_xmit_all(bq, bq_n, ifx, kk, eg, sysm, w32, q64, addr_base,
+                        if _bq_enqueue(bq, bq_n, ifx, kk, -1 - row, XDP_FRAME_SIZE + mlen,
+                                       length, mlen):
+                            _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64, addr_base,
                                          tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                          pc, pnuse, 0, ppages, xmit)
                         continue
@@ -1873,11 +1924,10 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
             for j in range(ntx):
                 page_put(sysa, tx_rows[j])
         for t in range(nif):  # __dev_flush
-            for kk in range(bq_n.shape[1]):
-                if bq_n[t, kk]:
-                    _bq_xmit_all(bq, bq_n, t, kk, eg, sysm, w32, q64, addr_base, tgt_stats,
-                                 xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0,
-                                 ppages, xmit)
+            if bq_n[t, BQ_COUNT]:
+                _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt,
+                             psc, cache, ring, free, state, pc, pnuse, 0, ppages, xmit)
+            bq_n[t, BQ_PROG] = 0
         if flushy or ctl[C_ERROR] != 0 or (deferred and ctl[C_NDEFER] + budget > len(defer)):
             break
         if n_red != red_seen:  # a peer's NAPI runs next (see native_polls)

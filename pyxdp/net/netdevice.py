@@ -220,7 +220,8 @@ class NetDevice:
         self.host.stack.set_dev_addr(self.ifindex, self._mac)
 
     def __init__(self, host: Host, ifindex: int, name: str, *, mac: bytes, mtu: int,
-                 rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE) -> None:
+                 rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE,
+                 pool_pages: int = POOL_PAGES) -> None:
         self.host = host
         self.ifindex = ifindex
         self.name = name
@@ -245,7 +246,7 @@ class NetDevice:
         self.faults: list[str] = []  # clear reports of aborted runs (bounded)
         self.rx: list[NetdevRxQueue] = []
         for q in range(rx_queues):
-            pool = PagePool(POOL_PAGES, memmap=host.memmap, name=f"{name}-rx{q}",
+            pool = PagePool(pool_pages, memmap=host.memmap, name=f"{name}-rx{q}",
                             napi_local=False)
             rxq = XdpRxqInfo()
             xdp_rxq_info_reg(rxq, ifindex, q, registry=host.mem_registry)

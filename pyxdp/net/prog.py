@@ -38,6 +38,7 @@ from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
+from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:
@@ -193,6 +194,11 @@ class XdpProg:
             raise self._located(e) from None
         self.ctx_loads = {pc: a.offset // 4 for pc, a in loads.items()}
         self._helpers = dict(XDP_HELPERS if helpers is None else helpers)
+        # Memory every run sees beside the maps': the object arena, for a program that
+        # allocates objects or takes them out of maps (pyxdp.vm.memalloc).
+        called = {self._helpers[i.imm].name for i in insns if i.code == op.OP_CALL
+                  and i.src == op.CallSrc.BPF_HELPER_CALL and i.imm in self._helpers}
+        self.shared_regions = [arena().region] if uses_arena(called) else []
         self._resolve: Callable[[int, Instruction, Instruction], int] = \
             lambda pc, i, nxt: values[pc]
         try:
@@ -205,7 +211,7 @@ class XdpProg:
         regions: list[Region] = []
         for m in self.maps.values():
             regions.extend(m.regions())
-        self.map_regions = regions
+        self.map_regions = regions + self.shared_regions
         self._spare: list[Engine] = []  # engines for re-entrant tail calls
         self._per_cpu: dict[int, Engine] = {}  # engine_for
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
@@ -229,7 +235,7 @@ class XdpProg:
                 vm = XdpJit(self.spec.insns, maps=list(self.maps.values()),
                             helpers=self._helpers, ld_imm64=self._resolve,
                             ctx_loads=self.ctx_loads, budget=self.budget,
-                            facts=self.facts,
+                            facts=self.facts, regions=self.shared_regions,
                             opt_level=self._opt_level if opt_level is None else opt_level)
         else:
             vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,

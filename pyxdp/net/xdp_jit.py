@@ -99,8 +99,10 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if any(r.base != base + n * stride or r.size != regions[0].size
            for n, r in enumerate(regions)):
         kind, first_region = "other", -1  # not one evenly spaced region per CPU
-    if getattr(m, "async_offs", ()):
-        kind = "other"  # an update frees the element's bpf_timer/bpf_wq: the Python helper does it
+    if getattr(m, "async_offs", ()) or bool(getattr(m, "field_spans", None)):
+        # an update frees the element's bpf_timer/bpf_wq and leaves special fields out:
+        # the Python helper does it
+        kind = "other"
     desc = [0] * len(abi.MAPDESC_FIELDS)
     d = {n: i for i, n in enumerate(abi.MAPDESC_FIELDS)}
     if kind != "other" and native is not None:
@@ -115,7 +117,8 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
         capacity=int(getattr(h2, "capacity", 0)), key_stride=int(getattr(h2, "key_stride", 0)),
         value_base=base, cpu_stride=stride, value_bytes=regions[0].size if regions else 0,
         first_region=first_region if regions else -1,
-        flag_mask=_ENTRY_FLAGS.get(int(m.map_type), 0))
+        flag_mask=_ENTRY_FLAGS.get(int(m.map_type), 0),
+        py_update=bool(getattr(m, "kptr_offs", ())))
     return info, desc
 
 
@@ -321,7 +324,7 @@ class XdpJit(JitProgram):
                  ctx_loads: Mapping[int, int] | None = None,
                  budget: int = DEFAULT_BUDGET, opt_level: int = 2,
                  facts: Mapping[int, MemAccess] | None = None,
-                 _unchecked: bool = False) -> None:
+                 regions: Sequence[Region] = (), _unchecked: bool = False) -> None:
         helpers = dict(XDP_HELPERS if helpers is None else helpers)
         constants = _constants(insns, ld_imm64)
         self.map_regions: list[Region] = []
@@ -332,10 +335,10 @@ class XdpJit(JitProgram):
         tails = 0
         for m in maps:
             first = 1 + len(self.map_regions)
-            regions = m.regions()
-            self.map_regions.extend(regions)
+            own = m.regions()
+            self.map_regions.extend(own)
             named = m.addr in constants or any(
-                r.base <= v < r.base + r.size for r in regions for v in constants)
+                r.base <= v < r.base + r.size for r in own for v in constants)
             if not named:
                 continue
             info, desc = _map_info(m, len(infos), first)
@@ -345,6 +348,7 @@ class XdpJit(JitProgram):
                 tails += m.max_entries
             infos.append(info)
             table.extend(desc)
+        self.map_regions.extend(regions)  # shared memory after the maps' (the object arena)
         kinds = tuple((hid, kind) for hid, kind in sorted(NATIVE_XDP_HELPERS.items())
                       if hid in helpers and hid in XDP_HELPERS
                       and helpers[hid].fn is XDP_HELPERS[hid].fn) + kfunc_kinds(helpers)

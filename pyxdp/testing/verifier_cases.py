@@ -333,6 +333,22 @@ _IN_PREEMPT = ("BPF_EXIT instruction in main prog cannot be used inside "
                "bpf_preempt_disable-ed region")
 
 
+# r1 linked to r0 with an offset ({op}); r0 bounded to [1, 10] then r1 compared with {lim}
+_LINKED_OFF = """call 7
+{pre}
+r1 = r0
+{op}
+if r0 > 10 goto +5
+if r0 < 1 goto +4
+if r1 > {lim} goto +1
+goto +2
+r1 = 0
+r0 = *(u64 *)(r1 +0)
+r0 = 2
+exit"""
+_SCALAR_MEM = "R1 invalid mem access 'scalar'"
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -1993,11 +2009,95 @@ if r7 < 16 goto loop
 r0 = r6
 r0 &= 3
 exit""", None, processed=1555),
+    # -- scalars linked with an offset (BPF_ADD_CONST) ------------------------------------
+    # r1 = r0; r1 += c (or -=, 64- or 32-bit) keeps r1 linked to r0 with offset c: a
+    # compare of r0 bounds r1 too (sync_linked_regs), so the load through a scalar is never
+    # reached; a second add, a 32-bit add to a 64-bit value and a compare linking a 32-bit
+    # to a 64-bit offset end the link.
+    *(_c(name, _LINKED_OFF.format(pre=pre, op=o, lim=lim), linux, processed=n)
+      for name, pre, o, lim, linux, n in (
+          ("linked_add64", "r0 &= 0xff", "r1 += 1", 11, None, 12),
+          ("linked_sub64", "r0 &= 0xff", "r1 -= 1", 9, None, 12),
+          ("linked_add64_neg", "w0 = w0", "r1 += -1", 9, None, 12),
+          ("linked_add32", "w0 = w0", "w1 += 1", 11, None, 12),
+          ("linked_sub32", "r0 &= 0xff", "w1 -= 1", 9, None, 12),
+          ("linked_mov32_add", "r0 &= 0xff", "w1 = w1\nr1 += 1", 11, None, 15),
+          ("linked_add_twice", "r0 &= 0xff", "r1 += 1\nr1 += 1", 12, _SCALAR_MEM, 0),
+          ("linked_add32_u64", "", "w1 += 1", 11, _SCALAR_MEM, 0))),
+    # r2 (64-bit offset) compared: r1 (32-bit offset) is not bounded by it
+    _c("linked_mixed_width", """
+call 7
+r0 &= 0xff
+r1 = r0
+w1 += 1
+r2 = r0
+r2 += 2
+if r2 > 12 goto +5
+if r1 > 11 goto +1
+goto +2
+r1 = 0
+r0 = *(u64 *)(r1 +0)
+r0 = 2
+exit""", _SCALAR_MEM),
+    # the 32-bit offset wraps: r0 == 0xffffffff makes w1 = w0 + 1 zero
+    _c("linked_add32_wraps", """
+call 7
+w0 = w0
+r1 = r0
+w1 += 1
+r2 = 0xffffffff ll
+if r0 != r2 goto +4
+if r1 == 0 goto +3
+r1 = 0
+r0 = *(u64 *)(r1 +0)
+r0 = 2
+exit""", None, processed=9),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
+    # A counter in the caller's stack, advanced by 1 or 2 per call and used as an offset
+    # (precise: the calls never converge, bpf_loop's 6 are all walked). A state of a later
+    # call, further from the end of the loop (more callbacks begun, callback_depth), never
+    # covers one of an earlier call (func_states_equal), nor does a finished state kept at
+    # the call prune before a newer one there is compared (the states kept at a forced
+    # checkpoint, newest first; one still on the path dropped after 64 misses per hit).
+    _c("loop_cb_depth", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 6
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r6 = *(u64 *)(r2 +0)
+r6 &= 7
+r8 = r2
+call 7
+if r0 > 10 goto +2
+r6 += 1
+goto +1
+r6 += 2
+r1 = 1
+r1 = 2
+r1 = 3
+r1 = 4
+r1 = 5
+r1 = 6
+r1 = 7
+r1 = 8
+*(u64 *)(r8 +0) = r6
+r7 = r10
+r7 += -64
+r7 += r6
+r0 = *(u8 *)(r7 +0)
+r0 = 0
+exit""", None, funcs=_CB, processed=2128),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
     _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),

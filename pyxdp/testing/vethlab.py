@@ -808,23 +808,35 @@ def devmap_broadcast_exclude_ingress() -> Scenario:
 
 
 def _ports_egress(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
-    """``ports`` = veth0, veth2 with redirect_map's ``xdp/devmap`` program, veth4."""
+    """``ports`` = veth0, veth2 with redirect_map's ``xdp/devmap`` program, veth4, veth2,
+    veth4 with that program."""
     ports = colls["redirect_bcast.o"].maps["ports"]
-    egress = prog_fd(colls["redirect_map.o"].programs["xdp_redirect_map_egress"])
+    egress = {"fd": prog_fd(colls["redirect_map.o"].programs["xdp_redirect_map_egress"])}
     ports[0] = {"ifindex": ifindex_of("veth0")}
-    ports[1] = {"ifindex": ifindex_of("veth2"), "bpf_prog": {"fd": egress}}
+    ports[1] = {"ifindex": ifindex_of("veth2"), "bpf_prog": egress}
     ports[2] = {"ifindex": ifindex_of("veth4")}
+    ports[3] = {"ifindex": ifindex_of("veth2")}
+    ports[4] = {"ifindex": ifindex_of("veth4"), "bpf_prog": egress}
 
 
 def devmap_broadcast_egress_prog() -> Scenario:
-    """devmap_broadcast with redirect_map's ``xdp/devmap`` program on veth2's entry.
+    """devmap_broadcast with redirect_map's ``xdp/devmap`` program on entries, and two
+    entries for veth2 and veth4: ``ports`` = veth0, veth2 (with the program), veth4,
+    veth2, veth4 (with the program).
 
-    veth2 is the middle target: it gets a clone (``xdpf_clone``), and its
-    entry program runs on that clone. redirect_map.o is attached to veth4,
-    which receives nothing (it only loads the collection holding the
-    program). Kernel: veth1 and veth5 get every frame unchanged; veth3 gets
-    each with the source MAC rewritten to ``tx_src_mac`` (02:00:00:00:00:01).
-    Same ``xdp_redirect``/``xdp_devmap_xmit`` events as devmap_broadcast.
+    Every target but the last entry gets a clone (``xdpf_clone``). A device has
+    one bulk queue per CPU (``dev->xdp_bulkq``), whichever entries name it: the
+    first frame queued since the poll's flush sets its ``dev_rx`` and program
+    (``bq_enqueue``), and ``bq_xmit_all`` runs that program over the whole bulk.
+    redirect_map.o is attached to veth4, which receives nothing (it only loads
+    the collection holding the program). Kernel: veth1 gets every frame
+    unchanged; veth3 gets each twice, both copies with the source MAC
+    rewritten to ``tx_src_mac`` (02:00:00:00:00:01: the first veth2 entry's
+    program ran on the bulk of two clones); veth5 gets each twice unchanged (the
+    program of veth4's second entry never runs: its first entry, without one,
+    queued first). Per frame one ``xdp_redirect`` as in devmap_broadcast, then
+    one ``xdp_devmap_xmit`` per device: veth4 (sent 2), veth2 (sent 2), veth0
+    (sent 1).
     """
     return Scenario("devmap_broadcast_egress_prog", P3,
                     (Attach("veth0", "redirect_bcast.o", "xdp_redirect_bcast"),

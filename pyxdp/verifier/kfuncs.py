@@ -48,9 +48,11 @@ class KArg(Enum):
     ITER = auto()          # KF_ARG_PTR_TO_ITER: ``struct bpf_iter_<struct>`` on the stack
     IGN = auto()           # ``__ign``: not checked at all (the kfunc reads it without faulting)
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
+    ALLOC = auto()         # KF_ARG_PTR_TO_ALLOC_BTF_ID (``__alloc``): a bpf_obj_new object
     WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
+    RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
 
 
 class KRet(Enum):
@@ -62,6 +64,7 @@ class KRet(Enum):
     RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
+    OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,14 @@ KFUNCS: dict[str, KfuncProto] = {
     # (common_btf_ids; the verifier pairs them, last saved first restored)
     "bpf_local_irq_save": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
     "bpf_local_irq_restore": KfuncProto((P(KArg.IRQ_FLAG),), KRet.VOID),
+    # kernel/bpf/helpers.c: resilient queued spin locks in map values (common_btf_ids); a
+    # lock's int is 0 when it is taken, -EDEADLK or -ETIMEDOUT when not, and the _irqsave
+    # pair saves IRQ state into a stack slot as bpf_local_irq_save does
+    "bpf_res_spin_lock": KfuncProto((P(KArg.RES_SPIN_LOCK),)),
+    "bpf_res_spin_unlock": KfuncProto((P(KArg.RES_SPIN_LOCK),), KRet.VOID),
+    "bpf_res_spin_lock_irqsave": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG))),
+    "bpf_res_spin_unlock_irqrestore": KfuncProto((P(KArg.RES_SPIN_LOCK), P(KArg.IRQ_FLAG)),
+                                                 KRet.VOID),
     # kernel/bpf/helpers.c: the string kfuncs (common_btf_ids); every string is __ign
     "bpf_strcmp": KfuncProto((_IGN, _IGN)),
     "bpf_strcasecmp": KfuncProto((_IGN, _IGN)),
@@ -155,6 +166,10 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_strcspn": KfuncProto((_IGN, _IGN)),
     "bpf_strstr": KfuncProto((_IGN, _IGN)),
     "bpf_strnstr": KfuncProto((_IGN, _IGN, _U32)),
+    # kernel/bpf/helpers.c: program-allocated objects (generic_btf_ids, XDP among them)
+    "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
+                                   KF_ACQUIRE | KF_RET_NULL),
+    "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),

@@ -50,7 +50,7 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
@@ -87,6 +87,7 @@ from pyxdp.verifier.kfuncs import (
     KParam,
     KRet,
 )
+from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
     U64,
     Tnum,
@@ -114,6 +115,10 @@ BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
 LINKED_REGS_MAX = 6
+# A scalar's id flags: it went through ``rX += const`` (32- or 64-bit) after being linked
+# to its copies, ``off`` holding the constant (BPF_ADD_CONST32/64 of Linux's reg->id).
+BPF_ADD_CONST32, BPF_ADD_CONST64 = 1 << 30, 1 << 31
+BPF_ADD_CONST = BPF_ADD_CONST32 | BPF_ADD_CONST64
 BPF_MAX_VAR_OFF = 1 << 29
 BPF_MAX_VAR_SIZ = 1 << 29
 MAX_PACKET_OFF = 0xFFFF
@@ -136,6 +141,14 @@ MAYBE_NULL, RINGBUF, RDONLY, PKT_SLICE = 0x100, 0x200, 0x400, 0x800
 # argument, bpf_cast_to_kern_ctx's); PTR_UNTRUSTED: a kernel pointer read through probe
 # loads (bpf_rdonly_cast's, or one walked from it)
 TRUSTED, UNTRUSTED = 0x1000, 0x2000
+# MEM_ALLOC: a PTR_TO_BTF_ID to an object of a program's own struct (bpf_obj_new's; ``sub``
+# its id in the program's BTF); MEM_RCU: one read from a map value's __kptr field
+ALLOC, RCU = 0x4000, 0x8000
+# Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
+# task work) that a program-allocated object may hold; pyxdp models none of them there
+_OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
+                          "bpf_rb_node", "bpf_refcount"})
+BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
              PKT: "pkt", PKT_END: "pkt_end", MEM: "mem", FUNC: "func", BTF_ID: "ptr_",
@@ -145,6 +158,26 @@ S_INVALID, S_SPILL, S_MISC, S_ZERO, S_DYNPTR, S_ITER, S_IRQ = 0, 1, 2, 3, 4, 5, 
 # The kfuncs whose calls the verifier pairs (active_rcu_lock, active_preempt_locks).
 _RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable",
                           "bpf_preempt_enable"})
+# enum ref_state_type's lock kinds: what State.locks holds, in the order taken
+REF_TYPE_LOCK, REF_TYPE_RES_LOCK, REF_TYPE_RES_LOCK_IRQ = 1 << 3, 1 << 4, 1 << 5
+_RES_LOCKS = REF_TYPE_RES_LOCK | REF_TYPE_RES_LOCK_IRQ
+# process_spin_lock's flags
+_PROCESS_SPIN_LOCK, _PROCESS_RES_LOCK, _PROCESS_LOCK_IRQ = 1, 2, 4
+_RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
+                    "bpf_res_spin_unlock": _PROCESS_RES_LOCK,
+                    "bpf_res_spin_lock_irqsave": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK |
+                    _PROCESS_LOCK_IRQ,
+                    "bpf_res_spin_unlock_irqrestore": _PROCESS_RES_LOCK | _PROCESS_LOCK_IRQ}
+# kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, "bpf_iter_num_new", "bpf_iter_num_next",
+                                  "bpf_iter_num_destroy"})
+# irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
+IRQ_NATIVE_KFUNC, IRQ_LOCK_KFUNC = 0, 1
+_IRQ_SAVE = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC}
+_IRQ_CLASS = {"bpf_local_irq_save": IRQ_NATIVE_KFUNC, "bpf_local_irq_restore": IRQ_NATIVE_KFUNC,
+              "bpf_res_spin_lock_irqsave": IRQ_LOCK_KFUNC,
+              "bpf_res_spin_unlock_irqrestore": IRQ_LOCK_KFUNC}
+MAX_ERRNO = 4095
 _SPECIAL_SLOTS = (S_DYNPTR, S_ITER, S_IRQ)  # no load may read them as data
 _IRQ_SLOT = bytes([S_IRQ] * 8)  # STACK_IRQ_FLAG: the slot's register holds the IRQ id (ref)
 # An iterator slot's register (``spilled_ptr``): ``ref`` its reference, ``sub`` its
@@ -164,8 +197,19 @@ _EGRESS_IFINDEX = 20
 
 
 def type_str(t: int) -> str:
+    got = _TYPE_STRS.get(t)
+    if got is None:
+        got = _TYPE_STRS[t] = _type_str(t)
+    return got
+
+
+_TYPE_STRS: dict[int, str] = {}  # type_str's answers (a type's string is asked per access)
+
+
+def _type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
-        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
+        "rcu_" if t & RCU else "") + ("untrusted_" if t & UNTRUSTED else "") + (
+        "trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
@@ -233,6 +277,10 @@ class Refuse(Exception):
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
 # reg_bounds_sync's results by its inputs (tnum and bounds)
 _SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# Reg.coerce's results by its inputs (size, tnum and bounds)
+_COERCED: dict[tuple[int, ...], tuple[int, ...]] = {}
+# A scalar ALU operation's result (tnum, bounds) by its operation and operands
+_SCALAR_OPS: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 class Reg:
@@ -324,20 +372,7 @@ class Reg:
         self.assign(_UNKNOWN_SCALAR)
 
     def set_known(self, v: int) -> None:
-        v &= U64
-        k = _KNOWN.get(v)
-        if k is None:
-            k = Reg()
-            k.t = SCALAR
-            k.tv, k.tm = v, 0
-            k.smin = k.smax = _s64(v)
-            k.umin = k.umax = v
-            k.s32min = k.s32max = _s32(v)
-            k.u32min = k.u32max = v & U32
-            if len(_KNOWN) >= 1 << 12:
-                _KNOWN.clear()
-            _KNOWN[v] = k
-        self.assign(k)
+        self.assign(_known_template(v))
 
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
@@ -497,6 +532,21 @@ class Reg:
         """Zero-extend from ``size`` bytes (coerce_reg_to_size)."""
         if size >= 8:
             return
+        # a pure function of the size, the tnum and the bounds: remembered
+        key = (size, self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+               self.s32min, self.s32max, self.u32min, self.u32max)
+        got = _COERCED.get(key)
+        if got is None:
+            self._coerce(size)
+            if len(_COERCED) >= 1 << 16:
+                _COERCED.clear()
+            _COERCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
+                             self.s32min, self.s32max, self.u32min, self.u32max)
+            return
+        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
+            self.s32max, self.u32min, self.u32max = got
+
+    def _coerce(self, size: int) -> None:
         mask = (1 << (8 * size)) - 1
         self.tv &= mask
         self.tm &= mask
@@ -584,6 +634,24 @@ _UNKNOWN_SCALAR.t = SCALAR
 _KNOWN: dict[int, Reg] = {}
 
 
+def _known_template(v: int) -> Reg:
+    """The shared register holding the known scalar ``v``: never to be changed."""
+    v &= U64
+    k = _KNOWN.get(v)
+    if k is None:
+        k = Reg()
+        k.t = SCALAR
+        k.tv, k.tm = v, 0
+        k.smin = k.smax = _s64(v)
+        k.umin = k.umax = v
+        k.s32min = k.s32max = _s32(v)
+        k.u32min = k.u32max = v & U32
+        if len(_KNOWN) >= 1 << 12:
+            _KNOWN.clear()
+        _KNOWN[v] = k
+    return k
+
+
 def _known(v: int) -> Reg:
     """A new register holding the known scalar ``v``."""
     r = _new_reg(Reg)
@@ -591,10 +659,9 @@ def _known(v: int) -> Reg:
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
-# A finished state's frame as pruning compares it: callsite, (regno, reg, imprecise
-# scalar) and (spi, slot).
-_FramePlan = tuple[int, tuple[tuple[int, Reg, bool], ...],
-                   tuple[tuple[int, Slot, int, int, bool], ...]]
+# A finished state's frame as pruning compares it: callsite, (regno, reg) of the
+# registers beyond a type check, and (spi, slot, _significant mask and kinds).
+_FramePlan = tuple[int, tuple[tuple[int, Reg], ...], tuple[tuple[int, Slot, int, int], ...]]
 _INTS: dict[bytes, int] = {}
 _MASKS: dict[bytes, tuple[int, int]] = {}
 
@@ -676,14 +743,15 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "lock", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "cidx", "sinks", "hist",
-                 "all_precise", "written", "read", "all_read", "read_slots", "links", "plan",
-                 "quick", "prec")
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
+                 "all_precise", "alive", "links", "plan", "quick", "prec")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.refs: list[tuple[int, int]] = []  # (id, insn that acquired it)
-        self.lock: tuple[str, int] | None = None  # the bpf_spin_lock held: (map, reg id)
+        # the locks held (REF_TYPE_LOCK/RES_LOCK/RES_LOCK_IRQ references), in the order
+        # taken (the last is active_lock): (kind, map, reg id)
+        self.locks: tuple[tuple[int, str, int], ...] = ()
         self.rcu = False  # active_rcu_lock: inside bpf_rcu_read_lock
         self.preempt = 0  # active_preempt_locks: bpf_preempt_disable calls not undone
         # REF_TYPE_IRQ references in the order saved (a stack: the last is active_irq_id),
@@ -691,9 +759,6 @@ class State:
         self.irqs: list[tuple[int, int]] = []
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
-        # A kept state at a loop's forced checkpoint: its live constant registers (which
-        # a state within it must hold too) and their values, by which it is indexed.
-        self.cidx: tuple[tuple[int, ...], tuple[object, ...]] = ((), ())
         # A kept state: where paths from it needed exact values (pc -> registers).
         self.sinks: dict[int, int] = {}
         self.parent: State | None = None
@@ -713,10 +778,9 @@ class State:
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
         # read before writing them (complete once the state is finished).
-        self.written: set[tuple[int, int]] = set()
-        self.read: set[tuple[int, int]] = set()
-        self.all_read = False
-        self.read_slots: list[list[int]] | None = None  # ``read`` by frame, once finished
+        # A finished state: per frame the mask of its stack slots live at its pc (the
+        # slots it compares), as the stack liveness has it when first compared.
+        self.alive: list[int] | None = None
         self.plan: list[_FramePlan] | None = None  # how pruning compares it, once finished
         self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
         # A finished state: its precise scalars, registers and slots as (frame, n).
@@ -726,7 +790,7 @@ class State:
         s = State()
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
-        s.lock = self.lock
+        s.locks = self.locks
         s.rcu, s.preempt = self.rcu, self.preempt
         s.irqs = list(self.irqs)
         s.may_goto = self.may_goto
@@ -734,7 +798,6 @@ class State:
         s.parent = self.parent
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
-        s.written = set(self.written)
         return s
 
     @property
@@ -926,8 +989,6 @@ BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
-# The special fields btf_parse_fields finds in a map value, by struct name, and their sizes.
-_FIELD_SIZES = {"bpf_spin_lock": 4, "bpf_timer": 16, "bpf_wq": 16}
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -935,15 +996,28 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
-def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
-               cb_sites: frozenset[int]) -> tuple[list[bool], list[bool]]:
+def _bt_dst(i: Instruction) -> int:
+    """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
+    byte swap, a jump always or a may_goto: 11), else -1."""
+    cls = i.code & 7
+    if cls in (op.BPF_ALU, op.BPF_ALU64):
+        return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
+    if cls == op.BPF_LDX:
+        return i.dst
+    if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 in (op.BPF_JA, BPF_JCOND):
+        return 11
+    return -1
+
+
+def _loop_sccs(insns: Sequence[Instruction],
+               points: frozenset[int]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
-    function's control-flow graph, or a call of a helper that calls back, which calls its
-    callback again), and which of those loops hold one of ``points`` (iterator ``_next``
-    calls, ``may_goto``) or are such a call. Only there may a path stop on a state of an
-    earlier iteration still being explored (a backedge of the SCC's visit), whose marks
-    are then incomplete; a bounded loop without them verifies its iterations one after
-    another, and its finished states have all their marks."""
+    function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
+    adds no backedge where callback states converge), and which of those loops hold one
+    of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
+    a state of an earlier iteration still being explored (a backedge of the SCC's visit),
+    whose marks are then incomplete; a bounded loop without them verifies its iterations
+    one after another, and its finished states have all their marks."""
     n = len(insns)
     index = [-1] * n
     low = [0] * n
@@ -980,8 +1054,8 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v) or v in cb_sites:
-                    loops = not points.isdisjoint(comp) or not cb_sites.isdisjoint(comp)
+                if len(comp) > 1 or v in _succs(insns, v):
+                    loops = not points.isdisjoint(comp)
                     for w in comp:
                         in_scc[w] = True
                         backedges[w] = loops
@@ -994,6 +1068,16 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
 _UNBOUND = Reg()
 _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
+
+
+def _bits(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _stack_scalar(slot: Slot) -> Reg | None:
@@ -1041,12 +1125,17 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
+        self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
+        self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
             "Dual MPL/GPL")
         n = len(self.insns)
+        # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
+        # unless register (this) is wanted (11: never), or -1: see _backtrack_insn
+        self.bt_dst = [_bt_dst(i) for i in self.insns]
         self.prune = [False] * n
         for pc in range(n):
             i = self.insns[pc]
@@ -1087,13 +1176,19 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS)
-        # Kept states on the current path at these forced checkpoints, indexed (cidx).
-        self.forced: dict[int, dict[tuple[int, ...], dict[tuple[object, ...], list[State]]]] = {
-            pc: {} for pc in self.iter_next | self.may_goto | self.cb_sites}
+        # functions as Linux counts them: called, or a callback's address taken
+        starts = set(self.subprogs) | {
+            pc + 1 + i.imm for pc, i in enumerate(self.insns)
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+            0 <= pc + 1 + i.imm < n}
+        self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
+                                        sorted(starts), self.cb_sites)
+        # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
+        self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_scc, self.scc_backedges = _loop_sccs(self.insns, self.iter_next |
-                                                     self.may_goto, self.cb_sites)
+        self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
+                                                     self.iter_next | self.may_goto)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1101,11 +1196,7 @@ class _Verifier:
         self.stack_ver = 0
         self.precise: dict[tuple[frozenset[tuple[int, int]], int],
                            tuple[list[int], frozenset[int]]] = {}
-        # Kept states per pc: those still on the current path (branches > 0), by the
-        # exact key of their registers (states_maybe_looping), and the finished ones.
-        self.active: dict[int, dict[tuple[object, ...], list[State]]] = {}
-        self.done: dict[int, list[State]] = {}
-        # Elsewhere all kept states per pc, in the order kept (explored_states).
+        # All kept states per pc, in the order kept (explored_states).
         self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
         self.id_gen = 0
@@ -1117,6 +1208,7 @@ class _Verifier:
         self.pc = 0
         self.state: State | None = None
         self.facts = AccessFacts(maps)
+        self.noted: dict[tuple[int, int, int], MapSpec | None] = {}  # accesses noted in facts
 
     def _call_uses(self) -> dict[int, int]:
         """get_call_summary: a helper or kfunc call reads as many registers as its
@@ -1277,37 +1369,41 @@ class _Verifier:
         if st is None:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
+        insns, prune, limit = self.insns, self.prune, self.limit
+        # the instruction classes as locals (dispatched on every instruction)
+        alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
+            op.BPF_STX, op.BPF_LD
         while True:
             self.state = st
             self.pc = pc
             self.processed += 1
-            if self.processed > self.limit:
+            if self.processed > limit:
                 raise Refuse(f"BPF program is too large. Processed {self.processed} insn",
                              errno.E2BIG)
-            if self.prune[pc] and self._visited(pc, st):
+            if prune[pc] and self._visited(pc, st):
                 nxt = self._finish(st, stack)
                 if nxt is None:
                     return
                 st, pc = nxt
                 continue
             st.hist.append(pc)
-            i = self.insns[pc]
+            i = insns[pc]
+            walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
-            if cls in (op.BPF_JMP, op.BPF_JMP32):
-                self.jmps += 1
-            if cls in (op.BPF_ALU, op.BPF_ALU64):
-                self._alu(st.cur.regs, i)
+            if cls == alu or cls == alu64:
+                self._alu(st.frames[-1].regs, i)
                 pc += 1
-            elif cls == op.BPF_LDX:
+            elif cls == ldx:
                 self._ldx(st, i)
                 pc += 1
-            elif cls in (op.BPF_ST, op.BPF_STX):
+            elif cls == stx or cls == st_:
                 self._store(st, i)
                 pc += 1
-            elif cls == op.BPF_LD:
+            elif cls == ld:
                 self._ld(st, i, pc)
                 pc += 2
-            else:
+            else:  # BPF_JMP, BPF_JMP32
+                self.jmps += 1
                 o = i.code & 0xF0
                 if o == op.BPF_CALL:
                     pc = self._call(st, i, pc, stack)
@@ -1326,6 +1422,12 @@ class _Verifier:
                     pc = self._may_goto(st, i, pc, stack)
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
+            if st is walked and len(st.frames) == nframes:
+                self.stack_live.commit(st.frames, at)
+            elif st is walked:  # a call or a return: the chain changed
+                self.stack_live.reset()
+                if len(st.frames) < nframes:
+                    self.stack_live.update(st.frames)
 
     def _finish(self, st: State, stack: list[tuple[State, int]]) -> tuple[State, int] | None:
         """A path ended (exit or pruned): update branch counts, pop the next path."""
@@ -1334,16 +1436,12 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
-            # off the current path: from now on it may prune others
-            if p.pc in self.forced:
-                assert p.loop_key is not None  # set when kept at a forced checkpoint
-                self.active[p.pc][p.loop_key].remove(p)
-                self.forced[p.pc][p.cidx[0]][p.cidx[1]].remove(p)
-                self.done.setdefault(p.pc, []).append(p)
             p = p.parent
+        self.stack_live.reset()
         if not stack:
             return None
         st, pc = stack.pop()
+        self.stack_live.update(st.frames)
         return st, pc
 
     def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
@@ -1382,10 +1480,8 @@ class _Verifier:
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
-                        self._propagate_liveness(old, cur)
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1410,14 +1506,15 @@ class _Verifier:
 
     def _keep(self, pc: int, cur: State) -> State:
         """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
+        # the history so far becomes new's (moved, not copied)
+        hist, links = cur.hist, cur.links
+        cur.hist, cur.links = [], {}
         new = cur.copy()
+        new.hist, new.links = hist, links
         new.branches = 1
         new.parent = cur.parent
         new.pc = pc
         cur.parent = new
-        cur.hist = []
-        cur.links = {}
-        cur.written = set()
         for f in cur.frames:  # forget the marks inherited (they live in ``new``)
             for r in f.regs:
                 r.precise = False
@@ -1433,6 +1530,8 @@ class _Verifier:
         backedges."""
         frames = cur.frames
         last = len(frames) - 1
+        if not last:
+            return self.scc_backedges[pc] if self.in_scc[pc] else False
         for i in range(last + 1):
             at = pc if i == last else frames[i + 1].callsite
             if self.in_scc[at]:
@@ -1443,63 +1542,81 @@ class _Verifier:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
         the current path is an infinite loop; keep ``cur`` now and then."""
         live = self.live[pc]
-        # Loops and converging checkpoints compare every scalar's range and every slot.
-        self.loose = pc not in self.forced and not self._incomplete_marks(cur, pc)
         if pc not in self.forced:
+            # a loop whose marks may be incomplete compares every scalar's range and slot
+            self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
-        done = self.done.get(pc)
-        if done:
-            evict = False
-            for old in done:
+        return self._visited_forced(pc, cur, live)
+
+    def _visited_forced(self, pc: int, cur: State, live: int) -> bool:
+        """is_state_visited at a forced checkpoint (an iterator's _next call, may_goto, a
+        callback's call): every state kept here, the newest first. One still on the
+        current path covers ``cur`` when ``cur`` is within it (RANGE_WITHIN: the loop
+        converges) - for may_goto one of another depth, for an iterator while it is
+        active; a finished one as anywhere. A state that misses far more often than it
+        hits is dropped (one on the current path after 64 misses per hit). ``cur`` is
+        always kept."""
+        kept = self.kept.setdefault(pc, [])
+        key = tuple(r.key() for r in cur.cur.regs)
+        may_goto = pc in self.may_goto
+        cb_site = pc in self.cb_sites
+        it = self._iter_at(cur) if pc in self.iter_next else None
+        converge = it is None or it.sub == ITER_ACTIVE
+        evict: list[State] = []
+        for k in range(len(kept) - 1, -1, -1):
+            old = kept[k]
+            if old.branches:
+                self.loose = False
+                if converge and (not may_goto or old.may_goto != cur.may_goto) and \
+                        self._states_equal(old, cur, live, exact=False):
+                    old.hits += 1
+                    if cb_site:
+                        # Linux 6.18 records no backedge here: only the marks old has
+                        # so far are handed on
+                        self._propagate_precision(old, cur)
+                    else:
+                        self._mark_all_precise(cur)
+                    self._evict_forced(kept, evict)
+                    return True
+                if may_goto:
+                    if old.loop_key is None:
+                        old.loop_key = tuple(r.key() for r in old.cur.regs)
+                    if old.loop_key == key and old.may_goto == cur.may_goto and \
+                            old.cb_unroll == cur.cb_unroll and \
+                            self._states_equal(old, cur, live, exact=True):
+                        raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+            else:
+                # a callback's call is no loop of its own: its finished states compare as
+                # any (NOT_EXACT unless the call is inside a loop whose marks are
+                # incomplete)
+                self.loose = cb_site and not self._incomplete_marks(cur, pc)
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
-                    self._mark_all_precise(cur)
-                    self._mark_all_read(cur)
-                    return True
-                old.misses += 1
-                evict |= old.misses > old.hits * 3 + 3
-            if evict:  # Linux frees a kept state that misses far more often than it hits
-                done[:] = [x for x in done if x.misses <= x.hits * 3 + 3]
-        active = self.active.setdefault(pc, {})
-        key = tuple(r.key() for r in cur.cur.regs)
-        forced = self.forced[pc]
-        may_goto = pc in self.may_goto
-        # A loop of may_goto, an iterator or a callback converges when this state is
-        # within one kept on an earlier iteration of the path (RANGE_WITHIN): of
-        # another may_goto depth, with the iterator still active.
-        regs = cur.cur.regs
-        it = self._iter_at(cur) if pc in self.iter_next else None
-        if it is None or it.sub == ITER_ACTIVE:
-            for rs, by_vals in forced.items():
-                vals = self._exact_part(regs, rs)
-                if vals is None:
-                    continue
-                for old in by_vals.get(vals, ()):
-                    if may_goto and old.may_goto == cur.may_goto:
-                        continue
-                    if self._states_equal(old, cur, live, exact=False):
-                        old.hits += 1
+                    if self.loose:
+                        self._propagate_precision(old, cur)
+                    else:
                         self._mark_all_precise(cur)
-                        self._mark_all_read(cur)
-                        return True
-        if may_goto:
-            for old in active.get(key, ()):
-                if old.may_goto == cur.may_goto and old.cb_unroll == cur.cb_unroll and \
-                        self._states_equal(old, cur, live, exact=True):
-                    raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
+                    self._evict_forced(kept, evict)
+                    return True
+            old.misses += 1
+            n = 64 if old.branches else 3
+            if old.misses > old.hits * n + n:
+                evict.append(old)
+        self._evict_forced(kept, evict)
         # a forced checkpoint: always kept
         self.prev_jmps, self.prev_insns = self.jmps, self.processed
         new = self._keep(pc, cur)
         new.loop_key = key
-        active.setdefault(key, []).append(new)
-        rs = tuple(r for r in range(10) if live >> r & 1 and regs[r].t != NOT_INIT and
-                   (regs[r].t != SCALAR or not regs[r].tm))
-        vals = self._exact_part(regs, rs)
-        assert vals is not None
-        new.cidx = (rs, vals)
-        forced.setdefault(rs, {}).setdefault(vals, []).append(new)
+        kept.append(new)
         self.nstates += 1
         return False
+
+    @staticmethod
+    def _evict_forced(kept: list[State], evict: list[State]) -> None:
+        """Linux frees a kept state that misses far more often than it hits (at a forced
+        checkpoint one still on the current path after 64 misses per hit)."""
+        if evict:
+            kept[:] = [x for x in kept if all(x is not e for e in evict)]
 
     # -- precision tracking (mark_chain_precision, backtrack_insn) ------------------------
     def _mark_precise(self, st: State, regs: Iterable[int] = (),
@@ -1526,10 +1643,16 @@ class _Verifier:
             n = len(hist) - (1 if skip_last else 0)
             skip_last = False
             links = cur.links
+            bt_dst = self.bt_dst
             for k in range(n - 1, -1, -1):
                 h = hist[k]
                 assert fr is not None
                 link = links.get(k) if links else None
+                pc = h & _HIST_PC
+                d = bt_dst[pc]
+                if d >= 0 and not link and (fr, d) not in want_r:
+                    nxt = pc  # _backtrack_insn would change nothing
+                    continue
                 if link:
                     self._sync_linked(link, want_r, want_s)
                 fr = self._backtrack_insn(h, fr, nxt, want_r, want_s)
@@ -1642,13 +1765,26 @@ class _Verifier:
                 for slot in [x for x in want_s if x[0] >= fr]:
                     want_s.discard(slot)  # the callee's stack did not exist before
                 return fr - 1
-            if i.src == 0 and i.imm in _CALLBACK_HELPERS:
-                return None  # a callback's frames
+            if pc in self.cb_sites and nxt != pc + 1:
+                # back out of the callback's frame to the helper's call: its R1-R5
+                # were set by the helper, nothing else of the callback can be wanted
+                if any(f == fr and not 1 <= r <= 5 for f, r in want_r) or \
+                        any(f >= fr for f, _ in want_s):
+                    return None
+                for r in range(1, 6):
+                    want_r.discard((fr, r))
+                return fr - 1
             if any((fr, r) in want_r for r in range(1, 6)):
                 return None
             want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
             return fr
         if o == op.BPF_EXIT:
+            if nxt in self.cb_sites:
+                # back into a callback that returned to its helper's call: the caller's
+                # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
+                for r in range(6):
+                    want_r.discard((fr, r))
+                return fr + 1
             # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
             call = self.insns[nxt - 1] if nxt > 0 else None
             if call is None or call.code != op.OP_CALL or \
@@ -1666,39 +1802,22 @@ class _Verifier:
             want_r.add(src)
         return fr
 
-    # -- stack liveness (mark_reg_read on stack slots, propagate_liveness) -----------------
+    # -- stack liveness (liveness.c) --------------------------------------------------------
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
-        """A read of a slot: the kept states before it, back to the segment that wrote
-        it, must compare it."""
-        if (frame, spi) in st.written:
-            return
-        key = (frame, spi)
-        p = st.parent
-        while p is not None and frame < len(p.frames):
-            if key in p.read:
-                return
-            p.read.add(key)
-            if key in p.written:
-                return
-            p = p.parent
+        """bpf_mark_stack_read: the instruction walked may read slot ``spi`` of
+        ``frame``."""
+        self.stack_live.read(st.frames, frame, self.pc, spi)
 
     def _stack_read_range(self, st: State, frame: int, lo: int, hi: int) -> None:
         for spi in range((-hi) // 8 if hi < 0 else 0, (-lo - 1) // 8 + 1):
             self._stack_read(st, frame, spi)
 
-    def _propagate_liveness(self, old: State, cur: State) -> None:
-        if old.all_read:
-            self._mark_all_read(cur)
-            return
-        for frame, spi in old.read:
-            self._stack_read(cur, frame, spi)
-
-    @staticmethod
-    def _mark_all_read(st: State) -> None:
-        p = st.parent
-        while p is not None and not p.all_read:
-            p.all_read = True
-            p = p.parent
+    def _alive(self, old: State) -> list[int]:
+        """The slots a finished state compares (clean_verifier_state): live at its pc,
+        as the stack liveness has it when the state is first compared."""
+        if old.alive is None:
+            old.alive = self.stack_live.alive(old.frames, old.pc)
+        return old.alive
 
     def _mark_all_precise(self, st: State) -> None:
         """mark_all_scalars_precise: every scalar of ``st``'s checkpoints."""
@@ -1714,7 +1833,15 @@ class _Verifier:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
         prec = old.prec  # a finished state's marks no longer change: collected once
-        if prec is None:
+        if old.branches:  # still on the current path: uncleaned, its marks as they are
+            rs = [(fi, r) for fi, f in enumerate(old.frames) for r, reg in enumerate(f.regs)
+                  if reg.t == SCALAR and reg.precise]
+            ss = [(fi, spi) for fi, f in enumerate(old.frames)
+                  for spi, (types, spill) in enumerate(f.stack)
+                  if spill is not None and spill.t == SCALAR and spill.precise and
+                  S_SPILL in types]
+            prec = (tuple(rs), tuple(ss))
+        elif prec is None:
             # only what old still holds once cleaned (clean_verifier_state): registers
             # live at its pc (a caller's: at its call), slots a path after it read
             rs, ss = [], []
@@ -1726,29 +1853,11 @@ class _Verifier:
                         rs.append((fi, r))
                 for spi, (types, spill) in enumerate(f.stack):
                     if spill is not None and spill.t == SCALAR and spill.precise and \
-                            S_SPILL in types and (old.all_read or (fi, spi) in old.read):
+                            S_SPILL in types and self._alive(old)[fi] >> spi & 1:
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
         if prec[0] or prec[1]:
             self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
-
-    @staticmethod
-    def _exact_part(regs: list[Reg], rs: tuple[int, ...]) -> tuple[object, ...] | None:
-        """What a state within a kept one must share with it in registers ``rs`` (the
-        kept one's constants and pointers): a constant's value, a pointer's type and
-        offset; None when a register cannot match (an unknown scalar, uninitialised)."""
-        out: list[object] = []
-        for r in rs:
-            x = regs[r]
-            if x.t == SCALAR:
-                if x.tm:
-                    return None
-                out.append(x.tv)
-            elif x.t == NOT_INIT:
-                return None
-            else:
-                out.append((x.t, x.off))
-        return tuple(out)
 
     @staticmethod
     def _iter_at(st: State) -> Reg | None:
@@ -1864,48 +1973,51 @@ class _Verifier:
             return False
         return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
-    @staticmethod
-    def _plan(old: State, live: int) -> list[_FramePlan]:
+    def _plan(self, old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
         registers that can fail (live ones that are not NOT_INIT; an imprecise scalar
-        needs only a scalar) and the stack slots read after it that can fail (a slot of
-        invalid and misc bytes matches anything)."""
+        needs only a scalar, which the quick checks see) and the stack slots read after
+        it that can fail (a slot of invalid and misc bytes matches anything)."""
         plan = []
         quick: list[tuple[Any, ...]] = []
         top = len(old.frames) - 1
         nframes = len(old.frames)
-        if old.all_read:
-            slots_read = None
-        elif nframes == 1:
-            slots_read = [sorted(spi for _, spi in old.read)]
-        else:
-            slots_read = [sorted(spi for f, spi in old.read if f == k) for k in range(nframes)]
+        alive = self._alive(old)
+        slots_read = [_bits(alive[k]) for k in range(nframes)]
+        masks = _MASKS
         for fi, fo in enumerate(old.frames):
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
             mask_live = live if fi == top else 0x7FF
             for r in range(11):
-                o = fregs[r]
-                if not mask_live >> r & 1 or o.t == NOT_INIT:
+                if not mask_live >> r & 1:
                     continue
-                any_scalar = o.t == SCALAR and not o.precise
-                regs.append((r, o, any_scalar))
+                o = fregs[r]
+                t = o.t
+                if t == NOT_INIT:
+                    continue
+                if t != SCALAR or o.precise:  # else any scalar will do (checked quick)
+                    regs.append((r, o))
                 # a finished state's registers no longer change: type and offset kept
-                quick.append((1, fi, r, o.t, o.t == SCALAR, o.off))
+                quick.append((1, fi, r, t, t == SCALAR, o.off))
             slots = []
             stack = fo.stack
             n = len(stack)
-            for spi in (slots_read[fi] if slots_read is not None else range(n)):
+            for spi in slots_read[fi]:
                 if spi >= n:
                     continue
                 so = stack[spi]
-                mask, want = _significant(so[0])
-                if so[1] is None and not mask:
+                types, spill = so
+                m = masks.get(types)
+                mask, want = m if m is not None else _significant(types)
+                if spill is None and not mask:
                     continue
-                scalar = _stack_scalar(so) is not None
-                slots.append((spi, so, mask, want, scalar))
-                quick.append((2, fi, spi, so[0], mask, want, scalar))
+                # _stack_scalar(so) is not None
+                scalar = (types == _ALL_SPILL and spill is not None and spill.t == SCALAR) \
+                    or types == _ALL_MISC
+                slots.append((spi, so, mask, want))
+                quick.append((2, fi, spi, types, mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
         old.quick = quick
         return plan
@@ -1914,6 +2026,11 @@ class _Verifier:
         if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
                 len(old.irqs) != len(cur.irqs):
             return False
+        # func_states_equal: a state of more callback iterations begun (bpf_loop's
+        # callback_depth) does not cover one of fewer
+        for fo, fc in zip(old.frames, cur.frames, strict=True):
+            if fo.cb_depth > fc.cb_depth:
+                return False
         if not exact and self.loose and not old.branches:
             plan = old.plan
             if plan is None:
@@ -1953,10 +2070,10 @@ class _Verifier:
         if old.refs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.refs, cur.refs, strict=True)):
             return False
-        if old.lock is not None or cur.lock is not None:
-            if old.lock is None or cur.lock is None or old.lock[0] != cur.lock[0] or \
-                    not self._ids(old.lock[1], cur.lock[1], idmap):
-                return False
+        if len(old.locks) != len(cur.locks) or not all(
+                o[:2] == c[:2] and self._ids(o[2], c[2], idmap)
+                for o, c in zip(old.locks, cur.locks, strict=True)):
+            return False
         # the IRQ references in order (active_irq_id is the last)
         if old.irqs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.irqs, cur.irqs, strict=True)):
@@ -1974,13 +2091,9 @@ class _Verifier:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
-            if self.loose and not exact and not old.all_read:
-                # only the slots a path after old reads before writing them (a finished
-                # state's read marks no longer change)
-                if old.read_slots is None:
-                    old.read_slots = [sorted(spi for f, spi in old.read if f == k)
-                                      for k in range(len(old.frames))]
-                slots = [(spi, fo.stack[spi]) for spi in old.read_slots[fi]
+            if self.loose and not exact:
+                # only the slots live at old's pc (a finished state's)
+                slots = [(spi, fo.stack[spi]) for spi in _bits(self._alive(old)[fi])
                          if spi < len(fo.stack)]
             else:
                 slots = list(enumerate(fo.stack))
@@ -2030,12 +2143,12 @@ class _Verifier:
         for fi, (_, regs, slots) in enumerate(plan):
             fc = cur.frames[fi]
             cregs = fc.regs
-            for r, o, any_scalar in regs:
-                if not any_scalar and not regsafe(o, cregs[r], idmap, False):
+            for r, o in regs:
+                if not regsafe(o, cregs[r], idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
-            for spi, so, _, _, _ in slots:
+            for spi, so, mask, want in slots:
                 sc = cstack[spi] if spi < n else _EMPTY
                 if so is sc:  # shared since a common ancestor (Frame.copy): equal
                     x = so[1]
@@ -2052,10 +2165,10 @@ class _Verifier:
                             return False
                         continue
                 ot, ct = so[0], sc[0]
-                for k in range(8):
-                    a = ot[k]
-                    if a != S_INVALID and a != S_MISC and a != ct[k]:
-                        return False
+                # every byte old relied on (not invalid, not misc: allow_uninit_stack)
+                v = _INTS.get(ct)
+                if (v if v is not None else _bytes_int(ct)) & mask != want:
+                    return False
                 if so[1] is not None and S_SPILL in ot:
                     if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
                         return False
@@ -2071,7 +2184,8 @@ class _Verifier:
     def _irq_slot_safe(self, so: Slot, sc: Slot, idmap: dict[int, int]) -> bool:
         """stacksafe for STACK_IRQ_FLAG: the saved states' ids map one to one."""
         io, ic = so[1], sc[1]
-        return io is not None and ic is not None and self._ids(io.ref, ic.ref, idmap)
+        return io is not None and ic is not None and io.sub == ic.sub and \
+            self._ids(io.ref, ic.ref, idmap)
 
     @staticmethod
     def _ids(a: int, b: int, idmap: dict[int, int]) -> bool:
@@ -2116,6 +2230,11 @@ class _Verifier:
                 return False
             if not o.precise and self.loose:
                 return True
+            # linked with an offset: the same kind of link and the same offset
+            if o.id and (o.id ^ c.id) & BPF_ADD_CONST:
+                return False
+            if o.id & BPF_ADD_CONST and o.off != c.off:
+                return False
             return self._within(o, c) and self._scalar_ids(o.id, c.id, idmap)
         if o.t != c.t or o.off != c.off:
             return False
@@ -2176,7 +2295,7 @@ class _Verifier:
         if x:
             src = self._read(regs, i.src)
         else:
-            src = _known(i.imm)  # sign-extended imm
+            src = _known_template(i.imm)  # sign-extended imm; only read below
         if o == op.BPF_MOV:
             self._dst(i.dst)
             self._mov(regs, i, src, is64, x)
@@ -2233,24 +2352,53 @@ class _Verifier:
             d.assign(v)
             return
         if is64:
-            if src.t == SCALAR and not src.id and not src.const:
-                src.id = self._new_id()
+            self._id_before_mov(src)
             d.assign(src)
             return
         if src.t != SCALAR:
             d.set_unknown()
             d.coerce(4)
             return
-        keep = src.umax <= U32 and not src.const
-        if keep and not src.id:
-            src.id = self._new_id()
+        keep = src.umax <= U32
+        if keep:
+            self._id_before_mov(src)
         v = src.copy()
         if not keep:
             v.id = 0
         v.coerce(4)
         d.assign(v)
 
+    def _id_before_mov(self, src: Reg) -> None:
+        """assign_scalar_id_before_mov: a scalar copied (or spilled) whole shares an id
+        with its copy, for a compare of one to bound the other; an offset link is not
+        passed on (one ``rX += const`` per link)."""
+        if src.t != SCALAR:
+            return
+        if src.id & BPF_ADD_CONST:
+            src.id = 0
+            src.off = 0
+        if not src.id and not src.const:
+            src.id = self._new_id()
+
     def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
+        """adjust_reg_min_max_vals on two scalars. ``rX += const`` (or ``-=``) keeps rX
+        linked to its copies, the constant in ``off`` (BPF_ADD_CONST): a compare of one
+        then bounds the other, shifted by the difference; any other operation ends the
+        link."""
+        did, dumax = d.id, d.umax
+        src_const = s.const if is64 else s.sub_const()
+        val = s.tv if is64 else s.tv & U32  # before the operation: s may be d
+        self._scalar_bounds(d, s, o, is64)
+        if did and src_const and o in (op.BPF_ADD, op.BPF_SUB):
+            off = _s32(val)
+            if (is64 and _s64(val) != off) or (not is64 and dumax > U32) or \
+                    (o == op.BPF_SUB and off == S32_MIN) or did & BPF_ADD_CONST:
+                d.id = d.off = 0
+            else:
+                d.id = did | (BPF_ADD_CONST64 if is64 else BPF_ADD_CONST32)
+                d.off = -off if o == op.BPF_SUB else off
+
+    def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
         d.id = 0
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
@@ -2266,6 +2414,24 @@ class _Verifier:
             if not is64:
                 d.coerce(4)
             return
+        # the rest is a pure function of both tnums and bounds, met again and again
+        key = (o, is64, d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+               d.u32min, d.u32max, s.tv, s.tm, s.smin, s.smax, s.umin, s.umax, s.s32min,
+               s.s32max, s.u32min, s.u32max)
+        got = _SCALAR_OPS.get(key)
+        if got is not None:
+            d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max, d.u32min, \
+                d.u32max = got
+            return
+        self._scalar_arith(d, s, o, is64, sval)
+        if len(_SCALAR_OPS) >= 1 << 16:
+            _SCALAR_OPS.clear()
+        _SCALAR_OPS[key] = (d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
+                            d.u32min, d.u32max)
+
+    def _scalar_arith(self, d: Reg, s: Reg, o: int, is64: bool, sval: int) -> None:
+        """The tnum and bounds of ``d`` after ``d o= s`` (both scalars, the operation one
+        whose bounds are tracked)."""
         if is64:
             if o in (op.BPF_RSH, op.BPF_ARSH) or (o == op.BPF_LSH and sval >= 32):
                 r32 = (S32_MIN, S32_MAX, 0, U32)  # rebuilt from the tnum
@@ -2593,7 +2759,11 @@ class _Verifier:
              value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
         """check_mem_access: the loaded value for reads (None: an unknown scalar); ``sx``
         for a sign-extending load."""
-        self.facts.note(self.pc, type_str(reg.t), reg.map)  # complete: see facts.py
+        # complete (see facts.py); noting the same access again would change nothing
+        noted = (self.pc, reg.t, id(reg.map))
+        if noted not in self.noted:
+            self.noted[noted] = reg.map  # (kept alive: its id stays its own)
+            self.facts.note(self.pc, type_str(reg.t), reg.map)
         t = reg.t
         full = off + reg.off
         if self.strict_align and size > 1 and t != STACK:
@@ -2605,13 +2775,9 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
-            if m.value_type is not None:
-                # check_map_access: no load or store may touch a special field (they come
-                # in offset order, BTF's member order)
-                for fname, at in self._fields(m).items():
-                    if reg.smin + full < at + _FIELD_SIZES[fname] and \
-                            at < reg.umax + full + size:
-                        raise Refuse(f"{fname} cannot be accessed directly by load/store")
+            kptr = self._field_overlap(m, reg, full, size, direct=True)
+            if kptr is not None:
+                return self._kptr_access(reg, write, kptr)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -2664,6 +2830,8 @@ class _Verifier:
         """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
         value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
         untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
+        if reg.t & ALLOC:
+            return self._obj_access(regno, reg, off, size, write)
         if not self.gpl:
             raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
                          "program", errno.EINVAL)
@@ -2695,6 +2863,42 @@ class _Verifier:
         # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
         r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
         r.bt, r.sub = got.name, got.type_id
+        return r
+
+    def _obj_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                    ) -> Reg | None:
+        """check_ptr_to_btf_access of a program-allocated object: reads and writes of its
+        struct's members (btf_struct_access over the program's BTF)."""
+        if off < 0:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid negative access: off={off}")
+        if reg.tm or reg.tv:
+            raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
+                         f"var_off={tnum_str((reg.tv, reg.tm))}")
+        assert self.btf is not None
+        try:
+            got = struct_access(self.btf, reg.sub, off, size)
+        except StructWalkError as e:
+            raise Refuse(e.msg, e.err) from None
+        if got.kind != "scalar" and not write:
+            raise UnsupportedHelper(f"{self.spec.name}: pc {self.pc} reads a pointer member of "
+                                    f"struct {reg.bt}: not modelled by pyxdp", pc=self.pc)
+        return None
+
+    def _kptr_access(self, reg: Reg, write: bool, at: int) -> Reg:
+        """check_map_kptr_access: the __kptr field at ``at`` (read whole, as
+        :meth:`_field_overlap` checked) by a plain load is an RCU pointer to its object,
+        or NULL; nothing stores to it."""
+        i = self.insns[self.pc]
+        if i.code & 0xE0 != op.BPF_MEM:
+            raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
+        if write:
+            raise Refuse("store to referenced kptr disallowed")
+        assert reg.map is not None
+        tid = self._kptrs(reg.map)[at]
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC | RCU | MAYBE_NULL)
+        r.bt, r.sub = self._kptr_struct(tid), tid
+        r.id = self._new_id()
         return r
 
     @staticmethod
@@ -2805,7 +3009,7 @@ class _Verifier:
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
             if size == 8:
-                st.written.add((reg.frame, spi))
+                self.stack_live.write(reg.frame, spi)
             return None
         self._stack_read(st, reg.frame, spi)
         if spill is not None and types[k] == S_SPILL:
@@ -2817,6 +3021,11 @@ class _Verifier:
             if spill.t != SCALAR:
                 raise Refuse("invalid size of register fill")
             if k == 0 and size <= spill_size:
+                if size == 4 and spill_size == 4 and spill.umax <= U32:
+                    # a fill of a 4-byte spill stays linked to it
+                    spill = frame.spill_w(spi)
+                    assert spill is not None
+                    self._id_before_mov(spill)
                 r = spill.copy()
                 if spill.umax >> (8 * size):
                     r.id = 0
@@ -2888,10 +3097,11 @@ class _Verifier:
         self._destroy_dynptr(st, frame, spi)
         types, spill = frame.slot(spi)
         if value is not None and k == 0 and value.t == SCALAR:
-            if not value.id and not value.const:  # a fill stays linked to the register
-                value.id = self._new_id()
+            fits = size == 8 or not value.umax >> (8 * size)
+            if fits:  # a fill stays linked to the register (narrowing breaks the link)
+                self._id_before_mov(value)
             r = value.copy()
-            if size < 8 and r.umax >> (8 * size):
+            if not fits:
                 r.id = 0
             frame.set_slot(spi, (self._spill_types(types, size), r))
             return
@@ -2989,18 +3199,19 @@ class _Verifier:
     def _collect_linked(st: State, rid: int, link: list[tuple[int, int]]) -> None:
         """__collect_linked_regs: the scalars with id ``rid``, the current frame first; past
         LINKED_REGS_MAX the id is dropped (the scalar is no longer linked)."""
+        rid &= ~BPF_ADD_CONST  # linked with an offset or not
         for fi in range(len(st.frames) - 1, -1, -1):
             f = st.frames[fi]
             for r in range(10):
                 x = f.regs[r]
-                if x.t == SCALAR and x.id == rid:
+                if x.t == SCALAR and x.id & ~BPF_ADD_CONST == rid:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, r))
                     else:
                         x.id = 0
             for spi, (types, spill) in enumerate(f.stack):
-                if spill is not None and spill.t == SCALAR and spill.id == rid and \
-                        types[0] == S_SPILL:
+                if spill is not None and spill.t == SCALAR and \
+                        spill.id & ~BPF_ADD_CONST == rid and types[0] == S_SPILL:
                     if len(link) < LINKED_REGS_MAX:
                         link.append((fi, -1 - spi))
                     else:
@@ -3075,11 +3286,25 @@ class _Verifier:
         return True
 
     def _sync_ids(self, st: State, r: Reg) -> None:
+        """sync_linked_regs: the scalars linked to ``r`` take its new bounds, shifted by
+        the difference of their offsets (not across a 32- and a 64-bit offset)."""
         if r.t != SCALAR or not r.id:
             return
-        rid = r.id
-        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and x.id == rid):
+        base = r.id & ~BPF_ADD_CONST
+        for x in st.all_regs(lambda x: x is not r and x.t == SCALAR and
+                             x.id & ~BPF_ADD_CONST == base):
+            if (x.id ^ r.id) & BPF_ADD_CONST == BPF_ADD_CONST:
+                continue
+            if not (x.id | r.id) & BPF_ADD_CONST or x.off == r.off:
+                x.assign(r)
+                continue
+            xid, xoff = x.id, x.off
             x.assign(r)
+            self._scalar_bounds(x, _known(xoff - r.off), op.BPF_ADD, True)
+            x.id, x.off = xid, xoff
+            if (xid | r.id) & BPF_ADD_CONST32:
+                x.zext32()
+                x.sync()
 
     @staticmethod
     def _view(r: Reg, is32: bool) -> tuple[int, int, int, int, int, int]:
@@ -3248,11 +3473,12 @@ class _Verifier:
 
     # -- calls ------------------------------------------------------------------------------
     def _call(self, st: State, i: Instruction, pc: int, stack: list[tuple[State, int]]) -> int:
-        if st.lock is not None:
+        if st.locks:
             if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
-            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL or (
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+                    self.kfunc_at.get(pc) not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
@@ -3323,7 +3549,7 @@ class _Verifier:
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
-        if st.lock is not None:
+        if st.locks:
             raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
                          "bpf_spin_lock-ed region", errno.EINVAL)
         if st.refs:
@@ -3578,8 +3804,7 @@ class _Verifier:
                     r.msize = size
                     r.id = self._new_id()
             st.frames.append(f)
-            self.active, self.done, self.kept = {}, {}, {}
-            self.forced = {pc: {} for pc in self.forced}
+            self.kept = {}
             self.in_global = True
             self._do_check(st, sub)
 
@@ -3587,6 +3812,8 @@ class _Verifier:
                      stack: list[tuple[State, int]]) -> int:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
+        if fid == BPF_FUNC_KPTR_XCHG:
+            return self._kptr_xchg(st, pc)
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
@@ -3688,6 +3915,8 @@ class _Verifier:
                                     pc=pc)
         if name in _RCU_PREEMPT:
             self._rcu_preempt(st, name)
+        if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+            self._lock_failed(st, pc, stack)
         regs = st.cur.regs
         meta = _KfuncMeta()
         params = proto.params
@@ -3695,7 +3924,7 @@ class _Verifier:
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
-            else None
+            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW else None
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3713,10 +3942,13 @@ class _Verifier:
             return pc + 1
         if proto.ret == KRet.SCALAR:
             r0.set_unknown()
+            if name in ("bpf_res_spin_lock", "bpf_res_spin_lock_irqsave"):
+                r0.set_known(0)  # the path where the lock is taken
             return pc + 1
         if cast is not None:
             r0.assign(cast)
-            return pc + 1
+            if proto.ret != KRet.OBJ_NEW:
+                return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
             r0.msize = proto.ret_size
@@ -3726,7 +3958,7 @@ class _Verifier:
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
-        else:
+        elif cast is None:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
         if proto.flags & KF_RET_NULL:
@@ -3825,6 +4057,9 @@ class _Verifier:
             if p.kind == KArg.CONST:
                 self._mark_precise(st, [n])
             return i + 1
+        if p.kind == KArg.ALLOC:
+            self._alloc_arg(n, i, reg, meta)
+            return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
@@ -3848,7 +4083,13 @@ class _Verifier:
         if p.kind == KArg.IRQ_FLAG:
             if reg.t != STACK:
                 raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
-            self._irq_flag(st, n, i, name == "bpf_local_irq_save")
+            self._irq_flag(st, n, i, name in _IRQ_SAVE, _IRQ_CLASS[name])
+            return i + 1
+        if p.kind == KArg.RES_SPIN_LOCK:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to map value or allocated object",
+                             errno.EINVAL)
+            self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
@@ -3891,6 +4132,120 @@ class _Verifier:
             raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
                          "arg to kfunc", errno.EINVAL)
         return i + 1
+
+    @staticmethod
+    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_ALLOC_BTF_ID: an object bpf_obj_new gave, whole (bpf_obj_drop): a
+        release argument is a trusted one (not NULL; referenced, or only the trusted
+        modifiers MEM_ALLOC and PTR_TRUSTED: an RCU pointer is not)."""
+        if reg.is_null() or reg.t & MAYBE_NULL:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
+        flags = reg.t & ~0xFF
+        if not reg.ref and not (reg.t & 0xFF == BTF_ID and flags and
+                                not flags & ~(ALLOC | TRUSTED)):
+            raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
+        if reg.t != BTF_ID | ALLOC:
+            raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+        if not reg.ref:
+            raise Refuse("allocated object must be referenced", errno.EINVAL)
+        if reg.off or not reg.const or reg.tv:
+            raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
+                         "arg to kfunc", errno.EINVAL)
+        meta.release_ref = reg.ref
+
+    def _obj_new_type(self, regs: list[Reg]) -> Reg:
+        """check_kfunc_call for bpf_obj_new: R0 an object of the program's struct whose
+        BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC)."""
+        value = regs[1].tv
+        if value >> 32:
+            raise Refuse("local type ID argument must be in range [0, U32_MAX]", errno.EINVAL)
+        btf = self.btf
+        if btf is None:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new requires prog BTF", errno.EINVAL)
+        t = btf.type_by_id(value) if 0 < value < len(btf.types) else None
+        if t is None or t.kind is not BtfKind.STRUCT:
+            raise Refuse("bpf_obj_new/bpf_percpu_obj_new type ID argument must be of a struct",
+                         errno.EINVAL)
+        held = [btf.resolved(m.type).name for m in t.members
+                if btf.resolved(m.type).kind is BtfKind.STRUCT and
+                btf.resolved(m.type).name in _OBJ_SPECIAL]
+        try:
+            held += [n for n, _ in btf.special_fields(value)]
+        except FieldError as e:
+            held.append(str(e))
+        if held:
+            raise UnsupportedHelper(
+                f"{self.spec.name}: bpf_obj_new of struct {t.name}, which holds "
+                f"{held[0]}: objects with special fields are not modelled by pyxdp",
+                pc=self.pc)
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC)
+        r.bt, r.sub = t.name, value
+        return r
+
+    def _kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's referenced __kptr fields: offset -> the program's struct id."""
+        got = self.kptrs.get(m.name)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type)
+            self.kptrs[m.name] = got
+        return got
+
+    def _kptr_struct(self, tid: int) -> str:
+        """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
+        bpf_obj_new; a kernel struct's kptrs are not modelled."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        if self._kernel_btf().find(name, BtfKind.STRUCT):
+            raise UnsupportedHelper(f"{self.spec.name}: a __kptr to kernel "
+                                    f"struct {name} is not modelled by pyxdp", pc=self.pc)
+        return name
+
+    def _kptr_xchg(self, st: State, pc: int) -> int:
+        """bpf_kptr_xchg(dst, ptr): dst a map value's referenced __kptr field
+        (process_kptr_func), ptr NULL or an object of that field's struct, released;
+        R0 the object the field held, acquired (PTR_TO_BTF_ID | MEM_ALLOC or NULL)."""
+        regs = st.cur.regs
+        dst = self._read(regs, 1)
+        if dst.t != MAP_VALUE:
+            raise Refuse(f"R1 type={type_str(dst.t)} expected=map_value, ptr_", errno.EACCES)
+        m = dst.map
+        assert m is not None
+        if self.btf is None or m.value_type is None:
+            raise Refuse(f"map '{m.kernel_name or m.name[:15]}' has to have BTF in order to use "
+                         "bpf_kptr_xchg", errno.EINVAL)
+        if not dst.const:
+            raise Refuse("R1 doesn't have constant offset. kptr has to be at the constant "
+                         "offset", errno.EINVAL)
+        kptrs = self._kptrs(m)
+        if not kptrs:
+            raise Refuse("R1 has no valid kptr", errno.EINVAL)
+        off = dst.off + _s64(dst.tv)
+        tid = kptrs.get(off)
+        if tid is None:
+            raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
+        name = self._kptr_struct(tid)
+        ptr = self._read(regs, 2)
+        if not ptr.is_null():
+            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | 0xFF):
+                raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
+                             "rcu_ptr_", errno.EACCES)
+            if ptr.sub != tid or ptr.off:
+                raise Refuse(f"invalid kptr access, R2 type=ptr_{ptr.bt} expected=ptr_{name}")
+            if not ptr.ref:
+                raise Refuse("R2 must be referenced when passed to release function",
+                             errno.EINVAL)
+            self._release(st, ptr.ref)
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_ptr(BTF_ID | ALLOC | MAYBE_NULL)
+        r0.bt, r0.sub = name, tid
+        r0.id = r0.ref = self._new_id()
+        st.refs.append((r0.id, pc))
+        return pc + 1
 
     def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
         """check_kfunc_args for a bpf_wq kfunc's workqueue, map and callback arguments."""
@@ -4043,10 +4398,11 @@ class _Verifier:
             return None
         return spi
 
-    def _irq_flag(self, st: State, n: int, i: int, save: bool) -> None:
-        """process_irq_flag: bpf_local_irq_save marks an 8-byte stack slot STACK_IRQ_FLAG
-        holding a new IRQ reference, the active one; bpf_local_irq_restore takes the slot
-        of the active reference only (IRQ states restore last saved first) and frees it."""
+    def _irq_flag(self, st: State, n: int, i: int, save: bool, cls: int) -> None:
+        """process_irq_flag: bpf_local_irq_save (and bpf_res_spin_lock_irqsave) marks an
+        8-byte stack slot STACK_IRQ_FLAG holding a new IRQ reference, the active one, and
+        the class of kfunc that saved it; the restore of the same class takes the slot of
+        the active reference only (IRQ states restore last saved first) and frees it."""
         reg = st.cur.regs[n]
         frame = st.frames[reg.frame]
         spi = self._iter_spi(reg, 1, "irq_flag")
@@ -4059,19 +4415,24 @@ class _Verifier:
             flag = Reg()
             flag.set_ptr(STACK)  # Linux has no type of its own for it
             flag.ref = ref
+            flag.sub = cls  # irq.kfunc_class
             frame.set_slot(spi, (_IRQ_SLOT, flag))
             return
         f = frame.slot(spi)[1] if spi is not None else None
         if spi is None or f is None or not f.ref or frame.slot(spi)[0] != _IRQ_SLOT:
             raise Refuse(f"expected an initialized irq flag as arg#{i}", errno.EINVAL)
         self._stack_read(st, reg.frame, spi)  # mark_irq_flag_read
+        if f.sub != cls:  # unmark_stack_slot_irq_flag
+            kinds = {IRQ_NATIVE_KFUNC: "native", IRQ_LOCK_KFUNC: "lock"}
+            raise Refuse(f"irq flag acquired by {kinds[f.sub]} kfuncs cannot be restored "
+                         f"with {kinds[cls]} kfuncs", errno.EINVAL)
         active, at = st.irqs[-1] if st.irqs else (0, 0)
         if f.ref != active:  # release_irq_state
             raise Refuse(f"cannot restore irq state out of order, expected id={active} "
                          f"acquired at insn_idx={at}")
         st.irqs.pop()
         frame.set_slot(spi, _EMPTY)
-        st.written.add((reg.frame, spi))  # bpf_mark_stack_write
+        self.stack_live.write(reg.frame, spi)
 
     def _iter_next(self, st: State, pc: int, where: tuple[int, int],
                    stack: list[tuple[State, int]]) -> None:
@@ -4315,7 +4676,7 @@ class _Verifier:
                 raise Refuse("R3 does not point to a readonly map'")
             return
         if arg == Arg.SPIN_LOCK:
-            self._spin_lock(st, n, reg, fid == 93)
+            self._spin_lock(st, n, reg, _PROCESS_SPIN_LOCK if fid == 93 else 0)
             return
         if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
                    Arg.DYNPTR_LOCAL_UNINIT):
@@ -4341,20 +4702,61 @@ class _Verifier:
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
-        ``bpf_timer``, ``bpf_wq``) by their struct's name, at their offsets."""
+        ``bpf_res_spin_lock``, ``bpf_timer``, ``bpf_wq``) by their struct's name, at
+        their offsets (:meth:`_field_list`, the last of each)."""
         got = self.fields.get(m.name)
+        if got is None:  # btf_parse_fields keeps the last of each (spin_lock_off...)
+            got = self.fields[m.name] = dict(self._field_list(m))
+        return got
+
+    def _field_list(self, m: MapSpec) -> list[tuple[str, int]]:
+        """btf_parse_fields: the map value's special fields (bpf_spin_lock,
+        bpf_res_spin_lock, bpf_timer...) as (struct name, offset), in nested structs
+        too (a value whose record Linux refuses has none: map_check_btf keeps the map,
+        its record an error, which holds no field)."""
+        got = self.field_lists.get(m.name)
         if got is not None:
             return got
-        btf = self.btf
-        found: dict[str, int] = {}
-        if btf is not None and m.value_type is not None:
-            found = btf.value_fields(m.value_type, _FIELD_SIZES)
-        self.fields[m.name] = found
+        found: list[tuple[str, int]] = []
+        if self.btf is not None and m.value_type is not None:
+            try:
+                found = self.btf.special_fields(m.value_type)
+            except FieldError:
+                found = []
+        self.field_lists[m.name] = found
         return found
 
+    def _field_overlap(self, m: MapSpec, reg: Reg, off: int, size: int, *,
+                       direct: bool = False) -> int | None:
+        """check_map_access: no load, store or helper access may touch any byte of a
+        special field (its smallest to largest offset against the field's bytes) but a
+        load or store (``direct``) of a whole __kptr field at a constant offset, whose
+        offset is returned (None: no kptr touched)."""
+        if m.value_type is None:
+            return None
+        kptr = None
+        for name, at in self._field_list(m):
+            if not (reg.smin + off < at + SPECIAL_FIELDS[name].size and
+                    at < reg.umax + off + size):
+                continue
+            if name != "kptr":
+                raise Refuse(f"{name} cannot be accessed directly by load/store")
+            if not direct:
+                raise Refuse("kptr cannot be accessed indirectly by helper")
+            if not reg.const:
+                raise Refuse("kptr access cannot have variable offset")
+            if at != off + reg.tv:
+                raise Refuse(f"kptr access misaligned expected={at} off={off + reg.tv}")
+            if size != 8:
+                raise Refuse("kptr access size must be BPF_DW")
+            kptr = at
+        return kptr
+
     def _lock_off(self, m: MapSpec) -> int | None:
-        """Where the map value holds its struct bpf_spin_lock."""
-        return self._fields(m).get("bpf_spin_lock")
+        """Where the map value holds its struct bpf_spin_lock or bpf_res_spin_lock
+        (reg_may_point_to_spin_lock)."""
+        f = self._fields(m)
+        return f.get("bpf_spin_lock", f.get("bpf_res_spin_lock"))
 
     def _map_field(self, n: int, reg: Reg, field: str) -> MapSpec:
         """check_map_field_pointer: R``n`` points at the map value's own ``struct field``,
@@ -4397,19 +4799,49 @@ class _Verifier:
         # not wait for it
         self._push(cb, target, stack)
 
-    def _spin_lock(self, st: State, n: int, reg: Reg, lock: bool) -> None:
-        """process_spin_lock: the lock of this map value, at its offset, one at a time."""
-        m = self._map_field(n, reg, "bpf_spin_lock")
-        if lock:
-            if st.lock is not None:
-                raise Refuse("Locking two bpf_spin_locks are not allowed", errno.EINVAL)
-            st.lock = (m.name, reg.id)
+    def _spin_lock(self, st: State, n: int, reg: Reg, flags: int) -> None:
+        """process_spin_lock: the map value's bpf_spin_lock (or, with _PROCESS_RES_LOCK,
+        its bpf_res_spin_lock), at its offset, taken (_PROCESS_SPIN_LOCK) or released.
+        Any number of locks may be held, but a second bpf_spin_lock (the helper is a
+        call, refused while a lock is held) or a res lock this path already holds; they
+        are released last taken first."""
+        res = bool(flags & _PROCESS_RES_LOCK)
+        what = "bpf_res_spin" if res else "bpf_spin"
+        m = self._map_field(n, reg, f"{what}_lock")
+        kind = (REF_TYPE_RES_LOCK_IRQ if flags & _PROCESS_LOCK_IRQ else REF_TYPE_RES_LOCK) \
+            if res else REF_TYPE_LOCK
+        if flags & _PROCESS_SPIN_LOCK:
+            if res and any(t & _RES_LOCKS and (mp, i) == (m.name, reg.id)
+                           for t, mp, i in st.locks):
+                raise Refuse("Acquiring the same lock again, AA deadlock detected",
+                             errno.EINVAL)
+            st.locks += ((kind, m.name, reg.id),)
             return
-        if st.lock is None:
-            raise Refuse("bpf_spin_unlock without taking a lock", errno.EINVAL)
-        if st.lock != (m.name, reg.id):
-            raise Refuse("bpf_spin_unlock of different lock", errno.EINVAL)
-        st.lock = None
+        if not st.locks:
+            raise Refuse(f"{what}_unlock without taking a lock", errno.EINVAL)
+        held = (kind, m.name, reg.id)
+        if held not in st.locks:
+            raise Refuse(f"{what}_unlock of different lock", errno.EINVAL)
+        if st.locks[-1][1:] != held[1:]:  # active_lock_id, active_lock_ptr
+            raise Refuse(f"{what}_unlock cannot be out of order", errno.EINVAL)
+        k = st.locks.index(held)
+        st.locks = st.locks[:k] + st.locks[k + 1:]
+
+    def _lock_failed(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+        """check_kfunc_call for bpf_res_spin_lock(_irqsave): the path where the lock is
+        not taken goes on after the call with r0-r5 unset and r0 an errno in
+        [-MAX_ERRNO, -1] (the lock and IRQ state untouched: its arguments are not even
+        checked on it)."""
+        q = st.copy()
+        regs = q.cur.regs
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        r0 = regs[0]
+        r0.set_unknown()
+        r0.s32min, r0.s32max = -MAX_ERRNO, -1
+        r0.smin, r0.smax = -MAX_ERRNO, -1
+        r0.sync()
+        self._push(q, pc + 1, stack)
 
     @staticmethod
     def _const_key(st: State, reg: Reg, size: int) -> int | None:
@@ -4481,6 +4913,7 @@ class _Verifier:
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
             self._region(n, reg, reg.off, size, m.value_size, "map value")
+            self._field_overlap(m, reg, reg.off, size)
         elif t == MAP_KEY:
             assert reg.map is not None
             self._region(n, reg, reg.off, size, reg.map.key_size, "map key")

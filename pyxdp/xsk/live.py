@@ -10,10 +10,12 @@ user's object on those frames in its own datapath:
 
 - :class:`LiveNic` is a :class:`~pyxdp.net.netdevice.NetDevice` with the
   interface's ifindex, name, MAC and MTU; each rx queue is fed by a
-  :class:`_XskPort` (one native call per round takes the rx ring's
-  descriptors, copies each frame from the UMEM into a page of the queue's
-  page pool - one copy, so that every page the program sees stays in pyxdp's
-  accounting - and gives the chunk straight back to the fill ring) and polled
+  :class:`_XskPort` whose UMEM is the queue's page pool (the pool's memory
+  registered with ``XDP_UMEM_REG``: chunk i is page i), so frames reach the
+  program in the pages the kernel wrote, without a copy: one native call per
+  round queues the rx ring's descriptors as they are and refills the fill
+  ring from the pool's allocator, as a driver's rx refill does; the pages
+  the kernel holds are marked lent) and polled
   by its own worker thread (one per queue, :class:`LiveDataplane`), which
   sleeps in ``poll`` while the rx ring is empty (the kernel's ``sk_data_ready``
   wakes it) and, while traffic flows, lets frames gather between rounds as a
@@ -21,7 +23,8 @@ user's object on those frames in its own datapath:
   spinning: it takes no CPU it does not use;
 - XDP_TX and redirects to a :class:`LiveNic` leave by its transmit wire
   (:mod:`pyxdp.net.xsk_wire`, ``NetDevice.xmit_wires``): the native poll loop
-  copies each frame of a bulk into a free UMEM chunk and writes the tx
+  copies each frame of a bulk into a free chunk of the wire (pool pages it
+  holds while the socket lives) and writes the tx
   descriptor itself, the completion ring gives the chunks back; the worker
   kicks (``sendto``) once per round: out of the interface as AF_XDP
   transmits. The Python path (``ndo_xdp_xmit``) writes the same ring;
@@ -76,13 +79,13 @@ from pyxdp.net.af_packet import (
 from pyxdp.net.atomic import (
     i64_view,
     load_acquire32_at,
-    memcpy,
     store_release32_at,
 )
 from pyxdp.net.frames import Frames, RingCursor
+from pyxdp.net.napi_native import _recycle
 from pyxdp.net.native import njit
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
-from pyxdp.net.page_pool import PAGE_SIZE
+from pyxdp.net.page_pool import PAGE_SIZE, PageAccountingError
 from pyxdp.net.page_pool_native import _alloc
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp import XDP_PACKET_HEADROOM
@@ -92,15 +95,19 @@ from pyxdp.net.xsk_wire import XskWireState, wire_reap, wire_xmit_rows
 from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
 from pyxdp.xsk.linux import LinuxXskSocket
-from pyxdp.xsk.xsk import ChunkState
+from pyxdp.xsk.umem import Umem
 
 __all__ = ["LiveDataplane", "LiveError", "LiveNic", "add_live_device", "redirect_spec"]
 
 MAX_FRAME = PAGE_SIZE - XDP_PACKET_HEADROOM - 320  # what one pyxdp page holds
-RING = 4096  # AF_XDP ring sizes (fill, rx, tx, completion): a UMEM of 8192 4-KiB chunks
+RING = 4096  # AF_XDP ring sizes (fill, rx, tx, completion)
 BATCH = 2048  # frames taken from a socket per round: the Python around each round is paid
 # once per batch, so batches are large (the rx ring queue holds two)
 RX_RING = 2 * BATCH
+TX_CHUNKS = RING  # pages a queue's transmit wire holds
+# A queue's page pool is its socket's UMEM: pages for a full fill ring and a full rx
+# ring (the kernel's), a full device rx ring (the program's) and the wire's.
+POOL_PAGES = 2 * RING + RX_RING + TX_CHUNKS
 GATHER = BATCH // 2  # frames a round aims at while traffic flows (a quarter of the fill
 # ring: a rate four times the last round's still finds fill descriptors)
 IDLE_POLL_MS = 20  # an idle worker's poll timeout: how soon it sees stop()
@@ -283,24 +290,27 @@ class PassTap:
 # Ports: where a queue's frames come from and go to
 # -----------------------------------------------------------------------------------
 
-_TX = int(ChunkState.TX)
 _R_HEAD = RingCursor.index("head")
 _R_COUNT = RingCursor.index("count")
 _D_RX_DROPPED = NetdevStats.index("rx_dropped")
 _HEADROOM = XDP_PACKET_HEADROOM
 _MAX_FRAME = MAX_FRAME
+_PAGE = PAGE_SIZE
 _U32 = 0xFFFF_FFFF
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ring, free,  # type: ignore[no-untyped-def] # noqa: E501
-             state, qcols, qcur, ds, budget):
+def _rx_zc(rxq, fq, umem_size, pfn_base, psc, cache, ring, free, state, lent, qcols, qcur,  # type: ignore[no-untyped-def] # noqa: E501
+           ds, budget):
     """Up to ``budget`` descriptors of the socket's rx ring (the user's consumer, in its
-    ring record) into pool pages at ``XDP_PACKET_HEADROOM`` (``page_pool_alloc``, as
-    a driver's rx refill) queued on the device's rx ring; every chunk goes back to
-    the fill ring at once. A descriptor outside the UMEM or longer than a page
-    holds, or no page: dropped as a NIC drops (``rx_dropped``). Returns the
-    frames queued."""
+    ring record) queued on the device's rx ring as they are: each chunk is a page of
+    the queue's page pool, whose memory is the UMEM, lent to the kernel when it went
+    into the fill ring (``lent``) and the queue's again now. A descriptor naming no
+    chunk lent, or a frame past a page's tailroom: dropped as a NIC drops
+    (``rx_dropped``; a lent page goes back to the pool). Then every free fill slot
+    gets a page from the pool's allocator (``page_pool_alloc``, as a driver's rx
+    refill): a page the program dropped is the kernel's again one round later.
+    Returns the frames queued."""
     prod = load_acquire32_at(rxq[Q_PROD])
     cons = rxq[Q_CC]
     qsize = qcols.shape[1]
@@ -309,78 +319,95 @@ def _rx_copy(rxq, fq, umem_at, umem_size, chunk, pages, pfn_base, psc, cache, ri
     n = min((prod - cons) & _U32, budget, qsize - count)
     rmask = rxq[Q_MASK]
     desc = i64_view(rxq[Q_RING], rmask + 1, 2)
-    fmask = fq[Q_MASK]
-    fring = i64_view(fq[Q_RING], 1, fmask + 1)[0]
-    fcp = fq[Q_CP]
     got = 0
     for k in range(n):
         d = desc[(cons + k) & rmask]
         addr = d[0]
         ln = d[1] & _U32
-        if addr < 0 or addr >= umem_size:
-            ds[_D_RX_DROPPED] += 1  # no chunk of ours: nothing to give back either
+        loc = addr // _PAGE
+        if addr < 0 or addr >= umem_size or lent[loc] == 0:
+            ds[_D_RX_DROPPED] += 1  # no chunk the kernel had from us: nothing to take back
             continue
-        if 0 < ln <= _MAX_FRAME and addr + ln <= umem_size:
-            loc = _alloc(psc, cache, ring, free, state)
-            if loc >= 0:
-                memcpy(pages.ctypes.data + loc * pages.strides[0] + _HEADROOM, umem_at + addr,
-                       ln)
-                slot = (head + count) % qsize
-                qcols[0, slot] = pfn_base + loc
-                qcols[1, slot] = _HEADROOM
-                qcols[2, slot] = ln
-                qcols[3, slot] = 0
-                qcols[4, slot] = 0  # KIND_BUFF
-                count += 1
-                got += 1
-            else:
-                ds[_D_RX_DROPPED] += 1
-        else:
-            ds[_D_RX_DROPPED] += 1  # multi-buffer or bogus: pyxdp's pages hold one buffer
-        fring[fcp & fmask] = addr - addr % chunk
-        fcp = (fcp + 1) & _U32
+        lent[loc] = 0
+        off = addr - loc * _PAGE
+        if 0 < ln and off + ln <= _HEADROOM + _MAX_FRAME:
+            slot = (head + count) % qsize
+            qcols[0, slot] = pfn_base + loc
+            qcols[1, slot] = off
+            qcols[2, slot] = ln
+            qcols[3, slot] = 0
+            qcols[4, slot] = 0  # KIND_BUFF
+            count += 1
+            got += 1
+        else:  # multi-buffer or bogus: pyxdp's pages hold one buffer
+            _recycle(psc, cache, ring, free, state, loc)
+            ds[_D_RX_DROPPED] += 1
     cons = (cons + n) & _U32
     rxq[Q_CC] = cons
     rxq[Q_PUB] = cons
     rxq[Q_CP] = prod
     store_release32_at(rxq[Q_CONS], cons)
-    fq[Q_CP] = fcp
-    fq[Q_PUB] = fcp
-    store_release32_at(fq[Q_PROD], fcp)
     qcur[_R_COUNT] = count
+    fmask = fq[Q_MASK]
+    fring = i64_view(fq[Q_RING], 1, fmask + 1)[0]
+    fcp = fq[Q_CP]
+    fcc = load_acquire32_at(fq[Q_CONS])
+    fq[Q_CC] = fcc
+    for _k in range(fmask + 1 - ((fcp - fcc) & _U32)):
+        loc = _alloc(psc, cache, ring, free, state)
+        if loc < 0:
+            break  # the pool is dry: the kernel counts what finds no fill entry
+        lent[loc] = 1
+        fring[fcp & fmask] = loc * _PAGE
+        fcp = (fcp + 1) & _U32
+    if fcp != fq[Q_PUB]:
+        fq[Q_CP] = fcp
+        fq[Q_PUB] = fcp
+        store_release32_at(fq[Q_PROD], fcp)
     return got
 
 
 class _XskPort:
-    """One AF_XDP socket on (interface, queue): its fill and rx rings feed the queue (a
-    copy, in machine code, into the queue's page pool), its tx and completion rings
-    are the device's transmit wire (:mod:`pyxdp.net.xsk_wire`: the native poll loop
-    writes XDP_TX and redirected frames there itself)."""
+    """One AF_XDP socket on (interface, queue) whose UMEM is the queue's page pool: its
+    fill and rx rings feed the queue with the pool's own pages, no copy
+    (:func:`_rx_zc`); its tx and completion rings are the device's transmit wire
+    (:mod:`pyxdp.net.xsk_wire`: the native poll loop writes XDP_TX and redirected
+    frames there itself, copied into the wire's chunks, pages the wire holds).
+
+    Where each page of the pool is: the pool's states say which pages are in use;
+    of those, ``lent`` marks the ones the kernel has (in the fill ring, being
+    written, in the rx ring), ``_tx_pfns`` are the wire's for as long as the
+    socket lives; the rest are frames of the queue. Closing the socket gives the
+    pool back every page lent and the wire's."""
 
     kind = "af_xdp"
 
-    def __init__(self, ifname: str, queue: int, mode: str | None) -> None:
+    def __init__(self, ifname: str, rq: Any, mode: str | None) -> None:
+        pool = rq.pool
+        self.pool = pool
+        queue = int(rq.index)
+        # The pool's memory registered as the UMEM: chunk i is page row i.
+        umem = Umem(pool.npages, PAGE_SIZE, memory=pool.raw)
         try:
-            self.sock = LinuxXskSocket(ifname, queue, mode=mode, fill_size=RING,
+            self.sock = LinuxXskSocket(ifname, queue, umem, mode=mode, fill_size=RING,
                                        comp_size=RING, rx_size=RING, tx_size=RING)
         except XskError as e:
             if mode is not None or e.errno not in (_errno.EOPNOTSUPP, _errno.EINVAL):
                 raise
-            self.sock = LinuxXskSocket(ifname, queue, mode="copy", fill_size=RING,
+            self.sock = LinuxXskSocket(ifname, queue, umem, mode="copy", fill_size=RING,
                                        comp_size=RING, rx_size=RING, tx_size=RING)
         s = self.sock
         assert s.tx is not None and s.rx is not None and s.fill_ring is not None \
             and s.comp_ring is not None
         self.zerocopy = s.zerocopy
-        s.fill(RING)
         try:  # one sendto sends a whole round in copy mode (default: 32 descriptors)
             s.set_tx_budget(RING)
         except XskError:
             pass  # an older kernel: kick() loops instead
-        # The transmit set: the chunks the fill ring did not take, owned by the wire
-        # from here on (their ChunkPool state stays TX until the socket closes).
-        chunks = s.pool.alloc(s.pool.nfree, _TX)
-        self._free = s.umem.chunk_base(chunks).astype(np.int64)
+        self.lent = np.zeros(pool.npages, np.uint8)
+        # The transmit set: pages of the pool the wire holds while the socket lives.
+        self._tx_pfns = pool.alloc_bulk(TX_CHUNKS)
+        self._free = ((self._tx_pfns - pool.pfn_base) * PAGE_SIZE).astype(np.int64)
         self.wire = XskWireState(
             txq_at=s.tx.q.words.ctypes.data, cq_at=s.comp_ring.q.words.ctypes.data,
             umem_at=s.umem.address, umem_size=s.umem.size, chunk_size=s.umem.chunk_size,
@@ -389,6 +416,7 @@ class _XskPort:
         self.wire_addr = int(self.wire.words.ctypes.data)
         self._rxq = s.rx.q.words
         self._fq = s.fill_ring.q.words
+        self._refill(rq)
 
     def kick(self) -> None:
         """``sendto`` for the descriptors written since the last kick (copy mode sends in
@@ -408,13 +436,18 @@ class _XskPort:
         return self.sock.fd
 
     def receive(self, dev: LiveNic, rq: Any, budget: int) -> int:
-        """Frames from the rx ring into pages of ``rq``'s pool, queued for its poll, and
-        their chunks straight back to the fill ring: one native call."""
-        pool = rq.pool
-        got = int(_rx_copy(self._rxq, self._fq, self.sock.umem.address, self.sock.umem.size,
-                           self.sock.umem.chunk_size, pool.pages, pool.pfn_base,
-                           *pool.native_arrays, rq.ring.cols, rq.ring.cur.words,
-                           rq.stats.words, budget))
+        """Frames of the rx ring queued for ``rq``'s poll in the pages they arrived in,
+        and the fill ring refilled from its pool: one native call."""
+        pool = self.pool
+        got = int(_rx_zc(self._rxq, self._fq, self.sock.umem.size, pool.pfn_base,
+                         *pool.native_arrays, self.lent, rq.ring.cols, rq.ring.cur.words,
+                         rq.stats.words, budget))
+        if pool.state.error:  # a lent page the pool did not have in use: a bug of ours
+            row = int(pool.state.error) - 1
+            pool.state.error = 0
+            raise PageAccountingError(f"{pool.name}: page row {row} came back from the "
+                                      "kernel twice", pages=[pool.pfn_base + row],
+                                      owner=pool.name)
         # XDP_USE_NEED_WAKEUP: a driver that ran out of fill descriptors stopped its
         # NAPI and waits for a wakeup now that the ring is refilled (copy mode never
         # sets the flag); the worker may sleep next without calling poll.
@@ -439,8 +472,17 @@ class _XskPort:
     def reap(self) -> None:
         wire_reap(self.wire.words)
 
+    def _refill(self, rq: Any) -> None:
+        self.receive(rq.dev, rq, 0)
+
     def close(self) -> None:
+        """Close the socket, then take back the pages the kernel and the wire had."""
         self.sock.close()
+        self.sock.umem.close()  # the pool's memory stays mapped: it is the pool's
+        self.pool.put_pages(np.concatenate((np.flatnonzero(self.lent) + self.pool.pfn_base,
+                                            self._tx_pfns)))
+        self.lent[:] = 0
+        self._tx_pfns = self._tx_pfns[:0]
 
 
 class _PacketPort:
@@ -531,7 +573,7 @@ class LiveNic(NetDevice):
         mtu = if_mtu(ifname)
         host.stack.ensure_ifindex(ifindex)
         super().__init__(host, ifindex, ifname, mac=if_mac(ifname), mtu=mtu, rx_queues=nq,
-                         tx_queues=nq, ring_size=RX_RING)
+                         tx_queues=nq, ring_size=RX_RING, pool_pages=POOL_PAGES)
         host._next_ifindex = max(host._next_ifindex, ifindex + 1)
         self.ports: list[_XskPort | _PacketPort] = []
         self.link: XdpLink | None = None
@@ -561,7 +603,7 @@ class LiveNic(NetDevice):
     def _open_xsk(self, ifname: str, nq: int, mode: str | None,
                   kernel_mode: str | None) -> None:
         for q in range(nq):
-            self.ports.append(_XskPort(ifname, q, mode))
+            self.ports.append(_XskPort(ifname, self.rx[q], mode))
         self._redir = Collection(redirect_spec(max(nq, 1)), "kernel")
         xsks = self._redir.maps["xsks"]
         for q, p in enumerate(self.ports):

@@ -59,7 +59,10 @@ class Umem:
     ``XDP_UMEM_UNALIGNED_CHUNK_FLAG`` (chunk size need not be a power of two,
     addresses are handles); ``tx_metadata_len`` (with
     ``XDP_UMEM_TX_METADATA_LEN``) reserves that many bytes before TX data.
-    ``shared`` puts the memory in a named ``SharedMemory`` (``.name``).
+    ``shared`` puts the memory in a named ``SharedMemory`` (``.name``);
+    ``memory`` cuts an existing page-aligned mapping into the chunks instead (a
+    page pool's pages: the UMEM is then that pool's memory; not unmapped by
+    :meth:`close`).
     The geometry is checked as the kernel's ``XDP_UMEM_REG`` checks it.
 
     ``buf`` is a ``uint8`` view of the whole UMEM and ``address`` its
@@ -68,7 +71,8 @@ class Umem:
 
     def __init__(self, nchunks: int = 4096, chunk_size: int = 4096, headroom: int = 0, *,
                  unaligned: bool = False, tx_metadata_len: int = 0, tx_sw_csum: bool = False,
-                 shared: bool = False, name: str | None = None, _attach: bool = False) -> None:
+                 shared: bool = False, name: str | None = None, _attach: bool = False,
+                 memory: mmap.mmap | None = None) -> None:
         flags = 0
         if unaligned:
             flags |= XdpUmemFlag.XDP_UMEM_UNALIGNED_CHUNK_FLAG
@@ -90,7 +94,12 @@ class Umem:
         self._shm: shared_memory.SharedMemory | None = None
         self._mmap: mmap.mmap | None = None
         self.name: str | None = None
-        if _attach:
+        if memory is not None:
+            if len(memory) < size:
+                raise ValueError(f"the memory holds {len(memory)} bytes, the geometry needs "
+                                 f"{size}")
+            self.buf: npt.NDArray[np.uint8] = np.frombuffer(memory, np.uint8, size)
+        elif _attach:
             assert name is not None
             # Map the segment ourselves: SharedMemory(name) would register it with
             # this process's resource tracker, which unlinks it when we exit.
@@ -107,7 +116,7 @@ class Umem:
             finally:
                 os.close(fd)
             self.name = name
-            self.buf: npt.NDArray[np.uint8] = np.frombuffer(self._mmap, np.uint8, size)
+            self.buf = np.frombuffer(self._mmap, np.uint8, size)
         elif shared or name is not None:
             shm = shared_memory.SharedMemory(name, create=True, size=size)
             self._shm = shm

@@ -192,3 +192,35 @@ def test_worker_sleeps_between_frames(lab: str) -> None:
             time.sleep(0.01)
         assert dp.devices[0].stats.xdp_drops == sent
     assert cpu < 0.5 * wall, (cpu, wall)
+
+
+def test_pages_are_the_umem(lab: str) -> None:
+    """The queue's page pool is the socket's UMEM: frames reach the program in the pages
+    the kernel wrote (no copy), the pages the program dropped go back into the fill
+    ring (more frames than the pool has pages all arrive), and every page is where
+    the accounting says (the kernel's lent ones, the wire's, the queue's)."""
+    import numpy as np
+
+    from pyxdp.xsk.live import POOL_PAGES, LiveDataplane
+    frame = udp_packet(b"z", src_mac=MACS["veth1"], dst_mac=MACS["veth0"])
+    with LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"]) as dp, \
+            socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as s:
+        s.bind(("veth1", 0))
+        dev = dp.devices[0]
+        port, pool = dev.ports[0], dev.rx[0].pool
+        assert port.sock.umem.address == pool.buf.ctypes.data
+        sent = 0
+        while sent < POOL_PAGES + 2000:
+            for _ in range(1000):  # in steps the rings hold, however late the worker runs
+                s.send(frame)
+            sent += 1000
+            deadline = time.monotonic() + 10
+            while dev.stats.rx_packets < sent and time.monotonic() < deadline:
+                time.sleep(0.002)
+        assert dev.stats.xdp_drops == sent
+        dp.stop()
+        lent = int(port.lent.sum())
+        assert lent == 4096  # a full fill ring, nothing left in the rx ring
+        assert pool.nr_in_use == lent + len(port._tx_pfns) + len(dev.rx[0].ring)
+        assert not np.intersect1d(np.flatnonzero(port.lent) + pool.pfn_base,
+                                  port._tx_pfns).size

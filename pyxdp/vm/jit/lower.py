@@ -1104,7 +1104,7 @@ class FuncLowering:
         fns = native.functions
         if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:
             return None
-        if kind == "map_update" and "update" not in fns:
+        if kind == "map_update" and ("update" not in fns or m.py_update):
             return None
         ok = f.flag(NF_RUNCTX)
         start = f.cur

@@ -1,0 +1,242 @@
+"""Program-allocated objects: ``bpf_global_ma`` of ``kernel/bpf/memalloc.c`` and the
+``bpf_obj_new_impl``/``bpf_obj_drop_impl`` kfuncs and ``bpf_kptr_xchg`` helper of
+``kernel/bpf/helpers.c`` (Linux 6.18).
+
+``bpf_obj_new(type)`` gives a program a zeroed object of one of its own BTF
+structs (the verifier hands the kfunc the type's size); ``bpf_obj_drop``
+frees it; ``bpf_kptr_xchg(&value->field, p)`` swaps an object into a
+``__kptr`` field of a map value and returns the one that was there, which is
+how an object outlives the run that made it.
+
+Objects live in one arena of fake address space shared by every program of
+the process (the kernel's ``bpf_global_ma`` is global too: an object one
+program stored in a map another program may take out and drop). The arena is
+a :class:`~pyxdp.vm.memory.Region` the engines bounds-check like any other;
+its allocator state is kept in the arena's own first bytes so that Python
+(allocation, on both engines) and native code (the JIT's ``bpf_obj_drop``
+twin) share it. Like ``bpf_mem_alloc``, a request takes the smallest of
+Linux's size classes that holds it and an 8-byte header in front of the
+object (the kernel's ``llist_node``/cache pointer, here the class and a live
+bit); a freed block goes on its class's free list, and an object the classes
+cannot hold (more than 4088 bytes) or one the arena has no room for is NULL.
+Arena operations are not atomic: programs that allocate run under the
+host's lock (:mod:`pyxdp.net.napi`), one engine at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyxdp.btf.btf import Btf, BtfKind
+from pyxdp.errors import HelperFault
+from pyxdp.uapi.bpf import BpfFuncId
+from pyxdp.vm.context import helper
+from pyxdp.vm.jit.abi import SLOW, Natives
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import HelperNative, register_helper, register_kfunc
+from pyxdp.vm.memory import Region
+
+if TYPE_CHECKING:
+    from pyxdp.vm.interpreter import Interpreter
+
+__all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "OBJ_KFUNCS", "ObjArena", "arena",
+           "make_obj_new", "obj_drop", "uses_arena"]
+
+ARENA_BASE = 0x0000_5800_0000_0000
+ARENA_SIZE = 4 << 20
+# bpf_mem_alloc's size classes (sizes[] of kernel/bpf/memalloc.c), header included.
+SIZES = (16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096)
+_HDR = 8                 # the hidden header in front of every object
+_LIVE = 1 << 8           # header bit: the block holds an object (else it is free)
+# The arena's first bytes: word 0 the first never-used offset, word 1 + c the first
+# free block of class c (0: none); a free block keeps the next one in its object's
+# first word.
+_HEAD = 128
+_BUMP = 0
+
+
+def _cls(size: int) -> int:
+    """bpf_mem_cache_idx(size + LLIST_NODE_SZ): the class, or -1 when none fits."""
+    c = bisect_left(SIZES, size + _HDR)
+    return c if c < len(SIZES) else -1
+
+
+class ObjArena:
+    """The objects' memory: one region, its allocator state inside it."""
+
+    def __init__(self, size: int = ARENA_SIZE) -> None:
+        self.buf = np.zeros(size, dtype=np.uint8)
+        self.u64 = self.buf.view("<u8")  # blocks are 8-aligned: word n at byte 8n
+        self.words = self.u64[:_HEAD // 8]
+        self.words[_BUMP] = _HEAD
+        self.region = Region("bpf_obj arena", ARENA_BASE, self.buf.data)
+        self._lock = threading.Lock()
+
+    def _word(self, off: int) -> int:
+        return int(self.u64[off >> 3])
+
+    def _set(self, off: int, v: int) -> None:
+        self.u64[off >> 3] = v
+
+    def alloc(self, size: int) -> int:
+        """``bpf_mem_alloc``: a zeroed object of ``size`` bytes, its address; 0 when no
+        class holds it or the arena is full."""
+        c = _cls(size)
+        if c < 0 or size <= 0:
+            return 0
+        with self._lock:
+            block = int(self.words[1 + c])
+            if block:
+                self.words[1 + c] = self._word(block + _HDR)
+            else:
+                block = int(self.words[_BUMP])
+                if block + SIZES[c] > len(self.buf):
+                    return 0
+                self.words[_BUMP] = block + SIZES[c]
+            self._set(block, c | _LIVE)
+            self.buf[block + _HDR:block + SIZES[c]] = 0
+        return ARENA_BASE + block + _HDR
+
+    def free(self, addr: int) -> None:
+        """``bpf_mem_free``: the object at ``addr`` goes back on its class's list."""
+        block = addr - ARENA_BASE - _HDR
+        with self._lock:
+            if not (_HEAD <= block < int(self.words[_BUMP]) and addr % 8 == 0):
+                raise HelperFault(f"{addr:#x} is not an object bpf_obj_new allocated")
+            h = self._word(block)
+            if not h & _LIVE or h & 0xFF >= len(SIZES):
+                raise HelperFault(f"{addr:#x} is not a live object (freed twice?)")
+            c = h & 0xFF
+            self._set(block, c)
+            self._set(block + _HDR, int(self.words[1 + c]))
+            self.words[1 + c] = block
+
+    def live(self) -> int:
+        """Objects allocated and not freed (for tests and leak checks)."""
+        with self._lock:
+            free = 0
+            for c in range(len(SIZES)):
+                b = int(self.words[1 + c])
+                while b:
+                    free += 1
+                    b = self._word(b + _HDR)
+            used, off = 0, _HEAD
+            end = int(self.words[_BUMP])
+            while off < end:
+                used += 1
+                off += SIZES[self._word(off) & 0xFF]
+            return used - free
+
+
+_ARENA: ObjArena | None = None
+_ARENA_LOCK = threading.Lock()
+
+
+def arena() -> ObjArena:
+    """The process's object arena (made on first use)."""
+    global _ARENA
+    with _ARENA_LOCK:
+        if _ARENA is None:
+            _ARENA = ObjArena()
+        return _ARENA
+
+
+def _map_arena(vm: Interpreter) -> ObjArena:
+    """The arena, added to the run's memory if the run does not see it yet."""
+    a = arena()
+    if not any(r is a.region for r in vm.mem.regions):
+        vm.mem.add(a.region)
+    return a
+
+
+def make_obj_new(btf: Btf | None) -> Callable[..., int]:
+    """``bpf_obj_new_impl(local_type_id__k, meta__ign)`` for a program whose BTF is
+    ``btf``: the verifier made the id a struct of it (Linux passes the kfunc its size)."""
+    sizes: dict[int, int] = {}
+
+    def obj_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+        size = sizes.get(r1)
+        if size is None:
+            t = btf.type_by_id(r1) if btf is not None and 0 < r1 < len(btf.types) else None
+            if t is None or t.kind is not BtfKind.STRUCT:
+                raise HelperFault(f"bpf_obj_new: {r1} is not the id of a struct of the "
+                                  "program's BTF")
+            size = sizes[r1] = t.size_type
+        return _map_arena(vm).alloc(size)
+
+    return obj_new
+
+
+def obj_drop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_obj_drop_impl(p__alloc, meta__ign)``: the object is freed."""
+    _map_arena(vm).free(r1)
+    return 0
+
+
+@helper(int(BpfFuncId.BPF_FUNC_kptr_xchg), "kptr_xchg")
+def _kptr_xchg(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_kptr_xchg(dst, ptr)``: ``*dst = ptr``, the old value returned (an xchg)."""
+    old = vm.mem.load(r1, 8)
+    vm.mem.store(r1, 8, r2)
+    if old:
+        _map_arena(vm)  # the run may read the object it took out
+    return old
+
+
+def _drop_fn(natives: Natives) -> str:
+    """bpf_obj_drop's twin: the block onto its class's free list (SLOW for anything but
+    a live arena object: Python faults)."""
+    f = Text()
+    f.at("entry")
+    block = f.ins(f"sub i64 %r1, {c64(ARENA_BASE + _HDR)}")
+    ret_if(f, f.ins(f"icmp ult i64 {block}, {_HEAD}"), SLOW)
+    ret_if(f, f.ins(f"icmp uge i64 {block}, {ARENA_SIZE}"), SLOW)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins('and i64 %r1, 7')}, 0"), SLOW)
+    hp = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'sub i64 %r1, {_HDR}')}, "
+               "i64 16, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {hp}, null"), SLOW)
+    words = f.ins(f"call ptr @translate(ptr %ctx, i64 {c64(ARENA_BASE)}, i64 {_HEAD}, "
+                  "i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {words}, null"), SLOW)
+    h = f.ins(f"load i64, ptr {hp}, align 8")
+    c = f.ins(f"and i64 {h}, 255")
+    live = f.ins(f"icmp ne i64 {f.ins(f'and i64 {h}, {_LIVE}')}, 0")
+    ok = f.ins(f"and i1 {live}, {f.ins(f'icmp ult i64 {c}, {len(SIZES)}')}")
+    ret_if(f, f.ins(f"xor i1 {ok}, true"), SLOW)
+    headp = f.gep(words, f.ins(f"shl i64 {f.ins(f'add i64 {c}, 1')}, 3"))
+    first = f.ins(f"load i64, ptr {headp}, align 8")
+    f.do(f"store i64 {c}, ptr {hp}, align 8")
+    f.do(f"store i64 {first}, ptr {f.gep(hp, _HDR)}, align 8")
+    f.do(f"store i64 {block}, ptr {headp}, align 8")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @obj_drop(ptr %ctx, i64 %r1) nounwind")
+
+
+def _kptr_xchg_fn(natives: Natives) -> str:
+    """bpf_kptr_xchg's twin: an atomic exchange of the 8 bytes at %r1."""
+    f = Text()
+    f.at("entry")
+    p = f.ins("call ptr @translate(ptr %ctx, i64 %r1, i64 8, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
+    f.do(f"ret i64 {f.ins(f'atomicrmw xchg ptr {p}, i64 %r2 seq_cst, align 8')}")
+    return f.text("define internal i64 @kptr_xchg(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+
+
+# The kfuncs by name; bpf_obj_new_impl is bound per program (make_obj_new: its BTF).
+OBJ_KFUNCS: dict[str, Callable[..., int]] = {"bpf_obj_drop_impl": obj_drop}
+register_kfunc("bpf_obj_drop_impl", obj_drop,
+               HelperNative("obj_drop", 1, _drop_fn, ("translate",)))
+register_helper(int(BpfFuncId.BPF_FUNC_kptr_xchg),
+                HelperNative("kptr_xchg", 2, _kptr_xchg_fn, ("translate",)))
+# What makes a program see the arena: the kfuncs that give it objects, the helper too.
+ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg"})
+
+
+def uses_arena(names: set[str]) -> bool:
+    """Whether a program whose helpers and kfuncs are ``names`` reads objects."""
+    return bool(names & ARENA_USERS)

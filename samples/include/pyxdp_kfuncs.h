@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pyxdp_kfuncs.h - declarations of the kernel functions (kfuncs) for
+ * program-allocated objects that pyxdp's samples call, in pyxdp's own words
+ * (what libbpf's bpf_experimental.h declares for the same kfuncs).
+ *
+ * A kfunc is an extern function in section ".ksyms": clang emits a call with
+ * src_reg 2 and a relocation the loader resolves by name against the
+ * kernel's BTF. The argument name suffixes matter to the verifier:
+ * "__k" a known constant, "__ign" not checked, "__alloc" an object
+ * bpf_obj_new gave.
+ */
+#ifndef PYXDP_KFUNCS_H
+#define PYXDP_KFUNCS_H
+
+#include <linux/types.h>
+
+#define __ksym __attribute__((section(".ksyms")))
+/* A map value member holding a referenced pointer to an object (bpf_kptr_xchg). */
+#define __kptr __attribute__((btf_type_tag("kptr")))
+
+/* The local BTF type id of a type: a CO-RE relocation the loader resolves to
+ * the program's own BTF id (bpf_core_type_id_local). */
+#define pyxdp_local_type_id(type) __builtin_btf_type_id(*(type *)0, 0)
+
+extern void *bpf_obj_new_impl(__u64 local_type_id__k, void *meta__ign) __ksym;
+extern void bpf_obj_drop_impl(void *p__alloc, void *meta__ign) __ksym;
+
+/* A zeroed object of struct type, or NULL; freed with bpf_obj_drop. */
+#define bpf_obj_new(type) ((type *)bpf_obj_new_impl(pyxdp_local_type_id(type), NULL))
+#define bpf_obj_drop(p) bpf_obj_drop_impl(p, NULL)
+
+/* bpf_kptr_xchg(&value->field, p): store p in a __kptr field, return the old one. */
+static void *(* const bpf_kptr_xchg)(void *dst, void *ptr) = (void *) 194;
+
+#endif
