@@ -2023,14 +2023,10 @@ class _Verifier:
         return plan
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
-                len(old.irqs) != len(cur.irqs):
+        frames = cur.frames
+        if len(old.frames) != len(frames):
             return False
-        # func_states_equal: a state of more callback iterations begun (bpf_loop's
-        # callback_depth) does not cover one of fewer
-        for fo, fc in zip(old.frames, cur.frames, strict=True):
-            if fo.cb_depth > fc.cb_depth:
-                return False
+        # (the checks below have no side effects: the cheap, most often failing first)
         if not exact and self.loose and not old.branches:
             plan = old.plan
             if plan is None:
@@ -2040,7 +2036,6 @@ class _Verifier:
             # scalars). What failed moves to the front: the next state at this pc likely
             # differs from old in the same place.
             quick = old.quick
-            frames = cur.frames
             for k, q in enumerate(quick):
                 kind = q[0]
                 if kind == 1:
@@ -2065,6 +2060,13 @@ class _Verifier:
                 return False
         else:
             plan = None
+        if len(old.refs) != len(cur.refs) or len(old.irqs) != len(cur.irqs):
+            return False
+        # func_states_equal: a state of more callback iterations begun (bpf_loop's
+        # callback_depth) does not cover one of fewer
+        for fo, fc in zip(old.frames, frames, strict=True):
+            if fo.cb_depth > fc.cb_depth:
+                return False
         idmap: dict[int, int] = {}
         # refsafe: the references and the lock held, their ids through the map
         if old.refs and not all(self._ids(o[0], c[0], idmap)
