@@ -136,9 +136,19 @@ class StackLiveness:
 
     def commit(self, frames: Sequence[_Frame], pc: int) -> None:
         """bpf_commit_stack_write_marks after an instruction that kept its frames."""
-        self._current(frames).commit(pc, self.writes, len(frames))
-        if self.writes:
-            self.writes = {}
+        inst = self.cur
+        if inst is None:
+            inst = self._current(frames)
+        writes = self.writes
+        if not writes:
+            # (most instructions: nothing to commit, _Instance.commit would return at once)
+            i = pc - inst.start
+            if inst.written_once[i] and not inst.wrote[i]:
+                return
+            inst.commit(pc, writes, len(frames))
+            return
+        inst.commit(pc, writes, len(frames))
+        self.writes = {}
 
     def reset(self) -> None:
         """bpf_reset_live_stack_callchain: the frames changed (a call, a return, another

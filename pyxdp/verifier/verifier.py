@@ -1070,14 +1070,24 @@ _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
 
 
-def _bits(mask: int) -> list[int]:
+_BITS: dict[int, tuple[int, ...]] = {}  # a memo: the same live masks recur at a pc
+
+
+def _bits(mask: int) -> tuple[int, ...]:
     """The set bits of ``mask``, lowest first."""
+    got = _BITS.get(mask)
+    if got is not None:
+        return got
     out = []
-    while mask:
-        low = mask & -mask
+    m = mask
+    while m:
+        low = m & -m
         out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+        m ^= low
+    got = tuple(out)
+    if len(_BITS) < 4096:
+        _BITS[mask] = got
+    return got
 
 
 def _stack_scalar(slot: Slot) -> Reg | None:
