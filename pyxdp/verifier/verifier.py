@@ -2074,8 +2074,9 @@ class _Verifier:
             return False
         # func_states_equal: a state of more callback iterations begun (bpf_loop's
         # callback_depth) does not cover one of fewer
-        for fo, fc in zip(old.frames, frames, strict=True):
-            if fo.cb_depth > fc.cb_depth:
+        ofs = old.frames
+        for k in range(len(ofs)):
+            if ofs[k].cb_depth > frames[k].cb_depth:
                 return False
         idmap: dict[int, int] = {}
         # refsafe: the references and the lock held, their ids through the map
