@@ -205,15 +205,23 @@ class StackLiveness:
                 nxt = succ[i]
                 if not nxt:
                     continue
-                after, both = 0, _ALL
-                for j in nxt:
+                m = mw[i]
+                if len(nxt) == 1:  # most instructions: one successor
+                    j = nxt[0]
                     if j >= 0:
-                        after |= live[j]
-                        both &= acc[j]
+                        after, both = live[j], acc[j] | m
                     else:
-                        both = 0
-                both |= mw[i]
-                before = (after & ~mw[i]) | reads[i]
+                        after, both = 0, m
+                else:
+                    after, both = 0, _ALL
+                    for j in nxt:
+                        if j >= 0:
+                            after |= live[j]
+                            both &= acc[j]
+                        else:
+                            both = 0
+                    both |= m
+                before = (after & ~m) | reads[i]
                 if before != live[i] or both != acc[i]:
                     live[i], acc[i] = before, both
                     for p in pred[i]:

@@ -1554,7 +1554,10 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            self.loose = not self._incomplete_marks(cur, pc)
+            if len(cur.frames) == 1:  # (_incomplete_marks of one frame, inline)
+                self.loose = not (self.in_scc[pc] and self.scc_backedges[pc])
+            else:
+                self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
