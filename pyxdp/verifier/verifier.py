@@ -2002,10 +2002,7 @@ class _Verifier:
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
-            mask_live = live if fi == top else 0x7FF
-            for r in range(11):
-                if not mask_live >> r & 1:
-                    continue
+            for r in _bits((live if fi == top else 0x7FF) & 0x7FF):
                 o = fregs[r]
                 t = o.t
                 if t == NOT_INIT:
