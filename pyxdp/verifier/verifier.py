@@ -998,14 +998,18 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 def _bt_dst(i: Instruction) -> int:
     """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
-    byte swap, a jump always or a may_goto: 11), else -1."""
+    byte swap, a jump always, a may_goto or a conditional jump on an immediate: 11, what
+    backtracking never changes at), else -1."""
     cls = i.code & 7
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
     if cls == op.BPF_LDX:
         return i.dst
-    if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 in (op.BPF_JA, BPF_JCOND):
-        return 11
+    if cls in (op.BPF_JMP, op.BPF_JMP32):
+        o = i.code & 0xF0
+        if o in (op.BPF_JA, BPF_JCOND) or (
+                o not in (op.BPF_CALL, op.BPF_EXIT) and not i.code & op.BPF_X):
+            return 11
     return -1
 
 
