@@ -628,6 +628,7 @@ class Reg:
 
 
 _new_reg = Reg.__new__
+_copy_reg = Reg.copy  # (map over it: cheaper than a comprehension per frame copy)
 # Templates a register is set from: an unknown scalar, and known scalars by value.
 _UNKNOWN_SCALAR = Reg()
 _UNKNOWN_SCALAR.t = SCALAR
@@ -709,7 +710,7 @@ class Frame:
 
     def copy(self) -> Frame:
         f = Frame.__new__(Frame)
-        f.regs = [r.copy() for r in self.regs]
+        f.regs = list(map(_copy_reg, self.regs))
         # most spilled registers never change again: shared until written (spill_w)
         f.stack = self.stack[:]
         f.owned = self.owned = 0
