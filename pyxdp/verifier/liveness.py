@@ -136,9 +136,19 @@ class StackLiveness:
 
     def commit(self, frames: Sequence[_Frame], pc: int) -> None:
         """bpf_commit_stack_write_marks after an instruction that kept its frames."""
-        self._current(frames).commit(pc, self.writes, len(frames))
-        if self.writes:
-            self.writes = {}
+        inst = self.cur
+        if inst is None:
+            inst = self._current(frames)
+        writes = self.writes
+        if not writes:
+            # (most instructions: nothing to commit, _Instance.commit would return at once)
+            i = pc - inst.start
+            if inst.written_once[i] and not inst.wrote[i]:
+                return
+            inst.commit(pc, writes, len(frames))
+            return
+        inst.commit(pc, writes, len(frames))
+        self.writes = {}
 
     def reset(self) -> None:
         """bpf_reset_live_stack_callchain: the frames changed (a call, a return, another
@@ -195,15 +205,23 @@ class StackLiveness:
                 nxt = succ[i]
                 if not nxt:
                     continue
-                after, both = 0, _ALL
-                for j in nxt:
+                m = mw[i]
+                if len(nxt) == 1:  # most instructions: one successor
+                    j = nxt[0]
                     if j >= 0:
-                        after |= live[j]
-                        both &= acc[j]
+                        after, both = live[j], acc[j] | m
                     else:
-                        both = 0
-                both |= mw[i]
-                before = (after & ~mw[i]) | reads[i]
+                        after, both = 0, m
+                else:
+                    after, both = 0, _ALL
+                    for j in nxt:
+                        if j >= 0:
+                            after |= live[j]
+                            both &= acc[j]
+                        else:
+                            both = 0
+                    both |= m
+                before = (after & ~m) | reads[i]
                 if before != live[i] or both != acc[i]:
                     live[i], acc[i] = before, both
                     for p in pred[i]:

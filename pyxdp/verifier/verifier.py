@@ -628,6 +628,7 @@ class Reg:
 
 
 _new_reg = Reg.__new__
+_copy_reg = Reg.copy  # (map over it: cheaper than a comprehension per frame copy)
 # Templates a register is set from: an unknown scalar, and known scalars by value.
 _UNKNOWN_SCALAR = Reg()
 _UNKNOWN_SCALAR.t = SCALAR
@@ -709,7 +710,7 @@ class Frame:
 
     def copy(self) -> Frame:
         f = Frame.__new__(Frame)
-        f.regs = [r.copy() for r in self.regs]
+        f.regs = list(map(_copy_reg, self.regs))
         # most spilled registers never change again: shared until written (spill_w)
         f.stack = self.stack[:]
         f.owned = self.owned = 0
@@ -998,14 +999,18 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 def _bt_dst(i: Instruction) -> int:
     """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
-    byte swap, a jump always or a may_goto: 11), else -1."""
+    byte swap, a jump always, a may_goto or a conditional jump on an immediate: 11, what
+    backtracking never changes at), else -1."""
     cls = i.code & 7
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
     if cls == op.BPF_LDX:
         return i.dst
-    if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 in (op.BPF_JA, BPF_JCOND):
-        return 11
+    if cls in (op.BPF_JMP, op.BPF_JMP32):
+        o = i.code & 0xF0
+        if o in (op.BPF_JA, BPF_JCOND) or (
+                o not in (op.BPF_CALL, op.BPF_EXIT) and not i.code & op.BPF_X):
+            return 11
     return -1
 
 
@@ -1070,14 +1075,24 @@ _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
 
 
-def _bits(mask: int) -> list[int]:
+_BITS: dict[int, tuple[int, ...]] = {}  # a memo: the same live masks recur at a pc
+
+
+def _bits(mask: int) -> tuple[int, ...]:
     """The set bits of ``mask``, lowest first."""
+    got = _BITS.get(mask)
+    if got is not None:
+        return got
     out = []
-    while mask:
-        low = mask & -mask
+    m = mask
+    while m:
+        low = m & -m
         out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+        m ^= low
+    got = tuple(out)
+    if len(_BITS) < 4096:
+        _BITS[mask] = got
+    return got
 
 
 def _stack_scalar(slot: Slot) -> Reg | None:
@@ -1544,7 +1559,10 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            self.loose = not self._incomplete_marks(cur, pc)
+            if len(cur.frames) == 1:  # (_incomplete_marks of one frame, inline)
+                self.loose = not (self.in_scc[pc] and self.scc_backedges[pc])
+            else:
+                self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
@@ -1989,10 +2007,7 @@ class _Verifier:
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
-            mask_live = live if fi == top else 0x7FF
-            for r in range(11):
-                if not mask_live >> r & 1:
-                    continue
+            for r in _bits((live if fi == top else 0x7FF) & 0x7FF):
                 o = fregs[r]
                 t = o.t
                 if t == NOT_INIT:
@@ -2023,14 +2038,10 @@ class _Verifier:
         return plan
 
     def _states_equal(self, old: State, cur: State, live: int, exact: bool) -> bool:
-        if len(old.frames) != len(cur.frames) or len(old.refs) != len(cur.refs) or \
-                len(old.irqs) != len(cur.irqs):
+        frames = cur.frames
+        if len(old.frames) != len(frames):
             return False
-        # func_states_equal: a state of more callback iterations begun (bpf_loop's
-        # callback_depth) does not cover one of fewer
-        for fo, fc in zip(old.frames, cur.frames, strict=True):
-            if fo.cb_depth > fc.cb_depth:
-                return False
+        # (the checks below have no side effects: the cheap, most often failing first)
         if not exact and self.loose and not old.branches:
             plan = old.plan
             if plan is None:
@@ -2040,7 +2051,6 @@ class _Verifier:
             # scalars). What failed moves to the front: the next state at this pc likely
             # differs from old in the same place.
             quick = old.quick
-            frames = cur.frames
             for k, q in enumerate(quick):
                 kind = q[0]
                 if kind == 1:
@@ -2065,6 +2075,14 @@ class _Verifier:
                 return False
         else:
             plan = None
+        if len(old.refs) != len(cur.refs) or len(old.irqs) != len(cur.irqs):
+            return False
+        # func_states_equal: a state of more callback iterations begun (bpf_loop's
+        # callback_depth) does not cover one of fewer
+        ofs = old.frames
+        for k in range(len(ofs)):
+            if ofs[k].cb_depth > frames[k].cb_depth:
+                return False
         idmap: dict[int, int] = {}
         # refsafe: the references and the lock held, their ids through the map
         if old.refs and not all(self._ids(o[0], c[0], idmap)
