@@ -46,6 +46,9 @@ from pyxdp.vm.context import RunContext
 from pyxdp.vm.map_space import ProgramMap, map_at
 
 if TYPE_CHECKING:
+    # AsyncProgram: BpfWork's dataclass __init__ (inherited) names it; the API docs
+    # resolve that annotation in this module.
+    from pyxdp.vm.bpf_async import AsyncProgram  # noqa: F401
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["WORKQUEUE", "WQ_KFUNCS", "BpfWork", "WorkQueue"]
