@@ -275,12 +275,21 @@ class Refuse(Exception):
 
 
 _NOT_INIT_KEY: tuple[object, ...] = (NOT_INIT,) + (0,) * 19
-# reg_bounds_sync's results by its inputs (tnum and bounds)
-_SYNCED: dict[tuple[int, ...], tuple[int, ...]] = {}
-# Reg.coerce's results by its inputs (size, tnum and bounds)
-_COERCED: dict[tuple[int, ...], tuple[int, ...]] = {}
-# A scalar ALU operation's result (tnum, bounds) by its operation and operands
-_SCALAR_OPS: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+class _Memo(dict[tuple[int, ...], tuple[int, ...]]):
+    """A scalar's value (:meth:`Reg.scalar`) after a pure function of values met again
+    and again, by the function's inputs; emptied when full (programs reuse few)."""
+
+    def put(self, key: tuple[int, ...], value: tuple[int, ...]) -> None:
+        if len(self) >= 1 << 16:
+            self.clear()
+        self[key] = value
+
+
+_SYNCED = _Memo()  # reg_bounds_sync, by the tnum and bounds
+_COERCED = _Memo()  # Reg.coerce, by the size, tnum and bounds
+_SCALAR_OPS = _Memo()  # a scalar ALU operation, by the operation and both operands
 
 
 class Reg:
@@ -412,26 +421,28 @@ class Reg:
             self.u32min = self.u32max = v & U32
             return
         # a pure function of the tnum and the bounds, met again and again: remembered
-        key = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
-               self.s32max, self.u32min, self.u32max)
+        key = self.scalar()
         got = _SYNCED.get(key)
-        if got is None:
-            self._update()
-            before = (self.smin, self.smax, self.umin, self.umax, self.s32min, self.s32max,
-                      self.u32min, self.u32max)
-            self._deduce()
-            if before != (self.smin, self.smax, self.umin, self.umax, self.s32min,
-                          self.s32max, self.u32min, self.u32max):
-                self._deduce()  # a second round can only learn from what the first changed
-            self._bound_offset()
-            self._update()
-            if len(_SYNCED) >= 1 << 16:
-                _SYNCED.clear()
-            _SYNCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
-                            self.s32min, self.s32max, self.u32min, self.u32max)
+        if got is not None:
+            self.set_scalar(got)
             return
+        self._update()
+        before = self.scalar()
+        self._deduce()
+        if before != self.scalar():
+            self._deduce()  # a second round can only learn from what the first changed
+        self._bound_offset()
+        self._update()
+        _SYNCED.put(key, self.scalar())
+
+    def scalar(self) -> tuple[int, ...]:
+        """The scalar's value: its tnum and bounds."""
+        return (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
+                self.s32max, self.u32min, self.u32max)
+
+    def set_scalar(self, v: tuple[int, ...]) -> None:
         self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
-            self.s32max, self.u32min, self.u32max = got
+            self.s32max, self.u32min, self.u32max = v
 
     def _update(self) -> None:
         v, m = self.tv, self.tm
@@ -533,18 +544,13 @@ class Reg:
         if size >= 8:
             return
         # a pure function of the size, the tnum and the bounds: remembered
-        key = (size, self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
-               self.s32min, self.s32max, self.u32min, self.u32max)
+        key = (size, *self.scalar())
         got = _COERCED.get(key)
-        if got is None:
-            self._coerce(size)
-            if len(_COERCED) >= 1 << 16:
-                _COERCED.clear()
-            _COERCED[key] = (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax,
-                             self.s32min, self.s32max, self.u32min, self.u32max)
+        if got is not None:
+            self.set_scalar(got)
             return
-        self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min, \
-            self.s32max, self.u32min, self.u32max = got
+        self._coerce(size)
+        _COERCED.put(key, self.scalar())
 
     def _coerce(self, size: int) -> None:
         mask = (1 << (8 * size)) - 1
@@ -2433,19 +2439,13 @@ class _Verifier:
                 d.coerce(4)
             return
         # the rest is a pure function of both tnums and bounds, met again and again
-        key = (o, is64, d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
-               d.u32min, d.u32max, s.tv, s.tm, s.smin, s.smax, s.umin, s.umax, s.s32min,
-               s.s32max, s.u32min, s.u32max)
+        key = (o, is64, *d.scalar(), *s.scalar())
         got = _SCALAR_OPS.get(key)
         if got is not None:
-            d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max, d.u32min, \
-                d.u32max = got
+            d.set_scalar(got)
             return
         self._scalar_arith(d, s, o, is64, sval)
-        if len(_SCALAR_OPS) >= 1 << 16:
-            _SCALAR_OPS.clear()
-        _SCALAR_OPS[key] = (d.tv, d.tm, d.smin, d.smax, d.umin, d.umax, d.s32min, d.s32max,
-                            d.u32min, d.u32max)
+        _SCALAR_OPS.put(key, d.scalar())
 
     def _scalar_arith(self, d: Reg, s: Reg, o: int, is64: bool, sval: int) -> None:
         """The tnum and bounds of ``d`` after ``d o= s`` (both scalars, the operation one
