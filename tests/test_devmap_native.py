@@ -16,7 +16,12 @@ from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
-from pyxdp.testing.programs import asm_collection, verdict_by_payload
+from pyxdp.testing.programs import (
+    asm_collection,
+    frames_by_payload,
+    redirect_by_payload,
+    verdict_by_payload,
+)
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, RedirectFlag
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
@@ -26,24 +31,6 @@ DEVMAP_ATTACH = int(BpfAttachType.BPF_XDP_DEVMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
 BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 
-# The ingress program: the payload's first byte (frame byte 42) picks the devmap slot
-# (its low 2 bits) and the redirect flags (FLAGS), the next bits the egress verdict.
-INGRESS = """
-    r6 = r1
-    r2 = *(u32 *)(r6 +0)
-    r3 = *(u32 *)(r6 +4)
-    r4 = r2
-    r4 += 43
-    r0 = 2
-    if r4 > r3 goto out
-    r2 = *(u8 *)(r2 +42)
-    r2 &= 3
-    r1 = map[fd:0]
-    r3 = FLAGS
-    call bpf_redirect_map
-out:
-    exit
-"""
 
 # The egress program: counts runs per egress_ifindex (xdp_md offset 20), then the
 # payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`).
@@ -59,7 +46,7 @@ def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
     for name, section, attach, text in (
-            ("ingress", "xdp", XDP, INGRESS.replace("FLAGS", str(flags))),
+            ("ingress", "xdp", XDP, redirect_by_payload(flags)),
             ("egress", "xdp/devmap", DEVMAP_ATTACH, EGRESS),
             ("egress2", "xdp/devmap", DEVMAP_ATTACH, EGRESS)):
         one = asm_collection(text, maps).programs["t"]
@@ -67,17 +54,6 @@ def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
                                           expected_attach_type=attach)
     return CollectionSpec(progs, {m.name: m for m in maps}, license="GPL")
 
-
-def _frames() -> list[bytes]:
-    """Every slot with every verdict, several sizes (a 1400-byte one is too long for
-    eth3's MTU)."""
-    out = []
-    for i in range(96):
-        slot, verdict = i % 4, (i // 4) % 8
-        size = (64, 200, 1400)[i % 3]
-        out.append(pk.udp_packet(bytes([verdict << 2 | slot]) + b"x" * 20, sport=1000 + i,
-                                 size=size))
-    return out
 
 
 def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
@@ -106,7 +82,8 @@ def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
             ports[2] = struct.pack("<Ii", eth3.ifindex, egress)
             ports[3] = struct.pack("<Ii", eth0.ifindex, egress2)
         eth0.attach_xdp(coll.programs["ingress"])
-        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        # the 1400-byte frames are too long for eth3's MTU
+        eth0.rx[0].source = TrafficGenerator(packets=frames_by_payload(), count=count)
         h.run()
         tr = h.tracer
         mid = ports.handle.id  # ids differ between hosts: named -1
@@ -293,7 +270,7 @@ def _run_veth(native: bool, flags: int, *, layout: str = "progs", map_type: int 
                 seen.setdefault(int(i), []).append(p)
 
         h.stack.on_receive(received)
-        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        eth0.rx[0].source = TrafficGenerator(packets=frames_by_payload(), count=count)
         h.run()
         tr = h.tracer
         mid = ports.handle.id
@@ -402,7 +379,7 @@ def _run_zc(native: bool, flags: int, *, progs: bool = False, map_type: int = DE
         seen: list[tuple[int, bytes]] = []
         h.stack.on_receive(lambda b: seen.extend(
             zip(b.ifindex.tolist(), b.packets(), strict=True)))
-        eth0.rx[0].source = TrafficGenerator(packets=[p[:1024] for p in _frames()],
+        eth0.rx[0].source = TrafficGenerator(packets=[p[:1024] for p in frames_by_payload()],
                                              count=count)
         h.run()
         pool = sock.xpool

@@ -12,13 +12,17 @@ from typing import Any
 
 import pytest
 
-from pyxdp.net import packets as pk
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec, MapSpec
-from pyxdp.testing.programs import asm_collection, verdict_by_payload
+from pyxdp.testing.programs import (
+    asm_collection,
+    frames_by_payload,
+    redirect_by_payload,
+    verdict_by_payload,
+)
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, RedirectFlag
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
@@ -28,28 +32,6 @@ DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
 BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 
-# The NIC's program: the payload's first byte (frame byte 42) picks the devmap slot (its
-# low 2 bits); slot 3 with FLAGS (a broadcast: clones to the veths, the frame itself
-# to the NIC), the others without.
-INGRESS = """
-    r6 = r1
-    r2 = *(u32 *)(r6 +0)
-    r3 = *(u32 *)(r6 +4)
-    r4 = r2
-    r4 += 43
-    r0 = 2
-    if r4 > r3 goto out
-    r2 = *(u8 *)(r2 +42)
-    r2 &= 3
-    r1 = map[fd:0]
-    r3 = 0
-    if r2 != 3 goto go
-    r3 = FLAGS
-go:
-    call bpf_redirect_map
-out:
-    exit
-"""
 
 # The veths' program: counts frames per rx queue's ifindex (xdp_md offset 12), then
 # the payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`).
@@ -60,22 +42,14 @@ def _spec(flags: int) -> CollectionSpec:
     maps = [MapSpec("ports", DEVMAP, 4, 8, 4),
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
-    for name, text in (("ingress", INGRESS.replace("FLAGS", str(flags))), ("recv", RECV)):
+    # The NIC's program: slot 3 with the flags (a broadcast: clones to the veths, the
+    # frame itself to the NIC), the other slots without.
+    for name, text in (("ingress", redirect_by_payload(flags, flags_slot=3)), ("recv", RECV)):
         one = asm_collection(text, maps).programs["t"]
         progs[name] = dataclasses.replace(one, name=name, section="xdp",
                                           expected_attach_type=XDP)
     return CollectionSpec(progs, {m.name: m for m in maps}, license="GPL")
 
-
-def _frames() -> list[bytes]:
-    """Every slot with every verdict, several sizes."""
-    out = []
-    for i in range(96):
-        slot, verdict = i % 4, (i // 4) % 8
-        size = (64, 200, 1400)[i % 3]
-        out.append(pk.udp_packet(bytes([verdict << 2 | slot]) + b"x" * 20, sport=1000 + i,
-                                 size=size))
-    return out
 
 
 def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
@@ -100,7 +74,7 @@ def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
         ports[2] = struct.pack("<Ii", eth1.ifindex, 0)
         ports[3] = struct.pack("<Ii", eth0.ifindex, 0)
         eth0.attach_xdp(coll.programs["ingress"])
-        eth0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        eth0.rx[0].source = TrafficGenerator(packets=frames_by_payload(), count=count)
         h.run()
         tr = h.tracer
         mid = ports.handle.id
@@ -212,7 +186,7 @@ def _run_tx(native: bool, *, count: int = 1500) -> tuple[object, ...]:
         v1.mtu = 1000  # the 1400-byte frames stop their bulk
         coll = h.load(_spec(0), verify=False)
         v0.attach_xdp(coll.programs["recv"])
-        v0.rx[0].source = TrafficGenerator(packets=_frames(), count=count)
+        v0.rx[0].source = TrafficGenerator(packets=frames_by_payload(), count=count)
         h.run()
         tr = h.tracer
         events = {name: sorted((k, list(v)) for k, v in getattr(tr, name).counters.items())

@@ -15,7 +15,8 @@ from pyxdp.uapi.bpf import BpfMapType
 if TYPE_CHECKING:
     from pyxdp.collection import Collection
 
-__all__ = ["REDIRECT_XSK", "asm_collection", "iter_case", "run_iter", "verdict_by_payload"]
+__all__ = ["REDIRECT_XSK", "asm_collection", "frames_by_payload", "iter_case",
+           "redirect_by_payload", "run_iter", "verdict_by_payload"]
 
 
 def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
@@ -161,3 +162,47 @@ head:
     r0 = 2
     exit
 """
+
+
+def redirect_by_payload(flags: int, *, flags_slot: int | None = None) -> str:
+    """An XDP program (assembly) that redirects every frame into devmap map 0 at the
+    slot the payload's first byte (frame byte 42), low 2 bits, names, with ``flags``
+    (``BPF_F_BROADCAST``...): on every slot, or with ``flags_slot`` on that slot only.
+    A frame too short for the byte is passed. Beside :func:`verdict_by_payload` on the
+    receiving side, :func:`frames_by_payload` makes every slot meet every verdict."""
+    if flags_slot is None:
+        pick = f"    r3 = {flags}\n"
+    else:
+        pick = f"    r3 = 0\n    if r2 != {flags_slot} goto go\n    r3 = {flags}\ngo:\n"
+    return _REDIRECT_BY_PAYLOAD.replace("{flags}\n", pick)
+
+
+_REDIRECT_BY_PAYLOAD = """
+    r6 = r1
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    r0 = 2
+    if r4 > r3 goto out
+    r2 = *(u8 *)(r2 +42)
+    r2 &= 3
+    r1 = map[fd:0]
+{flags}
+    call bpf_redirect_map
+out:
+    exit
+"""
+
+
+def frames_by_payload(count: int = 96) -> list[bytes]:
+    """UDP frames whose first payload byte gives every devmap slot of
+    :func:`redirect_by_payload` (bits 0-1) every verdict of :func:`verdict_by_payload`
+    (bits 2-4), in sizes 64, 200 and 1400."""
+    from pyxdp.net.packets import udp_packet
+    out = []
+    for i in range(count):
+        slot, verdict = i % 4, (i // 4) % 8
+        out.append(udp_packet(bytes([verdict << 2 | slot]) + b"x" * 20, sport=1000 + i,
+                              size=(64, 200, 1400)[i % 3]))
+    return out
