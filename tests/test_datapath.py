@@ -1555,11 +1555,12 @@ out:
 """
 
 
-def _generic_redirect_host(h: Host) -> tuple[NetDevice, Collection, dict[str, NetDevice]]:
+def _generic_redirect_host(h: Host, *, entry_prog: bool = True,
+                           ) -> tuple[NetDevice, Collection, dict[str, NetDevice]]:
     """A NIC with a generic program whose verdicts (by payload byte) are PASS, DROP,
     TX, devmap slots 0-3, ifindexes base+8..base+11 and a broadcast, over NICs that
     are sinks, one with a wire sink, one with a small MTU, a veth and a devmap entry
-    with a program."""
+    with a program (``entry_prog``; else slot 2 names eth1 without one)."""
     eth = h.add_device("eth0")
     sink = h.add_device("eth1")
     small = h.add_device("eth2", mtu=100)
@@ -1577,7 +1578,8 @@ def _generic_redirect_host(h: Host) -> tuple[NetDevice, Collection, dict[str, Ne
     ports = coll.maps["ports"]
     ports[0] = devmap_value(sink.ifindex)  # byte 4
     ports[1] = devmap_value(small.ifindex)  # byte 5
-    ports[2] = devmap_value(sink.ifindex, coll.programs["eg"])  # byte 6: entry program
+    # Byte 6: an entry program (or none).
+    ports[2] = devmap_value(sink.ifindex, coll.programs["eg"] if entry_prog else None)
     ports[3] = devmap_value(v0.ifindex)  # byte 7
     eth.attach_xdp(coll.programs["t"], mode="generic")
     return eth, coll, {"sink": sink, "small": small, "wired": wired, "v0": v0, "v1": v1}
@@ -1594,17 +1596,18 @@ def _generic_observed(h: Host, coll: Collection) -> tuple[object, ...]:
             h.stack.per_device, events)
 
 
-def test_generic_tx_and_redirects_native_is_python() -> None:
-    """A NIC's generic program on the native loop - generic_xdp_tx and
-    xdp_do_generic_redirect to NICs natively, the rest (a wire sink, a veth, an
-    entry program, a broadcast, every error) deferred - gives what the Python
-    path gives: counters of every device, the stack, tracepoint counts."""
+@pytest.mark.parametrize("entry_prog", [True, False])
+def test_generic_tx_and_redirects_native_is_python(entry_prog: bool) -> None:
+    """A NIC's generic program on the native loop - generic_xdp_tx,
+    xdp_do_generic_redirect to NICs and broadcasts over them natively, the rest (a
+    wire sink, a veth, an entry program, every error) deferred - gives what the
+    Python path gives: counters of every device, the stack, tracepoint counts."""
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
             for k in range(13) for s, size in enumerate((64, 200))]
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
-            eth, coll, _ = _generic_redirect_host(h)
+            eth, coll, _ = _generic_redirect_host(h, entry_prog=entry_prog)
             eth.rx[0].source = TrafficGenerator(packets=pkts, count=len(pkts) * 40)
             h.run()
             return _generic_observed(h, coll)
@@ -1622,24 +1625,31 @@ def test_generic_tx_and_redirects_native_is_python() -> None:
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
 def test_generic_tx_and_nic_redirects_stay_native(monkeypatch: pytest.MonkeyPatch) -> None:
     """generic_xdp_tx and redirects to NICs whose transmit is a sink and to a veth
-    whose peer has no program (its stack receives) never reach the Python path:
-    no skb is handed back."""
+    whose peer has no program (its stack receives), and broadcasts over them
+    (dev_map_redirect_multi: eth2's MTU refuses the 200-byte clones), never reach the
+    Python path: no skb is handed back."""
     import pyxdp.net.dev as dev_mod
-    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k) for k in (3, 4, 8, 7, 11)]
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
+            for k in (3, 4, 8, 7, 11, 12) for s, size in enumerate((64, 200))]
     with Host(tracer=Tracer(), engine="jit") as h:
-        eth, coll, d = _generic_redirect_host(h)
+        eth, coll, d = _generic_redirect_host(h, entry_prog=False)
 
         def refuse(*a: object, **k: object) -> None:
             raise AssertionError("a generic skb went to the Python path")
         monkeypatch.setattr(dev_mod, "generic_xdp_act", refuse)
-        eth.rx[0].source = TrafficGenerator(packets=pkts, count=5000)
+        eth.rx[0].source = TrafficGenerator(packets=pkts, count=6000)
         h.run()
         assert eth.rx[0].py_polls == 0
-        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 2000
-        assert d["v0"].stats.tx_packets == 2000 and d["v1"].stats.rx_packets == 2000
-        assert h.stack.per_device[d["v1"].ifindex] == 2000
+        # 1000 of each verdict: eth1 gets slot 0's, the ifindex's and the broadcast's
+        # clones to slots 0 and 2; eth2 only the 64-byte clones; veth0 slot 3's, the
+        # ifindex's and the clones to slot 3.
+        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 4000
+        assert d["small"].stats.tx_packets == 500
+        assert d["v0"].stats.tx_packets == 3000 and d["v1"].stats.rx_packets == 3000
+        assert h.stack.per_device[d["v1"].ifindex] == 3000
         key = (eth.ifindex, d["sink"].ifindex, coll.maps["ports"].handle.id)
-        assert trace_count(h, "xdp_redirect", key=key) == 1000
+        # Slot 0's redirects and the broadcasts (to_ifindex: slot 0's device).
+        assert trace_count(h, "xdp_redirect", key=key) == 2000
         assert trace_count(h, "xdp_redirect", key=(eth.ifindex, d["sink"].ifindex,
                                                    INT_MAX)) == 1000
 

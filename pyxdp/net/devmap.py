@@ -117,8 +117,9 @@ class FwdTable:
     ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
     whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), 2
     for an up veth without wire sinks whose up peer has no XDP program (its
-    ``veth_xmit`` hands the skb to the peer's stack), 0 for every other device
-    (the Python path's); ``stats`` every device's counters; in place of the
+    ``veth_xmit`` hands the skb to the peer's stack), 3 for every other up device
+    (the Python path's), 0 for one down or gone (``xdp_ok_fwd_dev`` refuses it);
+    ``mtu`` is 0 for a gone one; ``stats`` every device's counters; in place of the
     wires a veth's peer's ifindex, and no veth rows (``generic_threaded``: the
     same without the veths, for threaded NAPI); ``threaded`` the tables with
     veths left to the Python path (with threaded NAPI a peer's poll takes
@@ -153,13 +154,17 @@ class FwdTable:
             for i, d in devices.items():
                 g_stats[i] = d.stats.words.ctypes.data
                 g_mtu[i] = d.mtu + FWD_OVERHEAD
-                if d.kind == "nic" and d.up and not d.wire and not d.xmit_wires and i != 1:
-                    g_ok[i] = 1
                 gp = d.peer if d.kind == "veth" else None
-                if (gp is not None and d.up and gp.up and not d.wire and gp.xdp_prog is None
+                if not d.up:
+                    pass  # 0: xdp_ok_fwd_dev refuses it
+                elif d.kind == "nic" and not d.wire and not d.xmit_wires and i != 1:
+                    g_ok[i] = 1
+                elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is None
                         and gp.xdp_generic is None):
                     g_ok[i] = 2
                     g_peer[i] = gp.ifindex
+                else:
+                    g_ok[i] = 3
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
                     peer = d.peer if d.kind == "veth" else None
                     native = ((d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
@@ -180,7 +185,7 @@ class FwdTable:
             self.generic = (g_ok, g_mtu, g_stats, g_peer, np.zeros((nif, VETH_COLS), np.int64))
             # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
             # CPU 0's NAPI thread writes too: the Python path's (under the stack's lock).
-            self.generic_threaded = (np.where(g_ok == 2, 0, g_ok).astype(np.uint8),
+            self.generic_threaded = (np.where(g_ok == 2, 3, g_ok).astype(np.uint8),
                                      *self.generic[1:])
             py = (veth[:, VETH_CUR] != 0) & (ok != 0)
             self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)

@@ -1271,6 +1271,76 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _generic_xmit(g_ok, g_stats, g_peer, srec0, t, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
+    """``generic_xdp_tx`` of an skb on device ``t`` of the generic targets
+    (:attr:`pyxdp.net.devmap.FwdTable.generic`): counted as sent; a veth's
+    ``veth_xmit`` hands it to its peer, which has no XDP program: its stack
+    receives it, a list of one, on CPU 0's records (``srec0``) as on the Python
+    path."""
+    ts = i64_view(g_stats[t], 1, D_SIZE)[0]
+    ts[D_TX_PACKETS] += 1
+    ts[D_TX_BYTES] += length
+    if g_ok[t] == 2:
+        peer = g_peer[t]
+        ps = i64_view(g_stats[peer], 1, D_SIZE)[0]
+        ps[D_RX_PACKETS] += 1
+        ps[D_RX_BYTES] += length
+        srec0[0][M_BATCHES] += 1
+        stack_rcv_one(page, data, length, peer, srec0)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _gbcast_check(dm_ids, dmt, g_ok, stack_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the native loop can broadcast this generic skb
+    (``dev_map_redirect_multi``): (devmap row, ``to_ifindex`` of ``xdp_redirect`` -
+    the device under key ``idx``, 0 for none); -1 when the Python path must: a
+    target it does not transmit on (:attr:`pyxdp.net.devmap.FwdTable.generic` 3, or
+    a veth whose peer's stack it cannot reach), an entry with a program, a slot
+    naming an unknown device. Targets down or gone (0) are skipped, as
+    ``xdp_ok_fwd_dev`` refuses them."""
+    slot = _dm_slot(dm_ids, map_id)
+    nif = len(g_ok)
+    if slot < 0:
+        return slot, -1
+    to = _slot_ifindex(dmt, slot, idx)
+    if to >= nif:
+        return slot, -1
+    ent = _dm_entries(dmt[0], dmt[1], slot)
+    for w in range(dmt[1][slot]):
+        e = _dm_walk(dmt, slot, w)
+        if e < 0:
+            break
+        t = np.int64(ent[e, 0])
+        if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
+            continue
+        if t >= nif or ent[e, 1] != 0:
+            return slot, -1
+        ok = g_ok[t]
+        if ok == 3 or (ok == 2 and not stack_ok):
+            return slot, -1
+    return slot, to
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _gbcast(dmt, g_ok, g_mtu, g_stats, g_peer, srec0, slot, self_ifindex, flags, page, data,  # type: ignore[no-untyped-def] # noqa: E501
+            length):
+    """``dev_map_redirect_multi`` of a checked skb (:func:`_gbcast_check`): in the
+    map's walk order, a clone (the same bytes) to every target that is up and
+    takes its length (``dev_map_generic_redirect``'s ``xdp_ok_fwd_dev``), each
+    sent by :func:`_generic_xmit`; the skb itself is the caller's to free."""
+    ent = _dm_entries(dmt[0], dmt[1], slot)
+    for w in range(dmt[1][slot]):
+        e = _dm_walk(dmt, slot, w)
+        if e < 0:
+            break
+        t = np.int64(ent[e, 0])
+        if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
+            continue
+        if g_ok[t] != 0 and length <= g_mtu[t]:
+            _generic_xmit(g_ok, g_stats, g_peer, srec0, t, page, data, length)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk, cm, out):  # type: ignore[no-untyped-def] # noqa: E501
     """Up to ``max_polls`` NAPI polls of ``budget`` frames; stops early when the
     ring and generator are dry, when a poll deferred frames to Python, when the
@@ -1345,7 +1415,6 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
     stack_ok, srec, srec0 = stk
     mib = srec[0]
-    mib0 = srec0[0]  # CPU 0's records: where a veth's peer receives (as the Python path)
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
@@ -1528,29 +1597,36 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                   and np.int64(red[i, 1]) != CPUMAP):
                 # xdp_do_generic_redirect to a devmap entry without a program or an
                 # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
-                # transmitted on that NIC (generic_xdp_tx). Broadcasts, entry programs,
-                # other targets and every error: the Python path.
-                slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                if kk != 0:  # an entry program: run on the skb by the Python path
-                    ifx = np.int64(0)
-                if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
-                        and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
-                    n_red += 1
-                    red_cnt[slot, ifx] += 1
-                    ts = i64_view(tgt_stats[ifx], 1, D_SIZE)[0]
-                    ts[D_TX_PACKETS] += 1
-                    ts[D_TX_BYTES] += length
-                    if tgt_ok[ifx] == 2:
-                        # veth_xmit: the peer receives the skb, one list of one, into
-                        # its stack (it has no XDP program).
-                        peer = tgt_wire[ifx]
-                        ps = i64_view(tgt_stats[peer], 1, D_SIZE)[0]
-                        ps[D_RX_PACKETS] += 1
-                        ps[D_RX_BYTES] += length
-                        mib0[M_BATCHES] += 1
-                        stack_rcv_one(pages[loc], data, length, peer, srec0)
-                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
-                    done = True
+                # transmitted on that NIC (generic_xdp_tx); a broadcast
+                # (dev_map_redirect_multi) a clone to every target that takes it. Entry
+                # programs, other targets and every error: the Python path.
+                mt = np.int64(red[i, 1])
+                if ((mt == DEVMAP or mt == DEVMAP_HASH)
+                        and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
+                    slot, to = _gbcast_check(dm_ids, dmt, tgt_ok, stack_ok, self_ifindex,
+                                             np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                             np.int64(red[i, 3]))
+                    if to >= 0:
+                        _gbcast(dmt, tgt_ok, tgt_mtu, tgt_stats, tgt_wire, srec0, slot,
+                                self_ifindex, np.int64(red[i, 3]), pages[loc], data, length)
+                        n_red += 1
+                        red_cnt[slot, to] += 1
+                        c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
+                                                cached)
+                        done = True
+                else:
+                    slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                    if kk != 0:  # an entry program: run on the skb by the Python path
+                        ifx = np.int64(0)
+                    if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
+                            and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
+                        n_red += 1
+                        red_cnt[slot, ifx] += 1
+                        _generic_xmit(tgt_ok, tgt_stats, tgt_wire, srec0, ifx, pages[loc],
+                                      data, length)
+                        c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
+                                                cached)
+                        done = True
             elif a == 3 and tx_ok:
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
