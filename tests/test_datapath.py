@@ -1555,12 +1555,30 @@ out:
 """
 
 
-def _generic_redirect_host(h: Host, *, entry_prog: bool = True,
+# A devmap program whose verdict is frame byte 43 (the payload's second), up to 9.
+_EGRESS_VERDICT = """
+    r2 = *(u32 *)(r1 +0)
+    r3 = *(u32 *)(r1 +4)
+    r4 = r2
+    r4 += 44
+    r0 = 2
+    if r4 > r3 goto out
+    r0 = *(u8 *)(r2 +43)
+    if r0 < 10 goto out
+    r0 = 2
+out:
+    exit
+"""
+
+
+def _generic_redirect_host(h: Host, *, entry_prog: bool = True, peer_prog: bool = False,
                            ) -> tuple[NetDevice, Collection, dict[str, NetDevice]]:
     """A NIC with a generic program whose verdicts (by payload byte) are PASS, DROP,
     TX, devmap slots 0-3, ifindexes base+8..base+11 and a broadcast, over NICs that
     are sinks, one with a wire sink, one with a small MTU, a veth and a devmap entry
-    with a program (``entry_prog``; else slot 2 names eth1 without one)."""
+    with a program (``entry_prog``; else slot 2 names eth1 without one) whose verdict
+    is the payload's second byte; the veth's peer has an XDP_PASS program
+    (``peer_prog``) or none."""
     eth = h.add_device("eth0")
     sink = h.add_device("eth1")
     small = h.add_device("eth2", mtu=100)
@@ -1573,7 +1591,9 @@ def _generic_redirect_host(h: Host, *, entry_prog: bool = True,
         "BCAST", str(BPF_F_BROADCAST))
     spec = asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP), text),
                      "eg": ("xdp/devmap", int(BpfAttachType.BPF_XDP_DEVMAP),
-                            "r0 = 2\nexit")}, [devmap_spec()])
+                            _EGRESS_VERDICT),
+                     "pass": ("xdp", int(BpfAttachType.BPF_XDP), "r0 = 2\nexit")},
+                    [devmap_spec()])
     coll = h.load(spec)
     ports = coll.maps["ports"]
     ports[0] = devmap_value(sink.ifindex)  # byte 4
@@ -1582,6 +1602,8 @@ def _generic_redirect_host(h: Host, *, entry_prog: bool = True,
     ports[2] = devmap_value(sink.ifindex, coll.programs["eg"] if entry_prog else None)
     ports[3] = devmap_value(v0.ifindex)  # byte 7
     eth.attach_xdp(coll.programs["t"], mode="generic")
+    if peer_prog:
+        v1.attach_xdp(coll.programs["pass"])
     return eth, coll, {"sink": sink, "small": small, "wired": wired, "v0": v0, "v1": v1}
 
 
@@ -1596,60 +1618,76 @@ def _generic_observed(h: Host, coll: Collection) -> tuple[object, ...]:
             h.stack.per_device, events)
 
 
-@pytest.mark.parametrize("entry_prog", [True, False])
-def test_generic_tx_and_redirects_native_is_python(entry_prog: bool) -> None:
+@pytest.mark.parametrize(("entry_prog", "peer_prog"), [(True, False), (False, False),
+                                                      (True, True)])
+def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: bool) -> None:
     """A NIC's generic program on the native loop - generic_xdp_tx,
-    xdp_do_generic_redirect to NICs and broadcasts over them natively, the rest (a
-    wire sink, a veth, an entry program, every error) deferred - gives what the
-    Python path gives: counters of every device, the stack, tracepoint counts."""
-    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
-            for k in range(13) for s, size in enumerate((64, 200))]
+    xdp_do_generic_redirect to NICs and veths (whose peer's stack or native
+    program receives: veth_xdp_rx), entry programs passing, dropping,
+    aborting, returning an unknown verdict) and broadcasts over them natively, the
+    rest (a wire sink, every error) deferred - gives what the Python path gives:
+    counters of every device, the stack, tracepoint counts."""
+    pkts = [pk.udp_packet(bytes([k, v]) + b"x" * 19, sport=1000 + k + 16 * s + 64 * v,
+                          size=size)
+            for k in range(13) for s, size in enumerate((64, 200)) for v in (2, 1, 0, 9)]
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
-            eth, coll, _ = _generic_redirect_host(h, entry_prog=entry_prog)
-            eth.rx[0].source = TrafficGenerator(packets=pkts, count=len(pkts) * 40)
+            eth, coll, _ = _generic_redirect_host(h, entry_prog=entry_prog,
+                                                  peer_prog=peer_prog)
+            eth.rx[0].source = TrafficGenerator(packets=pkts, count=len(pkts) * 10)
             h.run()
-            return _generic_observed(h, coll)
+            # The veths' pools (veth_xdp_rx's pages; eth0's pool gives the native loop
+            # its pskb_expand_head pages too, which the Python path takes elsewhere).
+            pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                     for d in h.devices.values() if d.kind == "veth" for rq in d.rx]
+            return (*_generic_observed(h, coll), pools)
 
     got = run(True)
     assert got == run(False)
     stats = got[0]
     assert isinstance(stats, dict)
     assert stats["eth0"]["xdp_tx"] == 80 and stats["eth0"]["tx_packets"] == 80
-    # Slot 0, slot 2 (its entry program passes), the ifindex, and the broadcast's
-    # two clones (eth1 is in slots 0 and 2).
-    assert stats["eth1"]["tx_packets"] == 80 * 5
+    # Slot 0, slot 2 (its entry program passes a quarter), the ifindex, and the
+    # broadcast's two clones (eth1 is in slots 0 and 2).
+    assert stats["eth1"]["tx_packets"] == 80 * 3 + (20 + 20 if entry_prog else 80 * 2)
+    if entry_prog:  # slot 2's ABORTED and 9 on eth1 (ifindex 3), its own and the clones'
+        exc = dict(got[3]["xdp_exception"])  # type: ignore[index]
+        assert (exc[(3, 0)], exc[(3, 9)]) == ([40], [40])
 
 
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
-def test_generic_tx_and_nic_redirects_stay_native(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("entry_prog", "peer_prog"), [(False, False), (True, True)])
+def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """generic_xdp_tx and redirects to NICs whose transmit is a sink and to a veth
-    whose peer has no program (its stack receives), and broadcasts over them
+    whose peer's stack or native program (veth_xdp_rx) receives, through entry
+    programs or not
+    (slot 2's, passing here), and broadcasts over them
     (dev_map_redirect_multi: eth2's MTU refuses the 200-byte clones), never reach the
     Python path: no skb is handed back."""
     import pyxdp.net.dev as dev_mod
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
-            for k in (3, 4, 8, 7, 11, 12) for s, size in enumerate((64, 200))]
+            for k in (3, 4, 6, 8, 7, 11, 12) for s, size in enumerate((64, 200))]
     with Host(tracer=Tracer(), engine="jit") as h:
-        eth, coll, d = _generic_redirect_host(h, entry_prog=False)
+        eth, coll, d = _generic_redirect_host(h, entry_prog=entry_prog, peer_prog=peer_prog)
 
         def refuse(*a: object, **k: object) -> None:
             raise AssertionError("a generic skb went to the Python path")
         monkeypatch.setattr(dev_mod, "generic_xdp_act", refuse)
-        eth.rx[0].source = TrafficGenerator(packets=pkts, count=6000)
+        eth.rx[0].source = TrafficGenerator(packets=pkts, count=7000)
         h.run()
-        assert eth.rx[0].py_polls == 0
-        # 1000 of each verdict: eth1 gets slot 0's, the ifindex's and the broadcast's
-        # clones to slots 0 and 2; eth2 only the 64-byte clones; veth0 slot 3's, the
-        # ifindex's and the clones to slot 3.
-        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 4000
+        assert eth.rx[0].py_polls == 0 and d["v1"].rx[0].py_polls == 0
+        # 1000 of each verdict: eth1 gets slot 0's, slot 2's, the ifindex's and the
+        # broadcast's clones to slots 0 and 2; eth2 only the 64-byte clones; veth0
+        # slot 3's, the ifindex's and the clones to slot 3.
+        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 5000
         assert d["small"].stats.tx_packets == 500
         assert d["v0"].stats.tx_packets == 3000 and d["v1"].stats.rx_packets == 3000
         assert h.stack.per_device[d["v1"].ifindex] == 3000
         key = (eth.ifindex, d["sink"].ifindex, coll.maps["ports"].handle.id)
-        # Slot 0's redirects and the broadcasts (to_ifindex: slot 0's device).
-        assert trace_count(h, "xdp_redirect", key=key) == 2000
+        # Slot 0's and slot 2's redirects and the broadcasts (to_ifindex: slot 0's).
+        assert trace_count(h, "xdp_redirect", key=key) == 3000
         assert trace_count(h, "xdp_redirect", key=(eth.ifindex, d["sink"].ifindex,
                                                    INT_MAX)) == 1000
 

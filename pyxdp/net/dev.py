@@ -346,7 +346,7 @@ def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch)
                 f = Frames.make(pages, XDP_PACKET_HEADROOM, [ln])
                 v = run_xdp(prog, host, f, ifindex=dev.ifindex, queue=0, ctx=dev.rx[0].ctx,
                             egress_ifindex=target.ifindex, faults=target.faults,
-                            where=f"{target.name} devmap egress (generic)")
+                            where=f"{target.name} devmap egress")
                 skb = host.frames_to_skbs(f, target.ifindex)
                 sysmem.put_pages(pages)
             if int(v.action[0]) != XdpAction.XDP_PASS:

@@ -117,11 +117,14 @@ class FwdTable:
     ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
     whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), 2
     for an up veth without wire sinks whose up peer has no XDP program (its
-    ``veth_xmit`` hands the skb to the peer's stack), 3 for every other up device
-    (the Python path's), 0 for one down or gone (``xdp_ok_fwd_dev`` refuses it);
-    ``mtu`` is 0 for a gone one; ``stats`` every device's counters; in place of the
-    wires a veth's peer's ifindex, and no veth rows (``generic_threaded``: the
-    same without the veths, for threaded NAPI); ``threaded`` the tables with
+    ``veth_xmit`` hands the skb to the peer's stack), 4 for one whose up peer
+    has a native program and no zero-copy socket on its first queue
+    (``veth_xdp_rx``: the skb copied into a page of that queue's pool and queued
+    on its ``xdp_ring``), 3 for every other up device (the Python path's), 0 for
+    one down or gone (``xdp_ok_fwd_dev`` refuses it); ``mtu`` is 0 for a gone
+    one; ``stats`` every device's counters; in place of the wires a veth's
+    peer's ifindex, and veth rows for the 4s (``generic_threaded``: the same
+    with the veths the Python path's, for threaded NAPI); ``threaded`` the tables with
     veths left to the Python path (with threaded NAPI a peer's poll takes
     frames off its ring without the host lock, which native producers hold, so
     only Python producers, under the GIL, go there)."""
@@ -139,7 +142,26 @@ class FwdTable:
         """(ok, mtu, stats, wire, veth), remade first if a device changed."""
         if self.stale:
             # The native loop's columns (it reads the veth table in place).
-            from pyxdp.net.napi_native import VETH_COLS, VETH_CUR, VETH_MAX, VETH_RING, VETH_SIZE
+            from pyxdp.net.napi_native import (
+                PT_COLS,
+                VETH_COLS,
+                VETH_CUR,
+                VETH_MAX,
+                VETH_PT,
+                VETH_RING,
+                VETH_SIZE,
+                pool_row,
+            )
+
+            def veth_row(row: Any, peer: Any) -> None:
+                """``row`` of a veth table: the peer's first queue's xdp_ring and pool."""
+                rq = peer.rx[0]
+                row[VETH_RING] = rq.ring.cols.ctypes.data
+                row[VETH_CUR] = rq.ring.cur.words.ctypes.data
+                row[VETH_SIZE] = rq.ring.size
+                row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
+                if not rq.pool.destroyed:
+                    row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
             self.stale = False  # first: a change while remaking marks it again
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
@@ -151,6 +173,7 @@ class FwdTable:
             g_mtu = np.zeros(nif, np.int64)
             g_stats = np.zeros(nif, np.int64)
             g_peer = np.zeros(nif, np.int64)
+            g_veth = np.zeros((nif, VETH_COLS), np.int64)
             for i, d in devices.items():
                 g_stats[i] = d.stats.words.ctypes.data
                 g_mtu[i] = d.mtu + FWD_OVERHEAD
@@ -163,6 +186,11 @@ class FwdTable:
                         and gp.xdp_generic is None):
                     g_ok[i] = 2
                     g_peer[i] = gp.ifindex
+                elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is not None
+                        and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
+                    g_ok[i] = 4
+                    g_peer[i] = gp.ifindex
+                    veth_row(g_veth[i], gp)
                 else:
                     g_ok[i] = 3
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
@@ -174,19 +202,16 @@ class FwdTable:
                     stats[i] = d.stats.words.ctypes.data
                     wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
                     if peer is not None:
-                        ring = peer.rx[0].ring
-                        row = veth[i]
-                        row[VETH_RING] = ring.cols.ctypes.data
-                        row[VETH_CUR] = ring.cur.words.ctypes.data
-                        row[VETH_SIZE] = ring.size
-                        row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
+                        veth_row(veth[i], peer)
             self.tables = (ok, mtu, stats, wire, veth)
             self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth)
-            self.generic = (g_ok, g_mtu, g_stats, g_peer, np.zeros((nif, VETH_COLS), np.int64))
+            self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth)
             # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
-            # CPU 0's NAPI thread writes too: the Python path's (under the stack's lock).
-            self.generic_threaded = (np.where(g_ok == 2, 3, g_ok).astype(np.uint8),
-                                     *self.generic[1:])
+            # CPU 0's NAPI thread writes too, or takes frames off its ring without the
+            # host lock: the Python path's (under the stack's lock, the GIL).
+            self.generic_threaded = (np.where(g_ok >= 2, np.minimum(g_ok, 3), g_ok)
+                                     .astype(np.uint8), g_mtu, g_stats, g_peer,
+                                     np.zeros((nif, VETH_COLS), np.int64))
             py = (veth[:, VETH_CUR] != 0) & (ok != 0)
             self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)
         if generic:

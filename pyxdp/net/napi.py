@@ -466,18 +466,13 @@ class _NativeState:
         xdp_frames queued here may be in: their records in ``ptab``
         (:data:`~pyxdp.net.napi_native.PT_COLS`) and their pages' addresses after
         the system allocator's in ``faddr``, remade when the pools changed."""
-        from pyxdp.net.napi_native import MAX_MEMS, PT_COLS
+        from pyxdp.net.napi_native import MAX_MEMS, PT_COLS, pool_row
         width = pool.pages.shape[1]
         pools = tuple(m for m in host.memmap.regions
                       if type(m) is PagePool and m is not pool and not m.destroyed
                       and m.pages.shape[1] == width)[:MAX_MEMS - 2]
         if pools != self._pools:
-            rows = []
-            for m in pools:
-                psc, cache, ring, free, state = m.native_arrays
-                rows.append((m.pfn_base, m.npages, m.pages.ctypes.data, width, psc.ctypes.data,
-                             len(psc), cache.ctypes.data, len(cache), ring.ctypes.data,
-                             len(ring), free.ctypes.data, len(free), state.ctypes.data))
+            rows = [pool_row(m) for m in pools]
             self.ptab = np.array(rows, np.int64).reshape(len(pools), PT_COLS)
             self.faddr = np.array([0, host.memmap.system.pages.ctypes.data,
                                    *(m.pages.ctypes.data for m in pools)], np.int64)
@@ -592,8 +587,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     head with ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``: another page, the
     packet copied) and the program runs on it. The loop then takes
     DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
-    (``xdp_do_generic_redirect``) to NICs whose transmit is a sink and veths whose
-    peer has no program, into cpumap entries and into the queue's AF_XDP socket
+    (``xdp_do_generic_redirect``, broadcasts and entry programs too) to NICs whose
+    transmit is a sink and veths whose peer has no program, into cpumap entries
+    and into the queue's AF_XDP socket
     (``xsk_generic_rcv``) itself;
     the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls

@@ -65,11 +65,14 @@ A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
 ``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
 transmitted on the device, a NIC whose transmit is a sink, and freed; no
-bulk), a redirect through a devmap entry without a program or to an ifindex
-is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, then
+bulk), a redirect through a devmap entry or to an ifindex
+is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, the
+entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
 ``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
-whose peer has no program and receives the skb in its stack,
-:attr:`pyxdp.net.devmap.FwdTable.generic`),
+whose peer has no program and receives the skb in its stack, or whose peer has
+a native one and gets it copied into a page on its ``xdp_ring``,
+:attr:`pyxdp.net.devmap.FwdTable.generic`), a broadcast
+``dev_map_redirect_multi`` (the same for a clone per target),
 one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
 ``xdp_frame`` of the system allocator, straight into the entry's ring), one
 into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
@@ -84,7 +87,9 @@ copies). A poll holding frames of other memories runs one batch per memory
 (:func:`_run_mems`, the driver's frames word pointed at that memory's
 pages); DROP, ABORTED and unknown verdicts return them (``xdp_return_frame``:
 the owning pool's ring, or ``put_page``), XDP_PASS hands them to the stack's
-demux first; XDP_TX and redirects of them are deferred.
+demux first, XDP_TX (``veth_xdp_tx``) converts them in their memory and puts
+them in the TX bulk beside the queue's own frames, in verdict order (the peer
+refusing one: back to its memory); redirects of them are deferred.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
@@ -164,6 +169,7 @@ from pyxdp.net.xsk_native import (
     zc_free,
     zc_to_frame,
 )
+from pyxdp.net.xsk_native_tx import MAX_DMA, veth_rx_page, veth_rx_queue
 from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
@@ -225,9 +231,9 @@ Q_HEAD = RingCursor.index("head")
 Q_COUNT = RingCursor.index("count")
 R_HEAD, R_COUNT = Q_HEAD, Q_COUNT  # another ring's cursor (a veth peer's xdp_ring)
 # A veth target's row of pyxdp.net.devmap.FwdTable's veth table: its peer's xdp_ring
-# (columns, cursor, size) and the longest frame the peer takes (-1: no NAPI there).
-VETH_RING, VETH_CUR, VETH_SIZE, VETH_MAX = range(4)
-VETH_COLS = 4
+# (columns, cursor, size), the longest frame the peer takes (-1: no NAPI there), and
+# from VETH_PT the page pool of the peer's queue as a row of the pool table (PT_*).
+VETH_RING, VETH_CUR, VETH_SIZE, VETH_MAX, VETH_PT = range(5)
 G_POS = GenState.index("pos")
 G_PRODUCED = GenState.index("produced")
 G_LIMIT = GenState.index("limit")
@@ -256,14 +262,25 @@ FX_MEM, FX_KIND, FX_ROW, FX_OFF, FX_LEN, FX_META, FX_ACT, FX_OFFO, FX_LENO, FX_M
 FX_STATUS, FX_PC, FX_ADDR, FX_RED, FX_POS = 10, 11, 12, 13, 17
 FX_COLS = 18
 # A row of the pool table: another page pool's pfn base and pages, its pages' address
-# and size, and the addresses and lengths of its state words, alloc cache, ring, free
-# list and page states (pyxdp.net.page_pool.PagePool.native_arrays, used in place).
+# and size, the addresses and lengths of its state words, alloc cache, ring, free
+# list and page states (pyxdp.net.page_pool.PagePool.native_arrays, used in place),
+# and the kernel address of its first page (xdp_frame.data pointers).
 (PT_PFN, PT_N, PT_PAGES, PT_PSIZE, PT_PSC, PT_PSCN, PT_CACHE, PT_CACHEN, PT_RING, PT_RINGN,
- PT_FREE, PT_FREEN, PT_STATE) = range(13)
-PT_COLS = 13
+ PT_FREE, PT_FREEN, PT_STATE, PT_ABASE) = range(14)
+PT_COLS = 14
+VETH_COLS = VETH_PT + PT_COLS
 MAX_MEMS = 64  # memories a poll can hold frames of (_run_mems' bit set)
 # The one definition of each constant, as module-level integers numba reads as constants.
 _FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
+
+
+def pool_row(pool: _pp.PagePool) -> tuple[int, ...]:
+    """``pool``'s row of a pool table (``PT_*``): what native code reads of another
+    device's page pool, in place."""
+    psc, cache, ring, free, state = pool.native_arrays
+    return (pool.pfn_base, pool.npages, pool.pages.ctypes.data, pool.pages.shape[1],
+            psc.ctypes.data, len(psc), cache.ctypes.data, len(cache), ring.ctypes.data,
+            len(ring), free.ctypes.data, len(free), state.ctypes.data, pool.addr_base)
 CACHE_SIZE = PP_ALLOC_CACHE_SIZE
 REFILL = PP_ALLOC_CACHE_REFILL
 HEADROOM = XDP_PACKET_HEADROOM
@@ -611,6 +628,39 @@ def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
     _put_ring(_psc, ring, free, state, row)
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _frame_to_mem(sysm, ptab, mi, row, data, length, meta):  # type: ignore[no-untyped-def]
+    """``xdp_convert_buff_to_frame`` of a buffer in memory ``mi`` (:func:`_mem_of`), as
+    ``veth_xdp_tx`` converts an xdp_frame the veth's program sends back (the memory
+    type the frame came with); False where the kernel returns NULL."""
+    if mi == 1:
+        return _to_frame_mem(sysm[1], sysm[2], row, data, length, meta, sysm[3],
+                             MEM_TYPE_PAGE_ORDER0)
+    k = mi - 2
+    n = ptab[k, PT_N]
+    psize = ptab[k, PT_PSIZE]
+    return _to_frame_mem(u32_view(ptab[k, PT_PAGES], n, psize // 4),
+                         i64_view(ptab[k, PT_PAGES], n, psize // 8), row, data, length, meta,
+                         ptab[k, PT_ABASE], MEM_TYPE_PAGE_POOL)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mem_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """The xdp_frame in page ``row`` of memory ``mi``: (pfn, data offset, length,
+    metadata length), from its header."""
+    if mi == 1:
+        w32, q64 = sysm[1], sysm[2]
+        return (np.int64(sysm[7]) + row, np.int64(q64[row, 0]) - sysm[3] - row * FRAME_SZ,
+                np.int64(w32[row, 2]), np.int64(w32[row, 4]))
+    k = mi - 2
+    n = ptab[k, PT_N]
+    psize = ptab[k, PT_PSIZE]
+    w = u32_view(ptab[k, PT_PAGES], n, psize // 4)
+    q = i64_view(ptab[k, PT_PAGES], n, psize // 8)
+    return (ptab[k, PT_PFN] + row, np.int64(q[row, 0]) - ptab[k, PT_ABASE] - row * psize,
+            np.int64(w[row, 2]), np.int64(w[row, 4]))
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _count_drop(ctl, a, n_drop, n_ab, n_bad):  # type: ignore[no-untyped-def]
     """XDP_DROP, XDP_ABORTED or an unknown verdict (the first one kept for the warning)."""
@@ -766,13 +816,16 @@ def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_base, pfn_base,  # type: ignore[no-untyped-def] # noqa: E501
-              psc, cache, ring, free, state, c, nuse, cached):
+              psc, cache, ring, free, state, c, nuse, cached, fmem):
     """The driver's XDP_TX bulk flush (``ndo_xdp_xmit`` of the bulk): a NIC's transmit
     (a sink, or wire ``tx_wire``'s tx ring, :func:`_wire_tx_bulk`), whose
     completion gives every page back; for a veth (``tx_veth``: its ifindex, else
     -1) ``veth_xdp_flush_bq``'s ``veth_xdp_xmit`` onto its peer's ``xdp_ring``
     (:func:`_veth_put`: in order, stopping at the first frame the peer refuses),
-    the frames not handed on given back. Returns (sent, the bytes a veth sent,
+    the frames not handed on given back. A veth's bulk also holds xdp_frames
+    other devices queued (``tx_rows`` below 0: ``-1 - (row * MAX_MEMS + memory)``,
+    ``fmem`` the system allocator's and the pool table's records), given back to
+    their memory (``xdp_return_frame``). Returns (sent, the bytes a veth sent,
     and the pool's hot fields)."""
     if tx_veth < 0:
         went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
@@ -782,8 +835,19 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
         return went, np.int64(0), c, nuse, cached
     went = 0
     vbytes = np.int64(0)
+    sysm, ptab = fmem
     for j in range(ntx):
         loc = tx_rows[j]
+        if loc < 0:
+            mi = (-1 - loc) % MAX_MEMS
+            row = (-1 - loc) // MAX_MEMS
+            pfn, fdata, ln, fmeta = _mem_frame(sysm, ptab, mi, row)
+            if went == j and _veth_put(tgt_veth, tx_veth, pfn, fdata, ln, fmeta):
+                went += 1
+                vbytes += ln
+                continue
+            _return_frame(sysm, ptab, mi, row)
+            continue
         ln = np.int64(w32[loc, 2])
         if went == j and _veth_put(tgt_veth, tx_veth, pfn_base + loc,
                                    q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
@@ -817,6 +881,31 @@ def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-
     cols[4, pos] = KIND_FRAME
     cur[R_COUNT] = n + 1
     return True
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _eg_fault(eg, k, t, s):  # type: ignore[no-untyped-def]
+    """Egress program ``k``'s run of position ``s`` toward device ``t``: a fault
+    counted, the first kept for the report (:meth:`DevmapEgress.account`)."""
+    eg_status, eg_pc, eg_addr, eg_fault = eg[12], eg[13], eg[14], eg[16]
+    if eg_status[k, s] != 0:
+        if eg_fault[k, t, 0] == 0:
+            eg_fault[k, t, 1] = eg_status[k, s]
+            eg_fault[k, t, 2] = eg_pc[k, s]
+            eg_fault[k, t, 3] = np.int64(eg_addr[k, s])
+        eg_fault[k, t, 0] += 1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _eg_exception(eg, k, t, a):  # type: ignore[no-untyped-def]
+    """Egress program ``k``'s verdict ``a`` toward device ``t``, neither PASS nor
+    DROP unless DROP (1, nothing counted): an ``xdp_exception`` on ``t`` (a
+    verdict that is no action: counted in row 5, the first one kept)."""
+    if a != 1:
+        eg_exc, eg_fault = eg[15], eg[16]
+        eg_exc[k, t, min(a, 5)] += 1
+        if a > 4 and eg_fault[k, t, 4] == 0:
+            eg_fault[k, t, 4] = a + 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -893,12 +982,7 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
             _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], m)
             eg_desc[k, DESC_FRAMES] = pool_frames
             for s in range(m):
-                if eg_status[k, s] != 0:  # the first fault kept for the report
-                    if eg_fault[k, t, 0] == 0:
-                        eg_fault[k, t, 1] = eg_status[k, s]
-                        eg_fault[k, t, 2] = eg_pc[k, s]
-                        eg_fault[k, t, 3] = np.int64(eg_addr[k, s])
-                    eg_fault[k, t, 0] += 1
+                _eg_fault(eg, k, t, s)
                 j = eg_sent[k, s]
                 eg_res[k, j, 0] = eg_act[k, s]
                 eg_res[k, j, 1] = eg_offo[k, s]
@@ -920,10 +1004,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                     sent += 1
                     nbytes += ln
                     continue
-            elif a != 1:
-                eg_exc[k, t, min(a, 5)] += 1
-                if a > 4 and eg_fault[k, t, 4] == 0:
-                    eg_fault[k, t, 4] = a + 1
+            else:
+                _eg_exception(eg, k, t, a)
             if loc < 0:
                 _put_page(sysm, -1 - loc)
             else:
@@ -1271,32 +1353,98 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _generic_xmit(g_ok, g_stats, g_peer, srec0, t, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
-    """``generic_xdp_tx`` of an skb on device ``t`` of the generic targets
-    (:attr:`pyxdp.net.devmap.FwdTable.generic`): counted as sent; a veth's
-    ``veth_xmit`` hands it to its peer, which has no XDP program: its stack
-    receives it, a list of one, on CPU 0's records (``srec0``) as on the Python
-    path."""
+def _generic_xmit(gt, t, page, data, length):  # type: ignore[no-untyped-def]
+    """``generic_xdp_tx`` of an skb on device ``t`` of the generic targets ``gt``
+    (:attr:`pyxdp.net.devmap.FwdTable.generic`'s ok, stats, peers and veth rows,
+    and CPU 0's stack records): counted as sent; a veth's ``veth_xmit`` hands it
+    to its peer: without an XDP program the peer's stack receives it, a list of
+    one, on CPU 0's records as on the Python path; with a native one
+    ``veth_xdp_rx`` copies it into a page of the peer queue's pool and queues it
+    on its ``xdp_ring`` (a full ring or pool: the peer's ``rx_dropped``), for the
+    peer's NAPI."""
+    g_ok, g_stats, g_peer, g_veth, srec0 = gt
     ts = i64_view(g_stats[t], 1, D_SIZE)[0]
     ts[D_TX_PACKETS] += 1
     ts[D_TX_BYTES] += length
-    if g_ok[t] == 2:
+    ok = g_ok[t]
+    if ok == 2 or ok == 4:
         peer = g_peer[t]
         ps = i64_view(g_stats[peer], 1, D_SIZE)[0]
-        ps[D_RX_PACKETS] += 1
-        ps[D_RX_BYTES] += length
-        srec0[0][M_BATCHES] += 1
-        stack_rcv_one(page, data, length, peer, srec0)
+        if ok == 2:
+            ps[D_RX_PACKETS] += 1
+            ps[D_RX_BYTES] += length
+            srec0[0][M_BATCHES] += 1
+            stack_rcv_one(page, data, length, peer, srec0)
+            return
+        pt = g_veth[t:t + 1, VETH_PT:]
+        size = g_veth[t, VETH_SIZE]
+        qcols = i64_view(g_veth[t, VETH_RING], 5, size)
+        qcur = i64_view(g_veth[t, VETH_CUR], 1, 2)[0]
+        loc = veth_rx_page(ps, _pool_of(pt, 0), qcols, qcur, False)
+        if loc >= 0:
+            pages = u8_view(pt[0, PT_PAGES], pt[0, PT_N], pt[0, PT_PSIZE])
+            memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
+                   page.ctypes.data + data, length)
+            veth_rx_queue(qcols, qcur, pt[0, PT_PFN] + loc, length)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast_check(dm_ids, dmt, g_ok, stack_ok, self_ifindex, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
+def _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
+    """``dev_map_generic_redirect`` past ``xdp_ok_fwd_dev``: without an entry program
+    (``kk`` 0) the skb is sent (:func:`_generic_xmit`); with one (egress row ``kk -
+    1``) ``dev_map_bpf_prog_run_skb`` first - the program over a copy of the skb
+    at ``XDP_PACKET_HEADROOM`` in an order-0 page of the system allocator (as the
+    Python path runs it; none left: the skb is dropped), ``egress_ifindex`` =
+    ``t`` - then PASS sends what it left, DROP drops, anything else counts an
+    ``xdp_exception`` on ``t`` and drops. ``gt``: the generic targets
+    (:func:`_generic_xmit`)."""
+    if kk == 0:
+        _generic_xmit(gt, t, page, data, length)
+        return
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return
+    spages = sysm[0]
+    memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM, page.ctypes.data + data,
+           length)
+    eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta = eg[1:8]
+    eg_act, eg_offo, eg_leno = eg[8], eg[9], eg[10]
+    k = kk - 1
+    eg_desc[k, XDP_EGRESS] = t
+    pool_frames = eg_desc[k, DESC_FRAMES]
+    eg_desc[k, DESC_FRAMES] = np.uint64(spages.ctypes.data)
+    eg_rows[k, 0] = row
+    eg_off[k, 0] = HEADROOM
+    eg_len[k, 0] = length
+    eg_meta[k, 0] = 0
+    _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], 1)
+    eg_desc[k, DESC_FRAMES] = pool_frames
+    _eg_fault(eg, k, t, 0)
+    a = np.int64(eg_act[k, 0])
+    if a == 2:
+        _generic_xmit(gt, t, spages[row], np.int64(eg_offo[k, 0]), np.int64(eg_leno[k, 0]))
+    else:
+        _eg_exception(eg, k, t, a)
+    _put_page(sysm, row)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _generic_ok(ok, stack_ok, length):  # type: ignore[no-untyped-def]
+    """Whether :func:`_generic_xmit` sends an skb of ``length`` bytes to a target of
+    :attr:`pyxdp.net.devmap.FwdTable.generic` kind ``ok``, or one down (0, which
+    refuses it): not when the Python path must - kind 3, a peer's stack the call
+    cannot reach, a packet a veth peer's page cannot hold (multi-buffer there)."""
+    return ok == 0 or ok == 1 or (ok == 2 and stack_ok) or (ok == 4 and length <= MAX_DMA)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, stack_ok, self_ifindex, map_id, idx, flags,  # type: ignore[no-untyped-def] # noqa: E501
+                  length):
     """Whether the native loop can broadcast this generic skb
     (``dev_map_redirect_multi``): (devmap row, ``to_ifindex`` of ``xdp_redirect`` -
     the device under key ``idx``, 0 for none); -1 when the Python path must: a
-    target it does not transmit on (:attr:`pyxdp.net.devmap.FwdTable.generic` 3, or
-    a veth whose peer's stack it cannot reach), an entry with a program, a slot
-    naming an unknown device. Targets down or gone (0) are skipped, as
+    target it does not transmit on (:func:`_generic_ok`), an entry program the loop does
+    not run, a slot naming an unknown device. Targets down or gone (0) are skipped, as
     ``xdp_ok_fwd_dev`` refuses them."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(g_ok)
@@ -1313,21 +1461,22 @@ def _gbcast_check(dm_ids, dmt, g_ok, stack_ok, self_ifindex, map_id, idx, flags)
         t = np.int64(ent[e, 0])
         if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if t >= nif or ent[e, 1] != 0:
+        if t >= nif or (ent[e, 1] != 0 and _egress_row(eg_ids, np.int64(ent[e, 1])) < 0):
             return slot, -1
-        ok = g_ok[t]
-        if ok == 3 or (ok == 2 and not stack_ok):
+        if not _generic_ok(g_ok[t], stack_ok, length):
             return slot, -1
     return slot, to
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast(dmt, g_ok, g_mtu, g_stats, g_peer, srec0, slot, self_ifindex, flags, page, data,  # type: ignore[no-untyped-def] # noqa: E501
-            length):
+def _gbcast(dmt, gt, g_mtu, eg, sysm, slot, self_ifindex, flags, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
     """``dev_map_redirect_multi`` of a checked skb (:func:`_gbcast_check`): in the
     map's walk order, a clone (the same bytes) to every target that is up and
     takes its length (``dev_map_generic_redirect``'s ``xdp_ok_fwd_dev``), each
-    sent by :func:`_generic_xmit`; the skb itself is the caller's to free."""
+    through its entry's program and sent by :func:`_generic_dev_xmit`; the skb
+    itself is the caller's to free."""
+    g_ok = gt[0]
+    eg_ids = eg[0]
     ent = _dm_entries(dmt[0], dmt[1], slot)
     for w in range(dmt[1][slot]):
         e = _dm_walk(dmt, slot, w)
@@ -1337,7 +1486,9 @@ def _gbcast(dmt, g_ok, g_mtu, g_stats, g_peer, srec0, slot, self_ifindex, flags,
         if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
         if g_ok[t] != 0 and length <= g_mtu[t]:
-            _generic_xmit(g_ok, g_stats, g_peer, srec0, t, page, data, length)
+            pid = np.int64(ent[e, 1])
+            kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
+            _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1383,6 +1534,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
+    fmem = (sysm, ptab)  # the memories of xdp_frames other devices queued
     xon, xp, xfq, xrx, xsk_sk, xm, xt = xsk
     ctl, cnt, defer = out
     nif = len(tgt_ok)
@@ -1415,6 +1567,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
     stack_ok, srec, srec0 = stk
     mib = srec[0]
+    # A generic call's targets (pyxdp.net.devmap.FwdTable.generic: the wires' column
+    # holds a veth's peer) and the stack records a veth's peer receives on.
+    gt = (tgt_ok, tgt_stats, tgt_wire, tgt_veth, srec0)
     n_pass = 0
     # cpumap: maps (ids, slot offsets, sizes, slot -> entry row), the entries' rings by
     # address, their bulk queues of 8 (pfn, data, len, meta), enqueue sums, redirects.
@@ -1550,8 +1705,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 _fault(ctl, status, pc_out, addr_out, i)
             if nfor and fx[i, FX_MEM] != 0:
                 # An xdp_frame in another device's memory (veth_xdp_rcv_one): dropped
-                # or passed here, the memory it came from taking its page back; TX
-                # and redirects of it go to the Python dispatch.
+                # or passed here, the memory it came from taking its page back, or
+                # sent back (veth_xdp_tx: converted in its memory, into the TX bulk
+                # with the queue's own frames); redirects of it go to the Python
+                # dispatch.
                 mi = fx[i, FX_MEM]
                 data = np.int64(off_out[i])
                 if a == 1 or a == 0 or a > 4:
@@ -1562,6 +1719,22 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                 srec)
                     passed += 1
                     _return_frame(sysm, ptab, mi, loc)
+                elif a == 3 and tx_veth >= 0 and _frame_to_mem(sysm, ptab, mi, loc, data,
+                                                               np.int64(len_out[i]),
+                                                               np.int64(meta_out[i])):
+                    n_tx += 1
+                    tx_rows[ntx] = -1 - (loc * MAX_MEMS + mi)
+                    ntx += 1
+                    if ntx == BULK:
+                        tx_events += 1
+                        went, vbytes, c, nuse, cached = _tx_flush(
+                            tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64,
+                            addr_base, pfn_base, psc, cache, ring, free, state, c, nuse,
+                            cached, fmem)
+                        tx_sent += went
+                        tx_bytes += vbytes
+                        n_tx_err += ntx - went
+                        ntx = 0
                 else:
                     if a != 2 and not (a == 4 and np.int64(red[i, 1]) == XSKMAP):
                         flushy += 1
@@ -1595,20 +1768,21 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 done = True
             elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
                   and np.int64(red[i, 1]) != CPUMAP):
-                # xdp_do_generic_redirect to a devmap entry without a program or an
-                # ifindex (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
-                # transmitted on that NIC (generic_xdp_tx); a broadcast
-                # (dev_map_redirect_multi) a clone to every target that takes it. Entry
-                # programs, other targets and every error: the Python path.
+                # xdp_do_generic_redirect to a devmap entry or an ifindex
+                # (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
+                # transmitted on that NIC (generic_xdp_tx), after the entry's program if
+                # it has one; a broadcast (dev_map_redirect_multi) a clone to every
+                # target that takes it. Other targets and every error: the Python path.
                 mt = np.int64(red[i, 1])
                 if ((mt == DEVMAP or mt == DEVMAP_HASH)
                         and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                    slot, to = _gbcast_check(dm_ids, dmt, tgt_ok, stack_ok, self_ifindex,
-                                             np.int64(red[i, 0]), np.int64(red[i, 2]),
-                                             np.int64(red[i, 3]))
+                    slot, to = _gbcast_check(dm_ids, dmt, eg_ids, tgt_ok, stack_ok,
+                                             self_ifindex, np.int64(red[i, 0]),
+                                             np.int64(red[i, 2]), np.int64(red[i, 3]),
+                                             length)
                     if to >= 0:
-                        _gbcast(dmt, tgt_ok, tgt_mtu, tgt_stats, tgt_wire, srec0, slot,
-                                self_ifindex, np.int64(red[i, 3]), pages[loc], data, length)
+                        _gbcast(dmt, gt, tgt_mtu, eg, sysm, slot, self_ifindex,
+                                np.int64(red[i, 3]), pages[loc], data, length)
                         n_red += 1
                         red_cnt[slot, to] += 1
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
@@ -1616,14 +1790,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         done = True
                 else:
                     slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                    if kk != 0:  # an entry program: run on the skb by the Python path
-                        ifx = np.int64(0)
                     if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
-                            and (tgt_ok[ifx] == 1 or (tgt_ok[ifx] == 2 and stack_ok))):
+                            and tgt_ok[ifx] != 0 and _generic_ok(tgt_ok[ifx], stack_ok, length)):
                         n_red += 1
                         red_cnt[slot, ifx] += 1
-                        _generic_xmit(tgt_ok, tgt_stats, tgt_wire, srec0, ifx, pages[loc],
-                                      data, length)
+                        _generic_dev_xmit(gt, eg, sysm, ifx, kk, pages[loc], data, length)
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True
@@ -1639,7 +1810,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         went, vbytes, c, nuse, cached = _tx_flush(
                             tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64,
                             addr_base, pfn_base, psc, cache, ring, free, state, c, nuse,
-                            cached)
+                            cached, fmem)
                         tx_sent += went
                         tx_bytes += vbytes
                         n_tx_err += ntx - went
@@ -1741,7 +1912,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             went, vbytes, c, nuse, cached = _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth,
                                                       pages, w32, q64, addr_base, pfn_base,
                                                       psc, cache, ring, free, state, c, nuse,
-                                                      cached)
+                                                      cached, fmem)
             tx_sent += went
             tx_bytes += vbytes
             n_tx_err += ntx - went

@@ -137,27 +137,50 @@ def veth_rx(xp, snap, peer, first, last, plen, dry):  # type: ignore[no-untyped-
     pool drops it (the peer's ``rx_dropped``). ``dry``: the pool already failed
     (no allocation is tried again, as one bulk allocation stops). Returns ``dry``."""
     _veth, _ok, _max, pds, psc, cache, ring, free, state, pages, pfn_base, qcols, qcur = peer
-    size = qcols.shape[1]
-    if dry or qcur[R_COUNT] >= size:
-        pds[D_RX_DROPPED] += 1
-        return dry
-    loc = _alloc(psc, cache, ring, free, state)
+    loc = veth_rx_page(pds, (psc, cache, ring, free, state), qcols, qcur, dry)
     if loc < 0:
-        pds[D_RX_DROPPED] += 1
-        return True
+        return dry or loc == -1
     dst = pages.ctypes.data + loc * pages.strides[0] + HEADROOM
     for k in range(first, last + 1):
         seg = snap[k, 1] & U32
         memcpy(dst, data_at(xp, snap[k, 0]), seg)
         dst += seg
+    veth_rx_queue(qcols, qcur, loc + pfn_base, plen)
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def veth_rx_page(pds, pool, qcols, qcur, dry):  # type: ignore[no-untyped-def]
+    """The first half of ``veth_xdp_rx`` of an skb into a peer's ``xdp_ring`` (the
+    page the driver copies it into, ``veth_convert_skb_to_xdp_buff``): a page of
+    the peer queue's ``pool`` (its state words, alloc cache, ring, free list and
+    page states) for the packet at ``XDP_PACKET_HEADROOM``; -1 when the pool ran
+    dry, -2 when the ring is full or ``dry`` (no allocation tried again), both
+    counted as the peer's ``rx_dropped``. The caller copies the packet in, then
+    :func:`veth_rx_queue`."""
+    if dry or qcur[R_COUNT] >= qcols.shape[1]:
+        pds[D_RX_DROPPED] += 1
+        return -2
+    psc, cache, ring, free, state = pool
+    loc = _alloc(psc, cache, ring, free, state)
+    if loc < 0:
+        pds[D_RX_DROPPED] += 1
+        return -1
+    return loc
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def veth_rx_queue(qcols, qcur, pfn, plen):  # type: ignore[no-untyped-def]
+    """The second half of ``veth_xdp_rx``: the page (``pfn``, ``plen`` bytes at
+    ``XDP_PACKET_HEADROOM``) queued on the peer's ``xdp_ring`` as a buffer."""
+    size = qcols.shape[1]
     slot = (qcur[R_HEAD] + qcur[R_COUNT]) % size
-    qcols[0, slot] = loc + pfn_base
+    qcols[0, slot] = pfn
     qcols[1, slot] = HEADROOM
     qcols[2, slot] = plen
     qcols[3, slot] = 0
     qcols[4, slot] = BUFF
     qcur[R_COUNT] += 1
-    return False
 
 
 @njit(cache=True, nogil=True, _nrt=False)
