@@ -34,17 +34,19 @@ BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 
 
 # The veths' program: counts frames per rx queue's ifindex (xdp_md offset 12), then
-# the payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`).
+# the payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`);
+# its redirects go to lo or to eth1 (ifindex 3, a NIC whose transmit is a sink).
 RECV = verdict_by_payload(12)
+RECV_ETH1 = verdict_by_payload(12, redirect_ifindex=3)
 
 
-def _spec(flags: int) -> CollectionSpec:
+def _spec(flags: int, recv: str = RECV) -> CollectionSpec:
     maps = [MapSpec("ports", DEVMAP, 4, 8, 4),
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
     # The NIC's program: slot 3 with the flags (a broadcast: clones to the veths, the
     # frame itself to the NIC), the other slots without.
-    for name, text in (("ingress", redirect_by_payload(flags, flags_slot=3)), ("recv", RECV)):
+    for name, text in (("ingress", redirect_by_payload(flags, flags_slot=3)), ("recv", recv)):
         one = asm_collection(text, maps).programs["t"]
         progs[name] = dataclasses.replace(one, name=name, section="xdp",
                                           expected_attach_type=XDP)
@@ -52,7 +54,8 @@ def _spec(flags: int) -> CollectionSpec:
 
 
 
-def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
+def _run(native: bool, flags: int, *, count: int = 1500, recv: str = RECV,
+         ) -> tuple[object, ...]:
     """A NIC redirecting into two veths whose peers run :data:`RECV` on the
     xdp_frames they get (broadcasting too: then the veths' rings hold frames of the
     NIC's pool and clones in the system allocator, polls mixing both), and into a
@@ -63,7 +66,8 @@ def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
         eth1 = h.add_device("eth1")
         v0, v1 = h.veth("veth0", "veth1")
         v2, v3 = h.veth("veth2", "veth3")
-        coll = h.load(_spec(flags), verify=False)
+        coll = h.load(_spec(flags, recv), verify=False)
+        assert eth1.ifindex == 3
         v0.gro = True
         v2.gro = True
         v1.attach_xdp(coll.programs["recv"])
@@ -101,17 +105,21 @@ def _run(native: bool, flags: int, *, count: int = 1500) -> tuple[object, ...]:
                 pools, (system.allocated, system.freed, system.nr_free), sorted(progs.values()))
 
 
-@pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS])
-def test_veth_frames_native_is_python(flags: int, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("flags", "red_to"), [(0, "lo"), (BPF_F_BROADCAST, "lo"),
+                                             (BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, "lo"),
+                                             (BPF_F_BROADCAST, "eth1")])
+def test_veth_frames_native_is_python(flags: int, red_to: str,
+                                      caplog: pytest.LogCaptureFixture) -> None:
     """xdp_frames from a NIC's page pool (and, broadcast, clones in order-0 pages, in
-    polls mixing both) meeting a veth's program with every verdict give in the
-    native loop what the Python path gives."""
+    polls mixing both) meeting a veth's program with every verdict (its redirects
+    to ``red_to``) give in the native loop what the Python path gives."""
+    recv = RECV if red_to == "lo" else RECV_ETH1
     with caplog.at_level(logging.WARNING):
-        native = _run(True, flags)
+        native = _run(True, flags, recv=recv)
         warned_native = "bpf_warn_invalid_xdp_action" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        python = _run(False, flags)
+        python = _run(False, flags, recv=recv)
         warned_python = "bpf_warn_invalid_xdp_action" in caplog.text
     assert native == python
     assert warned_native and warned_python

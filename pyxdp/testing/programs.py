@@ -93,13 +93,14 @@ def run_iter(coll: Collection) -> tuple[int, int, int, int]:
     ret, n, first, last = struct.unpack("<iIii", raw)
     return ret, n, first, last
 
-def verdict_by_payload(count_off: int) -> str:
+def verdict_by_payload(count_off: int, redirect_ifindex: int = 1) -> str:
     """An XDP program (assembly) that counts runs in map 1 (a u64 per key) by the low 2
     bits of the ``xdp_md`` field at ``count_off``, then lets the payload's first byte
     (frame byte 42), bits 2.., pick what it does: 0 PASS, 1 DROP, 2 ABORTED, 3 TX, 4 a
-    redirect to ifindex 1, 5 an unknown verdict, 6 a fault, 7 adjust_head then PASS.
-    The datapath tests run it on every path and compare."""
-    return _VERDICT_BY_PAYLOAD.replace("{off}", str(count_off))
+    redirect to ``redirect_ifindex``, 5 an unknown verdict, 6 a fault, 7 adjust_head
+    then PASS. The datapath tests run it on every path and compare."""
+    return _VERDICT_BY_PAYLOAD.replace("{off}", str(count_off)).replace(
+        "{ifx}", str(redirect_ifindex))
 
 
 _VERDICT_BY_PAYLOAD = """
@@ -143,7 +144,7 @@ tx:
     r0 = 3
     exit
 red:
-    r1 = 1
+    r1 = {ifx}
     r2 = 0
     call bpf_redirect
     exit
