@@ -1656,6 +1656,21 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
         assert (exc[(3, 0)], exc[(3, 9)]) == ([40], [40])
 
 
+@pytest.mark.parametrize("peer_prog", [False, True])
+def test_generic_targets_table(peer_prog: bool) -> None:
+    """The generic targets native code reads (FwdTable.generic): NICs whose transmit is
+    a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), the
+    Python path's 3 (wire sinks, lo; with threaded NAPI every veth), 0 when down."""
+    with Host(engine="jit") as h:
+        _eth, _coll, d = _generic_redirect_host(h, peer_prog=peer_prog)
+        d["small"].up = False
+        ok = h.fwd.arrays(h.devices, generic=True)[0]
+        want = {"lo": 3, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
+        assert {n: int(ok[h.dev(n).ifindex]) for n in want} == want
+        threaded = h.fwd.arrays(h.devices, generic=True, threaded=True)[0]
+        assert int(threaded[d["v0"].ifindex]) == 3 and int(threaded[d["sink"].ifindex]) == 1
+
+
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
 @pytest.mark.parametrize(("entry_prog", "peer_prog"), [(False, False), (True, True)])
 def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: bool,

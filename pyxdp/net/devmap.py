@@ -209,7 +209,7 @@ class FwdTable:
             # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
             # CPU 0's NAPI thread writes too, or takes frames off its ring without the
             # host lock: the Python path's (under the stack's lock, the GIL).
-            self.generic_threaded = (np.where(g_ok >= 2, np.minimum(g_ok, 3), g_ok)
+            self.generic_threaded = (np.where(g_ok >= 2, 3, g_ok)
                                      .astype(np.uint8), g_mtu, g_stats, g_peer,
                                      np.zeros((nif, VETH_COLS), np.int64))
             py = (veth[:, VETH_CUR] != 0) & (ok != 0)
