@@ -1649,11 +1649,15 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
     assert isinstance(stats, dict)
     assert stats["eth0"]["xdp_tx"] == 80 and stats["eth0"]["tx_packets"] == 80
     # Slot 0, slot 2 (its entry program passes a quarter), the ifindex, and the
-    # broadcast's two clones (eth1 is in slots 0 and 2).
-    assert stats["eth1"]["tx_packets"] == 80 * 3 + (20 + 20 if entry_prog else 80 * 2)
+    # broadcast's clones (eth1 is in slots 0 and 2; eth2 in slot 1 ends the
+    # 200-byte broadcasts after slot 0's clone, with -EMSGSIZE).
+    assert stats["eth1"]["tx_packets"] == 80 * 3 + (20 + 10 if entry_prog else 80 + 40)
     if entry_prog:  # slot 2's ABORTED and 9 on eth1 (ifindex 3), its own and the clones'
         exc = dict(got[3]["xdp_exception"])  # type: ignore[index]
-        assert (exc[(3, 0)], exc[(3, 9)]) == ([40], [40])
+        assert (exc[(3, 0)], exc[(3, 9)]) == ([30], [30])
+    # -EMSGSIZE: the 200-byte frames to slot 1, to eth2's ifindex and broadcast.
+    assert dict(got[3]["xdp_redirect_err"])[(2, -90)] == [120]  # type: ignore[index]
+
 
 
 @pytest.mark.parametrize("peer_prog", [False, True])
@@ -1678,31 +1682,33 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
     """generic_xdp_tx and redirects to NICs whose transmit is a sink and to a veth
     whose peer's stack or native program (veth_xdp_rx) receives, through entry
     programs or not
-    (slot 2's, passing here), and broadcasts over them
-    (dev_map_redirect_multi: eth2's MTU refuses the 200-byte clones), never reach the
-    Python path: no skb is handed back."""
+    (slot 2's, passing here), and broadcasts over them every target takes
+    (dev_map_redirect_multi: the 64-byte ones; eth2's MTU refuses 200 bytes, which
+    ends a broadcast with an error, the Python path's), never reach the Python
+    path: no skb is handed back."""
     import pyxdp.net.dev as dev_mod
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
-            for k in (3, 4, 6, 8, 7, 11, 12) for s, size in enumerate((64, 200))]
+            for k in (3, 4, 6, 8, 7, 11) for s, size in enumerate((64, 200))]
+    pkts.append(pk.udp_packet(bytes([12]) + b"x" * 20, sport=1012, size=64))
     with Host(tracer=Tracer(), engine="jit") as h:
         eth, coll, d = _generic_redirect_host(h, entry_prog=entry_prog, peer_prog=peer_prog)
 
         def refuse(*a: object, **k: object) -> None:
             raise AssertionError("a generic skb went to the Python path")
         monkeypatch.setattr(dev_mod, "generic_xdp_act", refuse)
-        eth.rx[0].source = TrafficGenerator(packets=pkts, count=7000)
+        eth.rx[0].source = TrafficGenerator(packets=pkts, count=6500)
         h.run()
         assert eth.rx[0].py_polls == 0 and d["v1"].rx[0].py_polls == 0
-        # 1000 of each verdict: eth1 gets slot 0's, slot 2's, the ifindex's and the
-        # broadcast's clones to slots 0 and 2; eth2 only the 64-byte clones; veth0
-        # slot 3's, the ifindex's and the clones to slot 3.
-        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 5000
+        # 1000 of each verdict, 500 broadcasts: eth1 gets slot 0's, slot 2's, the
+        # ifindex's and the broadcast's clones to slots 0 and 2; eth2 the clones to
+        # slot 1; veth0 slot 3's, the ifindex's and the clones to slot 3.
+        assert eth.stats.xdp_tx == 1000 and d["sink"].stats.tx_packets == 4000
         assert d["small"].stats.tx_packets == 500
-        assert d["v0"].stats.tx_packets == 3000 and d["v1"].stats.rx_packets == 3000
-        assert h.stack.per_device[d["v1"].ifindex] == 3000
+        assert d["v0"].stats.tx_packets == 2500 and d["v1"].stats.rx_packets == 2500
+        assert h.stack.per_device[d["v1"].ifindex] == 2500
         key = (eth.ifindex, d["sink"].ifindex, coll.maps["ports"].handle.id)
         # Slot 0's and slot 2's redirects and the broadcasts (to_ifindex: slot 0's).
-        assert trace_count(h, "xdp_redirect", key=key) == 3000
+        assert trace_count(h, "xdp_redirect", key=key) == 2500
         assert trace_count(h, "xdp_redirect", key=(eth.ifindex, d["sink"].ifindex,
                                                    INT_MAX)) == 1000
 

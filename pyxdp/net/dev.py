@@ -288,13 +288,19 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         if flags & BPF_F_BROADCAST:
             targets = [(i, p) for i, p in _all_entries(m)
                        if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]
-            # to_ifindex: the device of slot ``index``, which the helper looked up.
-            _fire(dev, prog_id, 0, int(_devmap_entries(m, np.array([index], np.int64))[0][0]),
-                  map_id, index)
-            for ifx, pid in targets:  # dev_map_redirect_multi: a clone per target
+            # dev_map_redirect_multi: a clone per target in walk order, the skb itself
+            # to the last; the first target xdp_ok_fwd_dev refuses ends it, and its
+            # error is the redirect's (the targets after it get nothing).
+            err = 0
+            for ifx, pid in targets:
                 t = host.devices.get(ifx)
-                if _ok_fwd(t, skb) == 0 and t is not None:
-                    _xmit_devmap(dev, t, pid, skb)
+                err = _ok_fwd(t, skb)
+                if err or t is None:
+                    break
+                _xmit_devmap(dev, t, pid, skb)
+            # to_ifindex: the device of slot ``index``, which the helper looked up.
+            _fire(dev, prog_id, err,
+                  int(_devmap_entries(m, np.array([index], np.int64))[0][0]), map_id, index)
             return
         ifxs, pids = _devmap_entries(m, np.array([index], np.int64))
         to = int(ifxs[0])

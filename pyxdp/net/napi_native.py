@@ -1438,14 +1438,15 @@ def _generic_ok(ok, stack_ok, length):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, stack_ok, self_ifindex, map_id, idx, flags,  # type: ignore[no-untyped-def] # noqa: E501
-                  length):
+def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, g_mtu, stack_ok, self_ifindex, map_id, idx,  # type: ignore[no-untyped-def] # noqa: E501
+                  flags, length):
     """Whether the native loop can broadcast this generic skb
     (``dev_map_redirect_multi``): (devmap row, ``to_ifindex`` of ``xdp_redirect`` -
     the device under key ``idx``, 0 for none); -1 when the Python path must: a
-    target it does not transmit on (:func:`_generic_ok`), an entry program the loop does
-    not run, a slot naming an unknown device. Targets down or gone (0) are skipped, as
-    ``xdp_ok_fwd_dev`` refuses them."""
+    target it does not transmit on (:func:`_generic_ok`), an entry program the loop
+    does not run, a slot naming an unknown device, and a target ``xdp_ok_fwd_dev``
+    refuses (down or gone, or shorter than ``length``), which ends the broadcast
+    with an error."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(g_ok)
     if slot < 0:
@@ -1463,19 +1464,20 @@ def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, stack_ok, self_ifindex, map_id, idx
             continue
         if t >= nif or (ent[e, 1] != 0 and _egress_row(eg_ids, np.int64(ent[e, 1])) < 0):
             return slot, -1
-        if not _generic_ok(g_ok[t], stack_ok, length):
+        ok = g_ok[t]
+        # A target xdp_ok_fwd_dev refuses (down, too short) ends the broadcast with an
+        # error: the Python path's.
+        if ok == 0 or length > g_mtu[t] or not _generic_ok(ok, stack_ok, length):
             return slot, -1
     return slot, to
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast(dmt, gt, g_mtu, eg, sysm, slot, self_ifindex, flags, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
-    """``dev_map_redirect_multi`` of a checked skb (:func:`_gbcast_check`): in the
-    map's walk order, a clone (the same bytes) to every target that is up and
-    takes its length (``dev_map_generic_redirect``'s ``xdp_ok_fwd_dev``), each
-    through its entry's program and sent by :func:`_generic_dev_xmit`; the skb
-    itself is the caller's to free."""
-    g_ok = gt[0]
+def _gbcast(dmt, gt, eg, sysm, slot, self_ifindex, flags, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
+    """``dev_map_redirect_multi`` of a checked skb (:func:`_gbcast_check`: every
+    target takes it): in the map's walk order, a clone (the same bytes) to each
+    target, through its entry's program and sent by :func:`_generic_dev_xmit`; the
+    skb itself is the caller's to free."""
     eg_ids = eg[0]
     ent = _dm_entries(dmt[0], dmt[1], slot)
     for w in range(dmt[1][slot]):
@@ -1485,10 +1487,9 @@ def _gbcast(dmt, gt, g_mtu, eg, sysm, slot, self_ifindex, flags, page, data, len
         t = np.int64(ent[e, 0])
         if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if g_ok[t] != 0 and length <= g_mtu[t]:
-            pid = np.int64(ent[e, 1])
-            kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
-            _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length)
+        pid = np.int64(ent[e, 1])
+        kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
+        _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1776,12 +1777,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 mt = np.int64(red[i, 1])
                 if ((mt == DEVMAP or mt == DEVMAP_HASH)
                         and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                    slot, to = _gbcast_check(dm_ids, dmt, eg_ids, tgt_ok, stack_ok,
+                    slot, to = _gbcast_check(dm_ids, dmt, eg_ids, tgt_ok, tgt_mtu, stack_ok,
                                              self_ifindex, np.int64(red[i, 0]),
                                              np.int64(red[i, 2]), np.int64(red[i, 3]),
                                              length)
                     if to >= 0:
-                        _gbcast(dmt, gt, tgt_mtu, eg, sysm, slot, self_ifindex,
+                        _gbcast(dmt, gt, eg, sysm, slot, self_ifindex,
                                 np.int64(red[i, 3]), pages[loc], data, length)
                         n_red += 1
                         red_cnt[slot, to] += 1

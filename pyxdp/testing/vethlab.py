@@ -807,6 +807,25 @@ def devmap_broadcast_exclude_ingress() -> Scenario:
                     maps=("rxcnt",), doc=devmap_broadcast_exclude_ingress.__doc__ or "")
 
 
+def devmap_broadcast_generic_mtu() -> Scenario:
+    """devmap_broadcast in generic (skb) mode on veth0, ``ports`` = veth2, veth4, veth0,
+    veth2's MTU 400.
+
+    Kernel (``dev_map_redirect_multi`` with skbs): a frame veth2 takes (up to
+    418 bytes with the Ethernet header and a VLAN tag's room) is cloned to veth2
+    and veth4 and sent itself out of veth0, reaching the stacks of veth3, veth5
+    and veth1, one ``xdp_redirect`` each; a longer one ends the broadcast at
+    veth2 (``xdp_ok_fwd_dev``: -EMSGSIZE): nothing is sent anywhere and
+    ``xdp_redirect_err`` fires with that error (to_ifindex veth2, the device in
+    slot 0). No ``xdp_devmap_xmit``: skbs are not bulked.
+    """
+    return Scenario("devmap_broadcast_generic_mtu", P3,
+                    (Attach("veth0", "redirect_bcast.o", "xdp_redirect_bcast", mode="generic"),),
+                    _traffic(P3, "veth0"), setup=_ports(("veth2", "veth4", "veth0")),
+                    maps=("rxcnt",), links=(LinkSpec("veth2", mtu=400),),
+                    doc=devmap_broadcast_generic_mtu.__doc__ or "")
+
+
 def _ports_egress(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     """``ports`` = veth0, veth2 with redirect_map's ``xdp/devmap`` program, veth4, veth2,
     veth4 with that program."""
@@ -899,6 +918,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
+                            devmap_broadcast_generic_mtu,
                             cpumap_prog, adjust_meta_pass)}
 
 

@@ -77,7 +77,7 @@ from pyxdp.net.packets import ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6
 from pyxdp.testing import vethlab as vl
 from pyxdp.testing.vethlab import LabEvent, LabResult, Scenario
 
-ENXIO, EOPNOTSUPP = 6, 95
+ENXIO, EOPNOTSUPP, EMSGSIZE = 6, 95, 90
 
 
 @cache
@@ -323,6 +323,23 @@ def test_devmap_broadcast_exclude_ingress() -> None:
                   map_="redirect_bcast.o:ports")
     assert fields(list(r.events)) == [bc, xmit("veth4"), xmit("veth2")] * len(fs)
     assert r.links["veth0"].tx_packets == 0
+
+
+@pytest.mark.kernel
+def test_devmap_broadcast_generic_mtu() -> None:
+    sc, r = vl.devmap_broadcast_generic_mtu(), run("devmap_broadcast_generic_mtu")
+    fs = frames(sc)
+    # dev_map_redirect_multi with skbs: veth2 (slot 0, MTU 400) refuses the longer
+    # frames, which ends their broadcast before anything is sent.
+    fit = [f for f in fs if len(f) <= 400 + 18]
+    assert fit and len(fit) < len(fs)
+    for dev in ("veth1", "veth3", "veth5"):
+        assert list(r.rx[dev]) == fit, dev
+    assert r.map_u64("rxcnt", 0) == len(fs)
+    bc = {"prog_id": "redirect_bcast.o:xdp_redirect_bcast", "act": 4, "ifindex": "veth0",
+          "to_ifindex": "veth2", "map_id": "redirect_bcast.o:ports", "map_index": 0}
+    assert fields(list(r.events)) == [bc | {"err": 0 if len(f) <= 418 else -EMSGSIZE}
+                                      for f in fs]
 
 
 @pytest.mark.kernel
