@@ -588,8 +588,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     packet copied) and the program runs on it. The loop then takes
     DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
     (``xdp_do_generic_redirect``, broadcasts and entry programs too) to NICs whose
-    transmit is a sink and veths whose peer has no program, into cpumap entries
-    and into the queue's AF_XDP socket
+    transmit is a sink and veths (the peer's stack or ``xdp_ring``), into cpumap
+    entries and into the queue's AF_XDP socket
     (``xsk_generic_rcv``) itself;
     the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
