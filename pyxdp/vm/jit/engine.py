@@ -188,9 +188,10 @@ def _bpf_passes(mod: Any, tm: Any) -> None:
     over what is, for eBPF, one large function of short blocks and no loops to speak
     of: 1.7-3.7 s of a 3,000-instruction program's build for code no faster than
     this pipeline's (measured per packet on that program and on a load balancer of
-    2,600 instructions). Here the callee-per-packet is inlined (the call sites say
-    ``alwaysinline``), then instruction combining, CFG simplification and one global
-    value numbering (the region table's words loaded once, not per access): 0.5-0.9 s.
+    2,600 instructions). Here what the call sites say ``alwaysinline`` is inlined (a
+    small program into its batch loop), then instruction combining, CFG simplification
+    and one global value numbering (the region table's words loaded once, not per
+    access): 0.5-0.9 s.
     """
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(0))
     mpm = llvm.create_new_module_pass_manager()
