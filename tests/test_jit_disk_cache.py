@@ -61,6 +61,27 @@ def test_damaged_images_are_compiled_again_and_off_means_off(
     assert llvm.compile(ir, 2) == (obj, False)
 
 
+def test_the_cache_is_trimmed_by_a_writer_not_a_reader(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing a large cache takes a while: a process trims it on its first write (and
+    then keeps it under DISK_CACHE_MAX, oldest first), never when it only reads."""
+    from pyxdp.vm.jit import engine
+
+    llvm = engine._llvm()
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    old = tmp_path / ("0" * 64 + ".o")
+    old.write_bytes(bytes(1 << 20))
+    os.utime(old, (1, 1))
+    ir = "define i64 @pyxdp_trim_probe() {\n  ret i64 3\n}\n"
+    obj, _ = llvm.compile(ir, 2)
+    monkeypatch.setattr(engine, "_TRIMMED", False)
+    # Room for the two probes' images, not for the old one too.
+    monkeypatch.setattr(engine, "DISK_CACHE_MAX", 3 * len(obj) + 1000)
+    assert llvm.compile(ir, 2) == (obj, True) and old.exists()  # a read: no trim
+    llvm.compile(ir.replace("3", "4"), 2)  # a write: the oldest image goes
+    assert not old.exists() and engine._TRIMMED and len(list(tmp_path.glob("*.o"))) == 2
+
+
 def test_large_modules_get_the_bpf_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above LARGE_MODULE_LINES the BPF pipeline optimises the module instead of LLVM's
     default one; the code must compute what the interpreter computes."""

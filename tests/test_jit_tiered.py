@@ -117,3 +117,21 @@ def test_o2_code_on_disk_is_taken_at_once(tmp_path: Path) -> None:
 
     assert child("jit") == ["jit", 2, False]
     assert child("tiered") == ["jit", 2, True]
+
+
+def test_the_interpreter_never_waits_for_llvm() -> None:
+    """Loading and running programs on the interpreter imports no LLVM (nor numba): a
+    tiered program's first packet does not wait for them (the JIT thread loads them)."""
+    code = """
+import sys
+from pyxdp.collection import Collection
+for name in sys.argv[1:]:
+    with Collection.load(name, engine="interp") as coll:
+        next(iter(coll.programs.values())).test_run(bytes(64))
+print(sorted(m for m in ("llvmlite", "numba", "pyxdp.vm.jit.engine") if m in sys.modules))
+"""
+    env = dict(os.environ, PYTHONPATH=str(SAMPLES.parent))
+    res = subprocess.run([sys.executable, "-c", code, *(str(SAMPLES / n) for n in
+                                                        ("xdp1.o", "core.o"))],
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert res.stdout.split("\n")[0] == "[]"

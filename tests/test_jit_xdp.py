@@ -259,6 +259,30 @@ def test_batches_match_interpreter(sample: str, prog: str) -> None:
         assert g == w, f"field {k}"
 
 
+@pytest.mark.parametrize(("sample", "prog"), [("xdp2", "xdp_prog2"),
+                                             ("redirect_map", "xdp_redirect_map_prog")])
+def test_a_program_called_from_its_batch_loop_matches_the_interpreter(
+        sample: str, prog: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A large program is called from its batch loop, not inlined into it (entry.py):
+    the same outcomes, maps and redirects (small ones stand in, lowered fresh)."""
+    from pyxdp.vm.jit import entry
+    from pyxdp.vm.jit.engine import cache_clear
+
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(entry, "CALL_FROM_LOOP_INSNS", 1)
+    cache_clear()
+    try:
+        test_batches_match_interpreter(sample, prog)
+        with Collection(load_collection_spec(SAMPLES / f"{sample}.o"), "userspace",
+                        engine="jit") as coll:
+            vm = coll.programs[prog].handle.vm  # type: ignore[attr-defined]
+            loop = vm.code.ir_text().split(f"define void @{vm.code._lowered.xdp_entry}(")[1]
+            assert f"@{vm.code._lowered.xdp_entry[:-4]}_f0(" in loop.split("\n}")[0]
+            assert ") #1" in loop.split("\n}")[0]
+    finally:
+        cache_clear()
+
+
 # -- targeted -------------------------------------------------------------------------
 
 def _asm_prog(text: str, maps: dict[str, Any], refs: tuple[MapRef, ...] = (),

@@ -48,7 +48,6 @@ from pyxdp.vm.interpreter import Interpreter
 from pyxdp.vm.jit.abi import KERN, KERN_FIELDS, SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc, xdp_guard
-from pyxdp.vm.jit.runtime import _pin
 from pyxdp.vm.memory import Region
 
 __all__ = ["KERN_BASE", "KERN_CTX_KFUNCS", "KernCtx", "KernImage", "native_layout"]
@@ -211,6 +210,9 @@ class KernImage:
         self.kern = kern
         self._ifaces = (xdp.rxq.ifindex, xdp.egress_ifindex)
         self._seen = _devices(fib, self._ifaces)
+        # The JIT runtime (and LLVM with it) loads when native code first needs it:
+        # importing the network layer must not (an interpreted first packet waits for it).
+        from pyxdp.vm.jit.runtime import _pin
         at = _layout().buff
         self._keep, host = _pin(kern.buff, True, "struct xdp_buff image")
         self.desc[:] = (host, xdp.rxq.ifindex & 0xFFFF_FFFF, xdp.rxq.queue_index & 0xFFFF_FFFF,

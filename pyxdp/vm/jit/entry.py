@@ -39,8 +39,13 @@ from pyxdp.vm.jit.ir import (
 )
 from pyxdp.vm.memory import STACK_SIZE
 
-__all__ = ["callback_fn", "entry_fn", "pkt_fn", "runtime_module", "tailcall_fn", "xdp_fn",
-           "zero_fn"]
+__all__ = ["CALL_FROM_LOOP_INSNS", "callback_fn", "entry_fn", "pkt_fn", "runtime_module",
+           "tailcall_fn", "xdp_fn", "zero_fn"]
+
+# A program of this many instructions or more is called from its batch loop, not
+# inlined into it (see xdp_fn).
+CALL_FROM_LOOP_INSNS = 1000
+
 
 def pkt_fn(pkt_base: int) -> str:
     """``pkt(ctx)``: region 0 and ctx_values[0..2] from the x_* fields (XdpBuff.sync_region
@@ -270,7 +275,12 @@ def xdp_fn(prog: Program) -> str:
     f.cset("%ctx", "depth", "0")
     f.cset("%ctx", "tail_exit", "0")
     args = ", ".join(["i64 0", f"i64 {c64(nat.ctx_base)}"] + ["i64 0"] * 8)
-    res = f.ins(f"call {RET_T} @{prog.funcs[0]}(ptr %ctx, i64 0, {args}) #0")
+    # A small program is inlined into the loop (its run sees the fields just stored);
+    # a large one is called: inlined, it made one function of the loop and the program
+    # whose register coalescing took seconds (and a second copy of it where the
+    # program has a run entry too), for a call that costs nothing beside its run.
+    inline = "#0" if len(prog.insns) < CALL_FROM_LOOP_INSNS else "#1"
+    res = f.ins(f"call {RET_T} @{prog.funcs[0]}(ptr %ctx, i64 0, {args}) {inline}")
     r0 = f.ins(f"extractvalue {RET_T} {res}, 0")
     status = f.cget("%ctx", "status")
     f.do("%r1 = add i64 %r, 1")

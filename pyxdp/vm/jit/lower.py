@@ -57,7 +57,7 @@ and makes them native, except where the verifier's facts make them redundant:
   hook, as the interpreter);
 * with ``natives.xdp`` a per-program batch loop (``<tag>_xdp``) sets each
   frame's xdp_buff, packet region and xdp_md values, runs the program (inlined
-  into the loop) ``repeat`` times and writes the verdicts back.
+  into the loop; called, when it is large) ``repeat`` times and writes the verdicts back.
 
 This module holds the per-instruction lowering (:class:`FuncLowering`), the
 shared functions behind memory accesses and atomics, and the assembly of a
