@@ -53,6 +53,8 @@ class KArg(Enum):
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
+    LIST_HEAD = auto()     # KF_ARG_PTR_TO_LIST_HEAD: a map value's struct bpf_list_head, locked
+    LIST_NODE = auto()     # KF_ARG_PTR_TO_LIST_NODE: an owned object's node of that list
 
 
 class KRet(Enum):
@@ -65,6 +67,8 @@ class KRet(Enum):
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
     OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
+    LIST_NODE = auto()     # a node of the LIST_HEAD argument's list (an object at its offset)
+    LIST_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,16 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
                                    KF_ACQUIRE | KF_RET_NULL),
     "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    # kernel/bpf/helpers.c: the BPF linked list (generic_btf_ids); off is the node's offset
+    # in its struct, which the verifier writes itself
+    "bpf_list_push_front_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
+    "bpf_list_push_back_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
+    "bpf_list_pop_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+                                     KF_ACQUIRE | KF_RET_NULL),
+    "bpf_list_pop_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+                                    KF_ACQUIRE | KF_RET_NULL),
+    "bpf_list_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_list_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "OBJ_KFUNCS", "ObjArena", "arena",
-           "make_obj_new", "obj_drop", "uses_arena"]
+           "make_obj_new", "map_arena", "obj_drop", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -146,7 +146,7 @@ def arena() -> ObjArena:
         return _ARENA
 
 
-def _map_arena(vm: Interpreter) -> ObjArena:
+def map_arena(vm: Interpreter) -> ObjArena:
     """The arena, added to the run's memory if the run does not see it yet."""
     a = arena()
     if not any(r is a.region for r in vm.mem.regions):
@@ -167,14 +167,14 @@ def make_obj_new(btf: Btf | None) -> Callable[..., int]:
                 raise HelperFault(f"bpf_obj_new: {r1} is not the id of a struct of the "
                                   "program's BTF")
             size = sizes[r1] = t.size_type
-        return _map_arena(vm).alloc(size)
+        return map_arena(vm).alloc(size)
 
     return obj_new
 
 
 def obj_drop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``bpf_obj_drop_impl(p__alloc, meta__ign)``: the object is freed."""
-    _map_arena(vm).free(r1)
+    map_arena(vm).free(r1)
     return 0
 
 
@@ -184,7 +184,7 @@ def _kptr_xchg(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
     old = vm.mem.load(r1, 8)
     vm.mem.store(r1, 8, r2)
     if old:
-        _map_arena(vm)  # the run may read the object it took out
+        map_arena(vm)  # the run may read the object it took out
     return old
 
 
@@ -234,7 +234,10 @@ register_kfunc("bpf_obj_drop_impl", obj_drop,
 register_helper(int(BpfFuncId.BPF_FUNC_kptr_xchg),
                 HelperNative("kptr_xchg", 2, _kptr_xchg_fn, ("translate",)))
 # What makes a program see the arena: the kfuncs that give it objects, the helper too.
-ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg"})
+ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg",
+                         "bpf_list_push_front_impl", "bpf_list_push_back_impl",
+                         "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
+                         "bpf_list_back"})
 
 
 def uses_arena(names: set[str]) -> bool:

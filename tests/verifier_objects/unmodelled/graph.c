@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 /*
  * graph - what pyxdp does not model yet of program-allocated objects, which
- * Linux 6.18 accepts: an object holding a bpf_list_node, and the list
- * kfuncs. pyxdp refuses both with UnsupportedHelper (tests/test_local_kptr.py).
+ * Linux 6.18 accepts: a refcounted object (one holding a bpf_refcount, which
+ * may be on a list and held by the program at once). pyxdp refuses it with
+ * UnsupportedHelper (tests/test_local_kptr.py).
  *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
@@ -13,52 +14,27 @@
 #include "pyxdp_net.h"
 #include "pyxdp_kfuncs.h"
 
-struct bpf_list_node {
-	__u64 __opaque[3];
-} __attribute__((aligned(8)));
+struct bpf_refcount {
+	__u32 __opaque[1];
+} __attribute__((aligned(4)));
 
-struct bpf_list_head {
-	__u64 __opaque[2];
-} __attribute__((aligned(8)));
-
-#define __contains(name, node) __attribute__((btf_decl_tag("contains:" #name ":" #node)))
-#define private(name) SEC(".bss." #name) __attribute__((aligned(8)))
-
-static long (* const bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *) 93;
-static long (* const bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *) 94;
-
-extern int bpf_list_push_front_impl(struct bpf_list_head *head, struct bpf_list_node *node,
-				    void *meta__ign, __u64 off) __ksym;
-
-struct elem {
+struct counted {
 	__u64 v;
 	struct bpf_list_node node;
+	struct bpf_refcount ref;
 };
 
-private(A) struct bpf_spin_lock glock;
-private(A) struct bpf_list_head ghead __contains(elem, node);
+__u64 made;	/* global data: the object's BTF goes to Linux with its map */
 
 SEC("xdp")
-int xdp_obj_with_node(struct xdp_md *ctx)
+int xdp_obj_refcounted(struct xdp_md *ctx)
 {
-	struct elem *e = bpf_obj_new(struct elem);
+	struct counted *c = bpf_obj_new(struct counted);
 
-	if (!e)
+	if (!c)
 		return XDP_PASS;
-	bpf_obj_drop(e);
-	return XDP_PASS;
-}
-
-SEC("xdp")
-int xdp_list_push(struct xdp_md *ctx)
-{
-	struct elem *e = bpf_obj_new(struct elem);
-
-	if (!e)
-		return XDP_PASS;
-	bpf_spin_lock(&glock);
-	bpf_list_push_front_impl(&ghead, &e->node, NULL, 8);
-	bpf_spin_unlock(&glock);
+	made++;
+	bpf_obj_drop(c);
 	return XDP_PASS;
 }
 
