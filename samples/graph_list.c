@@ -15,6 +15,19 @@
  *     more than 3 (the count kept beside it).
  * Elements left in a list are freed when the map's value is updated or the
  * map goes (bpf_list_head_free).
+ *
+ * xdp_graph_refcount keeps refcounted objects (struct rnode: a bpf_refcount
+ * and two list nodes) on two lists of one value (of 2, by the second byte):
+ *   0 a new object of the packet's length, a second reference to it
+ *     (bpf_refcount_acquire), one pushed at the front of list a, the other at
+ *     the back of list b;
+ *   1 pop the front of list a, 2 the back of list b, into the value's sum
+ *     (b's thrice) and drop it (freed when no list holds it any more;
+ *     XDP_DROP when the list is empty);
+ *   3 take a reference to the front of list a through the non-owning one
+ *     bpf_list_front gives and push it at the back of list b: it fails
+ *     (-EINVAL, counted; the reference dropped) when the object is on b
+ *     already.
  */
 #include "pyxdp_bpf.h"
 #include "pyxdp_net.h"
@@ -153,6 +166,92 @@ int xdp_graph_list(struct xdp_md *ctx)
 		return peek(s);
 	case 5:
 		return global(end - p);
+	}
+	return XDP_PASS;
+}
+
+struct rnode {
+	__u64 v;
+	struct bpf_list_node a;
+	struct bpf_refcount ref;
+	struct bpf_list_node b;
+};
+
+struct pair {
+	struct bpf_spin_lock lock;
+	struct bpf_list_head ha __contains(rnode, a);
+	struct bpf_list_head hb __contains(rnode, b);
+	__u64 sum;
+	__u64 fails;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct pair);
+} pairs SEC(".maps");
+
+SEC("xdp")
+int xdp_graph_refcount(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct rnode *e, *e2 = NULL;
+	struct bpf_list_node *n;
+	struct pair *v;
+	__u32 k;
+	__u8 cmd;
+	int r;
+
+	if (p + 2 > end)
+		return XDP_PASS;
+	cmd = p[0];
+	k = p[1] % 2;
+	v = bpf_map_lookup_elem(&pairs, &k);
+	if (!v)
+		return XDP_ABORTED;
+	if (cmd == 0) {
+		e = bpf_obj_new(struct rnode);
+		if (!e)
+			return XDP_ABORTED;
+		e->v = end - p;
+		e2 = bpf_refcount_acquire(e);
+		bpf_spin_lock(&v->lock);
+		bpf_list_push_front(&v->ha, &e->a);
+		bpf_list_push_back(&v->hb, &e2->b);
+		bpf_spin_unlock(&v->lock);
+		return XDP_TX;
+	}
+	if (cmd == 1 || cmd == 2) {
+		bpf_spin_lock(&v->lock);
+		n = cmd == 1 ? bpf_list_pop_front(&v->ha) : bpf_list_pop_back(&v->hb);
+		bpf_spin_unlock(&v->lock);
+		if (!n)
+			return XDP_DROP;
+		if (cmd == 1) {
+			e = container_of(n, struct rnode, a);
+			v->sum += e->v;
+		} else {
+			e = container_of(n, struct rnode, b);
+			v->sum += e->v * 3;
+		}
+		bpf_obj_drop(e);
+		return XDP_PASS;
+	}
+	if (cmd == 3) {
+		bpf_spin_lock(&v->lock);
+		n = bpf_list_front(&v->ha);
+		if (n)
+			e2 = bpf_refcount_acquire(container_of(n, struct rnode, a));
+		bpf_spin_unlock(&v->lock);
+		if (!e2)
+			return XDP_DROP;
+		bpf_spin_lock(&v->lock);
+		r = bpf_list_push_back(&v->hb, &e2->b);
+		bpf_spin_unlock(&v->lock);
+		if (r)
+			v->fails += 1;
+		return r ? XDP_DROP : XDP_TX;
 	}
 	return XDP_PASS;
 }

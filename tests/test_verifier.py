@@ -209,8 +209,8 @@ def test_local_kptr_mistakes_get_linux_verdict() -> None:
 
 
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_list.o: BPF linked
-# lists used right and wrong, and the instructions Linux processed (the kernel test
-# re-measures the verdicts).
+# lists and refcounted objects used right and wrong, and the instructions Linux processed
+# (the kernel test re-measures the verdicts).
 GRAPH_LIST = {
     "xdp_list_ok": (None, 0),
     "xdp_push_unlocked": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
@@ -231,12 +231,22 @@ GRAPH_LIST = {
     "xdp_drop_in_lock": ("function calls are not allowed while holding a lock", errno.EINVAL),
     "xdp_peek_after_unlock": ("R7 invalid mem access 'scalar'", errno.EACCES),
     "xdp_drop_peeked": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_acquire_plain": ("arg#0 doesn't point to a type with bpf_refcount field",
+                          errno.EINVAL),
+    "xdp_acquire_owned": (None, 0),
+    "xdp_acquire_peeked_unchecked": ("R7 invalid mem access 'ptr_or_null_'", errno.EACCES),
+    "xdp_refcount_access": ("direct access to bpf_refcount is disallowed", errno.EACCES),
+    "xdp_acquire_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                         errno.EINVAL),
 }
 GRAPH_LIST_PROCESSED = {"xdp_list_ok": 54, "xdp_push_unlocked": 19, "xdp_pop_unlocked": 10,
                         "xdp_wrong_node": 24, "xdp_use_after_unlock": 28, "xdp_pop_leak": 23,
                         "xdp_push_twice": 29, "xdp_push_null": 17, "xdp_head_access": 10,
                         "xdp_node_access": 7, "xdp_drop_in_lock": 20,
-                        "xdp_peek_after_unlock": 21, "xdp_drop_peeked": 23}
+                        "xdp_peek_after_unlock": 21, "xdp_drop_peeked": 23,
+                        "xdp_acquire_plain": 8, "xdp_acquire_owned": 19,
+                        "xdp_acquire_peeked_unchecked": 28, "xdp_refcount_access": 7,
+                        "xdp_acquire_leak": 13}
 
 
 def test_graph_list_mistakes_get_linux_verdict() -> None:

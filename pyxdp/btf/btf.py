@@ -94,6 +94,7 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     # the BPF linked list (struct list_head; a node is a list_head and its owner)
     "bpf_list_head": SpecialField(16, repeatable=True, unique=False),
     "bpf_list_node": SpecialField(24, repeatable=True, unique=False, obj_only=True),
+    "bpf_refcount": SpecialField(4, obj_only=True),
 }
 # btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_KPTR_PERCPU,
 # BPF_UPTR); pyxdp does not model them (a value's such pointer is plain bytes). Any

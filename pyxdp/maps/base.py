@@ -250,7 +250,7 @@ def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
             obj = int.from_bytes(buf[at + off:at + off + 8], "little")
             if obj:
                 buf[at + off:at + off + 8] = bytes(8)
-                a.free(obj)
+                a.drop(obj)
 
 
 def _type_name(map_type: int) -> str:

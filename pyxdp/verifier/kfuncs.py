@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
+__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL",
+           "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
 
@@ -29,6 +30,7 @@ KF_ACQUIRE = 1 << 0
 KF_RELEASE = 1 << 1
 KF_RET_NULL = 1 << 2
 KF_TRUSTED_ARGS = 1 << 4
+KF_RCU = 1 << 7
 KF_ITER_NEW = 1 << 8
 KF_ITER_NEXT = 1 << 9
 KF_ITER_DESTROY = 1 << 10
@@ -55,6 +57,7 @@ class KArg(Enum):
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
     LIST_HEAD = auto()     # KF_ARG_PTR_TO_LIST_HEAD: a map value's struct bpf_list_head, locked
     LIST_NODE = auto()     # KF_ARG_PTR_TO_LIST_NODE: an owned object's node of that list
+    REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
 
 
 class KRet(Enum):
@@ -69,6 +72,7 @@ class KRet(Enum):
     OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
     LIST_NODE = auto()     # a node of the LIST_HEAD argument's list (an object at its offset)
     LIST_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
+    REFCOUNTED = auto()    # bpf_refcount_acquire: the argument's object, owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,8 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
                                    KF_ACQUIRE | KF_RET_NULL),
     "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    "bpf_refcount_acquire_impl": KfuncProto((P(KArg.REFCOUNTED), _IGN), KRet.REFCOUNTED,
+                                            KF_ACQUIRE | KF_RET_NULL | KF_RCU),
     # kernel/bpf/helpers.c: the BPF linked list (generic_btf_ids); off is the node's offset
     # in its struct, which the verifier writes itself
     "bpf_list_push_front_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),

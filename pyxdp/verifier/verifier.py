@@ -151,6 +151,8 @@ NON_OWN = 0x10000
 # task work) that a program-allocated object may hold; pyxdp models none of them there
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
                           "bpf_rb_node", "bpf_refcount"})
+# ... but for these (the fields of a refcounted list node)
+_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_refcount"})
 BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
@@ -177,7 +179,8 @@ _RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
 _LIST_KFUNCS = frozenset({"bpf_list_push_front_impl", "bpf_list_push_back_impl",
                           "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
                           "bpf_list_back"})
-_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, "bpf_iter_num_new",
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, "bpf_refcount_acquire_impl",
+                                  "bpf_iter_num_new",
                                   "bpf_iter_num_next",
                                   "bpf_iter_num_destroy"})
 # irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
@@ -892,6 +895,10 @@ class _KfuncMeta:
     # meta->arg_list_head: the list head argument's (struct id, node offset in it)
     list_head: tuple[int, int] | None = None
     list_node_ref: int = 0  # the pushed node's ref_obj_id
+    # bpf_refcount_acquire's argument: the object's (struct name, id), and whether it is
+    # owned (arg_owning_ref: R0 is not NULL then)
+    refcounted: tuple[str, int] | None = None
+    owning: bool = False
 
 
 @dataclass(frozen=True)
@@ -3511,8 +3518,10 @@ class _Verifier:
             if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
-            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
-                    self.kfunc_at.get(pc) not in _SPIN_ALLOWED_KFUNCS) or (
+            kf = self.kfunc_at.get(pc)
+            # (a kfunc outside the table is UnsupportedHelper below: its verdict unknown)
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and kf in KFUNCS and
+                    kf not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
@@ -3961,6 +3970,10 @@ class _Verifier:
             else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW \
             else self._list_node_ret(meta, proto.ret == KRet.LIST_NODE) \
             if proto.ret in (KRet.LIST_NODE, KRet.LIST_NODE_NON_OWN) else None
+        if meta.refcounted is not None:  # bpf_refcount_acquire: the same object, owned
+            cast = Reg()
+            cast.set_ptr(BTF_ID | ALLOC)
+            cast.bt, cast.sub = meta.refcounted
         if meta.list_node_ref:  # a push: the list owns the object now
             self._list_pushed(st, meta.list_node_ref)
             self._release(st, meta.list_node_ref)
@@ -4000,12 +4013,14 @@ class _Verifier:
         elif cast is None:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
-        if proto.flags & KF_RET_NULL:
+        # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
+        ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning
+        if ret_null:
             r0.t |= MAYBE_NULL
             r0.id = self._new_id()
         if proto.flags & KF_ACQUIRE:
             ref = self._new_id()
-            if proto.flags & KF_RET_NULL:
+            if ret_null:
                 r0.id = ref
             r0.ref = ref
             st.refs.append((ref, pc))
@@ -4109,6 +4124,9 @@ class _Verifier:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
+            return i + 1
+        if p.kind == KArg.REFCOUNTED:
+            self._refcounted_arg(i, reg, meta)
             return i + 1
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
@@ -4263,6 +4281,17 @@ class _Verifier:
             self.obj_recs[tid] = got
         return got
 
+    def _refcounted_arg(self, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_REFCOUNTED_KPTR: an owned or non-owning object whose struct
+        holds a bpf_refcount."""
+        if reg.t & 0xFF != BTF_ID or not reg.t & ALLOC:
+            raise Refuse(f"arg#{i} is neither owning or non-owning ref", errno.EINVAL)
+        if not any(n == "bpf_refcount" for n, _ in self._obj_fields(reg.sub)):
+            raise Refuse(f"arg#{i} doesn't point to a type with bpf_refcount field",
+                         errno.EINVAL)
+        meta.refcounted = (reg.bt, reg.sub)
+        meta.owning = not reg.t & NON_OWN
+
     def _list_node_ret(self, meta: _KfuncMeta, owning: bool) -> Reg:
         """mark_reg_graph_node: R0 the list's struct at the node's offset; a peek's a
         non-owning reference (ref_set_non_owning)."""
@@ -4302,9 +4331,9 @@ class _Verifier:
                          errno.EINVAL)
         held = [btf.resolved(m.type).name for m in t.members
                 if btf.resolved(m.type).kind is BtfKind.STRUCT and
-                btf.resolved(m.type).name in _OBJ_SPECIAL - {"bpf_list_node"}]
-        try:  # btf_parse_struct_metas: objects may be list nodes
-            held += [n for n, _ in btf.obj_fields(value) if n != "bpf_list_node"]
+                btf.resolved(m.type).name in _OBJ_SPECIAL - _OBJ_MODELLED]
+        try:  # btf_parse_struct_metas: objects may be refcounted list nodes
+            held += [n for n, _ in btf.obj_fields(value) if n not in _OBJ_MODELLED]
         except FieldError as e:
             held.append(str(e))
         if held:

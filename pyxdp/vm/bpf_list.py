@@ -11,17 +11,21 @@ programs see, so both engines and user space walk the same lists: the JIT's
 twins below do in native code what the Python kfuncs do.
 
 The verifier (``pyxdp.verifier``) makes every call hold the head's
-``bpf_spin_lock`` and hand over owned objects only (a node on no list), so a
-push always succeeds; it also gives the pops' and peeks' node pointers the
-offset of the node in its struct, from which the program finds the object.
+``bpf_spin_lock`` and hand over owned objects only, which are on no list
+unless they are refcounted (``bpf_refcount_acquire``: one object on two lists,
+or pushed twice, when the push fails); it also gives the pops' and peeks' node
+pointers the offset of the node in its struct, from which the program finds
+the object.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyxdp.errors import HelperFault
+from pyxdp.vm.context import neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc
@@ -47,8 +51,13 @@ def _head(vm: Interpreter, h: int) -> tuple[int, int]:
 
 def _push(tail: bool) -> Callable[..., int]:
     def push(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-        """__bpf_list_add: node ``r2`` after the head (front) or before it (back)."""
-        map_arena(vm)
+        """__bpf_list_add: node ``r2`` after the head (front) or before it (back); a
+        node already on a list (a refcounted object's) is not added, its object is
+        dropped and the push is -EINVAL."""
+        a = map_arena(vm)
+        if vm.mem.load(r2 + _OWNER, 8):
+            a.drop(a.object_at(r2))
+            return neg(errno.EINVAL)
         nxt, prv = _head(vm, r1)
         before, after = (prv, r1) if tail else (r1, nxt)
         vm.mem.store(after + _PREV, 8, r2)
@@ -108,7 +117,7 @@ def free_lists(buf: Any, base: int, stride: int, heads: tuple[tuple[int, int], .
                 if not 0 <= rel < ARENA_SIZE - 24:
                     raise HelperFault(f"list node {n:#x} is not in the object arena")
                 nxt = int(words[rel >> 3])
-                a.free(n - node_off)
+                a.drop(n - node_off)
                 n = nxt
 
 
@@ -146,6 +155,8 @@ def _push_fn(kind: str, tail: bool) -> Callable[[Natives], str]:
         f.at("entry")
         hp = _xlate(f, "%r1", 16)
         np_ = _xlate(f, "%r2", 24)
+        # a node on a list already: Python drops its object (the failure is rare)
+        ret_if(f, f.ins(f"icmp ne i64 {_load(f, np_, _OWNER)}, 0"), SLOW)
         n0 = _load(f, hp, _NEXT)
         # the neighbour the node goes beside (the head itself while the list is empty)
         other = _load(f, hp, _PREV) if tail else n0

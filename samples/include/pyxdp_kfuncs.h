@@ -60,6 +60,16 @@ extern struct bpf_list_node *bpf_list_back(struct bpf_list_head *head) __ksym;
  * node's offset in the object, which the verifier sets itself. */
 #define bpf_list_push_front(head, node) bpf_list_push_front_impl(head, node, NULL, 0)
 #define bpf_list_push_back(head, node) bpf_list_push_back_impl(head, node, NULL, 0)
+/* A reference count in an object: the object may be on a list (or two) and held by
+ * the program at once; bpf_obj_drop frees it when the last reference goes. */
+struct bpf_refcount {
+	__u32 __opaque[1];
+} __attribute__((aligned(4)));
+
+extern void *bpf_refcount_acquire_impl(void *p__refcounted_kptr, void *meta__ign) __ksym;
+
+/* One more reference to a refcounted object (owned, or one on a list). */
+#define bpf_refcount_acquire(p) bpf_refcount_acquire_impl(p, NULL)
 #define container_of(ptr, type, member) ((type *)((void *)(ptr) - __builtin_offsetof(type, member)))
 
 #endif

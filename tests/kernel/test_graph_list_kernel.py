@@ -1,8 +1,9 @@
 """BPF linked lists against Linux: samples/graph_list.o (push, pop, front and back under a
-map value's and a global variable's bpf_spin_lock) over random commands under
-BPF_PROG_TEST_RUN on Linux and on pyxdp's interpreter and JIT: the same verdicts and
-the same map contents (but the list heads, whose pointers Linux shows user space as
-ones into its own copy); and after a user-space update of a value whose list holds
+map value's and a global variable's bpf_spin_lock; refcounted objects on two lists,
+bpf_refcount_acquire, a push of an object on a list already) over random commands
+under BPF_PROG_TEST_RUN on Linux and on pyxdp's interpreter and JIT: the same verdicts
+and the same map contents (but the list heads, whose pointers Linux shows user space
+as ones into its own copy); and after a user-space update of a value whose list holds
 objects, the same empty list on both. The verifier's verdicts on the usual mistakes are
 tests/verifier_objects/graph_list.o's (tests/kernel/test_verifier_kernel.py)."""
 
@@ -22,14 +23,14 @@ pytestmark = pytest.mark.kernel
 OBJ = Path(__file__).resolve().parents[2] / "samples" / "graph_list.o"
 
 
-def _packets(n: int) -> list[bytes]:
-    rnd = random.Random(11)
-    return [bytes([rnd.choice((0, 0, 1, 1, 2, 3, 4, 5, 5)), rnd.randrange(4)]) +
-            bytes(rnd.randrange(12, 60)) for _ in range(n)]
+def _packets(n: int, cmds: tuple[int, ...], seed: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    return [bytes([rnd.choice(cmds), rnd.randrange(4)]) + bytes(rnd.randrange(12, 60))
+            for _ in range(n)]
 
 
 def _slot(v: dict[str, object]) -> dict[str, object]:
-    return {k: x for k, x in v.items() if k not in ("head", "lock")}
+    return {k: x for k, x in v.items() if k not in ("head", "ha", "hb", "lock")}
 
 
 @pytest.mark.parametrize("engine", ["interp", "jit"])
@@ -41,7 +42,7 @@ def test_graph_list_matches_linux(engine: str) -> None:
                                                         engine=engine) as user:
         kp, up = kern.programs["xdp_graph_list"], user.programs["xdp_graph_list"]
         verdicts = []
-        for pkt in _packets(250):
+        for pkt in _packets(250, (0, 0, 1, 1, 2, 3, 4, 5, 5), 11):
             k = kp.test_run(pkt).retval
             assert up.test_run(pkt).retval == k, pkt[:2].hex()
             verdicts.append(k)
@@ -56,3 +57,14 @@ def test_graph_list_matches_linux(engine: str) -> None:
             c.maps["slots"][2] = empty
         pop = b"\x03\x02" + bytes(14)
         assert kp.test_run(pop).retval == up.test_run(pop).retval == 1
+        # refcounted objects on two lists
+        kp, up = kern.programs["xdp_graph_refcount"], user.programs["xdp_graph_refcount"]
+        verdicts = []
+        for pkt in _packets(200, (0, 0, 0, 1, 2, 3, 3), 13):
+            k = kp.test_run(pkt).retval
+            assert up.test_run(pkt).retval == k, pkt[:2].hex()
+            verdicts.append(k)
+        assert {1, 2, 3} <= set(verdicts)
+        for i in range(2):
+            assert _slot(user.maps["pairs"][i]) == _slot(kern.maps["pairs"][i])
+        assert sum(kern.maps["pairs"][i]["fails"] for i in range(2)) > 0

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 /*
  * graph_list - the usual mistakes with BPF linked lists (bpf_list_head in a
- * map value with its bpf_spin_lock, objects of bpf_obj_new on it) and a
- * program Linux accepts. Each program's Linux 6.18 verdict is recorded in
+ * map value with its bpf_spin_lock, objects of bpf_obj_new on it) and with
+ * refcounted objects (bpf_refcount, bpf_refcount_acquire), and programs
+ * Linux accepts. Each program's Linux 6.18 verdict is recorded in
  * tests/test_verifier.py.
  *
  * Built with (from the repository's top directory):
@@ -252,6 +253,100 @@ int xdp_drop_peeked(struct xdp_md *ctx)
 	bpf_spin_unlock(&v->lock);
 	if (n)
 		bpf_obj_drop(container_of(n, struct elem, node));
+	return XDP_PASS;
+}
+
+struct counted {
+	__u64 v;
+	struct bpf_refcount ref;
+	struct bpf_list_node node;
+};
+
+struct cval {
+	struct bpf_spin_lock lock;
+	struct bpf_list_head head __contains(counted, node);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cval);
+} cvals SEC(".maps");
+
+SEC("xdp")
+int xdp_acquire_plain(struct xdp_md *ctx)
+{
+	struct elem *e = bpf_obj_new(struct elem), *e2;
+
+	if (!e)
+		return XDP_PASS;
+	e2 = bpf_refcount_acquire(e);
+	if (e2)
+		bpf_obj_drop(e2);
+	bpf_obj_drop(e);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_acquire_owned(struct xdp_md *ctx)
+{
+	struct counted *c = bpf_obj_new(struct counted), *c2;
+
+	if (!c)
+		return XDP_PASS;
+	c2 = bpf_refcount_acquire(c);	/* never NULL for an owned object */
+	c2->v = 1;
+	bpf_obj_drop(c2);
+	bpf_obj_drop(c);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_acquire_peeked_unchecked(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	struct cval *v = bpf_map_lookup_elem(&cvals, &k);
+	struct bpf_list_node *n;
+	struct counted *c;
+
+	if (!v)
+		return XDP_PASS;
+	bpf_spin_lock(&v->lock);
+	n = bpf_list_front(&v->head);
+	if (!n) {
+		bpf_spin_unlock(&v->lock);
+		return XDP_PASS;
+	}
+	c = bpf_refcount_acquire(container_of(n, struct counted, node));
+	bpf_spin_unlock(&v->lock);
+	c->v = 2;	/* may be NULL: the list's object may be going */
+	bpf_obj_drop(c);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_refcount_access(struct xdp_md *ctx)
+{
+	struct counted *c = bpf_obj_new(struct counted);
+	__u32 x;
+
+	if (!c)
+		return XDP_PASS;
+	x = *(volatile __u32 *)&c->ref;
+	bpf_obj_drop(c);
+	return x ? XDP_DROP : XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_acquire_leak(struct xdp_md *ctx)
+{
+	struct counted *c = bpf_obj_new(struct counted);
+
+	if (!c)
+		return XDP_PASS;
+	bpf_refcount_acquire(c);
+	bpf_obj_drop(c);
 	return XDP_PASS;
 }
 
