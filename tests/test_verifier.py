@@ -231,6 +231,8 @@ GRAPH_LIST = {
     "xdp_drop_in_lock": ("function calls are not allowed while holding a lock", errno.EINVAL),
     "xdp_peek_after_unlock": ("R7 invalid mem access 'scalar'", errno.EACCES),
     "xdp_drop_peeked": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_other_value_lock": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                             errno.EINVAL),
     "xdp_acquire_plain": ("arg#0 doesn't point to a type with bpf_refcount field",
                           errno.EINVAL),
     "xdp_acquire_owned": (None, 0),
@@ -244,7 +246,7 @@ GRAPH_LIST_PROCESSED = {"xdp_list_ok": 54, "xdp_push_unlocked": 19, "xdp_pop_unl
                         "xdp_push_twice": 29, "xdp_push_null": 17, "xdp_head_access": 10,
                         "xdp_node_access": 7, "xdp_drop_in_lock": 20,
                         "xdp_peek_after_unlock": 21, "xdp_drop_peeked": 23,
-                        "xdp_acquire_plain": 8, "xdp_acquire_owned": 19,
+                        "xdp_other_value_lock": 22, "xdp_acquire_plain": 8, "xdp_acquire_owned": 19,
                         "xdp_acquire_peeked_unchecked": 28, "xdp_refcount_access": 7,
                         "xdp_acquire_leak": 13}
 

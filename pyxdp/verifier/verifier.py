@@ -1167,6 +1167,8 @@ class _Verifier:
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
+        # map -> its list heads (offset -> the struct held, its node's offset)
+        self.list_heads: dict[str, dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
@@ -3907,6 +3909,8 @@ class _Verifier:
             if fid == 1 and m.type in (MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY) \
                     and key is not None and 0 <= key < m.max_entries:
                 r0.set_ptr(MAP_VALUE)  # can_elide_value_nullness
+                if self._lock_off(m) is not None:  # the id tells which element is locked
+                    r0.id = self._new_id()
             else:
                 r0.set_ptr(MAP_VALUE | MAYBE_NULL)
                 r0.id = self._new_id()
@@ -4230,8 +4234,10 @@ class _Verifier:
         m = reg.map
         assert m is not None
         off = reg.off + _s64(reg.tv)
-        heads = {} if self.btf is None or m.value_type is None else \
-            self.btf.list_heads(m.value_type)
+        heads = self.list_heads.get(m.name)
+        if heads is None:
+            heads = self.list_heads[m.name] = {} if self.btf is None or \
+                m.value_type is None else self.btf.list_heads(m.value_type)
         if off not in heads:
             raise Refuse(f"bpf_list_head not found at offset={off & U32}", errno.EINVAL)
         if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (m.name, reg.id)

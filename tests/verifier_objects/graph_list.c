@@ -256,6 +256,24 @@ int xdp_drop_peeked(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+SEC("xdp")
+int xdp_other_value_lock(struct xdp_md *ctx)
+{
+	__u32 k0 = 0, k1 = 1;
+	struct val *a = bpf_map_lookup_elem(&vals, &k0);
+	struct val *b = bpf_map_lookup_elem(&vals, &k1);
+	struct bpf_list_node *n;
+
+	if (!a || !b)
+		return XDP_PASS;
+	bpf_spin_lock(&a->lock);
+	n = bpf_list_pop_front(&b->head);
+	bpf_spin_unlock(&a->lock);
+	if (n)
+		bpf_obj_drop(container_of(n, struct elem, node));
+	return XDP_PASS;
+}
+
 struct counted {
 	__u64 v;
 	struct bpf_refcount ref;
