@@ -237,6 +237,8 @@ GRAPH_LIST = {
                           errno.EINVAL),
     "xdp_acquire_owned": (None, 0),
     "xdp_acquire_peeked_unchecked": ("R7 invalid mem access 'ptr_or_null_'", errno.EACCES),
+    "xdp_acquire_node": ("dereference of modified rcu_ptr_ ptr R1 off=16 disallowed",
+                         errno.EACCES),
     "xdp_refcount_access": ("direct access to bpf_refcount is disallowed", errno.EACCES),
     "xdp_acquire_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
                          errno.EINVAL),
@@ -246,8 +248,9 @@ GRAPH_LIST_PROCESSED = {"xdp_list_ok": 54, "xdp_push_unlocked": 19, "xdp_pop_unl
                         "xdp_push_twice": 29, "xdp_push_null": 17, "xdp_head_access": 10,
                         "xdp_node_access": 7, "xdp_drop_in_lock": 20,
                         "xdp_peek_after_unlock": 21, "xdp_drop_peeked": 23,
-                        "xdp_other_value_lock": 22, "xdp_acquire_plain": 8, "xdp_acquire_owned": 19,
-                        "xdp_acquire_peeked_unchecked": 28, "xdp_refcount_access": 7,
+                        "xdp_other_value_lock": 22, "xdp_acquire_plain": 8,
+                        "xdp_acquire_owned": 19, "xdp_acquire_peeked_unchecked": 28,
+                        "xdp_acquire_node": 22, "xdp_refcount_access": 7,
                         "xdp_acquire_leak": 13}
 
 

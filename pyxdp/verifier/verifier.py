@@ -148,7 +148,7 @@ ALLOC, RCU = 0x4000, 0x8000
 # bpf_spin_lock (invalidate_non_owning_refs); it holds no reference
 NON_OWN = 0x10000
 # Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
-# task work) that a program-allocated object may hold; pyxdp models none of them there
+# task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
                           "bpf_rb_node", "bpf_refcount"})
 # ... but for these (the fields of a refcounted list node)
@@ -174,14 +174,13 @@ _RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
                     "bpf_res_spin_lock_irqsave": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK |
                     _PROCESS_LOCK_IRQ,
                     "bpf_res_spin_unlock_irqrestore": _PROCESS_RES_LOCK | _PROCESS_LOCK_IRQ}
-# kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
 # is_bpf_list_api_kfunc: the graph kfuncs pyxdp models (the locked list's own)
 _LIST_KFUNCS = frozenset({"bpf_list_push_front_impl", "bpf_list_push_back_impl",
                           "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
                           "bpf_list_back"})
+# kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
 _SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, "bpf_refcount_acquire_impl",
-                                  "bpf_iter_num_new",
-                                  "bpf_iter_num_next",
+                                  "bpf_iter_num_new", "bpf_iter_num_next",
                                   "bpf_iter_num_destroy"})
 # irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
 IRQ_NATIVE_KFUNC, IRQ_LOCK_KFUNC = 0, 1
@@ -4130,7 +4129,7 @@ class _Verifier:
             self._async_arg(n, i, reg, p.kind, meta)
             return i + 1
         if p.kind == KArg.REFCOUNTED:
-            self._refcounted_arg(i, reg, meta)
+            self._refcounted_arg(n, i, reg, meta)
             return i + 1
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
@@ -4287,9 +4286,13 @@ class _Verifier:
             self.obj_recs[tid] = got
         return got
 
-    def _refcounted_arg(self, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+    def _refcounted_arg(self, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
         """KF_ARG_PTR_TO_REFCOUNTED_KPTR: an owned or non-owning object whose struct
-        holds a bpf_refcount."""
+        holds a bpf_refcount; a non-owning one whole (check_func_arg_reg_off: not the
+        node bpf_list_front gave)."""
+        if reg.t & NON_OWN and reg.off:
+            raise Refuse(f"dereference of modified {type_str(reg.t)} ptr R{n} off={reg.off} "
+                         "disallowed")
         if reg.t & 0xFF != BTF_ID or not reg.t & ALLOC:
             raise Refuse(f"arg#{i} is neither owning or non-owning ref", errno.EINVAL)
         if not any(n == "bpf_refcount" for n, _ in self._obj_fields(reg.sub)):
@@ -4304,17 +4307,22 @@ class _Verifier:
         assert self.btf is not None and meta.list_head is not None
         tid, node_off = meta.list_head
         r = Reg()
-        r.set_ptr(BTF_ID | ALLOC | (0 if owning else NON_OWN))
+        r.set_ptr(BTF_ID | ALLOC | (0 if owning else self._non_own(tid)))
         r.bt, r.sub, r.off = self.btf.types[tid].name, tid, node_off
         return r
 
-    @staticmethod
-    def _list_pushed(st: State, ref: int) -> None:
+    def _non_own(self, tid: int) -> int:
+        """ref_set_non_owning's flags: a refcounted object's reference is an RCU one
+        too (its object lives while another reference does)."""
+        return NON_OWN | (RCU if any(n == "bpf_refcount" for n, _ in self._obj_fields(tid))
+                          else 0)
+
+    def _list_pushed(self, st: State, ref: int) -> None:
         """ref_convert_owning_non_owning: every copy of the pushed object becomes a
         non-owning reference (the release that follows spares them)."""
         for r in st.all_regs(lambda r: r.ref == ref):
             r.ref = 0
-            r.t |= NON_OWN
+            r.t |= self._non_own(r.sub)
 
     @staticmethod
     def _invalidate_non_owning(st: State) -> None:

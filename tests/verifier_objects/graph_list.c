@@ -344,6 +344,26 @@ int xdp_acquire_peeked_unchecked(struct xdp_md *ctx)
 }
 
 SEC("xdp")
+int xdp_acquire_node(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	struct cval *v = bpf_map_lookup_elem(&cvals, &k);
+	struct bpf_list_node *n;
+	struct counted *c = NULL;
+
+	if (!v)
+		return XDP_PASS;
+	bpf_spin_lock(&v->lock);
+	n = bpf_list_front(&v->head);
+	if (n)
+		c = bpf_refcount_acquire(n);	/* the node, not its object */
+	bpf_spin_unlock(&v->lock);
+	if (c)
+		bpf_obj_drop(c);
+	return XDP_PASS;
+}
+
+SEC("xdp")
 int xdp_refcount_access(struct xdp_md *ctx)
 {
 	struct counted *c = bpf_obj_new(struct counted);
