@@ -6,7 +6,11 @@
   ``rxq->dev``, ``bpf_rdonly_cast``, ``bpf_xdp_adjust_head``) on ``--batch`` fresh
   copies of a 142-byte UDP frame (4096-byte frames, 256 bytes of headroom);
 * ``bits_iter/W``: ``samples/bits_iter.o`` walking ``W`` words of a map value with the
-  bits iterator (words alternately ``0x10`` and ``1 << 63 | 1``: 1.5 set bits a word).
+  bits iterator (words alternately ``0x10`` and ``1 << 63 | 1``: 1.5 set bits a word);
+* ``graph_list``: ``samples/graph_list.o`` alternately pushing a new object onto a
+  map value's list (``bpf_obj_new``, ``bpf_spin_lock``, ``bpf_list_push_front``, a
+  write through the non-owning reference) and popping it (``bpf_list_pop_front``,
+  ``bpf_obj_drop``): ``bpf_obj_new`` is the one Python call, every other packet.
 
 Each figure is the best of ``--runs`` batches (time per packet including the call), with
 the number of Python function calls one batch made (0 but a few per batch: no Python per
@@ -77,6 +81,12 @@ def main() -> None:
             c.maps["src"].handle.update(bytes(4), struct.pack("<520Q", *words))
             ns, calls = _measure(c.programs["xdp_bits"].handle, bits, 256, 64, a.runs)
             print(f"bits_iter/{nr:<5d} {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
+    cmds = np.zeros((a.batch, 1024), np.uint8)
+    cmds[1::2, 256] = 2  # push (0), pop (2), ...
+    cmds[:, 257] = 1
+    with Collection.load(SAMPLES / "graph_list.o", engine="jit") as c:
+        ns, calls = _measure(c.programs["xdp_graph_list"].handle, cmds, 256, 64, a.runs)
+        print(f"graph_list      {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
 
 if __name__ == "__main__":

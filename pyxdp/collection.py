@@ -361,7 +361,8 @@ _ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
 
 # map_check_btf: the map types whose values may hold each special field (a lock: the
 # hash and array maps and the local storages; a kptr: those, their per-CPU and LRU
-# kinds). pyxdp models kptrs in hash, LRU hash and array maps only.
+# kinds; a list head: hash, LRU hash and array maps). pyxdp models kptrs in hash, LRU
+# hash and array maps only.
 _LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY})
 _KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                         BpfMapType.BPF_MAP_TYPE_ARRAY})
@@ -372,7 +373,7 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
     BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
 _FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
-               "kptr": _LINUX_KPTR_MAPS}
+               "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS}
 
 
 def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
@@ -380,8 +381,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     field the map type may not hold fails the map's creation; a record btf_parse_fields
     refuses is kept as an error, which holds no field): a struct bpf_timer's or
     bpf_wq's (the last one's, the record's ``timer_off``/``wq_off``) through
-    ``place_async``, the referenced __kptr fields through ``set_kptr_fields`` (an update
-    or delete drops their objects), every other's bytes as a span updates leave out."""
+    ``place_async``, the referenced __kptr fields through ``set_kptr_fields`` and the
+    list heads through ``set_list_heads`` (an update or delete drops their objects),
+    every other's bytes as a span updates leave out."""
     assert ms.value_type is not None
     try:
         fields = btf.special_fields(ms.value_type)
@@ -401,6 +403,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
             h.place_async(name, last[name])  # type: ignore[attr-defined]
     if kptrs:
         h.set_kptr_fields(kptrs)  # type: ignore[attr-defined]
+    heads = btf.list_heads(ms.value_type)
+    if heads:
+        h.set_list_heads(tuple((off, node) for off, (_, node) in heads.items()))  # type: ignore[attr-defined]
     h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
                           for name, off in fields if name != "kptr" and (
                               last.get(name) != off or name not in _ASYNC_FIELDS))

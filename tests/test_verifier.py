@@ -208,6 +208,67 @@ def test_local_kptr_mistakes_get_linux_verdict() -> None:
     assert got == LOCAL_KPTR
 
 
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_list.o: BPF linked
+# lists and refcounted objects used right and wrong, and the instructions Linux processed
+# (the kernel test re-measures the verdicts).
+GRAPH_LIST = {
+    "xdp_list_ok": (None, 0),
+    "xdp_push_unlocked": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                          errno.EINVAL),
+    "xdp_pop_unlocked": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                         errno.EINVAL),
+    "xdp_wrong_node": ("operation on bpf_list_head expects arg#1 bpf_list_node at offset=8 "
+                       "in struct elem, but arg is at offset=16 in struct other", errno.EINVAL),
+    "xdp_use_after_unlock": ("R6 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_pop_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                     errno.EINVAL),
+    "xdp_push_twice": ("arg#1 expected pointer to allocated object", errno.EINVAL),
+    "xdp_push_null": ("R7 pointer arithmetic on ptr_or_null_ prohibited, null-check it first",
+                      errno.EACCES),
+    "xdp_head_access": ("bpf_list_head cannot be accessed directly by load/store",
+                        errno.EACCES),
+    "xdp_node_access": ("direct access to bpf_list_node is disallowed", errno.EACCES),
+    "xdp_drop_in_lock": ("function calls are not allowed while holding a lock", errno.EINVAL),
+    "xdp_peek_after_unlock": ("R7 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_drop_peeked": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_other_value_lock": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                             errno.EINVAL),
+    "xdp_acquire_plain": ("arg#0 doesn't point to a type with bpf_refcount field",
+                          errno.EINVAL),
+    "xdp_acquire_owned": (None, 0),
+    "xdp_acquire_peeked_unchecked": ("R7 invalid mem access 'ptr_or_null_'", errno.EACCES),
+    "xdp_acquire_node": ("dereference of modified rcu_ptr_ ptr R1 off=16 disallowed",
+                         errno.EACCES),
+    "xdp_refcount_access": ("direct access to bpf_refcount is disallowed", errno.EACCES),
+    "xdp_acquire_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                         errno.EINVAL),
+}
+GRAPH_LIST_PROCESSED = {"xdp_list_ok": 54, "xdp_push_unlocked": 19, "xdp_pop_unlocked": 10,
+                        "xdp_wrong_node": 24, "xdp_use_after_unlock": 28, "xdp_pop_leak": 23,
+                        "xdp_push_twice": 29, "xdp_push_null": 17, "xdp_head_access": 10,
+                        "xdp_node_access": 7, "xdp_drop_in_lock": 20,
+                        "xdp_peek_after_unlock": 21, "xdp_drop_peeked": 23,
+                        "xdp_other_value_lock": 22, "xdp_acquire_plain": 8,
+                        "xdp_acquire_owned": 19, "xdp_acquire_peeked_unchecked": 28,
+                        "xdp_acquire_node": 22, "xdp_refcount_access": 7,
+                        "xdp_acquire_leak": 13}
+
+
+def test_graph_list_mistakes_get_linux_verdict() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "graph_list.o")
+    got: dict[str, tuple[str | None, int]] = {}
+    processed: dict[str, int] = {}
+    for name, prog in spec.programs.items():
+        try:
+            processed[name] = verify(prog, spec.maps, btf=spec.btf).insns_processed
+            got[name] = (None, 0)
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+            processed[name] = int(e.log.rsplit("processed ", 1)[1].split()[0])
+    assert got == GRAPH_LIST
+    assert processed == GRAPH_LIST_PROCESSED
+
+
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:
     with pytest.raises(VerifierError) as e:
         Collection.load(SAMPLES / "unchecked.o")

@@ -79,6 +79,8 @@ class SpecialField:
     repeatable: bool = False
     unique: bool = True
     type_tag: bool = False
+    # found in program-allocated objects only (btf_parse_struct_metas), not in map values
+    obj_only: bool = False
 
 
 # btf_get_field_type's struct names (and btf_find_kptr's tags), by name: the map value
@@ -89,13 +91,20 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     "bpf_timer": SpecialField(16),
     "bpf_wq": SpecialField(16),
     "kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
+    # the BPF linked list (struct list_head; a node is a list_head and its owner)
+    "bpf_list_head": SpecialField(16, repeatable=True, unique=False),
+    "bpf_list_node": SpecialField(24, repeatable=True, unique=False, obj_only=True),
+    "bpf_refcount": SpecialField(4, obj_only=True),
 }
 # btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_KPTR_PERCPU,
 # BPF_UPTR); pyxdp does not model them (a value's such pointer is plain bytes). Any
 # other tag on a pointer member is a record Linux refuses.
 _UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "percpu_kptr", "uptr"})
-# One special field found: (name, byte offset, the BTF id of a kptr's struct; else 0).
-_Found = tuple[str, int, int]
+# One special field found: (name, byte offset, the BTF id of the struct a kptr points to
+# or a list holds (else 0), the offset of the list's node member in that struct).
+_Found = tuple[str, int, int, int]
+# btf_find_graph_root: the declaration tag naming a list's struct and node member
+_CONTAINS = "contains:"
 
 
 class FieldError(Exception):
@@ -371,20 +380,41 @@ class Btf:
         overlap (EEXIST), nesting too deep (E2BIG), a pointer member with two type
         tags, an unknown tag or a kptr to other than a struct (EINVAL). (Linux then
         keeps the map, with no special field at all.)"""
-        return [(n, off) for n, off, _ in self._parse_fields(type_id, names)]
+        return [(n, off) for n, off, _, _ in self._parse_fields(type_id, names)]
 
     def kptr_fields(self, type_id: int) -> dict[int, int]:
         """The referenced ``__kptr`` fields :meth:`special_fields` finds in a value of
         type ``type_id`` (a record Linux refuses has none): byte offset -> the BTF id
         of the struct each points to (``btf_field_kptr.btf_id``)."""
         try:
-            return {off: tid for n, off, tid in self._parse_fields(type_id, ("kptr",))}
+            return {off: tid for n, off, tid, _ in self._parse_fields(type_id, ("kptr",))}
         except FieldError:
             return {}
 
-    def _parse_fields(self, type_id: int, names: Iterable[str] | None) -> list[_Found]:
-        """:meth:`special_fields` with each kptr's struct id."""
-        wanted = set(SPECIAL_FIELDS if names is None else names) & set(SPECIAL_FIELDS)
+    def list_heads(self, type_id: int) -> dict[int, tuple[int, int]]:
+        """The ``bpf_list_head`` fields of a value (or allocated object) of type
+        ``type_id`` (a record Linux refuses has none): byte offset -> (the BTF id of
+        the struct its ``__contains`` tag names, the offset of that struct's
+        ``bpf_list_node`` member)."""
+        try:
+            return {off: (tid, node) for n, off, tid, node in
+                    self._parse_fields(type_id, ("bpf_list_head", "bpf_spin_lock"))
+                    if n == "bpf_list_head"}
+        except FieldError:
+            return {}
+
+    def obj_fields(self, type_id: int) -> list[tuple[str, int]]:
+        """``btf_parse_struct_metas``: the special fields of a program's struct as an
+        allocated object holds them (map value fields and graph nodes)."""
+        return [(n, off) for n, off, _, _ in self._parse_fields(type_id, SPECIAL_FIELDS,
+                                                                objects=True)]
+
+    def _parse_fields(self, type_id: int, names: Iterable[str] | None, *,
+                      objects: bool = False) -> list[_Found]:
+        """:meth:`special_fields` with each kptr's struct id and each list's contents;
+        graph nodes only in an allocated object's (``objects``)."""
+        wanted = {n for n in (SPECIAL_FIELDS if names is None else names)
+                  if n in SPECIAL_FIELDS and (objects or not SPECIAL_FIELDS[n].obj_only)}
         t = self.resolved(type_id)
         if t.kind is BtfKind.DATASEC:  # btf_find_datasec_var: global data's variables
             found: list[_Found] = []
@@ -392,7 +422,7 @@ class Btf:
             for vs in t.secinfos:
                 var = self.type_by_id(vs.type)
                 found.extend(self._field_one(var.size_type, vs.offset, wanted, seen, 0,
-                                             vs.size))
+                                             vs.size, (vs.type, -1)))
         elif t.kind in (BtfKind.STRUCT, BtfKind.UNION):
             found = self._struct_fields(t, wanted, 0)
         else:
@@ -401,8 +431,11 @@ class Btf:
         if "bpf_spin_lock" in got and "bpf_res_spin_lock" in got:
             raise FieldError(errno.EINVAL, "a bpf_spin_lock and a bpf_res_spin_lock in one "
                                            "value")
+        if "bpf_spin_lock" in wanted and "bpf_list_head" in got and \
+                "bpf_spin_lock" not in got:  # a list needs its lock beside it
+            raise FieldError(errno.EINVAL, "a bpf_list_head without a bpf_spin_lock")
         end = 0
-        for n, off, _ in found:
+        for n, off, _, _ in found:
             if off < end:
                 raise FieldError(errno.EEXIST, f"{n} at {off} overlaps another field")
             end = off + SPECIAL_FIELDS[n].size
@@ -413,16 +446,20 @@ class Btf:
         the unique ones are counted among its own members only."""
         out: list[_Found] = []
         seen: set[str] = set()
-        for mem in t.members:
+        for k, mem in enumerate(t.members):
             if mem.bit_offset % 8:  # valid C code cannot give such BTF
                 raise FieldError(errno.EINVAL, f"member {mem.name} not at a byte offset")
-            out.extend(self._field_one(mem.type, mem.bit_offset // 8, wanted, seen, level))
+            out.extend(self._field_one(mem.type, mem.bit_offset // 8, wanted, seen, level,
+                                       owner=(t.id, k)))
         return out
 
     def _field_one(self, type_id: int, off: int, wanted: set[str], seen: set[str],
-                   level: int, expected: int = 0) -> list[_Found]:
+                   level: int, expected: int = 0, owner: tuple[int, int] = (0, -1)
+                   ) -> list[_Found]:
         """btf_find_field_one: the fields one member (or global variable, of ``expected``
-        bytes) of type ``type_id`` at ``off`` holds."""
+        bytes) of type ``type_id`` at ``off`` holds; ``owner`` is where its declaration
+        tags are (the struct's id and the member's index, or the variable's id and
+        -1)."""
         nelems = 1
         vt = self.type_by_id(type_id)
         depth = 0
@@ -456,7 +493,28 @@ class Btf:
         if vt.kind not in (BtfKind.STRUCT, BtfKind.UNION) or vt.size_type != kind.size or \
                 off % min(kind.size, 8) or (expected and expected != kind.size * nelems):
             return []
-        return self._repeat([(name, 0, 0)], nelems, kind.size, off)
+        held = self._graph_root(owner) if name == "bpf_list_head" else (0, 0)
+        return self._repeat([(name, 0, *held)], nelems, kind.size, off)
+
+    def _graph_root(self, owner: tuple[int, int]) -> tuple[int, int]:
+        """btf_find_graph_root and btf_parse_graph_root: the struct a list head's
+        ``contains:<struct>:<node>`` tag names (of this BTF) and the offset of its
+        ``bpf_list_node`` member ``node`` (8-aligned); EINVAL for anything else."""
+        tags = [t.name[len(_CONTAINS):] for t in self.types
+                if t.kind is BtfKind.DECL_TAG and (t.size_type, t.component_idx) == owner
+                and t.name.startswith(_CONTAINS)]
+        if len(tags) != 1 or ":" not in tags[0]:
+            raise FieldError(errno.EINVAL, "a bpf_list_head without one contains: tag")
+        struct, node = tags[0].split(":", 1)
+        tid = self.find(struct, BtfKind.STRUCT)
+        if not tid:
+            raise FieldError(errno.EINVAL, f"contains: names no struct {struct}")
+        for mem in self.types[tid].members:
+            if mem.name == node:
+                if self.resolved(mem.type).name != "bpf_list_node" or mem.bit_offset % 64:
+                    break
+                return tid, mem.bit_offset // 8
+        raise FieldError(errno.EINVAL, f"struct {struct} has no bpf_list_node {node}")
 
     def _kptr(self, vt: BtfType, off: int, nelems: int, expected: int) -> list[_Found]:
         """btf_find_kptr: a member of type ``vt`` (not a struct) at ``off`` is a kptr
@@ -480,17 +538,18 @@ class Btf:
         target = self.resolve(tag.size_type)
         if self.types[target].kind is not BtfKind.STRUCT:
             raise FieldError(errno.EINVAL, "a kptr to other than a struct")
-        return self._repeat([("kptr", 0, target)], nelems, 8, off)
+        return self._repeat([("kptr", 0, target, 0)], nelems, 8, off)
 
     @staticmethod
     def _repeat(fields: list[_Found], nelems: int, size: int, off: int) -> list[_Found]:
         """btf_repeat_fields: ``fields`` of one element, for each of ``nelems`` elements
         ``size`` bytes apart from ``off``; only repeatable fields may be repeated."""
         if nelems > 1:
-            for n, _, _ in fields:
+            for n, _, _, _ in fields:
                 if not SPECIAL_FIELDS[n].repeatable:
                     raise FieldError(errno.EINVAL, f"an array of {n}")
-        return [(n, off + k * size + o, tid) for k in range(nelems) for n, o, tid in fields]
+        return [(n, off + k * size + o, tid, node) for k in range(nelems)
+                for n, o, tid, node in fields]
 
     def value_fields(self, type_id: int, names: Iterable[str]) -> dict[str, int]:
         """:meth:`special_fields` by name, each at the offset of the last one found (the

@@ -46,6 +46,7 @@ from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
+from pyxdp.vm.bpf_list import free_lists
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import arena
 from pyxdp.vm.memory import Region
@@ -249,7 +250,7 @@ def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
             obj = int.from_bytes(buf[at + off:at + off + 8], "little")
             if obj:
                 buf[at + off:at + off + 8] = bytes(8)
-                a.free(obj)
+                a.drop(obj)
 
 
 def _type_name(map_type: int) -> str:
@@ -330,6 +331,10 @@ class Map:
         # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
         # user space reads them as zero.
         self.kptr_offs: tuple[int, ...] = ()
+        # The value's struct bpf_list_head fields as (offset, offset of the node in the
+        # objects the list holds), set from BTF by the loader: an update or delete, and
+        # the map going, drop the objects still on the list (bpf_list_head_free).
+        self.list_heads: tuple[tuple[int, int], ...] = ()
         # Every other special field of the value as (offset, size), set from BTF by the
         # loader: updates leave them out (copy_map_value), so they read as zero after.
         self.field_spans: tuple[tuple[int, int], ...] = ()
@@ -360,11 +365,17 @@ class Map:
         region = self.value_region()
         weakref.finalize(self, _drop_held, region.buf, self.elem_size, offs)
 
+    def set_list_heads(self, heads: tuple[tuple[int, int], ...]) -> None:
+        """The value's list heads (from BTF, by the loader): (offset, node offset)."""
+        self.list_heads = heads
+        region = self.value_region()
+        weakref.finalize(self, free_lists, region.buf, region.base, self.elem_size, heads)
+
     @property
     def has_fields(self) -> bool:
         """Whether the value holds special fields (an update leaves them out, an update
         or delete frees them)."""
-        return bool(self.async_offs or self.field_spans or self.kptr_offs)
+        return bool(self.async_offs or self.field_spans or self.kptr_offs or self.list_heads)
 
     def release_uref(self) -> None:
         """``map_release_uref``: the last user reference is gone; its timers and work
@@ -375,13 +386,16 @@ class Map:
 
     def _free_fields(self, value_addr: int) -> None:
         """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer and work
-        item are cancelled and freed, the objects its __kptr fields hold dropped."""
+        item are cancelled and freed, the objects its __kptr fields and lists hold
+        dropped."""
         for off in self.async_offs:
             ASYNC.cancel_and_free(value_addr + off)
-        if self.kptr_offs:
+        if self.kptr_offs or self.list_heads:
             region = self.value_region()
             at = value_addr - region.base
-            _drop_held(region.buf[at:at + self.elem_size], self.elem_size, self.kptr_offs)
+            value = region.buf[at:at + self.elem_size]
+            _drop_held(value, self.elem_size, self.kptr_offs)
+            free_lists(value, value_addr, self.elem_size, self.list_heads)
 
     def _skip_fields(self, data: bytes) -> bytes:
         """``data`` with its special fields zero (what the element holds after an update:

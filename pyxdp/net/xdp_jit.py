@@ -99,10 +99,6 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if any(r.base != base + n * stride or r.size != regions[0].size
            for n, r in enumerate(regions)):
         kind, first_region = "other", -1  # not one evenly spaced region per CPU
-    if getattr(m, "async_offs", ()) or bool(getattr(m, "field_spans", None)):
-        # an update frees the element's bpf_timer/bpf_wq and leaves special fields out:
-        # the Python helper does it
-        kind = "other"
     desc = [0] * len(abi.MAPDESC_FIELDS)
     d = {n: i for i, n in enumerate(abi.MAPDESC_FIELDS)}
     if kind != "other" and native is not None:
@@ -118,7 +114,9 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
         value_base=base, cpu_stride=stride, value_bytes=regions[0].size if regions else 0,
         first_region=first_region if regions else -1,
         flag_mask=_ENTRY_FLAGS.get(int(m.map_type), 0),
-        py_update=bool(getattr(m, "kptr_offs", ())))
+        # an update frees the old value's timer, work item and objects and leaves
+        # special fields out: the Python helper does it (lookups stay native)
+        py_update=bool(getattr(m, "has_fields", False)))
     return info, desc
 
 

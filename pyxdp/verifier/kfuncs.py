@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
+__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL",
+           "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
 
@@ -29,6 +30,7 @@ KF_ACQUIRE = 1 << 0
 KF_RELEASE = 1 << 1
 KF_RET_NULL = 1 << 2
 KF_TRUSTED_ARGS = 1 << 4
+KF_RCU = 1 << 7
 KF_ITER_NEW = 1 << 8
 KF_ITER_NEXT = 1 << 9
 KF_ITER_DESTROY = 1 << 10
@@ -53,6 +55,9 @@ class KArg(Enum):
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
+    LIST_HEAD = auto()     # KF_ARG_PTR_TO_LIST_HEAD: a map value's struct bpf_list_head, locked
+    LIST_NODE = auto()     # KF_ARG_PTR_TO_LIST_NODE: an owned object's node of that list
+    REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
 
 
 class KRet(Enum):
@@ -65,6 +70,9 @@ class KRet(Enum):
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
     OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
+    LIST_NODE = auto()     # a node of the LIST_HEAD argument's list (an object at its offset)
+    LIST_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
+    REFCOUNTED = auto()    # bpf_refcount_acquire: the argument's object, owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +178,18 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
                                    KF_ACQUIRE | KF_RET_NULL),
     "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    "bpf_refcount_acquire_impl": KfuncProto((P(KArg.REFCOUNTED), _IGN), KRet.REFCOUNTED,
+                                            KF_ACQUIRE | KF_RET_NULL | KF_RCU),
+    # kernel/bpf/helpers.c: the BPF linked list (generic_btf_ids); off is the node's offset
+    # in its struct, which the verifier writes itself
+    "bpf_list_push_front_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
+    "bpf_list_push_back_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
+    "bpf_list_pop_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+                                     KF_ACQUIRE | KF_RET_NULL),
+    "bpf_list_pop_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+                                    KF_ACQUIRE | KF_RET_NULL),
+    "bpf_list_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_list_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),

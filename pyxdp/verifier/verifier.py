@@ -144,10 +144,15 @@ TRUSTED, UNTRUSTED = 0x1000, 0x2000
 # MEM_ALLOC: a PTR_TO_BTF_ID to an object of a program's own struct (bpf_obj_new's; ``sub``
 # its id in the program's BTF); MEM_RCU: one read from a map value's __kptr field
 ALLOC, RCU = 0x4000, 0x8000
+# NON_OWN_REF: an object on a list, which the program may use until it unlocks the list's
+# bpf_spin_lock (invalidate_non_owning_refs); it holds no reference
+NON_OWN = 0x10000
 # Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
-# task work) that a program-allocated object may hold; pyxdp models none of them there
+# task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
                           "bpf_rb_node", "bpf_refcount"})
+# ... but for these (the fields of a refcounted list node)
+_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_refcount"})
 BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
@@ -161,6 +166,7 @@ _RCU_PREEMPT = frozenset({"bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preem
 # enum ref_state_type's lock kinds: what State.locks holds, in the order taken
 REF_TYPE_LOCK, REF_TYPE_RES_LOCK, REF_TYPE_RES_LOCK_IRQ = 1 << 3, 1 << 4, 1 << 5
 _RES_LOCKS = REF_TYPE_RES_LOCK | REF_TYPE_RES_LOCK_IRQ
+REF_TYPE_LOCK_MASK = REF_TYPE_LOCK | _RES_LOCKS
 # process_spin_lock's flags
 _PROCESS_SPIN_LOCK, _PROCESS_RES_LOCK, _PROCESS_LOCK_IRQ = 1, 2, 4
 _RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
@@ -168,8 +174,13 @@ _RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
                     "bpf_res_spin_lock_irqsave": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK |
                     _PROCESS_LOCK_IRQ,
                     "bpf_res_spin_unlock_irqrestore": _PROCESS_RES_LOCK | _PROCESS_LOCK_IRQ}
+# is_bpf_list_api_kfunc: the graph kfuncs pyxdp models (the locked list's own)
+_LIST_KFUNCS = frozenset({"bpf_list_push_front_impl", "bpf_list_push_back_impl",
+                          "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
+                          "bpf_list_back"})
 # kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
-_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, "bpf_iter_num_new", "bpf_iter_num_next",
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, "bpf_refcount_acquire_impl",
+                                  "bpf_iter_num_new", "bpf_iter_num_next",
                                   "bpf_iter_num_destroy"})
 # irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
 IRQ_NATIVE_KFUNC, IRQ_LOCK_KFUNC = 0, 1
@@ -880,6 +891,13 @@ class _KfuncMeta:
     iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
     map: MapSpec | None = None  # meta->map.ptr: the workqueue's map, then the map argument
     func: int | None = None  # meta->subprogno: the callback argument's function
+    # meta->arg_list_head: the list head argument's (struct id, node offset in it)
+    list_head: tuple[int, int] | None = None
+    list_node_ref: int = 0  # the pushed node's ref_obj_id
+    # bpf_refcount_acquire's argument: the object's (struct name, id), and whether it is
+    # owned (arg_owning_ref: R0 is not NULL then)
+    refcounted: tuple[str, int] | None = None
+    owning: bool = False
 
 
 @dataclass(frozen=True)
@@ -1147,6 +1165,9 @@ class _Verifier:
         self.in_global = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
+        self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
+        # map -> its list heads (offset -> the struct held, its node's offset)
+        self.list_heads: dict[str, dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
@@ -2893,6 +2914,9 @@ class _Verifier:
             raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
                          f"var_off={tnum_str((reg.tv, reg.tm))}")
         assert self.btf is not None
+        for name, at in self._obj_fields(reg.sub):  # btf_struct_access: the record's fields
+            if off < at + SPECIAL_FIELDS[name].size and at < off + size:
+                raise Refuse(f"direct access to {name} is disallowed")
         try:
             got = struct_access(self.btf, reg.sub, off, size)
         except StructWalkError as e:
@@ -3495,8 +3519,10 @@ class _Verifier:
             if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in self.globals:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
-            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
-                    self.kfunc_at.get(pc) not in _SPIN_ALLOWED_KFUNCS) or (
+            kf = self.kfunc_at.get(pc)
+            # (a kfunc outside the table is UnsupportedHelper below: its verdict unknown)
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and kf in KFUNCS and
+                    kf not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
@@ -3882,6 +3908,8 @@ class _Verifier:
             if fid == 1 and m.type in (MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY) \
                     and key is not None and 0 <= key < m.max_entries:
                 r0.set_ptr(MAP_VALUE)  # can_elide_value_nullness
+                if self._lock_off(m) is not None:  # the id tells which element is locked
+                    r0.id = self._new_id()
             else:
                 r0.set_ptr(MAP_VALUE | MAYBE_NULL)
                 r0.id = self._new_id()
@@ -3942,7 +3970,16 @@ class _Verifier:
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
-            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW else None
+            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW \
+            else self._list_node_ret(meta, proto.ret == KRet.LIST_NODE) \
+            if proto.ret in (KRet.LIST_NODE, KRet.LIST_NODE_NON_OWN) else None
+        if meta.refcounted is not None:  # bpf_refcount_acquire: the same object, owned
+            cast = Reg()
+            cast.set_ptr(BTF_ID | ALLOC)
+            cast.bt, cast.sub = meta.refcounted
+        if meta.list_node_ref:  # a push: the list owns the object now
+            self._list_pushed(st, meta.list_node_ref)
+            self._release(st, meta.list_node_ref)
         if proto.flags & KF_RELEASE:
             if not meta.release_ref:
                 raise Refuse(f"release kernel function {name} expects refcounted "
@@ -3965,7 +4002,7 @@ class _Verifier:
             return pc + 1
         if cast is not None:
             r0.assign(cast)
-            if proto.ret != KRet.OBJ_NEW:
+            if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST):
                 return pc + 1
         if proto.ret == KRet.RDONLY_MEM:
             r0.set_ptr(MEM | RDONLY)
@@ -3979,12 +4016,14 @@ class _Verifier:
         elif cast is None:
             r0.set_ptr(BTF_ID)
             r0.bt = proto.ret_struct
-        if proto.flags & KF_RET_NULL:
+        # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
+        ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning
+        if ret_null:
             r0.t |= MAYBE_NULL
             r0.id = self._new_id()
         if proto.flags & KF_ACQUIRE:
             ref = self._new_id()
-            if proto.flags & KF_RET_NULL:
+            if ret_null:
                 r0.id = ref
             r0.ref = ref
             st.refs.append((ref, pc))
@@ -4078,10 +4117,19 @@ class _Verifier:
         if p.kind == KArg.ALLOC:
             self._alloc_arg(n, i, reg, meta)
             return i + 1
+        if p.kind == KArg.LIST_HEAD:
+            self._list_head_arg(st, n, i, reg, meta)
+            return i + 1
+        if p.kind == KArg.LIST_NODE:
+            self._list_node_arg(n, i, reg, meta)
+            return i + 1
         if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
             raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
+            return i + 1
+        if p.kind == KArg.REFCOUNTED:
+            self._refcounted_arg(n, i, reg, meta)
             return i + 1
         if p.optional and reg.is_null() and p.kind != KArg.MEM_SIZE:
             return i + 1
@@ -4171,6 +4219,117 @@ class _Verifier:
                          "arg to kfunc", errno.EINVAL)
         meta.release_ref = reg.ref
 
+    def _list_head_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_LIST_HEAD (process_kf_arg_ptr_to_list_head): a map value's
+        bpf_list_head at a constant offset, whose value's bpf_spin_lock this path holds
+        (check_reg_allocation_locked). An allocated object holding a list head is not
+        one bpf_obj_new makes (refused there)."""
+        if reg.t != MAP_VALUE:
+            raise Refuse(f"arg#{i} expected pointer to map value or allocated object",
+                         errno.EINVAL)
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_list_head has to be at the "
+                         "constant offset", errno.EINVAL)
+        m = reg.map
+        assert m is not None
+        off = reg.off + _s64(reg.tv)
+        heads = self.list_heads.get(m.name)
+        if heads is None:
+            heads = self.list_heads[m.name] = {} if self.btf is None or \
+                m.value_type is None else self.btf.list_heads(m.value_type)
+        if off not in heads:
+            raise Refuse(f"bpf_list_head not found at offset={off & U32}", errno.EINVAL)
+        if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (m.name, reg.id)
+                   for t, mp, rid in st.locks):
+            if st.locks:
+                self.log.append("held lock and object are not in the same allocation")
+            raise Refuse(f"bpf_spin_lock at off={self._lock_off(m)} must be held for "
+                         "bpf_list_head", errno.EINVAL)
+        meta.list_head = heads[off]
+
+    def _list_node_arg(self, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_LIST_NODE (process_kf_arg_ptr_to_list_node): an owned object's
+        bpf_list_node, the one of the struct and at the offset the head's
+        ``__contains`` names."""
+        if reg.t != BTF_ID | ALLOC:
+            raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+        if not reg.ref:
+            raise Refuse("allocated object must be referenced", errno.EINVAL)
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_list_node has to be at the "
+                         "constant offset", errno.EINVAL)
+        assert self.btf is not None and meta.list_head is not None
+        off = reg.off + _s64(reg.tv)
+        if ("bpf_list_node", off) not in self._obj_fields(reg.sub):
+            raise Refuse(f"bpf_list_node not found at offset={off & U32}", errno.EINVAL)
+        tid, node_off = meta.list_head
+        want = self.btf.types[tid].name
+        if reg.sub != tid:
+            raise Refuse(f"operation on bpf_list_head expects arg#1 bpf_list_node at "
+                         f"offset={node_off} in struct {want}, but arg is at offset={off} "
+                         f"in struct {reg.bt}", errno.EINVAL)
+        if off != node_off:
+            raise Refuse(f"arg#1 offset={off}, but expected bpf_list_node at offset="
+                         f"{node_off} in struct {want}", errno.EINVAL)
+        meta.list_node_ref = reg.ref
+
+    def _obj_fields(self, tid: int) -> list[tuple[str, int]]:
+        """btf_find_struct_meta: the special fields of an object of the program's struct
+        ``tid`` (bpf_obj_new refuses a struct whose record Linux refuses)."""
+        got = self.obj_recs.get(tid)
+        if got is None:
+            assert self.btf is not None
+            try:
+                got = self.btf.obj_fields(tid)
+            except FieldError:
+                got = []
+            self.obj_recs[tid] = got
+        return got
+
+    def _refcounted_arg(self, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+        """KF_ARG_PTR_TO_REFCOUNTED_KPTR: an owned or non-owning object whose struct
+        holds a bpf_refcount; a non-owning one whole (check_func_arg_reg_off: not the
+        node bpf_list_front gave)."""
+        if reg.t & NON_OWN and reg.off:
+            raise Refuse(f"dereference of modified {type_str(reg.t)} ptr R{n} off={reg.off} "
+                         "disallowed")
+        if reg.t & 0xFF != BTF_ID or not reg.t & ALLOC:
+            raise Refuse(f"arg#{i} is neither owning or non-owning ref", errno.EINVAL)
+        if not any(n == "bpf_refcount" for n, _ in self._obj_fields(reg.sub)):
+            raise Refuse(f"arg#{i} doesn't point to a type with bpf_refcount field",
+                         errno.EINVAL)
+        meta.refcounted = (reg.bt, reg.sub)
+        meta.owning = not reg.t & NON_OWN
+
+    def _list_node_ret(self, meta: _KfuncMeta, owning: bool) -> Reg:
+        """mark_reg_graph_node: R0 the list's struct at the node's offset; a peek's a
+        non-owning reference (ref_set_non_owning)."""
+        assert self.btf is not None and meta.list_head is not None
+        tid, node_off = meta.list_head
+        r = Reg()
+        r.set_ptr(BTF_ID | ALLOC | (0 if owning else self._non_own(tid)))
+        r.bt, r.sub, r.off = self.btf.types[tid].name, tid, node_off
+        return r
+
+    def _non_own(self, tid: int) -> int:
+        """ref_set_non_owning's flags: a refcounted object's reference is an RCU one
+        too (its object lives while another reference does)."""
+        return NON_OWN | (RCU if any(n == "bpf_refcount" for n, _ in self._obj_fields(tid))
+                          else 0)
+
+    def _list_pushed(self, st: State, ref: int) -> None:
+        """ref_convert_owning_non_owning: every copy of the pushed object becomes a
+        non-owning reference (the release that follows spares them)."""
+        for r in st.all_regs(lambda r: r.ref == ref):
+            r.ref = 0
+            r.t |= self._non_own(r.sub)
+
+    @staticmethod
+    def _invalidate_non_owning(st: State) -> None:
+        """invalidate_non_owning_refs: at an unlock, what was on a list may be gone."""
+        for r in st.all_regs(lambda r: bool(r.t & NON_OWN)):
+            r.set_unknown()
+
     def _obj_new_type(self, regs: list[Reg]) -> Reg:
         """check_kfunc_call for bpf_obj_new: R0 an object of the program's struct whose
         BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC)."""
@@ -4186,9 +4345,9 @@ class _Verifier:
                          errno.EINVAL)
         held = [btf.resolved(m.type).name for m in t.members
                 if btf.resolved(m.type).kind is BtfKind.STRUCT and
-                btf.resolved(m.type).name in _OBJ_SPECIAL]
-        try:
-            held += [n for n, _ in btf.special_fields(value)]
+                btf.resolved(m.type).name in _OBJ_SPECIAL - _OBJ_MODELLED]
+        try:  # btf_parse_struct_metas: objects may be refcounted list nodes
+            held += [n for n, _ in btf.obj_fields(value) if n not in _OBJ_MODELLED]
         except FieldError as e:
             held.append(str(e))
         if held:
@@ -4844,6 +5003,7 @@ class _Verifier:
             raise Refuse(f"{what}_unlock cannot be out of order", errno.EINVAL)
         k = st.locks.index(held)
         st.locks = st.locks[:k] + st.locks[k + 1:]
+        self._invalidate_non_owning(st)
 
     def _lock_failed(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
         """check_kfunc_call for bpf_res_spin_lock(_irqsave): the path where the lock is

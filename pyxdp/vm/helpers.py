@@ -16,10 +16,14 @@ import errno
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyxdp.errors import HelperFault
 from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
+from pyxdp.vm.jit.abi import SLOW, Natives
+from pyxdp.vm.jit.ir import Text, ret_if
+from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.map_space import map_at
 
 if TYPE_CHECKING:
@@ -194,6 +198,23 @@ def _spin_lock(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
 def _spin_unlock(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     vm.mem.read(r1, 4)
     return 0
+
+
+def _lock_fn(kind: str) -> Callable[[Natives], str]:
+    """bpf_spin_lock's and bpf_spin_unlock's twin: as Python's, only the lock's bytes
+    are checked to be program memory (SLOW else: Python faults)."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        p = f.ins("call ptr @translate(ptr %ctx, i64 %r1, i64 4, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
+        f.do("ret i64 0")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1) nounwind")
+    return define
+
+
+register_helper(93, HelperNative("spin_lock", 1, _lock_fn("spin_lock"), ("translate",)))
+register_helper(94, HelperNative("spin_unlock", 1, _lock_fn("spin_unlock"), ("translate",)))
 
 
 # -- trace_printk ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "OBJ_KFUNCS", "ObjArena", "arena",
-           "make_obj_new", "obj_drop", "uses_arena"]
+           "make_obj_new", "map_arena", "obj_drop", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -53,6 +53,9 @@ ARENA_SIZE = 4 << 20
 SIZES = (16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096)
 _HDR = 8                 # the hidden header in front of every object
 _LIVE = 1 << 8           # header bit: the block holds an object (else it is free)
+# header bits 16-31: the object's bpf_refcount offset + 1 (0: not refcounted), what
+# Linux's verifier hands the kfuncs in the struct's btf_struct_meta
+_RC_SHIFT = 16
 # The arena's first bytes: word 0 the first never-used offset, word 1 + c the first
 # free block of class c (0: none); a free block keeps the next one in its object's
 # first word.
@@ -83,9 +86,10 @@ class ObjArena:
     def _set(self, off: int, v: int) -> None:
         self.u64[off >> 3] = v
 
-    def alloc(self, size: int) -> int:
+    def alloc(self, size: int, refcount_off: int = -1) -> int:
         """``bpf_mem_alloc``: a zeroed object of ``size`` bytes, its address; 0 when no
-        class holds it or the arena is full."""
+        class holds it or the arena is full. An object with a ``bpf_refcount`` at
+        ``refcount_off`` starts with one reference (``bpf_obj_init``)."""
         c = _cls(size)
         if c < 0 or size <= 0:
             return 0
@@ -98,9 +102,60 @@ class ObjArena:
                 if block + SIZES[c] > len(self.buf):
                     return 0
                 self.words[_BUMP] = block + SIZES[c]
-            self._set(block, c | _LIVE)
+            self._set(block, c | _LIVE | (refcount_off + 1) << _RC_SHIFT)
             self.buf[block + _HDR:block + SIZES[c]] = 0
+            if refcount_off >= 0:
+                self.buf[block + _HDR + refcount_off] = 1
         return ARENA_BASE + block + _HDR
+
+    def _refcount(self, addr: int) -> int:
+        """The byte offset in the arena of the live object's refcount (-1: none)."""
+        block = addr - ARENA_BASE - _HDR
+        if not (_HEAD <= block < int(self.words[_BUMP]) and addr % 8 == 0):
+            raise HelperFault(f"{addr:#x} is not an object bpf_obj_new allocated")
+        h = self._word(block)
+        if not h & _LIVE:
+            raise HelperFault(f"{addr:#x} is not a live object (freed twice?)")
+        rc = h >> _RC_SHIFT & 0xFFFF
+        return block + _HDR + rc - 1 if rc else -1
+
+    def drop(self, addr: int) -> None:
+        """``__bpf_obj_drop_impl``: a refcounted object loses a reference and is freed
+        at the last; any other is freed."""
+        with self._lock:
+            at = self._refcount(addr)
+            if at >= 0:
+                n = int(self.buf[at:at + 4].view("<u4")[0]) - 1
+                self.buf[at:at + 4].view("<u4")[0] = n
+                if n:
+                    return
+        self.free(addr)
+
+    def acquire(self, addr: int) -> int:
+        """``bpf_refcount_acquire``: one more reference to a refcounted object, its
+        address; NULL when the count already fell to zero (refcount_inc_not_zero)."""
+        with self._lock:
+            at = self._refcount(addr)
+            if at < 0:
+                raise HelperFault(f"{addr:#x} is not a refcounted object")
+            n = int(self.buf[at:at + 4].view("<u4")[0])
+            if not n:
+                return 0
+            self.buf[at:at + 4].view("<u4")[0] = n + 1
+        return addr
+
+    def object_at(self, addr: int) -> int:
+        """The live object whose bytes hold ``addr``, its address; 0 when none does."""
+        with self._lock:
+            off, end = _HEAD, int(self.words[_BUMP])
+            rel = addr - ARENA_BASE
+            while off < end:
+                h = self._word(off)
+                size = SIZES[h & 0xFF]
+                if off + _HDR <= rel < off + size:
+                    return ARENA_BASE + off + _HDR if h & _LIVE else 0
+                off += size
+        return 0
 
     def free(self, addr: int) -> None:
         """``bpf_mem_free``: the object at ``addr`` goes back on its class's list."""
@@ -146,7 +201,7 @@ def arena() -> ObjArena:
         return _ARENA
 
 
-def _map_arena(vm: Interpreter) -> ObjArena:
+def map_arena(vm: Interpreter) -> ObjArena:
     """The arena, added to the run's memory if the run does not see it yet."""
     a = arena()
     if not any(r is a.region for r in vm.mem.regions):
@@ -157,25 +212,33 @@ def _map_arena(vm: Interpreter) -> ObjArena:
 def make_obj_new(btf: Btf | None) -> Callable[..., int]:
     """``bpf_obj_new_impl(local_type_id__k, meta__ign)`` for a program whose BTF is
     ``btf``: the verifier made the id a struct of it (Linux passes the kfunc its size)."""
-    sizes: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}
 
     def obj_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-        size = sizes.get(r1)
-        if size is None:
+        got = sizes.get(r1)
+        if got is None:
             t = btf.type_by_id(r1) if btf is not None and 0 < r1 < len(btf.types) else None
             if t is None or t.kind is not BtfKind.STRUCT:
                 raise HelperFault(f"bpf_obj_new: {r1} is not the id of a struct of the "
                                   "program's BTF")
-            size = sizes[r1] = t.size_type
-        return _map_arena(vm).alloc(size)
+            assert btf is not None
+            rc = dict(btf.obj_fields(r1)).get("bpf_refcount", -1)
+            got = sizes[r1] = (t.size_type, rc)
+        return map_arena(vm).alloc(*got)
 
     return obj_new
 
 
 def obj_drop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    """``bpf_obj_drop_impl(p__alloc, meta__ign)``: the object is freed."""
-    _map_arena(vm).free(r1)
+    """``bpf_obj_drop_impl(p__alloc, meta__ign)``: the object is dropped (freed, or
+    for a refcounted one, freed when its last reference goes)."""
+    map_arena(vm).drop(r1)
     return 0
+
+
+def refcount_acquire(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_refcount_acquire_impl(p__refcounted_kptr, meta__ign)``."""
+    return map_arena(vm).acquire(r1)
 
 
 @helper(int(BpfFuncId.BPF_FUNC_kptr_xchg), "kptr_xchg")
@@ -184,7 +247,7 @@ def _kptr_xchg(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
     old = vm.mem.load(r1, 8)
     vm.mem.store(r1, 8, r2)
     if old:
-        _map_arena(vm)  # the run may read the object it took out
+        map_arena(vm)  # the run may read the object it took out
     return old
 
 
@@ -208,6 +271,7 @@ def _drop_fn(natives: Natives) -> str:
     live = f.ins(f"icmp ne i64 {f.ins(f'and i64 {h}, {_LIVE}')}, 0")
     ok = f.ins(f"and i1 {live}, {f.ins(f'icmp ult i64 {c}, {len(SIZES)}')}")
     ret_if(f, f.ins(f"xor i1 {ok}, true"), SLOW)
+    _unref(f, hp, h)
     headp = f.gep(words, f.ins(f"shl i64 {f.ins(f'add i64 {c}, 1')}, 3"))
     first = f.ins(f"load i64, ptr {headp}, align 8")
     f.do(f"store i64 {c}, ptr {hp}, align 8")
@@ -215,6 +279,48 @@ def _drop_fn(natives: Natives) -> str:
     f.do(f"store i64 {block}, ptr {headp}, align 8")
     f.do("ret i64 0")
     return f.text("define internal i64 @obj_drop(ptr %ctx, i64 %r1) nounwind")
+
+
+def _unref(f: Text, hp: str, h: str) -> None:
+    """A refcounted object's count (header ``h`` at ``hp``) decremented; the twin
+    returns unless it fell to zero."""
+    rc = f.ins(f"and i64 {f.ins(f'lshr i64 {h}, {_RC_SHIFT}')}, 65535")
+    counted, done, on = f.label("rc"), f.label("rcz"), f.label("free")
+    f.cbr(f.ins(f"icmp ne i64 {rc}, 0"), counted, on)
+    f.at(counted)
+    cp = f.gep(hp, f.ins(f"add i64 {rc}, {_HDR - 1}"))
+    n = f.ins(f"sub i32 {f.ins(f'load i32, ptr {cp}, align 4')}, 1")
+    f.do(f"store i32 {n}, ptr {cp}, align 4")
+    f.cbr(f.ins(f"icmp eq i32 {n}, 0"), on, done)
+    f.at(done)
+    f.do("ret i64 0")
+    f.at(on)
+
+
+def _acquire_fn(natives: Natives) -> str:
+    """bpf_refcount_acquire's twin: refcount_inc_not_zero of a live refcounted object
+    (SLOW for anything else: Python faults)."""
+    f = Text()
+    f.at("entry")
+    block = f.ins(f"sub i64 %r1, {c64(ARENA_BASE + _HDR)}")
+    ret_if(f, f.ins(f"icmp ult i64 {block}, {_HEAD}"), SLOW)
+    ret_if(f, f.ins(f"icmp uge i64 {block}, {ARENA_SIZE}"), SLOW)
+    hp = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'sub i64 %r1, {_HDR}')}, "
+               "i64 16, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {hp}, null"), SLOW)
+    h = f.ins(f"load i64, ptr {hp}, align 8")
+    rc = f.ins(f"and i64 {f.ins(f'lshr i64 {h}, {_RC_SHIFT}')}, 65535")
+    dead = f.ins(f"icmp eq i64 {f.ins(f'and i64 {h}, {_LIVE}')}, 0")
+    bad = f.ins(f"or i1 {f.ins(f'icmp eq i64 {rc}, 0')}, {dead}")
+    ret_if(f, bad, SLOW)
+    at = f.ins(f"add i64 %r1, {f.ins(f'sub i64 {rc}, 1')}")  # the count's address
+    cp = f.ins(f"call ptr @translate(ptr %ctx, i64 {at}, i64 4, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {cp}, null"), SLOW)
+    n = f.ins(f"load i32, ptr {cp}, align 4")
+    ret_if(f, f.ins(f"icmp eq i32 {n}, 0"), 0)
+    f.do(f"store i32 {f.ins(f'add i32 {n}, 1')}, ptr {cp}, align 4")
+    f.do("ret i64 %r1")
+    return f.text("define internal i64 @refcount_acquire(ptr %ctx, i64 %r1) nounwind")
 
 
 def _kptr_xchg_fn(natives: Natives) -> str:
@@ -228,13 +334,20 @@ def _kptr_xchg_fn(natives: Natives) -> str:
 
 
 # The kfuncs by name; bpf_obj_new_impl is bound per program (make_obj_new: its BTF).
-OBJ_KFUNCS: dict[str, Callable[..., int]] = {"bpf_obj_drop_impl": obj_drop}
+OBJ_KFUNCS: dict[str, Callable[..., int]] = {"bpf_obj_drop_impl": obj_drop,
+                                             "bpf_refcount_acquire_impl": refcount_acquire}
 register_kfunc("bpf_obj_drop_impl", obj_drop,
                HelperNative("obj_drop", 1, _drop_fn, ("translate",)))
+register_kfunc("bpf_refcount_acquire_impl", refcount_acquire,
+               HelperNative("refcount_acquire", 1, _acquire_fn, ("translate",)))
 register_helper(int(BpfFuncId.BPF_FUNC_kptr_xchg),
                 HelperNative("kptr_xchg", 2, _kptr_xchg_fn, ("translate",)))
 # What makes a program see the arena: the kfuncs that give it objects, the helper too.
-ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg"})
+ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg",
+                         "bpf_refcount_acquire_impl",
+                         "bpf_list_push_front_impl", "bpf_list_push_back_impl",
+                         "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
+                         "bpf_list_back"})
 
 
 def uses_arena(names: set[str]) -> bool:

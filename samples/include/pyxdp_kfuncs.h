@@ -33,4 +33,43 @@ extern void bpf_obj_drop_impl(void *p__alloc, void *meta__ign) __ksym;
 /* bpf_kptr_xchg(&value->field, p): store p in a __kptr field, return the old one. */
 static void *(* const bpf_kptr_xchg)(void *dst, void *ptr) = (void *) 194;
 
+/* The BPF linked list (kernel/bpf/helpers.c): a struct bpf_list_head in a map
+ * value or global data, beside the struct bpf_spin_lock that must be held
+ * for every list kfunc, holds objects of the struct and node member that
+ * __contains names; the sizes are the kernel's. */
+struct bpf_list_head {
+	__u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_list_node {
+	__u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+#define __contains(name, node) __attribute__((btf_decl_tag("contains:" #name ":" #node)))
+
+extern int bpf_list_push_front_impl(struct bpf_list_head *head, struct bpf_list_node *node,
+				    void *meta__ign, __u64 off) __ksym;
+extern int bpf_list_push_back_impl(struct bpf_list_head *head, struct bpf_list_node *node,
+				   void *meta__ign, __u64 off) __ksym;
+extern struct bpf_list_node *bpf_list_pop_front(struct bpf_list_head *head) __ksym;
+extern struct bpf_list_node *bpf_list_pop_back(struct bpf_list_head *head) __ksym;
+extern struct bpf_list_node *bpf_list_front(struct bpf_list_head *head) __ksym;
+extern struct bpf_list_node *bpf_list_back(struct bpf_list_head *head) __ksym;
+
+/* Push the object's node (the list takes the object); the last argument is the
+ * node's offset in the object, which the verifier sets itself. */
+#define bpf_list_push_front(head, node) bpf_list_push_front_impl(head, node, NULL, 0)
+#define bpf_list_push_back(head, node) bpf_list_push_back_impl(head, node, NULL, 0)
+/* A reference count in an object: the object may be on a list (or two) and held by
+ * the program at once; bpf_obj_drop frees it when the last reference goes. */
+struct bpf_refcount {
+	__u32 __opaque[1];
+} __attribute__((aligned(4)));
+
+extern void *bpf_refcount_acquire_impl(void *p__refcounted_kptr, void *meta__ign) __ksym;
+
+/* One more reference to a refcounted object (owned, or one on a list). */
+#define bpf_refcount_acquire(p) bpf_refcount_acquire_impl(p, NULL)
+#define container_of(ptr, type, member) ((type *)((void *)(ptr) - __builtin_offsetof(type, member)))
+
 #endif

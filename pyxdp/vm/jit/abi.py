@@ -149,7 +149,7 @@ class MapInfo:
     first_region: int
     flag_mask: int = 0
     tail_base: int = -1  # prog arrays (kind "progs"): first entry in the run's tail table
-    py_update: bool = False  # an update frees what the old value's __kptr fields held: Python
+    py_update: bool = False  # an update frees what the old value held (special fields): Python
 
 
 @dataclass(frozen=True)

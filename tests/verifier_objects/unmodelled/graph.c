@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 /*
- * graph - what pyxdp does not model yet of program-allocated objects, which
- * Linux 6.18 accepts: an object holding a bpf_list_node, and the list
- * kfuncs. pyxdp refuses both with UnsupportedHelper (tests/test_local_kptr.py).
+ * graph - what pyxdp does not model yet of BPF graphs, which Linux 6.18
+ * accepts: the red-black tree (a bpf_rb_root in a map value beside its
+ * bpf_spin_lock, objects holding a bpf_rb_node). pyxdp refuses both programs
+ * with UnsupportedHelper (tests/test_local_kptr.py).
  *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
@@ -13,53 +14,63 @@
 #include "pyxdp_net.h"
 #include "pyxdp_kfuncs.h"
 
-struct bpf_list_node {
-	__u64 __opaque[3];
-} __attribute__((aligned(8)));
-
-struct bpf_list_head {
+struct bpf_rb_root {
 	__u64 __opaque[2];
 } __attribute__((aligned(8)));
 
-#define __contains(name, node) __attribute__((btf_decl_tag("contains:" #name ":" #node)))
-#define private(name) SEC(".bss." #name) __attribute__((aligned(8)))
+struct bpf_rb_node {
+	__u64 __opaque[4];
+} __attribute__((aligned(8)));
 
 static long (* const bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *) 93;
 static long (* const bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *) 94;
 
-extern int bpf_list_push_front_impl(struct bpf_list_head *head, struct bpf_list_node *node,
-				    void *meta__ign, __u64 off) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_first(struct bpf_rb_root *root) __ksym;
 
-struct elem {
-	__u64 v;
-	struct bpf_list_node node;
+struct tnode {
+	__u64 key;
+	struct bpf_rb_node rb;
 };
 
-private(A) struct bpf_spin_lock glock;
-private(A) struct bpf_list_head ghead __contains(elem, node);
+struct tree {
+	struct bpf_spin_lock lock;
+	struct bpf_rb_root root __contains(tnode, rb);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tree);
+} trees SEC(".maps");
 
 SEC("xdp")
-int xdp_obj_with_node(struct xdp_md *ctx)
+int xdp_obj_with_rb_node(struct xdp_md *ctx)
 {
-	struct elem *e = bpf_obj_new(struct elem);
+	struct tnode *t = bpf_obj_new(struct tnode);
 
-	if (!e)
+	if (!t)
 		return XDP_PASS;
-	bpf_obj_drop(e);
+	bpf_obj_drop(t);
 	return XDP_PASS;
 }
 
 SEC("xdp")
-int xdp_list_push(struct xdp_md *ctx)
+int xdp_rbtree_first(struct xdp_md *ctx)
 {
-	struct elem *e = bpf_obj_new(struct elem);
+	__u32 k = 0;
+	struct tree *t = bpf_map_lookup_elem(&trees, &k);
+	struct bpf_rb_node *n;
+	__u64 key = 0;
 
-	if (!e)
+	if (!t)
 		return XDP_PASS;
-	bpf_spin_lock(&glock);
-	bpf_list_push_front_impl(&ghead, &e->node, NULL, 8);
-	bpf_spin_unlock(&glock);
-	return XDP_PASS;
+	bpf_spin_lock(&t->lock);
+	n = bpf_rbtree_first(&t->root);
+	if (n)
+		key = container_of(n, struct tnode, rb)->key;
+	bpf_spin_unlock(&t->lock);
+	return key ? XDP_DROP : XDP_PASS;
 }
 
 char _license[] SEC("license") = "GPL";
