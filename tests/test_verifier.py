@@ -12,6 +12,7 @@ message, the pc, the C line and the registers; ``verify=False`` and
 from __future__ import annotations
 
 import errno
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
+from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
 from pyxdp.testing.verifier_cases import CASES, VerifierCase
 from pyxdp.uapi.bpf import XdpAction
@@ -206,6 +208,31 @@ def test_local_kptr_mistakes_get_linux_verdict() -> None:
         except VerifierError as e:
             got[name] = (e.reason, e.errno)
     assert got == LOCAL_KPTR
+
+
+# Linux 6.18's verdicts on tests/verifier_objects/kfunc_refused.o: sleepable kfuncs and
+# __bpf_trap, refused where the walk reaches the call (the kernel test re-measures them).
+KFUNC_REFUSED = {
+    "xdp_copy_user": ("program must be sleepable to call sleepable kfunc "
+                      "bpf_copy_from_user_str", errno.EACCES),
+    "xdp_user_key": ("program must be sleepable to call sleepable kfunc bpf_lookup_user_key",
+                     errno.EACCES),
+    "xdp_trap": ("unexpected __bpf_trap() due to uninitialized variable?", errno.EFAULT),
+}
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_sleepable_kfuncs_and_trap_refused_as_linux(engine: str) -> None:
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" /
+                                "kfunc_refused.o")
+    got = {}
+    for name, prog in spec.programs.items():  # refused at load, before either engine runs
+        with pytest.raises(VerifierError) as e:
+            Collection(replace(spec, programs={name: prog}), engine=engine)
+        got[name] = (e.value.reason, e.value.errno)
+    assert got == KFUNC_REFUSED
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

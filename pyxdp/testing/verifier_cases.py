@@ -1050,6 +1050,45 @@ exit""", None),
 )
 
 
+# -- kfuncs an XDP program may name but Linux refuses when the walk reaches the call:
+# KF_SLEEPABLE ones (XDP is never sleepable) and __bpf_trap (clang's unreachable code);
+# the trap is refused first, the sleepable call before its arguments are looked at
+_SLEEP = "program must be sleepable to call sleepable kfunc "
+_TRAP = "unexpected __bpf_trap() due to uninitialized variable?"
+_SL_HELD = """r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 4
+call 93
+"""
+_SLEEPABLE_CASES = (
+    _c("sleep_arena_alloc", "r1 = 0\ncall KFUNC(bpf_arena_alloc_pages)\nr0 = 2\nexit",
+       _SLEEP + "bpf_arena_alloc_pages"),
+    _c("sleep_copy_str", "call KFUNC(bpf_copy_from_user_str)\nr0 = 2\nexit",
+       _SLEEP + "bpf_copy_from_user_str"),
+    _c("sleep_user_key", "r1 = 1\nr2 = 0\ncall KFUNC(bpf_lookup_user_key)\nr0 = 2\nexit",
+       _SLEEP + "bpf_lookup_user_key"),
+    _c("sleep_dmabuf_iter", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_dmabuf_new)\n"
+       "r0 = 2\nexit", _SLEEP + "bpf_iter_dmabuf_new"),
+    _c("sleep_in_rcu", "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_iter_kmem_cache_next)\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr0 = 2\nexit", _SLEEP + "bpf_iter_kmem_cache_next"),
+    _c("sleep_dead", "r0 = 2\nif r0 == 2 goto +1\ncall KFUNC(bpf_copy_from_user_dynptr)\n"
+       "exit", None, processed=3),
+    _c("sleep_locked", _SL_HELD + "call KFUNC(bpf_arena_free_pages)\nout:\nr0 = 2\nexit",
+       "function calls are not allowed while holding a lock", err=errno.EINVAL),
+    _c("trap", "r0 = 0\ncall KFUNC(__bpf_trap)\nexit", _TRAP, err=errno.EFAULT),
+    _c("trap_dead", "r0 = 0\nif r0 == 0 goto +1\ncall KFUNC(__bpf_trap)\nr0 = 2\nexit",
+       None, processed=4),
+    _c("trap_in_irq", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_local_irq_save)\n"
+       "call KFUNC(__bpf_trap)\nr0 = 2\nexit", _TRAP, err=errno.EFAULT),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -5753,4 +5792,5 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_XFRM_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
+    *_SLEEPABLE_CASES,
 )

@@ -22,7 +22,8 @@ from enum import Enum, auto
 
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
-           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
+           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "SLEEPABLE_KFUNCS", "TRAP_KFUNC",
+           "register_kfunc"]
 
 # include/linux/btf.h
 KF_ACQUIRE = 1 << 0
@@ -205,6 +206,23 @@ KFUNCS: dict[str, KfuncProto] = {
 }
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
+
+# KF_SLEEPABLE kfuncs of the sets XDP may name (kernel/bpf/helpers.c common_btf_ids and
+# generic_btf_ids, kernel/bpf/arena.c, kernel/bpf/dmabuf_iter.c, kernel/bpf/kmem_cache_iter.c,
+# kernel/trace/bpf_trace.c key_sig_kfunc_set): an XDP program is never sleepable, so
+# check_kfunc_call refuses every call of one that the walk reaches, before its arguments.
+SLEEPABLE_KFUNCS = frozenset({
+    "bpf_arena_alloc_pages", "bpf_arena_free_pages", "bpf_arena_reserve_pages",
+    "bpf_copy_from_user_dynptr", "bpf_copy_from_user_str", "bpf_copy_from_user_str_dynptr",
+    "bpf_copy_from_user_task_dynptr", "bpf_copy_from_user_task_str",
+    "bpf_copy_from_user_task_str_dynptr",
+    "bpf_iter_dmabuf_new", "bpf_iter_dmabuf_next", "bpf_iter_dmabuf_destroy",
+    "bpf_iter_kmem_cache_new", "bpf_iter_kmem_cache_next", "bpf_iter_kmem_cache_destroy",
+    "bpf_lookup_user_key",
+})
+# kernel/bpf/helpers.c: the kfunc clang emits where it proved code unreachable (an
+# uninitialised variable's use); check_kfunc_call refuses a call of it that the walk reaches.
+TRAP_KFUNC = "__bpf_trap"
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

@@ -86,6 +86,8 @@ from pyxdp.verifier.kfuncs import (
     KfuncProto,
     KParam,
     KRet,
+    SLEEPABLE_KFUNCS,
+    TRAP_KFUNC,
 )
 from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
@@ -3926,6 +3928,11 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
+        if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
+            raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
+                         errno.EFAULT)
+        if name in SLEEPABLE_KFUNCS:  # an XDP program is never sleepable
+            raise Refuse(f"program must be sleepable to call sleepable kfunc {name}")
         proto = KFUNCS.get(name)
         if proto is None:
             raise UnsupportedHelper(f"{self.spec.name}: kfunc {name} is not modelled by "
