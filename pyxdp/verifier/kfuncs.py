@@ -66,6 +66,7 @@ class KRet(Enum):
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
     OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
+    PERCPU_OBJ_NEW = auto()  # bpf_percpu_obj_new: the same, one copy per CPU (MEM_PERCPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +172,9 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.OBJ_NEW,
                                    KF_ACQUIRE | KF_RET_NULL),
     "bpf_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    "bpf_percpu_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.PERCPU_OBJ_NEW,
+                                          KF_ACQUIRE | KF_RET_NULL),
+    "bpf_percpu_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),

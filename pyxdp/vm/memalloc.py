@@ -44,8 +44,8 @@ from pyxdp.vm.memory import Region
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "OBJ_KFUNCS", "ObjArena", "arena",
-           "make_obj_new", "obj_drop", "uses_arena"]
+__all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "DROP_NATIVE", "OBJ_KFUNCS", "ObjArena",
+           "arena", "make_obj_new", "obj_drop", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -229,12 +229,15 @@ def _kptr_xchg_fn(natives: Natives) -> str:
 
 # The kfuncs by name; bpf_obj_new_impl is bound per program (make_obj_new: its BTF).
 OBJ_KFUNCS: dict[str, Callable[..., int]] = {"bpf_obj_drop_impl": obj_drop}
-register_kfunc("bpf_obj_drop_impl", obj_drop,
-               HelperNative("obj_drop", 1, _drop_fn, ("translate",)))
+# (bpf_percpu_obj_drop frees its per-CPU block with the same twin)
+DROP_NATIVE = HelperNative("obj_drop", 1, _drop_fn, ("translate",))
+register_kfunc("bpf_obj_drop_impl", obj_drop, DROP_NATIVE)
 register_helper(int(BpfFuncId.BPF_FUNC_kptr_xchg),
                 HelperNative("kptr_xchg", 2, _kptr_xchg_fn, ("translate",)))
 # What makes a program see the arena: the kfuncs that give it objects, the helper too.
-ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg"})
+ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg",
+                         "bpf_percpu_obj_new_impl", "bpf_percpu_obj_drop_impl", "per_cpu_ptr",
+                         "this_cpu_ptr"})
 
 
 def uses_arena(names: set[str]) -> bool:
