@@ -22,8 +22,8 @@ from enum import Enum, auto
 
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RELEASE", "KF_RET_NULL", "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
-           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "SLEEPABLE_KFUNCS", "TRAP_KFUNC",
-           "register_kfunc"]
+           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "SLEEPABLE_KFUNCS", "THROW_KFUNC",
+           "TRAP_KFUNC", "register_kfunc"]
 
 # include/linux/btf.h
 KF_ACQUIRE = 1 << 0
@@ -175,6 +175,9 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_percpu_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.PERCPU_OBJ_NEW,
                                           KF_ACQUIRE | KF_RET_NULL),
     "bpf_percpu_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    # kernel/bpf/helpers.c: BPF exceptions (common_btf_ids): bpf_throw(cookie) ends the
+    # program, whose return value is the cookie (the default exception callback)
+    "bpf_throw": KfuncProto((P(KArg.SCALAR),), KRet.VOID),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),
@@ -224,6 +227,7 @@ SLEEPABLE_KFUNCS = frozenset({
     "bpf_iter_kmem_cache_new", "bpf_iter_kmem_cache_next", "bpf_iter_kmem_cache_destroy",
     "bpf_lookup_user_key",
 })
+THROW_KFUNC = "bpf_throw"
 # kernel/bpf/helpers.c: the kfunc clang emits where it proved code unreachable (an
 # uninitialised variable's use); check_kfunc_call refuses a call of it that the walk reaches.
 TRAP_KFUNC = "__bpf_trap"

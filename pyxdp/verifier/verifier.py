@@ -83,6 +83,7 @@ from pyxdp.verifier.kfuncs import (
     KF_TRUSTED_ARGS,
     KFUNCS,
     SLEEPABLE_KFUNCS,
+    THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
     KfuncProto,
@@ -1297,6 +1298,7 @@ class _Verifier:
             self._do_check()
             self._check_global_subprogs()
             self._check_max_stack_depth()
+            self._check_throw_in_callbacks()
         except Refuse as e:
             raise self._error(e) from None
         depth = tuple(self.depth[s] for s in self.subprogs)
@@ -1333,6 +1335,12 @@ class _Verifier:
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
+        btf = self.btf
+        if btf is not None and any(t.kind is BtfKind.DECL_TAG and
+                                   t.name.startswith("exception_callback:") for t in btf.types):
+            raise UnsupportedHelper(f"{self.spec.name}: an exception callback of its own "
+                                    "(the exception_callback: decl tag, __exception_cb) is "
+                                    "not modelled by pyxdp")
         for k in self.spec.kfuncs:
             self.pc = k.pc
             if not self.gpl:
@@ -1436,6 +1444,11 @@ class _Verifier:
                 o = i.code & 0xF0
                 if o == op.BPF_CALL:
                     pc = self._call(st, i, pc, stack)
+                    if pc < 0:  # bpf_throw: the path ends as at the main program's exit
+                        nxt = self._finish(st, stack)
+                        if nxt is None:
+                            return
+                        st, pc = nxt
                 elif o == op.BPF_EXIT:
                     ret = self._exit(st, pc)
                     if ret is None:
@@ -3579,24 +3592,28 @@ class _Verifier:
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
+        self._resource_leak(st, "BPF_EXIT instruction in main prog")
+        return None
+
+    def _resource_leak(self, st: State, prefix: str) -> None:
+        """check_resource_leak at the main program's exit or a bpf_throw (any frame):
+        no lock, reference, saved IRQ state, RCU section or disabled preemption left."""
         if st.locks:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_spin_lock-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_spin_lock-ed region",
+                         errno.EINVAL)
         if st.refs:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
-            raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
-                         errno.EINVAL)
+            raise Refuse(f"{prefix} would lead to reference leak", errno.EINVAL)
         if st.irqs:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_local_irq_save-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_local_irq_save-ed region",
+                         errno.EINVAL)
         if st.rcu:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_rcu_read_lock-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_rcu_read_lock-ed region",
+                         errno.EINVAL)
         if st.preempt:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_preempt_disable-ed region", errno.EINVAL)
-        return None
+            raise Refuse(f"{prefix} cannot be used inside bpf_preempt_disable-ed region",
+                         errno.EINVAL)
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
     def _global_args(self, g: _Global) -> tuple[_GArg, ...]:
@@ -3960,6 +3977,11 @@ class _Verifier:
         i = 0
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        if name == THROW_KFUNC:
+            # process_bpf_exit_full(exception_exit): every frame unwinds, nothing may be
+            # held; the cookie is the return value (XDP has no return range to check)
+            self._resource_leak(st, "bpf_throw")
+            return -1
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
             else self._obj_new_type(regs, proto.ret == KRet.PERCPU_OBJ_NEW) \
             if proto.ret in (KRet.OBJ_NEW, KRet.PERCPU_OBJ_NEW) else None
@@ -5105,6 +5127,37 @@ class _Verifier:
                 walk(c, total, frames + 1)
 
         walk(0, 0, 1)
+
+    def _check_throw_in_callbacks(self) -> None:
+        """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
+        callback calls, cannot unwind the helper that called the callback."""
+        throws = {pc for pc, name in self.kfunc_at.items() if name == THROW_KFUNC}
+        if not throws:
+            return
+        n = len(self.insns)
+        cbs = {pc + 1 + i.imm for pc, i in enumerate(self.insns)
+               if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+               0 <= pc + 1 + i.imm < n}
+        starts = sorted(set(self.subprogs) | cbs)
+        ends = dict(zip(starts, [*starts[1:], n], strict=True))
+        seen: set[tuple[int, bool]] = set()
+
+        def walk(sub: int, in_cb: bool) -> None:
+            if (sub, in_cb) in seen:
+                return
+            seen.add((sub, in_cb))
+            for pc in range(sub, ends[sub]):
+                i = self.insns[pc]
+                if pc in throws and in_cb:
+                    raise Refuse(f"bpf_throw kfunc (insn {pc}) cannot be called from callback "
+                                 f"subprog {starts.index(sub)}", errno.EINVAL)
+                if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL:
+                    walk(pc + 1 + i.imm, in_cb)
+                elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and \
+                        pc + 1 + i.imm in cbs:
+                    walk(pc + 1 + i.imm, True)
+
+        walk(0, False)
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
