@@ -114,6 +114,12 @@ PERCPU_VERDICTS = {
 PERCPU_PROCESSED = {"xdp_pcpu_count": 109, "xdp_pcpu_sum": 80, "xdp_pcpu_take": 21,
                     "xdp_pcpu_unchecked_cpu": 20}
 PERCPU_RUN = ("xdp_pcpu_count", "xdp_pcpu_sum", "xdp_pcpu_take", "xdp_pcpu_unchecked_cpu")
+# Runs (program, Linux's verdict) from an empty map under BPF_PROG_TEST_RUN, slot 0's
+# total after them Linux's (tests/kernel/test_local_kptr_kernel.py re-measures both).
+PERCPU_LINUX_RUNS = (("xdp_pcpu_sum", 1), *(("xdp_pcpu_count", 2),) * 5, ("xdp_pcpu_sum", 2),
+                     ("xdp_pcpu_take", 2), ("xdp_pcpu_take", 1), ("xdp_pcpu_sum", 1),
+                     ("xdp_pcpu_count", 2), ("xdp_pcpu_count", 2), ("xdp_pcpu_sum", 2))
+PERCPU_LINUX_TOTAL = 1
 
 
 def test_percpu_objects_get_linux_verdict() -> None:
@@ -161,6 +167,11 @@ def test_percpu_objects_count_per_cpu(engine: str) -> None:
     natives = (memalloc_percpu._per_cpu_ptr, memalloc_percpu._this_cpu_ptr, memalloc.obj_drop)
     with Collection(percpu_spec(), engine=engine, nr_cpus=2) as c:
         p = {n: c.programs[n] for n in PERCPU_RUN}
+        got = [(n, p[n].test_run(bytes(60 + i)).retval)
+               for i, (n, _) in enumerate(PERCPU_LINUX_RUNS)]
+        assert got == list(PERCPU_LINUX_RUNS)  # as Linux runs them
+        assert c.maps["vals"][0]["total"] == PERCPU_LINUX_TOTAL
+        assert p["xdp_pcpu_take"].test_run(bytes(60)).retval == 2
         assert p["xdp_pcpu_sum"].test_run(bytes(60)).retval == XdpAction.XDP_DROP  # none yet
         assert p["xdp_pcpu_count"].test_run(bytes(60)).retval == 2  # made and stored
         assert arena().live() - before == 1
