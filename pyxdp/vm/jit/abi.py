@@ -26,8 +26,8 @@ __all__ = [
     "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
-    "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo", "Natives",
-    "ProgramInput",
+    "ST_THROW", "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo",
+    "Natives", "ProgramInput",
 ]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
