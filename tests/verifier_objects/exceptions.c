@@ -5,7 +5,7 @@
  * returns the cookie (the default exception callback; an XDP run keeps its low
  * 32 bits), and the mistakes Linux refuses. Each program's Linux 6.18 verdict
  * is recorded in tests/test_verifier.py, the runs compared with Linux's by
- * tests/kernel/test_verifier_kernel.py.
+ * tests/kernel/test_exceptions_kernel.py.
  *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
