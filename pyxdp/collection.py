@@ -373,7 +373,8 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
     BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
 _FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
-               "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS}
+               "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS,
+               "percpu_kptr": _LINUX_KPTR_MAPS}
 
 
 def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
@@ -393,7 +394,8 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
         if ms.type not in _FIELD_MAPS.get(name, frozenset()):
             raise MapError("create", errno.EOPNOTSUPP,
                            f"map {ms.name}: a {name} in a {BpfMapType(ms.type).name} value")
-    kptrs = tuple(off for name, off in fields if name == "kptr")
+    # a __percpu_kptr's object is an arena object too (pyxdp.vm.memalloc_percpu)
+    kptrs = tuple(off for name, off in fields if name in ("kptr", "percpu_kptr"))
     if kptrs and ms.type not in _KPTR_MAPS:
         raise NotSupportedError(f"map {ms.name}: __kptr fields in a "
                                 f"{BpfMapType(ms.type).name} value are not modelled by pyxdp")
@@ -407,7 +409,7 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     if heads:
         h.set_list_heads(tuple((off, node) for off, (_, node) in heads.items()))  # type: ignore[attr-defined]
     h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
-                          for name, off in fields if name != "kptr" and (
+                          for name, off in fields if name not in ("kptr", "percpu_kptr") and (
                               last.get(name) != off or name not in _ASYNC_FIELDS))
 
 

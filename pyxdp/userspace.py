@@ -113,7 +113,7 @@ class UserspaceBackend:
             ops = dev.xdp_metadata_ops
         helpers = None
         if spec.kfuncs:
-            spec, helpers = bind_kfuncs(spec, ops, btf)
+            spec, helpers = bind_kfuncs(spec, ops, btf, self.nr_cpus)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
                        helpers=helpers, facts=facts)
         return self.register(prog)

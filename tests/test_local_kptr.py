@@ -5,17 +5,25 @@ sample with Linux, tests/test_verifier.py the verifier's verdicts on the usual m
 
 from __future__ import annotations
 
+import errno
 import gc
+import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 
+import numpy as np
 import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import UnsupportedHelper
+from pyxdp.errors import UnsupportedHelper, VerifierError
 from pyxdp.net.prog import jit_available
+from pyxdp.spec import CollectionSpec
+from pyxdp.uapi.bpf import XdpAction
 from pyxdp.verifier import verify
-from pyxdp.vm import memalloc
+from pyxdp.vm import memalloc, memalloc_percpu
 from pyxdp.vm.memalloc import ObjArena, arena
 
 OBJ = Path(__file__).resolve().parents[1] / "samples" / "local_kptr.o"
@@ -77,3 +85,117 @@ def test_rbtree_stays_unsupported() -> None:
                        ("xdp_rbtree_first", "kfunc bpf_rbtree_first is not modelled")):
         with pytest.raises(UnsupportedHelper, match=what):
             verify(spec.programs[name], spec.maps, btf=spec.btf)
+
+
+PERCPU = Path(__file__).parent / "verifier_objects" / "percpu_kptr.o"
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/percpu_kptr.o, and its
+# processed counts on the programs it accepts (tests/kernel/test_verifier_kernel.py and
+# tests/kernel/test_local_kptr_kernel.py re-measure them).
+PERCPU_VERDICTS = {
+    "xdp_pcpu_count": (None, 0), "xdp_pcpu_sum": (None, 0), "xdp_pcpu_take": (None, 0),
+    "xdp_pcpu_unchecked_cpu": (None, 0),
+    "xdp_pcpu_deref": ("R0 is ptr_cnt access percpu memory: off=0", errno.EACCES),
+    "xdp_pcpu_this_new": ("R1 type=percpu_ptr_ expected=percpu_ptr_, percpu_rcu_ptr_, "
+                          "percpu_trusted_ptr_", errno.EACCES),
+    "xdp_pcpu_not_scalars": ("bpf_percpu_obj_new type ID argument must be of a struct of "
+                             "scalars", errno.EINVAL),
+    "xdp_pcpu_too_big": ("bpf_percpu_obj_new type size (520) is greater than 512",
+                         errno.EINVAL),
+    "xdp_pcpu_plain_drop": ("arg#0 expected for bpf_percpu_obj_drop_impl()", errno.EINVAL),
+    "xdp_obj_percpu_drop": ("arg#0 expected for bpf_obj_drop_impl()", errno.EINVAL),
+    "xdp_pcpu_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                      errno.EINVAL),
+    "xdp_pcpu_into_kptr": ("invalid kptr access, R2 type=percpu_ptr_ expected=ptr_cnt",
+                           errno.EACCES),
+    "xdp_obj_into_pcpu": ("invalid kptr access, R2 type=ptr_ expected=ptr_cnt", errno.EACCES),
+    "xdp_pcpu_kptr_deref": ("R1 is ptr_cnt access percpu memory: off=0", errno.EACCES),
+    "xdp_pcpu_store": ("store to referenced kptr disallowed", errno.EACCES),
+    "xdp_pcpu_no_null_check": ("R1 type=percpu_rcu_ptr_or_null_ expected=percpu_ptr_, "
+                               "percpu_rcu_ptr_, percpu_trusted_ptr_", errno.EACCES),
+}
+PERCPU_PROCESSED = {"xdp_pcpu_count": 109, "xdp_pcpu_sum": 80, "xdp_pcpu_take": 21,
+                    "xdp_pcpu_unchecked_cpu": 20}
+PERCPU_RUN = ("xdp_pcpu_count", "xdp_pcpu_sum", "xdp_pcpu_take", "xdp_pcpu_unchecked_cpu")
+# Runs (program, Linux's verdict) from an empty map under BPF_PROG_TEST_RUN, slot 0's
+# total after them Linux's (tests/kernel/test_local_kptr_kernel.py re-measures both).
+PERCPU_LINUX_RUNS = (("xdp_pcpu_sum", 1), *(("xdp_pcpu_count", 2),) * 5, ("xdp_pcpu_sum", 2),
+                     ("xdp_pcpu_take", 2), ("xdp_pcpu_take", 1), ("xdp_pcpu_sum", 1),
+                     ("xdp_pcpu_count", 2), ("xdp_pcpu_count", 2), ("xdp_pcpu_sum", 2))
+PERCPU_LINUX_TOTAL = 1
+
+
+def test_percpu_objects_get_linux_verdict() -> None:
+    spec = load_collection_spec(PERCPU)
+    got: dict[str, tuple[str | None, int]] = {}
+    for name, prog in spec.programs.items():
+        try:
+            n = verify(prog, spec.maps, btf=spec.btf).insns_processed
+            assert n == PERCPU_PROCESSED[name], name
+            got[name] = (None, 0)
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+    assert got == PERCPU_VERDICTS
+
+
+def percpu_spec() -> CollectionSpec:
+    """percpu_kptr.o's programs Linux accepts."""
+    spec = load_collection_spec(PERCPU)
+    return replace(spec, programs={n: spec.programs[n] for n in PERCPU_RUN})
+
+
+def _python_calls(fns: tuple[Callable[..., int], ...], run: Callable[[], object]) -> int:
+    """How often the code of ``fns`` runs in Python during ``run()``."""
+    codes = {fn.__code__ for fn in fns}
+    calls = 0
+
+    def prof(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code in codes:
+            calls += 1
+    sys.setprofile(prof)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_percpu_objects_count_per_cpu(engine: str) -> None:
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    gc.collect()
+    before = arena().live()
+    natives = (memalloc_percpu._per_cpu_ptr, memalloc_percpu._this_cpu_ptr, memalloc.obj_drop)
+    with Collection(percpu_spec(), engine=engine, nr_cpus=2) as c:
+        p = {n: c.programs[n] for n in PERCPU_RUN}
+        got = [(n, p[n].test_run(bytes(60 + i)).retval)
+               for i, (n, _) in enumerate(PERCPU_LINUX_RUNS)]
+        assert got == list(PERCPU_LINUX_RUNS)  # as Linux runs them
+        assert c.maps["vals"][0]["total"] == PERCPU_LINUX_TOTAL
+        assert p["xdp_pcpu_take"].test_run(bytes(60)).retval == 2
+        assert p["xdp_pcpu_sum"].test_run(bytes(60)).retval == XdpAction.XDP_DROP  # none yet
+        assert p["xdp_pcpu_count"].test_run(bytes(60)).retval == 2  # made and stored
+        assert arena().live() - before == 1
+
+        def count() -> None:
+            for n in (61, 62, 63):  # CPU 0 (test_run's), then CPU 1
+                p["xdp_pcpu_count"].test_run(bytes(n))
+            frames = np.zeros((2, 256), np.uint8)
+            p["xdp_pcpu_count"].handle.run_batch(frames, [0, 0], [70, 80], cpu=1)
+            assert p["xdp_pcpu_sum"].test_run(bytes(60)).retval == 2
+            # CPU 1's copy counted
+            assert p["xdp_pcpu_unchecked_cpu"].test_run(bytes(60)).retval == 1
+            assert p["xdp_pcpu_take"].test_run(bytes(60)).retval == 2  # dropped
+        py = _python_calls(natives, count)
+        # this_cpu_ptr x5, per_cpu_ptr x3 (CPU 2 is NULL) + x1, bpf_percpu_obj_drop x1
+        assert py == (0 if engine == "jit" else 10)
+        assert c.maps["vals"][0] == {"total": 5, "pc": 0, "o": 0}
+        assert arena().live() == before
+        assert p["xdp_pcpu_take"].test_run(bytes(60)).retval == XdpAction.XDP_DROP  # empty
+        p["xdp_pcpu_count"].test_run(bytes(60))  # a new one, left in the map
+        assert arena().live() - before == 1
+        p.clear()
+    del c
+    gc.collect()  # the map went: its per-CPU object was dropped with it
+    assert arena().live() == before

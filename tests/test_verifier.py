@@ -12,6 +12,7 @@ message, the pc, the C line and the registers; ``verify=False`` and
 from __future__ import annotations
 
 import errno
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
+from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
 from pyxdp.testing.verifier_cases import CASES, VerifierCase
 from pyxdp.uapi.bpf import XdpAction
@@ -267,6 +269,87 @@ def test_graph_list_mistakes_get_linux_verdict() -> None:
             processed[name] = int(e.log.rsplit("processed ", 1)[1].split()[0])
     assert got == GRAPH_LIST
     assert processed == GRAPH_LIST_PROCESSED
+
+
+# Linux 6.18's verdicts on tests/verifier_objects/kfunc_refused.o: sleepable kfuncs and
+# __bpf_trap, refused where the walk reaches the call (the kernel test re-measures them).
+KFUNC_REFUSED = {
+    "xdp_copy_user": ("program must be sleepable to call sleepable kfunc "
+                      "bpf_copy_from_user_str", errno.EACCES),
+    "xdp_user_key": ("program must be sleepable to call sleepable kfunc bpf_lookup_user_key",
+                     errno.EACCES),
+    "xdp_trap": ("unexpected __bpf_trap() due to uninitialized variable?", errno.EFAULT),
+}
+
+
+def test_sleepable_kfuncs_and_trap_refused_as_linux() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" /
+                                "kfunc_refused.o")
+    got = {}
+    # refused at load, before either engine has the program (the last one: the JIT's)
+    for n, (name, prog) in enumerate(spec.programs.items()):
+        engine = "jit" if n == len(spec.programs) - 1 and jit_available() else "interp"
+        with pytest.raises(VerifierError) as e:
+            Collection(replace(spec, programs={name: prog}), engine=engine)
+        got[name] = (e.value.reason, e.value.errno)
+    assert got == KFUNC_REFUSED
+
+
+# Linux 6.18's verdicts on tests/verifier_objects/exceptions.o (bpf_throw), and what its
+# xdp_throw returns for each of EXCEPTION_RUNS under BPF_PROG_TEST_RUN (the kernel test
+# re-measures both).
+EXCEPTIONS = {
+    "xdp_throw": (None, 0),
+    "xdp_throw_leak": ("bpf_throw would lead to reference leak", errno.EINVAL),
+    "xdp_throw_in_callback": ("bpf_throw kfunc (insn 10) cannot be called from callback "
+                              "subprog 1", errno.EINVAL),
+    "xdp_throw_pointer": ("R1 is not a scalar", errno.EINVAL),
+}
+EXCEPTIONS_OBJ = Path(__file__).parent / "verifier_objects" / "exceptions.o"
+# short: thrown by main; 0xff first: by a static function, the cookie's high word dropped;
+# longer than 1000 bytes: by a global function
+EXCEPTION_RUNS = ((bytes(15), 1), (bytes([0xFF]) * 20, 3), (bytes([7]) * 20, 1),
+                  (bytes([8]) * 21, 2), (bytes([7]) * 1200, 0), (bytes([0xFF]) * 1200, 3))
+
+
+def test_exceptions_get_linux_verdict() -> None:
+    spec = load_collection_spec(EXCEPTIONS_OBJ)
+    got = {}
+    for name, prog in spec.programs.items():
+        try:
+            assert verify(prog, spec.maps, btf=spec.btf).insns_processed == 45, name
+            got[name] = (None, 0)
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+    assert got == EXCEPTIONS
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_throw_unwinds_to_the_cookie(engine: str) -> None:
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    import sys
+    from types import FrameType
+
+    from pyxdp.vm import bpf_exception
+
+    spec = load_collection_spec(EXCEPTIONS_OBJ)
+    calls = 0
+
+    def prof(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event == "call" and frame.f_code is bpf_exception.bpf_throw.__code__
+    with Collection(replace(spec, programs={"xdp_throw": spec.programs["xdp_throw"]}),
+                    engine=engine) as c:
+        prog = c.programs["xdp_throw"]
+        sys.setprofile(prof)
+        try:
+            got = [(pkt, prog.test_run(pkt)) for pkt, _ in EXCEPTION_RUNS]
+        finally:
+            sys.setprofile(None)
+    assert [(pkt, r.retval) for pkt, r in got] == list(EXCEPTION_RUNS)
+    assert all(r.fault is None for _, r in got)
+    assert calls == (0 if engine == "jit" else 4)  # the JIT throws natively
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

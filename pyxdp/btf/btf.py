@@ -95,11 +95,14 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     "bpf_list_head": SpecialField(16, repeatable=True, unique=False),
     "bpf_list_node": SpecialField(24, repeatable=True, unique=False, obj_only=True),
     "bpf_refcount": SpecialField(4, obj_only=True),
+    # BPF_KPTR_PERCPU: ``__percpu_kptr``, a referenced pointer to a per-CPU object
+    "percpu_kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
 }
-# btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_KPTR_PERCPU,
-# BPF_UPTR); pyxdp does not model them (a value's such pointer is plain bytes). Any
-# other tag on a pointer member is a record Linux refuses.
-_UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "percpu_kptr", "uptr"})
+_KPTR_TAGS = ("kptr", "percpu_kptr")
+# btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_UPTR); pyxdp does
+# not model them (a value's such pointer is plain bytes). Any other tag on a pointer
+# member is a record Linux refuses.
+_UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "uptr"})
 # One special field found: (name, byte offset, the BTF id of the struct a kptr points to
 # or a list holds (else 0), the offset of the list's node member in that struct).
 _Found = tuple[str, int, int, int]
@@ -382,12 +385,13 @@ class Btf:
         keeps the map, with no special field at all.)"""
         return [(n, off) for n, off, _, _ in self._parse_fields(type_id, names)]
 
-    def kptr_fields(self, type_id: int) -> dict[int, int]:
-        """The referenced ``__kptr`` fields :meth:`special_fields` finds in a value of
+    def kptr_fields(self, type_id: int, tag: str = "kptr") -> dict[int, int]:
+        """The referenced ``__kptr`` fields (``tag`` ``"percpu_kptr"``: the
+        ``__percpu_kptr`` ones) :meth:`special_fields` finds in a value of
         type ``type_id`` (a record Linux refuses has none): byte offset -> the BTF id
         of the struct each points to (``btf_field_kptr.btf_id``)."""
         try:
-            return {off: tid for n, off, tid, _ in self._parse_fields(type_id, ("kptr",))}
+            return {off: tid for n, off, tid, _ in self._parse_fields(type_id, (tag,))}
         except FieldError:
             return {}
 
@@ -480,7 +484,8 @@ class Btf:
             if vt.kind is BtfKind.UNION:  # Linux 6.18 looks into no union
                 return []
             if vt.kind is not BtfKind.STRUCT:  # btf_get_field_type: the last try, a kptr
-                return self._kptr(vt, off, nelems, expected) if "kptr" in wanted else []
+                return self._kptr(vt, off, nelems, expected, wanted) \
+                    if wanted.intersection(_KPTR_TAGS) else []
             # btf_find_nested_struct
             if level + 1 >= _MAX_RESOLVE_DEPTH:
                 raise FieldError(errno.E2BIG, "struct nesting too deep")
@@ -516,7 +521,8 @@ class Btf:
                 return tid, mem.bit_offset // 8
         raise FieldError(errno.EINVAL, f"struct {struct} has no bpf_list_node {node}")
 
-    def _kptr(self, vt: BtfType, off: int, nelems: int, expected: int) -> list[_Found]:
+    def _kptr(self, vt: BtfType, off: int, nelems: int, expected: int, wanted: set[str]
+              ) -> list[_Found]:
         """btf_find_kptr: a member of type ``vt`` (not a struct) at ``off`` is a kptr
         when it is a pointer (volatile allowed) to a ``btf_type_tag("kptr")`` of a
         struct."""
@@ -533,12 +539,14 @@ class Btf:
             raise FieldError(errno.EINVAL, "a kptr with more than one type tag")
         if tag.name in _UNMODELLED_KPTR_TAGS:
             return []
-        if tag.name != "kptr":
+        if tag.name not in _KPTR_TAGS:
             raise FieldError(errno.EINVAL, f"a pointer tagged {tag.name!r}")
         target = self.resolve(tag.size_type)
         if self.types[target].kind is not BtfKind.STRUCT:
             raise FieldError(errno.EINVAL, "a kptr to other than a struct")
-        return self._repeat([("kptr", 0, target, 0)], nelems, 8, off)
+        if tag.name not in wanted:
+            return []
+        return self._repeat([(tag.name, 0, target, 0)], nelems, 8, off)
 
     @staticmethod
     def _repeat(fields: list[_Found], nelems: int, size: int, off: int) -> list[_Found]:

@@ -40,12 +40,14 @@ from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
 from pyxdp.net.xdp_kern_ctx import KERN_CTX_KFUNCS
 from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
+from pyxdp.vm.bpf_exception import EXCEPTION_KFUNCS
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.bpf_list import LIST_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
 from pyxdp.vm.memalloc import OBJ_KFUNCS, make_obj_new
+from pyxdp.vm.memalloc_percpu import PERCPU_OBJ_KFUNCS, make_percpu_obj_new
 from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
 from pyxdp.vm.rqspinlock import RES_SPIN_LOCK_KFUNCS
 from pyxdp.vm.string_kfuncs import STRING_KFUNCS
@@ -122,11 +124,12 @@ METADATA_KFUNCS: dict[str, Callable[[XdpMetadataOps], Callable[..., int]]] = {
 }
 
 
-def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None = None
-                ) -> tuple[ProgramSpec, dict[int, Helper]]:
+def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None = None,
+                nr_cpus: int = 1) -> tuple[ProgramSpec, dict[int, Helper]]:
     """``spec`` with its kfunc calls turned into calls of helpers of its own, and the
     helper table to run it with; ``ops`` are the bound device's (None: none), ``btf``
-    the program's (``bpf_obj_new`` allocates its structs)."""
+    the program's (``bpf_obj_new`` allocates its structs), ``nr_cpus`` the CPUs it runs
+    on (``bpf_percpu_obj_new`` makes a copy for each)."""
     helpers = dict(XDP_HELPERS)
     insns = list(spec.insns)
     ids: dict[str, int] = {}
@@ -134,12 +137,15 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
     # Each subsystem's kfuncs, as the kernel's BTF_ID sets register them per program type.
     plain_tables = (DYNPTR_KFUNCS, CT_KFUNCS, ITER_KFUNCS, FILTER_KFUNCS, XFRM_KFUNCS,
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
-                    OBJ_KFUNCS, LIST_KFUNCS, RES_SPIN_LOCK_KFUNCS)
+                    OBJ_KFUNCS, LIST_KFUNCS, PERCPU_OBJ_KFUNCS, RES_SPIN_LOCK_KFUNCS,
+                    EXCEPTION_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)
         if k.name == "bpf_obj_new_impl":  # per program: the sizes of its BTF's structs
             plain = make_obj_new(btf)
+        elif k.name == "bpf_percpu_obj_new_impl":
+            plain = make_percpu_obj_new(btf, nr_cpus)
         if make is None and plain is None:
             raise NotSupportedError(f"program {spec.name!r} calls kfunc {k.name!r} (pc "
                                     f"{k.pc}), which pyxdp's engines do not provide")

@@ -1050,6 +1050,82 @@ exit""", None),
 )
 
 
+# -- kfuncs an XDP program may name but Linux refuses when the walk reaches the call:
+# KF_SLEEPABLE ones (XDP is never sleepable) and __bpf_trap (clang's unreachable code);
+# the trap is refused first, the sleepable call before its arguments are looked at
+_SLEEP = "program must be sleepable to call sleepable kfunc "
+_TRAP = "unexpected __bpf_trap() due to uninitialized variable?"
+_SL_HELD = """r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(locked)
+call 1
+if r0 == 0 goto out
+r1 = r0
+r1 += 4
+call 93
+"""
+_SLEEPABLE_CASES = (
+    _c("sleep_arena_alloc", "r1 = 0\ncall KFUNC(bpf_arena_alloc_pages)\nr0 = 2\nexit",
+       _SLEEP + "bpf_arena_alloc_pages"),
+    _c("sleep_copy_str", "call KFUNC(bpf_copy_from_user_str)\nr0 = 2\nexit",
+       _SLEEP + "bpf_copy_from_user_str"),
+    _c("sleep_user_key", "r1 = 1\nr2 = 0\ncall KFUNC(bpf_lookup_user_key)\nr0 = 2\nexit",
+       _SLEEP + "bpf_lookup_user_key"),
+    _c("sleep_dmabuf_iter", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_dmabuf_new)\n"
+       "r0 = 2\nexit", _SLEEP + "bpf_iter_dmabuf_new"),
+    _c("sleep_in_rcu", "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_iter_kmem_cache_next)\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr0 = 2\nexit", _SLEEP + "bpf_iter_kmem_cache_next"),
+    _c("sleep_dead", "r0 = 2\nif r0 == 2 goto +1\ncall KFUNC(bpf_copy_from_user_dynptr)\n"
+       "exit", None, processed=3),
+    _c("sleep_locked", _SL_HELD + "call KFUNC(bpf_arena_free_pages)\nout:\nr0 = 2\nexit",
+       "function calls are not allowed while holding a lock", err=errno.EINVAL),
+    _c("trap", "r0 = 0\ncall KFUNC(__bpf_trap)\nexit", _TRAP, err=errno.EFAULT),
+    _c("trap_dead", "r0 = 0\nif r0 == 0 goto +1\ncall KFUNC(__bpf_trap)\nr0 = 2\nexit",
+       None, processed=4),
+    _c("trap_in_irq", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_local_irq_save)\n"
+       "call KFUNC(__bpf_trap)\nr0 = 2\nexit", _TRAP, err=errno.EFAULT),
+)
+
+
+# -- BPF exceptions: bpf_throw(cookie) ends every frame; nothing may be held then, no
+# callback may throw (nor a function a callback calls), the cookie is a scalar
+_THROW = "r1 = {c}\ncall KFUNC(bpf_throw)\nr0 = 0\nexit"
+_THROW_SUB = "call sub\nr0 = 1\nexit\nsub:\nr1 = 5\ncall KFUNC(bpf_throw)\nr0 = 0\nexit"
+_THROW_CASES = (
+    _c("throw", _THROW.format(c=2), None, processed=2),
+    _c("throw_wide", _THROW.format(c="0x100000003 ll"), None, processed=2),
+    _c("throw_no_cookie", "call KFUNC(bpf_throw)\nr0 = 0\nexit", "R1 is not a scalar",
+       err=errno.EINVAL),
+    _c("throw_pointer", _THROW.format(c="r10"), "R1 is not a scalar", err=errno.EINVAL),
+    _c("throw_static", _THROW_SUB, None, processed=3),
+    _c("throw_global", _THROW_SUB, None, processed=5,
+       funcs=(Func("main"), Func("sub", True))),
+    _c("throw_dead", "r0 = 2\nif r0 == 2 goto +2\nr1 = 5\ncall KFUNC(bpf_throw)\nexit",
+       None, processed=3),
+    _c("throw_in_rcu", "call KFUNC(bpf_rcu_read_lock)\n" + _THROW_SUB.replace(
+        "r0 = 1\nexit\nsub", "call KFUNC(bpf_rcu_read_unlock)\nr0 = 1\nexit\nsub"),
+       "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", err=errno.EINVAL),
+    _c("throw_in_irq", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_local_irq_save)\n" +
+       _THROW.format(c=2), "bpf_throw cannot be used inside bpf_local_irq_save-ed region",
+       err=errno.EINVAL),
+    _c("throw_no_preempt", "call KFUNC(bpf_preempt_disable)\n" + _THROW.format(c=2),
+       "bpf_throw cannot be used inside bpf_preempt_disable-ed region", err=errno.EINVAL),
+    _c("throw_leak", "r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto +5\n"
+       "r6 = r0\ncall sub\nr1 = r6\nr2 = 0\ncall 133\nr0 = 1\nexit\nsub:\nr1 = 5\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw would lead to reference leak", err=errno.EINVAL),
+    _c("throw_in_cb", _LOOP.format(cb="r1 = 9\ncall KFUNC(bpf_throw)\nr0 = 0"),
+       "bpf_throw kfunc (insn 9) cannot be called from callback subprog 1", funcs=_CB,
+       err=errno.EINVAL),
+    _c("throw_under_cb", _LOOP.format(cb="call sub\nr0 = 0\nexit\nsub:\nr1 = 9\n"
+                                         "call KFUNC(bpf_throw)\nr0 = 0"),
+       "bpf_throw kfunc (insn 12) cannot be called from callback subprog 2",
+       funcs=(Func("main"), Func("cb"), Func("sub")), err=errno.EINVAL),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -5753,4 +5829,6 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_XFRM_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
+    *_SLEEPABLE_CASES,
+    *_THROW_CASES,
 )

@@ -53,6 +53,7 @@ class Arg(Enum):
     KPTR_XCHG_DEST = auto()      # ARG_KPTR_XCHG_DEST: a map value's __kptr field
     BTF_ID_OR_NULL_RELEASE = auto()  # ARG_PTR_TO_BTF_ID_OR_NULL | OBJ_RELEASE
     FIXED_MEM_RDONLY = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY (FuncProto.sizes)
+    PERCPU_BTF_ID = auto()       # ARG_PTR_TO_PERCPU_BTF_ID: a per-CPU object's pointer
 
 
 class Ret(Enum):
@@ -64,6 +65,8 @@ class Ret(Enum):
     SOCK_COMMON_OR_NULL = auto()  # RET_PTR_TO_SOCK_COMMON_OR_NULL, an acquired reference
     DYNPTR_MEM_OR_NULL = auto()  # bpf_dynptr_data: memory of the constant size, or NULL
     KPTR_OR_NULL = auto()        # RET_PTR_TO_BTF_ID_OR_NULL: the kptr field's object, acquired
+    # RET_PTR_TO_MEM_OR_BTF_ID: of a per-CPU object, one CPU's copy (MEM_ALLOC | MEM_RCU)
+    PERCPU_COPY = auto()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,10 @@ PROTOS: dict[int, FuncProto] = {
     207: FuncProto((A.FIXED_MEM_RDONLY, A.FIXED_MEM_RDONLY), gpl_only=True, sizes=(40, 20)),
     # bpf_kptr_xchg(dst, ptr): the verifier's _kptr_xchg checks it (process_kptr_func)
     194: FuncProto((A.KPTR_XCHG_DEST, A.BTF_ID_OR_NULL_RELEASE), Ret.KPTR_OR_NULL),
+    # bpf_per_cpu_ptr(ptr, cpu), bpf_this_cpu_ptr(ptr): of per-CPU objects only (pyxdp has
+    # no per-CPU kernel variables, __ksym)
+    153: FuncProto((A.PERCPU_BTF_ID, A.ANYTHING), Ret.PERCPU_COPY),
+    154: FuncProto((A.PERCPU_BTF_ID,), Ret.PERCPU_COPY),
     # pyxdp's extension (never Linux's): bpf_redirect_xsk(ctx, flags).
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
 }
@@ -170,10 +177,10 @@ PROTOS: dict[int, FuncProto] = {
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
 # cgroup, socket casts, probe_read_*,
-# per-CPU pointers, storage maps, strtol/strtoul, ...
+# storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
     15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
-    113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 153, 154, 156,
+    113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
     157, 158, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
 
 # bpf_func_proto.pkt_access: the helpers XDP may give a packet pointer (map lookups,

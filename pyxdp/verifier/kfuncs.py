@@ -23,7 +23,8 @@ from enum import Enum, auto
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL",
            "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
-           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "register_kfunc"]
+           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "SLEEPABLE_KFUNCS", "THROW_KFUNC",
+           "TRAP_KFUNC", "register_kfunc"]
 
 # include/linux/btf.h
 KF_ACQUIRE = 1 << 0
@@ -73,6 +74,7 @@ class KRet(Enum):
     LIST_NODE = auto()     # a node of the LIST_HEAD argument's list (an object at its offset)
     LIST_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
     REFCOUNTED = auto()    # bpf_refcount_acquire: the argument's object, owned
+    PERCPU_OBJ_NEW = auto()  # bpf_percpu_obj_new: the same, one copy per CPU (MEM_PERCPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +192,12 @@ KFUNCS: dict[str, KfuncProto] = {
                                     KF_ACQUIRE | KF_RET_NULL),
     "bpf_list_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
     "bpf_list_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_percpu_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.PERCPU_OBJ_NEW,
+                                          KF_ACQUIRE | KF_RET_NULL),
+    "bpf_percpu_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),
+    # kernel/bpf/helpers.c: BPF exceptions (common_btf_ids): bpf_throw(cookie) ends the
+    # program, whose return value is the cookie (the default exception callback)
+    "bpf_throw": KfuncProto((P(KArg.SCALAR),), KRet.VOID),
     # kernel/bpf/helpers.c: the bpf_wq kfuncs (common_btf_ids); flags are checked when
     # they run (-EINVAL), aux__prog is the program the verifier passes
     "bpf_wq_init": KfuncProto((P(KArg.WORKQUEUE), P(KArg.MAP), _U32)),
@@ -225,6 +233,24 @@ KFUNCS: dict[str, KfuncProto] = {
 }
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
+
+# KF_SLEEPABLE kfuncs of the sets XDP may name (kernel/bpf/helpers.c common_btf_ids and
+# generic_btf_ids, kernel/bpf/arena.c, kernel/bpf/dmabuf_iter.c, kernel/bpf/kmem_cache_iter.c,
+# kernel/trace/bpf_trace.c key_sig_kfunc_set): an XDP program is never sleepable, so
+# check_kfunc_call refuses every call of one that the walk reaches, before its arguments.
+SLEEPABLE_KFUNCS = frozenset({
+    "bpf_arena_alloc_pages", "bpf_arena_free_pages", "bpf_arena_reserve_pages",
+    "bpf_copy_from_user_dynptr", "bpf_copy_from_user_str", "bpf_copy_from_user_str_dynptr",
+    "bpf_copy_from_user_task_dynptr", "bpf_copy_from_user_task_str",
+    "bpf_copy_from_user_task_str_dynptr",
+    "bpf_iter_dmabuf_new", "bpf_iter_dmabuf_next", "bpf_iter_dmabuf_destroy",
+    "bpf_iter_kmem_cache_new", "bpf_iter_kmem_cache_next", "bpf_iter_kmem_cache_destroy",
+    "bpf_lookup_user_key",
+})
+THROW_KFUNC = "bpf_throw"
+# kernel/bpf/helpers.c: the kfunc clang emits where it proved code unreachable (an
+# uninitialised variable's use); check_kfunc_call refuses a call of it that the walk reaches.
+TRAP_KFUNC = "__bpf_trap"
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

@@ -50,7 +50,7 @@ from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
-from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, FieldError
+from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
@@ -82,6 +82,9 @@ from pyxdp.verifier.kfuncs import (
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
+    SLEEPABLE_KFUNCS,
+    THROW_KFUNC,
+    TRAP_KFUNC,
     KArg,
     KfuncProto,
     KParam,
@@ -147,6 +150,12 @@ ALLOC, RCU = 0x4000, 0x8000
 # NON_OWN_REF: an object on a list, which the program may use until it unlocks the list's
 # bpf_spin_lock (invalidate_non_owning_refs); it holds no reference
 NON_OWN = 0x10000
+# MEM_PERCPU: a per-CPU object (bpf_percpu_obj_new's, or a __percpu_kptr read from a map
+# value): no access but through bpf_this_cpu_ptr/bpf_per_cpu_ptr
+PERCPU = 0x20000
+# BPF_GLOBAL_PERCPU_MA_MAX_SIZE: the largest struct bpf_percpu_obj_new allocates
+_PERCPU_OBJ_MAX = 512
+BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR = 153, 154
 # Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
 # task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
@@ -219,8 +228,8 @@ _TYPE_STRS: dict[int, str] = {}  # type_str's answers (a type's string is asked 
 
 def _type_str(t: int) -> str:
     pre = ("rdonly_" if t & RDONLY else "") + ("ringbuf_" if t & RINGBUF else "") + (
-        "rcu_" if t & RCU else "") + ("untrusted_" if t & UNTRUSTED else "") + (
-        "trusted_" if t & TRUSTED else "")
+        "percpu_" if t & PERCPU else "") + ("rcu_" if t & RCU else "") + (
+        "untrusted_" if t & UNTRUSTED else "") + ("trusted_" if t & TRUSTED else "")
     if t & 0xFF == BTF_ID:  # reg_type_str: "ptr_or_null_"
         return pre + ("ptr_or_null_" if t & MAYBE_NULL else "ptr_")
     post = "_or_null" if t & MAYBE_NULL else ""
@@ -1310,6 +1319,7 @@ class _Verifier:
             self._do_check()
             self._check_global_subprogs()
             self._check_max_stack_depth()
+            self._check_throw_in_callbacks()
         except Refuse as e:
             raise self._error(e) from None
         depth = tuple(self.depth[s] for s in self.subprogs)
@@ -1346,6 +1356,12 @@ class _Verifier:
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
+        btf = self.btf
+        if btf is not None and any(t.kind is BtfKind.DECL_TAG and
+                                   t.name.startswith("exception_callback:") for t in btf.types):
+            raise UnsupportedHelper(f"{self.spec.name}: an exception callback of its own "
+                                    "(the exception_callback: decl tag, __exception_cb) is "
+                                    "not modelled by pyxdp")
         for k in self.spec.kfuncs:
             self.pc = k.pc
             if not self.gpl:
@@ -1449,6 +1465,11 @@ class _Verifier:
                 o = i.code & 0xF0
                 if o == op.BPF_CALL:
                     pc = self._call(st, i, pc, stack)
+                    if pc < 0:  # bpf_throw: the path ends as at the main program's exit
+                        nxt = self._finish(st, stack)
+                        if nxt is None:
+                            return
+                        st, pc = nxt
                 elif o == op.BPF_EXIT:
                     ret = self._exit(st, pc)
                     if ret is None:
@@ -2869,9 +2890,9 @@ class _Verifier:
         """check_ptr_to_btf_access: a read walks the struct's BTF (btf_struct_access); the
         value is a scalar (None), a PTR_TO_BTF_ID of a member's struct or read-only
         untrusted memory. XDP writes nothing but nf_conn fields (not modelled: refused)."""
-        if reg.t & ALLOC:
+        if reg.t & ALLOC and not reg.t & PERCPU:
             return self._obj_access(regno, reg, off, size, write)
-        if not self.gpl:
+        if not self.gpl and not reg.t & (ALLOC | PERCPU):
             raise Refuse(f"Cannot access kernel 'struct {reg.bt}' from non-GPL compatible "
                          "program", errno.EINVAL)
         if off < 0:
@@ -2879,6 +2900,8 @@ class _Verifier:
         if reg.tm or reg.tv:
             raise Refuse(f"R{regno} is ptr_{reg.bt} invalid variable offset: off={off}, "
                          f"var_off={tnum_str((reg.tv, reg.tm))}")
+        if reg.t & PERCPU:  # only bpf_this_cpu_ptr/bpf_per_cpu_ptr reach a per-CPU object
+            raise Refuse(f"R{regno} is ptr_{reg.bt} access percpu memory: off={off}")
         if write:
             raise Refuse("only read is supported")
         tid = self._btf_type(reg)
@@ -2938,7 +2961,9 @@ class _Verifier:
         assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
-        r.set_ptr(BTF_ID | ALLOC | RCU | MAYBE_NULL)
+        # a per-CPU object's pointer is no object's (MEM_PERCPU, not MEM_ALLOC)
+        r.set_ptr(BTF_ID | (PERCPU if at in self._percpu_kptrs(reg.map) else ALLOC) | RCU |
+                  MAYBE_NULL)
         r.bt, r.sub = self._kptr_struct(tid), tid
         r.id = self._new_id()
         return r
@@ -3593,24 +3618,28 @@ class _Verifier:
         if self.in_global and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
+        self._resource_leak(st, "BPF_EXIT instruction in main prog")
+        return None
+
+    def _resource_leak(self, st: State, prefix: str) -> None:
+        """check_resource_leak at the main program's exit or a bpf_throw (any frame):
+        no lock, reference, saved IRQ state, RCU section or disabled preemption left."""
         if st.locks:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_spin_lock-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_spin_lock-ed region",
+                         errno.EINVAL)
         if st.refs:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
-            raise Refuse("BPF_EXIT instruction in main prog would lead to reference leak",
-                         errno.EINVAL)
+            raise Refuse(f"{prefix} would lead to reference leak", errno.EINVAL)
         if st.irqs:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_local_irq_save-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_local_irq_save-ed region",
+                         errno.EINVAL)
         if st.rcu:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_rcu_read_lock-ed region", errno.EINVAL)
+            raise Refuse(f"{prefix} cannot be used inside bpf_rcu_read_lock-ed region",
+                         errno.EINVAL)
         if st.preempt:
-            raise Refuse("BPF_EXIT instruction in main prog cannot be used inside "
-                         "bpf_preempt_disable-ed region", errno.EINVAL)
-        return None
+            raise Refuse(f"{prefix} cannot be used inside bpf_preempt_disable-ed region",
+                         errno.EINVAL)
 
     # -- global functions (btf_check_subprog_call, do_check_subprogs) ---------------------
     def _global_args(self, g: _Global) -> tuple[_GArg, ...]:
@@ -3858,6 +3887,8 @@ class _Verifier:
         proto = PROTOS.get(fid)
         if fid == BPF_FUNC_KPTR_XCHG:
             return self._kptr_xchg(st, pc)
+        if fid in (BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR):
+            return self._percpu_ptr(st, fid, pc)
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
@@ -3954,6 +3985,11 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
+        if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
+            raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
+                         errno.EFAULT)
+        if name in SLEEPABLE_KFUNCS:  # an XDP program is never sleepable
+            raise Refuse(f"program must be sleepable to call sleepable kfunc {name}")
         proto = KFUNCS.get(name)
         if proto is None:
             raise UnsupportedHelper(f"{self.spec.name}: kfunc {name} is not modelled by "
@@ -3969,8 +4005,14 @@ class _Verifier:
         i = 0
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        if name == THROW_KFUNC:
+            # process_bpf_exit_full(exception_exit): every frame unwinds, nothing may be
+            # held; the cookie is the return value (XDP has no return range to check)
+            self._resource_leak(st, "bpf_throw")
+            return -1
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
-            else self._obj_new_type(regs) if proto.ret == KRet.OBJ_NEW \
+            else self._obj_new_type(regs, proto.ret == KRet.PERCPU_OBJ_NEW) \
+            if proto.ret in (KRet.OBJ_NEW, KRet.PERCPU_OBJ_NEW) \
             else self._list_node_ret(meta, proto.ret == KRet.LIST_NODE) \
             if proto.ret in (KRet.LIST_NODE, KRet.LIST_NODE_NON_OWN) else None
         if meta.refcounted is not None:  # bpf_refcount_acquire: the same object, owned
@@ -4115,7 +4157,7 @@ class _Verifier:
                 self._mark_precise(st, [n])
             return i + 1
         if p.kind == KArg.ALLOC:
-            self._alloc_arg(n, i, reg, meta)
+            self._alloc_arg(n, i, reg, meta, name)
             return i + 1
         if p.kind == KArg.LIST_HEAD:
             self._list_head_arg(st, n, i, reg, meta)
@@ -4200,7 +4242,7 @@ class _Verifier:
         return i + 1
 
     @staticmethod
-    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
+    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta, name: str) -> None:
         """KF_ARG_PTR_TO_ALLOC_BTF_ID: an object bpf_obj_new gave, whole (bpf_obj_drop): a
         release argument is a trusted one (not NULL; referenced, or only the trusted
         modifiers MEM_ALLOC and PTR_TRUSTED: an RCU pointer is not)."""
@@ -4210,8 +4252,12 @@ class _Verifier:
         if not reg.ref and not (reg.t & 0xFF == BTF_ID and flags and
                                 not flags & ~(ALLOC | TRUSTED)):
             raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
-        if reg.t != BTF_ID | ALLOC:
+        # a per-CPU object goes to bpf_percpu_obj_drop, any other to bpf_obj_drop
+        want = "bpf_percpu_obj_drop_impl" if reg.t & PERCPU else "bpf_obj_drop_impl"
+        if reg.t not in (BTF_ID | ALLOC, BTF_ID | ALLOC | PERCPU):
             raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+        if name != want:
+            raise Refuse(f"arg#{i} expected for {want}()", errno.EINVAL)
         if not reg.ref:
             raise Refuse("allocated object must be referenced", errno.EINVAL)
         if reg.off or not reg.const or reg.tv:
@@ -4330,9 +4376,10 @@ class _Verifier:
         for r in st.all_regs(lambda r: bool(r.t & NON_OWN)):
             r.set_unknown()
 
-    def _obj_new_type(self, regs: list[Reg]) -> Reg:
+    def _obj_new_type(self, regs: list[Reg], percpu: bool) -> Reg:
         """check_kfunc_call for bpf_obj_new: R0 an object of the program's struct whose
-        BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC)."""
+        BTF id R1 holds (PTR_TO_BTF_ID | MEM_ALLOC); for bpf_percpu_obj_new a struct of
+        scalars no larger than 512 bytes, MEM_PERCPU."""
         value = regs[1].tv
         if value >> 32:
             raise Refuse("local type ID argument must be in range [0, U32_MAX]", errno.EINVAL)
@@ -4343,6 +4390,8 @@ class _Verifier:
         if t is None or t.kind is not BtfKind.STRUCT:
             raise Refuse("bpf_obj_new/bpf_percpu_obj_new type ID argument must be of a struct",
                          errno.EINVAL)
+        if percpu:
+            self._percpu_obj_type(value)
         held = [btf.resolved(m.type).name for m in t.members
                 if btf.resolved(m.type).kind is BtfKind.STRUCT and
                 btf.resolved(m.type).name in _OBJ_SPECIAL - _OBJ_MODELLED]
@@ -4356,18 +4405,72 @@ class _Verifier:
                 f"{held[0]}: objects with special fields are not modelled by pyxdp",
                 pc=self.pc)
         r = Reg()
-        r.set_ptr(BTF_ID | ALLOC)
+        r.set_ptr(BTF_ID | ALLOC | (PERCPU if percpu else 0))
         r.bt, r.sub = t.name, value
         return r
 
+    def _percpu_obj_type(self, tid: int) -> None:
+        """check_kfunc_call for bpf_percpu_obj_new: the struct at most 512 bytes, without
+        special fields (no btf_struct_meta), of scalars only (__btf_type_is_scalar_struct)."""
+        assert self.btf is not None
+        btf = self.btf
+        t = btf.type_by_id(tid)
+        if t.size_type > _PERCPU_OBJ_MAX:
+            raise Refuse(f"bpf_percpu_obj_new type size ({t.size_type}) is greater than "
+                         f"{_PERCPU_OBJ_MAX}", errno.EINVAL)
+        try:
+            special = bool(btf.special_fields(tid)) or any(
+                btf.resolved(m.type).kind is BtfKind.STRUCT and
+                btf.resolved(m.type).name in _OBJ_SPECIAL for m in t.members)
+        except FieldError:
+            special = True
+        if special:
+            raise Refuse("bpf_percpu_obj_new type ID argument must not contain special "
+                         "fields", errno.EINVAL)
+
+        def scalars(st: BtfType, depth: int) -> bool:
+            for m in st.members:
+                mt = btf.resolved(m.type)
+                if mt.kind is BtfKind.STRUCT:
+                    if depth >= 3:
+                        self.log.append("max struct nesting depth exceeded")
+                        return False
+                    if not scalars(mt, depth + 1):
+                        return False
+                    continue
+                if mt.kind is BtfKind.ARRAY and mt.array is not None:
+                    if not mt.array.nelems:
+                        return False
+                    mt = btf.resolved(mt.array.type)
+                if mt.kind not in (BtfKind.INT, BtfKind.ENUM):
+                    return False
+            return True
+
+        if not scalars(t, 0):
+            raise Refuse("bpf_percpu_obj_new type ID argument must be of a struct of scalars",
+                         errno.EINVAL)
+
     def _kptrs(self, m: MapSpec) -> dict[int, int]:
-        """The map value's referenced __kptr fields: offset -> the program's struct id."""
+        """The map value's referenced __kptr and __percpu_kptr fields: offset -> the
+        program's struct id (:meth:`_percpu_kptrs` tells which are per-CPU)."""
         got = self.kptrs.get(m.name)
         if got is None:
             got = {}
             if self.btf is not None and m.value_type is not None:
-                got = self.btf.kptr_fields(m.value_type)
+                got = {**self.btf.kptr_fields(m.value_type),
+                       **self.btf.kptr_fields(m.value_type, "percpu_kptr")}
             self.kptrs[m.name] = got
+        return got
+
+    def _percpu_kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's __percpu_kptr fields (BPF_KPTR_PERCPU): offset -> struct id."""
+        key = "percpu:" + m.name
+        got = self.kptrs.get(key)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type, "percpu_kptr")
+            self.kptrs[key] = got
         return got
 
     def _kptr_struct(self, tid: int) -> str:
@@ -4404,13 +4507,18 @@ class _Verifier:
         if tid is None:
             raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
         name = self._kptr_struct(tid)
+        percpu = PERCPU if off in self._percpu_kptrs(m) else 0
         ptr = self._read(regs, 2)
         if not ptr.is_null():
-            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | 0xFF):
+            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | PERCPU | 0xFF):
                 raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
                              "rcu_ptr_", errno.EACCES)
+            if ptr.t & PERCPU != percpu:  # map_kptr_match_type: the flags, before the name
+                raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)} "
+                             f"expected=ptr_{name}")
             if ptr.sub != tid or ptr.off:
-                raise Refuse(f"invalid kptr access, R2 type=ptr_{ptr.bt} expected=ptr_{name}")
+                raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)}{ptr.bt} "
+                             f"expected=ptr_{name}")
             if not ptr.ref:
                 raise Refuse("R2 must be referenced when passed to release function",
                              errno.EINVAL)
@@ -4418,10 +4526,32 @@ class _Verifier:
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
-        r0.set_ptr(BTF_ID | ALLOC | MAYBE_NULL)
+        r0.set_ptr(BTF_ID | ALLOC | percpu | MAYBE_NULL)
         r0.bt, r0.sub = name, tid
         r0.id = r0.ref = self._new_id()
         st.refs.append((r0.id, pc))
+        return pc + 1
+
+    def _percpu_ptr(self, st: State, fid: int, pc: int) -> int:
+        """bpf_per_cpu_ptr(ptr, cpu), bpf_this_cpu_ptr(ptr): ptr a per-CPU object's pointer
+        read from a map value (percpu_btf_ptr_types: MEM_PERCPU, not NULL, not the
+        object bpf_percpu_obj_new gave); R0 one CPU's copy, an RCU object of the same
+        struct (returns_cpu_specific_alloc_ptr: never NULL to the verifier)."""
+        regs = st.cur.regs
+        reg = self._read(regs, 1)
+        if fid == BPF_FUNC_PER_CPU_PTR:
+            self._read(regs, 2)
+        if reg.t not in (BTF_ID | PERCPU, BTF_ID | PERCPU | RCU, BTF_ID | PERCPU | TRUSTED):
+            raise Refuse(f"R1 type={type_str(reg.t)} expected=percpu_ptr_, percpu_rcu_ptr_, "
+                         "percpu_trusted_ptr_")
+        if reg.off or not reg.const or reg.tv:
+            raise UnsupportedHelper(f"{self.spec.name}: pc {pc} passes a per-CPU object's "
+                                    "pointer with an offset: not modelled by pyxdp", pc=pc)
+        bt, sub = reg.bt, reg.sub
+        for r in range(6):
+            regs[r].__init__()  # type: ignore[misc]
+        regs[0].set_ptr(BTF_ID | ALLOC | RCU)
+        regs[0].bt, regs[0].sub = bt, sub
         return pc + 1
 
     def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
@@ -4916,7 +5046,7 @@ class _Verifier:
             if not (reg.smin + off < at + SPECIAL_FIELDS[name].size and
                     at < reg.umax + off + size):
                 continue
-            if name != "kptr":
+            if name not in ("kptr", "percpu_kptr"):
                 raise Refuse(f"{name} cannot be accessed directly by load/store")
             if not direct:
                 raise Refuse("kptr cannot be accessed indirectly by helper")
@@ -5157,6 +5287,37 @@ class _Verifier:
                 walk(c, total, frames + 1)
 
         walk(0, 0, 1)
+
+    def _check_throw_in_callbacks(self) -> None:
+        """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
+        callback calls, cannot unwind the helper that called the callback."""
+        throws = {pc for pc, name in self.kfunc_at.items() if name == THROW_KFUNC}
+        if not throws:
+            return
+        n = len(self.insns)
+        cbs = {pc + 1 + i.imm for pc, i in enumerate(self.insns)
+               if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+               0 <= pc + 1 + i.imm < n}
+        starts = sorted(set(self.subprogs) | cbs)
+        ends = dict(zip(starts, [*starts[1:], n], strict=True))
+        seen: set[tuple[int, bool]] = set()
+
+        def walk(sub: int, in_cb: bool) -> None:
+            if (sub, in_cb) in seen:
+                return
+            seen.add((sub, in_cb))
+            for pc in range(sub, ends[sub]):
+                i = self.insns[pc]
+                if pc in throws and in_cb:
+                    raise Refuse(f"bpf_throw kfunc (insn {pc}) cannot be called from callback "
+                                 f"subprog {starts.index(sub)}", errno.EINVAL)
+                if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL:
+                    walk(pc + 1 + i.imm, in_cb)
+                elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and \
+                        pc + 1 + i.imm in cbs:
+                    walk(pc + 1 + i.imm, True)
+
+        walk(0, False)
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,

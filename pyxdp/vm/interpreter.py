@@ -43,7 +43,8 @@ from pyxdp.errors import (
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "MAY_GOTO_LOOPS", "OP_MAY_GOTO", "TAIL_CALL_ID",
-           "Helper", "HelperFn", "Interpreter", "Ldimm64Resolver", "helper_display_name",
+           "Helper", "HelperFn", "Interpreter", "Ldimm64Resolver", "ProgramThrow",
+           "helper_display_name",
            "helper_failure", "insn_text", "ld_imm64_value"]
 
 DEFAULT_BUDGET = 1_000_000
@@ -59,6 +60,16 @@ FUNC_BASE = 0x0000_7FFE_0000_0000
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 M32 = 0xFFFF_FFFF
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
+
+
+class ProgramThrow(PyxdpError):
+    """``bpf_throw(cookie)`` unwinding every frame of a run: the run returns the cookie
+    (the default exception callback's ``r0 = r1``); raised by the kfunc, caught by
+    :meth:`Interpreter.run`."""
+
+    def __init__(self, cookie: int) -> None:
+        super().__init__(f"bpf_throw({cookie:#x})")
+        self.cookie = cookie
 
 
 class HelperFn(Protocol):
@@ -490,7 +501,11 @@ class Interpreter:
             trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
         """Run from pc 0 with r1, r2 set; return r0 (unsigned 64-bit)."""
         self._fresh(regions, context, (r1, r2))
-        self._execute(0, self.budget if budget is None else budget, trace)
+        try:
+            self._execute(0, self.budget if budget is None else budget, trace)
+        except ProgramThrow as e:  # every frame unwound: the cookie is r0
+            self.frames.clear()
+            self.R[0] = e.cookie & M64
         return self.R[0]
 
     def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),

@@ -44,8 +44,8 @@ from pyxdp.vm.memory import Region
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "OBJ_KFUNCS", "ObjArena", "arena",
-           "make_obj_new", "map_arena", "obj_drop", "uses_arena"]
+__all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "DROP_NATIVE", "OBJ_KFUNCS", "ObjArena",
+           "arena", "make_obj_new", "map_arena", "obj_drop", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -336,8 +336,9 @@ def _kptr_xchg_fn(natives: Natives) -> str:
 # The kfuncs by name; bpf_obj_new_impl is bound per program (make_obj_new: its BTF).
 OBJ_KFUNCS: dict[str, Callable[..., int]] = {"bpf_obj_drop_impl": obj_drop,
                                              "bpf_refcount_acquire_impl": refcount_acquire}
-register_kfunc("bpf_obj_drop_impl", obj_drop,
-               HelperNative("obj_drop", 1, _drop_fn, ("translate",)))
+# (bpf_percpu_obj_drop frees its per-CPU block with the same twin)
+DROP_NATIVE = HelperNative("obj_drop", 1, _drop_fn, ("translate",))
+register_kfunc("bpf_obj_drop_impl", obj_drop, DROP_NATIVE)
 register_kfunc("bpf_refcount_acquire_impl", refcount_acquire,
                HelperNative("refcount_acquire", 1, _acquire_fn, ("translate",)))
 register_helper(int(BpfFuncId.BPF_FUNC_kptr_xchg),
@@ -347,7 +348,9 @@ ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg",
                          "bpf_refcount_acquire_impl",
                          "bpf_list_push_front_impl", "bpf_list_push_back_impl",
                          "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
-                         "bpf_list_back"})
+                         "bpf_list_back",
+                         "bpf_percpu_obj_new_impl", "bpf_percpu_obj_drop_impl", "per_cpu_ptr",
+                         "this_cpu_ptr"})
 
 
 def uses_arena(names: set[str]) -> bool:

@@ -8,6 +8,7 @@ verifier's verdicts on the usual mistakes are tests/verifier_objects/local_kptr.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from pyxdp.net.prog import jit_available
 pytestmark = pytest.mark.kernel
 
 OBJ = Path(__file__).resolve().parents[2] / "samples" / "local_kptr.o"
+PERCPU = Path(__file__).resolve().parents[1] / "verifier_objects" / "percpu_kptr.o"
 # After the corpus: take slot 3's object out, put one in slot 1, take it out, find
 # slot 1 empty (XDP_PASS), then fill slot 1 again.
 TAIL = [bytes([0xFF]) * 40, bytes([1]) * 70, bytes([0xFF]) * 41, bytes([0xFF]) * 40,
@@ -57,3 +59,20 @@ def test_local_kptr_matches_linux(engine: str) -> None:
     assert {1, 2} <= set(verdicts)
     assert all(s["flow"] == 0 for s in slots) and sum(s["replaced"] for s in slots) > 10
     assert sum(s["peeked"] for s in slots) > 0
+
+
+def test_percpu_objects_run_as_pinned() -> None:
+    """tests/verifier_objects/percpu_kptr.o's counting programs under BPF_PROG_TEST_RUN on
+    Linux give the verdicts and total tests/test_local_kptr.py pins for pyxdp's
+    interpreter and JIT (PERCPU_LINUX_RUNS, PERCPU_LINUX_TOTAL)."""
+    spec = load_collection_spec(PERCPU)
+    spec = replace(spec, programs={n: spec.programs[n] for n in (
+        "xdp_pcpu_count", "xdp_pcpu_sum", "xdp_pcpu_take")})
+    runs = (("xdp_pcpu_sum", 1), *(("xdp_pcpu_count", 2),) * 5, ("xdp_pcpu_sum", 2),
+            ("xdp_pcpu_take", 2), ("xdp_pcpu_take", 1), ("xdp_pcpu_sum", 1),
+            ("xdp_pcpu_count", 2), ("xdp_pcpu_count", 2), ("xdp_pcpu_sum", 2))
+    with Collection(spec, "kernel") as kern:
+        got = [(p, kern.programs[p].test_run(bytes(60 + i)).retval)
+               for i, (p, _) in enumerate(runs)]
+        assert got == list(runs)
+        assert kern.maps["vals"][0] == {"total": 1, "pc": 0, "o": 0}

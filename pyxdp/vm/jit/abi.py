@@ -26,8 +26,8 @@ __all__ = [
     "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
-    "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo", "Natives",
-    "ProgramInput",
+    "ST_THROW", "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo",
+    "Natives", "ProgramInput",
 ]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
@@ -101,6 +101,8 @@ ST_HELPER = 5    # a Python helper raised; the exception waits on the Python sid
 ST_ABORT = 6     # a Python helper was interrupted (KeyboardInterrupt): stop a batch too
 ST_TAIL = 7      # a natively tail-called program faulted: fault_pc/fault_addr are its, and
                  # max_depth packs its status | its deepest frame << 8 | tail entry << 16
+ST_THROW = 8     # bpf_throw unwinds to the program's main function (fault_addr: the
+                 # cookie), which returns it: no run ends with this status
 
 # nflags bits.
 NF_RUNCTX = 1    # the context is a RunContext: ``cpu`` is its CPU, redirect state is native

@@ -87,6 +87,7 @@ from pyxdp.vm.jit.abi import (
     ST_BUDGET,
     ST_CALLX,
     ST_READ,
+    ST_THROW,
     ST_WRITE,
     LoweredModule,
     MapInfo,
@@ -298,6 +299,15 @@ class FuncLowering:
             self._emit_block(self.blocks[pc])
         self._shared_faults()
         f.at("bail")
+        if entry == 0:  # bpf_throw's unwinding ends here: the cookie is r0
+            thrown = f.ins(f"icmp eq i64 {f.cget('%ctx', 'status')}, {ST_THROW}")
+            f.cbr(thrown, "thrown", "unwind", UNLIKELY)
+            f.at("thrown")
+            cookie = f.cget("%ctx", "fault_addr")
+            for name in ("status", "fault_addr", "fault_pc"):
+                f.cset("%ctx", name, "0")
+            f.do(f"ret {RET_T} {f.ins(f'insertvalue {RET_T} undef, i64 {cookie}, 0')}")
+            f.at("unwind")
         f.do(f"ret {RET_T} undef")
         for pc, where in self.phi_at.items():
             edges = self.edges[pc]
