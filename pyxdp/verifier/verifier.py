@@ -3545,8 +3545,10 @@ class _Verifier:
                 self.log.append("global function calls are not allowed while holding a lock,")
                 raise Refuse("use static function instead", errno.EINVAL)
             kf = self.kfunc_at.get(pc)
-            # (a kfunc outside the table is UnsupportedHelper below: its verdict unknown)
-            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and kf in KFUNCS and
+            # (a kfunc outside the table is UnsupportedHelper below: its verdict unknown;
+            # the sleepable ones and the trap are refused, the lock checked first)
+            if (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+                    (kf in KFUNCS or kf in SLEEPABLE_KFUNCS or kf == TRAP_KFUNC) and
                     kf not in _SPIN_ALLOWED_KFUNCS) or (
                     i.src == op.CallSrc.BPF_HELPER_CALL and i.imm != 94):
                 raise Refuse("function calls are not allowed while holding a lock",

@@ -30,8 +30,11 @@ from pyxdp.vm.context import RunContext, helper
 from pyxdp.vm.jit.abi import NF_RUNCTX, SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper, register_kfunc
-from pyxdp.vm.memalloc import DROP_NATIVE, obj_drop
-from pyxdp.vm.memalloc import map_arena  # the run sees the arena
+from pyxdp.vm.memalloc import (
+    DROP_NATIVE,
+    map_arena,  # the run sees the arena
+    obj_drop,
+)
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
