@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import errno
 import gc
-import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 
 import numpy as np
 import pytest
@@ -21,6 +18,7 @@ from pyxdp.elf import load_collection_spec
 from pyxdp.errors import UnsupportedHelper, VerifierError
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import CollectionSpec
+from pyxdp.testing.native import python_calls
 from pyxdp.uapi.bpf import XdpAction
 from pyxdp.verifier import verify
 from pyxdp.vm import memalloc, memalloc_percpu
@@ -143,23 +141,6 @@ def percpu_spec() -> CollectionSpec:
     return replace(spec, programs={n: spec.programs[n] for n in PERCPU_RUN})
 
 
-def _python_calls(fns: tuple[Callable[..., int], ...], run: Callable[[], object]) -> int:
-    """How often the code of ``fns`` runs in Python during ``run()``."""
-    codes = {fn.__code__ for fn in fns}
-    calls = 0
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code in codes:
-            calls += 1
-    sys.setprofile(prof)
-    try:
-        run()
-    finally:
-        sys.setprofile(None)
-    return calls
-
-
 @pytest.mark.parametrize("engine", ["interp", "jit"])
 def test_percpu_objects_count_per_cpu(engine: str) -> None:
     if engine == "jit" and not jit_available():
@@ -187,7 +168,7 @@ def test_percpu_objects_count_per_cpu(engine: str) -> None:
             # CPU 1's copy counted
             assert p["xdp_pcpu_unchecked_cpu"].test_run(bytes(60)).retval == 1
             assert p["xdp_pcpu_take"].test_run(bytes(60)).retval == 2  # dropped
-        py = _python_calls(natives, count)
+        py = python_calls(natives, count)
         # this_cpu_ptr x5, per_cpu_ptr x3 (CPU 2 is NULL) + x1, bpf_percpu_obj_drop x1
         assert py == (0 if engine == "jit" else 10)
         assert c.maps["vals"][0] == {"total": 5, "pc": 0, "o": 0}

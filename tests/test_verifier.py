@@ -322,25 +322,16 @@ def test_exceptions_get_linux_verdict() -> None:
 def test_throw_unwinds_to_the_cookie(engine: str) -> None:
     if engine == "jit" and not jit_available():
         pytest.skip("the JIT needs llvmlite")
-    import sys
-    from types import FrameType
-
+    from pyxdp.testing.native import python_calls
     from pyxdp.vm import bpf_exception
 
     spec = load_collection_spec(EXCEPTIONS_OBJ)
-    calls = 0
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event == "call" and frame.f_code is bpf_exception.bpf_throw.__code__
     with Collection(replace(spec, programs={"xdp_throw": spec.programs["xdp_throw"]}),
                     engine=engine) as c:
         prog = c.programs["xdp_throw"]
-        sys.setprofile(prof)
-        try:
-            got = [(pkt, prog.test_run(pkt)) for pkt, _ in EXCEPTION_RUNS]
-        finally:
-            sys.setprofile(None)
+        got = []
+        calls = python_calls((bpf_exception.bpf_throw,), lambda: got.extend(
+            (pkt, prog.test_run(pkt)) for pkt, _ in EXCEPTION_RUNS))
     assert [(pkt, r.retval) for pkt, r in got] == list(EXCEPTION_RUNS)
     assert all(r.fault is None for _, r in got)
     assert calls == (0 if engine == "jit" else 4)  # the JIT throws natively
