@@ -373,7 +373,7 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
     BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
 _FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
-               "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS,
+               "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS, "bpf_rb_root": _KPTR_MAPS,
                "percpu_kptr": _LINUX_KPTR_MAPS}
 
 
@@ -383,7 +383,8 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     refuses is kept as an error, which holds no field): a struct bpf_timer's or
     bpf_wq's (the last one's, the record's ``timer_off``/``wq_off``) through
     ``place_async``, the referenced __kptr fields through ``set_kptr_fields`` and the
-    list heads through ``set_list_heads`` (an update or delete drops their objects),
+    list heads and tree roots through ``set_list_heads`` and ``set_rb_roots`` (an
+    update or delete drops their objects),
     every other's bytes as a span updates leave out."""
     assert ms.value_type is not None
     try:
@@ -408,6 +409,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
     heads = btf.list_heads(ms.value_type)
     if heads:
         h.set_list_heads(tuple((off, node) for off, (_, node) in heads.items()))  # type: ignore[attr-defined]
+    roots = btf.list_heads(ms.value_type, "bpf_rb_root")
+    if roots:
+        h.set_rb_roots(tuple((off, node) for off, (_, node) in roots.items()))  # type: ignore[attr-defined]
     h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]
                           for name, off in fields if name not in ("kptr", "percpu_kptr") and (
                               last.get(name) != off or name not in _ASYNC_FIELDS))

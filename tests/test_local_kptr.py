@@ -15,7 +15,7 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import UnsupportedHelper, VerifierError
+from pyxdp.errors import VerifierError
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import CollectionSpec
 from pyxdp.testing.native import python_calls
@@ -72,17 +72,6 @@ def test_allocator_classes_and_reuse() -> None:
         a.free(y)
         a.free(y)
     assert a.live() == 1
-
-
-def test_rbtree_stays_unsupported() -> None:
-    # Linux 6.18 accepts both programs; pyxdp models lists and refcounted objects
-    # (tests/test_graph_list.py) but not the red-black tree, and says so.
-    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "unmodelled" /
-                                "graph.o")
-    for name, what in (("xdp_obj_with_rb_node", "struct tnode, which holds bpf_rb_node"),
-                       ("xdp_rbtree_first", "kfunc bpf_rbtree_first is not modelled")):
-        with pytest.raises(UnsupportedHelper, match=what):
-            verify(spec.programs[name], spec.maps, btf=spec.btf)
 
 
 PERCPU = Path(__file__).parent / "verifier_objects" / "percpu_kptr.o"

@@ -271,6 +271,58 @@ def test_graph_list_mistakes_get_linux_verdict() -> None:
     assert processed == GRAPH_LIST_PROCESSED
 
 
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/rbtree.o: BPF red-black
+# trees used right and wrong (the lock, owned and non-owning nodes, the less callback),
+# and the instructions Linux processed (tests/kernel/test_rbtree_kernel.py re-measures
+# both).
+RBTREE = {
+    "xdp_rb_ok": (None, 0),
+    "xdp_rb_walk": (None, 0),
+    "xdp_remove_owned": (None, 0),
+    "xdp_add_unlocked": ("bpf_spin_lock at off=0 must be held for bpf_rb_root", errno.EINVAL),
+    "xdp_first_unlocked": ("bpf_spin_lock at off=0 must be held for bpf_rb_root",
+                           errno.EINVAL),
+    "xdp_wrong_node": ("operation on bpf_rb_root expects arg#1 bpf_rb_node at offset=8 in "
+                       "struct tnode, but arg is at offset=16 in struct other", errno.EINVAL),
+    "xdp_add_twice": ("arg#1 expected pointer to allocated object", errno.EINVAL),
+    "xdp_use_after_unlock": ("R7 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_remove_after_unlock": ("bpf_rbtree_remove can only take non-owning or refcounted "
+                                "bpf_rb_node pointer", errno.EINVAL),
+    "xdp_remove_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                        errno.EINVAL),
+    "xdp_add_removed_unchecked": ("Possibly NULL pointer passed to trusted arg1",
+                                  errno.EACCES),
+    "xdp_remove_in_less": ("bpf_rbtree_remove not allowed in rbtree cb", errno.EINVAL),
+    "xdp_first_in_less": (None, 0),
+    "xdp_less_returns_two": ("At callback return the register R0 has smin=2 smax=2 should "
+                             "have been in [0, 1]", errno.EINVAL),
+    "xdp_left_in_less": ("bpf_rbtree_left not allowed in rbtree cb", errno.EINVAL),
+    "xdp_helper_in_less": ("function calls are not allowed while holding a lock",
+                           errno.EINVAL),
+    "xdp_less_writes": (None, 0),
+    "xdp_root_access": ("bpf_rb_root cannot be accessed directly by load/store", errno.EACCES),
+    "xdp_node_access": ("direct access to bpf_rb_node is disallowed", errno.EACCES),
+    "xdp_drop_first": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_tree_and_list": (None, 0),
+    "xdp_add_refcounted_twice": (None, 0),
+}
+RBTREE_PROCESSED = {"xdp_rb_ok": 63, "xdp_rb_walk": 80, "xdp_remove_owned": 35,
+                    "xdp_add_unlocked": 20, "xdp_first_unlocked": 11, "xdp_wrong_node": 23,
+                    "xdp_add_twice": 30, "xdp_use_after_unlock": 27,
+                    "xdp_remove_after_unlock": 31, "xdp_remove_leak": 25,
+                    "xdp_add_removed_unchecked": 24, "xdp_remove_in_less": 28,
+                    "xdp_first_in_less": 31, "xdp_less_returns_two": 20,
+                    "xdp_left_in_less": 28, "xdp_helper_in_less": 28, "xdp_less_writes": 39,
+                    "xdp_root_access": 10, "xdp_node_access": 7, "xdp_drop_first": 21,
+                    "xdp_tree_and_list": 76, "xdp_add_refcounted_twice": 55}
+
+
+def test_rbtree_mistakes_get_linux_verdict() -> None:
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "rbtree.o")
+    assert got == RBTREE
+    assert processed == RBTREE_PROCESSED
+
+
 # Linux 6.18's verdicts on tests/verifier_objects/kfunc_refused.o: sleepable kfuncs and
 # __bpf_trap, refused where the walk reaches the call (the kernel test re-measures them).
 KFUNC_REFUSED = {

@@ -94,6 +94,9 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     # the BPF linked list (struct list_head; a node is a list_head and its owner)
     "bpf_list_head": SpecialField(16, repeatable=True, unique=False),
     "bpf_list_node": SpecialField(24, repeatable=True, unique=False, obj_only=True),
+    # the BPF red-black tree (struct rb_root_cached; a node is an rb_node and its owner)
+    "bpf_rb_root": SpecialField(16, repeatable=True, unique=False),
+    "bpf_rb_node": SpecialField(32, repeatable=True, unique=False, obj_only=True),
     "bpf_refcount": SpecialField(4, obj_only=True),
     # BPF_KPTR_PERCPU: ``__percpu_kptr``, a referenced pointer to a per-CPU object
     "percpu_kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
@@ -106,6 +109,8 @@ _UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "uptr"})
 # One special field found: (name, byte offset, the BTF id of the struct a kptr points to
 # or a list holds (else 0), the offset of the list's node member in that struct).
 _Found = tuple[str, int, int, int]
+# The graph roots and the node type each holds (btf_parse_graph_root's node_type_name)
+_GRAPH_ROOTS = {"bpf_list_head": "bpf_list_node", "bpf_rb_root": "bpf_rb_node"}
 # btf_find_graph_root: the declaration tag naming a list's struct and node member
 _CONTAINS = "contains:"
 
@@ -395,15 +400,16 @@ class Btf:
         except FieldError:
             return {}
 
-    def list_heads(self, type_id: int) -> dict[int, tuple[int, int]]:
-        """The ``bpf_list_head`` fields of a value (or allocated object) of type
-        ``type_id`` (a record Linux refuses has none): byte offset -> (the BTF id of
-        the struct its ``__contains`` tag names, the offset of that struct's
-        ``bpf_list_node`` member)."""
+    def list_heads(self, type_id: int, root: str = "bpf_list_head"
+                   ) -> dict[int, tuple[int, int]]:
+        """The graph roots (``bpf_list_head`` fields, or ``root``: ``bpf_rb_root``) of a
+        value (or allocated object) of type ``type_id`` (a record Linux refuses has
+        none): byte offset -> (the BTF id of the struct its ``__contains`` tag names,
+        the offset of that struct's node member)."""
         try:
             return {off: (tid, node) for n, off, tid, node in
-                    self._parse_fields(type_id, ("bpf_list_head", "bpf_spin_lock"))
-                    if n == "bpf_list_head"}
+                    self._parse_fields(type_id, (root, "bpf_spin_lock"))
+                    if n == root}
         except FieldError:
             return {}
 
@@ -435,9 +441,9 @@ class Btf:
         if "bpf_spin_lock" in got and "bpf_res_spin_lock" in got:
             raise FieldError(errno.EINVAL, "a bpf_spin_lock and a bpf_res_spin_lock in one "
                                            "value")
-        if "bpf_spin_lock" in wanted and "bpf_list_head" in got and \
-                "bpf_spin_lock" not in got:  # a list needs its lock beside it
-            raise FieldError(errno.EINVAL, "a bpf_list_head without a bpf_spin_lock")
+        for root in _GRAPH_ROOTS:  # a list or tree needs its lock beside it
+            if "bpf_spin_lock" in wanted and root in got and "bpf_spin_lock" not in got:
+                raise FieldError(errno.EINVAL, f"a {root} without a bpf_spin_lock")
         end = 0
         for n, off, _, _ in found:
             if off < end:
@@ -498,28 +504,30 @@ class Btf:
         if vt.kind not in (BtfKind.STRUCT, BtfKind.UNION) or vt.size_type != kind.size or \
                 off % min(kind.size, 8) or (expected and expected != kind.size * nelems):
             return []
-        held = self._graph_root(owner) if name == "bpf_list_head" else (0, 0)
+        held = self._graph_root(owner, _GRAPH_ROOTS[name]) if name in _GRAPH_ROOTS \
+            else (0, 0)
         return self._repeat([(name, 0, *held)], nelems, kind.size, off)
 
-    def _graph_root(self, owner: tuple[int, int]) -> tuple[int, int]:
-        """btf_find_graph_root and btf_parse_graph_root: the struct a list head's
-        ``contains:<struct>:<node>`` tag names (of this BTF) and the offset of its
-        ``bpf_list_node`` member ``node`` (8-aligned); EINVAL for anything else."""
+    def _graph_root(self, owner: tuple[int, int], node_type: str) -> tuple[int, int]:
+        """btf_find_graph_root and btf_parse_graph_root: the struct a list head's or
+        tree root's ``contains:<struct>:<node>`` tag names (of this BTF) and the offset
+        of its ``node_type`` member ``node`` (8-aligned); EINVAL for anything else."""
+        root = next(r for r, n in _GRAPH_ROOTS.items() if n == node_type)
         tags = [t.name[len(_CONTAINS):] for t in self.types
                 if t.kind is BtfKind.DECL_TAG and (t.size_type, t.component_idx) == owner
                 and t.name.startswith(_CONTAINS)]
         if len(tags) != 1 or ":" not in tags[0]:
-            raise FieldError(errno.EINVAL, "a bpf_list_head without one contains: tag")
+            raise FieldError(errno.EINVAL, f"a {root} without one contains: tag")
         struct, node = tags[0].split(":", 1)
         tid = self.find(struct, BtfKind.STRUCT)
         if not tid:
             raise FieldError(errno.EINVAL, f"contains: names no struct {struct}")
         for mem in self.types[tid].members:
             if mem.name == node:
-                if self.resolved(mem.type).name != "bpf_list_node" or mem.bit_offset % 64:
+                if self.resolved(mem.type).name != node_type or mem.bit_offset % 64:
                     break
                 return tid, mem.bit_offset // 8
-        raise FieldError(errno.EINVAL, f"struct {struct} has no bpf_list_node {node}")
+        raise FieldError(errno.EINVAL, f"struct {struct} has no {node_type} {node}")
 
     def _kptr(self, vt: BtfType, off: int, nelems: int, expected: int, wanted: set[str]
               ) -> list[_Found]:

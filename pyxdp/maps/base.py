@@ -47,6 +47,7 @@ from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.bpf_list import free_lists
+from pyxdp.vm.bpf_rbtree import free_trees
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import arena
 from pyxdp.vm.memory import Region
@@ -335,6 +336,8 @@ class Map:
         # objects the list holds), set from BTF by the loader: an update or delete, and
         # the map going, drop the objects still on the list (bpf_list_head_free).
         self.list_heads: tuple[tuple[int, int], ...] = ()
+        # The same of its struct bpf_rb_root fields (bpf_rb_root_free).
+        self.rb_roots: tuple[tuple[int, int], ...] = ()
         # Every other special field of the value as (offset, size), set from BTF by the
         # loader: updates leave them out (copy_map_value), so they read as zero after.
         self.field_spans: tuple[tuple[int, int], ...] = ()
@@ -371,11 +374,19 @@ class Map:
         region = self.value_region()
         weakref.finalize(self, free_lists, region.buf, region.base, self.elem_size, heads)
 
+    def set_rb_roots(self, roots: tuple[tuple[int, int], ...]) -> None:
+        """The value's red-black tree roots (from BTF, by the loader): (offset, node
+        offset)."""
+        self.rb_roots = roots
+        region = self.value_region()
+        weakref.finalize(self, free_trees, region.buf, region.base, self.elem_size, roots)
+
     @property
     def has_fields(self) -> bool:
         """Whether the value holds special fields (an update leaves them out, an update
         or delete frees them)."""
-        return bool(self.async_offs or self.field_spans or self.kptr_offs or self.list_heads)
+        return bool(self.async_offs or self.field_spans or self.kptr_offs or self.list_heads
+                    or self.rb_roots)
 
     def release_uref(self) -> None:
         """``map_release_uref``: the last user reference is gone; its timers and work
@@ -390,12 +401,13 @@ class Map:
         dropped."""
         for off in self.async_offs:
             ASYNC.cancel_and_free(value_addr + off)
-        if self.kptr_offs or self.list_heads:
+        if self.kptr_offs or self.list_heads or self.rb_roots:
             region = self.value_region()
             at = value_addr - region.base
             value = region.buf[at:at + self.elem_size]
             _drop_held(value, self.elem_size, self.kptr_offs)
             free_lists(value, value_addr, self.elem_size, self.list_heads)
+            free_trees(value, value_addr, self.elem_size, self.rb_roots)
 
     def _skip_fields(self, data: bytes) -> bytes:
         """``data`` with its special fields zero (what the element holds after an update:

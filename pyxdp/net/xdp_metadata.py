@@ -43,6 +43,7 @@ from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.bpf_exception import EXCEPTION_KFUNCS
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.bpf_list import LIST_KFUNCS
+from pyxdp.vm.bpf_rbtree import RBTREE_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
@@ -137,8 +138,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
     # Each subsystem's kfuncs, as the kernel's BTF_ID sets register them per program type.
     plain_tables = (DYNPTR_KFUNCS, CT_KFUNCS, ITER_KFUNCS, FILTER_KFUNCS, XFRM_KFUNCS,
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
-                    OBJ_KFUNCS, LIST_KFUNCS, PERCPU_OBJ_KFUNCS, RES_SPIN_LOCK_KFUNCS,
-                    EXCEPTION_KFUNCS)
+                    OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
+                    RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

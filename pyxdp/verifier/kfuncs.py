@@ -58,6 +58,8 @@ class KArg(Enum):
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
     LIST_HEAD = auto()     # KF_ARG_PTR_TO_LIST_HEAD: a map value's struct bpf_list_head, locked
     LIST_NODE = auto()     # KF_ARG_PTR_TO_LIST_NODE: an owned object's node of that list
+    RB_ROOT = auto()       # KF_ARG_PTR_TO_RB_ROOT: a map value's struct bpf_rb_root, locked
+    RB_NODE = auto()       # KF_ARG_PTR_TO_RB_NODE: an object's node of that tree
     REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
 
 
@@ -71,8 +73,9 @@ class KRet(Enum):
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
     OBJ_NEW = auto()       # bpf_obj_new: an object of the program's struct of the constant id
-    LIST_NODE = auto()     # a node of the LIST_HEAD argument's list (an object at its offset)
-    LIST_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
+    # a node of the LIST_HEAD (RB_ROOT) argument's list (tree): an object at its offset
+    GRAPH_NODE = auto()
+    GRAPH_NODE_NON_OWN = auto()  # the same, a non-owning reference (valid until the unlock)
     REFCOUNTED = auto()    # bpf_refcount_acquire: the argument's object, owned
     PERCPU_OBJ_NEW = auto()  # bpf_percpu_obj_new: the same, one copy per CPU (MEM_PERCPU)
 
@@ -186,12 +189,25 @@ KFUNCS: dict[str, KfuncProto] = {
     # in its struct, which the verifier writes itself
     "bpf_list_push_front_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
     "bpf_list_push_back_impl": KfuncProto((P(KArg.LIST_HEAD), P(KArg.LIST_NODE), _IGN, _U32)),
-    "bpf_list_pop_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+    "bpf_list_pop_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.GRAPH_NODE,
                                      KF_ACQUIRE | KF_RET_NULL),
-    "bpf_list_pop_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE,
+    "bpf_list_pop_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.GRAPH_NODE,
                                     KF_ACQUIRE | KF_RET_NULL),
-    "bpf_list_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
-    "bpf_list_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.LIST_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_list_front": KfuncProto((P(KArg.LIST_HEAD),), KRet.GRAPH_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_list_back": KfuncProto((P(KArg.LIST_HEAD),), KRet.GRAPH_NODE_NON_OWN, KF_RET_NULL),
+    # kernel/bpf/helpers.c: the BPF red-black tree (generic_btf_ids); the add's less is
+    # a static function of the program the kfunc calls (a callback verified as such),
+    # off the node's offset in its struct, which the verifier writes itself
+    "bpf_rbtree_add_impl": KfuncProto((P(KArg.RB_ROOT), P(KArg.RB_NODE), P(KArg.CALLBACK),
+                                       _IGN, _U32)),
+    "bpf_rbtree_remove": KfuncProto((P(KArg.RB_ROOT), P(KArg.RB_NODE)), KRet.GRAPH_NODE,
+                                    KF_ACQUIRE | KF_RET_NULL),
+    "bpf_rbtree_first": KfuncProto((P(KArg.RB_ROOT),), KRet.GRAPH_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_rbtree_root": KfuncProto((P(KArg.RB_ROOT),), KRet.GRAPH_NODE_NON_OWN, KF_RET_NULL),
+    "bpf_rbtree_left": KfuncProto((P(KArg.RB_ROOT), P(KArg.RB_NODE)), KRet.GRAPH_NODE_NON_OWN,
+                                  KF_RET_NULL),
+    "bpf_rbtree_right": KfuncProto((P(KArg.RB_ROOT), P(KArg.RB_NODE)), KRet.GRAPH_NODE_NON_OWN,
+                                   KF_RET_NULL),
     "bpf_percpu_obj_new_impl": KfuncProto((P(KArg.CONST), _IGN), KRet.PERCPU_OBJ_NEW,
                                           KF_ACQUIRE | KF_RET_NULL),
     "bpf_percpu_obj_drop_impl": KfuncProto((P(KArg.ALLOC), _IGN), KRet.VOID, KF_RELEASE),

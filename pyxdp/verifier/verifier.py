@@ -161,7 +161,7 @@ BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR = 153, 154
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
                           "bpf_rb_node", "bpf_refcount"})
 # ... but for these (the fields of a refcounted list node)
-_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_refcount"})
+_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_rb_node", "bpf_refcount"})
 BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
@@ -187,8 +187,13 @@ _RES_LOCK_KFUNCS = {"bpf_res_spin_lock": _PROCESS_RES_LOCK | _PROCESS_SPIN_LOCK,
 _LIST_KFUNCS = frozenset({"bpf_list_push_front_impl", "bpf_list_push_back_impl",
                           "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
                           "bpf_list_back"})
+# is_bpf_rbtree_api_kfunc: the tree's (is_rbtree_lock_required_kfunc: all of them)
+_RBTREE_KFUNCS = frozenset({"bpf_rbtree_add_impl", "bpf_rbtree_remove", "bpf_rbtree_first",
+                            "bpf_rbtree_root", "bpf_rbtree_left", "bpf_rbtree_right"})
+_RBTREE_ADD = "bpf_rbtree_add_impl"
 # kfunc_spin_allowed: the kfuncs a program may call while it holds a lock
-_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, "bpf_refcount_acquire_impl",
+_SPIN_ALLOWED_KFUNCS = frozenset({*_RES_LOCK_KFUNCS, *_LIST_KFUNCS, *_RBTREE_KFUNCS,
+                                  "bpf_refcount_acquire_impl",
                                   "bpf_iter_num_new", "bpf_iter_num_next",
                                   "bpf_iter_num_destroy"})
 # irq.kfunc_class of a STACK_IRQ_FLAG slot: which pair saved it (kept in the slot's ``sub``)
@@ -900,9 +905,10 @@ class _KfuncMeta:
     iter: tuple[int, int] | None = None  # the iterator argument's (frame, spi)
     map: MapSpec | None = None  # meta->map.ptr: the workqueue's map, then the map argument
     func: int | None = None  # meta->subprogno: the callback argument's function
-    # meta->arg_list_head: the list head argument's (struct id, node offset in it)
-    list_head: tuple[int, int] | None = None
-    list_node_ref: int = 0  # the pushed node's ref_obj_id
+    # meta->arg_list_head / arg_rbtree_root: the graph root argument's (struct id, node
+    # offset in it)
+    graph_root: tuple[int, int] | None = None
+    list_node_ref: int = 0  # the pushed (added) node's ref_obj_id
     # bpf_refcount_acquire's argument: the object's (struct name, id), and whether it is
     # owned (arg_owning_ref: R0 is not NULL then)
     refcounted: tuple[str, int] | None = None
@@ -1023,6 +1029,8 @@ BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
+# Frame.callback of bpf_rbtree_add's less (in_rbtree_lock_required_cb)
+_RBTREE_CB = -2
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
@@ -1226,7 +1234,7 @@ class _Verifier:
         self.cb_sites = frozenset(
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
-            _CALLBACK_HELPERS)
+            _CALLBACK_HELPERS) | {pc for pc, k in self.kfunc_at.items() if k == _RBTREE_ADD}
         # functions as Linux counts them: called, or a callback's address taken
         starts = set(self.subprogs) | {
             pc + 1 + i.imm for pc, i in enumerate(self.insns)
@@ -4007,6 +4015,9 @@ class _Verifier:
         i = 0
         while i < len(params):
             i = self._kfunc_arg(st, regs, name, proto, i, meta)
+        if name == _RBTREE_ADD:  # less is verified as a callback of the call
+            assert meta.func is not None
+            self._push_rbtree_cb(st, meta, pc, stack)
         if name == THROW_KFUNC:
             # process_bpf_exit_full(exception_exit): every frame unwinds, nothing may be
             # held; the cookie is the return value (XDP has no return range to check)
@@ -4015,8 +4026,8 @@ class _Verifier:
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
             else self._obj_new_type(regs, proto.ret == KRet.PERCPU_OBJ_NEW) \
             if proto.ret in (KRet.OBJ_NEW, KRet.PERCPU_OBJ_NEW) \
-            else self._list_node_ret(meta, proto.ret == KRet.LIST_NODE) \
-            if proto.ret in (KRet.LIST_NODE, KRet.LIST_NODE_NON_OWN) else None
+            else self._graph_node_ret(meta, proto.ret == KRet.GRAPH_NODE) \
+            if proto.ret in (KRet.GRAPH_NODE, KRet.GRAPH_NODE_NON_OWN) else None
         if meta.refcounted is not None:  # bpf_refcount_acquire: the same object, owned
             cast = Reg()
             cast.set_ptr(BTF_ID | ALLOC)
@@ -4172,6 +4183,12 @@ class _Verifier:
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
             return i + 1
+        if p.kind == KArg.RB_ROOT:
+            self._graph_root_arg(st, n, i, reg, meta, "bpf_rb_root")
+            return i + 1
+        if p.kind == KArg.RB_NODE:
+            self._rb_node_arg(st, n, i, reg, meta, name)
+            return i + 1
         if p.kind == KArg.REFCOUNTED:
             self._refcounted_arg(n, i, reg, meta)
             return i + 1
@@ -4268,32 +4285,37 @@ class _Verifier:
         meta.release_ref = reg.ref
 
     def _list_head_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
-        """KF_ARG_PTR_TO_LIST_HEAD (process_kf_arg_ptr_to_list_head): a map value's
-        bpf_list_head at a constant offset, whose value's bpf_spin_lock this path holds
-        (check_reg_allocation_locked). An allocated object holding a list head is not
-        one bpf_obj_new makes (refused there)."""
+        """KF_ARG_PTR_TO_LIST_HEAD (process_kf_arg_ptr_to_list_head)."""
+        self._graph_root_arg(st, n, i, reg, meta, "bpf_list_head")
+
+    def _graph_root_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta,
+                        kind: str) -> None:
+        """__process_kf_arg_ptr_to_graph_root: a map value's bpf_list_head or
+        bpf_rb_root (``kind``) at a constant offset, whose value's bpf_spin_lock this
+        path holds (check_reg_allocation_locked). An allocated object holding a graph
+        root is not one bpf_obj_new makes (refused there)."""
         if reg.t != MAP_VALUE:
             raise Refuse(f"arg#{i} expected pointer to map value or allocated object",
                          errno.EINVAL)
         if not reg.const:
-            raise Refuse(f"R{n} doesn't have constant offset. bpf_list_head has to be at the "
+            raise Refuse(f"R{n} doesn't have constant offset. {kind} has to be at the "
                          "constant offset", errno.EINVAL)
         m = reg.map
         assert m is not None
         off = reg.off + _s64(reg.tv)
-        heads = self.list_heads.get(m.name)
+        heads = self.list_heads.get(f"{kind}:{m.name}")
         if heads is None:
-            heads = self.list_heads[m.name] = {} if self.btf is None or \
-                m.value_type is None else self.btf.list_heads(m.value_type)
+            heads = self.list_heads[f"{kind}:{m.name}"] = {} if self.btf is None or \
+                m.value_type is None else self.btf.list_heads(m.value_type, kind)
         if off not in heads:
-            raise Refuse(f"bpf_list_head not found at offset={off & U32}", errno.EINVAL)
+            raise Refuse(f"{kind} not found at offset={off & U32}", errno.EINVAL)
         if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (m.name, reg.id)
                    for t, mp, rid in st.locks):
             if st.locks:
                 self.log.append("held lock and object are not in the same allocation")
             raise Refuse(f"bpf_spin_lock at off={self._lock_off(m)} must be held for "
-                         "bpf_list_head", errno.EINVAL)
-        meta.list_head = heads[off]
+                         f"{kind}", errno.EINVAL)
+        meta.graph_root = heads[off]
 
     def _list_node_arg(self, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
         """KF_ARG_PTR_TO_LIST_NODE (process_kf_arg_ptr_to_list_node): an owned object's
@@ -4306,20 +4328,50 @@ class _Verifier:
         if not reg.const:
             raise Refuse(f"R{n} doesn't have constant offset. bpf_list_node has to be at the "
                          "constant offset", errno.EINVAL)
-        assert self.btf is not None and meta.list_head is not None
+        self._graph_node(reg, meta, "bpf_list_head", "bpf_list_node")
+        meta.list_node_ref = reg.ref
+
+    def _rb_node_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta,
+                     name: str) -> None:
+        """KF_ARG_PTR_TO_RB_NODE: the add's an owned object, the others' a non-owning
+        or owned (refcounted) one, not from within the add's less callback
+        (in_rbtree_lock_required_cb); the tree's struct, at its node's offset
+        (process_kf_arg_ptr_to_rbtree_node)."""
+        if name == _RBTREE_ADD:
+            if reg.t != BTF_ID | ALLOC:
+                raise Refuse(f"arg#{i} expected pointer to allocated object", errno.EINVAL)
+            if not reg.ref:
+                raise Refuse("allocated object must be referenced", errno.EINVAL)
+        else:
+            if not reg.t & NON_OWN and not reg.ref:
+                raise Refuse(f"{name} can only take non-owning or refcounted bpf_rb_node "
+                             "pointer", errno.EINVAL)
+            if st.cur.callback == _RBTREE_CB:
+                raise Refuse(f"{name} not allowed in rbtree cb", errno.EINVAL)
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_rb_node has to be at the "
+                         "constant offset", errno.EINVAL)
+        self._graph_node(reg, meta, "bpf_rb_root", "bpf_rb_node")
+        if name == _RBTREE_ADD:
+            meta.list_node_ref = reg.ref
+
+    def _graph_node(self, reg: Reg, meta: _KfuncMeta, root: str, node: str) -> None:
+        """__process_kf_arg_ptr_to_graph_node: ``reg`` at a ``node`` field of its
+        object, of the struct and at the offset the ``root`` argument's ``__contains``
+        names."""
+        assert self.btf is not None and meta.graph_root is not None
         off = reg.off + _s64(reg.tv)
-        if ("bpf_list_node", off) not in self._obj_fields(reg.sub):
-            raise Refuse(f"bpf_list_node not found at offset={off & U32}", errno.EINVAL)
-        tid, node_off = meta.list_head
+        if (node, off) not in self._obj_fields(reg.sub):
+            raise Refuse(f"{node} not found at offset={off & U32}", errno.EINVAL)
+        tid, node_off = meta.graph_root
         want = self.btf.types[tid].name
         if reg.sub != tid:
-            raise Refuse(f"operation on bpf_list_head expects arg#1 bpf_list_node at "
+            raise Refuse(f"operation on {root} expects arg#1 {node} at "
                          f"offset={node_off} in struct {want}, but arg is at offset={off} "
                          f"in struct {reg.bt}", errno.EINVAL)
         if off != node_off:
-            raise Refuse(f"arg#1 offset={off}, but expected bpf_list_node at offset="
+            raise Refuse(f"arg#1 offset={off}, but expected {node} at offset="
                          f"{node_off} in struct {want}", errno.EINVAL)
-        meta.list_node_ref = reg.ref
 
     def _obj_fields(self, tid: int) -> list[tuple[str, int]]:
         """btf_find_struct_meta: the special fields of an object of the program's struct
@@ -4349,11 +4401,11 @@ class _Verifier:
         meta.refcounted = (reg.bt, reg.sub)
         meta.owning = not reg.t & NON_OWN
 
-    def _list_node_ret(self, meta: _KfuncMeta, owning: bool) -> Reg:
-        """mark_reg_graph_node: R0 the list's struct at the node's offset; a peek's a
-        non-owning reference (ref_set_non_owning)."""
-        assert self.btf is not None and meta.list_head is not None
-        tid, node_off = meta.list_head
+    def _graph_node_ret(self, meta: _KfuncMeta, owning: bool) -> Reg:
+        """mark_reg_graph_node: R0 the list's (tree's) struct at the node's offset; a
+        peek's a non-owning reference (ref_set_non_owning)."""
+        assert self.btf is not None and meta.graph_root is not None
+        tid, node_off = meta.graph_root
         r = Reg()
         r.set_ptr(BTF_ID | ALLOC | (0 if owning else self._non_own(tid)))
         r.bt, r.sub, r.off = self.btf.types[tid].name, tid, node_off
@@ -4364,6 +4416,28 @@ class _Verifier:
         too (its object lives while another reference does)."""
         return NON_OWN | (RCU if any(n == "bpf_refcount" for n, _ in self._obj_fields(tid))
                           else 0)
+
+    def _push_rbtree_cb(self, st: State, meta: _KfuncMeta, pc: int,
+                        stack: list[tuple[State, int]]) -> None:
+        """push_callback_call with set_rbtree_add_callback_state: less(a, b) runs on a
+        state of its own, both arguments non-owning references to nodes of the tree's
+        struct, returning 0 or 1; then back to the call, as a helper's callback."""
+        if len(st.frames) >= MAX_CALL_FRAMES:
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+                         errno.E2BIG)
+        assert meta.func is not None
+        cb = st.copy()
+        caller = cb.cur
+        f = Frame(len(cb.frames), pc, meta.func)
+        f.callback = _RBTREE_CB
+        node = self._graph_node_ret(meta, False)
+        f.regs[1].assign(node)
+        f.regs[2].assign(node)
+        cb.frames.append(f)
+        cb.cb_unroll += 1
+        caller.cb_depth += 1
+        st.cur.cb_depth = 0
+        self._push(cb, meta.func, stack)
 
     def _list_pushed(self, st: State, ref: int) -> None:
         """ref_convert_owning_non_owning: every copy of the pushed object becomes a

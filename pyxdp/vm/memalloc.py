@@ -348,7 +348,9 @@ ARENA_USERS = frozenset({"bpf_obj_new_impl", "bpf_obj_drop_impl", "kptr_xchg",
                          "bpf_refcount_acquire_impl",
                          "bpf_list_push_front_impl", "bpf_list_push_back_impl",
                          "bpf_list_pop_front", "bpf_list_pop_back", "bpf_list_front",
-                         "bpf_list_back",
+                         "bpf_list_back", "bpf_rbtree_add_impl", "bpf_rbtree_remove",
+                         "bpf_rbtree_first", "bpf_rbtree_root", "bpf_rbtree_left",
+                         "bpf_rbtree_right",
                          "bpf_percpu_obj_new_impl", "bpf_percpu_obj_drop_impl", "per_cpu_ptr",
                          "this_cpu_ptr"})
 

@@ -70,6 +70,34 @@ extern void *bpf_refcount_acquire_impl(void *p__refcounted_kptr, void *meta__ign
 
 /* One more reference to a refcounted object (owned, or one on a list). */
 #define bpf_refcount_acquire(p) bpf_refcount_acquire_impl(p, NULL)
+/* The BPF red-black tree (kernel/bpf/helpers.c): a struct bpf_rb_root in a map
+ * value or global data, beside the struct bpf_spin_lock every tree kfunc needs
+ * held, holds objects of the struct and node member __contains names, ordered by
+ * the program's less(a, b) (bpf_rbtree_add places a left of every b it is less
+ * than); the sizes are the kernel's (an rb_root_cached; an rb_node and its owner). */
+struct bpf_rb_root {
+	__u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_rb_node {
+	__u64 __opaque[4];
+} __attribute__((aligned(8)));
+
+extern int bpf_rbtree_add_impl(struct bpf_rb_root *root, struct bpf_rb_node *node,
+			       _Bool (less)(struct bpf_rb_node *a, const struct bpf_rb_node *b),
+			       void *meta__ign, __u64 off) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_remove(struct bpf_rb_root *root,
+					     struct bpf_rb_node *node) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_first(struct bpf_rb_root *root) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_root(struct bpf_rb_root *root) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_left(struct bpf_rb_root *root,
+					   struct bpf_rb_node *node) __ksym;
+extern struct bpf_rb_node *bpf_rbtree_right(struct bpf_rb_root *root,
+					    struct bpf_rb_node *node) __ksym;
+
+/* Add the object's node (the tree takes the object); the last argument is the
+ * node's offset in the object, which the verifier sets itself. */
+#define bpf_rbtree_add(root, node, less) bpf_rbtree_add_impl(root, node, less, NULL, 0)
 #define container_of(ptr, type, member) ((type *)((void *)(ptr) - __builtin_offsetof(type, member)))
 
 #endif

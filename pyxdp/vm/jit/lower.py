@@ -74,7 +74,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import Layout
-from pyxdp.vm.interpreter import MAY_GOTO_LOOPS, OP_MAY_GOTO, TAIL_CALL_ID
+from pyxdp.vm.interpreter import FUNC_BASE, MAY_GOTO_LOOPS, OP_MAY_GOTO, TAIL_CALL_ID
 from pyxdp.vm.jit.abi import (
     GAP_SHIFT,
     MAX_FRAMES,
@@ -904,7 +904,7 @@ class FuncLowering:
         if kind is not None:
             native = self._native(i.imm, kind, pc)
             if native is not None:
-                value, nat_label = native
+                value, nat_label, nat_rem = native
                 slow_label = f.label("slow")
                 join = f.label("joined")
                 f.cbr(f.ins(f"icmp eq i64 {value}, {c64(SLOW)}"), slow_label, join, UNLIKELY)
@@ -914,7 +914,7 @@ class FuncLowering:
                 f.br(join)
                 f.at(join)
                 self.W(0, f.ins(f"phi i64 [ {value}, %{nat_label} ], [ {r0}, %{slow_end} ]"))
-                self._goto(succ, f.ins(f"phi i64 [ {self.rem_after}, %{nat_label} ], "
+                self._goto(succ, f.ins(f"phi i64 [ {nat_rem}, %{nat_label} ], "
                                        f"[ {rem}, %{slow_end} ]"))
                 return
         r0, rem = self._helper_call(i, pc)
@@ -1070,8 +1070,34 @@ class FuncLowering:
         hint = self.hints.hint(self.hints.base.get(pc) if reg == 2 else None)
         return self._try(self.R(reg), size, write, hint, to_python)
 
-    def _native(self, helper_id: int, kind: str, pc: int) -> tuple[str, str] | None:
-        """The native twin of a helper call: (r0 or SLOW, the label it is ready in)."""
+    def _native(self, helper_id: int, kind: str, pc: int) -> tuple[str, str, str] | None:
+        """The native twin of a helper call: (r0 or SLOW, the label it is ready in, the
+        budget left there)."""
+        twin = native_by_kind(helper_id, kind)
+        if twin is not None and twin.define is not None and twin.callback:
+            return self._callback_twin(twin, pc)
+        got = self._native_value(helper_id, kind, pc)
+        return None if got is None else (got[0], got[1], self.rem_after)
+
+    def _callback_twin(self, twin: HelperNative, pc: int) -> tuple[str, str, str] | None:
+        """A twin calling the program's callback (``twin.callback``'s register, a
+        function address known here): its entry and the callee frame's depth passed
+        after the arguments; the run stops if the callback stopped it."""
+        f = self.f
+        a = self.call_args.get(pc, (None,) * 6)[twin.callback]
+        target = (a[1] - FUNC_BASE) // 8 if a is not None and a[0] == "c" else -1
+        if a is None or a[0] != "c" or (a[1] - FUNC_BASE) % 8 or \
+                target not in self.prog.p.callbacks:
+            return None
+        self.mod.need_helper(twin)
+        f.cset("%ctx", "rem", self.rem_after)
+        args = "".join(f", i64 {self.R(n)}" for n in range(1, twin.nargs + 1))
+        value = f.ins(f"call i64 @{twin.kind}(ptr %ctx{args}, ptr @{self.prog.tag}_cb{target}, "
+                      f"i64 {f.ins('add i64 %depth, 1')})")
+        rem = self._after_call(pc, record_pc=False)
+        return value, f.cur, rem
+
+    def _native_value(self, helper_id: int, kind: str, pc: int) -> tuple[str, str] | None:
         f = self.f
         r = [self.R(n) for n in range(6)]
         twin = native_by_kind(helper_id, kind)

@@ -198,6 +198,12 @@ class HelperNative:
     # Bytes of the run context's scratch memory (``scratch``) the twin keeps state in:
     # the runtime gives an engine the most any of its twins asks for.
     scratch: int = 0
+    # The argument register holding a callback the twin calls (0: none): the call site
+    # passes the callback's entry (``ptr @<tag>_cb<pc>``, the function the verifier
+    # knows the argument is) and the depth of its frame after the arguments, and reads
+    # the budget and the run's status back (the callback may stop the run). A call
+    # whose callback is not a known constant takes the Python helper.
+    callback: int = 0
 
 
 _HELPERS: dict[int, HelperNative] = {}
