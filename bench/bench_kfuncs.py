@@ -10,7 +10,12 @@
 * ``graph_list``: ``samples/graph_list.o`` alternately pushing a new object onto a
   map value's list (``bpf_obj_new``, ``bpf_spin_lock``, ``bpf_list_push_front``, a
   write through the non-owning reference) and popping it (``bpf_list_pop_front``,
-  ``bpf_obj_drop``): ``bpf_obj_new`` is the one Python call, every other packet.
+  ``bpf_obj_drop``): ``bpf_obj_new`` is the one Python call, every other packet;
+* ``rbtree``: ``samples/rbtree.o`` on a map value's tree of 64 objects, in turn adding
+  a node (``bpf_obj_new``, ``bpf_rbtree_add`` calling the program's ``less`` at each
+  level), removing the node of that key (a search down from ``bpf_rbtree_root`` with
+  ``bpf_rbtree_left``/``_right``, ``bpf_rbtree_remove``, ``bpf_obj_drop``) and walking
+  6 levels down: ``bpf_obj_new`` is the one Python call, every third packet.
 
 Each figure is the best of ``--runs`` batches (time per packet including the call), with
 the number of Python function calls one batch made (0 but a few per batch: no Python per
@@ -87,6 +92,16 @@ def main() -> None:
     with Collection.load(SAMPLES / "graph_list.o", engine="jit") as c:
         ns, calls = _measure(c.programs["xdp_graph_list"].handle, cmds, 256, 64, a.runs)
         print(f"graph_list      {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
+    fill = np.zeros((64, 1024), np.uint8)
+    fill[:, 258] = np.arange(64) * 4 + 1  # keys 1, 5, ...: odd, none removed below
+    ops = np.zeros((a.batch, 1024), np.uint8)
+    ops[:, 256] = np.tile([0, 3, 2], a.batch // 3 + 1)[:a.batch]  # add, remove, walk
+    ops[:, 258] = (np.arange(a.batch) // 3 * 38) % 256  # even keys
+    with Collection.load(SAMPLES / "rbtree.o", engine="jit") as c:
+        h = c.programs["xdp_rbtree"].handle
+        h.run_batch(fill, 256, 64, ctx=RunContext())
+        ns, calls = _measure(h, ops, 256, 64, a.runs)
+        print(f"rbtree          {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
 
 if __name__ == "__main__":
