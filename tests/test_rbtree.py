@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pyxdp.collection import Collection
+from pyxdp.errors import HelperFault
 from pyxdp.net.prog import jit_available
 from pyxdp.testing.native import python_calls
 from pyxdp.vm import bpf_rbtree
@@ -94,3 +95,25 @@ def test_trees_as_linux(engine: str) -> None:
     del c
     gc.collect()  # the maps went: their trees' objects are dropped (bpf_rb_root_free)
     assert arena().live() == before
+
+
+class _Words:
+    """Memory of 8-byte words by address (what _Tree reads and writes)."""
+
+    def __init__(self, words: dict[int, int]) -> None:
+        self.words = words
+
+    def load(self, addr: int, size: int) -> int:
+        return self.words.get(addr, 0)
+
+    def store(self, addr: int, size: int, value: int) -> None:
+        self.words[addr] = value
+
+
+def test_a_corrupt_tree_faults_instead_of_looping() -> None:
+    # only an unverified program can write a node's words: one whose right child is
+    # its own left child loops the successor walk, which gives up with a fault
+    a, b = 0x1000, 0x2000
+    t = bpf_rbtree._Tree(_Words({a + 8: b, b + 16: b}), 0x100)
+    with pytest.raises(HelperFault, match="corrupt"):
+        t.next(a)

@@ -51,17 +51,28 @@ _RED, _BLACK = 0, 1
 # BPF_PTR_POISON (x86-64's POISON_POINTER_DELTA + 0xeB9F): a node's owner while
 # __bpf_rbtree_add places it
 _POISON = 0xDEAD_0000_0000_EB9F
+# More steps than any walk of one operation takes (a path is never longer than the
+# objects the arena holds): only a tree an unverified program corrupted into a cycle
+# reaches it.
+_MAX_STEPS = ARENA_SIZE // 16
 
 
 class _Tree:
     """One tree's words through a memory (``load``/``store`` of fake addresses)."""
 
-    __slots__ = ("ld", "st", "root")
+    __slots__ = ("ld", "st", "root", "steps")
 
     def __init__(self, mem: Any, root: int) -> None:
         self.ld: Callable[[int, int], int] = lambda a, off: int(mem.load(a + off, 8))
         self.st: Callable[[int, int, int], None] = lambda a, off, v: mem.store(a + off, 8, v)
         self.root = root
+        self.steps = _MAX_STEPS
+
+    def tick(self) -> None:
+        """One step of a walk; a corrupt tree (a cycle) faults instead of looping."""
+        self.steps -= 1
+        if self.steps < 0:
+            raise HelperFault(f"rbtree at {self.root:#x} is corrupt (its nodes make a cycle)")
 
     # -- lib/rbtree.c's helpers --------------------------------------------------------
     def change_child(self, old: int, new: int, parent: int) -> None:
@@ -87,6 +98,7 @@ class _Tree:
         ld, st = self.ld, self.st
         parent = ld(node, _PC)
         while True:
+            self.tick()
             if not parent:
                 st(node, _PC, _BLACK)
                 return
@@ -147,6 +159,7 @@ class _Tree:
                 child2 = ld(successor, _RIGHT)
             else:
                 while tmp:
+                    self.tick()
                     parent = successor
                     successor = tmp
                     tmp = ld(tmp, _LEFT)
@@ -175,6 +188,7 @@ class _Tree:
         ld, st = self.ld, self.st
         node = 0
         while True:
+            self.tick()
             sibling = ld(parent, _RIGHT)
             # node is parent's left child (the sibling right), or its right one
             near, far = (_LEFT, _RIGHT) if node != sibling else (_RIGHT, _LEFT)
@@ -225,10 +239,12 @@ class _Tree:
         n = ld(node, _RIGHT)
         if n:
             while ld(n, _LEFT):
+                self.tick()
                 n = ld(n, _LEFT)
             return n
         parent = ld(node, _PC) & ~3
         while parent and node == ld(parent, _RIGHT):
+            self.tick()
             node = parent
             parent = ld(node, _PC) & ~3
         return parent
@@ -359,11 +375,27 @@ class _Ir:
     """Goto-style IR over named i64 variables (allocas LLVM promotes), tree words
     through @rb_w."""
 
-    def __init__(self, f: Text, names: tuple[str, ...]) -> None:
+    def __init__(self, f: Text, names: tuple[str, ...], stop: str = "") -> None:
         self.f = f
         self.open = True
+        self.stop = stop  # what a walk that meets a cycle returns: "void", "i64 0"
         for n in names:
             f.do(f"%v.{n} = alloca i64, align 8")
+        if stop:
+            f.do("%v.guard = alloca i64, align 8")
+            f.do(f"store i64 {_MAX_STEPS}, ptr %v.guard, align 8")
+
+    def loop(self, label: str) -> None:
+        """The head of a walk's loop: _Tree.tick (a cycle returns ``stop``)."""
+        self.at(label)
+        left = self.op("load i64, ptr %v.guard, align 8")
+        self.set("guard", self.op(f"sub i64 {left}, 1"))
+        out, go = self.f.label("cycle"), self.f.label("go")
+        self.cbr(self.op(f"icmp eq i64 {left}, 0"), out, go)
+        self.f.at(out)
+        self.f.do(f"ret {self.stop}")
+        self.f.at(go)
+        self.open = True
 
     def get(self, n: str) -> str:
         return self.f.ins(f"load i64, ptr %v.{n}, align 8")
@@ -472,11 +504,11 @@ def _insert_fn(natives: Natives) -> str:
     """@rb_insert_color(ctx, root, node): _Tree.insert_color."""
     f = Text()
     f.at("entry")
-    b = _Ir(f, ("node", "parent", "gp", "tmp"))
+    b = _Ir(f, ("node", "parent", "gp", "tmp"), "void")
     b.set("node", "%node")
     b.set("parent", b.ld("%node", _PC))
     loop, done = f.label("loop"), f.label("done")
-    b.at(loop)
+    b.loop(loop)
     parent = b.get("parent")
     top = f.label("top")
     b.when(b.op(f"icmp eq i64 {parent}, 0"), top)
@@ -553,11 +585,11 @@ def _erase_color_fn(natives: Natives) -> str:
     """@rb_erase_color(ctx, root, parent): _Tree.erase_color."""
     f = Text()
     f.at("entry")
-    b = _Ir(f, ("node", "parent", "sib", "t1", "t2"))
+    b = _Ir(f, ("node", "parent", "sib", "t1", "t2"), "void")
     b.set("node", "0")
     b.set("parent", "%parent")
     loop, done = f.label("loop"), f.label("done")
-    b.at(loop)
+    b.loop(loop)
     parent = b.get("parent")
     sides = f.label("left"), f.label("right")
     b.cbr(b.op(f"icmp ne i64 {b.get('node')}, {b.ld(parent, _RIGHT)}"), *sides)
@@ -650,7 +682,7 @@ def _erase_fn(natives: Natives) -> str:
     """@rb_erase(ctx, root, node): _Tree.erase."""
     f = Text()
     f.at("entry")
-    b = _Ir(f, ("reb", "parent", "succ", "child2"))
+    b = _Ir(f, ("reb", "parent", "succ", "child2"), "void")
     node = "%node"
     child, tmp = b.ld(node, _RIGHT), b.ld(node, _LEFT)
     one, two, both = f.label("one"), f.label("two"), f.label("both")
@@ -701,7 +733,7 @@ def _erase_fn(natives: Natives) -> str:
     b.set("parent", child)
     b.set("succ", first)
     down, out = f.label("down"), f.label("out")
-    b.at(down)
+    b.loop(down)
     s = b.get("succ")
     nxt = b.ld(s, _LEFT)
     go = f.label("go")
@@ -758,13 +790,12 @@ def _next_fn(natives: Natives) -> str:
     """@rb_next(ctx, node): _Tree.next."""
     f = Text()
     f.at("entry")
-    b = _Ir(f, ("n", "p"))
+    b = _Ir(f, ("n", "p"), "i64 0")
     r = b.ld("%node", _RIGHT)
     down, up = f.label("down"), f.label("up")
     b.set("n", r)
     b.cbr(b.nz(r), down, up)
-    f.at(down)
-    b.open = True
+    b.loop(down)
     n = b.get("n")
     left = b.ld(n, _LEFT)
     more, done = f.label("more"), f.label("done")
@@ -781,7 +812,7 @@ def _next_fn(natives: Natives) -> str:
     b.set("n", "%node")
     b.set("p", b.parent("%node"))
     loop, climb, found = f.label("loop"), f.label("climb"), f.label("found")
-    b.at(loop)
+    b.loop(loop)
     p, n = b.get("p"), b.get("n")
     chk = f.label("chk")
     b.cbr(b.nz(p), chk, found)
