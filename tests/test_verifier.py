@@ -272,7 +272,8 @@ def test_graph_list_mistakes_get_linux_verdict() -> None:
 
 
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/rbtree.o: BPF red-black
-# trees used right and wrong (the lock, owned and non-owning nodes, the less callback),
+# trees used right and wrong (the lock, owned and non-owning nodes, the less callback:
+# static, nothing but the tree's kfuncs and no unlock in it, R0 in [0, 1]),
 # and the instructions Linux processed (tests/kernel/test_rbtree_kernel.py re-measures
 # both).
 RBTREE = {
@@ -300,6 +301,13 @@ RBTREE = {
     "xdp_helper_in_less": ("function calls are not allowed while holding a lock",
                            errno.EINVAL),
     "xdp_less_writes": (None, 0),
+    "xdp_unlock_in_less": ("can't spin_{lock,unlock} in rbtree cb", errno.EACCES),
+    "xdp_add_in_loop": (None, 0),
+    "xdp_global_less": ("callback function not static", errno.EINVAL),
+    "xdp_add_then_remove": (None, 0),
+    "xdp_left_other_struct": ("operation on bpf_rb_root expects arg#1 bpf_rb_node at offset=8 "
+                              "in struct tnode, but arg is at offset=8 in struct rnode",
+                              errno.EINVAL),
     "xdp_root_access": ("bpf_rb_root cannot be accessed directly by load/store", errno.EACCES),
     "xdp_node_access": ("direct access to bpf_rb_node is disallowed", errno.EACCES),
     "xdp_drop_first": ("R1 must be referenced or trusted", errno.EINVAL),
@@ -313,6 +321,8 @@ RBTREE_PROCESSED = {"xdp_rb_ok": 63, "xdp_rb_walk": 80, "xdp_remove_owned": 35,
                     "xdp_add_removed_unchecked": 24, "xdp_remove_in_less": 28,
                     "xdp_first_in_less": 31, "xdp_less_returns_two": 20,
                     "xdp_left_in_less": 28, "xdp_helper_in_less": 28, "xdp_less_writes": 39,
+                    "xdp_unlock_in_less": 20, "xdp_add_in_loop": 173, "xdp_global_less": 11,
+                    "xdp_add_then_remove": 38, "xdp_left_other_struct": 12,
                     "xdp_root_access": 10, "xdp_node_access": 7, "xdp_drop_first": 21,
                     "xdp_tree_and_list": 76, "xdp_add_refcounted_twice": 55}
 

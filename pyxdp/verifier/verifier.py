@@ -2751,12 +2751,25 @@ class _Verifier:
         if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
             if not self.spec.func_info:  # a callback's prototype comes from BTF
                 raise Refuse("missing btf func_info", errno.EINVAL)
+            if self._global_func(pc + 1 + i.imm):  # check_ld_imm: static functions only
+                raise Refuse("callback function not static", errno.EINVAL)
             d.set_ptr(FUNC)
             d.sub = pc + 1 + i.imm
             return
         if i.src != op.PseudoSrc.BPF_PSEUDO_NONE:
             raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
         d.set_known(imm64_at(self.insns, pc))
+
+    def _global_func(self, start: int) -> bool:
+        """Whether the function at ``start`` is global (BTF_FUNC_GLOBAL linkage), called
+        or not."""
+        if start in self.globals:
+            return True
+        for fi in self.spec.func_info:
+            if fi.insn_off == start and self.btf is not None:
+                t = self.btf.type_by_id(fi.type_id)
+                return t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL
+        return False
 
     # -- memory -----------------------------------------------------------------------------
     def _ldx(self, st: State, i: Instruction) -> None:
@@ -5059,6 +5072,8 @@ class _Verifier:
                 raise Refuse("R3 does not point to a readonly map'")
             return
         if arg == Arg.SPIN_LOCK:
+            if st.cur.callback == _RBTREE_CB:  # in_rbtree_lock_required_cb
+                raise Refuse("can't spin_{lock,unlock} in rbtree cb", errno.EACCES)
             self._spin_lock(st, n, reg, _PROCESS_SPIN_LOCK if fid == 93 else 0)
             return
         if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,

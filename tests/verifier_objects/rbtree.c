@@ -405,6 +405,98 @@ int xdp_less_writes(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+static _Bool less_unlocks(struct bpf_rb_node *a, const struct bpf_rb_node *b)
+{
+	bpf_spin_unlock(&glock);
+	return 0;
+}
+
+SEC("xdp")
+int xdp_unlock_in_less(struct xdp_md *ctx)
+{
+	struct tnode *t = bpf_obj_new(struct tnode);
+
+	if (!t)
+		return XDP_PASS;
+	bpf_spin_lock(&glock);
+	bpf_rbtree_add(&groot, &t->rb, less_unlocks);
+	bpf_spin_unlock(&glock);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_add_in_loop(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct val *v = val0();
+	struct tnode *t;
+	int i, n;
+
+	if (!v || p + 1 > end)
+		return XDP_PASS;
+	n = p[0];
+	for (i = 0; i < n && i < 4; i++) {
+		t = bpf_obj_new(struct tnode);
+		if (!t)
+			break;
+		t->key = i * n;
+		bpf_spin_lock(&v->lock);
+		bpf_rbtree_add(&v->root, &t->rb, less_writes);
+		bpf_spin_unlock(&v->lock);
+	}
+	return XDP_PASS;
+}
+
+__attribute__((noinline)) _Bool less_global(struct bpf_rb_node *a, const struct bpf_rb_node *b)
+{
+	return a < b;
+}
+
+SEC("xdp")
+int xdp_global_less(struct xdp_md *ctx)
+{
+	struct tnode *t = bpf_obj_new(struct tnode);
+
+	if (!t)
+		return XDP_PASS;
+	bpf_spin_lock(&glock);
+	bpf_rbtree_add(&groot, &t->rb, less_global);
+	bpf_spin_unlock(&glock);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_add_then_remove(struct xdp_md *ctx)
+{
+	struct bpf_rb_node *n;
+	struct tnode *t = bpf_obj_new(struct tnode);
+
+	if (!t)
+		return XDP_PASS;
+	bpf_spin_lock(&glock);
+	bpf_rbtree_add(&groot, &t->rb, less);
+	n = bpf_rbtree_remove(&groot, &t->rb);
+	bpf_spin_unlock(&glock);
+	if (n)
+		bpf_obj_drop(container_of(n, struct tnode, rb));
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_left_other_struct(struct xdp_md *ctx)
+{
+	struct bpf_rb_node *n = NULL;
+	struct rnode *e = bpf_obj_new(struct rnode);
+
+	if (!e)
+		return XDP_PASS;
+	bpf_spin_lock(&glock);
+	n = bpf_rbtree_left(&groot, &e->rb);
+	bpf_spin_unlock(&glock);
+	bpf_obj_drop(e);
+	return n ? XDP_DROP : XDP_PASS;
+}
+
 SEC("xdp")
 int xdp_root_access(struct xdp_md *ctx)
 {
