@@ -5831,4 +5831,9 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,
     *_THROW_CASES,
+    # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
+    *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
+         "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")
+      for k in ("push_front_impl", "push_back_impl", "pop_front", "pop_back", "front",
+                "back")),
 )

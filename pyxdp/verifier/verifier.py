@@ -4161,14 +4161,14 @@ class _Verifier:
         if p.kind == KArg.ALLOC:
             self._alloc_arg(n, i, reg, meta, name)
             return i + 1
+        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind == KArg.LIST_HEAD:
             self._list_head_arg(st, n, i, reg, meta)
             return i + 1
         if p.kind == KArg.LIST_NODE:
             self._list_node_arg(n, i, reg, meta)
             return i + 1
-        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
-            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
             return i + 1
