@@ -82,6 +82,7 @@ from pyxdp.verifier.kfuncs import (
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
+    NOT_FOR_XDP,
     SLEEPABLE_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
@@ -3987,6 +3988,8 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
+        if name in NOT_FOR_XDP:  # fetch_kfunc_meta: no flags for this program type
+            raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
             raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
                          errno.EFAULT)
