@@ -406,10 +406,10 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
             h.place_async(name, last[name])  # type: ignore[attr-defined]
     if kptrs:
         h.set_kptr_fields(kptrs)  # type: ignore[attr-defined]
-    heads = btf.list_heads(ms.value_type)
+    heads = btf.graph_roots(ms.value_type, "bpf_list_head")
     if heads:
         h.set_list_heads(tuple((off, node) for off, (_, node) in heads.items()))  # type: ignore[attr-defined]
-    roots = btf.list_heads(ms.value_type, "bpf_rb_root")
+    roots = btf.graph_roots(ms.value_type, "bpf_rb_root")
     if roots:
         h.set_rb_roots(tuple((off, node) for off, (_, node) in roots.items()))  # type: ignore[attr-defined]
     h.field_spans = tuple((off, SPECIAL_FIELDS[name].size)  # type: ignore[attr-defined]

@@ -400,9 +400,8 @@ class Btf:
         except FieldError:
             return {}
 
-    def list_heads(self, type_id: int, root: str = "bpf_list_head"
-                   ) -> dict[int, tuple[int, int]]:
-        """The graph roots (``bpf_list_head`` fields, or ``root``: ``bpf_rb_root``) of a
+    def graph_roots(self, type_id: int, root: str) -> dict[int, tuple[int, int]]:
+        """The graph roots of kind ``root`` (``bpf_list_head``, ``bpf_rb_root``) of a
         value (or allocated object) of type ``type_id`` (a record Linux refuses has
         none): byte offset -> (the BTF id of the struct its ``__contains`` tag names,
         the offset of that struct's node member)."""

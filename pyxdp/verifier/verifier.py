@@ -1184,8 +1184,9 @@ class _Verifier:
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
-        # map -> its list heads (offset -> the struct held, its node's offset)
-        self.list_heads: dict[str, dict[int, tuple[int, int]]] = {}
+        # (root kind, map) -> its list heads or tree roots (offset -> the struct held, its
+        # node's offset)
+        self.graph_roots: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
@@ -4319,10 +4320,10 @@ class _Verifier:
         m = reg.map
         assert m is not None
         off = reg.off + _s64(reg.tv)
-        heads = self.list_heads.get(f"{kind}:{m.name}")
+        heads = self.graph_roots.get((kind, m.name))
         if heads is None:
-            heads = self.list_heads[f"{kind}:{m.name}"] = {} if self.btf is None or \
-                m.value_type is None else self.btf.list_heads(m.value_type, kind)
+            heads = self.graph_roots[kind, m.name] = {} if self.btf is None or \
+                m.value_type is None else self.btf.graph_roots(m.value_type, kind)
         if off not in heads:
             raise Refuse(f"{kind} not found at offset={off & U32}", errno.EINVAL)
         if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (m.name, reg.id)

@@ -2,7 +2,8 @@
 
 What ``bpf_prog_run`` and ``bpf_prog_run_xdp`` are to a kernel program:
 ``<tag>_run`` starts one run on a fresh frame 0; ``<tag>_cb<pc>`` is a
-callback's entry (``bpf_loop``, ``for_each_map_elem``); ``pyxdp_batch``
+callback's entry (``bpf_loop``, ``for_each_map_elem`` through Python; the native
+``bpf_rbtree_add`` calls its ``less`` directly); ``pyxdp_batch``
 (shared by all programs, in the runtime module) runs a program over a batch of
 contexts; ``<tag>_xdp`` is the XDP batch loop that sets each frame's
 ``xdp_buff`` fields, packet region and ``xdp_md`` values (``pkt``), runs the
