@@ -4436,25 +4436,16 @@ class _Verifier:
 
     def _push_rbtree_cb(self, st: State, meta: _KfuncMeta, pc: int,
                         stack: list[tuple[State, int]]) -> None:
-        """push_callback_call with set_rbtree_add_callback_state: less(a, b) runs on a
-        state of its own, both arguments non-owning references to nodes of the tree's
-        struct, returning 0 or 1; then back to the call, as a helper's callback."""
-        if len(st.frames) >= MAX_CALL_FRAMES:
-            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
-                         errno.E2BIG)
+        """push_callback_call with set_rbtree_add_callback_state: less(a, b), both
+        arguments non-owning references to nodes of the tree's struct, returning 0 or
+        1."""
         assert meta.func is not None
-        cb = st.copy()
-        caller = cb.cur
-        f = Frame(len(cb.frames), pc, meta.func)
-        f.callback = _RBTREE_CB
         node = self._graph_node_ret(meta, False)
-        f.regs[1].assign(node)
-        f.regs[2].assign(node)
-        cb.frames.append(f)
-        cb.cb_unroll += 1
-        caller.cb_depth += 1
-        st.cur.cb_depth = 0
-        self._push(cb, meta.func, stack)
+
+        def args(f: Frame, regs: list[Reg]) -> None:
+            f.regs[1].assign(node)
+            f.regs[2].assign(node)
+        self._enter_callback(st, _RBTREE_CB, meta.func, pc, stack, args)
 
     def _list_pushed(self, st: State, ref: int) -> None:
         """ref_convert_owning_non_owning: every copy of the pushed object becomes a
@@ -4940,29 +4931,40 @@ class _Verifier:
 
     def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
                        pc: int, stack: list[tuple[State, int]]) -> None:
+        """push_callback_call for bpf_loop and bpf_for_each_map_elem."""
+        def args(f: Frame, regs: list[Reg]) -> None:
+            if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
+                f.regs[1].set_unknown()
+                f.regs[1].coerce(4)
+                f.regs[2].assign(regs[3])
+            else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
+                m = meta.map
+                assert m is not None
+                f.regs[1].set_ptr(MAP_PTR)
+                f.regs[1].map = m
+                f.regs[2].set_ptr(MAP_KEY)
+                f.regs[2].map = m
+                f.regs[2].msize = m.key_size
+                f.regs[3].set_ptr(MAP_VALUE)
+                f.regs[3].map = m
+                f.regs[4].assign(regs[3])
+        self._enter_callback(st, fid, target, pc, stack, args)
+
+    def _enter_callback(self, st: State, kind: int, target: int, pc: int,
+                        stack: list[tuple[State, int]],
+                        args: Callable[[Frame, list[Reg]], None]) -> None:
+        """push_callback_call of a sync callback: the callback at ``target`` runs on a
+        state of its own (its frame's arguments set by ``args`` from the caller's
+        registers), back to the call at ``pc`` after, which calls it again until the
+        states converge; ``kind`` is the frame's ``callback``."""
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
                          errno.E2BIG)
         cb = st.copy()
         caller = cb.cur
         f = Frame(len(cb.frames), pc, target)
-        f.callback = fid
-        regs = caller.regs
-        if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
-            f.regs[1].set_unknown()
-            f.regs[1].coerce(4)
-            f.regs[2].assign(regs[3])
-        else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
-            m = meta.map
-            assert m is not None
-            f.regs[1].set_ptr(MAP_PTR)
-            f.regs[1].map = m
-            f.regs[2].set_ptr(MAP_KEY)
-            f.regs[2].map = m
-            f.regs[2].msize = m.key_size
-            f.regs[3].set_ptr(MAP_VALUE)
-            f.regs[3].map = m
-            f.regs[4].assign(regs[3])
+        f.callback = kind
+        args(f, caller.regs)
         cb.frames.append(f)
         cb.cb_unroll += 1
         caller.cb_depth += 1
