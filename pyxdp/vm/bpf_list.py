@@ -28,7 +28,7 @@ from pyxdp.errors import HelperFault
 from pyxdp.vm.context import neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
-from pyxdp.vm.jit.natives import HelperNative, register_kfunc
+from pyxdp.vm.jit.natives import HelperNative, host_or_slow, register_kfunc
 from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena
 
 if TYPE_CHECKING:
@@ -123,13 +123,6 @@ def free_lists(buf: Any, base: int, stride: int, heads: tuple[tuple[int, int], .
 
 # -- native twins (the JIT) ---------------------------------------------------------------
 
-def _xlate(f: Text, addr: str, size: int) -> str:
-    """A host pointer to ``size`` bytes at fake address ``addr``; SLOW when unmapped."""
-    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 {size}, i1 true)")
-    ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
-    return p
-
-
 def _load(f: Text, p: str, off: int) -> str:
     return f.ins(f"load i64, ptr {f.gep(p, off)}, align 8")
 
@@ -153,15 +146,15 @@ def _push_fn(kind: str, tail: bool) -> Callable[[Natives], str]:
     def define(natives: Natives) -> str:
         f = Text()
         f.at("entry")
-        hp = _xlate(f, "%r1", 16)
-        np_ = _xlate(f, "%r2", 24)
+        hp = host_or_slow(f, "%r1", 16)
+        np_ = host_or_slow(f, "%r2", 24)
         # a node on a list already: Python drops its object (the failure is rare)
         ret_if(f, f.ins(f"icmp ne i64 {_load(f, np_, _OWNER)}, 0"), SLOW)
         n0 = _load(f, hp, _NEXT)
         # the neighbour the node goes beside (the head itself while the list is empty)
         other = _load(f, hp, _PREV) if tail else n0
         other = f.ins(f"select i1 {f.ins(f'icmp eq i64 {n0}, 0')}, i64 %r1, i64 {other}")
-        op = _xlate(f, other, 16)
+        op = host_or_slow(f, other, 16)
         nxt, prv = _head_ir(f, hp)
         if tail:
             before, after, bp, ap = prv, "%r1", op, hp
@@ -181,14 +174,14 @@ def _pop_fn(kind: str, tail: bool) -> Callable[[Natives], str]:
     def define(natives: Natives) -> str:
         f = Text()
         f.at("entry")
-        hp = _xlate(f, "%r1", 16)
+        hp = host_or_slow(f, "%r1", 16)
         nxt, prv = _head_ir(f, hp)
         n = prv if tail else nxt
         ret_if(f, f.ins(f"icmp eq i64 {n}, %r1"), 0)
-        np_ = _xlate(f, n, 24)
+        np_ = host_or_slow(f, n, 24)
         ret_if(f, f.ins(f"icmp ne i64 {_load(f, np_, _OWNER)}, %r1"), 0)
         a, b = _load(f, np_, _NEXT), _load(f, np_, _PREV)
-        ap, bp = _xlate(f, a, 16), _xlate(f, b, 16)
+        ap, bp = host_or_slow(f, a, 16), host_or_slow(f, b, 16)
         _store(f, bp, _NEXT, a)
         _store(f, ap, _PREV, b)
         _store(f, np_, _NEXT, n)
@@ -203,7 +196,7 @@ def _peek_fn(kind: str, tail: bool) -> Callable[[Natives], str]:
     def define(natives: Natives) -> str:
         f = Text()
         f.at("entry")
-        hp = _xlate(f, "%r1", 16)
+        hp = host_or_slow(f, "%r1", 16)
         nxt = _load(f, hp, _NEXT)
         empty = f.ins(f"or i1 {f.ins(f'icmp eq i64 {nxt}, 0')}, "
                       f"{f.ins(f'icmp eq i64 {nxt}, %r1')}")

@@ -34,7 +34,12 @@ from pyxdp.errors import HelperFault
 from pyxdp.vm.context import neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if
-from pyxdp.vm.jit.natives import HelperNative, register_kfunc, register_shared
+from pyxdp.vm.jit.natives import (
+    HelperNative,
+    host_or_slow,
+    register_kfunc,
+    register_shared,
+)
 from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena
 
 if TYPE_CHECKING:
@@ -837,13 +842,6 @@ for _name, _def in (("rb_w", _w_fn), ("rb_helpers", _helpers_fn),
 _NEEDS = ("translate", "rb_w", "rb_helpers")
 
 
-def _xlate(f: Text, addr: str, size: int) -> str:
-    """A host pointer to ``size`` bytes at fake address ``addr``; SLOW when unmapped."""
-    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 {size}, i1 true)")
-    ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
-    return p
-
-
 def _add_fn(natives: Natives) -> str:
     """@rbtree_add(ctx, root, node, less, depth): the descent calls ``less`` (the
     program's callback entry) natively; a node in a tree already goes to Python."""
@@ -851,8 +849,8 @@ def _add_fn(natives: Natives) -> str:
     f.at("entry")
     b = _Ir(f, ("link", "parent", "lm"))
     ret_if(f, f.ins(f"icmp uge i64 %depth, {MAX_CALL_FRAMES}"), SLOW)  # Python refuses it
-    _xlate(f, "%r1", 16)
-    np_ = _xlate(f, "%r2", _NODE_SIZE)
+    host_or_slow(f, "%r1", 16)
+    np_ = host_or_slow(f, "%r2", _NODE_SIZE)
     ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'load i64, ptr {f.gep(np_, _OWNER)}, align 8')}, 0"),
            SLOW)
     f.do(f"store i64 {c64(_POISON)}, ptr {f.gep(np_, _OWNER)}, align 8")
@@ -903,8 +901,8 @@ def _remove_fn(natives: Natives) -> str:
     f = Text()
     f.at("entry")
     b = _Ir(f, ())
-    _xlate(f, "%r1", 16)
-    np_ = _xlate(f, "%r2", _NODE_SIZE)
+    host_or_slow(f, "%r1", 16)
+    np_ = host_or_slow(f, "%r2", _NODE_SIZE)
     owner = f.ins(f"load i64, ptr {f.gep(np_, _OWNER)}, align 8")
     ret_if(f, f.ins(f"icmp ne i64 {owner}, %r1"), 0)
     was, keep = f.label("first"), f.label("keep")
@@ -925,7 +923,7 @@ def _word_fn(kind: str, off: int) -> Callable[[Natives], str]:
         """bpf_rbtree_first/root: a word of the root."""
         f = Text()
         f.at("entry")
-        hp = _xlate(f, "%r1", 16)
+        hp = host_or_slow(f, "%r1", 16)
         f.do(f"ret i64 {f.ins(f'load i64, ptr {f.gep(hp, off)}, align 8')}")
         return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1) nounwind")
     return define
@@ -936,7 +934,7 @@ def _child_fn(kind: str, off: int) -> Callable[[Natives], str]:
         """bpf_rbtree_left/right: the child of a node of this tree."""
         f = Text()
         f.at("entry")
-        np_ = _xlate(f, "%r2", _NODE_SIZE)
+        np_ = host_or_slow(f, "%r2", _NODE_SIZE)
         owner = f.ins(f"load i64, ptr {f.gep(np_, _OWNER)}, align 8")
         ret_if(f, f.ins(f"icmp ne i64 {owner}, %r1"), 0)
         f.do(f"ret i64 {f.ins(f'load i64, ptr {f.gep(np_, off)}, align 8')}")

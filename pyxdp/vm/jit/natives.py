@@ -26,8 +26,8 @@ Three registries, filled at import by the modules holding the Python implementat
 
 The vm layer imports neither maps nor net; it looks the lowerings up by map
 type and by helper id. The building blocks here (:func:`xdp_guard`,
-:func:`runctx_guard`, :func:`ri_init`, :func:`map_desc`) are the run context's
-ABI (:mod:`pyxdp.vm.jit.abi`) that registered twins share.
+:func:`host_or_slow`, :func:`runctx_guard`, :func:`ri_init`, :func:`map_desc`) are the
+run context's ABI (:mod:`pyxdp.vm.jit.abi`) that registered twins share.
 """
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def xdp_guard(f: Text, ctx_base: int, frags_slow: bool) -> None:
     f.at("slow")
     f.do(f"ret i64 {c64(SLOW)}")
     f.at("go")
+
+
+def host_or_slow(f: Text, addr: str, size: int) -> str:
+    """A host pointer to ``size`` bytes at fake address ``addr`` (the shared
+    ``translate``); SLOW when unmapped."""
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {addr}, i64 {size}, i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {p}, null"), SLOW)
+    return p
 
 
 def ri_init(f: Text) -> None:
