@@ -235,3 +235,76 @@ def test_flow_offload_layout_is_the_kernels() -> None:
             if m.bitfield_size}
     assert bits["dir"] == (8 * L["bits"], 2) and bits["xmit_type"] == (8 * L["bits"] + 2, 3)
     assert bits["encap_num"] == (8 * L["bits"] + 5, 2)
+
+
+# -- the verifier: bpf_xdp_flow_lookup's prototype and the result's access rules, with the
+# messages of Linux 6.18's source (no kernel here has the kfunc to measure) --------------
+# r0 = bpf_xdp_flow_lookup(ctx, fib tuple at fp-72 (64 bytes, zeroed), opts at fp-8, 4)
+_PRE = "".join(f"*(u64 *)(r10 -{o}) = 0\n" for o in range(8, 80, 8)) + """r2 = r10
+r2 += -72
+r3 = r10
+r3 += -8
+r4 = 4
+call KFUNC(bpf_xdp_flow_lookup)
+"""
+_CHECKED = _PRE + "if r0 == 0 goto +1\n{}\nr0 = 2\nexit"
+VERIFIER_CASES = [
+    # tuple.iifidx, the byte of dir/xmit_type/encap_num, node.next->next (untrusted)
+    ("read", _CHECKED.format("r1 = *(u32 *)(r0 +44)"), None, 0),
+    ("bitfields", _CHECKED.format("r1 = *(u8 *)(r0 +58)"), None, 0),
+    ("node", _PRE + "if r0 == 0 goto +2\nr1 = *(u64 *)(r0 +0)\nr1 = *(u64 *)(r1 +0)\n"
+     "r0 = 2\nexit", None, 0),
+    # the union after mtu starts with struct { dst_cache; dst_cookie }: out.ifidx is
+    # refused (the sample reads it through bpf_rdonly_cast(, 0))
+    ("union", _CHECKED.format("r1 = *(u32 *)(r0 +64)"),
+     "cannot access ptr member dst_cache with moff 0 in struct  with off 0 size 4", errno.EACCES),
+    ("rdonly_cast", _PRE + "if r0 == 0 goto +4\nr1 = r0\nr2 = 0\n"
+     "call KFUNC(bpf_rdonly_cast)\nr1 = *(u32 *)(r0 +64)\nr0 = 2\nexit", None, 0),
+    ("unchecked", _PRE + "r1 = *(u32 *)(r0 +44)\nr0 = 2\nexit",
+     "R0 invalid mem access 'ptr_or_null_'", errno.EACCES),
+    ("write", _CHECKED.format("*(u32 *)(r0 +44) = 1"), "only read is supported", errno.EACCES),
+    ("beyond", _CHECKED.format("r1 = *(u64 *)(r0 +88)"),
+     "access beyond struct flow_offload_tuple_rhash at off 88 size 8", errno.EACCES),
+    ("negative", _CHECKED.format("r1 = *(u64 *)(r0 -8)"),
+     "R0 is ptr_flow_offload_tuple_rhash invalid negative access: off=-8", errno.EACCES),
+    # KF_TRUSTED_ARGS: no NULL pointer argument; the result is neither referenced nor
+    # trusted, so a trusted-argument kfunc refuses it
+    ("opts_null", _PRE.replace("r3 = r10\nr3 += -8\n", "r3 = 0\n") + "r0 = 2\nexit",
+     "Possibly NULL pointer passed to trusted arg2", errno.EACCES),
+    ("to_trusted", _PRE + "if r0 == 0 goto +3\nr1 = r0\nr2 = 1000\n"
+     "call KFUNC(bpf_ct_change_timeout)\nr0 = 2\nexit",
+     "R1 must be referenced or trusted", errno.EINVAL),
+    # fib_tuple is 64 bytes of memory
+    ("tuple_small", _PRE.replace("r2 += -72", "r2 += -32") + "r0 = 2\nexit",
+     "invalid read from stack R2 off=-32 size=64", errno.EINVAL),
+    ("ctx", "r1 = r10\nr1 += -80\n" + _PRE + "r0 = 2\nexit",
+     "arg#0 expected pointer to ctx, but got fp", errno.EINVAL),
+]
+
+
+@pytest.mark.parametrize("name,asm,msg,err", VERIFIER_CASES, ids=[c[0] for c in VERIFIER_CASES])
+def test_verifier_rules(name: str, asm: str, msg: str | None, err: int) -> None:
+    from pyxdp.errors import VerifierError
+    from pyxdp.testing.verifier_cases import VerifierCase
+    from pyxdp.verifier import verify
+
+    spec = VerifierCase("ft_" + name, asm, msg).spec()
+    (prog,) = spec.programs.values()
+    if msg is None:
+        verify(prog, spec.maps, btf=spec.btf)
+        return
+    with pytest.raises(VerifierError) as e:
+        verify(prog, spec.maps, btf=spec.btf)
+    assert (e.value.reason, e.value.errno) == (msg, err)
+
+
+def test_non_gpl_program_may_not_call_it() -> None:
+    from pyxdp.errors import VerifierError
+    from pyxdp.testing.verifier_cases import VerifierCase
+    from pyxdp.verifier import verify
+
+    spec = VerifierCase("ft_mit", _CHECKED.format("r1 = 0"), None, license="MIT").spec()
+    (prog,) = spec.programs.values()
+    with pytest.raises(VerifierError, match="cannot call kernel function from non-GPL "
+                       "compatible program"):
+        verify(prog, spec.maps, btf=spec.btf)
