@@ -183,6 +183,80 @@ def test_flows_forward_and_miss(engine: str) -> None:
     assert flow not in ft.list() and len(ft) == 2
 
 
+@needs_btf
+@pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
+def test_jit_batches_look_flows_up_natively() -> None:
+    """A batch's first lookup maps the namespace's index (Python); the native twin
+    answers every other packet: hits both ways, misses, an IPv6 neigh flow, then the
+    same batch with the flow torn down; frames, verdicts and records equal the
+    interpreter's, and the twin refreshes a timeout as the Python kfunc does."""
+    import numpy as np
+
+    from pyxdp.net import nf_flow_table_bpf
+    from pyxdp.testing.native import python_calls
+    from pyxdp.vm.helpers import RunContext
+
+    env = _env()
+    ct, ft, flow = _snat_flow(env)
+    ct6 = env.fib.conntrack.add(CtTuple.of("fd00:1::5", 5000, "fd00:2::9", 53, "udp"))
+    ft.offload(ct6, FlowRoute(2, xmit=FlowXmit.NEIGH), FlowRoute(3, xmit=FlowXmit.NEIGH))
+    # a miss first: the Python kfunc maps the index, the twin does the rest (the refresh too)
+    pkts = [(_tcp4("192.168.1.5", "203.0.113.9", 40001, 80, LAN_MAC, CLIENT_MAC), 2),
+            (_tcp4("192.168.1.5", "203.0.113.9", 40000, 80, LAN_MAC, CLIENT_MAC), 2),
+            (_tcp4("203.0.113.9", "203.0.113.1", 80, 50000, WAN_MAC, SERVER_MAC), 3),
+            (ether(LAN_MAC, CLIENT_MAC, 0x86DD, ipv6("fd00:1::5", "fd00:2::9", 17,
+                                                     struct.pack("!HHHH", 5000, 53, 8, 0))), 2)]
+    n = 32
+    frames = np.zeros((n, 2048), np.uint8)
+    lens = np.zeros(n, np.int64)
+    ifindex = np.zeros(n, np.int64)
+    for i in range(n):
+        pkt, dev = pkts[i % len(pkts)]
+        frames[i, 256:256 + len(pkt)] = np.frombuffer(pkt, np.uint8)
+        lens[i], ifindex[i] = len(pkt), dev
+
+    def batches(engine: str) -> list[Any]:
+        ctx = RunContext()
+        ctx.fib = env.fib
+        got = []
+        with Collection.load(FLOWTABLE, UserspaceBackend(env=env, engine=engine)) as c:
+            ports = c.maps["tx_ports"]
+            ports.handle.ifindex_ok = lambda i: i in env.fib.devices  # type: ignore
+            ports.update(2, 2)
+            ports.update(3, 3)
+            c.maps["cfg"][0] = CFG
+            prog = c.programs["xdp_flowtable"].handle
+            for teardown in (False, True):
+                if teardown:
+                    flow.teardown()
+                f = frames.copy()
+                flow.timeout = jiffies64() + 5 * HZ
+
+                res: list[Any] = []
+
+                def run(f: Any = f, res: list[Any] = res) -> None:
+                    res.append(prog.run_batch(f, 256, lens, ingress_ifindex=ifindex, ctx=ctx))
+                calls = python_calls([nf_flow_table_bpf.xdp_flow_lookup], run)
+                if engine == "jit":
+                    assert calls == 1, calls  # the batch's first lookup only
+                out = res[0]
+                # the record of the last frame (its timeout is the clock's: left out)
+                rec = {k: v for k, v in c.maps["out"][0].items() if k not in ("runs", "timeout")}
+                got.append((out.action.tolist(), f.tobytes(), rec,
+                            flow.timeout - jiffies64() > 25 * HZ or teardown))
+            flow.flags &= ~FlowFlag.TEARDOWN
+            ct.status |= IpsStatus.OFFLOAD
+        return got
+
+    interp, jit = batches("interp"), batches("jit")
+    assert jit == interp
+    actions = interp[0][0]
+    assert actions[:4] == [XdpAction.XDP_PASS, XdpAction.XDP_REDIRECT, XdpAction.XDP_REDIRECT,
+                           XdpAction.XDP_REDIRECT]
+    assert interp[1][0][:3] == [XdpAction.XDP_PASS] * 3  # torn down
+    assert all(g[3] for g in interp + jit)
+
+
 def test_flowtable_api_rules() -> None:
     env = _env()
     ct, ft, flow = _snat_flow(env)

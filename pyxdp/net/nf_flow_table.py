@@ -22,11 +22,14 @@ Flows leave through :meth:`NfFlowtable.gc` (``nf_flow_offload_gc_step``:
 expired or dying flows are torn down, torn-down ones freed) or
 :meth:`NfFlowtable.remove`; :meth:`Flow.teardown` is ``flow_offload_teardown``.
 
-Each flow lives in a slot of one flat buffer laid out as Linux 6.18 lays out
-``struct flow_offload`` on x86-64 (:data:`FLOW_OFFLOAD_LAYOUT`: both
-``flow_offload_tuple_rhash``, ``ct``, ``flags``, ``type``, ``timeout``), so a
-program reads what its CO-RE relocations resolve to; the buffer is mapped
-read-only into a run that gets a tuple from the kfunc.
+Each flow lives in a slot of its namespace's flat buffer laid out as Linux
+6.18 lays out ``struct flow_offload`` on x86-64 (:data:`FLOW_OFFLOAD_LAYOUT`:
+both ``flow_offload_tuple_rhash``, ``ct``, ``flags``, ``type``, ``timeout``),
+so a program reads what its CO-RE relocations resolve to; the buffer is mapped
+read-only into a run that gets a tuple from the kfunc. Beside it the namespace
+keeps :class:`FlowIndex`, the hash table's mirror the kfunc's native twin
+probes (``nf_flowtable_by_dev``'s answers and every tuple's key), rebuilt
+whenever flows or tables come and go.
 
 Simplified: the hash node (``node.next``) reads 0 and a ``neigh``/``xfrm``
 route's ``dst_cache`` is a fake, unmapped address (its ``dst_cookie`` 0);
@@ -42,7 +45,6 @@ import builtins
 import errno
 import itertools
 import struct
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
@@ -61,8 +63,9 @@ from pyxdp.net.nf_conntrack import (
     jiffies64,
 )
 
-__all__ = ["FLOW_OFFLOAD_LAYOUT", "FT_BASE", "FT_SLOT", "Flow", "FlowFlag", "FlowRoute",
-           "FlowXmit", "FlowtableError", "NfFlowtable", "NfFlowtables", "FLOWTABLES"]
+__all__ = ["FLOW_OFFLOAD_LAYOUT", "FT_BASE", "FT_INDEX", "FT_SLOT", "Flow", "FlowFlag",
+           "FlowIndex", "FlowRoute", "FlowXmit", "FlowtableError", "NfFlowtable",
+           "NfFlowtables"]
 
 FLOW_OFFLOAD_DIR_ORIGINAL, FLOW_OFFLOAD_DIR_REPLY = IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY
 NF_FLOW_TIMEOUT = 30 * HZ  # nf_{tcp,udp}_net.offload_timeout's default
@@ -107,16 +110,18 @@ FLOW_OFFLOAD_LAYOUT = {"size": 216, "tuplehash_size": 88, "tuple": 8, "ct": 176,
                        "mtu": 52, "dst_cache": 56, "dst_cookie": 64, "out.ifidx": 56,
                        "out.hw_ifidx": 60, "out.h_source": 64, "out.h_dest": 70}
 _L = FLOW_OFFLOAD_LAYOUT
-FT_SLOT = 256  # bytes per flow in a table's buffer
-MAX_FLOWS = 4096
-# Fake addresses of the tables' buffers: table k at FT_BASE + (k << 32); a neigh
-# route's dst_cache and the hash nodes' next pointers point at unmapped addresses.
+FT_SLOT = 256  # bytes per flow in a namespace's buffer
+MAX_FLOWS = 4096  # per namespace
+# Fake addresses of the namespaces' flow buffers: namespace k's at FT_BASE + (k << 32);
+# a neigh route's dst_cache points at an unmapped address. The index a run sees is at
+# FT_INDEX, whatever its namespace (a run has one).
 FT_BASE = 0x0000_6C00_0000_0000
+FT_INDEX = 0x0000_6F00_0000_0000
 _DST_BASE = 0x0000_6E00_0000_0000
 _KEY = _L["hash"]  # memcmp(&x->tuple, tuple, offsetof(struct flow_offload_tuple, __hash))
+ROUND = 0x9E37_79B9_7F4A_7C15
 
-_table_numbers = itertools.count()
-FLOWTABLES: weakref.WeakValueDictionary[int, NfFlowtable] = weakref.WeakValueDictionary()
+_namespace_numbers = itertools.count()
 
 
 class FlowtableError(PyxdpError):
@@ -169,13 +174,14 @@ class Flow:
 
     def __init__(self, table: NfFlowtable, slot: int, ct: NfConn) -> None:
         self.table = table
+        self.buf = table.owner.buf
         self.slot = slot
         self.ct = ct
 
     @property
     def addr(self) -> int:
         """The fake address of the ``struct flow_offload``."""
-        return self.table.base + self.slot * FT_SLOT
+        return self.table.owner.base + self.slot * FT_SLOT
 
     def tuple_addr(self, direction: int) -> int:
         """The address of ``tuplehash[direction]`` (what the kfunc returns)."""
@@ -190,25 +196,25 @@ class Flow:
     @property
     def flags(self) -> FlowFlag:
         """``flow->flags``: the ``NF_FLOW_*`` bits."""
-        return FlowFlag(struct.unpack_from("<Q", self.table.buf, self._off("flags"))[0])
+        return FlowFlag(struct.unpack_from("<Q", self.buf, self._off("flags"))[0])
 
     @flags.setter
     def flags(self, v: int) -> None:
-        struct.pack_into("<Q", self.table.buf, self._off("flags"), int(v) & M64)
+        struct.pack_into("<Q", self.buf, self._off("flags"), int(v) & M64)
 
     @property
     def timeout(self) -> int:
         """``flow->timeout``: the u32 jiffies it expires at."""
-        return int(struct.unpack_from("<I", self.table.buf, self._off("timeout"))[0])
+        return int(struct.unpack_from("<I", self.buf, self._off("timeout"))[0])
 
     @timeout.setter
     def timeout(self, v: int) -> None:
-        struct.pack_into("<I", self.table.buf, self._off("timeout"), v & M32)
+        struct.pack_into("<I", self.buf, self._off("timeout"), v & M32)
 
     def key(self, direction: int) -> bytes:
         """The tuple's bytes the hash compares (up to ``__hash``)."""
         o = self._off("src", direction)
-        return bytes(self.table.buf[o:o + _KEY])
+        return bytes(self.buf[o:o + _KEY])
 
     def expired(self) -> bool:
         """``nf_flow_has_expired``: ``nf_flow_timeout_delta(flow->timeout) <= 0``."""
@@ -224,7 +230,7 @@ class Flow:
     def _fill(self, direction: int, route: FlowRoute) -> None:
         """flow_offload_fill_dir and flow_offload_fill_route for one direction."""
         t = self.ct.tuple(direction)
-        b = self.table.buf
+        b = self.buf
         o = self._off("src", direction)
         n = 4 if t.l3num == AF_INET else 16
         b[o:o + _L["tuple_size"]] = bytes(_L["tuple_size"])
@@ -250,25 +256,29 @@ class Flow:
 
 
 class NfFlowtable:
-    """One flowtable (``struct nf_flowtable``) bound to ``devices`` (ifindexes)."""
+    """One flowtable (``struct nf_flowtable``) of namespace ``owner``, bound to
+    ``devices`` (ifindexes); its flows live in the namespace's buffer."""
 
-    def __init__(self, name: str, devices: Iterable[int] = ()) -> None:
+    def __init__(self, owner: NfFlowtables, name: str, devices: tuple[int, ...], tag: int
+                 ) -> None:
+        self.owner = owner
         self.name = name
-        self.devices = tuple(devices)
-        self.base = FT_BASE + (next(_table_numbers) << 32)
-        self.buf = bytearray(MAX_FLOWS * FT_SLOT)
+        self.devices = devices
+        self.tag = tag  # how the index names it
         self.flows: dict[int, Flow] = {}  # by slot
         # the rhashtable: a tuple's key -> (flow, direction)
         self.hash: dict[bytes, tuple[Flow, int]] = {}
-        FLOWTABLES[self.base] = self
 
     def offload(self, ct: NfConn, orig: FlowRoute, reply: FlowRoute) -> Flow:
         """``flow add @ft`` for a connection's packet: the flow of ``ct`` with a route
         per direction. EINVAL for an unconfirmed or dying entry or a protocol
         other than TCP or UDP; EEXIST when ``ct`` is offloaded already (``IPS_OFFLOAD``)
-        or a tuple is in the table; ENOBUFS when the table is full."""
+        or a tuple is in the table; ENOBUFS when the namespace's buffer is full;
+        ENOENT for a deleted table."""
         for r in (orig, reply):
             r.check()
+        if self.owner.tables.get(self.name) is not self:
+            raise FlowtableError(errno.ENOENT, f"flowtable {self.name!r} is deleted")
         if not ct.confirmed or ct.status & IpsStatus.DYING:
             raise FlowtableError(errno.EINVAL, "the conntrack entry is unconfirmed or dying")
         if ct.orig.protonum not in (IPPROTO_TCP, IPPROTO_UDP):
@@ -277,19 +287,16 @@ class NfFlowtable:
             raise FlowtableError(errno.EINVAL, "only IPv4 and IPv6 flows are offloaded")
         if ct.status & IpsStatus.OFFLOAD:
             raise FlowtableError(errno.EEXIST, "the connection is offloaded already")
-        slot = next((i for i in range(MAX_FLOWS) if i not in self.flows), None)
-        if slot is None:
-            raise FlowtableError(errno.ENOBUFS, f"no room for another flow (at most "
-                                 f"{MAX_FLOWS})")
+        slot = self.owner.free_slot()
         flow = Flow(self, slot, ct)
         o = slot * FT_SLOT
-        self.buf[o:o + FT_SLOT] = bytes(FT_SLOT)
+        flow.buf[o:o + FT_SLOT] = bytes(FT_SLOT)
         flow._fill(FLOW_OFFLOAD_DIR_ORIGINAL, orig)
         flow._fill(FLOW_OFFLOAD_DIR_REPLY, reply)
         keys = [flow.key(d) for d in (0, 1)]
         if any(k in self.hash for k in keys) or keys[0] == keys[1]:
             raise FlowtableError(errno.EEXIST, "a tuple of the flow is in the table")
-        struct.pack_into("<Q", self.buf, o + _L["ct"], ct.addr)
+        struct.pack_into("<Q", flow.buf, o + _L["ct"], ct.addr)
         flags = FlowFlag.HW_BIDIRECTIONAL
         if ct.status & IpsStatus.SRC_NAT:
             flags |= FlowFlag.SNAT
@@ -302,6 +309,7 @@ class NfFlowtable:
         self.flows[slot] = flow
         for d, k in enumerate(keys):
             self.hash[k] = (flow, d)
+        self.owner.reindex()
         return flow
 
     def lookup_key(self, key: bytes) -> tuple[Flow, int] | None:
@@ -315,7 +323,8 @@ class NfFlowtable:
             return None
         return got
 
-    def refresh(self, flow: Flow) -> None:
+    @staticmethod
+    def refresh(flow: Flow) -> None:
         """``flow_offload_refresh(..., false)``: a timeout that gains more than HZ moves."""
         timeout = (jiffies64() + NF_FLOW_TIMEOUT) & M32
         if (timeout - flow.timeout) & M32 > HZ:
@@ -329,6 +338,7 @@ class NfFlowtable:
             self.hash.pop(flow.key(d), None)
         del self.flows[flow.slot]
         flow.ct.status &= ~IpsStatus.OFFLOAD
+        self.owner.reindex()
 
     def gc(self) -> None:
         """``nf_flow_offload_gc_step`` over every flow: an expired flow or one whose
@@ -347,12 +357,99 @@ class NfFlowtable:
         return len(self.flows)
 
 
+def key_words(key: bytes) -> tuple[int, ...]:
+    """A tuple's key as the index holds it: 7 little-endian words (zero-padded)."""
+    return struct.unpack("<7Q", key.ljust(56, b"\0"))
+
+
+def index_hash(words: tuple[int, ...], tag: int) -> int:
+    """The index's hash of a key in table ``tag`` (the native twin computes the same)."""
+    h = tag
+    for w in words:
+        h = ((h ^ w) * ROUND) & M64
+    return h ^ (h >> 29)
+
+
+class FlowIndex:
+    """The namespace's lookup structure as native code reads it, a mirror of the
+    tables (rebuilt on every change; the tables' dicts are the reference).
+
+    Little-endian words: ``flows`` (the fake address of the flow buffer), the bucket
+    mask, the number of device entries; from :data:`DEVS` (byte offset) up to
+    :data:`MAX_DEVS` pairs (ifindex, table tag) in ``nf_flowtable_by_dev``'s order; from
+    :data:`BUCKETS` the open-addressed buckets of 8 words: the key's 7, then
+    ``tag << 32 | (offset of the tuplehash in the flow buffer + 1)`` (0: empty).
+    """
+
+    DEVS = 64
+    MAX_DEVS = 128
+    BUCKETS = DEVS + 16 * MAX_DEVS
+    NBUCKETS = 4 * MAX_FLOWS  # two tuples a flow: at most half full
+    SIZE = BUCKETS + 64 * NBUCKETS
+
+    def __init__(self) -> None:
+        self.buf = bytearray(self.SIZE)
+
+    def build(self, flows_base: int, tables: Iterable[NfFlowtable]) -> None:
+        b = self.buf
+        b[:] = bytes(self.SIZE)
+        tables = builtins.list(tables)
+        devs = [(d, t.tag) for t in tables for d in t.devices]
+        if len(devs) > self.MAX_DEVS:
+            raise FlowtableError(errno.ENOSPC, f"at most {self.MAX_DEVS} device bindings")
+        struct.pack_into("<QQQ", b, 0, flows_base, self.NBUCKETS - 1, len(devs))
+        for i, (d, tag) in enumerate(devs):
+            struct.pack_into("<QQ", b, self.DEVS + 16 * i, d, tag)
+        mask = self.NBUCKETS - 1
+        for t in tables:
+            for key, (flow, d) in t.hash.items():
+                words = key_words(key)
+                i = index_hash(words, t.tag) & mask
+                while struct.unpack_from("<Q", b, self.BUCKETS + 64 * i + 56)[0]:
+                    i = (i + 1) & mask
+                off = flow.slot * FT_SLOT + d * _L["tuplehash_size"]
+                struct.pack_into("<8Q", b, self.BUCKETS + 64 * i, *words,
+                                 t.tag << 32 | (off + 1))
+
+
 class NfFlowtables:
     """A namespace's flowtables by name (``Fib.flowtables``); a device belongs to the
-    first table it was bound to, as ``nf_flowtable_by_dev`` answers."""
+    first table it was bound to, as ``nf_flowtable_by_dev`` answers. The namespace's
+    flows share one buffer (``buf`` at fake address ``base``) and one :class:`FlowIndex`,
+    allocated with the first table."""
 
     def __init__(self) -> None:
         self.tables: dict[str, NfFlowtable] = {}
+        self.base = FT_BASE + (next(_namespace_numbers) << 32)
+        self._buf: bytearray | None = None
+        self._index: FlowIndex | None = None
+        self._tags = itertools.count(1)
+
+    @property
+    def buf(self) -> bytearray:
+        if self._buf is None:
+            self._buf = bytearray(MAX_FLOWS * FT_SLOT)
+        return self._buf
+
+    @property
+    def index(self) -> FlowIndex:
+        if self._index is None:
+            self._index = FlowIndex()
+            self.reindex()
+        return self._index
+
+    def reindex(self) -> None:
+        """The index follows a change of the tables."""
+        if self._index is not None:
+            self._index.build(self.base, self.tables.values())
+
+    def free_slot(self) -> int:
+        used = {s for t in self.tables.values() for s in t.flows}
+        slot = next((i for i in range(MAX_FLOWS) if i not in used), None)
+        if slot is None:
+            raise FlowtableError(errno.ENOBUFS, f"no room for another flow (at most "
+                                 f"{MAX_FLOWS} in a namespace)")
+        return slot
 
     def add(self, name: str, devices: Iterable[int]) -> NfFlowtable:
         """``nft add flowtable ... { devices = ... }`` (EEXIST: the name is taken)."""
@@ -361,18 +458,25 @@ class NfFlowtables:
         devs = tuple(devices)
         if any(not 0 < d < 1 << 31 for d in devs):
             raise FlowtableError(errno.EINVAL, "a device is a positive ifindex")
-        t = self.tables[name] = NfFlowtable(name, devs)
+        bound = sum(len(t.devices) for t in self.tables.values())
+        if bound + len(devs) > FlowIndex.MAX_DEVS:
+            raise FlowtableError(errno.ENOSPC, f"at most {FlowIndex.MAX_DEVS} device "
+                                 "bindings in a namespace")
+        t = self.tables[name] = NfFlowtable(self, name, devs, next(self._tags))
+        self.reindex()
         return t
 
     def delete(self, name: str) -> None:
         """``nft delete flowtable``: its devices unbound, every flow torn down and
         freed (``nf_flow_table_free``). ENOENT: no such table."""
-        t = self.tables.pop(name, None)
+        t = self.tables.get(name)
         if t is None:
             raise FlowtableError(errno.ENOENT, f"no flowtable {name!r}")
         for flow in t.list():
             flow.teardown()
         t.gc()
+        del self.tables[name]
+        self.reindex()
 
     def by_dev(self, ifindex: int) -> NfFlowtable | None:
         """``nf_flowtable_by_dev``: the first table bound to ``ifindex``."""
