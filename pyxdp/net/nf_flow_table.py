@@ -29,7 +29,7 @@ so a program reads what its CO-RE relocations resolve to; the buffer is mapped
 read-only into a run that gets a tuple from the kfunc. Beside it the namespace
 keeps :class:`FlowIndex`, the hash table's mirror the kfunc's native twin
 probes (``nf_flowtable_by_dev``'s answers and every tuple's key), rebuilt
-whenever flows or tables come and go.
+after flows or tables came or went when the kfunc next maps it.
 
 Simplified: the hash node (``node.next``) reads 0 and a ``neigh``/``xfrm``
 route's ``dst_cache`` is a fake, unmapped address (its ``dst_cookie`` 0);
@@ -372,7 +372,8 @@ def index_hash(words: tuple[int, ...], tag: int) -> int:
 
 class FlowIndex:
     """The namespace's lookup structure as native code reads it, a mirror of the
-    tables (rebuilt on every change; the tables' dicts are the reference).
+    tables (rebuilt after a change when next asked for; the tables' dicts are the
+    reference).
 
     Little-endian words: ``flows`` (the fake address of the flow buffer), the bucket
     mask, the number of device entries; from :data:`DEVS` (byte offset) up to
@@ -423,6 +424,7 @@ class NfFlowtables:
         self.base = FT_BASE + (next(_namespace_numbers) << 32)
         self._buf: bytearray | None = None
         self._index: FlowIndex | None = None
+        self._stale = True
         self._tags = itertools.count(1)
 
     @property
@@ -433,15 +435,19 @@ class NfFlowtables:
 
     @property
     def index(self) -> FlowIndex:
+        """The index, up to date (rebuilt here after changes: the kfunc asks for it at
+        a batch's first lookup, before native code reads it)."""
         if self._index is None:
             self._index = FlowIndex()
-            self.reindex()
+            self._stale = True
+        if self._stale:
+            self._index.build(self.base, self.tables.values())
+            self._stale = False
         return self._index
 
     def reindex(self) -> None:
-        """The index follows a change of the tables."""
-        if self._index is not None:
-            self._index.build(self.base, self.tables.values())
+        """The tables changed: the index is rebuilt when next asked for."""
+        self._stale = True
 
     def free_slot(self) -> int:
         used = {s for t in self.tables.values() for s in t.flows}
