@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import heapq
 import itertools
 import struct
 from collections.abc import Iterable
@@ -295,6 +296,7 @@ class NfFlowtable:
         flow._fill(FLOW_OFFLOAD_DIR_REPLY, reply)
         keys = [flow.key(d) for d in (0, 1)]
         if any(k in self.hash for k in keys) or keys[0] == keys[1]:
+            self.owner.release(slot)
             raise FlowtableError(errno.EEXIST, "a tuple of the flow is in the table")
         struct.pack_into("<Q", flow.buf, o + _L["ct"], ct.addr)
         flags = FlowFlag.HW_BIDIRECTIONAL
@@ -337,6 +339,7 @@ class NfFlowtable:
         for d in (0, 1):
             self.hash.pop(flow.key(d), None)
         del self.flows[flow.slot]
+        self.owner.release(flow.slot)
         flow.ct.status &= ~IpsStatus.OFFLOAD
         self.owner.reindex()
 
@@ -426,6 +429,7 @@ class NfFlowtables:
         self._index: FlowIndex | None = None
         self._stale = True
         self._tags = itertools.count(1)
+        self._free = list(range(MAX_FLOWS))  # a heap: the lowest slot first
 
     @property
     def buf(self) -> bytearray:
@@ -450,12 +454,14 @@ class NfFlowtables:
         self._stale = True
 
     def free_slot(self) -> int:
-        used = {s for t in self.tables.values() for s in t.flows}
-        slot = next((i for i in range(MAX_FLOWS) if i not in used), None)
-        if slot is None:
+        """The lowest free slot of the buffer (taken until :meth:`release`)."""
+        if not self._free:
             raise FlowtableError(errno.ENOBUFS, f"no room for another flow (at most "
                                  f"{MAX_FLOWS} in a namespace)")
-        return slot
+        return heapq.heappop(self._free)
+
+    def release(self, slot: int) -> None:
+        heapq.heappush(self._free, slot)
 
     def add(self, name: str, devices: Iterable[int]) -> NfFlowtable:
         """``nft add flowtable ... { devices = ... }`` (EEXIST: the name is taken)."""
