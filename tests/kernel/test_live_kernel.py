@@ -98,11 +98,33 @@ def test_af_packet_fallback(lab: str) -> None:
     _nothing_left()
 
 
+def test_threaded_napi(lab: str) -> None:
+    """``threaded_napi``: veth0's NAPI polled by a kthread while pyxdp runs, the frames
+    handled as Linux handles them, and no threaded NAPI left after (a veth's NAPI
+    goes with the detach)."""
+    from pyxdp.kernel.netdev_genl import napi_get
+    from pyxdp.xsk.live import LiveDataplane, LiveOptions
+    with LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"],
+                       options=LiveOptions(threaded_napi=True)):
+        napis = napi_get("veth0")
+        assert napis and all(n.threaded and n.pid for n in napis), napis
+    assert not napi_get("veth0")
+    frames = _frames()
+    got = run_case(CASES["tx"], frames, "pyxdp", threaded_napi=True)
+    _same(_kernel("tx"), got)
+    assert got.stats["veth0"].rx_packets == len(frames)
+    assert not any(n.threaded for n in napi_get("veth0"))
+    _nothing_left()
+
+
 def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
+    """SIGKILL: no program, no TAP and (``--threaded-napi``) no threaded NAPI left."""
+    from pyxdp.kernel.netdev_genl import napi_get
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         ["ip", "netns", "exec", lab, sys.executable, "-m", "pyxdp.cli.main", "run",
-         str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2"],
+         str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2",
+         "--threaded-napi"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert proc.stdout is not None
@@ -120,6 +142,8 @@ def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
         assert lines[1].startswith(b"veth0 rx ") and b"Mpps" in lines[1]
         assert xdp_query("veth0").prog_id != 0
         socket.if_nametoindex("veth0-pass")
+        napis = napi_get("veth0")
+        assert napis and all(n.threaded for n in napis), napis
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -128,6 +152,7 @@ def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
             break
         time.sleep(0.05)
     _nothing_left()
+    assert not any(n.threaded for n in napi_get("veth0"))
 
 
 def test_one_worker_per_queue(lab: str) -> None:
