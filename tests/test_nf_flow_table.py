@@ -18,7 +18,7 @@ import pytest
 
 from pyxdp.btf.btf import BtfKind
 from pyxdp.btf.struct_access import member_offset
-from pyxdp.btf.vmlinux import kernel_btf_index
+from pyxdp.btf.vmlinux import SHIPPED_BTF, kernel_btf_index
 from pyxdp.collection import Collection
 from pyxdp.net import fib as F
 from pyxdp.net.nf_conntrack import HZ, CtTuple, IpsStatus, jiffies64
@@ -101,9 +101,14 @@ def _snat_flow(env: TestRunEnv) -> Any:
     return ct, ft, flow
 
 
-@needs_btf
-@pytest.mark.parametrize("engine", ENGINES)
-def test_flows_forward_and_miss(engine: str) -> None:
+@pytest.mark.parametrize("engine,core_btf", [
+    pytest.param("interp", None, marks=needs_btf),
+    pytest.param("jit", None, marks=[needs_btf, pytest.mark.skipif(
+        not jit_available(), reason="the JIT needs llvmlite")]),
+    pytest.param("interp", SHIPPED_BTF)], ids=["interp", "jit", "interp-shipped-btf"])
+def test_flows_forward_and_miss(engine: str, core_btf: Path | None) -> None:
+    """CO-RE (and the verifier's struct walks) against the running kernel's BTF, and
+    against the BTF pyxdp ships (which holds struct flow_offload)."""
     env = _env()
     ct, ft, flow = _snat_flow(env)
     assert ct.status & IpsStatus.OFFLOAD
@@ -115,7 +120,8 @@ def test_flows_forward_and_miss(engine: str) -> None:
     # a flow arriving inside a VLAN: its tuple holds the tag, the kfunc's none
     ct_vlan = env.fib.conntrack.add(CtTuple.of("192.168.1.6", 1, "203.0.113.9", 2, "udp"))
     ft.offload(ct_vlan, FlowRoute(2, 3, encap=((10, 0x8100),)), FlowRoute(3, 2))
-    with Collection.load(FLOWTABLE, UserspaceBackend(env=env, engine=engine)) as c:
+    with Collection.load(FLOWTABLE, UserspaceBackend(env=env, engine=engine,
+                                                     core_btf=core_btf)) as c:
         ports = c.maps["tx_ports"]
         ports.handle.ifindex_ok = lambda i: i in env.fib.devices  # type: ignore[attr-defined]
         ports.update(2, 2)
