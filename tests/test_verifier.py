@@ -21,7 +21,7 @@ from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import UnsupportedHelper, VerifierError
+from pyxdp.errors import ObjectError, UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
@@ -335,6 +335,49 @@ def test_throw_unwinds_to_the_cookie(engine: str) -> None:
     assert [(pkt, r.retval) for pkt, r in got] == list(EXCEPTION_RUNS)
     assert all(r.fault is None for _, r in got)
     assert calls == (0 if engine == "jit" else 4)  # the JIT throws natively
+
+
+EXCEPTION_CB_OBJ = Path(__file__).parent / "verifier_objects" / "exception_cb.o"
+# frame length -> what Linux returns (tests/kernel/test_exceptions_kernel.py): the callback
+# maps cookie 7 to XDP_TX and others to XDP_DROP; xdp_throw_plain returns its cookie
+EXCEPTION_CB_RUNS = {"xdp_throw_cb": ((15, 3), (30, 2), (1200, 1)),
+                     "xdp_throw_plain": ((15, 3), (30, 2), (1200, 2))}
+
+
+def test_loader_appends_the_exception_callback_as_libbpf() -> None:
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    cb = spec.programs["xdp_throw_cb"]
+    assert [(f.name, f.pc) for f in cb.functions] == [("xdp_throw_cb", 0),
+                                                      ("xdp_exc_cb", 10)]
+    assert [(fi.insn_off, fi.name) for fi in cb.func_info] == [(0, "xdp_throw_cb"),
+                                                               (10, "xdp_exc_cb")]
+    assert [f.name for f in spec.programs["xdp_throw_plain"].functions] == ["xdp_throw_plain"]
+    # bpf_prog_assign_exc_cb's refusals, one line each
+    raw = EXCEPTION_CB_OBJ.read_bytes()
+    missing = raw.replace(b"exception_callback:xdp_exc_cb", b"exception_callback:xdp_exc_cX")
+    with pytest.raises(ObjectError, match="prog 'xdp_throw_cb': cannot find exception "
+                       "callback 'xdp_exc_cX'"):
+        load_collection_spec(missing)
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_exception_callback_of_its_own_is_refused_per_program(engine: str) -> None:
+    """pyxdp runs the default callback only: the program with a callback of its own is
+    UnsupportedHelper, its neighbour in the object runs (on the JIT a throw that ends its
+    block leaves at once: the rest of the block does not run)."""
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    with pytest.raises(UnsupportedHelper, match="xdp_throw_cb: an exception callback of its "
+                       "own"):
+        Collection(replace(spec, programs={"xdp_throw_cb": spec.programs["xdp_throw_cb"]}),
+                   engine=engine)
+    plain = replace(spec, programs={"xdp_throw_plain": spec.programs["xdp_throw_plain"]})
+    with Collection(plain, engine=engine) as c:
+        prog = c.programs["xdp_throw_plain"]
+        got = tuple((n, prog.test_run(bytes(n))) for n, _ in EXCEPTION_CB_RUNS["xdp_throw_plain"])
+    assert tuple((n, r.retval) for n, r in got) == EXCEPTION_CB_RUNS["xdp_throw_plain"]
+    assert all(r.fault is None for _, r in got)
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

@@ -1358,11 +1358,14 @@ class _Verifier:
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
         btf = self.btf
-        if btf is not None and any(t.kind is BtfKind.DECL_TAG and
-                                   t.name.startswith("exception_callback:") for t in btf.types):
+        main = self.spec.func_info[0].type_id if self.spec.func_info else None
+        if btf is not None and main is not None and any(
+                t.kind is BtfKind.DECL_TAG and (t.size_type, t.component_idx) == (main, -1)
+                and t.name.startswith("exception_callback:") for t in btf.types):
+            # bpf_find_exception_callback_insn_off finds the tag on the main function only
             raise UnsupportedHelper(f"{self.spec.name}: an exception callback of its own "
                                     "(the exception_callback: decl tag, __exception_cb) is "
-                                    "not modelled by pyxdp")
+                                    "not modelled by pyxdp's verifier and engines")
         for k in self.spec.kfuncs:
             self.pc = k.pc
             if not self.gpl:

@@ -903,6 +903,15 @@ class FuncLowering:
         kind = self.natives.kind(i.imm) if op.bpf_src(i.code) == op.BPF_K else None
         if kind is not None:
             native = self._native(i.imm, kind, pc)
+            if native is not None and kind == "bpf_throw":
+                # The twin always stops the run (ST_THROW): leave for the main function's
+                # unwinding at once, as after a call that stopped it - never run what
+                # follows the throw in its block.
+                f.cset("%ctx", "rem", self.rem_after)
+                rem = self._after_call(pc, record_pc=False)
+                self.W(0, native[0])
+                self._goto(succ, rem)
+                return
             if native is not None:
                 value, nat_label = native
                 slow_label = f.label("slow")
