@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -360,24 +361,49 @@ def test_loader_appends_the_exception_callback_as_libbpf() -> None:
         load_collection_spec(missing)
 
 
+# Linux 6.18's verdicts on tests/verifier_objects/exception_cb.o (the kernel test
+# re-measures them): the callback's rules (one scalar argument, no throw, not called)
+EXCEPTION_CB = {
+    "xdp_throw_cb": (None, 0),
+    "xdp_throw_plain": (None, 0),
+    "xdp_cb_two_args": ("exception cb only supports single integer argument", errno.EINVAL),
+    "xdp_cb_throws": ("bpf_throw kfunc (insn 9) cannot be called from callback subprog 1",
+                      errno.EINVAL),
+    "xdp_cb_called": ("insn 10 cannot call exception cb directlyprocessed 14 insns (limit "
+                      "1000000) max_states_per_insn 0 total_states 1 peak_states 1 "
+                      "mark_read 0", errno.EINVAL),
+}
+
+
+def test_exception_callbacks_get_linux_verdict() -> None:
+    got, processed = _verdicts(EXCEPTION_CB_OBJ)
+    assert got == EXCEPTION_CB
+    assert (processed["xdp_throw_cb"], processed["xdp_throw_plain"]) == (16, 8)  # Linux's
+
+
 @pytest.mark.parametrize("engine", ["interp", "jit"])
-def test_exception_callback_of_its_own_is_refused_per_program(engine: str) -> None:
-    """pyxdp runs the default callback only: the program with a callback of its own is
-    UnsupportedHelper, its neighbour in the object runs (on the JIT a throw that ends its
-    block leaves at once: the rest of the block does not run)."""
+def test_throw_returns_what_the_callback_returns(engine: str) -> None:
+    """A throw calls the program's own callback with the cookie (natively on the JIT)
+    and the run returns its value; without one, the cookie (on the JIT a throw that
+    ends its block leaves at once: the rest of the block does not run)."""
     if engine == "jit" and not jit_available():
         pytest.skip("the JIT needs llvmlite")
+    from pyxdp.testing.native import python_calls
+    from pyxdp.vm import bpf_exception
+
     spec = load_collection_spec(EXCEPTION_CB_OBJ)
-    with pytest.raises(UnsupportedHelper, match="xdp_throw_cb: an exception callback of its "
-                       "own"):
-        Collection(replace(spec, programs={"xdp_throw_cb": spec.programs["xdp_throw_cb"]}),
-                   engine=engine)
-    plain = replace(spec, programs={"xdp_throw_plain": spec.programs["xdp_throw_plain"]})
-    with Collection(plain, engine=engine) as c:
-        prog = c.programs["xdp_throw_plain"]
-        got = tuple((n, prog.test_run(bytes(n))) for n, _ in EXCEPTION_CB_RUNS["xdp_throw_plain"])
-    assert tuple((n, r.retval) for n, r in got) == EXCEPTION_CB_RUNS["xdp_throw_plain"]
-    assert all(r.fault is None for _, r in got)
+    runs = {n: spec.programs[n] for n in EXCEPTION_CB_RUNS}
+    got: dict[str, list[tuple[int, Any]]] = {}
+    with Collection(replace(spec, programs=runs), engine=engine) as c:
+        def run() -> None:
+            for name, cases in EXCEPTION_CB_RUNS.items():
+                prog = c.programs[name]
+                got[name] = [(n, prog.test_run(bytes(n))) for n, _ in cases]
+        calls = python_calls((bpf_exception.bpf_throw,), run)
+    assert {n: tuple((k, r.retval) for k, r in rs) for n, rs in got.items()} == \
+        EXCEPTION_CB_RUNS
+    assert all(r.fault is None for rs in got.values() for _, r in rs)
+    assert calls == (0 if engine == "jit" else 3)  # three of the runs throw
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

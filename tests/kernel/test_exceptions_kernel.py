@@ -39,7 +39,9 @@ CB_RUNS = {"xdp_throw_cb": ((15, 3), (30, 2), (1200, 1)),
 
 
 def test_exception_callback_of_its_own_on_linux() -> None:
-    with Collection.load(CB_OBJ, "kernel") as c:
+    spec = load_collection_spec(CB_OBJ)
+    runs = {name: spec.programs[name] for name in CB_RUNS}  # (the others Linux refuses)
+    with Collection(replace(spec, programs=runs), "kernel") as c:
         got = {name: tuple((n, c.programs[name].test_run(bytes(n)).retval) for n, _ in runs)
                for name, runs in CB_RUNS.items()}
     assert got == CB_RUNS

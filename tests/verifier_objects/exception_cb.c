@@ -7,7 +7,9 @@
  * the cookie instead of the cookie (xdp_throw_cb: short frames throw 7, cb gives
  * XDP_TX; long frames throw XDP_PASS, cb gives XDP_DROP). xdp_throw_plain, in the
  * same object, throws with the default callback (the cookie). The runs are compared
- * with Linux's by tests/kernel/test_exceptions_kernel.py.
+ * with Linux's by tests/kernel/test_exceptions_kernel.py; xdp_cb_two_args,
+ * xdp_cb_throws and xdp_cb_called are what Linux refuses (tests/test_verifier.py
+ * pins the verdicts, tests/kernel/test_verifier_kernel.py re-measures them).
  *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
@@ -44,6 +46,44 @@ int xdp_throw_plain(struct xdp_md *ctx)
 	if (ctx->data_end - ctx->data < 20)
 		bpf_throw(XDP_TX);
 	return XDP_PASS;
+}
+
+/* What Linux refuses: a callback of two arguments, one that throws, a program that
+ * calls its callback. */
+__noinline int exc_cb_two(int a, int b)
+{
+	return a + b;
+}
+
+SEC("xdp") __exception_cb(exc_cb_two)
+int xdp_cb_two_args(struct xdp_md *ctx)
+{
+	if (ctx->data_end - ctx->data < 20)
+		bpf_throw(1);
+	return XDP_PASS;
+}
+
+__noinline int exc_cb_throws(__u64 cookie)
+{
+	if (cookie > 4)
+		bpf_throw(cookie);
+	return XDP_DROP;
+}
+
+SEC("xdp") __exception_cb(exc_cb_throws)
+int xdp_cb_throws(struct xdp_md *ctx)
+{
+	if (ctx->data_end - ctx->data < 20)
+		bpf_throw(9);
+	return XDP_PASS;
+}
+
+SEC("xdp") __exception_cb(xdp_exc_cb)
+int xdp_cb_called(struct xdp_md *ctx)
+{
+	if (ctx->data_end - ctx->data < 20)
+		bpf_throw(7);
+	return xdp_exc_cb(ctx->data_end - ctx->data);
 }
 
 LICENSE("GPL");

@@ -306,7 +306,13 @@ class FuncLowering:
             cookie = f.cget("%ctx", "fault_addr")
             for name in ("status", "fault_addr", "fault_pc"):
                 f.cset("%ctx", name, "0")
-            f.do(f"ret {RET_T} {f.ins(f'insertvalue {RET_T} undef, i64 {cookie}, 0')}")
+            cb = prog.p.exception_cb
+            if cb:  # the program's own callback, on the main function's frame and budget
+                args = ", ".join(["i64 0", f"i64 {cookie}"] + ["i64 0"] * 8)
+                res = f.ins(f"call {RET_T} @{prog.funcs[cb]}(ptr %ctx, i64 0, {args})")
+                f.do(f"ret {RET_T} {res}")
+            else:
+                f.do(f"ret {RET_T} {f.ins(f'insertvalue {RET_T} undef, i64 {cookie}, 0')}")
             f.at("unwind")
         f.do(f"ret {RET_T} undef")
         for pc, where in self.phi_at.items():
