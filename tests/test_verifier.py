@@ -361,6 +361,42 @@ def test_loader_appends_the_exception_callback_as_libbpf() -> None:
         load_collection_spec(missing)
 
 
+def test_exception_callback_lookup_refusals() -> None:
+    """bpf_find_exception_callback_insn_off's refusals (lines and errnos), on variants
+    of xdp_throw_cb's BTF and func_info; the verifier reports them as they are."""
+    from pyxdp.btf.btf import BTF_FUNC_STATIC, BtfKind
+    from pyxdp.spec import ExceptionCallbackError, exception_callback
+
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    prog, btf = spec.programs["xdp_throw_cb"], spec.btf
+    assert btf is not None and exception_callback(prog, btf) == 10
+    assert exception_callback(spec.programs["xdp_throw_plain"], btf) == 0
+    tag = next(t for t in btf.types if t.kind is BtfKind.DECL_TAG
+               and t.name == "exception_callback:xdp_exc_cb")
+    cb = btf.types[btf.find("xdp_exc_cb", BtfKind.FUNC) or 0]
+    throw = btf.types[btf.find("bpf_throw", BtfKind.FUNC) or 0]
+    (cb_info,) = [fi for fi in prog.func_info if fi.name == "xdp_exc_cb"]
+    variants = [
+        (btf.with_types({throw.id: replace(tag, id=throw.id)}), prog,
+         "multiple exception callback tags for main subprog", errno.EEXIST),
+        (btf.with_types({tag.id: replace(tag, name="exception_callback:nope")}), prog,
+         "exception callback 'nope' could not be found in BTF", errno.ENOENT),
+        (btf.with_types({cb.id: replace(cb, linkage=BTF_FUNC_STATIC, vlen=BTF_FUNC_STATIC)}),
+         prog, "exception callback 'xdp_exc_cb' must have global linkage", errno.EINVAL),
+        (btf, replace(prog, func_info=prog.func_info[:1]),
+         "exception callback type id not found in func_info", errno.EINVAL),
+        (btf, replace(prog, func_info=(*prog.func_info, replace(cb_info, insn_off=0))),
+         "invalid exception callback insn_off in func_info: 0", errno.EINVAL),
+    ]
+    for variant_btf, variant, msg, err in variants:
+        with pytest.raises(ExceptionCallbackError) as e:
+            exception_callback(variant, variant_btf)
+        assert (e.value.message, e.value.errno) == (msg, err)
+        with pytest.raises(VerifierError) as v:
+            verify(variant, spec.maps, btf=variant_btf)
+        assert (v.value.reason, v.value.errno) == (msg, err)
+
+
 # Linux 6.18's verdicts on tests/verifier_objects/exception_cb.o (the kernel test
 # re-measures them): the callback's rules (one scalar argument, no throw, not called)
 EXCEPTION_CB = {
