@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pyxdp import samples
+from pyxdp.cli import run_maps
 from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
 from pyxdp.net.stats import NetdevStats
 
@@ -135,9 +136,13 @@ def cmd_run_live(args: argparse.Namespace) -> int:
     except (LiveError, ValueError) as e:
         raise CliError(str(e)) from None
     interrupted = False
+    server: run_maps.MapServer | None = None
     try:
         if args.maps:
             fill_maps(dp.collection, args.maps, socket.if_nametoindex)
+        # the maps, reachable from other processes while it runs (pyxdp.cli.run_maps)
+        server = run_maps.serve(dp.collection, dp.host.lock,
+                                {"program": dp.program.name, "ifaces": list(args.iface)})
         dp.start()
         if not args.json:
             devs = ", ".join(f"{d.name} ({len(d.rx)} queue{'s' * (len(d.rx) > 1)}, "
@@ -148,6 +153,7 @@ def cmd_run_live(args: argparse.Namespace) -> int:
                   if any(d.tap for d in dp.devices) else
                   f"pyxdp run: {dp.program.name} ({Path(args.obj).name}) on {devs}",
                   flush=True)
+            print(f"maps: pyxdp map show run {os.getpid()}", flush=True)
         end = None if args.duration is None else time.monotonic() + args.duration
         with _sigterm_as_interrupt():
             try:
@@ -173,6 +179,8 @@ def cmd_run_live(args: argparse.Namespace) -> int:
             _write_output(args.dump_maps,
                           (json.dumps(dump_maps(dp.collection), indent=2) + "\n").encode())
     finally:
+        if server is not None:
+            server.close()
         dp.close()
     return 130 if interrupted and args.duration is not None else 0
 
