@@ -19,12 +19,13 @@ handle.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pyxdp.asm.insn import Instruction
-from pyxdp.btf.btf import Btf
+from pyxdp.btf.btf import BTF_FUNC_GLOBAL, Btf, BtfKind
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
@@ -35,6 +36,7 @@ __all__ = [
     "BPF_XDP_DEVMAP",
     "CollectionSpec",
     "CoreRelocation",
+    "ExceptionCallbackError",
     "FuncInfo",
     "FunctionSpan",
     "InnerMapRef",
@@ -46,6 +48,7 @@ __all__ = [
     "ProgramRef",
     "ProgramSpec",
     "XdpRunConfig",
+    "exception_callback",
     "libbpf_map_defaults",
     "ringbuf_size",
 ]
@@ -371,3 +374,57 @@ class CollectionSpec:
         return replace(self, programs=dict(self.programs), maps=dict(self.maps),
                        xdp_run_config=dict(self.xdp_run_config))
 
+
+
+class ExceptionCallbackError(Exception):
+    """Why a program's exception callback cannot be found: Linux's log line, errno."""
+
+    def __init__(self, message: str, err: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errno = err
+
+
+EXCEPTION_CB_TAG = "exception_callback:"
+
+
+def exception_callback(spec: ProgramSpec, btf: Btf | None) -> int:
+    """Where ``spec``'s exception callback of its own starts (0: it has none), as
+    ``bpf_find_exception_callback_insn_off`` (kernel/bpf/verifier.c, Linux 6.18)
+    finds it: the ``exception_callback:NAME`` decl tag on the main function's BTF
+    FUNC (what ``__exception_cb(NAME)`` puts there), the global FUNC ``NAME`` and
+    the func_info entry of that FUNC. Raises :class:`ExceptionCallbackError` with
+    the kernel's line where it refuses the program."""
+    if not spec.func_info or btf is None:
+        return 0
+    main = spec.func_info[0].type_id
+    if not 0 < main < len(btf.types):
+        raise ExceptionCallbackError("invalid btf id for main subprog in func_info",
+                                     errno.EINVAL)
+    names = [t.name[len(EXCEPTION_CB_TAG):] for t in btf.types
+             if t.kind is BtfKind.DECL_TAG and (t.size_type, t.component_idx) == (main, -1)
+             and t.name.startswith(EXCEPTION_CB_TAG)]
+    if not names:
+        return 0
+    if len(names) > 1:
+        raise ExceptionCallbackError("multiple exception callback tags for main subprog",
+                                     errno.EEXIST)
+    name = names[0]
+    fid = btf.find(name, BtfKind.FUNC)
+    if fid is None:
+        raise ExceptionCallbackError(f"exception callback '{name}' could not be found in BTF",
+                                     errno.ENOENT)
+    if btf.type_by_id(fid).linkage != BTF_FUNC_GLOBAL:
+        raise ExceptionCallbackError(f"exception callback '{name}' must have global linkage",
+                                     errno.EINVAL)
+    start = 0
+    for fi in spec.func_info:  # the last entry of the FUNC counts, as the kernel's loop
+        if fi.type_id == fid:
+            start = fi.insn_off if fi.insn_off else -1
+    if start < 0:
+        raise ExceptionCallbackError("invalid exception callback insn_off in func_info: 0",
+                                     errno.EINVAL)
+    if not start:
+        raise ExceptionCallbackError("exception callback type id not found in func_info",
+                                     errno.EINVAL)
+    return start

@@ -18,14 +18,14 @@ from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
 from pyxdp.btf.btf import Btf
 from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target
-from pyxdp.errors import KernelError, MapError, NotSupportedError, PyxdpError
+from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
 from pyxdp.net.xdp_metadata import bind_kfuncs
-from pyxdp.spec import MapSpec, ProgramSpec
+from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 
 if TYPE_CHECKING:
@@ -111,11 +111,16 @@ class UserspaceBackend:
                                f"program {spec.name!r} is bound to ifindex {spec.ifindex}, "
                                f"which names no device here")
             ops = dev.xdp_metadata_ops
+        try:  # (the verifier refuses these first, with the same line)
+            exception_cb = exception_callback(spec, btf)
+        except ExceptionCallbackError as e:
+            raise InvalidProgram(f"{spec.name}: {e.message}", rule="exception-callback"
+                                 ) from None
         helpers = None
         if spec.kfuncs:
             spec, helpers = bind_kfuncs(spec, ops, btf, self.nr_cpus)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
-                       helpers=helpers, facts=facts)
+                       helpers=helpers, facts=facts, exception_cb=exception_cb)
         return self.register(prog)
 
     def register(self, prog: XdpProg) -> XdpProg:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import UnsupportedHelper, VerifierError
+from pyxdp.errors import ObjectError, UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
@@ -397,6 +398,110 @@ def test_throw_unwinds_to_the_cookie(engine: str) -> None:
     assert [(pkt, r.retval) for pkt, r in got] == list(EXCEPTION_RUNS)
     assert all(r.fault is None for _, r in got)
     assert calls == (0 if engine == "jit" else 4)  # the JIT throws natively
+
+
+EXCEPTION_CB_OBJ = Path(__file__).parent / "verifier_objects" / "exception_cb.o"
+# frame length -> what Linux returns (tests/kernel/test_exceptions_kernel.py): the callback
+# maps cookie 7 to XDP_TX and others to XDP_DROP; xdp_throw_plain returns its cookie
+EXCEPTION_CB_RUNS = {"xdp_throw_cb": ((15, 3), (30, 2), (1200, 1)),
+                     "xdp_throw_plain": ((15, 3), (30, 2), (1200, 2))}
+
+
+def test_loader_appends_the_exception_callback_as_libbpf() -> None:
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    cb = spec.programs["xdp_throw_cb"]
+    assert [(f.name, f.pc) for f in cb.functions] == [("xdp_throw_cb", 0),
+                                                      ("xdp_exc_cb", 10)]
+    assert [(fi.insn_off, fi.name) for fi in cb.func_info] == [(0, "xdp_throw_cb"),
+                                                               (10, "xdp_exc_cb")]
+    assert [f.name for f in spec.programs["xdp_throw_plain"].functions] == ["xdp_throw_plain"]
+    # bpf_prog_assign_exc_cb's refusals, one line each
+    raw = EXCEPTION_CB_OBJ.read_bytes()
+    missing = raw.replace(b"exception_callback:xdp_exc_cb", b"exception_callback:xdp_exc_cX")
+    with pytest.raises(ObjectError, match="prog 'xdp_throw_cb': cannot find exception "
+                       "callback 'xdp_exc_cX'"):
+        load_collection_spec(missing)
+
+
+def test_exception_callback_lookup_refusals() -> None:
+    """bpf_find_exception_callback_insn_off's refusals (lines and errnos), on variants
+    of xdp_throw_cb's BTF and func_info; the verifier reports them as they are."""
+    from pyxdp.btf.btf import BTF_FUNC_STATIC, BtfKind
+    from pyxdp.spec import ExceptionCallbackError, exception_callback
+
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    prog, btf = spec.programs["xdp_throw_cb"], spec.btf
+    assert btf is not None and exception_callback(prog, btf) == 10
+    assert exception_callback(spec.programs["xdp_throw_plain"], btf) == 0
+    tag = next(t for t in btf.types if t.kind is BtfKind.DECL_TAG
+               and t.name == "exception_callback:xdp_exc_cb")
+    cb = btf.types[btf.find("xdp_exc_cb", BtfKind.FUNC) or 0]
+    throw = btf.types[btf.find("bpf_throw", BtfKind.FUNC) or 0]
+    (cb_info,) = [fi for fi in prog.func_info if fi.name == "xdp_exc_cb"]
+    variants = [
+        (btf.with_types({throw.id: replace(tag, id=throw.id)}), prog,
+         "multiple exception callback tags for main subprog", errno.EEXIST),
+        (btf.with_types({tag.id: replace(tag, name="exception_callback:nope")}), prog,
+         "exception callback 'nope' could not be found in BTF", errno.ENOENT),
+        (btf.with_types({cb.id: replace(cb, linkage=BTF_FUNC_STATIC, vlen=BTF_FUNC_STATIC)}),
+         prog, "exception callback 'xdp_exc_cb' must have global linkage", errno.EINVAL),
+        (btf, replace(prog, func_info=prog.func_info[:1]),
+         "exception callback type id not found in func_info", errno.EINVAL),
+        (btf, replace(prog, func_info=(*prog.func_info, replace(cb_info, insn_off=0))),
+         "invalid exception callback insn_off in func_info: 0", errno.EINVAL),
+    ]
+    for variant_btf, variant, msg, err in variants:
+        with pytest.raises(ExceptionCallbackError) as e:
+            exception_callback(variant, variant_btf)
+        assert (e.value.message, e.value.errno) == (msg, err)
+        with pytest.raises(VerifierError) as v:
+            verify(variant, spec.maps, btf=variant_btf)
+        assert (v.value.reason, v.value.errno) == (msg, err)
+
+
+# Linux 6.18's verdicts on tests/verifier_objects/exception_cb.o (the kernel test
+# re-measures them): the callback's rules (one scalar argument, no throw, not called)
+EXCEPTION_CB = {
+    "xdp_throw_cb": (None, 0),
+    "xdp_throw_plain": (None, 0),
+    "xdp_cb_two_args": ("exception cb only supports single integer argument", errno.EINVAL),
+    "xdp_cb_throws": ("bpf_throw kfunc (insn 9) cannot be called from callback subprog 1",
+                      errno.EINVAL),
+    "xdp_cb_called": ("insn 10 cannot call exception cb directlyprocessed 14 insns (limit "
+                      "1000000) max_states_per_insn 0 total_states 1 peak_states 1 "
+                      "mark_read 0", errno.EINVAL),
+}
+
+
+def test_exception_callbacks_get_linux_verdict() -> None:
+    got, processed = _verdicts(EXCEPTION_CB_OBJ)
+    assert got == EXCEPTION_CB
+    assert (processed["xdp_throw_cb"], processed["xdp_throw_plain"]) == (16, 8)  # Linux's
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_throw_returns_what_the_callback_returns(engine: str) -> None:
+    """A throw calls the program's own callback with the cookie (natively on the JIT)
+    and the run returns its value; without one, the cookie (on the JIT a throw that
+    ends its block leaves at once: the rest of the block does not run)."""
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    from pyxdp.testing.native import python_calls
+    from pyxdp.vm import bpf_exception
+
+    spec = load_collection_spec(EXCEPTION_CB_OBJ)
+    runs = {n: spec.programs[n] for n in EXCEPTION_CB_RUNS}
+    got: dict[str, list[tuple[int, Any]]] = {}
+    with Collection(replace(spec, programs=runs), engine=engine) as c:
+        def run() -> None:
+            for name, cases in EXCEPTION_CB_RUNS.items():
+                prog = c.programs[name]
+                got[name] = [(n, prog.test_run(bytes(n))) for n, _ in cases]
+        calls = python_calls((bpf_exception.bpf_throw,), run)
+    assert {n: tuple((k, r.retval) for k, r in rs) for n, rs in got.items()} == \
+        EXCEPTION_CB_RUNS
+    assert all(r.fault is None for rs in got.values() for _, r in rs)
+    assert calls == (0 if engine == "jit" else 3)  # three of the runs throw
 
 
 def test_issue_example_refused_with_linux_line_pc_source_and_state() -> None:

@@ -964,62 +964,113 @@ class _Loader:
                              f"instead of at its start", caller.sec)
         return target
 
+    def _exception_cb(self, main: _Function) -> _Function | None:
+        """libbpf's ``bpf_prog_assign_exc_cb``: the ``.text`` function an
+        ``exception_callback:NAME`` decl tag on ``main``'s BTF function names (what
+        ``__exception_cb(NAME)`` puts there), None without one or with several (the
+        verifier refuses those)."""
+        btf = self.btf
+        if btf is None:
+            return None
+        prefix = "exception_callback:"
+        found: _Function | None = None
+        for t in btf.types[1:]:
+            if (t.kind is not BtfKind.DECL_TAG or t.component_idx != -1
+                    or not t.name.startswith(prefix)):
+                continue
+            fn_t = btf.types[t.size_type] if t.size_type < len(btf.types) else None
+            if fn_t is None or fn_t.kind is not BtfKind.FUNC or fn_t.linkage != BTF_FUNC_GLOBAL:
+                raise self.error(f"prog {main.name!r}: exception_callback:<value> decl tag not "
+                                 "applied to the main program", ".BTF")
+            if fn_t.name != main.name:
+                continue
+            if found is not None:  # several callbacks: none appended
+                return None
+            name = t.name[len(prefix):]
+            if not name:
+                raise self.error(f"prog {main.name!r}: exception_callback:<value> decl tag "
+                                 "contains empty value", ".BTF")
+            cb = next((f for f in self.functions if f.is_subprog and f.name == name), None)
+            if cb is None:
+                raise self.error(f"prog {main.name!r}: cannot find exception callback "
+                                 f"{name!r}", ".BTF")
+            if (cb.sym.bind == elfio.STB_LOCAL
+                    or cb.sym.visibility in (elfio.STV_HIDDEN, elfio.STV_INTERNAL)):
+                raise self.error(f"prog {main.name!r}: exception callback {name} must be a "
+                                 "global non-hidden function", ".BTF")
+            found = cb
+        return found
+
     def _link(self, main: _Function) -> ProgramSpec:
         """libbpf's ``bpf_object__relocate_calls``/``reloc_code`` + data relocation."""
         out: list[Instruction] = list(main.insns)
         placed: dict[int, int] = {id(main): 0}
         order: list[tuple[_Function, int]] = [(main, 0)]
         stack: list[tuple[_Function, int, int]] = [(main, 0, 0)]
-        while stack:
-            fn, base, i = stack.pop()
-            while i < len(fn.insns):
-                insn = out[base + i]
-                rel = fn.relocs.get(i)
-                is_call = (insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_CALL
-                           and insn.dst == 0 and insn.off == 0)
-                if insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
-                    raise NotSupportedError(f"kfunc call (src_reg 2) without a relocation in "
-                                            f"{fn.name!r} (section {fn.sec.name!r}): nothing "
-                                            f"names the kernel function")
-                if rel is not None and rel.kind == "kfunc":
+        exception_cb_done = False
+        while True:
+            while stack:
+                fn, base, i = stack.pop()
+                while i < len(fn.insns):
+                    insn = out[base + i]
+                    rel = fn.relocs.get(i)
+                    is_call = (insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_CALL
+                               and insn.dst == 0 and insn.off == 0)
+                    if insn.code == op.OP_CALL and insn.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                        raise NotSupportedError(f"kfunc call (src_reg 2) without a relocation in "
+                                                f"{fn.name!r} (section {fn.sec.name!r}): nothing "
+                                                f"names the kernel function")
+                    if rel is not None and rel.kind == "kfunc":
+                        i += 1
+                        continue
+                    is_func_addr = rel is not None and rel.kind == "func_addr"
+                    if not is_call and not is_func_addr:
+                        i += 1
+                        continue
+                    if rel is not None and rel.kind == "call":
+                        target_idx = rel.sym_off // 8 + insn.imm + 1
+                    elif rel is not None and rel.kind == "func_addr":
+                        target_idx = (rel.sym_off + insn.imm) // 8
+                    elif rel is None:
+                        # A call to a static function of the same section carries
+                        # no relocation; imm is relative to the call's position.
+                        if not fn.is_subprog:
+                            raise NotSupportedError(
+                                f"function {fn.name!r} calls into its own section "
+                                f"{fn.sec.name!r}; only .text subprograms can be called "
+                                f"(as in libbpf)")
+                        target_idx = fn.sec_insn_off + i + insn.imm + 1
+                    else:
+                        raise self.error(f"function {fn.name!r}: call at {i} has a "
+                                         f"{rel.kind} relocation", fn.sec)
+                    target = self._subprog_at(fn, target_idx,
+                                              "call" if is_call else "function address")
+                    if id(target) not in placed:
+                        # Append the subprogram and relocate it first, then come
+                        # back to this instruction: the same depth-first order as
+                        # libbpf, so the layout matches what it loads.
+                        placed[id(target)] = len(out)
+                        order.append((target, len(out)))
+                        out.extend(target.insns)
+                        stack.append((fn, base, i))
+                        stack.append((target, placed[id(target)], 0))
+                        break
+                    rel_imm = placed[id(target)] - (base + i) - 1
+                    src = op.CallSrc.BPF_PSEUDO_CALL if is_call else op.PseudoSrc.BPF_PSEUDO_FUNC
+                    out[base + i] = self._patched(insn, fn, imm=rel_imm, src=int(src))
                     i += 1
-                    continue
-                is_func_addr = rel is not None and rel.kind == "func_addr"
-                if not is_call and not is_func_addr:
-                    i += 1
-                    continue
-                if rel is not None and rel.kind == "call":
-                    target_idx = rel.sym_off // 8 + insn.imm + 1
-                elif rel is not None and rel.kind == "func_addr":
-                    target_idx = (rel.sym_off + insn.imm) // 8
-                elif rel is None:
-                    # A call to a static function of the same section carries
-                    # no relocation; imm is relative to the call's position.
-                    if not fn.is_subprog:
-                        raise NotSupportedError(
-                            f"function {fn.name!r} calls into its own section "
-                            f"{fn.sec.name!r}; only .text subprograms can be called "
-                            f"(as in libbpf)")
-                    target_idx = fn.sec_insn_off + i + insn.imm + 1
-                else:
-                    raise self.error(f"function {fn.name!r}: call at {i} has a "
-                                     f"{rel.kind} relocation", fn.sec)
-                target = self._subprog_at(fn, target_idx,
-                                          "call" if is_call else "function address")
-                if id(target) not in placed:
-                    # Append the subprogram and relocate it first, then come
-                    # back to this instruction: the same depth-first order as
-                    # libbpf, so the layout matches what it loads.
-                    placed[id(target)] = len(out)
-                    order.append((target, len(out)))
-                    out.extend(target.insns)
-                    stack.append((fn, base, i))
-                    stack.append((target, placed[id(target)], 0))
-                    break
-                rel_imm = placed[id(target)] - (base + i) - 1
-                src = op.CallSrc.BPF_PSEUDO_CALL if is_call else op.PseudoSrc.BPF_PSEUDO_FUNC
-                out[base + i] = self._patched(insn, fn, imm=rel_imm, src=int(src))
-                i += 1
+            if exception_cb_done:
+                break
+            # bpf_object__relocate: the main program's exception callback is appended
+            # (with what it calls) after everything the main program calls.
+            exception_cb_done = True
+            cb = self._exception_cb(main)
+            if cb is None or id(cb) in placed:
+                break
+            placed[id(cb)] = len(out)
+            order.append((cb, len(out)))
+            out.extend(cb.insns)
+            stack.append((cb, placed[id(cb)], 0))
         map_refs: list[MapRef] = []
         kfuncs: list[KfuncRef] = []
         for fn, base in order:

@@ -55,6 +55,7 @@ from enum import IntEnum, IntFlag
 from pyxdp.errors import HelperFault
 from pyxdp.net.inet_hashtables import SockTable
 from pyxdp.net.nf_conntrack import NfConntrack
+from pyxdp.net.nf_flow_table import NfFlowtables
 from pyxdp.net.xdp import CTX_BASE
 from pyxdp.net.xfrm_state import XfrmStateTable
 from pyxdp.vm.context import RunContext
@@ -476,6 +477,8 @@ class Fib:
         self.sockets = SockTable()
         # Its IPsec states (what bpf_xdp_get_xfrm_state finds).
         self.xfrm = XfrmStateTable()
+        # Its netfilter flowtables (what bpf_xdp_flow_lookup finds, by receiving device).
+        self.flowtables = NfFlowtables()
         # Tables that exist (the kernel creates one with its first route and
         # never frees it); local and main always exist.
         self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},

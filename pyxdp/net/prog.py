@@ -156,10 +156,13 @@ class XdpProg:
     def __init__(self, spec: ProgramSpec, maps: Mapping[str, Map], *,
                  helpers: Mapping[int, Helper] | None = None,
                  budget: int = DEFAULT_BUDGET, engine: str = "auto",
-                 facts: Mapping[int, MemAccess] | None = None) -> None:
+                 facts: Mapping[int, MemAccess] | None = None,
+                 exception_cb: int = 0) -> None:
         if engine not in ("auto", "jit", "interp", "tiered"):
             raise NotSupportedError(f"unknown engine {engine!r} (auto, jit, interp or tiered)")
         self.engine = _pick_engine(engine)
+        # The program's exception callback of its own (pyxdp.spec.exception_callback)
+        self.exception_cb = exception_cb
         # "tiered": the interpreter runs the first packets while a thread builds the JIT
         # code; the next run that starts with nothing in flight switches to it.
         tiered = self.engine == "tiered"
@@ -236,11 +239,13 @@ class XdpProg:
                             helpers=self._helpers, ld_imm64=self._resolve,
                             ctx_loads=self.ctx_loads, budget=self.budget,
                             facts=self.facts, regions=self.shared_regions,
-                            opt_level=self._opt_level if opt_level is None else opt_level)
+                            opt_level=self._opt_level if opt_level is None else opt_level,
+                            exception_cb=self.exception_cb)
         else:
             vm = Interpreter(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
                              ctx_loads=self.ctx_loads, budget=self.budget,
-                             probe=[pc for pc, a in self.facts.items() if a.probe])
+                             probe=[pc for pc, a in self.facts.items() if a.probe],
+                             exception_cb=self.exception_cb)
         vm.owner = self  # bpf_timer_set_callback keeps the program, not the engine
         return vm
 

@@ -322,7 +322,8 @@ class XdpJit(JitProgram):
                  ctx_loads: Mapping[int, int] | None = None,
                  budget: int = DEFAULT_BUDGET, opt_level: int = 2,
                  facts: Mapping[int, MemAccess] | None = None,
-                 regions: Sequence[Region] = (), _unchecked: bool = False) -> None:
+                 regions: Sequence[Region] = (), _unchecked: bool = False,
+                 exception_cb: int = 0) -> None:
         helpers = dict(XDP_HELPERS if helpers is None else helpers)
         constants = _constants(insns, ld_imm64)
         self.map_regions: list[Region] = []
@@ -356,7 +357,8 @@ class XdpJit(JitProgram):
         super().__init__(insns, helpers=helpers, ld_imm64=ld_imm64, ctx_loads=ctx_loads,
                          budget=budget, opt_level=opt_level, _natives=natives,
                          _map_table=np.array(table or [0], dtype=np.uint64),
-                         _unchecked=_unchecked, _emit_run=False, _proven=proven)
+                         _unchecked=_unchecked, _emit_run=False, _proven=proven,
+                         exception_cb=exception_cb)
         self._sync = _Sync(self)
         # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx): native code
         # writes the engine's image of it (the kfunc's twin, and pkt after every native

@@ -35,6 +35,7 @@ from pyxdp.btf.btf import Btf
 from pyxdp.errors import HelperFault, InvalidProgram, NotSupportedError
 from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
+from pyxdp.net.nf_flow_table_bpf import FLOWTABLE_KFUNCS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
 from pyxdp.net.xdp_kern_ctx import KERN_CTX_KFUNCS
@@ -137,6 +138,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
     # Each subsystem's kfuncs, as the kernel's BTF_ID sets register them per program type.
     plain_tables = (DYNPTR_KFUNCS, CT_KFUNCS, ITER_KFUNCS, FILTER_KFUNCS, XFRM_KFUNCS,
+                    FLOWTABLE_KFUNCS,
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS)

@@ -243,6 +243,12 @@ KFUNCS: dict[str, KfuncProto] = {
                                          KF_ACQUIRE | KF_RET_NULL, ret_struct="xfrm_state"),
     "bpf_xdp_xfrm_state_release": KfuncProto((P(KArg.BTF_ID, struct="xfrm_state"),),
                                              KRet.VOID, KF_RELEASE),
+    # net/netfilter/nf_flow_table_bpf.c: nf_ft_kfunc_set (XDP); fib_tuple and opts are
+    # structs of scalars (memory of their size: opts_len carries no __sz suffix), the
+    # result a plain (neither referenced nor trusted) pointer into the flowtable
+    "bpf_xdp_flow_lookup": KfuncProto((_CTX, P(KArg.MEM, 64), P(KArg.MEM, 4), _U32),
+                                      KRet.BTF_ID, KF_TRUSTED_ARGS | KF_RET_NULL,
+                                      ret_struct="flow_offload_tuple_rhash"),
     # net/netfilter/nf_nat_bpf.c: nf_nat_kfunc_set (XDP and TC); addr is a union
     # nf_inet_addr, a struct of scalars: 16 bytes of memory
     "bpf_ct_set_nat_info": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),

@@ -59,8 +59,10 @@ from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
     BPF_XDP_DEVMAP,
+    ExceptionCallbackError,
     MapSpec,
     ProgramSpec,
+    exception_callback,
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
@@ -1181,6 +1183,8 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
+        self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
+        self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
@@ -1242,6 +1246,7 @@ class _Verifier:
             pc + 1 + i.imm for pc, i in enumerate(self.insns)
             if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
             0 <= pc + 1 + i.imm < n}
+        self.starts = starts
         self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
                                         sorted(starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
@@ -1324,6 +1329,7 @@ class _Verifier:
     def run(self) -> VerifierResult:
         try:
             self._check_kfunc_calls()
+            self._find_exception_cb()
             self._check_abnormal_return()
             self._check_cfg()
             self._do_check()
@@ -1366,12 +1372,6 @@ class _Verifier:
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
-        btf = self.btf
-        if btf is not None and any(t.kind is BtfKind.DECL_TAG and
-                                   t.name.startswith("exception_callback:") for t in btf.types):
-            raise UnsupportedHelper(f"{self.spec.name}: an exception callback of its own "
-                                    "(the exception_callback: decl tag, __exception_cb) is "
-                                    "not modelled by pyxdp")
         for k in self.spec.kfuncs:
             self.pc = k.pc
             if not self.gpl:
@@ -1382,6 +1382,54 @@ class _Verifier:
             if proto is not None and proto.metadata and not bound:
                 raise Refuse("metadata kfuncs require device-bound program", errno.EINVAL)
         self.pc = 0
+
+    def _find_exception_cb(self) -> None:
+        """bpf_find_exception_callback_insn_off: the global function an
+        ``exception_callback:NAME`` decl tag on the main function names, found through
+        func_info; then add_subprog's boundary as check_subprogs checks it. The callback
+        is verified as a called global function whose R1 is the cookie (a scalar)."""
+        spec, btf = self.spec, self.btf
+        try:
+            start = exception_callback(spec, btf)
+        except ExceptionCallbackError as e:
+            raise Refuse(e.message, e.errno) from None
+        if not start:
+            return
+        assert btf is not None
+        fid = next(fi.type_id for fi in spec.func_info if fi.insn_off == start)
+        fn = btf.type_by_id(fid)
+        name = fn.name
+        if start >= len(self.insns):
+            raise InvalidProgram(f"{spec.name}: func_info names pc {start}, past the "
+                                 "program's end", pc=start, rule="func-info")
+        if start not in self.subprogs:  # add_subprog: a function of its own from here
+            lo, hi = self.layout.function_of(start)
+            second = {pc + 1 for pc, i in enumerate(self.insns) if i.code == op.OP_LD_IMM64}
+            for pc in range(lo, hi):
+                if pc in second:
+                    continue
+                target = _succs(self.insns, pc)[-1] if self.insns[pc].code & 7 in (
+                    op.BPF_JMP, op.BPF_JMP32) and self.insns[pc].code & 0xF0 not in (
+                    op.BPF_EXIT, op.BPF_CALL) else None
+                if target is not None and (pc < start) != (target < start):
+                    self.pc = pc
+                    raise Refuse(f"jump out of range from insn {pc} to {target}",
+                                 errno.EINVAL)
+            if self.insns[start - 1].code not in (op.OP_EXIT, op.OP_JA, op.OP_JA32):
+                self.pc = start - 1
+                raise Refuse("last insn is not an exit or jmp", errno.EINVAL)
+        self.exc_cb = start
+        self.depth.setdefault(start, 0)
+        if start not in self.starts:  # a function of its own for stack liveness too
+            self.starts.add(start)
+            self.stack_live = StackLiveness(
+                [_succs(self.insns, pc) for pc in range(len(self.insns))],
+                sorted(self.starts), self.cb_sites)
+        index = sorted(set(self.subprogs) | {start}).index(start)
+        g = self.globals.get(start)
+        if g is None:
+            g = self.globals[start] = _Global(index, name, fn.type, fid)
+        g.called = True  # do_check_subprogs verifies it though nothing calls it
 
     def _has_tail_call(self, sub: int) -> bool:
         start, end = next(f for f in self.layout.functions if f[0] == sub)
@@ -1401,8 +1449,9 @@ class _Verifier:
     def _check_cfg(self) -> None:
         n = len(self.insns)
         seen = [False] * n
-        todo = list(self.subprogs)
-        for pc in self.subprogs:
+        roots = list(self.subprogs) + ([self.exc_cb] if self.exc_cb is not None else [])
+        todo = list(roots)
+        for pc in roots:
             seen[pc] = True
         while todo:
             pc = todo.pop()
@@ -3640,7 +3689,8 @@ class _Verifier:
         r0 = self._read(regs, 0)
         if st.cur.callback == _ASYNC_CB:  # an async callback returns 0
             self._check_retval(r0, "async callback", 0)
-        if self.in_global and r0.t != SCALAR:
+        # check_return_code: an exception callback returns as the program does
+        if self.in_global and not self.in_exc_cb and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
         self._resource_leak(st, "BPF_EXIT instruction in main prog")
@@ -3880,7 +3930,12 @@ class _Verifier:
             g = self.globals[sub]
             st = State()
             f = Frame(0, -1, sub)
-            for n, (kind, size, struct) in enumerate(self._global_args(g)):
+            args = self._global_args(g)
+            self.in_exc_cb = sub == self.exc_cb
+            if self.in_exc_cb and (len(args) != 1 or args[0].kind != "scalar"):
+                raise Refuse("exception cb only supports single integer argument",
+                             errno.EINVAL)
+            for n, (kind, size, struct) in enumerate(args):
                 r = f.regs[n + 1]
                 if kind in ("trusted", "trusted_nullable"):
                     r.set_ptr(BTF_ID | TRUSTED | (MAYBE_NULL if kind != "trusted" else 0))
@@ -5381,9 +5436,18 @@ class _Verifier:
             if total > MAX_BPF_STACK:
                 raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
             for c in calls.get(sub, ()):
+                if c == self.exc_cb:
+                    at = next(pc for pc in range(*self.layout.function_of(sub))
+                              if self.insns[pc].code == op.OP_CALL and self.insns[pc].src ==
+                              op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + self.insns[pc].imm == c)
+                    # (Linux 6.18 prints it without a newline: the stats line follows)
+                    raise Refuse(f"insn {at} cannot call exception cb directly", errno.EINVAL,
+                                 glued=True)
                 walk(c, total, frames + 1)
 
         walk(0, 0, 1)
+        if self.exc_cb is not None:
+            walk(self.exc_cb, 0, 1)
 
     def _check_throw_in_callbacks(self) -> None:
         """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
@@ -5395,7 +5459,8 @@ class _Verifier:
         cbs = {pc + 1 + i.imm for pc, i in enumerate(self.insns)
                if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
                0 <= pc + 1 + i.imm < n}
-        starts = sorted(set(self.subprogs) | cbs)
+        exc = {self.exc_cb} if self.exc_cb is not None else set()
+        starts = sorted(set(self.subprogs) | cbs | exc)
         ends = dict(zip(starts, [*starts[1:], n], strict=True))
         seen: set[tuple[int, bool]] = set()
 
@@ -5415,6 +5480,8 @@ class _Verifier:
                     walk(pc + 1 + i.imm, True)
 
         walk(0, False)
+        for cb in exc:  # the exception callback is a callback (mark_subprog_exc_cb)
+            walk(cb, True)
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,

@@ -8,10 +8,15 @@ callback Linux appends is ``r0 = r1; exit``), of which an XDP run keeps the low
 32 bits as its action. The verifier sees that nothing is held when a program
 throws and that no callback throws (:mod:`pyxdp.verifier.verifier`).
 
+A program may have an exception callback of its own (``__exception_cb(cb)``:
+:func:`pyxdp.spec.exception_callback` finds it): the throw then calls ``cb(cookie)``
+on the main program's stack frame and the program returns what it returns.
+
 On the interpreter the kfunc raises :class:`~pyxdp.vm.interpreter.ProgramThrow`,
-which the run catches; on the JIT its twin sets the run status ``ST_THROW`` with
-the cookie, every function returns at once (as after a fault), and the program's
-main function turns the status back into a return of the cookie.
+which the run catches (and calls the callback); on the JIT its twin sets the run
+status ``ST_THROW`` with the cookie, the throwing block and every function return at
+once (as after a fault), and the program's main function turns the status back into
+a return of the cookie, or of the callback's value.
 """
 
 from __future__ import annotations

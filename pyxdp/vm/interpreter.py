@@ -221,10 +221,14 @@ class Interpreter:
                  helpers: Mapping[int, Helper] | None = None,
                  ld_imm64: Ldimm64Resolver | None = None,
                  ctx_loads: Mapping[int, int] | None = None,
-                 budget: int = DEFAULT_BUDGET, probe: Collection[int] = ()) -> None:
+                 budget: int = DEFAULT_BUDGET, probe: Collection[int] = (),
+                 exception_cb: int = 0) -> None:
         self.insns = tuple(insns)
         # BPF_PROBE_MEM loads (the verifier's facts): one that faults reads 0
         self.probe = frozenset(probe)
+        # The program's exception callback of its own (pyxdp.spec.exception_callback;
+        # 0: the default one, r0 = r1)
+        self.exception_cb = exception_cb
         self.layout: Layout = validate(self.insns)
         # Proven context loads (pc -> field index, see pyxdp.vm.ctx_access) read
         # ctx_values, the way the verifier rewrites them into kernel-field loads.
@@ -501,12 +505,30 @@ class Interpreter:
             trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
         """Run from pc 0 with r1, r2 set; return r0 (unsigned 64-bit)."""
         self._fresh(regions, context, (r1, r2))
+        budget = self.budget if budget is None else budget
         try:
-            self._execute(0, self.budget if budget is None else budget, trace)
-        except ProgramThrow as e:  # every frame unwound: the cookie is r0
+            self._execute(0, budget, trace)
+        except ProgramThrow as e:  # every frame unwound: the callback's r0 is the return
             self.frames.clear()
             self.R[0] = e.cookie & M64
+            if self.exception_cb:
+                self._exception_callback(e.cookie & M64, budget, trace)
         return self.R[0]
+
+    def _exception_callback(self, cookie: int, budget: int,
+                            trace: Callable[[int, Instruction, list[int]], None] | None
+                            ) -> None:
+        """The program's exception callback, called with the cookie on the main
+        program's stack frame (as Linux's JITs call it), in the run's budget."""
+        R = self.R
+        R[1] = cookie
+        R[10] = self._stack_top(0)
+        self.loops[0] = MAY_GOTO_LOOPS
+        try:
+            self._execute(self.exception_cb, budget, trace)
+        except ProgramThrow as e:  # (the verifier refuses a throw from the callback)
+            self.frames.clear()
+            R[0] = e.cookie & M64
 
     def run_callback(self, func_addr: int, *args: int, regions: Sequence[Region] = (),
                      budget: int | None = None, context: Any = None) -> int:

@@ -204,6 +204,9 @@ class ProgramInput:
     # Accesses the verifier proved in bounds, by pc: the region hint they land in (the
     # packet's entry, a map's values, "stk"), used without testing it.
     proven: Mapping[int, Hint] = field(default_factory=dict)
+    # The start of the program's exception callback of its own (0: the default one):
+    # a bpf_throw's unwinding ends in the main function calling it with the cookie.
+    exception_cb: int = 0
 
 
 @dataclass(frozen=True)

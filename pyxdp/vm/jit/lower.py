@@ -306,7 +306,13 @@ class FuncLowering:
             cookie = f.cget("%ctx", "fault_addr")
             for name in ("status", "fault_addr", "fault_pc"):
                 f.cset("%ctx", name, "0")
-            f.do(f"ret {RET_T} {f.ins(f'insertvalue {RET_T} undef, i64 {cookie}, 0')}")
+            cb = prog.p.exception_cb
+            if cb:  # the program's own callback, on the main function's frame and budget
+                args = ", ".join(["i64 0", f"i64 {cookie}"] + ["i64 0"] * 8)
+                res = f.ins(f"call {RET_T} @{prog.funcs[cb]}(ptr %ctx, i64 0, {args})")
+                f.do(f"ret {RET_T} {res}")
+            else:
+                f.do(f"ret {RET_T} {f.ins(f'insertvalue {RET_T} undef, i64 {cookie}, 0')}")
             f.at("unwind")
         f.do(f"ret {RET_T} undef")
         for pc, where in self.phi_at.items():
@@ -903,6 +909,15 @@ class FuncLowering:
         kind = self.natives.kind(i.imm) if op.bpf_src(i.code) == op.BPF_K else None
         if kind is not None:
             native = self._native(i.imm, kind, pc)
+            if native is not None and kind == "bpf_throw":
+                # The twin always stops the run (ST_THROW): leave for the main function's
+                # unwinding at once, as after a call that stopped it - never run what
+                # follows the throw in its block.
+                f.cset("%ctx", "rem", self.rem_after)
+                rem = self._after_call(pc, record_pc=False)
+                self.W(0, native[0])
+                self._goto(succ, rem)
+                return
             if native is not None:
                 value, nat_label, nat_rem = native
                 slow_label = f.label("slow")

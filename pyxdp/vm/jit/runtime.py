@@ -251,7 +251,8 @@ class JitProgram:
                  budget: int = DEFAULT_BUDGET, opt_level: int = 2,
                  _natives: Natives | None = None, _map_table: U64Array | None = None,
                  _unchecked: bool = False, _emit_run: bool = True,
-                 _proven: Mapping[int, abi.Hint] | None = None) -> None:
+                 _proven: Mapping[int, abi.Hint] | None = None,
+                 exception_cb: int = 0) -> None:
         self.insns = tuple(insns)
         self.layout = validate(self.insns)
         # Proven context loads read ctx_values (see Interpreter): one word each.
@@ -267,9 +268,12 @@ class JitProgram:
         imm64, callbacks = self._prepare()
         t0 = time.perf_counter()
         self._code: CompiledProgram
+        # the exception callback is a function of its own the main function calls
+        if exception_cb:
+            callbacks.add(exception_cb)
         request = ProgramInput(self.insns, self.layout, imm64, self.ctx_loads,
                                tuple(sorted(callbacks)), "", _natives or Natives(),
-                               _unchecked, _emit_run, dict(_proven or {}))
+                               _unchecked, _emit_run, dict(_proven or {}), exception_cb)
         self._code, self.cached = compile_program(request, opt_level=opt_level)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self._bound = False
