@@ -978,15 +978,25 @@ def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     return (pc + 1,)
 
 
-def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[int]:
+def _forward_only(succ: Sequence[tuple[int, ...]]) -> bool:
+    """Whether every edge of the control-flow graph ``succ`` (successors by pc) leads
+    to a later instruction or out of the program: no loop, so one backward sweep finds
+    every fixed point and no instruction is in a strongly connected part."""
+    return all(w > v for v, ws in enumerate(succ) for w in ws)
+
+
+def _liveness(insns: Sequence[Instruction], call_use: dict[int, int],
+              succ: Sequence[tuple[int, ...]]) -> list[int]:
     """Registers live before each instruction (compute_live_registers); a call reads the
-    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5."""
+    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5.
+    ``succ``: each instruction's successors (:func:`_succs`)."""
     n = len(insns)
     live = [0] * n
     ud = [_use_def(i) for i in insns]
     for pc, use in call_use.items():
         ud[pc] = (use, ud[pc][1])
-    succ = [_succs(insns, pc) if pc < n else () for pc in range(n)]
+    # Without a backward edge the first sweep (from the end) is the fixed point.
+    once = _forward_only(succ)
     changed = True
     while changed:
         changed = False
@@ -1000,6 +1010,8 @@ def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[in
             if new != live[pc]:
                 live[pc] = new
                 changed = True
+        if once:
+            break
     return live
 
 
@@ -1047,16 +1059,19 @@ def _bt_dst(i: Instruction) -> int:
     return -1
 
 
-def _loop_sccs(insns: Sequence[Instruction],
-               points: frozenset[int]) -> tuple[list[bool], list[bool]]:
+def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
+               succs: Sequence[tuple[int, ...]]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
     function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
     adds no backedge where callback states converge), and which of those loops hold one
     of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
     a state of an earlier iteration still being explored (a backedge of the SCC's visit),
     whose marks are then incomplete; a bounded loop without them verifies its iterations
-    one after another, and its finished states have all their marks."""
+    one after another, and its finished states have all their marks. ``succs``: each
+    instruction's successors (:func:`_succs`)."""
     n = len(insns)
+    if _forward_only(succs):  # no edge back: every part is one instruction, no loop
+        return [False] * n, [False] * n
     index = [-1] * n
     low = [0] * n
     on = [False] * n
@@ -1075,7 +1090,7 @@ def _loop_sccs(insns: Sequence[Instruction],
                 counter += 1
                 stack.append(v)
                 on[v] = True
-            succ = [w for w in _succs(insns, v) if 0 <= w < n]
+            succ = [w for w in succs[v] if 0 <= w < n]
             if k < len(succ):
                 work.append((v, k + 1))
                 w = succ[k]
@@ -1092,7 +1107,7 @@ def _loop_sccs(insns: Sequence[Instruction],
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v):
+                if len(comp) > 1 or v in succs[v]:
                     loops = not points.isdisjoint(comp)
                     for w in comp:
                         in_scc[w] = True
@@ -1213,7 +1228,8 @@ class _Verifier:
                 for target in (pc, pc + 2, pc + 1 + i.imm):
                     if 0 <= target < n:
                         self.prune[target] = True
-        self.live = _liveness(self.insns, self._call_uses())
+        succ = [_succs(self.insns, pc) for pc in range(n)]
+        self.live = _liveness(self.insns, self._call_uses(), succ)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
         self.iter_next = frozenset(
@@ -1232,14 +1248,13 @@ class _Verifier:
             pc + 1 + i.imm for pc, i in enumerate(self.insns)
             if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
             0 <= pc + 1 + i.imm < n}
-        self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
-                                        sorted(starts), self.cb_sites)
+        self.stack_live = StackLiveness(succ, sorted(starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
         self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
-                                                     self.iter_next | self.may_goto)
+                                                     self.iter_next | self.may_goto, succ)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
