@@ -3,7 +3,8 @@
 Two caches share one directory: the JIT's object images (:mod:`pyxdp.vm.jit.engine`)
 and the verifier's acceptances with what it found (:func:`verified`). Both are keyed by a digest of
 pyxdp's Python sources (:func:`sources_digest`) besides their inputs, so an edited or
-upgraded pyxdp never reads what another version wrote.
+upgraded pyxdp never reads what another version wrote; that digest is kept there too,
+under the source files' identity, so a process need not hash them again.
 
 ``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``, else
 ``~/.cache/pyxdp/jit``); ``off`` turns both caches off.
