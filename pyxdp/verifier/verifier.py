@@ -494,52 +494,89 @@ class Reg:
             self.umax = v | m
 
     def _deduce(self) -> None:
-        """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed."""
+        """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed (max/min and the sign
+        casts written out: the verifier's most frequent arithmetic)."""
         smin, smax, umin, umax = self.smin, self.smax, self.umin, self.umax
         s32min, s32max, u32min, u32max = self.s32min, self.s32max, self.u32min, self.u32max
         # __reg32_deduce_bounds
         if umin >> 32 == umax >> 32:
-            u32min = max(u32min, umin & U32)
-            u32max = min(u32max, umax & U32)
-            a, b = _s32(umin), _s32(umax)
+            lo, hi = umin & U32, umax & U32
+            if lo > u32min:
+                u32min = lo
+            if hi < u32max:
+                u32max = hi
+            a = lo - (1 << 32) if lo >> 31 else lo
+            b = hi - (1 << 32) if hi >> 31 else hi
             if a <= b:
-                s32min = max(s32min, a)
-                s32max = min(s32max, b)
+                if a > s32min:
+                    s32min = a
+                if b < s32max:
+                    s32max = b
         if smin >> 32 == smax >> 32:
-            if smin & U32 <= smax & U32:
-                u32min = max(u32min, smin & U32)
-                u32max = min(u32max, smax & U32)
-            a, b = _s32(smin), _s32(smax)
+            lo, hi = smin & U32, smax & U32
+            if lo <= hi:
+                if lo > u32min:
+                    u32min = lo
+                if hi < u32max:
+                    u32max = hi
+            a = lo - (1 << 32) if lo >> 31 else lo
+            b = hi - (1 << 32) if hi >> 31 else hi
             if a <= b:
-                s32min = max(s32min, a)
-                s32max = min(s32max, b)
-        a, b = _s32(u32min), _s32(u32max)
+                if a > s32min:
+                    s32min = a
+                if b < s32max:
+                    s32max = b
+        lo, hi = u32min & U32, u32max & U32
+        a = lo - (1 << 32) if lo >> 31 else lo
+        b = hi - (1 << 32) if hi >> 31 else hi
         if a <= b:
-            s32min = max(s32min, a)
-            s32max = min(s32max, b)
-        if s32min & U32 <= s32max & U32:
-            u32min = max(u32min, s32min & U32)
-            u32max = min(u32max, s32max & U32)
+            if a > s32min:
+                s32min = a
+            if b < s32max:
+                s32max = b
+        lo, hi = s32min & U32, s32max & U32
+        if lo <= hi:
+            if lo > u32min:
+                u32min = lo
+            if hi < u32max:
+                u32max = hi
         # __reg64_deduce_bounds
-        a, b = _s64(umin), _s64(umax)
+        lo, hi = umin & U64, umax & U64
+        a = lo - (1 << 64) if lo >> 63 else lo
+        b = hi - (1 << 64) if hi >> 63 else hi
         if a <= b:
-            smin = max(smin, a)
-            smax = min(smax, b)
-        if smin & U64 <= smax & U64:
-            umin = max(umin, smin & U64)
-            umax = min(umax, smax & U64)
-        elif umax < smin & U64:
+            if a > smin:
+                smin = a
+            if b < smax:
+                smax = b
+        lo, hi = smin & U64, smax & U64
+        if lo <= hi:
+            if lo > umin:
+                umin = lo
+            if hi < umax:
+                umax = hi
+        elif umax < lo:
             smin = _s64(umin)
-            umax = min(umax, smax & U64)
-        elif smax & U64 < umin:
+            if hi < umax:
+                umax = hi
+        elif hi < umin:
             smax = _s64(umax)
-            umin = max(umin, smin & U64)
+            if lo > umin:
+                umin = lo
         # __reg_deduce_mixed_bounds
-        hi = ~U32 & U64
-        umin = max(umin, (umin & hi) | u32min)
-        umax = min(umax, (umax & hi) | u32max)
-        smin = max(smin, _s64((smin & hi) | u32min))
-        smax = min(smax, _s64((smax & hi) | u32max))
+        top = ~U32 & U64
+        x = (umin & top) | u32min
+        if x > umin:
+            umin = x
+        x = (umax & top) | u32max
+        if x < umax:
+            umax = x
+        x = _s64((smin & top) | u32min)
+        if x > smin:
+            smin = x
+        x = _s64((smax & top) | u32max)
+        if x < smax:
+            smax = x
         self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
         if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
             smin = umin = s32min
