@@ -1,6 +1,6 @@
 """Load time: from a fresh process to the first packet's verdict, pyxdp beside Linux.
 
-    python bench/bench_load.py [--repeat N] [--vs-kernel] [--clock cpu|wall]
+    python bench/bench_load.py [--repeat N] [--vs-kernel] [--clock cpu|wall] [--stages]
 
 For each object (``samples/xdp1.o``, ``samples/lb.o``, ``samples/core.o``, a
 generated parser of about 3,000 instructions and the generated load balancer of
@@ -19,6 +19,12 @@ one packet through BPF_PROG_TEST_RUN; from the start of the load it reports
 * Linux (``--vs-kernel``, root): the same process loads the object into Linux
   instead (its verifier and JIT in BPF_PROG_LOAD, the maps created) and runs the
   packet; then the ratios pyxdp / Linux.
+
+``--stages`` prints instead, per object, the CPU milliseconds of each stage of the
+tiered cold load and of the warm JIT load: reading the object, importing the
+userspace backend, creating the maps, verifying (or reading the verdict from the
+disk cache), setting the program up (the interpreter, or lowering, LLVM and linking
+for the JIT) and the first run.
 
 ``--clock cpu`` (the default) counts the process's CPU time (user + system, every
 thread: the tiered engine's compile thread too, and Linux's verifier, which runs
@@ -73,6 +79,48 @@ with Collection(spec, backend, engine=engine) as coll:
                       "cpu": [first[1] - t0[1], o2[1] - t0[1]]}))
 """
 
+# --stages: the same load with CPU time per stage (inclusive spans, milliseconds).
+STAGES_CHILD = """
+import json, pickle, sys, time
+import pyxdp.collection as C
+from pyxdp.elf import load_collection_spec
+from pyxdp.net.packets import udp_packet
+path, engine = sys.argv[1], sys.argv[2]
+spans = {}
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def w(*a, **k):
+        t = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            spans[label] = spans.get(label, 0.0) + time.process_time() - t
+    setattr(owner, name, w)
+t0 = time.process_time()  # the backend's imports first, to time its methods
+from pyxdp.userspace import UserspaceBackend
+spans["backend import"] = time.process_time() - t0
+timed(C, "_make_backend", "backend import")
+timed(C, "_verify", "verification")
+timed(UserspaceBackend, "create_map", "maps")
+timed(UserspaceBackend, "load_program", "program set-up")
+t = time.process_time()
+if path.endswith(".pickle"):
+    with open(path, "rb") as f:
+        spec = pickle.load(f)
+else:
+    spec = load_collection_spec(path)
+spans["object read"] = time.process_time() - t
+with C.Collection(spec, "userspace", engine=engine) as coll:
+    prog = next(iter(coll.programs.values()))
+    t = time.process_time()
+    prog.test_run(udp_packet(b"x" * 64))
+    spans["first run"] = time.process_time() - t
+    spans["first packet"] = time.process_time() - t0
+print(json.dumps(spans))
+"""
+STAGES = ("object read", "backend import", "maps", "verification", "program set-up",
+          "first run", "first packet")
+
 
 def large_program(blocks: int = 300) -> CollectionSpec:
     """An XDP program of about ``10 * blocks`` instructions: bounds-checked packet
@@ -116,6 +164,36 @@ def measure(path: str, backend: str, cache: str, engine: str, clock: str
     return first, o2
 
 
+def stages(path: str, cache: str, engine: str) -> dict[str, float]:
+    """CPU seconds of each stage of a load to the first verdict, in a new process (the
+    backend's imports are counted in "backend import", as ``measure`` counts them)."""
+    env = dict(os.environ, PYXDP_JIT_CACHE=cache, PYTHONPATH=str(ROOT))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    res = subprocess.run([sys.executable, "-c", STAGES_CHILD, path, engine], env=env,
+                         capture_output=True, text=True, check=True, timeout=600)
+    out: dict[str, float] = json.loads(res.stdout)
+    return out
+
+
+def stage_table(tmp: Path, repeat: int) -> None:
+    """Per object, the median CPU milliseconds of each stage: tiered with an empty cache
+    (the interpreter's first verdict), then the JIT warm (the cache that run filled)."""
+    cols = [f"{kind}: {st}" for kind in ("tiered cold", "JIT warm") for st in STAGES]
+    print("CPU milliseconds per stage, median of", repeat, "processes")
+    print("| object | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for name, path in objects(tmp):
+        cells = []
+        for i, engine in enumerate(("tiered", "auto")):
+            runs = [stages(path, f"{tmp}/stage{k}", engine) for k in range(repeat)]
+            if i == 0:  # the JIT's -O2 code for the warm runs, built once
+                for k in range(repeat):
+                    measure(path, "userspace", f"{tmp}/stage{k}", "auto", "cpu")
+            cells += [f"{statistics.median(r.get(st, 0.0) for r in runs) * 1e3:.1f}"
+                      for st in STAGES]
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
 def objects(tmp: Path) -> list[tuple[str, str]]:
     """(label, path) of every object measured; the generated ones pickled into ``tmp``."""
     import pickle
@@ -138,8 +216,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--vs-kernel", action="store_true")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    ap.add_argument("--stages", action="store_true",
+                    help="CPU time per stage of the load instead (imports, verification, ...)")
     args = ap.parse_args()
     med = statistics.median
+    if args.stages:
+        with tempfile.TemporaryDirectory() as tmp:
+            stage_table(Path(tmp), args.repeat)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         cols = ["JIT cold: -O2 ready", "warm: first packet", "tiered cold: first packet",
                 "tiered cold: -O2 ready"]

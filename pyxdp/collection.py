@@ -58,9 +58,9 @@ __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
                      BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
 # A program this long has its verdict looked up in the disk cache first: verifying it
-# takes a large share of a load (0.3-0.4 s for 3,000 instructions of straight-line code),
-# the cache key 10-30 ms (pyxdp's sources are hashed once per process).
-VERIFY_CACHE_INSNS = 1000
+# takes a large share of a load (0.03-0.12 s for 3,000 instructions, 12 ms for lb.o's
+# 380), a hit 1-3 ms (the digest of pyxdp's sources read back by the files' identity).
+VERIFY_CACHE_INSNS = 100
 _ACTIONS = frozenset(int(a) for a in XdpAction)
 _NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
                      BpfMapType.BPF_MAP_TYPE_RINGBUF})

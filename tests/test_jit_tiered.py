@@ -120,15 +120,17 @@ def test_o2_code_on_disk_is_taken_at_once(tmp_path: Path) -> None:
 
 
 def test_the_interpreter_never_waits_for_llvm() -> None:
-    """Loading and running programs on the interpreter imports no LLVM (nor numba): a
-    tiered program's first packet does not wait for them (the JIT thread loads them)."""
+    """Loading and running programs on the interpreter imports no LLVM (nor numba, nor
+    AF_XDP's buffer pool): a tiered program's first packet does not wait for them (the
+    JIT thread loads LLVM; the pool comes with the first AF_XDP socket)."""
     code = """
 import sys
 from pyxdp.collection import Collection
 for name in sys.argv[1:]:
     with Collection.load(name, engine="interp") as coll:
         next(iter(coll.programs.values())).test_run(bytes(64))
-print(sorted(m for m in ("llvmlite", "numba", "pyxdp.vm.jit.engine") if m in sys.modules))
+print(sorted(m for m in ("llvmlite", "numba", "pyxdp.vm.jit.engine", "pyxdp.net.xsk_buff_pool")
+             if m in sys.modules))
 """
     env = dict(os.environ, PYTHONPATH=str(SAMPLES.parent))
     res = subprocess.run([sys.executable, "-c", code, *(str(SAMPLES / n) for n in

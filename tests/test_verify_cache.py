@@ -127,3 +127,27 @@ def test_a_cache_hit_gives_the_verifiers_own_access_facts(
     with Collection(spec, engine="interp") as coll:
         assert coll.programs["xdp_prog2"].handle.facts == fresh  # type: ignore[attr-defined]
     assert calls.count("xdp_prog2") == 3
+
+
+def test_the_sources_digest_memo_is_checked_not_trusted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest of pyxdp's sources (in every key) is kept by the files' identity; a
+    damaged memo is recomputed from the sources, never used."""
+    from pyxdp import diskcache
+
+    monkeypatch.setenv("PYXDP_JIT_CACHE", "off")
+    diskcache.sources_digest.cache_clear()
+    truth = diskcache.sources_digest()  # hashed from the files, nothing kept
+    monkeypatch.setenv("PYXDP_JIT_CACHE", str(tmp_path))
+    try:
+        diskcache.sources_digest.cache_clear()
+        assert diskcache.sources_digest() == truth
+        (memo,) = (tmp_path / "sources").iterdir()
+        assert memo.read_bytes() == truth
+        for damaged in (b"", b"short", truth + b"!"):
+            memo.write_bytes(damaged)
+            diskcache.sources_digest.cache_clear()
+            assert diskcache.sources_digest() == truth
+            assert memo.read_bytes() == truth  # rewritten
+    finally:
+        diskcache.sources_digest.cache_clear()

@@ -36,7 +36,6 @@ unregistration.
 from __future__ import annotations
 
 import errno as _errno
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -74,6 +73,8 @@ DEV_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_RDONLY
 
 def host_ifindex_exists(ifindex: int) -> bool:
     """True when this host has an interface with that index."""
+    import socket  # only a map update with a host ifindex asks (not every backend import)
+
     try:
         socket.if_indextoname(ifindex)
     except OSError:

@@ -57,7 +57,6 @@ from pyxdp.net.xdp_mem import (
     xdp_frags_head_len,
     xdp_frames_set_dev_rx,
 )
-from pyxdp.net.xsk_buff_pool import XskHost, XskNetDevice, XskRxQueue, xsk_zc_to_frames
 from pyxdp.uapi.bpf import BpfMapType, RedirectFlag, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
@@ -73,6 +72,7 @@ from pyxdp.vm.jit.natives import (
 )
 
 if TYPE_CHECKING:
+    from pyxdp.net.xsk_buff_pool import XskHost, XskNetDevice, XskRxQueue
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["BPF_FUNC_REDIRECT_XSK", "FILTER_KFUNCS", "XDP_HELPERS", "RedirectInfo", "csum_diff",
@@ -812,6 +812,8 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
     status = np.zeros(len(frames), np.int32)
     for mem, pos, _rows in host.memmap.split(frames.pfn):
         if mem.kind == "xsk_umem":  # zero-copy AF_XDP buffers: copied to order-0 pages
+            # AF_XDP's buffer pool loads with the first socket's buffers, not the backend
+            from pyxdp.net.xsk_buff_pool import xsk_zc_to_frames
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0

@@ -501,52 +501,89 @@ class Reg:
             self.umax = v | m
 
     def _deduce(self) -> None:
-        """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed."""
+        """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed (max/min and the sign
+        casts written out: the verifier's most frequent arithmetic)."""
         smin, smax, umin, umax = self.smin, self.smax, self.umin, self.umax
         s32min, s32max, u32min, u32max = self.s32min, self.s32max, self.u32min, self.u32max
         # __reg32_deduce_bounds
         if umin >> 32 == umax >> 32:
-            u32min = max(u32min, umin & U32)
-            u32max = min(u32max, umax & U32)
-            a, b = _s32(umin), _s32(umax)
+            lo, hi = umin & U32, umax & U32
+            if lo > u32min:
+                u32min = lo
+            if hi < u32max:
+                u32max = hi
+            a = lo - (1 << 32) if lo >> 31 else lo
+            b = hi - (1 << 32) if hi >> 31 else hi
             if a <= b:
-                s32min = max(s32min, a)
-                s32max = min(s32max, b)
+                if a > s32min:
+                    s32min = a
+                if b < s32max:
+                    s32max = b
         if smin >> 32 == smax >> 32:
-            if smin & U32 <= smax & U32:
-                u32min = max(u32min, smin & U32)
-                u32max = min(u32max, smax & U32)
-            a, b = _s32(smin), _s32(smax)
+            lo, hi = smin & U32, smax & U32
+            if lo <= hi:
+                if lo > u32min:
+                    u32min = lo
+                if hi < u32max:
+                    u32max = hi
+            a = lo - (1 << 32) if lo >> 31 else lo
+            b = hi - (1 << 32) if hi >> 31 else hi
             if a <= b:
-                s32min = max(s32min, a)
-                s32max = min(s32max, b)
-        a, b = _s32(u32min), _s32(u32max)
+                if a > s32min:
+                    s32min = a
+                if b < s32max:
+                    s32max = b
+        lo, hi = u32min & U32, u32max & U32
+        a = lo - (1 << 32) if lo >> 31 else lo
+        b = hi - (1 << 32) if hi >> 31 else hi
         if a <= b:
-            s32min = max(s32min, a)
-            s32max = min(s32max, b)
-        if s32min & U32 <= s32max & U32:
-            u32min = max(u32min, s32min & U32)
-            u32max = min(u32max, s32max & U32)
+            if a > s32min:
+                s32min = a
+            if b < s32max:
+                s32max = b
+        lo, hi = s32min & U32, s32max & U32
+        if lo <= hi:
+            if lo > u32min:
+                u32min = lo
+            if hi < u32max:
+                u32max = hi
         # __reg64_deduce_bounds
-        a, b = _s64(umin), _s64(umax)
+        lo, hi = umin & U64, umax & U64
+        a = lo - (1 << 64) if lo >> 63 else lo
+        b = hi - (1 << 64) if hi >> 63 else hi
         if a <= b:
-            smin = max(smin, a)
-            smax = min(smax, b)
-        if smin & U64 <= smax & U64:
-            umin = max(umin, smin & U64)
-            umax = min(umax, smax & U64)
-        elif umax < smin & U64:
+            if a > smin:
+                smin = a
+            if b < smax:
+                smax = b
+        lo, hi = smin & U64, smax & U64
+        if lo <= hi:
+            if lo > umin:
+                umin = lo
+            if hi < umax:
+                umax = hi
+        elif umax < lo:
             smin = _s64(umin)
-            umax = min(umax, smax & U64)
-        elif smax & U64 < umin:
+            if hi < umax:
+                umax = hi
+        elif hi < umin:
             smax = _s64(umax)
-            umin = max(umin, smin & U64)
+            if lo > umin:
+                umin = lo
         # __reg_deduce_mixed_bounds
-        hi = ~U32 & U64
-        umin = max(umin, (umin & hi) | u32min)
-        umax = min(umax, (umax & hi) | u32max)
-        smin = max(smin, _s64((smin & hi) | u32min))
-        smax = min(smax, _s64((smax & hi) | u32max))
+        top = ~U32 & U64
+        x = (umin & top) | u32min
+        if x > umin:
+            umin = x
+        x = (umax & top) | u32max
+        if x < umax:
+            umax = x
+        x = _s64((smin & top) | u32min)
+        if x > smin:
+            smin = x
+        x = _s64((smax & top) | u32max)
+        if x < smax:
+            smax = x
         self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
         if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
             smin = umin = s32min
@@ -987,15 +1024,25 @@ def _succs(insns: Sequence[Instruction], pc: int) -> tuple[int, ...]:
     return (pc + 1,)
 
 
-def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[int]:
+def _forward_only(succ: Sequence[tuple[int, ...]]) -> bool:
+    """Whether every edge of the control-flow graph ``succ`` (successors by pc) leads
+    to a later instruction or out of the program: no loop, so one backward sweep finds
+    every fixed point and no instruction is in a strongly connected part."""
+    return all(w > v for v, ws in enumerate(succ) for w in ws)
+
+
+def _liveness(insns: Sequence[Instruction], call_use: dict[int, int],
+              succ: Sequence[tuple[int, ...]]) -> list[int]:
     """Registers live before each instruction (compute_live_registers); a call reads the
-    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5."""
+    registers ``call_use`` gives for its pc (its prototype's arguments), else R1-R5.
+    ``succ``: each instruction's successors (:func:`_succs`)."""
     n = len(insns)
     live = [0] * n
     ud = [_use_def(i) for i in insns]
     for pc, use in call_use.items():
         ud[pc] = (use, ud[pc][1])
-    succ = [_succs(insns, pc) if pc < n else () for pc in range(n)]
+    # Without a backward edge the first sweep (from the end) is the fixed point.
+    once = _forward_only(succ)
     changed = True
     while changed:
         changed = False
@@ -1009,6 +1056,8 @@ def _liveness(insns: Sequence[Instruction], call_use: dict[int, int]) -> list[in
             if new != live[pc]:
                 live[pc] = new
                 changed = True
+        if once:
+            break
     return live
 
 
@@ -1058,16 +1107,19 @@ def _bt_dst(i: Instruction) -> int:
     return -1
 
 
-def _loop_sccs(insns: Sequence[Instruction],
-               points: frozenset[int]) -> tuple[list[bool], list[bool]]:
+def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
+               succs: Sequence[tuple[int, ...]]) -> tuple[list[bool], list[bool]]:
     """compute_scc: which instructions are inside a loop (a strongly connected part of a
     function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
     adds no backedge where callback states converge), and which of those loops hold one
     of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
     a state of an earlier iteration still being explored (a backedge of the SCC's visit),
     whose marks are then incomplete; a bounded loop without them verifies its iterations
-    one after another, and its finished states have all their marks."""
+    one after another, and its finished states have all their marks. ``succs``: each
+    instruction's successors (:func:`_succs`)."""
     n = len(insns)
+    if _forward_only(succs):  # no edge back: every part is one instruction, no loop
+        return [False] * n, [False] * n
     index = [-1] * n
     low = [0] * n
     on = [False] * n
@@ -1086,7 +1138,7 @@ def _loop_sccs(insns: Sequence[Instruction],
                 counter += 1
                 stack.append(v)
                 on[v] = True
-            succ = [w for w in _succs(insns, v) if 0 <= w < n]
+            succ = [w for w in succs[v] if 0 <= w < n]
             if k < len(succ):
                 work.append((v, k + 1))
                 w = succ[k]
@@ -1103,7 +1155,7 @@ def _loop_sccs(insns: Sequence[Instruction],
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in _succs(insns, v):
+                if len(comp) > 1 or v in succs[v]:
                     loops = not points.isdisjoint(comp)
                     for w in comp:
                         in_scc[w] = True
@@ -1227,7 +1279,8 @@ class _Verifier:
                 for target in (pc, pc + 2, pc + 1 + i.imm):
                     if 0 <= target < n:
                         self.prune[target] = True
-        self.live = _liveness(self.insns, self._call_uses())
+        succ = [_succs(self.insns, pc) for pc in range(n)]
+        self.live = _liveness(self.insns, self._call_uses(), succ)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
         self.iter_next = frozenset(
@@ -1247,14 +1300,13 @@ class _Verifier:
             if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
             0 <= pc + 1 + i.imm < n}
         self.starts = starts
-        self.stack_live = StackLiveness([_succs(self.insns, pc) for pc in range(n)],
-                                        sorted(starts), self.cb_sites)
+        self.stack_live = StackLiveness(succ, sorted(starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
         self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
-                                                     self.iter_next | self.may_goto)
+                                                     self.iter_next | self.may_goto, succ)
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).

@@ -250,7 +250,18 @@ class Interpreter:
         # Linux's do_misc_fixups adds and sets in the prologue of a function using it.
         self.may_goto = any(i.code == OP_MAY_GOTO for i in self.insns)
         self.loops: list[int] = [0] * (op.MAX_CALL_FRAMES + 1)
-        self.ops: list[Callable[[int], int]] = [self._compile(pc) for pc in range(len(self.insns))]
+        # An instruction is compiled when it first runs (a large program's first packet
+        # runs a part of it), except what may fail to load: calls (an unknown helper)
+        # and ld_imm64 (an unresolvable map or global), compiled now.
+        lazy = self._compile_and_run
+        self.ops: list[Callable[[int], int]] = [
+            self._compile(pc) if i.code == op.OP_CALL or i.cls == op.BPF_LD else lazy
+            for pc, i in enumerate(self.insns)]
+
+    def _compile_and_run(self, pc: int) -> int:
+        """The op of an instruction not run before: compiles it in its place, runs it."""
+        f = self.ops[pc] = self._compile(pc)
+        return f(pc)
 
     # -- compile -----------------------------------------------------------------
     def _compile(self, pc: int) -> Callable[[int], int]:
