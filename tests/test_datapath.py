@@ -1625,7 +1625,7 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
     xdp_do_generic_redirect to NICs and veths (whose peer's stack or native
     program receives: veth_xdp_rx), entry programs passing, dropping,
     aborting, returning an unknown verdict) and broadcasts over them natively, the
-    rest (a wire sink, every error) deferred - gives what the Python path gives:
+    rest (a wire sink) deferred - gives what the Python path gives:
     counters of every device, the stack, tracepoint counts."""
     pkts = [pk.udp_packet(bytes([k, v]) + b"x" * 19, sport=1000 + k + 16 * s + 64 * v,
                           size=size)
@@ -1683,9 +1683,8 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
     whose peer's stack or native program (veth_xdp_rx) receives, through entry
     programs or not
     (slot 2's, passing here), and broadcasts over them every target takes
-    (dev_map_redirect_multi: the 64-byte ones; eth2's MTU refuses 200 bytes, which
-    ends a broadcast with an error, the Python path's), never reach the Python
-    path: no skb is handed back."""
+    (dev_map_redirect_multi: the 64-byte ones), never reach the Python path: no
+    skb is handed back (their errors: test_generic_redirect_errors_run_natively)."""
     import pyxdp.net.dev as dev_mod
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
             for k in (3, 4, 6, 8, 7, 11) for s, size in enumerate((64, 200))]
@@ -1718,8 +1717,8 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
 def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """cpu_map_generic_redirect from a NIC's generic program on the native loop (the
     skb as an order-0 frame straight into the entry's ring; a full ring, -ENOSPC,
-    on the Python path) gives what the Python path gives: counters, the stack,
-    the cpumap tracepoints, no page left."""
+    natively too) gives what the Python path gives: counters, the stack, the
+    cpumap tracepoints, no page left."""
     import pyxdp.net.dev as dev_mod
     act = dev_mod.generic_xdp_act
     to_python = [0]
@@ -1761,7 +1760,53 @@ def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyP
             return eth.stats, h.stack.stats, h.stack.per_device, events
 
     got = run(True)
-    if qsize > 64:  # rings with room: every skb went natively
-        assert to_python[0] == 0
+    assert to_python[0] == 0  # every skb went natively, those the full ring refused too
     assert got == run(False)
     assert got[0].xdp_redirect == 2000
+    if qsize < 64:
+        assert any(k[1] == -errno.ENOSPC for k, _ in got[3]["xdp_redirect_err"])
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("case", ["mtu", "down", "missing"])
+def test_generic_redirect_errors_run_natively(case: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """xdp_do_generic_redirect's errors on the native loop - a target too short
+    (-EMSGSIZE) or down (-ENETDOWN) through a devmap slot, an ifindex and a
+    broadcast (the clones before the refusing target sent), an ifindex no device
+    has (-EINVAL) - hand no skb to the Python path and give what it gives."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
+            for k in (5, 9, 12) for s, size in enumerate((64, 200))]
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            if case == "missing":
+                eth = h.add_device("eth0")
+                coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP),
+                                              "r1 = 999\nr2 = 0\ncall 23\nexit")},
+                                       [devmap_spec()]))
+                eth.attach_xdp(coll.programs["t"], mode="generic")
+            else:
+                eth, coll, d = _generic_redirect_host(h)
+                d["small"].up = case != "down"
+            eth.rx[0].source = TrafficGenerator(packets=pkts, count=600)
+            h.run()
+            return _generic_observed(h, coll)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True)
+    assert to_python[0] == 0
+    monkeypatch.undo()
+    assert got == run(False)
+    errs = got[3]["xdp_redirect_err"]  # type: ignore[index]
+    want = {"mtu": [(-errno.EMSGSIZE, 300)], "down": [(-errno.ENETDOWN, 600)],
+            "missing": [(-errno.EINVAL, 600)]}[case]
+    assert [(k[1], v[0]) for k, v in errs] == want

@@ -343,8 +343,11 @@ class _NativeCounts:
         return rows
 
     def _redirect_errs(self) -> list[CounterRow]:
+        from pyxdp.net.napi_native import K
         from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC
-        rows: list[CounterRow] = []
+        errs = self.cnt[K.ERR:]
+        rows: list[CounterRow] = [((self.ifindex, -e), [int(errs[e])])
+                                  for e in np.flatnonzero(errs).tolist()]
         for _, xt in list(self.xsks):
             for col, err in ((T_NOSPC, ENOSPC), (T_NOMEM, ENOMEM), (T_NOBUFS, ENOBUFS)):
                 if xt[col]:

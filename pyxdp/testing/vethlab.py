@@ -115,6 +115,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAB_EVENTS",
+    "MISSING_IFINDEX",
     "OVERRUN_ATTEMPTS",
     "PASS_OBJ",
     "SAMPLES",
@@ -142,6 +143,7 @@ __all__ = [
     "devmap_egress_prog",
     "devmap_missing_aborted",
     "devmap_redirect",
+    "devmap_redirect_mtu",
     "devmap_redirect_no_peer_prog",
     "dump_map",
     "lab_differences",
@@ -149,6 +151,8 @@ __all__ = [
     "load_spec",
     "mixed_frames",
     "prog_fd",
+    "redirect_ifindex_missing",
+    "redirect_ifindex_missing_generic",
     "run_kernel",
     "run_pyxdp",
     "summarize_trace",
@@ -751,6 +755,59 @@ def devmap_missing_aborted() -> Scenario:
                     doc=devmap_missing_aborted.__doc__ or "")
 
 
+def devmap_redirect_mtu() -> Scenario:
+    """devmap_redirect with veth2's MTU at 400.
+
+    Kernel (``__xdp_enqueue``'s ``xdp_ok_fwd_dev``): frames of up to 418 bytes
+    (the MTU, the Ethernet header and a VLAN tag's room) reach veth3's stack,
+    MACs swapped, in order, each with one ``xdp_redirect`` and one
+    ``xdp_devmap_xmit`` as in devmap_redirect; a longer one is refused:
+    ``xdp_redirect_err`` with err -90 (-EMSGSIZE), to_ifindex veth2, map
+    tx_port, index 0, and the frame freed.
+    """
+    return Scenario("devmap_redirect_mtu", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), setup=_tx_port("veth2"), maps=("rxcnt",),
+                    links=(LinkSpec("veth2", mtu=400),), doc=devmap_redirect_mtu.__doc__ or "")
+
+
+#: The ifindex :func:`redirect_ifindex_missing` redirects to: no lab device has it.
+MISSING_IFINDEX: Final = 999
+
+
+def _redirect_missing(mode: str) -> Attach:
+    """``bpf_redirect(MISSING_IFINDEX, 0)`` on veth0 for every frame."""
+    prog = ProgramSpec(name="xdp_redirect_missing", section="xdp",
+                       insns=assemble(f"r1 = {MISSING_IFINDEX}\nr2 = 0\ncall 23\nexit"),
+                       license="GPL")
+    spec = CollectionSpec(programs={prog.name: prog}, maps={}, license="GPL",
+                          name="redirect_missing")
+    return Attach("veth0", spec, prog.name, mode=mode, collection="redirect_missing")
+
+
+def redirect_ifindex_missing() -> Scenario:
+    """veth0 redirects every frame with ``bpf_redirect`` to an ifindex no device has.
+
+    Kernel (``xdp_do_redirect``: ``dev_get_by_index_rcu`` finds nothing): per
+    frame one ``xdp_redirect_err`` with err -22 (-EINVAL), to_ifindex the
+    missing ifindex, map_id INT_MAX, map_index 0; the frame is freed and
+    nothing reaches any stack.
+    """
+    return Scenario("redirect_ifindex_missing", P1, (_redirect_missing("native"),),
+                    _traffic(P1, "veth0"), doc=redirect_ifindex_missing.__doc__ or "")
+
+
+def redirect_ifindex_missing_generic() -> Scenario:
+    """redirect_ifindex_missing with the program in generic (skb) mode.
+
+    Kernel (``xdp_do_generic_redirect``): the same ``xdp_redirect_err`` per frame
+    (-EINVAL, to_ifindex the missing ifindex), the skb freed, nothing at any
+    stack.
+    """
+    return Scenario("redirect_ifindex_missing_generic", P1, (_redirect_missing("generic"),),
+                    _traffic(P1, "veth0"), doc=redirect_ifindex_missing_generic.__doc__ or "")
+
+
 def devmap_egress_prog() -> Scenario:
     """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
 
@@ -916,7 +973,8 @@ def adjust_meta_pass() -> Scenario:
 SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
     f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
-                            devmap_egress_prog, devmap_broadcast,
+                            devmap_redirect_mtu, redirect_ifindex_missing,
+                            redirect_ifindex_missing_generic, devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu,
                             cpumap_prog, adjust_meta_pass)}
