@@ -99,7 +99,11 @@ pages); DROP, ABORTED and unknown verdicts return them (``xdp_return_frame``:
 the owning pool's ring, or ``put_page``), XDP_PASS hands them to the stack's
 demux first, XDP_TX (``veth_xdp_tx``) converts them in their memory and puts
 them in the TX bulk beside the queue's own frames, in verdict order (the peer
-refusing one: back to its memory); redirects of them are deferred.
+refusing one: back to its memory); XDP_REDIRECT converts them in their memory
+into a device's bulk queue beside the queue's own frames, the entry tagged with
+its memory (:func:`_bq_enqueue`; the flush returns each frame to that memory,
+``xdp_return_frame_rx_napi``), or copies them into the queue's copy-mode AF_XDP
+socket; broadcasts, cpumap entries and entry programs of them are deferred.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
@@ -309,6 +313,10 @@ BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
 # 1 none, 0 not set since __dev_flush).
 BQ_COUNT, BQ_PROG = 0, 1
 BQ_WORDS = 2
+# A bulk queue's columns: entry, data, length, metadata length, and the memory tag
+# (_bq_enqueue).
+BQ_TAG = 4
+BQ_COLS = 5
 INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
@@ -648,6 +656,19 @@ def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _return_frame_napi(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """``xdp_return_frame_rx_napi`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`),
+    as a redirect's failure, a bulk's drops and a NIC's tx completion free one:
+    ``put_page`` of an order-0 page, or direct recycling into the page pool that
+    owns it (``napi_direct``)."""
+    if mi == 1:
+        _put_page(sysm, row)
+        return
+    psc, cache, ring, free, state = _pool_of(ptab, mi - 2)
+    _recycle(psc, cache, ring, free, state, row)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _frame_to_mem(sysm, ptab, mi, row, data, length, meta):  # type: ignore[no-untyped-def]
     """``xdp_convert_buff_to_frame`` of a buffer in memory ``mi`` (:func:`_mem_of`), as
     ``veth_xdp_tx`` converts an xdp_frame the veth's program sends back (the memory
@@ -955,7 +976,7 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
     kk = bq_n[t, BQ_PROG] - 1
     sent = 0
     nbytes = np.int64(0)
-    tgt_wire, tgt_veth, pfn_base = xmit
+    tgt_wire, tgt_veth, pfn_base, ptab = xmit
     wa = tgt_wire[t]  # 0: a NIC whose transmit is a sink
     veth = tgt_veth[t, VETH_CUR] != 0
     vstop = False  # veth_xdp_xmit stopped: the rest of the bulk is dropped
@@ -964,19 +985,26 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
         tried = b
         for j in range(b):
             loc = bq[t, 0, j]
+            tag = bq[t, BQ_TAG, j]
             if veth:
                 if not vstop:
-                    pfn = pfn_base + loc if loc >= 0 else sysm[7] + (-1 - loc)
+                    pfn = (ptab[tag - 1, PT_PFN] + loc if tag else pfn_base + loc
+                           if loc >= 0 else sysm[7] + (-1 - loc))
                     if _veth_put(tgt_veth, t, pfn, bq[t, 1, j], bq[t, 2, j],
                                  bq[t, 3, j]):
                         nbytes += bq[t, 2, j]
                         sent += 1
                         continue  # the peer's ring holds it now
                     vstop = True
-            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 1, j], bq[t, 2, j]):
+            elif wa == 0 or (
+                    wire_xmit(i64_view(wa, 1, W_SIZE)[0], ptab[tag - 1, PT_PAGES]
+                              + loc * ptab[tag - 1, PT_PSIZE] + bq[t, 1, j], bq[t, 2, j])
+                    if tag else _wire_out(wa, pages, sysm, loc, bq[t, 1, j], bq[t, 2, j])):
                 nbytes += bq[t, 2, j]
                 sent += 1
-            if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
+            if tag:  # an xdp_frame of another pool: back to it
+                _return_frame_napi(sysm, ptab, 1 + tag, loc)
+            elif loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
             else:
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
@@ -1088,11 +1116,15 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta):  # type: ignore[no-untyped-def]
+def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta, tag):  # type: ignore[no-untyped-def] # noqa: E501
     """``bq_enqueue`` onto device ``t``'s one bulk queue of the poll: the first frame
     since ``__dev_flush`` sets its program (``kk``: 0 none, else egress row + 1),
     which the whole bulk runs whichever entry later frames came through; True
-    when the bulk is full (the caller runs :func:`_bq_xmit_all`)."""
+    when the bulk is full (the caller runs :func:`_bq_xmit_all`). Each entry
+    keeps its frame's memory (``tag``, :data:`BQ_TAG`): 0 for a page of the
+    queue's pool (``ent`` its row) or an order-0 page of the system allocator
+    (``ent`` ``-1 - row``), ``1 + k`` for page pool ``k`` of the pool table
+    (``ent`` the row there: an xdp_frame another device queued)."""
     if bq_n[t, BQ_PROG] == 0:
         bq_n[t, BQ_PROG] = kk + 1
     b = bq_n[t, BQ_COUNT]
@@ -1100,6 +1132,7 @@ def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta):  # type: ignore[no-un
     bq[t, 1, b] = data
     bq[t, 2, b] = length
     bq[t, 3, b] = meta
+    bq[t, BQ_TAG, b] = tag
     bq_n[t, BQ_COUNT] = b + 1
     return b + 1 == BULK
 
@@ -1338,6 +1371,42 @@ def _xsk_gone(xm, map_id, idx):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _mem_addr(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """The address of page ``row`` of memory ``mi`` (:func:`_mem_of`)."""
+    if mi == 1:
+        spages = sysm[0]
+        return np.int64(spages.ctypes.data) + row * spages.strides[0]
+    return ptab[mi - 2, PT_PAGES] + row * ptab[mi - 2, PT_PSIZE]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err, tgt_mtu, own_t,  # type: ignore[no-untyped-def] # noqa: E501
+                    bq_n, mi, loc, data, length, meta):
+    """How the native loop redirects frame ``i``, an xdp_frame in memory ``mi``
+    (:func:`_mem_of`) another device queued: 0 it goes - to a device without an
+    entry program whose bulk queue runs none (converted in its memory here,
+    ``xdp_update_frame_from_buff``) -,
+    an errno the redirect fails with, -1 the Python dispatch takes it (a
+    broadcast, a cpumap, an entry program, a target only Python sends to).
+    Not for XSKMAP redirects (the caller's)."""
+    sysm, ptab = fmem
+    mt = np.int64(red[i, 1])
+    if (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0 and (mt == DEVMAP or mt == DEVMAP_HASH):
+        return -1
+    slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+    if slot < 0 or ifx == own_t:
+        return -1
+    e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length)
+    if e != 0:
+        return e
+    if kk != 0 or bq_n[ifx, BQ_PROG] > 1:
+        return -1
+    if not _frame_to_mem(sysm, ptab, mi, loc, data, length, meta):
+        return EOVERFLOW
+    return 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, flags):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the native loop can broadcast this frame: (devmap row, last target's
     ifindex); ``len(tgt_ok)`` when there is no target, -1 when the Python path
@@ -1421,7 +1490,7 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
                                    cached)
             ent = loc
         if _bq_enqueue(bq, bq_n, t, kk, ent, data, length,
-                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]):
+                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4], 0):
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
@@ -1599,7 +1668,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, tgt_err, bq, bq_n, xmit_cnt = tgt
-    xmit = (tgt_wire, tgt_veth, pfn_base)
+    xmit = (tgt_wire, tgt_veth, pfn_base, ptab)
     own_t = _own_veth(tgt_veth, qcur)
     # A veth's XDP_TX (veth_xdp_tx): the bulk goes to its own ndo_xdp_xmit, its
     # peer's xdp_ring (its row of the veth table; -1: not a veth, or the Python path's).
@@ -1783,10 +1852,53 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 # An xdp_frame in another device's memory (veth_xdp_rcv_one): dropped
                 # or passed here, the memory it came from taking its page back, or
                 # sent back (veth_xdp_tx: converted in its memory, into the TX bulk
-                # with the queue's own frames); redirects of it go to the Python
-                # dispatch.
+                # with the queue's own frames), or redirected (xdp_do_redirect:
+                # converted in its memory into a device's bulk queue with its memory
+                # tag, or copied into the queue's AF_XDP socket, or failed); a
+                # broadcast, a cpumap or an entry program: the Python dispatch.
                 mi = fx[i, FX_MEM]
                 data = np.int64(off_out[i])
+                if a == 4 and np.int64(red[i, 1]) == XSKMAP:
+                    if xon == 1:
+                        xs = xsk_slot(xm, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
+                        if xs >= 0:  # copied into the socket's buffer, then freed
+                            e = rcv_copy(xp, xfq, xrx, xsk_sk, xt,
+                                         _mem_addr(sysm, ptab, mi, loc) + data,
+                                         np.int64(len_out[i]), np.int64(meta_out[i]))
+                            if e == 0:
+                                xt[T_SLOT + xs] += 1
+                                xtouched = True
+                            elif e == ENOMEM:
+                                backed_up = True
+                            n_red += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                        if _xsk_gone(xm, np.int64(red[i, 0]), np.int64(red[i, 2])):
+                            n_red += 1
+                            cnt[K_ERR + EINVAL] += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                elif a == 4:
+                    e = _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err,
+                                        tgt_mtu, own_t, bq_n, mi, loc, data,
+                                        np.int64(len_out[i]), np.int64(meta_out[i]))
+                    if e > 0:  # refused: back to its memory
+                        n_red += 1
+                        cnt[K_ERR + e] += 1
+                        _return_frame_napi(sysm, ptab, mi, loc)
+                        continue
+                    if e == 0:
+                        n_red += 1
+                        slot, ifx, _kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                        red_cnt[slot, ifx] += 1
+                        ent, tag = (-1 - loc, 0) if mi == 1 else (loc, mi - 1)
+                        if _bq_enqueue(bq, bq_n, ifx, 0, ent, data, np.int64(len_out[i]),
+                                       np.int64(meta_out[i]), tag):
+                            c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
+                                                           addr_base, tgt_stats, xmit_cnt,
+                                                           psc, cache, ring, free, state, c,
+                                                           nuse, cached, pages, xmit)
+                        continue
                 if a == 1 or a == 0 or a > 4:
                     n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
                     _return_frame(sysm, ptab, mi, loc)
@@ -2004,7 +2116,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, ifx] += 1
                     # bq_enqueue: the target's bulk queue for this program, sent when full.
-                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta):
+                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta, 0):
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
@@ -2109,12 +2221,12 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages = umem
-    qcols, qcur = rxq
+    qcols, qcur, ptab = rxq  # ptab: no pool's frames come here (its bulk tags are 0)
     tpl, tpl_len, gst = gen
     self_ifindex, ds, tx_ok, tx_rows, sysa, pool = dev
     ppages, w32, q64, addr_base, pfn_pp, psc, cache, ring, free, state = pool
     tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, tgt_err, bq, bq_n, xmit_cnt = tgt
-    xmit = (tgt_wire, tgt_veth, pfn_pp)
+    xmit = (tgt_wire, tgt_veth, pfn_pp, ptab)
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -2287,7 +2399,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                         red_cnt[slot, ifx] += 1
                         mlen = meta if meta > 0 else 0  # the copy's data follows its header
                         if _bq_enqueue(bq, bq_n, ifx, kk, -1 - row, XDP_FRAME_SIZE + mlen,
-                                       length, mlen):
+                                       length, mlen, 0):
                             _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64, addr_base,
                                          tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                          pc, pnuse, 0, ppages, xmit)
