@@ -1768,13 +1768,14 @@ def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
-@pytest.mark.parametrize("case", ["mtu", "down", "missing"])
+@pytest.mark.parametrize("case", ["mtu", "down", "missing", "lo_down"])
 def test_generic_redirect_errors_run_natively(case: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """xdp_do_generic_redirect's errors on the native loop - a target too short
     (-EMSGSIZE) or down (-ENETDOWN) through a devmap slot, an ifindex and a
     broadcast (the clones before the refusing target sent), an ifindex no device
-    has (-EINVAL) - hand no skb to the Python path and give what it gives."""
+    has (-EINVAL), lo down (-ENETDOWN) - hand no skb to the Python path and give
+    what it gives."""
     import pyxdp.net.dev as dev_mod
     act = dev_mod.generic_xdp_act
     to_python = [0]
@@ -1788,10 +1789,12 @@ def test_generic_redirect_errors_run_natively(case: str,
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
-            if case == "missing":
+            if case in ("missing", "lo_down"):
                 eth = h.add_device("eth0")
+                to = 999 if case == "missing" else 1
+                h.devices[1].up = False
                 coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP),
-                                              "r1 = 999\nr2 = 0\ncall 23\nexit")},
+                                              f"r1 = {to}\nr2 = 0\ncall 23\nexit")},
                                        [devmap_spec()]))
                 eth.attach_xdp(coll.programs["t"], mode="generic")
             else:
@@ -1808,5 +1811,5 @@ def test_generic_redirect_errors_run_natively(case: str,
     assert got == run(False)
     errs = got[3]["xdp_redirect_err"]  # type: ignore[index]
     want = {"mtu": [(-errno.EMSGSIZE, 300)], "down": [(-errno.ENETDOWN, 600)],
-            "missing": [(-errno.EINVAL, 600)]}[case]
+            "missing": [(-errno.EINVAL, 600)], "lo_down": [(-errno.ENETDOWN, 600)]}[case]
     assert [(k[1], v[0]) for k, v in errs] == want

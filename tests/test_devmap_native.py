@@ -457,12 +457,12 @@ def test_zero_copy_redirects_to_devices_native_is_python(
 # -- redirect error paths (xdp_redirect_err) in the native loop ---------------------------------
 
 @pytest.mark.parametrize("name", ["devmap_redirect_mtu", "devmap_redirect_no_peer_prog",
-                                  "redirect_ifindex_missing"])
+                                  "redirect_ifindex_missing", "redirect_to_lo"])
 def test_redirect_errors_run_natively(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The vethlab scenarios whose native-mode redirects fail (-EMSGSIZE, -EOPNOTSUPP,
-    -EINVAL) hand nothing to the Python dispatch and give what the Python path gives
-    (which the kernel tests compare with Linux): frames, maps, tracepoint counts,
-    device counters. (veth3's
+    """The vethlab scenarios whose native-mode redirects fail (-EMSGSIZE, -EOPNOTSUPP
+    for a veth whose peer has no NAPI and for lo, -EINVAL) hand nothing to the
+    Python dispatch and give what the Python path gives (which the kernel tests
+    compare with Linux): frames, maps, tracepoint counts, device counters. (veth3's
     XDP_PASS of what arrives there is deferred: the lab watches the stacks through
     a callback, which the Python path calls.)"""
     from pyxdp.net import napi

@@ -136,10 +136,10 @@ def test_veth_frames_native_is_python(flags: int, red_to: str,
 @pytest.mark.parametrize("flags", [0, BPF_F_BROADCAST])
 def test_veth_frames_drop_and_pass_natively(flags: int,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The veths hand only redirects of those frames to ``lo`` (a target only the
-    Python path sends to) to the Python dispatch (DROP, ABORTED, unknown verdicts,
-    PASS and XDP_TX - veth_xdp_tx onto the peer's ring - stay in the native loop;
-    redirects to a NIC too: test_veth_frames_redirected_in_one_bulk_with_its_own)."""
+    """The veths hand none of those frames to the Python dispatch: DROP, ABORTED,
+    unknown verdicts, PASS, XDP_TX (veth_xdp_tx onto the peer's ring) and redirects
+    to ``lo`` (which has no ndo_xdp_xmit: -EOPNOTSUPP) stay in the native loop
+    (redirects to a NIC too: test_veth_frames_redirected_in_one_bulk_with_its_own)."""
     from pyxdp.net import napi
 
     seen: dict[str, list[int]] = {}
@@ -160,9 +160,7 @@ def test_veth_frames_drop_and_pass_natively(flags: int,
     monkeypatch.setattr(napi, "_native_poll", native_poll)
     _run(True, flags, count=960)
     assert "veth1" in calls and "veth3" in calls
-    for v in ("veth1", "veth3"):
-        assert seen.get(v), v
-        assert set(seen[v]) == {4}, (v, sorted(set(seen[v])))
+    assert not seen.get("veth1") and not seen.get("veth3"), seen
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -227,7 +225,7 @@ def test_veth_xdp_tx_native_is_python(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     native = _run_tx(True, count=600)
-    assert seen and 3 not in seen
+    assert not seen  # its redirects to lo too (no ndo_xdp_xmit there: -EOPNOTSUPP)
     monkeypatch.setattr(napi, "_dispatch_deferred", orig)
     assert native == _run_tx(False, count=600)
     stats, events = native[0], native[1]

@@ -43,7 +43,9 @@ buffers from the socket's fill ring instead of its page pool.
 
 Simplified: no qdiscs, no multicast lists, carrier = admin state, one
 "CPU" per thread; a NIC's ``xdp_features`` are fixed (all but offload:
-AF_XDP zero-copy included), a veth's as above (never zero-copy).
+AF_XDP zero-copy included), a veth's as above (never zero-copy), ``lo``'s
+none (Linux's loopback has no ``ndo_xdp_xmit``: a redirect of an
+``xdp_frame`` to it fails with -EOPNOTSUPP).
 """
 
 from __future__ import annotations
@@ -677,7 +679,9 @@ class Host:
         self._collections: list[Collection] = []
         self._next_ifindex = 1
         self._closed = False
-        self.add_device("lo", mac=bytes(6), mtu=65536)
+        # lo (drivers/net/loopback.c) has no ndo_bpf nor ndo_xdp_xmit: xdp_features 0,
+        # so an xdp_frame redirected to it is refused (-EOPNOTSUPP, __xdp_enqueue).
+        self.add_device("lo", mac=bytes(6), mtu=65536).xdp_features = XdpFeatures(0)
 
     def __repr__(self) -> str:
         return f"<Host {self.name} {len(self.devices)} devices>"

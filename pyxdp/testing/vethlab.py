@@ -115,6 +115,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAB_EVENTS",
+    "LO_IFINDEX",
     "MISSING_IFINDEX",
     "OVERRUN_ATTEMPTS",
     "PASS_OBJ",
@@ -153,6 +154,8 @@ __all__ = [
     "prog_fd",
     "redirect_ifindex_missing",
     "redirect_ifindex_missing_generic",
+    "redirect_to_lo",
+    "redirect_to_lo_generic",
     "run_kernel",
     "run_pyxdp",
     "summarize_trace",
@@ -773,12 +776,15 @@ def devmap_redirect_mtu() -> Scenario:
 
 #: The ifindex :func:`redirect_ifindex_missing` redirects to: no lab device has it.
 MISSING_IFINDEX: Final = 999
+#: ``lo``'s ifindex in every namespace (the lab's is down, as a new namespace's).
+LO_IFINDEX: Final = 1
 
 
-def _redirect_missing(mode: str) -> Attach:
-    """``bpf_redirect(MISSING_IFINDEX, 0)`` on veth0 for every frame."""
+def _redirect_missing(mode: str, ifindex: int = MISSING_IFINDEX) -> Attach:
+    """``bpf_redirect(ifindex, 0)`` on veth0 for every frame (program
+    ``xdp_redirect_missing``, collection ``redirect_missing``)."""
     prog = ProgramSpec(name="xdp_redirect_missing", section="xdp",
-                       insns=assemble(f"r1 = {MISSING_IFINDEX}\nr2 = 0\ncall 23\nexit"),
+                       insns=assemble(f"r1 = {ifindex}\nr2 = 0\ncall 23\nexit"),
                        license="GPL")
     spec = CollectionSpec(programs={prog.name: prog}, maps={}, license="GPL",
                           name="redirect_missing")
@@ -806,6 +812,28 @@ def redirect_ifindex_missing_generic() -> Scenario:
     """
     return Scenario("redirect_ifindex_missing_generic", P1, (_redirect_missing("generic"),),
                     _traffic(P1, "veth0"), doc=redirect_ifindex_missing_generic.__doc__ or "")
+
+
+def redirect_to_lo() -> Scenario:
+    """veth0 redirects every frame with ``bpf_redirect`` to ``lo``.
+
+    Kernel: lo has no ``ndo_xdp_xmit`` (``xdp_features`` 0), so ``__xdp_enqueue``
+    refuses each frame: one ``xdp_redirect_err`` per frame with err -95
+    (-EOPNOTSUPP), to_ifindex 1; nothing reaches any stack.
+    """
+    return Scenario("redirect_to_lo", P1, (_redirect_missing("native", LO_IFINDEX),),
+                    _traffic(P1, "veth0"), doc=redirect_to_lo.__doc__ or "")
+
+
+def redirect_to_lo_generic() -> Scenario:
+    """redirect_to_lo with the program in generic (skb) mode.
+
+    Kernel: ``xdp_do_generic_redirect`` needs no ``ndo_xdp_xmit``, but the lab
+    namespace's lo is down: ``xdp_ok_fwd_dev`` refuses each skb, one
+    ``xdp_redirect_err`` per frame with err -100 (-ENETDOWN), to_ifindex 1.
+    """
+    return Scenario("redirect_to_lo_generic", P1, (_redirect_missing("generic", LO_IFINDEX),),
+                    _traffic(P1, "veth0"), doc=redirect_to_lo_generic.__doc__ or "")
 
 
 def devmap_egress_prog() -> Scenario:
@@ -974,7 +1002,8 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
     f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_redirect_mtu, redirect_ifindex_missing,
-                            redirect_ifindex_missing_generic, devmap_egress_prog, devmap_broadcast,
+                            redirect_ifindex_missing_generic, redirect_to_lo,
+                            redirect_to_lo_generic, devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu,
                             cpumap_prog, adjust_meta_pass)}
@@ -1327,7 +1356,8 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     ``events``: record every tracepoint event in order (listening keeps the
     native poll loop out, as a listener must see each event); without it the
     trace counts come from the tracepoint counters and the native loop runs
-    where it can.
+    where it can. The host's ``lo`` is down, as in the kernel lab's new
+    namespace.
     """
     from pyxdp.net.netdevice import Host
     from pyxdp.net.stack import SkbBatch
@@ -1336,6 +1366,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     tracer = Tracer()
     host = Host(f"lab-{scenario.name}", engine=engine, tracer=tracer, native=native)
     try:
+        host.devices[LO_IFINDEX].up = False  # as in the lab's new namespace
         devs: dict[str, Any] = {}
         for a, b in scenario.pairs:
             la, lb = scenario.link(a), scenario.link(b)

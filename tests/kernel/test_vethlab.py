@@ -77,7 +77,7 @@ from pyxdp.net.packets import ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6
 from pyxdp.testing import vethlab as vl
 from pyxdp.testing.vethlab import LabEvent, LabResult, Scenario
 
-ENXIO, EINVAL, EOPNOTSUPP, EMSGSIZE = 6, 22, 95, 90
+ENXIO, EINVAL, EOPNOTSUPP, EMSGSIZE, ENETDOWN = 6, 22, 95, 90, 100
 
 
 @cache
@@ -276,17 +276,21 @@ def test_devmap_redirect_mtu() -> None:
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("name", ["redirect_ifindex_missing",
-                                  "redirect_ifindex_missing_generic"])
-def test_redirect_ifindex_missing(name: str) -> None:
+@pytest.mark.parametrize(("name", "to", "err"), [
+    ("redirect_ifindex_missing", vl.MISSING_IFINDEX, -EINVAL),
+    ("redirect_ifindex_missing_generic", vl.MISSING_IFINDEX, -EINVAL),
+    # lo has no ndo_xdp_xmit; generic mode needs none, but the namespace's lo is down.
+    ("redirect_to_lo", vl.LO_IFINDEX, -EOPNOTSUPP),
+    ("redirect_to_lo_generic", vl.LO_IFINDEX, -ENETDOWN)])
+def test_redirect_ifindex_fails(name: str, to: int, err: int) -> None:
     sc, r = vl.SCENARIOS[name](), run(name)
     n = len(sc.traffic)
     assert all(not got for got in r.rx.values())
     only_events(r, xdp_redirect_err=n)
     # bpf_redirect's redirect: map_id INT_MAX, the ifindex as to_ifindex, map_index 0.
     assert fields(r.events_named("xdp_redirect_err")) == [
-        redirect(vl.MISSING_IFINDEX, err=-EINVAL,
-                 prog="redirect_missing:xdp_redirect_missing", map_=0x7FFF_FFFF)] * n
+        redirect(to, err=err, prog="redirect_missing:xdp_redirect_missing",
+                 map_=0x7FFF_FFFF)] * n
 
 
 @pytest.mark.kernel
