@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import gc
 import random
-import sys
 from collections import deque
+from functools import partial
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
-from pyxdp.collection import Collection
+from pyxdp.collection import Collection, Program
 from pyxdp.net.prog import jit_available
-from pyxdp.vm import bpf_list
+from pyxdp.testing.native import python_calls
+from pyxdp.vm import bpf_list, helpers
 from pyxdp.vm.memalloc import ObjArena, arena
 
 OBJ = Path(__file__).resolve().parents[1] / "samples" / "graph_list.o"
@@ -67,29 +67,23 @@ def _packets(n: int) -> list[bytes]:
             bytes(rnd.randrange(12, 60)) for _ in range(n)]
 
 
+def _run_against(prog: Program, model: Model) -> None:
+    for pkt in _packets(200):
+        assert prog.test_run(pkt).retval == model.run(pkt), pkt[:2].hex()
+
+
 @pytest.mark.parametrize("engine", ["interp", "jit"])
 def test_lists_keep_order_and_free_what_they_hold(engine: str) -> None:
     if engine == "jit" and not jit_available():
         pytest.skip("the JIT needs llvmlite")
     gc.collect()  # maps of earlier tests drop their objects now, not in the middle
     before = arena().live()
-    py_calls: list[str] = []
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        code = frame.f_code
-        if event == "call" and (code.co_filename == bpf_list.__file__ or
-                                code.co_name in ("_spin_lock", "_spin_unlock")):
-            py_calls.append(code.co_name)
-
     model = Model()
     with Collection.load(OBJ, engine=engine) as c:
         prog = c.programs["xdp_graph_list"]
-        sys.setprofile(prof)
-        try:
-            for pkt in _packets(200):
-                assert prog.test_run(pkt).retval == model.run(pkt), pkt[:2].hex()
-        finally:
-            sys.setprofile(None)
+
+        py_calls = python_calls([bpf_list, helpers._spin_lock, helpers._spin_unlock],
+                                partial(_run_against, prog, model))
         for k in range(4):
             v = c.maps["slots"][k]
             assert {n: v[n] for n in ("pushed", "popped", "peek")} == model.slots[k]
@@ -98,7 +92,7 @@ def test_lists_keep_order_and_free_what_they_hold(engine: str) -> None:
         held = sum(map(len, model.lists)) + len(model.glist)
         assert arena().live() - before == held > 0
         # the list kfuncs and the spin locks ran natively on the JIT
-        assert (len(py_calls) == 0) == (engine == "jit")
+        assert (py_calls == 0) == (engine == "jit")
         # an update drops what the value's list held; the list is empty after
         c.maps["slots"][1] = {"pushed": 0, "lock": {"val": 0}, "head": {"__opaque": [0, 0]},
                               "popped": 0, "peek": 0}

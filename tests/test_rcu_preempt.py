@@ -5,17 +5,20 @@ rules are verifier corpus cases."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
+from pyxdp.testing.native import python_calls
 from pyxdp.vm import rcu_preempt
 
 OBJ = Path(__file__).resolve().parents[1] / "samples" / "rcu_preempt.o"
+
+
+def _check_runs(c: Collection) -> None:
+    assert _runs(c) == [2, 1, 16]
 
 
 def _runs(c: Collection) -> list[int]:
@@ -26,17 +29,6 @@ def _runs(c: Collection) -> list[int]:
 
 @pytest.mark.parametrize("engine", ["interp", "jit"])
 def test_rcu_preempt_runs(engine: str) -> None:
-    calls = 0
-    code = rcu_preempt._nothing.__code__
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code is code:
-            calls += 1
     with Collection(load_collection_spec(OBJ), "userspace", engine=engine) as c:
-        sys.setprofile(prof)
-        try:
-            assert _runs(c) == [2, 1, 16]
-        finally:
-            sys.setprofile(None)
+        calls = python_calls([rcu_preempt._nothing], lambda: _check_runs(c))
     assert calls == (0 if engine == "jit" else 2 * 8)  # 8 calls a run

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import errno
 import random
+import struct
+from functools import partial
 
 import pytest
 
 from pyxdp.asm.assembler import assemble
+from pyxdp.collection import Collection
+from pyxdp.testing.native import python_calls
 from pyxdp.vm import string_kfuncs as sk
 from pyxdp.vm.interpreter import Interpreter
 from pyxdp.vm.memory import Region
@@ -116,12 +120,20 @@ r0 = 2
 exit"""
 
 
-def test_native_twins_agree_with_python_on_any_argument() -> None:
-    import struct
-    import sys
-    from types import FrameType
+def _drive(c: Collection, prog: str, args: list[list[int]], out: list[int]) -> None:
+    """Run ``prog`` once per argument triple (in the map's two slots); its results."""
+    arr = c.maps["arr"].handle
+    m = 0xFFFF_FFFF_FFFF_FFFF
+    for a, b, d in args:
+        arr.update(struct.pack("<I", 0), struct.pack("<QQ", a & m, b & m))
+        arr.update(struct.pack("<I", 1), struct.pack("<QQ", d & m, 0))
+        assert c.programs[prog].test_run(bytes(64)).retval == 2
+        raw = arr.lookup(struct.pack("<I", 1))
+        assert raw is not None
+        out.append(struct.unpack("<QQ", raw)[1])
 
-    from pyxdp.collection import Collection
+
+def test_native_twins_agree_with_python_on_any_argument() -> None:
     from pyxdp.testing.verifier_cases import VerifierCase
     from pyxdp.vm.memory import STACK_BASE, STACK_SIZE
 
@@ -132,31 +144,15 @@ def test_native_twins_agree_with_python_on_any_argument() -> None:
     args = [[rng.choice(picks) if rng.random() < 0.9 else rng.getrandbits(64)
              for _ in range(3)] for _ in range(150)]
     calls = 0
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code.co_filename == sk.__file__:
-            calls += 1
     for name in NATIVE:
         spec = VerifierCase(name[4:], _CALL.replace("{name}", name), None).spec()
         got = {}
         for engine in ("interp", "jit"):
             with Collection(spec, "userspace", engine=engine) as c:
-                arr = c.maps["arr"].handle
-                out = []
+                out: list[int] = []
+                n = python_calls([sk], partial(_drive, c, name[4:], args, out))
                 if engine == "jit":
-                    sys.setprofile(prof)
-                try:
-                    for a, b, d in args:
-                        m = 0xFFFF_FFFF_FFFF_FFFF
-                        arr.update(struct.pack("<I", 0), struct.pack("<QQ", a & m, b & m))
-                        arr.update(struct.pack("<I", 1), struct.pack("<QQ", d & m, 0))
-                        assert c.programs[name[4:]].test_run(bytes(64)).retval == 2
-                        raw = arr.lookup(struct.pack("<I", 1))
-                        assert raw is not None
-                        out.append(struct.unpack("<QQ", raw)[1])
-                finally:
-                    sys.setprofile(None)
+                    calls += n
                 got[engine] = out
         assert got["jit"] == got["interp"], name
         assert all(0 <= r <= M32 for r in got["jit"])

@@ -46,7 +46,8 @@ MAP_VERBS: Final = {
     "delete": "remove an entry of a kernel map: MAP key DATA",
 }
 MAP_EPILOG: Final = (
-    "MAP is 'id N', 'pinned PATH' or 'name NAME', as bpftool. DATA is bytes: decimal or "
+    "MAP is 'id N', 'pinned PATH' or 'name NAME', as bpftool, or 'run PID NAME': a map of "
+    "a running 'pyxdp run --iface' ('map show run' lists them). DATA is bytes: decimal or "
     "0x-prefixed tokens (key 10 0 0 1, key 0x0a 0 0 1) or 'hex' and hex pairs (key hex 0a 00 "
     "00 01). Kernel maps need root.")
 

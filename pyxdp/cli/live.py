@@ -21,7 +21,9 @@ give it the same share of the CPUs beside pyxdp's workers as beside Linux
 (sharing pyxdp's session, it lost to the workers what Linux never asks for);
 the CPU it got is printed beside what it sent, as on veth the receiving side's
 kernel work (Linux's XDP program, AF_XDP's redirect and copy) runs in its
-``send``.
+``send``. ``--threaded-napi`` moves that work to a NAPI kthread, for pyxdp and
+for Linux native alike (Linux generic runs in the backlog, which has no NAPI of
+the veth's to thread).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pyxdp import samples
+from pyxdp.cli import run_maps
 from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
 from pyxdp.net.stats import NetdevStats
 
@@ -71,6 +74,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "between rounds while traffic flows, as ethtool's rx-usecs "
                         "(default: pyxdp.xsk.live.LiveOptions', 1000; 0: the next round "
                         "at once)")
+    p.add_argument("--threaded-napi", action="store_true",
+                   help="with --iface: each interface's NAPI polled by a kthread while "
+                        "pyxdp runs (Linux >= 6.17; on a veth the receive's kernel half "
+                        "then leaves the sender's CPU)")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -119,7 +126,8 @@ def cmd_run_live(args: argparse.Namespace) -> int:
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"--iface needs root and BPF: {why}")
-    opts = LiveOptions(backend=args.socket, mode=args.xsk_mode)
+    opts = LiveOptions(backend=args.socket, mode=args.xsk_mode,
+                       threaded_napi=args.threaded_napi)
     if args.rx_usecs is not None:
         opts = dataclasses.replace(opts, rx_usecs=args.rx_usecs)
     try:
@@ -128,9 +136,13 @@ def cmd_run_live(args: argparse.Namespace) -> int:
     except (LiveError, ValueError) as e:
         raise CliError(str(e)) from None
     interrupted = False
+    server: run_maps.MapServer | None = None
     try:
         if args.maps:
             fill_maps(dp.collection, args.maps, socket.if_nametoindex)
+        # the maps, reachable from other processes while it runs (pyxdp.cli.run_maps)
+        server = run_maps.serve(dp.collection, dp.host.lock,
+                                {"program": dp.program.name, "ifaces": list(args.iface)})
         dp.start()
         if not args.json:
             devs = ", ".join(f"{d.name} ({len(d.rx)} queue{'s' * (len(d.rx) > 1)}, "
@@ -141,6 +153,7 @@ def cmd_run_live(args: argparse.Namespace) -> int:
                   if any(d.tap for d in dp.devices) else
                   f"pyxdp run: {dp.program.name} ({Path(args.obj).name}) on {devs}",
                   flush=True)
+            print(f"maps: pyxdp map show run {os.getpid()}", flush=True)
         end = None if args.duration is None else time.monotonic() + args.duration
         with _sigterm_as_interrupt():
             try:
@@ -166,6 +179,8 @@ def cmd_run_live(args: argparse.Namespace) -> int:
             _write_output(args.dump_maps,
                           (json.dumps(dump_maps(dp.collection), indent=2) + "\n").encode())
     finally:
+        if server is not None:
+            server.close()
         dp.close()
     return 130 if interrupted and args.duration is not None else 0
 
@@ -180,6 +195,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                         "the same veth with the same generator (root)")
     p.add_argument("--duration", type=float, default=2.0, metavar="S",
                    help="seconds each run is timed (default: 2)")
+    p.add_argument("--threaded-napi", action="store_true",
+                   help="veth0's NAPI polled by a kthread, for pyxdp and for Linux native "
+                        "alike (Linux generic runs in the backlog, which has none)")
     p.add_argument("--cases", default="drop,tx,redirect", metavar="LIST",
                    help="of drop (xdp1), tx (xdp2), redirect (redirect_map to a second "
                         "veth pair); default: all")
@@ -258,13 +276,28 @@ def _cases() -> dict[str, tuple[str, str | None, Callable[[Any], None] | None]]:
                          devmap_to("veth2"))}
 
 
+@contextmanager
+def _napi_threaded(ifname: str, on: bool) -> Iterator[None]:
+    """Linux native's side of ``--threaded-napi``: the interface's NAPI instances (there
+    since the attach) threaded for the block."""
+    from pyxdp.kernel.netdev_genl import napi_get, napi_set_threaded
+    ids = [n.id for n in napi_get(ifname) if not n.threaded] if on else []
+    for nid in ids:
+        napi_set_threaded(nid, True)
+    try:
+        yield
+    finally:
+        for nid in ids:
+            napi_set_threaded(nid, False)
+
+
 def cmd_bench_live(args: argparse.Namespace) -> int:
     """``bench live [--vs-kernel]``: see the module docstring."""
     from pyxdp.collection import Collection
     from pyxdp.kernel import bpf_available
     from pyxdp.kernel.link import XdpLink
     from pyxdp.testing.livelab import live_netns
-    from pyxdp.xsk.live import LiveDataplane
+    from pyxdp.xsk.live import LiveDataplane, LiveOptions
     if args.duration <= 0:
         raise CliError("--duration must be > 0")
     cases = _cases()
@@ -275,11 +308,16 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"bench live needs root and BPF: {why}")
+    if args.threaded_napi and not args.json:
+        print("threaded NAPI on veth0 (pyxdp, Linux native); Linux generic runs in the "
+              "backlog", flush=True)
     with live_netns() as ns:
         for name in names:
             obj, section, setup = cases[name]
-            row: dict[str, Any] = {"case": name, "object": Path(obj).name}
-            with LiveDataplane(obj, ["veth0", "veth2"], section=section) as dp:
+            row: dict[str, Any] = {"case": name, "object": Path(obj).name,
+                                   "threaded_napi": args.threaded_napi}
+            opts = LiveOptions(threaded_napi=args.threaded_napi)
+            with LiveDataplane(obj, ["veth0", "veth2"], section=section, options=opts) as dp:
                 if setup:
                     setup(dp.collection)
                 row["pyxdp_mpps"], row["sent_mpps"], row["sender_cpu"] = _timed(
@@ -288,7 +326,8 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
                 for mode in ("native", "generic"):
                     with Collection.load(obj, backend="kernel") as coll, \
                             XdpLink.attach("veth0", coll.program(section).handle,  # type: ignore[arg-type]
-                                           mode=mode):
+                                           mode=mode), \
+                            _napi_threaded("veth0", args.threaded_napi and mode == "native"):
                         if setup:
                             setup(coll)
                         (row[f"linux_{mode}_mpps"], row[f"linux_{mode}_sent_mpps"],

@@ -101,6 +101,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_map(args: argparse.Namespace) -> int:
     from pyxdp.cli import bpftool, prog
+    if args.target and args.target[0] == "run":
+        from pyxdp.cli import run_maps
+        return run_maps.cmd_run_map(args.map_cmd, args.target[1:])
     found = bpftool.parse_target(args.target, "map")
     if found is not None:
         return bpftool.cmd_map(args.map_cmd, *found)

@@ -9,6 +9,14 @@ kfuncs its driver implements (``enum netdev_xdp_rx_metadata``, from
 ``xdp_metadata_ops``) and its AF_XDP TX metadata features (``enum
 netdev_xsk_flags``). The family id is looked up once per query through
 ``nlctrl`` (``CTRL_CMD_GETFAMILY``). No privilege is needed.
+
+The same family lists a device's NAPI instances (``NETDEV_CMD_NAPI_GET``, a dump
+filtered by ifindex) and sets one to threaded polling (``NETDEV_CMD_NAPI_SET``
+with ``NETDEV_A_NAPI_THREADED``, Linux 6.17): its poll then runs in a kthread of
+its own instead of the softirq of whoever scheduled it - on a veth, the sender's
+``send``. Per instance, unlike the device's sysfs ``threaded``: the setting goes
+with the instance, so a veth's NAPI that a detach deletes takes it along.
+Setting needs CAP_NET_ADMIN.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from pyxdp.errors import KernelError
 from pyxdp.kernel.netlink import _attrs, _nla, _Rtnl, ifindex_of
 from pyxdp.uapi.if_link import NetdevXdpAct
 
-__all__ = ["NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags", "dev_get"]
+__all__ = ["Napi", "NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags", "dev_get", "napi_get",
+           "napi_set_threaded"]
 
 NETLINK_GENERIC: Final = 16
 GENL_ID_CTRL: Final = 0x10
@@ -36,6 +45,14 @@ NETDEV_A_DEV_XDP_FEATURES: Final = 3
 NETDEV_A_DEV_XDP_ZC_MAX_SEGS: Final = 4
 NETDEV_A_DEV_XDP_RX_METADATA_FEATURES: Final = 5
 NETDEV_A_DEV_XSK_FEATURES: Final = 6
+NETDEV_CMD_NAPI_GET: Final = 11
+NETDEV_CMD_NAPI_SET: Final = 14
+NETDEV_A_NAPI_IFINDEX: Final = 1
+NETDEV_A_NAPI_ID: Final = 2
+NETDEV_A_NAPI_PID: Final = 4
+NETDEV_A_NAPI_THREADED: Final = 8
+NLM_F_ACK: Final = 0x4
+NLM_F_DUMP: Final = 0x300
 _GENLMSGHDR: Final = struct.Struct("=BBH")
 
 
@@ -108,3 +125,43 @@ def dev_get(iface: str | int) -> NetdevInfo:
         xdp_rx_metadata_features=NetdevXdpRxMetadata(
             got.get(NETDEV_A_DEV_XDP_RX_METADATA_FEATURES, 0)),
         xsk_features=NetdevXskFlags(got.get(NETDEV_A_DEV_XSK_FEATURES, 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class Napi:
+    """One ``napi-get`` answer: a NAPI instance of a device."""
+
+    id: int
+    ifindex: int
+    threaded: bool
+    pid: int  # its kthread's, 0 when it has none
+
+
+def napi_get(iface: str | int) -> list[Napi]:
+    """``NETDEV_CMD_NAPI_GET`` (dump): the NAPI instances of one interface now (a veth
+    has one per queue only while an XDP program or GRO is on)."""
+    ifindex = ifindex_of(iface)
+    with _Rtnl(NETLINK_GENERIC) as nl:
+        family = _family_id(nl, NETDEV_FAMILY_NAME)
+        replies = nl.request(f"netdev napi-get {iface}", family, NLM_F_DUMP,
+                             _GENLMSGHDR.pack(NETDEV_CMD_NAPI_GET, 1, 0)
+                             + _nla(NETDEV_A_NAPI_IFINDEX, struct.pack("=I", ifindex)))
+    out = []
+    for _, body in replies:
+        got = {kind: _int(payload) for kind, payload in _attrs(body[_GENLMSGHDR.size:])}
+        if got.get(NETDEV_A_NAPI_IFINDEX) == ifindex and NETDEV_A_NAPI_ID in got:
+            out.append(Napi(got[NETDEV_A_NAPI_ID], ifindex,
+                            bool(got.get(NETDEV_A_NAPI_THREADED, 0)),
+                            got.get(NETDEV_A_NAPI_PID, 0)))
+    return out
+
+
+def napi_set_threaded(napi_id: int, threaded: bool) -> None:
+    """``NETDEV_CMD_NAPI_SET``: NAPI ``napi_id`` polled by a kthread of its own, or not."""
+    op = f"netdev napi-set {napi_id} threaded {int(threaded)}"
+    with _Rtnl(NETLINK_GENERIC) as nl:
+        family = _family_id(nl, NETDEV_FAMILY_NAME)
+        nl.request(op, family, NLM_F_ACK,
+                   _GENLMSGHDR.pack(NETDEV_CMD_NAPI_SET, 1, 0)
+                   + _nla(NETDEV_A_NAPI_ID, struct.pack("=I", napi_id))
+                   + _nla(NETDEV_A_NAPI_THREADED, struct.pack("=I", int(threaded))))

@@ -153,7 +153,8 @@ def _counters(coll: Collection, names: Sequence[str]) -> dict[str, dict[int, int
 
 
 def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
-             settle: float = 0.3, live_backend: str = "auto") -> LiveResult:
+             settle: float = 0.3, live_backend: str = "auto",
+             threaded_napi: bool = False) -> LiveResult:
     """Send ``frames`` into veth0 with ``case`` run by ``backend`` ("kernel": Linux
     native XDP; "pyxdp": :class:`~pyxdp.xsk.live.LiveDataplane`); inside
     :func:`live_netns`."""
@@ -176,7 +177,8 @@ def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
             from pyxdp.xsk.live import LiveDataplane, LiveOptions
             ifaces = ["veth0", "veth2"] if live_backend != "af_packet" else ["veth0"]
             with LiveDataplane(case.obj, ifaces, section=case.section,
-                               options=LiveOptions(backend=live_backend)) as dp:
+                               options=LiveOptions(backend=live_backend,
+                                                   threaded_napi=threaded_napi)) as dp:
                 if case.setup:
                     case.setup(dp.collection)
                 dev = dp.devices[0]

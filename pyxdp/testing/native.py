@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from types import FrameType
+from types import FrameType, ModuleType
 
 __all__ = ["python_calls"]
 
 
-def python_calls(fns: Iterable[Callable[..., object]], run: Callable[[], object]) -> int:
-    """How often the code of ``fns`` runs in Python during ``run()``."""
-    codes = {fn.__code__ for fn in fns}
+def python_calls(fns: Iterable[Callable[..., object] | ModuleType],
+                 run: Callable[[], object]) -> int:
+    """How often the code of ``fns`` runs in Python during ``run()``: a function's own
+    code, or any code of a module's file (the whole Python reference of a kernel file)."""
+    codes = set()
+    files = set()
+    for fn in fns:
+        if isinstance(fn, ModuleType):
+            files.add(fn.__file__)
+        else:
+            codes.add(fn.__code__)
     calls = 0
 
     def prof(frame: FrameType, event: str, arg: object) -> None:
         nonlocal calls
-        if event == "call" and frame.f_code in codes:
+        if event == "call" and (frame.f_code in codes or frame.f_code.co_filename in files):
             calls += 1
     sys.setprofile(prof)
     try:

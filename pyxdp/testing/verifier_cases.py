@@ -5831,4 +5831,14 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,
     *_THROW_CASES,
+    # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
+    *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
+         "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")
+      for k in ("push_front_impl", "push_back_impl", "pop_front", "pop_back", "front",
+                "back")),
+    # -- kfuncs of other program types: refused at the call, before their arguments
+    *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
+         "r0 = 2\nexit", f"calling kernel function {k} is not allowed")
+      for k in ("bpf_dynptr_from_skb", "bpf_cpumask_create", "tcp_slow_start",
+                "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_session_cookie")),
 )

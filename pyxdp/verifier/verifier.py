@@ -82,6 +82,7 @@ from pyxdp.verifier.kfuncs import (
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
+    NOT_FOR_XDP,
     SLEEPABLE_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
@@ -3987,6 +3988,8 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
+        if name in NOT_FOR_XDP:  # fetch_kfunc_meta: no flags for this program type
+            raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
             raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
                          errno.EFAULT)
@@ -4161,14 +4164,14 @@ class _Verifier:
         if p.kind == KArg.ALLOC:
             self._alloc_arg(n, i, reg, meta, name)
             return i + 1
+        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
+            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind == KArg.LIST_HEAD:
             self._list_head_arg(st, n, i, reg, meta)
             return i + 1
         if p.kind == KArg.LIST_NODE:
             self._list_node_arg(n, i, reg, meta)
             return i + 1
-        if (reg.is_null() or reg.t & MAYBE_NULL) and not p.optional:
-            raise Refuse(f"Possibly NULL pointer passed to trusted arg{i}")
         if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
             return i + 1

@@ -43,6 +43,14 @@ user's object on those frames in its own datapath:
 Everything pyxdp puts into the kernel is owned by descriptors of this process
 (the bpf_link, the sockets, the TAP's file): a clean exit or SIGKILL leaves
 nothing attached and no TAP behind.
+
+On a veth the kernel half of the receive (the redirect program, AF_XDP's copy
+into the UMEM) runs in the veth's NAPI, which the peer's transmit schedules in
+its own softirq: the sender pays for it. ``LiveOptions.threaded_napi`` puts each
+NAPI instance of the interface in threaded mode while pyxdp runs (a kthread
+polls it, as on a NIC whose interrupts another CPU takes), and back at close; a
+veth's NAPI goes with the detach, so after SIGKILL nothing stays threaded either
+(a hardware NIC's NAPI outlives the detach: there it stays threaded).
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError, PyxdpError
 from pyxdp.kernel.link import XdpLink
+from pyxdp.kernel.netdev_genl import napi_get, napi_set_threaded
 from pyxdp.kernel.netlink import ifindex_of
 from pyxdp.net.af_packet import (
     PacketRxRing,
@@ -558,7 +567,7 @@ class LiveNic(NetDevice):
 
     def __init__(self, host: Host, ifname: str, *, queues: int | None = None,
                  backend: str = "auto", mode: str | None = None,
-                 kernel_mode: str | None = None) -> None:
+                 kernel_mode: str | None = None, threaded_napi: bool = False) -> None:
         if backend not in ("auto", "af_xdp", "af_packet"):
             raise ValueError(f"backend {backend!r}: 'auto', 'af_xdp' or 'af_packet'")
         try:
@@ -580,6 +589,7 @@ class LiveNic(NetDevice):
         self.tap: PassTap | None = None
         self._redir: Collection | None = None
         self._local = threading.local()
+        self._threaded: list[int] = []  # NAPI ids this device switched to threaded
         try:
             if backend in ("auto", "af_xdp"):
                 try:
@@ -593,12 +603,39 @@ class LiveNic(NetDevice):
                 self.ports = [_PacketPort(ifindex) for _ in range(1)]
                 if nq > 1:  # one AF_PACKET ring sees every queue's frames
                     self.rx = self.rx[:1]
+            if threaded_napi:
+                self._thread_napis(ifname)
         except BaseException:
             self.close_live()
             raise
         self.backend = self.ports[0].kind
         # XDP_TX and redirects here leave by the native loop's transmit rings.
         self.xmit_wires = tuple(p.wire_addr for p in self.ports if isinstance(p, _XskPort))
+
+    def _thread_napis(self, ifname: str) -> None:
+        """Threaded NAPI (``LiveOptions.threaded_napi``) on each of the interface's NAPI
+        instances: the kernel half of the receive (the redirect program, AF_XDP's copy
+        into the UMEM) runs in a kthread, off the CPU that scheduled the poll."""
+        try:
+            napis = napi_get(ifname)
+            if not napis:
+                raise LiveError(f"{ifname}: no NAPI instance to run threaded (a veth has "
+                                "one only while an XDP program or GRO is on)")
+            for n in napis:
+                if not n.threaded:
+                    napi_set_threaded(n.id, True)
+                    self._threaded.append(n.id)
+        except KernelError as e:
+            raise LiveError(f"{ifname}: threaded NAPI: {e}") from None
+
+    def _unthread_napis(self) -> None:
+        """Back to softirq polling, before the detach (a NIC's NAPI outlives it)."""
+        for nid in self._threaded:
+            try:
+                napi_set_threaded(nid, False)
+            except KernelError:
+                pass  # gone with its queue already: nothing to restore
+        self._threaded = []
 
     def _open_xsk(self, ifname: str, nq: int, mode: str | None,
                   kernel_mode: str | None) -> None:
@@ -678,6 +715,7 @@ class LiveNic(NetDevice):
 
     def close_live(self) -> None:
         """Detach the redirect program, close the sockets and the TAP."""
+        self._unthread_napis()
         if self.link is not None:
             self.link.close()
             self.link = None
@@ -718,6 +756,9 @@ class LiveOptions:
     # ethtool's rx-usecs for the workers: the most a worker lets frames gather between
     # rounds while traffic flows (it sleeps in poll while none does).
     rx_usecs: int = 1000
+    # Each interface's NAPI polled by a kthread while pyxdp runs (Linux 6.17's per-NAPI
+    # threaded mode): on a veth the receive's kernel half then leaves the sender's CPU.
+    threaded_napi: bool = False
 
 
 def _pick(coll: Collection, section: str | None) -> Program:
@@ -769,7 +810,8 @@ class LiveDataplane:
             for name in ifaces:
                 self.devices.append(add_live_device(
                     self.host, name, queues=options.queues, backend=options.backend,
-                    mode=options.mode, kernel_mode=options.kernel_mode))
+                    mode=options.mode, kernel_mode=options.kernel_mode,
+                    threaded_napi=options.threaded_napi))
             self.host.stack.on_receive(self._passed)
             for d in self.devices:
                 d.attach_xdp(self.program)

@@ -10,6 +10,7 @@ and ``pyxdp run --iface`` killed with SIGKILL leaving nothing behind.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -98,28 +99,83 @@ def test_af_packet_fallback(lab: str) -> None:
     _nothing_left()
 
 
-def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
+def test_threaded_napi(lab: str) -> None:
+    """``threaded_napi``: veth0's NAPI polled by a kthread while pyxdp runs, the frames
+    handled as Linux handles them, and no threaded NAPI left after (a veth's NAPI
+    goes with the detach)."""
+    from pyxdp.kernel.netdev_genl import napi_get
+    from pyxdp.xsk.live import LiveDataplane, LiveOptions
+    with LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"],
+                       options=LiveOptions(threaded_napi=True)):
+        napis = napi_get("veth0")
+        assert napis and all(n.threaded and n.pid for n in napis), napis
+    assert not napi_get("veth0")
+    frames = _frames()
+    got = run_case(CASES["tx"], frames, "pyxdp", threaded_napi=True)
+    _same(_kernel("tx"), got)
+    assert got.stats["veth0"].rx_packets == len(frames)
+    assert not any(n.threaded for n in napi_get("veth0"))
+    _nothing_left()
+
+
+def _cli(lab: str, *args: str) -> str:
+    """``pyxdp ARGS`` in the lab's namespace (where the run's abstract socket is)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    got = subprocess.run(["ip", "netns", "exec", lab, sys.executable, "-m", "pyxdp.cli.main",
+                          *args], capture_output=True, text=True, env=env, timeout=120)
+    assert got.returncode == 0, got.stderr
+    return got.stdout
+
+
+def test_run_iface_maps_and_sigkill(lab: str) -> None:
+    """``pyxdp run --iface``: its maps reachable from another process while it runs
+    (``pyxdp map ... run PID``), and after SIGKILL no program, no TAP, no threaded NAPI
+    (``--threaded-napi``) and no map socket left."""
+    from pyxdp.kernel.netdev_genl import napi_get
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         ["ip", "netns", "exec", lab, sys.executable, "-m", "pyxdp.cli.main", "run",
-         str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2"],
+         str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2",
+         "--threaded-napi"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert proc.stdout is not None
         lines: list[bytes] = []
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(lines) < 2:
+        while time.monotonic() < deadline and len(lines) < 3:
             r, _, _ = select.select([proc.stdout], [], [], 1.0)
             if r:
                 line = proc.stdout.readline()
                 if not line:
                     break
                 lines.append(line)
-        assert len(lines) == 2, (lines, proc.stderr.read() if proc.poll() is not None else "")
+        assert len(lines) == 3, (lines, proc.stderr.read() if proc.poll() is not None else "")
         assert lines[0].startswith(b"pyxdp run: xdp_prog1 (xdp1.o) on veth0")
-        assert lines[1].startswith(b"veth0 rx ") and b"Mpps" in lines[1]
+        assert lines[1].startswith(b"maps: pyxdp map show run ")
+        pid = int(lines[1].split()[-1])
+        assert lines[2].startswith(b"veth0 rx ") and b"Mpps" in lines[2]
         assert xdp_query("veth0").prog_id != 0
         socket.if_nametoindex("veth0-pass")
+        napis = napi_get("veth0")
+        assert napis and all(n.threaded for n in napis), napis
+        # the maps, from another process
+        shown = _cli(lab, "map", "show", "run")
+        assert f"pyxdp run {pid}: xdp_prog1 on veth0" in shown and "name rxcnt" in shown
+        frame = udp_packet(b"m", src_mac=MACS["veth1"], dst_mac=MACS["veth0"])
+        with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as s:
+            s.bind(("veth1", 0))
+            for _ in range(5):
+                s.send(frame)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            doc = json.loads(_cli(lab, "map", "lookup", "run", str(pid), "rxcnt", "key",
+                                  "17", "0", "0", "0", "--json"))
+            if sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little")
+                   for v in doc["values"]) >= 5:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"rxcnt[17] did not count the frames: {doc}")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -128,6 +184,8 @@ def test_run_iface_sigkill_leaves_nothing(lab: str) -> None:
             break
         time.sleep(0.05)
     _nothing_left()
+    assert not any(n.threaded for n in napi_get("veth0"))
+    assert f"pyxdp run {pid}:" not in _cli(lab, "map", "show", "run")
 
 
 def test_one_worker_per_queue(lab: str) -> None:
