@@ -1663,13 +1663,14 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
 @pytest.mark.parametrize("peer_prog", [False, True])
 def test_generic_targets_table(peer_prog: bool) -> None:
     """The generic targets native code reads (FwdTable.generic): NICs whose transmit is
-    a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), the
-    Python path's 3 (wire sinks, lo; with threaded NAPI every veth), 0 when down."""
+    a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), lo 2
+    (its own stack receives), the Python path's 3 (wire sinks; with threaded NAPI
+    every veth), 0 when down."""
     with Host(engine="jit") as h:
         _eth, _coll, d = _generic_redirect_host(h, peer_prog=peer_prog)
         d["small"].up = False
         ok = h.fwd.arrays(h.devices, generic=True)[0]
-        want = {"lo": 3, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
+        want = {"lo": 2, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
         assert {n: int(ok[h.dev(n).ifindex]) for n in want} == want
         threaded = h.fwd.arrays(h.devices, generic=True, threaded=True)[0]
         assert int(threaded[d["v0"].ifindex]) == 3 and int(threaded[d["sink"].ifindex]) == 1
@@ -1813,3 +1814,46 @@ def test_generic_redirect_errors_run_natively(case: str,
     want = {"mtu": [(-errno.EMSGSIZE, 300)], "down": [(-errno.ENETDOWN, 600)],
             "missing": [(-errno.EINVAL, 600)], "lo_down": [(-errno.ENETDOWN, 600)]}[case]
     assert [(k[1], v[0]) for k, v in errs] == want
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+def test_generic_redirect_to_lo_is_received_by_lo_natively(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generic program's redirect to lo (generic_xdp_tx: loopback_xmit, netif_rx on lo)
+    gives the skb to lo's own stack: counted sent and received on lo, demuxed there
+    (the vethlab scenario redirect_to_lo_up_generic checks it against Linux); the
+    native loop does it without the Python path and gives what the Python path
+    gives, which queues it on lo's backlog for the next softirq round. A native
+    redirect of an xdp_frame to lo fails: lo has no ndo_xdp_xmit (-EOPNOTSUPP)."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    def run(native: bool, mode: str) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            eth = h.add_device("eth0")
+            coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP),
+                                          "r1 = 1\nr2 = 0\ncall 23\nexit")}, [devmap_spec()]))
+            eth.attach_xdp(coll.programs["t"], mode=mode)
+            eth.rx[0].source = TrafficGenerator(flows=8, sizes=[64, 300], seed=5, count=500)
+            h.run()
+            return _generic_observed(h, coll)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True, "generic")
+    assert to_python[0] == 0
+    monkeypatch.undo()
+    assert got == run(False, "generic")
+    stats = got[0]
+    assert isinstance(stats, dict)
+    lo = stats["lo"]
+    assert (lo["tx_packets"], lo["rx_packets"]) == (500, 500)
+    assert got[2][1] == 500  # type: ignore[index]  # lo's stack saw them
+    native = run(True, "native")
+    assert native == run(False, "native")
+    errs = native[3]["xdp_redirect_err"]  # type: ignore[index]
+    assert [(k[1], v[0]) for k, v in errs] == [(-errno.EOPNOTSUPP, 500)]

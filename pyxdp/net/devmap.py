@@ -117,7 +117,9 @@ class FwdTable:
     ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
     whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), 2
     for an up veth without wire sinks whose up peer has no XDP program (its
-    ``veth_xmit`` hands the skb to the peer's stack), 4 for one whose up peer
+    ``veth_xmit`` hands the skb to the peer's stack) and for an up ``lo``
+    without wire sinks nor a generic program (``loopback_xmit``: its own
+    stack receives the skb; its "peer" is itself), 4 for one whose up peer
     has a native program and no zero-copy socket on its first queue
     (``veth_xdp_rx``: the skb copied into a page of that queue's pool and queued
     on its ``xdp_ring``), 3 for every other up device (the Python path's), 0 for
@@ -197,6 +199,10 @@ class FwdTable:
                         and gp.xdp_generic is None):
                     g_ok[i] = 2
                     g_peer[i] = gp.ifindex
+                elif i == 1 and not d.wire and d.xdp_generic is None:
+                    # lo: loopback_xmit's netif_rx gives the skb to its own stack.
+                    g_ok[i] = 2
+                    g_peer[i] = i
                 elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is not None
                         and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
                     g_ok[i] = 4

@@ -68,9 +68,10 @@ transmitted on the device, a NIC whose transmit is a sink, and freed; no
 bulk), a redirect through a devmap entry or to an ifindex
 is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, the
 entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
-``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
-whose peer has no program and receives the skb in its stack, or whose peer has
-a native one and gets it copied into a page on its ``xdp_ring``,
+``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
+without a generic program (``loopback_xmit``: its own stack receives the skb),
+or a veth whose peer has no program and receives the skb in its stack, or whose
+peer has a native one and gets it copied into a page on its ``xdp_ring``,
 :attr:`pyxdp.net.devmap.FwdTable.generic`), a broadcast
 ``dev_map_redirect_multi`` (the same for a clone per target),
 one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0

@@ -156,6 +156,7 @@ __all__ = [
     "redirect_ifindex_missing_generic",
     "redirect_to_lo",
     "redirect_to_lo_generic",
+    "redirect_to_lo_up_generic",
     "run_kernel",
     "run_pyxdp",
     "summarize_trace",
@@ -238,7 +239,9 @@ class Scenario:
     ``ordered``: whether arrival order per device is deterministic.
     ``links``: per device (by name) its MTU, rx/tx queue count and MAC when
     not the lab's defaults (1500, one queue, :func:`lab_mac`); a pair's two
-    ends are made with the larger queue count of the two.
+    ends are made with the larger queue count of the two. ``lo_up``: the
+    namespace's ``lo`` is brought up (else it stays down, as a new
+    namespace's) and what reaches its stack is observed as ``"lo"``.
     """
 
     name: str
@@ -251,6 +254,7 @@ class Scenario:
     ordered: bool = True
     doc: str = ""
     links: tuple[LinkSpec, ...] = ()
+    lo_up: bool = False
 
     def __post_init__(self) -> None:
         devs = self.devices
@@ -271,6 +275,12 @@ class Scenario:
     @property
     def devices(self) -> tuple[str, ...]:
         return tuple(d for pair in self.pairs for d in pair)
+
+    @property
+    def observed(self) -> tuple[str, ...]:
+        """The devices whose stacks :attr:`LabResult.rx` holds: the pairs', and ``lo``
+        when :attr:`lo_up`."""
+        return self.devices + (("lo",) if self.lo_up else ())
 
     def peer(self, dev: str) -> str:
         for a, b in self.pairs:
@@ -521,7 +531,7 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
     link`` counters too. ``ifindex`` and ``backend`` are never compared.
     """
     out: list[str] = []
-    for dev in scenario.devices:
+    for dev in scenario.observed:
         a, b = list(want.rx.get(dev, ())), list(got.rx.get(dev, ()))
         same = a == b if scenario.ordered else sorted(a) == sorted(b)
         if not same:
@@ -836,6 +846,18 @@ def redirect_to_lo_generic() -> Scenario:
                     _traffic(P1, "veth0"), doc=redirect_to_lo_generic.__doc__ or "")
 
 
+def redirect_to_lo_up_generic() -> Scenario:
+    """redirect_to_lo_generic with the namespace's ``lo`` up.
+
+    Kernel: ``generic_xdp_tx`` on lo is ``loopback_xmit``, whose ``netif_rx``
+    hands the skb to lo's own receive path: every frame reaches lo's stack
+    unchanged, in order, with one ``xdp_redirect`` each (to_ifindex 1).
+    """
+    return Scenario("redirect_to_lo_up_generic", P1,
+                    (_redirect_missing("generic", LO_IFINDEX),), _traffic(P1, "veth0"),
+                    lo_up=True, doc=redirect_to_lo_up_generic.__doc__ or "")
+
+
 def devmap_egress_prog() -> Scenario:
     """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
 
@@ -1003,7 +1025,8 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_redirect_mtu, redirect_ifindex_missing,
                             redirect_ifindex_missing_generic, redirect_to_lo,
-                            redirect_to_lo_generic, devmap_egress_prog, devmap_broadcast,
+                            redirect_to_lo_generic, redirect_to_lo_up_generic,
+                            devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu,
                             cpumap_prog, adjust_meta_pass)}
@@ -1183,6 +1206,8 @@ class KernelLab:
                 *ends[1])
         for dev in sc.devices:
             _ip("-n", ns, "link", "set", dev, "up")
+        if sc.lo_up:
+            _ip("-n", ns, "link", "set", "lo", "up")
 
         for key, obj in sc.collections.items():
             self.colls[key] = stack.enter_context(Collection(load_spec(obj), "kernel"))
@@ -1208,7 +1233,7 @@ class KernelLab:
             self._kfree_fd = os.open(os.path.join(self._kfree.path, "trace_pipe"),
                                      os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             stack.callback(os.close, self._kfree_fd)
-        self._caps = [_Capture(d) for d in sc.devices]
+        self._caps = [_Capture(d) for d in sc.observed]
         for c in self._caps:
             stack.callback(c.close)
         self._seen = {c.dev: 0 for c in self._caps}
@@ -1366,7 +1391,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     tracer = Tracer()
     host = Host(f"lab-{scenario.name}", engine=engine, tracer=tracer, native=native)
     try:
-        host.devices[LO_IFINDEX].up = False  # as in the lab's new namespace
+        host.devices[LO_IFINDEX].up = scenario.lo_up  # down in a new namespace
         devs: dict[str, Any] = {}
         for a, b in scenario.pairs:
             la, lb = scenario.link(a), scenario.link(b)
@@ -1385,12 +1410,13 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
             scenario.setup(colls, lambda dev: ifindex[dev])
         for att in scenario.attachments:
             devs[att.dev].attach_xdp(colls[att.key].programs[att.program], mode=att.mode)
-        rx: dict[str, list[bytes]] = {d: [] for d in scenario.devices}
+        rx: dict[str, list[bytes]] = {d: [] for d in scenario.observed}
+        stacks = {**names, LO_IFINDEX: "lo"} if scenario.lo_up else names
 
         def seen(batch: SkbBatch) -> None:
             for i, pkt in zip(batch.ifindex.tolist(), batch.packets(), strict=True):
-                if i in names:
-                    rx[names[i]].append(pkt)
+                if i in stacks:
+                    rx[stacks[i]].append(pkt)
 
         host.stack.on_receive(seen)
         queue = tracer.listen(LAB_EVENTS) if events else None

@@ -294,6 +294,19 @@ def test_redirect_ifindex_fails(name: str, to: int, err: int) -> None:
 
 
 @pytest.mark.kernel
+def test_redirect_to_lo_up_generic() -> None:
+    sc, r = vl.redirect_to_lo_up_generic(), run("redirect_to_lo_up_generic")
+    fs = frames(sc)
+    # loopback_xmit: netif_rx on lo, whose stack receives every frame as sent.
+    assert list(r.rx["lo"]) == fs
+    assert not (r.rx["veth0"] or r.rx["veth1"])
+    only_events(r, xdp_redirect=len(fs))
+    assert fields(r.events_named("xdp_redirect")) == [
+        redirect(vl.LO_IFINDEX, prog="redirect_missing:xdp_redirect_missing",
+                 map_=0x7FFF_FFFF)] * len(fs)
+
+
+@pytest.mark.kernel
 def test_devmap_missing_aborted() -> None:
     sc, r = vl.devmap_missing_aborted(), run("devmap_missing_aborted")
     n = len(sc.traffic)
