@@ -1328,8 +1328,8 @@ def _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length):  # type: ignore[no-untyped-
     """How ``__xdp_enqueue``/``xdp_ok_fwd_dev`` judge a frame of ``length`` bytes
     for device ``ifx`` of the native targets: 0 it goes, an errno (positive) the
     redirect fails with (no device, no ``ndo_xdp_xmit``, down, too long), -1 the
-    Python path judges it (a target only it sends to; every target of a call
-    without targets, whose ``tgt_err`` is empty)."""
+    Python path judges it (a target only it sends to; every device of a call
+    without targets, ``FwdTable.none``, whose ``err`` is 0)."""
     if len(tgt_err) == 0:
         return -1
     if ifx <= 0 or ifx >= len(tgt_ok):
