@@ -1625,7 +1625,7 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
     xdp_do_generic_redirect to NICs and veths (whose peer's stack or native
     program receives: veth_xdp_rx), entry programs passing, dropping,
     aborting, returning an unknown verdict) and broadcasts over them natively, the
-    rest (a wire sink, every error) deferred - gives what the Python path gives:
+    rest (a wire sink) deferred - gives what the Python path gives:
     counters of every device, the stack, tracepoint counts."""
     pkts = [pk.udp_packet(bytes([k, v]) + b"x" * 19, sport=1000 + k + 16 * s + 64 * v,
                           size=size)
@@ -1663,13 +1663,14 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
 @pytest.mark.parametrize("peer_prog", [False, True])
 def test_generic_targets_table(peer_prog: bool) -> None:
     """The generic targets native code reads (FwdTable.generic): NICs whose transmit is
-    a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), the
-    Python path's 3 (wire sinks, lo; with threaded NAPI every veth), 0 when down."""
+    a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), lo 2
+    (its own stack receives), the Python path's 3 (wire sinks; with threaded NAPI
+    every veth), 0 when down."""
     with Host(engine="jit") as h:
         _eth, _coll, d = _generic_redirect_host(h, peer_prog=peer_prog)
         d["small"].up = False
         ok = h.fwd.arrays(h.devices, generic=True)[0]
-        want = {"lo": 3, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
+        want = {"lo": 2, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
         assert {n: int(ok[h.dev(n).ifindex]) for n in want} == want
         threaded = h.fwd.arrays(h.devices, generic=True, threaded=True)[0]
         assert int(threaded[d["v0"].ifindex]) == 3 and int(threaded[d["sink"].ifindex]) == 1
@@ -1683,9 +1684,8 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
     whose peer's stack or native program (veth_xdp_rx) receives, through entry
     programs or not
     (slot 2's, passing here), and broadcasts over them every target takes
-    (dev_map_redirect_multi: the 64-byte ones; eth2's MTU refuses 200 bytes, which
-    ends a broadcast with an error, the Python path's), never reach the Python
-    path: no skb is handed back."""
+    (dev_map_redirect_multi: the 64-byte ones), never reach the Python path: no
+    skb is handed back (their errors: test_generic_redirect_errors_run_natively)."""
     import pyxdp.net.dev as dev_mod
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
             for k in (3, 4, 6, 8, 7, 11) for s, size in enumerate((64, 200))]
@@ -1718,8 +1718,8 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
 def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """cpu_map_generic_redirect from a NIC's generic program on the native loop (the
     skb as an order-0 frame straight into the entry's ring; a full ring, -ENOSPC,
-    on the Python path) gives what the Python path gives: counters, the stack,
-    the cpumap tracepoints, no page left."""
+    natively too) gives what the Python path gives: counters, the stack, the
+    cpumap tracepoints, no page left."""
     import pyxdp.net.dev as dev_mod
     act = dev_mod.generic_xdp_act
     to_python = [0]
@@ -1761,7 +1761,99 @@ def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyP
             return eth.stats, h.stack.stats, h.stack.per_device, events
 
     got = run(True)
-    if qsize > 64:  # rings with room: every skb went natively
-        assert to_python[0] == 0
+    assert to_python[0] == 0  # every skb went natively, those the full ring refused too
     assert got == run(False)
     assert got[0].xdp_redirect == 2000
+    if qsize < 64:
+        assert any(k[1] == -errno.ENOSPC for k, _ in got[3]["xdp_redirect_err"])
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("case", ["mtu", "down", "missing", "lo_down"])
+def test_generic_redirect_errors_run_natively(case: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """xdp_do_generic_redirect's errors on the native loop - a target too short
+    (-EMSGSIZE) or down (-ENETDOWN) through a devmap slot, an ifindex and a
+    broadcast (the clones before the refusing target sent), an ifindex no device
+    has (-EINVAL), lo down (-ENETDOWN) - hand no skb to the Python path and give
+    what it gives."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
+            for k in (5, 9, 12) for s, size in enumerate((64, 200))]
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            if case in ("missing", "lo_down"):
+                eth = h.add_device("eth0")
+                to = 999 if case == "missing" else 1
+                h.devices[1].up = False
+                coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP),
+                                              f"r1 = {to}\nr2 = 0\ncall 23\nexit")},
+                                       [devmap_spec()]))
+                eth.attach_xdp(coll.programs["t"], mode="generic")
+            else:
+                eth, coll, d = _generic_redirect_host(h)
+                d["small"].up = case != "down"
+            eth.rx[0].source = TrafficGenerator(packets=pkts, count=600)
+            h.run()
+            return _generic_observed(h, coll)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True)
+    assert to_python[0] == 0
+    monkeypatch.undo()
+    assert got == run(False)
+    errs = got[3]["xdp_redirect_err"]  # type: ignore[index]
+    want = {"mtu": [(-errno.EMSGSIZE, 300)], "down": [(-errno.ENETDOWN, 600)],
+            "missing": [(-errno.EINVAL, 600)], "lo_down": [(-errno.ENETDOWN, 600)]}[case]
+    assert [(k[1], v[0]) for k, v in errs] == want
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+def test_generic_redirect_to_lo_is_received_by_lo_natively(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generic program's redirect to lo (generic_xdp_tx: loopback_xmit, netif_rx on lo)
+    gives the skb to lo's own stack: counted sent and received on lo, demuxed there
+    (the vethlab scenario redirect_to_lo_up_generic checks it against Linux); the
+    native loop does it without the Python path and gives what the Python path
+    gives, which queues it on lo's backlog for the next softirq round. A native
+    redirect of an xdp_frame to lo fails: lo has no ndo_xdp_xmit (-EOPNOTSUPP)."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    def run(native: bool, mode: str) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            eth = h.add_device("eth0")
+            coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP),
+                                          "r1 = 1\nr2 = 0\ncall 23\nexit")}, [devmap_spec()]))
+            eth.attach_xdp(coll.programs["t"], mode=mode)
+            eth.rx[0].source = TrafficGenerator(flows=8, sizes=[64, 300], seed=5, count=500)
+            h.run()
+            return _generic_observed(h, coll)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True, "generic")
+    assert to_python[0] == 0
+    monkeypatch.undo()
+    assert got == run(False, "generic")
+    stats = got[0]
+    assert isinstance(stats, dict)
+    lo = stats["lo"]
+    assert (lo["tx_packets"], lo["rx_packets"]) == (500, 500)
+    assert got[2][1] == 500  # type: ignore[index]  # lo's stack saw them
+    native = run(True, "native")
+    assert native == run(False, "native")
+    errs = native[3]["xdp_redirect_err"]  # type: ignore[index]
+    assert [(k[1], v[0]) for k, v in errs] == [(-errno.EOPNOTSUPP, 500)]

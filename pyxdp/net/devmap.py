@@ -117,7 +117,9 @@ class FwdTable:
     ``generic_xdp_tx``, which need no ``ndo_xdp_xmit``): ``ok`` 1 for an up NIC
     whose transmit is a sink (no wire sinks nor transmit rings; not ``lo``), 2
     for an up veth without wire sinks whose up peer has no XDP program (its
-    ``veth_xmit`` hands the skb to the peer's stack), 4 for one whose up peer
+    ``veth_xmit`` hands the skb to the peer's stack) and for an up ``lo``
+    without wire sinks nor a generic program (``loopback_xmit``: its own
+    stack receives the skb; its "peer" is itself), 4 for one whose up peer
     has a native program and no zero-copy socket on its first queue
     (``veth_xdp_rx``: the skb copied into a page of that queue's pool and queued
     on its ``xdp_ring``), 3 for every other up device (the Python path's), 0 for
@@ -127,7 +129,12 @@ class FwdTable:
     with the veths the Python path's, for threaded NAPI); ``threaded`` the tables with
     veths left to the Python path (with threaded NAPI a peer's poll takes
     frames off its ring without the host lock, which native producers hold, so
-    only Python producers, under the GIL, go there)."""
+    only Python producers, under the GIL, go there). The last array of each
+    table, ``err``, is the errno (positive) with which a redirect to a device
+    that ``ok`` refuses (0) fails, as the Python path's checks give it:
+    ``EINVAL`` for no device, ``EOPNOTSUPP`` for no ``ndo_xdp_xmit``
+    (``__xdp_enqueue``), ``ENETDOWN`` for one down (``xdp_ok_fwd_dev``); 0
+    where the native loop leaves the frame to the Python path (``none``)."""
 
     def __init__(self) -> None:
         self.stale = True
@@ -139,7 +146,7 @@ class FwdTable:
 
     def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False,
                generic: bool = False) -> tuple[Any, ...]:
-        """(ok, mtu, stats, wire, veth), remade first if a device changed."""
+        """(ok, mtu, stats, wire, veth, err), remade first if a device changed."""
         if self.stale:
             # The native loop's columns (it reads the veth table in place).
             from pyxdp.net.napi_native import (
@@ -174,7 +181,13 @@ class FwdTable:
             g_stats = np.zeros(nif, np.int64)
             g_peer = np.zeros(nif, np.int64)
             g_veth = np.zeros((nif, VETH_COLS), np.int64)
+            # No device at an ifindex: EINVAL (dev_get_by_index, an empty entry).
+            err = np.full(nif, errno.EINVAL, np.int64)
+            g_err = np.full(nif, errno.EINVAL, np.int64)
             for i, d in devices.items():
+                err[i] = (0 if d.up and d.xdp_features & 4 else errno.ENETDOWN
+                          if d.xdp_features & 4 else errno.EOPNOTSUPP)
+                g_err[i] = 0 if d.up else errno.ENETDOWN
                 g_stats[i] = d.stats.words.ctypes.data
                 g_mtu[i] = d.mtu + FWD_OVERHEAD
                 gp = d.peer if d.kind == "veth" else None
@@ -186,6 +199,10 @@ class FwdTable:
                         and gp.xdp_generic is None):
                     g_ok[i] = 2
                     g_peer[i] = gp.ifindex
+                elif i == 1 and not d.wire and d.xdp_generic is None:
+                    # lo: loopback_xmit's netif_rx gives the skb to its own stack.
+                    g_ok[i] = 2
+                    g_peer[i] = i
                 elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is not None
                         and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
                     g_ok[i] = 4
@@ -203,17 +220,18 @@ class FwdTable:
                     wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
                     if peer is not None:
                         veth_row(veth[i], peer)
-            self.tables = (ok, mtu, stats, wire, veth)
-            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth)
-            self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth)
+            self.tables = (ok, mtu, stats, wire, veth, err)
+            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth,
+                         np.zeros(nif, np.int64))
+            self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth, g_err)
             # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
             # CPU 0's NAPI thread writes too, or takes frames off its ring without the
             # host lock: the Python path's (under the stack's lock, the GIL).
             self.generic_threaded = (np.where(g_ok >= 2, 3, g_ok)
                                      .astype(np.uint8), g_mtu, g_stats, g_peer,
-                                     np.zeros((nif, VETH_COLS), np.int64))
+                                     np.zeros((nif, VETH_COLS), np.int64), g_err)
             py = (veth[:, VETH_CUR] != 0) & (ok != 0)
-            self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth)
+            self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth, err)
         if generic:
             return self.generic_threaded if threaded else self.generic
         return self.threaded if threaded else self.tables

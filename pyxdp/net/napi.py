@@ -343,8 +343,11 @@ class _NativeCounts:
         return rows
 
     def _redirect_errs(self) -> list[CounterRow]:
+        from pyxdp.net.napi_native import K
         from pyxdp.net.xsk_native import T_NOBUFS, T_NOMEM, T_NOSPC
-        rows: list[CounterRow] = []
+        errs = self.cnt[K.ERR:]
+        rows: list[CounterRow] = [((self.ifindex, -e), [int(errs[e])])
+                                  for e in np.flatnonzero(errs).tolist()]
         for _, xt in list(self.xsks):
             for col, err in ((T_NOSPC, ENOSPC), (T_NOMEM, ENOMEM), (T_NOBUFS, ENOBUFS)):
                 if xt[col]:
@@ -541,8 +544,8 @@ class _Tables:
         self.egress = DevmapEgress(progs, ifindex, nif)
         # One bulk queue per device (bq_enqueue's dev->xdp_bulkq), whatever entries
         # name it: its frames' columns, its count and program (napi_native.BQ_*).
-        from pyxdp.net.napi_native import BQ_WORDS
-        self.bq = np.zeros((nif, 4, BULK_NATIVE), np.int64)
+        from pyxdp.net.napi_native import BQ_COLS, BQ_WORDS
+        self.bq = np.zeros((nif, BQ_COLS, BULK_NATIVE), np.int64)
         self.bq_n = np.zeros((nif, BQ_WORDS), np.int64)
         # Redirects per (map, target) and xdp_devmap_xmit per target: the state's
         # _NativeCounts, which the tracer reads in place.
@@ -812,7 +815,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr), \
                 nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
-                                   region.pages, (ring.cols, ring.cur.words), gen,
+                                   region.pages, (ring.cols, ring.cur.words, st.ptab), gen,
                                    (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,
                                     (*system.native_arrays, system.pages, system.addr_base),
                                     (pool.pages, pool.words, pool.qwords, pool.addr_base,

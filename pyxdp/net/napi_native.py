@@ -68,16 +68,27 @@ transmitted on the device, a NIC whose transmit is a sink, and freed; no
 bulk), a redirect through a devmap entry or to an ifindex
 is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, the
 entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
-``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, or a veth
-whose peer has no program and receives the skb in its stack, or whose peer has
-a native one and gets it copied into a page on its ``xdp_ring``,
+``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
+without a generic program (``loopback_xmit``: its own stack receives the skb),
+or a veth whose peer has no program and receives the skb in its stack, or whose
+peer has a native one and gets it copied into a page on its ``xdp_ring``,
 :attr:`pyxdp.net.devmap.FwdTable.generic`), a broadcast
 ``dev_map_redirect_multi`` (the same for a clone per target),
 one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
 ``xdp_frame`` of the system allocator, straight into the entry's ring), one
 into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
-into the UMEM and published at once); other targets and every error go to
-:mod:`pyxdp.net.dev`, one skb at a time.
+into the UMEM and published at once); their errors are taken here (below);
+other targets go to :mod:`pyxdp.net.dev`, one skb at a time.
+
+A redirect that fails in either mode is failed here as the Python path fails
+it, with its errno and its order of checks: no device at the ifindex or an
+empty entry (-EINVAL), no ``ndo_xdp_xmit`` (-EOPNOTSUPP), down (-ENETDOWN),
+too short (-EMSGSIZE; a generic broadcast's clones before that target sent,
+as ``dev_map_redirect_multi``), no room for the ``xdp_frame`` or no page for
+a zero-copy copy (-EOVERFLOW), a full cpumap ring or no page for a generic
+skb's copy (-ENOSPC, -ENOMEM); the frame goes back to its memory, the
+device's ``xdp_redirect`` counts it and ``xdp_redirect_err`` counts it per
+errno (:data:`K` ``ERR``).
 
 A veth's ring also holds ``xdp_frame`` s other devices queued there
 (``ndo_xdp_xmit``; ``veth_xdp_rcv_one`` runs the veth's program on them):
@@ -89,7 +100,11 @@ pages); DROP, ABORTED and unknown verdicts return them (``xdp_return_frame``:
 the owning pool's ring, or ``put_page``), XDP_PASS hands them to the stack's
 demux first, XDP_TX (``veth_xdp_tx``) converts them in their memory and puts
 them in the TX bulk beside the queue's own frames, in verdict order (the peer
-refusing one: back to its memory); redirects of them are deferred.
+refusing one: back to its memory); XDP_REDIRECT converts them in their memory
+into a device's bulk queue beside the queue's own frames, the entry tagged with
+its memory (:func:`_bq_enqueue`; the flush returns each frame to that memory,
+``xdp_return_frame_rx_napi``), or copies them into the queue's copy-mode AF_XDP
+socket; broadcasts, cpumap entries and entry programs of them are deferred.
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
@@ -98,7 +113,8 @@ the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
 an interpreted one), PASS with a stack callback or a socket keeping payloads,
-other sockets, every other error path - is *deferred*: the frame and its verdict
+other sockets, and the errors of targets only the Python path sends to - is
+*deferred*: the frame and its verdict
 are handed back, the loop stops after that poll, and
 :func:`pyxdp.net.napi.napi_poll`'s Python code finishes it
 with the same functions as every other frame. Polls whose only deferred
@@ -159,6 +175,7 @@ from pyxdp.net.xsk_native import (
     XP_OFF,
     XP_PFN_BASE,
     ld8,
+    ld32,
     page_put,
     rcv_copy,
     rcv_zc,
@@ -194,7 +211,9 @@ class K:
 
     ACT = 0  # 0: XDP_ABORTED, 5: unknown verdicts (xdp_exception)
     TX_EVENTS, TX_SENT, TX_DROPS = 6, 7, 8  # xdp_bulk_tx of XDP_TX
-    SIZE = 9
+    ERR = 9  # xdp_redirect_err by errno: ERR + errno (below ERR_N)
+    ERR_N = 128
+    SIZE = ERR + ERR_N
 
 
 # numba reads module-level integers as constants (not class attributes).
@@ -211,6 +230,7 @@ K_ACT = K.ACT
 K_TX_EVENTS = K.TX_EVENTS
 K_TX_SENT = K.TX_SENT
 K_TX_DROPS = K.TX_DROPS
+K_ERR = K.ERR
 P_COUNT = PoolState.index("count")
 P_RHEAD = PoolState.index("ring_head")
 P_RLEN = PoolState.index("ring_len")
@@ -294,6 +314,10 @@ BULK = DEV_MAP_BULK_SIZE  # XDP_TX's bulk is as large (checked below)
 # 1 none, 0 not set since __dev_flush).
 BQ_COUNT, BQ_PROG = 0, 1
 BQ_WORDS = 2
+# A bulk queue's columns: entry, data, length, metadata length, and the memory tag
+# (_bq_enqueue).
+BQ_TAG = 4
+BQ_COLS = 5
 INT_MAX = 0x7FFF_FFFF  # bpf_redirect's map id: an ifindex, no map
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
@@ -313,6 +337,10 @@ A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
 ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
+# Redirect errors the loop reports itself (xdp_redirect_err, K.ERR + errno).
+EINVAL = errno.EINVAL
+EMSGSIZE = errno.EMSGSIZE
+EOVERFLOW = errno.EOVERFLOW
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
@@ -629,6 +657,19 @@ def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _return_frame_napi(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """``xdp_return_frame_rx_napi`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`),
+    as a redirect's failure, a bulk's drops and a NIC's tx completion free one:
+    ``put_page`` of an order-0 page, or direct recycling into the page pool that
+    owns it (``napi_direct``)."""
+    if mi == 1:
+        _put_page(sysm, row)
+        return
+    psc, cache, ring, free, state = _pool_of(ptab, mi - 2)
+    _recycle(psc, cache, ring, free, state, row)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _frame_to_mem(sysm, ptab, mi, row, data, length, meta):  # type: ignore[no-untyped-def]
     """``xdp_convert_buff_to_frame`` of a buffer in memory ``mi`` (:func:`_mem_of`), as
     ``veth_xdp_tx`` converts an xdp_frame the veth's program sends back (the memory
@@ -726,18 +767,24 @@ def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex
     """``cpu_map_generic_redirect`` of the skb in pool page ``loc`` to entry ``r``: the
     skb as an order-0 ``xdp_frame`` (a page of the system allocator, the packet at
     ``XDP_PACKET_HEADROOM``, no metadata, ``dev_rx`` set) straight into the entry's
-    ring, no bulk; one ``xdp_cpumap_enqueue`` of one frame. False, with nothing
-    done, where the Python path must report an error (the ring full, no page, a
-    packet too long for the frame)."""
+    ring, no bulk; one ``xdp_cpumap_enqueue`` of one frame. Returns 0, or the
+    errno of the redirect's failure, in the Python path's order: no page
+    (``ENOMEM``), a packet too long for the frame (``EOVERFLOW``, the page back),
+    the ring full (``ENOSPC``: the page back, the enqueue event counting one
+    drop)."""
+    row = _sys_alloc(sysm)
+    if row < 0:
+        return ENOMEM
     if HEADROOM + length > FRAME_SZ - TAILROOM:
-        return False
+        _put_page(sysm, row)
+        return EOVERFLOW
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
     if ring_count(q_idx) >= cq_tab[r, 1]:
-        return False
-    row = _sys_alloc(sysm)
-    if row < 0:
-        return False
+        _put_page(sysm, row)
+        cq_cnt[r, 0] += 1
+        cq_cnt[r, 2] += 1
+        return ENOSPC
     spages, sw32, sq64, sbase, _ast, _afree, _aref, spfn = sysm
     memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM,
            pages.ctypes.data + loc * pages.strides[0] + data, length)
@@ -755,12 +802,14 @@ def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex
     one[1, 0] = HEADROOM
     one[2, 0] = length
     one[3, 0] = 0
-    if ring_produce(q_slots, q_idx, one, 1) != 1:
+    if ring_produce(q_slots, q_idx, one, 1) != 1:  # not reached: the count said room
         _put_page(sysm, row)
-        return False
+        cq_cnt[r, 0] += 1
+        cq_cnt[r, 2] += 1
+        return ENOSPC
     cq_cnt[r, 0] += 1
     cq_cnt[r, 1] += 1
-    return True
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -928,7 +977,7 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
     kk = bq_n[t, BQ_PROG] - 1
     sent = 0
     nbytes = np.int64(0)
-    tgt_wire, tgt_veth, pfn_base = xmit
+    tgt_wire, tgt_veth, pfn_base, ptab = xmit
     wa = tgt_wire[t]  # 0: a NIC whose transmit is a sink
     veth = tgt_veth[t, VETH_CUR] != 0
     vstop = False  # veth_xdp_xmit stopped: the rest of the bulk is dropped
@@ -937,19 +986,26 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
         tried = b
         for j in range(b):
             loc = bq[t, 0, j]
+            tag = bq[t, BQ_TAG, j]
             if veth:
                 if not vstop:
-                    pfn = pfn_base + loc if loc >= 0 else sysm[7] + (-1 - loc)
+                    pfn = (ptab[tag - 1, PT_PFN] + loc if tag else pfn_base + loc
+                           if loc >= 0 else sysm[7] + (-1 - loc))
                     if _veth_put(tgt_veth, t, pfn, bq[t, 1, j], bq[t, 2, j],
                                  bq[t, 3, j]):
                         nbytes += bq[t, 2, j]
                         sent += 1
                         continue  # the peer's ring holds it now
                     vstop = True
-            elif wa == 0 or _wire_out(wa, pages, sysm, loc, bq[t, 1, j], bq[t, 2, j]):
+            elif wa == 0 or (
+                    wire_xmit(i64_view(wa, 1, W_SIZE)[0], ptab[tag - 1, PT_PAGES]
+                              + loc * ptab[tag - 1, PT_PSIZE] + bq[t, 1, j], bq[t, 2, j])
+                    if tag else _wire_out(wa, pages, sysm, loc, bq[t, 1, j], bq[t, 2, j])):
                 nbytes += bq[t, 2, j]
                 sent += 1
-            if loc < 0:  # a broadcast's clone: an order-0 page (put_page)
+            if tag:  # an xdp_frame of another pool: back to it
+                _return_frame_napi(sysm, ptab, 1 + tag, loc)
+            elif loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
             else:
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
@@ -1061,11 +1117,15 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta):  # type: ignore[no-untyped-def]
+def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta, tag):  # type: ignore[no-untyped-def] # noqa: E501
     """``bq_enqueue`` onto device ``t``'s one bulk queue of the poll: the first frame
     since ``__dev_flush`` sets its program (``kk``: 0 none, else egress row + 1),
     which the whole bulk runs whichever entry later frames came through; True
-    when the bulk is full (the caller runs :func:`_bq_xmit_all`)."""
+    when the bulk is full (the caller runs :func:`_bq_xmit_all`). Each entry
+    keeps its frame's memory (``tag``, :data:`BQ_TAG`): 0 for a page of the
+    queue's pool (``ent`` its row) or an order-0 page of the system allocator
+    (``ent`` ``-1 - row``), ``1 + k`` for page pool ``k`` of the pool table
+    (``ent`` the row there: an xdp_frame another device queued)."""
     if bq_n[t, BQ_PROG] == 0:
         bq_n[t, BQ_PROG] = kk + 1
     b = bq_n[t, BQ_COUNT]
@@ -1073,6 +1133,7 @@ def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta):  # type: ignore[no-un
     bq[t, 1, b] = data
     bq[t, 2, b] = length
     bq[t, 3, b] = meta
+    bq[t, BQ_TAG, b] = tag
     bq_n[t, BQ_COUNT] = b + 1
     return b + 1 == BULK
 
@@ -1235,8 +1296,9 @@ def _dev_target(dm_ids, dmt, eg_ids, red, i):  # type: ignore[no-untyped-def]
     """The device frame ``i``'s redirect names (``dev_map_enqueue`` of a devmap or
     devmap_hash entry, ``dev_xdp_enqueue`` of ``bpf_redirect``): (map row - the
     devmaps' count for an ifindex -, ifindex, bulk queue: 0 without a program,
-    else its egress row + 1); map row -1 or ifindex 0 when the native loop does
-    not know it (no entry, a broadcast, a program it does not run)."""
+    else its egress row + 1, -1 for a program the native loop does not run);
+    map row -1 when the native loop does not know the map (or a broadcast),
+    ifindex 0 for an empty entry or a key not in the map."""
     map_id = np.int64(red[i, 0])
     map_type = np.int64(red[i, 1])
     idx = np.int64(red[i, 2])
@@ -1254,11 +1316,95 @@ def _dev_target(dm_ids, dmt, eg_ids, red, i):  # type: ignore[no-untyped-def]
             if pid != 0:
                 kk = _egress_row(eg_ids, pid) + 1
                 if kk == 0:  # a program the native loop does not run
-                    ifx = np.int64(0)
+                    kk = -1
     elif map_type == 0 and map_id == INT_MAX:
         slot = len(dm_ids)
         ifx = idx
     return slot, ifx, kk
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length):  # type: ignore[no-untyped-def]
+    """How ``__xdp_enqueue``/``xdp_ok_fwd_dev`` judge a frame of ``length`` bytes
+    for device ``ifx`` of the native targets: 0 it goes, an errno (positive) the
+    redirect fails with (no device, no ``ndo_xdp_xmit``, down, too long), -1 the
+    Python path judges it (a target only it sends to; every device of a call
+    without targets, ``FwdTable.none``, whose ``err`` is 0)."""
+    if len(tgt_err) == 0:
+        return -1
+    if ifx <= 0 or ifx >= len(tgt_ok):
+        return EINVAL
+    ok = tgt_ok[ifx]
+    if ok == 0:
+        e = tgt_err[ifx]
+        return e if e != 0 else -1
+    if ok != 1:
+        return -1
+    return EMSGSIZE if length > tgt_mtu[ifx] else 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _gfwd_err(g_ok, g_err, g_mtu, stack_ok, ifx, length):  # type: ignore[no-untyped-def]
+    """:func:`_fwd_err` for an skb (``xdp_do_generic_redirect``'s ``xdp_ok_fwd_dev``
+    over the generic targets): no device, down, too long; -1 also for a target
+    :func:`_generic_xmit` does not send to (:func:`_generic_ok`)."""
+    if len(g_err) == 0:
+        return -1
+    if ifx <= 0 or ifx >= len(g_ok):
+        return EINVAL
+    ok = g_ok[ifx]
+    if ok == 0:
+        e = g_err[ifx]
+        return e if e != 0 else -1
+    if length > g_mtu[ifx]:
+        return EMSGSIZE
+    return 0 if _generic_ok(ok, stack_ok, length) else -1
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _xsk_gone(xm, map_id, idx):  # type: ignore[no-untyped-def]
+    """Whether XSKMAP ``map_id`` (a row of ``xm``) has no socket at ``idx`` any more
+    (deleted after the helper ran): ``__xsk_map_redirect`` fails with -EINVAL."""
+    for k in range(len(xm)):
+        if xm[k, 0] == map_id:
+            return not (0 <= idx < xm[k, 1]) or ld32(xm[k, 2], 2 * idx) == 0
+    return False
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mem_addr(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
+    """The address of page ``row`` of memory ``mi`` (:func:`_mem_of`)."""
+    if mi == 1:
+        spages = sysm[0]
+        return np.int64(spages.ctypes.data) + row * spages.strides[0]
+    return ptab[mi - 2, PT_PAGES] + row * ptab[mi - 2, PT_PSIZE]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err, tgt_mtu, own_t,  # type: ignore[no-untyped-def] # noqa: E501
+                    bq_n, mi, loc, data, length, meta):
+    """How the native loop redirects frame ``i``, an xdp_frame in memory ``mi``
+    (:func:`_mem_of`) another device queued: 0 it goes - to a device without an
+    entry program whose bulk queue runs none (converted in its memory here,
+    ``xdp_update_frame_from_buff``) -,
+    an errno the redirect fails with, -1 the Python dispatch takes it (a
+    broadcast, a cpumap, an entry program, a target only Python sends to).
+    Not for XSKMAP redirects (the caller's)."""
+    sysm, ptab = fmem
+    mt = np.int64(red[i, 1])
+    if (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0 and (mt == DEVMAP or mt == DEVMAP_HASH):
+        return -1
+    slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+    if slot < 0 or ifx == own_t:
+        return -1
+    e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length)
+    if e != 0:
+        return e
+    if kk != 0 or bq_n[ifx, BQ_PROG] > 1:
+        return -1
+    if not _frame_to_mem(sysm, ptab, mi, loc, data, length, meta):
+        return EOVERFLOW
+    return 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1345,7 +1491,7 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
                                    cached)
             ent = loc
         if _bq_enqueue(bq, bq_n, t, kk, ent, data, length,
-                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4]):
+                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4], 0):
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
@@ -1438,49 +1584,48 @@ def _generic_ok(ok, stack_ok, length):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, g_mtu, stack_ok, self_ifindex, map_id, idx,  # type: ignore[no-untyped-def] # noqa: E501
-                  flags, length):
+def _gbcast_check(dm_ids, dmt, eg_ids, g_ok, g_err, g_mtu, stack_ok, self_ifindex, map_id,  # type: ignore[no-untyped-def] # noqa: E501
+                  idx, flags, length):
     """Whether the native loop can broadcast this generic skb
-    (``dev_map_redirect_multi``): (devmap row, ``to_ifindex`` of ``xdp_redirect`` -
-    the device under key ``idx``, 0 for none); -1 when the Python path must: a
-    target it does not transmit on (:func:`_generic_ok`), an entry program the loop
-    does not run, a slot naming an unknown device, and a target ``xdp_ok_fwd_dev``
-    refuses (down or gone, or shorter than ``length``), which ends the broadcast
-    with an error."""
+    (``dev_map_redirect_multi``): (devmap row, ``to_ifindex`` of the trace - the
+    device under key ``idx``, 0 for none -, the errno of the first target
+    ``xdp_ok_fwd_dev`` refuses - gone, down, shorter than ``length`` - which ends
+    the broadcast, and the walk position it ends at); ``to_ifindex`` -1 when the
+    Python path must: a target before that end it does not transmit on
+    (:func:`_generic_ok`) or whose entry program it does not run."""
     slot = _dm_slot(dm_ids, map_id)
     nif = len(g_ok)
-    if slot < 0:
-        return slot, -1
+    if slot < 0 or len(g_err) == 0:
+        return slot, -1, 0, 0
     to = _slot_ifindex(dmt, slot, idx)
     if to >= nif:
-        return slot, -1
+        return slot, -1, 0, 0
     ent = _dm_entries(dmt[0], dmt[1], slot)
-    for w in range(dmt[1][slot]):
+    end = dmt[1][slot]
+    for w in range(end):
         e = _dm_walk(dmt, slot, w)
         if e < 0:
             break
         t = np.int64(ent[e, 0])
         if t == 0 or ((flags & BPF_F_EXCLUDE_INGRESS) != 0 and t == self_ifindex):
             continue
-        if t >= nif or (ent[e, 1] != 0 and _egress_row(eg_ids, np.int64(ent[e, 1])) < 0):
-            return slot, -1
-        ok = g_ok[t]
-        # A target xdp_ok_fwd_dev refuses (down, too short) ends the broadcast with an
-        # error: the Python path's.
-        if ok == 0 or length > g_mtu[t] or not _generic_ok(ok, stack_ok, length):
-            return slot, -1
-    return slot, to
+        err = _gfwd_err(g_ok, g_err, g_mtu, stack_ok, t, length)
+        if err > 0:
+            return slot, to, err, w
+        if err < 0 or (ent[e, 1] != 0 and _egress_row(eg_ids, np.int64(ent[e, 1])) < 0):
+            return slot, -1, 0, 0
+    return slot, to, 0, end
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _gbcast(dmt, gt, eg, sysm, slot, self_ifindex, flags, page, data, length):  # type: ignore[no-untyped-def] # noqa: E501
+def _gbcast(dmt, gt, eg, sysm, slot, self_ifindex, flags, page, data, length, wend):  # type: ignore[no-untyped-def] # noqa: E501
     """``dev_map_redirect_multi`` of a checked skb (:func:`_gbcast_check`: every
-    target takes it): in the map's walk order, a clone (the same bytes) to each
-    target, through its entry's program and sent by :func:`_generic_dev_xmit`; the
-    skb itself is the caller's to free."""
+    target before walk position ``wend`` takes it): in the map's walk order, a
+    clone (the same bytes) to each, through its entry's program and sent by
+    :func:`_generic_dev_xmit`; the skb itself is the caller's to free."""
     eg_ids = eg[0]
     ent = _dm_entries(dmt[0], dmt[1], slot)
-    for w in range(dmt[1][slot]):
+    for w in range(wend):
         e = _dm_walk(dmt, slot, w)
         if e < 0:
             break
@@ -1523,8 +1668,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
     dma_off = NET_SKB_PAD if generic else HEADROOM
-    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
-    xmit = (tgt_wire, tgt_veth, pfn_base)
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, tgt_err, bq, bq_n, xmit_cnt = tgt
+    xmit = (tgt_wire, tgt_veth, pfn_base, ptab)
     own_t = _own_veth(tgt_veth, qcur)
     # A veth's XDP_TX (veth_xdp_tx): the bulk goes to its own ndo_xdp_xmit, its
     # peer's xdp_ring (its row of the veth table; -1: not a veth, or the Python path's).
@@ -1708,10 +1853,53 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 # An xdp_frame in another device's memory (veth_xdp_rcv_one): dropped
                 # or passed here, the memory it came from taking its page back, or
                 # sent back (veth_xdp_tx: converted in its memory, into the TX bulk
-                # with the queue's own frames); redirects of it go to the Python
-                # dispatch.
+                # with the queue's own frames), or redirected (xdp_do_redirect:
+                # converted in its memory into a device's bulk queue with its memory
+                # tag, or copied into the queue's AF_XDP socket, or failed); a
+                # broadcast, a cpumap or an entry program: the Python dispatch.
                 mi = fx[i, FX_MEM]
                 data = np.int64(off_out[i])
+                if a == 4 and np.int64(red[i, 1]) == XSKMAP:
+                    if xon == 1:
+                        xs = xsk_slot(xm, xsk_sk, np.int64(red[i, 0]), np.int64(red[i, 2]))
+                        if xs >= 0:  # copied into the socket's buffer, then freed
+                            e = rcv_copy(xp, xfq, xrx, xsk_sk, xt,
+                                         _mem_addr(sysm, ptab, mi, loc) + data,
+                                         np.int64(len_out[i]), np.int64(meta_out[i]))
+                            if e == 0:
+                                xt[T_SLOT + xs] += 1
+                                xtouched = True
+                            elif e == ENOMEM:
+                                backed_up = True
+                            n_red += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                        if _xsk_gone(xm, np.int64(red[i, 0]), np.int64(red[i, 2])):
+                            n_red += 1
+                            cnt[K_ERR + EINVAL] += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                elif a == 4:
+                    e = _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err,
+                                        tgt_mtu, own_t, bq_n, mi, loc, data,
+                                        np.int64(len_out[i]), np.int64(meta_out[i]))
+                    if e > 0:  # refused: back to its memory
+                        n_red += 1
+                        cnt[K_ERR + e] += 1
+                        _return_frame_napi(sysm, ptab, mi, loc)
+                        continue
+                    if e == 0:
+                        n_red += 1
+                        slot, ifx, _kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                        red_cnt[slot, ifx] += 1
+                        ent, tag = (-1 - loc, 0) if mi == 1 else (loc, mi - 1)
+                        if _bq_enqueue(bq, bq_n, ifx, 0, ent, data, np.int64(len_out[i]),
+                                       np.int64(meta_out[i]), tag):
+                            c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
+                                                           addr_base, tgt_stats, xmit_cnt,
+                                                           psc, cache, ring, free, state, c,
+                                                           nuse, cached, pages, xmit)
+                        continue
                 if a == 1 or a == 0 or a > 4:
                     n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
                     _return_frame(sysm, ptab, mi, loc)
@@ -1773,29 +1961,39 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 # (bpf_redirect): xdp_ok_fwd_dev, xdp_redirect, then the skb
                 # transmitted on that NIC (generic_xdp_tx), after the entry's program if
                 # it has one; a broadcast (dev_map_redirect_multi) a clone to every
-                # target that takes it. Other targets and every error: the Python path.
+                # target that takes it, up to one xdp_ok_fwd_dev refuses (its error
+                # ends the broadcast). Other targets: the Python path.
                 mt = np.int64(red[i, 1])
                 if ((mt == DEVMAP or mt == DEVMAP_HASH)
                         and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0):
-                    slot, to = _gbcast_check(dm_ids, dmt, eg_ids, tgt_ok, tgt_mtu, stack_ok,
-                                             self_ifindex, np.int64(red[i, 0]),
-                                             np.int64(red[i, 2]), np.int64(red[i, 3]),
-                                             length)
+                    slot, to, e, wend = _gbcast_check(dm_ids, dmt, eg_ids, tgt_ok, tgt_err,
+                                                      tgt_mtu, stack_ok, self_ifindex,
+                                                      np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                                      np.int64(red[i, 3]), length)
                     if to >= 0:
+                        # The targets before one xdp_ok_fwd_dev refuses get their clone;
+                        # that one ends the broadcast with its error.
                         _gbcast(dmt, gt, eg, sysm, slot, self_ifindex,
-                                np.int64(red[i, 3]), pages[loc], data, length)
+                                np.int64(red[i, 3]), pages[loc], data, length, wend)
                         n_red += 1
-                        red_cnt[slot, to] += 1
+                        if e:
+                            cnt[K_ERR + e] += 1
+                        else:
+                            red_cnt[slot, to] += 1
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True
                 else:
                     slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                    if (slot >= 0 and 0 < ifx < nif and length <= tgt_mtu[ifx]
-                            and tgt_ok[ifx] != 0 and _generic_ok(tgt_ok[ifx], stack_ok, length)):
+                    e = _gfwd_err(tgt_ok, tgt_err, tgt_mtu, stack_ok, ifx, length) \
+                        if slot >= 0 else -1
+                    if e > 0 or (e == 0 and kk >= 0):
                         n_red += 1
-                        red_cnt[slot, ifx] += 1
-                        _generic_dev_xmit(gt, eg, sysm, ifx, kk, pages[loc], data, length)
+                        if e:  # xdp_ok_fwd_dev refused it: the skb freed
+                            cnt[K_ERR + e] += 1
+                        else:
+                            red_cnt[slot, ifx] += 1
+                            _generic_dev_xmit(gt, eg, sysm, ifx, kk, pages[loc], data, length)
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True
@@ -1835,19 +2033,36 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
+                elif _xsk_gone(xm, np.int64(red[i, 0]), np.int64(red[i, 2])):
+                    n_red += 1
+                    cnt[K_ERR + EINVAL] += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0 and generic:
                 k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
                                    np.int64(red[i, 2]))
-                if r >= 0 and _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data,
-                                           length, self_ifindex):
+                if k >= 0:
+                    # An empty slot: -EINVAL; else the entry's ring takes it or fails.
+                    e = _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length,
+                                     self_ifindex) if r >= 0 else EINVAL
                     n_red += 1
-                    cm_red[k] += 1
+                    if e:
+                        cnt[K_ERR + e] += 1
+                    else:
+                        cm_red[k] += 1
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
                 k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
                                    np.int64(red[i, 2]))
-                if r >= 0 and _to_frame(w32, q64, loc, data, length, meta, addr_base):
+                if k >= 0 and (r < 0 or not _to_frame(w32, q64, loc, data, length, meta,
+                                                      addr_base)):
+                    # An empty slot (-EINVAL) or no room for the xdp_frame (-EOVERFLOW).
+                    n_red += 1
+                    cnt[K_ERR + (EINVAL if r < 0 else EOVERFLOW)] += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
+                elif r >= 0:
                     # cpu_map_enqueue: xdpf->dev_rx, then bq_enqueue (flushed when full).
                     q64[loc, DEV_RX_WORD] = self_ifindex
                     b = cbq_n[r]
@@ -1881,15 +2096,28 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
+                elif to >= 0:  # no room for the xdp_frame: -EOVERFLOW, the frame freed
+                    n_red += 1
+                    cnt[K_ERR + EOVERFLOW] += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
             elif a == 4 and not generic:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
-                        and length <= tgt_mtu[ifx]
-                        and _to_frame(w32, q64, loc, data, length, meta, addr_base)):
+                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length) \
+                    if slot >= 0 and ifx != own_t else -1
+                if e == 0 and kk >= 0 and not _to_frame(w32, q64, loc, data, length, meta,
+                                                        addr_base):
+                    e = EOVERFLOW
+                if e > 0:  # __xdp_enqueue refused it: the frame freed
+                    n_red += 1
+                    cnt[K_ERR + e] += 1
+                    c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                    done = True
+                elif e == 0 and kk >= 0:
                     n_red += 1
                     red_cnt[slot, ifx] += 1
                     # bq_enqueue: the target's bulk queue for this program, sent when full.
-                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta):
+                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta, 0):
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
@@ -1994,12 +2222,12 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red) = jit
     pages = umem
-    qcols, qcur = rxq
+    qcols, qcur, ptab = rxq  # ptab: no pool's frames come here (its bulk tags are 0)
     tpl, tpl_len, gst = gen
     self_ifindex, ds, tx_ok, tx_rows, sysa, pool = dev
     ppages, w32, q64, addr_base, pfn_pp, psc, cache, ring, free, state = pool
-    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, bq, bq_n, xmit_cnt = tgt
-    xmit = (tgt_wire, tgt_veth, pfn_pp)
+    tgt_ok, tgt_mtu, tgt_stats, tgt_wire, tgt_veth, tgt_err, bq, bq_n, xmit_cnt = tgt
+    xmit = (tgt_wire, tgt_veth, pfn_pp, ptab)
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -2116,6 +2344,11 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                         zc_free(xp, loc)
                     n_red += 1
                     continue
+                if _xsk_gone(xm, np.int64(red[i, 0]), np.int64(red[i, 2])):
+                    cnt[K_ERR + EINVAL] += 1
+                    zc_free(xp, loc)
+                    n_red += 1
+                    continue
             if (a == 4 and meta <= 0 and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0
                     and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)):
                 # dev_map_enqueue_multi: no target consumes the buffer; else it is
@@ -2139,19 +2372,35 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     continue
+                if to >= 0:  # no order-0 page took the copy: -EOVERFLOW, the chunk freed
+                    cnt[K_ERR + EOVERFLOW] += 1
+                    zc_free(xp, loc)
+                    n_red += 1
+                    continue
             if a == 4:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                if (slot >= 0 and 0 < ifx < nif and tgt_ok[ifx] == 1 and ifx != own_t
-                        and length <= tgt_mtu[ifx]):
+                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length) \
+                    if slot >= 0 and ifx != own_t else -1
+                if e > 0:  # __xdp_enqueue refused it: the chunk freed
+                    cnt[K_ERR + e] += 1
+                    zc_free(xp, loc)
+                    n_red += 1
+                    continue
+                if e == 0 and kk >= 0:
                     # __xdp_enqueue: xdp_convert_zc_to_xdp_frame (the chunk freed), then
                     # bq_enqueue of the order-0 page, sent when the bulk is full.
                     row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
+                    if row < 0:  # no order-0 page: -EOVERFLOW, the chunk freed
+                        cnt[K_ERR + EOVERFLOW] += 1
+                        zc_free(xp, loc)
+                        n_red += 1
+                        continue
                     if row >= 0:
                         n_red += 1
                         red_cnt[slot, ifx] += 1
                         mlen = meta if meta > 0 else 0  # the copy's data follows its header
                         if _bq_enqueue(bq, bq_n, ifx, kk, -1 - row, XDP_FRAME_SIZE + mlen,
-                                       length, mlen):
+                                       length, mlen, 0):
                             _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64, addr_base,
                                          tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                          pc, pnuse, 0, ppages, xmit)

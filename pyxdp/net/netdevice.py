@@ -43,7 +43,9 @@ buffers from the socket's fill ring instead of its page pool.
 
 Simplified: no qdiscs, no multicast lists, carrier = admin state, one
 "CPU" per thread; a NIC's ``xdp_features`` are fixed (all but offload:
-AF_XDP zero-copy included), a veth's as above (never zero-copy).
+AF_XDP zero-copy included), a veth's as above (never zero-copy), ``lo``'s
+none (Linux's loopback has no ``ndo_xdp_xmit``: a redirect of an
+``xdp_frame`` to it fails with -EOPNOTSUPP).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from __future__ import annotations
 import errno
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -520,6 +523,66 @@ class NetDevice:
             rq.pool.destroy()
 
 
+NETDEV_MAX_BACKLOG = 1000  # net.core.netdev_max_backlog: a CPU's backlog queue's limit
+
+
+class Loopback(NetDevice):
+    """``lo`` (``drivers/net/loopback.c``): no XDP of its own - no ``ndo_bpf`` nor
+    ``ndo_xdp_xmit``, ``xdp_features`` 0, so an ``xdp_frame`` redirected to it is
+    refused (-EOPNOTSUPP); a generic program may run on it - and what it
+    transmits it receives again: ``loopback_xmit`` counts each skb it hands to
+    ``netif_rx``, which queues it on the backlog (``enqueue_to_backlog``: past
+    ``netdev_max_backlog`` skbs the rest are dropped, counted as ``rx_dropped``);
+    the next softirq round's ``process_backlog`` (:meth:`process_backlog`,
+    from :meth:`Host.poll`) gives them to lo's receive path - its generic
+    program, then the stack - up to a NAPI budget at a time."""
+
+    def __init__(self, host: Host, ifindex: int) -> None:
+        super().__init__(host, ifindex, "lo", mac=bytes(6), mtu=65536, rx_queues=1,
+                         tx_queues=1)
+        self.xdp_features = XdpFeatures(0)
+        self.backlog: deque[SkbBatch] = deque()
+        self._queued = 0
+
+    def xmit_skbs(self, batch: SkbBatch) -> None:
+        """``loopback_xmit``: ``netif_rx`` on lo itself."""
+        if not self.up:
+            self._transmitted(batch, False)
+            return
+        n = len(batch)
+        take = max(min(n, NETDEV_MAX_BACKLOG - self._queued), 0)
+        if take < n:
+            self.stats.rx_dropped += n - take
+            sel = np.arange(take)
+            batch = SkbBatch(batch.data[sel], batch.length[sel], batch.ifindex[sel],
+                             batch.queue[sel], list(batch.meta[:take]))
+        if not take:
+            return
+        self._transmitted(batch, True)
+        self.backlog.append(SkbBatch(batch.data, batch.length,
+                                     np.full(take, self.ifindex, np.int64),
+                                     np.zeros(take, np.int64), list(batch.meta)))
+        self._queued += take
+
+    def process_backlog(self, budget: int) -> int:
+        """``process_backlog``: up to ``budget`` queued skbs to lo's receive path, in
+        the order they were sent; returns how many."""
+        done = 0
+        while self.backlog and done < budget:
+            b = self.backlog.popleft()
+            if len(b) > budget - done:  # the rest waits for the next round
+                k = budget - done
+                head, tail = np.arange(k), np.arange(k, len(b))
+                self.backlog.appendleft(SkbBatch(b.data[tail], b.length[tail], b.ifindex[tail],
+                                                 b.queue[tail], list(b.meta[k:])))
+                b = SkbBatch(b.data[head], b.length[head], b.ifindex[head], b.queue[head],
+                             list(b.meta[:k]))
+            self._queued -= len(b)
+            done += len(b)
+            self.host.netif_receive(self, b)
+        return done
+
+
 class Veth(NetDevice):
     """One end of a veth pair (``drivers/net/veth.c``)."""
 
@@ -677,7 +740,8 @@ class Host:
         self._collections: list[Collection] = []
         self._next_ifindex = 1
         self._closed = False
-        self.add_device("lo", mac=bytes(6), mtu=65536)
+        self.lo = Loopback(self, self._ifindex())
+        self.devices[self.lo.ifindex] = self.lo
 
     def __repr__(self) -> str:
         return f"<Host {self.name} {len(self.devices)} devices>"
@@ -777,6 +841,8 @@ class Host:
             for rq in dev.rx:
                 if rq.pending:
                     done += napi_poll(rq, budget)
+        if self.lo.backlog:  # what lo sent this round (netif_rx's backlog NAPI)
+            done += self.lo.process_backlog(budget)
         return done
 
     def _poll_threaded(self, budget: int) -> int:
@@ -813,6 +879,8 @@ class Host:
             t.join()
         if errors:
             raise errors[0]
+        if self.lo.backlog:
+            done.append(self.lo.process_backlog(budget))
         return sum(done)
 
     def run(self, *, max_rounds: int | None = None) -> int:

@@ -115,6 +115,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAB_EVENTS",
+    "LO_IFINDEX",
+    "MISSING_IFINDEX",
     "OVERRUN_ATTEMPTS",
     "PASS_OBJ",
     "SAMPLES",
@@ -142,6 +144,7 @@ __all__ = [
     "devmap_egress_prog",
     "devmap_missing_aborted",
     "devmap_redirect",
+    "devmap_redirect_mtu",
     "devmap_redirect_no_peer_prog",
     "dump_map",
     "lab_differences",
@@ -149,6 +152,11 @@ __all__ = [
     "load_spec",
     "mixed_frames",
     "prog_fd",
+    "redirect_ifindex_missing",
+    "redirect_ifindex_missing_generic",
+    "redirect_to_lo",
+    "redirect_to_lo_generic",
+    "redirect_to_lo_up_generic",
     "run_kernel",
     "run_pyxdp",
     "summarize_trace",
@@ -231,7 +239,9 @@ class Scenario:
     ``ordered``: whether arrival order per device is deterministic.
     ``links``: per device (by name) its MTU, rx/tx queue count and MAC when
     not the lab's defaults (1500, one queue, :func:`lab_mac`); a pair's two
-    ends are made with the larger queue count of the two.
+    ends are made with the larger queue count of the two. ``lo_up``: the
+    namespace's ``lo`` is brought up (else it stays down, as a new
+    namespace's) and what reaches its stack is observed as ``"lo"``.
     """
 
     name: str
@@ -244,6 +254,7 @@ class Scenario:
     ordered: bool = True
     doc: str = ""
     links: tuple[LinkSpec, ...] = ()
+    lo_up: bool = False
 
     def __post_init__(self) -> None:
         devs = self.devices
@@ -264,6 +275,12 @@ class Scenario:
     @property
     def devices(self) -> tuple[str, ...]:
         return tuple(d for pair in self.pairs for d in pair)
+
+    @property
+    def observed(self) -> tuple[str, ...]:
+        """The devices whose stacks :attr:`LabResult.rx` holds: the pairs', and ``lo``
+        when :attr:`lo_up`."""
+        return self.devices + (("lo",) if self.lo_up else ())
 
     def peer(self, dev: str) -> str:
         for a, b in self.pairs:
@@ -514,7 +531,7 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
     link`` counters too. ``ifindex`` and ``backend`` are never compared.
     """
     out: list[str] = []
-    for dev in scenario.devices:
+    for dev in scenario.observed:
         a, b = list(want.rx.get(dev, ())), list(got.rx.get(dev, ()))
         same = a == b if scenario.ordered else sorted(a) == sorted(b)
         if not same:
@@ -751,6 +768,96 @@ def devmap_missing_aborted() -> Scenario:
                     doc=devmap_missing_aborted.__doc__ or "")
 
 
+def devmap_redirect_mtu() -> Scenario:
+    """devmap_redirect with veth2's MTU at 400.
+
+    Kernel (``__xdp_enqueue``'s ``xdp_ok_fwd_dev``): frames of up to 418 bytes
+    (the MTU, the Ethernet header and a VLAN tag's room) reach veth3's stack,
+    MACs swapped, in order, each with one ``xdp_redirect`` and one
+    ``xdp_devmap_xmit`` as in devmap_redirect; a longer one is refused:
+    ``xdp_redirect_err`` with err -90 (-EMSGSIZE), to_ifindex veth2, map
+    tx_port, index 0, and the frame freed.
+    """
+    return Scenario("devmap_redirect_mtu", P2,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),),
+                    _traffic(P2, "veth0"), setup=_tx_port("veth2"), maps=("rxcnt",),
+                    links=(LinkSpec("veth2", mtu=400),), doc=devmap_redirect_mtu.__doc__ or "")
+
+
+#: The ifindex :func:`redirect_ifindex_missing` redirects to: no lab device has it.
+MISSING_IFINDEX: Final = 999
+#: ``lo``'s ifindex in every namespace (the lab's is down, as a new namespace's).
+LO_IFINDEX: Final = 1
+
+
+def _redirect_missing(mode: str, ifindex: int = MISSING_IFINDEX) -> Attach:
+    """``bpf_redirect(ifindex, 0)`` on veth0 for every frame (program
+    ``xdp_redirect_missing``, collection ``redirect_missing``)."""
+    prog = ProgramSpec(name="xdp_redirect_missing", section="xdp",
+                       insns=assemble(f"r1 = {ifindex}\nr2 = 0\ncall 23\nexit"),
+                       license="GPL")
+    spec = CollectionSpec(programs={prog.name: prog}, maps={}, license="GPL",
+                          name="redirect_missing")
+    return Attach("veth0", spec, prog.name, mode=mode, collection="redirect_missing")
+
+
+def redirect_ifindex_missing() -> Scenario:
+    """veth0 redirects every frame with ``bpf_redirect`` to an ifindex no device has.
+
+    Kernel (``xdp_do_redirect``: ``dev_get_by_index_rcu`` finds nothing): per
+    frame one ``xdp_redirect_err`` with err -22 (-EINVAL), to_ifindex the
+    missing ifindex, map_id INT_MAX, map_index 0; the frame is freed and
+    nothing reaches any stack.
+    """
+    return Scenario("redirect_ifindex_missing", P1, (_redirect_missing("native"),),
+                    _traffic(P1, "veth0"), doc=redirect_ifindex_missing.__doc__ or "")
+
+
+def redirect_ifindex_missing_generic() -> Scenario:
+    """redirect_ifindex_missing with the program in generic (skb) mode.
+
+    Kernel (``xdp_do_generic_redirect``): the same ``xdp_redirect_err`` per frame
+    (-EINVAL, to_ifindex the missing ifindex), the skb freed, nothing at any
+    stack.
+    """
+    return Scenario("redirect_ifindex_missing_generic", P1, (_redirect_missing("generic"),),
+                    _traffic(P1, "veth0"), doc=redirect_ifindex_missing_generic.__doc__ or "")
+
+
+def redirect_to_lo() -> Scenario:
+    """veth0 redirects every frame with ``bpf_redirect`` to ``lo``.
+
+    Kernel: lo has no ``ndo_xdp_xmit`` (``xdp_features`` 0), so ``__xdp_enqueue``
+    refuses each frame: one ``xdp_redirect_err`` per frame with err -95
+    (-EOPNOTSUPP), to_ifindex 1; nothing reaches any stack.
+    """
+    return Scenario("redirect_to_lo", P1, (_redirect_missing("native", LO_IFINDEX),),
+                    _traffic(P1, "veth0"), doc=redirect_to_lo.__doc__ or "")
+
+
+def redirect_to_lo_generic() -> Scenario:
+    """redirect_to_lo with the program in generic (skb) mode.
+
+    Kernel: ``xdp_do_generic_redirect`` needs no ``ndo_xdp_xmit``, but the lab
+    namespace's lo is down: ``xdp_ok_fwd_dev`` refuses each skb, one
+    ``xdp_redirect_err`` per frame with err -100 (-ENETDOWN), to_ifindex 1.
+    """
+    return Scenario("redirect_to_lo_generic", P1, (_redirect_missing("generic", LO_IFINDEX),),
+                    _traffic(P1, "veth0"), doc=redirect_to_lo_generic.__doc__ or "")
+
+
+def redirect_to_lo_up_generic() -> Scenario:
+    """redirect_to_lo_generic with the namespace's ``lo`` up.
+
+    Kernel: ``generic_xdp_tx`` on lo is ``loopback_xmit``, whose ``netif_rx``
+    hands the skb to lo's own receive path: every frame reaches lo's stack
+    unchanged, in order, with one ``xdp_redirect`` each (to_ifindex 1).
+    """
+    return Scenario("redirect_to_lo_up_generic", P1,
+                    (_redirect_missing("generic", LO_IFINDEX),), _traffic(P1, "veth0"),
+                    lo_up=True, doc=redirect_to_lo_up_generic.__doc__ or "")
+
+
 def devmap_egress_prog() -> Scenario:
     """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
 
@@ -916,6 +1023,9 @@ def adjust_meta_pass() -> Scenario:
 SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
     f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
+                            devmap_redirect_mtu, redirect_ifindex_missing,
+                            redirect_ifindex_missing_generic, redirect_to_lo,
+                            redirect_to_lo_generic, redirect_to_lo_up_generic,
                             devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu,
@@ -1096,6 +1206,8 @@ class KernelLab:
                 *ends[1])
         for dev in sc.devices:
             _ip("-n", ns, "link", "set", dev, "up")
+        if sc.lo_up:
+            _ip("-n", ns, "link", "set", "lo", "up")
 
         for key, obj in sc.collections.items():
             self.colls[key] = stack.enter_context(Collection(load_spec(obj), "kernel"))
@@ -1121,7 +1233,7 @@ class KernelLab:
             self._kfree_fd = os.open(os.path.join(self._kfree.path, "trace_pipe"),
                                      os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             stack.callback(os.close, self._kfree_fd)
-        self._caps = [_Capture(d) for d in sc.devices]
+        self._caps = [_Capture(d) for d in sc.observed]
         for c in self._caps:
             stack.callback(c.close)
         self._seen = {c.dev: 0 for c in self._caps}
@@ -1269,7 +1381,8 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     ``events``: record every tracepoint event in order (listening keeps the
     native poll loop out, as a listener must see each event); without it the
     trace counts come from the tracepoint counters and the native loop runs
-    where it can.
+    where it can. The host's ``lo`` is down, as in the kernel lab's new
+    namespace.
     """
     from pyxdp.net.netdevice import Host
     from pyxdp.net.stack import SkbBatch
@@ -1278,6 +1391,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     tracer = Tracer()
     host = Host(f"lab-{scenario.name}", engine=engine, tracer=tracer, native=native)
     try:
+        host.devices[LO_IFINDEX].up = scenario.lo_up  # down in a new namespace
         devs: dict[str, Any] = {}
         for a, b in scenario.pairs:
             la, lb = scenario.link(a), scenario.link(b)
@@ -1296,12 +1410,13 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
             scenario.setup(colls, lambda dev: ifindex[dev])
         for att in scenario.attachments:
             devs[att.dev].attach_xdp(colls[att.key].programs[att.program], mode=att.mode)
-        rx: dict[str, list[bytes]] = {d: [] for d in scenario.devices}
+        rx: dict[str, list[bytes]] = {d: [] for d in scenario.observed}
+        stacks = {**names, LO_IFINDEX: "lo"} if scenario.lo_up else names
 
         def seen(batch: SkbBatch) -> None:
             for i, pkt in zip(batch.ifindex.tolist(), batch.packets(), strict=True):
-                if i in names:
-                    rx[names[i]].append(pkt)
+                if i in stacks:
+                    rx[stacks[i]].append(pkt)
 
         host.stack.on_receive(seen)
         queue = tracer.listen(LAB_EVENTS) if events else None

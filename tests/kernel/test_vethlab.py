@@ -77,7 +77,7 @@ from pyxdp.net.packets import ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6
 from pyxdp.testing import vethlab as vl
 from pyxdp.testing.vethlab import LabEvent, LabResult, Scenario
 
-ENXIO, EOPNOTSUPP, EMSGSIZE = 6, 95, 90
+ENXIO, EINVAL, EOPNOTSUPP, EMSGSIZE, ENETDOWN = 6, 22, 95, 90, 100
 
 
 @cache
@@ -259,6 +259,51 @@ def test_devmap_redirect_no_peer_prog() -> None:
     assert fields(r.events_named("xdp_redirect_err")) == [
         redirect("veth2", err=-EOPNOTSUPP)] * n
     assert r.links["veth0"].rx_dropped == n and r.links["veth2"].tx_packets == 0
+
+
+@pytest.mark.kernel
+def test_devmap_redirect_mtu() -> None:
+    sc, r = vl.devmap_redirect_mtu(), run("devmap_redirect_mtu")
+    fs = frames(sc)
+    fit = [f for f in fs if len(f) <= 400 + 18]
+    assert fit and len(fit) < len(fs)
+    assert list(r.rx["veth3"]) == [vl.swap_macs(f) for f in fit]
+    assert r.map_u64("rxcnt", 0) == len(fs)
+    # __xdp_enqueue's xdp_ok_fwd_dev: -EMSGSIZE at once, no bulk for those frames.
+    assert fields(list(r.events)) == [
+        e for f in fs for e in ([redirect("veth2"), xmit("veth2")] if len(f) <= 418
+                                else [redirect("veth2", err=-EMSGSIZE)])]
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("name", "to", "err"), [
+    ("redirect_ifindex_missing", vl.MISSING_IFINDEX, -EINVAL),
+    ("redirect_ifindex_missing_generic", vl.MISSING_IFINDEX, -EINVAL),
+    # lo has no ndo_xdp_xmit; generic mode needs none, but the namespace's lo is down.
+    ("redirect_to_lo", vl.LO_IFINDEX, -EOPNOTSUPP),
+    ("redirect_to_lo_generic", vl.LO_IFINDEX, -ENETDOWN)])
+def test_redirect_ifindex_fails(name: str, to: int, err: int) -> None:
+    sc, r = vl.SCENARIOS[name](), run(name)
+    n = len(sc.traffic)
+    assert all(not got for got in r.rx.values())
+    only_events(r, xdp_redirect_err=n)
+    # bpf_redirect's redirect: map_id INT_MAX, the ifindex as to_ifindex, map_index 0.
+    assert fields(r.events_named("xdp_redirect_err")) == [
+        redirect(to, err=err, prog="redirect_missing:xdp_redirect_missing",
+                 map_=0x7FFF_FFFF)] * n
+
+
+@pytest.mark.kernel
+def test_redirect_to_lo_up_generic() -> None:
+    sc, r = vl.redirect_to_lo_up_generic(), run("redirect_to_lo_up_generic")
+    fs = frames(sc)
+    # loopback_xmit: netif_rx on lo, whose stack receives every frame as sent.
+    assert list(r.rx["lo"]) == fs
+    assert not (r.rx["veth0"] or r.rx["veth1"])
+    only_events(r, xdp_redirect=len(fs))
+    assert fields(r.events_named("xdp_redirect")) == [
+        redirect(vl.LO_IFINDEX, prog="redirect_missing:xdp_redirect_missing",
+                 map_=0x7FFF_FFFF)] * len(fs)
 
 
 @pytest.mark.kernel
