@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from pyxdp.diskcache import disk_cache_dir, store
 from pyxdp.errors import ObjectError
 
 __all__ = ["SHIPPED_BTF", "VMLINUX_BTF", "BtfIndex", "core_target", "kernel_btf_index",
-           "subset"]
+           "kernel_lacks_kfuncs", "subset"]
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 SHIPPED_BTF = Path(__file__).with_name("xdp_types.btf")
@@ -154,6 +155,13 @@ def kernel_btf_index() -> BtfIndex | None:
         return BtfIndex.open(VMLINUX_BTF) if os.access(VMLINUX_BTF, os.R_OK) else None
     except ObjectError:
         return None
+
+
+def kernel_lacks_kfuncs(names: Iterable[str]) -> list[str]:
+    """Of kfuncs ``names``, those the running kernel's BTF has no function of (all of
+    them where there is no kernel BTF): libbpf refuses an object calling one."""
+    kernel = kernel_btf_index()
+    return [n for n in names if kernel is None or kernel.find(n, BtfKind.FUNC) is None]
 
 
 @cache

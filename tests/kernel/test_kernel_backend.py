@@ -22,6 +22,7 @@ import pytest
 
 from pyxdp.backend import Backend, MapHandle, ProgHandle, TestRunResult
 from pyxdp.btf import Btf, BtfKind
+from pyxdp.btf.vmlinux import kernel_lacks_kfuncs
 from pyxdp.elf import load_collection_spec
 from pyxdp.elf.elfio import open_elf
 from pyxdp.errors import (
@@ -59,8 +60,13 @@ PYXDP_ONLY = {"xsk_redirect.o"}
 # Objects whose programs load only bound to a device (XDP metadata kfuncs):
 # tests/kernel/test_objects_kernel.py binds them.
 DEVICE_BOUND = {"rx_meta.o"}
+# Objects calling a kfunc this kernel's BTF lacks (flowtable.o without
+# CONFIG_NF_FLOW_TABLE): libbpf's refusal is tests/kernel/test_flowtable_kernel.py's.
+NEEDS_KFUNCS = {p.name for p in ALL_OBJECTS if kernel_lacks_kfuncs(
+    k.name for prog in load_collection_spec(p).programs.values() for k in prog.kfuncs)}
 LOADABLE = [p for p in ALL_OBJECTS
-            if p.name not in REFUSED and p.name not in PYXDP_ONLY and p.name not in DEVICE_BOUND]
+            if p.name not in REFUSED and p.name not in PYXDP_ONLY and p.name not in DEVICE_BOUND
+            and p.name not in NEEDS_KFUNCS]
 
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")

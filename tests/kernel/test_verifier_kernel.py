@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pyxdp.btf.btf import BtfKind
-from pyxdp.btf.vmlinux import kernel_btf_index
+from pyxdp.btf.vmlinux import kernel_lacks_kfuncs
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import VerifierError
 from pyxdp.kernel import netlink
@@ -41,12 +40,13 @@ def modelled(prog: ProgramSpec) -> bool:
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # tests/verifier_objects: clang output of loops Linux verifies until they converge
 OBJECTS_DIR = Path(__file__).resolve().parents[1] / "verifier_objects"
-# flowtable.o calls a kfunc only a kernel with CONFIG_NF_FLOW_TABLE has: without it libbpf
-# refuses the object before any verdict (tests/kernel/test_flowtable_kernel.py)
-_NO_FLOWTABLE = (_kbtf := kernel_btf_index()) is None or \
-    _kbtf.find("bpf_xdp_flow_lookup", BtfKind.FUNC) is None
+# Objects calling a kfunc this kernel's BTF lacks (flowtable.o without
+# CONFIG_NF_FLOW_TABLE): libbpf refuses them before any verdict
+# (tests/kernel/test_flowtable_kernel.py).
 OBJECTS = [p for p in sorted(SAMPLES.glob("*.o")) + sorted((SAMPLES / "loader").glob("*.o"))
-           if p.name != "xsk_redirect.o" and not (p.name == "flowtable.o" and _NO_FLOWTABLE)] + \
+           if p.name != "xsk_redirect.o" and not kernel_lacks_kfuncs(
+               k.name for prog in load_collection_spec(p).programs.values()
+               for k in prog.kfuncs)] + \
     sorted((Path(__file__).resolve().parents[1] / "verifier_objects").glob("*.o"))
 
 
