@@ -10,7 +10,10 @@
 * ``graph_list``: ``samples/graph_list.o`` alternately pushing a new object onto a
   map value's list (``bpf_obj_new``, ``bpf_spin_lock``, ``bpf_list_push_front``, a
   write through the non-owning reference) and popping it (``bpf_list_pop_front``,
-  ``bpf_obj_drop``): ``bpf_obj_new`` is the one Python call, every other packet.
+  ``bpf_obj_drop``): ``bpf_obj_new`` is the one Python call, every other packet;
+* ``ct_track``: ``samples/ct.o``'s ``xdp_ct_track`` on UDP frames of 4 flows the
+  namespace's conntrack table tracks, both directions (``bpf_xdp_ct_lookup`` that
+  finds the entry, ``bpf_ct_release``, a stats counter).
 
 Each figure is the best of ``--runs`` batches (time per packet including the call), with
 the number of Python function calls one batch made (0 but a few per batch: no Python per
@@ -31,17 +34,19 @@ import numpy as np
 
 from pyxdp.collection import Collection
 from pyxdp.net.fib import Fib
+from pyxdp.net.nf_conntrack import CtTuple
 from pyxdp.net.packets import udp_packet
 from pyxdp.vm.helpers import RunContext
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
-def _measure(prog: Any, frames: np.ndarray, off: int, ln: int, runs: int) -> tuple[float, int]:
+def _measure(prog: Any, frames: np.ndarray, off: int, ln: int, runs: int,
+             fib: Fib | None = None) -> tuple[float, int]:
     """Best ns/packet over ``runs`` batches, and the Python calls of one batch; the runs
-    share one namespace, as a device's polls do."""
+    share one namespace (``fib``, else a new one), as a device's polls do."""
     ctx = RunContext()
-    ctx.fib = Fib()
+    ctx.fib = fib if fib is not None else Fib()
     calls = 0
 
     def prof(frame: FrameType, event: str, arg: object) -> None:
@@ -87,6 +92,20 @@ def main() -> None:
     with Collection.load(SAMPLES / "graph_list.o", engine="jit") as c:
         ns, calls = _measure(c.programs["xdp_graph_list"].handle, cmds, 256, 64, a.runs)
         print(f"graph_list      {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
+    fib = Fib()
+    flows = [(f"10.1.0.{k}", 1000 + k, "10.2.0.1", 53) for k in range(4)]
+    for src, sport, dst, dport in flows:
+        fib.conntrack.add(CtTuple.of(src, sport, dst, dport), timeout=3600)
+    ct = np.zeros((a.batch, 4096), np.uint8)
+    for i in range(a.batch):
+        src, sport, dst, dport = flows[i % 4]
+        if i % 8 >= 4:
+            src, sport, dst, dport = dst, dport, src, sport
+        p = udp_packet(b"x" * 18, src_ip=src, dst_ip=dst, sport=sport, dport=dport)
+        ct[i, 256:256 + len(p)] = np.frombuffer(p, np.uint8)
+    with Collection.load(SAMPLES / "ct.o", engine="jit") as c:
+        ns, calls = _measure(c.programs["xdp_ct_track"].handle, ct, 256, len(p), a.runs, fib)
+        print(f"ct_track        {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
 
 if __name__ == "__main__":

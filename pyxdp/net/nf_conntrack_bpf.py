@@ -22,7 +22,14 @@ over the run's namespace's table (:class:`pyxdp.net.nf_conntrack.NfConntrack`,
 
 A returned ``struct nf_conn *`` points into the table's buffer, mapped
 read-only into the run. pyxdp's engines call these as helpers of the
-program's own (:func:`pyxdp.net.xdp_metadata.bind_kfuncs`).
+program's own (:func:`pyxdp.net.xdp_metadata.bind_kfuncs`); on the JIT,
+``bpf_xdp_ct_lookup`` and ``bpf_ct_release`` run as native twins over the
+same table (its buffer, buckets and chains, :data:`~pyxdp.net.nf_conntrack.CT_DESC`,
+which the XDP runtime hands them as the run context's ``ct`` word). They give
+Python the call (``SLOW``, before changing anything) for what is rare: an
+``opts__sz`` other than 12 or 16, a peer namespace's table, a table the gc must
+sweep first (an entry expired) or whose clock is not ``jiffies64``, the release
+that drops the last reference.
 """
 
 from __future__ import annotations
@@ -35,12 +42,15 @@ from pyxdp.net.fib import dev_net
 from pyxdp.net.nf_conntrack import (
     AF_INET,
     AF_INET6,
+    CT_DESC,
+    CT_FLAGS,
     CT_SLOT,
     DEFAULT_ZONE,
     HZ,
     IP_CT_DIR_ORIGINAL,
     IPPROTO_TCP,
     IPPROTO_UDP,
+    NF_CONN_LAYOUT,
     NF_CT_DEFAULT_ZONE_DIR,
     TABLES,
     ConntrackError,
@@ -52,6 +62,9 @@ from pyxdp.net.nf_conntrack import (
     msecs_to_jiffies,
 )
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
+from pyxdp.vm.jit.ir import Text, c64, ret_if, s32
+from pyxdp.vm.jit.natives import HelperNative, register_kfunc
 from pyxdp.vm.memory import Region
 
 __all__ = ["CT_KFUNCS", "NF_BPF_CT_OPTS_SZ"]
@@ -261,9 +274,222 @@ def ct_set_nat_info(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int
                               r4 & M32) & M32
 
 
+# -- native twins (the JIT) ---------------------------------------------------------------
+
+def _desc(f: Text) -> str:
+    """The run's table descriptor (CT_DESC words); SLOW when the run has none."""
+    d = f.cget("%ctx", "ct")
+    ret_if(f, f.ins(f"icmp eq i64 {d}, 0"), SLOW)
+    return f.ins(f"inttoptr i64 {d} to ptr")
+
+
+def _load(f: Text, p: str, off: int | str, ty: str) -> str:
+    v = f.ins(f"load {ty}, ptr {f.gep(p, off)}, align 1")
+    return v if ty == "i64" else f.ins(f"zext {ty} {v} to i64")
+
+
+def _jiffies(f: Text) -> str:
+    """``jiffies64()`` as the table's clock reads it: CLOCK_BOOTTIME in 4 ms steps."""
+    ts = f.ins("alloca { i64, i64 }, align 8")
+    f.do(f"call i32 @clock_gettime(i32 7, ptr {ts})")  # CLOCK_BOOTTIME
+    sec = f.ins(f"load i64, ptr {ts}, align 8")
+    nsec = f.ins(f"load i64, ptr {f.gep(ts, 8)}, align 8")
+    ns = f.ins(f"add i64 {f.ins(f'mul i64 {sec}, 1000000000')}, {nsec}")
+    return f.ins(f"udiv i64 {ns}, {1_000_000_000 // HZ}")
+
+
+def _key_words(f: Text, tp: str, v6: bool, proto: str) -> list[str]:
+    """The 5 little-endian words of the packed tuple (``CtTuple.pack``, ``dir`` 0) of the
+    ``bpf_sock_tuple`` at ``tp``: addresses padded to 16 bytes, ports as on the wire."""
+    def sh(v: str, n: int) -> str:
+        return f.ins(f"shl i64 {v}, {n}")
+
+    def orr(*vs: str) -> str:
+        acc = vs[0]
+        for v in vs[1:]:
+            acc = f.ins(f"or i64 {acc}, {v}")
+        return acc
+
+    if v6:
+        sport, dport = _load(f, tp, 32, "i16"), _load(f, tp, 34, "i16")
+        return [_load(f, tp, 0, "i64"), _load(f, tp, 8, "i64"),
+                orr(sport, c64(AF_INET6 << 16), sh(_load(f, tp, 16, "i32"), 32)),
+                _load(f, tp, 20, "i64"),
+                orr(_load(f, tp, 28, "i32"), sh(dport, 32), sh(proto, 48))]
+    sport, dport = _load(f, tp, 8, "i16"), _load(f, tp, 10, "i16")
+    return [_load(f, tp, 0, "i32"), "0",
+            orr(sport, c64(AF_INET << 16), sh(_load(f, tp, 4, "i32"), 32)), "0",
+            orr(sh(dport, 32), sh(proto, 48))]
+
+
+def _find(f: Text, dp: str, words: list[str], qid: str, qdir: str,
+          hit: str, miss: str) -> tuple[str, str]:
+    """Walk the key's chain as ``NfConntrack._matches`` does (no bucket zone): branch to
+    ``hit`` with (slot offset, direction) of the first entry whose tuple and zone id
+    match, else to ``miss``."""
+    h = "0"
+    for w in words:
+        h = f.ins(f"mul i64 {f.ins(f'xor i64 {h}, {w}')}, {c64(0x9E37_79B9_7F4A_7C15)}")
+    h = f.ins(f"xor i64 {h}, {f.ins(f'lshr i64 {h}, 32')}")
+    b = f.ins(f"and i64 {h}, {f.word(dp, CT_DESC['mask'], 'i64', '')}")
+    buckets = f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buckets'], 'i64', '')} to ptr")
+    links = f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['next'], 'i64', '')} to ptr")
+    buf = f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buf'], 'i64', '')} to ptr")
+    first = f.ins(f"zext i32 {f.at_index(buckets, b, 'i32', 4)} to i64")
+    before = f.cur
+    loop, body, step = f.label("walk"), f.label("node"), f.label("step")
+    f.br(loop)
+    f.at(loop)
+    node = f.tmp()
+    f.lines.append(f"  {node} = phi i64 [ {first}, %{before} ], [ %NEXT, %STEP ]")
+    at_phi = len(f.lines) - 1
+    f.cbr(f.ins(f"icmp eq i64 {node}, 0"), miss, body)
+    f.at(body)
+    n = f.ins(f"sub i64 {node}, 1")
+    off = f.ins(f"mul i64 {f.ins(f'lshr i64 {n}, 1')}, {CT_SLOT}")
+    d = f.ins(f"and i64 {n}, 1")
+    dd = f.ins(f"mul i64 {d}, {NF_CONN_LAYOUT['tuplehash_size']}")
+    rel = f.ins(f"add i64 {dd}, {NF_CONN_LAYOUT['tuplehash'] + NF_CONN_LAYOUT['tuple']}")
+    toff = f.ins(f"add i64 {off}, {rel}")
+    tp = f.gep(buf, toff)
+    same = "true"
+    for i, w in enumerate(words):
+        e = _load(f, tp, 8 * i, "i64")
+        if i == 4:
+            e = f.ins(f"and i64 {e}, {c64((1 << 56) - 1)}")
+        same = f.ins(f"and i1 {same}, {f.ins(f'icmp eq i64 {e}, {w}')}")
+    z = _load(f, f.gep(buf, off), NF_CONN_LAYOUT["zone"], "i32")
+
+    def zid(idv: str, dirv: str) -> str:
+        on = f.ins(f"and i64 {f.ins(f'lshr i64 {dirv}, {d}')}, 1")
+        return f.ins(f"select i1 {f.ins(f'icmp ne i64 {on}, 0')}, i64 {idv}, i64 0")
+
+    cz = zid(f.ins(f"and i64 {z}, 65535"), f.ins(f"lshr i64 {z}, 24"))
+    same = f.ins(f"and i1 {same}, {f.ins(f'icmp eq i64 {cz}, {zid(qid, qdir)}')}")
+    f.cbr(same, hit, step)
+    f.at(step)
+    nxt = f.ins(f"zext i32 {f.at_index(links, n, 'i32', 4)} to i64")
+    f.br(loop)
+    f.lines[at_phi] = f.lines[at_phi].replace("%NEXT", nxt).replace("%STEP", "%" + step)
+    f.at(hit)
+    return off, d
+
+
+def _lookup_fn(kind: str) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        ok = f.flag(NF_XDP)
+        ok = f.ins(f"and i1 {ok}, {f.ins(f'icmp eq i64 %r1, {c64(natives.ctx_base)}')}")
+        ret_if(f, f.ins(f"xor i1 {ok}, true"), SLOW)
+        dp = _desc(f)
+        osz = f.ins("and i64 %r5, 4294967295")
+        tsz = f.ins("and i64 %r3, 4294967295")
+        is16 = f.ins(f"icmp eq i64 {osz}, {NF_BPF_CT_OPTS_SZ}")
+        is12 = f.ins(f"icmp eq i64 {osz}, {NF_BPF_CT_OPTS_OLD_SZ}")
+        ret_if(f, f.ins(f"xor i1 {f.ins(f'or i1 {is16}, {is12}')}, true"), SLOW)
+        ret_if(f, f.ins("icmp eq i64 %r4, 0"), SLOW)
+        op = f.ins(f"call ptr @translate(ptr %ctx, i64 %r4, i64 {osz}, i1 true)")
+        ret_if(f, f.ins(f"icmp eq ptr {op}, null"), SLOW)
+
+        def fail(cond: str, err: int) -> None:
+            yes, no = f.label("err"), f.label("ok")
+            f.cbr(cond, yes, no)
+            f.at(yes)
+            f.do(f"store i32 {-err}, ptr {f.gep(op, 4)}, align 1")
+            f.do("ret i64 0")
+            f.at(no)
+
+        fail(f.ins("icmp eq i64 %r2, 0"), errno.EINVAL)
+        netns = f.ins(f"sext i32 {f.ins(f'load i32, ptr {op}, align 1')} to i64")
+        l4 = _load(f, op, 8, "i8")
+        zone_id = _load(f, op, 10, "i16")
+        w12 = _load(f, op, 12, "i32")
+        zdir = f.ins(f"select i1 {is16}, i64 {f.ins(f'and i64 {w12}, 255')}, i64 0")
+        bad = f.ins(f"select i1 {is16}, i1 {f.ins(f'icmp ugt i64 {w12}, 255')}, "
+                    f"i1 {f.ins(f'icmp ne i64 {zone_id}, 0')}")
+        fail(bad, errno.EINVAL)
+        tcp = f.ins(f"icmp eq i64 {l4}, {IPPROTO_TCP}")
+        udp = f.ins(f"icmp eq i64 {l4}, {IPPROTO_UDP}")
+        fail(f.ins(f"xor i1 {f.ins(f'or i1 {tcp}, {udp}')}, true"), errno.EPROTO)
+        fail(f.ins(f"icmp slt i64 {netns}, -1"), errno.EINVAL)
+        v4 = f.ins(f"icmp eq i64 {tsz}, 12")
+        v6 = f.ins(f"icmp eq i64 {tsz}, 36")
+        fail(f.ins(f"xor i1 {f.ins(f'or i1 {v4}, {v6}')}, true"), errno.EAFNOSUPPORT)
+        tp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r2, i64 {tsz}, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {tp}, null"), SLOW)
+        ret_if(f, f.ins(f"icmp sge i64 {netns}, 0"), SLOW)  # a peer's table
+        ret_if(f, f.ins(f"icmp eq i64 {f.word(dp, CT_DESC['clock'], 'i64', '')}, 0"), SLOW)
+        stamp = f.ins(f"and i64 {_jiffies(f)}, 4294967295")
+        # an entry may have expired: Python's gc sweeps the table first
+        left = s32(f, f.ins(f"sub i64 {f.word(dp, CT_DESC['earliest'], 'i64', '')}, {stamp}"))
+        live = f.ins(f"icmp ne i64 {f.word(dp, CT_DESC['live'], 'i64', '')}, 0")
+        ret_if(f, f.ins(f"and i1 {live}, {f.ins(f'icmp sle i64 {left}, 0')}"), SLOW)
+        # _zone: a 16-byte opts with ct_zone_dir 0 gets the default directions back
+        dflt = f.ins(f"and i1 {is16}, {f.ins(f'icmp eq i64 {zdir}, 0')}")
+        wb, go = f.label("wb"), f.label("go")
+        f.cbr(dflt, wb, go)
+        f.at(wb)
+        f.do(f"store i8 {NF_CT_DEFAULT_ZONE_DIR}, ptr {f.gep(op, 12)}, align 1")
+        f.br(go)
+        f.at(go)
+        qid = f.ins(f"select i1 {is16}, i64 {zone_id}, i64 0")
+        given = f.ins(f"and i1 {is16}, {f.ins(f'icmp ne i64 {zdir}, 0')}")
+        qdir = f.ins(f"select i1 {given}, i64 {zdir}, i64 {NF_CT_DEFAULT_ZONE_DIR}")
+        out = []
+        for fam6 in (False, True):
+            fam_l, miss = f.label("v6" if fam6 else "v4"), f.label("miss")
+            out.append((fam_l, miss))
+        buf = f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buf'], 'i64', '')} to ptr")
+        f.cbr(v6, out[1][0], out[0][0])
+        for fam6, (fam_l, miss) in zip((False, True), out, strict=True):
+            f.at(fam_l)
+            words = _key_words(f, tp, fam6, l4)
+            off, d = _find(f, dp, words, qid, qdir, f.label("hit"), miss)
+            cp = f.gep(buf, off)
+            use = f.ins(f"load i32, ptr {cp}, align 4")
+            f.do(f"store i32 {f.ins(f'add i32 {use}, 1')}, ptr {cp}, align 4")
+            f.do(f"store i8 {f.ins(f'trunc i64 {d} to i8')}, ptr {f.gep(op, 9)}, align 1")
+            base = f.word(dp, CT_DESC["base"], "i64", "")
+            f.do(f"ret i64 {f.ins(f'add i64 {base}, {off}')}")
+            f.at(miss)
+            f.do(f"store i32 {-errno.ENOENT}, ptr {f.gep(op, 4)}, align 1")
+            f.do("ret i64 0")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                      "i64 %r4, i64 %r5) nounwind")
+    return define
+
+
+def _release_fn(kind: str) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        """nf_ct_put of an entry of the run's table that keeps a reference; else SLOW."""
+        f = Text()
+        f.at("entry")
+        dp = _desc(f)
+        off = f.ins(f"sub i64 %r1, {f.word(dp, CT_DESC['base'], 'i64', '')}")
+        size = f.ins(f"mul i64 {f.word(dp, CT_DESC['nslots'], 'i64', '')}, {CT_SLOT}")
+        ret_if(f, f.ins(f"icmp uge i64 {off}, {size}"), SLOW)
+        ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 {off}, {CT_SLOT - 1}')}, 0"), SLOW)
+        cp = f.gep(f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buf'], 'i64', '')} to ptr"), off)
+        flags = _load(f, cp, CT_FLAGS, "i8")
+        ret_if(f, f.ins(f"icmp eq i64 {f.ins(f'and i64 {flags}, 1')}, 0"), SLOW)
+        use = f.ins(f"load i32, ptr {cp}, align 4")
+        ret_if(f, f.ins(f"icmp ult i32 {use}, 2"), SLOW)  # the last one: Python frees
+        f.do(f"store i32 {f.ins(f'sub i32 {use}, 1')}, ptr {cp}, align 4")
+        f.do("ret i64 0")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1) nounwind")
+    return define
+
+
+ct_lookup = _entry(_lookup)
+register_kfunc("bpf_xdp_ct_lookup", ct_lookup,
+               HelperNative("ct_lookup", 5, _lookup_fn("ct_lookup"), ("translate",)))
+register_kfunc("bpf_ct_release", ct_release,
+               HelperNative("ct_release", 1, _release_fn("ct_release")))
+
 # The kfuncs by name (bound as private helpers, like the RX metadata kfuncs).
 CT_KFUNCS: dict[str, Callable[..., int]] = {
-    "bpf_xdp_ct_lookup": _entry(_lookup),
+    "bpf_xdp_ct_lookup": ct_lookup,
     "bpf_xdp_ct_alloc": _entry(_alloc),
     "bpf_ct_insert_entry": ct_insert_entry,
     "bpf_ct_release": ct_release,

@@ -1,0 +1,131 @@
+"""The conntrack kfuncs' native twins (bpf_xdp_ct_lookup, bpf_ct_release): a JIT run of
+``samples/ct.o`` calls no Python of pyxdp.net.nf_conntrack{,_bpf} per packet, and gives
+the interpreter's returns, opts writes and table state over randomized lookups."""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyxdp.collection import Collection
+from pyxdp.net import nf_conntrack, nf_conntrack_bpf
+from pyxdp.net.nf_conntrack import CtTuple, NfConntrack
+from pyxdp.net.packets import tcp_packet, udp_packet
+from pyxdp.net.prog import jit_available
+from pyxdp.net.test_run import TestRunEnv
+from pyxdp.testing.native import python_calls
+from pyxdp.userspace import UserspaceBackend
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
+
+CT = Path(__file__).resolve().parents[1] / "samples" / "ct.o"
+HOSTS4 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+HOSTS6 = ["2001:db8::1", "2001:db8::2"]
+PORTS = [53, 80, 1000]
+
+
+def _flow(rng: random.Random) -> tuple[bool, str, str, int, int, str]:
+    v6 = rng.random() < 0.3
+    hosts = HOSTS6 if v6 else HOSTS4
+    return (v6, rng.choice(hosts), rng.choice(hosts), rng.choice(PORTS), rng.choice(PORTS),
+            rng.choice(["udp", "tcp"]))
+
+
+def _known(rng: random.Random) -> tuple[bool, str, str, int, int, str]:
+    """One of a few flows (the tracked ones, and ones with a tracked tuple's ports)."""
+    return _flow(random.Random(rng.randrange(16)))
+
+
+def _packet(flow: tuple[bool, str, str, int, int, str]) -> bytes:
+    _v6, src, dst, sport, dport, proto = flow
+    make = tcp_packet if proto == "tcp" else udp_packet
+    return make(b"", src_ip=src, dst_ip=dst, sport=sport, dport=dport)
+
+
+def _fill(table: NfConntrack, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(12):
+        _v6, src, dst, sport, dport, proto = _known(rng)
+        try:
+            table.add(CtTuple.of(src, sport, dst, dport, proto), zone=rng.choice([0, 0, 7]),
+                      mark=rng.randrange(100))
+        except nf_conntrack.ConntrackError:
+            pass  # taken
+
+
+def _state(table: NfConntrack) -> list[tuple[Any, ...]]:
+    return sorted((str(c.orig), str(c.reply), c.status, c.use, c.mark, c.zone, c.slot)
+                  for c in table.list())
+
+
+def _view(out: dict[str, Any]) -> dict[str, Any]:
+    """The out record but the clock-relative timeouts (the engines run at other jiffies)."""
+    got = dict(out)
+    for k in ("before", "after"):
+        got[k] = {f: v for f, v in out[k].items() if f != "timeout"}
+    return got
+
+
+def _lookups(c: Collection, rng: random.Random, n: int, rec: list[Any]) -> None:
+    prog = c.programs["xdp_ct"]
+    for _ in range(n):
+        flow = _known(rng) if rng.random() < 0.7 else _flow(rng)
+        v6, proto = flow[0], flow[5]
+        c.maps["cfg"][0] = {
+            "op": 0, "netns_id": rng.choice([-1, -1, -1, -1, -2]),
+            "tuple_sz": rng.choice([36 if v6 else 12] * 5 + [20]),
+            "opts_sz": rng.choice([16, 16, 16, 12]),
+            "l4proto": rng.choice([6 if proto == "tcp" else 17] * 6 + [1]),
+            "zone_id": rng.choice([0, 0, 0, 7]), "zone_dir": rng.choice([0, 0, 1, 2, 3]),
+            "reserved": rng.choice([0] * 9 + [1]), "reverse": rng.randrange(2)}
+        r = prog.test_run(_packet(flow))
+        assert r.fault is None, r.fault
+        rec.append((r.retval, _view(c.maps["out"][0])))
+
+
+def test_lookup_and_release_agree_and_stay_native() -> None:
+    rng_seed = 11
+    got: dict[str, list[Any]] = {}
+    states = {}
+    for engine in ("interp", "jit"):
+        env = TestRunEnv()
+        table = env.fib.conntrack
+        _fill(table, rng_seed)
+        with Collection.load(CT, UserspaceBackend(env=env, engine=engine)) as c:
+            rec: list[Any] = []
+            _lookups(c, random.Random(rng_seed), 3, rec)  # builds the JIT's run state
+            calls = python_calls([nf_conntrack, nf_conntrack_bpf],
+                                 partial(_lookups, c, random.Random(rng_seed + 1), 150, rec))
+            if engine == "jit":
+                assert calls == 0  # lookups, hits and misses, and releases: machine code
+            got[engine] = rec
+            states[engine] = _state(table)
+    assert got["jit"] == got["interp"]
+    assert states["jit"] == states["interp"]
+    outcomes = {(r, o["error"], o["dir"], o["after"]["zone_id"]) for r, o in got["jit"]}
+    assert len(outcomes) >= 8  # hits both ways and zones, misses, several error paths
+
+
+def test_tracking_agrees_with_python_paths_mixed_in() -> None:
+    """xdp_ct_track over new flows (alloc and insert: Python) and known ones (native),
+    an expired entry (the gc: Python) included: the same stats and table."""
+    got = {}
+    for engine in ("interp", "jit"):
+        env = TestRunEnv()
+        table = env.fib.conntrack
+        table.add(CtTuple.of("10.0.0.1", 80, "10.0.0.2", 80), timeout=0)  # expired
+        rng = random.Random(5)
+        flows = [_flow(rng) for _ in range(10)] + [(False, "10.0.0.1", "10.0.0.2", 80, 80,
+                                                     "udp")]
+        with Collection.load(CT, UserspaceBackend(env=env, engine=engine)) as c:
+            prog = c.programs["xdp_ct_track"]
+            for _ in range(120):
+                assert prog.test_run(_packet(rng.choice(flows))).retval == 2
+            got[engine] = ([c.maps["stats"][i] for i in range(5)], _state(table))
+    assert got["jit"] == got["interp"]
+    new, orig, reply = got["jit"][0][:3]
+    assert 3 < new <= 11 and orig + reply > 100
