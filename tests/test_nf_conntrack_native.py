@@ -1,4 +1,5 @@
-"""The conntrack kfuncs' native twins (bpf_xdp_ct_lookup, bpf_ct_release): a JIT run of
+"""The conntrack kfuncs' native twins (bpf_xdp_ct_lookup, bpf_ct_release, the timeout and
+status changes): a JIT run of
 ``samples/ct.o`` calls no Python of pyxdp.net.nf_conntrack{,_bpf} per packet, and gives
 the interpreter's returns, opts writes and table state over randomized lookups."""
 
@@ -13,7 +14,7 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.net import nf_conntrack, nf_conntrack_bpf
-from pyxdp.net.nf_conntrack import CtTuple, NfConntrack
+from pyxdp.net.nf_conntrack import HZ, CtTuple, IpsStatus, NfConntrack
 from pyxdp.net.packets import tcp_packet, udp_packet
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
@@ -22,10 +23,18 @@ from pyxdp.userspace import UserspaceBackend
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
 
+M32 = 0xFFFF_FFFF
 CT = Path(__file__).resolve().parents[1] / "samples" / "ct.o"
 HOSTS4 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
 HOSTS6 = ["2001:db8::1", "2001:db8::2"]
 PORTS = [53, 80, 1000]
+# Entry status bits to start from and to ask bpf_ct_change_status for (0: not asked).
+STATUSES = [0, 0, IpsStatus.ASSURED, IpsStatus.SEEN_REPLY | IpsStatus.ASSURED,
+            IpsStatus.FIXED_TIMEOUT, IpsStatus.DYING, IpsStatus.EXPECTED]
+_C = IpsStatus.CONFIRMED  # a request without it is -EBUSY before any other check
+REQUESTS = [0, 0, IpsStatus.SEEN_REPLY, _C | IpsStatus.SEEN_REPLY, _C | IpsStatus.ASSURED,
+            _C | IpsStatus.ASSURED | IpsStatus.SEEN_REPLY | IpsStatus.OFFLOAD, _C, _C | 1 << 9,
+            1 << 16 | 0x3F]
 
 
 def _flow(rng: random.Random) -> tuple[bool, str, str, int, int, str]:
@@ -52,7 +61,7 @@ def _fill(table: NfConntrack, seed: int) -> None:
         _v6, src, dst, sport, dport, proto = _known(rng)
         try:
             table.add(CtTuple.of(src, sport, dst, dport, proto), zone=rng.choice([0, 0, 7]),
-                      mark=rng.randrange(100))
+                      mark=rng.randrange(100), status=rng.choice(STATUSES))
         except nf_conntrack.ConntrackError:
             pass  # taken
 
@@ -76,12 +85,15 @@ def _lookups(c: Collection, rng: random.Random, n: int, rec: list[Any]) -> None:
         flow = _known(rng) if rng.random() < 0.7 else _flow(rng)
         v6, proto = flow[0], flow[5]
         c.maps["cfg"][0] = {
-            "op": 0, "netns_id": rng.choice([-1, -1, -1, -1, -2]),
-            "tuple_sz": rng.choice([36 if v6 else 12] * 5 + [20]),
-            "opts_sz": rng.choice([16, 16, 16, 12]),
-            "l4proto": rng.choice([6 if proto == "tcp" else 17] * 6 + [1]),
-            "zone_id": rng.choice([0, 0, 0, 7]), "zone_dir": rng.choice([0, 0, 1, 2, 3]),
-            "reserved": rng.choice([0] * 9 + [1]), "reverse": rng.randrange(2)}
+            "op": 0, "netns_id": rng.choice([-1] * 19 + [-2]),
+            "tuple_sz": rng.choice([36 if v6 else 12] * 19 + [20]),
+            "opts_sz": rng.choice([16, 16, 16, 16, 12]),
+            "l4proto": rng.choice([6 if proto == "tcp" else 17] * 19 + [1]),
+            "zone_id": rng.choice([0, 7]), "zone_dir": rng.choice([0, 0, 0, 1, 2, 3]),
+            "reserved": rng.choice([0] * 19 + [1]), "reverse": rng.randrange(2),
+            # bpf_ct_change_timeout (never short: an expiry would take the gc's Python)
+            "timeout_ms": rng.choice([0, 0, 5000, 60000, 1 << 31, M32]),
+            "status": rng.choice(REQUESTS)}
         r = prog.test_run(_packet(flow))
         assert r.fault is None, r.fault
         rec.append((r.retval, _view(c.maps["out"][0])))
@@ -91,6 +103,7 @@ def test_lookup_and_release_agree_and_stay_native() -> None:
     rng_seed = 11
     got: dict[str, list[Any]] = {}
     states = {}
+    left = {}
     for engine in ("interp", "jit"):
         env = TestRunEnv()
         table = env.fib.conntrack
@@ -99,19 +112,26 @@ def test_lookup_and_release_agree_and_stay_native() -> None:
             rec: list[Any] = []
             _lookups(c, random.Random(rng_seed), 3, rec)  # builds the JIT's run state
             calls = python_calls([nf_conntrack, nf_conntrack_bpf],
-                                 partial(_lookups, c, random.Random(rng_seed + 1), 150, rec))
+                                 partial(_lookups, c, random.Random(rng_seed + 1), 200, rec))
             if engine == "jit":
                 assert calls == 0  # lookups, hits and misses, and releases: machine code
             got[engine] = rec
             states[engine] = _state(table)
+            left[engine] = sorted((c.slot, c.expires()) for c in table.list())
     assert got["jit"] == got["interp"]
     assert states["jit"] == states["interp"]
+    # timeouts set in each engine's run: equal but for the time between the runs (< 3 s)
+    for (slot_i, a), (slot_j, b) in zip(left["interp"], left["jit"], strict=True):
+        assert slot_i == slot_j and abs(a - b) < 3 * HZ
     outcomes = {(r, o["error"], o["dir"], o["after"]["zone_id"]) for r, o in got["jit"]}
     assert len(outcomes) >= 8  # hits both ways and zones, misses, several error paths
+    changes = {(o["timeout_ret"], o["status_ret"]) for r, o in got["jit"] if r == 2}
+    assert len(changes) >= 4  # 0, -EPERM, -ETIME, -EBUSY
 
 
 def test_tracking_agrees_with_python_paths_mixed_in() -> None:
-    """xdp_ct_track over new flows (alloc and insert: Python) and known ones (native),
+    """xdp_ct_track over new flows (alloc and insert: Python; set_timeout native) and
+    known ones (native),
     an expired entry (the gc: Python) included: the same stats and table."""
     got = {}
     for engine in ("interp", "jit"):
@@ -126,6 +146,8 @@ def test_tracking_agrees_with_python_paths_mixed_in() -> None:
             for _ in range(120):
                 assert prog.test_run(_packet(rng.choice(flows))).retval == 2
             got[engine] = ([c.maps["stats"][i] for i in range(5)], _state(table))
+            # bpf_ct_set_timeout(30 s) of each new entry (native), then inserted
+            assert all(29 * HZ < ct.expires() <= 30 * HZ for ct in table.list())
     assert got["jit"] == got["interp"]
     new, orig, reply = got["jit"][0][:3]
     assert 3 < new <= 11 and orig + reply > 100

@@ -23,13 +23,14 @@ over the run's namespace's table (:class:`pyxdp.net.nf_conntrack.NfConntrack`,
 A returned ``struct nf_conn *`` points into the table's buffer, mapped
 read-only into the run. pyxdp's engines call these as helpers of the
 program's own (:func:`pyxdp.net.xdp_metadata.bind_kfuncs`); on the JIT,
-``bpf_xdp_ct_lookup`` and ``bpf_ct_release`` run as native twins over the
+``bpf_xdp_ct_lookup``, ``bpf_ct_release`` and the timeout and status setters
+(not the allocation, insertion and NAT set-up of a new flow) run as native twins over the
 same table (its buffer, buckets and chains, :data:`~pyxdp.net.nf_conntrack.CT_DESC`,
 which the XDP runtime hands them as the run context's ``ct`` word). They give
 Python the call (``SLOW``, before changing anything) for what is rare: an
 ``opts__sz`` other than 12 or 16, a peer namespace's table, a table the gc must
-sweep first (an entry expired) or whose clock is not ``jiffies64``, the release
-that drops the last reference.
+sweep first (an entry expired) or whose clock is not ``jiffies64`` (a confirmed
+entry's timeout too), a peer's entry, the release that drops the last reference.
 """
 
 from __future__ import annotations
@@ -45,11 +46,16 @@ from pyxdp.net.nf_conntrack import (
     CT_DESC,
     CT_FLAGS,
     CT_SLOT,
+    CTF_ALLOCATED,
+    CTF_IN_TABLE,
     DEFAULT_ZONE,
     HZ,
+    INT_MAX,
     IP_CT_DIR_ORIGINAL,
     IPPROTO_TCP,
     IPPROTO_UDP,
+    IPS_MAX_BIT,
+    IPS_UNCHANGEABLE_MASK,
     NF_CONN_LAYOUT,
     NF_CT_DEFAULT_ZONE_DIR,
     TABLES,
@@ -460,19 +466,25 @@ def _lookup_fn(kind: str) -> Callable[[Natives], str]:
     return define
 
 
+def _conn_ir(f: Text, dp: str) -> str:
+    """``_conn``: a host pointer to the entry of the run's table ``%r1`` points at; SLOW
+    for anything else (a peer's entry, a bad pointer: Python decides)."""
+    off = f.ins(f"sub i64 %r1, {f.word(dp, CT_DESC['base'], 'i64', '')}")
+    size = f.ins(f"mul i64 {f.word(dp, CT_DESC['nslots'], 'i64', '')}, {CT_SLOT}")
+    ret_if(f, f.ins(f"icmp uge i64 {off}, {size}"), SLOW)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 {off}, {CT_SLOT - 1}')}, 0"), SLOW)
+    cp = f.gep(f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buf'], 'i64', '')} to ptr"), off)
+    flags = _load(f, cp, CT_FLAGS, "i8")
+    ret_if(f, f.ins(f"icmp eq i64 {f.ins(f'and i64 {flags}, {CTF_ALLOCATED}')}, 0"), SLOW)
+    return cp
+
+
 def _release_fn(kind: str) -> Callable[[Natives], str]:
     def define(natives: Natives) -> str:
         """nf_ct_put of an entry of the run's table that keeps a reference; else SLOW."""
         f = Text()
         f.at("entry")
-        dp = _desc(f)
-        off = f.ins(f"sub i64 %r1, {f.word(dp, CT_DESC['base'], 'i64', '')}")
-        size = f.ins(f"mul i64 {f.word(dp, CT_DESC['nslots'], 'i64', '')}, {CT_SLOT}")
-        ret_if(f, f.ins(f"icmp uge i64 {off}, {size}"), SLOW)
-        ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 {off}, {CT_SLOT - 1}')}, 0"), SLOW)
-        cp = f.gep(f.ins(f"inttoptr i64 {f.word(dp, CT_DESC['buf'], 'i64', '')} to ptr"), off)
-        flags = _load(f, cp, CT_FLAGS, "i8")
-        ret_if(f, f.ins(f"icmp eq i64 {f.ins(f'and i64 {flags}, 1')}, 0"), SLOW)
+        cp = _conn_ir(f, _desc(f))
         use = f.ins(f"load i32, ptr {cp}, align 4")
         ret_if(f, f.ins(f"icmp ult i32 {use}, 2"), SLOW)  # the last one: Python frees
         f.do(f"store i32 {f.ins(f'sub i32 {use}, 1')}, ptr {cp}, align 4")
@@ -481,11 +493,103 @@ def _release_fn(kind: str) -> Callable[[Natives], str]:
     return define
 
 
+def _set_timeout_ir(f: Text, dp: str, cp: str, status: str) -> None:
+    """``__nf_ct_set_timeout(ct, msecs_to_jiffies(r2))``, the table's earliest expiry
+    lowered for a hashed entry (``_Timeout``); SLOW first when a confirmed entry needs
+    the clock and it is not jiffies64."""
+    ms = f.ins("and i64 %r2, 4294967295")
+    step = 1000 // HZ
+    j = f.ins(f"udiv i64 {f.ins(f'add i64 {ms}, {step - 1}')}, {step}")
+    j = f.ins(f"select i1 {f.ins(f'icmp uge i64 {ms}, {1 << 31}')}, i64 {INT_MAX}, i64 {j}")
+    j = f.ins(f"select i1 {f.ins(f'icmp ugt i64 {j}, {INT_MAX}')}, i64 {INT_MAX}, i64 {j}")
+    confirmed = f.ins(f"icmp ne i64 {f.ins(f'and i64 {status}, {int(IpsStatus.CONFIRMED)}')}, 0")
+    rel, absl, done = f.label("rel"), f.label("abs"), f.label("set")
+    f.cbr(confirmed, absl, rel)
+    f.at(absl)
+    clock = f.word(dp, CT_DESC["clock"], "i64", "")
+    ret_if(f, f.ins(f"icmp eq i64 {clock}, 0"), SLOW)
+    t_abs = f.ins(f"add i64 {_jiffies(f)}, {j}")
+    abs_end = f.cur
+    f.br(done)
+    f.at(rel)
+    f.br(done)
+    f.at(done)
+    t = f.ins(f"phi i64 [ {t_abs}, %{abs_end} ], [ {j}, %{rel} ]")
+    t32 = f.ins(f"trunc i64 {t} to i32")
+    f.do(f"store i32 {t32}, ptr {f.gep(cp, NF_CONN_LAYOUT['timeout'])}, align 4")
+    flags = _load(f, cp, CT_FLAGS, "i8")
+    hashed = f.ins(f"icmp ne i64 {f.ins(f'and i64 {flags}, {CTF_IN_TABLE}')}, 0")
+    note, out = f.label("note"), f.label("noted")
+    f.cbr(hashed, note, out)
+    f.at(note)
+    e_at = f.gep(dp, 8 * CT_DESC["earliest"])
+    e = f.ins(f"load i64, ptr {e_at}, align 8")
+    live = f.word(dp, CT_DESC["live"], "i64", "")
+    t64 = f.ins(f"zext i32 {t32} to i64")
+    before = f.ins(f"icmp slt i64 {s32(f, f.ins(f'sub i64 {t64}, {e}'))}, 0")
+    lower = f.ins(f"or i1 {f.ins(f'icmp ule i64 {live}, 1')}, {before}")
+    f.do(f"store i64 {f.ins(f'select i1 {lower}, i64 {t64}, i64 {e}')}, ptr {e_at}, align 8")
+    f.br(out)
+    f.at(out)
+
+
+def _timeout_fn(kind: str, change: bool) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        """``bpf_ct_set_timeout`` (0) or ``bpf_ct_change_timeout`` (-EPERM for a fixed
+        timeout, -ETIME for a dying entry, as u32)."""
+        f = Text()
+        f.at("entry")
+        dp = _desc(f)
+        cp = _conn_ir(f, dp)
+        status = f.ins(f"load i64, ptr {f.gep(cp, NF_CONN_LAYOUT['status'])}, align 8")
+        if change:
+            fixed = f.ins(f"and i64 {status}, {int(IpsStatus.FIXED_TIMEOUT)}")
+            ret_if(f, f.ins(f"icmp ne i64 {fixed}, 0"), -errno.EPERM & M32)
+        _set_timeout_ir(f, dp, cp, status)
+        if change:
+            dying = f.ins(f"and i64 {status}, {int(IpsStatus.DYING)}")
+            ret_if(f, f.ins(f"icmp ne i64 {dying}, 0"), -errno.ETIME & M32)
+        f.do("ret i64 0")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+    return define
+
+
+def _status_fn(kind: str) -> Callable[[Natives], str]:
+    def define(natives: Natives) -> str:
+        """``nf_ct_change_status_common``: 0 or -EBUSY (u32); bits only set."""
+        f = Text()
+        f.at("entry")
+        cp = _conn_ir(f, _desc(f))
+        at = f.gep(cp, NF_CONN_LAYOUT["status"])
+        old = f.ins(f"load i64, ptr {at}, align 8")
+        new = f.ins("and i64 %r2, 4294967295")
+        d = f.ins(f"xor i64 {old}, {new}")
+        fixed = int(IpsStatus.EXPECTED | IpsStatus.CONFIRMED | IpsStatus.DYING)
+        busy = f.ins(f"icmp ne i64 {f.ins(f'and i64 {d}, {fixed}')}, 0")
+        for bit in (int(IpsStatus.SEEN_REPLY), int(IpsStatus.ASSURED)):
+            cleared = f.ins(f"and i64 {f.ins(f'and i64 {d}, {bit}')}, "
+                            f"{f.ins(f'xor i64 {new}, {bit}')}")
+            busy = f.ins(f"or i1 {busy}, {f.ins(f'icmp ne i64 {cleared}, 0')}")
+        ret_if(f, busy, -errno.EBUSY & M32)
+        on = f.ins(f"and i64 {new}, {~IPS_UNCHANGEABLE_MASK & ((1 << IPS_MAX_BIT) - 1)}")
+        f.do(f"store i64 {f.ins(f'or i64 {old}, {on}')}, ptr {at}, align 8")
+        f.do("ret i64 0")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2) nounwind")
+    return define
+
+
 ct_lookup = _entry(_lookup)
 register_kfunc("bpf_xdp_ct_lookup", ct_lookup,
                HelperNative("ct_lookup", 5, _lookup_fn("ct_lookup"), ("translate",)))
 register_kfunc("bpf_ct_release", ct_release,
                HelperNative("ct_release", 1, _release_fn("ct_release")))
+register_kfunc("bpf_ct_set_timeout", ct_set_timeout,
+               HelperNative("ct_set_timeout", 2, _timeout_fn("ct_set_timeout", False)))
+register_kfunc("bpf_ct_change_timeout", ct_change_timeout,
+               HelperNative("ct_change_timeout", 2, _timeout_fn("ct_change_timeout", True)))
+for _name in ("bpf_ct_set_status", "bpf_ct_change_status"):
+    _kind = _name.removeprefix("bpf_")
+    register_kfunc(_name, ct_change_status, HelperNative(_kind, 2, _status_fn(_kind)))
 
 # The kfuncs by name (bound as private helpers, like the RX metadata kfuncs).
 CT_KFUNCS: dict[str, Callable[..., int]] = {
