@@ -1,7 +1,7 @@
-"""The conntrack kfuncs' native twins (bpf_xdp_ct_lookup, bpf_ct_release, the timeout and
-status changes): a JIT run of
-``samples/ct.o`` calls no Python of pyxdp.net.nf_conntrack{,_bpf} per packet, and gives
-the interpreter's returns, opts writes and table state over randomized lookups."""
+"""The conntrack kfuncs' native twins (all but bpf_ct_set_nat_info): JIT runs of
+``samples/ct.o`` call no Python of pyxdp.net.nf_conntrack{,_bpf} per packet, and give
+the interpreter's returns, opts writes and table state over randomized lookups and
+insertions, with Python's paths (NAT set-up, the gc, a full table) mixed in."""
 
 from __future__ import annotations
 
@@ -79,24 +79,46 @@ def _view(out: dict[str, Any]) -> dict[str, Any]:
     return got
 
 
-def _lookups(c: Collection, rng: random.Random, n: int, rec: list[Any]) -> None:
+def _lookups(c: Collection, rng: random.Random, n: int, rec: list[Any],
+             nat: bool = False) -> None:
+    """``n`` runs of xdp_ct with random options (lookups, and insertions: 30%, with a
+    source or destination NAT set-up when ``nat``, a Python kfunc)."""
     prog = c.programs["xdp_ct"]
     for _ in range(n):
         flow = _known(rng) if rng.random() < 0.7 else _flow(rng)
         v6, proto = flow[0], flow[5]
         c.maps["cfg"][0] = {
-            "op": 0, "netns_id": rng.choice([-1] * 19 + [-2]),
+            "op": int(rng.random() < 0.3), "netns_id": rng.choice([-1] * 19 + [-2]),
             "tuple_sz": rng.choice([36 if v6 else 12] * 19 + [20]),
             "opts_sz": rng.choice([16, 16, 16, 16, 12]),
             "l4proto": rng.choice([6 if proto == "tcp" else 17] * 19 + [1]),
             "zone_id": rng.choice([0, 7]), "zone_dir": rng.choice([0, 0, 0, 1, 2, 3]),
             "reserved": rng.choice([0] * 19 + [1]), "reverse": rng.randrange(2),
-            # bpf_ct_change_timeout (never short: an expiry would take the gc's Python)
+            # bpf_ct_change_timeout or _set_timeout (never short: an expiry would take the
+            # gc's Python)
             "timeout_ms": rng.choice([0, 0, 5000, 60000, 1 << 31, M32]),
             "status": rng.choice(REQUESTS)}
+        if nat:
+            addr = [int.from_bytes(bytes([10, 0, 0, rng.randrange(1, 4)]), "little"), 0, 0, 0]
+            c.maps["cfg"][0] = {**c.maps["cfg"][0], "status": 0, "snat": rng.randrange(2),
+                                "dnat": rng.randrange(2), "snat_addr": addr, "dnat_addr": addr,
+                                "snat_port": rng.choice([0, 0, 4000]),
+                                "dnat_port": rng.choice([0, 8080])}
         r = prog.test_run(_packet(flow))
         assert r.fault is None, r.fault
         rec.append((r.retval, _view(c.maps["out"][0])))
+
+
+def _reuse(c: Collection) -> None:
+    """find_appropriate_src: a natively inserted entry keeps its source NAT mapping for
+    the next flow from its source (the reply's port: 4000, not the flow's own 1000)."""
+    a = [int.from_bytes(bytes([192, 0, 2, 1]), "little"), 0, 0, 0]
+    for dst, port in (("10.2.0.2", 4000), ("10.2.0.9", 0)):
+        c.maps["cfg"][0] = {"op": 1, "netns_id": -1, "tuple_sz": 12, "opts_sz": 16,
+                            "l4proto": 17, "snat": 1, "snat_addr": a, "snat_port": port}
+        c.programs["xdp_ct"].test_run(udp_packet(b"", src_ip="10.1.0.3", dst_ip=dst,
+                                                 sport=1000, dport=2000))
+    assert c.maps["out"][0]["after"]["reply_dport"] == 4000
 
 
 def test_lookup_and_release_agree_and_stay_native() -> None:
@@ -115,6 +137,8 @@ def test_lookup_and_release_agree_and_stay_native() -> None:
                                  partial(_lookups, c, random.Random(rng_seed + 1), 200, rec))
             if engine == "jit":
                 assert calls == 0  # lookups, hits and misses, and releases: machine code
+            _lookups(c, random.Random(rng_seed + 2), 100, rec, nat=True)
+            _reuse(c)
             got[engine] = rec
             states[engine] = _state(table)
             left[engine] = sorted((c.slot, c.expires()) for c in table.list())
@@ -130,24 +154,32 @@ def test_lookup_and_release_agree_and_stay_native() -> None:
 
 
 def test_tracking_agrees_with_python_paths_mixed_in() -> None:
-    """xdp_ct_track over new flows (alloc and insert: Python; set_timeout native) and
-    known ones (native),
-    an expired entry (the gc: Python) included: the same stats and table."""
+    """xdp_ct_track over new flows (alloc, set_timeout, insert) and known ones (lookup,
+    release): no Python on the JIT; then with an expired entry (the gc: Python) and a
+    full table (-ENOMEM) mixed in, the same stats and table on both engines."""
     got = {}
     for engine in ("interp", "jit"):
         env = TestRunEnv()
-        table = env.fib.conntrack
-        table.add(CtTuple.of("10.0.0.1", 80, "10.0.0.2", 80), timeout=0)  # expired
+        table = env.fib.conntrack = NfConntrack(max_entries=13)  # full in the second part
         rng = random.Random(5)
-        flows = [_flow(rng) for _ in range(10)] + [(False, "10.0.0.1", "10.0.0.2", 80, 80,
-                                                     "udp")]
+        flows = [_flow(rng) for _ in range(10)]
         with Collection.load(CT, UserspaceBackend(env=env, engine=engine)) as c:
             prog = c.programs["xdp_ct_track"]
-            for _ in range(120):
-                assert prog.test_run(_packet(rng.choice(flows))).retval == 2
-            got[engine] = ([c.maps["stats"][i] for i in range(5)], _state(table))
-            # bpf_ct_set_timeout(30 s) of each new entry (native), then inserted
+
+            def run(n: int, flows: list[Any] = flows, prog: Any = prog,
+                    rng: random.Random = rng) -> None:
+                for _ in range(n):
+                    assert prog.test_run(_packet(rng.choice(flows))).retval == 2
+            prog.test_run(_packet(flows[0]))  # builds the JIT's run state
+            calls = python_calls([nf_conntrack, nf_conntrack_bpf], partial(run, 100))
+            if engine == "jit":
+                assert calls == 0
+            # bpf_ct_set_timeout(30 s) of each new entry, then inserted
             assert all(29 * HZ < ct.expires() <= 30 * HZ for ct in table.list())
+            table.add(CtTuple.of("10.0.0.1", 80, "10.0.0.2", 80), timeout=0)  # expired
+            flows.extend(_flow(rng) for _ in range(10))
+            run(80)
+            got[engine] = ([c.maps["stats"][i] for i in range(5)], _state(table))
     assert got["jit"] == got["interp"]
-    new, orig, reply = got["jit"][0][:3]
-    assert 3 < new <= 11 and orig + reply > 100
+    new, orig, reply, _err, failed = got["jit"][0]
+    assert 5 < new and orig + reply > 100 and failed > 0

@@ -54,8 +54,8 @@ import numpy.typing as npt
 
 from pyxdp.errors import PyxdpError
 
-__all__ = ["CT_BASE", "CT_DESC", "CT_FLAGS", "CT_KEY", "CT_SLOT", "ConntrackError", "CtTuple",
-           "IpsStatus", "NfConn", "NfConntrack", "Zone", "HZ", "NF_CONN_LAYOUT"]
+__all__ = ["CT_BASE", "CT_DESC", "CT_FLAGS", "CT_KEY", "CT_SEQ", "CT_SLOT", "ConntrackError",
+           "CtTuple", "IpsStatus", "NfConn", "NfConntrack", "Zone", "HZ", "NF_CONN_LAYOUT"]
 
 HZ = 250  # CONFIG_HZ of the kernel modelled (as pyxdp.vm.helpers' bpf_jiffies64)
 AF_INET, AF_INET6 = 2, 10
@@ -104,6 +104,7 @@ CT_SLOT = 256  # bytes per entry in the table's buffer
 # 248): the entry's state bits, read by the kfuncs' native twins too.
 CT_FLAGS = 248
 CTF_ALLOCATED, CTF_IN_TABLE, CTF_BYSOURCE = 1, 2, 4
+CT_SEQ = 252  # u32: when the entry was allocated (the table's entries in that order)
 # The hash key of a tuple: its packed bytes but the last (``dst.dir``), 5 u64 words.
 CT_KEY = 39
 _HASH_MUL = 0x9E37_79B9_7F4A_7C15
@@ -112,7 +113,10 @@ _HASH_MUL = 0x9E37_79B9_7F4A_7C15
 # slots, the bucket mask, the hashed entries, the earliest expiry among them (a lower
 # bound: a lookup at or past it runs the gc first) and 1 when the clock is jiffies64.
 CT_DESC = {name: i for i, name in enumerate(
-    ("buf", "base", "nslots", "buckets", "mask", "next", "live", "earliest", "clock"))}
+    ("buf", "base", "nslots", "buckets", "mask", "next", "live", "earliest", "clock",
+     # allocation: entries allocated, the free slots' stack (host address, depth; last
+     # freed first), the slots never used from next_slot on, the next allocation's seq
+     "count", "free", "nfree", "next_slot", "seq"))}
 # Fake addresses of the tables' buffers: table k at CT_BASE + (k << 32).
 CT_BASE = 0x0000_6000_0000_0000
 _TUPLE = struct.Struct("<16s2sH16s2sBB")  # src.u3, src.u (be), l3num, dst.u3, dst.u, protonum, dir
@@ -355,10 +359,7 @@ class NfConntrack:
         self.clock = clock
         self.base = CT_BASE + (next(_table_numbers) << 32)
         self._buf: bytearray | None = None
-        # builtins.list: the class's own list() would shadow it in annotations
-        self._free: builtins.list[int] = []
-        self._next_slot = 0
-        self.conns: dict[int, NfConn] = {}  # slot -> entry, allocated ones included
+        self._objs: dict[int, NfConn] = {}  # the Python views of slots, made on demand
         # nf_conntrack_hash: bucket -> first node + 1 (node 2 * slot + direction), and
         # per node the next one + 1, in insertion order; with ``desc`` (CT_DESC), made
         # with the buffer, the memory the kfuncs' native twins read and write too.
@@ -378,6 +379,7 @@ class NfConntrack:
         nb = 1 << max(self.max_entries - 1, 15).bit_length()
         self._buckets = np.zeros(nb, np.uint32)
         self._next = np.zeros(2 * self.max_entries, np.uint32)
+        self._free = np.zeros(self.max_entries, np.uint32)
         # the view pins the bytearray (it never resizes) and gives its address
         self._view = np.frombuffer(buf, np.uint8)
         d = self.desc
@@ -387,6 +389,7 @@ class NfConntrack:
         d[CT_DESC["buckets"]] = self._buckets.ctypes.data
         d[CT_DESC["mask"]] = nb - 1
         d[CT_DESC["next"]] = self._next.ctypes.data
+        d[CT_DESC["free"]] = self._free.ctypes.data
         self._buf = buf
         return buf
 
@@ -399,6 +402,33 @@ class NfConntrack:
     def clock(self, clock: Callable[[], int]) -> None:
         self._clock = clock
         self.desc[CT_DESC["clock"]] = int(clock is jiffies64)
+
+    def conn_at(self, slot: int) -> NfConn | None:
+        """The entry in ``slot`` (None: the slot is free)."""
+        if self._buf is None or not 0 <= slot < self.max_entries or \
+                not self._buf[slot * CT_SLOT + CT_FLAGS] & CTF_ALLOCATED:
+            return None
+        ct = self._objs.get(slot)
+        if ct is None:
+            ct = self._objs[slot] = NfConn(self, slot)
+        return ct
+
+    @property
+    def conns(self) -> dict[int, NfConn]:
+        """Slot -> entry, every allocated one (tracked or not), oldest allocation first."""
+        if self._buf is None:
+            return {}
+        flags = self._view[CT_FLAGS::CT_SLOT]
+        slots = np.flatnonzero(flags & CTF_ALLOCATED)
+        seq = self._view.view(np.uint32)[CT_SEQ // 4::CT_SLOT // 4][slots]
+        # the u32 seq wraps: order by distance back from the next one
+        age = (np.uint32(self.desc[CT_DESC["seq"]] & M32) - seq).astype(np.uint32)
+        out = {}
+        for slot in slots[np.argsort(-age.astype(np.int64), kind="stable")].tolist():
+            ct = self.conn_at(slot)
+            assert ct is not None
+            out[slot] = ct
+        return out
 
     def native_desc(self) -> int:
         """The host address of ``desc`` for native code (the buffer made first)."""
@@ -466,33 +496,40 @@ class NfConntrack:
         """``nf_conntrack_alloc``: a new unconfirmed entry (-ENOMEM past max_entries;
         Linux would first try ``early_drop``)."""
         self._expire()
-        if len(self.conns) >= self.max_entries:
+        d = self.desc
+        if int(d[CT_DESC["count"]]) >= self.max_entries:
             raise ConntrackError(errno.ENOMEM, f"table full ({self.max_entries} entries)")
-        if self._free:
-            slot = self._free.pop()
+        if d[CT_DESC["nfree"]]:
+            d[CT_DESC["nfree"]] -= 1
+            slot = int(self._free[int(d[CT_DESC["nfree"]])])
         else:
-            slot = self._next_slot
-            self._next_slot += 1
+            slot = int(d[CT_DESC["next_slot"]])
+            d[CT_DESC["next_slot"]] += 1
         off = slot * CT_SLOT
         self.buf[off:off + CT_SLOT] = bytes(CT_SLOT)
-        ct = NfConn(self, slot)
-        ct.allocated = True
+        self.buf[off + CT_FLAGS] = CTF_ALLOCATED
+        _U32.pack_into(self.buf, off + CT_SEQ, int(d[CT_DESC["seq"]]) & M32)
+        d[CT_DESC["seq"]] = (int(d[CT_DESC["seq"]]) + 1) & M32
+        d[CT_DESC["count"]] += 1
+        ct = self.conn_at(slot)
+        assert ct is not None
         ct.set_tuple(IP_CT_DIR_ORIGINAL, orig)
         ct.set_tuple(IP_CT_DIR_REPLY, reply)
         ct.zone = zone
         ct.timeout = min(timeout, INT_MAX)
-        self.conns[slot] = ct
         return ct
 
     def free(self, ct: NfConn) -> None:
         """``nf_conntrack_free`` / the last ``nf_ct_put``: the entry and its slot go."""
-        if self.conns.get(ct.slot) is not ct:
+        if self.conn_at(ct.slot) is not ct:
             return
         if ct.in_table:
             self._unhash(ct)
-        del self.conns[ct.slot]
-        self._free.append(ct.slot)
         ct.in_table = ct.bysource = ct.allocated = False
+        d = self.desc
+        self._free[int(d[CT_DESC["nfree"]])] = ct.slot
+        d[CT_DESC["nfree"]] += 1
+        d[CT_DESC["count"]] -= 1
 
     def _unhash(self, ct: NfConn) -> None:
         """The entry's nodes leave their chains (the others keep their order)."""
@@ -540,7 +577,8 @@ class NfConntrack:
         for node in self._chain(key):
             if self._key_at(node) != key:
                 continue
-            ct, d = self.conns[node >> 1], node & 1
+            ct, d = self.conn_at(node >> 1), node & 1
+            assert ct is not None
             cz = ct.zone.id_for(d)
             if cz == zone.id_for(d) and (bucket_zone is None or cz == bucket_zone):
                 yield ct, d
