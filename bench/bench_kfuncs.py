@@ -17,7 +17,10 @@
 * ``ct_new``: the same program on ``--batch`` new UDP flows, a fresh table per batch
   (its memory made and touched before the clock starts): per packet a lookup that
   misses, ``bpf_xdp_ct_alloc``, ``bpf_ct_set_timeout``, ``bpf_ct_insert_entry``,
-  ``bpf_ct_release``.
+  ``bpf_ct_release``;
+* ``xfrm``: ``samples/xfrm.o`` on ESP frames to 4 destinations of the namespace's 16
+  IPsec states (``bpf_xdp_get_xfrm_state`` finds one, its fields read,
+  ``bpf_xdp_xfrm_state_release``).
 
 Each figure is the best of ``--runs`` batches (time per packet including the call), with
 the number of Python function calls one batch made (0 but a few per batch: no Python per
@@ -112,6 +115,20 @@ def main() -> None:
         print(f"ct_track        {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
         print(f"ct_new          {_new_flows(c.programs['xdp_ct_track'].handle, a):10.0f} "
               "ns/packet")
+    fib = Fib()
+    for k in range(16):
+        fib.xfrm.add(f"10.5.0.{k}", f"10.6.0.{k % 4}", 0x100 + k // 4, 50, reqid=k)
+    esp = np.zeros((a.batch, 4096), np.uint8)
+    for i in range(a.batch):
+        p = udp_packet(b"", src_ip="10.5.0.1", dst_ip=f"10.6.0.{i % 4}")
+        p = p[:23] + b"\x32" + p[24:34] + (0x100 + i % 4).to_bytes(4, "big") + bytes(12)
+        esp[i, 256:256 + len(p)] = np.frombuffer(p, np.uint8)
+    with Collection.load(SAMPLES / "xfrm.o", engine="jit") as c:
+        c.maps["cfg"][0] = {"netns_id": -1, "sz_sel": 0, "mark": 0, "error_init": 0,
+                            "proto": 0, "pad": 0, "family": 0}
+        ns, calls = _measure(c.programs["xdp_xfrm"].handle, esp, 256, len(p), a.runs, fib)
+        assert c.maps["out"][0]["found"] == 1
+        print(f"xfrm            {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
 
 def _new_flows(prog: Any, a: argparse.Namespace) -> float:
