@@ -183,3 +183,15 @@ def test_tracking_agrees_with_python_paths_mixed_in() -> None:
     assert got["jit"] == got["interp"]
     new, orig, reply, _err, failed = got["jit"][0]
     assert 5 < new and orig + reply > 100 and failed > 0
+
+
+def test_programs_with_table_twins_run_on_one_cpu_at_a_time() -> None:
+    """The twins change the namespace's tables without atomics: threaded NAPI runs such a
+    program under the host lock (ct.o's maps are arrays, which alone would let it run
+    on several CPUs at once); a program without them keeps running in parallel."""
+    from pyxdp.net.napi import _parallel_ok
+
+    with Collection.load(CT, engine="interp") as c:
+        assert not _parallel_ok(c.programs["xdp_ct_track"].handle)
+    with Collection.load(CT.parent / "xdp1.o", engine="interp") as c:
+        assert _parallel_ok(next(iter(c.programs.values())).handle)

@@ -798,20 +798,24 @@ def _status_fn(kind: str) -> Callable[[Natives], str]:
 ct_lookup = _entry(_lookup)
 ct_alloc = _entry(_alloc)
 register_kfunc("bpf_xdp_ct_lookup", ct_lookup,
-               HelperNative("ct_lookup", 5, _lookup_fn("ct_lookup"), ("translate",)))
+               HelperNative("ct_lookup", 5, _lookup_fn("ct_lookup"), ("translate",),
+                            serial=True))
 register_kfunc("bpf_xdp_ct_alloc", ct_alloc,
-               HelperNative("ct_alloc", 5, _alloc_fn("ct_alloc"), ("translate",)))
+               HelperNative("ct_alloc", 5, _alloc_fn("ct_alloc"), ("translate",),
+                            serial=True))
 register_kfunc("bpf_ct_insert_entry", ct_insert_entry,
-               HelperNative("ct_insert", 1, _insert_fn("ct_insert")))
+               HelperNative("ct_insert", 1, _insert_fn("ct_insert"), serial=True))
 register_kfunc("bpf_ct_release", ct_release,
-               HelperNative("ct_release", 1, _release_fn("ct_release")))
+               HelperNative("ct_release", 1, _release_fn("ct_release"), serial=True))
 register_kfunc("bpf_ct_set_timeout", ct_set_timeout,
-               HelperNative("ct_set_timeout", 2, _timeout_fn("ct_set_timeout", False)))
+               HelperNative("ct_set_timeout", 2, _timeout_fn("ct_set_timeout", False),
+                            serial=True))
 register_kfunc("bpf_ct_change_timeout", ct_change_timeout,
-               HelperNative("ct_change_timeout", 2, _timeout_fn("ct_change_timeout", True)))
+               HelperNative("ct_change_timeout", 2, _timeout_fn("ct_change_timeout", True),
+                            serial=True))
 for _name in ("bpf_ct_set_status", "bpf_ct_change_status"):
     _kind = _name.removeprefix("bpf_")
-    register_kfunc(_name, ct_change_status, HelperNative(_kind, 2, _status_fn(_kind)))
+    register_kfunc(_name, ct_change_status, HelperNative(_kind, 2, _status_fn(_kind), serial=True))
 
 # The kfuncs by name (bound as private helpers, like the RX metadata kfuncs).
 CT_KFUNCS: dict[str, Callable[..., int]] = {

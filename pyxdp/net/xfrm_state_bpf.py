@@ -236,9 +236,10 @@ def _release_fn(kind: str) -> Callable[[Natives], str]:
 
 
 register_kfunc("bpf_xdp_get_xfrm_state", xdp_get_xfrm_state,
-               HelperNative("xfrm_get", 3, _get_fn("xfrm_get"), ("translate",)))
+               HelperNative("xfrm_get", 3, _get_fn("xfrm_get"), ("translate",),
+                            serial=True))
 register_kfunc("bpf_xdp_xfrm_state_release", xdp_xfrm_state_release,
-               HelperNative("xfrm_release", 1, _release_fn("xfrm_release")))
+               HelperNative("xfrm_release", 1, _release_fn("xfrm_release"), serial=True))
 
 # The kfuncs by name (bound as private helpers, like the conntrack kfuncs).
 XFRM_KFUNCS: dict[str, Callable[..., int]] = {
