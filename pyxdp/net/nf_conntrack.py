@@ -29,6 +29,12 @@ lays out ``struct nf_conn`` on x86-64, so a program reads ``ct->status``,
 its CO-RE relocations resolve to. The buffer is mapped read-only into a run
 that gets an entry from a kfunc (pointer members read 0).
 
+The rest of the table's state lives in memory the JIT's native kfunc twins
+(:mod:`pyxdp.net.nf_conntrack_bpf`) use in place too: each slot's state bits
+and allocation number past the struct (:data:`CT_FLAGS`, :data:`CT_SEQ`), the
+hash as numpy buckets and chain links, the free slots' stack and the counters
+(:data:`CT_DESC`, ``NfConntrack.desc``); the Python objects are views.
+
 The table belongs to a namespace: :class:`pyxdp.net.fib.Fib` (the namespace a
 run sees, ``RunContext.fib``) has one as ``conntrack``; from Python,
 :meth:`NfConntrack.add`, :meth:`list`, :meth:`delete`, :meth:`flush` and
