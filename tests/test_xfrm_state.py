@@ -1,24 +1,29 @@
 """IPsec state lookups (pyxdp.net.xfrm_state, xfrm_state_bpf) on both engines: the states
 ``samples/xfrm.o`` finds and the fields it reads through CO-RE, the mark, family,
 protocol and SPI rules of ``__xfrm_state_lookup``, the newest state first, a peer
-namespace, reference counts back where they were after the release, and the table's
-own rules. (Linux on this machine has no xfrm type to hold a state:
-tests/kernel/test_xfrm_state_kernel.py compares the paths that find none.)"""
+namespace, reference counts back where they were after the release, the table's own
+rules, and the JIT's native twins against the interpreter. (Linux on this machine has
+no xfrm type to hold a state: tests/kernel/test_xfrm_state_kernel.py compares the paths
+that find none.)"""
 
 from __future__ import annotations
 
 import errno
 import ipaddress
+import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pyxdp.collection import Collection
+from pyxdp.net import xfrm_state, xfrm_state_bpf
 from pyxdp.net.packets import ether, ipv4, ipv6
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
 from pyxdp.net.xfrm_state import XfrmError, XfrmStateTable
+from pyxdp.testing.native import python_calls
 from pyxdp.userspace import UserspaceBackend
 
 XFRM = Path(__file__).resolve().parents[1] / "samples" / "xfrm.o"
@@ -106,3 +111,59 @@ def test_table_rules() -> None:
     with pytest.raises(XfrmError) as e:
         t.delete(x)
     assert e.value.errno == errno.ESRCH
+
+
+DSTS = ["10.0.0.2", "10.0.0.3", "fd00::2", "fd00::3"]
+SRCS = {4: ["10.0.0.1", "10.0.0.9"], 6: ["fd00::1", "fd00::9"]}
+SPIS = [0, 0x100, 0x101]
+
+
+def _fill(t: XfrmStateTable, rng: random.Random) -> None:
+    for _ in range(14):
+        dst = rng.choice(DSTS)
+        try:
+            t.add(rng.choice(SRCS[6 if ":" in dst else 4]), dst, rng.choice(SPIS),
+                  rng.choice([ESP_PROTO, ESP_PROTO, 51]), reqid=rng.randrange(50),
+                  mark=(rng.randrange(4), rng.choice([0, 1, 3])), mode=rng.randrange(2))
+        except XfrmError:
+            pass  # that state exists
+
+
+def _runs(c: Collection, rng: random.Random, n: int, rec: list[Any], peers: bool) -> None:
+    for _ in range(n):
+        c.maps["cfg"][0] = {**CFG, "mark": rng.randrange(8),
+                            "sz_sel": rng.choice([0] * 12 + [1, 2, 3]),
+                            "netns_id": rng.choice([-1] * 12 + [-2] + ([4, 5] if peers else [])),
+                            "proto": rng.choice([0, 0, 0, 51]),
+                            "family": rng.choice([0, 0, 0, 2, 10])}
+        r = c.programs["xdp_xfrm"].test_run(_pkt(rng.choice(DSTS), rng.choice(SPIS)))
+        assert r.fault is None, r.fault
+        rec.append((r.retval, c.maps["out"][0]))
+
+
+@pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
+def test_native_twins_agree_and_stay_native() -> None:
+    """The kfuncs' native twins: a JIT run calls no Python of xfrm_state{,_bpf} per
+    packet, and gives the interpreter's returns, opts writes, fields read and reference
+    counts over randomized lookups (a peer namespace's, Python, mixed in)."""
+    got = {}
+    for engine in ("interp", "jit"):
+        env = TestRunEnv()
+        t = env.fib.xfrm
+        _fill(t, random.Random(3))
+        peer = t.peers[4] = XfrmStateTable()
+        _fill(peer, random.Random(4))
+        with Collection.load(XFRM, UserspaceBackend(env=env, engine=engine)) as c:
+            rec: list[Any] = []
+            _runs(c, random.Random(1), 2, rec, False)  # builds the JIT's run state
+            calls = python_calls([xfrm_state, xfrm_state_bpf],
+                                 partial(_runs, c, random.Random(2), 150, rec, False))
+            if engine == "jit":
+                assert calls == 0  # lookups found or not, releases: machine code
+            _runs(c, random.Random(5), 60, rec, True)
+            t.delete(t.list()[1])
+            _runs(c, random.Random(6), 60, rec, True)
+            got[engine] = (rec, [(x.slot, x.refcnt) for x in (*t.list(), *peer.list())])
+    assert got["jit"] == got["interp"]
+    outcomes = {(r, o["error"]) for r, o in got["jit"][0]}
+    assert len(outcomes) >= 4 and sum(o["found"] for _r, o in got["jit"][0]) > 20

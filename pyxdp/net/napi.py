@@ -95,6 +95,7 @@ from pyxdp.net.xdp_mem import (
     xdp_return_frames_rx_napi,
 )
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
+from pyxdp.vm.jit.natives import serial_kfuncs
 
 if TYPE_CHECKING:
     from pyxdp.net.netdev_types import DpDevice as NetDevice
@@ -726,12 +727,13 @@ _PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYP
 def _parallel_ok(prog: XdpProg) -> bool:
     """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
     lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel), it makes no tail calls (their targets' run state is shared) and
-    allocates no objects (the arena's free lists are not atomic)."""
+    the kernel), it makes no tail calls (their targets' run state is shared),
+    allocates no objects (the arena's free lists are not atomic) and calls no kfunc
+    whose native twin changes a namespace table (conntrack, xfrm: not atomic either)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
         ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \
-            not prog.shared_regions
+            not prog.shared_regions and not serial_kfuncs(prog.helpers)
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
 

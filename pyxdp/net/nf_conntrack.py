@@ -29,6 +29,12 @@ lays out ``struct nf_conn`` on x86-64, so a program reads ``ct->status``,
 its CO-RE relocations resolve to. The buffer is mapped read-only into a run
 that gets an entry from a kfunc (pointer members read 0).
 
+The rest of the table's state lives in memory the JIT's native kfunc twins
+(:mod:`pyxdp.net.nf_conntrack_bpf`) use in place too: each slot's state bits
+and allocation number past the struct (:data:`CT_FLAGS`, :data:`CT_SEQ`), the
+hash as numpy buckets and chain links, the free slots' stack and the counters
+(:data:`CT_DESC`, ``NfConntrack.desc``); the Python objects are views.
+
 The table belongs to a namespace: :class:`pyxdp.net.fib.Fib` (the namespace a
 run sees, ``RunContext.fib``) has one as ``conntrack``; from Python,
 :meth:`NfConntrack.add`, :meth:`list`, :meth:`delete`, :meth:`flush` and
@@ -49,10 +55,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import IntFlag
 
+import numpy as np
+import numpy.typing as npt
+
 from pyxdp.errors import PyxdpError
 
-__all__ = ["CT_BASE", "CT_SLOT", "ConntrackError", "CtTuple", "IpsStatus", "NfConn",
-           "NfConntrack", "Zone", "HZ", "NF_CONN_LAYOUT"]
+__all__ = ["CT_BASE", "CT_DESC", "CT_FLAGS", "CT_KEY", "CT_SEQ", "CT_SLOT", "ConntrackError",
+           "CtTuple", "IpsStatus", "NfConn", "NfConntrack", "Zone", "HZ", "NF_CONN_LAYOUT"]
 
 HZ = 250  # CONFIG_HZ of the kernel modelled (as pyxdp.vm.helpers' bpf_jiffies64)
 AF_INET, AF_INET6 = 2, 10
@@ -97,6 +106,23 @@ NF_CONN_LAYOUT = {"use": 0, "timeout": 8, "zone": 12, "tuplehash": 16, "tuplehas
                   "tuple": 16, "status": 128, "mark": 168, "secmark": 172, "proto": 184,
                   "size": 248}
 CT_SLOT = 256  # bytes per entry in the table's buffer
+# pyxdp's own byte past struct nf_conn in each slot (no program reads it: BTF ends at
+# 248): the entry's state bits, read by the kfuncs' native twins too.
+CT_FLAGS = 248
+CTF_ALLOCATED, CTF_IN_TABLE, CTF_BYSOURCE = 1, 2, 4
+CT_SEQ = 252  # u32: when the entry was allocated (the table's entries in that order)
+# The hash key of a tuple: its packed bytes but the last (``dst.dir``), 5 u64 words.
+CT_KEY = 39
+_HASH_MUL = 0x9E37_79B9_7F4A_7C15
+# The words a table describes itself with to native code (``NfConntrack.desc``): the
+# host addresses of the entries, the buckets and the chain links, the fake base, the
+# slots, the bucket mask, the hashed entries, the earliest expiry among them (a lower
+# bound: a lookup at or past it runs the gc first) and 1 when the clock is jiffies64.
+CT_DESC = {name: i for i, name in enumerate(
+    ("buf", "base", "nslots", "buckets", "mask", "next", "live", "earliest", "clock",
+     # allocation: entries allocated, the free slots' stack (host address, depth; last
+     # freed first), the slots never used from next_slot on, the next allocation's seq
+     "count", "free", "nfree", "next_slot", "seq"))}
 # Fake addresses of the tables' buffers: table k at CT_BASE + (k << 32).
 CT_BASE = 0x0000_6000_0000_0000
 _TUPLE = struct.Struct("<16s2sH16s2sBB")  # src.u3, src.u (be), l3num, dst.u3, dst.u, protonum, dir
@@ -214,14 +240,40 @@ class _Field:
         self.fmt.pack_into(conn.table.buf, conn._off(self.name), v & self.mask)
 
 
+class _Timeout(_Field):
+    """``ct->timeout``; a hashed entry's new expiry may be the table's earliest."""
+
+    def __set__(self, conn: NfConn, v: int) -> None:
+        super().__set__(conn, v)
+        if conn.in_table:
+            conn.table._note_expiry(v & M32)
+
+
+class _Flag:
+    """A state bit of the entry, in its slot's flags byte (:data:`CT_FLAGS`)."""
+
+    def __init__(self, bit: int, doc: str) -> None:
+        self.bit, self.__doc__ = bit, doc
+
+    def __get__(self, conn: NfConn, owner: type | None = None) -> bool:
+        return bool(conn.table.buf[conn.slot * CT_SLOT + CT_FLAGS] & self.bit)
+
+    def __set__(self, conn: NfConn, on: bool) -> None:
+        at = conn.slot * CT_SLOT + CT_FLAGS
+        buf = conn.table.buf
+        buf[at] = buf[at] | self.bit if on else buf[at] & ~self.bit
+
+
 class NfConn:
     """One entry (``struct nf_conn``): a view of its slot in the table's buffer."""
 
     def __init__(self, table: NfConntrack, slot: int) -> None:
         self.table = table
         self.slot = slot
-        self.in_table = False  # confirmed and hashed (nf_conntrack_hash_check_insert)
-        self.bysource = False  # in nf_nat_bysource (SRC NAT set up)
+
+    allocated = _Flag(CTF_ALLOCATED, "The slot holds an entry (nf_conntrack_alloc'd).")
+    in_table = _Flag(CTF_IN_TABLE, "Confirmed and hashed (nf_conntrack_hash_check_insert).")
+    bysource = _Flag(CTF_BYSOURCE, "In nf_nat_bysource (SRC NAT set up).")
 
     @property
     def addr(self) -> int:
@@ -233,7 +285,7 @@ class NfConn:
 
     use = _Field("use", _U32, "``ct_general.use``: the table's reference (once inserted) "
                  "and programs'.")
-    timeout = _Field("timeout", _U32, "``ct->timeout``: jiffies left before "
+    timeout = _Timeout("timeout", _U32, "``ct->timeout``: jiffies left before "
                      "confirmation, the u32 expiry after.")
     mark = _Field("mark", _U32, "``ct->mark``.")
     status = _Field("status", _U64, "``ct->status``: the ``IPS_*`` bits.")
@@ -309,24 +361,133 @@ class NfConntrack:
             raise ConntrackError(errno.EINVAL, f"max_entries {max_entries} is not in "
                                                f"[1, {1 << 24}]")
         self.max_entries = max_entries
+        self.desc: npt.NDArray[np.uint64] = np.zeros(len(CT_DESC), np.uint64)
         self.clock = clock
         self.base = CT_BASE + (next(_table_numbers) << 32)
         self._buf: bytearray | None = None
-        # builtins.list: the class's own list() would shadow it in annotations
-        self._free: builtins.list[int] = []
-        self._next_slot = 0
-        self.conns: dict[int, NfConn] = {}  # slot -> entry, allocated ones included
-        # tuple -> entries with that tuple in some direction (nf_conntrack_hash).
-        self._hash: dict[CtTuple, builtins.list[tuple[NfConn, int]]] = {}
+        self._objs: dict[int, NfConn] = {}  # the Python views of slots, made on demand
+        # nf_conntrack_hash: bucket -> first node + 1 (node 2 * slot + direction), and
+        # per node the next one + 1, in insertion order; with ``desc`` (CT_DESC), made
+        # with the buffer, the memory the kfuncs' native twins read and write too.
+        self._buckets: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._next: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self.peers: dict[int, NfConntrack] = {}
         TABLES[self.base] = self
 
     @property
     def buf(self) -> bytearray:
         """The entries' memory (allocated on first use; untouched pages cost nothing)."""
+        return self._buf if self._buf is not None else self._make()
+
+    def _make(self) -> bytearray:
+        """The entries' buffer, the hash's arrays and ``desc``'s words for them."""
+        buf = bytearray(self.max_entries * CT_SLOT)
+        nb = 1 << max(self.max_entries - 1, 15).bit_length()
+        self._buckets = np.zeros(nb, np.uint32)
+        self._next = np.zeros(2 * self.max_entries, np.uint32)
+        self._free = np.zeros(self.max_entries, np.uint32)
+        # the view pins the bytearray (it never resizes) and gives its address
+        self._view = np.frombuffer(buf, np.uint8)
+        d = self.desc
+        d[CT_DESC["buf"]] = self._view.ctypes.data
+        d[CT_DESC["base"]] = self.base
+        d[CT_DESC["nslots"]] = self.max_entries
+        d[CT_DESC["buckets"]] = self._buckets.ctypes.data
+        d[CT_DESC["mask"]] = nb - 1
+        d[CT_DESC["next"]] = self._next.ctypes.data
+        d[CT_DESC["free"]] = self._free.ctypes.data
+        self._buf = buf
+        return buf
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The jiffies clock (the twins read it themselves only when it is ``jiffies64``)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
+        self.desc[CT_DESC["clock"]] = int(clock is jiffies64)
+
+    def conn_at(self, slot: int) -> NfConn | None:
+        """The entry in ``slot`` (None: the slot is free)."""
+        if self._buf is None or not 0 <= slot < self.max_entries or \
+                not self._buf[slot * CT_SLOT + CT_FLAGS] & CTF_ALLOCATED:
+            return None
+        ct = self._objs.get(slot)
+        if ct is None:
+            ct = self._objs[slot] = NfConn(self, slot)
+        return ct
+
+    @property
+    def conns(self) -> dict[int, NfConn]:
+        """Slot -> entry, every allocated one (tracked or not), oldest allocation first."""
         if self._buf is None:
-            self._buf = bytearray(self.max_entries * CT_SLOT)
-        return self._buf
+            return {}
+        flags = self._view[CT_FLAGS::CT_SLOT]
+        slots = np.flatnonzero(flags & CTF_ALLOCATED)
+        seq = self._view.view(np.uint32)[CT_SEQ // 4::CT_SLOT // 4][slots]
+        # the u32 seq wraps: order by distance back from the next one
+        age = (np.uint32(self.desc[CT_DESC["seq"]] & M32) - seq).astype(np.uint32)
+        out = {}
+        for slot in slots[np.argsort(-age.astype(np.int64), kind="stable")].tolist():
+            ct = self.conn_at(slot)
+            assert ct is not None
+            out[slot] = ct
+        return out
+
+    def native_desc(self) -> int:
+        """The host address of ``desc`` for native code (the buffer made first)."""
+        if self._buf is None:
+            self._make()
+        return int(self.desc.ctypes.data)
+
+    # -- the hash (nf_conntrack_hash) ---------------------------------------------------
+    def _bucket(self, key: bytes) -> int:
+        """The bucket of a tuple's key (:data:`CT_KEY` bytes), as the twins hash it."""
+        h = 0
+        for i in range(0, 40, 8):
+            h = ((h ^ int.from_bytes(key[i:i + 8], "little")) * _HASH_MUL) & ((1 << 64) - 1)
+        h ^= h >> 32
+        return h & (len(self._buckets) - 1)
+
+    def _key_at(self, node: int) -> bytes:
+        off = (node >> 1) * CT_SLOT + NF_CONN_LAYOUT["tuplehash"] + \
+            (node & 1) * NF_CONN_LAYOUT["tuplehash_size"] + NF_CONN_LAYOUT["tuple"]
+        return bytes(self.buf[off:off + CT_KEY])
+
+    def _chain(self, key: bytes) -> Iterator[int]:
+        """The nodes of ``key``'s bucket, oldest first."""
+        if self._buf is None:
+            return
+        node = int(self._buckets[self._bucket(key)])
+        while node:
+            yield node - 1
+            node = int(self._next[node - 1])
+
+    def _hash_in(self, ct: NfConn) -> None:
+        for d in (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY):
+            n = 2 * ct.slot + d
+            b = self._bucket(self._key_at(n))
+            self._next[n] = 0
+            last = -1
+            node = int(self._buckets[b])
+            while node:
+                last, node = node - 1, int(self._next[node - 1])
+            if last < 0:
+                self._buckets[b] = n + 1
+            else:
+                self._next[last] = n + 1
+        ct.in_table = True
+        self.desc[CT_DESC["live"]] += 1
+        self._note_expiry(ct.timeout)
+
+    def _note_expiry(self, timeout: int) -> None:
+        """A hashed entry expires at ``timeout``: keep ``earliest`` at or below it."""
+        d = self.desc
+        e = int(d[CT_DESC["earliest"]])
+        if int(d[CT_DESC["live"]]) <= 1 or _s32(timeout - e) < 0:
+            d[CT_DESC["earliest"]] = timeout & M32
 
     def stamp(self) -> int:
         """``nfct_time_stamp``: jiffies as u32."""
@@ -341,41 +502,59 @@ class NfConntrack:
         """``nf_conntrack_alloc``: a new unconfirmed entry (-ENOMEM past max_entries;
         Linux would first try ``early_drop``)."""
         self._expire()
-        if len(self.conns) >= self.max_entries:
+        d = self.desc
+        if int(d[CT_DESC["count"]]) >= self.max_entries:
             raise ConntrackError(errno.ENOMEM, f"table full ({self.max_entries} entries)")
-        if self._free:
-            slot = self._free.pop()
+        if d[CT_DESC["nfree"]]:
+            d[CT_DESC["nfree"]] -= 1
+            slot = int(self._free[int(d[CT_DESC["nfree"]])])
         else:
-            slot = self._next_slot
-            self._next_slot += 1
+            slot = int(d[CT_DESC["next_slot"]])
+            d[CT_DESC["next_slot"]] += 1
         off = slot * CT_SLOT
         self.buf[off:off + CT_SLOT] = bytes(CT_SLOT)
-        ct = NfConn(self, slot)
+        self.buf[off + CT_FLAGS] = CTF_ALLOCATED
+        _U32.pack_into(self.buf, off + CT_SEQ, int(d[CT_DESC["seq"]]) & M32)
+        d[CT_DESC["seq"]] = (int(d[CT_DESC["seq"]]) + 1) & M32
+        d[CT_DESC["count"]] += 1
+        ct = self.conn_at(slot)
+        assert ct is not None
         ct.set_tuple(IP_CT_DIR_ORIGINAL, orig)
         ct.set_tuple(IP_CT_DIR_REPLY, reply)
         ct.zone = zone
         ct.timeout = min(timeout, INT_MAX)
-        self.conns[slot] = ct
         return ct
 
     def free(self, ct: NfConn) -> None:
         """``nf_conntrack_free`` / the last ``nf_ct_put``: the entry and its slot go."""
-        if self.conns.get(ct.slot) is not ct:
+        if self.conn_at(ct.slot) is not ct:
             return
         if ct.in_table:
             self._unhash(ct)
-        del self.conns[ct.slot]
-        self._free.append(ct.slot)
-        ct.in_table = ct.bysource = False
+        ct.in_table = ct.bysource = ct.allocated = False
+        d = self.desc
+        self._free[int(d[CT_DESC["nfree"]])] = ct.slot
+        d[CT_DESC["nfree"]] += 1
+        d[CT_DESC["count"]] -= 1
 
     def _unhash(self, ct: NfConn) -> None:
+        """The entry's nodes leave their chains (the others keep their order)."""
         for d in (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY):
-            t = ct.tuple(d)
-            chain = [e for e in self._hash.get(t, []) if e[0] is not ct]
-            if chain:
-                self._hash[t] = chain
+            n = 2 * ct.slot + d
+            b = self._bucket(self._key_at(n))
+            prev = -1
+            node = int(self._buckets[b])
+            while node and node - 1 != n:
+                prev, node = node - 1, int(self._next[node - 1])
+            if not node:
+                continue
+            if prev < 0:
+                self._buckets[b] = self._next[n]
             else:
-                self._hash.pop(t, None)
+                self._next[prev] = self._next[n]
+            self._next[n] = 0
+        ct.in_table = False
+        self.desc[CT_DESC["live"]] -= 1
 
     def _expired(self, ct: NfConn) -> bool:
         return _s32(ct.timeout - self.stamp()) <= 0
@@ -383,21 +562,29 @@ class NfConntrack:
     def _expire(self) -> None:
         """The gc worker, at once: expired entries leave the table (and go when unused)."""
         stamp = self.stamp()
+        earliest = None
         for ct in [c for c in self.conns.values() if c.in_table]:
             if _s32(ct.timeout - stamp) <= 0:
                 self._unhash(ct)
-                ct.in_table = False
                 ct.status |= IpsStatus.DYING
                 ct.use = max(ct.use - 1, 0)
                 if ct.use == 0:
                     self.free(ct)
+            elif earliest is None or _s32(ct.timeout - earliest) < 0:
+                earliest = ct.timeout
+        self.desc[CT_DESC["earliest"]] = earliest or 0
 
     def _matches(self, t: CtTuple, zone: Zone, bucket_zone: int | None
                  ) -> Iterator[tuple[NfConn, int]]:
         """Entries with tuple ``t`` in a direction d where ``nf_ct_key_equal`` holds
         (the zone ids of d equal) and, when given, whose hash bucket used zone id
         ``bucket_zone``."""
-        for ct, d in self._hash.get(t, ()):
+        key = t.pack(0)[:CT_KEY]
+        for node in self._chain(key):
+            if self._key_at(node) != key:
+                continue
+            ct, d = self.conn_at(node >> 1), node & 1
+            assert ct is not None
             cz = ct.zone.id_for(d)
             if cz == zone.id_for(d) and (bucket_zone is None or cz == bucket_zone):
                 yield ct, d
@@ -415,9 +602,7 @@ class NfConntrack:
         for d in (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY):
             if next(self._matches(ct.tuple(d), zone, zone.id_for(d)), None) is not None:
                 raise ConntrackError(errno.EEXIST, f"{ct.tuple(d)} is already tracked")
-        for d in (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY):
-            self._hash.setdefault(ct.tuple(d), []).append((ct, d))
-        ct.in_table = True
+        self._hash_in(ct)
 
     def tuple_taken(self, t: CtTuple, ignored: NfConn) -> bool:
         """``nf_conntrack_tuple_taken``: another entry tracks ``t`` (same flow excepted)."""
@@ -593,7 +778,6 @@ class NfConntrack:
 
     def _kill(self, ct: NfConn) -> None:
         self._unhash(ct)
-        ct.in_table = False
         ct.status |= IpsStatus.DYING
         ct.use = max(ct.use - 1, 0)
         if ct.use == 0:

@@ -38,7 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -305,6 +305,25 @@ class _Sync(HelperHooks):
             c.tail_cnt = ctx.tail_call_cnt & M64
 
 
+# Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
+# attribute, the name of the region the Python kfuncs map).
+_NS_TABLES = (("ct", "ct", "conntrack", "nf_conntrack table"),
+              ("xfrm", "xfrm", "xfrm", "xfrm states"))
+
+
+@dataclass
+class _NsTable:
+    """A namespace table of the run as its kfuncs' twins see it (for the last run)."""
+
+    kind: str
+    field: str
+    attr: str
+    name: str
+    table: Any = None
+    desc: int = 0
+    region: Region | None = None
+
+
 class XdpJit(JitProgram):
     """An XDP program compiled for native helpers and the XDP batch entry.
 
@@ -360,6 +379,10 @@ class XdpJit(JitProgram):
                          _unchecked=_unchecked, _emit_run=False, _proven=proven,
                          exception_cb=exception_cb)
         self._sync = _Sync(self)
+        # The conntrack and xfrm kfuncs' twins: the run's namespace's tables (their words
+        # in the run context, their entries a region of the run as the kfuncs map them).
+        prefixes = {kind.split("_")[0] for _h, kind in kfunc_kinds(helpers)}
+        self._ns_tables = [_NsTable(*t) for t in _NS_TABLES if t[0] in prefixes]
         # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx): native code
         # writes the engine's image of it (the kfunc's twin, and pkt after every native
         # move of the edges). Where the kernel's layout is not the one the twin writes,
@@ -475,6 +498,16 @@ class XdpJit(JitProgram):
         else:
             c.xsk_table = c.xsk_ntable = 0
             self._xsk_table = None
+        for t in self._ns_tables:
+            table = getattr(ctx.fib, t.attr) if ctx.fib is not None else None
+            if table is not t.table:
+                t.table = table
+                t.desc = table.native_desc() if table is not None else 0
+                # as the kfuncs' Python path maps the table for the program
+                t.region = None if table is None else Region(t.name, table.base, table.buf,
+                                                              writable=False)
+                self._table_stale = True
+            setattr(c, t.field, t.desc)
         self.context = ctx
         self._pending = None
         if self._errors:
@@ -487,6 +520,7 @@ class XdpJit(JitProgram):
             self.kern_image.begin(ctx)  # rebuilt on first use if its devices changed
         if self._table_stale:
             kern = self.kern_image.regions if self.kern_image is not None else []
+            kern = [*kern, *(t.region for t in self._ns_tables if t.region is not None)]
             self._regions = [self._placeholder, *self.map_regions, *kern]
             self._load_regions(self._regions)
             self._table_stale = False
@@ -543,7 +577,7 @@ class XdpJit(JitProgram):
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.others = {}
         sync.index = -1
-        self._ctx.nflags = 0
+        self._ctx.nflags = self._ctx.ct = self._ctx.xfrm = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()
@@ -561,7 +595,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = (ctx.cpu if ctx is not None else 0) & M64
         c.ri_present = 0
-        c.xsk_table = c.xsk_ntable = 0
+        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = 0
         self._xsk_table = None
         self._hooks = None
         self._table_stale = True  # the next XDP run describes its own regions again

@@ -34,8 +34,11 @@ import struct
 import weakref
 from dataclasses import dataclass
 
-__all__ = ["XFRM_BASE", "XFRM_SLOT", "XFRM_STATE_LAYOUT", "XfrmError", "XfrmState",
-           "XfrmStateTable", "XFRM_TABLES"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["AF_INET", "MAX_STATES", "XFRM_BASE", "XFRM_DESC", "XFRM_LISTED", "XFRM_SLOT",
+           "XFRM_STATE_LAYOUT", "XfrmError", "XfrmState", "XfrmStateTable", "XFRM_TABLES"]
 
 AF_INET, AF_INET6 = 2, 10
 # Offsets in struct xfrm_state (Linux 6.18, x86-64; pahole/BTF of this kernel).
@@ -44,6 +47,12 @@ XFRM_STATE_LAYOUT = {"refcnt": 104, "id.daddr": 116, "id.spi": 132, "id.proto": 
                      "props.mode": 252, "props.family": 258, "props.saddr": 260,
                      "size": 816}
 XFRM_SLOT = 1024  # bytes per state in the table's buffer
+# pyxdp's own byte past struct xfrm_state in each slot: 1 while the state is listed.
+XFRM_LISTED = 816
+# The words a table describes itself with to native code (``XfrmStateTable.desc``): the
+# host addresses of the states and of the lookup order (slots, u32, newest first), the
+# fake base and the listed states' number.
+XFRM_DESC = {name: i for i, name in enumerate(("buf", "base", "order", "n"))}
 MAX_STATES = 4096
 # Fake addresses of the tables' buffers: table k at XFRM_BASE + (k << 32).
 XFRM_BASE = 0x0000_6400_0000_0000
@@ -137,8 +146,12 @@ class XfrmStateTable:
     def __init__(self) -> None:
         self.base = XFRM_BASE + (next(_table_numbers) << 32)
         self._buf: bytearray | None = None
-        # newest first (the hash chains' order); builtins.list: list() is a method here
-        self.states: builtins.list[XfrmState] = []
+        # the listed states' slots, newest first (the hash chains' order), and their
+        # Python views by slot; with desc (XFRM_DESC), made with the buffer, what the
+        # kfuncs' native twins read and write too
+        self._order: npt.NDArray[np.uint32] = np.zeros(MAX_STATES, np.uint32)
+        self._objs: dict[int, XfrmState] = {}
+        self.desc: npt.NDArray[np.uint64] = np.zeros(len(XFRM_DESC), np.uint64)
         self.peers: dict[int, XfrmStateTable] = {}
         XFRM_TABLES[self.base] = self
 
@@ -146,8 +159,27 @@ class XfrmStateTable:
     def buf(self) -> bytearray:
         """The states' memory (allocated on first use)."""
         if self._buf is None:
-            self._buf = bytearray(MAX_STATES * XFRM_SLOT)
+            buf = bytearray(MAX_STATES * XFRM_SLOT)
+            self._view = np.frombuffer(buf, np.uint8)  # pins it (it never resizes)
+            self.desc[XFRM_DESC["buf"]] = self._view.ctypes.data
+            self.desc[XFRM_DESC["base"]] = self.base
+            self.desc[XFRM_DESC["order"]] = self._order.ctypes.data
+            self._buf = buf
         return self._buf
+
+    @property
+    def states(self) -> builtins.list[XfrmState]:
+        """The listed states, newest first."""
+        n = int(self.desc[XFRM_DESC["n"]])
+        return [self._objs[s] for s in self._order[:n].tolist()]
+
+    def native_desc(self) -> int:
+        """The host address of ``desc`` for native code (the buffer made first)."""
+        self._listed(0)
+        return int(self.desc.ctypes.data)
+
+    def _listed(self, slot: int) -> bool:
+        return bool(self.buf[slot * XFRM_SLOT + XFRM_LISTED])
 
     def lookup(self, mark: int, daddr: bytes, spi: int, proto: int, family: int
                ) -> XfrmState | None:
@@ -167,22 +199,30 @@ class XfrmStateTable:
         v, m = mark
         if self.lookup(v & m, daddr, spi, proto, family) is not None:
             raise XfrmError(errno.EEXIST, "the state exists")
-        used = {x.slot for x in self.states}
-        slot = next((i for i in range(MAX_STATES) if i not in used), None)
+        slot = next((i for i in range(MAX_STATES) if not self._listed(i)), None)
         if slot is None:
             raise XfrmError(errno.ENOBUFS, f"no room for another state (at most {MAX_STATES})")
         x = XfrmState(self, slot, family, daddr, spi, proto, saddr, v & 0xFFFF_FFFF,
                       m & 0xFFFF_FFFF, reqid, mode, if_id)
         x._write()
-        self.states.insert(0, x)
+        n = int(self.desc[XFRM_DESC["n"]])
+        self._order[1:n + 1] = self._order[:n].copy()
+        self._order[0] = slot
+        self.desc[XFRM_DESC["n"]] = n + 1
+        self.buf[slot * XFRM_SLOT + XFRM_LISTED] = 1
+        self._objs[slot] = x
         return x
 
     def delete(self, x: XfrmState) -> None:
         """``xfrm_state_delete``: lookups no longer find it (references held by a
         program stay valid until released)."""
-        if x not in self.states:
+        states = self.states
+        if x not in states:
             raise XfrmError(errno.ESRCH, "the state is not in this table")
-        self.states.remove(x)
+        i, n = states.index(x), len(states)
+        self._order[i:n - 1] = self._order[i + 1:n].copy()
+        self.desc[XFRM_DESC["n"]] = n - 1
+        self.buf[x.slot * XFRM_SLOT + XFRM_LISTED] = 0
         x.refcnt = max(x.refcnt - 1, 0)
 
     def flush(self) -> None:
@@ -195,6 +235,7 @@ class XfrmStateTable:
     def at(self, addr: int) -> XfrmState | None:
         """The listed state whose ``struct xfrm_state`` is at ``addr``."""
         off = addr - self.base
-        if off < 0 or off % XFRM_SLOT:
+        if off < 0 or off % XFRM_SLOT or off // XFRM_SLOT >= MAX_STATES or \
+                not self._listed(off // XFRM_SLOT):
             return None
-        return next((x for x in self.states if x.slot == off // XFRM_SLOT), None)
+        return self._objs[off // XFRM_SLOT]

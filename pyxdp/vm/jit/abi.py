@@ -60,7 +60,11 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               "kern",
               # per-run scratch memory native kfuncs own (u8 *, scratch_size bytes):
               # a multi-word bits iterator's copy, see pyxdp.vm.bpf_iter
-              "scratch", "scratch_size")
+              "scratch", "scratch_size",
+              # the run's conntrack table as its kfuncs' twins see it (u64 *: the
+              # table's CT_DESC words, pyxdp.net.nf_conntrack; 0: none, ask Python), its
+              # xfrm states' (XFRM_DESC words, pyxdp.net.xfrm_state)
+              "ct", "xfrm")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")

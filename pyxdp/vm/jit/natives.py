@@ -212,6 +212,10 @@ class HelperNative:
     # the budget and the run's status back (the callback may stop the run). A call
     # whose callback is not a known constant takes the Python helper.
     callback: int = 0
+    # The twin changes state runs on other CPUs share (a namespace's table) without
+    # atomics or locks: a program calling it must not run on several CPUs at once
+    # (its Python helper was serialized by the interpreter lock).
+    serial: bool = False
 
 
 _HELPERS: dict[int, HelperNative] = {}
@@ -264,6 +268,12 @@ def kfunc_kinds(helpers: Mapping[int, Any]) -> tuple[tuple[int, str], ...]:
         if reg is not None and getattr(h, "fn", None) is reg[0]:
             out.append((int(hid), reg[1].kind))
     return tuple(sorted(out))
+
+
+def serial_kfuncs(helpers: Mapping[int, Any]) -> bool:
+    """Whether a program's helper table binds a kfunc whose twin is ``serial``."""
+    return any(native.serial for _hid, kind in kfunc_kinds(helpers)
+               for _fn, native in _KFUNCS.values() if native.kind == kind)
 
 
 def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
