@@ -1857,3 +1857,18 @@ def test_generic_redirect_to_lo_is_received_by_lo_natively(
     assert native == run(False, "native")
     errs = native[3]["xdp_redirect_err"]  # type: ignore[index]
     assert [(k[1], v[0]) for k, v in errs] == [(-errno.EOPNOTSUPP, 500)]
+
+
+def test_lo_takes_a_generic_program_only() -> None:
+    """lo has no ndo_bpf: native attach is refused as dev_xdp_attach refuses it (checked
+    with ip link on Linux 6.18: "Underlying driver does not support XDP in native
+    mode"), generic attach works."""
+    with Host() as h:
+        coll = h.load(asm_spec({"t": ("xdp", int(BpfAttachType.BPF_XDP), "r0 = 2\nexit")}))
+        with pytest.raises(KernelError) as e:
+            h.lo.attach_xdp(coll.programs["t"], mode="native")
+        assert e.value.errno == errno.EOPNOTSUPP
+        assert "Underlying driver does not support XDP in native mode" in str(e.value)
+        assert h.lo.xdp_prog is None
+        h.lo.attach_xdp(coll.programs["t"], mode="generic")
+        assert h.lo.xdp_generic is not None

@@ -544,6 +544,11 @@ class Loopback(NetDevice):
         self.backlog: deque[SkbBatch] = deque()
         self._queued = 0
 
+    def _ndo_bpf_check(self, prog: XdpProg) -> None:
+        """``dev_xdp_attach``: no ``ndo_bpf``, so native mode is refused before the
+        driver is asked (generic mode works)."""
+        raise _fail(errno.EOPNOTSUPP, "Underlying driver does not support XDP in native mode")
+
     def xmit_skbs(self, batch: SkbBatch) -> None:
         """``loopback_xmit``: ``netif_rx`` on lo itself."""
         if not self.up:
