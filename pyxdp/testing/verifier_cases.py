@@ -5836,6 +5836,15 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
          "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")
       for k in ("push_front_impl", "push_back_impl", "pop_front", "pop_back", "front",
                 "back")),
+    # -- bpf_probe_read_kernel{,_str}: a destination of the size, any source
+    _c("probe_read_ok", "r1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\ncall 113\nr0 = 2\nexit", None),
+    _c("probe_read_str_ok", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 1\ncall 115\nr0 = 2\nexit",
+       None),
+    _c("probe_read_big", "r1 = r10\nr1 += -8\nr2 = 16\nr3 = 0\ncall 113\nr0 = 2\nexit",
+       "invalid write to stack R1 off=-8 size=16", err=errno.EINVAL),
+    _c("probe_read_pkt_dst", "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\nr1 = r2\n"
+       "r1 += 8\nif r1 > r3 goto out\nr1 = r2\nr2 = 8\nr3 = 0\ncall 115\nout:\n"
+       "r0 = 2\nexit", "helper access to the packet is not allowed"),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -170,17 +170,20 @@ PROTOS: dict[int, FuncProto] = {
     # no per-CPU kernel variables, __ksym)
     153: FuncProto((A.PERCPU_BTF_ID, A.ANYTHING), Ret.PERCPU_COPY),
     154: FuncProto((A.PERCPU_BTF_ID,), Ret.PERCPU_COPY),
+    # bpf_probe_read_kernel(dst, size, unsafe_ptr) and its _str (root: CAP_PERFMON)
+    113: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    115: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
     # pyxdp's extension (never Linux's): bpf_redirect_xsk(ctx, flags).
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
 }
 
 # Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
 # provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket casts, probe_read_*,
+# cgroup, socket casts, probe_read_user*,
 # storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
     15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
-    113, 114, 115, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
+    114, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
     157, 158, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
 
 # bpf_func_proto.pkt_access: the helpers XDP may give a packet pointer (map lookups,

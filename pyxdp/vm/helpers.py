@@ -259,6 +259,7 @@ def _strncmp(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> in
 
 
 from pyxdp.vm import bpf_timer as _bpf_timer  # noqa: E402,F401  (registers the timer helpers)
+from pyxdp.vm import bpf_trace as _bpf_trace  # noqa: E402,F401  (bpf_probe_read_kernel{,_str})
 from pyxdp.vm import helpers_more as _helpers_more  # noqa: E402,F401  (registers more)
 from pyxdp.vm import memalloc as _memalloc  # noqa: E402,F401  (registers bpf_kptr_xchg)
 from pyxdp.vm import memalloc_percpu as _percpu  # noqa: E402,F401  (bpf_{per,this}_cpu_ptr)
