@@ -608,6 +608,12 @@ def _key_equal(f: Text, a: str, b: str, size: int) -> str:
     return f.ins(f"xor i1 {acc}, true")
 
 
+def hash_probe(f: Text, m: MapInfo, key: str, tag: str) -> tuple[str, str, str]:
+    """:func:`probe_ir` of the key at host pointer ``key`` (its FNV-1a hash computed) over
+    a program's constant hash-indexed map (a hash map, a DEVMAP_HASH)."""
+    return _probe(f, m, key, _fnv(f, key, m.key_size), tag)
+
+
 def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, str]:
     """:func:`probe_ir` over a program's constant map (its descriptor's arrays)."""
     index, hashes, kd = (map_desc(f, m, n) for n in ("index", "hashes", "key_data"))

@@ -72,6 +72,7 @@ __all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit", "proven_accesses"]
 NATIVE_XDP_HELPERS: dict[int, str] = {
     hid: twin.kind for hid, twin in sorted(native_helpers().items())}
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
+                int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
                 int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0}
 
@@ -104,7 +105,7 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if kind != "other" and native is not None:
         for name, word in native.describe(m).items():
             desc[d[name]] = word
-    h2 = m if kind == "hash" else None
+    h2 = m if kind in ("hash", "devhash") else None  # a hash index: its sizes
     info = MapInfo(
         addr=m.addr, slot=slot, kind=kind, map_type=int(m.map_type), map_id=m.id,
         key_size=m.key_size, value_size=m.value_size, max_entries=m.max_entries,

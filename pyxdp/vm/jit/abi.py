@@ -128,9 +128,10 @@ class MapInfo:
     """A map a program names by constant, as native helpers need it.
 
     ``kind`` is ``array`` (ARRAY/PERCPU_ARRAY), ``hash`` (the four hash types),
-    ``entries`` (DEVMAP/CPUMAP: ``uint32[max_entries, 2]``) or ``other`` (Python
-    only). ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance
-    to the next CPU's; ``first_region`` the region table entry of CPU 0's values
+    ``entries`` (DEVMAP/CPUMAP/XSKMAP: ``uint32[max_entries, 2]``), ``devhash``
+    (DEVMAP_HASH: ``entries`` behind a hash index) or ``other`` (Python only).
+    ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance to the
+    next CPU's; ``first_region`` the region table entry of CPU 0's values
     (-1 when the run does not place them at a fixed entry). ``slot`` indexes the
     run context's map descriptor table (:data:`MAPDESC_FIELDS`).
     """

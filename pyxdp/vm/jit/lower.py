@@ -1144,13 +1144,13 @@ class FuncLowering:
             return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
-            if m.kind != "entries" or native is None or "redirect" not in native.functions:
+            if m.kind == "other" or native is None or "redirect" not in native.functions:
                 return None
             self.prog.used_maps[("redir", m.slot)] = m
             return f.ins(f"call i64 @{self.prog.tag}_redir{m.slot}(ptr %ctx, i64 {r[2]}, "
                          f"i64 {r[3]})"), f.cur
         native = map_native(m.map_type)
-        if native is None or m.kind not in ("array", "hash"):
+        if native is None or m.kind == "other":
             return None
         fns = native.functions
         if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:

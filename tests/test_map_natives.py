@@ -1,0 +1,155 @@
+"""Native twins of the map helpers on the JIT against the Python reference (the
+interpreter): bpf_map_lookup_elem on a DEVMAP and a DEVMAP_HASH, bpf_redirect_map into a
+DEVMAP_HASH - the same r0, values and redirect state over randomized maps and keys
+(hits, misses, deleted and replaced entries, bad flags, broadcasts), and no Python per
+packet on the JIT."""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pyxdp.maps.devmap as devmap
+from pyxdp.collection import Collection
+from pyxdp.errors import MapError
+from pyxdp.net import filter as net_filter
+from pyxdp.net.prog import jit_available
+from pyxdp.spec import MapSpec
+from pyxdp.testing.native import python_calls
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.vm import helpers as vm_helpers
+from pyxdp.vm.helpers import RunContext
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+PYTHON_REFERENCE = (devmap, vm_helpers._map_lookup_elem, net_filter._redirect_map)
+
+# The packet's first u32 is the key, the second bpf_redirect_map's flags.
+_KEYS = """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto short
+r6 = *(u32 *)(r2 +0)
+r7 = *(u32 *)(r2 +4)
+"""
+# bpf_map_lookup_elem: the value's ifindex, or 2 (XDP_PASS) when NULL.
+LOOKUP = _KEYS + """
+*(u32 *)(r10 -4) = r6
+r2 = r10
+r2 += -4
+r1 = map[fd:0]
+call 1
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+short:
+r0 = 2
+exit
+"""
+# bpf_redirect_map(&m, key, flags)
+REDIRECT = _KEYS + """
+r1 = map[fd:0]
+r2 = r6
+r3 = r7
+call 51
+exit
+short:
+r0 = 2
+exit
+"""
+FLAGS = (0, 1, 2, 3, 4, 8, 16, 24, 8 | 2, 16 | 1, 32, 1 << 31)
+
+
+def _frames(rows: list[tuple[int, int]]) -> np.ndarray:
+    frames = np.zeros((len(rows), 512), np.uint8)
+    for i, (key, flags) in enumerate(rows):
+        frames[i, 256:264] = np.frombuffer(struct.pack("<II", key, flags), np.uint8)
+    return frames
+
+
+def _fill(m: Any, rng: random.Random, keys: list[int], map_type: int) -> None:
+    """Random entries (new and replaced), then some deleted (tombstones in the index)."""
+    m.handle.ifindex_ok = lambda i: True
+    for k in rng.sample(keys, 10):
+        try:
+            m.update(k, rng.randrange(1, 1 << 20))
+        except MapError:  # E2BIG: past a DEVMAP's end, or a full DEVMAP_HASH
+            pass
+    present = [k for k in keys if m.get(k) is not None]
+    for k in rng.sample(present, len(present) // 3):
+        if map_type == DEVMAP_HASH or rng.random() < 0.5:
+            del m[k]
+        else:
+            m.update(k, 0)  # a DEVMAP slot cleared
+
+
+def _run(text: str, map_type: int, value_size: int, seed: int, engine: str
+         ) -> list[tuple[object, ...]]:
+    rng = random.Random(seed)
+    max_entries = 16
+    pool = (list(range(max_entries + 4)) if map_type == DEVMAP
+            else rng.sample(range(1 << 32), 40) + [0, 1, 0xFFFF_FFFF])
+    spec = asm_collection(text, [MapSpec("m", map_type, 4, value_size, max_entries)])
+    out: list[tuple[object, ...]] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        m = c.maps["m"]
+        prog = c.programs["t"].handle
+        for _round in range(3):
+            _fill(m, rng, pool, map_type)
+            rows = [(rng.choice(pool) if rng.random() < 0.9 else rng.randrange(1 << 32),
+                     rng.choice(FLAGS)) for _ in range(48)]
+            ctx = RunContext()
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=ctx)
+            out.append((r.action.tolist(), r.redirect_map_type.tolist(),
+                        r.redirect_index.tolist(), r.redirect_flags.tolist(),
+                        (r.redirect_map_id == m.handle.id).tolist(),
+                        sorted(m.items())))
+            # the redirect state one frame leaves (the target's value included)
+            for key, flags in rows[:6]:
+                ctx = RunContext()
+                r = prog.run_batch(_frames([(key, flags)]), 256, 64, ctx=ctx)
+                ri = ctx.ri
+                out.append((int(r.action[0]), None if ri is None else
+                            (ri.tgt_index, ri.tgt_value, ri.map_type, ri.flags,
+                             ri.map is m.handle, ri.map_id == m.handle.id)))
+    return out
+
+
+PROGRAMS = {"lookup": LOOKUP, "redirect": REDIRECT}
+
+
+@pytest.mark.parametrize(("what", "map_type", "value_size"), [
+    ("lookup", DEVMAP, 4), ("lookup", DEVMAP, 8), ("lookup", DEVMAP_HASH, 4),
+    ("lookup", DEVMAP_HASH, 8), ("redirect", DEVMAP_HASH, 4), ("redirect", DEVMAP_HASH, 8),
+    ("redirect", DEVMAP, 8)])
+def test_jit_twin_is_python(what: str, map_type: int, value_size: int) -> None:
+    text = PROGRAMS[what]
+    for seed in range(3):
+        assert _run(text, map_type, value_size, seed, "jit") == \
+            _run(text, map_type, value_size, seed, "interp")
+
+
+@pytest.mark.parametrize(("what", "map_type"), [
+    ("lookup", DEVMAP), ("lookup", DEVMAP_HASH), ("redirect", DEVMAP_HASH)])
+def test_no_python_per_packet_on_the_jit(what: str, map_type: int) -> None:
+    spec = asm_collection(PROGRAMS[what], [MapSpec("m", map_type, 4, 4, 8)])
+    for engine, want in (("jit", 0), ("interp", 64)):
+        with Collection(spec, "userspace", engine=engine) as c:
+            c.maps["m"].handle.ifindex_ok = lambda i: True
+            c.maps["m"].update(3, 7)
+            c.maps["m"].update(5, 9)
+            prog = c.programs["t"].handle
+            frames = _frames([(k % 8, k % 3) for k in range(64)])
+            prog.run_batch(frames.copy(), 256, 64, ctx=RunContext())  # compiled
+            calls = python_calls(PYTHON_REFERENCE, lambda p=prog, f=frames: p.run_batch(
+                f.copy(), 256, 64, ctx=RunContext()))
+            assert (calls == 0) if want == 0 else calls >= want
