@@ -769,6 +769,29 @@ def _update_fn(tag: str, m: MapInfo) -> str:
                   "i64 %flags) nounwind")
 
 
+def _delete_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.try_delete (``_remove_slot``): 0, -ENOENT, or SLOW (a free list that
+    cannot take the element: only a map changed meanwhile)."""
+    f = Text()
+    f.at("entry")
+    slot, _, e = hash_probe(f, m, "%key", "p")
+    ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), -_errno.ENOENT)
+    hdr = map_desc(f, m, "hdr")
+    count, tombs, nfree = (f.word(hdr, k, "i64", "") for k in (COUNT, TOMBS, NFREE))
+    ret_if(f, f.ins(f"icmp uge i64 {nfree}, {m.max_entries}"), SLOW)
+    # the index slot retired first (as _remove_slot), then the element freed
+    f.put_index(map_desc(f, m, "index"), slot, "-2", "i32", 4)
+    f.put_index(map_desc(f, m, "elem_slot"), e, "-1", "i32", 4)
+    f.put_index(map_desc(f, m, "free"), nfree, f.ins(f"trunc i64 {e} to i32"), "i32", 4)
+    f.set_word(hdr, NFREE, f.ins(f"add i64 {nfree}, 1"), "i64", "")
+    f.set_word(hdr, COUNT, f.ins(f"sub i64 {count}, 1"), "i64", "")
+    f.set_word(hdr, TOMBS, f.ins(f"add i64 {tombs}, 1"), "i64", "")
+    f.do("ret i64 0")
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_delete{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
 HTAB_FIND_U32 = "pyxdp_htab_find_u32"
 
 
@@ -812,7 +835,8 @@ def _describe(m: Any) -> dict[str, int]:
 
 _HASH_NATIVE = MapNative("hash", (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap),
                          _describe, max_key=MAX_NATIVE_KEY,
-                         functions={"lookup": _lookup_fn, "update": _update_fn})
+                         functions={"lookup": _lookup_fn, "update": _update_fn,
+                                    "delete": _delete_fn})
 for _type in (BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
               BpfMapType.BPF_MAP_TYPE_LRU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH):
     register_map(_type, _HASH_NATIVE)

@@ -226,7 +226,8 @@ _SHARED: dict[str, Callable[[Natives], str]] = {
     "probe_zero": lambda n: "@probe_zero = internal constant [8 x i8] zeroinitializer\n",
 }
 # used_maps keys -> MapNative.functions keys.
-_MAP_FUNCTION = {"lookup": "lookup", "update": "update", "redir": "redirect"}
+_MAP_FUNCTION = {"lookup": "lookup", "update": "update", "delete": "delete",
+                 "redir": "redirect"}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -1140,7 +1141,7 @@ class FuncLowering:
             return v, f.cur
         a1 = self.call_args.get(pc, (None,) * 6)[1]
         m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
-        if kind not in ("map_lookup", "map_update", "redirect_map") or m is None:
+        if kind not in ("map_lookup", "map_update", "map_delete", "redirect_map") or m is None:
             return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
@@ -1157,6 +1158,8 @@ class FuncLowering:
             return None
         if kind == "map_update" and ("update" not in fns or m.py_update):
             return None
+        if kind == "map_delete" and ("delete" not in fns or m.py_update):
+            return None  # a delete frees what the value held (special fields): Python
         ok = f.flag(NF_RUNCTX)
         start = f.cur
         go, out = f.label("nat"), f.label("natj")
@@ -1175,6 +1178,9 @@ class FuncLowering:
             self.prog.used_maps[("update", m.slot)] = m
             value = f.ins(f"call i64 @{self.prog.tag}_update{m.slot}(ptr %ctx, ptr {key}, "
                           f"ptr {val}, i64 {r[4]})")
+        elif kind == "map_delete":
+            self.prog.used_maps[("delete", m.slot)] = m
+            value = f.ins(f"call i64 @{self.prog.tag}_delete{m.slot}(ptr %ctx, ptr {key})")
         else:
             raise AssertionError(kind)
         done = f.cur

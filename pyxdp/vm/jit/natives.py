@@ -210,7 +210,7 @@ class HelperNative:
     fake address to a host pointer, or one :func:`register_shared` added);
     ``scratch`` is the bytes of run context scratch memory it keeps state in.
     Without ``define`` the lowering specialises
-    the call itself: ``map_lookup``, ``map_update`` and ``redirect_map`` through
+    the call itself: ``map_lookup``, ``map_update``, ``map_delete`` and ``redirect_map`` through
     the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
     """
 
@@ -307,5 +307,6 @@ def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
 # lowered at the call site.
 register_helper(BpfFuncId.BPF_FUNC_map_lookup_elem, HelperNative("map_lookup"))
 register_helper(BpfFuncId.BPF_FUNC_map_update_elem, HelperNative("map_update"))
+register_helper(BpfFuncId.BPF_FUNC_map_delete_elem, HelperNative("map_delete"))
 register_helper(BpfFuncId.BPF_FUNC_ktime_get_ns, HelperNative("ktime"))
 register_helper(BpfFuncId.BPF_FUNC_get_smp_processor_id, HelperNative("smp_id"))
