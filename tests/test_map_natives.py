@@ -223,3 +223,45 @@ def test_hash_delete_without_python_on_the_jit() -> None:
             frames.copy(), 256, 64, ctx=RunContext()))
         assert calls == 0
         assert len(c.maps["m"]) == 0
+
+
+# -- the clocks ------------------------------------------------------------------------------
+
+def _clock_program(helper_id: int) -> str:
+    """arr[0] = the helper's r0."""
+    return f"""
+call {helper_id}
+*(u64 *)(r10 -16) = r0
+*(u32 *)(r10 -4) = 0
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+r3 = r10
+r3 += -16
+r4 = 0
+call 2
+r0 = 2
+exit
+"""
+
+
+@pytest.mark.parametrize(("helper_id", "name"), [
+    (125, "_ktime_get_boot_ns"), (160, "_ktime_get_coarse_ns"), (208, "_ktime_get_tai_ns"),
+    (118, "_jiffies64"), (42, "_get_numa_node_id")])
+def test_clock_twins_read_pythons_clock(helper_id: int, name: str) -> None:
+    """The JIT's value lies between the Python helper's readings before and after the run,
+    and no Python runs for it."""
+    reference = getattr(vm_helpers, name)
+    spec = asm_collection(_clock_program(helper_id),
+                          [MapSpec("arr", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 1)])
+    with Collection(spec, "userspace", engine="jit") as c:
+        prog = c.programs["t"].handle
+        frames = _frames([(0, 0)] * 4)
+        prog.run_batch(frames.copy(), 256, 64, ctx=RunContext())
+        for _ in range(3):
+            before = reference(None, 0, 0, 0, 0, 0)
+            calls = python_calls([reference], lambda p=prog, f=frames: p.run_batch(
+                f.copy(), 256, 64, ctx=RunContext()))
+            after = reference(None, 0, 0, 0, 0, 0)
+            assert calls == 0
+            assert before <= c.maps["arr"][0] <= after
