@@ -695,14 +695,10 @@ def _tick(f: Text, m: MapInfo, e: str) -> None:
          "align 8")
 
 
-def _lookup_fn(tag: str, m: MapInfo) -> str:
-    """HashMap.lookup_addr for one map: the value's fake address, 0, or SLOW."""
-    f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
+def _lookup_body(f: Text, m: MapInfo, cpu: str) -> None:
+    """HashMap.lookup_addr(key, cpu): the value's fake address, 0, or SLOW."""
     ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), 0)
-    h = _fnv(f, "%key", m.key_size)
-    slot, _, e = _probe(f, m, "%key", h, "p")
+    slot, _, e = hash_probe(f, m, "%key", "p")
     ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), 0)
     if m.lru:
         _tick(f, m, e)
@@ -713,8 +709,23 @@ def _lookup_fn(tag: str, m: MapInfo) -> str:
     f.do(f"ret i64 {f.ins(f'add i64 {base}, {eoff}')}")
     f.at("p.slow")
     f.do(f"ret i64 {c64(SLOW)}")
+
+
+def _lookup_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.lookup_addr for one map on the program's CPU."""
+    f = Text()
+    f.at("entry")
+    _lookup_body(f, m, f.cget("%ctx", "cpu"))
     return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
 
+
+def _lookup_cpu_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.lookup_addr for one map on CPU ``%cpu`` (bpf_map_lookup_percpu_elem)."""
+    f = Text()
+    f.at("entry")
+    _lookup_body(f, m, "%cpu")
+    return f.text(f"define internal i64 @{tag}_lookup_cpu{m.slot}(ptr %ctx, ptr %key, "
+                  "i64 %cpu) nounwind")
 
 
 def _update_fn(tag: str, m: MapInfo) -> str:
@@ -835,8 +846,8 @@ def _describe(m: Any) -> dict[str, int]:
 
 _HASH_NATIVE = MapNative("hash", (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap),
                          _describe, max_key=MAX_NATIVE_KEY,
-                         functions={"lookup": _lookup_fn, "update": _update_fn,
-                                    "delete": _delete_fn})
+                         functions={"lookup": _lookup_fn, "lookup_cpu": _lookup_cpu_fn,
+                                    "update": _update_fn, "delete": _delete_fn})
 for _type in (BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
               BpfMapType.BPF_MAP_TYPE_LRU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH):
     register_map(_type, _HASH_NATIVE)

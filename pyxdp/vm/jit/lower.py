@@ -226,8 +226,8 @@ _SHARED: dict[str, Callable[[Natives], str]] = {
     "probe_zero": lambda n: "@probe_zero = internal constant [8 x i8] zeroinitializer\n",
 }
 # used_maps keys -> MapNative.functions keys.
-_MAP_FUNCTION = {"lookup": "lookup", "update": "update", "delete": "delete",
-                 "redir": "redirect"}
+_MAP_FUNCTION = {"lookup": "lookup", "lookup_cpu": "lookup_cpu", "update": "update",
+                 "delete": "delete", "redir": "redirect"}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -1141,7 +1141,8 @@ class FuncLowering:
             return v, f.cur
         a1 = self.call_args.get(pc, (None,) * 6)[1]
         m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
-        if kind not in ("map_lookup", "map_update", "map_delete", "redirect_map") or m is None:
+        if kind not in ("map_lookup", "map_lookup_percpu", "map_update", "map_delete",
+                        "redirect_map") or m is None:
             return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
@@ -1157,6 +1158,8 @@ class FuncLowering:
         if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:
             return None
         if kind == "map_update" and ("update" not in fns or m.py_update):
+            return None
+        if kind == "map_lookup_percpu" and ("lookup_cpu" not in fns or not m.percpu):
             return None
         if kind == "map_delete" and ("delete" not in fns or m.py_update):
             return None  # a delete frees what the value held (special fields): Python
@@ -1178,6 +1181,11 @@ class FuncLowering:
             self.prog.used_maps[("update", m.slot)] = m
             value = f.ins(f"call i64 @{self.prog.tag}_update{m.slot}(ptr %ctx, ptr {key}, "
                           f"ptr {val}, i64 {r[4]})")
+        elif kind == "map_lookup_percpu":
+            self.prog.used_maps[("lookup_cpu", m.slot)] = m
+            cpu = f.ins(f"and i64 {r[3]}, 4294967295")
+            value = f.ins(f"call i64 @{self.prog.tag}_lookup_cpu{m.slot}(ptr %ctx, ptr {key}, "
+                          f"i64 {cpu})")
         elif kind == "map_delete":
             self.prog.used_maps[("delete", m.slot)] = m
             value = f.ins(f"call i64 @{self.prog.tag}_delete{m.slot}(ptr %ctx, ptr {key})")

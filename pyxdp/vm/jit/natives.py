@@ -168,7 +168,8 @@ class MapNative:
     map's :data:`~pyxdp.vm.jit.abi.MAPDESC_FIELDS` words (host addresses of its
     storage). ``lookup_inline`` emits ``bpf_map_lookup_elem`` at the call site
     (key pointer -> value address, 0 or SLOW); ``functions`` build per-map IR
-    functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``update``
+    functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``lookup_cpu``
+    ``@<tag>_lookup_cpu<slot>(ctx, key, cpu)`` (a per-CPU map's value of any CPU), ``update``
     ``@<tag>_update<slot>(ctx, key, value, flags)``, ``redirect``
     ``@<tag>_redir<slot>(ctx, key, flags)``.
     """
@@ -210,7 +211,8 @@ class HelperNative:
     fake address to a host pointer, or one :func:`register_shared` added);
     ``scratch`` is the bytes of run context scratch memory it keeps state in.
     Without ``define`` the lowering specialises
-    the call itself: ``map_lookup``, ``map_update``, ``map_delete`` and ``redirect_map`` through
+    the call itself: ``map_lookup``, ``map_lookup_percpu``, ``map_update``, ``map_delete``
+    and ``redirect_map`` through
     the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
     """
 
@@ -308,5 +310,6 @@ def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
 register_helper(BpfFuncId.BPF_FUNC_map_lookup_elem, HelperNative("map_lookup"))
 register_helper(BpfFuncId.BPF_FUNC_map_update_elem, HelperNative("map_update"))
 register_helper(BpfFuncId.BPF_FUNC_map_delete_elem, HelperNative("map_delete"))
+register_helper(BpfFuncId.BPF_FUNC_map_lookup_percpu_elem, HelperNative("map_lookup_percpu"))
 register_helper(BpfFuncId.BPF_FUNC_ktime_get_ns, HelperNative("ktime"))
 register_helper(BpfFuncId.BPF_FUNC_get_smp_processor_id, HelperNative("smp_id"))
