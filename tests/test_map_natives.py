@@ -21,7 +21,7 @@ from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
 from pyxdp.testing.native import python_calls
 from pyxdp.testing.programs import asm_collection
-from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm import helpers as vm_helpers
 from pyxdp.vm.helpers import RunContext
 
@@ -325,4 +325,73 @@ def test_percpu_lookup_twin_is_python(map_type: int) -> None:
                                                                          "interp")
     calls = python_calls([vm_helpers._map_lookup_percpu_elem],
                          lambda: _percpu_lookups(map_type, 0, "jit"))
+    assert calls == 0
+
+
+# -- LPM trie lookups -----------------------------------------------------------------------
+
+def _lpm_program(data_size: int) -> str:
+    """The key's prefixlen is the packet's first u32, its data the second's low bytes."""
+    store = {4: "*(u32 *)(r10 -4) = r7", 1: "*(u8 *)(r10 -4) = r7"}[data_size]
+    return _KEYS + f"""
+*(u32 *)(r10 -8) = r6
+{store}
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+call 1
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+short:
+r0 = 2
+exit
+"""
+
+
+def _lpm_lookups(data_size: int, seed: int, engine: str) -> list[object]:
+    from pyxdp.maps.lpm_trie import lpm_key
+    rng = random.Random(seed)
+    bits = 8 * data_size
+    bases = [rng.getrandbits(bits) for _ in range(3)]
+
+    def near() -> int:  # keys sharing long prefixes with few bases: nested prefixes
+        return rng.choice(bases) ^ (rng.getrandbits(bits) >> rng.randrange(bits + 1))
+
+    spec = asm_collection(_lpm_program(data_size), [MapSpec(
+        "m", int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE), 4 + data_size, 8, 24,
+        int(MapFlag.BPF_F_NO_PREALLOC))])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        h = c.maps["m"].handle
+        prog = c.programs["t"].handle
+        present: list[bytes] = []
+        for _round in range(4):
+            for _ in range(8):
+                key = lpm_key(rng.randrange(bits + 1), near().to_bytes(data_size, "big"))
+                try:
+                    h.update(key, struct.pack("<Q", rng.randrange(1, 1 << 32)))
+                    present.append(key)
+                except MapError:  # ENOSPC: full
+                    pass
+            for key in rng.sample(present, min(3, len(present))):
+                if h.try_delete(key) == 0:
+                    present.remove(key)
+            rows = [(rng.choice([bits, bits, rng.randrange(bits + 1), bits + 1, 1 << 31]),
+                     int.from_bytes(near().to_bytes(data_size, "big").ljust(4, b"\0"),
+                                    "little")) for _ in range(64)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            out.append(r.action.tolist())
+    return out
+
+
+@pytest.mark.parametrize("data_size", [4, 1])
+def test_lpm_lookup_twin_is_python(data_size: int) -> None:
+    """The longest present prefix (intermediate nodes skipped), misses, deleted prefixes,
+    prefix lengths past the data; no Python per lookup on the JIT."""
+    from pyxdp.maps import lpm_trie
+    for seed in range(3):
+        assert _lpm_lookups(data_size, seed, "jit") == _lpm_lookups(data_size, seed, "interp")
+    calls = python_calls([lpm_trie.LpmTrie.lookup_addr],
+                         lambda: _lpm_lookups(data_size, 0, "jit"))
     assert calls == 0
