@@ -227,7 +227,11 @@ _SHARED: dict[str, Callable[[Natives], str]] = {
 }
 # used_maps keys -> MapNative.functions keys.
 _MAP_FUNCTION = {"lookup": "lookup", "lookup_cpu": "lookup_cpu", "update": "update",
-                 "delete": "delete", "redir": "redirect"}
+                 "delete": "delete", "redir": "redirect", "push": "push", "pop": "pop",
+                 "peek": "peek"}
+# The queue and stack helpers: (the map function, whether it writes the value argument).
+_RING_KINDS = {"map_push": ("push", False), "map_pop": ("pop", True),
+               "map_peek": ("peek", True)}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -1142,7 +1146,7 @@ class FuncLowering:
         a1 = self.call_args.get(pc, (None,) * 6)[1]
         m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
         if kind not in ("map_lookup", "map_lookup_percpu", "map_update", "map_delete",
-                        "redirect_map") or m is None:
+                        "redirect_map", *_RING_KINDS) or m is None:
             return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
@@ -1155,6 +1159,9 @@ class FuncLowering:
         if native is None or m.kind == "other":
             return None
         fns = native.functions
+        if kind in _RING_KINDS:
+            return self._native_ring(pc, m, *_RING_KINDS[kind]) \
+                if _RING_KINDS[kind][0] in fns else None
         if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:
             return None
         if kind == "map_update" and ("update" not in fns or m.py_update):
@@ -1197,6 +1204,27 @@ class FuncLowering:
         inc = "".join(f", [ {c64(SLOW)}, %{lbl} ]" for lbl in nulls)
         v = f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}")
         return v, f.cur
+
+
+    def _native_ring(self, pc: int, m: MapInfo, what: str, write: bool
+                     ) -> tuple[str, str] | None:
+        """bpf_map_push_elem (value, flags), bpf_map_pop_elem and bpf_map_peek_elem (the
+        value's destination) through the map's ``@<tag>_<what><slot>`` function."""
+        f = self.f
+        start = f.cur
+        go, out = f.label("nat"), f.label("natj")
+        f.cbr(f.flag(NF_RUNCTX), go, out, LIKELY)
+        f.at(go)
+        nulls: list[str] = []
+        val = self._arg_pointer(pc, 2, m.value_size, write, nulls, out)
+        self.prog.used_maps[(what, m.slot)] = m
+        flags = f", i64 {self.R(3)}" if what == "push" else ""
+        value = f.ins(f"call i64 @{self.prog.tag}_{what}{m.slot}(ptr %ctx, ptr {val}{flags})")
+        done = f.cur
+        f.br(out)
+        f.at(out)
+        inc = "".join(f", [ {c64(SLOW)}, %{lbl} ]" for lbl in nulls)
+        return f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}"), f.cur
 
 
 # --- the whole module -------------------------------------------------------------

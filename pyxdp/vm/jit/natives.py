@@ -211,8 +211,8 @@ class HelperNative:
     fake address to a host pointer, or one :func:`register_shared` added);
     ``scratch`` is the bytes of run context scratch memory it keeps state in.
     Without ``define`` the lowering specialises
-    the call itself: ``map_lookup``, ``map_lookup_percpu``, ``map_update``, ``map_delete``
-    and ``redirect_map`` through
+    the call itself: ``map_lookup``, ``map_lookup_percpu``, ``map_update``, ``map_delete``,
+    ``map_push``, ``map_pop``, ``map_peek`` and ``redirect_map`` through
     the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
     """
 
@@ -311,5 +311,8 @@ register_helper(BpfFuncId.BPF_FUNC_map_lookup_elem, HelperNative("map_lookup"))
 register_helper(BpfFuncId.BPF_FUNC_map_update_elem, HelperNative("map_update"))
 register_helper(BpfFuncId.BPF_FUNC_map_delete_elem, HelperNative("map_delete"))
 register_helper(BpfFuncId.BPF_FUNC_map_lookup_percpu_elem, HelperNative("map_lookup_percpu"))
+register_helper(BpfFuncId.BPF_FUNC_map_push_elem, HelperNative("map_push"))
+register_helper(BpfFuncId.BPF_FUNC_map_pop_elem, HelperNative("map_pop"))
+register_helper(BpfFuncId.BPF_FUNC_map_peek_elem, HelperNative("map_peek"))
 register_helper(BpfFuncId.BPF_FUNC_ktime_get_ns, HelperNative("ktime"))
 register_helper(BpfFuncId.BPF_FUNC_get_smp_processor_id, HelperNative("smp_id"))
