@@ -462,3 +462,68 @@ def test_queue_stack_twins_are_python(map_type: int) -> None:
     calls = python_calls([vm_helpers._map_push_elem, vm_helpers._pop_or_peek],
                          lambda: _ring_ops(map_type, 0, "jit"))
     assert calls == 0
+
+
+# -- bpf_loop -------------------------------------------------------------------------------
+
+# bpf_loop(nr from the packet's first u32, cb, &counter, flags: the second u32's upper
+# bytes): the callback counts into the stack word and stops the loop (returns 1) once it
+# reaches the second u32's low byte; r0 = bpf_loop's return.
+LOOP = _KEYS + """
+r8 = r7
+r8 >>= 8
+r7 &= 255
+*(u64 *)(r10 -8) = r7
+*(u64 *)(r10 -16) = 0
+r1 = r6
+r2 = subprog[cb]
+r3 = r10
+r3 += -16
+r4 = r8
+call 181
+exit
+short:
+r0 = 2
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += 1
+*(u64 *)(r2 +0) = r3
+r4 = *(u64 *)(r2 +8)
+r0 = 0
+if r3 != r4 goto more
+r0 = 1
+more:
+exit
+"""
+
+
+def _loop_spec() -> Any:
+    from dataclasses import replace
+
+    from pyxdp.spec import FuncInfo
+    from pyxdp.testing.verifier_cases import Func, funcs_btf
+    spec = asm_collection(LOOP)
+    btf, ids, _, _ = funcs_btf((Func("main"), Func("cb")))
+    prog = spec.programs["t"]
+    cb = next(pc + 1 + i.imm for pc, i in enumerate(prog.insns)
+              if i.is_ld_imm64() and i.src == 4)
+    infos = (FuncInfo(0, ids[0], "main"), FuncInfo(cb, ids[1], "cb"))
+    return replace(spec, programs={"t": prog.copy(func_info=infos)}, btf=btf)
+
+
+def _loops(seed: int, engine: str) -> list[int]:
+    rng = random.Random(seed)
+    with Collection(_loop_spec(), "userspace", engine=engine) as c:
+        prog = c.programs["t"].handle
+        # counts below, at and past the stop, 0 loops, too many (E2BIG), flags (EINVAL)
+        rows = [(rng.choice([0, 1, 5, 40, rng.randrange(300), (1 << 23) + 1, 1 << 31]),
+                 rng.randrange(256) | rng.choice([0, 0, 0, 1 << 8])) for _ in range(64)]
+        r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+        return [*r.action.tolist(), *r.faulted.tolist()]
+
+
+def test_loop_twin_is_python() -> None:
+    for seed in range(3):
+        assert _loops(seed, "jit") == _loops(seed, "interp")
+    assert python_calls([vm_helpers._loop], lambda: _loops(0, "jit")) == 0

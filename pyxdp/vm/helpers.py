@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault
 from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
 from pyxdp.vm.jit.abi import SLOW, Natives
@@ -209,6 +210,42 @@ def _loop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         if vm.call_function(r2, i, r3):
             return i + 1
     return nr_loops
+
+
+def _loop_fn(natives: Natives) -> str:
+    """bpf_loop's twin (reference: :func:`_loop`): the callback (its entry in ``%cb``, its
+    frame at ``%depth``) called natively with (i, ctx) until it returns non-zero."""
+    f = Text()
+    f.at("entry")
+    ret_if(f, f.ins("icmp ne i64 %r4, 0"), neg(errno.EINVAL))
+    n = f.ins("and i64 %r1, 4294967295")
+    ret_if(f, f.ins(f"icmp ugt i64 {n}, {BPF_MAX_LOOPS}"), neg(errno.E2BIG))
+    ret_if(f, f.ins(f"icmp uge i64 %depth, {MAX_CALL_FRAMES}"), SLOW)  # Python refuses it
+    pre = f.cur
+    f.br("head")
+    f.at("head")
+    i, i1 = f.tmp(), f.tmp()
+    f.lines.append(f"  {i} = phi i64 [ 0, %{pre} ], [ {i1}, %next ]")
+    f.cbr(f.ins(f"icmp ult i64 {i}, {n}"), "body", "done")
+    f.at("body")
+    r0 = f.ins(f"call i64 %cb(ptr %ctx, i64 %depth, i64 {i}, i64 %r3, i64 0, i64 0, i64 0)")
+    f.lines.append(f"  {i1} = add i64 {i}, 1")
+    f.cbr(f.ins(f"icmp ne i64 {f.cget('%ctx', 'status')}, 0"), "stopped", "went")
+    f.at("stopped")  # the callback faulted or threw: the call site unwinds
+    f.do("ret i64 0")
+    f.at("went")
+    f.cbr(f.ins(f"icmp ne i64 {r0}, 0"), "broke", "next")
+    f.at("broke")
+    f.do(f"ret i64 {i1}")
+    f.at("next")
+    f.br("head")
+    f.at("done")
+    f.do(f"ret i64 {n}")
+    return f.text("define internal i64 @loop(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, i64 %r4, "
+                  "ptr %cb, i64 %depth) nounwind")
+
+
+register_helper(181, HelperNative("loop", 4, _loop_fn, callback=2))
 
 
 @helper(12, "tail_call")
