@@ -531,8 +531,9 @@ class XdpJit(JitProgram):
     def _prepare_tails(self, ctx: RunContext) -> None:
         """Fill the native tail table for this run: a slot whose program runs on the JIT
         and is idle gets that program's run context (it is set up to run nested, on
-        this run's buffer); any other slot is left to the Python hook, as the
-        interpreter runs it. One level: the targets' own tail calls take the hook."""
+        this run's buffer); an empty slot is marked so (word 3: the call falls through
+        natively, as the hook answers it); any other slot is left to the Python hook, as
+        the interpreter runs it. One level: the targets' own tail calls take the hook."""
         table = self._tails
         for m, base in self._tail_maps:
             for idx in range(m.max_entries):
@@ -555,6 +556,7 @@ class XdpJit(JitProgram):
                     self._tail_progs[k] = target
                 else:
                     table[abi.TAIL_WORDS * k + 1] = 0
+                    table[abi.TAIL_WORDS * k + 3] = target is None
                     self._tail_progs[k] = None
 
     def _helper_exit(self, before: list[Any]) -> None:
@@ -572,6 +574,8 @@ class XdpJit(JitProgram):
         if self._nested:
             self._nested = []
             self._tails[1::abi.TAIL_WORDS] = 0
+        if self._tail_maps:
+            self._tails[3::abi.TAIL_WORDS] = 0  # empty marks hold for one run
         self._ri_out()
         self._hooks = None
         sync = self._sync

@@ -999,18 +999,24 @@ class FuncLowering:
 
     def _native_tail_call(self, pc: int, m: MapInfo) -> None:
         """bpf_tail_call into a JIT-compiled XDP program, natively: the run context's
-        tail table names the target of each slot (its own run context and XDP entry);
-        an empty slot, or one the runtime left to Python, takes the Python hook."""
+        tail table names the target of each slot (its own run context and XDP entry) or
+        marks it empty (word 3: the call falls through with -ENOENT, as the hook's);
+        any other slot, one the runtime left to Python, takes the Python hook."""
         f = self.f
         idx = f.ins(f"and i64 {self.R(3)}, 4294967295")
         inside, look, python, native = (f.label(n) for n in ("tin", "tlook", "tpy", "tnat"))
+        empty, probe = f.label("tempty"), f.label("tmark")
         before = f.cur
-        f.cbr(f.ins(f"icmp ult i64 {idx}, {m.max_entries}"), look, python)
+        # an index past the end falls through (-ENOENT), as the hook answers it
+        f.cbr(f.ins(f"icmp ult i64 {idx}, {m.max_entries}"), look, empty)
         f.at(look)
         ent = f.gep(f.cget("%ctx", "tails", "ptr"),
                     f.ins(f"shl i64 {f.ins(f'add i64 {idx}, {m.tail_base}')}, 5"))
         fn = f.word(ent, 1, "i64", "")
-        f.cbr(f.ins(f"icmp ne i64 {fn}, 0"), inside, python)
+        f.cbr(f.ins(f"icmp ne i64 {fn}, 0"), inside, probe)
+        f.at(probe)
+        # word 3: the runtime saw the slot empty (falls through natively, as the hook)
+        f.cbr(f.ins(f"icmp ne i64 {f.word(ent, 3, 'i64', '')}, 0"), empty, python)
         f.at(python)
         del before
         # The Python hook: what the interpreter does (empty slot, a program not on the JIT).
@@ -1047,15 +1053,19 @@ class FuncLowering:
         f.at(over)
         over_end = f.cur
         f.br(cont)
+        f.at(empty)
+        f.br(cont)
         f.at(done)
         self.W(0, r0)
         f.cset("%ctx", "tail_exit", "0")
         self._return(rem)
         f.at(cont)
         self.regs = nat_regs
-        self.W(0, f.ins(f"phi i64 [ {r0}, %{py_end} ], [ {c64(-2)}, %{over_end} ]"))
+        self.W(0, f.ins(f"phi i64 [ {r0}, %{py_end} ], [ {c64(-2)}, %{over_end} ], "
+                        f"[ {c64(-2)}, %{empty} ]"))
         self._goto(self.blk.succs[0], f.ins(f"phi i64 [ {rem}, %{py_end} ], "
-                                            f"[ {self.rem_after}, %{over_end} ]"))
+                                            f"[ {self.rem_after}, %{over_end} ], "
+                                            f"[ {self.rem_after}, %{empty} ]"))
 
     def _return(self, rem: str) -> None:
         f = self.f
