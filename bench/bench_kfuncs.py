@@ -18,7 +18,7 @@
   6 levels down: ``bpf_obj_new`` is the one Python call, every third packet.
 * ``flowtable/hit``: ``samples/flowtable.o`` forwarding a source-NATed TCP flow
   (``bpf_xdp_flow_lookup`` hit, NAT with checksums, the flow's MACs, the
-  ``DEVMAP_HASH`` lookup and ``bpf_redirect_map``, both Python helpers) on fresh
+  ``DEVMAP_HASH`` lookup and ``bpf_redirect_map``, both native) on fresh
   copies of one frame; ``flowtable/miss``: the same with a port no flow has
   (the lookup's -ENOENT, then ``XDP_PASS``).
 * ``ct_track``: ``samples/ct.o``'s ``xdp_ct_track`` on UDP frames of 4 flows the

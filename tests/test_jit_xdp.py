@@ -563,6 +563,25 @@ exit
     assert faults[2] is not None and faults[4] is not None  # short packets fault in the target
 
 
+def test_tail_call_into_an_empty_slot_falls_through_natively() -> None:
+    """An empty slot or an index past the end: -ENOENT and on, as the Python hook, without
+    it (the slot holding a program still runs it)."""
+    from pyxdp.net.prog import XdpProg
+    from pyxdp.testing.native import python_calls
+    frames = np.zeros((6, 512), np.uint8)
+    frames[:, 100] = [1, 3, 200, 0, 1, 255]
+    out = []
+    for engine in ("interp", "jit"):
+        prog, _ = _tail_pair(engine, "r0 = 3\nexit", (0, 2))
+        res = prog.run_batch(frames.copy(), 100, 60, ctx=RunContext(cpu=0))
+        out.append(res.action.tolist())
+        if engine == "jit":
+            frames[:, 100] = [1, 3, 200, 1, 1, 255]
+            assert python_calls([XdpProg._tail_call], lambda p=prog: p.run_batch(
+                frames.copy(), 100, 60, ctx=RunContext(cpu=0))) == 0
+    assert out[0] == out[1] == [1792 | 0xFE] * 3 + [3] + [1792 | 0xFE] * 2
+
+
 def test_tail_call_limit_and_self_tail_calls() -> None:
     # A program that tail-calls itself through slot 0 until the limit, counting in r7...
     # it restarts each time, so it counts in the packet: byte 1 += 1 per run.

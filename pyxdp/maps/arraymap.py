@@ -451,7 +451,11 @@ class ArrayOfMaps(InnerMapValues, FdArrayMap):
 
 def _lookup_inline(f: Text, m: MapInfo, key: str) -> str:
     """ArrayMap.lookup_addr at the call site: the value's fake address, or 0."""
-    cpu = f.cget("%ctx", "cpu")
+    return _lookup_at(f, m, key, f.cget("%ctx", "cpu"))
+
+
+def _lookup_at(f: Text, m: MapInfo, key: str, cpu: str) -> str:
+    """ArrayMap.lookup_addr(key, cpu): the value's fake address, or 0."""
     idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr {key}, align 1{TBAA_MEM}')} to i64")
     ok = f.ins(f"and i1 {f.ins(f'icmp ult i64 {idx}, {m.max_entries}')}, "
                f"{f.ins(f'icmp ult i64 {cpu}, {m.nr_cpus}')}")
@@ -459,6 +463,15 @@ def _lookup_inline(f: Text, m: MapInfo, key: str) -> str:
     if m.percpu:
         addr = f.ins(f"add i64 {addr}, {f.ins(f'mul i64 {cpu}, {m.cpu_stride}')}")
     return f.ins(f"select i1 {ok}, i64 {addr}, i64 0")
+
+
+def _lookup_cpu_fn(tag: str, m: MapInfo) -> str:
+    """ArrayMap.lookup_addr for one map on CPU ``%cpu`` (bpf_map_lookup_percpu_elem)."""
+    f = Text()
+    f.at("entry")
+    f.do(f"ret i64 {_lookup_at(f, m, '%key', '%cpu')}")
+    return f.text(f"define internal i64 @{tag}_lookup_cpu{m.slot}(ptr %ctx, ptr %key, "
+                  "i64 %cpu) nounwind")
 
 
 def write_value(f: Text, m: MapInfo, e: str, cpu: str, val: str, new: bool) -> None:
@@ -531,6 +544,7 @@ def describe_values(m: Any) -> dict[str, int]:
 
 
 _ARRAY_NATIVE = MapNative("array", (ArrayMap, PercpuArrayMap), describe_values,
-                          lookup_inline=_lookup_inline, functions={"update": _update_fn})
+                          lookup_inline=_lookup_inline,
+                          functions={"update": _update_fn, "lookup_cpu": _lookup_cpu_fn})
 register_map(BpfMapType.BPF_MAP_TYPE_ARRAY, _ARRAY_NATIVE)
 register_map(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, _ARRAY_NATIVE)

@@ -57,11 +57,21 @@ from pyxdp.maps.hashtab import (
     TOMBSTONE,
     _next_pow2,
     fnv1a64,
+    hash_probe,
     htab_find,
     htab_rebuild,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.jit.natives import MapNative, redirect_map_fn, register_map
+from pyxdp.vm.jit.abi import SLOW, MapInfo
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import (
+    MapNative,
+    entries_value,
+    map_desc,
+    redirect_map_fn,
+    redirect_with,
+    register_map,
+)
 
 __all__ = ["DEVMAP_HASH_NO_SLOT", "DevMap", "DevMapHash", "host_ifindex_exists"]
 
@@ -387,8 +397,10 @@ class DevMapHash(Map):
 
 
 # --- native code: bpf_redirect_map reads entries[key][0] (0: no target) ----------------
-# The Python path (pyxdp.net.filter's redirect_map over ifindex_at/qsize_at/socket_at)
-# is the reference; native code reads the same ``entries`` array in place.
+# The Python path (pyxdp.net.filter's redirect_map over ifindex_at/qsize_at/socket_at,
+# pyxdp.vm.helpers' map_lookup_elem over lookup_addr) is the reference; native code reads
+# the same ``entries`` array in place, and a DEVMAP_HASH's key through the same hash index
+# (pyxdp.maps.hashtab's probe).
 
 def describe_entries(m: Any) -> dict[str, int]:
     """The native descriptor word of a redirect map: its ``entries`` table."""
@@ -400,4 +412,69 @@ def entries_native(cls: type) -> MapNative:
     return MapNative("entries", (cls,), describe_entries, functions={"redirect": redirect_map_fn})
 
 
-register_map(BpfMapType.BPF_MAP_TYPE_DEVMAP, entries_native(DevMap))
+def _devmap_lookup_fn(tag: str, m: MapInfo) -> str:
+    """DevMap.lookup_addr: ``entries[key]``'s fake address, 0 past the end or empty."""
+    f = Text()
+    f.at("entry")
+    key = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
+    ifindex = entries_value(f, m, key)
+    ret_if(f, f.ins(f"icmp eq i64 {ifindex}, 0"), 0)
+    off = f.ins(f"shl i64 {key}, 3")
+    f.do(f"ret i64 {f.ins(f'add i64 {c64(m.value_base)}, {off}')}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+def _devhash_slot(f: Text, m: MapInfo, key: str) -> str:
+    """DevMapHash.slot_of over the map's hash index: the entry slot, or -1 (absent);
+    leaves through block ``slow`` when the probe finds no EMPTY index slot."""
+    slot, _, e = hash_probe(f, m, key, "p")
+    go = f.label("found")
+    f.br(go)
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    f.at(go)
+    return f.ins(f"select i1 {f.ins(f'icmp slt i64 {slot}, 0')}, i64 -1, i64 {e}")
+
+
+def _devhash_lookup_fn(tag: str, m: MapInfo) -> str:
+    """DevMapHash.lookup_addr: the key's entry's fake address, 0 when absent, or SLOW."""
+    f = Text()
+    f.at("entry")
+    e = _devhash_slot(f, m, "%key")
+    ret_if(f, f.ins(f"icmp slt i64 {e}, 0"), 0)
+    off = f.ins(f"shl i64 {e}, 3")
+    f.do(f"ret i64 {f.ins(f'add i64 {c64(m.value_base)}, {off}')}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+def _devhash_value(f: Text, m: MapInfo, key: str) -> str:
+    """DevMapHash.ifindex_at: the ifindex stored under ``key`` (0: none)."""
+    kp = f.ins("alloca i32, align 4")
+    f.do(f"store i32 {f.ins(f'trunc i64 {key} to i32')}, ptr {kp}, align 4")
+    e = _devhash_slot(f, m, kp)
+    inside, join = f.label("in"), f.label("v")
+    before = f.cur
+    f.cbr(f.ins(f"icmp sge i64 {e}, 0"), inside, join)
+    f.at(inside)
+    v0 = f.ins(f"zext i32 {f.at_index(map_desc(f, m, 'entries'), e, 'i32', 8)} to i64")
+    last = f.cur
+    f.br(join)
+    f.at(join)
+    return f.ins(f"phi i64 [ 0, %{before} ], [ {v0}, %{last} ]")
+
+
+def _devhash_redirect_fn(tag: str, m: MapInfo) -> str:
+    return redirect_with(tag, m, _devhash_value)
+
+
+def _describe_devhash(m: Any) -> dict[str, int]:
+    return {name: int(getattr(m, name).ctypes.data)
+            for name in ("entries", "index", "hashes", "key_data")}
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_DEVMAP, MapNative(
+    "entries", (DevMap,), describe_entries,
+    functions={"redirect": redirect_map_fn, "lookup": _devmap_lookup_fn}))
+register_map(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH, MapNative(
+    "devhash", (DevMapHash,), _describe_devhash,
+    functions={"redirect": _devhash_redirect_fn, "lookup": _devhash_lookup_fn}))

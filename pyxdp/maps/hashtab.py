@@ -608,6 +608,12 @@ def _key_equal(f: Text, a: str, b: str, size: int) -> str:
     return f.ins(f"xor i1 {acc}, true")
 
 
+def hash_probe(f: Text, m: MapInfo, key: str, tag: str) -> tuple[str, str, str]:
+    """:func:`probe_ir` of the key at host pointer ``key`` (its FNV-1a hash computed) over
+    a program's constant hash-indexed map (a hash map, a DEVMAP_HASH)."""
+    return _probe(f, m, key, _fnv(f, key, m.key_size), tag)
+
+
 def _probe(f: Text, m: MapInfo, key: str, h: str, tag: str) -> tuple[str, str, str]:
     """:func:`probe_ir` over a program's constant map (its descriptor's arrays)."""
     index, hashes, kd = (map_desc(f, m, n) for n in ("index", "hashes", "key_data"))
@@ -689,14 +695,10 @@ def _tick(f: Text, m: MapInfo, e: str) -> None:
          "align 8")
 
 
-def _lookup_fn(tag: str, m: MapInfo) -> str:
-    """HashMap.lookup_addr for one map: the value's fake address, 0, or SLOW."""
-    f = Text()
-    f.at("entry")
-    cpu = f.cget("%ctx", "cpu")
+def _lookup_body(f: Text, m: MapInfo, cpu: str) -> None:
+    """HashMap.lookup_addr(key, cpu): the value's fake address, 0, or SLOW."""
     ret_if(f, f.ins(f"icmp uge i64 {cpu}, {m.nr_cpus}"), 0)
-    h = _fnv(f, "%key", m.key_size)
-    slot, _, e = _probe(f, m, "%key", h, "p")
+    slot, _, e = hash_probe(f, m, "%key", "p")
     ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), 0)
     if m.lru:
         _tick(f, m, e)
@@ -707,8 +709,23 @@ def _lookup_fn(tag: str, m: MapInfo) -> str:
     f.do(f"ret i64 {f.ins(f'add i64 {base}, {eoff}')}")
     f.at("p.slow")
     f.do(f"ret i64 {c64(SLOW)}")
+
+
+def _lookup_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.lookup_addr for one map on the program's CPU."""
+    f = Text()
+    f.at("entry")
+    _lookup_body(f, m, f.cget("%ctx", "cpu"))
     return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
 
+
+def _lookup_cpu_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.lookup_addr for one map on CPU ``%cpu`` (bpf_map_lookup_percpu_elem)."""
+    f = Text()
+    f.at("entry")
+    _lookup_body(f, m, "%cpu")
+    return f.text(f"define internal i64 @{tag}_lookup_cpu{m.slot}(ptr %ctx, ptr %key, "
+                  "i64 %cpu) nounwind")
 
 
 def _update_fn(tag: str, m: MapInfo) -> str:
@@ -763,6 +780,29 @@ def _update_fn(tag: str, m: MapInfo) -> str:
                   "i64 %flags) nounwind")
 
 
+def _delete_fn(tag: str, m: MapInfo) -> str:
+    """HashMap.try_delete (``_remove_slot``): 0, -ENOENT, or SLOW (a free list that
+    cannot take the element: only a map changed meanwhile)."""
+    f = Text()
+    f.at("entry")
+    slot, _, e = hash_probe(f, m, "%key", "p")
+    ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), -_errno.ENOENT)
+    hdr = map_desc(f, m, "hdr")
+    count, tombs, nfree = (f.word(hdr, k, "i64", "") for k in (COUNT, TOMBS, NFREE))
+    ret_if(f, f.ins(f"icmp uge i64 {nfree}, {m.max_entries}"), SLOW)
+    # the index slot retired first (as _remove_slot), then the element freed
+    f.put_index(map_desc(f, m, "index"), slot, "-2", "i32", 4)
+    f.put_index(map_desc(f, m, "elem_slot"), e, "-1", "i32", 4)
+    f.put_index(map_desc(f, m, "free"), nfree, f.ins(f"trunc i64 {e} to i32"), "i32", 4)
+    f.set_word(hdr, NFREE, f.ins(f"add i64 {nfree}, 1"), "i64", "")
+    f.set_word(hdr, COUNT, f.ins(f"sub i64 {count}, 1"), "i64", "")
+    f.set_word(hdr, TOMBS, f.ins(f"add i64 {tombs}, 1"), "i64", "")
+    f.do("ret i64 0")
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_delete{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
 HTAB_FIND_U32 = "pyxdp_htab_find_u32"
 
 
@@ -806,7 +846,8 @@ def _describe(m: Any) -> dict[str, int]:
 
 _HASH_NATIVE = MapNative("hash", (HashMap, PercpuHashMap, LruHashMap, LruPercpuHashMap),
                          _describe, max_key=MAX_NATIVE_KEY,
-                         functions={"lookup": _lookup_fn, "update": _update_fn})
+                         functions={"lookup": _lookup_fn, "lookup_cpu": _lookup_cpu_fn,
+                                    "update": _update_fn, "delete": _delete_fn})
 for _type in (BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
               BpfMapType.BPF_MAP_TYPE_LRU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH):
     register_map(_type, _HASH_NATIVE)

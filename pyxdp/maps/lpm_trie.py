@@ -58,6 +58,9 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.abi import SLOW, MapInfo
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["LPM_DATA_SIZE_MAX", "LpmTrie", "lpm_key"]
 
@@ -383,3 +386,114 @@ class LpmTrie(Map):
         d = super().describe()
         d.update(max_prefixlen=self.max_prefixlen, count=len(self))
         return d
+
+
+# --- native code: the JIT's twin of lookup_addr (trie_lookup_elem) ------------------------
+# LpmTrie is the reference path; native code walks the same node pool (its descriptor's
+# key_data = node data, node_plen, node_flags, node_child and hdr words) in place.
+
+def _lpm_fn(f: Text, m: MapInfo, node: str, plen: str, limit: str) -> str:
+    """``longest_prefix_match`` of node ``node`` and the key at ``%key``: the leading
+    bits of their data that agree, at most ``limit``."""
+    ds = m.key_size - 4
+    nd = f.gep(map_desc(f, m, "key_data"), f.ins(f"mul i64 {node}, {ds}"))
+    pre, head, diff, nxt, done = (f.cur, f.label("lh"), f.label("ld"), f.label("ln"),
+                                  f.label("lj"))
+    f.br(head)
+    f.at(head)
+    i, i1 = f.tmp(), f.tmp()
+    f.lines.append(f"  {i} = phi i64 [ 0, %{pre} ], [ {i1}, %{nxt} ]")
+    bitpos = f.ins(f"shl i64 {i}, 3")
+    f.cbr(f.ins(f"icmp uge i64 {bitpos}, {limit}"), done, diff)
+    f.at(diff)
+    a = f.ins(f"load i8, ptr {f.gep(nd, i)}, align 1")
+    b = f.ins(f"load i8, ptr {f.gep('%key', f.ins(f'add i64 {i}, 4'))}, align 1")
+    x = f.ins(f"zext i8 {f.ins(f'xor i8 {a}, {b}')} to i64")
+    lead = f.ins(f"sub i64 {f.ins(f'call i64 @llvm.ctlz.i64(i64 {x}, i1 false)')}, 56")
+    same = f.ins(f"add i64 {bitpos}, {lead}")
+    capped = f.ins(f"select i1 {f.ins(f'icmp ult i64 {same}, {limit}')}, i64 {same}, "
+                   f"i64 {limit}")
+    at_diff = f.cur
+    f.cbr(f.ins(f"icmp ne i64 {x}, 0"), done, nxt)
+    f.at(nxt)
+    f.lines.append(f"  {i1} = add i64 {i}, 1")
+    f.br(head)
+    f.at(done)
+    del plen
+    return f.ins(f"phi i64 [ {limit}, %{head} ], [ {capped}, %{at_diff} ]")
+
+
+def _value_addr(f: Text, m: MapInfo, node: str) -> str:
+    return f.ins(f"add i64 {c64(m.value_base)}, {f.ins(f'mul i64 {node}, {m.elem_size}')}")
+
+
+def _lookup_fn(tag: str, m: MapInfo) -> str:
+    """LpmTrie.lookup_addr (``trie_lookup_elem``): the longest present prefix's value
+    address, 0, or SLOW (a node number out of the pool, a walk longer than the pool:
+    only a trie changed meanwhile)."""
+    max_plen = 8 * (m.key_size - 4)
+    pool = 2 * m.max_entries
+    f = Text()
+    f.at("entry")
+    plen = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
+    ret_if(f, f.ins(f"icmp ugt i64 {plen}, {max_plen}"), 0)
+    root = f.word(map_desc(f, m, "hdr"), 0, "i64", "")
+    pre = f.cur
+    f.br("walk")
+    f.at("walk")
+    node, found, cnt = f.tmp(), f.tmp(), f.tmp()
+    phi_at = len(f.lines)
+    f.lines.append("")
+    f.cbr(f.ins(f"icmp slt i64 {node}, 0"), "miss", "chk")
+    f.at("chk")
+    bad = f.ins(f"or i1 {f.ins(f'icmp sge i64 {node}, {pool}')}, "
+                f"{f.ins(f'icmp ugt i64 {cnt}, {pool}')}")
+    f.cbr(bad, "slow", "node")
+    f.at("node")
+    nplen = f.ins(f"zext i32 {f.at_index(map_desc(f, m, 'node_plen'), node, 'i32', 4)} to i64")
+    limit = f.ins(f"select i1 {f.ins(f'icmp ult i64 {nplen}, {plen}')}, i64 {nplen}, "
+                  f"i64 {plen}")
+    matchlen = _lpm_fn(f, m, node, plen, limit)
+    f.cbr(f.ins(f"icmp eq i64 {matchlen}, {max_plen}"), "exact", "partial")
+    f.at("exact")
+    f.do(f"ret i64 {_value_addr(f, m, node)}")
+    f.at("partial")
+    f.cbr(f.ins(f"icmp ult i64 {matchlen}, {nplen}"), "miss", "down")
+    f.at("down")
+    flags = f.at_index(map_desc(f, m, "node_flags"), node, "i8", 1)
+    im = f.ins(f"icmp ne i8 {f.ins(f'and i8 {flags}, 1')}, 0")
+    found1 = f.ins(f"select i1 {im}, i64 {found}, i64 {node}")
+    # extract_bit(key data, node's prefixlen): MSB of byte 0 first
+    at = f.ins(f"add i64 {f.ins(f'lshr i64 {nplen}, 3')}, 4")
+    kp = f.gep("%key", at)
+    byte = f.ins(f"zext i8 {f.ins(f'load i8, ptr {kp}, align 1')} to i64")
+    shift = f.ins(f"sub i64 7, {f.ins(f'and i64 {nplen}, 7')}")
+    bit = f.ins(f"and i64 {f.ins(f'lshr i64 {byte}, {shift}')}, 1")
+    slot = f.ins(f"add i64 {f.ins(f'shl i64 {node}, 1')}, {bit}")
+    nxt = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'node_child'), slot, 'i32', 4)} to i64")
+    cnt1 = f.ins(f"add i64 {cnt}, 1")
+    down_end = f.cur
+    f.br("walk")
+    f.lines[phi_at] = (f"  {node} = phi i64 [ {root}, %{pre} ], [ {nxt}, %{down_end} ]\n"
+                       f"  {found} = phi i64 [ -1, %{pre} ], [ {found1}, %{down_end} ]\n"
+                       f"  {cnt} = phi i64 [ 0, %{pre} ], [ {cnt1}, %{down_end} ]")
+    f.at("miss")
+    f.cbr(f.ins(f"icmp slt i64 {found}, 0"), "none", "some")
+    f.at("none")
+    f.do("ret i64 0")
+    f.at("some")
+    f.do(f"ret i64 {_value_addr(f, m, found)}")
+    f.at("slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+def _describe(m: Any) -> dict[str, int]:
+    return {"key_data": int(m.data.ctypes.data), "node_plen": int(m.plen.ctypes.data),
+            "node_flags": int(m.flags.ctypes.data), "node_child": int(m.child.ctypes.data),
+            "hdr": int(m.hdr.ctypes.data)}
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_LPM_TRIE, MapNative(
+    "lpm", (LpmTrie,), _describe, max_key=4 + LPM_DATA_SIZE_MAX,
+    functions={"lookup": _lookup_fn}))

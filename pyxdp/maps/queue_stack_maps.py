@@ -24,7 +24,7 @@ values are copied in and out by the helpers.
 from __future__ import annotations
 
 import errno as _errno
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,9 @@ from pyxdp.maps.base import (
     einval,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.abi import MapInfo
+from pyxdp.vm.jit.ir import Text, ret_if
+from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["QueueMap", "StackMap"]
 
@@ -204,3 +207,86 @@ class StackMap(_QueueStack):
 
     map_type = int(BpfMapType.BPF_MAP_TYPE_STACK)
     lifo = True
+
+
+# --- native code: the JIT's twins of push, pop and peek -----------------------------------
+# _QueueStack is the reference path; native code moves the same ring (its descriptor's
+# value_data = elements, hdr = head, tail) in place.
+
+def _ring(f: Text, m: MapInfo) -> tuple[str, str, str, str]:
+    """The ring's elements pointer, its header pointer, head and tail (i64)."""
+    hdr = map_desc(f, m, "hdr")
+    head = f.ins(f"zext i32 {f.ins(f'load i32, ptr {hdr}, align 4')} to i64")
+    tail = f.ins(f"zext i32 {f.ins(f'load i32, ptr {f.gep(hdr, 4)}, align 4')} to i64")
+    return map_desc(f, m, "value_data"), hdr, head, tail
+
+
+def _count(f: Text, size: int, head: str, tail: str) -> str:
+    """_count: elements between tail and head."""
+    wrapped = f.ins(f"sub i64 {f.ins(f'add i64 {head}, {size}')}, {tail}")
+    return f.ins(f"select i1 {f.ins(f'icmp uge i64 {head}, {tail}')}, "
+                 f"i64 {f.ins(f'sub i64 {head}, {tail}')}, i64 {wrapped}")
+
+
+def _push_fn(tag: str, m: MapInfo) -> str:
+    """_QueueStack.try_push: 0, -EINVAL (flags), -E2BIG (full without BPF_EXIST)."""
+    size, vs = m.max_entries + 1, m.value_size
+    f = Text()
+    f.at("entry")
+    noexist = f.ins(f"and i64 %flags, {BPF_NOEXIST}")
+    bad = f.ins(f"or i1 {f.ins(f'icmp ne i64 {noexist}, 0')}, "
+                f"{f.ins(f'icmp ugt i64 %flags, {BPF_EXIST}')}")
+    ret_if(f, bad, -_errno.EINVAL)
+    elems, hdr, head, tail = _ring(f, m)
+    full = f.ins(f"icmp eq i64 {_count(f, size, head, tail)}, {m.max_entries}")
+    exist = f.ins(f"icmp ne i64 {f.ins(f'and i64 %flags, {BPF_EXIST}')}, 0")
+    ret_if(f, f.ins(f"and i1 {full}, {f.ins(f'xor i1 {exist}, true')}"), -_errno.E2BIG)
+    # full with BPF_EXIST: the oldest element dropped first
+    tail1 = f.ins(f"urem i64 {f.ins(f'add i64 {tail}, 1')}, {size}")
+    new_tail = f.ins(f"select i1 {full}, i64 {tail1}, i64 {tail}")
+    f.do(f"store i32 {f.ins(f'trunc i64 {new_tail} to i32')}, ptr {f.gep(hdr, 4)}, align 4")
+    f.memmove(f.gep(elems, f.ins(f"mul i64 {head}, {vs}")), "%val", vs)
+    head1 = f.ins(f"urem i64 {f.ins(f'add i64 {head}, 1')}, {size}")
+    f.do(f"store i32 {f.ins(f'trunc i64 {head1} to i32')}, ptr {hdr}, align 4")
+    f.do("ret i64 0")
+    return f.text(f"define internal i64 @{tag}_push{m.slot}(ptr %ctx, ptr %val, i64 %flags) "
+                  "nounwind")
+
+
+def _take_fn(what: str, lifo: bool) -> Callable[[str, MapInfo], str]:
+    """_QueueStack.pop / peek into ``%dst``: 0, or -ENOENT when empty."""
+    def build(tag: str, m: MapInfo) -> str:
+        size, vs = m.max_entries + 1, m.value_size
+        f = Text()
+        f.at("entry")
+        elems, hdr, head, tail = _ring(f, m)
+        ret_if(f, f.ins(f"icmp eq i64 {_count(f, size, head, tail)}, 0"), -_errno.ENOENT)
+        if lifo:  # _top_index: the slot below head
+            below = f.ins(f"sub i64 {head}, 1")
+            top = f.ins(f"select i1 {f.ins(f'icmp eq i64 {head}, 0')}, i64 {size - 1}, "
+                        f"i64 {below}")
+        else:
+            top = tail
+        f.memmove("%dst", f.gep(elems, f.ins(f"mul i64 {top}, {vs}")), vs)
+        if what == "pop":
+            if lifo:
+                f.do(f"store i32 {f.ins(f'trunc i64 {top} to i32')}, ptr {hdr}, align 4")
+            else:
+                nxt = f.ins(f"urem i64 {f.ins(f'add i64 {top}, 1')}, {size}")
+                f.do(f"store i32 {f.ins(f'trunc i64 {nxt} to i32')}, ptr {f.gep(hdr, 4)}, "
+                     "align 4")
+        f.do("ret i64 0")
+        return f.text(f"define internal i64 @{tag}_{what}{m.slot}(ptr %ctx, ptr %dst) "
+                      "nounwind")
+    return build
+
+
+def _describe(m: Any) -> dict[str, int]:
+    return {"value_data": int(m.elements.ctypes.data), "hdr": int(m.hdr.ctypes.data)}
+
+
+for _cls, _lifo in ((QueueMap, False), (StackMap, True)):
+    register_map(_cls.map_type, MapNative(
+        "ring", (_cls,), _describe,
+        functions={"push": _push_fn, "pop": _take_fn("pop", _lifo),
+                   "peek": _take_fn("peek", _lifo)}))

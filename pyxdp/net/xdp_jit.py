@@ -72,6 +72,7 @@ __all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit", "proven_accesses"]
 NATIVE_XDP_HELPERS: dict[int, str] = {
     hid: twin.kind for hid, twin in sorted(native_helpers().items())}
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
+                int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
                 int(BpfMapType.BPF_MAP_TYPE_XSKMAP): 0}
 
@@ -104,7 +105,7 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if kind != "other" and native is not None:
         for name, word in native.describe(m).items():
             desc[d[name]] = word
-    h2 = m if kind == "hash" else None
+    h2 = m if kind in ("hash", "devhash") else None  # a hash index: its sizes
     info = MapInfo(
         addr=m.addr, slot=slot, kind=kind, map_type=int(m.map_type), map_id=m.id,
         key_size=m.key_size, value_size=m.value_size, max_entries=m.max_entries,
@@ -530,8 +531,9 @@ class XdpJit(JitProgram):
     def _prepare_tails(self, ctx: RunContext) -> None:
         """Fill the native tail table for this run: a slot whose program runs on the JIT
         and is idle gets that program's run context (it is set up to run nested, on
-        this run's buffer); any other slot is left to the Python hook, as the
-        interpreter runs it. One level: the targets' own tail calls take the hook."""
+        this run's buffer); an empty slot is marked so (word 3: the call falls through
+        natively, as the hook answers it); any other slot is left to the Python hook, as
+        the interpreter runs it. One level: the targets' own tail calls take the hook."""
         table = self._tails
         for m, base in self._tail_maps:
             for idx in range(m.max_entries):
@@ -554,6 +556,7 @@ class XdpJit(JitProgram):
                     self._tail_progs[k] = target
                 else:
                     table[abi.TAIL_WORDS * k + 1] = 0
+                    table[abi.TAIL_WORDS * k + 3] = target is None
                     self._tail_progs[k] = None
 
     def _helper_exit(self, before: list[Any]) -> None:
@@ -571,6 +574,8 @@ class XdpJit(JitProgram):
         if self._nested:
             self._nested = []
             self._tails[1::abi.TAIL_WORDS] = 0
+        if self._tail_maps:
+            self._tails[3::abi.TAIL_WORDS] = 0  # empty marks hold for one run
         self._ri_out()
         self._hooks = None
         sync = self._sync

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault
 from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
 from pyxdp.vm.jit.abi import SLOW, Natives
@@ -112,7 +113,7 @@ def _ktime_get_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 
 @helper(125, "ktime_get_boot_ns")
 def _ktime_get_boot_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    return time.clock_gettime_ns(_CLOCK_BOOTTIME)
 
 
 @helper(160, "ktime_get_coarse_ns")
@@ -127,17 +128,50 @@ def _ktime_get_tai_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
 
 # Linux clock id 6; Python exposes it only on some builds.
 _CLOCK_MONOTONIC_COARSE: int = getattr(time, "CLOCK_MONOTONIC_COARSE", 6)
+_CLOCK_BOOTTIME: int = getattr(time, "CLOCK_BOOTTIME", 7)
 HZ = 250  # CONFIG_HZ of the kernels this models; jiffies count from boot
 
 
 @helper(118, "jiffies64")
 def _jiffies64(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) * HZ // 1_000_000_000
+    return time.clock_gettime_ns(_CLOCK_BOOTTIME) * HZ // 1_000_000_000
 
 
 @helper(7, "get_prandom_u32")
 def _get_prandom_u32(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return _ctx(vm).rng.getrandbits(32)
+
+
+def _clock_fn(kind: str, clock: int, per_second: int = 0) -> Callable[[Natives], str]:
+    """The clock helpers' twins: ``clock_gettime(clock)`` in ns, as their Python reads
+    it; with ``per_second`` the count of ticks at that rate instead (jiffies)."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        ts = f.ins("alloca { i64, i64 }, align 8")
+        f.do(f"call i32 @clock_gettime(i32 {clock}, ptr {ts})")
+        sec = f.ins(f"load i64, ptr {ts}, align 8")
+        nsec = f.ins(f"load i64, ptr {f.gep(ts, 8)}, align 8")
+        ns = f.ins(f"add i64 {f.ins(f'mul i64 {sec}, 1000000000')}, {nsec}")
+        if per_second:  # in 128 bits, as Python's exact product
+            wide = f.ins(f"mul i128 {f.ins(f'zext i64 {ns} to i128')}, {per_second}")
+            ns = f.ins(f"trunc i128 {f.ins(f'udiv i128 {wide}, 1000000000')} to i64")
+        f.do(f"ret i64 {ns}")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx) nounwind")
+    return define
+
+
+def _zero_fn(natives: Natives) -> str:
+    """bpf_get_numa_node_id's twin: node 0, as its Python."""
+    return "define internal i64 @numa_node_id(ptr %ctx) nounwind {\nentry:\n  ret i64 0\n}\n"
+
+
+register_helper(125, HelperNative("ktime_boot", 0, _clock_fn("ktime_boot", _CLOCK_BOOTTIME)))
+register_helper(160, HelperNative("ktime_coarse", 0,
+                                  _clock_fn("ktime_coarse", _CLOCK_MONOTONIC_COARSE)))
+register_helper(208, HelperNative("ktime_tai", 0, _clock_fn("ktime_tai", time.CLOCK_TAI)))
+register_helper(118, HelperNative("jiffies64", 0, _clock_fn("jiffies64", _CLOCK_BOOTTIME, HZ)))
+register_helper(42, HelperNative("numa_node_id", 0, _zero_fn))
 
 
 @helper(8, "get_smp_processor_id")
@@ -176,6 +210,42 @@ def _loop(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         if vm.call_function(r2, i, r3):
             return i + 1
     return nr_loops
+
+
+def _loop_fn(natives: Natives) -> str:
+    """bpf_loop's twin (reference: :func:`_loop`): the callback (its entry in ``%cb``, its
+    frame at ``%depth``) called natively with (i, ctx) until it returns non-zero."""
+    f = Text()
+    f.at("entry")
+    ret_if(f, f.ins("icmp ne i64 %r4, 0"), neg(errno.EINVAL))
+    n = f.ins("and i64 %r1, 4294967295")
+    ret_if(f, f.ins(f"icmp ugt i64 {n}, {BPF_MAX_LOOPS}"), neg(errno.E2BIG))
+    ret_if(f, f.ins(f"icmp uge i64 %depth, {MAX_CALL_FRAMES}"), SLOW)  # Python refuses it
+    pre = f.cur
+    f.br("head")
+    f.at("head")
+    i, i1 = f.tmp(), f.tmp()
+    f.lines.append(f"  {i} = phi i64 [ 0, %{pre} ], [ {i1}, %next ]")
+    f.cbr(f.ins(f"icmp ult i64 {i}, {n}"), "body", "done")
+    f.at("body")
+    r0 = f.ins(f"call i64 %cb(ptr %ctx, i64 %depth, i64 {i}, i64 %r3, i64 0, i64 0, i64 0)")
+    f.lines.append(f"  {i1} = add i64 {i}, 1")
+    f.cbr(f.ins(f"icmp ne i64 {f.cget('%ctx', 'status')}, 0"), "stopped", "went")
+    f.at("stopped")  # the callback faulted or threw: the call site unwinds
+    f.do("ret i64 0")
+    f.at("went")
+    f.cbr(f.ins(f"icmp ne i64 {r0}, 0"), "broke", "next")
+    f.at("broke")
+    f.do(f"ret i64 {i1}")
+    f.at("next")
+    f.br("head")
+    f.at("done")
+    f.do(f"ret i64 {n}")
+    return f.text("define internal i64 @loop(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, i64 %r4, "
+                  "ptr %cb, i64 %depth) nounwind")
+
+
+register_helper(181, HelperNative("loop", 4, _loop_fn, callback=2))
 
 
 @helper(12, "tail_call")

@@ -77,7 +77,7 @@ XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data
               "redirect_out", "done", "tail_cnt0", "rows", "consume_ri")
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
-                  "elem_slot", "free", "hdr", "entries")
+                  "elem_slot", "free", "hdr", "entries", "node_plen", "node_flags", "node_child")
 # The kernel image of an xdp_buff native code writes: its host address (0: not built
 # yet), the receiving ifindex, rx queue and egress ifindex it was built for, and the byte
 # offsets of its members (pointers 8 bytes, frame_sz and flags 4).
@@ -128,9 +128,11 @@ class MapInfo:
     """A map a program names by constant, as native helpers need it.
 
     ``kind`` is ``array`` (ARRAY/PERCPU_ARRAY), ``hash`` (the four hash types),
-    ``entries`` (DEVMAP/CPUMAP: ``uint32[max_entries, 2]``) or ``other`` (Python
-    only). ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance
-    to the next CPU's; ``first_region`` the region table entry of CPU 0's values
+    ``entries`` (DEVMAP/CPUMAP/XSKMAP: ``uint32[max_entries, 2]``), ``devhash``
+    (DEVMAP_HASH: ``entries`` behind a hash index), ``lpm`` (LPM_TRIE: a node pool)
+    or ``other`` (Python only).
+    ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance to the
+    next CPU's; ``first_region`` the region table entry of CPU 0's values
     (-1 when the run does not place them at a fixed entry). ``slot`` indexes the
     run context's map descriptor table (:data:`MAPDESC_FIELDS`).
     """

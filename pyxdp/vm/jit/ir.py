@@ -56,6 +56,7 @@ declare i16 @llvm.bswap.i16(i16)
 declare i32 @llvm.bswap.i32(i32)
 declare i64 @llvm.bswap.i64(i64)
 declare i64 @llvm.cttz.i64(i64, i1)
+declare i64 @llvm.ctlz.i64(i64, i1)
 declare i32 @clock_gettime(i32, ptr)
 attributes #0 = { alwaysinline }
 attributes #1 = { noinline }

@@ -226,7 +226,12 @@ _SHARED: dict[str, Callable[[Natives], str]] = {
     "probe_zero": lambda n: "@probe_zero = internal constant [8 x i8] zeroinitializer\n",
 }
 # used_maps keys -> MapNative.functions keys.
-_MAP_FUNCTION = {"lookup": "lookup", "update": "update", "redir": "redirect"}
+_MAP_FUNCTION = {"lookup": "lookup", "lookup_cpu": "lookup_cpu", "update": "update",
+                 "delete": "delete", "redir": "redirect", "push": "push", "pop": "pop",
+                 "peek": "peek"}
+# The queue and stack helpers: (the map function, whether it writes the value argument).
+_RING_KINDS = {"map_push": ("push", False), "map_pop": ("pop", True),
+               "map_peek": ("peek", True)}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -994,18 +999,24 @@ class FuncLowering:
 
     def _native_tail_call(self, pc: int, m: MapInfo) -> None:
         """bpf_tail_call into a JIT-compiled XDP program, natively: the run context's
-        tail table names the target of each slot (its own run context and XDP entry);
-        an empty slot, or one the runtime left to Python, takes the Python hook."""
+        tail table names the target of each slot (its own run context and XDP entry) or
+        marks it empty (word 3: the call falls through with -ENOENT, as the hook's);
+        any other slot, one the runtime left to Python, takes the Python hook."""
         f = self.f
         idx = f.ins(f"and i64 {self.R(3)}, 4294967295")
         inside, look, python, native = (f.label(n) for n in ("tin", "tlook", "tpy", "tnat"))
+        empty, probe = f.label("tempty"), f.label("tmark")
         before = f.cur
-        f.cbr(f.ins(f"icmp ult i64 {idx}, {m.max_entries}"), look, python)
+        # an index past the end falls through (-ENOENT), as the hook answers it
+        f.cbr(f.ins(f"icmp ult i64 {idx}, {m.max_entries}"), look, empty)
         f.at(look)
         ent = f.gep(f.cget("%ctx", "tails", "ptr"),
                     f.ins(f"shl i64 {f.ins(f'add i64 {idx}, {m.tail_base}')}, 5"))
         fn = f.word(ent, 1, "i64", "")
-        f.cbr(f.ins(f"icmp ne i64 {fn}, 0"), inside, python)
+        f.cbr(f.ins(f"icmp ne i64 {fn}, 0"), inside, probe)
+        f.at(probe)
+        # word 3: the runtime saw the slot empty (falls through natively, as the hook)
+        f.cbr(f.ins(f"icmp ne i64 {f.word(ent, 3, 'i64', '')}, 0"), empty, python)
         f.at(python)
         del before
         # The Python hook: what the interpreter does (empty slot, a program not on the JIT).
@@ -1042,15 +1053,19 @@ class FuncLowering:
         f.at(over)
         over_end = f.cur
         f.br(cont)
+        f.at(empty)
+        f.br(cont)
         f.at(done)
         self.W(0, r0)
         f.cset("%ctx", "tail_exit", "0")
         self._return(rem)
         f.at(cont)
         self.regs = nat_regs
-        self.W(0, f.ins(f"phi i64 [ {r0}, %{py_end} ], [ {c64(-2)}, %{over_end} ]"))
+        self.W(0, f.ins(f"phi i64 [ {r0}, %{py_end} ], [ {c64(-2)}, %{over_end} ], "
+                        f"[ {c64(-2)}, %{empty} ]"))
         self._goto(self.blk.succs[0], f.ins(f"phi i64 [ {rem}, %{py_end} ], "
-                                            f"[ {self.rem_after}, %{over_end} ]"))
+                                            f"[ {self.rem_after}, %{over_end} ], "
+                                            f"[ {self.rem_after}, %{empty} ]"))
 
     def _return(self, rem: str) -> None:
         f = self.f
@@ -1140,23 +1155,31 @@ class FuncLowering:
             return v, f.cur
         a1 = self.call_args.get(pc, (None,) * 6)[1]
         m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
-        if kind not in ("map_lookup", "map_update", "redirect_map") or m is None:
+        if kind not in ("map_lookup", "map_lookup_percpu", "map_update", "map_delete",
+                        "redirect_map", *_RING_KINDS) or m is None:
             return None  # not a map helper on a constant map: the Python helper
         if kind == "redirect_map":
             native = map_native(m.map_type)
-            if m.kind != "entries" or native is None or "redirect" not in native.functions:
+            if m.kind == "other" or native is None or "redirect" not in native.functions:
                 return None
             self.prog.used_maps[("redir", m.slot)] = m
             return f.ins(f"call i64 @{self.prog.tag}_redir{m.slot}(ptr %ctx, i64 {r[2]}, "
                          f"i64 {r[3]})"), f.cur
         native = map_native(m.map_type)
-        if native is None or m.kind not in ("array", "hash"):
+        if native is None or m.kind == "other":
             return None
         fns = native.functions
+        if kind in _RING_KINDS:
+            return self._native_ring(pc, m, *_RING_KINDS[kind]) \
+                if _RING_KINDS[kind][0] in fns else None
         if kind == "map_lookup" and native.lookup_inline is None and "lookup" not in fns:
             return None
         if kind == "map_update" and ("update" not in fns or m.py_update):
             return None
+        if kind == "map_lookup_percpu" and ("lookup_cpu" not in fns or not m.percpu):
+            return None
+        if kind == "map_delete" and ("delete" not in fns or m.py_update):
+            return None  # a delete frees what the value held (special fields): Python
         ok = f.flag(NF_RUNCTX)
         start = f.cur
         go, out = f.label("nat"), f.label("natj")
@@ -1175,6 +1198,14 @@ class FuncLowering:
             self.prog.used_maps[("update", m.slot)] = m
             value = f.ins(f"call i64 @{self.prog.tag}_update{m.slot}(ptr %ctx, ptr {key}, "
                           f"ptr {val}, i64 {r[4]})")
+        elif kind == "map_lookup_percpu":
+            self.prog.used_maps[("lookup_cpu", m.slot)] = m
+            cpu = f.ins(f"and i64 {r[3]}, 4294967295")
+            value = f.ins(f"call i64 @{self.prog.tag}_lookup_cpu{m.slot}(ptr %ctx, ptr {key}, "
+                          f"i64 {cpu})")
+        elif kind == "map_delete":
+            self.prog.used_maps[("delete", m.slot)] = m
+            value = f.ins(f"call i64 @{self.prog.tag}_delete{m.slot}(ptr %ctx, ptr {key})")
         else:
             raise AssertionError(kind)
         done = f.cur
@@ -1183,6 +1214,27 @@ class FuncLowering:
         inc = "".join(f", [ {c64(SLOW)}, %{lbl} ]" for lbl in nulls)
         v = f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}")
         return v, f.cur
+
+
+    def _native_ring(self, pc: int, m: MapInfo, what: str, write: bool
+                     ) -> tuple[str, str] | None:
+        """bpf_map_push_elem (value, flags), bpf_map_pop_elem and bpf_map_peek_elem (the
+        value's destination) through the map's ``@<tag>_<what><slot>`` function."""
+        f = self.f
+        start = f.cur
+        go, out = f.label("nat"), f.label("natj")
+        f.cbr(f.flag(NF_RUNCTX), go, out, LIKELY)
+        f.at(go)
+        nulls: list[str] = []
+        val = self._arg_pointer(pc, 2, m.value_size, write, nulls, out)
+        self.prog.used_maps[(what, m.slot)] = m
+        flags = f", i64 {self.R(3)}" if what == "push" else ""
+        value = f.ins(f"call i64 @{self.prog.tag}_{what}{m.slot}(ptr %ctx, ptr {val}{flags})")
+        done = f.cur
+        f.br(out)
+        f.at(out)
+        inc = "".join(f", [ {c64(SLOW)}, %{lbl} ]" for lbl in nulls)
+        return f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}"), f.cur
 
 
 # --- the whole module -------------------------------------------------------------

@@ -95,14 +95,12 @@ def map_desc(f: Text, m: MapInfo, name: str, ty: str = "ptr") -> str:
     return f.word(table, m.slot * len(MAPDESC_FIELDS) + MAPDESC[name], ty, "")
 
 
-def redirect_map_fn(tag: str, m: MapInfo) -> str:
-    """``__bpf_xdp_redirect_map`` for a DEVMAP or CPUMAP (``entries[key][0]``, 0 = empty)."""
-    f = Text()
-    f.at("entry")
-    runctx_guard(f)
-    ri_init(f)
-    ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 %r3, {c64(~(3 | m.flag_mask))}')}, 0"), 0)
-    key = f.ins("and i64 %r2, 4294967295")
+# Emits the redirect target's value of ``key`` (an i64 operand; 0: no entry) for a map.
+RedirectValue = Callable[[Text, MapInfo, str], str]
+
+
+def entries_value(f: Text, m: MapInfo, key: str) -> str:
+    """A DEVMAP, CPUMAP or XSKMAP target: ``entries[key][0]`` (0 past the end or empty)."""
     inside, join = f.label("in"), f.label("v")
     inrange = f.ins(f"icmp ult i64 {key}, {m.max_entries}")
     before = f.cur
@@ -112,7 +110,20 @@ def redirect_map_fn(tag: str, m: MapInfo) -> str:
     last = f.cur
     f.br(join)
     f.at(join)
-    value = f.ins(f"phi i64 [ 0, %{before} ], [ {v0}, %{last} ]")
+    return f.ins(f"phi i64 [ 0, %{before} ], [ {v0}, %{last} ]")
+
+
+def redirect_with(tag: str, m: MapInfo, value_of: RedirectValue) -> str:
+    """``__bpf_xdp_redirect_map`` for one map whose target ``value_of`` finds (0: none),
+    filling the run context's ``ri_*`` words as the Python helper fills its
+    RedirectInfo; ``value_of`` may leave through block ``slow`` (SLOW: Python decides)."""
+    f = Text()
+    f.at("entry")
+    runctx_guard(f)
+    ri_init(f)
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 %r3, {c64(~(3 | m.flag_mask))}')}, 0"), 0)
+    key = f.ins("and i64 %r2, 4294967295")
+    value = value_of(f, m, key)
     f.cset("%ctx", "ri_tv_set", "1")
     f.cset("%ctx", "ri_tv", value)
     bc = f.ins(f"icmp ne i64 {f.ins(f'and i64 %r3, {int(RedirectFlag.BPF_F_BROADCAST)}')}, 0")
@@ -130,9 +141,13 @@ def redirect_map_fn(tag: str, m: MapInfo) -> str:
     f.cset("%ctx", "ri_map", f.ins(f"select i1 {bc}, i64 {c64(m.addr)}, i64 0"))
     f.cset("%ctx", "ri_flags", f.ins(f"select i1 {bc}, i64 %r3, i64 0"))
     f.do("ret i64 4")
-    text = f.text(f"define internal i64 @{tag}_redir{m.slot}(ptr %ctx, i64 %r2, i64 %r3) "
+    return f.text(f"define internal i64 @{tag}_redir{m.slot}(ptr %ctx, i64 %r2, i64 %r3) "
                   "nounwind")
-    return text
+
+
+def redirect_map_fn(tag: str, m: MapInfo) -> str:
+    """``__bpf_xdp_redirect_map`` for a DEVMAP, CPUMAP or XSKMAP (``entries[key][0]``)."""
+    return redirect_with(tag, m, entries_value)
 
 
 # --- the registry: native map operations, registered by the maps' own modules ----------
@@ -153,7 +168,8 @@ class MapNative:
     map's :data:`~pyxdp.vm.jit.abi.MAPDESC_FIELDS` words (host addresses of its
     storage). ``lookup_inline`` emits ``bpf_map_lookup_elem`` at the call site
     (key pointer -> value address, 0 or SLOW); ``functions`` build per-map IR
-    functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``update``
+    functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``lookup_cpu``
+    ``@<tag>_lookup_cpu<slot>(ctx, key, cpu)`` (a per-CPU map's value of any CPU), ``update``
     ``@<tag>_update<slot>(ctx, key, value, flags)``, ``redirect``
     ``@<tag>_redir<slot>(ctx, key, flags)``.
     """
@@ -195,7 +211,8 @@ class HelperNative:
     fake address to a host pointer, or one :func:`register_shared` added);
     ``scratch`` is the bytes of run context scratch memory it keeps state in.
     Without ``define`` the lowering specialises
-    the call itself: ``map_lookup``, ``map_update`` and ``redirect_map`` through
+    the call itself: ``map_lookup``, ``map_lookup_percpu``, ``map_update``, ``map_delete``,
+    ``map_push``, ``map_pop``, ``map_peek`` and ``redirect_map`` through
     the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
     """
 
@@ -292,5 +309,10 @@ def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
 # lowered at the call site.
 register_helper(BpfFuncId.BPF_FUNC_map_lookup_elem, HelperNative("map_lookup"))
 register_helper(BpfFuncId.BPF_FUNC_map_update_elem, HelperNative("map_update"))
+register_helper(BpfFuncId.BPF_FUNC_map_delete_elem, HelperNative("map_delete"))
+register_helper(BpfFuncId.BPF_FUNC_map_lookup_percpu_elem, HelperNative("map_lookup_percpu"))
+register_helper(BpfFuncId.BPF_FUNC_map_push_elem, HelperNative("map_push"))
+register_helper(BpfFuncId.BPF_FUNC_map_pop_elem, HelperNative("map_pop"))
+register_helper(BpfFuncId.BPF_FUNC_map_peek_elem, HelperNative("map_peek"))
 register_helper(BpfFuncId.BPF_FUNC_ktime_get_ns, HelperNative("ktime"))
 register_helper(BpfFuncId.BPF_FUNC_get_smp_processor_id, HelperNative("smp_id"))

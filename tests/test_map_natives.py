@@ -1,0 +1,529 @@
+"""Native twins of the map helpers on the JIT against the Python reference (the
+interpreter): bpf_map_lookup_elem on a DEVMAP and a DEVMAP_HASH, bpf_redirect_map into a
+DEVMAP_HASH - the same r0, values and redirect state over randomized maps and keys
+(hits, misses, deleted and replaced entries, bad flags, broadcasts), and no Python per
+packet on the JIT."""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pyxdp.maps.devmap as devmap
+from pyxdp.collection import Collection
+from pyxdp.errors import MapError
+from pyxdp.net import filter as net_filter
+from pyxdp.net.prog import jit_available
+from pyxdp.spec import MapSpec
+from pyxdp.testing.native import python_calls
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm import helpers as vm_helpers
+from pyxdp.vm.helpers import RunContext
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+
+DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
+DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
+PYTHON_REFERENCE = (devmap, vm_helpers._map_lookup_elem, net_filter._redirect_map)
+
+# The packet's first u32 is the key, the second bpf_redirect_map's flags.
+_KEYS = """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 8
+if r4 > r3 goto short
+r6 = *(u32 *)(r2 +0)
+r7 = *(u32 *)(r2 +4)
+"""
+# bpf_map_lookup_elem: the value's ifindex, or 2 (XDP_PASS) when NULL.
+LOOKUP = _KEYS + """
+*(u32 *)(r10 -4) = r6
+r2 = r10
+r2 += -4
+r1 = map[fd:0]
+call 1
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+short:
+r0 = 2
+exit
+"""
+# bpf_redirect_map(&m, key, flags)
+REDIRECT = _KEYS + """
+r1 = map[fd:0]
+r2 = r6
+r3 = r7
+call 51
+exit
+short:
+r0 = 2
+exit
+"""
+# By the packet's second u32: 1 update (the key as value), 2 delete, else a lookup.
+HASH_OPS = _KEYS + """
+*(u32 *)(r10 -4) = r6
+if r7 == 1 goto update
+if r7 == 2 goto delete
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+call 1
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+update:
+*(u64 *)(r10 -16) = r6
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+r3 = r10
+r3 += -16
+r4 = 0
+call 2
+exit
+delete:
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+call 3
+exit
+short:
+r0 = 2
+exit
+"""
+HASHES = (int(BpfMapType.BPF_MAP_TYPE_HASH), int(BpfMapType.BPF_MAP_TYPE_PERCPU_HASH),
+          int(BpfMapType.BPF_MAP_TYPE_LRU_HASH), int(BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH))
+FLAGS = (0, 1, 2, 3, 4, 8, 16, 24, 8 | 2, 16 | 1, 32, 1 << 31)
+
+
+def _frames(rows: list[tuple[int, int]]) -> np.ndarray:
+    frames = np.zeros((len(rows), 512), np.uint8)
+    for i, (key, flags) in enumerate(rows):
+        frames[i, 256:264] = np.frombuffer(struct.pack("<II", key, flags), np.uint8)
+    return frames
+
+
+def _fill(m: Any, rng: random.Random, keys: list[int], map_type: int) -> None:
+    """Random entries (new and replaced), then some deleted (tombstones in the index)."""
+    m.handle.ifindex_ok = lambda i: True
+    for k in rng.sample(keys, 10):
+        try:
+            m.update(k, rng.randrange(1, 1 << 20))
+        except MapError:  # E2BIG: past a DEVMAP's end, or a full DEVMAP_HASH
+            pass
+    present = [k for k in keys if m.get(k) is not None]
+    for k in rng.sample(present, len(present) // 3):
+        if map_type == DEVMAP_HASH or rng.random() < 0.5:
+            del m[k]
+        else:
+            m.update(k, 0)  # a DEVMAP slot cleared
+
+
+def _run(text: str, map_type: int, value_size: int, seed: int, engine: str
+         ) -> list[tuple[object, ...]]:
+    rng = random.Random(seed)
+    max_entries = 16
+    pool = (list(range(max_entries + 4)) if map_type == DEVMAP
+            else rng.sample(range(1 << 32), 40) + [0, 1, 0xFFFF_FFFF])
+    spec = asm_collection(text, [MapSpec("m", map_type, 4, value_size, max_entries)])
+    out: list[tuple[object, ...]] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        m = c.maps["m"]
+        prog = c.programs["t"].handle
+        for _round in range(3):
+            _fill(m, rng, pool, map_type)
+            rows = [(rng.choice(pool) if rng.random() < 0.9 else rng.randrange(1 << 32),
+                     rng.choice(FLAGS)) for _ in range(48)]
+            ctx = RunContext()
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=ctx)
+            out.append((r.action.tolist(), r.redirect_map_type.tolist(),
+                        r.redirect_index.tolist(), r.redirect_flags.tolist(),
+                        (r.redirect_map_id == m.handle.id).tolist(),
+                        sorted(m.items())))
+            # the redirect state one frame leaves (the target's value included)
+            for key, flags in rows[:6]:
+                ctx = RunContext()
+                r = prog.run_batch(_frames([(key, flags)]), 256, 64, ctx=ctx)
+                ri = ctx.ri
+                out.append((int(r.action[0]), None if ri is None else
+                            (ri.tgt_index, ri.tgt_value, ri.map_type, ri.flags,
+                             ri.map is m.handle, ri.map_id == m.handle.id)))
+    return out
+
+
+PROGRAMS = {"lookup": LOOKUP, "redirect": REDIRECT, "hash_ops": HASH_OPS}
+
+
+@pytest.mark.parametrize(("what", "map_type", "value_size"), [
+    ("lookup", DEVMAP, 4), ("lookup", DEVMAP, 8), ("lookup", DEVMAP_HASH, 4),
+    ("lookup", DEVMAP_HASH, 8), ("redirect", DEVMAP_HASH, 4), ("redirect", DEVMAP_HASH, 8),
+    ("redirect", DEVMAP, 8)])
+def test_jit_twin_is_python(what: str, map_type: int, value_size: int) -> None:
+    text = PROGRAMS[what]
+    for seed in range(3):
+        assert _run(text, map_type, value_size, seed, "jit") == \
+            _run(text, map_type, value_size, seed, "interp")
+
+
+@pytest.mark.parametrize(("what", "map_type"), [
+    ("lookup", DEVMAP), ("lookup", DEVMAP_HASH), ("redirect", DEVMAP_HASH)])
+def test_no_python_per_packet_on_the_jit(what: str, map_type: int) -> None:
+    spec = asm_collection(PROGRAMS[what], [MapSpec("m", map_type, 4, 4, 8)])
+    for engine, want in (("jit", 0), ("interp", 64)):
+        with Collection(spec, "userspace", engine=engine) as c:
+            c.maps["m"].handle.ifindex_ok = lambda i: True
+            c.maps["m"].update(3, 7)
+            c.maps["m"].update(5, 9)
+            prog = c.programs["t"].handle
+            frames = _frames([(k % 8, k % 3) for k in range(64)])
+            prog.run_batch(frames.copy(), 256, 64, ctx=RunContext())  # compiled
+            calls = python_calls(PYTHON_REFERENCE, lambda p=prog, f=frames: p.run_batch(
+                f.copy(), 256, 64, ctx=RunContext()))
+            assert (calls == 0) if want == 0 else calls >= want
+
+
+def _hash_ops(map_type: int, seed: int, engine: str) -> list[object]:
+    rng = random.Random(seed)
+    pool = rng.sample(range(1 << 32), 30) + [0, 0xFFFF_FFFF]
+    spec = asm_collection(HASH_OPS, [MapSpec("m", map_type, 4, 8, 16)])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        prog = c.programs["t"].handle
+        for _round in range(4):
+            # updates past max_entries (E2BIG, or an LRU eviction), deletes of absent keys
+            rows = [(rng.choice(pool), rng.choice((0, 1, 1, 2, 2))) for _ in range(96)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            out += [r.action.tolist(), sorted(c.maps["m"].items())]
+    return out
+
+
+@pytest.mark.parametrize("map_type", HASHES)
+def test_hash_delete_twin_is_python(map_type: int) -> None:
+    """bpf_map_delete_elem (with lookups and updates between) on the four hash types:
+    the same returns and the same map, the index's tombstones reused."""
+    for seed in range(2):
+        assert _hash_ops(map_type, seed, "jit") == _hash_ops(map_type, seed, "interp")
+
+
+def test_hash_delete_without_python_on_the_jit() -> None:
+    from pyxdp.maps import hashtab
+    spec = asm_collection(HASH_OPS, [MapSpec("m", HASHES[0], 4, 8, 16)])
+    with Collection(spec, "userspace", engine="jit") as c:
+        prog = c.programs["t"].handle
+        frames = _frames([(k % 8, 1 + k // 32) for k in range(64)])  # updates, deletes
+        prog.run_batch(frames.copy(), 256, 64, ctx=RunContext())
+        calls = python_calls((hashtab, vm_helpers._map_delete_elem), lambda: prog.run_batch(
+            frames.copy(), 256, 64, ctx=RunContext()))
+        assert calls == 0
+        assert len(c.maps["m"]) == 0
+
+
+# -- the clocks ------------------------------------------------------------------------------
+
+def _clock_program(helper_id: int) -> str:
+    """arr[0] = the helper's r0."""
+    return f"""
+call {helper_id}
+*(u64 *)(r10 -16) = r0
+*(u32 *)(r10 -4) = 0
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+r3 = r10
+r3 += -16
+r4 = 0
+call 2
+r0 = 2
+exit
+"""
+
+
+@pytest.mark.parametrize(("helper_id", "name"), [
+    (125, "_ktime_get_boot_ns"), (160, "_ktime_get_coarse_ns"), (208, "_ktime_get_tai_ns"),
+    (118, "_jiffies64"), (42, "_get_numa_node_id")])
+def test_clock_twins_read_pythons_clock(helper_id: int, name: str) -> None:
+    """The JIT's value lies between the Python helper's readings before and after the run,
+    and no Python runs for it."""
+    reference = getattr(vm_helpers, name)
+    spec = asm_collection(_clock_program(helper_id),
+                          [MapSpec("arr", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 1)])
+    with Collection(spec, "userspace", engine="jit") as c:
+        prog = c.programs["t"].handle
+        frames = _frames([(0, 0)] * 4)
+        prog.run_batch(frames.copy(), 256, 64, ctx=RunContext())
+        for _ in range(3):
+            before = reference(None, 0, 0, 0, 0, 0)
+            calls = python_calls([reference], lambda p=prog, f=frames: p.run_batch(
+                f.copy(), 256, 64, ctx=RunContext()))
+            after = reference(None, 0, 0, 0, 0, 0)
+            assert calls == 0
+            assert before <= c.maps["arr"][0] <= after
+
+
+# -- bpf_map_lookup_percpu_elem ------------------------------------------------------------
+
+# The packet's second u32 is the CPU (bit 32 set as well: only the low 32 bits count).
+PERCPU_LOOKUP = _KEYS + """
+*(u32 *)(r10 -4) = r6
+r1 = map[fd:0]
+r2 = r10
+r2 += -4
+r3 = 1 ll
+r3 <<= 32
+r3 |= r7
+call 195
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+short:
+r0 = 2
+exit
+"""
+PERCPU = (int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_HASH),
+          int(BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH))
+
+
+def _percpu_lookups(map_type: int, seed: int, engine: str) -> list[object]:
+    rng = random.Random(seed)
+    array = map_type == PERCPU[0]
+    pool = list(range(10)) if array else rng.sample(range(1 << 32), 12)
+    spec = asm_collection(PERCPU_LOOKUP, [MapSpec("m", map_type, 4, 8, 8)])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        h = c.maps["m"].handle
+        prog = c.programs["t"].handle
+        for _round in range(3):
+            for k in rng.sample(pool, 6):
+                values = [rng.randrange(1, 1 << 32) for _ in range(h.nr_cpus)]
+                try:
+                    h.update(struct.pack("<I", k), struct.pack(f"<{h.nr_cpus}Q", *values))
+                except MapError:  # past the array's end, or the hash is full
+                    pass
+            if not array:
+                for k in rng.sample(pool, 3):
+                    h.try_delete(struct.pack("<I", k))
+            cpus = [*range(h.nr_cpus + 2), 0xFFFF_FFFF]
+            rows = [(rng.choice(pool) if rng.random() < 0.9 else rng.randrange(1 << 32),
+                     rng.choice(cpus)) for _ in range(64)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            out.append(r.action.tolist())
+    return out
+
+
+@pytest.mark.parametrize("map_type", PERCPU)
+def test_percpu_lookup_twin_is_python(map_type: int) -> None:
+    """Any CPU's value, NULL past the last CPU, absent and deleted keys; no Python."""
+    for seed in range(2):
+        assert _percpu_lookups(map_type, seed, "jit") == _percpu_lookups(map_type, seed,
+                                                                         "interp")
+    calls = python_calls([vm_helpers._map_lookup_percpu_elem],
+                         lambda: _percpu_lookups(map_type, 0, "jit"))
+    assert calls == 0
+
+
+# -- LPM trie lookups -----------------------------------------------------------------------
+
+def _lpm_program(data_size: int) -> str:
+    """The key's prefixlen is the packet's first u32, its data the second's low bytes."""
+    store = {4: "*(u32 *)(r10 -4) = r7", 1: "*(u8 *)(r10 -4) = r7"}[data_size]
+    return _KEYS + f"""
+*(u32 *)(r10 -8) = r6
+{store}
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+call 1
+if r0 == 0 goto short
+r0 = *(u32 *)(r0 +0)
+exit
+short:
+r0 = 2
+exit
+"""
+
+
+def _lpm_lookups(data_size: int, seed: int, engine: str) -> list[object]:
+    from pyxdp.maps.lpm_trie import lpm_key
+    rng = random.Random(seed)
+    bits = 8 * data_size
+    bases = [rng.getrandbits(bits) for _ in range(3)]
+
+    def near() -> int:  # keys sharing long prefixes with few bases: nested prefixes
+        return rng.choice(bases) ^ (rng.getrandbits(bits) >> rng.randrange(bits + 1))
+
+    spec = asm_collection(_lpm_program(data_size), [MapSpec(
+        "m", int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE), 4 + data_size, 8, 24,
+        int(MapFlag.BPF_F_NO_PREALLOC))])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        h = c.maps["m"].handle
+        prog = c.programs["t"].handle
+        present: list[bytes] = []
+        for _round in range(4):
+            for _ in range(8):
+                key = lpm_key(rng.randrange(bits + 1), near().to_bytes(data_size, "big"))
+                try:
+                    h.update(key, struct.pack("<Q", rng.randrange(1, 1 << 32)))
+                    present.append(key)
+                except MapError:  # ENOSPC: full
+                    pass
+            for key in rng.sample(present, min(3, len(present))):
+                if h.try_delete(key) == 0:
+                    present.remove(key)
+            rows = [(rng.choice([bits, bits, rng.randrange(bits + 1), bits + 1, 1 << 31]),
+                     int.from_bytes(near().to_bytes(data_size, "big").ljust(4, b"\0"),
+                                    "little")) for _ in range(64)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            out.append(r.action.tolist())
+    return out
+
+
+@pytest.mark.parametrize("data_size", [4, 1])
+def test_lpm_lookup_twin_is_python(data_size: int) -> None:
+    """The longest present prefix (intermediate nodes skipped), misses, deleted prefixes,
+    prefix lengths past the data; no Python per lookup on the JIT."""
+    from pyxdp.maps import lpm_trie
+    for seed in range(3):
+        assert _lpm_lookups(data_size, seed, "jit") == _lpm_lookups(data_size, seed, "interp")
+    calls = python_calls([lpm_trie.LpmTrie.lookup_addr],
+                         lambda: _lpm_lookups(data_size, 0, "jit"))
+    assert calls == 0
+
+
+# -- queue and stack maps -------------------------------------------------------------------
+
+# By the packet's second u32: low byte 1 pop, 2 peek (r0: the value's low half, or the
+# error), else push the key with the flags in the upper bytes.
+RING_OPS = _KEYS + """
+*(u64 *)(r10 -8) = r6
+r8 = r7
+r8 >>= 8
+r7 &= 255
+if r7 == 1 goto pop
+if r7 == 2 goto peek
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+r3 = r8
+call 87
+exit
+pop:
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+call 88
+if r0 != 0 goto out
+r0 = *(u32 *)(r10 -8)
+out:
+exit
+peek:
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+call 89
+if r0 != 0 goto out2
+r0 = *(u32 *)(r10 -8)
+out2:
+exit
+short:
+r0 = 2
+exit
+"""
+
+
+def _ring_ops(map_type: int, seed: int, engine: str) -> list[object]:
+    rng = random.Random(seed)
+    spec = asm_collection(RING_OPS, [MapSpec("m", map_type, 0, 8, 5)])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        prog = c.programs["t"].handle
+        for _round in range(3):
+            # pushes into a full map (E2BIG, or the oldest dropped with BPF_EXIST), bad
+            # flags, pops and peeks of an empty one, the ring wrapping
+            rows = [(rng.randrange(1 << 32), rng.choice(
+                (0, 0, 0x200, 0x200, 0x100, 0x300, 0x400, 1, 1, 2))) for _ in range(80)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            out += [r.action.tolist(), c.maps["m"].handle.contents()]
+    return out
+
+
+@pytest.mark.parametrize("map_type", [int(BpfMapType.BPF_MAP_TYPE_QUEUE),
+                                      int(BpfMapType.BPF_MAP_TYPE_STACK)])
+def test_queue_stack_twins_are_python(map_type: int) -> None:
+    for seed in range(3):
+        assert _ring_ops(map_type, seed, "jit") == _ring_ops(map_type, seed, "interp")
+    calls = python_calls([vm_helpers._map_push_elem, vm_helpers._pop_or_peek],
+                         lambda: _ring_ops(map_type, 0, "jit"))
+    assert calls == 0
+
+
+# -- bpf_loop -------------------------------------------------------------------------------
+
+# bpf_loop(nr from the packet's first u32, cb, &counter, flags: the second u32's upper
+# bytes): the callback counts into the stack word and stops the loop (returns 1) once it
+# reaches the second u32's low byte; r0 = bpf_loop's return.
+LOOP = _KEYS + """
+r8 = r7
+r8 >>= 8
+r7 &= 255
+*(u64 *)(r10 -8) = r7
+*(u64 *)(r10 -16) = 0
+r1 = r6
+r2 = subprog[cb]
+r3 = r10
+r3 += -16
+r4 = r8
+call 181
+exit
+short:
+r0 = 2
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += 1
+*(u64 *)(r2 +0) = r3
+r4 = *(u64 *)(r2 +8)
+r0 = 0
+if r3 != r4 goto more
+r0 = 1
+more:
+exit
+"""
+
+
+def _loop_spec() -> Any:
+    from dataclasses import replace
+
+    from pyxdp.spec import FuncInfo
+    from pyxdp.testing.verifier_cases import Func, funcs_btf
+    spec = asm_collection(LOOP)
+    btf, ids, _, _ = funcs_btf((Func("main"), Func("cb")))
+    prog = spec.programs["t"]
+    cb = next(pc + 1 + i.imm for pc, i in enumerate(prog.insns)
+              if i.is_ld_imm64() and i.src == 4)
+    infos = (FuncInfo(0, ids[0], "main"), FuncInfo(cb, ids[1], "cb"))
+    return replace(spec, programs={"t": prog.copy(func_info=infos)}, btf=btf)
+
+
+def _loops(seed: int, engine: str) -> list[int]:
+    rng = random.Random(seed)
+    with Collection(_loop_spec(), "userspace", engine=engine) as c:
+        prog = c.programs["t"].handle
+        # counts below, at and past the stop, 0 loops, too many (E2BIG), flags (EINVAL)
+        rows = [(rng.choice([0, 1, 5, 40, rng.randrange(300), (1 << 23) + 1, 1 << 31]),
+                 rng.randrange(256) | rng.choice([0, 0, 0, 1 << 8])) for _ in range(64)]
+        r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+        return [*r.action.tolist(), *r.faulted.tolist()]
+
+
+def test_loop_twin_is_python() -> None:
+    for seed in range(3):
+        assert _loops(seed, "jit") == _loops(seed, "interp")
+    assert python_calls([vm_helpers._loop], lambda: _loops(0, "jit")) == 0
