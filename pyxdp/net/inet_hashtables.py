@@ -23,7 +23,12 @@ which a bare Collection's ``TestRunEnv.fib`` exposes): ``tcp_listen``,
 ``accept()`` gave) and ``udp_bind`` register sockets, :meth:`SockTable.close`
 removes one. Each socket's ``struct bpf_sock`` (the fields a BPF program reads
 through the pointer a lookup returns, in Linux's byte orders) lives in the
-table's buffer, which the helpers map read-only into the run.
+table's buffer, which the helpers map read-only into the run. The buffer is also
+the state the JIT's native lookups scan in place (a flat array of slots, its
+words :data:`SK_DESC`): a slot's ``struct bpf_sock`` holds what a lookup
+matches on, and the byte at :data:`SK_FLAGS` past it what ``struct bpf_sock``
+lacks (``IPV6_V6ONLY``); a free slot is all zero. The :class:`Sock` objects are
+the Python API's handles on the slots.
 
 Simplified: no time-wait or request sockets (so ``bpf_skc_lookup_tcp`` finds
 what ``bpf_sk_lookup_tcp`` finds), no ``SO_REUSEPORT`` groups, no
@@ -38,16 +43,19 @@ import ipaddress
 import itertools
 import struct
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+
+import numpy as np
 
 from pyxdp.maps.sock_map import SocketMapBase
 from pyxdp.uapi import inet
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.inet import IPPROTO_TCP, IPPROTO_UDP
 
-__all__ = ["IPPROTO_TCP", "IPPROTO_UDP", "SK_BASE", "SK_SLOT", "SK_STRIDE", "SOCK_TABLES", "Sock",
-           "SockTable", "TcpState"]
+__all__ = ["IPPROTO_TCP", "IPPROTO_UDP", "SK_BASE", "SK_DESC", "SK_FLAGS", "SK_SLOT", "SK_STRIDE",
+           "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
 
 AF_INET, AF_INET6 = 2, 10
 SOCK_STREAM, SOCK_DGRAM = 1, 2
@@ -60,6 +68,12 @@ SK_STRIDE = 1 << 20
 LOOPBACK4_IPV6 = bytes([127, 0, 0, 6])  # an IPv6 socket's IPv4 address (inet6_bind)
 _V4MAPPED = bytes(10) + b"\xff\xff"
 NO_QUEUE_MAPPING = -1
+# A slot's byte past its struct bpf_sock: bit 0 IPV6_V6ONLY.
+SK_FLAGS = BPF_SOCK_SIZE
+SKF_V6ONLY = 1
+# The words native code reads of a table (SockTable.desc): the buffer's host address,
+# its fake address, the slots to scan (one past the highest in use).
+SK_DESC = {name: i for i, name in enumerate(("buf", "base", "nslots"))}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -191,6 +205,9 @@ class SockTable:
         self.tcp_syncookies = 1
         # Namespaces this one knows by id (peernet2id), for a lookup's netns_id.
         self.peers: dict[int, SockTable] = {}
+        self.desc = np.zeros(len(SK_DESC), np.uint64)
+        self.desc[SK_DESC["base"]] = self.base
+        self._view: np.ndarray | None = None
         SOCK_TABLES[self.base] = self
 
     def __len__(self) -> int:
@@ -200,8 +217,21 @@ class SockTable:
     def buf(self) -> bytearray:
         """The buffer of every socket's ``struct bpf_sock`` (made on first use)."""
         if self._buf is None:
-            self._buf = bytearray(MAX_SOCKS * SK_SLOT)
+            buf = bytearray(MAX_SOCKS * SK_SLOT)
+            # the view pins the bytearray (it never resizes) and gives its address
+            self._view = np.frombuffer(buf, np.uint8)
+            self.desc[SK_DESC["buf"]] = self._view.ctypes.data
+            self._buf = buf
         return self._buf
+
+    def native_desc(self) -> int:
+        """The host address of ``desc`` for native code (the buffer made first)."""
+        _ = self.buf
+        return int(self.desc.ctypes.data)
+
+    def _in_order(self) -> Iterator[Sock]:
+        """The sockets in slot order, as the native lookups scan them."""
+        return (self.socks[k] for k in sorted(self.socks))
 
     def _add(self, sk: Sock) -> Sock:
         slot = next((i for i in range(MAX_SOCKS) if i not in self.socks), None)
@@ -211,6 +241,8 @@ class SockTable:
         sk.cookie = next(_cookies)
         self.socks[slot] = sk
         self.buf[slot * SK_SLOT:slot * SK_SLOT + BPF_SOCK_SIZE] = sk.bpf_sock()
+        self.buf[slot * SK_SLOT + SK_FLAGS] = SKF_V6ONLY if sk.ipv6only else 0
+        self.desc[SK_DESC["nslots"]] = max(self.socks) + 1
         return sk
 
     def _bound(self, sk: Sock) -> None:
@@ -289,6 +321,7 @@ class SockTable:
             m.remove_socket(sk)
         del self.socks[sk.slot]
         self.buf[sk.slot * SK_SLOT:(sk.slot + 1) * SK_SLOT] = bytes(SK_SLOT)
+        self.desc[SK_DESC["nslots"]] = max(self.socks, default=-1) + 1
         sk.table, sk.slot = None, -1
 
     def at(self, addr: int) -> Sock | None:
@@ -309,8 +342,9 @@ class SockTable:
         ``daddr``:``dport`` (packed addresses, host-order ports) arriving on device
         ``dif`` belongs to."""
         if protocol == IPPROTO_TCP:
-            for sk in self.socks.values():
-                if sk.state == TcpState.TCP_ESTABLISHED and sk.family == family and \
+            for sk in self._in_order():
+                if sk.protocol == IPPROTO_TCP and sk.state == TcpState.TCP_ESTABLISHED and \
+                        sk.family == family and \
                         sk.dst == saddr and sk.dst_port == sport and sk.src == daddr and \
                         sk.src_port == dport and self._dev_ok(sk, dif):
                     return sk
@@ -330,7 +364,7 @@ class SockTable:
               dport: int, dif: int) -> Sock | None:
         for wildcard in (False, True):  # the exact address, then INADDR_ANY/in6addr_any
             best, hiscore = None, 0
-            for sk in self.socks.values():
+            for sk in self._in_order():
                 if sk.protocol != protocol or sk.src_port != dport:
                     continue
                 if protocol == IPPROTO_TCP and sk.state != TcpState.TCP_LISTEN:
