@@ -99,3 +99,68 @@ def test_lookups_agree_and_stay_native() -> None:
     assert sum(r[0] == 2 for r in got["interp"]) > 40  # sockets found
     assert sum(r[0] == 1 for r in got["interp"]) > 40  # and not
     assert got["jit"] == got["interp"]
+
+
+def _syn(rng: random.Random) -> bytes:
+    """A TCP segment to a listener's port: mostly a SYN, with or without an MSS option
+    (and options of other lengths), now and then another flag set."""
+    v6 = rng.random() < 0.4
+    hosts = HOSTS6[:2] if v6 else HOSTS4
+    opts = rng.choice([b"", b"\x02\x04\x05\xb4", b"\x01\x01\x02\x04\x02\x00",
+                       b"\x02\x04" + rng.randrange(1, 65536).to_bytes(2, "big"),
+                       b"\x01\x02\x04\x23\x28\x00\x00\x00", b"\x00\x00\x00\x00"])
+    flags = rng.choice(["S"] * 6 + ["SA", "A", "SR", "SF"])
+    return tcp_packet(b"", src_ip=rng.choice(hosts), dst_ip=rng.choice(hosts),
+                      sport=rng.randrange(1024, 65536), dport=rng.choice(PORTS),
+                      seq=rng.randrange(1 << 32), flags=flags, options=opts, ipv6=v6)
+
+
+def _minute() -> int:
+    from pyxdp.net.nf_conntrack import jiffies64
+    from pyxdp.net.syncookies import TCP_SYNCOOKIE_PERIOD
+    return jiffies64() // TCP_SYNCOOKIE_PERIOD
+
+
+def test_syncookies_agree_and_stay_native() -> None:
+    """Both engines side by side (each packet to the interpreter, then to the JIT): the
+    same returns, cookies and check results, the same overflow stamps left on the
+    listeners; the JIT's runs call no Python of the socket and cookie modules."""
+    from pyxdp.net import syncookies
+
+    envs = [TestRunEnv(), TestRunEnv()]
+    rng_fill = [random.Random(9), random.Random(9)]
+    for env, rng in zip(envs, rng_fill, strict=True):
+        t = env.fib.sockets
+        for port in PORTS:
+            t.tcp_listen("0.0.0.0" if port != 81 else "::", port,
+                         ipv6only=port == 53, user_mss=rng.choice([0, 1000]))
+    rng = random.Random(10)
+    calls = 0
+    found = 0
+    with Collection.load(SK, UserspaceBackend(env=envs[0], engine="interp")) as ci, \
+            Collection.load(SK, UserspaceBackend(env=envs[1], engine="jit")) as cj:
+        cj.programs["xdp_syncookie"].test_run(_syn(random.Random(0)))  # builds run state
+        for _ in range(150):
+            pkt = _syn(rng)
+            mode = rng.choice([2, 2, 2, 1, 0])
+            for env in envs:
+                env.fib.sockets.tcp_syncookies = mode
+            before = _minute()
+            ri = ci.programs["xdp_syncookie"].test_run(pkt)
+            calls += python_calls([filter_sk, inet_hashtables, syncookies],
+                                  partial(cj.programs["xdp_syncookie"].test_run, pkt))
+            rj_out = {**cj.maps["cookies"][0], "runs": 0}  # (the JIT's warm-up run)
+            ri_out = {**ci.maps["cookies"][0], "runs": 0}
+            assert ri.fault is None, ri.fault
+            if _minute() == before:  # (a cookie of another minute differs)
+                assert rj_out == ri_out
+            found += ri_out["found"]
+        stamps = [[s.last_overflow is not None for s in e.fib.sockets.socks.values()]
+                  for e in envs]
+        # the gen twin writes a listener's stamp: threaded NAPI runs that program under
+        # the host lock, the lookups' may run on several CPUs at once
+        from pyxdp.net.napi import _parallel_ok
+        assert not _parallel_ok(cj.programs["xdp_syncookie"].handle)
+        assert _parallel_ok(cj.programs["xdp_sk"].handle)
+    assert calls == 0
+    assert found > 50 and stamps[0] == stamps[1] and any(stamps[0])
