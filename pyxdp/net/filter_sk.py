@@ -113,6 +113,7 @@ IPHDR, IPV6HDR, TCPHDR = 20, 40, 20
 _MSS_CLAMP6 = IPV6_MIN_MTU - TCPHDR - IPV6HDR
 # TCP flags (byte 13 of struct tcphdr)
 _FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
+_TCPOPT_EOL, _TCPOPT_NOP, _TCPOPT_MSS = 0, 1, 2
 
 
 def _lookup(vm: Interpreter, r1: int, tup: int, size: int, netns_id: int, flags: int,
@@ -728,8 +729,6 @@ def _parse_mss(f: Text, th: str, user_mss: str) -> str:
     f.at(done)
     return f.ins(f"load i64, ptr {mss}, align 8")
 
-
-_TCPOPT_EOL, _TCPOPT_NOP, _TCPOPT_MSS = 0, 1, 2
 
 
 def _host(f: Text, addr: str, size: str | int) -> str:
