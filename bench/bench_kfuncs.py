@@ -31,6 +31,11 @@
 * ``xfrm``: ``samples/xfrm.o`` on ESP frames to 4 destinations of the namespace's 16
   IPsec states (``bpf_xdp_get_xfrm_state`` finds one, its fields read,
   ``bpf_xdp_xfrm_state_release``).
+* ``sk_lookup/tcp``, ``/udp``, ``/miss``: ``samples/sk.o``'s ``xdp_sk`` on frames to
+  the namespace's 32 sockets (TCP listeners and established connections, UDP
+  sockets; IPv4 and IPv6): ``bpf_sk_lookup_tcp`` or ``_udp`` that finds one, its
+  ``struct bpf_sock`` fields read, ``bpf_sk_release``; ``/miss`` asks for a port no
+  socket has.
 
 Each figure is the best of ``--runs`` batches (time per packet including the call), with
 the number of Python function calls one batch made (0 but a few per batch: no Python per
@@ -55,6 +60,7 @@ from pyxdp.net.nf_conntrack import CtTuple
 from pyxdp.net.packets import udp_packet
 from pyxdp.vm.helpers import RunContext
 
+M32 = 0xFFFF_FFFF
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
@@ -151,6 +157,7 @@ def main() -> None:
         print(f"xfrm            {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
     _flowtable(a.batch, a.runs)
+    _sockets(a.batch, a.runs)
 
 
 def _flowtable(batch: int, runs: int) -> None:
@@ -185,6 +192,53 @@ def _flowtable(batch: int, runs: int) -> None:
                                  runs, fib, 2)
             assert c.maps["out"][0]["found"] == (what == "hit")
             print(f"flowtable/{what:<5s} {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
+
+
+def _sockets(batch: int, runs: int) -> None:
+    from pyxdp.net.packets import tcp_packet
+
+    fib = Fib()
+    socks = fib.sockets
+    for k in range(8):
+        socks.tcp_listen(f"10.0.0.{k + 1}", 80 + k)
+        socks.tcp_established("10.0.1.1", 1000 + k, "10.0.2.1", 40000 + k)
+        socks.udp_bind("0.0.0.0", 5000 + k)
+        socks.udp_bind("2001:db8::1", 6000 + k)
+    cases = {"tcp": (0, [tcp_packet(b"", src_ip="10.0.9.9", dst_ip=f"10.0.0.{k + 1}",
+                                    sport=30000, dport=80 + k) for k in range(4)]
+                     + [tcp_packet(b"", src_ip="10.0.2.1", dst_ip="10.0.1.1", sport=40000 + k,
+                                   dport=1000 + k) for k in range(4)]),
+             "udp": (1, [udp_packet(bytes(20), src_ip="10.0.9.9", dst_ip="10.0.0.1", sport=30000,
+                                    dport=5000 + k) for k in range(4)]
+                     + [udp_packet(b"", src_ip="2001:db8::9", dst_ip="2001:db8::1",
+                                   sport=30000, dport=6000 + k) for k in range(4)]),
+             "miss": (0, [tcp_packet(b"", src_ip="10.0.9.9", dst_ip="10.0.0.1", sport=30000,
+                                     dport=9999)])}
+    with Collection.load(SAMPLES / "sk.o", engine="jit") as c:
+        for what, (op, pkts) in cases.items():
+            c.maps["cfg"][0] = {"op": op, "tuple_sz": 0, "netns_id": M32, "pad": 0,
+                                "flags": 0}
+            ln = max(len(p) for p in pkts)
+            frames = np.zeros((batch, 4096), np.uint8)
+            for i in range(batch):
+                p = pkts[i % len(pkts)]
+                frames[i, 256:256 + len(p)] = np.frombuffer(p, np.uint8)
+            if any(len(p) != ln for p in pkts):
+                raise SystemExit("the sk_lookup frames must be of one length")
+            ns, calls = _measure(c.programs["xdp_sk"].handle, frames, 256, ln, runs, fib)
+            assert c.maps["out"][0]["found"] == (what != "miss")
+            print(f"sk_lookup/{what:<5s} {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
+        socks.tcp_syncookies = 2
+        syn = [tcp_packet(b"", src_ip="10.0.9.9", dst_ip=f"10.0.0.{k + 1}", sport=30000 + k,
+                          dport=80 + k, options=b"\x02\x04\x05\xb4") for k in range(8)]
+        frames = np.zeros((batch, 4096), np.uint8)
+        for i in range(batch):
+            frames[i, 256:256 + len(syn[0])] = np.frombuffer(syn[i % 8], np.uint8)
+        ns, calls = _measure(c.programs["xdp_syncookie"].handle, frames, 256, len(syn[0]),
+                             runs, fib)
+        o = c.maps["cookies"][0]
+        assert o["gen"] > 0 and o["check"] == 0 and o["raw_check"] == 0
+        print(f"syncookie       {ns:10.0f} ns/packet  {calls:8d} Python calls a batch")
 
 
 def _new_flows(prog: Any, a: argparse.Namespace) -> float:

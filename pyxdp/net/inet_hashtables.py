@@ -23,7 +23,12 @@ which a bare Collection's ``TestRunEnv.fib`` exposes): ``tcp_listen``,
 ``accept()`` gave) and ``udp_bind`` register sockets, :meth:`SockTable.close`
 removes one. Each socket's ``struct bpf_sock`` (the fields a BPF program reads
 through the pointer a lookup returns, in Linux's byte orders) lives in the
-table's buffer, which the helpers map read-only into the run.
+table's buffer, which the helpers map read-only into the run. The buffer is also
+the state the JIT's native lookups scan in place (a flat array of slots, its
+words :data:`SK_DESC`): a slot's ``struct bpf_sock`` holds what a lookup
+matches on, and the byte at :data:`SK_FLAGS` past it what ``struct bpf_sock``
+lacks (``IPV6_V6ONLY``); a free slot is all zero. The :class:`Sock` objects are
+the Python API's handles on the slots.
 
 Simplified: no time-wait or request sockets (so ``bpf_skc_lookup_tcp`` finds
 what ``bpf_sk_lookup_tcp`` finds), no ``SO_REUSEPORT`` groups, no
@@ -38,16 +43,21 @@ import ipaddress
 import itertools
 import struct
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numpy as np
+
 from pyxdp.maps.sock_map import SocketMapBase
+from pyxdp.net.syncookies import SECRETS
 from pyxdp.uapi import inet
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.inet import IPPROTO_TCP, IPPROTO_UDP
 
-__all__ = ["IPPROTO_TCP", "IPPROTO_UDP", "SK_BASE", "SK_SLOT", "SK_STRIDE", "SOCK_TABLES", "Sock",
-           "SockTable", "TcpState"]
+__all__ = ["IPPROTO_TCP", "IPPROTO_UDP", "SKF_OVERFLOW", "SKF_V6ONLY", "SK_BASE", "SK_DESC",
+           "SK_FLAGS", "SK_OVERFLOW", "SK_SLOT", "SK_STRIDE", "SK_USER_MSS",
+           "SOCK_TABLES", "Sock", "SockTable", "TcpState"]
 
 AF_INET, AF_INET6 = 2, 10
 SOCK_STREAM, SOCK_DGRAM = 1, 2
@@ -60,6 +70,18 @@ SK_STRIDE = 1 << 20
 LOOPBACK4_IPV6 = bytes([127, 0, 0, 6])  # an IPv6 socket's IPv4 address (inet6_bind)
 _V4MAPPED = bytes(10) + b"\xff\xff"
 NO_QUEUE_MAPPING = -1
+TCP_MIN_MSS, MAX_TCP_WINDOW = 88, 32767
+# Past a slot's struct bpf_sock: a flags byte (IPV6_V6ONLY, whether a SYN queue
+# overflow was recorded), the u16 TCP_MAXSEG, the u64 jiffies of that overflow.
+SK_FLAGS = BPF_SOCK_SIZE
+SKF_V6ONLY, SKF_OVERFLOW = 1, 2
+SK_USER_MSS = SK_FLAGS + 2
+SK_OVERFLOW = SK_FLAGS + 8
+# The words native code reads of a table (SockTable.desc): the buffer's host address,
+# its fake address, the slots to scan (one past the highest in use), the syncookie
+# secrets' host address (pyxdp.net.syncookies.SECRETS), net.ipv4.tcp_syncookies.
+SK_DESC = {name: i for i, name in enumerate(("buf", "base", "nslots", "secrets",
+                                             "syncookies"))}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -98,15 +120,35 @@ class Sock:
     priority: int = 0
     ipv6only: bool = False
     user_mss: int = 0  # TCP_MAXSEG
-    # jiffies of the last SYN queue overflow (tcp_synq_overflow: a cookie was sent);
-    # None: never.
-    last_overflow: int | None = None
     passive: bool = False  # an established TCP socket accept() gave (not connect())
     table: SockTable | None = field(default=None, repr=False)
     slot: int = -1
     cookie: int = 0  # sock_gen_cookie: unique, never 0 (given when the table takes it)
     # The socket maps holding it (sock_map_close removes it from them).
     sock_maps: list[SocketMapBase] = field(default_factory=list, repr=False)
+
+    @property
+    def last_overflow(self) -> int | None:
+        """jiffies of the last SYN queue overflow (``tcp_synq_overflow``: a cookie was
+        sent); None: never. Kept in the socket's slot, where native code updates it."""
+        if self.table is None:
+            return self.__dict__.get("_overflow")
+        at = self.slot * SK_SLOT
+        buf = self.table.buf
+        if not buf[at + SK_FLAGS] & SKF_OVERFLOW:
+            return None
+        return int.from_bytes(buf[at + SK_OVERFLOW:at + SK_OVERFLOW + 8], "little")
+
+    @last_overflow.setter
+    def last_overflow(self, jiffies: int | None) -> None:
+        if self.table is None:
+            self.__dict__["_overflow"] = jiffies
+            return
+        at = self.slot * SK_SLOT
+        buf = self.table.buf
+        buf[at + SK_FLAGS] = (buf[at + SK_FLAGS] & ~SKF_OVERFLOW) | (
+            0 if jiffies is None else SKF_OVERFLOW)
+        buf[at + SK_OVERFLOW:at + SK_OVERFLOW + 8] = (jiffies or 0).to_bytes(8, "little")
 
     @property
     def type(self) -> int:
@@ -186,22 +228,49 @@ class SockTable:
         self.socks: dict[int, Sock] = {}  # by slot
         self.base = SK_BASE + next(_table_numbers) * SK_STRIDE
         self._buf: bytearray | None = None
-        # net.ipv4.tcp_syncookies: 1 sends cookies when the SYN queue overflows, 2
-        # always (bpf_tcp_gen_syncookie gives one only then: the queue never fills here)
-        self.tcp_syncookies = 1
         # Namespaces this one knows by id (peernet2id), for a lookup's netns_id.
         self.peers: dict[int, SockTable] = {}
+        self.desc = np.zeros(len(SK_DESC), np.uint64)
+        self.desc[SK_DESC["base"]] = self.base
+        self.desc[SK_DESC["secrets"]] = SECRETS.ctypes.data
+        self.tcp_syncookies = 1
+        self._view: np.ndarray | None = None
         SOCK_TABLES[self.base] = self
 
     def __len__(self) -> int:
         return len(self.socks)
 
     @property
+    def tcp_syncookies(self) -> int:
+        """net.ipv4.tcp_syncookies: 1 sends cookies when the SYN queue overflows, 2
+        always (bpf_tcp_gen_syncookie gives one only then: the queue never fills here)."""
+        return int(self.desc[SK_DESC["syncookies"]])
+
+    @tcp_syncookies.setter
+    def tcp_syncookies(self, value: int) -> None:
+        if value not in (0, 1, 2):
+            raise ValueError(f"tcp_syncookies is 0, 1 or 2, not {value}")
+        self.desc[SK_DESC["syncookies"]] = value
+
+    @property
     def buf(self) -> bytearray:
         """The buffer of every socket's ``struct bpf_sock`` (made on first use)."""
         if self._buf is None:
-            self._buf = bytearray(MAX_SOCKS * SK_SLOT)
+            buf = bytearray(MAX_SOCKS * SK_SLOT)
+            # the view pins the bytearray (it never resizes) and gives its address
+            self._view = np.frombuffer(buf, np.uint8)
+            self.desc[SK_DESC["buf"]] = self._view.ctypes.data
+            self._buf = buf
         return self._buf
+
+    def native_desc(self) -> int:
+        """The host address of ``desc`` for native code (the buffer made first)."""
+        _ = self.buf
+        return int(self.desc.ctypes.data)
+
+    def _in_order(self) -> Iterator[Sock]:
+        """The sockets in slot order, as the native lookups scan them."""
+        return (self.socks[k] for k in sorted(self.socks))
 
     def _add(self, sk: Sock) -> Sock:
         slot = next((i for i in range(MAX_SOCKS) if i not in self.socks), None)
@@ -211,6 +280,11 @@ class SockTable:
         sk.cookie = next(_cookies)
         self.socks[slot] = sk
         self.buf[slot * SK_SLOT:slot * SK_SLOT + BPF_SOCK_SIZE] = sk.bpf_sock()
+        self.buf[slot * SK_SLOT + SK_FLAGS] = SKF_V6ONLY if sk.ipv6only else 0
+        self.buf[slot * SK_SLOT + SK_USER_MSS:slot * SK_SLOT + SK_USER_MSS + 2] = \
+            (sk.user_mss & 0xFFFF).to_bytes(2, "little")
+        sk.last_overflow = sk.__dict__.pop("_overflow", None)
+        self.desc[SK_DESC["nslots"]] = max(self.socks) + 1
         return sk
 
     def _bound(self, sk: Sock) -> None:
@@ -239,6 +313,10 @@ class SockTable:
                    dev: int = 0, user_mss: int = 0, mark: int = 0,
                    priority: int = 0) -> Sock:
         """A TCP socket bound to ``addr``:``port`` and listening."""
+        if user_mss and not TCP_MIN_MSS <= user_mss <= MAX_TCP_WINDOW:
+            # do_tcp_setsockopt's TCP_MAXSEG range
+            raise ValueError(f"user_mss must be 0 or {TCP_MIN_MSS}..{MAX_TCP_WINDOW}, "
+                             f"not {user_mss}")
         family, a = _packed(addr)
         sk = Sock(family, IPPROTO_TCP, TcpState.TCP_LISTEN, a, _port(port), bytes(len(a)), 0,
                   dev, mark, priority, ipv6only and family == AF_INET6, user_mss)
@@ -288,8 +366,11 @@ class SockTable:
         for m in list(sk.sock_maps):
             m.remove_socket(sk)
         del self.socks[sk.slot]
+        overflow = sk.last_overflow
         self.buf[sk.slot * SK_SLOT:(sk.slot + 1) * SK_SLOT] = bytes(SK_SLOT)
+        self.desc[SK_DESC["nslots"]] = max(self.socks, default=-1) + 1
         sk.table, sk.slot = None, -1
+        sk.last_overflow = overflow
 
     def at(self, addr: int) -> Sock | None:
         """The socket whose ``struct bpf_sock`` is at ``addr``."""
@@ -309,8 +390,9 @@ class SockTable:
         ``daddr``:``dport`` (packed addresses, host-order ports) arriving on device
         ``dif`` belongs to."""
         if protocol == IPPROTO_TCP:
-            for sk in self.socks.values():
-                if sk.state == TcpState.TCP_ESTABLISHED and sk.family == family and \
+            for sk in self._in_order():
+                if sk.protocol == IPPROTO_TCP and sk.state == TcpState.TCP_ESTABLISHED and \
+                        sk.family == family and \
                         sk.dst == saddr and sk.dst_port == sport and sk.src == daddr and \
                         sk.src_port == dport and self._dev_ok(sk, dif):
                     return sk
@@ -330,7 +412,7 @@ class SockTable:
               dport: int, dif: int) -> Sock | None:
         for wildcard in (False, True):  # the exact address, then INADDR_ANY/in6addr_any
             best, hiscore = None, 0
-            for sk in self.socks.values():
+            for sk in self._in_order():
                 if sk.protocol != protocol or sk.src_port != dport:
                     continue
                 if protocol == IPPROTO_TCP and sk.state != TcpState.TCP_LISTEN:

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.asm.opcodes import OP_CALL, CallSrc
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
 from pyxdp.maps.hashtab import htab_find_u32_address
@@ -95,7 +96,7 @@ from pyxdp.net.xdp_mem import (
     xdp_return_frames_rx_napi,
 )
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
-from pyxdp.vm.jit.natives import serial_kfuncs
+from pyxdp.vm.jit.natives import serial_helpers
 
 if TYPE_CHECKING:
     from pyxdp.net.netdev_types import DpDevice as NetDevice
@@ -728,12 +729,15 @@ def _parallel_ok(prog: XdpProg) -> bool:
     """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
     lock: its maps are arrays (their updates are the program's own atomics, as in
     the kernel), it makes no tail calls (their targets' run state is shared),
-    allocates no objects (the arena's free lists are not atomic) and calls no kfunc
-    whose native twin changes a namespace table (conntrack, xfrm: not atomic either)."""
+    allocates no objects (the arena's free lists are not atomic) and calls no kfunc or
+    helper whose native twin changes a namespace table (conntrack, xfrm, a listener's
+    SYN queue overflow stamp: not atomic either)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
         ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \
-            not prog.shared_regions and not serial_kfuncs(prog.helpers)
+            not prog.shared_regions and not serial_helpers(
+                prog.helpers, (i.imm for i in prog.spec.insns
+                               if i.code == OP_CALL and i.src == CallSrc.BPF_HELPER_CALL))
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
 

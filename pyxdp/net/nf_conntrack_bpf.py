@@ -294,7 +294,7 @@ def _load(f: Text, p: str, off: int | str, ty: str) -> str:
     return v if ty == "i64" else f.ins(f"zext {ty} {v} to i64")
 
 
-def _jiffies(f: Text) -> str:
+def jiffies64_ir(f: Text) -> str:
     """``jiffies64()`` as the table's clock reads it: CLOCK_BOOTTIME in 4 ms steps."""
     ts = f.ins("alloca { i64, i64 }, align 8")
     f.do(f"call i32 @clock_gettime(i32 7, ptr {ts})")  # CLOCK_BOOTTIME
@@ -441,7 +441,7 @@ def _expiry_guard(f: Text, dp: str) -> str:
     """The stamp (u32 jiffies); SLOW first for a clock that is not jiffies64, or when a
     hashed entry may have expired (Python's gc sweeps the table first)."""
     ret_if(f, f.ins(f"icmp eq i64 {f.word(dp, CT_DESC['clock'], 'i64', '')}, 0"), SLOW)
-    stamp = f.ins(f"and i64 {_jiffies(f)}, 4294967295")
+    stamp = f.ins(f"and i64 {jiffies64_ir(f)}, 4294967295")
     left = s32(f, f.ins(f"sub i64 {f.word(dp, CT_DESC['earliest'], 'i64', '')}, {stamp}"))
     live = f.ins(f"icmp ne i64 {f.word(dp, CT_DESC['live'], 'i64', '')}, 0")
     ret_if(f, f.ins(f"and i1 {live}, {f.ins(f'icmp sle i64 {left}, 0')}"), SLOW)
@@ -731,7 +731,7 @@ def _set_timeout_ir(f: Text, dp: str, cp: str, status: str) -> None:
     f.at(absl)
     clock = f.word(dp, CT_DESC["clock"], "i64", "")
     ret_if(f, f.ins(f"icmp eq i64 {clock}, 0"), SLOW)
-    t_abs = f.ins(f"add i64 {_jiffies(f)}, {j}")
+    t_abs = f.ins(f"add i64 {jiffies64_ir(f)}, {j}")
     abs_end = f.cur
     f.br(done)
     f.at(rel)

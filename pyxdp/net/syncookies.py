@@ -7,11 +7,12 @@ above the peer's MSS and compute ``secure_tcp_syn_cookie``; ``__cookie_v4_check`
 / ``__cookie_v6_check`` take the ACK back apart and give the MSS it encodes, or
 0 when the cookie is not one of the last two minutes' (``MAX_SYNCOOKIE_AGE``
 periods of ``TCP_SYNCOOKIE_PERIOD``). The hashes are SipHash-2-4 keyed with a
-per-process secret, as Linux keys them with one drawn at boot
-(``net_get_random_once``): a cookie pyxdp made checks valid in pyxdp, never in
-Linux, and the cookie values differ from Linux's (they depend on the secret and
-on the time); every rule around them is Linux's. ``tcp_parse_mss_option``
-(``net/ipv4/tcp_input.c``) reads the MSS option of a header.
+per-process secret (:data:`SECRETS`, which the JIT's native twins read too), as
+Linux keys them with one drawn at boot (``net_get_random_once``): a cookie pyxdp
+made checks valid in pyxdp, never in Linux, and the cookie values differ from
+Linux's (they depend on the secret and on the time); every rule around them is
+Linux's. ``tcp_parse_mss_option`` (``net/ipv4/tcp_input.c``) reads the MSS option
+of a header.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import os
 import struct
 from collections.abc import Callable
 
+import numpy as np
+
 from pyxdp.net.nf_conntrack import HZ
 from pyxdp.net.nf_conntrack import jiffies64 as jiffies
 
-__all__ = ["COOKIEBITS", "MSSTAB", "MSSTAB6", "TCP_MSS_DEFAULT", "TCP_SYNCOOKIE_PERIOD",
+__all__ = ["COOKIEBITS", "MSSTAB", "MSSTAB6", "SECRETS", "TCP_MSS_DEFAULT", "TCP_SYNCOOKIE_PERIOD",
            "TCP_SYNCOOKIE_VALID", "cookie_check", "cookie_init_sequence", "siphash",
            "tcp_parse_mss_option"]
 
@@ -41,9 +44,12 @@ TCPOPT_EOL, TCPOPT_NOP, TCPOPT_MSS, TCPOLEN_MSS = 0, 1, 2, 4
 M32 = 0xFFFF_FFFF
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 
-# syncookie_secret[2] and syncookie6_secret[2]: siphash keys, drawn once per process.
-_SECRET4 = (os.urandom(16), os.urandom(16))
-_SECRET6 = (os.urandom(16), os.urandom(16))
+# syncookie_secret[2] and syncookie6_secret[2]: siphash keys, drawn once per process, as
+# 8 little-endian words (k0, k1 of each key in turn) native code reads too.
+SECRETS = np.frombuffer(os.urandom(64), np.uint64)
+_RAW = SECRETS.tobytes()
+_SECRET4 = (_RAW[0:16], _RAW[16:32])
+_SECRET6 = (_RAW[32:48], _RAW[48:64])
 
 
 def _rotl(x: int, b: int) -> int:

@@ -309,7 +309,8 @@ class _Sync(HelperHooks):
 # Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
 # attribute, the name of the region the Python kfuncs map).
 _NS_TABLES = (("ct", "ct", "conntrack", "nf_conntrack table"),
-              ("xfrm", "xfrm", "xfrm", "xfrm states"))
+              ("xfrm", "xfrm", "xfrm", "xfrm states"),
+              ("sk", "sk", "sockets", "sockets"))
 
 
 @dataclass
@@ -380,9 +381,10 @@ class XdpJit(JitProgram):
                          _unchecked=_unchecked, _emit_run=False, _proven=proven,
                          exception_cb=exception_cb)
         self._sync = _Sync(self)
-        # The conntrack and xfrm kfuncs' twins: the run's namespace's tables (their words
-        # in the run context, their entries a region of the run as the kfuncs map them).
-        prefixes = {kind.split("_")[0] for _h, kind in kfunc_kinds(helpers)}
+        # The conntrack and xfrm kfuncs' and the socket helpers' twins: the run's
+        # namespace's tables (their words in the run context, their entries a region of
+        # the run as the Python paths map them).
+        prefixes = {kind.split("_")[0] for _h, kind in kinds}
         self._ns_tables = [_NsTable(*t) for t in _NS_TABLES if t[0] in prefixes]
         # A program that reads the kernel's xdp_buff (bpf_cast_to_kern_ctx): native code
         # writes the engine's image of it (the kfunc's twin, and pkt after every native
@@ -582,7 +584,7 @@ class XdpJit(JitProgram):
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.others = {}
         sync.index = -1
-        self._ctx.nflags = self._ctx.ct = self._ctx.xfrm = 0
+        self._ctx.nflags = self._ctx.ct = self._ctx.xfrm = self._ctx.sk = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()
@@ -600,7 +602,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = (ctx.cpu if ctx is not None else 0) & M64
         c.ri_present = 0
-        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = 0
+        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = c.sk = 0
         self._xsk_table = None
         self._hooks = None
         self._table_stale = True  # the next XDP run describes its own regions again

@@ -64,7 +64,10 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               # the run's conntrack table as its kfuncs' twins see it (u64 *: the
               # table's CT_DESC words, pyxdp.net.nf_conntrack; 0: none, ask Python), its
               # xfrm states' (XFRM_DESC words, pyxdp.net.xfrm_state)
-              "ct", "xfrm")
+              "ct", "xfrm",
+              # the run's namespace's sockets as the socket helpers' twins see them (u64 *:
+              # the table's SK_DESC words, pyxdp.net.inet_hashtables; 0: ask Python)
+              "sk")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")

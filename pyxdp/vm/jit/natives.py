@@ -32,7 +32,7 @@ run context's ABI (:mod:`pyxdp.vm.jit.abi`) that registered twins share.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,6 +291,13 @@ def serial_kfuncs(helpers: Mapping[int, Any]) -> bool:
     """Whether a program's helper table binds a kfunc whose twin is ``serial``."""
     return any(native.serial for _hid, kind in kfunc_kinds(helpers)
                for _fn, native in _KFUNCS.values() if native.kind == kind)
+
+
+def serial_helpers(helpers: Mapping[int, Any], called: Iterable[int]) -> bool:
+    """Whether a program (its helper table, the helper ids its calls name) calls a
+    helper or binds a kfunc whose twin is ``serial``."""
+    return serial_kfuncs(helpers) or any(
+        twin.serial for hid in called if (twin := _HELPERS.get(int(hid))) is not None)
 
 
 def native_by_kind(helper_id: int, kind: str) -> HelperNative | None:
