@@ -34,7 +34,12 @@ and makes them native, except where the verifier's facts make them redundant:
   once, and tests how much is left only where running short could show
   (before each store, atomic and load that may fault, and before its last
   instruction: a proven load has no effect to hold back), so the
-  fault pc, the memory effects and ``executed`` equal the interpreter's;
+  fault pc, the memory effects and ``executed`` equal the interpreter's. Code
+  built for runs given at least the program's longest run
+  (``ProgramInput.min_budget``, :func:`pyxdp.vm.jit.analysis.run_bound`: no
+  loops, recursion, may_goto, tail calls or callbacks) tests no budget at all;
+* a helper call goes through the table by one shared function (``@helper``),
+  which also faults an unknown id and places a stopped run's fault at the call;
 * ``may_goto`` counts down a counter each function call sets at its entry
   (an ``alloca`` LLVM keeps in a register), as the interpreter does;
 * division, modulo and shifts are guarded so no eBPF operand reaches LLVM
