@@ -147,6 +147,47 @@ def test_exact_budget_suffices() -> None:
     assert both(prog, budget=1)[2] is not None
 
 
+# A loop-free program: it stores, branches on the packet's first byte and, when that is
+# not 0, calls a function (pcs 11-14) that stores into the caller's frame; its longest
+# run is 14 instructions (10 here, 4 in the callee).
+_LOOP_FREE = [
+    mov64_reg(6, 1), st_mem(8, 10, -8, 7),
+    ldx_mem(1, 2, 6, 0), jmp_imm(op.BPF_JEQ, 2, 0, 6),
+    mov64_reg(1, 10), alu64_imm(op.BPF_ADD, 1, -8), call_local(4),
+    stx_mem(1, 6, 0, 0), ldx_mem(8, 0, 10, -8), exit_insn(),
+    exit_insn(),
+    mov64_imm(2, 40), stx_mem(8, 1, 2, 0), mov64_imm(0, 2), exit_insn(),
+]
+
+
+def test_run_bound_is_the_longest_run_or_none() -> None:
+    from pyxdp.asm.validate import validate
+    from pyxdp.vm.jit.analysis import run_bound
+
+    def bound(insns: list[Instruction], callbacks: tuple[int, ...] = ()) -> int | None:
+        return run_bound(insns, validate(insns), callbacks)
+
+    assert bound(_LOOP_FREE) == 14
+    assert bound([*ld_imm64(0, 1), exit_insn()]) == 2  # ld_imm64 counts one
+    assert bound([mov64_imm(0, 0), jmp_imm(op.BPF_JA, 0, 0, -2), exit_insn()]) is None
+    assert bound([call_helper(12), exit_insn()]) is None  # a tail call
+    assert bound([mov64_imm(0, 0), exit_insn()], (0,)) is None  # callbacks
+
+
+def test_loop_free_code_has_no_budget_tests_and_short_budgets_still_stop_exactly() -> None:
+    jit = JitProgram(_LOOP_FREE)
+    assert "overbudget" not in jit.ir
+    for byte in (0, 1):
+        for budget in range(-1, 16):
+            want = outcome(Interpreter(_LOOP_FREE), bytes([byte, 2, 3]), budget=budget)
+            assert outcome(jit, bytes([byte, 2, 3]), budget=budget) == want, budget
+    # A batch given less than the longest run takes the code with the tests too.
+    frames = np.array([1, 0], dtype=np.uint8)
+    res = jit.run_batch(frames, np.arange(2, dtype=np.uint64), np.ones(2, dtype=np.uint64),
+                        budget=10)
+    assert list(res.status) == [ST_BUDGET, ST_OK]  # the long arm, then the short one
+
+
 def test_bpf_to_bpf_calls_frames_and_pointers_to_the_callers_stack() -> None:
     prog = [mov64_imm(6, 6), st_mem(8, 10, -8, 11), mov64_reg(1, 10), alu64_imm(op.BPF_ADD, 1, -8),
             call_local(5), ldx_mem(8, 2, 10, -8), alu64_reg(op.BPF_ADD, 0, 2),

@@ -399,6 +399,7 @@ class XdpJit(JitProgram):
             else:
                 self._xdp_native = False
         self._xdp_fn: Any = None
+        self._checked_xdp: Any = None
         self._errors: dict[int, BaseException] = {}
         self._scalars: dict[tuple[int, int], tuple[U32, int]] = {}
         self._blocks: dict[int, Any] = {}
@@ -553,7 +554,7 @@ class XdpJit(JitProgram):
                     if vm._xdp_fn is None:
                         vm._xdp_fn = _XDP_T(vm._code.xdp_entry)
                     w = abi.TAIL_WORDS * k
-                    table[w:w + 3] = (vm._ctx_addr, vm._code.xdp_entry,
+                    table[w:w + 3] = (vm._ctx_addr, vm._code_for(target.budget).xdp_entry,
                                       min(max(target.budget, 0), 1 << 62))
                     self._tail_progs[k] = target
                 else:
@@ -614,6 +615,14 @@ class XdpJit(JitProgram):
             c.nflags = 0
             self._errors = {}
 
+    def _xdp_for(self, budget: int) -> Any:
+        """The XDP batch entry (ctypes) a run given ``budget`` takes (see _code_for)."""
+        if budget >= self._min_budget:
+            return self._xdp_fn
+        if self._checked_xdp is None:
+            self._checked_xdp = _XDP_T(self._code_for(budget).xdp_entry)
+        return self._checked_xdp
+
     # -- one run ---------------------------------------------------------------------
     def run_xdp(self, xdp: XdpBuff, ctx: RunContext, *, budget: int | None = None) -> int:
         """Run on one packet (``ctx.xdp`` is ``xdp``); return the action (u32) or raise
@@ -644,7 +653,7 @@ class XdpJit(JitProgram):
         d.frames, d.frame_sz, d.meta_ok = host, frame_sz, int(meta_ok)
         d.frags, d.egress = int(bool(xdp.frags)), xdp.egress_ifindex & M64
         try:
-            self._xdp_fn(self._ctx_addr, self._desc1_addr)
+            self._xdp_for(budget)(self._ctx_addr, self._desc1_addr)
             xdp.data, xdp.data_end, xdp.data_meta = int(c.x_data), int(c.x_data_end), \
                 int(c.x_data_meta)
             xdp.sync_region()
@@ -720,7 +729,7 @@ class XdpJit(JitProgram):
                 0, 0 if rows is None else _addr(rows), int(consume_redirect))
         try:
             if n:
-                self._xdp_fn(self._ctx_addr, self._descn_addr)
+                self._xdp_for(budget)(self._ctx_addr, self._descn_addr)
             done = int(d[abi.XDP_FIELDS.index("done")])
         finally:
             d[0] = 0  # no frames: the outputs it points at are the caller's now
@@ -774,7 +783,7 @@ class XdpJit(JitProgram):
         io.desc[:] = words[1]
         io.desc[2] = min(max(self.budget, 0), 1 << 62)
         try:
-            yield self._code.xdp_entry, self._ctx_addr
+            yield self._code_for(self.budget).xdp_entry, self._ctx_addr
         finally:
             io.desc[0] = 0
             self._end()

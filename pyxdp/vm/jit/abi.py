@@ -216,6 +216,10 @@ class ProgramInput:
     # The start of the program's exception callback of its own (0: the default one):
     # a bpf_throw's unwinding ends in the main function calling it with the cookie.
     exception_cb: int = 0
+    # Every run of the code starts with at least this budget (0: any budget): when it
+    # covers the longest run the program can make (analysis.run_bound), the code tests
+    # no budget; the runtime runs a smaller budget on code built with 0.
+    min_budget: int = 0
 
 
 @dataclass(frozen=True)

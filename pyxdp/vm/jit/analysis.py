@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
-from pyxdp.vm.interpreter import OP_MAY_GOTO
+from pyxdp.asm.validate import Layout
+from pyxdp.vm.interpreter import OP_MAY_GOTO, TAIL_CALL_ID
 from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["Block", "FrameAnalysis", "Hint", "Hints", "Program", "basic_blocks", "byte_runs",
-           "is_jmp", "is_mem", "is_store", "live_in", "second_slots", "uses_defs"]
+           "is_jmp", "is_mem", "is_store", "live_in", "run_bound", "second_slots",
+           "uses_defs"]
 
 def second_slots(insns: Sequence[Instruction]) -> frozenset[int]:
     out = set()
@@ -112,6 +114,75 @@ def basic_blocks(insns: Sequence[Instruction], second: frozenset[int], entry: in
         blocks[start] = blk
         work.extend(blk.succs)
     return blocks
+
+
+def run_bound(insns: Sequence[Instruction], layout: Layout,
+              callbacks: Sequence[int] = ()) -> int | None:
+    """The most instructions a run from pc 0 can execute, or None when nothing bounds it.
+
+    A run's length is bounded by the program when no jump goes back (within any
+    function) and no function calls itself (directly or not): then every path is a
+    walk forward through each function, its calls adding their callee's bound. Loops,
+    may_goto, tail calls (the target's run draws on its own budget, but through a hook
+    the code cannot see) and callbacks (a helper may start them on the run's budget,
+    as often as it likes) make it unbounded. An instruction counts one, an ld_imm64
+    too, as the interpreter counts them.
+    """
+    if callbacks:
+        return None
+    bounds: dict[int, int | None] = {}
+    busy: set[int] = set()
+
+    def bound(lo: int) -> int | None:
+        if lo in bounds:
+            return bounds[lo]
+        if lo in busy:  # recursion: unbounded
+            return None
+        busy.add(lo)
+        _, hi = layout.function_of(lo)
+        longest = [0] * (hi - lo + 2)  # longest[pc - lo]: from pc to the function's exit
+        result: int | None = None
+        for pc in range(hi - 1, lo - 1, -1):
+            i = insns[pc]
+            code = i.code
+            if pc > lo and insns[pc - 1].code == op.OP_LD_IMM64:
+                continue  # the second slot: never executed
+            if code == op.OP_LD_IMM64:
+                if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                    break  # a callback's address: the run may start it
+                n = 1 + longest[min(pc + 2, hi) - lo]
+            elif i.cls in (op.BPF_JMP, op.BPF_JMP32):
+                code_op = op.bpf_op(code)
+                if code == OP_MAY_GOTO:
+                    break
+                if code_op == op.BPF_EXIT:
+                    n = 1
+                elif code_op == op.BPF_CALL:
+                    extra: int | None = 0
+                    if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+                        extra = bound(pc + 1 + i.imm)
+                    elif i.src == op.CallSrc.BPF_HELPER_CALL and i.imm == TAIL_CALL_ID:
+                        extra = None
+                    if extra is None:
+                        break
+                    n = 1 + extra + longest[pc + 1 - lo]
+                else:
+                    target = jump_target(i, pc)
+                    if not pc < target <= hi:
+                        break  # a jump back (or out: validation refuses that)
+                    n = 1 + longest[target - lo]
+                    if code_op != op.BPF_JA:
+                        n = max(n, 1 + longest[pc + 1 - lo])
+            else:
+                n = 1 + longest[pc + 1 - lo]
+            longest[pc - lo] = n
+        else:
+            result = longest[0]
+        busy.discard(lo)
+        bounds[lo] = result
+        return result
+
+    return bound(0)
 
 
 # --- the range analysis ----------------------------------------------------------------
@@ -414,6 +485,11 @@ class Program:
         self.natives = p.natives
         self.second = second_slots(p.insns)
         self.tag = p.tag
+        # Every run of this code starts with at least p.min_budget instructions; when
+        # that covers the longest run the program can make, no run can be cut short and
+        # the code tests no budget (the count is still kept, for ``executed``).
+        bound = run_bound(p.insns, p.layout, p.callbacks) if p.min_budget > 0 else None
+        self.budget_free = bound is not None and bound <= p.min_budget
         entries = sorted({lo for lo, _ in p.layout.functions} | set(p.callbacks))
         self.funcs = {pc: f"{p.tag}_f{pc}" for pc in entries}
         self.blocks = {pc: basic_blocks(p.insns, self.second, pc, *p.layout.function_of(pc))

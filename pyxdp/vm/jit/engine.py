@@ -467,7 +467,7 @@ def _input_digest(p: ProgramInput) -> bytes:
     h = hashlib.sha256(encode(p.insns))
     h.update(repr((p.layout.functions, sorted(p.imm64.items()), sorted(p.ctx_loads.items()),
                    sorted(p.callbacks), p.natives, p.unsafe, p.emit_run,
-                   sorted(p.proven.items()), p.exception_cb)).encode())
+                   sorted(p.proven.items()), p.exception_cb, p.min_budget)).encode())
     return h.digest()
 
 

@@ -34,7 +34,12 @@ and makes them native, except where the verifier's facts make them redundant:
   once, and tests how much is left only where running short could show
   (before each store, atomic and load that may fault, and before its last
   instruction: a proven load has no effect to hold back), so the
-  fault pc, the memory effects and ``executed`` equal the interpreter's;
+  fault pc, the memory effects and ``executed`` equal the interpreter's. Code
+  built for runs given at least the program's longest run
+  (``ProgramInput.min_budget``, :func:`pyxdp.vm.jit.analysis.run_bound`: no
+  loops, recursion, may_goto, tail calls or callbacks) tests no budget at all;
+* a helper call goes through the table by one shared function (``@helper``),
+  which also faults an unknown id and places a stopped run's fault at the call;
 * ``may_goto`` counts down a counter each function call sets at its entry
   (an ``alloca`` LLVM keeps in a register), as the interpreter does;
 * division, modulo and shifts are guarded so no eBPF operand reaches LLVM
@@ -183,6 +188,39 @@ def _fault_fn() -> str:
                   "i64 %size, i64 %rem) noinline cold nounwind")
 
 
+def _helper_fn() -> str:
+    """``helper(ctx, depth, id, pc, rem, reg, r1..r5) -> r0``: a helper call through the
+    run context's table, out of line (each call site keeps one call and one status
+    test): the budget left and the depth published for callbacks the helper starts, a
+    helper id the table lacks faulted as ST_CALLX (``reg``: callx's register), and a
+    stopped run's fault placed at the call."""
+    f = Text()
+    f.at("entry")
+    f.cset("%ctx", "rem", "%rem")
+    f.cset("%ctx", "depth", "%depth")
+    f.cbr(f.ins(f"icmp ult i64 %id, {f.cget('%ctx', 'nhelpers')}"), "look", "bad")
+    f.at("look")
+    table = f.cget("%ctx", "helpers", "ptr")
+    addr = f.ins(f"load i64, ptr {f.gep(table, f.ins('shl i64 %id, 3'))}, align 8")
+    f.cbr(f.ins(f"icmp ne i64 {addr}, 0"), "call", "bad", LIKELY)
+    f.at("call")
+    r0 = f.ins(f"call i64 {f.ins(f'inttoptr i64 {addr} to ptr')}(ptr %ctx, i64 %a1, i64 %a2, "
+               "i64 %a3, i64 %a4, i64 %a5)")
+    stopped = f.ins(f"icmp ne i64 {f.cget('%ctx', 'status')}, 0")
+    f.cbr(stopped, "stopped", "done", UNLIKELY)
+    f.at("stopped")
+    f.cset("%ctx", "fault_pc", "%pc")  # a helper's failure is reported at the call
+    f.br("done")
+    f.at("done")
+    f.do(f"ret i64 {r0}")
+    f.at("bad")
+    f.do(f"call void @fault(ptr %ctx, i64 {ST_CALLX}, i64 %pc, i64 %id, i64 %reg, i64 %rem)")
+    f.do("ret i64 0")
+    return f.text("define internal i64 @helper(ptr %ctx, i64 %depth, i64 %id, i64 %pc, "
+                  "i64 %rem, i64 %reg, i64 %a1, i64 %a2, i64 %a3, i64 %a4, i64 %a5) "
+                  "noinline nounwind")
+
+
 def _atomic_fn(kind: str, size: int) -> str:
     """``old = atomic_<kind>(ptr, value)``; unaligned pointers take a plain path.
 
@@ -221,6 +259,7 @@ def _atomic_fn(kind: str, size: int) -> str:
 # The module's own shared functions (registered helper twins join them by kind).
 _SHARED: dict[str, Callable[[Natives], str]] = {
     "translate": lambda n: _translate_fn(), "fault": lambda n: _fault_fn(),
+    "helper": lambda n: _helper_fn(),
     "pkt": lambda n: pkt_fn(n.pkt_base), "tailcall": lambda n: tailcall_fn(),
     # what a BPF_PROBE_MEM load reads where no memory is (exception table fixup: 0)
     "probe_zero": lambda n: "@probe_zero = internal constant [8 x i8] zeroinitializer\n",
@@ -263,6 +302,8 @@ class FuncLowering:
         self.call_args = fa.call_args
         self.hints = prog.hints
         self.direct: dict[int, str] = {}
+        # Budget tests only where a run may be cut short (see Program.budget_free).
+        self.budgeted = not prog.budget_free
         f = self.f = Text()
         f.at("entry")
         f.lines.append("")  # room for an alloca (see _timespec)
@@ -372,13 +413,16 @@ class FuncLowering:
                   if is_mem(self.insns[pc]) and pc not in self.ctx_loads
                   and not (pc in self.proven and self.insns[pc].cls == op.BPF_LDX)}
         checks.add(n - 1)
-        first = min(checks)
+        if not self.budgeted:
+            checks = set()
+        first = min(checks, default=-1)
         self.rem_after = f.ins(f"sub i64 {rem}, {n}")
         self.blk = blk
         groups = self._groups(blk)
         checked = any(is_mem(self.insns[pc]) and pc not in self.proven and pc not in
                       self.ctx_loads and pc not in self.frame_offset for pc in blk.pcs)
-        if not checked and sum(1 for k in checks if blk.pcs[k] in self.proven) >= 2:
+        if (self.budgeted and not checked
+                and sum(1 for k in checks if blk.pcs[k] in self.proven) >= 2):
             whole, part = f.label("whole"), f.label("part")
             f.cbr(f.ins(f"icmp sgt i64 {rem}, {n - 1}"), whole, part, LIKELY)
             start = list(self.regs)
@@ -386,6 +430,9 @@ class FuncLowering:
             self._emit_body(blk, groups, rem, set(), -1, out)
             self.regs = start
             f.at(part)
+        if not self.budgeted:
+            self._emit_body(blk, groups, rem, checks, first, out)
+            return
         self._budget_check(rem, first, out)
         self._emit_body(blk, groups, rem, checks, first, out)
         f.at(out)
@@ -513,7 +560,7 @@ class FuncLowering:
         ent = self._entry(hint)
         rbase = f.word(ent, REGION["base"], "i64", TBAA_TABLE)
         host = f.word(ent, REGION["host"], "ptr", TBAA_TABLE)
-        ok = f.ins(f"icmp sgt i64 {rem}, {k_last}")
+        ok = f.ins(f"icmp sgt i64 {rem}, {k_last}") if self.budgeted else "true"
         if not (self.unsafe and hint[2]):
             rsize = f.word(ent, REGION["size"], "i64", TBAA_TABLE)
             off = f.ins(f"sub i64 {f.ins(f'add i64 {bv}, {lo}')}, {rbase}")
@@ -943,31 +990,15 @@ class FuncLowering:
 
     def _helper_call(self, i: Instruction, pc: int) -> tuple[str, str]:
         """The helper through the run context's table (Python trampolines and native
-        twins); returns r0 and the budget left."""
+        twins), by the shared ``@helper``; returns r0 and the budget left."""
         f = self.f
-        f.cset("%ctx", "rem", self.rem_after)
-        f.cset("%ctx", "depth", "%depth")  # for callbacks a helper starts
-        table = f.cget("%ctx", "helpers", "ptr")
-        hid = self.R(i.dst) if op.bpf_src(i.code) == op.BPF_X else str(i.imm)
-        known = f.ins(f"icmp ult i64 {hid}, {f.cget('%ctx', 'nhelpers')}")
-        look, join = f.label("look"), f.label("have")
-        before = f.cur
-        f.cbr(known, look, join)
-        f.at(look)
-        got = f.ins(f"load i64, ptr {f.gep(table, f.ins(f'shl i64 {hid}, 3'))}, align 8")
-        f.br(join)
-        f.at(join)
-        addr = f.ins(f"phi i64 [ 0, %{before} ], [ {got}, %{look} ]")
-        if op.bpf_src(i.code) == op.BPF_X:  # callx: the helper id is in dst
-            self._fault_unless(f.ins(f"icmp ne i64 {addr}, 0"), ST_CALLX, pc, hid, str(i.dst),
-                               self.rem_after, -1)
-        else:
-            self._fault_unless(f.ins(f"icmp ne i64 {addr}, 0"), ST_CALLX, pc, hid, "0",
-                               self.rem_after, -1)
-        fnp = f.ins(f"inttoptr i64 {addr} to ptr")
+        x = op.bpf_src(i.code) == op.BPF_X  # callx: the helper id is in dst
+        hid = self.R(i.dst) if x else str(i.imm)
         args = ", ".join(f"i64 {self.R(n)}" for n in range(1, 6))
-        r0 = f.ins(f"call i64 {fnp}(ptr %ctx, {args})")
-        rem = self._after_call(pc, record_pc=True)
+        self.mod.need("helper")
+        r0 = f.ins(f"call i64 @helper(ptr %ctx, i64 %depth, i64 {hid}, i64 {pc}, "
+                   f"i64 {self.rem_after}, i64 {i.dst if x else 0}, {args})")
+        rem = self._after_call(pc, record_pc=False)  # @helper recorded the pc
         return r0, rem
 
     def _tail_call(self, pc: int) -> None:

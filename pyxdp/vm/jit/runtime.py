@@ -100,7 +100,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
@@ -132,6 +132,7 @@ from pyxdp.vm.interpreter import (
 )
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MAX_REGIONS, Natives, ProgramInput
+from pyxdp.vm.jit.analysis import run_bound
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
 from pyxdp.vm.jit.natives import native_by_kind
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
@@ -273,9 +274,18 @@ class JitProgram:
         # the exception callback is a function of its own the main function calls
         if exception_cb:
             callbacks.add(exception_cb)
+        # A run that cannot outlast its budget needs no budget tests: the code is built
+        # without them when the program's longest run fits this engine's budget, and a
+        # run given less takes a build that tests it (_code_for).
+        bound = run_bound(self.insns, self.layout, sorted(callbacks))
+        self._min_budget = bound if bound is not None and bound <= budget else 0
         request = ProgramInput(self.insns, self.layout, imm64, self.ctx_loads,
                                tuple(sorted(callbacks)), "", _natives or Natives(),
-                               _unchecked, _emit_run, dict(_proven or {}), exception_cb)
+                               _unchecked, _emit_run, dict(_proven or {}), exception_cb,
+                               self._min_budget)
+        self._request, self._opt_level = request, opt_level
+        self._checked: CompiledProgram | None = None
+        self._checked_entry: Any = None
         self._code, self.cached = compile_program(request, opt_level=opt_level)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self._bound = False
@@ -317,6 +327,26 @@ class JitProgram:
         self._batch: _BatchState | None = None
         # Called around every Python helper (the XDP runner keeps its xdp_buff in step).
         self._hooks: HelperHooks | None = None
+
+    def _code_for(self, budget: int) -> CompiledProgram:
+        """The machine code a run given ``budget`` takes: the program's, unless that was
+        built without budget tests for longer budgets; then one that tests the budget
+        (built on first need, at the same level)."""
+        if budget >= self._min_budget:
+            return self._code
+        if self._checked is None:
+            self._checked = compile_program(replace(self._request, min_budget=0),
+                                            opt_level=self._opt_level)[0]
+        return self._checked.ready()
+
+    def _entry_for(self, budget: int) -> Any:
+        """The run entry (ctypes) for ``budget`` (see _code_for)."""
+        if budget >= self._min_budget:
+            return self._entry
+        if self._checked_entry is None:
+            code = self._code_for(budget)
+            self._checked_entry = _ENTRY_T(code.entry) if code.entry else None
+        return self._checked_entry
 
     def _bind(self) -> None:
         """ctypes entry points, once the machine code exists (see compile_together)."""
@@ -540,7 +570,7 @@ class JitProgram:
             raise NotSupportedError("this program was compiled for XDP batches only")
         rem = self._start_run(regions, budget, context)
         try:
-            r0 = int(self._entry(self._ctx_addr, r1 & M64, r2 & M64))
+            r0 = int(self._entry_for(budget)(self._ctx_addr, r1 & M64, r2 & M64))
             return self._finish_run(r0, rem, budget)
         finally:
             self._release()
@@ -708,7 +738,7 @@ class JitProgram:
         self._ctx.depth = 0
         try:
             batch_fn = _BATCH_T(native_helper_address("pyxdp_batch"))
-            batch_fn(self._ctx_addr, ctypes.addressof(desc), self._code.entry)
+            batch_fn(self._ctx_addr, ctypes.addressof(desc), self._code_for(budget).entry)
             shared = self._regions[state.nslots:]
         finally:
             self._batch = None
