@@ -106,7 +106,9 @@ its memory (:func:`_bq_enqueue`; the flush returns each frame to that memory,
 ``xdp_return_frame_rx_napi``), or copies them into the queue's copy-mode AF_XDP
 socket; broadcasts clone them for all targets but the last, which gets the
 frame itself (its bulk entry tagged), and entry programs run over them in their
-memory (:func:`_bq_xmit_all`); cpumap redirects of them are deferred.
+memory (:func:`_bq_xmit_all`); a cpumap entry takes them into its bulk in their
+memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
+refuses there).
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
@@ -688,6 +690,18 @@ def _frame_to_mem(sysm, ptab, mi, row, data, length, meta):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _mem_set_dev_rx(sysm, ptab, mi, row, ifindex):  # type: ignore[no-untyped-def]
+    """``xdpf->dev_rx`` of the xdp_frame in page ``row`` of memory ``mi``, as
+    ``cpu_map_enqueue`` sets it."""
+    if mi == 1:
+        sysm[2][row, DEV_RX_WORD] = ifindex
+        return
+    k = mi - 2
+    i64_view(ptab[k, PT_PAGES], ptab[k, PT_N], ptab[k, PT_PSIZE] // 8)[row, DEV_RX_WORD] = \
+        ifindex
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _mem_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
     """The xdp_frame in page ``row`` of memory ``mi``: (pfn, data offset, length,
     metadata length), from its header."""
@@ -745,18 +759,23 @@ def _defer(ctl, defer, red, i, loc, data, length, meta, a, kind):  # type: ignor
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
-               nuse, cached):
+               nuse, cached, fmem):
     """``bq_flush_to_queue``: entry ``r``'s bulk into its ring; what does not fit is
-    returned (``xdp_return_frame_rx_napi``: direct recycling). Returns the pool's
-    hot fields (c, nuse, cached)."""
+    returned (``xdp_return_frame_rx_napi``: direct recycling) to its memory - the
+    queue's pool, or (``fmem``) the memory of an xdp_frame another device queued.
+    Returns the pool's hot fields (c, nuse, cached)."""
     # The entry's ring, from its row of addresses.
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
     b = cbq_n[r]
     taken = ring_produce(q_slots, q_idx, cbq[r], b)
     for j in range(taken, b):
-        c, nuse, cached = _give(psc, cache, ring, free, state, cbq[r, 0, j] - pfn_base, c,
-                                nuse, cached)
+        loc = cbq[r, 0, j] - pfn_base
+        if 0 <= loc < len(state):
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        else:
+            mi, row = _mem_of(fmem[0], fmem[1], cbq[r, 0, j])
+            _return_frame_napi(fmem[0], fmem[1], mi, row)
     cq_cnt[r, 0] += 1
     cq_cnt[r, 1] += b
     cq_cnt[r, 2] += b - taken
@@ -1774,6 +1793,13 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         _put_ring(psc, ring, free, state, loc)
                     elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
                         _put_page(sysm, pfn - sys_pfn)
+                    elif fon:
+                        # An xdp_frame another device queued here: back to its memory
+                        # (that pool's ring, not directly; an order-0 page: put_page).
+                        mi, row = _mem_of(sysm, ptab, pfn)
+                        if mi < 0:
+                            break  # a memory this call does not know: Python returns it
+                        _return_frame(sysm, ptab, mi, row)
                     else:
                         break  # another region's page: Python returns it
                     j += 1
@@ -1882,8 +1908,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 # sent back (veth_xdp_tx: converted in its memory, into the TX bulk
                 # with the queue's own frames), or redirected (xdp_do_redirect:
                 # converted in its memory into a device's bulk queue with its memory
-                # tag, broadcast, or copied into the queue's AF_XDP socket, or
-                # failed); a cpumap: the Python dispatch.
+                # tag, broadcast, into a cpumap entry's bulk, or copied into the
+                # queue's AF_XDP socket, or failed); a target only Python sends to:
+                # the Python dispatch.
                 mi = fx[i, FX_MEM]
                 data = np.int64(off_out[i])
                 if a == 4 and np.int64(red[i, 1]) == XSKMAP:
@@ -1928,6 +1955,34 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         else:  # no room for the xdp_frame: -EOVERFLOW, back to its memory
                             cnt[K_ERR + EOVERFLOW] += 1
                             _return_frame_napi(sysm, ptab, mi, loc)
+                        continue
+                elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
+                    # cpu_map_enqueue of it, converted in its memory (the ring holds
+                    # pfns: the kthread runs it over that memory's region); an entry
+                    # the loop has no row for: the Python dispatch.
+                    k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                       np.int64(red[i, 2]))
+                    if k >= 0:
+                        n_red += 1
+                        ln = np.int64(len_out[i])
+                        mt = np.int64(meta_out[i])
+                        if r < 0 or not _frame_to_mem(sysm, ptab, mi, loc, data, ln, mt):
+                            # An empty slot (-EINVAL), no room for the xdp_frame (-EOVERFLOW).
+                            cnt[K_ERR + (EINVAL if r < 0 else EOVERFLOW)] += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                        _mem_set_dev_rx(sysm, ptab, mi, loc, self_ifindex)
+                        b = cbq_n[r]
+                        cbq[r, 0, b] = loc + _frame_pfn_base(sysm, ptab, mi)
+                        cbq[r, 1, b] = data
+                        cbq[r, 2, b] = ln
+                        cbq[r, 3, b] = mt
+                        cbq_n[r] = b + 1
+                        if b + 1 == CPU_MAP_BULK:
+                            c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r,
+                                                         pfn_base, psc, cache, ring, free,
+                                                         state, c, nuse, cached, fmem)
+                        cm_red[k] += 1
                         continue
                 elif a == 4:
                     e = _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err,
@@ -2124,7 +2179,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     if b + 1 == CPU_MAP_BULK:
                         c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base,
                                                      psc, cache, ring, free, state, c, nuse,
-                                                     cached)
+                                                     cached, fmem)
                     n_red += 1
                     cm_red[k] += 1
                     done = True
@@ -2199,7 +2254,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
                 c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
-                                             cache, ring, free, state, c, nuse, cached)
+                                             cache, ring, free, state, c, nuse, cached, fmem)
         for t in range(nif):  # __dev_flush
             if bq_n[t, BQ_COUNT]:
                 c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
