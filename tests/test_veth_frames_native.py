@@ -424,8 +424,6 @@ def _cpumap_poll(native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[int, tu
                                for k, v in getattr(h.tracer, name).counters.items())
                   for name in ("xdp_redirect", "xdp_redirect_err", "xdp_cpumap_kthread",
                                "xdp_cpumap_enqueue", "xdp_exception")}
-        for rt in h.cpumaps.values():  # the native kthreads' return rings drained
-            rt.reclaim()
         pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
                  for d in h.devices.values() for rq in d.rx]
         out = ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
