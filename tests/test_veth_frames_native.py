@@ -288,3 +288,162 @@ def test_veth_frames_redirected_in_one_bulk_with_its_own(monkeypatch: pytest.Mon
     xmit = native[1]
     assert isinstance(xmit, list)
     assert [(v[0], v[1]) for k, v in xmit if k[0] != k[1] and k[1] == 3] == [(3, 48)]
+
+
+def _spec_egress() -> CollectionSpec:
+    """veth1's program redirecting by payload into ``ports`` (broadcasting on slot 3)
+    and an entry program counting runs per egress_ifindex (``seen``) whose verdict
+    the payload picks."""
+    maps = [MapSpec("ports", DEVMAP, 4, 8, 4),
+            MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
+    progs = {}
+    for name, section, attach, text in (
+            ("recv", "xdp", XDP, redirect_by_payload(BPF_F_BROADCAST, flags_slot=3)),
+            ("egress", "xdp/devmap", int(BpfAttachType.BPF_XDP_DEVMAP),
+             verdict_by_payload(20))):
+        one = asm_collection(text, maps).programs["t"]
+        progs[name] = dataclasses.replace(one, name=name, section=section,
+                                          expected_attach_type=attach)
+    return CollectionSpec(progs, {m.name: m for m in maps}, license="GPL")
+
+
+def _foreign_poll(native: bool,
+                  monkeypatch: pytest.MonkeyPatch) -> tuple[int, tuple[object, ...]]:
+    """veth1's ring holding xdp_frames of eth0's pool and, behind them, frames veth0's
+    stack sent (veth1's own pool); veth1's program redirects them by payload through
+    a devmap (entries with and without a program, to eth1 and eth2)
+    (slot 3 a broadcast): what the native loop handed to the Python dispatch, and the
+    counters, events, program counts and page accounting."""
+    from pyxdp.net import napi
+
+    deferred: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        deferred.append(len(frames))
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        eth1 = h.add_device("eth1")
+        eth2 = h.add_device("eth2", mtu=1000)
+        v0, v1 = h.veth("veth0", "veth1")
+        v0.gro = True
+        coll = h.load(_spec_egress(), verify=False)
+        eg = coll.programs["egress"].fd
+        ports = coll.maps["ports"]
+        ports[0] = struct.pack("<Ii", eth1.ifindex, eg)
+        ports[1] = struct.pack("<Ii", eth2.ifindex, 0)
+        ports[2] = struct.pack("<Ii", eth1.ifindex, 0)
+        ports[3] = struct.pack("<Ii", eth2.ifindex, eg)
+        to_v0 = h.load(asm_collection(f"r1 = {v0.ifindex}\nr2 = 0\ncall 23\nexit"))
+        v1.attach_xdp(coll.programs["recv"])
+        eth0.attach_xdp(to_v0.programs["t"])
+        frames = frames_by_payload()
+        eth0.rx[0].source = TrafficGenerator(packets=frames, count=96)
+        napi.napi_poll(eth0.rx[0])  # xdp_frames of eth0's pool on veth1's ring (96 in all)
+        v0.transmit(frames[:64])  # ... and behind them 64 of veth1's own pool
+        h.run()
+        tr = h.tracer
+        mid = ports.handle.id
+        events = {name: sorted(((*k[:2], "ports", *k[3:]) if name == "xdp_redirect"
+                                and k[2] == mid else k, list(v))
+                               for k, v in getattr(tr, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit",
+                               "xdp_exception")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        system = h.memmap.system
+        out = ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+               sorted(coll.maps["seen"].items()), h.stack.counters(), pools,
+               (system.allocated, system.freed, system.nr_free))
+    monkeypatch.undo()
+    return sum(deferred), out
+
+
+def test_veth_frames_broadcast_and_entry_programs_natively(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broadcasts of xdp_frames another device queued (clones in order-0 pages, the frame
+    itself in its pool to the last target) and devmap entry programs over bulks
+    mixing them with the veth's own frames run in the native loop, none handed to
+    the Python dispatch, with what the Python path gives: the same bulks
+    (xdp_devmap_xmit), entry program runs, verdicts and page accounting."""
+    n_native, native = _foreign_poll(True, monkeypatch)
+    n_python, python = _foreign_poll(False, monkeypatch)
+    assert n_native == 0
+    assert native == python
+    stats, events = native[0], native[1]
+    assert isinstance(stats, dict) and isinstance(events, dict)
+    assert stats["veth1"]["xdp_redirect"] == 96 + 64
+    assert native[2]  # the entry program ran
+    assert events["xdp_devmap_xmit"] and events["xdp_exception"]
+    system = native[-1]
+    assert isinstance(system, tuple) and system[0] > 0  # clones were made
+
+
+def _cpumap_poll(native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[int, tuple[object, ...]]:
+    """veth1's ring holding xdp_frames of eth0's pool and behind them frames of its own
+    pool, which its program redirects by payload into cpumap entries (CPU 0: a ring of
+    64; CPU 1: a ring of 8, which refuses bulks; slots 2 and 3 empty: XDP_ABORTED):
+    what the native loop handed to the Python dispatch, and the stack's deliveries,
+    events, counters and page accounting."""
+    from pyxdp.net import napi
+
+    deferred: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        deferred.append(len(frames))
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    cm = MapSpec("cpu_map", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 4)
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        eth0 = h.add_device("eth0")
+        v0, v1 = h.veth("veth0", "veth1")
+        v0.gro = True
+        coll = h.load(asm_collection(redirect_by_payload(0), [cm]))
+        coll.maps["cpu_map"][0] = struct.pack("<Ii", 64, 0)
+        coll.maps["cpu_map"][1] = struct.pack("<Ii", 8, 0)
+        to_v0 = h.load(asm_collection(f"r1 = {v0.ifindex}\nr2 = 0\ncall 23\nexit"))
+        v1.attach_xdp(coll.programs["t"])
+        eth0.attach_xdp(to_v0.programs["t"])
+        frames = frames_by_payload()
+        eth0.rx[0].source = TrafficGenerator(packets=frames, count=96)
+        napi.napi_poll(eth0.rx[0])
+        v0.transmit(frames[:64])
+        h.run()
+        mid = coll.maps["cpu_map"].handle.id  # ids differ between hosts: named
+
+        def key(k: tuple[int, ...], name: str) -> tuple[object, ...]:
+            i = {"xdp_redirect": 2, "xdp_cpumap_kthread": 0, "xdp_cpumap_enqueue": 0}.get(name)
+            return k if i is None or k[i] != mid else (*k[:i], "cpu_map", *k[i + 1:])
+
+        events = {name: sorted((key(k, name), list(v))
+                               for k, v in getattr(h.tracer, name).counters.items())
+                  for name in ("xdp_redirect", "xdp_redirect_err", "xdp_cpumap_kthread",
+                               "xdp_cpumap_enqueue", "xdp_exception")}
+        pools = [(rq.pool.get_stats(), rq.pool.state.words.tolist())
+                 for d in h.devices.values() for rq in d.rx]
+        out = ({d.name: d.stats.asdict() for d in h.devices.values()}, events,
+               h.stack.per_device, h.stack.counters(), pools)
+    monkeypatch.undo()
+    return sum(deferred), out
+
+
+def test_veth_frames_into_cpumap_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpumap redirects of xdp_frames another device queued run in the native loop
+    (converted in their memory, ``dev_rx`` the veth, in the entry's bulk beside the
+    veth's own frames; what a full ring refuses goes back to its memory), with what
+    the Python path gives: the stack's deliveries on the veth, xdp_cpumap_enqueue
+    drops, counters and page accounting."""
+    n_native, native = _cpumap_poll(True, monkeypatch)
+    n_python, python = _cpumap_poll(False, monkeypatch)
+    assert n_native == 0
+    assert native == python
+    events = native[1]
+    assert isinstance(events, dict)
+    enq = [v for _k, v in events["xdp_cpumap_enqueue"]]
+    assert enq and any(v[2] for v in enq)  # the ring of 8 refused some
+    assert native[2]  # the stack got frames on veth1

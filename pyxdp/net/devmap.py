@@ -301,15 +301,16 @@ class DevmapEgress:
 
     @contextmanager
     def driven(self, ctx: RunContext, pages: npt.NDArray[np.uint8],
-               clones: npt.NDArray[np.uint8]) -> Iterator[None]:
+               others: Sequence[npt.NDArray[np.uint8]]) -> Iterator[None]:
         """Every program's engine driven over ``pages`` (the queue's page pool) for the
-        body of a native call (:meth:`XdpJit.driver`), and over ``clones`` (the
-        system allocator's pages: ``xdpf_clone``'s and zero-copy frames' order-0
-        pages) for bulks native code points there."""
+        body of a native call (:meth:`XdpJit.driver`), and over ``others`` for bulks
+        native code points there: the system allocator's pages (``xdpf_clone``'s and
+        zero-copy frames' order-0 pages) and the page pools of xdp_frames other
+        devices queued on a veth (bulk entries tagged with their memory)."""
         with ExitStack() as stack:
             for i, p in enumerate(self.progs):
                 fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i],
-                                                               (clones,)))
+                                                               others))
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 

@@ -665,7 +665,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock.acquire()
     try:
         with vm.driver(rq.ctx, pool.pages, io, others) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, others or (system.pages,)):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
@@ -819,7 +819,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     host.lock.acquire()
     try:
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages, system.pages):
+                nt.egress.driven(dev.rx[0].ctx, pool.pages, (system.pages,)):
             done = native_polls_zc(NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                                    region.pages, (ring.cols, ring.cur.words, st.ptab), gen,
                                    (dev.ifindex, rq.stats.words, tx_ok, st.tx_rows,

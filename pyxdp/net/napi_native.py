@@ -104,7 +104,11 @@ refusing one: back to its memory); XDP_REDIRECT converts them in their memory
 into a device's bulk queue beside the queue's own frames, the entry tagged with
 its memory (:func:`_bq_enqueue`; the flush returns each frame to that memory,
 ``xdp_return_frame_rx_napi``), or copies them into the queue's copy-mode AF_XDP
-socket; broadcasts, cpumap entries and entry programs of them are deferred.
+socket; broadcasts clone them for all targets but the last, which gets the
+frame itself (its bulk entry tagged), and entry programs run over them in their
+memory (:func:`_bq_xmit_all`); a cpumap entry takes them into its bulk in their
+memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
+refuses there).
 
 Multi-buffer (frags) frames are never taken: the loop stops at the first
 one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
@@ -686,6 +690,18 @@ def _frame_to_mem(sysm, ptab, mi, row, data, length, meta):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _mem_set_dev_rx(sysm, ptab, mi, row, ifindex):  # type: ignore[no-untyped-def]
+    """``xdpf->dev_rx`` of the xdp_frame in page ``row`` of memory ``mi``, as
+    ``cpu_map_enqueue`` sets it."""
+    if mi == 1:
+        sysm[2][row, DEV_RX_WORD] = ifindex
+        return
+    k = mi - 2
+    i64_view(ptab[k, PT_PAGES], ptab[k, PT_N], ptab[k, PT_PSIZE] // 8)[row, DEV_RX_WORD] = \
+        ifindex
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _mem_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
     """The xdp_frame in page ``row`` of memory ``mi``: (pfn, data offset, length,
     metadata length), from its header."""
@@ -743,18 +759,23 @@ def _defer(ctl, defer, red, i, loc, data, length, meta, a, kind):  # type: ignor
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
-               nuse, cached):
+               nuse, cached, fmem):
     """``bq_flush_to_queue``: entry ``r``'s bulk into its ring; what does not fit is
-    returned (``xdp_return_frame_rx_napi``: direct recycling). Returns the pool's
-    hot fields (c, nuse, cached)."""
+    returned (``xdp_return_frame_rx_napi``: direct recycling) to its memory - the
+    queue's pool, or (``fmem``) the memory of an xdp_frame another device queued.
+    Returns the pool's hot fields (c, nuse, cached)."""
     # The entry's ring, from its row of addresses.
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
     b = cbq_n[r]
     taken = ring_produce(q_slots, q_idx, cbq[r], b)
     for j in range(taken, b):
-        c, nuse, cached = _give(psc, cache, ring, free, state, cbq[r, 0, j] - pfn_base, c,
-                                nuse, cached)
+        loc = cbq[r, 0, j] - pfn_base
+        if 0 <= loc < len(state):
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+        else:
+            mi, row = _mem_of(fmem[0], fmem[1], cbq[r, 0, j])
+            _return_frame_napi(fmem[0], fmem[1], mi, row)
     cq_cnt[r, 0] += 1
     cq_cnt[r, 1] += b
     cq_cnt[r, 2] += b - taken
@@ -957,6 +978,20 @@ def _eg_exception(eg, k, t, a):  # type: ignore[no-untyped-def]
             eg_fault[k, t, 4] = a + 1
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _bq_mem(bq, t, j):  # type: ignore[no-untyped-def]
+    """Bulk entry ``j`` of device ``t`` as (memory, row) in :func:`_mem_of`'s terms, with
+    0 the queue's own pool: its tag (:func:`_bq_enqueue`) names another pool, else
+    its entry is a row of the queue's pool or (below 0) of the system allocator."""
+    loc = bq[t, 0, j]
+    tag = bq[t, BQ_TAG, j]
+    if tag:
+        return 1 + tag, loc
+    if loc < 0:
+        return np.int64(1), -1 - loc
+    return np.int64(0), loc
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt, psc,  # type: ignore[no-untyped-def] # noqa: E501
                  cache, ring, free, state, c, nuse, cached, pages, xmit):
@@ -1016,25 +1051,30 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
         eg_desc[k, XDP_EGRESS] = t
         pool_frames = eg_desc[k, DESC_FRAMES]
         # The program over the bulk: one batch per memory - the page pool's pages, the
-        # order-0 pages of clones (loc < 0) - in the order the bulk first shows them,
-        # as the Python path runs a batch per region; results kept per bulk position.
-        first_clone = bq[t, 0, 0] < 0
-        for seg in range(2):
-            clones = first_clone if seg == 0 else not first_clone
+        # order-0 pages of clones, another device's pool - in the order the bulk first
+        # shows them, as the Python path runs a batch per region; results kept per
+        # bulk position.
+        done = 0  # the memories run (bit per memory, _bq_mem)
+        for j0 in range(b):
+            g, _r = _bq_mem(bq, t, j0)
+            if (done >> g) & 1:
+                continue
+            done |= 1 << g
             m = 0
-            for j in range(b):
-                loc = bq[t, 0, j]
-                if (loc < 0) == clones:
-                    eg_rows[k, m] = -1 - loc if clones else loc
+            for j in range(j0, b):
+                mi, row = _bq_mem(bq, t, j)
+                if mi == g:
+                    eg_rows[k, m] = row
                     eg_off[k, m] = bq[t, 1, j]
                     eg_len[k, m] = bq[t, 2, j]
                     eg_meta[k, m] = bq[t, 3, j]
                     eg_sent[k, m] = j
                     m += 1
-            if m == 0:
-                continue
-            if clones:  # the driver knows these pages too (DevmapEgress.driven)
+            # The driver knows the other memories' pages too (DevmapEgress.driven).
+            if g == 1:
                 eg_desc[k, DESC_FRAMES] = np.uint64(sysm[0].ctypes.data)
+            elif g > 1:
+                eg_desc[k, DESC_FRAMES] = np.uint64(ptab[g - 2, PT_PAGES])
             _run(eg_fn[k], eg_ctx[k], eg_desc[k], eg_len[k], m)
             eg_desc[k, DESC_FRAMES] = pool_frames
             for s in range(m):
@@ -1045,46 +1085,41 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                 eg_res[k, j, 2] = eg_leno[k, s]
                 eg_res[k, j, 3] = eg_metao[k, s]
         for j in range(b):
-            loc = bq[t, 0, j]
+            mi, row = _bq_mem(bq, t, j)
             a = eg_res[k, j, 0]
             if a == 2:
                 ln = eg_res[k, j, 2]
-                if loc < 0:
-                    ok = _to_frame_mem(sysm[1], sysm[2], -1 - loc, eg_res[k, j, 1], ln,
-                                       eg_res[k, j, 3], sysm[3], MEM_TYPE_PAGE_ORDER0)
-                else:
-                    ok = _to_frame(w32, q64, loc, eg_res[k, j, 1], ln, eg_res[k, j, 3],
+                if mi == 0:
+                    ok = _to_frame(w32, q64, row, eg_res[k, j, 1], ln, eg_res[k, j, 3],
                                    addr_base)
+                else:
+                    ok = _frame_to_mem(sysm, ptab, mi, row, eg_res[k, j, 1], ln,
+                                       eg_res[k, j, 3])
                 if ok:
-                    eg_sent[k, sent] = loc
+                    eg_sent[k, sent] = j  # its bulk position
                     sent += 1
                     nbytes += ln
                     continue
             else:
                 _eg_exception(eg, k, t, a)
-            if loc < 0:
-                _put_page(sysm, -1 - loc)
+            if mi == 0:
+                c, nuse, cached = _give(psc, cache, ring, free, state, row, c, nuse, cached)
             else:
-                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                _return_frame_napi(sysm, ptab, mi, row)
         went = 0
         tried = sent
-        for j in range(sent):  # sent, then completed: back to the pool
-            loc = eg_sent[k, j]
-            if loc < 0:  # a clone: its header in the system allocator's page
-                row = -1 - loc
-                fdata = np.int64(sysm[2][row, 0]) - sysm[3]
-                ln = np.int64(sysm[1][row, 2])
-                fmeta = np.int64(sysm[1][row, 4])
-                pfn = sysm[7] + row
-                src = sysm[0].ctypes.data + fdata
-                fdata -= row * FRAME_SZ
-            else:
-                fdata = q64[loc, 0] - addr_base
-                ln = np.int64(w32[loc, 2])
-                fmeta = np.int64(w32[loc, 4])
-                pfn = pfn_base + loc
+        for s in range(sent):  # sent, then completed: back to its memory
+            mi, row = _bq_mem(bq, t, eg_sent[k, s])
+            if mi == 0:
+                fdata = q64[row, 0] - addr_base
+                ln = np.int64(w32[row, 2])
+                fmeta = np.int64(w32[row, 4])
+                pfn = pfn_base + row
                 src = pages.ctypes.data + fdata
-                fdata -= loc * FRAME_SZ
+                fdata -= row * FRAME_SZ
+            else:  # its header in its own page (a clone's: the system allocator's)
+                pfn, fdata, ln, fmeta = _mem_frame(sysm, ptab, mi, row)
+                src = _mem_addr(sysm, ptab, mi, row) + fdata
             if veth:
                 if not vstop and _veth_put(tgt_veth, t, pfn, fdata, ln, fmeta):
                     went += 1
@@ -1096,10 +1131,10 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                     went += 1
                 else:
                     nbytes -= ln
-            if loc < 0:
-                _put_page(sysm, -1 - loc)
+            if mi == 0:
+                c, nuse, cached = _give(psc, cache, ring, free, state, row, c, nuse, cached)
             else:
-                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                _return_frame_napi(sysm, ptab, mi, row)
         if wa != 0 or veth:
             sent = went
     if wa != 0:
@@ -1178,17 +1213,15 @@ def _sys_alloc(sysm):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _xdpf_clone(sysm, pages, loc, data, length):  # type: ignore[no-untyped-def]
-    """``xdpf_clone`` of the frame in page ``loc`` (a pool page; below 0 an order-0
-    page of the system allocator): an order-0 page with the header, headroom and
-    packet copied and the header pointed at the copy; its row, or -1 when memory
-    ran out (``dev_map_enqueue_clone`` then skips the target)."""
+def _xdpf_clone(sysm, src, data, length):  # type: ignore[no-untyped-def]
+    """``xdpf_clone`` of the frame in the page at address ``src`` (a pool page, an
+    order-0 page of the system allocator): an order-0 page with the header,
+    headroom and packet copied and the header pointed at the copy; its row, or -1
+    when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
     spages, sw32, sq64, sbase, _ast, _afree, _aref, _pfn = sysm
     row = _sys_alloc(sysm)
     if row < 0:
         return -1
-    src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
-        spages.ctypes.data + (-1 - loc) * spages.strides[0]
     memcpy(spages.ctypes.data + row * spages.strides[0], src, data + length)
     sq64[row, 0] = sbase + row * FRAME_SZ + data
     sw32[row, 5] = MEM_TYPE_PAGE_ORDER0
@@ -1382,26 +1415,21 @@ def _mem_addr(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err, tgt_mtu, own_t,  # type: ignore[no-untyped-def] # noqa: E501
-                    bq_n, mi, loc, data, length, meta):
+                    mi, loc, data, length, meta):
     """How the native loop redirects frame ``i``, an xdp_frame in memory ``mi``
-    (:func:`_mem_of`) another device queued: 0 it goes - to a device without an
-    entry program whose bulk queue runs none (converted in its memory here,
-    ``xdp_update_frame_from_buff``) -,
-    an errno the redirect fails with, -1 the Python dispatch takes it (a
-    broadcast, a cpumap, an entry program, a target only Python sends to).
-    Not for XSKMAP redirects (the caller's)."""
+    (:func:`_mem_of`) another device queued, to one device: 0 it goes (converted in
+    its memory here, ``xdp_update_frame_from_buff``; into the device's bulk queue,
+    whose program - the entry's or the one the bulk already runs - runs over it
+    in its memory at the flush), an errno the redirect fails with, -1 the Python
+    dispatch takes it (a target only Python sends to, an entry program not on the
+    JIT). Not for broadcasts, cpumaps and XSKMAP redirects (the caller's)."""
     sysm, ptab = fmem
-    mt = np.int64(red[i, 1])
-    if (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0 and (mt == DEVMAP or mt == DEVMAP_HASH):
-        return -1
     slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-    if slot < 0 or ifx == own_t:
+    if slot < 0 or ifx == own_t or kk < 0:
         return -1
     e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length)
     if e != 0:
         return e
-    if kk != 0 or bq_n[ifx, BQ_PROG] > 1:
-        return -1
     if not _frame_to_mem(sysm, ptab, mi, loc, data, length, meta):
         return EOVERFLOW
     return 0
@@ -1442,16 +1470,30 @@ def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
-           length, none, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-           psc, cache, ring, free, state, c, nuse, cached, xmit):
+           length, none, tag, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
+           xmit_cnt, psc, cache, ring, free, state, c, nuse, cached, xmit):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
     target (then freed). ``none``: no target, the frame is consumed. ``loc``: a
-    pool page, or below 0 an order-0 page (a zero-copy frame's copy). Returns the
-    pool's hot fields."""
-    if none:
-        return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
+    pool page, or below 0 an order-0 page (a zero-copy frame's copy, an xdp_frame
+    another device queued); with ``tag`` > 0 a page of pool ``tag - 1`` of the pool
+    table (an xdp_frame another device queued: it goes back there, and its bulk
+    entry keeps the tag). Returns the pool's hot fields."""
+    ptab = xmit[3]
+    if tag:
+        mi = 1 + tag
+        if none:
+            _return_frame_napi(sysm, ptab, mi, loc)
+            return c, nuse, cached
+        src = ptab[tag - 1, PT_PAGES] + loc * ptab[tag - 1, PT_PSIZE]
+        meta = _mem_frame(sysm, ptab, mi, loc)[3]
+    else:
+        if none:
+            return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
+        src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
+            sysm[0].ctypes.data + (-1 - loc) * sysm[0].strides[0]
+        meta = np.int64(w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4])
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
     slots = _dm_entries(dmt[0], dmt[1], slot)
     end = dmt[1][slot]
@@ -1477,8 +1519,9 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
         pid = np.int64(slots[e0, 1])
         kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
         fits = length <= tgt_mtu[t]
+        etag = 0
         if nxt:
-            row = _xdpf_clone(sysm, pages, loc, data, length)
+            row = _xdpf_clone(sysm, src, data, length)
             if row < 0:
                 continue
             if not fits:
@@ -1487,11 +1530,14 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
             ent = -1 - row
         else:
             if not fits:
+                if tag:
+                    _return_frame_napi(sysm, ptab, 1 + tag, loc)
+                    return c, nuse, cached
                 return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
                                    cached)
             ent = loc
-        if _bq_enqueue(bq, bq_n, t, kk, ent, data, length,
-                       w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4], 0):
+            etag = tag
+        if _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta, etag):
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
@@ -1747,6 +1793,13 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         _put_ring(psc, ring, free, state, loc)
                     elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
                         _put_page(sysm, pfn - sys_pfn)
+                    elif fon:
+                        # An xdp_frame another device queued here: back to its memory
+                        # (that pool's ring, not directly; an order-0 page: put_page).
+                        mi, row = _mem_of(sysm, ptab, pfn)
+                        if mi < 0:
+                            break  # a memory this call does not know: Python returns it
+                        _return_frame(sysm, ptab, mi, row)
                     else:
                         break  # another region's page: Python returns it
                     j += 1
@@ -1855,8 +1908,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 # sent back (veth_xdp_tx: converted in its memory, into the TX bulk
                 # with the queue's own frames), or redirected (xdp_do_redirect:
                 # converted in its memory into a device's bulk queue with its memory
-                # tag, or copied into the queue's AF_XDP socket, or failed); a
-                # broadcast, a cpumap or an entry program: the Python dispatch.
+                # tag, broadcast, into a cpumap entry's bulk, or copied into the
+                # queue's AF_XDP socket, or failed); a target only Python sends to:
+                # the Python dispatch.
                 mi = fx[i, FX_MEM]
                 data = np.int64(off_out[i])
                 if a == 4 and np.int64(red[i, 1]) == XSKMAP:
@@ -1879,9 +1933,60 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                             cnt[K_ERR + EINVAL] += 1
                             _return_frame_napi(sysm, ptab, mi, loc)
                             continue
+                elif (a == 4 and (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0
+                      and (np.int64(red[i, 1]) == DEVMAP or np.int64(red[i, 1]) == DEVMAP_HASH)):
+                    # dev_map_enqueue_multi of it: clones for all targets but the last,
+                    # which gets the frame itself in its memory (its bulk entry tagged).
+                    slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
+                                            np.int64(red[i, 0]), np.int64(red[i, 2]),
+                                            np.int64(red[i, 3]))
+                    if to >= 0:
+                        n_red += 1
+                        ln = np.int64(len_out[i])
+                        if to == nif or _frame_to_mem(sysm, ptab, mi, loc, data, ln,
+                                                      np.int64(meta_out[i])):
+                            ent, tag = (-1 - loc, 0) if mi == 1 else (loc, mi - 1)
+                            c, nuse, cached = _bcast(
+                                dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
+                                np.int64(red[i, 3]), ent, data, ln, to == nif, tag, pages,
+                                sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+                                psc, cache, ring, free, state, c, nuse, cached, xmit)
+                            red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
+                        else:  # no room for the xdp_frame: -EOVERFLOW, back to its memory
+                            cnt[K_ERR + EOVERFLOW] += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                        continue
+                elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
+                    # cpu_map_enqueue of it, converted in its memory (the ring holds
+                    # pfns: the kthread runs it over that memory's region); an entry
+                    # the loop has no row for: the Python dispatch.
+                    k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
+                                       np.int64(red[i, 2]))
+                    if k >= 0:
+                        n_red += 1
+                        ln = np.int64(len_out[i])
+                        mt = np.int64(meta_out[i])
+                        if r < 0 or not _frame_to_mem(sysm, ptab, mi, loc, data, ln, mt):
+                            # An empty slot (-EINVAL), no room for the xdp_frame (-EOVERFLOW).
+                            cnt[K_ERR + (EINVAL if r < 0 else EOVERFLOW)] += 1
+                            _return_frame_napi(sysm, ptab, mi, loc)
+                            continue
+                        _mem_set_dev_rx(sysm, ptab, mi, loc, self_ifindex)
+                        b = cbq_n[r]
+                        cbq[r, 0, b] = loc + _frame_pfn_base(sysm, ptab, mi)
+                        cbq[r, 1, b] = data
+                        cbq[r, 2, b] = ln
+                        cbq[r, 3, b] = mt
+                        cbq_n[r] = b + 1
+                        if b + 1 == CPU_MAP_BULK:
+                            c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r,
+                                                         pfn_base, psc, cache, ring, free,
+                                                         state, c, nuse, cached, fmem)
+                        cm_red[k] += 1
+                        continue
                 elif a == 4:
                     e = _frame_redirect(fmem, dmt, dm_ids, eg_ids, red, i, tgt_ok, tgt_err,
-                                        tgt_mtu, own_t, bq_n, mi, loc, data,
+                                        tgt_mtu, own_t, mi, loc, data,
                                         np.int64(len_out[i]), np.int64(meta_out[i]))
                     if e > 0:  # refused: back to its memory
                         n_red += 1
@@ -1890,10 +1995,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         continue
                     if e == 0:
                         n_red += 1
-                        slot, ifx, _kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+                        slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
                         red_cnt[slot, ifx] += 1
                         ent, tag = (-1 - loc, 0) if mi == 1 else (loc, mi - 1)
-                        if _bq_enqueue(bq, bq_n, ifx, 0, ent, data, np.int64(len_out[i]),
+                        if _bq_enqueue(bq, bq_n, ifx, kk, ent, data, np.int64(len_out[i]),
                                        np.int64(meta_out[i]), tag):
                             c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                            addr_base, tgt_stats, xmit_cnt,
@@ -2074,7 +2179,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     if b + 1 == CPU_MAP_BULK:
                         c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base,
                                                      psc, cache, ring, free, state, c, nuse,
-                                                     cached)
+                                                     cached, fmem)
                     n_red += 1
                     cm_red[k] += 1
                     done = True
@@ -2089,7 +2194,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
                     c, nuse, cached = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
-                                             data, length, to == nif, pages, sysm, bq, bq_n,
+                                             data, length, to == nif, 0, pages, sysm, bq,
+                                             bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached,
                                              xmit)
@@ -2148,7 +2254,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
                 c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
-                                             cache, ring, free, state, c, nuse, cached)
+                                             cache, ring, free, state, c, nuse, cached, fmem)
         for t in range(nif):  # __dev_flush
             if bq_n[t, BQ_COUNT]:
                 c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
@@ -2367,7 +2473,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                     else:
                         _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
                                np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length, False,
-                               ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
+                               0, ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
                                xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit)
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1

@@ -927,6 +927,11 @@ class Host:
         if self.cpumap_threads:
             total += sum(rt.processed - before.get(id(rt), 0)
                          for rt in list(self.cpumaps.values()))
+        # The pages native kthreads freed wait on their return rings for their pools'
+        # next poll; with every queue idle that is now (the pool's ring, not directly),
+        # so that the pools' counters are the kernel's when run() returns.
+        for rt in list(self.cpumaps.values()):
+            rt.reclaim()
         return total
 
     # -- helpers shared by the receive paths -----------------------------------------

@@ -161,6 +161,7 @@ __all__ = [
     "run_pyxdp",
     "summarize_trace",
     "swap_macs",
+    "veth_frames_broadcast_egress_prog",
     "xdp1_drop",
     "xdp2_tx",
     "xdp2_tx_no_peer_prog",
@@ -669,6 +670,7 @@ def _traffic(pairs: tuple[tuple[str, str], ...], rx_dev: str, **kw: Any
 P1: Final = (("veth0", "veth1"),)
 P2: Final = (("veth0", "veth1"), ("veth2", "veth3"))
 P3: Final = (("veth0", "veth1"), ("veth2", "veth3"), ("veth4", "veth5"))
+P4: Final = (("veth0", "veth1"), ("veth2", "veth3"), ("veth4", "veth5"), ("veth6", "veth7"))
 
 
 def xdp1_drop() -> Scenario:
@@ -972,6 +974,42 @@ def devmap_broadcast_egress_prog() -> Scenario:
                     doc=devmap_broadcast_egress_prog.__doc__ or "")
 
 
+def _frames_bcast_setup(colls: Mapping[str, Collection],
+                        ifindex_of: Callable[[str], int]) -> None:
+    """``tx_port[0]`` = veth2; ``ports`` = veth4 with redirect_map's ``xdp/devmap``
+    program, veth6, veth4."""
+    _tx_port("veth2")(colls, ifindex_of)
+    ports = colls["redirect_bcast.o"].maps["ports"]
+    egress = {"fd": prog_fd(colls["redirect_map.o"].programs["xdp_redirect_map_egress"])}
+    ports[0] = {"ifindex": ifindex_of("veth4"), "bpf_prog": egress}
+    ports[1] = {"ifindex": ifindex_of("veth6")}
+    ports[2] = {"ifindex": ifindex_of("veth4")}
+
+
+def veth_frames_broadcast_egress_prog() -> Scenario:
+    """A veth broadcasting the xdp_frames another device queued on it, through an entry
+    with a program: veth0 redirects every frame (redirect_map.o, MACs swapped) to
+    veth2, so veth3 receives xdp_frames (``veth_xdp_rcv_one``), which its
+    ``xdp_redirect_bcast`` sends to ``ports`` = veth4 (with redirect_map's
+    ``xdp/devmap`` program), veth6, veth4.
+
+    Kernel: veth0's poll: ``xdp_redirect`` (veth0 -> veth2, map tx_port) and
+    ``xdp_devmap_xmit`` (veth0 -> veth2, sent 1) per frame; veth3's poll: one
+    ``xdp_redirect`` (veth3, to_ifindex veth4, map ports, index 0), clones to
+    veth4 and veth6 and the frame itself to veth4, then ``xdp_devmap_xmit`` for
+    veth6 (sent 1) and veth4 (sent 2: one bulk queue holding a clone and the
+    frame, the first entry's program run over both). veth5 gets every frame
+    twice, MACs swapped and the source MAC rewritten to ``tx_src_mac``
+    (02:00:00:00:00:01); veth7 gets it once, MACs swapped.
+    """
+    return Scenario("veth_frames_broadcast_egress_prog", P4,
+                    (Attach("veth0", "redirect_map.o", "xdp_redirect_map_prog"),
+                     Attach("veth3", "redirect_bcast.o", "xdp_redirect_bcast")),
+                    _traffic(P4, "veth0"), setup=_frames_bcast_setup,
+                    maps=("redirect_bcast.o:rxcnt",),
+                    doc=veth_frames_broadcast_egress_prog.__doc__ or "")
+
+
 def _cpumap_setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     coll = colls["redirect_cpu.o"]
     fd = prog_fd(coll.programs["xdp_cpumap_filter"])
@@ -1028,7 +1066,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             redirect_to_lo_generic, redirect_to_lo_up_generic,
                             devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
-                            devmap_broadcast_generic_mtu,
+                            devmap_broadcast_generic_mtu, veth_frames_broadcast_egress_prog,
                             cpumap_prog, adjust_meta_pass)}
 
 

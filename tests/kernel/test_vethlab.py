@@ -359,6 +359,24 @@ def test_devmap_broadcast_egress_prog() -> None:
 
 
 @pytest.mark.kernel
+def test_veth_frames_broadcast_egress_prog() -> None:
+    sc, r = vl.veth_frames_broadcast_egress_prog(), run("veth_frames_broadcast_egress_prog")
+    fs = frames(sc)
+    tx_src_mac = bytes.fromhex("020000000001")  # redirect_map.c's .rodata default
+    # veth4's one bulk queue holds a clone and the xdp_frame itself: the program of the
+    # entry that queued first (the clone's) runs over both.
+    assert list(r.rx["veth5"]) == [g for f in fs for g in [f[6:12] + tx_src_mac + f[12:]] * 2]
+    assert list(r.rx["veth7"]) == [vl.swap_macs(f) for f in fs]
+    assert not any(r.rx[d] for d in ("veth0", "veth1", "veth2", "veth3", "veth4", "veth6"))
+    bc = redirect("veth4", prog="redirect_bcast.o:xdp_redirect_bcast",
+                  map_="redirect_bcast.o:ports") | {"ifindex": "veth3"}
+    at3 = {"from_ifindex": "veth3"}
+    assert fields(list(r.events)) == [redirect("veth2"), xmit("veth2"), bc,
+                                      xmit("veth6") | at3,
+                                      xmit("veth4") | at3 | {"sent": 2}] * len(fs)
+
+
+@pytest.mark.kernel
 def test_devmap_broadcast_exclude_ingress() -> None:
     sc, r = vl.devmap_broadcast_exclude_ingress(), run("devmap_broadcast_exclude_ingress")
     fs = frames(sc)
