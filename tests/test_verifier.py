@@ -359,13 +359,21 @@ GRAPH_OBJ = {
     "xdp_obj_drop_locked": ("function calls are not allowed while holding a lock",
                             errno.EINVAL),
     "xdp_obj_use_after_push": ("R1 type=scalar expected=map_value, ptr_", errno.EACCES),
+    # one call clang merged for two types: for bpf_obj_new two sizes or records, for
+    # bpf_obj_drop two records
+    "xdp_merged_new_same_size": (None, 0),
+    "xdp_merged_new": ("or mark the callee with __attribute__((nomerge))", errno.EINVAL),
+    "xdp_merged_drop_plain": (None, 0),
+    "xdp_merged_drop": ("or mark the callee with __attribute__((nomerge))", errno.EINVAL),
 }
 GRAPH_OBJ_PROCESSED = {
     "xdp_obj_list_ok": 60, "xdp_obj_drop_full": 60, "xdp_obj_tree_ok": 66,
     "xdp_obj_nested_ok": 56, "xdp_obj_stash_ok": 44, "xdp_obj_push_unlocked": 16,
     "xdp_obj_map_lock": 27, "xdp_obj_other_lock": 27, "xdp_obj_non_owning": 26,
     "xdp_obj_no_lock": 7, "xdp_obj_lock_off": 7, "xdp_obj_lock_access": 6,
-    "xdp_obj_unlock_other": 16, "xdp_obj_drop_locked": 12, "xdp_obj_use_after_push": 26}
+    "xdp_obj_unlock_other": 16, "xdp_obj_drop_locked": 12, "xdp_obj_use_after_push": 26,
+    "xdp_merged_new_same_size": 28, "xdp_merged_new": 20, "xdp_merged_drop_plain": 28,
+    "xdp_merged_drop": 25}
 
 
 def test_graph_roots_in_objects_get_linux_verdict() -> None:

@@ -376,4 +376,85 @@ int xdp_obj_use_after_push(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* calls clang merged: one bpf_obj_new for two structs, one bpf_obj_drop for two */
+struct pa {
+	__u64 a;
+};
+
+struct pc {
+	__u64 c;
+};
+
+struct pb {
+	__u64 a, b, c, d;
+};
+
+#define NEW(t) ({ void *_p; __attribute__((nomerge)) _p = bpf_obj_new(t); _p; })
+
+SEC("xdp")
+int xdp_merged_new_same_size(struct xdp_md *ctx)
+{
+	void *p;
+
+	if (ctx->ingress_ifindex & 1)
+		p = bpf_obj_new(struct pa);
+	else
+		p = bpf_obj_new(struct pc);
+	if (!p)
+		return XDP_ABORTED;
+	bpf_obj_drop(p);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_merged_new(struct xdp_md *ctx)
+{
+	void *p;
+
+	if (ctx->ingress_ifindex & 1)
+		p = bpf_obj_new(struct item);
+	else
+		p = bpf_obj_new(struct pb);
+	if (!p)
+		return XDP_ABORTED;
+	bpf_obj_drop(p);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_merged_drop_plain(struct xdp_md *ctx)
+{
+	void *p;
+
+	if (ctx->ingress_ifindex & 1) {
+		p = NEW(struct pa);
+		if (!p)
+			return XDP_DROP;
+	} else {
+		p = NEW(struct pb);
+		if (!p)
+			return XDP_TX;
+	}
+	bpf_obj_drop(p);
+	return XDP_PASS;
+}
+
+SEC("xdp")
+int xdp_merged_drop(struct xdp_md *ctx)
+{
+	void *p;
+
+	if (ctx->ingress_ifindex & 1) {
+		p = NEW(struct bag);
+		if (!p)
+			return XDP_DROP;
+	} else {
+		p = NEW(struct pa);
+		if (!p)
+			return XDP_TX;
+	}
+	bpf_obj_drop(p);
+	return XDP_PASS;
+}
+
 char _license[] SEC("license") = "GPL";
