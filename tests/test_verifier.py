@@ -382,6 +382,17 @@ def test_graph_roots_in_objects_get_linux_verdict() -> None:
     assert processed == GRAPH_OBJ_PROCESSED
 
 
+@pytest.mark.parametrize("name", ["graph_obj_nolock", "graph_obj_loop"])
+def test_graph_roots_linux_refuses_in_btf(name: str) -> None:
+    # a root without its lock, a node holding roots of roots: Linux refuses the object's
+    # BTF, libbpf loads without it, and bpf_obj_new finds no program BTF (the kernel test
+    # re-measures both)
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / f"{name}.o")
+    assert got == {f"xdp_{name[6:]}": ("bpf_obj_new/bpf_percpu_obj_new requires prog BTF",
+                                       errno.EINVAL)}
+    assert processed == {f"xdp_{name[6:]}": 3}
+
+
 # Linux 6.18's verdicts on tests/verifier_objects/kfunc_refused.o: sleepable kfuncs and
 # __bpf_trap, refused where the walk reaches the call (the kernel test re-measures them).
 KFUNC_REFUSED = {

@@ -1219,7 +1219,8 @@ class _Verifier:
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
-        self.btf = btf
+        # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
+        self.btf = btf if btf is None or btf.struct_metas_error is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
