@@ -1247,9 +1247,8 @@ class _Verifier:
         self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
         # call pc -> the type its bpf_obj_new or bpf_obj_drop was first verified with
         self.call_types: dict[int, tuple[int, int | None]] = {}
-        # (root kind, map) -> its list heads or tree roots (offset -> the struct held, its
-        # node's offset)
-        # (kind, owner, struct id) -> offset -> (elements' struct id, their node offset)
+        # (root kind, map name or _OBJ_LOCK, value or object struct id) -> its list heads
+        # or tree roots (offset -> the struct held, its node's offset)
         self.graph_roots: dict[tuple[str, str, int | None], dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
