@@ -334,6 +334,65 @@ def test_rbtree_mistakes_get_linux_verdict() -> None:
     assert processed == RBTREE_PROCESSED
 
 
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_obj.o: lists and
+# trees whose root sits in an object of bpf_obj_new, under the object's own lock (held
+# for the object, the owned one, at its offset), and the instructions Linux processed
+# (measured with BPF_PROG_LOAD here; tests/kernel/test_verifier_kernel.py re-measures the
+# verdicts).
+GRAPH_OBJ = {
+    "xdp_obj_list_ok": (None, 0), "xdp_obj_drop_full": (None, 0),
+    "xdp_obj_tree_ok": (None, 0), "xdp_obj_nested_ok": (None, 0),
+    "xdp_obj_stash_ok": (None, 0),
+    "xdp_obj_push_unlocked": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                              errno.EINVAL),
+    "xdp_obj_map_lock": ("bpf_spin_lock at off=8 must be held for bpf_list_head",
+                         errno.EINVAL),
+    "xdp_obj_other_lock": ("bpf_spin_lock at off=8 must be held for bpf_rb_root",
+                           errno.EINVAL),
+    "xdp_obj_non_owning": ("arg#0 expected pointer to map value or allocated object",
+                           errno.EINVAL),
+    "xdp_obj_no_lock": ("local 'kptr' has no valid bpf_spin_lock", errno.EINVAL),
+    "xdp_obj_lock_off": ("off 0 doesn't point to 'struct bpf_spin_lock' that is at 8",
+                         errno.EINVAL),
+    "xdp_obj_lock_access": ("direct access to bpf_spin_lock is disallowed", errno.EACCES),
+    "xdp_obj_unlock_other": ("bpf_spin_unlock of different lock", errno.EINVAL),
+    "xdp_obj_drop_locked": ("function calls are not allowed while holding a lock",
+                            errno.EINVAL),
+    "xdp_obj_use_after_push": ("R1 type=scalar expected=map_value, ptr_", errno.EACCES),
+    # one call clang merged for two types: for bpf_obj_new two sizes or records, for
+    # bpf_obj_drop two records
+    "xdp_merged_new_same_size": (None, 0),
+    "xdp_merged_new": ("or mark the callee with __attribute__((nomerge))", errno.EINVAL),
+    "xdp_merged_drop_plain": (None, 0),
+    "xdp_merged_drop": ("or mark the callee with __attribute__((nomerge))", errno.EINVAL),
+}
+GRAPH_OBJ_PROCESSED = {
+    "xdp_obj_list_ok": 60, "xdp_obj_drop_full": 60, "xdp_obj_tree_ok": 66,
+    "xdp_obj_nested_ok": 56, "xdp_obj_stash_ok": 44, "xdp_obj_push_unlocked": 16,
+    "xdp_obj_map_lock": 27, "xdp_obj_other_lock": 27, "xdp_obj_non_owning": 26,
+    "xdp_obj_no_lock": 7, "xdp_obj_lock_off": 7, "xdp_obj_lock_access": 6,
+    "xdp_obj_unlock_other": 16, "xdp_obj_drop_locked": 12, "xdp_obj_use_after_push": 26,
+    "xdp_merged_new_same_size": 28, "xdp_merged_new": 20, "xdp_merged_drop_plain": 28,
+    "xdp_merged_drop": 25}
+
+
+def test_graph_roots_in_objects_get_linux_verdict() -> None:
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "graph_obj.o")
+    assert got == GRAPH_OBJ
+    assert processed == GRAPH_OBJ_PROCESSED
+
+
+@pytest.mark.parametrize("name", ["graph_obj_nolock", "graph_obj_loop"])
+def test_graph_roots_linux_refuses_in_btf(name: str) -> None:
+    # a root without its lock, a node holding roots of roots: Linux refuses the object's
+    # BTF, libbpf loads without it, and bpf_obj_new finds no program BTF (the kernel test
+    # re-measures both)
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / f"{name}.o")
+    assert got == {f"xdp_{name[6:]}": ("bpf_obj_new/bpf_percpu_obj_new requires prog BTF",
+                                       errno.EINVAL)}
+    assert processed == {f"xdp_{name[6:]}": 3}
+
+
 # Linux 6.18's verdicts on tests/verifier_objects/kfunc_refused.o: sleepable kfuncs and
 # __bpf_trap, refused where the walk reaches the call (the kernel test re-measures them).
 KFUNC_REFUSED = {

@@ -111,6 +111,10 @@ _UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "uptr"})
 _Found = tuple[str, int, int, int]
 # The graph roots and the node type each holds (btf_parse_graph_root's node_type_name)
 _GRAPH_ROOTS = {"bpf_list_head": "bpf_list_node", "bpf_rb_root": "bpf_rb_node"}
+# btf_parse_struct_metas' alloc_obj_fields: a struct with a member of one of these has a
+# record (btf_struct_meta)
+_ALLOC_OBJ_FIELDS = ("bpf_spin_lock", "bpf_res_spin_lock", "bpf_list_head", "bpf_list_node",
+                     "bpf_rb_root", "bpf_rb_node", "bpf_refcount")
 # btf_find_graph_root: the declaration tag naming a list's struct and node member
 _CONTAINS = "contains:"
 
@@ -417,6 +421,34 @@ class Btf:
         allocated object holds them (map value fields and graph nodes)."""
         return [(n, off) for n, off, _, _ in self._parse_fields(type_id, SPECIAL_FIELDS,
                                                                 objects=True)]
+
+    @cached_property
+    def struct_metas_error(self) -> str | None:
+        """Why ``BPF_BTF_LOAD`` refuses this BTF for its structs' records (None: it does
+        not): ``btf_parse_struct_metas`` parses the record of every struct with a member
+        of a type :data:`_ALLOC_OBJ_FIELDS` names (a graph root needs its
+        bpf_spin_lock beside it, ...), and ``btf_check_and_fixup_fields`` refuses a
+        struct both a graph root and a node whose roots hold structs with roots (their
+        ownership could form a cycle: ELOOP). libbpf then loads the object without
+        BTF."""
+        aof = {i for n in _ALLOC_OBJ_FIELDS for i in self._by_name.get(n, ())
+               if self.types[i].kind is BtfKind.STRUCT}
+        recs: dict[int, set[str]] = {}
+        for t in self.types[1:]:
+            if t.kind is BtfKind.STRUCT and any(m.type in aof for m in t.members):
+                try:
+                    recs[t.id] = {n for n, _ in self.obj_fields(t.id)}
+                except FieldError as e:
+                    return f"struct {t.name}: {e}"
+        for tid, names in recs.items():
+            if not names & set(_GRAPH_ROOTS.values()):
+                continue
+            for root in _GRAPH_ROOTS:
+                for elem, _ in self.graph_roots(tid, root).values():
+                    if recs.get(elem, set()) & set(_GRAPH_ROOTS):
+                        return (f"struct {self.types[tid].name}: a graph node holding "
+                                f"struct {self.types[elem].name}, a graph root")
+        return None
 
     def _parse_fields(self, type_id: int, names: Iterable[str] | None, *,
                       objects: bool = False) -> list[_Found]:

@@ -163,8 +163,12 @@ BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR = 153, 154
 # task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
                           "bpf_rb_node", "bpf_refcount"})
-# ... but for these (the fields of a refcounted list node)
-_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_rb_node", "bpf_refcount"})
+# ... but for these (a refcounted graph node; a graph root beside the object's own lock)
+_OBJ_MODELLED = frozenset({"bpf_list_node", "bpf_rb_node", "bpf_refcount", "bpf_list_head",
+                           "bpf_rb_root", "bpf_spin_lock"})
+# The owner State.locks names for a lock in a program-allocated object (Linux keys it by
+# the program's BTF, one per program; no map is named so)
+_OBJ_LOCK = "\0bpf_obj"
 BPF_FUNC_KPTR_XCHG = 194
 _TYPE_STR = {NOT_INIT: "?", SCALAR: "scalar", CTX: "ctx", MAP_PTR: "map_ptr",
              MAP_VALUE: "map_value", MAP_KEY: "map_key", STACK: "fp", PKT_META: "pkt_meta",
@@ -1215,7 +1219,8 @@ class _Verifier:
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
-        self.btf = btf
+        # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
+        self.btf = btf if btf is None or btf.struct_metas_error is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
@@ -1240,9 +1245,11 @@ class _Verifier:
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
         self.obj_recs: dict[int, list[tuple[str, int]]] = {}  # struct id -> _obj_fields
-        # (root kind, map) -> its list heads or tree roots (offset -> the struct held, its
-        # node's offset)
-        self.graph_roots: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+        # call pc -> the type its bpf_obj_new or bpf_obj_drop was first verified with
+        self.call_types: dict[int, tuple[int, int | None]] = {}
+        # (root kind, map name or _OBJ_LOCK, value or object struct id) -> its list heads
+        # or tree roots (offset -> the struct held, its node's offset)
+        self.graph_roots: dict[tuple[str, str, int | None], dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
@@ -2428,6 +2435,8 @@ class _Verifier:
             return False
         if base == FUNC and o.sub != c.sub:
             return False
+        if base == BTF_ID and (o.sub != c.sub or o.bt != c.bt):  # memcmp: btf, btf_id
+            return False
         return self._within(o, c) and self._ids(o.id, c.id, idmap) and \
             self._ids(o.ref, c.ref, idmap)
 
@@ -3453,7 +3462,9 @@ class _Verifier:
             elif self._ptr_not_null(r):
                 # reg_may_point_to_spin_lock: the id tells which element is locked
                 if not r.ref and not (r.t == MAP_VALUE and r.map is not None and
-                                      self._lock_off(r.map) is not None):
+                                      self._lock_off(r.map) is not None) and \
+                        not (r.t & 0xFF == BTF_ID and r.t & ALLOC and not r.t & PERCPU and
+                             "bpf_spin_lock" in dict(self._obj_fields(r.sub))):
                     r.id = 0
         if is_null:
             st.refs = [x for x in st.refs if x[0] != pid]
@@ -4384,8 +4395,7 @@ class _Verifier:
                          "arg to kfunc", errno.EINVAL)
         return i + 1
 
-    @staticmethod
-    def _alloc_arg(n: int, i: int, reg: Reg, meta: _KfuncMeta, name: str) -> None:
+    def _alloc_arg(self, n: int, i: int, reg: Reg, meta: _KfuncMeta, name: str) -> None:
         """KF_ARG_PTR_TO_ALLOC_BTF_ID: an object bpf_obj_new gave, whole (bpf_obj_drop): a
         release argument is a trusted one (not NULL; referenced, or only the trusted
         modifiers MEM_ALLOC and PTR_TRUSTED: an RCU pointer is not)."""
@@ -4407,6 +4417,8 @@ class _Verifier:
             raise Refuse(f"R{n} must have zero offset when passed to release func or trusted "
                          "arg to kfunc", errno.EINVAL)
         meta.release_ref = reg.ref
+        if name == "bpf_obj_drop_impl":
+            self._call_type((0, self._meta(reg.sub)))
 
     def _list_head_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta) -> None:
         """KF_ARG_PTR_TO_LIST_HEAD (process_kf_arg_ptr_to_list_head)."""
@@ -4414,30 +4426,37 @@ class _Verifier:
 
     def _graph_root_arg(self, st: State, n: int, i: int, reg: Reg, meta: _KfuncMeta,
                         kind: str) -> None:
-        """__process_kf_arg_ptr_to_graph_root: a map value's bpf_list_head or
-        bpf_rb_root (``kind``) at a constant offset, whose value's bpf_spin_lock this
-        path holds (check_reg_allocation_locked). An allocated object holding a graph
-        root is not one bpf_obj_new makes (refused there)."""
-        if reg.t != MAP_VALUE:
+        """__process_kf_arg_ptr_to_graph_root: a map value's or an owned allocated
+        object's bpf_list_head or bpf_rb_root (``kind``) at a constant offset, whose
+        value's (object's) bpf_spin_lock this path holds (check_reg_allocation_locked)."""
+        if reg.t not in (MAP_VALUE, BTF_ID | ALLOC):
             raise Refuse(f"arg#{i} expected pointer to map value or allocated object",
                          errno.EINVAL)
+        if reg.t != MAP_VALUE and not reg.ref:
+            raise Refuse("allocated object must be referenced", errno.EINVAL)
         if not reg.const:
             raise Refuse(f"R{n} doesn't have constant offset. {kind} has to be at the "
                          "constant offset", errno.EINVAL)
-        m = reg.map
-        assert m is not None
         off = reg.off + _s64(reg.tv)
-        heads = self.graph_roots.get((kind, m.name))
+        m = reg.map
+        tid: int | None
+        if m is None:  # an object: its struct's record (btf_find_struct_meta)
+            assert self.btf is not None
+            owner, tid = _OBJ_LOCK, reg.sub
+            lock_off = dict(self._obj_fields(tid)).get("bpf_spin_lock")
+        else:
+            owner, tid, lock_off = m.name, m.value_type, self._lock_off(m)
+        heads = self.graph_roots.get((kind, owner, tid))
         if heads is None:
-            heads = self.graph_roots[kind, m.name] = {} if self.btf is None or \
-                m.value_type is None else self.btf.graph_roots(m.value_type, kind)
+            heads = self.graph_roots[kind, owner, tid] = {} if self.btf is None or \
+                tid is None else self.btf.graph_roots(tid, kind)
         if off not in heads:
             raise Refuse(f"{kind} not found at offset={off & U32}", errno.EINVAL)
-        if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (m.name, reg.id)
+        if not any(t & REF_TYPE_LOCK_MASK and (mp, rid) == (owner, reg.id)
                    for t, mp, rid in st.locks):
             if st.locks:
                 self.log.append("held lock and object are not in the same allocation")
-            raise Refuse(f"bpf_spin_lock at off={self._lock_off(m)} must be held for "
+            raise Refuse(f"bpf_spin_lock at off={lock_off} must be held for "
                          f"{kind}", errno.EINVAL)
         meta.graph_root = heads[off]
 
@@ -4595,10 +4614,26 @@ class _Verifier:
                 f"{self.spec.name}: bpf_obj_new of struct {t.name}, which holds "
                 f"{held[0]}: objects with special fields are not modelled by pyxdp",
                 pc=self.pc)
+        if not percpu:
+            self._call_type((t.size_type, self._meta(value)))
         r = Reg()
         r.set_ptr(BTF_ID | ALLOC | (PERCPU if percpu else 0))
         r.bt, r.sub = t.name, value
         return r
+
+    def _meta(self, tid: int) -> int | None:
+        """btf_find_struct_meta: the struct's record (its id), None when it has none."""
+        return tid if self._obj_fields(tid) else None
+
+    def _call_type(self, key: tuple[int, int | None]) -> None:
+        """check_kfunc_call: one bpf_obj_new (size, record) or bpf_obj_drop (record) call
+        is rewritten for one type (insn_aux_data's obj_new_size, kptr_struct_meta), so
+        paths reaching it with another (calls clang merged) are refused."""
+        if self.call_types.setdefault(self.pc, key) != key:
+            self.log.append("same call cannot be used with different types")
+            self.log.append("use one call for each type: inline the static function that "
+                            "holds the call,")
+            raise Refuse("or mark the callee with __attribute__((nomerge))", errno.EINVAL)
 
     def _percpu_obj_type(self, tid: int) -> None:
         """check_kfunc_call for bpf_percpu_obj_new: the struct at most 512 bytes, without
@@ -5318,19 +5353,20 @@ class _Verifier:
         are released last taken first."""
         res = bool(flags & _PROCESS_RES_LOCK)
         what = "bpf_res_spin" if res else "bpf_spin"
-        m = self._map_field(n, reg, f"{what}_lock")
+        owner = self._obj_lock(n, reg) if reg.t == BTF_ID | ALLOC else \
+            self._map_field(n, reg, f"{what}_lock").name
         kind = (REF_TYPE_RES_LOCK_IRQ if flags & _PROCESS_LOCK_IRQ else REF_TYPE_RES_LOCK) \
             if res else REF_TYPE_LOCK
         if flags & _PROCESS_SPIN_LOCK:
-            if res and any(t & _RES_LOCKS and (mp, i) == (m.name, reg.id)
+            if res and any(t & _RES_LOCKS and (mp, i) == (owner, reg.id)
                            for t, mp, i in st.locks):
                 raise Refuse("Acquiring the same lock again, AA deadlock detected",
                              errno.EINVAL)
-            st.locks += ((kind, m.name, reg.id),)
+            st.locks += ((kind, owner, reg.id),)
             return
         if not st.locks:
             raise Refuse(f"{what}_unlock without taking a lock", errno.EINVAL)
-        held = (kind, m.name, reg.id)
+        held = (kind, owner, reg.id)
         if held not in st.locks:
             raise Refuse(f"{what}_unlock of different lock", errno.EINVAL)
         if st.locks[-1][1:] != held[1:]:  # active_lock_id, active_lock_ptr
@@ -5338,6 +5374,21 @@ class _Verifier:
         k = st.locks.index(held)
         st.locks = st.locks[:k] + st.locks[k + 1:]
         self._invalidate_non_owning(st)
+
+    def _obj_lock(self, n: int, reg: Reg) -> str:
+        """process_spin_lock of an owned allocated object: its struct's own
+        bpf_spin_lock, at its offset; the owner its lock state names."""
+        if not reg.const:
+            raise Refuse(f"R{n} doesn't have constant offset. bpf_spin_lock has to be at "
+                         "the constant offset", errno.EINVAL)
+        at = dict(self._obj_fields(reg.sub)).get("bpf_spin_lock")
+        if at is None:
+            raise Refuse("local 'kptr' has no valid bpf_spin_lock", errno.EINVAL)
+        off = _s64(reg.tv) + reg.off
+        if off != at:
+            raise Refuse(f"off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}",
+                         errno.EINVAL)
+        return _OBJ_LOCK
 
     def _lock_failed(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
         """check_kfunc_call for bpf_res_spin_lock(_irqsave): the path where the lock is
@@ -5406,7 +5457,7 @@ class _Verifier:
         if arg == Arg.STACK_OR_NULL:
             return (STACK,), None
         if arg == Arg.SPIN_LOCK:
-            return (MAP_VALUE,), "map_value, ptr_"
+            return (MAP_VALUE, BTF_ID | ALLOC), "map_value, ptr_"
         if arg in (Arg.DYNPTR, Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_RINGBUF_RELEASE,
                    Arg.DYNPTR_LOCAL_UNINIT):
             return (STACK, DYNPTR), None  # dynptr_types: PTR_TO_STACK, CONST_PTR_TO_DYNPTR

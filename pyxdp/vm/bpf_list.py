@@ -2,7 +2,7 @@
 ``bpf_list_pop_front``/``bpf_list_pop_back`` and ``bpf_list_front``/``bpf_list_back``
 kfuncs and ``bpf_list_head_free`` of ``kernel/bpf/helpers.c`` (Linux 6.18).
 
-A ``struct bpf_list_head`` (16 bytes, in a map value or global data) is the
+A ``struct bpf_list_head`` (16 bytes, in a map value, global data or an object) is the
 kernel's ``struct list_head`` (next, prev); a ``struct bpf_list_node`` (24 bytes,
 in an object of :mod:`pyxdp.vm.memalloc`) is a ``list_head`` and its owner (the
 head it is on, NULL when on none). A zeroed head is an empty list, made a
@@ -29,7 +29,7 @@ from pyxdp.vm.context import neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, host_or_slow, register_kfunc
-from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena
+from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena, register_root_free
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
@@ -216,3 +216,5 @@ for _name, _make, _fn, _nargs in (
     LIST_KFUNCS["bpf_list_" + _name] = _py = _make(_tail)
     register_kfunc("bpf_list_" + _name, _py,
                    HelperNative(_kind, _nargs, _fn(_kind, _tail), ("translate",)))
+# an object holding a bpf_list_head empties it when dropped (bpf_obj_free_fields)
+register_root_free("bpf_list_head", free_lists)

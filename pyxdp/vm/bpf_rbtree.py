@@ -3,7 +3,7 @@
 ``bpf_rbtree_right`` kfuncs and ``bpf_rb_root_free`` of ``kernel/bpf/helpers.c``,
 over the insert and erase rebalancing of ``lib/rbtree.c`` (Linux 6.18).
 
-A ``struct bpf_rb_root`` (16 bytes, in a map value or global data) is the
+A ``struct bpf_rb_root`` (16 bytes, in a map value, global data or an object) is the
 kernel's ``struct rb_root_cached`` (the root node, the leftmost node); a zeroed
 one is an empty tree. A ``struct bpf_rb_node`` (32 bytes, in an object of
 :mod:`pyxdp.vm.memalloc`) is ``struct bpf_rb_node_kern``: an ``rb_node``
@@ -40,7 +40,7 @@ from pyxdp.vm.jit.natives import (
     register_kfunc,
     register_shared,
 )
-from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena
+from pyxdp.vm.memalloc import ARENA_BASE, ARENA_SIZE, arena, map_arena, register_root_free
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
@@ -961,3 +961,5 @@ for _k, _off in (("left", _LEFT), ("right", _RIGHT)):
     register_kfunc(f"bpf_rbtree_{_k}", RBTREE_KFUNCS[f"bpf_rbtree_{_k}"],
                    HelperNative(f"rbtree_{_k}", 2, _child_fn(f"rbtree_{_k}", _off),
                                 ("translate",)))
+# an object holding a bpf_rb_root empties it when dropped (bpf_obj_free_fields)
+register_root_free("bpf_rb_root", free_trees)

@@ -19,6 +19,10 @@ Linux's size classes that holds it and an 8-byte header in front of the
 object (the kernel's ``llist_node``/cache pointer, here the class and a live
 bit); a freed block goes on its class's free list, and an object the classes
 cannot hold (more than 4088 bytes) or one the arena has no room for is NULL.
+The header also names what Linux's verifier hands the kfuncs in the struct's
+``btf_struct_meta``: its refcount's offset and its graph roots, whose lists and
+trees a drop empties first (``bpf_obj_free_fields``, by the functions
+:mod:`pyxdp.vm.bpf_list` and :mod:`pyxdp.vm.bpf_rbtree` register).
 Arena operations are not atomic: programs that allocate run under the
 host's lock (:mod:`pyxdp.net.napi`), one engine at a time.
 """
@@ -28,7 +32,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,7 +49,8 @@ if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "DROP_NATIVE", "OBJ_KFUNCS", "ObjArena",
-           "arena", "make_obj_new", "map_arena", "obj_drop", "uses_arena"]
+           "arena", "make_obj_new", "map_arena", "obj_drop", "record_index",
+           "register_root_free", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -56,11 +61,43 @@ _LIVE = 1 << 8           # header bit: the block holds an object (else it is fre
 # header bits 16-31: the object's bpf_refcount offset + 1 (0: not refcounted), what
 # Linux's verifier hands the kfuncs in the struct's btf_struct_meta
 _RC_SHIFT = 16
+# header bits 32-47: the object's graph roots (its record in _RECORDS + 1; 0: none), which
+# the drop empties first (bpf_obj_free_fields)
+_REC_SHIFT = 32
 # The arena's first bytes: word 0 the first never-used offset, word 1 + c the first
 # free block of class c (0: none); a free block keeps the next one in its object's
 # first word.
 _HEAD = 128
 _BUMP = 0
+
+
+# A struct's graph roots as the drop frees them: (root kind, ((offset, node offset in the
+# elements), ...)) per kind; interned for the process, as the arena is.
+Record = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
+_RECORDS: list[Record] = []
+_RECORDS_LOCK = threading.Lock()
+# bpf_list_head_free, bpf_rb_root_free by root kind (registered by their modules): each
+# takes (buffer, its address, value stride, ((offset, node offset), ...)).
+_ROOT_FREE: dict[str, Callable[[Any, int, int, tuple[tuple[int, int], ...]], None]] = {}
+
+
+def register_root_free(kind: str,
+                       fn: Callable[[Any, int, int, tuple[tuple[int, int], ...]], None]
+                       ) -> None:
+    """The function that empties a graph root of ``kind`` when its object is freed."""
+    _ROOT_FREE[kind] = fn
+
+
+def record_index(rec: Record) -> int:
+    """The header's number for an object whose graph roots are ``rec`` (0: none)."""
+    if not rec:
+        return 0
+    with _RECORDS_LOCK:
+        if rec not in _RECORDS:
+            if len(_RECORDS) >= 0xFFFF:
+                raise HelperFault("too many structs with graph roots for the object arena")
+            _RECORDS.append(rec)
+        return _RECORDS.index(rec) + 1
 
 
 def _cls(size: int) -> int:
@@ -86,10 +123,11 @@ class ObjArena:
     def _set(self, off: int, v: int) -> None:
         self.u64[off >> 3] = v
 
-    def alloc(self, size: int, refcount_off: int = -1) -> int:
+    def alloc(self, size: int, refcount_off: int = -1, record: int = 0) -> int:
         """``bpf_mem_alloc``: a zeroed object of ``size`` bytes, its address; 0 when no
         class holds it or the arena is full. An object with a ``bpf_refcount`` at
-        ``refcount_off`` starts with one reference (``bpf_obj_init``)."""
+        ``refcount_off`` starts with one reference (``bpf_obj_init``); ``record`` is
+        :func:`record_index`'s number for its graph roots."""
         c = _cls(size)
         if c < 0 or size <= 0:
             return 0
@@ -102,7 +140,8 @@ class ObjArena:
                 if block + SIZES[c] > len(self.buf):
                     return 0
                 self.words[_BUMP] = block + SIZES[c]
-            self._set(block, c | _LIVE | (refcount_off + 1) << _RC_SHIFT)
+            self._set(block, c | _LIVE | (refcount_off + 1) << _RC_SHIFT |
+                      record << _REC_SHIFT)
             self.buf[block + _HDR:block + SIZES[c]] = 0
             if refcount_off >= 0:
                 self.buf[block + _HDR + refcount_off] = 1
@@ -129,7 +168,19 @@ class ObjArena:
                 self.buf[at:at + 4].view("<u4")[0] = n
                 if n:
                     return
+            rec = self._word(addr - ARENA_BASE - _HDR) >> _REC_SHIFT & 0xFFFF
+        if rec:  # bpf_obj_free_fields: what its lists and trees hold is dropped first
+            self._free_roots(addr, _RECORDS[rec - 1])
         self.free(addr)
+
+    def _free_roots(self, addr: int, rec: Record) -> None:
+        """The graph roots of the object at ``addr`` emptied (the arena's lock not held:
+        the objects they held are dropped, and may hold roots too)."""
+        end = max(off for _, roots in rec for off, _ in roots) + 16
+        rel = addr - ARENA_BASE
+        view = self.buf.data[rel:rel + end]
+        for kind, roots in rec:
+            _ROOT_FREE[kind](view, addr, end, roots)
 
     def acquire(self, addr: int) -> int:
         """``bpf_refcount_acquire``: one more reference to a refcounted object, its
@@ -212,7 +263,7 @@ def map_arena(vm: Interpreter) -> ObjArena:
 def make_obj_new(btf: Btf | None) -> Callable[..., int]:
     """``bpf_obj_new_impl(local_type_id__k, meta__ign)`` for a program whose BTF is
     ``btf``: the verifier made the id a struct of it (Linux passes the kfunc its size)."""
-    sizes: dict[int, tuple[int, int]] = {}
+    sizes: dict[int, tuple[int, int, int]] = {}
 
     def obj_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         got = sizes.get(r1)
@@ -223,7 +274,10 @@ def make_obj_new(btf: Btf | None) -> Callable[..., int]:
                                   "program's BTF")
             assert btf is not None
             rc = dict(btf.obj_fields(r1)).get("bpf_refcount", -1)
-            got = sizes[r1] = (t.size_type, rc)
+            rec = tuple((kind, tuple(sorted((off, node) for off, (_, node) in
+                                            btf.graph_roots(r1, kind).items())))
+                        for kind in ("bpf_list_head", "bpf_rb_root"))
+            got = sizes[r1] = (t.size_type, rc, record_index(tuple(r for r in rec if r[1])))
         return map_arena(vm).alloc(*got)
 
     return obj_new
@@ -271,6 +325,8 @@ def _drop_fn(natives: Natives) -> str:
     live = f.ins(f"icmp ne i64 {f.ins(f'and i64 {h}, {_LIVE}')}, 0")
     ok = f.ins(f"and i1 {live}, {f.ins(f'icmp ult i64 {c}, {len(SIZES)}')}")
     ret_if(f, f.ins(f"xor i1 {ok}, true"), SLOW)
+    # an object holding lists or trees: Python drops what they hold (bpf_obj_free_fields)
+    ret_if(f, f.ins(f"icmp uge i64 {h}, {1 << _REC_SHIFT}"), SLOW)
     _unref(f, hp, h)
     headp = f.gep(words, f.ins(f"shl i64 {f.ins(f'add i64 {c}, 1')}, 3"))
     first = f.ins(f"load i64, ptr {headp}, align 8")
