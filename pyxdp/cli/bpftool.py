@@ -32,10 +32,10 @@ from pyxdp.uapi.bpf import BpfMapType, BpfProgType
 
 if TYPE_CHECKING:
     from pyxdp.btf.codec import BtfCodec
-    from pyxdp.kernel.syscall import Fd, MapInfo
+    from pyxdp.kernel.syscall import MapInfo
 
-__all__ = ["MAP_EPILOG", "MAP_VERBS", "Target", "cmd_map", "cmd_prog_show", "parse_bytes",
-           "parse_target"]
+__all__ = ["MAP_EPILOG", "MAP_VERBS", "Target", "ValueLayout", "cmd_map", "cmd_prog_show",
+           "entry_doc", "parse_bytes", "parse_target", "print_entry", "split_kv", "type_name"]
 
 MAP_VERBS: Final = {
     "show": "kernel maps (MAP; none: all), or the maps of an object file (OBJ)",
@@ -129,7 +129,7 @@ def _denied(call: str, e: KernelError) -> CliError:
     return CliError(f"{call}: {e}")
 
 
-def _type_name(enum: type[BpfProgType] | type[BpfMapType], prefix: str, value: int) -> str:
+def type_name(enum: type[BpfProgType] | type[BpfMapType], prefix: str, value: int) -> str:
     try:
         return enum(value).name.removeprefix(prefix).lower()
     except ValueError:
@@ -205,7 +205,7 @@ def _one(what: str, target: Target, call: str) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------
 
 def _prog_doc(info: Any) -> dict[str, Any]:
-    return {"id": info.id, "type": _type_name(BpfProgType, "BPF_PROG_TYPE_", info.type),
+    return {"id": info.id, "type": type_name(BpfProgType, "BPF_PROG_TYPE_", info.type),
             "name": info.name, "tag": info.tag_hex, "gpl_compatible": info.gpl_compatible,
             "jited": info.jited_prog_len > 0, "bytes_xlated": info.xlated_prog_len,
             "bytes_jited": info.jited_prog_len, "map_ids": list(info.map_ids),
@@ -239,7 +239,7 @@ def cmd_prog_show(target: Target) -> int:
 # --------------------------------------------------------------------------
 
 def _map_doc(info: Any) -> dict[str, Any]:
-    doc = {"id": info.id, "type": _type_name(BpfMapType, "BPF_MAP_TYPE_", info.type),
+    doc = {"id": info.id, "type": type_name(BpfMapType, "BPF_MAP_TYPE_", info.type),
            "name": info.name, "flags": info.map_flags, "bytes_key": info.key_size,
            "bytes_value": info.value_size, "max_entries": info.max_entries}
     if info.btf_id:
@@ -247,29 +247,36 @@ def _map_doc(info: Any) -> dict[str, Any]:
     return doc
 
 
-@dataclass(slots=True)
-class _MapAccess:
-    """An open kernel map with what reading and writing it needs."""
+@dataclass(frozen=True, slots=True)
+class ValueLayout:
+    """How a map's values read and print: per-CPU copies (each ``value_size`` rounded up
+    to 8, one per possible CPU, as bpf(2) lookups give them) and the BTF codec that
+    formats them. Kernel maps (``map ... id N``) and a pyxdp run's maps
+    (:mod:`pyxdp.cli.run_maps`) alike."""
 
-    fd: Fd
-    info: MapInfo
+    map_type: int
+    value_size: int
     ncpus: int
     codec: BtfCodec | None
 
     @property
     def percpu(self) -> bool:
-        return self.info.type in _PERCPU
+        return self.map_type in _PERCPU
 
     @property
     def stride(self) -> int:
-        return (self.info.value_size + 7) & ~7
+        return (self.value_size + 7) & ~7
 
     @property
     def lookup_size(self) -> int:
-        return self.stride * self.ncpus if self.percpu else self.info.value_size
+        return self.stride * self.ncpus if self.percpu else self.value_size
+
+    def update_value(self, value: bytes) -> bytes:
+        """What an update writes for ``value``: bpftool's same value on every CPU."""
+        return (value + bytes(self.stride - len(value))) * self.ncpus if self.percpu else value
 
 
-def _access(fd: Fd, info: MapInfo) -> _MapAccess:
+def _access(info: MapInfo) -> ValueLayout:
     from pyxdp import kernel
     codec: BtfCodec | None = None
     if info.btf_id and (info.btf_key_type_id or info.btf_value_type_id):
@@ -281,7 +288,7 @@ def _access(fd: Fd, info: MapInfo) -> _MapAccess:
             codec = BtfCodec(btf, info.btf_key_type_id or None, info.btf_value_type_id or None)
         except (PyxdpError, ValueError, LookupError):
             codec = None  # a BTF pyxdp cannot read: the raw bytes still print
-    return _MapAccess(fd, info, kernel.possible_cpus(), codec)
+    return ValueLayout(info.type, info.value_size, kernel.possible_cpus(), codec)
 
 
 def _hex(data: bytes) -> str:
@@ -296,10 +303,10 @@ def _formatted(codec: Any, part: str, raw: bytes) -> Any:
     return json.loads(json.dumps(value, default=lambda b: _hex(bytes(b))))
 
 
-def _entry(m: _MapAccess, key: bytes, value: bytes) -> dict[str, Any]:
+def entry_doc(m: ValueLayout, key: bytes, value: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = {"key": [f"0x{b:02x}" for b in key]}
     if m.percpu:
-        vals = [value[c * m.stride:c * m.stride + m.info.value_size] for c in range(m.ncpus)]
+        vals = [value[c * m.stride:c * m.stride + m.value_size] for c in range(m.ncpus)]
         doc["values"] = [{"cpu": c, "value": [f"0x{b:02x}" for b in v]}
                          for c, v in enumerate(vals)]
     else:
@@ -308,7 +315,7 @@ def _entry(m: _MapAccess, key: bytes, value: bytes) -> dict[str, Any]:
         fmt: dict[str, Any] = {"key": _formatted(m.codec, "key", key)}
         if m.percpu:
             fmt["values"] = [{"cpu": c, "value": _formatted(
-                m.codec, "value", value[c * m.stride:c * m.stride + m.info.value_size])}
+                m.codec, "value", value[c * m.stride:c * m.stride + m.value_size])}
                 for c in range(m.ncpus)]
         else:
             fmt["value"] = _formatted(m.codec, "value", value)
@@ -316,7 +323,7 @@ def _entry(m: _MapAccess, key: bytes, value: bytes) -> dict[str, Any]:
     return doc
 
 
-def _print_entry(doc: dict[str, Any]) -> None:
+def print_entry(doc: dict[str, Any]) -> None:
     key = " ".join(b[2:] for b in doc["key"])
     fmt = doc.get("formatted")
     if "values" in doc:
@@ -329,7 +336,7 @@ def _print_entry(doc: dict[str, Any]) -> None:
         print(f"\tformatted: {json.dumps(fmt)}")
 
 
-def _split_kv(rest: list[str], call: str, want_value: bool) -> tuple[bytes, bytes | None, int]:
+def split_kv(rest: list[str], call: str, want_value: bool) -> tuple[bytes, bytes | None, int]:
     if not rest or rest[0] != "key":
         raise CliError(f"{call}: expected 'key DATA'" + (" 'value DATA'" if want_value else ""))
     rest = rest[1:]
@@ -377,7 +384,7 @@ def cmd_map(verb: str, target: Target, rest: list[str]) -> int:
     from pyxdp import kernel
     try:
         with fd:
-            m = _access(fd, info)
+            m = _access(info)
             if verb == "dump":
                 if rest:
                     raise CliError(f"{call}: unexpected {' '.join(rest)!r}")
@@ -385,31 +392,30 @@ def cmd_map(verb: str, target: Target, rest: list[str]) -> int:
                 for key in kernel.map_keys(fd, info.key_size):
                     value = kernel.map_lookup_elem(fd, key, m.lookup_size)
                     if value is not None:  # deleted while we walked
-                        docs.append(_entry(m, key, value))
+                        docs.append(entry_doc(m, key, value))
                 if STYLE.json:
                     emit(docs)
                 else:
                     for d in docs:
-                        _print_entry(d)
+                        print_entry(d)
                     print(f"Found {len(docs)} element{'s' if len(docs) != 1 else ''}")
                 return 0
-            key, value, flags = _split_kv(rest, call, verb == "update")
+            key, value, flags = split_kv(rest, call, verb == "update")
             _check_size(key, info.key_size, "key", call)
             if verb == "lookup":
                 got = kernel.map_lookup_elem(fd, key, m.lookup_size)
                 if got is None:
                     raise CliError(f"{call}: key {_hex(key)} not found")
-                doc = _entry(m, key, got)
+                doc = entry_doc(m, key, got)
                 if STYLE.json:
                     emit(doc)
                 else:
-                    _print_entry(doc)
+                    print_entry(doc)
                 return 0
             if verb == "update":
                 assert value is not None
                 _check_size(value, info.value_size, "value", call)
-                if m.percpu:  # bpftool: the same value on every CPU
-                    value = (value + bytes(m.stride - len(value))) * m.ncpus
+                value = m.update_value(value)
                 kernel.map_update_elem(fd, key, value, flags)
             else:
                 kernel.map_delete_elem(fd, key)

@@ -280,15 +280,12 @@ def _cases() -> dict[str, tuple[str, str | None, Callable[[Any], None] | None]]:
 def _napi_threaded(ifname: str, on: bool) -> Iterator[None]:
     """Linux native's side of ``--threaded-napi``: the interface's NAPI instances (there
     since the attach) threaded for the block."""
-    from pyxdp.kernel.netdev_genl import napi_get, napi_set_threaded
-    ids = [n.id for n in napi_get(ifname) if not n.threaded] if on else []
-    for nid in ids:
-        napi_set_threaded(nid, True)
+    from pyxdp.kernel.netdev_genl import thread_napis, unthread_napis
+    ids = thread_napis(ifname) if on else []
     try:
         yield
     finally:
-        for nid in ids:
-            napi_set_threaded(nid, False)
+        unthread_napis(ids)
 
 
 def cmd_bench_live(args: argparse.Namespace) -> int:

@@ -22,7 +22,6 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from pyxdp.cli.options import STYLE, emit
@@ -38,28 +37,6 @@ _MAX_LINE = 1 << 20  # a request is small; a longer line is not one of ours
 
 def _address(pid: int) -> str:
     return f"\0{PREFIX}{pid}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Info:
-    """What ``_entry`` reads of a kernel map's info, for a map of the run."""
-
-    type: int
-    value_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Access:
-    """A map of the run shaped as :func:`pyxdp.cli.bpftool._entry` wants a kernel map."""
-
-    info: _Info
-    ncpus: int
-    codec: Any
-    percpu: bool
-
-    @property
-    def stride(self) -> int:
-        return (self.info.value_size + 7) & ~7
 
 
 class MapServer:
@@ -137,8 +114,8 @@ def serve(coll: Any, lock: Any, about: dict[str, Any]) -> MapServer:
         sock.close()
         raise CliError(f"serving the maps on @{PREFIX}{os.getpid()}: {e.strerror}") from None
 
-    def access(m: Any) -> _Access:
-        return _Access(_Info(m.spec.type, m.spec.value_size), m.nr_cpus, m.codec, m.percpu)
+    def layout(m: Any) -> bpftool.ValueLayout:
+        return bpftool.ValueLayout(m.spec.type, m.spec.value_size, m.nr_cpus, m.codec)
 
     def handle(req: dict[str, Any]) -> Any:
         op = req.get("op")
@@ -173,7 +150,7 @@ def serve(coll: Any, lock: Any, about: dict[str, Any]) -> MapServer:
                             break
                         got = h.lookup(cur)
                         if got is not None:
-                            out.append(bpftool._entry(access(m), cur, got))  # type: ignore[arg-type]
+                            out.append(bpftool.entry_doc(layout(m), cur, got))
                     return {"entries": out}
                 if key is None:
                     return {"error": f"{op}: a key is needed"}
@@ -181,11 +158,9 @@ def serve(coll: Any, lock: Any, about: dict[str, Any]) -> MapServer:
                     got = h.lookup(key)
                     if got is None:
                         return {"error": f"key {key.hex(' ')} not found"}
-                    return {"entry": bpftool._entry(access(m), key, got)}  # type: ignore[arg-type]
+                    return {"entry": bpftool.entry_doc(layout(m), key, got)}
                 if op == "update" and value is not None:
-                    if m.percpu:  # bpftool: the same value on every CPU
-                        stride = (m.spec.value_size + 7) & ~7
-                        value = (value + bytes(stride - len(value))) * m.nr_cpus
+                    value = layout(m).update_value(value)
                     h.update(key, value, flags)
                     return {"ok": True}
                 if op == "delete":
@@ -258,7 +233,7 @@ def cmd_run_map(verb: str, tokens: list[str]) -> int:
             print(f"pyxdp run {d['pid']}: {d.get('program', '-')} on "
                   f"{', '.join(d.get('ifaces', [])) or '-'}")
             for m in d["maps"]:
-                kind = bpftool._type_name(BpfMapType, "BPF_MAP_TYPE_", m["type"])
+                kind = bpftool.type_name(BpfMapType, "BPF_MAP_TYPE_", m["type"])
                 print(f"\t{kind}  name {m['name']}  flags {m['flags']:#x}  key "
                       f"{m['bytes_key']}B  value {m['bytes_value']}B  max_entries "
                       f"{m['max_entries']}")
@@ -276,10 +251,10 @@ def cmd_run_map(verb: str, tokens: list[str]) -> int:
             emit(docs)
         else:
             for d in docs:
-                bpftool._print_entry(d)
+                bpftool.print_entry(d)
             print(f"Found {len(docs)} element{'s' if len(docs) != 1 else ''}")
         return 0
-    key, value, flags = bpftool._split_kv(rest, call, verb == "update")
+    key, value, flags = bpftool.split_kv(rest, call, verb == "update")
     req["key"] = key.hex()
     if value is not None:
         req["value"], req["flags"] = value.hex(), flags
@@ -288,7 +263,7 @@ def cmd_run_map(verb: str, tokens: list[str]) -> int:
         if STYLE.json:
             emit(answer["entry"])
         else:
-            bpftool._print_entry(answer["entry"])
+            bpftool.print_entry(answer["entry"])
     elif STYLE.json:
         emit({"pid": pid, "map": tokens[1], verb: True, "key": [f"0x{b:02x}" for b in key]})
     return 0

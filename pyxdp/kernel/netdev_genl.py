@@ -31,7 +31,7 @@ from pyxdp.kernel.netlink import _attrs, _nla, _Rtnl, ifindex_of
 from pyxdp.uapi.if_link import NetdevXdpAct
 
 __all__ = ["Napi", "NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags", "dev_get", "napi_get",
-           "napi_set_threaded"]
+           "napi_set_threaded", "thread_napis", "unthread_napis"]
 
 NETLINK_GENERIC: Final = 16
 GENL_ID_CTRL: Final = 0x10
@@ -165,3 +165,22 @@ def napi_set_threaded(napi_id: int, threaded: bool) -> None:
                    _GENLMSGHDR.pack(NETDEV_CMD_NAPI_SET, 1, 0)
                    + _nla(NETDEV_A_NAPI_ID, struct.pack("=I", napi_id))
                    + _nla(NETDEV_A_NAPI_THREADED, struct.pack("=I", int(threaded))))
+
+
+def thread_napis(iface: str | int) -> list[int]:
+    """Every NAPI instance of ``iface`` threaded: the ids of those this switched (the
+    ones already threaded stay as they are, and are not :func:`unthread_napis`' to undo)."""
+    ids = [n.id for n in napi_get(iface) if not n.threaded]
+    for nid in ids:
+        napi_set_threaded(nid, True)
+    return ids
+
+
+def unthread_napis(ids: list[int]) -> None:
+    """Back to softirq polling; an instance gone meanwhile (a veth's, with its detach)
+    has nothing to restore."""
+    for nid in ids:
+        try:
+            napi_set_threaded(nid, False)
+        except KernelError:
+            pass

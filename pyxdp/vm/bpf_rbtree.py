@@ -457,6 +457,15 @@ class _Ir:
     def with_color(self, p: str, color: int) -> str:
         return self.op(f"or i64 {p}, {color}") if color else p
 
+    def set_pc_if(self, child: str, parent: str, color: int) -> None:
+        """``if (child) rb_set_parent_color(child, parent, color)``."""
+        skip, setp = self.f.label("skip"), self.f.label("setp")
+        self.cbr(self.nz(child), setp, skip)
+        self.f.at(setp)
+        self.open = True
+        self.st(child, _PC, self.with_color(parent, color))
+        self.at(skip)
+
     def ret(self, v: str = "") -> None:
         self.f.do(f"ret {'i64 ' + v if v else 'void'}")
         self.open = False
@@ -554,13 +563,7 @@ def _insert_fn(natives: Natives) -> str:
         t2 = b.ld(node, near)
         b.st(parent, far, t2)
         b.st(node, near, parent)
-        skip = f.label("skip")
-        setp = f.label("setp")
-        b.cbr(b.nz(t2), setp, skip)
-        f.at(setp)
-        b.open = True
-        b.st(t2, _PC, b.with_color(parent, _BLACK))
-        b.at(skip)
+        b.set_pc_if(t2, parent, _BLACK)
         b.st(parent, _PC, node)
         b.set("parent", node)
         b.set("tmp", b.ld(node, far))
@@ -568,13 +571,7 @@ def _insert_fn(natives: Natives) -> str:
         gp, parent, tmp = b.get("gp"), b.get("parent"), b.get("tmp")
         b.st(gp, near, tmp)
         b.st(parent, far, gp)
-        skip = f.label("skip")
-        setp = f.label("setp")
-        b.cbr(b.nz(tmp), setp, skip)
-        f.at(setp)
-        b.open = True
-        b.st(tmp, _PC, b.with_color(gp, _BLACK))
-        b.at(skip)
+        b.set_pc_if(tmp, gp, _BLACK)
         _rotate(b, gp, parent, _RED)
         b.goto(done)
     f.at(top)
@@ -654,12 +651,7 @@ def _erase_color_fn(natives: Natives) -> str:
         b.st(sib, near, t1)
         b.st(t2, far, sib)
         b.st(parent, far, t2)
-        skip, setp = f.label("skip"), f.label("setp")
-        b.cbr(b.nz(t1), setp, skip)
-        f.at(setp)
-        b.open = True
-        b.st(t1, _PC, b.with_color(sib, _BLACK))
-        b.at(skip)
+        b.set_pc_if(t1, sib, _BLACK)
         b.set("t1", sib)
         b.set("sib", t2)
         b.at(case4)

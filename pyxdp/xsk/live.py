@@ -76,7 +76,7 @@ from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError, PyxdpError
 from pyxdp.kernel.link import XdpLink
-from pyxdp.kernel.netdev_genl import napi_get, napi_set_threaded
+from pyxdp.kernel.netdev_genl import napi_get, thread_napis, unthread_napis
 from pyxdp.kernel.netlink import ifindex_of
 from pyxdp.net.af_packet import (
     PacketRxRing,
@@ -617,24 +617,16 @@ class LiveNic(NetDevice):
         instances: the kernel half of the receive (the redirect program, AF_XDP's copy
         into the UMEM) runs in a kthread, off the CPU that scheduled the poll."""
         try:
-            napis = napi_get(ifname)
-            if not napis:
+            if not napi_get(ifname):
                 raise LiveError(f"{ifname}: no NAPI instance to run threaded (a veth has "
                                 "one only while an XDP program or GRO is on)")
-            for n in napis:
-                if not n.threaded:
-                    napi_set_threaded(n.id, True)
-                    self._threaded.append(n.id)
+            self._threaded = thread_napis(ifname)
         except KernelError as e:
             raise LiveError(f"{ifname}: threaded NAPI: {e}") from None
 
     def _unthread_napis(self) -> None:
         """Back to softirq polling, before the detach (a NIC's NAPI outlives it)."""
-        for nid in self._threaded:
-            try:
-                napi_set_threaded(nid, False)
-            except KernelError:
-                pass  # gone with its queue already: nothing to restore
+        unthread_napis(self._threaded)
         self._threaded = []
 
     def _open_xsk(self, ifname: str, nq: int, mode: str | None,
