@@ -336,7 +336,9 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
         # Not for CO-RE relocations, kfunc calls or typed ksyms: their verdict depends on
         # the kernel's BTF and on the process's kfunc table, which the key does not hold.
         rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
-        key = verified_key(encode(ps.insns), rest, list(maps.items()), btf)
+        # the BTF by its bytes: the object also holds caches its queries fill in
+        key = verified_key(encode(ps.insns), rest, list(maps.items()),
+                           btf.raw if btf is not None else None)
         data = verified(key) if key is not None else None
         facts = decode_facts(data) if data is not None else None
         if facts is not None:

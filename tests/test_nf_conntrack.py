@@ -14,7 +14,6 @@ from pyxdp.btf.btf import BtfKind
 from pyxdp.btf.vmlinux import kernel_btf_index
 from pyxdp.collection import Collection
 from pyxdp.net.nf_conntrack import (
-    HZ,
     NF_CONN_LAYOUT,
     ConntrackError,
     CtTuple,
@@ -26,6 +25,7 @@ from pyxdp.net.packets import tcp_packet, udp_packet
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
 from pyxdp.userspace import UserspaceBackend
+from pyxdp.vm.jiffies import HZ
 
 CT = Path(__file__).resolve().parents[1] / "samples" / "ct.o"
 FLOW = CtTuple.of("10.0.0.1", 1000, "10.0.0.2", 2000)

@@ -14,12 +14,13 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.net import nf_conntrack, nf_conntrack_bpf
-from pyxdp.net.nf_conntrack import HZ, CtTuple, IpsStatus, NfConntrack
+from pyxdp.net.nf_conntrack import CtTuple, IpsStatus, NfConntrack
 from pyxdp.net.packets import tcp_packet, udp_packet
 from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import TestRunEnv
 from pyxdp.testing.native import python_calls
 from pyxdp.userspace import UserspaceBackend
+from pyxdp.vm.jiffies import HZ
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="the JIT needs llvmlite")
 

@@ -21,7 +21,7 @@ from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import SHIPPED_BTF, kernel_btf_index
 from pyxdp.collection import Collection
 from pyxdp.net import fib as F
-from pyxdp.net.nf_conntrack import HZ, CtTuple, IpsStatus, jiffies64
+from pyxdp.net.nf_conntrack import CtTuple, IpsStatus
 from pyxdp.net.nf_flow_table import (
     FLOW_OFFLOAD_LAYOUT,
     FlowFlag,
@@ -34,6 +34,7 @@ from pyxdp.net.prog import jit_available
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
 from pyxdp.uapi.bpf import XdpAction
 from pyxdp.userspace import UserspaceBackend
+from pyxdp.vm.jiffies import HZ, jiffies64
 
 FLOWTABLE = Path(__file__).resolve().parents[1] / "samples" / "flowtable.o"
 LAN_MAC, WAN_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"

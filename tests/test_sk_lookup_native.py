@@ -116,8 +116,8 @@ def _syn(rng: random.Random) -> bytes:
 
 
 def _minute() -> int:
-    from pyxdp.net.nf_conntrack import jiffies64
     from pyxdp.net.syncookies import TCP_SYNCOOKIE_PERIOD
+    from pyxdp.vm.jiffies import jiffies64
     return jiffies64() // TCP_SYNCOOKIE_PERIOD
 
 

@@ -77,8 +77,6 @@ from pyxdp.net.inet_hashtables import (
     SockTable,
     TcpState,
 )
-from pyxdp.net.nf_conntrack import HZ, jiffies64
-from pyxdp.net.nf_conntrack_bpf import jiffies64_ir
 from pyxdp.net.syncookies import (
     COOKIEBITS,
     COOKIEMASK,
@@ -96,6 +94,7 @@ from pyxdp.net.syncookies import (
 from pyxdp.uapi.bpf import BpfFuncId, BpfSock
 from pyxdp.vm.helpers import BASE_HELPERS, helper, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
+from pyxdp.vm.jiffies import HZ, jiffies64, jiffies64_ir
 from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
 from pyxdp.vm.jit.ir import TBAA_CTX_VALUES, Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper

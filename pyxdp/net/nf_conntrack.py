@@ -49,7 +49,6 @@ import errno
 import ipaddress
 import itertools
 import struct
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -59,11 +58,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pyxdp.errors import PyxdpError
+from pyxdp.vm.jiffies import HZ, jiffies64
 
 __all__ = ["CT_BASE", "CT_DESC", "CT_FLAGS", "CT_KEY", "CT_SEQ", "CT_SLOT", "ConntrackError",
-           "CtTuple", "IpsStatus", "NfConn", "NfConntrack", "Zone", "HZ", "NF_CONN_LAYOUT"]
+           "CtTuple", "IpsStatus", "NfConn", "NfConntrack", "Zone", "NF_CONN_LAYOUT"]
 
-HZ = 250  # CONFIG_HZ of the kernel modelled (as pyxdp.vm.helpers' bpf_jiffies64)
 AF_INET, AF_INET6 = 2, 10
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
 IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY = 0, 1
@@ -138,11 +137,6 @@ class ConntrackError(PyxdpError):
     def __init__(self, err: int, message: str) -> None:
         self.errno = err
         super().__init__(f"{message} ({errno.errorcode.get(err, err)})")
-
-
-def jiffies64() -> int:
-    """The jiffies clock ``bpf_jiffies64`` reads (pyxdp.vm.helpers), boot-based."""
-    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) * HZ // 1_000_000_000
 
 
 def msecs_to_jiffies(ms: int) -> int:

@@ -49,7 +49,6 @@ from pyxdp.net.nf_conntrack import (
     CTF_ALLOCATED,
     CTF_IN_TABLE,
     DEFAULT_ZONE,
-    HZ,
     INT_MAX,
     IP_CT_DIR_ORIGINAL,
     IPPROTO_TCP,
@@ -68,6 +67,7 @@ from pyxdp.net.nf_conntrack import (
     msecs_to_jiffies,
 )
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.jiffies import HZ, jiffies64_ir
 from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if, s32
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc
@@ -292,16 +292,6 @@ def _desc(f: Text) -> str:
 def _load(f: Text, p: str, off: int | str, ty: str) -> str:
     v = f.ins(f"load {ty}, ptr {f.gep(p, off)}, align 1")
     return v if ty == "i64" else f.ins(f"zext {ty} {v} to i64")
-
-
-def jiffies64_ir(f: Text) -> str:
-    """``jiffies64()`` as the table's clock reads it: CLOCK_BOOTTIME in 4 ms steps."""
-    ts = f.ins("alloca { i64, i64 }, align 8")
-    f.do(f"call i32 @clock_gettime(i32 7, ptr {ts})")  # CLOCK_BOOTTIME
-    sec = f.ins(f"load i64, ptr {ts}, align 8")
-    nsec = f.ins(f"load i64, ptr {f.gep(ts, 8)}, align 8")
-    ns = f.ins(f"add i64 {f.ins(f'mul i64 {sec}, 1000000000')}, {nsec}")
-    return f.ins(f"udiv i64 {ns}, {1_000_000_000 // HZ}")
 
 
 def _key_words(f: Text, tp: str, v6: bool, proto: str) -> list[str]:

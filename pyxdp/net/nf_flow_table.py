@@ -54,15 +54,14 @@ from pyxdp.errors import PyxdpError
 from pyxdp.net.nf_conntrack import (
     AF_INET,
     AF_INET6,
-    HZ,
     IP_CT_DIR_ORIGINAL,
     IP_CT_DIR_REPLY,
     IPPROTO_TCP,
     IPPROTO_UDP,
     IpsStatus,
     NfConn,
-    jiffies64,
 )
+from pyxdp.vm.jiffies import HZ, jiffies64
 
 __all__ = ["FLOW_OFFLOAD_LAYOUT", "FT_BASE", "FT_INDEX", "FT_SLOT", "Flow", "FlowFlag",
            "FlowIndex", "FlowRoute", "FlowXmit", "FlowtableError", "NfFlowtable",

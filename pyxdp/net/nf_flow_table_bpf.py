@@ -40,7 +40,6 @@ from pyxdp.net.fib import dev_net
 from pyxdp.net.nf_conntrack import (
     AF_INET,
     AF_INET6,
-    HZ,
     NF_CONN_LAYOUT,
     IpsStatus,
     NfConntrack,
@@ -56,6 +55,7 @@ from pyxdp.net.nf_flow_table import (
     NfFlowtables,
 )
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.jiffies import HZ
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc, xdp_guard

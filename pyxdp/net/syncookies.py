@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyxdp.net.nf_conntrack import HZ
-from pyxdp.net.nf_conntrack import jiffies64 as jiffies
+from pyxdp.vm.jiffies import HZ
+from pyxdp.vm.jiffies import jiffies64 as jiffies
 
 __all__ = ["COOKIEBITS", "MSSTAB", "MSSTAB6", "SECRETS", "TCP_MSS_DEFAULT", "TCP_SYNCOOKIE_PERIOD",
            "TCP_SYNCOOKIE_VALID", "cookie_check", "cookie_init_sequence", "siphash",

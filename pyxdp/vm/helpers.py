@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault
 from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
+from pyxdp.vm.jiffies import jiffies64, jiffies64_ir
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper
@@ -129,12 +130,11 @@ def _ktime_get_tai_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
 # Linux clock id 6; Python exposes it only on some builds.
 _CLOCK_MONOTONIC_COARSE: int = getattr(time, "CLOCK_MONOTONIC_COARSE", 6)
 _CLOCK_BOOTTIME: int = getattr(time, "CLOCK_BOOTTIME", 7)
-HZ = 250  # CONFIG_HZ of the kernels this models; jiffies count from boot
 
 
 @helper(118, "jiffies64")
 def _jiffies64(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    return time.clock_gettime_ns(_CLOCK_BOOTTIME) * HZ // 1_000_000_000
+    return jiffies64()
 
 
 @helper(7, "get_prandom_u32")
@@ -142,9 +142,8 @@ def _get_prandom_u32(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
     return _ctx(vm).rng.getrandbits(32)
 
 
-def _clock_fn(kind: str, clock: int, per_second: int = 0) -> Callable[[Natives], str]:
-    """The clock helpers' twins: ``clock_gettime(clock)`` in ns, as their Python reads
-    it; with ``per_second`` the count of ticks at that rate instead (jiffies)."""
+def _clock_fn(kind: str, clock: int) -> Callable[[Natives], str]:
+    """The clock helpers' twins: ``clock_gettime(clock)`` in ns, as their Python reads it."""
     def define(natives: Natives) -> str:
         f = Text()
         f.at("entry")
@@ -153,9 +152,6 @@ def _clock_fn(kind: str, clock: int, per_second: int = 0) -> Callable[[Natives],
         sec = f.ins(f"load i64, ptr {ts}, align 8")
         nsec = f.ins(f"load i64, ptr {f.gep(ts, 8)}, align 8")
         ns = f.ins(f"add i64 {f.ins(f'mul i64 {sec}, 1000000000')}, {nsec}")
-        if per_second:  # in 128 bits, as Python's exact product
-            wide = f.ins(f"mul i128 {f.ins(f'zext i64 {ns} to i128')}, {per_second}")
-            ns = f.ins(f"trunc i128 {f.ins(f'udiv i128 {wide}, 1000000000')} to i64")
         f.do(f"ret i64 {ns}")
         return f.text(f"define internal i64 @{kind}(ptr %ctx) nounwind")
     return define
@@ -170,7 +166,16 @@ register_helper(125, HelperNative("ktime_boot", 0, _clock_fn("ktime_boot", _CLOC
 register_helper(160, HelperNative("ktime_coarse", 0,
                                   _clock_fn("ktime_coarse", _CLOCK_MONOTONIC_COARSE)))
 register_helper(208, HelperNative("ktime_tai", 0, _clock_fn("ktime_tai", time.CLOCK_TAI)))
-register_helper(118, HelperNative("jiffies64", 0, _clock_fn("jiffies64", _CLOCK_BOOTTIME, HZ)))
+
+
+def _jiffies_fn(natives: Natives) -> str:
+    f = Text()
+    f.at("entry")
+    f.do(f"ret i64 {jiffies64_ir(f)}")
+    return f.text("define internal i64 @jiffies64(ptr %ctx) nounwind")
+
+
+register_helper(118, HelperNative("jiffies64", 0, _jiffies_fn))
 register_helper(42, HelperNative("numa_node_id", 0, _zero_fn))
 
 
