@@ -336,16 +336,49 @@ def test_veth_targets_run_natively(layout: str, flags: int, deferred: int,
     assert sum(seen) == deferred
 
 
-def test_veth_targets_stay_python_with_threaded_napi() -> None:
-    """With threaded NAPI a veth peer's poll takes frames off its ring without the host
-    lock, so only the Python path (under the GIL) sends to veths; NICs stay native."""
-    with Host(engine="jit", threaded_napi=True) as h:
-        eth0 = h.add_device("eth0")
+def test_threaded_napi_veth_targets_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI: a NIC's two queues (CPUs 0 and 1, polled by two threads at once)
+    redirect into one veth natively, whose peer's poll (on CPU 0's thread) empties
+    its xdp_ring meanwhile: producers and consumer meet at the ring's lock. Nothing
+    is handed to the Python dispatch, every frame is sent or counted as dropped
+    (the full ring), the peer's stack gets every one sent, and the pages balance
+    (the host's close checks them)."""
+    from pyxdp.net import napi
+
+    deferred: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        if getattr(dev, "name", "") == "eth0":
+            deferred.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    count = 1000
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
         v0, v1 = h.veth("veth0", "veth1")
-        v1.gro = True
-        assert h.fwd.arrays(h.devices, threaded=True)[0][v0.ifindex] == 2
-        assert h.fwd.arrays(h.devices, threaded=True)[0][eth0.ifindex] == 1
-        assert h.fwd.arrays(h.devices)[0][v0.ifindex] == 1
+        coll = h.load(_spec(0), verify=False)
+        v1.attach_xdp(h.load(asm_collection("r0 = 2\nexit", [])).programs["t"])
+        for slot in range(4):
+            coll.maps["ports"][slot] = struct.pack("<Ii", v0.ifindex, 0)
+        eth0.attach_xdp(coll.programs["ingress"])
+        assert h.fwd.arrays(h.devices)[0][v0.ifindex] == 1  # a native target
+        got = [0]
+        h.stack.on_receive(lambda b: got.__setitem__(0, got[0] + int((b.ifindex
+                                                                      == v1.ifindex).sum())))
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=frames_by_payload()[:48], count=count)
+        h.run()
+        assert {rq.ctx.cpu for rq in eth0.rx} == {0, 1}
+        assert sum(deferred) == 0
+        xmit = [list(v) for k, v in h.tracer.xdp_devmap_xmit.counters.items()]
+        sent = sum(v[1] for v in xmit)
+        drops = sum(v[2] for v in xmit)
+        assert sent + drops == 2 * count
+        assert v0.stats.tx_packets == sent == got[0] == v1.stats.xdp_pass
+        assert sent > 0 and len(v1.rx[0].ring) == 0
 
 
 # -- zero-copy AF_XDP frames redirected to devices (xdp_convert_zc_to_xdp_frame) ---------------

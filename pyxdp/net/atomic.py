@@ -1,7 +1,8 @@
 """Memory ordering on words of numpy arrays (``smp_load_acquire``/``smp_store_release``
-of ``asm-generic/barrier.h`` on 64- and 32-bit words, ``cpu_relax``), views of
-memory by address and ``memcpy``, for state that machine code on several
-threads shares in place.
+of ``asm-generic/barrier.h`` on 64- and 32-bit words, ``cpu_relax``), a 64-bit
+compare-and-swap (``cmpxchg``, what ``spin_lock`` is built on), views of memory
+by address and ``memcpy``, for state that machine code on several threads
+shares in place.
 
 Native workers (a NAPI poll loop, a cpumap kthread) run without the
 interpreter lock, so an index they share - a ``ptr_ring``'s producer and
@@ -22,6 +23,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
+    "cas_acquire64",
     "cpu_relax",
     "i64_view",
     "load_acquire32",
@@ -61,6 +63,19 @@ def _store_release64(typingctx, ary, idx, val):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return types.void(ary, idx, val), codegen
+
+
+def _cas_acquire64(typingctx, ary, idx, old, new):  # type: ignore[no-untyped-def]
+    """``try_cmpxchg_acquire(&ary[idx], old, new)`` of an int64 array: True when the
+    word held ``old`` and now holds ``new`` (acquire ordering on success)."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p = _ptr(context, builder, signature.args[0], args[0], args[1])  # type: ignore[no-untyped-call]
+        o = context.cast(builder, args[2], signature.args[2], types.int64)
+        n = context.cast(builder, args[3], signature.args[3], types.int64)
+        res = builder.cmpxchg(p, o, n, "acquire", "monotonic")
+        return builder.extract_value(res, 1)
+
+    return types.boolean(ary, idx, old, new), codegen
 
 
 def _cpu_relax(typingctx):  # type: ignore[no-untyped-def]
@@ -186,3 +201,4 @@ u32_view: Any = intrinsic(_u32_view)
 u8_view: Any = intrinsic(_u8_view)
 store_release64: Any = intrinsic(_store_release64)
 cpu_relax: Any = intrinsic(_cpu_relax)
+cas_acquire64: Any = intrinsic(_cas_acquire64)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -125,11 +125,13 @@ class FwdTable:
     on its ``xdp_ring``), 3 for every other up device (the Python path's), 0 for
     one down or gone (``xdp_ok_fwd_dev`` refuses it); ``mtu`` is 0 for a gone
     one; ``stats`` every device's counters; in place of the wires a veth's
-    peer's ifindex, and veth rows for the 4s (``generic_threaded``: the same
-    with the veths the Python path's, for threaded NAPI); ``threaded`` the tables with
-    veths left to the Python path (with threaded NAPI a peer's poll takes
-    frames off its ring without the host lock, which native producers hold, so
-    only Python producers, under the GIL, go there). The last array of each
+    peer's ifindex, and veth rows for the 4s. A veth's ``xdp_ring`` takes frames
+    from any thread (its lock, :func:`pyxdp.net.frames.ring_lock`), so threaded
+    NAPI sends to veths as the tables say, but a 4 copies the skb into a page
+    of the peer queue's pool, which that queue's poll uses without the host
+    lock when its program runs without it (``napi_unlocked``) on a CPU of its
+    own: for a generic call on CPU ``c`` with threaded NAPI
+    (:meth:`generic_on`) such a 4 is a 3. The last array of each
     table, ``err``, is the errno (positive) with which a redirect to a device
     that ``ok`` refuses (0) fails, as the Python path's checks give it:
     ``EINVAL`` for no device, ``EOPNOTSUPP`` for no ``ndo_xdp_xmit``
@@ -141,10 +143,24 @@ class FwdTable:
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
         self.generic: tuple[Any, ...] = ()
-        self.generic_threaded: tuple[Any, ...] = ()
-        self.threaded: tuple[Any, ...] = ()
+        self._g4: dict[int, Any] = {}  # the 4s' ifindexes -> their peers
+        self._generic_on: dict[int, tuple[Any, ...]] = {}
 
-    def arrays(self, devices: Mapping[int, Any], *, threaded: bool = False,
+    def generic_on(self, devices: Mapping[int, Any], cpu: int,
+                   napi_unlocked: Callable[[Any], bool]) -> tuple[Any, ...]:
+        """The generic targets of a call on CPU ``cpu`` with threaded NAPI: the 4s
+        whose peer queue another CPU's thread polls without the host lock are 3s."""
+        self.arrays(devices, generic=True)
+        t = self._generic_on.get(cpu)
+        if t is None:
+            ok = self.generic[0].copy()
+            for i, gp in self._g4.items():
+                if gp.rx[0].ctx.cpu % gp.host.nr_cpus != cpu and napi_unlocked(gp):
+                    ok[i] = 3
+            t = self._generic_on[cpu] = (ok, *self.generic[1:])
+        return t
+
+    def arrays(self, devices: Mapping[int, Any], *,
                generic: bool = False) -> tuple[Any, ...]:
         """(ok, mtu, stats, wire, veth, err), remade first if a device changed."""
         if self.stale:
@@ -170,6 +186,8 @@ class FwdTable:
                 if not rq.pool.destroyed:
                     row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
             self.stale = False  # first: a change while remaking marks it again
+            self._g4 = {}
+            self._generic_on = {}
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)
@@ -208,6 +226,7 @@ class FwdTable:
                     g_ok[i] = 4
                     g_peer[i] = gp.ifindex
                     veth_row(g_veth[i], gp)
+                    self._g4[i] = gp
                 else:
                     g_ok[i] = 3
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
@@ -224,17 +243,7 @@ class FwdTable:
             self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth,
                          np.zeros(nif, np.int64))
             self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth, g_err)
-            # Threaded NAPI: a veth's peer receives on CPU 0's stack records, which
-            # CPU 0's NAPI thread writes too, or takes frames off its ring without the
-            # host lock: the Python path's (under the stack's lock, the GIL).
-            self.generic_threaded = (np.where(g_ok >= 2, 3, g_ok)
-                                     .astype(np.uint8), g_mtu, g_stats, g_peer,
-                                     np.zeros((nif, VETH_COLS), np.int64), g_err)
-            py = (veth[:, VETH_CUR] != 0) & (ok != 0)
-            self.threaded = (np.where(py, 2, ok).astype(np.uint8), mtu, stats, wire, veth, err)
-        if generic:
-            return self.generic_threaded if threaded else self.generic
-        return self.threaded if threaded else self.tables
+        return self.generic if generic else self.tables
 
 
 class DevmapEgress:

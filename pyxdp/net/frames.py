@@ -10,6 +10,16 @@ listed in the ``skb_shared_info`` at the end of the head page, as the kernel
 keeps them, and ``length`` is the whole packet, ``xdp_get_buff_len``).
 Every datapath stage takes and returns whole batches; nothing here loops
 over packets in Python.
+
+A :class:`FrameRing` (a NIC's rx ring, veth's ``xdp_ring``) is filled and
+emptied in place by Python and by machine code on several threads (with
+threaded NAPI a veth's peer polls its ring on one thread while others
+transmit into it), so every change of its cursor happens under the ring's
+lock, a word beside the cursor taken with ``cmpxchg``: veth's ptr_ring takes
+``producer_lock`` in ``veth_xdp_xmit`` around its ``__ptr_ring_produce``
+loop, and here the consumer takes the same lock around each poll's take,
+since the cursor is a head and a count that both ends write (the kernel's
+ring marks consumed slots NULL instead, so its two ends share no word).
 """
 
 from __future__ import annotations
@@ -20,10 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.net.atomic import cas_acquire64, cpu_relax, store_release64
+from pyxdp.net.native import njit
 from pyxdp.net.record import Alias, Field, Record
 
 __all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAGS", "KIND_FRAME",
-           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor"]
+           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor", "ring_lock",
+           "ring_put", "ring_unlock"]
 
 I64 = npt.NDArray[np.int64]
 # Bulk queue sizes: xdp_do_flush's per-CPU queues (devmap.c, cpumap.c) and a driver's
@@ -113,10 +126,75 @@ class Bulk:
 
 
 class RingCursor(Record):
-    """A :class:`FrameRing`'s position: the head slot and how many frames it holds."""
+    """A :class:`FrameRing`'s position: the head slot and how many frames it holds,
+    and the lock every change of them is made under (0 free, 1 held)."""
 
     head = Field()
     count = Field()
+    lock = Field()
+
+
+_HEAD = RingCursor.index("head")
+_COUNT = RingCursor.index("count")
+_LOCK = RingCursor.index("lock")
+RING_COLS = 5  # pfn, data, length, meta, kind
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_lock(cur):  # type: ignore[no-untyped-def]
+    """``spin_lock`` of the ring whose cursor words are ``cur``."""
+    while not cas_acquire64(cur, _LOCK, 0, 1):
+        cpu_relax()
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_unlock(cur):  # type: ignore[no-untyped-def]
+    """``spin_unlock``: the cursor's changes published with the release."""
+    store_release64(cur, _LOCK, 0)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def ring_put(cols, cur, pfn, data, length, meta, kind):  # type: ignore[no-untyped-def]
+    """``__ptr_ring_produce`` of one frame at the tail (the caller holds the lock);
+    False when the ring is full."""
+    size = cols.shape[1]
+    n = cur[_COUNT]
+    if n >= size:
+        return False
+    pos = (cur[_HEAD] + n) % size
+    cols[0, pos] = pfn
+    cols[1, pos] = data
+    cols[2, pos] = length
+    cols[3, pos] = meta
+    cols[4, pos] = kind
+    cur[_COUNT] = n + 1
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _produce(cols, cur, pfn, data, length, meta, kind):  # type: ignore[no-untyped-def]
+    ring_lock(cur)
+    k = 0
+    while k < len(pfn) and ring_put(cols, cur, pfn[k], data[k], length[k], meta[k], kind[k]):
+        k += 1
+    ring_unlock(cur)
+    return k
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _consume(cols, cur, out, n):  # type: ignore[no-untyped-def]
+    ring_lock(cur)
+    size = cols.shape[1]
+    k = min(n, cur[_COUNT])
+    head = cur[_HEAD]
+    for j in range(k):
+        for c in range(RING_COLS):
+            out[c, j] = cols[c, head]
+        head = (head + 1) % size
+    cur[_HEAD] = head
+    cur[_COUNT] -= k
+    ring_unlock(cur)
+    return k
 
 
 class FrameRing:
@@ -127,8 +205,8 @@ class FrameRing:
         if size <= 0:
             raise ValueError(f"ring size must be > 0, not {size}")
         self.size = size
-        self._cols = np.zeros((5, size), np.int64)
-        self.cur = RingCursor()  # head and fill, shared in place with native code
+        self._cols = np.zeros((RING_COLS, size), np.int64)
+        self.cur = RingCursor()  # head, fill and lock, shared in place with native code
 
     def __len__(self) -> int:
         return self._count
@@ -139,15 +217,11 @@ class FrameRing:
 
     def produce(self, f: Frames) -> int:
         """Queue as many of ``f`` as fit (in order); returns how many were taken."""
-        k = min(len(f), self.size - self._count)
-        if k <= 0:
+        if not len(f):
             return 0
-        pos = (self._head + self._count + np.arange(k)) % self.size
-        c = self._cols
-        c[0, pos], c[1, pos], c[2, pos] = f.pfn[:k], f.data[:k], f.length[:k]
-        c[3, pos], c[4, pos] = f.meta[:k], f.kind[:k]
-        self._count += k
-        return k
+        return int(_produce(self._cols, self.cur.words, *(np.ascontiguousarray(a, np.int64)
+                                                           for a in (f.pfn, f.data, f.length,
+                                                                     f.meta, f.kind))))
 
     _head = Alias(RingCursor, "head", via="cur")
     _count = Alias(RingCursor, "count", via="cur")
@@ -162,11 +236,11 @@ class FrameRing:
         return int(self._cols[4, self._head])
 
     def consume(self, n: int) -> Frames:
-        k = min(n, self._count)
-        if k <= 0:
+        if n <= 0 or not self._count:
             return Frames.empty()
-        pos = (self._head + np.arange(k)) % self.size
-        c = self._cols[:, pos]
-        self._head = (self._head + k) % self.size
-        self._count -= k
+        c = np.empty((RING_COLS, min(n, self.size)), np.int64)
+        k = int(_consume(self._cols, self.cur.words, c, c.shape[1]))
+        if not k:
+            return Frames.empty()
+        c = c[:, :k]
         return Frames(c[0], c[1], c[2], c[3], c[4])

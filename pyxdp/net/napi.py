@@ -634,7 +634,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = st.no_gen
     # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
     # (NICs whose transmit is a sink); none for a call without the host lock.
-    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi, generic=generic)
+    if generic and host.threaded_napi:
+        tgt = host.fwd.generic_on(host.devices, rq.ctx.cpu % host.nr_cpus, _napi_unlocked)
+    else:
+        tgt = host.fwd.arrays(host.devices, generic=generic)
+    own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
     if parallel:
         tgt = host.fwd.none
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
@@ -645,11 +649,15 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if generic:
         tx_ok = tgt[0][dev.ifindex] == 1
     else:
-        # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring: native where a
-        # redirect to it is (its row of the targets; not with threaded NAPI).
+        # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring (under the ring's
+        # lock): native where a redirect to it is (its row of the targets), also in a
+        # call without the host lock when the peer's poll, which gives the frames
+        # back to this queue's pool, runs on this CPU's thread.
+        peer: NetDevice | None = getattr(dev, "peer", None)
         tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
-                            or (dev.kind == "veth" and not parallel
-                                and tgt[0][dev.ifindex] == 1))
+                            or (peer is not None and own == 1
+                                and (not parallel or peer.rx[0].ctx.cpu % host.nr_cpus
+                                     == rq.ctx.cpu % host.nr_cpus)))
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
@@ -676,7 +684,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)) or fon)),
                 _xsk_args(xsk),
-                (*_stack_args(host, dev, rq, generic), host.stack.records(0)), cm,
+                (*_stack_args(host, dev, rq, generic), _peer_records(host, rq)), cm,
                 (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
@@ -740,6 +748,23 @@ def _parallel_ok(prog: XdpProg) -> bool:
                                if i.code == OP_CALL and i.src == CallSrc.BPF_HELPER_CALL))
         prog._parallel_ok = ok  # type: ignore[attr-defined]
     return bool(ok)
+
+
+def _napi_unlocked(dev: NetDevice) -> bool:
+    """Whether a threaded poll of ``dev``'s first queue may run without the host lock
+    (its program, native or generic, runs in parallel: :func:`_parallel_ok`)."""
+    prog = dev.xdp_prog if dev.xdp_prog is not None else dev.xdp_generic
+    return prog is not None and _parallel_ok(prog)
+
+
+def _peer_records(host: Host, rq: NetdevRxQueue) -> tuple[Any, ...]:
+    """The stack records a generic call's skbs for a veth's peer or ``lo`` are counted
+    in: CPU 0's, as the Python path counts them; with threaded NAPI the calling
+    CPU's (``netif_rx`` queues to this CPU's backlog), as CPU 0's thread writes
+    CPU 0's without the host lock."""
+    if host.threaded_napi:
+        return host.stack.records(host.stack.row(rq.ctx.cpu))
+    return host.stack.records(0)
 
 
 _NO_SYSTEM: tuple[Any, ...] | None = None
@@ -814,7 +839,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     # xdp_convert_zc_to_xdp_frame's pages (XDP_TX, redirects to devices).
     system = host.memmap.system
     pool = rq.pool
-    tgt = host.fwd.arrays(host.devices, threaded=host.threaded_napi)
+    tgt = host.fwd.arrays(host.devices)
     nt = st.tables(host, len(tgt[0]), prog.vm, False)
     host.lock.acquire()
     try:

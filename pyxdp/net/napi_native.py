@@ -30,14 +30,17 @@ XDP batch entry on them, and acts on the verdicts:
   ``dev_map_bpf_prog_run``, its JIT entry driven from here as the cpumap
   kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
   per flush, ``xdp_redirect`` per frame); a veth's ``ndo_xdp_xmit``
-  (``veth_xdp_xmit``) queues the frames on its peer's ``xdp_ring`` in place
-  (-ENXIO when the peer has no NAPI; it stops at the first frame too long
-  for the peer or refused by the full ring), and a poll that left frames
-  there ends the call, so that the peer's NAPI runs next; a broadcast
-  (``BPF_F_BROADCAST``, ``BPF_F_EXCLUDE_INGRESS``) clones the frame into
-  order-0 pages of the system allocator for every target but the last, in
-  the map's walk order; an entry program runs over a bulk's clones in a
-  batch of their own (the driver's descriptor pointed at those pages).
+  (``veth_xdp_xmit``) queues the frames on its peer's ``xdp_ring`` in place,
+  under the ring's lock (:func:`pyxdp.net.frames.ring_lock`, which this loop
+  also takes around each poll's take from its own ring: with threaded NAPI
+  other threads fill it meanwhile) (-ENXIO when the peer has no NAPI; it
+  stops at the first frame too long for the peer or refused by the full
+  ring), and a poll that left frames there ends the call, so that the
+  peer's NAPI runs next; a broadcast (``BPF_F_BROADCAST``,
+  ``BPF_F_EXCLUDE_INGRESS``) clones the frame into order-0 pages of the
+  system allocator for every target but the last, in the map's walk order;
+  an entry program runs over a bulk's clones in a batch of their own (the
+  driver's descriptor pointed at those pages).
 
 - ``XDP_PASS``: the skb built around the page goes through the stack's
   demultiplexing (:func:`pyxdp.net.stack.stack_rcv_one`, the one
@@ -149,13 +152,16 @@ from numba.extending import intrinsic
 
 from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, memcpy, store_release64, u8_view, u32_view
+from pyxdp.net.atomic import i64_view, load_acquire64, memcpy, store_release64, u8_view, u32_view
 from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
     DEV_MAP_BULK_SIZE,
     KIND_FRAME,
     XDP_TX_BULK_SIZE,
     RingCursor,
+    ring_lock,
+    ring_put,
+    ring_unlock,
 )
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import (
@@ -253,7 +259,8 @@ P_RING_FULL = PoolState.index("ring_full")
 P_ERROR = PoolState.index("error")
 Q_HEAD = RingCursor.index("head")
 Q_COUNT = RingCursor.index("count")
-R_HEAD, R_COUNT = Q_HEAD, Q_COUNT  # another ring's cursor (a veth peer's xdp_ring)
+R_COUNT = Q_COUNT  # another ring's cursor (a veth peer's xdp_ring)
+CUR_WORDS = len(RingCursor.FIELDS)  # a cursor's words, its lock among them
 # A veth target's row of pyxdp.net.devmap.FwdTable's veth table: its peer's xdp_ring
 # (columns, cursor, size), the longest frame the peer takes (-1: no NAPI there), and
 # from VETH_PT the page pool of the peer's queue as a row of the pool table (PT_*).
@@ -494,12 +501,9 @@ def _gen_left(gst):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,  # type: ignore[no-untyped-def] # noqa: E501
-            n_drop, n_bad):
-    """A call's rx ring and generator positions, and what it counted, into the records
+def _totals(gst, ctl, ds, cnt, gpos, gmade, polls, total, nbytes, n_ab, n_drop, n_bad):  # type: ignore[no-untyped-def] # noqa: E501
+    """A call's generator position and what it counted into the records
     (the device's counters; exceptions also as trace sums)."""
-    qcur[Q_HEAD] = qhead
-    qcur[Q_COUNT] = qcount
     gst[G_POS] = gpos
     gst[G_PRODUCED] += gmade
     ctl[C_POLLS] += polls
@@ -906,6 +910,7 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
     went = 0
     vbytes = np.int64(0)
     sysm, ptab = fmem
+    _veth_lock(tgt_veth, tx_veth)  # veth_xdp_xmit's producer lock over the bulk
     for j in range(ntx):
         loc = tx_rows[j]
         if loc < 0:
@@ -926,31 +931,33 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
             vbytes += ln
             continue  # the peer's ring holds it now
         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+    _veth_unlock(tgt_veth, tx_veth)
     return went, vbytes, c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _veth_lock(tgt_veth, t):  # type: ignore[no-untyped-def]
+    """``spin_lock(&rq->xdp_ring.producer_lock)`` of veth ``t``'s peer's ``xdp_ring``."""
+    ring_lock(i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0])
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _veth_unlock(tgt_veth, t):  # type: ignore[no-untyped-def]
+    ring_unlock(i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0])
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
     """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
-    ring's columns and cursor, in place) as an ``xdp_frame`` from another device;
+    ring's columns and cursor, in place) as an ``xdp_frame`` from another device,
+    the caller holding the ring's lock (``producer_lock``, taken once per bulk);
     False when the peer has no NAPI (-ENXIO), the frame is too long for the peer or
     the ring is full - the kernel's loop stops there, the caller frees the rest."""
     if length > tgt_veth[t, VETH_MAX]:  # -1: no NAPI, nothing goes
         return False
-    size = tgt_veth[t, VETH_SIZE]
-    cur = i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0]
-    n = cur[R_COUNT]
-    if n >= size:
-        return False
-    cols = i64_view(tgt_veth[t, VETH_RING], 5, size)
-    pos = (cur[R_HEAD] + n) % size
-    cols[0, pos] = pfn
-    cols[1, pos] = data
-    cols[2, pos] = length
-    cols[3, pos] = meta
-    cols[4, pos] = KIND_FRAME
-    cur[R_COUNT] = n + 1
-    return True
+    return ring_put(i64_view(tgt_veth[t, VETH_RING], 5, tgt_veth[t, VETH_SIZE]),
+                    i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0], pfn, data, length,
+                    meta, KIND_FRAME)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1019,6 +1026,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
     tried = 0  # frames handed to ndo_xdp_xmit
     if kk == 0:
         tried = b
+        if veth:  # veth_xdp_xmit: spin_lock(&rq->xdp_ring.producer_lock) over the bulk
+            _veth_lock(tgt_veth, t)
         for j in range(b):
             loc = bq[t, 0, j]
             tag = bq[t, BQ_TAG, j]
@@ -1108,6 +1117,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                 _return_frame_napi(sysm, ptab, mi, row)
         went = 0
         tried = sent
+        if veth:  # the program ran; now ndo_xdp_xmit under the producer lock
+            _veth_lock(tgt_veth, t)
         for s in range(sent):  # sent, then completed: back to its memory
             mi, row = _bq_mem(bq, t, eg_sent[k, s])
             if mi == 0:
@@ -1137,6 +1148,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                 _return_frame_napi(sysm, ptab, mi, row)
         if wa != 0 or veth:
             sent = went
+    if veth:
+        _veth_unlock(tgt_veth, t)
     if wa != 0:
         wire_publish(i64_view(wa, 1, W_SIZE)[0])
     xmit_cnt[t, 0] += 1
@@ -1305,7 +1318,7 @@ def _slot_ifindex(dmt, slot, idx):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _own_veth(tgt_veth, qcur):  # type: ignore[no-untyped-def]
     """The veth whose peer's ring is the one this call polls (-1: none): its frames
-    would land behind the cursor held here, so redirects to it take the Python path."""
+    would be this call's own input, so redirects to it take the Python path."""
     own_t = -1
     for t in range(len(tgt_veth)):
         if tgt_veth[t, VETH_CUR] == np.int64(qcur.ctypes.data):
@@ -1319,7 +1332,7 @@ def _veth_fed(tgt_veth):  # type: ignore[no-untyped-def]
     scheduled that NAPI, which the kernel polls right after this one."""
     for t in range(len(tgt_veth)):
         if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
-            if i64_view(tgt_veth[t, VETH_CUR], 1, 2)[0][R_COUNT] != 0:
+            if load_acquire64(i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0], R_COUNT) != 0:
                 return True
     return False
 
@@ -1571,7 +1584,7 @@ def _generic_xmit(gt, t, page, data, length):  # type: ignore[no-untyped-def]
         pt = g_veth[t:t + 1, VETH_PT:]
         size = g_veth[t, VETH_SIZE]
         qcols = i64_view(g_veth[t, VETH_RING], 5, size)
-        qcur = i64_view(g_veth[t, VETH_CUR], 1, 2)[0]
+        qcur = i64_view(g_veth[t, VETH_CUR], 1, CUR_WORDS)[0]
         loc = veth_rx_page(ps, _pool_of(pt, 0), qcols, qcur, False)
         if loc >= 0:
             pages = u8_view(pt[0, PT_PAGES], pt[0, PT_N], pt[0, PT_PSIZE])
@@ -1737,8 +1750,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     nuse = psc[P_NUSE]
     fast = 0
     cached = 0
-    qhead = qcur[Q_HEAD]
-    qcount = qcur[Q_COUNT]
+    qcount = 0
     gpos = gst[G_POS]
     gleft = _gen_left(gst)
     gmade = 0
@@ -1805,7 +1817,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     j += 1
                 nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
-        # The rx ring first (frames a NIC received or veth copied), pool pages only.
+        # The rx ring first (frames a NIC received or veth copied), pool pages only,
+        # taken under its lock (producers on other threads: veth_xdp_xmit).
+        ring_lock(qcur)
+        qhead = qcur[Q_HEAD]
+        qcount = qcur[Q_COUNT]
         while n < budget and qcount > 0:
             kind = qcols[4, qhead]
             loc = qcols[0, qhead] - pfn_base
@@ -1836,6 +1852,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
             qcount -= 1
             n += 1
+        qcur[Q_HEAD] = qhead
+        qcur[Q_COUNT] = qcount
+        ring_unlock(qcur)
         # Then the generator: a pool page per frame, the template copied in (DMA).
         while n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
             loc, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
@@ -2292,8 +2311,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     psc[P_NUSE] = nuse
     psc[P_FAST] += fast
     psc[P_CACHED] += cached
-    _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
-            n_drop, n_bad)
+    _totals(gst, ctl, ds, cnt, gpos, gmade, polls, total, nbytes, n_ab, n_drop, n_bad)
     ds[D_XDP_PASS] += n_pass
     ds[D_XDP_TX] += n_tx - n_tx_err
     ds[D_XDP_TX_ERRORS] += n_tx_err
@@ -2350,8 +2368,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
     off = xp[XP_OFF]
     pfn_base = xp[XP_PFN_BASE]
     total = 0
-    qhead = qcur[Q_HEAD]
-    qcount = qcur[Q_COUNT]
+    qcount = 0
     gpos = gst[G_POS]
     gleft = _gen_left(gst)
     gmade = 0
@@ -2370,6 +2387,9 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
     for _poll in range(max_polls):
         n = 0
         ntx = 0
+        ring_lock(qcur)
+        qhead = qcur[Q_HEAD]
+        qcount = qcur[Q_COUNT]
         while n < budget and qcount > 0:
             if qcols[4, qhead] != 0:
                 break
@@ -2380,6 +2400,9 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
             qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
             qcount -= 1
             n += 1
+        qcur[Q_HEAD] = qhead
+        qcur[Q_COUNT] = qcount
+        ring_unlock(qcur)
         if n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
             # xsk_zc_dma: a buffer per frame (xsk_buff_alloc_batch), the rest dropped.
             want = budget - n if gleft < 0 else min(budget - n, gleft)
@@ -2537,8 +2560,7 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
             red_seen = n_red
             if _veth_fed(tgt_veth):
                 break
-    _totals(qcur, gst, ctl, ds, cnt, qhead, qcount, gpos, gmade, polls, total, nbytes, n_ab,
-            n_drop, n_bad)
+    _totals(gst, ctl, ds, cnt, gpos, gmade, polls, total, nbytes, n_ab, n_drop, n_bad)
     ds[D_XDP_PASS] += n_pass
     ds[D_XDP_REDIRECT] += n_red
     ds[D_XDP_TX] += tx_sent

@@ -97,6 +97,8 @@ class DpHost(XskHost, Protocol):
     @property
     def threaded_napi(self) -> bool: ...
     @property
+    def nr_cpus(self) -> int: ...
+    @property
     def env(self) -> Any: ...  # pyxdp.net.test_run.TestRunEnv
     @property
     def fwd(self) -> Any: ...  # pyxdp.net.devmap.FwdTable: the native redirect targets

@@ -20,7 +20,7 @@ checks of what the user wrote are the same as for receive.
 from __future__ import annotations
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
-from pyxdp.net.frames import KIND_BUFF, RingCursor
+from pyxdp.net.frames import KIND_BUFF, RingCursor, ring_lock, ring_put, ring_unlock
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_native import _alloc  # the NAPI loop's page pool allocation
@@ -49,7 +49,6 @@ XP_TXMD = XskPoolState.index("tx_metadata_len")
 S_BUDGET = XdpSockState.index("max_tx_budget")
 D_RX_DROPPED = NetdevStats.index("rx_dropped")
 D_TX_DROPPED = NetdevStats.index("tx_dropped")
-R_HEAD = RingCursor.index("head")
 R_COUNT = RingCursor.index("count")
 HEADROOM = XDP_PACKET_HEADROOM
 MAX_DMA = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # a veth page's packet
@@ -156,14 +155,18 @@ def veth_rx_page(pds, pool, qcols, qcur, dry):  # type: ignore[no-untyped-def]
     the peer queue's ``pool`` (its state words, alloc cache, ring, free list and
     page states) for the packet at ``XDP_PACKET_HEADROOM``; -1 when the pool ran
     dry, -2 when the ring is full or ``dry`` (no allocation tried again), both
-    counted as the peer's ``rx_dropped``. The caller copies the packet in, then
-    :func:`veth_rx_queue`."""
+    counted as the peer's ``rx_dropped``. With a page, the ring's lock is held
+    (``ptr_ring_produce``'s ``producer_lock``, from the room check on): the
+    caller copies the packet in, then :func:`veth_rx_queue` queues it and unlocks."""
+    ring_lock(qcur)
     if dry or qcur[R_COUNT] >= qcols.shape[1]:
+        ring_unlock(qcur)
         pds[D_RX_DROPPED] += 1
         return -2
     psc, cache, ring, free, state = pool
     loc = _alloc(psc, cache, ring, free, state)
     if loc < 0:
+        ring_unlock(qcur)
         pds[D_RX_DROPPED] += 1
         return -1
     return loc
@@ -172,15 +175,10 @@ def veth_rx_page(pds, pool, qcols, qcur, dry):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def veth_rx_queue(qcols, qcur, pfn, plen):  # type: ignore[no-untyped-def]
     """The second half of ``veth_xdp_rx``: the page (``pfn``, ``plen`` bytes at
-    ``XDP_PACKET_HEADROOM``) queued on the peer's ``xdp_ring`` as a buffer."""
-    size = qcols.shape[1]
-    slot = (qcur[R_HEAD] + qcur[R_COUNT]) % size
-    qcols[0, slot] = pfn
-    qcols[1, slot] = HEADROOM
-    qcols[2, slot] = plen
-    qcols[3, slot] = 0
-    qcols[4, slot] = BUFF
-    qcur[R_COUNT] += 1
+    ``XDP_PACKET_HEADROOM``) queued on the peer's ``xdp_ring`` as a buffer (room
+    checked by :func:`veth_rx_page`, whose lock is released here)."""
+    ring_put(qcols, qcur, pfn, HEADROOM, plen, 0, BUFF)
+    ring_unlock(qcur)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -243,6 +243,8 @@ class Scenario:
     ends are made with the larger queue count of the two. ``lo_up``: the
     namespace's ``lo`` is brought up (else it stays down, as a new
     namespace's) and what reaches its stack is observed as ``"lo"``.
+    ``threaded_napi``: every NAPI instance of the lab's devices is polled by a
+    kthread of its own (``napi-set threaded``; pyxdp: ``Host(threaded_napi=True)``).
     """
 
     name: str
@@ -256,6 +258,7 @@ class Scenario:
     doc: str = ""
     links: tuple[LinkSpec, ...] = ()
     lo_up: bool = False
+    threaded_napi: bool = False
 
     def __post_init__(self) -> None:
         devs = self.devices
@@ -530,7 +533,13 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
     timing), and per tracepoint the event count and sums (for
     ``xdp_cpumap_kthread`` the sums only); with ``links`` the ``ip -s
     link`` counters too. ``ifindex`` and ``backend`` are never compared.
+    With :attr:`~Scenario.threaded_napi` the bulk events (``xdp_bulk_tx``,
+    ``xdp_devmap_xmit``) are timing too: how many frames one poll finds
+    depends on when the NAPI kthread runs after the sender queued them.
     """
+    timing = {"xdp_cpumap_kthread"}
+    if scenario.threaded_napi:
+        timing |= {"xdp_bulk_tx", "xdp_devmap_xmit"}
     out: list[str] = []
     for dev in scenario.observed:
         a, b = list(want.rx.get(dev, ())), list(got.rx.get(dev, ()))
@@ -543,12 +552,12 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
             out.append(f"map {name}: {want.maps.get(name)} expected, {got.maps.get(name)} got")
     for ev in LAB_EVENTS:
         ta, tb = want.trace.get(ev, TraceCount()), got.trace.get(ev, TraceCount())
-        if ev == "xdp_cpumap_kthread":
+        if ev in timing:
             ta, tb = replace(ta, events=0), replace(tb, events=0)
         if ta != tb:
             out.append(f"trace {ev}: {ta} expected, {tb} got")
-    ea = [e for e in want.events if e.name != "xdp_cpumap_kthread"]
-    eb = [e for e in got.events if e.name != "xdp_cpumap_kthread"]
+    ea = [e for e in want.events if e.name not in timing]
+    eb = [e for e in got.events if e.name not in timing]
     if ea != eb:
         n = min(len(ea), len(eb))
         at = next((i for i in range(n) if ea[i] != eb[i]), n)
@@ -935,6 +944,44 @@ def devmap_broadcast_generic_mtu() -> Scenario:
                     doc=devmap_broadcast_generic_mtu.__doc__ or "")
 
 
+def xdp2_tx_threaded() -> Scenario:
+    """xdp2_tx with threaded NAPI: each NAPI instance polled by a kthread of its own.
+
+    Kernel: as xdp2_tx (``veth_xdp_xmit`` takes the peer ring's
+    ``producer_lock`` from any thread). pyxdp: veth0's poll runs without the
+    host lock (xdp2's maps are arrays) and sends its XDP_TX bulks onto veth1's
+    ``xdp_ring`` in the native loop, under the ring's lock.
+    """
+    return replace(xdp2_tx(), name="xdp2_tx_threaded", threaded_napi=True,
+                               doc=xdp2_tx_threaded.__doc__ or "")
+
+
+def devmap_redirect_threaded() -> Scenario:
+    """devmap_redirect with threaded NAPI.
+
+    Kernel: as devmap_redirect. pyxdp: the redirect into veth2 (onto veth3's
+    ``xdp_ring``) is the native loop's, as without threaded NAPI.
+    """
+    return replace(devmap_redirect(), name="devmap_redirect_threaded",
+                               threaded_napi=True, doc=devmap_redirect_threaded.__doc__ or "")
+
+
+def devmap_redirect_generic_threaded() -> Scenario:
+    """devmap_redirect in generic (skb) mode on veth0, with threaded NAPI.
+
+    Kernel: ``xdp_do_generic_redirect`` then ``generic_xdp_tx`` on veth2,
+    whose ``veth_xmit`` hands the skb to veth3's XDP (``veth_xdp_rx``: its
+    ``xdp_ring``); veth3's XDP_PASS gives every frame, MACs swapped, to its
+    stack in order; one ``xdp_redirect`` per frame (map tx_port, index 0), no
+    ``xdp_devmap_xmit`` (skbs are not bulked).
+    """
+    sc = devmap_redirect()
+    return replace(
+        sc, name="devmap_redirect_generic_threaded", threaded_napi=True,
+        attach=(replace(sc.attach[0], mode="generic"),),
+        doc=devmap_redirect_generic_threaded.__doc__ or "")
+
+
 def _ports_egress(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     """``ports`` = veth0, veth2 with redirect_map's ``xdp/devmap`` program, veth4, veth2,
     veth4 with that program."""
@@ -1067,7 +1114,8 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu, veth_frames_broadcast_egress_prog,
-                            cpumap_prog, adjust_meta_pass)}
+                            cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
+                            devmap_redirect_threaded, devmap_redirect_generic_threaded)}
 
 
 # --------------------------------------------------------------------------
@@ -1260,6 +1308,10 @@ class KernelLab:
             # A bpf_link: detached with the stack, or when this process dies.
             stack.enter_context(XdpLink.attach(
                 att.dev, self.colls[att.key].programs[att.program], mode=att.mode))
+        if sc.threaded_napi:  # the NAPI instances the programs made (gone with the netns)
+            from pyxdp.kernel.netdev_genl import thread_napis
+            for dev in sc.devices:
+                thread_napis(dev)
         self.trace = stack.enter_context(TraceInstance(LAB_EVENTS, buffer_size_kb=4096))
         if self.skb_drops:
             self._kfree = stack.enter_context(TraceInstance(()))
@@ -1427,7 +1479,8 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     from pyxdp.net.trace import Tracer
 
     tracer = Tracer()
-    host = Host(f"lab-{scenario.name}", engine=engine, tracer=tracer, native=native)
+    host = Host(f"lab-{scenario.name}", engine=engine, tracer=tracer, native=native,
+                threaded_napi=scenario.threaded_napi)
     try:
         host.devices[LO_IFINDEX].up = scenario.lo_up  # down in a new namespace
         devs: dict[str, Any] = {}
