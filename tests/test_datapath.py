@@ -1664,16 +1664,28 @@ def test_generic_tx_and_redirects_native_is_python(entry_prog: bool, peer_prog: 
 def test_generic_targets_table(peer_prog: bool) -> None:
     """The generic targets native code reads (FwdTable.generic): NICs whose transmit is
     a sink 1, a veth 2 (its peer without a program) or 4 (with a native one), lo 2
-    (its own stack receives), the Python path's 3 (wire sinks; with threaded NAPI
-    every veth), 0 when down."""
+    (its own stack receives) or 4 (with a generic program: its backlog), the
+    Python path's 3 (wire sinks), 0 when down. Per calling device
+    (FwdTable.generic_for): a 4 whose peer is the caller is a 3, and with
+    threaded NAPI so is one whose peer queue another CPU's thread polls without
+    the host lock."""
     with Host(engine="jit") as h:
-        _eth, _coll, d = _generic_redirect_host(h, peer_prog=peer_prog)
+        eth, coll, d = _generic_redirect_host(h, peer_prog=peer_prog)
         d["small"].up = False
         ok = h.fwd.arrays(h.devices, generic=True)[0]
         want = {"lo": 2, "eth1": 1, "eth2": 0, "eth3": 3, "veth0": 4 if peer_prog else 2}
         assert {n: int(ok[h.dev(n).ifindex]) for n in want} == want
-        threaded = h.fwd.arrays(h.devices, generic=True, threaded=True)[0]
-        assert int(threaded[d["v0"].ifindex]) == 3 and int(threaded[d["sink"].ifindex]) == 1
+        v0, v1 = d["v0"].ifindex, d["v1"].ifindex
+        assert int(h.fwd.generic_for(h.devices, eth.ifindex, 0, None)[0][v0]) == want["veth0"]
+        if peer_prog:
+            assert int(h.fwd.generic_for(h.devices, v1, 0, None)[0][v0]) == 3
+            # Threaded: veth1's queue is CPU 0's; its program runs without the lock.
+            for cpu, got in ((0, 4), (1, 3)):
+                t = h.fwd.generic_for(h.devices, eth.ifindex, cpu, lambda dev: True)
+                assert int(t[0][v0]) == got and int(t[0][d["sink"].ifindex]) == 1
+        h.lo.attach_xdp(coll.programs["pass"], mode="generic")
+        assert int(h.fwd.arrays(h.devices, generic=True)[0][1]) == 4
+        assert int(h.fwd.generic_for(h.devices, 1, 0, None)[0][1]) == 3  # lo's own TX
 
 
 @pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
@@ -1857,6 +1869,49 @@ def test_generic_redirect_to_lo_is_received_by_lo_natively(
     assert native == run(False, "native")
     errs = native[3]["xdp_redirect_err"]  # type: ignore[index]
     assert [(k[1], v[0]) for k, v in errs] == [(-errno.EOPNOTSUPP, 500)]
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("target", ["lo", "veth"])
+def test_generic_redirect_to_a_generic_program_natively(
+        target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generic redirect to lo with a generic program, or to a veth whose peer has one
+    (the vethlab scenarios redirect_to_lo_up_generic_prog and
+    devmap_redirect_generic_peer_generic check them against Linux): the skb goes
+    onto the target's backlog - its rx ring, in a page of that queue's pool -
+    and the target's poll runs its generic program, natively on both sides
+    (nothing reaches pyxdp.net.dev); the Python path gives the same."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            eth = h.add_device("eth0")
+            v0, v1 = h.veth("veth0", "veth1")
+            into = 1 if target == "lo" else v0.ifindex
+            coll = h.load(asm_spec({
+                "t": ("xdp", int(BpfAttachType.BPF_XDP), f"r1 = {into}\nr2 = 0\ncall 23\nexit"),
+                "pass": ("xdp", int(BpfAttachType.BPF_XDP), "r0 = 2\nexit")}, [devmap_spec()]))
+            eth.attach_xdp(coll.programs["t"], mode="generic")
+            (h.lo if target == "lo" else v1).attach_xdp(coll.programs["pass"], mode="generic")
+            eth.rx[0].source = TrafficGenerator(flows=8, sizes=[64, 300], seed=5, count=500)
+            h.run()
+            return _generic_observed(h, coll)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True)
+    assert to_python[0] == 0
+    monkeypatch.undo()
+    assert got == run(False)
+    stats = got[0]
+    assert isinstance(stats, dict)
+    assert stats["lo" if target == "lo" else "veth1"]["rx_packets"] == 500
+    assert got[2] == {1 if target == "lo" else 4: 500}  # the target's stack, after its program
 
 
 def test_lo_takes_a_generic_program_only() -> None:

@@ -120,9 +120,12 @@ class FwdTable:
     ``veth_xmit`` hands the skb to the peer's stack) and for an up ``lo``
     without wire sinks nor a generic program (``loopback_xmit``: its own
     stack receives the skb; its "peer" is itself), 4 for one whose up peer
-    has a native program and no zero-copy socket on its first queue
+    has a native or generic program and no zero-copy socket on its first queue
     (``veth_xdp_rx``: the skb copied into a page of that queue's pool and queued
-    on its ``xdp_ring``), 3 for every other up device (the Python path's), 0 for
+    on its ``xdp_ring``; a peer with a generic program only: ``__netif_rx``
+    onto its backlog, which is that ring too) and for an up ``lo`` with a
+    generic program (``loopback_xmit``'s ``netif_rx``: lo's backlog, its rx
+    ring, whose poll runs the program), 3 for every other up device (the Python path's), 0 for
     one down or gone (``xdp_ok_fwd_dev`` refuses it); ``mtu`` is 0 for a gone
     one; ``stats`` every device's counters; in place of the wires a veth's
     peer's ifindex, and veth rows for the 4s. A veth's ``xdp_ring`` takes frames
@@ -130,8 +133,9 @@ class FwdTable:
     NAPI sends to veths as the tables say, but a 4 copies the skb into a page
     of the peer queue's pool, which that queue's poll uses without the host
     lock when its program runs without it (``napi_unlocked``) on a CPU of its
-    own: for a generic call on CPU ``c`` with threaded NAPI
-    (:meth:`generic_on`) such a 4 is a 3. The last array of each
+    own: for a generic call on CPU ``c`` with threaded NAPI such a 4 is a 3,
+    and for any generic call one whose peer is the polling device itself
+    (:meth:`generic_for`). The last array of each
     table, ``err``, is the errno (positive) with which a redirect to a device
     that ``ok`` refuses (0) fails, as the Python path's checks give it:
     ``EINVAL`` for no device, ``EOPNOTSUPP`` for no ``ndo_xdp_xmit``
@@ -144,20 +148,26 @@ class FwdTable:
         self.none: tuple[Any, ...] = ()
         self.generic: tuple[Any, ...] = ()
         self._g4: dict[int, Any] = {}  # the 4s' ifindexes -> their peers
-        self._generic_on: dict[int, tuple[Any, ...]] = {}
+        self._generic_for: dict[tuple[int, int], tuple[Any, ...]] = {}
 
-    def generic_on(self, devices: Mapping[int, Any], cpu: int,
-                   napi_unlocked: Callable[[Any], bool]) -> tuple[Any, ...]:
-        """The generic targets of a call on CPU ``cpu`` with threaded NAPI: the 4s
-        whose peer queue another CPU's thread polls without the host lock are 3s."""
+    def generic_for(self, devices: Mapping[int, Any], ifindex: int, cpu: int,
+                    napi_unlocked: Callable[[Any], bool] | None) -> tuple[Any, ...]:
+        """The generic targets of a call polling device ``ifindex``: a 4 whose peer is
+        that device is a 3 (the skb would come back to the queue the call holds,
+        and its pool); with threaded NAPI (``napi_unlocked`` given, the call on
+        CPU ``cpu``) so is a 4 whose peer queue another CPU's thread polls
+        without the host lock."""
         self.arrays(devices, generic=True)
-        t = self._generic_on.get(cpu)
+        key = (ifindex, cpu if napi_unlocked is not None else -1)
+        t = self._generic_for.get(key)
         if t is None:
             ok = self.generic[0].copy()
             for i, gp in self._g4.items():
-                if gp.rx[0].ctx.cpu % gp.host.nr_cpus != cpu and napi_unlocked(gp):
+                if gp.ifindex == ifindex or (
+                        napi_unlocked is not None
+                        and gp.rx[0].ctx.cpu % gp.host.nr_cpus != cpu and napi_unlocked(gp)):
                     ok[i] = 3
-            t = self._generic_on[cpu] = (ok, *self.generic[1:])
+            t = self._generic_for[key] = (ok, *self.generic[1:])
         return t
 
     def arrays(self, devices: Mapping[int, Any], *,
@@ -176,18 +186,20 @@ class FwdTable:
                 pool_row,
             )
 
-            def veth_row(row: Any, peer: Any) -> None:
-                """``row`` of a veth table: the peer's first queue's xdp_ring and pool."""
+            def veth_row(row: Any, peer: Any, backlog: bool = False) -> None:
+                """``row`` of a veth table: the peer's first queue's xdp_ring and pool
+                (``backlog``: an skb's target, whose ring is polled with or without
+                NAPI, as a backlog is)."""
                 rq = peer.rx[0]
                 row[VETH_RING] = rq.ring.cols.ctypes.data
                 row[VETH_CUR] = rq.ring.cur.words.ctypes.data
                 row[VETH_SIZE] = rq.ring.size
-                row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled else -1
+                row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled or backlog else -1
                 if not rq.pool.destroyed:
                     row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
             self.stale = False  # first: a change while remaking marks it again
             self._g4 = {}
-            self._generic_on = {}
+            self._generic_for = {}
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)
@@ -221,12 +233,19 @@ class FwdTable:
                     # lo: loopback_xmit's netif_rx gives the skb to its own stack.
                     g_ok[i] = 2
                     g_peer[i] = i
-                elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is not None
+                elif (gp is not None and gp.up and not d.wire
+                        and (gp.xdp_prog is not None or gp.xdp_generic is not None)
                         and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
                     g_ok[i] = 4
                     g_peer[i] = gp.ifindex
-                    veth_row(g_veth[i], gp)
+                    veth_row(g_veth[i], gp, True)
                     self._g4[i] = gp
+                elif i == 1 and not d.wire and not d.rx[0].pool.destroyed:
+                    # lo with a generic program: netif_rx onto its backlog (its rx ring).
+                    g_ok[i] = 4
+                    g_peer[i] = i
+                    veth_row(g_veth[i], d, True)
+                    self._g4[i] = d
                 else:
                     g_ok[i] = 3
                 if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT

@@ -210,7 +210,11 @@ def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) 
         from pyxdp.net.dev import netif_receive_skb_list
         netif_receive_skb_list(dev, batch, counted=True)
         return
-    dev.host.stack.netif_receive_skb_list(batch, rq.ctx.cpu if rq is not None else 0)
+    cpu = rq.ctx.cpu if rq is not None else 0
+    if getattr(dev, "backlog", False):  # process_backlog: __netif_receive_skb, one by one
+        dev.host.stack.netif_receive_skb(batch, cpu)
+        return
+    dev.host.stack.netif_receive_skb_list(batch, cpu)
 
 
 def _xdp_tx(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
@@ -593,8 +597,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     packet copied) and the program runs on it. The loop then takes
     DROP, ABORTED, PASS (to the stack), TX (``generic_xdp_tx``) and redirects
     (``xdp_do_generic_redirect``, broadcasts and entry programs too) to NICs whose
-    transmit is a sink and veths (the peer's stack or ``xdp_ring``), into cpumap
-    entries and into the queue's AF_XDP socket
+    transmit is a sink, veths (the peer's stack, ``xdp_ring`` or backlog) and
+    ``lo`` (its stack or backlog), into cpumap entries and into the queue's
+    AF_XDP socket
     (``xsk_generic_rcv``) itself;
     the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
     from pyxdp.net.napi_native import C, native_polls
@@ -634,10 +639,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         gen = st.no_gen
     # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
     # (NICs whose transmit is a sink); none for a call without the host lock.
-    if generic and host.threaded_napi:
-        tgt = host.fwd.generic_on(host.devices, rq.ctx.cpu % host.nr_cpus, _napi_unlocked)
+    if generic:
+        tgt = host.fwd.generic_for(host.devices, dev.ifindex, rq.ctx.cpu % host.nr_cpus,
+                                   _napi_unlocked if host.threaded_napi else None)
     else:
-        tgt = host.fwd.arrays(host.devices, generic=generic)
+        tgt = host.fwd.arrays(host.devices)
     own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
     if parallel:
         tgt = host.fwd.none

@@ -74,7 +74,9 @@ entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
 ``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
 without a generic program (``loopback_xmit``: its own stack receives the skb),
 or a veth whose peer has no program and receives the skb in its stack, or whose
-peer has a native one and gets it copied into a page on its ``xdp_ring``,
+peer has a native or generic one and gets it copied into a page on its
+``xdp_ring`` - for a generic one its backlog, whose poll runs that program - and
+``lo`` with a generic program likewise onto its backlog,
 :attr:`pyxdp.net.devmap.FwdTable.generic`), a broadcast
 ``dev_map_redirect_multi`` (the same for a clone per target),
 one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0

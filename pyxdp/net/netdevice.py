@@ -53,7 +53,6 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -532,17 +531,20 @@ class Loopback(NetDevice):
     refused (-EOPNOTSUPP); a generic program may run on it - and what it
     transmits it receives again: ``loopback_xmit`` counts each skb it hands to
     ``netif_rx``, which queues it on the backlog (``enqueue_to_backlog``: past
-    ``netdev_max_backlog`` skbs the rest are dropped, counted as ``rx_dropped``);
-    the next softirq round's ``process_backlog`` (:meth:`process_backlog`,
-    from :meth:`Host.poll`) gives them to lo's receive path - its generic
-    program, then the stack - up to a NAPI budget at a time."""
+    ``netdev_max_backlog`` skbs the rest are dropped, counted as ``rx_dropped``).
+    lo's backlog is its rx queue's ring, ``netdev_max_backlog`` long, each skb
+    in a page of the queue's pool: the next softirq round's poll of it
+    (``process_backlog``) gives them to lo's receive path - its generic
+    program, then the stack - up to a NAPI budget at a time, natively where
+    the program is on the JIT; a generic redirect or TX to lo in the native
+    loop queues its skb there too."""
+
+    backlog = True  # its rx ring is netif_rx's backlog (skbs to the stack one by one)
 
     def __init__(self, host: Host, ifindex: int) -> None:
         super().__init__(host, ifindex, "lo", mac=bytes(6), mtu=65536, rx_queues=1,
-                         tx_queues=1)
+                         tx_queues=1, ring_size=NETDEV_MAX_BACKLOG)
         self.xdp_features = XdpFeatures(0)
-        self.backlog: deque[SkbBatch] = deque()
-        self._queued = 0
 
     def _ndo_bpf_check(self, prog: XdpProg) -> None:
         """``dev_xdp_attach``: no ``ndo_bpf``, so native mode is refused before the
@@ -555,7 +557,7 @@ class Loopback(NetDevice):
             self._transmitted(batch, False)
             return
         n = len(batch)
-        take = max(min(n, NETDEV_MAX_BACKLOG - self._queued), 0)
+        take = max(min(n, self.rx[0].ring.free), 0)
         if take < n:
             self.stats.rx_dropped += n - take
             sel = np.arange(take)
@@ -564,28 +566,9 @@ class Loopback(NetDevice):
         if not take:
             return
         self._transmitted(batch, True)
-        self.backlog.append(SkbBatch(batch.data, batch.length,
-                                     np.full(take, self.ifindex, np.int64),
-                                     np.zeros(take, np.int64), list(batch.meta)))
-        self._queued += take
-
-    def process_backlog(self, budget: int) -> int:
-        """``process_backlog``: up to ``budget`` queued skbs to lo's receive path, in
-        the order they were sent; returns how many."""
-        done = 0
-        while self.backlog and done < budget:
-            b = self.backlog.popleft()
-            if len(b) > budget - done:  # the rest waits for the next round
-                k = budget - done
-                head, tail = np.arange(k), np.arange(k, len(b))
-                self.backlog.appendleft(SkbBatch(b.data[tail], b.length[tail], b.ifindex[tail],
-                                                 b.queue[tail], list(b.meta[k:])))
-                b = SkbBatch(b.data[head], b.length[head], b.ifindex[head], b.queue[head],
-                             list(b.meta[:k]))
-            self._queued -= len(b)
-            done += len(b)
-            self.host.netif_receive(self, b)
-        return done
+        self._dma(self.rx[0], SkbBatch(batch.data, batch.length,
+                                       np.full(take, self.ifindex, np.int64),
+                                       np.zeros(take, np.int64), list(batch.meta)))
 
 
 class Veth(NetDevice):
@@ -637,9 +620,11 @@ class Veth(NetDevice):
         assert peer is not None
         if not self._transmitted(batch, self.up and peer.up):
             return
-        if peer.xdp_prog is not None:
+        if peer.xdp_prog is not None or peer.xdp_generic is not None:
             # veth_xdp_rx: into the peer's xdp_ring; veth_convert_skb_to_xdp_buff
-            # copies it into a page of the queue's page pool for the program.
+            # copies it into a page of the queue's page pool for the program. A peer
+            # with a generic program only: __netif_rx onto the backlog, whose poll
+            # runs it (pyxdp's backlog for the peer is its rx queue's ring, as lo's).
             queue = 0
             peer._dma(peer.rx[queue], SkbBatch(batch.data, batch.length,
                                                np.full(len(batch), peer.ifindex, np.int64),
@@ -846,8 +831,6 @@ class Host:
             for rq in dev.rx:
                 if rq.pending:
                     done += napi_poll(rq, budget)
-        if self.lo.backlog:  # what lo sent this round (netif_rx's backlog NAPI)
-            done += self.lo.process_backlog(budget)
         return done
 
     def _poll_threaded(self, budget: int) -> int:
@@ -884,8 +867,6 @@ class Host:
             t.join()
         if errors:
             raise errors[0]
-        if self.lo.backlog:
-            done.append(self.lo.process_backlog(budget))
         return sum(done)
 
     def run(self, *, max_rounds: int | None = None) -> int:

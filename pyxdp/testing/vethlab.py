@@ -268,7 +268,7 @@ class Scenario:
         if len(set(devs)) != len(devs):
             raise PyxdpError(f"{self.name}: a device is in two pairs")
         for a in self.attach:
-            if a.dev not in devs:
+            if a.dev not in devs and not (a.dev == "lo" and a.mode == "generic"):
                 raise PyxdpError(f"{self.name}: attach to unknown device {a.dev}")
         if len({a.dev for a in self.attach}) != len(self.attach):
             raise PyxdpError(f"{self.name}: two programs on one device")
@@ -869,6 +869,22 @@ def redirect_to_lo_up_generic() -> Scenario:
                     lo_up=True, doc=redirect_to_lo_up_generic.__doc__ or "")
 
 
+def redirect_to_lo_up_generic_prog() -> Scenario:
+    """redirect_to_lo_up_generic with samples/xdp1.o on ``lo`` in generic mode.
+
+    Kernel: ``loopback_xmit``'s ``netif_rx`` queues each skb on the backlog,
+    whose ``process_backlog`` runs lo's generic program on it
+    (``do_xdp_generic``): xdp1 counts it in ``rxcnt`` under its IP protocol
+    and drops it, so nothing reaches lo's stack; one ``xdp_redirect`` per
+    frame (to_ifindex 1).
+    """
+    return Scenario("redirect_to_lo_up_generic_prog", P1,
+                    (_redirect_missing("generic", LO_IFINDEX),
+                     Attach("lo", "xdp1.o", "xdp_prog1", mode="generic")),
+                    _traffic(P1, "veth0"), maps=("rxcnt",), lo_up=True,
+                    doc=redirect_to_lo_up_generic_prog.__doc__ or "")
+
+
 def devmap_egress_prog() -> Scenario:
     """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
 
@@ -980,6 +996,25 @@ def devmap_redirect_generic_threaded() -> Scenario:
         sc, name="devmap_redirect_generic_threaded", threaded_napi=True,
         attach=(replace(sc.attach[0], mode="generic"),),
         doc=devmap_redirect_generic_threaded.__doc__ or "")
+
+
+def devmap_redirect_generic_peer_generic() -> Scenario:
+    """devmap_redirect in generic mode on veth0, veth3 (veth2's peer) with the XDP_PASS
+    program in generic mode too.
+
+    Kernel: ``generic_xdp_tx`` on veth2 is ``veth_xmit``; veth3 has no native
+    program (no NAPI), so ``__netif_rx`` queues the skb on the backlog, whose
+    poll runs veth3's generic program: every frame, MACs swapped, reaches
+    veth3's stack in order; one ``xdp_redirect`` per frame, no
+    ``xdp_devmap_xmit``.
+    """
+    sc = devmap_redirect()
+    return replace(
+        sc, name="devmap_redirect_generic_peer_generic",
+        attach=(replace(sc.attach[0], mode="generic"),
+                Attach("veth3", PASS_OBJ, "xdp_pass", mode="generic",
+                       collection=f"{PASS_OBJ}@veth3")),
+        doc=devmap_redirect_generic_peer_generic.__doc__ or "")
 
 
 def _ports_egress(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
@@ -1115,7 +1150,9 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu, veth_frames_broadcast_egress_prog,
                             cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
-                            devmap_redirect_threaded, devmap_redirect_generic_threaded)}
+                            devmap_redirect_threaded, devmap_redirect_generic_threaded,
+                            redirect_to_lo_up_generic_prog,
+                            devmap_redirect_generic_peer_generic)}
 
 
 # --------------------------------------------------------------------------
@@ -1499,6 +1536,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
                 for k, c in colls.items() for n, m in c.maps.items()}
         if scenario.setup is not None:
             scenario.setup(colls, lambda dev: ifindex[dev])
+        devs["lo"] = host.devices[LO_IFINDEX]
         for att in scenario.attachments:
             devs[att.dev].attach_xdp(colls[att.key].programs[att.program], mode=att.mode)
         rx: dict[str, list[bytes]] = {d: [] for d in scenario.observed}
