@@ -304,6 +304,8 @@ class _Sync(HelperHooks):
         ctx = self.jit.context
         if isinstance(ctx, RunContext):
             c.tail_cnt = ctx.tail_call_cnt & M64
+            # the helper may have given a bare run its namespace (bpf_check_mtu's)
+            c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
 
 
 # Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
@@ -494,6 +496,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         c.rnd = ctx.rnd.address
+        c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
         table = ctx.xsk_table
         if table is self._xsk_table:  # the host's table: same array run after run
             pass
@@ -586,7 +589,8 @@ class XdpJit(JitProgram):
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.others = {}
         sync.index = -1
-        self._ctx.nflags = self._ctx.ct = self._ctx.xfrm = self._ctx.sk = self._ctx.rnd = 0
+        c = self._ctx
+        c.nflags = c.ct = c.xfrm = c.sk = c.rnd = c.devs = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()
@@ -604,7 +608,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = (ctx.cpu if ctx is not None else 0) & M64
         c.ri_present = 0
-        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = c.sk = 0
+        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = c.sk = c.devs = 0
         c.rnd = ctx.rnd.address if ctx is not None else 0
         self._xsk_table = None
         self._hooks = None
