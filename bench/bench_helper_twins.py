@@ -3,7 +3,7 @@
     python bench/bench_helper_twins.py [--batch N] [--runs R] [--only NAME]
 
 Each case is a small XDP program calling one helper per packet (``get_prandom_u32``
-twice, ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
+twice, ``check_mtu`` of the ingress device, ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
 entry present), run on the JIT through :meth:`XdpProg.run_batch` over ``--batch``
 fresh 64-byte frames; the figure is the best of ``--runs`` batches, ns per packet, with
 the Python calls a batch made in pyxdp's code beside it. Run it on two checkouts (with
@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from pyxdp.collection import Collection
+from pyxdp.net.fib import Fib
 from pyxdp.spec import MapSpec
 from pyxdp.testing.native import python_calls
 from pyxdp.testing.programs import asm_collection
@@ -31,6 +32,8 @@ PASS = "r0 = 2\nexit\n"
 INNER = MapSpec("inner", int(T.BPF_MAP_TYPE_ARRAY), 4, 8, 1)
 CASES = {
     "get_prandom_u32 x2": ("call 7\ncall 7\n" + PASS, []),
+    "check_mtu (ingress device)": ("*(u32 *)(r10 -4) = 0\nr2 = 0\nr3 = r10\nr3 += -4\nr4 = 0\n"
+                                   "r5 = 0\ncall 163\n" + PASS, []),
     "map_lookup_elem/array_of_maps": (KEY + PASS, [MapSpec(
         "m", int(T.BPF_MAP_TYPE_ARRAY_OF_MAPS), 4, 4, 4, inner=INNER), INNER]),
     "map_lookup_elem/hash_of_maps": (KEY + PASS, [MapSpec(
@@ -56,7 +59,7 @@ def measure(name: str, batch: int, runs: int) -> tuple[float, int]:
         _fill(c, name)
         prog = c.programs["t"].handle
         frames = np.zeros((batch, 512), np.uint8)
-        ctx = RunContext()
+        ctx = RunContext(fib=Fib())  # a namespace: the ingress device is its lo
         prog.run_batch(frames.copy(), 256, 64, ctx=ctx)  # compiled, warm
         best = float("inf")
         for _ in range(runs):
