@@ -2,12 +2,13 @@
 
     python bench/bench_helper_twins.py [--batch N] [--runs R] [--only NAME]
 
-Each case is a small XDP program calling one helper per packet (``get_prandom_u32``
-twice, ``check_mtu`` of the ingress device, ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
-entry present), run on the JIT through :meth:`XdpProg.run_batch` over ``--batch``
-fresh 64-byte frames; the figure is the best of ``--runs`` batches, ns per packet, with
-the Python calls a batch made in pyxdp's code beside it. Run it on two checkouts (with
-and without a twin) to compare.
+Each case is a small XDP program calling one helper per packet
+(``get_prandom_u32`` twice, ``check_mtu`` of the ingress device,
+``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
+entry present), run on the JIT through :meth:`XdpProg.run_batch` over
+``--batch`` fresh 64-byte frames; the figure is the best of ``--runs`` batches,
+ns per packet, with the Python calls a batch made in pyxdp's code beside it. Run
+it on two checkouts (with and without a twin) to compare.
 """
 
 from __future__ import annotations
