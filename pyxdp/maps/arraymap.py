@@ -335,8 +335,9 @@ class FdArrayMap(_ArrayOrder):
         return int(np.count_nonzero(self.ids))
 
     def clear(self) -> None:
-        for i in np.flatnonzero(self.ids).tolist():
-            self._put(i, None, 0)
+        for i, obj in enumerate(self.objects):
+            if obj is not None:
+                self._put(i, None, 0)
 
 
 class ProgArrayMap(FdArrayMap):
