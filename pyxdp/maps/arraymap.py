@@ -307,8 +307,7 @@ class FdArrayMap(_ArrayOrder):
         if i >= self.max_entries:
             raise MapError("update", _errno.E2BIG, f"index {i} >= max_entries")
         obj, oid = self._resolve(int.from_bytes(data, "little"))
-        self.objects[i] = obj
-        self.ids[i] = oid
+        self._put(i, obj, oid)
 
     def delete(self, key: bytes | None) -> None:
         i = _index(self._key(key, "delete"))
@@ -316,8 +315,12 @@ class FdArrayMap(_ArrayOrder):
             raise MapError("delete", _errno.E2BIG, f"index {i} >= max_entries")
         if self.objects[i] is None:
             raise MapError("delete", _errno.ENOENT)
-        self.objects[i] = None
-        self.ids[i] = 0
+        self._put(i, None, 0)
+
+    def _put(self, i: int, obj: object | None, oid: int) -> None:
+        """Slot ``i`` now holds ``obj`` (None: empty), reported as ``oid``."""
+        self.objects[i] = obj
+        self.ids[i] = oid
 
     def object_at(self, index: int) -> object | None:
         """The object at ``index`` (None when empty or out of range)."""
@@ -332,8 +335,9 @@ class FdArrayMap(_ArrayOrder):
         return int(np.count_nonzero(self.ids))
 
     def clear(self) -> None:
-        self.ids.fill(0)
-        self.objects = [None] * self.max_entries
+        for i, obj in enumerate(self.objects):
+            if obj is not None:
+                self._put(i, None, 0)
 
 
 class ProgArrayMap(FdArrayMap):
@@ -433,14 +437,22 @@ class ArrayOfMaps(InnerMapValues, FdArrayMap):
         fd_array_alloc_check(spec)
         self.inner_meta = inner_meta_check(spec)
         super().__init__(spec)
+        # Per slot the inner map's handle (0: empty): what a program's lookup returns,
+        # read here and by the JIT's twin.
+        self.handles = np.zeros(self.max_entries, np.uint64)
 
     def _resolve(self, fd: int) -> tuple[object, int]:
         inner = resolve_inner(self.inner_meta, fd)
         return inner, inner.id
 
+    def _put(self, i: int, obj: object | None, oid: int) -> None:
+        super()._put(i, obj, oid)
+        self.handles[i] = obj.addr if isinstance(obj, Map) else 0
+
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
-        obj = self.object_at(_index(key))
-        return obj.addr if isinstance(obj, Map) else 0
+        """``array_of_map_lookup_elem``: the inner map's handle, 0 empty or past the end."""
+        i = _index(key)
+        return int(self.handles[i]) if i < self.max_entries else 0
 
 
 
@@ -548,3 +560,18 @@ _ARRAY_NATIVE = MapNative("array", (ArrayMap, PercpuArrayMap), describe_values,
                           functions={"update": _update_fn, "lookup_cpu": _lookup_cpu_fn})
 register_map(BpfMapType.BPF_MAP_TYPE_ARRAY, _ARRAY_NATIVE)
 register_map(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, _ARRAY_NATIVE)
+
+
+def _inner_lookup_fn(tag: str, m: MapInfo) -> str:
+    """ArrayOfMaps.lookup_addr: ``handles[key]`` (0 past the end)."""
+    f = Text()
+    f.at("entry")
+    idx = f.ins(f"zext i32 {f.ins(f'load i32, ptr %key, align 1{TBAA_MEM}')} to i64")
+    ret_if(f, f.ins(f"icmp uge i64 {idx}, {m.max_entries}"), 0)
+    f.do(f"ret i64 {f.at_index(map_desc(f, m, 'inner'), idx, 'i64', 8)}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_ARRAY_OF_MAPS, MapNative(
+    "inner_array", (ArrayOfMaps,), lambda m: {"inner": int(m.handles.ctypes.data)},
+    functions={"lookup": _inner_lookup_fn}))

@@ -558,6 +558,9 @@ class HashOfMaps(InnerMapValues, HashMap):
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
         self.objects: list[Map | None] = [None] * self.max_entries
+        # Per element the inner map's handle: what a program's lookup returns, read
+        # here and by the JIT's twin.
+        self.handles = np.zeros(self.max_entries, np.uint64)
 
     def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
                cpu: int | None = None) -> None:
@@ -567,17 +570,20 @@ class HashOfMaps(InnerMapValues, HashMap):
         inner = resolve_inner(self.inner_meta, int.from_bytes(data, "little"))
         e = self._store(k, inner.id.to_bytes(4, "little"), flags, None)
         self.objects[e] = inner
+        self.handles[e] = inner.addr
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
+        """``htab_of_map_lookup_elem``: the inner map's handle, 0 when absent."""
         e = self._elem_of(bytes(key))
-        obj = self.objects[e] if e >= 0 else None
-        return obj.addr if obj is not None else 0
+        return int(self.handles[e]) if e >= 0 else 0
 
     def _evicted(self, e: int) -> None:
         self.objects[e] = None
+        self.handles[e] = 0
 
     def _cleared(self) -> None:
         self.objects = [None] * self.max_entries
+        self.handles.fill(0)
 
 
 # --- native code: the JIT's twin of _find, lookup_addr and try_update --------------------
@@ -851,3 +857,31 @@ _HASH_NATIVE = MapNative("hash", (HashMap, PercpuHashMap, LruHashMap, LruPercpuH
 for _type in (BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
               BpfMapType.BPF_MAP_TYPE_LRU_HASH, BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH):
     register_map(_type, _HASH_NATIVE)
+
+
+def _inner_lookup_fn(tag: str, m: MapInfo) -> str:
+    """HashOfMaps.lookup_addr: the key's element's ``handles`` word, 0 when absent, or SLOW
+    (no EMPTY index slot on the probe path)."""
+    f = Text()
+    f.at("entry")
+    slot, _, e = hash_probe(f, m, "%key", "p")
+    go = f.label("found")
+    f.br(go)
+    f.at("p.slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    f.at(go)
+    ret_if(f, f.ins(f"icmp slt i64 {slot}, 0"), 0)
+    f.do(f"ret i64 {f.at_index(map_desc(f, m, 'inner'), e, 'i64', 8)}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+def _describe_inner(m: Any) -> dict[str, int]:
+    words = {name: int(getattr(m, name).ctypes.data)
+             for name in ("key_data", "index", "hashes")}
+    words["inner"] = int(m.handles.ctypes.data)
+    return words
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_HASH_OF_MAPS, MapNative(
+    "inner_hash", (HashOfMaps,), _describe_inner, max_key=MAX_NATIVE_KEY,
+    functions={"lookup": _inner_lookup_fn}))

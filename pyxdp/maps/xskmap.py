@@ -39,7 +39,9 @@ import numpy as np
 from pyxdp.maps.arraymap import _ArrayOrder
 from pyxdp.maps.base import BPF_ANY, BPF_EXIST, BPF_NOEXIST, MapError, MapSpec, einval
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.jit.natives import MapNative, redirect_map_fn, register_map
+from pyxdp.vm.jit.abi import MapInfo
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import MapNative, entries_value, redirect_map_fn, register_map
 
 __all__ = ["XskMap"]
 
@@ -85,7 +87,7 @@ class XskMap(_ArrayOrder):
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
         """``__xsk_map_lookup_elem`` from a program: the ``bpf_xdp_sock`` (0: empty)."""
         i = int.from_bytes(key[:4], "little")
-        if i >= self.max_entries or self.sockets[i] is None:
+        if i >= self.max_entries or not self.entries[i, 0]:  # what the native twin reads
             return 0
         return self._regions[0].base + 4 * i
 
@@ -156,8 +158,20 @@ class XskMap(_ArrayOrder):
                 self._set(i, None, 0)
 
 
-# Native bpf_redirect_map reads ``entries[key][0]`` (non-zero: a socket is there), as
-# socket_at does on the Python path.
+def _lookup_fn(tag: str, m: MapInfo) -> str:
+    """XskMap.lookup_addr: slot ``key``'s ``bpf_xdp_sock`` (its fake address in the
+    map's region), 0 past the end or empty."""
+    f = Text()
+    f.at("entry")
+    key = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
+    ret_if(f, f.ins(f"icmp eq i64 {entries_value(f, m, key)}, 0"), 0)
+    off = f.ins(f"shl i64 {key}, 2")
+    f.do(f"ret i64 {f.ins(f'add i64 {c64(m.value_base)}, {off}')}")
+    return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
+# Native bpf_redirect_map and bpf_map_lookup_elem read ``entries[key][0]`` (non-zero: a
+# socket is there), as socket_at and lookup_addr do on the Python path.
 register_map(BpfMapType.BPF_MAP_TYPE_XSKMAP, MapNative(
     "entries", (XskMap,), lambda m: {"entries": int(m.entries.ctypes.data)},
-    functions={"redirect": redirect_map_fn}))
+    functions={"redirect": redirect_map_fn, "lookup": _lookup_fn}))

@@ -49,8 +49,11 @@ import errno
 import ipaddress
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum, IntFlag
+
+import numpy as np
+import numpy.typing as npt
 
 from pyxdp.errors import HelperFault
 from pyxdp.net.inet_hashtables import SockTable
@@ -206,25 +209,76 @@ def _addr(value: str | IPAddress | int | bytes) -> IPAddress:
     return ipaddress.ip_address(value)
 
 
-@dataclass(eq=False)
+class DevTable:
+    """The devices' L2 sizes ``bpf_check_mtu`` reads: per device a uint32 row (ifindex,
+    MTU, ``hard_header_len``), in the order the devices were added. :class:`FibDevice`
+    keeps its MTU and header length here, so the Python helper and its native twin
+    (:mod:`pyxdp.net.filter`) read one state. ``desc`` is what native code is given:
+    the rows' host address and their count (the rows move when the table grows)."""
+
+    def __init__(self) -> None:
+        self.rows: npt.NDArray[np.uint32] = np.zeros((4, 3), np.uint32)
+        self.count = 0
+        self.desc: npt.NDArray[np.uint64] = np.zeros(2, np.uint64)
+        self.desc[0] = self.rows.ctypes.data
+
+    def add(self, ifindex: int, mtu: int, hard_header_len: int) -> int:
+        """A new device's row (its index)."""
+        if self.count == len(self.rows):
+            rows = np.zeros((2 * len(self.rows), 3), np.uint32)
+            rows[:self.count] = self.rows
+            self.rows = rows
+            self.desc[0] = rows.ctypes.data
+        self.rows[self.count] = (ifindex, mtu, hard_header_len)
+        self.count += 1
+        self.desc[1] = self.count
+        return self.count - 1
+
+
 class FibDevice:
     """The part of a network device routing needs.
 
     ``forwarding``/``forwarding6`` are ``net.ipv4.conf.<dev>.forwarding`` and
     ``net.ipv6.conf.<dev>.forwarding``. ``hard_header_len`` is the L2 header
-    ``bpf_check_mtu`` adds to the MTU (14 for Ethernet and loopback).
+    ``bpf_check_mtu`` adds to the MTU (14 for Ethernet and loopback). The MTU and
+    ``hard_header_len`` live in the namespace's :class:`DevTable` (row ``row``).
     """
 
-    ifindex: int
-    name: str
-    mac: bytes = bytes(6)
-    mtu: int = 1500
-    up: bool = True
-    addresses: list[IPInterface] = field(default_factory=list)
-    forwarding: bool = False
-    forwarding6: bool = False
-    hard_header_len: int = ETH_HLEN
-    loopback: bool = False
+    def __init__(self, ifindex: int, name: str, mac: bytes = bytes(6), mtu: int = 1500,
+                 up: bool = True, addresses: list[IPInterface] | None = None,
+                 forwarding: bool = False, forwarding6: bool = False,
+                 hard_header_len: int = ETH_HLEN, loopback: bool = False,
+                 table: DevTable | None = None) -> None:
+        self.ifindex = ifindex
+        self.name = name
+        self.mac = mac
+        self.up = up
+        self.addresses: list[IPInterface] = [] if addresses is None else addresses
+        self.forwarding = forwarding
+        self.forwarding6 = forwarding6
+        self.loopback = loopback
+        self._table = DevTable() if table is None else table
+        self.row = self._table.add(ifindex, mtu, hard_header_len)
+
+    @property
+    def mtu(self) -> int:
+        return int(self._table.rows[self.row, 1])
+
+    @mtu.setter
+    def mtu(self, value: int) -> None:
+        self._table.rows[self.row, 1] = value
+
+    @property
+    def hard_header_len(self) -> int:
+        return int(self._table.rows[self.row, 2])
+
+    @hard_header_len.setter
+    def hard_header_len(self, value: int) -> None:
+        self._table.rows[self.row, 2] = value
+
+    def __repr__(self) -> str:
+        return (f"FibDevice(ifindex={self.ifindex}, name={self.name!r}, mtu={self.mtu}, "
+                f"up={self.up}, addresses={self.addresses})")
 
     def addresses_of(self, family: int) -> list[IPInterface]:
         version = 4 if family == AF_INET else 6
@@ -459,6 +513,8 @@ class Fib:
 
     def __init__(self, *, loopback: bool = True) -> None:
         self.devices: dict[int, FibDevice] = {}
+        # The devices' MTUs and header lengths (bpf_check_mtu's, Python and native).
+        self.l2 = DevTable()
         self.routes: list[Route] = []
         self.neighbours: dict[tuple[int, IPAddress], Neighbour] = {}
         self.rules4: list[Rule] = list(_DEFAULT_RULES4)
@@ -504,7 +560,7 @@ class Fib:
         dev = FibDevice(ifindex, name, parse_mac(mac), mtu, up, [],
                         self.default_forwarding if forwarding is None else forwarding,
                         self.default_forwarding6 if forwarding6 is None else forwarding6,
-                        hard_header_len, loopback)
+                        hard_header_len, loopback, self.l2)
         self.devices[ifindex] = dev
         for a in addresses:
             self.add_address(ifindex, a)

@@ -61,10 +61,11 @@ from pyxdp.uapi.bpf import BpfMapType, RedirectFlag, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
 from pyxdp.vm.jit.abi import NF_RUNCTX, SLOW, Natives
-from pyxdp.vm.jit.ir import LIKELY, TBAA_CTX_VALUES, TBAA_MEM, Text, ret_if
+from pyxdp.vm.jit.ir import LIKELY, TBAA_CTX_VALUES, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import (
     INT_MAX,
     HelperNative,
+    host_or_slow,
     register_helper,
     ri_init,
     runctx_guard,
@@ -635,7 +636,59 @@ def _fib_lookup(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) ->
     return ret & M64
 
 
-@_xh(163, "check_mtu")
+def check_mtu_fn(natives: Natives) -> str:
+    """``bpf_xdp_check_mtu``'s twin (reference: :func:`_check_mtu` over
+    :meth:`~pyxdp.net.fib.Fib.check_mtu`): the device's row in the namespace's
+    :class:`~pyxdp.net.fib.DevTable` (run context word ``devs``), the same 32-bit sums.
+    SLOW where Python decides: no namespace yet, the ingress device not in it (a fault),
+    ``mtu_len`` not writable program memory."""
+    f = Text()
+    f.at("entry")
+    xdp_guard(f, natives.ctx_base, False)
+    desc = f.cget("%ctx", "devs", "ptr")
+    ret_if(f, f.ins(f"icmp eq ptr {desc}, null"), SLOW)
+    rows = f.word(desc, 0, "ptr", "")
+    n = f.word(desc, 1, "i64", "")
+    ifx = f.ins("and i64 %r2, 4294967295")
+    ingress = f.word(f.cget("%ctx", "ctx_values", "ptr"), 3, "i64", TBAA_CTX_VALUES)
+    zero = f.ins(f"icmp eq i64 {ifx}, 0")
+    want = f.ins(f"trunc i64 {f.ins(f'select i1 {zero}, i64 {ingress}, i64 {ifx}')} to i32")
+    pre = f.cur
+    f.br("head")
+    f.at("head")
+    f.do(f"%i = phi i64 [ 0, %{pre} ], [ %i1, %next ]")
+    f.cbr(f.ins("icmp ult i64 %i, " + n), "body", "scanned")
+    f.at("body")
+    row = f.gep(rows, f.ins("mul i64 %i, 12"))
+    f.cbr(f.ins(f"icmp eq i32 {f.ins(f'load i32, ptr {row}, align 4')}, {want}"), "found", "next")
+    f.at("next")
+    f.do("%i1 = add i64 %i, 1")
+    f.br("head")
+    f.at("scanned")  # no such device: the ingress one is a fault (Python raises it)
+    ret_if(f, zero, SLOW)
+    host_or_slow(f, "%r3", 4)
+    ret_if(f, f.ins("icmp ne i64 %r5, 0"), -errno.EINVAL)
+    f.do(f"ret i64 {c64(-errno.ENODEV)}")
+    f.at("found")
+    p = host_or_slow(f, "%r3", 4)
+    ret_if(f, f.ins("icmp ne i64 %r5, 0"), -errno.EINVAL)
+    mtu = f.ins(f"load i32, ptr {f.gep(row, 4)}, align 4")
+    hhl = f.ins(f"load i32, ptr {f.gep(row, 8)}, align 4")
+    dev_len = f.ins(f"add i32 {mtu}, {hhl}")
+    mtu_len = f.ins(f"load i32, ptr {p}, align 1{TBAA_MEM}")
+    end, data = f.cget("%ctx", "x_data_end"), f.cget("%ctx", "x_data")
+    xdp_len = f.ins(f"trunc i64 {f.ins(f'sub i64 {end}, {data}')} to i32")
+    given = f.ins(f"add i32 {mtu_len}, {hhl}")
+    length = f.ins(f"select i1 {f.ins(f'icmp ne i32 {mtu_len}, 0')}, i32 {given}, i32 {xdp_len}")
+    length = f.ins(f"add i32 {length}, {f.ins('trunc i64 %r4 to i32')}")
+    f.do(f"store i32 {mtu}, ptr {p}, align 1{TBAA_MEM}")
+    frag = f.ins(f"icmp sgt i32 {length}, {dev_len}")
+    f.do(f"ret i64 {f.ins(f'zext i1 {frag} to i64')}")
+    return f.text("define internal i64 @check_mtu(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                  "i64 %r4, i64 %r5) nounwind")
+
+
+@_xh(163, "check_mtu", HelperNative("check_mtu", 5, check_mtu_fn, ("translate",)))
 def _check_mtu(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``bpf_xdp_check_mtu``: ifindex 0 is the ingress device; ``*mtu_len`` gets its MTU."""
     xdp = _xdp(vm, r1)

@@ -105,7 +105,7 @@ def _map_info(m: Map, slot: int, first_region: int) -> tuple[MapInfo, list[int]]
     if kind != "other" and native is not None:
         for name, word in native.describe(m).items():
             desc[d[name]] = word
-    h2 = m if kind in ("hash", "devhash") else None  # a hash index: its sizes
+    h2 = m if kind in ("hash", "devhash", "inner_hash") else None  # a hash index: its sizes
     info = MapInfo(
         addr=m.addr, slot=slot, kind=kind, map_type=int(m.map_type), map_id=m.id,
         key_size=m.key_size, value_size=m.value_size, max_entries=m.max_entries,
@@ -304,6 +304,8 @@ class _Sync(HelperHooks):
         ctx = self.jit.context
         if isinstance(ctx, RunContext):
             c.tail_cnt = ctx.tail_call_cnt & M64
+            # the helper may have given a bare run its namespace (bpf_check_mtu's)
+            c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
 
 
 # Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
@@ -493,6 +495,8 @@ class XdpJit(JitProgram):
         c.nflags = abi.NF_RUNCTX | (abi.NF_XDP if self._xdp_native else 0) | (
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
+        c.rnd = ctx.rnd.address
+        c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
         table = ctx.xsk_table
         if table is self._xsk_table:  # the host's table: same array run after run
             pass
@@ -585,7 +589,8 @@ class XdpJit(JitProgram):
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.others = {}
         sync.index = -1
-        self._ctx.nflags = self._ctx.ct = self._ctx.xfrm = self._ctx.sk = 0
+        c = self._ctx
+        c.nflags = c.ct = c.xfrm = c.sk = c.rnd = c.devs = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()
@@ -603,7 +608,8 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = (ctx.cpu if ctx is not None else 0) & M64
         c.ri_present = 0
-        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = c.sk = 0
+        c.xsk_table = c.xsk_ntable = c.ct = c.xfrm = c.sk = c.devs = 0
+        c.rnd = ctx.rnd.address if ctx is not None else 0
         self._xsk_table = None
         self._hooks = None
         self._table_stale = True  # the next XDP run describes its own regions again
@@ -612,7 +618,7 @@ class XdpJit(JitProgram):
                                         regions=[self._placeholder, *self.map_regions,
                                                  *regions])
         finally:
-            c.nflags = 0
+            c.nflags = c.rnd = 0
             self._errors = {}
 
     def _xdp_for(self, budget: int) -> Any:

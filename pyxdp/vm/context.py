@@ -10,7 +10,6 @@ the table has one owner and no import runs in a circle.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyxdp.vm.interpreter import Helper, HelperFn
 from pyxdp.vm.memory import Region
+from pyxdp.vm.random32 import RndState
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
@@ -53,7 +53,9 @@ class RunContext:
 
     cpu: int = 0
     trace: TraceLog = field(default_factory=TraceLog)
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # bpf_get_prandom_u32's struct rnd_state (Linux's is per CPU): the Python helper and
+    # the JIT's twin step the same words.
+    rnd: RndState = field(default_factory=RndState)
     # Set for XDP runs (by the network layer): the xdp_buff and struct bpf_redirect_info.
     xdp: Any = None
     ri: Any = None

@@ -27,6 +27,7 @@ from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import Text, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.map_space import map_at
+from pyxdp.vm.random32 import prandom_u32_ir
 
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
@@ -139,7 +140,21 @@ def _jiffies64(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
 
 @helper(7, "get_prandom_u32")
 def _get_prandom_u32(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    return _ctx(vm).rng.getrandbits(32)
+    return _ctx(vm).rnd.u32()
+
+
+def _prandom_fn(natives: Natives) -> str:
+    """bpf_get_prandom_u32's twin: ``prandom_u32_state`` over the run context's words
+    (the ``rnd`` word of the native run context; 0: Python draws)."""
+    f = Text()
+    f.at("entry")
+    state = f.cget("%ctx", "rnd", "ptr")
+    ret_if(f, f.ins(f"icmp eq ptr {state}, null"), SLOW)
+    f.do(f"ret i64 {prandom_u32_ir(f, state)}")
+    return f.text("define internal i64 @prandom_u32(ptr %ctx) nounwind")
+
+
+register_helper(7, HelperNative("prandom_u32", 0, _prandom_fn))
 
 
 def _clock_fn(kind: str, clock: int) -> Callable[[Natives], str]:

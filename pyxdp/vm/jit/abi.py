@@ -67,7 +67,13 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               "ct", "xfrm",
               # the run's namespace's sockets as the socket helpers' twins see them (u64 *:
               # the table's SK_DESC words, pyxdp.net.inet_hashtables; 0: ask Python)
-              "sk")
+              "sk",
+              # bpf_get_prandom_u32's struct rnd_state (u32[4]) of the run's RunContext
+              # (pyxdp.vm.random32; 0: ask Python)
+              "rnd",
+              # the run's namespace's devices as bpf_check_mtu's twin sees them (u64 *:
+              # the DevTable's desc words, pyxdp.net.fib; 0: ask Python)
+              "devs")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")
@@ -80,7 +86,9 @@ XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data
               "redirect_out", "done", "tail_cnt0", "rows", "consume_ri")
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
-                  "elem_slot", "free", "hdr", "entries", "node_plen", "node_flags", "node_child")
+                  "elem_slot", "free", "hdr", "entries", "node_plen", "node_flags", "node_child",
+                  # a map-in-map's inner map handles (u64 per slot or element)
+                  "inner")
 # The kernel image of an xdp_buff native code writes: its host address (0: not built
 # yet), the receiving ifindex, rx queue and egress ifindex it was built for, and the byte
 # offsets of its members (pointers 8 bytes, frame_sz and flags 4).
@@ -132,8 +140,9 @@ class MapInfo:
 
     ``kind`` is ``array`` (ARRAY/PERCPU_ARRAY), ``hash`` (the four hash types),
     ``entries`` (DEVMAP/CPUMAP/XSKMAP: ``uint32[max_entries, 2]``), ``devhash``
-    (DEVMAP_HASH: ``entries`` behind a hash index), ``lpm`` (LPM_TRIE: a node pool)
-    or ``other`` (Python only).
+    (DEVMAP_HASH: ``entries`` behind a hash index), ``lpm`` (LPM_TRIE: a node pool),
+    ``inner_array``/``inner_hash`` (ARRAY_OF_MAPS/HASH_OF_MAPS: the inner
+    maps' handles, the latter behind a hash index) or ``other`` (Python only).
     ``value_base`` is CPU 0's value region, ``cpu_stride`` the distance to the
     next CPU's; ``first_region`` the region table entry of CPU 0's values
     (-1 when the run does not place them at a fixed entry). ``slot`` indexes the

@@ -36,6 +36,8 @@ are ``abi.CTX_FIELDS`` and friends)::
         u8  *scratch; u64 scratch_size;  /* per-run memory of native kfuncs */
         u64 *ct, *xfrm;              /* the run's conntrack table's, xfrm states' words */
         u64 *sk;                     /* the run's socket table's words, or 0 */
+        u32 *rnd;                    /* the run's prandom state (s1..s4), or 0 */
+        u64 *devs;                   /* its namespace's device rows and count, or 0 */
     };
     struct region { u64 base; u64 size; u8 *host; u64 writable; };
 
