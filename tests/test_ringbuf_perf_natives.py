@@ -117,8 +117,8 @@ def _ring_ops(seed: int, engine: str) -> list[object]:
         prog = c.programs["t"].handle
         rb = c.maps["m"].handle
         for _round in range(4):
-            rows = [(rng.randrange(1 << 32), rng.choice((0, 0, 1, 1, 2, 3, 0x100, 0x200, 0x400, 0x401,
-                                                         0x102))) for _ in range(40)]
+            ops = (0, 0, 1, 1, 2, 3, 0x100, 0x200, 0x400, 0x401, 0x102)
+            rows = [(rng.randrange(1 << 32), rng.choice(ops)) for _ in range(40)]
             r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
             out += [r.action.tolist(), rb.data.tobytes(), rb.pos.tolist(), rb.lens.tolist()]
             # user space reads some (the ring wraps)
@@ -132,3 +132,55 @@ def test_ringbuf_twins_are_python() -> None:
                                 helpers_more._ringbuf_output,
                                 helpers_more._ringbuf_reserve, helpers_more._commit,
                                 helpers_more._ringbuf_query])
+
+
+# -- bpf_perf_event_output ------------------------------------------------------------------
+
+# bpf_perf_event_output(ctx, &m, index (the key) | ctx_len (the op's upper bytes) << 32,
+# the stack, the op's low 6 bits)
+PERF_OUTPUT = _KEYS + """
+r2 = map[fd:0]
+r3 = r6
+r8 <<= 32
+r3 |= r8
+r4 = r10
+r4 += -64
+r5 = r7
+r5 &= 63
+call 25
+exit
+short:
+r0 = 2
+exit
+"""
+
+
+def _perf_outputs(seed: int, engine: str) -> list[object]:
+    rng = random.Random(seed)
+    spec = asm_collection(PERF_OUTPUT, [MapSpec("m", PERF, 4, 4, 4)])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        prog = c.programs["t"].handle
+        pe = c.maps["m"].handle
+        lost: list[tuple[int, int]] = []
+        pb = perf_event_array.PerfBuffer(pe, 1, cpus=[0, 1], lost_cb=lambda *a: lost.append(a))
+        for _round in range(5):
+            # the run's CPU's slot, another CPU's, empty ones, past the end; whole, short,
+            # too long (EFAULT) packet samples, unknown flag bits (EINVAL); a full ring
+            # (ENOSPC, then a lost record)
+            rows = [(rng.choice((0, 0, 0, 0, 1, 2, 9, 0xFFFF_FFFF, 0xFFFF_FFFF)),
+                     rng.randrange(64) | rng.choice((0, 8, 64, 64, 64, 65, 0x10_0005)) << 8)
+                    for _ in range(40)]
+            r = prog.run_batch(_frames(rows), 256, 64, ctx=RunContext())
+            ring = pb.rings[0]
+            out += [r.action.tolist(), ring.data.tobytes(), ring.ctl.tolist()]
+            if _round % 2:  # user space reads some records
+                out.append([ring.read() for _ in range(rng.randrange(1, 12))])
+        out += [pb.poll(lambda cpu, data: out.append((cpu, data))), lost, pb.lost]
+    return out
+
+
+def test_perf_event_output_twin_is_python() -> None:
+    pe = perf_event_array.PerfEventArray
+    _agree_natively(_perf_outputs, [pe.output, pe.try_output, perf_event_array.PerfRing.write,
+                                    net_filter._xdp_event_output])

@@ -52,6 +52,7 @@ from pyxdp.vm.dynptr import (
     dynptr_load,
     dynptr_set_null,
 )
+from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.map_space import (
     MAP_SPACE_BASE,
     MAP_WINDOW,
@@ -61,7 +62,6 @@ from pyxdp.vm.map_space import (
     map_at,
     map_by_addr,
 )
-from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:

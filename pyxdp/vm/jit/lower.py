@@ -87,6 +87,7 @@ from pyxdp.vm.jit.abi import (
     MAX_TAIL_CALL_CNT,
     NF_CLOCK,
     NF_RUNCTX,
+    NF_XDP,
     REGION,
     SLOW,
     ST_BUDGET,
@@ -273,9 +274,10 @@ _MAP_FUNCTION = {"lookup": "lookup", "lookup_cpu": "lookup_cpu", "update": "upda
 _RING_KINDS = {"map_push": ("push", False), "map_pop": ("pop", True),
                "map_peek": ("peek", True)}
 # Helpers naming a constant map whose twin is the map's ``@<tag>_<what><slot>(ctx, r1..r5)``
-# (it does its own argument checks): kind -> (the register holding the map, what).
-_MAP_CALLS = {"ringbuf_output": (1, "output"), "ringbuf_reserve": (1, "reserve"),
-              "ringbuf_query": (1, "query"), "perf_output": (2, "perf_output")}
+# (it checks the other arguments): kind -> (the register holding the map, what, whether
+# r1 is the XDP context: the call site checks it is the run's own, else SLOW).
+_MAP_CALLS = {"ringbuf_output": (1, "output", False), "ringbuf_reserve": (1, "reserve", False),
+              "ringbuf_query": (1, "query", False), "perf_output": (2, "perf_output", True)}
 # Helpers given a ring buffer sample (its address, not the map): kind -> discard. The
 # twin is ``@<tag>_commit<slot>(ctx, addr, discard)`` of the ring whose data holds it.
 _SAMPLE_CALLS = {"ringbuf_submit": 0, "ringbuf_discard": 1}
@@ -1258,18 +1260,33 @@ class FuncLowering:
         v = f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}")
         return v, f.cur
 
-    def _native_map_call(self, pc: int, reg: int, what: str) -> tuple[str, str] | None:
+    def _native_map_call(self, pc: int, reg: int, what: str, xdp_ctx: bool
+                         ) -> tuple[str, str] | None:
         """A helper on the constant map in ``r<reg>`` through the map's
         ``@<tag>_<what><slot>`` (None: the map has none, or is not constant)."""
+        f = self.f
         a = self.call_args.get(pc, (None,) * 6)[reg]
         m = self.natives.map_at(a[1]) if a is not None and a[0] == "c" else None
         native = map_native(m.map_type) if m is not None else None
         if m is None or native is None or m.kind == "other" or what not in native.functions:
             return None
+        if xdp_ctx and not self.natives.xdp:
+            return None
         self.prog.used_maps[(what, m.slot)] = m
         args = ", ".join(f"i64 {self.R(n)}" for n in range(1, 6))
-        return self.f.ins(f"call i64 @{self.prog.tag}_{what}{m.slot}(ptr %ctx, {args})"), \
-            self.f.cur
+        call = f"call i64 @{self.prog.tag}_{what}{m.slot}(ptr %ctx, {args})"
+        if not xdp_ctx:
+            return f.ins(call), f.cur
+        start = f.cur
+        go, out = f.label("nat"), f.label("natj")
+        own = f.ins(f"icmp eq i64 {self.R(1)}, {c64(self.natives.ctx_base)}")
+        f.cbr(f.ins(f"and i1 {f.flag(NF_XDP)}, {own}"), go, out, LIKELY)
+        f.at(go)
+        value = f.ins(call)
+        done = f.cur
+        f.br(out)
+        f.at(out)
+        return f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]"), f.cur
 
     def _native_commit(self, discard: int) -> tuple[str, str] | None:
         """bpf_ringbuf_submit/discard: the commit of the constant ring buffer whose data
