@@ -338,8 +338,8 @@ def _output_fn(tag: str, m: MapInfo) -> str:
     full, room = f.label("full"), f.label("room")
     f.cbr(f.ins(f"icmp ult i64 {space}, {total}"), full, room)
     f.at(full)
-    for word in (LOST, LOST_TOTAL):
-        at = f.gep(ctl, 8 * word)
+    for counter in (LOST, LOST_TOTAL):
+        at = f.gep(ctl, 8 * counter)
         old = f.ins(f"load i64, ptr {at}, align 8")
         f.do(f"store i64 {f.ins(f'add i64 {old}, 1')}, ptr {at}, align 8")
     f.do(f"ret i64 {c64(-_errno.ENOSPC)}")
