@@ -42,6 +42,15 @@ a header changes nothing, and one that commits anything but a reserved
 sample faults (``bpf_ringbuf_submit``/``discard``), as the verifier would
 have refused it. Simplified: no wakeups, no epoll, no overwrite
 mode, no user-space producer (``USER_RINGBUF``).
+
+Native twins (the JIT): ``bpf_ringbuf_output``/``reserve``/``submit``/
+``discard``/``query`` on a ring the program names are IR functions over
+the same ``data``, ``pos`` and ``lens`` (the map descriptor's
+``value_data``, ``hdr`` and ``index`` words); the methods here are their
+reference. The producer position is stored with release order and the
+consumer's loaded with acquire order, as ``ringbuf.c``'s
+``smp_store_release``/``smp_load_acquire``, so a consumer reading while a
+batch runs sees whole records.
 """
 
 from __future__ import annotations
@@ -63,6 +72,9 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
+from pyxdp.vm.jit.abi import SLOW, MapInfo
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
 
 __all__ = ["BPF_RINGBUF_BUSY_BIT", "BPF_RINGBUF_DISCARD_BIT", "BPF_RINGBUF_HDR_SZ",
            "RINGBUF_DATA_PGOFF", "RingBuf", "RingBuffer"]
@@ -296,3 +308,184 @@ class RingBuffer:
                 return n
             total += n
         return total
+
+
+# --- native code: the JIT's twins of the ring buffer helpers ------------------------------
+# RingBuf is the reference path; native code moves the same positions (descriptor hdr =
+# pos), length words (index = lens) and records (value_data = data) in place.
+
+def _ring(f: Text, m: MapInfo) -> tuple[str, str, str]:
+    """The ring's data, pos and lens pointers."""
+    return map_desc(f, m, "value_data"), map_desc(f, m, "hdr"), map_desc(f, m, "index")
+
+
+def _set_len(f: Text, data: str, lens: str, off: str, word: str, release: bool) -> None:
+    """RingBuf._set_len: the header, then the length word consumers trust (a commit
+    stores it with release order, after the sample's bytes)."""
+    f.do(f"store i32 {word}, ptr {f.gep(data, off)}, align 4")
+    at = f.gep(lens, f.ins(f"lshr i64 {off}, 1"))
+    if release:
+        f.do(f"store atomic i32 {word}, ptr {at} release, align 4")
+    else:
+        f.do(f"store i32 {word}, ptr {at}, align 4")
+
+
+def _reserve(f: Text, m: MapInfo, size: str, fail: str) -> str:
+    """RingBuf.reserve of ``size`` bytes (i64, at most RINGBUF_MAX_RECORD_SZ): the
+    record's offset in ``data``; to ``fail`` when there is no room."""
+    n, mask = m.max_entries, m.max_entries - 1
+    data, pos, lens = _ring(f, m)
+    total = f.ins(f"and i64 {f.ins(f'add i64 {size}, {BPF_RINGBUF_HDR_SZ + 7}')}, -8")
+    room = f.label("room")
+    f.cbr(f.ins(f"icmp ugt i64 {total}, {n}"), fail, room)
+    f.at(room)
+    cons = f.ins(f"load atomic i64, ptr {pos} acquire, align 8")
+    prod = f.ins(f"load i64, ptr {f.gep(pos, 8 * PROD)}, align 8")
+    pend0 = f.ins(f"load i64, ptr {f.gep(pos, 8 * PEND)}, align 8")
+    # Move the pending position past records already committed.
+    head, body, step, done = (f.label(x) for x in ("ph", "pb", "ps", "pd"))
+    entry = f.cur
+    f.br(head)
+    f.at(head)
+    pend = f.tmp()
+    nxt = f.tmp()
+    f.do(f"{pend} = phi i64 [ {pend0}, %{entry} ], [ {nxt}, %{step} ]")
+    f.cbr(f.ins(f"icmp ult i64 {pend}, {prod}"), body, done)
+    f.at(body)
+    slot = f.ins(f"lshr i64 {f.ins(f'and i64 {pend}, {mask}')}, 3")
+    ln = f.ins(f"zext i32 {f.at_index(lens, slot, 'i32', 4)} to i64")
+    f.cbr(f.ins(f"icmp ne i64 {f.ins(f'and i64 {ln}, {BPF_RINGBUF_BUSY_BIT}')}, 0"), done,
+          step)
+    f.at(step)
+    rec = f.ins(f"add i64 {f.ins(f'and i64 {ln}, {~BPF_RINGBUF_DISCARD_BIT & 0xFFFF_FFFF}')}, "
+                f"{BPF_RINGBUF_HDR_SZ + 7}")
+    f.do(f"{nxt} = add i64 {pend}, {f.ins(f'and i64 {rec}, -8')}")
+    f.br(head)
+    f.at(done)
+    pendf = pend  # head dominates done
+    f.do(f"store i64 {pendf}, ptr {f.gep(pos, 8 * PEND)}, align 8")
+    new_prod = f.ins(f"add i64 {prod}, {total}")
+    over_c = f.ins(f"icmp ugt i64 {f.ins(f'sub i64 {new_prod}, {cons}')}, {mask}")
+    over_p = f.ins(f"icmp ugt i64 {f.ins(f'sub i64 {new_prod}, {pendf}')}, {mask}")
+    ok = f.label("ok")
+    f.cbr(f.ins(f"or i1 {over_c}, {over_p}"), fail, ok)
+    f.at(ok)
+    off = f.ins(f"and i64 {prod}, {mask}")
+    end = f.ins(f"add i64 {off}, {total}")
+    cross, put = f.label("cross"), f.label("put")
+    f.cbr(f.ins(f"icmp ugt i64 {end}, {n}"), cross, put)
+    f.at(cross)
+    # The kernel's second mapping shows the ring's start past the end.
+    f.memmove(f.gep(data, n), data, f.ins(f"sub i64 {end}, {n}"))
+    f.br(put)
+    f.at(put)
+    word = f.ins(f"trunc i64 {f.ins(f'or i64 {size}, {BPF_RINGBUF_BUSY_BIT}')} to i32")
+    _set_len(f, data, lens, off, word, False)
+    pgoff = f.ins(f"add i64 {f.ins(f'lshr i64 {off}, 12')}, {RINGBUF_DATA_PGOFF}")
+    f.do(f"store i32 {f.ins(f'trunc i64 {pgoff} to i32')}, ptr "
+         f"{f.gep(data, f.ins(f'add i64 {off}, 4'))}, align 4")
+    f.do(f"store atomic i64 {new_prod}, ptr {f.gep(pos, 8 * PROD)} release, align 8")
+    return off
+
+
+def _commit(f: Text, m: MapInfo, off: str, discard: str) -> None:
+    """RingBuf._commit of the record at ``off`` (a multiple of 8 below the ring's size);
+    returns SLOW (Python faults) for one that is not in flight."""
+    n, mask = m.max_entries, m.max_entries - 1
+    data, pos, lens = _ring(f, m)
+    ln = f.ins(f"zext i32 {f.at_index(lens, f.ins(f'lshr i64 {off}, 3'), 'i32', 4)} to i64")
+    cons = f.ins(f"load atomic i64, ptr {pos} acquire, align 8")
+    prod = f.ins(f"load i64, ptr {f.gep(pos, 8 * PROD)}, align 8")
+    idle = f.ins(f"icmp eq i64 {f.ins(f'and i64 {ln}, {BPF_RINGBUF_BUSY_BIT}')}, 0")
+    ahead = f.ins(f"and i64 {f.ins(f'sub i64 {off}, {cons}')}, {mask}")
+    outside = f.ins(f"icmp uge i64 {ahead}, {f.ins(f'sub i64 {prod}, {cons}')}")
+    ret_if(f, f.ins(f"or i1 {idle}, {outside}"), SLOW)
+    size = f.ins(f"and i64 {ln}, {BPF_RINGBUF_BUSY_BIT - 1}")
+    end = f.ins(f"add i64 {off}, {f.ins(f'add i64 {size}, {BPF_RINGBUF_HDR_SZ}')}")
+    fold, put = f.label("fold"), f.label("cput")
+    f.cbr(f.ins(f"icmp ugt i64 {end}, {n}"), fold, put)
+    f.at(fold)
+    f.memmove(data, f.gep(data, n), f.ins(f"sub i64 {end}, {n}"))
+    f.br(put)
+    f.at(put)
+    bit = f.ins(f"mul i64 {discard}, {BPF_RINGBUF_DISCARD_BIT}")
+    word = f.ins(f"trunc i64 {f.ins(f'or i64 {size}, {bit}')} to i32")
+    _set_len(f, data, lens, off, word, True)
+
+
+def _reserve_fn(tag: str, m: MapInfo) -> str:
+    """``bpf_ringbuf_reserve(map, size, flags)``: the sample's address or 0 (NULL)."""
+    f = Text()
+    f.at("entry")
+    bad = f.ins(f"or i1 {f.ins('icmp ne i64 %r3, 0')}, "
+                f"{f.ins(f'icmp ugt i64 %r2, {RINGBUF_MAX_RECORD_SZ}')}")
+    ret_if(f, bad, 0)
+    off = _reserve(f, m, "%r2", "null")
+    f.do(f"ret i64 {f.ins(f'add i64 {off}, {c64(m.value_base + BPF_RINGBUF_HDR_SZ)}')}")
+    f.at("null")
+    f.do("ret i64 0")
+    return f.text(f"define internal i64 @{tag}_reserve{m.slot}(ptr %ctx, i64 %r1, i64 %r2, "
+                  "i64 %r3, i64 %r4, i64 %r5) nounwind")
+
+
+def _output_fn(tag: str, m: MapInfo) -> str:
+    """``bpf_ringbuf_output(map, data, size, flags)``: 0, -EINVAL, -EAGAIN; SLOW when
+    ``data`` is not readable (Python faults)."""
+    f = Text()
+    f.at("entry")
+    ret_if(f, f.ins(f"icmp ne i64 {f.ins(f'and i64 %r4, {c64(~3)}')}, 0"), -_errno.EINVAL)
+    src = f.ins("call ptr @translate(ptr %ctx, i64 %r2, i64 %r3, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {src}, null"), SLOW)
+    ret_if(f, f.ins(f"icmp ugt i64 %r3, {RINGBUF_MAX_RECORD_SZ}"), -_errno.EAGAIN)
+    off = _reserve(f, m, "%r3", "full")
+    data = map_desc(f, m, "value_data")
+    f.memmove(f.gep(data, f.ins(f"add i64 {off}, {BPF_RINGBUF_HDR_SZ}")), src, "%r3")
+    _commit(f, m, off, "0")
+    f.do("ret i64 0")
+    f.at("full")
+    f.do(f"ret i64 {c64(-_errno.EAGAIN)}")
+    return f.text(f"define internal i64 @{tag}_output{m.slot}(ptr %ctx, i64 %r1, i64 %r2, "
+                  "i64 %r3, i64 %r4, i64 %r5) nounwind")
+
+
+def _commit_fn(tag: str, m: MapInfo) -> str:
+    """``bpf_ringbuf_submit``/``discard`` of the sample at ``addr`` (in this ring's data):
+    0; SLOW for an address that is no sample in flight (Python faults)."""
+    f = Text()
+    f.at("entry")
+    off = f.ins(f"sub i64 %addr, {c64(m.value_base + BPF_RINGBUF_HDR_SZ)}")
+    odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {off}, 7')}, 0")
+    bad = f.ins(f"or i1 {f.ins(f'icmp uge i64 {off}, {m.max_entries}')}, {odd}")
+    ret_if(f, bad, SLOW)
+    _commit(f, m, off, "%discard")
+    f.do("ret i64 0")
+    return f.text(f"define internal i64 @{tag}_commit{m.slot}(ptr %ctx, i64 %addr, "
+                  "i64 %discard) nounwind")
+
+
+def _query_fn(tag: str, m: MapInfo) -> str:
+    """``bpf_ringbuf_query(map, flags)`` (RingBuf.query)."""
+    f = Text()
+    f.at("entry")
+    pos = map_desc(f, m, "hdr")
+    cons = f.ins(f"load atomic i64, ptr {pos} acquire, align 8")
+    prod = f.ins(f"load atomic i64, ptr {f.gep(pos, 8 * PROD)} acquire, align 8")
+    v = "0"
+    for flag, value in ((BPF_RB_AVAIL_DATA, f.ins(f"sub i64 {prod}, {cons}")),
+                        (BPF_RB_RING_SIZE, str(m.max_entries)), (BPF_RB_CONS_POS, cons),
+                        (BPF_RB_PROD_POS, prod)):
+        v = f.ins(f"select i1 {f.ins(f'icmp eq i64 %r2, {flag}')}, i64 {value}, i64 {v}")
+    f.do(f"ret i64 {v}")
+    return f.text(f"define internal i64 @{tag}_query{m.slot}(ptr %ctx, i64 %r1, i64 %r2, "
+                  "i64 %r3, i64 %r4, i64 %r5) nounwind")
+
+
+def _describe(m: Any) -> dict[str, int]:
+    return {"value_data": int(m.data.ctypes.data), "hdr": int(m.pos.ctypes.data),
+            "index": int(m.lens.ctypes.data)}
+
+
+register_map(BpfMapType.BPF_MAP_TYPE_RINGBUF, MapNative(
+    "ringbuf", (RingBuf,), _describe,
+    functions={"output": _output_fn, "reserve": _reserve_fn, "commit": _commit_fn,
+               "query": _query_fn}))

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
+from pyxdp.maps.perf_event_array import BPF_F_CTXLEN_MASK, BPF_F_INDEX_MASK
 from pyxdp.net.frames import KIND_FRAGS, KIND_FRAME, XDP_TX_BULK_SIZE, Bulk, Frames
 from pyxdp.net.xdp import (
     CTX_BASE,
@@ -705,11 +706,9 @@ def _check_mtu(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
     return ret & M64
 
 
-BPF_F_INDEX_MASK = 0xFFFF_FFFF
-BPF_F_CTXLEN_MASK = 0xFFFFF << 32
-
-
-@_xh(25, "perf_event_output")
+# The twin is the perf event array's own (pyxdp.maps.perf_event_array), on an array the
+# program names.
+@_xh(25, "perf_event_output", HelperNative("perf_output"))
 def _xdp_event_output(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     """``bpf_xdp_event_output``: ``size`` bytes at ``data`` then ``(flags >> 32) & 0xfffff``
     packet bytes (frags included) into the perf event array slot ``flags & 0xffffffff``."""

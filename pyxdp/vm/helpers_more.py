@@ -21,7 +21,9 @@ is imported (it imports this one last), so every program type gets them:
   returns the number of elements visited (the stopping one included).
 * ``bpf_ringbuf_output``/``reserve``/``submit``/``discard``/``query``
   (130-134) of ``kernel/bpf/ringbuf.c`` over a ring buffer map
-  (:class:`~pyxdp.vm.map_space.RingBufMap`), which owns the record format.
+  (:class:`~pyxdp.vm.map_space.RingBufMap`), which owns the record format
+  and, for the JIT, their native twins on a ring the program names (registered
+  here by kind, lowered through the map's functions).
 
 Simplified: ``%p`` and ``%pK`` print the raw value like ``%px`` (the kernel
 prints a hash of it, except for NULL and error pointers); ``%ps``/``%pS``/``%pB``
@@ -50,6 +52,7 @@ from pyxdp.vm.dynptr import (
     dynptr_load,
     dynptr_set_null,
 )
+from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.map_space import (
     MAP_SPACE_BASE,
     MAP_WINDOW,
@@ -641,4 +644,11 @@ def _ringbuf_discard_dynptr(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
 @helper(134, "ringbuf_query")
 def _ringbuf_query(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return _ringbuf(r1).query(r2) & M64
+
+
+# The twins: the lowering calls the ring's own functions (pyxdp.maps.ringbuf's); a
+# ring is shared by every CPU and its twins take no lock, so callers run on one at a time.
+for _hid, _kind in ((130, "ringbuf_output"), (131, "ringbuf_reserve"), (132, "ringbuf_submit"),
+                    (133, "ringbuf_discard"), (134, "ringbuf_query")):
+    register_helper(_hid, HelperNative(_kind, serial=_hid != 134))
 

@@ -173,4 +173,17 @@ def test_perf_event_output() -> None:
     while pe.try_output(b"y" * 20, cpu=0) == 0:
         n += 1
     assert n == (4096 - 8) // 32 and pb.lost == 1  # 8 header + 4 size + 20 payload
-    assert len(list(pb.records())) == n and pb.poll() == 0 and lost == [(0, 1)]
+    assert pe.try_output(b"z", cpu=0) == -errno.ENOSPC and pb.lost == 2
+    assert len(list(pb.records())) == n and pb.poll() == 0 and lost == []
+    # As perf_output_begin: the next sample that fits follows a PERF_RECORD_LOST record
+    # (header, the event's id, the count), which the consumer reports.
+    ring = pb.rings[0]
+    head = int(ring.ctl[0])
+    pe.output(b"after", cpu=0)
+    lost_rec = ring._get(head, 24)
+    assert lost_rec[:8] == struct.pack("<IHH", 2, 0, 24)
+    assert struct.unpack("<QQ", lost_rec[8:]) == (ring.id, 2)
+    assert ring._get(head + 24, 12) == struct.pack("<IHHI", 9, 1, 24, 12)
+    got = []
+    assert pb.poll(lambda cpu, data: got.append(data)) == 1
+    assert lost == [(0, 2)] and got == [b"after" + bytes(7)] and int(ring.ctl[2]) == 0

@@ -87,6 +87,7 @@ from pyxdp.vm.jit.abi import (
     MAX_TAIL_CALL_CNT,
     NF_CLOCK,
     NF_RUNCTX,
+    NF_XDP,
     REGION,
     SLOW,
     ST_BUDGET,
@@ -267,10 +268,19 @@ _SHARED: dict[str, Callable[[Natives], str]] = {
 # used_maps keys -> MapNative.functions keys.
 _MAP_FUNCTION = {"lookup": "lookup", "lookup_cpu": "lookup_cpu", "update": "update",
                  "delete": "delete", "redir": "redirect", "push": "push", "pop": "pop",
-                 "peek": "peek"}
+                 "peek": "peek", "output": "output", "reserve": "reserve", "query": "query",
+                 "commit": "commit", "perf_output": "perf_output"}
 # The queue and stack helpers: (the map function, whether it writes the value argument).
 _RING_KINDS = {"map_push": ("push", False), "map_pop": ("pop", True),
                "map_peek": ("peek", True)}
+# Helpers naming a constant map whose twin is the map's ``@<tag>_<what><slot>(ctx, r1..r5)``
+# (it checks the other arguments): kind -> (the register holding the map, what, whether
+# r1 is the XDP context: the call site checks it is the run's own, else SLOW).
+_MAP_CALLS = {"ringbuf_output": (1, "output", False), "ringbuf_reserve": (1, "reserve", False),
+              "ringbuf_query": (1, "query", False), "perf_output": (2, "perf_output", True)}
+# Helpers given a ring buffer sample (its address, not the map): kind -> discard. The
+# twin is ``@<tag>_commit<slot>(ctx, addr, discard)`` of the ring whose data holds it.
+_SAMPLE_CALLS = {"ringbuf_submit": 0, "ringbuf_discard": 1}
 
 
 _ATOMIC_KIND = {op.BPF_ADD: "add", op.BPF_OR: "or", op.BPF_AND: "and", op.BPF_XOR: "xor",
@@ -1184,6 +1194,10 @@ class FuncLowering:
             ok = f.flag(NF_RUNCTX)
             v = f.ins(f"select i1 {ok}, i64 {f.cget('%ctx', 'cpu')}, i64 {c64(SLOW)}")
             return v, f.cur
+        if kind in _MAP_CALLS:
+            return self._native_map_call(pc, *_MAP_CALLS[kind])
+        if kind in _SAMPLE_CALLS:
+            return self._native_commit(_SAMPLE_CALLS[kind])
         a1 = self.call_args.get(pc, (None,) * 6)[1]
         m = self.natives.map_at(a1[1]) if a1 is not None and a1[0] == "c" else None
         if kind not in ("map_lookup", "map_lookup_percpu", "map_update", "map_delete",
@@ -1246,6 +1260,61 @@ class FuncLowering:
         v = f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]{inc}")
         return v, f.cur
 
+    def _native_map_call(self, pc: int, reg: int, what: str, xdp_ctx: bool
+                         ) -> tuple[str, str] | None:
+        """A helper on the constant map in ``r<reg>`` through the map's
+        ``@<tag>_<what><slot>`` (None: the map has none, or is not constant)."""
+        f = self.f
+        a = self.call_args.get(pc, (None,) * 6)[reg]
+        m = self.natives.map_at(a[1]) if a is not None and a[0] == "c" else None
+        native = map_native(m.map_type) if m is not None else None
+        if m is None or native is None or m.kind == "other" or what not in native.functions:
+            return None
+        if xdp_ctx and not self.natives.xdp:
+            return None
+        self.prog.used_maps[(what, m.slot)] = m
+        args = ", ".join(f"i64 {self.R(n)}" for n in range(1, 6))
+        call = f"call i64 @{self.prog.tag}_{what}{m.slot}(ptr %ctx, {args})"
+        if not xdp_ctx:
+            return f.ins(call), f.cur
+        start = f.cur
+        go, out = f.label("nat"), f.label("natj")
+        own = f.ins(f"icmp eq i64 {self.R(1)}, {c64(self.natives.ctx_base)}")
+        f.cbr(f.ins(f"and i1 {f.flag(NF_XDP)}, {own}"), go, out, LIKELY)
+        f.at(go)
+        value = f.ins(call)
+        done = f.cur
+        f.br(out)
+        f.at(out)
+        return f.ins(f"phi i64 [ {c64(SLOW)}, %{start} ], [ {value}, %{done} ]"), f.cur
+
+    def _native_commit(self, discard: int) -> tuple[str, str] | None:
+        """bpf_ringbuf_submit/discard: the commit of the constant ring buffer whose data
+        holds the sample (SLOW for any other address: Python faults as the kernel's
+        verifier would have refused it)."""
+        f = self.f
+        rings = [m for m in self.natives.maps if m.kind != "other"
+                 and "commit" in getattr(map_native(m.map_type), "functions", {})]
+        if not rings:
+            return None
+        addr = self.R(1)
+        out = f.label("cmj")
+        incoming = []
+        for m in rings:
+            hit, nxt = f.label("cm"), f.label("cmn")
+            rel = f.ins(f"sub i64 {addr}, {c64(m.value_base)}")
+            f.cbr(f.ins(f"icmp ult i64 {rel}, {m.value_bytes}"), hit, nxt, LIKELY)
+            f.at(hit)
+            self.prog.used_maps[("commit", m.slot)] = m
+            incoming.append((f.ins(f"call i64 @{self.prog.tag}_commit{m.slot}(ptr %ctx, "
+                                   f"i64 {addr}, i64 {discard})"), f.cur))
+            f.br(out)
+            f.at(nxt)
+        incoming.append((c64(SLOW), f.cur))
+        f.br(out)
+        f.at(out)
+        phi = ", ".join(f"[ {v}, %{lbl} ]" for v, lbl in incoming)
+        return f.ins(f"phi i64 {phi}"), f.cur
 
     def _native_ring(self, pc: int, m: MapInfo, what: str, write: bool
                      ) -> tuple[str, str] | None:

@@ -171,7 +171,10 @@ class MapNative:
     functions: ``lookup`` ``@<tag>_lookup<slot>(ctx, key)``, ``lookup_cpu``
     ``@<tag>_lookup_cpu<slot>(ctx, key, cpu)`` (a per-CPU map's value of any CPU), ``update``
     ``@<tag>_update<slot>(ctx, key, value, flags)``, ``redirect``
-    ``@<tag>_redir<slot>(ctx, key, flags)``.
+    ``@<tag>_redir<slot>(ctx, key, flags)``; helpers checking their own arguments take
+    the call's registers, ``@<tag>_<what><slot>(ctx, r1, ..., r5)``: ``output``,
+    ``reserve``, ``query`` (a ring buffer's), ``perf_output`` (a perf event array's);
+    ``commit`` ``@<tag>_commit<slot>(ctx, sample, discard)`` takes a ring buffer sample.
     """
 
     kind: str
@@ -212,8 +215,10 @@ class HelperNative:
     ``scratch`` is the bytes of run context scratch memory it keeps state in.
     Without ``define`` the lowering specialises
     the call itself: ``map_lookup``, ``map_lookup_percpu``, ``map_update``, ``map_delete``,
-    ``map_push``, ``map_pop``, ``map_peek`` and ``redirect_map`` through
-    the map registry (:func:`map_native`), ``ktime`` and ``smp_id`` inline.
+    ``map_push``, ``map_pop``, ``map_peek``, ``redirect_map``, ``ringbuf_output``,
+    ``ringbuf_reserve``, ``ringbuf_submit``, ``ringbuf_discard``, ``ringbuf_query`` and
+    ``perf_output`` through the map registry (:func:`map_native`), ``ktime`` and
+    ``smp_id`` inline.
     """
 
     kind: str
