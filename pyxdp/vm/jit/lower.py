@@ -319,6 +319,8 @@ class FuncLowering:
         self.direct: dict[int, str] = {}
         # Budget tests only where a run may be cut short (see Program.budget_free).
         self.budgeted = not prog.budget_free
+        # Every edge goes forward: a block's edges in are all known when it is emitted.
+        self.forward = all(s > b for b, blk in every.items() for s in blk.succs)
         f = self.f = Text()
         f.at("entry")
         f.lines.append("")  # room for an alloca (see _timespec)
@@ -463,11 +465,20 @@ class FuncLowering:
         """
         f = self.f
         f.at(f"b{blk.start}")
-        self.phi_at[blk.start] = len(f.lines)
-        f.lines.append("")
         live = self.live[blk.start]
-        self.regs = [f"%b{blk.start}r{n}" if n in live else "0" for n in range(10)]
-        rem = f"%b{blk.start}rem"
+        if not self.forward:  # a jump back may enter later: the phis are written at the end
+            self.phi_at[blk.start] = len(f.lines)
+            f.lines.append("")
+            self.regs = [f"%b{blk.start}r{n}" if n in live else "0" for n in range(10)]
+            rem = f"%b{blk.start}rem"
+        else:
+            # Every jump goes forward, so every edge in is known: a phi only where the
+            # edges bring different values (most registers pass through unchanged).
+            edges = self.edges[blk.start]
+            labels = [e[0] for e in edges]
+            self.regs = [self._phi(labels, [e[1][n] for e in edges]) if n in live else "0"
+                         for n in range(10)]
+            rem = self._phi(labels, [e[2] for e in edges])
         n = len(blk.pcs)
         out = f"b{blk.start}.budget"
         checks = {k for k, pc in enumerate(blk.pcs[:-1])
