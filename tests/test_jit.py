@@ -188,6 +188,64 @@ def test_loop_free_code_has_no_budget_tests_and_short_budgets_still_stop_exactly
     assert list(res.status) == [ST_BUDGET, ST_OK]  # the long arm, then the short one
 
 
+def _long_loop_free(blocks: int = 170) -> list[Instruction]:
+    """A loop-free program of about ``10 * blocks`` instructions (a function the JIT splits
+    into parts, see pyxdp.vm.jit.lower.split_parts): per block a checked packet load at an
+    offset growing along the program, stack stores and loads across the whole frame, a jump
+    far forward when the byte is the block's magic (to one of four exits at the end),
+    and a Python helper call every 16 blocks."""
+    body: list[list[Instruction]] = []
+    for k in range(blocks):
+        blk = [ldx_mem(1, 2, 6, k // 4), alu64_reg(op.BPF_ADD, 7, 2),
+               alu64_imm(op.BPF_MUL, 7, 31), alu64_imm(op.BPF_AND, 7, 0xFFFFFF),
+               stx_mem(8, 10, 7, -8 * (1 + k % 8)), ldx_mem(8, 3, 10, -8 * (1 + (k + 3) % 8)),
+               alu64_reg(op.BPF_XOR, 7, 3), jmp_imm(op.BPF_JEQ, 2, (k * 7) % 251 + 1, 0)]
+        if k % 16 == 5:
+            blk += [mov64_reg(1, 7), call_helper(7), alu64_reg(op.BPF_ADD, 9, 0)]
+        body.append([*blk, alu64_imm(op.BPF_ADD, 8, 1)])
+    tail = [mov64_reg(0, 7), alu64_reg(op.BPF_ADD, 0, 8), alu64_reg(op.BPF_ADD, 0, 9),
+            exit_insn()]
+    exits = [[mov64_reg(0, 9), alu64_imm(op.BPF_ADD, 0, 1000 * j), exit_insn()]
+             for j in range(4)]
+    prog = [mov64_reg(6, 1), mov64_imm(7, 0), mov64_imm(8, 0), mov64_imm(9, 0)]
+    at = [len(prog)]
+    for blk in body:
+        at.append(at[-1] + len(blk))
+    first_exit = at[-1] + len(tail)
+    for k, blk in enumerate(body):
+        j = 7 if len(blk) == 9 else 10  # the jump's index in the block
+        target = first_exit + 3 * (k % 4)
+        blk[j] = jmp_imm(op.BPF_JEQ, 2, (k * 7) % 251 + 1, target - (at[k] + j) - 1)
+        prog += blk
+    return prog + tail + [i for e in exits for i in e]
+
+
+def test_a_long_loop_free_function_split_in_parts_agrees_with_the_interpreter() -> None:
+    from pyxdp.vm.jit.lower import SPLIT_INSNS
+
+    prog = _long_loop_free()
+    assert len(prog) >= SPLIT_INSNS
+
+    def mix(vm: Any, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+        return (r1 * 3) & 0xFFFF
+
+    helpers = {7: Helper(7, "mix", mix)}
+    jit = JitProgram(prog, helpers=helpers)
+    assert "_f0_p1(" in jit.ir  # split: a later part entered from the first
+    interp = Interpreter(prog, helpers=helpers)
+    plain = bytes(200)
+    magic = {k: (k * 7) % 251 + 1 for k in range(170)}
+    packets = [plain, plain[:20], plain[:41]]  # no fault, a fault early, one late
+    for k in (3, 90, 160):  # a jump far forward from the first part and from the last
+        buf = bytearray(plain)
+        buf[k // 4] = magic[k]
+        packets.append(bytes(buf))
+    for buf in packets:
+        for budget in (None, 400):  # the split build, and the one testing its budget
+            kw = {} if budget is None else {"budget": budget}
+            assert outcome(jit, buf, **kw) == outcome(interp, buf, **kw), (buf[:48], budget)
+
+
 def test_bpf_to_bpf_calls_frames_and_pointers_to_the_callers_stack() -> None:
     prog = [mov64_imm(6, 6), st_mem(8, 10, -8, 11), mov64_reg(1, 10), alu64_imm(op.BPF_ADD, 1, -8),
             call_local(5), ldx_mem(8, 2, 10, -8), alu64_reg(op.BPF_ADD, 0, 2),

@@ -6,7 +6,12 @@ manager's default pipeline at the requested level (none at level 0; for a
 large module, and at :data:`QUICK`, a short BPF pipeline of its own), emitted
 as an object image for the host CPU and linked by ORC into a JIT library of
 its own. Each library is held by a resource tracker; when the last holder (a
-program or a cache entry) goes, LLVM frees its machine code.
+program or a cache entry) goes, LLVM frees its machine code. A program lowered
+as several modules (a long loop-free function split in parts, see
+:func:`pyxdp.vm.jit.lower.split_parts`) has them parsed, optimised and emitted
+at once, one thread each (each in an LLVM context and with a target machine of
+its own, past llvmlite's process-wide lock: see :func:`_own_context`), and
+their objects linked into one library.
 
 Compiled code depends only on the bytecode, its layout, the resolved ld_imm64
 values, the callback entry points, the native-helper specialisation (which
@@ -56,7 +61,7 @@ from pyxdp.asm.insn import encode
 from pyxdp.diskcache import disk_cache_dir, sources_digest, store
 from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
-from pyxdp.vm.jit.lower import lower_many
+from pyxdp.vm.jit.lower import lower_many, lower_modules
 
 __all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear",
            "compile_program", "compile_together", "disk_cache_dir", "native_function",
@@ -94,11 +99,12 @@ class _Llvm:
         self.target = llvm.Target.from_triple(llvm.get_process_triple())
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
-        self._machines: dict[int, Any] = {}
+        self._machines: dict[tuple[int, int], Any] = {}
+        _free_own_contexts()
         self.jit = llvm.create_lljit_compiler(self.machine(2))
         self._serial = 0
-        # The latest module the BPF pipeline optimised: (digest of its IR, bitcode).
-        self._optimised: tuple[bytes, bytes] | None = None
+        # The latest modules the BPF pipeline optimised: (digest of their IR, bitcodes).
+        self._optimised: tuple[bytes, list[bytes]] | None = None
         # The C library the interpreter process already has loaded.
         libc = ctypes.CDLL(None)
         self.libc = {name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
@@ -114,45 +120,90 @@ class _Llvm:
                         .export_symbol("pyxdp_batch")
                         .link(self.jit, "pyxdp_runtime"))
 
-    def machine(self, level: int) -> Any:
-        tm = self._machines.get(level)
+    def machine(self, level: int, slot: int = 0) -> Any:
+        """The target machine for ``level``; one per compile thread (``slot``): LLVM's
+        code generation may not share one between threads."""
+        tm = self._machines.get((level, slot))
         if tm is None:
             # Position-independent, large code model: ORC may place each library anywhere.
             tm = self.target.create_target_machine(
                 cpu=self.cpu, features=self.features, opt=min(level, 3), reloc="pic",
                 codemodel="jitdefault", jit=True)
-            self._machines[level] = tm
+            self._machines[(level, slot)] = tm
         return tm
 
     def compile(self, ir_text: str, level: int) -> tuple[bytes, bool]:
         """The object image of ``ir_text`` optimised at ``level``, and whether it came
         from the disk cache."""
-        text = ir_text.encode()
-        key = hashlib.sha256(self.identity + _level_byte(level) + text).digest()
+        objs, from_disk = self.compile_modules([ir_text], level)
+        return objs[0], from_disk
+
+    def compile_modules(self, texts: Sequence[str], level: int) -> tuple[list[bytes], bool]:
+        """The object images of the modules ``texts`` (one program's parts, see
+        :func:`pyxdp.vm.jit.lower.lower_modules`) optimised at ``level``, each on a
+        thread of its own, and whether they came from the disk cache."""
+        blob = b"\0".join(t.encode() for t in texts)
+        key = hashlib.sha256(self.identity + _level_byte(level) + blob).digest()
         hit = _disk_get(key)
         if hit is not None:
-            return hit[1], True
-        tm = self.machine(max(level, 0))
-        bpf = level == QUICK or (level > 0 and ir_text.count("\n") > LARGE_MODULE_LINES)
-        digest = hashlib.sha256(text).digest()
+            return _split_objects(hit[0], hit[1]), True
+        bpf = level == QUICK or (level > 0 and sum(t.count("\n") for t in texts)
+                                 > LARGE_MODULE_LINES)
+        digest = hashlib.sha256(blob).digest()
+        reuse = None
         if bpf and self._optimised is not None and self._optimised[0] == digest:
-            # The tiered engine's -O2 build after its QUICK one: only code generation.
-            mod = llvm.parse_bitcode(self._optimised[1])
-        else:
-            mod = llvm.parse_assembly(ir_text)
-            mod.verify()
-            mod.triple = llvm.get_process_triple()
-            mod.data_layout = str(tm.target_data)
-            if bpf:
-                _bpf_passes(mod, tm)
-                self._optimised = (digest, mod.as_bitcode())
-            elif level > 0:
-                pto = llvm.create_pipeline_tuning_options(speed_level=level)
-                pb = llvm.create_pass_builder(tm, pto)
-                pb.getModulePassManager().run(mod, pb)
-        obj = bytes(tm.emit_object(mod))
-        _disk_put(key, {}, obj)
-        return obj, False
+            reuse = self._optimised[1]  # the tiered engine's -O2 after QUICK: codegen only
+        out: list[tuple[bytes, bytes | None] | BaseException | None] = [None] * len(texts)
+
+        def build(k: int) -> None:
+            try:
+                with _own_context():
+                    out[k] = self._build(texts[k], None if reuse is None else reuse[k],
+                                         level, k, bpf)
+            except BaseException as e:  # re-raised by the caller's thread
+                out[k] = e
+
+        threads = [threading.Thread(target=build, args=(k,), name=f"pyxdp-llvm-{k}")
+                   for k in range(1, len(texts))]
+        for t in threads:
+            t.start()
+        build(0)
+        for t in threads:
+            t.join()
+        results: list[tuple[bytes, bytes | None]] = []
+        for r in out:
+            if isinstance(r, BaseException):
+                raise r
+            assert r is not None
+            results.append(r)
+        if bpf and reuse is None:
+            self._optimised = (digest, [bc or b"" for _, bc in results])
+        objs = [obj for obj, _ in results]
+        _disk_put(key, {"sizes": [len(o) for o in objs]}, b"".join(objs))
+        return objs, False
+
+    def _build(self, ir_text: str, bitcode: bytes | None, level: int, slot: int, bpf: bool
+               ) -> tuple[bytes, bytes | None]:
+        """One module's object image (and its optimised bitcode, after the BPF pipeline),
+        in an LLVM context of its own with a target machine of the thread's slot."""
+        tm = self.machine(max(level, 0), slot)
+        ctx = llvm.create_context()
+        if bitcode is not None:
+            mod = llvm.parse_bitcode(bitcode, context=ctx)
+            return bytes(tm.emit_object(mod)), None
+        mod = llvm.parse_assembly(ir_text, context=ctx)
+        mod.verify()
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        optimised = None
+        if bpf:
+            _bpf_passes(mod, tm)
+            optimised = mod.as_bitcode()
+        elif level > 0:
+            pto = llvm.create_pipeline_tuning_options(speed_level=level)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)
+        return bytes(tm.emit_object(mod)), optimised
 
     def link(self, ir_text: str, exports: Sequence[str], level: int
              ) -> tuple[Any, float, bool]:
@@ -162,10 +213,13 @@ class _Llvm:
         obj, from_disk = self.compile(ir_text, level)
         return self.link_object(obj, exports), (time.perf_counter() - t0) * 1e3, from_disk
 
-    def link_object(self, obj: bytes, exports: Sequence[str]) -> Any:
-        """Link an object image into a library of its own; its resource tracker."""
+    def link_object(self, obj: bytes | Sequence[bytes], exports: Sequence[str]) -> Any:
+        """Link object images (one program's modules) into a library of their own; its
+        resource tracker."""
         self._serial += 1
-        builder = llvm.JITLibraryBuilder().add_object_img(obj)
+        builder = llvm.JITLibraryBuilder()
+        for img in [obj] if isinstance(obj, bytes) else obj:
+            builder.add_object_img(img)
         for name, addr in self.libc.items():
             builder.import_symbol(name, addr)
         for name in exports:
@@ -177,6 +231,56 @@ class _Llvm:
         IR only together with the code that lowers them, so pyxdp's sources are in it."""
         return hashlib.sha256(self.identity + sources_digest() + _level_byte(level)
                               + input_key).digest()
+
+
+# llvmlite serialises every call into LLVM on one process-wide lock, for its global
+# context; LLVM itself compiles modules of separate contexts on separate threads (what
+# ORC's concurrent compilation does). A thread inside _own_context touches only objects
+# of its own context and target machine, so it passes the lock by; everyone else still
+# takes it.
+_OWN = threading.local()
+
+
+class _OwnContextLock:
+    """llvmlite's lock, but not for a thread inside :func:`_own_context`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def acquire(self) -> None:
+        if not getattr(_OWN, "on", False):
+            self.inner.acquire()
+
+    def release(self) -> None:
+        if not getattr(_OWN, "on", False):
+            self.inner.release()
+
+
+def _free_own_contexts() -> None:
+    from llvmlite.binding import ffi
+
+    lock = ffi.lib._lock
+    if not isinstance(lock._lock, _OwnContextLock):
+        lock._lock = _OwnContextLock(lock._lock)
+
+
+@contextmanager
+def _own_context() -> Iterator[None]:
+    _OWN.on = True
+    try:
+        yield
+    finally:
+        _OWN.on = False
+
+
+def _split_objects(meta: dict[str, Any], blob: bytes) -> list[bytes]:
+    """The object images stored one after another (``meta["sizes"]``)."""
+    sizes = meta.get("sizes") or [len(blob)]
+    out, at = [], 0
+    for n in sizes:
+        out.append(blob[at:at + n])
+        at += n
+    return out
 
 
 def _bpf_passes(mod: Any, tm: Any) -> None:
@@ -384,7 +488,7 @@ class _Group:
 
 # The latest program lowered on its own: the tiered engine's -O2 build of a program
 # follows its QUICK one, with the same input.
-_LOWERED: tuple[ProgramInput, str, LoweredModule] | None = None
+_LOWERED: tuple[ProgramInput, list[str], LoweredModule] | None = None
 
 
 def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
@@ -395,28 +499,31 @@ def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
     t0 = time.perf_counter()
     hit = _disk_get(disk_key)
     if hit is not None:
-        meta, obj = hit
+        meta, blob = hit
         low = LoweredModule("", meta["entry"], meta["xdp_entry"],
                             {int(pc): sym for pc, sym in meta["callbacks"].items()})
         prog = CompiledProgram(0.0, "", low, _input=p, opt_level=level)
-        tracker = jit.link_object(obj, _exports(low))
+        tracker = jit.link_object(_split_objects(meta, blob), _exports(low))
         prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
         return prog
     global _LOWERED
     if _LOWERED is not None and _LOWERED[0] == p:
-        text, low = _LOWERED[1], _LOWERED[2]
+        texts, low = _LOWERED[1], _LOWERED[2]
     else:
-        text, (low,) = lower_many([p])
-        _LOWERED = (p, text, low)
+        texts, low = lower_modules(p)
+        _LOWERED = (p, texts, low)
     lower_ms = (time.perf_counter() - t0) * 1e3
-    prog = CompiledProgram(lower_ms, text, low, opt_level=level)
-    obj, from_disk = jit.compile(text, level)
+    # A split program's IR as one module is lowered again if asked for (ir_text).
+    prog = CompiledProgram(lower_ms, texts[0] if len(texts) == 1 else "", low,
+                           _input=p, opt_level=level)
+    obj, from_disk = jit.compile_modules(texts, level)
     t1 = time.perf_counter()
     tracker = jit.link_object(obj, _exports(low))
     llvm_ms = (time.perf_counter() - t1) * 1e3 + (t1 - t0) * 1e3 - lower_ms
     prog._resolve(tracker, llvm_ms, from_disk)
     _disk_put(disk_key, {"entry": low.entry, "xdp_entry": low.xdp_entry,
-                         "callbacks": {str(pc): s for pc, s in low.callbacks.items()}}, obj)
+                         "callbacks": {str(pc): s for pc, s in low.callbacks.items()},
+                         "sizes": [len(o) for o in obj]}, b"".join(obj))
     return prog
 
 

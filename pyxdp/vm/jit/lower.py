@@ -60,6 +60,12 @@ and makes them native, except where the verifier's facts make them redundant:
 * ``bpf_tail_call`` through a constant prog array enters the target's own
   XDP entry natively when the runtime has filled the slot (else the Python
   hook, as the interpreter);
+* a loop-free program's main function of :data:`SPLIT_INSNS` instructions or
+  more is emitted as :data:`PARTS` functions cut at block starts
+  (:func:`split_parts`): a part jumps into a later one by calling it with the
+  block to start at, the live registers and the budget left, and returns what
+  it returns; compiled alone, each part is a module of its own, so LLVM builds
+  them on as many threads;
 * with ``natives.xdp`` a per-program batch loop (``<tag>_xdp``) sets each
   frame's xdp_buff, packet region and xdp_md values, runs the program (inlined
   into the loop; called, when it is large) ``repeat`` times and writes the verdicts back.
@@ -74,7 +80,9 @@ and map operations :mod:`pyxdp.vm.jit.natives` (filled by the layers above).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
@@ -120,7 +128,8 @@ from pyxdp.vm.jit.ir import (
 from pyxdp.vm.jit.natives import HelperNative, map_native, native_by_kind, shared_functions
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
-__all__ = ["FuncLowering", "ModuleLowering", "lower", "lower_many"]
+__all__ = ["FuncLowering", "ModuleLowering", "Part", "lower", "lower_many", "lower_modules",
+           "split_parts"]
 
 
 def _translate_fn() -> str:
@@ -296,7 +305,8 @@ _BINOP = {op.BPF_ADD: "add", op.BPF_SUB: "sub", op.BPF_MUL: "mul", op.BPF_OR: "o
 class FuncLowering:
     """Emits one bpf function (entry pc, slot range) as an LLVM function."""
 
-    def __init__(self, prog: Program, mod: ModuleLowering, entry: int) -> None:
+    def __init__(self, prog: Program, mod: ModuleLowering, entry: int,
+                 part: Part | None = None) -> None:
         self.prog = prog
         self.mod = mod
         self.insns = prog.insns
@@ -306,7 +316,12 @@ class FuncLowering:
         self.natives = p.natives
         self.unsafe = p.unsafe
         self.proven = p.proven
-        self.blocks = prog.blocks[entry]
+        every = prog.blocks[entry]
+        self.part = part
+        self.blocks = every if part is None else {
+            pc: b for pc, b in every.items() if part.lo <= pc < part.hi}
+        # Edges leaving this part, by the part they enter: (label, r0..r9, rem, target).
+        self.leaving: dict[int, list[tuple[str, tuple[str, ...], str, int]]] = {}
         fa = prog.frames[entry]
         self.frame_offset = fa.frame_offset
         self.call_args = fa.call_args
@@ -314,6 +329,8 @@ class FuncLowering:
         self.direct: dict[int, str] = {}
         # Budget tests only where a run may be cut short (see Program.budget_free).
         self.budgeted = not prog.budget_free
+        # Every edge goes forward: a block's edges in are all known when it is emitted.
+        self.forward = all(s > b for b, blk in every.items() for s in blk.succs)
         f = self.f = Text()
         f.at("entry")
         f.lines.append("")  # room for an alloca (see _timespec)
@@ -337,23 +354,31 @@ class FuncLowering:
                          f"{f.ins(f'shl i64 %depth, {GAP_SHIFT}')}")
         self.frame = f.gep(f.cget("%ctx", "stack", "ptr"), f.ins("shl i64 %depth, 9"))
         self.tab = f.cget("%ctx", "regions", "ptr")
-        rem0 = f.cget("%ctx", "rem")
         # Edges into each block: (predecessor label, r0..r9, rem).
         self.edges: dict[int, list[tuple[str, tuple[str, ...], str]]] = {
             pc: [] for pc in self.blocks}
-        self.edges[entry].append(("go", tuple(f"%a{n}" for n in range(10)), rem0))
+        inputs = tuple(f"%a{n}" for n in range(10))
+        if part is None or part.index == 0:
+            self.edges[entry].append(("go", inputs, f.cget("%ctx", "rem")))
+            f.br(f"b{entry}")
+        else:  # entered where an earlier part left: %sel names the block
+            first, *rest = part.entries
+            for pc in part.entries:
+                self.edges[pc].append(("go", inputs, "%arem"))
+            cases = " ".join(f"i64 {pc}, label %b{pc}" for pc in rest)
+            f.do(f"switch i64 %sel, label %b{first} [ {cases} ]")
         # The main program's exit is read for r0 only; a callee's for r0-r5.
         exit_uses = frozenset(range(6)) if entry != 0 or 0 in prog.called else frozenset({0})
-        self.live = live_in(self.insns, self.blocks, exit_uses)
+        self.live = live_in(self.insns, every, exit_uses)
         self.phi_at: dict[int, int] = {}
         # Edges into the function's one budget-fault block: (label, pc base, rem), and
         # into its one access-fault block: (label, status, pc, addr, size, rem, k + 1).
         self.over: list[tuple[str, str, str]] = []
         self.faulted: list[tuple[str, ...]] = []
-        f.br(f"b{entry}")
         for pc in sorted(self.blocks):
             self._emit_block(self.blocks[pc])
         self._shared_faults()
+        self._leave()
         f.at("bail")
         if entry == 0:  # bpf_throw's unwinding ends here: the cookie is r0
             thrown = f.ins(f"icmp eq i64 {f.cget('%ctx', 'status')}, {ST_THROW}")
@@ -380,9 +405,13 @@ class FuncLowering:
             inc = ", ".join(f"[ {rem}, %{lbl} ]" for lbl, _, rem in edges)
             phis.append(f"  %b{pc}rem = phi i64 {inc}")
             f.lines[where] = "\n".join(phis)
-        args = ", ".join(f"i64 %a{n}" for n in range(10))
-        self.text = f.text(f"define internal {RET_T} @{prog.funcs[entry]}(ptr %ctx, i64 %depth, "
-                           f"{args}) nounwind")
+        params = ", ".join(f"i64 %a{n}" for n in range(10))
+        if part is None or part.index == 0:
+            self.text = f.text(f"define internal {RET_T} @{prog.funcs[entry]}(ptr %ctx, "
+                               f"i64 %depth, {params}) nounwind")
+        else:
+            self.text = f.text(f"define {part.linkage} {RET_T} @{part.name}(ptr %ctx, "
+                               f"i64 %depth, i64 %sel, i64 %arem, {params}) nounwind")
 
     # -- registers ---------------------------------------------------------------
     def R(self, n: int) -> str:
@@ -392,8 +421,42 @@ class FuncLowering:
         self.regs[n] = v
 
     def _goto(self, target: int, rem: str) -> None:
+        part = self.part
+        if part is not None and not part.lo <= target < part.hi:
+            into = part.owner(target)
+            self.leaving.setdefault(into, []).append((self.f.cur, tuple(self.regs), rem,
+                                                      target))
+            self.f.br(f"leave{into}")
+            return
         self.edges[target].append((self.f.cur, tuple(self.regs), rem))
         self.f.br(f"b{target}")
+
+    def _leave(self) -> None:
+        """Per later part this one jumps into, one block that calls it with the block to
+        start at, the registers live there and the budget left, and returns what it
+        returns (its faults and exits are its own: the run ends in it)."""
+        f = self.f
+        part = self.part
+        for into, edges in sorted(self.leaving.items()):
+            assert part is not None
+            f.at(f"leave{into}")
+            live = frozenset[int]().union(*(self.live[t] for *_, t in edges))
+            labels = [e[0] for e in edges]
+            sel = self._phi(labels, [str(t) for *_, t in edges])
+            rem = self._phi(labels, [r for _, _, r, _ in edges])
+            regs = [self._phi(labels, [e[1][n] for e in edges]) if n in live else "0"
+                    for n in range(10)]
+            args = ", ".join(f"i64 {r}" for r in regs)
+            res = f.ins(f"call {RET_T} @{part.names[into]}(ptr %ctx, i64 %depth, i64 {sel}, "
+                        f"i64 {rem}, {args})")
+            f.do(f"ret {RET_T} {res}")
+
+    def _phi(self, labels: list[str], vals: list[str]) -> str:
+        """``vals`` by predecessor, as one value (a phi unless they are all the same)."""
+        if len(set(vals)) == 1:
+            return vals[0]
+        return self.f.ins("phi i64 " + ", ".join(
+            f"[ {v}, %{lbl} ]" for v, lbl in zip(vals, labels, strict=True)))
 
     # -- blocks and the budget ---------------------------------------------------------
     def _emit_block(self, blk: Block) -> None:
@@ -412,11 +475,20 @@ class FuncLowering:
         """
         f = self.f
         f.at(f"b{blk.start}")
-        self.phi_at[blk.start] = len(f.lines)
-        f.lines.append("")
         live = self.live[blk.start]
-        self.regs = [f"%b{blk.start}r{n}" if n in live else "0" for n in range(10)]
-        rem = f"%b{blk.start}rem"
+        if not self.forward:  # a jump back may enter later: the phis are written at the end
+            self.phi_at[blk.start] = len(f.lines)
+            f.lines.append("")
+            self.regs = [f"%b{blk.start}r{n}" if n in live else "0" for n in range(10)]
+            rem = f"%b{blk.start}rem"
+        else:
+            # Every jump goes forward, so every edge in is known: a phi only where the
+            # edges bring different values (most registers pass through unchanged).
+            edges = self.edges[blk.start]
+            labels = [e[0] for e in edges]
+            self.regs = [self._phi(labels, [e[1][n] for e in edges]) if n in live else "0"
+                         for n in range(10)]
+            rem = self._phi(labels, [e[2] for e in edges])
         n = len(blk.pcs)
         out = f"b{blk.start}.budget"
         checks = {k for k, pc in enumerate(blk.pcs[:-1])
@@ -1369,11 +1441,83 @@ class ModuleLowering:
         return "".join(out)
 
 
-def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModule]]:
-    """Lower several programs into one module (shared internals emitted once); returns
-    the IR text and, per program, its exported symbols (``ir`` left empty)."""
+# A loop-free program's main function of this many instructions or more is emitted as
+# PARTS functions (see split_parts), each in a module of its own when compiled alone: LLVM
+# then optimises and generates them on as many threads (pyxdp.vm.jit.engine).
+SPLIT_INSNS = 1_500
+PARTS = 2
+# Weight of a call in split_parts' balance: a helper call's native path, slow path and
+# stop test are ~10x an ALU instruction's IR.
+_CALL_WEIGHT = 10
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece ``[lo, hi)`` of a main function split at block boundaries; a later part
+    is a function entered, with the block to start at, from where an earlier one leaves."""
+
+    index: int
+    lo: int
+    hi: int
+    entries: tuple[int, ...]  # blocks entered from earlier parts (part 0: none)
+    names: tuple[str, ...]  # every part's function, by index
+    bounds: tuple[int, ...]  # every part's lo, by index
+    linkage: str  # of a later part's function: "internal", or "" (one module each)
+
+    @property
+    def name(self) -> str:
+        return self.names[self.index]
+
+    def owner(self, pc: int) -> int:
+        return bisect_right(self.bounds, pc) - 1
+
+
+def split_parts(prog: Program, modules: bool) -> list[Part] | None:
+    """The parts of ``prog``'s main function, or None when it stays one function.
+
+    Only a program whose code tests no budget (no jump goes back, no recursion,
+    may_goto, tail call or callback: :attr:`Program.budget_free`) and has one
+    function is split: every edge then goes forward, so a part only ever enters a
+    later one and the run ends there - a call and a return, no state but the
+    registers and the budget left (the stack frame is the run context's). The cuts
+    fall at block starts that balance the instructions, calls weighing more.
+    """
+    p = prog.p
+    blocks = prog.blocks[0]
+    if (not prog.budget_free or len(prog.funcs) != 1 or p.exception_cb
+            or len(p.insns) < SPLIT_INSNS):
+        return None
+    starts = sorted(blocks)
+    weight = [sum(_CALL_WEIGHT if p.insns[pc].code == op.OP_CALL else 1
+                  for pc in blocks[b].pcs) for b in starts]
+    total, run, cuts = sum(weight), 0, [0]
+    for b, w in zip(starts, weight, strict=True):
+        if run >= total * len(cuts) / PARTS and b > cuts[-1] and len(cuts) < PARTS:
+            cuts.append(b)
+        run += w
+    if len(cuts) < 2:
+        return None
+    hi = [*cuts[1:], len(p.insns)]
+    names = (prog.funcs[0], *(f"{prog.funcs[0]}_p{k}" for k in range(1, len(cuts))))
+    into: list[set[int]] = [set() for _ in cuts]
+    for b in starts:
+        for s in blocks[b].succs:
+            k, j = bisect_right(cuts, b) - 1, bisect_right(cuts, s) - 1
+            if j != k:
+                into[j].add(s)
+    return [Part(k, lo, hi[k], tuple(sorted(into[k])), names, tuple(cuts),
+                 "" if modules else "internal")
+            for k, lo in enumerate(cuts)]
+
+
+def _lower(programs: Sequence[ProgramInput], modules: bool
+           ) -> tuple[list[str], list[LoweredModule]]:
+    """Lower several programs into one module (shared internals emitted once); with
+    ``modules`` (one program), a split main function's later parts each into a module of
+    their own (the shared internals copied, the other parts declared)."""
     mod = ModuleLowering()
     bodies: list[str] = []
+    later: list[tuple[str, str]] = []  # (part's text, its name) of modules of their own
     results: list[LoweredModule] = []
     for p in programs:
         if p.natives.xdp or p.natives.helpers:
@@ -1383,8 +1527,17 @@ def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModul
                 raise ValueError("programs of one module must agree on the XDP addresses")
             mod.natives = p.natives
         prog = Program(p)
+        parts = split_parts(prog, modules)
         for pc in sorted(prog.funcs):
-            bodies.append(FuncLowering(prog, mod, pc).text)
+            if pc != 0 or parts is None:
+                bodies.append(FuncLowering(prog, mod, pc).text)
+                continue
+            for part in parts:
+                text = FuncLowering(prog, mod, pc, part).text
+                if modules and part.index:
+                    later.append((text, part.name))
+                else:
+                    bodies.append(text)
         bodies.append(zero_fn(prog))
         for (what, _slot), m in sorted(prog.used_maps.items()):
             native = map_native(m.map_type)
@@ -1404,8 +1557,33 @@ def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModul
             bodies.append(callback_fn(prog, pc))
             cbs[pc] = f"{p.tag}_cb{pc}"
         results.append(LoweredModule("", entry, xdp, cbs))
-    text = DECLS + mod.shared() + "".join(bodies) + METADATA
+    shared = DECLS + mod.shared()
+    # What a part's module needs besides its part: the shared internals, the program's
+    # own internal functions (map natives, frame zeroing); LLVM drops what it does not call.
+    internals = "".join(b for b in bodies if b.startswith("define internal")
+                        and not b.startswith(f"define internal {RET_T}"))
+    decls = {name: f"declare {RET_T} @{name}(ptr, i64, i64, i64{', i64' * 10}) nounwind\n"
+             for _, name in later}
+    texts = [shared + "".join(decls.values()) + "".join(bodies) + METADATA]
+    for text, name in later:
+        others = "".join(d for n, d in decls.items() if n != name)
+        texts.append(shared + others + internals + text + METADATA)
+    return texts, results
+
+
+def lower_many(programs: Sequence[ProgramInput]) -> tuple[str, list[LoweredModule]]:
+    """Lower several programs into one module (shared internals emitted once); returns
+    the IR text and, per program, its exported symbols (``ir`` left empty)."""
+    (text,), results = _lower(programs, False)
     return text, results
+
+
+def lower_modules(p: ProgramInput) -> tuple[list[str], LoweredModule]:
+    """Lower one program as modules LLVM may compile at once, on threads of their own:
+    one, unless its main function is split (:func:`split_parts`); the first module
+    holds the exported symbols."""
+    texts, (low,) = _lower([p], True)
+    return texts, low
 
 
 def lower(insns: Sequence[Instruction], layout: Layout, imm64: Mapping[int, int], *,
