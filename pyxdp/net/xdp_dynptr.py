@@ -25,7 +25,8 @@ midway leaves the earlier chunks written. ``_adjust`` narrows the window
 ``__bpf_dynptr_copy`` and ``_str``) write into a dynptr of any type the same way:
 straight through ``bpf_dynptr_slice_rdwr``'s pointer, else in 256-byte chunks, the
 bytes read as :mod:`pyxdp.vm.maccess` reads kernel memory; from XDP the user
-variants read nothing (-EFAULT). Their twins serve local and ring buffer dynptrs.
+variants read nothing (-EFAULT). Their twins serve local and ring buffer dynptrs
+and the frame's linear part.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pyxdp.vm.dynptr import (
 )
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Interpreter
-from pyxdp.vm.jit.abi import SLOW, Natives
+from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
 from pyxdp.vm.jit.ir import Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_kfunc
 from pyxdp.vm.maccess import nofault_allowed, nofault_allowed_ir, read_byte_nofault
@@ -463,9 +464,11 @@ def _dynptr_copy_in(fn: _CopyFn, string: bool) -> Callable[..., int]:
 
 
 def _probe_fn(kind: str, source: str) -> Callable[[Natives], str]:
-    """The twin for a LOCAL or RINGBUF dynptr whose range ``bpf_dynptr_slice_rdwr``
-    gives (``source``: ``kernel``, ``kernel_str``, ``user`` or ``user_str``); SLOW for the rest (an
-    XDP, null or read-only dynptr, -E2BIG) and for a kernel read that faults midway."""
+    """The twin where ``bpf_dynptr_slice_rdwr`` gives a pointer into memory (a LOCAL or
+    RINGBUF dynptr) or into the frame's linear part (``source``: ``kernel``,
+    ``kernel_str``, ``user`` or ``user_str``); SLOW for the rest (a range in or across
+    frags, a null or read-only dynptr, -E2BIG) and for a kernel read that faults
+    midway."""
     def define(natives: Natives) -> str:
         f = Text()
         f.at("entry")
@@ -477,14 +480,26 @@ def _probe_fn(kind: str, source: str) -> Callable[[Natives], str]:
         kind_ = f.ins(f"and i64 {f.ins(f'lshr i64 {word}, {_TYPE_SHIFT}')}, 15")  # rdonly too
         mem = f.ins(f"or i1 {f.ins(f'icmp eq i64 {kind_}, {MEMORY_TYPES[0]}')}, "
                     f"{f.ins(f'icmp eq i64 {kind_}, {MEMORY_TYPES[1]}')}")
+        # this run's frame (an XDP dynptr's data is the context's address)
+        ours = f.ins(f"icmp eq i64 {data}, {c64(CTX_BASE)}")
+        frame = f.ins(f"and i1 {f.flag(NF_XDP)}, {ours}")
+        xdp = f.ins(f"and i1 {frame}, "
+                    f"{f.ins(f'icmp eq i64 {kind_}, {BPF_DYNPTR_TYPE_XDP}')}")
+        known = f.ins(f"or i1 {mem}, {xdp}")
         ret_if(f, f.ins(f"or i1 {f.ins(f'icmp eq i64 {data}, 0')}, "
-                        f"{f.ins(f'xor i1 {mem}, true')}"), SLOW)
+                        f"{f.ins(f'xor i1 {known}, true')}"), SLOW)
         dsize = f.ins(f"and i64 {word}, {_SIZE_MASK}")
         off, size = f.ins("and i64 %r2, 4294967295"), f.ins("and i64 %r3, 4294967295")
         room = f.ins(f"sub i64 {dsize}, {size}")
         past = f.ins(f"or i1 {f.ins(f'icmp ugt i64 {size}, {dsize}')}, "
                      f"{f.ins(f'icmp ugt i64 {off}, {room}')}")
         ret_if(f, past, SLOW)
+        # a frame's range: bpf_xdp_pointer's pointer when it lies in the linear part
+        data0, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+        rel = f.ins(f"add i64 {base}, {off}")
+        spans = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {rel}, {size}')}, "
+                      f"{f.ins(f'sub i64 {end}, {data0}')}")
+        ret_if(f, f.ins(f"and i1 {xdp}, {spans}"), SLOW)
         if source.startswith("user"):
             ok = f.ins(f"icmp eq i64 {size}, 0")
             if source == "user":  # size 0 at a user address: __access_ok holds
@@ -504,9 +519,19 @@ def _probe_fn(kind: str, source: str) -> Callable[[Natives], str]:
         else:
             f.do("ret i64 0")
         f.at(work)
-        at = f.ins(f"add i64 {f.ins(f'add i64 {data}, {base}')}, {off}")
-        dst = f.ins(f"call ptr @translate(ptr %ctx, i64 {at}, i64 {size}, i1 true)")
-        ret_if(f, f.ins(f"icmp eq ptr {dst}, null"), SLOW)
+        inframe, inmem, have = f.label("inframe"), f.label("inmem"), f.label("have")
+        f.cbr(xdp, inframe, inmem)
+        f.at(inframe)
+        dx = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data0}, {rel}"))
+        f.br(have)
+        f.at(inmem)
+        at = f.ins(f"add i64 {data}, {rel}")
+        dm = f.ins(f"call ptr @translate(ptr %ctx, i64 {at}, i64 {size}, i1 true)")
+        ret_if(f, f.ins(f"icmp eq ptr {dm}, null"), SLOW)
+        last = f.cur
+        f.br(have)
+        f.at(have)
+        dst = f.ins(f"phi ptr [ {dx}, %{inframe} ], [ {dm}, %{last} ]")
         refused, go = f.label("refused"), f.label("go")
         f.cbr(nofault_allowed_ir(f, "%r4"), go, refused)
         f.at(refused)

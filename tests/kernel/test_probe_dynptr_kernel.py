@@ -33,7 +33,8 @@ PACKET = bytes(range(1, 200)) + b"\0" + b"Hello, XDP\0" + bytes(40)
 BIG = bytes(range(256)) * 20  # 3520 bytes in the linear part, the rest in a frag
 TOP, NONCANON, VSYSCALL = 0xFFFF_FFFF_FFFF_F000, 0x8000_0000_0000_0000, 0xFFFF_FFFF_FF60_0000
 # (op, dst, doff, size, where, off, raw, dout): through bpf_dynptr_slice_rdwr's pointer
-# into a LOCAL or ring buffer dynptr - what the JIT's twins do without Python
+# into a LOCAL or ring buffer dynptr or the frame's linear part - what the JIT's twins do
+# without Python
 NATIVE = [
     (KERNEL, LOCAL, 0, 16, MAP, 0, 0), (KERNEL, LOCAL, 8, 56, MAP, 40, 0),
     (KERNEL, LOCAL, 64, 0, MAP, 0, 0), (KERNEL, LOCAL, 0, 64, STACK, 8, 0),
@@ -50,12 +51,14 @@ NATIVE = [
     (USER, LOCAL, 0, 0, RAW, 0, 0x7FFF_FFFF_F001), (USER, LOCAL, 0, 8, RAW, 0, 0x1000),
     (USTR, LOCAL, 0, 8, RAW, 0, 0x1000), (USTR, LOCAL, 0, 0, MAP, 0, 0),
     (USTR, RINGBUF, 0, 8, STACK, 0, 0),
+    (KERNEL, XDP, 10, 16, MAP, 0, 0), (KSTR, XDP, 100, 64, MAP, 0, 0),
+    (KSTR, XDP, 3456, 64, RAW, 0, TOP), (USER, XDP, 3000, 8, MAP, 0, 0),
 ]
-# the rest: -E2BIG, null and XDP dynptrs (a slice of the frame, or 256-byte chunks)
+# the rest: -E2BIG, null dynptrs, frags (a slice of one, or 256-byte chunks across)
 OTHER = [
     (KERNEL, LOCAL, 8, 64, MAP, 0, 0), (KERNEL, LOCAL, 65, 0, MAP, 0, 0),
     (KERNEL, RINGBUF, 60, 8, MAP, 0, 0), (KERNEL, NULL, 0, 8, MAP, 0, 0),
-    (KERNEL, NULL, 0, 0, MAP, 0, 0), (KERNEL, XDP, 10, 16, MAP, 0, 0),
+    (KERNEL, NULL, 0, 0, MAP, 0, 0),
     (KERNEL, XDP, 3500, 100, MAP, 0, 0, 3490), (KERNEL, XDP, 5000, 64, MAP, 100, 0, 5000),
     (KERNEL, XDP, 3400, 300, MAP, 0, 0, 3650), (KERNEL, XDP, 3500, 100, RAW, 0, 0, 3490),
     (KERNEL, XDP, 3500, 100, RAW, 0, TOP, 3490), (KERNEL, XDP, 5100, 30, MAP, 0, 0),
