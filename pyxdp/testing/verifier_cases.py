@@ -1143,7 +1143,8 @@ _MISC_CASES = (
        "arg#0 pointer type STRUCT bpf_map must point to scalar, or struct with scalar",
        err=errno.EINVAL),
     # -- bpf_modify_return_test_tp(int): a scalar
-    _c("modret_tp", "r1 = 7\ncall KFUNC(bpf_modify_return_test_tp)\nexit", None),
+    _c("modret_tp", "r1 = 7\ncall KFUNC(bpf_modify_return_test_tp)\nexit", None,
+       processed=3),
     _c("modret_tp_ptr", "r1 = r10\ncall KFUNC(bpf_modify_return_test_tp)\nexit",
        "R1 is not a scalar", err=errno.EINVAL),
     # -- bpf_skb_ct_lookup/_alloc: their struct __sk_buff is no XDP register; a global
@@ -1159,7 +1160,7 @@ _MISC_CASES = (
        "*(u64 *)(r10 -40) = r2\n*(u64 *)(r10 -32) = r2\n*(u64 *)(r10 -16) = r2\n"
        "*(u64 *)(r10 -8) = r2\n" + _CT_LOOKUP.replace("xdp_ct", "skb_ct") +
        "\nif r0 == 0 goto out\nr1 = r0\ncall KFUNC(bpf_ct_release)\nout:\nr0 = 0\nexit", None,
-       funcs=_gt("struct:__sk_buff@trusted@nullable")),
+       funcs=_gt("struct:__sk_buff@trusted@nullable"), processed=26),
     # -- bpf_probe_read_{kernel,user}{,_str}_dynptr: an initialised dynptr, scalars, any
     # source
     _c("probe_dynptr_local", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
