@@ -807,8 +807,18 @@ for _name in ("bpf_ct_set_status", "bpf_ct_change_status"):
     _kind = _name.removeprefix("bpf_")
     register_kfunc(_name, ct_change_status, HelperNative(_kind, 2, _status_fn(_kind), serial=True))
 
+def skb_ct_unreachable(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_skb_ct_lookup``/``_alloc`` (the same set, for TC): their context argument is
+    a trusted ``struct __sk_buff``, which an XDP program never holds - the verifier takes
+    a call only in a global function whose ``__arg_trusted`` argument its caller cannot
+    pass but as NULL, which the callee must test first - so no run reaches one."""
+    raise HelperFault("bpf_skb_ct_lookup/bpf_skb_ct_alloc reached without a struct __sk_buff")
+
+
 # The kfuncs by name (bound as private helpers, like the RX metadata kfuncs).
 CT_KFUNCS: dict[str, Callable[..., int]] = {
+    "bpf_skb_ct_lookup": skb_ct_unreachable,
+    "bpf_skb_ct_alloc": skb_ct_unreachable,
     "bpf_xdp_ct_lookup": ct_lookup,
     "bpf_xdp_ct_alloc": ct_alloc,
     "bpf_ct_insert_entry": ct_insert_entry,

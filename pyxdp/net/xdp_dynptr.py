@@ -20,6 +20,13 @@ range into the caller's buffer and returns that (NULL without a buffer).
 otherwise through 256-byte chunks of read and write, as Linux does: a failure
 midway leaves the earlier chunks written. ``_adjust`` narrows the window
 (``offset`` grows, the size shrinks; -ERANGE past it).
+
+``bpf_probe_read_{kernel,user}{,_str}_dynptr`` (``kernel/trace/bpf_trace.c``'s
+``__bpf_dynptr_copy`` and ``_str``) write into a dynptr of any type the same way:
+straight through ``bpf_dynptr_slice_rdwr``'s pointer, else in 256-byte chunks, the
+bytes read as :mod:`pyxdp.vm.maccess` reads kernel memory; from XDP the user
+variants read nothing (-EFAULT). Their twins serve local and ring buffer dynptrs
+and the frame's linear part.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import errno
 import struct
 from collections.abc import Callable
 
-from pyxdp.errors import HelperFault
+from pyxdp.errors import HelperFault, MemoryFault
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
 from pyxdp.vm.dynptr import (
     BPF_DYNPTR_TYPE_XDP,
@@ -43,9 +50,14 @@ from pyxdp.vm.dynptr import (
 )
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
+from pyxdp.vm.jit.ir import Text, c64, ret_if
+from pyxdp.vm.jit.natives import HelperNative, register_kfunc
+from pyxdp.vm.maccess import nofault_allowed, nofault_allowed_ir, read_byte_nofault
 from pyxdp.vm.memory import Region
 
-__all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "dynptr_read", "dynptr_write"]
+__all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "PROBE_READ_KFUNCS", "dynptr_read",
+           "dynptr_write"]
 
 _TYPE_SHIFT = DYNPTR_TYPE_SHIFT
 _SIZE_MASK = DYNPTR_SIZE_MASK
@@ -337,3 +349,236 @@ DYNPTR_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_dynptr_copy": dynptr_copy,
     "bpf_dynptr_memset": dynptr_memset,
 }
+
+
+# -- kernel/trace/bpf_trace.c: bpf_probe_read_{kernel,user}{,_str}_dynptr ---------------------
+# Each copy function gives what lands at the destination and the return value, as
+# copy_from_kernel_nofault, strncpy_from_kernel_nofault and their user twins leave them.
+_CopyFn = Callable[[Interpreter, int, int], tuple[bytes, int]]
+
+
+def _kernel_data(vm: Interpreter, src: int, size: int) -> tuple[bytes, int]:
+    """``copy_from_kernel_nofault``: -ERANGE for a refused start; a read running past
+    its region faults there (-EFAULT), leaving the whole 8-, 4-, 2- and 1-byte units it
+    copied before, as the kernel's word loop does."""
+    if not nofault_allowed(vm.mem, src):
+        return b"", -errno.ERANGE
+    src &= M64
+    try:
+        return vm.mem.read(src, size), 0
+    except MemoryFault:
+        pass
+    try:
+        r, off = vm.mem.find(src, 1, False)
+        avail = r.size - off
+    except MemoryFault:
+        avail = 0
+    done = 0
+    for unit in (8, 4, 2, 1):
+        while size - done >= unit:
+            if done + unit > avail:
+                return (vm.mem.read(src, done) if done else b""), -errno.EFAULT
+            done += unit
+    raise AssertionError("a read that faults stops before its end")
+
+
+def _kernel_str(vm: Interpreter, src: int, size: int) -> tuple[bytes, int]:
+    """``strncpy_from_kernel_nofault``: 0 for size 0; -ERANGE; the bytes up to and
+    including the NUL, or ``size`` of them with the last made NUL, and their count; a
+    fault NUL-terminates what was copied and is -EFAULT."""
+    if not size:
+        return b"", 0
+    if not nofault_allowed(vm.mem, src):
+        return b"", -errno.ERANGE
+    out = bytearray()
+    while True:
+        b = read_byte_nofault(vm.mem, src + len(out))
+        if b < 0:
+            return bytes(out) + b"\0", -errno.EFAULT
+        out.append(b)
+        if not b or len(out) == size:
+            break
+    out[-1] = 0
+    return bytes(out), len(out)
+
+
+# x86-64's USER_PTR_MAX: the last address valid_user_address takes
+USER_PTR_MAX = 0x7FFF_FFFF_F000
+
+
+def _user_data(vm: Interpreter, src: int, size: int) -> tuple[bytes, int]:
+    """``copy_from_user_nofault`` from XDP: pyxdp's memory is kernel memory to Linux
+    (``__access_ok`` fails, even for size 0) and an XDP run has no user memory of its
+    own, so any byte is -EFAULT, nothing copied; size 0 at a user address is 0."""
+    if size or not _user_address(vm, src):
+        return b"", -errno.EFAULT
+    return b"", 0
+
+
+def _user_address(vm: Interpreter, src: int) -> bool:
+    """``valid_user_address``: not one of pyxdp's regions, at most USER_PTR_MAX."""
+    try:
+        vm.mem.find(src & M64, 1, False)
+    except MemoryFault:
+        return src & M64 <= USER_PTR_MAX
+    return False
+
+
+def _user_str(vm: Interpreter, src: int, size: int) -> tuple[bytes, int]:
+    """``strncpy_from_user_nofault`` from XDP: 0 for size 0, else -EFAULT (as above)."""
+    return b"", -errno.EFAULT if size else 0
+
+
+def _dynptr_copy_in(fn: _CopyFn, string: bool) -> Callable[..., int]:
+    def call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+        """``__bpf_dynptr_copy`` (``_str``)``(dptr, off, size, unsafe_ptr)``: straight into
+        ``bpf_dynptr_slice_rdwr``'s pointer when there is one, else -E2BIG past the
+        dynptr or through 256-byte chunks (-EINVAL for a read-only or null dynptr, at
+        the first write); a string stops at its NUL."""
+        doff, size = r2 & M32, r3 & M32
+        at = _direct(vm, r1, doff, size, True)
+        if at is not None:
+            data, ret = fn(vm, r4, size)
+            if data:
+                at[0].store_bytes(at[1], data)
+            return ret & M64
+        if _check_off_len(_load(vm, r1)[1], doff, size):
+            return neg(errno.E2BIG)
+        off = 0
+        while off < size:
+            chunk = min(_CHUNK, size - off)
+            data, cnt = fn(vm, r4 + off, chunk)
+            if cnt < 0:
+                return cnt & M64
+            err = _write_bytes(vm, r1, doff + off, data[:cnt] if string else data)
+            if err:
+                return err & M64
+            if not string:
+                off += chunk
+            elif cnt < chunk or chunk == 1:
+                return off + cnt
+            else:
+                off += chunk - 1  # the next chunk overwrites the NUL
+        return off if string else 0
+    return call
+
+
+def _probe_fn(kind: str, source: str) -> Callable[[Natives], str]:
+    """The twin where ``bpf_dynptr_slice_rdwr`` gives a pointer into memory (a LOCAL or
+    RINGBUF dynptr) or into the frame's linear part (``source``: ``kernel``,
+    ``kernel_str``, ``user`` or ``user_str``); SLOW for the rest (a range in or across
+    frags, a null or read-only dynptr, -E2BIG) and for a kernel read that faults
+    midway."""
+    def define(natives: Natives) -> str:
+        f = Text()
+        f.at("entry")
+        kp = f.ins("call ptr @translate(ptr %ctx, i64 %r1, i64 16, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {kp}, null"), SLOW)
+        data = f.ins(f"load i64, ptr {kp}, align 1")
+        word = f.ins(f"zext i32 {f.ins(f'load i32, ptr {f.gep(kp, 8)}, align 1')} to i64")
+        base = f.ins(f"zext i32 {f.ins(f'load i32, ptr {f.gep(kp, 12)}, align 1')} to i64")
+        kind_ = f.ins(f"and i64 {f.ins(f'lshr i64 {word}, {_TYPE_SHIFT}')}, 15")  # rdonly too
+        mem = f.ins(f"or i1 {f.ins(f'icmp eq i64 {kind_}, {MEMORY_TYPES[0]}')}, "
+                    f"{f.ins(f'icmp eq i64 {kind_}, {MEMORY_TYPES[1]}')}")
+        # this run's frame (an XDP dynptr's data is the context's address)
+        ours = f.ins(f"icmp eq i64 {data}, {c64(CTX_BASE)}")
+        frame = f.ins(f"and i1 {f.flag(NF_XDP)}, {ours}")
+        xdp = f.ins(f"and i1 {frame}, "
+                    f"{f.ins(f'icmp eq i64 {kind_}, {BPF_DYNPTR_TYPE_XDP}')}")
+        known = f.ins(f"or i1 {mem}, {xdp}")
+        ret_if(f, f.ins(f"or i1 {f.ins(f'icmp eq i64 {data}, 0')}, "
+                        f"{f.ins(f'xor i1 {known}, true')}"), SLOW)
+        dsize = f.ins(f"and i64 {word}, {_SIZE_MASK}")
+        off, size = f.ins("and i64 %r2, 4294967295"), f.ins("and i64 %r3, 4294967295")
+        room = f.ins(f"sub i64 {dsize}, {size}")
+        past = f.ins(f"or i1 {f.ins(f'icmp ugt i64 {size}, {dsize}')}, "
+                     f"{f.ins(f'icmp ugt i64 {off}, {room}')}")
+        ret_if(f, past, SLOW)
+        # a frame's range: bpf_xdp_pointer's pointer when it lies in the linear part
+        data0, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+        rel = f.ins(f"add i64 {base}, {off}")
+        spans = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {rel}, {size}')}, "
+                      f"{f.ins(f'sub i64 {end}, {data0}')}")
+        ret_if(f, f.ins(f"and i1 {xdp}, {spans}"), SLOW)
+        if source.startswith("user"):
+            ok = f.ins(f"icmp eq i64 {size}, 0")
+            if source == "user":  # size 0 at a user address: __access_ok holds
+                p = f.ins("call ptr @translate(ptr %ctx, i64 %r4, i64 1, i1 false)")
+                user = f.ins(f"and i1 {f.ins(f'icmp eq ptr {p}, null')}, "
+                             f"{f.ins(f'icmp ule i64 %r4, {USER_PTR_MAX}')}")
+                ok = f.ins(f"and i1 {ok}, {user}")
+            f.do(f"ret i64 {f.ins(f'select i1 {ok}, i64 0, i64 {c64(neg(errno.EFAULT))}')}")
+            return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2, "
+                          "i64 %r3, i64 %r4) nounwind")
+        empty, work = f.label("empty"), f.label("work")
+        f.cbr(f.ins(f"icmp eq i64 {size}, 0"), empty, work)
+        f.at(empty)
+        if source == "kernel":  # the address check alone
+            ok = nofault_allowed_ir(f, "%r4")
+            f.do(f"ret i64 {f.ins(f'select i1 {ok}, i64 0, i64 {c64(neg(errno.ERANGE))}')}")
+        else:
+            f.do("ret i64 0")
+        f.at(work)
+        inframe, inmem, have = f.label("inframe"), f.label("inmem"), f.label("have")
+        f.cbr(xdp, inframe, inmem)
+        f.at(inframe)
+        dx = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data0}, {rel}"))
+        f.br(have)
+        f.at(inmem)
+        at = f.ins(f"add i64 {data}, {rel}")
+        dm = f.ins(f"call ptr @translate(ptr %ctx, i64 {at}, i64 {size}, i1 true)")
+        ret_if(f, f.ins(f"icmp eq ptr {dm}, null"), SLOW)
+        last = f.cur
+        f.br(have)
+        f.at(have)
+        dst = f.ins(f"phi ptr [ {dx}, %{inframe} ], [ {dm}, %{last} ]")
+        refused, go = f.label("refused"), f.label("go")
+        f.cbr(nofault_allowed_ir(f, "%r4"), go, refused)
+        f.at(refused)
+        f.do(f"ret i64 {c64(neg(errno.ERANGE))}")
+        f.at(go)
+        f.cset("%ctx", "stack_dirty", "-1")  # the memory may be a stack frame's
+        if source == "kernel":
+            src = f.ins(f"call ptr @translate(ptr %ctx, i64 %r4, i64 {size}, i1 false)")
+            ret_if(f, f.ins(f"icmp eq ptr {src}, null"), SLOW)  # a fault midway
+            f.memmove(dst, src, size)
+            f.do("ret i64 0")
+        else:
+            head, body, fault, done = (f.label(x) for x in ("head", "body", "fault", "done"))
+            f.br(head)
+            f.at(head)
+            i, nxt = f.tmp(), f.tmp()
+            f.do(f"{i} = phi i64 [ 0, %{go} ], [ {nxt}, %{body} ]")
+            p = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'add i64 %r4, {i}')}, "
+                      "i64 1, i1 false)")
+            readable = f.label("readable")
+            f.cbr(f.ins(f"icmp eq ptr {p}, null"), fault, readable)
+            f.at(readable)
+            c = f.ins(f"load i8, ptr {p}, align 1")
+            f.do(f"store i8 {c}, ptr {f.gep(dst, i)}, align 1")
+            f.do(f"{nxt} = add i64 {i}, 1")
+            end = f.ins(f"or i1 {f.ins(f'icmp eq i8 {c}, 0')}, "
+                        f"{f.ins(f'icmp eq i64 {nxt}, {size}')}")
+            f.cbr(end, done, body)
+            f.at(body)
+            f.br(head)
+            f.at(fault)  # what was copied stays, NUL-terminated
+            f.do(f"store i8 0, ptr {f.gep(dst, i)}, align 1")
+            f.do(f"ret i64 {c64(neg(errno.EFAULT))}")
+            f.at(done)
+            f.do(f"store i8 0, ptr {f.gep(dst, f.ins(f'sub i64 {nxt}, 1'))}, align 1")
+            f.do(f"ret i64 {nxt}")
+        return f.text(f"define internal i64 @{kind}(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                      "i64 %r4) nounwind")
+    return define
+
+
+PROBE_READ_KFUNCS: dict[str, Callable[..., int]] = {}
+for _src, _fn, _string in (("kernel", _kernel_data, False), ("kernel_str", _kernel_str, True),
+                           ("user", _user_data, False), ("user_str", _user_str, True)):
+    _name = f"bpf_probe_read_{_src}_dynptr"
+    PROBE_READ_KFUNCS[_name] = _dynptr_copy_in(_fn, _string)
+    register_kfunc(_name, PROBE_READ_KFUNCS[_name],
+                   HelperNative(f"probe_read_{_src}_dynptr", 4,
+                                _probe_fn(f"probe_read_{_src}_dynptr", _src), ("translate",)))
+DYNPTR_KFUNCS.update(PROBE_READ_KFUNCS)

@@ -1126,6 +1126,57 @@ _THROW_CASES = (
 )
 
 
+_STACK_DYN = "r1 = r10\nr1 += -16\n"
+_MISC_CASES = (
+    # -- bpf_map_sum_elem_count: a map pointer is a trusted struct bpf_map (reg2btf_ids)
+    _c("sum_elem_map", "r1 = MAP(hash)\ncall KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit", None),
+    _c("sum_elem_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\n"
+       "call KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_map must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("sum_elem_kctx", "call KFUNC(bpf_cast_to_kern_ctx)\nr1 = r0\n"
+       "call KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit",
+       "kernel function bpf_map_sum_elem_count args#0 expected pointer to STRUCT bpf_map but "
+       "R1 has a pointer to STRUCT xdp_buff", err=errno.EINVAL),
+    _c("sum_elem_value", _LOOKUP.format(m="hash") + "if r0 == 0 goto +2\nr1 = r0\n"
+       "call KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_map must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    # -- bpf_modify_return_test_tp(int): a scalar
+    _c("modret_tp", "r1 = 7\ncall KFUNC(bpf_modify_return_test_tp)\nexit", None,
+       processed=3),
+    _c("modret_tp_ptr", "r1 = r10\ncall KFUNC(bpf_modify_return_test_tp)\nexit",
+       "R1 is not a scalar", err=errno.EINVAL),
+    # -- bpf_skb_ct_lookup/_alloc: their struct __sk_buff is no XDP register; a global
+    # function's __arg_trusted one is, which only NULL reaches
+    _c("skb_ct_stack", "r1 = r10\nr1 += -8\n*(u64 *)(r10 -8) = r1\nr2 = 0\nr3 = 0\nr4 = 0\n"
+       "r5 = 0\ncall KFUNC(bpf_skb_ct_lookup)\nr0 = 2\nexit",
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("skb_ct_map", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n"
+       "call KFUNC(bpf_skb_ct_alloc)\nr0 = 2\nexit",
+       "kernel function bpf_skb_ct_alloc args#0 expected pointer to STRUCT __sk_buff but R1 "
+       "has a pointer to STRUCT bpf_map", err=errno.EINVAL),
+    _c("skb_ct_global", "r1 = 0\n" + _G1 + "if r1 == 0 goto out\nr2 = 0\n"
+       "*(u64 *)(r10 -40) = r2\n*(u64 *)(r10 -32) = r2\n*(u64 *)(r10 -16) = r2\n"
+       "*(u64 *)(r10 -8) = r2\n" + _CT_LOOKUP.replace("xdp_ct", "skb_ct") +
+       "\nif r0 == 0 goto out\nr1 = r0\ncall KFUNC(bpf_ct_release)\nout:\nr0 = 0\nexit", None,
+       funcs=_gt("struct:__sk_buff@trusted@nullable"), processed=26),
+    # -- bpf_probe_read_{kernel,user}{,_str}_dynptr: an initialised dynptr, scalars, any
+    # source
+    _c("probe_dynptr_local", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(arr)\ncall 1\nif r0 == 0 goto out\nr1 = r0\nr2 = 16\nr3 = 0\nr4 = r10\n"
+       "r4 += -24\ncall 197\nr1 = r10\nr1 += -24\nr2 = 0\nr3 = 8\nr4 = 0\n"
+       "call KFUNC(bpf_probe_read_kernel_str_dynptr)\nout:\nr0 = 2\nexit", None),
+    _c("probe_dynptr_uninit", _STACK_DYN + "r2 = 0\nr3 = 8\nr4 = 0\n"
+       "call KFUNC(bpf_probe_read_user_dynptr)\nr0 = 2\nexit",
+       "Expected an initialized dynptr as arg #0", err=errno.EINVAL),
+    _c("probe_dynptr_off_ptr", "r2 = 0\nr3 = r10\nr3 += -16\n"
+       "call KFUNC(bpf_dynptr_from_xdp)\nr1 = r10\nr1 += -16\nr2 = r10\nr3 = 8\nr4 = 0\n"
+       "call KFUNC(bpf_probe_read_kernel_dynptr)\nr0 = 2\nexit", "R2 is not a scalar",
+       err=errno.EINVAL),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -5831,6 +5882,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,
     *_THROW_CASES,
+    *_MISC_CASES,
     # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
     *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
          "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")

@@ -221,6 +221,19 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
                                            async_cb=True),
     "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
+    # kernel/trace/bpf_trace.c (common_btf_ids): read kernel (user) memory into a dynptr at an
+    # offset; the source is __ign, the kfunc reads it without faulting
+    "bpf_probe_read_kernel_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),
+    "bpf_probe_read_kernel_str_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),
+    "bpf_probe_read_user_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),
+    "bpf_probe_read_user_str_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),
+    # kernel/bpf/map_iter.c: bpf_map_iter_kfunc_ids (every program type); the map is a
+    # map pointer (reg2btf_ids: CONST_PTR_TO_MAP is a trusted struct bpf_map)
+    "bpf_map_sum_elem_count": KfuncProto((P(KArg.BTF_ID, struct="bpf_map"),),
+                                         flags=KF_TRUSTED_ARGS),
+    # net/bpf/test_run.c: bpf_test_modify_return_ids (registered for every program type
+    # on 6.18): fires the bpf_trigger_tp tracepoint and returns its int
+    "bpf_modify_return_test_tp": KfuncProto((_U32,)),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
@@ -230,6 +243,16 @@ KFUNCS: dict[str, KfuncProto] = {
                                       KF_ACQUIRE | KF_RET_NULL | KF_RELEASE,
                                       ret_struct="nf_conn"),
     "bpf_ct_release": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"),), KRet.VOID, KF_RELEASE),
+    # the TC pair, in the same set: their context is a struct __sk_buff, which an XDP
+    # program never holds trusted (see the verifier's _SKB_CTX)
+    "bpf_skb_ct_lookup": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
+                                     P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                    KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
+                                    ret_struct="nf_conn"),
+    "bpf_skb_ct_alloc": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
+                                    P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                   KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
+                                   ret_struct="nf_conn___init"),
     "bpf_ct_set_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"), _U32),
                                      KRet.VOID, KF_TRUSTED_ARGS),
     "bpf_ct_change_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn"), _U32),

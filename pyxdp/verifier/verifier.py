@@ -260,6 +260,16 @@ def _reg_not_null(r: Reg) -> bool:
         base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
 
 
+# reg2btf_ids: the registers a kfunc's struct pointer argument takes besides PTR_TO_BTF_ID,
+# as pointers to these kernel structs
+_REG2BTF = {MAP_PTR: "bpf_map", SOCK: "sock", SOCK_COMMON: "sock_common"}
+# A program type's context struct named by a kfunc of another type (the skb conntrack
+# kfuncs' struct __sk_buff): Linux 6.18 takes any register for it as a kernel-object
+# argument, so a non-trusted one is "must be referenced or trusted" (measured from XDP
+# with the context, stack, packet and map value pointers), never "must point to scalar".
+_SKB_CTX = frozenset({"__sk_buff"})
+
+
 def _is_trusted_reg(reg: Reg) -> bool:
     """is_trusted_reg: referenced, a socket or map pointer (reg2btf_ids) without flags,
     or PTR_TRUSTED and no other flag (MAYBE_NULL included)."""
@@ -4376,16 +4386,18 @@ class _Verifier:
                     raise Refuse(f"R{n + 1} must be a known constant", errno.EINVAL)
                 meta.const_size = size.tv
             return i + 2
-        # KF_ARG_PTR_TO_BTF_ID
-        if reg.t & 0xFF != BTF_ID:  # get_kfunc_ptr_arg_type: no struct of scalars
+        # KF_ARG_PTR_TO_BTF_ID: a PTR_TO_BTF_ID, or a register reg2btf_ids names a struct
+        has = reg.bt if reg.t & 0xFF == BTF_ID else _REG2BTF.get(reg.t & 0xFF)
+        if has is None and p.struct not in _SKB_CTX:
+            # get_kfunc_ptr_arg_type: no struct of scalars
             raise Refuse(f"arg#{i} pointer type STRUCT {p.struct} must point to scalar, or "
                          "struct with scalar", errno.EINVAL)
         if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
             # a release kfunc's arguments are trusted ones too
             raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
-        if reg.bt != p.struct:
+        if has != p.struct:
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
-                         f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
+                         f"{p.struct} but R{n} has a pointer to STRUCT {has}",
                          errno.EINVAL)
         if reg.ref and proto.flags & KF_RELEASE:
             meta.release_ref = reg.ref

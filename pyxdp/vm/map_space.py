@@ -76,6 +76,8 @@ class ProgramMap(Protocol):
 
     def raw_keys(self) -> Iterator[bytes]: ...
 
+    def __len__(self) -> int: ...  # the elements it holds
+
 
 class RingBufMap(ProgramMap, Protocol):
     """A ``BPF_MAP_TYPE_RINGBUF`` map: what ``bpf_ringbuf_*`` call (``kernel/bpf/ringbuf.c``)."""
