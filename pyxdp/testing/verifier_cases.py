@@ -1126,6 +1126,88 @@ _THROW_CASES = (
 )
 
 
+# -- the task and cgroup kfuncs: references taken and given back, trusted and RCU arguments.
+# Offsets of Linux 6.18's structs (this kernel's BTF, and the one pyxdp ships): task_struct
+# pid 1264, real_parent 1280, parent 1288, comm 1752, cgroups 2376, size 3264; css_set
+# dfl_cgrp 112; cgroup level 216, kn 256, ancestors 2224; kernfs_node id 96.
+_TASK_GET = "r1 = 1\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto out\nr6 = r0\n"
+_TASK_REL = "r1 = r6\ncall KFUNC(bpf_task_release)\n"
+_CG_GET = "r1 = 1\ncall KFUNC(bpf_cgroup_from_id)\nif r0 == 0 goto out\nr6 = r0\n"
+_CG_REL = "r1 = r6\ncall KFUNC(bpf_cgroup_release)\n"
+_OUT = "out:\nr0 = 2\nexit"
+_ACQ_REL = ("call KFUNC(bpf_task_acquire)\nif r0 == 0 goto rel\nr1 = r0\n"
+            "call KFUNC(bpf_task_release)\nrel:\n")
+_LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_TASK_CASES: tuple[VerifierCase, ...] = (
+    _c("task_ok", _TASK_GET + "r1 = *(u32 *)(r6 + 1264)\nr1 = *(u64 *)(r6 + 1752)\n" +
+       _TASK_REL + _OUT, None),
+    _c("task_leak", _TASK_GET + _OUT, _LEAK, err=errno.EINVAL),
+    _c("task_maybe_null_rel", "r1 = 1\ncall KFUNC(bpf_task_from_pid)\nr1 = r0\n"
+       "call KFUNC(bpf_task_release)\nr0 = 2\nexit",
+       "Possibly NULL pointer passed to trusted arg0"),
+    _c("task_twice", _TASK_GET + _TASK_REL + _TASK_REL + _OUT,
+       "arg#0 pointer type STRUCT task_struct must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("task_use_after", _TASK_GET + _TASK_REL + "r1 = *(u32 *)(r6 + 1264)\n" + _OUT,
+       "R6 invalid mem access 'scalar'"),
+    _c("task_write", _TASK_GET + "r1 = 0\n*(u32 *)(r6 + 1264) = r1\n" + _TASK_REL + _OUT,
+       "only read is supported"),
+    _c("task_read_oob", _TASK_GET + "r1 = *(u32 *)(r6 + 3264)\n" + _TASK_REL + _OUT,
+       "access beyond struct task_struct at off 3264 size 4"),
+    # real_parent (and group_leader, cgroups) read from a trusted task is an RCU pointer,
+    # parent is not; after bpf_rcu_read_unlock an RCU pointer is untrusted
+    _c("task_real_parent_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\n" + _ACQ_REL +
+       _TASK_REL + _OUT, None),
+    _c("task_rp_rp_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\nr1 = *(u64 *)(r1 + 1280)\n" +
+       _ACQ_REL + _TASK_REL + _OUT, None),
+    _c("task_parent_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1288)\n" + _ACQ_REL + _TASK_REL +
+       _OUT, "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("task_rp_release", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\n"
+       "call KFUNC(bpf_task_release)\n" + _TASK_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("task_rp_unlock_acq", _TASK_GET + "call KFUNC(bpf_rcu_read_lock)\n"
+       "r7 = *(u64 *)(r6 + 1280)\ncall KFUNC(bpf_rcu_read_unlock)\nr1 = r7\n" + _ACQ_REL +
+       _TASK_REL + _OUT, "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("task_rp_unlock_read", _TASK_GET + "call KFUNC(bpf_rcu_read_lock)\n"
+       "r7 = *(u64 *)(r6 + 1280)\ncall KFUNC(bpf_rcu_read_unlock)\n"
+       "r1 = *(u32 *)(r7 + 1264)\n" + _TASK_REL + _OUT, None),
+    _c("task_rel_off", _TASK_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_task_release)\n" + _OUT,
+       "R1 must have zero offset when passed to release func or trusted arg to kfunc",
+       err=errno.EINVAL),
+    _c("task_acq_off", _TASK_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_task_acquire)\n" +
+       _TASK_REL + _OUT, "kernel function bpf_task_acquire args#0 expected pointer to "
+       "STRUCT task_struct but R1 has a pointer to STRUCT task_struct", err=errno.EINVAL),
+    _c("task_pid_ptr", "r1 = r10\ncall KFUNC(bpf_task_from_pid)\n" + _OUT,
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("task_dfl_cgrp", _TASK_GET + "r1 = *(u64 *)(r6 + 2376)\nr1 = *(u64 *)(r1 + 112)\n"
+       "call KFUNC(bpf_cgroup_acquire)\nif r0 == 0 goto rel\nr1 = r0\n"
+       "call KFUNC(bpf_cgroup_release)\nrel:\n" + _TASK_REL + _OUT, None),
+    _c("task_cg1", _TASK_GET + "r1 = r6\nr2 = 4\ncall KFUNC(bpf_task_get_cgroup1)\n"
+       "if r0 == 0 goto rel\nr1 = r0\ncall KFUNC(bpf_cgroup_release)\nrel:\n" + _TASK_REL +
+       _OUT, None),
+    _c("task_cg1_leak", _TASK_GET + "r1 = r6\nr2 = 4\ncall KFUNC(bpf_task_get_cgroup1)\n" +
+       _TASK_REL + _OUT, _LEAK, err=errno.EINVAL),
+    _c("task_cg_rel_task", _TASK_GET + "r1 = r6\ncall KFUNC(bpf_cgroup_release)\n" + _OUT,
+       "kernel function bpf_cgroup_release args#0 expected pointer to STRUCT cgroup but R1 "
+       "has a pointer to STRUCT task_struct", err=errno.EINVAL),
+    _c("task_under_rp", _CG_GET + "r7 = r6\n" + _TASK_GET.replace("goto out", "goto rel7") +
+       "r1 = *(u64 *)(r6 + 1280)\nr2 = r7\ncall KFUNC(bpf_task_under_cgroup)\n" +
+       _TASK_REL + "rel7:\nr1 = r7\ncall KFUNC(bpf_cgroup_release)\n" + _OUT, None),
+    _c("cgroup_kn_id", _CG_GET + "r1 = *(u64 *)(r6 + 256)\nr1 = *(u64 *)(r1 + 96)\n"
+       "r1 = *(u32 *)(r6 + 216)\n" + _CG_REL + _OUT, None),
+    _c("cgroup_ancestor", _CG_GET + "r1 = r6\nr2 = 0\ncall KFUNC(bpf_cgroup_ancestor)\n"
+       "if r0 == 0 goto rel\nr1 = r0\ncall KFUNC(bpf_cgroup_release)\nrel:\n" + _CG_REL +
+       _OUT, None),
+    _c("cgroup_ancestor_leak", _CG_GET + "r1 = r6\nr2 = 0\n"
+       "call KFUNC(bpf_cgroup_ancestor)\n" + _CG_REL + _OUT, _LEAK, err=errno.EINVAL),
+    _c("cgroup_ancestors", _CG_GET + "r1 = *(u64 *)(r6 + 2224)\n" + _CG_REL + _OUT,
+       "struct cgroup doesn't have field at offset 2224", err=errno.EINVAL),
+    _c("cgroup_kn_release", _CG_GET + "r1 = *(u64 *)(r6 + 256)\n"
+       "call KFUNC(bpf_cgroup_release)\n" + _CG_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -5827,6 +5909,7 @@ r0 = 2
 exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SOCK_CASES,
     *_XFRM_CASES,
+    *_TASK_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL",
+__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
            "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
@@ -109,6 +109,8 @@ _CTX = P(KArg.CTX)
 _DYN = P(KArg.DYNPTR)
 _U32 = P(KArg.SCALAR)
 _IGN = P(KArg.IGN)
+_TASK = P(KArg.BTF_ID, struct="task_struct")
+_CGRP = P(KArg.BTF_ID, struct="cgroup")
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -221,6 +223,25 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
                                            async_cb=True),
     "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
+    # kernel/bpf/helpers.c: tasks and cgroups (generic_btf_ids); a KF_RCU argument is a
+    # trusted pointer or an RCU one (a field of RCU_FIELDS read from one)
+    "bpf_task_from_pid": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                    ret_struct="task_struct"),
+    "bpf_task_from_vpid": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                     ret_struct="task_struct"),
+    "bpf_task_acquire": KfuncProto((_TASK,), KRet.BTF_ID, KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                   ret_struct="task_struct"),
+    "bpf_task_release": KfuncProto((_TASK,), KRet.VOID, KF_RELEASE),
+    "bpf_cgroup_from_id": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                     ret_struct="cgroup"),
+    "bpf_cgroup_acquire": KfuncProto((_CGRP,), KRet.BTF_ID, KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                     ret_struct="cgroup"),
+    "bpf_cgroup_release": KfuncProto((_CGRP,), KRet.VOID, KF_RELEASE),
+    "bpf_cgroup_ancestor": KfuncProto((_CGRP, _U32), KRet.BTF_ID,
+                                      KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
+    "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
+                                       KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
@@ -253,6 +274,16 @@ KFUNCS: dict[str, KfuncProto] = {
     # nf_inet_addr, a struct of scalars: 16 bytes of memory
     "bpf_ct_set_nat_info": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),
                                        P(KArg.MEM, 16), _U32, _U32), flags=KF_TRUSTED_ARGS),
+}
+
+# kernel/bpf/verifier.c BTF_TYPE_SAFE_RCU: pointer members that, read from a trusted or
+# RCU pointer inside an RCU read section (always, for a non-sleepable program outside
+# bpf_rcu_read_unlock), give an RCU pointer (MEM_RCU, never NULL) that KF_RCU kfuncs take.
+RCU_FIELDS: dict[str, frozenset[str]] = {
+    "task_struct": frozenset({"cpus_ptr", "cgroups", "real_parent", "group_leader"}),
+    "cgroup": frozenset({"kn"}),
+    "css_set": frozenset({"dfl_cgrp"}),
+    "cgroup_subsys_state": frozenset({"cgroup"}),
 }
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)

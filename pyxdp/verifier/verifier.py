@@ -52,7 +52,7 @@ from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.struct_access import StructWalkError, struct_access
+from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
@@ -80,11 +80,13 @@ from pyxdp.verifier.kfuncs import (
     KF_ITER_DESTROY,
     KF_ITER_NEW,
     KF_ITER_NEXT,
+    KF_RCU,
     KF_RELEASE,
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
     NOT_FOR_XDP,
+    RCU_FIELDS,
     SLEEPABLE_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
@@ -266,6 +268,11 @@ def _is_trusted_reg(reg: Reg) -> bool:
     base, flags = reg.t & 0xFF, reg.t & ~0xFF
     return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
         flags == TRUSTED
+
+
+def _is_rcu_reg(reg: Reg) -> bool:
+    """is_rcu_reg: MEM_RCU (a pointer valid until the RCU read section ends)."""
+    return bool(reg.t & RCU)
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -3055,10 +3062,24 @@ class _Verifier:
         if got.kind == "mem":  # mark_btf_ld_reg: PTR_TO_MEM | MEM_RDONLY | PTR_UNTRUSTED
             r.set_ptr(MEM | RDONLY | UNTRUSTED)
             return r
-        # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
-        r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
+        # pointers walked from a trusted one are not trusted, but for the members of
+        # RCU_FIELDS read from a trusted or RCU one (type_is_rcu: MEM_RCU, an XDP program
+        # being in an RCU read section throughout); from an untrusted one untrusted
+        untrusted = reg.t & UNTRUSTED or got.untrusted
+        rcu = not untrusted and not reg.t & MAYBE_NULL and size == 8 and \
+            (_is_trusted_reg(reg) or _is_rcu_reg(reg)) and self._rcu_field(reg, tid, off)
+        r.set_ptr(BTF_ID | (UNTRUSTED if untrusted else RCU if rcu else 0))
         r.bt, r.sub = got.name, got.type_id
         return r
+
+    def _rcu_field(self, reg: Reg, tid: int, off: int) -> bool:
+        """type_is_rcu: whether the member at ``off`` of the register's struct is one of
+        its RCU_FIELDS."""
+        names = RCU_FIELDS.get(reg.bt)
+        if not names:
+            return False
+        kbtf = self._kernel_btf()
+        return any(member_offset(kbtf, tid, m) == (off, 8) for m in names)
 
     def _obj_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
                     ) -> Reg | None:
@@ -4278,6 +4299,9 @@ class _Verifier:
                 raise Refuse(f"unmatched rcu read unlock (kernel function {name})",
                              errno.EINVAL)
             st.rcu = False
+            for x in st.all_regs():  # RCU pointers outlive the section only untrusted
+                if x.t & 0xFF == BTF_ID and x.t & RCU:
+                    x.t = x.t & ~(RCU | MAYBE_NULL) | UNTRUSTED
         elif name == "bpf_preempt_disable":
             st.preempt += 1
         else:
@@ -4383,7 +4407,11 @@ class _Verifier:
         if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
             # a release kfunc's arguments are trusted ones too
             raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
-        if reg.bt != p.struct:
+        if proto.flags & KF_RCU and not _is_trusted_reg(reg) and not _is_rcu_reg(reg):
+            raise Refuse(f"R{n} must be a rcu pointer", errno.EINVAL)
+        # btf_struct_ids_match: a pointer moved into its struct is not one to the struct
+        # (none of the kfuncs' structs begins another struct of its own type)
+        if reg.bt != p.struct or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
                          errno.EINVAL)

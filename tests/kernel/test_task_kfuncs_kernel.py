@@ -1,0 +1,125 @@
+"""The task and cgroup kfuncs against Linux: one XDP program looks up this test process by
+pid and reads its pid, tgid, comm, flags, prio, its real parent's pid and grandparent's
+comm and its cgroup v2 id through task->cgroups->dfl_cgrp->kn->id; looks up a cgroup
+made for the test (two levels below the v2 root) by id, reads its id and level, asks
+whether the task is under it and under its root ancestor, takes its level-1 ancestor;
+and takes the task's cgroup of a v1 hierarchy. Linux under BPF_PROG_TEST_RUN and both
+pyxdp engines must write the same map."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pyxdp.btf.btf import BtfKind
+from pyxdp.btf.struct_access import member_offset
+from pyxdp.btf.vmlinux import core_target
+from pyxdp.collection import Collection
+from pyxdp.net.prog import jit_available
+from pyxdp.testing.verifier_cases import VerifierCase
+from pyxdp.vm.task_kfuncs import cgroup_mounts
+
+pytestmark = pytest.mark.kernel
+
+NKEYS = 16
+
+
+def _off(struct_name: str, member: str) -> int:
+    btf = core_target()
+    tid = btf.find(struct_name, BtfKind.STRUCT)
+    assert tid is not None
+    got = member_offset(btf, tid, member)
+    assert got is not None
+    return got[0]
+
+
+def _put(key: int, reg: str) -> str:
+    """hash[key] = reg (a u64)."""
+    return (f"*(u32 *)(r10 - 4) = {key}\n*(u64 *)(r10 - 16) = {reg}\nr1 = MAP(hash)\n"
+            "r2 = r10\nr2 += -4\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n")
+
+
+def _program(pid: int, cgid: int, hierarchy: int) -> str:
+    t = {m: _off("task_struct", m) for m in ("pid", "tgid", "comm", "flags", "prio",
+                                             "real_parent", "cgroups")}
+    dfl, kn, level = _off("css_set", "dfl_cgrp"), _off("cgroup", "kn"), _off("cgroup", "level")
+    kid = _off("kernfs_node", "id")
+    rp = f"r9 = *(u64 *)(r6 + {t['real_parent']})\n"
+    cg_id = f"r9 = *(u64 *)(r9 + {kn})\nr9 = *(u64 *)(r9 + {kid})\n"
+    a = f"r1 = {pid}\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto out\nr6 = r0\n"
+    for key, (off, size) in enumerate(((t["pid"], 32), (t["tgid"], 32), (t["comm"], 64),
+                                       (t["comm"] + 8, 64), (t["flags"], 32),
+                                       (t["prio"], 32))):
+        a += f"r9 = *(u{size} *)(r6 + {off})\n" + _put(key, "r9")
+    a += rp + f"r9 = *(u32 *)(r9 + {t['pid']})\n" + _put(6, "r9")
+    a += rp + f"r9 = *(u64 *)(r9 + {t['real_parent']})\nr9 = *(u64 *)(r9 + {t['comm']})\n"
+    a += _put(7, "r9")
+    a += f"r9 = *(u64 *)(r6 + {t['cgroups']})\nr9 = *(u64 *)(r9 + {dfl})\n" + cg_id
+    a += _put(8, "r9")
+    a += f"r1 = {cgid} ll\ncall KFUNC(bpf_cgroup_from_id)\nif r0 == 0 goto cg1\nr7 = r0\n"
+    a += "r9 = r7\n" + cg_id + _put(9, "r9")
+    a += f"r9 = *(u32 *)(r7 + {level})\n" + _put(10, "r9")
+    a += "r1 = r6\nr2 = r7\ncall KFUNC(bpf_task_under_cgroup)\nr9 = r0\n" + _put(11, "r9")
+    a += "r1 = r7\nr2 = 1\ncall KFUNC(bpf_cgroup_ancestor)\nif r0 == 0 goto rel7\nr8 = r0\n"
+    a += "r9 = r8\n" + cg_id + _put(12, "r9") + "r1 = r8\ncall KFUNC(bpf_cgroup_release)\n"
+    a += "r1 = r7\nr2 = 0\ncall KFUNC(bpf_cgroup_ancestor)\nif r0 == 0 goto rel7\nr8 = r0\n"
+    a += "r1 = r6\nr2 = r8\ncall KFUNC(bpf_task_under_cgroup)\nr9 = r0\n" + _put(13, "r9")
+    a += "r1 = r8\ncall KFUNC(bpf_cgroup_release)\n"
+    a += "rel7:\nr1 = r7\ncall KFUNC(bpf_cgroup_release)\n"
+    a += f"cg1:\nr1 = r6\nr2 = {hierarchy}\ncall KFUNC(bpf_task_get_cgroup1)\n"
+    a += "if r0 == 0 goto rel\nr7 = r0\nr9 = r7\n" + cg_id + _put(14, "r9")
+    a += f"r9 = *(u32 *)(r7 + {level})\n" + _put(15, "r9")
+    a += "r1 = r7\ncall KFUNC(bpf_cgroup_release)\n"
+    return a + "rel:\nr1 = r6\ncall KFUNC(bpf_task_release)\nout:\nr0 = 2\nexit"
+
+
+@pytest.fixture
+def child_cgroup() -> Iterator[Path]:
+    """A cgroup two levels below the v2 root, removed afterwards."""
+    root = cgroup_mounts().get(0)
+    if root is None:
+        pytest.skip("no cgroup v2 hierarchy mounted")
+    top = Path(root) / f"pyxdp-test-{os.getpid()}"
+    (top / "sub").mkdir(parents=True)
+    try:
+        yield top / "sub"
+    finally:
+        (top / "sub").rmdir()
+        top.rmdir()
+
+
+def _v1_hierarchy() -> int:
+    """A v1 hierarchy this process is in below its root, else any (1 on a v2-only host:
+    none, so NULL from both)."""
+    lines = [ln.split(":", 2) for ln in Path("/proc/self/cgroup").read_text().splitlines()]
+    v1 = [(int(h), p) for h, _, p in lines if int(h)]
+    return next((h for h, p in v1 if p != "/"), v1[0][0] if v1 else 1)
+
+
+def _map(coll: Collection) -> dict[int, int | None]:
+    h = coll.maps["hash"].handle
+    out = {}
+    for k in range(NKEYS):
+        v = h.lookup(struct.pack("<I", k))
+        out[k] = struct.unpack("<Q", v)[0] if v is not None else None
+    return out
+
+
+def test_task_and_cgroup_kfuncs_match_linux(child_cgroup: Path) -> None:
+    hierarchy = _v1_hierarchy()
+    spec = VerifierCase("task_cgroup", _program(os.getpid(), child_cgroup.stat().st_ino,
+                                                hierarchy), None).spec()
+    engines = ["interp", "jit"] if jit_available() else ["interp"]
+    with Collection(spec, "kernel") as kern:
+        assert kern.programs["task_cgroup"].test_run(bytes(64)).retval == 2
+        want = _map(kern)
+    assert want[0] == os.getpid() and want[9] == child_cgroup.stat().st_ino
+    assert want[10] == 2 and want[11] == 0 and want[13] == 1  # under the root, not the child
+    for engine in engines:
+        with Collection(spec, "userspace", engine=engine) as user:
+            assert user.programs["task_cgroup"].test_run(bytes(64)).retval == 2
+            assert _map(user) == want, engine
