@@ -1205,6 +1205,14 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("cgroup_kn_release", _CG_GET + "r1 = *(u64 *)(r6 + 256)\n"
        "call KFUNC(bpf_cgroup_release)\n" + _CG_REL + _OUT,
        "R1 must be referenced or trusted", err=errno.EINVAL),
+    # a cgroup's task iterator: never made by an XDP program, so never used
+    _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
+       "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",
+       "css_task_iter is only allowed in bpf_lsm, bpf_iter and sleepable progs",
+       err=errno.EINVAL),
+    *(_c(f"css_task_iter_{k}", f"r1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_css_task_{k})\n"
+         "r0 = 2\nexit", "expected an initialized iter_css_task as arg #0", err=errno.EINVAL)
+      for k in ("next", "destroy")),
 )
 
 

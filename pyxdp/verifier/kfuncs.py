@@ -22,7 +22,7 @@ from enum import Enum, auto
 
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
-           "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
+           "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
@@ -242,6 +242,16 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/bpf/task_iter.c: a cgroup's tasks, open-coded (common_btf_ids); check_kfunc_args
+    # refuses the _new call outside LSM, iterator and sleepable programs, so no XDP program
+    # gets an initialised iterator for _next and _destroy
+    "bpf_iter_css_task_new": KfuncProto((P(KArg.ITER, 8, "css_task"),
+                                         P(KArg.BTF_ID, struct="cgroup_subsys_state"), _U32),
+                                        flags=KF_ITER_NEW | KF_TRUSTED_ARGS),
+    "bpf_iter_css_task_next": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.BTF_ID,
+                                         KF_ITER_NEXT | KF_RET_NULL, ret_struct="task_struct"),
+    "bpf_iter_css_task_destroy": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.VOID,
+                                            KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
@@ -285,6 +295,9 @@ RCU_FIELDS: dict[str, frozenset[str]] = {
     "css_set": frozenset({"dfl_cgrp"}),
     "cgroup_subsys_state": frozenset({"cgroup"}),
 }
+
+# check_css_task_iter_allowlist: the iterator XDP programs may not make
+CSS_TASK_ITER = "css_task"
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
 

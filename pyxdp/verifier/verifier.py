@@ -76,6 +76,7 @@ from pyxdp.verifier.helpers import (
     func_maps,
 )
 from pyxdp.verifier.kfuncs import (
+    CSS_TASK_ITER,
     KF_ACQUIRE,
     KF_ITER_DESTROY,
     KF_ITER_NEW,
@@ -4911,6 +4912,9 @@ class _Verifier:
         """process_iter_arg: ``struct bpf_iter_<kind>`` in stack slots, made by the
         ``_new`` kfunc (an acquired reference), used by ``_next``, ended by ``_destroy``."""
         reg = regs[n]
+        if p.struct == CSS_TASK_ITER and proto.flags & KF_ITER_NEW:
+            raise Refuse("css_task_iter is only allowed in bpf_lsm, bpf_iter and sleepable "
+                         "progs", errno.EINVAL)
         if reg.t != STACK:
             raise Refuse(f"arg#{i} expected pointer to an iterator on stack", errno.EINVAL)
         frame = st.frames[reg.frame]

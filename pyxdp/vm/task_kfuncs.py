@@ -315,7 +315,7 @@ class KernelObjects:
         mnt = cgroup_mounts().get(hierarchy)
         if mnt is None:
             return None
-        parts = [p for p in path.split("/") if p]
+        parts = [p for p in path.split("/") if p and p != "."]
         chain: list[_Obj] = []
         for level in range(len(parts) + 1):
             d = os.path.join(mnt, *parts[:level])
