@@ -16,6 +16,7 @@ from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import HelperFault
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.memory import Region
 from pyxdp.vm.task_kfuncs import TASK_BASE, TASK_KFUNCS, cgroup_mounts, kernel_objects
 
 
@@ -100,3 +101,27 @@ def test_not_an_object_is_a_fault() -> None:
     me = _call(vm, "bpf_task_from_pid", os.getpid())
     with pytest.raises(HelperFault, match="struct cgroup"):
         _call(vm, "bpf_cgroup_release", me)
+
+
+def _walk(vm: Interpreter, it: int, task: int, flags: int, most: int = 4) -> list[int]:
+    assert _call(vm, "bpf_iter_task_new", it, task, flags) == 0
+    out = []
+    while len(out) < most and (t := _call(vm, "bpf_iter_task_next", it)):
+        out.append(_read(vm, t, "task_struct", "pid"))
+    _call(vm, "bpf_iter_task_destroy", it)
+    return out
+
+
+def test_task_iterator() -> None:
+    vm = Interpreter(assemble("r0 = 0\nexit"))
+    it = 0x1000
+    vm.mem.add(Region("iterator", it, bytearray(24)))
+    procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    assert _walk(vm, it, 0, 0) == [0, *procs[:3]]  # the idle task, then pid order
+    assert _walk(vm, it, 0, 1)[:2] == [0, procs[0]]
+    me = _call(vm, "bpf_task_from_pid", os.getpid())
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{os.getpid()}/task"))
+    assert _walk(vm, it, me, 2, 64) == tids
+    for task, flags in ((0, 2), (me, 3), (0, -1 & 0xFFFF_FFFF)):
+        assert _call(vm, "bpf_iter_task_new", it, task, flags) == -22 & 0xFFFF_FFFF
+        assert _call(vm, "bpf_iter_task_next", it) == 0  # a failed new gives nothing

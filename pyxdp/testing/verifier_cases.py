@@ -251,6 +251,9 @@ _RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
 # r0 = bpf_dynptr_data(fp-16, 0, 8)
 _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
 _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_IT = "r1 = r10\nr1 += -24\n"
+_IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
+_IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
 _UNACQ = "arg 1 is an unacquired reference"
 # r6 = arr[0]'s value (jumps to out when NULL); bpf_dynptr_from_mem(r6, 16, 0, fp-24)
 _FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
@@ -1138,6 +1141,9 @@ _OUT = "out:\nr0 = 2\nexit"
 _ACQ_REL = ("call KFUNC(bpf_task_acquire)\nif r0 == 0 goto rel\nr1 = r0\n"
             "call KFUNC(bpf_task_release)\nrel:\n")
 _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_IT = "r1 = r10\nr1 += -24\n"
+_IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
+_IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
 _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("task_ok", _TASK_GET + "r1 = *(u32 *)(r6 + 1264)\nr1 = *(u64 *)(r6 + 1752)\n" +
        _TASK_REL + _OUT, None),
@@ -1205,6 +1211,28 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("cgroup_kn_release", _CG_GET + "r1 = *(u64 *)(r6 + 256)\n"
        "call KFUNC(bpf_cgroup_release)\n" + _CG_REL + _OUT,
        "R1 must be referenced or trusted", err=errno.EINVAL),
+    # the task iterator: its tasks are RCU pointers; past bpf_rcu_read_unlock it is unusable
+    *(_c(f"task_iter_{k}", _IT_NEW + body + _IT_END, v, **kw) for k, body, v, kw in (
+        ("loop", "r6 = 0\nloop:\n" + _IT + "call KFUNC(bpf_iter_task_next)\n"
+         "if r0 == 0 goto done\nr1 = *(u32 *)(r0 + 1264)\nr6 += r1\ngoto loop\ndone:\n",
+         None, {}),
+        ("release", _IT + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\nr1 = r0\n"
+         "call KFUNC(bpf_task_release)\ndone:\n", "R1 must be referenced or trusted",
+         {"err": errno.EINVAL}),
+        ("parent_acquire", _IT + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\n"
+         "r1 = *(u64 *)(r0 + 1280)\ncall KFUNC(bpf_task_acquire)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_task_release)\ndone:\n", None, {}),
+        ("unchecked", _IT + "call KFUNC(bpf_iter_task_next)\nr1 = *(u32 *)(r0 + 1264)\n",
+         "R0 invalid mem access 'scalar'", {}),
+        ("unlocked", "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_rcu_read_unlock)\n" + _IT +
+         "call KFUNC(bpf_iter_task_next)\n",
+         "expected an RCU CS when using bpf_iter_task_next", {"err": errno.EPROTO}))),
+    _c("task_iter_leak", _IT_NEW + "r0 = 2\nexit", _LEAK, err=errno.EINVAL),
+    _c("task_iter_own", _TASK_GET + _IT + "r2 = r6\nr3 = 2\ncall KFUNC(bpf_iter_task_new)\n" +
+       _IT + "call KFUNC(bpf_iter_task_destroy)\n" + _TASK_REL + _OUT, None),
+    _c("task_iter_parent", _TASK_GET + _IT + "r2 = *(u64 *)(r6 + 1280)\nr3 = 2\n"
+       "call KFUNC(bpf_iter_task_new)\n" + _IT + "call KFUNC(bpf_iter_task_destroy)\n" +
+       _TASK_REL + _OUT, "R2 must be referenced or trusted", err=errno.EINVAL),
     # a cgroup's task iterator: never made by an XDP program, so never used
     _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
        "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",

@@ -22,7 +22,7 @@ from enum import Enum, auto
 
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
-           "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
+           "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
@@ -36,6 +36,7 @@ KF_RCU = 1 << 7
 KF_ITER_NEW = 1 << 8
 KF_ITER_NEXT = 1 << 9
 KF_ITER_DESTROY = 1 << 10
+KF_RCU_PROTECTED = 1 << 11
 
 
 class KArg(Enum):
@@ -242,6 +243,16 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/bpf/task_iter.c: the tasks, open-coded (common_btf_ids); KF_RCU_PROTECTED: the
+    # iterator and the tasks it gives are RCU pointers, untrusted after bpf_rcu_read_unlock
+    "bpf_iter_task_new": KfuncProto((P(KArg.ITER, 24, "task"),
+                                     P(KArg.BTF_ID, struct="task_struct", optional=True), _U32),
+                                    flags=KF_ITER_NEW | KF_TRUSTED_ARGS | KF_RCU_PROTECTED),
+    "bpf_iter_task_next": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.BTF_ID,
+                                     KF_ITER_NEXT | KF_RET_NULL | KF_RCU_PROTECTED,
+                                     ret_struct="task_struct"),
+    "bpf_iter_task_destroy": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.VOID,
+                                        KF_ITER_DESTROY),
     # kernel/bpf/task_iter.c: a cgroup's tasks, open-coded (common_btf_ids); check_kfunc_args
     # refuses the _new call outside LSM, iterator and sleepable programs, so no XDP program
     # gets an initialised iterator for _next and _destroy

@@ -82,6 +82,7 @@ from pyxdp.verifier.kfuncs import (
     KF_ITER_NEW,
     KF_ITER_NEXT,
     KF_RCU,
+    KF_RCU_PROTECTED,
     KF_RELEASE,
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
@@ -2058,7 +2059,7 @@ class _Verifier:
         if r1.t != STACK or not r1.const:
             return None
         it = st.frames[r1.frame].slot((-(r1.off + _s64(r1.tv)) - 1) // 8)[1]
-        return it if it is not None and it.t == ITER else None
+        return it if it is not None and it.t & 0xFF == ITER else None
 
     # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
     def _need_precise(self, regno: int) -> None:
@@ -4226,7 +4227,7 @@ class _Verifier:
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
         elif cast is None:
-            r0.set_ptr(BTF_ID)
+            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else 0))
             r0.bt = proto.ret_struct
         # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
         ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning
@@ -4300,8 +4301,8 @@ class _Verifier:
                 raise Refuse(f"unmatched rcu read unlock (kernel function {name})",
                              errno.EINVAL)
             st.rcu = False
-            for x in st.all_regs():  # RCU pointers outlive the section only untrusted
-                if x.t & 0xFF == BTF_ID and x.t & RCU:
+            for x in st.all_regs():  # RCU pointers and iterators outlive it only untrusted
+                if x.t & 0xFF in (BTF_ID, ITER) and x.t & RCU:
                     x.t = x.t & ~(RCU | MAYBE_NULL) | UNTRUSTED
         elif name == "bpf_preempt_disable":
             st.preempt += 1
@@ -4365,7 +4366,7 @@ class _Verifier:
             self._dynptr_arg(st, regs, n, i, p.kind == KArg.DYNPTR_UNINIT, name, meta)
             return i + 1
         if p.kind == KArg.ITER:
-            self._iter_arg(st, regs, n, i, p, proto, meta)
+            self._iter_arg(st, regs, n, i, p, proto, meta, name)
             return i + 1
         if p.kind == KArg.IRQ_FLAG:
             if reg.t != STACK:
@@ -4908,7 +4909,7 @@ class _Verifier:
         meta.dynptr_id, meta.dynptr_kind, meta.dynptr_ref = d1.id, d1.sub, d1.ref
 
     def _iter_arg(self, st: State, regs: list[Reg], n: int, i: int, p: KParam,
-                  proto: KfuncProto, meta: _KfuncMeta) -> None:
+                  proto: KfuncProto, meta: _KfuncMeta, name: str) -> None:
         """process_iter_arg: ``struct bpf_iter_<kind>`` in stack slots, made by the
         ``_new`` kfunc (an acquired reference), used by ``_next``, ended by ``_destroy``."""
         reg = regs[n]
@@ -4933,16 +4934,19 @@ class _Verifier:
             st.refs.append((ref, self.pc))
             for k, s in enumerate(range(spi, spi - nslots, -1)):
                 new = Reg()
-                new.t, new.bt, new.sub = ITER, p.struct, ITER_ACTIVE
+                new.t = ITER | (RCU if proto.flags & KF_RCU_PROTECTED else 0)
+                new.bt, new.sub = p.struct, ITER_ACTIVE
                 new.ref = ref if k == 0 else 0  # only the first slot holds the reference
                 new.set_var_zero()
                 frame.set_slot(s, (bytes([S_ITER] * 8), new))
             return
         it = frame.slot(spi)[1] if spi is not None else None
-        if spi is None or it is None or it.t != ITER or it.bt != p.struct or not it.ref or \
-                any(frame.slot(s)[0] != bytes([S_ITER] * 8)
-                    for s in range(spi - nslots + 1, spi + 1)):
+        if spi is None or it is None or it.t & 0xFF != ITER or it.bt != p.struct or \
+                not it.ref or any(frame.slot(s)[0] != bytes([S_ITER] * 8)
+                                  for s in range(spi - nslots + 1, spi + 1)):
             raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
+        if it.t & UNTRUSTED:  # is_iter_reg_valid_init: made in an RCU read section now over
+            raise Refuse(f"expected an RCU CS when using {name}", errno.EPROTO)
         if proto.flags & KF_ITER_DESTROY:
             for s in range(spi - nslots + 1, spi + 1):
                 frame.set_slot(s, _EMPTY)

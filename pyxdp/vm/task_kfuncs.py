@@ -10,6 +10,11 @@ that id, ``bpf_cgroup_ancestor(cgrp, level)`` its ancestor at ``level``,
 ``bpf_task_under_cgroup(task, ancestor)`` whether the task's default-hierarchy cgroup
 is ``ancestor`` or below it (``cgroup_is_descendant``: same hierarchy, and
 ``ancestors[ancestor->level]`` is it).
+The task iterator of ``kernel/bpf/task_iter.c`` (``bpf_iter_task_new(it, task, flags)``,
+``_next``, ``_destroy``) walks procfs in pid and tid order (Linux: creation order):
+``ALL_PROCS`` the idle task then every process, ``ALL_THREADS`` each process's threads,
+``PROC_THREADS`` the given thread and those after it; its state is the program's 24
+stack bytes.
 
 The objects are images of the host's real state, laid out at the offsets of the
 kernel BTF pyxdp uses (the running kernel's, or the one it ships) in one read-only
@@ -36,6 +41,7 @@ hierarchy (as in the initial cgroup namespace).
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -210,6 +216,7 @@ class KernelObjects:
         self.region = Region("tasks and cgroups", TASK_BASE, self.buf, writable=False)
         self.objs: dict[tuple[str, int, int], _Obj] = {}  # (kind, hierarchy, id) -> object
         self.by_slot: dict[int, _Obj] = {}
+        self.procpids: dict[int, int] = {}  # a task's slot -> its pid in procfs
         self.lock = threading.Lock()
 
     def _slot(self, kind: str, hierarchy: int, key: int) -> _Obj:
@@ -221,6 +228,10 @@ class KernelObjects:
             self.objs[(kind, hierarchy, key)] = o
             self.by_slot[o.slot] = o
         return o
+
+    def procpid(self, task: _Obj) -> int:
+        """The pid procfs shows a task image's task as."""
+        return self.procpids.get(task.slot, 0)
 
     def addr(self, o: _Obj) -> int:
         return TASK_BASE + o.slot * SLOT
@@ -252,7 +263,7 @@ class KernelObjects:
         if not vpid and not _in_init_pid_ns():
             procpid = self._by_global_pid(pid)
         t = _proc_task(procpid) if procpid is not None else None
-        return self._fill_task(procpid, t, set()) if t is not None and procpid else None
+        return self.fill_task(procpid, t, set()) if t is not None and procpid else None
 
     @staticmethod
     def _by_global_pid(pid: int) -> int | None:
@@ -266,7 +277,7 @@ class KernelObjects:
                             return int(tid)
         return None
 
-    def _idle(self) -> _Obj:
+    def idle(self) -> _Obj:
         lay = _layout()
         o = self._slot("task", 0, 0)
         self.buf[o.slot * SLOT:(o.slot + 1) * SLOT] = bytes(SLOT)
@@ -280,9 +291,13 @@ class KernelObjects:
             self._put(o, t[n], me)
         return o
 
-    def _fill_task(self, procpid: int, t: _Task, seen: set[int]) -> _Obj:
+    def fill_task(self, procpid: int, t: _Task, seen: set[int] | None = None) -> _Obj:
+        """The image of task ``t`` (procfs's ``procpid``), with its parents and cgroup."""
+        if seen is None:
+            seen = set()
         lay = _layout()
         o = self._slot("task", 0, t.pid)
+        self.procpids[o.slot] = procpid
         if t.pid in seen:
             return o
         seen.add(t.pid)
@@ -294,9 +309,9 @@ class KernelObjects:
 
         def other(pid: int) -> int:
             if pid == 0:
-                return self.addr(self._idle())
+                return self.addr(self.idle())
             got = _proc_task(pid)
-            return self.addr(self._fill_task(pid, got, seen)) if got is not None else 0
+            return self.addr(self.fill_task(pid, got, seen)) if got is not None else 0
 
         real_parent = other(t.ppid)
         self._put(o, f["real_parent"], real_parent)
@@ -385,7 +400,7 @@ class KernelObjects:
         """``task_get_cgroup1``: the task's cgroup of v1 hierarchy ``hierarchy``."""
         if hierarchy <= 0:
             return None
-        pid = int.from_bytes(self._get(task, _layout().task["pid"]), "little")
+        pid = self.procpid(task)
         t = _proc_task(pid) if pid else None
         path = t.cgroups.get(hierarchy) if t is not None else None
         return self.cgroup_at(hierarchy, path) if path is not None else None
@@ -475,6 +490,96 @@ def task_under_cgroup(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
         return int(ko.ancestor(cg, anc.level) is anc)
 
 
+# -- the task iterator (kernel/bpf/task_iter.c) -----------------------------------------------
+BPF_TASK_ITER_ALL_PROCS, BPF_TASK_ITER_ALL_THREADS, BPF_TASK_ITER_PROC_THREADS = 0, 1, 2
+# struct bpf_iter_task's 24 bytes here: the flags and the state (0 ended, 1 made, 2 giving
+# tasks); for PROC_THREADS the thread group and the thread it started at; the cursor (the
+# process and the thread last given).
+_IT_ENDED, _IT_MADE, _IT_GIVING = 0, 1, 2
+
+
+def _ids(path: str) -> list[int]:
+    try:
+        return sorted(int(d) for d in os.listdir(path) if d.isdigit())
+    except OSError:
+        return []
+
+
+def _it_set(vm: Interpreter, it: int, flags: int, state: int, a: int, b: int) -> None:
+    vm.mem.store(it, 8, flags | state << 32)
+    vm.mem.store(it + 8, 8, a)
+    vm.mem.store(it + 16, 8, b)
+
+
+def iter_task_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_task_new(it, task__nullable, flags)``: -EINVAL for unknown flags and
+    for PROC_THREADS without a task (the iterator then gives nothing)."""
+    flags = r3 & M32
+    if flags not in (BPF_TASK_ITER_ALL_PROCS, BPF_TASK_ITER_ALL_THREADS,
+                     BPF_TASK_ITER_PROC_THREADS) or \
+            flags == BPF_TASK_ITER_PROC_THREADS and not r2:
+        _it_set(vm, r1, 0, _IT_ENDED, 0, 0)
+        return -errno.EINVAL & M32
+    start = 0
+    if flags == BPF_TASK_ITER_PROC_THREADS:
+        ko = kernel_objects()
+        with ko.lock:
+            task = ko.at(r2, "task", "bpf_iter_task_new")
+            start = ko.procpid(task)
+    _it_set(vm, r1, flags, _IT_MADE, start, 0)
+    return 0
+
+
+def _advance(flags: int, state: int, a: int, b: int) -> tuple[int | None, int, int]:
+    """The next task's pid in procfs (None: no more) and the cursor after it."""
+    if flags == BPF_TASK_ITER_PROC_THREADS:  # the given thread and those after it
+        got = a if state == _IT_MADE else next(
+            (t for t in _ids(f"{PROC}/{a}/task") if t > b), None)
+        return got, a, got or 0
+    if flags == BPF_TASK_ITER_ALL_THREADS and a:
+        tid = next((t for t in _ids(f"{PROC}/{a}/task") if t > b), None)
+        if tid is not None:
+            return tid, a, tid
+    proc = next((p for p in _ids(PROC) if p > a), None)
+    return proc, proc or 0, proc or 0
+
+
+def iter_task_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_task_next(it)``: the next task (an RCU pointer, no reference), or NULL."""
+    word = vm.mem.load(r1, 8)
+    flags, state = word & M32, word >> 32
+    a, b = vm.mem.load(r1 + 8, 8), vm.mem.load(r1 + 16, 8)
+    if state == _IT_ENDED:
+        return 0
+    ko = kernel_objects()
+    with ko.lock:
+        if state == _IT_MADE and flags != BPF_TASK_ITER_PROC_THREADS:
+            _it_set(vm, r1, flags, _IT_GIVING, 0, 0)  # Linux starts at init_task
+            return _give_rcu(vm, ko, ko.idle())
+        while True:
+            got, a, b = _advance(flags, state, a, b)
+            state = _IT_GIVING
+            if got is None:
+                _it_set(vm, r1, 0, _IT_ENDED, 0, 0)
+                return 0
+            _it_set(vm, r1, flags, state, a, b)
+            t = _proc_task(got)
+            if t is not None:  # a task gone meanwhile is passed over
+                return _give_rcu(vm, ko, ko.fill_task(got, t))
+
+
+def iter_task_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    _it_set(vm, r1, 0, _IT_ENDED, 0, 0)
+    return 0
+
+
+def _give_rcu(vm: Interpreter, ko: KernelObjects, o: _Obj) -> int:
+    """An RCU pointer to ``o`` (no reference taken), its region mapped into the run."""
+    if not any(r is ko.region for r in vm.mem.regions):
+        vm.mem.add(ko.region)
+    return ko.addr(o)
+
+
 def _s32(v: int) -> int:
     v &= M32
     return v - (1 << 32) if v >> 31 else v
@@ -491,4 +596,7 @@ TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_cgroup_ancestor": _lookup(cgroup_ancestor),
     "bpf_task_under_cgroup": task_under_cgroup,
     "bpf_task_get_cgroup1": _lookup(task_get_cgroup1),
+    "bpf_iter_task_new": iter_task_new,
+    "bpf_iter_task_next": iter_task_next,
+    "bpf_iter_task_destroy": iter_task_destroy,
 }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +125,60 @@ def test_task_and_cgroup_kfuncs_match_linux(child_cgroup: Path) -> None:
         with Collection(spec, "userspace", engine=engine) as user:
             assert user.programs["task_cgroup"].test_run(bytes(64)).retval == 2
             assert _map(user) == want, engine
+
+
+def _iter_program(tid: int) -> str:
+    """The threads of ``tid``'s group from ``tid`` on (PROC_THREADS): their number, the
+    sums of their pids and tgids, the first and last pid; the first task of ALL_PROCS and
+    of ALL_THREADS (pid and comm: the idle task)."""
+    pid, tgid, comm = (_off("task_struct", m) for m in ("pid", "tgid", "comm"))
+    it = "r1 = r10\nr1 += -40\n"
+    a = f"r1 = {tid}\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto all\nr6 = r0\n"
+    a += it + "r2 = r6\nr3 = 2\ncall KFUNC(bpf_iter_task_new)\n"
+    a += "r7 = 0\nr8 = 0\n*(u64 *)(r10 - 48) = 0\n*(u64 *)(r10 - 56) = 0\n"
+    a += it + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\n"
+    a += f"r8 = *(u32 *)(r0 + {pid})\nr9 = *(u32 *)(r0 + {tgid})\n"
+    a += "*(u64 *)(r10 - 48) = r9\n*(u64 *)(r10 - 56) = r8\n" + _put(0, "r8") + "r7 = 1\n"
+    a += "loop:\n" + it + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\nr7 += 1\n"
+    a += f"r1 = *(u32 *)(r0 + {pid})\nr8 += r1\nr2 = *(u32 *)(r0 + {tgid})\n"
+    a += "r3 = *(u64 *)(r10 - 48)\nr3 += r2\n*(u64 *)(r10 - 48) = r3\n"
+    a += "*(u64 *)(r10 - 56) = r1\ngoto loop\n"
+    a += "done:\n" + it + "call KFUNC(bpf_iter_task_destroy)\n"
+    a += _put(1, "r7") + _put(2, "r8") + "r9 = *(u64 *)(r10 - 48)\n" + _put(3, "r9")
+    a += "r9 = *(u64 *)(r10 - 56)\n" + _put(4, "r9")
+    a += "r1 = r6\ncall KFUNC(bpf_task_release)\nall:\n"
+    for key, flags in ((5, 0), (7, 1)):
+        a += it + f"r2 = 0\nr3 = {flags}\ncall KFUNC(bpf_iter_task_new)\n"
+        a += it + f"call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto d{key}\nr6 = r0\n"
+        a += f"r9 = *(u32 *)(r6 + {pid})\n" + _put(key, "r9")
+        a += f"r9 = *(u64 *)(r6 + {comm})\n" + _put(key + 1, "r9")
+        a += f"d{key}:\n" + it + "call KFUNC(bpf_iter_task_destroy)\n"
+    return a + "r0 = 2\nexit"
+
+
+def test_task_iterator_matches_linux() -> None:
+    """A child with three more threads, walked from its second thread."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import threading, time\n"
+         "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True)"
+         ".start()\nprint('up', flush=True)\ntime.sleep(30)"], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "up"
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{child.pid}/task"))
+        assert len(tids) == 4
+        spec = VerifierCase("task_iter", _iter_program(tids[1]), None).spec()
+        engines = ["interp", "jit"] if jit_available() else ["interp"]
+        with Collection(spec, "kernel") as kern:
+            assert kern.programs["task_iter"].test_run(bytes(64)).retval == 2
+            want = {k: v for k, v in _map(kern).items() if k < 9}
+        # from the given thread to the group's last (__next_thread); the idle task first
+        assert want[0] == tids[1] and want[1] == 3 and want[2] == sum(tids[1:])
+        assert want[4] == tids[3] and want[5] == 0
+        for engine in engines:
+            with Collection(spec, "userspace", engine=engine) as user:
+                assert user.programs["task_iter"].test_run(bytes(64)).retval == 2
+                assert {k: v for k, v in _map(user).items() if k < 9} == want, engine
+    finally:
+        child.kill()
+        child.wait()
