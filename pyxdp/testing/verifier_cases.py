@@ -1233,6 +1233,23 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("task_iter_parent", _TASK_GET + _IT + "r2 = *(u64 *)(r6 + 1280)\nr3 = 2\n"
        "call KFUNC(bpf_iter_task_new)\n" + _IT + "call KFUNC(bpf_iter_task_destroy)\n" +
        _TASK_REL + _OUT, "R2 must be referenced or trusted", err=errno.EINVAL),
+    # the css iterator: a struct cgroup is its css (the first member); the css it gives
+    # is an RCU pointer whose ->cgroup is one too
+    *(_c(f"css_iter_{k}", _CG_GET + _IT + f"r2 = {start}\nr3 = 2\ncall KFUNC(bpf_iter_css_new)\n" +
+         body + _IT + "call KFUNC(bpf_iter_css_destroy)\n" + _CG_REL + _OUT, v, **kw)
+      for k, start, body, v, kw in (
+        ("cgroup", "r6", _IT + "call KFUNC(bpf_iter_css_next)\nif r0 == 0 goto done\n"
+         "r1 = *(u64 *)(r0 + 0)\ncall KFUNC(bpf_cgroup_acquire)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_cgroup_release)\ndone:\n", None, {}),
+        ("css_as_cgroup", "r6", _IT + "call KFUNC(bpf_iter_css_next)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_cgroup_acquire)\ndone:\n",
+         "kernel function bpf_cgroup_acquire args#0 expected pointer to STRUCT cgroup but R1 "
+         "has a pointer to STRUCT cgroup_subsys_state", {"err": errno.EINVAL}),
+        ("inner", "r6\nr2 += 8", "", "kernel function bpf_iter_css_new args#1 expected pointer "
+         "to STRUCT cgroup_subsys_state but R2 has a pointer to STRUCT cgroup",
+         {"err": errno.EINVAL}),
+        ("kn", "*(u64 *)(r6 + 256)", "", "R2 must be referenced or trusted",
+         {"err": errno.EINVAL}))),
     # a cgroup's task iterator: never made by an XDP program, so never used
     _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
        "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",

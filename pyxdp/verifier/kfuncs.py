@@ -253,6 +253,15 @@ KFUNCS: dict[str, KfuncProto] = {
                                      ret_struct="task_struct"),
     "bpf_iter_task_destroy": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.VOID,
                                         KF_ITER_DESTROY),
+    # kernel/bpf/task_iter.c: the css iterator (common_btf_ids): a cgroup's descendants
+    # (pre- or post-order) or its ancestors, RCU pointers
+    "bpf_iter_css_new": KfuncProto((P(KArg.ITER, 24, "css"),
+                                    P(KArg.BTF_ID, struct="cgroup_subsys_state"), _U32),
+                                   flags=KF_ITER_NEW | KF_TRUSTED_ARGS | KF_RCU_PROTECTED),
+    "bpf_iter_css_next": KfuncProto((P(KArg.ITER, 24, "css"),), KRet.BTF_ID,
+                                    KF_ITER_NEXT | KF_RET_NULL | KF_RCU_PROTECTED,
+                                    ret_struct="cgroup_subsys_state"),
+    "bpf_iter_css_destroy": KfuncProto((P(KArg.ITER, 24, "css"),), KRet.VOID, KF_ITER_DESTROY),
     # kernel/bpf/task_iter.c: a cgroup's tasks, open-coded (common_btf_ids); check_kfunc_args
     # refuses the _new call outside LSM, iterator and sleepable programs, so no XDP program
     # gets an initialised iterator for _next and _destroy

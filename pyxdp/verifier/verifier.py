@@ -3074,6 +3074,25 @@ class _Verifier:
         r.bt, r.sub = got.name, got.type_id
         return r
 
+    def _begins_with(self, reg: Reg, struct: str) -> bool:
+        """Whether the register's struct's first member (at offset 0, and its first
+        member's, and so on) is struct ``struct``."""
+        tid = self._btf_type(reg)
+        kbtf = self._kernel_btf()
+        for _ in range(8):
+            t = kbtf.type_by_id(tid) if tid else None
+            if t is None or t.kind is not BtfKind.STRUCT or not t.members or \
+                    t.members[0].bit_offset:
+                return False
+            tid = t.members[0].type
+            while kbtf.type_by_id(tid).kind in (BtfKind.TYPEDEF, BtfKind.CONST,
+                                                BtfKind.VOLATILE, BtfKind.RESTRICT):
+                tid = kbtf.type_by_id(tid).size_type
+            m = kbtf.type_by_id(tid)
+            if m.kind is BtfKind.STRUCT and m.name == struct:
+                return True
+        return False
+
     def _rcu_field(self, reg: Reg, tid: int, off: int) -> bool:
         """type_is_rcu: whether the member at ``off`` of the register's struct is one of
         its RCU_FIELDS."""
@@ -4412,8 +4431,14 @@ class _Verifier:
         if proto.flags & KF_RCU and not _is_trusted_reg(reg) and not _is_rcu_reg(reg):
             raise Refuse(f"R{n} must be a rcu pointer", errno.EINVAL)
         # btf_struct_ids_match: a pointer moved into its struct is not one to the struct
-        # (none of the kfuncs' structs begins another struct of its own type)
-        if reg.bt != p.struct or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
+        # (none of the kfuncs' structs begins another struct of its own type); one to a
+        # struct whose first member is the expected struct is one to that, but for a
+        # referenced release argument (strict_type_match)
+        strict = bool(proto.flags & KF_RELEASE and reg.ref)
+        if reg.bt != p.struct and not reg.off and not strict and \
+                self._begins_with(reg, p.struct):
+            pass
+        elif reg.bt != p.struct or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
                          errno.EINVAL)

@@ -14,7 +14,9 @@ The task iterator of ``kernel/bpf/task_iter.c`` (``bpf_iter_task_new(it, task, f
 ``_next``, ``_destroy``) walks procfs in pid and tid order (Linux: creation order):
 ``ALL_PROCS`` the idle task then every process, ``ALL_THREADS`` each process's threads,
 ``PROC_THREADS`` the given thread and those after it; its state is the program's 24
-stack bytes.
+stack bytes. The css iterator (``bpf_iter_css_new(it, start, flags)``, ``_next``,
+``_destroy``) walks cgroupfs: descendants pre- or post-order (children oldest first)
+or ancestors up; a css is the cgroup image's ``self``, at its start.
 
 The objects are images of the host's real state, laid out at the offsets of the
 kernel BTF pyxdp uses (the running kernel's, or the one it ships) in one read-only
@@ -125,6 +127,7 @@ class _Obj:
     refs: int = 0
     level: int = 0     # a cgroup's
     hierarchy: int = 0  # a cgroup's: 0 the default one, else the v1 hierarchy id
+    path: tuple[str, ...] = ()  # a cgroup's directories below its hierarchy's root
 
 
 @dataclass
@@ -339,7 +342,7 @@ class KernelObjects:
             except OSError:
                 return None
             o = self._slot("cgroup", hierarchy, cid)
-            o.level = level
+            o.level, o.path = level, tuple(parts[:level])
             chain.append(o)
             self._fill_cgroup(o, cid, parts[level - 1] if level else "", chain)
         return chain[-1]
@@ -390,6 +393,21 @@ class KernelObjects:
         at = _layout().cgrp["ancestors"][0] + 8 * level
         return self.by_slot[(int.from_bytes(self._get(o, (at, 8)), "little") - TASK_BASE)
                             // SLOT]
+
+    def children(self, o: _Obj) -> list[tuple[str, ...]]:
+        """A cgroup's children's paths, oldest first (by id: ids are handed out in turn)."""
+        mnt = cgroup_mounts().get(o.hierarchy)
+        if mnt is None:
+            return []
+        try:
+            with os.scandir(os.path.join(mnt, *o.path)) as it:
+                kids = [(e.inode(), e.name) for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        return [(*o.path, name) for _, name in sorted(kids)]
+
+    def cgroup_path(self, o: _Obj, path: tuple[str, ...]) -> _Obj | None:
+        return self.cgroup_at(o.hierarchy, "/".join(path))
 
     def dfl_cgroup(self, task: _Obj) -> _Obj | None:
         lay = _layout()
@@ -573,6 +591,94 @@ def iter_task_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
     return 0
 
 
+# -- the css iterator (kernel/bpf/task_iter.c) ------------------------------------------------
+BPF_CGROUP_ITER_DESCENDANTS_PRE, BPF_CGROUP_ITER_DESCENDANTS_POST, \
+    BPF_CGROUP_ITER_ANCESTORS_UP = 2, 3, 4
+# struct bpf_iter_css's 24 bytes here: the start cgroup (its css: offset 0), the position
+# (NULL before the first and after the last: a next then starts again, as in Linux), the
+# flags.
+
+
+def iter_css_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_css_new(it, start, flags)``: -EINVAL (and no walk) for other flags."""
+    flags = r3 & M32
+    ok = flags in (BPF_CGROUP_ITER_DESCENDANTS_PRE, BPF_CGROUP_ITER_DESCENDANTS_POST,
+                   BPF_CGROUP_ITER_ANCESTORS_UP)
+    if ok:
+        ko = kernel_objects()
+        with ko.lock:
+            ko.at(r2, "cgroup", "bpf_iter_css_new")
+    _it_set(vm, r1, r2 if ok else 0, 0, 0, flags)
+    return 0 if ok else -errno.EINVAL & M32
+
+
+def _leftmost(ko: KernelObjects, o: _Obj) -> _Obj:
+    """css_leftmost_descendant: down the oldest children."""
+    while (kids := ko.children(o)) and (c := ko.cgroup_path(o, kids[0])) is not None:
+        o = c
+    return o
+
+
+def _next_sibling(ko: KernelObjects, o: _Obj) -> _Obj | None:
+    if not o.level:
+        return None
+    parent = ko.ancestor(o, o.level - 1)
+    assert parent is not None
+    kids = ko.children(parent)
+    later = kids[kids.index(o.path) + 1:] if o.path in kids else \
+        [k for k in kids if k > o.path]
+    return next((c for k in later if (c := ko.cgroup_path(o, k)) is not None), None)
+
+
+def _css_next(ko: KernelObjects, flags: int, pos: _Obj | None, start: _Obj) -> _Obj | None:
+    """css_next_descendant_pre/_post, or the parent (ANCESTORS_UP), after ``pos``."""
+    if flags == BPF_CGROUP_ITER_ANCESTORS_UP:
+        if pos is None:
+            return start
+        return ko.ancestor(pos, pos.level - 1) if pos.level else None
+    if flags == BPF_CGROUP_ITER_DESCENDANTS_PRE:
+        if pos is None:
+            return start
+        kids = ko.children(pos)
+        first = next((c for k in kids if (c := ko.cgroup_path(pos, k)) is not None), None)
+        if first is not None:
+            return first
+        while pos is not start and pos is not None:
+            sib = _next_sibling(ko, pos)
+            if sib is not None:
+                return sib
+            pos = ko.ancestor(pos, pos.level - 1) if pos.level else None
+        return None
+    if pos is None:
+        return _leftmost(ko, start)
+    if pos is start:
+        return None
+    sib = _next_sibling(ko, pos)
+    if sib is not None:
+        return _leftmost(ko, sib)
+    return ko.ancestor(pos, pos.level - 1) if pos.level else None
+
+
+def iter_css_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_css_next(it)``: the next cgroup's css (an RCU pointer), or NULL."""
+    start_at, pos_at, flags = (vm.mem.load(r1 + k, 8) for k in (0, 8, 16))
+    if not start_at:
+        return 0
+    ko = kernel_objects()
+    with ko.lock:
+        start = ko.at(start_at, "cgroup", "bpf_iter_css_next")
+        pos = ko.at(pos_at, "cgroup", "bpf_iter_css_next") if pos_at else None
+        nxt = _css_next(ko, flags, pos, start)
+        addr = _give_rcu(vm, ko, nxt) if nxt is not None else 0
+    vm.mem.store(r1 + 8, 8, addr)
+    return addr
+
+
+def iter_css_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    _it_set(vm, r1, 0, 0, 0, 0)
+    return 0
+
+
 def _give_rcu(vm: Interpreter, ko: KernelObjects, o: _Obj) -> int:
     """An RCU pointer to ``o`` (no reference taken), its region mapped into the run."""
     if not any(r is ko.region for r in vm.mem.regions):
@@ -599,4 +705,7 @@ TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_iter_task_new": iter_task_new,
     "bpf_iter_task_next": iter_task_next,
     "bpf_iter_task_destroy": iter_task_destroy,
+    "bpf_iter_css_new": iter_css_new,
+    "bpf_iter_css_next": iter_css_next,
+    "bpf_iter_css_destroy": iter_css_destroy,
 }

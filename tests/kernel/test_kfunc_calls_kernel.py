@@ -29,7 +29,6 @@ pytestmark = pytest.mark.kernel
 UNMODELLED = frozenset({
     "bpf_cgroup_read_xattr",
     "bpf_crypto_decrypt", "bpf_crypto_encrypt", "bpf_get_kmem_cache",
-    "bpf_iter_css_destroy", "bpf_iter_css_new", "bpf_iter_css_next",
     "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
     "bpf_key_put", "bpf_lookup_system_key", "bpf_map_sum_elem_count",
     "bpf_modify_return_test_tp", "bpf_probe_read_kernel_dynptr",

@@ -8,6 +8,7 @@ pyxdp engines must write the same map."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import subprocess
@@ -182,3 +183,48 @@ def test_task_iterator_matches_linux() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def _css_walks(top: int, leaf: int) -> str:
+    """The ids of the first four cgroups css iterators give: pre-order and post-order from
+    ``top`` (keys 0-3, 4-7), ancestors up from ``leaf`` (8-11); bpf_iter_css_new's return
+    for a bad flag (12) and what that iterator's next gives (13)."""
+    kn, kid = _off("cgroup", "kn"), _off("kernfs_node", "id")
+    it = "r1 = r10\nr1 += -40\n"
+    a = ""
+    for w, (start, flags) in enumerate(((top, 2), (top, 3), (leaf, 4), (top, 1))):
+        a += f"r1 = {start} ll\ncall KFUNC(bpf_cgroup_from_id)\nif r0 == 0 goto out{w}\n"
+        a += "r6 = r0\n" + it + f"r2 = r6\nr3 = {flags}\ncall KFUNC(bpf_iter_css_new)\n"
+        if flags == 1:
+            a += "r9 = r0\n" + _put(12, "r9")
+        for key in range(4 * w, 4 * w + (4 if flags != 1 else 1)):
+            a += it + f"call KFUNC(bpf_iter_css_next)\nif r0 == 0 goto done{w}\n"
+            a += f"r9 = *(u64 *)(r0 + 0)\nr9 = *(u64 *)(r9 + {kn})\nr9 = *(u64 *)(r9 + {kid})\n"
+            a += _put(key if flags != 1 else 13, "r9")
+        a += f"done{w}:\n" + it + "call KFUNC(bpf_iter_css_destroy)\n"
+        a += f"r1 = r6\ncall KFUNC(bpf_cgroup_release)\nout{w}:\n"
+    return a + "r0 = 2\nexit"
+
+
+def test_css_iterator_matches_linux(child_cgroup: Path) -> None:
+    """Below the test's cgroup (top): sub, then b, then b/x made in turn. Pre-order and
+    post-order from top (children oldest first), ancestors up from b/x, a bad flag."""
+    top = child_cgroup.parent
+    (top / "b").mkdir()
+    (top / "b" / "x").mkdir()
+    try:
+        ids = {n: (top / n).stat().st_ino for n in (".", "sub", "b", "b/x")}
+        spec = VerifierCase("css_iter", _css_walks(ids["."], ids["b/x"]), None).spec()
+        engines = ["interp", "jit"] if jit_available() else ["interp"]
+        with Collection(spec, "kernel") as kern:
+            assert kern.programs["css_iter"].test_run(bytes(64)).retval == 2
+            want = _map(kern)
+        assert [want[k] for k in range(4)] == [ids[n] for n in (".", "sub", "b", "b/x")]
+        assert want[12] == -errno.EINVAL & 0xFFFF_FFFF and want[13] is None
+        for engine in engines:
+            with Collection(spec, "userspace", engine=engine) as user:
+                assert user.programs["css_iter"].test_run(bytes(64)).retval == 2
+                assert _map(user) == want, engine
+    finally:
+        (top / "b" / "x").rmdir()
+        (top / "b").rmdir()
