@@ -5,6 +5,7 @@ holds them to Linux."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -125,3 +126,20 @@ def test_task_iterator() -> None:
     for task, flags in ((0, 2), (me, 3), (0, -1 & 0xFFFF_FFFF)):
         assert _call(vm, "bpf_iter_task_new", it, task, flags) == -22 & 0xFFFF_FFFF
         assert _call(vm, "bpf_iter_task_next", it) == 0  # a failed new gives nothing
+
+
+def test_send_signal_task_refusals() -> None:
+    """What bpf_send_signal_task refuses before it signals: a pid type but PID and TGID,
+    the global init, a kernel thread (kthreadd), a signal above 64; signal 0 only checks."""
+    vm = Interpreter(assemble("r0 = 0\nexit"))
+    me = _call(vm, "bpf_task_from_pid", os.getpid())
+    init = _call(vm, "bpf_task_from_pid", 1)
+    kthreadd = _call(vm, "bpf_task_from_pid", 2)
+    m32 = 0xFFFF_FFFF
+    assert _call(vm, "bpf_send_signal_task", me, 0, 2, 0) == -errno.EINVAL & m32
+    assert _call(vm, "bpf_send_signal_task", init, 0, 0, 0) == -errno.EPERM & m32
+    if kthreadd and _read(vm, kthreadd, "task_struct", "flags") & 0x0020_0000:
+        assert _call(vm, "bpf_send_signal_task", kthreadd, 0, 0, 0) == -errno.EPERM & m32
+    assert _call(vm, "bpf_send_signal_task", me, 65, 1, 0) == -errno.EINVAL & m32
+    assert _call(vm, "bpf_send_signal_task", me, 0, 0, 0) == 0
+    assert _call(vm, "bpf_send_signal_task", me, 0, 1, 0) == 0

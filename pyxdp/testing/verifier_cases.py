@@ -1211,6 +1211,12 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("cgroup_kn_release", _CG_GET + "r1 = *(u64 *)(r6 + 256)\n"
        "call KFUNC(bpf_cgroup_release)\n" + _CG_REL + _OUT,
        "R1 must be referenced or trusted", err=errno.EINVAL),
+    # bpf_send_signal_task takes a trusted task: not an RCU one
+    _c("task_signal", _TASK_GET + "r1 = r6\nr2 = 10\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_send_signal_task)\n" + _TASK_REL + _OUT, None),
+    _c("task_signal_parent", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\nr2 = 10\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_send_signal_task)\n" + _TASK_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
     # the task iterator: its tasks are RCU pointers; past bpf_rcu_read_unlock it is unusable
     *(_c(f"task_iter_{k}", _IT_NEW + body + _IT_END, v, **kw) for k, body, v, kw in (
         ("loop", "r6 = 0\nloop:\n" + _IT + "call KFUNC(bpf_iter_task_next)\n"

@@ -243,6 +243,9 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
+    "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
+                                       flags=KF_TRUSTED_ARGS),
     # kernel/bpf/task_iter.c: the tasks, open-coded (common_btf_ids); KF_RCU_PROTECTED: the
     # iterator and the tasks it gives are RCU pointers, untrusted after bpf_rcu_read_unlock
     "bpf_iter_task_new": KfuncProto((P(KArg.ITER, 24, "task"),

@@ -4435,10 +4435,9 @@ class _Verifier:
         # struct whose first member is the expected struct is one to that, but for a
         # referenced release argument (strict_type_match)
         strict = bool(proto.flags & KF_RELEASE and reg.ref)
-        if reg.bt != p.struct and not reg.off and not strict and \
-                self._begins_with(reg, p.struct):
-            pass
-        elif reg.bt != p.struct or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
+        same = reg.bt == p.struct or not reg.off and not strict and \
+            self._begins_with(reg, p.struct)
+        if not same or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {reg.bt}",
                          errno.EINVAL)

@@ -16,7 +16,8 @@ The task iterator of ``kernel/bpf/task_iter.c`` (``bpf_iter_task_new(it, task, f
 ``PROC_THREADS`` the given thread and those after it; its state is the program's 24
 stack bytes. The css iterator (``bpf_iter_css_new(it, start, flags)``, ``_next``,
 ``_destroy``) walks cgroupfs: descendants pre- or post-order (children oldest first)
-or ancestors up; a css is the cgroup image's ``self``, at its start.
+or ancestors up; a css is the cgroup image's ``self``, at its start. ``bpf_send_signal_task``
+(``kernel/trace/bpf_trace.c``) signals the real thread or process after Linux's checks.
 
 The objects are images of the host's real state, laid out at the offsets of the
 kernel BTF pyxdp uses (the running kernel's, or the one it ships) in one read-only
@@ -43,6 +44,7 @@ hierarchy (as in the initial cgroup namespace).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import threading
@@ -608,7 +610,9 @@ def iter_css_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
         ko = kernel_objects()
         with ko.lock:
             ko.at(r2, "cgroup", "bpf_iter_css_new")
-    _it_set(vm, r1, r2 if ok else 0, 0, 0, flags)
+    vm.mem.store(r1, 8, r2 if ok else 0)
+    vm.mem.store(r1 + 8, 8, 0)
+    vm.mem.store(r1 + 16, 8, flags)
     return 0 if ok else -errno.EINVAL & M32
 
 
@@ -675,7 +679,8 @@ def iter_css_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 
 
 def iter_css_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    _it_set(vm, r1, 0, 0, 0, 0)
+    for k in (0, 8, 16):
+        vm.mem.store(r1 + k, 8, 0)
     return 0
 
 
@@ -684,6 +689,54 @@ def _give_rcu(vm: Interpreter, ko: KernelObjects, o: _Obj) -> int:
     if not any(r is ko.region for r in vm.mem.regions):
         vm.mem.add(ko.region)
     return ko.addr(o)
+
+
+# -- bpf_send_signal_task (kernel/trace/bpf_trace.c) ------------------------------------------
+PIDTYPE_PID, PIDTYPE_TGID = 0, 1
+PF_EXITING, PF_KTHREAD = 0x0000_0004, 0x0020_0000
+_NSIG = 64
+# tgkill(2): a signal to one thread of another process (Python has no call for it)
+_SYS_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def _tgkill(tgid: int, tid: int, sig: int) -> None:
+    nr = _SYS_TGKILL.get(os.uname().machine)
+    if nr is None:
+        raise HelperFault(f"bpf_send_signal_task: no tgkill syscall number for "
+                          f"{os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(nr, tgid, tid, sig) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def send_signal_task(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_send_signal_task(task, sig, type, value)``: -EINVAL for a type but
+    PIDTYPE_PID or _TGID; -EPERM for a kernel thread, an exiting task or the global init;
+    -EINVAL for a signal above 64; else the signal goes to the thread (PID) or its process
+    (TGID) - signal 0 only checks it may - and the kernel's answer comes back."""
+    sig, ptype = r2 & M32, r3 & M32
+    if ptype not in (PIDTYPE_PID, PIDTYPE_TGID):
+        return -errno.EINVAL & M32
+    ko = kernel_objects()
+    with ko.lock:
+        task = ko.at(r1, "task", "bpf_send_signal_task")
+        lay = _layout()
+        flags, tgid = (int.from_bytes(ko._get(task, lay.task[n]), "little")
+                       for n in ("flags", "tgid"))
+        tid = ko.procpid(task)
+    if flags & (PF_KTHREAD | PF_EXITING) or tgid == 1 or not tid:
+        return -errno.EPERM & M32
+    if sig > _NSIG:
+        return -errno.EINVAL & M32
+    try:
+        if ptype == PIDTYPE_TGID:
+            os.kill(tgid, sig)
+        else:
+            _tgkill(tgid, tid, sig)
+    except OSError as e:
+        return -(e.errno or errno.EPERM) & M32
+    return 0
 
 
 def _s32(v: int) -> int:
@@ -705,6 +758,7 @@ TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_iter_task_new": iter_task_new,
     "bpf_iter_task_next": iter_task_next,
     "bpf_iter_task_destroy": iter_task_destroy,
+    "bpf_send_signal_task": send_signal_task,
     "bpf_iter_css_new": iter_css_new,
     "bpf_iter_css_next": iter_css_next,
     "bpf_iter_css_destroy": iter_css_destroy,

@@ -33,7 +33,7 @@ UNMODELLED = frozenset({
     "bpf_key_put", "bpf_lookup_system_key", "bpf_map_sum_elem_count",
     "bpf_modify_return_test_tp", "bpf_probe_read_kernel_dynptr",
     "bpf_probe_read_kernel_str_dynptr", "bpf_probe_read_user_dynptr",
-    "bpf_probe_read_user_str_dynptr", "bpf_send_signal_task", "bpf_skb_ct_alloc",
+    "bpf_probe_read_user_str_dynptr", "bpf_skb_ct_alloc",
     "bpf_skb_ct_lookup",
     "bpf_stream_vprintk_impl",
     "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",

@@ -228,3 +228,45 @@ def test_css_iterator_matches_linux(child_cgroup: Path) -> None:
     finally:
         (top / "b" / "x").rmdir()
         (top / "b").rmdir()
+
+
+# A child that blocks SIGUSR1, says it is up, and prints the signal number it then takes.
+_WAITER = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
+           "print('up', flush=True)\nprint(signal.sigwaitinfo([signal.SIGUSR1]).si_signo, "
+           "flush=True)\n")
+
+
+def _signal_program(child: int) -> str:
+    """bpf_send_signal_task's returns: kthreadd (pid 2: -EPERM), the child with signal 65
+    (-EINVAL), signal 0 (0), pid type 5 (-EINVAL), then SIGUSR1 to its process (0)."""
+    a = ""
+    for k, (pid, sig, ptype) in enumerate(((2, 10, 0), (child, 65, 0), (child, 0, 0),
+                                           (child, 10, 5), (child, 10, 1))):
+        a += f"r1 = {pid}\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto s{k}\nr6 = r0\n"
+        a += f"r1 = r6\nr2 = {sig}\nr3 = {ptype}\nr4 = 7\ncall KFUNC(bpf_send_signal_task)\n"
+        a += "r9 = r0\n" + _put(k, "r9") + f"r1 = r6\ncall KFUNC(bpf_task_release)\ns{k}:\n"
+    return a + "r0 = 2\nexit"
+
+
+def test_send_signal_task_matches_linux() -> None:
+    """The same returns, and the child takes SIGUSR1, from Linux and both engines."""
+    engines = ["kernel", "interp", "jit"] if jit_available() else ["kernel", "interp"]
+    got = {}
+    for engine in engines:
+        child = subprocess.Popen([sys.executable, "-c", _WAITER], stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "up"
+            spec = VerifierCase("signal", _signal_program(child.pid), None).spec()
+            with (Collection(spec, "kernel") if engine == "kernel" else
+                  Collection(spec, "userspace", engine=engine)) as coll:
+                assert coll.programs["signal"].test_run(bytes(64)).retval == 2
+                got[engine] = _map(coll)
+            assert child.stdout.readline().strip() == "10", engine
+        finally:
+            child.kill()
+            child.wait()
+    assert [got["kernel"][k] for k in range(5)] == \
+        [-errno.EPERM & 0xFFFF_FFFF, -errno.EINVAL & 0xFFFF_FFFF, 0,
+         -errno.EINVAL & 0xFFFF_FFFF, 0]
+    assert all(g == got["kernel"] for g in got.values()), got
