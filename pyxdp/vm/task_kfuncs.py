@@ -63,7 +63,7 @@ __all__ = ["MAX_OBJECTS", "TASK_BASE", "TASK_KFUNCS", "KernelObjects", "cgroup_m
 
 TASK_BASE = 0x0000_7200_0000_0000
 SLOT = 4096
-MAX_OBJECTS = 1024
+MAX_OBJECTS = 4096
 M32 = 0xFFFF_FFFF
 PROC = "/proc"
 # include/linux/sched.h: the idle task's flags (init_task's PF_KTHREAD, init_idle's
