@@ -48,7 +48,8 @@ import ctypes
 import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyxdp.btf.btf import BtfKind
@@ -223,6 +224,22 @@ class KernelObjects:
         self.by_slot: dict[int, _Obj] = {}
         self.procpids: dict[int, int] = {}  # a task's slot -> its pid in procfs
         self.lock = threading.Lock()
+        self._mounts: dict[int, str] | None = None  # during one kfunc call (locked)
+        self._init_ns = _in_init_pid_ns()  # a process's pid namespace never changes
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The lock, and the cgroup mounts read once for what the call looks up."""
+        with self.lock:
+            try:
+                yield
+            finally:
+                self._mounts = None
+
+    def mounts(self) -> dict[int, str]:
+        if self._mounts is None:
+            self._mounts = cgroup_mounts()
+        return self._mounts
 
     def _slot(self, kind: str, hierarchy: int, key: int) -> _Obj:
         o = self.objs.get((kind, hierarchy, key))
@@ -265,7 +282,7 @@ class KernelObjects:
         if pid <= 0:
             return None
         procpid: int | None = pid
-        if not vpid and not _in_init_pid_ns():
+        if not vpid and not self._init_ns:
             procpid = self._by_global_pid(pid)
         t = _proc_task(procpid) if procpid is not None else None
         return self.fill_task(procpid, t, set()) if t is not None and procpid else None
@@ -332,7 +349,7 @@ class KernelObjects:
     # -- cgroups -------------------------------------------------------------------------
     def cgroup_at(self, hierarchy: int, path: str) -> _Obj | None:
         """The cgroup at ``path`` of a hierarchy (0 the default one), with its ancestors."""
-        mnt = cgroup_mounts().get(hierarchy)
+        mnt = self.mounts().get(hierarchy)
         if mnt is None:
             return None
         parts = [p for p in path.split("/") if p and p != "."]
@@ -378,7 +395,7 @@ class KernelObjects:
 
     def cgroup_by_id(self, cid: int) -> _Obj | None:
         """``cgroup_get_from_id``: the default hierarchy's cgroup whose id is ``cid``."""
-        mnt = cgroup_mounts().get(0)
+        mnt = self.mounts().get(0)
         if mnt is None or cid <= 0:
             return None
         for d, _dirs, _files in os.walk(mnt):
@@ -398,7 +415,7 @@ class KernelObjects:
 
     def children(self, o: _Obj) -> list[tuple[str, ...]]:
         """A cgroup's children's paths, oldest first (by id: ids are handed out in turn)."""
-        mnt = cgroup_mounts().get(o.hierarchy)
+        mnt = self.mounts().get(o.hierarchy)
         if mnt is None:
             return []
         try:
@@ -452,7 +469,7 @@ def _lookup(fn: Callable[[KernelObjects, int, int], _Obj | None]
             ) -> Callable[..., int]:
     def kfunc(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         ko = kernel_objects()
-        with ko.lock:
+        with ko.locked():
             return _give(vm, ko, fn(ko, r1, r2))
     kfunc.__name__ = fn.__name__
     return kfunc
@@ -461,7 +478,7 @@ def _lookup(fn: Callable[[KernelObjects, int, int], _Obj | None]
 def _release(kind: str, what: str) -> Callable[..., int]:
     def kfunc(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
         ko = kernel_objects()
-        with ko.lock:
+        with ko.locked():
             o = ko.at(r1, kind, what)
             o.refs = max(o.refs - 1, 0)
         return 0
@@ -501,7 +518,7 @@ def task_under_cgroup(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
     """``bpf_task_under_cgroup``: 1 when the task's default-hierarchy cgroup is
     ``ancestor`` or a descendant of it, else 0."""
     ko = kernel_objects()
-    with ko.lock:
+    with ko.locked():
         task = ko.at(r1, "task", "bpf_task_under_cgroup")
         anc = ko.at(r2, "cgroup", "bpf_task_under_cgroup")
         cg = ko.dfl_cgroup(task)
@@ -543,7 +560,7 @@ def iter_task_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     start = 0
     if flags == BPF_TASK_ITER_PROC_THREADS:
         ko = kernel_objects()
-        with ko.lock:
+        with ko.locked():
             task = ko.at(r2, "task", "bpf_iter_task_new")
             start = ko.procpid(task)
     _it_set(vm, r1, flags, _IT_MADE, start, 0)
@@ -572,7 +589,7 @@ def iter_task_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int)
     if state == _IT_ENDED:
         return 0
     ko = kernel_objects()
-    with ko.lock:
+    with ko.locked():
         if state == _IT_MADE and flags != BPF_TASK_ITER_PROC_THREADS:
             _it_set(vm, r1, flags, _IT_GIVING, 0, 0)  # Linux starts at init_task
             return _give_rcu(vm, ko, ko.idle())
@@ -608,7 +625,7 @@ def iter_css_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -
                    BPF_CGROUP_ITER_ANCESTORS_UP)
     if ok:
         ko = kernel_objects()
-        with ko.lock:
+        with ko.locked():
             ko.at(r2, "cgroup", "bpf_iter_css_new")
     vm.mem.store(r1, 8, r2 if ok else 0)
     vm.mem.store(r1 + 8, 8, 0)
@@ -669,7 +686,7 @@ def iter_css_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     if not start_at:
         return 0
     ko = kernel_objects()
-    with ko.lock:
+    with ko.locked():
         start = ko.at(start_at, "cgroup", "bpf_iter_css_next")
         pos = ko.at(pos_at, "cgroup", "bpf_iter_css_next") if pos_at else None
         nxt = _css_next(ko, flags, pos, start)
@@ -719,7 +736,7 @@ def send_signal_task(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
     if ptype not in (PIDTYPE_PID, PIDTYPE_TGID):
         return -errno.EINVAL & M32
     ko = kernel_objects()
-    with ko.lock:
+    with ko.locked():
         task = ko.at(r1, "task", "bpf_send_signal_task")
         lay = _layout()
         flags, tgid = (int.from_bytes(ko._get(task, lay.task[n]), "little")
