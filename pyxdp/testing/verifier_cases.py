@@ -251,6 +251,9 @@ _RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
 # r0 = bpf_dynptr_data(fp-16, 0, 8)
 _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
 _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_IT = "r1 = r10\nr1 += -24\n"
+_IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
+_IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
 _UNACQ = "arg 1 is an unacquired reference"
 # r6 = arr[0]'s value (jumps to out when NULL); bpf_dynptr_from_mem(r6, 16, 0, fp-24)
 _FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
@@ -1174,6 +1177,144 @@ _MISC_CASES = (
        "call KFUNC(bpf_dynptr_from_xdp)\nr1 = r10\nr1 += -16\nr2 = r10\nr3 = 8\nr4 = 0\n"
        "call KFUNC(bpf_probe_read_kernel_dynptr)\nr0 = 2\nexit", "R2 is not a scalar",
        err=errno.EINVAL),
+)
+
+
+# -- the task and cgroup kfuncs: references taken and given back, trusted and RCU arguments.
+# Offsets of Linux 6.18's structs (this kernel's BTF, and the one pyxdp ships): task_struct
+# pid 1264, real_parent 1280, parent 1288, comm 1752, cgroups 2376, size 3264; css_set
+# dfl_cgrp 112; cgroup level 216, kn 256, ancestors 2224; kernfs_node id 96.
+_TASK_GET = "r1 = 1\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto out\nr6 = r0\n"
+_TASK_REL = "r1 = r6\ncall KFUNC(bpf_task_release)\n"
+_CG_GET = "r1 = 1\ncall KFUNC(bpf_cgroup_from_id)\nif r0 == 0 goto out\nr6 = r0\n"
+_CG_REL = "r1 = r6\ncall KFUNC(bpf_cgroup_release)\n"
+_OUT = "out:\nr0 = 2\nexit"
+_ACQ_REL = ("call KFUNC(bpf_task_acquire)\nif r0 == 0 goto rel\nr1 = r0\n"
+            "call KFUNC(bpf_task_release)\nrel:\n")
+_LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
+_IT = "r1 = r10\nr1 += -24\n"
+_IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
+_IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
+_TASK_CASES: tuple[VerifierCase, ...] = (
+    _c("task_ok", _TASK_GET + "r1 = *(u32 *)(r6 + 1264)\nr1 = *(u64 *)(r6 + 1752)\n" +
+       _TASK_REL + _OUT, None),
+    _c("task_leak", _TASK_GET + _OUT, _LEAK, err=errno.EINVAL),
+    _c("task_maybe_null_rel", "r1 = 1\ncall KFUNC(bpf_task_from_pid)\nr1 = r0\n"
+       "call KFUNC(bpf_task_release)\nr0 = 2\nexit",
+       "Possibly NULL pointer passed to trusted arg0"),
+    _c("task_twice", _TASK_GET + _TASK_REL + _TASK_REL + _OUT,
+       "arg#0 pointer type STRUCT task_struct must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("task_use_after", _TASK_GET + _TASK_REL + "r1 = *(u32 *)(r6 + 1264)\n" + _OUT,
+       "R6 invalid mem access 'scalar'"),
+    _c("task_write", _TASK_GET + "r1 = 0\n*(u32 *)(r6 + 1264) = r1\n" + _TASK_REL + _OUT,
+       "only read is supported"),
+    _c("task_read_oob", _TASK_GET + "r1 = *(u32 *)(r6 + 3264)\n" + _TASK_REL + _OUT,
+       "access beyond struct task_struct at off 3264 size 4"),
+    # real_parent (and group_leader, cgroups) read from a trusted task is an RCU pointer,
+    # parent is not; after bpf_rcu_read_unlock an RCU pointer is untrusted
+    _c("task_real_parent_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\n" + _ACQ_REL +
+       _TASK_REL + _OUT, None),
+    _c("task_rp_rp_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\nr1 = *(u64 *)(r1 + 1280)\n" +
+       _ACQ_REL + _TASK_REL + _OUT, None),
+    _c("task_parent_acq", _TASK_GET + "r1 = *(u64 *)(r6 + 1288)\n" + _ACQ_REL + _TASK_REL +
+       _OUT, "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("task_rp_release", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\n"
+       "call KFUNC(bpf_task_release)\n" + _TASK_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("task_rp_unlock_acq", _TASK_GET + "call KFUNC(bpf_rcu_read_lock)\n"
+       "r7 = *(u64 *)(r6 + 1280)\ncall KFUNC(bpf_rcu_read_unlock)\nr1 = r7\n" + _ACQ_REL +
+       _TASK_REL + _OUT, "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("task_rp_unlock_read", _TASK_GET + "call KFUNC(bpf_rcu_read_lock)\n"
+       "r7 = *(u64 *)(r6 + 1280)\ncall KFUNC(bpf_rcu_read_unlock)\n"
+       "r1 = *(u32 *)(r7 + 1264)\n" + _TASK_REL + _OUT, None),
+    _c("task_rel_off", _TASK_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_task_release)\n" + _OUT,
+       "R1 must have zero offset when passed to release func or trusted arg to kfunc",
+       err=errno.EINVAL),
+    _c("task_acq_off", _TASK_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_task_acquire)\n" +
+       _TASK_REL + _OUT, "kernel function bpf_task_acquire args#0 expected pointer to "
+       "STRUCT task_struct but R1 has a pointer to STRUCT task_struct", err=errno.EINVAL),
+    _c("task_pid_ptr", "r1 = r10\ncall KFUNC(bpf_task_from_pid)\n" + _OUT,
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("task_dfl_cgrp", _TASK_GET + "r1 = *(u64 *)(r6 + 2376)\nr1 = *(u64 *)(r1 + 112)\n"
+       "call KFUNC(bpf_cgroup_acquire)\nif r0 == 0 goto rel\nr1 = r0\n"
+       "call KFUNC(bpf_cgroup_release)\nrel:\n" + _TASK_REL + _OUT, None),
+    _c("task_cg1", _TASK_GET + "r1 = r6\nr2 = 4\ncall KFUNC(bpf_task_get_cgroup1)\n"
+       "if r0 == 0 goto rel\nr1 = r0\ncall KFUNC(bpf_cgroup_release)\nrel:\n" + _TASK_REL +
+       _OUT, None),
+    _c("task_cg1_leak", _TASK_GET + "r1 = r6\nr2 = 4\ncall KFUNC(bpf_task_get_cgroup1)\n" +
+       _TASK_REL + _OUT, _LEAK, err=errno.EINVAL),
+    _c("task_cg_rel_task", _TASK_GET + "r1 = r6\ncall KFUNC(bpf_cgroup_release)\n" + _OUT,
+       "kernel function bpf_cgroup_release args#0 expected pointer to STRUCT cgroup but R1 "
+       "has a pointer to STRUCT task_struct", err=errno.EINVAL),
+    _c("task_under_rp", _CG_GET + "r7 = r6\n" + _TASK_GET.replace("goto out", "goto rel7") +
+       "r1 = *(u64 *)(r6 + 1280)\nr2 = r7\ncall KFUNC(bpf_task_under_cgroup)\n" +
+       _TASK_REL + "rel7:\nr1 = r7\ncall KFUNC(bpf_cgroup_release)\n" + _OUT, None),
+    _c("cgroup_kn_id", _CG_GET + "r1 = *(u64 *)(r6 + 256)\nr1 = *(u64 *)(r1 + 96)\n"
+       "r1 = *(u32 *)(r6 + 216)\n" + _CG_REL + _OUT, None),
+    _c("cgroup_ancestor", _CG_GET + "r1 = r6\nr2 = 0\ncall KFUNC(bpf_cgroup_ancestor)\n"
+       "if r0 == 0 goto rel\nr1 = r0\ncall KFUNC(bpf_cgroup_release)\nrel:\n" + _CG_REL +
+       _OUT, None),
+    _c("cgroup_ancestor_leak", _CG_GET + "r1 = r6\nr2 = 0\n"
+       "call KFUNC(bpf_cgroup_ancestor)\n" + _CG_REL + _OUT, _LEAK, err=errno.EINVAL),
+    _c("cgroup_ancestors", _CG_GET + "r1 = *(u64 *)(r6 + 2224)\n" + _CG_REL + _OUT,
+       "struct cgroup doesn't have field at offset 2224", err=errno.EINVAL),
+    _c("cgroup_kn_release", _CG_GET + "r1 = *(u64 *)(r6 + 256)\n"
+       "call KFUNC(bpf_cgroup_release)\n" + _CG_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    # bpf_send_signal_task takes a trusted task: not an RCU one
+    _c("task_signal", _TASK_GET + "r1 = r6\nr2 = 10\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_send_signal_task)\n" + _TASK_REL + _OUT, None),
+    _c("task_signal_parent", _TASK_GET + "r1 = *(u64 *)(r6 + 1280)\nr2 = 10\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_send_signal_task)\n" + _TASK_REL + _OUT,
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    # the task iterator: its tasks are RCU pointers; past bpf_rcu_read_unlock it is unusable
+    *(_c(f"task_iter_{k}", _IT_NEW + body + _IT_END, v, **kw) for k, body, v, kw in (
+        ("loop", "r6 = 0\nloop:\n" + _IT + "call KFUNC(bpf_iter_task_next)\n"
+         "if r0 == 0 goto done\nr1 = *(u32 *)(r0 + 1264)\nr6 += r1\ngoto loop\ndone:\n",
+         None, {}),
+        ("release", _IT + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\nr1 = r0\n"
+         "call KFUNC(bpf_task_release)\ndone:\n", "R1 must be referenced or trusted",
+         {"err": errno.EINVAL}),
+        ("parent_acquire", _IT + "call KFUNC(bpf_iter_task_next)\nif r0 == 0 goto done\n"
+         "r1 = *(u64 *)(r0 + 1280)\ncall KFUNC(bpf_task_acquire)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_task_release)\ndone:\n", None, {}),
+        ("unchecked", _IT + "call KFUNC(bpf_iter_task_next)\nr1 = *(u32 *)(r0 + 1264)\n",
+         "R0 invalid mem access 'scalar'", {}),
+        ("unlocked", "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_rcu_read_unlock)\n" + _IT +
+         "call KFUNC(bpf_iter_task_next)\n",
+         "expected an RCU CS when using bpf_iter_task_next", {"err": errno.EPROTO}))),
+    _c("task_iter_leak", _IT_NEW + "r0 = 2\nexit", _LEAK, err=errno.EINVAL),
+    _c("task_iter_own", _TASK_GET + _IT + "r2 = r6\nr3 = 2\ncall KFUNC(bpf_iter_task_new)\n" +
+       _IT + "call KFUNC(bpf_iter_task_destroy)\n" + _TASK_REL + _OUT, None),
+    _c("task_iter_parent", _TASK_GET + _IT + "r2 = *(u64 *)(r6 + 1280)\nr3 = 2\n"
+       "call KFUNC(bpf_iter_task_new)\n" + _IT + "call KFUNC(bpf_iter_task_destroy)\n" +
+       _TASK_REL + _OUT, "R2 must be referenced or trusted", err=errno.EINVAL),
+    # the css iterator: a struct cgroup is its css (the first member); the css it gives
+    # is an RCU pointer whose ->cgroup is one too
+    *(_c(f"css_iter_{k}", _CG_GET + _IT + f"r2 = {start}\nr3 = 2\ncall KFUNC(bpf_iter_css_new)\n" +
+         body + _IT + "call KFUNC(bpf_iter_css_destroy)\n" + _CG_REL + _OUT, v, **kw)
+      for k, start, body, v, kw in (
+        ("cgroup", "r6", _IT + "call KFUNC(bpf_iter_css_next)\nif r0 == 0 goto done\n"
+         "r1 = *(u64 *)(r0 + 0)\ncall KFUNC(bpf_cgroup_acquire)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_cgroup_release)\ndone:\n", None, {}),
+        ("css_as_cgroup", "r6", _IT + "call KFUNC(bpf_iter_css_next)\nif r0 == 0 goto done\n"
+         "r1 = r0\ncall KFUNC(bpf_cgroup_acquire)\ndone:\n",
+         "kernel function bpf_cgroup_acquire args#0 expected pointer to STRUCT cgroup but R1 "
+         "has a pointer to STRUCT cgroup_subsys_state", {"err": errno.EINVAL}),
+        ("inner", "r6\nr2 += 8", "", "kernel function bpf_iter_css_new args#1 expected pointer "
+         "to STRUCT cgroup_subsys_state but R2 has a pointer to STRUCT cgroup",
+         {"err": errno.EINVAL}),
+        ("kn", "*(u64 *)(r6 + 256)", "", "R2 must be referenced or trusted",
+         {"err": errno.EINVAL}))),
+    # a cgroup's task iterator: never made by an XDP program, so never used
+    _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
+       "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",
+       "css_task_iter is only allowed in bpf_lsm, bpf_iter and sleepable progs",
+       err=errno.EINVAL),
+    *(_c(f"css_task_iter_{k}", f"r1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_css_task_{k})\n"
+         "r0 = 2\nexit", "expected an initialized iter_css_task as arg #0", err=errno.EINVAL)
+      for k in ("next", "destroy")),
 )
 
 
@@ -5878,6 +6019,7 @@ r0 = 2
 exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SOCK_CASES,
     *_XFRM_CASES,
+    *_TASK_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,

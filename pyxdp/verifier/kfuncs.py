@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL",
+__all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
-           "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT",
+           "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
@@ -36,6 +36,7 @@ KF_RCU = 1 << 7
 KF_ITER_NEW = 1 << 8
 KF_ITER_NEXT = 1 << 9
 KF_ITER_DESTROY = 1 << 10
+KF_RCU_PROTECTED = 1 << 11
 
 
 class KArg(Enum):
@@ -109,6 +110,8 @@ _CTX = P(KArg.CTX)
 _DYN = P(KArg.DYNPTR)
 _U32 = P(KArg.SCALAR)
 _IGN = P(KArg.IGN)
+_TASK = P(KArg.BTF_ID, struct="task_struct")
+_CGRP = P(KArg.BTF_ID, struct="cgroup")
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -234,6 +237,57 @@ KFUNCS: dict[str, KfuncProto] = {
     # net/bpf/test_run.c: bpf_test_modify_return_ids (registered for every program type
     # on 6.18): fires the bpf_trigger_tp tracepoint and returns its int
     "bpf_modify_return_test_tp": KfuncProto((_U32,)),
+    # kernel/bpf/helpers.c: tasks and cgroups (generic_btf_ids); a KF_RCU argument is a
+    # trusted pointer or an RCU one (a field of RCU_FIELDS read from one)
+    "bpf_task_from_pid": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                    ret_struct="task_struct"),
+    "bpf_task_from_vpid": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                     ret_struct="task_struct"),
+    "bpf_task_acquire": KfuncProto((_TASK,), KRet.BTF_ID, KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                   ret_struct="task_struct"),
+    "bpf_task_release": KfuncProto((_TASK,), KRet.VOID, KF_RELEASE),
+    "bpf_cgroup_from_id": KfuncProto((_U32,), KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                     ret_struct="cgroup"),
+    "bpf_cgroup_acquire": KfuncProto((_CGRP,), KRet.BTF_ID, KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                     ret_struct="cgroup"),
+    "bpf_cgroup_release": KfuncProto((_CGRP,), KRet.VOID, KF_RELEASE),
+    "bpf_cgroup_ancestor": KfuncProto((_CGRP, _U32), KRet.BTF_ID,
+                                      KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
+    "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
+                                       KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
+    "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
+                                       flags=KF_TRUSTED_ARGS),
+    # kernel/bpf/task_iter.c: the tasks, open-coded (common_btf_ids); KF_RCU_PROTECTED: the
+    # iterator and the tasks it gives are RCU pointers, untrusted after bpf_rcu_read_unlock
+    "bpf_iter_task_new": KfuncProto((P(KArg.ITER, 24, "task"),
+                                     P(KArg.BTF_ID, struct="task_struct", optional=True), _U32),
+                                    flags=KF_ITER_NEW | KF_TRUSTED_ARGS | KF_RCU_PROTECTED),
+    "bpf_iter_task_next": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.BTF_ID,
+                                     KF_ITER_NEXT | KF_RET_NULL | KF_RCU_PROTECTED,
+                                     ret_struct="task_struct"),
+    "bpf_iter_task_destroy": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.VOID,
+                                        KF_ITER_DESTROY),
+    # kernel/bpf/task_iter.c: the css iterator (common_btf_ids): a cgroup's descendants
+    # (pre- or post-order) or its ancestors, RCU pointers
+    "bpf_iter_css_new": KfuncProto((P(KArg.ITER, 24, "css"),
+                                    P(KArg.BTF_ID, struct="cgroup_subsys_state"), _U32),
+                                   flags=KF_ITER_NEW | KF_TRUSTED_ARGS | KF_RCU_PROTECTED),
+    "bpf_iter_css_next": KfuncProto((P(KArg.ITER, 24, "css"),), KRet.BTF_ID,
+                                    KF_ITER_NEXT | KF_RET_NULL | KF_RCU_PROTECTED,
+                                    ret_struct="cgroup_subsys_state"),
+    "bpf_iter_css_destroy": KfuncProto((P(KArg.ITER, 24, "css"),), KRet.VOID, KF_ITER_DESTROY),
+    # kernel/bpf/task_iter.c: a cgroup's tasks, open-coded (common_btf_ids); check_kfunc_args
+    # refuses the _new call outside LSM, iterator and sleepable programs, so no XDP program
+    # gets an initialised iterator for _next and _destroy
+    "bpf_iter_css_task_new": KfuncProto((P(KArg.ITER, 8, "css_task"),
+                                         P(KArg.BTF_ID, struct="cgroup_subsys_state"), _U32),
+                                        flags=KF_ITER_NEW | KF_TRUSTED_ARGS),
+    "bpf_iter_css_task_next": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.BTF_ID,
+                                         KF_ITER_NEXT | KF_RET_NULL, ret_struct="task_struct"),
+    "bpf_iter_css_task_destroy": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.VOID,
+                                            KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
     "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
@@ -277,6 +331,19 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_ct_set_nat_info": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),
                                        P(KArg.MEM, 16), _U32, _U32), flags=KF_TRUSTED_ARGS),
 }
+
+# kernel/bpf/verifier.c BTF_TYPE_SAFE_RCU: pointer members that, read from a trusted or
+# RCU pointer inside an RCU read section (always, for a non-sleepable program outside
+# bpf_rcu_read_unlock), give an RCU pointer (MEM_RCU, never NULL) that KF_RCU kfuncs take.
+RCU_FIELDS: dict[str, frozenset[str]] = {
+    "task_struct": frozenset({"cpus_ptr", "cgroups", "real_parent", "group_leader"}),
+    "cgroup": frozenset({"kn"}),
+    "css_set": frozenset({"dfl_cgrp"}),
+    "cgroup_subsys_state": frozenset({"cgroup"}),
+}
+
+# check_css_task_iter_allowlist: the iterator XDP programs may not make
+CSS_TASK_ITER = "css_task"
 
 METADATA_KFUNCS = frozenset(n for n, p in KFUNCS.items() if p.metadata)
 

@@ -52,7 +52,7 @@ from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
-from pyxdp.btf.struct_access import StructWalkError, struct_access
+from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
@@ -76,15 +76,19 @@ from pyxdp.verifier.helpers import (
     func_maps,
 )
 from pyxdp.verifier.kfuncs import (
+    CSS_TASK_ITER,
     KF_ACQUIRE,
     KF_ITER_DESTROY,
     KF_ITER_NEW,
     KF_ITER_NEXT,
+    KF_RCU,
+    KF_RCU_PROTECTED,
     KF_RELEASE,
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
     NOT_FOR_XDP,
+    RCU_FIELDS,
     SLEEPABLE_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
@@ -276,6 +280,11 @@ def _is_trusted_reg(reg: Reg) -> bool:
     base, flags = reg.t & 0xFF, reg.t & ~0xFF
     return bool(reg.ref) or (base in (SOCK, SOCK_COMMON, MAP_PTR) and not flags) or \
         flags == TRUSTED
+
+
+def _is_rcu_reg(reg: Reg) -> bool:
+    """is_rcu_reg: MEM_RCU (a pointer valid until the RCU read section ends)."""
+    return bool(reg.t & RCU)
 
 
 def _released_ref(n: int, reg: Reg) -> int:
@@ -2060,7 +2069,7 @@ class _Verifier:
         if r1.t != STACK or not r1.const:
             return None
         it = st.frames[r1.frame].slot((-(r1.off + _s64(r1.tv)) - 1) // 8)[1]
-        return it if it is not None and it.t == ITER else None
+        return it if it is not None and it.t & 0xFF == ITER else None
 
     # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
     def _need_precise(self, regno: int) -> None:
@@ -3065,10 +3074,43 @@ class _Verifier:
         if got.kind == "mem":  # mark_btf_ld_reg: PTR_TO_MEM | MEM_RDONLY | PTR_UNTRUSTED
             r.set_ptr(MEM | RDONLY | UNTRUSTED)
             return r
-        # pointers walked from a trusted one are not trusted; from an untrusted one untrusted
-        r.set_ptr(BTF_ID | (UNTRUSTED if reg.t & UNTRUSTED or got.untrusted else 0))
+        # pointers walked from a trusted one are not trusted, but for the members of
+        # RCU_FIELDS read from a trusted or RCU one (type_is_rcu: MEM_RCU, an XDP program
+        # being in an RCU read section throughout); from an untrusted one untrusted
+        untrusted = reg.t & UNTRUSTED or got.untrusted
+        rcu = not untrusted and not reg.t & MAYBE_NULL and size == 8 and \
+            (_is_trusted_reg(reg) or _is_rcu_reg(reg)) and self._rcu_field(reg, tid, off)
+        r.set_ptr(BTF_ID | (UNTRUSTED if untrusted else RCU if rcu else 0))
         r.bt, r.sub = got.name, got.type_id
         return r
+
+    def _begins_with(self, reg: Reg, struct: str) -> bool:
+        """Whether the register's struct's first member (at offset 0, and its first
+        member's, and so on) is struct ``struct``."""
+        tid = self._btf_type(reg)
+        kbtf = self._kernel_btf()
+        for _ in range(8):
+            t = kbtf.type_by_id(tid) if tid else None
+            if t is None or t.kind is not BtfKind.STRUCT or not t.members or \
+                    t.members[0].bit_offset:
+                return False
+            tid = t.members[0].type
+            while kbtf.type_by_id(tid).kind in (BtfKind.TYPEDEF, BtfKind.CONST,
+                                                BtfKind.VOLATILE, BtfKind.RESTRICT):
+                tid = kbtf.type_by_id(tid).size_type
+            m = kbtf.type_by_id(tid)
+            if m.kind is BtfKind.STRUCT and m.name == struct:
+                return True
+        return False
+
+    def _rcu_field(self, reg: Reg, tid: int, off: int) -> bool:
+        """type_is_rcu: whether the member at ``off`` of the register's struct is one of
+        its RCU_FIELDS."""
+        names = RCU_FIELDS.get(reg.bt)
+        if not names:
+            return False
+        kbtf = self._kernel_btf()
+        return any(member_offset(kbtf, tid, m) == (off, 8) for m in names)
 
     def _obj_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
                     ) -> Reg | None:
@@ -4214,7 +4256,7 @@ class _Verifier:
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
         elif cast is None:
-            r0.set_ptr(BTF_ID)
+            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else 0))
             r0.bt = proto.ret_struct
         # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
         ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning
@@ -4288,6 +4330,9 @@ class _Verifier:
                 raise Refuse(f"unmatched rcu read unlock (kernel function {name})",
                              errno.EINVAL)
             st.rcu = False
+            for x in st.all_regs():  # RCU pointers and iterators outlive it only untrusted
+                if x.t & 0xFF in (BTF_ID, ITER) and x.t & RCU:
+                    x.t = x.t & ~(RCU | MAYBE_NULL) | UNTRUSTED
         elif name == "bpf_preempt_disable":
             st.preempt += 1
         else:
@@ -4350,7 +4395,7 @@ class _Verifier:
             self._dynptr_arg(st, regs, n, i, p.kind == KArg.DYNPTR_UNINIT, name, meta)
             return i + 1
         if p.kind == KArg.ITER:
-            self._iter_arg(st, regs, n, i, p, proto, meta)
+            self._iter_arg(st, regs, n, i, p, proto, meta, name)
             return i + 1
         if p.kind == KArg.IRQ_FLAG:
             if reg.t != STACK:
@@ -4395,7 +4440,16 @@ class _Verifier:
         if proto.flags & (KF_TRUSTED_ARGS | KF_RELEASE) and not _is_trusted_reg(reg):
             # a release kfunc's arguments are trusted ones too
             raise Refuse(f"R{n} must be referenced or trusted", errno.EINVAL)
-        if has != p.struct:
+        if proto.flags & KF_RCU and not _is_trusted_reg(reg) and not _is_rcu_reg(reg):
+            raise Refuse(f"R{n} must be a rcu pointer", errno.EINVAL)
+        # btf_struct_ids_match: a pointer moved into its struct is not one to the struct
+        # (none of the kfuncs' structs begins another struct of its own type); one to a
+        # struct whose first member is the expected struct is one to that, but for a
+        # referenced release argument (strict_type_match)
+        strict = bool(proto.flags & KF_RELEASE and reg.ref)
+        same = has == p.struct or not reg.off and not strict and \
+            self._begins_with(reg, p.struct)
+        if not same or reg.off and not proto.flags & (KF_RELEASE | KF_TRUSTED_ARGS):
             raise Refuse(f"kernel function {name} args#{i} expected pointer to STRUCT "
                          f"{p.struct} but R{n} has a pointer to STRUCT {has}",
                          errno.EINVAL)
@@ -4891,10 +4945,13 @@ class _Verifier:
         meta.dynptr_id, meta.dynptr_kind, meta.dynptr_ref = d1.id, d1.sub, d1.ref
 
     def _iter_arg(self, st: State, regs: list[Reg], n: int, i: int, p: KParam,
-                  proto: KfuncProto, meta: _KfuncMeta) -> None:
+                  proto: KfuncProto, meta: _KfuncMeta, name: str) -> None:
         """process_iter_arg: ``struct bpf_iter_<kind>`` in stack slots, made by the
         ``_new`` kfunc (an acquired reference), used by ``_next``, ended by ``_destroy``."""
         reg = regs[n]
+        if p.struct == CSS_TASK_ITER and proto.flags & KF_ITER_NEW:
+            raise Refuse("css_task_iter is only allowed in bpf_lsm, bpf_iter and sleepable "
+                         "progs", errno.EINVAL)
         if reg.t != STACK:
             raise Refuse(f"arg#{i} expected pointer to an iterator on stack", errno.EINVAL)
         frame = st.frames[reg.frame]
@@ -4913,16 +4970,19 @@ class _Verifier:
             st.refs.append((ref, self.pc))
             for k, s in enumerate(range(spi, spi - nslots, -1)):
                 new = Reg()
-                new.t, new.bt, new.sub = ITER, p.struct, ITER_ACTIVE
+                new.t = ITER | (RCU if proto.flags & KF_RCU_PROTECTED else 0)
+                new.bt, new.sub = p.struct, ITER_ACTIVE
                 new.ref = ref if k == 0 else 0  # only the first slot holds the reference
                 new.set_var_zero()
                 frame.set_slot(s, (bytes([S_ITER] * 8), new))
             return
         it = frame.slot(spi)[1] if spi is not None else None
-        if spi is None or it is None or it.t != ITER or it.bt != p.struct or not it.ref or \
-                any(frame.slot(s)[0] != bytes([S_ITER] * 8)
-                    for s in range(spi - nslots + 1, spi + 1)):
+        if spi is None or it is None or it.t & 0xFF != ITER or it.bt != p.struct or \
+                not it.ref or any(frame.slot(s)[0] != bytes([S_ITER] * 8)
+                                  for s in range(spi - nslots + 1, spi + 1)):
             raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
+        if it.t & UNTRUSTED:  # is_iter_reg_valid_init: made in an RCU read section now over
+            raise Refuse(f"expected an RCU CS when using {name}", errno.EPROTO)
         if proto.flags & KF_ITER_DESTROY:
             for s in range(spi - nslots + 1, spi + 1):
                 frame.set_slot(s, _EMPTY)

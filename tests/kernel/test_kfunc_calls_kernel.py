@@ -27,15 +27,11 @@ pytestmark = pytest.mark.kernel
 
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
 UNMODELLED = frozenset({
-    "bpf_cgroup_acquire", "bpf_cgroup_ancestor", "bpf_cgroup_from_id", "bpf_cgroup_read_xattr",
-    "bpf_cgroup_release", "bpf_crypto_decrypt", "bpf_crypto_encrypt", "bpf_get_kmem_cache",
-    "bpf_iter_css_destroy", "bpf_iter_css_new", "bpf_iter_css_next",
-    "bpf_iter_css_task_destroy", "bpf_iter_css_task_new", "bpf_iter_css_task_next",
-    "bpf_iter_task_destroy", "bpf_iter_task_new", "bpf_iter_task_next",
+    "bpf_cgroup_read_xattr",
+    "bpf_crypto_decrypt", "bpf_crypto_encrypt", "bpf_get_kmem_cache",
     "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
-    "bpf_key_put", "bpf_lookup_system_key", "bpf_send_signal_task",
-    "bpf_stream_vprintk_impl", "bpf_task_acquire", "bpf_task_from_pid", "bpf_task_from_vpid",
-    "bpf_task_get_cgroup1", "bpf_task_release", "bpf_task_under_cgroup",
+    "bpf_key_put", "bpf_lookup_system_key",
+    "bpf_stream_vprintk_impl",
     "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",
 })
 ARGS = {"zero": "r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
