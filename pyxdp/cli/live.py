@@ -23,7 +23,9 @@ the CPU it got is printed beside what it sent, as on veth the receiving side's
 kernel work (Linux's XDP program, AF_XDP's redirect and copy) runs in its
 ``send``. ``--threaded-napi`` moves that work to a NAPI kthread, for pyxdp and
 for Linux native alike (Linux generic runs in the backlog, which has no NAPI of
-the veth's to thread).
+the veth's to thread); ``--busy-poll`` has pyxdp's workers poll veth0's NAPI
+themselves (Linux has no poller of its own to do that: it runs as without) and
+prints the share of pyxdp's frames a busy poll took.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 _ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
 
 
+def _busy_poll_usecs(value: int | None) -> int:
+    """``--busy-poll[=USECS]``'s microseconds (0: not given; None: given without a value,
+    pyxdp.xsk.live's default)."""
+    from pyxdp.xsk.live import BUSY_POLL_USECS
+    if value is None:
+        return BUSY_POLL_USECS
+    if value < 0:
+        raise CliError("--busy-poll must be >= 0 (microseconds)")
+    return value
+
+
 # -----------------------------------------------------------------------------------
 # pyxdp run OBJ --iface IF
 # -----------------------------------------------------------------------------------
@@ -78,6 +91,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --iface: each interface's NAPI polled by a kthread while "
                         "pyxdp runs (Linux >= 6.17; on a veth the receive's kernel half "
                         "then leaves the sender's CPU)")
+    p.add_argument("--busy-poll", nargs="?", type=int, const=None, default=0,
+                   metavar="USECS",
+                   help="with --iface: preferred busy polling (SO_PREFER_BUSY_POLL): each "
+                        "worker polls its queue's NAPI itself and keeps polling USECS after "
+                        "the last frame (default: pyxdp.xsk.live.BUSY_POLL_USECS, 50; "
+                        "Linux >= 6.13 for a veth's NAPI, whose receive's kernel half then "
+                        "runs on the worker's CPU instead of the sender's)")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -123,11 +143,12 @@ def cmd_run_live(args: argparse.Namespace) -> int:
         raise CliError("--duration and --interval must be > 0")
     if args.rx_usecs is not None and args.rx_usecs < 0:
         raise CliError("--rx-usecs must be >= 0")
+    busy_poll = _busy_poll_usecs(args.busy_poll)
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"--iface needs root and BPF: {why}")
     opts = LiveOptions(backend=args.socket, mode=args.xsk_mode,
-                       threaded_napi=args.threaded_napi)
+                       threaded_napi=args.threaded_napi, busy_poll=busy_poll)
     if args.rx_usecs is not None:
         opts = dataclasses.replace(opts, rx_usecs=args.rx_usecs)
     try:
@@ -198,6 +219,10 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threaded-napi", action="store_true",
                    help="veth0's NAPI polled by a kthread, for pyxdp and for Linux native "
                         "alike (Linux generic runs in the backlog, which has none)")
+    p.add_argument("--busy-poll", nargs="?", type=int, const=None, default=0,
+                   metavar="USECS",
+                   help="pyxdp's workers busy-poll veth0's NAPI (pyxdp run's --busy-poll; "
+                        "Linux has no socket to poll from: it runs as without)")
     p.add_argument("--cases", default="drop,tx,redirect", metavar="LIST",
                    help="of drop (xdp1), tx (xdp2), redirect (redirect_map to a second "
                         "veth pair); default: all")
@@ -292,6 +317,7 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     """``bench live [--vs-kernel]``: see the module docstring."""
     from pyxdp.collection import Collection
     from pyxdp.kernel import bpf_available
+    from pyxdp.kernel.io_uring_napi import busy_poll_rx_packets
     from pyxdp.kernel.link import XdpLink
     from pyxdp.testing.livelab import live_netns
     from pyxdp.xsk.live import LiveDataplane, LiveOptions
@@ -302,6 +328,7 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     bad = [c for c in names if c not in cases]
     if bad or not names:
         raise CliError(f"--cases: {', '.join(bad) or 'none'}: not one of {', '.join(cases)}")
+    busy_poll = _busy_poll_usecs(args.busy_poll)
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"bench live needs root and BPF: {why}")
@@ -312,13 +339,18 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
         for name in names:
             obj, section, setup = cases[name]
             row: dict[str, Any] = {"case": name, "object": Path(obj).name,
-                                   "threaded_napi": args.threaded_napi}
-            opts = LiveOptions(threaded_napi=args.threaded_napi)
+                                   "threaded_napi": args.threaded_napi,
+                                   "busy_poll": busy_poll}
+            opts = LiveOptions(threaded_napi=args.threaded_napi, busy_poll=busy_poll)
             with LiveDataplane(obj, ["veth0", "veth2"], section=section, options=opts) as dp:
                 if setup:
                     setup(dp.collection)
+                count = _counting(dp.collection.maps["rxcnt"])
+                c0, b0 = count(), busy_poll_rx_packets()
                 row["pyxdp_mpps"], row["sent_mpps"], row["sender_cpu"] = _timed(
-                    ns, _counting(dp.collection.maps["rxcnt"]), args.duration)
+                    ns, count, args.duration)
+                if busy_poll:  # of the frames the program ran on, those a busy poll took
+                    row["busy_polled"] = (busy_poll_rx_packets() - b0) / max(count() - c0, 1)
             if args.vs_kernel:
                 for mode in ("native", "generic"):
                     with Collection.load(obj, backend="kernel") as coll, \
@@ -342,8 +374,9 @@ def _print_row(row: dict[str, Any], as_json: bool) -> None:
                           for k, v in row.items()}), flush=True)
         return
     p = row["pyxdp_mpps"]
+    busy = f", {row['busy_polled']:4.0%} busy-polled" if "busy_polled" in row else ""
     head = (f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps "
-            f"(of {row['sent_mpps']:.3f} sent, {row['sender_cpu']:4.0%} CPU)")
+            f"(of {row['sent_mpps']:.3f} sent, {row['sender_cpu']:4.0%} CPU{busy})")
     if "linux_native_mpps" not in row:
         print(head, flush=True)
         return
