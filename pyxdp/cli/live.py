@@ -31,6 +31,7 @@ prints the share of pyxdp's frames a busy poll took.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import json
 import multiprocessing
@@ -52,6 +53,7 @@ __all__ = ["add_bench_arguments", "add_run_arguments", "cmd_bench_live", "cmd_ru
 
 SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 _ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
+PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
 
 
 def _busy_poll_usecs(value: int | None) -> int:
@@ -228,7 +230,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                         "veth pair); default: all")
 
 
-def _generate(ns: str, stop: Any, out: Any) -> None:
+def _generate(ns: str, stop: Any, out: Any, parent: int) -> None:
     """The generator process: 64-byte UDP frames out of veth1 (into veth0) through a
     TPACKET_V2 ring with PACKET_QDISC_BYPASS, from "ready" until ``stop`` is set."""
     import numpy as np
@@ -238,6 +240,11 @@ def _generate(ns: str, stop: Any, out: Any) -> None:
     from pyxdp.net.packets import udp_packet
     from pyxdp.testing.livelab import IP0, MACS, PEER_IP
     os.setsid()  # its own session and autogroup (the module docstring)
+    # Dies with the bench, however the bench ends (a daemon child outlives a SIGTERM'd
+    # or SIGKILL'd parent, sending on into a namespace nobody deletes).
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
     with netns(ns):
         ring = PacketTxRing(ifindex_of("veth1"), frame_nr=2048)
         frames = [udp_packet(sport=1000 + i, dport=9, src_ip=PEER_IP, dst_ip=IP0,
@@ -270,7 +277,7 @@ def _timed(ns: str, counter: Callable[[], int],
     ctx = multiprocessing.get_context("fork")  # the child starts in this thread's netns
     q = ctx.Queue()
     stop = ctx.Event()
-    proc = ctx.Process(target=_generate, args=(ns, stop, q), daemon=True)
+    proc = ctx.Process(target=_generate, args=(ns, stop, q, os.getpid()), daemon=True)
     proc.start()
     try:
         if q.get(timeout=300) != "ready":
@@ -335,7 +342,7 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     if args.threaded_napi and not args.json:
         print("threaded NAPI on veth0 (pyxdp, Linux native); Linux generic runs in the "
               "backlog", flush=True)
-    with live_netns() as ns:
+    with _sigterm_as_interrupt(), live_netns() as ns:  # SIGTERM: the namespace deleted too
         for name in names:
             obj, section, setup = cases[name]
             row: dict[str, Any] = {"case": name, "object": Path(obj).name,
