@@ -20,6 +20,9 @@ from pyxdp.xsk.live import redirect_spec
      "--backend kernel does not apply"),
     (["run", "samples/xdp1.o", "--iface", "veth0", "--rx-usecs", "-1"],
      "--rx-usecs must be >= 0"),
+    (["run", "samples/xdp1.o", "--iface", "veth0", "--busy-poll=-5"],
+     "--busy-poll must be >= 0 (microseconds)"),
+    (["bench", "live", "--busy-poll", "-1"], "--busy-poll must be >= 0 (microseconds)"),
     (["bench", "live", "--cases", "drop,nope"], "--cases: nope: not one of drop, tx, redirect"),
     (["bench", "live", "--duration", "0"], "--duration must be > 0"),
 ])

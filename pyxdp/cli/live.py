@@ -23,12 +23,15 @@ the CPU it got is printed beside what it sent, as on veth the receiving side's
 kernel work (Linux's XDP program, AF_XDP's redirect and copy) runs in its
 ``send``. ``--threaded-napi`` moves that work to a NAPI kthread, for pyxdp and
 for Linux native alike (Linux generic runs in the backlog, which has no NAPI of
-the veth's to thread).
+the veth's to thread); ``--busy-poll`` has pyxdp's workers poll veth0's NAPI
+themselves (Linux has no poller of its own to do that: it runs as without) and
+prints the share of pyxdp's frames a busy poll took.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import json
 import multiprocessing
@@ -50,6 +53,18 @@ __all__ = ["add_bench_arguments", "add_run_arguments", "cmd_bench_live", "cmd_ru
 
 SAMPLES = samples.DIR  # the checkout's samples/ or the wheel's copy
 _ACTIONS = ("aborted", "drop", "pass", "tx", "redirect")
+PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
+
+
+def _busy_poll_usecs(value: int | None) -> int:
+    """``--busy-poll[=USECS]``'s microseconds (0: not given; None: given without a value,
+    pyxdp.xsk.live's default)."""
+    from pyxdp.xsk.live import BUSY_POLL_USECS
+    if value is None:
+        return BUSY_POLL_USECS
+    if value < 0:
+        raise CliError("--busy-poll must be >= 0 (microseconds)")
+    return value
 
 
 # -----------------------------------------------------------------------------------
@@ -78,6 +93,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --iface: each interface's NAPI polled by a kthread while "
                         "pyxdp runs (Linux >= 6.17; on a veth the receive's kernel half "
                         "then leaves the sender's CPU)")
+    p.add_argument("--busy-poll", nargs="?", type=int, const=None, default=0,
+                   metavar="USECS",
+                   help="with --iface: preferred busy polling (SO_PREFER_BUSY_POLL): each "
+                        "worker polls its queue's NAPI itself and keeps polling USECS after "
+                        "the last frame (default: pyxdp.xsk.live.BUSY_POLL_USECS, 50; "
+                        "Linux >= 6.13 for a veth's NAPI, whose receive's kernel half then "
+                        "runs on the worker's CPU instead of the sender's)")
 
 
 def _rates(before: NetdevStats, after: NetdevStats, dt: float) -> dict[str, float]:
@@ -123,11 +145,12 @@ def cmd_run_live(args: argparse.Namespace) -> int:
         raise CliError("--duration and --interval must be > 0")
     if args.rx_usecs is not None and args.rx_usecs < 0:
         raise CliError("--rx-usecs must be >= 0")
+    busy_poll = _busy_poll_usecs(args.busy_poll)
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"--iface needs root and BPF: {why}")
     opts = LiveOptions(backend=args.socket, mode=args.xsk_mode,
-                       threaded_napi=args.threaded_napi)
+                       threaded_napi=args.threaded_napi, busy_poll=busy_poll)
     if args.rx_usecs is not None:
         opts = dataclasses.replace(opts, rx_usecs=args.rx_usecs)
     try:
@@ -198,12 +221,16 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threaded-napi", action="store_true",
                    help="veth0's NAPI polled by a kthread, for pyxdp and for Linux native "
                         "alike (Linux generic runs in the backlog, which has none)")
+    p.add_argument("--busy-poll", nargs="?", type=int, const=None, default=0,
+                   metavar="USECS",
+                   help="pyxdp's workers busy-poll veth0's NAPI (pyxdp run's --busy-poll; "
+                        "Linux has no socket to poll from: it runs as without)")
     p.add_argument("--cases", default="drop,tx,redirect", metavar="LIST",
                    help="of drop (xdp1), tx (xdp2), redirect (redirect_map to a second "
                         "veth pair); default: all")
 
 
-def _generate(ns: str, stop: Any, out: Any) -> None:
+def _generate(ns: str, stop: Any, out: Any, parent: int) -> None:
     """The generator process: 64-byte UDP frames out of veth1 (into veth0) through a
     TPACKET_V2 ring with PACKET_QDISC_BYPASS, from "ready" until ``stop`` is set."""
     import numpy as np
@@ -213,6 +240,11 @@ def _generate(ns: str, stop: Any, out: Any) -> None:
     from pyxdp.net.packets import udp_packet
     from pyxdp.testing.livelab import IP0, MACS, PEER_IP
     os.setsid()  # its own session and autogroup (the module docstring)
+    # Dies with the bench, however the bench ends (a daemon child outlives a SIGTERM'd
+    # or SIGKILL'd parent, sending on into a namespace nobody deletes).
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
     with netns(ns):
         ring = PacketTxRing(ifindex_of("veth1"), frame_nr=2048)
         frames = [udp_packet(sport=1000 + i, dport=9, src_ip=PEER_IP, dst_ip=IP0,
@@ -245,7 +277,7 @@ def _timed(ns: str, counter: Callable[[], int],
     ctx = multiprocessing.get_context("fork")  # the child starts in this thread's netns
     q = ctx.Queue()
     stop = ctx.Event()
-    proc = ctx.Process(target=_generate, args=(ns, stop, q), daemon=True)
+    proc = ctx.Process(target=_generate, args=(ns, stop, q, os.getpid()), daemon=True)
     proc.start()
     try:
         if q.get(timeout=300) != "ready":
@@ -292,6 +324,7 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     """``bench live [--vs-kernel]``: see the module docstring."""
     from pyxdp.collection import Collection
     from pyxdp.kernel import bpf_available
+    from pyxdp.kernel.io_uring_napi import busy_poll_rx_packets
     from pyxdp.kernel.link import XdpLink
     from pyxdp.testing.livelab import live_netns
     from pyxdp.xsk.live import LiveDataplane, LiveOptions
@@ -302,23 +335,29 @@ def cmd_bench_live(args: argparse.Namespace) -> int:
     bad = [c for c in names if c not in cases]
     if bad or not names:
         raise CliError(f"--cases: {', '.join(bad) or 'none'}: not one of {', '.join(cases)}")
+    busy_poll = _busy_poll_usecs(args.busy_poll)
     ok, why = bpf_available()
     if not ok:
         raise CliError(f"bench live needs root and BPF: {why}")
     if args.threaded_napi and not args.json:
         print("threaded NAPI on veth0 (pyxdp, Linux native); Linux generic runs in the "
               "backlog", flush=True)
-    with live_netns() as ns:
+    with _sigterm_as_interrupt(), live_netns() as ns:  # SIGTERM: the namespace deleted too
         for name in names:
             obj, section, setup = cases[name]
             row: dict[str, Any] = {"case": name, "object": Path(obj).name,
-                                   "threaded_napi": args.threaded_napi}
-            opts = LiveOptions(threaded_napi=args.threaded_napi)
+                                   "threaded_napi": args.threaded_napi,
+                                   "busy_poll": busy_poll}
+            opts = LiveOptions(threaded_napi=args.threaded_napi, busy_poll=busy_poll)
             with LiveDataplane(obj, ["veth0", "veth2"], section=section, options=opts) as dp:
                 if setup:
                     setup(dp.collection)
+                count = _counting(dp.collection.maps["rxcnt"])
+                c0, b0 = count(), busy_poll_rx_packets()
                 row["pyxdp_mpps"], row["sent_mpps"], row["sender_cpu"] = _timed(
-                    ns, _counting(dp.collection.maps["rxcnt"]), args.duration)
+                    ns, count, args.duration)
+                if busy_poll:  # of the frames the program ran on, those a busy poll took
+                    row["busy_polled"] = (busy_poll_rx_packets() - b0) / max(count() - c0, 1)
             if args.vs_kernel:
                 for mode in ("native", "generic"):
                     with Collection.load(obj, backend="kernel") as coll, \
@@ -342,8 +381,9 @@ def _print_row(row: dict[str, Any], as_json: bool) -> None:
                           for k, v in row.items()}), flush=True)
         return
     p = row["pyxdp_mpps"]
+    busy = f", {row['busy_polled']:4.0%} busy-polled" if "busy_polled" in row else ""
     head = (f"{row['case']:<9} {row['object']:<15} pyxdp {p:7.3f} Mpps "
-            f"(of {row['sent_mpps']:.3f} sent, {row['sender_cpu']:4.0%} CPU)")
+            f"(of {row['sent_mpps']:.3f} sent, {row['sender_cpu']:4.0%} CPU{busy})")
     if "linux_native_mpps" not in row:
         print(head, flush=True)
         return

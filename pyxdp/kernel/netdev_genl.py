@@ -16,7 +16,13 @@ with ``NETDEV_A_NAPI_THREADED``, Linux 6.17): its poll then runs in a kthread of
 its own instead of the softirq of whoever scheduled it - on a veth, the sender's
 ``send``. Per instance, unlike the device's sysfs ``threaded``: the setting goes
 with the instance, so a veth's NAPI that a detach deletes takes it along.
-Setting needs CAP_NET_ADMIN.
+The same command sets an instance's ``defer-hard-irqs`` and
+``gro-flush-timeout`` (Linux 6.13; before, only the device's sysfs values):
+after a busy poll that prefers busy polling (``SO_PREFER_BUSY_POLL``) the
+instance stays masked - not scheduled by its "interrupt" (on a veth, the
+peer's transmit) - for up to ``defer-hard-irqs`` timer periods of
+``gro-flush-timeout`` nanoseconds while its polls find nothing, the timer's
+poll running on the CPU that armed it. Setting needs CAP_NET_ADMIN.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from pyxdp.errors import KernelError
 from pyxdp.kernel.netlink import _attrs, _nla, _Rtnl, ifindex_of
 from pyxdp.uapi.if_link import NetdevXdpAct
 
-__all__ = ["Napi", "NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags", "dev_get", "napi_get",
-           "napi_set_threaded", "thread_napis", "unthread_napis"]
+__all__ = ["Napi", "NapiIrqDefer", "NetdevInfo", "NetdevXdpRxMetadata", "NetdevXskFlags",
+           "defer_napis", "dev_get", "napi_get", "napi_set_irq_defer", "napi_set_threaded",
+           "restore_napis", "thread_napis", "unthread_napis"]
 
 NETLINK_GENERIC: Final = 16
 GENL_ID_CTRL: Final = 0x10
@@ -50,6 +57,8 @@ NETDEV_CMD_NAPI_SET: Final = 14
 NETDEV_A_NAPI_IFINDEX: Final = 1
 NETDEV_A_NAPI_ID: Final = 2
 NETDEV_A_NAPI_PID: Final = 4
+NETDEV_A_NAPI_DEFER_HARD_IRQS: Final = 5
+NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT: Final = 6
 NETDEV_A_NAPI_THREADED: Final = 8
 NLM_F_ACK: Final = 0x4
 NLM_F_DUMP: Final = 0x300
@@ -135,6 +144,24 @@ class Napi:
     ifindex: int
     threaded: bool
     pid: int  # its kthread's, 0 when it has none
+    # None: a kernel whose napi-get does not report them (before 6.13)
+    defer_hard_irqs: int | None = None
+    gro_flush_timeout: int | None = None  # nanoseconds
+
+    @property
+    def irq_defer(self) -> NapiIrqDefer | None:
+        """Its interrupt deferral, when the kernel reports (and so can set) it."""
+        if self.defer_hard_irqs is None or self.gro_flush_timeout is None:
+            return None
+        return NapiIrqDefer(self.defer_hard_irqs, self.gro_flush_timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class NapiIrqDefer:
+    """A NAPI instance's ``defer-hard-irqs`` and ``gro-flush-timeout`` (ns)."""
+
+    defer_hard_irqs: int
+    gro_flush_timeout: int
 
 
 def napi_get(iface: str | int) -> list[Napi]:
@@ -152,7 +179,9 @@ def napi_get(iface: str | int) -> list[Napi]:
         if got.get(NETDEV_A_NAPI_IFINDEX) == ifindex and NETDEV_A_NAPI_ID in got:
             out.append(Napi(got[NETDEV_A_NAPI_ID], ifindex,
                             bool(got.get(NETDEV_A_NAPI_THREADED, 0)),
-                            got.get(NETDEV_A_NAPI_PID, 0)))
+                            got.get(NETDEV_A_NAPI_PID, 0),
+                            got.get(NETDEV_A_NAPI_DEFER_HARD_IRQS),
+                            got.get(NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT)))
     return out
 
 
@@ -165,6 +194,52 @@ def napi_set_threaded(napi_id: int, threaded: bool) -> None:
                    _GENLMSGHDR.pack(NETDEV_CMD_NAPI_SET, 1, 0)
                    + _nla(NETDEV_A_NAPI_ID, struct.pack("=I", napi_id))
                    + _nla(NETDEV_A_NAPI_THREADED, struct.pack("=I", int(threaded))))
+
+
+def napi_set_irq_defer(napi_id: int, irq_defer: NapiIrqDefer) -> None:
+    """``NETDEV_CMD_NAPI_SET``: NAPI ``napi_id``'s ``defer-hard-irqs`` and
+    ``gro-flush-timeout`` (Linux 6.13)."""
+    op = (f"netdev napi-set {napi_id} defer-hard-irqs {irq_defer.defer_hard_irqs} "
+          f"gro-flush-timeout {irq_defer.gro_flush_timeout}")
+    with _Rtnl(NETLINK_GENERIC) as nl:
+        family = _family_id(nl, NETDEV_FAMILY_NAME)
+        nl.request(op, family, NLM_F_ACK,
+                   _GENLMSGHDR.pack(NETDEV_CMD_NAPI_SET, 1, 0)
+                   + _nla(NETDEV_A_NAPI_ID, struct.pack("=I", napi_id))
+                   + _nla(NETDEV_A_NAPI_DEFER_HARD_IRQS,
+                          struct.pack("=I", irq_defer.defer_hard_irqs))
+                   + _nla(NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT,
+                          struct.pack("=Q", irq_defer.gro_flush_timeout)))
+
+
+def defer_napis(napis: list[Napi], irq_defer: NapiIrqDefer) -> list[tuple[int, NapiIrqDefer]]:
+    """``irq_defer`` on each of ``napis``: (id, the value it had) of those this changed,
+    for :func:`restore_napis`. A kernel that does not report the values (before 6.13)
+    cannot set them per instance: KernelError (EOPNOTSUPP)."""
+    saved: list[tuple[int, NapiIrqDefer]] = []
+    try:
+        for n in napis:
+            old = n.irq_defer
+            if old is None:
+                raise KernelError(f"netdev napi-set {n.id}", 95,  # EOPNOTSUPP
+                                  "no per-NAPI defer-hard-irqs (Linux 6.13)")
+            if old != irq_defer:
+                napi_set_irq_defer(n.id, irq_defer)
+                saved.append((n.id, old))
+    except BaseException:
+        restore_napis(saved)
+        raise
+    return saved
+
+
+def restore_napis(saved: list[tuple[int, NapiIrqDefer]]) -> None:
+    """The values :func:`defer_napis` replaced, back; an instance gone meanwhile (a
+    veth's, with its detach) has nothing to restore."""
+    for nid, old in saved:
+        try:
+            napi_set_irq_defer(nid, old)
+        except KernelError:
+            pass
 
 
 def thread_napis(iface: str | int) -> list[int]:

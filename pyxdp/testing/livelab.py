@@ -154,7 +154,7 @@ def _counters(coll: Collection, names: Sequence[str]) -> dict[str, dict[int, int
 
 def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
              settle: float = 0.3, live_backend: str = "auto",
-             threaded_napi: bool = False) -> LiveResult:
+             threaded_napi: bool = False, busy_poll: int = 0) -> LiveResult:
     """Send ``frames`` into veth0 with ``case`` run by ``backend`` ("kernel": Linux
     native XDP; "pyxdp": :class:`~pyxdp.xsk.live.LiveDataplane`); inside
     :func:`live_netns`."""
@@ -178,7 +178,8 @@ def run_case(case: LiveCase, frames: Sequence[bytes], backend: str, *,
             ifaces = ["veth0", "veth2"] if live_backend != "af_packet" else ["veth0"]
             with LiveDataplane(case.obj, ifaces, section=case.section,
                                options=LiveOptions(backend=live_backend,
-                                                   threaded_napi=threaded_napi)) as dp:
+                                                   threaded_napi=threaded_napi,
+                                                   busy_poll=busy_poll)) as dp:
                 if case.setup:
                     case.setup(dp.collection)
                 dev = dp.devices[0]

@@ -51,6 +51,15 @@ NAPI instance of the interface in threaded mode while pyxdp runs (a kthread
 polls it, as on a NIC whose interrupts another CPU takes), and back at close; a
 veth's NAPI goes with the detach, so after SIGKILL nothing stays threaded either
 (a hardware NIC's NAPI outlives the detach: there it stays threaded).
+``LiveOptions.busy_poll`` keeps the kernel half on the worker's CPU instead, with
+no third thread: each worker polls the interface's NAPI instances itself
+whenever it would wait (an io_uring that names them,
+:mod:`pyxdp.kernel.io_uring_napi`: a copy-mode AF_XDP socket has no NAPI id of
+its own to busy-poll), preferring those polls to the instance's "interrupt",
+and the instances its attach created get ``defer-hard-irqs`` and
+``gro-flush-timeout`` (``BUSY_POLL_DEFER``) so that they stay masked between
+polls; the io_uring goes with the process and a veth's NAPI with the detach,
+so after SIGKILL nothing is left changed.
 """
 
 from __future__ import annotations
@@ -75,8 +84,16 @@ import numpy.typing as npt
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError, PyxdpError
+from pyxdp.kernel.io_uring_napi import NapiBusyPoller
 from pyxdp.kernel.link import XdpLink
-from pyxdp.kernel.netdev_genl import napi_get, thread_napis, unthread_napis
+from pyxdp.kernel.netdev_genl import (
+    NapiIrqDefer,
+    defer_napis,
+    napi_get,
+    restore_napis,
+    thread_napis,
+    unthread_napis,
+)
 from pyxdp.kernel.netlink import ifindex_of
 from pyxdp.net.af_packet import (
     PacketRxRing,
@@ -120,6 +137,13 @@ POOL_PAGES = 2 * RING + RX_RING + TX_CHUNKS
 GATHER = BATCH // 2  # frames a round aims at while traffic flows (a quarter of the fill
 # ring: a rate four times the last round's still finds fill descriptors)
 IDLE_POLL_MS = 20  # an idle worker's poll timeout: how soon it sees stop()
+# Busy polling (LiveOptions.busy_poll): how long the NAPI stays masked - its interrupt,
+# on a veth the peer's transmit, not scheduling it - after a busy poll: up to
+# BUSY_POLL_DEFER's defer-hard-irqs empty timer polls, gro-flush-timeout apart, on the
+# worker's CPU; the longest busy wait in microseconds (a gather wait is one, rx_usecs).
+BUSY_POLL_MAX_WAIT = 1000
+BUSY_POLL_USECS = 50  # --busy-poll without a value
+BUSY_POLL_DEFER = NapiIrqDefer(defer_hard_irqs=2, gro_flush_timeout=200_000)
 
 
 class LiveError(PyxdpError):
@@ -567,7 +591,8 @@ class LiveNic(NetDevice):
 
     def __init__(self, host: Host, ifname: str, *, queues: int | None = None,
                  backend: str = "auto", mode: str | None = None,
-                 kernel_mode: str | None = None, threaded_napi: bool = False) -> None:
+                 kernel_mode: str | None = None, threaded_napi: bool = False,
+                 busy_poll: int = 0) -> None:
         if backend not in ("auto", "af_xdp", "af_packet"):
             raise ValueError(f"backend {backend!r}: 'auto', 'af_xdp' or 'af_packet'")
         try:
@@ -590,7 +615,11 @@ class LiveNic(NetDevice):
         self._redir: Collection | None = None
         self._local = threading.local()
         self._threaded: list[int] = []  # NAPI ids this device switched to threaded
+        self._deferred: list[tuple[int, NapiIrqDefer]] = []  # NAPIs busy polling changed
+        self.pollers: list[NapiBusyPoller] = []  # busy polling: one per queue
+        self.busy_poll_usecs = 0
         try:
+            had = self._napi_ids(ifname) if busy_poll else set()
             if backend in ("auto", "af_xdp"):
                 try:
                     self._open_xsk(ifname, nq, mode, kernel_mode)
@@ -605,6 +634,8 @@ class LiveNic(NetDevice):
                     self.rx = self.rx[:1]
             if threaded_napi:
                 self._thread_napis(ifname)
+            if busy_poll:
+                self._busy_poll(ifname, busy_poll, had)
         except BaseException:
             self.close_live()
             raise
@@ -623,6 +654,34 @@ class LiveNic(NetDevice):
             self._threaded = thread_napis(ifname)
         except KernelError as e:
             raise LiveError(f"{ifname}: threaded NAPI: {e}") from None
+
+    @staticmethod
+    def _napi_ids(ifname: str) -> set[int]:
+        try:
+            return {n.id for n in napi_get(ifname)}
+        except KernelError as e:
+            raise LiveError(f"{ifname}: busy polling: {e}") from None
+
+    def _busy_poll(self, ifname: str, usecs: int, had: set[int]) -> None:
+        """Preferred busy polling (``LiveOptions.busy_poll``): each queue's worker polls
+        the interface's NAPI instances itself while it waits (an io_uring naming them:
+        :mod:`pyxdp.kernel.io_uring_napi` - a copy-mode AF_XDP socket has no NAPI id to
+        busy-poll), and the instances the redirect program's attach created (a
+        veth's) stay masked between those polls (``BUSY_POLL_DEFER``). Instances
+        there before the attach (a NIC's) keep their settings: they would outlive a
+        SIGKILL, where the veth's go with the detach."""
+        try:
+            napis = napi_get(ifname)
+            if not napis:
+                raise LiveError(f"{ifname}: busy polling: no NAPI instance to poll")
+            self._deferred = defer_napis([n for n in napis if n.id not in had],
+                                         BUSY_POLL_DEFER)
+            wait = max(usecs, BUSY_POLL_MAX_WAIT)
+            for _ in self.rx:
+                self.pollers.append(NapiBusyPoller([n.id for n in napis], wait))
+        except KernelError as e:
+            raise LiveError(f"{ifname}: busy polling: {e}") from None
+        self.busy_poll_usecs = usecs
 
     def _unthread_napis(self) -> None:
         """Back to softirq polling, before the detach (a NIC's NAPI outlives it)."""
@@ -708,6 +767,11 @@ class LiveNic(NetDevice):
     def close_live(self) -> None:
         """Detach the redirect program, close the sockets and the TAP."""
         self._unthread_napis()
+        restore_napis(self._deferred)
+        self._deferred = []
+        for p in self.pollers:
+            p.close()
+        self.pollers = []
         if self.link is not None:
             self.link.close()
             self.link = None
@@ -751,6 +815,11 @@ class LiveOptions:
     # Each interface's NAPI polled by a kthread while pyxdp runs (Linux 6.17's per-NAPI
     # threaded mode): on a veth the receive's kernel half then leaves the sender's CPU.
     threaded_napi: bool = False
+    # Preferred busy polling, in microseconds (0: off): each worker polls the interface's
+    # NAPI itself while it waits for frames to gather, and for this long after the last
+    # frame before it sleeps; on a veth the receive's kernel half then runs on the
+    # worker's CPU, not in the sender's transmit (LiveNic._busy_poll).
+    busy_poll: int = 0
 
 
 def _pick(coll: Collection, section: str | None) -> Program:
@@ -789,6 +858,8 @@ class LiveDataplane:
             raise ValueError("an interface is named twice")
         if options.rx_usecs < 0:
             raise ValueError("rx_usecs must be >= 0")
+        if options.busy_poll < 0:
+            raise ValueError("busy_poll must be >= 0 (microseconds; 0: off)")
         self.options = options
         self.host = Host("live", engine=engine)
         self.devices: list[LiveNic] = []
@@ -803,7 +874,7 @@ class LiveDataplane:
                 self.devices.append(add_live_device(
                     self.host, name, queues=options.queues, backend=options.backend,
                     mode=options.mode, kernel_mode=options.kernel_mode,
-                    threaded_napi=options.threaded_napi))
+                    threaded_napi=options.threaded_napi, busy_poll=options.busy_poll))
             self.host.stack.on_receive(self._passed)
             for d in self.devices:
                 d.attach_xdp(self.program)
@@ -872,7 +943,11 @@ class LiveDataplane:
         if tap is not None:  # what the kernel sends out of the TAP wakes the worker too
             poller.register(tap.fd, select.POLLIN)
         coalesce = self.options.rx_usecs * 1e-6
+        busy = dev.busy_poll_usecs * 1e-6
+        # Busy polling: the worker's waits poll the NAPI (the receive's kernel half) here.
+        napi_wait = dev.pollers[q].wait if dev.pollers else None
         t_rx = time.monotonic()  # when the last round took the rx ring
+        t_frame = t_rx  # when a round last had frames
         try:
             while not self._stop.is_set():
                 got = 0
@@ -893,18 +968,26 @@ class LiveDataplane:
                             port.transmit(rows, np.arange(len(lens), dtype=np.int64),
                                           np.zeros(len(lens), np.int64), lens)
                             port.kick()
+                if got:
+                    t_frame = t_rx
+                elif napi_wait is not None and t_rx - t_frame < busy:
+                    napi_wait(busy - (t_rx - t_frame))  # until busy_poll has passed
+                    continue
                 if not got:
                     # The rx ring is empty: sleep until the kernel queues a frame (its
                     # flush wakes the socket's sleeper) or the TAP has a reply.
                     poller.poll(IDLE_POLL_MS)
-                    t_rx = time.monotonic()
+                    t_rx = t_frame = time.monotonic()
                 elif got < GATHER:
                     # Traffic flows: let about GATHER frames gather (at the rate the
                     # last round saw), at most rx_usecs - a round per frame or a
                     # spinning worker would cost a CPU, and the kernel's wakeup per
                     # flush the sender's time.
-                    time.sleep(_gather_wait(got, t_rx - t_prev, time.monotonic() - t_rx,
-                                            coalesce))
+                    wait = _gather_wait(got, t_rx - t_prev, time.monotonic() - t_rx, coalesce)
+                    if napi_wait is None:
+                        time.sleep(wait)
+                    elif wait > 0:
+                        napi_wait(wait)
         except BaseException as e:  # reported by stop()
             self.errors.append(e)
 

@@ -118,6 +118,61 @@ def test_threaded_napi(lab: str) -> None:
     _nothing_left()
 
 
+def test_napi_busy_poller_polls_a_veth(lab: str) -> None:
+    """The mechanism under ``busy_poll``: a veth's NAPI masked after a poll (defer-hard-irqs
+    with a long gro-flush-timeout) leaves the frames its peer sends in its ring, and an
+    io_uring naming the NAPI polls them in the caller's wait - where a copy-mode AF_XDP
+    socket's own busy poll has no NAPI id (``SO_INCOMING_NAPI_ID`` 0)."""
+    from pyxdp.collection import Collection
+    from pyxdp.kernel.io_uring_napi import NapiBusyPoller, busy_poll_rx_packets
+    from pyxdp.kernel.link import XdpLink
+    from pyxdp.kernel.netdev_genl import NapiIrqDefer, defer_napis, napi_get, restore_napis
+    from pyxdp.testing.livelab import send_frames
+    frame = udp_packet(b"b", src_mac=MACS["veth1"], dst_mac=MACS["veth0"])
+    with Collection.load(str(ROOT / "samples" / "xdp1.o"), backend="kernel") as coll, \
+            XdpLink.attach("veth0", coll.program().handle, mode="native"):  # type: ignore[arg-type]
+        (napi,) = napi_get("veth0")
+        saved = defer_napis([napi], NapiIrqDefer(defer_hard_irqs=100,
+                                                 gro_flush_timeout=2_000_000_000))
+        poller = NapiBusyPoller([napi.id], 1000)
+        try:
+            assert napi_get("veth0")[0].irq_defer == NapiIrqDefer(100, 2_000_000_000)
+            send_frames("veth1", [frame])  # polled in this thread's softirq, then masked
+            before = busy_poll_rx_packets()
+            send_frames("veth1", [frame] * 20)  # stay in the veth's ring
+            poller.wait(0.005)
+            assert busy_poll_rx_packets() - before == 20
+            assert coll.maps["rxcnt"].sum(17) == 21
+        finally:
+            poller.close()
+            restore_napis(saved)
+        assert napi_get("veth0")[0].irq_defer == napi.irq_defer
+    _nothing_left()
+
+
+def test_busy_poll(lab: str) -> None:
+    """``busy_poll``: an io_uring per queue polling veth0's NAPI, the NAPI's defer-hard-irqs
+    and gro-flush-timeout set while pyxdp runs (and gone with the NAPI after), the
+    frames handled as Linux handles them."""
+    from pyxdp.kernel.netdev_genl import napi_get
+    from pyxdp.xsk.live import BUSY_POLL_DEFER, LiveDataplane, LiveError, LiveOptions
+    with LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"],
+                       options=LiveOptions(busy_poll=50)) as dp:
+        napis = napi_get("veth0")
+        assert napis and all(n.irq_defer == BUSY_POLL_DEFER for n in napis), napis
+        assert len(dp.devices[0].pollers) == 1 and dp.devices[0].busy_poll_usecs == 50
+    assert not napi_get("veth0")
+    with pytest.raises(LiveError, match="^veth0: busy polling: no NAPI instance to poll$"):
+        LiveDataplane(ROOT / "samples" / "xdp1.o", ["veth0"],
+                      options=LiveOptions(backend="af_packet", busy_poll=50))
+    frames = _frames()
+    got = run_case(CASES["tx"], frames, "pyxdp", busy_poll=50)
+    _same(_kernel("tx"), got)
+    assert got.stats["veth0"].rx_packets == len(frames)
+    assert not napi_get("veth0")
+    _nothing_left()
+
+
 def _cli(lab: str, *args: str) -> str:
     """``pyxdp ARGS`` in the lab's namespace (where the run's abstract socket is)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -129,14 +184,14 @@ def _cli(lab: str, *args: str) -> str:
 
 def test_run_iface_maps_and_sigkill(lab: str) -> None:
     """``pyxdp run --iface``: its maps reachable from another process while it runs
-    (``pyxdp map ... run PID``), and after SIGKILL no program, no TAP, no threaded NAPI
-    (``--threaded-napi``) and no map socket left."""
+    (``pyxdp map ... run PID``), and after SIGKILL no program, no TAP, no threaded or
+    deferred NAPI (``--threaded-napi``, ``--busy-poll``) and no map socket left."""
     from pyxdp.kernel.netdev_genl import napi_get
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         ["ip", "netns", "exec", lab, sys.executable, "-m", "pyxdp.cli.main", "run",
          str(ROOT / "samples" / "xdp1.o"), "--iface", "veth0", "--interval", "0.2",
-         "--threaded-napi"],
+         "--threaded-napi", "--busy-poll"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert proc.stdout is not None
@@ -157,7 +212,7 @@ def test_run_iface_maps_and_sigkill(lab: str) -> None:
         assert xdp_query("veth0").prog_id != 0
         socket.if_nametoindex("veth0-pass")
         napis = napi_get("veth0")
-        assert napis and all(n.threaded for n in napis), napis
+        assert napis and all(n.threaded and n.defer_hard_irqs for n in napis), napis
         # the maps, from another process
         shown = _cli(lab, "map", "show", "run")
         assert f"pyxdp run {pid}: xdp_prog1 on veth0" in shown and "name rxcnt" in shown
@@ -184,7 +239,7 @@ def test_run_iface_maps_and_sigkill(lab: str) -> None:
             break
         time.sleep(0.05)
     _nothing_left()
-    assert not any(n.threaded for n in napi_get("veth0"))
+    assert not any(n.threaded or n.defer_hard_irqs for n in napi_get("veth0"))
     assert f"pyxdp run {pid}:" not in _cli(lab, "map", "show", "run")
 
 
