@@ -143,3 +143,8 @@ def test_send_signal_task_refusals() -> None:
     assert _call(vm, "bpf_send_signal_task", me, 65, 1, 0) == -errno.EINVAL & m32
     assert _call(vm, "bpf_send_signal_task", me, 0, 0, 0) == 0
     assert _call(vm, "bpf_send_signal_task", me, 0, 1, 0) == 0
+    # pyxdp's own process (the host) is never signalled: the signal is kept instead
+    from pyxdp.vm.task_kfuncs import HOST_SIGNALS
+    before = len(HOST_SIGNALS)
+    assert _call(vm, "bpf_send_signal_task", me, 9, 1, 0) == 0
+    assert HOST_SIGNALS[before:] == [(os.getpid(), 9, 1)]

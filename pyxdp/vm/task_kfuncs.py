@@ -17,7 +17,8 @@ The task iterator of ``kernel/bpf/task_iter.c`` (``bpf_iter_task_new(it, task, f
 stack bytes. The css iterator (``bpf_iter_css_new(it, start, flags)``, ``_next``,
 ``_destroy``) walks cgroupfs: descendants pre- or post-order (children oldest first)
 or ancestors up; a css is the cgroup image's ``self``, at its start. ``bpf_send_signal_task``
-(``kernel/trace/bpf_trace.c``) signals the real thread or process after Linux's checks.
+(``kernel/trace/bpf_trace.c``) signals the real thread or process after Linux's checks, but
+for pyxdp's own process, which no program may stop: that signal goes to ``HOST_SIGNALS``.
 
 The objects are images of the host's real state, laid out at the offsets of the
 kernel BTF pyxdp uses (the running kernel's, or the one it ships) in one read-only
@@ -712,6 +713,8 @@ def _give_rcu(vm: Interpreter, ko: KernelObjects, o: _Obj) -> int:
 PIDTYPE_PID, PIDTYPE_TGID = 0, 1
 PF_EXITING, PF_KTHREAD = 0x0000_0004, 0x0020_0000
 _NSIG = 64
+# Signals programs sent to pyxdp's own process: (pid or tid, signal, pid type), in order.
+HOST_SIGNALS: list[tuple[int, int, int]] = []
 # tgkill(2): a signal to one thread of another process (Python has no call for it)
 _SYS_TGKILL = {"x86_64": 234, "aarch64": 131}
 
@@ -746,6 +749,11 @@ def send_signal_task(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
         return -errno.EPERM & M32
     if sig > _NSIG:
         return -errno.EINVAL & M32
+    if tgid == os.getpid() and sig:
+        # pyxdp's own process is the host of every program it runs: no program may stop
+        # or kill it, so the signal Linux would deliver is kept in HOST_SIGNALS instead
+        HOST_SIGNALS.append((tid if ptype == PIDTYPE_PID else tgid, sig, ptype))
+        return 0
     try:
         if ptype == PIDTYPE_TGID:
             os.kill(tgid, sig)
