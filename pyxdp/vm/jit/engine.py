@@ -259,9 +259,12 @@ class _OwnContextLock:
 def _free_own_contexts() -> None:
     from llvmlite.binding import ffi
 
-    lock = ffi.lib._lock
-    if not isinstance(lock._lock, _OwnContextLock):
-        lock._lock = _OwnContextLock(lock._lock)
+    # llvmlite's private lock object: a release without it keeps the lock as it is, and
+    # the parts then compile one after another (correct, only slower)
+    lock: Any = getattr(ffi.lib, "_lock", None)
+    inner = getattr(lock, "_lock", None)
+    if inner is not None and not isinstance(inner, _OwnContextLock):
+        lock._lock = _OwnContextLock(inner)
 
 
 @contextmanager
