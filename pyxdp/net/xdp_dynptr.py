@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from pyxdp.errors import HelperFault, MemoryFault
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.vm.bpf_trace import strncpy_nofault_ir
 from pyxdp.vm.dynptr import (
     BPF_DYNPTR_TYPE_XDP,
     DYNPTR_RDONLY,
@@ -544,24 +545,7 @@ def _probe_fn(kind: str, source: str) -> Callable[[Natives], str]:
             f.memmove(dst, src, size)
             f.do("ret i64 0")
         else:
-            head, body, fault, done = (f.label(x) for x in ("head", "body", "fault", "done"))
-            f.br(head)
-            f.at(head)
-            i, nxt = f.tmp(), f.tmp()
-            f.do(f"{i} = phi i64 [ 0, %{go} ], [ {nxt}, %{body} ]")
-            p = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'add i64 %r4, {i}')}, "
-                      "i64 1, i1 false)")
-            readable = f.label("readable")
-            f.cbr(f.ins(f"icmp eq ptr {p}, null"), fault, readable)
-            f.at(readable)
-            c = f.ins(f"load i8, ptr {p}, align 1")
-            f.do(f"store i8 {c}, ptr {f.gep(dst, i)}, align 1")
-            f.do(f"{nxt} = add i64 {i}, 1")
-            end = f.ins(f"or i1 {f.ins(f'icmp eq i8 {c}, 0')}, "
-                        f"{f.ins(f'icmp eq i64 {nxt}, {size}')}")
-            f.cbr(end, done, body)
-            f.at(body)
-            f.br(head)
+            fault, done, i, nxt = strncpy_nofault_ir(f, dst, "%r4", size, go)
             f.at(fault)  # what was copied stays, NUL-terminated
             f.do(f"store i8 0, ptr {f.gep(dst, i)}, align 1")
             f.do(f"ret i64 {c64(neg(errno.EFAULT))}")

@@ -130,24 +130,19 @@ def _read_fn(natives: Natives) -> str:
                   "i64 %r3) nounwind")
 
 
-def _read_str_fn(natives: Natives) -> str:
-    f = Text()
-    f.at("entry")
-    size = f.ins(f"and i64 %r2, {M32}")
-    ret_if(f, f.ins(f"icmp eq i64 {size}, 0"), 0)
-    dst = _dst(f, size)
-    refused, go = f.label("refused"), f.label("go")
-    f.cbr(nofault_allowed_ir(f, "%r3"), go, refused)
-    f.at(refused)
-    _zero_ret(f, dst, size, errno.ERANGE)
-    f.at(go)
+def strncpy_nofault_ir(f: Text, dst: str, src: str, size: str, entry: str
+                       ) -> tuple[str, str, str, str]:
+    """``strncpy_from_kernel_nofault``'s copy loop, entered from block ``entry``: bytes of
+    the address ``src`` into ``dst`` up to and including a NUL, or ``size`` of them. Returns
+    the blocks it leaves to - ``fault`` (a byte not readable; the count copied so far is
+    ``i``) and ``done`` (``nxt`` bytes copied, the last a NUL or the ``size``-th) - with
+    ``i`` and ``nxt``; the caller writes both blocks."""
     head, body, fault, done = f.label("head"), f.label("body"), f.label("fault"), f.label("done")
     f.br(head)
     f.at(head)
-    i = f.tmp()
-    nxt = f.tmp()
-    f.do(f"{i} = phi i64 [ 0, %{go} ], [ {nxt}, %{body} ]")
-    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'add i64 %r3, {i}')}, i64 1, "
+    i, nxt = f.tmp(), f.tmp()
+    f.do(f"{i} = phi i64 [ 0, %{entry} ], [ {nxt}, %{body} ]")
+    p = f.ins(f"call ptr @translate(ptr %ctx, i64 {f.ins(f'add i64 {src}, {i}')}, i64 1, "
               "i1 false)")
     readable = f.label("readable")
     f.cbr(f.ins(f"icmp eq ptr {p}, null"), fault, readable)
@@ -159,6 +154,21 @@ def _read_str_fn(natives: Natives) -> str:
     f.cbr(end, done, body)
     f.at(body)
     f.br(head)
+    return fault, done, i, nxt
+
+
+def _read_str_fn(natives: Natives) -> str:
+    f = Text()
+    f.at("entry")
+    size = f.ins(f"and i64 %r2, {M32}")
+    ret_if(f, f.ins(f"icmp eq i64 {size}, 0"), 0)
+    dst = _dst(f, size)
+    refused, go = f.label("refused"), f.label("go")
+    f.cbr(nofault_allowed_ir(f, "%r3"), go, refused)
+    f.at(refused)
+    _zero_ret(f, dst, size, errno.ERANGE)
+    f.at(go)
+    fault, done, _, nxt = strncpy_nofault_ir(f, dst, "%r3", size, go)
     f.at(fault)
     _zero_ret(f, dst, size, errno.EFAULT)
     f.at(done)
