@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ from pyxdp.net import filter as net_filter
 from pyxdp.net.fib import Fib
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
-from pyxdp.testing.native import python_calls
+from pyxdp.testing.native import agree_natively
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm import helpers as vm_helpers
@@ -31,14 +29,6 @@ from pyxdp.vm import random32
 from pyxdp.vm.helpers import RunContext
 
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
-
-
-def _agree_natively(run: Callable[[int, str], object], fns: list[Any]) -> None:
-    """``run(seed, engine)`` gives the JIT's results the interpreter gives, and the JIT
-    calls none of the Python functions ``fns`` meanwhile (their twins ran)."""
-    got: list[object] = []
-    assert python_calls(fns, lambda: got.append(run(0, "jit"))) == 0
-    assert got[0] == run(0, "interp")
 
 
 # -- bpf_get_prandom_u32 ---------------------------------------------------------------------
@@ -80,7 +70,7 @@ def _prandom(seed: int, engine: str) -> list[object]:
 
 def test_prandom_twin_is_python() -> None:
     """One stream: the JIT's draws, Python's draws between batches, the state left."""
-    _agree_natively(_prandom, [vm_helpers._get_prandom_u32])
+    agree_natively(_prandom, [vm_helpers._get_prandom_u32])
 
 
 def test_prandom_is_lfsr113() -> None:
@@ -182,7 +172,7 @@ def _map_in_map(kind: str, seed: int, engine: str) -> list[object]:
 def test_map_in_map_lookup_twin_is_python(kind: str) -> None:
     """The inner map of present, replaced and deleted keys, NULL for absent ones and past
     the end; the outer lookup without Python (the inner map's lookup is Python)."""
-    _agree_natively(lambda seed, engine: _map_in_map(kind, seed, engine),
+    agree_natively(lambda seed, engine: _map_in_map(kind, seed, engine),
                     [ArrayOfMaps.lookup_addr, HashOfMaps.lookup_addr])
 
 
@@ -209,7 +199,7 @@ def _xskmap(seed: int, engine: str) -> list[object]:
 
 def test_xskmap_lookup_twin_is_python() -> None:
     """The socket's bpf_xdp_sock of occupied slots, NULL for empty ones and past the end."""
-    _agree_natively(_xskmap, [XskMap.lookup_addr])
+    agree_natively(_xskmap, [XskMap.lookup_addr])
 
 
 # -- bpf_check_mtu ---------------------------------------------------------------------------
@@ -272,7 +262,7 @@ def _check_mtu(seed: int, engine: str) -> list[object]:
 def test_check_mtu_twin_is_python() -> None:
     """Ingress and other devices, absent ones, mtu_len given or not, len_diff both ways,
     flags; the MTU written back."""
-    _agree_natively(_check_mtu, [net_filter._check_mtu])
+    agree_natively(_check_mtu, [net_filter._check_mtu])
 
 
 def test_check_mtu_without_the_ingress_device() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from pyxdp.errors import MapError
 from pyxdp.net import filter as net_filter
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
-from pyxdp.testing.native import python_calls
+from pyxdp.testing.native import agree_natively, python_calls
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm import helpers as vm_helpers
@@ -103,14 +102,6 @@ exit
 HASHES = (int(BpfMapType.BPF_MAP_TYPE_HASH), int(BpfMapType.BPF_MAP_TYPE_PERCPU_HASH),
           int(BpfMapType.BPF_MAP_TYPE_LRU_HASH), int(BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH))
 FLAGS = (0, 1, 2, 3, 4, 8, 16, 24, 8 | 2, 16 | 1, 32, 1 << 31)
-
-
-def _agree_natively(run: Callable[[int, str], object], fns: list[Any]) -> None:
-    """``run(seed, engine)`` gives the JIT's results the interpreter gives, over three
-    seeds, and the JIT calls none of the Python helpers ``fns`` (their twins ran)."""
-    for seed in range(3):
-        assert run(seed, "jit") == run(seed, "interp")
-    assert python_calls(fns, lambda: run(0, "jit")) == 0
 
 
 def _frames(rows: list[tuple[int, int]]) -> np.ndarray:
@@ -404,7 +395,7 @@ def test_lpm_lookup_twin_is_python(data_size: int) -> None:
     """The longest present prefix (intermediate nodes skipped), misses, deleted prefixes,
     prefix lengths past the data; no Python per lookup on the JIT."""
     from pyxdp.maps import lpm_trie
-    _agree_natively(lambda seed, engine: _lpm_lookups(data_size, seed, engine),
+    agree_natively(lambda seed, engine: _lpm_lookups(data_size, seed, engine),
                     [lpm_trie.LpmTrie.lookup_addr])
 
 
@@ -468,7 +459,7 @@ def _ring_ops(map_type: int, seed: int, engine: str) -> list[object]:
 @pytest.mark.parametrize("map_type", [int(BpfMapType.BPF_MAP_TYPE_QUEUE),
                                       int(BpfMapType.BPF_MAP_TYPE_STACK)])
 def test_queue_stack_twins_are_python(map_type: int) -> None:
-    _agree_natively(lambda seed, engine: _ring_ops(map_type, seed, engine),
+    agree_natively(lambda seed, engine: _ring_ops(map_type, seed, engine),
                     [vm_helpers._map_push_elem, vm_helpers._pop_or_peek])
 
 
@@ -532,4 +523,4 @@ def _loops(seed: int, engine: str) -> list[int]:
 
 
 def test_loop_twin_is_python() -> None:
-    _agree_natively(_loops, [vm_helpers._loop])
+    agree_natively(_loops, [vm_helpers._loop])

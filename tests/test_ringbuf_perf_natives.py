@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ from pyxdp.maps import perf_event_array, ringbuf
 from pyxdp.net import filter as net_filter
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
-from pyxdp.testing.native import python_calls
+from pyxdp.testing.native import agree_natively
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm import helpers_more
@@ -94,14 +92,6 @@ exit
 """
 
 
-def _agree_natively(run: Callable[[int, str], object], fns: list[Any]) -> None:
-    """``run(seed, engine)`` gives the JIT's results the interpreter gives, over three
-    seeds, and the JIT calls none of the Python ``fns`` (their twins ran)."""
-    for seed in range(3):
-        assert run(seed, "jit") == run(seed, "interp")
-    assert python_calls(fns, lambda: run(0, "jit")) == 0
-
-
 def _frames(rows: list[tuple[int, int]]) -> np.ndarray:
     frames = np.zeros((len(rows), 512), np.uint8)
     for i, (key, op) in enumerate(rows):
@@ -128,7 +118,7 @@ def _ring_ops(seed: int, engine: str) -> list[object]:
 
 def test_ringbuf_twins_are_python() -> None:
     rb = ringbuf.RingBuf
-    _agree_natively(_ring_ops, [rb.reserve, rb._commit, rb.output, rb.query,
+    agree_natively(_ring_ops, [rb.reserve, rb._commit, rb.output, rb.query,
                                 helpers_more._ringbuf_output,
                                 helpers_more._ringbuf_reserve, helpers_more._commit,
                                 helpers_more._ringbuf_query])
@@ -182,5 +172,5 @@ def _perf_outputs(seed: int, engine: str) -> list[object]:
 
 def test_perf_event_output_twin_is_python() -> None:
     pe = perf_event_array.PerfEventArray
-    _agree_natively(_perf_outputs, [pe.output, pe.try_output, perf_event_array.PerfRing.write,
+    agree_natively(_perf_outputs, [pe.output, pe.try_output, perf_event_array.PerfRing.write,
                                     net_filter._xdp_event_output])

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
 
-__all__ = ["python_calls"]
+__all__ = ["agree_natively", "python_calls"]
 
 
 def python_calls(fns: Iterable[Callable[..., object] | ModuleType],
@@ -36,3 +36,13 @@ def python_calls(fns: Iterable[Callable[..., object] | ModuleType],
     finally:
         sys.setprofile(None)
     return calls
+
+
+def agree_natively(run: Callable[[int, str], object],
+                   fns: Iterable[Callable[..., object] | ModuleType]
+                   ) -> None:
+    """``run(seed, engine)`` gives the JIT's results the interpreter gives, over three
+    seeds, and the JIT calls none of the Python helpers ``fns`` (their twins ran)."""
+    for seed in range(3):
+        assert run(seed, "jit") == run(seed, "interp")
+    assert python_calls(fns, lambda: run(0, "jit")) == 0
