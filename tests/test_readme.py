@@ -99,6 +99,12 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "pip install -q -e '.[test]' && python -m pytest" in ci
 
 
+def _touches_interfaces(step: Step) -> bool:
+    """Whether a step acts on an interface (a replay of a capture only borrows the name)."""
+    touches = r"--iface|\s-i\s|LiveDataplane\(|pyxdp (load|unload|status)\b"
+    return "--pcap" not in step.text and re.search(touches, step.text) is not None
+
+
 def test_readme_has_what_the_steps_need() -> None:
     """The recipes exist for every input a step reads, and nothing runs twice by mistake."""
     assert len(STEPS) >= 20
@@ -110,8 +116,7 @@ def test_readme_has_what_the_steps_need() -> None:
     # A step that names an interface runs in a namespace of its own ((root)), never on
     # the machine's interfaces (a replay of a capture only borrows the name).
     for s in STEPS:
-        touches = r"--iface|\s-i\s|LiveDataplane\(|pyxdp (load|unload|status)\b"
-        if "--pcap" not in s.text and re.search(touches, s.text):
+        if _touches_interfaces(s):
             assert s.root, f"README.md:{s.line} acts on an interface: mark it (root)"
 
 
@@ -210,6 +215,9 @@ def test_readme_step_runs(step: Step, workdir: Path, monkeypatch: pytest.MonkeyP
         if os.environ.get("CI") == "true":
             pytest.fail(f"README.md:{step.line} needs root, and CI runs as root")
         pytest.skip(f"README.md:{step.line} needs root")
+    if not step.root and _touches_interfaces(step):  # never on the machine's interfaces
+        pytest.fail(f"README.md:{step.line} acts on an interface but is not marked (root): "
+                    "it would run outside a namespace of its own")
     monkeypatch.chdir(workdir)
     monkeypatch.setattr(sys, "argv", ["pyxdp"])
     if step.root:
