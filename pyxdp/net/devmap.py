@@ -129,7 +129,7 @@ class FwdTable:
     one down or gone (``xdp_ok_fwd_dev`` refuses it); ``mtu`` is 0 for a gone
     one; ``stats`` every device's counters; in place of the wires a veth's
     peer's ifindex, and veth rows for the 4s. A veth's ``xdp_ring`` takes frames
-    from any thread (its lock, :func:`pyxdp.net.frames.ring_lock`), so threaded
+    from any thread (its lock, :func:`pyxdp.net.frame_ring.ring_lock`), so threaded
     NAPI sends to veths as the tables say, but a 4 copies the skb into a page
     of the peer queue's pool, which that queue's poll uses without the host
     lock when its program runs without it (``napi_unlocked``) on a CPU of its

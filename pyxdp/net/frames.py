@@ -30,13 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.net.atomic import cas_acquire64, cpu_relax, store_release64
-from pyxdp.net.native import njit
-from pyxdp.net.record import Alias, Field, Record
+from pyxdp.net.record import Alias
+from pyxdp.net.ring_cursor import RING_COLS, RingCursor
 
 __all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAGS", "KIND_FRAME",
-           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RingCursor", "ring_lock",
-           "ring_put", "ring_unlock"]
+           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RING_COLS", "RingCursor"]
 
 I64 = npt.NDArray[np.int64]
 # Bulk queue sizes: xdp_do_flush's per-CPU queues (devmap.c, cpumap.c) and a driver's
@@ -125,78 +123,6 @@ class Bulk:
         return out
 
 
-class RingCursor(Record):
-    """A :class:`FrameRing`'s position: the head slot and how many frames it holds,
-    and the lock every change of them is made under (0 free, 1 held)."""
-
-    head = Field()
-    count = Field()
-    lock = Field()
-
-
-_HEAD = RingCursor.index("head")
-_COUNT = RingCursor.index("count")
-_LOCK = RingCursor.index("lock")
-RING_COLS = 5  # pfn, data, length, meta, kind
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def ring_lock(cur):  # type: ignore[no-untyped-def]
-    """``spin_lock`` of the ring whose cursor words are ``cur``."""
-    while not cas_acquire64(cur, _LOCK, 0, 1):
-        cpu_relax()
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def ring_unlock(cur):  # type: ignore[no-untyped-def]
-    """``spin_unlock``: the cursor's changes published with the release."""
-    store_release64(cur, _LOCK, 0)
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def ring_put(cols, cur, pfn, data, length, meta, kind):  # type: ignore[no-untyped-def]
-    """``__ptr_ring_produce`` of one frame at the tail (the caller holds the lock);
-    False when the ring is full."""
-    size = cols.shape[1]
-    n = cur[_COUNT]
-    if n >= size:
-        return False
-    pos = (cur[_HEAD] + n) % size
-    cols[0, pos] = pfn
-    cols[1, pos] = data
-    cols[2, pos] = length
-    cols[3, pos] = meta
-    cols[4, pos] = kind
-    cur[_COUNT] = n + 1
-    return True
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _produce(cols, cur, pfn, data, length, meta, kind):  # type: ignore[no-untyped-def]
-    ring_lock(cur)
-    k = 0
-    while k < len(pfn) and ring_put(cols, cur, pfn[k], data[k], length[k], meta[k], kind[k]):
-        k += 1
-    ring_unlock(cur)
-    return k
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _consume(cols, cur, out, n):  # type: ignore[no-untyped-def]
-    ring_lock(cur)
-    size = cols.shape[1]
-    k = min(n, cur[_COUNT])
-    head = cur[_HEAD]
-    for j in range(k):
-        for c in range(RING_COLS):
-            out[c, j] = cols[c, head]
-        head = (head + 1) % size
-    cur[_HEAD] = head
-    cur[_COUNT] -= k
-    ring_unlock(cur)
-    return k
-
-
 class FrameRing:
     """A bounded FIFO of frames (a NIC rx descriptor ring, veth's ``xdp_ring``,
     a cpumap entry's ``ptr_ring``): whole batches in, whole batches out."""
@@ -219,7 +145,8 @@ class FrameRing:
         """Queue as many of ``f`` as fit (in order); returns how many were taken."""
         if not len(f):
             return 0
-        return int(_produce(self._cols, self.cur.words, *(np.ascontiguousarray(a, np.int64)
+        from pyxdp.net.frame_ring import produce  # numba: only once a ring is used
+        return int(produce(self._cols, self.cur.words, *(np.ascontiguousarray(a, np.int64)
                                                            for a in (f.pfn, f.data, f.length,
                                                                      f.meta, f.kind))))
 
@@ -239,7 +166,8 @@ class FrameRing:
         if n <= 0 or not self._count:
             return Frames.empty()
         c = np.empty((RING_COLS, min(n, self.size)), np.int64)
-        k = int(_consume(self._cols, self.cur.words, c, c.shape[1]))
+        from pyxdp.net.frame_ring import consume
+        k = int(consume(self._cols, self.cur.words, c, c.shape[1]))
         if not k:
             return Frames.empty()
         c = c[:, :k]

@@ -31,7 +31,7 @@ XDP batch entry on them, and acts on the verdicts:
   kthread drives its program - then ``ndo_xdp_xmit``; ``xdp_devmap_xmit``
   per flush, ``xdp_redirect`` per frame); a veth's ``ndo_xdp_xmit``
   (``veth_xdp_xmit``) queues the frames on its peer's ``xdp_ring`` in place,
-  under the ring's lock (:func:`pyxdp.net.frames.ring_lock`, which this loop
+  under the ring's lock (:func:`pyxdp.net.frame_ring.ring_lock`, which this loop
   also takes around each poll's take from its own ring: with threaded NAPI
   other threads fill it meanwhile) (-ENXIO when the peer has no NAPI; it
   stops at the first frame too long for the peer or refused by the full
@@ -155,15 +155,13 @@ from numba.extending import intrinsic
 from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.atomic import i64_view, load_acquire64, memcpy, store_release64, u8_view, u32_view
+from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
 from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
     DEV_MAP_BULK_SIZE,
     KIND_FRAME,
     XDP_TX_BULK_SIZE,
     RingCursor,
-    ring_lock,
-    ring_put,
-    ring_unlock,
 )
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import (

@@ -20,7 +20,8 @@ checks of what the user wrote are the same as for receive.
 from __future__ import annotations
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
-from pyxdp.net.frames import KIND_BUFF, RingCursor, ring_lock, ring_put, ring_unlock
+from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
+from pyxdp.net.frames import KIND_BUFF, RingCursor
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_native import _alloc  # the NAPI loop's page pool allocation
