@@ -17,9 +17,9 @@ from collections.abc import Callable
 import pytest
 
 from pyxdp.collection import Collection
-from pyxdp.kernel.ringbuf import RingBuffer
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.ringlab import ring_runs
 from pyxdp.testing.verifier_cases import CASES, VerifierCase
 
 pytestmark = pytest.mark.kernel
@@ -54,11 +54,7 @@ def test_ringbuf_dynptr_records_match_linux(engine: str) -> None:
     if engine == "jit" and not jit_available():
         pytest.skip("the JIT needs llvmlite")
     spec = RBD.spec()
-    with Collection(spec, "kernel") as kc, Collection(spec, engine=engine) as uc:
-        with RingBuffer(4096, map_fd=kc.maps["rb"].handle.fd) as krb:
-            k = _runs(kc, krb.read)
-        urb = uc.maps["rb"].handle
-        u = _runs(uc, lambda: list(urb.records()))
+    k, u = ring_runs(spec, engine, _runs)
     assert u == k
     assert k[0][4] == [struct.pack("<II", 0xABCD, 62) + bytes(8)]  # 62: the frame's length
     assert struct.unpack("<4i", k[2][3])[0] == -22 and k[-1] != []

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from pyxdp.collection import Collection
-from pyxdp.kernel.ringbuf import RingBuffer
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.ringlab import ring_runs
 from pyxdp.testing.verifier_cases import VerifierCase
 
 pytestmark = pytest.mark.kernel
@@ -120,11 +120,7 @@ def test_ringbuf_helpers_match_linux(engine: str) -> None:
     if engine == "jit" and not jit_available():
         pytest.skip("the JIT needs llvmlite")
     spec = RING.spec()
-    with Collection(spec, "kernel") as kc, Collection(spec, engine=engine) as uc:
-        with RingBuffer(4096, map_fd=kc.maps["rb"].handle.fd) as krb:
-            k = _runs(kc, krb.read)
-        urb = uc.maps["rb"].handle
-        u = _runs(uc, lambda: list(urb.records()))
+    k, u = ring_runs(spec, engine, _runs)
     assert u == k
     codes = [struct.unpack("<q", x[2][:8])[0] for x in k if isinstance(x, tuple)]
     assert -22 in codes and -11 in codes and 7 in codes and 3 in codes  # EINVAL, EAGAIN
