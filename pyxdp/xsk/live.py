@@ -107,6 +107,7 @@ from pyxdp.net.atomic import (
     load_acquire32_at,
     store_release32_at,
 )
+from pyxdp.net.frame_ring import ring_lock, ring_unlock
 from pyxdp.net.frames import Frames, RingCursor
 from pyxdp.net.napi_native import _recycle
 from pyxdp.net.native import njit
@@ -347,6 +348,9 @@ def _rx_zc(rxq, fq, umem_size, pfn_base, psc, cache, ring, free, state, lent, qc
     prod = load_acquire32_at(rxq[Q_PROD])
     cons = rxq[Q_CC]
     qsize = qcols.shape[1]
+    # The device's rx ring is emptied by its NAPI poll on another thread (threaded
+    # NAPI): its count changes under the ring's lock, once for the whole bulk.
+    ring_lock(qcur)
     head = qcur[_R_HEAD]
     count = qcur[_R_COUNT]
     n = min((prod - cons) & _U32, budget, qsize - count)
@@ -381,6 +385,7 @@ def _rx_zc(rxq, fq, umem_size, pfn_base, psc, cache, ring, free, state, lent, qc
     rxq[Q_CP] = prod
     store_release32_at(rxq[Q_CONS], cons)
     qcur[_R_COUNT] = count
+    ring_unlock(qcur)
     fmask = fq[Q_MASK]
     fring = i64_view(fq[Q_RING], 1, fmask + 1)[0]
     fcp = fq[Q_CP]
