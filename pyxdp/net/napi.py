@@ -93,6 +93,7 @@ from pyxdp.net.page_pool import PageAccountingError, PageMemory, PagePool
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.source import GenState
 from pyxdp.net.xdp_mem import (
+    return_frame_no_direct,
     xdp_return_frames_rx_napi,
 )
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
@@ -117,12 +118,22 @@ I64 = npt.NDArray[np.int64]
 
 def napi_poll(rq: NetdevRxQueue, budget: int = 64) -> int:
     """One NAPI poll of ``rq``: up to ``budget`` frames; returns how many were done."""
+    if rq.dev.kind == "veth":
+        # veth_poll: xdp_set_return_frame_no_direct around the receive and the flushes,
+        # so xdp_frames of other devices' pools go back into those pools' rings (the
+        # veth's own pool still recycles directly: page_pool_napi_local).
+        with return_frame_no_direct():
+            return _poll(rq, budget)
+    return _poll(rq, budget)
+
+
+def _poll(rq: NetdevRxQueue, budget: int) -> int:
     dev = rq.dev
     host = dev.host
     prog = dev.xdp_prog
     if prog is not None and _native_ok(rq, prog) and (
             len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF
-            or _frame_memory(rq) is not None):
+            or _frame_memory(rq, prog) is not None):
         done = _native_poll(rq, prog, budget)
         if done or not len(rq.ring) or rq.ring.peek_kind() == KIND_BUFF:
             return done
@@ -670,7 +681,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # xdp_frames other devices queued here (veth_xdp_rcv_one): in this pool, the
     # system allocator or another page pool (the host's, in a table).
     system = host.memmap.system
-    fon = not (parallel or generic or host.threaded_napi or rq.xsk is not None)
+    # With threaded NAPI too: their pages go back into other pools' rings under each
+    # pool's lock, and never into another pool's alloc cache (veth_poll's no_direct);
+    # a call without the host lock leaves the system allocator's to the Python path
+    # (its redirects go there anyway).
+    fon = not (generic or rq.xsk is not None)
     pools = st.pool_table(host, pool) if fon else ()
     others = (system.pages, *(p.pages for p in pools)) if fon else ()
     pool.napi_local = True
@@ -688,7 +703,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts)) or fon)),
+                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts))
+                              or (fon and not parallel))),
                 _xsk_args(xsk),
                 (*_stack_args(host, dev, rq, generic), _peer_records(host, rq)), cm,
                 (ctl, st.counts.cnt, st.defer))
@@ -876,22 +892,25 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     return int(done)
 
 
-def _frame_memory(rq: NetdevRxQueue) -> PageMemory | None:
+def _frame_memory(rq: NetdevRxQueue, prog: XdpProg) -> PageMemory | None:
     """The memory of the xdp_frame at the head of ``rq``'s ring when the native loop
     can take it (veth_xdp_rcv_one natively): a single-buffer frame in the queue's
     page pool, in the system allocator or in another live page pool of the same
-    page size, on a queue without zero-copy AF_XDP, without threaded NAPI (the
-    other pool's own poll could run beside this one); else None."""
-    if (not len(rq.ring) or rq.ring.peek_kind() != KIND_FRAME or rq.xsk is not None
-            or rq.dev.host.threaded_napi):
+    page size, on a queue without zero-copy AF_XDP; else None. With threaded NAPI
+    other pools' polls run beside this one: their rings take the pages back under
+    their locks; a poll without the host lock leaves the system allocator's pages
+    (clones, order-0 copies: that allocator has no lock) to the Python path."""
+    if not len(rq.ring) or rq.ring.peek_kind() != KIND_FRAME or rq.xsk is not None:
         return None
     host = rq.dev.host
     try:
         mem = host.memmap.find(int(rq.ring.cols[0, rq.ring.cur.head]))
     except PageAccountingError:
         return None  # the Python path reports it
-    if mem is rq.pool or mem is host.memmap.system:
+    if mem is rq.pool:
         return mem
+    if mem is host.memmap.system:
+        return None if host.threaded_napi and _parallel_ok(prog) else mem
     if (isinstance(mem, PagePool) and not mem.destroyed
             and mem.pages.shape[1] == rq.pool.pages.shape[1]):
         return mem

@@ -171,7 +171,7 @@ from pyxdp.net.page_pool import (
     AllocState,
     PoolState,
 )
-from pyxdp.net.page_pool_native import _alloc
+from pyxdp.net.page_pool_native import _alloc, _put_ring
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -392,28 +392,6 @@ def _recycle(psc, cache, ring, free, state, loc):  # type: ignore[no-untyped-def
         return
     psc[P_CACHE_FULL] += 1
     _put_ring(psc, ring, free, state, loc)
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _put_ring(psc, ring, free, state, loc):  # type: ignore[no-untyped-def]
-    """``page_pool_put_page`` without direct recycling: the ring, else the free list."""
-    if state[loc] != _INUSE:
-        if psc[P_ERROR] == 0:
-            psc[P_ERROR] = loc + 1
-        return
-    psc[P_NUSE] -= 1
-    size = len(ring)
-    if psc[P_RLEN] < size:
-        ring[(psc[P_RHEAD] + psc[P_RLEN]) % size] = loc
-        psc[P_RLEN] += 1
-        state[loc] = _RING
-        psc[P_RING] += 1
-        return
-    psc[P_RING_FULL] += 1
-    state[loc] = _FREE
-    free[psc[P_NFREE]] = loc
-    psc[P_NFREE] += 1
-    psc[P_RELEASE] += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -668,13 +646,15 @@ def _return_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
 def _return_frame_napi(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
     """``xdp_return_frame_rx_napi`` of an xdp_frame in memory ``mi`` (:func:`_mem_of`),
     as a redirect's failure, a bulk's drops and a NIC's tx completion free one:
-    ``put_page`` of an order-0 page, or direct recycling into the page pool that
-    owns it (``napi_direct``)."""
+    ``put_page`` of an order-0 page, or into the ring of the page pool that owns it:
+    such frames are only met in a veth's poll, which runs with
+    ``xdp_set_return_frame_no_direct`` (``veth_poll``), and that pool's NAPI is not
+    the one polling."""
     if mi == 1:
         _put_page(sysm, row)
         return
-    psc, cache, ring, free, state = _pool_of(ptab, mi - 2)
-    _recycle(psc, cache, ring, free, state, row)
+    _psc, _cache, ring, free, state = _pool_of(ptab, mi - 2)
+    _put_ring(_psc, ring, free, state, row)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1797,7 +1777,6 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 rsize = r_slots.shape[1]
                 cons = r_idx[IDX_CONS]
                 j = 0
-                psc[P_NUSE] = nuse
                 while j < avail:
                     pfn = r_slots[0, (cons + j) % rsize]
                     loc = pfn - pfn_base
@@ -1815,7 +1794,6 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     else:
                         break  # another region's page: Python returns it
                     j += 1
-                nuse = psc[P_NUSE]
                 store_release64(r_idx, IDX_CONS, cons + j)
         # The rx ring first (frames a NIC received or veth copied), pool pages only,
         # taken under its lock (producers on other threads: veth_xdp_xmit).

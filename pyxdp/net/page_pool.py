@@ -44,7 +44,14 @@ kernel's delayed ``page_pool_release_retry`` work, without the delay). One
 thread stands for one CPU; as in the kernel, only the ring is shared between
 them and locked (``ptr_ring``'s lock: once per page on the single-page path,
 once per call on the bulk and vector paths), while the alloc cache belongs to
-the pool's NAPI context.
+the pool's NAPI context. The lock is a word of the pool's :class:`PoolState`
+taken with ``cmpxchg`` (:mod:`pyxdp.net.page_pool_native`), so Python and the
+native loops on other threads exclude each other with it; it also covers the
+pool's share of the page allocator, where a put finding the ring full releases
+its page. Pages given back that way are counted apart (``put_cnt``) from the
+owner's ``nr_in_use``, as the kernel keeps ``pages_state_hold_cnt`` with the
+owner and ``pages_state_release_cnt`` atomic: the owner's NAPI loop keeps its
+count in registers while other threads return pages.
 """
 
 from __future__ import annotations
@@ -52,7 +59,6 @@ from __future__ import annotations
 import array
 import logging
 import mmap
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
@@ -560,6 +566,10 @@ class PoolState(Record):
     waive = Field()
     released_refcnt = Field()
     error = Field()  # native code met a page returned that was not in use (its row + 1)
+    # Pages given back to the ring or the page allocator (any context, under the lock);
+    # nr_in_use less this is the pages out. nr_in_use is the owner's alone.
+    put_cnt = Field()
+    lock = Field()  # the ring's lock (ptr_ring's producer/consumer lock): 0 free, 1 held
 
 
 class _PoolStats:
@@ -618,9 +628,6 @@ class PagePool(PageMemory):
         self._cache_a = array.array("q", bytes(8 * PP_ALLOC_CACHE_SIZE))
         self._cache = np.frombuffer(self._cache_a, dtype=_I64)
         self._scratch = np.zeros(npages, dtype=_I64)  # for the duplicate test
-        # ptr_ring's producer lock: returns from other threads (a cpumap kthread)
-        # go through the ring while the pool's NAPI allocates.
-        self._ring_lock = threading.Lock()
         self._ring_a = array.array("q", bytes(8 * self.ring_size))
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
 
@@ -630,6 +637,7 @@ class PagePool(PageMemory):
     _rlen = Alias(PoolState, "ring_len")
     _nfree = Alias(PoolState, "nr_free")
     _nuse = Alias(PoolState, "nr_in_use")
+    _nput = Alias(PoolState, "put_cnt")
     hold_cnt = Alias(PoolState, "hold_cnt")
     release_cnt = Alias(PoolState, "release_cnt")
 
@@ -665,7 +673,17 @@ class PagePool(PageMemory):
 
     @property
     def nr_in_use(self) -> int:
-        return self._nuse
+        return self._nuse - self._nput
+
+    def _lock(self) -> None:
+        """``spin_lock`` of the ring (and the allocator share under it), the word
+        native code takes too."""
+        from pyxdp.net.page_pool_native import pool_lock  # numba: only once used
+        pool_lock(self.state.words)
+
+    def _unlock(self) -> None:
+        from pyxdp.net.page_pool_native import pool_unlock
+        pool_unlock(self.state.words)
 
     @property
     def destroyed(self) -> bool:
@@ -744,12 +762,15 @@ class PagePool(PageMemory):
 
     def _refill(self) -> int:
         """``page_pool_refill_alloc_cache``: move up to 64 ring pages into the cache."""
-        with self._ring_lock:  # the ring's consumer side: ptr_ring's consumer lock
+        self._lock()  # the ring's consumer side: ptr_ring's consumer lock
+        try:
             if not self._rlen:
                 self.stats.empty += 1
                 return -1
             k = min(self._rlen, PP_ALLOC_CACHE_REFILL)
             got = self._ring_pop(k)
+        finally:
+            self._unlock()
         self._cache[:k] = got
         self._state[got] = _CACHE
         self._count = k - 1
@@ -757,7 +778,15 @@ class PagePool(PageMemory):
         return int(got[k - 1])
 
     def _alloc_slow(self) -> int:
-        """``__page_pool_alloc_netmems_slow``: fresh pages from the page allocator."""
+        """``__page_pool_alloc_netmems_slow``: fresh pages from the page allocator
+        (whose free list puts on other threads extend: under the lock)."""
+        self._lock()
+        try:
+            return self._alloc_slow_locked()
+        finally:
+            self._unlock()
+
+    def _alloc_slow_locked(self) -> int:
         if self.order:
             # The kernel has no bulk allocation for high-order pages: one at a time.
             if not self._nfree:
@@ -784,28 +813,33 @@ class PagePool(PageMemory):
         loc = pfn - self.pfn_base
         if self.strict and (not 0 <= loc < self.npages or self._state_b[loc] != _INUSE):
             self._check_one(pfn, loc)
-        self._nuse -= 1
         if self._destroyed:
+            self._nuse -= 1
             self._release_one(loc)
             self._maybe_finish()
             return
         if allow_direct or self.napi_local:
             if self._count < PP_ALLOC_CACHE_SIZE:
+                self._nuse -= 1
                 self._cache_a[self._count] = loc
                 self._count += 1
                 self._state_b[loc] = _CACHE
                 self.stats.cached += 1
                 return
             self.stats.cache_full += 1
-        with self._ring_lock:  # ptr_ring_produce: the ring's producer lock, per page
+        self._lock()  # ptr_ring_produce: the ring's producer lock, per page
+        try:
+            self._nput += 1
             if self._rlen < self.ring_size:
                 self._ring_a[(self._rhead + self._rlen) % self.ring_size] = loc
                 self._rlen += 1
                 self._state_b[loc] = _RING
                 self.stats.ring += 1
                 return
-        self.stats.ring_full += 1
-        self._release_one(loc)
+            self.stats.ring_full += 1
+            self._release_one(loc)
+        finally:
+            self._unlock()
 
     def recycle_direct(self, pfn: int) -> None:
         """``page_pool_recycle_direct``: return from the pool's own NAPI context."""
@@ -874,8 +908,8 @@ class PagePool(PageMemory):
         n = loc.size
         if not n:
             return
-        self._nuse -= n
         if self._destroyed:
+            self._nuse -= n
             self._release(loc)
             self._maybe_finish()
             return
@@ -885,26 +919,33 @@ class PagePool(PageMemory):
             self._cache[self._count:self._count + i] = loc[:i]
             self._state[loc[:i]] = _CACHE
             self._count += i
+            self._nuse -= i
             self.stats.cached += i
             self.stats.cache_full += n - i
         rest = loc[i:]
-        with self._ring_lock:
+        if not rest.size:
+            return
+        self._lock()
+        try:
+            self._nput += rest.size
             k = min(self.ring_size - self._rlen, rest.size)
             if k:
                 self._ring_push(rest[:k])
                 self._state[rest[:k]] = _RING
                 self.stats.ring += k
-        over = rest[k:]
-        if over.size:
-            if not bulk:
-                self.stats.ring_full += over.size
-            elif calls is None:
-                self.stats.ring_full += 1
-            else:
-                # page_pool_recycle_ring_bulk stops at the first full slot and
-                # counts once per call; every later page of that call is released.
-                self.stats.ring_full += int(np.unique(calls[i + k:]).size)
-            self._release(over)
+            over = rest[k:]
+            if over.size:
+                if not bulk:
+                    self.stats.ring_full += over.size
+                elif calls is None:
+                    self.stats.ring_full += 1
+                else:
+                    # page_pool_recycle_ring_bulk stops at the first full slot and
+                    # counts once per call; every later page of that call is released.
+                    self.stats.ring_full += int(np.unique(calls[i + k:]).size)
+                self._release(over)
+        finally:
+            self._unlock()
 
     def _check_rows(self, loc: NDArray[np.int64], what: str) -> None:
         """Strict mode: every row handed out, none twice; else refuse the whole call."""
@@ -950,7 +991,7 @@ class PagePool(PageMemory):
             return
         # One acquisition of the ring's producer lock for the whole call, as
         # page_pool_put_netmem_bulk takes it once per bulk.
-        self._ring_lock.acquire()
+        self._lock()
         cache, c = self._cache_a, self._count
         ring, size, head, rlen = self._ring_a, self.ring_size, self._rhead, self._rlen
         stats = self.stats
@@ -978,8 +1019,8 @@ class PagePool(PageMemory):
                     over.append(done - 1)
                     st[loc] = _FREE  # released below; marked now so a repeat is caught
         finally:
-            self._ring_lock.release()
-            self._nuse -= done
+            self._nuse -= cached
+            self._nput += done - cached
             stats.ring += rlen - self._rlen
             self._count, self._rlen = c, rlen
             stats.cached += cached
@@ -991,6 +1032,7 @@ class PagePool(PageMemory):
                     stats.ring_full += len({calls[i] for i in over})
                 for i in over:
                     self._release_one(pfns[i] - base)
+            self._unlock()
 
     def _check_one(self, pfn: int, loc: int) -> None:
         if not 0 <= loc < self.npages:
@@ -1075,14 +1117,18 @@ class PagePool(PageMemory):
 
     def _scrub(self) -> None:
         """``page_pool_scrub``: empty the alloc cache and the ring into the allocator."""
-        if self._count:
-            self._release(self._cache[:self._count].copy())
-            self._count = 0
-        if self._rlen:
-            self._release(self._ring_pop(self._rlen))
+        self._lock()
+        try:
+            if self._count:
+                self._release(self._cache[:self._count].copy())
+                self._count = 0
+            if self._rlen:
+                self._release(self._ring_pop(self._rlen))
+        finally:
+            self._unlock()
 
     def _maybe_finish(self) -> None:
-        if self._destroyed and not self._released and self._nuse == 0:
+        if self._destroyed and not self._released and self.nr_in_use == 0:
             self._released = True
             if self._disconnect is not None:
                 self._disconnect(self)  # mem_allocator_disconnect: fires mem_disconnect

@@ -523,6 +523,14 @@ def _dump_maps(scenario: Scenario, colls: Mapping[str, Collection]
     return dumped, percpu
 
 
+def _event_device(e: LabEvent) -> str:
+    """The device whose poll recorded ``e`` (its ``ifindex`` field, as a name)."""
+    for k, v in e.fields:
+        if k == "ifindex":
+            return str(v)
+    return ""
+
+
 def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
                     links: bool = False) -> list[str]:
     """What differs between two runs of ``scenario`` (e.g. kernel vs pyxdp), as text lines.
@@ -535,7 +543,9 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
     link`` counters too. ``ifindex`` and ``backend`` are never compared.
     With :attr:`~Scenario.threaded_napi` the bulk events (``xdp_bulk_tx``,
     ``xdp_devmap_xmit``) are timing too: how many frames one poll finds
-    depends on when the NAPI kthread runs after the sender queued them.
+    depends on when the NAPI kthread runs after the sender queued them; and
+    the events of different devices are compared in order per device (each
+    device's kthread orders its own; how they interleave is timing).
     """
     timing = {"xdp_cpumap_kthread"}
     if scenario.threaded_napi:
@@ -558,6 +568,9 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
             out.append(f"trace {ev}: {ta} expected, {tb} got")
     ea = [e for e in want.events if e.name not in timing]
     eb = [e for e in got.events if e.name not in timing]
+    if scenario.threaded_napi:  # per device, in order: stable sorts by the polling device
+        ea.sort(key=_event_device)
+        eb.sort(key=_event_device)
     if ea != eb:
         n = min(len(ea), len(eb))
         at = next((i for i in range(n) if ea[i] != eb[i]), n)
@@ -1092,6 +1105,24 @@ def veth_frames_broadcast_egress_prog() -> Scenario:
                     doc=veth_frames_broadcast_egress_prog.__doc__ or "")
 
 
+def veth_frames_broadcast_egress_prog_threaded() -> Scenario:
+    """veth_frames_broadcast_egress_prog with threaded NAPI.
+
+    Kernel: as without it (each NAPI instance polled by a kthread of its own;
+    ``veth_poll`` returns other devices' pages into their pools' rings, whose
+    ``producer_lock`` it takes). pyxdp: veth3's poll of the xdp_frames veth0 queued
+    (pages of veth0's pool) runs in the native loop under the host lock (its
+    devmap is not an array), the pages it frees going back into that pool's ring
+    under the pool's lock while veth0's poll refills from it on its own thread;
+    veth5's and veth7's polls (xdp_pass, without the host lock) take veth3's
+    xdp_frames natively too, the broadcast's clones (the system allocator's
+    pages) on the Python path.
+    """
+    return replace(veth_frames_broadcast_egress_prog(),
+                   name="veth_frames_broadcast_egress_prog_threaded", threaded_napi=True,
+                   doc=veth_frames_broadcast_egress_prog_threaded.__doc__ or "")
+
+
 def _cpumap_setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     coll = colls["redirect_cpu.o"]
     fd = prog_fd(coll.programs["xdp_cpumap_filter"])
@@ -1149,6 +1180,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_egress_prog, devmap_broadcast,
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu, veth_frames_broadcast_egress_prog,
+                            veth_frames_broadcast_egress_prog_threaded,
                             cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
                             devmap_redirect_threaded, devmap_redirect_generic_threaded,
                             redirect_to_lo_up_generic_prog,
