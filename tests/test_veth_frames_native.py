@@ -190,7 +190,7 @@ def test_threaded_napi_veth_frames_native(monkeypatch: pytest.MonkeyPatch) -> No
         return done
 
     monkeypatch.setattr(napi, "_poll", poll)
-    out = _run(True, 0, count=960, threaded=True)
+    out = _run(True, 0, count=480, threaded=True)
     stats = out[0]
     assert isinstance(stats, dict)
     for v in ("veth1", "veth3"):
@@ -271,6 +271,43 @@ def test_veth_xdp_tx_native_is_python(monkeypatch: pytest.MonkeyPatch) -> None:
     (_key, (n, sent, drops, errors)), = events["xdp_bulk_tx"]
     assert sent == stats["veth0"]["xdp_tx"] and drops == stats["veth0"]["xdp_tx_errors"]
     assert n and not errors
+
+
+def test_threaded_veth_xdp_tx_to_a_peer_on_another_cpu_native(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI: veth0's second queue (CPU 1's thread, its program without the host
+    lock: array maps only) sends its XDP_TX bulks onto veth1's ring natively although
+    veth1's queue is polled on CPU 0's thread, which gives the pages back into that
+    queue's pool's ring under the pool's lock meanwhile. Nothing of veth0's is handed
+    to the Python dispatch; every frame sent reaches veth1's stack and the pages
+    balance (the host's close checks them)."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        if dev.name == "veth0":
+            seen.extend(v.action.tolist())
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    tx = asm_collection("r0 = 3\nexit")
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
+        v0, v1 = h.veth("veth0", "veth1", queues=2)
+        v1.gro = True
+        v0.attach_xdp(h.load(tx).programs["t"])
+        assert napi._parallel_ok(v0.xdp_prog)
+        rq = v0.rx[1]
+        assert rq.ctx.cpu % h.nr_cpus != v1.rx[0].ctx.cpu % h.nr_cpus
+        rq.source = TrafficGenerator(packets=frames_by_payload()[:48], count=960)
+        got = [0]
+        h.stack.on_receive(lambda b: got.__setitem__(0, got[0] + int((b.ifindex
+                                                                      == v1.ifindex).sum())))
+        h.run()
+        assert not seen and rq.py_polls == 0
+        assert v0.stats.xdp_tx + v0.stats.xdp_tx_errors == 960
+        assert got[0] == v0.stats.xdp_tx > 0
 
 
 def _mixed_poll(native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:

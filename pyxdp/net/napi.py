@@ -668,13 +668,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     else:
         # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring (under the ring's
         # lock): native where a redirect to it is (its row of the targets), also in a
-        # call without the host lock when the peer's poll, which gives the frames
-        # back to this queue's pool, runs on this CPU's thread.
+        # call without the host lock - the peer's poll, on whichever thread, gives the
+        # frames back into this queue's pool's ring under the pool's lock.
         peer: NetDevice | None = getattr(dev, "peer", None)
         tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
-                            or (peer is not None and own == 1
-                                and (not parallel or peer.rx[0].ctx.cpu % host.nr_cpus
-                                     == rq.ctx.cpu % host.nr_cpus)))
+                            or (peer is not None and own == 1))
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
