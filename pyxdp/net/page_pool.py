@@ -45,7 +45,7 @@ thread stands for one CPU; as in the kernel, only the ring is shared between
 them and locked (``ptr_ring``'s lock: once per page on the single-page path,
 once per call on the bulk and vector paths), while the alloc cache belongs to
 the pool's NAPI context. The lock is a word of the pool's :class:`PoolState`
-taken with ``cmpxchg`` (:mod:`pyxdp.net.page_pool_native`), so Python and the
+taken with ``cmpxchg`` (:mod:`pyxdp.net.page_pool_lock`), so Python and the
 native loops on other threads exclude each other with it; it also covers the
 pool's share of the page allocator, where a put finding the ring full releases
 its page. Pages given back that way are counted apart (``put_cnt``) from the
@@ -68,6 +68,7 @@ import numpy.typing as npt
 from numpy.typing import NDArray
 
 from pyxdp.errors import PyxdpError
+from pyxdp.net.pool_state import PoolState
 from pyxdp.net.record import Alias, Field, Record
 
 __all__ = [
@@ -543,35 +544,6 @@ class PagePoolStats:
 
 DisconnectHook = Callable[["PagePool"], None]
 
-class PoolState(Record):
-    """A page pool's scalar state and ``page_pool_stats``, one record that the Python
-    methods and the native poll loop both update in place."""
-
-    count = Field()  # alloc.count: pages in the alloc cache
-    ring_head = Field()
-    ring_len = Field()
-    nr_free = Field()  # pages left in the pool's share of the page allocator
-    nr_in_use = Field()
-    hold_cnt = Field()  # pages_state_hold_cnt
-    release_cnt = Field()  # pages_state_release_cnt
-    fast = Field()
-    slow = Field()
-    empty = Field()
-    refill = Field()
-    cached = Field()
-    cache_full = Field()
-    ring = Field()
-    ring_full = Field()
-    slow_high_order = Field()
-    waive = Field()
-    released_refcnt = Field()
-    error = Field()  # native code met a page returned that was not in use (its row + 1)
-    # Pages given back to the ring or the page allocator (any context, under the lock);
-    # nr_in_use less this is the pages out. nr_in_use is the owner's alone.
-    put_cnt = Field()
-    lock = Field()  # the ring's lock (ptr_ring's producer/consumer lock): 0 free, 1 held
-
-
 class _PoolStats:
     """``pool.stats``: the counters of the pool's :class:`PoolState`, as attributes."""
 
@@ -678,11 +650,11 @@ class PagePool(PageMemory):
     def _lock(self) -> None:
         """``spin_lock`` of the ring (and the allocator share under it), the word
         native code takes too."""
-        from pyxdp.net.page_pool_native import pool_lock  # numba: only once used
+        from pyxdp.net.page_pool_lock import pool_lock  # numba: only once used
         pool_lock(self.state.words)
 
     def _unlock(self) -> None:
-        from pyxdp.net.page_pool_native import pool_unlock
+        from pyxdp.net.page_pool_lock import pool_unlock
         pool_unlock(self.state.words)
 
     @property

@@ -4,8 +4,8 @@ transmit share, and the put into the ring (or, ring full, the page allocator) th
 every context giving a page back makes, over a pool's records in place
 (:class:`~pyxdp.net.page_pool.PoolState`, the alloc cache, the ring and the free
 stack). The ring and the free stack change under the pool's lock word
-(:func:`pool_lock`, ``cmpxchg``), which Python's :class:`~pyxdp.net.page_pool.PagePool`
-takes through :func:`lock`/:func:`unlock`: with threaded NAPI a veth's poll gives
+(:mod:`pyxdp.net.page_pool_lock`, ``cmpxchg``), which Python's
+:class:`~pyxdp.net.page_pool.PagePool` takes too: with threaded NAPI a veth's poll gives
 another device's pages back into that device's ring while its poll refills from it.
 The Python reference is :meth:`~pyxdp.net.page_pool.PagePool.alloc`/``put_page``.
 """
@@ -13,11 +13,12 @@ The Python reference is :meth:`~pyxdp.net.page_pool.PagePool.alloc`/``put_page``
 from __future__ import annotations
 
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import cas_acquire64, cpu_relax, store_release64
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PP_ALLOC_CACHE_REFILL, PoolState
+from pyxdp.net.page_pool_lock import pool_lock_ir as _lock
+from pyxdp.net.page_pool_lock import pool_unlock_ir as _unlock
 
-__all__ = ["_alloc", "_put_ring", "pool_lock", "pool_unlock"]
+__all__ = ["_alloc", "_put_ring"]
 
 # numba reads module-level integers as constants.
 P_COUNT = PoolState.index("count")
@@ -35,33 +36,8 @@ P_RING_FULL = PoolState.index("ring_full")
 P_RELEASE = PoolState.index("release_cnt")
 P_ERROR = PoolState.index("error")
 P_PUT = PoolState.index("put_cnt")
-P_LOCK = PoolState.index("lock")
 REFILL = PP_ALLOC_CACHE_REFILL
 _FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _lock(psc):  # type: ignore[no-untyped-def]
-    """``spin_lock`` of the pool's ring (and its share of the page allocator)."""
-    while not cas_acquire64(psc, P_LOCK, 0, 1):
-        cpu_relax()
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _unlock(psc):  # type: ignore[no-untyped-def]
-    """``spin_unlock``: the ring's changes published with the release."""
-    store_release64(psc, P_LOCK, 0)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def pool_lock(psc):  # type: ignore[no-untyped-def]
-    """:func:`_lock` for Python (the interpreter lock released while it spins)."""
-    _lock(psc)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def pool_unlock(psc):  # type: ignore[no-untyped-def]
-    _unlock(psc)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
