@@ -152,19 +152,18 @@ class FwdTable:
 
     def generic_for(self, devices: Mapping[int, Any], ifindex: int, cpu: int,
                     napi_unlocked: Callable[[Any], bool] | None) -> tuple[Any, ...]:
-        """The generic targets of a call polling device ``ifindex``: a 4 whose peer is
-        that device is a 3 (the skb would come back to the queue the call holds,
-        and its pool); with threaded NAPI (``napi_unlocked`` given, the call on
-        CPU ``cpu``) so is a 4 whose peer queue another CPU's thread polls
-        without the host lock."""
+        """The generic targets of a call polling device ``ifindex``: with threaded NAPI
+        (``napi_unlocked`` given, the call on CPU ``cpu``) a 4 whose peer queue
+        another CPU's thread polls without the host lock is a 3. A 4 whose peer is
+        that device stays one: the skb comes back to the call's own ring (its
+        backlog), copied into a page of its own pool."""
         self.arrays(devices, generic=True)
         key = (ifindex, cpu if napi_unlocked is not None else -1)
         t = self._generic_for.get(key)
         if t is None:
             ok = self.generic[0].copy()
             for i, gp in self._g4.items():
-                if gp.ifindex == ifindex or (
-                        napi_unlocked is not None
+                if (napi_unlocked is not None
                         and gp.rx[0].ctx.cpu % gp.host.nr_cpus != cpu and napi_unlocked(gp)):
                     ok[i] = 3
             t = self._generic_for[key] = (ok, *self.generic[1:])

@@ -663,16 +663,21 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
     wires = dev.xmit_wires
     tx_wire = wires[rq.index % len(wires)] if wires and not generic else 0
+    tx_ok: int
     if generic:
-        tx_ok = tgt[0][dev.ifindex] == 1
+        # generic_xdp_tx: 1 a NIC whose transmit is a sink; 2 lo, whose loopback_xmit
+        # queues the skb on its own backlog, the ring this call polls (its row of the
+        # targets is this queue's).
+        g = int(tgt[0][dev.ifindex])
+        tx_ok = 1 if g == 1 else 2 if (g == 4 and dev.ifindex == 1 and rq is dev.rx[0]) else 0
     else:
         # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring (under the ring's
         # lock): native where a redirect to it is (its row of the targets), also in a
         # call without the host lock - the peer's poll, on whichever thread, gives the
         # frames back into this queue's pool's ring under the pool's lock.
         peer: NetDevice | None = getattr(dev, "peer", None)
-        tx_ok = dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
-                            or (peer is not None and own == 1))
+        tx_ok = int(dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
+                                or (peer is not None and own == 1)))
     nt = st.tables(host, len(tgt[0]), vm, parallel)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io

@@ -68,7 +68,8 @@ A device's generic program runs in the same loop (``generic``: the driver's
 skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
 ``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
 transmitted on the device, a NIC whose transmit is a sink, and freed; no
-bulk), a redirect through a devmap entry or to an ifindex
+bulk; on ``lo``, ``loopback_xmit`` queues a copy on its own backlog, the ring
+being polled, in a page of the queue's pool), a redirect through a devmap entry or to an ifindex
 is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, the
 entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
 ``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
@@ -2049,12 +2050,24 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
-            elif a == 3 and tx_ok and generic:
+            elif a == 3 and tx_ok == 1 and generic:
                 # generic_xdp_tx: the skb transmitted on this NIC (its wire a sink),
                 # then freed; no bulk, no xdp_bulk_tx.
                 n_tx += 1
                 g_sent += 1
                 tx_bytes += length
+                c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+                done = True
+            elif a == 3 and tx_ok == 2 and generic:
+                # generic_xdp_tx on lo: loopback_xmit's netif_rx queues the skb on lo's
+                # own backlog - the ring this call polls, a copy in a page of this
+                # queue's pool (its hot fields published around the allocation).
+                n_tx += 1
+                psc[P_COUNT] = c
+                psc[P_NUSE] = nuse
+                _generic_xmit(gt, self_ifindex, pages[loc], data, length)
+                c = psc[P_COUNT]
+                nuse = psc[P_NUSE]
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
             elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
@@ -2074,9 +2087,15 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                                       np.int64(red[i, 3]), length)
                     if to >= 0:
                         # The targets before one xdp_ok_fwd_dev refuses get their clone;
-                        # that one ends the broadcast with its error.
+                        # that one ends the broadcast with its error. A target whose
+                        # backlog is this call's ring copies into this queue's pool:
+                        # its hot fields published around the sends.
+                        psc[P_COUNT] = c
+                        psc[P_NUSE] = nuse
                         _gbcast(dmt, gt, eg, sysm, slot, self_ifindex,
                                 np.int64(red[i, 3]), pages[loc], data, length, wend)
+                        c = psc[P_COUNT]
+                        nuse = psc[P_NUSE]
                         n_red += 1
                         if e:
                             cnt[K_ERR + e] += 1
@@ -2095,7 +2114,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                             cnt[K_ERR + e] += 1
                         else:
                             red_cnt[slot, ifx] += 1
+                            psc[P_COUNT] = c  # the target's backlog may be this call's ring
+                            psc[P_NUSE] = nuse
                             _generic_dev_xmit(gt, eg, sysm, ifx, kk, pages[loc], data, length)
+                            c = psc[P_COUNT]
+                            nuse = psc[P_NUSE]
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True

@@ -105,7 +105,8 @@ from pyxdp.collection import Collection, Map, Program
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.af_packet_capture import PacketCapture
 from pyxdp.net import packets as pk
-from pyxdp.spec import CollectionSpec, ProgramSpec
+from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
+from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.uapi.if_packet import PACKET_QDISC_BYPASS, SOL_PACKET
 from pyxdp.uapi.xdp_trace import TraceEvent
@@ -898,6 +899,62 @@ def redirect_to_lo_up_generic_prog() -> Scenario:
                     doc=redirect_to_lo_up_generic_prog.__doc__ or "")
 
 
+#: lo's generic program of :func:`lo_generic_tx_backlog`: a frame whose destination MAC
+#: starts with a nonzero byte gets that byte cleared and is sent back (XDP_TX); one
+#: that starts with 0 (it came back) is counted in ``seen[0]`` and dropped.
+_TX_ONCE = """
+    r6 = r1
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 14
+    if r4 > r3 goto drop
+    r5 = *(u8 *)(r2 +0)
+    if r5 == 0 goto back
+    r5 = 0
+    *(u8 *)(r2 +0) = r5
+    r0 = 3
+    exit
+back:
+    r1 = 0
+    *(u32 *)(r10 -4) = r1
+    r1 = map[fd:0]
+    r2 = r10
+    r2 += -4
+    call bpf_map_lookup_elem
+    if r0 == 0 goto drop
+    r1 = 1
+    lock *(u64 *)(r0 +0) += r1
+drop:
+    r0 = 1
+    exit
+"""
+
+
+def lo_generic_tx_backlog() -> Scenario:
+    """redirect_to_lo_up_generic with a program on ``lo`` (generic mode) that sends each
+    skb back once (XDP_TX) and counts it when it comes back.
+
+    Kernel: veth0's ``bpf_redirect`` to ``lo`` (one ``xdp_redirect`` per frame,
+    to_ifindex 1); ``loopback_xmit`` queues the skb on the backlog, whose
+    ``process_backlog`` runs lo's program: XDP_TX is ``generic_xdp_tx`` on lo,
+    ``loopback_xmit`` again, so the skb comes back to lo's own backlog, and its
+    second run counts it in ``seen[0]`` and drops it: ``seen[0]`` is the number
+    of frames, nothing reaches a stack. pyxdp: lo's backlog is its rx ring; the
+    native loop polling it queues the skb on that same ring, a copy in a page of
+    the queue's own pool (frames too long for a page: the Python path).
+    """
+    spec = asm_collection(_TX_ONCE, [MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8,
+                                             1)])
+    prog = replace(spec.programs["t"], name="xdp_tx_once")
+    spec = replace(spec, programs={"xdp_tx_once": prog}, name="tx_once")
+    return Scenario("lo_generic_tx_backlog", P1,
+                    (_redirect_missing("generic", LO_IFINDEX),
+                     Attach("lo", spec, "xdp_tx_once", mode="generic", collection="tx_once")),
+                    _traffic(P1, "veth0"), maps=("seen",), lo_up=True,
+                    doc=lo_generic_tx_backlog.__doc__ or "")
+
+
 def devmap_egress_prog() -> Scenario:
     """devmap_redirect with redirect_map's ``xdp/devmap`` program on the ``tx_port`` entry.
 
@@ -1184,7 +1241,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
                             devmap_redirect_threaded, devmap_redirect_generic_threaded,
                             redirect_to_lo_up_generic_prog,
-                            devmap_redirect_generic_peer_generic)}
+                            devmap_redirect_generic_peer_generic, lo_generic_tx_backlog)}
 
 
 # --------------------------------------------------------------------------

@@ -407,6 +407,18 @@ def test_devmap_broadcast_generic_mtu() -> None:
 
 
 @pytest.mark.kernel
+def test_lo_generic_tx_backlog() -> None:
+    """lo's generic XDP_TX (``loopback_xmit``) brings each skb back to lo's own backlog,
+    where its program runs on it again: ``seen[0]`` counts every frame, nothing
+    reaches a stack, no tracepoint but veth0's redirects (generic XDP_TX has none)."""
+    sc, r = vl.lo_generic_tx_backlog(), run("lo_generic_tx_backlog")
+    n = len(frames(sc))
+    assert all(not got for got in r.rx.values())
+    assert r.maps["seen"] == {bytes(4): struct.pack("<Q", n)}
+    only_events(r, xdp_redirect=n)
+
+
+@pytest.mark.kernel
 def test_cpumap_prog() -> None:
     sc, r = vl.cpumap_prog(), run("cpumap_prog")
     fs = frames(sc)
