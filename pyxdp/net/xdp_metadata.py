@@ -43,6 +43,7 @@ from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.bpf_exception import EXCEPTION_KFUNCS
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
+from pyxdp.vm.bpf_key import KEY_KFUNCS
 from pyxdp.vm.bpf_list import LIST_KFUNCS
 from pyxdp.vm.bpf_rbtree import RBTREE_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
@@ -145,7 +146,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
-                    TEST_RUN_KFUNCS, TASK_KFUNCS)
+                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

@@ -1318,6 +1318,34 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
 )
 
 
+# -- bpf_lookup_system_key / bpf_key_put: a referenced struct bpf_key (key 0, has_ref 8, size
+# 16), released by bpf_key_put; its key member is an untrusted struct key pointer
+_KEY_GET = "r1 = 0\ncall KFUNC(bpf_lookup_system_key)\nif r0 == 0 goto out\nr6 = r0\n"
+_KEY_PUT = "r1 = r6\ncall KFUNC(bpf_key_put)\n"
+_KEY_CASES: tuple[VerifierCase, ...] = (
+    _c("key_ok", _KEY_GET + "r1 = *(u64 *)(r6 + 0)\nr1 = *(u8 *)(r6 + 8)\n" + _KEY_PUT + _OUT,
+       None),
+    _c("key_leak", _KEY_GET + _OUT, _LEAK, err=errno.EINVAL),
+    _c("key_null_put", "r1 = 0\ncall KFUNC(bpf_lookup_system_key)\nr1 = r0\n"
+       "call KFUNC(bpf_key_put)\nr0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0"),
+    _c("key_put_twice", _KEY_GET + _KEY_PUT + _KEY_PUT + _OUT,
+       "arg#0 pointer type STRUCT bpf_key must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("key_write", _KEY_GET + "r1 = 0\n*(u8 *)(r6 + 8) = r1\n" + _KEY_PUT + _OUT,
+       "only read is supported"),
+    _c("key_oob", _KEY_GET + "r1 = *(u8 *)(r6 + 16)\n" + _KEY_PUT + _OUT,
+       "access beyond struct bpf_key at off 16 size 1"),
+    _c("key_off", _KEY_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_key_put)\n" + _OUT,
+       "R1 must have zero offset when passed to release func or trusted arg to kfunc",
+       err=errno.EINVAL),
+    _c("key_ptr_id", "r1 = r10\ncall KFUNC(bpf_lookup_system_key)\nr0 = 2\nexit",
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("key_put_task", _TASK_GET + "r1 = r6\ncall KFUNC(bpf_key_put)\n" + _OUT,
+       "kernel function bpf_key_put args#0 expected pointer to STRUCT bpf_key but R1 has a "
+       "pointer to STRUCT task_struct", err=errno.EINVAL),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -6020,6 +6048,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SOCK_CASES,
     *_XFRM_CASES,
     *_TASK_CASES,
+    *_KEY_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,

@@ -256,6 +256,11 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/bpf/helpers.c: a system keyring by id (generic_btf_ids); the kfunc allocates a
+    # struct bpf_key, bpf_key_put frees it
+    "bpf_lookup_system_key": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID,
+                                        KF_ACQUIRE | KF_RET_NULL, ret_struct="bpf_key"),
+    "bpf_key_put": KfuncProto((P(KArg.BTF_ID, struct="bpf_key"),), KRet.VOID, KF_RELEASE),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),
