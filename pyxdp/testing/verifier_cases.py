@@ -1346,6 +1346,34 @@ _KEY_CASES: tuple[VerifierCase, ...] = (
 )
 
 
+# -- bpf_get_kmem_cache: an untrusted struct kmem_cache pointer (never NULL to the verifier)
+# that may be read (size 32, object_size 36, name 104, node 224; 8416 bytes)
+_KC = "r1 = 0\ncall KFUNC(bpf_get_kmem_cache)\n"
+_KMEM_CACHE_CASES: tuple[VerifierCase, ...] = (
+    _c("kmem_cache_read", _KC + "r1 = *(u32 *)(r0 + 36)\nr0 = 2\nexit", None),
+    _c("kmem_cache_name", _KC + "if r0 == 0 goto out\nr1 = *(u64 *)(r0 + 104)\n"
+       "r1 = *(u8 *)(r1 + 0)\n" + _OUT, None),
+    _c("kmem_cache_name_write", _KC + "r1 = *(u64 *)(r0 + 104)\nr2 = 0\n*(u8 *)(r1 + 0) = r2\n"
+       "r0 = 2\nexit", "R1 cannot write into rdonly_untrusted_mem"),
+    _c("kmem_cache_name_half", _KC + "r1 = *(u32 *)(r0 + 104)\nr0 = 2\nexit",
+       "cannot access ptr member name with moff 104 in struct kmem_cache with off 104 size 4"),
+    _c("kmem_cache_hole", _KC + "r1 = *(u64 *)(r0 + 100)\nr0 = 2\nexit",
+       "struct kmem_cache doesn't have field at offset 100", err=errno.EINVAL),
+    _c("kmem_cache_oob", _KC + "r1 = *(u32 *)(r0 + 8416)\nr0 = 2\nexit",
+       "access beyond struct kmem_cache at off 8416 size 4"),
+    _c("kmem_cache_neg", _KC + "r1 = *(u32 *)(r0 - 8)\nr0 = 2\nexit",
+       "R0 is ptr_kmem_cache invalid negative access: off=-8"),
+    _c("kmem_cache_write", _KC + "r1 = 0\n*(u32 *)(r0 + 32) = r1\nr0 = 2\nexit",
+       "only read is supported"),
+    _c("kmem_cache_release", _KC + "r1 = r0\ncall KFUNC(bpf_task_release)\nr0 = 2\nexit",
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("kmem_cache_acquire", _KC + "r1 = r0\ncall KFUNC(bpf_task_acquire)\nr0 = 2\nexit",
+       "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("kmem_cache_ptr_addr", "r1 = r10\ncall KFUNC(bpf_get_kmem_cache)\nr0 = 2\nexit",
+       "R1 is not a scalar", err=errno.EINVAL),
+)
+
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -6049,6 +6077,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_XFRM_CASES,
     *_TASK_CASES,
     *_KEY_CASES,
+    *_KMEM_CACHE_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,

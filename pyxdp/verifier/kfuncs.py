@@ -71,6 +71,8 @@ class KRet(Enum):
     SLICE = auto()         # bpf_dynptr_slice: read-only memory of the constant size
     SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
     BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
+    # bpf_get_kmem_cache: an untrusted pointer to ``ret_struct`` (never NULL to the verifier)
+    BTF_ID_UNTRUSTED = auto()
     RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
@@ -261,6 +263,9 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_lookup_system_key": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID,
                                         KF_ACQUIRE | KF_RET_NULL, ret_struct="bpf_key"),
     "bpf_key_put": KfuncProto((P(KArg.BTF_ID, struct="bpf_key"),), KRet.VOID, KF_RELEASE),
+    # mm/slab_common.c: the slab cache of an address (common_btf_ids)
+    "bpf_get_kmem_cache": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID_UNTRUSTED,
+                                     ret_struct="kmem_cache"),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),

@@ -4255,6 +4255,9 @@ class _Verifier:
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
+        elif proto.ret == KRet.BTF_ID_UNTRUSTED:  # check_kfunc_call's bpf_get_kmem_cache
+            r0.set_ptr(BTF_ID | UNTRUSTED)
+            r0.bt = proto.ret_struct
         elif cast is None:
             r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else 0))
             r0.bt = proto.ret_struct
