@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pyxdp.asm import opcodes as op
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import HelperFault, InvalidProgram, NotSupportedError
+from pyxdp.net.bpf_fs_kfuncs import FS_KFUNCS
 from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.nf_flow_table_bpf import FLOWTABLE_KFUNCS
@@ -147,7 +148,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
-                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS)
+                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS, FS_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

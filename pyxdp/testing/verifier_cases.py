@@ -32,6 +32,7 @@ from pyxdp.btf.btf import (
     BtfType,
 )
 from pyxdp.spec import (
+    BPF_F_RDONLY_PROG,
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
@@ -45,6 +46,9 @@ from pyxdp.uapi.bpf import BpfMapType as MT
 
 __all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
+# The strings of the rodata map, at offsets 0, 16, 32, 48 and (not NUL-terminated) 54.
+RODATA = (b"user.pyxdp".ljust(16, b"\0") + b"user.none".ljust(16, b"\0") +
+          b"trusted.pyxdp".ljust(16, b"\0") + b"user.\0" + b"useruseruu")
 MAPS: dict[str, MapSpec] = {
     "hash": MapSpec("hash", MT.BPF_MAP_TYPE_HASH, 4, 8, 16),
     "arr": MapSpec("arr", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 4),
@@ -59,6 +63,9 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_wq w; }: its BTF comes with the case
     "queued": MapSpec("queued", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
     "hqueued": MapSpec("hqueued", MT.BPF_MAP_TYPE_HASH, 4, 24, 2),
+    # read-only global data (libbpf's frozen .rodata): MAP(rodata) is a pointer to its value
+    "rodata": MapSpec("rodata", MT.BPF_MAP_TYPE_ARRAY, 4, len(RODATA), 1,
+                      flags=BPF_F_RDONLY_PROG, contents=((bytes(4), RODATA),), frozen=True),
 }
 _BTF_MAPS = ("locked", "timed", "queued", "hqueued")
 _MARK = re.compile(r"MAP\((\w+)\)")
@@ -197,7 +204,8 @@ class VerifierCase:
         refs = []
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
-                refs.append(MapRef(pc, names[i.imm - _TAG], "fd"))
+                name = names[i.imm - _TAG]
+                refs.append(MapRef(pc, name, "value" if MAPS[name].frozen else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
@@ -1371,6 +1379,47 @@ _KMEM_CACHE_CASES: tuple[VerifierCase, ...] = (
        "R1 must be a rcu pointer", err=errno.EINVAL),
     _c("kmem_cache_ptr_addr", "r1 = r10\ncall KFUNC(bpf_get_kmem_cache)\nr0 = 2\nexit",
        "R1 is not a scalar", err=errno.EINVAL),
+)
+
+
+# -- bpf_cgroup_read_xattr(cgroup, name__str, value_p): a trusted or RCU cgroup, a string
+# of read-only array data (the rodata map), an initialised dynptr (of the packet here)
+_XA_DP = "r1 = r7\nr2 = 0\nr3 = r10\nr3 += -48\ncall KFUNC(bpf_dynptr_from_xdp)\n"
+
+
+def _xattr(name: str, cgroup: str = "r1 = r6\n", dynptr: str = "r3 = r10\nr3 += -48\n"
+           ) -> str:
+    return ("r7 = r1\n" + _CG_GET + _XA_DP + name + cgroup + dynptr +
+            "call KFUNC(bpf_cgroup_read_xattr)\n" + _CG_REL + _OUT)
+
+
+_XATTR_CASES: tuple[VerifierCase, ...] = (
+    _c("xattr_ok", _xattr("r2 = MAP(rodata)\nr2 += 16\n"), None),
+    _c("xattr_unterminated", _xattr("r2 = MAP(rodata)\nr2 += 54\n"),
+       "string is not zero-terminated", err=errno.EINVAL),
+    _c("xattr_stack_name", _xattr("*(u64 *)(r10 - 56) = 0\nr2 = r10\nr2 += -56\n"),
+       "arg#1 doesn't point to a const string", err=errno.EINVAL),
+    _c("xattr_null_name", _xattr("r2 = 0\n"), "Possibly NULL pointer passed to trusted arg1"),
+    _c("xattr_var_name", _xattr("call 7\nr0 &= 7\nr2 = MAP(rodata)\nr2 += r0\n"),
+       "R2 is not a constant address'"),
+    _c("xattr_rw_name", "r7 = r1\n" + _CG_GET + _XA_DP + "*(u32 *)(r10 - 4) = 0\n"
+       "r1 = MAP(arr)\nr2 = r10\nr2 += -4\ncall 1\nif r0 == 0 goto rel\nr2 = r0\n"
+       "r1 = r6\nr3 = r10\nr3 += -48\ncall KFUNC(bpf_cgroup_read_xattr)\nrel:\n" + _CG_REL +
+       _OUT, "R2 does not point to a readonly map'"),
+    _c("xattr_no_dynptr", _xattr("r2 = MAP(rodata)\n", dynptr="r3 = r10\nr3 += -64\n"),
+       "Expected an initialized dynptr as arg #2", err=errno.EINVAL),
+    _c("xattr_kn", _xattr("r2 = MAP(rodata)\n", cgroup="r1 = *(u64 *)(r6 + 256)\n"),
+       "kernel function bpf_cgroup_read_xattr args#0 expected pointer to STRUCT cgroup but "
+       "R1 has a pointer to STRUCT kernfs_node", err=errno.EINVAL),
+    # the task's cgroup through task->cgroups->dfl_cgrp is an RCU pointer: KF_RCU takes it
+    _c("xattr_task_cgroup", "r7 = r1\n" + _TASK_GET + _XA_DP + "r1 = *(u64 *)(r6 + 2376)\n"
+       "r1 = *(u64 *)(r1 + 112)\nr2 = MAP(rodata)\nr3 = r10\nr3 += -48\n"
+       "call KFUNC(bpf_cgroup_read_xattr)\n" + _TASK_REL + _OUT, None),
+    _c("xattr_unlocked_cgroup", "r7 = r1\n" + _TASK_GET + _XA_DP +
+       "call KFUNC(bpf_rcu_read_lock)\nr1 = *(u64 *)(r6 + 2376)\nr8 = *(u64 *)(r1 + 112)\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr1 = r8\nr2 = MAP(rodata)\nr3 = r10\nr3 += -48\n"
+       "call KFUNC(bpf_cgroup_read_xattr)\n" + _TASK_REL + _OUT,
+       "R1 must be a rcu pointer", err=errno.EINVAL),
 )
 
 
@@ -6078,6 +6127,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_TASK_CASES,
     *_KEY_CASES,
     *_KMEM_CACHE_CASES,
+    *_XATTR_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,

@@ -63,6 +63,7 @@ class KArg(Enum):
     RB_ROOT = auto()       # KF_ARG_PTR_TO_RB_ROOT: a map value's struct bpf_rb_root, locked
     RB_NODE = auto()       # KF_ARG_PTR_TO_RB_NODE: an object's node of that tree
     REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
+    CONST_STR = auto()     # KF_ARG_PTR_TO_CONST_STR (``__str``): a string in read-only map data
 
 
 class KRet(Enum):
@@ -266,6 +267,9 @@ KFUNCS: dict[str, KfuncProto] = {
     # mm/slab_common.c: the slab cache of an address (common_btf_ids)
     "bpf_get_kmem_cache": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID_UNTRUSTED,
                                      ret_struct="kmem_cache"),
+    # fs/bpf_fs_kfuncs.c: bpf_fs_kfunc_set (XDP among others): a cgroup's user.* xattr
+    # into a dynptr
+    "bpf_cgroup_read_xattr": KfuncProto((_CGRP, P(KArg.CONST_STR), _DYN), flags=KF_RCU),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),

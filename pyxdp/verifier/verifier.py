@@ -4411,6 +4411,11 @@ class _Verifier:
                              errno.EINVAL)
             self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
+        if p.kind == KArg.CONST_STR:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to a const string", errno.EINVAL)
+            self._const_str(n, reg)
+            return i + 1
         if p.kind == KArg.MEM:
             if reg.is_null():
                 return i + 1
@@ -5290,9 +5295,7 @@ class _Verifier:
             self._helper_mem(st, n, reg, 4, write=True)
             return
         if arg == Arg.CONST_STR:
-            m = reg.map
-            if m is None or not _rdonly(m):
-                raise Refuse("R3 does not point to a readonly map'")
+            self._const_str(n, reg)
             return
         if arg == Arg.SPIN_LOCK:
             if st.cur.callback == _RBTREE_CB:  # in_rbtree_lock_required_cb
@@ -5320,6 +5323,23 @@ class _Verifier:
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:
                 meta.dynptr_release = km.dynptr_ref
             return
+
+    @staticmethod
+    def _const_str(n: int, reg: Reg) -> None:
+        """check_reg_const_str: a constant offset into read-only array data (frozen: its
+        bytes are known) where a NUL ends the string before the value does."""
+        m = reg.map
+        if m is None or not _rdonly(m):
+            raise Refuse(f"R{n} does not point to a readonly map'")
+        if reg.tm:
+            raise Refuse(f"R{n} is not a constant address'")
+        if m.type != MT.BPF_MAP_TYPE_ARRAY:  # map_direct_value_addr
+            raise Refuse("no direct value access support for this map type")
+        at = reg.off + reg.tv
+        value = m.contents[0][1] if m.contents and isinstance(m.contents[0][1], bytes) \
+            else b""
+        if b"\0" not in value.ljust(m.value_size, b"\0")[at:m.value_size]:
+            raise Refuse("string is not zero-terminated", errno.EINVAL)
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
