@@ -1203,6 +1203,9 @@ _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
 _IT = "r1 = r10\nr1 += -24\n"
 _IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
 _IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
+_VMA_IT = "r1 = r10\nr1 += -8\n"
+_VMA_NEW = _VMA_IT + "r2 = r6\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\n"
+_VMA_END = _VMA_IT + "call KFUNC(bpf_iter_task_vma_destroy)\n"
 _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("task_ok", _TASK_GET + "r1 = *(u32 *)(r6 + 1264)\nr1 = *(u64 *)(r6 + 1752)\n" +
        _TASK_REL + _OUT, None),
@@ -1315,6 +1318,42 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
          {"err": errno.EINVAL}),
         ("kn", "*(u64 *)(r6 + 256)", "", "R2 must be referenced or trusted",
          {"err": errno.EINVAL}))),
+    # the task VMA iterator: KF_RCU task, 8 stack bytes; the VMAs are trusted pointers
+    # (vm_start 0, vm_mm 16, vm_flags 32, vm_file 88; 192 bytes)
+    *(_c(f"task_vma_{k}", _TASK_GET + (new if new is not None else _VMA_NEW) + body +
+         (_VMA_END if end else "") + _TASK_REL + _OUT, v, **kw)
+      for k, new, body, end, v, kw in (
+        ("loop", None, "loop:\n" + _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n"
+         "if r0 == 0 goto done\nr1 = *(u64 *)(r0 + 0)\nr1 = *(u64 *)(r0 + 32)\n"
+         "r1 = *(u64 *)(r0 + 88)\ngoto loop\ndone:\n", True, None, {}),
+        ("parent", _VMA_IT + "r2 = *(u64 *)(r6 + 1280)\nr3 = 0\n"
+         "call KFUNC(bpf_iter_task_vma_new)\n", "", True, None, {}),
+        ("untrusted", _VMA_IT + "r2 = *(u64 *)(r6 + 1288)\nr3 = 0\n"
+         "call KFUNC(bpf_iter_task_vma_new)\n", "", True, "R2 must be a rcu pointer",
+         {"err": errno.EINVAL}),
+        ("null_task", _VMA_IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\n", "",
+         True, "Possibly NULL pointer passed to trusted arg1", {}),
+        ("leak", None, "", False, _LEAK, {"err": errno.EINVAL}),
+        ("twice", None, _VMA_NEW, True, "expected uninitialized iter_task_vma as arg #0",
+         {"err": errno.EINVAL}),
+        ("uninit", "", _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n", False,
+         "expected an initialized iter_task_vma as arg #0", {"err": errno.EINVAL}),
+        ("unchecked", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n"
+         "r1 = *(u64 *)(r0 + 0)\n", True, "R0 invalid mem access 'scalar'", {}),
+        ("write", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = 0\n*(u64 *)(r0 + 0) = r1\nd:\n", True, "only read is supported", {}),
+        ("oob", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = *(u64 *)(r0 + 192)\nd:\n", True,
+         "access beyond struct vm_area_struct at off 192 size 8", {}),
+        ("unlocked", None, "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_rcu_read_unlock)\n" +
+         _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n", True, None, {}),
+        ("as_task", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = r0\ncall KFUNC(bpf_task_acquire)\nd:\n", True,
+         "kernel function bpf_task_acquire args#0 expected pointer to STRUCT task_struct but "
+         "R1 has a pointer to STRUCT vm_area_struct", {"err": errno.EINVAL}),
+        ("mm_deref", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = *(u64 *)(r0 + 16)\nr1 = *(u64 *)(r1 + 0)\nd:\n", True,
+         "access beyond struct (anon) at off 0 size 8", {}))),
     # a cgroup's task iterator: never made by an XDP program, so never used
     _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
        "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",

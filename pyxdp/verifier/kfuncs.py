@@ -283,6 +283,15 @@ KFUNCS: dict[str, KfuncProto] = {
                                      ret_struct="task_struct"),
     "bpf_iter_task_destroy": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.VOID,
                                         KF_ITER_DESTROY),
+    # kernel/bpf/task_iter.c: a task's VMAs, open-coded (common_btf_ids); the task a trusted or
+    # RCU one; the VMAs trusted pointers (the iterator holds the mmap lock)
+    "bpf_iter_task_vma_new": KfuncProto((P(KArg.ITER, 8, "task_vma"), _TASK, _U32),
+                                        flags=KF_ITER_NEW | KF_RCU),
+    "bpf_iter_task_vma_next": KfuncProto((P(KArg.ITER, 8, "task_vma"),), KRet.BTF_ID,
+                                         KF_ITER_NEXT | KF_RET_NULL,
+                                         ret_struct="vm_area_struct"),
+    "bpf_iter_task_vma_destroy": KfuncProto((P(KArg.ITER, 8, "task_vma"),), KRet.VOID,
+                                            KF_ITER_DESTROY),
     # kernel/bpf/task_iter.c: the css iterator (common_btf_ids): a cgroup's descendants
     # (pre- or post-order) or its ancestors, RCU pointers
     "bpf_iter_css_new": KfuncProto((P(KArg.ITER, 24, "css"),

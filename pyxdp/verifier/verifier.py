@@ -4259,7 +4259,9 @@ class _Verifier:
             r0.set_ptr(BTF_ID | UNTRUSTED)
             r0.bt = proto.ret_struct
         elif cast is None:
-            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else 0))
+            # an iterator's next: RCU pointers from a KF_RCU_PROTECTED one, else trusted
+            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else
+                                 TRUSTED if proto.flags & KF_ITER_NEXT else 0))
             r0.bt = proto.ret_struct
         # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
         ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning

@@ -28,7 +28,6 @@ pytestmark = pytest.mark.kernel
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
 UNMODELLED = frozenset({
     "bpf_crypto_decrypt", "bpf_crypto_encrypt",
-    "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
     "bpf_stream_vprintk_impl",
     "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",
 })
