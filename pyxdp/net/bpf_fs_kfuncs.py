@@ -34,9 +34,10 @@ XATTR_NAME_MAX = 255  # include/uapi/linux/limits.h: no attribute has a longer n
 
 
 def _string(vm: Interpreter, addr: int) -> bytes:
-    """The NUL-terminated string at ``addr`` (the verifier proved the NUL is there)."""
+    """The NUL-terminated string at ``addr`` (the verifier proved the NUL is there), read
+    no further than one byte past the longest name an attribute may have."""
     out = bytearray()
-    while (b := vm.mem.load(addr + len(out), 1)) != 0:
+    while len(out) <= XATTR_NAME_MAX and (b := vm.mem.load(addr + len(out), 1)) != 0:
         out.append(b)
     return bytes(out)
 

@@ -9,7 +9,8 @@ pyxdp's slab is its object arena (:mod:`pyxdp.vm.memalloc`): Linux's
 ``bpf_mem_alloc`` takes each block of ``bpf_obj_new`` objects from the kmalloc
 cache of its unit size (the object and its 8-byte header), so an address inside
 an arena block, live or free, is in the cache ``kmalloc-N`` of its size class N;
-a ``struct bpf_key`` of ``bpf_lookup_system_key`` lives there too. Every other
+a ``struct bpf_key`` of ``bpf_lookup_system_key`` lives there too (Linux: kmalloc-16),
+and a ``bpf_percpu_obj_new`` object (Linux: per-CPU memory, no slab's). Every other
 address is NULL: map values, the packet, the stack, the task and cgroup images
 (Linux answers for the slab-backed ones, e.g. a hash map's elements or a
 ``task_struct``, which pyxdp does not place in slabs). A cache is an image of a
