@@ -46,9 +46,9 @@ Every other byte reads 0 (pointers included: a probe load through one reads 0).
 An object is refreshed from the host whenever a lookup reaches it; a reference count
 per object (``refs``) follows acquire and release. Lookups read procfs and cgroupfs:
 they run in Python on both engines (the JIT calls them as helpers); pyxdp holds at
-most :data:`MAX_OBJECTS` tasks and cgroups per process. The pid namespace and cgroup
-namespace are the host process's; cgroup mounts are taken to show their whole
-hierarchy (as in the initial cgroup namespace).
+most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files) per process. The pid
+namespace and cgroup namespace are the host process's; cgroup mounts are taken to show
+their whole hierarchy (as in the initial cgroup namespace).
 """
 
 from __future__ import annotations
@@ -258,7 +258,8 @@ class KernelObjects:
         o = self.objs.get((kind, hierarchy, key))
         if o is None:
             if len(self.by_slot) >= MAX_OBJECTS:
-                raise HelperFault(f"pyxdp holds at most {MAX_OBJECTS} tasks and cgroups")
+                raise HelperFault(f"pyxdp holds at most {MAX_OBJECTS} tasks, cgroups, VMAs "
+                                  "and files")
             o = _Obj(kind, len(self.by_slot), hierarchy=hierarchy)
             self.objs[(kind, hierarchy, key)] = o
             self.by_slot[o.slot] = o
