@@ -326,6 +326,18 @@ class Program:
         return res
 
 
+    def stream_read(self, stream: int = 1, size: int = 1 << 16) -> bytes:
+        """Up to ``size`` bytes of the program's BPF stream ``stream`` (``BPF_STDOUT`` 1,
+        ``BPF_STDERR`` 2: what ``bpf_stream_printk`` wrote, :mod:`pyxdp.vm.stream`),
+        consumed as ``BPF_PROG_STREAM_READ_BY_FD`` consumes them; b"" when nothing
+        is left. Another stream id raises KernelError (ENOENT)."""
+        if isinstance(stream, bool) or not isinstance(stream, int) or \
+                not isinstance(size, int) or not 0 <= size <= 0x7FFF_FFFF:
+            raise TypeError(f"stream_read: stream must be an int and size one in "
+                            f"0..2147483647, not {stream!r} and {size!r}")
+        return self._backend.stream_read(self.handle, stream, size)
+
+
 def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
             core_btf: str | os.PathLike[str] | None) -> dict[int, MemAccess]:
     """:func:`pyxdp.verifier.verify`'s access facts, or those of its acceptance of the

@@ -53,6 +53,7 @@ from pyxdp.vm.memalloc import OBJ_KFUNCS, make_obj_new
 from pyxdp.vm.memalloc_percpu import PERCPU_OBJ_KFUNCS, make_percpu_obj_new
 from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
 from pyxdp.vm.rqspinlock import RES_SPIN_LOCK_KFUNCS
+from pyxdp.vm.stream import STREAM_KFUNCS
 from pyxdp.vm.string_kfuncs import STRING_KFUNCS
 from pyxdp.vm.task_kfuncs import TASK_KFUNCS
 from pyxdp.vm.test_run_kfuncs import TEST_RUN_KFUNCS
@@ -145,7 +146,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
-                    TEST_RUN_KFUNCS, TASK_KFUNCS)
+                    TEST_RUN_KFUNCS, TASK_KFUNCS, STREAM_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

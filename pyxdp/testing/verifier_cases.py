@@ -32,6 +32,7 @@ from pyxdp.btf.btf import (
     BtfType,
 )
 from pyxdp.spec import (
+    BPF_F_RDONLY_PROG,
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
@@ -59,6 +60,10 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_wq w; }: its BTF comes with the case
     "queued": MapSpec("queued", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
     "hqueued": MapSpec("hqueued", MT.BPF_MAP_TYPE_HASH, 4, 24, 2),
+    # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
+    # 8, eight bytes without a NUL
+    "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
+                    frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
 }
 _BTF_MAPS = ("locked", "timed", "queued", "hqueued")
 _MARK = re.compile(r"MAP\((\w+)\)")
@@ -350,6 +355,14 @@ r0 = *(u64 *)(r1 +0)
 r0 = 2
 exit"""
 _SCALAR_MEM = "R1 invalid mem access 'scalar'"
+
+
+# r0 = a NULL-checked lookup of key 0 in map {m} (jumps to out when NULL)
+_LOOKUP_OUT = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP({m})\nr2 = r10\nr2 += -4\ncall 1\n"
+           "if r0 == 0 goto out\n")
+# r1 = 1 (stdout), r2 the format in fmts, an 8-byte argument at fp-8
+_FMT = _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr1 = 7\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
+_VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -6039,6 +6052,26 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("probe_read_pkt_dst", "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\nr1 = r2\n"
        "r1 += 8\nif r1 > r3 goto out\nr1 = r2\nr2 = 8\nr3 = 0\ncall 115\nout:\n"
        "r0 = 2\nexit", "helper access to the packet is not allowed"),
+    # -- bpf_stream_vprintk_impl(stream_id, fmt__str, args, len__sz, aux__prog): the format
+    # a NUL-terminated string in a read-only map at a constant offset, args and len a
+    # memory, size pair, both pointers trusted (not NULL)
+    _c("stream_ok", _FMT + "r3 = r10\nr3 += -8\nr4 = 8\n" + _VPRINTK, None),
+    _c("stream_id_ctx", "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n" + _VPRINTK,
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("stream_fmt_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr2 = r10\nr2 += -8\nr1 = 1\n"
+       "r3 = 0\nr4 = 0\n" + _VPRINTK, "arg#1 doesn't point to a const string", err=errno.EINVAL),
+    _c("stream_fmt_writable", _LOOKUP_OUT.format(m="arr") + "r2 = r0\nr1 = 1\nr3 = 0\nr4 = 0\n"
+       + _VPRINTK, "R2 does not point to a readonly map'"),
+    _c("stream_fmt_var_off", _LOOKUP_OUT.format(m="fmts") + "r6 = r0\ncall 7\nr0 &= 3\nr2 = r6\n"
+       "r2 += r0\nr1 = 1\nr3 = 0\nr4 = 0\n" + _VPRINTK, "R2 is not a constant address'"),
+    _c("stream_fmt_no_nul", _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr2 += 8\nr1 = 1\nr3 = 0\n"
+       "r4 = 0\n" + _VPRINTK, "string is not zero-terminated", err=errno.EINVAL),
+    _c("stream_args_null", _FMT + "r3 = 0\nr4 = 0\n" + _VPRINTK,
+       "Possibly NULL pointer passed to trusted arg2"),
+    _c("stream_args_short", _FMT + "r3 = r10\nr3 += -8\nr4 = 16\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access", err=errno.EINVAL),
+    _c("stream_args_scalar", _FMT + "r3 = 46\nr4 = 0\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access"),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

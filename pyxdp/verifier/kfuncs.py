@@ -63,6 +63,7 @@ class KArg(Enum):
     RB_ROOT = auto()       # KF_ARG_PTR_TO_RB_ROOT: a map value's struct bpf_rb_root, locked
     RB_NODE = auto()       # KF_ARG_PTR_TO_RB_NODE: an object's node of that tree
     REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
+    CONST_STR = auto()     # KF_ARG_PTR_TO_CONST_STR (``__str``): a string in a read-only map
 
 
 class KRet(Enum):
@@ -224,6 +225,10 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
                                            async_cb=True),
     "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
+    # kernel/bpf/stream.c (common_btf_ids): print into the program's stdout or stderr;
+    # args and len__sz a memory, size pair, aux__prog the program the verifier passes
+    "bpf_stream_vprintk_impl": KfuncProto((_U32, P(KArg.CONST_STR), P(KArg.MEM_SIZE), _IGN),
+                                          flags=KF_TRUSTED_ARGS),
     # kernel/trace/bpf_trace.c (common_btf_ids): read kernel (user) memory into a dynptr at an
     # offset; the source is __ign, the kfunc reads it without faulting
     "bpf_probe_read_kernel_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),

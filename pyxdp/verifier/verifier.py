@@ -4402,6 +4402,11 @@ class _Verifier:
                 raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
             self._irq_flag(st, n, i, name in _IRQ_SAVE, _IRQ_CLASS[name])
             return i + 1
+        if p.kind == KArg.CONST_STR:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to a const string", errno.EINVAL)
+            self._const_str(n, reg)
+            return i + 1
         if p.kind == KArg.RES_SPIN_LOCK:
             if reg.t != MAP_VALUE:
                 raise Refuse(f"arg#{i} doesn't point to map value or allocated object",
@@ -4866,6 +4871,21 @@ class _Verifier:
             if reg.t != FUNC:
                 raise Refuse(f"arg{i} expected pointer to func", errno.EINVAL)
             meta.func = reg.sub
+
+    def _const_str(self, n: int, reg: Reg) -> None:
+        """check_reg_const_str: a read-only map's value at a constant offset, a NUL
+        before the value's end (checked where the map's contents are known)."""
+        m = reg.map
+        assert m is not None
+        if not _rdonly(m):
+            raise Refuse(f"R{n} does not point to a readonly map'")
+        if not reg.const:
+            raise Refuse(f"R{n} is not a constant address'")
+        off = reg.off + _s64(reg.tv)
+        value = next((v for k, v in m.contents if isinstance(v, bytes | bytearray)), None) \
+            if m.contents else None
+        if value is not None and 0 <= off < len(value) and b"\0" not in value[off:]:
+            raise Refuse("string is not zero-terminated", errno.EINVAL)
 
     def _kfunc_mem_size(self, st: State, regs: list[Reg], n: int) -> None:
         """check_kfunc_mem_size_reg: a size (zero allowed) and the memory before it."""
