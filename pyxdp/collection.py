@@ -370,7 +370,7 @@ def _kernel_bound(i: Instruction) -> bool:
 
 _ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
-_ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
+_ASYNC_FIELDS = ("bpf_timer", "bpf_wq", "bpf_task_work")
 
 
 # map_check_btf: the map types whose values may hold each special field (a lock: the
@@ -385,7 +385,7 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
     BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
     BpfMapType.BPF_MAP_TYPE_INODE_STORAGE, BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
     BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
-_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
+_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS, "bpf_task_work": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
                "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS, "bpf_rb_root": _KPTR_MAPS,
                "percpu_kptr": _LINUX_KPTR_MAPS}

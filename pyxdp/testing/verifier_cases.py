@@ -60,12 +60,15 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_wq w; }: its BTF comes with the case
     "queued": MapSpec("queued", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
     "hqueued": MapSpec("hqueued", MT.BPF_MAP_TYPE_HASH, 4, 24, 2),
+    # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
+    "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
+    "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
     # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
     # 8, eight bytes without a NUL
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
                     frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
 }
-_BTF_MAPS = ("locked", "timed", "queued", "hqueued")
+_BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked")
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -132,6 +135,11 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     queued = add(BtfKind.STRUCT, "queued_val", size_type=24,
                  members=(BtfMember("x", name("x"), long_id, 0),
                           BtfMember("w", name("w"), wq, 64)))
+    task_work = add(BtfKind.STRUCT, "bpf_task_work", size_type=8,
+                    members=(BtfMember("a", name("a"), long_id, 0),))
+    tasked = add(BtfKind.STRUCT, "tasked_val", size_type=16,
+                 members=(BtfMember("x", name("x"), long_id, 0),
+                          BtfMember("tw", name("tw"), task_work, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -161,7 +169,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         for n, tag in tags:
             add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
-        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued}
+        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued,
+        "tasked": tasked, "htasked": tasked}
 
 
 @dataclass(frozen=True)
@@ -332,6 +341,32 @@ r1 = MAP(queued)
 call 1
 if r0 == 0 goto out
 r6 = r0"""
+
+
+# tasked[0]'s value in r6, the task of pid 1 (referenced) in r7 (to label out:, release:)
+_TW_PREP = _WQ_LOOKUP.replace("queued", "tasked") + """
+r1 = 1
+call KFUNC(bpf_task_from_pid)
+if r0 == 0 goto out
+r7 = r0"""
+# the call (KFUNC) with r1-r3 set before, then the task released
+_TW_CALL = """r4 = subprog[cb]
+r5 = 0
+call KFUNC({k})
+release:
+r1 = r7
+call KFUNC(bpf_task_release)
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = 0
+exit"""
+_TW_SIG = "bpf_task_work_schedule_signal_impl"
+_TW_OTHER = "bpf_task_work pointer in R2 map_uid=0 doesn't match map pointer in R3 map_uid=0"
+_TW_RES = "bpf_task_work_schedule_resume_impl"
 
 
 # A load through a scalar (refused): the path a decided compare skips.
@@ -5826,6 +5861,38 @@ call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
+    # -- bpf_task_work in a map value: a trusted task, the field at its offset of its own
+    # map, the callback an async one (map, key, value)
+    _c("tw_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), None, funcs=_CB),
+    _c("tw_resume_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), None, funcs=_CB),
+    _c("tw_other_map", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(htasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_map_without_tw", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(arr)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_wrong_off", _TW_PREP + "\nr1 = r7\nr2 = r6\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "off 0 doesn't point to 'struct bpf_task_work' that is at 8",
+       funcs=_CB, err=errno.EINVAL),
+    _c("tw_stack", _TW_PREP + "\nr1 = r7\nr2 = r10\nr2 += -16\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "arg#1 doesn't point to a map value", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_no_field", _WQ_LOOKUP + "\nr1 = 1\ncall KFUNC(bpf_task_from_pid)\n"
+       "if r0 == 0 goto out\nr7 = r0\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(queued)\n"
+       + _TW_CALL.format(k=_TW_RES), "map 'queued' has no valid bpf_task_work", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_task_maybe_null", _TW_PREP.replace("if r0 == 0 goto out\n", "") +
+       "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n" + _TW_CALL.format(k=_TW_SIG),
+       "Possibly NULL pointer passed to trusted arg0", funcs=_CB),
+    _c("tw_task_ctx", _TW_PREP + "\nr1 = r6\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), "arg#0 pointer type STRUCT task_struct must point to "
+       "scalar, or struct with scalar", funcs=_CB, err=errno.EINVAL),
+    _c("tw_no_callback", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r4 = subprog[cb]", "r4 = 0").split("cb:")[0],
+       "Possibly NULL pointer passed to trusted arg3"),
+    _c("tw_cb_bad_return", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r0 = 0\nexit", "r0 = 3\nexit"), None,
+       funcs=_CB),
     # -- bpf_wq in a map value: the kfuncs' arguments and the callback (an async one)
     _c("wq_ok", _WQ_LOOKUP + """
 r1 = r6

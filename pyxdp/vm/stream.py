@@ -18,11 +18,15 @@ Linux 6.18 does it:
 * a read takes up to ``len`` bytes, oldest message first, a message split
   across reads where the reader's buffer ends; what is read frees its room.
 
-Linux writes into stderr itself where pyxdp has no matching event (a may_goto
-loop's timeout, a resilient lock's deadlock or timeout report with a stack
-dump); pyxdp's interpreter and JIT bound a run by its instruction budget
-instead, and its ``bpf_res_spin_lock`` never waits, so nothing of pyxdp's own
-goes into a stream.
+Linux writes into stderr itself: ``ERROR: Timeout detected for may_goto
+instruction`` when a may_goto loop runs past its time, ``ERROR: AA or ABBA
+deadlock detected`` (or ``Timeout detected``) ``for bpf_res_spin_lock`` with the
+lock's address and the CPU's held-lock table, each followed by ``CPU: .. UID: ..
+PID: .. Comm: ..``, ``Call trace:`` and the kernel stack with symbols. pyxdp ends
+a may_goto loop by its count, not by time, so it has no timeout; it has the AA
+deadlock (-EDEADLK) but writes no report: the report is kernel state (addresses,
+the held-lock table, the kernel's stack) that pyxdp has no counterpart of, and
+Linux drops it on this machine (see -ENOMEM below), leaving nothing to compare.
 
 Linux allocates each message with ``alloc_pages_nolock`` and fails the kfunc with
 ``-ENOMEM`` when that allocation fails (on a kernel still deferring its struct

@@ -31,7 +31,6 @@ UNMODELLED = frozenset({
     "bpf_crypto_decrypt", "bpf_crypto_encrypt", "bpf_get_kmem_cache",
     "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
     "bpf_key_put", "bpf_lookup_system_key",
-    "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",
 })
 ARGS = {"zero": "r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
         "ctx": "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n"}
