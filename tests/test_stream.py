@@ -6,6 +6,7 @@ the stream as BpfStream keeps it. tests/kernel/test_stream_kernel.py holds them 
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,19 @@ def test_stream_read_bad_arguments() -> None:
         for stream, size in (("1", 1), (1, -1), (True, 1)):
             with pytest.raises(TypeError, match="stream_read"):
                 prog.stream_read(stream, size)  # type: ignore[arg-type]
+
+
+def test_prog_run_prints_the_streams(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyxdp.cli.main import main
+    monkeypatch.setattr("pyxdp.net.prog.jit_available", lambda: False)  # the interpreter
+    pkt = tmp_path / "pkt"
+    pkt.write_bytes(udp_packet(b"s"))
+    assert main(["prog", "run", str(STREAM), "-s", "xdp_stream", "--data-in", str(pkt)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "stdout: hello -42 7 from pyxdp at 192.0.2.7" in out
+    assert "stderr: x|   12|-3   |00042|deadbeefcafe|" in out
+    assert main(["--json", "prog", "run", str(STREAM), "-s", "xdp_stream", "--data-in",
+                 str(pkt)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stdout"] == OUT.decode() and doc["stderr"] == ERR.decode("latin-1")
