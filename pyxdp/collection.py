@@ -326,7 +326,7 @@ class Program:
         return res
 
 
-    def stream_read(self, stream: int = 1, size: int = 1 << 16) -> bytes:
+    def stream_read(self, stream: int = 1, size: int = 1 << 17) -> bytes:
         """Up to ``size`` bytes of the program's BPF stream ``stream`` (``BPF_STDOUT`` 1,
         ``BPF_STDERR`` 2: what ``bpf_stream_printk`` wrote, :mod:`pyxdp.vm.stream`),
         consumed as ``BPF_PROG_STREAM_READ_BY_FD`` consumes them; b"" when nothing

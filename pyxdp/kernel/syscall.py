@@ -498,7 +498,9 @@ def map_freeze(fd: Fd | int) -> None:
 
 def prog_stream_read(fd: Fd | int, stream_id: int, size: int) -> bytes:
     """BPF_PROG_STREAM_READ_BY_FD: up to ``size`` bytes of the program's stream
-    ``stream_id`` (1 stdout, 2 stderr), consumed; -ENOENT for another stream."""
+    ``stream_id`` (1 stdout, 2 stderr), consumed; -ENOENT for another stream. One call
+    reads at most 1 MiB (a stream holds less than 100,000 bytes)."""
+    size = min(size, 1 << 20)  # the buffer is ours: no more than a stream can hold
     buf = ctypes.create_string_buffer(max(size, 1))
     attr = _attr(20)  # prog_stream_read: stream_buf, stream_buf_len, stream_id, prog_fd
     _put64(attr, 0, ctypes.addressof(buf))

@@ -37,7 +37,9 @@ def _run(backend: str) -> tuple[dict[Any, Any], dict[int, list[bytes]]]:
         assert res.fault is None
         with pytest.raises(KernelError, match="ENOENT"):
             prog.stream_read(3)
-        return dict(coll.maps["rcs"].items()), {s: [prog.stream_read(s)] for s in (1, 2)}
+        streams = {s: [prog.stream_read(s)] for s in (1, 2)}
+        assert prog.stream_read(1, 0x7FFF_FFFF) == b""  # read: nothing is left, at any size
+        return dict(coll.maps["rcs"].items()), streams
 
 
 # Each accepted call's message on pyxdp (tests/test_stream.py holds the bytes)
