@@ -47,6 +47,7 @@ from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.bpf_key import KEY_KFUNCS
 from pyxdp.vm.bpf_list import LIST_KFUNCS
 from pyxdp.vm.bpf_rbtree import RBTREE_KFUNCS
+from pyxdp.vm.bpf_task_work import TASK_WORK_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
@@ -56,6 +57,7 @@ from pyxdp.vm.memalloc_percpu import PERCPU_OBJ_KFUNCS, make_percpu_obj_new
 from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
 from pyxdp.vm.rqspinlock import RES_SPIN_LOCK_KFUNCS
 from pyxdp.vm.slab_common import SLAB_KFUNCS
+from pyxdp.vm.stream import STREAM_KFUNCS
 from pyxdp.vm.string_kfuncs import STRING_KFUNCS
 from pyxdp.vm.task_kfuncs import TASK_KFUNCS
 from pyxdp.vm.test_run_kfuncs import TEST_RUN_KFUNCS
@@ -148,7 +150,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
-                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS, FS_KFUNCS)
+                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS, FS_KFUNCS,
+                    STREAM_KFUNCS, TASK_WORK_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

@@ -66,8 +66,18 @@ MAPS: dict[str, MapSpec] = {
     # read-only global data (libbpf's frozen .rodata): MAP(rodata) is a pointer to its value
     "rodata": MapSpec("rodata", MT.BPF_MAP_TYPE_ARRAY, 4, len(RODATA), 1,
                       flags=BPF_F_RDONLY_PROG, contents=((bytes(4), RODATA),), frozen=True),
+    # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
+    "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
+    "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
+    # 8, eight bytes without a NUL
+    "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
+                    frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
 }
-_BTF_MAPS = ("locked", "timed", "queued", "hqueued")
+_BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked")
+# Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
+# refers to .rodata); every other MAP(name) is the map itself.
+_DIRECT = frozenset({"rodata"})
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -134,6 +144,11 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     queued = add(BtfKind.STRUCT, "queued_val", size_type=24,
                  members=(BtfMember("x", name("x"), long_id, 0),
                           BtfMember("w", name("w"), wq, 64)))
+    task_work = add(BtfKind.STRUCT, "bpf_task_work", size_type=8,
+                    members=(BtfMember("a", name("a"), long_id, 0),))
+    tasked = add(BtfKind.STRUCT, "tasked_val", size_type=16,
+                 members=(BtfMember("x", name("x"), long_id, 0),
+                          BtfMember("tw", name("tw"), task_work, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -163,7 +178,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         for n, tag in tags:
             add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
-        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued}
+        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued,
+        "tasked": tasked, "htasked": tasked}
 
 
 @dataclass(frozen=True)
@@ -205,7 +221,7 @@ class VerifierCase:
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
                 name = names[i.imm - _TAG]
-                refs.append(MapRef(pc, name, "value" if MAPS[name].frozen else "fd"))
+                refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
                            insns=tuple(insns), license=self.license, map_refs=tuple(refs),
@@ -337,6 +353,32 @@ if r0 == 0 goto out
 r6 = r0"""
 
 
+# tasked[0]'s value in r6, the task of pid 1 (referenced) in r7 (to label out:, release:)
+_TW_PREP = _WQ_LOOKUP.replace("queued", "tasked") + """
+r1 = 1
+call KFUNC(bpf_task_from_pid)
+if r0 == 0 goto out
+r7 = r0"""
+# the call (KFUNC) with r1-r3 set before, then the task released
+_TW_CALL = """r4 = subprog[cb]
+r5 = 0
+call KFUNC({k})
+release:
+r1 = r7
+call KFUNC(bpf_task_release)
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = 0
+exit"""
+_TW_SIG = "bpf_task_work_schedule_signal_impl"
+_TW_OTHER = "bpf_task_work pointer in R2 map_uid=0 doesn't match map pointer in R3 map_uid=0"
+_TW_RES = "bpf_task_work_schedule_resume_impl"
+
+
 # A load through a scalar (refused): the path a decided compare skips.
 _DEREF_SCALAR = "r1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit"
 _IN_RCU = "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region"
@@ -358,6 +400,14 @@ r0 = *(u64 *)(r1 +0)
 r0 = 2
 exit"""
 _SCALAR_MEM = "R1 invalid mem access 'scalar'"
+
+
+# r0 = a NULL-checked lookup of key 0 in map {m} (jumps to out when NULL)
+_LOOKUP_OUT = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP({m})\nr2 = r10\nr2 += -4\ncall 1\n"
+           "if r0 == 0 goto out\n")
+# r1 = 1 (stdout), r2 the format in fmts, an 8-byte argument at fp-8
+_FMT = _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr1 = 7\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
+_VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -5957,6 +6007,38 @@ call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
+    # -- bpf_task_work in a map value: a trusted task, the field at its offset of its own
+    # map, the callback an async one (map, key, value)
+    _c("tw_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), None, funcs=_CB),
+    _c("tw_resume_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), None, funcs=_CB),
+    _c("tw_other_map", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(htasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_map_without_tw", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(arr)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_wrong_off", _TW_PREP + "\nr1 = r7\nr2 = r6\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "off 0 doesn't point to 'struct bpf_task_work' that is at 8",
+       funcs=_CB, err=errno.EINVAL),
+    _c("tw_stack", _TW_PREP + "\nr1 = r7\nr2 = r10\nr2 += -16\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "arg#1 doesn't point to a map value", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_no_field", _WQ_LOOKUP + "\nr1 = 1\ncall KFUNC(bpf_task_from_pid)\n"
+       "if r0 == 0 goto out\nr7 = r0\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(queued)\n"
+       + _TW_CALL.format(k=_TW_RES), "map 'queued' has no valid bpf_task_work", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_task_maybe_null", _TW_PREP.replace("if r0 == 0 goto out\n", "") +
+       "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n" + _TW_CALL.format(k=_TW_SIG),
+       "Possibly NULL pointer passed to trusted arg0", funcs=_CB),
+    _c("tw_task_ctx", _TW_PREP + "\nr1 = r6\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), "arg#0 pointer type STRUCT task_struct must point to "
+       "scalar, or struct with scalar", funcs=_CB, err=errno.EINVAL),
+    _c("tw_no_callback", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r4 = subprog[cb]", "r4 = 0").split("cb:")[0],
+       "Possibly NULL pointer passed to trusted arg3"),
+    _c("tw_cb_bad_return", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r0 = 0\nexit", "r0 = 3\nexit"), None,
+       funcs=_CB),
     # -- bpf_wq in a map value: the kfuncs' arguments and the callback (an async one)
     _c("wq_ok", _WQ_LOOKUP + """
 r1 = r6
@@ -6186,6 +6268,26 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("probe_read_pkt_dst", "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\nr1 = r2\n"
        "r1 += 8\nif r1 > r3 goto out\nr1 = r2\nr2 = 8\nr3 = 0\ncall 115\nout:\n"
        "r0 = 2\nexit", "helper access to the packet is not allowed"),
+    # -- bpf_stream_vprintk_impl(stream_id, fmt__str, args, len__sz, aux__prog): the format
+    # a NUL-terminated string in a read-only map at a constant offset, args and len a
+    # memory, size pair, both pointers trusted (not NULL)
+    _c("stream_ok", _FMT + "r3 = r10\nr3 += -8\nr4 = 8\n" + _VPRINTK, None),
+    _c("stream_id_ctx", "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n" + _VPRINTK,
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("stream_fmt_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr2 = r10\nr2 += -8\nr1 = 1\n"
+       "r3 = 0\nr4 = 0\n" + _VPRINTK, "arg#1 doesn't point to a const string", err=errno.EINVAL),
+    _c("stream_fmt_writable", _LOOKUP_OUT.format(m="arr") + "r2 = r0\nr1 = 1\nr3 = 0\nr4 = 0\n"
+       + _VPRINTK, "R2 does not point to a readonly map'"),
+    _c("stream_fmt_var_off", _LOOKUP_OUT.format(m="fmts") + "r6 = r0\ncall 7\nr0 &= 3\nr2 = r6\n"
+       "r2 += r0\nr1 = 1\nr3 = 0\nr4 = 0\n" + _VPRINTK, "R2 is not a constant address'"),
+    _c("stream_fmt_no_nul", _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr2 += 8\nr1 = 1\nr3 = 0\n"
+       "r4 = 0\n" + _VPRINTK, "string is not zero-terminated", err=errno.EINVAL),
+    _c("stream_args_null", _FMT + "r3 = 0\nr4 = 0\n" + _VPRINTK,
+       "Possibly NULL pointer passed to trusted arg2"),
+    _c("stream_args_short", _FMT + "r3 = r10\nr3 += -8\nr4 = 16\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access", err=errno.EINVAL),
+    _c("stream_args_scalar", _FMT + "r3 = 46\nr4 = 0\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access"),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

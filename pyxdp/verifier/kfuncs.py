@@ -55,6 +55,7 @@ class KArg(Enum):
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
     ALLOC = auto()         # KF_ARG_PTR_TO_ALLOC_BTF_ID (``__alloc``): a bpf_obj_new object
     WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
+    TASK_WORK = auto()     # KF_ARG_PTR_TO_TASK_WORK: a map value's struct bpf_task_work
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
@@ -227,6 +228,18 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
                                            async_cb=True),
     "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
+    # kernel/bpf/helpers.c (common_btf_ids): callbacks run in a task's context on its way
+    # back to user space; aux__prog is the program the verifier passes
+    "bpf_task_work_schedule_signal_impl": KfuncProto(
+        (_TASK, P(KArg.TASK_WORK), P(KArg.MAP), P(KArg.CALLBACK), _IGN), flags=KF_TRUSTED_ARGS,
+        async_cb=True),
+    "bpf_task_work_schedule_resume_impl": KfuncProto(
+        (_TASK, P(KArg.TASK_WORK), P(KArg.MAP), P(KArg.CALLBACK), _IGN), flags=KF_TRUSTED_ARGS,
+        async_cb=True),
+    # kernel/bpf/stream.c (common_btf_ids): print into the program's stdout or stderr;
+    # args and len__sz a memory, size pair, aux__prog the program the verifier passes
+    "bpf_stream_vprintk_impl": KfuncProto((_U32, P(KArg.CONST_STR), P(KArg.MEM_SIZE), _IGN),
+                                          flags=KF_TRUSTED_ARGS),
     # kernel/trace/bpf_trace.c (common_btf_ids): read kernel (user) memory into a dynptr at an
     # offset; the source is __ign, the kfunc reads it without faulting
     "bpf_probe_read_kernel_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),

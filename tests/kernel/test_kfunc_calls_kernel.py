@@ -28,8 +28,6 @@ pytestmark = pytest.mark.kernel
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
 UNMODELLED = frozenset({
     "bpf_crypto_decrypt", "bpf_crypto_encrypt",
-    "bpf_stream_vprintk_impl",
-    "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",
 })
 ARGS = {"zero": "r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
         "ctx": "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n"}
