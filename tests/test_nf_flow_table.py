@@ -335,10 +335,12 @@ VERIFIER_CASES = [
     ("bitfields", _CHECKED.format("r1 = *(u8 *)(r0 +58)"), None, 0),
     ("node", _PRE + "if r0 == 0 goto +2\nr1 = *(u64 *)(r0 +0)\nr1 = *(u64 *)(r1 +0)\n"
      "r0 = 2\nexit", None, 0),
-    # the union after mtu starts with struct { dst_cache; dst_cookie }: out.ifidx is
+    # the union after mtu starts with struct { dst_cache; dst_cookie }, which has no name
+    # (btf_struct_walk names it "(anon)"): out.ifidx is
     # refused (the sample reads it through bpf_rdonly_cast(, 0))
     ("union", _CHECKED.format("r1 = *(u32 *)(r0 +64)"),
-     "cannot access ptr member dst_cache with moff 0 in struct  with off 0 size 4", errno.EACCES),
+     "cannot access ptr member dst_cache with moff 0 in struct (anon) with off 0 size 4",
+     errno.EACCES),
     ("rdonly_cast", _PRE + "if r0 == 0 goto +4\nr1 = r0\nr2 = 0\n"
      "call KFUNC(bpf_rdonly_cast)\nr1 = *(u32 *)(r0 +64)\nr0 = 2\nexit", None, 0),
     ("unchecked", _PRE + "r1 = *(u32 *)(r0 +44)\nr0 = 2\nexit",
