@@ -305,7 +305,7 @@ class _Sync(HelperHooks):
         if isinstance(ctx, RunContext):
             c.tail_cnt = ctx.tail_call_cnt & M64
             # the helper may have given a bare run its namespace (bpf_check_mtu's)
-            c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
+            c.devs = ctx.fib.native_desc() if ctx.fib is not None else 0
 
 
 # Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
@@ -496,7 +496,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         c.rnd = ctx.rnd.address
-        c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
+        c.devs = ctx.fib.native_desc() if ctx.fib is not None else 0
         table = ctx.xsk_table
         if table is self._xsk_table:  # the host's table: same array run after run
             pass
