@@ -5,11 +5,11 @@
 Each case is a small XDP program calling one helper per packet
 (``get_prandom_u32`` twice, ``check_mtu`` of the ingress device,
 ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
-entry present, ``bpf_fib_lookup`` of an IPv4 and an IPv6 destination a route and a
-neighbour resolve), run on the JIT through :meth:`XdpProg.run_batch` over
-``--batch`` fresh 64-byte frames; the figure is the best of ``--runs`` batches,
-ns per packet, with the Python calls a batch made in pyxdp's code beside it. Run
-it on two checkouts (with and without a twin) to compare.
+entry present, an LPM trie update and delete of one prefix, ``bpf_fib_lookup`` of an
+IPv4 and an IPv6 destination a route and a neighbour resolve), run on the JIT
+through :meth:`XdpProg.run_batch` over ``--batch`` fresh 64-byte frames; the figure is
+the best of ``--runs`` batches, ns per packet, with the Python calls a batch made in
+pyxdp's code beside it. Run it on two checkouts (with and without a twin) to compare.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from pyxdp.collection import Collection
+from pyxdp.maps.lpm_trie import lpm_key
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, FibLookup
 from pyxdp.spec import MapSpec
 from pyxdp.testing.native import python_calls
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType as T
+from pyxdp.uapi.bpf import MapFlag
 from pyxdp.vm.helpers import RunContext
 
 KEY = "*(u32 *)(r10 -4) = 1\nr2 = r10\nr2 += -4\nr1 = map[fd:0]\ncall 1\n"
@@ -45,6 +47,11 @@ def _fib_prog(family: int, dst: str) -> str:
     return stores + "r2 = r10\nr2 += -64\nr3 = 64\nr4 = 0\ncall 69\n" + PASS
 
 
+# bpf_map_update_elem then bpf_map_delete_elem of 10.1.2.0/24 in an LPM trie of 8
+# other prefixes (the key and value on the stack).
+LPM = ("*(u32 *)(r10 -8) = 24\n*(u32 *)(r10 -4) = 0x0002010a\n*(u64 *)(r10 -16) = 7\n"
+       "r1 = map[fd:0]\nr2 = r10\nr2 += -8\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n"
+       "r1 = map[fd:0]\nr2 = r10\nr2 += -8\ncall 3\n")
 CASES = {
     "get_prandom_u32 x2": ("call 7\ncall 7\n" + PASS, []),
     "check_mtu (ingress device)": ("*(u32 *)(r10 -4) = 0\nr2 = 0\nr3 = r10\nr3 += -4\nr4 = 0\n"
@@ -54,6 +61,8 @@ CASES = {
     "map_lookup_elem/hash_of_maps": (KEY + PASS, [MapSpec(
         "m", int(T.BPF_MAP_TYPE_HASH_OF_MAPS), 4, 4, 4, inner=INNER), INNER]),
     "map_lookup_elem/xskmap": (KEY + PASS, [MapSpec("m", int(T.BPF_MAP_TYPE_XSKMAP), 4, 4, 4)]),
+    "lpm_trie update + delete": (LPM + PASS, [MapSpec(
+        "m", int(T.BPF_MAP_TYPE_LPM_TRIE), 8, 8, 64, int(MapFlag.BPF_F_NO_PREALLOC))]),
     "fib_lookup ipv4 (route + neighbour)": (_fib_prog(AF_INET, "10.1.2.3"), []),
     "fib_lookup ipv6 (route + neighbour)": (_fib_prog(AF_INET6, "2001:db8:100::1"), []),
 }
@@ -81,6 +90,9 @@ def _fill(c: Collection, name: str) -> None:
         m.handle.update((1).to_bytes(4, "little"), (7).to_bytes(4, "little"))
     elif "_of_maps" in name and m is not None:
         m.update(1, c.maps["inner"].handle.id)
+    elif "lpm" in name and m is not None:
+        for i in range(8):
+            m.handle.update(lpm_key(8 + 2 * i, bytes([10, 4 * i, 0, 0])), bytes(8))
 
 
 def measure(name: str, batch: int, runs: int) -> tuple[float, int]:
