@@ -5,7 +5,8 @@
 Each case is a small XDP program calling one helper per packet
 (``get_prandom_u32`` twice, ``check_mtu`` of the ingress device,
 ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
-entry present, an LPM trie update and delete of one prefix, ``bpf_fib_lookup`` of an
+entry present, an LPM trie update and delete of one prefix,
+``bpf_for_each_map_elem`` over an ARRAY's and a HASH's 16 elements, ``bpf_fib_lookup`` of an
 IPv4 and an IPv6 destination a route and a neighbour resolve), run on the JIT
 through :meth:`XdpProg.run_batch` over ``--batch`` fresh 64-byte frames; the figure is
 the best of ``--runs`` batches, ns per packet, with the Python calls a batch made in
@@ -28,7 +29,7 @@ from pyxdp.maps.lpm_trie import lpm_key
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, FibLookup
 from pyxdp.spec import MapSpec
 from pyxdp.testing.native import python_calls
-from pyxdp.testing.programs import asm_collection
+from pyxdp.testing.programs import asm_collection, with_callback
 from pyxdp.uapi.bpf import BpfMapType as T
 from pyxdp.uapi.bpf import MapFlag
 from pyxdp.vm.helpers import RunContext
@@ -52,6 +53,9 @@ def _fib_prog(family: int, dst: str) -> str:
 LPM = ("*(u32 *)(r10 -8) = 24\n*(u32 *)(r10 -4) = 0x0002010a\n*(u64 *)(r10 -16) = 7\n"
        "r1 = map[fd:0]\nr2 = r10\nr2 += -8\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n"
        "r1 = map[fd:0]\nr2 = r10\nr2 += -8\ncall 3\n")
+# bpf_for_each_map_elem over every element, a callback reading the key and the value.
+FOR_EACH = ("r1 = map[fd:0]\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n" + PASS
+            + "cb:\nr0 = *(u32 *)(r2 +0)\nr0 = *(u64 *)(r3 +0)\nr0 = 0\nexit\n")
 CASES = {
     "get_prandom_u32 x2": ("call 7\ncall 7\n" + PASS, []),
     "check_mtu (ingress device)": ("*(u32 *)(r10 -4) = 0\nr2 = 0\nr3 = r10\nr3 += -4\nr4 = 0\n"
@@ -63,6 +67,10 @@ CASES = {
     "map_lookup_elem/xskmap": (KEY + PASS, [MapSpec("m", int(T.BPF_MAP_TYPE_XSKMAP), 4, 4, 4)]),
     "lpm_trie update + delete": (LPM + PASS, [MapSpec(
         "m", int(T.BPF_MAP_TYPE_LPM_TRIE), 8, 8, 64, int(MapFlag.BPF_F_NO_PREALLOC))]),
+    "for_each_map_elem/array (16 entries)": (FOR_EACH, [MapSpec(
+        "m", int(T.BPF_MAP_TYPE_ARRAY), 4, 8, 16)]),
+    "for_each_map_elem/hash (16 elements)": (FOR_EACH, [MapSpec(
+        "m", int(T.BPF_MAP_TYPE_HASH), 4, 8, 16)]),
     "fib_lookup ipv4 (route + neighbour)": (_fib_prog(AF_INET, "10.1.2.3"), []),
     "fib_lookup ipv6 (route + neighbour)": (_fib_prog(AF_INET6, "2001:db8:100::1"), []),
 }
@@ -90,6 +98,9 @@ def _fill(c: Collection, name: str) -> None:
         m.handle.update((1).to_bytes(4, "little"), (7).to_bytes(4, "little"))
     elif "_of_maps" in name and m is not None:
         m.update(1, c.maps["inner"].handle.id)
+    elif "for_each" in name and m is not None:
+        for i in range(16):
+            m.update(i if "array" in name else 1000 + 7 * i, i)
     elif "lpm" in name and m is not None:
         for i in range(8):
             m.handle.update(lpm_key(8 + 2 * i, bytes([10, 4 * i, 0, 0])), bytes(8))
@@ -99,7 +110,9 @@ def measure(name: str, batch: int, runs: int) -> tuple[float, int]:
     text, maps = CASES[name]
     mods = [m for n, m in sys.modules.items()
             if (n == "pyxdp" or n.startswith("pyxdp.")) and getattr(m, "__file__", None)]
-    with Collection(asm_collection(text, maps), "userspace", engine="jit") as c:
+    spec = asm_collection(text, maps)
+    with Collection(with_callback(spec) if "cb:" in text else spec, "userspace",
+                    engine="jit") as c:
         _fill(c, name)
         prog = c.programs["t"].handle
         frames = np.zeros((batch, 512), np.uint8)

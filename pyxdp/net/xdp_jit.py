@@ -476,12 +476,13 @@ class XdpJit(JitProgram):
         fault (ST_TAIL) is rendered by the target's own engine, with its source line."""
         status = word & 0xFF
         if status != abi.ST_TAIL:
-            return self._fault(budget, [pkt, *self.map_regions], ((word >> 8) & 0xFF) + 1,
-                               status, pc, addr, error)
+            regions = [pkt, *self.map_regions, *self._twin_regions]
+            return self._fault(budget, regions, ((word >> 8) & 0xFF) + 1, status, pc, addr,
+                               error)
         target = tail_progs[word >> 24]
         vm = target.vm
-        err = vm._fault(target.budget, [pkt, *vm.map_regions], ((word >> 16) & 0xFF) + 1,
-                        (word >> 8) & 0xFF, pc, addr, error)
+        err = vm._fault(target.budget, [pkt, *vm.map_regions, *vm._twin_regions],
+                        ((word >> 16) & 0xFF) + 1, (word >> 8) & 0xFF, pc, addr, error)
         with_source: Callable[[ProgramFault], ProgramFault] = target._with_source
         return with_source(err)
 
@@ -529,7 +530,7 @@ class XdpJit(JitProgram):
         if self._table_stale:
             kern = self.kern_image.regions if self.kern_image is not None else []
             kern = [*kern, *(t.region for t in self._ns_tables if t.region is not None)]
-            self._regions = [self._placeholder, *self.map_regions, *kern]
+            self._regions = [self._placeholder, *self.map_regions, *kern, *self._twin_regions]
             self._load_regions(self._regions)
             self._table_stale = False
         if self._tail_maps and self._parent is None:
