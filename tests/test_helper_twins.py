@@ -416,7 +416,7 @@ def _fib_lookup(seed: int, engine: str, python_cases: bool = True) -> list[objec
                 net.device("va").mtu = 1280
                 net.delete_route("10.1.5.0/24")
                 net.add_neighbour("10.0.0.3", "02:00:00:00:00:33", dev="va", state="reachable")
-            n = 400
+            n = 300
             frames = np.zeros((n, 512), np.uint8)
             for i in range(n):
                 frames[i, 256:328] = np.frombuffer(_fib_params(rng, python_cases), np.uint8)
@@ -427,7 +427,8 @@ def _fib_lookup(seed: int, engine: str, python_cases: bool = True) -> list[objec
 
 
 def test_fib_lookup_twin_is_python() -> None:
-    """IPv4 and IPv6 through every flag, return code and MTU case of the namespace above,
+    """IPv4 and IPv6 through every flag, return code and MTU case of the namespace above
+    (3 x 900 lookups),
     bad flags, families, devices and plen; a configuration change seen. Only IPv6
     source selection is left to the Python helper."""
     for seed in range(3):
