@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from pyxdp.collection import Collection
 from pyxdp.errors import PyxdpError
-from pyxdp.spec import CollectionSpec, FuncInfo, MapSpec
+from pyxdp.spec import CollectionSpec, MapSpec
 from pyxdp.testing.native import python_calls
-from pyxdp.testing.programs import asm_collection
-from pyxdp.testing.verifier_cases import Func, funcs_btf
+from pyxdp.testing.programs import asm_collection, with_callback
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
 
@@ -91,7 +89,7 @@ def cases() -> list[tuple[str, str, list[str]]]:
     for kind in ("devmap", "devmap_hash", "cpumap", "xskmap"):
         out.append((f"redirect_map/{kind}", "r1 = map[fd:0]\nr2 = 1\nr3 = 0\ncall 51\nexit\n",
                     [kind]))
-    for kind in ("array", "hash"):
+    for kind in ("array", "percpu_array", "hash", "percpu_hash", "lru_hash"):
         out.append((f"for_each_map_elem/{kind}",
                     "r1 = map[fd:0]\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n" + PASS
                     + "cb:\nr0 = 0\nexit\n", [kind]))
@@ -161,14 +159,7 @@ def _spec(text: str, kinds: list[str]) -> CollectionSpec:
             e = 1
         specs.append(MapSpec(f"m{n}", int(t), k, v, e, flags, inner=inner))
     spec = asm_collection(text, specs)
-    if "cb:" in text:  # the callback is a function: BTF func_info for both
-        btf, ids, _, _ = funcs_btf((Func("main"), Func("cb")))
-        prog = spec.programs["t"]
-        cb = next(pc + 1 + i.imm for pc, i in enumerate(prog.insns)
-                  if i.is_ld_imm64() and i.src == 4)
-        infos = (FuncInfo(0, ids[0], "main"), FuncInfo(cb, ids[1], "cb"))
-        spec = replace(spec, programs={"t": prog.copy(func_info=infos)}, btf=btf)
-    return spec
+    return with_callback(spec) if "cb:" in text else spec
 
 
 def first_calls(text: str, kinds: list[str]) -> str:

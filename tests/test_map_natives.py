@@ -20,7 +20,7 @@ from pyxdp.net import filter as net_filter
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
 from pyxdp.testing.native import agree_natively, python_calls
-from pyxdp.testing.programs import asm_collection
+from pyxdp.testing.programs import asm_collection, with_callback
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm import helpers as vm_helpers
 from pyxdp.vm.helpers import RunContext
@@ -498,17 +498,7 @@ exit
 
 
 def _loop_spec() -> Any:
-    from dataclasses import replace
-
-    from pyxdp.spec import FuncInfo
-    from pyxdp.testing.verifier_cases import Func, funcs_btf
-    spec = asm_collection(LOOP)
-    btf, ids, _, _ = funcs_btf((Func("main"), Func("cb")))
-    prog = spec.programs["t"]
-    cb = next(pc + 1 + i.imm for pc, i in enumerate(prog.insns)
-              if i.is_ld_imm64() and i.src == 4)
-    infos = (FuncInfo(0, ids[0], "main"), FuncInfo(cb, ids[1], "cb"))
-    return replace(spec, programs={"t": prog.copy(func_info=infos)}, btf=btf)
+    return with_callback(asm_collection(LOOP))
 
 
 def _loops(seed: int, engine: str) -> list[int]:
@@ -524,3 +514,225 @@ def _loops(seed: int, engine: str) -> list[int]:
 
 def test_loop_twin_is_python() -> None:
     agree_natively(_loops, [vm_helpers._loop])
+
+
+# -- LPM trie updates and deletes from a program ---------------------------------------------
+
+# Packet: u32 op (0 update, else delete), u32 prefixlen, u32 data (its low data_size
+# bytes), u32 flags, u64 value; r0 goes back into bytes 24-31.
+def _lpm_write_program(data_size: int) -> str:
+    store = {4: "*(u32 *)(r10 -4) = r1", 1: "*(u8 *)(r10 -4) = r1"}[data_size]
+    return f"""
+r7 = *(u32 *)(r1 +0)
+r2 = *(u32 *)(r1 +4)
+r4 = r7
+r4 += 32
+if r4 > r2 goto out
+r1 = *(u32 *)(r7 +4)
+*(u32 *)(r10 -8) = r1
+r1 = *(u32 *)(r7 +8)
+{store}
+r1 = *(u64 *)(r7 +16)
+*(u64 *)(r10 -16) = r1
+r6 = *(u32 *)(r7 +0)
+r1 = map[fd:0]
+r2 = r10
+r2 += -8
+if r6 != 0 goto del
+r3 = r10
+r3 += -16
+r4 = *(u32 *)(r7 +12)
+call 2
+goto done
+del:
+call 3
+done:
+*(u64 *)(r7 +24) = r0
+out:
+r0 = 2
+exit
+"""
+
+
+def _lpm_writes(data_size: int, seed: int, engine: str) -> list[object]:
+    rng = random.Random(seed)
+    bits = 8 * data_size
+    bases = [rng.getrandbits(bits) for _ in range(3)]
+    spec = asm_collection(_lpm_write_program(data_size), [MapSpec(
+        "m", int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE), 4 + data_size, 12, 10,
+        int(MapFlag.BPF_F_NO_PREALLOC))])
+    out: list[object] = []
+    with Collection(spec, "userspace", engine=engine) as c:
+        h = c.maps["m"].handle
+        prog = c.programs["t"].handle
+        keys: list[tuple[int, int]] = []
+        for _ in range(24):  # nested prefixes: few bases, varied lengths
+            plen = rng.choice([bits, rng.randrange(bits + 1)])
+            keys.append((plen, rng.choice(bases) ^ (rng.getrandbits(bits) >> plen)))
+        for _round in range(4):
+            n = 96
+            frames = np.zeros((n, 512), np.uint8)
+            for i in range(n):
+                plen, data = rng.choice(keys)
+                if rng.random() < 0.03:
+                    plen = bits + 1 + rng.randrange(4)  # past the data: EINVAL
+                flags = rng.choice([0, 0, 0, 1, 2, 4, 1 << 31])
+                frames[i, 256:288] = np.frombuffer(struct.pack(
+                    "<IIIIQQ", rng.random() < 0.25, plen, data, flags,
+                    rng.getrandbits(64), 0), np.uint8)
+            prog.run_batch(frames, 256, 64, ctx=RunContext())
+            out.append(frames[:, 280:288].tobytes())
+            # the whole trie, node for node: pool, free stack, values, and the key order
+            out += [a.tobytes() for a in (h.plen, h.flags, h.child, h.data, h.free, h.hdr,
+                                          h.value_data)]
+            out.append(list(h.keys()))
+    return out
+
+
+@pytest.mark.parametrize("data_size", [4, 1])
+def test_lpm_update_delete_twins_are_python(data_size: int) -> None:
+    """Inserts (empty slots, above a node, under a new intermediate node), replacements,
+    BPF_NOEXIST/BPF_EXIST/bad flags, a full trie, deletes collapsing intermediate nodes,
+    misses and prefix lengths past the data: the same r0 and the same trie, node for node;
+    no Python per update or delete on the JIT."""
+    from pyxdp.maps import lpm_trie
+    agree_natively(lambda seed, engine: _lpm_writes(data_size, seed, engine),
+                   [lpm_trie.LpmTrie.update, lpm_trie.LpmTrie.delete])
+
+
+# -- bpf_for_each_map_elem -------------------------------------------------------------------
+
+# bpf_for_each_map_elem(map, cb, &{sum, count, stop}, flags) with stop and flags from the
+# packet's two u32: the callback adds key * 1000 + value to sum, adds the key to the value,
+# counts, and stops the walk (returns 1) once count reaches stop; r0, sum and count go
+# into packet bytes 8-31.
+FOR_EACH = """
+r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 32
+if r4 > r3 goto short
+r6 = *(u32 *)(r2 +0)
+r7 = *(u32 *)(r2 +4)
+*(u64 *)(r10 -24) = 0
+*(u64 *)(r10 -16) = 0
+*(u64 *)(r10 -8) = r6
+r8 = r2
+r1 = map[fd:0]
+r2 = subprog[cb]
+r3 = r10
+r3 += -24
+r4 = r7
+call 164
+*(u64 *)(r8 +8) = r0
+r1 = *(u64 *)(r10 -24)
+*(u64 *)(r8 +16) = r1
+r1 = *(u64 *)(r10 -16)
+*(u64 *)(r8 +24) = r1
+short:
+r0 = 2
+exit
+cb:
+r5 = *(u32 *)(r2 +0)
+r0 = *(u64 *)(r3 +0)
+r1 = r5
+r1 *= 1000
+r1 += r0
+r0 += r5
+*(u64 *)(r3 +0) = r0
+r0 = *(u64 *)(r4 +0)
+r0 += r1
+*(u64 *)(r4 +0) = r0
+r1 = *(u64 *)(r4 +8)
+r1 += 1
+*(u64 *)(r4 +8) = r1
+r2 = *(u64 *)(r4 +16)
+r0 = 0
+if r1 != r2 goto more
+r0 = 1
+more:
+exit
+"""
+
+
+# The callback first looks its own key up through its map argument (a Python helper:
+# the map is no constant there) and deletes the key after it: later elements the walk
+# took into its snapshot are skipped.
+FOR_EACH_DELETE = FOR_EACH.replace("""cb:
+""", """cb:
+r6 = r1
+r7 = r2
+r8 = r3
+r9 = r4
+call 1
+if r0 == 0 goto gone
+r1 = *(u32 *)(r7 +0)
+r1 += 1
+*(u32 *)(r10 -4) = r1
+r1 = r6
+r2 = r10
+r2 += -4
+call 3
+r2 = r7
+r3 = r8
+r4 = r9
+goto on
+gone:
+r0 = 1
+exit
+on:
+""")
+
+
+def _for_each_spec(map_type: int, text: str = FOR_EACH) -> Any:
+    return with_callback(asm_collection(text, [MapSpec("m", map_type, 4, 8, 12)]))
+
+
+def _for_each(map_type: int, seed: int, engine: str, text: str = FOR_EACH) -> list[object]:
+    rng = random.Random(seed)
+    out: list[object] = []
+    with Collection(_for_each_spec(map_type, text), "userspace", engine=engine) as c:
+        m = c.maps["m"].handle
+        prog = c.programs["t"].handle
+        keys = range(12) if map_type in _ARRAY_TYPES else rng.sample(range(40), 12)
+        for k in keys:
+            m.update(struct.pack("<I", k), b"".join(
+                struct.pack("<Q", rng.randrange(1000)) for _ in range(m.nr_cpus if m.percpu
+                                                                      else 1)))
+        for cpu in (0, 1):
+            rows = [(rng.choice([0, 1, 5, 12, 13, rng.randrange(20)]),
+                     rng.choice([0] * 12 + [1, 1 << 20])) for _ in range(48)]
+            frames = _frames(rows)
+            r = prog.run_batch(frames, 256, 64, ctx=RunContext(cpu=cpu % m.nr_cpus))
+            out += [r.action.tolist(), frames[:, 256:288].tobytes()]
+            if map_type not in _ARRAY_TYPES:  # a walk over a changed table
+                for k in rng.sample(list(m.keys()), 3):
+                    m.delete(k)
+                m.update(struct.pack("<I", 40 + cpu), bytes(8 * (m.nr_cpus if m.percpu
+                                                                   else 1)))
+        out.append(sorted(m.items()))
+    return out
+
+
+_ARRAY_TYPES = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY))
+
+
+@pytest.mark.parametrize("map_type", [*_ARRAY_TYPES, int(BpfMapType.BPF_MAP_TYPE_HASH),
+                                      int(BpfMapType.BPF_MAP_TYPE_PERCPU_HASH)])
+def test_for_each_twin_is_python(map_type: int) -> None:
+    """Every index of an array in order, a hash map's elements in index order; the
+    callback's key and value (written through), stops at any count, a full walk, flags
+    (EINVAL); the CPU's values of a per-CPU map."""
+    from pyxdp.vm import helpers_more
+    agree_natively(lambda seed, engine: _for_each(map_type, seed, engine),
+                   [helpers_more._for_each_map_elem])
+
+
+def test_for_each_hash_changed_by_its_callback() -> None:
+    """The callback deletes elements the walk still has to reach (skipped, as the Python
+    helper's snapshot skips them) and hands its key to a Python helper (the key window is
+    memory Python sees too)."""
+    from pyxdp.vm import helpers_more
+    agree_natively(lambda seed, engine: _for_each(int(BpfMapType.BPF_MAP_TYPE_HASH), seed,
+                                                  engine, FOR_EACH_DELETE),
+                   [helpers_more._for_each_map_elem])

@@ -25,7 +25,9 @@ Storage (numpy, for native code): a node pool of ``2 * max_entries`` nodes
 8)``; the program-visible region), ``hdr`` ``int64[3]`` = root node (-1:
 empty), entries, free-stack top; ``free`` ``int32[P]``. A lookup walks from
 ``hdr[0]``: the bits of node data and key are compared most significant
-bit of byte 0 first, as the kernel's ``extract_bit``.
+bit of byte 0 first, as the kernel's ``extract_bit``. The JIT's twins of lookup,
+update and delete work on these arrays in place, step for step as the methods
+below (the same nodes off and onto the free stack).
 
 Simplified: the pool is allocated up front (the kernel allocates nodes
 lazily), so a huge ``max_entries`` fails with ENOMEM here; a replaced
@@ -116,9 +118,6 @@ class LpmTrie(Map):
         self.value_data: U8Array = np.zeros(pool * self.elem_size, np.uint8)
         self.free = np.arange(pool - 1, -1, -1, dtype=np.int32)
         self.hdr = np.array([-1, 0, pool], np.int64)
-        # The node data as big-endian ints: the walk compares prefixes with
-        # one XOR instead of a byte loop (numpy ``data`` stays the truth).
-        self._dint = [0] * pool
         self._make_regions([self.value_data])
 
     def _storage_bytes(self) -> int:
@@ -149,7 +148,11 @@ class LpmTrie(Map):
     def _set_data(self, n: int, data: int) -> None:
         ds = self.data_size
         self.data[n * ds:(n + 1) * ds] = np.frombuffer(data.to_bytes(ds, "big"), np.uint8)
-        self._dint[n] = data
+
+    def _data(self, n: int) -> int:
+        """Node ``n``'s data as a big-endian int (the walk compares prefixes with one XOR)."""
+        ds = self.data_size
+        return int.from_bytes(self.data[n * ds:(n + 1) * ds].tobytes(), "big")
 
     def _release(self, n: int) -> None:
         self.flags[n] = 0
@@ -160,7 +163,7 @@ class LpmTrie(Map):
     def _lpm(self, n: int, data: int, plen: int) -> int:
         """``longest_prefix_match``: matching leading bits, at most min(node, key) prefixlen."""
         limit = min(int(self.plen[n]), plen)
-        x = self._dint[n] ^ data
+        x = self._data(n) ^ data
         same = self.max_prefixlen - x.bit_length()
         return min(same, limit)
 
@@ -262,10 +265,10 @@ class LpmTrie(Map):
         self._write_value(new, value)
         if matchlen == plen:
             # The new prefix covers ``node``: insert it above.
-            self.child[new, self._bit(self._dint[node], matchlen)] = node
+            self.child[new, self._bit(self._data(node), matchlen)] = node
             self._set(slot, new)
             return
-        im = self._alloc(matchlen, self._dint[node], FLAG_IM)
+        im = self._alloc(matchlen, self._data(node), FLAG_IM)
         if self._bit(data, matchlen):
             self.child[im] = (node, new)
         else:
@@ -325,7 +328,8 @@ class LpmTrie(Map):
         return nxt
 
     def _key_of(self, n: int) -> bytes:
-        return lpm_key(int(self.plen[n]), self._dint[n].to_bytes(self.data_size, "big"))
+        ds = self.data_size
+        return lpm_key(int(self.plen[n]), self.data[n * ds:(n + 1) * ds].tobytes())
 
     def get_next_key(self, key: bytes | None) -> bytes | None:
         root = int(self.hdr[0])
@@ -488,12 +492,260 @@ def _lookup_fn(tag: str, m: MapInfo) -> str:
     return f.text(f"define internal i64 @{tag}_lookup{m.slot}(ptr %ctx, ptr %key) nounwind")
 
 
+# --- native code: the twins of update and delete (trie_update_elem, trie_delete_elem) ----
+# Over the same pool, free stack and hdr words as LpmTrie.update/delete, step for step
+# (the same nodes taken from and given back to the free stack, so later allocations agree).
+
+def _child_ptr(f: Text, m: MapInfo, node: str, bit: str) -> str:
+    slot = f.ins(f"add i64 {f.ins(f'shl i64 {node}, 1')}, {bit}")
+    return f.gep(map_desc(f, m, "node_child"), f.ins(f"shl i64 {slot}, 2"))
+
+
+def _child(f: Text, m: MapInfo, node: str, bit: str) -> str:
+    p = _child_ptr(f, m, node, bit)
+    return f.ins(f"sext i32 {f.ins(f'load i32, ptr {p}, align 4')} to i64")
+
+
+def _key_bit(f: Text, base: str, index: str) -> str:
+    """``extract_bit`` of the data at ``base``: bit ``index`` from the MSB of byte 0."""
+    p = f.gep(base, f.ins(f"lshr i64 {index}, 3"))
+    byte = f.ins(f"zext i8 {f.ins(f'load i8, ptr {p}, align 1')} to i64")
+    shift = f.ins(f"sub i64 7, {f.ins(f'and i64 {index}, 7')}")
+    return f.ins(f"and i64 {f.ins(f'lshr i64 {byte}, {shift}')}, 1")
+
+
+def _node_data(f: Text, m: MapInfo, node: str) -> str:
+    return f.gep(map_desc(f, m, "key_data"), f.ins(f"mul i64 {node}, {m.key_size - 4}"))
+
+
+def _set_slot(f: Text, m: MapInfo, parent: str, bit: str, node: str) -> None:
+    """``_set``: the root word (parent -1) or the parent's child slot takes ``node``."""
+    root, child, join = f.label("sr"), f.label("sc"), f.label("sj")
+    f.cbr(f.ins(f"icmp slt i64 {parent}, 0"), root, child)
+    f.at(root)
+    f.set_word(map_desc(f, m, "hdr"), 0, node, "i64", "")
+    f.br(join)
+    f.at(child)
+    f.do(f"store i32 {f.ins(f'trunc i64 {node} to i32')}, ptr {_child_ptr(f, m, parent, bit)}, "
+         "align 4")
+    f.br(join)
+    f.at(join)
+
+
+def _alloc_ir(f: Text, m: MapInfo, plen: str, flags: int, data: str) -> str:
+    """``_alloc``: the free stack's top node, set up (the caller checked one is there)."""
+    hdr = map_desc(f, m, "hdr")
+    top = f.ins(f"sub i64 {f.word(hdr, 2, 'i64', '')}, 1")
+    n = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'free'), top, 'i32', 4)} to i64")
+    f.set_word(hdr, 2, top, "i64", "")
+    f.put_index(map_desc(f, m, "node_plen"), n, f.ins(f"trunc i64 {plen} to i32"), "i32", 4)
+    f.put_index(map_desc(f, m, "node_flags"), n, str(flags | FLAG_USED), "i8", 1)
+    f.do(f"store i64 -1, ptr {_child_ptr(f, m, n, '0')}, align 4")
+    f.memmove(_node_data(f, m, n), data, m.key_size - 4)
+    return n
+
+
+def _write_value_ir(f: Text, m: MapInfo, node: str) -> None:
+    dst = f.gep(map_desc(f, m, "value_data"), f.ins(f"mul i64 {node}, {m.elem_size}"))
+    f.memmove(dst, "%val", m.value_size)
+    if m.elem_size > m.value_size:
+        f.memset(f.gep(dst, m.value_size), m.elem_size - m.value_size)
+
+
+def _walk(f: Text, m: MapInfo, plen: str) -> dict[str, str]:
+    """The walk ``update`` and ``delete`` share: down while the node's prefix is a proper
+    prefix of the key's. Ends in block ``none`` (an empty slot) or ``at`` (a node), with
+    the slot ``(sp, sb)`` it was found in and the one before it ``(t2p, t2b)``; SLOW
+    (block ``slow``) on a node number out of the pool or a walk longer than it."""
+    pool = 2 * m.max_entries
+    root = f.word(map_desc(f, m, "hdr"), 0, "i64", "")
+    pre = f.cur
+    f.br("walk")
+    f.at("walk")
+    v = {k: f.tmp() for k in ("node", "sp", "sb", "t2p", "t2b", "cnt")}
+    node, cnt = v["node"], v["cnt"]
+    phi_at = len(f.lines)
+    f.lines.append("")
+    f.cbr(f.ins(f"icmp slt i64 {node}, 0"), "none", "chk")
+    f.at("chk")
+    bad = f.ins(f"or i1 {f.ins(f'icmp sge i64 {node}, {pool}')}, "
+                f"{f.ins(f'icmp ugt i64 {cnt}, {pool}')}")
+    f.cbr(bad, "slow", "node")
+    f.at("node")
+    plens = map_desc(f, m, "node_plen")
+    nplen = f.ins(f"zext i32 {f.at_index(plens, node, 'i32', 4)} to i64")
+    limit = f.ins(f"select i1 {f.ins(f'icmp ult i64 {nplen}, {plen}')}, i64 {nplen}, "
+                  f"i64 {plen}")
+    matchlen = _lpm_fn(f, m, node, plen, limit)
+    stop = f.ins(f"or i1 {f.ins(f'icmp ne i64 {nplen}, {matchlen}')}, "
+                 f"{f.ins(f'icmp eq i64 {nplen}, {plen}')}")
+    f.cbr(stop, "at", "down")
+    f.at("down")
+    bit = _key_bit(f, f.gep("%key", 4), nplen)
+    nxt = _child(f, m, node, bit)
+    cnt1 = f.ins(f"add i64 {cnt}, 1")
+    end = f.cur
+    f.br("walk")
+    f.lines[phi_at] = "\n".join(
+        f"  {v[k]} = phi i64 [ {a}, %{pre} ], [ {b}, %{end} ]" for k, a, b in (
+            ("node", root, nxt), ("sp", "-1", v["node"]), ("sb", "0", bit),
+            ("t2p", "-1", v["sp"]), ("t2b", "0", v["sb"]), ("cnt", "0", cnt1)))
+    f.at("at")
+    return {**v, "nplen": nplen, "matchlen": matchlen}
+
+
+def _check_add_ir(f: Text, m: MapInfo, mode: str, need: str) -> None:
+    """``trie_check_add_elem``: ENOENT for BPF_EXIST, ENOSPC when full, else one more
+    entry; SLOW (nothing changed yet) when the free stack lacks the ``need`` nodes the
+    insertion takes or holds more than the pool (only a map changed meanwhile)."""
+    ret_if(f, f.ins(f"icmp eq i64 {mode}, {BPF_EXIST}"), -_errno.ENOENT)
+    hdr = map_desc(f, m, "hdr")
+    count = f.word(hdr, 1, "i64", "")
+    ret_if(f, f.ins(f"icmp eq i64 {count}, {m.max_entries}"), -_errno.ENOSPC)
+    nfree = f.word(hdr, 2, "i64", "")
+    ret_if(f, f.ins(f"or i1 {f.ins(f'icmp slt i64 {nfree}, {need}')}, "
+                    f"{f.ins(f'icmp sgt i64 {nfree}, {2 * m.max_entries}')}"), SLOW)
+    f.set_word(hdr, 1, f.ins(f"add i64 {count}, 1"), "i64", "")
+
+
+def _update_fn(tag: str, m: MapInfo) -> str:
+    """LpmTrie.update (``trie_update_elem``) for a program: 0, -errno, or SLOW (the walk
+    leaving the pool, a free stack short of the nodes it takes)."""
+    max_plen = 8 * (m.key_size - 4)
+    f = Text()
+    f.at("entry")
+    ret_if(f, f.ins(f"icmp ugt i64 %flags, {BPF_EXIST}"), -_errno.EINVAL)
+    plen = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
+    ret_if(f, f.ins(f"icmp ugt i64 {plen}, {max_plen}"), -_errno.EINVAL)
+    data = f.gep("%key", 4)
+    w = _walk(f, m, plen)
+    node, matchlen, nplen = w["node"], w["matchlen"], w["nplen"]
+    f.cbr(f.ins(f"icmp eq i64 {nplen}, {matchlen}"), "exact", "split")
+    f.at("exact")  # the exact prefix: replace a real node, or turn an intermediate one real
+    flags = f.at_index(map_desc(f, m, "node_flags"), node, "i8", 1)
+    im = f.ins(f"icmp ne i8 {f.ins(f'and i8 {flags}, {FLAG_IM}')}, 0")
+    f.cbr(im, "was_im", "real")
+    f.at("real")
+    ret_if(f, f.ins(f"icmp eq i64 %flags, {BPF_NOEXIST}"), -_errno.EEXIST)
+    f.br("replace")
+    f.at("was_im")
+    _check_add_ir(f, m, "%flags", "0")
+    f.br("replace")
+    f.at("replace")
+    f.put_index(map_desc(f, m, "node_flags"), node, str(FLAG_USED), "i8", 1)
+    f.memmove(_node_data(f, m, node), data, m.key_size - 4)
+    _write_value_ir(f, m, node)
+    f.do("ret i64 0")
+    f.at("split")
+    covers = f.ins(f"icmp eq i64 {matchlen}, {plen}")
+    _check_add_ir(f, m, "%flags", f.ins(f"select i1 {covers}, i64 1, i64 2"))
+    new = _alloc_ir(f, m, plen, 0, data)
+    _write_value_ir(f, m, new)
+    f.cbr(covers, "above", "fork")
+    f.at("above")  # the new prefix covers the node: insert it above
+    under = _child_ptr(f, m, new, _key_bit(f, _node_data(f, m, node), matchlen))
+    f.do(f"store i32 {f.ins(f'trunc i64 {node} to i32')}, ptr {under}, align 4")
+    _set_slot(f, m, w["sp"], w["sb"], new)
+    f.do("ret i64 0")
+    f.at("fork")  # an intermediate node over both
+    imn = _alloc_ir(f, m, matchlen, FLAG_IM, _node_data(f, m, node))
+    one = f.ins(f"icmp ne i64 {_key_bit(f, data, matchlen)}, 0")
+    left = f.ins(f"select i1 {one}, i64 {node}, i64 {new}")
+    right = f.ins(f"select i1 {one}, i64 {new}, i64 {node}")
+    for bit, child in (("0", left), ("1", right)):
+        p = _child_ptr(f, m, imn, bit)
+        f.do(f"store i32 {f.ins(f'trunc i64 {child} to i32')}, ptr {p}, align 4")
+    _set_slot(f, m, w["sp"], w["sb"], imn)
+    f.do("ret i64 0")
+    f.at("none")  # an empty slot: the new node goes there
+    _check_add_ir(f, m, "%flags", "1")
+    new0 = _alloc_ir(f, m, plen, 0, data)
+    _write_value_ir(f, m, new0)
+    _set_slot(f, m, w["sp"], w["sb"], new0)
+    f.do("ret i64 0")
+    f.at("slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_update{m.slot}(ptr %ctx, ptr %key, ptr %val, "
+                  "i64 %flags) nounwind")
+
+
+def _release_ir(f: Text, m: MapInfo, node: str) -> None:
+    """``_release``: the node back on the free stack (the caller checked there is room)."""
+    hdr = map_desc(f, m, "hdr")
+    f.put_index(map_desc(f, m, "node_flags"), node, "0", "i8", 1)
+    top = f.word(hdr, 2, "i64", "")
+    f.put_index(map_desc(f, m, "free"), top, f.ins(f"trunc i64 {node} to i32"), "i32", 4)
+    f.set_word(hdr, 2, f.ins(f"add i64 {top}, 1"), "i64", "")
+
+
+def _delete_fn(tag: str, m: MapInfo) -> str:
+    """LpmTrie.delete (``trie_delete_elem``) for a program: 0, -errno, or SLOW (the walk
+    leaving the pool, a free stack with no room for the nodes it gives back)."""
+    max_plen = 8 * (m.key_size - 4)
+    f = Text()
+    f.at("entry")
+    plen = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
+    ret_if(f, f.ins(f"icmp ugt i64 {plen}, {max_plen}"), -_errno.EINVAL)
+    # room on the free stack for the nodes a delete gives back (1, or 2 with an
+    # intermediate parent): there always is, unless the map changed meanwhile
+    nfree = f.word(map_desc(f, m, "hdr"), 2, "i64", "")
+    w = _walk(f, m, plen)
+    node, nplen = w["node"], w["nplen"]
+    flags = f.at_index(map_desc(f, m, "node_flags"), node, "i8", 1)
+    im = f.ins(f"icmp ne i8 {f.ins(f'and i8 {flags}, {FLAG_IM}')}, 0")
+    matchlen = w["matchlen"]
+    other = f.ins(f"or i1 {f.ins(f'icmp ne i64 {nplen}, {plen}')}, "
+                  f"{f.ins(f'icmp ne i64 {nplen}, {matchlen}')}")
+    ret_if(f, f.ins(f"or i1 {other}, {im}"), -_errno.ENOENT)
+    hdr = map_desc(f, m, "hdr")
+
+    def one_less() -> None:  # hdr[1]: the entry is gone (each path, after its checks)
+        f.set_word(hdr, 1, f.ins(f"sub i64 {f.word(hdr, 1, 'i64', '')}, 1"), "i64", "")
+
+    c0, c1 = _child(f, m, node, "0"), _child(f, m, node, "1")
+    has0, has1 = f.ins(f"icmp sge i64 {c0}, 0"), f.ins(f"icmp sge i64 {c1}, 0")
+    f.cbr(f.ins(f"and i1 {has0}, {has1}"), "two", "fewer")
+    f.at("two")  # two children: the node turns intermediate
+    one_less()
+    f.put_index(map_desc(f, m, "node_flags"), node, f.ins(f"or i8 {flags}, {FLAG_IM}"), "i8", 1)
+    f.do("ret i64 0")
+    f.at("fewer")
+    parent = w["sp"]
+    leaf = f.ins(f"and i1 {f.ins(f'xor i1 {has0}, true')}, {f.ins(f'xor i1 {has1}, true')}")
+    f.cbr(f.ins(f"icmp sge i64 {parent}, 0"), "par", "lift")
+    f.at("par")
+    pflags = f.at_index(map_desc(f, m, "node_flags"), parent, "i8", 1)
+    pim = f.ins(f"icmp ne i8 {f.ins(f'and i8 {pflags}, {FLAG_IM}')}, 0")
+    f.cbr(f.ins(f"and i1 {pim}, {leaf}"), "collapse", "lift")
+    f.at("collapse")  # drop the intermediate parent too and promote the sibling
+    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {2 * m.max_entries - 2}"), SLOW)
+    one_less()
+    p0, p1 = _child(f, m, parent, "0"), _child(f, m, parent, "1")
+    sib = f.ins(f"select i1 {f.ins(f'icmp eq i64 {node}, {p0}')}, i64 {p1}, i64 {p0}")
+    _set_slot(f, m, w["t2p"], w["t2b"], sib)
+    _release_ir(f, m, parent)
+    _release_ir(f, m, node)
+    f.do("ret i64 0")
+    f.at("lift")  # the only child (or none) takes the node's place
+    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {2 * m.max_entries - 1}"), SLOW)
+    one_less()
+    _set_slot(f, m, parent, w["sb"], f.ins(f"select i1 {has0}, i64 {c0}, i64 {c1}"))
+    _release_ir(f, m, node)
+    f.do("ret i64 0")
+    f.at("none")
+    f.do(f"ret i64 {-_errno.ENOENT}")
+    f.at("slow")
+    f.do(f"ret i64 {c64(SLOW)}")
+    return f.text(f"define internal i64 @{tag}_delete{m.slot}(ptr %ctx, ptr %key) nounwind")
+
+
 def _describe(m: Any) -> dict[str, int]:
     return {"key_data": int(m.data.ctypes.data), "node_plen": int(m.plen.ctypes.data),
             "node_flags": int(m.flags.ctypes.data), "node_child": int(m.child.ctypes.data),
-            "hdr": int(m.hdr.ctypes.data)}
+            "hdr": int(m.hdr.ctypes.data), "value_data": int(m.value_data.ctypes.data),
+            "free": int(m.free.ctypes.data)}
 
 
 register_map(BpfMapType.BPF_MAP_TYPE_LPM_TRIE, MapNative(
     "lpm", (LpmTrie,), _describe, max_key=4 + LPM_DATA_SIZE_MAX,
-    functions={"lookup": _lookup_fn}))
+    functions={"lookup": _lookup_fn, "update": _update_fn, "delete": _delete_fn}))

@@ -41,6 +41,12 @@ no routes (the kernel deletes them; here they are skipped while it is down).
 :class:`FibDevice` is deliberately small: the full network devices of the
 datapath feed it (``ifindex``, ``name``, ``mac``, ``mtu``, ``up``,
 ``addresses``).
+
+Lookups read flat rows, as the kernel's read its tries rather than the netlink
+requests that built them: the devices' fields live in a :class:`DevTable`, and
+:meth:`Fib.rows` builds the routes (in the order a lookup tries them), neighbours
+and table ids from the configuration after each change. The Python helpers and
+their native twins (:mod:`pyxdp.net.filter`) read the same rows in place.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
@@ -209,30 +215,50 @@ def _addr(value: str | IPAddress | int | bytes) -> IPAddress:
     return ipaddress.ip_address(value)
 
 
+# DevTable row words (uint32): ifindex, MTU, hard_header_len, DF_* flags, the MAC (6 bytes,
+# then 2 of padding). Native code reads them at these byte offsets.
+DEV_ROW_WORDS = 6
+DEV_ROW_BYTES = 4 * DEV_ROW_WORDS
+DEV_MTU, DEV_HHL, DEV_FLAGS, DEV_MAC = 4, 8, 12, 16
+DF_UP, DF_FORWARDING, DF_FORWARDING6, DF_LOOPBACK = 1, 2, 4, 8
+
+
 class DevTable:
-    """The devices' L2 sizes ``bpf_check_mtu`` reads: per device a uint32 row (ifindex,
-    MTU, ``hard_header_len``), in the order the devices were added. :class:`FibDevice`
-    keeps its MTU and header length here, so the Python helper and its native twin
-    (:mod:`pyxdp.net.filter`) read one state. ``desc`` is what native code is given:
-    the rows' host address and their count (the rows move when the table grows)."""
+    """The namespace's devices as ``bpf_check_mtu`` and ``bpf_fib_lookup`` read them:
+    per device a row of :data:`DEV_ROW_WORDS` uint32 (ifindex, MTU, ``hard_header_len``,
+    up/forwarding/loopback bits, MAC), in the order the devices were added.
+    :class:`FibDevice` keeps those fields here, so the Python helpers and their native
+    twins (:mod:`pyxdp.net.filter`) read one state. ``desc`` is what native code is
+    given: the rows' host address, their count (the rows move when the table grows)
+    and the address of the namespace's route tables' words (:data:`FIB_DESC`).
+    ``changed`` runs when a field the routes derive from changes (up, MTU, forwarding6).
+    """
 
     def __init__(self) -> None:
-        self.rows: npt.NDArray[np.uint32] = np.zeros((4, 3), np.uint32)
+        self.rows: npt.NDArray[np.uint32] = np.zeros((4, DEV_ROW_WORDS), np.uint32)
         self.count = 0
-        self.desc: npt.NDArray[np.uint64] = np.zeros(2, np.uint64)
+        self.desc: npt.NDArray[np.uint64] = np.zeros(3, np.uint64)
         self.desc[0] = self.rows.ctypes.data
+        self.changed: Callable[[], None] = _nothing
 
     def add(self, ifindex: int, mtu: int, hard_header_len: int) -> int:
         """A new device's row (its index)."""
         if self.count == len(self.rows):
-            rows = np.zeros((2 * len(self.rows), 3), np.uint32)
+            rows = np.zeros((2 * len(self.rows), DEV_ROW_WORDS), np.uint32)
             rows[:self.count] = self.rows
             self.rows = rows
             self.desc[0] = rows.ctypes.data
-        self.rows[self.count] = (ifindex, mtu, hard_header_len)
+        self.rows[self.count, :3] = (ifindex, mtu, hard_header_len)
         self.count += 1
         self.desc[1] = self.count
         return self.count - 1
+
+    def mac(self, row: int) -> bytes:
+        return bytes(self.rows[row].view(np.uint8)[DEV_MAC:DEV_MAC + 6])
+
+
+def _nothing() -> None:
+    pass
 
 
 class FibDevice:
@@ -240,8 +266,10 @@ class FibDevice:
 
     ``forwarding``/``forwarding6`` are ``net.ipv4.conf.<dev>.forwarding`` and
     ``net.ipv6.conf.<dev>.forwarding``. ``hard_header_len`` is the L2 header
-    ``bpf_check_mtu`` adds to the MTU (14 for Ethernet and loopback). The MTU and
-    ``hard_header_len`` live in the namespace's :class:`DevTable` (row ``row``).
+    ``bpf_check_mtu`` adds to the MTU (14 for Ethernet and loopback). The MTU,
+    ``hard_header_len``, MAC and the up/forwarding/loopback bits live in the
+    namespace's :class:`DevTable` (row ``row``); ``addresses`` change through
+    :meth:`Fib.add_address`.
     """
 
     def __init__(self, ifindex: int, name: str, mac: bytes = bytes(6), mtu: int = 1500,
@@ -251,14 +279,29 @@ class FibDevice:
                  table: DevTable | None = None) -> None:
         self.ifindex = ifindex
         self.name = name
+        self._addresses: list[IPInterface] = [] if addresses is None else list(addresses)
+        self._table = DevTable() if table is None else table
+        self.row = self._table.add(ifindex, mtu, hard_header_len)
         self.mac = mac
         self.up = up
-        self.addresses: list[IPInterface] = [] if addresses is None else addresses
         self.forwarding = forwarding
         self.forwarding6 = forwarding6
         self.loopback = loopback
-        self._table = DevTable() if table is None else table
-        self.row = self._table.add(ifindex, mtu, hard_header_len)
+
+    def _bit(self, bit: int) -> bool:
+        return bool(self._table.rows[self.row, 3] & bit)
+
+    def _set_bit(self, bit: int, on: bool) -> None:
+        flags = int(self._table.rows[self.row, 3])
+        self._table.rows[self.row, 3] = flags | bit if on else flags & ~bit
+
+    @property
+    def addresses(self) -> tuple[IPInterface, ...]:
+        return tuple(self._addresses)
+
+    def add_address(self, iface: IPInterface) -> None:
+        self._addresses.append(iface)
+        self._table.changed()
 
     @property
     def mtu(self) -> int:
@@ -267,6 +310,7 @@ class FibDevice:
     @mtu.setter
     def mtu(self, value: int) -> None:
         self._table.rows[self.row, 1] = value
+        self._table.changed()  # IPv6 comes and goes with an MTU of 1280
 
     @property
     def hard_header_len(self) -> int:
@@ -276,9 +320,53 @@ class FibDevice:
     def hard_header_len(self, value: int) -> None:
         self._table.rows[self.row, 2] = value
 
+    @property
+    def mac(self) -> bytes:
+        return self._table.mac(self.row)
+
+    @mac.setter
+    def mac(self, value: bytes) -> None:
+        self._table.rows[self.row].view(np.uint8)[DEV_MAC:DEV_MAC + 6] = \
+            np.frombuffer(bytes(value), np.uint8)
+
+    @property
+    def up(self) -> bool:
+        return self._bit(DF_UP)
+
+    @up.setter
+    def up(self, value: bool) -> None:
+        self._set_bit(DF_UP, value)
+        self._table.changed()  # a device that is down carries no routes
+
+    @property
+    def forwarding(self) -> bool:
+        return self._bit(DF_FORWARDING)
+
+    @forwarding.setter
+    def forwarding(self, value: bool) -> None:
+        self._set_bit(DF_FORWARDING, value)
+
+    @property
+    def forwarding6(self) -> bool:
+        return self._bit(DF_FORWARDING6)
+
+    @forwarding6.setter
+    def forwarding6(self, value: bool) -> None:
+        self._set_bit(DF_FORWARDING6, value)
+        self._table.changed()  # a router's subnet-router anycast routes
+
+    @property
+    def loopback(self) -> bool:
+        return self._bit(DF_LOOPBACK)
+
+    @loopback.setter
+    def loopback(self, value: bool) -> None:
+        self._set_bit(DF_LOOPBACK, value)
+        self._table.changed()
+
     def __repr__(self) -> str:
         return (f"FibDevice(ifindex={self.ifindex}, name={self.name!r}, mtu={self.mtu}, "
-                f"up={self.up}, addresses={self.addresses})")
+                f"up={self.up}, addresses={list(self.addresses)})")
 
     def addresses_of(self, family: int) -> list[IPInterface]:
         version = 4 if family == AF_INET else 6
@@ -290,7 +378,7 @@ class FibDevice:
         return self.mtu >= IPV6_MIN_MTU
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Route:
     """One FIB entry (``ip route``): ``dev`` is the next hop's ifindex (0: none)."""
 
@@ -318,7 +406,7 @@ class Route:
         return f"{kind}{self.prefix}{via}{dev} metric {self.metric}{table}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Neighbour:
     """A neighbour table entry (``ip neigh``)."""
 
@@ -493,6 +581,69 @@ def _common_prefix(a: IPAddress, b: IPAddress) -> int:
     return a.max_prefixlen - x.bit_length()
 
 
+# -- the FIB as lookups read it: route, neighbour and table rows ------------------------------
+
+# A route row (native code reads these fields at their dtype offsets). ``pfx``/``mask``
+# are the prefix and its netmask as four uint32 of the address bytes (16 bytes; an IPv4
+# one in the first word), so a match is ``key & mask == pfx`` word by word; ``src`` is
+# the source BPF_FIB_LOOKUP_SRC writes (IPv4: the route's preferred source or
+# ``inet_select_addr``'s; IPv6: the preferred source when RF_SRC); ``devrow`` the
+# output device's DevTable row; ``gwfam`` the gateway's family (0: none).
+ROUTE_ROW = np.dtype([("pfx", "<u4", (4,)), ("mask", "<u4", (4,)), ("gw", "u1", (16,)),
+                      ("src", "u1", (16,)), ("table", "<u4"), ("dev", "<u4"),
+                      ("devrow", "<u4"), ("metric", "<u4"), ("mtu", "<u4"), ("plen", "u1"),
+                      ("type", "u1"), ("gwfam", "u1"), ("flags", "u1")])
+RF_USABLE, RF_MTU_LOCK, RF_SRC = 1, 2, 4
+# A neighbour row: its address (as a route's key words), device, family, NUD_VALID, MAC.
+NEIGH_ROW = np.dtype([("addr", "<u4", (4,)), ("dev", "<u4"), ("fam", "u1"), ("valid", "u1"),
+                      ("mac", "u1", (6,))])
+# The words native code finds the rows by (DevTable.desc[2] points at them): ``stale``,
+# the configuration changed since the last build (the next lookup builds anew, in
+# Python); ``build``, the address of the current build's BUILD_WORDS (one load gives a
+# consistent set); ``flags``, FD_USE_PMTU.
+FIB_DESC = ("stale", "build", "flags")
+FD = {name: i for i, name in enumerate(FIB_DESC)}
+BUILD_WORDS = ("routes4", "nroutes4", "routes6", "nroutes6", "neigh", "nneigh", "tables4",
+               "ntables4", "tables6", "ntables6", "rules")
+BW = {name: i for i, name in enumerate(BUILD_WORDS)}
+FD_USE_PMTU = 4
+# BUILD_WORDS "rules": policy rules beyond the defaults exist (per family).
+BR_CUSTOM4, BR_CUSTOM6 = 1, 2
+
+
+def field_offsets(dtype: np.dtype) -> dict[str, int]:
+    """A row type's field byte offsets (what native code reads the rows at)."""
+    assert dtype.fields is not None
+    return {name: int(spec[1]) for name, spec in dtype.fields.items()}
+
+
+def _key(a: IPAddress) -> npt.NDArray[np.uint32]:
+    """An address as the four key words rows compare (zero-padded)."""
+    return np.frombuffer(a.packed.ljust(16, b"\0"), "<u4")
+
+
+@dataclass
+class FibRows:
+    """One build of the lookup rows from the configuration (``routes4``/``routes6`` in
+    the order lookups try them, with the :class:`Route` each row was made from)."""
+
+    routes4: npt.NDArray[np.void]
+    routes6: npt.NDArray[np.void]
+    neigh: npt.NDArray[np.void]
+    tables4: npt.NDArray[np.uint32]
+    tables6: npt.NDArray[np.uint32]
+    objs4: list[Route]
+    objs6: list[Route]
+    words: npt.NDArray[np.uint64]
+
+    def matches(self, rows: npt.NDArray[np.void], table: Iterable[int], dst: IPAddress
+                ) -> npt.NDArray[np.intp]:
+        """Indices of the usable rows of ``table`` whose prefix holds ``dst``, in order."""
+        hit = np.isin(rows["table"], list(table)) & ((rows["flags"] & RF_USABLE) != 0)
+        hit &= ((_key(dst) & rows["mask"]) == rows["pfx"]).all(axis=1)
+        return np.flatnonzero(hit)
+
+
 # -- the model ---------------------------------------------------------------------------
 
 class Fib:
@@ -524,8 +675,15 @@ class Fib:
         # net.ipv4.conf.default.forwarding / net.ipv6.conf.default.forwarding.
         self.default_forwarding = False
         self.default_forwarding6 = False
-        # net.ipv4.ip_forward_use_pmtu: route MTUs count even when not locked.
-        self.ip_forward_use_pmtu = False
+        # The lookup rows' words (native code's view, through l2.desc[2]) and the rows.
+        self.fib_desc: npt.NDArray[np.uint64] = np.zeros(len(FIB_DESC), np.uint64)
+        self.fib_desc[FD["stale"]] = 1
+        self.l2.desc[2] = self.fib_desc.ctypes.data
+        self.l2.changed = self._changed
+        self._rows: FibRows | None = None
+        self._generation = 0  # configuration changes so far (a build outrun stays stale)
+        # Every build stays alive: native code on another CPU may still read an old one.
+        self._built: list[FibRows] = []
         # The namespace's connection tracking table (the conntrack kfuncs' and
         # conntrack -L's): the namespace a run sees is its Fib.
         self.conntrack = NfConntrack()
@@ -542,6 +700,21 @@ class Fib:
         if loopback:
             self.add_device(LOOPBACK_IFINDEX, "lo", mtu=65536, loopback=True,
                             addresses=["127.0.0.1/8", "::1/128"])
+
+    @property
+    def ip_forward_use_pmtu(self) -> bool:
+        """``net.ipv4.ip_forward_use_pmtu``: route MTUs count even when not locked."""
+        return bool(int(self.fib_desc[FD["flags"]]) & FD_USE_PMTU)
+
+    @ip_forward_use_pmtu.setter
+    def ip_forward_use_pmtu(self, value: bool) -> None:
+        flags = int(self.fib_desc[FD["flags"]])
+        self.fib_desc[FD["flags"]] = flags | FD_USE_PMTU if value else flags & ~FD_USE_PMTU
+
+    def _changed(self) -> None:
+        """The configuration changed: the lookup rows are made anew before the next lookup."""
+        self._generation += 1
+        self.fib_desc[FD["stale"]] = 1
 
     # -- configuration ------------------------------------------------------------------
     def add_device(self, ifindex: int | None = None, name: str = "", *,
@@ -562,6 +735,7 @@ class Fib:
                         self.default_forwarding6 if forwarding6 is None else forwarding6,
                         hard_header_len, loopback, self.l2)
         self.devices[ifindex] = dev
+        self._changed()
         for a in addresses:
             self.add_address(ifindex, a)
         return dev
@@ -582,7 +756,7 @@ class Fib:
         iface = ipaddress.ip_interface(address)
         if any(a.ip == iface.ip for a in d.addresses):
             raise FibError(errno.EEXIST, f"{iface.ip} is already on {d.name}")
-        d.addresses.append(iface)
+        d.add_address(iface)
 
     def set_forwarding(self, enabled: bool = True, family: int | None = None) -> None:
         """Write ``net.ipv4.conf.all.forwarding`` (and/or IPv6's): every device and the default.
@@ -647,6 +821,7 @@ class Fib:
                 raise FibError(errno.EEXIST, f"route {route} exists")
         self.routes.append(route)
         self._tables[family].add(table)
+        self._changed()
         return route
 
     def delete_route(self, prefix: str | IPNetwork, *, table: int = RT_TABLE_MAIN,
@@ -656,6 +831,7 @@ class Fib:
         for r in self.routes:
             if r.prefix == net and r.table == table and metric in (None, r.metric):
                 self.routes.remove(r)
+                self._changed()
                 return
         raise FibError(errno.ESRCH, f"no route {net} in table {table}")
 
@@ -666,6 +842,7 @@ class Fib:
         nud = Nud[state.upper()] if isinstance(state, str) else Nud(state)
         n = Neighbour(_addr(address), d.ifindex, parse_mac(mac), nud)
         self.neighbours[(d.ifindex, n.address)] = n
+        self._changed()
         return n
 
     def add_rule(self, table: int, *, priority: int | None = None, fwmark: int | None = None,
@@ -687,6 +864,7 @@ class Fib:
             self.custom_rules4 = True
         else:
             self.custom_rules6 = True
+        self._changed()
         return rule
 
     # -- derived state -----------------------------------------------------------------------
@@ -764,25 +942,86 @@ class Fib:
         d = self.devices.get(r.dev)
         return d is not None and d.up
 
+    # -- the lookup rows ----------------------------------------------------------------
+    def rows(self) -> FibRows:
+        """The lookup rows, made anew when the configuration changed since the last build."""
+        if self._rows is not None and not self.fib_desc[FD["stale"]]:
+            return self._rows
+        generation = self._generation
+        # IPv4: longest prefix, then table local before main (the merged trie's alias
+        # list), then metric; IPv6: longest prefix, then metric. Ties: derived routes
+        # first, then in the order they were added.
+        objs4 = sorted(self.all_routes(AF_INET),
+                       key=lambda r: (-r.prefix.prefixlen, -r.table, r.metric))
+        objs6 = sorted(self.all_routes(AF_INET6), key=lambda r: (-r.prefix.prefixlen, r.metric))
+        neigh = np.zeros(len(self.neighbours), NEIGH_ROW)
+        for i, n in enumerate(self.neighbours.values()):
+            neigh[i] = (_key(n.address), n.dev, AF_INET if n.address.version == 4 else AF_INET6,
+                        bool(n.state & NUD_VALID), np.frombuffer(n.mac, np.uint8))
+        rows = FibRows(self._route_rows(objs4), self._route_rows(objs6), neigh,
+                       np.array(sorted(self._tables[AF_INET]), np.uint32),
+                       np.array(sorted(self._tables[AF_INET6]), np.uint32), objs4, objs6,
+                       np.zeros(len(BUILD_WORDS), np.uint64))
+        for name, arr in (("routes4", rows.routes4), ("routes6", rows.routes6),
+                          ("neigh", rows.neigh), ("tables4", rows.tables4),
+                          ("tables6", rows.tables6)):
+            rows.words[BW[name]] = arr.ctypes.data
+            rows.words[BW["n" + name]] = len(arr)
+        rows.words[BW["rules"]] = (BR_CUSTOM4 if self.custom_rules4 else 0) | (
+            BR_CUSTOM6 if self.custom_rules6 else 0)
+        self._rows = rows
+        self._built.append(rows)
+        self.fib_desc[FD["build"]] = rows.words.ctypes.data
+        if generation == self._generation:
+            self.fib_desc[FD["stale"]] = 0
+        return rows
+
+    def native_desc(self) -> int:
+        """The address of the DevTable's ``desc`` words native twins are given, the
+        lookup rows behind them built (a run's set-up calls this, not a helper)."""
+        if self.fib_desc[FD["stale"]]:
+            self.rows()
+        return int(self.l2.desc.ctypes.data)
+
+    def _route_rows(self, routes: list[Route]) -> npt.NDArray[np.void]:
+        out = np.zeros(max(len(routes), 1), ROUTE_ROW)[:len(routes)]
+        for i, r in enumerate(routes):
+            row = out[i]
+            row["pfx"] = _key(r.prefix.network_address)
+            row["mask"] = _key(r.prefix.netmask)
+            if r.gateway is not None:
+                row["gw"] = np.frombuffer(r.gateway.packed.ljust(16, b"\0"), np.uint8)
+                row["gwfam"] = AF_INET if r.gateway.version == 4 else AF_INET6
+            d = self.devices.get(r.dev)
+            src: IPAddress | None = None
+            if r.family == AF_INET and d is not None and r.type == RouteType.UNICAST:
+                src = self.select_src4(r)
+            elif r.family == AF_INET6:
+                src = r.prefsrc
+            if src is not None:
+                row["src"] = np.frombuffer(src.packed.ljust(16, b"\0"), np.uint8)
+            row["table"], row["dev"], row["metric"], row["mtu"] = r.table, r.dev, r.metric, r.mtu
+            row["devrow"] = d.row if d is not None else 0xFFFF_FFFF
+            row["plen"], row["type"] = r.prefix.prefixlen, int(r.type)
+            row["flags"] = (RF_USABLE if self._usable(r) else 0) | (
+                RF_MTU_LOCK if r.mtu_lock else 0) | (RF_SRC if src is not None else 0)
+        return out
+
     # -- IPv4 lookup (net/ipv4/fib_trie.c, fib_rules.c) ------------------------------------
     def _table4(self, tables: set[int], dst: ipaddress.IPv4Address, oif: int
-                ) -> tuple[int, Route | None]:
-        """``fib_table_lookup``: 0 and the route, or a negative errno (-EAGAIN: no match)."""
-        groups: dict[int, list[Route]] = {}
-        for r in self.all_routes(AF_INET):
-            if r.table in tables and dst in r.prefix and self._usable(r):
-                groups.setdefault(r.prefix.prefixlen, []).append(r)
-        for plen in sorted(groups, reverse=True):
-            # The alias list of a prefix: table local before main (merged trie),
-            # then by priority, then in insertion order.
-            for r in sorted(groups[plen], key=lambda r: (-r.table, r.metric)):
-                err = _REJECT_ERROR.get(r.type)
-                if err is not None:
-                    return err, r
-                if oif and r.dev != oif:
-                    continue  # fib_lookup_good_nhc: wrong output device, try on
-                return 0, r
-        return _EAGAIN, None
+                ) -> tuple[int, int]:
+        """``fib_table_lookup``: 0 and the route's row, or a negative errno (-EAGAIN: no
+        match) and the row of the reject route that answered (-1: none)."""
+        rows = self.rows()
+        for i in rows.matches(rows.routes4, tables, dst):
+            r = rows.routes4[i]
+            err = _REJECT_ERROR.get(RouteType(int(r["type"])))
+            if err is not None:
+                return err, int(i)
+            if oif and int(r["dev"]) != oif:
+                continue  # fib_lookup_good_nhc: wrong output device, try on
+            return 0, int(i)
+        return _EAGAIN, -1
 
     def _merged(self, table: int) -> set[int]:
         if not self.custom_rules4 and table in (RT_TABLE_MAIN, RT_TABLE_LOCAL):
@@ -792,76 +1031,89 @@ class Fib:
     def lookup4(self, dst: ipaddress.IPv4Address, *, oif: int = 0, mark: int = 0,
                 table: int | None = None) -> tuple[int, Route | None]:
         """``fib_lookup`` (``table=None``: through the rules) or ``fib_table_lookup``."""
+        err, i = self._lookup4(dst, oif, mark, table)
+        return err, self.rows().objs4[i] if i >= 0 else None
+
+    def _lookup4(self, dst: ipaddress.IPv4Address, oif: int, mark: int, table: int | None
+                 ) -> tuple[int, int]:
+        tables = self.rows().tables4
         if table is not None:
-            if table not in self._tables[AF_INET]:
-                return -errno.ENOENT, None
+            if table not in tables:
+                return -errno.ENOENT, -1
             return self._table4(self._merged(table), dst, oif)
         if not self.custom_rules4:
-            err, r = self._table4(self._merged(RT_TABLE_MAIN), dst, oif)
-            if err and RT_TABLE_DEFAULT in self._tables[AF_INET]:
-                err, r = self._table4({RT_TABLE_DEFAULT}, dst, oif)
-            return (-errno.ENETUNREACH if err == _EAGAIN else err), r
+            err, i = self._table4(self._merged(RT_TABLE_MAIN), dst, oif)
+            if err and RT_TABLE_DEFAULT in tables:
+                err, i = self._table4({RT_TABLE_DEFAULT}, dst, oif)
+            return (-errno.ENETUNREACH if err == _EAGAIN else err), i
         for rule in self.rules4:
             if not rule.matches(mark):
                 continue
-            err, r = _EAGAIN, None
-            if rule.table in self._tables[AF_INET]:
-                err, r = self._table4({rule.table}, dst, oif)
+            err, i = _EAGAIN, -1
+            if rule.table in tables:
+                err, i = self._table4({rule.table}, dst, oif)
             if err != _EAGAIN:
-                return err, r
-        return -errno.ESRCH, None
+                return err, i
+        return -errno.ESRCH, -1
 
     # -- IPv6 lookup (net/ipv6/route.c, fib6_rules.c) --------------------------------------
-    def _table6(self, table: int, dst: ipaddress.IPv6Address, oif: int) -> Route | None:
-        """``fib6_table_lookup``: the route, or None for the null entry."""
-        groups: dict[int, list[Route]] = {}
-        for r in self.all_routes(AF_INET6):
-            if r.table == table and dst in r.prefix:
-                groups.setdefault(r.prefix.prefixlen, []).append(r)
-        for plen in sorted(groups, reverse=True):
-            by_metric: dict[int, list[Route]] = {}
-            for r in groups[plen]:
-                by_metric.setdefault(r.metric, []).append(r)
-            for metric in sorted(by_metric):
-                best: Route | None = None
-                best_score = -1
-                for r in by_metric[metric]:
-                    if not self._usable(r):
-                        continue
-                    # rt6_score_route: the output device scores, nothing is excluded.
-                    score = 2 if not oif or r.dev == oif else 0
-                    if score > best_score:
-                        best, best_score = r, score
-                if best is not None:
-                    return best
-        return None
+    def _table6(self, table: int, dst: ipaddress.IPv6Address, oif: int) -> int:
+        """``fib6_table_lookup``: the route's row, or -1 for the null entry.
+
+        Per prefix length and then metric, ``rt6_score_route`` prefers a next hop on the
+        output device but excludes nothing: the first route of the first group
+        with a usable one, unless a later one of that group is on ``oif``."""
+        rows = self.rows()
+        r6 = rows.routes6
+        best, group = -1, (-1, -1)
+        for i in rows.matches(r6, (table,), dst):
+            key = (int(r6["plen"][i]), int(r6["metric"][i]))
+            if best >= 0 and key != group:
+                break
+            if not oif or int(r6["dev"][i]) == oif:
+                return int(i)
+            if best < 0:
+                best, group = int(i), key
+        return best
 
     def lookup6(self, dst: ipaddress.IPv6Address, *, oif: int = 0, mark: int = 0,
                 table: int | None = None) -> Route | None:
         """``fib6_lookup`` (``table=None``) or ``fib6_table_lookup`` of one table."""
+        i = self._lookup6(dst, oif, mark, table)
+        return self.rows().objs6[i] if i >= 0 else None
+
+    def _lookup6(self, dst: ipaddress.IPv6Address, oif: int, mark: int, table: int | None
+                 ) -> int:
         if table is not None:
             return self._table6(table, dst, oif)
         if not self.custom_rules6:
-            return self._table6(RT_TABLE_LOCAL, dst, oif) or \
-                self._table6(RT_TABLE_MAIN, dst, oif)
+            i = self._table6(RT_TABLE_LOCAL, dst, oif)
+            return i if i >= 0 else self._table6(RT_TABLE_MAIN, dst, oif)
+        tables = self.rows().tables6
         for rule in self.rules6:
-            if rule.matches(mark) and rule.table in self._tables[AF_INET6]:
-                r = self._table6(rule.table, dst, oif)
-                if r is not None:
-                    return r
-        return None
+            if rule.matches(mark) and rule.table in tables:
+                i = self._table6(rule.table, dst, oif)
+                if i >= 0:
+                    return i
+        return -1
 
     # -- MTU, source address, neighbours ------------------------------------------------
     def route_mtu(self, r: Route) -> int:
         """``ip_mtu_from_fib_result`` / ``ip6_mtu_from_fib6``."""
-        d = self.devices[r.dev]
-        if r.family == AF_INET:
-            if (self.ip_forward_use_pmtu or r.mtu_lock) and r.mtu:
-                return r.mtu
-            return min(d.mtu, IP_MAX_MTU)
-        if r.mtu_lock and r.mtu:
-            return r.mtu
-        return min(max(IPV6_MIN_MTU, d.mtu), IP6_MAX_MTU)
+        return self._mtu(self.devices[r.dev].mtu, r.family, r.mtu, r.mtu_lock)
+
+    def _mtu(self, dev_mtu: int, family: int, mtu: int, lock: bool) -> int:
+        if family == AF_INET:
+            if (self.ip_forward_use_pmtu or lock) and mtu:
+                return mtu
+            return min(dev_mtu, IP_MAX_MTU)
+        if lock and mtu:
+            return mtu
+        return min(max(IPV6_MIN_MTU, dev_mtu), IP6_MAX_MTU)
+
+    def _row_mtu(self, r: np.void, family: int) -> int:
+        dev_mtu = int(self.l2.rows[int(r["devrow"]), 1])
+        return self._mtu(dev_mtu, family, int(r["mtu"]), bool(r["flags"] & RF_MTU_LOCK))
 
     def select_src4(self, r: Route) -> ipaddress.IPv4Address:
         """``fib_result_prefsrc``: the route's ``src``, else ``inet_select_addr``."""
@@ -943,7 +1195,8 @@ class Fib:
         for unknown flags, -EAFNOSUPPORT, -ENODEV); the fields the kernel
         writes are written on the same paths (``ifindex``, ``rt_metric``,
         the gateway into ``dst``, ``src`` with BPF_FIB_LOOKUP_SRC,
-        ``smac``/``dmac``, the VLAN fields cleared, ``mtu_result``).
+        ``smac``/``dmac``, the VLAN fields cleared, ``mtu_result``). It reads the
+        lookup rows (:meth:`rows`) and the DevTable as the native twin does.
         """
         if flags & ~_FIB_FLAGS:
             return -errno.EINVAL
@@ -967,31 +1220,33 @@ class Fib:
             if flags & BPF_FIB_LOOKUP_TBID:
                 tbid = p.tbid
                 p.tbid = 0  # the kernel zeroes it (it shares the VLAN output fields)
-            err, route = self.lookup4(dst, oif=oif, table=tbid)
+            err, i = self._lookup4(dst, oif, 0, tbid)
         else:
             mark = p.mark if flags & BPF_FIB_LOOKUP_MARK else 0
-            err, route = self.lookup4(dst, oif=oif, mark=mark)
+            err, i = self._lookup4(dst, oif, mark, None)
         if err:
             return {-errno.EINVAL: FibRet.BLACKHOLE, -errno.EHOSTUNREACH: FibRet.UNREACHABLE,
                     -errno.EACCES: FibRet.PROHIBIT}.get(err, FibRet.NOT_FWDED)
-        assert route is not None
-        if route.type != RouteType.UNICAST:
+        r = self.rows().routes4[i]
+        if int(r["type"]) != RouteType.UNICAST:
             return FibRet.NOT_FWDED
-        mtu = self.route_mtu(route)
+        mtu = self._row_mtu(r, AF_INET)
         if p.tot_len > mtu:
             p.mtu_result = mtu
             return FibRet.FRAG_NEEDED
-        p.rt_metric = route.metric
-        p.ifindex = route.dev
+        p.rt_metric = int(r["metric"])
+        p.ifindex = int(r["dev"])
         if flags & BPF_FIB_LOOKUP_SRC:
-            p.set_src(self.select_src4(route))
-        nexthop: IPAddress = dst
-        if route.gateway is not None:
-            nexthop = route.gateway
-            if route.gateway.version == 6:
-                p.family = AF_INET6
-            p.set_dst(route.gateway)
-        return self._finish(p, flags, route, nexthop, mtu)
+            p.raw[16:20] = r["src"][:4].tobytes()
+        nexthop = _key(dst)
+        fam = AF_INET
+        if r["gwfam"]:
+            fam = int(r["gwfam"])
+            n = 4 if fam == AF_INET else 16
+            p.family = fam
+            p.raw[32:32 + n] = r["gw"][:n].tobytes()
+            nexthop = r["gw"].view("<u4")
+        return self._finish(p, flags, r, nexthop, fam, mtu)
 
     def _fib6(self, p: FibLookup, flags: int) -> int:
         dst, src = p.dst(AF_INET6), p.src(AF_INET6)
@@ -1009,48 +1264,61 @@ class Fib:
             if flags & BPF_FIB_LOOKUP_TBID:
                 tbid = p.tbid
                 p.tbid = 0
-            if tbid not in self._tables[AF_INET6]:
+            if tbid not in self.rows().tables6:
                 return FibRet.NOT_FWDED
-            route = self.lookup6(dst, oif=oif, table=tbid)
+            i = self._lookup6(dst, oif, 0, tbid)
         else:
             mark = p.mark if flags & BPF_FIB_LOOKUP_MARK else 0
-            route = self.lookup6(dst, oif=oif, mark=mark)
-        if route is None:
+            i = self._lookup6(dst, oif, mark, None)
+        if i < 0:
             return FibRet.NOT_FWDED
-        if route.type != RouteType.UNICAST:
+        rows = self.rows()
+        r = rows.routes6[i]
+        rtype = RouteType(int(r["type"]))
+        if rtype != RouteType.UNICAST:
             return {RouteType.BLACKHOLE: FibRet.BLACKHOLE,
                     RouteType.UNREACHABLE: FibRet.UNREACHABLE,
-                    RouteType.PROHIBIT: FibRet.PROHIBIT}.get(route.type, FibRet.NOT_FWDED)
-        mtu = self.route_mtu(route)
+                    RouteType.PROHIBIT: FibRet.PROHIBIT}.get(rtype, FibRet.NOT_FWDED)
+        mtu = self._row_mtu(r, AF_INET6)
         if p.tot_len > mtu:
             p.mtu_result = mtu
             return FibRet.FRAG_NEEDED
-        nexthop: IPAddress = dst
-        if route.gateway is not None:
-            nexthop = route.gateway
-            p.set_dst(route.gateway)
-        p.rt_metric = route.metric
-        p.ifindex = route.dev
+        nexthop = _key(dst)
+        fam = AF_INET6
+        if r["gwfam"]:
+            fam = int(r["gwfam"])
+            n = 4 if fam == AF_INET else 16
+            p.raw[32:32 + n] = r["gw"][:n].tobytes()
+            nexthop = r["gw"].view("<u4")
+        p.rt_metric = int(r["metric"])
+        p.ifindex = int(r["dev"])
         if flags & BPF_FIB_LOOKUP_SRC:
-            chosen = self.select_src6(route, dst)
-            if chosen is None:
-                return FibRet.NO_SRC_ADDR
-            p.set_src(chosen)
-        return self._finish(p, flags, route, nexthop, mtu)
+            if r["flags"] & RF_SRC:
+                p.raw[16:32] = r["src"].tobytes()
+            else:
+                chosen = self.select_src6(rows.objs6[i], dst)
+                if chosen is None:
+                    return FibRet.NO_SRC_ADDR
+                p.set_src(chosen)
+        return self._finish(p, flags, r, nexthop, fam, mtu)
 
-    def _finish(self, p: FibLookup, flags: int, route: Route, nexthop: IPAddress,
-                mtu: int) -> int:
+    def _finish(self, p: FibLookup, flags: int, r: np.void, nexthop: npt.NDArray[np.uint32],
+                fam: int, mtu: int) -> int:
         """The neighbour step and ``bpf_fib_set_fwd_params``."""
         if not flags & BPF_FIB_LOOKUP_SKIP_NEIGH:
-            d = self.devices[route.dev]
-            key = nexthop
-            if d.loopback and nexthop.version == 4:
-                key = ipaddress.IPv4Address(0)  # __ipv4_neigh_lookup_noref on loopback
-            n = self.neighbour(route.dev, key)
-            if n is None or not n.state & NUD_VALID:
+            devrow = int(r["devrow"])
+            key = np.array(nexthop, np.uint32)
+            if fam == AF_INET:
+                key[1:] = 0
+                if self.l2.rows[devrow, 3] & DF_LOOPBACK:
+                    key[0] = 0  # __ipv4_neigh_lookup_noref on loopback
+            ns = self.rows().neigh
+            hit = np.flatnonzero((ns["dev"] == r["dev"]) & (ns["fam"] == fam)
+                                 & (ns["addr"] == key).all(axis=1))
+            if not len(hit) or not ns["valid"][hit[0]]:
                 return FibRet.NO_NEIGH
-            p.dmac = n.mac
-            p.smac = d.mac
+            p.dmac = ns["mac"][hit[0]].tobytes()
+            p.smac = self.l2.mac(devrow)
         p.clear_vlan()
         if mtu:
             p.mtu_result = mtu

@@ -305,7 +305,7 @@ class _Sync(HelperHooks):
         if isinstance(ctx, RunContext):
             c.tail_cnt = ctx.tail_call_cnt & M64
             # the helper may have given a bare run its namespace (bpf_check_mtu's)
-            c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
+            c.devs = ctx.fib.native_desc() if ctx.fib is not None else 0
 
 
 # Namespace tables kfunc twins use: (kind prefix of the twins, run context word, the Fib
@@ -476,12 +476,13 @@ class XdpJit(JitProgram):
         fault (ST_TAIL) is rendered by the target's own engine, with its source line."""
         status = word & 0xFF
         if status != abi.ST_TAIL:
-            return self._fault(budget, [pkt, *self.map_regions], ((word >> 8) & 0xFF) + 1,
-                               status, pc, addr, error)
+            regions = [pkt, *self.map_regions, *self._twin_regions]
+            return self._fault(budget, regions, ((word >> 8) & 0xFF) + 1, status, pc, addr,
+                               error)
         target = tail_progs[word >> 24]
         vm = target.vm
-        err = vm._fault(target.budget, [pkt, *vm.map_regions], ((word >> 16) & 0xFF) + 1,
-                        (word >> 8) & 0xFF, pc, addr, error)
+        err = vm._fault(target.budget, [pkt, *vm.map_regions, *vm._twin_regions],
+                        ((word >> 16) & 0xFF) + 1, (word >> 8) & 0xFF, pc, addr, error)
         with_source: Callable[[ProgramFault], ProgramFault] = target._with_source
         return with_source(err)
 
@@ -496,7 +497,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         c.rnd = ctx.rnd.address
-        c.devs = _addr(ctx.fib.l2.desc) if ctx.fib is not None else 0
+        c.devs = ctx.fib.native_desc() if ctx.fib is not None else 0
         table = ctx.xsk_table
         if table is self._xsk_table:  # the host's table: same array run after run
             pass
@@ -529,7 +530,7 @@ class XdpJit(JitProgram):
         if self._table_stale:
             kern = self.kern_image.regions if self.kern_image is not None else []
             kern = [*kern, *(t.region for t in self._ns_tables if t.region is not None)]
-            self._regions = [self._placeholder, *self.map_regions, *kern]
+            self._regions = [self._placeholder, *self.map_regions, *kern, *self._twin_regions]
             self._load_regions(self._regions)
             self._table_stale = False
         if self._tail_maps and self._parent is None:

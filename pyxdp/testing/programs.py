@@ -32,6 +32,22 @@ def asm_collection(text: str, maps: Sequence[MapSpec] = ()) -> CollectionSpec:
     return CollectionSpec({"t": prog}, {m.name: m for m in maps}, license="GPL")
 
 
+def with_callback(spec: CollectionSpec) -> CollectionSpec:
+    """``spec`` with its program's main function and its callback (the subprogram the
+    first ``subprog[...]`` load names) described as BTF functions, as the verifier wants
+    of a program handing a callback to a helper."""
+    from dataclasses import replace
+
+    from pyxdp.spec import FuncInfo
+    from pyxdp.testing.verifier_cases import Func, funcs_btf
+    btf, ids, _, _ = funcs_btf((Func("main"), Func("cb")))
+    prog = spec.programs["t"]
+    cb = next(pc + 1 + i.imm for pc, i in enumerate(prog.insns)
+              if i.is_ld_imm64() and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC)
+    infos = (FuncInfo(0, ids[0], "main"), FuncInfo(cb, ids[1], "cb"))
+    return replace(spec, programs={"t": prog.copy(func_info=infos)}, btf=btf)
+
+
 # return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS): xdpsock's program.
 REDIRECT_XSK = asm_collection("""
 r2 = *(u32 *)(r1 +16)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault, MapError, MemoryFault
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.context import SCRATCH_BASE, RunContext, helper, neg
@@ -52,7 +53,9 @@ from pyxdp.vm.dynptr import (
     dynptr_load,
     dynptr_set_null,
 )
-from pyxdp.vm.jit.natives import HelperNative, register_helper
+from pyxdp.vm.jit.abi import CTX, MAPDESC, MAPDESC_FIELDS, NF_RUNCTX, SLOW, Natives
+from pyxdp.vm.jit.ir import TBAA_CTX, c64
+from pyxdp.vm.jit.natives import HelperNative, map_native, register_helper
 from pyxdp.vm.map_space import (
     MAP_SPACE_BASE,
     MAP_WINDOW,
@@ -502,6 +505,208 @@ def _value_addr(m: ProgramMap, key: bytes, cpu: int) -> int:
     return m.lookup_addr(key, cpu)
 
 
+# The twin's keys: a read-only region every run of a program calling it maps (the
+# nesting level in its first word, then one window per level).
+FOR_EACH_KEYS = SCRATCH_BASE + (0xFE << 32)
+_FE_WINDOW = 64
+_FE_LEVELS = MAX_CALL_FRAMES
+# After the windows: the hash maps' key snapshots, a stack over the nesting levels (the
+# second word is its top).
+_FE_SNAP = _FE_WINDOW * (1 + _FE_LEVELS)
+_FE_SNAP_BYTES = 1 << 16
+_FE_SIZE = _FE_SNAP + _FE_SNAP_BYTES
+
+
+def _for_each_fn(natives: Natives) -> str:
+    """``bpf_for_each_map_elem``'s twin (reference: :func:`_for_each_map_elem`) for the
+    ARRAY, PERCPU_ARRAY, HASH and PERCPU_HASH maps the program names: the callback
+    (entry ``%cb``, frame ``%depth``) called natively with (map, key, value, ctx) until it
+    returns non-zero, the key written into the level's window of the
+    :data:`FOR_EACH_KEYS` region. Arrays: every index in order. Hash maps: the keys of
+    the live elements in index order copied first (the snapshot the Python helper takes,
+    into the region's snapshot stack), each then looked up again (the maps' own
+    ``lookup_cpu`` twin) so elements the callback deleted are skipped. SLOW (the Python
+    helper) for other maps (LRU hashes: a lookup there is not free of side effects),
+    calls nested past the windows, keys over a window, a snapshot past its stack."""
+    maps = [m for m in natives.maps if (m.kind == "array" and m.map_type in _ARRAYS) or (
+        m.kind == "hash" and not m.lru and m.map_type in _FOR_EACH_TYPES
+        and m.key_size <= _FE_WINDOW and (n := map_native(m.map_type)) is not None
+        and "lookup_cpu" in n.functions)]
+    cases = " ".join(f"i64 {c64(m.addr)}, label %m{m.slot}" for m in maps)
+    out = [f"  switch i64 %r1, label %slow [ {cases} ]",
+           "slow:", f"  ret i64 {c64(SLOW)}"]
+    extra = []
+    for m in maps:
+        k = f"m{m.slot}"
+        out += [
+            f"{k}:",
+            f"  %{k}a = icmp ne i64 %r4, 0",
+            f"  br i1 %{k}a, label %einval, label %{k}b",
+            f"{k}b:",
+            f"  %{k}deep = icmp uge i64 %depth, {MAX_CALL_FRAMES}",
+            f"  br i1 %{k}deep, label %slow, label %{k}c",
+            f"{k}c:",
+            f"  %{k}hdr = call ptr @translate(ptr %ctx, i64 {c64(FOR_EACH_KEYS)}, "
+            f"i64 {_FE_SIZE}, i1 false)",
+            f"  %{k}nohdr = icmp eq ptr %{k}hdr, null",
+            f"  br i1 %{k}nohdr, label %slow, label %{k}d",
+            f"{k}d:",
+            f"  %{k}lvl = load i64, ptr %{k}hdr, align 8",
+            f"  %{k}topp = getelementptr i8, ptr %{k}hdr, i64 8",
+            f"  %{k}top = load i64, ptr %{k}topp, align 8",
+            f"  %{k}full = icmp uge i64 %{k}lvl, {_FE_LEVELS}",
+            f"  br i1 %{k}full, label %slow, label %{k}e",
+            f"{k}e:",  # the run's CPU (0 outside a RunContext, as _cpu)
+            *_ctx_load(f"%{k}nf", "nflags"),
+            f"  %{k}rc0 = and i64 %{k}nf, {NF_RUNCTX}",
+            f"  %{k}rc = icmp ne i64 %{k}rc0, 0",
+            *_ctx_load(f"%{k}cpu0", "cpu"),
+            f"  %{k}cpu = select i1 %{k}rc, i64 %{k}cpu0, i64 0",
+            f"  %{k}ko = mul i64 %{k}lvl, {_FE_WINDOW}",
+            f"  %{k}ko1 = add i64 %{k}ko, {_FE_WINDOW}",
+            f"  %{k}key = getelementptr i8, ptr %{k}hdr, i64 %{k}ko1",
+            f"  %{k}kf = add i64 %{k}ko1, {c64(FOR_EACH_KEYS)}",
+        ]
+        if m.kind == "array":
+            pre = f"{k}f"
+            out += [
+                f"  %{k}badcpu = icmp uge i64 %{k}cpu, {m.nr_cpus}",
+                f"  br i1 %{k}badcpu, label %slow, label %{k}f",
+                f"{k}f:",
+                f"  %{k}coff = mul i64 %{k}cpu, {m.cpu_stride if m.percpu else 0}",
+                f"  %{k}vb = add i64 %{k}coff, {c64(m.value_base)}",
+                f"  %{k}n = add i64 0, {m.max_entries}",
+            ]
+        else:
+            ks = m.key_size
+            extra.append(map_native(m.map_type).functions["lookup_cpu"]("for_each", m))  # type: ignore[union-attr]
+            pre = f"{k}sd"
+            out += [
+                f"  %{k}mt = getelementptr i8, ptr %ctx, i64 {8 * CTX['maps']}",
+                f"  %{k}maps = load ptr, ptr %{k}mt, align 8",
+            ]
+            for w in ("hdr", "index", "key_data"):
+                out += [f"  %{k}{w}q = getelementptr i8, ptr %{k}maps, i64 "
+                        f"{8 * (m.slot * len(MAPDESC_FIELDS) + MAPDESC[w])}",
+                        f"  %{k}m{w} = load ptr, ptr %{k}{w}q, align 8"]
+            out += [
+                f"  %{k}cnt = load i64, ptr %{k}mhdr, align 8",
+                f"  %{k}need = mul i64 %{k}cnt, {ks}",
+                f"  %{k}end = add i64 %{k}top, %{k}need",
+                f"  %{k}over = icmp ugt i64 %{k}end, {_FE_SNAP_BYTES}",
+                f"  br i1 %{k}over, label %slow, label %{k}s0",
+                f"{k}s0:",
+                f"  %{k}so = add i64 %{k}top, {_FE_SNAP}",
+                f"  %{k}snap = getelementptr i8, ptr %{k}hdr, i64 %{k}so",
+                f"  br label %{k}sh",
+                f"{k}sh:",  # the keys of the live elements, in index order
+                f"  %{k}s = phi i64 [ 0, %{k}s0 ], [ %{k}s1, %{k}sn ]",
+                f"  %{k}cn = phi i64 [ 0, %{k}s0 ], [ %{k}c2, %{k}sn ]",
+                f"  %{k}smore = icmp ult i64 %{k}s, {m.capacity}",
+                f"  br i1 %{k}smore, label %{k}sb, label %{k}sd",
+                f"{k}sb:",
+                f"  %{k}io = shl i64 %{k}s, 2",
+                f"  %{k}ip = getelementptr i8, ptr %{k}mindex, i64 %{k}io",
+                f"  %{k}e32 = load i32, ptr %{k}ip, align 4",
+                f"  %{k}live = icmp sge i32 %{k}e32, 0",
+                f"  br i1 %{k}live, label %{k}sc, label %{k}sn",
+                f"{k}sc:",
+                f"  %{k}room = icmp ult i64 %{k}cn, %{k}cnt",
+                f"  br i1 %{k}room, label %{k}sk, label %slow",
+                f"{k}sk:",
+                f"  %{k}el = sext i32 %{k}e32 to i64",
+                f"  %{k}eo = mul i64 %{k}el, {m.key_stride}",
+                f"  %{k}src = getelementptr i8, ptr %{k}mkey_data, i64 %{k}eo",
+                f"  %{k}do = mul i64 %{k}cn, {ks}",
+                f"  %{k}dst = getelementptr i8, ptr %{k}snap, i64 %{k}do",
+                f"  call void @llvm.memmove.p0.p0.i64(ptr %{k}dst, ptr %{k}src, i64 {ks}, "
+                "i1 false)",
+                f"  %{k}c1 = add i64 %{k}cn, 1",
+                f"  br label %{k}sn",
+                f"{k}sn:",
+                f"  %{k}c2 = phi i64 [ %{k}cn, %{k}sb ], [ %{k}c1, %{k}sk ]",
+                f"  %{k}s1 = add i64 %{k}s, 1",
+                f"  br label %{k}sh",
+                f"{k}sd:",
+                f"  %{k}n = add i64 %{k}cn, 0",
+                f"  %{k}sz = mul i64 %{k}cn, {ks}",
+                f"  %{k}top1 = add i64 %{k}top, %{k}sz",
+                f"  store i64 %{k}top1, ptr %{k}topp, align 8",
+            ]
+        out += [
+            f"  %{k}lvl1 = add i64 %{k}lvl, 1",
+            f"  store i64 %{k}lvl1, ptr %{k}hdr, align 8",
+            f"  br label %{k}head",
+            f"{k}head:",
+            f"  %{k}i = phi i64 [ 0, %{pre} ], [ %{k}i1, %{k}next ], [ %{k}i1, %{k}skip ]",
+            f"  %{k}vis = phi i64 [ 0, %{pre} ], [ %{k}vis1, %{k}next ], [ %{k}vis, %{k}skip ]",
+            f"  %{k}more = icmp ult i64 %{k}i, %{k}n",
+            f"  %{k}i1 = add i64 %{k}i, 1",
+            f"  br i1 %{k}more, label %{k}body, label %{k}done",
+            f"{k}body:",
+        ]
+        if m.kind == "array":
+            out += [
+                f"  %{k}i32 = trunc i64 %{k}i to i32",
+                f"  store i32 %{k}i32, ptr %{k}key, align 4",
+                f"  %{k}vo = mul i64 %{k}i, {m.elem_size}",
+                f"  %{k}v = add i64 %{k}vb, %{k}vo",
+                f"  br label %{k}call",
+                f"{k}skip:",
+                f"  br label %{k}head",
+            ]
+        else:  # looked up again: the callback may have deleted it meanwhile
+            out += [
+                f"  %{k}ko2 = mul i64 %{k}i, {m.key_size}",
+                f"  %{k}sk2 = getelementptr i8, ptr %{k}snap, i64 %{k}ko2",
+                f"  %{k}v = call i64 @for_each_lookup_cpu{m.slot}(ptr %ctx, ptr %{k}sk2, "
+                f"i64 %{k}cpu)",
+                f"  %{k}gone = icmp eq i64 %{k}v, 0",
+                f"  %{k}odd = icmp eq i64 %{k}v, {c64(SLOW)}",  # only a table changed meanwhile
+                f"  %{k}no = or i1 %{k}gone, %{k}odd",
+                f"  br i1 %{k}no, label %{k}skip, label %{k}cp",
+                f"{k}skip:",
+                f"  br label %{k}head",
+                f"{k}cp:",
+                f"  call void @llvm.memmove.p0.p0.i64(ptr %{k}key, ptr %{k}sk2, "
+                f"i64 {m.key_size}, i1 false)",
+                f"  br label %{k}call",
+            ]
+        restore = [f"  store i64 %{k}lvl, ptr %{k}hdr, align 8",
+                   f"  store i64 %{k}top, ptr %{k}topp, align 8"]
+        out += [
+            f"{k}call:",
+            f"  %{k}vis1 = add i64 %{k}vis, 1",
+            f"  %{k}r0 = call i64 %cb(ptr %ctx, i64 %depth, i64 %r1, i64 %{k}kf, i64 %{k}v, "
+            "i64 %r3, i64 0)",
+            *_ctx_load(f"%{k}st", "status"),
+            f"  %{k}stop = icmp ne i64 %{k}st, 0",
+            f"  br i1 %{k}stop, label %{k}stopped, label %{k}went",
+            f"{k}stopped:",  # the callback faulted or threw: the call site unwinds
+            *restore,
+            "  ret i64 0",
+            f"{k}went:",
+            f"  %{k}brk = icmp ne i64 %{k}r0, 0",
+            f"  br i1 %{k}brk, label %{k}done, label %{k}next",
+            f"{k}next:",
+            f"  br label %{k}head",
+            f"{k}done:",
+            f"  %{k}cnt2 = phi i64 [ %{k}vis, %{k}head ], [ %{k}vis1, %{k}went ]",
+            *restore,
+            f"  ret i64 %{k}cnt2",
+        ]
+    out += ["einval:", f"  ret i64 {c64(neg(errno.EINVAL))}"]
+    return "".join(extra) + (
+        "define internal i64 @for_each(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, i64 %r4, "
+        "ptr %cb, i64 %depth) nounwind {\nentry:\n" + "\n".join(out) + "\n}\n")
+
+
+def _ctx_load(value: str, name: str) -> list[str]:
+    """IR: ``value`` = the run context word ``name``."""
+    return [f"  {value}p = getelementptr i8, ptr %ctx, i64 {8 * CTX[name]}",
+            f"  {value} = load i64, ptr {value}p, align 8{TBAA_CTX}"]
+
+
 @helper(164, "for_each_map_elem")
 def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     m = map_at(r1)
@@ -540,6 +745,10 @@ def _for_each_map_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: 
         if ctx is not None:
             ctx.scratch.remove(key_region)
     return visited
+
+
+register_helper(164, HelperNative("for_each", 4, _for_each_fn, ("translate",), callback=2,
+                                  region=("for_each keys", FOR_EACH_KEYS, _FE_SIZE)))
 
 
 # -- ring buffers ------------------------------------------------------------------------

@@ -71,8 +71,9 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               # bpf_get_prandom_u32's struct rnd_state (u32[4]) of the run's RunContext
               # (pyxdp.vm.random32; 0: ask Python)
               "rnd",
-              # the run's namespace's devices as bpf_check_mtu's twin sees them (u64 *:
-              # the DevTable's desc words, pyxdp.net.fib; 0: ask Python)
+              # the run's namespace's devices as bpf_check_mtu's and bpf_fib_lookup's
+              # twins see them (u64 *: the DevTable's desc words, pyxdp.net.fib, which
+              # lead to its lookup rows; 0: ask Python)
               "devs")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",

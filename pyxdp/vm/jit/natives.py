@@ -238,6 +238,10 @@ class HelperNative:
     # atomics or locks: a program calling it must not run on several CPUs at once
     # (its Python helper was serialized by the interpreter lock).
     serial: bool = False
+    # (name, fake address, bytes): read-only memory every run of a program calling the
+    # twin maps, so the program and Python helpers read what the twin writes there
+    # (through ``translate``), e.g. the keys bpf_for_each_map_elem hands its callback.
+    region: tuple[str, int, int] | None = None
 
 
 _HELPERS: dict[int, HelperNative] = {}

@@ -94,7 +94,9 @@ interpreter's last-hit cache makes overlapping lookups history-dependent, and
 native code tries the region an access most likely hits first); a callback
 started by a helper draws on the same budget as the run (the interpreter gives
 it a fresh count) and leaves the caller's r1-r5 as they were; callbacks can
-only enter pcs an ld_imm64 BPF_PSEUDO_FUNC names.
+only enter pcs an ld_imm64 BPF_PSEUDO_FUNC names; the key ``bpf_for_each_map_elem``'s
+twin hands its callback lies in the twin's own region (``HelperNative.region``, mapped
+into every run of the program), not at the interpreter's per-call address.
 """
 
 from __future__ import annotations
@@ -316,6 +318,11 @@ class JitProgram:
         self.scratch: U64Array | None = np.zeros(-(-need // 8), np.uint64) if need else None
         if self.scratch is not None:
             self._ctx.scratch, self._ctx.scratch_size = _address(self.scratch), need
+        # Memory twins map into every run (after the run's own regions).
+        wanted = {t.region for hid, kind in request.natives.helpers
+                  if (t := native_by_kind(hid, kind)) is not None and t.region is not None}
+        self._twin_regions = [Region(name, base, bytearray(size), writable=False)
+                              for name, base, size in sorted(wanted)]
         # Map descriptors for native helpers (kept alive with the program).
         self._map_table = _map_table if _map_table is not None else np.zeros(1, np.uint64)
         self._ctx.maps = _address(self._map_table)
@@ -581,7 +588,7 @@ class JitProgram:
         """A run's set-up, shared by :meth:`run` and :meth:`run_callback`: the regions
         bound, the run context reset; returns the instruction budget given to the code."""
         self._batch = None
-        self._regions = list(regions)
+        self._regions = list(regions) + self._twin_regions
         self._load_regions(self._regions)
         self.context = context
         self._run_budget = budget
@@ -731,7 +738,7 @@ class JitProgram:
                          r0_out=_address(out_r0), status_out=_address(out_st),
                          pc_out=_address(out_pc), addr_out=_address(out_addr),
                          ctx_values=_address(cvs) if cvs is not None else 0)
-        self._regions = state.placeholders() + list(regions)
+        self._regions = state.placeholders() + list(regions) + self._twin_regions
         self._load_regions(self._regions)
         self._batch = state
         self.context = context
