@@ -61,6 +61,7 @@ from pyxdp.kernel.syscall import (
     prog_get_info,
     prog_load,
     prog_test_run,
+    prog_test_run_syscall,
     require_bpf,
 )
 from pyxdp.spec import (
@@ -572,6 +573,11 @@ class KernelBackend:
         if trace:
             raise NotSupportedError("per-instruction trace needs the userspace backend")
         kp = self._own_prog(prog)
+        if kp.spec.prog_type == "syscall":
+            if data_in or data_size_out or ctx_size_out or repeat != 1:
+                raise NotSupportedError(f"{kp.name}: a syscall program runs once on ctx_in "
+                                        "alone (no data, output sizes or repeat)")
+            return prog_test_run_syscall(kp.fd, ctx_in)
         return prog_test_run(
             kp.fd, bytes(data_in), ctx_in=ctx_in,
             data_size_out=data_size_out or len(data_in) + _TEST_RUN_SLACK,

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+/*
+ * crypto - a BPF crypto context (kernel/bpf/crypto.c, the "skcipher" type)
+ * made by a SEC("syscall") program and used by an XDP program.
+ *
+ * crypto_setup's context (BPF_PROG_TEST_RUN's ctx_in) is a struct
+ * setup_args: the struct bpf_crypto_params to create the context from; it
+ * writes bpf_crypto_ctx_create's error back into args->err and keeps the
+ * new context in the map value's __kptr field (returning 1), releasing the
+ * one it replaces.
+ *
+ * xdp_crypt en- or decrypts (job.op) the packet's bytes [job.off,
+ * job.off + job.len) into place, or into job.out when job.to_out is set,
+ * with job.siv (job.siv_len bytes; no IV dynptr when job.use_siv is 0) as
+ * the IV, and records the kfunc's return in job.ret, the IV after it in
+ * job.siv. It returns XDP_PASS, or XDP_ABORTED when it has no context.
+ *
+ * Built with (from the repository's top directory):
+ *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
+ *     -c tests/verifier_objects/crypto.c -o tests/verifier_objects/crypto.o
+ */
+#include "pyxdp_bpf.h"
+#include "pyxdp_net.h"
+#include "pyxdp_kfuncs.h"
+
+/* kernel/bpf/crypto.c's structs: the params by value, the context opaque */
+struct bpf_crypto_params {
+	char type[14];
+	__u8 reserved[2];
+	char algo[128];
+	__u8 key[256];
+	__u32 key_len;
+	__u32 authsize;
+};
+
+struct bpf_crypto_ctx {
+	int opaque;
+};
+
+extern struct bpf_crypto_ctx *bpf_crypto_ctx_create(const struct bpf_crypto_params *params,
+						    __u32 params__sz, int *err) __ksym;
+extern struct bpf_crypto_ctx *bpf_crypto_ctx_acquire(struct bpf_crypto_ctx *ctx) __ksym;
+extern void bpf_crypto_ctx_release(struct bpf_crypto_ctx *ctx) __ksym;
+extern int bpf_crypto_encrypt(struct bpf_crypto_ctx *ctx, const struct bpf_dynptr *src,
+			      const struct bpf_dynptr *dst,
+			      const struct bpf_dynptr *siv__nullable) __ksym;
+extern int bpf_crypto_decrypt(struct bpf_crypto_ctx *ctx, const struct bpf_dynptr *src,
+			      const struct bpf_dynptr *dst,
+			      const struct bpf_dynptr *siv__nullable) __ksym;
+extern int bpf_dynptr_from_xdp(struct xdp_md *x, __u64 flags,
+			       struct bpf_dynptr *ptr__uninit) __ksym;
+extern int bpf_dynptr_adjust(const struct bpf_dynptr *p, __u32 start, __u32 end) __ksym;
+extern int bpf_dynptr_clone(const struct bpf_dynptr *p, struct bpf_dynptr *clone__uninit) __ksym;
+static long (* const bpf_dynptr_from_mem)(void *data, __u32 size, __u64 flags,
+					  struct bpf_dynptr *ptr) = (void *) 197;
+
+struct setup_args {
+	struct bpf_crypto_params params;
+	int err;
+};
+
+struct slot {
+	struct bpf_crypto_ctx __kptr *ctx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct slot);
+} ctxs SEC(".maps");
+
+struct job {
+	__u32 op;	/* 0: encrypt, 1: decrypt */
+	__u32 off;
+	__u32 len;
+	__u32 to_out;
+	__u32 use_siv;
+	__u32 siv_len;
+	__s32 ret;
+	__u32 pad;
+	__u8 siv[32];
+	__u8 out[256];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct job);
+} jobs SEC(".maps");
+
+SEC("syscall")
+int crypto_setup(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *cctx, *old;
+	struct slot *s;
+	__u32 k = 0;
+	int err = 0;
+
+	cctx = bpf_crypto_ctx_create(&args->params, sizeof(args->params), &err);
+	args->err = err;
+	if (!cctx)
+		return 0;
+	s = bpf_map_lookup_elem(&ctxs, &k);
+	if (!s) {
+		bpf_crypto_ctx_release(cctx);
+		return 0;
+	}
+	old = bpf_kptr_xchg(&s->ctx, cctx);
+	if (old)
+		bpf_crypto_ctx_release(old);
+	return 1;
+}
+
+SEC("xdp")
+int xdp_crypt(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt, src, dst, siv;
+	struct bpf_crypto_ctx *cctx;
+	struct slot *s;
+	struct job *j;
+	__u32 k = 0, siv_len;
+
+	s = bpf_map_lookup_elem(&ctxs, &k);
+	j = bpf_map_lookup_elem(&jobs, &k);
+	if (!s || !j)
+		return XDP_ABORTED;
+	cctx = s->ctx;
+	if (!cctx)
+		return XDP_ABORTED;
+	siv_len = j->siv_len;
+	if (siv_len > sizeof(j->siv))
+		siv_len = sizeof(j->siv);
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	bpf_dynptr_clone(&pkt, &src);
+	bpf_dynptr_adjust(&src, j->off, j->off + j->len);
+	if (j->to_out)
+		bpf_dynptr_from_mem(j->out, sizeof(j->out), 0, &dst);
+	else
+		bpf_dynptr_clone(&src, &dst);
+	bpf_dynptr_from_mem(j->siv, siv_len, 0, &siv);
+	if (j->op)
+		j->ret = bpf_crypto_decrypt(cctx, &src, &dst, j->use_siv ? &siv : NULL);
+	else
+		j->ret = bpf_crypto_encrypt(cctx, &src, &dst, j->use_siv ? &siv : NULL);
+	return XDP_PASS;
+}
+
+LICENSE("GPL");
