@@ -220,6 +220,34 @@ def test_local_kptr_mistakes_get_linux_verdict() -> None:
         LOCAL_KPTR
 
 
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/crypto.o's XDP programs:
+# a struct bpf_crypto_ctx kept in a map value's __kptr field (a kernel object: its plain
+# load an RCU pointer) passed to bpf_crypto_encrypt/_decrypt with dynptrs, right and
+# wrong; and the instructions Linux processed where pyxdp's walk is the same (the kernel
+# test re-measures the verdicts).
+CRYPTO = {
+    "xdp_crypt": (None, 0), "xdp_crypto_roundtrip": (None, 0),
+    "xdp_crypto_maybe_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "xdp_crypto_uninit_src": ("Expected an initialized dynptr as arg #1", errno.EINVAL),
+    "xdp_crypto_siv_bytes": ("Expected an initialized dynptr as arg #3", errno.EINVAL),
+    "xdp_crypto_not_ctx": ("arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, "
+                           "or struct with scalar", errno.EINVAL),
+    "xdp_crypto_xchg_leak": ("BPF_EXIT instruction in main prog would lead to reference "
+                             "leak", errno.EINVAL),
+    "xdp_crypto_xchg_back": ("calling kernel function bpf_crypto_ctx_release is not "
+                             "allowed", errno.EACCES),
+    "xdp_crypto_store": ("store to referenced kptr disallowed", errno.EACCES),
+}
+CRYPTO_PROCESSED = {"xdp_crypto_roundtrip": 57}
+
+
+def test_crypto_kfunc_mistakes_get_linux_verdict() -> None:
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "crypto.o")
+    del got["crypto_setup"]  # SEC("syscall"): not an XDP program
+    assert got == CRYPTO
+    assert {n: processed[n] for n in CRYPTO_PROCESSED} == CRYPTO_PROCESSED
+
+
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_list.o: BPF linked
 # lists and refcounted objects used right and wrong, and the instructions Linux processed
 # (the kernel test re-measures the verdicts).

@@ -23,7 +23,8 @@ from enum import Enum, auto
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
-           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
+           "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
+           "SLEEPABLE_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -112,6 +113,7 @@ _U32 = P(KArg.SCALAR)
 _IGN = P(KArg.IGN)
 _TASK = P(KArg.BTF_ID, struct="task_struct")
 _CGRP = P(KArg.BTF_ID, struct="cgroup")
+_CRYPTO = P(KArg.BTF_ID, struct="bpf_crypto_ctx")
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -256,6 +258,13 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/bpf/crypto.c: crypt_kfunc_btf_ids (registered for XDP; the context's life
+    # cycle, crypt_init_kfunc_btf_ids, is for syscall programs only): a trusted or RCU
+    # context, the source and destination dynptrs, the IV's or NULL (``siv__nullable``)
+    "bpf_crypto_encrypt": KfuncProto((_CRYPTO, _DYN, _DYN, P(KArg.DYNPTR, optional=True)),
+                                     flags=KF_RCU),
+    "bpf_crypto_decrypt": KfuncProto((_CRYPTO, _DYN, _DYN, P(KArg.DYNPTR, optional=True)),
+                                     flags=KF_RCU),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),
@@ -393,6 +402,13 @@ THROW_KFUNC = "bpf_throw"
 # kernel/bpf/helpers.c: the kfunc clang emits where it proved code unreachable (an
 # uninitialised variable's use); check_kfunc_call refuses a call of it that the walk reaches.
 TRAP_KFUNC = "__bpf_trap"
+
+
+# Kernel structs a map value's __kptr field may hold that pyxdp's verifier models: each has
+# a destructor kfunc Linux registers (register_btf_id_dtor_kfuncs) and is one of the
+# verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
+# an RCU read section) is an RCU pointer, NULL or not.
+KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

@@ -77,6 +77,7 @@ from pyxdp.verifier.helpers import (
 )
 from pyxdp.verifier.kfuncs import (
     CSS_TASK_ITER,
+    KERNEL_KPTRS,
     KF_ACQUIRE,
     KF_ITER_DESTROY,
     KF_ITER_NEW,
@@ -3146,10 +3147,14 @@ class _Verifier:
         assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
-        # a per-CPU object's pointer is no object's (MEM_PERCPU, not MEM_ALLOC)
-        r.set_ptr(BTF_ID | (PERCPU if at in self._percpu_kptrs(reg.map) else ALLOC) | RCU |
-                  MAYBE_NULL)
-        r.bt, r.sub = self._kptr_struct(tid), tid
+        name = self._kptr_struct(tid)
+        # btf_ld_kptr_type (an XDP program is in an RCU read section): a per-CPU object's
+        # pointer is no object's (MEM_PERCPU, not MEM_ALLOC), nor is a kernel object's
+        # (its struct one of rcu_protected_types)
+        kind = PERCPU if at in self._percpu_kptrs(reg.map) else \
+            0 if name in KERNEL_KPTRS else ALLOC
+        r.set_ptr(BTF_ID | kind | RCU | MAYBE_NULL)
+        r.bt, r.sub = name, tid
         r.id = self._new_id()
         return r
 
@@ -4767,10 +4772,10 @@ class _Verifier:
 
     def _kptr_struct(self, tid: int) -> str:
         """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
-        bpf_obj_new; a kernel struct's kptrs are not modelled."""
+        bpf_obj_new; of the kernel's structs only KERNEL_KPTRS' are modelled."""
         assert self.btf is not None
         name = self.btf.types[tid].name
-        if self._kernel_btf().find(name, BtfKind.STRUCT):
+        if name not in KERNEL_KPTRS and self._kernel_btf().find(name, BtfKind.STRUCT):
             raise UnsupportedHelper(f"{self.spec.name}: a __kptr to kernel "
                                     f"struct {name} is not modelled by pyxdp", pc=self.pc)
         return name
@@ -4818,7 +4823,8 @@ class _Verifier:
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
-        r0.set_ptr(BTF_ID | ALLOC | percpu | MAYBE_NULL)
+        # a kernel object's pointer is no allocated object's (no MEM_ALLOC)
+        r0.set_ptr(BTF_ID | (0 if name in KERNEL_KPTRS else ALLOC) | percpu | MAYBE_NULL)
         r0.bt, r0.sub = name, tid
         r0.id = r0.ref = self._new_id()
         st.refs.append((r0.id, pc))

@@ -27,8 +27,7 @@ pytestmark = pytest.mark.kernel
 
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
 UNMODELLED = frozenset({
-    "bpf_cgroup_read_xattr",
-    "bpf_crypto_decrypt", "bpf_crypto_encrypt", "bpf_get_kmem_cache",
+    "bpf_cgroup_read_xattr", "bpf_get_kmem_cache",
     "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
     "bpf_key_put", "bpf_lookup_system_key",
     "bpf_stream_vprintk_impl",

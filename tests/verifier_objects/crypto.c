@@ -15,6 +15,9 @@
  * the IV, and records the kfunc's return in job.ret, the IV after it in
  * job.siv. It returns XDP_PASS, or XDP_ABORTED when it has no context.
  *
+ * The xdp_crypto_* programs after it are the usual mistakes; each one's
+ * Linux 6.18 verdict is recorded in tests/test_verifier.py.
+ *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
  *     -c tests/verifier_objects/crypto.c -o tests/verifier_objects/crypto.o
@@ -145,6 +148,148 @@ int xdp_crypt(struct xdp_md *ctx)
 	else
 		j->ret = bpf_crypto_encrypt(cctx, &src, &dst, j->use_siv ? &siv : NULL);
 	return XDP_PASS;
+}
+
+static __always_inline struct slot *slot0(void)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(&ctxs, &k);
+}
+
+/* the field's RCU pointer, NULL not ruled out */
+SEC("xdp")
+int xdp_crypto_maybe_null(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt;
+	struct slot *s = slot0();
+
+	if (!s)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	return bpf_crypto_encrypt(s->ctx, &pkt, &pkt, NULL) ? XDP_DROP : XDP_PASS;
+}
+
+/* a source dynptr never made */
+SEC("xdp")
+int xdp_crypto_uninit_src(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt, src;
+	struct bpf_crypto_ctx *c;
+	struct slot *s = slot0();
+
+	if (!s)
+		return XDP_ABORTED;
+	c = s->ctx;
+	if (!c)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	return bpf_crypto_decrypt(c, &src, &pkt, NULL) ? XDP_DROP : XDP_PASS;
+}
+
+/* an IV that is no dynptr: stack bytes */
+SEC("xdp")
+int xdp_crypto_siv_bytes(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt;
+	struct bpf_crypto_ctx *c;
+	struct slot *s = slot0();
+	__u64 iv[2] = {1, 2};
+
+	if (!s)
+		return XDP_ABORTED;
+	c = s->ctx;
+	if (!c)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	return bpf_crypto_encrypt(c, &pkt, &pkt, (void *)iv) ? XDP_DROP : XDP_PASS;
+}
+
+/* the map value where the context is wanted */
+SEC("xdp")
+int xdp_crypto_not_ctx(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt;
+	struct slot *s = slot0();
+
+	if (!s)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	return bpf_crypto_encrypt((void *)s, &pkt, &pkt, NULL) ? XDP_DROP : XDP_PASS;
+}
+
+/* taken out of the map and used: the reference is never given back */
+SEC("xdp")
+int xdp_crypto_xchg_leak(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt;
+	struct bpf_crypto_ctx *c;
+	struct slot *s = slot0();
+
+	if (!s)
+		return XDP_ABORTED;
+	c = bpf_kptr_xchg(&s->ctx, NULL);
+	if (!c)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	return bpf_crypto_encrypt(c, &pkt, &pkt, NULL) ? XDP_DROP : XDP_PASS;
+}
+
+/* taken out, used and put back; what the put gives back is put again */
+SEC("xdp")
+int xdp_crypto_xchg_back(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt;
+	struct bpf_crypto_ctx *c, *old;
+	struct slot *s = slot0();
+	int ret;
+
+	if (!s)
+		return XDP_ABORTED;
+	c = bpf_kptr_xchg(&s->ctx, NULL);
+	if (!c)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	ret = bpf_crypto_encrypt(c, &pkt, &pkt, NULL);
+	old = bpf_kptr_xchg(&s->ctx, c);
+	if (old)
+		bpf_crypto_ctx_release(old);
+	return ret ? XDP_DROP : XDP_PASS;
+}
+
+/* a store to the field */
+SEC("xdp")
+int xdp_crypto_store(struct xdp_md *ctx)
+{
+	struct slot *s = slot0();
+
+	if (!s)
+		return XDP_ABORTED;
+	s->ctx = 0;
+	return XDP_PASS;
+}
+
+/* the same context through an RCU pointer both times, decrypted back */
+SEC("xdp")
+int xdp_crypto_roundtrip(struct xdp_md *ctx)
+{
+	struct bpf_dynptr pkt, buf;
+	struct bpf_crypto_ctx *c;
+	struct slot *s = slot0();
+	struct job *j;
+	__u32 k = 0;
+
+	j = bpf_map_lookup_elem(&jobs, &k);
+	if (!s || !j)
+		return XDP_ABORTED;
+	c = s->ctx;
+	if (!c)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &pkt);
+	bpf_dynptr_from_mem(j->out, sizeof(j->out), 0, &buf);
+	if (bpf_crypto_encrypt(c, &pkt, &buf, NULL))
+		return XDP_DROP;
+	return bpf_crypto_decrypt(c, &buf, &pkt, NULL) ? XDP_DROP : XDP_PASS;
 }
 
 LICENSE("GPL");
