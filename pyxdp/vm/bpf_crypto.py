@@ -98,6 +98,9 @@ def crypto_ctx_release(ctx: CryptoCtx) -> bool:
     return ctx.usage == 0
 
 
+Mem = tuple[bytearray, int]  # a byte of program memory: its region and offset
+
+
 class CryptBuf(Protocol):
     """A dynptr as bpf_crypto_crypt sees it (``struct bpf_dynptr_kern``)."""
 
@@ -107,9 +110,9 @@ class CryptBuf(Protocol):
     @property
     def rdonly(self) -> bool: ...
 
-    def data(self, length: int, rw: bool) -> memoryview | None:
-        """``__bpf_dynptr_data`` (``rw``: ``_data_rw``): its first ``length`` bytes
-        in place, or None where they are not one piece of memory."""
+    def data(self, length: int, rw: bool) -> Mem | None:
+        """``__bpf_dynptr_data`` (``rw``: ``_data_rw``): where its first ``length``
+        bytes are, or None where they are not one piece of memory."""
         ...
 
 
@@ -134,23 +137,80 @@ def crypto_crypt(ctx: CryptoCtx, src: CryptBuf, dst: CryptBuf, siv: CryptBuf | N
     piv = siv.data(siv_len, True) if siv is not None and siv_len else None
     if siv_len and piv is None:
         return -errno.EINVAL
-    return _lskcipher(ctx, bytes(psrc), pdst, piv, decrypt)
+    return _Lskcipher(ctx, decrypt).crypt(psrc, pdst, src_len, piv)
 
 
-def _lskcipher(ctx: CryptoCtx, src: bytes, dst: memoryview, iv: memoryview | None,
-               decrypt: bool) -> int:
-    """crypto_lskcipher_{en,de}crypt with CRYPTO_LSKCIPHER_FLAG_FINAL: the whole blocks
-    written, then -EINVAL for a remainder."""
-    whole = len(src) - len(src) % AES_BLOCK
-    if ctx.mode == "cbc" and iv is None:  # siv_len checked: cannot happen
-        return -errno.EINVAL
-    if whole:
-        aes = algorithms.AES(ctx.key)
-        cipher = Cipher(aes, modes.CBC(bytes(iv))) if iv is not None else \
-            Cipher(aes, modes.ECB())
-        op = cipher.decryptor() if decrypt else cipher.encryptor()
-        out = op.update(src[:whole])
-        dst[:whole] = out
-        if iv is not None:  # the chain goes on from the last ciphertext block
-            iv[:] = (src if decrypt else out)[whole - AES_BLOCK:whole]
-    return -errno.EINVAL if len(src) != whole else 0
+def _at(m: Mem, off: int) -> Mem:
+    return m[0], m[1] + off
+
+
+def _rd(m: Mem, n: int = AES_BLOCK) -> bytes:
+    return bytes(m[0][m[1]:m[1] + n])
+
+
+def _wr(m: Mem, data: bytes) -> None:
+    m[0][m[1]:m[1] + len(data)] = data
+
+
+def _xor(dst: Mem, src: Mem) -> None:
+    """crypto_xor(dst, src, 16) as __crypto_xor does it: 8 bytes read from each, then
+    written, at a time (what overlapping buffers see)."""
+    for k in (0, 8):
+        a, b = int.from_bytes(_rd(_at(dst, k), 8), "little"), \
+            int.from_bytes(_rd(_at(src, k), 8), "little")
+        _wr(_at(dst, k), (a ^ b).to_bytes(8, "little"))
+
+
+class _Lskcipher:
+    """crypto_lskcipher_{en,de}crypt with CRYPTO_LSKCIPHER_FLAG_FINAL over program memory,
+    step by step as crypto/ecb.c and crypto/cbc.c take them: each block read whole and
+    then written, IVs read where they are when used, so buffers that overlap come out
+    as Linux leaves them. Whole blocks are written, then a remainder is -EINVAL."""
+
+    def __init__(self, ctx: CryptoCtx, decrypt: bool) -> None:
+        aes = Cipher(algorithms.AES(ctx.key), modes.ECB())
+        self._block = aes.decryptor() if decrypt else aes.encryptor()
+        self.mode, self.decrypt = ctx.mode, decrypt
+
+    def _one(self, dst: Mem, src: Mem) -> None:
+        _wr(dst, self._block.update(_rd(src)))
+
+    def crypt(self, src: Mem, dst: Mem, length: int, iv: Mem | None) -> int:
+        n = length // AES_BLOCK
+        same = src[0] is dst[0] and src[1] == dst[1]
+        blocks = [(_at(src, i * AES_BLOCK), _at(dst, i * AES_BLOCK)) for i in range(n)]
+        if self.mode == "ecb" or iv is None:  # (a cbc context always has its IV)
+            for s, d in blocks:
+                self._one(d, s)
+        elif not self.decrypt and same:  # crypto_cbc_encrypt_inplace
+            cur = iv
+            for s, _ in blocks:
+                _xor(s, cur)
+                self._one(s, s)
+                cur = s
+            if n:
+                _wr(iv, _rd(cur))
+        elif not self.decrypt:  # crypto_cbc_encrypt_segment
+            for s, d in blocks:
+                _xor(iv, s)
+                self._one(d, iv)
+                _wr(iv, _rd(d))
+        elif same:  # crypto_cbc_decrypt_inplace: from the last block back
+            if n:
+                last = _rd(blocks[-1][0])
+                for i in range(n - 1, -1, -1):
+                    s = blocks[i][0]
+                    self._one(s, s)
+                    if i:
+                        _xor(s, blocks[i - 1][0])
+                _xor(blocks[0][0], iv)
+                _wr(iv, last)
+        else:  # crypto_cbc_decrypt_segment
+            cur = iv
+            for s, d in blocks:
+                self._one(d, s)
+                _xor(d, cur)
+                cur = s
+            if n:
+                _wr(iv, _rd(cur))
+        return -errno.EINVAL if length % AES_BLOCK else 0

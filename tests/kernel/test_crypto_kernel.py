@@ -24,7 +24,7 @@ pytestmark = pytest.mark.kernel
 
 OBJ = Path(__file__).resolve().parents[1] / "verifier_objects" / "crypto.o"
 KEY = bytes(range(0x40, 0x60))
-# struct job: op, off, len, to_out, use_siv, siv_len, ret, pad; siv[32]; out[256]
+# struct job: op, off, len, to, use_siv, siv_len, ret, dst_off; siv[32]; out[256]
 JOB = struct.Struct("<IIIIIIiI32s256s")
 PKT = bytes((i * 7 + 3) & 0xFF for i in range(80))
 
@@ -87,8 +87,8 @@ class _Buf:
     size: int
     rdonly: bool = False
 
-    def data(self, length: int, rw: bool) -> memoryview | None:
-        return memoryview(self.mem)[self.start:self.start + length]
+    def data(self, length: int, rw: bool) -> tuple[bytearray, int] | None:
+        return self.mem, self.start
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,14 @@ class Job:
     op: int = 0
     off: int = 0
     length: int = 16
-    to_out: int = 0
+    to: int = 0  # 0: in place, 1: job.out, 2: the packet from dst_off on
     use_siv: int = 0
     siv: bytes = b""
+    dst_off: int = 0
 
     def pack(self) -> bytes:
-        return JOB.pack(self.op, self.off, self.length, self.to_out, self.use_siv,
-                        len(self.siv), 0, 0, self.siv, b"")
+        return JOB.pack(self.op, self.off, self.length, self.to, self.use_siv,
+                        len(self.siv), 0, self.dst_off, self.siv, b"")
 
     def model(self, ctx: CryptoCtx) -> tuple[int, bytes, bytes, bytes]:
         """What xdp_crypt does with the packet, through pyxdp.vm.bpf_crypto: ret, the
@@ -111,7 +112,9 @@ class Job:
         end = self.off + self.length
         # bpf_dynptr_adjust refuses a window past the packet: src stays the whole packet
         src = _Buf(pkt, self.off, self.length) if end <= len(PKT) else _Buf(pkt, 0, len(PKT))
-        dst = _Buf(out, 0, len(out)) if self.to_out else src
+        dst = _Buf(out, 0, len(out)) if self.to == 1 else src
+        if self.to == 2:
+            dst = _Buf(pkt, self.dst_off, len(PKT) - self.dst_off)
         iv = _Buf(siv, 0, len(self.siv)) if self.use_siv else None
         ret = crypto_crypt(ctx, src, dst, iv, bool(self.op))
         return ret, bytes(pkt), bytes(siv), bytes(out)
@@ -125,12 +128,20 @@ def _jobs() -> Iterator[tuple[bytes, Job]]:
             yield _params(algo=b"cbc(aes)"), Job(op=op, off=4, length=length, use_siv=1,
                                                  siv=iv)
     ecb, cbc = _params(key=KEY[:32]), _params(algo=b"cbc(aes)", key=KEY[:24])
-    yield ecb, Job(off=8, length=32, to_out=1)
+    yield ecb, Job(off=8, length=32, to=1)
     yield ecb, Job(off=70, length=16)  # past the packet: the whole packet, 80 bytes
     yield ecb, Job(use_siv=1, siv=b"")  # an IV of 0 bytes is ecb's
     yield ecb, Job(use_siv=1, siv=iv)  # ... 16 are not
-    yield cbc, Job(off=0, length=64, use_siv=1, siv=iv, to_out=1)
-    yield cbc, Job(op=1, off=16, length=48, use_siv=1, siv=iv, to_out=1)
+    yield cbc, Job(off=0, length=64, use_siv=1, siv=iv, to=1)
+    yield cbc, Job(op=1, off=16, length=48, use_siv=1, siv=iv, to=1)
+    # source and destination overlapping in the packet: block by block, as Linux goes
+    for op in (0, 1):
+        for off, length, dst_off in ((0, 32, 16), (16, 32, 0), (4, 48, 20), (20, 48, 4),
+                                     (0, 32, 8), (8, 40, 0), (0, 24, 4)):
+            yield ecb, Job(op=op, off=off, length=length, to=2, dst_off=dst_off)
+            yield cbc, Job(op=op, off=off, length=length, to=2, dst_off=dst_off, use_siv=1,
+                           siv=iv)
+    yield cbc, Job(off=0, length=16, to=2, dst_off=70, use_siv=1, siv=iv)  # dst too short
     yield cbc, Job()  # no IV
     yield cbc, Job(use_siv=1, siv=iv[:15])
     yield cbc, Job(use_siv=1, siv=iv + b"\0")

@@ -10,7 +10,8 @@
  * one it replaces.
  *
  * xdp_crypt en- or decrypts (job.op) the packet's bytes [job.off,
- * job.off + job.len) into place, or into job.out when job.to_out is set,
+ * job.off + job.len) into place, into job.out (job.to 1) or into the packet
+ * from job.dst_off on (job.to 2),
  * with job.siv (job.siv_len bytes; no IV dynptr when job.use_siv is 0) as
  * the IV, and records the kfunc's return in job.ret, the IV after it in
  * job.siv. It returns XDP_PASS, or XDP_ABORTED when it has no context.
@@ -52,6 +53,7 @@ extern int bpf_crypto_decrypt(struct bpf_crypto_ctx *ctx, const struct bpf_dynpt
 			      const struct bpf_dynptr *siv__nullable) __ksym;
 extern int bpf_dynptr_from_xdp(struct xdp_md *x, __u64 flags,
 			       struct bpf_dynptr *ptr__uninit) __ksym;
+extern __u32 bpf_dynptr_size(const struct bpf_dynptr *p) __ksym;
 extern int bpf_dynptr_adjust(const struct bpf_dynptr *p, __u32 start, __u32 end) __ksym;
 extern int bpf_dynptr_clone(const struct bpf_dynptr *p, struct bpf_dynptr *clone__uninit) __ksym;
 static long (* const bpf_dynptr_from_mem)(void *data, __u32 size, __u64 flags,
@@ -77,11 +79,11 @@ struct job {
 	__u32 op;	/* 0: encrypt, 1: decrypt */
 	__u32 off;
 	__u32 len;
-	__u32 to_out;
+	__u32 to;
 	__u32 use_siv;
 	__u32 siv_len;
 	__s32 ret;
-	__u32 pad;
+	__u32 dst_off;
 	__u8 siv[32];
 	__u8 out[256];
 };
@@ -138,10 +140,14 @@ int xdp_crypt(struct xdp_md *ctx)
 	bpf_dynptr_from_xdp(ctx, 0, &pkt);
 	bpf_dynptr_clone(&pkt, &src);
 	bpf_dynptr_adjust(&src, j->off, j->off + j->len);
-	if (j->to_out)
+	if (j->to == 1) {
 		bpf_dynptr_from_mem(j->out, sizeof(j->out), 0, &dst);
-	else
+	} else if (j->to == 2) {
+		bpf_dynptr_clone(&pkt, &dst);
+		bpf_dynptr_adjust(&dst, j->dst_off, bpf_dynptr_size(&pkt));
+	} else {
 		bpf_dynptr_clone(&src, &dst);
+	}
 	bpf_dynptr_from_mem(j->siv, siv_len, 0, &siv);
 	if (j->op)
 		j->ret = bpf_crypto_decrypt(cctx, &src, &dst, j->use_siv ? &siv : NULL);
