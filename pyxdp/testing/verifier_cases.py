@@ -1130,6 +1130,27 @@ _THROW_CASES = (
 
 
 _STACK_DYN = "r1 = r10\nr1 += -16\n"
+# -- bpf_crypto_encrypt/_decrypt (KF_RCU): the context is a struct bpf_crypto_ctx pointer,
+# which only a map value's __kptr field gives an XDP program (tests/verifier_objects/crypto.c)
+_CRYPTO_CASES = (
+    _c("crypto_stack_ctx", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\ncall KFUNC(bpf_crypto_encrypt)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("crypto_value_ctx", _LOOKUP.format(m="hash") + "if r0 == 0 goto +5\nr1 = r0\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\ncall KFUNC(bpf_crypto_decrypt)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("crypto_kctx_ctx", "call KFUNC(bpf_cast_to_kern_ctx)\nr1 = r0\nr2 = 0\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_crypto_decrypt)\nr0 = 2\nexit",
+       "kernel function bpf_crypto_decrypt args#0 expected pointer to STRUCT bpf_crypto_ctx "
+       "but R1 has a pointer to STRUCT xdp_buff", err=errno.EINVAL),
+    _c("crypto_map_ctx", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_crypto_encrypt)\nr0 = 2\nexit",
+       "kernel function bpf_crypto_encrypt args#0 expected pointer to STRUCT bpf_crypto_ctx "
+       "but R1 has a pointer to STRUCT bpf_map", err=errno.EINVAL),
+)
+
 _MISC_CASES = (
     # -- bpf_map_sum_elem_count: a map pointer is a trusted struct bpf_map (reg2btf_ids)
     _c("sum_elem_map", "r1 = MAP(hash)\ncall KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit", None),
@@ -6025,6 +6046,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SLEEPABLE_CASES,
     *_THROW_CASES,
     *_MISC_CASES,
+    *_CRYPTO_CASES,
     # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
     *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
          "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")
@@ -6043,5 +6065,6 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")
       for k in ("bpf_dynptr_from_skb", "bpf_cpumask_create", "tcp_slow_start",
-                "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_session_cookie")),
+                "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
+                "bpf_crypto_ctx_release", "bpf_session_cookie")),
 )
