@@ -3,8 +3,7 @@
 (``crypto/ecb.c``, ``crypto/cbc.c`` over ``aes``).
 
 ``bpf_crypto_ctx_create`` checks a ``struct bpf_crypto_params`` in Linux 6.18's
-order and answers with its error codes; a context is refcounted
-(``bpf_crypto_ctx_acquire``/``_release``). ``bpf_crypto_encrypt``/``_decrypt``
+order and answers with its error codes. ``bpf_crypto_encrypt``/``_decrypt``
 (``bpf_crypto_crypt``) take their source, destination and IV ("siv": IV and
 state, ``ivsize + statesize`` bytes) as dynptrs, here anything with a size, a
 read-only bit and ``__bpf_dynptr_data`` (:class:`CryptBuf`). The AES blocks
@@ -13,6 +12,10 @@ themselves are the ``cryptography`` library's.
 As the lskcipher templates do, a length that is not a whole number of blocks
 still has its whole blocks written (and a CBC IV advanced past them) before the
 call answers ``-EINVAL``.
+
+pyxdp's engines do not call this yet: a context comes only from a
+``SEC("syscall")`` program, which only the kernel backend runs.
+``tests/kernel/test_crypto_kernel.py`` holds it to Linux's answers.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-__all__ = ["AES_BLOCK", "PARAMS", "CryptBuf", "CryptoCtx", "crypto_crypt",
-           "crypto_ctx_acquire", "crypto_ctx_create", "crypto_ctx_release"]
+__all__ = ["AES_BLOCK", "PARAMS", "CryptBuf", "CryptoCtx", "Mem", "crypto_crypt",
+           "crypto_ctx_create"]
 
 # struct bpf_crypto_params: type[14], reserved[2], algo[128], key[256], key_len, authsize
 PARAMS = struct.Struct("<14s2s128s256sII")
@@ -49,12 +52,11 @@ def _cstr(raw: bytes) -> str:
 
 @dataclass
 class CryptoCtx:
-    """``struct bpf_crypto_ctx``: the cipher (mode and key), ``siv_len`` and ``usage``."""
+    """``struct bpf_crypto_ctx``: the cipher (mode and key) and ``siv_len``."""
 
     mode: str
     key: bytes
     siv_len: int
-    usage: int = 1
 
 
 def crypto_ctx_create(params: bytes | None, params_sz: int) -> tuple[CryptoCtx | None, int]:
@@ -84,20 +86,6 @@ def crypto_ctx_create(params: bytes | None, params_sz: int) -> tuple[CryptoCtx |
     return CryptoCtx(mode, bytes(key[:key_len]), _IVSIZE[mode]), 0
 
 
-def crypto_ctx_acquire(ctx: CryptoCtx) -> CryptoCtx | None:
-    """bpf_crypto_ctx_acquire: a new reference, or None once the last one is gone."""
-    if ctx.usage == 0:
-        return None
-    ctx.usage += 1
-    return ctx
-
-
-def crypto_ctx_release(ctx: CryptoCtx) -> bool:
-    """bpf_crypto_ctx_release: drop a reference; True when it was the last."""
-    ctx.usage -= 1
-    return ctx.usage == 0
-
-
 Mem = tuple[bytearray, int]  # a byte of program memory: its region and offset
 
 
@@ -112,7 +100,8 @@ class CryptBuf(Protocol):
 
     def data(self, length: int, rw: bool) -> Mem | None:
         """``__bpf_dynptr_data`` (``rw``: ``_data_rw``): where its first ``length``
-        bytes are, or None where they are not one piece of memory."""
+        bytes are, or None where they are not one piece of memory (or, ``rw``, the
+        dynptr is read-only)."""
         ...
 
 
