@@ -22,7 +22,7 @@ from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import ObjectError, UnsupportedHelper, VerifierError
+from pyxdp.errors import NotSupportedError, ObjectError, UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
@@ -200,12 +200,14 @@ LOCAL_KPTR = {
 
 
 def _verdicts(obj: Path) -> tuple[dict[str, tuple[str | None, int]], dict[str, int]]:
-    """Every program of ``obj`` verified: (reason, errno) - (None, 0) when accepted - and
-    the instructions processed, by program name."""
+    """Every XDP program of ``obj`` verified: (reason, errno) - (None, 0) when accepted -
+    and the instructions processed, by program name."""
     spec = load_collection_spec(obj)
     got: dict[str, tuple[str | None, int]] = {}
     processed: dict[str, int] = {}
     for name, prog in spec.programs.items():
+        if prog.prog_type != "xdp":
+            continue
         try:
             processed[name] = verify(prog, spec.maps, btf=spec.btf).insns_processed
             got[name] = (None, 0)
@@ -243,7 +245,6 @@ CRYPTO_PROCESSED = {"xdp_crypto_roundtrip": 57}
 
 def test_crypto_kfunc_mistakes_get_linux_verdict() -> None:
     got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "crypto.o")
-    del got["crypto_setup"]  # SEC("syscall"): not an XDP program
     assert got == CRYPTO
     assert {n: processed[n] for n in CRYPTO_PROCESSED} == CRYPTO_PROCESSED
 
@@ -615,6 +616,26 @@ def test_host_load_verifies() -> None:
             host.load(SAMPLES / "unchecked.o")
         coll = host.load(SAMPLES / "unchecked.o", verify=False)
         assert "xdp_unchecked" in coll.programs
+
+
+def test_verify_refuses_other_program_types() -> None:
+    """A SEC("syscall") program is not judged by XDP's rules: one line, no verdict (the
+    CLI lists it as not verified and goes on with the object's XDP programs)."""
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "crypto.o")
+    with pytest.raises(NotSupportedError, match=r"^crypto_setup: pyxdp's verifier checks XDP "
+                       r"programs only, not a syscall program \(section 'syscall'\)$"):
+        verify(spec.programs["crypto_setup"], spec.maps, btf=spec.btf)
+
+
+def test_cli_prog_verify_lists_unverified_types(capsys: pytest.CaptureFixture[str]) -> None:
+    obj = Path(__file__).parent / "verifier_objects" / "crypto.o"
+    assert main(["prog", "verify", str(obj), "-s", "crypto_setup"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "crypto_setup (syscall): not verified",
+        "  crypto_setup: pyxdp's verifier checks XDP programs only, not a syscall program "
+        "(section 'syscall')"]
+    assert main(["prog", "verify", str(obj)]) == 1  # its XDP mistakes are still refused
+    assert "xdp_crypt (xdp): accepted" in capsys.readouterr().out
 
 
 def test_cli_prog_verify(capsys: pytest.CaptureFixture[str]) -> None:

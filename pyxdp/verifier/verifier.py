@@ -54,7 +54,7 @@ from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
-from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
+from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
@@ -5677,7 +5677,15 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     object's own; a relocation without a target poisons its instruction as
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
+
+    Only XDP programs are checked (XDP's context, helper set and return rules are
+    the ones modelled): a program of another type raises
+    :class:`~pyxdp.errors.NotSupportedError` rather than being judged by XDP's
+    rules.
     """
+    if spec.prog_type != "xdp":
+        raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP programs only, not "
+                                f"a {spec.prog_type} program (section {spec.section!r})")
     # The walk allocates registers and states by the hundred thousand and makes no cycles
     # of them: the cyclic collector would only rescan the kept states over and over (a
     # fifth of the time on large programs).
