@@ -171,6 +171,7 @@ class VerifierCase:
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
     processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
+    syscall: bool = False  # a SEC("syscall") program (give flags=BPF_F_SLEEPABLE, as libbpf)
 
     @property
     def errno(self) -> int:
@@ -199,10 +200,12 @@ class VerifierCase:
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
                 refs.append(MapRef(pc, names[i.imm - _TAG], "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
-        prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
-                           insns=tuple(insns), license=self.license, map_refs=tuple(refs),
-                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
-                           kfuncs=krefs, flags=self.flags)
+        section = "syscall" if self.syscall else "xdp/devmap" if self.devmap else "xdp"
+        attach = 0 if self.syscall else BPF_XDP_DEVMAP if self.devmap else BPF_XDP
+        prog = ProgramSpec(name=self.name[:15], section=section, insns=tuple(insns),
+                           license=self.license, map_refs=tuple(refs),
+                           prog_type="syscall" if self.syscall else "xdp",
+                           expected_attach_type=attach, kfuncs=krefs, flags=self.flags)
         btf = None
         maps = {n: MAPS[n] for n in names}
         if self.funcs or any(m in maps for m in _BTF_MAPS):
@@ -1149,6 +1152,47 @@ _CRYPTO_CASES = (
        "call KFUNC(bpf_crypto_encrypt)\nr0 = 2\nexit",
        "kernel function bpf_crypto_encrypt args#0 expected pointer to STRUCT bpf_crypto_ctx "
        "but R1 has a pointer to STRUCT bpf_map", err=errno.EINVAL),
+)
+
+# -- SEC("syscall") programs (BPF_PROG_TYPE_SYSCALL, sleepable): any aligned context access
+# at a fixed offset (syscall_prog_is_valid_access), base helpers, sleepable map types
+_SLEEPABLE = 1 << 4
+
+
+def _sys(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
+    kw.setdefault("flags", _SLEEPABLE)
+    return _c(name, asm, linux, syscall=True, **kw)
+
+
+_SYSCALL_CASES = (
+    _sys("sys_ld8", "r0 = *(u64 *)(r1 +0)\nexit", None),
+    _sys("sys_ld1", "r0 = *(u8 *)(r1 +3)\nexit", None),
+    _sys("sys_ldsx", "r0 = *(s32 *)(r1 +4)\nexit", None),
+    _sys("sys_far", "r0 = *(u64 *)(r1 +32760)\nexit", None),
+    _sys("sys_misaligned", "r0 = *(u16 *)(r1 +3)\nexit",
+         "invalid bpf_context access off=3 size=2"),
+    _sys("sys_negative", "r0 = *(u32 *)(r1 -4)\nexit",
+         "invalid bpf_context access off=-4 size=4"),
+    _sys("sys_store", "r2 = 5\n*(u32 *)(r1 +4) = r2\n*(u64 *)(r1 +8) = 7\nr0 = 0\nexit", None),
+    _sys("sys_store_ptr", "*(u64 *)(r1 +8) = r10\nr0 = r1\nexit", None),
+    _sys("sys_modified", "r1 += 4\nr0 = *(u32 *)(r1 +0)\nexit",
+         "dereference of modified ctx ptr R1 off=4 disallowed"),
+    _sys("sys_var_off", "r2 = *(u32 *)(r1 +0)\nr2 &= 4\nr1 += r2\nr0 = *(u32 *)(r1 +0)\nexit",
+         "variable ctx access var_off=(0x0; 0x4) disallowed"),
+    _sys("sys_atomic", "r2 = 1\nlock *(u64 *)(r1 +0) += r2\nr0 = 0\nexit",
+         "BPF_ATOMIC stores into R1 ctx is not allowed"),
+    _sys("sys_not_sleepable", "r0 = 0\nexit", "Syscall programs can only be sleepable",
+         flags=0, err=errno.EINVAL),
+    _sys("sys_xdp_helper", "r1 = 0\nr2 = 0\ncall 44\nr0 = 0\nexit",
+         "program of this type cannot use helper bpf_xdp_adjust_head#44", err=errno.EINVAL),
+    _sys("sys_lookup", "r6 = r1\n" + _LOOKUP.format(m="hash") + "if r0 == 0 goto +2\n"
+         "r1 = *(u64 *)(r0 +0)\n*(u64 *)(r6 +0) = r1\nr0 = 1\nexit", None),
+    _sys("sys_ctx_key", "r2 = r1\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
+         "R2 type=ctx expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
+         "trusted_ptr_"),
+    _sys("sys_devmap", "r1 = MAP(dev)\nr0 = 0\nexit",
+         "Sleepable programs can only use array, hash, ringbuf and local storage maps",
+         err=errno.EINVAL),
 )
 
 _MISC_CASES = (
@@ -6047,6 +6091,7 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_THROW_CASES,
     *_MISC_CASES,
     *_CRYPTO_CASES,
+    *_SYSCALL_CASES,
     # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
     *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
          "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")

@@ -69,6 +69,9 @@ from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import (
     PKT_ACCESS,
     PROTOS,
+    SLEEPABLE_MAPS,
+    SYSCALL_HELPERS,
+    SYSCALL_MODELLED,
     UNMODELLED_XDP_HELPERS,
     Arg,
     Ret,
@@ -122,6 +125,9 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
+BPF_F_SLEEPABLE = 1 << 4
+# syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
+_SYSCALL_CTX_MAX = 0xFFFF
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
@@ -1273,6 +1279,9 @@ class _Verifier:
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
+        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
+        # and the sleepable rules; any other is XDP
+        self.syscall = spec.prog_type == "syscall"
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
             "Dual MPL/GPL")
@@ -1406,11 +1415,19 @@ class _Verifier:
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
+        if self.syscall and self.spec.kfuncs:
+            k = self.spec.kfuncs[0]
+            raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall program is "
+                                    "not modelled by pyxdp", pc=k.pc)
         try:
             self._check_kfunc_calls()
             self._find_exception_cb()
+            self._check_sleepable_maps()
             self._check_abnormal_return()
             self._check_cfg()
+            if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
+                self.pc = 0
+                raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
             self._check_max_stack_depth()
@@ -1448,6 +1465,19 @@ class _Verifier:
             self.log.extend((e.msg, stats))
         return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
                              pc=self.pc, insn=text, source=src, state=regs)
+
+    def _check_sleepable_maps(self) -> None:
+        """resolve_pseudo_ldimm64's check_map_prog_compatibility for a sleepable program
+        (a syscall program is one): only the map types of SLEEPABLE_MAPS."""
+        if not self.syscall:
+            return
+        for ref in sorted(self.spec.map_refs, key=lambda r: r.pc):
+            m = self.maps.get(ref.map_name)
+            if m is not None and m.type not in SLEEPABLE_MAPS:
+                self.pc = ref.pc
+                raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
+                             "storage maps", errno.EINVAL)
+        self.pc = 0
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
@@ -3144,6 +3174,9 @@ class _Verifier:
             raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
         if write:
             raise Refuse("store to referenced kptr disallowed")
+        if self.syscall:  # sleepable: outside an RCU section the load is untrusted
+            raise UnsupportedHelper(f"{self.spec.name}: a plain load of a __kptr field in a "
+                                    "syscall program is not modelled by pyxdp", pc=self.pc)
         assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
@@ -3230,6 +3263,10 @@ class _Verifier:
         if not reg.const or reg.tv:
             raise Refuse(f"variable ctx access var_off={_tn(reg)} "
                          "disallowed")
+        if self.syscall:  # syscall_prog_is_valid_access: any scalar, read or written
+            if not (0 <= off < _SYSCALL_CTX_MAX and off % size == 0):
+                raise Refuse(f"invalid bpf_context access off={off} size={size}")
+            return None
         ok = 0 <= off < XDP_MD_SIZE and off % size == 0 and size == 4 and not write
         if off == _EGRESS_IFINDEX and not self.devmap:
             ok = False
@@ -4085,6 +4122,14 @@ class _Verifier:
                      stack: list[tuple[State, int]]) -> int:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
+        if self.syscall and fid not in SYSCALL_MODELLED:
+            if not (0 < fid < len(HELPER_NAMES)):
+                raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
+            if fid in SYSCALL_HELPERS:
+                raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
+                                        "syscall programs by Linux but pyxdp does not "
+                                        "provide it there", pc=pc, helper_id=fid)
+            raise Refuse(f"program of this type cannot use helper {name}#{fid}", errno.EINVAL)
         if fid == BPF_FUNC_KPTR_XCHG:
             return self._kptr_xchg(st, pc)
         if fid in (BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR):
@@ -5678,14 +5723,15 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
 
-    Only XDP programs are checked (XDP's context, helper set and return rules are
-    the ones modelled): a program of another type raises
+    XDP and ``SEC("syscall")`` programs are checked (each type's context and
+    helper set); a program of another type raises
     :class:`~pyxdp.errors.NotSupportedError` rather than being judged by XDP's
     rules.
     """
-    if spec.prog_type != "xdp":
-        raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP programs only, not "
-                                f"a {spec.prog_type} program (section {spec.section!r})")
+    if spec.prog_type not in ("xdp", "syscall"):
+        raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP and syscall programs "
+                                f"only, not a {spec.prog_type} program (section "
+                                f"{spec.section!r})")
     # The walk allocates registers and states by the hundred thousand and makes no cycles
     # of them: the cyclic collector would only rescan the kept states over and over (a
     # fifth of the time on large programs).

@@ -14,7 +14,8 @@ still has its whole blocks written (and a CBC IV advanced past them) before the
 call answers ``-EINVAL``.
 
 pyxdp's engines do not call this yet: a context comes only from a
-``SEC("syscall")`` program, which only the kernel backend runs.
+``SEC("syscall")`` program's ``bpf_crypto_ctx_create``, and pyxdp's engines run
+syscall programs but no kfunc in them.
 ``tests/kernel/test_crypto_kernel.py`` holds it to Linux's answers.
 """
 

@@ -34,8 +34,8 @@ pytestmark = pytest.mark.kernel
 
 
 def modelled(prog: ProgramSpec) -> bool:
-    """XDP programs (what pyxdp's verifier covers)."""
-    return prog.prog_type == "xdp"
+    """XDP programs and syscall programs calling no kfunc (what pyxdp's verifier covers)."""
+    return prog.prog_type == "xdp" or (prog.prog_type == "syscall" and not prog.kfuncs)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # tests/verifier_objects: clang output of loops Linux verifies until they converge
