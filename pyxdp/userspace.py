@@ -93,7 +93,7 @@ class UserspaceBackend:
             return ("pyxdp runs only XDP and syscall programs in user space; the kernel "
                     "backend loads it (backend='kernel')")
         if spec.prog_type == "syscall" and spec.kfuncs:
-            return (f"pyxdp does not model kfuncs in syscall programs "
+            return (f"pyxdp's engines run no kfunc in syscall programs "
                     f"({spec.kfuncs[0].name}); the kernel backend loads it (backend='kernel')")
         return ""
 

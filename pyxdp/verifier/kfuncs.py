@@ -24,7 +24,7 @@ __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL"
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
-           "SLEEPABLE_KFUNCS",
+           "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -265,6 +265,16 @@ KFUNCS: dict[str, KfuncProto] = {
                                      flags=KF_RCU),
     "bpf_crypto_decrypt": KfuncProto((_CRYPTO, _DYN, _DYN, P(KArg.DYNPTR, optional=True)),
                                      flags=KF_RCU),
+    # crypt_init_kfunc_btf_ids (syscall programs only): the params by pointer and size
+    # (params__sz: the MEM_SIZE's second argument, its slot here never visited), the
+    # error code's int by pointer; a context's references
+    "bpf_crypto_ctx_create": KfuncProto((P(KArg.MEM_SIZE), _U32, P(KArg.MEM, size=4)),
+                                        KRet.BTF_ID,
+                                        KF_ACQUIRE | KF_RET_NULL, ret_struct="bpf_crypto_ctx"),
+    "bpf_crypto_ctx_acquire": KfuncProto((_CRYPTO,), KRet.BTF_ID,
+                                         KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                         ret_struct="bpf_crypto_ctx"),
+    "bpf_crypto_ctx_release": KfuncProto((_CRYPTO,), KRet.VOID, KF_RELEASE),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),
@@ -409,6 +419,11 @@ TRAP_KFUNC = "__bpf_trap"
 # verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
 # an RCU read section) is an RCU pointer, NULL or not.
 KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
+
+# The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
+# UnsupportedHelper): the crypto context's life cycle.
+SYSCALL_KFUNCS = frozenset({"bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
+                            "bpf_crypto_ctx_release"})
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

@@ -94,6 +94,7 @@ from pyxdp.verifier.kfuncs import (
     NOT_FOR_XDP,
     RCU_FIELDS,
     SLEEPABLE_KFUNCS,
+    SYSCALL_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
@@ -1415,10 +1416,10 @@ class _Verifier:
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
-        if self.syscall and self.spec.kfuncs:
-            k = self.spec.kfuncs[0]
-            raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall program is "
-                                    "not modelled by pyxdp", pc=k.pc)
+        for k in self.spec.kfuncs if self.syscall else ():
+            if k.name not in SYSCALL_KFUNCS:
+                raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall "
+                                        "program is not modelled by pyxdp", pc=k.pc)
         try:
             self._check_kfunc_calls()
             self._find_exception_cb()
@@ -3254,8 +3255,9 @@ class _Verifier:
         if not self._fits(off, size, reg.rng, zero_ok):
             raise Refuse(f"R{regno} offset is outside of the packet")
 
-    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
-             sx: bool = False) -> Reg | None:
+    @staticmethod
+    def _ctx_ptr_off(regno: int, reg: Reg) -> None:
+        """__check_ptr_off_reg for the context: its pointer unmoved."""
         if reg.off < 0:
             raise Refuse(f"negative offset ctx ptr R{regno} off={reg.off} disallowed")
         if reg.off:
@@ -3263,6 +3265,10 @@ class _Verifier:
         if not reg.const or reg.tv:
             raise Refuse(f"variable ctx access var_off={_tn(reg)} "
                          "disallowed")
+
+    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
+             sx: bool = False) -> Reg | None:
+        self._ctx_ptr_off(regno, reg)
         if self.syscall:  # syscall_prog_is_valid_access: any scalar, read or written
             if not (0 <= off < _SYSCALL_CTX_MAX and off % size == 0):
                 raise Refuse(f"invalid bpf_context access off={off} size={size}")
@@ -4230,12 +4236,12 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
-        if name in NOT_FOR_XDP:  # fetch_kfunc_meta: no flags for this program type
+        if name in NOT_FOR_XDP and not self.syscall:  # fetch_kfunc_meta: not for XDP
             raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
             raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
                          errno.EFAULT)
-        if name in SLEEPABLE_KFUNCS:  # an XDP program is never sleepable
+        if name in SLEEPABLE_KFUNCS and not self.syscall:  # an XDP program never sleeps
             raise Refuse(f"program must be sleepable to call sleepable kfunc {name}")
         proto = KFUNCS.get(name)
         if proto is None:
@@ -4458,6 +4464,8 @@ class _Verifier:
                              errno.EINVAL)
             self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
+        if self.syscall and reg.t == CTX and p.kind in (KArg.MEM, KArg.MEM_SIZE):
+            self._ctx_ptr_off(n, reg)  # check_func_arg_reg_off: the unmoved context only
         if p.kind == KArg.MEM:
             if reg.is_null():
                 return i + 1
@@ -4858,7 +4866,9 @@ class _Verifier:
             if ptr.t & PERCPU != percpu:  # map_kptr_match_type: the flags, before the name
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)} "
                              f"expected=ptr_{name}")
-            if ptr.sub != tid or ptr.off:
+            # a program's object by its BTF id; a kernel object (of a kfunc) by its struct
+            same = ptr.bt == name if name in KERNEL_KPTRS else ptr.sub == tid
+            if not same or ptr.off:
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)}{ptr.bt} "
                              f"expected=ptr_{name}")
             if not ptr.ref:
@@ -5643,6 +5653,8 @@ class _Verifier:
                     b = bytearray(S_MISC if x == S_SPILL else x for x in types)
                     b[k] = S_MISC
                     frame.set_slot(spi, (bytes(b), None))
+        elif t == CTX and self.syscall:  # a syscall program's context, read and written
+            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context")
         else:
             if zero_ok and size == 0 and reg.is_null():
                 return

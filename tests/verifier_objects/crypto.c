@@ -16,8 +16,9 @@
  * the IV, and records the kfunc's return in job.ret, the IV after it in
  * job.siv. It returns XDP_PASS, or XDP_ABORTED when it has no context.
  *
- * The xdp_crypto_* programs after it are the usual mistakes; each one's
- * Linux 6.18 verdict is recorded in tests/test_verifier.py.
+ * The xdp_crypto_* and sys_crypto_* programs after it are the usual mistakes
+ * (sys_crypto_acquire is right); each one's Linux 6.18 verdict is recorded in
+ * tests/test_verifier.py.
  *
  * Built with (from the repository's top directory):
  *   clang-16 -target bpf -O2 -g -Wall -Isamples/include -mcpu=v3 \
@@ -296,6 +297,101 @@ int xdp_crypto_roundtrip(struct xdp_md *ctx)
 	if (bpf_crypto_encrypt(c, &pkt, &buf, NULL))
 		return XDP_DROP;
 	return bpf_crypto_decrypt(c, &buf, &pkt, NULL) ? XDP_DROP : XDP_PASS;
+}
+
+/* syscall programs' mistakes with a context's references */
+
+/* the new context neither kept nor released */
+SEC("syscall")
+int sys_crypto_leak(struct setup_args *args)
+{
+	int err = 0;
+
+	bpf_crypto_ctx_create(&args->params, sizeof(args->params), &err);
+	args->err = err;
+	return 0;
+}
+
+/* released without a NULL check */
+SEC("syscall")
+int sys_crypto_maybe_null(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c;
+	int err = 0;
+
+	c = bpf_crypto_ctx_create(&args->params, sizeof(args->params), &err);
+	bpf_crypto_ctx_release(c);
+	return err;
+}
+
+/* released twice */
+SEC("syscall")
+int sys_crypto_twice(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c;
+	int err = 0;
+
+	c = bpf_crypto_ctx_create(&args->params, sizeof(args->params), &err);
+	if (!c)
+		return err;
+	bpf_crypto_ctx_release(c);
+	bpf_crypto_ctx_release(c);
+	return 0;
+}
+
+/* a second reference taken and both given back */
+SEC("syscall")
+int sys_crypto_acquire(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c, *d;
+	int err = 0;
+
+	c = bpf_crypto_ctx_create(&args->params, sizeof(args->params), &err);
+	if (!c)
+		return err;
+	d = bpf_crypto_ctx_acquire(c);
+	bpf_crypto_ctx_release(c);
+	if (d)
+		bpf_crypto_ctx_release(d);
+	return 1;
+}
+
+/* params__sz of a size past the context's U16_MAX bytes */
+SEC("syscall")
+int sys_crypto_size(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c;
+	int err = 0;
+
+	c = bpf_crypto_ctx_create(&args->params, 0x10000, &err);
+	if (c)
+		bpf_crypto_ctx_release(c);
+	return err;
+}
+
+/* err a NULL pointer */
+SEC("syscall")
+int sys_crypto_null_err(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c;
+
+	c = bpf_crypto_ctx_create(&args->params, sizeof(args->params), (int *)0);
+	if (c)
+		bpf_crypto_ctx_release(c);
+	return 0;
+}
+
+/* the context's params at an offset of the context pointer */
+SEC("syscall")
+int sys_crypto_offset(struct setup_args *args)
+{
+	struct bpf_crypto_ctx *c;
+	int err = 0;
+
+	c = bpf_crypto_ctx_create((void *)args + 4, sizeof(args->params), &err);
+	if (c)
+		bpf_crypto_ctx_release(c);
+	return err;
 }
 
 LICENSE("GPL");
