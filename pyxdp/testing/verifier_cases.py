@@ -1196,6 +1196,11 @@ _SYSCALL_CASES = (
 )
 
 _MISC_CASES = (
+    # -- bpf_xdp_ct_lookup's second memory, len pair (opts, opts__sz) is checked too
+    _c("ct_bad_opts", "r6 = 0\n*(u64 *)(r10 -40) = r6\n*(u64 *)(r10 -32) = r6\n"
+       "*(u64 *)(r10 -24) = r6\nr2 = r10\nr2 += -40\nr3 = 12\nr4 = 5\nr5 = 12\n"
+       "call KFUNC(bpf_xdp_ct_lookup)\nr0 = 2\nexit",
+       "arg#3 arg#4 memory, len pair leads to invalid memory access"),
     # -- bpf_map_sum_elem_count: a map pointer is a trusted struct bpf_map (reg2btf_ids)
     _c("sum_elem_map", "r1 = MAP(hash)\ncall KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit", None),
     _c("sum_elem_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\n"

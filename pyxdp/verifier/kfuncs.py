@@ -47,7 +47,8 @@ class KArg(Enum):
     CONST = auto()         # ``__k``: a known constant
     CTX = auto()           # KF_ARG_PTR_TO_CTX
     MEM = auto()           # KF_ARG_PTR_TO_MEM: ``size`` bytes read and written
-    MEM_SIZE = auto()      # KF_ARG_PTR_TO_MEM_SIZE: memory, the next argument its size
+    MEM_SIZE = auto()      # KF_ARG_PTR_TO_MEM_SIZE: memory, the next argument (a slot of
+    #                        its own in ``KfuncProto.params``, never visited) its size
     DYNPTR = auto()        # KF_ARG_PTR_TO_DYNPTR, initialised
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
@@ -127,10 +128,11 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_xdp_pull_data": KfuncProto((_CTX, _U32), pkt_data=True),
     # kernel/bpf/helpers.c: common_btf_ids (every program type)
     "bpf_dynptr_slice": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
-                                                   const_size=True)), KRet.SLICE,
+                                                   const_size=True), _U32), KRet.SLICE,
                                    KF_RET_NULL),
     "bpf_dynptr_slice_rdwr": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
-                                                        const_size=True)), KRet.SLICE_RDWR,
+                                                        const_size=True), _U32),
+                                        KRet.SLICE_RDWR,
                                         KF_RET_NULL),
     "bpf_dynptr_size": KfuncProto((_DYN,)),
     "bpf_dynptr_is_null": KfuncProto((_DYN,)),
@@ -308,10 +310,12 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_iter_css_task_destroy": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.VOID,
                                             KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
-    "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
-                                    KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
-    "bpf_xdp_ct_alloc": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
-                                   KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn___init"),
+    # (the bpf_tuple and its size, the opts and theirs)
+    "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), _U32, P(KArg.MEM_SIZE), _U32),
+                                    KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
+    "bpf_xdp_ct_alloc": KfuncProto((_CTX, P(KArg.MEM_SIZE), _U32, P(KArg.MEM_SIZE), _U32),
+                                   KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                   ret_struct="nf_conn___init"),
     "bpf_ct_insert_entry": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),), KRet.BTF_ID,
                                       KF_ACQUIRE | KF_RET_NULL | KF_RELEASE,
                                       ret_struct="nf_conn"),
@@ -319,11 +323,11 @@ KFUNCS: dict[str, KfuncProto] = {
     # the TC pair, in the same set: their context is a struct __sk_buff, which an XDP
     # program never holds trusted (see the verifier's _SKB_CTX)
     "bpf_skb_ct_lookup": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
-                                     P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                     _U32, P(KArg.MEM_SIZE), _U32), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
                                     ret_struct="nf_conn"),
     "bpf_skb_ct_alloc": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
-                                    P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                    _U32, P(KArg.MEM_SIZE), _U32), KRet.BTF_ID,
                                    KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
                                    ret_struct="nf_conn___init"),
     "bpf_ct_set_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"), _U32),
