@@ -166,5 +166,10 @@ class Backend(Protocol):
         """BPF_PROG_TEST_RUN with the kernel's rules."""
         ...
 
+    def stream_read(self, prog: ProgHandle, stream_id: int, size: int) -> bytes:
+        """BPF_PROG_STREAM_READ_BY_FD: up to ``size`` bytes of the program's stream
+        ``stream_id`` (1 stdout, 2 stderr), consumed."""
+        ...
+
     def close(self) -> None:
         ...

@@ -328,6 +328,18 @@ class Program:
         return res
 
 
+    def stream_read(self, stream: int = 1, size: int = 1 << 17) -> bytes:
+        """Up to ``size`` bytes of the program's BPF stream ``stream`` (``BPF_STDOUT`` 1,
+        ``BPF_STDERR`` 2: what ``bpf_stream_printk`` wrote, :mod:`pyxdp.vm.stream`),
+        consumed as ``BPF_PROG_STREAM_READ_BY_FD`` consumes them; b"" when nothing
+        is left. Another stream id raises KernelError (ENOENT)."""
+        if isinstance(stream, bool) or not isinstance(stream, int) or \
+                not isinstance(size, int) or not 0 <= size <= 0x7FFF_FFFF:
+            raise TypeError(f"stream_read: stream must be an int and size one in "
+                            f"0..2147483647, not {stream!r} and {size!r}")
+        return self._backend.stream_read(self.handle, stream, size)
+
+
 def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
             core_btf: str | os.PathLike[str] | None) -> dict[int, MemAccess]:
     """:func:`pyxdp.verifier.verify`'s access facts, or those of its acceptance of the
@@ -360,7 +372,7 @@ def _kernel_bound(i: Instruction) -> bool:
 
 _ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                          BpfMapType.BPF_MAP_TYPE_ARRAY})
-_ASYNC_FIELDS = ("bpf_timer", "bpf_wq")
+_ASYNC_FIELDS = ("bpf_timer", "bpf_wq", "bpf_task_work")
 
 
 # map_check_btf: the map types whose values may hold each special field (a lock: the
@@ -375,7 +387,7 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
     BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
     BpfMapType.BPF_MAP_TYPE_INODE_STORAGE, BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
     BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE}
-_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS,
+_FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS, "bpf_task_work": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
                "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS, "bpf_rb_root": _KPTR_MAPS,
                "percpu_kptr": _LINUX_KPTR_MAPS}

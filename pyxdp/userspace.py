@@ -191,6 +191,15 @@ class UserspaceBackend:
                                      ctx_size_out=ctx_size_out, repeat=repeat, env=self.env,
                                      trace=trace)
 
+    def stream_read(self, prog: ProgHandle, stream_id: int, size: int) -> bytes:
+        if not isinstance(prog, XdpProg):
+            raise PyxdpError("stream_read needs a program loaded by this backend")
+        stream = prog.streams.get(stream_id)
+        if stream is None:  # bpf_prog_stream_read: neither stdout nor stderr
+            raise KernelError("BPF_PROG_STREAM_READ_BY_FD", errno.ENOENT,
+                              f"stream {stream_id} is neither stdout (1) nor stderr (2)")
+        return stream.read(size)
+
     def close(self) -> None:
         self._maps.clear()
 

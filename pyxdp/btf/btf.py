@@ -90,6 +90,7 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     "bpf_res_spin_lock": SpecialField(4),
     "bpf_timer": SpecialField(16),
     "bpf_wq": SpecialField(16),
+    "bpf_task_work": SpecialField(8),
     "kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
     # the BPF linked list (struct list_head; a node is a list_head and its owner)
     "bpf_list_head": SpecialField(16, repeatable=True, unique=False),

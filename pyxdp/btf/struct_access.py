@@ -105,7 +105,7 @@ def _walk(btf: BtfSource, t: BtfType, off: int, size: int, untrusted: bool
     while True:
         if t.kind in _MODIFIERS:
             t, _ = skip_modifiers(btf, t.size_type)
-        tname = t.name
+        tname = t.name or "(anon)"  # __btf_name_by_offset of name 0
         if t.kind not in (BtfKind.STRUCT, BtfKind.UNION):
             raise StructWalkError(f"Type '{tname}' is not a struct", errno.EINVAL)
         members = t.members

@@ -281,14 +281,16 @@ XDP_TYPE_ROOTS: tuple[tuple[str, BtfKind], ...] = (
     ("bpf_map_type", BtfKind.ENUM), ("bpf_func_id", BtfKind.ENUM),
 )
 # The kernel structs behind the XDP context (bpf_cast_to_kern_ctx), a flowtable's
-# flows (bpf_xdp_flow_lookup) and the task and cgroup kfuncs' objects: whole, with the
-# structs they point to as forward declarations.
+# flows (bpf_xdp_flow_lookup), the task and cgroup kfuncs' objects (a task's VMAs too),
+# the struct bpf_key of bpf_lookup_system_key and bpf_get_kmem_cache's struct
+# kmem_cache: whole, with the structs they point to as forward declarations.
 XDP_KERN_ROOTS: tuple[tuple[str, BtfKind], ...] = (
     ("xdp_buff", BtfKind.STRUCT), ("xdp_rxq_info", BtfKind.STRUCT),
     ("xdp_txq_info", BtfKind.STRUCT), ("net_device", BtfKind.STRUCT),
     ("flow_offload", BtfKind.STRUCT), ("task_struct", BtfKind.STRUCT),
     ("css_set", BtfKind.STRUCT), ("cgroup", BtfKind.STRUCT),
-    ("kernfs_node", BtfKind.STRUCT),
+    ("kernfs_node", BtfKind.STRUCT), ("bpf_key", BtfKind.STRUCT),
+    ("kmem_cache", BtfKind.STRUCT), ("vm_area_struct", BtfKind.STRUCT),
 )
 
 

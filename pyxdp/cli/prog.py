@@ -296,7 +296,16 @@ def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
     return 1 if refused else 0
 
 
-def _print_result(res: Any, repeat: int) -> None:
+def _streams(prog: Program) -> dict[str, str]:
+    """What the run printed into the program's BPF streams (read, so consumed), for a
+    program that prints into them (bpf_stream_printk)."""
+    if not any(k.name == "bpf_stream_vprintk_impl" for k in prog.spec.kfuncs):
+        return {}
+    return {name: prog.stream_read(sid, 1 << 20).decode("latin-1")
+            for name, sid in (("stdout", 1), ("stderr", 2))}
+
+
+def _print_result(res: Any, repeat: int, streams: dict[str, str]) -> None:
     avg = " (average)" if repeat > 1 else ""
     print(f"Return value: {res.retval}, duration{avg}: {res.duration_ns}ns")
     if res.fault:
@@ -305,6 +314,9 @@ def _print_result(res: Any, repeat: int) -> None:
         print("redirect: " + ", ".join(f"{k}={v}" for k, v in res.redirect.items()))
     for line in res.trace:
         print(f"trace_printk: {line}")
+    for name, text in streams.items():
+        for line in text.splitlines():
+            print(f"{name}: {line}")
     for line in res.insn_trace:
         print(line)
 
@@ -323,6 +335,7 @@ def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | No
         prog = _program(coll, section)
         res = prog.test_run(data, ctx_in=ctx, ctx_size_out=24 if (ctx_out or ctx) else 0,
                             repeat=repeat, trace=trace)
+        streams = _streams(prog)
         if data_out:
             _write_output(data_out, res.data_out)
         if ctx_out and res.ctx_out is not None:
@@ -337,9 +350,9 @@ def cmd_prog_run(obj: str, section: str | None, data_in: str, data_out: str | No
                       "data_out": _json_value(bytes(res.data_out)),
                       "fault": str(res.fault) if res.fault else None,
                       "redirect": dict(res.redirect) if res.redirect else {},
-                      "trace_printk": list(res.trace)})
+                      "trace_printk": list(res.trace), **streams})
             else:
-                _print_result(res, repeat)
+                _print_result(res, repeat, streams)
         finally:
             sys.stdout = saved
         if maps_out:

@@ -60,6 +60,7 @@ from pyxdp.kernel.syscall import (
     possible_cpus,
     prog_get_info,
     prog_load,
+    prog_stream_read,
     prog_test_run,
     prog_test_run_syscall,
     require_bpf,
@@ -560,6 +561,9 @@ class KernelBackend:
         return prog
 
     # -- running ---------------------------------------------------------------------
+
+    def stream_read(self, prog: ProgHandle, stream_id: int, size: int) -> bytes:
+        return prog_stream_read(self._own_prog(prog).fd, stream_id, size)
 
     def test_run(self, prog: ProgHandle, data_in: bytes, *, ctx_in: bytes | None = None,
                  data_size_out: int = 0, ctx_size_out: int = 0, repeat: int = 1,

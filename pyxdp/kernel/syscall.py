@@ -60,6 +60,7 @@ __all__ = [
     "btf_get_fd_by_id",
     "btf_load",
     "map_create",
+    "prog_stream_read",
     "map_delete_batch",
     "map_delete_elem",
     "map_freeze",
@@ -493,6 +494,21 @@ def map_keys(fd: Fd | int, key_size: int) -> Iterator[bytes]:
 def map_freeze(fd: Fd | int) -> None:
     """BPF_MAP_FREEZE: the map becomes read-only for user space."""
     _call(BpfCmd.BPF_MAP_FREEZE, _elem_attr(fd, None, None, 0))
+
+
+def prog_stream_read(fd: Fd | int, stream_id: int, size: int) -> bytes:
+    """BPF_PROG_STREAM_READ_BY_FD: up to ``size`` bytes of the program's stream
+    ``stream_id`` (1 stdout, 2 stderr), consumed; -ENOENT for another stream. One call
+    reads at most 1 MiB (a stream holds less than 100,000 bytes)."""
+    size = min(size, 1 << 20)  # the buffer is ours: no more than a stream can hold
+    buf = ctypes.create_string_buffer(max(size, 1))
+    attr = _attr(20)  # prog_stream_read: stream_buf, stream_buf_len, stream_id, prog_fd
+    _put64(attr, 0, ctypes.addressof(buf))
+    _put32(attr, 8, size)
+    _put32(attr, 12, stream_id)
+    _put32(attr, 16, _fdnum(fd))
+    got = _call(BpfCmd.BPF_PROG_STREAM_READ_BY_FD, attr)
+    return buf.raw[:got]
 
 
 def _batch_attr(fd: Fd | int, in_batch: _Buf | None, out_batch: _Buf | None,

@@ -327,7 +327,8 @@ class Map:
         # (pyxdp.vm.bpf_async), and so does release_uref for all of them.
         self.timer_off: int | None = None
         self.wq_off: int | None = None
-        self.async_offs: tuple[int, ...] = ()  # both, where present (place_async)
+        self.task_work_off: int | None = None  # a struct bpf_task_work's, the same way
+        self.async_offs: tuple[int, ...] = ()  # all three, where present (place_async)
         # Offsets of the value's referenced __kptr fields, set from BTF by the loader: an
         # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
         # user space reads them as zero.
@@ -350,15 +351,18 @@ class Map:
 
     # -- special fields (bpf_timer, bpf_wq) ---------------------------------------------
     def place_async(self, field: str, off: int) -> None:
-        """The loader found ``struct field`` (``bpf_timer``, ``bpf_wq``: 16 bytes each)
-        at ``off`` in the value."""
+        """The loader found ``struct field`` (``bpf_timer``, ``bpf_wq``: 16 bytes each;
+        ``bpf_task_work``: 8) at ``off`` in the value."""
         if field == "bpf_timer":
             self.timer_off = off
         elif field == "bpf_wq":
             self.wq_off = off
+        elif field == "bpf_task_work":
+            self.task_work_off = off
         else:
             raise ValueError(f"{field} is not an async special field")
-        self.async_offs = tuple(o for o in (self.timer_off, self.wq_off) if o is not None)
+        self.async_offs = tuple(o for o in (self.timer_off, self.wq_off, self.task_work_off)
+                                if o is not None)
 
     def set_kptr_fields(self, offs: tuple[int, ...]) -> None:
         """The value's referenced __kptr fields (from BTF, by the loader). When the map
@@ -414,7 +418,8 @@ class Map:
         ``copy_map_value`` leaves them out; and what user space reads:
         ``check_and_init_map_value``; between runs a lock is free, its word 0)."""
         out = bytearray(data)
-        for off, size in (*((o, 16) for o in self.async_offs), *self.field_spans,
+        spans = ((self.timer_off, 16), (self.wq_off, 16), (self.task_work_off, 8))
+        for off, size in (*((o, n) for o, n in spans if o is not None), *self.field_spans,
                           *((o, 8) for o in self.kptr_offs)):
             out[off:off + size] = bytes(size)
         return bytes(out)

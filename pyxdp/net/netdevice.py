@@ -83,6 +83,7 @@ from pyxdp.net.xdp_mem import (
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType
 from pyxdp.uapi.if_link import NetdevXdpAct, XdpFlag
+from pyxdp.vm.bpf_task_work import TASK_WORK
 from pyxdp.vm.bpf_timer import TIMERS
 from pyxdp.vm.bpf_wq import WORKQUEUE
 from pyxdp.vm.helpers import RunContext
@@ -878,7 +879,9 @@ class Host:
         bpf_timers due by then fire (:data:`pyxdp.vm.bpf_timer.TIMERS`): the timer
         softirq between NET_RX ones; run() does not wait for timers not yet due. Then
         the bpf_wq work queued by then runs (:data:`pyxdp.vm.bpf_wq.WORKQUEUE`), as
-        kworkers would."""
+        kworkers would, and the task work scheduled by then
+        (:data:`pyxdp.vm.bpf_task_work.TASK_WORK`), as tasks returning to user space
+        would."""
         total = 0
         rounds = 0
         before = {id(rt): rt.processed for rt in self.cpumaps.values()}
@@ -888,6 +891,7 @@ class Host:
             # Between polls, as the timer softirq runs beside NET_RX: due bpf_timers.
             TIMERS.run()
             WORKQUEUE.run()
+            TASK_WORK.run()
             if not self.cpumap_threads:
                 for rt in list(self.cpumaps.values()):
                     # Inline, a kthread keeps up with the polls: it empties its ring.

@@ -41,6 +41,7 @@ from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
+from pyxdp.vm.stream import ProgStreams
 
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
@@ -232,6 +233,7 @@ class XdpProg:
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._async_vm: Engine | None = None  # runs bpf_timer callbacks
         self._depth = 0
+        self.streams = ProgStreams()  # its stdout and stderr (bpf_stream_vprintk_impl)
         # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
         # run() with an instruction trace and sees the end). Only run() consults it, so
         # it sees interpreter runs; a JIT program's run_batch never comes here.

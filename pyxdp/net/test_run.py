@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import struct
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from pyxdp.net.xdp import (
     XdpBuff,
 )
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
+from pyxdp.vm.bpf_task_work import TASK_WORK
 from pyxdp.vm.helpers import RunContext, TraceLog
 
 if TYPE_CHECKING:
@@ -151,7 +153,8 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
     fault: str | None = None
     t0 = clock()
     retval = 0
-    for _ in range(iterations):
+    me = threading.get_native_id()  # current: the task of the syscall
+    for i in range(iterations):
         ctx.tail_call_cnt = 0
         try:
             retval = prog.run(xdp, ctx, tracer)
@@ -159,7 +162,12 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
             retval = int(XdpAction.XDP_ABORTED)
             fault = f"{prog.spec.name}: {e}"
             break
+        if i + 1 < iterations and TASK_WORK.signal_pending(me):
+            TASK_WORK.run()  # bpf_test_timer_continue: -EINTR, back to user space
+            raise _fail(errno.EINTR, "task work scheduled with TWA_SIGNAL on the "
+                                     "test run's task interrupted it")
     duration = (clock() - t0) // iterations
+    TASK_WORK.run()  # the syscall returns to user space: the task's task work runs
 
     out = bytes(xdp.frame[xdp.data_meta if xdp.meta_supported else xdp.data:xdp.data_end]) \
         + b"".join(xdp.frags)

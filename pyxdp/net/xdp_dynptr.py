@@ -57,8 +57,8 @@ from pyxdp.vm.jit.natives import HelperNative, register_kfunc
 from pyxdp.vm.maccess import nofault_allowed, nofault_allowed_ir, read_byte_nofault
 from pyxdp.vm.memory import Region
 
-__all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "PROBE_READ_KFUNCS", "dynptr_read",
-           "dynptr_write"]
+__all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "PROBE_READ_KFUNCS", "dynptr_direct",
+           "dynptr_read", "dynptr_write"]
 
 _TYPE_SHIFT = DYNPTR_TYPE_SHIFT
 _SIZE_MASK = DYNPTR_SIZE_MASK
@@ -170,7 +170,7 @@ def _pointer(xdp: XdpBuff, off: int, length: int) -> tuple[int, int] | None:
     return (-1, rest) if rest + length <= linear else None
 
 
-def _direct(vm: Interpreter, r1: int, offset: int, length: int, rdwr: bool
+def dynptr_direct(vm: Interpreter, r1: int, offset: int, length: int, rdwr: bool
             ) -> tuple[XdpBuff | MemBytes, int] | None:
     """Where ``bpf_dynptr_slice(_rdwr)(r1, offset, NULL, length)`` points: the dynptr's
     bytes and the offset in them, or None when it returns NULL."""
@@ -283,8 +283,8 @@ def dynptr_copy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) ->
     where the frame has the ranges in one piece, else in 256-byte chunks (a failure
     midway leaves the chunks before it written)."""
     dst_off, src_off, size = r2 & M32, r4 & M32, r5 & M32
-    src_at = _direct(vm, r3, src_off, size, False)
-    dst_at = _direct(vm, r1, dst_off, size, True)
+    src_at = dynptr_direct(vm, r3, src_off, size, False)
+    dst_at = dynptr_direct(vm, r1, dst_off, size, True)
     if src_at is not None and dst_at is not None:  # memmove
         got = src_at[0].load_bytes(src_at[1], size)
         assert isinstance(got, bytes)
@@ -318,7 +318,7 @@ def dynptr_memset(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     """``bpf_dynptr_memset(p, offset, size, val)``: directly where the range is in one
     piece of the frame, else 256-byte writes."""
     offset, size, val = r2 & M32, r3 & M32, r4 & 0xFF
-    at = _direct(vm, r1, offset, size, True)
+    at = dynptr_direct(vm, r1, offset, size, True)
     if at is not None:
         return at[0].store_bytes(at[1], bytes([val]) * size) & M64
     data, dsize, _, _ = _load(vm, r1)
@@ -437,7 +437,7 @@ def _dynptr_copy_in(fn: _CopyFn, string: bool) -> Callable[..., int]:
         dynptr or through 256-byte chunks (-EINVAL for a read-only or null dynptr, at
         the first write); a string stops at its NUL."""
         doff, size = r2 & M32, r3 & M32
-        at = _direct(vm, r1, doff, size, True)
+        at = dynptr_direct(vm, r1, doff, size, True)
         if at is not None:
             data, ret = fn(vm, r4, size)
             if data:

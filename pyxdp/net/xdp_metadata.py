@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pyxdp.asm import opcodes as op
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import HelperFault, InvalidProgram, NotSupportedError
+from pyxdp.net.bpf_fs_kfuncs import FS_KFUNCS
 from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.nf_flow_table_bpf import FLOWTABLE_KFUNCS
@@ -43,8 +44,10 @@ from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
 from pyxdp.vm.bpf_exception import EXCEPTION_KFUNCS
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
+from pyxdp.vm.bpf_key import KEY_KFUNCS
 from pyxdp.vm.bpf_list import LIST_KFUNCS
 from pyxdp.vm.bpf_rbtree import RBTREE_KFUNCS
+from pyxdp.vm.bpf_task_work import TASK_WORK_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
@@ -53,6 +56,8 @@ from pyxdp.vm.memalloc import OBJ_KFUNCS, make_obj_new
 from pyxdp.vm.memalloc_percpu import PERCPU_OBJ_KFUNCS, make_percpu_obj_new
 from pyxdp.vm.rcu_preempt import RCU_PREEMPT_KFUNCS
 from pyxdp.vm.rqspinlock import RES_SPIN_LOCK_KFUNCS
+from pyxdp.vm.slab_common import SLAB_KFUNCS
+from pyxdp.vm.stream import STREAM_KFUNCS
 from pyxdp.vm.string_kfuncs import STRING_KFUNCS
 from pyxdp.vm.task_kfuncs import TASK_KFUNCS
 from pyxdp.vm.test_run_kfuncs import TEST_RUN_KFUNCS
@@ -145,7 +150,8 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     KERN_CTX_KFUNCS, STRING_KFUNCS, RCU_PREEMPT_KFUNCS, WQ_KFUNCS,
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
-                    TEST_RUN_KFUNCS, TASK_KFUNCS)
+                    TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS, FS_KFUNCS,
+                    STREAM_KFUNCS, TASK_WORK_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

@@ -32,6 +32,7 @@ from pyxdp.btf.btf import (
     BtfType,
 )
 from pyxdp.spec import (
+    BPF_F_RDONLY_PROG,
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
@@ -45,6 +46,9 @@ from pyxdp.uapi.bpf import BpfMapType as MT
 
 __all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
+# The strings of the rodata map, at offsets 0, 16, 32, 48 and (not NUL-terminated) 54.
+RODATA = (b"user.pyxdp".ljust(16, b"\0") + b"user.none".ljust(16, b"\0") +
+          b"trusted.pyxdp".ljust(16, b"\0") + b"user.\0" + b"useruseruu")
 MAPS: dict[str, MapSpec] = {
     "hash": MapSpec("hash", MT.BPF_MAP_TYPE_HASH, 4, 8, 16),
     "arr": MapSpec("arr", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 4),
@@ -59,8 +63,21 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_wq w; }: its BTF comes with the case
     "queued": MapSpec("queued", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 2),
     "hqueued": MapSpec("hqueued", MT.BPF_MAP_TYPE_HASH, 4, 24, 2),
+    # read-only global data (libbpf's frozen .rodata): MAP(rodata) is a pointer to its value
+    "rodata": MapSpec("rodata", MT.BPF_MAP_TYPE_ARRAY, 4, len(RODATA), 1,
+                      flags=BPF_F_RDONLY_PROG, contents=((bytes(4), RODATA),), frozen=True),
+    # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
+    "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
+    "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
+    # 8, eight bytes without a NUL
+    "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
+                    frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
 }
-_BTF_MAPS = ("locked", "timed", "queued", "hqueued")
+_BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked")
+# Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
+# refers to .rodata); every other MAP(name) is the map itself.
+_DIRECT = frozenset({"rodata"})
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
@@ -127,6 +144,11 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     queued = add(BtfKind.STRUCT, "queued_val", size_type=24,
                  members=(BtfMember("x", name("x"), long_id, 0),
                           BtfMember("w", name("w"), wq, 64)))
+    task_work = add(BtfKind.STRUCT, "bpf_task_work", size_type=8,
+                    members=(BtfMember("a", name("a"), long_id, 0),))
+    tasked = add(BtfKind.STRUCT, "tasked_val", size_type=16,
+                 members=(BtfMember("x", name("x"), long_id, 0),
+                          BtfMember("tw", name("tw"), task_work, 64)))
     ids = []
     for f in funcs:
         params = []
@@ -156,7 +178,8 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         for n, tag in tags:
             add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
-        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued}
+        "locked": locked, "timed": timed, "queued": queued, "hqueued": queued,
+        "tasked": tasked, "htasked": tasked}
 
 
 @dataclass(frozen=True)
@@ -198,7 +221,8 @@ class VerifierCase:
         refs = []
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
-                refs.append(MapRef(pc, names[i.imm - _TAG], "fd"))
+                name = names[i.imm - _TAG]
+                refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         section = "syscall" if self.syscall else "xdp/devmap" if self.devmap else "xdp"
         attach = 0 if self.syscall else BPF_XDP_DEVMAP if self.devmap else BPF_XDP
@@ -332,6 +356,32 @@ if r0 == 0 goto out
 r6 = r0"""
 
 
+# tasked[0]'s value in r6, the task of pid 1 (referenced) in r7 (to label out:, release:)
+_TW_PREP = _WQ_LOOKUP.replace("queued", "tasked") + """
+r1 = 1
+call KFUNC(bpf_task_from_pid)
+if r0 == 0 goto out
+r7 = r0"""
+# the call (KFUNC) with r1-r3 set before, then the task released
+_TW_CALL = """r4 = subprog[cb]
+r5 = 0
+call KFUNC({k})
+release:
+r1 = r7
+call KFUNC(bpf_task_release)
+out:
+r0 = 2
+exit
+cb:
+r0 = *(u64 *)(r3 +0)
+r0 = *(u32 *)(r2 +0)
+r0 = 0
+exit"""
+_TW_SIG = "bpf_task_work_schedule_signal_impl"
+_TW_OTHER = "bpf_task_work pointer in R2 map_uid=0 doesn't match map pointer in R3 map_uid=0"
+_TW_RES = "bpf_task_work_schedule_resume_impl"
+
+
 # A load through a scalar (refused): the path a decided compare skips.
 _DEREF_SCALAR = "r1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit"
 _IN_RCU = "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region"
@@ -353,6 +403,14 @@ r0 = *(u64 *)(r1 +0)
 r0 = 2
 exit"""
 _SCALAR_MEM = "R1 invalid mem access 'scalar'"
+
+
+# r0 = a NULL-checked lookup of key 0 in map {m} (jumps to out when NULL)
+_LOOKUP_OUT = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP({m})\nr2 = r10\nr2 += -4\ncall 1\n"
+           "if r0 == 0 goto out\n")
+# r1 = 1 (stdout), r2 the format in fmts, an 8-byte argument at fp-8
+_FMT = _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr1 = 7\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
+_VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -1265,6 +1323,9 @@ _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
 _IT = "r1 = r10\nr1 += -24\n"
 _IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
 _IT_END = _IT + "call KFUNC(bpf_iter_task_destroy)\nr0 = 2\nexit"
+_VMA_IT = "r1 = r10\nr1 += -8\n"
+_VMA_NEW = _VMA_IT + "r2 = r6\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\n"
+_VMA_END = _VMA_IT + "call KFUNC(bpf_iter_task_vma_destroy)\n"
 _TASK_CASES: tuple[VerifierCase, ...] = (
     _c("task_ok", _TASK_GET + "r1 = *(u32 *)(r6 + 1264)\nr1 = *(u64 *)(r6 + 1752)\n" +
        _TASK_REL + _OUT, None),
@@ -1377,6 +1438,42 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
          {"err": errno.EINVAL}),
         ("kn", "*(u64 *)(r6 + 256)", "", "R2 must be referenced or trusted",
          {"err": errno.EINVAL}))),
+    # the task VMA iterator: KF_RCU task, 8 stack bytes; the VMAs are trusted pointers
+    # (vm_start 0, vm_mm 16, vm_flags 32, vm_file 88; 192 bytes)
+    *(_c(f"task_vma_{k}", _TASK_GET + (new if new is not None else _VMA_NEW) + body +
+         (_VMA_END if end else "") + _TASK_REL + _OUT, v, **kw)
+      for k, new, body, end, v, kw in (
+        ("loop", None, "loop:\n" + _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n"
+         "if r0 == 0 goto done\nr1 = *(u64 *)(r0 + 0)\nr1 = *(u64 *)(r0 + 32)\n"
+         "r1 = *(u64 *)(r0 + 88)\ngoto loop\ndone:\n", True, None, {}),
+        ("parent", _VMA_IT + "r2 = *(u64 *)(r6 + 1280)\nr3 = 0\n"
+         "call KFUNC(bpf_iter_task_vma_new)\n", "", True, None, {}),
+        ("untrusted", _VMA_IT + "r2 = *(u64 *)(r6 + 1288)\nr3 = 0\n"
+         "call KFUNC(bpf_iter_task_vma_new)\n", "", True, "R2 must be a rcu pointer",
+         {"err": errno.EINVAL}),
+        ("null_task", _VMA_IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\n", "",
+         True, "Possibly NULL pointer passed to trusted arg1", {}),
+        ("leak", None, "", False, _LEAK, {"err": errno.EINVAL}),
+        ("twice", None, _VMA_NEW, True, "expected uninitialized iter_task_vma as arg #0",
+         {"err": errno.EINVAL}),
+        ("uninit", "", _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n", False,
+         "expected an initialized iter_task_vma as arg #0", {"err": errno.EINVAL}),
+        ("unchecked", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n"
+         "r1 = *(u64 *)(r0 + 0)\n", True, "R0 invalid mem access 'scalar'", {}),
+        ("write", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = 0\n*(u64 *)(r0 + 0) = r1\nd:\n", True, "only read is supported", {}),
+        ("oob", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = *(u64 *)(r0 + 192)\nd:\n", True,
+         "access beyond struct vm_area_struct at off 192 size 8", {}),
+        ("unlocked", None, "call KFUNC(bpf_rcu_read_lock)\ncall KFUNC(bpf_rcu_read_unlock)\n" +
+         _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\n", True, None, {}),
+        ("as_task", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = r0\ncall KFUNC(bpf_task_acquire)\nd:\n", True,
+         "kernel function bpf_task_acquire args#0 expected pointer to STRUCT task_struct but "
+         "R1 has a pointer to STRUCT vm_area_struct", {"err": errno.EINVAL}),
+        ("mm_deref", None, _VMA_IT + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto d\n"
+         "r1 = *(u64 *)(r0 + 16)\nr1 = *(u64 *)(r1 + 0)\nd:\n", True,
+         "access beyond struct (anon) at off 0 size 8", {}))),
     # a cgroup's task iterator: never made by an XDP program, so never used
     _c("css_task_iter_new", "r1 = r10\nr1 += -8\nr2 = r1\nr3 = 0\n"
        "call KFUNC(bpf_iter_css_task_new)\nr0 = 2\nexit",
@@ -1385,6 +1482,103 @@ _TASK_CASES: tuple[VerifierCase, ...] = (
     *(_c(f"css_task_iter_{k}", f"r1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_css_task_{k})\n"
          "r0 = 2\nexit", "expected an initialized iter_css_task as arg #0", err=errno.EINVAL)
       for k in ("next", "destroy")),
+)
+
+
+# -- bpf_lookup_system_key / bpf_key_put: a referenced struct bpf_key (key 0, has_ref 8, size
+# 16), released by bpf_key_put; its key member is an untrusted struct key pointer
+_KEY_GET = "r1 = 0\ncall KFUNC(bpf_lookup_system_key)\nif r0 == 0 goto out\nr6 = r0\n"
+_KEY_PUT = "r1 = r6\ncall KFUNC(bpf_key_put)\n"
+_KEY_CASES: tuple[VerifierCase, ...] = (
+    _c("key_ok", _KEY_GET + "r1 = *(u64 *)(r6 + 0)\nr1 = *(u8 *)(r6 + 8)\n" + _KEY_PUT + _OUT,
+       None),
+    _c("key_leak", _KEY_GET + _OUT, _LEAK, err=errno.EINVAL),
+    _c("key_null_put", "r1 = 0\ncall KFUNC(bpf_lookup_system_key)\nr1 = r0\n"
+       "call KFUNC(bpf_key_put)\nr0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0"),
+    _c("key_put_twice", _KEY_GET + _KEY_PUT + _KEY_PUT + _OUT,
+       "arg#0 pointer type STRUCT bpf_key must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("key_write", _KEY_GET + "r1 = 0\n*(u8 *)(r6 + 8) = r1\n" + _KEY_PUT + _OUT,
+       "only read is supported"),
+    _c("key_oob", _KEY_GET + "r1 = *(u8 *)(r6 + 16)\n" + _KEY_PUT + _OUT,
+       "access beyond struct bpf_key at off 16 size 1"),
+    _c("key_off", _KEY_GET + "r1 = r6\nr1 += 8\ncall KFUNC(bpf_key_put)\n" + _OUT,
+       "R1 must have zero offset when passed to release func or trusted arg to kfunc",
+       err=errno.EINVAL),
+    _c("key_ptr_id", "r1 = r10\ncall KFUNC(bpf_lookup_system_key)\nr0 = 2\nexit",
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("key_put_task", _TASK_GET + "r1 = r6\ncall KFUNC(bpf_key_put)\n" + _OUT,
+       "kernel function bpf_key_put args#0 expected pointer to STRUCT bpf_key but R1 has a "
+       "pointer to STRUCT task_struct", err=errno.EINVAL),
+)
+
+
+# -- bpf_get_kmem_cache: an untrusted struct kmem_cache pointer (never NULL to the verifier)
+# that may be read (size 32, object_size 36, name 104, node 224; 8416 bytes)
+_KC = "r1 = 0\ncall KFUNC(bpf_get_kmem_cache)\n"
+_KMEM_CACHE_CASES: tuple[VerifierCase, ...] = (
+    _c("kmem_cache_read", _KC + "r1 = *(u32 *)(r0 + 36)\nr0 = 2\nexit", None),
+    _c("kmem_cache_name", _KC + "if r0 == 0 goto out\nr1 = *(u64 *)(r0 + 104)\n"
+       "r1 = *(u8 *)(r1 + 0)\n" + _OUT, None),
+    _c("kmem_cache_name_write", _KC + "r1 = *(u64 *)(r0 + 104)\nr2 = 0\n*(u8 *)(r1 + 0) = r2\n"
+       "r0 = 2\nexit", "R1 cannot write into rdonly_untrusted_mem"),
+    _c("kmem_cache_name_half", _KC + "r1 = *(u32 *)(r0 + 104)\nr0 = 2\nexit",
+       "cannot access ptr member name with moff 104 in struct kmem_cache with off 104 size 4"),
+    _c("kmem_cache_hole", _KC + "r1 = *(u64 *)(r0 + 100)\nr0 = 2\nexit",
+       "struct kmem_cache doesn't have field at offset 100", err=errno.EINVAL),
+    _c("kmem_cache_oob", _KC + "r1 = *(u32 *)(r0 + 8416)\nr0 = 2\nexit",
+       "access beyond struct kmem_cache at off 8416 size 4"),
+    _c("kmem_cache_neg", _KC + "r1 = *(u32 *)(r0 - 8)\nr0 = 2\nexit",
+       "R0 is ptr_kmem_cache invalid negative access: off=-8"),
+    _c("kmem_cache_write", _KC + "r1 = 0\n*(u32 *)(r0 + 32) = r1\nr0 = 2\nexit",
+       "only read is supported"),
+    _c("kmem_cache_release", _KC + "r1 = r0\ncall KFUNC(bpf_task_release)\nr0 = 2\nexit",
+       "R1 must be referenced or trusted", err=errno.EINVAL),
+    _c("kmem_cache_acquire", _KC + "r1 = r0\ncall KFUNC(bpf_task_acquire)\nr0 = 2\nexit",
+       "R1 must be a rcu pointer", err=errno.EINVAL),
+    _c("kmem_cache_ptr_addr", "r1 = r10\ncall KFUNC(bpf_get_kmem_cache)\nr0 = 2\nexit",
+       "R1 is not a scalar", err=errno.EINVAL),
+)
+
+
+# -- bpf_cgroup_read_xattr(cgroup, name__str, value_p): a trusted or RCU cgroup, a string
+# of read-only array data (the rodata map), an initialised dynptr (of the packet here)
+_XA_DP = "r1 = r7\nr2 = 0\nr3 = r10\nr3 += -48\ncall KFUNC(bpf_dynptr_from_xdp)\n"
+
+
+def _xattr(name: str, cgroup: str = "r1 = r6\n", dynptr: str = "r3 = r10\nr3 += -48\n"
+           ) -> str:
+    return ("r7 = r1\n" + _CG_GET + _XA_DP + name + cgroup + dynptr +
+            "call KFUNC(bpf_cgroup_read_xattr)\n" + _CG_REL + _OUT)
+
+
+_XATTR_CASES: tuple[VerifierCase, ...] = (
+    _c("xattr_ok", _xattr("r2 = MAP(rodata)\nr2 += 16\n"), None),
+    _c("xattr_unterminated", _xattr("r2 = MAP(rodata)\nr2 += 54\n"),
+       "string is not zero-terminated", err=errno.EINVAL),
+    _c("xattr_stack_name", _xattr("*(u64 *)(r10 - 56) = 0\nr2 = r10\nr2 += -56\n"),
+       "arg#1 doesn't point to a const string", err=errno.EINVAL),
+    _c("xattr_null_name", _xattr("r2 = 0\n"), "Possibly NULL pointer passed to trusted arg1"),
+    _c("xattr_var_name", _xattr("call 7\nr0 &= 7\nr2 = MAP(rodata)\nr2 += r0\n"),
+       "R2 is not a constant address'"),
+    _c("xattr_rw_name", "r7 = r1\n" + _CG_GET + _XA_DP + "*(u32 *)(r10 - 4) = 0\n"
+       "r1 = MAP(arr)\nr2 = r10\nr2 += -4\ncall 1\nif r0 == 0 goto rel\nr2 = r0\n"
+       "r1 = r6\nr3 = r10\nr3 += -48\ncall KFUNC(bpf_cgroup_read_xattr)\nrel:\n" + _CG_REL +
+       _OUT, "R2 does not point to a readonly map'"),
+    _c("xattr_no_dynptr", _xattr("r2 = MAP(rodata)\n", dynptr="r3 = r10\nr3 += -64\n"),
+       "Expected an initialized dynptr as arg #2", err=errno.EINVAL),
+    _c("xattr_kn", _xattr("r2 = MAP(rodata)\n", cgroup="r1 = *(u64 *)(r6 + 256)\n"),
+       "kernel function bpf_cgroup_read_xattr args#0 expected pointer to STRUCT cgroup but "
+       "R1 has a pointer to STRUCT kernfs_node", err=errno.EINVAL),
+    # the task's cgroup through task->cgroups->dfl_cgrp is an RCU pointer: KF_RCU takes it
+    _c("xattr_task_cgroup", "r7 = r1\n" + _TASK_GET + _XA_DP + "r1 = *(u64 *)(r6 + 2376)\n"
+       "r1 = *(u64 *)(r1 + 112)\nr2 = MAP(rodata)\nr3 = r10\nr3 += -48\n"
+       "call KFUNC(bpf_cgroup_read_xattr)\n" + _TASK_REL + _OUT, None),
+    _c("xattr_unlocked_cgroup", "r7 = r1\n" + _TASK_GET + _XA_DP +
+       "call KFUNC(bpf_rcu_read_lock)\nr1 = *(u64 *)(r6 + 2376)\nr8 = *(u64 *)(r1 + 112)\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr1 = r8\nr2 = MAP(rodata)\nr3 = r10\nr3 += -48\n"
+       "call KFUNC(bpf_cgroup_read_xattr)\n" + _TASK_REL + _OUT,
+       "R1 must be a rcu pointer", err=errno.EINVAL),
 )
 
 
@@ -5883,6 +6077,38 @@ call 172
 r0 = 2
 exit""", "cannot call GPL-restricted function from non-GPL compatible program",
        license="Dual BSD", err=errno.EINVAL),
+    # -- bpf_task_work in a map value: a trusted task, the field at its offset of its own
+    # map, the callback an async one (map, key, value)
+    _c("tw_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), None, funcs=_CB),
+    _c("tw_resume_ok", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), None, funcs=_CB),
+    _c("tw_other_map", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(htasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_map_without_tw", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(arr)\n"
+       + _TW_CALL.format(k=_TW_SIG), _TW_OTHER, funcs=_CB, err=errno.EINVAL),
+    _c("tw_wrong_off", _TW_PREP + "\nr1 = r7\nr2 = r6\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "off 0 doesn't point to 'struct bpf_task_work' that is at 8",
+       funcs=_CB, err=errno.EINVAL),
+    _c("tw_stack", _TW_PREP + "\nr1 = r7\nr2 = r10\nr2 += -16\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_RES), "arg#1 doesn't point to a map value", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_no_field", _WQ_LOOKUP + "\nr1 = 1\ncall KFUNC(bpf_task_from_pid)\n"
+       "if r0 == 0 goto out\nr7 = r0\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(queued)\n"
+       + _TW_CALL.format(k=_TW_RES), "map 'queued' has no valid bpf_task_work", funcs=_CB,
+       err=errno.EINVAL),
+    _c("tw_task_maybe_null", _TW_PREP.replace("if r0 == 0 goto out\n", "") +
+       "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n" + _TW_CALL.format(k=_TW_SIG),
+       "Possibly NULL pointer passed to trusted arg0", funcs=_CB),
+    _c("tw_task_ctx", _TW_PREP + "\nr1 = r6\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG), "arg#0 pointer type STRUCT task_struct must point to "
+       "scalar, or struct with scalar", funcs=_CB, err=errno.EINVAL),
+    _c("tw_no_callback", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r4 = subprog[cb]", "r4 = 0").split("cb:")[0],
+       "Possibly NULL pointer passed to trusted arg3"),
+    _c("tw_cb_bad_return", _TW_PREP + "\nr1 = r7\nr2 = r6\nr2 += 8\nr3 = MAP(tasked)\n"
+       + _TW_CALL.format(k=_TW_SIG).replace("r0 = 0\nexit", "r0 = 3\nexit"), None,
+       funcs=_CB),
     # -- bpf_wq in a map value: the kfuncs' arguments and the callback (an async one)
     _c("wq_ok", _WQ_LOOKUP + """
 r1 = r6
@@ -6090,6 +6316,9 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SOCK_CASES,
     *_XFRM_CASES,
     *_TASK_CASES,
+    *_KEY_CASES,
+    *_KMEM_CACHE_CASES,
+    *_XATTR_CASES,
     *_KERN_CTX_CASES,
     *_IRQ_CASES,
     *_SLEEPABLE_CASES,
@@ -6111,6 +6340,26 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("probe_read_pkt_dst", "r2 = *(u32 *)(r1 +0)\nr3 = *(u32 *)(r1 +4)\nr1 = r2\n"
        "r1 += 8\nif r1 > r3 goto out\nr1 = r2\nr2 = 8\nr3 = 0\ncall 115\nout:\n"
        "r0 = 2\nexit", "helper access to the packet is not allowed"),
+    # -- bpf_stream_vprintk_impl(stream_id, fmt__str, args, len__sz, aux__prog): the format
+    # a NUL-terminated string in a read-only map at a constant offset, args and len a
+    # memory, size pair, both pointers trusted (not NULL)
+    _c("stream_ok", _FMT + "r3 = r10\nr3 += -8\nr4 = 8\n" + _VPRINTK, None),
+    _c("stream_id_ctx", "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n" + _VPRINTK,
+       "R1 is not a scalar", err=errno.EINVAL),
+    _c("stream_fmt_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr2 = r10\nr2 += -8\nr1 = 1\n"
+       "r3 = 0\nr4 = 0\n" + _VPRINTK, "arg#1 doesn't point to a const string", err=errno.EINVAL),
+    _c("stream_fmt_writable", _LOOKUP_OUT.format(m="arr") + "r2 = r0\nr1 = 1\nr3 = 0\nr4 = 0\n"
+       + _VPRINTK, "R2 does not point to a readonly map'"),
+    _c("stream_fmt_var_off", _LOOKUP_OUT.format(m="fmts") + "r6 = r0\ncall 7\nr0 &= 3\nr2 = r6\n"
+       "r2 += r0\nr1 = 1\nr3 = 0\nr4 = 0\n" + _VPRINTK, "R2 is not a constant address'"),
+    _c("stream_fmt_no_nul", _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr2 += 8\nr1 = 1\nr3 = 0\n"
+       "r4 = 0\n" + _VPRINTK, "string is not zero-terminated", err=errno.EINVAL),
+    _c("stream_args_null", _FMT + "r3 = 0\nr4 = 0\n" + _VPRINTK,
+       "Possibly NULL pointer passed to trusted arg2"),
+    _c("stream_args_short", _FMT + "r3 = r10\nr3 += -8\nr4 = 16\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access", err=errno.EINVAL),
+    _c("stream_args_scalar", _FMT + "r3 = 46\nr4 = 0\n" + _VPRINTK,
+       "arg#2 arg#3 memory, len pair leads to invalid memory access"),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

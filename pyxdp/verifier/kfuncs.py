@@ -57,6 +57,7 @@ class KArg(Enum):
     IRQ_FLAG = auto()      # KF_ARG_PTR_TO_IRQ_FLAG (``__irq_flag``): a stack slot of IRQ state
     ALLOC = auto()         # KF_ARG_PTR_TO_ALLOC_BTF_ID (``__alloc``): a bpf_obj_new object
     WORKQUEUE = auto()     # KF_ARG_PTR_TO_WORKQUEUE: a map value's struct bpf_wq
+    TASK_WORK = auto()     # KF_ARG_PTR_TO_TASK_WORK: a map value's struct bpf_task_work
     MAP = auto()           # KF_ARG_PTR_TO_MAP (``__map``): a map, the workqueue's own
     CALLBACK = auto()      # KF_ARG_PTR_TO_CALLBACK: a static function of the program
     RES_SPIN_LOCK = auto()  # KF_ARG_PTR_TO_RES_SPIN_LOCK: a map value's struct bpf_res_spin_lock
@@ -65,6 +66,7 @@ class KArg(Enum):
     RB_ROOT = auto()       # KF_ARG_PTR_TO_RB_ROOT: a map value's struct bpf_rb_root, locked
     RB_NODE = auto()       # KF_ARG_PTR_TO_RB_NODE: an object's node of that tree
     REFCOUNTED = auto()    # KF_ARG_PTR_TO_REFCOUNTED_KPTR: an object holding a bpf_refcount
+    CONST_STR = auto()     # KF_ARG_PTR_TO_CONST_STR (``__str``): a string in read-only map data
 
 
 class KRet(Enum):
@@ -73,6 +75,8 @@ class KRet(Enum):
     SLICE = auto()         # bpf_dynptr_slice: read-only memory of the constant size
     SLICE_RDWR = auto()    # bpf_dynptr_slice_rdwr
     BTF_ID = auto()        # a pointer to kernel struct ``KfuncProto.ret_struct``
+    # bpf_get_kmem_cache: an untrusted pointer to ``ret_struct`` (never NULL to the verifier)
+    BTF_ID_UNTRUSTED = auto()
     RDONLY_MEM = auto()    # read-only memory of ``KfuncProto.ret_size`` bytes (iter next)
     KERN_CTX = auto()      # bpf_cast_to_kern_ctx: trusted ``KfuncProto.ret_struct`` pointer
     RDONLY_CAST = auto()   # bpf_rdonly_cast: untrusted pointer to the constant BTF id's type
@@ -228,6 +232,18 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_wq_set_callback_impl": KfuncProto((P(KArg.WORKQUEUE), P(KArg.CALLBACK), _U32, _IGN),
                                            async_cb=True),
     "bpf_wq_start": KfuncProto((P(KArg.WORKQUEUE), _U32)),
+    # kernel/bpf/helpers.c (common_btf_ids): callbacks run in a task's context on its way
+    # back to user space; aux__prog is the program the verifier passes
+    "bpf_task_work_schedule_signal_impl": KfuncProto(
+        (_TASK, P(KArg.TASK_WORK), P(KArg.MAP), P(KArg.CALLBACK), _IGN), flags=KF_TRUSTED_ARGS,
+        async_cb=True),
+    "bpf_task_work_schedule_resume_impl": KfuncProto(
+        (_TASK, P(KArg.TASK_WORK), P(KArg.MAP), P(KArg.CALLBACK), _IGN), flags=KF_TRUSTED_ARGS,
+        async_cb=True),
+    # kernel/bpf/stream.c (common_btf_ids): print into the program's stdout or stderr;
+    # args and len__sz a memory, size pair, aux__prog the program the verifier passes
+    "bpf_stream_vprintk_impl": KfuncProto((_U32, P(KArg.CONST_STR), P(KArg.MEM_SIZE), _IGN),
+                                          flags=KF_TRUSTED_ARGS),
     # kernel/trace/bpf_trace.c (common_btf_ids): read kernel (user) memory into a dynptr at an
     # offset; the source is __ign, the kfunc reads it without faulting
     "bpf_probe_read_kernel_dynptr": KfuncProto((_DYN, _U32, _U32, _IGN)),
@@ -277,6 +293,17 @@ KFUNCS: dict[str, KfuncProto] = {
                                          KF_ACQUIRE | KF_RCU | KF_RET_NULL,
                                          ret_struct="bpf_crypto_ctx"),
     "bpf_crypto_ctx_release": KfuncProto((_CRYPTO,), KRet.VOID, KF_RELEASE),
+    # kernel/bpf/helpers.c: a system keyring by id (generic_btf_ids); the kfunc allocates a
+    # struct bpf_key, bpf_key_put frees it
+    "bpf_lookup_system_key": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID,
+                                        KF_ACQUIRE | KF_RET_NULL, ret_struct="bpf_key"),
+    "bpf_key_put": KfuncProto((P(KArg.BTF_ID, struct="bpf_key"),), KRet.VOID, KF_RELEASE),
+    # mm/slab_common.c: the slab cache of an address (common_btf_ids)
+    "bpf_get_kmem_cache": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID_UNTRUSTED,
+                                     ret_struct="kmem_cache"),
+    # fs/bpf_fs_kfuncs.c: bpf_fs_kfunc_set (XDP among others): a cgroup's user.* xattr
+    # into a dynptr
+    "bpf_cgroup_read_xattr": KfuncProto((_CGRP, P(KArg.CONST_STR), _DYN), flags=KF_RCU),
     # kernel/trace/bpf_trace.c: a signal to a task (common_btf_ids)
     "bpf_send_signal_task": KfuncProto((_TASK, _U32, _U32, P(KArg.SCALAR)),
                                        flags=KF_TRUSTED_ARGS),
@@ -290,6 +317,15 @@ KFUNCS: dict[str, KfuncProto] = {
                                      ret_struct="task_struct"),
     "bpf_iter_task_destroy": KfuncProto((P(KArg.ITER, 24, "task"),), KRet.VOID,
                                         KF_ITER_DESTROY),
+    # kernel/bpf/task_iter.c: a task's VMAs, open-coded (common_btf_ids); the task a trusted or
+    # RCU one; the VMAs trusted pointers (the iterator holds the mmap lock)
+    "bpf_iter_task_vma_new": KfuncProto((P(KArg.ITER, 8, "task_vma"), _TASK, _U32),
+                                        flags=KF_ITER_NEW | KF_RCU),
+    "bpf_iter_task_vma_next": KfuncProto((P(KArg.ITER, 8, "task_vma"),), KRet.BTF_ID,
+                                         KF_ITER_NEXT | KF_RET_NULL,
+                                         ret_struct="vm_area_struct"),
+    "bpf_iter_task_vma_destroy": KfuncProto((P(KArg.ITER, 8, "task_vma"),), KRet.VOID,
+                                            KF_ITER_DESTROY),
     # kernel/bpf/task_iter.c: the css iterator (common_btf_ids): a cgroup's descendants
     # (pre- or post-order) or its ancestors, RCU pointers
     "bpf_iter_css_new": KfuncProto((P(KArg.ITER, 24, "css"),

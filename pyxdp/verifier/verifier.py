@@ -1112,6 +1112,8 @@ BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
+# ... of a bpf_task_work's callback: Linux 6.18 checks no range of its return value
+_TASK_WORK_CB = -2
 # Frame.callback of bpf_rbtree_add's less (in_rbtree_lock_required_cb)
 _RBTREE_CB = -2
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
@@ -4287,7 +4289,8 @@ class _Verifier:
             self._clear_pkt_pointers(st)
         if proto.async_cb:
             assert meta.map is not None and meta.func is not None
-            self._push_async(st, meta.func, meta.map, stack)
+            self._push_async(st, meta.func, meta.map, stack,
+                             _TASK_WORK_CB if name.startswith("bpf_task_work_") else _ASYNC_CB)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -4311,8 +4314,13 @@ class _Verifier:
             r0.msize = meta.const_size
             r0.rng = meta.dynptr_id  # the slice's dynptr_id
             r0.ref = meta.dynptr_ref  # a ringbuf dynptr's slice goes with its reference
+        elif proto.ret == KRet.BTF_ID_UNTRUSTED:  # check_kfunc_call's bpf_get_kmem_cache
+            r0.set_ptr(BTF_ID | UNTRUSTED)
+            r0.bt = proto.ret_struct
         elif cast is None:
-            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else 0))
+            # an iterator's next: RCU pointers from a KF_RCU_PROTECTED one, else trusted
+            r0.set_ptr(BTF_ID | (RCU if proto.flags & KF_RCU_PROTECTED else
+                                 TRUSTED if proto.flags & KF_ITER_NEXT else 0))
             r0.bt = proto.ret_struct
         # is_kfunc_ret_null: an owned object's bpf_refcount_acquire is never NULL
         ret_null = bool(proto.flags & KF_RET_NULL) and not meta.owning
@@ -4426,7 +4434,7 @@ class _Verifier:
         if p.kind == KArg.LIST_NODE:
             self._list_node_arg(n, i, reg, meta)
             return i + 1
-        if p.kind in (KArg.WORKQUEUE, KArg.MAP, KArg.CALLBACK):
+        if p.kind in (KArg.WORKQUEUE, KArg.TASK_WORK, KArg.MAP, KArg.CALLBACK):
             self._async_arg(n, i, reg, p.kind, meta)
             return i + 1
         if p.kind == KArg.RB_ROOT:
@@ -4457,6 +4465,11 @@ class _Verifier:
             if reg.t != STACK:
                 raise Refuse(f"arg#{i} doesn't point to an irq flag on stack", errno.EINVAL)
             self._irq_flag(st, n, i, name in _IRQ_SAVE, _IRQ_CLASS[name])
+            return i + 1
+        if p.kind == KArg.CONST_STR:
+            if reg.t != MAP_VALUE:
+                raise Refuse(f"arg#{i} doesn't point to a const string", errno.EINVAL)
+            self._const_str(n, reg)
             return i + 1
         if p.kind == KArg.RES_SPIN_LOCK:
             if reg.t != MAP_VALUE:
@@ -4908,16 +4921,22 @@ class _Verifier:
         return pc + 1
 
     def _async_arg(self, n: int, i: int, reg: Reg, kind: KArg, meta: _KfuncMeta) -> None:
-        """check_kfunc_args for a bpf_wq kfunc's workqueue, map and callback arguments."""
-        if kind == KArg.WORKQUEUE:
+        """check_kfunc_args for a bpf_wq or bpf_task_work kfunc's workqueue (task work),
+        map and callback arguments."""
+        if kind in (KArg.WORKQUEUE, KArg.TASK_WORK):
             if reg.t != MAP_VALUE:
                 raise Refuse(f"arg#{i} doesn't point to a map value", errno.EINVAL)
-            meta.map = self._map_field(n, reg, "bpf_wq")
+            meta.map = self._map_field(n, reg, "bpf_wq" if kind == KArg.WORKQUEUE
+                                       else "bpf_task_work")
         elif kind == KArg.MAP:
             m = reg.map
             if m is None:
                 raise Refuse(f"pointer in R{n} isn't map pointer", errno.EINVAL)
-            if meta.map is not None and m is not meta.map:  # the workqueue's own map
+            # the field's own map (the message names the field's kind)
+            if meta.map is not None and m is not meta.map:
+                if "bpf_task_work" in self._fields(meta.map):
+                    raise Refuse("bpf_task_work pointer in R2 map_uid=0 doesn't match map "
+                                 "pointer in R3 map_uid=0", errno.EINVAL)
                 raise Refuse("workqueue pointer in R1 map_uid=0 doesn't match map pointer "
                              "in R2 map_uid=0", errno.EINVAL)
             if reg.t != MAP_PTR:  # is_trusted_reg: a map pointer, nothing derived from one
@@ -5348,9 +5367,7 @@ class _Verifier:
             self._helper_mem(st, n, reg, 4, write=True)
             return
         if arg == Arg.CONST_STR:
-            m = reg.map
-            if m is None or not _rdonly(m):
-                raise Refuse("R3 does not point to a readonly map'")
+            self._const_str(n, reg)
             return
         if arg == Arg.SPIN_LOCK:
             if st.cur.callback == _RBTREE_CB:  # in_rbtree_lock_required_cb
@@ -5378,6 +5395,23 @@ class _Verifier:
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:
                 meta.dynptr_release = km.dynptr_ref
             return
+
+    @staticmethod
+    def _const_str(n: int, reg: Reg) -> None:
+        """check_reg_const_str: a constant offset into read-only array data (frozen: its
+        bytes are known) where a NUL ends the string before the value does."""
+        m = reg.map
+        if m is None or not _rdonly(m):
+            raise Refuse(f"R{n} does not point to a readonly map'")
+        if reg.tm:
+            raise Refuse(f"R{n} is not a constant address'")
+        if m.type != MT.BPF_MAP_TYPE_ARRAY:  # map_direct_value_addr
+            raise Refuse("no direct value access support for this map type")
+        at = reg.off + reg.tv
+        value = m.contents[0][1] if m.contents and isinstance(m.contents[0][1], bytes) \
+            else b""
+        if b"\0" not in value.ljust(m.value_size, b"\0")[at:m.value_size]:
+            raise Refuse("string is not zero-terminated", errno.EINVAL)
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
@@ -5459,13 +5493,13 @@ class _Verifier:
         return m
 
     def _push_async(self, st: State, target: int, m: MapSpec,
-                    stack: list[tuple[State, int]]) -> None:
+                    stack: list[tuple[State, int]], kind: int = _ASYNC_CB) -> None:
         """push_async_cb: a timer's or work item's callback runs on its own (frame 0),
         from the map, the key and the value of the field; it is verified after this
         path (set_timer_callback_state)."""
         cb = State()
         f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
-        f.callback = _ASYNC_CB
+        f.callback = kind
         f.regs[1].set_ptr(MAP_PTR)
         f.regs[2].set_ptr(MAP_KEY)
         f.regs[2].msize = m.key_size

@@ -22,7 +22,8 @@ What is common, as Linux 6.18 does it:
   value)``, the key computed from the value's place (an array index as a u32,
   a hash element's own key), run through the program that set it (its own
   engine: interpreter or JIT). What queues a callback and when it runs is the
-  kind's own (:mod:`pyxdp.vm.bpf_timer`, :mod:`pyxdp.vm.bpf_wq`).
+  kind's own (:mod:`pyxdp.vm.bpf_timer`, :mod:`pyxdp.vm.bpf_wq`,
+  :mod:`pyxdp.vm.bpf_task_work`, whose object is made by its first schedule).
 """
 
 from __future__ import annotations
@@ -183,4 +184,4 @@ class AsyncTable:
 
 
 ASYNC = AsyncTable()
-"""The process's bpf_timer and bpf_wq objects."""
+"""The process's bpf_timer, bpf_wq and bpf_task_work objects."""

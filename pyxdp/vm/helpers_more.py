@@ -67,7 +67,8 @@ from pyxdp.vm.memory import Region
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["MAX_BPRINTF_BIN_ARGS", "MAX_BPRINTF_VARARGS", "MemoryReader", "bpf_bprintf"]
+__all__ = ["MAX_BPRINTF_BIN_ARGS", "MAX_BPRINTF_VARARGS", "MemoryReader", "bpf_bprintf",
+           "memory_reader", "read_cstring"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 MAX_BPRINTF_VARARGS = 12
@@ -142,7 +143,7 @@ def _prepare(fmt: bytes, args: Sequence[int], read: MemoryReader
     def copy_string(addr: int, room: int) -> int:
         """``strncpy_from_kernel_nofault``: bytes taken (NUL included); 1 on a fault."""
         limit = room if room > 0 else 1 << 16
-        got = _read_cstring(read, addr, limit)
+        got = read_cstring(read, addr, limit)
         if got is None:
             put(b"\0", tmp)
             return 1
@@ -276,7 +277,7 @@ def _prepare(fmt: bytes, args: Sequence[int], read: MemoryReader
     return out, buf
 
 
-def _read_cstring(read: MemoryReader, addr: int, limit: int) -> bytes | None:
+def read_cstring(read: MemoryReader, addr: int, limit: int) -> bytes | None:
     """Up to ``limit`` bytes of the C string at ``addr`` (without its NUL); None on a fault."""
     out = bytearray()
     while len(out) < limit:
@@ -464,7 +465,7 @@ def _snprintf(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> i
         return neg(errno.EINVAL)
     raw = vm.mem.read(r4, data_len) if data_len else b""
     args = list(struct.unpack(f"<{data_len // 8}Q", raw))
-    fmt = _read_cstring(memory_reader(vm), r3, 1 << 16)
+    fmt = read_cstring(memory_reader(vm), r3, 1 << 16)
     if fmt is None:
         raise HelperFault(f"bpf_snprintf: format at {r3:#x} is not readable")
     count, written = bpf_bprintf(fmt, args, memory_reader(vm), str_size)

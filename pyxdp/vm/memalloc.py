@@ -208,6 +208,19 @@ class ObjArena:
                 off += size
         return 0
 
+    def block_size(self, addr: int) -> int:
+        """The size class (header included: the kmalloc size Linux's bpf_mem_alloc asks
+        for) of the block, live or free, whose bytes hold ``addr``; 0 outside every block."""
+        with self._lock:
+            off, end = _HEAD, int(self.words[_BUMP])
+            rel = addr - ARENA_BASE
+            while off < end:
+                size = SIZES[self._word(off) & 0xFF]
+                if off <= rel < off + size:
+                    return size
+                off += size
+        return 0
+
     def free(self, addr: int) -> None:
         """``bpf_mem_free``: the object at ``addr`` goes back on its class's list."""
         block = addr - ARENA_BASE - _HDR

@@ -14,9 +14,13 @@ The task iterator of ``kernel/bpf/task_iter.c`` (``bpf_iter_task_new(it, task, f
 ``_next``, ``_destroy``) walks procfs in pid and tid order (Linux: creation order):
 ``ALL_PROCS`` the idle task then every process, ``ALL_THREADS`` each process's threads,
 ``PROC_THREADS`` the given thread and those after it; its state is the program's 24
-stack bytes. The css iterator (``bpf_iter_css_new(it, start, flags)``, ``_next``,
-``_destroy``) walks cgroupfs: descendants pre- or post-order (children oldest first)
-or ancestors up; a css is the cgroup image's ``self``, at its start. ``bpf_send_signal_task``
+stack bytes. The task VMA iterator (``bpf_iter_task_vma_new(it, task, addr)``, ``_next``,
+``_destroy``) gives the task's VMAs from the one holding ``addr`` (or the first above it)
+as ``/proc/PID/smaps`` shows them when ``_new`` runs (Linux holds the mmap read lock for
+the walk: one layout); -ENOENT for a task without an mm. The css iterator
+(``bpf_iter_css_new(it, start, flags)``, ``_next``, ``_destroy``) walks cgroupfs:
+descendants pre- or post-order (children oldest first) or ancestors up; a css is the
+cgroup image's ``self``, at its start. ``bpf_send_signal_task``
 (``kernel/trace/bpf_trace.c``) signals the real thread or process after Linux's checks, but
 for pyxdp's own process, which no program may stop: that signal goes to ``HOST_SIGNALS``.
 
@@ -30,6 +34,10 @@ region of fake addresses from :data:`TASK_BASE`, a 4 KiB slot per object:
   ``parent`` (the tracer while ptraced), ``group_leader`` and ``cgroups``, a ``struct
   css_set`` in the task's slot whose ``dfl_cgrp`` is its cgroup v2 cgroup. PID 1's and
   kthreadd's real parent is the idle task (pid 0, ``swapper/0``, its own real parent);
+* a VMA (``/proc/PID/smaps``): ``vm_start``, ``vm_end``, ``vm_flags`` (the VmFlags
+  mnemonics' bits), ``vm_pgoff`` (a file mapping's offset in pages; for anonymous
+  memory the address's page, as mmap sets it) and ``vm_file``, for a file mapping a
+  zeroed ``struct file`` image of its own per device and inode (``vm_mm`` reads 0);
 * a cgroup (a directory of the hierarchy's mount): ``level``, ``self.cgroup``,
   ``ancestors[]`` and ``kn``, a ``struct kernfs_node`` in the cgroup's slot with ``id``
   (the directory's inode number: the cgroup id Linux gives), ``name`` and ``__parent``.
@@ -38,9 +46,9 @@ Every other byte reads 0 (pointers included: a probe load through one reads 0).
 An object is refreshed from the host whenever a lookup reaches it; a reference count
 per object (``refs``) follows acquire and release. Lookups read procfs and cgroupfs:
 they run in Python on both engines (the JIT calls them as helpers); pyxdp holds at
-most :data:`MAX_OBJECTS` tasks and cgroups per process. The pid namespace and cgroup
-namespace are the host process's; cgroup mounts are taken to show their whole
-hierarchy (as in the initial cgroup namespace).
+most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files) per process. The pid
+namespace and cgroup namespace are the host process's; cgroup mounts are taken to show
+their whole hierarchy (as in the initial cgroup namespace).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import ctypes
 import errno
 import os
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,6 +82,7 @@ PROC = "/proc"
 _IDLE_FLAGS = 0x0020_0000 | 0x0000_0002 | 0x0400_0000
 _TASK_FIELDS = ("pid", "tgid", "comm", "flags", "prio", "static_prio", "normal_prio",
                 "rt_priority", "real_parent", "parent", "group_leader", "cgroups")
+_VMA_FIELDS = ("vm_start", "vm_end", "vm_flags", "vm_pgoff", "vm_file")
 
 
 class _Layout:
@@ -108,6 +118,8 @@ class _Layout:
         self.css_cgroup = members(css, ("cgroup",))["cgroup"]
         kn, kn_size = struct("kernfs_node")
         self.kn = members(kn, ("id", "name", "__parent"))
+        vma, _ = struct("vm_area_struct")
+        self.vma = members(vma, _VMA_FIELDS)
         self.css_set_at = -(-self.task_size // 64) * 64  # the task's css_set, in its slot
         if self.css_set_at + css_set_size > SLOT:
             raise HelperFault(f"struct task_struct and css_set ({self.task_size} and "
@@ -126,7 +138,7 @@ def _layout() -> _Layout:
 
 @dataclass
 class _Obj:
-    kind: str          # "task" or "cgroup"
+    kind: str          # "task", "cgroup", "vma" or "file"
     slot: int
     refs: int = 0
     level: int = 0     # a cgroup's
@@ -246,7 +258,8 @@ class KernelObjects:
         o = self.objs.get((kind, hierarchy, key))
         if o is None:
             if len(self.by_slot) >= MAX_OBJECTS:
-                raise HelperFault(f"pyxdp holds at most {MAX_OBJECTS} tasks and cgroups")
+                raise HelperFault(f"pyxdp holds at most {MAX_OBJECTS} tasks, cgroups, VMAs "
+                                  "and files")
             o = _Obj(kind, len(self.by_slot), hierarchy=hierarchy)
             self.objs[(kind, hierarchy, key)] = o
             self.by_slot[o.slot] = o
@@ -406,6 +419,20 @@ class KernelObjects:
             except OSError:
                 continue
         return None
+
+    def fill_vma(self, pid: int, v: _Vma) -> _Obj:
+        """The image of task ``pid``'s VMA ``v``; a mapped file's ``vm_file`` is a zeroed
+        struct file image of its own (one per device and inode)."""
+        lay = _layout()
+        o = self._slot("vma", pid, v.start)
+        self.buf[o.slot * SLOT:(o.slot + 1) * SLOT] = bytes(SLOT)
+        f = lay.vma
+        for n, value in (("vm_start", v.start), ("vm_end", v.end), ("vm_flags", v.flags),
+                         ("vm_pgoff", v.pgoff)):
+            self._put(o, f[n], value)
+        if v.file is not None:
+            self._put(o, f["vm_file"], self.addr(self._slot("file", *v.file)))
+        return o
 
     def ancestor(self, o: _Obj, level: int) -> _Obj | None:
         if level > o.level:
@@ -611,6 +638,106 @@ def iter_task_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
     return 0
 
 
+# -- the task VMA iterator (kernel/bpf/task_iter.c) ------------------------------------------
+# struct bpf_iter_task_vma's 8 bytes here: bit 63 set while it gives VMAs (Linux: kit->data),
+# the task's pid in procfs (22 bits: pids stay below PID_MAX_LIMIT, 2**22) and the cursor's
+# page (40 bits): the next VMA is the first that ends above it (vma_iter_init, vma_next).
+_VMA_LIVE, _VMA_PID_SHIFT, _VMA_PAGES = 1 << 63, 40, (1 << 40) - 1
+PAGE_SHIFT = 12
+# fs/proc/task_mmu.c show_smap_vma_flags: the VmFlags mnemonics and their vm_flags bits
+_VM_FLAGS = {"rd": 0, "wr": 1, "ex": 2, "sh": 3, "mr": 4, "mw": 5, "me": 6, "ms": 7, "gd": 8,
+             "pf": 10, "lo": 13, "io": 14, "sr": 15, "rr": 16, "dc": 17, "de": 18, "lf": 19,
+             "ac": 20, "nr": 21, "ht": 22, "sf": 23, "ar": 24, "wf": 25, "dd": 26, "sd": 27,
+             "mm": 28, "hg": 29, "nh": 30, "mg": 31}
+_GATE_VMA = "[vsyscall]"  # shown by procfs, but no VMA of the task's mm (get_gate_vma)
+# The VMAs each task's latest bpf_iter_task_vma_new read (by pid): Linux's iterator holds
+# the mmap read lock, so a walk sees one layout; at most _SNAPSHOTS_MAX tasks are kept.
+_SNAPSHOTS: dict[int, list[_Vma]] = {}
+_SNAPSHOTS_MAX = 64
+
+
+@dataclass
+class _Vma:
+    start: int
+    end: int
+    flags: int
+    pgoff: int
+    file: tuple[int, int] | None  # the mapped file's (device, inode)
+
+
+def _vmas(procpid: int) -> list[_Vma] | None:
+    """The task's VMAs in address order from ``/proc/PID/smaps`` (None: no mm to read)."""
+    text = _read(f"{PROC}/{procpid}/smaps")
+    if text is None:
+        return None
+    out: list[_Vma] = []
+    gate = False
+    for line in text.splitlines():
+        head = line.split(None, 5)
+        if "-" in head[0] and len(head) >= 5:  # a VMA's first line: as in /proc/PID/maps
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            inode = int(head[4])
+            gate = len(head) > 5 and head[5].strip() == _GATE_VMA
+            if gate:
+                continue
+            major, minor = (int(x, 16) for x in head[3].split(":"))
+            # show_map_vma prints a file mapping's offset, 0 for anonymous memory, whose
+            # vm_pgoff mmap sets to its address's page
+            out.append(_Vma(lo, hi, 0, int(head[2], 16) >> PAGE_SHIFT if inode else
+                            lo >> PAGE_SHIFT, (major << 20 | minor, inode) if inode else None))
+        elif line.startswith("VmFlags:") and out and not gate:
+            out[-1].flags = sum(1 << _VM_FLAGS[m] for m in line.split()[1:] if m in _VM_FLAGS)
+    return out
+
+
+def iter_task_vma_new(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_task_vma_new(it, task, addr)``: -ENOENT for a task without an mm (a
+    kernel thread, the idle task, one that has exited); else the VMAs from the one
+    holding ``addr`` or the first above it."""
+    ko = kernel_objects()
+    with ko.locked():
+        task = ko.at(r2, "task", "bpf_iter_task_vma_new")
+        flags = int.from_bytes(ko._get(task, _layout().task["flags"]), "little")
+        pid = ko.procpid(task)
+    vmas = _vmas(pid) if pid and not flags & PF_KTHREAD else None
+    if not vmas:
+        vm.mem.store(r1, 8, 0)
+        return -errno.ENOENT & M32
+    with ko.locked():
+        _SNAPSHOTS.pop(pid, None)
+        if len(_SNAPSHOTS) >= _SNAPSHOTS_MAX:
+            del _SNAPSHOTS[next(iter(_SNAPSHOTS))]
+        _SNAPSHOTS[pid] = vmas
+    vm.mem.store(r1, 8, _VMA_LIVE | pid << _VMA_PID_SHIFT |
+                 min(r3 >> PAGE_SHIFT, _VMA_PAGES))
+    return 0
+
+
+def iter_task_vma_next(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_iter_task_vma_next(it)``: the next VMA (a trusted pointer), or NULL."""
+    word = vm.mem.load(r1, 8)
+    if not word & _VMA_LIVE:
+        return 0
+    pid, page = word >> _VMA_PID_SHIFT & ((1 << 22) - 1), word & _VMA_PAGES
+    ko = kernel_objects()
+    with ko.locked():
+        vmas = _SNAPSHOTS.get(pid)
+        if vmas is None:  # dropped for newer walks of other tasks: read again
+            vmas = _SNAPSHOTS[pid] = _vmas(pid) or []
+        at = bisect_right([v.end >> PAGE_SHIFT for v in vmas], page)
+        if at == len(vmas):
+            vm.mem.store(r1, 8, word | _VMA_PAGES)  # past every VMA
+            return 0
+        vm.mem.store(r1, 8, word & ~_VMA_PAGES | vmas[at].end >> PAGE_SHIFT)
+        return _give_rcu(vm, ko, ko.fill_vma(pid, vmas[at]))
+
+
+def iter_task_vma_destroy(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int
+                          ) -> int:
+    vm.mem.store(r1, 8, 0)
+    return 0
+
+
 # -- the css iterator (kernel/bpf/task_iter.c) ------------------------------------------------
 BPF_CGROUP_ITER_DESCENDANTS_PRE, BPF_CGROUP_ITER_DESCENDANTS_POST, \
     BPF_CGROUP_ITER_ANCESTORS_UP = 2, 3, 4
@@ -784,6 +911,9 @@ TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_iter_task_next": iter_task_next,
     "bpf_iter_task_destroy": iter_task_destroy,
     "bpf_send_signal_task": send_signal_task,
+    "bpf_iter_task_vma_new": iter_task_vma_new,
+    "bpf_iter_task_vma_next": iter_task_vma_next,
+    "bpf_iter_task_vma_destroy": iter_task_vma_destroy,
     "bpf_iter_css_new": iter_css_new,
     "bpf_iter_css_next": iter_css_next,
     "bpf_iter_css_destroy": iter_css_destroy,

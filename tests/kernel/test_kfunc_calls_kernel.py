@@ -26,13 +26,7 @@ from pyxdp.verifier import verify
 pytestmark = pytest.mark.kernel
 
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
-UNMODELLED = frozenset({
-    "bpf_cgroup_read_xattr", "bpf_get_kmem_cache",
-    "bpf_iter_task_vma_destroy", "bpf_iter_task_vma_new", "bpf_iter_task_vma_next",
-    "bpf_key_put", "bpf_lookup_system_key",
-    "bpf_stream_vprintk_impl",
-    "bpf_task_work_schedule_resume_impl", "bpf_task_work_schedule_signal_impl",
-})
+UNMODELLED: frozenset[str] = frozenset()
 ARGS = {"zero": "r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
         "ctx": "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n"}
 
