@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyxdp.btf.btf import Btf
-from pyxdp.errors import MapError
+from pyxdp.errors import MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
 
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "handle_bytes",
-           "int_bytes"]
+           "int_bytes", "syscall_test_run_args"]
 
 _U32_MAX = 0xFFFF_FFFF
 
@@ -52,6 +52,15 @@ def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
     if len(raw) != size:
         raise MapError(op, errno.EINVAL, f"{what} is {len(raw)} bytes, {what}_size is {size}")
     return raw
+
+
+def syscall_test_run_args(name: str, data_in: bytes, data_size_out: int, ctx_size_out: int,
+                          repeat: int) -> None:
+    """bpf_prog_test_run_syscall takes a context alone: data, output sizes or a repeat
+    count for a SEC("syscall") program are refused (both backends, one line)."""
+    if data_in or data_size_out or ctx_size_out or repeat != 1:
+        raise NotSupportedError(f"{name}: a syscall program runs once on ctx_in alone (no "
+                                "data, output sizes or repeat)")
 
 
 def int_bytes(value: int, size: int, what: str, op: str) -> bytes:

@@ -317,7 +317,9 @@ class Program:
 
         An XDP program's ``retval`` is an :class:`~pyxdp.uapi.bpf.XdpAction` when it is
         one of the five actions (an ``int`` still; any other value stays a plain int,
-        as Linux reports it)."""
+        as Linux reports it). A ``SEC("syscall")`` program runs once on ``ctx_in``
+        alone (``bpf_prog_test_run_syscall``, on either backend); ``ctx_out`` is that
+        context as the program left it."""
         res = self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,
                                      data_size_out=data_size_out, ctx_size_out=ctx_size_out,
                                      repeat=repeat, trace=trace)

@@ -270,8 +270,8 @@ class ProgramSpec:
     and ``flags`` are what libbpf derives from the section name
     (:mod:`pyxdp.elf.sections`; ``SEC("xdp.frags")`` sets
     ``BPF_F_XDP_HAS_FRAGS``); ``attach_to`` is the BTF attach target a
-    ``tp_btf/``, ``fentry/``... section names. Only XDP programs run in user
-    space (:attr:`userspace`); the kernel backend loads the others.
+    ``tp_btf/``, ``fentry/``... section names. Only XDP and ``SEC("syscall")``
+    programs run in user space (:attr:`userspace`); the kernel backend loads the others.
     ``kfuncs`` are the kernel functions the program calls (``call`` slots
     with ``src_reg`` 2, resolved by name at load); ``core_relos`` its CO-RE
     relocations, applied at load against the target's BTF
@@ -304,8 +304,8 @@ class ProgramSpec:
 
     @property
     def userspace(self) -> bool:
-        """True when pyxdp's engines can run it: an XDP program."""
-        return self.prog_type == "xdp"
+        """True when pyxdp's engines can run it: an XDP or a SEC("syscall") program."""
+        return self.prog_type in ("xdp", "syscall")
 
     def line_info_at(self, pc: int) -> LineInfo | None:
         """The line record covering slot ``pc`` (the last one at or before it)."""

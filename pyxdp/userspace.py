@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
+from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf
 from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target
@@ -23,7 +23,7 @@ from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
-from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_xdp
+from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
 from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
@@ -90,8 +90,11 @@ class UserspaceBackend:
         if spec.prog_type == "unspec":
             return f"libbpf 1.x knows no program type for section {spec.section!r}"
         if not spec.userspace:
-            return ("pyxdp runs only XDP programs in user space; the kernel backend "
-                    "loads it (backend='kernel')")
+            return ("pyxdp runs only XDP and syscall programs in user space; the kernel "
+                    "backend loads it (backend='kernel')")
+        if spec.prog_type == "syscall" and spec.kfuncs:
+            return (f"pyxdp's engines run no kfunc in syscall programs "
+                    f"({spec.kfuncs[0].name}); the kernel backend loads it (backend='kernel')")
         return ""
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],
@@ -164,6 +167,9 @@ class UserspaceBackend:
         set_prog: Any = getattr(m, "set", None)
         if set_prog is None:
             raise MapError("update", 22, "not a prog_array")
+        if isinstance(prog, XdpProg) and prog.syscall:  # bpf_prog_map_compatible: XDP's array
+            raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
+                           "cannot be a tail call target of XDP programs")
         set_prog(index, prog, getattr(prog, "id", 1))
 
     def set_inner_map(self, m: MapHandle, key: bytes, inner: MapHandle) -> None:
@@ -175,6 +181,9 @@ class UserspaceBackend:
                  trace: bool = False) -> TestRunResult:
         if not isinstance(prog, XdpProg):
             raise PyxdpError("test_run needs a program loaded by this backend")
+        if prog.syscall:
+            syscall_test_run_args(prog.spec.name, data_in, data_size_out, ctx_size_out, repeat)
+            return bpf_prog_test_run_syscall(prog, ctx_in, env=self.env, trace=trace)
         if prog.spec.ifindex:  # measured on Linux 6.18: device-bound programs are refused
             raise KernelError("BPF_PROG_TEST_RUN", errno.EINVAL,
                               "a device-bound program cannot be test-run")

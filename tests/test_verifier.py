@@ -22,7 +22,7 @@ from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import ObjectError, UnsupportedHelper, VerifierError
+from pyxdp.errors import NotSupportedError, ObjectError, UnsupportedHelper, VerifierError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
@@ -199,13 +199,16 @@ LOCAL_KPTR = {
 }
 
 
-def _verdicts(obj: Path) -> tuple[dict[str, tuple[str | None, int]], dict[str, int]]:
-    """Every program of ``obj`` verified: (reason, errno) - (None, 0) when accepted - and
-    the instructions processed, by program name."""
+def _verdicts(obj: Path, types: tuple[str, ...] = ("xdp",)
+              ) -> tuple[dict[str, tuple[str | None, int]], dict[str, int]]:
+    """Every program of ``obj`` of ``types`` verified: (reason, errno) - (None, 0) when
+    accepted - and the instructions processed, by program name."""
     spec = load_collection_spec(obj)
     got: dict[str, tuple[str | None, int]] = {}
     processed: dict[str, int] = {}
     for name, prog in spec.programs.items():
+        if prog.prog_type not in types:
+            continue
         try:
             processed[name] = verify(prog, spec.maps, btf=spec.btf).insns_processed
             got[name] = (None, 0)
@@ -218,6 +221,46 @@ def _verdicts(obj: Path) -> tuple[dict[str, tuple[str | None, int]], dict[str, i
 def test_local_kptr_mistakes_get_linux_verdict() -> None:
     assert _verdicts(Path(__file__).parent / "verifier_objects" / "local_kptr.o")[0] == \
         LOCAL_KPTR
+
+
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/crypto.o's programs:
+# a struct bpf_crypto_ctx kept in a map value's __kptr field (a kernel object: its plain
+# load an RCU pointer) passed to bpf_crypto_encrypt/_decrypt with dynptrs, right and
+# wrong; and the instructions Linux processed where pyxdp's walk is the same (the kernel
+# test re-measures the verdicts).
+CRYPTO = {
+    "xdp_crypt": (None, 0), "xdp_crypto_roundtrip": (None, 0),
+    "xdp_crypto_maybe_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "xdp_crypto_uninit_src": ("Expected an initialized dynptr as arg #1", errno.EINVAL),
+    "xdp_crypto_siv_bytes": ("Expected an initialized dynptr as arg #3", errno.EINVAL),
+    "xdp_crypto_not_ctx": ("arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, "
+                           "or struct with scalar", errno.EINVAL),
+    "xdp_crypto_xchg_leak": ("BPF_EXIT instruction in main prog would lead to reference "
+                             "leak", errno.EINVAL),
+    "xdp_crypto_xchg_back": ("calling kernel function bpf_crypto_ctx_release is not "
+                             "allowed", errno.EACCES),
+    "xdp_crypto_store": ("store to referenced kptr disallowed", errno.EACCES),
+    # its SEC("syscall") programs: a context made (bpf_crypto_ctx_create, the params in
+    # the program's context), acquired, kept with bpf_kptr_xchg and released
+    "crypto_setup": (None, 0), "sys_crypto_acquire": (None, 0),
+    "sys_crypto_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                        errno.EINVAL),
+    "sys_crypto_maybe_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "sys_crypto_twice": ("arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, "
+                         "or struct with scalar", errno.EINVAL),
+    "sys_crypto_size": ("arg#0 arg#1 memory, len pair leads to invalid memory access",
+                        errno.EACCES),
+    "sys_crypto_null_err": ("Possibly NULL pointer passed to trusted arg2", errno.EACCES),
+    "sys_crypto_offset": ("dereference of modified ctx ptr R1 off=4 disallowed", errno.EACCES),
+}
+CRYPTO_PROCESSED = {"xdp_crypto_roundtrip": 57, "sys_crypto_acquire": 23}
+
+
+def test_crypto_kfunc_mistakes_get_linux_verdict() -> None:
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "crypto.o",
+                               types=("xdp", "syscall"))
+    assert got == CRYPTO
+    assert {n: processed[n] for n in CRYPTO_PROCESSED} == CRYPTO_PROCESSED
 
 
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_list.o: BPF linked
@@ -587,6 +630,29 @@ def test_host_load_verifies() -> None:
             host.load(SAMPLES / "unchecked.o")
         coll = host.load(SAMPLES / "unchecked.o", verify=False)
         assert "xdp_unchecked" in coll.programs
+
+
+def test_verify_refuses_other_program_types() -> None:
+    """A program of a type pyxdp's verifier does not model is not judged by XDP's rules:
+    one line, no verdict (the CLI lists it as not verified and goes on)."""
+    prog = ProgramSpec("tc_prog", "tc", (), prog_type="sched_cls", expected_attach_type=0)
+    with pytest.raises(NotSupportedError, match=r"^tc_prog: pyxdp's verifier checks XDP and "
+                       r"syscall programs only, not a sched_cls program \(section 'tc'\)$"):
+        verify(prog, {})
+
+
+def test_syscall_programs_verified_as_syscall(capsys: pytest.CaptureFixture[str]) -> None:
+    """SEC("syscall") programs get their own type's rules (tests/verifier_objects/
+    syscall_prog.o, Linux's verdicts re-measured by the kernel objects test); a program
+    of a type not modelled is listed by the CLI as not verified."""
+    got, _ = _verdicts(Path(__file__).parent / "verifier_objects" / "syscall_prog.o",
+                       types=("xdp", "syscall"))
+    assert got == {n: (None, 0) for n in ("sys_store", "sys_null", "sys_wide", "xdp_get")}
+    assert main(["prog", "verify", str(SAMPLES / "mixed.o"), "-s", "tc_count"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "tc_count (tc): not verified",
+        "  tc_count: pyxdp's verifier checks XDP and syscall programs only, not a sched_cls "
+        "program (section 'tc')"]
 
 
 def test_cli_prog_verify(capsys: pytest.CaptureFixture[str]) -> None:

@@ -257,7 +257,7 @@ def cmd_prog_disasm(obj: str, section: str | None) -> int:
 def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
     """``pyxdp prog verify``: pyxdp's verifier on every program (or one), Linux's log lines;
     exit status 1 when a program is refused."""
-    from pyxdp.errors import VerifierError
+    from pyxdp.errors import NotSupportedError, VerifierError
     from pyxdp.verifier import verify
     spec = load_collection_spec(Path(obj))
     names = [n for n, p in spec.programs.items() if section is None or section in (n, p.section)]
@@ -270,6 +270,10 @@ def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
         p = spec.programs[name]
         try:
             res = verify(p, spec.maps, btf=spec.btf)
+        except NotSupportedError as e:  # a type pyxdp's verifier does not model: no verdict
+            docs.append({"name": name, "section": p.section, "accepted": None,
+                         "reason": str(e), "log": [str(e)]})
+            continue
         except VerifierError as e:
             refused += 1
             lines = e.log.splitlines() if log_level >= 1 else [e.reason]
@@ -285,7 +289,8 @@ def cmd_prog_verify(obj: str, section: str | None, log_level: int) -> int:
         emit(docs)
     else:
         for d in docs:
-            print(f"{d['name']} ({d['section']}): {'accepted' if d['accepted'] else 'refused'}")
+            verdict = {True: "accepted", False: "refused", None: "not verified"}[d["accepted"]]
+            print(f"{d['name']} ({d['section']}): {verdict}")
             for line in d["log"]:
                 print(f"  {line}")
     return 1 if refused else 0

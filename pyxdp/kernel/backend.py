@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final, Self
 
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
-from pyxdp.backend import MapHandle, ProgHandle, TestRunResult
+from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind, BtfType, BtfVarSecinfo
 from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index
@@ -62,6 +62,7 @@ from pyxdp.kernel.syscall import (
     prog_load,
     prog_stream_read,
     prog_test_run,
+    prog_test_run_syscall,
     require_bpf,
 )
 from pyxdp.spec import (
@@ -576,6 +577,9 @@ class KernelBackend:
         if trace:
             raise NotSupportedError("per-instruction trace needs the userspace backend")
         kp = self._own_prog(prog)
+        if kp.spec.prog_type == "syscall":
+            syscall_test_run_args(kp.name, data_in, data_size_out, ctx_size_out, repeat)
+            return prog_test_run_syscall(kp.fd, ctx_in)
         return prog_test_run(
             kp.fd, bytes(data_in), ctx_in=ctx_in,
             data_size_out=data_size_out or len(data_in) + _TEST_RUN_SLACK,

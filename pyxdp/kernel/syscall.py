@@ -843,6 +843,23 @@ def prog_test_run(prog_fd: Fd | int, data_in: bytes = b"", *, ctx_in: bytes | No
     return result
 
 
+def prog_test_run_syscall(prog_fd: Fd | int, ctx_in: bytes | None = None) -> TestRunResult:
+    """BPF_PROG_TEST_RUN of a ``BPF_PROG_TYPE_SYSCALL`` program (net/bpf/test_run.c's
+    bpf_prog_test_run_syscall): one run on a copy of ``ctx_in``, which the kernel
+    writes back into the caller's buffer (it takes no data, output buffers, repeat
+    or flags); ``ctx_out`` is that buffer after the run (None without a context)."""
+    cin = _copy_in(ctx_in) if ctx_in is not None else None
+    attr = _attr(_TEST_RUN_SIZE)
+    _put32(attr, 0, _fdnum(prog_fd))
+    _put32(attr, 40, len(ctx_in) if ctx_in is not None else 0)
+    _put64(attr, 48, _addr(cin))
+    ret, err = _raw(BpfCmd.BPF_PROG_TEST_RUN, attr)
+    if ret < 0:
+        raise _error(BpfCmd.BPF_PROG_TEST_RUN, err)
+    out = cin.raw[:len(ctx_in)] if cin is not None and ctx_in is not None else None
+    return TestRunResult(retval=_get32(attr, 4), data_out=b"", ctx_out=out, duration_ns=0)
+
+
 # --------------------------------------------------------------------------
 # BTF
 # --------------------------------------------------------------------------

@@ -32,9 +32,10 @@ from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.maps.sock_map import KernelObjectMap
 from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
-from pyxdp.net.xdp import CTX_BASE, RxQueue, XdpBuff
+from pyxdp.net.xdp import CTX_BASE, SYSCALL_CTX_BASE, RxQueue, XdpBuff
 from pyxdp.spec import XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
+from pyxdp.verifier.helpers import SYSCALL_MODELLED
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
@@ -192,12 +193,23 @@ class XdpProg:
         values = self._bind_maps(spec, self.maps)
         layout = validate(insns)
         devmap = spec.expected_attach_type == BpfAttachType.BPF_XDP_DEVMAP
+        # A SEC("syscall") program's context is plain memory (its bytes, see run_syscall):
+        # no xdp_md loads to find, and only the helpers pyxdp gives a syscall program.
+        self.syscall = spec.prog_type == "syscall"
         try:
-            loads = find_ctx_loads(insns, layout, xdp_md_rule(devmap))
+            loads = {} if self.syscall else find_ctx_loads(insns, layout, xdp_md_rule(devmap))
         except InvalidProgram as e:
             raise self._located(e) from None
         self.ctx_loads = {pc: a.offset // 4 for pc, a in loads.items()}
-        self._helpers = dict(XDP_HELPERS if helpers is None else helpers)
+        if helpers is None:
+            helpers = {fid: h for fid, h in XDP_HELPERS.items() if fid in SYSCALL_MODELLED} \
+                if self.syscall else XDP_HELPERS
+        self._helpers = dict(helpers)
+        # prog->aux->max_ctx_offset: the end of the furthest context access the verifier
+        # saw (a context access is at a fixed offset of the unmoved pointer); 0 unverified
+        self.max_ctx_offset = max(
+            (insns[pc].off + op.SIZE_BYTES[insns[pc].code & 0x18] for pc, a in self.facts.items()
+             if "ctx" in a.kinds), default=0) if self.syscall else 0
         # Memory every run sees beside the maps': the object arena, for a program that
         # allocates objects or takes them out of maps (pyxdp.vm.memalloc).
         called = {self._helpers[i.imm].name for i in insns if i.code == op.OP_CALL
@@ -234,7 +246,14 @@ class XdpProg:
 
     def _engine(self, kind: str | None = None, opt_level: int | None = None) -> Engine:
         vm: Engine
-        if (kind or self.engine) == "jit":
+        if (kind or self.engine) == "jit" and self.syscall:  # one run, no packet: no twins
+            from pyxdp.vm.jit.runtime import JitProgram
+            with _JIT_BUILD_LOCK:
+                vm = JitProgram(self.spec.insns, helpers=self._helpers, ld_imm64=self._resolve,
+                                budget=self.budget,
+                                opt_level=self._opt_level if opt_level is None else opt_level,
+                                exception_cb=self.exception_cb)
+        elif (kind or self.engine) == "jit":
             from pyxdp.net.xdp_jit import XdpJit
             with _JIT_BUILD_LOCK:
                 vm = XdpJit(self.spec.insns, maps=list(self.maps.values()),
@@ -368,6 +387,32 @@ class XdpProg:
             cv[5] = xdp.egress_ifindex
             xdp.sync_region()
             r0: int = vm.run(CTX_BASE, regions=[xdp.region, *self.map_regions], context=ctx,
+                             trace=trace)
+            return r0 & 0xFFFF_FFFF
+        except ProgramFault as e:
+            self._with_source(e)
+            raise
+        finally:
+            self._depth -= 1
+
+    def run_syscall(self, ctx_buf: bytearray, ctx: RunContext,
+                    trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
+        """Run a SEC("syscall") program once on its context, ``ctx_buf`` (written in
+        place; empty: no context, r1 NULL, as bpf_prog_test_run_syscall passes it);
+        return r0 as the kernel reports it (u32). ProgramFault propagates."""
+        if self._pending_jit is not None and self._depth == 0:
+            self._promote()
+        regions = [Region("syscall context", SYSCALL_CTX_BASE, ctx_buf)] if ctx_buf else []
+        r1 = SYSCALL_CTX_BASE if ctx_buf else 0
+        if trace is not None:
+            if self._tracer is None:
+                self._tracer = self._engine("interp")
+            vm: Engine = self._tracer
+        else:
+            vm = self.vm if self._depth == 0 else self._spare_engine()
+        self._depth += 1
+        try:
+            r0: int = vm.run(r1, regions=[*regions, *self.map_regions], context=ctx,
                              trace=trace)
             return r0 & 0xFFFF_FFFF
         except ProgramFault as e:

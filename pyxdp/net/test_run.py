@@ -1,4 +1,6 @@
-"""BPF_PROG_TEST_RUN for XDP: ``bpf_prog_test_run_xdp`` of ``net/bpf/test_run.c``.
+"""BPF_PROG_TEST_RUN for XDP: ``bpf_prog_test_run_xdp`` of ``net/bpf/test_run.c``
+(and for SEC("syscall") programs, ``bpf_prog_test_run_syscall``: see
+:func:`bpf_prog_test_run_syscall`).
 
 The kernel's rules (Linux 6.18), checked in the kernel's order and with its
 errnos: the optional ``xdp_md`` context (the first ``ctx.data`` bytes of the
@@ -49,7 +51,7 @@ from pyxdp.vm.helpers import RunContext, TraceLog
 if TYPE_CHECKING:
     from pyxdp.net.xdp_metadata import XdpMetadataOps
 
-__all__ = ["NetdevInfo", "bpf_prog_test_run_xdp"]
+__all__ = ["NetdevInfo", "bpf_prog_test_run_syscall", "bpf_prog_test_run_xdp"]
 
 _XDP_MD = struct.Struct("<6I")
 XDP_MD_SIZE = _XDP_MD.size
@@ -190,6 +192,38 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
             fault=fault, insn_trace=result.insn_trace)
         raise TestRunTruncated(cut, len(out), len(ctx_out or b""))
     return result
+
+
+# bpf_prog_test_run_syscall: a context of at most U16_MAX bytes
+_SYSCALL_CTX_MAX = 0xFFFF
+
+
+def bpf_prog_test_run_syscall(prog: XdpProg, ctx_in: bytes | None, *,
+                              env: TestRunEnv | None = None,
+                              trace: bool = False) -> TestRunResult:
+    """Run a SEC("syscall") program once with the kernel's rules: a context shorter than
+    the program's furthest context access (``max_ctx_offset``) or longer than U16_MAX
+    bytes is EINVAL; the program runs on a copy of ``ctx_in`` (none: r1 NULL), which
+    comes back as ``ctx_out``; ``retval`` is r0's low 32 bits. A fault (which Linux's
+    verifier rules out) ends the run with ``retval`` 0 and ``fault`` set."""
+    env = env or TestRunEnv()
+    size = len(ctx_in) if ctx_in is not None else 0
+    if size < prog.max_ctx_offset or size > _SYSCALL_CTX_MAX:
+        raise _fail(errno.EINVAL, f"a context of {size} bytes (the program reaches byte "
+                                  f"{prog.max_ctx_offset}; at most {_SYSCALL_CTX_MAX})")
+    buf = bytearray(ctx_in or b"")
+    ctx = RunContext(cpu=env.cpu, trace=env.trace, fib=env.fib)
+    start_lines = len(env.trace.lines)
+    steps: list[str] = []
+    tracer = _tracer(steps, prog.spec.insns) if trace else None
+    fault: str | None = None
+    try:
+        retval = prog.run_syscall(buf, ctx, tracer)
+    except ProgramFault as e:
+        retval, fault = 0, f"{prog.spec.name}: {e}"
+    return TestRunResult(retval=retval, data_out=b"", ctx_out=bytes(buf) if size else None,
+                         duration_ns=0, trace=tuple(env.trace.lines[start_lines:]),
+                         fault=fault, insn_trace=tuple(steps))
 
 
 def _tracer(steps: list[str], insns: tuple[Instruction, ...]

@@ -41,6 +41,7 @@ __all__ = [
     "ETH_HLEN",
     "PKT_BASE",
     "SKB_SHARED_INFO_SIZE",
+    "SYSCALL_CTX_BASE",
     "XDP_FRAME_SIZE",
     "XDP_PACKET_HEADROOM",
     "RxQueue",
@@ -62,6 +63,8 @@ MAX_SKB_FRAGS = 17
 PKT_BASE = 0x0000_3000_0000_0000
 # Fake address of the xdp_md context (programs can only load its fields).
 CTX_BASE = 0x0000_4000_0000_0000
+# Fake address of a SEC("syscall") program's context (bytes it reads and writes).
+SYSCALL_CTX_BASE = 0x0000_4800_0000_0000
 
 XDP_FLAGS_HAS_FRAGS = 1 << 0
 

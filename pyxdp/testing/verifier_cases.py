@@ -194,6 +194,7 @@ class VerifierCase:
     flags: int = 0  # prog_flags (BPF_F_STRICT_ALIGNMENT is 1)
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
     processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
+    syscall: bool = False  # a SEC("syscall") program (give flags=BPF_F_SLEEPABLE, as libbpf)
 
     @property
     def errno(self) -> int:
@@ -223,10 +224,12 @@ class VerifierCase:
                 name = names[i.imm - _TAG]
                 refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
-        prog = ProgramSpec(name=self.name[:15], section="xdp/devmap" if self.devmap else "xdp",
-                           insns=tuple(insns), license=self.license, map_refs=tuple(refs),
-                           expected_attach_type=BPF_XDP_DEVMAP if self.devmap else BPF_XDP,
-                           kfuncs=krefs, flags=self.flags)
+        section = "syscall" if self.syscall else "xdp/devmap" if self.devmap else "xdp"
+        attach = 0 if self.syscall else BPF_XDP_DEVMAP if self.devmap else BPF_XDP
+        prog = ProgramSpec(name=self.name[:15], section=section, insns=tuple(insns),
+                           license=self.license, map_refs=tuple(refs),
+                           prog_type="syscall" if self.syscall else "xdp",
+                           expected_attach_type=attach, kfuncs=krefs, flags=self.flags)
         btf = None
         maps = {n: MAPS[n] for n in names}
         if self.funcs or any(m in maps for m in _BTF_MAPS):
@@ -1188,7 +1191,74 @@ _THROW_CASES = (
 
 
 _STACK_DYN = "r1 = r10\nr1 += -16\n"
+# -- bpf_crypto_encrypt/_decrypt (KF_RCU): the context is a struct bpf_crypto_ctx pointer,
+# which only a map value's __kptr field gives an XDP program (tests/verifier_objects/crypto.c)
+_CRYPTO_CASES = (
+    _c("crypto_stack_ctx", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\ncall KFUNC(bpf_crypto_encrypt)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("crypto_value_ctx", _LOOKUP.format(m="hash") + "if r0 == 0 goto +5\nr1 = r0\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\ncall KFUNC(bpf_crypto_decrypt)\nr0 = 2\nexit",
+       "arg#0 pointer type STRUCT bpf_crypto_ctx must point to scalar, or struct with scalar",
+       err=errno.EINVAL),
+    _c("crypto_kctx_ctx", "call KFUNC(bpf_cast_to_kern_ctx)\nr1 = r0\nr2 = 0\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_crypto_decrypt)\nr0 = 2\nexit",
+       "kernel function bpf_crypto_decrypt args#0 expected pointer to STRUCT bpf_crypto_ctx "
+       "but R1 has a pointer to STRUCT xdp_buff", err=errno.EINVAL),
+    _c("crypto_map_ctx", "r1 = MAP(hash)\nr2 = 0\nr3 = 0\nr4 = 0\n"
+       "call KFUNC(bpf_crypto_encrypt)\nr0 = 2\nexit",
+       "kernel function bpf_crypto_encrypt args#0 expected pointer to STRUCT bpf_crypto_ctx "
+       "but R1 has a pointer to STRUCT bpf_map", err=errno.EINVAL),
+)
+
+# -- SEC("syscall") programs (BPF_PROG_TYPE_SYSCALL, sleepable): any aligned context access
+# at a fixed offset (syscall_prog_is_valid_access), base helpers, sleepable map types
+_SLEEPABLE = 1 << 4
+
+
+def _sys(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
+    kw.setdefault("flags", _SLEEPABLE)
+    return _c(name, asm, linux, syscall=True, **kw)
+
+
+_SYSCALL_CASES = (
+    _sys("sys_ld8", "r0 = *(u64 *)(r1 +0)\nexit", None),
+    _sys("sys_ld1", "r0 = *(u8 *)(r1 +3)\nexit", None),
+    _sys("sys_ldsx", "r0 = *(s32 *)(r1 +4)\nexit", None),
+    _sys("sys_far", "r0 = *(u64 *)(r1 +32760)\nexit", None),
+    _sys("sys_misaligned", "r0 = *(u16 *)(r1 +3)\nexit",
+         "invalid bpf_context access off=3 size=2"),
+    _sys("sys_negative", "r0 = *(u32 *)(r1 -4)\nexit",
+         "invalid bpf_context access off=-4 size=4"),
+    _sys("sys_store", "r2 = 5\n*(u32 *)(r1 +4) = r2\n*(u64 *)(r1 +8) = 7\nr0 = 0\nexit", None),
+    _sys("sys_store_ptr", "*(u64 *)(r1 +8) = r10\nr0 = r1\nexit", None),
+    _sys("sys_modified", "r1 += 4\nr0 = *(u32 *)(r1 +0)\nexit",
+         "dereference of modified ctx ptr R1 off=4 disallowed"),
+    _sys("sys_var_off", "r2 = *(u32 *)(r1 +0)\nr2 &= 4\nr1 += r2\nr0 = *(u32 *)(r1 +0)\nexit",
+         "variable ctx access var_off=(0x0; 0x4) disallowed"),
+    _sys("sys_atomic", "r2 = 1\nlock *(u64 *)(r1 +0) += r2\nr0 = 0\nexit",
+         "BPF_ATOMIC stores into R1 ctx is not allowed"),
+    _sys("sys_not_sleepable", "r0 = 0\nexit", "Syscall programs can only be sleepable",
+         flags=0, err=errno.EINVAL),
+    _sys("sys_xdp_helper", "r1 = 0\nr2 = 0\ncall 44\nr0 = 0\nexit",
+         "program of this type cannot use helper bpf_xdp_adjust_head#44", err=errno.EINVAL),
+    _sys("sys_lookup", "r6 = r1\n" + _LOOKUP.format(m="hash") + "if r0 == 0 goto +2\n"
+         "r1 = *(u64 *)(r0 +0)\n*(u64 *)(r6 +0) = r1\nr0 = 1\nexit", None),
+    _sys("sys_ctx_key", "r2 = r1\nr1 = MAP(hash)\ncall 1\nr0 = 0\nexit",
+         "R2 type=ctx expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
+         "trusted_ptr_"),
+    _sys("sys_devmap", "r1 = MAP(dev)\nr0 = 0\nexit",
+         "Sleepable programs can only use array, hash, ringbuf and local storage maps",
+         err=errno.EINVAL),
+)
+
 _MISC_CASES = (
+    # -- bpf_xdp_ct_lookup's second memory, len pair (opts, opts__sz) is checked too
+    _c("ct_bad_opts", "r6 = 0\n*(u64 *)(r10 -40) = r6\n*(u64 *)(r10 -32) = r6\n"
+       "*(u64 *)(r10 -24) = r6\nr2 = r10\nr2 += -40\nr3 = 12\nr4 = 5\nr5 = 12\n"
+       "call KFUNC(bpf_xdp_ct_lookup)\nr0 = 2\nexit",
+       "arg#3 arg#4 memory, len pair leads to invalid memory access"),
     # -- bpf_map_sum_elem_count: a map pointer is a trusted struct bpf_map (reg2btf_ids)
     _c("sum_elem_map", "r1 = MAP(hash)\ncall KFUNC(bpf_map_sum_elem_count)\nr0 = 2\nexit", None),
     _c("sum_elem_stack", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\n"
@@ -6254,6 +6324,8 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *_SLEEPABLE_CASES,
     *_THROW_CASES,
     *_MISC_CASES,
+    *_CRYPTO_CASES,
+    *_SYSCALL_CASES,
     # -- graph kfuncs given NULL: the trusted-argument check comes before the list's own
     *(_c(f"list_null_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\ncall KFUNC(bpf_list_{k})\n"
          "r0 = 2\nexit", "Possibly NULL pointer passed to trusted arg0")
@@ -6292,5 +6364,6 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")
       for k in ("bpf_dynptr_from_skb", "bpf_cpumask_create", "tcp_slow_start",
-                "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_session_cookie")),
+                "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
+                "bpf_crypto_ctx_release", "bpf_session_cookie")),
 )

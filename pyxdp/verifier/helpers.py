@@ -19,8 +19,9 @@ from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret",
-           "UNMODELLED_XDP_HELPERS", "bpf_sock_is_valid_access", "func_maps"]
+__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret", "SLEEPABLE_MAPS",
+           "SYSCALL_HELPERS", "SYSCALL_MODELLED", "UNMODELLED_XDP_HELPERS",
+           "bpf_sock_is_valid_access", "func_maps"]
 
 
 class Arg(Enum):
@@ -185,6 +186,36 @@ UNMODELLED_XDP_HELPERS = frozenset({
     15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
     114, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
     157, 158, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
+
+# Helpers Linux 6.18 gives SEC("syscall") programs loaded by root (syscall_prog_func_proto,
+# then tracing_prog_func_proto; measured: every id 1..211 called from a sleepable
+# syscall program); any other is "program of this type cannot use helper".
+SYSCALL_HELPERS = frozenset({
+    1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 15, 16, 17, 22, 25, 27, 35, 37, 42, 45, 46, 55, 67,
+    80, 87, 88, 89, 93, 94, 105, 106, 107, 108, 109, 111, 112, 113, 114, 115, 117, 118,
+    120, 121, 123, 125, 130, 131, 132, 133, 134, 136, 137, 138, 139, 140, 141, 147, 148,
+    149, 153, 154, 156, 157, 158, 162, 164, 165, 166, 167, 168, 169, 170, 171, 172, 173,
+    175, 176, 177, 178, 179, 180, 181, 182, 188, 191, 194, 195, 196, 197, 198, 199, 200,
+    201, 202, 203, 208, 209, 210, 211})
+# Of those, the ones whose PROTOS entry and engine helper are the same for a syscall
+# program as for XDP (bpf_base_func_proto's map, time, random, ring buffer, dynptr,
+# string and loop helpers); the others (the current task, probe reads, tail calls,
+# timers, spin locks, per-CPU pointers, tracing's perf_event_output and
+# xdp_get_buff_len...) pyxdp does not provide to a syscall program.
+SYSCALL_MODELLED = frozenset({
+    1, 2, 3, 5, 6, 7, 8, 42, 87, 88, 89, 118, 125, 130, 131, 132, 133, 134, 164, 165,
+    181, 182, 194, 195, 197, 198, 199, 200, 201, 202, 203, 208})
+# check_map_prog_compatibility: the map types a sleepable program may use (measured);
+# any other is "Sleepable programs can only use array, hash, ringbuf and local storage
+# maps".
+SLEEPABLE_MAPS = frozenset({
+    MT.BPF_MAP_TYPE_HASH, MT.BPF_MAP_TYPE_LRU_HASH, MT.BPF_MAP_TYPE_ARRAY,
+    MT.BPF_MAP_TYPE_PERCPU_HASH, MT.BPF_MAP_TYPE_PERCPU_ARRAY,
+    MT.BPF_MAP_TYPE_LRU_PERCPU_HASH, MT.BPF_MAP_TYPE_ARRAY_OF_MAPS,
+    MT.BPF_MAP_TYPE_HASH_OF_MAPS, MT.BPF_MAP_TYPE_RINGBUF, MT.BPF_MAP_TYPE_USER_RINGBUF,
+    MT.BPF_MAP_TYPE_INODE_STORAGE, MT.BPF_MAP_TYPE_SK_STORAGE,
+    MT.BPF_MAP_TYPE_TASK_STORAGE, MT.BPF_MAP_TYPE_CGRP_STORAGE, MT.BPF_MAP_TYPE_QUEUE,
+    MT.BPF_MAP_TYPE_STACK})
 
 # bpf_func_proto.pkt_access: the helpers XDP may give a packet pointer (map lookups,
 # updates, deletes and pushes, bpf_map_lookup_percpu_elem, bpf_csum_diff, the socket

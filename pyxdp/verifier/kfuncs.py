@@ -23,7 +23,8 @@ from enum import Enum, auto
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
-           "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP", "SLEEPABLE_KFUNCS",
+           "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
+           "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -46,7 +47,8 @@ class KArg(Enum):
     CONST = auto()         # ``__k``: a known constant
     CTX = auto()           # KF_ARG_PTR_TO_CTX
     MEM = auto()           # KF_ARG_PTR_TO_MEM: ``size`` bytes read and written
-    MEM_SIZE = auto()      # KF_ARG_PTR_TO_MEM_SIZE: memory, the next argument its size
+    MEM_SIZE = auto()      # KF_ARG_PTR_TO_MEM_SIZE: memory, the next argument (a slot of
+    #                        its own in ``KfuncProto.params``, never visited) its size
     DYNPTR = auto()        # KF_ARG_PTR_TO_DYNPTR, initialised
     DYNPTR_UNINIT = auto()  # ``__uninit``: the kfunc initialises it
     BTF_ID = auto()        # KF_ARG_PTR_TO_BTF_ID: a pointer to kernel struct ``struct``
@@ -116,6 +118,7 @@ _U32 = P(KArg.SCALAR)
 _IGN = P(KArg.IGN)
 _TASK = P(KArg.BTF_ID, struct="task_struct")
 _CGRP = P(KArg.BTF_ID, struct="cgroup")
+_CRYPTO = P(KArg.BTF_ID, struct="bpf_crypto_ctx")
 
 KFUNCS: dict[str, KfuncProto] = {
     # net/core/xdp.c: xdp_metadata_kfunc_ids (bpf_dev_bound_kfunc_id)
@@ -129,10 +132,11 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_xdp_pull_data": KfuncProto((_CTX, _U32), pkt_data=True),
     # kernel/bpf/helpers.c: common_btf_ids (every program type)
     "bpf_dynptr_slice": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
-                                                   const_size=True)), KRet.SLICE,
+                                                   const_size=True), _U32), KRet.SLICE,
                                    KF_RET_NULL),
     "bpf_dynptr_slice_rdwr": KfuncProto((_DYN, _U32, P(KArg.MEM_SIZE, optional=True,
-                                                        const_size=True)), KRet.SLICE_RDWR,
+                                                        const_size=True), _U32),
+                                        KRet.SLICE_RDWR,
                                         KF_RET_NULL),
     "bpf_dynptr_size": KfuncProto((_DYN,)),
     "bpf_dynptr_is_null": KfuncProto((_DYN,)),
@@ -272,6 +276,23 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_task_under_cgroup": KfuncProto((_TASK, _CGRP), flags=KF_RCU),
     "bpf_task_get_cgroup1": KfuncProto((_TASK, _U32), KRet.BTF_ID,
                                        KF_ACQUIRE | KF_RCU | KF_RET_NULL, ret_struct="cgroup"),
+    # kernel/bpf/crypto.c: crypt_kfunc_btf_ids (registered for XDP; the context's life
+    # cycle, crypt_init_kfunc_btf_ids, is for syscall programs only): a trusted or RCU
+    # context, the source and destination dynptrs, the IV's or NULL (``siv__nullable``)
+    "bpf_crypto_encrypt": KfuncProto((_CRYPTO, _DYN, _DYN, P(KArg.DYNPTR, optional=True)),
+                                     flags=KF_RCU),
+    "bpf_crypto_decrypt": KfuncProto((_CRYPTO, _DYN, _DYN, P(KArg.DYNPTR, optional=True)),
+                                     flags=KF_RCU),
+    # crypt_init_kfunc_btf_ids (syscall programs only): the params by pointer and size
+    # (params__sz: the MEM_SIZE's second argument, its slot here never visited), the
+    # error code's int by pointer; a context's references
+    "bpf_crypto_ctx_create": KfuncProto((P(KArg.MEM_SIZE), _U32, P(KArg.MEM, size=4)),
+                                        KRet.BTF_ID,
+                                        KF_ACQUIRE | KF_RET_NULL, ret_struct="bpf_crypto_ctx"),
+    "bpf_crypto_ctx_acquire": KfuncProto((_CRYPTO,), KRet.BTF_ID,
+                                         KF_ACQUIRE | KF_RCU | KF_RET_NULL,
+                                         ret_struct="bpf_crypto_ctx"),
+    "bpf_crypto_ctx_release": KfuncProto((_CRYPTO,), KRet.VOID, KF_RELEASE),
     # kernel/bpf/helpers.c: a system keyring by id (generic_btf_ids); the kfunc allocates a
     # struct bpf_key, bpf_key_put frees it
     "bpf_lookup_system_key": KfuncProto((P(KArg.SCALAR),), KRet.BTF_ID,
@@ -325,10 +346,12 @@ KFUNCS: dict[str, KfuncProto] = {
     "bpf_iter_css_task_destroy": KfuncProto((P(KArg.ITER, 8, "css_task"),), KRet.VOID,
                                             KF_ITER_DESTROY),
     # net/netfilter/nf_conntrack_bpf.c: nf_ct_kfunc_set (XDP and TC)
-    "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
-                                    KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
-    "bpf_xdp_ct_alloc": KfuncProto((_CTX, P(KArg.MEM_SIZE), P(KArg.MEM_SIZE)), KRet.BTF_ID,
-                                   KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn___init"),
+    # (the bpf_tuple and its size, the opts and theirs)
+    "bpf_xdp_ct_lookup": KfuncProto((_CTX, P(KArg.MEM_SIZE), _U32, P(KArg.MEM_SIZE), _U32),
+                                    KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL, ret_struct="nf_conn"),
+    "bpf_xdp_ct_alloc": KfuncProto((_CTX, P(KArg.MEM_SIZE), _U32, P(KArg.MEM_SIZE), _U32),
+                                   KRet.BTF_ID, KF_ACQUIRE | KF_RET_NULL,
+                                   ret_struct="nf_conn___init"),
     "bpf_ct_insert_entry": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"),), KRet.BTF_ID,
                                       KF_ACQUIRE | KF_RET_NULL | KF_RELEASE,
                                       ret_struct="nf_conn"),
@@ -336,11 +359,11 @@ KFUNCS: dict[str, KfuncProto] = {
     # the TC pair, in the same set: their context is a struct __sk_buff, which an XDP
     # program never holds trusted (see the verifier's _SKB_CTX)
     "bpf_skb_ct_lookup": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
-                                     P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                     _U32, P(KArg.MEM_SIZE), _U32), KRet.BTF_ID,
                                     KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
                                     ret_struct="nf_conn"),
     "bpf_skb_ct_alloc": KfuncProto((P(KArg.BTF_ID, struct="__sk_buff"), P(KArg.MEM_SIZE),
-                                    P(KArg.MEM_SIZE)), KRet.BTF_ID,
+                                    _U32, P(KArg.MEM_SIZE), _U32), KRet.BTF_ID,
                                    KF_ACQUIRE | KF_RET_NULL | KF_TRUSTED_ARGS,
                                    ret_struct="nf_conn___init"),
     "bpf_ct_set_timeout": KfuncProto((P(KArg.BTF_ID, struct="nf_conn___init"), _U32),
@@ -429,6 +452,18 @@ THROW_KFUNC = "bpf_throw"
 # kernel/bpf/helpers.c: the kfunc clang emits where it proved code unreachable (an
 # uninitialised variable's use); check_kfunc_call refuses a call of it that the walk reaches.
 TRAP_KFUNC = "__bpf_trap"
+
+
+# Kernel structs a map value's __kptr field may hold that pyxdp's verifier models: each has
+# a destructor kfunc Linux registers (register_btf_id_dtor_kfuncs) and is one of the
+# verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
+# an RCU read section) is an RCU pointer, NULL or not.
+KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
+
+# The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
+# UnsupportedHelper): the crypto context's life cycle.
+SYSCALL_KFUNCS = frozenset({"bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
+                            "bpf_crypto_ctx_release"})
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

@@ -54,7 +54,7 @@ from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
-from pyxdp.errors import InvalidProgram, UnsupportedHelper, VerifierError
+from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
@@ -69,6 +69,9 @@ from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import (
     PKT_ACCESS,
     PROTOS,
+    SLEEPABLE_MAPS,
+    SYSCALL_HELPERS,
+    SYSCALL_MODELLED,
     UNMODELLED_XDP_HELPERS,
     Arg,
     Ret,
@@ -77,6 +80,7 @@ from pyxdp.verifier.helpers import (
 )
 from pyxdp.verifier.kfuncs import (
     CSS_TASK_ITER,
+    KERNEL_KPTRS,
     KF_ACQUIRE,
     KF_ITER_DESTROY,
     KF_ITER_NEW,
@@ -90,6 +94,7 @@ from pyxdp.verifier.kfuncs import (
     NOT_FOR_XDP,
     RCU_FIELDS,
     SLEEPABLE_KFUNCS,
+    SYSCALL_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
@@ -121,6 +126,9 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
+BPF_F_SLEEPABLE = 1 << 4
+# syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
+_SYSCALL_CTX_MAX = 0xFFFF
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
@@ -1274,6 +1282,9 @@ class _Verifier:
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
+        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
+        # and the sleepable rules; any other is XDP
+        self.syscall = spec.prog_type == "syscall"
         self.gpl = spec.license.split("\0")[0] in (
             "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
             "Dual MPL/GPL")
@@ -1407,11 +1418,19 @@ class _Verifier:
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
+        for k in self.spec.kfuncs if self.syscall else ():
+            if k.name not in SYSCALL_KFUNCS:
+                raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall "
+                                        "program is not modelled by pyxdp", pc=k.pc)
         try:
             self._check_kfunc_calls()
             self._find_exception_cb()
+            self._check_sleepable_maps()
             self._check_abnormal_return()
             self._check_cfg()
+            if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
+                self.pc = 0
+                raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
             self._check_max_stack_depth()
@@ -1449,6 +1468,19 @@ class _Verifier:
             self.log.extend((e.msg, stats))
         return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
                              pc=self.pc, insn=text, source=src, state=regs)
+
+    def _check_sleepable_maps(self) -> None:
+        """resolve_pseudo_ldimm64's check_map_prog_compatibility for a sleepable program
+        (a syscall program is one): only the map types of SLEEPABLE_MAPS."""
+        if not self.syscall:
+            return
+        for ref in sorted(self.spec.map_refs, key=lambda r: r.pc):
+            m = self.maps.get(ref.map_name)
+            if m is not None and m.type not in SLEEPABLE_MAPS:
+                self.pc = ref.pc
+                raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
+                             "storage maps", errno.EINVAL)
+        self.pc = 0
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
@@ -3145,13 +3177,20 @@ class _Verifier:
             raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
         if write:
             raise Refuse("store to referenced kptr disallowed")
+        if self.syscall:  # sleepable: outside an RCU section the load is untrusted
+            raise UnsupportedHelper(f"{self.spec.name}: a plain load of a __kptr field in a "
+                                    "syscall program is not modelled by pyxdp", pc=self.pc)
         assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
-        # a per-CPU object's pointer is no object's (MEM_PERCPU, not MEM_ALLOC)
-        r.set_ptr(BTF_ID | (PERCPU if at in self._percpu_kptrs(reg.map) else ALLOC) | RCU |
-                  MAYBE_NULL)
-        r.bt, r.sub = self._kptr_struct(tid), tid
+        name = self._kptr_struct(tid)
+        # btf_ld_kptr_type (an XDP program is in an RCU read section): a per-CPU object's
+        # pointer is no object's (MEM_PERCPU, not MEM_ALLOC), nor is a kernel object's
+        # (its struct one of rcu_protected_types)
+        kind = PERCPU if at in self._percpu_kptrs(reg.map) else \
+            0 if name in KERNEL_KPTRS else ALLOC
+        r.set_ptr(BTF_ID | kind | RCU | MAYBE_NULL)
+        r.bt, r.sub = name, tid
         r.id = self._new_id()
         return r
 
@@ -3218,8 +3257,9 @@ class _Verifier:
         if not self._fits(off, size, reg.rng, zero_ok):
             raise Refuse(f"R{regno} offset is outside of the packet")
 
-    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
-             sx: bool = False) -> Reg | None:
+    @staticmethod
+    def _ctx_ptr_off(regno: int, reg: Reg) -> None:
+        """__check_ptr_off_reg for the context: its pointer unmoved."""
         if reg.off < 0:
             raise Refuse(f"negative offset ctx ptr R{regno} off={reg.off} disallowed")
         if reg.off:
@@ -3227,6 +3267,14 @@ class _Verifier:
         if not reg.const or reg.tv:
             raise Refuse(f"variable ctx access var_off={_tn(reg)} "
                          "disallowed")
+
+    def _ctx(self, regno: int, reg: Reg, off: int, size: int, write: bool,
+             sx: bool = False) -> Reg | None:
+        self._ctx_ptr_off(regno, reg)
+        if self.syscall:  # syscall_prog_is_valid_access: any scalar, read or written
+            if not (0 <= off < _SYSCALL_CTX_MAX and off % size == 0):
+                raise Refuse(f"invalid bpf_context access off={off} size={size}")
+            return None
         ok = 0 <= off < XDP_MD_SIZE and off % size == 0 and size == 4 and not write
         if off == _EGRESS_IFINDEX and not self.devmap:
             ok = False
@@ -4082,6 +4130,14 @@ class _Verifier:
                      stack: list[tuple[State, int]]) -> int:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
+        if self.syscall and fid not in SYSCALL_MODELLED:
+            if not (0 < fid < len(HELPER_NAMES)):
+                raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
+            if fid in SYSCALL_HELPERS:
+                raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
+                                        "syscall programs by Linux but pyxdp does not "
+                                        "provide it there", pc=pc, helper_id=fid)
+            raise Refuse(f"program of this type cannot use helper {name}#{fid}", errno.EINVAL)
         if fid == BPF_FUNC_KPTR_XCHG:
             return self._kptr_xchg(st, pc)
         if fid in (BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR):
@@ -4182,12 +4238,12 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
-        if name in NOT_FOR_XDP:  # fetch_kfunc_meta: no flags for this program type
+        if name in NOT_FOR_XDP and not self.syscall:  # fetch_kfunc_meta: not for XDP
             raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
             raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",
                          errno.EFAULT)
-        if name in SLEEPABLE_KFUNCS:  # an XDP program is never sleepable
+        if name in SLEEPABLE_KFUNCS and not self.syscall:  # an XDP program never sleeps
             raise Refuse(f"program must be sleepable to call sleepable kfunc {name}")
         proto = KFUNCS.get(name)
         if proto is None:
@@ -4421,6 +4477,8 @@ class _Verifier:
                              errno.EINVAL)
             self._spin_lock(st, n, reg, _RES_LOCK_KFUNCS[name])
             return i + 1
+        if self.syscall and reg.t == CTX and p.kind in (KArg.MEM, KArg.MEM_SIZE):
+            self._ctx_ptr_off(n, reg)  # check_func_arg_reg_off: the unmoved context only
         if p.kind == KArg.MEM:
             if reg.is_null():
                 return i + 1
@@ -4780,10 +4838,10 @@ class _Verifier:
 
     def _kptr_struct(self, tid: int) -> str:
         """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
-        bpf_obj_new; a kernel struct's kptrs are not modelled."""
+        bpf_obj_new; of the kernel's structs only KERNEL_KPTRS' are modelled."""
         assert self.btf is not None
         name = self.btf.types[tid].name
-        if self._kernel_btf().find(name, BtfKind.STRUCT):
+        if name not in KERNEL_KPTRS and self._kernel_btf().find(name, BtfKind.STRUCT):
             raise UnsupportedHelper(f"{self.spec.name}: a __kptr to kernel "
                                     f"struct {name} is not modelled by pyxdp", pc=self.pc)
         return name
@@ -4821,7 +4879,9 @@ class _Verifier:
             if ptr.t & PERCPU != percpu:  # map_kptr_match_type: the flags, before the name
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)} "
                              f"expected=ptr_{name}")
-            if ptr.sub != tid or ptr.off:
+            # a program's object by its BTF id; a kernel object (of a kfunc) by its struct
+            same = ptr.bt == name if name in KERNEL_KPTRS else ptr.sub == tid
+            if not same or ptr.off:
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)}{ptr.bt} "
                              f"expected=ptr_{name}")
             if not ptr.ref:
@@ -4831,7 +4891,8 @@ class _Verifier:
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
-        r0.set_ptr(BTF_ID | ALLOC | percpu | MAYBE_NULL)
+        # a kernel object's pointer is no allocated object's (no MEM_ALLOC)
+        r0.set_ptr(BTF_ID | (0 if name in KERNEL_KPTRS else ALLOC) | percpu | MAYBE_NULL)
         r0.bt, r0.sub = name, tid
         r0.id = r0.ref = self._new_id()
         st.refs.append((r0.id, pc))
@@ -5626,6 +5687,8 @@ class _Verifier:
                     b = bytearray(S_MISC if x == S_SPILL else x for x in types)
                     b[k] = S_MISC
                     frame.set_slot(spi, (bytes(b), None))
+        elif t == CTX and self.syscall:  # a syscall program's context, read and written
+            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context")
         else:
             if zero_ok and size == 0 and reg.is_null():
                 return
@@ -5705,7 +5768,16 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
     object's own; a relocation without a target poisons its instruction as
     libbpf does. Raises :class:`~pyxdp.errors.VerifierError` with Linux's
     message for the first failure on the first path that has one.
+
+    XDP and ``SEC("syscall")`` programs are checked (each type's context and
+    helper set); a program of another type raises
+    :class:`~pyxdp.errors.NotSupportedError` rather than being judged by XDP's
+    rules.
     """
+    if spec.prog_type not in ("xdp", "syscall"):
+        raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP and syscall programs "
+                                f"only, not a {spec.prog_type} program (section "
+                                f"{spec.section!r})")
     # The walk allocates registers and states by the hundred thousand and makes no cycles
     # of them: the cyclic collector would only rescan the kept states over and over (a
     # fifth of the time on large programs).

@@ -29,13 +29,16 @@ from pyxdp.kernel.verifier_log import verifier_reason
 from pyxdp.spec import ProgramSpec
 from pyxdp.testing.verifier_cases import CASES, VerifierCase
 from pyxdp.verifier import verify
+from pyxdp.verifier.kfuncs import SYSCALL_KFUNCS
 
 pytestmark = pytest.mark.kernel
 
 
 def modelled(prog: ProgramSpec) -> bool:
-    """XDP programs (what pyxdp's verifier covers)."""
-    return prog.prog_type == "xdp"
+    """XDP programs, and syscall programs calling only the kfuncs pyxdp's verifier checks
+    there (what it covers)."""
+    return prog.prog_type == "xdp" or (prog.prog_type == "syscall" and all(
+        k.name in SYSCALL_KFUNCS for k in prog.kfuncs))
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # tests/verifier_objects: clang output of loops Linux verifies until they converge
