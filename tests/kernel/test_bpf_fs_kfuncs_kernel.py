@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.kfunclab import hash_put, hash_values
 from pyxdp.testing.verifier_cases import RODATA, VerifierCase
 from pyxdp.vm.task_kfuncs import cgroup_mounts
 
@@ -41,12 +41,6 @@ def tagged_cgroup() -> Iterator[Path]:
         cg.rmdir()
 
 
-def _put(key: int, reg: str) -> str:
-    """hash[key] = reg (a u64)."""
-    return (f"*(u32 *)(r10 - 4) = {key}\n*(u64 *)(r10 - 16) = {reg}\nr1 = MAP(hash)\n"
-            "r2 = r10\nr2 += -4\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n")
-
-
 def _program(cgid: int) -> str:
     """The returns for the rodata names at 0, 16, 32 and 48 into the packet (keys 0-3),
     and for the first into the packet's bytes 20-23 (key 4)."""
@@ -54,20 +48,11 @@ def _program(cgid: int) -> str:
          "r6 = r0\nr1 = r7\nr2 = 0\nr3 = r10\nr3 += -32\ncall KFUNC(bpf_dynptr_from_xdp)\n")
     for key, off in enumerate((0, 16, 32, 48)):
         a += f"r1 = r6\nr2 = MAP(rodata)\nr2 += {off}\nr3 = r10\nr3 += -32\n"
-        a += "call KFUNC(bpf_cgroup_read_xattr)\nr9 = r0\n" + _put(key, "r9")
+        a += "call KFUNC(bpf_cgroup_read_xattr)\nr9 = r0\n" + hash_put(key, "r9")
     a += "r1 = r10\nr1 += -32\nr2 = 20\nr3 = 24\ncall KFUNC(bpf_dynptr_adjust)\n"
     a += "r1 = r6\nr2 = MAP(rodata)\nr3 = r10\nr3 += -32\ncall KFUNC(bpf_cgroup_read_xattr)\n"
-    a += "r9 = r0\n" + _put(4, "r9")
+    a += "r9 = r0\n" + hash_put(4, "r9")
     return a + "r1 = r6\ncall KFUNC(bpf_cgroup_release)\nout:\nr0 = 2\nexit"
-
-
-def _map(coll: Collection) -> dict[int, int | None]:
-    h = coll.maps["hash"].handle
-    out = {}
-    for k in range(5):
-        v = h.lookup(struct.pack("<I", k))
-        out[k] = struct.unpack("<Q", v)[0] & M32 if v is not None else None
-    return out
 
 
 def test_cgroup_read_xattr_matches_linux(tagged_cgroup: Path) -> None:
@@ -77,7 +62,7 @@ def test_cgroup_read_xattr_matches_linux(tagged_cgroup: Path) -> None:
     with Collection(spec, "kernel") as kern:
         got = kern.programs["xattr"].test_run(packet)
         assert got.retval == 2
-        want, want_pkt = _map(kern), got.data_out
+        want, want_pkt = hash_values(kern, range(5), M32), got.data_out
     assert want == {0: len(VALUE), 1: -errno.ENODATA & M32, 2: -errno.EPERM & M32,
                     3: -errno.ENODATA & M32, 4: -errno.ERANGE & M32}
     assert want_pkt[:len(VALUE)] == VALUE and want_pkt[len(VALUE):] == packet[len(VALUE):]
@@ -85,4 +70,4 @@ def test_cgroup_read_xattr_matches_linux(tagged_cgroup: Path) -> None:
         with Collection(spec, "userspace", engine=engine) as user:
             run = user.programs["xattr"].test_run(packet)
             assert run.retval == 2
-            assert (_map(user), run.data_out) == (want, want_pkt), engine
+            assert (hash_values(user, range(5), M32), run.data_out) == (want, want_pkt), engine

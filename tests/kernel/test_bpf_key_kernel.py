@@ -5,36 +5,21 @@ engines must write the same map, and pyxdp's object arena holds no key afterward
 
 from __future__ import annotations
 
-import struct
+import functools
 
 import pytest
 
-from pyxdp.btf.btf import BtfKind
-from pyxdp.btf.struct_access import member_offset
-from pyxdp.btf.vmlinux import core_target
 from pyxdp.collection import Collection
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.kfunclab import hash_put, hash_values, member_off
 from pyxdp.testing.verifier_cases import VerifierCase
 from pyxdp.vm.memalloc import arena
 
 pytestmark = pytest.mark.kernel
 
+_off = functools.partial(member_off, "bpf_key")  # a struct bpf_key member's offset
+
 IDS = (0, 1, 2, 3, 1 << 32, (1 << 64) - 1)
-
-
-def _off(member: str) -> int:
-    btf = core_target()
-    tid = btf.find("bpf_key", BtfKind.STRUCT)
-    assert tid is not None
-    got = member_offset(btf, tid, member)
-    assert got is not None
-    return got[0]
-
-
-def _put(key: int, reg: str) -> str:
-    """hash[key] = reg (a u64)."""
-    return (f"*(u32 *)(r10 - 4) = {key}\n*(u64 *)(r10 - 16) = {reg}\nr1 = MAP(hash)\n"
-            "r2 = r10\nr2 += -4\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n")
 
 
 def _program() -> str:
@@ -42,26 +27,17 @@ def _program() -> str:
     a = ""
     for k, ident in enumerate(IDS):
         a += f"r1 = {ident} ll\ncall KFUNC(bpf_lookup_system_key)\nif r0 == 0 goto n{k}\n"
-        a += f"r6 = r0\nr9 = *(u8 *)(r6 + {_off('has_ref')})\nr9 += 1\n" + _put(2 * k, "r9")
-        a += f"r9 = *(u64 *)(r6 + {_off('key')})\n" + _put(2 * k + 1, "r9")
+        a += f"r6 = r0\nr9 = *(u8 *)(r6 + {_off('has_ref')})\nr9 += 1\n" + hash_put(2 * k, "r9")
+        a += f"r9 = *(u64 *)(r6 + {_off('key')})\n" + hash_put(2 * k + 1, "r9")
         a += f"r1 = r6\ncall KFUNC(bpf_key_put)\nn{k}:\n"
     return a + "r0 = 2\nexit"
-
-
-def _map(coll: Collection) -> dict[int, int | None]:
-    h = coll.maps["hash"].handle
-    out = {}
-    for k in range(2 * len(IDS)):
-        v = h.lookup(struct.pack("<I", k))
-        out[k] = struct.unpack("<Q", v)[0] if v is not None else None
-    return out
 
 
 def test_system_keys_match_linux() -> None:
     spec = VerifierCase("keys", _program(), None).spec()
     with Collection(spec, "kernel") as kern:
         assert kern.programs["keys"].test_run(bytes(64)).retval == 2
-        want = _map(kern)
+        want = hash_values(kern, range(2 * len(IDS)))
     # the three keyring ids give a key holding the id and no reference; the others NULL
     assert [want[2 * k] for k in range(len(IDS))] == [1, 1, 1, None, None, None]
     assert [want[2 * k + 1] for k in range(3)] == [0, 1, 2]
@@ -69,5 +45,5 @@ def test_system_keys_match_linux() -> None:
     for engine in ["interp", "jit"] if jit_available() else ["interp"]:
         with Collection(spec, "userspace", engine=engine) as user:
             assert user.programs["keys"].test_run(bytes(64)).retval == 2
-            assert _map(user) == want, engine
+            assert hash_values(user, range(2 * len(IDS))) == want, engine
         assert arena().live() == live, engine  # every key put back

@@ -6,12 +6,11 @@ engines alike."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.kfunclab import hash_put, hash_values
 from pyxdp.testing.verifier_cases import VerifierCase
 
 pytestmark = pytest.mark.kernel
@@ -20,41 +19,26 @@ NOT_SLAB = (0, 4096, 0x7F00_0000_0000, (1 << 64) - 1)
 KEY = 8  # the map key the bpf_key's address passes through, and its cache's answer
 
 
-def _put(key: int, reg: str) -> str:
-    """hash[key] = reg (a u64)."""
-    return (f"*(u32 *)(r10 - 4) = {key}\n*(u64 *)(r10 - 16) = {reg}\nr1 = MAP(hash)\n"
-            "r2 = r10\nr2 += -4\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n")
-
-
 def _program() -> str:
     a = ""
     for k, addr in enumerate(NOT_SLAB):
         a += f"r1 = {addr} ll\ncall KFUNC(bpf_get_kmem_cache)\nr9 = 1\nif r0 != 0 goto c{k}\n"
-        a += f"r9 = 0\nc{k}:\n" + _put(k, "r9")
+        a += f"r9 = 0\nc{k}:\n" + hash_put(k, "r9")
     a += "r1 = 0\ncall KFUNC(bpf_lookup_system_key)\nif r0 == 0 goto out\nr6 = r0\n"
-    a += _put(KEY, "r6")  # the pointer, read back from the map as a number
+    a += hash_put(KEY, "r6")  # the pointer, read back from the map as a number
     a += f"*(u32 *)(r10 - 4) = {KEY}\nr1 = MAP(hash)\nr2 = r10\nr2 += -4\ncall 1\n"
     a += "if r0 == 0 goto put\nr1 = *(u64 *)(r0 + 0)\ncall KFUNC(bpf_get_kmem_cache)\n"
-    a += "r9 = 1\nif r0 != 0 goto c\nr9 = 0\nc:\n" + _put(KEY, "r9")
+    a += "r9 = 1\nif r0 != 0 goto c\nr9 = 0\nc:\n" + hash_put(KEY, "r9")
     return a + "put:\nr1 = r6\ncall KFUNC(bpf_key_put)\nout:\nr0 = 2\nexit"
-
-
-def _map(coll: Collection) -> dict[int, int | None]:
-    h = coll.maps["hash"].handle
-    out = {}
-    for k in (*range(len(NOT_SLAB)), KEY):
-        v = h.lookup(struct.pack("<I", k))
-        out[k] = struct.unpack("<Q", v)[0] if v is not None else None
-    return out
 
 
 def test_kmem_cache_of_addresses_matches_linux() -> None:
     spec = VerifierCase("kmem_cache", _program(), None).spec()
     with Collection(spec, "kernel") as kern:
         assert kern.programs["kmem_cache"].test_run(bytes(64)).retval == 2
-        want = _map(kern)
+        want = hash_values(kern, (*range(len(NOT_SLAB)), KEY))
     assert want == {0: 0, 1: 0, 2: 0, 3: 0, KEY: 1}
     for engine in ["interp", "jit"] if jit_available() else ["interp"]:
         with Collection(spec, "userspace", engine=engine) as user:
             assert user.programs["kmem_cache"].test_run(bytes(64)).retval == 2
-            assert _map(user) == want, engine
+            assert hash_values(user, (*range(len(NOT_SLAB)), KEY)) == want, engine

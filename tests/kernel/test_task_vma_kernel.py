@@ -9,38 +9,23 @@ map."""
 from __future__ import annotations
 
 import errno
-import struct
+import functools
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from pyxdp.btf.btf import BtfKind
-from pyxdp.btf.struct_access import member_offset
-from pyxdp.btf.vmlinux import core_target
 from pyxdp.collection import Collection
 from pyxdp.net.prog import jit_available
+from pyxdp.testing.kfunclab import hash_put, hash_values, member_off
 from pyxdp.testing.verifier_cases import VerifierCase
 
 pytestmark = pytest.mark.kernel
 
+_off = functools.partial(member_off, "vm_area_struct")  # a struct vm_area_struct member's offset
+
 NKEYS = 10
 M32 = 0xFFFF_FFFF
-
-
-def _off(member: str) -> int:
-    btf = core_target()
-    tid = btf.find("vm_area_struct", BtfKind.STRUCT)
-    assert tid is not None
-    got = member_offset(btf, tid, member)
-    assert got is not None
-    return got[0]
-
-
-def _put(key: int, reg: str) -> str:
-    """hash[key] = reg (a u64)."""
-    return (f"*(u32 *)(r10 - 4) = {key}\n*(u64 *)(r10 - 16) = {reg}\nr1 = MAP(hash)\n"
-            "r2 = r10\nr2 += -4\nr3 = r10\nr3 += -16\nr4 = 0\ncall 2\n")
 
 
 def _add(slot: int, reg: str) -> str:
@@ -63,27 +48,18 @@ def _program(pid: int, addr: int) -> str:
     a += f"r2 = *(u64 *)(r7 + {pgoff})\n" + _add(72, "r2") + "goto loop\n"
     a += "done:\n" + it + "call KFUNC(bpf_iter_task_vma_destroy)\n"
     for key, slot in enumerate(sums):
-        a += f"r9 = *(u64 *)(r10 - {slot})\n" + _put(key, "r9")
+        a += f"r9 = *(u64 *)(r10 - {slot})\n" + hash_put(key, "r9")
     a += it + f"r2 = r6\nr3 = {addr} ll\ncall KFUNC(bpf_iter_task_vma_new)\nr8 = 0\n"
     a += it + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto from_done\n"
-    a += f"r9 = *(u64 *)(r0 + {start})\n" + _put(6, "r9") + "r8 = 1\n"
+    a += f"r9 = *(u64 *)(r0 + {start})\n" + hash_put(6, "r9") + "r8 = 1\n"
     a += "from:\n" + it + "call KFUNC(bpf_iter_task_vma_next)\nif r0 == 0 goto from_done\n"
-    a += "r8 += 1\ngoto from\nfrom_done:\n" + _put(7, "r8")
+    a += "r8 += 1\ngoto from\nfrom_done:\n" + hash_put(7, "r8")
     a += it + "call KFUNC(bpf_iter_task_vma_destroy)\nr1 = r6\ncall KFUNC(bpf_task_release)\n"
     a += "kt:\nr1 = 2\ncall KFUNC(bpf_task_from_pid)\nif r0 == 0 goto out\nr6 = r0\n"
-    a += it + "r2 = r6\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\nr9 = r0\n" + _put(8, "r9")
-    a += it + "call KFUNC(bpf_iter_task_vma_next)\nr9 = r0\n" + _put(9, "r9")
+    a += it + "r2 = r6\nr3 = 0\ncall KFUNC(bpf_iter_task_vma_new)\nr9 = r0\n" + hash_put(8, "r9")
+    a += it + "call KFUNC(bpf_iter_task_vma_next)\nr9 = r0\n" + hash_put(9, "r9")
     a += it + "call KFUNC(bpf_iter_task_vma_destroy)\nr1 = r6\ncall KFUNC(bpf_task_release)\n"
     return a + "out:\nr0 = 2\nexit"
-
-
-def _map(coll: Collection) -> dict[int, int | None]:
-    h = coll.maps["hash"].handle
-    out = {}
-    for k in range(NKEYS):
-        v = h.lookup(struct.pack("<I", k))
-        out[k] = struct.unpack("<Q", v)[0] if v is not None else None
-    return out
 
 
 def test_task_vma_iterator_matches_linux() -> None:
@@ -95,7 +71,7 @@ def test_task_vma_iterator_matches_linux() -> None:
         spec = VerifierCase("task_vma", _program(child.pid, third + 1), None).spec()
         with Collection(spec, "kernel") as kern:
             assert kern.programs["task_vma"].test_run(bytes(64)).retval == 2
-            want = _map(kern)
+            want = hash_values(kern, range(NKEYS))
         lines = Path(f"/proc/{child.pid}/maps").read_text().splitlines()
         vmas = [ln for ln in lines if not ln.endswith("[vsyscall]")]
         assert want[0] == len(vmas) and want[6] == third and want[7] == len(vmas) - 2
@@ -103,7 +79,7 @@ def test_task_vma_iterator_matches_linux() -> None:
         for engine in ["interp", "jit"] if jit_available() else ["interp"]:
             with Collection(spec, "userspace", engine=engine) as user:
                 assert user.programs["task_vma"].test_run(bytes(64)).retval == 2
-                assert _map(user) == want, engine
+                assert hash_values(user, range(NKEYS)) == want, engine
     finally:
         child.kill()
         child.wait()
