@@ -22,6 +22,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from pyxdp.net.native import njit
+
 __all__ = [
     "cas_acquire64",
     "cpu_relax",
@@ -30,6 +32,8 @@ __all__ = [
     "load_acquire32_at",
     "load_acquire64",
     "memcpy",
+    "spin_lock",
+    "spin_unlock",
     "store_release32",
     "store_release32_at",
     "store_release64",
@@ -202,3 +206,17 @@ u8_view: Any = intrinsic(_u8_view)
 store_release64: Any = intrinsic(_store_release64)
 cpu_relax: Any = intrinsic(_cpu_relax)
 cas_acquire64: Any = intrinsic(_cas_acquire64)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def spin_lock(words, i):  # type: ignore[no-untyped-def]
+    """``spin_lock`` on the word ``words[i]`` (0 free, 1 held): what is written under it
+    is seen by the next holder (the acquire here, the release in :func:`spin_unlock`)."""
+    while not cas_acquire64(words, i, 0, 1):
+        cpu_relax()
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def spin_unlock(words, i):  # type: ignore[no-untyped-def]
+    """``spin_unlock`` of ``words[i]``: the holder's changes published with the release."""
+    store_release64(words, i, 0)

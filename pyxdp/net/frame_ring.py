@@ -8,7 +8,7 @@ ends write. Kept apart from :mod:`pyxdp.net.frames` so that importing frames imp
 
 from __future__ import annotations
 
-from pyxdp.net.atomic import cas_acquire64, cpu_relax, store_release64
+from pyxdp.net.atomic import spin_lock, spin_unlock
 from pyxdp.net.native import njit
 from pyxdp.net.ring_cursor import RING_COLS, RingCursor
 
@@ -22,14 +22,13 @@ _LOCK = RingCursor.index("lock")
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def ring_lock(cur):  # type: ignore[no-untyped-def]
     """``spin_lock`` of the ring whose cursor words are ``cur``."""
-    while not cas_acquire64(cur, _LOCK, 0, 1):
-        cpu_relax()
+    spin_lock(cur, _LOCK)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def ring_unlock(cur):  # type: ignore[no-untyped-def]
     """``spin_unlock``: the cursor's changes published with the release."""
-    store_release64(cur, _LOCK, 0)
+    spin_unlock(cur, _LOCK)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)

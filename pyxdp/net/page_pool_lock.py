@@ -7,7 +7,7 @@ Kept apart from :mod:`pyxdp.net.page_pool` so that importing the pool imports no
 
 from __future__ import annotations
 
-from pyxdp.net.atomic import cas_acquire64, cpu_relax, store_release64
+from pyxdp.net.atomic import spin_lock, spin_unlock
 from pyxdp.net.native import njit
 from pyxdp.net.pool_state import PoolState
 
@@ -19,14 +19,13 @@ _LOCK = PoolState.index("lock")
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def pool_lock_ir(psc):  # type: ignore[no-untyped-def]
     """``spin_lock`` of the pool whose state words are ``psc`` (inlined in native code)."""
-    while not cas_acquire64(psc, _LOCK, 0, 1):
-        cpu_relax()
+    spin_lock(psc, _LOCK)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def pool_unlock_ir(psc):  # type: ignore[no-untyped-def]
     """``spin_unlock``: the ring's changes published with the release."""
-    store_release64(psc, _LOCK, 0)
+    spin_unlock(psc, _LOCK)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
