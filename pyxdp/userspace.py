@@ -27,6 +27,7 @@ from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_t
 from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
+from pyxdp.verifier.kfuncs import SYSCALL_KFUNCS
 
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
@@ -92,9 +93,11 @@ class UserspaceBackend:
         if not spec.userspace:
             return ("pyxdp runs only XDP and syscall programs in user space; the kernel "
                     "backend loads it (backend='kernel')")
-        if spec.prog_type == "syscall" and spec.kfuncs:
-            return (f"pyxdp's engines run no kfunc in syscall programs "
-                    f"({spec.kfuncs[0].name}); the kernel backend loads it (backend='kernel')")
+        other = [k.name for k in spec.kfuncs if k.name not in SYSCALL_KFUNCS] \
+            if spec.prog_type == "syscall" else []
+        if other:
+            return (f"pyxdp's engines run no kfunc but the crypto context's in syscall "
+                    f"programs ({other[0]}); the kernel backend loads it (backend='kernel')")
         return ""
 
     def load_program(self, spec: ProgramSpec, maps: Mapping[str, MapHandle],

@@ -50,3 +50,20 @@ def test_a_fault_ends_the_run_in_one_line() -> None:
         assert r.retval == 0 and r.fault is not None
         assert r.fault.startswith("sys_store: ") and "\n" not in r.fault
         assert "budget" in r.fault
+
+
+def test_max_ctx_offset_counts_kfunc_arguments() -> None:
+    """check_helper_mem_access raises max_ctx_offset for an argument pointing into a
+    syscall program's context: crypto.o's sys_crypto_acquire touches its context only
+    through bpf_crypto_ctx_create's params (408 bytes), crypto_setup also stores err at
+    408 (4 bytes). The figure survives the verifier cache's encoding."""
+    from pyxdp.elf import load_collection_spec
+    from pyxdp.verifier import verify
+    from pyxdp.verifier.facts import decode_facts, encode_facts
+    spec = load_collection_spec(OBJ.parent / "crypto.o")
+    ends = {}
+    for name in ("sys_crypto_acquire", "crypto_setup"):
+        mem = verify(spec.programs[name], spec.maps, btf=spec.btf).mem
+        assert decode_facts(encode_facts(mem)) == mem
+        ends[name] = max(a.ctx_end for a in mem.values())
+    assert ends == {"sys_crypto_acquire": 408, "crypto_setup": 408}

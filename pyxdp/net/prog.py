@@ -206,10 +206,12 @@ class XdpProg:
                 if self.syscall else XDP_HELPERS
         self._helpers = dict(helpers)
         # prog->aux->max_ctx_offset: the end of the furthest context access the verifier
-        # saw (a context access is at a fixed offset of the unmoved pointer); 0 unverified
+        # saw (a load or store at a fixed offset of the unmoved pointer, or a helper or
+        # kfunc argument pointing into it); 0 unverified
         self.max_ctx_offset = max(
-            (insns[pc].off + op.SIZE_BYTES[insns[pc].code & 0x18] for pc, a in self.facts.items()
-             if "ctx" in a.kinds), default=0) if self.syscall else 0
+            (a.ctx_end or insns[pc].off + op.SIZE_BYTES[insns[pc].code & 0x18]
+             for pc, a in self.facts.items() if "ctx" in a.kinds or a.ctx_end),
+            default=0) if self.syscall else 0
         # Memory every run sees beside the maps': the object arena, for a program that
         # allocates objects or takes them out of maps (pyxdp.vm.memalloc).
         called = {self._helpers[i.imm].name for i in insns if i.code == op.OP_CALL

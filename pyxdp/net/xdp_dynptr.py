@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from pyxdp.errors import HelperFault, MemoryFault
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
+from pyxdp.vm.bpf_crypto import CRYPTO_CTX_KFUNCS, Mem, make_crypt
 from pyxdp.vm.bpf_trace import strncpy_nofault_ir
 from pyxdp.vm.dynptr import (
     BPF_DYNPTR_TYPE_XDP,
@@ -57,8 +58,8 @@ from pyxdp.vm.jit.natives import HelperNative, register_kfunc
 from pyxdp.vm.maccess import nofault_allowed, nofault_allowed_ir, read_byte_nofault
 from pyxdp.vm.memory import Region
 
-__all__ = ["BPF_DYNPTR_TYPE_XDP", "DYNPTR_KFUNCS", "PROBE_READ_KFUNCS", "dynptr_direct",
-           "dynptr_read", "dynptr_write"]
+__all__ = ["BPF_DYNPTR_TYPE_XDP", "CRYPTO_KFUNCS", "DYNPTR_KFUNCS", "PROBE_READ_KFUNCS",
+           "dynptr_direct", "dynptr_mem", "dynptr_read", "dynptr_write"]
 
 _TYPE_SHIFT = DYNPTR_TYPE_SHIFT
 _SIZE_MASK = DYNPTR_SIZE_MASK
@@ -349,6 +350,32 @@ DYNPTR_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_dynptr_clone": dynptr_clone,
     "bpf_dynptr_copy": dynptr_copy,
     "bpf_dynptr_memset": dynptr_memset,
+}
+
+
+def dynptr_mem(vm: Interpreter, addr: int, length: int, rw: bool) -> Mem | None:
+    """``__bpf_dynptr_data(_rw)(p, length)`` (``bpf_dynptr_slice(_rdwr)(p, 0, NULL,
+    length)``) as a buffer and the offset in it: a memory dynptr's bytes, or the piece
+    of the frame holding the range whole; None where the slice would be NULL."""
+    got = dynptr_direct(vm, addr, 0, length, rw)
+    if got is None:
+        return None
+    where, off = got
+    if isinstance(where, MemBytes):
+        r, at = vm.mem.find(where.pointer(off), length, rw)
+        return r.buf, at
+    piece = _pointer(where, off, length)
+    if piece is None:
+        return None
+    i, at = piece
+    return (where.frame, where.data + at) if i < 0 else (where.frags[i], at)
+
+
+# kernel/bpf/crypto.c's kfuncs (pyxdp.vm.bpf_crypto) with any dynptr's memory
+CRYPTO_KFUNCS: dict[str, Callable[..., int]] = {
+    **CRYPTO_CTX_KFUNCS,
+    "bpf_crypto_encrypt": make_crypt(dynptr_mem, False),
+    "bpf_crypto_decrypt": make_crypt(dynptr_mem, True),
 }
 
 

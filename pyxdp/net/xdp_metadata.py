@@ -38,10 +38,11 @@ from pyxdp.net.filter import FILTER_KFUNCS, XDP_HELPERS
 from pyxdp.net.nf_conntrack_bpf import CT_KFUNCS
 from pyxdp.net.nf_flow_table_bpf import FLOWTABLE_KFUNCS
 from pyxdp.net.xdp import CTX_BASE, XdpBuff
-from pyxdp.net.xdp_dynptr import DYNPTR_KFUNCS
+from pyxdp.net.xdp_dynptr import CRYPTO_KFUNCS, DYNPTR_KFUNCS
 from pyxdp.net.xdp_kern_ctx import KERN_CTX_KFUNCS
 from pyxdp.net.xfrm_state_bpf import XFRM_KFUNCS
 from pyxdp.spec import BPF_F_XDP_DEV_BOUND_ONLY, ProgramSpec
+from pyxdp.verifier.helpers import SYSCALL_MODELLED
 from pyxdp.vm.bpf_exception import EXCEPTION_KFUNCS
 from pyxdp.vm.bpf_iter import ITER_KFUNCS
 from pyxdp.vm.bpf_key import KEY_KFUNCS
@@ -140,7 +141,9 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
     helper table to run it with; ``ops`` are the bound device's (None: none), ``btf``
     the program's (``bpf_obj_new`` allocates its structs), ``nr_cpus`` the CPUs it runs
     on (``bpf_percpu_obj_new`` makes a copy for each)."""
-    helpers = dict(XDP_HELPERS)
+    # a syscall program gets the helpers pyxdp gives syscall programs (as XdpProg does)
+    helpers = {fid: h for fid, h in XDP_HELPERS.items() if fid in SYSCALL_MODELLED} \
+        if spec.prog_type == "syscall" else dict(XDP_HELPERS)
     insns = list(spec.insns)
     ids: dict[str, int] = {}
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
@@ -151,7 +154,7 @@ def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None =
                     OBJ_KFUNCS, LIST_KFUNCS, RBTREE_KFUNCS, PERCPU_OBJ_KFUNCS,
                     RES_SPIN_LOCK_KFUNCS, EXCEPTION_KFUNCS, MAP_ITER_KFUNCS,
                     TEST_RUN_KFUNCS, TASK_KFUNCS, KEY_KFUNCS, SLAB_KFUNCS, FS_KFUNCS,
-                    STREAM_KFUNCS, TASK_WORK_KFUNCS)
+                    STREAM_KFUNCS, TASK_WORK_KFUNCS, CRYPTO_KFUNCS)
     for k in spec.kfuncs:
         make = METADATA_KFUNCS.get(k.name)
         plain = next((t[k.name] for t in plain_tables if k.name in t), None)

@@ -45,11 +45,14 @@ class MemAccess:
     """The pointer kinds an access's base had on every path, by the verifier's names of
     register types (``"pkt"``, ``"pkt_meta"``, ``"fp"`` for the stack, ``"map_value"``,
     ``"ctx"``, ``"mem"``...); for map values the one map's name (None: several maps,
-    or an inner map of a map-in-map) and its value size."""
+    or an inner map of a map-in-map) and its value size. ``ctx_end``: for a helper or
+    kfunc call, the end of the furthest context bytes an argument points to (a syscall
+    program's ``max_ctx_offset`` counts those as check_helper_mem_access does)."""
 
     kinds: frozenset[str]
     map_name: str | None = None
     value_size: int = 0
+    ctx_end: int = 0
 
     @property
     def probe(self) -> bool:
@@ -87,13 +90,19 @@ class AccessFacts:
         if kind not in old.kinds or name != old.map_name:
             self._at[pc] = MemAccess(old.kinds | {kind}, name, size)
 
+    def note_ctx_mem(self, pc: int, end: int) -> None:
+        """The call at ``pc`` passed an argument pointing into the context up to ``end``."""
+        old = self._at.get(pc, MemAccess(frozenset()))
+        if end > old.ctx_end:
+            self._at[pc] = MemAccess(old.kinds, old.map_name, old.value_size, end)
+
     def result(self) -> dict[int, MemAccess]:
         return dict(self._at)
 
 
 def encode_facts(mem: Mapping[int, MemAccess]) -> bytes:
     """``mem`` as JSON bytes (what the verifier cache keeps beside an acceptance)."""
-    return json.dumps({str(pc): [sorted(a.kinds), a.map_name, a.value_size]
+    return json.dumps({str(pc): [sorted(a.kinds), a.map_name, a.value_size, a.ctx_end]
                        for pc, a in mem.items()}, separators=(",", ":")).encode()
 
 
@@ -103,7 +112,7 @@ def decode_facts(data: bytes) -> dict[int, MemAccess] | None:
     try:
         raw = json.loads(data)
         return {int(pc): MemAccess(frozenset(str(k) for k in kinds),
-                                   None if name is None else str(name), int(size))
-                for pc, (kinds, name, size) in raw.items()}
+                                   None if name is None else str(name), int(size), int(end))
+                for pc, (kinds, name, size, end) in raw.items()}
     except (ValueError, TypeError, AttributeError):
         return None

@@ -5689,6 +5689,7 @@ class _Verifier:
                     frame.set_slot(spi, (bytes(b), None))
         elif t == CTX and self.syscall:  # a syscall program's context, read and written
             self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context")
+            self.facts.note_ctx_mem(self.pc, reg.off + size)  # max_ctx_offset counts it
         else:
             if zero_ok and size == 0 and reg.is_null():
                 return

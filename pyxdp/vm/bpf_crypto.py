@@ -13,23 +13,36 @@ As the lskcipher templates do, a length that is not a whole number of blocks
 still has its whole blocks written (and a CBC IV advanced past them) before the
 call answers ``-EINVAL``.
 
-pyxdp's engines do not call this yet: a context comes only from a
-``SEC("syscall")`` program's ``bpf_crypto_ctx_create``, and pyxdp's engines run
-syscall programs but no kfunc in them.
-``tests/kernel/test_crypto_kernel.py`` holds it to Linux's answers.
+The kfuncs run in Python on both engines. A context is an object of the
+process's object arena (:mod:`pyxdp.vm.memalloc`) whose first word is its
+``usage`` refcount; its cipher is kept beside the arena by the object's address.
+``bpf_crypto_ctx_acquire`` is ``refcount_inc_not_zero``, ``_release`` drops one
+reference, and the destructor (the cipher forgotten, the object freed) runs when
+the last one goes: released, or dropped by a map whose ``__kptr`` field held it
+(an update or delete of the value, or the map freed). ``bpf_crypto_encrypt``/
+``_decrypt`` take their dynptrs' memory from a resolver the caller passes
+(:func:`make_crypt`: XDP frames are :mod:`pyxdp.net.xdp_dynptr`'s).
 """
 
 from __future__ import annotations
 
 import errno
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-__all__ = ["AES_BLOCK", "PARAMS", "CryptBuf", "CryptoCtx", "Mem", "crypto_crypt",
-           "crypto_ctx_create"]
+from pyxdp.errors import HelperFault
+from pyxdp.vm.dynptr import dynptr_load
+from pyxdp.vm.memalloc import arena, record_index, register_root_free
+
+if TYPE_CHECKING:
+    from pyxdp.vm.interpreter import Interpreter
+
+__all__ = ["AES_BLOCK", "CRYPTO_CTX_KFUNCS", "PARAMS", "CryptBuf", "CryptoCtx", "DynptrMem",
+           "Mem", "crypto_crypt", "crypto_ctx_create", "live_contexts", "make_crypt"]
 
 # struct bpf_crypto_params: type[14], reserved[2], algo[128], key[256], key_len, authsize
 PARAMS = struct.Struct("<14s2s128s256sII")
@@ -87,7 +100,7 @@ def crypto_ctx_create(params: bytes | None, params_sz: int) -> tuple[CryptoCtx |
     return CryptoCtx(mode, bytes(key[:key_len]), _IVSIZE[mode]), 0
 
 
-Mem = tuple[bytearray, int]  # a byte of program memory: its region and offset
+Mem = tuple[bytearray | memoryview, int]  # a byte of program memory: its buffer and offset
 
 
 class CryptBuf(Protocol):
@@ -204,3 +217,101 @@ class _Lskcipher:
             if n:
                 _wr(iv, _rd(cur))
         return -errno.EINVAL if length % AES_BLOCK else 0
+
+
+# -- the kfuncs -----------------------------------------------------------------------------
+# The arena object: struct bpf_crypto_ctx's usage refcount at 0 (the rest of Linux's struct,
+# the type and tfm pointers, is the Python cipher below: no program reads them).
+_OBJ_SIZE = 16
+_DTOR = "bpf_crypto_ctx"
+_CTXS: dict[int, CryptoCtx] = {}  # the live contexts' ciphers, by object address
+
+
+def _destroy(view: Any, addr: int, end: int, roots: tuple[tuple[int, int], ...]) -> None:
+    """crypto_free_cb: the last reference went; the arena frees the object after."""
+    _CTXS.pop(addr, None)
+
+
+register_root_free(_DTOR, _destroy)
+_RECORD = record_index(((_DTOR, ((0, 0),)),))
+
+
+def live_contexts() -> int:
+    """Contexts made and not yet destroyed (for leak checks)."""
+    return len(_CTXS)
+
+
+def _ctx_create(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_crypto_ctx_create(params, params__sz, err)``: a context with one reference,
+    or NULL with ``*err`` the error (left as it was on success, as Linux leaves it)."""
+    size = r2 & 0xFFFF_FFFF
+    params = vm.mem.read(r1, min(size, PARAMS.size)) if r1 else None
+    ctx, err = crypto_ctx_create(params, size)
+    addr = 0
+    if ctx is not None:
+        addr = arena().alloc(_OBJ_SIZE, 0, _RECORD)
+        if addr:
+            _CTXS[addr] = ctx
+        else:  # kzalloc failing
+            err = -errno.ENOMEM
+    if err:
+        vm.mem.store(r3, 4, err)
+    return addr
+
+
+def _ctx(addr: int) -> CryptoCtx:
+    ctx = _CTXS.get(addr)
+    if ctx is None:
+        raise HelperFault(f"{addr:#x} is no live struct bpf_crypto_ctx")
+    return ctx
+
+
+def _ctx_acquire(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_crypto_ctx_acquire(ctx)``: another reference; NULL once the count is zero."""
+    _ctx(r1)
+    return arena().acquire(r1)
+
+
+def _ctx_release(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_crypto_ctx_release(ctx)``: one reference fewer; the last runs the destructor."""
+    _ctx(r1)
+    arena().drop(r1)
+    return 0
+
+
+CRYPTO_CTX_KFUNCS: dict[str, Callable[..., int]] = {
+    "bpf_crypto_ctx_create": _ctx_create,
+    "bpf_crypto_ctx_acquire": _ctx_acquire,
+    "bpf_crypto_ctx_release": _ctx_release,
+}
+
+# __bpf_dynptr_data(_rw) of the dynptr at an address: (vm, addr, length, rw) -> its memory
+DynptrMem = Callable[["Interpreter", int, int, bool], Mem | None]
+
+
+@dataclass
+class _Dynptr:
+    """A program's dynptr as :class:`CryptBuf`."""
+
+    vm: Interpreter
+    addr: int
+    size: int
+    rdonly: bool
+    resolve: DynptrMem
+
+    def data(self, length: int, rw: bool) -> Mem | None:
+        return self.resolve(self.vm, self.addr, length, rw)
+
+
+def make_crypt(resolve: DynptrMem, decrypt: bool) -> Callable[..., int]:
+    """``bpf_crypto_encrypt``/``_decrypt(ctx, src, dst, siv__nullable)`` with dynptr
+    memory found by ``resolve``."""
+    def call(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+        ctx = _ctx(r1)
+
+        def buf(addr: int) -> _Dynptr:
+            d = dynptr_load(vm, addr)
+            return _Dynptr(vm, addr, d.size, d.rdonly, resolve)
+        return crypto_crypt(ctx, buf(r2), buf(r3), buf(r4) if r4 else None, decrypt) \
+            & 0xFFFF_FFFF_FFFF_FFFF
+    return call

@@ -1,9 +1,10 @@
 """BPF crypto contexts against Linux: tests/verifier_objects/crypto.o's SEC("syscall")
 program creates a context (bpf_crypto_ctx_create, kept in a map value's __kptr field)
 and its XDP program en- or decrypts packet bytes with it (bpf_crypto_encrypt/_decrypt
-over packet and map-value dynptrs) on Linux; pyxdp.vm.bpf_crypto, given the same
-params and the same buffers, must give the same error codes, bytes and IVs.
-The syscall program runs through Program.test_run (ctx_in, written back as ctx_out)."""
+over packet and map-value dynptrs). The same programs run on Linux and on pyxdp's
+interpreter and JIT: the error codes, bytes and IVs must agree, and agree with
+pyxdp.vm.bpf_crypto given the same params and buffers. The syscall program runs through
+Program.test_run (ctx_in, written back as ctx_out)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,14 @@ import pytest
 
 from pyxdp.collection import Collection, Program
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import NotSupportedError
-from pyxdp.vm.bpf_crypto import PARAMS, CryptoCtx, crypto_crypt, crypto_ctx_create
+from pyxdp.errors import KernelError, NotSupportedError
+from pyxdp.vm.bpf_crypto import (
+    PARAMS,
+    CryptoCtx,
+    crypto_crypt,
+    crypto_ctx_create,
+    live_contexts,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -29,12 +36,21 @@ JOB = struct.Struct("<IIIIIIiI32s256s")
 PKT = bytes((i * 7 + 3) & 0xFF for i in range(80))
 
 
-def _kernel() -> Collection:
-    """crypto.o's two working programs on Linux (the others are mistakes Linux refuses,
-    tests/test_verifier.py)."""
+ENGINES = ("interp", "jit")
+
+
+def _load(backend: str = "kernel", engine: str = "interp") -> Collection:
+    """crypto.o's working programs on Linux or pyxdp (the others are mistakes Linux
+    refuses, tests/test_verifier.py)."""
     spec = load_collection_spec(OBJ)
-    progs = {n: spec.programs[n] for n in ("crypto_setup", "xdp_crypt")}
-    return Collection(replace(spec, programs=progs), "kernel")
+    progs = {n: spec.programs[n] for n in ("crypto_setup", "xdp_crypt", "sys_crypto_acquire")}
+    if backend == "kernel":
+        return Collection(replace(spec, programs=progs), "kernel")
+    return Collection(replace(spec, programs=progs), backend, engine=engine)
+
+
+def _kernel() -> Collection:
+    return _load()
 
 
 def _params(typ: bytes = b"skcipher", algo: bytes = b"ecb(aes)", key: bytes = KEY[:16],
@@ -66,6 +82,9 @@ def test_ctx_create_errors_match_linux() -> None:
     with _kernel() as kern:
         setup = kern["crypto_setup"]
         got = [_setup(setup, p) for p in PARAMS_CASES]
+        for engine in ENGINES:
+            with _load("userspace", engine) as ours:
+                assert [_setup(ours["crypto_setup"], p) for p in PARAMS_CASES] == got, engine
         for p, (ok, err) in zip(PARAMS_CASES, got, strict=True):
             ctx, want = crypto_ctx_create(p, PARAMS.size)
             assert (ok, err) == (int(ctx is not None), want), p[:32]
@@ -147,21 +166,66 @@ def _jobs() -> Iterator[tuple[bytes, Job]]:
     yield cbc, Job(use_siv=1, siv=iv + b"\0")
 
 
+def _run_jobs(coll: Collection) -> list[tuple[int, int, bytes, bytes, bytes]]:
+    """crypto_setup then xdp_crypt for each of _jobs(): the XDP return, job.ret, the
+    packet after, job.siv and job.out."""
+    setup, xdp, jobs = coll["crypto_setup"], coll["xdp_crypt"], coll.maps["jobs"]
+    assert xdp.test_run(PKT).retval == 0  # XDP_ABORTED: no context yet
+    out = []
+    for params, job in _jobs():
+        assert _setup(setup, params) == (1, 0)
+        jobs.handle.update(bytes(4), job.pack())
+        r = xdp.test_run(PKT)
+        assert getattr(r, "fault", None) is None, (job, r)
+        raw = jobs.handle.lookup(bytes(4))
+        assert raw is not None
+        after = JOB.unpack(raw)
+        out.append((r.retval, after[6], r.data_out, after[8], after[9]))
+    return out
+
+
 def test_encrypt_decrypt_match_linux() -> None:
     with _kernel() as kern:
-        setup, xdp, jobs = kern["crypto_setup"], kern["xdp_crypt"], kern.maps["jobs"]
-        assert xdp.test_run(PKT).retval == 0  # XDP_ABORTED: no context yet
-        seen = set()
-        for params, job in _jobs():
-            assert _setup(setup, params) == (1, 0)
-            ctx, err = crypto_ctx_create(params, PARAMS.size)
-            assert ctx is not None and err == 0
-            jobs.handle.update(bytes(4), job.pack())
-            r = xdp.test_run(PKT)
-            after = JOB.unpack(jobs.handle.lookup(bytes(4)))
-            ret, pkt, siv, out = job.model(ctx)
-            assert (r.retval, after[6], r.data_out, after[8], after[9]) == \
-                (2, ret, pkt, siv, out), job
-            seen.add((ret, pkt != PKT))
+        linux = _run_jobs(kern)
+    seen = set()
+    for (params, job), got in zip(_jobs(), linux, strict=True):
+        ctx, err = crypto_ctx_create(params, PARAMS.size)
+        assert ctx is not None and err == 0
+        ret, pkt, siv, out = job.model(ctx)
+        assert got == (2, ret, pkt, siv, out), job
+        seen.add((ret, pkt != PKT))
     # whole blocks, refused lengths with and without blocks written before the refusal
     assert {(0, True), (-errno.EINVAL, True), (-errno.EINVAL, False)} <= seen
+    for engine in ENGINES:
+        with _load("userspace", engine) as ours:
+            assert _run_jobs(ours) == linux, engine
+
+
+def test_ctx_references_and_max_ctx_offset() -> None:
+    """sys_crypto_acquire takes a second reference and gives both back (1; no context
+    left); it reaches its context only through bpf_crypto_ctx_create's params, so a
+    context a byte short of them is EINVAL (max_ctx_offset). On pyxdp the context's
+    destructor runs when the last reference goes: released, or the map value holding
+    it overwritten."""
+    ok = _params(algo=b"cbc(aes)")
+    with _kernel() as kern:
+        acq = kern["sys_crypto_acquire"]
+        assert acq.test_run(b"", ctx_in=ok).retval == 1
+        assert acq.test_run(b"", ctx_in=_params(key_len=0)).retval == 2**32 - errno.EINVAL
+        with pytest.raises(KernelError) as e:
+            acq.test_run(b"", ctx_in=ok[:-1])
+        assert e.value.errno == errno.EINVAL
+    for engine in ENGINES:
+        with _load("userspace", engine) as ours:
+            base = live_contexts()
+            acq = ours["sys_crypto_acquire"]
+            assert acq.test_run(b"", ctx_in=ok).retval == 1 and live_contexts() == base
+            assert acq.test_run(b"", ctx_in=_params(key_len=0)).retval == 2**32 - errno.EINVAL
+            with pytest.raises(KernelError) as e:
+                acq.test_run(b"", ctx_in=ok[:-1])
+            assert e.value.errno == errno.EINVAL
+            setup = ours["crypto_setup"]
+            assert _setup(setup, ok) == (1, 0) and live_contexts() == base + 1
+            assert _setup(setup, ok) == (1, 0) and live_contexts() == base + 1  # old released
+            ours.maps["ctxs"].handle.update(bytes(4), bytes(8))  # the kptr field cleared
+            assert live_contexts() == base
