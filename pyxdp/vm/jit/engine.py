@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import gc
 import hashlib
 import json
 import struct
@@ -154,22 +155,41 @@ class _Llvm:
         if bpf and self._optimised is not None and self._optimised[0] == digest:
             reuse = self._optimised[1]  # the tiered engine's -O2 after QUICK: codegen only
         out: list[tuple[bytes, bytes | None] | BaseException | None] = [None] * len(texts)
+        parallel = len(texts) > 1
 
         def build(k: int) -> None:
             try:
-                with _own_context():
+                if parallel:
+                    with _own_context():
+                        out[k] = self._build(texts[k], None if reuse is None else reuse[k],
+                                             level, k, bpf)
+                else:  # one module: under llvmlite's lock, as every other LLVM call
                     out[k] = self._build(texts[k], None if reuse is None else reuse[k],
                                          level, k, bpf)
             except BaseException as e:  # re-raised by the caller's thread
                 out[k] = e
 
-        threads = [threading.Thread(target=build, args=(k,), name=f"pyxdp-llvm-{k}")
-                   for k in range(1, len(texts))]
-        for t in threads:
-            t.start()
-        build(0)
-        for t in threads:
-            t.join()
+        # One build at a time in the process: a slot's target machine is never used by
+        # two threads at once (the parts' threads pass llvmlite's lock by). While parts
+        # build past that lock, no cyclic collection may run on their threads: it could
+        # dispose another thread's LLVM objects (numba's, the global context's) unlocked.
+        with _COMPILE:
+            for k in range(len(texts)):
+                self.machine(max(level, 0), k)
+            collecting = parallel and gc.isenabled()
+            if collecting:
+                gc.disable()
+            try:
+                threads = [threading.Thread(target=build, args=(k,), name=f"pyxdp-llvm-{k}")
+                           for k in range(1, len(texts))]
+                for t in threads:
+                    t.start()
+                build(0)
+                for t in threads:
+                    t.join()
+            finally:
+                if collecting:
+                    gc.enable()
         results: list[tuple[bytes, bytes | None]] = []
         for r in out:
             if isinstance(r, BaseException):
@@ -187,23 +207,33 @@ class _Llvm:
         """One module's object image (and its optimised bitcode, after the BPF pipeline),
         in an LLVM context of its own with a target machine of the thread's slot."""
         tm = self.machine(max(level, 0), slot)
+        # The module goes before its context, here, whatever happens: left to the
+        # garbage collector (a failed build's traceback holds this frame in a cycle),
+        # the context could be disposed first and the module's disposal then reads
+        # freed memory.
         ctx = llvm.create_context()
-        if bitcode is not None:
-            mod = llvm.parse_bitcode(bitcode, context=ctx)
-            return bytes(tm.emit_object(mod)), None
-        mod = llvm.parse_assembly(ir_text, context=ctx)
-        mod.verify()
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(tm.target_data)
-        optimised = None
-        if bpf:
-            _bpf_passes(mod, tm)
-            optimised = mod.as_bitcode()
-        elif level > 0:
-            pto = llvm.create_pipeline_tuning_options(speed_level=level)
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
-        return bytes(tm.emit_object(mod)), optimised
+        mod = None
+        try:
+            if bitcode is not None:
+                mod = llvm.parse_bitcode(bitcode, context=ctx)
+                return bytes(tm.emit_object(mod)), None
+            mod = llvm.parse_assembly(ir_text, context=ctx)
+            mod.verify()
+            mod.triple = llvm.get_process_triple()
+            mod.data_layout = str(tm.target_data)
+            optimised = None
+            if bpf:
+                _bpf_passes(mod, tm)
+                optimised = mod.as_bitcode()
+            elif level > 0:
+                pto = llvm.create_pipeline_tuning_options(speed_level=level)
+                pb = llvm.create_pass_builder(tm, pto)
+                pb.getModulePassManager().run(mod, pb)
+            return bytes(tm.emit_object(mod)), optimised
+        finally:
+            if mod is not None:
+                mod.close()
+            ctx.close()
 
     def link(self, ir_text: str, exports: Sequence[str], level: int
              ) -> tuple[Any, float, bool]:
@@ -239,6 +269,7 @@ class _Llvm:
 # of its own context and target machine, so it passes the lock by; everyone else still
 # takes it.
 _OWN = threading.local()
+_COMPILE = threading.Lock()  # one compile_modules build phase at a time (see there)
 
 
 class _OwnContextLock:
