@@ -1,7 +1,7 @@
-"""bpf_snprintf's native twin on the JIT against the Python reference (the interpreter):
-the same return codes and the same bytes over random formats and arguments (errors,
-faulting strings, truncation, widths and flags included), and no Python call of the
-helper for the conversions the twin formats itself."""
+"""bpf_snprintf's and bpf_trace_printk's native twins on the JIT against the Python
+reference (the interpreter): the same return codes, the same bytes and trace lines over
+random formats and arguments (errors, faulting strings, truncation, widths and flags
+included), and no Python call of the helpers for the conversions the twins format."""
 
 from __future__ import annotations
 
@@ -30,6 +30,18 @@ r1 = map[fd:3][0]+0
 r3 = map[fd:0][0]+0
 r4 = map[fd:1][0]+0
 call bpf_snprintf
+exit
+"""
+# bpf_trace_printk(fmt, ctl.size, args[0], args[1], args[2]).
+TRACE = """
+r6 = map[fd:4][0]+0
+r2 = *(u32 *)(r6 +0)
+r1 = map[fd:0][0]+0
+r7 = map[fd:1][0]+0
+r3 = *(u64 *)(r7 +0)
+r4 = *(u64 *)(r7 +8)
+r5 = *(u64 *)(r7 +16)
+call 6
 exit
 """
 ARRAY = int(BpfMapType.BPF_MAP_TYPE_ARRAY)
@@ -95,23 +107,26 @@ def _case(rng: random.Random, supported: bool, strs: int) -> tuple[bytes, bytes,
         struct.pack("<II", size, data_len)
 
 
-def _runs(engine: str, supported: bool, n: int = 300) -> list[object]:
+def _runs(engine: str, supported: bool, n: int = 300, prog_text: str = PROG) -> list[object]:
     rng = random.Random(1)
     out: list[object] = []
     backend = UserspaceBackend(nr_cpus=1, engine=engine)
-    with Collection(asm_collection(PROG, MAPS), backend, verify=False) as c:
+    with Collection(asm_collection(prog_text, MAPS), backend, verify=False) as c:
         m = {name: c.maps[name].handle for name in ("fmt", "args", "strs", "out", "ctl")}
         m["strs"].update(K, STRS)
         strs = m["strs"].lookup_addr(K)
         prog = c.programs["t"]
         for _ in range(n):
             fmt, args, ctl = _case(rng, supported, strs)
+            if prog_text is TRACE:  # the format's size: to its NUL, past it, or short of it
+                size = len(fmt) + rng.choice((0, 0, 5, -1 if supported else -2))
+                ctl = struct.pack("<II", max(size, 0), 0)
             m["fmt"].update(K, fmt.ljust(1100, b"\0"))
             m["args"].update(K, args)
             m["ctl"].update(K, ctl)
             m["out"].update(K, b"\xaa" * 128)
             r = prog.test_run(bytes(64))
-            out.append((fmt, ctl, r.retval, str(r.fault), m["out"].lookup(K)))
+            out.append((fmt, ctl, r.retval, str(r.fault), m["out"].lookup(K), r.trace))
     return out
 
 
@@ -127,3 +142,17 @@ def test_snprintf_twin_calls_no_python() -> None:
     """Formats of numbers, characters, strings and plain pointers stay in machine code."""
     assert python_calls([helpers_more._snprintf, helpers_more.bpf_bprintf],
                         lambda: _runs("jit", True, 100)) == 0
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_trace_printk_twin_agrees_with_python(supported: bool) -> None:
+    """The same return codes and trace lines as the interpreter, call for call."""
+    jit, interp = _runs("jit", supported, 200, TRACE), _runs("interp", supported, 200, TRACE)
+    for a, b in zip(jit, interp, strict=True):
+        assert a == b
+
+
+def test_trace_printk_twin_calls_no_python() -> None:
+    from pyxdp.vm import helpers as vm_helpers
+    assert python_calls([vm_helpers._trace_printk, helpers_more.bpf_bprintf],
+                        lambda: _runs("jit", True, 100, TRACE)) == 0
