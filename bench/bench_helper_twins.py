@@ -8,7 +8,8 @@ Each case is a small XDP program calling one helper per packet
 entry present, an LPM trie update and delete of one prefix,
 ``bpf_for_each_map_elem`` over an ARRAY's and a HASH's 16 elements, ``bpf_fib_lookup`` of an
 IPv4 and an IPv6 destination a route and a neighbour resolve, ``bpf_snprintf`` of a
-number, a zero-padded hex number and a string into a stack buffer, ``bpf_trace_printk``
+number, a zero-padded hex number and a string into a stack buffer and of an IPv4 and an
+IPv6 address, ``bpf_trace_printk``
 of the same), run on the JIT
 through :meth:`XdpProg.run_batch` over ``--batch`` fresh 64-byte frames; the figure is
 the best of ``--runs`` batches, ns per packet, with the Python calls a batch made in
@@ -66,6 +67,13 @@ SNPRINTF = ("r6 = *(u32 *)(r1 +4)\nr7 = *(u32 *)(r1 +0)\nr6 -= r7\n*(u64 *)(r10 
             "r4 = r10\nr4 += -88\nr5 = 24\ncall 165\n" + PASS)
 FMT = MapSpec("fmt", int(T.BPF_MAP_TYPE_ARRAY), 4, 64, 1, frozen=True,
               contents=((bytes(4), b"n=%d x=%08x %s".ljust(32, b"\0") + b"abc".ljust(32, b"\0")),))
+# bpf_snprintf(&buf, 64, "%pI4 > %pI6", {&v4, &v6}, 16): addresses in the format's map.
+SNPRINTF_IP = ("r6 = map[fd:0][0]+32\n*(u64 *)(r10 -88) = r6\nr6 = map[fd:0][0]+48\n"
+               "*(u64 *)(r10 -80) = r6\nr1 = r10\nr1 += -64\nr2 = 64\nr3 = map[fd:0][0]+0\n"
+               "r4 = r10\nr4 += -88\nr5 = 16\ncall 165\n" + PASS)
+FMT_IP = MapSpec("fmt", int(T.BPF_MAP_TYPE_ARRAY), 4, 64, 1, frozen=True, contents=((
+    bytes(4), b"%pI4 > %pI6".ljust(32, b"\0") + bytes([10, 1, 2, 3]).ljust(16, b"\0")
+    + ipaddress.ip_address("2001:db8::1").packed),))
 # bpf_trace_printk(fmt, 15, len, 0xbeef, "abc") with the same format map.
 TRACE_PRINTK = ("r3 = *(u32 *)(r1 +4)\nr7 = *(u32 *)(r1 +0)\nr3 -= r7\nr4 = 0xbeef\n"
                 "r5 = map[fd:0][0]+32\nr1 = map[fd:0][0]+0\nr2 = 15\ncall 6\n" + PASS)
@@ -87,6 +95,7 @@ CASES = {
     "fib_lookup ipv4 (route + neighbour)": (_fib_prog(AF_INET, "10.1.2.3"), []),
     "fib_lookup ipv6 (route + neighbour)": (_fib_prog(AF_INET6, "2001:db8:100::1"), []),
     'snprintf "n=%d x=%08x %s"': (SNPRINTF, [FMT]),
+    'snprintf "%pI4 > %pI6"': (SNPRINTF_IP, [FMT_IP]),
     'trace_printk "n=%d x=%08x %s"': (TRACE_PRINTK, [FMT]),
 }
 

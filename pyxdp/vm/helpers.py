@@ -371,7 +371,8 @@ def _trace_printk_fn(natives: Natives) -> str:
     f.at("found")
     for slot, r in enumerate(("%r3", "%r4", "%r5")):
         f.do(f"store i64 {r}, ptr {f.gep(args, 8 * slot)}")
-    n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r1, ptr {args}, i64 3, ptr {ob}, i64 1023)")
+    n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r1, ptr {args}, i64 3, ptr {ob}, i64 1023, "
+              "i64 1024)")
     ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
     f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
     f.at("err")

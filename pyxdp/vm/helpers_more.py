@@ -15,8 +15,9 @@ is imported (it imports this one last), so every program type gets them:
   the kernel reads stale bytes of earlier calls, pyxdp zeros).
   :func:`bpf_bprintf` is the pure function. On the JIT a native twin (the shared
   IR formatter ``@bprintf``) does both steps for numbers, ``%c``, ``%s``, ``%p``,
-  ``%pK`` and ``%px`` and every refusal, leaving the pre-formatted ``%p`` kinds,
-  a ``%s`` string cut at the binary buffer's end and over-long formats or output
+  ``%pK``, ``%px``, ``%pI4``/``%pi4``/``%pI6``/``%pi6`` and every refusal, leaving
+  ``%pB``/``%pks``/``%pus``/``%ps``/``%pS``, an address met with the output full, a
+  string or address cut at the binary buffer's end and over-long formats or output
   buffers to this Python path.
 * ``bpf_for_each_map_elem`` (164), as the ``map_for_each_callback`` of
   ``kernel/bpf/arraymap.c`` (array, per-CPU array) and ``kernel/bpf/hashtab.c``
@@ -492,12 +493,14 @@ def _class_table() -> str:
     return f"@bprintf_cls = internal constant [256 x i8] c\"{''.join(cells)}\"\n"
 
 
-# ``bprintf(ctx, fmt, args, nargs, out, limit)``: bpf_bprintf_prepare and bstr_printf
-# for the conversions of numbers (%d %i %u %x %X, l and ll), %c, %s, %p, %pK and %px
-# with their flags and widths: the output kept in ``out`` up to ``limit`` bytes, the
+# ``bprintf(ctx, fmt, args, nargs, out, limit, size)``: bpf_bprintf_prepare and
+# bstr_printf (into ``size`` bytes) for the conversions of numbers (%d %i %u %x %X, l
+# and ll), %c, %s, %p, %pK and %px with their flags and widths, and the pre-formatted
+# addresses %pI4 %pi4 %pI6 %pi6: the output kept in ``out`` up to ``limit`` bytes, the
 # count (every byte, as bstr_printf's return) returned, or -EINVAL/-ENOSPC as the
-# Python reference, or SLOW for what only it models (the pre-formatted %p kinds, a
-# string cut at the binary buffer's end, a format past 1023 bytes or unreadable).
+# Python reference, or SLOW for what only it models (%pB %pks %pus %ps %pS, an address
+# met with the output full, a string or address cut at the binary buffer's end, a
+# format past 1023 bytes or unreadable).
 _BPRINTF_IR_T = """
 define internal void @bprintf_put(ptr %st, i8 %c) nounwind alwaysinline {
 entry:
@@ -655,9 +658,10 @@ fault:
 }
 
 define internal i64 @bprintf(ptr %ctx, i64 %fmt, ptr %args, i64 %nargs, ptr %out,
-                             i64 %limit) nounwind {
+                             i64 %limit, i64 %outsize) nounwind {
 entry:
   %fb = alloca [1028 x i8]
+  %ipb = alloca [16 x i8]
   %cache = alloca [3 x i64]
   %st = alloca [3 x i64]
   %iv = alloca i64
@@ -831,8 +835,86 @@ ptrk:
   br i1 %kx, label %ptrkx, label %ptrother
 ptrother:
   switch i8 %nx, label %einval [ i8 107, label %slow  i8 117, label %slow  i8 115, label %slow
-                                 i8 83, label %slow  i8 66, label %slow  i8 105, label %slow
-                                 i8 73, label %slow ]
+                                 i8 83, label %slow  i8 66, label %slow  i8 105, label %ip
+                                 i8 73, label %ip ]
+ip:
+  %ipu = icmp eq i8 %nx, 73
+  %si2 = add i64 %si, 2
+  %i4p = getelementptr i8, ptr %fb, i64 %si2
+  %i4c = load i8, ptr %i4p
+  %is4 = icmp eq i8 %i4c, 52
+  %is6 = icmp eq i8 %i4c, 54
+  %is46 = or i1 %is4, %is6
+  br i1 %is46, label %ip1, label %einval
+ip1:
+  %ipsz = select i1 %is4, i64 4, i64 16
+  %it0 = load i64, ptr %tmpv
+  %iroom = sub i64 512, %it0
+  %ifull = icmp slt i64 %iroom, %ipsz
+  br i1 %ifull, label %enospc, label %ip2
+ip2:
+  %icnt = load i64, ptr %st
+  %iprint = icmp ult i64 %icnt, %outsize
+  br i1 %iprint, label %ip3, label %slow
+ip3:
+  call void @llvm.memset.p0.i64(ptr %ipb, i8 0, i64 16, i1 false)
+  %ihost = call ptr @translate(ptr %ctx, i64 %arg, i64 %ipsz, i1 false)
+  %ihas = icmp ne ptr %ihost, null
+  br i1 %ihas, label %ipcopy, label %ipfmt
+ipcopy:
+  call void @llvm.memmove.p0.p0.i64(ptr %ipb, ptr %ihost, i64 %ipsz, i1 false)
+  br label %ipfmt
+ipfmt:
+  %ifl = select i1 %ipu, i64 0, i64 8
+  %iw = select i1 %ipu, i64 -1, i64 3
+  br i1 %is4, label %v4h, label %v6h
+v4h:
+  %j = phi i64 [ 0, %ipfmt ], [ %j1, %v4d ]
+  %jz = icmp eq i64 %j, 0
+  br i1 %jz, label %v4d, label %v4dot
+v4dot:
+  call void @bprintf_put(ptr %st, i8 46)
+  br label %v4d
+v4d:
+  %v4p = getelementptr i8, ptr %ipb, i64 %j
+  %v4b = load i8, ptr %v4p
+  %v4z = zext i8 %v4b to i64
+  call void @bprintf_num(ptr %st, i64 %v4z, i8 0, i64 10, i1 false, i64 %ifl, i64 %iw)
+  %j1 = add i64 %j, 1
+  %v4end = icmp eq i64 %j1, 4
+  br i1 %v4end, label %ipend, label %v4h
+v6h:
+  %h = phi i64 [ 0, %ipfmt ], [ %h1, %v6d ]
+  %hodd = and i64 %h, 1
+  %heven = icmp eq i64 %hodd, 0
+  %hnz = icmp ne i64 %h, 0
+  %hc0 = and i1 %heven, %hnz
+  %hcolon = and i1 %hc0, %ipu
+  br i1 %hcolon, label %v6col, label %v6d
+v6col:
+  call void @bprintf_put(ptr %st, i8 58)
+  br label %v6d
+v6d:
+  %v6p = getelementptr i8, ptr %ipb, i64 %h
+  %v6b = load i8, ptr %v6p
+  %v6z = zext i8 %v6b to i64
+  call void @bprintf_num(ptr %st, i64 %v6z, i8 0, i64 16, i1 false, i64 8, i64 2)
+  %h1 = add i64 %h, 1
+  %v6end = icmp eq i64 %h1, 16
+  br i1 %v6end, label %ipend, label %v6h
+ipend:
+  %icnt2 = load i64, ptr %st
+  %ilen = sub i64 %icnt2, %icnt
+  %it1 = add i64 %it0, %ilen
+  %it2 = add i64 %it1, 1
+  %icut = icmp ugt i64 %it2, 512
+  br i1 %icut, label %slow, label %ip4
+ip4:
+  store i64 %it2, ptr %tmpv
+  store i1 true, ptr %swv
+  %si3 = add i64 %si, 3
+  store i64 %si3, ptr %iv
+  br label %next
 ptrkx:
   br label %ptrfmt
 ptrfmt:
@@ -1028,7 +1110,7 @@ def _snprintf_fn(natives: Natives) -> str:
     empty = f.ins(f"icmp eq i64 {size}, 0")
     lim = f.ins(f"select i1 {empty}, i64 0, i64 {f.ins(f'sub i64 {size}, 1')}")
     n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r3, ptr {argp}, "
-              f"i64 {f.ins(f'lshr i64 {dlen}, 3')}, ptr {ob}, i64 {lim})")
+              f"i64 {f.ins(f'lshr i64 {dlen}, 3')}, ptr {ob}, i64 {lim}, i64 {size})")
     ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
     f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
     f.at("err")
