@@ -7,7 +7,10 @@ Each case is a small XDP program calling one helper per packet
 ``bpf_map_lookup_elem`` on an ARRAY_OF_MAPS, a HASH_OF_MAPS or an XSKMAP with the
 entry present, an LPM trie update and delete of one prefix,
 ``bpf_for_each_map_elem`` over an ARRAY's and a HASH's 16 elements, ``bpf_fib_lookup`` of an
-IPv4 and an IPv6 destination a route and a neighbour resolve), run on the JIT
+IPv4 and an IPv6 destination a route and a neighbour resolve, ``bpf_snprintf`` of a
+number, a zero-padded hex number and a string into a stack buffer and of an IPv4 and an
+IPv6 address, ``bpf_trace_printk``
+of the same), run on the JIT
 through :meth:`XdpProg.run_batch` over ``--batch`` fresh 64-byte frames; the figure is
 the best of ``--runs`` batches, ns per packet, with the Python calls a batch made in
 pyxdp's code beside it. Run it on two checkouts (with and without a twin) to compare.
@@ -56,6 +59,24 @@ LPM = ("*(u32 *)(r10 -8) = 24\n*(u32 *)(r10 -4) = 0x0002010a\n*(u64 *)(r10 -16) 
 # bpf_for_each_map_elem over every element, a callback reading the key and the value.
 FOR_EACH = ("r1 = map[fd:0]\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n" + PASS
             + "cb:\nr0 = *(u32 *)(r2 +0)\nr0 = *(u64 *)(r3 +0)\nr0 = 0\nexit\n")
+# bpf_snprintf(&buf, 64, "n=%d x=%08x %s", {len, 0xbeef, "abc"}, 24): the format and the
+# string in a frozen array's value, the arguments and the output on the stack.
+SNPRINTF = ("r6 = *(u32 *)(r1 +4)\nr7 = *(u32 *)(r1 +0)\nr6 -= r7\n*(u64 *)(r10 -88) = r6\n"
+            "r6 = 0xbeef\n*(u64 *)(r10 -80) = r6\nr6 = map[fd:0][0]+32\n"
+            "*(u64 *)(r10 -72) = r6\nr1 = r10\nr1 += -64\nr2 = 64\nr3 = map[fd:0][0]+0\n"
+            "r4 = r10\nr4 += -88\nr5 = 24\ncall 165\n" + PASS)
+FMT = MapSpec("fmt", int(T.BPF_MAP_TYPE_ARRAY), 4, 64, 1, frozen=True,
+              contents=((bytes(4), b"n=%d x=%08x %s".ljust(32, b"\0") + b"abc".ljust(32, b"\0")),))
+# bpf_snprintf(&buf, 64, "%pI4 > %pI6", {&v4, &v6}, 16): addresses in the format's map.
+SNPRINTF_IP = ("r6 = map[fd:0][0]+32\n*(u64 *)(r10 -88) = r6\nr6 = map[fd:0][0]+48\n"
+               "*(u64 *)(r10 -80) = r6\nr1 = r10\nr1 += -64\nr2 = 64\nr3 = map[fd:0][0]+0\n"
+               "r4 = r10\nr4 += -88\nr5 = 16\ncall 165\n" + PASS)
+FMT_IP = MapSpec("fmt", int(T.BPF_MAP_TYPE_ARRAY), 4, 64, 1, frozen=True, contents=((
+    bytes(4), b"%pI4 > %pI6".ljust(32, b"\0") + bytes([10, 1, 2, 3]).ljust(16, b"\0")
+    + ipaddress.ip_address("2001:db8::1").packed),))
+# bpf_trace_printk(fmt, 15, len, 0xbeef, "abc") with the same format map.
+TRACE_PRINTK = ("r3 = *(u32 *)(r1 +4)\nr7 = *(u32 *)(r1 +0)\nr3 -= r7\nr4 = 0xbeef\n"
+                "r5 = map[fd:0][0]+32\nr1 = map[fd:0][0]+0\nr2 = 15\ncall 6\n" + PASS)
 CASES = {
     "get_prandom_u32 x2": ("call 7\ncall 7\n" + PASS, []),
     "check_mtu (ingress device)": ("*(u32 *)(r10 -4) = 0\nr2 = 0\nr3 = r10\nr3 += -4\nr4 = 0\n"
@@ -73,6 +94,9 @@ CASES = {
         "m", int(T.BPF_MAP_TYPE_HASH), 4, 8, 16)]),
     "fib_lookup ipv4 (route + neighbour)": (_fib_prog(AF_INET, "10.1.2.3"), []),
     "fib_lookup ipv6 (route + neighbour)": (_fib_prog(AF_INET6, "2001:db8:100::1"), []),
+    'snprintf "n=%d x=%08x %s"': (SNPRINTF, [FMT]),
+    'snprintf "%pI4 > %pI6"': (SNPRINTF_IP, [FMT_IP]),
+    'trace_printk "n=%d x=%08x %s"': (TRACE_PRINTK, [FMT]),
 }
 
 
@@ -120,10 +144,12 @@ def measure(name: str, batch: int, runs: int) -> tuple[float, int]:
         prog.run_batch(frames.copy(), 256, 64, ctx=ctx)  # compiled, warm
         best = float("inf")
         for _ in range(runs):
+            ctx.trace.lines.clear()  # the trace pipe read between batches (not timed)
             f = frames.copy()
             t0 = time.perf_counter_ns()
             prog.run_batch(f, 256, 64, ctx=ctx)
             best = min(best, (time.perf_counter_ns() - t0) / batch)
+        ctx.trace.lines.clear()
         calls = python_calls(mods, lambda: prog.run_batch(frames.copy(), 256, 64, ctx=ctx))
     return best, calls
 

@@ -497,6 +497,7 @@ class XdpJit(JitProgram):
             abi.NF_CLOCK if ctx.clock_ns is time.monotonic_ns else 0)
         c.cpu = ctx.cpu & M64
         c.rnd = ctx.rnd.address
+        c.trace = ctx.trace.address
         c.devs = ctx.fib.native_desc() if ctx.fib is not None else 0
         table = ctx.xsk_table
         if table is self._xsk_table:  # the host's table: same array run after run
@@ -591,7 +592,7 @@ class XdpJit(JitProgram):
         sync.others = {}
         sync.index = -1
         c = self._ctx
-        c.nflags = c.ct = c.xfrm = c.sk = c.rnd = c.devs = 0
+        c.nflags = c.ct = c.xfrm = c.sk = c.rnd = c.devs = c.trace = 0
         self._table[1] = 0  # entry 0 pointed into the caller's frame: size 0 now
         if self._table_stale:
             self._release()

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pyxdp.vm.interpreter import Helper, HelperFn
 from pyxdp.vm.memory import Region
 from pyxdp.vm.random32 import RndState
@@ -22,7 +24,8 @@ from pyxdp.vm.random32 import RndState
 if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
-__all__ = ["BASE_HELPERS", "SCRATCH_BASE", "RunContext", "TraceLog", "helper", "neg"]
+__all__ = ["BASE_HELPERS", "SCRATCH_BASE", "TRACE_RING_BYTES", "RunContext", "TraceLog", "helper",
+           "neg"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 # Scratch memory for keys handed to callbacks (bpf_for_each_map_elem).
@@ -34,17 +37,66 @@ def neg(err: int) -> int:
     return (-err) & M64
 
 
+# The ring bpf_trace_printk's native twin appends to (one per TraceLog): a u64 of bytes
+# used, then records of a u16 length and the formatted bytes (bstr_printf's output,
+# NUL included). Full, the twin leaves the call to the Python helper, which drains it.
+TRACE_RING_BYTES = 1 << 16
+
+
 class TraceLog:
-    """Where ``bpf_trace_printk`` lines go: kept in order, optionally echoed to a callback."""
+    """Where ``bpf_trace_printk`` lines go (the trace pipe): kept in order, optionally
+    echoed to a callback. The JIT's twin appends records to its ring (:attr:`address`);
+    every read of :attr:`lines` and every Python write drains them first: one order
+    (the twin runs under the host lock: its helper is ``serial``)."""
 
     def __init__(self, sink: Callable[[str], None] | None = None) -> None:
-        self.lines: list[str] = []
+        self._lines: list[str] = []
         self.sink = sink
+        self._ring: np.ndarray | None = None  # made when native code first asks
+
+    @property
+    def address(self) -> int:
+        """The ring's host address (for native code)."""
+        if self._ring is None:
+            self._ring = np.zeros(TRACE_RING_BYTES, np.uint8)
+        return int(self._ring.ctypes.data)
+
+    @property
+    def lines(self) -> list[str]:
+        self._drain()
+        return self._lines
+
+    def write_raw(self, text: bytes) -> None:
+        """One ``bstr_printf`` output (NUL included): the line the trace pipe shows."""
+        self.write(self._line(text))
 
     def write(self, line: str) -> None:
-        self.lines.append(line)
+        self._drain()
+        self._append(line)
+
+    def _append(self, line: str) -> None:
+        self._lines.append(line)
         if self.sink is not None:
             self.sink(line)
+
+    @staticmethod
+    def _line(text: bytes) -> str:
+        return text.rstrip(b"\0").decode("latin-1").rstrip("\n")
+
+    def _drain(self) -> None:
+        ring = self._ring
+        if ring is None:
+            return
+        used = int(ring[:8].view(np.uint64)[0])
+        if not used:
+            return
+        data = ring[8:8 + used].tobytes()
+        ring[:8] = 0
+        at = 0
+        while at < used:
+            n = int.from_bytes(data[at:at + 2], "little")
+            self._append(self._line(data[at + 2:at + 2 + n]))
+            at += 2 + n
 
 
 @dataclass

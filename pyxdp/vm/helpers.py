@@ -21,10 +21,18 @@ from typing import TYPE_CHECKING
 
 from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault
-from pyxdp.vm.context import BASE_HELPERS, M64, RunContext, TraceLog, helper, neg
+from pyxdp.vm.context import (
+    BASE_HELPERS,
+    M64,
+    TRACE_RING_BYTES,
+    RunContext,
+    TraceLog,
+    helper,
+    neg,
+)
 from pyxdp.vm.jiffies import jiffies64, jiffies64_ir
 from pyxdp.vm.jit.abi import SLOW, Natives
-from pyxdp.vm.jit.ir import Text, ret_if
+from pyxdp.vm.jit.ir import Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper
 from pyxdp.vm.map_space import map_at
 from pyxdp.vm.random32 import prandom_u32_ir
@@ -330,8 +338,67 @@ def _trace_printk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     count, text = bpf_bprintf(fmt, [r3, r4, r5], memory_reader(vm), MAX_BPRINTF_BUF)
     if count < 0:
         return count & M64
-    _ctx(vm).trace.write(text.rstrip(b"\0").decode("latin-1").rstrip("\n"))
+    _ctx(vm).trace.write_raw(text)
     return count & M64
+
+
+def _trace_printk_fn(natives: Natives) -> str:
+    """``bpf_trace_printk``'s twin (reference: :func:`_trace_printk`): the format checked
+    for a NUL within its size, formatted by the shared ``@bprintf`` (3 arguments, a
+    1024-byte buffer) and appended to the run's :class:`TraceLog` ring. SLOW (the
+    Python helper, which drains the ring first) for a run without a ring, a full ring,
+    an unreadable format and what ``@bprintf`` leaves to Python."""
+    f = Text()
+    f.at("entry")
+    args = f.ins("alloca [3 x i64]")
+    ob = f.ins("alloca [1024 x i8]")
+    ring = f.cget("%ctx", "trace")
+    ret_if(f, f.ins(f"icmp eq i64 {ring}, 0"), SLOW)
+    fsz = f.ins("and i64 %r2, 4294967295")
+    fp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {fsz}, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {fp}, null"), SLOW)
+    # The format must hold a NUL within its size.
+    before = f.cur
+    f.br("scan")
+    f.at("scan")
+    k = f.ins(f"phi i64 [ 0, %{before} ], [ %knext, %more ]")
+    ret_if(f, f.ins(f"icmp eq i64 {k}, {fsz}"), (-errno.EINVAL) & M64)
+    byte = f.ins(f"load i8, ptr {f.gep(fp, k)}")
+    f.cbr(f.ins(f"icmp eq i8 {byte}, 0"), "found", "more")
+    f.at("more")
+    f.do(f"%knext = add i64 {k}, 1")
+    f.br("scan")
+    f.at("found")
+    for slot, r in enumerate(("%r3", "%r4", "%r5")):
+        f.do(f"store i64 {r}, ptr {f.gep(args, 8 * slot)}")
+    n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r1, ptr {args}, i64 3, ptr {ob}, i64 1023, "
+              "i64 1024)")
+    ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
+    f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
+    f.at("err")
+    f.do(f"ret i64 {n}")
+    f.at("ok")
+    m = f.ins(f"select i1 {f.ins(f'icmp ult i64 {n}, 1023')}, i64 {n}, i64 1023")
+    rec = f.ins(f"add i64 {m}, 1")
+    need = f.ins(f"add i64 {rec}, 2")
+    rp = f.ins(f"inttoptr i64 {ring} to ptr")
+    used = f.ins(f"load i64, ptr {rp}")
+    end = f.ins(f"add i64 {f.ins(f'add i64 {used}, {need}')}, 8")
+    ret_if(f, f.ins(f"icmp ugt i64 {end}, {TRACE_RING_BYTES}"), SLOW)
+    at = f.gep(rp, f.ins(f"add i64 {used}, 8"))
+    f.do(f"store i16 {f.ins(f'trunc i64 {rec} to i16')}, ptr {at}, align 1")
+    body = f.gep(at, 2)
+    f.memmove(body, ob, m)
+    f.do(f"store i8 0, ptr {f.gep(body, m)}")
+    f.do(f"store i64 {f.ins(f'add i64 {used}, {need}')}, ptr {rp}")
+    f.do(f"ret i64 {n}")
+    return f.text("define internal i64 @trace_printk(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                  "i64 %r4, i64 %r5) nounwind")
+
+
+# The ring has no atomics: a program calling it runs on one CPU at a time.
+register_helper(6, HelperNative("trace_printk", 5, _trace_printk_fn, ("translate", "bprintf"),
+                                serial=True))
 
 
 # -- strncmp ----------------------------------------------------------------------------

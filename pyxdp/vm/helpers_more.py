@@ -13,7 +13,12 @@ is imported (it imports this one last), so every program type gets them:
   once the output buffer is full (nor stepped over: later conversions then
   read its bytes as their arguments; where that reaches alignment padding
   the kernel reads stale bytes of earlier calls, pyxdp zeros).
-  :func:`bpf_bprintf` is the pure function.
+  :func:`bpf_bprintf` is the pure function. On the JIT a native twin (the shared
+  IR formatter ``@bprintf``) does both steps for numbers, ``%c``, ``%s``, ``%p``,
+  ``%pK``, ``%px``, ``%pI4``/``%pi4``/``%pI6``/``%pi6`` and every refusal, leaving
+  ``%pB``/``%pks``/``%pus``/``%ps``/``%pS``, an address met with the output full, a
+  string or address cut at the binary buffer's end and over-long formats or output
+  buffers to this Python path.
 * ``bpf_for_each_map_elem`` (164), as the ``map_for_each_callback`` of
   ``kernel/bpf/arraymap.c`` (array, per-CPU array) and ``kernel/bpf/hashtab.c``
   (hash, per-CPU hash, LRU hash, LRU per-CPU hash): the callback gets
@@ -54,8 +59,8 @@ from pyxdp.vm.dynptr import (
     dynptr_set_null,
 )
 from pyxdp.vm.jit.abi import CTX, MAPDESC, MAPDESC_FIELDS, NF_RUNCTX, SLOW, Natives
-from pyxdp.vm.jit.ir import TBAA_CTX, c64
-from pyxdp.vm.jit.natives import HelperNative, map_native, register_helper
+from pyxdp.vm.jit.ir import TBAA_CTX, Text, c64, ret_if
+from pyxdp.vm.jit.natives import HelperNative, map_native, register_helper, register_shared
 from pyxdp.vm.map_space import (
     MAP_SPACE_BASE,
     MAP_WINDOW,
@@ -477,6 +482,659 @@ def _snprintf(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> i
     if written:
         vm.mem.write(r1, written)
     return (count + 1) & M64
+
+
+def _class_table() -> str:
+    """``@bprintf_cls``: per byte, 1 space, 2 punctuation, 4 letter or digit (lib/ctype.c)."""
+    cells = []
+    for c in range(256):
+        bits = (1 if c in _SPACE else 0) | (2 if c in _PUNCT else 0) | (4 if c in _ALNUM else 0)
+        cells.append(f"\\{bits:02X}")
+    return f"@bprintf_cls = internal constant [256 x i8] c\"{''.join(cells)}\"\n"
+
+
+# ``bprintf(ctx, fmt, args, nargs, out, limit, size)``: bpf_bprintf_prepare and
+# bstr_printf (into ``size`` bytes) for the conversions of numbers (%d %i %u %x %X, l
+# and ll), %c, %s, %p, %pK and %px with their flags and widths, and the pre-formatted
+# addresses %pI4 %pi4 %pI6 %pi6: the output kept in ``out`` up to ``limit`` bytes, the
+# count (every byte, as bstr_printf's return) returned, or -EINVAL/-ENOSPC as the
+# Python reference, or SLOW for what only it models (%pB %pks %pus %ps %pS, an address
+# met with the output full, a string or address cut at the binary buffer's end, a
+# format past 1023 bytes or unreadable).
+_BPRINTF_IR_T = """
+define internal void @bprintf_put(ptr %st, i8 %c) nounwind alwaysinline {
+entry:
+  %n = load i64, ptr %st
+  %lp = getelementptr i8, ptr %st, i64 8
+  %lim = load i64, ptr %lp
+  %room = icmp ult i64 %n, %lim
+  br i1 %room, label %keep, label %done
+keep:
+  %op = getelementptr i8, ptr %st, i64 16
+  %o = load ptr, ptr %op
+  %at = getelementptr i8, ptr %o, i64 %n
+  store i8 %c, ptr %at
+  br label %done
+done:
+  %n1 = add i64 %n, 1
+  store i64 %n1, ptr %st
+  ret void
+}
+
+define internal void @bprintf_pad(ptr %st, i64 %k, i8 %c) nounwind {
+entry:
+  %pos = icmp sgt i64 %k, 0
+  br i1 %pos, label %go, label %done
+go:
+  %n = load i64, ptr %st
+  %lp = getelementptr i8, ptr %st, i64 8
+  %lim = load i64, ptr %lp
+  %op = getelementptr i8, ptr %st, i64 16
+  %o = load ptr, ptr %op
+  %has = icmp ult i64 %n, %lim
+  %room = sub i64 %lim, %n
+  %room0 = select i1 %has, i64 %room, i64 0
+  %few = icmp ult i64 %k, %room0
+  %fill = select i1 %few, i64 %k, i64 %room0
+  %at = getelementptr i8, ptr %o, i64 %n
+  call void @llvm.memset.p0.i64(ptr %at, i8 %c, i64 %fill, i1 false)
+  %n1 = add i64 %n, %k
+  store i64 %n1, ptr %st
+  br label %done
+done:
+  ret void
+}
+
+; number() of lib/vsprintf.c without precision or '#': magnitude, sign byte (0: none)
+define internal void @bprintf_num(ptr %st, i64 %mag, i8 %sign, i64 %base, i1 %upper,
+                                  i64 %flags0, i64 %width) nounwind {
+entry:
+  %buf = alloca [24 x i8]
+  %a = select i1 %upper, i8 55, i8 87
+  br label %dig
+dig:
+  %v = phi i64 [ %mag, %entry ], [ %q, %dig ]
+  %nd = phi i64 [ 0, %entry ], [ %nd1, %dig ]
+  %q = udiv i64 %v, %base
+  %r = urem i64 %v, %base
+  %r8 = trunc i64 %r to i8
+  %small = icmp ult i64 %r, 10
+  %d0 = add i8 %r8, 48
+  %d1 = add i8 %r8, %a
+  %d = select i1 %small, i8 %d0, i8 %d1
+  %at = getelementptr i8, ptr %buf, i64 %nd
+  store i8 %d, ptr %at
+  %nd1 = add i64 %nd, 1
+  %more = icmp ne i64 %q, 0
+  br i1 %more, label %dig, label %lay
+lay:
+  %left = and i64 %flags0, 1
+  %isleft = icmp ne i64 %left, 0
+  %nozero = and i64 %flags0, -9
+  %flags = select i1 %isleft, i64 %nozero, i64 %flags0
+  %hassign = icmp ne i8 %sign, 0
+  %slen = zext i1 %hassign to i64
+  %w1 = sub i64 %width, %slen
+  %field0 = sub i64 %w1, %nd1
+  %zl = and i64 %flags, 9
+  %plain = icmp eq i64 %zl, 0
+  br i1 %plain, label %lpad, label %sgn
+lpad:
+  call void @bprintf_pad(ptr %st, i64 %field0, i8 32)
+  br label %sgn
+sgn:
+  %field1 = phi i64 [ %field0, %lay ], [ 0, %lpad ]
+  br i1 %hassign, label %psign, label %mid
+psign:
+  call void @bprintf_put(ptr %st, i8 %sign)
+  br label %mid
+mid:
+  br i1 %isleft, label %digits, label %zpad
+zpad:
+  %z = and i64 %flags, 8
+  %isz = icmp ne i64 %z, 0
+  %zc = select i1 %isz, i8 48, i8 32
+  call void @bprintf_pad(ptr %st, i64 %field1, i8 %zc)
+  br label %digits
+digits:
+  %field2 = phi i64 [ %field1, %mid ], [ 0, %zpad ]
+  br label %emit
+emit:
+  %k = phi i64 [ %nd1, %digits ], [ %k1, %emit ]
+  %k1 = sub i64 %k, 1
+  %dp = getelementptr i8, ptr %buf, i64 %k1
+  %dc = load i8, ptr %dp
+  call void @bprintf_put(ptr %st, i8 %dc)
+  %last = icmp eq i64 %k1, 0
+  br i1 %last, label %tail, label %emit
+tail:
+  call void @bprintf_pad(ptr %st, i64 %field2, i8 32)
+  ret void
+}
+
+; One byte of program memory (-1: a fault), through a cache of the last window read.
+define internal i32 @bprintf_byte(ptr %ctx, ptr %cache, i64 %addr) nounwind {
+entry:
+  %base = load i64, ptr %cache
+  %ep = getelementptr i8, ptr %cache, i64 8
+  %end = load i64, ptr %ep
+  %hp = getelementptr i8, ptr %cache, i64 16
+  %ge = icmp uge i64 %addr, %base
+  %lt = icmp ult i64 %addr, %end
+  %in = and i1 %ge, %lt
+  br i1 %in, label %hit, label %miss
+hit:
+  %host = load ptr, ptr %hp
+  %off = sub i64 %addr, %base
+  %p = getelementptr i8, ptr %host, i64 %off
+  %b = load i8, ptr %p
+  %bz = zext i8 %b to i32
+  ret i32 %bz
+miss:
+  %w = call ptr @translate(ptr %ctx, i64 %addr, i64 64, i1 false)
+  %wok = icmp ne ptr %w, null
+  br i1 %wok, label %fill64, label %one
+fill64:
+  %e64 = add i64 %addr, 64
+  br label %fill
+one:
+  %w1 = call ptr @translate(ptr %ctx, i64 %addr, i64 1, i1 false)
+  %ok1 = icmp ne ptr %w1, null
+  br i1 %ok1, label %fill1, label %fault
+fill1:
+  %e1 = add i64 %addr, 1
+  br label %fill
+fill:
+  %hw = phi ptr [ %w, %fill64 ], [ %w1, %fill1 ]
+  %he = phi i64 [ %e64, %fill64 ], [ %e1, %fill1 ]
+  store i64 %addr, ptr %cache
+  store i64 %he, ptr %ep
+  store ptr %hw, ptr %hp
+  %fb = load i8, ptr %hw
+  %fz = zext i8 %fb to i32
+  ret i32 %fz
+fault:
+  ret i32 -1
+}
+
+define internal i64 @bprintf(ptr %ctx, i64 %fmt, ptr %args, i64 %nargs, ptr %out,
+                             i64 %limit, i64 %outsize) nounwind {
+entry:
+  %fb = alloca [1028 x i8]
+  %ipb = alloca [16 x i8]
+  %cache = alloca [3 x i64]
+  %st = alloca [3 x i64]
+  %iv = alloca i64
+  %specv = alloca i64
+  %tmpv = alloca i64
+  %swv = alloca i1
+  %flv = alloca i64
+  %wv = alloca i64
+  call void @llvm.memset.p0.i64(ptr %fb, i8 0, i64 1028, i1 false)
+  store i64 1, ptr %cache
+  %ce = getelementptr i8, ptr %cache, i64 8
+  store i64 0, ptr %ce
+  store i64 0, ptr %st
+  %sl = getelementptr i8, ptr %st, i64 8
+  store i64 %limit, ptr %sl
+  %so = getelementptr i8, ptr %st, i64 16
+  store ptr %out, ptr %so
+  br label %fhead
+fhead:
+  %k = phi i64 [ 0, %entry ], [ %k1, %fstore ]
+  %fa = add i64 %fmt, %k
+  %fc = call i32 @bprintf_byte(ptr %ctx, ptr %cache, i64 %fa)
+  %ffault = icmp slt i32 %fc, 0
+  br i1 %ffault, label %slow, label %fnul
+fnul:
+  %fend = icmp eq i32 %fc, 0
+  br i1 %fend, label %parse, label %flong
+flong:
+  %long = icmp uge i64 %k, 1023
+  br i1 %long, label %slow, label %fstore
+fstore:
+  %fc8 = trunc i32 %fc to i8
+  %fp = getelementptr i8, ptr %fb, i64 %k
+  store i8 %fc8, ptr %fp
+  %k1 = add i64 %k, 1
+  br label %fhead
+parse:
+  store i64 0, ptr %iv
+  store i64 0, ptr %specv
+  store i64 0, ptr %tmpv
+  store i1 false, ptr %swv
+  br label %top
+top:
+  %i = load i64, ptr %iv
+  %more = icmp ult i64 %i, %k
+  br i1 %more, label %char, label %done
+char:
+  %cp = getelementptr i8, ptr %fb, i64 %i
+  %c = load i8, ptr %cp
+  %ctl = icmp ult i8 %c, 32
+  %c9 = sub i8 %c, 9
+  %sp = icmp ult i8 %c9, 5
+  %nsp = xor i1 %sp, true
+  %badc = and i1 %ctl, %nsp
+  %del = icmp eq i8 %c, 127
+  %bad = or i1 %badc, %del
+  br i1 %bad, label %einval, label %pct
+pct:
+  %isp = icmp eq i8 %c, 37
+  br i1 %isp, label %pct2, label %lit
+lit:
+  %sw = load i1, ptr %swv
+  %cz = zext i8 %c to i64
+  %clp = getelementptr i8, ptr @bprintf_cls, i64 %cz
+  %cls = load i8, ptr %clp
+  %al = and i8 %cls, 4
+  %isal = icmp ne i8 %al, 0
+  %skip = and i1 %sw, %isal
+  %i1 = add i64 %i, 1
+  store i64 %i1, ptr %iv
+  br i1 %skip, label %top, label %litput
+litput:
+  store i1 false, ptr %swv
+  call void @bprintf_put(ptr %st, i8 %c)
+  br label %top
+pct2:
+  %i1b = add i64 %i, 1
+  %np = getelementptr i8, ptr %fb, i64 %i1b
+  %nc = load i8, ptr %np
+  %dbl = icmp eq i8 %nc, 37
+  br i1 %dbl, label %percent, label %conv
+percent:
+  store i1 false, ptr %swv
+  call void @bprintf_put(ptr %st, i8 37)
+  %i2 = add i64 %i, 2
+  store i64 %i2, ptr %iv
+  br label %top
+conv:
+  %spec = load i64, ptr %specv
+  %noarg = icmp uge i64 %spec, %nargs
+  br i1 %noarg, label %einval, label %conv1
+conv1:
+  store i1 false, ptr %swv
+  store i64 %i1b, ptr %iv
+  store i64 0, ptr %flv
+  br label %flag
+flag:
+  %fi = load i64, ptr %iv
+  %fgp = getelementptr i8, ptr %fb, i64 %fi
+  %fg = load i8, ptr %fgp
+  switch i8 %fg, label %widthq [ i8 48, label %f0  i8 43, label %fplus
+                                  i8 45, label %fminus  i8 32, label %fspace ]
+f0:
+  br label %fset
+fplus:
+  br label %fset
+fminus:
+  br label %fset
+fspace:
+  br label %fset
+fset:
+  %bit = phi i64 [ 8, %f0 ], [ 2, %fplus ], [ 1, %fminus ], [ 4, %fspace ]
+  %fl0 = load i64, ptr %flv
+  %fl1 = or i64 %fl0, %bit
+  store i64 %fl1, ptr %flv
+  %fi1 = add i64 %fi, 1
+  store i64 %fi1, ptr %iv
+  br label %flag
+widthq:
+  store i64 -1, ptr %wv
+  %w0c = sub i8 %fg, 49
+  %wd = icmp ult i8 %w0c, 9
+  br i1 %wd, label %wloop, label %spec0
+wloop:
+  %wi = phi i64 [ %fi, %widthq ], [ %wi1, %wnext ]
+  %wacc = phi i64 [ 0, %widthq ], [ %wacc2, %wnext ]
+  %wp = getelementptr i8, ptr %fb, i64 %wi
+  %wc = load i8, ptr %wp
+  %wdc = sub i8 %wc, 48
+  %isd = icmp ult i8 %wdc, 10
+  br i1 %isd, label %wnext, label %wend
+wnext:
+  %wdz = zext i8 %wdc to i64
+  %wm = mul i64 %wacc, 10
+  %wacc1 = add i64 %wm, %wdz
+  %wbig = icmp ugt i64 %wacc1, 1099511627776
+  %wacc2 = select i1 %wbig, i64 1099511627776, i64 %wacc1
+  %wi1 = add i64 %wi, 1
+  br label %wloop
+wend:
+  %wcap = icmp ugt i64 %wacc, {fwmax}
+  %wfin = select i1 %wcap, i64 {fwmax}, i64 %wacc
+  store i64 %wfin, ptr %wv
+  store i64 %wi, ptr %iv
+  br label %spec0
+spec0:
+  %si = load i64, ptr %iv
+  %argp = getelementptr i64, ptr %args, i64 %spec
+  %arg = load i64, ptr %argp, align 1
+  %flags = load i64, ptr %flv
+  %width = load i64, ptr %wv
+  %scp = getelementptr i8, ptr %fb, i64 %si
+  %sc = load i8, ptr %scp
+  %si1 = add i64 %si, 1
+  %nxp = getelementptr i8, ptr %fb, i64 %si1
+  %nx = load i8, ptr %nxp
+  %nxz = zext i8 %nx to i64
+  %nxclp = getelementptr i8, ptr @bprintf_cls, i64 %nxz
+  %nxcl = load i8, ptr %nxclp
+  %nxsp = and i8 %nxcl, 3
+  %nxe0 = icmp ne i8 %nxsp, 0
+  %nxnul = icmp eq i8 %nx, 0
+  %nxend = or i1 %nxe0, %nxnul
+  switch i8 %sc, label %numeric [ i8 112, label %ptr  i8 115, label %str  i8 99, label %chr ]
+ptr:
+  br i1 %nxend, label %ptrfmt, label %ptrk
+ptrk:
+  %isK = icmp eq i8 %nx, 75
+  %isx = icmp eq i8 %nx, 120
+  %kx = or i1 %isK, %isx
+  br i1 %kx, label %ptrkx, label %ptrother
+ptrother:
+  switch i8 %nx, label %einval [ i8 107, label %slow  i8 117, label %slow  i8 115, label %slow
+                                 i8 83, label %slow  i8 66, label %slow  i8 105, label %ip
+                                 i8 73, label %ip ]
+ip:
+  %ipu = icmp eq i8 %nx, 73
+  %si2 = add i64 %si, 2
+  %i4p = getelementptr i8, ptr %fb, i64 %si2
+  %i4c = load i8, ptr %i4p
+  %is4 = icmp eq i8 %i4c, 52
+  %is6 = icmp eq i8 %i4c, 54
+  %is46 = or i1 %is4, %is6
+  br i1 %is46, label %ip1, label %einval
+ip1:
+  %ipsz = select i1 %is4, i64 4, i64 16
+  %it0 = load i64, ptr %tmpv
+  %iroom = sub i64 512, %it0
+  %ifull = icmp slt i64 %iroom, %ipsz
+  br i1 %ifull, label %enospc, label %ip2
+ip2:
+  %icnt = load i64, ptr %st
+  %iprint = icmp ult i64 %icnt, %outsize
+  br i1 %iprint, label %ip3, label %slow
+ip3:
+  call void @llvm.memset.p0.i64(ptr %ipb, i8 0, i64 16, i1 false)
+  %ihost = call ptr @translate(ptr %ctx, i64 %arg, i64 %ipsz, i1 false)
+  %ihas = icmp ne ptr %ihost, null
+  br i1 %ihas, label %ipcopy, label %ipfmt
+ipcopy:
+  call void @llvm.memmove.p0.p0.i64(ptr %ipb, ptr %ihost, i64 %ipsz, i1 false)
+  br label %ipfmt
+ipfmt:
+  %ifl = select i1 %ipu, i64 0, i64 8
+  %iw = select i1 %ipu, i64 -1, i64 3
+  br i1 %is4, label %v4h, label %v6h
+v4h:
+  %j = phi i64 [ 0, %ipfmt ], [ %j1, %v4d ]
+  %jz = icmp eq i64 %j, 0
+  br i1 %jz, label %v4d, label %v4dot
+v4dot:
+  call void @bprintf_put(ptr %st, i8 46)
+  br label %v4d
+v4d:
+  %v4p = getelementptr i8, ptr %ipb, i64 %j
+  %v4b = load i8, ptr %v4p
+  %v4z = zext i8 %v4b to i64
+  call void @bprintf_num(ptr %st, i64 %v4z, i8 0, i64 10, i1 false, i64 %ifl, i64 %iw)
+  %j1 = add i64 %j, 1
+  %v4end = icmp eq i64 %j1, 4
+  br i1 %v4end, label %ipend, label %v4h
+v6h:
+  %h = phi i64 [ 0, %ipfmt ], [ %h1, %v6d ]
+  %hodd = and i64 %h, 1
+  %heven = icmp eq i64 %hodd, 0
+  %hnz = icmp ne i64 %h, 0
+  %hc0 = and i1 %heven, %hnz
+  %hcolon = and i1 %hc0, %ipu
+  br i1 %hcolon, label %v6col, label %v6d
+v6col:
+  call void @bprintf_put(ptr %st, i8 58)
+  br label %v6d
+v6d:
+  %v6p = getelementptr i8, ptr %ipb, i64 %h
+  %v6b = load i8, ptr %v6p
+  %v6z = zext i8 %v6b to i64
+  call void @bprintf_num(ptr %st, i64 %v6z, i8 0, i64 16, i1 false, i64 8, i64 2)
+  %h1 = add i64 %h, 1
+  %v6end = icmp eq i64 %h1, 16
+  br i1 %v6end, label %ipend, label %v6h
+ipend:
+  %icnt2 = load i64, ptr %st
+  %ilen = sub i64 %icnt2, %icnt
+  %it1 = add i64 %it0, %ilen
+  %it2 = add i64 %it1, 1
+  %icut = icmp ugt i64 %it2, 512
+  br i1 %icut, label %slow, label %ip4
+ip4:
+  store i64 %it2, ptr %tmpv
+  store i1 true, ptr %swv
+  %si3 = add i64 %si, 3
+  store i64 %si3, ptr %iv
+  br label %next
+ptrkx:
+  br label %ptrfmt
+ptrfmt:
+  %pi = phi i64 [ %si, %ptr ], [ %si1, %ptrkx ]
+  %pt0 = load i64, ptr %tmpv
+  %pt1 = add i64 %pt0, 3
+  %pt2 = and i64 %pt1, -4
+  %pfull = icmp ugt i64 %pt2, 504
+  br i1 %pfull, label %enospc, label %pput
+pput:
+  %pt3 = add i64 %pt2, 8
+  store i64 %pt3, ptr %tmpv
+  %pnow = icmp slt i64 %width, 0
+  %pfl = select i1 %pnow, i64 8, i64 %flags
+  %pw = select i1 %pnow, i64 16, i64 %width
+  call void @bprintf_num(ptr %st, i64 %arg, i8 0, i64 16, i1 false, i64 %pfl, i64 %pw)
+  store i1 true, ptr %swv
+  %pi1 = add i64 %pi, 1
+  store i64 %pi1, ptr %iv
+  br label %next
+str:
+  br i1 %nxend, label %str1, label %einval
+str1:
+  %st0 = load i64, ptr %tmpv
+  %sfull = icmp eq i64 %st0, 512
+  br i1 %sfull, label %enospc, label %slen
+slen:
+  %sroom = sub i64 512, %st0
+  br label %shead
+shead:
+  %sk = phi i64 [ 0, %slen ], [ %sk1, %sgo ]
+  %scut = icmp eq i64 %sk, %sroom
+  br i1 %scut, label %slow, label %sread
+sread:
+  %sa = add i64 %arg, %sk
+  %sb = call i32 @bprintf_byte(ptr %ctx, ptr %cache, i64 %sa)
+  %sflt = icmp slt i32 %sb, 0
+  br i1 %sflt, label %sgot, label %snul
+snul:
+  %send = icmp eq i32 %sb, 0
+  br i1 %send, label %sgot, label %sgo
+sgo:
+  %sk1 = add i64 %sk, 1
+  br label %shead
+sgot:
+  %slen0 = phi i64 [ 0, %sread ], [ %sk, %snul ]
+  %st1 = add i64 %st0, %slen0
+  %st2 = add i64 %st1, 1
+  store i64 %st2, ptr %tmpv
+  %sfield = sub i64 %width, %slen0
+  %sleft = and i64 %flags, 1
+  %sisl = icmp ne i64 %sleft, 0
+  br i1 %sisl, label %scopy, label %slpad
+slpad:
+  call void @bprintf_pad(ptr %st, i64 %sfield, i8 32)
+  br label %scopy
+scopy:
+  %sj = phi i64 [ 0, %sgot ], [ 0, %slpad ], [ %sj1, %sc1 ]
+  %sdone = icmp eq i64 %sj, %slen0
+  br i1 %sdone, label %srpad, label %sc1
+sc1:
+  %sja = add i64 %arg, %sj
+  %sjb = call i32 @bprintf_byte(ptr %ctx, ptr %cache, i64 %sja)
+  %sjc = trunc i32 %sjb to i8
+  call void @bprintf_put(ptr %st, i8 %sjc)
+  %sj1 = add i64 %sj, 1
+  br label %scopy
+srpad:
+  %srp = select i1 %sisl, i64 %sfield, i64 0
+  call void @bprintf_pad(ptr %st, i64 %srp, i8 32)
+  store i64 %si1, ptr %iv
+  br label %next
+chr:
+  %ct0 = load i64, ptr %tmpv
+  %cfull = icmp eq i64 %ct0, 512
+  br i1 %cfull, label %enospc, label %chr1
+chr1:
+  %ct1 = add i64 %ct0, 1
+  store i64 %ct1, ptr %tmpv
+  %cfield = sub i64 %width, 1
+  %cleft = and i64 %flags, 1
+  %cisl = icmp ne i64 %cleft, 0
+  %clp2 = select i1 %cisl, i64 0, i64 %cfield
+  call void @bprintf_pad(ptr %st, i64 %clp2, i8 32)
+  %cb = trunc i64 %arg to i8
+  call void @bprintf_put(ptr %st, i8 %cb)
+  %crp = select i1 %cisl, i64 %cfield, i64 0
+  call void @bprintf_pad(ptr %st, i64 %crp, i8 32)
+  store i64 %si1, ptr %iv
+  br label %next
+numeric:
+  %l1 = icmp eq i8 %sc, 108
+  %ni1 = select i1 %l1, i64 %si1, i64 %si
+  %n1p = getelementptr i8, ptr %fb, i64 %ni1
+  %n1c = load i8, ptr %n1p
+  %l2 = icmp eq i8 %n1c, 108
+  %ni2a = add i64 %ni1, 1
+  %ni2 = select i1 %l2, i64 %ni2a, i64 %ni1
+  %n2p = getelementptr i8, ptr %fb, i64 %ni2
+  %cv = load i8, ptr %n2p
+  %size = select i1 %l1, i64 8, i64 4
+  switch i8 %cv, label %einval [ i8 105, label %sdec  i8 100, label %sdec
+                                 i8 117, label %udec  i8 120, label %hex  i8 88, label %hex ]
+sdec:
+  br label %nspace
+udec:
+  br label %nspace
+hex:
+  br label %nspace
+nspace:
+  %signed = phi i1 [ true, %sdec ], [ false, %udec ], [ false, %hex ]
+  %nbase = phi i64 [ 10, %sdec ], [ 10, %udec ], [ 16, %hex ]
+  %nt0 = load i64, ptr %tmpv
+  %nt1 = add i64 %nt0, 3
+  %nt2 = and i64 %nt1, -4
+  %nroom = sub i64 512, %nt2
+  %nfull = icmp slt i64 %nroom, %size
+  br i1 %nfull, label %enospc, label %nput
+nput:
+  %nt3 = add i64 %nt2, %size
+  store i64 %nt3, ptr %tmpv
+  %a32 = trunc i64 %arg to i32
+  %az = zext i32 %a32 to i64
+  %as = sext i32 %a32 to i64
+  %is8 = icmp eq i64 %size, 8
+  %uv = select i1 %is8, i64 %arg, i64 %az
+  %sv = select i1 %is8, i64 %arg, i64 %as
+  %neg0 = icmp slt i64 %sv, 0
+  %neg = and i1 %signed, %neg0
+  %negv = sub i64 0, %sv
+  %mag = select i1 %neg, i64 %negv, i64 %uv
+  %fp2 = and i64 %flags, 2
+  %fs4 = and i64 %flags, 4
+  %hp2 = icmp ne i64 %fp2, 0
+  %hs4 = icmp ne i64 %fs4, 0
+  %s1 = select i1 %hs4, i8 32, i8 0
+  %s2 = select i1 %hp2, i8 43, i8 %s1
+  %s3 = select i1 %neg, i8 45, i8 %s2
+  %sign = select i1 %signed, i8 %s3, i8 0
+  %upper = icmp eq i8 %cv, 88
+  call void @bprintf_num(ptr %st, i64 %mag, i8 %sign, i64 %nbase, i1 %upper, i64 %flags, i64 %width)
+  %ni3 = add i64 %ni2, 1
+  store i64 %ni3, ptr %iv
+  br label %next
+next:
+  %sp1 = add i64 %spec, 1
+  store i64 %sp1, ptr %specv
+  br label %top
+done:
+  %count = load i64, ptr %st
+  ret i64 %count
+einval:
+  ret i64 -22
+enospc:
+  ret i64 -28
+slow:
+  ret i64 {slow}
+}
+"""
+
+def _bprintf_fn(natives: Natives) -> str:
+    """The shared formatter ``@bprintf`` (see :data:`_BPRINTF_IR_T`) and its class table."""
+    return _class_table() + _BPRINTF_IR_T.replace("{fwmax}", str(FIELD_WIDTH_MAX)).replace(
+        "{slow}", c64(SLOW))
+
+
+def _snprintf_fn(natives: Natives) -> str:
+    """``bpf_snprintf``'s twin (reference: :func:`_snprintf`): the arguments checked, the
+    output formatted by ``@bprintf`` into a local buffer, then written with its NUL.
+    SLOW (the Python helper, which then decides everything) for an output buffer over
+    1024 bytes, unreadable arguments and what ``@bprintf`` leaves to Python."""
+    f = Text()
+    f.at("entry")
+    ob = f.ins("alloca [1024 x i8]")
+    size = f.ins("and i64 %r2, 4294967295")
+    dlen = f.ins("and i64 %r5, 4294967295")
+    some = f.ins(f"icmp ne i64 {dlen}, 0")
+    odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {dlen}, 7')}, 0")
+    many = f.ins(f"icmp ugt i64 {dlen}, {MAX_BPRINTF_VARARGS * 8}")
+    null = f.ins(f"and i1 {some}, {f.ins('icmp eq i64 %r4, 0')}")
+    bad = f.ins(f"or i1 {odd}, {f.ins(f'or i1 {many}, {null}')}")
+    ret_if(f, bad, (-errno.EINVAL) & M64)
+    ret_if(f, f.ins(f"icmp ugt i64 {size}, 1024"), SLOW)
+    before = f.cur
+    f.cbr(some, "targs", "fmt")
+    f.at("targs")
+    ap = f.ins(f"call ptr @translate(ptr %ctx, i64 %r4, i64 {dlen}, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {ap}, null"), SLOW)
+    have = f.cur
+    f.br("fmt")
+    f.at("fmt")
+    argp = f.ins(f"phi ptr [ null, %{before} ], [ {ap}, %{have} ]")
+    empty = f.ins(f"icmp eq i64 {size}, 0")
+    lim = f.ins(f"select i1 {empty}, i64 0, i64 {f.ins(f'sub i64 {size}, 1')}")
+    n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r3, ptr {argp}, "
+              f"i64 {f.ins(f'lshr i64 {dlen}, 3')}, ptr {ob}, i64 {lim}, i64 {size})")
+    ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
+    f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
+    f.at("err")
+    f.do(f"ret i64 {n}")
+    f.at("ok")
+    total = f.ins(f"add i64 {n}, 1")
+    f.cbr(empty, "none", "write")
+    f.at("none")
+    f.do(f"ret i64 {total}")
+    f.at("write")
+    m = f.ins(f"select i1 {f.ins(f'icmp ult i64 {n}, {lim}')}, i64 {n}, i64 {lim}")
+    dst = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {f.ins(f'add i64 {m}, 1')}, "
+                "i1 true)")
+    ret_if(f, f.ins(f"icmp eq ptr {dst}, null"), SLOW)
+    f.memmove(dst, ob, m)
+    f.do(f"store i8 0, ptr {f.gep(dst, m)}")
+    f.cset("%ctx", "stack_dirty", "-1")  # the output may be a stack frame's
+    f.do(f"ret i64 {total}")
+    return f.text("define internal i64 @bpf_snprintf(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                  "i64 %r4, i64 %r5) nounwind")
+
+
+register_shared("bprintf", _bprintf_fn)
+register_helper(165, HelperNative("bpf_snprintf", 5, _snprintf_fn, ("translate", "bprintf")))
 
 
 # -- bpf_for_each_map_elem -------------------------------------------------------------------

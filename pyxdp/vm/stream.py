@@ -148,8 +148,8 @@ def _stream_vprintk_impl(vm: Interpreter, r1: int, r2: int, r3: int, r4: int,
     return stream_vprintk(stream, fmt, args, read) & M32
 
 
-# The kfunc by name (pyxdp.net.xdp_metadata.bind_kfuncs binds it); like bpf_snprintf and
-# bpf_trace_printk it has no native twin: the JIT calls it.
+# The kfunc by name (pyxdp.net.xdp_metadata.bind_kfuncs binds it); it has no native twin
+# (bpf_snprintf and bpf_trace_printk have): the JIT calls it.
 STREAM_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_stream_vprintk_impl": _stream_vprintk_impl,
 }

@@ -74,7 +74,10 @@ CTX_FIELDS = ("status", "rem", "fault_pc", "fault_addr", "fault_size", "max_dept
               # the run's namespace's devices as bpf_check_mtu's and bpf_fib_lookup's
               # twins see them (u64 *: the DevTable's desc words, pyxdp.net.fib, which
               # lead to its lookup rows; 0: ask Python)
-              "devs")
+              "devs",
+              # bpf_trace_printk's ring in the run's TraceLog (u8 *, pyxdp.vm.context;
+              # 0: ask Python)
+              "trace")
 REGION_FIELDS = ("base", "size", "host", "writable")
 BATCH_FIELDS = ("count", "budget", "nslots", "slots", "r1", "r2", "r0_out", "status_out",
                 "pc_out", "addr_out", "ctx_values")

@@ -38,6 +38,7 @@ are ``abi.CTX_FIELDS`` and friends)::
         u64 *sk;                     /* the run's socket table's words, or 0 */
         u32 *rnd;                    /* the run's prandom state (s1..s4), or 0 */
         u64 *devs;                   /* its namespace's device rows and count, or 0 */
+        u8  *trace;                  /* the run's trace_printk ring, or 0 */
     };
     struct region { u64 base; u64 size; u8 *host; u64 writable; };
 
