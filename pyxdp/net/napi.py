@@ -667,9 +667,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if generic:
         # generic_xdp_tx: 1 a NIC whose transmit is a sink; 2 lo, whose loopback_xmit
         # queues the skb on its own backlog, the ring this call polls (its row of the
-        # targets is this queue's).
+        # targets is this queue's), or a veth, whose veth_xmit hands it to its peer as
+        # a generic redirect to the veth does (its row: the peer's stack or ring).
         g = int(tgt[0][dev.ifindex])
-        tx_ok = 1 if g == 1 else 2 if (g == 4 and dev.ifindex == 1 and rq is dev.rx[0]) else 0
+        tx_ok = 1 if g == 1 else 2 if ((g == 4 and dev.ifindex == 1 and rq is dev.rx[0])
+                                       or (dev.kind == "veth" and g in (2, 4))) else 0
     else:
         # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring (under the ring's
         # lock): native where a redirect to it is (its row of the targets), also in a

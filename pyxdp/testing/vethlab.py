@@ -165,6 +165,7 @@ __all__ = [
     "veth_frames_broadcast_egress_prog",
     "xdp1_drop",
     "xdp2_tx",
+    "xdp2_tx_generic",
     "xdp2_tx_no_peer_prog",
 ]
 
@@ -739,6 +740,19 @@ def xdp2_tx_no_peer_prog() -> Scenario:
                     doc=xdp2_tx_no_peer_prog.__doc__ or "")
 
 
+def xdp2_tx_generic() -> Scenario:
+    """xdp2_tx with xdp2 in generic (skb) mode on veth0.
+
+    Kernel: XDP_TX is ``generic_xdp_tx`` on veth0, whose ``veth_xmit`` hands
+    each skb to veth1 (its native XDP_PASS program, ``veth_xdp_rx``): every
+    frame comes back, MACs swapped, to veth1's stack in order; no tracepoint
+    fires (an skb is not bulked: no ``xdp_bulk_tx``).
+    """
+    sc = xdp2_tx()
+    return replace(sc, name="xdp2_tx_generic", attach=(replace(sc.attach[0], mode="generic"),),
+                   doc=xdp2_tx_generic.__doc__ or "")
+
+
 def _tx_port(target: str, egress: bool = False) -> SetupFn:
     def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
         coll = colls["redirect_map.o"]
@@ -1229,7 +1243,8 @@ def adjust_meta_pass() -> Scenario:
 
 #: Every ready scenario builder, by name.
 SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
-    f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
+    f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, xdp2_tx_generic,
+                            devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_redirect_mtu, redirect_ifindex_missing,
                             redirect_ifindex_missing_generic, redirect_to_lo,

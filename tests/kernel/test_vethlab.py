@@ -226,6 +226,19 @@ def test_xdp2_tx_no_peer_prog() -> None:
     assert r.links["veth0"].tx_packets == 0
 
 
+@pytest.mark.kernel
+def test_xdp2_tx_generic() -> None:
+    """Generic XDP_TX on veth0 (``generic_xdp_tx`` -> ``veth_xmit``): every frame comes
+    back, MACs swapped, to veth1's stack; skbs are not bulked, so no tracepoint."""
+    sc, r = vl.xdp2_tx_generic(), run("xdp2_tx_generic")
+    fs = frames(sc)
+    assert list(r.rx["veth1"]) == [vl.swap_macs(f) for f in fs]
+    assert r.rx["veth0"] == ()
+    assert r.maps["rxcnt"] == by_proto(fs)
+    only_events(r)
+    assert r.links["veth0"].tx_packets == len(fs)
+
+
 def redirect(to: int | str, err: int = 0, prog: str = "redirect_map.o:xdp_redirect_map_prog",
              map_: str = "redirect_map.o:tx_port", index: int = 0) -> dict[str, int | str]:
     return {"prog_id": prog, "act": 4, "ifindex": "veth0", "err": err, "to_ifindex": to,
