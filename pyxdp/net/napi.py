@@ -629,8 +629,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ctl[:C.INVALID_ACT] = 0
     # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
     # lock when it touches only its queue's records and per-CPU state: the program's
-    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls,
-    # and redirects - which reach shared targets - go to the (locked) Python dispatch.
+    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls;
+    # its redirects to devices count into the targets' rows for its CPU, the rest go
+    # to the (locked) Python dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
     xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
@@ -657,7 +658,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         tgt = host.fwd.arrays(host.devices)
     own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
     if parallel:
-        tgt = host.fwd.none
+        # Without the host lock: redirects to devices natively, each target's transmit
+        # counters in its row for this CPU; a generic call's go to Python.
+        tgt = host.fwd.none if generic else host.fwd.unlocked_for(
+            host.devices, rq.ctx.cpu % host.nr_cpus)
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
     # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
     # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
