@@ -658,10 +658,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         tgt = host.fwd.arrays(host.devices)
     own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
     if parallel:
-        # Without the host lock: redirects to devices natively, each target's transmit
-        # counters in its row for this CPU; a generic call's go to Python.
-        tgt = host.fwd.none if generic else host.fwd.unlocked_for(
-            host.devices, rq.ctx.cpu % host.nr_cpus)
+        # Without the host lock: redirects to devices natively, each target's counters
+        # in its row for this CPU.
+        tgt = host.fwd.unlocked_for(host.devices, rq.ctx.cpu % host.nr_cpus,
+                                    generic=generic)
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
     # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
     # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
