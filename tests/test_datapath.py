@@ -1962,6 +1962,43 @@ def test_generic_skbs_back_to_own_backlog_stay_native(target: str,
     assert got[1] == [(0, 96)]
 
 
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("peer", ["stack", "native", "generic"])
+def test_veth_generic_tx_stays_native(peer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A veth's generic XDP_TX (generic_xdp_tx: veth_xmit hands the skb to the peer)
+    runs natively whether the peer has no program (its stack), a native one
+    (veth_xdp_rx: its xdp_ring) or a generic one (its backlog, that ring too; the
+    vethlab scenario xdp2_tx_generic checks the native peer against Linux):
+    nothing reaches pyxdp.net.dev, no poll of veth0 is Python's, and the Python path
+    gives the same counters and stack deliveries."""
+    import pyxdp.net.dev as dev_mod
+    act = dev_mod.generic_xdp_act
+    to_python = [0]
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native) as h:
+            v0, v1 = h.veth("veth0", "veth1")
+            tx = h.load(asm_collection("r0 = 3\nexit"))
+            v0.attach_xdp(tx.programs["t"], mode="generic")
+            if peer != "stack":
+                v1.attach_xdp(h.load(asm_collection("r0 = 2\nexit")).programs["t"], mode=peer)
+            v0.rx[0].source = TrafficGenerator(flows=8, sizes=[64, 300], seed=5, count=500)
+            h.run()
+            return ({d.name: d.stats.asdict() for d in h.devices.values()}, h.stack.stats,
+                    h.stack.per_device, v0.rx[0].py_polls == 0)
+
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    got = run(True)
+    assert to_python[0] == 0 and got[3]
+    monkeypatch.undo()
+    assert got[:3] == run(False)[:3]
+    assert got[2] == {3: 500}  # veth1's stack got every skb back
+
+
 def test_lo_takes_a_generic_program_only() -> None:
     """lo has no ndo_bpf: native attach is refused as dev_xdp_attach refuses it (checked
     with ip link on Linux 6.18: "Underlying driver does not support XDP in native

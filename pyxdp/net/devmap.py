@@ -149,6 +149,31 @@ class FwdTable:
         self.generic: tuple[Any, ...] = ()
         self._g4: dict[int, Any] = {}  # the 4s' ifindexes -> their peers
         self._generic_for: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self._unlocked: dict[tuple[int, bool], tuple[Any, ...]] = {}
+
+    def unlocked_for(self, devices: Mapping[int, Any], cpu: int, *,
+                     generic: bool = False) -> tuple[Any, ...]:
+        """The targets of a call on CPU ``cpu`` that runs without the host lock (threaded
+        NAPI): :attr:`tables` (``generic``: :attr:`generic`) with each device's
+        counters in its row for that CPU (``NetDevice.cpu_stats``: one thread polls
+        a CPU's queues, so no two threads count into one row), a device with native
+        transmit rings left to the Python path (``ok`` 2: a ring has one producer),
+        and so is a generic 4 (its copy takes a page of a pool another thread may be
+        using). A veth's ``xdp_ring`` takes frames from any thread under its lock."""
+        ok, mtu, stats, wire, veth, err = self.arrays(devices, generic=generic)
+        t = self._unlocked.get((cpu, generic))
+        if t is None:
+            u_ok = ok.copy()
+            u_stats = np.zeros_like(stats)
+            for i, d in devices.items():
+                if generic and u_ok[i] == 4:
+                    u_ok[i] = 3
+                elif not generic and u_ok[i] == 1 and d.xmit_wires:
+                    u_ok[i] = 2
+                if stats[i]:
+                    u_stats[i] = d.cpu_stats[cpu].words.ctypes.data
+            t = self._unlocked[(cpu, generic)] = (u_ok, mtu, u_stats, wire, veth, err)
+        return t
 
     def generic_for(self, devices: Mapping[int, Any], ifindex: int, cpu: int,
                     napi_unlocked: Callable[[Any], bool] | None) -> tuple[Any, ...]:
@@ -199,6 +224,7 @@ class FwdTable:
             self.stale = False  # first: a change while remaking marks it again
             self._g4 = {}
             self._generic_for = {}
+            self._unlocked = {}
             nif = max(devices) + 1
             ok = np.zeros(nif, np.uint8)
             mtu = np.zeros(nif, np.int64)

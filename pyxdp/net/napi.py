@@ -629,8 +629,9 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ctl[:C.INVALID_ACT] = 0
     # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
     # lock when it touches only its queue's records and per-CPU state: the program's
-    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls,
-    # and redirects - which reach shared targets - go to the (locked) Python dispatch.
+    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls;
+    # its redirects to devices count into the targets' rows for its CPU, the rest go
+    # to the (locked) Python dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
     xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
@@ -657,7 +658,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         tgt = host.fwd.arrays(host.devices)
     own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
     if parallel:
-        tgt = host.fwd.none
+        # Without the host lock: redirects to devices natively, each target's counters
+        # in its row for this CPU.
+        tgt = host.fwd.unlocked_for(host.devices, rq.ctx.cpu % host.nr_cpus,
+                                    generic=generic)
     # XDP_TX in the loop: a NIC's transmit is a sink; a device with native transmit
     # rings (an AF_XDP socket of the host kernel) takes the rx queue's ring. A
     # generic program's XDP_TX is generic_xdp_tx: the skb to the same sink.
@@ -667,9 +671,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     if generic:
         # generic_xdp_tx: 1 a NIC whose transmit is a sink; 2 lo, whose loopback_xmit
         # queues the skb on its own backlog, the ring this call polls (its row of the
-        # targets is this queue's).
+        # targets is this queue's), or a veth, whose veth_xmit hands it to its peer as
+        # a generic redirect to the veth does (its row: the peer's stack or ring).
         g = int(tgt[0][dev.ifindex])
-        tx_ok = 1 if g == 1 else 2 if (g == 4 and dev.ifindex == 1 and rq is dev.rx[0]) else 0
+        tx_ok = 1 if g == 1 else 2 if ((g == 4 and dev.ifindex == 1 and rq is dev.rx[0])
+                                       or (dev.kind == "veth" and g in (2, 4))) else 0
     else:
         # A veth's XDP_TX is its own ndo_xdp_xmit to its peer's ring (under the ring's
         # lock): native where a redirect to it is (its row of the targets), also in a

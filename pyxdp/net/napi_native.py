@@ -69,9 +69,10 @@ skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
 ``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
 transmitted on the device, a NIC whose transmit is a sink, and freed; no
 bulk; on ``lo``, ``loopback_xmit`` queues a copy on its own backlog, the ring
-being polled, in a page of the queue's pool), a redirect through a devmap entry or to an ifindex
-is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``, ``xdp_redirect``, the
-entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
+being polled, in a page of the queue's pool; on a veth, ``veth_xmit`` hands it
+to its peer as for a generic redirect to the veth, below), a redirect through a
+devmap entry or to an ifindex is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``,
+``xdp_redirect``, the entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
 ``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
 without a generic program (``loopback_xmit``: its own stack receives the skb),
 or a veth whose peer has no program and receives the skb in its stack, or whose
@@ -1717,6 +1718,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     if (tx_ok and not generic and self_ifindex < len(tgt_veth)
             and tgt_veth[self_ifindex, VETH_CUR] != 0):
         tx_veth = self_ifindex
+    # A veth's generic XDP_TX onto its peer's xdp_ring (veth_xdp_rx) schedules the
+    # peer's NAPI as a redirect there does (lo's own backlog is the ring polled here).
+    g_txv = (generic and tx_ok == 2 and self_ifindex < len(tgt_ok)
+             and tgt_ok[self_ifindex] == 4 and tgt_wire[self_ifindex] != self_ifindex)
     dm_ids, dm_addr, dm_n, dm_hash, red_cnt, eg, sysm = dm
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
@@ -2058,10 +2063,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 tx_bytes += length
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
-            elif a == 3 and tx_ok == 2 and generic:
+            elif (a == 3 and tx_ok == 2 and generic
+                  and _generic_ok(tgt_ok[self_ifindex], stack_ok, length)):
                 # generic_xdp_tx on lo: loopback_xmit's netif_rx queues the skb on lo's
                 # own backlog - the ring this call polls, a copy in a page of this
-                # queue's pool (its hot fields published around the allocation).
+                # queue's pool (its hot fields published around the allocation); on a
+                # veth: veth_xmit, the peer's stack or xdp_ring (backlog) receives it.
                 n_tx += 1
                 psc[P_COUNT] = c
                 psc[P_NUSE] = nuse
@@ -2122,7 +2129,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True
-            elif a == 3 and tx_ok:
+            elif a == 3 and tx_ok and not generic:  # a generic TX left: Python's
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
                     if tx_veth < 0:
@@ -2283,9 +2290,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             bq_n[t, BQ_PROG] = 0
         # veth_xdp_xmit scheduled the peer's NAPI, which the kernel polls right after
         # this one: a poll that left frames in a peer's xdp_ring ends the call.
-        if n_red != red_seen or (tx_veth >= 0 and tx_sent != tx_seen):
+        if (n_red != red_seen or (tx_veth >= 0 and tx_sent != tx_seen)
+                or (g_txv and n_tx != tx_seen)):
             red_seen = n_red
-            tx_seen = tx_sent
+            tx_seen = n_tx if g_txv else tx_sent
             if _veth_fed(tgt_veth):
                 break
         # Deferred XDP_PASS frames only need the stack, which has no per-poll flush:

@@ -239,6 +239,12 @@ class NetDevice:
         self.xdp_metadata_ops: XdpMetadataOps | None = None
         self._stats = NetdevStats()
         self._stats_lock = threading.Lock()
+        # Per-CPU transmit rows (as the kernel's per-CPU/per-queue stats): what native
+        # calls without the host lock count when they send on this device, one
+        # thread per CPU each; :attr:`stats` sums them in.
+        self.cpu_stats = [NetdevStats() for _ in range(host.nr_cpus)]
+        self._cpu_seen = [np.zeros(len(NetdevStats.FIELDS), np.int64)
+                          for _ in range(host.nr_cpus)]
         self.xdp_prog: XdpProg | None = None  # native (driver) mode
         self.xdp_generic: XdpProg | None = None  # generic (skb) mode
         # Transmit rings in native code (pyxdp.net.xsk_wire), one XskWireState address
@@ -262,7 +268,7 @@ class NetDevice:
     @property
     def stats(self) -> NetdevStats:
         """The device's counters (``ip -s link``): what the Python paths count here, with
-        what each rx queue counted on its own added in."""
+        what each rx queue and each CPU's transmit row counted on its own added in."""
         with self._stats_lock:
             for rq in self.rx:
                 cur = rq.stats.words.copy()
@@ -272,6 +278,12 @@ class NetDevice:
                 if d.any():
                     self._stats.words[:] += d
                     rq._seen = cur
+            for row, seen in zip(self.cpu_stats, self._cpu_seen, strict=True):
+                cur = row.words.copy()
+                d = cur - seen
+                if d.any():
+                    self._stats.words[:] += d
+                    seen[:] = cur
         return self._stats
 
     def __repr__(self) -> str:

@@ -155,6 +155,7 @@ __all__ = [
     "prog_fd",
     "redirect_ifindex_missing",
     "redirect_ifindex_missing_generic",
+    "redirect_ifindex_threaded",
     "redirect_to_lo",
     "redirect_to_lo_generic",
     "redirect_to_lo_up_generic",
@@ -165,6 +166,7 @@ __all__ = [
     "veth_frames_broadcast_egress_prog",
     "xdp1_drop",
     "xdp2_tx",
+    "xdp2_tx_generic",
     "xdp2_tx_no_peer_prog",
 ]
 
@@ -739,6 +741,19 @@ def xdp2_tx_no_peer_prog() -> Scenario:
                     doc=xdp2_tx_no_peer_prog.__doc__ or "")
 
 
+def xdp2_tx_generic() -> Scenario:
+    """xdp2_tx with xdp2 in generic (skb) mode on veth0.
+
+    Kernel: XDP_TX is ``generic_xdp_tx`` on veth0, whose ``veth_xmit`` hands
+    each skb to veth1 (its native XDP_PASS program, ``veth_xdp_rx``): every
+    frame comes back, MACs swapped, to veth1's stack in order; no tracepoint
+    fires (an skb is not bulked: no ``xdp_bulk_tx``).
+    """
+    sc = xdp2_tx()
+    return replace(sc, name="xdp2_tx_generic", attach=(replace(sc.attach[0], mode="generic"),),
+                   doc=xdp2_tx_generic.__doc__ or "")
+
+
 def _tx_port(target: str, egress: bool = False) -> SetupFn:
     def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
         coll = colls["redirect_map.o"]
@@ -1052,6 +1067,54 @@ def devmap_redirect_threaded() -> Scenario:
                                threaded_napi=True, doc=devmap_redirect_threaded.__doc__ or "")
 
 
+#: ``bpf_redirect`` to the ifindex in ``tx_ifindex[0]`` (an array: the program runs
+#: without pyxdp's host lock under threaded NAPI); no entry: XDP_DROP.
+_REDIRECT_IFINDEX = """
+    r1 = 0
+    *(u32 *)(r10 -4) = r1
+    r1 = map[fd:0]
+    r2 = r10
+    r2 += -4
+    call bpf_map_lookup_elem
+    if r0 == 0 goto drop
+    r1 = *(u32 *)(r0 +0)
+    r2 = 0
+    call 23
+    exit
+drop:
+    r0 = 1
+    exit
+"""
+
+
+def _tx_ifindex(target: str) -> SetupFn:
+    def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+        colls["redirect_ifindex"].maps["tx_ifindex"][0] = ifindex_of(target)
+    return setup
+
+
+def redirect_ifindex_threaded() -> Scenario:
+    """veth0 redirects every frame with ``bpf_redirect`` to veth2 (its ifindex read from an
+    array map), with threaded NAPI: veth0 -> veth2 -> veth3.
+
+    Kernel (``xdp_do_redirect`` to an ifindex: ``dev_xdp_enqueue``, veth2's
+    ``veth_xdp_xmit`` at the flush): every frame reaches veth3's stack in
+    order; one ``xdp_redirect`` per frame (map_id INT_MAX, map_index the
+    ifindex), ``xdp_devmap_xmit`` bulks veth0 -> veth2. pyxdp: veth0's poll runs
+    without the host lock (its map is an array) and sends natively, veth2's
+    transmit counters counted in its row for the polling CPU.
+    """
+    spec = asm_collection(_REDIRECT_IFINDEX, [MapSpec("tx_ifindex",
+                                                      int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4,
+                                                      4, 1)])
+    prog = replace(spec.programs["t"], name="xdp_redirect_ifindex")
+    spec = replace(spec, programs={prog.name: prog}, name="redirect_ifindex")
+    return Scenario("redirect_ifindex_threaded", P2,
+                    (Attach("veth0", spec, prog.name, collection="redirect_ifindex"),),
+                    _traffic(P2, "veth0"), setup=_tx_ifindex("veth2"), threaded_napi=True,
+                    doc=redirect_ifindex_threaded.__doc__ or "")
+
+
 def devmap_redirect_generic_threaded() -> Scenario:
     """devmap_redirect in generic (skb) mode on veth0, with threaded NAPI.
 
@@ -1229,7 +1292,8 @@ def adjust_meta_pass() -> Scenario:
 
 #: Every ready scenario builder, by name.
 SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
-    f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, devmap_redirect,
+    f.__name__: f for f in (xdp1_drop, xdp2_tx, xdp2_tx_no_peer_prog, xdp2_tx_generic,
+                            devmap_redirect,
                             devmap_redirect_no_peer_prog, devmap_missing_aborted,
                             devmap_redirect_mtu, redirect_ifindex_missing,
                             redirect_ifindex_missing_generic, redirect_to_lo,
@@ -1240,6 +1304,7 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             veth_frames_broadcast_egress_prog_threaded,
                             cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
                             devmap_redirect_threaded, devmap_redirect_generic_threaded,
+                            redirect_ifindex_threaded,
                             redirect_to_lo_up_generic_prog,
                             devmap_redirect_generic_peer_generic, lo_generic_tx_backlog)}
 

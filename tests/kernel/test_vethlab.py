@@ -226,6 +226,33 @@ def test_xdp2_tx_no_peer_prog() -> None:
     assert r.links["veth0"].tx_packets == 0
 
 
+@pytest.mark.kernel
+def test_xdp2_tx_generic() -> None:
+    """Generic XDP_TX on veth0 (``generic_xdp_tx`` -> ``veth_xmit``): every frame comes
+    back, MACs swapped, to veth1's stack; skbs are not bulked, so no tracepoint."""
+    sc, r = vl.xdp2_tx_generic(), run("xdp2_tx_generic")
+    fs = frames(sc)
+    assert list(r.rx["veth1"]) == [vl.swap_macs(f) for f in fs]
+    assert r.rx["veth0"] == ()
+    assert r.maps["rxcnt"] == by_proto(fs)
+    only_events(r)
+    assert r.links["veth0"].tx_packets == len(fs)
+
+
+@pytest.mark.kernel
+def test_redirect_ifindex_threaded() -> None:
+    """bpf_redirect to veth2's ifindex with threaded NAPI: every frame at veth3's stack,
+    MACs as sent, one xdp_redirect per frame (map_id INT_MAX) and bulks to veth2."""
+    sc, r = vl.redirect_ifindex_threaded(), run("redirect_ifindex_threaded")
+    fs = frames(sc)
+    assert list(r.rx["veth3"]) == fs
+    assert fields(r.events_named("xdp_redirect"), "prog_id") == [
+        {"act": 4, "ifindex": "veth0", "err": 0, "to_ifindex": "veth2",
+         "map_id": 0x7FFF_FFFF, "map_index": 0}] * len(fs)
+    assert r.trace["xdp_devmap_xmit"].events > 0
+    assert sum(int(e.fields[4][1]) for e in r.events_named("xdp_devmap_xmit")) == len(fs)
+
+
 def redirect(to: int | str, err: int = 0, prog: str = "redirect_map.o:xdp_redirect_map_prog",
              map_: str = "redirect_map.o:tx_port", index: int = 0) -> dict[str, int | str]:
     return {"prog_id": prog, "act": 4, "ifindex": "veth0", "err": err, "to_ifindex": to,
