@@ -32,8 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-
 from pyxdp.errors import HelperFault
 from pyxdp.vm.dynptr import dynptr_load
 from pyxdp.vm.memalloc import arena, record_index, register_root_free
@@ -171,6 +169,9 @@ class _Lskcipher:
     as Linux leaves them. Whole blocks are written, then a remainder is -EINVAL."""
 
     def __init__(self, ctx: CryptoCtx, decrypt: bool) -> None:
+        # imported on first use: its 10 ms are no part of loading a program that never
+        # encrypts (pyxdp's first packet)
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
         aes = Cipher(algorithms.AES(ctx.key), modes.ECB())
         self._block = aes.decryptor() if decrypt else aes.encryptor()
         self.mode, self.decrypt = ctx.mode, decrypt
