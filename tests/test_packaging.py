@@ -5,11 +5,14 @@ step; an editable install is one mypy follows (a plain path entry, not an import
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import textwrap
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,12 +20,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@contextmanager
+def _building(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One build from the checkout at a time across test workers: setuptools writes its
+    build/ and egg-info directories into the checkout, and two at once break each other."""
+    shared = tmp_path_factory.getbasetemp().parent  # the same for every xdist worker
+    with open(shared / "pyxdp-build.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)],
-                   check=True, timeout=300, capture_output=True)
+    with _building(tmp_path_factory):
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "-w", str(out), str(ROOT)],
+                       check=True, timeout=300, capture_output=True)
     (whl,) = out.glob("pyxdp-*.whl")
     return whl
 
@@ -154,16 +168,19 @@ def test_installed_wheel_runs_the_readme(wheel: Path, tmp_path: Path) -> None:
     assert total >= 20 and (ran == total or os.geteuid() != 0), res.stderr[-3000:]
 
 
-def test_mypy_strict_sees_an_editable_install(tmp_path: Path) -> None:
+def test_mypy_strict_sees_an_editable_install(tmp_path: Path,
+                                              tmp_path_factory: pytest.TempPathFactory
+                                              ) -> None:
     """A user's script type-checks against an editable install: setuptools writes a path
     entry (package-dir in pyproject.toml), not the import hook mypy cannot follow."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
                     str(venv)], check=True, timeout=120)
     # pip of this interpreter builds the editable wheel and installs it into the venv.
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--prefix", str(venv), "-e", str(ROOT)],
-                   check=True, timeout=300, capture_output=True)
+    with _building(tmp_path_factory):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--prefix", str(venv), "-e", str(ROOT)],
+                       check=True, timeout=300, capture_output=True)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (pth,) = site.glob("__editable__*pyxdp*.pth")
     assert pth.read_text().strip() == str(ROOT)

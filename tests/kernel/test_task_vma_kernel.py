@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import functools
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +63,23 @@ def _program(pid: int, addr: int) -> str:
     return a + "out:\nr0 = 2\nexit"
 
 
+def _wait_asleep(pid: int) -> None:
+    """Until ``pid`` is in interruptible sleep (state S), at most 5 s."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.rindex(")") + 2] == "S":
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} never went to sleep")
+
+
 def test_task_vma_iterator_matches_linux() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
-        # Popen returns once the child has exec'd: its mappings are sleep's
+        # Popen returns once execve is past the point of no return, while the loader may
+        # still be mapping sleep: its mappings are final once it sleeps in nanosleep.
+        _wait_asleep(child.pid)
         third = int(Path(f"/proc/{child.pid}/maps").read_text().splitlines()[2].split("-")[0],
                     16)
         spec = VerifierCase("task_vma", _program(child.pid, third + 1), None).spec()
