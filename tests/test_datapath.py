@@ -1725,13 +1725,9 @@ def test_generic_tx_and_nic_redirects_stay_native(entry_prog: bool, peer_prog: b
                                                    INT_MAX)) == 1000
 
 
-@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
-@pytest.mark.parametrize("qsize", [4, 256])
-def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """cpu_map_generic_redirect from a NIC's generic program on the native loop (the
-    skb as an order-0 frame straight into the entry's ring; a full ring, -ENOSPC,
-    natively too) gives what the Python path gives: counters, the stack, the
-    cpumap tracepoints, no page left."""
+def _generic_to_python(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on (until ``monkeypatch.undo()``), count in the one item returned the
+    skbs handed to the Python path's generic verdicts (``generic_xdp_act``)."""
     import pyxdp.net.dev as dev_mod
     act = dev_mod.generic_xdp_act
     to_python = [0]
@@ -1740,6 +1736,17 @@ def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyP
         to_python[0] += len(out)
         act(dev, prog, out, *a)
     monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    return to_python
+
+
+@pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+@pytest.mark.parametrize("qsize", [4, 256])
+def test_generic_cpumap_native_is_python(qsize: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpu_map_generic_redirect from a NIC's generic program on the native loop (the
+    skb as an order-0 frame straight into the entry's ring; a full ring, -ENOSPC,
+    natively too) gives what the Python path gives: counters, the stack, the
+    cpumap tracepoints, no page left."""
+    to_python = _generic_to_python(monkeypatch)
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
@@ -1789,13 +1796,6 @@ def test_generic_redirect_errors_run_natively(case: str,
     broadcast (the clones before the refusing target sent), an ifindex no device
     has (-EINVAL), lo down (-ENETDOWN) - hand no skb to the Python path and give
     what it gives."""
-    import pyxdp.net.dev as dev_mod
-    act = dev_mod.generic_xdp_act
-    to_python = [0]
-
-    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
-        to_python[0] += len(out)
-        act(dev, prog, out, *a)
 
     pkts = [pk.udp_packet(bytes([k]) + b"x" * 20, sport=1000 + k + 16 * s, size=size)
             for k in (5, 9, 12) for s, size in enumerate((64, 200))]
@@ -1817,7 +1817,7 @@ def test_generic_redirect_errors_run_natively(case: str,
             h.run()
             return _generic_observed(h, coll)
 
-    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    to_python = _generic_to_python(monkeypatch)
     got = run(True)
     assert to_python[0] == 0
     monkeypatch.undo()
@@ -1837,13 +1837,6 @@ def test_generic_redirect_to_lo_is_received_by_lo_natively(
     native loop does it without the Python path and gives what the Python path
     gives, which queues it on lo's backlog for the next softirq round. A native
     redirect of an xdp_frame to lo fails: lo has no ndo_xdp_xmit (-EOPNOTSUPP)."""
-    import pyxdp.net.dev as dev_mod
-    act = dev_mod.generic_xdp_act
-    to_python = [0]
-
-    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
-        to_python[0] += len(out)
-        act(dev, prog, out, *a)
 
     def run(native: bool, mode: str) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
@@ -1855,7 +1848,7 @@ def test_generic_redirect_to_lo_is_received_by_lo_natively(
             h.run()
             return _generic_observed(h, coll)
 
-    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    to_python = _generic_to_python(monkeypatch)
     got = run(True, "generic")
     assert to_python[0] == 0
     monkeypatch.undo()
@@ -1881,13 +1874,6 @@ def test_generic_redirect_to_a_generic_program_natively(
     onto the target's backlog - its rx ring, in a page of that queue's pool -
     and the target's poll runs its generic program, natively on both sides
     (nothing reaches pyxdp.net.dev); the Python path gives the same."""
-    import pyxdp.net.dev as dev_mod
-    act = dev_mod.generic_xdp_act
-    to_python = [0]
-
-    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
-        to_python[0] += len(out)
-        act(dev, prog, out, *a)
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
@@ -1903,7 +1889,7 @@ def test_generic_redirect_to_a_generic_program_natively(
             h.run()
             return _generic_observed(h, coll)
 
-    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    to_python = _generic_to_python(monkeypatch)
     got = run(True)
     assert to_python[0] == 0
     monkeypatch.undo()
@@ -1925,14 +1911,7 @@ def test_generic_skbs_back_to_own_backlog_stay_native(target: str,
     pool, and the next poll runs the program on it (the second run counts it in
     seen[0] and drops it). Nothing reaches pyxdp.net.dev and no poll of the target is
     Python's; the Python path gives the same."""
-    import pyxdp.net.dev as dev_mod
     from pyxdp.testing.vethlab import _TX_ONCE
-    act = dev_mod.generic_xdp_act
-    to_python = [0]
-
-    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
-        to_python[0] += len(out)
-        act(dev, prog, out, *a)
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
@@ -1953,7 +1932,7 @@ def test_generic_skbs_back_to_own_backlog_stay_native(target: str,
             return ({d.name: d.stats.asdict() for d in h.devices.values()},
                     sorted(once.maps["seen"].items()), dev.rx[0].py_polls == 0)
 
-    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    to_python = _generic_to_python(monkeypatch)
     got = run(True)
     assert to_python[0] == 0 and got[2]
     monkeypatch.undo()
@@ -1971,13 +1950,6 @@ def test_veth_generic_tx_stays_native(peer: str, monkeypatch: pytest.MonkeyPatch
     vethlab scenario xdp2_tx_generic checks the native peer against Linux):
     nothing reaches pyxdp.net.dev, no poll of veth0 is Python's, and the Python path
     gives the same counters and stack deliveries."""
-    import pyxdp.net.dev as dev_mod
-    act = dev_mod.generic_xdp_act
-    to_python = [0]
-
-    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
-        to_python[0] += len(out)
-        act(dev, prog, out, *a)
 
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native) as h:
@@ -1991,7 +1963,7 @@ def test_veth_generic_tx_stays_native(peer: str, monkeypatch: pytest.MonkeyPatch
             return ({d.name: d.stats.asdict() for d in h.devices.values()}, h.stack.stats,
                     h.stack.per_device, v0.rx[0].py_polls == 0)
 
-    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    to_python = _generic_to_python(monkeypatch)
     got = run(True)
     assert to_python[0] == 0 and got[3]
     monkeypatch.undo()
