@@ -427,6 +427,24 @@ def _lpm_fn(f: Text, m: MapInfo, node: str, plen: str, limit: str) -> str:
     return f.ins(f"phi i64 [ {limit}, %{head} ], [ {capped}, %{at_diff} ]")
 
 
+def _walk_step(f: Text, m: MapInfo, node: str, cnt: str, plen: str, pool: int,
+               end: str) -> tuple[str, str]:
+    """One step of a walk down the trie at ``node`` (the caller's phi, ``cnt`` nodes
+    seen): to ``end`` past a leaf (a negative index), to ``slow`` at an index outside the
+    pool or a walk longer than the pool (a trie user space damaged); then the node's
+    prefix length and how many bits to compare (the shorter of it and the key's)."""
+    f.cbr(f.ins(f"icmp slt i64 {node}, 0"), end, "chk")
+    f.at("chk")
+    bad = f.ins(f"or i1 {f.ins(f'icmp sge i64 {node}, {pool}')}, "
+                f"{f.ins(f'icmp ugt i64 {cnt}, {pool}')}")
+    f.cbr(bad, "slow", "node")
+    f.at("node")
+    nplen = f.ins(f"zext i32 {f.at_index(map_desc(f, m, 'node_plen'), node, 'i32', 4)} to i64")
+    limit = f.ins(f"select i1 {f.ins(f'icmp ult i64 {nplen}, {plen}')}, i64 {nplen}, "
+                  f"i64 {plen}")
+    return nplen, limit
+
+
 def _value_addr(f: Text, m: MapInfo, node: str) -> str:
     return f.ins(f"add i64 {c64(m.value_base)}, {f.ins(f'mul i64 {node}, {m.elem_size}')}")
 
@@ -448,15 +466,7 @@ def _lookup_fn(tag: str, m: MapInfo) -> str:
     node, found, cnt = f.tmp(), f.tmp(), f.tmp()
     phi_at = len(f.lines)
     f.lines.append("")
-    f.cbr(f.ins(f"icmp slt i64 {node}, 0"), "miss", "chk")
-    f.at("chk")
-    bad = f.ins(f"or i1 {f.ins(f'icmp sge i64 {node}, {pool}')}, "
-                f"{f.ins(f'icmp ugt i64 {cnt}, {pool}')}")
-    f.cbr(bad, "slow", "node")
-    f.at("node")
-    nplen = f.ins(f"zext i32 {f.at_index(map_desc(f, m, 'node_plen'), node, 'i32', 4)} to i64")
-    limit = f.ins(f"select i1 {f.ins(f'icmp ult i64 {nplen}, {plen}')}, i64 {nplen}, "
-                  f"i64 {plen}")
+    nplen, limit = _walk_step(f, m, node, cnt, plen, pool, "miss")
     matchlen = _lpm_fn(f, m, node, plen, limit)
     f.cbr(f.ins(f"icmp eq i64 {matchlen}, {max_plen}"), "exact", "partial")
     f.at("exact")
@@ -566,16 +576,7 @@ def _walk(f: Text, m: MapInfo, plen: str) -> dict[str, str]:
     node, cnt = v["node"], v["cnt"]
     phi_at = len(f.lines)
     f.lines.append("")
-    f.cbr(f.ins(f"icmp slt i64 {node}, 0"), "none", "chk")
-    f.at("chk")
-    bad = f.ins(f"or i1 {f.ins(f'icmp sge i64 {node}, {pool}')}, "
-                f"{f.ins(f'icmp ugt i64 {cnt}, {pool}')}")
-    f.cbr(bad, "slow", "node")
-    f.at("node")
-    plens = map_desc(f, m, "node_plen")
-    nplen = f.ins(f"zext i32 {f.at_index(plens, node, 'i32', 4)} to i64")
-    limit = f.ins(f"select i1 {f.ins(f'icmp ult i64 {nplen}, {plen}')}, i64 {nplen}, "
-                  f"i64 {plen}")
+    nplen, limit = _walk_step(f, m, node, cnt, plen, pool, "none")
     matchlen = _lpm_fn(f, m, node, plen, limit)
     stop = f.ins(f"or i1 {f.ins(f'icmp ne i64 {nplen}, {matchlen}')}, "
                  f"{f.ins(f'icmp eq i64 {nplen}, {plen}')}")
