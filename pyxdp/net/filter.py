@@ -666,10 +666,12 @@ def _fib_rows_ir() -> str:
            f"  %other = icmp ne i32 %dev, %oif\n"
            f"  %skipdev = and i1 %hasoif, %other\n")
     return f"""
-define internal i64 @fib_dev(ptr %devs, i32 %ifx) nounwind {{
+; The index of the row whose first u32 is %x in the table %tab points at (its rows'
+; address, then their count; rows %stride bytes apart), or -1.
+define internal i64 @fib_find(ptr %tab, i64 %stride, i32 %x) nounwind {{
 entry:
-  %rows = load ptr, ptr %devs, align 8
-  %np = getelementptr i8, ptr %devs, i64 8
+  %rows = load ptr, ptr %tab, align 8
+  %np = getelementptr i8, ptr %tab, i64 8
   %n = load i64, ptr %np, align 8
   br label %head
 head:
@@ -677,10 +679,10 @@ head:
   %more = icmp ult i64 %i, %n
   br i1 %more, label %body, label %none
 body:
-  %off = mul i64 %i, {db}
+  %off = mul i64 %i, %stride
   %row = getelementptr i8, ptr %rows, i64 %off
-  %x = load i32, ptr %row, align 4
-  %eq = icmp eq i32 %x, %ifx
+  %y = load i32, ptr %row, align 4
+  %eq = icmp eq i32 %y, %x
   br i1 %eq, label %found, label %next
 next:
   %i1 = add i64 %i, 1
@@ -691,30 +693,16 @@ none:
   ret i64 -1
 }}
 
+define internal i64 @fib_dev(ptr %devs, i32 %ifx) nounwind {{
+  %r = call i64 @fib_find(ptr %devs, i64 {db}, i32 %ifx)
+  ret i64 %r
+}}
+
 define internal i1 @fib_has_table(ptr %words, i64 %which, i32 %t) nounwind {{
-entry:
   %wp = getelementptr i8, ptr %words, i64 %which
-  %tabs = load ptr, ptr %wp, align 8
-  %npp = getelementptr i8, ptr %wp, i64 8
-  %n = load i64, ptr %npp, align 8
-  br label %head
-head:
-  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
-  %more = icmp ult i64 %i, %n
-  br i1 %more, label %body, label %none
-body:
-  %off = mul i64 %i, 4
-  %tp = getelementptr i8, ptr %tabs, i64 %off
-  %x = load i32, ptr %tp, align 4
-  %eq = icmp eq i32 %x, %t
-  br i1 %eq, label %found, label %next
-next:
-  %i1 = add i64 %i, 1
-  br label %head
-found:
-  ret i1 true
-none:
-  ret i1 false
+  %r = call i64 @fib_find(ptr %wp, i64 4, i32 %t)
+  %has = icmp sge i64 %r, 0
+  ret i1 %has
 }}
 
 ; fib_table_lookup over the IPv4 rows of tables t1/t2: the row, or -1..-3 for a
