@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -144,6 +145,11 @@ class FwdTable:
 
     def __init__(self) -> None:
         self.stale = True
+        # Threaded NAPI polls call in from several threads: one remakes the tables
+        # while the others keep the previous (consistent) ones, and the per-CPU and
+        # per-device caches are filled under the same lock, so none is made from
+        # tables a remake is replacing.
+        self._lock = threading.Lock()
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
         self.generic: tuple[Any, ...] = ()
@@ -160,12 +166,17 @@ class FwdTable:
         transmit rings left to the Python path (``ok`` 2: a ring has one producer),
         and so is a generic 4 (its copy takes a page of a pool another thread may be
         using). A veth's ``xdp_ring`` takes frames from any thread under its lock."""
-        ok, mtu, stats, wire, veth, err = self.arrays(devices, generic=generic)
+        self.arrays(devices, generic=generic)
         t = self._unlocked.get((cpu, generic))
-        if t is None:
+        if t is not None:
+            return t
+        with self._lock:
+            ok, mtu, stats, wire, veth, err = self.generic if generic else self.tables
             u_ok = ok.copy()
             u_stats = np.zeros_like(stats)
             for i, d in devices.items():
+                if i >= len(u_ok):
+                    continue  # added after these tables: the next call remakes them
                 if generic and u_ok[i] == 4:
                     u_ok[i] = 3
                 elif not generic and u_ok[i] == 1 and d.xmit_wires:
@@ -185,7 +196,9 @@ class FwdTable:
         self.arrays(devices, generic=True)
         key = (ifindex, cpu if napi_unlocked is not None else -1)
         t = self._generic_for.get(key)
-        if t is None:
+        if t is not None:
+            return t
+        with self._lock:
             ok = self.generic[0].copy()
             for i, gp in self._g4.items():
                 if (napi_unlocked is not None
@@ -197,98 +210,105 @@ class FwdTable:
     def arrays(self, devices: Mapping[int, Any], *,
                generic: bool = False) -> tuple[Any, ...]:
         """(ok, mtu, stats, wire, veth, err), remade first if a device changed."""
-        if self.stale:
-            # The native loop's columns (it reads the veth table in place).
-            from pyxdp.net.napi_native import (
-                PT_COLS,
-                VETH_COLS,
-                VETH_CUR,
-                VETH_MAX,
-                VETH_PT,
-                VETH_RING,
-                VETH_SIZE,
-                pool_row,
-            )
-
-            def veth_row(row: Any, peer: Any, backlog: bool = False) -> None:
-                """``row`` of a veth table: the peer's first queue's xdp_ring and pool
-                (``backlog``: an skb's target, whose ring is polled with or without
-                NAPI, as a backlog is)."""
-                rq = peer.rx[0]
-                row[VETH_RING] = rq.ring.cols.ctypes.data
-                row[VETH_CUR] = rq.ring.cur.words.ctypes.data
-                row[VETH_SIZE] = rq.ring.size
-                row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled or backlog else -1
-                if not rq.pool.destroyed:
-                    row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
-            self.stale = False  # first: a change while remaking marks it again
-            self._g4 = {}
-            self._generic_for = {}
-            self._unlocked = {}
-            nif = max(devices) + 1
-            ok = np.zeros(nif, np.uint8)
-            mtu = np.zeros(nif, np.int64)
-            stats = np.zeros(nif, np.int64)
-            wire = np.zeros(nif, np.int64)
-            veth = np.zeros((nif, VETH_COLS), np.int64)
-            g_ok = np.zeros(nif, np.uint8)
-            g_mtu = np.zeros(nif, np.int64)
-            g_stats = np.zeros(nif, np.int64)
-            g_peer = np.zeros(nif, np.int64)
-            g_veth = np.zeros((nif, VETH_COLS), np.int64)
-            # No device at an ifindex: EINVAL (dev_get_by_index, an empty entry).
-            err = np.full(nif, errno.EINVAL, np.int64)
-            g_err = np.full(nif, errno.EINVAL, np.int64)
-            for i, d in devices.items():
-                err[i] = (0 if d.up and d.xdp_features & 4 else errno.ENETDOWN
-                          if d.xdp_features & 4 else errno.EOPNOTSUPP)
-                g_err[i] = 0 if d.up else errno.ENETDOWN
-                g_stats[i] = d.stats.words.ctypes.data
-                g_mtu[i] = d.mtu + FWD_OVERHEAD
-                gp = d.peer if d.kind == "veth" else None
-                if not d.up:
-                    pass  # 0: xdp_ok_fwd_dev refuses it
-                elif d.kind == "nic" and not d.wire and not d.xmit_wires and i != 1:
-                    g_ok[i] = 1
-                elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is None
-                        and gp.xdp_generic is None):
-                    g_ok[i] = 2
-                    g_peer[i] = gp.ifindex
-                elif i == 1 and not d.wire and d.xdp_generic is None:
-                    # lo: loopback_xmit's netif_rx gives the skb to its own stack.
-                    g_ok[i] = 2
-                    g_peer[i] = i
-                elif (gp is not None and gp.up and not d.wire
-                        and (gp.xdp_prog is not None or gp.xdp_generic is not None)
-                        and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
-                    g_ok[i] = 4
-                    g_peer[i] = gp.ifindex
-                    veth_row(g_veth[i], gp, True)
-                    self._g4[i] = gp
-                elif i == 1 and not d.wire and not d.rx[0].pool.destroyed:
-                    # lo with a generic program: netif_rx onto its backlog (its rx ring).
-                    g_ok[i] = 4
-                    g_peer[i] = i
-                    veth_row(g_veth[i], d, True)
-                    self._g4[i] = d
-                else:
-                    g_ok[i] = 3
-                if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
-                    peer = d.peer if d.kind == "veth" else None
-                    native = ((d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
-                              or (peer is not None and not d.wire))
-                    ok[i] = 1 if native else 2
-                    mtu[i] = d.mtu + FWD_OVERHEAD
-                    stats[i] = d.stats.words.ctypes.data
-                    wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
-                    if peer is not None:
-                        veth_row(veth[i], peer)
-            self.tables = (ok, mtu, stats, wire, veth, err)
-            self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth,
-                         np.zeros(nif, np.int64))
-            self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth, g_err)
+        # ``tables`` empty: the first remake is under way (it clears ``stale`` first).
+        if self.stale or not self.tables:
+            with self._lock:
+                if self.stale or not self.tables:
+                    self._remake(devices)
         return self.generic if generic else self.tables
 
+    def _remake(self, devices: Mapping[int, Any]) -> None:
+        """Build the tables from ``devices`` (under :attr:`_lock`)."""
+        # The native loop's columns (it reads the veth table in place).
+        from pyxdp.net.napi_native import (
+            PT_COLS,
+            VETH_COLS,
+            VETH_CUR,
+            VETH_MAX,
+            VETH_PT,
+            VETH_RING,
+            VETH_SIZE,
+            pool_row,
+        )
+
+        def veth_row(row: Any, peer: Any, backlog: bool = False) -> None:
+            """``row`` of a veth table: the peer's first queue's xdp_ring and pool
+            (``backlog``: an skb's target, whose ring is polled with or without
+            NAPI, as a backlog is)."""
+            rq = peer.rx[0]
+            row[VETH_RING] = rq.ring.cols.ctypes.data
+            row[VETH_CUR] = rq.ring.cur.words.ctypes.data
+            row[VETH_SIZE] = rq.ring.size
+            row[VETH_MAX] = peer.mtu + FWD_OVERHEAD if peer.napi_enabled or backlog else -1
+            if not rq.pool.destroyed:
+                row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
+        self.stale = False  # first: a change while remaking marks it again
+        g4: dict[int, Any] = {}
+        nif = max(devices) + 1
+        ok = np.zeros(nif, np.uint8)
+        mtu = np.zeros(nif, np.int64)
+        stats = np.zeros(nif, np.int64)
+        wire = np.zeros(nif, np.int64)
+        veth = np.zeros((nif, VETH_COLS), np.int64)
+        g_ok = np.zeros(nif, np.uint8)
+        g_mtu = np.zeros(nif, np.int64)
+        g_stats = np.zeros(nif, np.int64)
+        g_peer = np.zeros(nif, np.int64)
+        g_veth = np.zeros((nif, VETH_COLS), np.int64)
+        # No device at an ifindex: EINVAL (dev_get_by_index, an empty entry).
+        err = np.full(nif, errno.EINVAL, np.int64)
+        g_err = np.full(nif, errno.EINVAL, np.int64)
+        for i, d in devices.items():
+            err[i] = (0 if d.up and d.xdp_features & 4 else errno.ENETDOWN
+                      if d.xdp_features & 4 else errno.EOPNOTSUPP)
+            g_err[i] = 0 if d.up else errno.ENETDOWN
+            g_stats[i] = d.stats.words.ctypes.data
+            g_mtu[i] = d.mtu + FWD_OVERHEAD
+            gp = d.peer if d.kind == "veth" else None
+            if not d.up:
+                pass  # 0: xdp_ok_fwd_dev refuses it
+            elif d.kind == "nic" and not d.wire and not d.xmit_wires and i != 1:
+                g_ok[i] = 1
+            elif (gp is not None and gp.up and not d.wire and gp.xdp_prog is None
+                    and gp.xdp_generic is None):
+                g_ok[i] = 2
+                g_peer[i] = gp.ifindex
+            elif i == 1 and not d.wire and d.xdp_generic is None:
+                # lo: loopback_xmit's netif_rx gives the skb to its own stack.
+                g_ok[i] = 2
+                g_peer[i] = i
+            elif (gp is not None and gp.up and not d.wire
+                    and (gp.xdp_prog is not None or gp.xdp_generic is not None)
+                    and gp.rx[0].xsk is None and not gp.rx[0].pool.destroyed):
+                g_ok[i] = 4
+                g_peer[i] = gp.ifindex
+                veth_row(g_veth[i], gp, True)
+                g4[i] = gp
+            elif i == 1 and not d.wire and not d.rx[0].pool.destroyed:
+                # lo with a generic program: netif_rx onto its backlog (its rx ring).
+                g_ok[i] = 4
+                g_peer[i] = i
+                veth_row(g_veth[i], d, True)
+                g4[i] = d
+            else:
+                g_ok[i] = 3
+            if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
+                peer = d.peer if d.kind == "veth" else None
+                native = ((d.kind == "nic" and not d.wire and i != 1) or d.xmit_wires
+                          or (peer is not None and not d.wire))
+                ok[i] = 1 if native else 2
+                mtu[i] = d.mtu + FWD_OVERHEAD
+                stats[i] = d.stats.words.ctypes.data
+                wire[i] = d.xmit_wires[0] if d.xmit_wires else 0
+                if peer is not None:
+                    veth_row(veth[i], peer)
+        # ``tables`` last: a caller that finds it set finds the rest set too.
+        self.generic = (g_ok, g_mtu, g_stats, g_peer, g_veth, g_err)
+        self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth,
+                     np.zeros(nif, np.int64))
+        # The caches of the previous tables go with them.
+        self._g4, self._generic_for, self._unlocked = g4, {}, {}
+        self.tables = (ok, mtu, stats, wire, veth, err)
 
 class DevmapEgress:
     """The devmap programs one native call may run: a row per program with its JIT
