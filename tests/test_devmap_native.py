@@ -36,20 +36,24 @@ BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 # The egress program: counts runs per egress_ifindex (xdp_md offset 20), then the
 # payload picks the verdict (:func:`pyxdp.testing.programs.verdict_by_payload`).
 EGRESS = verdict_by_payload(20)
+# The same counting atomically (``lock xadd``), for egress runs on two CPUs at once.
+EGRESS_ATOMIC = EGRESS.replace("    r1 = *(u64 *)(r0 +0)\n    r1 += 1\n    *(u64 *)(r0 +0) = r1\n",
+                               "    r1 = 1\n    lock *(u64 *)(r0 +0) += r1\n")
+assert EGRESS_ATOMIC != EGRESS
 
 
 DEVMAP = int(BpfMapType.BPF_MAP_TYPE_DEVMAP)
 DEVMAP_HASH = int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH)
 
 
-def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
+def _spec(flags: int, map_type: int = DEVMAP, egress: str = EGRESS) -> CollectionSpec:
     maps = [MapSpec("ports", map_type, 4, 8, 4),
             MapSpec("seen", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 4)]
     progs = {}
     for name, section, attach, text in (
             ("ingress", "xdp", XDP, redirect_by_payload(flags)),
-            ("egress", "xdp/devmap", DEVMAP_ATTACH, EGRESS),
-            ("egress2", "xdp/devmap", DEVMAP_ATTACH, EGRESS)):
+            ("egress", "xdp/devmap", DEVMAP_ATTACH, egress),
+            ("egress2", "xdp/devmap", DEVMAP_ATTACH, egress)):
         one = asm_collection(text, maps).programs["t"]
         progs[name] = dataclasses.replace(one, name=name, section=section,
                                           expected_attach_type=attach)
@@ -58,14 +62,17 @@ def _spec(flags: int, map_type: int = DEVMAP) -> CollectionSpec:
 
 
 def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
-         map_type: int = DEVMAP) -> tuple[object, ...]:
-    with Host(tracer=Tracer(), engine="jit", native=native) as h:
-        eth0 = h.add_device("eth0")
+         map_type: int = DEVMAP, threaded: bool = False) -> tuple[object, ...]:
+    """``threaded``: eth0 has two rx queues (CPUs 0 and 1), each with ``count`` frames,
+    polled by threaded NAPI; the egress programs count atomically."""
+    with Host(tracer=Tracer(), engine="jit", native=native, threaded_napi=threaded) as h:
+        eth0 = h.add_device("eth0", rx_queues=2 if threaded else 1)
         eth1 = h.add_device("eth1")
         eth2 = h.add_device("eth2")
         eth3 = h.add_device("eth3", mtu=1000)
         # The egress program faults on purpose (Linux's verifier would refuse it).
-        coll = h.load(_spec(flags, map_type), verify=False)
+        coll = h.load(_spec(flags, map_type, EGRESS_ATOMIC if threaded else EGRESS),
+                      verify=False)
         ports = coll.maps["ports"]
         # "progs": slot 0 without a program, 1 and 2 one program on two devices, 3
         # another one on the ingress device. "bcast": a program on slot 3 only (the
@@ -84,8 +91,10 @@ def _run(native: bool, flags: int, *, layout: str = "progs", count: int = 1500,
             ports[3] = struct.pack("<Ii", eth0.ifindex, egress2)
         eth0.attach_xdp(coll.programs["ingress"])
         # the 1400-byte frames are too long for eth3's MTU
-        eth0.rx[0].source = TrafficGenerator(packets=frames_by_payload(), count=count)
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=count)
         h.run()
+        assert {rq.ctx.cpu for rq in eth0.rx} == ({0, 1} if threaded else {0})
         tr = h.tracer
         mid = ports.handle.id  # ids differ between hosts: named -1
 
@@ -170,6 +179,89 @@ def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, def
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     _run(True, flags, layout=layout, count=960, map_type=map_type)
     assert sum(seen) == deferred
+
+
+@pytest.mark.parametrize(("layout", "flags", "map_type"), [
+    ("progs", 0, DEVMAP),
+    ("progs", BPF_F_BROADCAST, DEVMAP_HASH),
+    ("bcast", BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, DEVMAP),
+])
+def test_lockless_devmap_redirects_native_is_python(layout: str, flags: int, map_type: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI, two queues on CPUs 0 and 1: a program whose maps are a devmap (or
+    devmap_hash) and an array polls without the host lock, and its devmap redirects -
+    entry programs (on each CPU's engine), broadcasts (clones from the system
+    allocator, under its lock), -EMSGSIZE - stay in the native loop: nothing is
+    handed to the Python dispatch, and counters, tracepoints, maps, page pools and
+    the system allocator end as on the Python path."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        seen.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    native = _run(True, flags, layout=layout, count=960, map_type=map_type, threaded=True)
+    assert sum(seen) == 0
+    monkeypatch.undo()
+    python = _run(False, flags, layout=layout, count=960, map_type=map_type, threaded=True)
+    assert native == python
+
+
+def test_lockless_polls_broadcast_into_one_veth_concurrently(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI: a NIC's two queues (CPUs 0 and 1, polled at once without the host
+    lock) broadcast every frame into one devmap: a clone to a NIC (from the system
+    allocator, both threads allocating under its lock), the frame itself to a veth
+    whose peer's poll (lockless too, on CPU 0's thread) takes the clones and frames
+    off its xdp_ring and frees them into their memories meanwhile. All native, exact:
+    the NIC sends every clone (counted in its row for each CPU), the veth sends or
+    drops every frame, the peer's stack gets every one sent, every clone page comes
+    back to the allocator and every pool's pages balance (checked at the close)."""
+    from pyxdp.net import napi
+
+    deferred: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        deferred.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    count = 1500
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
+        eth1 = h.add_device("eth1")
+        v0, v1 = h.veth("veth0", "veth1")
+        coll = h.load(_spec(BPF_F_BROADCAST), verify=False)
+        v1.attach_xdp(h.load(asm_collection("r0 = 2\nexit", [])).programs["t"])
+        coll.maps["ports"][0] = struct.pack("<Ii", eth1.ifindex, 0)
+        coll.maps["ports"][1] = struct.pack("<Ii", v0.ifindex, 0)
+        eth0.attach_xdp(coll.programs["ingress"])
+        assert napi._parallel_ok(coll.programs["ingress"].handle)
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=[p[:200] for p in frames_by_payload()[:48]],
+                                         count=count)
+        h.run()
+        assert {rq.ctx.cpu for rq in eth0.rx} == {0, 1}
+        assert sum(deferred) == 0
+        assert eth1.stats.tx_packets == 2 * count
+        assert all(r.tx_packets for r in eth1.cpu_stats)
+        xmit = {k: list(v) for k, v in h.tracer.xdp_devmap_xmit.counters.items()}
+        sent = sum(v[1] for k, v in xmit.items() if k[1] == v0.ifindex)
+        drops = sum(v[2] for k, v in xmit.items() if k[1] == v0.ifindex)
+        assert sent + drops == 2 * count and sent > 0
+        assert v0.stats.tx_packets == sent == v1.stats.xdp_pass == h.stack.per_device[
+            v1.ifindex]
+        assert eth0.stats.xdp_redirect == 2 * count
+        system = h.memmap.system
+        assert system.allocated == system.freed == 2 * count
+        assert system.nr_free == len(system.refcount)
 
 
 def test_broadcast_to_one_device_twice_fills_one_bulk_queue() -> None:

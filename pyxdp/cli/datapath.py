@@ -115,14 +115,17 @@ def mpps_cpumap(frames: int, list_delivery: bool, *, threaded: bool = False) -> 
 
 
 def mpps_workers(obj: str | Path | CollectionSpec, workers: int, frames: int, *,
-                 section: str | None = None) -> float:
+                 section: str | None = None,
+                 setup: Callable[[Host, NetDevice, Collection], None] | None = None) -> float:
     """Mpps of ``frames`` through a NIC with ``workers`` rx queues, each filled by its
     own generator and polled by threaded NAPI on a CPU of its own (RSS spreading
-    flows over queues, one NAPI thread per CPU)."""
+    flows over queues, one NAPI thread per CPU); ``setup`` as for :func:`mpps_native`."""
     with Host(tracer=Tracer(), threaded_napi=True, nr_cpus=max(workers, 1)) as h:
         eth = h.add_device("eth0", rx_queues=workers)
         coll = h.load(obj)
         eth.attach_xdp(_program(coll, section))
+        if setup is not None:
+            setup(h, eth, coll)
         for q in range(workers):
             eth.rx[q].source = TrafficGenerator(packets=[DEFAULT_PACKET],
                                                 count=frames // workers)

@@ -319,9 +319,11 @@ class DevmapEgress:
     ``fault[k, ifindex]`` = (faults, the first one's status word, pc and
     address, the first invalid verdict + 1)."""
 
-    def __init__(self, progs: Sequence[_Prog], ifindex: int, nif: int) -> None:
+    def __init__(self, progs: Sequence[_Prog], ifindex: int, nif: int,
+                 engines: Sequence[Any]) -> None:
         k, n = len(progs), DEV_MAP_BULK_SIZE
         self.progs = list(progs)
+        self.engines = list(engines)  # each program's engine the call drives
         self.ids = np.array([p.id for p in progs], np.int64)
         self.fn = np.zeros(k, np.int64)
         self.ctx = np.zeros(k, np.int64)
@@ -381,9 +383,8 @@ class DevmapEgress:
         zero-copy frames' order-0 pages) and the page pools of xdp_frames other
         devices queued on a veth (bulk entries tagged with their memory)."""
         with ExitStack() as stack:
-            for i, p in enumerate(self.progs):
-                fn, ctx_addr = stack.enter_context(p.vm.driver(ctx, pages, self.ios[i],
-                                                               others))
+            for i, e in enumerate(self.engines):
+                fn, ctx_addr = stack.enter_context(e.driver(ctx, pages, self.ios[i], others))
                 self.fn[i], self.ctx[i] = fn, ctx_addr
             yield
 
@@ -404,7 +405,8 @@ class DevmapEgress:
                             "allowed there (bpf_warn_invalid_xdp_action)", p.spec.name, first)
             target = devices.get(int(ifx))
             if f[0] and target is not None and len(target.faults) < max_faults:
-                fault = p._with_source(p.vm.render_fault(int(f[1]), int(f[2]), int(f[3])))
+                fault = p._with_source(self.engines[k].render_fault(int(f[1]), int(f[2]),
+                                                                    int(f[3])))
                 target.faults.append(f"{target.name} devmap egress: {p.spec.name}: {fault} "
                                      f"-> XDP_ABORTED")
                 log.warning("%s", target.faults[-1])

@@ -133,7 +133,7 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
     prog = dev.xdp_prog
     if prog is not None and _native_ok(rq, prog) and (
             len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF
-            or _frame_memory(rq, prog) is not None):
+            or _frame_memory(rq) is not None):
         done = _native_poll(rq, prog, budget)
         if done or not len(rq.ring) or rq.ring.peek_kind() == KIND_BUFF:
             return done
@@ -506,14 +506,15 @@ class _NativeState:
         rq.retired_polls += int(self.ctl[C.POLLS])
         self.ctl[C.POLLS] = 0
 
-    def tables(self, host: Host, nif: int, vm: Any, local: bool) -> _Tables:
+    def tables(self, host: Host, nif: int, vm: Any, cpu: int | None) -> _Tables:
         """The call's devmap tables: kept from the last call unless a devmap was
-        written, the devices changed in number or the engine is another one."""
-        dms = [] if local else self.devmaps
-        key = (nif, vm, local, tuple(m.gen for m in dms))
+        written, the devices changed in number or the engine is another one. ``cpu``:
+        the CPU of a call without the host lock (None: with it)."""
+        dms = self.devmaps
+        key = (nif, vm, cpu, tuple(m.gen for m in dms))
         t = self._tables
         if t is None or t.key != key:
-            t = self._tables = _Tables(key, host, dms, nif, vm, self.ifindex,
+            t = self._tables = _Tables(key, host, dms, nif, vm, self.ifindex, cpu,
                                        self.counts.tables(dms, nif))
             self.counts.egress.append(t.egress)
         return t
@@ -538,7 +539,7 @@ class _Tables:
     and ``xdp_devmap_xmit`` counts (kept by :class:`_NativeCounts`)."""
 
     def __init__(self, key: object, host: Host, dms: Sequence[DevMap | DevMapHash], nif: int,
-                 vm: Any, ifindex: int, counts: tuple[I64, I64]) -> None:
+                 vm: Any, ifindex: int, cpu: int | None, counts: tuple[I64, I64]) -> None:
         self.key = key
         self.dms = list(dms)
         self.dm_ids = np.array([m.id for m in dms], np.int64)
@@ -555,10 +556,16 @@ class _Tables:
         ids = sorted({int(p) for m in dms for p in np.unique(m.entries[:, 1]).tolist() if p})
         # Devmap programs the native loop runs itself: JIT programs other than the
         # polling one (a driven engine runs one batch at a time), on their engine of
-        # CPU 0 as the Python path runs them.
+        # CPU 0 as the Python path runs them; in a call without the host lock those
+        # that may run on several CPUs at once (napi._parallel_ok), on their engine of
+        # the call's CPU (dev_map_bpf_prog_run runs on the CPU that flushes).
         progs = [p for p in (host.program_by_id(i) for i in ids)
-                 if p is not None and p.engine == "jit" and p.vm is not vm and not p._depth]
-        self.egress = DevmapEgress(progs, ifindex, nif)
+                 if p is not None and p.engine == "jit" and not p._depth
+                 and (cpu is None or _parallel_ok(p))]
+        engines = [p.vm if cpu is None else p.engine_for(cpu) for p in progs]
+        keep = [k for k, e in enumerate(engines) if e is not vm]
+        self.egress = DevmapEgress([progs[k] for k in keep], ifindex, nif,
+                                   [engines[k] for k in keep])
         # One bulk queue per device (bq_enqueue's dev->xdp_bulkq), whatever entries
         # name it: its frames' columns, its count and program (napi_native.BQ_*).
         from pyxdp.net.napi_native import BQ_COLS, BQ_WORDS
@@ -629,9 +636,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ctl[:C.INVALID_ACT] = 0
     # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
     # lock when it touches only its queue's records and per-CPU state: the program's
-    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), no tail calls;
-    # its redirects to devices count into the targets' rows for its CPU, the rest go
-    # to the (locked) Python dispatch.
+    # maps are arrays (per-CPU or not, as the kernel's lock-free ones) or device maps,
+    # no tail calls; its redirects to devices go into its own bulk queues and count
+    # into the targets' rows for its CPU (devmap egress programs run on its CPU's
+    # engines), the rest go to the (locked) Python dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
     xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
@@ -684,16 +692,16 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         peer: NetDevice | None = getattr(dev, "peer", None)
         tx_ok = int(dev.up and ((dev.kind == "nic" and not dev.wire) or tx_wire != 0
                                 or (peer is not None and own == 1)))
-    nt = st.tables(host, len(tgt[0]), vm, parallel)
+    cpu = rq.ctx.cpu if parallel else None
+    nt = st.tables(host, len(tgt[0]), vm, cpu)
     cm, cm_rts = st.cpumap_args(host, parallel)
     io = st.io
     # xdp_frames other devices queued here (veth_xdp_rcv_one): in this pool, the
     # system allocator or another page pool (the host's, in a table).
     system = host.memmap.system
     # With threaded NAPI too: their pages go back into other pools' rings under each
-    # pool's lock, and never into another pool's alloc cache (veth_poll's no_direct);
-    # a call without the host lock leaves the system allocator's to the Python path
-    # (its redirects go there anyway).
+    # pool's lock, and never into another pool's alloc cache (veth_poll's no_direct),
+    # and the system allocator's under its lock.
     fon = not (generic or rq.xsk is not None)
     pools = st.pool_table(host, pool) if fon else ()
     others = (system.pages, *(p.pages for p in pools)) if fon else ()
@@ -702,8 +710,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     lock = _NO_LOCK if parallel else host.lock
     lock.acquire()
     try:
+        # Devmap programs: on the device's first queue's context as the Python path
+        # runs them, or without the host lock on the call's own (its CPU's).
         with vm.driver(rq.ctx, pool.pages, io, others) as (fn, ctx_addr), \
-                nt.egress.driven(dev.rx[0].ctx, pool.pages, others or (system.pages,)):
+                nt.egress.driven(dev.rx[0].ctx if cpu is None else rq.ctx, pool.pages,
+                                 others or (system.pages,)):
             done = native_polls(
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
@@ -713,7 +724,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host, bool(nt.dms) or (generic and bool(cm_rts))
-                              or (fon and not parallel))),
+                              or fon)),
                 _xsk_args(xsk),
                 (*_stack_args(host, dev, rq, generic), _peer_records(host, rq)), cm,
                 (ctl, st.counts.cnt, st.defer))
@@ -761,13 +772,17 @@ class _NoLock:
 
 
 _NO_LOCK = _NoLock()
-_PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY))
+_PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY),
+                  int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
 
 
 def _parallel_ok(prog: XdpProg) -> bool:
     """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
     lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel), it makes no tail calls (their targets' run state is shared),
+    the kernel) or device maps (a program only reads those: lookups and
+    ``bpf_redirect_map``; the redirect's bulk queues are the call's own, its
+    targets' counters per CPU, their rings and the pages' memories taken under their
+    locks), it makes no tail calls (their targets' run state is shared),
     allocates no objects (the arena's free lists are not atomic) and calls no kfunc or
     helper whose native twin changes a namespace table (conntrack, xfrm, a listener's
     SYN queue overflow stamp: not atomic either)."""
@@ -871,7 +886,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     system = host.memmap.system
     pool = rq.pool
     tgt = host.fwd.arrays(host.devices)
-    nt = st.tables(host, len(tgt[0]), prog.vm, False)
+    nt = st.tables(host, len(tgt[0]), prog.vm, None)
     host.lock.acquire()
     try:
         with prog.vm.driver(rq.ctx, region.pages, io) as (fn, ctx_addr), \
@@ -901,14 +916,14 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
     return int(done)
 
 
-def _frame_memory(rq: NetdevRxQueue, prog: XdpProg) -> PageMemory | None:
+def _frame_memory(rq: NetdevRxQueue) -> PageMemory | None:
     """The memory of the xdp_frame at the head of ``rq``'s ring when the native loop
     can take it (veth_xdp_rcv_one natively): a single-buffer frame in the queue's
     page pool, in the system allocator or in another live page pool of the same
     page size, on a queue without zero-copy AF_XDP; else None. With threaded NAPI
     other pools' polls run beside this one: their rings take the pages back under
-    their locks; a poll without the host lock leaves the system allocator's pages
-    (clones, order-0 copies: that allocator has no lock) to the Python path."""
+    their locks, the system allocator its pages (clones, order-0 copies) under its
+    own."""
     if not len(rq.ring) or rq.ring.peek_kind() != KIND_FRAME or rq.xsk is not None:
         return None
     host = rq.dev.host
@@ -916,10 +931,8 @@ def _frame_memory(rq: NetdevRxQueue, prog: XdpProg) -> PageMemory | None:
         mem = host.memmap.find(int(rq.ring.cols[0, rq.ring.cur.head]))
     except PageAccountingError:
         return None  # the Python path reports it
-    if mem is rq.pool:
+    if mem is rq.pool or mem is host.memmap.system:
         return mem
-    if mem is host.memmap.system:
-        return None if host.threaded_napi and _parallel_ok(prog) else mem
     if (isinstance(mem, PagePool) and not mem.destroyed
             and mem.pages.shape[1] == rq.pool.pages.shape[1]):
         return mem

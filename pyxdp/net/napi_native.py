@@ -170,9 +170,9 @@ from pyxdp.net.page_pool import (
     PAGE_SIZE,
     PP_ALLOC_CACHE_REFILL,
     PP_ALLOC_CACHE_SIZE,
-    AllocState,
     PoolState,
 )
+from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.page_pool_native import _alloc, _put_ring
 from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
 from pyxdp.net.source import GenState
@@ -344,9 +344,6 @@ XSKMAP = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 BPF_F_BROADCAST = int(RedirectFlag.BPF_F_BROADCAST)
 BPF_F_EXCLUDE_INGRESS = int(RedirectFlag.BPF_F_EXCLUDE_INGRESS)
 MEM_TYPE_PAGE_ORDER0 = int(XdpMemType.MEM_TYPE_PAGE_ORDER0)
-A_NFREE = AllocState.index("nr_free")
-A_ALLOCATED = AllocState.index("allocated")
-A_FREED = AllocState.index("freed")
 assert XDP_TX_BULK_SIZE == DEV_MAP_BULK_SIZE
 ENOMEM = errno.ENOMEM  # a copy-mode socket found no fill buffer
 ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
@@ -1170,15 +1167,9 @@ def _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta, tag):  # type: ignore[
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _put_page(sysm, row):  # type: ignore[no-untyped-def]
-    """``put_page`` of an order-0 page of the system allocator (freed with the last
-    reference, onto the top of its free stack)."""
+    """``put_page`` of an order-0 page of the system allocator (under its lock)."""
     _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
-    rc = aref[row] - 1
-    aref[row] = rc
-    if rc == 0:
-        afree[ast[A_NFREE]] = row
-        ast[A_NFREE] += 1
-        ast[A_FREED] += 1
+    put_page_ir(ast, afree, aref, row)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1193,18 +1184,10 @@ def _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached):  # t
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _sys_alloc(sysm):  # type: ignore[no-untyped-def]
-    """``alloc_page`` from the system allocator: a row with one reference, or -1 when
-    memory ran out."""
+    """``alloc_page`` from the system allocator (under its lock): a row with one
+    reference, or -1 when memory ran out."""
     _pages, _w32, _q64, _base, ast, afree, aref, _pfn = sysm
-    nf = ast[A_NFREE]
-    if nf == 0:
-        return -1
-    nf -= 1
-    row = afree[nf]
-    ast[A_NFREE] = nf
-    ast[A_ALLOCATED] += 1
-    aref[row] = 1
-    return row
+    return alloc_page_ir(ast, afree, aref)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -68,8 +68,8 @@ import numpy.typing as npt
 from numpy.typing import NDArray
 
 from pyxdp.errors import PyxdpError
-from pyxdp.net.pool_state import PoolState
-from pyxdp.net.record import Alias, Field, Record
+from pyxdp.net.pool_state import AllocState, PoolState
+from pyxdp.net.record import Alias
 
 __all__ = [
     "DIRECT_MAP_BASE",
@@ -396,17 +396,6 @@ class PageMemory:
                 f"{'...' if out.size > 8 else ''})", pages=out[:64].tolist(), owner=self.name)
 
 
-class AllocState(Record):
-    """A page allocator's scalars, one record for Python and native code (the native
-    poll loop clones broadcast frames into these pages and frees them at tx
-    completion): free pages (the top of the free stack), pages handed out and
-    pages freed, ever."""
-
-    nr_free = Field()
-    allocated = Field()
-    freed = Field()
-
-
 class PageAllocator(PageMemory):
     """Refcounted order-0 pages: ``alloc_page``, ``get_page``, ``put_page``.
 
@@ -441,32 +430,54 @@ class PageAllocator(PageMemory):
     def nr_free(self) -> int:
         return self._nfree
 
+    def _lock(self) -> None:
+        """The allocator's lock (:mod:`pyxdp.net.page_pool_lock`): native polls on other
+        CPUs allocate and free here while Python does."""
+        from pyxdp.net.page_pool_lock import alloc_lock  # numba: only once used
+        alloc_lock(self.state.words)
+
+    def _unlock(self) -> None:
+        from pyxdp.net.page_pool_lock import alloc_unlock
+        alloc_unlock(self.state.words)
+
     def alloc_page(self) -> int | None:
         """``alloc_page``: a pfn with refcount 1, or ``None`` when memory is exhausted."""
-        if not self._nfree:
-            return None
-        self._nfree -= 1
-        loc = self._free_a[self._nfree]
-        self.refcount[loc] = 1
-        self.allocated += 1
+        self._lock()
+        try:
+            if not self._nfree:
+                return None
+            self._nfree -= 1
+            loc = self._free_a[self._nfree]
+            self.refcount[loc] = 1
+            self.allocated += 1
+        finally:
+            self._unlock()
         return self.pfn_base + loc
 
     def alloc_pages_bulk(self, n: int) -> NDArray[np.int64]:
         """``alloc_pages_bulk``: up to ``n`` pages (fewer when memory runs out)."""
-        k = min(n, self._nfree)
-        loc = self._free[self._nfree - k:self._nfree][::-1].copy()
-        self._nfree -= k
-        self.refcount[loc] = 1
-        self.allocated += k
+        self._lock()
+        try:
+            k = min(n, self._nfree)
+            loc = self._free[self._nfree - k:self._nfree][::-1].copy()
+            self._nfree -= k
+            self.refcount[loc] = 1
+            self.allocated += k
+        finally:
+            self._unlock()
         return loc + self.pfn_base
 
     def get_page(self, pfn: int) -> None:
         """``get_page``: take another reference to an allocated page."""
         loc = self._local1(pfn)
-        if self.strict and self.refcount[loc] <= 0:
-            raise PageAccountingError(f"get_page on free page {pfn:#x}", pages=(pfn,),
-                                      owner=self.name)
-        self.refcount[loc] += 1
+        self._lock()
+        try:
+            if self.strict and self.refcount[loc] <= 0:
+                raise PageAccountingError(f"get_page on free page {pfn:#x}", pages=(pfn,),
+                                          owner=self.name)
+            self.refcount[loc] += 1
+        finally:
+            self._unlock()
 
     def page_ref_count(self, pfn: int) -> int:
         return int(self.refcount[self._local1(pfn)])
@@ -474,17 +485,21 @@ class PageAllocator(PageMemory):
     def put_page(self, pfn: int) -> None:
         """``put_page``: drop one reference; the page is freed with the last one."""
         loc = self._local1(pfn)
-        rc = int(self.refcount[loc]) - 1
-        if rc < 0:
-            # Without strict mode this still has to stop: a negative count
-            # would hand the page out twice.
-            raise PageAccountingError(f"double free: page {pfn:#x} is already free",
-                                      pages=(pfn,), owner=self.name)
-        self.refcount[loc] = rc
-        if rc == 0:
-            self._free_a[self._nfree] = loc
-            self._nfree += 1
-            self.freed += 1
+        self._lock()
+        try:
+            rc = int(self.refcount[loc]) - 1
+            if rc < 0:
+                # Without strict mode this still has to stop: a negative count
+                # would hand the page out twice.
+                raise PageAccountingError(f"double free: page {pfn:#x} is already free",
+                                          pages=(pfn,), owner=self.name)
+            self.refcount[loc] = rc
+            if rc == 0:
+                self._free_a[self._nfree] = loc
+                self._nfree += 1
+                self.freed += 1
+        finally:
+            self._unlock()
 
     def put_pages(self, pfns: npt.ArrayLike) -> None:
         """Vector ``put_page``: one reference dropped per entry (repeats allowed)."""
@@ -492,16 +507,20 @@ class PageAllocator(PageMemory):
         if not loc.size:
             return
         uniq, counts = np.unique(loc, return_counts=True)
-        rc = self.refcount[uniq].astype(_I64) - counts
-        if (rc < 0).any():
-            bad = self.pfns(uniq[rc < 0])
-            raise PageAccountingError(f"double free: {_fmt_pfns(bad)} already free",
-                                      pages=bad[:16].tolist(), owner=self.name)
-        self.refcount[uniq] = rc
-        gone = uniq[rc == 0]
-        self._free[self._nfree:self._nfree + gone.size] = gone
-        self._nfree += gone.size
-        self.freed += gone.size
+        self._lock()
+        try:
+            rc = self.refcount[uniq].astype(_I64) - counts
+            if (rc < 0).any():
+                bad = self.pfns(uniq[rc < 0])
+                raise PageAccountingError(f"double free: {_fmt_pfns(bad)} already free",
+                                          pages=bad[:16].tolist(), owner=self.name)
+            self.refcount[uniq] = rc
+            gone = uniq[rc == 0]
+            self._free[self._nfree:self._nfree + gone.size] = gone
+            self._nfree += gone.size
+            self.freed += gone.size
+        finally:
+            self._unlock()
 
     def page_frag_free(self, addr: int) -> None:
         """``page_frag_free``: drop the reference of the page holding ``addr``."""

@@ -35,7 +35,8 @@ from numba.extending import intrinsic
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.native import njit
-from pyxdp.net.page_pool import PAGE_SIZE, AllocState
+from pyxdp.net.page_pool import PAGE_SIZE
+from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.xdp import XDP_FRAME_SIZE
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
@@ -117,9 +118,6 @@ S_RX_FULL = XdpSockState.index("rx_queue_full")
 S_FD = XdpSockState.index("fd")
 S_IFINDEX = XdpSockState.index("ifindex")
 S_QUEUE = XdpSockState.index("queue_id")
-A_NFREE = AllocState.index("nr_free")
-A_ALLOCATED = AllocState.index("allocated")
-A_FREED = AllocState.index("freed")
 # A call's trace sums: xdp_redirect_err per errno, xdp_exception of XDP_TX frames
 # that could not be converted, then xdp_redirect per target (each XSKMAP of the
 # program, then bpf_redirect_xsk's registration).
@@ -429,27 +427,14 @@ def xsk_slot(xm, sk, map_id, idx):  # type: ignore[no-untyped-def]
 def page_alloc(sysa):  # type: ignore[no-untyped-def]
     """``alloc_page``: a page row with refcount 1, or -1 when memory is exhausted."""
     st, free, ref, _pages, _addr_base = sysa
-    nf = st[A_NFREE]
-    if nf == 0:
-        return -1
-    nf -= 1
-    st[A_NFREE] = nf
-    row = free[nf]
-    ref[row] = 1
-    st[A_ALLOCATED] += 1
-    return row
+    return alloc_page_ir(st, free, ref)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def page_put(sysa, row):  # type: ignore[no-untyped-def]
     """``put_page``: the last reference frees the page (a row this call allocated)."""
     st, free, ref, _pages, _addr_base = sysa
-    rc = ref[row] - 1
-    ref[row] = rc
-    if rc == 0:
-        free[st[A_NFREE]] = row
-        st[A_NFREE] += 1
-        st[A_FREED] += 1
+    put_page_ir(st, free, ref, row)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
