@@ -7,7 +7,9 @@ import dataclasses
 import errno
 import logging
 import struct
+from collections import Counter
 
+import numpy as np
 import pytest
 
 from pyxdp.net import packets as pk
@@ -262,6 +264,63 @@ def test_lockless_polls_broadcast_into_one_veth_concurrently(
         system = h.memmap.system
         assert system.allocated == system.freed == 2 * count
         assert system.nr_free == len(system.refcount)
+
+
+def test_lockless_polls_redirect_onto_one_transmit_ring(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI: a NIC's two queues (CPUs 0 and 1, polled at once without the host
+    lock) redirect every frame through a devmap to a device with a native transmit
+    ring (an AF_XDP socket's tx ring, here in plain memory): two producers meet at
+    the ring's tx lock. All native; every frame gets a descriptor of its own (no
+    chunk given twice, none lost), published, and is counted once."""
+    from pyxdp.net import napi
+    from pyxdp.net.xsk_queue import ring_bytes
+    from pyxdp.net.xsk_wire import XskWireState
+    from pyxdp.xsk.queue import RingCons, RingProd
+
+    deferred: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        deferred.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    count, entries, chunk = 1000, 2048, 2048
+    txb = bytearray(ring_bytes(entries, "desc"))
+    cqb = bytearray(ring_bytes(entries, "addr"))
+    tx, cq = RingProd(txb, entries, "desc"), RingCons(cqb, entries, "addr")
+    umem = np.zeros(entries * chunk, np.uint8)
+    free = np.arange(entries, dtype=np.int64) * chunk
+    wire = XskWireState(txq_at=tx.q.words.ctypes.data, cq_at=cq.q.words.ctypes.data,
+                        umem_at=umem.ctypes.data, umem_size=umem.size, chunk_size=chunk,
+                        free_at=free.ctypes.data, nfree=entries, cap=entries)
+    pkts = [p[:200] for p in frames_by_payload()[:48]]
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
+        eth1 = h.add_device("eth1")
+        eth1.xmit_wires = (int(wire.words.ctypes.data),)
+        coll = h.load(_spec(0), verify=False)
+        for slot in range(4):
+            coll.maps["ports"][slot] = struct.pack("<Ii", eth1.ifindex, 0)
+        eth0.attach_xdp(coll.programs["ingress"])
+        assert h.fwd.unlocked_for(h.devices, 1)[0][eth1.ifindex] == 1  # native
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=pkts, count=count)
+        h.run()
+        assert {rq.ctx.cpu for rq in eth0.rx} == {0, 1}
+        assert sum(deferred) == 0
+        assert eth1.stats.tx_packets == 2 * count and all(r.tx_packets for r in eth1.cpu_stats)
+        xmit = [list(v) for v in h.tracer.xdp_devmap_xmit.counters.values()]
+        assert sum(v[1] for v in xmit) == 2 * count and sum(v[2] for v in xmit) == 0
+    assert wire.sent == 2 * count and wire.full == 0 and wire.nfree == entries - 2 * count
+    assert tx.producer == 2 * count
+    d = tx.read(0, 2 * count)
+    assert len(set(d["addr"].tolist())) == 2 * count  # a chunk each
+    # Each queue's generator cycles through the packets.
+    one_queue = [len(p) for p in (pkts * (count // len(pkts) + 1))[:count]]
+    assert Counter(d["len"].tolist()) == Counter(one_queue * 2)
 
 
 def test_broadcast_to_one_device_twice_fills_one_bulk_queue() -> None:

@@ -106,11 +106,12 @@ class FwdTable:
     sinks), 2 for one only the Python path sends to (a NIC or veth with wire
     sinks), 0 for none (down, no ``ndo_xdp_xmit``); ``mtu`` the longest frame it
     takes; ``stats`` its counters' address; ``wire`` the address of its first
-    transmit ring in native code (``NetDevice.xmit_wires``, 0: none, the NIC's
-    transmit is a sink); ``veth`` a veth's ``veth_xdp_xmit`` target, its peer's
-    ``xdp_ring`` (rx queue 0's ring: the address of its columns and of its cursor,
-    its size) and the longest frame the peer takes (-1: the peer has no NAPI,
-    ``-ENXIO``), all 0 for other devices. The host
+    transmit ring in native code (``NetDevice.xmit_wires``, written under its tx
+    lock; 0: none, the NIC's transmit is a sink); ``veth`` a veth's
+    ``veth_xdp_xmit`` target, its peer's ``xdp_ring`` (rx queue 0's ring: the
+    address of its columns and of its cursor, its size) and the longest frame the
+    peer takes (-1: the peer has no NAPI, ``-ENXIO``), all 0 for other devices.
+    The host
     keeps one (``Host.fwd``) and remakes it only after a device changed
     (:attr:`stale`, set by the device model), so a native call builds nothing;
     ``none`` is the same table without targets (calls that redirect in Python),
@@ -162,10 +163,11 @@ class FwdTable:
         """The targets of a call on CPU ``cpu`` that runs without the host lock (threaded
         NAPI): :attr:`tables` (``generic``: :attr:`generic`) with each device's
         counters in its row for that CPU (``NetDevice.cpu_stats``: one thread polls
-        a CPU's queues, so no two threads count into one row), a device with native
-        transmit rings left to the Python path (``ok`` 2: a ring has one producer),
-        and so is a generic 4 (its copy takes a page of a pool another thread may be
-        using). A veth's ``xdp_ring`` takes frames from any thread under its lock."""
+        a CPU's queues, so no two threads count into one row), a generic 4 left to
+        the Python path (its copy takes a page of a pool another thread may be
+        using). A veth's ``xdp_ring`` takes frames from any thread under its lock, a
+        device's native transmit ring under its tx lock
+        (:func:`pyxdp.net.xsk_wire.wire_lock`)."""
         self.arrays(devices, generic=generic)
         t = self._unlocked.get((cpu, generic))
         if t is not None:
@@ -179,8 +181,6 @@ class FwdTable:
                     continue  # added after these tables: the next call remakes them
                 if generic and u_ok[i] == 4:
                     u_ok[i] = 3
-                elif not generic and u_ok[i] == 1 and d.xmit_wires:
-                    u_ok[i] = 2
                 if stats[i]:
                     u_stats[i] = d.cpu_stats[cpu].words.ctypes.data
             t = self._unlocked[(cpu, generic)] = (u_ok, mtu, u_stats, wire, veth, err)

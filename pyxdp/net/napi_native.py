@@ -16,7 +16,8 @@ XDP batch entry on them, and acts on the verdicts:
   completion, the page back to the pool; one ``xdp_bulk_tx`` per bulk. A
   device with native transmit rings (``NetDevice.xmit_wires``: an AF_XDP
   socket of the host kernel, :mod:`pyxdp.net.xsk_wire`) gets each frame
-  copied onto its tx ring at the bulk's flush, for XDP_TX and for redirects
+  copied onto its tx ring at the bulk's flush, under the ring's tx lock
+  (polls on several CPUs send there), for XDP_TX and for redirects
   to it alike; frames its ring has no room for count as ``xdp_tx_errors``
   (XDP_TX) or as the flush's drops (redirects); on a veth whose peer has
   NAPI, XDP_TX is ``veth_xdp_tx``: the bulk goes to the veth's own
@@ -199,7 +200,7 @@ from pyxdp.net.xsk_native import (
     zc_to_frame,
 )
 from pyxdp.net.xsk_native_tx import MAX_DMA, veth_rx_page, veth_rx_queue
-from pyxdp.net.xsk_wire import W_SIZE, wire_publish, wire_xmit
+from pyxdp.net.xsk_wire import W_SIZE, wire_lock, wire_publish, wire_unlock, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import XDP_FIELDS
 
@@ -855,15 +856,17 @@ def _wire_out(wa, pages, sysm, loc, data, length):  # type: ignore[no-untyped-de
 @njit(cache=True, nogil=True, _nrt=False)
 def _wire_tx_bulk(wa, pages, w32, q64, addr_base, tx_rows, ntx):  # type: ignore[no-untyped-def]
     """The XDP_TX bulk onto wire ``wa`` (each frame's data and length from its
-    ``xdp_frame``), published; returns how many went."""
+    ``xdp_frame``), published, under the wire's tx lock; returns how many went."""
     w = i64_view(wa, 1, W_SIZE)[0]
     sent = 0
+    wire_lock(w)
     for j in range(ntx):
         loc = tx_rows[j]
         src = pages.ctypes.data + q64[loc, 0] - addr_base
         if wire_xmit(w, src, np.int64(w32[loc, 2])):
             sent += 1
     wire_publish(w)
+    wire_unlock(w)
     return sent
 
 
@@ -1007,6 +1010,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
         tried = b
         if veth:  # veth_xdp_xmit: spin_lock(&rq->xdp_ring.producer_lock) over the bulk
             _veth_lock(tgt_veth, t)
+        elif wa != 0:  # the driver's tx lock over the bulk (__netif_tx_lock)
+            wire_lock(i64_view(wa, 1, W_SIZE)[0])
         for j in range(b):
             loc = bq[t, 0, j]
             tag = bq[t, BQ_TAG, j]
@@ -1098,6 +1103,8 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
         tried = sent
         if veth:  # the program ran; now ndo_xdp_xmit under the producer lock
             _veth_lock(tgt_veth, t)
+        elif wa != 0:
+            wire_lock(i64_view(wa, 1, W_SIZE)[0])
         for s in range(sent):  # sent, then completed: back to its memory
             mi, row = _bq_mem(bq, t, eg_sent[k, s])
             if mi == 0:
@@ -1129,8 +1136,9 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
             sent = went
     if veth:
         _veth_unlock(tgt_veth, t)
-    if wa != 0:
+    if wa != 0 and not veth:
         wire_publish(i64_view(wa, 1, W_SIZE)[0])
+        wire_unlock(i64_view(wa, 1, W_SIZE)[0])
     xmit_cnt[t, 0] += 1
     xmit_cnt[t, 1] += sent
     xmit_cnt[t, 2] += b - sent

@@ -16,18 +16,30 @@ the tx and completion rings, whose cached indices and ``published`` the
 Python ring objects read too) and :class:`XskWireState`, reached by address:
 the free stack of transmit chunks and the counters. Every address the
 completion ring gives back is checked against the UMEM before it is used.
-One producer per wire: every caller holds the host lock (the native loop's
-non-parallel calls, the Python transmit paths).
+Several producers per wire (polls on several CPUs, without the host lock, and
+the Python transmit paths): each holds the wire's lock (``__netif_tx_lock`` of a
+driver's XDP queue shared between CPUs), a word of :class:`XskWireState` taken
+with ``cmpxchg``, over the frames it writes and their publication
+(:func:`wire_lock`; :func:`wire_xmit_rows` and :func:`wire_reap` take it
+themselves).
 """
 
 from __future__ import annotations
 
-from pyxdp.net.atomic import i64_view, load_acquire32_at, memcpy, store_release32_at
+from pyxdp.net.atomic import (
+    i64_view,
+    load_acquire32_at,
+    memcpy,
+    spin_lock,
+    spin_unlock,
+    store_release32_at,
+)
 from pyxdp.net.native import njit
 from pyxdp.net.record import Field, Record
 from pyxdp.net.xsk_queue import Q_CC, Q_CONS, Q_CP, Q_MASK, Q_PROD, Q_PUB, Q_RING, Q_SIZE
 
-__all__ = ["XskWireState", "wire_publish", "wire_reap", "wire_xmit", "wire_xmit_rows"]
+__all__ = ["XskWireState", "wire_lock", "wire_publish", "wire_reap", "wire_unlock", "wire_xmit",
+           "wire_xmit_rows"]
 
 
 class XskWireState(Record):
@@ -47,6 +59,7 @@ class XskWireState(Record):
     completed = Field()  # chunks back from the completion ring
     bad_completions = Field()  # completion addresses outside the UMEM (ignored)
     kicked = Field()  # the tx producer at the last kick
+    lock = Field()  # the tx lock: 0 free, 1 held
 
 
 W_TXQ = XskWireState.index("txq_at")
@@ -61,14 +74,35 @@ W_SENT = XskWireState.index("sent")
 W_FULL = XskWireState.index("full")
 W_DONE = XskWireState.index("completed")
 W_BAD = XskWireState.index("bad_completions")
+W_LOCK = XskWireState.index("lock")
 W_SIZE = len(XskWireState.FIELDS)
 U32 = 0xFFFF_FFFF
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def wire_lock(w):  # type: ignore[no-untyped-def]
+    """``__netif_tx_lock`` of wire ``w`` (its record's words)."""
+    spin_lock(w, W_LOCK)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def wire_unlock(w):  # type: ignore[no-untyped-def]
+    spin_unlock(w, W_LOCK)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def wire_reap(w):  # type: ignore[no-untyped-def]
+    """:func:`_reap` under the wire's lock."""
+    wire_lock(w)
+    n = _reap(w)
+    wire_unlock(w)
+    return n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _reap(w):  # type: ignore[no-untyped-def]
     """Reap the completion ring: its chunks back onto the free stack (``xsk_ring_cons__peek``
-    then ``__release``); returns how many."""
+    then ``__release``); returns how many. The caller holds the wire's lock."""
     cq = i64_view(w[W_CQ], 1, Q_SIZE)[0]
     prod = load_acquire32_at(cq[Q_PROD])
     cons = cq[Q_CC]
@@ -97,9 +131,10 @@ def wire_reap(w):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, _nrt=False)
 def wire_xmit(w, src, length):  # type: ignore[no-untyped-def]
     """``length`` bytes at address ``src`` into a free chunk and a tx descriptor (not yet
-    published: :func:`wire_publish`); False when no chunk or no slot is free."""
+    published: :func:`wire_publish`); False when no chunk or no slot is free. The
+    caller holds the wire's lock."""
     if w[W_NFREE] == 0:
-        wire_reap(w)
+        _reap(w)
     txq = i64_view(w[W_TXQ], 1, Q_SIZE)[0]
     size = txq[Q_MASK] + 1
     cp = txq[Q_CP]
@@ -133,14 +168,17 @@ def wire_publish(w):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, _nrt=False)
 def wire_xmit_rows(w, pages, rows, offs, lens):  # type: ignore[no-untyped-def]
     """:func:`wire_xmit` of row ``rows[i]`` of ``pages`` from ``offs[i]`` for ``lens[i]``
-    bytes, in order until one is refused, then published; returns how many went."""
+    bytes, in order until one is refused, then published, under the wire's lock;
+    returns how many went."""
     base = pages.ctypes.data
     stride = pages.strides[0]
     k = 0
+    wire_lock(w)
     for i in range(len(rows)):
         if not wire_xmit(w, base + rows[i] * stride + offs[i], lens[i]):
             break
         k += 1
     wire_publish(w)
+    wire_unlock(w)
     return k
 

@@ -1060,8 +1060,10 @@ def xdp2_tx_threaded() -> Scenario:
 def devmap_redirect_threaded() -> Scenario:
     """devmap_redirect with threaded NAPI.
 
-    Kernel: as devmap_redirect. pyxdp: the redirect into veth2 (onto veth3's
-    ``xdp_ring``) is the native loop's, as without threaded NAPI.
+    Kernel: as devmap_redirect. pyxdp: veth0's poll runs without the host lock
+    (redirect_map's maps are a devmap and a per-CPU array) and the redirect
+    into veth2 (onto veth3's ``xdp_ring``, under the ring's lock) is the native
+    loop's, from the poll's own bulk queue, as without threaded NAPI.
     """
     return replace(devmap_redirect(), name="devmap_redirect_threaded",
                                threaded_napi=True, doc=devmap_redirect_threaded.__doc__ or "")
