@@ -557,15 +557,15 @@ class _Tables:
         # Devmap programs the native loop runs itself: JIT programs other than the
         # polling one (a driven engine runs one batch at a time), on their engine of
         # CPU 0 as the Python path runs them; in a call without the host lock those
-        # that may run on several CPUs at once (napi._parallel_ok), on their engine of
-        # the call's CPU (dev_map_bpf_prog_run runs on the CPU that flushes).
+        # that may run on several CPUs at once (napi._parallel_ok), on an engine of
+        # their own for the call's CPU (dev_map_bpf_prog_run runs on the CPU that
+        # flushes; XdpProg.unlocked_engine), the polling one too.
         progs = [p for p in (host.program_by_id(i) for i in ids)
                  if p is not None and p.engine == "jit" and not p._depth
-                 and (cpu is None or _parallel_ok(p))]
-        engines = [p.vm if cpu is None else p.engine_for(cpu) for p in progs]
-        keep = [k for k, e in enumerate(engines) if e is not vm]
-        self.egress = DevmapEgress([progs[k] for k in keep], ifindex, nif,
-                                   [engines[k] for k in keep])
+                 and (p.vm is not vm if cpu is None else _parallel_ok(p))]
+        self.egress = DevmapEgress(progs, ifindex, nif,
+                                   [p.vm if cpu is None else p.unlocked_engine(cpu)
+                                    for p in progs])
         # One bulk queue per device (bq_enqueue's dev->xdp_bulkq), whatever entries
         # name it: its frames' columns, its count and program (napi_native.BQ_*).
         from pyxdp.net.napi_native import BQ_COLS, BQ_WORDS

@@ -60,7 +60,8 @@ def alloc_unlock(st):  # type: ignore[no-untyped-def]
     spin_unlock(st, _A_LOCK)
 
 
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
+# Called, not inlined: their spin loops kept out of the poll loops' code.
+@njit(cache=True, nogil=True, _nrt=False)
 def alloc_page_ir(st, free, ref):  # type: ignore[no-untyped-def]
     """``alloc_page`` from the allocator whose state words, free stack and reference
     counts are given: a row with one reference, or -1 when memory ran out."""
@@ -77,7 +78,7 @@ def alloc_page_ir(st, free, ref):  # type: ignore[no-untyped-def]
     return row
 
 
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def put_page_ir(st, free, ref, row):  # type: ignore[no-untyped-def]
     """``put_page`` of page ``row``: freed with its last reference (onto the top of the
     free stack)."""

@@ -232,6 +232,7 @@ class XdpProg:
         self.map_regions = regions + self.shared_regions
         self._spare: list[Engine] = []  # engines for re-entrant tail calls
         self._per_cpu: dict[int, Engine] = {}  # engine_for
+        self._unlocked: dict[int, Engine] = {}  # unlocked_engine
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._async_vm: Engine | None = None  # runs bpf_timer callbacks
         self._depth = 0
@@ -323,6 +324,7 @@ class XdpProg:
             return
         self._spare.clear()
         self._per_cpu.clear()
+        self._unlocked.clear()
         self.vm, self._opt_level = pending
         self.engine = "jit"
 
@@ -555,6 +557,16 @@ class XdpProg:
         e = self._per_cpu.get(cpu)
         if e is None:
             e = self._per_cpu[cpu] = self._engine()
+        return e
+
+    def unlocked_engine(self, cpu: int) -> Engine:
+        """The engine of a devmap program that polls of CPU ``cpu`` run without the host
+        lock: one of its own per CPU, since the same program may run meanwhile under
+        the host lock (the Python path, polls of programs that take the lock) on
+        :attr:`vm` and on the engines of :meth:`engine_for`."""
+        e = self._unlocked.get(cpu)
+        if e is None:
+            e = self._unlocked[cpu] = self._engine()
         return e
 
     def _spare_engine(self) -> Engine:
