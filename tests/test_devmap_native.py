@@ -207,10 +207,10 @@ def test_lockless_devmap_redirects_native_is_python(layout: str, flags: int, map
         orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
-    native = _run(True, flags, layout=layout, count=960, map_type=map_type, threaded=True)
+    native = _run(True, flags, layout=layout, count=480, map_type=map_type, threaded=True)
     assert sum(seen) == 0
     monkeypatch.undo()
-    python = _run(False, flags, layout=layout, count=960, map_type=map_type, threaded=True)
+    python = _run(False, flags, layout=layout, count=480, map_type=map_type, threaded=True)
     assert native == python
 
 
