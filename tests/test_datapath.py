@@ -1393,23 +1393,30 @@ def test_pcap_replay_through_the_datapath(tmp_path: Path) -> None:
         assert coll.maps["rxcnt"].sum(17) == 4 * per_proto[17]
 
 
-@pytest.mark.parametrize("obj", ["xdp1.o", "xdp2.o"])
+@pytest.mark.parametrize("obj", ["xdp1.o", "xdp2.o", "redirect_map.o"])
 def test_threaded_napi_counts_as_one_thread(obj: str) -> None:
     """Threaded NAPI polls two queues on two threads (xdp1: per-CPU maps, lock-free;
-    xdp2: XDP_TX, still lock-free): every counter and map equals a plain run's."""
+    xdp2: XDP_TX, still lock-free; redirect_map: a devmap redirect to a NIC, each
+    poll's own bulk queues, lock-free too): every counter and map equals a plain
+    run's."""
     from pyxdp.net.source import TrafficGenerator
 
     def run(threaded: bool) -> tuple[object, ...]:
         with Host(threaded_napi=threaded) as h:
             eth = h.add_device("eth0", rx_queues=2)
+            out = h.add_device("eth1")
             coll = h.load(SAMPLES / obj)
             eth.attach_xdp(next(iter(coll.programs.values())))
+            if "tx_port" in coll.maps:
+                coll.maps["tx_port"][0] = {"ifindex": out.ifindex}
             for q in range(2):
                 eth.rx[q].source = TrafficGenerator(flows=16, seed=q, count=20_000)
             h.run()
-            m = next(iter(coll.maps.values()))
+            if "tx_port" in coll.maps:  # every frame redirected and sent
+                assert out.stats.tx_packets == 2 * 20_000
+            m = coll.maps["rxcnt"]
             return (eth.stats.asdict(), [eth.rx[q].stats.asdict() for q in range(2)],
-                    sorted(m.items()), h.stack.stats)
+                    sorted(m.items()), h.stack.stats, out.stats.asdict())
 
     assert run(True) == run(False)
 
