@@ -214,6 +214,62 @@ def test_lockless_devmap_redirects_native_is_python(layout: str, flags: int, map
     assert native == python
 
 
+def test_lockless_poll_leaves_a_locked_entry_program_to_python(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI, two queues on two CPUs polled without the host lock: an entry
+    program that may not run on several CPUs at once (it looks up a hash map) is
+    left to the (locked) Python dispatch, frame by frame as deferred, the entries
+    without one stay native; the counters and tracepoints are the Python path's."""
+    from pyxdp.net import napi
+
+    hash_map = MapSpec("h", int(BpfMapType.BPF_MAP_TYPE_HASH), 4, 8, 4)
+    hash_egress = dataclasses.replace(
+        asm_collection("""
+            r1 = 0
+            *(u32 *)(r10 -4) = r1
+            r1 = map[fd:0]
+            r2 = r10
+            r2 += -4
+            call bpf_map_lookup_elem
+            r0 = 2
+            exit
+        """, [hash_map]).programs["t"],
+        section="xdp/devmap", expected_attach_type=DEVMAP_ATTACH)
+    deferred = [0]
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        deferred[0] += len(frames)  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    def run(native: bool) -> tuple[object, ...]:
+        with Host(tracer=Tracer(), engine="jit", native=native, threaded_napi=True) as h:
+            eth0 = h.add_device("eth0", rx_queues=2)
+            eth1, eth2 = h.add_device("eth1"), h.add_device("eth2")
+            coll = h.load(_spec(0), verify=False)
+            egress = h.load(CollectionSpec({"t": hash_egress}, {"h": hash_map}, license="GPL"))
+            for slot in range(4):
+                coll.maps["ports"][slot] = struct.pack(
+                    "<Ii", (eth1 if slot % 2 == 0 else eth2).ifindex,
+                    egress.programs["t"].fd if slot % 2 == 0 else 0)
+            eth0.attach_xdp(coll.programs["ingress"])
+            for rq in eth0.rx:
+                rq.source = TrafficGenerator(packets=frames_by_payload(), count=192)
+            h.run()
+            return ({d.name: d.stats.asdict() for d in h.devices.values()},
+                    {n: sorted((k[:2] + k[3:], list(v))
+                               for k, v in getattr(h.tracer, n).counters.items())
+                     for n in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit")})
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    native = run(True)
+    # Slots 0 and 2 (eth1, the hash map's program): half the frames of each queue.
+    assert deferred[0] == 192
+    monkeypatch.undo()
+    assert native == run(False)
+
+
 def test_lockless_polls_broadcast_into_one_veth_concurrently(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Threaded NAPI: a NIC's two queues (CPUs 0 and 1, polled at once without the host
