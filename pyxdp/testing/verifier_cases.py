@@ -33,6 +33,7 @@ from pyxdp.btf.btf import (
 )
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
+    BPF_F_WRONLY_PROG,
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
@@ -69,6 +70,8 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
     "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
     "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # an array programs may only write (BPF_F_WRONLY_PROG)
+    "wo": MapSpec("wo", MT.BPF_MAP_TYPE_ARRAY, 4, 8, 1, flags=BPF_F_WRONLY_PROG),
     # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
     # 8, eight bytes without a NUL
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
@@ -239,8 +242,10 @@ class VerifierCase:
                     maps[m] = replace(maps[m], key_type=int_id, value_type=values[m])
         if self.funcs:
             # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
-            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else i
-                     for i in insns]  # kfunc calls laid out as calls
+            # kfunc calls laid out as calls, LD_ABS/LD_IND (pyxdp's ISA has none) as moves
+            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else
+                     Instruction(0xB7, 0, 0, 0, 0) if i.code & 7 == 0 and i.code & 0xE0 in
+                     (0x20, 0x40) else i for i in insns]
             starts = sorted({a for a, _ in validate(plain).functions} | {
                 pc + 1 + i.imm for pc, i in enumerate(insns)
                 if i.is_ld_imm64() and i.src == 4})
@@ -6360,6 +6365,54 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
        "arg#2 arg#3 memory, len pair leads to invalid memory access", err=errno.EINVAL),
     _c("stream_args_scalar", _FMT + "r3 = 46\nr4 = 0\n" + _VPRINTK,
        "arg#2 arg#3 memory, len pair leads to invalid memory access"),
+    # -- LD_ABS/LD_IND (an skb's): refused where reached (check_ld_abs), in a subprog by
+    # check_btf_func / check_abnormal_return first; tail calls alike
+    _c("ld_abs_reached", "r6 = r1\nr0 = *(u16 *)skb[12]\nexit",
+       "BPF_LD_[ABS|IND] instructions not allowed for this program type", err=errno.EINVAL),
+    _c("ld_ind_dead_branch", "r6 = r1\nr1 = 0\nr0 = 2\nif r0 == 2 goto +1\n"
+       "r0 = *(u8 *)skb[r1 + 0]\nexit", None, processed=5),
+    _c("ld_abs_void_subprog", "r6 = r1\ncall f\nr0 = 2\nexit\nf:\nr0 = *(u8 *)skb[0]\nexit",
+       "LD_ABS is only allowed in functions that return 'int'.", err=errno.EINVAL,
+       funcs=(Func("main", True, ("ctx",)), Func("f", ret="void"))),
+    _c("tail_call_void_subprog", "call f\nr0 = 2\nexit\nf:\nr2 = MAP(progs)\nr3 = 0\n"
+       "call 12\nexit", "tail_call is only allowed in functions that return 'int'.",
+       err=errno.EINVAL, funcs=(Func("main", True, ("ctx",)), Func("f", args=("ctx",),
+                                                                      ret="void"))),
+    _c("ld_abs_subprog_no_btf", "r6 = r1\ncall f\nr0 = 2\nexit\nf:\nr0 = *(u8 *)skb[0]\n"
+       "exit", "LD_ABS is not allowed in subprogs without BTF", err=errno.EINVAL),
+    # -- check_subprogs and check_reg_arg, in the kernel's words
+    _c("jump_past_end", "if r1 == 0 goto +3\nr0 = 2\nexit", "jump out of range from insn 0 to 4",
+       err=errno.EINVAL),
+    _c("jump_into_other_func", "call f\nif r0 == 0 goto +3\nr0 = 2\nexit\nf:\nr0 = 1\nexit",
+       "jump out of range from insn 1 to 5", err=errno.EINVAL),
+    _c("subprog_falls_off", "call f\nr0 = 2\nexit\nf:\nr0 = 1",
+       "last insn is not an exit or jmp", err=errno.EINVAL),
+    _c("read_r12", "r0 = r12\nexit", "R12 is invalid", err=errno.EINVAL),
+    # -- resolve_pseudo_ldimm64: a map load no loader bound keeps a raw fd (none here)
+    _c("map_fd_unbound", "r1 = map[fd:77777]\nr0 = 2\nexit",
+       "fd 77777 is not pointing to valid bpf_map", err=errno.EBADF),
+    # -- root (allow_ptr_leaks): neg, bswap and sign-extending moves of a pointer make an
+    # unknown scalar rather than a refusal
+    _c("neg_pointer_leak", "r2 = r10\nr2 = -r2\nr2 = be64 r2\nr0 = 2\nexit", None,
+       processed=5),
+    _c("neg_pointer_deref", "r1 = -r1\nr0 = *(u8 *)(r1 +0)\nexit", _SCALAR_MEM),
+    _c("movsx_pointer", "r2 = (s32)r10\nw3 = (s8)w1\nr0 = r3\nexit", None, processed=4),
+    _c("movsx32_pointer_bounds", "w3 = (s16)w1\nif r3 <= 0xffffffff goto +2\nr1 = 0\n"
+       "r0 = *(u64 *)(r1 +0)\nr0 = 2\nexit", None, processed=4),
+    # -- check_map_access_type: a write-only map's value is not read, by loads or helpers
+    _c("wronly_map_load", _LOOKUP_OUT.format(m="wo") + "r1 = 1\n*(u64 *)(r0 +0) = r1\n"
+       "r0 = *(u32 *)(r0 +4)\nout:\nr0 = 2\nexit",
+       "read from map forbidden, value_size=8 off=4 size=4"),
+    _c("wronly_map_helper_read", _LOOKUP_OUT.format(m="wo") + "r3 = r0\nr1 = MAP(hash)\n"
+       "r2 = r10\nr2 += -4\nr4 = 0\ncall 2\nout:\nr0 = 2\nexit",
+       "read from map forbidden, value_size=8 off=0 size=8"),
+    # -- __reg32_deduce_bounds: u32 [3, U32_MAX] meets s32 [S32_MIN, 1] only below zero
+    _c("u32_s32_cross_sign", "call 7\nif w0 < 3 goto +5\nif w0 s> 1 goto +4\n"
+       "if w0 s< 0 goto +3\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nr0 = 2\nexit", None,
+       processed=10),
+    _c("u32_s32_cross_sign_high", "call 7\nif w0 > 0x80000003 goto +5\nif w0 s< -3 goto +4\n"
+       "if w0 s> 5 goto +3\nif w0 s>= 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", None, processed=11),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

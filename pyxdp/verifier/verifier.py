@@ -57,6 +57,7 @@ from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
+    BPF_F_WRONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
     BPF_XDP_DEVMAP,
     ExceptionCallbackError,
@@ -564,6 +565,16 @@ class Reg:
                     s32min = a
                 if b < s32max:
                     s32max = b
+        # upper halves two consecutive numbers, lower halves an s32 range from negative
+        # to non-negative (s64 [-1, 1] is s32 [-1, 1])
+        for lo64, hi64 in ((umin, umax), (smin, smax)):
+            if ((lo64 >> 32) + 1) & U32 == (hi64 >> 32) & U32:
+                a, b = _s32(lo64), _s32(hi64)
+                if a < 0 <= b:
+                    if a > s32min:
+                        s32min = a
+                    if b < s32max:
+                        s32max = b
         lo, hi = u32min & U32, u32max & U32
         a = lo - (1 << 32) if lo >> 31 else lo
         b = hi - (1 << 32) if hi >> 31 else hi
@@ -578,6 +589,14 @@ class Reg:
                 u32min = lo
             if hi < u32max:
                 u32max = hi
+        elif u32max < lo:  # the u32 range meets only the s32 range's non-negative part
+            s32min = _s32(u32min)
+            if hi < u32max:
+                u32max = hi
+        elif hi < u32min:  # ... only its negative part
+            s32max = _s32(u32max)
+            if lo > u32min:
+                u32min = lo
         # __reg64_deduce_bounds
         lo, hi = umin & U64, umax & U64
         a = lo - (1 << 64) if lo >> 63 else lo
@@ -1397,20 +1416,36 @@ class _Verifier:
         for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
             if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
                 insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
+        for pc, i in enumerate(insns):  # LD_ABS/LD_IND: refused where reached (check_ld_abs)
+            if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
+                    and pc not in second:
+                insns[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
         try:
             return validate(insns)
         except InvalidProgram as e:
-            msg = None
+            msg, err = None, errno.EINVAL
             if e.rule == "call-depth":
                 m = re.search(r"call depth (\d+)", str(e))
                 msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
+                err = errno.E2BIG
+            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+                # check_subprogs
+                target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
+                    int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
+                msg = f"jump out of range from insn {e.pc} to {target}"
+            elif e.rule == "fall-through":
+                msg = "last insn is not an exit or jmp"
+            elif e.rule == "register":  # check_reg_arg
+                reg = re.search(r"register r(\d+) is invalid", str(e))
+                if reg is not None and int(reg.group(1)) > 10:
+                    msg = f"R{reg.group(1)} is invalid"
             if msg is None:
                 raise
             self.pc = e.pc or 0
             self.processed = self.nstates = 0
             self.log = []
             self.state = None
-            raise self._error(Refuse(msg, errno.E2BIG)) from None
+            raise self._error(Refuse(msg, err)) from None
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
@@ -1427,6 +1462,7 @@ class _Verifier:
             self._find_exception_cb()
             self._check_sleepable_maps()
             self._check_abnormal_return()
+            self._check_map_fds()
             self._check_cfg()
             if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
                 self.pc = 0
@@ -1548,14 +1584,63 @@ class _Verifier:
         return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
                    self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
 
+    def _check_map_fds(self) -> None:
+        """resolve_pseudo_ldimm64: a map load the loader bound to no map keeps the raw fd
+        of the program's text, which names no map of this process (EINVAL for an open
+        file that is not a map, EBADF for none)."""
+        for pc, i in enumerate(self.insns):
+            if i.code != op.OP_LD_IMM64 or pc in self.map_at or i.src not in (
+                    op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
+                continue
+            self.pc = pc
+            if i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD and pc + 1 < len(self.insns) and \
+                    self.insns[pc + 1].imm:
+                raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
+            try:
+                os.fstat(i.imm)
+                err = errno.EINVAL
+            except (OSError, OverflowError):
+                err = errno.EBADF
+            raise Refuse(f"fd {i.imm} is not pointing to valid bpf_map", err)
+        self.pc = 0
+
+    def _has_ld_abs(self, sub: int) -> bool:
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        return any(self.insns[pc].code & 7 == op.BPF_LD and
+                   op.bpf_mode(self.insns[pc].code) in (op.BPF_ABS, op.BPF_IND)
+                   for pc in range(start, end))
+
     def _check_abnormal_return(self) -> None:
-        """check_abnormal_return: without func_info no function but the main one may tail
-        call."""
-        if self.spec.func_info:
+        """check_abnormal_return: without func_info no function but the main one may use
+        LD_ABS or tail call; check_btf_func: with it, only one returning an integer or
+        enum may."""
+        if not self.spec.func_info:
+            for sub in self.subprogs[1:]:
+                if self._has_ld_abs(sub):
+                    raise Refuse("LD_ABS is not allowed in subprogs without BTF", errno.EINVAL)
+                if self._has_tail_call(sub):
+                    raise Refuse("tail_call is not allowed in subprogs without BTF",
+                                 errno.EINVAL)
             return
-        for sub in self.subprogs[1:]:
-            if self._has_tail_call(sub):
-                raise Refuse("tail_call is not allowed in subprogs without BTF", errno.EINVAL)
+        if self.btf is None:
+            return
+        for fi in self.spec.func_info:
+            if not fi.insn_off or fi.insn_off not in self.subprogs:
+                continue
+            fn = self.btf.type_by_id(fi.type_id)
+            proto = self.btf.type_by_id(fn.size_type) if fn.kind is BtfKind.FUNC else None
+            if proto is None or proto.kind is not BtfKind.FUNC_PROTO:
+                continue
+            ret = self.btf.resolved(proto.size_type) if proto.size_type else None
+            if ret is not None and (ret.kind in (BtfKind.ENUM, BtfKind.ENUM64) or (
+                    ret.kind is BtfKind.INT and ret.size_type <= 8)):
+                continue
+            if self._has_ld_abs(fi.insn_off):
+                raise Refuse("LD_ABS is only allowed in functions that return 'int'.",
+                             errno.EINVAL)
+            if self._has_tail_call(fi.insn_off):
+                raise Refuse("tail_call is only allowed in functions that return 'int'.",
+                             errno.EINVAL)
 
     # -- check_cfg: every instruction reachable ---------------------------------------------
     def _check_cfg(self) -> None:
@@ -2521,8 +2606,9 @@ class _Verifier:
             self._read(regs, i.dst)
             self._dst(i.dst)
             d = regs[i.dst]
-            if d.t != SCALAR:
-                raise Refuse(f"R{i.dst} pointer arithmetic prohibited")
+            if d.t != SCALAR:  # root (allow_ptr_leaks): the pointer's bits, unknown
+                d.set_unknown()
+                return
             if o == op.BPF_NEG:
                 zero = _known(0)
                 src = d.copy()
@@ -2581,8 +2667,11 @@ class _Verifier:
             d.set_known(i.imm if is64 else i.imm & U32)
             return
         if i.off in (8, 16, 32) and (is64 or i.off != 32):
-            if src.t != SCALAR:
-                raise Refuse(f"R{i.src} sign-extension part of pointer")
+            if src.t != SCALAR:  # root (allow_ptr_leaks): an unknown scalar
+                d.set_unknown()
+                if not is64:
+                    d.coerce(4)
+                return
             v = src.copy()
             v.id = 0
             v.coerce_sx(i.off // 8)
@@ -3019,6 +3108,9 @@ class _Verifier:
             assert m is not None
             if write and _rdonly(m):
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
+                             f"off={full} size={size}")
+            if not write and m.flags & BPF_F_WRONLY_PROG:
+                raise Refuse(f"read from map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
             kptr = self._field_overlap(m, reg, full, size, direct=True)
@@ -5641,6 +5733,9 @@ class _Verifier:
             assert m is not None
             if write and _rdonly(m):
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
+                             f"off={reg.off} size={size}")
+            if not write and m.flags & BPF_F_WRONLY_PROG:
+                raise Refuse(f"read from map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
             self._region(n, reg, reg.off, size, m.value_size, "map value")
             self._field_overlap(m, reg, reg.off, size)
