@@ -6413,6 +6413,32 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("u32_s32_cross_sign_high", "call 7\nif w0 > 0x80000003 goto +5\nif w0 s< -3 goto +4\n"
        "if w0 s> 5 goto +3\nif w0 s>= 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\n"
        "r0 = 2\nexit", None, processed=11),
+    # -- bpf_strtol/bpf_strtoul: the result a long the helper writes, 8-byte aligned
+    *(_c(f"strtol_{name}", "r1 = 0x31\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\nr2 = 8\n"
+         f"r3 = 0\nr4 = r10\nr4 += {off}\ncall {fid}\nr0 = *(u64 *)(r10 -24)\nr0 = 2\n"
+         "exit", linux, **kw)
+      for name, fid, off, linux, kw in (
+          ("ok", 105, -24, None, {"processed": 12}),
+          ("misaligned", 106, -20, "misaligned stack access off 0+-20+0 size 8", {}),
+          ("short", 105, -4, "invalid write to stack R4 off=-4 size=8",
+           {"err": errno.EINVAL}))),
+    # -- helpers that might sleep (bpf_copy_from_user): never in XDP, a global function
+    # calling one neither
+    _c("copy_from_user_xdp", "r1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\ncall 148\nr0 = 2\nexit",
+       "helper call might sleep in a non-sleepable prog", err=errno.EINVAL),
+    _c("global_might_sleep", "r1 = 0\n" + _G1 + "r1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\n"
+       "call 148\nr0 = 0\nexit", "a non-sleepable BPF program context", err=errno.EINVAL,
+       funcs=_gt("int")),
+    # -- bpf_get_current_task_btf: a trusted task_struct pointer, never NULL
+    _c("current_task_acquire", "call 158\nr1 = r0\ncall KFUNC(bpf_task_acquire)\n"
+       "if r0 == 0 goto out\nr1 = r0\ncall KFUNC(bpf_task_release)\n" + _OUT, None,
+       processed=10),
+    # a trusted-or-NULL pointer (no reference) passed on to a nullable __arg_trusted
+    _c("trusted_nullable_chain", "call 158\nr1 = r0\ncall g1\nr0 = 2\nexit\ng1:\ncall g2\n"
+       "r0 = 0\nexit\ng2:\nr0 = 0\nexit", None, processed=10,
+       funcs=(Func("main", True, ("ctx",)),
+              Func("g1", True, ("struct:task_struct@trusted@nullable",)),
+              Func("g2", True, ("struct:task_struct@trusted@nullable",)))),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -19,8 +19,9 @@ from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret", "SLEEPABLE_MAPS",
-           "SYSCALL_HELPERS", "SYSCALL_MODELLED", "UNMODELLED_XDP_HELPERS",
+__all__ = ["MAP_FUNCS", "MIGHT_SLEEP_HELPERS", "PKT_ACCESS", "PROTOS", "SLEEPABLE_MAPS",
+           "SYSCALL_HELPERS", "SYSCALL_MODELLED", "UNMODELLED_XDP_HELPERS", "Arg",
+           "FuncProto", "Ret",
            "bpf_sock_is_valid_access", "func_maps"]
 
 
@@ -54,6 +55,9 @@ class Arg(Enum):
     KPTR_XCHG_DEST = auto()      # ARG_KPTR_XCHG_DEST: a map value's __kptr field
     BTF_ID_OR_NULL_RELEASE = auto()  # ARG_PTR_TO_BTF_ID_OR_NULL | OBJ_RELEASE
     FIXED_MEM_RDONLY = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY (FuncProto.sizes)
+    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_UNINIT | MEM_WRITE | MEM_ALIGNED, 8 bytes: a long
+    # the helper stores (bpf_strtol's result)
+    FIXED_S64_OUT = auto()
     PERCPU_BTF_ID = auto()       # ARG_PTR_TO_PERCPU_BTF_ID: a per-CPU object's pointer
 
 
@@ -68,6 +72,7 @@ class Ret(Enum):
     KPTR_OR_NULL = auto()        # RET_PTR_TO_BTF_ID_OR_NULL: the kptr field's object, acquired
     # RET_PTR_TO_MEM_OR_BTF_ID: of a per-CPU object, one CPU's copy (MEM_ALLOC | MEM_RCU)
     PERCPU_COPY = auto()
+    TASK_TRUSTED = auto()  # RET_PTR_TO_BTF_ID_TRUSTED to struct task_struct (the current task)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +101,9 @@ PROTOS: dict[int, FuncProto] = {
     28: FuncProto((A.MEM_RDONLY_OR_NULL, A.CONST_SIZE_OR_ZERO, A.MEM_RDONLY_OR_NULL,
                    A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     42: FuncProto(()),
+    158: FuncProto((), Ret.TASK_TRUSTED, gpl_only=True),
+    105: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
+    106: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
     44: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
     51: FuncProto((A.CONST_MAP_PTR, A.ANYTHING, A.ANYTHING)),
     54: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
@@ -183,9 +191,14 @@ PROTOS: dict[int, FuncProto] = {
 # cgroup, socket casts, probe_read_user*,
 # storage maps, strtol/strtoul, ...
 UNMODELLED_XDP_HELPERS = frozenset({
-    15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
+    15, 16, 17, 22, 35, 37, 55, 80, 109, 112,
     114, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
-    157, 158, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
+    157, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
+
+# Of those, the ones that might sleep (bpf_copy_from_user, bpf_copy_from_user_task), by
+# whether they are GPL-only: check_helper_call refuses them in a program that cannot sleep
+# (XDP) before looking at any argument.
+MIGHT_SLEEP_HELPERS: dict[int, bool] = {148: False, 191: True}
 
 # Helpers Linux 6.18 gives SEC("syscall") programs loaded by root (syscall_prog_func_proto,
 # then tracing_prog_func_proto; measured: every id 1..211 called from a sleepable

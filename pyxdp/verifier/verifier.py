@@ -68,6 +68,7 @@ from pyxdp.spec import (
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import (
+    MIGHT_SLEEP_HELPERS,
     PKT_ACCESS,
     PROTOS,
     SLEEPABLE_MAPS,
@@ -3309,7 +3310,8 @@ class _Verifier:
             if (v | m) & (size - 1):
                 raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
             return
-        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context "}.get(t, "")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "
+                }.get(t, "")
         v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
         if (v | m) & (size - 1):
             raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")
@@ -4086,6 +4088,13 @@ class _Verifier:
 
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
+        if self._might_sleep(target) and (not (self.syscall and self.spec.flags &
+                                               BPF_F_SLEEPABLE) or st.rcu or st.irqs or
+                                          st.preempt):
+            self.log.extend(("global functions that may sleep are not allowed in "
+                             "non-sleepable context,",
+                             "i.e., in a RCU/IRQ/preempt-disabled section, or in"))
+            raise Refuse("a non-sleepable BPF program context", errno.EINVAL)
         try:
             for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 reg = regs[n + 1]
@@ -4127,7 +4136,11 @@ class _Verifier:
         kernel struct) and check_func_arg_reg_off."""
         if nullable and reg.is_null():
             return
-        if not _is_trusted_reg(reg):
+        probe = reg
+        if nullable and reg.t & MAYBE_NULL:  # check_reg_type folds the flag the arg allows
+            probe = reg.copy()
+            probe.t &= ~MAYBE_NULL
+        if not _is_trusted_reg(probe):
             raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
         t = reg.t & ~MAYBE_NULL if nullable else reg.t
         if t & ~TRUSTED != BTF_ID:
@@ -4156,6 +4169,23 @@ class _Verifier:
             raise Refuse(e.msg, errno.EINVAL) from None
         if not nullable and reg.t & MAYBE_NULL:
             raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
+
+    def _might_sleep(self, sub: int, seen: set[int] | None = None) -> bool:
+        """Whether the function at ``sub`` (or one it calls) calls a helper or kfunc that
+        might sleep (check_cfg's might_sleep)."""
+        seen = seen if seen is not None else set()
+        seen.add(sub)
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        for pc in range(start, end):
+            i = self.insns[pc]
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
+                    i.imm in MIGHT_SLEEP_HELPERS:
+                return True
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and \
+                    self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS:
+                return True
+        return any(self._might_sleep(c, seen) for c in self.layout.calls.get(sub, ())
+                   if c not in seen)
 
     def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
@@ -4237,6 +4267,11 @@ class _Verifier:
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
+            if fid in MIGHT_SLEEP_HELPERS:  # XDP never sleeps: refused before the arguments
+                if MIGHT_SLEEP_HELPERS[fid] and not self.gpl:
+                    raise Refuse("cannot call GPL-restricted function from non-GPL compatible "
+                                 "program", errno.EINVAL)
+                raise Refuse("helper call might sleep in a non-sleepable prog", errno.EINVAL)
             if fid in UNMODELLED_XDP_HELPERS:
                 raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
                                         "XDP by Linux but pyxdp does not provide it",
@@ -4300,6 +4335,9 @@ class _Verifier:
             self._new_id()  # the maybe-NULL id, replaced by the reference's (acquire)
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
+        elif proto.ret == Ret.TASK_TRUSTED:
+            r0.set_ptr(BTF_ID | TRUSTED)
+            r0.bt = "task_struct"
         elif proto.ret == Ret.DYNPTR_MEM_OR_NULL:
             # a slice of the dynptr: invalidated with it (dynptr_id) and released with
             # its reference (ref_obj_id)
@@ -5458,6 +5496,10 @@ class _Verifier:
         if arg == Arg.FIXED_U32_UNINIT:
             self._helper_mem(st, n, reg, 4, write=True)
             return
+        if arg == Arg.FIXED_S64_OUT:  # the access, then its alignment (always strict)
+            self._helper_mem(st, n, reg, 8, write=True)
+            self._check_alignment(reg, 0, 8)
+            return
         if arg == Arg.CONST_STR:
             self._const_str(n, reg)
             return
@@ -5704,7 +5746,7 @@ class _Verifier:
             return (SOCK_COMMON, SOCK, BTF_ID), \
                 "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
         if arg in (Arg.MEM, Arg.MEM_RDONLY, Arg.UNINIT_MEM, Arg.MEM_RDONLY_OR_NULL,
-                   Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY):
+                   Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY, Arg.FIXED_S64_OUT):
             return mem, "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, " \
                 "trusted_ptr_"
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO, Arg.CONST_ALLOC_SIZE_OR_ZERO):
