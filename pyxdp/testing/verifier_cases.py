@@ -70,6 +70,8 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
     "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
     "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # a stack trace map (bpf_get_stackid's): no helper of XDP's may take it
+    "stacks": MapSpec("stacks", MT.BPF_MAP_TYPE_STACK_TRACE, 4, 8, 2),
     # an array programs may only write (BPF_F_WRONLY_PROG)
     "wo": MapSpec("wo", MT.BPF_MAP_TYPE_ARRAY, 4, 8, 1, flags=BPF_F_WRONLY_PROG),
     # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
@@ -6439,6 +6441,28 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
        funcs=(Func("main", True, ("ctx",)),
               Func("g1", True, ("struct:task_struct@trusted@nullable",)),
               Func("g2", True, ("struct:task_struct@trusted@nullable",)))),
+    # -- check_map_func_compatibility: a stack trace map goes to bpf_get_stackid only
+    _c("stack_trace_lookup", _LOOKUP_OUT.format(m="stacks") + _OUT,
+       "cannot pass map_type 7 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
+    # -- a helper's memory of size zero: any map value pointer will do
+    _c("csum_diff_value_size0", _LOOKUP_OUT.format(m="arr") + "r1 = r0\nr1 += 16\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\nr5 = 0\ncall 28\n" + _OUT, None, processed=16),
+    # -- check_ptr_to_map_access: root reads the map's kernel struct through its pointer
+    _c("map_ptr_read", "r1 = MAP(arr)\nr0 = *(u64 *)(r1 +0)\nr1 = MAP(hash)\n"
+       "r0 = *(u32 *)(r1 +16)\nr0 = 2\nexit", None, processed=6),
+    _c("map_ptr_negative", "r1 = MAP(arr)\nr0 = *(u64 *)(r1 -8)\nr0 = 2\nexit",
+       "R1 is bpf_array invalid negative access: off=-8"),
+    _c("map_ptr_write", "r1 = MAP(hash)\nr0 = 0\n*(u32 *)(r1 +16) = r0\nr0 = 2\nexit",
+       "only read from bpf_htab is supported"),
+    # -- an operation that unlinks a scalar drops its link's constant too: r8's compare
+    # says nothing of r9 (a copy of r6 after the unlinking xor)
+    _c("linked_delta_dropped", "call 7\nr6 = r0\nr6 += 5\nr6 ^= 0\nr8 = r6\nr8 += 3\n"
+       "r9 = r6\nif r9 != 10 goto +3\nif r8 == 8 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", _SCALAR_MEM),
+    # -- coerce_subreg_to_size_sx: w1 = (s8)w0 is an s32 in [-128, 127]
+    _c("movsx32_s8_range", "call 7\nw1 = (s8)w0\nif w1 s> 0x7f goto +3\n"
+       "if w1 s< -0x80 goto +2\nr0 = 2\nexit\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nexit", None,
+       processed=6),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -262,6 +262,13 @@ MAP_FUNCS: dict[int, tuple[int, ...] | None] = {
     int(MT.BPF_MAP_TYPE_INODE_STORAGE): (145, 146, 194),
     int(MT.BPF_MAP_TYPE_TASK_STORAGE): (156, 157, 194),
     int(MT.BPF_MAP_TYPE_CGRP_STORAGE): (210, 211, 194),
+    # maps of other program types' helpers: nothing of XDP's may take them
+    int(MT.BPF_MAP_TYPE_USER_RINGBUF): (209,),
+    int(MT.BPF_MAP_TYPE_STACK_TRACE): (27,),
+    int(MT.BPF_MAP_TYPE_CGROUP_ARRAY): (33, 37),
+    int(MT.BPF_MAP_TYPE_CGROUP_STORAGE): (81,),
+    int(MT.BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE): (81,),
+    int(MT.BPF_MAP_TYPE_BLOOM_FILTER): (89, 87),
 }
 # The second switch: helpers that need particular map types.
 _FUNC_MAPS: dict[int, tuple[int, ...]] = {

@@ -710,6 +710,33 @@ class Reg:
         self.umax, self.u32max = U64, U32
         self.tv, self.tm = 0, U64
 
+    def coerce_subreg_sx(self, size: int) -> None:
+        """Sign-extend the low ``size`` bytes into the 32-bit subregister
+        (coerce_subreg_to_size_sx); the upper half is the caller's (zext32)."""
+        bits = 8 * size
+
+        def sx(x: int) -> int:
+            x &= (1 << bits) - 1
+            return x - (1 << bits) if x >> (bits - 1) else x
+        if self.tm == 0:
+            v = sx(self.tv)
+            self.tv = v & U64
+            self.s32min = self.s32max = _s32(v)
+            self.u32min = self.u32max = v & U32
+            return
+        if (self.s32max & U32) >> bits == (self.s32min & U32) >> bits:
+            a, b = sx(self.s32max), sx(self.s32min)
+            hi, lo = max(a, b), min(a, b)
+            if (lo >= 0) == (hi >= 0):
+                self.s32min, self.s32max = lo, hi
+                self.u32min, self.u32max = lo & U32, hi & U32
+                tv, tm = t_range(lo & U64, hi & U64)
+                self.tv, self.tm = tv & U32, tm & U32
+                return
+        self.s32min, self.s32max = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        self.u32min, self.u32max = 0, U32
+        self.tv, self.tm = 0, U32
+
     def describe(self) -> str:
         """The register as the kernel's log prints it (print_verifier_state)."""
         t = self.t & 0xFF
@@ -1249,6 +1276,31 @@ def _stack_scalar(slot: Slot) -> Reg | None:
     if types == _ALL_SPILL and spill is not None and spill.t == SCALAR:
         return spill
     return _UNBOUND if types == _ALL_MISC else None
+
+
+# Each map type's kernel struct (its bpf_map_ops' map_btf_id), which root may read
+# through the map pointer.
+_MAP_STRUCTS: dict[int, str] = {
+    **dict.fromkeys((MT.BPF_MAP_TYPE_HASH, MT.BPF_MAP_TYPE_PERCPU_HASH, MT.BPF_MAP_TYPE_LRU_HASH,
+                     MT.BPF_MAP_TYPE_LRU_PERCPU_HASH, MT.BPF_MAP_TYPE_HASH_OF_MAPS), "bpf_htab"),
+    **dict.fromkeys((MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY,
+                     MT.BPF_MAP_TYPE_PROG_ARRAY, MT.BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+                     MT.BPF_MAP_TYPE_CGROUP_ARRAY, MT.BPF_MAP_TYPE_ARRAY_OF_MAPS), "bpf_array"),
+    MT.BPF_MAP_TYPE_LPM_TRIE: "lpm_trie",
+    MT.BPF_MAP_TYPE_STACK_TRACE: "bpf_stack_map",
+    MT.BPF_MAP_TYPE_DEVMAP: "bpf_dtab",
+    MT.BPF_MAP_TYPE_DEVMAP_HASH: "bpf_dtab",
+    MT.BPF_MAP_TYPE_CPUMAP: "bpf_cpu_map",
+    MT.BPF_MAP_TYPE_XSKMAP: "xsk_map",
+    MT.BPF_MAP_TYPE_SOCKMAP: "bpf_stab",
+    MT.BPF_MAP_TYPE_SOCKHASH: "bpf_shtab",
+    MT.BPF_MAP_TYPE_QUEUE: "bpf_queue_stack",
+    MT.BPF_MAP_TYPE_STACK: "bpf_queue_stack",
+    MT.BPF_MAP_TYPE_RINGBUF: "bpf_ringbuf_map",
+    MT.BPF_MAP_TYPE_USER_RINGBUF: "bpf_ringbuf_map",
+    MT.BPF_MAP_TYPE_BLOOM_FILTER: "bpf_bloom_filter",
+}
+ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 
 
 def _helper_name(fid: int) -> str:
@@ -2674,10 +2726,13 @@ class _Verifier:
                     d.coerce(4)
                 return
             v = src.copy()
-            v.id = 0
-            v.coerce_sx(i.off // 8)
-            if not is64:
-                v.coerce(4)
+            v.id = v.off = 0
+            if is64:
+                v.coerce_sx(i.off // 8)
+            else:  # the subregister's bounds, then the zero-extension
+                v.coerce_subreg_sx(i.off // 8)
+                v.zext32()
+                v.sync()
             d.assign(v)
             return
         if is64:
@@ -2693,7 +2748,7 @@ class _Verifier:
             self._id_before_mov(src)
         v = src.copy()
         if not keep:
-            v.id = 0
+            v.id = v.off = 0
         v.coerce(4)
         d.assign(v)
 
@@ -2728,7 +2783,7 @@ class _Verifier:
                 d.off = -off if o == op.BPF_SUB else off
 
     def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
-        d.id = 0
+        d.id = d.off = 0  # unlinked: an offset link's constant goes with its id
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
@@ -3150,6 +3205,8 @@ class _Verifier:
             return None
         if t & 0xFF == BTF_ID and not t & MAYBE_NULL:
             return self._btf_access(regno, reg, full, size, write)
+        if t == MAP_PTR:
+            return self._map_ptr_access(regno, reg, full, size, write)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
 
     def _kernel_btf(self) -> BtfIndex:
@@ -3186,6 +3243,29 @@ class _Verifier:
         tid = self._btf_type(reg)
         if tid is None:  # a struct the BTF at hand lacks (a module's): its reads are scalars
             return None
+        return self._btf_read(reg, tid, off, size)
+
+    def _map_ptr_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                        ) -> Reg | None:
+        """check_ptr_to_map_access: root reads the map's kernel struct (its ops'
+        map_btf_id) as a PTR_TO_BTF_ID of it."""
+        m = reg.map
+        assert m is not None
+        name = _MAP_STRUCTS.get(m.type, "")
+        tid = self._kernel_btf().find(name, BtfKind.STRUCT) if name else None
+        if not tid:
+            raise Refuse(f"map_ptr access not supported for map type {m.type}", ENOTSUPP)
+        if off < 0:
+            raise Refuse(f"R{regno} is {name} invalid negative access: off={off}")
+        if write:
+            raise Refuse(f"only read from {name} is supported")
+        as_btf = Reg()
+        as_btf.set_ptr(BTF_ID)
+        as_btf.bt, as_btf.sub = name, tid
+        return self._btf_read(as_btf, tid, off, size)
+
+    def _btf_read(self, reg: Reg, tid: int, off: int, size: int) -> Reg | None:
+        """btf_struct_access of a read and mark_btf_ld_reg of its value."""
         try:
             got = struct_access(self._kernel_btf(), tid, off, size)
         except StructWalkError as e:
@@ -3323,18 +3403,18 @@ class _Verifier:
         return bytes(m.value_size) if m.is_global_data else None
 
     def _region(self, regno: int, reg: Reg, off: int, size: int, msize: int,
-                what: str) -> None:
-        """check_mem_region_access."""
+                what: str, zero_ok: bool = False) -> None:
+        """check_mem_region_access (``zero_ok``: a helper's size may be zero)."""
         if reg.smin < 0 and (reg.smin == S64_MIN or not -(1 << 31) <= off + reg.smin
                              < (1 << 31) or reg.smin + off < 0):
             raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
                          "if (index >=0) check.")
-        if not self._fits(reg.smin + off, size, msize):
+        if not self._fits(reg.smin + off, size, msize, zero_ok):
             raise Refuse(f"R{regno} min value is outside of the allowed memory range")
         if reg.umax >= BPF_MAX_VAR_OFF:
             raise Refuse(f"R{regno} unbounded memory access, make sure to bounds check any "
                          "such access")
-        if not self._fits(reg.umax + off, size, msize):
+        if not self._fits(reg.umax + off, size, msize, zero_ok):
             raise Refuse(f"R{regno} max value is outside of the allowed memory range")
 
     @staticmethod
@@ -5779,15 +5859,15 @@ class _Verifier:
             if not write and m.flags & BPF_F_WRONLY_PROG:
                 raise Refuse(f"read from map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
-            self._region(n, reg, reg.off, size, m.value_size, "map value")
+            self._region(n, reg, reg.off, size, m.value_size, "map value", zero_ok)
             self._field_overlap(m, reg, reg.off, size)
         elif t == MAP_KEY:
             assert reg.map is not None
-            self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
+            self._region(n, reg, reg.off, size, reg.map.key_size, "map key", zero_ok)
         elif t & 0xFF == MEM:
             if write and t & RDONLY:
                 raise Refuse(f"R{n} cannot write into {type_str(t)}")
-            self._region(n, reg, reg.off, size, reg.msize, "memory")
+            self._region(n, reg, reg.off, size, reg.msize, "memory", zero_ok)
         elif t == STACK:
             frame = st.frames[reg.frame]
             if reg.const:
