@@ -6463,6 +6463,17 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("movsx32_s8_range", "call 7\nw1 = (s8)w0\nif w1 s> 0x7f goto +3\n"
        "if w1 s< -0x80 goto +2\nr0 = 2\nexit\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nexit", None,
        processed=6),
+    # -- save_aux_ptr_type: one load or store, one kind of context/socket/kernel pointer
+    _c("same_insn_ctx_and_stack", "r6 = r1\nr1 = 0\n*(u64 *)(r10 -8) = r1\ncall 7\nr2 = r10\n"
+       "r2 += -8\nif r0 == 0 goto +1\nr2 = r6\nr0 = *(u32 *)(r2 +0)\nr0 = 2\nexit",
+       "same insn cannot be used with different pointers", err=errno.EINVAL),
+    _c("same_insn_value_and_stack", _LOOKUP_OUT.format(m="arr") + "r6 = r0\ncall 7\n"
+       "r2 = r10\nr2 += -8\nif r0 == 0 goto +1\nr2 = r6\n*(u32 *)(r2 +0) = r0\n" + _OUT,
+       None, processed=19),
+    # -- check_stack_read_fixed_off: bytes of a spilled zero read back as zero
+    _c("spilled_zero_bytes", "*(u64 *)(r10 -8) = 0\nr0 = *(u8 *)(r10 -1)\nr1 = *(u16 *)(r10 -4)\n"
+       "r0 |= r1\nif r0 == 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit", None,
+       processed=7),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -274,6 +274,9 @@ def _reg_not_null(r: Reg) -> bool:
         base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
 
 
+# reg_type_mismatch_ok's exceptions: pointers whose loads and stores are rewritten per
+# type, so one instruction may not meet two kinds of them
+_REWRITTEN_PTRS = frozenset({CTX, SOCK, SOCK_COMMON, BTF_ID})
 # reg2btf_ids: the registers a kfunc's struct pointer argument takes besides PTR_TO_BTF_ID,
 # as pointers to these kernel structs
 _REG2BTF = {MAP_PTR: "bpf_map", SOCK: "sock", SOCK_COMMON: "sock_common"}
@@ -1341,6 +1344,7 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
+        self.aux_ptr: dict[int, int] = {}  # insn_aux_data's ptr_type of loads and stores
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
@@ -3090,7 +3094,9 @@ class _Verifier:
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        base_t = base.t
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None, sx=sx)
+        self._save_aux_ptr_type(base_t, True)
         if val is None:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
@@ -3113,11 +3119,28 @@ class _Verifier:
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        base_t = base.t
         if value is None:
             imm = _known(i.imm)
             self._mem(st, i.dst, base, i.off, size, write=True, value=None, imm=imm)
         else:
             self._mem(st, i.dst, base, i.off, size, write=True, value=value)
+        self._save_aux_ptr_type(base_t, False)
+
+    def _save_aux_ptr_type(self, t: int, allow_trust_mismatch: bool) -> None:
+        """save_aux_ptr_type: one load or store instruction, one kind of pointer where
+        that kind is rewritten per type (context, sockets, kernel structs); a load may
+        meet trusted and untrusted kernel pointers (then taken as untrusted)."""
+        prev = self.aux_ptr.get(self.pc)
+        if prev is None:
+            self.aux_ptr[self.pc] = t
+            return
+        if t == prev or (t & 0xFF not in _REWRITTEN_PTRS and prev & 0xFF not in _REWRITTEN_PTRS):
+            return
+        if allow_trust_mismatch and t & 0xFF == BTF_ID and prev & 0xFF == BTF_ID:
+            self.aux_ptr[self.pc] = BTF_ID | UNTRUSTED
+            return
+        raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
     def _atomic(self, st: State, i: Instruction, size: int) -> None:
         regs = st.cur.regs
@@ -3133,7 +3156,9 @@ class _Verifier:
         if desc is not None and (base.tv + base.off + i.off) % size:  # strict for atomics
             raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
                          f"size {size}")
+        base_t = base.t
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
+        self._save_aux_ptr_type(base_t, False)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
         if i.imm == op.BPF_CMPXCHG:
             r = _UNKNOWN_SCALAR.copy()
@@ -3510,8 +3535,10 @@ class _Verifier:
             if types[j] in _SPECIAL_SLOTS:  # check_stack_read_fixed_off: no special slot is data
                 raise Refuse(f"invalid read from stack off {lo}+{j - k} size {size}")
         zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
+        spills = sum(1 for j in range(k, k + size) if types[j] == S_SPILL)
         r = Reg()
-        if zeros == size:
+        if zeros == size or (spills == size and spill is not None and spill.t == SCALAR and
+                             spill.tm == 0 and spill.tv == 0):  # bytes of a spilled zero
             r.set_known(0)
         else:
             r.set_unknown()
