@@ -6474,6 +6474,12 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("spilled_zero_bytes", "*(u64 *)(r10 -8) = 0\nr0 = *(u8 *)(r10 -1)\nr1 = *(u16 *)(r10 -4)\n"
        "r0 |= r1\nif r0 == 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit", None,
        processed=7),
+    # -- recursion: walked as deep as it goes; the static call graph then never ends
+    # (check_max_stack_depth gives up at 8 frames)
+    _c("recursion_bounded", "r1 = 2\ncall f\nr0 = 2\nexit\nf:\nr1 -= 1\nif r1 == 0 goto +1\n"
+       "call f\nr0 = 0\nexit", "the call stack of 8 frames is too deep !", err=errno.E2BIG),
+    _c("recursion_unbounded", "call f\nr0 = 2\nexit\nf:\ncall g\nexit\ng:\ncall f\nr0 = 0\n"
+       "exit", "the call stack of 9 frames is too deep", err=errno.E2BIG),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -1477,8 +1477,8 @@ class _Verifier:
             if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
                     and pc not in second:
                 insns[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
-        try:
-            return validate(insns)
+        try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
+            return validate(insns, recursion=True)
         except InvalidProgram as e:
             msg, err = None, errno.EINVAL
             if e.rule == "call-depth":
@@ -4006,7 +4006,7 @@ class _Verifier:
         if g is not None:
             return self._global_call(st, g, target, pc)
         if len(st.frames) >= MAX_CALL_FRAMES:
-            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
         caller = st.cur
         callee = Frame(len(st.frames), pc, target)
@@ -5489,7 +5489,7 @@ class _Verifier:
         registers), back to the call at ``pc`` after, which calls it again until the
         states converge; ``kind`` is the frame's ``callback``."""
         if len(st.frames) >= MAX_CALL_FRAMES:
-            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
         cb = st.copy()
         caller = cb.cur
@@ -5944,6 +5944,9 @@ class _Verifier:
         calls = self.layout.calls
 
         def walk(sub: int, total: int, frames: int) -> None:
+            if frames > MAX_CALL_FRAMES:  # a recursive call graph ends here
+                raise Refuse(f"the call stack of {frames - 1} frames is too deep !",
+                             errno.E2BIG)
             # bpf-to-bpf calls mixed with tail calls: at most 256 bytes below a tail call
             # (33 tail calls then stay within 8 KiB of kernel stack)
             if sub and total >= 256 and self._has_tail_call(sub):
