@@ -6480,6 +6480,20 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
        "call f\nr0 = 0\nexit", "the call stack of 8 frames is too deep !", err=errno.E2BIG),
     _c("recursion_unbounded", "call f\nr0 = 2\nexit\nf:\ncall g\nexit\ng:\ncall f\nr0 = 0\n"
        "exit", "the call stack of 9 frames is too deep", err=errno.E2BIG),
+    # -- tracing helpers of the base set: the current task's name, user memory reads
+    _c("current_comm_and_probe_user", "r1 = r10\nr1 += -16\nr2 = 16\ncall 16\nr1 = r10\n"
+       "r1 += -8\nr2 = 8\nr3 = 0\ncall 112\nr0 = *(u64 *)(r10 -8)\nr0 = 2\nexit", None,
+       processed=12),
+    _c("current_comm_too_long", "r1 = r10\nr1 += -16\nr2 = 17\ncall 16\nr0 = 2\nexit",
+       "invalid write to stack R1 off=-16 size=17", err=errno.EINVAL),
+    # -- bpf_skc_to_tcp_sock: the socket as a tcp_sock or NULL, sharing its reference:
+    # released through the cast, or gone with the socket
+    _c("skc_to_tcp_sock_release_cast", _SK_TUPLE + "call 84\nif r0 == 0 goto +9\nr6 = r0\n"
+       "r1 = r0\ncall 137\nif r0 != 0 goto +3\nr1 = r6\ncall 86\ngoto +2\nr1 = r0\n"
+       "call 86\nr0 = 2\nexit", None, processed=24),
+    _c("skc_to_tcp_sock_after_release", _SK_TUPLE + "call 84\nif r0 == 0 goto +9\nr6 = r0\n"
+       "r1 = r0\ncall 137\nr7 = r0\nr1 = r6\ncall 86\nif r7 == 0 goto +1\n"
+       "r0 = *(u32 *)(r7 +0)\nr0 = 2\nexit", "R7 invalid mem access 'scalar'"),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

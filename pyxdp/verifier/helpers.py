@@ -73,6 +73,7 @@ class Ret(Enum):
     # RET_PTR_TO_MEM_OR_BTF_ID: of a per-CPU object, one CPU's copy (MEM_ALLOC | MEM_RCU)
     PERCPU_COPY = auto()
     TASK_TRUSTED = auto()  # RET_PTR_TO_BTF_ID_TRUSTED to struct task_struct (the current task)
+    BTF_ID_OR_NULL = auto()  # RET_PTR_TO_BTF_ID_OR_NULL to struct FuncProto.ret_struct
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ class FuncProto:
     gpl_only: bool = False
     pkt_data: bool = False  # bpf_helper_changes_pkt_data
     sizes: tuple[int, ...] = ()  # arg_size of each FIXED_MEM_RDONLY argument, by position
+    ret_struct: str = ""  # the kernel struct a BTF_ID_OR_NULL result points to
 
 
 A = Arg
@@ -102,6 +104,25 @@ PROTOS: dict[int, FuncProto] = {
                    A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     42: FuncProto(()),
     158: FuncProto((), Ret.TASK_TRUSTED, gpl_only=True),
+    # the current task's ids and name, signals (tracing helpers bpf_base_func_proto gives)
+    15: FuncProto(()),
+    16: FuncProto((A.UNINIT_MEM, A.CONST_SIZE)),
+    35: FuncProto((), gpl_only=True),
+    80: FuncProto(()),
+    109: FuncProto((A.ANYTHING,)),
+    117: FuncProto((A.ANYTHING,)),
+    120: FuncProto((A.ANYTHING, A.ANYTHING, A.UNINIT_MEM, A.CONST_SIZE)),
+    123: FuncProto((A.ANYTHING,)),
+    112: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    114: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    # bpf_skc_to_*: a socket as one of its kinds, or NULL (is_ptr_cast_function: the
+    # result shares the argument's reference)
+    136: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp6_sock"),
+    137: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_sock"),
+    138: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_timewait_sock"),
+    139: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_request_sock"),
+    140: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="udp6_sock"),
+    178: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="unix_sock"),
     105: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
     106: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
     44: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
@@ -186,14 +207,13 @@ PROTOS: dict[int, FuncProto] = {
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
 }
 
-# Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
-# provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket casts, probe_read_user*,
-# storage maps, strtol/strtoul, ...
+# Helpers Linux 6.18 gives XDP programs loaded by root (measured: every id 1..211 called
+# from an XDP program) whose prototypes pyxdp's verifier does not model: perf events,
+# task/cgroup storage, callbacks of find_vma and user ringbufs, ... (Some PROTOS, such as
+# the current task's, strtol, the socket casts, are the verifier's only: pyxdp's engines
+# refuse a program calling them.)
 UNMODELLED_XDP_HELPERS = frozenset({
-    15, 16, 17, 22, 35, 37, 55, 80, 109, 112,
-    114, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
-    157, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
+    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 177, 180, 191, 196, 209, 210, 211})
 
 # Of those, the ones that might sleep (bpf_copy_from_user, bpf_copy_from_user_task), by
 # whether they are GPL-only: check_helper_call refuses them in a program that cannot sleep

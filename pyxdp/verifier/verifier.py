@@ -984,6 +984,7 @@ class _CallMeta:
     dynptr_id: int = 0   # the dynptr argument's id and ref_obj_id (bpf_dynptr_data)
     dynptr_ref: int = 0
     dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
+    ref_obj: int = 0  # meta->ref_obj_id: a socket argument's reference
 
 
 BPF_FUNC_DYNPTR_FROM_MEM = 197
@@ -4445,6 +4446,11 @@ class _Verifier:
         elif proto.ret == Ret.TASK_TRUSTED:
             r0.set_ptr(BTF_ID | TRUSTED)
             r0.bt = "task_struct"
+        elif proto.ret == Ret.BTF_ID_OR_NULL:
+            r0.set_ptr(BTF_ID | MAYBE_NULL)
+            r0.bt = proto.ret_struct
+            r0.id = self._new_id()
+            r0.ref = meta.ref_obj  # is_ptr_cast_function: released with the socket
         elif proto.ret == Ret.DYNPTR_MEM_OR_NULL:
             # a slice of the dynptr: invalidated with it (dynptr_id) and released with
             # its reference (ref_obj_id)
@@ -5587,6 +5593,7 @@ class _Verifier:
             self._arg_reg_off(n, reg)
             if arg == Arg.SOCK_RELEASE:
                 meta.ref = _released_ref(n, reg)
+            meta.ref_obj = reg.ref
             return
         if arg == Arg.FIXED_MEM_RDONLY:
             self._helper_mem(st, n, reg, PROTOS[fid].sizes[n - 1], write=False)
