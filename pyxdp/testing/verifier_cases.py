@@ -6494,6 +6494,17 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("skc_to_tcp_sock_after_release", _SK_TUPLE + "call 84\nif r0 == 0 goto +9\nr6 = r0\n"
        "r1 = r0\ncall 137\nr7 = r0\nr1 = r6\ncall 86\nif r7 == 0 goto +1\n"
        "r0 = *(u32 *)(r7 +0)\nr0 = 2\nexit", "R7 invalid mem access 'scalar'"),
+    # -- a tail call in a subprog: the path where it returns to the caller (with the tail
+    # called program's R0, packet pointers gone) is walked, then the failed call's
+    *(_c(name, _PKT64 + "call sub\nr0 = 0\nr0 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit\nsub:\n"
+         "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", linux, **kw,
+         funcs=(Func("main", True, ("ctx",)), Func("sub", g, ("ctx",))))
+      for name, g, linux, kw in (
+          ("tail_call_subprog_pkt", False, _SCALAR_MEM.replace("R1", "R6"), {}),
+          ("tail_call_global_pkt", True, _SCALAR_MEM.replace("R1", "R6"), {}))),
+    _c("tail_call_subprog_returns", "call sub\nr0 = 0\nr0 = 0\nr0 = 0\nexit\nsub:\n"
+       "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", None, processed=14,
+       funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

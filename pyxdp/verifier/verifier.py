@@ -4304,7 +4304,7 @@ class _Verifier:
         for pc in range(start, end):
             i = self.insns[pc]
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
-                    i.imm in _PKT_CHANGING:
+                    (i.imm in _PKT_CHANGING or i.imm == 12):  # a tail call may change it too
                 return True
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
                 kp = KFUNCS.get(self.kfunc_at.get(pc, ""))
@@ -4466,6 +4466,16 @@ class _Verifier:
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
             self._clear_pkt_pointers(st)
+        if fid == 12 and len(st.frames) > 1:
+            # a tail call from a subprog returns to its caller with what the called
+            # program returned: that path is walked now (packet pointers gone); the
+            # failed call's, on in the subprog, is queued
+            self._push(st.copy(), pc + 1, stack)
+            self._clear_pkt_pointers(st)
+            st.cur.regs[0].set_unknown()
+            ret = self._exit(st, pc)
+            assert ret is not None
+            return ret
         return pc + 1
 
     @staticmethod
