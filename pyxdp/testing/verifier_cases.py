@@ -6497,11 +6497,9 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     # -- a tail call in a subprog: the path where it returns to the caller (with the tail
     # called program's R0, packet pointers gone) is walked, then the failed call's
     *(_c(name, _PKT64 + "call sub\nr0 = 0\nr0 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit\nsub:\n"
-         "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", linux, **kw,
+         "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", _SCALAR_MEM.replace("R1", "R6"),
          funcs=(Func("main", True, ("ctx",)), Func("sub", g, ("ctx",))))
-      for name, g, linux, kw in (
-          ("tail_call_subprog_pkt", False, _SCALAR_MEM.replace("R1", "R6"), {}),
-          ("tail_call_global_pkt", True, _SCALAR_MEM.replace("R1", "R6"), {}))),
+      for name, g in (("tail_call_subprog_pkt", False), ("tail_call_global_pkt", True))),
     _c("tail_call_subprog_returns", "call sub\nr0 = 0\nr0 = 0\nr0 = 0\nexit\nsub:\n"
        "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", None, processed=14,
        funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
