@@ -70,6 +70,8 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
     "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
     "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # a user ring buffer (bpf_user_ringbuf_drain's)
+    "urb": MapSpec("urb", MT.BPF_MAP_TYPE_USER_RINGBUF, 0, 0, 4096),
     # a stack trace map (bpf_get_stackid's): no helper of XDP's may take it
     "stacks": MapSpec("stacks", MT.BPF_MAP_TYPE_STACK_TRACE, 4, 8, 2),
     # an array programs may only write (BPF_F_WRONLY_PROG)
@@ -6503,6 +6505,22 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
     _c("tail_call_subprog_returns", "call sub\nr0 = 0\nr0 = 0\nr0 = 0\nexit\nsub:\n"
        "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", None, processed=14,
        funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
+    # -- bpf_find_vma(task, addr, cb, ctx, flags): cb(task, vma, ctx) returns 0 or 1;
+    # bpf_user_ringbuf_drain(map, cb, ctx, flags): cb(dynptr, ctx)
+    *(_c(name, pre + "r2 = 0\nr3 = subprog[cb]\nr4 = 0\nr5 = 0\ncall 180\nr0 = 2\nexit\n"
+         f"cb:\nr0 = {ret}\nexit", linux, funcs=_CB, **kw)
+      for name, pre, ret, linux, kw in (
+          ("find_vma_current", "call 158\nr1 = r0\n", 1, None, {"processed": 12}),
+          ("find_vma_ctx", "", 0, "R1 type=ctx expected=ptr_, trusted_ptr_, rcu_ptr_", {}),
+          ("find_vma_cb_ret2", "call 158\nr1 = r0\n", 2,
+           "At callback return the register R0 has smin=2 smax=2 should have been in [0, 1]",
+           {"err": errno.EINVAL}))),
+    _c("user_ringbuf_drain", "r1 = MAP(urb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 209\n"
+       "r0 = 2\nexit\ncb:\nr0 = 0\nexit", None, funcs=_CB, processed=10),
+    _c("user_ringbuf_drain_ringbuf", "r1 = MAP(rb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 209\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "cannot pass map_type 27 into func bpf_user_ringbuf_drain#209", funcs=_CB,
+       err=errno.EINVAL),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -59,6 +59,7 @@ class Arg(Enum):
     # the helper stores (bpf_strtol's result)
     FIXED_S64_OUT = auto()
     PERCPU_BTF_ID = auto()       # ARG_PTR_TO_PERCPU_BTF_ID: a per-CPU object's pointer
+    TASK_BTF_ID = auto()         # ARG_PTR_TO_BTF_ID of struct task_struct
 
 
 class Ret(Enum):
@@ -115,6 +116,10 @@ PROTOS: dict[int, FuncProto] = {
     123: FuncProto((A.ANYTHING,)),
     112: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
     114: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    # callbacks: bpf_find_vma(task, addr, cb, ctx, flags), bpf_user_ringbuf_drain(map, cb,
+    # ctx, flags)
+    180: FuncProto((A.TASK_BTF_ID, A.ANYTHING, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
+    209: FuncProto((A.CONST_MAP_PTR, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
     # bpf_skc_to_*: a socket as one of its kinds, or NULL (is_ptr_cast_function: the
     # result shares the argument's reference)
     136: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp6_sock"),
@@ -209,11 +214,11 @@ PROTOS: dict[int, FuncProto] = {
 
 # Helpers Linux 6.18 gives XDP programs loaded by root (measured: every id 1..211 called
 # from an XDP program) whose prototypes pyxdp's verifier does not model: perf events,
-# task/cgroup storage, callbacks of find_vma and user ringbufs, ... (Some PROTOS, such as
+# task/cgroup storage, branch snapshots, ... (Some PROTOS, such as
 # the current task's, strtol, the socket casts, are the verifier's only: pyxdp's engines
 # refuse a program calling them.)
 UNMODELLED_XDP_HELPERS = frozenset({
-    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 177, 180, 191, 196, 209, 210, 211})
+    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 177, 191, 196, 210, 211})
 
 # Of those, the ones that might sleep (bpf_copy_from_user, bpf_copy_from_user_task), by
 # whether they are GPL-only: check_helper_call refuses them in a program that cannot sleep
@@ -299,6 +304,7 @@ _FUNC_MAPS: dict[int, tuple[int, ...]] = {
     130: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     131: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     134: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    209: (int(MT.BPF_MAP_TYPE_USER_RINGBUF),),
     198: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     87: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK),
          int(MT.BPF_MAP_TYPE_BLOOM_FILTER)),

@@ -1167,7 +1167,9 @@ _ASYNC_CB = -1
 _TASK_WORK_CB = -2
 # Frame.callback of bpf_rbtree_add's less (in_rbtree_lock_required_cb)
 _RBTREE_CB = -2
-_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
+# helpers that call a callback back (calls_callback): bpf_loop, bpf_for_each_map_elem,
+# bpf_find_vma, bpf_user_ringbuf_drain
+_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM, 180, 209))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
@@ -1404,8 +1406,8 @@ class _Verifier:
             if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
         self.may_goto = frozenset(pc for pc in range(n) if self.insns[pc].code == OP_MAY_GOTO
                                   and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
-        # Calls of helpers that call back (bpf_loop, bpf_for_each_map_elem): the callback
-        # returns to the call, which calls it again until the states converge.
+        # Calls of helpers that call back (_CALLBACK_HELPERS): the callback returns to the
+        # call, which calls it again until the states converge.
         self.cb_sites = frozenset(
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
@@ -5478,11 +5480,21 @@ class _Verifier:
 
     def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
                        pc: int, stack: list[tuple[State, int]]) -> None:
-        """push_callback_call for bpf_loop and bpf_for_each_map_elem."""
+        """push_callback_call for bpf_loop, bpf_for_each_map_elem, bpf_find_vma and
+        bpf_user_ringbuf_drain."""
         def args(f: Frame, regs: list[Reg]) -> None:
             if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
                 f.regs[1].set_unknown()
                 f.regs[1].coerce(4)
+                f.regs[2].assign(regs[3])
+            elif fid == 180:  # bpf_find_vma(task, addr, cb, ctx, flags): cb(task, vma, ctx)
+                f.regs[1].assign(regs[1])
+                f.regs[2].set_ptr(BTF_ID)
+                f.regs[2].bt = "vm_area_struct"
+                f.regs[3].assign(regs[4])
+            elif fid == 209:  # bpf_user_ringbuf_drain(map, cb, ctx, flags): cb(dynptr, ctx)
+                f.regs[1].set_ptr(DYNPTR)
+                f.regs[1].sub = _DYNPTR_LOCAL
                 f.regs[2].assign(regs[3])
             else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
                 m = meta.map
@@ -5607,6 +5619,10 @@ class _Verifier:
             return
         if arg == Arg.FIXED_MEM_RDONLY:
             self._helper_mem(st, n, reg, PROTOS[fid].sizes[n - 1], write=False)
+            return
+        if arg == Arg.TASK_BTF_ID:  # check_reg_type's struct match, then the fixed offset
+            if reg.bt != "task_struct":
+                raise Refuse(f"R{n} is of type {reg.bt} but task_struct is expected")
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
@@ -5866,6 +5882,8 @@ class _Verifier:
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             return (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE, MEM, MEM | RINGBUF), \
                 "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+        if arg == Arg.TASK_BTF_ID:  # btf_ptr_types
+            return (BTF_ID, BTF_ID | TRUSTED, BTF_ID | RCU), "ptr_, trusted_ptr_, rcu_ptr_"
         if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):  # btf_id_sock_common_types
             return (SOCK_COMMON, SOCK, BTF_ID), \
                 "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
