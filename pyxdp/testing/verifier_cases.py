@@ -6521,6 +6521,18 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
        "call 209\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
        "cannot pass map_type 27 into func bpf_user_ringbuf_drain#209", funcs=_CB,
        err=errno.EINVAL),
+    # -- bpf_fastcall: the spill/fill pair around an inlined bpf_get_smp_processor_id goes,
+    # and its stack with it, unless something else touches that slot or the call is not
+    # inlined (bpf_get_prandom_u32)
+    *(_c(name, "r1 = 1\n*(u64 *)(r10 -512) = r1\ncall f\nr0 = 2\nexit\nf:\n"
+         f"*(u64 *)(r10 -8) = r1\ncall {fid}\nr1 = *(u64 *)(r10 -8)\n{more}r0 = 0\nexit",
+         linux, **kw)
+      for name, fid, more, linux, kw in (
+          ("fastcall_stack_dropped", 8, "", None, {"processed": 10}),
+          ("fastcall_stack_touched", 8, "r2 = *(u64 *)(r10 -8)\n",
+           "combined stack size of 2 calls is 528. Too large", {}),
+          ("fastcall_not_inlined", 7, "", "combined stack size of 2 calls is 528. Too large",
+           {}))),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

@@ -1167,6 +1167,8 @@ _ASYNC_CB = -1
 _TASK_WORK_CB = -2
 # Frame.callback of bpf_rbtree_add's less (in_rbtree_lock_required_cb)
 _RBTREE_CB = -2
+_STX_DW = op.BPF_STX | op.BPF_MEM | op.BPF_DW
+_LDX_DW = op.BPF_LDX | op.BPF_MEM | op.BPF_DW
 # helpers that call a callback back (calls_callback): bpf_loop, bpf_for_each_map_elem,
 # bpf_find_vma, bpf_user_ringbuf_drain
 _CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM, 180, 209))
@@ -1348,6 +1350,12 @@ class _Verifier:
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.aux_ptr: dict[int, int] = {}  # insn_aux_data's ptr_type of loads and stores
+        # bpf_fastcall: pattern instructions, spills per inlined call, each function's
+        # fastcall_stack_off and whether it keeps its fastcall stack (_mark_fastcall_patterns)
+        self.fc_pattern: set[int] = set()
+        self.fc_spills: dict[int, int] = {}
+        self.fc_off: dict[int, int] = {}
+        self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
@@ -1524,11 +1532,13 @@ class _Verifier:
             self._check_abnormal_return()
             self._check_map_fds()
             self._check_cfg()
+            self._mark_fastcall_patterns()
             if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
                 self.pc = 0
                 raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
+            self._remove_fastcall_spills()
             self._check_max_stack_depth()
             self._check_throw_in_callbacks()
         except Refuse as e:
@@ -3590,6 +3600,98 @@ class _Verifier:
     def _note_depth(self, frame: Frame, depth: int) -> None:
         if depth > self.depth.get(frame.sub, 0):
             self.depth[frame.sub] = depth
+        self._fastcall_contract(frame.sub, -depth)
+
+    # -- bpf_fastcall: spills and fills around an inlined call that the kernel removes ------
+    def _mark_fastcall_patterns(self) -> None:
+        """mark_fastcall_patterns: in each function, the 8-byte spills of caller-saved
+        registers the call does not clobber right before a call of a helper or kfunc, each
+        filled back right after from the same slot (no jump landing among them), from the
+        function's lowest spill slot up. The stack they use is not counted once the call
+        is inlined (bpf_get_smp_processor_id, bpf_cast_to_kern_ctx, bpf_rdonly_cast),
+        unless another access reaches it (_fastcall_contract)."""
+        insns, n = self.insns, len(self.insns)
+        second = {pc + 1 for pc, i in enumerate(insns) if i.code == op.OP_LD_IMM64}
+        targets: set[int] = set()  # the jump_target marks check_cfg leaves
+        for pc, i in enumerate(insns):
+            if pc in second:
+                continue
+            cls, o = i.code & 7, i.code & 0xF0
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                targets.add(pc + 1 + i.imm)
+            elif cls in (op.BPF_JMP, op.BPF_JMP32) and o != op.BPF_EXIT:
+                if o == op.BPF_CALL:
+                    if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+                        targets.add(pc + 1 + i.imm)
+                else:
+                    targets.add(pc + 1 + (i.imm if i.code == op.OP_JA32 else i.off))
+        starts = sorted(self.starts)
+        for start, end in zip(starts, [*starts[1:], n], strict=True):
+            lowest = min((i.off for i in insns[start:end] if i.code == _STX_DW and i.dst == 10),
+                         default=0)
+            for pc in range(start, end):
+                if insns[pc].code == op.OP_CALL and pc not in second:
+                    self._mark_fastcall_call(start, pc, lowest, targets)
+
+    def _mark_fastcall_call(self, sub: int, pc: int, lowest: int, targets: set[int]) -> None:
+        """mark_fastcall_pattern_for_call."""
+        i, insns = self.insns[pc], self.insns
+        if i.src == op.CallSrc.BPF_HELPER_CALL:
+            proto = PROTOS.get(i.imm)
+            if proto is None:
+                return
+            clobbered = (proto.ret != Ret.VOID) | sum(2 << n for n in range(len(proto.args)))
+            inlined = i.imm == 8  # bpf_get_smp_processor_id: the x86-64 JIT's per-CPU load
+        elif i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+            name = self.kfunc_at.get(pc, "")
+            kp = KFUNCS.get(name)
+            if kp is None:
+                return
+            clobbered = (kp.ret != KRet.VOID) | sum(2 << n for n in range(len(kp.params)))
+            inlined = name in ("bpf_cast_to_kern_ctx", "bpf_rdonly_cast")
+        else:
+            return
+        expected = ~clobbered & 0x3F
+        k, off = 1, lowest
+        while k <= 5:
+            if pc - k < 0 or pc + k >= len(insns) or pc - k + 1 in targets or \
+                    pc + k in targets:
+                break
+            stx, ldx = insns[pc - k], insns[pc + k]
+            if stx.code != _STX_DW or ldx.code != _LDX_DW or stx.dst != 10 or ldx.src != 10 \
+                    or stx.src != ldx.dst or not (1 << stx.src) & expected or \
+                    stx.off != off or ldx.off != off:
+                break
+            expected &= ~(1 << stx.src)
+            self.fc_pattern.update((pc - k, pc + k))
+            k, off = k + 1, off + 8
+        if k == 1:
+            return
+        if inlined:
+            self.fc_spills[pc] = k - 1
+        else:
+            self.fc_keep.add(sub)
+        self.fc_off[sub] = min(self.fc_off.get(sub, 0), off)
+
+    def _fastcall_contract(self, sub: int, off: int) -> None:
+        """check_fastcall_stack_contract: an access at ``off`` below the fastcall slots by
+        something else than a pattern keeps every pattern of the function."""
+        if self.fc_off.get(sub, 0) <= off or self.pc in self.fc_pattern:
+            return
+        self.fc_off[sub] = -(1 << 15)
+        later = [x for x in self.starts if x > sub]
+        for pc in range(sub, min(later, default=len(self.insns))):
+            self.fc_spills.pop(pc, None)
+            self.fc_pattern.discard(pc)
+
+    def _remove_fastcall_spills(self) -> None:
+        """remove_fastcall_spills_fills: a function whose patterns go keeps only the stack
+        above them."""
+        starts = sorted(self.starts)
+        for start, end in zip(starts, [*starts[1:], len(self.insns)], strict=True):
+            if start not in self.fc_keep and any(self.fc_spills.get(pc, 0) > 0
+                                                 for pc in range(start, end)):
+                self.depth[start] = -self.fc_off[start]
 
     @staticmethod
     def _spill_types(types: bytes, size: int) -> bytes:
