@@ -29,6 +29,7 @@ from pyxdp.btf.btf import BTF_FUNC_GLOBAL, Btf, BtfKind
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
+    "BPF_F_WRONLY_PROG",
     "BPF_F_XDP_DEV_BOUND_ONLY",
     "BPF_F_XDP_HAS_FRAGS",
     "BPF_XDP",
@@ -63,6 +64,9 @@ BPF_F_XDP_HAS_FRAGS = 1 << 5
 BPF_F_XDP_DEV_BOUND_ONLY = 1 << 6
 # Map flag libbpf sets on .rodata (programs may only read it).
 BPF_F_RDONLY_PROG = 1 << 7
+# ... and the flag of a map programs may only write.
+BPF_F_WRONLY_PROG = 1 << 8
+BPF_F_WRONLY_PROG = 1 << 8
 
 BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4
 BPF_MAP_TYPE_RINGBUF = 27

@@ -258,22 +258,28 @@ _CHECKS: dict[int, Callable[[Instruction], None]] = {
 
 # Layouts of the programs validated last: loading one program validates it three times
 # (the verifier, the program, its JIT), 25 ms each for 3,000 instructions.
-_RECENT: OrderedDict[tuple[tuple[Instruction, ...], int], Layout] = OrderedDict()
+_RECENT: OrderedDict[tuple[tuple[Instruction, ...], int, bool], Layout] = OrderedDict()
 _RECENT_SIZE = 8
 _RECENT_LOCK = threading.Lock()  # a tiered program's JIT thread validates too
 
 
-def validate(insns: Sequence[Instruction], *, max_insns: int = BPF_MAXINSNS) -> Layout:
-    """Check ``insns`` against the per-opcode rule table; return its layout."""
+def validate(insns: Sequence[Instruction], *, max_insns: int = BPF_MAXINSNS,
+             recursion: bool = False) -> Layout:
+    """Check ``insns`` against the per-opcode rule table; return its layout.
+
+    ``recursion`` lets functions call themselves (directly or not), as the kernel's
+    verifier does until a walk or its stack depth check goes too deep; the layout's
+    ``max_depth`` is then past ``MAX_CALL_FRAMES``. pyxdp's engines run no such program.
+    """
     if not isinstance(insns, tuple):
-        return _validate(insns, max_insns)
-    key = (insns, max_insns)
+        return _validate(insns, max_insns, recursion)
+    key = (insns, max_insns, recursion)
     with _RECENT_LOCK:
         layout = _RECENT.get(key)
         if layout is not None:
             _RECENT.move_to_end(key)
             return layout
-    layout = _validate(insns, max_insns)
+    layout = _validate(insns, max_insns, recursion)
     with _RECENT_LOCK:
         _RECENT[key] = layout
         while len(_RECENT) > _RECENT_SIZE:
@@ -281,7 +287,7 @@ def validate(insns: Sequence[Instruction], *, max_insns: int = BPF_MAXINSNS) -> 
     return layout
 
 
-def _validate(insns: Sequence[Instruction], max_insns: int) -> Layout:
+def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = False) -> Layout:
     n = len(insns)
     if n == 0:
         raise InvalidProgram("program is empty", rule="empty")
@@ -344,7 +350,12 @@ def _validate(insns: Sequence[Instruction], max_insns: int) -> Layout:
                 f"exit or an unconditional jump", pc=last, insn=_text(insns, last),
                 rule="fall-through")
     frozen_calls = {k: frozenset(v) for k, v in calls.items()}
-    depth = _max_depth(frozen_calls)
+    try:
+        depth = _max_depth(frozen_calls)
+    except InvalidProgram as e:
+        if not (recursion and e.rule == "recursion"):
+            raise
+        depth = op.MAX_CALL_FRAMES + 1
     return Layout(functions, frozen_calls, depth)
 
 

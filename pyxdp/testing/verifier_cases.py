@@ -33,6 +33,7 @@ from pyxdp.btf.btf import (
 )
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
+    BPF_F_WRONLY_PROG,
     BPF_XDP,
     BPF_XDP_DEVMAP,
     CollectionSpec,
@@ -69,6 +70,12 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
     "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
     "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # a user ring buffer (bpf_user_ringbuf_drain's)
+    "urb": MapSpec("urb", MT.BPF_MAP_TYPE_USER_RINGBUF, 0, 0, 4096),
+    # a stack trace map (bpf_get_stackid's): no helper of XDP's may take it
+    "stacks": MapSpec("stacks", MT.BPF_MAP_TYPE_STACK_TRACE, 4, 8, 2),
+    # an array programs may only write (BPF_F_WRONLY_PROG)
+    "wo": MapSpec("wo", MT.BPF_MAP_TYPE_ARRAY, 4, 8, 1, flags=BPF_F_WRONLY_PROG),
     # a frozen, program-read-only array (as .rodata is) holding a format and, from offset
     # 8, eight bytes without a NUL
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
@@ -239,8 +246,10 @@ class VerifierCase:
                     maps[m] = replace(maps[m], key_type=int_id, value_type=values[m])
         if self.funcs:
             # callbacks (ld_imm64 of a function) are functions too, as add_subprog has them
-            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else i
-                     for i in insns]  # kfunc calls laid out as calls
+            # kfunc calls laid out as calls, LD_ABS/LD_IND (pyxdp's ISA has none) as moves
+            plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else
+                     Instruction(0xB7, 0, 0, 0, 0) if i.code & 7 == 0 and i.code & 0xE0 in
+                     (0x20, 0x40) else i for i in insns]
             starts = sorted({a for a, _ in validate(plain).functions} | {
                 pc + 1 + i.imm for pc, i in enumerate(insns)
                 if i.is_ld_imm64() and i.src == 4})
@@ -6360,6 +6369,170 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
        "arg#2 arg#3 memory, len pair leads to invalid memory access", err=errno.EINVAL),
     _c("stream_args_scalar", _FMT + "r3 = 46\nr4 = 0\n" + _VPRINTK,
        "arg#2 arg#3 memory, len pair leads to invalid memory access"),
+    # -- LD_ABS/LD_IND (an skb's): refused where reached (check_ld_abs), in a subprog by
+    # check_btf_func / check_abnormal_return first; tail calls alike
+    _c("ld_abs_reached", "r6 = r1\nr0 = *(u16 *)skb[12]\nexit",
+       "BPF_LD_[ABS|IND] instructions not allowed for this program type", err=errno.EINVAL),
+    _c("ld_ind_dead_branch", "r6 = r1\nr1 = 0\nr0 = 2\nif r0 == 2 goto +1\n"
+       "r0 = *(u8 *)skb[r1 + 0]\nexit", None, processed=5),
+    _c("ld_abs_void_subprog", "r6 = r1\ncall f\nr0 = 2\nexit\nf:\nr0 = *(u8 *)skb[0]\nexit",
+       "LD_ABS is only allowed in functions that return 'int'.", err=errno.EINVAL,
+       funcs=(Func("main", True, ("ctx",)), Func("f", ret="void"))),
+    _c("tail_call_void_subprog", "call f\nr0 = 2\nexit\nf:\nr2 = MAP(progs)\nr3 = 0\n"
+       "call 12\nexit", "tail_call is only allowed in functions that return 'int'.",
+       err=errno.EINVAL, funcs=(Func("main", True, ("ctx",)), Func("f", args=("ctx",),
+                                                                      ret="void"))),
+    _c("ld_abs_subprog_no_btf", "r6 = r1\ncall f\nr0 = 2\nexit\nf:\nr0 = *(u8 *)skb[0]\n"
+       "exit", "LD_ABS is not allowed in subprogs without BTF", err=errno.EINVAL),
+    # -- check_subprogs and check_reg_arg, in the kernel's words
+    _c("jump_past_end", "if r1 == 0 goto +3\nr0 = 2\nexit", "jump out of range from insn 0 to 4",
+       err=errno.EINVAL),
+    _c("jump_into_other_func", "call f\nif r0 == 0 goto +3\nr0 = 2\nexit\nf:\nr0 = 1\nexit",
+       "jump out of range from insn 1 to 5", err=errno.EINVAL),
+    _c("subprog_falls_off", "call f\nr0 = 2\nexit\nf:\nr0 = 1",
+       "last insn is not an exit or jmp", err=errno.EINVAL),
+    _c("read_r12", "r0 = r12\nexit", "R12 is invalid", err=errno.EINVAL),
+    # -- resolve_pseudo_ldimm64: a map load no loader bound keeps a raw fd (none here)
+    _c("map_fd_unbound", "r1 = map[fd:77777]\nr0 = 2\nexit",
+       "fd 77777 is not pointing to valid bpf_map", err=errno.EBADF),
+    # -- root (allow_ptr_leaks): neg, bswap and sign-extending moves of a pointer make an
+    # unknown scalar rather than a refusal
+    _c("neg_pointer_leak", "r2 = r10\nr2 = -r2\nr2 = be64 r2\nr0 = 2\nexit", None,
+       processed=5),
+    _c("neg_pointer_deref", "r1 = -r1\nr0 = *(u8 *)(r1 +0)\nexit", _SCALAR_MEM),
+    _c("movsx_pointer", "r2 = (s32)r10\nw3 = (s8)w1\nr0 = r3\nexit", None, processed=4),
+    _c("movsx32_pointer_bounds", "w3 = (s16)w1\nif r3 <= 0xffffffff goto +2\nr1 = 0\n"
+       "r0 = *(u64 *)(r1 +0)\nr0 = 2\nexit", None, processed=4),
+    # -- check_map_access_type: a write-only map's value is not read, by loads or helpers
+    _c("wronly_map_load", _LOOKUP_OUT.format(m="wo") + "r1 = 1\n*(u64 *)(r0 +0) = r1\n"
+       "r0 = *(u32 *)(r0 +4)\nout:\nr0 = 2\nexit",
+       "read from map forbidden, value_size=8 off=4 size=4"),
+    _c("wronly_map_helper_read", _LOOKUP_OUT.format(m="wo") + "r3 = r0\nr1 = MAP(hash)\n"
+       "r2 = r10\nr2 += -4\nr4 = 0\ncall 2\nout:\nr0 = 2\nexit",
+       "read from map forbidden, value_size=8 off=0 size=8"),
+    # -- __reg32_deduce_bounds: u32 [3, U32_MAX] meets s32 [S32_MIN, 1] only below zero
+    _c("u32_s32_cross_sign", "call 7\nif w0 < 3 goto +5\nif w0 s> 1 goto +4\n"
+       "if w0 s< 0 goto +3\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nr0 = 2\nexit", None,
+       processed=10),
+    _c("u32_s32_cross_sign_high", "call 7\nif w0 > 0x80000003 goto +5\nif w0 s< -3 goto +4\n"
+       "if w0 s> 5 goto +3\nif w0 s>= 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", None, processed=11),
+    # -- bpf_strtol/bpf_strtoul: the result a long the helper writes, 8-byte aligned
+    *(_c(f"strtol_{name}", "r1 = 0x31\n*(u64 *)(r10 -8) = r1\nr1 = r10\nr1 += -8\nr2 = 8\n"
+         f"r3 = 0\nr4 = r10\nr4 += {off}\ncall {fid}\nr0 = *(u64 *)(r10 -24)\nr0 = 2\n"
+         "exit", linux, **kw)
+      for name, fid, off, linux, kw in (
+          ("ok", 105, -24, None, {"processed": 12}),
+          ("misaligned", 106, -20, "misaligned stack access off 0+-20+0 size 8", {}),
+          ("short", 105, -4, "invalid write to stack R4 off=-4 size=8",
+           {"err": errno.EINVAL}))),
+    # -- helpers that might sleep (bpf_copy_from_user): never in XDP, a global function
+    # calling one neither
+    _c("copy_from_user_xdp", "r1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\ncall 148\nr0 = 2\nexit",
+       "helper call might sleep in a non-sleepable prog", err=errno.EINVAL),
+    _c("global_might_sleep", "r1 = 0\n" + _G1 + "r1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\n"
+       "call 148\nr0 = 0\nexit", "a non-sleepable BPF program context", err=errno.EINVAL,
+       funcs=_gt("int")),
+    # -- bpf_get_current_task_btf: a trusted task_struct pointer, never NULL
+    _c("current_task_acquire", "call 158\nr1 = r0\ncall KFUNC(bpf_task_acquire)\n"
+       "if r0 == 0 goto out\nr1 = r0\ncall KFUNC(bpf_task_release)\n" + _OUT, None,
+       processed=10),
+    # a trusted-or-NULL pointer (no reference) passed on to a nullable __arg_trusted
+    _c("trusted_nullable_chain", "call 158\nr1 = r0\ncall g1\nr0 = 2\nexit\ng1:\ncall g2\n"
+       "r0 = 0\nexit\ng2:\nr0 = 0\nexit", None, processed=10,
+       funcs=(Func("main", True, ("ctx",)),
+              Func("g1", True, ("struct:task_struct@trusted@nullable",)),
+              Func("g2", True, ("struct:task_struct@trusted@nullable",)))),
+    # -- check_map_func_compatibility: a stack trace map goes to bpf_get_stackid only
+    _c("stack_trace_lookup", _LOOKUP_OUT.format(m="stacks") + _OUT,
+       "cannot pass map_type 7 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
+    # -- a helper's memory of size zero: any map value pointer will do
+    _c("csum_diff_value_size0", _LOOKUP_OUT.format(m="arr") + "r1 = r0\nr1 += 16\nr2 = 0\n"
+       "r3 = 0\nr4 = 0\nr5 = 0\ncall 28\n" + _OUT, None, processed=16),
+    # -- check_ptr_to_map_access: root reads the map's kernel struct through its pointer
+    _c("map_ptr_read", "r1 = MAP(arr)\nr0 = *(u64 *)(r1 +0)\nr1 = MAP(hash)\n"
+       "r0 = *(u32 *)(r1 +16)\nr0 = 2\nexit", None, processed=6),
+    _c("map_ptr_negative", "r1 = MAP(arr)\nr0 = *(u64 *)(r1 -8)\nr0 = 2\nexit",
+       "R1 is bpf_array invalid negative access: off=-8"),
+    _c("map_ptr_write", "r1 = MAP(hash)\nr0 = 0\n*(u32 *)(r1 +16) = r0\nr0 = 2\nexit",
+       "only read from bpf_htab is supported"),
+    # -- an operation that unlinks a scalar drops its link's constant too: r8's compare
+    # says nothing of r9 (a copy of r6 after the unlinking xor)
+    _c("linked_delta_dropped", "call 7\nr6 = r0\nr6 += 5\nr6 ^= 0\nr8 = r6\nr8 += 3\n"
+       "r9 = r6\nif r9 != 10 goto +3\nif r8 == 8 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", _SCALAR_MEM),
+    # -- coerce_subreg_to_size_sx: w1 = (s8)w0 is an s32 in [-128, 127]
+    _c("movsx32_s8_range", "call 7\nw1 = (s8)w0\nif w1 s> 0x7f goto +3\n"
+       "if w1 s< -0x80 goto +2\nr0 = 2\nexit\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nexit", None,
+       processed=6),
+    # -- save_aux_ptr_type: one load or store, one kind of context/socket/kernel pointer
+    _c("same_insn_ctx_and_stack", "r6 = r1\nr1 = 0\n*(u64 *)(r10 -8) = r1\ncall 7\nr2 = r10\n"
+       "r2 += -8\nif r0 == 0 goto +1\nr2 = r6\nr0 = *(u32 *)(r2 +0)\nr0 = 2\nexit",
+       "same insn cannot be used with different pointers", err=errno.EINVAL),
+    _c("same_insn_value_and_stack", _LOOKUP_OUT.format(m="arr") + "r6 = r0\ncall 7\n"
+       "r2 = r10\nr2 += -8\nif r0 == 0 goto +1\nr2 = r6\n*(u32 *)(r2 +0) = r0\n" + _OUT,
+       None, processed=19),
+    # -- check_stack_read_fixed_off: bytes of a spilled zero read back as zero
+    _c("spilled_zero_bytes", "*(u64 *)(r10 -8) = 0\nr0 = *(u8 *)(r10 -1)\nr1 = *(u16 *)(r10 -4)\n"
+       "r0 |= r1\nif r0 == 0 goto +2\nr1 = 0\nr0 = *(u64 *)(r1 +0)\nr0 = 2\nexit", None,
+       processed=7),
+    # -- recursion: walked as deep as it goes; the static call graph then never ends
+    # (check_max_stack_depth gives up at 8 frames)
+    _c("recursion_bounded", "r1 = 2\ncall f\nr0 = 2\nexit\nf:\nr1 -= 1\nif r1 == 0 goto +1\n"
+       "call f\nr0 = 0\nexit", "the call stack of 8 frames is too deep !", err=errno.E2BIG),
+    _c("recursion_unbounded", "call f\nr0 = 2\nexit\nf:\ncall g\nexit\ng:\ncall f\nr0 = 0\n"
+       "exit", "the call stack of 9 frames is too deep", err=errno.E2BIG),
+    # -- tracing helpers of the base set: the current task's name, user memory reads
+    _c("current_comm_and_probe_user", "r1 = r10\nr1 += -16\nr2 = 16\ncall 16\nr1 = r10\n"
+       "r1 += -8\nr2 = 8\nr3 = 0\ncall 112\nr0 = *(u64 *)(r10 -8)\nr0 = 2\nexit", None,
+       processed=12),
+    _c("current_comm_too_long", "r1 = r10\nr1 += -16\nr2 = 17\ncall 16\nr0 = 2\nexit",
+       "invalid write to stack R1 off=-16 size=17", err=errno.EINVAL),
+    # -- bpf_skc_to_tcp_sock: the socket as a tcp_sock or NULL, sharing its reference:
+    # released through the cast, or gone with the socket
+    _c("skc_to_tcp_sock_release_cast", _SK_TUPLE + "call 84\nif r0 == 0 goto +9\nr6 = r0\n"
+       "r1 = r0\ncall 137\nif r0 != 0 goto +3\nr1 = r6\ncall 86\ngoto +2\nr1 = r0\n"
+       "call 86\nr0 = 2\nexit", None, processed=24),
+    _c("skc_to_tcp_sock_after_release", _SK_TUPLE + "call 84\nif r0 == 0 goto +9\nr6 = r0\n"
+       "r1 = r0\ncall 137\nr7 = r0\nr1 = r6\ncall 86\nif r7 == 0 goto +1\n"
+       "r0 = *(u32 *)(r7 +0)\nr0 = 2\nexit", "R7 invalid mem access 'scalar'"),
+    # -- a tail call in a subprog: the path where it returns to the caller (with the tail
+    # called program's R0, packet pointers gone) is walked, then the failed call's
+    *(_c(name, _PKT64 + "call sub\nr0 = 0\nr0 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit\nsub:\n"
+         "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", _SCALAR_MEM.replace("R1", "R6"),
+         funcs=(Func("main", True, ("ctx",)), Func("sub", g, ("ctx",))))
+      for name, g in (("tail_call_subprog_pkt", False), ("tail_call_global_pkt", True))),
+    _c("tail_call_subprog_returns", "call sub\nr0 = 0\nr0 = 0\nr0 = 0\nexit\nsub:\n"
+       "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", None, processed=14,
+       funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
+    # -- bpf_find_vma(task, addr, cb, ctx, flags): cb(task, vma, ctx) returns 0 or 1;
+    # bpf_user_ringbuf_drain(map, cb, ctx, flags): cb(dynptr, ctx)
+    *(_c(name, pre + "r2 = 0\nr3 = subprog[cb]\nr4 = 0\nr5 = 0\ncall 180\nr0 = 2\nexit\n"
+         f"cb:\nr0 = {ret}\nexit", linux, funcs=_CB, **kw)
+      for name, pre, ret, linux, kw in (
+          ("find_vma_current", "call 158\nr1 = r0\n", 1, None, {"processed": 12}),
+          ("find_vma_ctx", "", 0, "R1 type=ctx expected=ptr_, trusted_ptr_, rcu_ptr_", {}),
+          ("find_vma_cb_ret2", "call 158\nr1 = r0\n", 2,
+           "At callback return the register R0 has smin=2 smax=2 should have been in [0, 1]",
+           {"err": errno.EINVAL}))),
+    _c("user_ringbuf_drain", "r1 = MAP(urb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 209\n"
+       "r0 = 2\nexit\ncb:\nr0 = 0\nexit", None, funcs=_CB, processed=10),
+    _c("user_ringbuf_drain_ringbuf", "r1 = MAP(rb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 209\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "cannot pass map_type 27 into func bpf_user_ringbuf_drain#209", funcs=_CB,
+       err=errno.EINVAL),
+    # -- bpf_fastcall: the spill/fill pair around an inlined bpf_get_smp_processor_id goes,
+    # and its stack with it, unless something else touches that slot or the call is not
+    # inlined (bpf_get_prandom_u32)
+    *(_c(name, "r1 = 1\n*(u64 *)(r10 -512) = r1\ncall f\nr0 = 2\nexit\nf:\n"
+         f"*(u64 *)(r10 -8) = r1\ncall {fid}\nr1 = *(u64 *)(r10 -8)\n{more}r0 = 0\nexit",
+         linux, **kw)
+      for name, fid, more, linux, kw in (
+          ("fastcall_stack_dropped", 8, "", None, {"processed": 10}),
+          ("fastcall_stack_touched", 8, "r2 = *(u64 *)(r10 -8)\n",
+           "combined stack size of 2 calls is 528. Too large", {}),
+          ("fastcall_not_inlined", 7, "", "combined stack size of 2 calls is 528. Too large",
+           {}))),
     # -- kfuncs of other program types: refused at the call, before their arguments
     *(_c(f"kfunc_not_for_xdp_{k}", f"r1 = 0\nr2 = 0\nr3 = 0\ncall KFUNC({k})\n"
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")

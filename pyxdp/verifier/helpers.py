@@ -19,8 +19,9 @@ from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.uapi.bpf import BPF_SOCK_SIZE, BpfSock
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["Arg", "FuncProto", "MAP_FUNCS", "PKT_ACCESS", "PROTOS", "Ret", "SLEEPABLE_MAPS",
-           "SYSCALL_HELPERS", "SYSCALL_MODELLED", "UNMODELLED_XDP_HELPERS",
+__all__ = ["MAP_FUNCS", "MIGHT_SLEEP_HELPERS", "PKT_ACCESS", "PROTOS", "SLEEPABLE_MAPS",
+           "SYSCALL_HELPERS", "SYSCALL_MODELLED", "UNMODELLED_XDP_HELPERS", "Arg",
+           "FuncProto", "Ret",
            "bpf_sock_is_valid_access", "func_maps"]
 
 
@@ -54,7 +55,11 @@ class Arg(Enum):
     KPTR_XCHG_DEST = auto()      # ARG_KPTR_XCHG_DEST: a map value's __kptr field
     BTF_ID_OR_NULL_RELEASE = auto()  # ARG_PTR_TO_BTF_ID_OR_NULL | OBJ_RELEASE
     FIXED_MEM_RDONLY = auto()    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY (FuncProto.sizes)
+    # ARG_PTR_TO_FIXED_SIZE_MEM | MEM_UNINIT | MEM_WRITE | MEM_ALIGNED, 8 bytes: a long
+    # the helper stores (bpf_strtol's result)
+    FIXED_S64_OUT = auto()
     PERCPU_BTF_ID = auto()       # ARG_PTR_TO_PERCPU_BTF_ID: a per-CPU object's pointer
+    TASK_BTF_ID = auto()         # ARG_PTR_TO_BTF_ID of struct task_struct
 
 
 class Ret(Enum):
@@ -68,6 +73,8 @@ class Ret(Enum):
     KPTR_OR_NULL = auto()        # RET_PTR_TO_BTF_ID_OR_NULL: the kptr field's object, acquired
     # RET_PTR_TO_MEM_OR_BTF_ID: of a per-CPU object, one CPU's copy (MEM_ALLOC | MEM_RCU)
     PERCPU_COPY = auto()
+    TASK_TRUSTED = auto()  # RET_PTR_TO_BTF_ID_TRUSTED to struct task_struct (the current task)
+    BTF_ID_OR_NULL = auto()  # RET_PTR_TO_BTF_ID_OR_NULL to struct FuncProto.ret_struct
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,7 @@ class FuncProto:
     gpl_only: bool = False
     pkt_data: bool = False  # bpf_helper_changes_pkt_data
     sizes: tuple[int, ...] = ()  # arg_size of each FIXED_MEM_RDONLY argument, by position
+    ret_struct: str = ""  # the kernel struct a BTF_ID_OR_NULL result points to
 
 
 A = Arg
@@ -96,6 +104,32 @@ PROTOS: dict[int, FuncProto] = {
     28: FuncProto((A.MEM_RDONLY_OR_NULL, A.CONST_SIZE_OR_ZERO, A.MEM_RDONLY_OR_NULL,
                    A.CONST_SIZE_OR_ZERO, A.ANYTHING)),
     42: FuncProto(()),
+    158: FuncProto((), Ret.TASK_TRUSTED, gpl_only=True),
+    # the current task's ids and name, signals (tracing helpers bpf_base_func_proto gives)
+    15: FuncProto(()),
+    16: FuncProto((A.UNINIT_MEM, A.CONST_SIZE)),
+    35: FuncProto((), gpl_only=True),
+    80: FuncProto(()),
+    109: FuncProto((A.ANYTHING,)),
+    117: FuncProto((A.ANYTHING,)),
+    120: FuncProto((A.ANYTHING, A.ANYTHING, A.UNINIT_MEM, A.CONST_SIZE)),
+    123: FuncProto((A.ANYTHING,)),
+    112: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    114: FuncProto((A.UNINIT_MEM, A.CONST_SIZE_OR_ZERO, A.ANYTHING), gpl_only=True),
+    # callbacks: bpf_find_vma(task, addr, cb, ctx, flags), bpf_user_ringbuf_drain(map, cb,
+    # ctx, flags)
+    180: FuncProto((A.TASK_BTF_ID, A.ANYTHING, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
+    209: FuncProto((A.CONST_MAP_PTR, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
+    # bpf_skc_to_*: a socket as one of its kinds, or NULL (is_ptr_cast_function: the
+    # result shares the argument's reference)
+    136: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp6_sock"),
+    137: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_sock"),
+    138: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_timewait_sock"),
+    139: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="tcp_request_sock"),
+    140: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="udp6_sock"),
+    178: FuncProto((A.SOCK_COMMON,), Ret.BTF_ID_OR_NULL, ret_struct="unix_sock"),
+    105: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
+    106: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.ANYTHING, A.FIXED_S64_OUT)),
     44: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
     51: FuncProto((A.CONST_MAP_PTR, A.ANYTHING, A.ANYTHING)),
     54: FuncProto((A.CTX, A.ANYTHING), pkt_data=True),
@@ -178,14 +212,18 @@ PROTOS: dict[int, FuncProto] = {
     PYXDP_FUNC_REDIRECT_XSK: FuncProto((A.CTX, A.ANYTHING)),
 }
 
-# Helpers Linux 6.18 gives XDP programs loaded by root that pyxdp's engines do not
-# provide (measured: every id 1..211 called from an XDP program): current task and
-# cgroup, socket casts, probe_read_user*,
-# storage maps, strtol/strtoul, ...
+# Helpers Linux 6.18 gives XDP programs loaded by root (measured: every id 1..211 called
+# from an XDP program) whose prototypes pyxdp's verifier does not model: perf events,
+# task/cgroup storage, branch snapshots, ... (Some PROTOS, such as
+# the current task's, strtol, the socket casts, are the verifier's only: pyxdp's engines
+# refuse a program calling them.)
 UNMODELLED_XDP_HELPERS = frozenset({
-    15, 16, 17, 22, 35, 37, 55, 80, 105, 106, 109, 112,
-    114, 117, 120, 123, 136, 137, 138, 139, 140, 141, 148, 149, 156,
-    157, 158, 175, 176, 177, 178, 180, 191, 196, 209, 210, 211})
+    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 177, 191, 196, 210, 211})
+
+# Of those, the ones that might sleep (bpf_copy_from_user, bpf_copy_from_user_task), by
+# whether they are GPL-only: check_helper_call refuses them in a program that cannot sleep
+# (XDP) before looking at any argument.
+MIGHT_SLEEP_HELPERS: dict[int, bool] = {148: False, 191: True}
 
 # Helpers Linux 6.18 gives SEC("syscall") programs loaded by root (syscall_prog_func_proto,
 # then tracing_prog_func_proto; measured: every id 1..211 called from a sleepable
@@ -249,6 +287,13 @@ MAP_FUNCS: dict[int, tuple[int, ...] | None] = {
     int(MT.BPF_MAP_TYPE_INODE_STORAGE): (145, 146, 194),
     int(MT.BPF_MAP_TYPE_TASK_STORAGE): (156, 157, 194),
     int(MT.BPF_MAP_TYPE_CGRP_STORAGE): (210, 211, 194),
+    # maps of other program types' helpers: nothing of XDP's may take them
+    int(MT.BPF_MAP_TYPE_USER_RINGBUF): (209,),
+    int(MT.BPF_MAP_TYPE_STACK_TRACE): (27,),
+    int(MT.BPF_MAP_TYPE_CGROUP_ARRAY): (33, 37),
+    int(MT.BPF_MAP_TYPE_CGROUP_STORAGE): (81,),
+    int(MT.BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE): (81,),
+    int(MT.BPF_MAP_TYPE_BLOOM_FILTER): (89, 87),
 }
 # The second switch: helpers that need particular map types.
 _FUNC_MAPS: dict[int, tuple[int, ...]] = {
@@ -259,6 +304,7 @@ _FUNC_MAPS: dict[int, tuple[int, ...]] = {
     130: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     131: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     134: (int(MT.BPF_MAP_TYPE_RINGBUF),),
+    209: (int(MT.BPF_MAP_TYPE_USER_RINGBUF),),
     198: (int(MT.BPF_MAP_TYPE_RINGBUF),),
     87: (int(MT.BPF_MAP_TYPE_QUEUE), int(MT.BPF_MAP_TYPE_STACK),
          int(MT.BPF_MAP_TYPE_BLOOM_FILTER)),

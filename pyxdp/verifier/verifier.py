@@ -57,6 +57,7 @@ from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
+    BPF_F_WRONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
     BPF_XDP_DEVMAP,
     ExceptionCallbackError,
@@ -67,6 +68,7 @@ from pyxdp.spec import (
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
 from pyxdp.verifier.helpers import (
+    MIGHT_SLEEP_HELPERS,
     PKT_ACCESS,
     PROTOS,
     SLEEPABLE_MAPS,
@@ -272,6 +274,9 @@ def _reg_not_null(r: Reg) -> bool:
         base == BTF_ID and bool(r.ref or r.t & TRUSTED and not r.t & UNTRUSTED))
 
 
+# reg_type_mismatch_ok's exceptions: pointers whose loads and stores are rewritten per
+# type, so one instruction may not meet two kinds of them
+_REWRITTEN_PTRS = frozenset({CTX, SOCK, SOCK_COMMON, BTF_ID})
 # reg2btf_ids: the registers a kfunc's struct pointer argument takes besides PTR_TO_BTF_ID,
 # as pointers to these kernel structs
 _REG2BTF = {MAP_PTR: "bpf_map", SOCK: "sock", SOCK_COMMON: "sock_common"}
@@ -564,6 +569,16 @@ class Reg:
                     s32min = a
                 if b < s32max:
                     s32max = b
+        # upper halves two consecutive numbers, lower halves an s32 range from negative
+        # to non-negative (s64 [-1, 1] is s32 [-1, 1])
+        for lo64, hi64 in ((umin, umax), (smin, smax)):
+            if ((lo64 >> 32) + 1) & U32 == (hi64 >> 32) & U32:
+                a, b = _s32(lo64), _s32(hi64)
+                if a < 0 <= b:
+                    if a > s32min:
+                        s32min = a
+                    if b < s32max:
+                        s32max = b
         lo, hi = u32min & U32, u32max & U32
         a = lo - (1 << 32) if lo >> 31 else lo
         b = hi - (1 << 32) if hi >> 31 else hi
@@ -578,6 +593,14 @@ class Reg:
                 u32min = lo
             if hi < u32max:
                 u32max = hi
+        elif u32max < lo:  # the u32 range meets only the s32 range's non-negative part
+            s32min = _s32(u32min)
+            if hi < u32max:
+                u32max = hi
+        elif hi < u32min:  # ... only its negative part
+            s32max = _s32(u32max)
+            if lo > u32min:
+                u32min = lo
         # __reg64_deduce_bounds
         lo, hi = umin & U64, umax & U64
         a = lo - (1 << 64) if lo >> 63 else lo
@@ -689,6 +712,33 @@ class Reg:
         self.umin = self.u32min = 0
         self.umax, self.u32max = U64, U32
         self.tv, self.tm = 0, U64
+
+    def coerce_subreg_sx(self, size: int) -> None:
+        """Sign-extend the low ``size`` bytes into the 32-bit subregister
+        (coerce_subreg_to_size_sx); the upper half is the caller's (zext32)."""
+        bits = 8 * size
+
+        def sx(x: int) -> int:
+            x &= (1 << bits) - 1
+            return x - (1 << bits) if x >> (bits - 1) else x
+        if self.tm == 0:
+            v = sx(self.tv)
+            self.tv = v & U64
+            self.s32min = self.s32max = _s32(v)
+            self.u32min = self.u32max = v & U32
+            return
+        if (self.s32max & U32) >> bits == (self.s32min & U32) >> bits:
+            a, b = sx(self.s32max), sx(self.s32min)
+            hi, lo = max(a, b), min(a, b)
+            if (lo >= 0) == (hi >= 0):
+                self.s32min, self.s32max = lo, hi
+                self.u32min, self.u32max = lo & U32, hi & U32
+                tv, tm = t_range(lo & U64, hi & U64)
+                self.tv, self.tm = tv & U32, tm & U32
+                return
+        self.s32min, self.s32max = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        self.u32min, self.u32max = 0, U32
+        self.tv, self.tm = 0, U32
 
     def describe(self) -> str:
         """The register as the kernel's log prints it (print_verifier_state)."""
@@ -934,6 +984,7 @@ class _CallMeta:
     dynptr_id: int = 0   # the dynptr argument's id and ref_obj_id (bpf_dynptr_data)
     dynptr_ref: int = 0
     dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
+    ref_obj: int = 0  # meta->ref_obj_id: a socket argument's reference
 
 
 BPF_FUNC_DYNPTR_FROM_MEM = 197
@@ -1116,7 +1167,11 @@ _ASYNC_CB = -1
 _TASK_WORK_CB = -2
 # Frame.callback of bpf_rbtree_add's less (in_rbtree_lock_required_cb)
 _RBTREE_CB = -2
-_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM))
+_STX_DW = op.BPF_STX | op.BPF_MEM | op.BPF_DW
+_LDX_DW = op.BPF_LDX | op.BPF_MEM | op.BPF_DW
+# helpers that call a callback back (calls_callback): bpf_loop, bpf_for_each_map_elem,
+# bpf_find_vma, bpf_user_ringbuf_drain
+_CALLBACK_HELPERS = frozenset((BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM, 180, 209))
 _PKT_CHANGING = frozenset(k for k, p in PROTOS.items() if p.pkt_data)
 _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
@@ -1231,6 +1286,31 @@ def _stack_scalar(slot: Slot) -> Reg | None:
     return _UNBOUND if types == _ALL_MISC else None
 
 
+# Each map type's kernel struct (its bpf_map_ops' map_btf_id), which root may read
+# through the map pointer.
+_MAP_STRUCTS: dict[int, str] = {
+    **dict.fromkeys((MT.BPF_MAP_TYPE_HASH, MT.BPF_MAP_TYPE_PERCPU_HASH, MT.BPF_MAP_TYPE_LRU_HASH,
+                     MT.BPF_MAP_TYPE_LRU_PERCPU_HASH, MT.BPF_MAP_TYPE_HASH_OF_MAPS), "bpf_htab"),
+    **dict.fromkeys((MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY,
+                     MT.BPF_MAP_TYPE_PROG_ARRAY, MT.BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+                     MT.BPF_MAP_TYPE_CGROUP_ARRAY, MT.BPF_MAP_TYPE_ARRAY_OF_MAPS), "bpf_array"),
+    MT.BPF_MAP_TYPE_LPM_TRIE: "lpm_trie",
+    MT.BPF_MAP_TYPE_STACK_TRACE: "bpf_stack_map",
+    MT.BPF_MAP_TYPE_DEVMAP: "bpf_dtab",
+    MT.BPF_MAP_TYPE_DEVMAP_HASH: "bpf_dtab",
+    MT.BPF_MAP_TYPE_CPUMAP: "bpf_cpu_map",
+    MT.BPF_MAP_TYPE_XSKMAP: "xsk_map",
+    MT.BPF_MAP_TYPE_SOCKMAP: "bpf_stab",
+    MT.BPF_MAP_TYPE_SOCKHASH: "bpf_shtab",
+    MT.BPF_MAP_TYPE_QUEUE: "bpf_queue_stack",
+    MT.BPF_MAP_TYPE_STACK: "bpf_queue_stack",
+    MT.BPF_MAP_TYPE_RINGBUF: "bpf_ringbuf_map",
+    MT.BPF_MAP_TYPE_USER_RINGBUF: "bpf_ringbuf_map",
+    MT.BPF_MAP_TYPE_BLOOM_FILTER: "bpf_bloom_filter",
+}
+ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
+
+
 def _helper_name(fid: int) -> str:
     if fid in PYXDP_HELPER_NAMES:
         return f"bpf_{PYXDP_HELPER_NAMES[fid]}"
@@ -1269,6 +1349,13 @@ class _Verifier:
                         self.globals[fi.insn_off] = _Global(
                             self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
+        self.aux_ptr: dict[int, int] = {}  # insn_aux_data's ptr_type of loads and stores
+        # bpf_fastcall: pattern instructions, spills per inlined call, each function's
+        # fastcall_stack_off and whether it keeps its fastcall stack (_mark_fastcall_patterns)
+        self.fc_pattern: set[int] = set()
+        self.fc_spills: dict[int, int] = {}
+        self.fc_off: dict[int, int] = {}
+        self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
@@ -1327,8 +1414,8 @@ class _Verifier:
             if name in KFUNCS and KFUNCS[name].flags & KF_ITER_NEXT)
         self.may_goto = frozenset(pc for pc in range(n) if self.insns[pc].code == OP_MAY_GOTO
                                   and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
-        # Calls of helpers that call back (bpf_loop, bpf_for_each_map_elem): the callback
-        # returns to the call, which calls it again until the states converge.
+        # Calls of helpers that call back (_CALLBACK_HELPERS): the callback returns to the
+        # call, which calls it again until the states converge.
         self.cb_sites = frozenset(
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
@@ -1397,20 +1484,36 @@ class _Verifier:
         for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
             if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
                 insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
-        try:
-            return validate(insns)
+        for pc, i in enumerate(insns):  # LD_ABS/LD_IND: refused where reached (check_ld_abs)
+            if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
+                    and pc not in second:
+                insns[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
+        try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
+            return validate(insns, recursion=True)
         except InvalidProgram as e:
-            msg = None
+            msg, err = None, errno.EINVAL
             if e.rule == "call-depth":
                 m = re.search(r"call depth (\d+)", str(e))
                 msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
+                err = errno.E2BIG
+            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+                # check_subprogs
+                target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
+                    int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
+                msg = f"jump out of range from insn {e.pc} to {target}"
+            elif e.rule == "fall-through":
+                msg = "last insn is not an exit or jmp"
+            elif e.rule == "register":  # check_reg_arg
+                reg = re.search(r"register r(\d+) is invalid", str(e))
+                if reg is not None and int(reg.group(1)) > 10:
+                    msg = f"R{reg.group(1)} is invalid"
             if msg is None:
                 raise
             self.pc = e.pc or 0
             self.processed = self.nstates = 0
             self.log = []
             self.state = None
-            raise self._error(Refuse(msg, errno.E2BIG)) from None
+            raise self._error(Refuse(msg, err)) from None
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
@@ -1427,12 +1530,15 @@ class _Verifier:
             self._find_exception_cb()
             self._check_sleepable_maps()
             self._check_abnormal_return()
+            self._check_map_fds()
             self._check_cfg()
+            self._mark_fastcall_patterns()
             if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
                 self.pc = 0
                 raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
+            self._remove_fastcall_spills()
             self._check_max_stack_depth()
             self._check_throw_in_callbacks()
         except Refuse as e:
@@ -1548,14 +1654,63 @@ class _Verifier:
         return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
                    self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
 
+    def _check_map_fds(self) -> None:
+        """resolve_pseudo_ldimm64: a map load the loader bound to no map keeps the raw fd
+        of the program's text, which names no map of this process (EINVAL for an open
+        file that is not a map, EBADF for none)."""
+        for pc, i in enumerate(self.insns):
+            if i.code != op.OP_LD_IMM64 or pc in self.map_at or i.src not in (
+                    op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
+                continue
+            self.pc = pc
+            if i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD and pc + 1 < len(self.insns) and \
+                    self.insns[pc + 1].imm:
+                raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
+            try:
+                os.fstat(i.imm)
+                err = errno.EINVAL
+            except (OSError, OverflowError):
+                err = errno.EBADF
+            raise Refuse(f"fd {i.imm} is not pointing to valid bpf_map", err)
+        self.pc = 0
+
+    def _has_ld_abs(self, sub: int) -> bool:
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        return any(self.insns[pc].code & 7 == op.BPF_LD and
+                   op.bpf_mode(self.insns[pc].code) in (op.BPF_ABS, op.BPF_IND)
+                   for pc in range(start, end))
+
     def _check_abnormal_return(self) -> None:
-        """check_abnormal_return: without func_info no function but the main one may tail
-        call."""
-        if self.spec.func_info:
+        """check_abnormal_return: without func_info no function but the main one may use
+        LD_ABS or tail call; check_btf_func: with it, only one returning an integer or
+        enum may."""
+        if not self.spec.func_info:
+            for sub in self.subprogs[1:]:
+                if self._has_ld_abs(sub):
+                    raise Refuse("LD_ABS is not allowed in subprogs without BTF", errno.EINVAL)
+                if self._has_tail_call(sub):
+                    raise Refuse("tail_call is not allowed in subprogs without BTF",
+                                 errno.EINVAL)
             return
-        for sub in self.subprogs[1:]:
-            if self._has_tail_call(sub):
-                raise Refuse("tail_call is not allowed in subprogs without BTF", errno.EINVAL)
+        if self.btf is None:
+            return
+        for fi in self.spec.func_info:
+            if not fi.insn_off or fi.insn_off not in self.subprogs:
+                continue
+            fn = self.btf.type_by_id(fi.type_id)
+            proto = self.btf.type_by_id(fn.size_type) if fn.kind is BtfKind.FUNC else None
+            if proto is None or proto.kind is not BtfKind.FUNC_PROTO:
+                continue
+            ret = self.btf.resolved(proto.size_type) if proto.size_type else None
+            if ret is not None and (ret.kind in (BtfKind.ENUM, BtfKind.ENUM64) or (
+                    ret.kind is BtfKind.INT and ret.size_type <= 8)):
+                continue
+            if self._has_ld_abs(fi.insn_off):
+                raise Refuse("LD_ABS is only allowed in functions that return 'int'.",
+                             errno.EINVAL)
+            if self._has_tail_call(fi.insn_off):
+                raise Refuse("tail_call is only allowed in functions that return 'int'.",
+                             errno.EINVAL)
 
     # -- check_cfg: every instruction reachable ---------------------------------------------
     def _check_cfg(self) -> None:
@@ -2521,8 +2676,9 @@ class _Verifier:
             self._read(regs, i.dst)
             self._dst(i.dst)
             d = regs[i.dst]
-            if d.t != SCALAR:
-                raise Refuse(f"R{i.dst} pointer arithmetic prohibited")
+            if d.t != SCALAR:  # root (allow_ptr_leaks): the pointer's bits, unknown
+                d.set_unknown()
+                return
             if o == op.BPF_NEG:
                 zero = _known(0)
                 src = d.copy()
@@ -2581,13 +2737,19 @@ class _Verifier:
             d.set_known(i.imm if is64 else i.imm & U32)
             return
         if i.off in (8, 16, 32) and (is64 or i.off != 32):
-            if src.t != SCALAR:
-                raise Refuse(f"R{i.src} sign-extension part of pointer")
+            if src.t != SCALAR:  # root (allow_ptr_leaks): an unknown scalar
+                d.set_unknown()
+                if not is64:
+                    d.coerce(4)
+                return
             v = src.copy()
-            v.id = 0
-            v.coerce_sx(i.off // 8)
-            if not is64:
-                v.coerce(4)
+            v.id = v.off = 0
+            if is64:
+                v.coerce_sx(i.off // 8)
+            else:  # the subregister's bounds, then the zero-extension
+                v.coerce_subreg_sx(i.off // 8)
+                v.zext32()
+                v.sync()
             d.assign(v)
             return
         if is64:
@@ -2603,7 +2765,7 @@ class _Verifier:
             self._id_before_mov(src)
         v = src.copy()
         if not keep:
-            v.id = 0
+            v.id = v.off = 0
         v.coerce(4)
         d.assign(v)
 
@@ -2638,7 +2800,7 @@ class _Verifier:
                 d.off = -off if o == op.BPF_SUB else off
 
     def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
-        d.id = 0
+        d.id = d.off = 0  # unlinked: an offset link's constant goes with its id
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
@@ -2945,7 +3107,9 @@ class _Verifier:
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        base_t = base.t
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None, sx=sx)
+        self._save_aux_ptr_type(base_t, True)
         if val is None:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
@@ -2968,11 +3132,28 @@ class _Verifier:
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        base_t = base.t
         if value is None:
             imm = _known(i.imm)
             self._mem(st, i.dst, base, i.off, size, write=True, value=None, imm=imm)
         else:
             self._mem(st, i.dst, base, i.off, size, write=True, value=value)
+        self._save_aux_ptr_type(base_t, False)
+
+    def _save_aux_ptr_type(self, t: int, allow_trust_mismatch: bool) -> None:
+        """save_aux_ptr_type: one load or store instruction, one kind of pointer where
+        that kind is rewritten per type (context, sockets, kernel structs); a load may
+        meet trusted and untrusted kernel pointers (then taken as untrusted)."""
+        prev = self.aux_ptr.get(self.pc)
+        if prev is None:
+            self.aux_ptr[self.pc] = t
+            return
+        if t == prev or (t & 0xFF not in _REWRITTEN_PTRS and prev & 0xFF not in _REWRITTEN_PTRS):
+            return
+        if allow_trust_mismatch and t & 0xFF == BTF_ID and prev & 0xFF == BTF_ID:
+            self.aux_ptr[self.pc] = BTF_ID | UNTRUSTED
+            return
+        raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
     def _atomic(self, st: State, i: Instruction, size: int) -> None:
         regs = st.cur.regs
@@ -2988,7 +3169,9 @@ class _Verifier:
         if desc is not None and (base.tv + base.off + i.off) % size:  # strict for atomics
             raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
                          f"size {size}")
+        base_t = base.t
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
+        self._save_aux_ptr_type(base_t, False)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
         if i.imm == op.BPF_CMPXCHG:
             r = _UNKNOWN_SCALAR.copy()
@@ -3019,6 +3202,9 @@ class _Verifier:
             assert m is not None
             if write and _rdonly(m):
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
+                             f"off={full} size={size}")
+            if not write and m.flags & BPF_F_WRONLY_PROG:
+                raise Refuse(f"read from map forbidden, value_size={m.value_size} "
                              f"off={full} size={size}")
             self._region(regno, reg, full, size, m.value_size, "map value")
             kptr = self._field_overlap(m, reg, full, size, direct=True)
@@ -3057,6 +3243,8 @@ class _Verifier:
             return None
         if t & 0xFF == BTF_ID and not t & MAYBE_NULL:
             return self._btf_access(regno, reg, full, size, write)
+        if t == MAP_PTR:
+            return self._map_ptr_access(regno, reg, full, size, write)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
 
     def _kernel_btf(self) -> BtfIndex:
@@ -3093,6 +3281,29 @@ class _Verifier:
         tid = self._btf_type(reg)
         if tid is None:  # a struct the BTF at hand lacks (a module's): its reads are scalars
             return None
+        return self._btf_read(reg, tid, off, size)
+
+    def _map_ptr_access(self, regno: int, reg: Reg, off: int, size: int, write: bool
+                        ) -> Reg | None:
+        """check_ptr_to_map_access: root reads the map's kernel struct (its ops'
+        map_btf_id) as a PTR_TO_BTF_ID of it."""
+        m = reg.map
+        assert m is not None
+        name = _MAP_STRUCTS.get(m.type, "")
+        tid = self._kernel_btf().find(name, BtfKind.STRUCT) if name else None
+        if not tid:
+            raise Refuse(f"map_ptr access not supported for map type {m.type}", ENOTSUPP)
+        if off < 0:
+            raise Refuse(f"R{regno} is {name} invalid negative access: off={off}")
+        if write:
+            raise Refuse(f"only read from {name} is supported")
+        as_btf = Reg()
+        as_btf.set_ptr(BTF_ID)
+        as_btf.bt, as_btf.sub = name, tid
+        return self._btf_read(as_btf, tid, off, size)
+
+    def _btf_read(self, reg: Reg, tid: int, off: int, size: int) -> Reg | None:
+        """btf_struct_access of a read and mark_btf_ld_reg of its value."""
         try:
             got = struct_access(self._kernel_btf(), tid, off, size)
         except StructWalkError as e:
@@ -3217,7 +3428,8 @@ class _Verifier:
             if (v | m) & (size - 1):
                 raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
             return
-        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context "}.get(t, "")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "
+                }.get(t, "")
         v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
         if (v | m) & (size - 1):
             raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")
@@ -3229,18 +3441,18 @@ class _Verifier:
         return bytes(m.value_size) if m.is_global_data else None
 
     def _region(self, regno: int, reg: Reg, off: int, size: int, msize: int,
-                what: str) -> None:
-        """check_mem_region_access."""
+                what: str, zero_ok: bool = False) -> None:
+        """check_mem_region_access (``zero_ok``: a helper's size may be zero)."""
         if reg.smin < 0 and (reg.smin == S64_MIN or not -(1 << 31) <= off + reg.smin
                              < (1 << 31) or reg.smin + off < 0):
             raise Refuse(f"R{regno} min value is negative, either use unsigned index or do a "
                          "if (index >=0) check.")
-        if not self._fits(reg.smin + off, size, msize):
+        if not self._fits(reg.smin + off, size, msize, zero_ok):
             raise Refuse(f"R{regno} min value is outside of the allowed memory range")
         if reg.umax >= BPF_MAX_VAR_OFF:
             raise Refuse(f"R{regno} unbounded memory access, make sure to bounds check any "
                          "such access")
-        if not self._fits(reg.umax + off, size, msize):
+        if not self._fits(reg.umax + off, size, msize, zero_ok):
             raise Refuse(f"R{regno} max value is outside of the allowed memory range")
 
     @staticmethod
@@ -3336,8 +3548,10 @@ class _Verifier:
             if types[j] in _SPECIAL_SLOTS:  # check_stack_read_fixed_off: no special slot is data
                 raise Refuse(f"invalid read from stack off {lo}+{j - k} size {size}")
         zeros = sum(1 for j in range(k, k + size) if types[j] == S_ZERO)
+        spills = sum(1 for j in range(k, k + size) if types[j] == S_SPILL)
         r = Reg()
-        if zeros == size:
+        if zeros == size or (spills == size and spill is not None and spill.t == SCALAR and
+                             spill.tm == 0 and spill.tv == 0):  # bytes of a spilled zero
             r.set_known(0)
         else:
             r.set_unknown()
@@ -3386,6 +3600,98 @@ class _Verifier:
     def _note_depth(self, frame: Frame, depth: int) -> None:
         if depth > self.depth.get(frame.sub, 0):
             self.depth[frame.sub] = depth
+        self._fastcall_contract(frame.sub, -depth)
+
+    # -- bpf_fastcall: spills and fills around an inlined call that the kernel removes ------
+    def _mark_fastcall_patterns(self) -> None:
+        """mark_fastcall_patterns: in each function, the 8-byte spills of caller-saved
+        registers the call does not clobber right before a call of a helper or kfunc, each
+        filled back right after from the same slot (no jump landing among them), from the
+        function's lowest spill slot up. The stack they use is not counted once the call
+        is inlined (bpf_get_smp_processor_id, bpf_cast_to_kern_ctx, bpf_rdonly_cast),
+        unless another access reaches it (_fastcall_contract)."""
+        insns, n = self.insns, len(self.insns)
+        second = {pc + 1 for pc, i in enumerate(insns) if i.code == op.OP_LD_IMM64}
+        targets: set[int] = set()  # the jump_target marks check_cfg leaves
+        for pc, i in enumerate(insns):
+            if pc in second:
+                continue
+            cls, o = i.code & 7, i.code & 0xF0
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                targets.add(pc + 1 + i.imm)
+            elif cls in (op.BPF_JMP, op.BPF_JMP32) and o != op.BPF_EXIT:
+                if o == op.BPF_CALL:
+                    if i.src == op.CallSrc.BPF_PSEUDO_CALL:
+                        targets.add(pc + 1 + i.imm)
+                else:
+                    targets.add(pc + 1 + (i.imm if i.code == op.OP_JA32 else i.off))
+        starts = sorted(self.starts)
+        for start, end in zip(starts, [*starts[1:], n], strict=True):
+            lowest = min((i.off for i in insns[start:end] if i.code == _STX_DW and i.dst == 10),
+                         default=0)
+            for pc in range(start, end):
+                if insns[pc].code == op.OP_CALL and pc not in second:
+                    self._mark_fastcall_call(start, pc, lowest, targets)
+
+    def _mark_fastcall_call(self, sub: int, pc: int, lowest: int, targets: set[int]) -> None:
+        """mark_fastcall_pattern_for_call."""
+        i, insns = self.insns[pc], self.insns
+        if i.src == op.CallSrc.BPF_HELPER_CALL:
+            proto = PROTOS.get(i.imm)
+            if proto is None:
+                return
+            clobbered = (proto.ret != Ret.VOID) | sum(2 << n for n in range(len(proto.args)))
+            inlined = i.imm == 8  # bpf_get_smp_processor_id: the x86-64 JIT's per-CPU load
+        elif i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+            name = self.kfunc_at.get(pc, "")
+            kp = KFUNCS.get(name)
+            if kp is None:
+                return
+            clobbered = (kp.ret != KRet.VOID) | sum(2 << n for n in range(len(kp.params)))
+            inlined = name in ("bpf_cast_to_kern_ctx", "bpf_rdonly_cast")
+        else:
+            return
+        expected = ~clobbered & 0x3F
+        k, off = 1, lowest
+        while k <= 5:
+            if pc - k < 0 or pc + k >= len(insns) or pc - k + 1 in targets or \
+                    pc + k in targets:
+                break
+            stx, ldx = insns[pc - k], insns[pc + k]
+            if stx.code != _STX_DW or ldx.code != _LDX_DW or stx.dst != 10 or ldx.src != 10 \
+                    or stx.src != ldx.dst or not (1 << stx.src) & expected or \
+                    stx.off != off or ldx.off != off:
+                break
+            expected &= ~(1 << stx.src)
+            self.fc_pattern.update((pc - k, pc + k))
+            k, off = k + 1, off + 8
+        if k == 1:
+            return
+        if inlined:
+            self.fc_spills[pc] = k - 1
+        else:
+            self.fc_keep.add(sub)
+        self.fc_off[sub] = min(self.fc_off.get(sub, 0), off)
+
+    def _fastcall_contract(self, sub: int, off: int) -> None:
+        """check_fastcall_stack_contract: an access at ``off`` below the fastcall slots by
+        something else than a pattern keeps every pattern of the function."""
+        if self.fc_off.get(sub, 0) <= off or self.pc in self.fc_pattern:
+            return
+        self.fc_off[sub] = -(1 << 15)
+        later = [x for x in self.starts if x > sub]
+        for pc in range(sub, min(later, default=len(self.insns))):
+            self.fc_spills.pop(pc, None)
+            self.fc_pattern.discard(pc)
+
+    def _remove_fastcall_spills(self) -> None:
+        """remove_fastcall_spills_fills: a function whose patterns go keeps only the stack
+        above them."""
+        starts = sorted(self.starts)
+        for start, end in zip(starts, [*starts[1:], len(self.insns)], strict=True):
+            if start not in self.fc_keep and any(self.fc_spills.get(pc, 0) > 0
+                                                 for pc in range(start, end)):
+                self.depth[start] = -self.fc_off[start]
 
     @staticmethod
     def _spill_types(types: bytes, size: int) -> bytes:
@@ -3805,7 +4111,7 @@ class _Verifier:
         if g is not None:
             return self._global_call(st, g, target, pc)
         if len(st.frames) >= MAX_CALL_FRAMES:
-            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
         caller = st.cur
         callee = Frame(len(st.frames), pc, target)
@@ -3994,6 +4300,13 @@ class _Verifier:
 
     def _global_call(self, st: State, g: _Global, target: int, pc: int) -> int:
         regs = st.cur.regs
+        if self._might_sleep(target) and (not (self.syscall and self.spec.flags &
+                                               BPF_F_SLEEPABLE) or st.rcu or st.irqs or
+                                          st.preempt):
+            self.log.extend(("global functions that may sleep are not allowed in "
+                             "non-sleepable context,",
+                             "i.e., in a RCU/IRQ/preempt-disabled section, or in"))
+            raise Refuse("a non-sleepable BPF program context", errno.EINVAL)
         try:
             for n, (kind, size, struct) in enumerate(self._global_args(g)):
                 reg = regs[n + 1]
@@ -4035,7 +4348,11 @@ class _Verifier:
         kernel struct) and check_func_arg_reg_off."""
         if nullable and reg.is_null():
             return
-        if not _is_trusted_reg(reg):
+        probe = reg
+        if nullable and reg.t & MAYBE_NULL:  # check_reg_type folds the flag the arg allows
+            probe = reg.copy()
+            probe.t &= ~MAYBE_NULL
+        if not _is_trusted_reg(probe):
             raise Refuse(f"R{n + 1} must be referenced or trusted", errno.EINVAL)
         t = reg.t & ~MAYBE_NULL if nullable else reg.t
         if t & ~TRUSTED != BTF_ID:
@@ -4065,6 +4382,23 @@ class _Verifier:
         if not nullable and reg.t & MAYBE_NULL:
             raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
 
+    def _might_sleep(self, sub: int, seen: set[int] | None = None) -> bool:
+        """Whether the function at ``sub`` (or one it calls) calls a helper or kfunc that
+        might sleep (check_cfg's might_sleep)."""
+        seen = seen if seen is not None else set()
+        seen.add(sub)
+        start, end = next(f for f in self.layout.functions if f[0] == sub)
+        for pc in range(start, end):
+            i = self.insns[pc]
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
+                    i.imm in MIGHT_SLEEP_HELPERS:
+                return True
+            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and \
+                    self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS:
+                return True
+        return any(self._might_sleep(c, seen) for c in self.layout.calls.get(sub, ())
+                   if c not in seen)
+
     def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
         packet data (check_cfg's changes_pkt_data)."""
@@ -4074,7 +4408,7 @@ class _Verifier:
         for pc in range(start, end):
             i = self.insns[pc]
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
-                    i.imm in _PKT_CHANGING:
+                    (i.imm in _PKT_CHANGING or i.imm == 12):  # a tail call may change it too
                 return True
             if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
                 kp = KFUNCS.get(self.kfunc_at.get(pc, ""))
@@ -4145,6 +4479,11 @@ class _Verifier:
         if proto is None:
             if not (0 < fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
+            if fid in MIGHT_SLEEP_HELPERS:  # XDP never sleeps: refused before the arguments
+                if MIGHT_SLEEP_HELPERS[fid] and not self.gpl:
+                    raise Refuse("cannot call GPL-restricted function from non-GPL compatible "
+                                 "program", errno.EINVAL)
+                raise Refuse("helper call might sleep in a non-sleepable prog", errno.EINVAL)
             if fid in UNMODELLED_XDP_HELPERS:
                 raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
                                         "XDP by Linux but pyxdp does not provide it",
@@ -4208,6 +4547,14 @@ class _Verifier:
             self._new_id()  # the maybe-NULL id, replaced by the reference's (acquire)
             r0.id = r0.ref = self._new_id()
             st.refs.append((r0.id, pc))
+        elif proto.ret == Ret.TASK_TRUSTED:
+            r0.set_ptr(BTF_ID | TRUSTED)
+            r0.bt = "task_struct"
+        elif proto.ret == Ret.BTF_ID_OR_NULL:
+            r0.set_ptr(BTF_ID | MAYBE_NULL)
+            r0.bt = proto.ret_struct
+            r0.id = self._new_id()
+            r0.ref = meta.ref_obj  # is_ptr_cast_function: released with the socket
         elif proto.ret == Ret.DYNPTR_MEM_OR_NULL:
             # a slice of the dynptr: invalidated with it (dynptr_id) and released with
             # its reference (ref_obj_id)
@@ -4223,6 +4570,16 @@ class _Verifier:
             st.refs.append((r0.id, pc))
         if fid in _PKT_CHANGING:
             self._clear_pkt_pointers(st)
+        if fid == 12 and len(st.frames) > 1:
+            # a tail call from a subprog returns to its caller with what the called
+            # program returned: that path is walked now (packet pointers gone); the
+            # failed call's, on in the subprog, is queued
+            self._push(st.copy(), pc + 1, stack)
+            self._clear_pkt_pointers(st)
+            st.cur.regs[0].set_unknown()
+            ret = self._exit(st, pc)
+            assert ret is not None
+            return ret
         return pc + 1
 
     @staticmethod
@@ -5225,11 +5582,21 @@ class _Verifier:
 
     def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
                        pc: int, stack: list[tuple[State, int]]) -> None:
-        """push_callback_call for bpf_loop and bpf_for_each_map_elem."""
+        """push_callback_call for bpf_loop, bpf_for_each_map_elem, bpf_find_vma and
+        bpf_user_ringbuf_drain."""
         def args(f: Frame, regs: list[Reg]) -> None:
             if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
                 f.regs[1].set_unknown()
                 f.regs[1].coerce(4)
+                f.regs[2].assign(regs[3])
+            elif fid == 180:  # bpf_find_vma(task, addr, cb, ctx, flags): cb(task, vma, ctx)
+                f.regs[1].assign(regs[1])
+                f.regs[2].set_ptr(BTF_ID)
+                f.regs[2].bt = "vm_area_struct"
+                f.regs[3].assign(regs[4])
+            elif fid == 209:  # bpf_user_ringbuf_drain(map, cb, ctx, flags): cb(dynptr, ctx)
+                f.regs[1].set_ptr(DYNPTR)
+                f.regs[1].sub = _DYNPTR_LOCAL
                 f.regs[2].assign(regs[3])
             else:  # bpf_for_each_map_elem(map, cb, ctx, flags): cb(map, key, value, ctx)
                 m = meta.map
@@ -5252,7 +5619,7 @@ class _Verifier:
         registers), back to the call at ``pc`` after, which calls it again until the
         states converge; ``kind`` is the frame's ``callback``."""
         if len(st.frames) >= MAX_CALL_FRAMES:
-            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep !",
+            raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
         cb = st.copy()
         caller = cb.cur
@@ -5350,9 +5717,14 @@ class _Verifier:
             self._arg_reg_off(n, reg)
             if arg == Arg.SOCK_RELEASE:
                 meta.ref = _released_ref(n, reg)
+            meta.ref_obj = reg.ref
             return
         if arg == Arg.FIXED_MEM_RDONLY:
             self._helper_mem(st, n, reg, PROTOS[fid].sizes[n - 1], write=False)
+            return
+        if arg == Arg.TASK_BTF_ID:  # check_reg_type's struct match, then the fixed offset
+            if reg.bt != "task_struct":
+                raise Refuse(f"R{n} is of type {reg.bt} but task_struct is expected")
             return
         if arg == Arg.RINGBUF_MEM_RELEASE:
             if reg.off or not reg.const or reg.tv:
@@ -5365,6 +5737,10 @@ class _Verifier:
             return
         if arg == Arg.FIXED_U32_UNINIT:
             self._helper_mem(st, n, reg, 4, write=True)
+            return
+        if arg == Arg.FIXED_S64_OUT:  # the access, then its alignment (always strict)
+            self._helper_mem(st, n, reg, 8, write=True)
+            self._check_alignment(reg, 0, 8)
             return
         if arg == Arg.CONST_STR:
             self._const_str(n, reg)
@@ -5608,11 +5984,13 @@ class _Verifier:
         if arg in (Arg.MAP_KEY, Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE):
             return (STACK, PKT, PKT_META, MAP_KEY, MAP_VALUE, MEM, MEM | RINGBUF), \
                 "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+        if arg == Arg.TASK_BTF_ID:  # btf_ptr_types
+            return (BTF_ID, BTF_ID | TRUSTED, BTF_ID | RCU), "ptr_, trusted_ptr_, rcu_ptr_"
         if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):  # btf_id_sock_common_types
             return (SOCK_COMMON, SOCK, BTF_ID), \
                 "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
         if arg in (Arg.MEM, Arg.MEM_RDONLY, Arg.UNINIT_MEM, Arg.MEM_RDONLY_OR_NULL,
-                   Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY):
+                   Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY, Arg.FIXED_S64_OUT):
             return mem, "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, " \
                 "trusted_ptr_"
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO, Arg.CONST_ALLOC_SIZE_OR_ZERO):
@@ -5642,15 +6020,18 @@ class _Verifier:
             if write and _rdonly(m):
                 raise Refuse(f"write into map forbidden, value_size={m.value_size} "
                              f"off={reg.off} size={size}")
-            self._region(n, reg, reg.off, size, m.value_size, "map value")
+            if not write and m.flags & BPF_F_WRONLY_PROG:
+                raise Refuse(f"read from map forbidden, value_size={m.value_size} "
+                             f"off={reg.off} size={size}")
+            self._region(n, reg, reg.off, size, m.value_size, "map value", zero_ok)
             self._field_overlap(m, reg, reg.off, size)
         elif t == MAP_KEY:
             assert reg.map is not None
-            self._region(n, reg, reg.off, size, reg.map.key_size, "map key")
+            self._region(n, reg, reg.off, size, reg.map.key_size, "map key", zero_ok)
         elif t & 0xFF == MEM:
             if write and t & RDONLY:
                 raise Refuse(f"R{n} cannot write into {type_str(t)}")
-            self._region(n, reg, reg.off, size, reg.msize, "memory")
+            self._region(n, reg, reg.off, size, reg.msize, "memory", zero_ok)
         elif t == STACK:
             frame = st.frames[reg.frame]
             if reg.const:
@@ -5700,6 +6081,9 @@ class _Verifier:
         calls = self.layout.calls
 
         def walk(sub: int, total: int, frames: int) -> None:
+            if frames > MAX_CALL_FRAMES:  # a recursive call graph ends here
+                raise Refuse(f"the call stack of {frames - 1} frames is too deep !",
+                             errno.E2BIG)
             # bpf-to-bpf calls mixed with tail calls: at most 256 bytes below a tail call
             # (33 tail calls then stay within 8 KiB of kernel stack)
             if sub and total >= 256 and self._has_tail_call(sub):

@@ -132,8 +132,11 @@ def test_corpus_pinned_walks_are_linux() -> None:
         spec = case.spec()
         kb = KernelBackend(spec)
         try:
+            handles: dict[str, object] = {}
+            for name, ms in spec.maps.items():
+                handles[name] = kb.create_map(ms, handles)  # type: ignore[arg-type]
             (prog,) = spec.programs.values()
-            got = kb.load_program(prog, {}).info().verified_insns
+            got = kb.load_program(prog, handles).info().verified_insns  # type: ignore[arg-type]
         finally:
             kb.close()
         if got != case.processed:
