@@ -216,6 +216,12 @@ def test_json_and_toml_topology(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ({"devices": [{"name": "eth0", "colour": 1}]}, "unknown key(s) ['colour']"),
     ({"devices": [{"name": "eth0"}], "ingress": {"dev": "eth9"}}, "ingress device 'eth9'"),
     ({"devices": [{"name": "v0", "kind": "veth"}]}, "a veth needs a 'peer'"),
+    ({"devices": [{"name": "eth0"}], "addresses": {"eth9": ["10.0.0.1/24"]}},
+     "addresses of unknown device 'eth9'"),
+    ({"devices": [{"name": "eth0"}], "addresses": {"eth0": ["10.0.0.300/24"]}},
+     "'10.0.0.300/24' is not an address/prefix length"),
+    ({"devices": [{"name": "eth0"}], "addresses": ["10.0.0.1/24"]},
+     "'addresses' must map device names"),
 ])
 def test_bad_topologies_are_one_line_errors(doc: object, msg: str) -> None:
     with pytest.raises(TopologyError, match=msg.replace("(", r"\(").replace(")", r"\)")

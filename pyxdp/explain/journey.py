@@ -358,12 +358,12 @@ class Explainer:
                     host.add_device(d.name, rx_queues=d.queues, mtu=d.mtu)
             except (ValueError, PyxdpError) as e:
                 raise TopologyError(f"device {d.name}: {e}") from None
-        for dev, addresses in topo.addresses.items():
+        for name, addresses in topo.addresses.items():
             for address in addresses:
                 try:
-                    host.dev(dev).add_address(address)
+                    host.dev(name).add_address(address)
                 except ValueError as e:
-                    raise TopologyError(f"device {dev}: {e}") from None
+                    raise TopologyError(f"device {name}: {e}") from None
         self.coll = host.load(spec, verify=self.verify)
         self.collections.append(self.coll)
         others: dict[str, Collection] = {}

@@ -32,11 +32,12 @@ without a ``programs`` key the explained program sits on the ingress device.
 ``ingress``: the device and rx queue the packet arrives on (default the first
 device, queue 0). ``addresses``: IP addresses by device (a veth's peer too),
 as ``ip addr add`` gives them: the stack delivers to the host's addresses (a
-frame to another one is not delivered, as in Linux with forwarding off). ``maps``: entries of the explained object's maps, ``key``
-and ``value`` as ints, hex byte strings or objects by BTF member name, with
-two references resolved on the host: ``"@DEV"`` is DEV's ifindex and
-``"prog:NAME"`` the id of the object's program NAME (what
-``bpf_prog.fd`` of a devmap/cpumap value takes). ``xsk``: AF_XDP sockets
+frame to another one is not delivered, as in Linux with forwarding off).
+``maps``: entries of the explained object's maps, ``key`` and ``value`` as
+ints, hex byte strings or objects by BTF member name, with two references
+resolved on the host: ``"@DEV"`` is DEV's ifindex and ``"prog:NAME"`` the id
+of the object's program NAME (what ``bpf_prog.fd`` of a devmap/cpumap value
+takes). ``xsk``: AF_XDP sockets
 bound to ``dev``/``queue`` (``mode`` "copy" or "zerocopy"), given ``fill``
 buffers (default all the fill ring holds) and put into the XSKMAP ``map`` at
 ``key`` when a map is named; after each packet the explainer reads the socket's
