@@ -263,6 +263,8 @@ def test_no_program_everything_reaches_the_stack() -> None:
     frames, _ = mixed_frames()
     with new_host() as h:
         a, b = h.veth("veth0", "veth1")
+        a.add_address(f"{pk.DEFAULT_DST_IP4}/24")  # the frames' destinations are ours
+        a.add_address(f"{pk.DEFAULT_DST_IP6}/64")
         seen = Seen(h)
         sock = h.stack.udp_socket(5678, keep=100)
         b.transmit(frames)
@@ -960,6 +962,21 @@ def test_cpumap_list_delivery_off(closing: list[Host]) -> None:
     h.run()
     assert seen.on(v0) == frames
     assert h.stack.stats.batches == 12  # one netif_receive_skb per skb
+
+
+@pytest.mark.parametrize("lists", [True, False], ids=["lists", "one_by_one"])
+def test_cpumap_lists_reuse_the_route(lists: bool, closing: list[Host]) -> None:
+    """A kthread batch is one list: its skbs to one destination take one input route
+    lookup (ip_list_rcv_finish's route hint); one skb at a time, each takes its own."""
+    h, coll, v0, v1 = cpumap_host(prog=False, cpus=(0,))
+    closing.append(h)
+    v0.add_address(f"{pk.DEFAULT_DST_IP4}/24")
+    cpumap_runtime(h, coll.maps["cpu_map"].handle, 0).list_delivery = lists
+    sock = h.stack.udp_socket(5678)
+    v1.transmit(udp_frames(32))
+    h.run()
+    assert sock.packets == 32
+    assert h.stack.fib_lookups == (32 // 8 if lists else 32)
 
 
 def test_cpumap_threads_deliver_everything() -> None:

@@ -27,6 +27,7 @@ from pyxdp.net.packets import icmp_packet, tcp_packet, udp_packet
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
+ADDRS = {"eth0": ["198.51.100.2/24", "2001:db8::2/64"]}  # the packets' destinations
 ETH0 = bytes.fromhex("020000000002")  # eth0's MAC in the default topology (ifindex 2)
 TX_ETH1 = {"tx_port": [{"key": 0, "value": {"ifindex": "@eth1"}}]}
 
@@ -146,7 +147,7 @@ def test_devmap_program_then_peer_stack_drop_reason() -> None:
     (udp_packet(b"x", dst_mac="02:00:00:00:00:09"), "SKB_DROP_REASON_OTHERHOST"),
 ], ids=["udp", "udp-noport", "tcp", "icmp", "short-header", "truncated", "otherhost"])
 def test_stack_fates(packet: bytes, want: str) -> None:
-    t = Topology.from_dict({"devices": [{"name": "eth0"}], "udp": [5678]})
+    t = Topology.from_dict({"devices": [{"name": "eth0"}], "udp": [5678], "addresses": ADDRS})
     assert want in _only(explain("builtin:xdp_pass", packet, topology=t))
 
 
@@ -167,7 +168,7 @@ def test_cpumap_program_drop_and_pass() -> None:
     maps = {"cpu_map": [{"key": 1, "value": {"qsize": 64,
                                              "bpf_prog": {"fd": "prog:xdp_cpumap_filter"}}}],
             "cpus_available": [{"key": 1, "value": 1}], "cpus_count": [{"key": 0, "value": 2}]}
-    t = Topology.from_dict({"devices": [{"name": "eth0"}], "udp": [5678]})
+    t = Topology.from_dict({"devices": [{"name": "eth0"}], "udp": [5678], "addresses": ADDRS})
     with Explainer(SAMPLES / "redirect_cpu.o", program="xdp_redirect_cpu_proto", topology=t,
                    maps=maps) as ex:
         dropped = ex.explain(udp_packet(b"x", dport=9, dst_mac=ETH0))
@@ -215,6 +216,12 @@ def test_json_and_toml_topology(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ({"devices": [{"name": "eth0", "colour": 1}]}, "unknown key(s) ['colour']"),
     ({"devices": [{"name": "eth0"}], "ingress": {"dev": "eth9"}}, "ingress device 'eth9'"),
     ({"devices": [{"name": "v0", "kind": "veth"}]}, "a veth needs a 'peer'"),
+    ({"devices": [{"name": "eth0"}], "addresses": {"eth9": ["10.0.0.1/24"]}},
+     "addresses of unknown device 'eth9'"),
+    ({"devices": [{"name": "eth0"}], "addresses": {"eth0": ["10.0.0.300/24"]}},
+     "'10.0.0.300/24' is not an address/prefix length"),
+    ({"devices": [{"name": "eth0"}], "addresses": ["10.0.0.1/24"]},
+     "'addresses' must map device names"),
 ])
 def test_bad_topologies_are_one_line_errors(doc: object, msg: str) -> None:
     with pytest.raises(TopologyError, match=msg.replace("(", r"\(").replace(")", r"\)")

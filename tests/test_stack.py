@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyxdp.net.netdevice import Host
+from pyxdp.net.netdevice import Host, NetDevice
 from pyxdp.net.packets import corpus
 from pyxdp.net.stack import SkbBatch
-from pyxdp.testing.stacklab import PORT, StackOutcome, pyxdp_stack, stack_frames
+from pyxdp.testing.stacklab import ADDR4, ADDR6, PORT, StackOutcome, pyxdp_stack, stack_frames
 
 # name -> (counters Linux moved, datagrams the socket got)
 LINUX = {
@@ -33,7 +33,24 @@ LINUX = {
     "ipv6_plen_gt_frame": ({"Ip6InReceives": 1, "Ip6InTruncatedPkts": 1}, 0),
     "tcp_bad_csum": ({"Ip:InReceives": 1, "Ip:InDelivers": 1, "Tcp:InSegs": 1,
                       "Tcp:InErrs": 1, "Tcp:InCsumErrors": 1}, 0),
+    "udp_onlink_not_local": ({"Ip:InReceives": 1, "Ip:InAddrErrors": 1}, 0),
+    "udp_no_route": ({"Ip:InReceives": 1, "Ip:InAddrErrors": 1}, 0),
+    "udp_subnet_broadcast": ({"Ip:InReceives": 1, "Ip:InDelivers": 1, "IpExt:InBcastPkts": 1,
+                              "Udp:InDatagrams": 1}, 1),
+    "udp_zeronet_dst": ({"Ip:InReceives": 1, "Ip:InAddrErrors": 1}, 0),
+    "udp_loopback_dst": ({"Ip:InReceives": 1}, 0),
+    "udp6_onlink_not_local": ({"Ip6InReceives": 1, "Ip6InAddrErrors": 1}, 0),
+    "udp6_no_route": ({"Ip6InReceives": 1, "Ip6InNoRoutes": 1}, 0),
+    "udp6_unspecified_dst": ({"Ip6InReceives": 1, "Ip6InAddrErrors": 1}, 0),
 }
+
+
+def eth0(h: Host, mac: bytes | None = None) -> NetDevice:
+    """The frames' receiver: veth0's MAC and addresses in the Linux comparison."""
+    eth = h.add_device("eth0", mac=mac)
+    eth.add_address(ADDR4)
+    eth.add_address(ADDR6)
+    return eth
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +72,7 @@ def test_drop_reasons_and_stats() -> None:
     names = ["udp_other_host_mac", "ipv4_bad_csum", "udp_bad_csum_short", "tcp_bad_csum",
              "ip_proto_253", "eth_802_3", "udp_to_socket"]
     with Host() as h:
-        eth = h.add_device("eth0", mac=b"\x02\x00\x00\x00\x00\x02")
+        eth = eth0(h, b"\x02\x00\x00\x00\x00\x02")
         sink = h.stack.udp_socket(PORT, keep=4)
         h.stack.netif_receive_skb_list(SkbBatch.from_packets([by_name[n] for n in names],
                                                              eth.ifindex))
@@ -68,7 +85,7 @@ def test_drop_reasons_and_stats() -> None:
 
 def test_mac_change_moves_what_is_ours() -> None:
     with Host() as h:
-        eth = h.add_device("eth0")
+        eth = eth0(h)
         frame = dict(stack_frames())["udp_to_socket"]  # to 02:00:00:00:00:02
         eth.mac = b"\x02\x00\x00\x00\x00\x77"
         h.stack.netif_receive_skb_list(SkbBatch.from_packets([frame], eth.ifindex))
@@ -81,7 +98,7 @@ def test_mac_change_moves_what_is_ours() -> None:
 def test_any_bytes_are_safe() -> None:
     """Random frames of many lengths go through the checks without an error."""
     with Host() as h:
-        eth = h.add_device("eth0")
+        eth = eth0(h)
         h.stack.udp_socket(PORT)
         frames = [f for _, f in corpus(seed=7)] + [bytes(range(n % 256)) * 2 for n in range(80)]
         h.stack.netif_receive_skb_list(SkbBatch.from_packets(frames, eth.ifindex))

@@ -191,6 +191,7 @@ def _zc_verdicts(native: bool, prog: str, *, count: int = 300) -> dict[str, Any]
     host = Host(engine="jit", tracer=tracer, native=native)
     try:
         nic = host.add_device("eth0")
+        nic.add_address("198.51.100.2/24")  # the frames' destination: delivered
         coll = host.load(SAMPLES / prog if prog.endswith(".o") else
                          {"pass": PASS, "pass_or_tx": PASS_OR_TX}[prog])
         nic.attach_xdp(next(iter(coll.programs.values())))

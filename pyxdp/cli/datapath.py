@@ -34,7 +34,7 @@ from pyxdp.cli.options import STYLE, emit, kernel_mode, status
 from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
-from pyxdp.net.packets import udp_packet
+from pyxdp.net.packets import DEFAULT_DST_IP4, DEFAULT_DST_IP6, udp_packet
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec
@@ -56,12 +56,21 @@ def _asm(name: str, text: str) -> CollectionSpec:
 # Measurements (also used by bench/bench_datapath.py)
 # -----------------------------------------------------------------------------------
 
+def receiver(h: Host, rx_queues: int = 1) -> NetDevice:
+    """``eth0``, owning the default frame's destination addresses (as ``veth0`` does in
+    the Linux runs): what XDP_PASS hands the stack is delivered, not routed away."""
+    eth = h.add_device("eth0", rx_queues=rx_queues)
+    eth.add_address(f"{DEFAULT_DST_IP4}/24")
+    eth.add_address(f"{DEFAULT_DST_IP6}/64")
+    return eth
+
+
 def mpps_native(obj: str | Path | CollectionSpec, frames: int, *,
                 setup: Callable[[Host, NetDevice, Collection], None] | None = None,
                 packet: bytes = DEFAULT_PACKET, section: str | None = None) -> float:
     """Mpps of ``frames`` generated frames through native XDP on a NIC."""
     with Host(tracer=Tracer()) as h:
-        eth = h.add_device("eth0")
+        eth = receiver(h)
         coll = h.load(obj)
         eth.attach_xdp(_program(coll, section))
         if setup is not None:
@@ -78,7 +87,7 @@ def mpps_generic(obj: str | Path | CollectionSpec, frames: int, *,
     """Mpps of generic XDP: a NIC without a native program builds an skb around each
     received page and runs the generic (skb-mode) program on it."""
     with Host(tracer=Tracer()) as h:
-        eth = h.add_device("eth0")
+        eth = receiver(h)
         coll = h.load(obj)
         eth.attach_xdp(_program(coll, section), mode="generic")
         eth.rx[0].source = TrafficGenerator(packets=[packet], count=frames)
@@ -95,7 +104,7 @@ def mpps_cpumap(frames: int, list_delivery: bool, *, threaded: bool = False) -> 
     loop. Frames the entry's ring refused at enqueue are not counted."""
     cpu = 1 if threaded else 0
     with Host(tracer=Tracer(), cpumap_threads=threaded) as h:
-        eth = h.add_device("eth0")
+        eth = receiver(h)
         coll = h.load(SAMPLES / "redirect_cpu.o")
         eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
         coll.maps["cpu_map"][cpu] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
@@ -121,7 +130,7 @@ def mpps_workers(obj: str | Path | CollectionSpec, workers: int, frames: int, *,
     own generator and polled by threaded NAPI on a CPU of its own (RSS spreading
     flows over queues, one NAPI thread per CPU); ``setup`` as for :func:`mpps_native`."""
     with Host(tracer=Tracer(), threaded_napi=True, nr_cpus=max(workers, 1)) as h:
-        eth = h.add_device("eth0", rx_queues=workers)
+        eth = receiver(h, rx_queues=workers)
         coll = h.load(obj)
         eth.attach_xdp(_program(coll, section))
         if setup is not None:
@@ -200,7 +209,7 @@ def cmd_bench_xdp(obj: str | None, section: str | None, mode: str, packet_file: 
     rows: list[dict[str, float]] = []
     times: list[float] = []
     try:
-        eth = host.add_device("eth0")
+        eth = receiver(host)
         host.add_device("eth1")
         coll = host.load(_object(obj), verify=verify)
         prog = _program(coll, section)
@@ -301,7 +310,7 @@ def running_datapath(obj: str, section: str | None = None, mode: str = "native",
             started.set()
 
     try:
-        eth = host.add_device("eth0")
+        eth = receiver(host)
         host.add_device("eth1")
         coll = host.load(_object(obj))
         prog = _program(coll, section)

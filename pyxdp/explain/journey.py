@@ -90,6 +90,9 @@ DROP_REASON_TEXT: Mapping[str, str] = {
     "INVALID_PROTO": "a protocol header this host cannot accept",
     "IP_INVALID_SOURCE": "martian source address",
     "IP_INVALID_DEST": "invalid destination address",
+    "IP_LOCALNET": "a loopback address arriving on a device",
+    "IP_INADDRERRORS": "not an address of this host (forwarding is off)",
+    "IP_INNOROUTES": "no route to the destination",
     "IPV6_BAD_EXTHDR": "bad IPv6 extension header",
 }
 
@@ -355,6 +358,12 @@ class Explainer:
                     host.add_device(d.name, rx_queues=d.queues, mtu=d.mtu)
             except (ValueError, PyxdpError) as e:
                 raise TopologyError(f"device {d.name}: {e}") from None
+        for name, addresses in topo.addresses.items():
+            for address in addresses:
+                try:
+                    host.dev(name).add_address(address)
+                except ValueError as e:
+                    raise TopologyError(f"device {name}: {e}") from None
         self.coll = host.load(spec, verify=self.verify)
         self.collections.append(self.coll)
         others: dict[str, Collection] = {}

@@ -16,8 +16,7 @@ so queue N needs CPU N). AF_XDP sockets are real ones
 (:class:`~pyxdp.xsk.linux.LinuxXskSocket`, copy mode: veth has no zero-copy)
 bound to their device and queue in the namespace, put into the XSKMAP and
 given the topology's fill buffers; UDP listeners are sockets bound in the
-namespace, and every unicast IPv4 destination is local (a ``local
-0.0.0.0/0`` route, ``accept_local``), as on pyxdp's stack.
+namespace, and the devices have the topology's IPv4 addresses.
 
 What Linux can show is what its tracepoints, taps and sockets show:
 redirects and their errors, flushes, exceptions, cpumap kthreads, frames
@@ -36,6 +35,7 @@ line), IPv6 local delivery (the lab turns IPv6 off). GRO on a veth is
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 import subprocess
 from collections import Counter
@@ -247,17 +247,15 @@ class KernelExplainer:
             raise PyxdpError(f"--kernel: {e}") from None
 
     def _setup(self, coll: Any, ifindex_of: Callable[[str], int]) -> None:
-        """In the namespace: every IPv4 unicast address local (pyxdp's stack does no
-        routing) and no reply sent, UDP listeners, AF_XDP sockets in their maps."""
+        """In the namespace: the topology's IPv4 addresses (the lab has no IPv6), no
+        reply sent, UDP listeners, AF_XDP sockets in their maps."""
         from pyxdp.kernel.ethtool import set_gro
         from pyxdp.xsk.linux import LinuxXskSocket
-        with open("/proc/sys/net/ipv4/conf/all/accept_local", "w") as f:
-            f.write("1")  # a source that the 0/0 local route makes "ours" is no martian
-        # Every destination local, but nothing the stack answers (an echo reply, a
-        # reset) may leave: pyxdp sends no replies, and with every address local a
-        # reply would come back in through lo. Output lookups carry iif lo.
-        for cmd in (["link", "set", "lo", "up"],
-                    ["route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "local"],
+        # Nothing the stack answers (an echo reply, a reset) may leave: pyxdp sends
+        # no replies. Output lookups carry iif lo.
+        addrs = [["addr", "add", a, "dev", dev] for dev, xs in self.topology.addresses.items()
+                 for a in xs if ipaddress.ip_interface(a).version == 4]
+        for cmd in (["link", "set", "lo", "up"], *addrs,
                     ["rule", "add", "pref", "100", "lookup", "local"],
                     ["rule", "del", "pref", "0"],
                     ["rule", "add", "pref", "10", "iif", "lo", "blackhole"]):

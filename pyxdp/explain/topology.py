@@ -15,6 +15,7 @@ A :class:`Topology` is pure data, read from a small JSON or TOML file
         {"dev": "veth1", "object": "builtin:xdp_pass"}
       ],
       "ingress": {"dev": "eth0", "queue": 0},
+      "addresses": {"eth0": ["198.51.100.2/24", "2001:db8::2/64"]},
       "maps": {"tx_port": [{"key": 0, "value": {"ifindex": "@eth1"}}]},
       "xsk": [{"dev": "eth0", "queue": 0, "mode": "copy", "map": "xsks", "key": 0,
                "fill": 64, "rx_size": 2048, "consume": true}],
@@ -29,11 +30,14 @@ a program of the object being explained (``program``, by default the one
 trivial XDP_PASS program) on ``dev`` in ``mode`` "native" or "generic";
 without a ``programs`` key the explained program sits on the ingress device.
 ``ingress``: the device and rx queue the packet arrives on (default the first
-device, queue 0). ``maps``: entries of the explained object's maps, ``key``
-and ``value`` as ints, hex byte strings or objects by BTF member name, with
-two references resolved on the host: ``"@DEV"`` is DEV's ifindex and
-``"prog:NAME"`` the id of the object's program NAME (what
-``bpf_prog.fd`` of a devmap/cpumap value takes). ``xsk``: AF_XDP sockets
+device, queue 0). ``addresses``: IP addresses by device (a veth's peer too),
+as ``ip addr add`` gives them: the stack delivers to the host's addresses (a
+frame to another one is not delivered, as in Linux with forwarding off).
+``maps``: entries of the explained object's maps, ``key`` and ``value`` as
+ints, hex byte strings or objects by BTF member name, with two references
+resolved on the host: ``"@DEV"`` is DEV's ifindex and ``"prog:NAME"`` the id
+of the object's program NAME (what ``bpf_prog.fd`` of a devmap/cpumap value
+takes). ``xsk``: AF_XDP sockets
 bound to ``dev``/``queue`` (``mode`` "copy" or "zerocopy"), given ``fill``
 buffers (default all the fill ring holds) and put into the XSKMAP ``map`` at
 ``key`` when a map is named; after each packet the explainer reads the socket's
@@ -41,12 +45,14 @@ rx ring and gives the buffers back to the fill ring, as a live application
 would, unless ``consume`` is false (then the ring fills up). ``udp``: ports UDP sockets listen on.
 
 :func:`default_topology` is the one used without a file: two NICs (eth0,
-ifindex 2, and eth1, 3) and a veth pair (veth0 4, veth1 5), the program on
-eth0 in native mode.
+ifindex 2, with the default packet's destinations 198.51.100.2/24 and
+2001:db8::2/64, and eth1, 3) and a veth pair (veth0 4, veth1 5), the program
+on eth0 in native mode.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +66,8 @@ __all__ = ["BUILTIN_PASS", "DeviceSpec", "Ingress", "ProgramAttach", "Topology",
            "XskSpec", "default_topology", "resolve_value"]
 
 BUILTIN_PASS = "builtin:xdp_pass"
+# The default topology's eth0 owns the default packet's destinations (and its MAC).
+DEFAULT_ADDRESSES = ("198.51.100.2/24", "2001:db8::2/64")
 
 
 class TopologyError(PyxdpError):
@@ -118,11 +126,15 @@ class Topology:
     maps: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     xsk: tuple[XskSpec, ...] = ()
     udp: tuple[int, ...] = ()
+    addresses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = self.device_names
         if len(set(names)) != len(names):
             raise TopologyError("a device name is used twice")
+        for dev in self.addresses:
+            if dev not in names:
+                raise TopologyError(f"addresses of unknown device {dev!r}")
         if self.ingress.dev not in names:
             raise TopologyError(f"ingress device {self.ingress.dev!r} is not in devices")
         for p in self.programs or ():
@@ -173,7 +185,7 @@ class Topology:
     def from_dict(cls, doc: Any, *, where: str = "topology") -> Topology:
         if not isinstance(doc, dict):
             raise TopologyError(f"{where}: expected an object")
-        _known(doc, ("devices", "programs", "ingress", "maps", "xsk", "udp"), where)
+        _known(doc, ("devices", "programs", "ingress", "maps", "xsk", "udp", "addresses"), where)
         raw_devs = doc.get("devices")
         if not isinstance(raw_devs, list) or not raw_devs:
             raise TopologyError(f"{where}: 'devices' must be a non-empty list")
@@ -207,7 +219,8 @@ class Topology:
                                None if fill is None else int(fill),
                                _int(x, "rx_size", 2048, where), bool(x.get("consume", True))))
         udp = tuple(int(p) for p in _list(doc, "udp", where))
-        return cls(tuple(devices), ingress, programs, maps, tuple(xsk), udp)
+        return cls(tuple(devices), ingress, programs, maps, tuple(xsk), udp,
+                   _addresses(doc.get("addresses", {}), where))
 
 
 def _program(p: Any, where: str) -> ProgramAttach:
@@ -229,6 +242,20 @@ def _str(d: Mapping[str, Any], key: str, where: str) -> str:
     if not isinstance(v, str) or not v:
         raise TopologyError(f"{where}: {key!r} must be a non-empty string")
     return v
+
+
+def _addresses(v: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """``addresses``: device name -> "198.51.100.2/24"-style addresses."""
+    if not isinstance(v, dict) or not all(
+            isinstance(a, list) and all(isinstance(x, str) for x in a) for a in v.values()):
+        raise TopologyError(f"{where}: 'addresses' must map device names to lists of "
+                            "addresses like \"198.51.100.2/24\"")
+    for a in (x for xs in v.values() for x in xs):
+        try:
+            ipaddress.ip_interface(a)
+        except ValueError:
+            raise TopologyError(f"{where}: {a!r} is not an address/prefix length") from None
+    return {str(dev): tuple(xs) for dev, xs in v.items()}
 
 
 def _int(d: Mapping[str, Any], key: str, default: int, where: str) -> int:
@@ -275,4 +302,5 @@ def resolve_value(v: Any, ifindex_of: Callable[[str], int | None],
 def default_topology() -> Topology:
     """Two NICs and a veth pair; the program on eth0 (native), the packet on eth0 queue 0."""
     return Topology((DeviceSpec("eth0"), DeviceSpec("eth1"),
-                     DeviceSpec("veth0", "veth", "veth1")), Ingress("eth0"))
+                     DeviceSpec("veth0", "veth", "veth1")), Ingress("eth0"),
+                    addresses={"eth0": DEFAULT_ADDRESSES})

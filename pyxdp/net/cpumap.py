@@ -64,7 +64,7 @@ from pyxdp.net.napi_native import _run, _to_frame
 from pyxdp.net.native import njit
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
-from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.stack import Mib, Rt, stack_rcv_one
 from pyxdp.net.xdp import XDP_FLAGS_HAS_FRAGS
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
@@ -115,6 +115,7 @@ KC_FAULTS, KC_FAULT_WORD, KC_FAULT_PC, KC_FAULT_ADDR = (KC.FAULTS, KC.FAULT_WORD
                                                          KC.FAULT_ADDR)
 KC_INVALID_ACT = KC.INVALID_ACT
 M_BATCHES = Mib.BATCHES
+RT_LIST, RT_HFAM = Rt.LIST, Rt.HFAM
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 FLAGS_WORD = XDP_FRAME_OFF_FLAGS // 4
 HAS_FRAGS = XDP_FLAGS_HAS_FRAGS
@@ -152,6 +153,7 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
     return ring has no room for a batch. Returns the frames taken."""
     pages, w32, q64, addr_base, pfn_base = region
     mib = stk[0]
+    route = stk[7]
     (fn, ctx_addr, desc, rows, d_off, d_len, d_meta, act, off_out, len_out, meta_out, status,
      pc_out, addr_out, red, ifx) = jit
     qsize = q_slots.shape[1]
@@ -192,6 +194,9 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
         npass = 0
         ndrop = 0
         nd = 0
+        # The batch is one list (ip_list_rcv's route hint), or (per_skb) lists of one.
+        route[RT_LIST] = 0 if per_skb else 1
+        route[RT_HFAM] = 0
         if fn != 0:
             for j in range(k):
                 loc = scratch[0, j] - pfn_base
@@ -258,6 +263,7 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
             store_release64(kc, KC_INFLIGHT, nd)
             break
         store_release64(kc, KC_INFLIGHT, 0)
+    route[RT_LIST] = 0
     return done
 
 

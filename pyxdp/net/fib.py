@@ -644,6 +644,220 @@ class FibRows:
         return np.flatnonzero(hit)
 
 
+# -- native scans of the rows ------------------------------------------------------------
+
+def rows_ir() -> str:
+    """LLVM IR of the table scans native lookups call (``bpf_fib_lookup``'s twin in
+    :mod:`pyxdp.net.filter`, the stack's input route in :mod:`pyxdp.net.route`), over
+    the rows of :meth:`Fib.rows` (the ones the Python lookups read)."""
+    rs, ns, db = ROUTE_ROW.itemsize, NEIGH_ROW.itemsize, DEV_ROW_BYTES
+    ro = field_offsets(ROUTE_ROW)
+    no = field_offsets(NEIGH_ROW)
+    bw = {k: 8 * v for k, v in BW.items()}
+
+    def words_eq(row: str, field: int, key: str, masked: bool, tag: str) -> str:
+        """IR: %<tag> = the 4 key words equal the row's (under its mask when ``masked``)."""
+        lines, prev = [], "true"
+        for w in range(4):
+            lines += [f"  %{tag}k{w}p = getelementptr i8, ptr {key}, i64 {4 * w}",
+                      f"  %{tag}k{w} = load i32, ptr %{tag}k{w}p, align 4",
+                      f"  %{tag}p{w}p = getelementptr i8, ptr {row}, i64 {field + 4 * w}",
+                      f"  %{tag}p{w} = load i32, ptr %{tag}p{w}p, align 1"]
+            k = f"%{tag}k{w}"
+            if masked:
+                lines += [f"  %{tag}m{w}p = getelementptr i8, ptr {row}, i64 {ro['mask'] + 4 * w}",
+                          f"  %{tag}m{w} = load i32, ptr %{tag}m{w}p, align 1",
+                          f"  %{tag}a{w} = and i32 %{tag}k{w}, %{tag}m{w}"]
+                k = f"%{tag}a{w}"
+            lines += [f"  %{tag}e{w} = icmp eq i32 {k}, %{tag}p{w}",
+                      f"  %{tag}c{w} = and i1 {prev}, %{tag}e{w}"]
+            prev = f"%{tag}c{w}"
+        lines.append(f"  %{tag} = and i1 {prev}, true")
+        return "\n".join(lines)
+
+    def row_at(words: str, rows_word: str, n_word: str) -> str:
+        return (f"  %rp = getelementptr i8, ptr {words}, i64 {bw[rows_word]}\n"
+                f"  %rows = load ptr, ptr %rp, align 8\n"
+                f"  %np = getelementptr i8, ptr {words}, i64 {bw[n_word]}\n"
+                f"  %n = load i64, ptr %np, align 8\n")
+
+    usable = (f"  %tp = getelementptr i8, ptr %row, i64 {ro['table']}\n"
+              f"  %tab = load i32, ptr %tp, align 1\n"
+              f"  %fp = getelementptr i8, ptr %row, i64 {ro['flags']}\n"
+              f"  %fl = load i8, ptr %fp, align 1\n"
+              f"  %u = and i8 %fl, {RF_USABLE}\n"
+              f"  %us = icmp ne i8 %u, 0\n")
+    dev = (f"  %dvp = getelementptr i8, ptr %row, i64 {ro['dev']}\n"
+           f"  %dev = load i32, ptr %dvp, align 1\n"
+           f"  %hasoif = icmp ne i32 %oif, 0\n"
+           f"  %other = icmp ne i32 %dev, %oif\n"
+           f"  %skipdev = and i1 %hasoif, %other\n")
+    return f"""
+; The index of the row whose first u32 is %x in the table %tab points at (its rows'
+; address, then their count; rows %stride bytes apart), or -1.
+define internal i64 @fib_find(ptr %tab, i64 %stride, i32 %x) nounwind {{
+entry:
+  %rows = load ptr, ptr %tab, align 8
+  %np = getelementptr i8, ptr %tab, i64 8
+  %n = load i64, ptr %np, align 8
+  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %none
+body:
+  %off = mul i64 %i, %stride
+  %row = getelementptr i8, ptr %rows, i64 %off
+  %y = load i32, ptr %row, align 4
+  %eq = icmp eq i32 %y, %x
+  br i1 %eq, label %found, label %next
+next:
+  %i1 = add i64 %i, 1
+  br label %head
+found:
+  ret i64 %i
+none:
+  ret i64 -1
+}}
+
+define internal i64 @fib_dev(ptr %devs, i32 %ifx) nounwind {{
+  %r = call i64 @fib_find(ptr %devs, i64 {db}, i32 %ifx)
+  ret i64 %r
+}}
+
+define internal i1 @fib_has_table(ptr %words, i64 %which, i32 %t) nounwind {{
+  %wp = getelementptr i8, ptr %words, i64 %which
+  %r = call i64 @fib_find(ptr %wp, i64 4, i32 %t)
+  %has = icmp sge i64 %r, 0
+  ret i1 %has
+}}
+
+; fib_table_lookup over the IPv4 rows of tables t1/t2: the row, or -1..-3 for a
+; blackhole/unreachable/prohibit route, -4 for a throw route or no match (-EAGAIN).
+define internal i64 @fib_scan4(ptr %words, ptr %key, i32 %t1, i32 %t2, i32 %oif) nounwind {{
+entry:
+{row_at("%words", "routes4", "nroutes4")}  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %none
+body:
+  %off = mul i64 %i, {rs}
+  %row = getelementptr i8, ptr %rows, i64 %off
+{usable}  %a = icmp eq i32 %tab, %t1
+  %b = icmp eq i32 %tab, %t2
+  %ab = or i1 %a, %b
+  %ok = and i1 %ab, %us
+  br i1 %ok, label %mt, label %next
+mt:
+{words_eq("%row", ro["pfx"], "%key", True, "m")}
+  br i1 %m, label %cand, label %next
+cand:
+  %typ = getelementptr i8, ptr %row, i64 {ro['type']}
+  %ty = load i8, ptr %typ, align 1
+  %rj = sub i8 %ty, {int(RouteType.BLACKHOLE)}
+  %isrj = icmp ult i8 %rj, 4
+  br i1 %isrj, label %rej, label %chk
+rej:
+  %code = zext i8 %rj to i64
+  %neg = sub i64 -1, %code
+  ret i64 %neg
+chk:
+{dev}  br i1 %skipdev, label %next, label %hit
+hit:
+  ret i64 %i
+next:
+  %i1 = add i64 %i, 1
+  br label %head
+none:
+  ret i64 -4
+}}
+
+; fib6_table_lookup over the IPv6 rows of table t: the row, or -1 (the null entry).
+define internal i64 @fib_scan6(ptr %words, ptr %key, i32 %t, i32 %oif) nounwind {{
+entry:
+{row_at("%words", "routes6", "nroutes6")}  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
+  %best = phi i64 [ -1, %entry ], [ %best2, %next ]
+  %grp = phi i64 [ -1, %entry ], [ %grp2, %next ]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  %off = mul i64 %i, {rs}
+  %row = getelementptr i8, ptr %rows, i64 %off
+{usable}  %a = icmp eq i32 %tab, %t
+  %ok = and i1 %a, %us
+  br i1 %ok, label %mt, label %skip
+mt:
+{words_eq("%row", ro["pfx"], "%key", True, "m")}
+  br i1 %m, label %cand, label %skip
+cand:
+  %plp = getelementptr i8, ptr %row, i64 {ro['plen']}
+  %pl8 = load i8, ptr %plp, align 1
+  %pl = zext i8 %pl8 to i64
+  %mep = getelementptr i8, ptr %row, i64 {ro['metric']}
+  %me32 = load i32, ptr %mep, align 1
+  %me = zext i32 %me32 to i64
+  %plh = shl i64 %pl, 32
+  %g = or i64 %plh, %me
+  %hb = icmp sge i64 %best, 0
+  %gd = icmp ne i64 %g, %grp
+  %end = and i1 %hb, %gd
+  br i1 %end, label %done, label %pick
+pick:
+{dev}  br i1 %skipdev, label %keep, label %hit
+keep:
+  %nb = select i1 %hb, i64 %best, i64 %i
+  %ng = select i1 %hb, i64 %grp, i64 %g
+  br label %next
+skip:
+  br label %next
+next:
+  %best2 = phi i64 [ %best, %skip ], [ %nb, %keep ]
+  %grp2 = phi i64 [ %grp, %skip ], [ %ng, %keep ]
+  %i1 = add i64 %i, 1
+  br label %head
+hit:
+  ret i64 %i
+done:
+  ret i64 %best
+}}
+
+; The neighbour row of (dev, family, address), or null.
+define internal ptr @fib_neigh(ptr %words, ptr %key, i32 %dev, i8 %fam) nounwind {{
+entry:
+{row_at("%words", "neigh", "nneigh")}  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %none
+body:
+  %off = mul i64 %i, {ns}
+  %row = getelementptr i8, ptr %rows, i64 %off
+  %dp = getelementptr i8, ptr %row, i64 {no['dev']}
+  %d = load i32, ptr %dp, align 1
+  %fp = getelementptr i8, ptr %row, i64 {no['fam']}
+  %f = load i8, ptr %fp, align 1
+  %de = icmp eq i32 %d, %dev
+  %fe = icmp eq i8 %f, %fam
+  %ok = and i1 %de, %fe
+  br i1 %ok, label %mt, label %next
+mt:
+{words_eq("%row", no["addr"], "%key", False, "m")}
+  br i1 %m, label %found, label %next
+found:
+  ret ptr %row
+next:
+  %i1 = add i64 %i, 1
+  br label %head
+none:
+  ret ptr null
+}}
+"""
+
+
+
 # -- the model ---------------------------------------------------------------------------
 
 class Fib:

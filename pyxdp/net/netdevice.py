@@ -51,6 +51,7 @@ none (Linux's loopback has no ``ndo_xdp_xmit``: a redirect of an
 from __future__ import annotations
 
 import errno
+import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -158,6 +159,8 @@ class NetdevRxQueue:
 # ndo_xdp_xmit also on its peer's program, GRO and state.
 _FWD_ATTRS = frozenset({"up", "mtu", "xdp_features", "_xdp_features", "xdp_prog",
                         "xdp_generic", "gro", "peer", "wire", "xmit_wires"})
+# What the device's row in the routing model (NetDevice.fibdev) mirrors.
+_FIB_ATTRS = frozenset({"up", "mtu"})
 
 
 class _Wire(list[Callable[["NetDevice", SkbBatch], None]]):
@@ -211,6 +214,10 @@ class NetDevice:
             host = self.__dict__.get("host")
             if host is not None:
                 host.fwd.stale = True
+        if name in _FIB_ATTRS:
+            fibdev = self.__dict__.get("fibdev")
+            if fibdev is not None:
+                setattr(fibdev, name, value)
 
     @property
     def mac(self) -> bytes:
@@ -221,6 +228,20 @@ class NetDevice:
     def mac(self, value: bytes) -> None:
         self._mac = bytes(value)
         self.host.stack.set_dev_addr(self.ifindex, self._mac)
+        if self.__dict__.get("fibdev") is not None:
+            self.fibdev.mac = self._mac
+
+    @property
+    def addresses(self) -> tuple[ipaddress.IPv4Interface | ipaddress.IPv6Interface, ...]:
+        """The device's IP addresses (``ip addr show``), its namespace's FIB's."""
+        return self.fibdev.addresses
+
+    def add_address(self, address: str | ipaddress.IPv4Interface | ipaddress.IPv6Interface
+                    ) -> None:
+        """``ip addr add ADDRESS/PLEN dev NAME``: the address and the routes the kernel
+        derives from it (local, broadcast, prefix), which the stack's input route reads:
+        a frame to an address of no device of the host is not delivered."""
+        self.host.env.fib.add_address(self.ifindex, address)
 
     def __init__(self, host: Host, ifindex: int, name: str, *, mac: bytes, mtu: int,
                  rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE,
@@ -231,6 +252,11 @@ class NetDevice:
         self.mac = mac
         self.mtu = mtu
         self.up = True
+        # The device in its namespace's routing model (lo is there from the start);
+        # its MAC, MTU and state follow this device's.
+        fib = host.env.fib
+        self.fibdev = fib.devices[ifindex] if ifindex in fib.devices else \
+            fib.add_device(ifindex, name, mac=mac, mtu=mtu)
         self.gro = False
         self.num_tx_queues = tx_queues
         self.xdp_features = _ALL_FEATURES
@@ -726,7 +752,7 @@ class Host:
         # rings, counters); a worker's program runs outside it.
         self.lock = threading.RLock()
         self.env = TestRunEnv(netdevs=_Netdevs(self))
-        self.stack = Stack(nr_cpus, sockets=self.env.fib.sockets)
+        self.stack = Stack(nr_cpus, fib=self.env.fib)
         self.backend = UserspaceBackend(env=self.env, engine=engine, nr_cpus=nr_cpus)
         self.cpumap_threads = cpumap_threads
         # Threaded NAPI (/sys/class/net/<dev>/threaded): run() polls each rx queue on

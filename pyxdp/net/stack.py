@@ -21,14 +21,22 @@ counters (:data:`SNMP_NAMES`, ``/proc/net/snmp`` names) and drop reasons
 ``eth_type_trans``'s packet type against the device's address (another
 host's frame is dropped by IP), VLAN tags on a host without VLAN devices,
 the IPv4 header (version, length, checksum, total length; trailing padding
-trimmed), options that overrun the header, martian sources, IPv6's header,
+trimmed), options that overrun the header, martian sources and
+destinations, the input route (``ip_route_input_noref``/``ip6_route_input``
+against the namespace's FIB, :class:`~pyxdp.net.fib.Fib`, in machine code:
+:mod:`pyxdp.net.route`; local and broadcast destinations are delivered, any
+other is the forwarding path, an error with forwarding off: ``ip_error``,
+``ip6_forward``, ``ip6_pkt_drop``; on a list, an skb to the destination of
+the routed skb before it reuses that route, ``ip_route_use_hint``), IPv6's header,
 addresses, hop-by-hop/destination options and routing headers, UDP's length
 and checksum (a missing one is an error over IPv6), TCP's header and
 checksum, ICMP's checksum. A differential test runs the same frames through
 Linux's XDP_PASS path and compares the counters.
 
-Simplified: no routing (every unicast destination is local; of multicast
-groups only all-hosts and all-nodes are joined), no reassembly (fragments are
+Simplified: no forwarding (with it on, what is not local is dropped as
+with it off), no policy rules on input (:mod:`pyxdp.net.route`), no
+``fib_validate_source`` (rp_filter, local sources); of multicast groups only
+all-hosts and all-nodes are joined; no reassembly (fragments are
 counted and held, never completed), no replies (ICMP errors, TCP resets,
 echo replies), no TCP or raw sockets; UDP sinks are bound to a port on both
 families (like ``[::]:port`` without ``IPV6_V6ONLY``), and a Host's sinks are
@@ -42,15 +50,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import types
+from numba.extending import intrinsic
 
-from pyxdp.net.inet_hashtables import SockTable
+from pyxdp.net.fib import AF_INET, AF_INET6, Fib, RouteType
 from pyxdp.net.native import njit
+from pyxdp.net.route import input_route_address
 from pyxdp.uapi.dropreason import SkbDropReason
 
-__all__ = ["MAX_SOCKETS", "Mib", "SkbBatch", "Stack", "StackStats", "UdpSink",
+__all__ = ["MAX_SOCKETS", "Mib", "Rt", "SkbBatch", "Stack", "StackStats", "UdpSink",
            "stack_rcv_one"]
 
 
@@ -77,6 +90,23 @@ class Mib:
     SIZE = 7
 
 
+class Rt:
+    """Words of a context's input route record (:attr:`Stack.route`): the compiled
+    lookup's address (:func:`~pyxdp.net.route.input_route_address`), the FIB's
+    ``fib_desc`` words and the key buffer's addresses; ``LIST``: the skbs come as a
+    list, whose route hint is the last routed skb's family, destination (two words)
+    and route type (``HFAM`` 0: none); ``NOHINT``: custom rules (bit 1 IPv4, 2
+    IPv6), which disable hints; ``LOOKUPS``: FIB lookups made."""
+
+    FN, FIB, KEY, LIST, HFAM, HK0, HK1, HTYPE, NOHINT, LOOKUPS = range(10)
+    SIZE = 10
+
+
+RT_FN, RT_FIB, RT_KEY, RT_LIST = Rt.FN, Rt.FIB, Rt.KEY, Rt.LIST
+RT_HFAM, RT_HK0, RT_HK1, RT_HTYPE = Rt.HFAM, Rt.HK0, Rt.HK1, Rt.HTYPE
+RT_NOHINT, RT_LOOKUPS = Rt.NOHINT, Rt.LOOKUPS
+
+
 # The kernel's SNMP counters this stack keeps, by the names /proc/net/snmp,
 # /proc/net/netstat and /proc/net/snmp6 print (Tcp counts both families, as
 # in Linux).
@@ -92,6 +122,7 @@ SNMP_NAMES: tuple[str, ...] = (
     "Udp6InDatagrams", "Udp6NoPorts", "Udp6InErrors", "Udp6InCsumErrors",
     "Udp6IgnoredMulti",
     "Icmp6InMsgs", "Icmp6InErrors", "Icmp6InCsumErrors",
+    "Ip:InAddrErrors", "Ip6InAddrErrors", "Ip6InNoRoutes",
 )
 (IP_INRECEIVES, IP_INHDRERRORS, IP_INUNKNOWNPROTOS, IP_INDELIVERS, IP_REASMREQDS,
  IP_INTRUNCATED, IP_INCSUMERRORS, IP_INBCAST, IP_INMCAST,
@@ -101,7 +132,8 @@ SNMP_NAMES: tuple[str, ...] = (
  IP6_INRECEIVES, IP6_INHDRERRORS, IP6_INUNKNOWNPROTOS, IP6_INTRUNCATED,
  IP6_INDELIVERS, IP6_INMCAST, IP6_REASMREQDS,
  UDP6_OFF, _u6b, _u6c, _u6d, _u6e,
- ICMP6_INMSGS, ICMP6_INERRORS, ICMP6_INCSUMERRORS) = range(len(SNMP_NAMES))
+ ICMP6_INMSGS, ICMP6_INERRORS, ICMP6_INCSUMERRORS,
+ IP_INADDRERRORS, IP6_INADDRERRORS, IP6_INNOROUTES) = range(len(SNMP_NAMES))
 NSNMP = len(SNMP_NAMES)
 UDP6_DELTA = UDP6_OFF - UDP_INDATAGRAMS  # the Udp6 columns mirror the Udp ones
 
@@ -127,6 +159,15 @@ R_INVALID_PROTO = int(SkbDropReason.INVALID_PROTO)
 R_IP_INVALID_SOURCE = int(SkbDropReason.IP_INVALID_SOURCE)
 R_IP_INVALID_DEST = int(SkbDropReason.IP_INVALID_DEST)
 R_IPV6_BAD_EXTHDR = int(SkbDropReason.IPV6_BAD_EXTHDR)
+R_IP_INADDRERRORS = int(SkbDropReason.IP_INADDRERRORS)
+R_IP_INNOROUTES = int(SkbDropReason.IP_INNOROUTES)
+R_IP_LOCALNET = int(SkbDropReason.IP_LOCALNET)
+RTN_LOCAL = int(RouteType.LOCAL)
+RTN_BROADCAST = int(RouteType.BROADCAST)
+RTN_ANYCAST = int(RouteType.ANYCAST)
+RTN_BLACKHOLE = int(RouteType.BLACKHOLE)
+RTN_UNICAST = int(RouteType.UNICAST)
+FAM_INET, FAM_INET6 = AF_INET, AF_INET6
 NREASONS = int(SkbDropReason.MAX) + 1
 
 
@@ -168,6 +209,47 @@ def _drop(drops, reason):  # type: ignore[no-untyped-def]
     """``kfree_skb_reason``: counted by reason (the ``skb:kfree_skb`` tracepoint's field)."""
     drops[reason] += 1
     return -1, 0
+
+
+def _input_route_typer(typingctx, fn, fib, key, fam):  # type: ignore[no-untyped-def]
+    """``fn(fib, key, fam)``: the compiled input route lookup, called through its address."""
+    sig = types.int64(types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        p8, i64 = ir.IntType(8).as_pointer(), ir.IntType(64)
+        f = builder.inttoptr(args[0], ir.FunctionType(i64, [p8, p8, i64]).as_pointer())
+        return builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8),
+                                args[3]])
+
+    return sig, codegen
+
+
+_input_route_call: Any = intrinsic(_input_route_typer)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _input_route(route, rkey, fam, k0, k1, b, off, alen):  # type: ignore[no-untyped-def]
+    """``ip_route_input_noref``/``ip6_route_input``: the type of the route to the
+    ``alen``-byte destination at ``b[off:]`` (``k0``/``k1``: the same as two words),
+    0 for none. On a list the previous routed skb's route serves the next one to
+    the same destination (``ip_route_use_hint``; none after a broadcast route or
+    with custom rules: ``ip_extract_route_hint``, ``ip6_extract_route_hint``)."""
+    if route[RT_LIST] and route[RT_HFAM] == fam and route[RT_HK0] == k0 and \
+            route[RT_HK1] == k1:
+        return route[RT_HTYPE]
+    for i in range(16):
+        rkey[i] = b[off + i] if i < alen else 0
+    route[RT_LOOKUPS] += 1
+    t = _input_route_call(route[RT_FN], route[RT_FIB], route[RT_KEY], fam)
+    custom = route[RT_NOHINT] & (1 if fam == FAM_INET else 2)
+    if route[RT_LIST] and not custom and not (fam == FAM_INET and t == RTN_BROADCAST):
+        route[RT_HFAM] = fam
+        route[RT_HK0] = k0
+        route[RT_HK1] = k1
+        route[RT_HTYPE] = t
+    else:
+        route[RT_HFAM] = 0
+    return t
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -255,9 +337,10 @@ def _icmp_rcv(b, l4, room, pseudo, v6, snmp, drops):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _ip_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ignore[no-untyped-def] # noqa: E501
-    """``ip_rcv_core``, ``ip_rcv_finish`` (every unicast destination is local: no
-    routing), ``ip_local_deliver`` and the protocol handlers."""
+def _ip_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt, route, rkey):  # type: ignore[no-untyped-def] # noqa: E501
+    """``ip_rcv_core``, ``ip_rcv_finish`` (its input route: local and broadcast
+    destinations are delivered, any other is the forwarding path's, an error with
+    forwarding off), ``ip_local_deliver`` and the protocol handlers."""
     n = end - l3
     snmp[IP_INRECEIVES] += 1
     if n < 20:
@@ -305,6 +388,27 @@ def _ip_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ig
             return _drop(drops, R_IP_INVALID_DEST)
         snmp[IP_INMCAST] += 1
         cast = True
+    elif saddr == 0 and daddr == 0:
+        snmp[IP_INBCAST] += 1  # ip_route_input_slow's brd_input
+        cast = True
+    else:
+        # ip_route_input_slow: 0.0.0.0 and loopback addresses are martians (no
+        # route_localnet; the rest of 0/8 is routed), then the FIB decides.
+        if saddr == 0:
+            return _drop(drops, R_IP_INVALID_SOURCE)
+        if daddr == 0:
+            return _drop(drops, R_IP_INVALID_DEST)
+        if (daddr >> 24) == 127 or (saddr >> 24) == 127:
+            return _drop(drops, R_IP_LOCALNET)
+        rt = _input_route(route, rkey, FAM_INET, daddr, 0, b, l3 + 16, 4)
+        if rt == RTN_BROADCAST:
+            snmp[IP_INBCAST] += 1
+            cast = True
+        elif rt != RTN_LOCAL:
+            # Not local: forwarded, which with forwarding off is ip_error's
+            # EHOSTUNREACH (forwarding itself is not modelled).
+            snmp[IP_INADDRERRORS] += 1
+            return _drop(drops, R_IP_INADDRERRORS)
     if _be16(b, l3 + 6, end) & 0x3FFF:  # ip_defrag: held for reassembly (not modelled)
         snmp[IP_REASMREQDS] += 1
         return -1, 0
@@ -352,8 +456,11 @@ def _tlv_ok(b, o, hlen, hbh):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _ipv6_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: ignore[no-untyped-def] # noqa: E501
-    """``ip6_rcv_core``, ``ip6_input`` over extension headers, and the handlers."""
+def _ipv6_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt, route, rkey):  # type: ignore[no-untyped-def] # noqa: E501
+    """``ip6_rcv_core`` (with the hop-by-hop options), ``ip6_rcv_finish``'s input route
+    (local and anycast destinations are delivered; a forwarding route is an error with
+    forwarding off, no route ``ip6_pkt_drop``'s), ``ip6_input`` over the other
+    extension headers, and the handlers."""
     n = end - l3
     snmp[IP6_INRECEIVES] += 1
     if n < 40 or (np.int64(b[l3]) >> 4) != 6:
@@ -386,7 +493,27 @@ def _ipv6_rcv(b, l3, end, pkt_type, snmp, drops, port_sock, sock_cnt):  # type: 
         cast = True
     o = l3 + 40
     first = True
-    while (nh == NEXTHDR_HOP and first) or nh == NEXTHDR_DEST or nh == NEXTHDR_ROUTING:
+    routed = cast  # a joined group's route is the multicast one
+    while True:
+        if not routed and not (nh == NEXTHDR_HOP and first):
+            routed = True
+            k0 = (_be32(b, l3 + 24, end) << 32) | _be32(b, l3 + 28, end)
+            k1 = (_be32(b, l3 + 32, end) << 32) | _be32(b, l3 + 36, end)
+            rt = _input_route(route, rkey, FAM_INET6, k0, k1, b, l3 + 24, 16)
+            if rt == RTN_UNICAST:  # ip6_forward with forwarding off
+                snmp[IP6_INADDRERRORS] += 1
+                return _drop(drops, R_IP_INADDRERRORS)
+            if rt == RTN_BLACKHOLE:
+                return _drop(drops, R_NOT_SPECIFIED)  # dst_discard
+            if rt != RTN_LOCAL and rt != RTN_ANYCAST:
+                # ip6_pkt_drop: no route (or unreachable, prohibit)
+                if k0 == 0 and k1 == 0:
+                    snmp[IP6_INADDRERRORS] += 1
+                    return _drop(drops, R_IP_INADDRERRORS)
+                snmp[IP6_INNOROUTES] += 1
+                return _drop(drops, R_IP_INNOROUTES)
+        if not ((nh == NEXTHDR_HOP and first) or nh == NEXTHDR_DEST or nh == NEXTHDR_ROUTING):
+            break
         if o + 8 > end:
             snmp[IP6_INHDRERRORS] += 1
             return _drop(drops, R_IPV6_BAD_EXTHDR)
@@ -433,7 +560,7 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
     context's records ``stk`` (:meth:`Stack.records`). Returns the socket row
     it was delivered to (or -1) and the payload's offset from ``start``. Every
     read is inside the packet."""
-    mib, snmp, drops, port_sock, sock_cnt, dev_cnt, dev_addr = stk
+    mib, snmp, drops, port_sock, sock_cnt, dev_cnt, dev_addr, route, rkey = stk
     mib[M_RECEIVED] += 1
     mib[M_BYTES] += length
     addr = np.int64(0)
@@ -482,9 +609,11 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
     if pkt_type == PACKET_OTHERHOST:
         return _drop(drops, R_OTHERHOST)
     if proto == ETH_P_IP:
-        s, off = _ip_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt)
+        s, off = _ip_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt, route,
+                         rkey)
     else:
-        s, off = _ipv6_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt)
+        s, off = _ipv6_rcv(b, l3, length, pkt_type, snmp, drops, port_sock, sock_cnt, route,
+                           rkey)
     if s >= 0:
         mib[M_UDP_DELIVERED] += 1
     return s, off
@@ -581,16 +710,21 @@ class Stack:
     ``drops`` (row x ``enum skb_drop_reason``: what ``kfree_skb_reason`` was
     given), ``dev_cnt`` (row x ifindex skbs received), ``dev_addr`` (ifindex ->
     the device's MAC as an integer, for ``eth_type_trans``), ``port_sock`` (port
-    -> socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)). A
-    row is a CPU's softirq context or its kthread context (:meth:`row`): on one
-    CPU the kernel never runs both at once, but pyxdp's workers are threads,
-    so each context writes only its own row."""
+    -> socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)),
+    ``route`` (row x :class:`Rt`: the input route lookup and the list's hint) and
+    ``rkey`` (row x the 16 key bytes it is given). A row is a CPU's softirq context
+    or its kthread context (:meth:`row`): on one CPU the kernel never runs both at
+    once, but pyxdp's workers are threads, so each context writes only its own row.
 
-    def __init__(self, nr_cpus: int = 1, *, sockets: SockTable | None = None) -> None:
+    ``fib`` is the namespace whose routes decide what is local (a Host's
+    :attr:`~pyxdp.net.test_run.TestRunEnv.fib`) and whose socket table holds the
+    sinks too (what ``bpf_sk_lookup_udp`` finds); without one the stack has a
+    namespace of its own (loopback only)."""
+
+    def __init__(self, nr_cpus: int = 1, *, fib: Fib | None = None) -> None:
         self.nr_cpus = max(nr_cpus, 1)
-        # The namespace's socket table, where the sinks are sockets too (what
-        # bpf_sk_lookup_udp finds); None: a stack of no namespace.
-        self.socket_table = sockets
+        self.fib = fib if fib is not None else Fib()
+        self.socket_table = self.fib.sockets
         rows = 2 * self.nr_cpus
         self.mib = np.zeros((rows, Mib.SIZE), np.int64)
         self.snmp = np.zeros((rows, NSNMP), np.int64)
@@ -599,6 +733,10 @@ class Stack:
         self.dev_addr = np.full(64, -1, np.int64)
         self.port_sock = np.full(65536, -1, np.int64)
         self.sock_cnt = np.zeros((rows, MAX_SOCKETS, 2), np.int64)
+        self.route = np.zeros((rows, Rt.SIZE), np.int64)
+        self.rkey = np.zeros((rows, 16), np.uint8)
+        self.route[:, Rt.FIB] = self.fib.fib_desc.ctypes.data
+        self.route[:, Rt.KEY] = [int(self.rkey[r].ctypes.data) for r in range(rows)]
         self.sockets: dict[int, UdpSink] = {}
         self.callbacks: list[Callable[[SkbBatch], None]] = []
         self._lock = threading.Lock()  # cpumap workers deliver from their own threads
@@ -631,16 +769,28 @@ class Stack:
         show it to, no socket keeping payloads), so native code may deliver it."""
         return not self.callbacks and not any(s.keep for s in self.sockets.values())
 
+    @property
+    def fib_lookups(self) -> int:
+        """Input route lookups made in the FIB (skbs a list's route hint served made none)."""
+        return int(self.route[:, Rt.LOOKUPS].sum())
+
     def row(self, cpu: int, kthread: bool = False) -> int:
         """The counter row of CPU ``cpu``'s softirq (or, with ``kthread``, kthread) context."""
         return cpu % self.nr_cpus + (self.nr_cpus if kthread else 0)
 
-    def records(self, row: int) -> tuple[I64, I64, I64, I64, I64, I64, I64]:
+    def records(self, row: int) -> tuple[I64, I64, I64, I64, I64, I64, I64, I64, U8]:
         """What :func:`stack_rcv_one` reads and counts into for one context row: (mib
         row, SNMP row, drop reasons row, port table, socket counters, per-device
-        counts, device addresses)."""
+        counts, device addresses, input route record, its key bytes). The FIB's
+        lookup rows are made anew here when its configuration changed."""
+        route = self.route[row]
+        if not route[Rt.FN]:
+            route[Rt.FN] = input_route_address()
+        self.fib.native_desc()
+        route[Rt.NOHINT] = (1 if self.fib.custom_rules4 else 0) | (
+            2 if self.fib.custom_rules6 else 0)
         return (self.mib[row], self.snmp[row], self.drops[row], self.port_sock,
-                self.sock_cnt[row], self.dev_cnt[row], self.dev_addr)
+                self.sock_cnt[row], self.dev_cnt[row], self.dev_addr, route, self.rkey[row])
 
     def ensure_ifindex(self, ifindex: int) -> None:
         """Room in ``dev_cnt`` for a device's ifindex (called as devices are made)."""
@@ -703,8 +853,13 @@ class Stack:
         off = np.empty(n, np.int64)
         data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
             np.zeros((n, 1), np.uint8)
+        stk = self.records(row)
+        route = stk[7]
+        route[Rt.LIST] = 1  # one list: its route hint starts empty
+        route[Rt.HFAM] = 0
         _rcv_rows(data, batch.length.astype(np.int64, copy=False),
-                  batch.ifindex.astype(np.int64, copy=False), self.records(row), sock, off)
+                  batch.ifindex.astype(np.int64, copy=False), stk, sock, off)
+        route[Rt.LIST] = 0
         keeping = [s for s in self.sockets.values() if len(s.received) < s.keep]
         for sink in keeping:
             for r in np.flatnonzero(sock == sink.row)[:sink.keep - len(sink.received)].tolist():

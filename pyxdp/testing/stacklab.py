@@ -2,7 +2,7 @@
 
 Linux's side: a network namespace of its own with a veth pair; ``veth0``
 (MAC 02:00:00:00:00:02, the address pyxdp gives ``eth0``) owns
-198.51.100.2/24 and 2001:db8::2/64, a UDP socket of each family is bound to
+198.51.100.2/24 and 2001:db8::2/64 (so does ``eth0``), a UDP socket of each family is bound to
 :data:`PORT`, and each frame goes through an XDP_PASS program by
 ``BPF_PROG_TEST_RUN`` live frames with ``veth0`` as the ingress device - the
 kernel's own path from an XDP_PASS verdict to ``netif_receive_skb_list``.
@@ -45,6 +45,7 @@ __all__ = ["PORT", "StackOutcome", "kernel_stack", "pyxdp_stack", "stack_frames"
 PORT = 5678  # the corpus's UDP destination port
 MAC = b"\x02\x00\x00\x00\x00\x02"
 OTHER_MAC = b"\x02\x00\x00\x00\x00\x99"
+ADDR4, ADDR6 = "198.51.100.2/24", "2001:db8::2/64"  # veth0's and eth0's
 NETNS_PREFIX = "pyxdp-stacklab"
 _runs = itertools.count()
 
@@ -151,6 +152,26 @@ def _targeted() -> list[tuple[str, bytes]]:
         ("v6_proto_253", _v6(253, b"x" * 8)),
         ("icmp6_bad_csum", _flip(_v6(58, b"\x80\x00\x00\x00\x00\x01\x00\x01"), 14 + 40 + 2)),
         ("eth_802_3", MAC + b"\x02\x00\x00\x00\x00\x01\x00\x20" + b"\xaa" * 32),
+        # The input route: what is not an address of the host is not delivered.
+        ("udp_onlink_not_local", _udp4(dst="198.51.100.7")),
+        ("udp_no_route", _udp4(dst="203.0.113.9")),
+        ("udp_subnet_broadcast", _udp4(dst="198.51.100.255")),
+        ("udp_subnet_broadcast_noport", _udp4(dst="198.51.100.255", dport=9)),
+        ("udp_loopback_dst", _udp4(dst="127.0.0.1")),
+        ("udp_loopback_src", _udp4(src="127.0.0.5")),
+        ("udp_zeronet_src", _udp4(src="0.1.2.3")),
+        ("udp_zeronet_dst", _udp4(dst="0.0.0.5")),
+        ("udp_zero_src", _udp4(src="0.0.0.0")),
+        ("udp_zero_dst", _udp4(dst="0.0.0.0")),
+        ("udp_zero_src_and_dst", _udp4(src="0.0.0.0", dst="0.0.0.0")),
+        ("tcp_not_local", tcp_packet(dst_ip="198.51.100.9", dst_mac=MAC)),
+        ("udp6_onlink_not_local", _v6(17, _udp6_seg(dst="2001:db8::7"), dst="2001:db8::7")),
+        ("udp6_no_route", _v6(17, _udp6_seg(dst="2001:db8:1::7"), dst="2001:db8:1::7")),
+        ("udp6_unspecified_dst", _v6(17, _udp6_seg(dst="::"), dst="::")),
+        ("v6_hbh_no_route", _v6(0, bytes([17, 0, 1, 4, 0, 0, 0, 0])
+                                + _udp6_seg(dst="2001:db8:1::7"), dst="2001:db8:1::7")),
+        ("v6_bad_hbh_no_route", _v6(0, bytes([17, 0, 0x5E, 4, 0, 0, 0, 0])
+                                    + _udp6_seg(dst="2001:db8:1::7"), dst="2001:db8:1::7")),
     ]
     return out
 
@@ -243,8 +264,8 @@ def kernel_stack(frames: Sequence[tuple[str, bytes]]) -> dict[str, StackOutcome]
         for dev in ("veth0", "veth1"):
             _ip(*ns, "link", "set", dev, "addrgenmode", "none")
             _ip(*ns, "link", "set", dev, "up")
-        _ip(*ns, "addr", "add", "198.51.100.2/24", "dev", "veth0")
-        _ip(*ns, "addr", "add", "2001:db8::2/64", "dev", "veth0", "nodad")
+        _ip(*ns, "addr", "add", ADDR4, "dev", "veth0")
+        _ip(*ns, "addr", "add", ADDR6, "dev", "veth0", "nodad")
         # Replies (resets, ICMP errors) go out without neighbour discovery traffic.
         _ip(*ns, "neigh", "add", "2001:db8::1", "lladdr", "02:00:00:00:00:01", "dev", "veth0")
         out: dict[str, StackOutcome] = {}
@@ -286,6 +307,8 @@ def pyxdp_stack(frames: Sequence[tuple[str, bytes]], *, native: bool = True
     out: dict[str, StackOutcome] = {}
     with Host(native=native) as h:
         eth = h.add_device("eth0", mac=MAC)
+        eth.add_address(ADDR4)
+        eth.add_address(ADDR6)
         eth.attach_xdp(h.load(asm_spec("xdp_pass", "r0 = 2\nexit")).programs["xdp_pass"])
         sink = h.stack.udp_socket(PORT)
         for name, frame in frames:
