@@ -26,8 +26,8 @@ from pyxdp.spec import MapSpec, ProgramSpec
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
-__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "handle_bytes",
-           "int_bytes", "syscall_test_run_args"]
+__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "batch_rows",
+           "handle_bytes", "int_bytes", "syscall_test_run_args"]
 
 _U32_MAX = 0xFFFF_FFFF
 
@@ -52,6 +52,21 @@ def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
     if len(raw) != size:
         raise MapError(op, errno.EINVAL, f"{what} is {len(raw)} bytes, {what}_size is {size}")
     return raw
+
+
+def batch_rows(rows: object, what: str, op: str) -> list[Any]:
+    """A batch operation's keys or values: a sequence of bytes-like objects, or a numpy
+    array taken row by row (``rows[i].tobytes()``); each is checked by :func:`handle_bytes`
+    later. Anything else (a lone bytes object, None, a number) is a TypeError."""
+    if hasattr(rows, "ndim") and hasattr(rows, "tobytes"):  # a numpy array, without numpy
+        if not rows.ndim:
+            raise TypeError(f"{op}: the {what} must be a sequence (or an array of rows), "
+                            f"not a 0-d array")
+        return [r.tobytes() for r in rows]  # type: ignore[attr-defined]
+    if not isinstance(rows, list | tuple):
+        raise TypeError(f"{op}: the {what} must be a list of bytes-like objects (or an array "
+                        f"of rows), not {type(rows).__name__}")
+    return list(rows)
 
 
 def syscall_test_run_args(name: str, data_in: bytes, data_size_out: int, ctx_size_out: int,

@@ -152,3 +152,12 @@ def test_bench_xdp_stops_on_ctrl_c_with_a_summary() -> None:
     last = out.strip().splitlines()[-1]
     assert last.startswith("interrupted after ") and " rx " in last and " drop " in last, out
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["bench", "drop", "a" * 16, "--duration", "0.1"],
+                                  ["bench", "redirect", "eth0", "b/c", "--duration", "0.1"]],
+                         ids=["long", "slash"])
+def test_bad_device_names_are_one_line(argv: list[str],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by fuzzing the command: the Host's ValueError escaped as a traceback.
+    assert "bad device name" in _one_line_error(argv, capsys)
