@@ -161,3 +161,16 @@ def test_bad_device_names_are_one_line(argv: list[str],
                                        capsys: pytest.CaptureFixture[str]) -> None:
     # Found by fuzzing the command: the Host's ValueError escaped as a traceback.
     assert "bad device name" in _one_line_error(argv, capsys)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["packet", "udp", "--size", "4294967296"], "too large"),  # once built 4 GiB first
+    (["bench", "xdp", "--duration", "inf"], "not a finite number"),  # never stopped
+    (["dump", "--pcap", "x.pcap", "--duration", "nan"], "not a finite number"),
+    (["prog", "show", "/nonexistent/\udcff.o"], "\\udcff"),  # argv that is not UTF-8
+], ids=["size", "inf", "nan", "surrogate"])
+def test_fuzzed_arguments_are_one_line(argv: list[str], match: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by fuzzing the command: the first two ran for hours, the last failed writing
+    # its own error (UnicodeEncodeError) and printed a traceback.
+    assert match in _one_line_error(argv, capsys)

@@ -259,5 +259,26 @@ def test_an_iterator_next_on_the_frame_pointer_is_refused() -> None:
                        UserspaceBackend(engine="interp"))
 
 
+def test_test_run_arguments_are_checked_as_the_kernel_holds_them() -> None:
+    # Found by probing the API: an int was that many zero bytes, repeat=2**40 ran for
+    # hours, a str ctx_in failed inside struct padding. Both backends share the check.
+    from pyxdp.collection import Collection
+    from pyxdp.errors import KernelError
+    with Collection.load(SAMPLES / "xdp1.o", engine="interp") as coll:
+        prog = coll.programs["xdp_prog1"]
+        for bad in (64, "x" * 64, None):
+            with pytest.raises(TypeError, match="data_in must be a bytes-like"):
+                prog.test_run(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="ctx_in must be a bytes-like"):
+            prog.test_run(bytes(64), ctx_in=24)  # type: ignore[arg-type]
+        for kw in ({"repeat": 1 << 40}, {"repeat": -1}, {"data_size_out": -1},
+                   {"ctx_size_out": 1 << 32}):
+            with pytest.raises(KernelError, match=r"outside 0\.\.4294967295"):
+                prog.test_run(bytes(64), **kw)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="repeat must be an int"):
+            prog.test_run(bytes(64), repeat="2")  # type: ignore[arg-type]
+        assert prog.test_run(bytearray(64)).retval == prog.test_run(bytes(64)).retval
+
+
 if __name__ == "__main__":
     _worker(sys.argv[1], int(sys.argv[2]))

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = ["MODES", "OutputStyle", "STYLE", "add_global_options", "add_mode_arg", "configure",
-           "emit", "kernel_mode", "normalise_mode", "status", "walk"]
+           "emit", "kernel_mode", "normalise_mode", "seconds", "status", "walk"]
 
 MODES: Final = ("native", "skb", "hw")
 _ALIASES: Final = {"generic": "skb", "drv": "native", "offload": "hw"}
@@ -35,6 +36,18 @@ class OutputStyle:
 
 
 STYLE = OutputStyle()
+
+
+def seconds(text: str) -> float:
+    """A ``--duration``/``--interval`` argument: a finite number (``inf`` or ``nan`` would
+    run a loop forever or never); each command checks its own range."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds: {text!r}")
+    return v
 
 
 def configure(args: argparse.Namespace) -> OutputStyle:
