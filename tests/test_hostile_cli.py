@@ -167,8 +167,9 @@ def test_bad_device_names_are_one_line(argv: list[str],
     (["packet", "udp", "--size", "4294967296"], "too large"),  # once built 4 GiB first
     (["bench", "xdp", "--duration", "inf"], "not a finite number"),  # never stopped
     (["dump", "--pcap", "x.pcap", "--duration", "nan"], "not a finite number"),
+    (["monitor", "--count", "2", "-i", "1e23"], "longest wait"),  # time.sleep's OverflowError
     (["prog", "show", "/nonexistent/\udcff.o"], "\\udcff"),  # argv that is not UTF-8
-], ids=["size", "inf", "nan", "surrogate"])
+], ids=["size", "inf", "nan", "sleep", "surrogate"])
 def test_fuzzed_arguments_are_one_line(argv: list[str], match: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     # Found by fuzzing the command: the first two ran for hours, the last failed writing

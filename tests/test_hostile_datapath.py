@@ -155,4 +155,18 @@ def test_a_umem_beyond_memory_is_an_xsk_error() -> None:
     from pyxdp.xsk.umem import Umem
     with pytest.raises(XskError, match="Cannot allocate memory"):
         Umem((1 << 32) - 1, 4096)  # a valid geometry of 16 TiB: mmap's ENOMEM, not OSError
+    with pytest.raises(XskError, match="holds -1 chunks"):
+        Umem(-1, 2048)  # a negative length passed the checks to mmap (OverflowError)
+    with pytest.raises(XskError, match="headroom -1 outside"):
+        Umem(2, 2048, -1)
+
+
+def test_empty_frames_reach_the_stack() -> None:
+    # Found by fuzzing: frames of 0 bytes passed to the stack failed the copy out of
+    # their pages (numpy's shape mismatch).
+    with Host() as host:
+        eth0 = host.add_device("eth0")
+        assert eth0.receive([b"", b""]) == 2
+        host.run()
+        assert eth0.stats.rx_packets == 2
 

@@ -273,10 +273,11 @@ def _dump_linux(args: argparse.Namespace, points: tuple[str, ...], filt: PacketF
                         f"{prog_ids[0]} ({','.join(points)})")
                 _drain_trace(trace, args, filt, out, deadline)
             return
+    from pyxdp.kernel.af_packet_capture import PacketCapture
+    capture = PacketCapture(args.interface)  # first: a refusal is the one line printed
     _report(f"{why}: capturing what {args.interface} receives with a packet socket, "
             "without verdicts")
-    from pyxdp.kernel.af_packet_capture import PacketCapture
-    with PacketCapture(args.interface) as sock:
+    with capture as sock:
         while not _expired(deadline):
             frames, stamps = sock.read(0.1, _BATCH)
             if not frames:

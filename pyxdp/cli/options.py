@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -40,13 +41,17 @@ STYLE = OutputStyle()
 
 def seconds(text: str) -> float:
     """A ``--duration``/``--interval`` argument: a finite number (``inf`` or ``nan`` would
-    run a loop forever or never); each command checks its own range."""
+    run a loop forever or never) that a sleep can take; each command checks its own
+    range."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"not a finite number of seconds: {text!r}")
+    if abs(v) > threading.TIMEOUT_MAX:  # time.sleep and waits overflow past it
+        raise argparse.ArgumentTypeError(f"{text!r} seconds is longer than this platform's "
+                                         f"longest wait ({threading.TIMEOUT_MAX:.0f} s)")
     return v
 
 

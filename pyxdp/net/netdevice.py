@@ -878,6 +878,8 @@ class Host:
         """One softirq round: a NAPI poll of every rx queue with work; returns the
         frames processed."""
         from pyxdp.net.napi import napi_poll
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise TypeError(f"poll: the budget must be an int >= 0, not {budget!r}")
         if self.threaded_napi:
             return self._poll_threaded(budget)
         done = 0
@@ -981,8 +983,9 @@ class Host:
     def frames_to_skbs(self, frames: Frames, ifindex: int) -> SkbBatch:
         """Copy packets (and metadata) out of frames' pages into an SkbBatch."""
         n = len(frames)
-        width = int(frames.length.max()) if n else 1
-        data = np.zeros((n, max(width, 1)), np.uint8)
+        # at least a column: frames of 0 bytes (an empty packet received) still copy
+        width = max(int(frames.length.max()) if n else 0, 1)
+        data = np.zeros((n, width), np.uint8)
         metas: list[bytes] = [b""] * n
         for mem, pos, rows in self.memmap.split(frames.pfn):
             start = frames.data[pos]
