@@ -118,7 +118,7 @@ def test_bad_device_arguments_are_one_line_errors() -> None:
     # pools, a float or a bad MAC escaped as an internal TypeError, rx queue 99 was an
     # IndexError and -1 silently the last queue. Each is rtnetlink's EINVAL now (a
     # KernelError, and a ValueError for callers checking Python arguments).
-    with Host() as host:
+    with Host(native=False) as host:  # the Python path: no machine code to load
         for kw, match in (({"rx_queues": 1 << 20}, "Invalid number of receive queues"),
                           ({"tx_queues": 0}, "Invalid number of transmit queues"),
                           ({"rx_queues": 1.5}, "receive queues"),
