@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyxdp.btf.btf import Btf
-from pyxdp.errors import MapError, NotSupportedError
+from pyxdp.errors import KernelError, MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
 
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
-__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "handle_bytes",
-           "int_bytes", "syscall_test_run_args"]
+__all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "batch_rows",
+           "handle_bytes", "int_bytes", "syscall_test_run_args", "test_run_args"]
 
 _U32_MAX = 0xFFFF_FFFF
 
@@ -52,6 +52,50 @@ def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
     if len(raw) != size:
         raise MapError(op, errno.EINVAL, f"{what} is {len(raw)} bytes, {what}_size is {size}")
     return raw
+
+
+def batch_rows(rows: object, what: str, op: str) -> list[Any]:
+    """A batch operation's keys or values: a sequence of bytes-like objects, or a numpy
+    array taken row by row (``rows[i].tobytes()``); each is checked by :func:`handle_bytes`
+    later. Anything else (a lone bytes object, None, a number) is a TypeError."""
+    if hasattr(rows, "ndim") and hasattr(rows, "tobytes"):  # a numpy array, without numpy
+        if not rows.ndim:
+            raise TypeError(f"{op}: the {what} must be a sequence (or an array of rows), "
+                            f"not a 0-d array")
+        return [r.tobytes() for r in rows]  # type: ignore[attr-defined]
+    if not isinstance(rows, list | tuple):
+        raise TypeError(f"{op}: the {what} must be a list of bytes-like objects (or an array "
+                        f"of rows), not {type(rows).__name__}")
+    return list(rows)
+
+
+def test_run_args(data_in: object, ctx_in: object, sizes: dict[str, object]
+                  ) -> tuple[bytes, bytes | None]:
+    """BPF_PROG_TEST_RUN's inputs as ``union bpf_attr`` holds them: ``data_in`` and
+    ``ctx_in`` bytes-like (an int would be that many zero bytes), and each of ``sizes``
+    (``data_size_out``, ``ctx_size_out``, ``repeat``) a __u32."""
+    raw: list[bytes | None] = []
+    for what, obj in (("data_in", data_in), ("ctx_in", ctx_in)):
+        if obj is None and what == "ctx_in":
+            raw.append(None)
+            continue
+        try:
+            if isinstance(obj, int | str) or obj is None:
+                raise TypeError
+            raw.append(obj if isinstance(obj, bytes)
+                       else memoryview(obj).tobytes())  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"test_run: {what} must be a bytes-like object, not "
+                            f"{type(obj).__name__}") from None
+    for what, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"test_run: {what} must be an int, not {type(n).__name__}")
+        if not 0 <= n <= _U32_MAX:
+            raise KernelError("BPF_PROG_TEST_RUN", errno.EINVAL,
+                              f"{what} {n} is outside 0..{_U32_MAX} (a __u32)")
+    data = raw[0]
+    assert data is not None
+    return data, raw[1]
 
 
 def syscall_test_run_args(name: str, data_in: bytes, data_size_out: int, ctx_size_out: int,

@@ -36,6 +36,7 @@ from pyxdp.backend import (
     TestRunResult,
     handle_bytes,
     int_bytes,
+    test_run_args,
 )
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
@@ -320,7 +321,9 @@ class Program:
         as Linux reports it). A ``SEC("syscall")`` program runs once on ``ctx_in``
         alone (``bpf_prog_test_run_syscall``, on either backend); ``ctx_out`` is that
         context as the program left it."""
-        res = self._backend.test_run(self.handle, bytes(data_in), ctx_in=ctx_in,
+        data_in, ctx_in = test_run_args(data_in, ctx_in, {
+            "data_size_out": data_size_out, "ctx_size_out": ctx_size_out, "repeat": repeat})
+        res = self._backend.test_run(self.handle, data_in, ctx_in=ctx_in,
                                      data_size_out=data_size_out, ctx_size_out=ctx_size_out,
                                      repeat=repeat, trace=trace)
         if self.spec.prog_type == "xdp" and res.retval in _ACTIONS:

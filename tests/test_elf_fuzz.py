@@ -157,3 +157,11 @@ def test_mutated_btf_raises_only_pyxdp_errors(data: st.DataObject) -> None:
         assert Btf.parse(btf.encode()) == btf
     except PyxdpError:
         pass
+
+
+def test_path_and_kconfig_arguments_are_typed_errors() -> None:
+    from pyxdp.errors import ObjectError
+    with pytest.raises(ObjectError, match="cannot read object file"):
+        load_collection_spec("x\0.o")  # os's ValueError (embedded null byte) before
+    with pytest.raises(TypeError, match="kconfig must be Kconfig text"):
+        load_collection_spec(OBJECTS[0], kconfig=5)  # type: ignore[arg-type]

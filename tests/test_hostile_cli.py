@@ -152,3 +152,26 @@ def test_bench_xdp_stops_on_ctrl_c_with_a_summary() -> None:
     last = out.strip().splitlines()[-1]
     assert last.startswith("interrupted after ") and " rx " in last and " drop " in last, out
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["bench", "drop", "a" * 16, "--duration", "0.1"],
+                                  ["bench", "redirect", "eth0", "b/c", "--duration", "0.1"]],
+                         ids=["long", "slash"])
+def test_bad_device_names_are_one_line(argv: list[str],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by fuzzing the command: the Host's ValueError escaped as a traceback.
+    assert "bad device name" in _one_line_error(argv, capsys)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["packet", "udp", "--size", "4294967296"], "too large"),  # once built 4 GiB first
+    (["bench", "xdp", "--duration", "inf"], "not a finite number"),  # never stopped
+    (["dump", "--pcap", "x.pcap", "--duration", "nan"], "not a finite number"),
+    (["monitor", "--count", "2", "-i", "1e23"], "longest wait"),  # time.sleep's OverflowError
+    (["prog", "show", "/nonexistent/\udcff.o"], "\\udcff"),  # argv that is not UTF-8
+], ids=["size", "inf", "nan", "sleep", "surrogate"])
+def test_fuzzed_arguments_are_one_line(argv: list[str], match: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by fuzzing the command: the first two ran for hours, the last failed writing
+    # its own error (UnicodeEncodeError) and printed a traceback.
+    assert match in _one_line_error(argv, capsys)

@@ -5,12 +5,17 @@ every page back exactly once and no descriptor left open.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import struct
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from pyxdp.elf import load_collection_spec
+from pyxdp.errors import KernelError
 from pyxdp.net.netdevice import Host, NetDevice
 from pyxdp.net.packets import udp_packet
 from pyxdp.uapi.bpf import BpfAttachType
@@ -106,3 +111,62 @@ def test_malformed_packets_through_every_sample_native_equals_python() -> None:
     lb = progs.index(("lb.o", "lb_ingress"))
     assert all(r[lb][1] >= 4 and r[lb][5] == 0 for r in rounds)  # the VIP's drops
     assert _fds() == fds
+
+
+def test_bad_device_arguments_are_one_line_errors() -> None:
+    # Found by fuzzing the Host API: a million queues ran out of memory allocating page
+    # pools, a float or a bad MAC escaped as an internal TypeError, rx queue 99 was an
+    # IndexError and -1 silently the last queue. Each is rtnetlink's EINVAL now (a
+    # KernelError, and a ValueError for callers checking Python arguments).
+    with Host(native=False) as host:  # the Python path: no machine code to load
+        for kw, match in (({"rx_queues": 1 << 20}, "Invalid number of receive queues"),
+                          ({"tx_queues": 0}, "Invalid number of transmit queues"),
+                          ({"rx_queues": 1.5}, "receive queues"),
+                          ({"mtu": 67}, "mtu less than device minimum"),
+                          ({"mtu": 1 << 33}, "mtu greater than device maximum"),
+                          ({"mac": b"x"}, "a MAC address is 6 bytes")):
+            with pytest.raises(KernelError, match=match) as e:
+                host.add_device("eth0", **kw)  # type: ignore[arg-type]
+            assert e.value.errno == errno.EINVAL and isinstance(e.value, ValueError)
+        for name in ("a" * 16, "", "a/b", 5):
+            with pytest.raises(KernelError, match="bad device name"):
+                host.add_device(name)  # type: ignore[arg-type]
+        with pytest.raises(KernelError, match="Invalid number of transmit queues"):
+            host.veth("v0", "v1", queues=1 << 20)
+        eth0 = host.add_device("eth0", rx_queues=2)
+        with pytest.raises(KernelError, match="File exists"):
+            host.add_device("eth0")
+        for q in (2, -1, "0", None):
+            with pytest.raises(KernelError, match=r"rx queues 0\.\.1"):
+                eth0.receive([udp_packet(b"x")], queue=q)  # type: ignore[arg-type]
+        for bad in (5, "x", None, [b"ok", 3], b"abc"):
+            with pytest.raises(TypeError, match="must be"):
+                eth0.receive(bad)  # type: ignore[arg-type]
+        with pytest.raises(KernelError, match="a MAC address"):
+            eth0.mac = None  # type: ignore[assignment]
+        # a float64 array is its 8 bytes per item (it overflowed a 1-byte-per-item row)
+        assert eth0.receive([np.zeros(64, np.float64), bytearray(60)]) == 2
+        host.run()
+        assert eth0.stats.rx_packets == 2
+
+
+def test_a_umem_beyond_memory_is_an_xsk_error() -> None:
+    from pyxdp.net.xdp_umem import XskError
+    from pyxdp.xsk.umem import Umem
+    with pytest.raises(XskError, match="Cannot allocate memory"):
+        Umem((1 << 32) - 1, 4096)  # a valid geometry of 16 TiB: mmap's ENOMEM, not OSError
+    with pytest.raises(XskError, match="holds -1 chunks"):
+        Umem(-1, 2048)  # a negative length passed the checks to mmap (OverflowError)
+    with pytest.raises(XskError, match="headroom -1 outside"):
+        Umem(2, 2048, -1)
+
+
+def test_empty_frames_reach_the_stack() -> None:
+    # Found by fuzzing: frames of 0 bytes passed to the stack failed the copy out of
+    # their pages (numpy's shape mismatch).
+    with Host() as host:
+        eth0 = host.add_device("eth0")
+        assert eth0.receive([b"", b""]) == 2
+        host.run()
+        assert eth0.stats.rx_packets == 2
+

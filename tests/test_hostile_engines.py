@@ -237,5 +237,48 @@ def test_threads_update_maps_while_the_datapath_runs() -> None:
     # leaving the block checked the pages
 
 
+def test_an_iterator_next_on_the_frame_pointer_is_refused() -> None:
+    # Found by fuzzing: at an iterator _next call (a pruning point) the verifier looked
+    # up the iterator R1 points to; R1 = R10 made a negative stack slot (IndexError).
+    from pyxdp.asm import opcodes as op
+    from pyxdp.asm.insn import Instruction
+    from pyxdp.collection import Collection
+    from pyxdp.errors import VerifierError
+    from pyxdp.spec import CollectionSpec, KfuncRef, ProgramSpec
+    from pyxdp.userspace import UserspaceBackend
+    for off in (0, 8, 16):
+        insns = (Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_X, 1, 10, 0, 0),
+                 Instruction(op.BPF_ALU64 | op.BPF_ADD | op.BPF_K, 1, 0, 0, off),
+                 Instruction(op.BPF_JMP | op.BPF_CALL, 0, 2, 0, 0),
+                 Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 2),
+                 Instruction(op.BPF_JMP | op.BPF_EXIT, 0, 0, 0, 0))
+        prog = ProgramSpec("t", "xdp", insns, license="GPL",
+                           kfuncs=(KfuncRef(2, "bpf_iter_num_next"),))
+        with pytest.raises(VerifierError, match="iter_num"):
+            Collection(CollectionSpec({"t": prog}, {}, license="GPL"),
+                       UserspaceBackend(engine="interp"))
+
+
+def test_test_run_arguments_are_checked_as_the_kernel_holds_them() -> None:
+    # Found by probing the API: an int was that many zero bytes, repeat=2**40 ran for
+    # hours, a str ctx_in failed inside struct padding. Both backends share the check.
+    from pyxdp.collection import Collection
+    from pyxdp.errors import KernelError
+    with Collection.load(SAMPLES / "xdp1.o", engine="interp") as coll:
+        prog = coll.programs["xdp_prog1"]
+        for bad in (64, "x" * 64, None):
+            with pytest.raises(TypeError, match="data_in must be a bytes-like"):
+                prog.test_run(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="ctx_in must be a bytes-like"):
+            prog.test_run(bytes(64), ctx_in=24)  # type: ignore[arg-type]
+        for kw in ({"repeat": 1 << 40}, {"repeat": -1}, {"data_size_out": -1},
+                   {"ctx_size_out": 1 << 32}):
+            with pytest.raises(KernelError, match=r"outside 0\.\.4294967295"):
+                prog.test_run(bytes(64), **kw)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="repeat must be an int"):
+            prog.test_run(bytes(64), repeat="2")  # type: ignore[arg-type]
+        assert prog.test_run(bytearray(64)).retval == prog.test_run(bytes(64)).retval
+
+
 if __name__ == "__main__":
     _worker(sys.argv[1], int(sys.argv[2]))

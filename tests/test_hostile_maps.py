@@ -99,3 +99,22 @@ def test_lpm_key_prefix_is_a_u32() -> None:
             lpm_key(bad, bytes(4))
     with pytest.raises(TypeError):
         lpm_key(8, 4)  # type: ignore[arg-type]
+
+
+def test_batch_rows_and_cursors_of_any_type(coll: Collection) -> None:
+    # Found by fuzzing: the kernel backend's batches tested a numpy array's truth value
+    # (numpy's ValueError) and called .ljust on a cursor that was not bytes.
+    h = coll.maps["hash"].handle
+    assert h.update_batch(np.array([[1, 0, 0, 0], [2, 0, 0, 0]], np.uint8),
+                          np.zeros((2, 8), np.uint8)) == 2  # rows, on both backends
+    keys, _, _ = h.lookup_batch(None, 0)
+    assert sorted(keys) == [b"\x01\0\0\0", b"\x02\0\0\0"]
+    for bad in (None, 5, b"\0\0\0\0", np.uint32(3)):
+        with pytest.raises(TypeError, match="must be a list of bytes-like|0-d array"):
+            h.delete_batch(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="must be a list of bytes-like|0-d array"):
+            h.update_batch(bad, [bytes(8)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="bytes-like"):
+        h.lookup_batch(5, 1)  # type: ignore[arg-type]
+    assert h.delete_batch(np.array([[1, 0, 0, 0]], np.uint8)) == 1
+    assert [k for k in h.lookup_batch(None, 0)[0]] == [b"\x02\0\0\0"]

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
+from pyxdp.cli.options import seconds
 from pyxdp.cli.prog import CliError, _object, _program, fill_maps
 from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError
 from pyxdp.net.pcap import EPB_FLAG_INBOUND, PcapngWriter, read_capture
@@ -70,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "where the verdict is known)")
     p.add_argument("-w", "--write", metavar="OUT", help="write pcapng ('-': stdout)")
     p.add_argument("-c", "--count", type=int, metavar="N", help="stop after N records")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--duration", type=seconds, metavar="S", help="stop after S seconds")
     p.add_argument("--snapshot-length", type=int, default=DEFAULT_SNAPLEN, metavar="N",
                    help=f"bytes kept per frame (default: {DEFAULT_SNAPLEN})")
     p.add_argument("--engine", choices=("auto", "jit", "interp"), default="auto",
@@ -272,10 +273,11 @@ def _dump_linux(args: argparse.Namespace, points: tuple[str, ...], filt: PacketF
                         f"{prog_ids[0]} ({','.join(points)})")
                 _drain_trace(trace, args, filt, out, deadline)
             return
+    from pyxdp.kernel.af_packet_capture import PacketCapture
+    capture = PacketCapture(args.interface)  # first: a refusal is the one line printed
     _report(f"{why}: capturing what {args.interface} receives with a packet socket, "
             "without verdicts")
-    from pyxdp.kernel.af_packet_capture import PacketCapture
-    with PacketCapture(args.interface) as sock:
+    with capture as sock:
         while not _expired(deadline):
             frames, stamps = sock.read(0.1, _BATCH)
             if not frames:

@@ -46,6 +46,7 @@ from typing import Any
 
 from pyxdp import samples
 from pyxdp.cli import run_maps
+from pyxdp.cli.options import seconds
 from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
 from pyxdp.net.stats import NetdevStats
 
@@ -75,9 +76,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iface", "-i", action="append", metavar="IF",
                    help="run on this Linux interface in user space (repeat for more; "
                         "root): AF_XDP on its queues, AF_PACKET where AF_XDP is missing")
-    p.add_argument("--duration", type=float, metavar="S",
+    p.add_argument("--duration", type=seconds, metavar="S",
                    help="with --iface: seconds to run (default: until Ctrl-C or SIGTERM)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--interval", type=seconds, default=1.0, metavar="S",
                    help="with --iface: seconds between statistics lines (default: 1)")
     p.add_argument("--socket", choices=("auto", "af_xdp", "af_packet"), default="auto",
                    help="with --iface: the socket type (default: AF_XDP, else AF_PACKET)")
@@ -216,7 +217,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vs-kernel", action="store_true",
                    help="also run each object in Linux, natively and in generic mode, on "
                         "the same veth with the same generator (root)")
-    p.add_argument("--duration", type=float, default=2.0, metavar="S",
+    p.add_argument("--duration", type=seconds, default=2.0, metavar="S",
                    help="seconds each run is timed (default: 2)")
     p.add_argument("--threaded-napi", action="store_true",
                    help="veth0's NAPI polled by a kthread, for pyxdp and for Linux native "

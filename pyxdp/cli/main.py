@@ -11,15 +11,23 @@ import sys
 from collections.abc import Sequence
 
 from pyxdp import __version__
-from pyxdp.cli.options import add_global_options, add_mode_arg, configure, walk
+from pyxdp.cli.options import add_global_options, add_mode_arg, configure, seconds, walk
 from pyxdp.errors import PyxdpError
 
 __all__ = ["main"]
 
 
+def _say(message: str) -> None:
+    """One line on stderr; a file name that is not text (surrogate escapes from argv)
+    is written escaped rather than failing the write."""
+    line = f"pyxdp: {message}".replace("\n", " ").rstrip() + "\n"
+    enc = getattr(sys.stderr, "encoding", None) or "utf-8"
+    sys.stderr.write(line.encode(enc, "backslashreplace").decode(enc))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"pyxdp: {message} (see 'pyxdp --help')\n")
+        _say(f"{message} (see 'pyxdp --help')")
         raise SystemExit(2)
 
 
@@ -268,9 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_mode_arg(bx)
     bx.add_argument("--packet", metavar="F", help="the packet to send (raw bytes; default: "
                                                  "a 64-byte UDP frame)")
-    bx.add_argument("--duration", type=float, default=5.0, metavar="S",
+    bx.add_argument("--duration", type=seconds, default=5.0, metavar="S",
                     help="seconds to run (default: 5)")
-    bx.add_argument("--interval", type=float, default=1.0, metavar="S",
+    bx.add_argument("--interval", type=seconds, default=1.0, metavar="S",
                     help="seconds between lines (default: 1)")
     bx.add_argument("--vs-kernel", action="store_true",
                     help="then measure Linux on live frames with the same program and packet "
@@ -294,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "pass, cpumap, generic, xsk (default: all)")
     bd.add_argument("--runs", type=int, default=5, metavar="K",
                     help="runs per figure, the median is printed (default: 5)")
-    bd.add_argument("--seconds", type=float, default=0.5, metavar="S",
+    bd.add_argument("--seconds", type=seconds, default=0.5, metavar="S",
                     help="about how long each timed run lasts (default: 0.5)")
     bd.add_argument("--frames", type=int, metavar="N",
                     help="frames per run instead of --seconds (both sides)")
@@ -432,13 +440,13 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args.func(args))
     except PyxdpError as e:
-        sys.stderr.write(f"pyxdp: {e}\n".replace("\n", " ").rstrip() + "\n")
+        _say(str(e))
         return 2
     except KeyboardInterrupt:
-        sys.stderr.write("pyxdp: interrupted\n")
+        _say("interrupted")
         return 130
     except RecursionError:  # a hostile input nested past what the parsers follow
-        sys.stderr.write("pyxdp: input nests too deeply\n")
+        _say("input nests too deeply")
         return 2
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, as coreutils do.
@@ -446,7 +454,7 @@ def _main(argv: Sequence[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as e:
-        sys.stderr.write(f"pyxdp: {e.strerror or e}: {e.filename or ''}".rstrip(": ") + "\n")
+        _say(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
         return 2
 
 

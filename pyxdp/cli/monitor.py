@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, TextIO
 
-from pyxdp.cli.options import add_mode_arg
+from pyxdp.cli.options import add_mode_arg, seconds
 from pyxdp.errors import PyxdpError
 
 if TYPE_CHECKING:  # the CLI imports numpy and rich only when the command runs
@@ -61,10 +61,7 @@ _INT_MAX: Final = 0x7FFF_FFFF
 
 
 def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    value = seconds(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"the interval must be positive: {text!r}")
     return value

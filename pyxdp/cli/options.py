@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = ["MODES", "OutputStyle", "STYLE", "add_global_options", "add_mode_arg", "configure",
-           "emit", "kernel_mode", "normalise_mode", "status", "walk"]
+           "emit", "kernel_mode", "normalise_mode", "seconds", "status", "walk"]
 
 MODES: Final = ("native", "skb", "hw")
 _ALIASES: Final = {"generic": "skb", "drv": "native", "offload": "hw"}
@@ -35,6 +37,22 @@ class OutputStyle:
 
 
 STYLE = OutputStyle()
+
+
+def seconds(text: str) -> float:
+    """A ``--duration``/``--interval`` argument: a finite number (``inf`` or ``nan`` would
+    run a loop forever or never) that a sleep can take; each command checks its own
+    range."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds: {text!r}")
+    if abs(v) > threading.TIMEOUT_MAX:  # time.sleep and waits overflow past it
+        raise argparse.ArgumentTypeError(f"{text!r} seconds is longer than this platform's "
+                                         f"longest wait ({threading.TIMEOUT_MAX:.0f} s)")
+    return v
 
 
 def configure(args: argparse.Namespace) -> OutputStyle:

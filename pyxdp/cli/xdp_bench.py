@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pyxdp import samples
-from pyxdp.cli.options import STYLE, add_mode_arg, emit, kernel_mode, status
+from pyxdp.cli.options import STYLE, add_mode_arg, emit, kernel_mode, seconds, status
 from pyxdp.cli.prog import CliError, _read_input
 
 __all__ = ["COMMANDS", "add_commands", "builtin_program", "cmd"]
@@ -84,10 +84,7 @@ def builtin_program(command: str, op: str = "no-touch", ifindex_out: int = 0) ->
 
 
 def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    v = seconds(text)
     if not v > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return v

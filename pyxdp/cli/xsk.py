@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from pyxdp import samples
+from pyxdp.cli.options import seconds
 from pyxdp.cli.prog import CliError
 from pyxdp.errors import PyxdpError
 from pyxdp.net.packets import udp_packet
@@ -73,9 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="bpf_redirect_map into an XSKMAP (the default)")
     red.add_argument("--redirect-xsk", action="store_true",
                      help="pyxdp's bpf_redirect_xsk: no XSKMAP (--pyxdp only)")
-    p.add_argument("--duration", type=float, default=5.0, metavar="S",
+    p.add_argument("--duration", type=seconds, default=5.0, metavar="S",
                    help="seconds to run (default: 5)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--interval", type=seconds, default=1.0, metavar="S",
                    help="seconds between lines (default: 1)")
     p.add_argument("--pyxdp", action="store_true",
                    help="on pyxdp's datapath (a NIC fed by the traffic generator; no root)")

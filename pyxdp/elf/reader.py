@@ -211,11 +211,13 @@ def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | me
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
-        except OSError as exc:
-            raise ObjectError(f"cannot read object file: {exc.strerror or exc}",
-                              path=path) from None
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            why = getattr(exc, "strerror", None) or exc
+            raise ObjectError(f"cannot read object file: {why}", path=path) from None
     obj = name if name is not None else (object_name(path) if path else "")
     try:
+        if kconfig is not None and not isinstance(kconfig, str):
+            raise TypeError(f"kconfig must be Kconfig text (a str), not {type(kconfig).__name__}")
         return _Loader(data, path, obj, kconfig).load()
     except RecursionError:
         raise ObjectError("object nests too deeply to parse", path=path) from None

@@ -12,6 +12,7 @@ count (frames the socket's queue had no room for).
 
 from __future__ import annotations
 
+import errno
 import select
 import socket
 import struct
@@ -43,7 +44,12 @@ class PacketCapture:
     def __init__(self, ifname: str) -> None:
         self.ifname = ifname
         # Protocol 0 at socket(): the tap starts only at bind(), on this device alone.
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK, 0)
+        try:
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW | socket.SOCK_NONBLOCK,
+                                      0)
+        except OSError as e:  # packet_create: capable(CAP_NET_RAW)
+            raise KernelError("socket(AF_PACKET)", e.errno or errno.EPERM,
+                              "a packet socket needs CAP_NET_RAW") from None
         try:
             try:
                 self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, _RCVBUF)

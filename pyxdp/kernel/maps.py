@@ -27,7 +27,7 @@ import errno as _errno
 from collections.abc import Sequence
 from typing import Final
 
-from pyxdp.backend import batch_count, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, handle_bytes
 from pyxdp.errors import KernelError, MapError
 from pyxdp.kernel.syscall import (
     Fd,
@@ -71,6 +71,21 @@ _BATCH_START: Final = 64  # first batch size of a whole-map BPF_MAP_LOOKUP_BATCH
 
 def round_up(x: int, align: int) -> int:
     return (x + align - 1) // align * align
+
+
+def _token(cursor: object, size: int, op: str) -> bytes:
+    """A batch cursor handed back: bytes-like, at most the ``size`` of this map's tokens."""
+    try:
+        if isinstance(cursor, int | str):
+            raise TypeError
+        raw = memoryview(cursor).tobytes()  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{op}: the cursor must be a bytes-like object of at most {size} "
+                        f"bytes, not {type(cursor).__name__}") from None
+    if len(raw) > size:
+        raise MapError(op, _errno.EINVAL, f"cursor is {len(raw)} bytes, this map's batch "
+                                          f"tokens are {size}")
+    return raw
 
 
 def _done(reported: int, asked: int) -> int:
@@ -145,7 +160,8 @@ class KernelMap(FdObject):
 
     def _key(self, key: bytes | bytearray | memoryview | None, op: str) -> bytes:
         if self.key_size == 0:
-            if key:
+            if key is not None and (not isinstance(key, bytes | bytearray | memoryview)
+                                    or len(key)):
                 raise MapError(op, _errno.EINVAL, f"map {self.name!r} takes no key")
             return b""  # passed as NULL
         if key is None:
@@ -297,8 +313,10 @@ class KernelMap(FdObject):
         count = batch_count(count, op)
         ksz, vsz = self.key_size, self.user_value_size
         tok = self._token_size()
-        in_tok = ctypes.create_string_buffer(cursor.ljust(tok, b"\0"), tok) \
-            if cursor is not None else None
+        # the token this map's batches hand out: at most its size (a longer one would
+        # overrun the kernel's read of in_batch)
+        in_tok = None if cursor is None else \
+            ctypes.create_string_buffer(_token(cursor, tok, op).ljust(tok, b"\0"), tok)
         out_keys: list[bytes] = []
         out_values: list[bytes] = []
         grow = 0
@@ -331,6 +349,8 @@ class KernelMap(FdObject):
         ``flags`` is the batch's ``elem_flags``: the kernel takes only
         ``BPF_F_LOCK`` there (every element is written as ``BPF_ANY``).
         """
+        keys = batch_rows(keys, "keys", "update_batch")
+        values = batch_rows(values, "values", "update_batch")
         if len(keys) != len(values):
             raise MapError("update_batch", _errno.EINVAL, "as many keys as values are needed")
         if not keys:
@@ -347,6 +367,7 @@ class KernelMap(FdObject):
 
     def delete_batch(self, keys: Sequence[bytes]) -> int:
         """BPF_MAP_DELETE_BATCH; a failure raises MapError with ``.count`` deleted."""
+        keys = batch_rows(keys, "keys", "delete_batch")
         if not keys:
             return 0
         kb = b"".join(self._key(k, "delete_batch") for k in keys)

@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.backend import batch_count, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, handle_bytes
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
@@ -582,8 +582,8 @@ class Map:
 
         numpy arrays are taken row by row (``keys[i].tobytes()``).
         """
-        keys = [k.tobytes() for k in keys] if isinstance(keys, np.ndarray) else keys
-        values = [v.tobytes() for v in values] if isinstance(values, np.ndarray) else values
+        keys = batch_rows(keys, "keys", "update_batch")
+        values = batch_rows(values, "values", "update_batch")
         if len(keys) != len(values):
             raise einval("update_batch", "as many keys as values are needed")
         for n, (k, v) in enumerate(zip(keys, values, strict=True)):
@@ -596,7 +596,7 @@ class Map:
 
     def delete_batch(self, keys: Sequence[bytes]) -> int:
         """BPF_MAP_DELETE_BATCH: deletes in order; a failure raises with ``.count`` done."""
-        for n, k in enumerate(keys):
+        for n, k in enumerate(batch_rows(keys, "keys", "delete_batch")):
             try:
                 self.delete(k)
             except MapError as e:

@@ -123,6 +123,22 @@ def _fail(err: int, detail: str) -> KernelError:
     return KernelError("xdp attach", err, detail)
 
 
+# rtnl_create_link's bound on numtxqueues/numrxqueues; ETH_MIN_MTU..ETH_MAX_MTU, the
+# widest range an Ethernet driver (veth's) allows.
+MAX_QUEUES = 4096
+ETH_MIN_MTU = 68
+ETH_MAX_MTU = 0xFFFF
+
+
+class LinkError(KernelError, ValueError):
+    """A device refused: RTM_NEWLINK (a bad name, a taken one, queue counts, MTU, MAC) or
+    frames for an rx queue it lacks (a ValueError too, for callers that check Python
+    arguments)."""
+
+    def __init__(self, err: int, detail: str, op: str = "RTM_NEWLINK") -> None:
+        super().__init__(op, err, detail)
+
+
 @dataclass(eq=False)
 class NetdevRxQueue:
     """One rx queue: its descriptor ring, page pool, ``xdp_rxq_info`` and NAPI state."""
@@ -226,6 +242,8 @@ class NetDevice:
 
     @mac.setter
     def mac(self, value: bytes) -> None:
+        if not isinstance(value, bytes | bytearray) or len(value) != 6:
+            raise LinkError(errno.EINVAL, f"a MAC address is 6 bytes, not {value!r}")
         self._mac = bytes(value)
         self.host.stack.set_dev_addr(self.ifindex, self._mac)
         if self.__dict__.get("fibdev") is not None:
@@ -435,6 +453,10 @@ class NetDevice:
         """Frames arriving from the wire on rx ``queue`` (the NIC DMA): copied into
         page pool pages and queued for the next poll. Returns how many were
         taken; the rest are rx_dropped (ring full)."""
+        if isinstance(queue, bool) or not isinstance(queue, int) or \
+                not 0 <= queue < len(self.rx):
+            raise LinkError(errno.EINVAL, f"{self.name} has rx queues 0..{len(self.rx) - 1}, "
+                                          f"not {queue!r}", op="receive")
         batch = packets if isinstance(packets, SkbBatch) else \
             SkbBatch.from_packets(packets, self.ifindex, queue)
         return self._dma(self.rx[queue], batch)
@@ -810,18 +832,36 @@ class Host:
     def _mac(self, ifindex: int) -> bytes:
         return bytes([0x02, 0x00, 0x00, 0x00, (ifindex >> 8) & 0xFF, ifindex & 0xFF])
 
+    @staticmethod
+    def _check_link(rx_queues: object, tx_queues: object, mtu: object,
+                    mac: object = None) -> None:
+        """rtnl_create_link's and dev_validate_mtu's checks of a new device."""
+        for what, n in (("transmit", tx_queues), ("receive", rx_queues)):
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_QUEUES:
+                raise LinkError(errno.EINVAL, f"Invalid number of {what} queues ({n!r}: "
+                                              f"1..{MAX_QUEUES})")
+        if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu < ETH_MIN_MTU:
+            raise LinkError(errno.EINVAL, f"mtu less than device minimum ({mtu!r} < "
+                                          f"{ETH_MIN_MTU})")
+        if mtu > ETH_MAX_MTU:
+            raise LinkError(errno.EINVAL, f"mtu greater than device maximum ({mtu} > "
+                                          f"{ETH_MAX_MTU})")
+        if mac is not None and (not isinstance(mac, bytes | bytearray) or len(mac) != 6):
+            raise LinkError(errno.EINVAL, f"a MAC address is 6 bytes, not {mac!r}")
+
     def _check_name(self, name: str) -> None:
-        if not name or len(name) > 15 or "/" in name or any(c.isspace() for c in name):
-            raise ValueError(f"bad device name {name!r} (1-15 characters, no '/' or spaces)")
+        if not isinstance(name, str) or not name or len(name) > 15 or "/" in name or \
+                any(c.isspace() for c in name):
+            raise LinkError(errno.EINVAL, f"bad device name {name!r} (1-15 characters, no '/' "
+                                          f"or spaces)")
         if any(d.name == name for d in self.devices.values()):
-            raise _fail(errno.EEXIST, f"device {name} exists")
+            raise LinkError(errno.EEXIST, f"device {name} exists")
 
     def add_device(self, name: str, *, rx_queues: int = 1, tx_queues: int = 1, mtu: int = 1500,
                    mac: bytes | None = None) -> NetDevice:
         """A NIC with ``rx_queues`` rx queues (each with its page pool)."""
         self._check_name(name)
-        if rx_queues < 1 or tx_queues < 1:
-            raise ValueError("a device needs at least one rx and one tx queue")
+        self._check_link(rx_queues, tx_queues, mtu, mac)
         i = self._ifindex()
         dev = NetDevice(self, i, name, mac=mac or self._mac(i), mtu=mtu, rx_queues=rx_queues,
                         tx_queues=tx_queues)
@@ -833,12 +873,11 @@ class Host:
              queues: int = 1) -> tuple[Veth, Veth]:
         """A veth pair (``ip link add NAME type veth peer name PEER``); ``queues`` rx and
         tx queues each (``numrxqueues``/``numtxqueues``; traffic arrives on queue 0)."""
-        if queues < 1:
-            raise ValueError("a veth needs at least one queue")
+        self._check_link(queues, queues, mtu)
         self._check_name(name)
         self._check_name(peer)
         if name == peer:
-            raise _fail(errno.EEXIST, f"device {name} exists")
+            raise LinkError(errno.EEXIST, f"device {name} exists")
         devs = []
         for n in (name, peer):
             i = self._ifindex()
@@ -865,6 +904,8 @@ class Host:
         """One softirq round: a NAPI poll of every rx queue with work; returns the
         frames processed."""
         from pyxdp.net.napi import napi_poll
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise TypeError(f"poll: the budget must be an int >= 0, not {budget!r}")
         if self.threaded_napi:
             return self._poll_threaded(budget)
         done = 0
@@ -968,8 +1009,9 @@ class Host:
     def frames_to_skbs(self, frames: Frames, ifindex: int) -> SkbBatch:
         """Copy packets (and metadata) out of frames' pages into an SkbBatch."""
         n = len(frames)
-        width = int(frames.length.max()) if n else 1
-        data = np.zeros((n, max(width, 1)), np.uint8)
+        # at least a column: frames of 0 bytes (an empty packet received) still copy
+        width = max(int(frames.length.max()) if n else 0, 1)
+        data = np.zeros((n, width), np.uint8)
         metas: list[bytes] = [b""] * n
         for mem, pos, rows in self.memmap.split(frames.pfn):
             start = frames.data[pos]

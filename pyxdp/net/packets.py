@@ -504,6 +504,9 @@ def _sized(payload: bytes, size: int | None, overhead: int) -> bytes:
     if size is None:
         return payload
     room = size - overhead
+    if room > 0xFFFF:  # built first, a 4 GiB --size took minutes, then this was refused
+        raise PacketError(f"a {size}-byte frame is too large: its payload would take {room} "
+                          f"bytes, more than an IP packet's 65535")
     if room < len(payload):
         raise PacketError(f"a {size}-byte frame is too small: its headers take {overhead} "
                           f"bytes and the payload {len(payload)}")

@@ -653,14 +653,31 @@ class SkbBatch:
     @classmethod
     def from_packets(cls, packets: list[bytes], ifindex: int, queue: int = 0,
                      meta: list[bytes] | None = None) -> SkbBatch:
-        n = len(packets)
-        width = max((len(p) for p in packets), default=0)
+        if isinstance(packets, bytes | bytearray | str | memoryview) or \
+                not hasattr(packets, "__iter__"):
+            raise TypeError(f"packets must be a list of bytes, not {type(packets).__name__}")
+        raw = [_frame_bytes(p, i) for i, p in enumerate(packets)]
+        n = len(raw)
+        width = max((len(p) for p in raw), default=0)
         data = np.zeros((n, max(width, 1)), np.uint8)
-        for i, p in enumerate(packets):
+        for i, p in enumerate(raw):
             data[i, :len(p)] = np.frombuffer(p, np.uint8)
-        return cls(data, np.array([len(p) for p in packets], np.int64),
+        return cls(data, np.array([len(p) for p in raw], np.int64),
                    np.full(n, ifindex, np.int64), np.full(n, queue, np.int64),
                    meta if meta is not None else [b""] * n)
+
+
+def _frame_bytes(p: object, i: int) -> bytes:
+    """Packet ``i`` of a batch as bytes: a bytes-like object (its bytes, whatever the
+    item type of a buffer), nothing else."""
+    if isinstance(p, bytes):
+        return p
+    if isinstance(p, int | str) or p is None:
+        raise TypeError(f"packet {i} must be bytes-like, not {type(p).__name__}")
+    try:
+        return memoryview(p).tobytes()  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"packet {i} must be bytes-like, not {type(p).__name__}") from None
 
 
 @dataclass

@@ -116,12 +116,12 @@ def validate_umem_reg(addr: int, length: int, chunk_size: int, headroom: int, fl
     if -(-length // page_size) > U32_MAX:
         raise bad("more than 2**32 - 1 pages")
     chunks, rem = divmod(length, chunk_size)
-    if not chunks or chunks > U32_MAX:
+    if not 0 < chunks <= U32_MAX:  # a negative length too: the kernel's is a __u64
         raise bad(f"length {length} holds {chunks} chunks of {chunk_size}")
     if not unaligned and rem:
         raise bad(f"length {length} is not a multiple of chunk_size {chunk_size}")
-    if headroom > chunk_size - UMEM_RESERVED_TAILROOM:
-        raise bad(f"headroom {headroom} > chunk_size - {UMEM_RESERVED_TAILROOM}")
+    if not 0 <= headroom <= chunk_size - UMEM_RESERVED_TAILROOM:  # a __u32
+        raise bad(f"headroom {headroom} outside 0..chunk_size - {UMEM_RESERVED_TAILROOM}")
     if flags & XdpUmemFlag.XDP_UMEM_TX_METADATA_LEN and (tx_metadata_len >= 256
                                                          or tx_metadata_len % 8):
         raise bad(f"tx_metadata_len {tx_metadata_len} not a multiple of 8 below 256")

@@ -46,6 +46,7 @@ fragment is invalid; each descriptor is judged alone.
 
 from __future__ import annotations
 
+import errno
 import mmap
 from collections.abc import Callable
 from typing import Final, Literal, TypeVar
@@ -53,6 +54,7 @@ from typing import Final, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.errors import KernelError
 from pyxdp.net.record import Alias, Field, Record
 from pyxdp.uapi.if_xdp import (
     XDP_DESC_DTYPE,
@@ -528,7 +530,11 @@ class RingMem:
 
     def __init__(self, entries: int, kind: RingKind, user: type[Ring],
                  kernel: type[Ring]) -> None:
-        self.mm = mmap.mmap(-1, ring_bytes(entries, kind))
+        try:
+            self.mm = mmap.mmap(-1, ring_bytes(entries, kind))
+        except OSError as e:  # as xskq_create fails a ring it cannot allocate
+            raise KernelError("xskq_create", e.errno or errno.ENOMEM,
+                              f"{entries}-entry {kind} ring: {e.strerror}") from None
         self.user = user(self.mm, entries, kind)
         self.kernel = kernel(self.mm, entries, kind)
         self.users = 1

@@ -2255,9 +2255,10 @@ class _Verifier:
     def _iter_at(st: State) -> Reg | None:
         """The iterator R1 points to (an iterator _next call's argument)."""
         r1 = st.cur.regs[1]
-        if r1.t != STACK or not r1.const:
-            return None
-        it = st.frames[r1.frame].slot((-(r1.off + _s64(r1.tv)) - 1) // 8)[1]
+        depth = -(r1.off + _s64(r1.tv))
+        if r1.t != STACK or not r1.const or depth <= 0:
+            return None  # at or above the frame pointer: no stack slot (the call refuses it)
+        it = st.frames[r1.frame].slot((depth - 1) // 8)[1]
         return it if it is not None and it.t & 0xFF == ITER else None
 
     # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------

@@ -118,13 +118,21 @@ class Umem:
             self.name = name
             self.buf = np.frombuffer(self._mmap, np.uint8, size)
         elif shared or name is not None:
-            shm = shared_memory.SharedMemory(name, create=True, size=size)
+            try:
+                shm = shared_memory.SharedMemory(name, create=True, size=size)
+            except OSError as e:  # a name taken, no memory: what mmap would say
+                raise XskError("UMEM", e.errno or _errno.ENOMEM,
+                               f"{size} bytes shared as {name!r}: {e.strerror}") from None
             self._shm = shm
             self.name = shm.name
             assert shm.buf is not None
             self.buf = np.frombuffer(shm.buf, np.uint8, size)
         else:
-            self._mmap = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS, page-aligned
+            try:
+                self._mmap = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS, page-aligned
+            except OSError as e:
+                raise XskError("UMEM", e.errno or _errno.ENOMEM,
+                               f"{size} bytes: {e.strerror}") from None
             self.buf = np.frombuffer(self._mmap, np.uint8, size)
         self.address: int = int(self.buf.ctypes.data)
         self._closed = False
