@@ -517,6 +517,8 @@ class Collection:
                 continue
             facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
+                from pyxdp.userspace import resolve_ksyms
+                resolve_ksyms(ps, getattr(self.backend, "core_btf", None))
                 facts = _verify(ps, self.spec.maps, self.spec.btf,
                                 getattr(self.backend, "core_btf", None))
             self.programs[name] = Program(
