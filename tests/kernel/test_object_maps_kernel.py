@@ -94,7 +94,8 @@ def test_reuseport_array_reads_match_linux() -> None:
     for value_size in (4, 8):
         m = MapSpec("m", int(MT.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY), 4, value_size, 4)
         spec = asm_collection("r0 = 2\nexit", [m])
-        with Collection(spec, "kernel") as k, Collection(spec, "userspace") as u:
+        with Collection(spec, "kernel") as k, \
+                Collection(spec, "userspace", engine="interp") as u:
             _reads_match(u.maps["m"].handle, k.maps["m"].handle)
 
 
