@@ -578,6 +578,16 @@ class Reg:
                 u32min = lo
             if hi < u32max:
                 u32max = hi
+        elif u32max < lo:
+            # the s32 range crosses the sign boundary and the u32 range ends before its
+            # negative part: both are the u32 range's start up to S32_MAX (as in 64 bits)
+            s32min = u32min - (1 << 32) if u32min >> 31 else u32min
+            if hi < u32max:
+                u32max = hi
+        elif hi < u32min:
+            s32max = u32max - (1 << 32) if u32max >> 31 else u32max
+            if lo > u32min:
+                u32min = lo
         # __reg64_deduce_bounds
         lo, hi = umin & U64, umax & U64
         a = lo - (1 << 64) if lo >> 63 else lo
