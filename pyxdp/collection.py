@@ -382,7 +382,12 @@ _ASYNC_FIELDS = ("bpf_timer", "bpf_wq", "bpf_task_work")
 # hash and array maps and the local storages; a kptr: those, their per-CPU and LRU
 # kinds; a list head: hash, LRU hash and array maps). pyxdp models kptrs in hash, LRU
 # hash and array maps only.
-_LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY})
+_LOCK_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_ARRAY,
+                        BpfMapType.BPF_MAP_TYPE_CGROUP_STORAGE,
+                        BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
+                        BpfMapType.BPF_MAP_TYPE_INODE_STORAGE,
+                        BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
+                        BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE})
 _KPTR_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,
                         BpfMapType.BPF_MAP_TYPE_ARRAY})
 _LINUX_KPTR_MAPS = _KPTR_MAPS | {
@@ -515,6 +520,8 @@ class Collection:
                 continue
             facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
+                from pyxdp.userspace import resolve_ksyms
+                resolve_ksyms(ps, getattr(self.backend, "core_btf", None))
                 facts = _verify(ps, self.spec.maps, self.spec.btf,
                                 getattr(self.backend, "core_btf", None))
             self.programs[name] = Program(

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
-from pyxdp.btf.btf import Btf
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import apply_core_relos
-from pyxdp.btf.vmlinux import core_target
+from pyxdp.btf.vmlinux import core_target, missing_ksym
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import Map, default_nr_cpus
@@ -27,13 +27,25 @@ from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_t
 from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
-from pyxdp.verifier.kfuncs import SYSCALL_KFUNCS
+from pyxdp.verifier.kfuncs import KFUNCS, SYSCALL_KFUNCS
 
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["UserspaceBackend"]
 
+
+
+def resolve_ksyms(spec: ProgramSpec, core_btf: str | os.PathLike[str] | None) -> None:
+    """libbpf's extern resolution, before CO-RE and the verifier: a kfunc extern that
+    neither the kernel's BTF (the CO-RE target) nor pyxdp's engines know fails the load
+    with libbpf's line, as on the kernel backend. One pyxdp provides loads even where
+    the kernel's BTF lacks it (a kfunc of a module this kernel has not loaded)."""
+    target = core_target(core_btf) if spec.kfuncs else None
+    for k in spec.kfuncs:
+        if k.name not in KFUNCS and target is not None and \
+                target.find(k.name, BtfKind.FUNC) is None:
+            raise missing_ksym(spec.name, k.name)
 
 class UserspaceBackend:
     """pyxdp's own engines and maps; no root, no kernel."""
@@ -106,6 +118,7 @@ class UserspaceBackend:
         why = self.cannot_load(spec)
         if why:
             raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
+        resolve_ksyms(spec, self.core_btf)
         if spec.core_relos:
             target = core_target(self.core_btf)
             spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)

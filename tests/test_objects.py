@@ -19,7 +19,7 @@ from pyxdp.btf.vmlinux import SHIPPED_BTF, XDP_TYPE_ROOTS, BtfIndex, core_target
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import NotSupportedError
+from pyxdp.errors import NotSupportedError, PyxdpError
 from pyxdp.net.packets import tcp_packet, udp_packet
 from pyxdp.spec import BPF_XDP, KfuncRef, MapSpec, libbpf_map_defaults, ringbuf_size
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
@@ -71,13 +71,16 @@ def test_userspace_skips_what_it_cannot_run_like_autoload_false() -> None:
 
 
 def test_userspace_refuses_a_kfunc_call_by_name() -> None:
+    """A kfunc extern neither the kernel's BTF nor pyxdp has fails as libbpf fails it,
+    before the verifier (verified or not)."""
     spec = load_collection_spec(MIXED)
     prog = spec.programs["xdp_count"]
     calls = spec.programs.copy()
     calls["xdp_count"] = prog.copy(kfuncs=(KfuncRef(3, "bpf_no_such_kfunc"),))
-    with pytest.raises(NotSupportedError, match="calls kfunc 'bpf_no_such_kfunc' "
-                       r"\(pc 3\), which pyxdp's engines do not provide"):
-        Collection(replace(spec, programs=calls))
+    for verify in (True, False):
+        with pytest.raises(PyxdpError, match="program 'xdp_count': extern \\(func ksym\\) "
+                           "'bpf_no_such_kfunc': not found in kernel BTF"):
+            Collection(replace(spec, programs=calls), verify=verify)
 
 
 def test_loader_picks_an_xdp_program_and_names_the_type_of_others() -> None:

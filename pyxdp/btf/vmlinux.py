@@ -34,9 +34,10 @@ from pyxdp.btf.btf import (
     split_blob,
 )
 from pyxdp.diskcache import disk_cache_dir, store
-from pyxdp.errors import ObjectError
+from pyxdp.errors import ObjectError, PyxdpError
 
 __all__ = ["SHIPPED_BTF", "VMLINUX_BTF", "BtfIndex", "core_target", "kernel_btf_index",
+           "missing_ksym",
            "kernel_lacks_kfuncs", "subset"]
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -167,6 +168,12 @@ def kernel_lacks_kfuncs(names: Iterable[str]) -> list[str]:
 @cache
 def _index_of(path: str) -> BtfIndex:
     return BtfIndex.open(path)
+
+
+def missing_ksym(prog: str, name: str) -> PyxdpError:
+    """libbpf's failure for a kfunc extern the kernel's BTF does not have
+    (``bpf_object__resolve_ksyms_btf_id``): the object does not load, before any verifier."""
+    return PyxdpError(f"program {prog!r}: extern (func ksym) {name!r}: not found in kernel BTF")
 
 
 def core_target(path: str | os.PathLike[str] | None = None) -> BtfIndex:

@@ -41,7 +41,7 @@ from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind, BtfType, BtfVarSecinfo
 from pyxdp.btf.core import apply_core_relos
-from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index
+from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index, missing_ksym
 from pyxdp.errors import (
     BPFUnavailable,
     InvalidProgram,
@@ -486,8 +486,7 @@ class KernelBackend:
         for k in spec.kfuncs:
             kid = kernel.find(k.name, BtfKind.FUNC)
             if kid is None:
-                raise PyxdpError(f"program {spec.name!r}: extern (func ksym) {k.name!r}: "
-                                 f"not found in kernel BTF")
+                raise missing_ksym(spec.name, k.name)
             insns[k.pc] = replace(insns[k.pc], imm=kid, off=0)
         attach_id = 0
         if spec.attach_to:

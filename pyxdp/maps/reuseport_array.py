@@ -1,7 +1,12 @@
 """``BPF_MAP_TYPE_REUSEPORT_SOCKARRAY`` (``kernel/bpf/reuseport_array.c``): an array of
 ``SO_REUSEPORT`` sockets, created with the kernel's checks (``reuseport_array_alloc_check``:
-4- or 8-byte values, then ``array_map_alloc_check``). Sockets are not modelled: every
-operation raises NotSupportedError (:class:`~pyxdp.maps.sock_map.KernelObjectMap`)."""
+4- or 8-byte values, then ``array_map_alloc_check``). ``SO_REUSEPORT`` sockets are not
+modelled, so no slot can be filled: an update raises NotSupportedError
+(:class:`~pyxdp.maps.sock_map.KernelObjectMap`), and the reads are those of Linux's
+array with every slot empty: ``get_next_key`` walks the indexes (``reuseport_array_get_next_key``),
+a lookup from user space is ENOSPC for 4-byte values, else ENOENT
+(``bpf_fd_reuseport_array_lookup_elem``), a delete is E2BIG past the end, else ENOENT
+(``reuseport_array_delete_elem``)."""
 
 from __future__ import annotations
 
@@ -32,3 +37,24 @@ class ReuseportArray(KernelObjectMap):
             raise MapError("map_create", errno.EINVAL,
                            "a reuseport array needs 4-byte keys, 4- or 8-byte values, "
                            "entries and array flags (not BPF_F_MMAPABLE)")
+
+    def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None
+               ) -> bytes | None:
+        self._key(key, "lookup")
+        if self.value_size != 8:  # the value a lookup copies out is the socket's cookie
+            raise MapError("lookup", errno.ENOSPC, "a reuseport array's lookup from user "
+                           "space needs 8-byte values (the socket cookie)")
+        return None
+
+    def get_next_key(self, key: bytes | None) -> bytes | None:
+        i = 0xFFFF_FFFF if key is None else int.from_bytes(self._key(key, "get_next_key"),
+                                                           "little")
+        if i == self.max_entries - 1:
+            return None
+        return (0 if i >= self.max_entries else i + 1).to_bytes(4, "little")
+
+    def delete(self, key: bytes | None) -> None:
+        i = int.from_bytes(self._key(key, "delete"), "little")
+        if i >= self.max_entries:
+            raise MapError("delete", errno.E2BIG, f"index {i} >= max_entries")
+        raise MapError("delete", errno.ENOENT, f"slot {i} is empty")

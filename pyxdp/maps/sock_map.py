@@ -31,7 +31,7 @@ keys iterate in insertion order (Linux: its hash buckets' order).
 
 :class:`KernelObjectMap` is the rule for maps of kernel objects pyxdp does not
 model (:mod:`pyxdp.maps.reuseport_array`, :mod:`pyxdp.maps.bpf_local_storage`):
-they exist, every operation on them raises
+they exist, every operation that needs such an object raises
 :class:`~pyxdp.errors.NotSupportedError` naming the map, and so does loading a
 program that references one (a program Linux's verifier refuses for its use of
 the map gets Linux's verdict first).

@@ -2000,6 +2000,29 @@ r2 <<= 2
 r0 += r2
 r0 = *(u32 *)(r0 +0)
 exit""", "R1 !read_ok"),
+    # An s32 range crossing the sign boundary beside a u32 range that ends before its
+    # negative part: both become the u32 range's start up to S32_MAX, so after 15 rounds
+    # "w0 s< w1" is always taken (selftests' verifier_bounds.c,
+    # crossing_32_bit_signed_boundary_2; the walk's length pins the deduction).
+    _c("s32_crossing_sign_boundary", """r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r1 = r2
+r1 += 1
+if r1 > r3 goto out
+r1 = *(u8 *)(r2 +0)
+w0 = 0x7fffff10
+w1 += w0
+w2 = 0x80000fff
+w0 = 0x80000000
+loop:
+w0 += 1
+if w0 s> w2 goto out
+if w0 s< w1 goto loop
+r0 = 1
+exit
+out:
+r0 = 0
+exit""", None, processed=12330),
     # -- maps --------------------------------------------------------------------------------
     _c("map_unchecked", _LOOKUP.format(m="hash") + "r0 = *(u64 *)(r0 +0)\nexit",
        "R0 invalid mem access 'map_value_or_null'"),

@@ -3,8 +3,8 @@ maps) against Linux 6.18: the same creation verdicts (errno) over a grid of key/
 sizes, entries and flags; an object that declares one loads, and its program that does
 not use it runs the same; a program Linux's verifier refuses for its use of the map gets
 Linux's message. Socket maps run (tests/kernel/test_sock_map_kernel.py has their
-operations); a reuseport array, which pyxdp does not model, is refused with
-NotSupportedError naming the map."""
+operations); a reuseport array reads as Linux's empty one, and an update of it (pyxdp
+has no SO_REUSEPORT sockets) is refused with NotSupportedError naming the map."""
 
 from __future__ import annotations
 
@@ -62,6 +62,43 @@ def test_creation_checks_match_linux() -> None:
             assert got == want, (t.name, k, v, n, f)
 
 
+def _errno_of(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except MapError as e:
+        return e.errno
+
+
+def _reads_match(u: object, k: object) -> None:
+    """A map's reads from user space, pyxdp's handle against Linux's: the key walk,
+    lookups and deletes (in range, past the end) give the same keys and errnos."""
+    def reads(h: object) -> list[object]:
+        got: list[object] = []
+        key = None
+        for _ in range(8):
+            key = _errno_of(h.get_next_key, key)  # type: ignore[attr-defined]
+            got.append(key)
+            if not isinstance(key, bytes):
+                break
+        for i in (0, 3, 4, 9):
+            got.append(_errno_of(h.lookup, i.to_bytes(4, "little")))  # type: ignore[attr-defined]
+            got.append(_errno_of(h.delete, i.to_bytes(4, "little")))  # type: ignore[attr-defined]
+        return got
+    assert reads(u) == reads(k)
+
+
+def test_reuseport_array_reads_match_linux() -> None:
+    """With no socket in it (pyxdp has no SO_REUSEPORT sockets to put there) a reuseport
+    array reads as Linux's empty one: index walk, lookup ENOENT (ENOSPC for 4-byte
+    values: the cookie does not fit), delete ENOENT (E2BIG past the end)."""
+    for value_size in (4, 8):
+        m = MapSpec("m", int(MT.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY), 4, value_size, 4)
+        spec = asm_collection("r0 = 2\nexit", [m])
+        with Collection(spec, "kernel") as k, \
+                Collection(spec, "userspace", engine="interp") as u:
+            _reads_match(u.maps["m"].handle, k.maps["m"].handle)
+
+
 DELETE = "r2 = r10\nr2 += -8\nr1 = 0\n*(u64 *)(r10 -8) = r1\nr1 = map[fd:0]\ncall 3\nr0 = 2\nexit"
 
 
@@ -75,9 +112,9 @@ def test_programs_with_such_maps(map_type: MT) -> None:
             k.programs["t"].test_run(bytes(64)).retval == 2
         if map_type == MT.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY:
             with pytest.raises(NotSupportedError, match="sockets, which pyxdp does not model"):
-                u.maps["m"].lookup(bytes(4))
-        else:  # an empty slot: ENOENT on both
-            assert u.maps["m"].lookup(bytes(4)) is k.maps["m"].lookup(bytes(4)) is None
+                u.maps["m"].update(bytes(4), bytes(8))
+        # an empty slot: ENOENT on both
+        assert u.maps["m"].lookup(bytes(4)) is k.maps["m"].lookup(bytes(4)) is None
     deleting = asm_collection(DELETE.replace("r0 = 2\nexit", "exit"), [m])
     if map_type == MT.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY:
         msg = "cannot pass map_type 20 into func bpf_map_delete_elem#3"

@@ -85,6 +85,22 @@ def test_kernel_backend_names_a_missing_kfunc() -> None:
             backend.load_program(bad, {n: m.handle for n, m in coll.maps.items()})
 
 
+def test_a_kfunc_nobody_has_fails_as_on_linux() -> None:
+    """An extern kfunc that is in neither the kernel's BTF nor pyxdp (an undeclared
+    function clang took for one: a kernel-tree macro such as unlikely() missing from a
+    sample's headers) fails the load with libbpf's line on both backends."""
+    spec = load_collection_spec(MIXED)
+    calls = spec.programs.copy()
+    calls["xdp_count"] = spec.programs["xdp_count"].copy(kfuncs=(KfuncRef(3, "unlikely"),))
+    said = []
+    for backend in ("kernel", "userspace"):
+        with pytest.raises(PyxdpError) as e:
+            Collection(replace(spec, programs=calls), backend)
+        said.append(str(e.value))
+    assert said[0] == said[1] == ("program 'xdp_count': extern (func ksym) 'unlikely': "
+                                  "not found in kernel BTF")
+
+
 def _tags(path: Path, **backend: object) -> dict[str, str]:
     spec = load_collection_spec(path)
     with Collection(spec, KernelBackend(spec, **backend)) as coll:  # type: ignore[arg-type]

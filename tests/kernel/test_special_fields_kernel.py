@@ -145,3 +145,29 @@ def test_special_field_layouts_match_linux() -> None:
     # the nested lock is found (zeros at 12..15), the array of locks is no field
     assert got["nested"][1] == (0, b"\xff" * 12 + bytes(4))
     assert got["array_of_locks"][1] == (0, b"\xff" * 16)
+
+
+@pytest.mark.parametrize("lock", ["lock", "res"])
+def test_lock_in_local_storage_value_matches_linux(lock: str) -> None:
+    """map_check_btf lets a lock sit in the value of a local storage map (sk, task,
+    inode, cgroup) as in a hash or array map: Linux and pyxdp both create the map (an
+    object declaring such a map, as verifier_sock.c does, loads); a per-CPU array's
+    lock is EOPNOTSUPP on both."""
+    def created(map_type: int, flags: int, entries: int, backend: str) -> int:
+        b = _Builder()
+        key = b.build("u32")[0]
+        vid, size, _ = b.build(("struct", (("x", "u32"), ("l", lock))))
+        btf = Btf(types=tuple(b.types), strings=bytes(b.strings))
+        m = MapSpec("vals", map_type, 4, size, entries, flags, key_type=key, value_type=vid)
+        try:
+            Collection(CollectionSpec(maps={"vals": m}, programs={}, btf=btf), backend).close()
+        except MapError as e:
+            return e.errno
+        return 0
+    cases = [(MT.BPF_MAP_TYPE_SK_STORAGE, 1, 0), (MT.BPF_MAP_TYPE_TASK_STORAGE, 1, 0),
+             (MT.BPF_MAP_TYPE_INODE_STORAGE, 1, 0), (MT.BPF_MAP_TYPE_CGRP_STORAGE, 1, 0),
+             (MT.BPF_MAP_TYPE_PERCPU_ARRAY, 0, 1)]
+    got = {mt.name: (created(mt, f, n, "userspace"), created(mt, f, n, "kernel"))
+           for mt, f, n in cases}
+    assert all(u == k for u, k in got.values()), got
+    assert got["BPF_MAP_TYPE_SK_STORAGE"] == (0, 0)
