@@ -41,7 +41,7 @@ from pyxdp.backend import (
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
-from pyxdp.errors import MapError, NotSupportedError, PyxdpError
+from pyxdp.errors import MapError, NotSupportedError, PyxdpError, map_closed, program_closed
 from pyxdp.spec import (
     CollectionSpec,
     InnerMapRef,
@@ -116,10 +116,16 @@ class Map:
         self.codec = codec
         self.nr_cpus = nr_cpus
         self.percpu = spec.type in _PERCPU
+        self.closed = False  # set by Collection.close(): uses fail as on a closed fd
 
     def __repr__(self) -> str:
         return (f"<Map {self.name} {self.spec.type_name} key={self.spec.key_size} "
                 f"value={self.spec.value_size} max_entries={self.spec.max_entries}>")
+
+    def _live(self, op: str) -> MapHandle:
+        if self.closed:
+            raise map_closed(op, self.name)
+        return self.handle
 
     # -- codec -----------------------------------------------------------------------
     def key_bytes(self, key: object) -> bytes:
@@ -152,13 +158,13 @@ class Map:
     # -- dict-like API -----------------------------------------------------------------
     def lookup(self, key: object, default: Any = None) -> Any:
         """The value at ``key`` (a list, one per CPU, for per-CPU maps), or ``default``."""
-        raw = self.handle.lookup(self._enc_key(key))
+        raw = self._live("lookup").lookup(self._enc_key(key))
         return default if raw is None else self._dec_value(raw)
 
     get = lookup
 
     def __getitem__(self, key: object) -> Any:
-        raw = self.handle.lookup(self._enc_key(key))
+        raw = self._live("lookup").lookup(self._enc_key(key))
         if raw is None:
             raise KeyError(key)
         return self._dec_value(raw)
@@ -173,14 +179,14 @@ class Map:
             raw = b"".join(self._enc_value(v).ljust(stride, b"\0") for v in vals)
         else:
             raw = self._enc_value(value)
-        self.handle.update(self._enc_key(key), raw, int(flags))
+        self._live("update").update(self._enc_key(key), raw, int(flags))
 
     def __setitem__(self, key: object, value: object) -> None:
         self.update(key, value)
 
     def delete(self, key: object) -> None:
         """Delete ``key``; an absent key is the kernel's ENOENT as :class:`MapError`."""
-        self.handle.delete(self._enc_key(key))
+        self._live("delete").delete(self._enc_key(key))
 
     def __delitem__(self, key: object) -> None:
         try:
@@ -191,25 +197,25 @@ class Map:
             raise
 
     def __contains__(self, key: object) -> bool:
-        return self.handle.lookup(self._enc_key(key)) is not None
+        return self._live("lookup").lookup(self._enc_key(key)) is not None
 
     def raw_keys(self) -> Iterator[bytes]:
         """Every key as the map holds it, bytes (``BPF_MAP_GET_NEXT_KEY`` order)."""
         if self.spec.type in _NO_KEY:
             return
-        key = self.handle.get_next_key(None)
+        key = self._live("get_next_key").get_next_key(None)
         seen = 0
         while key is not None and seen <= max(self.spec.max_entries, 1):
             yield key
             seen += 1
-            key = self.handle.get_next_key(key)
+            key = self._live("get_next_key").get_next_key(key)
 
     def _iter_keys(self) -> Iterator[Any]:
         return (self._dec_key(k) for k in self.raw_keys())
 
     def _iter_items(self) -> Iterator[tuple[Any, Any]]:
         for k in self.raw_keys():
-            raw = self.handle.lookup(k)
+            raw = self._live("lookup").lookup(k)
             if raw is not None:
                 yield self._dec_key(k), self._dec_value(raw)
 
@@ -286,6 +292,12 @@ class Program:
         # libxdp's XDP_RUN_CONFIG(prog) when the object declares one (the dispatcher's
         # priority and chain-call actions; libxdp's defaults otherwise).
         self.run_config = run_config
+        self.closed = False  # set by Collection.close(): uses fail as on a closed fd
+
+    def _live(self) -> ProgHandle:
+        if self.closed:
+            raise program_closed(self.name)
+        return self.handle
 
     @property
     def backend(self) -> Backend:
@@ -304,7 +316,7 @@ class Program:
     def fd(self) -> int:
         """What a devmap/cpumap value's ``bpf_prog.fd`` takes: the program fd on the
         kernel, the program id on pyxdp's userspace backend (which has no fds)."""
-        fd = getattr(self.handle, "fd", None)
+        fd = getattr(self._live(), "fd", None)
         if isinstance(fd, int):
             return fd
         prog_id = getattr(self.handle, "id", None)
@@ -323,7 +335,7 @@ class Program:
         context as the program left it."""
         data_in, ctx_in = test_run_args(data_in, ctx_in, {
             "data_size_out": data_size_out, "ctx_size_out": ctx_size_out, "repeat": repeat})
-        res = self._backend.test_run(self.handle, data_in, ctx_in=ctx_in,
+        res = self._backend.test_run(self._live(), data_in, ctx_in=ctx_in,
                                      data_size_out=data_size_out, ctx_size_out=ctx_size_out,
                                      repeat=repeat, trace=trace)
         if self.spec.prog_type == "xdp" and res.retval in _ACTIONS:
@@ -340,7 +352,7 @@ class Program:
                 not isinstance(size, int) or not 0 <= size <= 0x7FFF_FFFF:
             raise TypeError(f"stream_read: stream must be an int and size one in "
                             f"0..2147483647, not {stream!r} and {size!r}")
-        return self._backend.stream_read(self.handle, stream, size)
+        return self._backend.stream_read(self._live(), stream, size)
 
 
 def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
@@ -603,6 +615,8 @@ class Collection:
             if release is not None:
                 release()
         self.backend.close()
+        for obj in (*self.maps.values(), *self.programs.values()):
+            obj.closed = True
 
     def __enter__(self) -> Collection:
         return self

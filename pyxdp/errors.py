@@ -249,3 +249,13 @@ class MapError(PyxdpError):
         text = "Unknown error 524" if err == ENOTSUPP else os.strerror(err)
         extra = f": {detail}" if detail else ""
         super().__init__(f"{op}: {name} ({text}){extra}")
+
+
+def map_closed(op: str, name: str) -> MapError:
+    """A map used after its collection (its descriptor) was closed: EBADF, on either backend."""
+    return MapError(op, _errno.EBADF, f"map {name!r} is closed")
+
+
+def program_closed(name: str) -> PyxdpError:
+    """A program used after its collection (its descriptor) was closed."""
+    return PyxdpError(f"program {name!r} is closed")

@@ -14,7 +14,7 @@ import pytest
 
 from pyxdp.btf.codec import CodecError
 from pyxdp.collection import Collection
-from pyxdp.errors import MapError
+from pyxdp.errors import MapError, PyxdpError
 from pyxdp.maps.lpm_trie import lpm_key
 from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
@@ -118,3 +118,21 @@ def test_batch_rows_and_cursors_of_any_type(coll: Collection) -> None:
         h.lookup_batch(5, 1)  # type: ignore[arg-type]
     assert h.delete_batch(np.array([[1, 0, 0, 0]], np.uint8)) == 1
     assert [k for k in h.lookup_batch(None, 0)[0]] == [b"\x02\0\0\0"]
+
+
+@pytest.mark.parametrize("backend", ["userspace", pytest.param("kernel", marks=pytest.mark.kernel)])
+def test_use_after_close_fails_as_a_closed_fd(backend: str) -> None:
+    """After Collection.close() its maps and programs fail as closed descriptors do
+    (EBADF), the same on both backends."""
+    c = Collection(asm_collection(PROG, MAPS), backend)
+    m, prog = c.maps["hash"], next(iter(c.programs.values()))
+    m[1] = 2
+    c.close()
+    for op, use in (("lookup", lambda: m[1]), ("update", lambda: m.update(1, 3)),
+                    ("delete", lambda: m.delete(1)), ("get_next_key", lambda: list(m))):
+        with pytest.raises(MapError, match=f"^{op}: EBADF .*map 'hash' is closed") as ei:
+            use()
+        assert ei.value.errno == errno.EBADF
+    for use in (lambda: prog.test_run(bytes(64)), lambda: prog.fd):
+        with pytest.raises(PyxdpError, match=r"^program '.*' is closed$"):
+            use()

@@ -49,6 +49,7 @@ from pyxdp.errors import (
     MapError,
     NotSupportedError,
     PyxdpError,
+    program_closed,
 )
 from pyxdp.kernel.maps import KernelMap, round_up
 from pyxdp.kernel.syscall import (
@@ -262,7 +263,7 @@ class KernelProgram(FdObject):
         return prog_get_info(self.fd)
 
     def _closed_error(self) -> PyxdpError:
-        return PyxdpError(f"program {self.name!r} is closed")
+        return program_closed(self.name)
 
     def __repr__(self) -> str:
         state = "closed" if self._fd.closed else f"fd={self._fd.fd}"

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from pyxdp.backend import batch_count, batch_rows, handle_bytes
-from pyxdp.errors import KernelError, MapError
+from pyxdp.errors import KernelError, MapError, map_closed
 from pyxdp.kernel.syscall import (
     Fd,
     FdObject,
@@ -155,7 +155,7 @@ class KernelMap(FdObject):
 
     def _live(self, op: str) -> Fd:
         if self._fd.closed:
-            raise MapError(op, _errno.EBADF, f"map {self.name!r} is closed")
+            raise map_closed(op, self.name)
         return self._fd
 
     def _key(self, key: bytes | bytearray | memoryview | None, op: str) -> bytes:
@@ -382,7 +382,7 @@ class KernelMap(FdObject):
     # -- lifetime ----------------------------------------------------------------------
 
     def _closed_error(self) -> MapError:
-        return MapError("fd", _errno.EBADF, f"map {self.name!r} is closed")
+        return map_closed("fd", self.name)
 
     def __repr__(self) -> str:
         state = "closed" if self._fd.closed else f"fd={self._fd.fd}"
