@@ -17,6 +17,7 @@
  *  12 kctx->data - kctx->data_hard_start after bpf_xdp_adjust_head(ctx, 2)
  *  13 kctx->data is ctx->data after it
  *  14 kctx->rxq->dev->mtu          15 the first 8 bytes of kctx->rxq->dev->name
+ *  16 kctx->rxq->dev->nd_net.net->ns.inum (the device's namespace)
  * The verdict is XDP_PASS.
  *
  * The kernel structs are read through CO-RE (preserve_access_index): their
@@ -30,10 +31,23 @@
 #define __pai __attribute__((preserve_access_index))
 #define bpf_core_type_id_kernel(type) __builtin_btf_type_id(*(typeof(type) *)0, 1)
 
+struct ns_common {
+	unsigned int inum;
+} __pai;
+
+struct net {
+	struct ns_common ns;
+} __pai;
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
 struct net_device {
 	int ifindex;
 	unsigned int mtu;
 	char name[16];
+	possible_net_t nd_net;
 } __pai;
 
 struct xdp_rxq_info {
@@ -60,7 +74,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 16);
+	__uint(max_entries, 17);
 	__type(key, __u32);
 	__type(value, __u64);
 } out SEC(".maps");
@@ -104,6 +118,7 @@ int xdp_kern_ctx(struct xdp_md *ctx)
 	put(14, dev->mtu);
 	__builtin_memcpy(&name, dev->name, sizeof(name));
 	put(15, name);
+	put(16, dev->nd_net.net->ns.inum);
 	return XDP_PASS;
 }
 

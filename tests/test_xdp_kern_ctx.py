@@ -13,6 +13,7 @@ from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_acces
 from pyxdp.collection import Collection
 from pyxdp.errors import MemoryFault, UnsupportedHelper
 from pyxdp.net import xdp_kern_ctx
+from pyxdp.net.fib import PROC_NET_INIT_INO
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.prog import jit_available
 from pyxdp.net.xdp import PKT_BASE, RxQueue, XdpBuff
@@ -27,7 +28,7 @@ ENGINES = ["interp", "jit"] if jit_available() else ["interp"]
 def _expected(pkt: bytes) -> list[int]:
     # test_run: lo (ifindex 1) queue 0, a 4096-byte frame with 256 bytes of headroom
     return [1, 0, 4096, len(pkt), 256, 1, 1, 1, pkt[0], int.from_bytes(pkt[12:14], "big"),
-            0, pkt[13], 258, 1, 65536, int.from_bytes(b"lo", "little")]
+            0, pkt[13], 258, 1, 65536, int.from_bytes(b"lo", "little"), PROC_NET_INIT_INO]
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def test_sample_reads_the_kernel_structs(engine: str, btf: str,
             pkt = udp_packet(bytes(i & 0xFF for i in range(size)))
             r = c.programs["xdp_kern_ctx"].test_run(pkt)
             assert r.fault is None and r.retval == 2
-            assert [c.maps["out"][i] for i in range(16)] == _expected(pkt)
+            assert [c.maps["out"][i] for i in range(17)] == _expected(pkt)
 
 
 def test_unverified_program_faults_where_linux_reads_zero() -> None:
@@ -134,8 +135,8 @@ exit""", None).spec()
 @pytest.mark.parametrize("engine", ENGINES)
 def test_on_a_pyxdp_device(engine: str) -> None:
     """On a pyxdp NIC (NAPI polls; the JIT's native batches too): the receiving device's
-    ifindex and queue; a Host's devices are not in its namespace's Fib, so their name
-    and MTU are fields pyxdp leaves unmapped (probe loads: 0, docs/SEMANTICS.md)."""
+    ifindex and queue, and (a Host's devices are in its namespace's Fib) its name, MTU
+    and namespace."""
     from pyxdp.net.netdevice import Host
 
     with Host(engine=engine) as h:
@@ -145,8 +146,10 @@ def test_on_a_pyxdp_device(engine: str) -> None:
         pkt = udp_packet(b"y" * 60)
         b.transmit([pkt] * 3)
         assert h.run() == 3 and not a.faults
-        out = [coll.maps["out"][i] for i in range(16)]
-        assert (out[0], out[1], out[14], out[15]) == (a.ifindex, 0, 0, 0)
+        out = [coll.maps["out"][i] for i in range(17)]
+        # the host's namespace has the device: its MTU, name and namespace show
+        assert (out[0], out[1], out[14], out[15], out[16]) == (
+            a.ifindex, 0, a.mtu, int.from_bytes(b"veth0", "little"), PROC_NET_INIT_INO)
         assert out[3] == len(pkt) and out[6] == out[13] == 1 and out[12] == out[4] + 2
 
 
@@ -187,7 +190,7 @@ def test_jit_batch_runs_no_python_per_packet() -> None:
                                          ingress_ifindex=ifindex)
                 finally:
                     sys.setprofile(None)
-                got[engine] = ([c.maps["out"][i] for i in range(16)], out.action.tolist(),
+                got[engine] = ([c.maps["out"][i] for i in range(17)], out.action.tolist(),
                                out.data_off.tolist(), f.tobytes() == frames.tobytes())
                 if engine == "jit" and isinstance(ifindex, int):
                     # a batch of 8 calls as much Python as one of 64: none per packet

@@ -289,8 +289,9 @@ XDP_TYPE_ROOTS: tuple[tuple[str, BtfKind], ...] = (
 )
 # The kernel structs behind the XDP context (bpf_cast_to_kern_ctx), a flowtable's
 # flows (bpf_xdp_flow_lookup), the task and cgroup kfuncs' objects (a task's VMAs too),
-# the struct bpf_key of bpf_lookup_system_key and bpf_get_kmem_cache's struct
-# kmem_cache: whole, with the structs they point to as forward declarations.
+# the struct bpf_key of bpf_lookup_system_key, bpf_get_kmem_cache's struct
+# kmem_cache and a device's struct net (dev->nd_net.net->ns.inum): whole, with the
+# structs they point to as forward declarations.
 XDP_KERN_ROOTS: tuple[tuple[str, BtfKind], ...] = (
     ("xdp_buff", BtfKind.STRUCT), ("xdp_rxq_info", BtfKind.STRUCT),
     ("xdp_txq_info", BtfKind.STRUCT), ("net_device", BtfKind.STRUCT),
@@ -298,6 +299,7 @@ XDP_KERN_ROOTS: tuple[tuple[str, BtfKind], ...] = (
     ("css_set", BtfKind.STRUCT), ("cgroup", BtfKind.STRUCT),
     ("kernfs_node", BtfKind.STRUCT), ("bpf_key", BtfKind.STRUCT),
     ("kmem_cache", BtfKind.STRUCT), ("vm_area_struct", BtfKind.STRUCT),
+    ("net", BtfKind.STRUCT),
 )
 
 

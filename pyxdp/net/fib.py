@@ -860,6 +860,10 @@ none:
 
 # -- the model ---------------------------------------------------------------------------
 
+# include/linux/proc_ns.h: init_net's ns.inum (other namespaces get dynamic ones).
+PROC_NET_INIT_INO = 0xEFFFFFF9
+
+
 class Fib:
     """Devices, routes, rules and neighbours of one network namespace.
 
@@ -903,6 +907,9 @@ class Fib:
         self.conntrack = NfConntrack()
         # Its sockets (what bpf_sk_lookup_* find; a Host's stack adds its UDP sockets).
         self.sockets = SockTable()
+        # struct net's ns.inum (/proc/self/ns/net's number): the initial namespace's
+        # fixed one, as a program run in the loading process's namespace reads it.
+        self.inum = PROC_NET_INIT_INO
         # Its IPsec states (what bpf_xdp_get_xfrm_state finds).
         self.xfrm = XfrmStateTable()
         # Its netfilter flowtables (what bpf_xdp_flow_lookup finds, by receiving device).

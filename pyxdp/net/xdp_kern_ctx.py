@@ -53,9 +53,10 @@ from pyxdp.vm.memory import Region
 __all__ = ["KERN_BASE", "KERN_CTX_KFUNCS", "KernCtx", "KernImage", "native_layout"]
 
 # Fake addresses of the image: struct xdp_buff, its xdp_rxq_info, the receiving
-# net_device, the xdp_txq_info and the egress net_device, a page apart.
+# net_device, the xdp_txq_info, the egress net_device and the devices' struct net, a
+# page apart.
 KERN_BASE = 0x0000_7000_0000_0000
-_RXQ, _DEV, _TXQ, _EGRESS_DEV, _KERN_END = (KERN_BASE + k * 0x1000 for k in range(1, 6))
+_RXQ, _DEV, _TXQ, _EGRESS_DEV, _NET, _KERN_END = (KERN_BASE + k * 0x1000 for k in range(1, 7))
 XDP_FLAGS_HAS_FRAGS = 1 << 0
 
 
@@ -91,6 +92,17 @@ class _Layout:
         self.ifindex = member(dev, "ifindex")
         self.name = member(dev, "name")
         self.mtu = member(dev, "mtu")
+        # dev->nd_net.net->ns.inum, where the BTF has struct net (a BTF without it
+        # leaves the namespace unmapped: a probe read of it gives 0).
+        self.nd_net: tuple[int, int] | None = None
+        self.inum: tuple[int, int] | None = None
+        net = btf.find("net", BtfKind.STRUCT)
+        ns = member_offset(btf, net, "ns") if net is not None else None
+        common = btf.find("ns_common", BtfKind.STRUCT)
+        inum = member_offset(btf, common, "inum") if common is not None else None
+        if ns is not None and inum is not None:
+            self.nd_net = member_offset(btf, dev, "nd_net")
+            self.inum = (ns[0] + inum[0], inum[1])
 
 
 _LAYOUT: list[_Layout] = []
@@ -131,6 +143,11 @@ class KernCtx:
                 field(f"net_device.name{what}", base, lay.name,
                       int.from_bytes(name, "little"))
                 field(f"net_device.mtu{what}", base, lay.mtu, known.mtu)
+                if lay.nd_net is not None:
+                    field(f"net_device.nd_net{what}", base, lay.nd_net, _NET)
+
+        if fib is not None and lay.inum is not None:
+            field("net.ns.inum", _NET, lay.inum, fib.inum)
 
         device(_DEV, rxq.ifindex, "")
         if xdp.egress_ifindex:

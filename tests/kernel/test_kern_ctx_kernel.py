@@ -29,7 +29,7 @@ pytestmark = pytest.mark.kernel
 
 KERN_CTX = Path(__file__).resolve().parents[2] / "samples" / "kern_ctx.o"
 SIZES = [0, 20, 1400, 3470]
-SLOTS = 16
+SLOTS = 17
 
 
 @pytest.mark.parametrize("engine", ["interp", "jit"])
