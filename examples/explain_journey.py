@@ -5,7 +5,8 @@ pair into the peer's stack, told in Linux's terms.
 
 The same packet is explained twice: with ``tx_port[0]`` empty (bpf_redirect_map
 finds no entry: XDP_ABORTED, the xdp_exception tracepoint) and with it naming
-veth0, whose peer veth1 delivers it to a UDP socket.
+veth0, whose peer veth1 (holding the packet's destination address) delivers it to a
+UDP socket.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main() -> None:
         "devices": [{"name": "eth0"}, {"name": "veth0", "kind": "veth", "peer": "veth1"}],
         "programs": [{"dev": "eth0"}, {"dev": "veth1", "object": "builtin:xdp_pass"}],
         "maps": {"tx_port": [{"key": 0, "value": {"ifindex": "@veth0"}}]},
+        "addresses": {"veth1": ["198.51.100.2/24"]},  # the packet's destination
         "udp": [53]})
     journey = explain(obj, pkt, topology=topo)
     print("tx_port[0] = veth0:", journey.fate())

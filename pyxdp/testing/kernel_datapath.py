@@ -301,8 +301,11 @@ def _two_cpus() -> tuple[int, int]:
 # Generic XDP on veth, driven as fast as this machine can
 # -----------------------------------------------------------------------------------------
 
-def measure_generic(lp: LinuxPaths, frames: int, driver: str = GENERIC_DRIVER) -> KernelRun:
-    """``frames`` sent into veth0 by ``driver``; what veth1's skb-mode program counted.
+def measure_generic(lp: LinuxPaths, frames: int, driver: str = GENERIC_DRIVER, *,
+                    mode: str = "generic") -> KernelRun:
+    """``frames`` sent into veth0 by ``driver``; what veth1's skb-mode program counted
+    (``mode="native"``: the same program attached natively, on the same driver: what
+    Linux's own native/generic ratio is measured with).
 
     ``"live"``: live-frames ``bpf_redirect_map`` through a devmap out of veth0.
     veth's ``ndo_xdp_xmit`` needs the peer's NAPI, which exists without a
@@ -316,7 +319,9 @@ def measure_generic(lp: LinuxPaths, frames: int, driver: str = GENERIC_DRIVER) -
     """
     if driver == "live" and lp.gro_error:
         raise PyxdpError(f"the live driver needs veth1's NAPI: {lp.gro_error}")
-    coll = lp._veth1("generic", COUNT_DROP, "generic")
+    if mode not in ("generic", "native"):
+        raise ValueError(f"mode {mode!r}: 'generic' or 'native'")
+    coll = lp._veth1(mode, COUNT_DROP, mode)
     counts = coll.maps["counts"]
 
     def counted() -> int:
