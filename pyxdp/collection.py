@@ -615,8 +615,10 @@ class Collection:
             if release is not None:
                 release()
         self.backend.close()
-        for obj in (*self.maps.values(), *self.programs.values()):
-            obj.closed = True
+        for m in self.maps.values():
+            m.closed = True
+        for p in self.programs.values():
+            p.closed = True
 
     def __enter__(self) -> Collection:
         return self
