@@ -4383,40 +4383,40 @@ class _Verifier:
         if not nullable and reg.t & MAYBE_NULL:
             raise Refuse(f"arg#{n} is expected to be non-NULL", errno.EINVAL)
 
-    def _might_sleep(self, sub: int, seen: set[int] | None = None) -> bool:
-        """Whether the function at ``sub`` (or one it calls) calls a helper or kfunc that
-        might sleep (check_cfg's might_sleep)."""
+    def _reaches_call(self, sub: int, hit: Callable[[int, Instruction], bool],
+                      seen: set[int] | None = None) -> bool:
+        """Whether the function at ``sub`` (or one it calls) has a call instruction
+        ``hit(pc, insn)`` holds for (check_cfg's walks of the call graph)."""
         seen = seen if seen is not None else set()
         seen.add(sub)
         start, end = next(f for f in self.layout.functions if f[0] == sub)
-        for pc in range(start, end):
-            i = self.insns[pc]
-            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
-                    i.imm in MIGHT_SLEEP_HELPERS:
-                return True
-            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and \
-                    self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS:
-                return True
-        return any(self._might_sleep(c, seen) for c in self.layout.calls.get(sub, ())
+        if any(hit(pc, self.insns[pc]) for pc in range(start, end)
+               if self.insns[pc].code == op.OP_CALL):
+            return True
+        return any(self._reaches_call(c, hit, seen) for c in self.layout.calls.get(sub, ())
                    if c not in seen)
 
-    def _changes_pkt_data(self, sub: int, seen: set[int] | None = None) -> bool:
+    def _might_sleep(self, sub: int) -> bool:
+        """Whether the function at ``sub`` (or one it calls) calls a helper or kfunc that
+        might sleep (check_cfg's might_sleep)."""
+        def hit(pc: int, i: Instruction) -> bool:
+            if i.src == op.CallSrc.BPF_HELPER_CALL:
+                return i.imm in MIGHT_SLEEP_HELPERS
+            return (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL
+                    and self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS)
+        return self._reaches_call(sub, hit)
+
+    def _changes_pkt_data(self, sub: int) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
         packet data (check_cfg's changes_pkt_data)."""
-        seen = seen if seen is not None else set()
-        seen.add(sub)
-        start, end = next(f for f in self.layout.functions if f[0] == sub)
-        for pc in range(start, end):
-            i = self.insns[pc]
-            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_HELPER_CALL and \
-                    (i.imm in _PKT_CHANGING or i.imm == 12):  # a tail call may change it too
-                return True
-            if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+        def hit(pc: int, i: Instruction) -> bool:
+            if i.src == op.CallSrc.BPF_HELPER_CALL:
+                return i.imm in _PKT_CHANGING or i.imm == 12  # a tail call may change it too
+            if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
                 kp = KFUNCS.get(self.kfunc_at.get(pc, ""))
-                if kp is not None and kp.pkt_data:
-                    return True
-        return any(self._changes_pkt_data(c, seen) for c in self.layout.calls.get(sub, ())
-                   if c not in seen)
+                return kp is not None and kp.pkt_data
+            return False
+        return self._reaches_call(sub, hit)
 
     def _check_global_subprogs(self) -> None:
         """do_check_subprogs: every global function called, verified on its own."""
