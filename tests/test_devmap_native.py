@@ -150,6 +150,22 @@ def test_devmap_programs_native_is_python(flags: int, layout: str, map_type: int
         assert native[-1][0] > 0
 
 
+def _deferred(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the batches the native loop hands to the Python dispatch from now on."""
+    from pyxdp.net import napi
+
+    seen: list[int] = []
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+            bq: object) -> None:
+        seen.append(len(frames))  # type: ignore[arg-type]
+        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    return seen
+
+
 @pytest.mark.parametrize(("layout", "flags", "deferred", "map_type"), [
     # Unicast: the frames too long for eth3 (-EMSGSIZE, slot 2 with 1400 bytes) fail
     # natively too.
@@ -168,17 +184,7 @@ def test_devmap_programs_and_broadcast_run_natively(layout: str, flags: int, def
                                                     map_type: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """What the native loop hands to the Python dispatch for devmap redirects."""
-    from pyxdp.net import napi
-
-    seen: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        seen.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    seen = _deferred(monkeypatch)
     _run(True, flags, layout=layout, count=960, map_type=map_type)
     assert sum(seen) == deferred
 
@@ -196,17 +202,7 @@ def test_lockless_devmap_redirects_native_is_python(layout: str, flags: int, map
     allocator, under its lock), -EMSGSIZE - stay in the native loop: nothing is
     handed to the Python dispatch, and counters, tracepoints, maps, page pools and
     the system allocator end as on the Python path."""
-    from pyxdp.net import napi
-
-    seen: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        seen.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    seen = _deferred(monkeypatch)
     native = _run(True, flags, layout=layout, count=480, map_type=map_type, threaded=True)
     assert sum(seen) == 0
     monkeypatch.undo()
