@@ -27,9 +27,22 @@ if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "batch_rows",
-           "handle_bytes", "int_bytes", "syscall_test_run_args", "test_run_args"]
+           "bytes_like", "handle_bytes", "int_bytes", "syscall_test_run_args", "test_run_args"]
 
 _U32_MAX = 0xFFFF_FFFF
+
+
+def bytes_like(obj: object, must: str) -> bytes:
+    """``obj``'s bytes if it is a bytes-like object (not an int or str, which ``bytes()``
+    would also take); else a TypeError: ``must``, and what ``obj`` is."""
+    if isinstance(obj, bytes | bytearray):
+        return bytes(obj)
+    try:
+        if isinstance(obj, int | str):
+            raise TypeError
+        return memoryview(obj).tobytes()  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{must}, not {type(obj).__name__}") from None
 
 
 def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
@@ -39,16 +52,7 @@ def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
     silently be the all-zero key); a bytes-like object of another size is the
     kernel's EINVAL.
     """
-    if isinstance(obj, bytes | bytearray):
-        raw = bytes(obj)
-    else:
-        try:
-            if isinstance(obj, int | str):
-                raise TypeError
-            raw = memoryview(obj).tobytes()  # type: ignore[arg-type]
-        except TypeError:
-            raise TypeError(f"{op}: the {what} must be a bytes-like object of {size} bytes, "
-                            f"not {type(obj).__name__}") from None
+    raw = bytes_like(obj, f"{op}: the {what} must be a bytes-like object of {size} bytes")
     if len(raw) != size:
         raise MapError(op, errno.EINVAL, f"{what} is {len(raw)} bytes, {what}_size is {size}")
     return raw

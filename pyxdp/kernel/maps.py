@@ -27,7 +27,7 @@ import errno as _errno
 from collections.abc import Sequence
 from typing import Final
 
-from pyxdp.backend import batch_count, batch_rows, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, bytes_like, handle_bytes
 from pyxdp.errors import KernelError, MapError, map_closed
 from pyxdp.kernel.syscall import (
     Fd,
@@ -75,13 +75,8 @@ def round_up(x: int, align: int) -> int:
 
 def _token(cursor: object, size: int, op: str) -> bytes:
     """A batch cursor handed back: bytes-like, at most the ``size`` of this map's tokens."""
-    try:
-        if isinstance(cursor, int | str):
-            raise TypeError
-        raw = memoryview(cursor).tobytes()  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{op}: the cursor must be a bytes-like object of at most {size} "
-                        f"bytes, not {type(cursor).__name__}") from None
+    raw = bytes_like(cursor, f"{op}: the cursor must be a bytes-like object of at most "
+                             f"{size} bytes")
     if len(raw) > size:
         raise MapError(op, _errno.EINVAL, f"cursor is {len(raw)} bytes, this map's batch "
                                           f"tokens are {size}")
