@@ -150,17 +150,19 @@ def test_devmap_programs_native_is_python(flags: int, layout: str, map_type: int
         assert native[-1][0] > 0
 
 
-def _deferred(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The sizes of the batches the native loop hands to the Python dispatch from now on."""
+def _deferred(monkeypatch: pytest.MonkeyPatch, dev: str | None = None) -> list[int]:
+    """The sizes of the batches the native loop hands to the Python dispatch from now on
+    (``dev``: from that device only)."""
     from pyxdp.net import napi
 
     seen: list[int] = []
     orig = napi._dispatch_deferred
 
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
+    def spy(host: Host, d: object, rq: object, prog: object, frames: object, v: object,
             bq: object) -> None:
-        seen.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
+        if dev is None or getattr(d, "name", "") == dev:
+            seen.append(len(frames))  # type: ignore[arg-type]
+        orig(host, d, rq, prog, frames, v, bq)  # type: ignore[arg-type]
 
     monkeypatch.setattr(napi, "_dispatch_deferred", spy)
     return seen
@@ -216,7 +218,6 @@ def test_lockless_poll_leaves_a_locked_entry_program_to_python(
     program that may not run on several CPUs at once (it looks up a hash map) is
     left to the (locked) Python dispatch, frame by frame as deferred, the entries
     without one stay native; the counters and tracepoints are the Python path's."""
-    from pyxdp.net import napi
 
     hash_map = MapSpec("h", int(BpfMapType.BPF_MAP_TYPE_HASH), 4, 8, 4)
     hash_egress = dataclasses.replace(
@@ -231,14 +232,6 @@ def test_lockless_poll_leaves_a_locked_entry_program_to_python(
             exit
         """, [hash_map]).programs["t"],
         section="xdp/devmap", expected_attach_type=DEVMAP_ATTACH)
-    deferred = [0]
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        deferred[0] += len(frames)  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
     def run(native: bool) -> tuple[object, ...]:
         with Host(tracer=Tracer(), engine="jit", native=native, threaded_napi=True) as h:
             eth0 = h.add_device("eth0", rx_queues=2)
@@ -258,10 +251,10 @@ def test_lockless_poll_leaves_a_locked_entry_program_to_python(
                                for k, v in getattr(h.tracer, n).counters.items())
                      for n in ("xdp_redirect", "xdp_redirect_err", "xdp_devmap_xmit")})
 
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    deferred = _deferred(monkeypatch)
     native = run(True)
     # Slots 0 and 2 (eth1, the hash map's program): half the frames of each queue.
-    assert deferred[0] == 192
+    assert sum(deferred) == 192
     monkeypatch.undo()
     assert native == run(False)
 
@@ -278,15 +271,7 @@ def test_lockless_polls_broadcast_into_one_veth_concurrently(
     back to the allocator and every pool's pages balance (checked at the close)."""
     from pyxdp.net import napi
 
-    deferred: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        deferred.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    deferred = _deferred(monkeypatch)
     count = 1500
     with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
         eth0 = h.add_device("eth0", rx_queues=2)
@@ -325,20 +310,11 @@ def test_lockless_polls_redirect_onto_one_transmit_ring(
     ring (an AF_XDP socket's tx ring, here in plain memory): two producers meet at
     the ring's tx lock. All native; every frame gets a descriptor of its own (no
     chunk given twice, none lost), published, and is counted once."""
-    from pyxdp.net import napi
     from pyxdp.net.xsk_queue import ring_bytes
     from pyxdp.net.xsk_wire import XskWireState
     from pyxdp.xsk.queue import RingCons, RingProd
 
-    deferred: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        deferred.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    deferred = _deferred(monkeypatch)
     count, entries, chunk = 1000, 2048, 2048
     txb = bytearray(ring_bytes(entries, "desc"))
     cqb = bytearray(ring_bytes(entries, "addr"))
@@ -523,18 +499,8 @@ def test_veth_targets_native_is_python(layout: str, flags: int, map_type: int) -
 def test_veth_targets_run_natively(layout: str, flags: int, deferred: int,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing of those redirects is handed to the Python dispatch any more."""
-    from pyxdp.net import napi
 
-    seen: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        if getattr(dev, "name", "") == "eth0":  # the redirecting device
-            seen.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    seen = _deferred(monkeypatch, "eth0")
     _run_veth(True, flags, layout=layout, count=960)
     assert sum(seen) == deferred
 
@@ -546,18 +512,8 @@ def test_threaded_napi_veth_targets_native(monkeypatch: pytest.MonkeyPatch) -> N
     is handed to the Python dispatch, every frame is sent or counted as dropped
     (the full ring), the peer's stack gets every one sent, and the pages balance
     (the host's close checks them)."""
-    from pyxdp.net import napi
 
-    deferred: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        if getattr(dev, "name", "") == "eth0":
-            deferred.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    deferred = _deferred(monkeypatch, "eth0")
     count = 1000
     with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
         eth0 = h.add_device("eth0", rx_queues=2)
@@ -728,18 +684,8 @@ def test_zero_copy_redirects_to_devices_native_is_python(
     xdp_devmap_xmit and xdp_exception counts, the devmap program's map (``progs``:
     it runs over the order-0 pages); broadcasts clone the order-0 copy. Nothing is
     handed to Python, not even the error path (a frame too long for eth2)."""
-    from pyxdp.net import napi
 
-    seen: list[int] = []
-    orig = napi._dispatch_deferred
-
-    def spy(host: Host, dev: object, rq: object, prog: object, frames: object, v: object,
-            bq: object) -> None:
-        if getattr(dev, "name", "") == "eth0":
-            seen.append(len(frames))  # type: ignore[arg-type]
-        orig(host, dev, rq, prog, frames, v, bq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    seen = _deferred(monkeypatch, "eth0")
     native = _run_zc(True, flags, progs=progs, map_type=map_type)
     monkeypatch.undo()
     python = _run_zc(False, flags, progs=progs, map_type=map_type)
