@@ -48,6 +48,7 @@ from pyxdp.maps.base import (
     access_ok,
     einval,
     map_by_id,
+    next_index,
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
@@ -106,14 +107,8 @@ class _ArrayOrder(Map):
     """``array_map_get_next_key``: index order; None/out-of-range restarts at 0."""
 
     def get_next_key(self, key: bytes | None) -> bytes | None:
-        if key is None:
-            return (0).to_bytes(4, "little")
-        i = _index(self._key(key, "get_next_key"))
-        if i >= self.max_entries:
-            return (0).to_bytes(4, "little")
-        if i == self.max_entries - 1:
-            return None
-        return (i + 1).to_bytes(4, "little")
+        i = None if key is None else _index(self._key(key, "get_next_key"))
+        return next_index(i, self.max_entries)
 
 
 class ArrayMap(_ArrayOrder):

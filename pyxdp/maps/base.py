@@ -283,6 +283,17 @@ def access_ok(map_flags: int) -> bool:
     return (map_flags & both) != both
 
 
+def next_index(i: int | None, max_entries: int) -> bytes | None:
+    """The key after index ``i`` in index order (``array_map_get_next_key``, and
+    sock_map's and reuseport_array's alike): None or an index out of range starts
+    at 0, the last index has none."""
+    if i is None or i >= max_entries:
+        return (0).to_bytes(4, "little")
+    if i == max_entries - 1:
+        return None
+    return (i + 1).to_bytes(4, "little")
+
+
 def einval(op: str, detail: str = "") -> MapError:
     return MapError(op, _errno.EINVAL, detail)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 
-from pyxdp.maps.base import MapError, MapSpec
+from pyxdp.maps.base import MapError, MapSpec, next_index
 from pyxdp.maps.sock_map import KernelObjectMap
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 
@@ -47,11 +47,8 @@ class ReuseportArray(KernelObjectMap):
         return None
 
     def get_next_key(self, key: bytes | None) -> bytes | None:
-        i = 0xFFFF_FFFF if key is None else int.from_bytes(self._key(key, "get_next_key"),
-                                                           "little")
-        if i == self.max_entries - 1:
-            return None
-        return (0 if i >= self.max_entries else i + 1).to_bytes(4, "little")
+        i = None if key is None else int.from_bytes(self._key(key, "get_next_key"), "little")
+        return next_index(i, self.max_entries)
 
     def delete(self, key: bytes | None) -> None:
         i = int.from_bytes(self._key(key, "delete"), "little")

@@ -44,7 +44,15 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, NoReturn, Protocol
 
 from pyxdp.errors import NotSupportedError
-from pyxdp.maps.base import BPF_EXIST, BPF_NOEXIST, Map, MapError, MapSpec, einval
+from pyxdp.maps.base import (
+    BPF_EXIST,
+    BPF_NOEXIST,
+    Map,
+    MapError,
+    MapSpec,
+    einval,
+    next_index,
+)
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.uapi.inet import IPPROTO_TCP, IPPROTO_UDP, TCP_ESTABLISHED, TCP_LISTEN
 
@@ -295,11 +303,8 @@ class SockMap(SocketMapBase):
 
     def get_next_key(self, key: bytes | None) -> bytes | None:
         """``sock_map_get_next_key``: index order."""
-        i = 0xFFFF_FFFF if key is None else int.from_bytes(self._key(key, "get_next_key"),
-                                                           "little")
-        if i == self.max_entries - 1:
-            return None
-        return (0 if i >= self.max_entries else i + 1).to_bytes(4, "little")
+        i = None if key is None else int.from_bytes(self._key(key, "get_next_key"), "little")
+        return next_index(i, self.max_entries)
 
 
 class SockHash(SocketMapBase):
