@@ -25,6 +25,7 @@ from numba.extending import intrinsic
 from pyxdp.net.native import njit
 
 __all__ = [
+    "call_by_address",
     "cas_acquire64",
     "cpu_relax",
     "i64_view",
@@ -220,3 +221,20 @@ def spin_lock(words, i):  # type: ignore[no-untyped-def]
 def spin_unlock(words, i):  # type: ignore[no-untyped-def]
     """``spin_unlock`` of ``words[i]``: the holder's changes published with the release."""
     store_release64(words, i, 0)
+
+
+def call_by_address(kinds: str) -> tuple[Any, Any]:
+    """The signature and code of an intrinsic ``fn(addr, *args) -> int64`` that calls the
+    machine code at ``addr`` (a function another layer compiled, e.g. with
+    :func:`pyxdp.vm.jit.engine.native_function`): ``kinds`` says per argument whether
+    the callee takes it as a pointer (``"p"``) or an i64 (``"i"``). A typer with the
+    arguments spelled out returns these (numba's intrinsics take no ``*args``)."""
+    i64, p8 = ir.IntType(64), ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(i64, [p8 if k == "p" else i64 for k in kinds])
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [builder.inttoptr(a, p8) if k == "p" else a
+                                for k, a in zip(kinds, args[1:], strict=True)])
+
+    return types.int64(*([types.int64] * (len(kinds) + 1))), codegen

@@ -157,7 +157,15 @@ from numba.extending import intrinsic
 
 from pyxdp.maps.devmap import DEVMAP_HASH_NO_SLOT
 from pyxdp.net import page_pool as _pp
-from pyxdp.net.atomic import i64_view, load_acquire64, memcpy, store_release64, u8_view, u32_view
+from pyxdp.net.atomic import (
+    call_by_address,
+    i64_view,
+    load_acquire64,
+    memcpy,
+    store_release64,
+    u8_view,
+    u32_view,
+)
 from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
 from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
@@ -1235,18 +1243,7 @@ def _dm_entries(dm_addr, dm_n, slot):  # type: ignore[no-untyped-def]
 def _htab_find(typingctx, fn, index, hashes, keys, capacity, max_entries, key):  # type: ignore[no-untyped-def] # noqa: E501
     """``fn(index, hashes, keys, capacity, max_entries, key)``: the maps' hash probe in
     machine code (:func:`pyxdp.maps.hashtab.find_u32_fn`), called through its address."""
-    sig = types.int64(types.int64, types.int64, types.int64, types.int64, types.int64,
-                      types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i64 = ir.IntType(64)
-        p8 = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(i64, [p8, p8, p8, i64, i64, i64])
-        f = builder.inttoptr(args[0], fnty.as_pointer())
-        return builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8),
-                                builder.inttoptr(args[3], p8), args[4], args[5], args[6]])
-
-    return sig, codegen
+    return call_by_address("pppiii")
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)

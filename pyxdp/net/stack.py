@@ -54,10 +54,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir  # type: ignore[import-untyped]
-from numba import types
 from numba.extending import intrinsic
 
+from pyxdp.net.atomic import call_by_address
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, RouteType
 from pyxdp.net.native import njit
 from pyxdp.net.route import input_route_address
@@ -213,15 +212,7 @@ def _drop(drops, reason):  # type: ignore[no-untyped-def]
 
 def _input_route_typer(typingctx, fn, fib, key, fam):  # type: ignore[no-untyped-def]
     """``fn(fib, key, fam)``: the compiled input route lookup, called through its address."""
-    sig = types.int64(types.int64, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        p8, i64 = ir.IntType(8).as_pointer(), ir.IntType(64)
-        f = builder.inttoptr(args[0], ir.FunctionType(i64, [p8, p8, i64]).as_pointer())
-        return builder.call(f, [builder.inttoptr(args[1], p8), builder.inttoptr(args[2], p8),
-                                args[3]])
-
-    return sig, codegen
+    return call_by_address("ppi")
 
 
 _input_route_call: Any = intrinsic(_input_route_typer)
