@@ -8,8 +8,8 @@ Testing one's own program with pytest: :mod:`pyxdp.testing.pytest_plugin`.
 ``__version__`` is the package's version.
 """
 
-from pyxdp.collection import Collection, Map, Program
-from pyxdp.elf import load_collection_spec
+from typing import TYPE_CHECKING, Any
+
 from pyxdp.errors import (
     AsmError,
     BPFUnavailable,
@@ -28,8 +28,39 @@ from pyxdp.errors import (
     UnsupportedHelper,
     VerifierError,
 )
-from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import XdpAction
+
+if TYPE_CHECKING:
+    from pyxdp.collection import Collection, Map, Program
+    from pyxdp.elf import load_collection_spec
+    from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
+
+# The loader, the verifier and the ELF reader (numpy, pyelftools) load on first use:
+# ``import pyxdp`` (every ``pyxdp`` command, ``--help`` included) stays cheap.
+_LAZY = {
+    "Collection": "pyxdp.collection",
+    "Map": "pyxdp.collection",
+    "Program": "pyxdp.collection",
+    "load_collection_spec": "pyxdp.elf",
+    "CollectionSpec": "pyxdp.spec",
+    "MapSpec": "pyxdp.spec",
+    "ProgramSpec": "pyxdp.spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyxdp' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 XDP_ABORTED = XdpAction.XDP_ABORTED
 XDP_DROP = XdpAction.XDP_DROP

@@ -259,3 +259,21 @@ def test_plots_draw_rates_and_bars_against_linux(tmp_path: Path) -> None:
 def test_parser_globals_default_off() -> None:
     args = build_parser().parse_args(["status"])
     assert isinstance(args, argparse.Namespace) and args.json is False and args.pretty is False
+
+
+def test_the_parser_loads_no_datapath() -> None:
+    """``pyxdp --help`` (every command's parser) and ``import pyxdp`` load neither numpy
+    nor the loader, the verifier, numba or LLVM: a command pays for what it runs (the
+    parser used to import all of them, ~0.8 s before any command started)."""
+    import subprocess
+    import sys
+    code = ("import sys, contextlib, io\n"
+            "import pyxdp\n"
+            "from pyxdp.cli.main import build_parser\n"
+            "build_parser().format_help()\n"
+            "heavy = ('numpy', 'numba', 'llvmlite', 'elftools', 'pyxdp.collection',\n"
+            "         'pyxdp.verifier', 'pyxdp.net.prog', 'pyxdp.explain')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]", out.stdout

@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
+from pyxdp.cli.options import CliError, _read_input
+from pyxdp.cli.prog import _object, _program, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.net.prog import XdpProg

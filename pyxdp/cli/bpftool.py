@@ -25,8 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from pyxdp.cli.options import STYLE, emit
-from pyxdp.cli.prog import CliError
+from pyxdp.cli.options import STYLE, CliError, emit
 from pyxdp.errors import BPFUnavailable, KernelError, PyxdpError
 from pyxdp.uapi.bpf import BpfMapType, BpfProgType
 

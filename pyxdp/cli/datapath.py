@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyxdp import samples
-from pyxdp.cli.options import STYLE, emit, kernel_mode, status
-from pyxdp.cli.prog import CliError, _object, _program, _read_input, fill_maps
+from pyxdp.cli.options import STYLE, CliError, _read_input, emit, kernel_mode, status
+from pyxdp.cli.prog import _object, _program, fill_maps
 from pyxdp.collection import Collection, Program
 from pyxdp.net.netdevice import Host, NetDevice, NetdevStats
 from pyxdp.net.packets import DEFAULT_DST_IP4, DEFAULT_DST_IP6, udp_packet

@@ -35,17 +35,17 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from pyxdp.cli.options import seconds
-from pyxdp.cli.prog import CliError, _object, _program, fill_maps
+from pyxdp.cli.options import CliError, seconds
 from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError
-from pyxdp.net.pcap import EPB_FLAG_INBOUND, PcapngWriter, read_capture
-from pyxdp.net.pcap_filter import DEFAULT_SNAPLEN, PacketFilter
-from pyxdp.net.prog import XdpProg
-from pyxdp.net.xdp_capture import CAPTURE_POINTS, Captured, DatapathCapture
+from pyxdp.net.pcap import EPB_FLAG_INBOUND, MAXIMUM_SNAPLEN, PcapngWriter, read_capture
 from pyxdp.uapi.bpf import XdpAction
 
+# The filter compiler, the datapath and the loader come with a capture, not with
+# the parser: every ``pyxdp`` command builds this one's arguments.
 if TYPE_CHECKING:
     from pyxdp.kernel.xdpdump import XdpTraceCapture
+    from pyxdp.net.pcap_filter import PacketFilter
+    from pyxdp.net.xdp_capture import Captured
 
 __all__ = ["DESCRIPTION", "add_arguments", "add_filter_arguments", "cmd_dump",
            "filter_expression"]
@@ -72,8 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--write", metavar="OUT", help="write pcapng ('-': stdout)")
     p.add_argument("-c", "--count", type=int, metavar="N", help="stop after N records")
     p.add_argument("--duration", type=seconds, metavar="S", help="stop after S seconds")
-    p.add_argument("--snapshot-length", type=int, default=DEFAULT_SNAPLEN, metavar="N",
-                   help=f"bytes kept per frame (default: {DEFAULT_SNAPLEN})")
+    p.add_argument("--snapshot-length", type=int, default=MAXIMUM_SNAPLEN, metavar="N",
+                   help=f"bytes kept per frame (default: {MAXIMUM_SNAPLEN})")
     p.add_argument("--engine", choices=("auto", "jit", "interp"), default="auto",
                    help="pyxdp engine for the program and the filter")
     add_filter_arguments(p)
@@ -98,6 +98,7 @@ def filter_expression(args: argparse.Namespace) -> str:
 
 
 def _points(text: str) -> tuple[str, ...]:
+    from pyxdp.net.xdp_capture import CAPTURE_POINTS
     points = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
     bad = [p for p in points if p not in CAPTURE_POINTS]
     if bad or not points:
@@ -163,6 +164,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     if args.prog is None and (args.pcap or args.maps or args.section):
         raise CliError("--pcap, --maps and -s need --prog OBJ (the program to run on pyxdp)")
     expr = filter_expression(args)
+    from pyxdp.net.pcap_filter import PacketFilter
     filt = PacketFilter(expr, engine=args.engine) if expr else None
     out = _Output(args.write, args.interface, points, args.snapshot_length)
     deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -206,8 +208,11 @@ def _expired(deadline: float | None) -> bool:
 
 def _dump_pyxdp(args: argparse.Namespace, points: tuple[str, ...], filt: PacketFilter | None,
                 out: _Output, deadline: float | None) -> None:
+    from pyxdp.cli.prog import _object, _program, fill_maps
     from pyxdp.collection import Collection
     from pyxdp.elf import load_collection_spec
+    from pyxdp.net.prog import XdpProg
+    from pyxdp.net.xdp_capture import DatapathCapture
     with Collection(load_collection_spec(_object(args.prog)), engine=args.engine) as coll:
         if args.maps:
             fill_maps(coll, args.maps)
@@ -251,6 +256,7 @@ def _pcap_batches(path: str) -> Iterator[tuple[list[bytes], list[int]]]:
 def _dump_linux(args: argparse.Namespace, points: tuple[str, ...], filt: PacketFilter | None,
                 out: _Output, deadline: float | None) -> None:
     from pyxdp.kernel.netlink import ifindex_of, xdp_query
+    from pyxdp.net.xdp_capture import Captured
     ifindex = ifindex_of(args.interface)
     q = xdp_query(ifindex)
     prog_ids = list(q.programs.values())
@@ -291,6 +297,7 @@ def _dump_linux(args: argparse.Namespace, points: tuple[str, ...], filt: PacketF
 
 def _drain_trace(trace: XdpTraceCapture, args: argparse.Namespace,
                  filt: PacketFilter | None, out: _Output, deadline: float | None) -> None:
+    from pyxdp.net.xdp_capture import Captured
     while not _expired(deadline):
         trace.wait(0.1)
         recs = trace.read(_BATCH)

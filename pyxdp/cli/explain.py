@@ -10,8 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from pyxdp.cli.prog import CliError, _read_input
-from pyxdp.explain import Explainer, Topology
+from pyxdp.cli.options import CliError, _read_input
 
 __all__ = ["DESCRIPTION", "add_arguments", "cmd_explain", "cmd_run_explain"]
 
@@ -59,6 +58,7 @@ def _indent() -> int | None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     packet = _read_input(args.data_in)
+    from pyxdp.explain import Explainer, Topology
     topo = Topology.load(args.topology) if args.topology else None
     maps = _maps(args.maps)
     with Explainer(args.obj, program=args.section, topology=topo, maps=maps) as ex:
@@ -105,6 +105,7 @@ def cmd_run_explain(args: argparse.Namespace) -> int:
     out: Any = None
     writer: PcapngWriter | None = None
     fates: Counter[str] = Counter()
+    from pyxdp.explain import Explainer
     with Explainer(args.obj, program=args.section, maps=maps) as ex:
         try:
             if args.write:

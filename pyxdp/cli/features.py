@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyxdp.cli.options import STYLE, emit
-from pyxdp.cli.prog import CliError
+from pyxdp.cli.options import STYLE, CliError, emit
 from pyxdp.errors import KernelError
 from pyxdp.uapi.if_link import NetdevXdpAct
 

@@ -42,13 +42,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyxdp import samples
 from pyxdp.cli import run_maps
-from pyxdp.cli.options import seconds
-from pyxdp.cli.prog import CliError, _object, dump_maps, fill_maps
-from pyxdp.net.stats import NetdevStats
+from pyxdp.cli.options import CliError, _write_output, seconds
+
+if TYPE_CHECKING:  # the datapath loads with a run, not with the parser
+    from pyxdp.net.stats import NetdevStats
 
 __all__ = ["add_bench_arguments", "add_run_arguments", "cmd_bench_live", "cmd_run_live"]
 
@@ -146,6 +147,7 @@ def cmd_run_live(args: argparse.Namespace) -> int:
         raise CliError("--duration and --interval must be > 0")
     if args.rx_usecs is not None and args.rx_usecs < 0:
         raise CliError("--rx-usecs must be >= 0")
+    from pyxdp.cli.prog import _object, dump_maps, fill_maps
     busy_poll = _busy_poll_usecs(args.busy_poll)
     ok, why = bpf_available()
     if not ok:
@@ -199,7 +201,6 @@ def cmd_run_live(args: argparse.Namespace) -> int:
                 interrupted = True
         dp.stop()
         if args.dump_maps:
-            from pyxdp.cli.prog import _write_output
             _write_output(args.dump_maps,
                           (json.dumps(dump_maps(dp.collection), indent=2) + "\n").encode())
     finally:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pyxdp import __version__
-from pyxdp.cli.options import add_global_options, add_mode_arg, configure, seconds, walk
+from pyxdp.cli.options import CliError, add_global_options, add_mode_arg, configure, seconds, walk
 from pyxdp.errors import PyxdpError
 
 __all__ = ["main"]
@@ -66,12 +66,12 @@ def _cmd_prog(args: argparse.Namespace) -> int:
         found = bpftool.parse_target(args.target, "prog")
         if found is None:
             if len(args.target) > 1:
-                raise prog.CliError(f"prog show OBJ: one object file (got "
+                raise CliError(f"prog show OBJ: one object file (got "
                                     f"{' '.join(args.target)!r})")
             return prog.cmd_prog_show(args.target[0])
         target, rest = found
         if rest or (args.prog_cmd == "list" and target.kind != "all"):
-            raise prog.CliError(f"prog {args.prog_cmd}: unexpected {' '.join(args.target)!r}")
+            raise CliError(f"prog {args.prog_cmd}: unexpected {' '.join(args.target)!r}")
         return bpftool.cmd_prog_show(target)
     if args.prog_cmd == "disasm":
         return prog.cmd_prog_disasm(args.obj, args.section)
@@ -118,11 +118,11 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if args.map_cmd == "show":
         return prog.cmd_map_show(args.target[0])
     if args.map_cmd != "dump":
-        raise prog.CliError(f"map {args.map_cmd} works on kernel maps (id N, pinned PATH, "
+        raise CliError(f"map {args.map_cmd} works on kernel maps (id N, pinned PATH, "
                             f"name NAME); on an object file: map show|dump OBJ [NAME]")
     name = args.target[1] if len(args.target) > 1 else None
     if len(args.target) > 2:
-        raise prog.CliError("map dump OBJ [NAME]: one map name at most")
+        raise CliError("map dump OBJ [NAME]: one map name at most")
     return prog.cmd_map_dump(args.target[0], name, args.backend, args.maps,
                              verify=args.verify)
 
@@ -142,7 +142,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pyxdp.cli import live
         return live.cmd_run_live(args)
     if not args.pcap:
-        from pyxdp.cli.prog import CliError
         raise CliError("run needs --pcap IN or --iface IF")
     from pyxdp.cli.dump import filter_expression
     args.filter_expr = filter_expression(args)

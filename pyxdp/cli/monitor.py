@@ -115,8 +115,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                    extended=args.extended, verbose=args.verbose, kernel=args.kernel,
                    as_json=args.json)
     from pyxdp.cli.datapath import DEFAULT_PACKET, check_packet, running_datapath
-    from pyxdp.cli.options import kernel_mode
-    from pyxdp.cli.prog import _read_input
+    from pyxdp.cli.options import _read_input, kernel_mode
     packet = check_packet(_read_input(args.packet)) if args.packet else DEFAULT_PACKET
     with running_datapath(args.pyxdp, args.section, kernel_mode(args.mode), packet,
                           maps=args.maps) as host:

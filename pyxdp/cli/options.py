@@ -19,9 +19,13 @@ import math
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["MODES", "OutputStyle", "STYLE", "add_global_options", "add_mode_arg", "configure",
+from pyxdp.errors import PyxdpError
+
+__all__ = ["CliError", "MAX_INPUT", "MODES", "OutputStyle", "STYLE", "add_global_options",
+           "add_mode_arg", "configure",
            "emit", "kernel_mode", "normalise_mode", "seconds", "status", "walk"]
 
 MODES: Final = ("native", "skb", "hw")
@@ -127,3 +131,39 @@ def walk(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
             for sub in dict.fromkeys(action.choices.values()):
                 out += walk(sub)
     return out
+
+
+# -- input and output files ------------------------------------------------------
+
+class CliError(PyxdpError):
+    """A command-line input that cannot be used (file, JSON, name)."""
+
+
+MAX_INPUT = 64 << 20
+"""Bytes read at most from any input file: /dev/zero or a FIFO must not eat memory."""
+
+
+def _read_input(path: str) -> bytes:
+    """The whole of ``path`` ('-': stdin), refused past :data:`MAX_INPUT` bytes."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_INPUT + 1)
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > MAX_INPUT:
+        raise CliError(f"{path}: larger than the {MAX_INPUT >> 20} MiB input file limit")
+    return data
+
+
+def _write_output(path: str, data: bytes) -> None:
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        Path(path).write_bytes(data)
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror}") from None

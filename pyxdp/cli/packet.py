@@ -17,8 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from pyxdp.cli.options import STYLE, emit
-from pyxdp.cli.prog import CliError, _write_output
+from pyxdp.cli.options import STYLE, CliError, _write_output, emit
 from pyxdp.errors import PyxdpError
 
 __all__ = ["DESCRIPTION", "add_arguments", "build", "cmd_packet"]

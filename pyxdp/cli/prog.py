@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from pyxdp import samples
 from pyxdp.asm.disasm import disassemble
+from pyxdp.cli.options import CliError, _read_input, _write_output
 from pyxdp.collection import Collection, Map, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
@@ -30,46 +31,12 @@ __all__ = ["cmd_map_dump", "cmd_map_show", "cmd_prog_disasm", "cmd_prog_run", "c
            "cmd_prog_verify", "cmd_run"]
 
 
-class CliError(PyxdpError):
-    """A command-line input that cannot be used (file, JSON, name)."""
-
-
-MAX_INPUT = 64 << 20
-"""Bytes read at most from any input file: /dev/zero or a FIFO must not eat memory."""
-
-
-def _read_input(path: str) -> bytes:
-    """The whole of ``path`` ('-': stdin), refused past :data:`MAX_INPUT` bytes."""
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_INPUT + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(MAX_INPUT + 1)
-    except OSError as e:
-        raise CliError(f"cannot read {path}: {e.strerror or e}") from None
-    if len(data) > MAX_INPUT:
-        raise CliError(f"{path}: larger than the {MAX_INPUT >> 20} MiB input file limit")
-    return data
-
-
 def _object(obj: str) -> Path:
     """An object file's path, once a bounded read showed it is within the input limit;
     ``samples/NAME.o`` finds the shipped sample from any directory (pyxdp.samples)."""
     obj = os.fspath(samples.resolve(obj))
     _read_input(obj)
     return Path(obj)
-
-
-def _write_output(path: str, data: bytes) -> None:
-    if path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return
-    try:
-        Path(path).write_bytes(data)
-    except OSError as e:
-        raise CliError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _json_value(v: Any) -> Any:

@@ -24,8 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pyxdp.cli.options import STYLE, emit
-from pyxdp.cli.prog import CliError
+from pyxdp.cli.options import STYLE, CliError, emit
 from pyxdp.errors import PyxdpError
 
 __all__ = ["MapServer", "cmd_run_map", "runs", "serve", "serving"]

@@ -36,8 +36,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from pyxdp import samples
-from pyxdp.cli.options import STYLE, add_mode_arg, emit, kernel_mode, seconds, status
-from pyxdp.cli.prog import CliError, _read_input
+from pyxdp.cli.options import (
+    STYLE,
+    CliError,
+    _read_input,
+    add_mode_arg,
+    emit,
+    kernel_mode,
+    seconds,
+    status,
+)
 
 __all__ = ["COMMANDS", "add_commands", "builtin_program", "cmd"]
 

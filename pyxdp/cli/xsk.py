@@ -30,16 +30,12 @@ import argparse
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import cache
 from typing import TYPE_CHECKING, Final
 
-import numpy as np
-
 from pyxdp import samples
-from pyxdp.cli.options import seconds
-from pyxdp.cli.prog import CliError
+from pyxdp.cli.options import CliError, seconds
 from pyxdp.errors import PyxdpError
-from pyxdp.net.packets import udp_packet
-from pyxdp.xsk.xsk import ChunkState
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import Host, NetDevice
@@ -48,7 +44,15 @@ if TYPE_CHECKING:
 __all__ = ["DESCRIPTION", "add_arguments", "cmd_xsk", "xsk_pps"]
 
 SAMPLES: Final = samples.DIR
-PACKET: Final = udp_packet(size=64, dport=9)
+
+
+@cache
+def packet() -> bytes:
+    """The frame every generator sends: 64-byte UDP to the discard port."""
+    from pyxdp.net.packets import udp_packet
+    return udp_packet(size=64, dport=9)
+
+
 MODES: Final = ("rxdrop", "txonly", "l2fwd")
 DESCRIPTION: Final = (
     "An AF_XDP socket under load, like the kernel's xdpsock sample: rxdrop, txonly or "
@@ -98,13 +102,15 @@ class _Loop:
         self.datapath = datapath  # pyxdp: one softirq round of the host per step
         self.rx = 0
         self.queued = 0  # packets put on the tx ring
-        self.frames = np.tile(np.frombuffer(PACKET, np.uint8), (batch, 1))
+        import numpy as np
+        self.frames = np.tile(np.frombuffer(packet(), np.uint8), (batch, 1))
         if mode != "txonly":
             sock.fill()
 
     @property
     def tx(self) -> int:
         """Packets sent and completed: queued, less the chunks still in flight."""
+        from pyxdp.xsk.xsk import ChunkState
         return self.queued - self.sock.pool.count[int(ChunkState.TX)]
 
     def step(self) -> None:
@@ -124,6 +130,7 @@ class _Loop:
             if self.mode == "rxdrop":
                 s.release(b, refill=True)
                 continue
+            import numpy as np  # loaded by the socket already: a dict lookup
             a = b.data_addr.astype(np.int64)[:, None]
             buf = s.umem.buf
             dst, src = a + np.arange(6), a + 6 + np.arange(6)
@@ -168,7 +175,7 @@ def _pyxdp_setup(stack: ExitStack, dev: str, queue: int, mode: str, redirect: st
     if redirect == "map":
         coll.maps["xsks"][queue] = sock.fd
     if mode != "txonly":
-        nic.rx[queue].source = TrafficGenerator(packets=[PACKET], count=count)
+        nic.rx[queue].source = TrafficGenerator(packets=[packet()], count=count)
     return host, nic, sock
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "EPB_FLAG_INBOUND",
     "EPB_FLAG_OUTBOUND",
     "LINKTYPE_ETHERNET",
+    "MAXIMUM_SNAPLEN",
     "VERDICT_TYPE_HARDWARE",
     "VERDICT_TYPE_TC",
     "VERDICT_TYPE_XDP",
@@ -86,7 +87,9 @@ _PCAP_MAGIC_US = 0xA1B2C3D4
 _PCAP_MAGIC_NS = 0xA1B23C4D
 _PCAP_HEADER = 24
 _PCAP_RECORD = 16
-_PCAP_MAX_CAPLEN = 0x40000  # libpcap's MAXIMUM_SNAPLEN, the sanity bound for a record
+# libpcap's MAXIMUM_SNAPLEN: tcpdump's default snapshot length, and the sanity bound for
+# a record's length
+MAXIMUM_SNAPLEN = 0x40000
 
 # pcapng block types and option codes.
 _SHB = 0x0A0D0D0A  # the same read in either byte order, so the type is found before the order
@@ -254,7 +257,7 @@ def _pcap_records(s: _Stream, magic: bytes) -> Iterator[CapturedPacket]:
         raise CaptureError(f"unsupported pcap version {major}.{minor} (only 2.x)")
     if network != LINKTYPE_ETHERNET:
         raise UnsupportedLinkType(network, "the pcap file")
-    bound = max(snaplen, _PCAP_MAX_CAPLEN)
+    bound = max(snaplen, MAXIMUM_SNAPLEN)
     while True:
         start = s.offset
         rec = s.read(_PCAP_RECORD)
@@ -616,7 +619,7 @@ class PcapWriter:
     """
 
     def __init__(self, dest: str | os.PathLike[str] | BinaryIO, *, nanoseconds: bool = True,
-                 snaplen: int = _PCAP_MAX_CAPLEN, big_endian: bool = False) -> None:
+                 snaplen: int = MAXIMUM_SNAPLEN, big_endian: bool = False) -> None:
         _check_u("snaplen", snaplen, 32)
         self._e = ">" if big_endian else "<"
         self._ns = nanoseconds

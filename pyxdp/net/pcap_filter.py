@@ -30,7 +30,7 @@ import numpy.typing as npt
 from pyxdp.asm.cbpf import SockFilter, convert_filter
 from pyxdp.asm.insn import Instruction
 from pyxdp.errors import NotSupportedError, PyxdpError
-from pyxdp.net.pcap import CapturedPacket
+from pyxdp.net.pcap import MAXIMUM_SNAPLEN, CapturedPacket
 from pyxdp.net.prog import XdpProg
 from pyxdp.spec import ProgramSpec
 
@@ -38,7 +38,7 @@ __all__ = ["DLT_EN10MB", "DEFAULT_SNAPLEN", "FilterSyntaxError", "FilterUnavaila
            "PacketFilter", "compile_filter", "filter_capture", "libpcap_available"]
 
 DLT_EN10MB = 1
-DEFAULT_SNAPLEN = 262144  # tcpdump's MAXIMUM_SNAPLEN
+DEFAULT_SNAPLEN = MAXIMUM_SNAPLEN  # tcpdump's default
 _PCAP_NETMASK_UNKNOWN = 0xFFFF_FFFF
 _LIBPCAP_NAMES = ("pcap", "pcap.so.0.8", "pcap.so.1")
 # Frames are laid out in rows of this many bytes past the longest one.
