@@ -295,6 +295,8 @@ _UNACQ = "arg 1 is an unacquired reference"
 _FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
              "if r0 == 0 goto out\nr6 = r0\n"
              "r1 = r6\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\ncall 197\n")
+_PREC_SPILL = ("call 7\nr6 = r0\ncall 7\nr9 = r0\nr7 = 4\nif r6 > 10 goto +1\nr9 = 5\n{st}\n"
+               "{ld}\nr2 = r10\nr2 += -16\nr2 += r8\nr0 = r9\nexit")
 # r0 = the value of key 0 of arr, or NULL
 _ARR0 = "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
 # r6 = data, checked for 64 bytes (jumps to out when shorter)
@@ -2421,6 +2423,14 @@ exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
        "misaligned stack access off 0+0+-12 size 8"),
     _c("rel_rodata", "r1 = MAP(rodata)\nr2 = 1\nstore_release((u8 *)(r1 +0), w2)\nr0 = 0\n"
        "exit", "write into map forbidden, value_size=64 off=0 size=1"),
+    # precision (r8 + fp needs r8 precise) flows back through a store-release spill or a
+    # load-acquire fill to the constant in r7, not to r6 and r9: the jump's two paths
+    # prune at the join
+    _c("rel_spill_prec", _PREC_SPILL.format(st="store_release((u64 *)(r10 -8), r7)",
+                                            ld="r8 = *(u64 *)(r10 -8)"), None, processed=15),
+    _c("acq_fill_prec", _PREC_SPILL.format(st="*(u64 *)(r10 -8) = r7",
+                                           ld="r8 = load_acquire((u64 *)(r10 -8))"), None,
+       processed=15),
     _c("rmw_u8", "r2 = 0\n*(u64 *)(r10 -8) = r2\nlock *(u8 *)(r10 -8) += r2\nr0 = 0\nexit",
        "invalid atomic operand size", err=errno.EINVAL),
     # -- precision: a state pruned against a safe one only where the values that made

@@ -2135,7 +2135,7 @@ class _Verifier:
                 # the address of a store wanted as a scalar: the walk met a pointer
                 # subtraction (r9 -= r4 of two packet pointers) and gives up
                 return None
-            if i.code & 0xE0 == op.BPF_ATOMIC:
+            if i.code & 0xE0 == op.BPF_ATOMIC and not op.is_atomic_store(i.code, i.imm):
                 if h & _HIST_STACK:
                     return None  # an atomic on a stack slot: not followed
                 # the fetched old value comes from memory, as a load's does
