@@ -1180,6 +1180,15 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
+def _atomic_misfit(i: Instruction) -> str | None:
+    """check_atomic's and check_atomic_rmw's refusal of a BPF_ATOMIC's imm or size."""
+    if i.imm not in op.ATOMIC_OP_NAMES and i.imm not in (op.BPF_LOAD_ACQ, op.BPF_STORE_REL):
+        return f"BPF_ATOMIC uses invalid atomic opcode {i.imm & U32:02x}"
+    if i.imm in op.ATOMIC_OP_NAMES and i.code & 0x18 not in (op.BPF_W, op.BPF_DW):
+        return "invalid atomic operand size"
+    return None
+
+
 def _atomic_ptr_type_ok(reg: Reg) -> bool:
     """atomic_ptr_type_ok: no atomic, load-acquire or store-release through the context,
     a packet pointer or a socket (flow keys and arenas are not XDP's)."""
@@ -1496,6 +1505,11 @@ class _Verifier:
             if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
                     and pc not in second:
                 insns[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
+        for pc, i in enumerate(insns):  # BPF_ATOMIC's imm and size: refused where reached
+            if i.code & 0xE7 == op.BPF_STX | op.BPF_ATOMIC and pc not in second and \
+                    _atomic_misfit(i) is not None:
+                insns[pc] = Instruction(op.BPF_STX | op.BPF_ATOMIC | op.BPF_DW, i.dst, i.src,
+                                        i.off, op.BPF_ADD)
         try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
             return validate(insns, recursion=True)
         except InvalidProgram as e:
@@ -1511,10 +1525,6 @@ class _Verifier:
                 msg = f"jump out of range from insn {e.pc} to {target}"
             elif e.rule == "fall-through":
                 msg = "last insn is not an exit or jmp"
-            elif e.rule == "atomic-op" and e.pc is not None:  # check_atomic
-                msg = f"BPF_ATOMIC uses invalid atomic opcode {insns[e.pc].imm & U32:02x}"
-            elif e.rule == "atomic-size":  # check_atomic_rmw
-                msg = "invalid atomic operand size"
             elif e.rule == "register":  # check_reg_arg
                 reg = re.search(r"register r(\d+) is invalid", str(e))
                 if reg is not None and int(reg.group(1)) > 10:
@@ -3184,6 +3194,9 @@ class _Verifier:
         raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
     def _atomic(self, st: State, i: Instruction, size: int) -> None:
+        misfit = _atomic_misfit(i)
+        if misfit is not None:
+            raise Refuse(misfit, errno.EINVAL)
         regs = st.cur.regs
         self._read(regs, i.src)
         self._read(regs, i.dst)

@@ -11,6 +11,7 @@ import struct
 
 import pytest
 
+from pyxdp.asm.insn import Instruction as I
 from pyxdp.collection import Collection
 from pyxdp.errors import VerifierError
 from pyxdp.kernel.backend import KernelBackend
@@ -18,8 +19,9 @@ from pyxdp.kernel.verifier_log import verifier_reason
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
-from pyxdp.testing.verifier_cases import CASES
+from pyxdp.testing.verifier_cases import CASES, VerifierCase
 from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.verifier import verify
 
 pytestmark = pytest.mark.kernel
 
@@ -132,3 +134,38 @@ def test_corpus_acquire_release_verdicts_are_linux() -> None:
             wrong.append(f"{case.name}: Linux {got}, corpus {(case.linux, case.errno)}")
     assert not wrong, "\n".join(wrong)
 
+
+
+_SPILL = (I(0xB7, 2, 0, 0, 0), I(0x7B, 10, 2, -8, 0))  # r2 = 0; *(u64 *)(r10 -8) = r2
+# BPF_ATOMIC imms and sizes the assembler has no words for: check_atomic refuses them where
+# the walk reaches them (an unreachable one is only unreachable).
+RAW = {
+    "imm 0x120": (_SPILL + (I(0xDB, 10, 2, -8, 0x120), I(0xB7), I(0x95)),
+                  "BPF_ATOMIC uses invalid atomic opcode 120"),
+    "imm -1": (_SPILL + (I(0xDB, 10, 2, -8, -1), I(0xB7), I(0x95)),
+               "BPF_ATOMIC uses invalid atomic opcode ffffffff"),
+    "acquire|fetch": (_SPILL + (I(0xDB, 0, 10, -8, 0x101), I(0x95)),
+                      "BPF_ATOMIC uses invalid atomic opcode 101"),
+    "half add": (_SPILL + (I(0xCB, 10, 2, -8, 0), I(0xB7), I(0x95)),
+                 "invalid atomic operand size"),
+    "unreachable": ((I(0xB7), I(0x95), I(0xDB, 0, 10, -8, 0x120), I(0x95)),
+                    "unreachable insn 2"),
+}
+
+
+@pytest.mark.parametrize("name", list(RAW))
+def test_bad_atomic_encodings_refused_as_linux(name: str) -> None:
+    insns, line = RAW[name]
+    spec = VerifierCase("raw", "r0 = 0\nexit", None).spec()
+    (prog,) = spec.programs.values()
+    prog = prog.copy(insns=insns)
+    with pytest.raises(VerifierError) as mine:
+        verify(prog, spec.maps)
+    kb = KernelBackend(spec)
+    try:
+        with pytest.raises(VerifierError) as linux:
+            kb.load_program(prog, {})
+    finally:
+        kb.close()
+    assert (mine.value.reason, mine.value.errno) == (verifier_reason(linux.value.log),
+                                                     linux.value.errno) == (line, 22)
