@@ -2423,6 +2423,18 @@ exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
        "misaligned stack access off 0+0+-12 size 8"),
     _c("rel_rodata", "r1 = MAP(rodata)\nr2 = 1\nstore_release((u8 *)(r1 +0), w2)\nr0 = 0\n"
        "exit", "write into map forbidden, value_size=64 off=0 size=1"),
+    _c("acq_sock", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\n"
+       "r2 = load_acquire((u32 *)(r6 +0))\nr1 = r6\ncall 86\n" + _OUT,
+       "BPF_ATOMIC loads from R6 sock is not allowed"),
+    _c("acq_sock_null", _SK_TUPLE + "call 84\nr6 = r0\nr2 = load_acquire((u32 *)(r6 +0))\n"
+       "if r6 == 0 goto out\nr1 = r6\ncall 86\n" + _OUT,
+       "R6 invalid mem access 'sock_or_null'"),
+    _c("rel_sock", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\nr2 = 0\n"
+       "store_release((u32 *)(r6 +0), w2)\nr1 = r6\ncall 86\n" + _OUT,
+       "R6 cannot write into sock"),
+    _c("rel_sock_mis", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\nr2 = 0\n"
+       "store_release((u32 *)(r6 +2), w2)\nr1 = r6\ncall 86\n" + _OUT,
+       "misaligned sock access off 0+0+2 size 4"),
     # precision (r8 + fp needs r8 precise) flows back through a store-release spill or a
     # load-acquire fill to the constant in r7, not to r6 and r9: the jump's two paths
     # prune at the join

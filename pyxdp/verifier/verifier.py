@@ -3469,8 +3469,8 @@ class _Verifier:
             if (v | m) & (size - 1):
                 raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
             return
-        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "
-                }.get(t, "")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack ",
+                SOCK: "sock ", SOCK_COMMON: "sock_common "}.get(t, "")
         v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
         if (v | m) & (size - 1):
             raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")
