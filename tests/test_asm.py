@@ -226,6 +226,11 @@ KERNEL_DIALECT: list[tuple[str, tuple[I, ...]]] = [
     ("exit", (I(0x95),)),
     ("r1 = load_acquire((u16 *)(r2 -4))", (I(0xCB, 1, 2, -4, 0x100),)),
     ("store_release((u8 *)(r2 +1), r3)", (I(0xD3, 2, 3, 1, 0x110),)),
+    # LLVM's spellings (BPFInstrInfo.td): w registers below 64 bits
+    ("w0 = load_acquire((u8 *)(r1 + 0))", (I(0xD3, 0, 1, 0, 0x100),)),
+    ("r0 = load_acquire((u64 *)(r1 + 0))", (I(0xDB, 0, 1, 0, 0x100),)),
+    ("store_release((u32 *)(r1 - 8), w2)", (I(0xC3, 1, 2, -8, 0x110),)),
+    ("store_release((u64 *)(r1 + 8), r2)", (I(0xDB, 1, 2, 8, 0x110),)),
     ("r0 = *(u8 *)skb[23]", (I(0x30, 0, 0, 0, 23),)),
     ("r0 = *(u16 *)skb[r6 + 2]", (I(0x48, 0, 6, 0, 2),)),
     ("r3 = addr_space_cast(r4, 1, 0)", (I(0xBF, 3, 4, 1, 1 << 16),)),
@@ -372,6 +377,8 @@ BAD_LINES = [
     ("lock *(u64 *)(r1 +0) -= r2", "no atomic subtract"),
     ("r0 = atomic_fetch_add((u64 *)(r1 +0), r0)", "atomic64_"),
     ("r1 = atomic64_cmpxchg((u64 *)(r10 -8), r0, r1)", "r0 = atomic_cmpxchg"),
+    ("w0 = load_acquire((u64 *)(r1 + 0))", "takes an r register"),
+    ("store_release((u64 *)(r1 + 0), w2)", "takes an r register"),
     ("call bpf_foo#1", "helper #1 is bpf_map_lookup_elem"),
     ("call what ever", "bad call target"),
     ("(b7) r0 = r1", "opcode prefix (b7) does not match"),
@@ -430,3 +437,27 @@ def test_validate_reuses_the_layout_of_the_same_program() -> None:
     for _ in range(2):
         with pytest.raises(InvalidProgram):
             validate(bad)
+
+
+@pytest.mark.parametrize("size", [op.BPF_B, op.BPF_H, op.BPF_W, op.BPF_DW])
+def test_load_acquire_and_store_release_take_every_size(size: int) -> None:
+    from pyxdp.asm.validate import validate
+
+    code = op.BPF_STX | op.BPF_ATOMIC | size
+    validate((I(code, 0, 10, -8, op.BPF_LOAD_ACQ), I(op.OP_EXIT)))
+    validate((I(code, 10, 10, -8, op.BPF_STORE_REL), I(op.OP_EXIT)))  # stores fp itself
+
+
+@pytest.mark.parametrize(("insn", "rule"), [
+    (I(0xDB, 10, 1, -8, op.BPF_LOAD_ACQ), "register"),  # loads into r10
+    (I(0xD3, 10, 1, -8, op.BPF_ADD), "atomic-size"),  # read-modify-write of a byte
+    (I(0xDB, 10, 1, -8, op.BPF_LOAD_ACQ | op.BPF_FETCH), "atomic-op"),
+    (I(0xDB, 10, 1, -8, 0x120), "atomic-op"),
+])
+def test_validate_refuses_bad_atomics(insn: I, rule: str) -> None:
+    from pyxdp.asm.validate import validate
+    from pyxdp.errors import InvalidProgram
+
+    with pytest.raises(InvalidProgram) as e:
+        validate((insn, I(op.OP_EXIT)))
+    assert e.value.rule == rule

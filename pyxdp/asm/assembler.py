@@ -13,12 +13,13 @@
        r0 = 1                w1 s/= 3                 r0 = (s8)r1
        if r1 > 0x2 goto pc+3                          *(u64 *)(r10 -8) = r1
        r1 = atomic64_fetch_add((u64 *)(r10 -8), r1)   r1 = map[fd:3][0]+16
+       r0 = load_acquire((u64 *)(r1 +0))              store_release((u8 *)(r1 +0), r2)
 
    Lines copied from ``bpftool prog dump xlated`` or a verifier log may keep
    their ``12: (bf)`` prefix: the pc is ignored and the opcode byte is
    checked against the encoding. LLVM's ``llvm-objdump`` spellings that
    differ only in spacing or in ``w`` registers (``lock *(u32 *)(r1 + 0) +=
-   w2``, ``goto +3``) are accepted too.
+   w2``, ``goto +3``, ``w0 = load_acquire((u8 *)(r1 + 0))``) are accepted too.
 
 Labels are ``name:`` lines (or a prefix of a line); a jump target is a
 label, a signed offset (``+3``, ``-1``, ``pc+3``) or a bare number taken as
@@ -375,6 +376,13 @@ def _k_rhs_imm64(ln: _Line, dst: int, rhs: str) -> _Stmt | None:
     return None
 
 
+def _narrow_w(ln: _Line, w: bool, size: int) -> None:
+    """LLVM writes the register of an 8-, 16- or 32-bit load-acquire or store-release
+    as ``wN``, the kernel as ``rN``: both are taken, but not ``wN`` with ``u64``."""
+    if w and size == op.BPF_DW:
+        raise ln.error("a 64-bit load-acquire or store-release takes an r register")
+
+
 def _k_assign(ln: _Line, dst_s: str, rhs: str, code_hint: int | None) -> _Stmt:
     dst, w = ln.reg(dst_s)
     cls = op.BPF_ALU if w else op.BPF_ALU64
@@ -406,6 +414,7 @@ def _k_assign(ln: _Line, dst_s: str, rhs: str, code_hint: int | None) -> _Stmt:
     m = _R_LOAD_ACQ.fullmatch(rhs)
     if m:
         size, _ = ln.size(m["sz"])
+        _narrow_w(ln, w, size)
         base, off = ln.mem_k(m)
         return ln.stmt(op.BPF_STX | op.BPF_ATOMIC | size, dst=dst, src=base, off=off,
                        imm=BPF_LOAD_ACQ)
@@ -551,8 +560,10 @@ def _k_statement(ln: _Line, s: str, code_hint: int | None) -> _Stmt | None:
     if m:
         size, _ = ln.size(m["sz"])
         base, off = ln.mem_k(m)
-        return ln.stmt(op.BPF_STX | op.BPF_ATOMIC | size, dst=base,
-                       src=ln.reg(m["src"])[0], off=off, imm=BPF_STORE_REL)
+        src, w = ln.reg(m["src"])
+        _narrow_w(ln, w, size)
+        return ln.stmt(op.BPF_STX | op.BPF_ATOMIC | size, dst=base, src=src, off=off,
+                       imm=BPF_STORE_REL)
 
     m = _K_STORE.fullmatch(s)
     if m:

@@ -57,8 +57,8 @@ __all__ = [
 # include/uapi/linux/bpf.h.
 BPF_JCOND = 0xE0  # jump op: conditional pseudo jump, with src_reg selecting which
 BPF_MAY_GOTO = 0  # src_reg of BPF_JCOND: may_goto (bounded loop escape)
-BPF_LOAD_ACQ = 0x100  # atomic imm: load-acquire
-BPF_STORE_REL = 0x110  # atomic imm: store-release
+BPF_LOAD_ACQ = op.BPF_LOAD_ACQ  # atomic imm: load-acquire (named here before opcodes.py did)
+BPF_STORE_REL = op.BPF_STORE_REL  # atomic imm: store-release
 BPF_ADDR_SPACE_CAST = 1  # off of ALU64 MOV X: arena address-space cast
 BPF_ADDR_PERCPU = -1  # off of ALU64 MOV X: per-CPU address (kernel-internal)
 _BPF_NOSPEC = 0xC0  # ST mode the kernel inserts itself; not UAPI

@@ -94,6 +94,8 @@ def st_mem(size: int, dst: int, off: int, imm: int) -> Instruction:
 
 
 def atomic_op(size: int, kind: int, dst: int, src: int, off: int) -> Instruction:
+    """``BPF_ATOMIC_OP``: ``kind`` is an atomic imm, ``BPF_LOAD_ACQ`` (``dst = *(src +
+    off)``) and ``BPF_STORE_REL`` (``*(dst + off) = src``) of any ``size`` included."""
     return Instruction(op.BPF_STX | op.BPF_ATOMIC | _SIZE[size], dst, src, off, kind)
 
 

@@ -76,6 +76,9 @@ BPF_JSLE = 0xD0
 BPF_FETCH = 0x01
 BPF_XCHG = 0xE0 | BPF_FETCH
 BPF_CMPXCHG = 0xF0 | BPF_FETCH
+# Linux 6.15: ordered loads and stores, any size (B/H/W/DW).
+BPF_LOAD_ACQ = 0x100  # dst_reg = smp_load_acquire((size *)(src_reg + off))
+BPF_STORE_REL = 0x110  # smp_store_release((size *)(dst_reg + off), src_reg)
 
 MAX_BPF_STACK = 512
 MAX_CALL_FRAMES = 8
@@ -129,6 +132,17 @@ ATOMIC_OP_NAMES: dict[int, str] = {
     BPF_AND | BPF_FETCH: "fetch and", BPF_XOR | BPF_FETCH: "fetch xor",
     BPF_XCHG: "xchg", BPF_CMPXCHG: "cmpxchg",
 }
+
+
+def is_atomic_load(code: int, imm: int) -> bool:
+    """``is_atomic_load_insn``: a load-acquire, which reads through ``src_reg`` into
+    ``dst_reg`` as ``BPF_LDX`` does, although its class is ``BPF_STX``."""
+    return code & 0xE7 == BPF_STX | BPF_ATOMIC and imm == BPF_LOAD_ACQ
+
+
+def is_atomic_store(code: int, imm: int) -> bool:
+    """A store-release: a ``BPF_STX | BPF_MEM`` store with release ordering."""
+    return code & 0xE7 == BPF_STX | BPF_ATOMIC and imm == BPF_STORE_REL
 
 
 def bpf_class(code: int) -> int:

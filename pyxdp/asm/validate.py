@@ -216,16 +216,23 @@ def _check_mem(i: Instruction) -> None:
             raise _Fail("opcode", f"unknown BPF_ST mode {mode:#x}")
         _reg(i.dst, "base", allow_r10=True)
         _zero(i.src, "src_reg")
+    elif mode == op.BPF_ATOMIC and i.imm == op.BPF_LOAD_ACQ:
+        # check_atomic_load: any size, loaded through src_reg into dst_reg as LDX does
+        _reg(i.dst, "destination", allow_r10=False)
+        _reg(i.src, "base", allow_r10=True)
     else:
         _reg(i.dst, "base", allow_r10=True)
         _reg(i.src, "source", allow_r10=True)
         if mode == op.BPF_MEM:
             _zero(i.imm, "imm")
+        elif mode == op.BPF_ATOMIC and i.imm == op.BPF_STORE_REL:
+            pass  # check_atomic_store: any size, a store as STX | MEM is
         elif mode == op.BPF_ATOMIC:
-            if size not in (op.BPF_W, op.BPF_DW):
-                raise _Fail("atomic-size", "atomic operations are 32 or 64 bits wide")
             if i.imm not in _ATOMIC_IMMS:
                 raise _Fail("atomic-op", f"unknown atomic operation imm={i.imm:#x}")
+            if size not in (op.BPF_W, op.BPF_DW):
+                raise _Fail("atomic-size", "atomic read-modify-write operations are 32 or 64 "
+                                           "bits wide")
             if i.imm & op.BPF_FETCH and i.imm != op.BPF_CMPXCHG and i.src == 10:
                 raise _Fail("register", "atomic fetch would write r10 (the frame pointer is "
                                         "read-only)")

@@ -38,6 +38,7 @@ _CMP_OPS = (op.BPF_JEQ, op.BPF_JGT, op.BPF_JGE, op.BPF_JSET, op.BPF_JNE, op.BPF_
             op.BPF_JSGE, op.BPF_JLT, op.BPF_JLE, op.BPF_JSLT, op.BPF_JSLE)
 _SIZES = {1: op.BPF_B, 2: op.BPF_H, 4: op.BPF_W, 8: op.BPF_DW}
 _ATOMICS = tuple(op.ATOMIC_OP_NAMES)
+_ORDERED = (op.BPF_LOAD_ACQ, op.BPF_STORE_REL)
 
 _imm32 = st.one_of(st.integers(-(2**31), 2**31 - 1),
                    st.sampled_from([0, 1, -1, 2, 7, 31, 32, 63, 64, 0x7FFFFFFF, -(2**31), 0xFF]))
@@ -96,11 +97,15 @@ def _mem(draw: st.DrawFn, buf_len: int) -> list[Instruction]:
         return [Instruction(op.BPF_LDX | op.BPF_MEM | mode_size, draw(_reg), base, off, 0)]
     if kind == "st":
         return [Instruction(op.BPF_ST | op.BPF_MEM | mode_size, base, 0, off, draw(_imm32))]
-    if kind == "atomic" and size in (4, 8):
-        # The verifier refuses atomics on packet memory: stack only.
+    if kind == "atomic":
+        # The verifier refuses atomics on packet memory: stack only. Read-modify-write
+        # ones are 4 or 8 bytes wide, load-acquire and store-release any size.
         off = -size * draw(st.integers(1, STACK_WINDOW // size))
-        return [Instruction(op.BPF_STX | op.BPF_ATOMIC | mode_size, FP, draw(_reg), off,
-                            draw(st.sampled_from(_ATOMICS)))]
+        imm = draw(st.sampled_from(_ATOMICS + _ORDERED if size in (4, 8) else _ORDERED))
+        if imm == op.BPF_LOAD_ACQ:
+            return [Instruction(op.BPF_STX | op.BPF_ATOMIC | mode_size, draw(_reg), FP, off,
+                                imm)]
+        return [Instruction(op.BPF_STX | op.BPF_ATOMIC | mode_size, FP, draw(_reg), off, imm)]
     return [Instruction(op.BPF_STX | op.BPF_MEM | mode_size, base, draw(_reg), off, 0)]
 
 

@@ -236,6 +236,40 @@ SOURCES: Final[tuple[Source, ...]] = (
         lsh %r0, 32
         or %r0, %r3
         exit"""),
+    _s("load-acquire8-zero-extends", "a byte load-acquire replaces all 64 bits of its "
+       "register", """
+        lddw %r2, 0x8899aabbccddeeff
+        stxdw [%r10-8], %r2
+        mov %r0, -1
+        w0 = load_acquire((u8 *)(r10 - 1))
+        exit"""),
+    _s("load-acquire-widths", "load-acquires of 2, 4 and 8 bytes read the little-endian "
+       "words of a spill", """
+        lddw %r2, 0x8899aabbccddeeff
+        stxdw [%r10-8], %r2
+        w3 = load_acquire((u16 *)(r10 - 6))
+        w4 = load_acquire((u32 *)(r10 - 4))
+        r0 = load_acquire((u64 *)(r10 - 8))
+        xor %r0, %r4
+        lsh %r3, 48
+        xor %r0, %r3
+        exit"""),
+    _s("store-release-narrow", "a 2-byte store-release writes only its two bytes", """
+        mov %r2, -1
+        stxdw [%r10-8], %r2
+        mov32 %r3, 0x12345678
+        store_release((u16 *)(r10 - 6), w3)
+        ldxdw %r0, [%r10-8]
+        exit"""),
+    _s("store-release64-acquire32", "a load-acquire reads what a store-release wrote", """
+        lddw %r3, 0x0123456789abcdef
+        store_release((u64 *)(r10 - 16), r3)
+        mov %r4, 1
+        store_release((u8 *)(r10 - 1), w4)
+        w0 = load_acquire((u32 *)(r10 - 12))
+        r5 = load_acquire((u8 *)(r10 - 1))
+        add %r0, %r5
+        exit"""),
     _s("lock-cmpxchg32-miss", "a failed cmpxchg32 loads the old word into r0", """
         mov32 %r2, 40
         stxw [%r10-4], %r2

@@ -295,6 +295,10 @@ _UNACQ = "arg 1 is an unacquired reference"
 _FROM_MEM = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
              "if r0 == 0 goto out\nr6 = r0\n"
              "r1 = r6\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -24\ncall 197\n")
+_PREC_SPILL = ("call 7\nr6 = r0\ncall 7\nr9 = r0\nr7 = 4\nif r6 > 10 goto +1\nr9 = 5\n{st}\n"
+               "{ld}\nr2 = r10\nr2 += -16\nr2 += r8\nr0 = r9\nexit")
+# r0 = the value of key 0 of arr, or NULL
+_ARR0 = "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
 # r6 = data, checked for 64 bytes (jumps to out when shorter)
 _PKT64 = "r6 = *(u32 *)(r1 +0)\nr7 = *(u32 *)(r1 +4)\nr8 = r6\nr8 += 64\nif r8 > r7 goto out\n"
 _NO_PKT = "helper access to the packet is not allowed"
@@ -2370,6 +2374,77 @@ r5 = 1
 lock *(u64 *)(r2 +0) += r5
 r0 = 1
 exit""", "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    # -- load-acquire and store-release (Linux 6.15): check_atomic_load checks the pointer
+    # kind before the access, check_atomic_store after it; alignment is strict for both
+    _c("acq_stack_u8", "r1 = 0x12\n*(u8 *)(r10 -1) = r1\nw2 = load_acquire((u8 *)(r10 -1))\n"
+       "r0 = 0\nif r2 > 0xff goto +1\nexit\nr0 = *(u8 *)(r2 +0)\nexit", None),
+    _c("acq_fill_ptr", "*(u64 *)(r10 -8) = r1\nr2 = load_acquire((u64 *)(r10 -8))\n"
+       "r0 = *(u32 *)(r2 +0)\nexit", None),
+    _c("acq_map_u16", _ARR0 + "if r0 == 0 goto +2\nr0 = load_acquire((u16 *)(r0 +2))\n"
+       "exit\nr0 = 0\nexit", None),
+    _c("acq_map_ptr", "r2 = MAP(arr)\nr0 = load_acquire((u64 *)(r2 +0))\nexit", None),
+    _c("rel_stack_u8", "r1 = 0x12\nstore_release((u8 *)(r10 -1), w1)\n"
+       "r0 = *(u8 *)(r10 -1)\nexit", None),
+    _c("rel_spill_ptr", "store_release((u64 *)(r10 -8), r1)\nr2 = *(u64 *)(r10 -8)\n"
+       "r0 = *(u32 *)(r2 +0)\nexit", None),
+    _c("acq_uninit_src", "r0 = load_acquire((u64 *)(r2 +0))\nexit", "R2 !read_ok"),
+    _c("acq_ctx", "r0 = load_acquire((u32 *)(r1 +12))\nexit",
+       "BPF_ATOMIC loads from R1 ctx is not allowed"),
+    _c("acq_ctx_bad_off", "r10 = load_acquire((u32 *)(r1 +2))\nr0 = 0\nexit",
+       "BPF_ATOMIC loads from R1 ctx is not allowed"),
+    _c("acq_pkt_oob", _PKT + "r0 = load_acquire((u8 *)(r2 +0))\nexit",
+       "BPF_ATOMIC loads from R2 pkt is not allowed"),
+    _c("acq_pkt_meta", "r2 = *(u32 *)(r1 +8)\nr0 = load_acquire((u8 *)(r2 +0))\nexit",
+       "BPF_ATOMIC loads from R2 pkt_meta is not allowed"),
+    _c("acq_pkt_end", "r2 = *(u32 *)(r1 +4)\nr0 = load_acquire((u8 *)(r2 +0))\nexit",
+       "R2 invalid mem access 'pkt_end'"),
+    _c("acq_scalar", "r2 = 0\nr0 = load_acquire((u64 *)(r2 +0))\nexit",
+       "R2 invalid mem access 'scalar'"),
+    _c("acq_fp_dst", "r1 = 0\n*(u64 *)(r10 -8) = r1\nr10 = load_acquire((u64 *)(r10 -8))\n"
+       "r0 = 0\nexit", "frame pointer is read only"),
+    _c("acq_misaligned", "r1 = 0\n*(u64 *)(r10 -8) = r1\nw0 = load_acquire((u32 *)(r10 -6))\n"
+       "exit", "misaligned stack access off 0+0+-6 size 4"),
+    _c("acq_map_mis", _ARR0 + "if r0 == 0 goto +2\nr0 = load_acquire((u16 *)(r0 +3))\n"
+       "exit\nr0 = 0\nexit", "misaligned value access off 0+0+3 size 2"),
+    _c("acq_map_oob", _ARR0 + "if r0 == 0 goto +2\nr0 = load_acquire((u64 *)(r0 +16))\n"
+       "exit\nr0 = 0\nexit", "R0 min value is outside of the allowed memory range"),
+    _c("rel_uninit_src", "store_release((u64 *)(r10 -8), r2)\nr0 = 0\nexit", "R2 !read_ok"),
+    _c("rel_ctx", "r2 = 0\nstore_release((u32 *)(r1 +12), w2)\nr0 = 0\nexit",
+       "invalid bpf_context access off=12 size=4"),
+    _c("rel_pkt", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +2\nr5 = 1\n"
+       "store_release((u32 *)(r2 +2), w5)\nr0 = 1\nexit",
+       "BPF_ATOMIC stores into R2 pkt is not allowed"),
+    _c("rel_pkt_mis", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +2\nr5 = 1\n"
+       "store_release((u64 *)(r2 +0), r5)\nr0 = 1\nexit",
+       "misaligned packet access off 2+0+0+0 size 8"),
+    _c("rel_pkt_oob", _PKT + "r5 = 1\nstore_release((u32 *)(r2 +2), w5)\nr0 = 1\nexit",
+       "R2 offset is outside of the packet"),
+    _c("rel_misaligned", "r1 = 0\nstore_release((u64 *)(r10 -12), r1)\nr0 = 0\nexit",
+       "misaligned stack access off 0+0+-12 size 8"),
+    _c("rel_rodata", "r1 = MAP(rodata)\nr2 = 1\nstore_release((u8 *)(r1 +0), w2)\nr0 = 0\n"
+       "exit", "write into map forbidden, value_size=64 off=0 size=1"),
+    _c("acq_sock", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\n"
+       "r2 = load_acquire((u32 *)(r6 +0))\nr1 = r6\ncall 86\n" + _OUT,
+       "BPF_ATOMIC loads from R6 sock is not allowed"),
+    _c("acq_sock_null", _SK_TUPLE + "call 84\nr6 = r0\nr2 = load_acquire((u32 *)(r6 +0))\n"
+       "if r6 == 0 goto out\nr1 = r6\ncall 86\n" + _OUT,
+       "R6 invalid mem access 'sock_or_null'"),
+    _c("rel_sock", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\nr2 = 0\n"
+       "store_release((u32 *)(r6 +0), w2)\nr1 = r6\ncall 86\n" + _OUT,
+       "R6 cannot write into sock"),
+    _c("rel_sock_mis", _SK_TUPLE + "call 84\nif r0 == 0 goto out\nr6 = r0\nr2 = 0\n"
+       "store_release((u32 *)(r6 +2), w2)\nr1 = r6\ncall 86\n" + _OUT,
+       "misaligned sock access off 0+0+2 size 4"),
+    # precision (r8 + fp needs r8 precise) flows back through a store-release spill or a
+    # load-acquire fill to the constant in r7, not to r6 and r9: the jump's two paths
+    # prune at the join
+    _c("rel_spill_prec", _PREC_SPILL.format(st="store_release((u64 *)(r10 -8), r7)",
+                                            ld="r8 = *(u64 *)(r10 -8)"), None, processed=15),
+    _c("acq_fill_prec", _PREC_SPILL.format(st="*(u64 *)(r10 -8) = r7",
+                                           ld="r8 = load_acquire((u64 *)(r10 -8))"), None,
+       processed=15),
+    _c("rmw_u8", "r2 = 0\n*(u64 *)(r10 -8) = r2\nlock *(u8 *)(r10 -8) += r2\nr0 = 0\nexit",
+       "invalid atomic operand size", err=errno.EINVAL),
     # -- precision: a state pruned against a safe one only where the values that made
     # it safe are equal. The safe path (r6 = 0) runs first and leaves a kept state at the
     # join; the other one (r6 = 64) must not be pruned against it.

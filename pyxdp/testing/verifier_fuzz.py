@@ -164,7 +164,10 @@ def _atomic(rnd: random.Random) -> str:
     base = rnd.choice(("r0", "r0", "r2"))
     op_ = rnd.choice(("lock *(u64 *)({b} +{o}) += r1",
                       "r1 = atomic64_fetch_add((u64 *)({b} +{o}), r1)",
-                      "lock *(u32 *)({b} +{o}) |= w1"))
+                      "lock *(u32 *)({b} +{o}) |= w1",
+                      "r1 = load_acquire((u64 *)({b} +{o}))",
+                      "w1 = load_acquire((u16 *)({b} +{o}))",
+                      "store_release((u32 *)({b} +{o}), w1)"))
     off = rnd.choice((0, 8, 12))
     return _arr0(rnd) + "r1 = 1\n" + op_.format(b=base, o=off) + "\n"
 

@@ -1065,6 +1065,8 @@ def _use_def(i: Instruction) -> tuple[int, int]:
     if cls == op.BPF_ST:
         return 1 << i.dst, 0
     if cls == op.BPF_STX:
+        if op.is_atomic_load(i.code, i.imm):
+            return 1 << i.src, 1 << i.dst
         if i.code & 0xE0 == op.BPF_ATOMIC:
             use = (1 << i.dst) | (1 << i.src)
             if i.imm == op.BPF_CMPXCHG:
@@ -1178,6 +1180,21 @@ _SIZES = {op.BPF_B: 1, op.BPF_H: 2, op.BPF_W: 4, op.BPF_DW: 8}
 
 
 
+def _atomic_misfit(i: Instruction) -> str | None:
+    """check_atomic's and check_atomic_rmw's refusal of a BPF_ATOMIC's imm or size."""
+    if i.imm not in op.ATOMIC_OP_NAMES and i.imm not in (op.BPF_LOAD_ACQ, op.BPF_STORE_REL):
+        return f"BPF_ATOMIC uses invalid atomic opcode {i.imm & U32:02x}"
+    if i.imm in op.ATOMIC_OP_NAMES and i.code & 0x18 not in (op.BPF_W, op.BPF_DW):
+        return "invalid atomic operand size"
+    return None
+
+
+def _atomic_ptr_type_ok(reg: Reg) -> bool:
+    """atomic_ptr_type_ok: no atomic, load-acquire or store-release through the context,
+    a packet pointer or a socket (flow keys and arenas are not XDP's)."""
+    return reg.t not in (CTX, PKT, PKT_META, SOCK, SOCK_COMMON)
+
+
 def _bt_dst(i: Instruction) -> int:
     """For _Verifier.bt_dst: an ALU or load instruction's destination (an ALU negation or
     byte swap, a jump always, a may_goto or a conditional jump on an immediate: 11, what
@@ -1185,7 +1202,7 @@ def _bt_dst(i: Instruction) -> int:
     cls = i.code & 7
     if cls in (op.BPF_ALU, op.BPF_ALU64):
         return 11 if i.code & 0xF0 in (op.BPF_NEG, op.BPF_END) else i.dst
-    if cls == op.BPF_LDX:
+    if cls == op.BPF_LDX or op.is_atomic_load(i.code, i.imm):
         return i.dst
     if cls in (op.BPF_JMP, op.BPF_JMP32):
         o = i.code & 0xF0
@@ -1488,6 +1505,11 @@ class _Verifier:
             if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
                     and pc not in second:
                 insns[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
+        for pc, i in enumerate(insns):  # BPF_ATOMIC's imm and size: refused where reached
+            if i.code & 0xE7 == op.BPF_STX | op.BPF_ATOMIC and pc not in second and \
+                    _atomic_misfit(i) is not None:
+                insns[pc] = Instruction(op.BPF_STX | op.BPF_ATOMIC | op.BPF_DW, i.dst, i.src,
+                                        i.off, op.BPF_ADD)
         try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
             return validate(insns, recursion=True)
         except InvalidProgram as e:
@@ -1517,7 +1539,8 @@ class _Verifier:
 
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
-        return (i.code & 7) in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or i.code == op.OP_LD_IMM64
+        return (i.code & 7) in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or \
+            i.code == op.OP_LD_IMM64 or op.is_atomic_load(i.code, i.imm)
 
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
@@ -2110,7 +2133,7 @@ class _Verifier:
             if i.code & op.BPF_X:
                 want_r.add(src)
             return fr
-        if cls == op.BPF_LDX:
+        if cls == op.BPF_LDX or op.is_atomic_load(i.code, i.imm):
             if dst not in want_r:
                 return fr
             want_r.discard(dst)
@@ -2122,7 +2145,7 @@ class _Verifier:
                 # the address of a store wanted as a scalar: the walk met a pointer
                 # subtraction (r9 -= r4 of two packet pointers) and gives up
                 return None
-            if i.code & 0xE0 == op.BPF_ATOMIC:
+            if i.code & 0xE0 == op.BPF_ATOMIC and not op.is_atomic_store(i.code, i.imm):
                 if h & _HIST_STACK:
                     return None  # an atomic on a stack slot: not followed
                 # the fetched old value comes from memory, as a load's does
@@ -2316,7 +2339,7 @@ class _Verifier:
                             new &= ~d
                         if i.code & op.BPF_X and o not in (op.BPF_NEG, op.BPF_END):
                             new |= 1 << i.src
-                elif cls == op.BPF_LDX:
+                elif cls == op.BPF_LDX or op.is_atomic_load(i.code, i.imm):
                     if out & d:
                         new &= ~d
                         a = i.off if i.src == 10 else self.stack_at.get(pc)
@@ -3100,17 +3123,23 @@ class _Verifier:
         return False
 
     # -- memory -----------------------------------------------------------------------------
-    def _ldx(self, st: State, i: Instruction) -> None:
+    def _ldx(self, st: State, i: Instruction, acquire: bool = False) -> None:
+        """check_load_mem; ``acquire``: a load-acquire's (check_atomic_load), whose
+        alignment is strict and whose pointer kind is one."""
         regs = st.cur.regs
         base = self._read(regs, i.src)
+        if acquire and not _atomic_ptr_type_ok(base):
+            raise Refuse(f"BPF_ATOMIC loads from R{i.src} {type_str(base.t)} is not allowed")
         self._dst(i.dst)
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
         if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        if acquire and size > 1:
+            self._check_alignment(base, i.off, size)
         base_t = base.t
         val = self._mem(st, i.src, base, i.off, size, write=False, value=None, sx=sx)
-        self._save_aux_ptr_type(base_t, True)
+        self._save_aux_ptr_type(base_t, not acquire)
         if val is None:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
@@ -3124,8 +3153,12 @@ class _Verifier:
         regs = st.cur.regs
         mode = i.code & 0xE0
         size = _SIZES[i.code & 0x18]
-        if (i.code & 7) == op.BPF_STX and mode == op.BPF_ATOMIC:
-            self._atomic(st, i, size)
+        release = op.is_atomic_store(i.code, i.imm)
+        if (i.code & 7) == op.BPF_STX and mode == op.BPF_ATOMIC and not release:
+            if i.imm == op.BPF_LOAD_ACQ:
+                self._ldx(st, i, acquire=True)
+            else:
+                self._atomic(st, i, size)
             return
         value: Reg | None = None
         if (i.code & 7) == op.BPF_STX:
@@ -3133,6 +3166,8 @@ class _Verifier:
         base = self._read(regs, i.dst)
         if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
             self._stack_at(base.off + _s64(base.tv) + i.off)
+        if release and size > 1:  # check_atomic_store: check_store_reg, strict alignment
+            self._check_alignment(base, i.off, size)
         base_t = base.t
         if value is None:
             imm = _known(i.imm)
@@ -3140,6 +3175,8 @@ class _Verifier:
         else:
             self._mem(st, i.dst, base, i.off, size, write=True, value=value)
         self._save_aux_ptr_type(base_t, False)
+        if release and not _atomic_ptr_type_ok(base):  # checked after the store's checks
+            raise Refuse(f"BPF_ATOMIC stores into R{i.dst} {type_str(base.t)} is not allowed")
 
     def _save_aux_ptr_type(self, t: int, allow_trust_mismatch: bool) -> None:
         """save_aux_ptr_type: one load or store instruction, one kind of pointer where
@@ -3157,13 +3194,16 @@ class _Verifier:
         raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
     def _atomic(self, st: State, i: Instruction, size: int) -> None:
+        misfit = _atomic_misfit(i)
+        if misfit is not None:
+            raise Refuse(misfit, errno.EINVAL)
         regs = st.cur.regs
         self._read(regs, i.src)
         self._read(regs, i.dst)
         if i.imm == op.BPF_CMPXCHG:
             self._read(regs, 0)
         base = regs[i.dst]
-        if base.t in (CTX, PKT, PKT_META):
+        if not _atomic_ptr_type_ok(base):
             raise Refuse(f"BPF_ATOMIC stores into R{i.dst} {type_str(base.t)} is not allowed")
         desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "}.get(
             base.t & 0xFF)
@@ -3429,8 +3469,8 @@ class _Verifier:
             if (v | m) & (size - 1):
                 raise Refuse(f"misaligned packet access off 2+{tn}+{reg.off}+{off} size {size}")
             return
-        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack "
-                }.get(t, "")
+        desc = {MAP_VALUE: "value ", MAP_KEY: "key ", CTX: "context ", STACK: "stack ",
+                SOCK: "sock ", SOCK_COMMON: "sock_common "}.get(t, "")
         v, m = t_add((reg.tv, reg.tm), ((reg.off + off) & U64, 0))
         if (v | m) & (size - 1):
             raise Refuse(f"misaligned {desc}access off {tn}+{reg.off}+{off} size {size}")

@@ -134,6 +134,11 @@ def find_ctx_loads(insns: Sequence[Instruction], layout: Layout, rule: CtxRule
                 regs[i.dst] = slots.get(i.off)
             else:
                 regs[i.dst] = None
+        elif op.is_atomic_load(i.code, i.imm):
+            if regs[i.src] is not None:  # check_atomic_load: never through the context
+                raise fail(pc, "load-acquire from the context", "ctx-access")
+            regs[i.dst] = slots.get(i.off) if i.src == 10 and \
+                op.bpf_size(i.code) == op.BPF_DW else None
         elif cls in (op.BPF_ST, op.BPF_STX):
             base = regs[i.dst]
             if base is not None:

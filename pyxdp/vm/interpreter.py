@@ -294,9 +294,14 @@ class Interpreter:
         if cls == op.BPF_ST:
             return _factory("M((R[d] + k[0]) & M64, t, k[1])\nreturn n")(
                 R, M.store, d, s, (off, imm & M64), size, nxt)
-        if mode == op.BPF_MEM:
+        # One thread runs a program: a load-acquire and a store-release are a plain load
+        # (zero-extended, as BPF_LDX) and store.
+        if mode == op.BPF_MEM or imm == op.BPF_STORE_REL:
             return _factory("M((R[d] + k) & M64, t, R[s])\nreturn n")(
                 R, M.store, d, s, off, size, nxt)
+        if imm == op.BPF_LOAD_ACQ:
+            return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(
+                R, M.load, d, s, off, size, nxt)
         return self._compile_atomic(i, R, M, size, nxt)
 
     def _compile_alu(self, i: Instruction, R: list[int], M: Memory, nxt: int

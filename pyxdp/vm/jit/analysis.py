@@ -24,8 +24,8 @@ from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives, ProgramInp
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["Block", "FrameAnalysis", "Hint", "Hints", "Program", "basic_blocks", "byte_runs",
-           "is_jmp", "is_mem", "is_store", "live_in", "run_bound", "second_slots",
-           "uses_defs"]
+           "is_jmp", "is_load", "is_mem", "is_store", "live_in", "mem_base", "run_bound",
+           "second_slots", "uses_defs"]
 
 def second_slots(insns: Sequence[Instruction]) -> frozenset[int]:
     out = set()
@@ -54,7 +54,18 @@ def is_mem(i: Instruction) -> bool:
 
 
 def is_store(i: Instruction) -> bool:
-    return i.cls in (op.BPF_ST, op.BPF_STX)
+    """Whether ``i`` may write memory (a store or an atomic, but a load-acquire)."""
+    return i.cls in (op.BPF_ST, op.BPF_STX) and not op.is_atomic_load(i.code, i.imm)
+
+
+def is_load(i: Instruction) -> bool:
+    """A load into ``dst_reg`` through ``src_reg``: BPF_LDX or a load-acquire."""
+    return i.cls == op.BPF_LDX or op.is_atomic_load(i.code, i.imm)
+
+
+def mem_base(i: Instruction) -> int:
+    """The register a load, store or atomic addresses memory through."""
+    return i.src if is_load(i) else i.dst
 
 
 @dataclass
@@ -237,8 +248,7 @@ class FrameAnalysis:
             return
         if not is_mem(i):
             return
-        base = i.src if i.cls == op.BPF_LDX else i.dst
-        v = state[base]
+        v = state[mem_base(i)]
         if v is None or v[0] != "fp":
             return
         size = op.SIZE_BYTES[op.bpf_size(i.code)]
@@ -255,7 +265,7 @@ class FrameAnalysis:
             st[i.dst] = self._alu64(i, st)
         elif cls == op.BPF_ALU:
             st[i.dst] = None
-        elif cls == op.BPF_LDX:
+        elif is_load(i):
             st[i.dst] = None
         elif cls == op.BPF_STX and op.bpf_mode(i.code) == op.BPF_ATOMIC:
             if i.imm == op.BPF_CMPXCHG:
@@ -375,7 +385,7 @@ class Hints:
             regs[i.dst] = self._alu64(i, regs)
         elif cls == op.BPF_ALU:
             regs[i.dst] = None
-        elif cls == op.BPF_LDX:
+        elif is_load(i):
             self.base[pc] = regs[i.src]
             field_ = self.ctx_loads.get(pc)
             if field_ is not None:
@@ -541,7 +551,7 @@ def uses_defs(i: Instruction, exit_uses: frozenset[int]) -> tuple[frozenset[int]
                          else {i.dst}), frozenset({i.dst})
     if cls == op.BPF_LD:
         return frozenset(), frozenset({i.dst})
-    if cls == op.BPF_LDX:
+    if is_load(i):
         return frozenset({i.src}), frozenset({i.dst})
     if cls == op.BPF_ST:
         return frozenset({i.dst}), frozenset()

@@ -108,7 +108,16 @@ from pyxdp.vm.jit.abi import (
     Natives,
     ProgramInput,
 )
-from pyxdp.vm.jit.analysis import Block, Hint, Program, is_jmp, is_mem, live_in, uses_defs
+from pyxdp.vm.jit.analysis import (
+    Block,
+    Hint,
+    Program,
+    is_jmp,
+    is_load,
+    is_mem,
+    live_in,
+    uses_defs,
+)
 from pyxdp.vm.jit.entry import callback_fn, entry_fn, pkt_fn, tailcall_fn, xdp_fn, zero_fn
 from pyxdp.vm.jit.ir import (
     DECLS,
@@ -232,9 +241,10 @@ def _helper_fn() -> str:
 
 
 def _atomic_fn(kind: str, size: int) -> str:
-    """``old = atomic_<kind>(ptr, value)``; unaligned pointers take a plain path.
+    """``old = atomic_<kind>(ptr, value)``, ``v = atomic_acquire(ptr)`` (load-acquire) or
+    ``atomic_release(ptr, v)`` (store-release); unaligned pointers take a plain path.
 
-    LLVM lowers an under-aligned atomicrmw to a libatomic call the JIT
+    LLVM lowers an under-aligned atomic to a libatomic call the JIT
     cannot link, and the interpreter does not fault on misalignment, so
     misaligned atomics are emulated (one program runs on one thread).
     """
@@ -246,6 +256,20 @@ def _atomic_fn(kind: str, size: int) -> str:
     aligned = f.ins(f"icmp eq i64 {f.ins(f'and i64 {pint}, {size - 1}')}, 0")
     f.cbr(aligned, "fast", "slow")
     f.at("fast")
+    if kind in ("acquire", "release"):  # what smp_load_acquire/smp_store_release are
+        if kind == "acquire":
+            f.do(f"ret {ty} {f.ins(f'load atomic {ty}, ptr %p acquire, align {size}{TBAA_MEM}')}")
+        else:
+            f.do(f"store atomic {ty} %v, ptr %p release, align {size}{TBAA_MEM}")
+            f.do("ret void")
+        f.at("slow")
+        if kind == "acquire":
+            f.do(f"ret {ty} {f.ins(f'load {ty}, ptr %p, align 1{TBAA_MEM}')}")
+            return f.text(f"define internal {ty} @atomic_acquire{size * 8}(ptr %p) nounwind")
+        f.do(f"store {ty} %v, ptr %p, align 1{TBAA_MEM}")
+        f.do("ret void")
+        return f.text(f"define internal void @atomic_release{size * 8}(ptr %p, {ty} %v) "
+                      "nounwind")
     if cmpx:
         pair = f.ins(f"cmpxchg ptr %p, {ty} %v, {ty} %n seq_cst seq_cst, align {size}{TBAA_MEM}")
         f.do(f"ret {ty} {f.ins(f'extractvalue {{ {ty}, i1 }} {pair}, 0')}")
@@ -493,7 +517,7 @@ class FuncLowering:
         out = f"b{blk.start}.budget"
         checks = {k for k, pc in enumerate(blk.pcs[:-1])
                   if is_mem(self.insns[pc]) and pc not in self.ctx_loads
-                  and not (pc in self.proven and self.insns[pc].cls == op.BPF_LDX)}
+                  and not (pc in self.proven and is_load(self.insns[pc]))}
         checks.add(n - 1)
         if not self.budgeted:
             checks = set()
@@ -724,7 +748,19 @@ class FuncLowering:
             f.do(f"store {ty} {cint(ty, i.imm)}, ptr {p}, align 1{TBAA_MEM}")
         elif cls == op.BPF_STX:
             size = op.SIZE_BYTES[op.bpf_size(i.code)]
-            if op.bpf_mode(i.code) == op.BPF_ATOMIC:
+            if i.imm == op.BPF_LOAD_ACQ and op.bpf_mode(i.code) == op.BPF_ATOMIC:
+                p = self._access(i.src, i.off, size, False, pc, k, rem)
+                self.mod.need(f"atomic_acquire{size}")
+                ty = INT_TYPES[size]
+                v = f.ins(f"call {ty} @atomic_acquire{size * 8}(ptr {p})")
+                self.W(i.dst, v if size == 8 else f.ins(f"zext {ty} {v} to i64"))
+            elif i.imm == op.BPF_STORE_REL and op.bpf_mode(i.code) == op.BPF_ATOMIC:
+                p = self._access(i.dst, i.off, size, True, pc, k, rem)
+                self.mod.need(f"atomic_release{size}")
+                ty = INT_TYPES[size]
+                v = self._trunc(self.R(i.src), ty)
+                f.do(f"call void @atomic_release{size * 8}(ptr {p}, {ty} {v})")
+            elif op.bpf_mode(i.code) == op.BPF_ATOMIC:
                 self._atomic(i, size, pc, k, rem)
             else:
                 p = self._access(i.dst, i.off, size, True, pc, k, rem)
