@@ -447,6 +447,13 @@ class Reg:
     def set_known(self, v: int) -> None:
         self.assign(_known_template(v))
 
+    def known32(self, v: int) -> None:
+        """__mark_reg32_known: the subregister is ``v``; the 64-bit bounds stay."""
+        self.tv = (self.tv & ~U32 & U64) | (v & U32)
+        self.tm &= ~U32 & U64
+        self.s32min = self.s32max = _s32(v)
+        self.u32min = self.u32max = v & U32
+
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
         self.t = t
@@ -1159,6 +1166,7 @@ _NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
 _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
 BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
+OP_EXIT = op.BPF_JMP | op.BPF_EXIT
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
@@ -1195,24 +1203,20 @@ def _bt_dst(i: Instruction) -> int:
     return -1
 
 
-def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
-               succs: Sequence[tuple[int, ...]]) -> tuple[list[bool], list[bool]]:
-    """compute_scc: which instructions are inside a loop (a strongly connected part of a
-    function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
-    adds no backedge where callback states converge), and which of those loops hold one
-    of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
-    a state of an earlier iteration still being explored (a backedge of the SCC's visit),
-    whose marks are then incomplete; a bounded loop without them verifies its iterations
-    one after another, and its finished states have all their marks. ``succs``: each
-    instruction's successors (:func:`_succs`)."""
-    n = len(insns)
+def _loop_sccs(succs: Sequence[tuple[int, ...]]) -> list[int]:
+    """compute_scc: each instruction's loop (a strongly connected part of a function's
+    control-flow graph; a call of a helper that calls back is none: Linux 6.18 adds no
+    backedge where callback states converge) as a number from 1, 0 outside loops. A
+    loop's number names its SCC visit. ``succs``: each instruction's successors
+    (:func:`_succs`)."""
+    n = len(succs)
     if _forward_only(succs):  # no edge back: every part is one instruction, no loop
-        return [False] * n, [False] * n
+        return [0] * n
     index = [-1] * n
     low = [0] * n
     on = [False] * n
-    in_scc = [False] * n
-    backedges = [False] * n
+    scc = [0] * n
+    nscc = 0
     stack: list[int] = []
     counter = 0
     for root in range(n):
@@ -1244,14 +1248,13 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                     if w == v:
                         break
                 if len(comp) > 1 or v in succs[v]:
-                    loops = not points.isdisjoint(comp)
+                    nscc += 1
                     for w in comp:
-                        in_scc[w] = True
-                        backedges[w] = loops
+                        scc[w] = nscc
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[v])
-    return in_scc, backedges
+    return scc
 
 
 _UNBOUND = Reg()
@@ -1406,6 +1409,18 @@ class _Verifier:
                     if 0 <= target < n:
                         self.prune[target] = True
         succ = [_succs(self.insns, pc) for pc in range(n)]
+        # A tail call that succeeds leaves its function (visit_tailcall_insn): the
+        # liveness and loop analyses see an edge to the function's last exit too.
+        ends = self.subprogs[1:] + [n]
+        for k, start in enumerate(self.subprogs):
+            tails = [pc for pc in range(start, ends[k]) if self.insns[pc].code == op.OP_CALL
+                     and self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and
+                     self.insns[pc].imm == 12]
+            exits = [pc for pc in range(start, ends[k]) if self.insns[pc].code == OP_EXIT]
+            if tails and exits:
+                for pc in tails:
+                    succ[pc] = (pc + 1, exits[-1])
+        self.succ = succ
         self.live = _liveness(self.insns, self._call_uses(), succ)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
@@ -1431,8 +1446,15 @@ class _Verifier:
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
-                                                     self.iter_next | self.may_goto, succ)
+        self.scc = _loop_sccs(succ)
+        # SCC visits (maybe_enter_scc / maybe_exit_scc), by callchain: the kept state
+        # that entered the loop while none of its states was being explored, and how
+        # many loop hits (backedges) the visit has had. A state's marks are incomplete
+        # only while its visit has backedges (incomplete_read_marks); the visit ends
+        # when its entry state's last branch ends.
+        self.visits: dict[tuple[int, ...], int] = {}  # callchain -> backedges
+        self.visit_entry: dict[tuple[int, ...], State] = {}
+        self.entry_of: dict[State, tuple[int, ...]] = {}
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1451,6 +1473,7 @@ class _Verifier:
         self.log: list[str] = []
         self.pc = 0
         self.state: State | None = None
+        self.paths: list[tuple[State, int]] | None = None  # the walk's queued paths
         self.facts = AccessFacts(maps)
         self.noted: dict[tuple[int, int, int], MapSpec | None] = {}  # accesses noted in facts
 
@@ -1640,9 +1663,7 @@ class _Verifier:
         self.depth.setdefault(start, 0)
         if start not in self.starts:  # a function of its own for stack liveness too
             self.starts.add(start)
-            self.stack_live = StackLiveness(
-                [_succs(self.insns, pc) for pc in range(len(self.insns))],
-                sorted(self.starts), self.cb_sites)
+            self.stack_live = StackLiveness(self.succ, sorted(self.starts), self.cb_sites)
         index = sorted(set(self.subprogs) | {start}).index(start)
         g = self.globals.get(start)
         if g is None:
@@ -1753,6 +1774,7 @@ class _Verifier:
         if st is None:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
+        self.paths = stack
         insns, prune, limit = self.insns, self.prune, self.limit
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
@@ -1825,6 +1847,11 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
+            if self.entry_of:
+                chain = self.entry_of.pop(p, None)
+                if chain is not None:  # maybe_exit_scc: the loop's visit is over
+                    del self.visit_entry[chain]
+                    self.visits[chain] = 0
             p = p.parent
         self.stack_live.reset()
         if not stack:
@@ -1871,6 +1898,7 @@ class _Verifier:
                         self._propagate_precision(old, cur)
                     else:  # in a loop old's marks may not be complete yet
                         self._mark_all_precise(cur)
+                        self._backedge(old, pc)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1885,6 +1913,8 @@ class _Verifier:
         new = self._keep(pc, cur)
         self.kept.setdefault(pc, []).append(new)
         self.nstates += 1
+        if self.scc[pc] or len(cur.frames) > 1:
+            self._enter(new, pc)
         return False
 
     @staticmethod
@@ -1912,20 +1942,40 @@ class _Verifier:
                     f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
-    def _incomplete_marks(self, cur: State, pc: int) -> bool:
-        """incomplete_read_marks: the loop a state at ``pc`` belongs to is the one of its
-        outermost frame inside a loop (compute_scc_callchain: the frame's pc, or for a
-        caller its call); the state's marks may be incomplete when that loop can have
-        backedges."""
+    def _callchain(self, cur: State, pc: int) -> tuple[int, ...] | None:
+        """compute_scc_callchain: the loop a state at ``pc`` belongs to is the one of its
+        outermost frame inside a loop (the frame's pc, or for a caller its call), named
+        with the calls of the frames outside it; None outside loops."""
         frames = cur.frames
         last = len(frames) - 1
         if not last:
-            return self.scc_backedges[pc] if self.in_scc[pc] else False
+            return (self.scc[pc],) if self.scc[pc] else None
         for i in range(last + 1):
             at = pc if i == last else frames[i + 1].callsite
-            if self.in_scc[at]:
-                return self.scc_backedges[at]
-        return False
+            if self.scc[at]:
+                return tuple(frames[k + 1].callsite for k in range(i)) + (self.scc[at],)
+        return None
+
+    def _incomplete_marks(self, cur: State, pc: int) -> bool:
+        """incomplete_read_marks: the state's loop visit has had loop hits (backedges)
+        whose marks are not yet handed back."""
+        if not self.visits:
+            return False
+        chain = self._callchain(cur, pc)
+        return chain is not None and self.visits.get(chain, 0) > 0
+
+    def _backedge(self, old: State, pc: int) -> None:
+        """add_scc_backedge: a loop hit on ``old`` at ``pc``."""
+        chain = self._callchain(old, pc)
+        if chain is not None:
+            self.visits[chain] = self.visits.get(chain, 0) + 1
+
+    def _enter(self, new: State, pc: int) -> None:
+        """maybe_enter_scc: a kept state in a loop enters its visit if none is going on."""
+        chain = self._callchain(new, pc)
+        if chain is not None and chain not in self.visit_entry:
+            self.visit_entry[chain] = new
+            self.entry_of[new] = chain
 
     def _visited(self, pc: int, cur: State) -> bool:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
@@ -1933,10 +1983,7 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            if len(cur.frames) == 1:  # (_incomplete_marks of one frame, inline)
-                self.loose = not (self.in_scc[pc] and self.scc_backedges[pc])
-            else:
-                self.loose = not self._incomplete_marks(cur, pc)
+            self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
@@ -1968,6 +2015,7 @@ class _Verifier:
                         self._propagate_precision(old, cur)
                     else:
                         self._mark_all_precise(cur)
+                        self._backedge(old, pc)
                     self._evict_forced(kept, evict)
                     return True
                 if may_goto:
@@ -1978,16 +2026,18 @@ class _Verifier:
                             self._states_equal(old, cur, live, exact=True):
                         raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
             else:
-                # a callback's call is no loop of its own: its finished states compare as
-                # any (NOT_EXACT unless the call is inside a loop whose marks are
-                # incomplete)
-                self.loose = cb_site and not self._incomplete_marks(cur, pc)
+                # finished states compare as anywhere (incomplete_read_marks): NOT_EXACT
+                # unless the point is inside a loop whose marks may be incomplete (a
+                # callback's call is no loop of its own; a may_goto outside any loop is
+                # a plain branch)
+                self.loose = not self._incomplete_marks(cur, pc)
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
                     else:
                         self._mark_all_precise(cur)
+                        self._backedge(old, pc)
                     self._evict_forced(kept, evict)
                     return True
             old.misses += 1
@@ -2001,6 +2051,7 @@ class _Verifier:
         new.loop_key = key
         kept.append(new)
         self.nstates += 1
+        self._enter(new, pc)
         return False
 
     @staticmethod
@@ -2166,33 +2217,43 @@ class _Verifier:
                 for r in range(1, 6):
                     want_r.discard((fr, r))
                 return fr - 1
+            if i.imm == 12 and nxt != pc + 1 and i.src == op.CallSrc.BPF_HELPER_CALL:
+                # a tail call that left the subprogram, as its exit would: R0 came from
+                # the tail-called program
+                want_r.discard((fr, 0))
+                return self._backtrack_exit(fr, nxt, want_r)
             if any((fr, r) in want_r for r in range(1, 6)):
                 return None
             want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
             return fr
         if o == op.BPF_EXIT:
-            if nxt in self.cb_sites:
-                # back into a callback that returned to its helper's call: the caller's
-                # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
-                for r in range(6):
-                    want_r.discard((fr, r))
-                return fr + 1
-            # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
-            call = self.insns[nxt - 1] if nxt > 0 else None
-            if call is None or call.code != op.OP_CALL or \
-                    call.src != op.CallSrc.BPF_PSEUDO_CALL or \
-                    any((fr, r) in want_r for r in range(1, 6)):
-                return None
-            if (fr, 0) in want_r:
-                want_r.discard((fr, 0))
-                want_r.add((fr + 1, 0))
-            return fr + 1
+            return self._backtrack_exit(fr, nxt, want_r)
         if o == op.BPF_JA or o == BPF_JCOND:
             return fr
         if i.code & op.BPF_X and (dst in want_r or src in want_r):
             want_r.add(dst)
             want_r.add(src)
         return fr
+
+    def _backtrack_exit(self, fr: int, nxt: int, want_r: set[tuple[int, int]]) -> int | None:
+        """backtrack_insn at a function's exit (followed by ``nxt`` in the caller): the
+        frame before it is the callee's."""
+        if nxt in self.cb_sites:
+            # back into a callback that returned to its helper's call: the caller's
+            # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
+            for r in range(6):
+                want_r.discard((fr, r))
+            return fr + 1
+        # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
+        call = self.insns[nxt - 1] if nxt > 0 else None
+        if call is None or call.code != op.OP_CALL or \
+                call.src != op.CallSrc.BPF_PSEUDO_CALL or \
+                any((fr, r) in want_r for r in range(1, 6)):
+            return None
+        if (fr, 0) in want_r:
+            want_r.discard((fr, 0))
+            want_r.add((fr + 1, 0))
+        return fr + 1
 
     # -- stack liveness (liveness.c) --------------------------------------------------------
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
@@ -2714,7 +2775,31 @@ class _Verifier:
                 self._need_precise(i.src)
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
+        if o in (op.BPF_AND, op.BPF_OR) and src.const:
+            self._fork_scalars(d, i.dst)
         self._scalar_op(d, src, o, is64)
+
+    def _fork_scalars(self, d: Reg, dst: int) -> None:
+        """maybe_fork_scalars: a scalar known to be -1 or 0 (what ``x s>> 63`` makes,
+        or 31 of a subregister) masked with a constant is walked as each: the path goes
+        on with -1, the instruction is walked again with 0."""
+        if d.smin == -1 and d.smax == 0:
+            alu32 = False
+        elif d.s32min == -1 and d.s32max == 0:
+            alu32 = True
+        else:
+            return
+        st, stack = self.state, self.paths
+        if st is None or stack is None:
+            return
+        q = st.copy()
+        q.hist.pop()  # the instruction is walked again on that path
+        for reg, v in ((q.cur.regs[dst], 0), (d, U64)):
+            if alu32:
+                reg.known32(v)
+            else:
+                reg.set_known(v)
+        self._push(q, self.pc, stack)
 
     @staticmethod
     def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
@@ -4105,7 +4190,17 @@ class _Verifier:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
-        return self._helper_call(st, i.imm, pc, stack)
+        nxt = self._helper_call(st, i.imm, pc, stack)
+        if i.imm == 12 and len(st.frames) > 1:
+            # A tail call that succeeds leaves the subprogram: the tail-called program's
+            # exit returns to the caller with its R0. That path is walked first; the
+            # failed call's fall through is queued.
+            self._push(st.copy(), nxt, stack)
+            st.cur.regs[0].set_unknown()
+            ret = self._exit(st, pc)
+            assert ret is not None  # a subprogram's exit returns to its caller
+            return ret
+        return nxt
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
         g = self.globals.get(target)
@@ -4144,6 +4239,9 @@ class _Verifier:
             r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
             if st.frames[-1].callback and r0.t == SCALAR:
                 self._mark_precise(st, [0])  # from the callback's own frame
+            # prepare_func_exit brings the live slots of the callee's chain up to date
+            # (and through its entry, its callers') before the frame goes
+            self.stack_live.update(st.frames)
             callee = st.frames.pop()
             if callee.callback:
                 self._check_retval(r0, "callback", 1)
@@ -5653,10 +5751,13 @@ class _Verifier:
         t = reg.t & ~PKT_SLICE
         if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
+        shown = t
+        if may_null:  # and a nullable one a pointer that may be NULL
+            t &= ~MAYBE_NULL
         if t not in expect[0]:
             names = ", ".join(type_str(x) for x in expect[0]) if expect[1] is None \
                 else expect[1]
-            raise Refuse(f"R{n} type={type_str(t)} expected={names}")
+            raise Refuse(f"R{n} type={type_str(shown)} expected={names}")
         if arg == Arg.CONST_MAP_PTR:
             m = reg.map
             assert m is not None
@@ -5705,6 +5806,9 @@ class _Verifier:
             write = args[n - 2] in (Arg.MEM, Arg.UNINIT_MEM)
             if mem.is_null() and zero_ok and reg.umax == 0:
                 return
+            if mem.t & MAYBE_NULL:  # a nullable argument's memory, checked as if not NULL
+                mem = mem.copy()
+                mem.t &= ~MAYBE_NULL
             self._helper_mem(st, n - 1, mem, reg.umax, write=write, zero_ok=zero_ok)
             self._mark_precise(st, [n])
             return
