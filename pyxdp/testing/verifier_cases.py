@@ -2636,6 +2636,11 @@ exit""", None, processed=9),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
+    # check_max_stack_depth: a callback whose address a function takes counts as called
+    # there, its stack on top of the caller's
+    _c("loop_cb_stack_combined", "r1 = 0\n*(u64 *)(r10 -16) = r1\n" + _LOOP.format(
+        cb="r1 = 0\n*(u64 *)(r10 -512) = r1\nr0 = 0"),
+       "combined stack size of 2 calls is 528. Too large", funcs=_CB),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
     # A counter in the caller's stack, advanced by 1 or 2 per call and used as an offset

@@ -1360,6 +1360,7 @@ class _Verifier:
         self.fc_off: dict[int, int] = {}
         self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
+        self.async_cbs: set[int] = set()  # timer and work item callbacks (push_async_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
@@ -5978,6 +5979,7 @@ class _Verifier:
         """push_async_cb: a timer's or work item's callback runs on its own (frame 0),
         from the map, the key and the value of the field; it is verified after this
         path (set_timer_callback_state)."""
+        self.async_cbs.add(target)
         cb = State()
         f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
         f.callback = kind
@@ -6183,7 +6185,25 @@ class _Verifier:
 
     # -- after do_check ---------------------------------------------------------------------
     def _check_max_stack_depth(self) -> None:
-        calls = self.layout.calls
+        """check_max_stack_depth: from the main program and from each asynchronous
+        callback (a timer's or work item's, the exception callback), the last function
+        first, every chain of calls - a callback whose address a function takes counts
+        as called there, an asynchronous one only when called directly - within 512
+        bytes of stack (each function's depth rounded up to 16, as the JIT has it)."""
+        ends = sorted(self.starts | ({self.exc_cb} if self.exc_cb is not None else set()))
+        ends.append(len(self.insns))
+        asyncs = self.async_cbs | ({self.exc_cb} if self.exc_cb is not None else set())
+
+        def refs(sub: int) -> list[tuple[int, int, bool]]:
+            """The calls and callback addresses of the function at ``sub``, in order:
+            (pc, target, a direct call)."""
+            out = []
+            for pc in range(sub, ends[ends.index(sub) + 1]):
+                i = self.insns[pc]
+                if (i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL) or (
+                        i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC):
+                    out.append((pc, pc + 1 + i.imm, i.code == op.OP_CALL))
+            return out
 
         def walk(sub: int, total: int, frames: int) -> None:
             if frames > MAX_CALL_FRAMES:  # a recursive call graph ends here
@@ -6197,19 +6217,18 @@ class _Verifier:
             total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
             if total > MAX_BPF_STACK:
                 raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
-            for c in calls.get(sub, ()):
-                if c == self.exc_cb:
-                    at = next(pc for pc in range(*self.layout.function_of(sub))
-                              if self.insns[pc].code == op.OP_CALL and self.insns[pc].src ==
-                              op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + self.insns[pc].imm == c)
-                    # (Linux 6.18 prints it without a newline: the stats line follows)
-                    raise Refuse(f"insn {at} cannot call exception cb directly", errno.EINVAL,
-                                 glued=True)
+            for at, c, direct in refs(sub):
+                if c in asyncs:
+                    if not direct:  # it runs on a stack of its own
+                        continue
+                    if c == self.exc_cb:
+                        # (Linux 6.18 prints it without a newline: the stats line follows)
+                        raise Refuse(f"insn {at} cannot call exception cb directly",
+                                     errno.EINVAL, glued=True)
                 walk(c, total, frames + 1)
 
-        walk(0, 0, 1)
-        if self.exc_cb is not None:
-            walk(self.exc_cb, 0, 1)
+        for root in sorted({0} | asyncs, reverse=True):
+            walk(root, 0, 1)
 
     def _check_throw_in_callbacks(self) -> None:
         """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
