@@ -5517,6 +5517,35 @@ w3 += w2
 b:
 w0 = 2
 exit""", None, processed=24),
+    # may_goto loops in the main program and in a function it calls: a loop hit hands on
+    # what the loop's head state needs precise then, and again when the loop's visit
+    # ends (propagate_backedges), not every scalar: the call's second path, a different
+    # imprecise w6 in the caller, prunes at the callee's loop; Linux 6.18 walks 30 insns
+    _c("mg_loop_then_subprog_loop", """
+r8 = r1
+r1 = *(u32 *)(r1 +16)
+loop:
+may_goto +2
+w1 += 1
+goto loop
+w7 = 1
+w6 = 1
+if w1 s> 0x1 goto +1
+w6 = 0
+r1 = r8
+call sub
+if w0 s> 0x1 goto +1
+w7 = 0
+w6 &= w7
+w0 = w6
+exit
+sub:
+r0 = *(u32 *)(r1 +16)
+sub_loop:
+may_goto +2
+w0 += 1
+goto sub_loop
+exit""", None, processed=30, funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
     _c("mg_stack_big", """
 r1 = 0
 *(u64 *)(r10 -504) = r1

@@ -904,7 +904,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
-                 "all_precise", "alive", "links", "plan", "quick", "prec")
+                 "all_precise", "alive", "links", "plan", "quick", "prec", "prec_at")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -945,6 +945,7 @@ class State:
         self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
         # A finished state: its precise scalars, registers and slots as (frame, n).
         self.prec: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
+        self.prec_at = 0  # the _Verifier.prec_round prec was collected in
 
     def copy(self) -> State:
         s = State()
@@ -1455,6 +1456,8 @@ class _Verifier:
         # when its entry state's last branch ends.
         self.visits: dict[tuple[int, ...], int] = {}  # callchain -> backedges
         self.visit_entry: dict[tuple[int, ...], State] = {}
+        self.backedges: dict[tuple[int, ...], list[tuple[State, State, int]]] = {}
+        self.prec_round = 0
         self.entry_of: dict[State, tuple[int, ...]] = {}
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
@@ -1853,6 +1856,7 @@ class _Verifier:
                 if chain is not None:  # maybe_exit_scc: the loop's visit is over
                     del self.visit_entry[chain]
                     self.visits[chain] = 0
+                    self._propagate_backedges(chain)
             p = p.parent
         self.stack_live.reset()
         if not stack:
@@ -1898,8 +1902,8 @@ class _Verifier:
                     if self.loose:
                         self._propagate_precision(old, cur)
                     else:  # in a loop old's marks may not be complete yet
-                        self._mark_all_precise(cur)
-                        self._backedge(old, pc)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1965,11 +1969,43 @@ class _Verifier:
         chain = self._callchain(cur, pc)
         return chain is not None and self.visits.get(chain, 0) > 0
 
-    def _backedge(self, old: State, pc: int) -> None:
-        """add_scc_backedge: a loop hit on ``old`` at ``pc``."""
+    def _backedge(self, old: State, pc: int, cur: State) -> None:
+        """add_scc_backedge: a loop hit of ``cur`` on ``old`` at ``pc``; once the loop's
+        visit ends, what ``old`` then needs precise is handed to ``cur`` again."""
         chain = self._callchain(old, pc)
         if chain is not None:
             self.visits[chain] = self.visits.get(chain, 0) + 1
+            self.backedges.setdefault(chain, []).append((old, cur, pc))
+
+    def _propagate_backedges(self, chain: tuple[int, ...]) -> None:
+        """propagate_backedges: hand each loop hit's state the marks its equal state
+        gained since, until nothing changes."""
+        edges = self.backedges.pop(chain, [])
+        if not edges:
+            return
+        pc = self.pc
+        while True:
+            self.prec_round += 1  # marks changed: collect finished states' marks anew
+            before = self._marks(edges)
+            for old, cur, at in edges:
+                self.pc = at
+                self._propagate_precision(old, cur)
+            if self._marks(edges) == before:
+                break
+        self.pc = pc
+
+    @staticmethod
+    def _marks(edges: list[tuple[State, State, int]]) -> int:
+        """How many precise scalars the checkpoints of the loop hits' states hold."""
+        n = 0
+        seen: set[int] = set()
+        for _, cur, _ in edges:
+            p = cur.parent
+            while p is not None and id(p) not in seen:
+                seen.add(id(p))
+                n += sum(1 for r in p.all_regs() if r.t == SCALAR and r.precise)
+                p = p.parent
+        return n
 
     def _enter(self, new: State, pc: int) -> None:
         """maybe_enter_scc: a kept state in a loop enters its visit if none is going on."""
@@ -2015,8 +2051,8 @@ class _Verifier:
                         # so far are handed on
                         self._propagate_precision(old, cur)
                     else:
-                        self._mark_all_precise(cur)
-                        self._backedge(old, pc)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     self._evict_forced(kept, evict)
                     return True
                 if may_goto:
@@ -2037,8 +2073,8 @@ class _Verifier:
                     if self.loose:
                         self._propagate_precision(old, cur)
                     else:
-                        self._mark_all_precise(cur)
-                        self._backedge(old, pc)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     self._evict_forced(kept, evict)
                     return True
             old.misses += 1
@@ -2286,7 +2322,9 @@ class _Verifier:
     def _propagate_precision(self, old: State, cur: State) -> None:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
-        prec = old.prec  # a finished state's marks no longer change: collected once
+        # a finished state's marks change only through a loop's backedges: collected once
+        # per round of those
+        prec = old.prec if old.prec_at == self.prec_round else None
         if old.branches:  # still on the current path: uncleaned, its marks as they are
             rs = [(fi, r) for fi, f in enumerate(old.frames) for r, reg in enumerate(f.regs)
                   if reg.t == SCALAR and reg.precise]
@@ -2310,6 +2348,7 @@ class _Verifier:
                             S_SPILL in types and self._alive(old)[fi] >> spi & 1:
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
+            old.prec_at = self.prec_round
         if prec[0] or prec[1]:
             self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
 
