@@ -2616,6 +2616,23 @@ exit""", None, processed=46),
        processed=7),
     _c("bswap_be32_clears_high", "call 7\nr0 = be32 r0\nr1 = 0xffffffff ll\n"
        "if r0 <= r1 goto +2\n" + _DEREF_SCALAR, None, processed=6),
+    # maybe_fork_scalars: a scalar that is -1 or 0 (an arithmetic shift of the sign bit)
+    # masked with a constant is walked as each value (the instruction again with 0), so
+    # the compares after it are decided and the division by zero is never reached; a
+    # 64-bit mask of a register whose subregister is -1 or 0 forks the subregister
+    *(_c(name, "call 7\n" + body + "r0 /= 0\nr0 = 0\nexit", None, processed=12)
+      for name, body in (
+          ("fork_scalars_and32", "w2 = w0\nw2 s>>= 31\nw2 &= -134\nif w2 s> -1 goto +2\n"
+           "if w2 != -136 goto +1\n"),
+          ("fork_scalars_or64", "r2 = r0\nr2 <<= 32\nr2 s>>= 63\nr2 |= 134\n"
+           "if r2 s> -1 goto +2\nif r2 == -1 goto +1\n"),
+          ("fork_scalars_subreg", "w2 = w0\nw2 s>>= 31\nr2 &= 6\nif r2 == 6 goto +2\n"
+           "if r2 == 0 goto +1\n"))),
+    # tnum_mul (Linux 6.17+) multiplies bit by bit, an unknown bit of the multiplier
+    # taking the union of adding and not: (x & 2 | 1) * 3 is 3 or 9, whose bit 2 is a
+    # known 0, so the compare is decided
+    _c("tnum_mul_union", "call 7\nr0 &= 2\nr0 |= 1\nr0 *= 3\nr0 &= 4\nif r0 == 0 goto +2\n"
+       + _DEREF_SCALAR, None, processed=8),
     # A bounded loop (no iterator, may_goto or callback in it) whose body turns compares
     # of unknown scalars into 0/1 words it accumulates: its finished states prune the
     # other branches' imprecise words (NOT_EXACT) as outside a loop; comparing every
@@ -2694,6 +2711,11 @@ exit""", None, processed=9),
     # -- callbacks ---------------------------------------------------------------------------
     # Callbacks need BTF func_info (the loader objects have it): asm programs are refused.
     _c("loop_without_btf", _LOOP.format(cb="r0 = 0"), "missing btf func_info", err=errno.EINVAL),
+    # check_max_stack_depth: a callback whose address a function takes counts as called
+    # there, its stack on top of the caller's
+    _c("loop_cb_stack_combined", "r1 = 0\n*(u64 *)(r10 -16) = r1\n" + _LOOP.format(
+        cb="r1 = 0\n*(u64 *)(r10 -512) = r1\nr0 = 0"),
+       "combined stack size of 2 calls is 528. Too large", funcs=_CB),
     _c("loop_not_func", "r1 = 4\nr2 = 0\nr3 = 0\nr4 = 0\ncall 181\nexit",
        "R2 type=scalar expected=func"),
     # A counter in the caller's stack, advanced by 1 or 2 per call and used as an offset
@@ -3026,6 +3048,24 @@ r5 = 0
 call 28
 r0 = 1
 exit""", 'invalid read from stack R1 off -24+8 size 24'),
+    # a nullable memory argument (bpf_csum_diff's from) takes a map value that may be
+    # NULL, its size checked against the value as if it were not
+    *(_c(f"csum_diff_map_value_or_null_{size}", f"""
+r1 = *(u32 *)(r1 +16)
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+r1 = r0
+r2 = {size}
+r3 = 0
+r4 = 0
+r5 = 0
+call 28
+r0 = 2
+exit""", linux, processed=processed) for size, linux, processed in (
+        (4, None, 14), (20, "R1 min value is outside of the allowed memory range", 0))),
     _c("slice_rdwr_write", """
 r6 = r1
 r2 = 0
@@ -5530,6 +5570,57 @@ goto loop
 out:
 r0 = 2
 exit""", 'R0 min value is outside of the allowed memory range'),
+    # may_goto outside any loop is a plain branch: its finished states prune as any
+    # (NOT_EXACT), not as a loop's (RANGE_WITHIN); Linux 6.18 walks 24 insns
+    _c("mg_no_loop", """
+r6 = r1
+w1 = 0
+w2 = 0
+w3 = 0
+may_goto a
+r3 = *(u32 *)(r6 +16)
+may_goto a
+r2 = *(u32 *)(r6 +16)
+w2 += -1
+may_goto a
+r1 = *(u32 *)(r6 +16)
+a:
+may_goto b
+w3 += w1
+may_goto b
+w3 += w2
+b:
+w0 = 2
+exit""", None, processed=24),
+    # may_goto loops in the main program and in a function it calls: a loop hit hands on
+    # what the loop's head state needs precise then, and again when the loop's visit
+    # ends (propagate_backedges), not every scalar: the call's second path, a different
+    # imprecise w6 in the caller, prunes at the callee's loop; Linux 6.18 walks 30 insns
+    _c("mg_loop_then_subprog_loop", """
+r8 = r1
+r1 = *(u32 *)(r1 +16)
+loop:
+may_goto +2
+w1 += 1
+goto loop
+w7 = 1
+w6 = 1
+if w1 s> 0x1 goto +1
+w6 = 0
+r1 = r8
+call sub
+if w0 s> 0x1 goto +1
+w7 = 0
+w6 &= w7
+w0 = w6
+exit
+sub:
+r0 = *(u32 *)(r1 +16)
+sub_loop:
+may_goto +2
+w0 += 1
+goto sub_loop
+exit""", None, processed=30, funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),
     _c("mg_stack_big", """
 r1 = 0
 *(u64 *)(r10 -504) = r1
@@ -6600,6 +6691,58 @@ exit""", "bpf_wq cannot be accessed directly by load/store"),
          "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", _SCALAR_MEM.replace("R1", "R6"),
          funcs=(Func("main", True, ("ctx",)), Func("sub", g, ("ctx",))))
       for name, g in (("tail_call_subprog_pkt", False), ("tail_call_global_pkt", True))),
+    # a tail call that succeeds leaves the subprogram: the caller's slot the callee
+    # writes after it may still hold what the caller put there
+    _c("tail_call_subprog_skips_write", """
+r6 = r1
+r1 = -8
+*(u64 *)(r10 -8) = r1
+call 7
+if r0 != 42 goto one
+goto two
+one:
+r1 = -1024
+*(u64 *)(r10 -8) = r1
+two:
+r1 = r6
+r2 = r10
+r2 += -8
+call sub
+r1 = *(u64 *)(r10 -8)
+r2 = r10
+r2 += r1
+r0 = *(u64 *)(r2 +0)
+r0 = 2
+exit
+sub:
+r6 = r2
+r2 = MAP(progs)
+r3 = 0
+call 12
+r1 = -16
+*(u64 *)(r6 +0) = r1
+r0 = 0
+exit""", "invalid read from stack R2 off=-1024 size=8",
+       funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx", "void*")))),
+    # a callee reads its caller's slot: the slot is live at the callee's entry once the
+    # callee returned (the liveness is brought up to date before its frame goes), so
+    # the second path's different spill there is not pruned; Linux 6.18 walks 23 insns
+    _c("live_stack_callee_reads_caller", """
+call 7
+if r0 == 42 goto one
+r0 = MAP(hash)
+one:
+*(u64 *)(r10 -8) = r0
+r1 = r10
+r1 += -8
+call sub
+r0 = 2
+exit
+sub:
+r0 = *(u64 *)(r1 +0)
+r0 = 0
+goto +0
+exit""", None, processed=23),
     _c("tail_call_subprog_returns", "call sub\nr0 = 0\nr0 = 0\nr0 = 0\nexit\nsub:\n"
        "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 1\nexit", None, processed=14,
        funcs=(Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))),

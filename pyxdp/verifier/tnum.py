@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["Tnum", "U64", "t_add", "t_and", "t_arshift", "t_cast", "t_const", "t_in",
            "t_intersect", "t_is_const", "t_lshift", "t_mul", "t_or", "t_range", "t_rshift",
-           "t_sub", "t_subreg", "t_unknown", "t_xor", "tnum_str"]
+           "t_sub", "t_subreg", "t_union", "t_unknown", "t_xor", "tnum_str"]
 
 U64 = (1 << 64) - 1
 Tnum = tuple[int, int]
@@ -90,21 +90,25 @@ def t_xor(a: Tnum, b: Tnum) -> Tnum:
 
 
 def t_mul(a: Tnum, b: Tnum) -> Tnum:
+    """Long multiplication over the bits of ``a`` (Linux 6.17+): a known 1 adds ``b``
+    shifted, an unknown bit takes the union of adding it and not."""
     av, am = a
-    bv, bm = b
-    acc_v = (av * bv) & U64
-    mv = mm = 0  # acc_m, kept normalised: adding (0, 0) to it changes nothing
-    while (av or am) and (bv or bm):
-        x = bm if av & 1 else (bv | bm) if am & 1 else 0
-        if x:  # acc_m = t_add(acc_m, (0, x)), inline
-            sm = (mm + x) & U64
-            mu = (((sm + mv) & U64) ^ mv) | mm | x
-            mv, mm = mv & ~mu & U64, mu
+    acc = (0, 0)
+    while (av or am) and (b[0] or b[1]):  # once b is all known zeros nothing changes
+        if av & 1:
+            acc = t_add(acc, b)
+        elif am & 1:
+            acc = t_union(acc, t_add(acc, b))
         av >>= 1
         am >>= 1
-        bv = (bv << 1) & U64
-        bm = (bm << 1) & U64
-    return t_add((acc_v, 0), (mv, mm))
+        b = ((b[0] << 1) & U64, (b[1] << 1) & U64)
+    return acc
+
+
+def t_union(a: Tnum, b: Tnum) -> Tnum:
+    """Every value of ``a`` or of ``b`` (bits they disagree on become unknown)."""
+    mu = (a[0] ^ b[0]) | a[1] | b[1]
+    return (a[0] & b[0] & ~mu & U64, mu)
 
 
 def t_intersect(a: Tnum, b: Tnum) -> Tnum:

@@ -447,6 +447,13 @@ class Reg:
     def set_known(self, v: int) -> None:
         self.assign(_known_template(v))
 
+    def known32(self, v: int) -> None:
+        """__mark_reg32_known: the subregister is ``v``; the 64-bit bounds stay."""
+        self.tv = (self.tv & ~U32 & U64) | (v & U32)
+        self.tm &= ~U32 & U64
+        self.s32min = self.s32max = _s32(v)
+        self.u32min = self.u32max = v & U32
+
     def set_ptr(self, t: int, off: int = 0) -> None:
         self.__init__()  # type: ignore[misc]
         self.t = t
@@ -897,7 +904,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
-                 "all_precise", "alive", "links", "plan", "quick", "prec")
+                 "all_precise", "alive", "links", "plan", "quick", "prec", "prec_at")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -938,6 +945,7 @@ class State:
         self.quick: list[tuple[Any, ...]] = []  # the plan's checks without side effects
         # A finished state: its precise scalars, registers and slots as (frame, n).
         self.prec: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
+        self.prec_at = 0  # the _Verifier.prec_round prec was collected in
 
     def copy(self) -> State:
         s = State()
@@ -1161,6 +1169,7 @@ _NEG = {op.BPF_JGT: op.BPF_JLE, op.BPF_JGE: op.BPF_JLT, op.BPF_JLT: op.BPF_JGE,
 _JSET_NOT = 0xF0  # the negation of JSET (the kernel's BPF_JSET | BPF_X trick)
 BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_break
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
+OP_EXIT = op.BPF_JMP | op.BPF_EXIT
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
@@ -1212,24 +1221,20 @@ def _bt_dst(i: Instruction) -> int:
     return -1
 
 
-def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
-               succs: Sequence[tuple[int, ...]]) -> tuple[list[bool], list[bool]]:
-    """compute_scc: which instructions are inside a loop (a strongly connected part of a
-    function's control-flow graph; a call of a helper that calls back is none: Linux 6.18
-    adds no backedge where callback states converge), and which of those loops hold one
-    of ``points`` (iterator ``_next`` calls, ``may_goto``). Only there may a path stop on
-    a state of an earlier iteration still being explored (a backedge of the SCC's visit),
-    whose marks are then incomplete; a bounded loop without them verifies its iterations
-    one after another, and its finished states have all their marks. ``succs``: each
-    instruction's successors (:func:`_succs`)."""
-    n = len(insns)
+def _loop_sccs(succs: Sequence[tuple[int, ...]]) -> list[int]:
+    """compute_scc: each instruction's loop (a strongly connected part of a function's
+    control-flow graph; a call of a helper that calls back is none: Linux 6.18 adds no
+    backedge where callback states converge) as a number from 1, 0 outside loops. A
+    loop's number names its SCC visit. ``succs``: each instruction's successors
+    (:func:`_succs`)."""
+    n = len(succs)
     if _forward_only(succs):  # no edge back: every part is one instruction, no loop
-        return [False] * n, [False] * n
+        return [0] * n
     index = [-1] * n
     low = [0] * n
     on = [False] * n
-    in_scc = [False] * n
-    backedges = [False] * n
+    scc = [0] * n
+    nscc = 0
     stack: list[int] = []
     counter = 0
     for root in range(n):
@@ -1261,14 +1266,13 @@ def _loop_sccs(insns: Sequence[Instruction], points: frozenset[int],
                     if w == v:
                         break
                 if len(comp) > 1 or v in succs[v]:
-                    loops = not points.isdisjoint(comp)
+                    nscc += 1
                     for w in comp:
-                        in_scc[w] = True
-                        backedges[w] = loops
+                        scc[w] = nscc
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[v])
-    return in_scc, backedges
+    return scc
 
 
 _UNBOUND = Reg()
@@ -1374,6 +1378,7 @@ class _Verifier:
         self.fc_off: dict[int, int] = {}
         self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
+        self.async_cbs: set[int] = set()  # timer and work item callbacks (push_async_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
@@ -1423,6 +1428,18 @@ class _Verifier:
                     if 0 <= target < n:
                         self.prune[target] = True
         succ = [_succs(self.insns, pc) for pc in range(n)]
+        # A tail call that succeeds leaves its function (visit_tailcall_insn): the
+        # liveness and loop analyses see an edge to the function's last exit too.
+        ends = self.subprogs[1:] + [n]
+        for k, start in enumerate(self.subprogs):
+            tails = [pc for pc in range(start, ends[k]) if self.insns[pc].code == op.OP_CALL
+                     and self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and
+                     self.insns[pc].imm == 12]
+            exits = [pc for pc in range(start, ends[k]) if self.insns[pc].code == OP_EXIT]
+            if tails and exits:
+                for pc in tails:
+                    succ[pc] = (pc + 1, exits[-1])
+        self.succ = succ
         self.live = _liveness(self.insns, self._call_uses(), succ)
         self.loose = False  # pruning at a loop-free pc: imprecise scalars match any scalar
         # Open-coded iterators: their _next calls are forced checkpoints.
@@ -1448,8 +1465,17 @@ class _Verifier:
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
             self.prune[pc] = True
-        self.in_scc, self.scc_backedges = _loop_sccs(self.insns,
-                                                     self.iter_next | self.may_goto, succ)
+        self.scc = _loop_sccs(succ)
+        # SCC visits (maybe_enter_scc / maybe_exit_scc), by callchain: the kept state
+        # that entered the loop while none of its states was being explored, and how
+        # many loop hits (backedges) the visit has had. A state's marks are incomplete
+        # only while its visit has backedges (incomplete_read_marks); the visit ends
+        # when its entry state's last branch ends.
+        self.visits: dict[tuple[int, ...], int] = {}  # callchain -> backedges
+        self.visit_entry: dict[tuple[int, ...], State] = {}
+        self.backedges: dict[tuple[int, ...], list[tuple[State, State, int]]] = {}
+        self.prec_round = 0
+        self.entry_of: dict[State, tuple[int, ...]] = {}
         # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
         # arguments, decided branches) are kept per kept state (State.sinks); what they
         # make precise is computed per set of them (_precise_at).
@@ -1468,6 +1494,7 @@ class _Verifier:
         self.log: list[str] = []
         self.pc = 0
         self.state: State | None = None
+        self.paths: list[tuple[State, int]] | None = None  # the walk's queued paths
         self.facts = AccessFacts(maps)
         self.noted: dict[tuple[int, int, int], MapSpec | None] = {}  # accesses noted in facts
 
@@ -1663,9 +1690,7 @@ class _Verifier:
         self.depth.setdefault(start, 0)
         if start not in self.starts:  # a function of its own for stack liveness too
             self.starts.add(start)
-            self.stack_live = StackLiveness(
-                [_succs(self.insns, pc) for pc in range(len(self.insns))],
-                sorted(self.starts), self.cb_sites)
+            self.stack_live = StackLiveness(self.succ, sorted(self.starts), self.cb_sites)
         index = sorted(set(self.subprogs) | {start}).index(start)
         g = self.globals.get(start)
         if g is None:
@@ -1776,6 +1801,7 @@ class _Verifier:
         if st is None:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
+        self.paths = stack
         insns, prune, limit = self.insns, self.prune, self.limit
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
@@ -1848,6 +1874,12 @@ class _Verifier:
             p.branches -= 1
             if p.branches:
                 break
+            if self.entry_of:
+                chain = self.entry_of.pop(p, None)
+                if chain is not None:  # maybe_exit_scc: the loop's visit is over
+                    del self.visit_entry[chain]
+                    self.visits[chain] = 0
+                    self._propagate_backedges(chain)
             p = p.parent
         self.stack_live.reset()
         if not stack:
@@ -1893,7 +1925,8 @@ class _Verifier:
                     if self.loose:
                         self._propagate_precision(old, cur)
                     else:  # in a loop old's marks may not be complete yet
-                        self._mark_all_precise(cur)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     if evict:
                         self._evict(kept)
                     return True
@@ -1908,6 +1941,8 @@ class _Verifier:
         new = self._keep(pc, cur)
         self.kept.setdefault(pc, []).append(new)
         self.nstates += 1
+        if self.scc[pc] or len(cur.frames) > 1:
+            self._enter(new, pc)
         return False
 
     @staticmethod
@@ -1935,20 +1970,72 @@ class _Verifier:
                     f.spill_w(spi).precise = False  # type: ignore[union-attr]
         return new
 
-    def _incomplete_marks(self, cur: State, pc: int) -> bool:
-        """incomplete_read_marks: the loop a state at ``pc`` belongs to is the one of its
-        outermost frame inside a loop (compute_scc_callchain: the frame's pc, or for a
-        caller its call); the state's marks may be incomplete when that loop can have
-        backedges."""
+    def _callchain(self, cur: State, pc: int) -> tuple[int, ...] | None:
+        """compute_scc_callchain: the loop a state at ``pc`` belongs to is the one of its
+        outermost frame inside a loop (the frame's pc, or for a caller its call), named
+        with the calls of the frames outside it; None outside loops."""
         frames = cur.frames
         last = len(frames) - 1
         if not last:
-            return self.scc_backedges[pc] if self.in_scc[pc] else False
+            return (self.scc[pc],) if self.scc[pc] else None
         for i in range(last + 1):
             at = pc if i == last else frames[i + 1].callsite
-            if self.in_scc[at]:
-                return self.scc_backedges[at]
-        return False
+            if self.scc[at]:
+                return tuple(frames[k + 1].callsite for k in range(i)) + (self.scc[at],)
+        return None
+
+    def _incomplete_marks(self, cur: State, pc: int) -> bool:
+        """incomplete_read_marks: the state's loop visit has had loop hits (backedges)
+        whose marks are not yet handed back."""
+        if not self.visits:
+            return False
+        chain = self._callchain(cur, pc)
+        return chain is not None and self.visits.get(chain, 0) > 0
+
+    def _backedge(self, old: State, pc: int, cur: State) -> None:
+        """add_scc_backedge: a loop hit of ``cur`` on ``old`` at ``pc``; once the loop's
+        visit ends, what ``old`` then needs precise is handed to ``cur`` again."""
+        chain = self._callchain(old, pc)
+        if chain is not None:
+            self.visits[chain] = self.visits.get(chain, 0) + 1
+            self.backedges.setdefault(chain, []).append((old, cur, pc))
+
+    def _propagate_backedges(self, chain: tuple[int, ...]) -> None:
+        """propagate_backedges: hand each loop hit's state the marks its equal state
+        gained since, until nothing changes."""
+        edges = self.backedges.pop(chain, [])
+        if not edges:
+            return
+        pc = self.pc
+        while True:
+            self.prec_round += 1  # marks changed: collect finished states' marks anew
+            before = self._marks(edges)
+            for old, cur, at in edges:
+                self.pc = at
+                self._propagate_precision(old, cur)
+            if self._marks(edges) == before:
+                break
+        self.pc = pc
+
+    @staticmethod
+    def _marks(edges: list[tuple[State, State, int]]) -> int:
+        """How many precise scalars the checkpoints of the loop hits' states hold."""
+        n = 0
+        seen: set[int] = set()
+        for _, cur, _ in edges:
+            p = cur.parent
+            while p is not None and id(p) not in seen:
+                seen.add(id(p))
+                n += sum(1 for r in p.all_regs() if r.t == SCALAR and r.precise)
+                p = p.parent
+        return n
+
+    def _enter(self, new: State, pc: int) -> None:
+        """maybe_enter_scc: a kept state in a loop enters its visit if none is going on."""
+        chain = self._callchain(new, pc)
+        if chain is not None and chain not in self.visit_entry:
+            self.visit_entry[chain] = new
+            self.entry_of[new] = chain
 
     def _visited(self, pc: int, cur: State) -> bool:
         """is_state_visited: prune when a finished state covers ``cur``; an equal state on
@@ -1956,10 +2043,7 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            if len(cur.frames) == 1:  # (_incomplete_marks of one frame, inline)
-                self.loose = not (self.in_scc[pc] and self.scc_backedges[pc])
-            else:
-                self.loose = not self._incomplete_marks(cur, pc)
+            self.loose = not self._incomplete_marks(cur, pc)
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
@@ -1990,7 +2074,8 @@ class _Verifier:
                         # so far are handed on
                         self._propagate_precision(old, cur)
                     else:
-                        self._mark_all_precise(cur)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     self._evict_forced(kept, evict)
                     return True
                 if may_goto:
@@ -2001,16 +2086,18 @@ class _Verifier:
                             self._states_equal(old, cur, live, exact=True):
                         raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
             else:
-                # a callback's call is no loop of its own: its finished states compare as
-                # any (NOT_EXACT unless the call is inside a loop whose marks are
-                # incomplete)
-                self.loose = cb_site and not self._incomplete_marks(cur, pc)
+                # finished states compare as anywhere (incomplete_read_marks): NOT_EXACT
+                # unless the point is inside a loop whose marks may be incomplete (a
+                # callback's call is no loop of its own; a may_goto outside any loop is
+                # a plain branch)
+                self.loose = not self._incomplete_marks(cur, pc)
                 if self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
                     if self.loose:
                         self._propagate_precision(old, cur)
                     else:
-                        self._mark_all_precise(cur)
+                        self._propagate_precision(old, cur)
+                        self._backedge(old, pc, cur)
                     self._evict_forced(kept, evict)
                     return True
             old.misses += 1
@@ -2024,6 +2111,7 @@ class _Verifier:
         new.loop_key = key
         kept.append(new)
         self.nstates += 1
+        self._enter(new, pc)
         return False
 
     @staticmethod
@@ -2189,33 +2277,43 @@ class _Verifier:
                 for r in range(1, 6):
                     want_r.discard((fr, r))
                 return fr - 1
+            if i.imm == 12 and nxt != pc + 1 and i.src == op.CallSrc.BPF_HELPER_CALL:
+                # a tail call that left the subprogram, as its exit would: R0 came from
+                # the tail-called program
+                want_r.discard((fr, 0))
+                return self._backtrack_exit(fr, nxt, want_r)
             if any((fr, r) in want_r for r in range(1, 6)):
                 return None
             want_r.discard((fr, 0))  # a helper's, kfunc's or global function's result
             return fr
         if o == op.BPF_EXIT:
-            if nxt in self.cb_sites:
-                # back into a callback that returned to its helper's call: the caller's
-                # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
-                for r in range(6):
-                    want_r.discard((fr, r))
-                return fr + 1
-            # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
-            call = self.insns[nxt - 1] if nxt > 0 else None
-            if call is None or call.code != op.OP_CALL or \
-                    call.src != op.CallSrc.BPF_PSEUDO_CALL or \
-                    any((fr, r) in want_r for r in range(1, 6)):
-                return None
-            if (fr, 0) in want_r:
-                want_r.discard((fr, 0))
-                want_r.add((fr + 1, 0))
-            return fr + 1
+            return self._backtrack_exit(fr, nxt, want_r)
         if o == op.BPF_JA or o == BPF_JCOND:
             return fr
         if i.code & op.BPF_X and (dst in want_r or src in want_r):
             want_r.add(dst)
             want_r.add(src)
         return fr
+
+    def _backtrack_exit(self, fr: int, nxt: int, want_r: set[tuple[int, int]]) -> int | None:
+        """backtrack_insn at a function's exit (followed by ``nxt`` in the caller): the
+        frame before it is the callee's."""
+        if nxt in self.cb_sites:
+            # back into a callback that returned to its helper's call: the caller's
+            # R0-R5 are set by the call again, its R6-R9 and slots stay wanted
+            for r in range(6):
+                want_r.discard((fr, r))
+            return fr + 1
+        # back into the callee that returned to nxt: R0 is its R0, R1-R5 were clobbered
+        call = self.insns[nxt - 1] if nxt > 0 else None
+        if call is None or call.code != op.OP_CALL or \
+                call.src != op.CallSrc.BPF_PSEUDO_CALL or \
+                any((fr, r) in want_r for r in range(1, 6)):
+            return None
+        if (fr, 0) in want_r:
+            want_r.discard((fr, 0))
+            want_r.add((fr + 1, 0))
+        return fr + 1
 
     # -- stack liveness (liveness.c) --------------------------------------------------------
     def _stack_read(self, st: State, frame: int, spi: int) -> None:
@@ -2247,7 +2345,9 @@ class _Verifier:
     def _propagate_precision(self, old: State, cur: State) -> None:
         """propagate_precision: ``cur`` is safe because ``old`` was; what ``old`` needed
         precise, ``cur``'s checkpoints need too."""
-        prec = old.prec  # a finished state's marks no longer change: collected once
+        # a finished state's marks change only through a loop's backedges: collected once
+        # per round of those
+        prec = old.prec if old.prec_at == self.prec_round else None
         if old.branches:  # still on the current path: uncleaned, its marks as they are
             rs = [(fi, r) for fi, f in enumerate(old.frames) for r, reg in enumerate(f.regs)
                   if reg.t == SCALAR and reg.precise]
@@ -2271,6 +2371,7 @@ class _Verifier:
                             S_SPILL in types and self._alive(old)[fi] >> spi & 1:
                         ss.append((fi, spi))
             prec = old.prec = (tuple(rs), tuple(ss))
+            old.prec_at = self.prec_round
         if prec[0] or prec[1]:
             self._backtrack(cur, set(prec[0]), set(prec[1]), skip_last=False)
 
@@ -2737,7 +2838,31 @@ class _Verifier:
                 self._need_precise(i.src)
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
+        if o in (op.BPF_AND, op.BPF_OR) and src.const:
+            self._fork_scalars(d, i.dst)
         self._scalar_op(d, src, o, is64)
+
+    def _fork_scalars(self, d: Reg, dst: int) -> None:
+        """maybe_fork_scalars: a scalar known to be -1 or 0 (what ``x s>> 63`` makes,
+        or 31 of a subregister) masked with a constant is walked as each: the path goes
+        on with -1, the instruction is walked again with 0."""
+        if d.smin == -1 and d.smax == 0:
+            alu32 = False
+        elif d.s32min == -1 and d.s32max == 0:
+            alu32 = True
+        else:
+            return
+        st, stack = self.state, self.paths
+        if st is None or stack is None:
+            return
+        q = st.copy()
+        q.hist.pop()  # the instruction is walked again on that path
+        for reg, v in ((q.cur.regs[dst], 0), (d, U64)):
+            if alu32:
+                reg.known32(v)
+            else:
+                reg.set_known(v)
+        self._push(q, self.pc, stack)
 
     @staticmethod
     def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
@@ -4145,7 +4270,17 @@ class _Verifier:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
-        return self._helper_call(st, i.imm, pc, stack)
+        nxt = self._helper_call(st, i.imm, pc, stack)
+        if i.imm == 12 and len(st.frames) > 1:
+            # A tail call that succeeds leaves the subprogram: the tail-called program's
+            # exit returns to the caller with its R0. That path is walked first; the
+            # failed call's fall through is queued.
+            self._push(st.copy(), nxt, stack)
+            st.cur.regs[0].set_unknown()
+            ret = self._exit(st, pc)
+            assert ret is not None  # a subprogram's exit returns to its caller
+            return ret
+        return nxt
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
         g = self.globals.get(target)
@@ -4184,6 +4319,9 @@ class _Verifier:
             r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
             if st.frames[-1].callback and r0.t == SCALAR:
                 self._mark_precise(st, [0])  # from the callback's own frame
+            # prepare_func_exit brings the live slots of the callee's chain up to date
+            # (and through its entry, its callers') before the frame goes
+            self.stack_live.update(st.frames)
             callee = st.frames.pop()
             if callee.callback:
                 self._check_retval(r0, "callback", 1)
@@ -5693,10 +5831,13 @@ class _Verifier:
         t = reg.t & ~PKT_SLICE
         if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
+        shown = t
+        if may_null:  # and a nullable one a pointer that may be NULL
+            t &= ~MAYBE_NULL
         if t not in expect[0]:
             names = ", ".join(type_str(x) for x in expect[0]) if expect[1] is None \
                 else expect[1]
-            raise Refuse(f"R{n} type={type_str(t)} expected={names}")
+            raise Refuse(f"R{n} type={type_str(shown)} expected={names}")
         if arg == Arg.CONST_MAP_PTR:
             m = reg.map
             assert m is not None
@@ -5745,6 +5886,9 @@ class _Verifier:
             write = args[n - 2] in (Arg.MEM, Arg.UNINIT_MEM)
             if mem.is_null() and zero_ok and reg.umax == 0:
                 return
+            if mem.t & MAYBE_NULL:  # a nullable argument's memory, checked as if not NULL
+                mem = mem.copy()
+                mem.t &= ~MAYBE_NULL
             self._helper_mem(st, n - 1, mem, reg.umax, write=write, zero_ok=zero_ok)
             self._mark_precise(st, [n])
             return
@@ -5914,6 +6058,7 @@ class _Verifier:
         """push_async_cb: a timer's or work item's callback runs on its own (frame 0),
         from the map, the key and the value of the field; it is verified after this
         path (set_timer_callback_state)."""
+        self.async_cbs.add(target)
         cb = State()
         f = Frame(0, -1, target)  # BPF_MAIN_FUNC: callbacks set anywhere compare alike
         f.callback = kind
@@ -6119,7 +6264,25 @@ class _Verifier:
 
     # -- after do_check ---------------------------------------------------------------------
     def _check_max_stack_depth(self) -> None:
-        calls = self.layout.calls
+        """check_max_stack_depth: from the main program and from each asynchronous
+        callback (a timer's or work item's, the exception callback), the last function
+        first, every chain of calls - a callback whose address a function takes counts
+        as called there, an asynchronous one only when called directly - within 512
+        bytes of stack (each function's depth rounded up to 16, as the JIT has it)."""
+        ends = sorted(self.starts | ({self.exc_cb} if self.exc_cb is not None else set()))
+        ends.append(len(self.insns))
+        asyncs = self.async_cbs | ({self.exc_cb} if self.exc_cb is not None else set())
+
+        def refs(sub: int) -> list[tuple[int, int, bool]]:
+            """The calls and callback addresses of the function at ``sub``, in order:
+            (pc, target, a direct call)."""
+            out = []
+            for pc in range(sub, ends[ends.index(sub) + 1]):
+                i = self.insns[pc]
+                if (i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL) or (
+                        i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC):
+                    out.append((pc, pc + 1 + i.imm, i.code == op.OP_CALL))
+            return out
 
         def walk(sub: int, total: int, frames: int) -> None:
             if frames > MAX_CALL_FRAMES:  # a recursive call graph ends here
@@ -6133,19 +6296,18 @@ class _Verifier:
             total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
             if total > MAX_BPF_STACK:
                 raise Refuse(f"combined stack size of {frames} calls is {total}. Too large")
-            for c in calls.get(sub, ()):
-                if c == self.exc_cb:
-                    at = next(pc for pc in range(*self.layout.function_of(sub))
-                              if self.insns[pc].code == op.OP_CALL and self.insns[pc].src ==
-                              op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + self.insns[pc].imm == c)
-                    # (Linux 6.18 prints it without a newline: the stats line follows)
-                    raise Refuse(f"insn {at} cannot call exception cb directly", errno.EINVAL,
-                                 glued=True)
+            for at, c, direct in refs(sub):
+                if c in asyncs:
+                    if not direct:  # it runs on a stack of its own
+                        continue
+                    if c == self.exc_cb:
+                        # (Linux 6.18 prints it without a newline: the stats line follows)
+                        raise Refuse(f"insn {at} cannot call exception cb directly",
+                                     errno.EINVAL, glued=True)
                 walk(c, total, frames + 1)
 
-        walk(0, 0, 1)
-        if self.exc_cb is not None:
-            walk(self.exc_cb, 0, 1)
+        for root in sorted({0} | asyncs, reverse=True):
+            walk(root, 0, 1)
 
     def _check_throw_in_callbacks(self) -> None:
         """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
