@@ -2523,6 +2523,36 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # -- which states a prune point sees and compares (the walks pinned are Linux's)
+    # func_states_equal: a caller's registers are compared where live at its call; r7 (a
+    # stack pointer on one path into sub, a scalar on the other) is dead there, so the
+    # second path is pruned inside sub.
+    _c("prune_caller_dead_reg", "call 7\nr6 = r0\n" + "r8 = 0\n" * 3 +
+       "r7 = r10\nif r6 > 5 goto l1\nr7 = 0\nl1:\n*(u64 *)(r10 -8) = r7\ncall sub\nr0 = 2\n"
+       "exit\nsub:\ncall 7\nr1 = r0\nr2 = 0\nr3 = 0\nr4 = 0\nif r1 > 9 goto s1\nr2 = 1\n"
+       "s1:\nr3 = 1\nr4 = 1\nif r1 > 20 goto s2\nr0 = 1\ns2:\nr0 = 2\nexit", None,
+       processed=48),
+    # scalar_reg_for_stack: for root an uninitialised slot the path allocated (it wrote
+    # fp-16) reads as an unbounded scalar, which the imprecise spill at fp-8 accepts
+    _c("prune_uninit_slot_vs_spill", "call 7\nr6 = r0\n" + "r8 = 0\n" * 6 +
+       "if r6 > 5 goto l1\nr1 = 7\n*(u64 *)(r10 -8) = r1\ngoto l2\nl1:\nr1 = 3\n"
+       "*(u64 *)(r10 -16) = r1\nl2:\nr2 = *(u64 *)(r10 -8)\nr3 = 0\nif r6 > 3 goto l3\n"
+       "r3 = 1\nl3:\nr0 = 2\nexit", None, processed=23),
+    # is_state_visited: more than 40 jmp_history entries (here spills) since the last
+    # checkpoint force one at the next prune point, the jump at q though no jump ran since
+    # p; the second path, pruned at p by no state (r7 differs), is pruned there.
+    _c("prune_long_history_checkpoint", "r9 = r1\ncall 7\nr6 = r0\n" + "r8 = 0\n" * 3 +
+       "r7 = r9\nif r6 > 5 goto a\nr7 = 0\ngoto p\na:\nr8 = 0\np:\n*(u64 *)(r10 -8) = r7\n" +
+       "*(u64 *)(r10 -16) = r6\n" * 41 + "*(u64 *)(r10 -8) = r6\nif r6 > 3 goto q\nr0 = 1\n"
+       "exit\nq:\nr0 = 2\nexit", None, processed=103),
+    # explored_state: the states of a pc are listed by a hash of it and the callsite, so
+    # at sub's second call the first call's states (still on the path) are not seen and
+    # do not hold the new ones back; the second path into it is pruned at its entry.
+    _c("prune_second_call_own_states", "r9 = r10\ncall 7\nr6 = r0\n" + "r8 = 0\n" * 6 +
+       "r1 = r6\ncall sub\nr7 = r9\nif r6 > 5 goto m1\nr7 = 0\nm1:\n*(u64 *)(r10 -8) = r7\n"
+       "r1 = r6\ncall sub\nr0 = 2\nexit\nsub:\ncall 7\nr1 = r0\n" + "r2 = 0\n" * 4 +
+       "if r1 > 5 goto s1\nr3 = 1\ns1:\nr0 = 1\nr2 = 0\nif r1 > 7 goto s2\nr0 = 2\ns2:\n"
+       "exit", None, processed=90),
     # backtrack_insn: the precision walk from r5 += r4 reaches r4 -= r2 (two packet
     # pointers) and then a store through r2: it gives up and every scalar becomes precise
     # (r7 too), so the branch with r7 = 0 is not pruned at the join.

@@ -904,7 +904,7 @@ class State:
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
                  "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
-                 "all_precise", "alive", "links", "plan", "quick", "prec", "prec_at")
+                 "all_precise", "alive", "links", "plan", "quick", "prec", "prec_at", "jh")
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
@@ -934,6 +934,10 @@ class State:
         # its index in ``hist``), the scalars sharing the id, as (frame, reg) for a
         # register and (frame, -1 - spi) for a spilled one.
         self.links: dict[int, tuple[tuple[int, int], ...]] = {}
+        # jmp_history_cnt: the instructions since the parent checkpoint that Linux's
+        # jmp_history records (a jump point reached, a register spilled or filled, a
+        # branch on linked scalars); past 40 the next prune point keeps a state.
+        self.jh = 0
         self.all_precise = False  # mark_all_scalars_precise reached this state
         # Stack liveness (REG_LIVE_WRITTEN/READ of stack slots, as (frame, spi)): the slots
         # this segment overwrote whole, and for a kept state the slots some path after it
@@ -959,6 +963,7 @@ class State:
         s.parent = self.parent
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
+        s.jh = self.jh
         return s
 
     @property
@@ -1278,6 +1283,7 @@ def _loop_sccs(succs: Sequence[tuple[int, ...]]) -> list[int]:
 _UNBOUND = Reg()
 _UNBOUND.set_unknown()
 _ALL_SPILL, _ALL_MISC = bytes([S_SPILL] * 8), bytes([S_MISC] * 8)
+_MISC_BYTES = bytes([S_MISC, S_INVALID])
 
 
 _BITS: dict[int, tuple[int, ...]] = {}  # a memo: the same live masks recur at a pc
@@ -1301,10 +1307,18 @@ def _bits(mask: int) -> tuple[int, ...]:
 
 
 def _stack_scalar(slot: Slot) -> Reg | None:
+    """scalar_reg_for_stack: a 64-bit spilled scalar, or for a slot of misc bytes (root:
+    allow_uninit_stack, uninitialised bytes too) an unbounded scalar."""
     types, spill = slot
     if types == _ALL_SPILL and spill is not None and spill.t == SCALAR:
         return spill
-    return _UNBOUND if types == _ALL_MISC else None
+    return _UNBOUND if not types.translate(None, _MISC_BYTES) else None
+
+
+def _cur_stack_scalar(stack: list[Slot], spi: int) -> Reg | None:
+    """scalar_reg_for_stack of the current state's slot ``spi``: none past the stack
+    the path has written (allocated_stack), where stacksafe fails anyway."""
+    return _stack_scalar(stack[spi]) if spi < len(stack) else None
 
 
 # Each map type's kernel struct (its bpf_map_ops' map_btf_id), which root may read
@@ -1402,6 +1416,9 @@ class _Verifier:
         # unless register (this) is wanted (11: never), or -1: see _backtrack_insn
         self.bt_dst = [_bt_dst(i) for i in self.insns]
         self.prune = [False] * n
+        # check_cfg's jump points (mark_jmp_point): the prune points but a conditional
+        # jump and a bpf-to-bpf call themselves
+        self.jmp_point = [False] * n
         for pc in range(n):
             i = self.insns[pc]
             if pc and self.insns[pc - 1].code == op.OP_LD_IMM64:
@@ -1414,19 +1431,22 @@ class _Verifier:
                     op.BPF_EXIT, op.BPF_CALL):
                 target = _succs(self.insns, pc)[-1]
                 if 0 <= target < n:
-                    self.prune[target] = True
+                    self.prune[target] = self.jmp_point[target] = True
                 if i.code & 0xF0 != op.BPF_JA:
                     self.prune[pc] = True
             elif i.code == op.OP_CALL:
                 if pc + 1 < n:
-                    self.prune[pc + 1] = True
+                    self.prune[pc + 1] = self.jmp_point[pc + 1] = True
                 if i.src == op.CallSrc.BPF_PSEUDO_CALL and 0 <= pc + 1 + i.imm < n:
                     self.prune[pc] = self.prune[pc + 1 + i.imm] = True
+                    self.jmp_point[pc + 1 + i.imm] = True
             elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
                 # a callback's address: visited as a call (visit_func_call_insn)
                 for target in (pc, pc + 2, pc + 1 + i.imm):
                     if 0 <= target < n:
                         self.prune[target] = True
+                        if target != pc:
+                            self.jmp_point[target] = True
         succ = [_succs(self.insns, pc) for pc in range(n)]
         # A tail call that succeeds leaves its function (visit_tailcall_insn): the
         # liveness and loop analyses see an edge to the function's last exit too.
@@ -1489,6 +1509,7 @@ class _Verifier:
         self.id_gen = 0
         self.tmp_id = 1 << 48  # check_scalar_ids' fresh ids, apart from every real one
         self.processed = 0
+        self.jh_at = 0  # the instruction (by processed count) jmp_history last recorded
         self.nstates = 0
         self.depth = {s: 0 for s in self.subprogs}
         self.log: list[str] = []
@@ -1786,6 +1807,12 @@ class _Verifier:
             pc += 2 if self.insns[pc].code == op.OP_LD_IMM64 else 1
 
     # -- states ---------------------------------------------------------------------------
+    def _jh_push(self, st: State) -> None:
+        """push_jmp_history: one entry per instruction, however many reasons it has."""
+        if self.jh_at != self.processed:
+            self.jh_at = self.processed
+            st.jh += 1
+
     def _new_id(self) -> int:
         self.id_gen += 1
         return self.id_gen
@@ -1802,7 +1829,7 @@ class _Verifier:
             st = self._init_state()
         stack: list[tuple[State, int]] = []
         self.paths = stack
-        insns, prune, limit = self.insns, self.prune, self.limit
+        insns, prune, limit, jmp_point = self.insns, self.prune, self.limit, self.jmp_point
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
             op.BPF_STX, op.BPF_LD
@@ -1819,6 +1846,9 @@ class _Verifier:
                     return
                 st, pc = nxt
                 continue
+            if jmp_point[pc]:
+                st.jh += 1
+                self.jh_at = self.processed
             st.hist.append(pc)
             i = insns[pc]
             walked, nframes, at = st, len(st.frames), pc
@@ -1902,13 +1932,18 @@ class _Verifier:
         on the current path for an infinite loop; a state missed while a new one would be
         kept counts the miss, and one that misses far more often than it hits is dropped."""
         jumps, insns = self.jmps - self.prev_jmps, self.processed - self.prev_insns
-        add = jumps >= 2 and insns >= 8
+        # a long jmp_history forces a checkpoint (so does it in a loop, below)
+        force = cur.jh > 40
+        add = force or (jumps >= 2 and insns >= 8)
         kept = self.kept.get(pc)
         if kept:
             key: tuple[object, ...] | None = None
             evict = False
+            cs = cur.frames[-1].callsite
             for k in range(len(kept) - 1, -1, -1):
                 old = kept[k]
+                if old.frames[-1].callsite != cs and self._other_list(pc, old, cs):
+                    continue
                 if old.branches:
                     if key is None:
                         key = tuple(r.key() for r in cur.cur.regs)
@@ -1918,7 +1953,7 @@ class _Verifier:
                             old.cb_unroll == cur.cb_unroll and \
                             self._states_equal(old, cur, live, exact=True):
                         raise Refuse(f"infinite loop detected at insn {pc}", errno.EINVAL)
-                    if jumps < 20 and insns < 100:
+                    if not force and jumps < 20 and insns < 100:
                         add = False
                 elif self._states_equal(old, cur, live, exact=False):
                     old.hits += 1
@@ -1955,7 +1990,7 @@ class _Verifier:
         """Checkpoint ``cur``: a copy becomes its parent, kept at ``pc``."""
         # the history so far becomes new's (moved, not copied)
         hist, links = cur.hist, cur.links
-        cur.hist, cur.links = [], {}
+        cur.hist, cur.links, cur.jh = [], {}, 0
         new = cur.copy()
         new.hist, new.links = hist, links
         new.branches = 1
@@ -2047,6 +2082,14 @@ class _Verifier:
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
+    def _other_list(self, pc: int, old: State, cs: int) -> bool:
+        """explored_state: Linux keeps the states of ``pc`` in the list of a hash of ``pc``
+        and the current frame's callsite (modulo the program's length), so a state kept
+        at another call of the function is not seen at all (not for pruning, a loop or a
+        miss) unless both hash alike."""
+        n = len(self.insns)
+        return ((pc ^ old.frames[-1].callsite) & U32) % n != ((pc ^ cs) & U32) % n
+
     def _visited_forced(self, pc: int, cur: State, live: int) -> bool:
         """is_state_visited at a forced checkpoint (an iterator's _next call, may_goto, a
         callback's call): every state kept here, the newest first. One still on the
@@ -2062,8 +2105,11 @@ class _Verifier:
         it = self._iter_at(cur) if pc in self.iter_next else None
         converge = it is None or it.sub == ITER_ACTIVE
         evict: list[State] = []
+        cs = cur.frames[-1].callsite
         for k in range(len(kept) - 1, -1, -1):
             old = kept[k]
+            if old.frames[-1].callsite != cs and self._other_list(pc, old, cs):
+                continue
             if old.branches:
                 self.loose = False
                 if converge and (not may_goto or old.may_goto != cur.may_goto) and \
@@ -2506,7 +2552,10 @@ class _Verifier:
             quick.append((0, fi, fo.callsite))
             regs = []
             fregs = fo.regs
-            for r in _bits((live if fi == top else 0x7FF) & 0x7FF):
+            # a caller's registers: those live at its call (func_states_equal at
+            # frame_insn_idx), as for the callee those live at old's pc
+            for r in _bits((live if fi == top else self.live[old.frames[fi + 1].callsite])
+                           & 0x7FF):
                 o = fregs[r]
                 t = o.t
                 if t == NOT_INIT:
@@ -2565,7 +2614,7 @@ class _Verifier:
                         continue
                     v = _INTS.get(ct)
                     if (v if v is not None else _bytes_int(ct)) & q[4] == q[5] or (
-                            q[6] and _stack_scalar(sc) is not None):
+                            q[6] and _cur_stack_scalar(cstack, spi) is not None):
                         continue
                 elif frames[q[1]].callsite == q[2]:
                     continue
@@ -2603,8 +2652,10 @@ class _Verifier:
             if fo.callsite != fc.callsite:
                 return False
             last = fi == len(old.frames) - 1
+            # registers live at the frame's pc: old's for the callee, its call for a caller
+            flive = live if last else self.live[old.frames[fi + 1].callsite]
             for r in range(11):
-                if last and not exact and not live >> r & 1:
+                if not exact and not flive >> r & 1:
                     continue
                 if not self._regsafe(fo.regs[r], fc.regs[r], idmap, exact):
                     return False
@@ -2627,7 +2678,7 @@ class _Verifier:
                 if self.loose and so[0] != sc[0]:
                     # scalar_reg_for_stack: all-MISC bytes are an unbounded scalar, which
                     # an imprecise spilled scalar accepts
-                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    ro, rc = _stack_scalar(so), _cur_stack_scalar(fc.stack, spi)
                     if ro is not None and rc is not None:
                         if not self._regsafe(ro, rc, idmap, False):
                             return False
@@ -2676,7 +2727,7 @@ class _Verifier:
                 elif so == sc and so[1] is None:
                     continue
                 if so[0] != sc[0]:
-                    ro, rc = _stack_scalar(so), _stack_scalar(sc)
+                    ro, rc = _stack_scalar(so), _cur_stack_scalar(cstack, spi)
                     if ro is not None and rc is not None:
                         if not regsafe(ro, rc, idmap, False):
                             return False
@@ -3692,6 +3743,15 @@ class _Verifier:
                 self.stack_live.write(reg.frame, spi)
             return None
         self._stack_read(st, reg.frame, spi)
+        if spill is not None and types[0] == S_SPILL and types[k] == S_SPILL:
+            # a fill restoring the spilled register (whole, or its low bytes, or all the
+            # bytes of a spilled zero): the history records the slot
+            n = 0
+            while n < 8 and types[n] == S_SPILL:
+                n += 1
+            if (k == 0 and size <= n) or (spill.t == SCALAR and spill.tm == 0 and
+                                          spill.tv == 0 and k + size <= n):
+                self._jh_push(st)
         if spill is not None and types[k] == S_SPILL:
             spill_size = 0
             while spill_size < 8 and types[spill_size] == S_SPILL:
@@ -3878,9 +3938,11 @@ class _Verifier:
             if not fits:
                 r.id = 0
             frame.set_slot(spi, (self._spill_types(types, size), r))
+            self._jh_push(st)  # a spill: the history records its slot
             return
         if value is None and k == 0 and imm is not None:
             frame.set_slot(spi, (self._spill_types(types, size), imm))
+            self._jh_push(st)
             return
         # is_spillable_regtype: a CONST_PTR_TO_DYNPTR is not; written, it is data
         if value is not None and value.t not in (SCALAR, DYNPTR):
@@ -3890,6 +3952,7 @@ class _Verifier:
                 raise Refuse("cannot spill pointers to stack into stack frame of the caller",
                              errno.EINVAL)
             frame.set_slot(spi, (bytes([S_SPILL] * 8), value.copy()))
+            self._jh_push(st)
             return
         b = bytearray(types)
         if spill is not None and b[0] == S_SPILL:
@@ -3935,6 +3998,7 @@ class _Verifier:
             self._collect_linked(st, d.id, link)
         if len(link) > 1:
             st.links[len(st.hist) - 1] = tuple(link)
+            self._jh_push(st)
         other = st.copy()
         oregs = other.cur.regs
         od = oregs[i.dst]
