@@ -16,8 +16,9 @@ and maps the datapath runs (``host.load(obj)``). Devices:
   ``skb_shared_info``, as veth's ``skb_pp_cow_data`` builds them; a device
   whose MTU needs frags takes only frags-aware programs.
 - :meth:`Host.veth` - a veth pair: what one end transmits, the other end
-  receives. As in veth.c, frames sent by the stack are copied into a page of
-  the receiving queue's pool when that end runs XDP, and frames sent by XDP
+  receives. As in veth.c, skbs sent by the stack are queued on the peer's
+  ``xdp_ring`` when that end runs XDP, and its own poll copies each into a page
+  of its queue's pool (:data:`~pyxdp.net.frames.KIND_SKB`), and frames sent by XDP
   (``ndo_xdp_xmit``: XDP_TX, redirect) travel as ``xdp_frame`` s through the
   peer's 256-entry ``xdp_ring`` - refused with ``-ENXIO`` when the peer's NAPI
   is off (no XDP program and GRO off), dropped when the ring is full or the
@@ -65,7 +66,15 @@ from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError
 from pyxdp.net import trace as _trace
 from pyxdp.net.devmap import FwdTable
-from pyxdp.net.frames import KIND_BUFF, KIND_FRAGS, KIND_FRAME, FrameRing, Frames
+from pyxdp.net.frames import (
+    KIND_BUFF,
+    KIND_FRAGS,
+    KIND_FRAME,
+    KIND_SKB,
+    NET_SKB_PAD,
+    FrameRing,
+    Frames,
+)
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
@@ -489,6 +498,35 @@ class NetDevice:
             return 0
         return self._dma_pages(rq, batch, n)
 
+    def _queue_skbs(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
+        """Skbs another device's transmit hands to this device's ``rq`` (``veth_xdp_rx``
+        onto the ``xdp_ring``, ``netif_rx`` onto lo's backlog): each in an order-0 page
+        of the system allocator at ``NET_SKB_PAD`` (:data:`~pyxdp.net.frames.KIND_SKB`),
+        queued in order for the queue's own poll to copy into its pool, as the kernel's
+        receiving NAPI does (``veth_convert_skb_to_xdp_buff``): the sender, on whichever
+        thread, takes no page of a pool another thread may be polling. A full ring or
+        no page drops the rest (``rx_dropped``). Skbs longer than a page's packet room
+        take the DMA into the queue's pool (multi-buffer frames). Returns how many
+        were queued."""
+        if (batch.length > MAX_LINEAR).any():
+            return self._dma(rq, batch)
+        n = min(len(batch), rq.ring.free)
+        system = self.host.memmap.system
+        pfns = system.alloc_pages_bulk(n) if n > 0 else np.zeros(0, np.int64)
+        took = 0
+        if len(pfns):
+            k = len(pfns)
+            width = min(batch.data.shape[1], MAX_LINEAR)
+            system.pages[system.local(pfns), NET_SKB_PAD:NET_SKB_PAD + width] = \
+                batch.data[:k, :width]
+            took = rq.ring.produce(Frames.make(pfns, NET_SKB_PAD, batch.length[:k],
+                                               kind=KIND_SKB))
+            if took < k:  # other senders filled the ring meanwhile
+                system.put_pages(pfns[took:])
+        if took < len(batch):
+            self.stats.rx_dropped += len(batch) - took
+        return took
+
     def _dma_frags(self, rq: NetdevRxQueue, batch: SkbBatch, n: int) -> int:
         """Frames longer than a page's packet room become multi-buffer ``xdp_buff`` s, as
         veth's ``skb_pp_cow_data`` builds them: a head page with the first 3520 bytes,
@@ -594,7 +632,7 @@ class Loopback(NetDevice):
     ``netif_rx``, which queues it on the backlog (``enqueue_to_backlog``: past
     ``netdev_max_backlog`` skbs the rest are dropped, counted as ``rx_dropped``).
     lo's backlog is its rx queue's ring, ``netdev_max_backlog`` long, each skb
-    in a page of the queue's pool: the next softirq round's poll of it
+    in an order-0 page (:meth:`NetDevice._queue_skbs`): the next softirq round's poll of it
     (``process_backlog``) gives them to lo's receive path - its generic
     program, then the stack - up to a NAPI budget at a time, natively where
     the program is on the JIT; a generic redirect or TX to lo in the native
@@ -627,9 +665,9 @@ class Loopback(NetDevice):
         if not take:
             return
         self._transmitted(batch, True)
-        self._dma(self.rx[0], SkbBatch(batch.data, batch.length,
-                                       np.full(take, self.ifindex, np.int64),
-                                       np.zeros(take, np.int64), list(batch.meta)))
+        self._queue_skbs(self.rx[0], SkbBatch(batch.data, batch.length,
+                                              np.full(take, self.ifindex, np.int64),
+                                              np.zeros(take, np.int64), list(batch.meta)))
 
 
 class Veth(NetDevice):
@@ -682,14 +720,16 @@ class Veth(NetDevice):
         if not self._transmitted(batch, self.up and peer.up):
             return
         if peer.xdp_prog is not None or peer.xdp_generic is not None:
-            # veth_xdp_rx: into the peer's xdp_ring; veth_convert_skb_to_xdp_buff
-            # copies it into a page of the queue's page pool for the program. A peer
-            # with a generic program only: __netif_rx onto the backlog, whose poll
-            # runs it (pyxdp's backlog for the peer is its rx queue's ring, as lo's).
+            # veth_xdp_rx: the skbs onto the peer's xdp_ring; the peer's NAPI copies
+            # each into a page of its queue's page pool for the program
+            # (veth_convert_skb_to_xdp_buff). A peer with a generic program only:
+            # __netif_rx onto the backlog, whose poll runs it (pyxdp's backlog for the
+            # peer is its rx queue's ring, as lo's).
             queue = 0
-            peer._dma(peer.rx[queue], SkbBatch(batch.data, batch.length,
-                                               np.full(len(batch), peer.ifindex, np.int64),
-                                               batch.queue, batch.meta))
+            peer._queue_skbs(peer.rx[queue],
+                             SkbBatch(batch.data, batch.length,
+                                      np.full(len(batch), peer.ifindex, np.int64),
+                                      batch.queue, batch.meta))
         else:
             peer.host.netif_receive(peer, SkbBatch(batch.data, batch.length,
                                                    np.full(len(batch), peer.ifindex,
@@ -1051,6 +1091,12 @@ class Host:
         ``xdp_return_frame`` for False)."""
         if not len(frames):
             return
+        skb = frames.kind == KIND_SKB
+        if skb.any():  # skbs queued here and never polled: consume_skb
+            self.memmap.system.put_pages(frames.pfn[skb])
+            frames = frames.select(~skb)
+            if not len(frames):
+                return
         own = (frames.kind & KIND_FRAME) == 0
         if own.any():
             assert rq is not None
