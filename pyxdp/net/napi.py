@@ -86,6 +86,7 @@ from pyxdp.net.devmap import DevmapEgress
 from pyxdp.net.filter import BulkQueues, _to_frames, _Verdicts, xdp_do_flush, xdp_do_redirect
 from pyxdp.net.frames import (
     KIND_BUFF,
+    KIND_FRAGS,
     KIND_FRAME,
     KIND_SKB,
     Frames,
@@ -181,35 +182,49 @@ def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
     """The skbs other devices queued on ``rq``'s ring (:data:`~pyxdp.net.frames.KIND_SKB`)
     as the receiving NAPI takes them, in ``rq``'s poll: each copied into a page of the
     queue's pool at ``XDP_PACKET_HEADROOM`` (``veth_convert_skb_to_xdp_buff``'s
-    ``skb_pp_cow_data``), its order-0 page freed; those the pool has no page for are
-    dropped (``rx_dropped``)."""
-    skb = frames.kind == KIND_SKB
+    ``skb_pp_cow_data``; one longer than a page's packet room into a head and page
+    frags), its order-0 pages freed; those the pool has no pages for are dropped
+    (``rx_dropped``)."""
+    skb = (frames.kind & KIND_SKB) != 0
     if not skb.any():
         return frames
+    from pyxdp.net.xdp_mem import xdp_buff_copy_in, xdp_buff_packet, xdp_buffs_pages
     sel = np.flatnonzero(skb)
     pool = rq.pool
     system = host.memmap.system
-    pfns = pool.alloc_bulk(len(sel))
-    k = len(pfns)
     src = frames.pfn[sel]
+    frags = (frames.kind[sel] & KIND_FRAGS) != 0
     out = Frames(frames.pfn.copy(), frames.data.copy(), frames.length.copy(),
                  frames.meta.copy(), frames.kind.copy())
-    if k:
-        got = sel[:k]
-        width = max(int(frames.length[got].max()), 1)
-        cols = np.minimum(frames.data[got][:, None] + np.arange(width)[None, :],
-                          system.page_size - 1)
-        pool.pages[pool.local(pfns), XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
-            system.pages[system.local(src[:k])[:, None], cols]
-        out.pfn[got] = pfns
-        out.data[got] = XDP_PACKET_HEADROOM
-        out.meta[got] = 0
-        out.kind[got] = KIND_BUFF
-    system.put_pages(src)
-    if k < len(sel):
-        rq.dev.stats.rx_dropped += len(sel) - k
+    if frags.any():  # one by one: some need frags
+        new = np.array([-1 if (hd := xdp_buff_copy_in(
+            pool, pool.alloc_bulk, np.frombuffer(xdp_buff_packet(
+                p, False, d, ln, memmap=host.memmap), np.uint8), ln, XDP_PACKET_HEADROOM,
+            memmap=host.memmap)) is None else hd
+            for p, d, ln in zip(src.tolist(), frames.data[sel].tolist(),
+                                frames.length[sel].tolist(), strict=True)], np.int64)
+    else:
+        pfns = pool.alloc_bulk(len(sel))
+        k = len(pfns)
+        if k:
+            got = sel[:k]
+            width = max(int(frames.length[got].max()), 1)
+            cols = np.minimum(frames.data[got][:, None] + np.arange(width)[None, :],
+                              system.page_size - 1)
+            pool.pages[pool.local(pfns), XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
+                system.pages[system.local(src[:k])[:, None], cols]
+        new = np.full(len(sel), -1, np.int64)
+        new[:k] = pfns
+    system.put_pages(xdp_buffs_pages(src, frags.astype(np.int64), memmap=host.memmap))
+    ok = new >= 0
+    out.pfn[sel[ok]] = new[ok]
+    out.data[sel[ok]] = XDP_PACKET_HEADROOM
+    out.meta[sel[ok]] = 0
+    out.kind[sel[ok]] = np.where(frags[ok], KIND_BUFF | KIND_FRAGS, KIND_BUFF)
+    if not ok.all():
+        rq.dev.stats.rx_dropped += int((~ok).sum())
         keep = np.ones(len(frames), np.bool_)
-        keep[sel[k:]] = False
+        keep[sel[~ok]] = False
         out = out.select(keep)
     return out
 

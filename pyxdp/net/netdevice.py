@@ -500,29 +500,39 @@ class NetDevice:
 
     def _queue_skbs(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
         """Skbs another device's transmit hands to this device's ``rq`` (``veth_xdp_rx``
-        onto the ``xdp_ring``, ``netif_rx`` onto lo's backlog): each in an order-0 page
-        of the system allocator at ``NET_SKB_PAD`` (:data:`~pyxdp.net.frames.KIND_SKB`),
-        queued in order for the queue's own poll to copy into its pool, as the kernel's
-        receiving NAPI does (``veth_convert_skb_to_xdp_buff``): the sender, on whichever
-        thread, takes no page of a pool another thread may be polling. A full ring or
-        no page drops the rest (``rx_dropped``). Skbs longer than a page's packet room
-        take the DMA into the queue's pool (multi-buffer frames). Returns how many
-        were queued."""
-        if (batch.length > MAX_LINEAR).any():
-            return self._dma(rq, batch)
+        onto the ``xdp_ring``, ``netif_rx`` onto lo's backlog): each in order-0 pages
+        of the system allocator (the skb's head at ``NET_SKB_PAD``; one longer than a
+        page's packet room with page frags, :data:`~pyxdp.net.frames.KIND_SKB` and
+        ``KIND_FRAGS``), queued in order for the queue's own poll to copy into its
+        pool, as the kernel's receiving NAPI does (``veth_convert_skb_to_xdp_buff``):
+        the sender, on whichever thread, takes no page of a pool another thread may
+        be polling. A full ring or no page drops the skb (``rx_dropped``). Returns
+        how many were queued."""
         n = min(len(batch), rq.ring.free)
         system = self.host.memmap.system
-        pfns = system.alloc_pages_bulk(n) if n > 0 else np.zeros(0, np.int64)
-        took = 0
-        if len(pfns):
-            k = len(pfns)
+        lens = batch.length[:max(n, 0)]
+        if n <= 0:
+            pfns = np.zeros(0, np.int64)
+        elif (lens > MAX_LINEAR).any():  # one by one: those need frags
+            from pyxdp.net.xdp_mem import xdp_buff_copy_in
+            pfns = np.array([-1 if (h := xdp_buff_copy_in(
+                system, system.alloc_pages_bulk, batch.data[i], ln, NET_SKB_PAD,
+                memmap=self.host.memmap)) is None else h
+                for i, ln in enumerate(lens.tolist())], np.int64)
+        else:
+            got = system.alloc_pages_bulk(n)
             width = min(batch.data.shape[1], MAX_LINEAR)
-            system.pages[system.local(pfns), NET_SKB_PAD:NET_SKB_PAD + width] = \
-                batch.data[:k, :width]
-            took = rq.ring.produce(Frames.make(pfns, NET_SKB_PAD, batch.length[:k],
-                                               kind=KIND_SKB))
-            if took < k:  # other senders filled the ring meanwhile
-                system.put_pages(pfns[took:])
+            system.pages[system.local(got), NET_SKB_PAD:NET_SKB_PAD + width] = \
+                batch.data[:len(got), :width]
+            pfns = np.full(n, -1, np.int64)
+            pfns[:len(got)] = got
+        ok = pfns >= 0
+        frames = Frames(pfns[ok], np.full(int(ok.sum()), NET_SKB_PAD, np.int64), lens[ok].copy(),
+                        np.zeros(int(ok.sum()), np.int64),
+                        np.where(lens[ok] > MAX_LINEAR, KIND_SKB | KIND_FRAGS, KIND_SKB))
+        took = rq.ring.produce(frames)
+        if took < len(frames):  # other senders filled the ring meanwhile
+            self.host.drop_frames(frames.select(slice(took, None)), None, direct=False)
         if took < len(batch):
             self.stats.rx_dropped += len(batch) - took
         return took
@@ -534,40 +544,24 @@ class NetDevice:
         ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). More than ``MAX_SKB_FRAGS``
         frags, or a pool that runs dry, drops the frame. Only frames that need frags
         take this per-frame loop."""
-        from pyxdp.net.xdp_mem import xdp_buff_set_frags
+        from pyxdp.net.xdp_mem import xdp_buff_copy_in
         lens = batch.length[:n]
-        extra = np.where(lens > MAX_LINEAR, -(-(lens - MAX_LINEAR) // PAGE_SIZE), 0)
         heads: list[int] = []
-        kinds: list[int] = []
         keep: list[int] = []
         pool = rq.pool
-        for i, (ln, nf) in enumerate(zip(lens.tolist(), extra.tolist(), strict=True)):
-            if nf > MAX_SKB_FRAGS:
+        for i, ln in enumerate(lens.tolist()):
+            head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
+                                    XDP_PACKET_HEADROOM, memmap=self.host.memmap)
+            if head is None:
                 self.stats.rx_dropped += 1
                 continue
-            pfns = pool.alloc_bulk(1 + nf)
-            if len(pfns) < 1 + nf:
-                pool.put_pages(pfns)
-                self.stats.rx_dropped += 1
-                continue
-            pkt = batch.data[i]
-            head = min(ln, MAX_LINEAR)
-            pool.write(int(pfns[0]), XDP_PACKET_HEADROOM, pkt[:head].tobytes())
-            if nf:
-                flen = [min(PAGE_SIZE, ln - head - PAGE_SIZE * j) for j in range(nf)]
-                off = head
-                for fp, fl in zip(pfns[1:].tolist(), flen, strict=True):
-                    pool.write(fp, 0, pkt[off:off + fl].tobytes())
-                    off += fl
-                xdp_buff_set_frags(int(pfns[0]), pfns[1:].tolist(), flen,
-                                   memmap=self.host.memmap)
-            heads.append(int(pfns[0]))
-            kinds.append(KIND_BUFF | (KIND_FRAGS if nf else 0))
+            heads.append(head)
             keep.append(i)
         k = np.asarray(keep, np.int64)
+        kinds = np.where(lens[k] > MAX_LINEAR, KIND_BUFF | KIND_FRAGS, KIND_BUFF)
         rq.ring.produce(Frames(np.asarray(heads, np.int64),
                                np.full(len(k), XDP_PACKET_HEADROOM, np.int64), lens[k].copy(),
-                               np.zeros(len(k), np.int64), np.asarray(kinds, np.int64)))
+                               np.zeros(len(k), np.int64), kinds.astype(np.int64)))
         return len(k)
 
     # -- transmit side -------------------------------------------------------------
@@ -1091,9 +1085,12 @@ class Host:
         ``xdp_return_frame`` for False)."""
         if not len(frames):
             return
-        skb = frames.kind == KIND_SKB
-        if skb.any():  # skbs queued here and never polled: consume_skb
-            self.memmap.system.put_pages(frames.pfn[skb])
+        skb = (frames.kind & KIND_SKB) != 0
+        if skb.any():  # skbs queued here and never polled: consume_skb, frags and head
+            from pyxdp.net.xdp_mem import xdp_buffs_pages
+            self.memmap.system.put_pages(xdp_buffs_pages(
+                frames.pfn[skb], ((frames.kind[skb] & KIND_FRAGS) != 0).astype(np.int64),
+                memmap=self.memmap))
             frames = frames.select(~skb)
             if not len(frames):
                 return
