@@ -1,6 +1,7 @@
 """Workers that scale: pyxdp's datapath with N NAPI threads (threaded NAPI, one rx queue
-and one CPU each) against one, and a cpumap kthread on its own thread against the
-kthread run inline.
+and one CPU each) against one, a cpumap kthread on its own thread against the
+kthread run inline, and skbs one veth end's lockless poll sends to the other's
+(``vethtx``).
 
 Each NAPI thread runs the native poll loop without the interpreter lock and
 without the host lock (the programs below keep their state in per-CPU arrays),
@@ -8,7 +9,7 @@ so N workers can use N CPUs. Printed: Mpps per N and the ratio to one worker
 (goal: at least 0.7 x N), medians of ``--runs`` runs after a warm-up, the
 N = 1 and N = k runs interleaved so that drift of the shared machine hits both.
 
-Run: python bench/bench_workers.py [--frames N] [--runs N] [--max-workers N]
+Run: python bench/bench_workers.py [--frames N] [--runs N] [--max-workers N] [--cases ...]
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import time
 
 from pyxdp.cli.datapath import SAMPLES, mpps_cpumap, mpps_workers
 from pyxdp.collection import Collection
 from pyxdp.net.netdevice import Host, NetDevice
+from pyxdp.net.source import TrafficGenerator
 from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP
+from pyxdp.testing.programs import asm_collection
 
 
 def _to_eth1(h: Host, eth: NetDevice, coll: Collection) -> None:
@@ -28,14 +32,52 @@ def _to_eth1(h: Host, eth: NetDevice, coll: Collection) -> None:
     coll.maps["tx_port"][0] = h.add_device("eth1").ifindex
 
 
+def mpps_veth_generic_tx(frames: int) -> float:
+    """Threaded NAPI, both polls without the host lock: veth0's second queue (CPU 1)
+    sends every frame back out with a generic program (``generic_xdp_tx``:
+    ``veth_xmit``, the skb onto veth1's ``xdp_ring``), veth1's queue (CPU 0) drops
+    what it gets with a native program. Mpps veth0 sent (veth1's ring of 256 takes
+    what fits until its poll's next round)."""
+    with Host(engine="jit", threaded_napi=True) as h:
+        v0, v1 = h.veth("veth0", "veth1", queues=2)
+        v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit")).programs["t"])
+        v0.attach_xdp(h.load(asm_collection("r0 = 3\nexit")).programs["t"], mode="generic")
+        v0.rx[1].source = TrafficGenerator(flows=64, count=frames)
+        t = time.perf_counter()
+        h.run()
+        dt = time.perf_counter() - t
+        return v0.stats.tx_packets / dt / 1e6
+
+
+def mpps_veth_stack_xmit(frames: int) -> float:
+    """The stack's transmit on veth0 (``veth_xmit`` of lists of 256 skbs: each onto
+    veth1's ``xdp_ring``), veth1's native program dropping them, one softirq round
+    after each list. Mpps veth1's program saw."""
+    from pyxdp.net.stack import SkbBatch
+    with Host(engine="jit") as h:
+        v0, v1 = h.veth("veth0", "veth1")
+        v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit")).programs["t"])
+        gen = TrafficGenerator(flows=64)
+        batch = SkbBatch(gen.batch.data[:256], gen.batch.length[:256],
+                         gen.batch.ifindex[:256], gen.batch.queue[:256],
+                         list(gen.batch.meta[:256]))
+        t = time.perf_counter()
+        for _ in range(frames // 256):
+            v0.xmit_skbs(batch)
+            h.run()
+        dt = time.perf_counter() - t
+        return v1.stats.xdp_drops / dt / 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=8_000_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--cases", default="drop,xdp1,devmap,cpumap",
+    ap.add_argument("--cases", default="drop,xdp1,devmap,cpumap,vethtx",
                     help="comma-separated: drop, xdp1, devmap (redirect into one devmap "
-                         "entry, a NIC), cpumap")
+                         "entry, a NIC), cpumap, vethtx (generic XDP_TX on a veth whose "
+                         "peer's poll runs on another thread)")
     args = ap.parse_args()
     cases = set(args.cases.split(","))
     print(f"{os.cpu_count()} CPUs; {args.frames} 64-byte frames per run; median of "
@@ -58,6 +100,15 @@ def main() -> None:
             m = statistics.median(rates)
             print(f"{name:9s} {n} workers: {m:7.2f} Mpps   {m / base:.2f} x one "
                   f"(goal >= {0.7 * n:.1f})")
+    if "vethtx" in cases:
+        mpps_veth_generic_tx(100_000)
+        sent = statistics.median(mpps_veth_generic_tx(args.frames // 4)
+                                 for _ in range(args.runs))
+        print(f"vethtx    generic XDP_TX to a lockless peer: {sent:7.3f} Mpps sent")
+        mpps_veth_stack_xmit(25_600)
+        got = statistics.median(mpps_veth_stack_xmit(args.frames // 16)
+                                for _ in range(args.runs))
+        print(f"vethtx    stack's veth_xmit to a native peer: {got:7.3f} Mpps")
     if "cpumap" not in cases:
         return
     frames = args.frames // 4

@@ -149,3 +149,27 @@ def test_generic_xdp_takes_skbs_above_a_page(frags: bool) -> None:
     sent = [f for _, f in sc.traffic]
     assert res.rx["veth0"][:3] == tuple(sent[:3])  # PASS: whole
     assert [len(f) for f in res.rx["veth3"]] == [1000, 5000, 9014]  # devmap redirect
+
+
+def test_skbs_a_veth_sends_reach_the_peer_pool_through_its_poll() -> None:
+    """veth_xmit of skbs short and long (frags) to a peer with a native program: the
+    sender queues them on the peer's ring in order-0 pages of the system allocator
+    (KIND_SKB, with frags for the long ones) and takes no page of the peer queue's
+    pool; the peer's poll copies each into its pool (head and frags) and frees the
+    skb's pages, and its program sees every packet whole."""
+    from pyxdp.net.frames import KIND_FRAGS, KIND_SKB
+    with Host(tracer=Tracer()) as h:
+        a, b = h.veth("veth0", "veth1", mtu=9000)
+        coll = h.load(SAMPLES / "frags.o")
+        a.attach_xdp(coll.programs["xdp_frags"])
+        sizes = (60, 3520, 3521, 9014)
+        pool, system = a.rx[0].pool, h.memmap.system
+        b.transmit([pk.udp_packet(b"x", dport=9002, size=n) for n in sizes])
+        ring = a.rx[0].ring
+        kinds = ring.cols[4, :len(ring)].tolist()
+        assert kinds == [KIND_SKB, KIND_SKB, KIND_SKB | KIND_FRAGS, KIND_SKB | KIND_FRAGS]
+        assert pool.nr_in_use == 0 and pool.get_stats().fast + pool.get_stats().slow == 0
+        assert len(system.in_use()) == 1 + 1 + 2 + 3  # heads and frags
+        h.run()
+        assert a.stats.xdp_drops == len(sizes) and a.stats.rx_packets == len(sizes)
+        assert len(system.in_use()) == 0 and pool.nr_in_use == 0

@@ -521,3 +521,63 @@ def test_veth_frames_into_cpumap_natively(monkeypatch: pytest.MonkeyPatch) -> No
     enq = [v for _k, v in events["xdp_cpumap_enqueue"]]
     assert enq and any(v[2] for v in enq)  # the ring of 8 refused some
     assert native[2]  # the stack got frames on veth1
+
+
+def _pool_balanced(pool: Any) -> None:
+    """Exact page accounting of a page pool: every page it holds from its allocator is
+    in its alloc cache, its ring or in use, each counted once."""
+    cached, ringed, used = len(pool.cached_pages()), len(pool.ring_pages()), len(pool.in_use())
+    assert (cached, ringed, used) == (pool.alloc_count, pool.ring_count, pool.nr_in_use)
+    assert pool.inflight() == cached + ringed + used
+
+
+@pytest.mark.parametrize(("sender", "count"), [("python", 400), ("native", 3000)])
+def test_threaded_skbs_to_a_lockless_peer_keep_its_pool_exact(
+        sender: str, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threaded NAPI: veth0's second queue (CPU 1) runs a generic program that sends
+    every skb back out (generic_xdp_tx: veth_xmit to veth1) while veth1's queue (CPU 0)
+    is polled without the host lock by its native program, which drops what it gets
+    (direct recycling into its pool's alloc cache). veth_xdp_rx queues each skb on
+    veth1's ring and veth1's own poll copies it into its pool, so no thread but
+    veth1's ever takes a page of that pool: the pools and the system allocator
+    balance exactly. ``sender``: veth0's queue on the Python path (under the host lock;
+    one skb at a time there, so fewer of them) or natively (without it: nothing
+    handed to the Python path); veth1's own traffic keeps its poll busy meanwhile."""
+    import pyxdp.net.dev as dev_mod
+    from pyxdp.net import napi
+
+    to_python = [0]
+    act = dev_mod.generic_xdp_act
+
+    def counted(dev: Any, prog: Any, out: Any, *a: Any) -> None:
+        to_python[0] += len(out)
+        act(dev, prog, out, *a)
+    monkeypatch.setattr(dev_mod, "generic_xdp_act", counted)
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True) as h:
+        v0, v1 = h.veth("veth0", "veth1", queues=2)
+        v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit")).programs["t"])
+        v0.attach_xdp(h.load(asm_collection("r0 = 3\nexit")).programs["t"], mode="generic")
+        assert napi._parallel_ok(v1.xdp_prog) and napi._parallel_ok(v0.xdp_generic)
+        if sender == "python":
+            ok = napi._native_ok
+            monkeypatch.setattr(napi, "_native_ok",
+                                lambda rq, prog: rq.dev is not v0 and ok(rq, prog))
+        tx, rx = v0.rx[1], v1.rx[0]
+        assert tx.ctx.cpu % h.nr_cpus != rx.ctx.cpu % h.nr_cpus
+        pkts = frames_by_payload()[:48]
+        tx.source = TrafficGenerator(packets=pkts, count=count)
+        rx.source = TrafficGenerator(packets=pkts, count=40000)
+        h.run()
+        for d in (v0, v1):
+            for q in d.rx:
+                _pool_balanced(q.pool)
+        system = h.memmap.system
+        assert len(system.in_use()) == system.allocated - system.freed == 0
+        h.check_memory()
+        assert v0.stats.tx_packets == count
+        # Every skb sent is received or dropped (veth1's ring full), never lost.
+        got = v1.stats.rx_packets - 40000
+        assert got + v1.stats.rx_dropped == count and got > 0
+        assert v1.stats.xdp_drops == v1.stats.rx_packets
+        assert (tx.py_polls > 0) == (sender == "python")
+        assert to_python[0] == (count if sender == "python" else 0)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -123,21 +123,19 @@ class FwdTable:
     without wire sinks nor a generic program (``loopback_xmit``: its own
     stack receives the skb; its "peer" is itself), 4 for one whose up peer
     has a native or generic program and no zero-copy socket on its first queue
-    (``veth_xdp_rx``: the skb copied into a page of that queue's pool and queued
-    on its ``xdp_ring``; a peer with a generic program only: ``__netif_rx``
-    onto its backlog, which is that ring too) and for an up ``lo`` with a
-    generic program (``loopback_xmit``'s ``netif_rx``: lo's backlog, its rx
+    (``veth_xdp_rx``: the skb queued on that queue's ``xdp_ring`` in an order-0
+    page, which that queue's poll copies into its pool; a peer with a generic
+    program only: ``__netif_rx`` onto its backlog, which is that ring too) and
+    for an up ``lo`` with a generic program (``loopback_xmit``'s ``netif_rx``: lo's backlog, its rx
     ring, whose poll runs the program), 3 for every other up device (the Python path's), 0 for
     one down or gone (``xdp_ok_fwd_dev`` refuses it); ``mtu`` is 0 for a gone
     one; ``stats`` every device's counters; in place of the wires a veth's
     peer's ifindex, and veth rows for the 4s. A veth's ``xdp_ring`` takes frames
     from any thread (its lock, :func:`pyxdp.net.frame_ring.ring_lock`), so threaded
-    NAPI sends to veths as the tables say, but a 4 copies the skb into a page
-    of the peer queue's pool, which that queue's poll uses without the host
-    lock when its program runs without it (``napi_unlocked``) on a CPU of its
-    own: for a generic call on CPU ``c`` with threaded NAPI such a 4 is a 3,
-    and for any generic call one whose peer is the polling device itself
-    (:meth:`generic_for`). The last array of each
+    NAPI sends to veths as the tables say; a 4's skb goes there in an order-0 page
+    of the system allocator (:data:`~pyxdp.net.frames.KIND_SKB`) and the peer
+    queue's own poll copies it into its pool, so a call on any thread, with or
+    without the host lock, takes the 4s natively. The last array of each
     table, ``err``, is the errno (positive) with which a redirect to a device
     that ``ok`` refuses (0) fails, as the Python path's checks give it:
     ``EINVAL`` for no device, ``EOPNOTSUPP`` for no ``ndo_xdp_xmit``
@@ -154,8 +152,6 @@ class FwdTable:
         self.tables: tuple[Any, ...] = ()
         self.none: tuple[Any, ...] = ()
         self.generic: tuple[Any, ...] = ()
-        self._g4: dict[int, Any] = {}  # the 4s' ifindexes -> their peers
-        self._generic_for: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._unlocked: dict[tuple[int, bool], tuple[Any, ...]] = {}
 
     def unlocked_for(self, devices: Mapping[int, Any], cpu: int, *,
@@ -163,10 +159,9 @@ class FwdTable:
         """The targets of a call on CPU ``cpu`` that runs without the host lock (threaded
         NAPI): :attr:`tables` (``generic``: :attr:`generic`) with each device's
         counters in its row for that CPU (``NetDevice.cpu_stats``: one thread polls
-        a CPU's queues, so no two threads count into one row), a generic 4 left to
-        the Python path (its copy takes a page of a pool another thread may be
-        using). A veth's ``xdp_ring`` takes frames from any thread under its lock, a
-        device's native transmit ring under its tx lock
+        a CPU's queues, so no two threads count into one row). A veth's ``xdp_ring``
+        takes frames from any thread under its lock, a device's native transmit ring
+        under its tx lock
         (:func:`pyxdp.net.xsk_wire.wire_lock`)."""
         self.arrays(devices, generic=generic)
         t = self._unlocked.get((cpu, generic))
@@ -179,32 +174,9 @@ class FwdTable:
             for i, d in devices.items():
                 if i >= len(u_ok):
                     continue  # added after these tables: the next call remakes them
-                if generic and u_ok[i] == 4:
-                    u_ok[i] = 3
                 if stats[i]:
                     u_stats[i] = d.cpu_stats[cpu].words.ctypes.data
             t = self._unlocked[(cpu, generic)] = (u_ok, mtu, u_stats, wire, veth, err)
-        return t
-
-    def generic_for(self, devices: Mapping[int, Any], ifindex: int, cpu: int,
-                    napi_unlocked: Callable[[Any], bool] | None) -> tuple[Any, ...]:
-        """The generic targets of a call polling device ``ifindex``: with threaded NAPI
-        (``napi_unlocked`` given, the call on CPU ``cpu``) a 4 whose peer queue
-        another CPU's thread polls without the host lock is a 3. A 4 whose peer is
-        that device stays one: the skb comes back to the call's own ring (its
-        backlog), copied into a page of its own pool."""
-        self.arrays(devices, generic=True)
-        key = (ifindex, cpu if napi_unlocked is not None else -1)
-        t = self._generic_for.get(key)
-        if t is not None:
-            return t
-        with self._lock:
-            ok = self.generic[0].copy()
-            for i, gp in self._g4.items():
-                if (napi_unlocked is not None
-                        and gp.rx[0].ctx.cpu % gp.host.nr_cpus != cpu and napi_unlocked(gp)):
-                    ok[i] = 3
-            t = self._generic_for[key] = (ok, *self.generic[1:])
         return t
 
     def arrays(self, devices: Mapping[int, Any], *,
@@ -243,7 +215,6 @@ class FwdTable:
             if not rq.pool.destroyed:
                 row[VETH_PT:VETH_PT + PT_COLS] = pool_row(rq.pool)
         self.stale = False  # first: a change while remaking marks it again
-        g4: dict[int, Any] = {}
         nif = max(devices) + 1
         ok = np.zeros(nif, np.uint8)
         mtu = np.zeros(nif, np.int64)
@@ -283,13 +254,11 @@ class FwdTable:
                 g_ok[i] = 4
                 g_peer[i] = gp.ifindex
                 veth_row(g_veth[i], gp, True)
-                g4[i] = gp
             elif i == 1 and not d.wire and not d.rx[0].pool.destroyed:
                 # lo with a generic program: netif_rx onto its backlog (its rx ring).
                 g_ok[i] = 4
                 g_peer[i] = i
                 veth_row(g_veth[i], d, True)
-                g4[i] = d
             else:
                 g_ok[i] = 3
             if d.up and d.xdp_features & 4:  # NETDEV_XDP_ACT_NDO_XMIT
@@ -307,7 +276,7 @@ class FwdTable:
         self.none = (np.zeros(nif, np.uint8), mtu, stats, wire, veth,
                      np.zeros(nif, np.int64))
         # The caches of the previous tables go with them.
-        self._g4, self._generic_for, self._unlocked = g4, {}, {}
+        self._unlocked = {}
         self.tables = (ok, mtu, stats, wire, veth, err)
 
 class DevmapEgress:

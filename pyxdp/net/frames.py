@@ -34,7 +34,8 @@ from pyxdp.net.record import Alias
 from pyxdp.net.ring_cursor import RING_COLS, RingCursor
 
 __all__ = ["CPU_MAP_BULK_SIZE", "DEV_MAP_BULK_SIZE", "KIND_BUFF", "KIND_FRAGS", "KIND_FRAME",
-           "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames", "RING_COLS", "RingCursor"]
+           "KIND_SKB", "NET_SKB_PAD", "XDP_TX_BULK_SIZE", "Bulk", "FrameRing", "Frames",
+           "RING_COLS", "RingCursor"]
 
 I64 = npt.NDArray[np.int64]
 # Bulk queue sizes: xdp_do_flush's per-CPU queues (devmap.c, cpumap.c) and a driver's
@@ -47,6 +48,14 @@ KIND_FRAME = 1  # a struct xdp_frame at the page start (it came through ndo_xdp_
 # Or'ed into either kind: the frame has frags (XDP_FLAGS_HAS_FRAGS). Native loops take
 # only kind 0, so frags frames always reach the Python path.
 KIND_FRAGS = 2
+# An skb another device's transmit queued on a receiving queue's ring (veth_xmit's
+# veth_xdp_rx onto the peer's xdp_ring, loopback_xmit's netif_rx onto lo's backlog): its
+# packet in an order-0 page of the system allocator (the skb's head, NET_SKB_PAD of
+# headroom). The receiving queue's own poll copies it into a page of its pool
+# (veth_convert_skb_to_xdp_buff's skb_pp_cow_data) and frees that page, so no
+# transmitting thread ever takes a page of a pool another thread polls.
+KIND_SKB = 4
+NET_SKB_PAD = 64  # an skb's headroom (max(32, L1_CACHE_BYTES)), as netdev_alloc_skb gives it
 
 
 @dataclass(eq=False)

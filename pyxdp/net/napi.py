@@ -86,7 +86,9 @@ from pyxdp.net.devmap import DevmapEgress
 from pyxdp.net.filter import BulkQueues, _to_frames, _Verdicts, xdp_do_flush, xdp_do_redirect
 from pyxdp.net.frames import (
     KIND_BUFF,
+    KIND_FRAGS,
     KIND_FRAME,
+    KIND_SKB,
     Frames,
 )
 from pyxdp.net.page_pool import PageAccountingError, PageMemory, PagePool
@@ -96,7 +98,7 @@ from pyxdp.net.xdp_mem import (
     return_frame_no_direct,
     xdp_return_frames_rx_napi,
 )
-from pyxdp.uapi.bpf import BpfMapType, XdpAction
+from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, XdpAction
 from pyxdp.vm.jit.natives import serial_helpers
 
 if TYPE_CHECKING:
@@ -132,20 +134,20 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
     host = dev.host
     prog = dev.xdp_prog
     if prog is not None and _native_ok(rq, prog) and (
-            len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF
+            len(rq.ring) == 0 or rq.ring.peek_kind() in _NATIVE_KINDS
             or _frame_memory(rq) is not None):
         done = _native_poll(rq, prog, budget)
-        if done or not len(rq.ring) or rq.ring.peek_kind() == KIND_BUFF:
+        if done or not len(rq.ring) or rq.ring.peek_kind() in _NATIVE_KINDS:
             return done
         # An xdp_frame the loop would not touch (no page in use where it points):
         # the Python path takes the poll and reports it.
     gen = dev.xdp_generic
     if (prog is None and gen is not None and rq.xsk is None and _native_ok(rq, gen)
-            and (len(rq.ring) == 0 or rq.ring.peek_kind() == KIND_BUFF)):
+            and (len(rq.ring) == 0 or rq.ring.peek_kind() in _NATIVE_KINDS)):
         return _native_poll(rq, gen, budget, generic=True)
     if rq.source is not None and len(rq.ring) < budget:
         rq.source.fill(rq, budget - len(rq.ring))
-    frames = rq.ring.consume(budget)
+    frames = _skbs_to_buffs(host, rq, rq.ring.consume(budget))
     n = len(frames)
     if not n:
         return 0
@@ -169,6 +171,62 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
     finally:
         rq.pool.napi_local = False
         host.lock.release()
+
+
+# What the native loop takes at the head of a ring without help: the queue's own
+# buffers and skbs other devices queued (it copies them into its pool).
+_NATIVE_KINDS = (KIND_BUFF, KIND_SKB)
+
+
+def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
+    """The skbs other devices queued on ``rq``'s ring (:data:`~pyxdp.net.frames.KIND_SKB`)
+    as the receiving NAPI takes them, in ``rq``'s poll: each copied into a page of the
+    queue's pool at ``XDP_PACKET_HEADROOM`` (``veth_convert_skb_to_xdp_buff``'s
+    ``skb_pp_cow_data``; one longer than a page's packet room into a head and page
+    frags), its order-0 pages freed; those the pool has no pages for are dropped
+    (``rx_dropped``)."""
+    skb = (frames.kind & KIND_SKB) != 0
+    if not skb.any():
+        return frames
+    from pyxdp.net.xdp_mem import xdp_buff_copy_in, xdp_buff_packet, xdp_buffs_pages
+    sel = np.flatnonzero(skb)
+    pool = rq.pool
+    system = host.memmap.system
+    src = frames.pfn[sel]
+    frags = (frames.kind[sel] & KIND_FRAGS) != 0
+    out = Frames(frames.pfn.copy(), frames.data.copy(), frames.length.copy(),
+                 frames.meta.copy(), frames.kind.copy())
+    if frags.any():  # one by one: some need frags
+        new = np.array([-1 if (hd := xdp_buff_copy_in(
+            pool, pool.alloc_bulk, np.frombuffer(xdp_buff_packet(
+                p, False, d, ln, memmap=host.memmap), np.uint8), ln, XDP_PACKET_HEADROOM,
+            memmap=host.memmap)) is None else hd
+            for p, d, ln in zip(src.tolist(), frames.data[sel].tolist(),
+                                frames.length[sel].tolist(), strict=True)], np.int64)
+    else:
+        pfns = pool.alloc_bulk(len(sel))
+        k = len(pfns)
+        if k:
+            got = sel[:k]
+            width = max(int(frames.length[got].max()), 1)
+            cols = np.minimum(frames.data[got][:, None] + np.arange(width)[None, :],
+                              system.page_size - 1)
+            pool.pages[pool.local(pfns), XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
+                system.pages[system.local(src[:k])[:, None], cols]
+        new = np.full(len(sel), -1, np.int64)
+        new[:k] = pfns
+    system.put_pages(xdp_buffs_pages(src, frags.astype(np.int64), memmap=host.memmap))
+    ok = new >= 0
+    out.pfn[sel[ok]] = new[ok]
+    out.data[sel[ok]] = XDP_PACKET_HEADROOM
+    out.meta[sel[ok]] = 0
+    out.kind[sel[ok]] = np.where(frags[ok], KIND_BUFF | KIND_FRAGS, KIND_BUFF)
+    if not ok.all():
+        rq.dev.stats.rx_dropped += int((~ok).sum())
+        keep = np.ones(len(frames), np.bool_)
+        keep[sel[~ok]] = False
+        out = out.select(keep)
+    return out
 
 
 def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
@@ -660,8 +718,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # Redirect targets: xdp_frames through ndo_xdp_xmit, or a generic program's skbs
     # (NICs whose transmit is a sink); none for a call without the host lock.
     if generic:
-        tgt = host.fwd.generic_for(host.devices, dev.ifindex, rq.ctx.cpu % host.nr_cpus,
-                                   _napi_unlocked if host.threaded_napi else None)
+        tgt = host.fwd.arrays(host.devices, generic=True)
     else:
         tgt = host.fwd.arrays(host.devices)
     own = tgt[0][dev.ifindex] if dev.ifindex < len(tgt[0]) else 0
@@ -723,8 +780,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
-                 _system_args(host, bool(nt.dms) or (generic and bool(cm_rts))
-                              or fon)),
+                 _system_args(host)),
                 _xsk_args(xsk),
                 (*_stack_args(host, dev, rq, generic), _peer_records(host, rq)), cm,
                 (ctl, st.counts.cnt, st.defer))
@@ -796,13 +852,6 @@ def _parallel_ok(prog: XdpProg) -> bool:
     return bool(ok)
 
 
-def _napi_unlocked(dev: NetDevice) -> bool:
-    """Whether a threaded poll of ``dev``'s first queue may run without the host lock
-    (its program, native or generic, runs in parallel: :func:`_parallel_ok`)."""
-    prog = dev.xdp_prog if dev.xdp_prog is not None else dev.xdp_generic
-    return prog is not None and _parallel_ok(prog)
-
-
 def _peer_records(host: Host, rq: NetdevRxQueue) -> tuple[Any, ...]:
     """The stack records a generic call's skbs for a veth's peer or ``lo`` are counted
     in: CPU 0's, as the Python path counts them; with threaded NAPI the calling
@@ -813,22 +862,13 @@ def _peer_records(host: Host, rq: NetdevRxQueue) -> tuple[Any, ...]:
     return host.stack.records(0)
 
 
-_NO_SYSTEM: tuple[Any, ...] | None = None
-
-
-def _system_args(host: Host, needed: bool) -> tuple[Any, ...]:
-    """The system page allocator for a native call that may use it (``xdpf_clone``'s
-    pages for a broadcast through its devmaps, zero-copy frames' copies, a generic
-    skb's order-0 copy for a cpumap), else an empty one."""
-    global _NO_SYSTEM
-    if needed:
-        m = host.memmap.system
-        return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
-    if _NO_SYSTEM is None:
-        _NO_SYSTEM = (np.zeros((1, 4096), np.uint8), np.zeros((1, 1024), np.uint32),
-                      np.zeros((1, 512), np.int64), 0, np.zeros(3, np.int64),
-                      np.zeros(1, np.int64), np.zeros(1, np.int32), 0)
-    return _NO_SYSTEM
+def _system_args(host: Host) -> tuple[Any, ...]:
+    """The system page allocator for a native call (``xdpf_clone``'s pages for a
+    broadcast through its devmaps, zero-copy frames' copies, a generic skb's order-0
+    copy for a cpumap, the skbs other devices queue on a ring and the ring's poll
+    frees)."""
+    m = host.memmap.system
+    return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
 
 
 def _jit_args(io: Any, fn: int, ctx_addr: int) -> tuple[Any, ...]:
@@ -899,7 +939,7 @@ def _native_poll_zc(rq: NetdevRxQueue, prog: XdpProg, budget: int, st: _NativeSt
                                      pool.pfn_base, *pool.native_arrays)),
                                    (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                                    (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt,
-                                    nt.egress.args, _system_args(host, True)),
+                                    nt.egress.args, _system_args(host)),
                                    xsk.args, _stack_args(host, dev, rq, False),
                                    (ctl, cnt, st.defer))
     finally:

@@ -70,15 +70,16 @@ skb expanded by ``pskb_expand_head`` first) and its verdicts are acted on as
 ``do_xdp_generic`` does, per skb: XDP_TX is ``generic_xdp_tx`` (the skb
 transmitted on the device, a NIC whose transmit is a sink, and freed; no
 bulk; on ``lo``, ``loopback_xmit`` queues a copy on its own backlog, the ring
-being polled, in a page of the queue's pool; on a veth, ``veth_xmit`` hands it
+being polled, in an skb's order-0 page; on a veth, ``veth_xmit`` hands it
 to its peer as for a generic redirect to the veth, below), a redirect through a
 devmap entry or to an ifindex is ``xdp_do_generic_redirect`` (``xdp_ok_fwd_dev``,
 ``xdp_redirect``, the entry's program on a copy of the skb - ``dev_map_bpf_prog_run_skb`` -, then
 ``generic_xdp_tx`` on the target: a NIC whose transmit is a sink, ``lo``
 without a generic program (``loopback_xmit``: its own stack receives the skb),
 or a veth whose peer has no program and receives the skb in its stack, or whose
-peer has a native or generic one and gets it copied into a page on its
-``xdp_ring`` - for a generic one its backlog, whose poll runs that program - and
+peer has a native or generic one and gets it queued, in an order-0 page of the
+system allocator, on its ``xdp_ring`` - for a generic one its backlog, whose
+poll runs that program - and
 ``lo`` with a generic program likewise onto its backlog,
 :attr:`pyxdp.net.devmap.FwdTable.generic`), a broadcast
 ``dev_map_redirect_multi`` (the same for a clone per target),
@@ -97,6 +98,13 @@ a zero-copy copy (-EOVERFLOW), a full cpumap ring or no page for a generic
 skb's copy (-ENOSPC, -ENOMEM); the frame goes back to its memory, the
 device's ``xdp_redirect`` counts it and ``xdp_redirect_err`` counts it per
 errno (:data:`K` ``ERR``).
+
+A ring may also hold skbs other devices' transmits queued there
+(:data:`~pyxdp.net.frames.KIND_SKB`: ``veth_xdp_rx``, ``netif_rx``), each in an
+order-0 page of the system allocator: the loop copies each into a page of its
+own pool as it takes it (``veth_convert_skb_to_xdp_buff``; none left: dropped,
+``rx_dropped``) and frees the skb's page, so a queue's pool is only ever
+allocated from by its own poll, whichever threads send to it.
 
 A veth's ring also holds ``xdp_frame`` s other devices queued there
 (``ndo_xdp_xmit``; ``veth_xdp_rcv_one`` runs the veth's program on them):
@@ -171,6 +179,8 @@ from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
     DEV_MAP_BULK_SIZE,
     KIND_FRAME,
+    KIND_SKB,
+    NET_SKB_PAD,
     XDP_TX_BULK_SIZE,
     RingCursor,
 )
@@ -326,7 +336,6 @@ def pool_row(pool: _pp.PagePool) -> tuple[int, ...]:
 CACHE_SIZE = PP_ALLOC_CACHE_SIZE
 REFILL = PP_ALLOC_CACHE_REFILL
 HEADROOM = XDP_PACKET_HEADROOM
-NET_SKB_PAD = 64  # max(32, L1_CACHE_BYTES): a driver's skb headroom without XDP
 FRAME_SZ = PAGE_SIZE
 TAILROOM = SKB_SHARED_INFO_SIZE
 MEM_TYPE_PAGE_POOL = int(XdpMemType.MEM_TYPE_PAGE_POOL)
@@ -1528,15 +1537,17 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _generic_xmit(gt, t, page, data, length):  # type: ignore[no-untyped-def]
+def _generic_xmit(gt, sysm, t, page, data, length):  # type: ignore[no-untyped-def]
     """``generic_xdp_tx`` of an skb on device ``t`` of the generic targets ``gt``
     (:attr:`pyxdp.net.devmap.FwdTable.generic`'s ok, stats, peers and veth rows,
     and CPU 0's stack records): counted as sent; a veth's ``veth_xmit`` hands it
     to its peer: without an XDP program the peer's stack receives it, a list of
-    one, on CPU 0's records as on the Python path; with a native one
-    ``veth_xdp_rx`` copies it into a page of the peer queue's pool and queues it
-    on its ``xdp_ring`` (a full ring or pool: the peer's ``rx_dropped``), for the
-    peer's NAPI."""
+    one, on CPU 0's records as on the Python path; with a native or generic one
+    ``veth_xdp_rx`` (lo with a generic program: ``netif_rx``) queues a copy, in an
+    order-0 page of the system allocator ``sysm``, on the peer queue's ring (a full
+    ring or no page: the peer's ``rx_dropped``), for the peer's NAPI to copy into
+    its pool (:data:`~pyxdp.net.frames.KIND_SKB`): no page of a pool another
+    thread may be polling is taken here."""
     g_ok, g_stats, g_peer, g_veth, srec0 = gt
     ts = i64_view(g_stats[t], 1, D_SIZE)[0]
     ts[D_TX_PACKETS] += 1
@@ -1551,16 +1562,15 @@ def _generic_xmit(gt, t, page, data, length):  # type: ignore[no-untyped-def]
             srec0[0][M_BATCHES] += 1
             stack_rcv_one(page, data, length, peer, srec0)
             return
-        pt = g_veth[t:t + 1, VETH_PT:]
         size = g_veth[t, VETH_SIZE]
         qcols = i64_view(g_veth[t, VETH_RING], 5, size)
         qcur = i64_view(g_veth[t, VETH_CUR], 1, CUR_WORDS)[0]
-        loc = veth_rx_page(ps, _pool_of(pt, 0), qcols, qcur, False)
-        if loc >= 0:
-            pages = u8_view(pt[0, PT_PAGES], pt[0, PT_N], pt[0, PT_PSIZE])
-            memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
+        spages, _w32, _q64, _base, ast, afree, aref, spfn = sysm
+        row = veth_rx_page(ps, (ast, afree, aref), qcols, qcur, False)
+        if row >= 0:
+            memcpy(spages.ctypes.data + row * spages.strides[0] + NET_SKB_PAD,
                    page.ctypes.data + data, length)
-            veth_rx_queue(qcols, qcur, pt[0, PT_PFN] + loc, length)
+            veth_rx_queue(qcols, qcur, spfn + row, length)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1574,7 +1584,7 @@ def _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length):  # type: ignore[
     ``xdp_exception`` on ``t`` and drops. ``gt``: the generic targets
     (:func:`_generic_xmit`)."""
     if kk == 0:
-        _generic_xmit(gt, t, page, data, length)
+        _generic_xmit(gt, sysm, t, page, data, length)
         return
     row = _sys_alloc(sysm)
     if row < 0:
@@ -1597,7 +1607,8 @@ def _generic_dev_xmit(gt, eg, sysm, t, kk, page, data, length):  # type: ignore[
     _eg_fault(eg, k, t, 0)
     a = np.int64(eg_act[k, 0])
     if a == 2:
-        _generic_xmit(gt, t, spages[row], np.int64(eg_offo[k, 0]), np.int64(eg_leno[k, 0]))
+        _generic_xmit(gt, sysm, t, spages[row], np.int64(eg_offo[k, 0]),
+                      np.int64(eg_leno[k, 0]))
     else:
         _eg_exception(eg, k, t, a)
     _put_page(sysm, row)
@@ -1796,6 +1807,30 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         qcount = qcur[Q_COUNT]
         while n < budget and qcount > 0:
             kind = qcols[4, qhead]
+            if kind == KIND_SKB:
+                # An skb another device's transmit queued (veth_xdp_rx, netif_rx): this
+                # NAPI copies it into a page of its pool (veth_convert_skb_to_xdp_buff),
+                # the skb's order-0 page freed; no page: dropped (rx_dropped).
+                srow = qcols[0, qhead] - sys_pfn
+                if srow < 0 or srow >= n_sys or sys_ref[srow] <= 0:
+                    ctl[C_ERROR] = -1
+                    break
+                loc, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
+                if loc >= 0:
+                    memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
+                           sysm[0].ctypes.data + srow * sysm[0].strides[0]
+                           + qcols[1, qhead], qcols[2, qhead])
+                _put_page(sysm, srow)
+                if loc < 0:
+                    ds[D_RX_DROPPED] += 1
+                    qhead = (qhead + 1) % qcols.shape[1]
+                    qcount -= 1
+                    continue
+                qcols[0, qhead] = loc + pfn_base
+                qcols[1, qhead] = HEADROOM
+                qcols[3, qhead] = 0
+                qcols[4, qhead] = 0
+                kind = 0
             loc = qcols[0, qhead] - pfn_base
             mi = 0
             if kind != 0:
@@ -2054,15 +2089,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif (a == 3 and tx_ok == 2 and generic
                   and _generic_ok(tgt_ok[self_ifindex], stack_ok, length)):
                 # generic_xdp_tx on lo: loopback_xmit's netif_rx queues the skb on lo's
-                # own backlog - the ring this call polls, a copy in a page of this
-                # queue's pool (its hot fields published around the allocation); on a
-                # veth: veth_xmit, the peer's stack or xdp_ring (backlog) receives it.
+                # own backlog - the ring this call polls, a copy in an skb's order-0
+                # page; on a veth: veth_xmit, the peer's stack or xdp_ring (backlog)
+                # receives it.
                 n_tx += 1
-                psc[P_COUNT] = c
-                psc[P_NUSE] = nuse
-                _generic_xmit(gt, self_ifindex, pages[loc], data, length)
-                c = psc[P_COUNT]
-                nuse = psc[P_NUSE]
+                _generic_xmit(gt, sysm, self_ifindex, pages[loc], data, length)
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
             elif (generic and a == 4 and np.int64(red[i, 1]) != XSKMAP
@@ -2082,15 +2113,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                                       np.int64(red[i, 3]), length)
                     if to >= 0:
                         # The targets before one xdp_ok_fwd_dev refuses get their clone;
-                        # that one ends the broadcast with its error. A target whose
-                        # backlog is this call's ring copies into this queue's pool:
-                        # its hot fields published around the sends.
-                        psc[P_COUNT] = c
-                        psc[P_NUSE] = nuse
+                        # that one ends the broadcast with its error.
                         _gbcast(dmt, gt, eg, sysm, slot, self_ifindex,
                                 np.int64(red[i, 3]), pages[loc], data, length, wend)
-                        c = psc[P_COUNT]
-                        nuse = psc[P_NUSE]
                         n_red += 1
                         if e:
                             cnt[K_ERR + e] += 1
@@ -2109,11 +2134,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                             cnt[K_ERR + e] += 1
                         else:
                             red_cnt[slot, ifx] += 1
-                            psc[P_COUNT] = c  # the target's backlog may be this call's ring
-                            psc[P_NUSE] = nuse
                             _generic_dev_xmit(gt, eg, sysm, ifx, kk, pages[loc], data, length)
-                            c = psc[P_COUNT]
-                            nuse = psc[P_NUSE]
                         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse,
                                                 cached)
                         done = True

@@ -16,8 +16,9 @@ and maps the datapath runs (``host.load(obj)``). Devices:
   ``skb_shared_info``, as veth's ``skb_pp_cow_data`` builds them; a device
   whose MTU needs frags takes only frags-aware programs.
 - :meth:`Host.veth` - a veth pair: what one end transmits, the other end
-  receives. As in veth.c, frames sent by the stack are copied into a page of
-  the receiving queue's pool when that end runs XDP, and frames sent by XDP
+  receives. As in veth.c, skbs sent by the stack are queued on the peer's
+  ``xdp_ring`` when that end runs XDP, and its own poll copies each into a page
+  of its queue's pool (:data:`~pyxdp.net.frames.KIND_SKB`), and frames sent by XDP
   (``ndo_xdp_xmit``: XDP_TX, redirect) travel as ``xdp_frame`` s through the
   peer's 256-entry ``xdp_ring`` - refused with ``-ENXIO`` when the peer's NAPI
   is off (no XDP program and GRO off), dropped when the ring is full or the
@@ -65,7 +66,15 @@ from pyxdp.collection import Collection, Program
 from pyxdp.errors import KernelError
 from pyxdp.net import trace as _trace
 from pyxdp.net.devmap import FwdTable
-from pyxdp.net.frames import KIND_BUFF, KIND_FRAGS, KIND_FRAME, FrameRing, Frames
+from pyxdp.net.frames import (
+    KIND_BUFF,
+    KIND_FRAGS,
+    KIND_FRAME,
+    KIND_SKB,
+    NET_SKB_PAD,
+    FrameRing,
+    Frames,
+)
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
@@ -489,6 +498,45 @@ class NetDevice:
             return 0
         return self._dma_pages(rq, batch, n)
 
+    def _queue_skbs(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
+        """Skbs another device's transmit hands to this device's ``rq`` (``veth_xdp_rx``
+        onto the ``xdp_ring``, ``netif_rx`` onto lo's backlog): each in order-0 pages
+        of the system allocator (the skb's head at ``NET_SKB_PAD``; one longer than a
+        page's packet room with page frags, :data:`~pyxdp.net.frames.KIND_SKB` and
+        ``KIND_FRAGS``), queued in order for the queue's own poll to copy into its
+        pool, as the kernel's receiving NAPI does (``veth_convert_skb_to_xdp_buff``):
+        the sender, on whichever thread, takes no page of a pool another thread may
+        be polling. A full ring or no page drops the skb (``rx_dropped``). Returns
+        how many were queued."""
+        n = min(len(batch), rq.ring.free)
+        system = self.host.memmap.system
+        lens = batch.length[:max(n, 0)]
+        if n <= 0:
+            pfns = np.zeros(0, np.int64)
+        elif (lens > MAX_LINEAR).any():  # one by one: those need frags
+            from pyxdp.net.xdp_mem import xdp_buff_copy_in
+            pfns = np.array([-1 if (h := xdp_buff_copy_in(
+                system, system.alloc_pages_bulk, batch.data[i], ln, NET_SKB_PAD,
+                memmap=self.host.memmap)) is None else h
+                for i, ln in enumerate(lens.tolist())], np.int64)
+        else:
+            got = system.alloc_pages_bulk(n)
+            width = min(batch.data.shape[1], MAX_LINEAR)
+            system.pages[system.local(got), NET_SKB_PAD:NET_SKB_PAD + width] = \
+                batch.data[:len(got), :width]
+            pfns = np.full(n, -1, np.int64)
+            pfns[:len(got)] = got
+        ok = pfns >= 0
+        frames = Frames(pfns[ok], np.full(int(ok.sum()), NET_SKB_PAD, np.int64), lens[ok].copy(),
+                        np.zeros(int(ok.sum()), np.int64),
+                        np.where(lens[ok] > MAX_LINEAR, KIND_SKB | KIND_FRAGS, KIND_SKB))
+        took = rq.ring.produce(frames)
+        if took < len(frames):  # other senders filled the ring meanwhile
+            self.host.drop_frames(frames.select(slice(took, None)), None, direct=False)
+        if took < len(batch):
+            self.stats.rx_dropped += len(batch) - took
+        return took
+
     def _dma_frags(self, rq: NetdevRxQueue, batch: SkbBatch, n: int) -> int:
         """Frames longer than a page's packet room become multi-buffer ``xdp_buff`` s, as
         veth's ``skb_pp_cow_data`` builds them: a head page with the first 3520 bytes,
@@ -496,40 +544,24 @@ class NetDevice:
         ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). More than ``MAX_SKB_FRAGS``
         frags, or a pool that runs dry, drops the frame. Only frames that need frags
         take this per-frame loop."""
-        from pyxdp.net.xdp_mem import xdp_buff_set_frags
+        from pyxdp.net.xdp_mem import xdp_buff_copy_in
         lens = batch.length[:n]
-        extra = np.where(lens > MAX_LINEAR, -(-(lens - MAX_LINEAR) // PAGE_SIZE), 0)
         heads: list[int] = []
-        kinds: list[int] = []
         keep: list[int] = []
         pool = rq.pool
-        for i, (ln, nf) in enumerate(zip(lens.tolist(), extra.tolist(), strict=True)):
-            if nf > MAX_SKB_FRAGS:
+        for i, ln in enumerate(lens.tolist()):
+            head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
+                                    XDP_PACKET_HEADROOM, memmap=self.host.memmap)
+            if head is None:
                 self.stats.rx_dropped += 1
                 continue
-            pfns = pool.alloc_bulk(1 + nf)
-            if len(pfns) < 1 + nf:
-                pool.put_pages(pfns)
-                self.stats.rx_dropped += 1
-                continue
-            pkt = batch.data[i]
-            head = min(ln, MAX_LINEAR)
-            pool.write(int(pfns[0]), XDP_PACKET_HEADROOM, pkt[:head].tobytes())
-            if nf:
-                flen = [min(PAGE_SIZE, ln - head - PAGE_SIZE * j) for j in range(nf)]
-                off = head
-                for fp, fl in zip(pfns[1:].tolist(), flen, strict=True):
-                    pool.write(fp, 0, pkt[off:off + fl].tobytes())
-                    off += fl
-                xdp_buff_set_frags(int(pfns[0]), pfns[1:].tolist(), flen,
-                                   memmap=self.host.memmap)
-            heads.append(int(pfns[0]))
-            kinds.append(KIND_BUFF | (KIND_FRAGS if nf else 0))
+            heads.append(head)
             keep.append(i)
         k = np.asarray(keep, np.int64)
+        kinds = np.where(lens[k] > MAX_LINEAR, KIND_BUFF | KIND_FRAGS, KIND_BUFF)
         rq.ring.produce(Frames(np.asarray(heads, np.int64),
                                np.full(len(k), XDP_PACKET_HEADROOM, np.int64), lens[k].copy(),
-                               np.zeros(len(k), np.int64), np.asarray(kinds, np.int64)))
+                               np.zeros(len(k), np.int64), kinds.astype(np.int64)))
         return len(k)
 
     # -- transmit side -------------------------------------------------------------
@@ -594,7 +626,7 @@ class Loopback(NetDevice):
     ``netif_rx``, which queues it on the backlog (``enqueue_to_backlog``: past
     ``netdev_max_backlog`` skbs the rest are dropped, counted as ``rx_dropped``).
     lo's backlog is its rx queue's ring, ``netdev_max_backlog`` long, each skb
-    in a page of the queue's pool: the next softirq round's poll of it
+    in an order-0 page (:meth:`NetDevice._queue_skbs`): the next softirq round's poll of it
     (``process_backlog``) gives them to lo's receive path - its generic
     program, then the stack - up to a NAPI budget at a time, natively where
     the program is on the JIT; a generic redirect or TX to lo in the native
@@ -627,9 +659,9 @@ class Loopback(NetDevice):
         if not take:
             return
         self._transmitted(batch, True)
-        self._dma(self.rx[0], SkbBatch(batch.data, batch.length,
-                                       np.full(take, self.ifindex, np.int64),
-                                       np.zeros(take, np.int64), list(batch.meta)))
+        self._queue_skbs(self.rx[0], SkbBatch(batch.data, batch.length,
+                                              np.full(take, self.ifindex, np.int64),
+                                              np.zeros(take, np.int64), list(batch.meta)))
 
 
 class Veth(NetDevice):
@@ -682,14 +714,16 @@ class Veth(NetDevice):
         if not self._transmitted(batch, self.up and peer.up):
             return
         if peer.xdp_prog is not None or peer.xdp_generic is not None:
-            # veth_xdp_rx: into the peer's xdp_ring; veth_convert_skb_to_xdp_buff
-            # copies it into a page of the queue's page pool for the program. A peer
-            # with a generic program only: __netif_rx onto the backlog, whose poll
-            # runs it (pyxdp's backlog for the peer is its rx queue's ring, as lo's).
+            # veth_xdp_rx: the skbs onto the peer's xdp_ring; the peer's NAPI copies
+            # each into a page of its queue's page pool for the program
+            # (veth_convert_skb_to_xdp_buff). A peer with a generic program only:
+            # __netif_rx onto the backlog, whose poll runs it (pyxdp's backlog for the
+            # peer is its rx queue's ring, as lo's).
             queue = 0
-            peer._dma(peer.rx[queue], SkbBatch(batch.data, batch.length,
-                                               np.full(len(batch), peer.ifindex, np.int64),
-                                               batch.queue, batch.meta))
+            peer._queue_skbs(peer.rx[queue],
+                             SkbBatch(batch.data, batch.length,
+                                      np.full(len(batch), peer.ifindex, np.int64),
+                                      batch.queue, batch.meta))
         else:
             peer.host.netif_receive(peer, SkbBatch(batch.data, batch.length,
                                                    np.full(len(batch), peer.ifindex,
@@ -1051,6 +1085,15 @@ class Host:
         ``xdp_return_frame`` for False)."""
         if not len(frames):
             return
+        skb = (frames.kind & KIND_SKB) != 0
+        if skb.any():  # skbs queued here and never polled: consume_skb, frags and head
+            from pyxdp.net.xdp_mem import xdp_buffs_pages
+            self.memmap.system.put_pages(xdp_buffs_pages(
+                frames.pfn[skb], ((frames.kind[skb] & KIND_FRAGS) != 0).astype(np.int64),
+                memmap=self.memmap))
+            frames = frames.select(~skb)
+            if not len(frames):
+                return
         own = (frames.kind & KIND_FRAME) == 0
         if own.any():
             assert rq is not None

@@ -79,6 +79,7 @@ from pyxdp.net.xdp import (
     SKB_SHARED_INFO_SIZE,
     XDP_FLAGS_HAS_FRAGS,
     XDP_FRAME_SIZE,
+    XDP_PACKET_HEADROOM,
     RxQueue,
 )
 
@@ -104,6 +105,7 @@ __all__ = [
     "XdpRxqInfo",
     "XdpSkb",
     "return_frame_no_direct",
+    "xdp_buff_copy_in",
     "xdp_buff_frags",
     "xdp_buff_packet",
     "xdp_buff_set_frags",
@@ -829,6 +831,37 @@ def xdp_convert_zc_to_xdp_frame(umem: NDArray[np.uint8], data: npt.ArrayLike,
 
 
 # -- frags ---------------------------------------------------------------------------------
+
+# A page's packet room past XDP_PACKET_HEADROOM and before the skb_shared_info.
+_HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE
+
+
+def xdp_buff_copy_in(mem: PageAllocator | PagePool, alloc: Callable[[int], NDArray[np.int64]],
+                     pkt: NDArray[np.uint8], length: int, off: int, *,
+                     memmap: MemMap | None = None) -> int | None:
+    """A packet of ``length`` bytes copied into pages of ``mem`` (``alloc(n)``: up to
+    ``n`` of them) as ``skb_pp_cow_data`` lays it out: the first bytes of a page's
+    packet room at ``off`` of the head, the rest in page frags listed in the head's
+    ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). The head's pfn, or None - more
+    than ``MAX_SKB_FRAGS`` frags, or fewer pages than it needs (given back)."""
+    nf = -(-(length - _HEAD_ROOM) // PAGE_SIZE) if length > _HEAD_ROOM else 0
+    if nf > MAX_SKB_FRAGS:
+        return None
+    pfns = alloc(1 + nf)
+    if len(pfns) < 1 + nf:
+        mem.put_pages(pfns)
+        return None
+    head = min(length, _HEAD_ROOM)
+    mem.write(int(pfns[0]), off, pkt[:head].tobytes())
+    if nf:
+        flen = [min(PAGE_SIZE, length - head - PAGE_SIZE * j) for j in range(nf)]
+        pos = head
+        for fp, fl in zip(pfns[1:].tolist(), flen, strict=True):
+            mem.write(fp, 0, pkt[pos:pos + fl].tobytes())
+            pos += fl
+        xdp_buff_set_frags(int(pfns[0]), pfns[1:].tolist(), flen, memmap=memmap)
+    return int(pfns[0])
+
 
 def xdp_buff_set_frags(pfn: int, frag_pfns: Sequence[int], lens: Sequence[int],
                        offsets: Sequence[int] | None = None, *, frame_sz: int | None = None,

@@ -1152,20 +1152,21 @@ _NIC_PEER: tuple[Any, ...] | None = None
 
 def _tx_peer(dev: XskNetDevice) -> tuple[Any, ...]:
     """The ``peer`` group of :func:`pyxdp.net.xsk_native_tx.generic_xmit`: a veth's
-    peer (up, the longest frame it takes, its counters, its first queue's page pool
-    and ring, in place), or inert arrays for a NIC."""
+    peer (up, the longest frame it takes, its counters, the system allocator its skbs'
+    pages come from, its first queue's ring, in place), or inert arrays for a NIC."""
     global _NIC_PEER
     peer = getattr(dev, "peer", None)
     if dev.kind != "veth" or peer is None:
         if _NIC_PEER is None:
             i64 = np.zeros(1, np.int64)
-            _NIC_PEER = (0, 0, 0, i64, i64, i64, i64, i64, np.zeros(1, np.uint8),
+            _NIC_PEER = (0, 0, 0, i64, i64, i64, np.zeros(1, np.int32),
                          np.zeros((1, 1), np.uint8), 0, np.zeros((5, 1), np.int64), i64)
         return _NIC_PEER
     rq = peer.rx[0]
-    pool = rq.pool
+    system = dev.host.memmap.system
     return (1, int(peer.up), peer.mtu + ETH_HLEN + VLAN_HLEN, peer.stats.words,
-            *pool.native_arrays, pool.pages, pool.pfn_base, rq.ring.cols, rq.ring.cur.words)
+            *system.native_arrays, system.pages, system.pfn_base, rq.ring.cols,
+            rq.ring.cur.words)
 
 
 def _zc_wakeup_rx(pool: XskBuffPool) -> None:

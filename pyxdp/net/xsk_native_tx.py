@@ -7,13 +7,14 @@ The same rules in Python are :meth:`pyxdp.net.xsk.XdpSock._generic_xmit` and
 a NIC that is up with no wire sink to show packets to (the skbs or buffers
 are counted as sent and completed; nothing reads their bytes, so none are
 copied), and in copy mode a veth whose peer runs a native XDP program
-(``veth_xmit``: each packet copied into a page of the peer's page pool, the
-same allocation as the NAPI loop's, and queued on its ``xdp_ring``). Tx
+(``veth_xmit``: each packet copied into an skb's order-0 page of the system
+allocator and queued on the peer's ``xdp_ring``, whose NAPI copies it into its
+pool, :data:`~pyxdp.net.frames.KIND_SKB`). Tx
 metadata, wire sinks and peers without a program stay on the Python path.
 
 State is the records of :mod:`pyxdp.net.xsk_native` (the pool's, the rings'
 and the socket's), the devices' :class:`~pyxdp.net.stats.NetdevStats`, the
-peer pool's and ring's records, all in place; the ring protocol and the
+system allocator's and the peer ring's records, all in place; the ring protocol and the
 checks of what the user wrote are the same as for receive.
 """
 
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
 from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
-from pyxdp.net.frames import KIND_BUFF, RingCursor
+from pyxdp.net.frames import KIND_SKB, NET_SKB_PAD, RingCursor
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
-from pyxdp.net.page_pool_native import _alloc  # the NAPI loop's page pool allocation
+from pyxdp.net.page_pool_lock import alloc_page_ir
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE
 from pyxdp.net.xdp_sock import XdpSockState
@@ -51,9 +52,7 @@ S_BUDGET = XdpSockState.index("max_tx_budget")
 D_RX_DROPPED = NetdevStats.index("rx_dropped")
 D_TX_DROPPED = NetdevStats.index("tx_dropped")
 R_COUNT = RingCursor.index("count")
-HEADROOM = XDP_PACKET_HEADROOM
 MAX_DMA = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # a veth page's packet
-BUFF = KIND_BUFF
 
 
 VALID_OPTIONS = TX_VALID_OPTIONS
@@ -132,15 +131,15 @@ def data_at(xp, addr):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def veth_rx(xp, snap, peer, first, last, plen, dry):  # type: ignore[no-untyped-def]
     """``veth_xmit`` -> ``veth_xdp_rx`` of the packet of descriptors ``first..last``
-    (``plen`` bytes): a page of the peer queue's pool, the fragments copied in at
-    ``XDP_PACKET_HEADROOM``, the frame queued on its ``xdp_ring``; a full ring or
-    pool drops it (the peer's ``rx_dropped``). ``dry``: the pool already failed
+    (``plen`` bytes): an skb's page of the system allocator, the fragments copied in
+    at ``NET_SKB_PAD``, the skb queued on the peer's ``xdp_ring``; a full ring or no
+    page drops it (the peer's ``rx_dropped``). ``dry``: the allocator already failed
     (no allocation is tried again, as one bulk allocation stops). Returns ``dry``."""
-    _veth, _ok, _max, pds, psc, cache, ring, free, state, pages, pfn_base, qcols, qcur = peer
-    loc = veth_rx_page(pds, (psc, cache, ring, free, state), qcols, qcur, dry)
+    _veth, _ok, _max, pds, ast, afree, aref, pages, pfn_base, qcols, qcur = peer
+    loc = veth_rx_page(pds, (ast, afree, aref), qcols, qcur, dry)
     if loc < 0:
         return dry or loc == -1
-    dst = pages.ctypes.data + loc * pages.strides[0] + HEADROOM
+    dst = pages.ctypes.data + loc * pages.strides[0] + NET_SKB_PAD
     for k in range(first, last + 1):
         seg = snap[k, 1] & U32
         memcpy(dst, data_at(xp, snap[k, 0]), seg)
@@ -150,22 +149,25 @@ def veth_rx(xp, snap, peer, first, last, plen, dry):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def veth_rx_page(pds, pool, qcols, qcur, dry):  # type: ignore[no-untyped-def]
-    """The first half of ``veth_xdp_rx`` of an skb into a peer's ``xdp_ring`` (the
-    page the driver copies it into, ``veth_convert_skb_to_xdp_buff``): a page of
-    the peer queue's ``pool`` (its state words, alloc cache, ring, free list and
-    page states) for the packet at ``XDP_PACKET_HEADROOM``; -1 when the pool ran
-    dry, -2 when the ring is full or ``dry`` (no allocation tried again), both
-    counted as the peer's ``rx_dropped``. With a page, the ring's lock is held
-    (``ptr_ring_produce``'s ``producer_lock``, from the room check on): the
-    caller copies the packet in, then :func:`veth_rx_queue` queues it and unlocks."""
+def veth_rx_page(pds, alloc, qcols, qcur, dry):  # type: ignore[no-untyped-def]
+    """The first half of ``veth_xdp_rx`` of an skb from another device's transmit onto
+    a receiving queue's ring (a veth peer's ``xdp_ring``, lo's backlog): the skb's
+    head, an order-0 page of the system allocator (``alloc``: its state words, free
+    stack and reference counts, taken under its lock) for the packet at
+    ``NET_SKB_PAD`` - never a page of the receiving queue's pool, which that
+    queue's NAPI alone allocates from (it copies the skb in,
+    ``veth_convert_skb_to_xdp_buff``); -1 when memory ran out, -2 when the ring is
+    full or ``dry`` (no allocation tried again), both counted as the receiver's
+    ``rx_dropped``. With a page, the ring's lock is held (``ptr_ring_produce``'s
+    ``producer_lock``, from the room check on): the caller copies the packet in,
+    then :func:`veth_rx_queue` queues it and unlocks."""
     ring_lock(qcur)
     if dry or qcur[R_COUNT] >= qcols.shape[1]:
         ring_unlock(qcur)
         pds[D_RX_DROPPED] += 1
         return -2
-    psc, cache, ring, free, state = pool
-    loc = _alloc(psc, cache, ring, free, state)
+    ast, afree, aref = alloc
+    loc = alloc_page_ir(ast, afree, aref)
     if loc < 0:
         ring_unlock(qcur)
         pds[D_RX_DROPPED] += 1
@@ -175,10 +177,10 @@ def veth_rx_page(pds, pool, qcols, qcur, dry):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def veth_rx_queue(qcols, qcur, pfn, plen):  # type: ignore[no-untyped-def]
-    """The second half of ``veth_xdp_rx``: the page (``pfn``, ``plen`` bytes at
-    ``XDP_PACKET_HEADROOM``) queued on the peer's ``xdp_ring`` as a buffer (room
-    checked by :func:`veth_rx_page`, whose lock is released here)."""
-    ring_put(qcols, qcur, pfn, HEADROOM, plen, 0, BUFF)
+    """The second half of ``veth_xdp_rx``: the skb's page (``pfn``, ``plen`` bytes at
+    ``NET_SKB_PAD``) queued on the ring as an skb (room checked by
+    :func:`veth_rx_page`, whose lock is released here)."""
+    ring_put(qcols, qcur, pfn, NET_SKB_PAD, plen, 0, KIND_SKB)
     ring_unlock(qcur)
 
 
