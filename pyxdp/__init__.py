@@ -12,6 +12,7 @@ from pyxdp.collection import Collection, Map, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import (
     AsmError,
+    BadArgument,
     BPFUnavailable,
     BudgetExceeded,
     ConformanceFormatError,
@@ -49,6 +50,7 @@ __all__ = [
     "ProgramSpec",
     "load_collection_spec",
     "BPFUnavailable",
+    "BadArgument",
     "BudgetExceeded",
     "ConformanceFormatError",
     "HelperFault",
