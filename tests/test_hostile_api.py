@@ -16,6 +16,7 @@ import pytest
 
 from pyxdp.collection import Collection
 from pyxdp.errors import BadArgument, KernelError, MapError, PyxdpError
+from pyxdp.explain.topology import Topology, TopologyError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.xdp_umem import XskError
@@ -24,6 +25,7 @@ from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.xsk.datapath import PyxdpXskSocket
 from pyxdp.xsk.umem import Umem
+from pyxdp.xsk.xsk import ChunkAccountingError
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 0x15
@@ -98,6 +100,13 @@ def test_rings_umem_and_socket_refuse_bad_arguments(
         _one_line(e.value)
         assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)
     assert fq.reserve(np.uint8(2)) == (0, 2)  # numpy integers are ints
+    with pytest.raises(ChunkAccountingError, match="90 chunks back, only"):
+        sock.pool.free(np.array([1, 2, 3] * 30), 0, "free")  # overflowed the free stack
+    sock.close()  # a closed socket filled its ring and queued packets still
+    for use in (sock.fill, sock.recv, sock.complete, lambda: sock.send([b"x"])):
+        with pytest.raises(XskError, match="the socket is closed") as ex:
+            use()
+        assert ex.value.errno == errno.EBADF
     umem.close()
     with pytest.raises(XskError, match="the UMEM is closed") as ex:
         umem.packets([0], [1])
@@ -197,3 +206,14 @@ def test_a_seeded_sweep_of_bad_values_meets_only_one_line_errors(
                 _one_line(e)
             calls += 1
         assert calls == 400
+
+
+def test_topology_numbers_are_checked() -> None:
+    # Found by fuzzing explain topologies: int() of a dict or an address escaped.
+    base = {"devices": [{"name": "eth0"}]}
+    for extra, match in (({"xsk": [{"dev": "eth0", "fill": {}}]}, "'fill' must be a non-neg"),
+                         ({"udp": ["1.2.3.4"]}, "'udp' lists ports"),
+                         ({"udp": [70000]}, "'udp' lists ports")):
+        with pytest.raises(TopologyError, match=match) as e:
+            Topology.from_dict({**base, **extra})
+        _one_line(e.value)

@@ -467,7 +467,7 @@ class NetDevice:
         if isinstance(queue, bool) or not isinstance(queue, int) or \
                 not 0 <= queue < len(self.rx):
             raise LinkError(errno.EINVAL, f"{self.name} has rx queues 0..{len(self.rx) - 1}, "
-                                          f"not {queue!r}", op="receive")
+                                          f"not {short(queue)}", op="receive")
         batch = packets if isinstance(packets, SkbBatch) else \
             SkbBatch.from_packets(packets, self.ifindex, queue)
         return self._dma(self.rx[queue], batch)

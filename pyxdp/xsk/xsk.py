@@ -22,6 +22,7 @@ also checks the rings' published windows against those states.
 
 from __future__ import annotations
 
+import errno as _errno
 import select
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ import numpy.typing as npt
 
 from pyxdp.args import Array, checked, short
 from pyxdp.errors import BadArgument, PyxdpError
+from pyxdp.net.xdp_umem import XskError
 from pyxdp.net.xsk_queue import Ring
 from pyxdp.uapi.if_xdp import XdpBindFlag, XdpStatistics
 from pyxdp.xsk.queue import RingCons, RingProd
@@ -143,8 +145,11 @@ class ChunkPool:
     @checked(idx=Array(scalar=False), frm=(0, 3))
     def free(self, idx: U64Array, frm: int, what: str) -> None:
         """Chunks ``idx`` go back on the stack."""
-        self.move(idx, frm, _FREE, what)
         k = len(idx)
+        if k > len(self._stack) - self._top:  # more than were out: some named twice
+            raise ChunkAccountingError(f"{what}: {k} chunks back, only "
+                                       f"{len(self._stack) - self._top} are out", idx)
+        self.move(idx, frm, _FREE, what)
         self._stack[self._top:self._top + k] = idx
         self._top += k
 
@@ -303,6 +308,7 @@ class XskSocket(ABC):
     @checked(n=(0, 1 << 32))
     def fill(self, n: int | None = None) -> int:
         """Hand up to ``n`` free chunks (default: as many as fit) to the fill ring."""
+        self._live("fill")
         ring = self._fill()
         want = ring.size if n is None else n
         k = min(want, ring.nb_free(want), self.pool.nfree)
@@ -317,6 +323,7 @@ class XskSocket(ABC):
     @checked(max_packets=(0, 1 << 32))
     def recv(self, max_packets: int = DEFAULT_BATCH) -> RxBatch:
         """Up to ``max_packets`` received packets (an empty batch when none wait)."""
+        self._live("recv")
         if self.rx is None:
             raise PyxdpError("this socket has no rx ring")
         idx, k = self.rx.peek(max_packets)
@@ -338,6 +345,7 @@ class XskSocket(ABC):
     @checked
     def release(self, batch: RxBatch, *, refill: bool = False) -> None:
         """Give a batch's chunks back: to the free stack, or straight to the fill ring."""
+        self._live("release")
         if batch.released:
             raise ChunkAccountingError("batch released twice")
         batch.released = True
@@ -367,6 +375,7 @@ class XskSocket(ABC):
         find no free chunk or tx slot are not queued (send them again);
         completions are reaped first when free chunks run short.
         """
+        self._live("send")
         if self.tx is None:
             raise PyxdpError("this socket has no tx ring")
         packets = _tx_packets(packets)
@@ -414,6 +423,7 @@ class XskSocket(ABC):
         The chunks go from RX to TX and come back through :meth:`complete`;
         those the tx ring has no room for go back to the free stack.
         """
+        self._live("forward")
         if self.tx is None:
             raise PyxdpError("this socket has no tx ring")
         if batch.released:
@@ -435,6 +445,7 @@ class XskSocket(ABC):
 
     def kick(self) -> bool:
         """Wake the tx side once if it needs it; True when the datapath has work left."""
+        self._live("kick")
         if self.tx is None:
             return False
         if self.need_wakeup and not self.tx.needs_wakeup():
@@ -444,6 +455,7 @@ class XskSocket(ABC):
     @checked(rounds=(0, 1 << 32))
     def flush(self, rounds: int = 64) -> None:
         """Kick and reap completions until the tx ring is drained (or ``rounds`` passes)."""
+        self._live("flush")
         if self.tx is None:
             return
         for _ in range(rounds):
@@ -456,6 +468,7 @@ class XskSocket(ABC):
     @checked(max_entries=(0, 1 << 32))
     def complete(self, max_entries: int | None = None) -> int:
         """Reap the completion ring: sent chunks go back to the free stack; how many."""
+        self._live("complete")
         if self.comp_ring is None:
             raise PyxdpError("this socket has no completion ring")
         n = self.comp_ring.size if max_entries is None else max_entries
@@ -522,6 +535,11 @@ class XskSocket(ABC):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _live(self, op: str) -> None:
+        """A closed socket's descriptor is gone: EBADF, as the syscalls answer."""
+        if self._closed:
+            raise XskError(op, _errno.EBADF, "the socket is closed")
 
     def close(self) -> None:
         if self._closed:
