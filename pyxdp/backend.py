@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pyxdp.args import short
+from pyxdp.args import U64_MAX, checked, short
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import KernelError, MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
@@ -124,6 +124,23 @@ def int_bytes(value: int, size: int, what: str, op: str) -> bytes:
     if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
         raise MapError(op, errno.EINVAL, f"{what} {value} does not fit {size} bytes")
     return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+#: The bpf(2) map commands, whose flags (and CPU) are checked at the door on both
+#: backends; keys, values and counts have the kernel's own checks, with its errno.
+MAP_COMMANDS = ("lookup", "update", "delete", "get_next_key", "lookup_and_delete", "push",
+                "lookup_batch", "update_batch", "delete_batch", "lookup_and_delete_batch")
+_COMMAND_RULES: dict[str, object] = {"flags": (0, U64_MAX), "key": None, "value": None,
+                                     "keys": None, "values": None, "cursor": None,
+                                     "count": None}
+
+
+def check_map_commands(cls: type) -> None:
+    """Wrap the :data:`MAP_COMMANDS` a map class defines in :func:`pyxdp.args.checked`."""
+    for name in MAP_COMMANDS:
+        f = cls.__dict__.get(name)
+        if f is not None and not getattr(f, "__wrapped_checked__", False):
+            setattr(cls, name, checked(**_COMMAND_RULES)(f))
 
 
 def batch_count(count: int, op: str) -> int:

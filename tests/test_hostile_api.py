@@ -121,7 +121,7 @@ def test_maps_programs_and_collections_refuse_bad_arguments() -> None:
                 (lambda: arr.update(key, val, "x"), BadArgument,
                  "ArrayMap.update: flags must be an int"),
                 (lambda: arr.update(key, val, memoryview(b"ab")), BadArgument, "flags"),
-                (lambda: arr.lookup(key, cpu=-1), BadArgument, "cpu must be in"),
+                (lambda: arr.lookup(key, cpu="0"), BadArgument, "cpu must be an int"),
                 (lambda: c.maps["hash"].handle.update(key, val, 1 << 64), BadArgument,
                  "flags must be in"),
                 (lambda: q.update(1.5, b"\0" * 4), MapError, "take no key"),

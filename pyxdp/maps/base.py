@@ -41,8 +41,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.args import U64_MAX, checked
-from pyxdp.backend import batch_count, batch_rows, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, check_map_commands, handle_bytes
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
@@ -255,23 +254,6 @@ def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
                 a.drop(obj)
 
 
-#: The bpf(2) commands of every map type, whose flags and CPU are checked at the door
-#: (keys, values and counts have the kernel's own checks, with its errno).
-_SYSCALL_OPS = ("lookup", "update", "delete", "get_next_key", "lookup_and_delete", "push",
-                "lookup_batch", "update_batch", "delete_batch", "lookup_and_delete_batch")
-_OP_RULES: dict[str, object] = {"flags": (0, U64_MAX), "cpu": (0, (1 << 31) - 1),
-                                "key": None, "value": None, "keys": None, "values": None,
-                                "cursor": None, "count": None}
-
-
-def _check_ops(cls: type) -> None:
-    """Wrap the bpf(2) commands ``cls`` defines in :func:`pyxdp.args.checked`."""
-    for name in _SYSCALL_OPS:
-        f = cls.__dict__.get(name)
-        if f is not None and not getattr(f, "__wrapped_checked__", False):
-            setattr(cls, name, checked(**_OP_RULES)(f))
-
-
 def _type_name(map_type: int) -> str:
     try:
         return BpfMapType(map_type).name
@@ -340,7 +322,7 @@ class Map:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _check_ops(cls)
+        check_map_commands(cls)
 
     def __init__(self, spec: MapSpec) -> None:
         self.spec = spec
@@ -763,4 +745,4 @@ class Map:
         return True
 
 
-_check_ops(Map)
+check_map_commands(Map)
