@@ -27,7 +27,7 @@ from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
 from typing import Any
 
-from pyxdp.args import U64_MAX, checked
+from pyxdp.args import U64_MAX, checked, short
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
 from pyxdp.backend import (
@@ -42,7 +42,14 @@ from pyxdp.backend import (
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
-from pyxdp.errors import MapError, NotSupportedError, PyxdpError, map_closed, program_closed
+from pyxdp.errors import (
+    BadArgument,
+    MapError,
+    NotSupportedError,
+    PyxdpError,
+    map_closed,
+    program_closed,
+)
 from pyxdp.spec import (
     CollectionSpec,
     InnerMapRef,
@@ -458,6 +465,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
                   engine: str, core_btf: str | os.PathLike[str] | None) -> Backend:
     if not isinstance(backend, str):
+        if not all(hasattr(backend, a) for a in ("load_program", "create_map", "test_run")):
+            raise BadArgument(f"Collection: backend must be 'userspace', 'kernel' or a "
+                              f"Backend, not {short(backend)}")
         return backend
     if backend == "userspace":
         from pyxdp.userspace import UserspaceBackend
@@ -568,6 +578,7 @@ class Collection:
                                  f"is not loaded on the {self.backend.name} backend: "
                                  f"{self.skipped[name]}")
 
+    @checked
     def program(self, name_or_section: str | None = None) -> Program:
         """A program by name or section; the only program when there is one."""
         if name_or_section is None:

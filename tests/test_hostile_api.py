@@ -217,3 +217,25 @@ def test_topology_numbers_are_checked() -> None:
         with pytest.raises(TopologyError, match=match) as e:
             Topology.from_dict({**base, **extra})
         _one_line(e.value)
+
+
+def test_the_testing_api_refuses_bad_arguments() -> None:
+    # Found by fuzzing pyxdp.testing.xdptest: a backend that was not a name met .close
+    # (AttributeError), a list as program name was unhashable, an array as the action
+    # met numpy's truth value, a str of expected entries failed to unpack.
+    from pyxdp.testing.xdptest import XdpObject
+    xdp1 = ROOT / "samples" / "xdp1.o"
+    with XdpObject(xdp1) as o:
+        for call, match in (
+                (lambda: XdpObject(5), "XdpObject.__init__: path must be str or PathLike"),
+                (lambda: XdpObject(xdp1, 5), "backend must be str, not 5"),
+                (lambda: Collection(asm_collection("r0 = 2\nexit"), 5),  # type: ignore[arg-type]
+                 "backend must be 'userspace', 'kernel' or a Backend"),
+                (lambda: o.program([1]), "name_or_section must be str or None, not list"),
+                (lambda: o.assert_run(bytes(60), np.zeros((2, 2))), "action must be an int"),
+                (lambda: o.assert_map("rxcnt", "x"), "dict or .key, value. pairs"),
+                (lambda: o.assert_map([1], {}), "name must be str, not list"),
+                (lambda: o.run(bytes(60), repeat=1 << 70), "repeat must be in")):
+            with pytest.raises(BadArgument, match=match) as e:
+                call()
+            _one_line(e.value)
