@@ -161,6 +161,8 @@ def test_hosts_and_devices_refuse_bad_arguments() -> None:
                 (lambda: host.veth("a", "b", mtu=np.zeros((2, 2))), KernelError, "mtu less"),
                 (lambda: host.load(5), BadArgument, "Host.load: obj"),
                 (lambda: eth0.detach_xdp("offload"), KernelError, "mode 'offload'"),
+                (lambda: eth0.detach_xdp(np.zeros(3)), KernelError, "mode a float64 array"),
+                (lambda: host.load("/dev/zero"), PyxdpError, "larger than 64 MiB"),  # hung
                 (lambda: eth0.add_address("x"), KernelError, "does not appear to be"),
                 (lambda: eth0.add_address(5), BadArgument, "address must be str"),
                 (lambda: eth0.attach_xdp_multi(True), BadArgument, "progs must be Iterable"),

@@ -432,7 +432,7 @@ class NetDevice:
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
-        if mode not in (None, "native", "generic"):
+        if not (mode is None or isinstance(mode, str) and mode in ("native", "generic")):
             raise _fail(errno.EOPNOTSUPP, f"mode {short(mode)}: pyxdp devices have native "
                                           f"and generic XDP (no offload)")
         if mode in (None, "native"):
