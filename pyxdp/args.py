@@ -10,6 +10,7 @@ classes, ``X | None``, ``list[...]``) and takes explicit rules for what annotati
 not say: an ``(lo, hi)`` range for an int, or :class:`Array` for an array-like of
 unsigned integers. ``int`` accepts what has ``__index__`` (numpy integers) and passes
 a plain ``int`` on; without a rule it must fit 64 bits, as every number the kernel takes.
+A ``bool`` takes any value with a truth (an array of several items has none).
 Annotations it cannot check (protocols, ``Any``, names only imported for type checking)
 leave that parameter to the function.
 """
@@ -96,6 +97,13 @@ def _int_check(lo: int, hi: int, none_ok: bool, bool_ok: bool) -> Check:
     return check
 
 
+def _truth(where: str, value: object) -> object:
+    try:
+        return bool(value)
+    except (TypeError, ValueError):  # a numpy array of several items has no truth
+        raise BadArgument(f"{where} must be a bool, not {short(value)}") from None
+
+
 def _class_check(classes: tuple[type, ...], none_ok: bool, number: bool) -> Check:
     names = " or ".join([c.__name__ for c in classes] + (["a number"] if number else []))
 
@@ -136,7 +144,7 @@ def _from_annotation(ann: object, rule: object) -> Check | None:
                 getattr(origin, "_is_runtime_protocol", False):
             return None
         if origin is bool:
-            return None  # a flag: any value's truth
+            return _truth  # a flag: any value's truth, when it has one
         if isinstance(origin, type) and issubclass(origin, int) and len(parts) == 1:
             lo, hi = rule if isinstance(rule, tuple) else (I64_MIN, U64_MAX)
             return _int_check(lo, hi, none_ok, False)  # an IntEnum/IntFlag: any int

@@ -88,6 +88,8 @@ def test_rings_umem_and_socket_refuse_bad_arguments(
         (lambda: sock.send([b"x", 3]), "packets must be a list of bytes-like"),
         (lambda: sock.send([b"x"], lengths=[-1]), "lengths must be in 0..4294967295"),
         (lambda: sock.fill(1.5), "XskSocket.fill: n must be an int"),
+        (lambda: fq.reserve(1, exact=np.zeros(2)), "exact must be a bool, not a float64"),
+        (lambda: sock.send([b"x"], kick=np.zeros(2)), "kick must be a bool"),
         (lambda: sock.poll(events="x"), "events must be an int"),
         (lambda: sock.bind(host.dev("eth0"), 1 << 40), "queue_id must be in"),
         (lambda: sock.pool.alloc(-1, 1), "ChunkPool.alloc: n must be in"),

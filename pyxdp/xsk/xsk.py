@@ -366,6 +366,7 @@ class XskSocket(ABC):
 
     # -- transmit -----------------------------------------------------------------
 
+    @checked(packets=None, lengths=None)  # both checked below, as their forms want
     def send(self, packets: list[bytes] | npt.NDArray[np.uint8], *,
              lengths: npt.ArrayLike | None = None, kick: bool = True) -> int:
         """Copy packets into free chunks, queue them on the tx ring, kick; how many queued.
