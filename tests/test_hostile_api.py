@@ -168,6 +168,8 @@ def test_hosts_and_devices_refuse_bad_arguments() -> None:
                 (lambda: eth0.add_address("x"), KernelError, "does not appear to be"),
                 (lambda: eth0.add_address(5), BadArgument, "address must be str"),
                 (lambda: eth0.attach_xdp_multi(True), BadArgument, "progs must be Iterable"),
+                (lambda: eth0.attach_xdp_multi(np.array(5)), BadArgument,
+                 "progs must be programs, not a int64 array"),
                 (lambda: eth0.attach_xdp(5), BadArgument,
                  "prog must be Program or XdpProg, not 5")):
             with pytest.raises(err, match=match) as e:

@@ -384,9 +384,14 @@ class NetDevice:
         dispatcher already attached in ``mode``; any other attached program is EBUSY.
         A :class:`~pyxdp.collection.Program` brings its object's run config;
         ``run_configs`` (by program name) gives one to others. Returns the dispatcher."""
+        try:
+            given = list(progs)
+        except TypeError:  # an Iterable that does not iterate (a 0-d array)
+            raise BadArgument(f"NetDevice.attach_xdp_multi: progs must be programs, not "
+                              f"{short(progs)}") from None
         new = [(_xdp_prog(p), (p.run_config if isinstance(p, Program) else None)
                 or (run_configs or {}).get(_xdp_prog(p).spec.name) or XdpRunConfig())
-               for p in progs]
+               for p in given]
         if not new:
             raise _fail(errno.EINVAL, "no program to attach")
         for p, _ in new:
