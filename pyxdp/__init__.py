@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyxdp.errors import (
     AsmError,
+    BadArgument,
     BPFUnavailable,
     BudgetExceeded,
     ConformanceFormatError,
@@ -80,6 +81,7 @@ __all__ = [
     "ProgramSpec",
     "load_collection_spec",
     "BPFUnavailable",
+    "BadArgument",
     "BudgetExceeded",
     "ConformanceFormatError",
     "HelperFault",

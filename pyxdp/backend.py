@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pyxdp.args import U64_MAX, checked, short
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import KernelError, MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
@@ -62,11 +63,14 @@ def batch_rows(rows: object, what: str, op: str) -> list[Any]:
     """A batch operation's keys or values: a sequence of bytes-like objects, or a numpy
     array taken row by row (``rows[i].tobytes()``); each is checked by :func:`handle_bytes`
     later. Anything else (a lone bytes object, None, a number) is a TypeError."""
-    if hasattr(rows, "ndim") and hasattr(rows, "tobytes"):  # a numpy array, without numpy
+    if hasattr(rows, "ndim") and hasattr(rows, "tobytes") \
+            and not isinstance(rows, memoryview):  # a numpy array, without numpy
         if not rows.ndim:
             raise TypeError(f"{op}: the {what} must be a sequence (or an array of rows), "
                             f"not a 0-d array")
-        return [r.tobytes() for r in rows]  # type: ignore[attr-defined]
+        # an object array's items are what they hold: each is checked as a key later
+        return [r.tobytes() if hasattr(r, "tobytes") else r
+                for r in rows]  # type: ignore[attr-defined]
     if not isinstance(rows, list | tuple):
         raise TypeError(f"{op}: the {what} must be a list of bytes-like objects (or an array "
                         f"of rows), not {type(rows).__name__}")
@@ -122,10 +126,28 @@ def int_bytes(value: int, size: int, what: str, op: str) -> bytes:
     return (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
 
+#: The bpf(2) map commands, whose flags (and CPU) are checked at the door on both
+#: backends; keys, values and counts have the kernel's own checks, with its errno.
+MAP_COMMANDS = ("lookup", "update", "delete", "get_next_key", "lookup_and_delete", "push",
+                "lookup_batch", "update_batch", "delete_batch", "lookup_and_delete_batch")
+_COMMAND_RULES: dict[str, object] = {"flags": (0, U64_MAX), "key": None, "value": None,
+                                     "keys": None, "values": None, "cursor": None,
+                                     "count": None}
+
+
+def check_map_commands(cls: type) -> None:
+    """Wrap the :data:`MAP_COMMANDS` a map class defines in :func:`pyxdp.args.checked`."""
+    for name in MAP_COMMANDS:
+        f = cls.__dict__.get(name)
+        if f is not None and not getattr(f, "__wrapped_checked__", False):
+            setattr(cls, name, checked(**_COMMAND_RULES)(f))
+
+
 def batch_count(count: int, op: str) -> int:
     """A batch operation's ``count``, a __u32 in ``union bpf_attr`` (0: no limit here)."""
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _U32_MAX:
-        raise MapError(op, errno.EINVAL, f"count must be an int in 0..{_U32_MAX}, not {count!r}")
+        raise MapError(op, errno.EINVAL,
+                       f"count must be an int in 0..{_U32_MAX}, not {short(count)}")
     return count
 
 

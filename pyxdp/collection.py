@@ -27,6 +27,7 @@ from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
 from typing import Any
 
+from pyxdp.args import U64_MAX, checked, short
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
 from pyxdp.backend import (
@@ -41,7 +42,14 @@ from pyxdp.backend import (
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.diskcache import remember_verified, verified, verified_key
-from pyxdp.errors import MapError, NotSupportedError, PyxdpError, map_closed, program_closed
+from pyxdp.errors import (
+    BadArgument,
+    MapError,
+    NotSupportedError,
+    PyxdpError,
+    map_closed,
+    program_closed,
+)
 from pyxdp.spec import (
     CollectionSpec,
     InnerMapRef,
@@ -169,6 +177,7 @@ class Map:
             raise KeyError(key)
         return self._dec_value(raw)
 
+    @checked(flags=(0, U64_MAX))
     def update(self, key: object, value: object, flags: int = MapUpdateFlag.BPF_ANY) -> None:
         """Set ``key``; per-CPU maps take one value for every CPU or a list of them."""
         if self.percpu:
@@ -246,6 +255,9 @@ class Map:
         if vals is None:
             return 0
         vals = vals if self.percpu else [vals]
+        if vals and isinstance(vals[0], bytes):
+            raise PyxdpError(f"sum: the values of map {self.name!r} are "
+                             f"{self.spec.value_size}-byte blobs, not numbers")
         if vals and isinstance(vals[0], dict):
             return {f: sum(v[f] for v in vals) for f in vals[0]}
         return sum(int(v) for v in vals)
@@ -343,15 +355,12 @@ class Program:
         return res
 
 
+    @checked(stream=(-(1 << 31), (1 << 31) - 1), size=(0, 0x7FFF_FFFF))
     def stream_read(self, stream: int = 1, size: int = 1 << 17) -> bytes:
         """Up to ``size`` bytes of the program's BPF stream ``stream`` (``BPF_STDOUT`` 1,
         ``BPF_STDERR`` 2: what ``bpf_stream_printk`` wrote, :mod:`pyxdp.vm.stream`),
         consumed as ``BPF_PROG_STREAM_READ_BY_FD`` consumes them; b"" when nothing
         is left. Another stream id raises KernelError (ENOENT)."""
-        if isinstance(stream, bool) or not isinstance(stream, int) or \
-                not isinstance(size, int) or not 0 <= size <= 0x7FFF_FFFF:
-            raise TypeError(f"stream_read: stream must be an int and size one in "
-                            f"0..2147483647, not {stream!r} and {size!r}")
         return self._backend.stream_read(self._live(), stream, size)
 
 
@@ -456,6 +465,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
 def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | None,
                   engine: str, core_btf: str | os.PathLike[str] | None) -> Backend:
     if not isinstance(backend, str):
+        if not all(hasattr(backend, a) for a in ("load_program", "create_map", "test_run")):
+            raise BadArgument(f"Collection: backend must be 'userspace', 'kernel' or a "
+                              f"Backend, not {short(backend)}")
         return backend
     if backend == "userspace":
         from pyxdp.userspace import UserspaceBackend
@@ -497,6 +509,7 @@ class Collection:
             raise
 
     @classmethod
+    @checked
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
              nr_cpus: int | None = None, engine: str = "auto",
              core_btf: str | os.PathLike[str] | None = None, verify: bool = True,
@@ -565,6 +578,7 @@ class Collection:
                                  f"is not loaded on the {self.backend.name} backend: "
                                  f"{self.skipped[name]}")
 
+    @checked
     def program(self, name_or_section: str | None = None) -> Program:
         """A program by name or section; the only program when there is one."""
         if name_or_section is None:

@@ -6,6 +6,8 @@ Every error pyxdp raises on purpose derives from :class:`PyxdpError`::
     ├── InvalidProgram        bytecode rejected at load (pc, instruction, rule)
     │   └── UnsupportedHelper a call to a helper the engine lacks (also NotSupportedError)
     ├── AsmError              assembler text that does not parse (line, reason)
+    ├── BadArgument           a public function called with a wrong type or range
+    │                         (also TypeError and ValueError); names the parameter
     ├── ConformanceFormatError a .data vector file that does not parse
     ├── ObjectError           an object file or BTF blob that does not parse (file, section)
     ├── ProgramFault          a run stopped: the program did something illegal
@@ -32,6 +34,7 @@ import os
 __all__ = [
     "AsmError",
     "BPFUnavailable",
+    "BadArgument",
     "BudgetExceeded",
     "ConformanceFormatError",
     "HelperFault",
@@ -81,6 +84,12 @@ class AsmError(PyxdpError):
         where = f"line {line}: " if line is not None else ""
         src = f": {text.strip()!r}" if text.strip() else ""
         super().__init__(f"asm: {where}{message}{src}")
+
+
+class BadArgument(PyxdpError, TypeError, ValueError):
+    """A documented function called with an argument of the wrong type or outside its
+    range (:mod:`pyxdp.args`): the message names the function and the parameter. It is
+    a TypeError and a ValueError too, for callers checking Python arguments."""
 
 
 class ConformanceFormatError(PyxdpError):

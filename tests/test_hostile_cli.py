@@ -175,3 +175,31 @@ def test_fuzzed_arguments_are_one_line(argv: list[str], match: str,
     # Found by fuzzing the command: the first two ran for hours, the last failed writing
     # its own error (UnicodeEncodeError) and printed a traceback.
     assert match in _one_line_error(argv, capsys)
+
+
+def test_packet_arguments_found_by_round_three(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by fuzzing packet specs: --count 100000000 --pcap built gigabytes of capture
+    # for minutes; a payload argument that is not UTF-8 failed to encode (a traceback).
+    out = str(tmp_path / "p.bin")
+    err = _one_line_error(["packet", "icmp", "-o", out, "--pcap", "--count", "100000000"],
+                          capsys)
+    assert "64 MiB input limit" in err
+    assert main(["packet", "udp", "-o", out, "--payload", "\udcff"]) == 0
+    assert (tmp_path / "p.bin").read_bytes().endswith(b"\xff")  # the argument's own byte
+
+
+def test_monitor_without_tracefs_access_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # A user who may not create a tracefs instance (not root) gets EACCES in one line.
+    # (Root without capabilities may: tracefs checks file modes only, so it monitors.)
+    import errno
+    import os
+    real = os.mkdir
+
+    def mkdir(path: object, *args: object, **kw: object) -> None:
+        if "instances" in str(path):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        real(path, *args, **kw)  # type: ignore[arg-type]
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    assert "EACCES" in _one_line_error(["monitor", "--count", "1", "-i", "0.1"], capsys)

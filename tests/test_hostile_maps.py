@@ -136,3 +136,18 @@ def test_use_after_close_fails_as_a_closed_fd(backend: str) -> None:
     for use in (lambda: prog.test_run(bytes(64)), lambda: prog.fd):
         with pytest.raises(PyxdpError, match=r"^program '.*' is closed$"):
             use()
+
+
+def test_flags_are_checked_alike_on_both_backends(coll: Collection) -> None:
+    # Found by fuzzing map handles: flags of a str or an array met '&' deep inside
+    # (TypeError, numpy's ufunc error) and the kernel backend sent 1 << 64 as 0.
+    from pyxdp.errors import BadArgument
+    h = coll.maps["arr"].handle
+    for flags, match in (("x", "flags must be an int, not 'x'"),
+                         (np.zeros((2, 2)), "not a float64 array of shape"),
+                         (1 << 64, "flags must be in 0..")):
+        with pytest.raises(BadArgument, match=match):
+            h.update(b"\0" * 4, bytes(8), flags)
+    with pytest.raises(MapError, match="cpu -1 is not one of") as e:
+        h.lookup(b"\0" * 4, cpu=-1)  # the kernel's EINVAL still
+    assert e.value.errno == errno.EINVAL

@@ -21,6 +21,7 @@ import ipaddress
 import struct
 from typing import Any
 
+from pyxdp.args import short
 from pyxdp.btf.btf import Btf, BtfKind, BtfType
 from pyxdp.errors import PyxdpError
 
@@ -150,8 +151,9 @@ class TypeCodec:
         if t.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.PTR):
             if not isinstance(value, int):
                 hint = " (or an IP address)" if size in (4, 16) else ""
+                got = f"{type(value).__name__} {value!r:.40}"
                 raise CodecError(f"{self.btf.describe(type_id)} needs an int{hint}, got "
-                                 f"{type(value).__name__} {value!r:.40}")
+                                 f"{short(value) if chr(10) in got else got}")
             if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
                 raise CodecError(f"{value} does not fit the {size}-byte "
                                  f"{self.btf.describe(type_id)}")

@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from pyxdp.cli.options import STYLE, CliError, _write_output, emit
+from pyxdp.cli.options import MAX_INPUT, STYLE, CliError, _write_output, emit
 from pyxdp.errors import PyxdpError
 
 __all__ = ["DESCRIPTION", "add_arguments", "build", "cmd_packet"]
@@ -105,7 +105,7 @@ def build(args: argparse.Namespace) -> bytes:
         kw["src_mac"] = args.src_mac
     if args.dst_mac:
         kw["dst_mac"] = args.dst_mac
-    payload = args.payload.encode()
+    payload = args.payload.encode(errors="surrogateescape")  # the argument's own bytes
     try:
         if args.proto == "udp":
             return packets.udp_packet(payload, sport=args.sport, dport=args.dport, **kw)
@@ -127,6 +127,11 @@ def cmd_packet(args: argparse.Namespace) -> int:
         import io
 
         from pyxdp.net.pcap import PcapngWriter
+        per = 32 + len(frame) + -len(frame) % 4  # one enhanced packet block
+        if args.count * per > MAX_INPUT:
+            raise CliError(f"packet: --count {args.count} makes a capture past the "
+                           f"{MAX_INPUT >> 20} MiB input limit of the commands that read it "
+                           f"(at most {MAX_INPUT // per} of this frame)")
         buf = io.BytesIO()
         w = PcapngWriter(buf)
         w.add_interface("pyxdp")

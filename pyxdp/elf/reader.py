@@ -191,6 +191,11 @@ class _MapDef:
     slots: dict[int, MapValue] = field(default_factory=dict)
 
 
+#: The largest object file read (clang's objects are kilobytes; BTF for all of vmlinux
+#: is a few MiB): past it a path is an endless or wrong file, refused in one line.
+MAX_OBJECT_SIZE = 64 << 20
+
+
 def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                          *, name: str | None = None, kconfig: str | None = None
                          ) -> CollectionSpec:
@@ -210,10 +215,13 @@ def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | me
         path = os.fspath(samples.resolve(source))
         try:
             with open(path, "rb") as fh:
-                data = fh.read()
+                data = fh.read(MAX_OBJECT_SIZE + 1)  # /dev/zero ends here, not in MemoryError
         except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
             why = getattr(exc, "strerror", None) or exc
             raise ObjectError(f"cannot read object file: {why}", path=path) from None
+        if len(data) > MAX_OBJECT_SIZE:
+            raise ObjectError(f"larger than {MAX_OBJECT_SIZE >> 20} MiB: not an object file",
+                              path=path)
     obj = name if name is not None else (object_name(path) if path else "")
     try:
         if kconfig is not None and not isinstance(kconfig, str):

@@ -216,9 +216,9 @@ class Topology:
             fill = x.get("fill")
             xsk.append(XskSpec(_str(x, "dev", where), _int(x, "queue", 0, where),
                                x.get("mode", "copy"), x.get("map"), _int(x, "key", 0, where),
-                               None if fill is None else int(fill),
+                               None if fill is None else _int(x, "fill", 0, where),
                                _int(x, "rx_size", 2048, where), bool(x.get("consume", True))))
-        udp = tuple(int(p) for p in _list(doc, "udp", where))
+        udp = tuple(_port(p, where) for p in _list(doc, "udp", where))
         return cls(tuple(devices), ingress, programs, maps, tuple(xsk), udp,
                    _addresses(doc.get("addresses", {}), where))
 
@@ -262,6 +262,12 @@ def _int(d: Mapping[str, Any], key: str, default: int, where: str) -> int:
     v = d.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise TopologyError(f"{where}: {key!r} must be a non-negative integer")
+    return v
+
+
+def _port(v: object, where: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 0xFFFF:
+        raise TopologyError(f"{where}: 'udp' lists ports (0..65535), not {v!r:.40}")
     return v
 
 

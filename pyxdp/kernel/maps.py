@@ -27,7 +27,7 @@ import errno as _errno
 from collections.abc import Sequence
 from typing import Final
 
-from pyxdp.backend import batch_count, batch_rows, bytes_like, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, bytes_like, check_map_commands, handle_bytes
 from pyxdp.errors import KernelError, MapError, map_closed
 from pyxdp.kernel.syscall import (
     Fd,
@@ -384,3 +384,6 @@ class KernelMap(FdObject):
         return (f"<KernelMap {self.name!r} id={self.id} type={self.map_type} "
                 f"key={self.key_size} value={self.value_size} "
                 f"max_entries={self.max_entries} {state}>")
+
+
+check_map_commands(KernelMap)

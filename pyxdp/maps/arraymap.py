@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pyxdp.backend import batch_count, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, handle_bytes
 from pyxdp.maps.base import (
     BPF_ANY,
     BPF_F_ACCESS_MASK,
@@ -228,7 +228,13 @@ class ArrayMap(_ArrayOrder):
         one, whose errno is raised with ``.count`` = elements done.
         """
         if self.percpu or self.has_fields:  # one by one: each frees its fields
-            return super().update_batch(list(keys), list(values), flags)
+            return super().update_batch(keys, values, flags)
+        # Index and value arrays of integers take the vectorized path; anything else is
+        # checked row by row (a list of bytes-like objects).
+        if not isinstance(keys, np.ndarray) or keys.dtype.kind not in "iu":
+            keys = batch_rows(keys, "keys", "update_batch")
+        if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu":
+            values = batch_rows(values, "values", "update_batch")
         self._update_flags(flags, "update_batch")
         idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")
                if not isinstance(keys, np.ndarray) else keys.astype("<u4").ravel())

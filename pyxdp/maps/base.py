@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.backend import batch_count, batch_rows, handle_bytes
+from pyxdp.backend import batch_count, batch_rows, check_map_commands, handle_bytes
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
@@ -319,6 +319,10 @@ class Map:
 
     map_type: ClassVar[int] = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
     percpu: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_map_commands(cls)
 
     def __init__(self, spec: MapSpec) -> None:
         self.spec = spec
@@ -739,3 +743,6 @@ class Map:
 
     def __bool__(self) -> bool:  # a map is never falsy, even when empty
         return True
+
+
+check_map_commands(Map)

@@ -370,7 +370,10 @@ class LpmTrie(Map):
     # -- Python API -----------------------------------------------------------------------
     def _enc_key(self, key: object) -> bytes:
         if isinstance(key, str):
-            key = ipaddress.ip_network(key, strict=False)
+            try:
+                key = ipaddress.ip_network(key, strict=False)
+            except ValueError as e:  # not a prefix: as a key of the wrong form
+                raise einval("encode", str(e)) from None
         if isinstance(key, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
             packed = key.network_address.packed
             if len(packed) != self.data_size:

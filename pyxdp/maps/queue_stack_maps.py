@@ -131,7 +131,8 @@ class _QueueStack(Map):
 
     # -- the bpf(2) view -------------------------------------------------------------------
     def _no_key(self, key: bytes | None, op: str) -> None:
-        if key is not None and len(key) != 0:
+        if key is not None and (not isinstance(key, bytes | bytearray | memoryview)
+                                or len(key) != 0):
             raise einval(op, "queue/stack maps take no key")
 
     def lookup(self, key: bytes | None = None, flags: int = 0, *, cpu: int | None = None

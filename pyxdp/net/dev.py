@@ -320,7 +320,7 @@ def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, 
         # AF_XDP (pyxdp.net.xsk): xsk_generic_rcv copies and publishes at once;
         # map id 0 is bpf_redirect_xsk (the socket registered on the skb's queue).
         from pyxdp.net.xsk import xsk_generic_redirect
-        xs = host.xsk_lookup(dev.ifindex, index) if map_id == 0 else \
+        xs = host.xsk_socket(dev.ifindex, index) if map_id == 0 else \
             getattr(m, "socket_at", lambda i: None)(index)
         _fire(dev, prog_id, int(xsk_generic_redirect(dev, xs, skb)[0]), 0, map_id, index)
         return

@@ -62,8 +62,9 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
+from pyxdp.args import U32_MAX, U64_MAX, checked, short
 from pyxdp.collection import Collection, Program
-from pyxdp.errors import KernelError
+from pyxdp.errors import BadArgument, KernelError
 from pyxdp.net import trace as _trace
 from pyxdp.net.devmap import FwdTable
 from pyxdp.net.frames import (
@@ -263,12 +264,16 @@ class NetDevice:
         """The device's IP addresses (``ip addr show``), its namespace's FIB's."""
         return self.fibdev.addresses
 
+    @checked
     def add_address(self, address: str | ipaddress.IPv4Interface | ipaddress.IPv6Interface
                     ) -> None:
         """``ip addr add ADDRESS/PLEN dev NAME``: the address and the routes the kernel
         derives from it (local, broadcast, prefix), which the stack's input route reads:
         a frame to an address of no device of the host is not delivered."""
-        self.host.env.fib.add_address(self.ifindex, address)
+        try:
+            self.host.env.fib.add_address(self.ifindex, address)
+        except ValueError as e:  # ipaddress's refusal of the text: rtnetlink's EINVAL
+            raise LinkError(errno.EINVAL, str(e), op="RTM_NEWADDR") from None
 
     def __init__(self, host: Host, ifindex: int, name: str, *, mac: bytes, mtu: int,
                  rx_queues: int, tx_queues: int, ring_size: int = NIC_RING_SIZE,
@@ -315,7 +320,7 @@ class NetDevice:
             xdp_rxq_info_attach_page_pool(rxq, pool)
             self.rx.append(NetdevRxQueue(self, q, pool, rxq, FrameRing(ring_size),
                                          RunContext(cpu=q % host.nr_cpus, fib=host.env.fib,
-                                                    xsk_lookup=host.xsk_lookup,
+                                                    xsk_lookup=host.xsk_socket,
                                                     xsk_table=host.xsk_table)))
 
     @property
@@ -344,6 +349,7 @@ class NetDevice:
         return f"<{type(self).__name__} {self.ifindex}: {self.name} xdp={mode}>"
 
     # -- XDP attach ------------------------------------------------------------------
+    @checked(flags=(0, U32_MAX))
     def attach_xdp(self, prog: Program | XdpProg, mode: str = "native", *, flags: int = 0,
                    expected: Program | XdpProg | None = None) -> None:
         """``dev_xdp_attach``: attach ``prog`` in ``mode`` ("native" or "generic")."""
@@ -378,6 +384,7 @@ class NetDevice:
         else:
             self.xdp_generic = p
 
+    @checked
     def attach_xdp_multi(self, progs: Iterable[Program | XdpProg], mode: str = "native", *,
                          run_configs: Mapping[str, XdpRunConfig] | None = None) -> XdpProg:
         """Attach several programs as libxdp does (``xdp-loader load IFACE a.o b.o``):
@@ -386,9 +393,14 @@ class NetDevice:
         dispatcher already attached in ``mode``; any other attached program is EBUSY.
         A :class:`~pyxdp.collection.Program` brings its object's run config;
         ``run_configs`` (by program name) gives one to others. Returns the dispatcher."""
+        try:
+            given = list(progs)
+        except TypeError:  # an Iterable that does not iterate (a 0-d array)
+            raise BadArgument(f"NetDevice.attach_xdp_multi: progs must be programs, not "
+                              f"{short(progs)}") from None
         new = [(_xdp_prog(p), (p.run_config if isinstance(p, Program) else None)
                 or (run_configs or {}).get(_xdp_prog(p).spec.name) or XdpRunConfig())
-               for p in progs]
+               for p in given]
         if not new:
             raise _fail(errno.EINVAL, "no program to attach")
         for p, _ in new:
@@ -410,6 +422,7 @@ class NetDevice:
             raise
         return prog
 
+    @checked
     def detach_xdp_multi(self, prog: Program | XdpProg, mode: str = "native") -> None:
         """Take one component out of the dispatcher in ``mode`` (``xdp-loader unload -i``):
         the others stay in a new dispatcher; the last one leaves the device bare."""
@@ -433,6 +446,9 @@ class NetDevice:
 
     def detach_xdp(self, mode: str | None = None) -> None:
         """Detach the program of ``mode`` (None: whichever is attached)."""
+        if not (mode is None or isinstance(mode, str) and mode in ("native", "generic")):
+            raise _fail(errno.EOPNOTSUPP, f"mode {short(mode)}: pyxdp devices have native "
+                                          f"and generic XDP (no offload)")
         if mode in (None, "native"):
             self.xdp_prog = None
         if mode in (None, "generic"):
@@ -465,7 +481,7 @@ class NetDevice:
         if isinstance(queue, bool) or not isinstance(queue, int) or \
                 not 0 <= queue < len(self.rx):
             raise LinkError(errno.EINVAL, f"{self.name} has rx queues 0..{len(self.rx) - 1}, "
-                                          f"not {queue!r}", op="receive")
+                                          f"not {short(queue)}", op="receive")
         batch = packets if isinstance(packets, SkbBatch) else \
             SkbBatch.from_packets(packets, self.ifindex, queue)
         return self._dma(self.rx[queue], batch)
@@ -840,6 +856,7 @@ class Host:
         self.close(check=et is None)
 
     # -- objects ---------------------------------------------------------------------
+    @checked
     def load(self, obj: str | Path | CollectionSpec, *, verify: bool = True) -> Collection:
         """Load an object (path or spec) on this host's backend; ``verify=False`` skips
         pyxdp's verifier (see :class:`~pyxdp.collection.Collection`)."""
@@ -849,11 +866,17 @@ class Host:
         self._collections.append(coll)
         return coll
 
+    @checked
     def program_by_id(self, prog_id: int) -> XdpProg | None:
         return self.backend.programs.get(prog_id)
 
+    @checked(ifindex=(0, U32_MAX), queue=(0, U32_MAX))
     def xsk_lookup(self, ifindex: int, queue: int) -> Any:
         """The AF_XDP socket registered on rx queue ``queue`` of ``ifindex`` (None: none)."""
+        return self.xsk_socket(ifindex, queue)
+
+    def xsk_socket(self, ifindex: int, queue: int) -> Any:
+        """:meth:`xsk_lookup` unchecked, for the datapath (trusted arguments)."""
         return self.xsk_rx.get((ifindex, queue))
 
     # -- devices ---------------------------------------------------------------------
@@ -872,10 +895,10 @@ class Host:
         """rtnl_create_link's and dev_validate_mtu's checks of a new device."""
         for what, n in (("transmit", tx_queues), ("receive", rx_queues)):
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_QUEUES:
-                raise LinkError(errno.EINVAL, f"Invalid number of {what} queues ({n!r}: "
+                raise LinkError(errno.EINVAL, f"Invalid number of {what} queues ({short(n)}: "
                                               f"1..{MAX_QUEUES})")
         if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu < ETH_MIN_MTU:
-            raise LinkError(errno.EINVAL, f"mtu less than device minimum ({mtu!r} < "
+            raise LinkError(errno.EINVAL, f"mtu less than device minimum ({short(mtu)} < "
                                           f"{ETH_MIN_MTU})")
         if mtu > ETH_MAX_MTU:
             raise LinkError(errno.EINVAL, f"mtu greater than device maximum ({mtu} > "
@@ -886,7 +909,7 @@ class Host:
     def _check_name(self, name: str) -> None:
         if not isinstance(name, str) or not name or len(name) > 15 or "/" in name or \
                 any(c.isspace() for c in name):
-            raise LinkError(errno.EINVAL, f"bad device name {name!r} (1-15 characters, no '/' "
+            raise LinkError(errno.EINVAL, f"bad device name {short(name)} (1-15 characters, no '/' "
                                           f"or spaces)")
         if any(d.name == name for d in self.devices.values()):
             raise LinkError(errno.EEXIST, f"device {name} exists")
@@ -925,6 +948,9 @@ class Host:
 
     def dev(self, name_or_index: str | int) -> NetDevice:
         """The device named so (or with that ifindex)."""
+        if not isinstance(name_or_index, str | int):
+            raise BadArgument(f"Host.dev: name_or_index must be str or int, not "
+                              f"{short(name_or_index)}")
         if isinstance(name_or_index, int):
             d = self.devices.get(name_or_index)
         else:
@@ -939,7 +965,7 @@ class Host:
         frames processed."""
         from pyxdp.net.napi import napi_poll
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise TypeError(f"poll: the budget must be an int >= 0, not {budget!r}")
+            raise BadArgument(f"poll: the budget must be an int >= 0, not {short(budget)}")
         if self.threaded_napi:
             return self._poll_threaded(budget)
         done = 0
@@ -985,6 +1011,7 @@ class Host:
             raise errors[0]
         return sum(done)
 
+    @checked(max_rounds=(0, U64_MAX))
     def run(self, *, max_rounds: int | None = None) -> int:
         """Poll until every queue is empty and every cpumap kthread idle (inline, or
         with ``cpumap_threads`` until each worker has finished what it took); returns

@@ -54,7 +54,8 @@ from typing import Final, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.errors import KernelError
+from pyxdp.args import Array, checked, short
+from pyxdp.errors import BadArgument, KernelError
 from pyxdp.net.record import Alias, Field, Record
 from pyxdp.uapi.if_xdp import (
     XDP_DESC_DTYPE,
@@ -220,9 +221,11 @@ class Ring:
         """``XDP_RING_NEED_WAKEUP`` is set: the other side sleeps until kicked."""
         return bool(self._flags[0] & XDP_RING_NEED_WAKEUP)
 
+    @checked(bits=(0, U32_MASK))
     def set_flags(self, bits: int) -> None:
         self._flags[0] = self._flags[0] | bits
 
+    @checked(bits=(0, U32_MASK))
     def clear_flags(self, bits: int) -> None:
         self._flags[0] = self._flags[0] & ~np.uint32(bits)
 
@@ -240,9 +243,12 @@ class Ring:
     # -- entries (idx are free-running indices) -------------------------------------
 
     def _spans(self, idx: int, k: int) -> tuple[int, int]:
+        if k > self.size:
+            raise BadArgument(f"{k} entries of a ring of {self.size}")
         start = idx & self.mask
         return start, min(k, self.size - start)
 
+    @checked(idx=(0, U32_MASK), k=(0, U32_MASK))
     def read_addrs(self, idx: int, k: int) -> U64Array:
         """A copy of the addresses of ``k`` entries from ``idx`` (addr ring: the entries)."""
         start, first = self._spans(idx, k)
@@ -250,6 +256,7 @@ class Ring:
             return self._addr[start:start + k].copy()
         return np.concatenate((self._addr[start:], self._addr[:k - first]))
 
+    @checked(idx=(0, U32_MASK), k=(0, U32_MASK))
     def read(self, idx: int, k: int) -> np.ndarray:
         """A copy of ``k`` entries from ``idx`` (u64 or ``XDP_DESC_DTYPE`` records)."""
         start, first = self._spans(idx, k)
@@ -257,25 +264,50 @@ class Ring:
             return self.entries[start:start + k].copy()
         return np.concatenate((self.entries[start:], self.entries[:k - first]))
 
+    @checked(idx=(0, U32_MASK), k=(0, U32_MASK))
     def read_descs(self, idx: int, k: int) -> tuple[U64Array, U32Array, U32Array]:
         """``(addr, len, options)`` arrays of ``k`` descriptors from ``idx``."""
         d = self.read(idx, k)
         return d["addr"], d["len"], d["options"]
 
+    def entry_array(self, values: npt.ArrayLike) -> np.ndarray:
+        """``values`` as a 1-d array of this ring's entries (u64 addresses or
+        ``XDP_DESC_DTYPE`` records); anything else is a BadArgument."""
+        if self.kind == "addr":
+            addrs = Array(np.uint64, scalar=False)("addr ring: values", values)
+            assert addrs is not None  # None is refused
+            return addrs
+        try:
+            vals = np.asarray(values, dtype=self.entries.dtype)
+        except (TypeError, ValueError, OverflowError):
+            vals = None
+        if vals is None or vals.ndim != 1:
+            raise BadArgument(f"desc ring: values must be a 1-d array of descriptors "
+                              f"(XDP_DESC_DTYPE), not {short(values)}")
+        return vals
+
+    @checked(idx=(0, U32_MASK))
     def write(self, idx: int, values: npt.ArrayLike) -> None:
         """Write entries from ``idx``: u64 addresses, or ``XDP_DESC_DTYPE`` records."""
-        vals = np.asarray(values, dtype=self.entries.dtype)
+        vals = self.entry_array(values)
         k = len(vals)
         start, first = self._spans(idx, k)
         self.entries[start:start + first] = vals[:first]
         if k > first:
             self.entries[:k - first] = vals[first:]
 
+    @checked(idx=(0, U32_MASK), addr=Array(scalar=False), length=Array(np.uint32),
+             options=Array(np.uint32))
     def write_descs(self, idx: int, addr: npt.ArrayLike, length: npt.ArrayLike,
                     options: npt.ArrayLike = 0) -> None:
         """Write descriptors from ``idx`` field by field (scalars broadcast)."""
-        a = np.asarray(addr, np.uint64)
+        a: U64Array = addr  # type: ignore[assignment]  # checked: a 1-d u64 array
         k = len(a)
+        for what, v in (("length", length), ("options", options)):
+            if np.ndim(v) and len(v) < k:  # type: ignore[arg-type]
+                raise BadArgument(f"Ring.write_descs: {len(v)} {what} for {k} addresses")  # type: ignore[arg-type]
+        if self.kind != "desc":
+            raise BadArgument("Ring.write_descs: an addr ring holds no descriptors")
         start, first = self._spans(idx, k)
         for dst, src in ((self._addr, a), (self._len, length), (self._opt, options)):
             if np.ndim(src) == 0:  # one value for all: assigned without an array

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, SupportsBytes
 
+from pyxdp.args import checked
 from pyxdp.backend import TestRunResult
 from pyxdp.collection import Collection, Map, Program
-from pyxdp.errors import PyxdpError
+from pyxdp.errors import BadArgument, PyxdpError
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 
 __all__ = ["Expected", "Packet", "XdpObject", "assert_action", "assert_map", "assert_output",
@@ -70,6 +71,7 @@ def _action_name(value: int) -> str:
         return f"{value} (not an XDP action)"
 
 
+@checked
 def assert_action(result: TestRunResult, expected: int, *, what: str = "the program") -> None:
     """The run returned the verdict ``expected`` (an :class:`XdpAction` or its int)."""
     __tracebackhide__ = True  # pytest shows the caller's line
@@ -125,6 +127,7 @@ Expected = Mapping[Any, Any] | Iterable[tuple[Any, Any]]
 which cannot be dict keys)."""
 
 
+@checked
 def assert_map(m: Map, expected: Expected, *, exact: bool = False) -> None:
     """The map holds ``expected`` (key -> value, typed as the map decodes them; a dict or
     ``(key, value)`` pairs).
@@ -135,7 +138,10 @@ def assert_map(m: Map, expected: Expected, *, exact: bool = False) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line
     problems: list[str] = []
     seen: set[bytes] = set()
-    pairs = expected.items() if isinstance(expected, Mapping) else expected
+    pairs = list(expected.items() if isinstance(expected, Mapping) else expected)
+    if isinstance(expected, str | bytes) or not all(isinstance(p, tuple) and len(p) == 2
+                                                     for p in pairs):
+        raise BadArgument("assert_map: expected must be a dict or (key, value) pairs")
     for key, want in pairs:
         seen.add(m.key_bytes(key))
         got = m.lookup(key)
@@ -167,6 +173,7 @@ class XdpObject:
     ``program`` names the default program of :meth:`run` (by name or section);
     without it an object with one program runs that one."""
 
+    @checked
     def __init__(self, path: str | os.PathLike[str], backend: str = "userspace", *,
                  program: str | None = None, engine: str = "auto") -> None:
         self.path = Path(path)
@@ -197,11 +204,13 @@ class XdpObject:
         """A program by name or section; the default one without a name."""
         return self.default if name is None else self.collection.program(name)
 
+    @checked
     def run(self, packet: Packet, *, program: str | None = None, repeat: int = 1
             ) -> TestRunResult:
         """BPF_PROG_TEST_RUN of one frame; ``retval`` is the :class:`XdpAction`."""
         return self.program(program).test_run(packet_bytes(packet), repeat=repeat)
 
+    @checked
     def assert_run(self, packet: Packet, action: int, *, output: Packet | None = None,
                    program: str | None = None) -> TestRunResult:
         """Run ``packet``, assert the verdict (and the frame out, when given); the result."""
@@ -214,6 +223,7 @@ class XdpObject:
             assert_output(res, output, what=what)
         return res
 
+    @checked
     def assert_map(self, name: str, expected: Expected, *, exact: bool = False) -> None:
         """:func:`assert_map` on the map called ``name``."""
         __tracebackhide__ = True  # pytest shows the caller's line

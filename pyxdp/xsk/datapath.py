@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pyxdp.args import U32_MAX, checked
 from pyxdp.net.xsk import BOUND, XdpSock
 from pyxdp.net.xsk_buff_pool import XskNetDevice
 from pyxdp.net.xsk_queue import ring_view
@@ -107,6 +108,7 @@ class PyxdpXskSocket(XdpSock, XskSocket):
         """The ``sxdp_flags`` :meth:`bind` passes for this socket's settings."""
         return bind_flags(self.shared_with is not None, self.mode, self.need_wakeup, self.sg)
 
+    @checked(queue_id=(0, U32_MAX), flags=(0, 0xFFFF))
     def bind(self, dev: XskNetDevice | str | int, queue_id: int = 0,
              flags: int | None = None) -> None:
         """``bind(sockaddr_xdp)`` to queue ``queue_id`` of ``dev`` (a device of this
@@ -122,6 +124,7 @@ class PyxdpXskSocket(XdpSock, XskSocket):
     def _wakeup_rx(self) -> None:
         self.recvmsg()
 
+    @checked(timeout_ms=(-1, (1 << 31) - 1), events=(0, 0xFFFF))
     def poll(self, timeout_ms: int = 0, events: int = POLL_RX_TX) -> int:
         """``xsk_poll``: ``POLLIN`` (rx entries), ``POLLOUT`` (tx ring at most half full).
 

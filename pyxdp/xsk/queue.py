@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.args import checked
 from pyxdp.net.record import Alias
 from pyxdp.net.xsk_queue import U32_MASK, Buffer, Ring, RingKind, XskQueueState
 from pyxdp.uapi.if_xdp import XDP_RING_OFFSET_DEFAULT, XdpRingOffset
@@ -38,6 +39,7 @@ class RingProd(Ring):
         super().__init__(buf, entries, kind, offsets=offsets, base=base)
         self._published = self.cached_prod  # we are the only writer of producer
 
+    @checked(n=(0, U32_MASK))
     def nb_free(self, n: int) -> int:
         """Free slots, refreshing the consumer only when fewer than ``n`` look free (A)."""
         free = self.size - ((self.cached_prod - self.cached_cons) & U32_MASK)
@@ -46,6 +48,7 @@ class RingProd(Ring):
         self.cached_cons = int(self._consumer[0])
         return self.size - ((self.cached_prod - self.cached_cons) & U32_MASK)
 
+    @checked(n=(0, U32_MASK))
     def reserve(self, n: int, *, exact: bool = False) -> tuple[int, int]:
         """``(idx, k)``: ``k`` slots from ``idx`` are ours to write (``k <= n``).
 
@@ -60,6 +63,7 @@ class RingProd(Ring):
         self.cached_prod = (idx + k) & U32_MASK
         return idx, k
 
+    @checked(k=(0, U32_MASK))
     def submit(self, k: int) -> None:
         """Publish the next ``k`` reserved slots (store-release of producer)."""
         pending = (self.cached_prod - self._published) & U32_MASK
@@ -68,6 +72,7 @@ class RingProd(Ring):
         self._published = (self._published + k) & U32_MASK
         self._store_producer(self._published)
 
+    @checked(k=(0, U32_MASK))
     def cancel(self, k: int) -> None:
         """Give back the last ``k`` reserved, unsubmitted slots."""
         pending = (self.cached_prod - self._published) & U32_MASK
@@ -77,7 +82,7 @@ class RingProd(Ring):
 
     def produce(self, values: npt.ArrayLike) -> int:
         """Reserve, write and submit as many of ``values`` as fit; returns how many."""
-        vals = np.asarray(values, dtype=self.entries.dtype)
+        vals = self.entry_array(values)
         idx, k = self.reserve(len(vals))
         if k:
             self.write(idx, vals[:k])
@@ -95,6 +100,7 @@ class RingCons(Ring):
         super().__init__(buf, entries, kind, offsets=offsets, base=base)
         self._published = self.cached_cons  # we are the only writer of consumer
 
+    @checked(n=(0, U32_MASK))
     def nb_avail(self, n: int) -> int:
         """Entries ready, loading the producer (C) only when the cache is empty."""
         entries = (self.cached_prod - self.cached_cons) & U32_MASK
@@ -103,6 +109,7 @@ class RingCons(Ring):
             entries = (self.cached_prod - self.cached_cons) & U32_MASK
         return min(entries, n)
 
+    @checked(n=(0, U32_MASK))
     def peek(self, n: int) -> tuple[int, int]:
         """``(idx, k)``: ``k <= n`` entries from ``idx`` are ours to read."""
         k = self.nb_avail(n)
@@ -110,6 +117,7 @@ class RingCons(Ring):
         self.cached_cons = (idx + k) & U32_MASK
         return idx, k
 
+    @checked(k=(0, U32_MASK))
     def release(self, k: int) -> None:
         """Hand the next ``k`` peeked entries back (store-release of consumer)."""
         pending = (self.cached_cons - self._published) & U32_MASK
@@ -118,6 +126,7 @@ class RingCons(Ring):
         self._published = (self._published + k) & U32_MASK
         self._store_consumer(self._published)
 
+    @checked(k=(0, U32_MASK))
     def cancel(self, k: int) -> None:
         """Un-peek the last ``k`` peeked, unreleased entries."""
         pending = (self.cached_cons - self._published) & U32_MASK
@@ -125,6 +134,7 @@ class RingCons(Ring):
             raise ValueError(f"cancel({k}) but only {pending} entries are peeked")
         self.cached_cons = (self.cached_cons - k) & U32_MASK
 
+    @checked(n=(0, U32_MASK))
     def consume(self, n: int) -> np.ndarray:
         """Peek, copy and release up to ``n`` entries."""
         idx, k = self.peek(n)

@@ -23,6 +23,8 @@ from typing import Final, Self
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.args import Array, checked, short
+from pyxdp.errors import BadArgument
 from pyxdp.net.xdp_umem import (
     XskError,
     add_offset_to_addr,
@@ -33,7 +35,7 @@ from pyxdp.net.xdp_umem import (
     validate_umem_reg,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
-from pyxdp.uapi.if_xdp import XDP_UMEM_REG_STRUCT, XdpUmemFlag
+from pyxdp.uapi.if_xdp import XDP_DESC_DTYPE, XDP_UMEM_REG_STRUCT, XdpUmemFlag
 
 __all__ = ["Umem"]
 
@@ -69,6 +71,7 @@ class Umem:
     virtual address in this process (what ``XDP_UMEM_REG`` takes).
     """
 
+    @checked
     def __init__(self, nchunks: int = 4096, chunk_size: int = 4096, headroom: int = 0, *,
                  unaligned: bool = False, tx_metadata_len: int = 0, tx_sw_csum: bool = False,
                  shared: bool = False, name: str | None = None, _attach: bool = False,
@@ -165,22 +168,26 @@ class Umem:
         """The base address of every chunk, in order."""
         return np.arange(self.nchunks, dtype=np.uint64) * np.uint64(self.chunk_size)
 
+    @checked(addr=Array())
     def chunk_index(self, addr: npt.ArrayLike) -> U64Array:
         """The chunk each address (aligned address or unaligned handle) falls in."""
         if self.unaligned:
             return extract_addr(addr) // np.uint64(self.chunk_size)
         return _u64(addr) >> self._shift  # aligned: chunk_size is a power of two
 
+    @checked(index=Array())
     def chunk_base(self, index: npt.ArrayLike) -> U64Array:
         """The base address of each chunk index."""
         if self.unaligned:
             return _u64(index) * np.uint64(self.chunk_size)
         return _u64(index) << self._shift
 
+    @checked(addr=Array())
     def data_addr(self, addr: npt.ArrayLike) -> U64Array:
         """Where an RX descriptor's data starts in the UMEM (handles decoded)."""
         return add_offset_to_addr(addr) if self.unaligned else _u64(addr)
 
+    @checked(fill_addr=Array(), offset=(0, 0xFFFF))
     def rx_addr(self, fill_addr: npt.ArrayLike, offset: int | None = None) -> U64Array:
         """The RX descriptor address for a fill-ring address, data at ``offset`` in its
         buffer (default: headroom + 256, copy mode): masked chunk + offset when
@@ -192,6 +199,10 @@ class Umem:
 
     def validate_desc(self, descs: np.ndarray) -> BoolArray:
         """``xp_validate_desc`` of ``XDP_DESC_DTYPE`` records against this UMEM."""
+        if not isinstance(descs, np.ndarray) or descs.dtype != XDP_DESC_DTYPE \
+                or descs.ndim != 1:
+            raise BadArgument(f"Umem.validate_desc: descs must be a 1-d XDP_DESC_DTYPE "
+                              f"array, not {short(descs)}")
         return validate_desc(descs["addr"], descs["len"], descs["options"],
                              umem_size=self.size, chunk_size=self.chunk_size,
                              unaligned=self.unaligned,
@@ -199,18 +210,33 @@ class Umem:
 
     # -- data ---------------------------------------------------------------------
 
+    def _spans(self, what: str, addr: U64Array, length: npt.NDArray[np.int64]) -> None:
+        """Each ``(addr, len)`` lies in the UMEM, one length per address."""
+        if self._closed:
+            raise XskError(f"Umem.{what}", _errno.EBADF, "the UMEM is closed")
+        if length.ndim and len(length) != len(addr):
+            raise BadArgument(f"Umem.{what}: {len(length)} lengths for {len(addr)} addresses")
+        if len(addr) and (addr.max() >= self.size
+                          or (addr.astype(np.int64) + length).max() > self.size):
+            raise BadArgument(f"Umem.{what}: a packet lies beyond the UMEM's {self.size} bytes")
+
+    @checked(data_addr=Array(scalar=False), length=Array(np.uint32))
     def packets(self, data_addr: npt.ArrayLike, length: npt.ArrayLike) -> list[bytes]:
         """The bytes at each ``(data_addr, len)``, one ``bytes`` per packet."""
-        a = _u64(data_addr).tolist()
-        ln = np.asarray(length, np.int64).tolist()
+        a64: U64Array = data_addr  # type: ignore[assignment]  # checked
+        self._spans("packets", a64, np.asarray(length, np.int64))
+        ln64 = np.broadcast_to(np.asarray(length, np.int64), a64.shape)
+        a, ln = a64.tolist(), ln64.tolist()
         buf = self.buf
         return [buf[x:x + n].tobytes() for x, n in zip(a, ln, strict=True)]
 
+    @checked(data_addr=Array(scalar=False), length=Array(np.uint32), maxlen=(0, 1 << 16))
     def gather(self, data_addr: npt.ArrayLike, length: npt.ArrayLike,
                maxlen: int | None = None) -> npt.NDArray[np.uint8]:
         """An ``(n, maxlen)`` copy of the packets, zero past each length."""
         a = _u64(data_addr).astype(np.int64)
-        ln = np.asarray(length, np.int64)
+        self._spans("gather", a.astype(np.uint64), np.asarray(length, np.int64))
+        ln = np.broadcast_to(np.asarray(length, np.int64), a.shape)
         width = int(ln.max(initial=0)) if maxlen is None else maxlen
         cols = np.arange(width, dtype=np.int64)
         idx = np.minimum(a[:, None] + cols, self.size - 1)
@@ -218,6 +244,7 @@ class Umem:
         out[cols[None, :] >= ln[:, None]] = 0
         return out
 
+    @checked(data_addr=Array(scalar=False), lengths=Array(np.uint32, none_ok=True))
     def write_packets(self, data_addr: npt.ArrayLike,
                       packets: list[bytes] | npt.NDArray[np.uint8],
                       lengths: npt.ArrayLike | None = None) -> npt.NDArray[np.uint32]:
@@ -230,16 +257,27 @@ class Umem:
         if isinstance(packets, np.ndarray):
             rows = np.asarray(packets, np.uint8)
             if rows.ndim != 2 or rows.shape[0] != len(a):
-                raise ValueError(f"packet array of shape {rows.shape} for {len(a)} addresses")
+                raise BadArgument(f"Umem.write_packets: a packet array of shape {rows.shape} "
+                                  f"for {len(a)} addresses")
             width = rows.shape[1]
-            ln = (np.full(len(a), width, np.int64) if lengths is None
-                  else np.asarray(lengths, np.int64))
+            self._spans("write_packets", a.astype(np.uint64),
+                        np.full(len(a), width, np.int64))
+            ln = np.asarray(width if lengths is None else lengths, np.int64)
+            if ln.ndim and len(ln) != len(a):
+                raise BadArgument(f"Umem.write_packets: {len(ln)} lengths for {len(a)} "
+                                  f"addresses")
+            ln = np.broadcast_to(ln, a.shape)
             if width and len(a):
                 self.buf[a[:, None] + np.arange(width)] = rows  # one scatter, full rows
             return ln.astype(np.uint32)
+        if not isinstance(packets, list | tuple) or not all(
+                isinstance(p, bytes | bytearray | memoryview) for p in packets):
+            raise BadArgument(f"Umem.write_packets: packets must be a list of bytes-like "
+                              f"objects or a 2-d uint8 array, not {short(packets)}")
         ln = np.fromiter((len(p) for p in packets), np.int64, len(packets))
         if len(ln) != len(a):
-            raise ValueError(f"{len(ln)} packets for {len(a)} addresses")
+            raise BadArgument(f"Umem.write_packets: {len(ln)} packets for {len(a)} addresses")
+        self._spans("write_packets", a.astype(np.uint64), ln)
         if len(ln) and (ln == ln[0]).all():
             flat = np.frombuffer(b"".join(packets), np.uint8)
             if ln[0]:

@@ -22,6 +22,7 @@ also checks the rings' published windows against those states.
 
 from __future__ import annotations
 
+import errno as _errno
 import select
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from typing import Final, Self
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.errors import PyxdpError
+from pyxdp.args import Array, checked, short
+from pyxdp.errors import BadArgument, PyxdpError
+from pyxdp.net.xdp_umem import XskError
 from pyxdp.net.xsk_queue import Ring
 from pyxdp.uapi.if_xdp import XdpBindFlag, XdpStatistics
 from pyxdp.xsk.queue import RingCons, RingProd
@@ -110,6 +113,7 @@ class ChunkPool:
         """The base addresses of the free chunks (bottom of the stack first)."""
         return self.umem.chunk_base(self._stack[:self._top])
 
+    @checked(idx=Array(scalar=False), frm=(0, 3), to=(0, 3))
     def move(self, idx: U64Array, frm: int, to: int, what: str) -> None:
         """Chunks ``idx`` go from state ``frm`` to ``to``; any other state raises."""
         if not len(idx):
@@ -129,6 +133,7 @@ class ChunkPool:
         self.count[frm] -= len(idx)
         self.count[to] += len(idx)
 
+    @checked(n=(0, 1 << 32), to=(0, 3))
     def alloc(self, n: int, to: int) -> U64Array:
         """Pop up to ``n`` free chunks (their indices), now in state ``to``."""
         k = min(n, self._top)
@@ -137,10 +142,14 @@ class ChunkPool:
         self.move(idx, _FREE, to, "alloc")
         return idx
 
+    @checked(idx=Array(scalar=False), frm=(0, 3))
     def free(self, idx: U64Array, frm: int, what: str) -> None:
         """Chunks ``idx`` go back on the stack."""
-        self.move(idx, frm, _FREE, what)
         k = len(idx)
+        if k > len(self._stack) - self._top:  # more than were out: some named twice
+            raise ChunkAccountingError(f"{what}: {k} chunks back, only "
+                                       f"{len(self._stack) - self._top} are out", idx)
+        self.move(idx, frm, _FREE, what)
         self._stack[self._top:self._top + k] = idx
         self._top += k
 
@@ -223,6 +232,21 @@ def bind_flags(shared: bool, mode: str | None, need_wakeup: bool, sg: bool) -> X
     return flags
 
 
+def _tx_packets(packets: object) -> list[bytes] | npt.NDArray[np.uint8]:
+    """What :meth:`XskSocket.send` takes: a list of bytes-like objects or a 2-d uint8
+    array; anything else is a BadArgument."""
+    if isinstance(packets, np.ndarray):
+        if packets.ndim != 2 or packets.dtype != np.uint8:
+            raise BadArgument(f"XskSocket.send: packets must be a 2-d uint8 array, not "
+                              f"{short(packets)}")
+        return packets
+    if isinstance(packets, list | tuple) and all(
+            isinstance(p, bytes | bytearray | memoryview) for p in packets):
+        return list(packets)
+    raise BadArgument(f"XskSocket.send: packets must be a list of bytes-like objects or a "
+                      f"2-d uint8 array, not {short(packets)}")
+
+
 class XskSocket(ABC):
     """One AF_XDP socket's user side: UMEM, the four rings, chunk pool, batch API.
 
@@ -281,8 +305,10 @@ class XskSocket(ABC):
             raise PyxdpError("this socket has no fill ring")
         return self.fill_ring
 
+    @checked(n=(0, 1 << 32))
     def fill(self, n: int | None = None) -> int:
         """Hand up to ``n`` free chunks (default: as many as fit) to the fill ring."""
+        self._live("fill")
         ring = self._fill()
         want = ring.size if n is None else n
         k = min(want, ring.nb_free(want), self.pool.nfree)
@@ -294,8 +320,10 @@ class XskSocket(ABC):
         ring.submit(got)
         return got
 
+    @checked(max_packets=(0, 1 << 32))
     def recv(self, max_packets: int = DEFAULT_BATCH) -> RxBatch:
         """Up to ``max_packets`` received packets (an empty batch when none wait)."""
+        self._live("recv")
         if self.rx is None:
             raise PyxdpError("this socket has no rx ring")
         idx, k = self.rx.peek(max_packets)
@@ -314,8 +342,10 @@ class XskSocket(ABC):
         self.pool.held += k
         return RxBatch(self.umem, addr, d["len"], d["options"], chunks)
 
+    @checked
     def release(self, batch: RxBatch, *, refill: bool = False) -> None:
         """Give a batch's chunks back: to the free stack, or straight to the fill ring."""
+        self._live("release")
         if batch.released:
             raise ChunkAccountingError("batch released twice")
         batch.released = True
@@ -336,6 +366,7 @@ class XskSocket(ABC):
 
     # -- transmit -----------------------------------------------------------------
 
+    @checked(packets=None, lengths=None)  # both checked below, as their forms want
     def send(self, packets: list[bytes] | npt.NDArray[np.uint8], *,
              lengths: npt.ArrayLike | None = None, kick: bool = True) -> int:
         """Copy packets into free chunks, queue them on the tx ring, kick; how many queued.
@@ -345,8 +376,15 @@ class XskSocket(ABC):
         find no free chunk or tx slot are not queued (send them again);
         completions are reaped first when free chunks run short.
         """
+        self._live("send")
         if self.tx is None:
             raise PyxdpError("this socket has no tx ring")
+        packets = _tx_packets(packets)
+        if lengths is not None:
+            lengths = Array(np.uint32, scalar=False)("XskSocket.send: lengths", lengths)
+            if len(lengths) < len(packets):  # type: ignore[arg-type]
+                raise BadArgument(f"XskSocket.send: {len(lengths)} lengths for "  # type: ignore[arg-type]
+                                  f"{len(packets)} packets")
         n = len(packets)
         k = min(n, self.tx.nb_free(n))
         if self.pool.nfree < k:
@@ -378,6 +416,7 @@ class XskSocket(ABC):
             self.flush()
         return got
 
+    @checked
     def forward(self, batch: RxBatch, *, kick: bool = True) -> int:
         """Queue a received batch's buffers on the tx ring as they are (xdpsock's
         l2fwd: the rx descriptors become tx descriptors, no copy); how many.
@@ -385,6 +424,7 @@ class XskSocket(ABC):
         The chunks go from RX to TX and come back through :meth:`complete`;
         those the tx ring has no room for go back to the free stack.
         """
+        self._live("forward")
         if self.tx is None:
             raise PyxdpError("this socket has no tx ring")
         if batch.released:
@@ -406,14 +446,17 @@ class XskSocket(ABC):
 
     def kick(self) -> bool:
         """Wake the tx side once if it needs it; True when the datapath has work left."""
+        self._live("kick")
         if self.tx is None:
             return False
         if self.need_wakeup and not self.tx.needs_wakeup():
             return False
         return self._kick_tx()
 
+    @checked(rounds=(0, 1 << 32))
     def flush(self, rounds: int = 64) -> None:
         """Kick and reap completions until the tx ring is drained (or ``rounds`` passes)."""
+        self._live("flush")
         if self.tx is None:
             return
         for _ in range(rounds):
@@ -423,8 +466,10 @@ class XskSocket(ABC):
             if not more and self.tx.window()[1] == 0:
                 return
 
+    @checked(max_entries=(0, 1 << 32))
     def complete(self, max_entries: int | None = None) -> int:
         """Reap the completion ring: sent chunks go back to the free stack; how many."""
+        self._live("complete")
         if self.comp_ring is None:
             raise PyxdpError("this socket has no completion ring")
         n = self.comp_ring.size if max_entries is None else max_entries
@@ -491,6 +536,11 @@ class XskSocket(ABC):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _live(self, op: str) -> None:
+        """A closed socket's descriptor is gone: EBADF, as the syscalls answer."""
+        if self._closed:
+            raise XskError(op, _errno.EBADF, "the socket is closed")
 
     def close(self) -> None:
         if self._closed:
