@@ -155,12 +155,15 @@ def _from_annotation(ann: object, rule: object) -> Check | None:
 
 
 def _compile(fn: Callable[..., Any], rules: dict[str, object]
-             ) -> tuple[list[tuple[str, Check] | None], dict[str, Check]]:
+             ) -> tuple[list[tuple[str, Check] | None], dict[str, tuple[str, Check]]]:
+    """Per position and per name: where a failure says it was (``Class.method: param``,
+    formatted once here, not per call) and the check."""
     import inspect
     sig = inspect.signature(fn)
     glb = getattr(fn, "__globals__", {})
+    qual = fn.__qualname__
     by_pos: list[tuple[str, Check] | None] = []
-    by_name: dict[str, Check] = {}
+    by_name: dict[str, tuple[str, Check]] = {}
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
@@ -177,10 +180,11 @@ def _compile(fn: Callable[..., Any], rules: dict[str, object]
             check = rules[p.name]  # type: ignore[assignment]
         elif ann is not p.empty:
             check = _from_annotation(ann, rules.get(p.name))
+        where = f"{qual}: {p.name}"
         if check is not None:
-            by_name[p.name] = check
+            by_name[p.name] = (where, check)
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            by_pos.append((p.name, check) if check is not None else None)
+            by_pos.append((where, check) if check is not None else None)
     return by_pos, by_name
 
 
@@ -194,8 +198,8 @@ def checked(fn: F | None = None, /, **rules: object) -> F | Callable[[F], F]:
     ``name=None``: the function checks it itself); a failure is a
     :class:`~pyxdp.errors.BadArgument` naming ``Class.method: param``."""
     def wrap(f: F) -> F:
-        qual = f.__qualname__
-        compiled: list[tuple[list[tuple[str, Check] | None], dict[str, Check]]] = []
+        compiled: list[tuple[list[tuple[str, Check] | None],
+                             dict[str, tuple[str, Check]]]] = []
 
         @functools.wraps(f)
         def inner(*args: Any, **kwargs: Any) -> Any:
@@ -207,7 +211,7 @@ def checked(fn: F | None = None, /, **rules: object) -> F | Callable[[F], F]:
                 for i, v in enumerate(args):
                     c = by_pos[i]
                     if c is not None:
-                        w = c[1](f"{qual}: {c[0]}", v)
+                        w = c[1](c[0], v)
                         if w is not v:
                             if new is None:
                                 new = list(args)
@@ -217,7 +221,7 @@ def checked(fn: F | None = None, /, **rules: object) -> F | Callable[[F], F]:
             for k, v in kwargs.items():
                 c2 = by_name.get(k)
                 if c2 is not None:
-                    kwargs[k] = c2(f"{qual}: {k}", v)
+                    kwargs[k] = c2[1](c2[0], v)
             return f(*args, **kwargs)
         inner.__wrapped_checked__ = True  # type: ignore[attr-defined]
         return typing.cast(F, inner)
