@@ -377,3 +377,30 @@ def test_page_read_write_and_views_share_memory() -> None:
     assert pool.page(p)[256] == ord("h")
     with pytest.raises(ValueError):
         pool.write(p, 4094, b"abc")
+
+
+def test_threads_first_using_the_system_allocator_share_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MemMap.system`` is made on first use, which threaded NAPI polls may reach at
+    once: each must get the same allocator (one made under the memmap's lock), or
+    pages one thread takes are freed into, or checked against, another."""
+    import threading
+    import time
+    from typing import Any
+
+    import pyxdp.net.page_pool as pp
+
+    class Slow(pp.PageAllocator):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            time.sleep(0.05)  # a wide window for the other thread
+            super().__init__(*a, **kw)
+    monkeypatch.setattr(pp, "PageAllocator", Slow)
+    mm = MemMap()
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(mm.system)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0] is got[1] is mm.system
+    assert [m.name for m in mm.regions] == ["system"]

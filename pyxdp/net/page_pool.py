@@ -59,6 +59,7 @@ from __future__ import annotations
 import array
 import logging
 import mmap
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
@@ -149,16 +150,22 @@ class MemMap:
         self._next_id = 1
         self._system_pages = system_pages
         self._system: PageAllocator | None = None
+        # Threaded NAPI polls (and cpumap kthreads) may be the first to use ``system``
+        # at once: without this lock each made an allocator of its own, and pages one
+        # took were freed into, or checked against, the other.
+        self._lock = threading.RLock()
 
     # -- regions -------------------------------------------------------------------
     def _attach(self, mem: PageMemory) -> int:
-        rid = self._next_id
-        self._next_id += 1
-        self._regions[rid] = mem
+        with self._lock:
+            rid = self._next_id
+            self._next_id += 1
+            self._regions[rid] = mem
         return rid
 
     def _detach(self, mem: PageMemory) -> None:
-        self._regions.pop(mem.region_id, None)
+        with self._lock:
+            self._regions.pop(mem.region_id, None)
 
     @property
     def regions(self) -> list[PageMemory]:
@@ -167,9 +174,14 @@ class MemMap:
     @property
     def system(self) -> PageAllocator:
         """The order-0 page allocator of this machine (``alloc_page``/``put_page``)."""
-        if self._system is None:
-            self._system = PageAllocator(self._system_pages, memmap=self, name="system")
-        return self._system
+        system = self._system
+        if system is None:
+            with self._lock:
+                if self._system is None:
+                    self._system = PageAllocator(self._system_pages, memmap=self,
+                                                 name="system")
+                system = self._system
+        return system
 
     def find(self, pfn: int) -> PageMemory:
         """The live region holding ``pfn`` (the kernel's ``pfn_to_page``)."""
