@@ -6,6 +6,7 @@ that by counting the calls of the Python reference functions during a run.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
@@ -23,7 +24,8 @@ def python_calls(fns: Iterable[Callable[..., object] | ModuleType],
         if isinstance(fn, ModuleType):
             files.add(fn.__file__)
         else:
-            codes.add(fn.__code__)
+            # a decorated function (pyxdp.args.checked): its own code, not the wrapper's
+            codes.add(inspect.unwrap(fn).__code__)
     calls = 0
 
     def prof(frame: FrameType, event: str, arg: object) -> None:
