@@ -155,14 +155,16 @@ def _from_annotation(ann: object, rule: object) -> Check | None:
 
 
 def _compile(fn: Callable[..., Any], rules: dict[str, object]
-             ) -> tuple[list[tuple[str, Check] | None], dict[str, tuple[str, Check]]]:
-    """Per position and per name: where a failure says it was (``Class.method: param``,
-    formatted once here, not per call) and the check."""
+             ) -> tuple[list[tuple[int, str, Check]], dict[str, tuple[str, Check]]]:
+    """The checked positional parameters (position, where a failure says it was -
+    ``Class.method: param``, formatted once here, not per call - and the check) and the
+    same per name, for keyword arguments."""
     import inspect
     sig = inspect.signature(fn)
     glb = getattr(fn, "__globals__", {})
     qual = fn.__qualname__
-    by_pos: list[tuple[str, Check] | None] = []
+    by_pos: list[tuple[int, str, Check]] = []
+    pos = 0
     by_name: dict[str, tuple[str, Check]] = {}
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -184,7 +186,9 @@ def _compile(fn: Callable[..., Any], rules: dict[str, object]
         if check is not None:
             by_name[p.name] = (where, check)
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            by_pos.append((where, check) if check is not None else None)
+            if check is not None:
+                by_pos.append((pos, where, check))
+            pos += 1
     return by_pos, by_name
 
 
@@ -198,7 +202,7 @@ def checked(fn: F | None = None, /, **rules: object) -> F | Callable[[F], F]:
     ``name=None``: the function checks it itself); a failure is a
     :class:`~pyxdp.errors.BadArgument` naming ``Class.method: param``."""
     def wrap(f: F) -> F:
-        compiled: list[tuple[list[tuple[str, Check] | None],
+        compiled: list[tuple[list[tuple[int, str, Check]],
                              dict[str, tuple[str, Check]]]] = []
 
         @functools.wraps(f)
@@ -206,22 +210,25 @@ def checked(fn: F | None = None, /, **rules: object) -> F | Callable[[F], F]:
             if not compiled:
                 compiled.append(_compile(f, rules))
             by_pos, by_name = compiled[0]
-            if len(args) <= len(by_pos):
-                new = None
-                for i, v in enumerate(args):
-                    c = by_pos[i]
-                    if c is not None:
-                        w = c[1](c[0], v)
-                        if w is not v:
-                            if new is None:
-                                new = list(args)
-                            new[i] = w
-                if new is not None:
-                    args = tuple(new)
-            for k, v in kwargs.items():
-                c2 = by_name.get(k)
-                if c2 is not None:
-                    kwargs[k] = c2[1](c2[0], v)
+            # Only the checked positions are visited (most parameters are not).
+            n = len(args)
+            new = None
+            for i, where, check in by_pos:
+                if i >= n:
+                    break
+                v = args[i]
+                w = check(where, v)
+                if w is not v:
+                    if new is None:
+                        new = list(args)
+                    new[i] = w
+            if new is not None:
+                args = tuple(new)
+            if kwargs:
+                for k, v in kwargs.items():
+                    c2 = by_name.get(k)
+                    if c2 is not None:
+                        kwargs[k] = c2[1](c2[0], v)
             return f(*args, **kwargs)
         inner.__wrapped_checked__ = True  # type: ignore[attr-defined]
         return typing.cast(F, inner)
