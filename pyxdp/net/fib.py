@@ -681,6 +681,19 @@ def rows_ir() -> str:
                 f"  %np = getelementptr i8, ptr {words}, i64 {bw[n_word]}\n"
                 f"  %n = load i64, ptr %np, align 8\n")
 
+    def scan(stride: str) -> str:
+        """The head of a walk over the rows ``row_at`` loaded: ``%row`` is row ``%i``
+        (``stride`` bytes apart) in block body, block none when they are done; the
+        walk's block next increments ``%i1``."""
+        return ("  br label %head\n"
+                "head:\n"
+                "  %i = phi i64 [ 0, %entry ], [ %i1, %next ]\n"
+                "  %more = icmp ult i64 %i, %n\n"
+                "  br i1 %more, label %body, label %none\n"
+                "body:\n"
+                f"  %off = mul i64 %i, {stride}\n"
+                "  %row = getelementptr i8, ptr %rows, i64 %off\n")
+
     usable = (f"  %tp = getelementptr i8, ptr %row, i64 {ro['table']}\n"
               f"  %tab = load i32, ptr %tp, align 1\n"
               f"  %fp = getelementptr i8, ptr %row, i64 {ro['flags']}\n"
@@ -700,14 +713,7 @@ entry:
   %rows = load ptr, ptr %tab, align 8
   %np = getelementptr i8, ptr %tab, i64 8
   %n = load i64, ptr %np, align 8
-  br label %head
-head:
-  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
-  %more = icmp ult i64 %i, %n
-  br i1 %more, label %body, label %none
-body:
-  %off = mul i64 %i, %stride
-  %row = getelementptr i8, ptr %rows, i64 %off
+{scan('%stride')}
   %y = load i32, ptr %row, align 4
   %eq = icmp eq i32 %y, %x
   br i1 %eq, label %found, label %next
@@ -736,15 +742,8 @@ define internal i1 @fib_has_table(ptr %words, i64 %which, i32 %t) nounwind {{
 ; blackhole/unreachable/prohibit route, -4 for a throw route or no match (-EAGAIN).
 define internal i64 @fib_scan4(ptr %words, ptr %key, i32 %t1, i32 %t2, i32 %oif) nounwind {{
 entry:
-{row_at("%words", "routes4", "nroutes4")}  br label %head
-head:
-  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
-  %more = icmp ult i64 %i, %n
-  br i1 %more, label %body, label %none
-body:
-  %off = mul i64 %i, {rs}
-  %row = getelementptr i8, ptr %rows, i64 %off
-{usable}  %a = icmp eq i32 %tab, %t1
+{row_at("%words", "routes4", "nroutes4")}{scan(str(rs))}{usable}
+  %a = icmp eq i32 %tab, %t1
   %b = icmp eq i32 %tab, %t2
   %ab = or i1 %a, %b
   %ok = and i1 %ab, %us
@@ -827,14 +826,7 @@ done:
 ; The neighbour row of (dev, family, address), or null.
 define internal ptr @fib_neigh(ptr %words, ptr %key, i32 %dev, i8 %fam) nounwind {{
 entry:
-{row_at("%words", "neigh", "nneigh")}  br label %head
-head:
-  %i = phi i64 [ 0, %entry ], [ %i1, %next ]
-  %more = icmp ult i64 %i, %n
-  br i1 %more, label %body, label %none
-body:
-  %off = mul i64 %i, {ns}
-  %row = getelementptr i8, ptr %rows, i64 %off
+{row_at("%words", "neigh", "nneigh")}{scan(str(ns))}
   %dp = getelementptr i8, ptr %row, i64 {no['dev']}
   %d = load i32, ptr %dp, align 1
   %fp = getelementptr i8, ptr %row, i64 {no['fam']}
