@@ -1,7 +1,8 @@
-"""bpf_snprintf's and bpf_trace_printk's native twins on the JIT against the Python
-reference (the interpreter): the same return codes, the same bytes and trace lines over
-random formats and arguments (errors, faulting strings, truncation, widths and flags
-included), and no Python call of the helpers for the conversions the twins format."""
+"""bpf_snprintf's, bpf_trace_printk's and bpf_trace_vprintk's native twins on the JIT
+against the Python reference (the interpreter): the same return codes, the same bytes
+and trace lines over random formats and arguments (errors, faulting strings,
+truncation, widths and flags included), and no Python call of the helpers for the
+conversions the twins format."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ r3 = *(u64 *)(r7 +0)
 r4 = *(u64 *)(r7 +8)
 r5 = *(u64 *)(r7 +16)
 call 6
+exit
+"""
+# bpf_trace_vprintk(fmt, ctl.size, args, ctl.data_len).
+VTRACE = """
+r6 = map[fd:4][0]+0
+r2 = *(u32 *)(r6 +0)
+r4 = *(u32 *)(r6 +4)
+r1 = map[fd:0][0]+0
+r3 = map[fd:1][0]+0
+call 177
 exit
 """
 ARRAY = int(BpfMapType.BPF_MAP_TYPE_ARRAY)
@@ -129,9 +140,10 @@ def _runs(engine: str, supported: bool, n: int = 300, prog_text: str = PROG,
         prog = c.programs["t"]
         for _ in range(n):
             fmt, args, ctl = _case(rng, supported, strs, native)
-            if prog_text is TRACE:  # the format's size: to its NUL, past it, or short of it
+            if prog_text in (TRACE, VTRACE):  # the format's size: to its NUL, past it, or short
                 size = len(fmt) + rng.choice((0, 0, 5, -1 if supported else -2))
-                ctl = struct.pack("<II", max(size, 0), 0)
+                ctl = struct.pack("<II", max(size, 0),
+                                  struct.unpack_from("<I", ctl, 4)[0] if prog_text is VTRACE else 0)
             m["fmt"].update(K, fmt.ljust(1100, b"\0"))
             m["args"].update(K, args)
             m["ctl"].update(K, ctl)
@@ -168,3 +180,18 @@ def test_trace_printk_twin_calls_no_python() -> None:
     from pyxdp.vm import helpers as vm_helpers
     assert python_calls([vm_helpers._trace_printk, helpers_more.bpf_bprintf],
                         lambda: _runs("jit", True, 100, TRACE, native=True)) == 0
+
+
+@pytest.mark.parametrize("supported", [True, False])
+def test_trace_vprintk_twin_agrees_with_python(supported: bool) -> None:
+    """bpf_trace_vprintk: the same return codes (-EINVAL for a data_len not a multiple of
+    8 or past 96 included) and trace lines as the interpreter, call for call."""
+    jit, interp = _runs("jit", supported, 200, VTRACE), _runs("interp", supported, 200, VTRACE)
+    for a, b in zip(jit, interp, strict=True):
+        assert a == b
+
+
+def test_trace_vprintk_twin_calls_no_python() -> None:
+    from pyxdp.vm import helpers as vm_helpers
+    assert python_calls([vm_helpers._trace_vprintk, helpers_more.bpf_bprintf],
+                        lambda: _runs("jit", True, 100, VTRACE, native=True)) == 0

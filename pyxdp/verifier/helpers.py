@@ -94,6 +94,9 @@ PROTOS: dict[int, FuncProto] = {
     3: FuncProto((A.CONST_MAP_PTR, A.MAP_KEY)),
     5: FuncProto(()),
     6: FuncProto((A.MEM_RDONLY, A.CONST_SIZE), gpl_only=True),
+    # bpf_trace_vprintk(fmt, fmt_size, args, data_len) (kernel/trace/bpf_trace.c)
+    177: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.MEM_RDONLY_OR_NULL, A.CONST_SIZE_OR_ZERO),
+                   gpl_only=True),
     7: FuncProto(()),
     8: FuncProto(()),
     14: FuncProto(()),
@@ -218,7 +221,7 @@ PROTOS: dict[int, FuncProto] = {
 # the current task's, strtol, the socket casts, are the verifier's only: pyxdp's engines
 # refuse a program calling them.)
 UNMODELLED_XDP_HELPERS = frozenset({
-    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 177, 191, 196, 210, 211})
+    17, 22, 37, 55, 141, 148, 149, 156, 157, 175, 176, 191, 196, 210, 211})
 
 # Of those, the ones that might sleep (bpf_copy_from_user, bpf_copy_from_user_task), by
 # whether they are GPL-only: check_helper_call refuses them in a program that cannot sleep
@@ -242,7 +245,7 @@ SYSCALL_HELPERS = frozenset({
 # xdp_get_buff_len...) pyxdp does not provide to a syscall program.
 SYSCALL_MODELLED = frozenset({
     1, 2, 3, 5, 6, 7, 8, 42, 87, 88, 89, 118, 125, 130, 131, 132, 133, 134, 164, 165,
-    181, 182, 194, 195, 197, 198, 199, 200, 201, 202, 203, 208})
+    177, 181, 182, 194, 195, 197, 198, 199, 200, 201, 202, 203, 208})
 # check_map_prog_compatibility: the map types a sleepable program may use (measured);
 # any other is "Sleepable programs can only use array, hash, ringbuf and local storage
 # maps".

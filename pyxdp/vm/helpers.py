@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -327,78 +328,124 @@ def _c_string(vm: Interpreter, addr: int, limit: int = 4096) -> bytes:
     return bytes(out)
 
 
-@helper(6, "trace_printk")
-def _trace_printk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    """``bpf_trace_printk``: bpf_bprintf_prepare with 3 arguments, then a 1024-byte
-    bstr_printf, the formatted text going to the trace log."""
+def _trace_line(vm: Interpreter, fmt_addr: int, fmt_size: int, args: list[int]) -> int:
+    """bpf_bprintf_prepare (the format NUL-terminated within ``fmt_size``), then a
+    1024-byte bstr_printf, the formatted text going to the trace log."""
     from pyxdp.vm.helpers_more import MAX_BPRINTF_BUF, bpf_bprintf, memory_reader
-    fmt = vm.mem.read(r1, r2 & 0xFFFF_FFFF)
-    if b"\0" not in fmt:  # the format must be NUL-terminated within fmt_size
+    fmt = vm.mem.read(fmt_addr, fmt_size)
+    if b"\0" not in fmt:
         return neg(errno.EINVAL)
-    count, text = bpf_bprintf(fmt, [r3, r4, r5], memory_reader(vm), MAX_BPRINTF_BUF)
+    count, text = bpf_bprintf(fmt, args, memory_reader(vm), MAX_BPRINTF_BUF)
     if count < 0:
         return count & M64
     _ctx(vm).trace.write_raw(text)
     return count & M64
 
 
-def _trace_printk_fn(natives: Natives) -> str:
-    """``bpf_trace_printk``'s twin (reference: :func:`_trace_printk`): the format checked
-    for a NUL within its size, formatted by the shared ``@bprintf`` (3 arguments, a
-    1024-byte buffer) and appended to the run's :class:`TraceLog` ring. SLOW (the
-    Python helper, which drains the ring first) for a run without a ring, a full ring,
-    an unreadable format and what ``@bprintf`` leaves to Python."""
-    f = Text()
-    f.at("entry")
-    args = f.ins("alloca [3 x i64]")
-    ob = f.ins("alloca [1024 x i8]")
-    ring = f.cget("%ctx", "trace")
-    ret_if(f, f.ins(f"icmp eq i64 {ring}, 0"), SLOW)
-    fsz = f.ins("and i64 %r2, 4294967295")
-    fp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {fsz}, i1 false)")
-    ret_if(f, f.ins(f"icmp eq ptr {fp}, null"), SLOW)
-    # The format must hold a NUL within its size.
-    before = f.cur
-    f.br("scan")
-    f.at("scan")
-    k = f.ins(f"phi i64 [ 0, %{before} ], [ %knext, %more ]")
-    ret_if(f, f.ins(f"icmp eq i64 {k}, {fsz}"), (-errno.EINVAL) & M64)
-    byte = f.ins(f"load i8, ptr {f.gep(fp, k)}")
-    f.cbr(f.ins(f"icmp eq i8 {byte}, 0"), "found", "more")
-    f.at("more")
-    f.do(f"%knext = add i64 {k}, 1")
-    f.br("scan")
-    f.at("found")
-    for slot, r in enumerate(("%r3", "%r4", "%r5")):
-        f.do(f"store i64 {r}, ptr {f.gep(args, 8 * slot)}")
-    n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r1, ptr {args}, i64 3, ptr {ob}, i64 1023, "
-              "i64 1024)")
-    ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
-    f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
-    f.at("err")
-    f.do(f"ret i64 {n}")
-    f.at("ok")
-    m = f.ins(f"select i1 {f.ins(f'icmp ult i64 {n}, 1023')}, i64 {n}, i64 1023")
-    rec = f.ins(f"add i64 {m}, 1")
-    need = f.ins(f"add i64 {rec}, 2")
-    rp = f.ins(f"inttoptr i64 {ring} to ptr")
-    used = f.ins(f"load i64, ptr {rp}")
-    end = f.ins(f"add i64 {f.ins(f'add i64 {used}, {need}')}, 8")
-    ret_if(f, f.ins(f"icmp ugt i64 {end}, {TRACE_RING_BYTES}"), SLOW)
-    at = f.gep(rp, f.ins(f"add i64 {used}, 8"))
-    f.do(f"store i16 {f.ins(f'trunc i64 {rec} to i16')}, ptr {at}, align 1")
-    body = f.gep(at, 2)
-    f.memmove(body, ob, m)
-    f.do(f"store i8 0, ptr {f.gep(body, m)}")
-    f.do(f"store i64 {f.ins(f'add i64 {used}, {need}')}, ptr {rp}")
-    f.do(f"ret i64 {n}")
-    return f.text("define internal i64 @trace_printk(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
-                  "i64 %r4, i64 %r5) nounwind")
+@helper(6, "trace_printk")
+def _trace_printk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_trace_printk``: three arguments in registers."""
+    return _trace_line(vm, r1, r2 & 0xFFFF_FFFF, [r3, r4, r5])
 
 
-# The ring has no atomics: a program calling it runs on one CPU at a time.
-register_helper(6, HelperNative("trace_printk", 5, _trace_printk_fn, ("translate", "bprintf"),
-                                serial=True))
+@helper(177, "trace_vprintk")
+def _trace_vprintk(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """``bpf_trace_vprintk`` (kernel/trace/bpf_trace.c): up to 12 u64 arguments in memory
+    (``data_len`` a multiple of 8, not past 96, the array not NULL unless empty:
+    -EINVAL before the format is looked at), else as ``bpf_trace_printk``."""
+    from pyxdp.vm.helpers_more import MAX_BPRINTF_VARARGS
+    data_len = r4 & 0xFFFF_FFFF
+    if data_len % 8 or data_len > MAX_BPRINTF_VARARGS * 8 or (data_len and not r3):
+        return neg(errno.EINVAL)
+    raw = vm.mem.read(r3, data_len) if data_len else b""
+    return _trace_line(vm, r1, r2 & 0xFFFF_FFFF, list(struct.unpack(f"<{data_len // 8}Q", raw)))
+
+
+def _trace_fn(name: str, vargs: bool) -> Callable[[Natives], str]:
+    """The twin of ``bpf_trace_printk`` (reference: :func:`_trace_printk`) or, with
+    ``vargs``, of ``bpf_trace_vprintk`` (:func:`_trace_vprintk`): the format checked
+    for a NUL within its size, formatted by the shared ``@bprintf`` (the 3 register
+    arguments, or the ``data_len / 8`` of the array) into a 1024-byte buffer and
+    appended to the run's :class:`TraceLog` ring. SLOW (the Python helper, which drains
+    the ring first) for a run without a ring, a full ring, an unreadable format or
+    array and what ``@bprintf`` leaves to Python."""
+    def define(natives: Natives) -> str:
+        from pyxdp.vm.helpers_more import MAX_BPRINTF_VARARGS
+        f = Text()
+        f.at("entry")
+        ob = f.ins("alloca [1024 x i8]")
+        if vargs:
+            dlen = f.ins("and i64 %r4, 4294967295")
+            some = f.ins(f"icmp ne i64 {dlen}, 0")
+            odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {dlen}, 7')}, 0")
+            many = f.ins(f"icmp ugt i64 {dlen}, {MAX_BPRINTF_VARARGS * 8}")
+            null = f.ins(f"and i1 {some}, {f.ins('icmp eq i64 %r3, 0')}")
+            ret_if(f, f.ins(f"or i1 {odd}, {f.ins(f'or i1 {many}, {null}')}"),
+                   (-errno.EINVAL) & M64)
+        ring = f.cget("%ctx", "trace")
+        ret_if(f, f.ins(f"icmp eq i64 {ring}, 0"), SLOW)
+        fsz = f.ins("and i64 %r2, 4294967295")
+        fp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {fsz}, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {fp}, null"), SLOW)
+        if vargs:
+            before = f.cur
+            f.cbr(some, "targs", "fmtok")
+            f.at("targs")
+            ap = f.ins(f"call ptr @translate(ptr %ctx, i64 %r3, i64 {dlen}, i1 false)")
+            ret_if(f, f.ins(f"icmp eq ptr {ap}, null"), SLOW)
+            have = f.cur
+            f.br("fmtok")
+            f.at("fmtok")
+            args = f.ins(f"phi ptr [ null, %{before} ], [ {ap}, %{have} ]")
+            nargs = f.ins(f"lshr i64 {dlen}, 3")
+        else:
+            args = f.ins("alloca [3 x i64]")
+            for slot, r in enumerate(("%r3", "%r4", "%r5")):
+                f.do(f"store i64 {r}, ptr {f.gep(args, 8 * slot)}")
+            nargs = "3"
+        # The format must hold a NUL within its size.
+        before = f.cur
+        f.br("scan")
+        f.at("scan")
+        k = f.ins(f"phi i64 [ 0, %{before} ], [ %knext, %more ]")
+        ret_if(f, f.ins(f"icmp eq i64 {k}, {fsz}"), (-errno.EINVAL) & M64)
+        byte = f.ins(f"load i8, ptr {f.gep(fp, k)}")
+        f.cbr(f.ins(f"icmp eq i8 {byte}, 0"), "found", "more")
+        f.at("more")
+        f.do(f"%knext = add i64 {k}, 1")
+        f.br("scan")
+        f.at("found")
+        n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r1, ptr {args}, i64 {nargs}, ptr {ob}, "
+                  "i64 1023, i64 1024)")
+        ret_if(f, f.ins(f"icmp eq i64 {n}, {c64(SLOW)}"), SLOW)
+        f.cbr(f.ins(f"icmp slt i64 {n}, 0"), "err", "ok")
+        f.at("err")
+        f.do(f"ret i64 {n}")
+        f.at("ok")
+        m = f.ins(f"select i1 {f.ins(f'icmp ult i64 {n}, 1023')}, i64 {n}, i64 1023")
+        rec = f.ins(f"add i64 {m}, 1")
+        need = f.ins(f"add i64 {rec}, 2")
+        rp = f.ins(f"inttoptr i64 {ring} to ptr")
+        used = f.ins(f"load i64, ptr {rp}")
+        end = f.ins(f"add i64 {f.ins(f'add i64 {used}, {need}')}, 8")
+        ret_if(f, f.ins(f"icmp ugt i64 {end}, {TRACE_RING_BYTES}"), SLOW)
+        at = f.gep(rp, f.ins(f"add i64 {used}, 8"))
+        f.do(f"store i16 {f.ins(f'trunc i64 {rec} to i16')}, ptr {at}, align 1")
+        body = f.gep(at, 2)
+        f.memmove(body, ob, m)
+        f.do(f"store i8 0, ptr {f.gep(body, m)}")
+        f.do(f"store i64 {f.ins(f'add i64 {used}, {need}')}, ptr {rp}")
+        f.do(f"ret i64 {n}")
+        return f.text(f"define internal i64 @{name}(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
+                      "i64 %r4, i64 %r5) nounwind")
+    return define
+
+
+# The ring has no atomics: a program calling them runs on one CPU at a time.
+register_helper(6, HelperNative("trace_printk", 5, _trace_fn("trace_printk", False),
+                                ("translate", "bprintf"), serial=True))
+register_helper(177, HelperNative("trace_vprintk", 5, _trace_fn("trace_vprintk", True),
+                                  ("translate", "bprintf"), serial=True))
 
 
 # -- strncmp ----------------------------------------------------------------------------
