@@ -1595,6 +1595,20 @@ _XATTR_CASES: tuple[VerifierCase, ...] = (
 )
 
 
+# r0 random, masked to multiples of 4 up to 60, bounded to [lo, hi], then tested to be v.
+_TSTEP = """call bpf_get_prandom_u32
+r0 &= 0x3c
+if r0 < {lo} goto out
+{hi}if r0 != {v} goto bad
+r0 = 2
+exit
+out:
+r0 = 1
+exit
+bad:
+r0 = *(u64 *)(r10 +8)
+exit"""
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -2027,6 +2041,25 @@ exit
 out:
 r0 = 0
 exit""", None, processed=12330),
+    # A u64 range meeting the tnum in one value makes the scalar that value
+    # (__update_reg64_bounds with tnum_step): r0 & 0x3c is a multiple of 4 up to 60, so
+    # [57, 60] holds only 60 (the tnum's maximum) and [53, 58] only 56 (between the
+    # ends); the dead "!= value" branch is never walked. [52, 58] holds 52 and 56: it is.
+    _c("tnum_range_meet_tmax", _TSTEP.format(lo=57, hi="", v=60), None, processed=8),
+    _c("tnum_range_meet_between", _TSTEP.format(lo=53, hi="if r0 > 58 goto out\n", v=56),
+       None, processed=10),
+    _c("tnum_range_meet_two", _TSTEP.format(lo=52, hi="if r0 > 58 goto out\n", v=56),
+       "invalid read from stack R10 off=8 size=8"),
+    # A loop counted up to such a bound: every "r6 < r0" taken narrows r0 until one
+    # value is left, whose last rounds are then walked once (eunomia's xdp-tcpdump).
+    _c("tnum_range_meet_loop", """call bpf_get_prandom_u32
+r0 &= 0x3c
+r6 = 0
+loop:
+r6 += 1
+if r6 < r0 goto loop
+r0 = 2
+exit""", None, processed=237),
     # -- maps --------------------------------------------------------------------------------
     _c("map_unchecked", _LOOKUP.format(m="hash") + "r0 = *(u64 *)(r0 +0)\nexit",
        "R0 invalid mem access 'map_value_or_null'"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["Tnum", "U64", "t_add", "t_and", "t_arshift", "t_cast", "t_const", "t_in",
            "t_intersect", "t_is_const", "t_lshift", "t_mul", "t_or", "t_range", "t_rshift",
-           "t_sub", "t_subreg", "t_union", "t_unknown", "t_xor", "tnum_str"]
+           "t_step", "t_sub", "t_subreg", "t_union", "t_unknown", "t_xor", "tnum_str"]
 
 U64 = (1 << 64) - 1
 Tnum = tuple[int, int]
@@ -33,6 +33,29 @@ def t_range(lo: int, hi: int) -> Tnum:
         return t_unknown
     delta = (1 << bits) - 1
     return (lo & ~delta & U64, delta)
+
+
+def t_step(a: Tnum, z: int) -> int:
+    """The smallest value of ``a`` above ``z`` (tnum_step): its minimum below it, its
+    maximum from it on."""
+    v, m = a
+    tmax = v | m
+    if z >= tmax:
+        return tmax
+    if z < v:
+        return v
+    y = z + 1  # the least value of a from y on: y's bits as far as a's known bits allow
+    diff = (y ^ v) & ~m & U64
+    if not diff:
+        return y
+    bit = 1 << (diff.bit_length() - 1)  # the highest known bit of a that y lacks or has
+    low = (bit << 1) - 1
+    if v & bit:  # a's known 1 above y's 0: y's higher bits, then a's least
+        return (y & ~low) | (v & low)
+    # a's known 0 under y's 1: the lowest unknown bit above that y lacks set, a's least below
+    free = m & ~y & ~low & U64
+    j = free & -free
+    return (y & ~((j << 1) - 1)) | j | (v & (j - 1))
 
 
 def t_lshift(a: Tnum, s: int) -> Tnum:

@@ -119,6 +119,7 @@ from pyxdp.verifier.tnum import (
     t_or,
     t_range,
     t_rshift,
+    t_step,
     t_sub,
     t_xor,
     tnum_str,
@@ -542,6 +543,24 @@ class Reg:
             self.umin = v
         if v | m < self.umax:
             self.umax = v | m
+        # The u64 range meeting the tnum in a single value makes it known (tnum_step).
+        umin, umax, tmax = self.umin, self.umax, v | m
+        nxt = t_step((v, m), umin)
+        if (umin & ~m) == v:
+            if nxt > umax:
+                self._known(umin)
+        elif nxt == tmax:
+            self._known(tmax)
+        elif nxt <= umax and t_step((v, m), nxt) > umax:
+            self._known(nxt)
+
+    def _known(self, v: int) -> None:
+        """___mark_reg_known: every bound the value (the id kept)."""
+        self.tv, self.tm = v, 0
+        self.smin = self.smax = _s64(v)
+        self.umin = self.umax = v
+        self.s32min = self.s32max = _s32(v)
+        self.u32min = self.u32max = v & U32
 
     def _deduce(self) -> None:
         """__reg_deduce_bounds: 32-bit, then 64-bit, then mixed (max/min and the sign
