@@ -1609,6 +1609,43 @@ bad:
 r0 = *(u64 *)(r10 +8)
 exit"""
 
+# Two paths into a tail call with constant indexes k1 and k0, long enough for a
+# checkpoint at t.
+_TKEY = """r6 = r1
+call bpf_get_prandom_u32
+r7 = r0
+r8 = r0
+if r7 > 5 goto j1
+r8 += 1
+j1:
+if r7 > 7 goto j2
+r8 += 2
+j2:
+if r0 == 0 goto a
+r3 = {k1}
+r4 = 1
+r5 = 2
+r4 += r5
+goto t
+a:
+r3 = {k0}
+r4 = 1
+r5 = 2
+r4 += r5
+t:
+r1 = r6
+r2 = MAP(progs)
+r4 = 0
+r5 = 0
+r7 = 0
+r8 = 0
+r9 = 0
+if r9 > 3 goto e
+call 12
+e:
+r0 = 2
+exit"""
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -2157,6 +2194,12 @@ exit""", "invalid read from stack R3 off=-4 size=8", err=errno.EINVAL),
        "cannot pass map_type 16 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
     _c("lookup_devmap", _LOOKUP.format(m="dev") + "r0 = 0\nexit", None),
     _c("tail_call", "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 2\nexit", None),
+    # A constant tail call index within the prog array is precise (record_func_key): the
+    # second path's "r3 = 0" meets the first's "r3 = 1" at t and is walked on (44), where
+    # equal indexes, or indexes past max_entries (not recorded), prune there (41).
+    _c("tail_call_key_precise", _TKEY.format(k1=1, k0=0), None, processed=44),
+    _c("tail_call_key_equal", _TKEY.format(k1=1, k0=1), None, processed=41),
+    _c("tail_call_key_past_end", _TKEY.format(k1=100, k0=101), None, processed=41),
     _c("tail_call_wrong_map", "r2 = MAP(hash)\nr3 = 0\ncall 12\nr0 = 2\nexit",
        "expected prog array map for tail callprocessed 3 insns (limit 1000000) "
        "max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0", err=errno.EINVAL),

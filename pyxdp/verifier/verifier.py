@@ -4758,6 +4758,13 @@ class _Verifier:
         meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
+        if fid == 12 and meta.map is not None:
+            # record_func_key: a constant index within the prog array is kept for the
+            # call's direct-jump patch, so its value is precise
+            key = regs[3]
+            if key.t == SCALAR and key.tm == 0 and key.tv < meta.map.max_entries:
+                self._mark_precise(st, [3])
+                self._need_precise(3)
         if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
             assert meta.map is not None
             self._push_async(st, meta.func, meta.map, stack)
