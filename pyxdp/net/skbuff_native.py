@@ -40,7 +40,8 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
-__all__ = ["BAD_SKB", "HEAD_ROOM", "skb_alloc", "skb_pp_cow_data", "skb_write",
+__all__ = ["BAD_SKB", "HEAD_ROOM", "nr_frags_for", "skb_alloc", "skb_frags_alloc",
+           "skb_pp_cow_data", "skb_write",
            "skbs_build", "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
@@ -111,31 +112,42 @@ def skb_write(pages, base, row, off, pos, src, n):  # type: ignore[no-untyped-de
         n -= k
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def skb_alloc(sysm, length):  # type: ignore[no-untyped-def]
-    """The pages of an skb of ``length`` bytes from the system allocator ``sysm``
-    (:func:`pyxdp.net.napi._system_args`), under its lock: the head and, past
-    :data:`HEAD_ROOM`, its page frags listed in the head's ``skb_shared_info``.
-    The head's row; -1 when memory ran out (the pages taken given back), -2 when
-    it needs more than ``MAX_SKB_FRAGS`` frags."""
-    spages, _w32, _q64, _base, ast, afree, aref, spfn = sysm
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def skb_frags_alloc(spages, spfn, alloc, head, length):  # type: ignore[no-untyped-def]
+    """The page frags an skb of ``length`` bytes needs beyond its head (page ``head``
+    of ``spages``, pfns from ``spfn``), from the system allocator (``alloc``: its
+    state words, free stack and reference counts) under its lock, listed in the
+    head's ``skb_shared_info``. False when memory ran out (those taken given back)."""
+    ast, afree, aref = alloc
     nf = nr_frags_for(length)
-    if nf > MAX_SKB_FRAGS:
-        return -2
-    head = alloc_page_ir(ast, afree, aref)
-    if head < 0 or nf == 0:
-        return head
     for j in range(nf):
         fr = alloc_page_ir(ast, afree, aref)
         if fr < 0:
             for i in range(j):
                 put_page_ir(ast, afree, aref, _ld(spages, head, FRAG0 + SKB_FRAG_SIZE * i, 8)
                             - spfn)
-            put_page_ir(ast, afree, aref, head)
-            return -1
+            return False
         _set_frag(spages, head, j, fr + spfn, min(PAGE_SIZE, length - HEAD_ROOM - PAGE_SIZE * j))
-    _set_shinfo(spages, head, nf, length)
-    return head
+    if nf:
+        _set_shinfo(spages, head, nf, length)
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skb_alloc(sysm, length):  # type: ignore[no-untyped-def]
+    """The pages of an skb of ``length`` bytes from the system allocator ``sysm``
+    (:func:`pyxdp.net.napi._system_args`), under its lock: the head and, past
+    :data:`HEAD_ROOM`, its page frags (:func:`skb_frags_alloc`). The head's row;
+    -1 when memory ran out (the pages taken given back), -2 when it needs more
+    than ``MAX_SKB_FRAGS`` frags."""
+    spages, _w32, _q64, _base, ast, afree, aref, spfn = sysm
+    if nr_frags_for(length) > MAX_SKB_FRAGS:
+        return -2
+    head = alloc_page_ir(ast, afree, aref)
+    if head < 0 or skb_frags_alloc(spages, spfn, (ast, afree, aref), head, length):
+        return head
+    put_page_ir(ast, afree, aref, head)
+    return -1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
