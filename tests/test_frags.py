@@ -278,3 +278,24 @@ def test_a_long_skb_the_pool_cannot_hold_is_dropped_and_its_pages_given_back(
         assert pool.nr_in_use == len(held) and pool.ring_count + pool.alloc_count == 2
         assert len(h.memmap.system.in_use()) == 0
         pool.put_pages(held)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_a_one_page_skb_past_the_packet_room_gets_a_frag(native: bool) -> None:
+    """An skb in one page whose 3600 bytes run past a page's packet room (3520 at
+    XDP_PACKET_HEADROOM) reaches XDP as skb_pp_cow_data splits it: a 3520-byte head
+    and an 80-byte frag of the pool, delivered whole by XDP_PASS, every page freed."""
+    from pyxdp.net.frames import KIND_SKB, NET_SKB_PAD, Frames
+    with Host(tracer=Tracer(), native=native) as h:
+        v0, _v1 = h.veth("veth0", "veth1", mtu=9000)
+        v0.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
+        seen: list[bytes] = []
+        h.stack.on_receive(lambda s: seen.extend(s.packets()))
+        system = h.memmap.system
+        frame = pk.udp_packet(b"z", size=3600)
+        pfn = system.alloc_pages_bulk(1)
+        system.write(int(pfn[0]), NET_SKB_PAD, frame)
+        v0.rx[0].ring.produce(Frames.make(pfn, NET_SKB_PAD, len(frame), kind=KIND_SKB))
+        h.run()
+        assert seen == [frame] and v0.stats.xdp_pass == 1
+        assert len(system.in_use()) == 0 and v0.rx[0].pool.nr_in_use == 0

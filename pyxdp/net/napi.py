@@ -188,7 +188,7 @@ def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
     skb = (frames.kind & KIND_SKB) != 0
     if not skb.any():
         return frames
-    from pyxdp.net.skbuff_native import skbs_to_buffs
+    from pyxdp.net.skbuff_native import HEAD_ROOM, skbs_to_buffs
     sel = np.flatnonzero(skb)
     pool = rq.pool
     new = np.full(len(sel), -1, np.int64)
@@ -206,7 +206,10 @@ def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
     out.pfn[sel[ok]] = new[ok]
     out.data[sel[ok]] = XDP_PACKET_HEADROOM
     out.meta[sel[ok]] = 0
-    out.kind[sel[ok]] = np.where(frags[ok], KIND_BUFF | KIND_FRAGS, KIND_BUFF)
+    # Frags past a page's packet room, whatever the skb had (skb_pp_cow_data splits
+    # at max_head_size).
+    out.kind[sel[ok]] = np.where(frames.length[sel[ok]] > HEAD_ROOM, KIND_BUFF | KIND_FRAGS,
+                                 KIND_BUFF)
     if not ok.all():
         rq.dev.stats.rx_dropped += int((~ok).sum())
         keep = np.ones(len(frames), np.bool_)

@@ -1833,7 +1833,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     qhead = (qhead + 1) % qcols.shape[1]
                     qcount -= 1
                     continue
-                kind &= KIND_FRAGS
+                # Frags past a page's packet room, whatever the skb had
+                # (skb_pp_cow_data splits at max_head_size).
+                kind = KIND_FRAGS if qcols[2, qhead] > MAX_DMA else 0
                 qcols[0, qhead] = loc + pfn_base
                 qcols[1, qhead] = HEADROOM
                 qcols[3, qhead] = 0
