@@ -1646,6 +1646,24 @@ e:
 r0 = 2
 exit"""
 
+# r4 = data + 8 compared with data_end (cmp): where it is past the end, r4 + n checked
+# again and r4 read.
+_PKT_END_AGAIN = """r2 = *(u32 *)(r1 +0)
+r3 = *(u32 *)(r1 +4)
+r4 = r2
+r4 += 8
+if r4 {cmp} r3 goto past
+r0 = 1
+exit
+past:
+r5 = r4
+r5 += {n}
+if r5 > r3 goto out
+r0 = *({sz} *)(r4 +0)
+out:
+r0 = 2
+exit"""
+
 CASES: tuple[VerifierCase, ...] = (
     # -- returns and registers ---------------------------------------------------------------
     _c("ret_const", "r0 = 2\nexit", None),
@@ -2193,6 +2211,13 @@ exit""", "invalid read from stack R3 off=-4 size=8", err=errno.EINVAL),
     _c("lookup_cpumap", _LOOKUP.format(m="cpus") + "r0 = 0\nexit",
        "cannot pass map_type 16 into func bpf_map_lookup_elem#1", err=errno.EINVAL),
     _c("lookup_devmap", _LOOKUP.format(m="dev") + "r0 = 0\nexit", None),
+    # A packet pointer marked beyond (or at) data_end by a comparison takes the range a
+    # later check of a copy gives (find_good_pkt_pointers keeps the larger range, and
+    # -2/-1 are below any): gamemann's xdp-playground checksum loop reads it.
+    _c("pkt_beyond_end_then_checked", _PKT_END_AGAIN.format(cmp=">", n=1, sz="u8"), None,
+       processed=15),
+    _c("pkt_at_end_then_checked", _PKT_END_AGAIN.format(cmp=">=", n=2, sz="u16"), None,
+       processed=15),
     _c("tail_call", "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 2\nexit", None),
     # A constant tail call index within the prog array is precise (record_func_key): the
     # second path's "r3 = 0" meets the first's "r3 = 1" at t and is walked on (44), where

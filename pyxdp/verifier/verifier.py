@@ -4108,7 +4108,8 @@ class _Verifier:
             return
         new = ptr.off + (1 if right_open else 0)
         pid, pt = ptr.id, ptr.t
-        for r in state.all_regs(lambda r: r.t == pt and r.id == pid and 0 <= r.rng < new):
+        # the larger range kept: a copy marked at or beyond the end (negative) gets it too
+        for r in state.all_regs(lambda r: r.t == pt and r.id == pid and r.rng < new):
             r.rng = new
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
