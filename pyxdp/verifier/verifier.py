@@ -4762,8 +4762,8 @@ class _Verifier:
         if fid == 12 and meta.map is not None:
             # record_func_key: a constant index within the prog array is kept for the
             # call's direct-jump patch, so its value is precise
-            key = regs[3]
-            if key.t == SCALAR and key.tm == 0 and key.tv < meta.map.max_entries:
+            idx = regs[3]
+            if idx.t == SCALAR and idx.tm == 0 and idx.tv < meta.map.max_entries:
                 self._mark_precise(st, [3])
                 self._need_precise(3)
         if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
