@@ -1,0 +1,71 @@
+"""Hostile instruction streams at the verifier's door: callbacks' addresses
+(``BPF_PSEUDO_FUNC``) that point into an ld_imm64 or outside the program, and map
+references on ld_imm64s whose source field says something else. Each is Linux's
+verdict with Linux's words (a map reference is bound as libbpf binds it); before,
+some walked past their function's end and raised IndexError in the stack liveness."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pyxdp.asm.insn import Instruction
+from pyxdp.collection import Collection
+from pyxdp.errors import VerifierError
+from pyxdp.spec import CollectionSpec, MapRef, MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import BpfMapType
+
+SEED = 0x45
+EXIT = [Instruction(0xB7, 0, 0, 0, 0), Instruction(0x95, 0, 0, 0, 0)]
+ARR = MapSpec("arr", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 1, 0)
+
+
+def _ld(src: int, imm: int) -> list[Instruction]:
+    return [Instruction(0x18, 1, src, 0, imm), Instruction(0, 0, 0, 0, 0)]
+
+
+# program -> Linux 6.18's verdict (tests/kernel checks the same table against Linux)
+CASES: dict[str, tuple[list[Instruction], str]] = {
+    "callback-into-ld_imm64": (_ld(4, 0) + EXIT, "last insn is not an exit or jmp"),
+    "callback-past-the-end": (_ld(4, 100) + EXIT, "call to invalid destination"),
+    "callback-before-the-start": (_ld(4, -3) + EXIT, "call to invalid destination"),
+    "call-into-ld_imm64": ([Instruction(0x85, 0, 1, 0, 1)] + _ld(0, 0) + EXIT,
+                           "last insn is not an exit or jmp"),
+}
+
+
+def _spec(insns: list[Instruction], refs: tuple[MapRef, ...] = ()) -> CollectionSpec:
+    return CollectionSpec({"t": ProgramSpec("t", "xdp", tuple(insns), license="GPL",
+                                            map_refs=refs)}, {"arr": ARR}, license="GPL")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_callback_addresses_start_functions_as_in_linux(name: str) -> None:
+    insns, want = CASES[name]
+    with pytest.raises(VerifierError) as e:
+        Collection(_spec(insns), engine="interp")
+    assert e.value.reason == want
+
+
+def test_a_map_reference_is_bound_whatever_its_source_field() -> None:
+    """libbpf makes a relocated ld_imm64 a map load whatever src it had; a random
+    source (a callback's among them) must not move function boundaries."""
+    rng = random.Random(SEED)
+    body = [Instruction(0x62, 10, 0, -4, 0), Instruction(0xBF, 2, 10, 0, 0),
+            Instruction(0x07, 2, 0, 0, -4), *_ld(0, 0), Instruction(0x85, 0, 0, 0, 1),
+            *EXIT]
+    for src in rng.sample(range(7), 7):
+        insns = list(body)
+        insns[3] = Instruction(0x18, 1, src, 0, rng.choice([0, 1, -1]))
+        with Collection(_spec(insns, (MapRef(3, "arr", "fd"),)), engine="interp") as c:
+            assert c.programs["t"].test_run(bytes(64)).retval == 0
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_linux_gives_the_same_verdicts(name: str) -> None:
+    insns, want = CASES[name]
+    with pytest.raises(VerifierError) as e:
+        Collection(_spec(insns), "kernel")
+    assert e.value.reason == want
