@@ -69,3 +69,18 @@ def test_linux_gives_the_same_verdicts(name: str) -> None:
     with pytest.raises(VerifierError) as e:
         Collection(_spec(insns), "kernel")
     assert e.value.reason == want
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("ctx_in", [b"", b"\0\0", bytes(20), bytes(24)], ids=len)
+def test_a_short_ctx_in_gives_the_whole_context_on_both_backends(ctx_in: bytes) -> None:
+    """ctx_size_out=0 with a ctx_in copies the whole xdp_md back; the kernel backend's
+    buffer was ctx_in's size, and Linux answered ENOSPC for an xdp_md it could not hold."""
+    from pyxdp.testing.programs import asm_collection
+    spec = asm_collection("call 188\nexit")  # bpf_xdp_get_buff_len
+    got = []
+    for backend in ("userspace", "kernel"):
+        with Collection(spec, backend) as c:
+            r = c.programs["t"].test_run(bytes(1514), ctx_in=ctx_in)
+            got.append((int(r.retval), r.ctx_out))
+    assert got[0] == got[1] and got[0][1] is not None and len(got[0][1]) == 24
