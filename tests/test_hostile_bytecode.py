@@ -84,3 +84,46 @@ def test_a_short_ctx_in_gives_the_whole_context_on_both_backends(ctx_in: bytes) 
             r = c.programs["t"].test_run(bytes(1514), ctx_in=ctx_in)
             got.append((int(r.retval), r.ctx_out))
     assert got[0] == got[1] and got[0][1] is not None and len(got[0][1]) == 24
+
+
+def _truncated_runs(backend: str) -> list[tuple[object, ...]]:
+    import dataclasses
+    import struct
+
+    from pyxdp.errors import TestRunTruncated
+    from pyxdp.testing.programs import asm_collection
+    spec = asm_collection("r0 = 2\nexit")
+    (prog,) = spec.programs.values()
+    frags = dataclasses.replace(spec, programs={"t": dataclasses.replace(prog, flags=32)})
+    data = bytes(range(256)) * 40
+    md200 = struct.pack("<6I", 0, 200, 0, 0, 0, 0)
+    # (data_size_out, ctx_in, ctx_size_out, input length)
+    cases = [(2000, None, 0, 5000), (100, md200, 0, 200), (100, md200, 24, 200),
+             (100, bytes(24), 24, 1000), (6000, None, 0, 10240), (10240, bytes(24), 4, 10240)]
+    out: list[tuple[object, ...]] = []
+    for sp in (spec, frags):
+        with Collection(sp, backend) as c:
+            for dso, ctx, cso, n in cases:
+                with pytest.raises(TestRunTruncated) as e:
+                    c.programs["t"].test_run(data[:n], ctx_in=ctx, data_size_out=dso,
+                                             ctx_size_out=cso)
+                r = e.value.result
+                out.append((int(r.retval), r.data_out, r.ctx_out,  # type: ignore[attr-defined]
+                            e.value.data_size, e.value.ctx_size))
+    return out
+
+
+def test_enospc_cuts_the_linear_part_and_leaves_the_context() -> None:
+    """bpf_test_finish: a data_size_out below the output cuts the linear part (frags
+    follow whole); below the frags alone nothing is written, retval included; data
+    that did not fit leaves the context buffer as it was."""
+    runs = _truncated_runs("userspace")
+    data = bytes(range(256)) * 40
+    assert runs[0][1] == data[:520] + data[3520:5000] and runs[0][3] == 5000
+    assert runs[2][2] == bytes(24) and runs[2][3:] == (200, 24)
+    assert runs[3] == (0, bytes(100), bytes(24), 100, 24)
+
+
+@pytest.mark.kernel
+def test_enospc_copies_match_linux() -> None:
+    assert _truncated_runs("userspace") == _truncated_runs("kernel")
