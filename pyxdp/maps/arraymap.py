@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -354,7 +354,7 @@ class ProgArrayMap(FdArrayMap):
     """
 
     map_type = int(_T.BPF_MAP_TYPE_PROG_ARRAY)
-    batch_ops: frozenset[str] = frozenset()  # prog_array_map_ops has none
+    batch_ops: ClassVar[frozenset[str]] = frozenset()  # prog_array_map_ops has none
 
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
