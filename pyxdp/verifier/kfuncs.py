@@ -24,7 +24,7 @@ __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL"
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
-           "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
+           "RCU_PROTECTED_TYPES", "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -459,6 +459,11 @@ TRAP_KFUNC = "__bpf_trap"
 # verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
 # an RCU read section) is an RCU pointer, NULL or not.
 KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
+# The verifier's rcu_protected_types: a referenced kptr to one of these kernel structs,
+# loaded inside an RCU read section, is an RCU pointer (btf_ld_kptr_type), to any other
+# kernel struct an untrusted one
+RCU_PROTECTED_TYPES = frozenset({"prog_test_ref_kfunc", "cgroup", "bpf_cpumask", "task_struct",
+                                 "bpf_crypto_ctx"})
 
 # The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
 # UnsupportedHelper): the crypto context's life cycle.

@@ -95,6 +95,7 @@ from pyxdp.verifier.kfuncs import (
     KFUNCS,
     NOT_FOR_XDP,
     RCU_FIELDS,
+    RCU_PROTECTED_TYPES,
     SLEEPABLE_KFUNCS,
     SYSCALL_KFUNCS,
     THROW_KFUNC,
@@ -173,6 +174,8 @@ PERCPU = 0x20000
 # BPF_GLOBAL_PERCPU_MA_MAX_SIZE: the largest struct bpf_percpu_obj_new allocates
 _PERCPU_OBJ_MAX = 512
 BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR = 153, 154
+# btf_field_type_name where it is not the field's name in SPECIAL_FIELDS
+_FIELD_NAMES = {"kptr_untrusted": "kptr"}
 # Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
 # task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
@@ -1562,11 +1565,7 @@ class _Verifier:
             return validate(insns, recursion=True)
         except InvalidProgram as e:
             msg, err = None, errno.EINVAL
-            if e.rule == "call-depth":
-                m = re.search(r"call depth (\d+)", str(e))
-                msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
-                err = errno.E2BIG
-            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+            if e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
                 # check_subprogs
                 target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
                     int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
@@ -3426,7 +3425,7 @@ class _Verifier:
             self._region(regno, reg, full, size, m.value_size, "map value")
             kptr = self._field_overlap(m, reg, full, size, direct=True)
             if kptr is not None:
-                return self._kptr_access(reg, write, kptr)
+                return self._kptr_access(reg, kptr, write, value, imm)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -3586,7 +3585,9 @@ class _Verifier:
         assert self.btf is not None
         for name, at in self._obj_fields(reg.sub):  # btf_struct_access: the record's fields
             if off < at + SPECIAL_FIELDS[name].size and at < off + size:
-                raise Refuse(f"direct access to {name} is disallowed")
+                # btf_field_type_name: both BPF_KPTR_UNREF and BPF_KPTR_REF are "kptr"
+                raise Refuse(f"direct access to {_FIELD_NAMES.get(name, name)} is "
+                             "disallowed")
         try:
             got = struct_access(self.btf, reg.sub, off, size)
         except StructWalkError as e:
@@ -3596,21 +3597,53 @@ class _Verifier:
                                     f"struct {reg.bt}: not modelled by pyxdp", pc=self.pc)
         return None
 
-    def _kptr_access(self, reg: Reg, write: bool, at: int) -> Reg:
-        """check_map_kptr_access: the __kptr field at ``at`` (read whole, as
-        :meth:`_field_overlap` checked) by a plain load is an RCU pointer to its object,
-        or NULL; nothing stores to it."""
+    def _kptr_access(self, reg: Reg, at: int, write: bool, value: Reg | None,
+                     imm: Reg | None) -> Reg | None:
+        """check_map_kptr_access: the __kptr field at ``at`` (touched whole, as
+        :meth:`_field_overlap` checked). A plain load of a referenced one is an RCU
+        pointer to its object, or NULL, and nothing stores to it; a load of an
+        unreferenced one (``__kptr_untrusted``) is an untrusted pointer, or NULL, and a
+        store to it is of NULL or of a pointer to its struct (``value`` stored, ``imm``
+        the immediate of a BPF_ST)."""
         i = self.insns[self.pc]
         if i.code & 0xE0 != op.BPF_MEM:
             raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
-        if write:
+        assert reg.map is not None
+        unref = self._unref_kptrs(reg.map).get(at)
+        if write and unref is None:
             raise Refuse("store to referenced kptr disallowed")
+        if unref is not None:
+            name = self._unref_struct(unref)
+            if write and i.code & 7 == op.BPF_ST:
+                if imm is None or not imm.is_null():
+                    raise Refuse(f"BPF_ST imm must be 0 when storing to kptr at off={at}")
+                return None
+            if write:
+                assert value is not None
+                if not value.is_null():
+                    self._unref_match(i.src, value, name)
+                return None
+            # btf_ld_kptr_type: an unreferenced kptr is never RCU-safe
+            r = Reg()
+            r.set_ptr(BTF_ID | UNTRUSTED | MAYBE_NULL)
+            r.bt, r.sub = name, self._kernel_btf().find(name, BtfKind.STRUCT) or 0
+            r.id = self._new_id()
+            return r
         if self.syscall:  # sleepable: outside an RCU section the load is untrusted
             raise UnsupportedHelper(f"{self.spec.name}: a plain load of a __kptr field in a "
                                     "syscall program is not modelled by pyxdp", pc=self.pc)
-        assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
+        r.id = self._new_id()
+        if self._kernel_kptr(tid):
+            # btf_ld_kptr_type: a kernel object pyxdp holds no such of (the field stays
+            # NULL: bpf_kptr_xchg of one is not modelled) is an RCU pointer when its
+            # struct is one of rcu_protected_types, else an untrusted one
+            name = self.btf.types[tid].name if self.btf is not None else ""
+            r.set_ptr(BTF_ID | (RCU if name in RCU_PROTECTED_TYPES else UNTRUSTED) |
+                      MAYBE_NULL)
+            r.bt, r.sub = name, self._kernel_btf().find(name, BtfKind.STRUCT) or 0
+            return r
         name = self._kptr_struct(tid)
         # btf_ld_kptr_type (an XDP program is in an RCU read section): a per-CPU object's
         # pointer is no object's (MEM_PERCPU, not MEM_ALLOC), nor is a kernel object's
@@ -3619,8 +3652,60 @@ class _Verifier:
             0 if name in KERNEL_KPTRS else ALLOC
         r.set_ptr(BTF_ID | kind | RCU | MAYBE_NULL)
         r.bt, r.sub = name, tid
-        r.id = self._new_id()
         return r
+
+    def _unref_struct(self, tid: int) -> str:
+        """An unreferenced kptr's struct, a kernel one (one only the program's BTF
+        holds is not modelled)."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        if not self._kernel_btf().find(name, BtfKind.STRUCT):
+            raise UnsupportedHelper(f"{self.spec.name}: a __kptr_untrusted to program "
+                                    f"struct {name} is not modelled by pyxdp", pc=self.pc)
+        return name
+
+    def _unref_match(self, n: int, reg: Reg, name: str) -> None:
+        """map_kptr_match_type for an unreferenced kptr field of kernel struct ``name``:
+        a kernel object's pointer (trusted, RCU, untrusted or maybe NULL) at no variable
+        offset whose struct is, or holds at its offset, ``name``."""
+        bad = f"invalid kptr access, R{n} type={type_str(reg.t)}"
+        expected = f" expected=ptr_{name} or untrusted_ptr_{name}"
+        if reg.t & 0xFF != BTF_ID:
+            raise Refuse(bad + expected)
+        program = reg.t & (ALLOC | PERCPU)  # an object of the program's BTF
+        perm = (MAYBE_NULL | ALLOC) if program else (MAYBE_NULL | TRUSTED | RCU | UNTRUSTED)
+        if reg.t & ~0xFF & ~perm or reg.t & PERCPU:
+            raise Refuse(bad + expected)
+        ts = type_str(reg.t)  # __check_ptr_off_reg, a fixed offset allowed
+        if reg.off < 0:
+            raise Refuse(f"negative offset {ts} ptr R{n} off={reg.off} disallowed")
+        if not reg.const or reg.tv:
+            raise Refuse(f"variable {ts} access var_off={_tn(reg)} disallowed")
+        if program or not self._struct_at(self._btf_type(reg), reg.off, name):
+            raise Refuse(bad + reg.bt + expected)
+
+    def _struct_at(self, tid: int | None, off: int, name: str) -> bool:
+        """btf_struct_ids_match (not strict): whether kernel struct ``tid`` is struct
+        ``name`` (``off`` 0) or holds one at ``off`` (a nested struct member, or that
+        member's first members)."""
+        kbtf = self._kernel_btf()
+        for _ in range(32):
+            while tid and kbtf.type_by_id(tid).kind in (BtfKind.TYPEDEF, BtfKind.CONST,
+                                                        BtfKind.VOLATILE, BtfKind.RESTRICT,
+                                                        BtfKind.TYPE_TAG):
+                tid = kbtf.type_by_id(tid).size_type
+            t = kbtf.type_by_id(tid) if tid else None
+            if t is None or t.kind is not BtfKind.STRUCT:
+                return False
+            if not off and t.name == name:
+                return True
+            # the member holding ``off`` (past the last one's end, descending finds no
+            # struct at offset 0 again: each step keeps ``off`` past the member's size)
+            held = [mem for mem in t.members if mem.bit_offset // 8 <= off]
+            if not held or held[-1].bit_offset % 8:
+                return False
+            tid, off = held[-1].type, off - held[-1].bit_offset // 8
+        return False
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -4327,10 +4412,8 @@ class _Verifier:
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
-            if st.preempt and pc + 1 + i.imm in self.globals:
-                self.log.append("global function calls are not allowed with preemption "
-                                "disabled,")
-                raise Refuse("use static function instead", errno.EINVAL)
+            # (with preemption disabled a global function is called as elsewhere: only
+            # one that might sleep is refused, as in any XDP program)
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
@@ -5425,6 +5508,18 @@ class _Verifier:
             self.kptrs[m.name] = got
         return got
 
+    def _unref_kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's __kptr_untrusted fields (BPF_KPTR_UNREF): offset -> the
+        program's struct id."""
+        key = "unref:" + m.name
+        got = self.kptrs.get(key)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type, "kptr_untrusted")
+            self.kptrs[key] = got
+        return got
+
     def _percpu_kptrs(self, m: MapSpec) -> dict[int, int]:
         """The map value's __percpu_kptr fields (BPF_KPTR_PERCPU): offset -> struct id."""
         key = "percpu:" + m.name
@@ -5435,6 +5530,13 @@ class _Verifier:
                 got = self.btf.kptr_fields(m.value_type, "percpu_kptr")
             self.kptrs[key] = got
         return got
+
+    def _kernel_kptr(self, tid: int) -> bool:
+        """Whether a referenced kptr's struct ``tid`` is a kernel struct whose objects
+        pyxdp does not model (:meth:`_kptr_struct` refuses to exchange them)."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        return name not in KERNEL_KPTRS and bool(self._kernel_btf().find(name, BtfKind.STRUCT))
 
     def _kptr_struct(self, tid: int) -> str:
         """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
@@ -5463,31 +5565,54 @@ class _Verifier:
             raise Refuse("R1 doesn't have constant offset. kptr has to be at the constant "
                          "offset", errno.EINVAL)
         kptrs = self._kptrs(m)
-        if not kptrs:
+        unref = self._unref_kptrs(m)
+        if not kptrs and not unref:
             raise Refuse("R1 has no valid kptr", errno.EINVAL)
         off = dst.off + _s64(dst.tv)
+        if off in unref:
+            raise Refuse(f"off={off} kptr isn't referenced kptr", errno.EACCES)
         tid = kptrs.get(off)
         if tid is None:
             raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
-        name = self._kptr_struct(tid)
+        kernel = self._kernel_kptr(tid)
+        name = self.btf.types[tid].name if kernel else self._kptr_struct(tid)
         percpu = PERCPU if off in self._percpu_kptrs(m) else 0
         ptr = self._read(regs, 2)
         if not ptr.is_null():
-            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | PERCPU | 0xFF):
+            # check_reg_type: a kernel object's pointer may be trusted or RCU
+            flags = ptr.t & ~0xFF
+            if ptr.t & 0xFF != BTF_ID or flags & ~(ALLOC | PERCPU) and (
+                    flags & (ALLOC | PERCPU) or flags & ~(TRUSTED | RCU)):
                 raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
                              "rcu_ptr_", errno.EACCES)
             if ptr.t & PERCPU != percpu:  # map_kptr_match_type: the flags, before the name
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)} "
                              f"expected=ptr_{name}")
             # a program's object by its BTF id; a kernel object (of a kfunc) by its struct
-            same = ptr.bt == name if name in KERNEL_KPTRS else ptr.sub == tid
+            same = ptr.bt == name if kernel or name in KERNEL_KPTRS else ptr.sub == tid
             if not same or ptr.off:
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)}{ptr.bt} "
                              f"expected=ptr_{name}")
             if not ptr.ref:
                 raise Refuse("R2 must be referenced when passed to release function",
                              errno.EINVAL)
-            self._release(st, ptr.ref)
+            if kernel:
+                self._kptr_struct(tid)  # refuses to model the exchange
+            in_rcu = not (self.syscall and self.spec.flags & BPF_F_SLEEPABLE) or st.rcu or \
+                bool(st.locks)
+            if in_rcu and ptr.t & ALLOC and ptr.t & PERCPU:
+                # check_helper_call: inside an RCU read section a per-CPU object given
+                # to the map stays readable, an RCU pointer no longer referenced
+                ref = ptr.ref
+                st.refs = [x for x in st.refs if x[0] != ref]
+                for x in st.all_regs():
+                    if x.ref == ref:
+                        x.ref = 0
+                        x.t = x.t & ~ALLOC | RCU
+            else:
+                self._release(st, ptr.ref)
+        elif kernel:
+            self._kptr_struct(tid)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -6077,7 +6202,7 @@ class _Verifier:
             if not (reg.smin + off < at + SPECIAL_FIELDS[name].size and
                     at < reg.umax + off + size):
                 continue
-            if name not in ("kptr", "percpu_kptr"):
+            if name not in ("kptr", "percpu_kptr", "kptr_untrusted"):
                 raise Refuse(f"{name} cannot be accessed directly by load/store")
             if not direct:
                 raise Refuse("kptr cannot be accessed indirectly by helper")
