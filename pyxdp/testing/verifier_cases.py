@@ -301,6 +301,9 @@ _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
 _BAD_UNREF = ("invalid kptr access, R{r} type={t} expected=ptr_prog_test_ref_kfunc or "
               "untrusted_ptr_prog_test_ref_kfunc")
 _UNTRUSTED_REF = "untrusted_ptr_prog_test_ref_kfunc"
+# r1 = an iterator at fp-16 / fp-8
+_IT16 = "r1 = r10\nr1 += -16\n"
+_IT8 = "r1 = r10\nr1 += -8\n"
 # r0 = the value of key 0 of kptrs (jumps to out when NULL)
 _KPTRS = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(kptrs)\ncall 1\n"
           "if r0 == 0 goto out\n")
@@ -6827,7 +6830,8 @@ exit""", None, processed=23),
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")
       for k in ("bpf_dynptr_from_skb", "bpf_cpumask_create", "tcp_slow_start",
                 "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
-                "bpf_crypto_ctx_release", "bpf_session_cookie")),
+                "bpf_crypto_ctx_release", "bpf_session_cookie",
+                "bpf_verify_pkcs7_signature")),
     # -- __kptr_untrusted (BPF_KPTR_UNREF) and __kptr fields to a kernel struct: a map
     # value's pointers (check_map_access, check_map_kptr_access, map_kptr_match_type)
     _c("kptr_unref_size", _KPTRS + "*(u32 *)(r0 +8) = 0\n" + _OUT,
@@ -6876,6 +6880,42 @@ exit""", None, processed=23),
         f"g{n}:\ncall g{n + 1}\nr0 = 0\nexit\n" for n in range(1, 8)) + "g8:\nr0 = 0\nexit",
        "the call stack of 8 frames is too deep !", err=errno.E2BIG,
        funcs=(Func("main", True, ("ctx",)), *(Func(f"g{n}", True) for n in range(1, 9)))),
+    # -- a helper writing to the stack (raw mode) may not touch a dynptr's slots, whether
+    # the dynptr holds a reference or not (check_stack_range_initialized)
+    _c("dynptr_helper_write_ringbuf", _RBD + "r1 = r10\nr1 += -32\nr2 = 32\ncall 16\n"
+       + _RBD_EXIT, "potential write to dynptr at off=-16 disallowed"),
+    _c("dynptr_helper_write_local", _FROM_MEM + "r1 = r10\nr1 += -24\nr2 = 8\ncall 16\n"
+       + _OUT, "potential write to dynptr at off=-24 disallowed"),
+    # a callback's dynptr (CONST_PTR_TO_DYNPTR) is no uninitialized one for a helper
+    _c("user_ringbuf_cb_dynptr_reinit", "r1 = MAP(urb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 209\nr0 = 2\nexit\ncb:\nr4 = r1\nr1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\n"
+       "call 197\nr0 = 0\nexit", "Dynptr has to be an uninitialized dynptr", funcs=_CB,
+       err=errno.EINVAL),
+    # a callback is a function Linux numbers too (func#): the global function after it is #2
+    _c("global_func_number_after_callback", "r1 = 1\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 181\nr0 = 2\nexit\ncb:\nr1 = 5\ncall g1\nr0 = 0\nexit\ng1:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#2 ('g1')", err=errno.EINVAL,
+       funcs=(Func("main", True, ("ctx",)), Func("cb", False, ("int", "void*")),
+              Func("g1", True, ("ctx",)))),
+    # -- memory an iterator gives is its own: gone when it is destroyed (a task is not)
+    _c("iter_num_elem_after_destroy", _IT16 + "r2 = 0\nr3 = 5\ncall KFUNC(bpf_iter_num_new)\n"
+       + _IT16 + "call KFUNC(bpf_iter_num_next)\nr6 = r0\n" + _IT16 +
+       "call KFUNC(bpf_iter_num_destroy)\nif r6 == 0 goto +1\nr0 = *(u32 *)(r6 +0)\nr0 = 2\n"
+       "exit", "R6 invalid mem access 'scalar'"),
+    _c("iter_num_elem_before_destroy", _IT16 + "r2 = 0\nr3 = 5\ncall KFUNC(bpf_iter_num_new)\n"
+       + _IT16 + "call KFUNC(bpf_iter_num_next)\nr6 = r0\nif r6 == 0 goto +1\n"
+       "r0 = *(u32 *)(r6 +0)\n" + _IT16 + "call KFUNC(bpf_iter_num_destroy)\nr0 = 2\nexit",
+       None, processed=23),
+    _c("iter_task_elem_after_destroy", _IT_NEW + _IT + "call KFUNC(bpf_iter_task_next)\n"
+       "r6 = r0\n" + _IT + "call KFUNC(bpf_iter_task_destroy)\nif r6 == 0 goto +1\n"
+       "r0 = *(u32 *)(r6 +0)\nr0 = 2\nexit", None, processed=25),
+    # an iterator's _next and _destroy read its slots: a state kept in the loop with it
+    # drained is no match for one with it active (as clang lays out a counted bpf_for)
+    _c("iter_loop_slots_live", _IT8 + "w6 = 0\nw2 = 0\nw3 = 2\ncall KFUNC(bpf_iter_num_new)\n"
+       "goto l1\nl3:\nw3 = w6\ncall 7\nw6 += 1\nif w6 != 3 goto l1\n" + _IT8 +
+       "call KFUNC(bpf_iter_num_destroy)\nw0 = 0\nexit\nl1:\n" + _IT8 +
+       "call KFUNC(bpf_iter_num_next)\nw4 = -1\nif r0 == 0 goto l3\nr4 = *(u32 *)(r0 +0)\n"
+       "goto l3", None, processed=92),
     # a global function is called with preemption disabled as anywhere else
     _c("preempt_global_call", "call KFUNC(bpf_preempt_disable)\nr1 = 0\ncall g1\n"
        "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\ng1:\nr0 = 0\nexit", None, processed=8,

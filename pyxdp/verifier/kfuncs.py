@@ -444,7 +444,7 @@ NOT_FOR_XDP = frozenset({
     "bpf_remove_dentry_xattr", "bpf_session_cookie", "bpf_session_is_return",
     "bpf_set_dentry_xattr", "bpf_sk_assign_tcp_reqsk", "bpf_sock_addr_set_sun_path",
     "bpf_sock_destroy", "bpf_sock_ops_enable_tx_tstamp", "css_rstat_flush",
-    "css_rstat_updated", "cubictcp_acked", "cubictcp_cong_avoid", "cubictcp_cwnd_event",
+    "css_rstat_updated", "bpf_verify_pkcs7_signature", "cubictcp_acked", "cubictcp_cong_avoid", "cubictcp_cwnd_event",
     "cubictcp_init", "cubictcp_recalc_ssthresh", "cubictcp_state", "tcp_cong_avoid_ai",
     "tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd", "tcp_slow_start",
 })

@@ -1374,6 +1374,14 @@ class _Verifier:
         self.limit = limit
         self.layout = self._validate()
         self.subprogs = [s for s, _ in self.layout.functions]
+        # functions as Linux counts them (add_subprog): called, or a callback's address
+        # taken; a function's func# is its place among them
+        n = len(self.insns)
+        self.starts = set(self.subprogs) | {
+            pc + 1 + i.imm for pc, i in enumerate(self.insns)
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+            0 <= pc + 1 + i.imm < n}
+        counted = sorted(self.starts)
         self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
         # Global (non-static) functions by start: each is verified once, on its own, from
@@ -1385,7 +1393,7 @@ class _Verifier:
                     t = btf.type_by_id(fi.type_id)
                     if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
                         self.globals[fi.insn_off] = _Global(
-                            self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
+                            counted.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.aux_ptr: dict[int, int] = {}  # insn_aux_data's ptr_type of loads and stores
         # bpf_fastcall: pattern instructions, spills per inlined call, each function's
@@ -1477,13 +1485,7 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS) | {pc for pc, k in self.kfunc_at.items() if k == _RBTREE_ADD}
-        # functions as Linux counts them: called, or a callback's address taken
-        starts = set(self.subprogs) | {
-            pc + 1 + i.imm for pc, i in enumerate(self.insns)
-            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
-            0 <= pc + 1 + i.imm < n}
-        self.starts = starts
-        self.stack_live = StackLiveness(succ, sorted(starts), self.cb_sites)
+        self.stack_live = StackLiveness(succ, sorted(self.starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
@@ -1711,7 +1713,7 @@ class _Verifier:
         if start not in self.starts:  # a function of its own for stack liveness too
             self.starts.add(start)
             self.stack_live = StackLiveness(self.succ, sorted(self.starts), self.cb_sites)
-        index = sorted(set(self.subprogs) | {start}).index(start)
+        index = sorted(self.starts).index(start)
         g = self.globals.get(start)
         if g is None:
             g = self.globals[start] = _Global(index, name, fn.type, fid)
@@ -5018,6 +5020,12 @@ class _Verifier:
             st.refs.append((ref, pc))
         if proto.flags & KF_ITER_NEXT:
             assert meta.iter is not None
+            # memory the iterator gives is its own (the ref_obj_id of check_kfunc_call's
+            # PTR_TO_MEM): destroying the iterator invalidates it too
+            if r0.t & 0xFF == MEM:
+                it = st.frames[meta.iter[0]].slot(meta.iter[1])[1]
+                assert it is not None
+                r0.ref = it.ref
             self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
@@ -5693,15 +5701,19 @@ class _Verifier:
         self._mark_precise(st, [n])
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
-                    name: str, meta: _KfuncMeta, kind: int | None = None) -> None:
+                    name: str, meta: _KfuncMeta, kind: int | None = None,
+                    helper: bool = False) -> None:
         """process_dynptr_func: a dynptr (two stack slots) made or used, or used through a
         global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid).
         ``kind``: the dynptr type made (uninit) or expected; a ringbuf one holds a
-        reference."""
+        reference; ``helper``: a helper's argument (not a kfunc's)."""
         reg = regs[n]
         if reg.t == DYNPTR:
             self._check_ptr_off(n, reg)  # check_func_arg_reg_off
-            if uninit:  # Linux 6.18 logs this (and WARNs: a kernel splat) as its own bug
+            if uninit and helper:  # is_dynptr_reg_valid_uninit
+                raise Refuse("Dynptr has to be an uninitialized dynptr", errno.EINVAL)
+            if uninit:  # a kfunc's argument is MEM_RDONLY too: Linux 6.18 logs this (and
+                # WARNs: a kernel splat) as its own bug
                 raise Refuse("verifier bug: misconfigured dynptr helper type flags",
                              errno.EFAULT)
             if kind is not None and reg.sub != kind:
@@ -5788,10 +5800,13 @@ class _Verifier:
             raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
         if it.t & UNTRUSTED:  # is_iter_reg_valid_init: made in an RCU read section now over
             raise Refuse(f"expected an RCU CS when using {name}", errno.EPROTO)
+        for s in range(spi - nslots + 1, spi + 1):  # mark_iter_read
+            self._stack_read(st, reg.frame, s)
         if proto.flags & KF_ITER_DESTROY:
-            for s in range(spi - nslots + 1, spi + 1):
+            for s in range(spi - nslots + 1, spi + 1):  # unmark_stack_slots_iter
                 frame.set_slot(s, _EMPTY)
-            st.refs = [x for x in st.refs if x[0] != it.ref]
+                self.stack_live.write(reg.frame, s)
+            self._release(st, it.ref)  # and the elements it gave (release_reference)
             return
         meta.iter = (reg.frame, spi)
 
@@ -6140,7 +6155,8 @@ class _Verifier:
                              arg in (Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_LOCAL_UNINIT),
                              _helper_name(fid), km,
                              None if arg == Arg.DYNPTR else
-                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF)
+                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF,
+                             helper=True)
             meta.dynptr_id, meta.dynptr_ref = km.dynptr_id, km.dynptr_ref
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:
                 meta.dynptr_release = km.dynptr_ref
@@ -6434,6 +6450,10 @@ class _Verifier:
                         raise Refuse(f"invalid read from stack R{n} {where}+{a - lo} size "
                                      f"{size}")
             if write:
+                for a in range(lo, hi):  # check_stack_range_initialized's raw mode
+                    spi = (-a - 1) // 8
+                    if frame.slot(spi)[0][a + 8 * (spi + 1)] == S_DYNPTR:
+                        raise Refuse(f"potential write to dynptr at off={a} disallowed")
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
                     k = a + 8 * (spi + 1)
