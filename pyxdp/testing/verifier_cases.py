@@ -301,6 +301,8 @@ _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
 _BAD_UNREF = ("invalid kptr access, R{r} type={t} expected=ptr_prog_test_ref_kfunc or "
               "untrusted_ptr_prog_test_ref_kfunc")
 _UNTRUSTED_REF = "untrusted_ptr_prog_test_ref_kfunc"
+# r0 = bpf_rdonly_cast(0, 0): read-only untrusted memory
+_UMEM = "r1 = 0\nr2 = 0\ncall KFUNC(bpf_rdonly_cast)\n"
 # r1 = an iterator at fp-16 / fp-8
 _IT16 = "r1 = r10\nr1 += -16\n"
 _IT8 = "r1 = r10\nr1 += -8\n"
@@ -6916,6 +6918,20 @@ exit""", None, processed=23),
        "call KFUNC(bpf_iter_num_destroy)\nw0 = 0\nexit\nl1:\n" + _IT8 +
        "call KFUNC(bpf_iter_num_next)\nw4 = -1\nif r0 == 0 goto l3\nr4 = *(u32 *)(r0 +0)\n"
        "goto l3", None, processed=92),
+    # -- untrusted memory (bpf_rdonly_cast to void) is read by probe loads: its pointer
+    # arithmetic tracks no offset, so no bound or operator is refused but 32-bit ones
+    _c("untrusted_mem_unbounded_add", "call 7\nr6 = r0\n" + _UMEM + "r0 += r6\nr0 -= r6\n"
+       "r0 = *(u8 *)(r0 +0)\nr0 = 2\nexit", None, processed=10),
+    _c("untrusted_mem_commuted_add", _UMEM + "r1 = 5\nr1 += r0\nr0 = *(u8 *)(r1 +0)\nr0 = 2\n"
+       "exit", None, processed=8),
+    _c("untrusted_mem_and", _UMEM + "r0 &= 4\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None,
+       processed=7),
+    _c("untrusted_mem_32bit_add", _UMEM + "w0 += 4\nr0 = 2\nexit",
+       "R0 32-bit pointer arithmetic prohibited"),
+    # one load of kernel memory and of a kernel object (save_aux_ptr_type merges them)
+    _c("untrusted_mem_and_kern_ctx_load", "r6 = r1\ncall 7\nif r0 == 0 goto a\nr1 = r6\n"
+       "call KFUNC(bpf_cast_to_kern_ctx)\ngoto b\na:\n" + _UMEM + "b:\n"
+       "r0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None, processed=15),
     # a global function is called with preemption disabled as anywhere else
     _c("preempt_global_call", "call KFUNC(bpf_preempt_disable)\nr1 = 0\ncall g1\n"
        "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\ng1:\nr0 = 0\nexit", None, processed=8,

@@ -3189,6 +3189,10 @@ class _Verifier:
         if ptr.t & MAYBE_NULL:
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited, "
                          "null-check it first")
+        if ptr.t & 0xFF == MEM and ptr.t & UNTRUSTED:
+            # untrusted memory is read by probe loads: its offset is not tracked
+            d.assign(ptr)
+            return
         base = ptr.t & 0xFF
         known = off.const
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
@@ -3358,15 +3362,19 @@ class _Verifier:
     def _save_aux_ptr_type(self, t: int, allow_trust_mismatch: bool) -> None:
         """save_aux_ptr_type: one load or store instruction, one kind of pointer where
         that kind is rewritten per type (context, sockets, kernel structs); a load may
-        meet trusted and untrusted kernel pointers (then taken as untrusted)."""
+        meet kernel objects and kernel memory, trusted or not (then taken as the least
+        trusted of them)."""
         prev = self.aux_ptr.get(self.pc)
         if prev is None:
             self.aux_ptr[self.pc] = t
             return
         if t == prev or (t & 0xFF not in _REWRITTEN_PTRS and prev & 0xFF not in _REWRITTEN_PTRS):
             return
-        if allow_trust_mismatch and t & 0xFF == BTF_ID and prev & 0xFF == BTF_ID:
-            self.aux_ptr[self.pc] = BTF_ID | UNTRUSTED
+        if allow_trust_mismatch and t & 0xFF in (MEM, BTF_ID) and prev & 0xFF in (MEM, BTF_ID):
+            # kernel memory and kernel objects, trusted or not: the load is one of
+            # untrusted memory if either is (a probe load), read-only if either is
+            merged = MEM if MEM in (t & 0xFF, prev & 0xFF) else BTF_ID
+            self.aux_ptr[self.pc] = merged | (t | prev) & (UNTRUSTED | RDONLY)
             return
         raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
