@@ -424,8 +424,8 @@ SLEEPABLE_KFUNCS = frozenset({
 # check_kfunc_call refuses the call before any other check ("calling kernel function
 # NAME is not allowed"). TCP congestion-control ops, cpumasks, the crypto context's
 # life cycle, skb dynptrs, file/dentry/xattr (LSM), socket-op and sock_addr kfuncs,
-# session cookies, cgroup rstat, and the kernel's own test kfuncs: each was called from
-# an XDP program on this machine's 6.18 kernel, which refused it so.
+# session cookies, cgroup rstat, PKCS#7 signatures and the kernel's own test kfuncs:
+# each was called from an XDP program on this machine's 6.18 kernel, which refused it so.
 NOT_FOR_XDP = frozenset({
     "bbr_cwnd_event", "bbr_init", "bbr_main", "bbr_min_tso_segs", "bbr_set_state",
     "bbr_sndbuf_expand", "bbr_ssthresh", "bbr_undo_cwnd", "bpf_cpumask_acquire",
@@ -443,8 +443,9 @@ NOT_FOR_XDP = frozenset({
     "bpf_modify_return_test", "bpf_modify_return_test2", "bpf_path_d_path", "bpf_put_file",
     "bpf_remove_dentry_xattr", "bpf_session_cookie", "bpf_session_is_return",
     "bpf_set_dentry_xattr", "bpf_sk_assign_tcp_reqsk", "bpf_sock_addr_set_sun_path",
-    "bpf_sock_destroy", "bpf_sock_ops_enable_tx_tstamp", "css_rstat_flush",
-    "css_rstat_updated", "bpf_verify_pkcs7_signature", "cubictcp_acked", "cubictcp_cong_avoid", "cubictcp_cwnd_event",
+    "bpf_sock_destroy", "bpf_sock_ops_enable_tx_tstamp", "bpf_verify_pkcs7_signature",
+    "css_rstat_flush", "css_rstat_updated", "cubictcp_acked", "cubictcp_cong_avoid",
+    "cubictcp_cwnd_event",
     "cubictcp_init", "cubictcp_recalc_ssthresh", "cubictcp_state", "tcp_cong_avoid_ai",
     "tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd", "tcp_slow_start",
 })
