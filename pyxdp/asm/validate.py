@@ -274,9 +274,10 @@ def validate(insns: Sequence[Instruction], *, max_insns: int = BPF_MAXINSNS,
              recursion: bool = False) -> Layout:
     """Check ``insns`` against the per-opcode rule table; return its layout.
 
-    ``recursion`` lets functions call themselves (directly or not), as the kernel's
-    verifier does until a walk or its stack depth check goes too deep; the layout's
-    ``max_depth`` is then past ``MAX_CALL_FRAMES``. pyxdp's engines run no such program.
+    ``recursion`` lets functions call themselves (directly or not) and call chains go
+    deeper than ``MAX_CALL_FRAMES``, as the kernel's verifier does until a walk or its
+    stack depth check goes too deep; the layout's ``max_depth`` is then past
+    ``MAX_CALL_FRAMES``. pyxdp's engines run no such program.
     """
     if not isinstance(insns, tuple):
         return _validate(insns, max_insns, recursion)
@@ -310,6 +311,13 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
             if i.cls == op.BPF_LD:
                 _check_ld(i, insns, pc)
                 second_slot.add(pc + 1)
+                if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                    # a callback's address starts a function as a call's target does
+                    # (add_subprog_and_kfunc)
+                    target = pc + 1 + i.imm
+                    if not 0 <= target < n:
+                        raise _Fail("call-range", f"callback pc {target} is outside the program")
+                    call_targets.add(target)
                 pc += 2
                 continue
             _CHECKS[i.cls](i)
@@ -331,10 +339,6 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
         if jt is not None and jt in second_slot:
             raise InvalidProgram(f"jump to pc {jt} lands inside an ld_imm64",
                                  pc=pc, insn=_text(insns, pc), rule="jump-into-lddw")
-    bad_call = call_targets & second_slot
-    if bad_call:
-        raise InvalidProgram(f"call to pc {min(bad_call)} lands inside an ld_imm64",
-                             rule="call-range")
     starts = sorted({0} | call_targets)
     functions = tuple(zip(starts, [*starts[1:], n], strict=True))
     calls: dict[int, set[int]] = {s: set() for s in starts}
@@ -360,7 +364,7 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
     try:
         depth = _max_depth(frozen_calls)
     except InvalidProgram as e:
-        if not (recursion and e.rule == "recursion"):
+        if not (recursion and e.rule in ("recursion", "call-depth")):
             raise
         depth = op.MAX_CALL_FRAMES + 1
     return Layout(functions, frozen_calls, depth)
