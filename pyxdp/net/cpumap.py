@@ -23,10 +23,10 @@ consumes from. The kthread runs as machine code (:func:`cpu_map_kthread_run`,
 no GIL) when the entry has no program and the stack needs nothing but its
 counters: it takes frames 8 at a time, delivers each batch to the stack's
 demux as one list on its own CPU's counter rows, and hands the freed pages
-to the entry's return ring (``ret``), which the pages' own NAPI context puts
-back into its page pool's ring (``page_pool_put_page`` without direct
-recycling) at its next poll; so a page pool keeps a single owner instead of a
-ring lock shared across threads. The Python path (:meth:`CpuMapRuntime.run_once`
+to the entry's return ring (``ret``), which the next native poll of a queue
+(under the return ring's consumer lock) puts back into their page pools'
+rings (``page_pool_put_page`` without direct recycling, under each pool's
+lock). The Python path (:meth:`CpuMapRuntime.run_once`
 with a program, a stack callback, a tracer listening, or frames of another
 page region than the batch's) is the reference over the same ring.
 
@@ -34,6 +34,10 @@ Threads: a worker runs its program (on the JIT: native code without the
 GIL) concurrently with NAPI polls; page memory and tracepoint counters are
 shared, so the Python worker takes the host's lock around frame returns, and
 the native one touches only its ring, its return ring and its stack rows.
+Producers of an entry's ring - native polls with threaded NAPI on several
+CPUs without the host lock (each with bulk queues and ``xdp_cpumap_enqueue``
+sums of its own, as the kernel's are per CPU), native or Python polls under
+it - take the ring's producer lock (:mod:`pyxdp.net.ptr_ring`).
 """
 
 from __future__ import annotations
@@ -308,6 +312,11 @@ class CpuMapRuntime:
         return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     @property
+    def stopped(self) -> bool:
+        """Freed (:meth:`stop`): no longer its map's entry."""
+        return self._stop
+
+    @property
     def inflight(self) -> int:
         return int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
@@ -329,9 +338,9 @@ class CpuMapRuntime:
         n = len(frames)
         if not n:
             return
-        with self.host.lock:
-            taken = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
-                                                 frames.meta]))
+        # Under the ring's producer lock, which native polls without the host lock take.
+        taken = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                             frames.meta]))
         drops = n - taken
         if drops:
             xdp_return_frames_rx_napi(frames.pfn[taken:], memmap=self.host.memmap)
@@ -342,9 +351,8 @@ class CpuMapRuntime:
         """``cpu_map_generic_redirect``: one skb straight into the ring (no bulk);
         ``xdp_cpumap_enqueue`` with processed 1, or drops 1 and ``-ENOSPC`` when the
         ring is full (the frame then stays the caller's to free)."""
-        with self.host.lock:
-            ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
-                                              frames.meta])) == len(frames)
+        ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                          frames.meta])) == len(frames)
         self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, int(ok), int(not ok), self.cpu,
                                                  cpu=from_cpu)
         if not ok:
