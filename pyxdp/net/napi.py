@@ -849,15 +849,15 @@ _PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYP
 
 
 def _parallel_ok(prog: XdpProg) -> bool:
-    """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
-    lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel), device maps or cpumaps (a program only reads those: lookups and
-    ``bpf_redirect_map``; the redirect's bulk queues are the call's own, its
-    targets' counters per CPU, their rings - a device's, a cpumap entry's
-    ``ptr_ring`` - and the pages' memories taken under their locks), it makes no tail calls (their targets' run state is shared),
-    allocates no objects (the arena's free lists are not atomic) and calls no kfunc or
-    helper whose native twin changes a namespace table (conntrack, xfrm, a listener's
-    SYN queue overflow stamp: not atomic either)."""
+    """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host lock:
+    its maps are arrays (their updates are the program's own atomics, as in the kernel),
+    device maps or cpumaps (a program only reads those: lookups and
+    ``bpf_redirect_map``; the redirect's bulk queues are the call's own, its targets'
+    counters per CPU, their rings - a device's, a cpumap entry's ``ptr_ring`` - and the
+    pages' memories taken under their locks), it makes no tail calls (their targets' run
+    state is shared), allocates no objects (the arena's free lists are not atomic) and
+    calls no kfunc or helper whose native twin changes a namespace table (conntrack,
+    xfrm, a listener's SYN queue overflow stamp: not atomic either)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
         ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \

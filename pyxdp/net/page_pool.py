@@ -37,10 +37,10 @@ allocator" is that region's free list (the slow path and
 elevated page refcounts in pools (a pool page is always recyclable, so
 ``released_refcnt`` stays 0); direct recycling happens when the caller says
 ``allow_direct`` or the pool's ``napi_local`` flag is set (the model of
-``page_pool_napi_local``: the datapath sets it while it runs the pool's NAPI
-poll, for the thread - the CPU - running it). After ``page_pool_destroy`` with pages still out, each returning page
-is released at once and the pool is finally freed with the last one (the
-kernel's delayed ``page_pool_release_retry`` work, without the delay). One
+``page_pool_napi_local``: the datapath sets it while it runs the pool's NAPI poll, for
+the thread - the CPU - running it). After ``page_pool_destroy`` with pages still out,
+each returning page is released at once and the pool is finally freed with the last one
+(the kernel's delayed ``page_pool_release_retry`` work, without the delay). One
 thread stands for one CPU; as in the kernel, only the ring is shared between
 them and locked (``ptr_ring``'s lock: once per page on the single-page path,
 once per call on the bulk and vector paths), while the alloc cache belongs to
