@@ -558,8 +558,12 @@ class _NativeState:
         return pools
 
     def retire(self, rq: NetdevRxQueue) -> None:
-        """Replaced or closed: its counts go to the tracer and the queue."""
+        """Replaced or closed: its counts go to the tracer and the queue, and what its
+        last call queued on cpumap entries freed meanwhile is delivered."""
         from pyxdp.net.napi_native import C
+        if self._cm is not None:
+            with rq.dev.host.lock:
+                _drain_freed(self._cm[2])
         self.counts.retire()
         rq.retired_polls += int(self.ctl[C.POLLS])
         self.ctl[C.POLLS] = 0
@@ -589,16 +593,21 @@ class _NativeState:
             # polls on other CPUs may look for the same ones meanwhile.
             with host.lock:
                 self._cm = (key, *_cpumap_args(host, maps))
-                # A replaced entry (its kthread stopped and drained) may have taken
-                # frames from this queue's last call after that: delivered now, as
-                # __cpu_map_entry_free's kthread_stop does after the RCU grace period.
-                for rt in old:
-                    if rt.stopped and rt.backlog:
-                        rt.drain()
+                _drain_freed(old)
             if maps:
                 self.counts.add_cpumap(self._cm[1], self._cm[2])
                 self._cm_seen = np.zeros(len(self._cm[2]), np.int64)
         return self._cm[1], self._cm[2]
+
+
+def _drain_freed(rts: Sequence[Any]) -> None:
+    """Entries of a queue's last cpumap table that were freed (their kthreads stopped
+    and drained) while that call, without the host lock, still queued frames on
+    them: those delivered now, as ``__cpu_map_entry_free``'s ``kthread_stop`` does
+    after the RCU grace period that waits for such a call."""
+    for rt in rts:
+        if rt.stopped and rt.backlog:
+            rt.drain()
 
 
 class _Tables:
