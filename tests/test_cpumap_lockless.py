@@ -134,3 +134,51 @@ def test_lockless_cpumap_redirects_to_kthreads_keep_pages_exact(
     delivered = sum(out["stack"][0].values())
     assert delivered == 2 * count // 4 * 3 - sum(out["drops"].values())
     assert delivered >= 2 * count // 4 * 2
+
+
+def test_cpumap_entries_replaced_under_lockless_polls_deliver_what_they_took() -> None:
+    """A thread rewrites two cpumap entries (their qsize) while both queues' lockless polls
+    redirect into them and the kthreads run on threads of their own: each poll that
+    sees the change remakes the entry once (the old kthread stopped and drained
+    without the host lock held, which it may need), and what a poll still queued on a
+    replaced entry is delivered by the end of run(): the stack gets exactly what the
+    rings took, every page comes back."""
+    import threading
+    import time
+
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True, cpumap_threads=True,
+              nr_cpus=4) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
+        coll = h.load(asm_collection(redirect_by_payload(0), [CPUMAP]))
+        for cpu in (0, 1, 3):
+            coll.maps["cpu_map"][cpu] = struct.pack("<Ii", 512, 0)
+        eth0.attach_xdp(coll.programs["t"])
+        for rq in eth0.rx:  # the entries made
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=96)
+        h.run()
+        first = dict(h.cpumaps)
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=20000)
+        stop = threading.Event()
+
+        def rewrite() -> None:
+            k = 1
+            while not stop.is_set():
+                k += 1  # slots 0, 1, 0, ...: each write a new qsize for its slot
+                coll.maps["cpu_map"][k % 2] = struct.pack("<Ii", 256 + 256 * (k % 3), 0)
+                time.sleep(0.001)
+
+        t = threading.Thread(target=rewrite)
+        t.start()
+        try:
+            h.run()
+        finally:
+            stop.set()
+            t.join()
+        h.run()
+        assert any(h.cpumaps[k] is not rt for k, rt in first.items())  # entries replaced
+        took = sum(v[1] - v[2] for v in h.tracer.xdp_cpumap_enqueue.counters.values())
+        assert took > 0 and sum(h.stack.per_device.values()) == took
+        for rq in eth0.rx:
+            _pool_balanced(rq.pool)
+        h.check_memory()

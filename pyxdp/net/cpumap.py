@@ -296,6 +296,7 @@ class CpuMapRuntime:
         host.tracer.xdp_cpumap_kthread.add_source(self._source)
         self._py_inflight = 0  # frames the Python path took and has not finished with
         self._wake = threading.Event()
+        self._drain_lock = threading.Lock()
         self._stop = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -548,9 +549,11 @@ class CpuMapRuntime:
             log.error("cpumap kthread %d of map %d failed: %s", self.cpu, self.map.id, e)
 
     def drain(self) -> None:
-        while self.run_once():
+        """Deliver what is queued (one caller at a time: the ring's only consumer)."""
+        with self._drain_lock:
+            while self.run_once():
+                self.reclaim()
             self.reclaim()
-        self.reclaim()
 
     def stop(self) -> None:
         """``__cpu_map_entry_free``: stop the kthread, deliver what is queued."""
@@ -603,15 +606,24 @@ def _dev_rx(host: Host, frames: Frames) -> np.ndarray:
 
 
 def cpumap_runtime(host: Host, m: CpuMap, cpu: int) -> CpuMapRuntime:
-    """The live entry for slot ``cpu`` (made, or remade after an update, on demand)."""
+    """The live entry for slot ``cpu`` (made, or remade after an update, on demand).
+    Polls on several CPUs may ask at once: one of them makes it, under a lock of
+    its own (not the host's, which the replaced entry's kthread may need to finish)."""
     key = (m.id, cpu)
-    rt = host.cpumaps.get(key)
-    if rt is not None and not rt.matches():
-        rt.stop()
-        rt = None
-    if rt is None:
-        rt = host.cpumaps[key] = CpuMapRuntime(host, m, cpu)
-    return rt
+    rt: CpuMapRuntime | None = host.cpumaps.get(key)
+    if rt is not None and rt.matches():
+        return rt
+    with _ENTRIES_LOCK:
+        rt = host.cpumaps.get(key)
+        if rt is not None and not rt.matches():
+            rt.stop()
+            rt = None
+        if rt is None:
+            rt = host.cpumaps[key] = CpuMapRuntime(host, m, cpu)
+        return rt
+
+
+_ENTRIES_LOCK = threading.Lock()
 
 
 def cpu_map_flush(host: Host, bq: BulkQueues) -> None:

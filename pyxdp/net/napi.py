@@ -106,7 +106,7 @@ if TYPE_CHECKING:
     from pyxdp.net.netdev_types import DpHost as Host
     from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
 
-__all__ = ["napi_flush", "napi_poll"]
+__all__ = ["napi_drain_freed_cpumaps", "napi_flush", "napi_poll"]
 
 log = logging.getLogger(__name__)
 
@@ -562,8 +562,7 @@ class _NativeState:
         last call queued on cpumap entries freed meanwhile is delivered."""
         from pyxdp.net.napi_native import C
         if self._cm is not None:
-            with rq.dev.host.lock:
-                _drain_freed(self._cm[2])
+            _drain_freed(self._cm[2])
         self.counts.retire()
         rq.retired_polls += int(self.ctl[C.POLLS])
         self.ctl[C.POLLS] = 0
@@ -589,15 +588,22 @@ class _NativeState:
         key = (host.cpumap_threads, tuple((m.id, m.gen) for m in maps))
         if self._cm is None or self._cm[0] != key:
             old = self._cm[2] if self._cm is not None else []
-            # The entries are made (and replaced ones stopped) under the host lock:
-            # polls on other CPUs may look for the same ones meanwhile.
-            with host.lock:
-                self._cm = (key, *_cpumap_args(host, maps))
-                _drain_freed(old)
+            # Polls on other CPUs may look for the same entries meanwhile: one of them
+            # makes each (cpumap.cpumap_runtime).
+            self._cm = (key, *_cpumap_args(host, maps))
+            _drain_freed(old)
             if maps:
                 self.counts.add_cpumap(self._cm[1], self._cm[2])
                 self._cm_seen = np.zeros(len(self._cm[2]), np.int64)
         return self._cm[1], self._cm[2]
+
+
+def napi_drain_freed_cpumaps(rq: NetdevRxQueue) -> None:
+    """Frames ``rq``'s last native call, without the host lock, queued on cpumap entries
+    freed meanwhile: delivered (see :func:`_drain_freed`)."""
+    st = rq.native
+    if st is not None and st._cm is not None:
+        _drain_freed(st._cm[2])
 
 
 def _drain_freed(rts: Sequence[Any]) -> None:
