@@ -313,9 +313,10 @@ class CpuMapRuntime:
         return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     @property
-    def stopped(self) -> bool:
-        """Freed (:meth:`stop`): no longer its map's entry."""
-        return self._stop
+    def freed(self) -> bool:
+        """Freed (:meth:`stop`): no longer its map's entry, its kthread joined (so that
+        a caller of :meth:`drain` is the ring's only consumer)."""
+        return self._stop and self._thread is None
 
     @property
     def inflight(self) -> int:

@@ -612,7 +612,7 @@ def _drain_freed(rts: Sequence[Any]) -> None:
     them: those delivered now, as ``__cpu_map_entry_free``'s ``kthread_stop`` does
     after the RCU grace period that waits for such a call."""
     for rt in rts:
-        if rt.stopped and rt.backlog:
+        if rt.freed and rt.backlog:
             rt.drain()
 
 
