@@ -1,8 +1,9 @@
 """Workers that scale: pyxdp's datapath with N NAPI threads (threaded NAPI, one rx queue
 and one CPU each) against one, a cpumap kthread on its own thread against the
 kthread run inline, N lockless rx workers redirecting into one cpumap entry
-delivered on a remote CPU, and skbs one veth end's lockless poll sends to the
-other's (``vethtx``).
+delivered on a remote CPU, skbs one veth end's lockless poll sends to the
+other's (``vethtx``), and skbs longer than a page a veth sends to a peer's
+``xdp.frags`` program (``vethmb``).
 
 Each NAPI thread runs the native poll loop without the interpreter lock and
 without the host lock (the programs below keep their state in per-CPU arrays),
@@ -22,9 +23,12 @@ import time
 
 from pyxdp.cli.datapath import DEFAULT_PACKET, SAMPLES, mpps_cpumap, mpps_workers, receiver
 from pyxdp.collection import Collection
+from pyxdp.net import packets as pk
 from pyxdp.net.netdevice import Host, NetDevice
 from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.stack import SkbBatch
 from pyxdp.net.trace import Tracer
+from pyxdp.spec import CollectionSpec
 from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP
 from pyxdp.testing.programs import asm_collection
 
@@ -55,7 +59,6 @@ def mpps_veth_stack_xmit(frames: int) -> float:
     """The stack's transmit on veth0 (``veth_xmit`` of lists of 256 skbs: each onto
     veth1's ``xdp_ring``), veth1's native program dropping them, one softirq round
     after each list. Mpps veth1's program saw."""
-    from pyxdp.net.stack import SkbBatch
     with Host(engine="jit") as h:
         v0, v1 = h.veth("veth0", "veth1")
         v1.attach_xdp(h.load(asm_collection("r0 = 1\nexit")).programs["t"])
@@ -102,6 +105,58 @@ def mpps_cpumap_workers(workers: int, frames: int) -> tuple[float, float]:
                 (h.stack.stats.received - before) / dt / 1e6)
 
 
+def _frags_drop() -> CollectionSpec:
+    """An ``xdp.frags`` program returning XDP_DROP."""
+    from dataclasses import replace
+
+    from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
+    spec = asm_collection("r0 = 1\nexit")
+    t0 = spec.programs["t"]
+    return replace(spec, programs={"t": replace(t0, section="xdp.frags",
+                                                flags=t0.flags | BPF_F_XDP_HAS_FRAGS)})
+
+
+def _long_skbs(ifindex: int, size: int) -> SkbBatch:
+    return SkbBatch.from_packets([pk.udp_packet(b"mb", sport=1000 + i, size=size)
+                                  for i in range(64)], ifindex)
+
+
+def mpps_veth_stack_xmit_mb(frames: int, size: int = 6000) -> float:
+    """As :func:`mpps_veth_stack_xmit` with ``size``-byte frames on 9000-MTU ends and an
+    ``xdp.frags`` program on veth1, lists of 64: each skb in a head and page frags of
+    the system allocator, which veth1's poll copies into a head and frags of its pool
+    (``skb_pp_cow_data``) before its program drops it. Mpps veth1's program saw."""
+    with Host(engine="jit") as h:
+        v0, v1 = h.veth("veth0", "veth1", mtu=9000)
+        v1.attach_xdp(h.load(_frags_drop()).programs["t"])
+        batch = _long_skbs(v0.ifindex, size)
+        t = time.perf_counter()
+        for _ in range(frames // 64):
+            v0.xmit_skbs(batch)
+            h.run()
+        dt = time.perf_counter() - t
+        return v1.stats.xdp_drops / dt / 1e6
+
+
+def us_skb_copies(frames: int, size: int = 6000) -> float:
+    """The two copies alone, microseconds per ``size``-byte skb: ``veth_xdp_rx``'s skb
+    in the system allocator (``NetDevice._queue_skbs``) and the receiving poll's
+    ``skb_pp_cow_data`` into its pool (``napi._skbs_to_buffs``), lists of 64, the
+    pool's pages then freed (no program runs)."""
+    from pyxdp.net import napi
+    with Host(engine="jit") as h:
+        _v0, v1 = h.veth("veth0", "veth1", mtu=9000)
+        v1.attach_xdp(h.load(_frags_drop()).programs["t"])
+        rq = v1.rx[0]
+        batch = _long_skbs(v1.ifindex, size)
+        rounds = frames // 64
+        t = time.perf_counter()
+        for _ in range(rounds):
+            v1._queue_skbs(rq, batch)
+            h.drop_frames(napi._skbs_to_buffs(h, rq, rq.ring.consume(64)), rq, direct=True)
+        return (time.perf_counter() - t) / (rounds * 64) * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=8_000_000)
@@ -110,7 +165,8 @@ def main() -> None:
     ap.add_argument("--cases", default="drop,xdp1,devmap,cpumap,vethtx",
                     help="comma-separated: drop, xdp1, devmap (redirect into one devmap "
                          "entry, a NIC), cpumap, vethtx (generic XDP_TX on a veth whose "
-                         "peer's poll runs on another thread)")
+                         "peer's poll runs on another thread), vethmb (6000-byte "
+                         "skbs to a veth peer's xdp.frags program)")
     args = ap.parse_args()
     cases = set(args.cases.split(","))
     print(f"{os.cpu_count()} CPUs; {args.frames} 64-byte frames per run; median of "
@@ -142,6 +198,16 @@ def main() -> None:
         got = statistics.median(mpps_veth_stack_xmit(args.frames // 16)
                                 for _ in range(args.runs))
         print(f"vethtx    stack's veth_xmit to a native peer: {got:7.3f} Mpps")
+    if "vethmb" in cases:
+        mpps_veth_stack_xmit_mb(6400)
+        mb = statistics.median(mpps_veth_stack_xmit_mb(args.frames // 16)
+                               for _ in range(args.runs))
+        print(f"vethmb    stack's veth_xmit of 6000-byte skbs to an xdp.frags peer: "
+              f"{mb:7.3f} Mpps")
+        us_skb_copies(6400)
+        us = statistics.median(us_skb_copies(args.frames // 16) for _ in range(args.runs))
+        print(f"vethmb    the skb's two copies alone (system pages, then the pool): "
+              f"{us:7.2f} us per skb")
     if "cpumap" not in cases:
         return
     frames = args.frames // 4

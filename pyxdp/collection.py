@@ -419,7 +419,7 @@ _LINUX_KPTR_MAPS = _KPTR_MAPS | {
 _FIELD_MAPS = {"bpf_timer": _ASYNC_MAPS, "bpf_wq": _ASYNC_MAPS, "bpf_task_work": _ASYNC_MAPS,
                "bpf_spin_lock": _LOCK_MAPS, "bpf_res_spin_lock": _LOCK_MAPS,
                "kptr": _LINUX_KPTR_MAPS, "bpf_list_head": _KPTR_MAPS, "bpf_rb_root": _KPTR_MAPS,
-               "percpu_kptr": _LINUX_KPTR_MAPS}
+               "percpu_kptr": _LINUX_KPTR_MAPS, "kptr_untrusted": _LINUX_KPTR_MAPS}
 
 
 def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:

@@ -99,9 +99,11 @@ PERCPU_VERDICTS = {
     "xdp_pcpu_store": ("store to referenced kptr disallowed", errno.EACCES),
     "xdp_pcpu_no_null_check": ("R1 type=percpu_rcu_ptr_or_null_ expected=percpu_ptr_, "
                                "percpu_rcu_ptr_, percpu_trusted_ptr_", errno.EACCES),
+    "xdp_pcpu_given_read": (None, 0),
+    "xdp_pcpu_given_drop": ("R1 must be referenced or trusted", errno.EINVAL),
 }
 PERCPU_PROCESSED = {"xdp_pcpu_count": 109, "xdp_pcpu_sum": 80, "xdp_pcpu_take": 21,
-                    "xdp_pcpu_unchecked_cpu": 20}
+                    "xdp_pcpu_unchecked_cpu": 20, "xdp_pcpu_given_read": 35}
 PERCPU_RUN = ("xdp_pcpu_count", "xdp_pcpu_sum", "xdp_pcpu_take", "xdp_pcpu_unchecked_cpu")
 # Runs (program, Linux's verdict) from an empty map under BPF_PROG_TEST_RUN, slot 0's
 # total after them Linux's (tests/kernel/test_local_kptr_kernel.py re-measures both).

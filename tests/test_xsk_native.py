@@ -445,3 +445,69 @@ def test_native_tx_is_the_python_path(mode: str) -> None:
         assert last[3]["tx_dropped"] == 2  # each ended its kick (EBUSY: sendto goes on)
 
 
+
+
+def _tx_long(native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[int, tuple[Any, ...]]:
+    """A copy-mode socket on a 9000-MTU veth sends packets of 60 to 9014 bytes, each in
+    2048-byte descriptors chained with XDP_PKT_CONTD, to a peer running a frags-aware
+    XDP_PASS: how many packets the Python transmit built, and the answer, the
+    completions, the socket's statistics, both ends' counters and the frames the
+    peer's stack got, the page accounting checked exactly."""
+    from pyxdp.net.xsk import XdpSock
+    from pyxdp.testing.fragslab import PASS_FRAGS
+    built = [0]
+    orig = XdpSock._build_packets
+
+    def counted(self: XdpSock, body: Any, start: Any, end: Any) -> Any:
+        built[0] += len(end)
+        return orig(self, body, start, end)
+    monkeypatch.setattr(XdpSock, "_build_packets", counted)
+    with Host(engine="jit", native=native) as host:
+        dev, peer = host.veth("veth0", "veth1", mtu=9000)
+        peer.attach_xdp(host.load(PASS_FRAGS).programs["xdp_pass"])
+        seen: list[bytes] = []
+        host.stack.on_receive(lambda s: seen.extend(s.packets()))
+        umem = Umem(256, 2048)
+        sock = PyxdpXskSocket(dev, 0, umem, mode="copy", sg=True, fill_size=64,
+                              comp_size=64, rx_size=64, tx_size=128)
+        tx, comp = sock.tx, sock.comp_ring
+        assert tx is not None and comp is not None
+        contd = int(XdpDescOption.XDP_PKT_CONTD)
+        descs: list[tuple[int, int, int]] = []
+        for i, size in enumerate((6000, 60, 9014, 3521, 3520, 4096, 6000)):
+            pkt = udp_packet(b"sg", sport=3000 + i, size=size)
+            segs = [pkt[o:o + 2048] for o in range(0, size, 2048)]
+            for j, seg in enumerate(segs):
+                at = len(descs) * 2048
+                umem.buf[at:at + len(seg)] = np.frombuffer(seg, np.uint8)
+                descs.append((at, len(seg), contd if j < len(segs) - 1 else 0))
+        idx, k = tx.reserve(len(descs))
+        a, ln, opt = zip(*descs, strict=True)
+        tx.write_descs(idx, np.array(a, np.uint64), np.array(ln, np.uint32),
+                       np.array(opt, np.uint32))
+        tx.submit(k)
+        r = sock.sendmsg()
+        host.run()
+        out = (r, comp.consume(64).tolist(), sock.statistics(), dev.stats.asdict(),
+               peer.stats.asdict(), seen)
+        system = host.memmap.system
+        assert len(system.in_use()) == system.allocated - system.freed == 0
+        assert peer.rx[0].pool.nr_in_use == 0
+        sock.close()
+        umem.close()
+    monkeypatch.undo()
+    return built[0], out
+
+
+def test_native_tx_of_long_packets_to_a_frags_peer_is_the_python_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``__xsk_generic_xmit`` to a veth of packets longer than a page in machine code:
+    each skb built in a head and page frags of the system allocator and queued on
+    the peer's ring, which converts it into its pool - the Python transmit not
+    called - with what the Python path gives, every packet whole at the peer."""
+    n_native, native = _tx_long(True, monkeypatch)
+    n_python, python = _tx_long(False, monkeypatch)
+    assert (n_native, n_python) == (0, 7)
+    assert native == python
+    assert [len(f) for f in native[-1]] == [6000, 60, 9014, 3521, 3520, 4096, 6000]
+    assert native[4]["xdp_pass"] == 7

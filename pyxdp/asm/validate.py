@@ -274,9 +274,10 @@ def validate(insns: Sequence[Instruction], *, max_insns: int = BPF_MAXINSNS,
              recursion: bool = False) -> Layout:
     """Check ``insns`` against the per-opcode rule table; return its layout.
 
-    ``recursion`` lets functions call themselves (directly or not), as the kernel's
-    verifier does until a walk or its stack depth check goes too deep; the layout's
-    ``max_depth`` is then past ``MAX_CALL_FRAMES``. pyxdp's engines run no such program.
+    ``recursion`` lets functions call themselves (directly or not) and call chains go
+    deeper than ``MAX_CALL_FRAMES``, as the kernel's verifier does until a walk or its
+    stack depth check goes too deep; the layout's ``max_depth`` is then past
+    ``MAX_CALL_FRAMES``. pyxdp's engines run no such program.
     """
     if not isinstance(insns, tuple):
         return _validate(insns, max_insns, recursion)
@@ -360,7 +361,7 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
     try:
         depth = _max_depth(frozen_calls)
     except InvalidProgram as e:
-        if not (recursion and e.rule == "recursion"):
+        if not (recursion and e.rule in ("recursion", "call-depth")):
             raise
         depth = op.MAX_CALL_FRAMES + 1
     return Layout(functions, frozen_calls, depth)

@@ -101,12 +101,14 @@ SPECIAL_FIELDS: dict[str, SpecialField] = {
     "bpf_refcount": SpecialField(4, obj_only=True),
     # BPF_KPTR_PERCPU: ``__percpu_kptr``, a referenced pointer to a per-CPU object
     "percpu_kptr": SpecialField(8, repeatable=True, unique=False, type_tag=True),
+    # BPF_KPTR_UNREF: ``__kptr_untrusted``, an unreferenced pointer to a kernel struct
+    "kptr_untrusted": SpecialField(8, repeatable=True, unique=False, type_tag=True),
 }
-_KPTR_TAGS = ("kptr", "percpu_kptr")
-# btf_find_kptr's other tags: Linux finds them (BPF_KPTR_UNREF, BPF_UPTR); pyxdp does
-# not model them (a value's such pointer is plain bytes). Any other tag on a pointer
-# member is a record Linux refuses.
-_UNMODELLED_KPTR_TAGS = frozenset({"kptr_untrusted", "uptr"})
+_KPTR_TAGS = ("kptr", "percpu_kptr", "kptr_untrusted")
+# btf_find_kptr's other tag: Linux finds it (BPF_UPTR); pyxdp does not model it (a
+# value's such pointer is plain bytes). Any other tag on a pointer member is a record
+# Linux refuses.
+_UNMODELLED_KPTR_TAGS = frozenset({"uptr"})
 # One special field found: (name, byte offset, the BTF id of the struct a kptr points to
 # or a list holds (else 0), the offset of the list's node member in that struct).
 _Found = tuple[str, int, int, int]

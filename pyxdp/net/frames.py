@@ -45,15 +45,17 @@ XDP_TX_BULK_SIZE = 16
 CPU_MAP_BULK_SIZE = 8
 KIND_BUFF = 0  # a page of the receiving queue's pool, no xdp_frame header yet
 KIND_FRAME = 1  # a struct xdp_frame at the page start (it came through ndo_xdp_xmit)
-# Or'ed into either kind: the frame has frags (XDP_FLAGS_HAS_FRAGS). Native loops take
-# only kind 0, so frags frames always reach the Python path.
+# Or'ed into any kind: the frame (or skb) has frags (XDP_FLAGS_HAS_FRAGS). Native loops
+# run programs on kind 0 only, so frags frames always reach the Python path (an skb's
+# copy into the pool, KIND_SKB | KIND_FRAGS, is made in machine code first).
 KIND_FRAGS = 2
 # An skb another device's transmit queued on a receiving queue's ring (veth_xmit's
 # veth_xdp_rx onto the peer's xdp_ring, loopback_xmit's netif_rx onto lo's backlog): its
-# packet in an order-0 page of the system allocator (the skb's head, NET_SKB_PAD of
-# headroom). The receiving queue's own poll copies it into a page of its pool
-# (veth_convert_skb_to_xdp_buff's skb_pp_cow_data) and frees that page, so no
-# transmitting thread ever takes a page of a pool another thread polls.
+# packet in order-0 pages of the system allocator (the skb's head, NET_SKB_PAD of
+# headroom; past a page's packet room page frags too, with KIND_FRAGS). The receiving
+# queue's own poll copies it into pages of its pool (veth_convert_skb_to_xdp_buff's
+# skb_pp_cow_data, pyxdp.net.skbuff_native) and frees the skb's, so no transmitting
+# thread ever takes a page of a pool another thread polls.
 KIND_SKB = 4
 NET_SKB_PAD = 64  # an skb's headroom (max(32, L1_CACHE_BYTES)), as netdev_alloc_skb gives it
 

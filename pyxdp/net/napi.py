@@ -180,47 +180,36 @@ _NATIVE_KINDS = (KIND_BUFF, KIND_SKB)
 
 def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
     """The skbs other devices queued on ``rq``'s ring (:data:`~pyxdp.net.frames.KIND_SKB`)
-    as the receiving NAPI takes them, in ``rq``'s poll: each copied into a page of the
-    queue's pool at ``XDP_PACKET_HEADROOM`` (``veth_convert_skb_to_xdp_buff``'s
-    ``skb_pp_cow_data``; one longer than a page's packet room into a head and page
-    frags), its order-0 pages freed; those the pool has no pages for are dropped
-    (``rx_dropped``)."""
+    as the receiving NAPI takes them, in ``rq``'s poll: each copied into pages of the
+    queue's pool, in machine code (:func:`pyxdp.net.skbuff_native.skb_pp_cow_data`,
+    the native loop's too: the data at ``XDP_PACKET_HEADROOM``, past a page's packet
+    room a head and page frags), its pages freed; those the pool has too few pages
+    for are dropped (``rx_dropped``)."""
     skb = (frames.kind & KIND_SKB) != 0
     if not skb.any():
         return frames
-    from pyxdp.net.xdp_mem import xdp_buff_copy_in, xdp_buff_packet, xdp_buffs_pages
+    from pyxdp.net.skbuff_native import HEAD_ROOM, skbs_to_buffs
     sel = np.flatnonzero(skb)
     pool = rq.pool
-    system = host.memmap.system
-    src = frames.pfn[sel]
+    new = np.full(len(sel), -1, np.int64)
     frags = (frames.kind[sel] & KIND_FRAGS) != 0
+    bad = skbs_to_buffs((pool.pages, pool.pfn_base, *pool.native_arrays), _system_args(host),
+                        frames.pfn[sel], frames.data[sel], frames.length[sel],
+                        frags.astype(np.int64), new)
+    if bad >= 0:  # pages no sender built: the skb is reported as any stray page is
+        raise PageAccountingError(f"{rq.dev.name} rx{rq.index}: skb at pfn "
+                                  f"{int(frames.pfn[sel[bad]]):#x} is not one a device queued",
+                                  pages=(int(frames.pfn[sel[bad]]),))
     out = Frames(frames.pfn.copy(), frames.data.copy(), frames.length.copy(),
                  frames.meta.copy(), frames.kind.copy())
-    if frags.any():  # one by one: some need frags
-        new = np.array([-1 if (hd := xdp_buff_copy_in(
-            pool, pool.alloc_bulk, np.frombuffer(xdp_buff_packet(
-                p, False, d, ln, memmap=host.memmap), np.uint8), ln, XDP_PACKET_HEADROOM,
-            memmap=host.memmap)) is None else hd
-            for p, d, ln in zip(src.tolist(), frames.data[sel].tolist(),
-                                frames.length[sel].tolist(), strict=True)], np.int64)
-    else:
-        pfns = pool.alloc_bulk(len(sel))
-        k = len(pfns)
-        if k:
-            got = sel[:k]
-            width = max(int(frames.length[got].max()), 1)
-            cols = np.minimum(frames.data[got][:, None] + np.arange(width)[None, :],
-                              system.page_size - 1)
-            pool.pages[pool.local(pfns), XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
-                system.pages[system.local(src[:k])[:, None], cols]
-        new = np.full(len(sel), -1, np.int64)
-        new[:k] = pfns
-    system.put_pages(xdp_buffs_pages(src, frags.astype(np.int64), memmap=host.memmap))
     ok = new >= 0
     out.pfn[sel[ok]] = new[ok]
     out.data[sel[ok]] = XDP_PACKET_HEADROOM
     out.meta[sel[ok]] = 0
-    out.kind[sel[ok]] = np.where(frags[ok], KIND_BUFF | KIND_FRAGS, KIND_BUFF)
+    # Frags past a page's packet room, whatever the skb had (skb_pp_cow_data splits
+    # at max_head_size).
+    out.kind[sel[ok]] = np.where(frames.length[sel[ok]] > HEAD_ROOM, KIND_BUFF | KIND_FRAGS,
+                                 KIND_BUFF)
     if not ok.all():
         rq.dev.stats.rx_dropped += int((~ok).sum())
         keep = np.ones(len(frames), np.bool_)

@@ -101,10 +101,13 @@ errno (:data:`K` ``ERR``).
 
 A ring may also hold skbs other devices' transmits queued there
 (:data:`~pyxdp.net.frames.KIND_SKB`: ``veth_xdp_rx``, ``netif_rx``), each in an
-order-0 page of the system allocator: the loop copies each into a page of its
-own pool as it takes it (``veth_convert_skb_to_xdp_buff``; none left: dropped,
-``rx_dropped``) and frees the skb's page, so a queue's pool is only ever
-allocated from by its own poll, whichever threads send to it.
+order-0 page of the system allocator (with page frags past a page's packet
+room): the loop copies each into pages of its own pool as it takes it
+(``veth_convert_skb_to_xdp_buff``'s ``skb_pp_cow_data``,
+:func:`pyxdp.net.skbuff_native.skb_pp_cow_data`: a head and page frags for a long
+one; too few pages: dropped, ``rx_dropped``) and frees the skb's pages, so a
+queue's pool is only ever allocated from by its own poll, whichever threads
+send to it.
 
 A veth's ring also holds ``xdp_frame`` s other devices queued there
 (``ndo_xdp_xmit``; ``veth_xdp_rcv_one`` runs the veth's program on them):
@@ -126,9 +129,9 @@ memory (:func:`_bq_xmit_all`); a cpumap entry takes them into its bulk in their
 memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
 refuses there).
 
-Multi-buffer (frags) frames are never taken: the loop stops at the first
-one in the rx ring, as at an ``xdp_frame`` in a memory it does not know, and
-the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+Multi-buffer (frags) frames are never run: the loop stops at the first
+one in the rx ring (an skb's copy is made first), as at an ``xdp_frame`` in a
+memory it does not know, and the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -180,6 +183,7 @@ from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
 from pyxdp.net.frames import (
     CPU_MAP_BULK_SIZE,
     DEV_MAP_BULK_SIZE,
+    KIND_FRAGS,
     KIND_FRAME,
     KIND_SKB,
     NET_SKB_PAD,
@@ -196,6 +200,7 @@ from pyxdp.net.page_pool import (
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.page_pool_native import _alloc, _put_ring
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_CONS_LOCK, ring_count, ring_produce_locked
+from pyxdp.net.skbuff_native import BAD_SKB, skb_pp_cow_data
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
@@ -1766,6 +1771,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     sys_pfn = sysm[7]
     sys_ref = sysm[6]
     n_sys = len(sys_ref)
+    cow = (pages, pfn_base, psc, cache, ring, free, state)  # the pool skbs are copied into
     red_seen = 0  # n_red at the last look at the veth rings
     for _poll in range(max_polls):
         n = 0
@@ -1812,30 +1818,33 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         qcount = qcur[Q_COUNT]
         while n < budget and qcount > 0:
             kind = qcols[4, qhead]
-            if kind == KIND_SKB:
+            if kind & KIND_SKB:
                 # An skb another device's transmit queued (veth_xdp_rx, netif_rx): this
-                # NAPI copies it into a page of its pool (veth_convert_skb_to_xdp_buff),
-                # the skb's order-0 page freed; no page: dropped (rx_dropped).
-                srow = qcols[0, qhead] - sys_pfn
-                if srow < 0 or srow >= n_sys or sys_ref[srow] <= 0:
+                # NAPI copies it into pages of its pool (veth_convert_skb_to_xdp_buff's
+                # skb_pp_cow_data: past a page's packet room a head and page frags,
+                # which the Python path's program run takes), the skb's pages freed;
+                # too few pages: dropped (rx_dropped).
+                psc[P_COUNT] = c
+                psc[P_NUSE] = nuse
+                loc = skb_pp_cow_data(cow, sysm, qcols[0, qhead], qcols[1, qhead],
+                                      qcols[2, qhead], kind & KIND_FRAGS)
+                c = psc[P_COUNT]
+                nuse = psc[P_NUSE]
+                if loc == BAD_SKB:
                     ctl[C_ERROR] = -1
                     break
-                loc, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
-                if loc >= 0:
-                    memcpy(pages.ctypes.data + loc * pages.strides[0] + HEADROOM,
-                           sysm[0].ctypes.data + srow * sysm[0].strides[0]
-                           + qcols[1, qhead], qcols[2, qhead])
-                _put_page(sysm, srow)
                 if loc < 0:
                     ds[D_RX_DROPPED] += 1
                     qhead = (qhead + 1) % qcols.shape[1]
                     qcount -= 1
                     continue
+                # Frags past a page's packet room, whatever the skb had
+                # (skb_pp_cow_data splits at max_head_size).
+                kind = KIND_FRAGS if qcols[2, qhead] > MAX_DMA else 0
                 qcols[0, qhead] = loc + pfn_base
                 qcols[1, qhead] = HEADROOM
                 qcols[3, qhead] = 0
-                qcols[4, qhead] = 0
-                kind = 0
+                qcols[4, qhead] = kind
             loc = qcols[0, qhead] - pfn_base
             mi = 0
             if kind != 0:

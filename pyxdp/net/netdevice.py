@@ -529,12 +529,12 @@ class NetDevice:
         lens = batch.length[:max(n, 0)]
         if n <= 0:
             pfns = np.zeros(0, np.int64)
-        elif (lens > MAX_LINEAR).any():  # one by one: those need frags
-            from pyxdp.net.xdp_mem import xdp_buff_copy_in
-            pfns = np.array([-1 if (h := xdp_buff_copy_in(
-                system, system.alloc_pages_bulk, batch.data[i], ln, NET_SKB_PAD,
-                memmap=self.host.memmap)) is None else h
-                for i, ln in enumerate(lens.tolist())], np.int64)
+        elif (lens > MAX_LINEAR).any():  # heads and page frags, in machine code
+            from pyxdp.net.napi import _system_args
+            from pyxdp.net.skbuff_native import skbs_build
+            pfns = np.empty(n, np.int64)
+            skbs_build(_system_args(self.host), np.ascontiguousarray(batch.data[:n], np.uint8),
+                       np.ascontiguousarray(lens, np.int64), pfns)
         else:
             got = system.alloc_pages_bulk(n)
             width = min(batch.data.shape[1], MAX_LINEAR)

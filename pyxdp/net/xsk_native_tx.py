@@ -7,9 +7,10 @@ The same rules in Python are :meth:`pyxdp.net.xsk.XdpSock._generic_xmit` and
 a NIC that is up with no wire sink to show packets to (the skbs or buffers
 are counted as sent and completed; nothing reads their bytes, so none are
 copied), and in copy mode a veth whose peer runs a native XDP program
-(``veth_xmit``: each packet copied into an skb's order-0 page of the system
-allocator and queued on the peer's ``xdp_ring``, whose NAPI copies it into its
-pool, :data:`~pyxdp.net.frames.KIND_SKB`). Tx
+(``veth_xmit``: each packet copied into an skb's order-0 pages of the system
+allocator - past a page's packet room a head and page frags,
+:mod:`pyxdp.net.skbuff_native` - and queued on the peer's ``xdp_ring``, whose
+NAPI copies it into its pool, :data:`~pyxdp.net.frames.KIND_SKB`). Tx
 metadata, wire sinks and peers without a program stay on the Python path.
 
 State is the records of :mod:`pyxdp.net.xsk_native` (the pool's, the rings'
@@ -20,14 +21,15 @@ checks of what the user wrote are the same as for receive.
 
 from __future__ import annotations
 
-from pyxdp.net.atomic import load_acquire32_at, memcpy, store_release32_at
+from pyxdp.net.atomic import load_acquire32_at, store_release32_at
 from pyxdp.net.frame_ring import ring_lock, ring_put, ring_unlock
-from pyxdp.net.frames import KIND_SKB, NET_SKB_PAD, RingCursor
+from pyxdp.net.frames import KIND_FRAGS, KIND_SKB, NET_SKB_PAD, RingCursor
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
-from pyxdp.net.page_pool_lock import alloc_page_ir
+from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
+from pyxdp.net.skbuff_native import nr_frags_for, skb_frags_alloc, skb_write
 from pyxdp.net.stats import NetdevStats
-from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE
+from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE
 from pyxdp.net.xdp_sock import XdpSockState
 from pyxdp.net.xdp_umem import TX_VALID_OPTIONS
 from pyxdp.net.xsk_buff_pool import XskPoolState
@@ -131,20 +133,34 @@ def data_at(xp, addr):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def veth_rx(xp, snap, peer, first, last, plen, dry):  # type: ignore[no-untyped-def]
     """``veth_xmit`` -> ``veth_xdp_rx`` of the packet of descriptors ``first..last``
-    (``plen`` bytes): an skb's page of the system allocator, the fragments copied in
-    at ``NET_SKB_PAD``, the skb queued on the peer's ``xdp_ring``; a full ring or no
-    page drops it (the peer's ``rx_dropped``). ``dry``: the allocator already failed
-    (no allocation is tried again, as one bulk allocation stops). Returns ``dry``."""
+    (``plen`` bytes): an skb in pages of the system allocator (past a page's packet
+    room a head and page frags, :mod:`pyxdp.net.skbuff_native`), the fragments
+    copied in from ``NET_SKB_PAD``, the skb queued on the peer's ``xdp_ring``; a
+    full ring, no pages or more than ``MAX_SKB_FRAGS`` frags drop it (the peer's
+    ``rx_dropped``). ``dry``: the allocator already failed (no allocation is tried
+    again, as one bulk allocation stops). Returns ``dry``."""
     _veth, _ok, _max, pds, ast, afree, aref, pages, pfn_base, qcols, qcur = peer
+    if nr_frags_for(plen) > MAX_SKB_FRAGS:
+        pds[D_RX_DROPPED] += 1
+        return dry
     loc = veth_rx_page(pds, (ast, afree, aref), qcols, qcur, dry)
     if loc < 0:
         return dry or loc == -1
-    dst = pages.ctypes.data + loc * pages.strides[0] + NET_SKB_PAD
+    if plen > MAX_DMA and not skb_frags_alloc(pages, pfn_base, (ast, afree, aref), loc, plen):
+        put_page_ir(ast, afree, aref, loc)
+        ring_unlock(qcur)
+        pds[D_RX_DROPPED] += 1
+        return True
+    pos = 0
     for k in range(first, last + 1):
         seg = snap[k, 1] & U32
-        memcpy(dst, data_at(xp, snap[k, 0]), seg)
-        dst += seg
-    veth_rx_queue(qcols, qcur, loc + pfn_base, plen)
+        skb_write(pages, pfn_base, loc, NET_SKB_PAD, pos, data_at(xp, snap[k, 0]), seg)
+        pos += seg
+    if plen > MAX_DMA:
+        ring_put(qcols, qcur, loc + pfn_base, NET_SKB_PAD, plen, 0, KIND_SKB | KIND_FRAGS)
+        ring_unlock(qcur)
+    else:
+        veth_rx_queue(qcols, qcur, loc + pfn_base, plen)
     return False
 
 
@@ -194,8 +210,8 @@ def generic_xmit(xp, tx, cq, sk, ds, peer, snap):  # type: ignore[no-untyped-def
     veth's (a flag, up, the longest frame it takes, its counters, its queue's pool
     and ring) or, flag 0, a NIC's. A veth packet the peer refuses (down, too
     long) is dropped and ends the call with -EBUSY. Returns 0, -EAGAIN (budget,
-    completion ring), -EBUSY, or :data:`FALLBACK` (tx metadata, or a packet longer
-    than a page takes, in reach: nothing was done, the Python path transmits).
+    completion ring), -EBUSY, or :data:`FALLBACK` (tx metadata in reach: nothing was
+    done, the Python path transmits).
 
     The descriptors in reach are read once, into ``snap`` (a row per tx ring slot),
     and only that copy is checked and used, as the kernel copies each one out of
@@ -218,16 +234,9 @@ def generic_xmit(xp, tx, cq, sk, ds, peer, snap):  # type: ignore[no-untyped-def
     for j in range(look):
         snap[j, 0] = ld64(tring, 2 * ((cc + j) & tmask))
         snap[j, 1] = ld64(tring, 2 * ((cc + j) & tmask) + 1)
-    plen = 0
     for j in range(look):
-        w = snap[j, 1]
-        if (w >> 32) & TX_META:
+        if (snap[j, 1] >> 32) & TX_META:
             return FALLBACK
-        plen += w & U32
-        if veth and plen > MAX_DMA:
-            return FALLBACK
-        if not (w >> 32) & CONTD:
-            plen = 0
     stop = avail
     why = EMPTY
     if budget < stop:

@@ -70,6 +70,9 @@ MAPS: dict[str, MapSpec] = {
     # value struct { long x; struct bpf_task_work tw; }: its BTF comes with the case
     "tasked": MapSpec("tasked", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 2),
     "htasked": MapSpec("htasked", MT.BPF_MAP_TYPE_HASH, 4, 16, 2),
+    # value struct { long x; struct prog_test_ref_kfunc __kptr_untrusted *unref;
+    # struct prog_test_ref_kfunc __kptr *ref; } (a kernel struct): its BTF comes with the case
+    "kptrs": MapSpec("kptrs", MT.BPF_MAP_TYPE_ARRAY, 4, 24, 1),
     # a user ring buffer (bpf_user_ringbuf_drain's)
     "urb": MapSpec("urb", MT.BPF_MAP_TYPE_USER_RINGBUF, 0, 0, 4096),
     # a stack trace map (bpf_get_stackid's): no helper of XDP's may take it
@@ -81,7 +84,7 @@ MAPS: dict[str, MapSpec] = {
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
                     frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
 }
-_BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked")
+_BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs")
 # Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
 # refers to .rodata); every other MAP(name) is the map itself.
 _DIRECT = frozenset({"rodata"})
@@ -108,7 +111,7 @@ class Func:
 def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[str, int]]:
     """BTF for ``funcs``: each one's FUNC type id, then the id of ``int`` and those of
     the value structs of the maps with special fields (``locked``, ``timed``,
-    ``queued``, ``hqueued``)."""
+    ``queued``, ``hqueued``, ``tasked``, ``htasked``, ``kptrs``)."""
     strings = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -156,6 +159,15 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
     tasked = add(BtfKind.STRUCT, "tasked_val", size_type=16,
                  members=(BtfMember("x", name("x"), long_id, 0),
                           BtfMember("tw", name("tw"), task_work, 64)))
+    # a kernel struct's name (Linux finds its layout in its own BTF)
+    ref_kfunc = add(BtfKind.STRUCT, "prog_test_ref_kfunc", size_type=8,
+                    members=(BtfMember("a", name("a"), long_id, 0),))
+    kptrs = add(BtfKind.STRUCT, "kptrs_val", size_type=24, members=(
+        BtfMember("x", name("x"), long_id, 0),
+        BtfMember("unref", name("unref"), add(BtfKind.PTR, size_type=add(
+            BtfKind.TYPE_TAG, "kptr_untrusted", size_type=ref_kfunc)), 64),
+        BtfMember("ref", name("ref"), add(BtfKind.PTR, size_type=add(
+            BtfKind.TYPE_TAG, "kptr", size_type=ref_kfunc)), 128)))
     ids = []
     for f in funcs:
         params = []
@@ -186,7 +198,7 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
             add(BtfKind.DECL_TAG, f"arg:{tag}", size_type=ids[-1], component_idx=n)
     return Btf(types=tuple(types), strings=bytes(strings)), tuple(ids), int_id, {
         "locked": locked, "timed": timed, "queued": queued, "hqueued": queued,
-        "tasked": tasked, "htasked": tasked}
+        "tasked": tasked, "htasked": tasked, "kptrs": kptrs}
 
 
 @dataclass(frozen=True)
@@ -250,7 +262,7 @@ class VerifierCase:
             plain = [replace(i, src=0, imm=0) if i.code == 0x85 and i.src == 2 else
                      Instruction(0xB7, 0, 0, 0, 0) if i.code & 7 == 0 and i.code & 0xE0 in
                      (0x20, 0x40) else i for i in insns]
-            starts = sorted({a for a, _ in validate(plain).functions} | {
+            starts = sorted({a for a, _ in validate(plain, recursion=True).functions} | {
                 pc + 1 + i.imm for pc, i in enumerate(insns)
                 if i.is_ld_imm64() and i.src == 4})
             if len(starts) != len(self.funcs):
@@ -286,6 +298,17 @@ _RBD_SUB = "r1 = r10\nr1 += -16\nr2 = 0\ncall 199\n"
 _RBD_EXIT = _RBD_SUB + "r0 = 2\nexit"
 # r0 = bpf_dynptr_data(fp-16, 0, 8)
 _RBD_DATA = "r1 = r10\nr1 += -16\nr2 = 0\nr3 = 8\ncall 203\n"
+_BAD_UNREF = ("invalid kptr access, R{r} type={t} expected=ptr_prog_test_ref_kfunc or "
+              "untrusted_ptr_prog_test_ref_kfunc")
+_UNTRUSTED_REF = "untrusted_ptr_prog_test_ref_kfunc"
+# r0 = bpf_rdonly_cast(0, 0): read-only untrusted memory
+_UMEM = "r1 = 0\nr2 = 0\ncall KFUNC(bpf_rdonly_cast)\n"
+# r1 = an iterator at fp-16 / fp-8
+_IT16 = "r1 = r10\nr1 += -16\n"
+_IT8 = "r1 = r10\nr1 += -8\n"
+# r0 = the value of key 0 of kptrs (jumps to out when NULL)
+_KPTRS = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(kptrs)\ncall 1\n"
+          "if r0 == 0 goto out\n")
 _LEAK = "BPF_EXIT instruction in main prog would lead to reference leak"
 _IT = "r1 = r10\nr1 += -24\n"
 _IT_NEW = _IT + "r2 = 0\nr3 = 0\ncall KFUNC(bpf_iter_task_new)\n"
@@ -6809,5 +6832,108 @@ exit""", None, processed=23),
          "r0 = 2\nexit", f"calling kernel function {k} is not allowed")
       for k in ("bpf_dynptr_from_skb", "bpf_cpumask_create", "tcp_slow_start",
                 "bpf_sock_destroy", "bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
-                "bpf_crypto_ctx_release", "bpf_session_cookie")),
+                "bpf_crypto_ctx_release", "bpf_session_cookie",
+                "bpf_verify_pkcs7_signature")),
+    # -- __kptr_untrusted (BPF_KPTR_UNREF) and __kptr fields to a kernel struct: a map
+    # value's pointers (check_map_access, check_map_kptr_access, map_kptr_match_type)
+    _c("kptr_unref_size", _KPTRS + "*(u32 *)(r0 +8) = 0\n" + _OUT,
+       "kptr access size must be BPF_DW"),
+    _c("kptr_unref_misaligned", _KPTRS + "r1 = *(u64 *)(r0 +7)\n" + _OUT,
+       "kptr access misaligned expected=8 off=7"),
+    _c("kptr_unref_st_imm", _KPTRS + "*(u64 *)(r0 +8) = 1\n" + _OUT,
+       "BPF_ST imm must be 0 when storing to kptr at off=8"),
+    _c("kptr_unref_st_zero", _KPTRS + "*(u64 *)(r0 +8) = 0\n" + _OUT, None, processed=10),
+    _c("kptr_unref_load_null", _KPTRS + "r1 = *(u64 *)(r0 +8)\nr0 = *(u32 *)(r1 +4)\n" + _OUT,
+       "R1 invalid mem access 'untrusted_ptr_or_null_'"),
+    _c("kptr_unref_load_walk", _KPTRS + "r1 = *(u64 *)(r0 +8)\nif r1 == 0 goto out\n"
+       "r2 = *(u64 *)(r1 +16)\nif r2 == 0 goto out\nr0 = *(u32 *)(r2 +4)\n" + _OUT, None,
+       processed=18),
+    _c("kptr_unref_store_back", _KPTRS + "r1 = *(u64 *)(r0 +8)\nif r1 == 0 goto out\n"
+       "*(u64 *)(r0 +8) = r1\n" + _OUT, None, processed=14),
+    _c("kptr_unref_store_off", _KPTRS + "r1 = *(u64 *)(r0 +8)\nif r1 == 0 goto out\n"
+       "r1 += 4\n*(u64 *)(r0 +8) = r1\n" + _OUT, _BAD_UNREF.format(r=1, t=_UNTRUSTED_REF)),
+    # (its member at 8 is a struct prog_test_member, not the field's struct)
+    _c("kptr_unref_store_member", _KPTRS + "r1 = *(u64 *)(r0 +8)\nif r1 == 0 goto out\n"
+       "r1 += 8\n*(u64 *)(r0 +8) = r1\n" + _OUT, _BAD_UNREF.format(r=1, t=_UNTRUSTED_REF)),
+    _c("kptr_unref_store_var", _KPTRS + "r1 = *(u64 *)(r0 +8)\nif r1 == 0 goto out\n"
+       "r2 = *(u32 *)(r0 +0)\nr2 &= 32\nr1 += r2\n*(u64 *)(r0 +8) = r1\n" + _OUT,
+       "variable untrusted_ptr_ access var_off=(0x0; 0x20) disallowed"),
+    _c("kptr_unref_store_scalar", _KPTRS + "r1 = 5\n*(u64 *)(r0 +8) = r1\n" + _OUT,
+       _BAD_UNREF.format(r=1, t="scalar")),
+    _c("kptr_unref_store_value", _KPTRS + "*(u64 *)(r0 +8) = r0\n" + _OUT,
+       _BAD_UNREF.format(r=0, t="map_value")),
+    _c("kptr_unref_helper", _KPTRS + "r1 = r0\nr2 = 16\ncall 16\n" + _OUT,
+       "kptr cannot be accessed indirectly by helper"),
+    _c("kptr_unref_xchg", _KPTRS + "r1 = r0\nr1 += 8\nr2 = 0\ncall 194\n" + _OUT,
+       "off=8 kptr isn't referenced kptr"),
+    _c("kptr_ref_kernel_load", _KPTRS + "r1 = *(u64 *)(r0 +16)\ncall 154\n" + _OUT,
+       "R1 type=rcu_ptr_or_null_ expected=percpu_ptr_, percpu_rcu_ptr_, percpu_trusted_ptr_"),
+    _c("kptr_ref_kernel_read", _KPTRS + "r1 = *(u64 *)(r0 +16)\nif r1 == 0 goto out\n"
+       "r0 = *(u32 *)(r1 +4)\n" + _OUT, None, processed=14),
+    _c("kptr_ref_kernel_store", _KPTRS + "r1 = *(u64 *)(r0 +16)\nif r1 == 0 goto out\n"
+       "*(u64 *)(r0 +16) = r1\n" + _OUT, "store to referenced kptr disallowed"),
+    _c("kptr_ref_kernel_xchg", _KPTRS + "r1 = *(u64 *)(r0 +16)\nif r1 == 0 goto out\n"
+       "r2 = r1\nr1 = r0\nr1 += 16\ncall 194\n" + _OUT,
+       "R2 must be referenced when passed to release function", err=errno.EINVAL),
+    # -- Linux walks the program before it measures its call chains
+    _c("call_too_deep_after_refusal", "r0 = *(u64 *)(r2 +0)\n" + "call pc+1\nexit\n" * 8
+       + "r0 = 0\nexit", "R2 !read_ok"),
+    _c("global_call_chain_too_deep", "call g1\nr0 = 0\nexit\n" + "".join(
+        f"g{n}:\ncall g{n + 1}\nr0 = 0\nexit\n" for n in range(1, 8)) + "g8:\nr0 = 0\nexit",
+       "the call stack of 8 frames is too deep !", err=errno.E2BIG,
+       funcs=(Func("main", True, ("ctx",)), *(Func(f"g{n}", True) for n in range(1, 9)))),
+    # -- a helper writing to the stack (raw mode) may not touch a dynptr's slots, whether
+    # the dynptr holds a reference or not (check_stack_range_initialized)
+    _c("dynptr_helper_write_ringbuf", _RBD + "r1 = r10\nr1 += -32\nr2 = 32\ncall 16\n"
+       + _RBD_EXIT, "potential write to dynptr at off=-16 disallowed"),
+    _c("dynptr_helper_write_local", _FROM_MEM + "r1 = r10\nr1 += -24\nr2 = 8\ncall 16\n"
+       + _OUT, "potential write to dynptr at off=-24 disallowed"),
+    # a callback's dynptr (CONST_PTR_TO_DYNPTR) is no uninitialized one for a helper
+    _c("user_ringbuf_cb_dynptr_reinit", "r1 = MAP(urb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 209\nr0 = 2\nexit\ncb:\nr4 = r1\nr1 = r10\nr1 += -8\nr2 = 8\nr3 = 0\n"
+       "call 197\nr0 = 0\nexit", "Dynptr has to be an uninitialized dynptr", funcs=_CB,
+       err=errno.EINVAL),
+    # a callback is a function Linux numbers too (func#): the global function after it is #2
+    _c("global_func_number_after_callback", "r1 = 1\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 181\nr0 = 2\nexit\ncb:\nr1 = 5\ncall g1\nr0 = 0\nexit\ng1:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#2 ('g1')", err=errno.EINVAL,
+       funcs=(Func("main", True, ("ctx",)), Func("cb", False, ("int", "void*")),
+              Func("g1", True, ("ctx",)))),
+    # -- memory an iterator gives is its own: gone when it is destroyed (a task is not)
+    _c("iter_num_elem_after_destroy", _IT16 + "r2 = 0\nr3 = 5\ncall KFUNC(bpf_iter_num_new)\n"
+       + _IT16 + "call KFUNC(bpf_iter_num_next)\nr6 = r0\n" + _IT16 +
+       "call KFUNC(bpf_iter_num_destroy)\nif r6 == 0 goto +1\nr0 = *(u32 *)(r6 +0)\nr0 = 2\n"
+       "exit", "R6 invalid mem access 'scalar'"),
+    _c("iter_num_elem_before_destroy", _IT16 + "r2 = 0\nr3 = 5\ncall KFUNC(bpf_iter_num_new)\n"
+       + _IT16 + "call KFUNC(bpf_iter_num_next)\nr6 = r0\nif r6 == 0 goto +1\n"
+       "r0 = *(u32 *)(r6 +0)\n" + _IT16 + "call KFUNC(bpf_iter_num_destroy)\nr0 = 2\nexit",
+       None, processed=23),
+    _c("iter_task_elem_after_destroy", _IT_NEW + _IT + "call KFUNC(bpf_iter_task_next)\n"
+       "r6 = r0\n" + _IT + "call KFUNC(bpf_iter_task_destroy)\nif r6 == 0 goto +1\n"
+       "r0 = *(u32 *)(r6 +0)\nr0 = 2\nexit", None, processed=25),
+    # an iterator's _next and _destroy read its slots: a state kept in the loop with it
+    # drained is no match for one with it active (as clang lays out a counted bpf_for)
+    _c("iter_loop_slots_live", _IT8 + "w6 = 0\nw2 = 0\nw3 = 2\ncall KFUNC(bpf_iter_num_new)\n"
+       "goto l1\nl3:\nw3 = w6\ncall 7\nw6 += 1\nif w6 != 3 goto l1\n" + _IT8 +
+       "call KFUNC(bpf_iter_num_destroy)\nw0 = 0\nexit\nl1:\n" + _IT8 +
+       "call KFUNC(bpf_iter_num_next)\nw4 = -1\nif r0 == 0 goto l3\nr4 = *(u32 *)(r0 +0)\n"
+       "goto l3", None, processed=92),
+    # -- untrusted memory (bpf_rdonly_cast to void) is read by probe loads: its pointer
+    # arithmetic tracks no offset, so no bound or operator is refused but 32-bit ones
+    _c("untrusted_mem_unbounded_add", "call 7\nr6 = r0\n" + _UMEM + "r0 += r6\nr0 -= r6\n"
+       "r0 = *(u8 *)(r0 +0)\nr0 = 2\nexit", None, processed=10),
+    _c("untrusted_mem_commuted_add", _UMEM + "r1 = 5\nr1 += r0\nr0 = *(u8 *)(r1 +0)\nr0 = 2\n"
+       "exit", None, processed=8),
+    _c("untrusted_mem_and", _UMEM + "r0 &= 4\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None,
+       processed=7),
+    _c("untrusted_mem_32bit_add", _UMEM + "w0 += 4\nr0 = 2\nexit",
+       "R0 32-bit pointer arithmetic prohibited"),
+    # one load of kernel memory and of a kernel object (save_aux_ptr_type merges them)
+    _c("untrusted_mem_and_kern_ctx_load", "r6 = r1\ncall 7\nif r0 == 0 goto a\nr1 = r6\n"
+       "call KFUNC(bpf_cast_to_kern_ctx)\ngoto b\na:\n" + _UMEM + "b:\n"
+       "r0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None, processed=15),
+    # a global function is called with preemption disabled as anywhere else
+    _c("preempt_global_call", "call KFUNC(bpf_preempt_disable)\nr1 = 0\ncall g1\n"
+       "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\ng1:\nr0 = 0\nexit", None, processed=8,
+       funcs=_gt("int")),
 )

@@ -1670,7 +1670,7 @@ def run_kernel(scenario: Scenario, *, settle: float = 0.2, timeout: float = 15.0
 # --------------------------------------------------------------------------
 
 def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
-              native: bool = True) -> LabResult:
+              native: bool = True, burst: bool = False) -> LabResult:
     """Run ``scenario`` on pyxdp's datapath: a :class:`~pyxdp.net.netdevice.Host`
     with the same veth pairs (same MACs), the same collections loaded on its
     userspace backend, the same setup and attachments; each frame is
@@ -1683,6 +1683,10 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
     trace counts come from the tracepoint counters and the native loop runs
     where it can. The host's ``lo`` is down, as in the kernel lab's new
     namespace.
+
+    ``burst``: consecutive frames one device sends go out as one list (one
+    ``veth_xmit`` of several skbs, the host run after it), so the peer's polls
+    meet several frames at once, in the same order.
     """
     from pyxdp.net.netdevice import Host
     from pyxdp.net.stack import SkbBatch
@@ -1722,8 +1726,14 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
 
         host.stack.on_receive(seen)
         queue = tracer.listen(LAB_EVENTS) if events else None
+        runs: list[tuple[str, list[bytes]]] = []
         for dev, frame in scenario.traffic:
-            devs[scenario.peer(dev)].transmit([frame])
+            if burst and runs and runs[-1][0] == dev:
+                runs[-1][1].append(frame)
+            else:
+                runs.append((dev, [frame]))
+        for dev, frames in runs:
+            devs[scenario.peer(dev)].transmit(frames)
             host.run()
         recorded: list[LabEvent] = []
         if queue is not None:

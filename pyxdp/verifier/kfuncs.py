@@ -24,7 +24,7 @@ __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL"
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
-           "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
+           "RCU_PROTECTED_TYPES", "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -424,8 +424,8 @@ SLEEPABLE_KFUNCS = frozenset({
 # check_kfunc_call refuses the call before any other check ("calling kernel function
 # NAME is not allowed"). TCP congestion-control ops, cpumasks, the crypto context's
 # life cycle, skb dynptrs, file/dentry/xattr (LSM), socket-op and sock_addr kfuncs,
-# session cookies, cgroup rstat, and the kernel's own test kfuncs: each was called from
-# an XDP program on this machine's 6.18 kernel, which refused it so.
+# session cookies, cgroup rstat, PKCS#7 signatures and the kernel's own test kfuncs:
+# each was called from an XDP program on this machine's 6.18 kernel, which refused it so.
 NOT_FOR_XDP = frozenset({
     "bbr_cwnd_event", "bbr_init", "bbr_main", "bbr_min_tso_segs", "bbr_set_state",
     "bbr_sndbuf_expand", "bbr_ssthresh", "bbr_undo_cwnd", "bpf_cpumask_acquire",
@@ -443,8 +443,9 @@ NOT_FOR_XDP = frozenset({
     "bpf_modify_return_test", "bpf_modify_return_test2", "bpf_path_d_path", "bpf_put_file",
     "bpf_remove_dentry_xattr", "bpf_session_cookie", "bpf_session_is_return",
     "bpf_set_dentry_xattr", "bpf_sk_assign_tcp_reqsk", "bpf_sock_addr_set_sun_path",
-    "bpf_sock_destroy", "bpf_sock_ops_enable_tx_tstamp", "css_rstat_flush",
-    "css_rstat_updated", "cubictcp_acked", "cubictcp_cong_avoid", "cubictcp_cwnd_event",
+    "bpf_sock_destroy", "bpf_sock_ops_enable_tx_tstamp", "bpf_verify_pkcs7_signature",
+    "css_rstat_flush", "css_rstat_updated", "cubictcp_acked", "cubictcp_cong_avoid",
+    "cubictcp_cwnd_event",
     "cubictcp_init", "cubictcp_recalc_ssthresh", "cubictcp_state", "tcp_cong_avoid_ai",
     "tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd", "tcp_slow_start",
 })
@@ -459,6 +460,11 @@ TRAP_KFUNC = "__bpf_trap"
 # verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
 # an RCU read section) is an RCU pointer, NULL or not.
 KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
+# The verifier's rcu_protected_types: a referenced kptr to one of these kernel structs,
+# loaded inside an RCU read section, is an RCU pointer (btf_ld_kptr_type), to any other
+# kernel struct an untrusted one
+RCU_PROTECTED_TYPES = frozenset({"prog_test_ref_kfunc", "cgroup", "bpf_cpumask", "task_struct",
+                                 "bpf_crypto_ctx"})
 
 # The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
 # UnsupportedHelper): the crypto context's life cycle.

@@ -95,6 +95,7 @@ from pyxdp.verifier.kfuncs import (
     KFUNCS,
     NOT_FOR_XDP,
     RCU_FIELDS,
+    RCU_PROTECTED_TYPES,
     SLEEPABLE_KFUNCS,
     SYSCALL_KFUNCS,
     THROW_KFUNC,
@@ -173,6 +174,8 @@ PERCPU = 0x20000
 # BPF_GLOBAL_PERCPU_MA_MAX_SIZE: the largest struct bpf_percpu_obj_new allocates
 _PERCPU_OBJ_MAX = 512
 BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR = 153, 154
+# btf_field_type_name where it is not the field's name in SPECIAL_FIELDS
+_FIELD_NAMES = {"kptr_untrusted": "kptr"}
 # Special fields beyond SPECIAL_FIELDS (btf_parse_fields: graph roots and nodes, refcount,
 # task work) that a program-allocated object may hold
 _OBJ_SPECIAL = frozenset({"bpf_task_work", "bpf_list_head", "bpf_list_node", "bpf_rb_root",
@@ -1371,6 +1374,14 @@ class _Verifier:
         self.limit = limit
         self.layout = self._validate()
         self.subprogs = [s for s, _ in self.layout.functions]
+        # functions as Linux counts them (add_subprog): called, or a callback's address
+        # taken; a function's func# is its place among them
+        n = len(self.insns)
+        self.starts = set(self.subprogs) | {
+            pc + 1 + i.imm for pc, i in enumerate(self.insns)
+            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
+            0 <= pc + 1 + i.imm < n}
+        counted = sorted(self.starts)
         self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
         # Global (non-static) functions by start: each is verified once, on its own, from
@@ -1382,7 +1393,7 @@ class _Verifier:
                     t = btf.type_by_id(fi.type_id)
                     if t.kind is BtfKind.FUNC and t.linkage == BTF_FUNC_GLOBAL:
                         self.globals[fi.insn_off] = _Global(
-                            self.subprogs.index(fi.insn_off), t.name, t.type, fi.type_id)
+                            counted.index(fi.insn_off), t.name, t.type, fi.type_id)
         self.in_global = False
         self.aux_ptr: dict[int, int] = {}  # insn_aux_data's ptr_type of loads and stores
         # bpf_fastcall: pattern instructions, spills per inlined call, each function's
@@ -1474,13 +1485,7 @@ class _Verifier:
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
             _CALLBACK_HELPERS) | {pc for pc, k in self.kfunc_at.items() if k == _RBTREE_ADD}
-        # functions as Linux counts them: called, or a callback's address taken
-        starts = set(self.subprogs) | {
-            pc + 1 + i.imm for pc, i in enumerate(self.insns)
-            if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
-            0 <= pc + 1 + i.imm < n}
-        self.starts = starts
-        self.stack_live = StackLiveness(succ, sorted(starts), self.cb_sites)
+        self.stack_live = StackLiveness(succ, sorted(self.starts), self.cb_sites)
         # Forced checkpoints: a state is kept at each visit (is_force_checkpoint).
         self.forced = self.iter_next | self.may_goto | self.cb_sites
         for pc in self.forced:
@@ -1562,11 +1567,7 @@ class _Verifier:
             return validate(insns, recursion=True)
         except InvalidProgram as e:
             msg, err = None, errno.EINVAL
-            if e.rule == "call-depth":
-                m = re.search(r"call depth (\d+)", str(e))
-                msg = f"the call stack of {m.group(1) if m else '?'} frames is too deep"
-                err = errno.E2BIG
-            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+            if e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
                 # check_subprogs
                 target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
                     int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
@@ -1712,7 +1713,7 @@ class _Verifier:
         if start not in self.starts:  # a function of its own for stack liveness too
             self.starts.add(start)
             self.stack_live = StackLiveness(self.succ, sorted(self.starts), self.cb_sites)
-        index = sorted(set(self.subprogs) | {start}).index(start)
+        index = sorted(self.starts).index(start)
         g = self.globals.get(start)
         if g is None:
             g = self.globals[start] = _Global(index, name, fn.type, fid)
@@ -3188,6 +3189,10 @@ class _Verifier:
         if ptr.t & MAYBE_NULL:
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited, "
                          "null-check it first")
+        if ptr.t & 0xFF == MEM and ptr.t & UNTRUSTED:
+            # untrusted memory is read by probe loads: its offset is not tracked
+            d.assign(ptr)
+            return
         base = ptr.t & 0xFF
         known = off.const
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
@@ -3357,15 +3362,19 @@ class _Verifier:
     def _save_aux_ptr_type(self, t: int, allow_trust_mismatch: bool) -> None:
         """save_aux_ptr_type: one load or store instruction, one kind of pointer where
         that kind is rewritten per type (context, sockets, kernel structs); a load may
-        meet trusted and untrusted kernel pointers (then taken as untrusted)."""
+        meet kernel objects and kernel memory, trusted or not (then taken as the least
+        trusted of them)."""
         prev = self.aux_ptr.get(self.pc)
         if prev is None:
             self.aux_ptr[self.pc] = t
             return
         if t == prev or (t & 0xFF not in _REWRITTEN_PTRS and prev & 0xFF not in _REWRITTEN_PTRS):
             return
-        if allow_trust_mismatch and t & 0xFF == BTF_ID and prev & 0xFF == BTF_ID:
-            self.aux_ptr[self.pc] = BTF_ID | UNTRUSTED
+        if allow_trust_mismatch and t & 0xFF in (MEM, BTF_ID) and prev & 0xFF in (MEM, BTF_ID):
+            # kernel memory and kernel objects, trusted or not: the load is one of
+            # untrusted memory if either is (a probe load), read-only if either is
+            merged = MEM if MEM in (t & 0xFF, prev & 0xFF) else BTF_ID
+            self.aux_ptr[self.pc] = merged | (t | prev) & (UNTRUSTED | RDONLY)
             return
         raise Refuse("same insn cannot be used with different pointers", errno.EINVAL)
 
@@ -3426,7 +3435,7 @@ class _Verifier:
             self._region(regno, reg, full, size, m.value_size, "map value")
             kptr = self._field_overlap(m, reg, full, size, direct=True)
             if kptr is not None:
-                return self._kptr_access(reg, write, kptr)
+                return self._kptr_access(reg, kptr, write, value, imm)
             if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
@@ -3586,7 +3595,9 @@ class _Verifier:
         assert self.btf is not None
         for name, at in self._obj_fields(reg.sub):  # btf_struct_access: the record's fields
             if off < at + SPECIAL_FIELDS[name].size and at < off + size:
-                raise Refuse(f"direct access to {name} is disallowed")
+                # btf_field_type_name: both BPF_KPTR_UNREF and BPF_KPTR_REF are "kptr"
+                raise Refuse(f"direct access to {_FIELD_NAMES.get(name, name)} is "
+                             "disallowed")
         try:
             got = struct_access(self.btf, reg.sub, off, size)
         except StructWalkError as e:
@@ -3596,21 +3607,53 @@ class _Verifier:
                                     f"struct {reg.bt}: not modelled by pyxdp", pc=self.pc)
         return None
 
-    def _kptr_access(self, reg: Reg, write: bool, at: int) -> Reg:
-        """check_map_kptr_access: the __kptr field at ``at`` (read whole, as
-        :meth:`_field_overlap` checked) by a plain load is an RCU pointer to its object,
-        or NULL; nothing stores to it."""
+    def _kptr_access(self, reg: Reg, at: int, write: bool, value: Reg | None,
+                     imm: Reg | None) -> Reg | None:
+        """check_map_kptr_access: the __kptr field at ``at`` (touched whole, as
+        :meth:`_field_overlap` checked). A plain load of a referenced one is an RCU
+        pointer to its object, or NULL, and nothing stores to it; a load of an
+        unreferenced one (``__kptr_untrusted``) is an untrusted pointer, or NULL, and a
+        store to it is of NULL or of a pointer to its struct (``value`` stored, ``imm``
+        the immediate of a BPF_ST)."""
         i = self.insns[self.pc]
         if i.code & 0xE0 != op.BPF_MEM:
             raise Refuse("kptr in map can only be accessed using BPF_MEM instruction mode")
-        if write:
+        assert reg.map is not None
+        unref = self._unref_kptrs(reg.map).get(at)
+        if write and unref is None:
             raise Refuse("store to referenced kptr disallowed")
+        if unref is not None:
+            name = self._unref_struct(unref)
+            if write and i.code & 7 == op.BPF_ST:
+                if imm is None or not imm.is_null():
+                    raise Refuse(f"BPF_ST imm must be 0 when storing to kptr at off={at}")
+                return None
+            if write:
+                assert value is not None
+                if not value.is_null():
+                    self._unref_match(i.src, value, name)
+                return None
+            # btf_ld_kptr_type: an unreferenced kptr is never RCU-safe
+            r = Reg()
+            r.set_ptr(BTF_ID | UNTRUSTED | MAYBE_NULL)
+            r.bt, r.sub = name, self._kernel_btf().find(name, BtfKind.STRUCT) or 0
+            r.id = self._new_id()
+            return r
         if self.syscall:  # sleepable: outside an RCU section the load is untrusted
             raise UnsupportedHelper(f"{self.spec.name}: a plain load of a __kptr field in a "
                                     "syscall program is not modelled by pyxdp", pc=self.pc)
-        assert reg.map is not None
         tid = self._kptrs(reg.map)[at]
         r = Reg()
+        r.id = self._new_id()
+        if self._kernel_kptr(tid):
+            # btf_ld_kptr_type: a kernel object pyxdp holds no such of (the field stays
+            # NULL: bpf_kptr_xchg of one is not modelled) is an RCU pointer when its
+            # struct is one of rcu_protected_types, else an untrusted one
+            name = self.btf.types[tid].name if self.btf is not None else ""
+            r.set_ptr(BTF_ID | (RCU if name in RCU_PROTECTED_TYPES else UNTRUSTED) |
+                      MAYBE_NULL)
+            r.bt, r.sub = name, self._kernel_btf().find(name, BtfKind.STRUCT) or 0
+            return r
         name = self._kptr_struct(tid)
         # btf_ld_kptr_type (an XDP program is in an RCU read section): a per-CPU object's
         # pointer is no object's (MEM_PERCPU, not MEM_ALLOC), nor is a kernel object's
@@ -3619,8 +3662,60 @@ class _Verifier:
             0 if name in KERNEL_KPTRS else ALLOC
         r.set_ptr(BTF_ID | kind | RCU | MAYBE_NULL)
         r.bt, r.sub = name, tid
-        r.id = self._new_id()
         return r
+
+    def _unref_struct(self, tid: int) -> str:
+        """An unreferenced kptr's struct, a kernel one (one only the program's BTF
+        holds is not modelled)."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        if not self._kernel_btf().find(name, BtfKind.STRUCT):
+            raise UnsupportedHelper(f"{self.spec.name}: a __kptr_untrusted to program "
+                                    f"struct {name} is not modelled by pyxdp", pc=self.pc)
+        return name
+
+    def _unref_match(self, n: int, reg: Reg, name: str) -> None:
+        """map_kptr_match_type for an unreferenced kptr field of kernel struct ``name``:
+        a kernel object's pointer (trusted, RCU, untrusted or maybe NULL) at no variable
+        offset whose struct is, or holds at its offset, ``name``."""
+        bad = f"invalid kptr access, R{n} type={type_str(reg.t)}"
+        expected = f" expected=ptr_{name} or untrusted_ptr_{name}"
+        if reg.t & 0xFF != BTF_ID:
+            raise Refuse(bad + expected)
+        program = reg.t & (ALLOC | PERCPU)  # an object of the program's BTF
+        perm = (MAYBE_NULL | ALLOC) if program else (MAYBE_NULL | TRUSTED | RCU | UNTRUSTED)
+        if reg.t & ~0xFF & ~perm or reg.t & PERCPU:
+            raise Refuse(bad + expected)
+        ts = type_str(reg.t)  # __check_ptr_off_reg, a fixed offset allowed
+        if reg.off < 0:
+            raise Refuse(f"negative offset {ts} ptr R{n} off={reg.off} disallowed")
+        if not reg.const or reg.tv:
+            raise Refuse(f"variable {ts} access var_off={_tn(reg)} disallowed")
+        if program or not self._struct_at(self._btf_type(reg), reg.off, name):
+            raise Refuse(bad + reg.bt + expected)
+
+    def _struct_at(self, tid: int | None, off: int, name: str) -> bool:
+        """btf_struct_ids_match (not strict): whether kernel struct ``tid`` is struct
+        ``name`` (``off`` 0) or holds one at ``off`` (a nested struct member, or that
+        member's first members)."""
+        kbtf = self._kernel_btf()
+        for _ in range(32):
+            while tid and kbtf.type_by_id(tid).kind in (BtfKind.TYPEDEF, BtfKind.CONST,
+                                                        BtfKind.VOLATILE, BtfKind.RESTRICT,
+                                                        BtfKind.TYPE_TAG):
+                tid = kbtf.type_by_id(tid).size_type
+            t = kbtf.type_by_id(tid) if tid else None
+            if t is None or t.kind is not BtfKind.STRUCT:
+                return False
+            if not off and t.name == name:
+                return True
+            # the member holding ``off`` (past the last one's end, descending finds no
+            # struct at offset 0 again: each step keeps ``off`` past the member's size)
+            held = [mem for mem in t.members if mem.bit_offset // 8 <= off]
+            if not held or held[-1].bit_offset % 8:
+                return False
+            tid, off = held[-1].type, off - held[-1].bit_offset // 8
+        return False
 
     @staticmethod
     def _sock_access(regno: int, reg: Reg, off: int, size: int) -> None:
@@ -4327,10 +4422,8 @@ class _Verifier:
                 raise Refuse("function calls are not allowed while holding a lock",
                              errno.EINVAL)
         if i.src == op.CallSrc.BPF_PSEUDO_CALL:
-            if st.preempt and pc + 1 + i.imm in self.globals:
-                self.log.append("global function calls are not allowed with preemption "
-                                "disabled,")
-                raise Refuse("use static function instead", errno.EINVAL)
+            # (with preemption disabled a global function is called as elsewhere: only
+            # one that might sleep is refused, as in any XDP program)
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
@@ -4935,6 +5028,12 @@ class _Verifier:
             st.refs.append((ref, pc))
         if proto.flags & KF_ITER_NEXT:
             assert meta.iter is not None
+            # memory the iterator gives is its own (the ref_obj_id of check_kfunc_call's
+            # PTR_TO_MEM): destroying the iterator invalidates it too
+            if r0.t & 0xFF == MEM:
+                it = st.frames[meta.iter[0]].slot(meta.iter[1])[1]
+                assert it is not None
+                r0.ref = it.ref
             self._iter_next(st, pc, meta.iter, stack)
         return pc + 1
 
@@ -5425,6 +5524,18 @@ class _Verifier:
             self.kptrs[m.name] = got
         return got
 
+    def _unref_kptrs(self, m: MapSpec) -> dict[int, int]:
+        """The map value's __kptr_untrusted fields (BPF_KPTR_UNREF): offset -> the
+        program's struct id."""
+        key = "unref:" + m.name
+        got = self.kptrs.get(key)
+        if got is None:
+            got = {}
+            if self.btf is not None and m.value_type is not None:
+                got = self.btf.kptr_fields(m.value_type, "kptr_untrusted")
+            self.kptrs[key] = got
+        return got
+
     def _percpu_kptrs(self, m: MapSpec) -> dict[int, int]:
         """The map value's __percpu_kptr fields (BPF_KPTR_PERCPU): offset -> struct id."""
         key = "percpu:" + m.name
@@ -5435,6 +5546,13 @@ class _Verifier:
                 got = self.btf.kptr_fields(m.value_type, "percpu_kptr")
             self.kptrs[key] = got
         return got
+
+    def _kernel_kptr(self, tid: int) -> bool:
+        """Whether a referenced kptr's struct ``tid`` is a kernel struct whose objects
+        pyxdp does not model (:meth:`_kptr_struct` refuses to exchange them)."""
+        assert self.btf is not None
+        name = self.btf.types[tid].name
+        return name not in KERNEL_KPTRS and bool(self._kernel_btf().find(name, BtfKind.STRUCT))
 
     def _kptr_struct(self, tid: int) -> str:
         """A kptr's struct: a program-local one (not in the kernel's BTF) is an object of
@@ -5463,31 +5581,54 @@ class _Verifier:
             raise Refuse("R1 doesn't have constant offset. kptr has to be at the constant "
                          "offset", errno.EINVAL)
         kptrs = self._kptrs(m)
-        if not kptrs:
+        unref = self._unref_kptrs(m)
+        if not kptrs and not unref:
             raise Refuse("R1 has no valid kptr", errno.EINVAL)
         off = dst.off + _s64(dst.tv)
+        if off in unref:
+            raise Refuse(f"off={off} kptr isn't referenced kptr", errno.EACCES)
         tid = kptrs.get(off)
         if tid is None:
             raise Refuse(f"off={off} doesn't point to kptr", errno.EACCES)
-        name = self._kptr_struct(tid)
+        kernel = self._kernel_kptr(tid)
+        name = self.btf.types[tid].name if kernel else self._kptr_struct(tid)
         percpu = PERCPU if off in self._percpu_kptrs(m) else 0
         ptr = self._read(regs, 2)
         if not ptr.is_null():
-            if ptr.t & 0xFF != BTF_ID or ptr.t & ~(ALLOC | PERCPU | 0xFF):
+            # check_reg_type: a kernel object's pointer may be trusted or RCU
+            flags = ptr.t & ~0xFF
+            if ptr.t & 0xFF != BTF_ID or flags & ~(ALLOC | PERCPU) and (
+                    flags & (ALLOC | PERCPU) or flags & ~(TRUSTED | RCU)):
                 raise Refuse(f"R2 type={type_str(ptr.t)} expected=ptr_, trusted_ptr_, "
                              "rcu_ptr_", errno.EACCES)
             if ptr.t & PERCPU != percpu:  # map_kptr_match_type: the flags, before the name
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)} "
                              f"expected=ptr_{name}")
             # a program's object by its BTF id; a kernel object (of a kfunc) by its struct
-            same = ptr.bt == name if name in KERNEL_KPTRS else ptr.sub == tid
+            same = ptr.bt == name if kernel or name in KERNEL_KPTRS else ptr.sub == tid
             if not same or ptr.off:
                 raise Refuse(f"invalid kptr access, R2 type={type_str(ptr.t)}{ptr.bt} "
                              f"expected=ptr_{name}")
             if not ptr.ref:
                 raise Refuse("R2 must be referenced when passed to release function",
                              errno.EINVAL)
-            self._release(st, ptr.ref)
+            if kernel:
+                self._kptr_struct(tid)  # refuses to model the exchange
+            in_rcu = not (self.syscall and self.spec.flags & BPF_F_SLEEPABLE) or st.rcu or \
+                bool(st.locks)
+            if in_rcu and ptr.t & ALLOC and ptr.t & PERCPU:
+                # check_helper_call: inside an RCU read section a per-CPU object given
+                # to the map stays readable, an RCU pointer no longer referenced
+                ref = ptr.ref
+                st.refs = [x for x in st.refs if x[0] != ref]
+                for x in st.all_regs():
+                    if x.ref == ref:
+                        x.ref = 0
+                        x.t = x.t & ~ALLOC | RCU
+            else:
+                self._release(st, ptr.ref)
+        elif kernel:
+            self._kptr_struct(tid)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -5568,15 +5709,19 @@ class _Verifier:
         self._mark_precise(st, [n])
 
     def _dynptr_arg(self, st: State, regs: list[Reg], n: int, i: int, uninit: bool,
-                    name: str, meta: _KfuncMeta, kind: int | None = None) -> None:
+                    name: str, meta: _KfuncMeta, kind: int | None = None,
+                    helper: bool = False) -> None:
         """process_dynptr_func: a dynptr (two stack slots) made or used, or used through a
         global function's dynptr argument (CONST_PTR_TO_DYNPTR: read-only, always valid).
         ``kind``: the dynptr type made (uninit) or expected; a ringbuf one holds a
-        reference."""
+        reference; ``helper``: a helper's argument (not a kfunc's)."""
         reg = regs[n]
         if reg.t == DYNPTR:
             self._check_ptr_off(n, reg)  # check_func_arg_reg_off
-            if uninit:  # Linux 6.18 logs this (and WARNs: a kernel splat) as its own bug
+            if uninit and helper:  # is_dynptr_reg_valid_uninit
+                raise Refuse("Dynptr has to be an uninitialized dynptr", errno.EINVAL)
+            if uninit:  # a kfunc's argument is MEM_RDONLY too: Linux 6.18 logs this (and
+                # WARNs: a kernel splat) as its own bug
                 raise Refuse("verifier bug: misconfigured dynptr helper type flags",
                              errno.EFAULT)
             if kind is not None and reg.sub != kind:
@@ -5663,10 +5808,13 @@ class _Verifier:
             raise Refuse(f"expected an initialized iter_{p.struct} as arg #{i}", errno.EINVAL)
         if it.t & UNTRUSTED:  # is_iter_reg_valid_init: made in an RCU read section now over
             raise Refuse(f"expected an RCU CS when using {name}", errno.EPROTO)
+        for s in range(spi - nslots + 1, spi + 1):  # mark_iter_read
+            self._stack_read(st, reg.frame, s)
         if proto.flags & KF_ITER_DESTROY:
-            for s in range(spi - nslots + 1, spi + 1):
+            for s in range(spi - nslots + 1, spi + 1):  # unmark_stack_slots_iter
                 frame.set_slot(s, _EMPTY)
-            st.refs = [x for x in st.refs if x[0] != it.ref]
+                self.stack_live.write(reg.frame, s)
+            self._release(st, it.ref)  # and the elements it gave (release_reference)
             return
         meta.iter = (reg.frame, spi)
 
@@ -6015,7 +6163,8 @@ class _Verifier:
                              arg in (Arg.DYNPTR_RINGBUF_UNINIT, Arg.DYNPTR_LOCAL_UNINIT),
                              _helper_name(fid), km,
                              None if arg == Arg.DYNPTR else
-                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF)
+                             _DYNPTR_LOCAL if arg == Arg.DYNPTR_LOCAL_UNINIT else _DYNPTR_RINGBUF,
+                             helper=True)
             meta.dynptr_id, meta.dynptr_ref = km.dynptr_id, km.dynptr_ref
             if arg == Arg.DYNPTR_RINGBUF_RELEASE:
                 meta.dynptr_release = km.dynptr_ref
@@ -6077,7 +6226,7 @@ class _Verifier:
             if not (reg.smin + off < at + SPECIAL_FIELDS[name].size and
                     at < reg.umax + off + size):
                 continue
-            if name not in ("kptr", "percpu_kptr"):
+            if name not in ("kptr", "percpu_kptr", "kptr_untrusted"):
                 raise Refuse(f"{name} cannot be accessed directly by load/store")
             if not direct:
                 raise Refuse("kptr cannot be accessed indirectly by helper")
@@ -6309,6 +6458,10 @@ class _Verifier:
                         raise Refuse(f"invalid read from stack R{n} {where}+{a - lo} size "
                                      f"{size}")
             if write:
+                for a in range(lo, hi):  # check_stack_range_initialized's raw mode
+                    spi = (-a - 1) // 8
+                    if frame.slot(spi)[0][a + 8 * (spi + 1)] == S_DYNPTR:
+                        raise Refuse(f"potential write to dynptr at off={a} disallowed")
                 for a in range(lo, hi):
                     spi = (-a - 1) // 8
                     k = a + 8 * (spi + 1)

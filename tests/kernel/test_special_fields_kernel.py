@@ -8,12 +8,15 @@ lock) is no field at all. Each layout gets a BTF of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pyxdp.btf.btf import Btf, BtfArray, BtfKind, BtfMember, BtfType
 from pyxdp.collection import Collection
 from pyxdp.errors import MapError
 from pyxdp.spec import CollectionSpec, MapSpec
+from pyxdp.testing.verifier_cases import MAPS, funcs_btf
 from pyxdp.uapi.bpf import BpfMapType as MT
 
 pytestmark = [pytest.mark.kernel, pytest.mark.xdist_group("kernel")]
@@ -171,3 +174,13 @@ def test_lock_in_local_storage_value_matches_linux(lock: str) -> None:
            for mt, f, n in cases}
     assert all(u == k for u, k in got.values()), got
     assert got["BPF_MAP_TYPE_SK_STORAGE"] == (0, 0)
+
+
+def test_kptr_fields_read_back_zero_as_on_linux() -> None:
+    """A __kptr_untrusted field and a __kptr to a kernel struct (the verifier corpus's
+    kptrs map): an update leaves both out, an all-0xff element reads back zero there."""
+    btf, _, int_id, values = funcs_btf(())
+    m = replace(MAPS["kptrs"], name="vals", key_type=int_id, value_type=values["kptrs"])
+    spec = CollectionSpec(maps={"vals": m}, programs={}, btf=btf)
+    want = (0, b"\xff" * 8 + bytes(16))
+    assert _fields_seen(spec, "userspace") == _fields_seen(spec, "kernel") == want

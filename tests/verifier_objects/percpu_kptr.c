@@ -295,4 +295,43 @@ int xdp_pcpu_unchecked_cpu(struct xdp_md *ctx)
 	return c->packets ? XDP_DROP : XDP_PASS;
 }
 
+/* An object given to the map stays readable through the pointer given: inside the
+ * RCU read section an XDP program runs in, it is an RCU pointer, no longer referenced. */
+SEC("xdp")
+int xdp_pcpu_given_read(struct xdp_md *ctx)
+{
+	struct val *v = val_at(1);
+	struct cnt *p, *old, *c;
+
+	if (!v)
+		return XDP_ABORTED;
+	p = bpf_percpu_obj_new(struct cnt);
+	if (!p)
+		return XDP_ABORTED;
+	old = bpf_kptr_xchg(&v->pc, p);
+	if (old)
+		bpf_percpu_obj_drop(old);
+	c = bpf_this_cpu_ptr(p);
+	return c->packets ? XDP_DROP : XDP_PASS;
+}
+
+/* ... but not dropped: the map holds the reference. */
+SEC("xdp")
+int xdp_pcpu_given_drop(struct xdp_md *ctx)
+{
+	struct val *v = val_at(1);
+	struct cnt *p, *old;
+
+	if (!v)
+		return XDP_ABORTED;
+	p = bpf_percpu_obj_new(struct cnt);
+	if (!p)
+		return XDP_ABORTED;
+	old = bpf_kptr_xchg(&v->pc, p);
+	if (old)
+		bpf_percpu_obj_drop(old);
+	bpf_percpu_obj_drop(p);
+	return XDP_PASS;
+}
+
 LICENSE("GPL");

@@ -1,0 +1,257 @@
+"""Page-backed skbs in machine code (``net/core/skbuff.c``): an skb another device's
+transmit builds in order-0 pages of the system allocator, and ``skb_pp_cow_data``,
+the copy of such an skb into page-pool pages that veth's NAPI makes before its
+program runs (``veth_convert_skb_to_xdp_buff``).
+
+An skb longer than a page's packet room (:data:`HEAD_ROOM`: a page less
+``XDP_PACKET_HEADROOM`` and ``skb_shared_info``) is a linear head of that many
+bytes and page frags of up to a page each, at most ``MAX_SKB_FRAGS``, listed in
+the head page's ``skb_shared_info`` (``nr_frags``, ``xdp_frags_size``,
+``xdp_frags_truesize``, ``frags[]`` as :func:`pyxdp.net.xdp_mem.xdp_buff_set_frags`
+writes them): the layout of :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`, which
+the sender's skb (head at ``NET_SKB_PAD``) and the receiver's ``xdp_buff``
+(head at ``XDP_PACKET_HEADROOM``) both have. The frag list is written as the
+pages are allocated and read back to free them, so no scratch memory is needed.
+
+The sender's pages come from the system allocator under its lock
+(``alloc_page``/``put_page``); the receiver's from its queue's page pool,
+which only that queue's poll allocates from (its alloc cache unlocked, its
+ring and free list under the pool's lock), as :mod:`pyxdp.net.napi_native`'s
+loop and :func:`pyxdp.net.napi._skbs_to_buffs` (the Python poll's) both call
+:func:`skb_pp_cow_data`. A multi-buffer ``xdp_buff`` is never run here: the
+frags program runs on the reference path (:func:`pyxdp.net.prog.run_xdp`).
+"""
+
+from __future__ import annotations
+
+from pyxdp.net.atomic import memcpy
+from pyxdp.net.frames import NET_SKB_PAD
+from pyxdp.net.native import njit
+from pyxdp.net.page_pool import PAGE_SIZE
+from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
+from pyxdp.net.page_pool_native import _alloc, _put_ring
+from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE
+from pyxdp.net.xdp_mem import (
+    SHINFO_OFF_FRAGS,
+    SHINFO_OFF_NR_FRAGS,
+    SHINFO_OFF_XDP_FRAGS_SIZE,
+    SHINFO_OFF_XDP_FRAGS_TRUESIZE,
+    SKB_FRAG_SIZE,
+)
+from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
+
+__all__ = ["BAD_SKB", "HEAD_ROOM", "nr_frags_for", "skb_alloc", "skb_frags_alloc",
+           "skb_pp_cow_data", "skb_write",
+           "skbs_build", "skbs_to_buffs"]
+
+HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
+SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
+FRAG0 = SH + SHINFO_OFF_FRAGS
+BAD_SKB = -3  # skb_pp_cow_data: the skb's pages are not what its sender built
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _ld(pages, row, off, size):  # type: ignore[no-untyped-def]
+    """A little-endian word of ``size`` bytes at ``off`` of page ``row``."""
+    v = 0
+    for i in range(size - 1, -1, -1):
+        v = (v << 8) | pages[row, off + i]
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _st(pages, row, off, size, v):  # type: ignore[no-untyped-def]
+    for i in range(size):
+        pages[row, off + i] = (v >> (8 * i)) & 0xFF
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def nr_frags_for(length):  # type: ignore[no-untyped-def]
+    """The page frags an skb of ``length`` bytes needs beside its head."""
+    return (length - HEAD_ROOM + PAGE_SIZE - 1) // PAGE_SIZE if length > HEAD_ROOM else 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _set_frag(pages, row, j, pfn, length):  # type: ignore[no-untyped-def]
+    """``frags[j]`` of page ``row``'s ``skb_shared_info``: page ``pfn`` (``netmem``),
+    ``length`` bytes (``len``) at offset 0 (``offset``)."""
+    at = FRAG0 + SKB_FRAG_SIZE * j
+    _st(pages, row, at, 8, pfn)
+    _st(pages, row, at + 8, 4, length)
+    _st(pages, row, at + 12, 4, 0)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _set_shinfo(pages, row, nf, length):  # type: ignore[no-untyped-def]
+    """``nr_frags``, ``xdp_frags_size`` and ``xdp_frags_truesize`` (a page per frag) of
+    an skb of ``length`` bytes with ``nf`` frags."""
+    pages[row, SH + SHINFO_OFF_NR_FRAGS] = nf
+    _st(pages, row, SH + SHINFO_OFF_XDP_FRAGS_SIZE, 4, length - HEAD_ROOM)
+    _st(pages, row, SH + SHINFO_OFF_XDP_FRAGS_TRUESIZE, 4, nf * PAGE_SIZE)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def skb_write(pages, base, row, off, pos, src, n):  # type: ignore[no-untyped-def]
+    """``n`` bytes from address ``src`` at byte ``pos`` of the skb whose head is page
+    ``row`` of ``pages`` (pfns from ``base``) with its data at ``off``: the head's
+    :data:`HEAD_ROOM` bytes, then the page frags its ``skb_shared_info`` lists."""
+    addr = pages.ctypes.data
+    stride = pages.strides[0]
+    while n > 0:
+        if pos < HEAD_ROOM:
+            k = min(n, HEAD_ROOM - pos)
+            dst = addr + row * stride + off + pos
+        else:
+            j = (pos - HEAD_ROOM) // PAGE_SIZE
+            o = pos - HEAD_ROOM - j * PAGE_SIZE
+            k = min(n, PAGE_SIZE - o)
+            dst = addr + (_ld(pages, row, FRAG0 + SKB_FRAG_SIZE * j, 8) - base) * stride + o
+        memcpy(dst, src, k)
+        src += k
+        pos += k
+        n -= k
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def skb_frags_alloc(spages, spfn, alloc, head, length):  # type: ignore[no-untyped-def]
+    """The page frags an skb of ``length`` bytes needs beyond its head (page ``head``
+    of ``spages``, pfns from ``spfn``), from the system allocator (``alloc``: its
+    state words, free stack and reference counts) under its lock, listed in the
+    head's ``skb_shared_info``. False when memory ran out (those taken given back)."""
+    ast, afree, aref = alloc
+    nf = nr_frags_for(length)
+    for j in range(nf):
+        fr = alloc_page_ir(ast, afree, aref)
+        if fr < 0:
+            for i in range(j):
+                put_page_ir(ast, afree, aref, _ld(spages, head, FRAG0 + SKB_FRAG_SIZE * i, 8)
+                            - spfn)
+            return False
+        _set_frag(spages, head, j, fr + spfn, min(PAGE_SIZE, length - HEAD_ROOM - PAGE_SIZE * j))
+    if nf:
+        _set_shinfo(spages, head, nf, length)
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skb_alloc(sysm, length):  # type: ignore[no-untyped-def]
+    """The pages of an skb of ``length`` bytes from the system allocator ``sysm``
+    (:func:`pyxdp.net.napi._system_args`), under its lock: the head and, past
+    :data:`HEAD_ROOM`, its page frags (:func:`skb_frags_alloc`). The head's row;
+    -1 when memory ran out (the pages taken given back), -2 when it needs more
+    than ``MAX_SKB_FRAGS`` frags."""
+    spages, _w32, _q64, _base, ast, afree, aref, spfn = sysm
+    if nr_frags_for(length) > MAX_SKB_FRAGS:
+        return -2
+    head = alloc_page_ir(ast, afree, aref)
+    if head < 0 or skb_frags_alloc(spages, spfn, (ast, afree, aref), head, length):
+        return head
+    put_page_ir(ast, afree, aref, head)
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skbs_build(sysm, data, lens, out):  # type: ignore[no-untyped-def]
+    """Skbs for the packets of ``data`` (a row each, ``lens`` bytes long) in pages of
+    the system allocator, each at ``NET_SKB_PAD`` of its head (:func:`skb_alloc`):
+    their heads' pfns into ``out``, -1 for those that got no pages."""
+    spages = sysm[0]
+    spfn = sysm[7]
+    width = data.shape[1]
+    for i in range(len(lens)):
+        row = skb_alloc(sysm, lens[i])
+        if row < 0:
+            out[i] = -1
+            continue
+        skb_write(spages, spfn, row, NET_SKB_PAD, 0, data.ctypes.data + i * data.strides[0],
+                  min(lens[i], width))
+        out[i] = row + spfn
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _pool_put(pool, row):  # type: ignore[no-untyped-def]
+    _pages, _pfn_base, psc, _cache, ring, free, state = pool
+    _put_ring(psc, ring, free, state, row)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skb_pp_cow_data(pool, sysm, pfn, data, length, frags):  # type: ignore[no-untyped-def]
+    """``veth_convert_skb_to_xdp_buff``'s ``skb_pp_cow_data`` of the skb whose head is
+    page ``pfn`` of the system allocator ``sysm`` (``length`` bytes, its data at
+    ``data``; ``frags``: it has page frags): copied into pages of the queue's page
+    pool ``pool`` (pages, pfn base, then :attr:`~pyxdp.net.page_pool.PagePool.native_arrays`)
+    as an ``xdp_buff``, the head's data at ``XDP_PACKET_HEADROOM`` and, past
+    :data:`HEAD_ROOM`, page frags in its ``skb_shared_info``; then the skb's
+    pages freed (``consume_skb``). Returns the new head's row; -1 when the pool
+    has too few pages (those taken go back to its ring, the skb is dropped), or
+    :data:`BAD_SKB` (nothing touched) when the skb's pages are not what a sender
+    built."""
+    spages, _w32, _q64, _base, ast, afree, aref, spfn = sysm
+    pages, pfn_base, psc, cache, ring, free, state = pool
+    srow = pfn - spfn
+    n_sys = len(aref)
+    if srow < 0 or srow >= n_sys or aref[srow] <= 0 or data < 0:
+        return BAD_SKB
+    # The skb as its sender built it: every page its own, the bytes adding up.
+    snr = 0
+    shead = length
+    if frags:
+        snr = spages[srow, SH + SHINFO_OFF_NR_FRAGS]
+        if snr == 0 or snr > MAX_SKB_FRAGS:
+            return BAD_SKB
+        for j in range(snr):
+            at = FRAG0 + SKB_FRAG_SIZE * j
+            frow = _ld(spages, srow, at, 8) - spfn
+            flen = _ld(spages, srow, at + 8, 4)
+            foff = _ld(spages, srow, at + 12, 4)
+            if frow < 0 or frow >= n_sys or aref[frow] <= 0 or foff + flen > PAGE_SIZE:
+                return BAD_SKB
+            shead -= flen
+    if shead < 0 or data + shead > SH or nr_frags_for(length) > MAX_SKB_FRAGS:
+        return BAD_SKB
+    nf = nr_frags_for(length)
+    head = _alloc(psc, cache, ring, free, state)
+    if head >= 0:
+        for j in range(nf):
+            fr = _alloc(psc, cache, ring, free, state)
+            if fr < 0:
+                for i in range(j):
+                    _pool_put(pool, _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * i, 8) - pfn_base)
+                _pool_put(pool, head)
+                head = -1
+                break
+            _set_frag(pages, head, j, fr + pfn_base,
+                      min(PAGE_SIZE, length - HEAD_ROOM - PAGE_SIZE * j))
+    if head >= 0:
+        if nf:
+            _set_shinfo(pages, head, nf, length)
+        saddr = spages.ctypes.data
+        stride = spages.strides[0]
+        skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, saddr + srow * stride + data,
+                  shead)
+        pos = shead
+        for j in range(snr):
+            at = FRAG0 + SKB_FRAG_SIZE * j
+            flen = _ld(spages, srow, at + 8, 4)
+            skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, pos,
+                      saddr + (_ld(spages, srow, at, 8) - spfn) * stride
+                      + _ld(spages, srow, at + 12, 4), flen)
+            pos += flen
+    for j in range(snr):
+        put_page_ir(ast, afree, aref, _ld(spages, srow, FRAG0 + SKB_FRAG_SIZE * j, 8) - spfn)
+    put_page_ir(ast, afree, aref, srow)
+    return head
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skbs_to_buffs(pool, sysm, pfn, data, length, frags, out):  # type: ignore[no-untyped-def]
+    """:func:`skb_pp_cow_data` of each skb (``frags[i]``: it has frags) in order: the
+    new heads' pfns into ``out`` (-1: dropped, no pages). Returns the index of the
+    first skb that is not what a sender built (nothing done from it on), or -1."""
+    base = pool[1]
+    for i in range(len(pfn)):
+        row = skb_pp_cow_data(pool, sysm, pfn[i], data[i], length[i], frags[i] != 0)
+        if row == BAD_SKB:
+            return i
+        out[i] = row + base if row >= 0 else -1
+    return -1
