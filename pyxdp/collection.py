@@ -543,6 +543,8 @@ class Collection:
             if why:
                 self.skipped[name] = why
                 continue
+            if ps.userspace:
+                ps = ps.with_map_loads()
             facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
                 from pyxdp.userspace import resolve_ksyms

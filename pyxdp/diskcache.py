@@ -26,13 +26,13 @@ import pickle
 import tempfile
 from pathlib import Path
 
-__all__ = ["disk_cache_dir", "remember_verified", "sources_digest", "store", "verified",
-           "verified_key"]
+__all__ = ["disk_cache_dir", "load_sealed", "remember_verified", "sources_digest", "store",
+           "store_sealed", "verified", "verified_key"]
 
 _VERIFIED = "verified"  # the subdirectory of acceptances
 _SOURCES = "sources"  # the subdirectory of source digests, by the files' identity
 _SOURCES_FORMAT = b"pyxdp-sources-1"
-_VERIFIED_FORMAT = b"pyxdp-verified-2"  # 2: the accepted program's access facts kept
+_VERIFIED_FORMAT = b"pyxdp-verified-3"  # 2: the accepted program's access facts kept; 3: sealed
 
 
 def disk_cache_dir() -> Path | None:
@@ -108,6 +108,25 @@ def store(path: Path, data: bytes) -> None:
         return
 
 
+def store_sealed(path: Path, key: bytes, body: bytes) -> None:
+    """:func:`store` ``body`` under a seal: the sha256 of ``key`` and ``body`` first."""
+    store(path, hashlib.sha256(key + body).digest() + body)
+
+
+def load_sealed(path: Path, key: bytes) -> bytes | None:
+    """The body :func:`store_sealed` kept at ``path`` for ``key``; None when absent, or
+    when damaged or written for another key (a truncated, flipped or swapped entry:
+    what the JIT or the verifier reads back must be what they wrote, for this input)."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    body = blob[32:]
+    if len(blob) < 32 or hashlib.sha256(key + body).digest() != blob[:32]:
+        return None
+    return body
+
+
 def verified_key(*inputs: object) -> bytes | None:
     """The key of a verdict on ``inputs`` (values holding everything the verdict
     depends on: pickling keeps every field, so two inputs that differ in any of them
@@ -123,12 +142,7 @@ def verified(key: bytes) -> bytes | None:
     """What was recorded when the verifier accepted the inputs of ``key`` (in any
     process), or None when it has not."""
     where = disk_cache_dir()
-    if where is None:
-        return None
-    try:
-        return (where / _VERIFIED / key.hex()).read_bytes()
-    except OSError:
-        return None
+    return load_sealed(where / _VERIFIED / key.hex(), key) if where is not None else None
 
 
 def remember_verified(key: bytes, data: bytes) -> None:
@@ -136,4 +150,4 @@ def remember_verified(key: bytes, data: bytes) -> None:
     found: the facts the JIT uses)."""
     where = disk_cache_dir()
     if where is not None:
-        store(where / _VERIFIED / key.hex(), data)
+        store_sealed(where / _VERIFIED / key.hex(), key, data)

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pyxdp.asm.insn import Instruction
+from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.btf.btf import BTF_FUNC_GLOBAL, Btf, BtfKind
+from pyxdp.errors import InvalidProgram
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
@@ -333,6 +335,22 @@ class ProgramSpec:
     def copy(self, **changes: Any) -> ProgramSpec:
         """A copy with some fields changed (the spec itself never changes)."""
         return replace(self, **changes)
+
+    def with_map_loads(self) -> ProgramSpec:
+        """This program as libbpf relocates it (``bpf_object__relocate_data``): every
+        MapRef's ld_imm64 a map pseudo load (``BPF_PSEUDO_MAP_FD``/``_VALUE``) whatever
+        source field it held, so the verifier, the engines and the kernel all see the
+        same program. A MapRef not on a whole ld_imm64 is an InvalidProgram."""
+        insns = list(self.insns)
+        for ref in self.map_refs:
+            if not 0 <= ref.pc < len(insns) - 1 or not insns[ref.pc].is_ld_imm64():
+                raise InvalidProgram(f"{self.name}: map reference to {ref.map_name!r} is not "
+                                     f"on an ld_imm64", pc=ref.pc, rule="map-ref")
+            want = int(PseudoSrc.BPF_PSEUDO_MAP_FD if ref.kind == "fd"
+                       else PseudoSrc.BPF_PSEUDO_MAP_VALUE)
+            if insns[ref.pc].src != want:
+                insns[ref.pc] = replace(insns[ref.pc], src=want)
+        return self if insns == list(self.insns) else replace(self, insns=tuple(insns))
 
     def bound_to(self, ifindex: int) -> ProgramSpec:
         """This program bound to device ``ifindex`` (``BPF_F_XDP_DEV_BOUND_ONLY``)."""

@@ -203,3 +203,31 @@ def test_monitor_without_tracefs_access_is_one_line(monkeypatch: pytest.MonkeyPa
         real(path, *args, **kw)  # type: ignore[arg-type]
     monkeypatch.setattr(os, "mkdir", mkdir)
     assert "EACCES" in _one_line_error(["monitor", "--count", "1", "-i", "0.1"], capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["prog", "run", XDP1, "--section=--", "--data-in", "PKT"],
+    ["prog", "run", XDP1, "--data-in=--"],
+    ["bench", "drop", "--packet-operation=--", "fz0"],
+])
+def test_a_double_dash_as_an_options_value_is_one_line(
+        argv: list[str], pkt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse drops '--' given as '--opt=--' and handed the command an empty list."""
+    err = _one_line_error([pkt if a == "PKT" else a for a in argv], capsys)
+    assert "expected one argument" in err
+
+
+def test_bench_frames_above_a_page_run_on_the_jit_engine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The native poll takes frames up to a page's room; larger generator frames go
+    the Python poll's way (they raised ValueError from the native poll)."""
+    rng = random.Random(SEED)
+    big = tmp_path / "big.bin"
+    big.write_bytes(bytes(rng.randrange(256) for _ in range(4097)))
+    rc = main(["bench", "tx", "--packet", str(big), "--duration", "0.1", "--engine", "jit",
+               "-j", "fz0"])
+    out = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out.err, out.err
+    summary = json.loads(out.out.splitlines()[-1])
+    # The summary is read while the worker may be inside a poll: its TX bulk can lag.
+    assert summary["summary"] and 0 < summary["xmit"] <= summary["rx"]

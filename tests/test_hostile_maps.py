@@ -151,3 +151,37 @@ def test_flags_are_checked_alike_on_both_backends(coll: Collection) -> None:
     with pytest.raises(MapError, match="cpu -1 is not one of") as e:
         h.lookup(b"\0" * 4, cpu=-1)  # the kernel's EINVAL still
     assert e.value.errno == errno.EINVAL
+
+
+def _batch_outcomes(backend: str) -> list[object]:
+    from pyxdp.spec import MapSpec
+    from pyxdp.testing.programs import asm_collection
+    from pyxdp.uapi.bpf import BpfMapType as T
+    out: list[object] = []
+    for t in (T.BPF_MAP_TYPE_ARRAY, T.BPF_MAP_TYPE_PERCPU_ARRAY, T.BPF_MAP_TYPE_PROG_ARRAY,
+              T.BPF_MAP_TYPE_HASH):
+        vs = 4 if t == T.BPF_MAP_TYPE_PROG_ARRAY else 8
+        with Collection(asm_collection("r0 = 2\nexit", (MapSpec("m", int(t), 4, vs, 4, 0),)),
+                        backend) as c:
+            h = c.maps["m"].handle
+            for name, args in (("delete_batch", ([bytes(4)],)), ("delete_batch", ([],)),
+                               ("lookup_and_delete_batch", (0,)), ("lookup_batch", (None, 0))):
+                try:
+                    getattr(h, name)(*args)
+                    out.append("ok")
+                except MapError as e:
+                    out.append(e.errno)
+    return out
+
+
+def test_batch_commands_a_map_lacks_are_enotsupp() -> None:
+    """bpf_map_do_batch answers ENOTSUPP (524) for a command the map's ops lack, before
+    looking at the keys: arrays have no delete batches, prog arrays no batches at all
+    (pyxdp said EINVAL or ENOENT from the per-key delete, or ran them)."""
+    assert _batch_outcomes("userspace") == [524, 524, 524, "ok"] * 2 + [524] * 4 + \
+        [2, "ok", "ok", "ok"]
+
+
+@pytest.mark.kernel
+def test_batch_commands_match_linux() -> None:
+    assert _batch_outcomes("userspace") == _batch_outcomes("kernel")

@@ -264,3 +264,13 @@ def test_fuzz_user_side_of_the_rings(mode: str, native: bool) -> None:
         raise AssertionError(f"seed {seed} (PYXDP_FUZZ_SEED={seed} reproduces it): "
                              f"{type(e).__name__}: {e}") from e
     assert out["polls"] > 10 and out["fq_invalid"] > 0, (seed, out)
+
+
+def test_a_shared_umem_never_closed_exits_quietly() -> None:
+    """SharedMemory's own __del__ raised BufferError at exit (printed as a traceback)
+    when a shared UMEM was left open with views of it alive."""
+    code = ("from pyxdp.xsk.umem import Umem\n"
+            "u = Umem(8, 2048, shared=True)\nu.buf[:4] = 1\nv = u.buf[:8]\nu.unlink()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=_env())
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr

@@ -311,6 +311,13 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
             if i.cls == op.BPF_LD:
                 _check_ld(i, insns, pc)
                 second_slot.add(pc + 1)
+                if i.src == op.PseudoSrc.BPF_PSEUDO_FUNC:
+                    # a callback's address starts a function as a call's target does
+                    # (add_subprog_and_kfunc)
+                    target = pc + 1 + i.imm
+                    if not 0 <= target < n:
+                        raise _Fail("call-range", f"callback pc {target} is outside the program")
+                    call_targets.add(target)
                 pc += 2
                 continue
             _CHECKS[i.cls](i)
@@ -332,10 +339,6 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
         if jt is not None and jt in second_slot:
             raise InvalidProgram(f"jump to pc {jt} lands inside an ld_imm64",
                                  pc=pc, insn=_text(insns, pc), rule="jump-into-lddw")
-    bad_call = call_targets & second_slot
-    if bad_call:
-        raise InvalidProgram(f"call to pc {min(bad_call)} lands inside an ld_imm64",
-                             rule="call-range")
     starts = sorted({0} | call_targets)
     functions = tuple(zip(starts, [*starts[1:], n], strict=True))
     calls: dict[int, set[int]] = {s: set() for s in starts}

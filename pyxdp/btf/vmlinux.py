@@ -33,7 +33,7 @@ from pyxdp.btf.btf import (
     record_offsets,
     split_blob,
 )
-from pyxdp.diskcache import disk_cache_dir, store
+from pyxdp.diskcache import disk_cache_dir, load_sealed, store_sealed
 from pyxdp.errors import ObjectError, PyxdpError
 
 __all__ = ["SHIPPED_BTF", "VMLINUX_BTF", "BtfIndex", "core_target", "kernel_btf_index",
@@ -117,7 +117,7 @@ class BtfIndex:
 
 # Type sections above this size have their record offsets kept in the disk cache.
 _CACHED_ABOVE = 1 << 20
-_OFFSETS_FORMAT = b"pyxdp-btf-offsets-1"
+_OFFSETS_FORMAT = b"pyxdp-btf-offsets-2"  # 2: sealed
 
 
 def _record_offsets(types: bytes) -> tuple[list[int], list[int]]:
@@ -129,23 +129,18 @@ def _record_offsets(types: bytes) -> tuple[list[int], list[int]]:
         return record_offsets(types)
     where = disk_cache_dir()
     walker = Path(btf_source.__file__).read_bytes()
-    key = hashlib.sha256(_OFFSETS_FORMAT + hashlib.sha256(walker).digest() + types).hexdigest()
-    path = where / "btf" / key if where is not None else None
+    key = hashlib.sha256(_OFFSETS_FORMAT + hashlib.sha256(walker).digest() + types).digest()
+    path = where / "btf" / key.hex() if where is not None else None
     if path is not None:
-        try:
-            blob = path.read_bytes()
-        except OSError:
-            blob = b""
-        body = blob[32:]
-        if blob and hashlib.sha256(body).digest() == blob[:32] and len(body) % 8 == 0:
+        body = load_sealed(path, key)
+        if body is not None and len(body) % 8 == 0:
             both = array("I")
             both.frombytes(body)
             half = len(both) // 2
             return both[:half].tolist(), both[half:].tolist()
     offsets, names = record_offsets(types)
     if path is not None:
-        body = array("I", offsets + names).tobytes()
-        store(path, hashlib.sha256(body).digest() + body)
+        store_sealed(path, key, array("I", offsets + names).tobytes())
     return offsets, names
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pyxdp import __version__
 from pyxdp.cli.options import CliError, add_global_options, add_mode_arg, configure, seconds, walk
@@ -29,6 +30,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         _say(f"{message} (see 'pyxdp --help')")
         raise SystemExit(2)
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # argparse drops a '--' given as an option's value ('--section=--') and hands
+        # the command an empty list where it takes one string.
+        if arg_strings == ["--"] and action.option_strings and action.nargs in (None, "?"):
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
 
 
 MAPS_FORMAT = (

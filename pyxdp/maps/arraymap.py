@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -109,6 +109,8 @@ class _ArrayOrder(Map):
     def get_next_key(self, key: bytes | None) -> bytes | None:
         i = None if key is None else _index(self._key(key, "get_next_key"))
         return next_index(i, self.max_entries)
+    # array_map_ops and the fd arrays' have no delete batches (measured on Linux 6.18)
+    batch_ops = frozenset({"lookup_batch", "update_batch"})
 
 
 class ArrayMap(_ArrayOrder):
@@ -352,6 +354,7 @@ class ProgArrayMap(FdArrayMap):
     """
 
     map_type = int(_T.BPF_MAP_TYPE_PROG_ARRAY)
+    batch_ops: ClassVar[frozenset[str]] = frozenset()  # prog_array_map_ops has none
 
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)

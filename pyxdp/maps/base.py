@@ -319,6 +319,10 @@ class Map:
 
     map_type: ClassVar[int] = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
     percpu: ClassVar[bool] = False
+    #: The batch commands the map's ops have (bpf_map_do_batch answers ENOTSUPP for
+    #: the others before it looks at their arguments).
+    batch_ops: ClassVar[frozenset[str]] = frozenset(
+        {"lookup_batch", "update_batch", "delete_batch", "lookup_and_delete_batch"})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -572,6 +576,10 @@ class Map:
         return 0
 
     # -- batch operations --------------------------------------------------------------
+    def _batch_op(self, op: str) -> None:
+        if op not in self.batch_ops:
+            raise MapError(op, ENOTSUPP)
+
     def lookup_batch(self, cursor: bytes | None = None, count: int = 0
                      ) -> tuple[list[bytes], list[bytes], bytes | None]:
         """BPF_MAP_LOOKUP_BATCH: up to ``count`` (0: all) keys and values after ``cursor``.
@@ -579,6 +587,7 @@ class Map:
         Returns ``(keys, values, cursor)``; the cursor is None once the map is
         exhausted (the kernel's ENOENT). Keys come in :meth:`get_next_key` order.
         """
+        self._batch_op("lookup_batch")
         count = batch_count(count, "lookup_batch")
         keys: list[bytes] = []
         values: list[bytes] = []
@@ -597,6 +606,7 @@ class Map:
 
         numpy arrays are taken row by row (``keys[i].tobytes()``).
         """
+        self._batch_op("update_batch")
         keys = batch_rows(keys, "keys", "update_batch")
         values = batch_rows(values, "values", "update_batch")
         if len(keys) != len(values):
@@ -611,6 +621,7 @@ class Map:
 
     def delete_batch(self, keys: Sequence[bytes]) -> int:
         """BPF_MAP_DELETE_BATCH: deletes in order; a failure raises with ``.count`` done."""
+        self._batch_op("delete_batch")
         for n, k in enumerate(batch_rows(keys, "keys", "delete_batch")):
             try:
                 self.delete(k)
@@ -621,6 +632,7 @@ class Map:
 
     def lookup_and_delete_batch(self, count: int = 0) -> tuple[list[bytes], list[bytes]]:
         """BPF_MAP_LOOKUP_AND_DELETE_BATCH from the start of the map."""
+        self._batch_op("lookup_and_delete_batch")
         keys, values, _ = self.lookup_batch(None, count)
         self.delete_batch(keys)
         return keys, values

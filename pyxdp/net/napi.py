@@ -666,6 +666,9 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     if not (prog.engine == "jit" and host.native and not host.tracer.listening
             and not rq.pool.destroyed and native_available()):
         return False
+    src = rq.source
+    if src is not None and src.active and src.max_len > MAX_NATIVE_FRAME:
+        return False  # frames above a page's room: the Python poll's copies take them
     pool = rq.xsk
     if pool is None:
         return True
@@ -674,7 +677,6 @@ def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
     from pyxdp.net.xsk import xsk_native_socket
     if pool.region is None or xsk_native_socket(rq) is None:
         return False
-    src = rq.source
     return src is None or not src.active or src.max_len <= pool.umem.rx_frame_size
 
 

@@ -14,7 +14,6 @@ frame; both give an :class:`XdpBatchResult`.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import weakref
@@ -132,21 +131,6 @@ class XdpBatchResult:
                 "flags": int(self.redirect_flags[i])}
 
 
-def _mark_map_loads(spec: ProgramSpec) -> ProgramSpec:
-    insns = list(spec.insns)
-    changed = False
-    for ref in spec.map_refs:
-        if not 0 <= ref.pc < len(insns) or insns[ref.pc].code != op.OP_LD_IMM64:
-            raise InvalidProgram(f"{spec.name}: map reference to {ref.map_name!r} is not on "
-                                 f"an ld_imm64", pc=ref.pc, rule="map-ref")
-        want = int(op.PseudoSrc.BPF_PSEUDO_MAP_FD if ref.kind == "fd"
-                   else op.PseudoSrc.BPF_PSEUDO_MAP_VALUE)
-        if insns[ref.pc].src != want:
-            insns[ref.pc] = dataclasses.replace(insns[ref.pc], src=want)
-            changed = True
-    return dataclasses.replace(spec, insns=tuple(insns)) if changed else spec
-
-
 class XdpProg:
     """One loaded XDP program over pyxdp's maps; ``run(xdp, ctx)`` returns the action.
 
@@ -178,7 +162,7 @@ class XdpProg:
         self.jit_error: BaseException | None = None
         # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
         # whatever source field the spec left in it (hand-assembled specs leave 0).
-        spec = _mark_map_loads(spec)
+        spec = spec.with_map_loads()
         self.spec = spec
         self.id = 0  # the program id a loader assigns (prog_array lookups report it)
         # A libxdp dispatcher's components in order, with their run configs

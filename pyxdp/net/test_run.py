@@ -21,6 +21,7 @@ datapath and is not offered here.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import struct
 import threading
@@ -182,15 +183,32 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
         redirect=ctx.ri.describe() if ctx.ri is not None and
         retval == XdpAction.XDP_REDIRECT else None,
         trace=tuple(env.trace.lines[start_lines:]), fault=fault, insn_trace=tuple(steps))
-    truncated = (data_size_out and len(out) > data_size_out) or \
-        (ctx_out is not None and ctx_size_out and len(ctx_out) > ctx_size_out)
-    if truncated:
-        cut = TestRunResult(
-            retval=retval, data_out=out[:data_size_out] if data_size_out else out,
-            ctx_out=ctx_out[:ctx_size_out] if ctx_out is not None and ctx_size_out else ctx_out,
-            duration_ns=result.duration_ns, redirect=result.redirect, trace=result.trace,
-            fault=fault, insn_trace=result.insn_trace)
-        raise TestRunTruncated(cut, len(out), len(ctx_out or b""))
+    return _test_finish(result, out, sum(len(f) for f in xdp.frags), ctx_out,
+                        data_size_out, ctx_size_out)
+
+
+def _test_finish(result: TestRunResult, out: bytes, frags_size: int, ctx_out: bytes | None,
+                 data_size_out: int, ctx_size_out: int) -> TestRunResult:
+    """bpf_test_finish, then bpf_ctx_finish: what reaches the caller's buffers.
+
+    A ``data_size_out`` below the output cuts the *linear* part (the frags follow it
+    whole); one below the frags alone leaves every buffer, and retval, as they were
+    (Linux returns before writing any; the caller's zeroed buffers are what a
+    kernel-backend run reads back). Data that did not fit leaves the context
+    buffer untouched too (bpf_ctx_finish is not reached)."""
+    untouched_ctx = bytes(ctx_size_out) if ctx_size_out else None
+    if data_size_out and len(out) > data_size_out:
+        linear = data_size_out - frags_size
+        if linear < 0:
+            cut = dataclasses.replace(result, retval=0, data_out=bytes(data_size_out),
+                                      ctx_out=untouched_ctx, duration_ns=0)
+            raise TestRunTruncated(cut, data_size_out, ctx_size_out)
+        cut = dataclasses.replace(result, data_out=out[:linear] + out[len(out) - frags_size:],
+                                  ctx_out=untouched_ctx)
+        raise TestRunTruncated(cut, len(out), ctx_size_out)
+    if ctx_out is not None and ctx_size_out and len(ctx_out) > ctx_size_out:
+        cut = dataclasses.replace(result, ctx_out=ctx_out[:ctx_size_out])
+        raise TestRunTruncated(cut, len(out), len(ctx_out))
     return result
 
 

@@ -114,5 +114,5 @@ def decode_facts(data: bytes) -> dict[int, MemAccess] | None:
         return {int(pc): MemAccess(frozenset(str(k) for k in kinds),
                                    None if name is None else str(name), int(size), int(end))
                 for pc, (kinds, name, size, end) in raw.items()}
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         return None

@@ -1574,6 +1574,8 @@ class _Verifier:
                 msg = f"jump out of range from insn {e.pc} to {target}"
             elif e.rule == "fall-through":
                 msg = "last insn is not an exit or jmp"
+            elif e.rule == "call-range":  # add_subprog
+                msg = "call to invalid destination"
             elif e.rule == "register":  # check_reg_arg
                 reg = re.search(r"register r(\d+) is invalid", str(e))
                 if reg is not None and int(reg.group(1)) > 10:

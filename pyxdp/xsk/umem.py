@@ -128,8 +128,18 @@ class Umem:
                                f"{size} bytes shared as {name!r}: {e.strerror}") from None
             self._shm = shm
             self.name = shm.name
-            assert shm.buf is not None
-            self.buf = np.frombuffer(shm.buf, np.uint8, size)
+            # Our own mapping of the segment, and SharedMemory's closed at once: its
+            # __del__ would raise BufferError (printed at exit) for a UMEM never closed
+            # while our views of it lived; only its name stays, for unlink().
+            try:
+                fd = os.open(os.path.join(_SHM_DIR, shm.name.lstrip("/")), os.O_RDWR)
+                try:
+                    self._mmap = mmap.mmap(fd, size)
+                finally:
+                    os.close(fd)
+            finally:
+                shm.close()
+            self.buf = np.frombuffer(self._mmap, np.uint8, size)
         else:
             try:
                 self._mmap = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS, page-aligned
@@ -301,8 +311,6 @@ class Umem:
         try:
             if self._mmap is not None:
                 self._mmap.close()
-            if self._shm is not None:
-                self._shm.close()
         except BufferError:
             # A view of the memory is still alive somewhere (a datapath that ran a
             # program on it in place keeps its last buffer): the mapping goes with it.

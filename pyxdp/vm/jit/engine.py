@@ -59,7 +59,7 @@ from typing import Any
 import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
 from pyxdp.asm.insn import encode
-from pyxdp.diskcache import disk_cache_dir, sources_digest, store
+from pyxdp.diskcache import disk_cache_dir, load_sealed, sources_digest, store_sealed
 from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
 from pyxdp.vm.jit.lower import lower_many, lower_modules
@@ -345,29 +345,24 @@ def _level_byte(level: int) -> bytes:
     return level.to_bytes(1, "little", signed=True)  # O0-O3 as before; QUICK is 0xff
 
 
-_HDR = struct.Struct("<32sI")  # digest of the rest, metadata length
+_META = struct.Struct("<I")  # metadata length, after the seal (pyxdp.diskcache.store_sealed)
 
 
 def _disk_get(key: bytes) -> tuple[dict[str, Any], bytes] | None:
-    """Metadata and object image stored under ``key``; None when absent or damaged (a
-    digest of the image leads the file: LLVM must never see a damaged one)."""
+    """Metadata and object image stored under ``key``; None when absent, damaged or
+    written for another key (LLVM must never see a damaged or another program's image)."""
     where = disk_cache_dir()
-    if where is None:
+    body = load_sealed(where / f"{key.hex()}.o", key) if where is not None else None
+    if body is None or len(body) < _META.size:
+        return None
+    (meta_len,) = _META.unpack_from(body)
+    if _META.size + meta_len > len(body):
         return None
     try:
-        blob = (where / f"{key.hex()}.o").read_bytes()
-    except OSError:
+        meta = json.loads(body[_META.size:_META.size + meta_len])
+    except (ValueError, RecursionError):
         return None
-    if len(blob) < _HDR.size:
-        return None
-    digest, meta_len = _HDR.unpack_from(blob)
-    if hashlib.sha256(blob[32:]).digest() != digest or _HDR.size + meta_len > len(blob):
-        return None
-    try:
-        meta = json.loads(blob[_HDR.size:_HDR.size + meta_len])
-    except ValueError:
-        return None
-    return meta, blob[_HDR.size + meta_len:]
+    return (meta, body[_META.size + meta_len:]) if isinstance(meta, dict) else None
 
 
 # Whether this process has trimmed the disk cache: on its first write, not at start (a
@@ -382,8 +377,7 @@ def _disk_put(key: bytes, meta: dict[str, Any], obj: bytes) -> None:
     if where is None:
         return
     raw = json.dumps(meta).encode()
-    body = struct.pack("<I", len(raw)) + raw + obj
-    store(where / f"{key.hex()}.o", hashlib.sha256(body).digest() + body)
+    store_sealed(where / f"{key.hex()}.o", key, _META.pack(len(raw)) + raw + obj)
     if not _TRIMMED:
         _TRIMMED = True
         _trim(where)
