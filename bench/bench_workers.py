@@ -1,8 +1,9 @@
 """Workers that scale: pyxdp's datapath with N NAPI threads (threaded NAPI, one rx queue
 and one CPU each) against one, a cpumap kthread on its own thread against the
-kthread run inline, skbs one veth end's lockless poll sends to the other's
-(``vethtx``), and skbs longer than a page a veth sends to a peer's ``xdp.frags``
-program (``vethmb``).
+kthread run inline, N lockless rx workers redirecting into one cpumap entry
+delivered on a remote CPU, skbs one veth end's lockless poll sends to the
+other's (``vethtx``), and skbs longer than a page a veth sends to a peer's
+``xdp.frags`` program (``vethmb``).
 
 Each NAPI thread runs the native poll loop without the interpreter lock and
 without the host lock (the programs below keep their state in per-CPU arrays),
@@ -20,12 +21,13 @@ import os
 import statistics
 import time
 
-from pyxdp.cli.datapath import SAMPLES, mpps_cpumap, mpps_workers
+from pyxdp.cli.datapath import DEFAULT_PACKET, SAMPLES, mpps_cpumap, mpps_workers, receiver
 from pyxdp.collection import Collection
 from pyxdp.net import packets as pk
 from pyxdp.net.netdevice import Host, NetDevice
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.stack import SkbBatch
+from pyxdp.net.trace import Tracer
 from pyxdp.spec import CollectionSpec
 from pyxdp.testing.kernel_live import DROP, REDIRECT_DEVMAP
 from pyxdp.testing.programs import asm_collection
@@ -70,6 +72,37 @@ def mpps_veth_stack_xmit(frames: int) -> float:
             h.run()
         dt = time.perf_counter() - t
         return v1.stats.xdp_drops / dt / 1e6
+
+
+def mpps_cpumap_workers(workers: int, frames: int) -> tuple[float, float]:
+    """Threaded NAPI: ``workers`` rx queues (CPUs 0..workers-1), each polled without the
+    host lock, redirect every frame with redirect_cpu's round robin into one cpumap
+    entry on CPU ``workers`` (qsize 2048, no program), whose kthread runs on a thread
+    of its own and delivers lists of skbs to the stack. (Mpps the workers redirected,
+    Mpps delivered on the remote CPU), over the wall time of the run; frames the
+    entry's ring refused at enqueue are dropped there (``xdp_cpumap_enqueue``)."""
+    remote = workers
+    with Host(tracer=Tracer(), threaded_napi=True, cpumap_threads=True,
+              nr_cpus=workers + 1) as h:
+        eth = receiver(h, rx_queues=workers)
+        coll = h.load(SAMPLES / "redirect_cpu.o")
+        eth.attach_xdp(coll.programs["xdp_redirect_cpu_rr"])
+        coll.maps["cpu_map"][remote] = {"qsize": 2048, "bpf_prog": {"fd": 0}}
+        coll.maps["cpus_available"][0] = remote
+        coll.maps["cpus_count"][0] = 1
+        for q in range(workers):  # the entry made, its kthread started
+            eth.rx[q].source = TrafficGenerator(packets=[DEFAULT_PACKET], count=64)
+        h.run()
+        for q in range(workers):
+            eth.rx[q].source = TrafficGenerator(packets=[DEFAULT_PACKET],
+                                                count=frames // workers)
+        redirected = eth.stats.xdp_redirect
+        before = h.stack.stats.received
+        t = time.perf_counter()
+        h.run()
+        dt = time.perf_counter() - t
+        return ((eth.stats.xdp_redirect - redirected) / dt / 1e6,
+                (h.stack.stats.received - before) / dt / 1e6)
 
 
 def _frags_drop() -> CollectionSpec:
@@ -187,6 +220,20 @@ def main() -> None:
     a, b = statistics.median(inline), statistics.median(thread)
     print(f"cpumap    kthread inline: {a:7.2f} Mpps; on its own thread: {b:7.2f} Mpps "
           f"({b / a:.2f} x)")
+    # N lockless rx workers producing into one entry's ring (its producer lock), the
+    # kthread on the remote CPU; N = 1 and N = k interleaved.
+    for n in range(1, args.max_workers + 1):
+        mpps_cpumap_workers(n, 200_000)
+    runs: dict[int, list[tuple[float, float]]] = {n: [] for n in range(1, args.max_workers + 1)}
+    for _ in range(args.runs):
+        for n in runs:
+            runs[n].append(mpps_cpumap_workers(n, frames))
+    base = statistics.median(d for _, d in runs[1])
+    for n, rates in runs.items():
+        red = statistics.median(r for r, _ in rates)
+        got = statistics.median(d for _, d in rates)
+        print(f"cpumap    {n} rx worker{'s' if n > 1 else ' '} -> kthread on CPU {n}: "
+              f"{red:7.2f} Mpps redirected, {got:7.2f} Mpps delivered ({got / base:.2f} x one)")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ consumes from. The kthread runs as machine code (:func:`cpu_map_kthread_run`,
 no GIL) when the entry has no program and the stack needs nothing but its
 counters: it takes frames 8 at a time, delivers each batch to the stack's
 demux as one list on its own CPU's counter rows, and hands the freed pages
-to the entry's return ring (``ret``), which the pages' own NAPI context puts
-back into its page pool's ring (``page_pool_put_page`` without direct
-recycling) at its next poll; so a page pool keeps a single owner instead of a
-ring lock shared across threads. The Python path (:meth:`CpuMapRuntime.run_once`
+to the entry's return ring (``ret``), which the next native poll of a queue
+(under the return ring's consumer lock) puts back into their page pools'
+rings (``page_pool_put_page`` without direct recycling, under each pool's
+lock). The Python path (:meth:`CpuMapRuntime.run_once`
 with a program, a stack callback, a tracer listening, or frames of another
 page region than the batch's) is the reference over the same ring.
 
@@ -34,6 +34,10 @@ Threads: a worker runs its program (on the JIT: native code without the
 GIL) concurrently with NAPI polls; page memory and tracepoint counters are
 shared, so the Python worker takes the host's lock around frame returns, and
 the native one touches only its ring, its return ring and its stack rows.
+Producers of an entry's ring - native polls with threaded NAPI on several
+CPUs without the host lock (each with bulk queues and ``xdp_cpumap_enqueue``
+sums of its own, as the kernel's are per CPU), native or Python polls under
+it - take the ring's producer lock (:mod:`pyxdp.net.ptr_ring`).
 """
 
 from __future__ import annotations
@@ -292,6 +296,7 @@ class CpuMapRuntime:
         host.tracer.xdp_cpumap_kthread.add_source(self._source)
         self._py_inflight = 0  # frames the Python path took and has not finished with
         self._wake = threading.Event()
+        self._drain_lock = threading.Lock()
         self._stop = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -306,6 +311,12 @@ class CpuMapRuntime:
     def backlog(self) -> int:
         """Frames queued or still being processed by the kthread."""
         return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
+
+    @property
+    def freed(self) -> bool:
+        """Freed (:meth:`stop`): no longer its map's entry, its kthread joined (so that
+        a caller of :meth:`drain` is the ring's only consumer)."""
+        return self._stop and self._thread is None
 
     @property
     def inflight(self) -> int:
@@ -329,9 +340,9 @@ class CpuMapRuntime:
         n = len(frames)
         if not n:
             return
-        with self.host.lock:
-            taken = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
-                                                 frames.meta]))
+        # Under the ring's producer lock, which native polls without the host lock take.
+        taken = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                             frames.meta]))
         drops = n - taken
         if drops:
             xdp_return_frames_rx_napi(frames.pfn[taken:], memmap=self.host.memmap)
@@ -342,9 +353,8 @@ class CpuMapRuntime:
         """``cpu_map_generic_redirect``: one skb straight into the ring (no bulk);
         ``xdp_cpumap_enqueue`` with processed 1, or drops 1 and ``-ENOSPC`` when the
         ring is full (the frame then stays the caller's to free)."""
-        with self.host.lock:
-            ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
-                                              frames.meta])) == len(frames)
+        ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                          frames.meta])) == len(frames)
         self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, int(ok), int(not ok), self.cpu,
                                                  cpu=from_cpu)
         if not ok:
@@ -540,9 +550,11 @@ class CpuMapRuntime:
             log.error("cpumap kthread %d of map %d failed: %s", self.cpu, self.map.id, e)
 
     def drain(self) -> None:
-        while self.run_once():
+        """Deliver what is queued (one caller at a time: the ring's only consumer)."""
+        with self._drain_lock:
+            while self.run_once():
+                self.reclaim()
             self.reclaim()
-        self.reclaim()
 
     def stop(self) -> None:
         """``__cpu_map_entry_free``: stop the kthread, deliver what is queued."""
@@ -595,15 +607,24 @@ def _dev_rx(host: Host, frames: Frames) -> np.ndarray:
 
 
 def cpumap_runtime(host: Host, m: CpuMap, cpu: int) -> CpuMapRuntime:
-    """The live entry for slot ``cpu`` (made, or remade after an update, on demand)."""
+    """The live entry for slot ``cpu`` (made, or remade after an update, on demand).
+    Polls on several CPUs may ask at once: one of them makes it, under a lock of
+    its own (not the host's, which the replaced entry's kthread may need to finish)."""
     key = (m.id, cpu)
-    rt = host.cpumaps.get(key)
-    if rt is not None and not rt.matches():
-        rt.stop()
-        rt = None
-    if rt is None:
-        rt = host.cpumaps[key] = CpuMapRuntime(host, m, cpu)
-    return rt
+    rt: CpuMapRuntime | None = host.cpumaps.get(key)
+    if rt is not None and rt.matches():
+        return rt
+    with _ENTRIES_LOCK:
+        rt = host.cpumaps.get(key)
+        if rt is not None and not rt.matches():
+            rt.stop()
+            rt = None
+        if rt is None:
+            rt = host.cpumaps[key] = CpuMapRuntime(host, m, cpu)
+        return rt
+
+
+_ENTRIES_LOCK = threading.Lock()
 
 
 def cpu_map_flush(host: Host, bq: BulkQueues) -> None:

@@ -106,7 +106,7 @@ if TYPE_CHECKING:
     from pyxdp.net.netdev_types import DpHost as Host
     from pyxdp.net.netdev_types import DpRxQueue as NetdevRxQueue
 
-__all__ = ["napi_flush", "napi_poll"]
+__all__ = ["napi_drain_freed_cpumaps", "napi_flush", "napi_poll"]
 
 log = logging.getLogger(__name__)
 
@@ -547,8 +547,11 @@ class _NativeState:
         return pools
 
     def retire(self, rq: NetdevRxQueue) -> None:
-        """Replaced or closed: its counts go to the tracer and the queue."""
+        """Replaced or closed: its counts go to the tracer and the queue, and what its
+        last call queued on cpumap entries freed meanwhile is delivered."""
         from pyxdp.net.napi_native import C
+        if self._cm is not None:
+            _drain_freed(self._cm[2])
         self.counts.retire()
         rq.retired_polls += int(self.ctl[C.POLLS])
         self.ctl[C.POLLS] = 0
@@ -566,16 +569,40 @@ class _NativeState:
             self.counts.egress.append(t.egress)
         return t
 
-    def cpumap_args(self, host: Host, local: bool) -> tuple[tuple[Any, ...], list[Any]]:
-        """The cpumap table (:func:`_cpumap_args`), kept until a cpumap is written."""
-        maps = [] if local else self.cpumaps
+    def cpumap_args(self, host: Host) -> tuple[tuple[Any, ...], list[Any]]:
+        """The cpumap table (:func:`_cpumap_args`), kept until a cpumap is written: this
+        queue's own bulk queues and sums (the kernel's per-CPU ``xdp_bulk_queue`` and
+        counts; a queue polls on one CPU at a time), the entries' rings shared."""
+        maps = self.cpumaps
         key = (host.cpumap_threads, tuple((m.id, m.gen) for m in maps))
         if self._cm is None or self._cm[0] != key:
+            old = self._cm[2] if self._cm is not None else []
+            # Polls on other CPUs may look for the same entries meanwhile: one of them
+            # makes each (cpumap.cpumap_runtime).
             self._cm = (key, *_cpumap_args(host, maps))
+            _drain_freed(old)
             if maps:
                 self.counts.add_cpumap(self._cm[1], self._cm[2])
                 self._cm_seen = np.zeros(len(self._cm[2]), np.int64)
         return self._cm[1], self._cm[2]
+
+
+def napi_drain_freed_cpumaps(rq: NetdevRxQueue) -> None:
+    """Frames ``rq``'s last native call, without the host lock, queued on cpumap entries
+    freed meanwhile: delivered (see :func:`_drain_freed`)."""
+    st = rq.native
+    if st is not None and st._cm is not None:
+        _drain_freed(st._cm[2])
+
+
+def _drain_freed(rts: Sequence[Any]) -> None:
+    """Entries of a queue's last cpumap table that were freed (their kthreads stopped
+    and drained) while that call, without the host lock, still queued frames on
+    them: those delivered now, as ``__cpu_map_entry_free``'s ``kthread_stop`` does
+    after the RCU grace period that waits for such a call."""
+    for rt in rts:
+        if rt.freed and rt.backlog:
+            rt.drain()
 
 
 class _Tables:
@@ -685,10 +712,12 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ctl[:C.INVALID_ACT] = 0
     # Threaded NAPI: queues on other CPUs poll at the same time. A call needs no host
     # lock when it touches only its queue's records and per-CPU state: the program's
-    # maps are arrays (per-CPU or not, as the kernel's lock-free ones) or device maps,
-    # no tail calls; its redirects to devices go into its own bulk queues and count
-    # into the targets' rows for its CPU (devmap egress programs run on its CPU's
-    # engines), the rest go to the (locked) Python dispatch.
+    # maps are arrays (per-CPU or not, as the kernel's lock-free ones), device maps or
+    # cpumaps, no tail calls; its redirects to devices and cpumap entries go into its
+    # own bulk queues and count into the targets' rows for its CPU (devmap egress
+    # programs run on its CPU's engines; a cpumap bulk is flushed into the entry's
+    # ring under the ring's producer lock), the rest go to the (locked) Python
+    # dispatch.
     parallel = host.threaded_napi and _parallel_ok(prog)
     vm = prog.engine_for(rq.ctx.cpu) if parallel else prog.vm
     xsk = st.xsk = None if parallel else xsk_native_rx(rq, st.xskmaps, st.xsk)
@@ -742,7 +771,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                                 or (peer is not None and own == 1)))
     cpu = rq.ctx.cpu if parallel else None
     nt = st.tables(host, len(tgt[0]), vm, cpu)
-    cm, cm_rts = st.cpumap_args(host, parallel)
+    cm, cm_rts = st.cpumap_args(host)
     io = st.io
     # xdp_frames other devices queued here (veth_xdp_rcv_one): in this pool, the
     # system allocator or another page pool (the host's, in a table).
@@ -754,7 +783,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     pools = st.pool_table(host, pool) if fon else ()
     others = (system.pages, *(p.pages for p in pools)) if fon else ()
     pool.napi_local = True
-    # Every producer of a cpumap ring and consumer of a return ring holds the host lock.
+    # Producers of a cpumap entry's ring and consumers of its return ring take that
+    # ring's lock (ptr_ring's producer_lock, consumer_lock), with or without this one.
     lock = _NO_LOCK if parallel else host.lock
     lock.acquire()
     try:
@@ -820,19 +850,20 @@ class _NoLock:
 
 _NO_LOCK = _NoLock()
 _PARALLEL_MAPS = (int(BpfMapType.BPF_MAP_TYPE_ARRAY), int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY),
-                  int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH))
+                  int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH),
+                  int(BpfMapType.BPF_MAP_TYPE_CPUMAP))
 
 
 def _parallel_ok(prog: XdpProg) -> bool:
-    """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host
-    lock: its maps are arrays (their updates are the program's own atomics, as in
-    the kernel) or device maps (a program only reads those: lookups and
-    ``bpf_redirect_map``; the redirect's bulk queues are the call's own, its
-    targets' counters per CPU, their rings and the pages' memories taken under their
-    locks), it makes no tail calls (their targets' run state is shared),
-    allocates no objects (the arena's free lists are not atomic) and calls no kfunc or
-    helper whose native twin changes a namespace table (conntrack, xfrm, a listener's
-    SYN queue overflow stamp: not atomic either)."""
+    """Whether NAPI contexts on several CPUs may run ``prog`` at once without the host lock:
+    its maps are arrays (their updates are the program's own atomics, as in the kernel),
+    device maps or cpumaps (a program only reads those: lookups and
+    ``bpf_redirect_map``; the redirect's bulk queues are the call's own, its targets'
+    counters per CPU, their rings - a device's, a cpumap entry's ``ptr_ring`` - and the
+    pages' memories taken under their locks), it makes no tail calls (their targets' run
+    state is shared), allocates no objects (the arena's free lists are not atomic) and
+    calls no kfunc or helper whose native twin changes a namespace table (conntrack,
+    xfrm, a listener's SYN queue overflow stamp: not atomic either)."""
     ok = getattr(prog, "_parallel_ok", None)
     if ok is None:
         ok = all(int(m.map_type) in _PARALLEL_MAPS for m in prog.maps.values()) and \

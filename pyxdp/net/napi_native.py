@@ -173,6 +173,8 @@ from pyxdp.net.atomic import (
     i64_view,
     load_acquire64,
     memcpy,
+    spin_lock,
+    spin_unlock,
     store_release64,
     u8_view,
     u32_view,
@@ -197,7 +199,7 @@ from pyxdp.net.page_pool import (
 )
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.page_pool_native import _alloc, _put_ring
-from pyxdp.net.ptr_ring import IDX_CONS, ring_count, ring_produce
+from pyxdp.net.ptr_ring import IDX_CONS, IDX_CONS_LOCK, ring_count, ring_produce_locked
 from pyxdp.net.skbuff_native import BAD_SKB, skb_pp_cow_data
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -766,15 +768,17 @@ def _defer(ctl, defer, red, i, loc, data, length, meta, a, kind):  # type: ignor
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, state, c,  # type: ignore[no-untyped-def] # noqa: E501
                nuse, cached, fmem):
-    """``bq_flush_to_queue``: entry ``r``'s bulk into its ring; what does not fit is
-    returned (``xdp_return_frame_rx_napi``: direct recycling) to its memory - the
-    queue's pool, or (``fmem``) the memory of an xdp_frame another device queued.
-    Returns the pool's hot fields (c, nuse, cached)."""
+    """``bq_flush_to_queue``: entry ``r``'s bulk (this call's, as the kernel's is this
+    CPU's) into its ring under the ring's producer lock, which polls on other CPUs
+    and the Python path take too; what does not fit is returned
+    (``xdp_return_frame_rx_napi``: direct recycling) to its memory - the queue's
+    pool, or (``fmem``) the memory of an xdp_frame another device queued. The sums
+    are this call's row. Returns the pool's hot fields (c, nuse, cached)."""
     # The entry's ring, from its row of addresses.
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
     b = cbq_n[r]
-    taken = ring_produce(q_slots, q_idx, cbq[r], b)
+    taken = ring_produce_locked(q_slots, q_idx, cbq[r], b)
     for j in range(taken, b):
         loc = cbq[r, 0, j] - pfn_base
         if 0 <= loc < len(state):
@@ -807,11 +811,6 @@ def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex
         return EOVERFLOW
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
-    if ring_count(q_idx) >= cq_tab[r, 1]:
-        _put_page(sysm, row)
-        cq_cnt[r, 0] += 1
-        cq_cnt[r, 2] += 1
-        return ENOSPC
     spages, sw32, sq64, sbase, _ast, _afree, _aref, spfn = sysm
     memcpy(spages.ctypes.data + row * spages.strides[0] + HEADROOM,
            pages.ctypes.data + loc * pages.strides[0] + data, length)
@@ -829,7 +828,7 @@ def _cpu_generic(cq_tab, cbq, cq_cnt, r, sysm, pages, loc, data, length, ifindex
     one[1, 0] = HEADROOM
     one[2, 0] = length
     one[3, 0] = 0
-    if ring_produce(q_slots, q_idx, one, 1) != 1:  # not reached: the count said room
+    if ring_produce_locked(q_slots, q_idx, one, 1) != 1:  # the ring is full
         _put_page(sysm, row)
         cq_cnt[r, 0] += 1
         cq_cnt[r, 2] += 1
@@ -1780,9 +1779,14 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         nfor = 0  # ... of them in memories other than the queue's pool
         # Pages the cpumap kthreads freed come back (not directly: ring or release);
         # a generic skb's order-0 copy goes back to the system allocator (put_page).
+        # Polls on other CPUs and Python's reclaim consume the same return rings:
+        # under each ring's consumer lock.
         for r in range(ncq):
             r_slots = i64_view(cq_tab[r, 3], 1, cq_tab[r, 4])
             r_idx = i64_view(cq_tab[r, 5], 1, 16)[0]
+            if ring_count(r_idx) == 0:
+                continue
+            spin_lock(r_idx, IDX_CONS_LOCK)
             avail = ring_count(r_idx)
             if avail:
                 rsize = r_slots.shape[1]
@@ -1806,6 +1810,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         break  # another region's page: Python returns it
                     j += 1
                 store_release64(r_idx, IDX_CONS, cons + j)
+            spin_unlock(r_idx, IDX_CONS_LOCK)
         # The rx ring first (frames a NIC received or veth copied), pool pages only,
         # taken under its lock (producers on other threads: veth_xdp_xmit).
         ring_lock(qcur)

@@ -1054,9 +1054,15 @@ class Host:
         if self.cpumap_threads:
             total += sum(rt.processed - before.get(id(rt), 0)
                          for rt in list(self.cpumaps.values()))
-        # The pages native kthreads freed wait on their return rings for their pools'
-        # next poll; with every queue idle that is now (the pool's ring, not directly),
-        # so that the pools' counters are the kernel's when run() returns.
+        # Entries replaced while a lockless poll still queued frames on them deliver
+        # those now. The pages native kthreads freed wait on their return rings for
+        # their pools' next poll; with every queue idle that is now (the pool's ring,
+        # not directly), so that the pools' counters are the kernel's when run()
+        # returns.
+        from pyxdp.net.napi import napi_drain_freed_cpumaps
+        for dev in list(self.devices.values()):
+            for rq in dev.rx:
+                napi_drain_freed_cpumaps(rq)
         for rt in list(self.cpumaps.values()):
             rt.reclaim()
         return total

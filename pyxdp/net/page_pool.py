@@ -37,10 +37,10 @@ allocator" is that region's free list (the slow path and
 elevated page refcounts in pools (a pool page is always recyclable, so
 ``released_refcnt`` stays 0); direct recycling happens when the caller says
 ``allow_direct`` or the pool's ``napi_local`` flag is set (the model of
-``page_pool_napi_local``: the datapath sets it while it runs the pool's NAPI
-poll). After ``page_pool_destroy`` with pages still out, each returning page
-is released at once and the pool is finally freed with the last one (the
-kernel's delayed ``page_pool_release_retry`` work, without the delay). One
+``page_pool_napi_local``: the datapath sets it while it runs the pool's NAPI poll, for
+the thread - the CPU - running it). After ``page_pool_destroy`` with pages still out,
+each returning page is released at once and the pool is finally freed with the last one
+(the kernel's delayed ``page_pool_release_retry`` work, without the delay). One
 thread stands for one CPU; as in the kernel, only the ring is shared between
 them and locked (``ptr_ring``'s lock: once per page on the single-page path,
 once per call on the bulk and vector paths), while the alloc cache belongs to
@@ -633,6 +633,19 @@ class PagePool(PageMemory):
         self._scratch = np.zeros(npages, dtype=_I64)  # for the duplicate test
         self._ring_a = array.array("q", bytes(8 * self.ring_size))
         self._ring = np.frombuffer(self._ring_a, dtype=_I64)
+
+    _napi_thread = 0  # the thread running the pool's NAPI poll now (0: none)
+
+    @property
+    def napi_local(self) -> bool:
+        """``page_pool_napi_local``: the caller runs the pool's NAPI poll - true on the
+        thread that set it (the pool's CPU), false on others (a cpumap kthread's
+        returns while that poll runs must not touch the alloc cache)."""
+        return self._napi_thread == threading.get_ident()
+
+    @napi_local.setter
+    def napi_local(self, on: bool) -> None:
+        self._napi_thread = threading.get_ident() if on else 0
 
     # The scalar state, kept in :attr:`state` (shared in place with native code).
     _count = Alias(PoolState, "count")

@@ -9,9 +9,15 @@ counters, each on its own cache line as the kernel keeps ``producer`` and
 ``consumer_head`` apart. The counters only grow (the slot is the counter
 modulo ``size``); the producer publishes with a release store after writing
 the slots and reads the consumer with an acquire load, and the consumer
-mirrors that, so one producer and one consumer need no lock. Producers are
-serialised by the host's lock (every producer - a NAPI poll, native or not -
-holds it); the consumer is the one kthread.
+mirrors that, so one producer and one consumer need no lock. Several
+producers (NAPI polls on several CPUs, native or not, with or without the
+host's lock) take ``producer_lock``, a word beside the producer counter
+(:func:`ring_produce_locked`, ``ptr_ring_produce``); several consumers take
+``consumer_lock``, a word beside the consumer counter
+(:func:`ring_consume_locked`, ``ptr_ring_consume_batched``). Both locks are
+taken with ``cmpxchg`` by machine code and by Python's :class:`PtrRing` alike.
+A cpumap entry's queue has one consumer, its kthread, which takes frames
+unlocked (``__ptr_ring_consume_batched``) as the kernel's does.
 
 The same functions serve both sides: :class:`PtrRing`'s methods call the
 native ones (one call per batch), and the native NAPI loop and kthread inline
@@ -23,15 +29,18 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.net.atomic import load_acquire64, store_release64
+from pyxdp.net.atomic import load_acquire64, spin_lock, spin_unlock, store_release64
 from pyxdp.net.native import njit
 
-__all__ = ["IDX_CONS", "IDX_PROD", "PtrRing", "ring_consume", "ring_count", "ring_produce"]
+__all__ = ["IDX_CONS", "IDX_CONS_LOCK", "IDX_PROD", "IDX_PROD_LOCK", "PtrRing", "ring_consume",
+           "ring_consume_locked", "ring_count", "ring_produce", "ring_produce_locked"]
 
 I64 = npt.NDArray[np.int64]
 
 IDX_PROD = 0
+IDX_PROD_LOCK = 1  # producer_lock, on the producer's cache line
 IDX_CONS = 8  # 64 bytes further: another cache line
+IDX_CONS_LOCK = 9  # consumer_lock
 _IDX_WORDS = 16
 
 
@@ -67,19 +76,28 @@ def ring_consume(slots, idx, dst, n):  # type: ignore[no-untyped-def]
     return max(k, 0)
 
 
+# Called, not inlined: their spin loops kept out of the poll loops' code.
+@njit(cache=True, nogil=True, _nrt=False)
+def ring_produce_locked(slots, idx, src, k):  # type: ignore[no-untyped-def]
+    """``ptr_ring_produce`` of a batch: :func:`ring_produce` under ``producer_lock``."""
+    spin_lock(idx, IDX_PROD_LOCK)
+    k = ring_produce(slots, idx, src, k)
+    spin_unlock(idx, IDX_PROD_LOCK)
+    return k
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def ring_consume_locked(slots, idx, dst, n):  # type: ignore[no-untyped-def]
+    """``ptr_ring_consume_batched``: :func:`ring_consume` under ``consumer_lock``."""
+    spin_lock(idx, IDX_CONS_LOCK)
+    k = ring_consume(slots, idx, dst, n)
+    spin_unlock(idx, IDX_CONS_LOCK)
+    return k
+
+
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def ring_count(idx):  # type: ignore[no-untyped-def]
     return load_acquire64(idx, IDX_PROD) - load_acquire64(idx, IDX_CONS)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _produce(slots, idx, src, k):  # type: ignore[no-untyped-def]
-    return ring_produce(slots, idx, src, k)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _consume(slots, idx, dst, n):  # type: ignore[no-untyped-def]
-    return ring_consume(slots, idx, dst, n)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -101,14 +119,16 @@ class PtrRing:
         return int(_count(self.idx))
 
     def produce(self, cols: I64) -> int:
-        """Queue the columns ``cols`` (``cols x k``) as far as they fit; returns how many."""
+        """Queue the columns ``cols`` (``cols x k``) as far as they fit, under the
+        producer lock; returns how many."""
         k = cols.shape[1]
         if not k:
             return 0
-        return int(_produce(self.slots, self.idx, np.ascontiguousarray(cols, np.int64), k))
+        return int(ring_produce_locked(self.slots, self.idx,
+                                       np.ascontiguousarray(cols, np.int64), k))
 
     def consume(self, n: int) -> I64:
-        """Up to ``n`` entries, oldest first (``cols x k``)."""
+        """Up to ``n`` entries, oldest first (``cols x k``), under the consumer lock."""
         out = np.empty((self.slots.shape[0], max(n, 0)), np.int64)
-        k = int(_consume(self.slots, self.idx, out, n)) if n > 0 else 0
+        k = int(ring_consume_locked(self.slots, self.idx, out, n)) if n > 0 else 0
         return out[:, :k]

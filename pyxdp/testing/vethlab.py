@@ -139,6 +139,7 @@ __all__ = [
     "adjust_meta_pass",
     "compare",
     "cpumap_prog",
+    "cpumap_prog_threaded",
     "devmap_broadcast",
     "devmap_broadcast_egress_prog",
     "devmap_broadcast_exclude_ingress",
@@ -545,14 +546,15 @@ def lab_differences(want: LabResult, got: LabResult, scenario: Scenario, *,
     ``xdp_cpumap_kthread`` the sums only); with ``links`` the ``ip -s
     link`` counters too. ``ifindex`` and ``backend`` are never compared.
     With :attr:`~Scenario.threaded_napi` the bulk events (``xdp_bulk_tx``,
-    ``xdp_devmap_xmit``) are timing too: how many frames one poll finds
+    ``xdp_devmap_xmit``, ``xdp_cpumap_enqueue``: also its ``cpu``, wherever the
+    NAPI kthread ran) are timing too: how many frames one poll finds
     depends on when the NAPI kthread runs after the sender queued them; and
     the events of different devices are compared in order per device (each
     device's kthread orders its own; how they interleave is timing).
     """
     timing = {"xdp_cpumap_kthread"}
     if scenario.threaded_napi:
-        timing |= {"xdp_bulk_tx", "xdp_devmap_xmit"}
+        timing |= {"xdp_bulk_tx", "xdp_devmap_xmit", "xdp_cpumap_enqueue"}
     out: list[str] = []
     for dev in scenario.observed:
         a, b = list(want.rx.get(dev, ())), list(got.rx.get(dev, ()))
@@ -1274,6 +1276,20 @@ def cpumap_prog() -> Scenario:
                     ordered=False, doc=cpumap_prog.__doc__ or "")
 
 
+def cpumap_prog_threaded() -> Scenario:
+    """cpumap_prog with threaded NAPI.
+
+    Kernel: as cpumap_prog, the polls on a NAPI kthread (``xdp_cpumap_enqueue``'s
+    ``cpu`` is wherever it ran, its bulks as many frames as one poll found).
+    pyxdp: veth0's poll runs without the host lock (redirect_cpu's maps are
+    arrays, per-CPU arrays and the cpumap) and its redirects into the entries
+    are the native loop's: the poll's own bulk queues, flushed into each
+    entry's ``ptr_ring`` under its producer lock.
+    """
+    return replace(cpumap_prog(), name="cpumap_prog_threaded", threaded_napi=True,
+                   doc=cpumap_prog_threaded.__doc__ or "")
+
+
 def adjust_meta_pass() -> Scenario:
     """samples/adjust_tail.o on veth0, samples/meta.o ``xdp_meta_producer`` on veth1.
 
@@ -1304,7 +1320,8 @@ SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {
                             devmap_broadcast_exclude_ingress, devmap_broadcast_egress_prog,
                             devmap_broadcast_generic_mtu, veth_frames_broadcast_egress_prog,
                             veth_frames_broadcast_egress_prog_threaded,
-                            cpumap_prog, adjust_meta_pass, xdp2_tx_threaded,
+                            cpumap_prog, cpumap_prog_threaded, adjust_meta_pass,
+                            xdp2_tx_threaded,
                             devmap_redirect_threaded, devmap_redirect_generic_threaded,
                             redirect_ifindex_threaded,
                             redirect_to_lo_up_generic_prog,

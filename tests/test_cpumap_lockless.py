@@ -1,0 +1,184 @@
+"""cpumap redirects from NAPI polls on several CPUs without the host lock (threaded NAPI):
+per-poll bulk queues of 8 flushed into each entry's ``ptr_ring`` under the ring's
+producer lock, against the host-locked native path and the Python reference path:
+the same deliveries, counters, tracepoint counts and page accounting."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+
+from pyxdp.net import napi
+from pyxdp.net.netdevice import Host
+from pyxdp.net.prog import jit_available
+from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.trace import Tracer
+from pyxdp.spec import MapSpec
+from pyxdp.testing.programs import asm_collection, frames_by_payload, redirect_by_payload
+from pyxdp.uapi.bpf import BpfMapType
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+
+CPUMAP = MapSpec("cpu_map", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 4)
+# Per slot (the payload's low 2 bits): CPU 0 and 1 rings that take everything, an empty
+# slot 2 (-EINVAL: XDP_ABORTED), and a ring of 8 on CPU 3 that refuses most bulks.
+QSIZE = {0: 2048, 1: 2048, 3: 8}
+
+
+def _pool_balanced(pool: Any) -> None:
+    """Every page the pool holds is in its alloc cache, its ring or in use, once."""
+    cached, ringed, used = len(pool.cached_pages()), len(pool.ring_pages()), len(pool.in_use())
+    assert (cached, ringed, used) == (pool.alloc_count, pool.ring_count, pool.nr_in_use)
+    assert pool.inflight() == cached + ringed + used
+
+
+def _run(mode: str, count: int, monkeypatch: pytest.MonkeyPatch, *,
+         threads: bool = False) -> tuple[int, dict[str, Any]]:
+    """A NIC's two rx queues (CPUs 0 and 1, threaded NAPI) redirect every frame by payload
+    into :data:`QSIZE`'s cpumap entries; ``mode``: ``lockless`` (native polls without
+    the host lock), ``locked`` (native polls under it) or ``python``. The frames
+    handed to the Python dispatch, and what the run gave."""
+    deferred = [0]
+    orig = napi._dispatch_deferred
+
+    def spy(host: Host, dev: Any, rq: Any, prog: Any, frames: Any, v: Any, bq: Any) -> None:
+        deferred[0] += len(frames)
+        orig(host, dev, rq, prog, frames, v, bq)
+
+    monkeypatch.setattr(napi, "_dispatch_deferred", spy)
+    if mode == "locked":
+        monkeypatch.setattr(napi, "_parallel_ok", lambda prog: False)
+    with Host(tracer=Tracer(), engine="jit", native=mode != "python", threaded_napi=True,
+              cpumap_threads=threads, nr_cpus=4) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
+        coll = h.load(asm_collection(redirect_by_payload(0), [CPUMAP]))
+        for cpu, qsize in QSIZE.items():
+            coll.maps["cpu_map"][cpu] = struct.pack("<Ii", qsize, 0)
+        eth0.attach_xdp(coll.programs["t"])
+        assert napi._parallel_ok(coll.programs["t"].handle) == (mode != "locked")
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=count)
+        h.run()
+        assert {rq.ctx.cpu for rq in eth0.rx} == {0, 1}
+        if mode != "python":  # both CPUs' first polls found one entry per slot, the host's
+            for rq in eth0.rx:
+                rts = rq.native.cpumap_args(h)[1]
+                assert [h.cpumaps.get((rt.map.id, rt.cpu)) for rt in rts] == rts
+        for rq in eth0.rx:
+            _pool_balanced(rq.pool)
+        system = h.memmap.system
+        assert len(system.in_use()) == system.allocated - system.freed == 0
+        h.check_memory()
+        mid = coll.maps["cpu_map"].handle.id
+        # xdp_cpumap_enqueue per (from CPU, to CPU): bulks and frames flushed; which
+        # CPU's bulks the ring of 8 refused depends on the threads' order, their sum not.
+        enq: dict[tuple[int, int], list[int]] = {}
+        drops: dict[int, int] = {}
+        for k, v in h.tracer.xdp_cpumap_enqueue.counters.items():
+            assert k[0] == mid
+            enq[k[1:]] = list(v)[:2]
+            drops[k[2]] = drops.get(k[2], 0) + list(v)[2]
+        out = {
+            "stats": {d.name: d.stats.asdict() for d in h.devices.values()},
+            "redirect": sorted((k[:2], list(v))
+                               for k, v in h.tracer.xdp_redirect.counters.items()),
+            "redirect_err": sorted((k[:2] + k[3:], list(v))
+                                   for k, v in h.tracer.xdp_redirect_err.counters.items()),
+            "enqueue": enq, "drops": drops,
+            "kthread": sorted((k[1:], list(v)[1]) for k, v in
+                              h.tracer.xdp_cpumap_kthread.counters.items()),
+            "stack": (h.stack.per_device, h.stack.counters()),
+            # Pages each pool holds: which CPU's bulk the ring of 8 took (and which
+            # came straight back to its pool's cache) depends on the threads' order.
+            "pools": sorted((rq.pool.alloc_count + rq.pool.ring_count + rq.pool.nr_in_use,
+                             rq.pool.nr_in_use) for rq in eth0.rx),
+        }
+    monkeypatch.undo()
+    return deferred[0], out
+
+
+@pytest.mark.parametrize("count", [480])
+def test_lockless_cpumap_redirects_native_is_python(count: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rx queues polled at once without the host lock redirect into cpumap entries
+    natively (nothing handed to the Python dispatch): per-CPU bulk queues of 8, flushed
+    into the entries' rings under their producer locks, xdp_cpumap_enqueue per CPU,
+    the ring of 8's drops (returned to their pools), -EINVAL for the empty slot; the
+    stack gets what the host-locked native path and the Python path deliver, every
+    page pool and the system allocator balance exactly."""
+    n_lockless, lockless = _run("lockless", count, monkeypatch)
+    n_locked, locked = _run("locked", count, monkeypatch)
+    _n_python, python = _run("python", count, monkeypatch)
+    assert n_lockless == 0 and n_locked == 0
+    assert lockless == locked == python
+    enq, drops = lockless["enqueue"], lockless["drops"]
+    # Both CPUs flushed bulks into the three live entries; the ring of 8 took 8 frames.
+    assert {k[0] for k in enq} == {0, 1} and {k[1] for k in enq} == {0, 1, 3}
+    assert sum(v[1] for k, v in enq.items() if k[1] == 3) - drops[3] == 8
+    assert drops[0] == drops[1] == 0
+    delivered = sum(lockless["stack"][0].values())
+    assert delivered == 2 * count // 4 * 2 + 8
+
+
+def test_lockless_cpumap_redirects_to_kthreads_keep_pages_exact(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with the entries' kthreads on threads of their own (native, consuming
+    while both polls produce, their freed pages coming back through the return rings,
+    which both polls consume under the rings' consumer locks): every frame is
+    delivered or dropped at a full ring, once; the pools balance exactly."""
+    count = 2400
+    n, out = _run("lockless", count, monkeypatch, threads=True)
+    assert n == 0
+    delivered = sum(out["stack"][0].values())
+    assert delivered == 2 * count // 4 * 3 - sum(out["drops"].values())
+    assert delivered >= 2 * count // 4 * 2
+
+
+def test_cpumap_entries_replaced_under_lockless_polls_deliver_what_they_took() -> None:
+    """A thread rewrites two cpumap entries (their qsize) while both queues' lockless polls
+    redirect into them and the kthreads run on threads of their own: each poll that
+    sees the change remakes the entry once (the old kthread stopped and drained
+    without the host lock held, which it may need), and what a poll still queued on a
+    replaced entry is delivered by the end of run(): the stack gets exactly what the
+    rings took, every page comes back."""
+    import threading
+    import time
+
+    with Host(tracer=Tracer(), engine="jit", threaded_napi=True, cpumap_threads=True,
+              nr_cpus=4) as h:
+        eth0 = h.add_device("eth0", rx_queues=2)
+        coll = h.load(asm_collection(redirect_by_payload(0), [CPUMAP]))
+        for cpu in (0, 1, 3):
+            coll.maps["cpu_map"][cpu] = struct.pack("<Ii", 512, 0)
+        eth0.attach_xdp(coll.programs["t"])
+        for rq in eth0.rx:  # the entries made
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=96)
+        h.run()
+        first = dict(h.cpumaps)
+        for rq in eth0.rx:
+            rq.source = TrafficGenerator(packets=frames_by_payload(), count=20000)
+        stop = threading.Event()
+
+        def rewrite() -> None:
+            k = 1
+            while not stop.is_set():
+                k += 1  # slots 0, 1, 0, ...: each write a new qsize for its slot
+                coll.maps["cpu_map"][k % 2] = struct.pack("<Ii", 256 + 256 * (k % 3), 0)
+                time.sleep(0.001)
+
+        t = threading.Thread(target=rewrite)
+        t.start()
+        try:
+            h.run()
+        finally:
+            stop.set()
+            t.join()
+        h.run()
+        assert any(h.cpumaps[k] is not rt for k, rt in first.items())  # entries replaced
+        took = sum(v[1] - v[2] for v in h.tracer.xdp_cpumap_enqueue.counters.values())
+        assert took > 0 and sum(h.stack.per_device.values()) == took
+        for rq in eth0.rx:
+            _pool_balanced(rq.pool)
+        h.check_memory()
