@@ -370,39 +370,23 @@ def _trace_fn(name: str, vargs: bool) -> Callable[[Natives], str]:
     the ring first) for a run without a ring, a full ring, an unreadable format or
     array and what ``@bprintf`` leaves to Python."""
     def define(natives: Natives) -> str:
-        from pyxdp.vm.helpers_more import MAX_BPRINTF_VARARGS
+        from pyxdp.vm.helpers_more import bprintf_varargs
         f = Text()
         f.at("entry")
         ob = f.ins("alloca [1024 x i8]")
         if vargs:
-            dlen = f.ins("and i64 %r4, 4294967295")
-            some = f.ins(f"icmp ne i64 {dlen}, 0")
-            odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {dlen}, 7')}, 0")
-            many = f.ins(f"icmp ugt i64 {dlen}, {MAX_BPRINTF_VARARGS * 8}")
-            null = f.ins(f"and i1 {some}, {f.ins('icmp eq i64 %r3, 0')}")
-            ret_if(f, f.ins(f"or i1 {odd}, {f.ins(f'or i1 {many}, {null}')}"),
-                   (-errno.EINVAL) & M64)
-        ring = f.cget("%ctx", "trace")
-        ret_if(f, f.ins(f"icmp eq i64 {ring}, 0"), SLOW)
-        fsz = f.ins("and i64 %r2, 4294967295")
-        fp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {fsz}, i1 false)")
-        ret_if(f, f.ins(f"icmp eq ptr {fp}, null"), SLOW)
-        if vargs:
-            before = f.cur
-            f.cbr(some, "targs", "fmtok")
-            f.at("targs")
-            ap = f.ins(f"call ptr @translate(ptr %ctx, i64 %r3, i64 {dlen}, i1 false)")
-            ret_if(f, f.ins(f"icmp eq ptr {ap}, null"), SLOW)
-            have = f.cur
-            f.br("fmtok")
-            f.at("fmtok")
-            args = f.ins(f"phi ptr [ null, %{before} ], [ {ap}, %{have} ]")
+            dlen, args = bprintf_varargs(f, "%r3", "%r4")
             nargs = f.ins(f"lshr i64 {dlen}, 3")
         else:
             args = f.ins("alloca [3 x i64]")
             for slot, r in enumerate(("%r3", "%r4", "%r5")):
                 f.do(f"store i64 {r}, ptr {f.gep(args, 8 * slot)}")
             nargs = "3"
+        ring = f.cget("%ctx", "trace")
+        ret_if(f, f.ins(f"icmp eq i64 {ring}, 0"), SLOW)
+        fsz = f.ins("and i64 %r2, 4294967295")
+        fp = f.ins(f"call ptr @translate(ptr %ctx, i64 %r1, i64 {fsz}, i1 false)")
+        ret_if(f, f.ins(f"icmp eq ptr {fp}, null"), SLOW)
         # The format must hold a NUL within its size.
         before = f.cur
         f.br("scan")

@@ -1081,6 +1081,29 @@ def _bprintf_fn(natives: Natives) -> str:
         "{slow}", c64(SLOW))
 
 
+def bprintf_varargs(f: Text, array: str, data_len: str) -> tuple[str, str]:
+    """The u64 argument array of ``bpf_snprintf`` and ``bpf_trace_vprintk`` in a twin:
+    -EINVAL for a ``data_len`` that is no multiple of 8, above
+    :data:`MAX_BPRINTF_VARARGS` words, or not 0 with a NULL array (the helpers' first
+    checks); then the array's address (null when empty; SLOW when unreadable).
+    Returns ``data_len`` (zero-extended) and the address."""
+    dlen = f.ins(f"and i64 {data_len}, 4294967295")
+    some = f.ins(f"icmp ne i64 {dlen}, 0")
+    odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {dlen}, 7')}, 0")
+    many = f.ins(f"icmp ugt i64 {dlen}, {MAX_BPRINTF_VARARGS * 8}")
+    null = f.ins(f"and i1 {some}, {f.ins(f'icmp eq i64 {array}, 0')}")
+    ret_if(f, f.ins(f"or i1 {odd}, {f.ins(f'or i1 {many}, {null}')}"), (-errno.EINVAL) & M64)
+    before = f.cur
+    f.cbr(some, "vargs", "vargs_ok")
+    f.at("vargs")
+    ap = f.ins(f"call ptr @translate(ptr %ctx, i64 {array}, i64 {dlen}, i1 false)")
+    ret_if(f, f.ins(f"icmp eq ptr {ap}, null"), SLOW)
+    have = f.cur
+    f.br("vargs_ok")
+    f.at("vargs_ok")
+    return dlen, f.ins(f"phi ptr [ null, %{before} ], [ {ap}, %{have} ]")
+
+
 def _snprintf_fn(natives: Natives) -> str:
     """``bpf_snprintf``'s twin (reference: :func:`_snprintf`): the arguments checked, the
     output formatted by ``@bprintf`` into a local buffer, then written with its NUL.
@@ -1090,23 +1113,8 @@ def _snprintf_fn(natives: Natives) -> str:
     f.at("entry")
     ob = f.ins("alloca [1024 x i8]")
     size = f.ins("and i64 %r2, 4294967295")
-    dlen = f.ins("and i64 %r5, 4294967295")
-    some = f.ins(f"icmp ne i64 {dlen}, 0")
-    odd = f.ins(f"icmp ne i64 {f.ins(f'and i64 {dlen}, 7')}, 0")
-    many = f.ins(f"icmp ugt i64 {dlen}, {MAX_BPRINTF_VARARGS * 8}")
-    null = f.ins(f"and i1 {some}, {f.ins('icmp eq i64 %r4, 0')}")
-    bad = f.ins(f"or i1 {odd}, {f.ins(f'or i1 {many}, {null}')}")
-    ret_if(f, bad, (-errno.EINVAL) & M64)
+    dlen, argp = bprintf_varargs(f, "%r4", "%r5")
     ret_if(f, f.ins(f"icmp ugt i64 {size}, 1024"), SLOW)
-    before = f.cur
-    f.cbr(some, "targs", "fmt")
-    f.at("targs")
-    ap = f.ins(f"call ptr @translate(ptr %ctx, i64 %r4, i64 {dlen}, i1 false)")
-    ret_if(f, f.ins(f"icmp eq ptr {ap}, null"), SLOW)
-    have = f.cur
-    f.br("fmt")
-    f.at("fmt")
-    argp = f.ins(f"phi ptr [ null, %{before} ], [ {ap}, %{have} ]")
     empty = f.ins(f"icmp eq i64 {size}, 0")
     lim = f.ins(f"select i1 {empty}, i64 0, i64 {f.ins(f'sub i64 {size}, 1')}")
     n = f.ins(f"call i64 @bprintf(ptr %ctx, i64 %r3, ptr {argp}, "
