@@ -136,18 +136,21 @@ def test_lockless_cpumap_redirects_to_kthreads_keep_pages_exact(
     assert delivered >= 2 * count // 4 * 2
 
 
-def test_cpumap_entries_replaced_under_lockless_polls_deliver_what_they_took() -> None:
-    """A thread rewrites two cpumap entries (their qsize) while both queues' lockless polls
-    redirect into them and the kthreads run on threads of their own: each poll that
-    sees the change remakes the entry once (the old kthread stopped and drained
-    without the host lock held, which it may need), and what a poll still queued on a
-    replaced entry is delivered by the end of run(): the stack gets exactly what the
-    rings took, every page comes back."""
+@pytest.mark.parametrize("native", [True, False], ids=["lockless", "python"])
+def test_cpumap_entries_replaced_under_polls_deliver_what_they_took(native: bool) -> None:
+    """A thread rewrites two cpumap entries (their qsize) while both queues' polls
+    (lockless native ones, or the Python path's under the host lock) redirect into
+    them and the kthreads run on threads of their own: each poll that sees the change
+    remakes the entry once; the old kthread is told to stop and joined later, without
+    the host lock held (it may be waiting for it: the Python path deadlocked here), as
+    Linux frees a replaced entry after an RCU grace period; what a poll still queued
+    on a replaced entry is delivered by the end of run(): the stack gets exactly what
+    the rings took, every page comes back."""
     import threading
     import time
 
-    with Host(tracer=Tracer(), engine="jit", threaded_napi=True, cpumap_threads=True,
-              nr_cpus=4) as h:
+    with Host(tracer=Tracer(), engine="jit", native=native, threaded_napi=True,
+              cpumap_threads=True, nr_cpus=4) as h:
         eth0 = h.add_device("eth0", rx_queues=2)
         coll = h.load(asm_collection(redirect_by_payload(0), [CPUMAP]))
         for cpu in (0, 1, 3):

@@ -313,6 +313,11 @@ class CpuMapRuntime:
         return len(self.queue) + int(self.kc[KC.INFLIGHT]) + self._py_inflight
 
     @property
+    def threaded(self) -> bool:
+        """Its kthread runs on a thread of its own (not yet joined)."""
+        return self._thread is not None
+
+    @property
     def freed(self) -> bool:
         """Freed (:meth:`stop`): no longer its map's entry, its kthread joined (so that
         a caller of :meth:`drain` is the ring's only consumer)."""
@@ -556,6 +561,15 @@ class CpuMapRuntime:
                 self.reclaim()
             self.reclaim()
 
+    def retire(self) -> None:
+        """``__cpu_map_entry_replace``: no longer its map's entry, its kthread told to
+        stop. It is joined and its ring drained later (:meth:`Host.reap_cpumaps
+        <pyxdp.net.netdevice.Host.reap_cpumaps>`), as Linux frees the entry after an RCU
+        grace period: the replacing caller may hold the host lock, which the kthread
+        may be waiting for."""
+        self._stop = True
+        self._wake.set()
+
     def stop(self) -> None:
         """``__cpu_map_entry_free``: stop the kthread, deliver what is queued."""
         self._stop = True
@@ -617,7 +631,11 @@ def cpumap_runtime(host: Host, m: CpuMap, cpu: int) -> CpuMapRuntime:
     with _ENTRIES_LOCK:
         rt = host.cpumaps.get(key)
         if rt is not None and not rt.matches():
-            rt.stop()
+            if rt.threaded:
+                rt.retire()
+                host.retire_cpumap(rt)
+            else:
+                rt.stop()
             rt = None
         if rt is None:
             rt = host.cpumaps[key] = CpuMapRuntime(host, m, cpu)

@@ -834,6 +834,9 @@ class Host:
         # every frame on the Python path (the reference the tests compare with).
         self.native = native
         self.cpumaps: dict[tuple[int, int], CpuMapRuntime] = {}
+        # Replaced entries whose kthreads were told to stop, joined by reap_cpumaps.
+        self._retired_cpumaps: list[CpuMapRuntime] = []
+        self._retired_lock = threading.Lock()
         # AF_XDP (pyxdp.net.xsk_buff_pool): buffer pools by (ifindex, queue); the socket
         # bind() registered on each rx queue (bpf_redirect_xsk), and the same as a
         # bitmask of queues per ifindex for native code.
@@ -1028,6 +1031,7 @@ class Host:
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
             n = self.poll()
+            self.reap_cpumaps()
             # Between polls, as the timer softirq runs beside NET_RX: due bpf_timers.
             TIMERS.run()
             WORKQUEUE.run()
@@ -1059,6 +1063,7 @@ class Host:
         # their pools' next poll; with every queue idle that is now (the pool's ring,
         # not directly), so that the pools' counters are the kernel's when run()
         # returns.
+        self.reap_cpumaps()
         from pyxdp.net.napi import napi_drain_freed_cpumaps
         for dev in list(self.devices.values()):
             for rq in dev.rx:
@@ -1066,6 +1071,21 @@ class Host:
         for rt in list(self.cpumaps.values()):
             rt.reclaim()
         return total
+
+    def retire_cpumap(self, rt: CpuMapRuntime) -> None:
+        """A replaced cpumap entry whose kthread was told to stop (its caller may hold
+        the host lock): joined and drained by :meth:`reap_cpumaps`."""
+        with self._retired_lock:
+            self._retired_cpumaps.append(rt)
+
+    def reap_cpumaps(self) -> None:
+        """``__cpu_map_entry_free`` of the replaced entries, after the fact: each kthread
+        joined and what its ring still holds delivered. Called without the host lock
+        (between run()'s rounds, at close)."""
+        with self._retired_lock:
+            rts, self._retired_cpumaps = self._retired_cpumaps, []
+        for rt in rts:
+            rt.stop()
 
     # -- helpers shared by the receive paths -----------------------------------------
     def netif_receive(self, dev: NetDevice, batch: SkbBatch) -> None:
@@ -1155,6 +1175,7 @@ class Host:
         if self._closed:
             return
         self._closed = True
+        self.reap_cpumaps()
         for rt in list(self.cpumaps.values()):
             rt.stop()
         self.cpumaps.clear()
