@@ -169,29 +169,21 @@ def test_snprintf_twin_calls_no_python() -> None:
 
 
 @pytest.mark.parametrize("supported", [True, False])
-def test_trace_printk_twin_agrees_with_python(supported: bool) -> None:
-    """The same return codes and trace lines as the interpreter, call for call."""
-    jit, interp = _runs("jit", supported, 200, TRACE), _runs("interp", supported, 200, TRACE)
+@pytest.mark.parametrize("calls", ["trace_printk", "trace_vprintk"])
+def test_trace_printk_twins_agree_with_python(calls: str, supported: bool) -> None:
+    """bpf_trace_printk and bpf_trace_vprintk: the same return codes (for vprintk,
+    -EINVAL for a data_len not a multiple of 8 or past 96 included) and trace lines as
+    the interpreter, call for call."""
+    prog = TRACE if calls == "trace_printk" else VTRACE
+    jit, interp = _runs("jit", supported, 200, prog), _runs("interp", supported, 200, prog)
     for a, b in zip(jit, interp, strict=True):
         assert a == b
 
 
-def test_trace_printk_twin_calls_no_python() -> None:
+@pytest.mark.parametrize("calls", ["trace_printk", "trace_vprintk"])
+def test_trace_printk_twins_call_no_python(calls: str) -> None:
     from pyxdp.vm import helpers as vm_helpers
-    assert python_calls([vm_helpers._trace_printk, helpers_more.bpf_bprintf],
-                        lambda: _runs("jit", True, 100, TRACE, native=True)) == 0
-
-
-@pytest.mark.parametrize("supported", [True, False])
-def test_trace_vprintk_twin_agrees_with_python(supported: bool) -> None:
-    """bpf_trace_vprintk: the same return codes (-EINVAL for a data_len not a multiple of
-    8 or past 96 included) and trace lines as the interpreter, call for call."""
-    jit, interp = _runs("jit", supported, 200, VTRACE), _runs("interp", supported, 200, VTRACE)
-    for a, b in zip(jit, interp, strict=True):
-        assert a == b
-
-
-def test_trace_vprintk_twin_calls_no_python() -> None:
-    from pyxdp.vm import helpers as vm_helpers
-    assert python_calls([vm_helpers._trace_vprintk, helpers_more.bpf_bprintf],
-                        lambda: _runs("jit", True, 100, VTRACE, native=True)) == 0
+    prog = TRACE if calls == "trace_printk" else VTRACE
+    ref = getattr(vm_helpers, "_" + calls)
+    assert python_calls([ref, helpers_more.bpf_bprintf],
+                        lambda: _runs("jit", True, 100, prog, native=True)) == 0
