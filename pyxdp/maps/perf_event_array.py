@@ -295,7 +295,7 @@ def _put(f: Text, ring: str, cap: int | str, pos: str, src: str, n: str | int) -
 def _output_fn(tag: str, m: MapInfo) -> str:
     """``bpf_xdp_event_output(ctx, map, flags, data, size)`` (the call site has checked
     ``ctx``): 0 or -errno as the Python helper and :meth:`PerfEventArray.output`; SLOW
-    outside a run context, for a multi-buffer packet (its frags are Python's) and where
+    outside a run context, for a multi-buffer packet (the Python helper copies its frags) and where
     ``data`` is unreadable."""
     f = Text()
     f.at("entry")

@@ -172,7 +172,8 @@ def _get_buff_len(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
     return _xdp(vm, r1).buff_len()
 
 
-@_xh(189, "xdp_load_bytes", HelperNative("load_bytes", 4, load_bytes_fn, ("translate",)))
+@_xh(189, "xdp_load_bytes",
+     HelperNative("load_bytes", 4, load_bytes_fn, ("translate", "xdp_copy")))
 def _load_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     got = xdp.load_bytes(r2 & M32, r4 & M32)
@@ -182,7 +183,8 @@ def _load_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) ->
     return 0
 
 
-@_xh(190, "xdp_store_bytes", HelperNative("store_bytes", 4, store_bytes_fn, ("translate",)))
+@_xh(190, "xdp_store_bytes",
+     HelperNative("store_bytes", 4, store_bytes_fn, ("translate", "xdp_copy")))
 def _store_bytes(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     xdp = _xdp(vm, r1)
     length = r4 & M32

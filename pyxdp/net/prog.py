@@ -31,13 +31,24 @@ from pyxdp.errors import InvalidProgram, NotSupportedError, ProgramFault
 from pyxdp.maps.sock_map import KernelObjectMap
 from pyxdp.net.filter import XDP_HELPERS, _Verdicts
 from pyxdp.net.frames import Frames
-from pyxdp.net.xdp import CTX_BASE, SYSCALL_CTX_BASE, RxQueue, XdpBuff
+from pyxdp.net.xdp import (
+    CTX_BASE,
+    SKB_SHARED_INFO_SIZE,
+    SYSCALL_CTX_BASE,
+    XDP_FRAME_SIZE,
+    FragTable,
+    RxQueue,
+    XdpBuff,
+    frags_of_row,
+    frags_to_row,
+)
 from pyxdp.spec import XdpRunConfig
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.verifier.helpers import SYSCALL_MODELLED
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
 from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
+from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
 from pyxdp.vm.stream import ProgStreams
@@ -421,7 +432,8 @@ class XdpProg:
                   ctx: RunContext | None = None, cpu: int = 0, repeat: int = 1,
                   egress_ifindex: int = 0,
                   rows: npt.NDArray[np.int64] | None = None,
-                  consume_redirect: bool = False) -> XdpBatchResult:
+                  consume_redirect: bool = False,
+                  frags: FragTable | None = None) -> XdpBatchResult:
         """Run the program on every frame of ``frames`` (``(N, frame_sz)`` uint8,
         C-contiguous and writable; packet writes land there).
 
@@ -441,6 +453,9 @@ class XdpProg:
         state (map, map id and type, flags) before the next frame, as the
         datapath's ``xdp_do_redirect`` does; test_run leaves it (the kernel's
         test_run never redirects).
+
+        ``frags``: frame i's frags are row i of this frag table (``data_len[i]`` its
+        linear part); both engines leave them in the table as the program left them.
         """
         if rows is not None:
             rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -459,7 +474,7 @@ class XdpProg:
                 out = self.vm.run_batch_xdp(frames, data_off, data_len, meta_len, rx_queue,
                                             ingress_ifindex, ctx=ctx, repeat=repeat,
                                             egress_ifindex=egress_ifindex, rows=rows,
-                                            consume_redirect=consume_redirect)
+                                            consume_redirect=consume_redirect, frags=frags)
             finally:
                 self._depth -= 1
             red = out.redirect
@@ -472,14 +487,16 @@ class XdpProg:
                                   red[:, 1], red[:, 2], red[:, 3], out.done, fault)
         return self._run_batch_interp(frames, data_off, data_len, meta_len, rx_queue,
                                       ingress_ifindex, ctx, repeat, egress_ifindex, rows,
-                                      consume_redirect)
+                                      consume_redirect, frags)
 
     def _run_batch_interp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
                           meta_len: Any, rx_queue: Any, ingress_ifindex: Any, ctx: RunContext,
                           repeat: int, egress_ifindex: int = 0,
                           rows: npt.NDArray[np.int64] | None = None,
-                          consume_redirect: bool = False) -> XdpBatchResult:
-        """The reference: XdpBuffs over the frames' rows, one :meth:`run` each."""
+                          consume_redirect: bool = False,
+                          frags: FragTable | None = None) -> XdpBatchResult:
+        """The reference: XdpBuffs over the frames' rows, one :meth:`run` each (a frame's
+        frags views of their pages, written back into the frag table after it)."""
         if (not isinstance(frames, np.ndarray) or frames.dtype != np.uint8 or frames.ndim != 2
                 or not frames.flags.c_contiguous or not frames.flags.writeable):
             raise ValueError("frames must be a writable C-contiguous (N, frame_sz) uint8 array")
@@ -503,8 +520,12 @@ class XdpProg:
             if off[i] + ln[i] > frame_sz or meta[i] > off[i]:
                 raise ValueError("a frame's data or metadata lies outside the frame")
             row = cast(bytearray, memoryview(frames[order[i]]).cast("B"))
+            fr: list[bytearray] = []
+            fsize = frame_sz
+            if frags is not None:
+                fr, fsize = frags_of_row(frags.rows[i], {}), int(frags.rows[i][abi.FRAG_FRAG_SIZE])
             xdp = XdpBuff(row, off[i], off[i] + ln[i], off[i] - meta[i], frame_sz,
-                          RxQueue(ifx[i], rxq[i], frame_sz), egress_ifindex)
+                          RxQueue(ifx[i], rxq[i], fsize), egress_ifindex, fr)
             act = 0
             for _ in range(max(repeat, 1)):
                 ctx.tail_call_cnt = 0
@@ -518,6 +539,8 @@ class XdpProg:
                     addr[i] = getattr(e, "address", None) or 0
                     break
             cols["act"][i] = act
+            if frags is not None:
+                frags_to_row(frags.rows[i], frags.bounds[i], xdp.frags)
             cols["off"][i], cols["len"][i] = xdp.data, xdp.data_end - xdp.data
             cols["meta"][i] = xdp.metalen
             ri = ctx.ri
@@ -614,49 +637,33 @@ def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.Array
             queue: npt.ArrayLike, ctx: RunContext, egress_ifindex: int = 0,
             faults: list[str] | None = None, where: str = "") -> _Verdicts:
     """Run ``prog`` over ``frames`` in place, grouped by page region; the buffer
-    edges it leaves are written back into ``frames``. The first fault of the
-    batch goes into ``faults`` (a clear report: program, pc, C line)."""
+    edges it leaves are written back into ``frames``. Multi-buffer frames run in the
+    same batches as the others, their frags in a frag table (:class:`_Frags`) written
+    back into their ``skb_shared_info`` afterwards. The first fault of the batch goes
+    into ``faults`` (a clear report: program, pc, C line)."""
     n = len(frames)
     out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
     ifx = np.asarray(ifindex, np.int64)
     rxq = np.asarray(queue, np.int64)
     multi = frames.has_frags
-    if multi.any():
-        # Multi-buffer frames run one by one (the reference path); the runs of
-        # single-buffer frames between them as batches, all in arrival order (maps
-        # see the updates in the kernel's order).
-        edges = np.flatnonzero(np.diff(multi.astype(np.int8))) + 1
-        for seg in np.split(np.arange(n), edges):
-            if multi[seg[0]]:
-                for i in seg.tolist():
-                    _run_frags1(prog, host, frames, i, out,
-                                int(ifx) if ifx.ndim == 0 else int(ifx[i]),
-                                int(rxq) if rxq.ndim == 0 else int(rxq[i]), ctx,
-                                egress_ifindex, faults, where)
-            else:
-                _run_xdp_rows(prog, host, frames, seg, out, ifx, rxq, ctx, egress_ifindex,
-                              faults, where)
-        return out
-    _run_xdp_rows(prog, host, frames, None, out, ifx, rxq, ctx, egress_ifindex, faults, where)
-    return out
-
-
-def _run_xdp_rows(prog: XdpProg, host: _HostMem, frames: Frames,
-                  sel: npt.NDArray[np.int64] | None, out: _Verdicts, ifx: npt.NDArray[np.int64],
-                  rxq: npt.NDArray[np.int64], ctx: RunContext, egress_ifindex: int,
-                  faults: list[str] | None, where: str) -> None:
-    """:func:`run_xdp` for single-buffer frames (``sel`` of them, or all)."""
-    for mem, pos, rows in host.memmap.split(frames.pfn if sel is None else frames.pfn[sel]):
-        if sel is not None:
-            pos = sel[pos]
-        res = prog.run_batch(mem.pages, frames.data[pos], frames.length[pos],
+    fr = _Frags(host.memmap, frames, multi) if multi.any() else None
+    for mem, pos, rows in host.memmap.split(frames.pfn):
+        ln = frames.length[pos]
+        tab = None
+        if fr is not None:
+            tab = FragTable(fr.table.rows[pos], fr.table.bounds[pos])
+            ln = ln - tab.rows[:, abi.FRAG_SIZE].astype(np.int64)
+        res = prog.run_batch(mem.pages, frames.data[pos], ln,
                              frames.meta[pos], int(rxq) if rxq.ndim == 0 else rxq[pos],
                              int(ifx) if ifx.ndim == 0 else ifx[pos],
                              ctx=ctx, egress_ifindex=egress_ifindex, rows=rows,
-                             consume_redirect=True)
+                             consume_redirect=True, frags=tab)
         out.action[pos] = res.action
         frames.data[pos] = res.data_off
         frames.length[pos] = res.data_len
+        if fr is not None and tab is not None:
+            fr.table.rows[pos] = tab.rows
+            frames.length[pos] += tab.rows[:, abi.FRAG_SIZE].astype(np.int64)
         frames.meta[pos] = res.meta_len
         out.map_id[pos] = res.redirect_map_id.astype(np.int64)
         out.map_type[pos] = res.redirect_map_type.astype(np.int64)
@@ -666,68 +673,126 @@ def _run_xdp_rows(prog: XdpProg, host: _HostMem, frames: Frames,
             i = int(np.flatnonzero(res.faulted)[0])
             faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
             log.warning("%s", faults[-1])
+    if fr is not None:
+        fr.write_back(frames)
+    return out
 
 
-def _run_frags1(prog: XdpProg, host: _HostMem, frames: Frames, i: int, out: _Verdicts,
-                ifindex: int, queue: int, ctx: RunContext, egress_ifindex: int,
-                faults: list[str] | None, where: str) -> None:
-    """Run frame ``i``, a multi-buffer packet, as an :class:`XdpBuff` over its head page
-    (in place; ``data``/``data_end`` cover the head only) with its frags beside it
-    (``bpf_xdp_get_buff_len``, ``load/store_bytes``, ``adjust_tail`` and dynptrs see
-    them), then write the frags back into their pages and the ``skb_shared_info``;
-    frags ``adjust_tail`` released go back to their pool (``__xdp_return``, not
-    direct). The rx queue's ``frag_size`` is 0 (pyxdp devices register none, as
-    veth), so growing a multi-buffer tail is ``-EOPNOTSUPP``."""
-    from pyxdp.net.frames import KIND_FRAGS, KIND_FRAME
-    from pyxdp.net.xdp_mem import (
-        SHINFO_OFF_FRAGS,
-        SHINFO_OFF_NR_FRAGS,
-        SHINFO_OFF_XDP_FRAGS_SIZE,
-        SKB_FRAG_SIZE,
-        xdp_buff_frags,
-        xdp_return_frag_pages,
-    )
-    mm = host.memmap
-    pfn = int(frames.pfn[i])
-    is_frame = bool(frames.kind[i] & KIND_FRAME)
-    mem, sh, fr = xdp_buff_frags(pfn, is_frame, memmap=mm)
-    frame_sz = sh + 320 - mem._local1(pfn) * mem.page_size
-    row = cast(bytearray, memoryview(mem.pages[mem._local1(pfn)]).cast("B"))
-    data, meta = int(frames.data[i]), int(frames.meta[i])
-    head = int(frames.length[i]) - sum(f[1] for f in fr)
-    xdp = XdpBuff(row, data, data + head, data - meta if meta >= 0 else data + 1, frame_sz,
-                  RxQueue(ifindex, queue, 0), egress_ifindex,
-                  [bytearray(mm.find(fp).read(fp, off, ln)) for fp, ln, off in fr])
-    ctx.tail_call_cnt = 0
-    try:
-        act = prog.run(xdp, ctx)
-    except ProgramFault as e:
-        act = int(XdpAction.XDP_ABORTED)
-        if faults is not None and len(faults) < MAX_FAULT_REPORTS:
-            faults.append(f"{where}: {prog.spec.name}: {e} -> XDP_ABORTED")
-            log.warning("%s", faults[-1])
-    out.action[i] = act
-    frames.data[i] = xdp.data
-    frames.length[i] = xdp.buff_len()
-    frames.meta[i] = xdp.metalen if xdp.meta_supported else meta
-    ri = ctx.ri
-    if ri is not None and act == XdpAction.XDP_REDIRECT:
-        out.map_id[i], out.map_type[i] = ri.map_id, ri.map_type
-        out.index[i], out.flags[i] = ri.tgt_index, ri.flags
-        ri.map, ri.map_id, ri.flags = None, 0, 0
-        ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
-    # The frags as the program left them: shrunk ones rewritten, released ones freed.
-    nr = len(xdp.frags)
-    for (fp, _, off), buf in zip(fr, xdp.frags, strict=False):
-        mm.find(fp).write(fp, off, bytes(buf))
-    if nr < len(fr):
-        xdp_return_frag_pages([fp for fp, _, _ in fr[nr:]], memmap=mm)
-    raw = mem.raw
-    raw[sh + SHINFO_OFF_NR_FRAGS] = nr
-    raw[sh + SHINFO_OFF_XDP_FRAGS_SIZE:sh + SHINFO_OFF_XDP_FRAGS_SIZE + 4] = \
-        sum(len(b) for b in xdp.frags).to_bytes(4, "little")
-    for j, buf in enumerate(xdp.frags):  # skb_frag_t.len at +8
-        at = sh + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j + 8
-        raw[at:at + 4] = len(buf).to_bytes(4, "little")
-    if not nr:  # xdp_buff_clear_frags_flag
-        frames.kind[i] &= ~KIND_FRAGS
+class _Frags:
+    """The frags of a batch's multi-buffer frames, read from their ``skb_shared_info``
+    into a frag table (:class:`~pyxdp.net.xdp.FragTable`, one row per frame of the
+    batch, empty for the others) with numpy, and written back after the run: each
+    frame's ``nr_frags``, ``xdp_frags_size`` and frags as the program left them (cut by
+    ``adjust_tail``, their front taken by ``bpf_xdp_pull_data``); frags it released go
+    back to their pool (``__xdp_return``, not direct); a frame left without frags loses
+    ``KIND_FRAGS`` (``xdp_buff_clear_frags_flag``). pyxdp's rx queues register no
+    ``frag_size`` (as veth), so a multi-buffer tail cannot grow (-EOPNOTSUPP)."""
+
+    def __init__(self, mm: MemMap, frames: Frames, multi: npt.NDArray[np.bool_]) -> None:
+        from pyxdp.net.frames import KIND_FRAME
+        from pyxdp.net.xdp_mem import (
+            SHINFO_OFF_FRAGS,
+            SHINFO_OFF_NR_FRAGS,
+            SKB_FRAG_DTYPE,
+            _read_headers,
+        )
+        n = len(frames)
+        self.mm = mm
+        self.idx = idx = np.flatnonzero(multi)
+        m = idx.size
+        rows = np.zeros((n, abi.FRAG_WORDS), np.uint64)
+        bounds = np.zeros((n, abi.MAX_FRAGS, 2), np.uint64)
+        self.table = FragTable(rows, bounds)
+        heads = frames.pfn[idx]
+        is_frame = (frames.kind[idx] & KIND_FRAME) != 0
+        self.sh = np.zeros(m, np.int64)  # the skb_shared_info's offset in its region
+        self.nr = np.zeros(m, np.int64)
+        recs = np.zeros((m, abi.MAX_FRAGS), SKB_FRAG_DTYPE)
+        for mem, pos, local in mm.split(heads):
+            ps = mem.page_size
+            sh = local * ps + ps - SKB_SHARED_INFO_SIZE
+            fm = is_frame[pos]
+            if fm.any():  # an xdp_frame: frame_sz from its header (xdp_frame's shinfo)
+                h = _read_headers(mem, local[fm])
+                sh[fm] = (h["data"].astype(np.int64) - h["headroom"] - XDP_FRAME_SIZE
+                          - mem.addr_base + h["frame_sz"] - SKB_SHARED_INFO_SIZE)
+            self.sh[pos] = sh
+            self.nr[pos] = mem.buf[sh + SHINFO_OFF_NR_FRAGS]
+            at = sh[:, None] + SHINFO_OFF_FRAGS + np.arange(abi.MAX_FRAGS * 16)
+            recs[pos] = np.ascontiguousarray(mem.buf[at]).view(SKB_FRAG_DTYPE)
+        self.nr = np.minimum(self.nr, abi.MAX_FRAGS)
+        k = np.arange(abi.MAX_FRAGS)
+        self.live = live = k < self.nr[:, None]  # (m, MAX_FRAGS)
+        self.pfn = recs["netmem"].astype(np.int64)
+        self.off = recs["offset"].astype(np.int64)
+        self.len = np.where(live, recs["len"], 0).astype(np.int64)
+        self.addr = np.zeros((m, abi.MAX_FRAGS), np.uint64)
+        page = np.zeros((m, abi.MAX_FRAGS), np.uint64)
+        end = np.zeros((m, abi.MAX_FRAGS), np.uint64)
+        flat = self.pfn[live]
+        fa, fp, fe = (np.zeros(flat.size, np.uint64) for _ in range(3))
+        for mem, pos, local in mm.split(flat):
+            base = local.astype(np.uint64) * np.uint64(mem.page_size) + np.uint64(
+                mem.pages.ctypes.data)
+            fp[pos], fe[pos] = base, base + np.uint64(mem.page_size)
+        fa[:] = fp + self.off[live].astype(np.uint64)
+        self.addr[live], page[live], end[live] = fa, fp, fe
+        r = rows[idx]
+        r[:, abi.FRAG_NR] = self.nr
+        r[:, abi.FRAG_SIZE] = self.len.sum(axis=1)
+        ent = r[:, abi.FRAG_HEAD:abi.FRAG_HEAD + abi.FRAG_ENTRY * abi.MAX_FRAGS].reshape(
+            m, abi.MAX_FRAGS, abi.FRAG_ENTRY)
+        ent[:, :, 0], ent[:, :, 1], ent[:, :, 2] = self.addr, self.len, k
+        rows[idx] = r
+        bounds[idx, :, 0], bounds[idx, :, 1] = page, end
+
+    def write_back(self, frames: Frames) -> None:
+        from pyxdp.net.frames import KIND_FRAGS
+        from pyxdp.net.xdp_mem import (
+            SHINFO_OFF_FRAGS,
+            SHINFO_OFF_NR_FRAGS,
+            SHINFO_OFF_XDP_FRAGS_SIZE,
+            SKB_FRAG_DTYPE,
+            xdp_return_frag_pages,
+        )
+        idx = self.idx
+        m = idx.size
+        r = self.table.rows[idx]
+        ent = r[:, abi.FRAG_HEAD:abi.FRAG_HEAD + abi.FRAG_ENTRY * abi.MAX_FRAGS].reshape(
+            m, abi.MAX_FRAGS, abi.FRAG_ENTRY).astype(np.int64)
+        nr = r[:, abi.FRAG_NR].astype(np.int64)
+        k = np.arange(abi.MAX_FRAGS)
+        keep = k < nr[:, None]
+        src = np.where(keep, ent[:, :, 2], 0)  # each frag left: its index at the start
+        rowsel = np.arange(m)[:, None]
+        pfn = self.pfn[rowsel, src]
+        off = self.off[rowsel, src] + (ent[:, :, 0] - self.addr[rowsel, src].astype(np.int64))
+        ln = np.where(keep, ent[:, :, 1], 0)
+        changed = ((nr != self.nr) | (keep & ((ln != self.len) | (src != k))).any(axis=1))
+        if not changed.any():
+            return
+        # The frags the run released: not among those left (a contiguous run of them).
+        first = np.where(nr > 0, src[:, 0], self.nr)
+        held = (k >= first[:, None]) & (k < (first + nr)[:, None])
+        gone = self.live & ~held
+        if gone.any():
+            xdp_return_frag_pages(self.pfn[gone].tolist(), memmap=self.mm)
+        c = np.flatnonzero(changed)
+        heads = frames.pfn[idx[c]]
+        for mem, pos, _local in self.mm.split(heads):
+            sel = c[pos]
+            sh = self.sh[sel]
+            buf = mem.buf
+            buf[sh + SHINFO_OFF_NR_FRAGS] = nr[sel].astype(np.uint8)
+            size = ln[sel].sum(axis=1).astype("<u4").view(np.uint8).reshape(-1, 4)
+            buf[sh[:, None] + SHINFO_OFF_XDP_FRAGS_SIZE + np.arange(4)] = size
+            rec = np.zeros((sel.size, abi.MAX_FRAGS), SKB_FRAG_DTYPE)
+            rec["netmem"], rec["len"], rec["offset"] = pfn[sel], ln[sel], off[sel]
+            w = keep[sel]
+            at = sh[:, None] + SHINFO_OFF_FRAGS + 16 * k  # (s, MAX_FRAGS)
+            recb = rec.view(np.uint8).reshape(sel.size, abi.MAX_FRAGS, 16)
+            buf[at[w][:, None] + np.arange(16)] = recb[w]
+        empty = nr == 0
+        if empty.any():
+            frames.kind[idx[empty]] &= ~KIND_FRAGS
+

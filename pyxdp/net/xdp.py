@@ -10,31 +10,48 @@ kernel's multi-buffer XDP keeps them. The program sees fake addresses
 ``[data_meta, data_end)`` (``[data, data_end)`` when metadata is unsupported).
 
 Simplified: there is no ``skb_shared_info`` struct in the tailroom (frags
-are Python objects beside the frame) and no per-frag page offset (frags start
-at offset 0 of their page, as BPF_PROG_TEST_RUN and pyxdp devices build
-them). The datapath keeps a device frame's frags in its page memory at the
-kernel's offsets and lends them to an ``XdpBuff`` for one run
-(:func:`pyxdp.net.prog.run_xdp`).
+are objects beside the frame: bytearrays, or views of their pages) and no
+per-frag page offset (a frag's bytes start where its object starts). The
+datapath keeps a device frame's frags in its page memory at the kernel's
+offsets; :func:`pyxdp.net.prog.run_xdp` lists a batch's frags in a frag table
+(:class:`FragTable`: per frame nr_frags, xdp_frags_size and each frag's host
+address and length) and writes the table back into the ``skb_shared_info``
+after the run. An ``XdpBuff`` over such a frame has views of the frag pages.
 
 The ``XdpBuff`` methods are the reference path of the packet helpers. Their
 native twins (``*_fn`` at the end of this module: LLVM IR the JIT inlines,
-registered under their helper ids by :mod:`pyxdp.net.filter`) do the common
-case - no frags - on the same memory: the run context's ``x_frame`` is the
-frame buffer and ``x_data``/``x_data_end``/``x_data_meta`` the same offsets
-into it as these fields; anything else they leave to the Python helper.
+registered under their helper ids by :mod:`pyxdp.net.filter`) work on the same
+memory: the run context's ``x_frame`` is the frame buffer,
+``x_data``/``x_data_end``/``x_data_meta`` the same offsets into it as these
+fields, ``x_frags`` the frame's frag table row (0 without frags). A buffer
+whose frags only Python holds (a single run of the JIT over an ``XdpBuff``
+with bytearray frags, as test_run's) is left to the Python helper.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from pyxdp.errors import ENOTSUPP
+import numpy as np
+import numpy.typing as npt
+
+from pyxdp.errors import ENOTSUPP, HelperFault
 from pyxdp.uapi.bpf import ETH_HLEN, XDP_PACKET_HEADROOM
-from pyxdp.vm.jit.abi import SLOW, Natives
-from pyxdp.vm.jit.ir import Text, ret_if, s32
-from pyxdp.vm.jit.natives import xdp_guard
+from pyxdp.vm.jit.abi import (
+    FRAG_ENTRY,
+    FRAG_FRAG_SIZE,
+    FRAG_HEAD,
+    FRAG_NR,
+    FRAG_SIZE,
+    FRAG_WORDS,
+    SLOW,
+    Natives,
+)
+from pyxdp.vm.jit.ir import LIKELY, Text, c64, ret_if, s32
+from pyxdp.vm.jit.natives import register_shared, xdp_guard
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -219,7 +236,8 @@ class XdpBuff:
         while self.frags and shrink > 0:
             last = self.frags[-1]
             cut = min(shrink, len(last))
-            del last[len(last) - cut:]
+            # A new object, not a resize: a frag may be a view of a page (a JIT batch's).
+            self.frags[-1] = last = last[:len(last) - cut]
             shrink -= cut
             if not last:
                 self.frags.pop()
@@ -309,6 +327,63 @@ class XdpBuff:
         return 0
 
 
+# -- a batch's frag table (pyxdp.vm.jit.abi.FRAG_WORDS per frame) ------------------------
+
+U64 = npt.NDArray[np.uint64]
+
+
+@dataclass(eq=False)
+class FragTable:
+    """A batch's frag table: ``rows`` (one per frame, ``FRAG_WORDS`` u64 each) as native
+    code reads and leaves them, ``bounds`` (frame, frag, 2) the host address range of
+    each frag's page when the batch began."""
+
+    rows: U64
+    bounds: U64
+
+    def row_addr(self, i: int) -> int:
+        return int(self.rows.ctypes.data) + 8 * FRAG_WORDS * i
+
+
+def frag_view(addr: int, n: int) -> bytearray:
+    """``n`` bytes at host address ``addr`` (a frag in a page) as a writable view; typed as
+    the bytearray frags it stands in for (slicing, reading, writing in place)."""
+    return cast(bytearray, memoryview((ctypes.c_char * n).from_address(addr)).cast("B"))
+
+
+def frags_of_row(row: U64, cache: dict[tuple[int, int], bytearray]) -> list[bytearray]:
+    """The frags a frag table row lists, as views of their pages (one view per address
+    and length in ``cache``: a dynptr slice mapped it, and it stays the same object)."""
+    out = []
+    for k in range(int(row[FRAG_NR])):
+        at = FRAG_HEAD + FRAG_ENTRY * k
+        key = (int(row[at]), int(row[at + 1]))
+        v = cache.get(key)
+        if v is None:
+            v = cache[key] = frag_view(*key)
+        out.append(v)
+    return out
+
+
+def frags_to_row(row: U64, bounds: U64, frags: list[bytearray]) -> None:
+    """Write the frags a Python helper left into their frag table row: each must lie in
+    the page of one of the frame's frags when the run began (``bounds``: per frag its
+    page's first and end host address), in their order - a helper may cut frags
+    (``adjust_tail``) or take bytes off their front (``bpf_xdp_pull_data``), never
+    place one elsewhere."""
+    first = 0
+    for k, frag in enumerate(frags):
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(frag)) if len(frag) else 0
+        hit = np.flatnonzero((bounds[:, 0] <= addr) & (addr + len(frag) <= bounds[:, 1]))
+        if not hit.size or int(hit[0]) < first:
+            raise HelperFault("a helper left a frag outside the frame's frag pages")
+        first = int(hit[0]) + 1
+        at = FRAG_HEAD + FRAG_ENTRY * k
+        row[at:at + 3] = (addr, len(frag), hit[0])
+    row[FRAG_NR] = len(frags)
+    row[FRAG_SIZE] = sum(len(f) for f in frags)
+
+
 # -- native twins of the helpers above (the JIT inlines them) -------------------------
 
 def adjust_head_fn(natives: Natives) -> str:
@@ -356,13 +431,152 @@ def adjust_meta_fn(natives: Natives) -> str:
     return f.text("define internal i64 @adjust_meta(ptr %ctx, i64 %r1, i64 %r2) nounwind")
 
 
+def _frags_size(f: Text) -> str:
+    """``xdp_frags_size`` of the run's buffer: its frag table row's word (0 without frags;
+    the caller's guard has sent Python-held frags to the Python helper)."""
+    row = f.cget("%ctx", "x_frags")
+    before = f.cur
+    has, join = f.label("fs"), f.label("fsj")
+    f.cbr(f.ins(f"icmp ne i64 {row}, 0"), has, join)
+    f.at(has)
+    size = f.word(f.ins(f"inttoptr i64 {row} to ptr"), FRAG_SIZE, "i64", "")
+    f.br(join)
+    f.at(join)
+    return f.ins(f"phi i64 [ {size}, %{has} ], [ 0, %{before} ]")
+
+
+def _frag_at(f: Text, row: str, k: str) -> str:
+    """Frag ``k``'s entry (host address, length, first index) in the frag table row."""
+    return f.gep(row, f.ins(f"add i64 {f.ins(f'mul i64 {k}, {8 * FRAG_ENTRY}')}, {8 * FRAG_HEAD}"))
+
+
+def xdp_copy_fn(natives: Natives) -> str:
+    """``bpf_xdp_copy_buf``: ``len`` bytes at packet offset ``off`` out of the buffer into
+    ``buf`` (``flush``: from ``buf`` into it), piece by piece - the linear part, then
+    each frag of the run's frag table row - as :meth:`XdpBuff.load_bytes` and
+    :meth:`XdpBuff.store_bytes` walk them. The caller has checked the range lies in
+    the packet."""
+    f = Text()
+    f.at("entry")
+    f.do("%kp = alloca i64, align 8")  # the piece: 0 the linear part, k frag k - 1
+    f.do("%pp = alloca i64, align 8")  # where the piece starts in the packet
+    f.do("%np = alloca i64, align 8")  # bytes left
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    lin_p = f.gep(f.cget("%ctx", "x_frame", "ptr"), data)
+    lin = f.ins(f"sub i64 {end}, {data}")
+    row = f.cget("%ctx", "x_frags", "ptr")
+    nr = f.word(row, FRAG_NR, "i64", "")
+    f.do("store i64 0, ptr %kp, align 8")
+    f.do("store i64 0, ptr %pp, align 8")
+    f.do("store i64 %len, ptr %np, align 8")
+    f.br("loop")
+    f.at("loop")
+    k, poff, n = (f.ins(f"load i64, ptr {v}, align 8") for v in ("%kp", "%pp", "%np"))
+    islin = f.ins(f"icmp eq i64 {k}, 0")
+    j = f.ins(f"select i1 {islin}, i64 0, i64 {f.ins(f'sub i64 {k}, 1')}")
+    ent = _frag_at(f, row, j)
+    fp = f.ins(f"inttoptr i64 {f.word(ent, 0, 'i64', '')} to ptr")
+    piece = f.ins(f"select i1 {islin}, ptr {lin_p}, ptr {fp}")
+    plen = f.ins(f"select i1 {islin}, i64 {lin}, i64 {f.word(ent, 1, 'i64', '')}")
+    done = f.ins(f"sub i64 %len, {n}")
+    o = f.ins(f"add i64 %off, {done}")
+    f.cbr(f.ins(f"icmp ult i64 {o}, {f.ins(f'add i64 {poff}, {plen}')}"), "copy", "next")
+    f.at("copy")
+    co = f.ins(f"sub i64 {o}, {poff}")
+    avail = f.ins(f"sub i64 {plen}, {co}")
+    cl = f.ins(f"select i1 {f.ins(f'icmp ult i64 {n}, {avail}')}, i64 {n}, i64 {avail}")
+    p, b = f.gep(piece, co), f.gep("%buf", done)
+    dst = f.ins(f"select i1 %flush, ptr {p}, ptr {b}")
+    src = f.ins(f"select i1 %flush, ptr {b}, ptr {p}")
+    f.memmove(dst, src, cl)
+    f.do(f"store i64 {f.ins(f'sub i64 {n}, {cl}')}, ptr %np, align 8")
+    f.br("next")
+    f.at("next")
+    left = f.ins("load i64, ptr %np, align 8")
+    stop = f.ins(f"or i1 {f.ins(f'icmp eq i64 {left}, 0')}, {f.ins(f'icmp uge i64 {k}, {nr}')}")
+    f.cbr(stop, "out", "adv")
+    f.at("adv")
+    f.do(f"store i64 {f.ins(f'add i64 {poff}, {plen}')}, ptr %pp, align 8")
+    f.do(f"store i64 {f.ins(f'add i64 {k}, 1')}, ptr %kp, align 8")
+    f.br("loop")
+    f.at("out")
+    f.do("ret void")
+    return f.text("define internal void @xdp_copy(ptr %ctx, i64 %off, ptr %buf, i64 %len, "
+                  "i1 %flush) nounwind")
+
+
+register_shared("xdp_copy", xdp_copy_fn)
+
+
+def _frags_tail(f: Text, off: str) -> None:
+    """The multi-buffer half of ``bpf_xdp_adjust_tail`` (reference:
+    :meth:`XdpBuff._frags_shrink_tail` and ``_frags_increase_tail``) on the frag table
+    row: growing needs the rx queue's ``frag_size`` (pyxdp's queues register none:
+    -EOPNOTSUPP; one that does is left to the Python helper); shrinking cuts the last
+    frags, a frag cut to nothing released (the run's writer returns its page), and
+    what is left past the last frag from the linear part."""
+    row = f.cget("%ctx", "x_frags", "ptr")
+    grow, shrink = f.label("fgrow"), f.label("fshrink")
+    f.cbr(f.ins(f"icmp sge i64 {off}, 0"), grow, shrink)
+    f.at(grow)
+    fsz = f.word(row, FRAG_FRAG_SIZE, "i64", "")
+    ret_if(f, f.ins(f"icmp ne i64 {fsz}, 0"), SLOW)
+    f.do(f"ret i64 {c64(-errno.EOPNOTSUPP)}")
+    f.at(shrink)
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    size = f.word(row, FRAG_SIZE, "i64", "")
+    cut = f.ins(f"sub i64 0, {off}")
+    total = f.ins(f"add i64 {f.ins(f'sub i64 {end}, {data}')}, {size}")
+    ret_if(f, f.ins(f"icmp sgt i64 {cut}, {f.ins(f'sub i64 {total}, {ETH_HLEN}')}"),
+           -errno.EINVAL)
+    f.do("%sk = alloca i64, align 8")  # bytes still to cut
+    f.do("%nk = alloca i64, align 8")  # frags left
+    f.do(f"store i64 {cut}, ptr %sk, align 8")
+    f.do(f"store i64 {f.word(row, FRAG_NR, 'i64', '')}, ptr %nk, align 8")
+    f.br("sloop")
+    f.at("sloop")
+    left = f.ins("load i64, ptr %sk, align 8")
+    nr = f.ins("load i64, ptr %nk, align 8")
+    more = f.ins(f"and i1 {f.ins(f'icmp sgt i64 {left}, 0')}, {f.ins(f'icmp ne i64 {nr}, 0')}")
+    f.cbr(more, "sbody", "sdone")
+    f.at("sbody")
+    lenp = f.gep(_frag_at(f, row, f.ins(f"sub i64 {nr}, 1")), 8)
+    flen = f.ins(f"load i64, ptr {lenp}, align 8")
+    c = f.ins(f"select i1 {f.ins(f'icmp slt i64 {left}, {flen}')}, i64 {left}, i64 {flen}")
+    rest = f.ins(f"sub i64 {flen}, {c}")
+    f.do(f"store i64 {rest}, ptr {lenp}, align 8")
+    f.do(f"store i64 {f.ins(f'sub i64 {left}, {c}')}, ptr %sk, align 8")
+    gone = f.ins(f"zext i1 {f.ins(f'icmp eq i64 {rest}, 0')} to i64")
+    f.do(f"store i64 {f.ins(f'sub i64 {nr}, {gone}')}, ptr %nk, align 8")
+    f.br("sloop")
+    f.at("sdone")
+    left = f.ins("load i64, ptr %sk, align 8")
+    nr = f.ins("load i64, ptr %nk, align 8")
+    f.set_word(row, FRAG_NR, nr, "i64", "")
+    f.set_word(row, FRAG_SIZE, f.ins(f"sub i64 {size}, {f.ins(f'sub i64 {cut}, {left}')}"),
+               "i64", "")
+    # No frag left: the buffer is linear now (xdp_buff_clear_frags_flag), what is left
+    # to cut comes off the linear part.
+    empty = f.ins(f"icmp eq i64 {nr}, 0")
+    f.cset("%ctx", "x_frags", f.ins(f"select i1 {empty}, i64 0, i64 {f.cget('%ctx', 'x_frags')}"))
+    f.cset("%ctx", "x_data_end", f.ins(f"select i1 {empty}, i64 {f.ins(f'sub i64 {end}, {left}')}, "
+                                       f"i64 {end}"))
+    f.do("call void @pkt(ptr %ctx)")
+    f.do("ret i64 0")
+
+
 def adjust_tail_fn(natives: Natives) -> str:
-    """``bpf_xdp_adjust_tail``'s native twin without frags (reference:
-    :meth:`XdpBuff.adjust_tail`, same layout; a multi-buffer packet is SLOW)."""
+    """``bpf_xdp_adjust_tail``'s native twin (reference: :meth:`XdpBuff.adjust_tail`, same
+    layout; a multi-buffer packet's frags in the run's frag table)."""
     f = Text()
     f.at("entry")
     xdp_guard(f, natives.ctx_base, True)
     off = s32(f, "%r2")
+    lin, multi = f.label("linear"), f.label("multi")
+    f.cbr(f.ins(f"icmp eq i64 {f.cget('%ctx', 'x_frags')}, 0"), lin, multi)
+    f.at(multi)
+    _frags_tail(f, off)
+    f.at(lin)
     data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
     new = f.ins(f"add i64 {end}, {off}")
     hard = f.ins(f"sub i64 {f.cget('%ctx', 'x_frame_sz')}, {SKB_SHARED_INFO_SIZE}")
@@ -382,19 +596,40 @@ def adjust_tail_fn(natives: Natives) -> str:
 
 
 def buff_len_fn(natives: Natives) -> str:
-    """``xdp_get_buff_len``'s native twin without frags (reference: :meth:`XdpBuff.buff_len`,
-    same layout)."""
+    """``xdp_get_buff_len``'s native twin (reference: :meth:`XdpBuff.buff_len`, same
+    layout): the linear part and the frag table row's ``xdp_frags_size``."""
     f = Text()
     f.at("entry")
     xdp_guard(f, natives.ctx_base, True)
     end, data = f.cget("%ctx", "x_data_end"), f.cget("%ctx", "x_data")
-    f.do(f"ret i64 {f.ins(f'sub i64 {end}, {data}')}")
+    lin = f.ins(f"sub i64 {end}, {data}")
+    f.do(f"ret i64 {f.ins(f'add i64 {lin}, {_frags_size(f)}')}")
     return f.text("define internal i64 @buff_len(ptr %ctx, i64 %r1) nounwind")
 
 
+def _copy(f: Text, host: str, off: str, n: str, flush: bool) -> None:
+    """Copy between ``host`` and the packet's ``[off, off + n)`` (checked to lie in it):
+    straight from the linear part when it holds the range, else piece by piece."""
+    data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
+    lin, frag = f.label("lin"), f.label("frag")
+    inlin = f.ins(f"icmp ule i64 {f.ins(f'add i64 {off}, {n}')}, {f.ins(f'sub i64 {end}, {data}')}")
+    f.cbr(inlin, lin, frag, LIKELY)
+    f.at(lin)
+    pkt = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data}, {off}"))
+    if flush:
+        f.memmove(pkt, host, n)
+    else:
+        f.memmove(host, pkt, n)
+    f.do("ret i64 0")
+    f.at(frag)
+    f.do(f"call void @xdp_copy(ptr %ctx, i64 {off}, ptr {host}, i64 {n}, "
+         f"i1 {'true' if flush else 'false'})")
+    f.do("ret i64 0")
+
+
 def load_bytes_fn(natives: Natives) -> str:
-    """``bpf_xdp_load_bytes``'s native twin, linear part only (reference:
-    :meth:`XdpBuff.load_bytes` then ``vm.mem.write``, same layout)."""
+    """``bpf_xdp_load_bytes``'s native twin (reference: :meth:`XdpBuff.load_bytes` then
+    ``vm.mem.write``, same layout; across the frags of the run's frag table)."""
     f = Text()
     f.at("entry")
     xdp_guard(f, natives.ctx_base, True)
@@ -403,22 +638,21 @@ def load_bytes_fn(natives: Natives) -> str:
     big = f.ins(f"or i1 {f.ins(f'icmp ugt i64 {off}, 65535')}, {f.ins(f'icmp ugt i64 {n}, 65535')}")
     ret_if(f, big, -errno.EFAULT)
     data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
-    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {f.ins(f'sub i64 {end}, {data}')}")
+    total = f.ins(f"add i64 {f.ins(f'sub i64 {end}, {data}')}, {_frags_size(f)}")
+    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {total}")
     ret_if(f, over, -errno.EINVAL)
     ret_if(f, f.ins(f"icmp eq i64 {n}, 0"), 0)
     dst = f.ins(f"call ptr @translate(ptr %ctx, i64 %r3, i64 {n}, i1 true)")
     ret_if(f, f.ins(f"icmp eq ptr {dst}, null"), SLOW)
     f.cset("%ctx", "stack_dirty", "-1")  # the bytes may land in a stack frame
-    src = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data}, {off}"))
-    f.memmove(dst, src, n)
-    f.do("ret i64 0")
+    _copy(f, dst, off, n, False)
     return f.text("define internal i64 @load_bytes(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
                   "i64 %r4) nounwind")
 
 
 def store_bytes_fn(natives: Natives) -> str:
-    """``bpf_xdp_store_bytes``'s native twin, linear part only (reference: ``vm.mem.read``
-    then :meth:`XdpBuff.store_bytes`, same layout)."""
+    """``bpf_xdp_store_bytes``'s native twin (reference: ``vm.mem.read`` then
+    :meth:`XdpBuff.store_bytes`, same layout; across the frags of the run's frag table)."""
     f = Text()
     f.at("entry")
     xdp_guard(f, natives.ctx_base, True)
@@ -438,10 +672,9 @@ def store_bytes_fn(natives: Natives) -> str:
     f.at(have)
     src = f.ins(f"phi ptr [ null, %{before} ], [ {src0}, %{last} ]")
     data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
-    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {f.ins(f'sub i64 {end}, {data}')}")
+    total = f.ins(f"add i64 {f.ins(f'sub i64 {end}, {data}')}, {_frags_size(f)}")
+    over = f.ins(f"icmp ugt i64 {f.ins(f'add i64 {off}, {n}')}, {total}")
     ret_if(f, over, -errno.EINVAL)
-    dst = f.gep(f.cget("%ctx", "x_frame", "ptr"), f.ins(f"add i64 {data}, {off}"))
-    f.memmove(dst, src, n)
-    f.do("ret i64 0")
+    _copy(f, src, off, n, True)
     return f.text("define internal i64 @store_bytes(ptr %ctx, i64 %r1, i64 %r2, i64 %r3, "
                   "i64 %r4) nounwind")

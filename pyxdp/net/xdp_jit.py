@@ -50,7 +50,15 @@ from pyxdp.errors import HelperFault, ProgramFault
 from pyxdp.maps.arraymap import ProgArrayMap
 from pyxdp.maps.base import Map, map_by_addr
 from pyxdp.net.filter import XDP_HELPERS, RedirectInfo
-from pyxdp.net.xdp import CTX_BASE, PKT_BASE, RxQueue, XdpBuff
+from pyxdp.net.xdp import (
+    CTX_BASE,
+    PKT_BASE,
+    FragTable,
+    RxQueue,
+    XdpBuff,
+    frags_of_row,
+    frags_to_row,
+)
 from pyxdp.net.xdp_kern_ctx import KernImage, native_layout
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
@@ -241,6 +249,13 @@ class _Sync(HelperHooks):
         self.others: dict[int, npt.NDArray[np.uint8]] = {}
         self.index = -1
         self.current: XdpBuff | None = None
+        # A batch with multi-buffer frames: its frag table, and the views of the frags
+        # Python helpers of the current frame got.
+        self.ftab: FragTable | None = None
+        self.fviews: dict[tuple[int, int], bytearray] = {}
+
+    def root(self) -> _Sync:
+        return self if self.parent is None else self.parent.root()
 
     def buff(self) -> XdpBuff:
         """The XdpBuff of the frame being run (made on first need in a batch)."""
@@ -257,12 +272,18 @@ class _Sync(HelperHooks):
             if self.others and self.desc is not None:
                 frames = self.others.get(int(self.desc[_FRAMES]), frames)
             frame_sz = frames.shape[1]
-            rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), frame_sz)
+            frags: list[bytearray] = []
+            fsize = frame_sz
+            if self.ftab is not None:
+                self.fviews = {}
+                row = self.ftab.rows[i]
+                frags, fsize = frags_of_row(row, self.fviews), int(row[abi.FRAG_FRAG_SIZE])
+            rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), fsize)
             row = memoryview(frames[i if self.rows is None else int(self.rows[i])]).cast("B")
             self.frame, self.frame_len = row, frame_sz
             egress = self.egress if self.desc is None else int(self.desc[_EGRESS])
             self.current = XdpBuff(cast(bytearray, row), int(c.x_data), int(c.x_data_end),
-                                   int(c.x_data_meta), frame_sz, rxq, egress)
+                                   int(c.x_data_meta), frame_sz, rxq, egress, frags)
             self.index = i
             ctx = self.jit.context
             if isinstance(ctx, RunContext):
@@ -280,6 +301,10 @@ class _Sync(HelperHooks):
         xdp = self.buff()
         xdp.data, xdp.data_end, xdp.data_meta = int(c.x_data), int(c.x_data_end), \
             int(c.x_data_meta)
+        root = self.root()
+        if root.ftab is not None:  # the frags as native code left them
+            row = root.ftab.rows[int(root.jit._ctx.batch_index)]
+            xdp.frags = frags_of_row(row, root.fviews) if c.x_frags else []
         xdp.sync_region()
         self.jit._regions[0] = xdp.region
         self.jit._ri_out()
@@ -297,7 +322,13 @@ class _Sync(HelperHooks):
         if xdp.frame is not frame or not 0 <= start <= xdp.data <= xdp.data_end <= size:
             raise HelperFault("a helper left the xdp_buff edges outside its frame")
         c.x_data, c.x_data_end, c.x_data_meta = xdp.data, xdp.data_end, xdp.data_meta
-        c.x_frags = 1 if xdp.frags else 0
+        root = self.root()
+        if root.ftab is not None:
+            i = int(root.jit._ctx.batch_index)
+            frags_to_row(root.ftab.rows[i], root.ftab.bounds[i], xdp.frags)
+            c.x_frags = root.ftab.row_addr(i) if xdp.frags else 0
+        else:
+            c.x_frags = abi.FRAGS_PYTHON if xdp.frags else 0
         if self.jit.kern_image is not None:
             self.jit.kern_image.sync(xdp)  # the helper may have moved the edges
         self.jit._ri_in()
@@ -590,6 +621,7 @@ class XdpJit(JitProgram):
         sync = self._sync
         sync.xdp = sync.frames = sync.current = sync.frame = sync.rows = sync.desc = None
         sync.others = {}
+        sync.ftab, sync.fviews = None, {}
         sync.index = -1
         c = self._ctx
         c.nflags = c.ct = c.xfrm = c.sk = c.rnd = c.devs = c.trace = 0
@@ -659,7 +691,8 @@ class XdpJit(JitProgram):
         d.tail_cnt0 = ctx.tail_call_cnt & M64
         d.budget = min(max(budget, 0), 1 << 62)
         d.frames, d.frame_sz, d.meta_ok = host, frame_sz, int(meta_ok)
-        d.frags, d.egress = int(bool(xdp.frags)), xdp.egress_ifindex & M64
+        d.frags = abi.FRAGS_PYTHON if xdp.frags else 0
+        d.egress = xdp.egress_ifindex & M64
         try:
             self._xdp_for(budget)(self._ctx_addr, self._desc1_addr)
             xdp.data, xdp.data_end, xdp.data_meta = int(c.x_data), int(c.x_data_end), \
@@ -687,7 +720,8 @@ class XdpJit(JitProgram):
                       ctx: RunContext | None = None, repeat: int = 1,
                       egress_ifindex: int = 0, budget: int | None = None,
                       rows: npt.NDArray[np.int64] | None = None,
-                      consume_redirect: bool = False) -> XdpBatchOutput:
+                      consume_redirect: bool = False,
+                      frags: FragTable | None = None) -> XdpBatchOutput:
         """Run frame i = ``frames[i]`` (a ``(N, frame_sz)`` uint8 array, written in
         place) with data at ``data_off[i]`` for ``data_len[i]`` bytes after
         ``meta_len[i]`` bytes of metadata, ``repeat`` times each (state carried, as
@@ -696,7 +730,10 @@ class XdpJit(JitProgram):
         row numbers of ``frames``) frame i is ``frames[rows[i]]`` instead. With
         ``consume_redirect`` an XDP_REDIRECT verdict clears the redirect state's
         map, map id and type and flags after the frame, as the datapath's
-        ``xdp_do_redirect`` does before the next frame runs."""
+        ``xdp_do_redirect`` does before the next frame runs. With ``frags`` frame i's
+        frags are row i of that table (its ``data_len`` the linear part): native
+        helpers reach them there and leave them there as the program left them (the
+        caller writes them back), Python helpers see them as views of their pages."""
         budget = self.budget if budget is None else budget
         flags = frames.flags if isinstance(frames, np.ndarray) else None
         if (flags is None or frames.dtype != np.uint8 or frames.ndim != 2
@@ -716,6 +753,12 @@ class XdpJit(JitProgram):
                 outside = int((off.astype(np.uint64) + ln).max()) > frame_sz
             if outside or (meta is not None and bool((meta > off).any())):
                 raise ValueError("a frame's data or metadata lies outside the frame")
+        if frags is not None:
+            r, b = frags.rows, frags.bounds
+            if (r.dtype != np.uint64 or r.shape != (n, abi.FRAG_WORDS)
+                    or not r.flags.c_contiguous or not r.flags.writeable
+                    or b.shape != (n, abi.MAX_FRAGS, 2)):
+                raise ValueError("frags must be a frag table with one row per frame")
         rxq, a_rxq = self._u32(rx_queue, n, "rx_queue")
         ifx, a_ifx = self._u32(ingress_ifindex, n, "ingress_ifindex")
         ctx = ctx if ctx is not None else RunContext()
@@ -727,11 +770,12 @@ class XdpJit(JitProgram):
         self._begin(ctx)
         sync = self._sync
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, ifx, rxq, egress_ifindex
-        sync.rows, sync.desc = rows, None
+        sync.rows, sync.desc, sync.ftab = rows, None, frags
         d = self._descn
         # XDP_FIELDS order, in one assignment (ctypes attributes one by one cost more).
         d[:] = (n, max(repeat, 1), min(max(budget, 0), 1 << 62), _addr(frames) if n else 0,
-                frame_sz, frame_sz, a_off, a_ln, a_meta, 1, 0, a_rxq, a_ifx,
+                frame_sz, frame_sz, a_off, a_ln, a_meta, 1,
+                _addr(frags.rows) if frags is not None and n else 0, a_rxq, a_ifx,
                 egress_ifindex & M64, a_small, a_small + 4 * n, a_small + 8 * n,
                 a_small + 12 * n, a_small + 16 * n, a_small + 20 * n, a_wide, a_wide + 8 * n, 0,
                 0, 0 if rows is None else _addr(rows), int(consume_redirect))

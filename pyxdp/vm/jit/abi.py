@@ -22,8 +22,9 @@ from pyxdp.asm.validate import Layout
 from pyxdp.vm.memory import STACK_FRAME_GAP
 
 __all__ = [
-    "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "KERN", "KERN_FIELDS", "MAPDESC_FIELDS",
-    "MAX_REGIONS",
+    "BATCH_FIELDS", "CTX_FIELDS", "CTX_VALUES", "FRAGS_PYTHON", "FRAG_ENTRY", "FRAG_FRAG_SIZE",
+    "FRAG_HEAD", "FRAG_NR", "FRAG_SIZE", "FRAG_WORDS", "KERN", "KERN_FIELDS", "MAPDESC_FIELDS",
+    "MAX_FRAGS", "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
     "ST_THROW", "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo",
@@ -88,6 +89,17 @@ XDP_FIELDS = ("count", "repeat", "budget", "frames", "stride", "frame_sz", "data
               "data_len", "meta_len", "meta_ok", "frags", "rxq", "ifindex", "egress", "act_out",
               "off_out", "len_out", "meta_out", "status_out", "pc_out", "addr_out",
               "redirect_out", "done", "tail_cnt0", "rows", "consume_ri")
+# A multi-buffer batch's frag table (the descriptor's ``frags`` word: 0 none, 1 every
+# frame's frags are Python's - the twins leave them to the Python helpers - else the
+# table's address): FRAG_WORDS u64 per frame i, the frags as the run leaves them -
+# nr_frags, xdp_frags_size, the rx queue's frag_size, 0, then per frag its host
+# address, length and index among the frame's frags when the run began. The run
+# context's ``x_frags`` is the frame's row while it has frags (else 0, or 1 as above).
+MAX_FRAGS = 17
+FRAG_NR, FRAG_SIZE, FRAG_FRAG_SIZE, FRAG_HEAD = 0, 1, 2, 4
+FRAG_ENTRY = 3  # words per frag: host address, length, first index
+FRAG_WORDS = FRAG_HEAD + FRAG_ENTRY * MAX_FRAGS + 1  # 56: rows of 448 bytes
+FRAGS_PYTHON = 1
 # A map's storage as native helpers see it (host pointers; 0 where the type has none).
 MAPDESC_FIELDS = ("key_data", "value_data", "value_row", "index", "hashes", "stamp",
                   "elem_slot", "free", "hdr", "entries", "node_plen", "node_flags", "node_child",

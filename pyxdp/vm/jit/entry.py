@@ -17,6 +17,8 @@ from __future__ import annotations
 from pyxdp.vm.jit.abi import (
     BATCH,
     CTX_VALUES,
+    FRAG_WORDS,
+    FRAGS_PYTHON,
     KERN,
     REGION,
     SLOT,
@@ -253,8 +255,17 @@ def xdp_fn(prog: Program) -> str:
     mlen = f.ins(f"phi i64 [ {ml}, %ml ], [ 0, %mz ]")
     meta = f.ins(f"select i1 {sup}, i64 {f.ins(f'sub i64 {data}, {mlen}')}, "
                  f"i64 {f.ins(f'add i64 {data}, 1')}")
+    # x_frags: the frame's row of the frag table while it has frags (0, or FRAGS_PYTHON)
+    f.cbr(f.ins(f"icmp ugt i64 {frags}, {FRAGS_PYTHON}"), "ft", "fj")
+    f.at("ft")
+    frow = f.ins(f"add i64 {frags}, {f.ins(f'mul i64 %i, {8 * FRAG_WORDS}')}")
+    fnr = f.ins(f"load i64, ptr {f.ins(f'inttoptr i64 {frow} to ptr')}, align 8")
+    frow = f.ins(f"select i1 {f.ins(f'icmp ne i64 {fnr}, 0')}, i64 {frow}, i64 0")
+    f.br("fj")
+    f.at("fj")
+    xfrags = f.ins(f"phi i64 [ {frow}, %ft ], [ {frags}, %mj ]")
     for name, v in (("x_data", data), ("x_data_end", end), ("x_data_meta", meta),
-                    ("x_frame_sz", frame_sz), ("x_frags", frags)):
+                    ("x_frame_sz", frame_sz), ("x_frags", xfrags)):
         f.cset("%ctx", name, v)
     f.cset("%ctx", "x_frame", frame, "ptr")
     for n, arr in ((3, ifindex), (4, rxq)):
@@ -264,7 +275,7 @@ def xdp_fn(prog: Program) -> str:
     f.cset("%ctx", "batch_index", "%i")
     f.br("rep")
     f.at("rep")
-    f.do("%r = phi i64 [ 0, %mj ], [ %r1, %again ]")
+    f.do("%r = phi i64 [ 0, %fj ], [ %r1, %again ]")
     # Frame 0 first: a full clear is a memset LLVM cannot tell from the context's
     # fields, which would then be reloaded in the program after being stored here.
     f.do(f"call void @{prog.tag}_zero(ptr %ctx, i64 0)")

@@ -37,7 +37,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyxdp.uapi.bpf import BpfFuncId, RedirectFlag
-from pyxdp.vm.jit.abi import MAPDESC, MAPDESC_FIELDS, NF_RUNCTX, NF_XDP, SLOW, MapInfo, Natives
+from pyxdp.vm.jit.abi import (
+    FRAGS_PYTHON,
+    MAPDESC,
+    MAPDESC_FIELDS,
+    NF_RUNCTX,
+    NF_XDP,
+    SLOW,
+    MapInfo,
+    Natives,
+)
 from pyxdp.vm.jit.ir import LIKELY, Text, c64, ret_if
 
 # ``ri->map_id`` of a redirect without a map (C's INT_MAX, as net/core/filter.c sets it).
@@ -46,12 +55,13 @@ INT_MAX = 0x7FFF_FFFF
 
 def xdp_guard(f: Text, ctx_base: int, frags_slow: bool) -> None:
     """Continue only for the run's own xdp_md (the XDP helpers' check of their first
-    argument); else SLOW. With ``frags_slow`` a multi-buffer packet is SLOW too."""
+    argument); else SLOW. With ``frags_slow`` a multi-buffer packet whose frags only
+    Python holds (``x_frags`` FRAGS_PYTHON: no frag table) is SLOW too."""
     ok = f.flag(NF_XDP)
     ok = f.ins(f"and i1 {ok}, {f.ins(f'icmp eq i64 %r1, {c64(ctx_base)}')}")
     if frags_slow:
         frags = f.cget("%ctx", "x_frags")
-        ok = f.ins(f"and i1 {ok}, {f.ins(f'icmp eq i64 {frags}, 0')}")
+        ok = f.ins(f"and i1 {ok}, {f.ins(f'icmp ne i64 {frags}, {FRAGS_PYTHON}')}")
     f.cbr(ok, "go", "slow", LIKELY)
     f.at("slow")
     f.do(f"ret i64 {c64(SLOW)}")

@@ -1,0 +1,151 @@
+"""Multi-buffer frames on the JIT: the datapath runs frags frames in the same native
+batches as single-buffer ones, the frags in a frag table; the native twins of
+``bpf_xdp_get_buff_len``, ``bpf_xdp_load_bytes``, ``bpf_xdp_store_bytes`` and
+``bpf_xdp_adjust_tail`` work across the head and the frags, and Python helpers called
+from such a run see the frags as views of their pages. Every case runs on the
+interpreter (the reference: ``XdpBuff`` over the same pages), on the JIT with its
+twins (the Python helpers made to fail: the run must not need them) and on the JIT
+with Python helpers only; the frames each stack gets must be the same, and each
+host's page accounting is checked when it closes (released frags back in their
+pool). ``tests/kernel/test_frags_kernel.py`` compares the datapath with Linux."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+
+from pyxdp.asm.assembler import assemble  # noqa: E402
+from pyxdp.net import packets as pk  # noqa: E402
+from pyxdp.net import xdp_jit  # noqa: E402
+from pyxdp.net.netdevice import Host  # noqa: E402
+from pyxdp.net.trace import Tracer  # noqa: E402
+from pyxdp.net.xdp import XdpBuff  # noqa: E402
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec  # noqa: E402
+
+# A 9000-MTU veth: a frame's head holds 3520 bytes, then frags of up to 4096.
+SIZES = (60, 1000, 3520, 3521, 3536, 5000, 7616, 7617, 8000, 9014)
+SLOT0 = 64  # helper results go into the packet head from here, 8 bytes each
+
+
+def _program(ops: list[tuple[Any, ...]]) -> CollectionSpec:
+    """An XDP program doing ``ops`` in order; op k's return value lands at head offset
+    SLOT0 + 16k (and what a load read, 8 bytes, at SLOT0 + 16k + 8)."""
+    lines = ["r6 = r1"]
+
+    def result(k: int, reg: str = "r0") -> None:
+        lines.extend([f"r7 = {reg}", "r2 = *(u32 *)(r6 + 0)", "r3 = *(u32 *)(r6 + 4)",
+                      "r1 = r2", f"r1 += {SLOT0 + 16 * k + 16}",
+                      f"if r1 > r3 goto skip{k}_{reg}",
+                      f"*(u64 *)(r2 + {SLOT0 + 16 * k}) = r7"])
+        if reg == "r0":
+            lines.extend(["r1 = *(u64 *)(r10 - 32)", f"*(u64 *)(r2 + {SLOT0 + 16 * k + 8}) = r1"])
+        lines.append(f"skip{k}_{reg}:")
+
+    for k, (name, *args) in enumerate(ops):
+        lines.extend(["r1 = 0", "*(u64 *)(r10 - 32) = r1", "*(u64 *)(r10 - 24) = r1"])
+        if name == "len":
+            lines.extend(["r1 = r6", "call bpf_xdp_get_buff_len"])
+        elif name == "load":
+            off, n = args
+            lines.extend(["r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
+                          "call bpf_xdp_load_bytes"])
+        elif name == "store":
+            off, n = args
+            lines.extend(["r1 = 0x5a5b5c5d5e5f6061 ll", "*(u64 *)(r10 - 32) = r1",
+                          "r1 = 0x7172737475767778 ll", "*(u64 *)(r10 - 24) = r1",
+                          "r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
+                          "call bpf_xdp_store_bytes"])
+        elif name == "tail":
+            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call bpf_xdp_adjust_tail"])
+        result(k)
+    lines.extend(["r0 = 2", "exit"])
+    prog = ProgramSpec(name="t", section="xdp.frags", insns=assemble("\n".join(lines)),
+                       license="GPL", flags=BPF_F_XDP_HAS_FRAGS)
+    return CollectionSpec(programs={"t": prog}, maps={}, license="GPL", name="fragsjit")
+
+
+def _frames() -> list[bytes]:
+    return [pk.udp_packet(b"f", sport=1000 + i, dport=7, size=n)
+            for i, n in enumerate(SIZES)]
+
+
+def _run(spec: CollectionSpec, engine: str, frames: list[bytes]) -> tuple[list[bytes], int]:
+    with Host(engine=engine, tracer=Tracer()) as h:
+        a, b = h.veth("fj0", "fj1", mtu=9000)
+        coll = h.load(spec, verify=False)
+        a.attach_xdp(coll.programs["t"])
+        got: list[bytes] = []
+        h.stack.on_receive(lambda batch: got.extend(batch.packets()))
+        b.transmit(frames)  # one batch: short and long frames mixed
+        h.run()
+        return got, a.stats.xdp_drops
+
+
+CASES = {
+    # offsets across the head's end (3520), frag 0's end (7616), the packet's end
+    "load": [("len",), ("load", 3516, 8), ("load", 3512, 16), ("load", 7610, 12),
+             ("load", 7616, 4), ("load", 0, 0), ("load", 9010, 4), ("load", 9012, 4),
+             ("load", 65535, 1), ("load", 65536, 1), ("load", 4, 65536)],
+    "store": [("store", 3515, 10), ("store", 7612, 8), ("store", 9006, 8),
+              ("store", 65536, 1), ("store", 7000, 0), ("store", 4990, 16),
+              ("load", 3510, 16), ("load", 7608, 16), ("len",)],
+    "shrink": [("tail", -100), ("len",), ("tail", -1500), ("len",), ("load", 3500, 16),
+               ("tail", 16), ("len",), ("tail", -9000), ("tail", -2000), ("len",),
+               ("tail", 8), ("len",), ("load", 1400, 16)],
+    "release-all": [("tail", -1480), ("len",), ("tail", 0), ("tail", 12), ("len",),
+                    ("store", 3520, 12), ("load", 3512, 16)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_jit_twins_on_frags_match_the_interpreter(case: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _program(CASES[case])
+    frames = _frames()
+    want = _run(spec, "interp", frames)
+    assert len(want[0]) == len(SIZES)
+    py = _run_python_helpers(spec, frames, monkeypatch)
+    # The twins alone: a Python packet helper would raise.
+    for name in ("buff_len", "load_bytes", "store_bytes", "adjust_tail"):
+        monkeypatch.setattr(XdpBuff, name, _refuse)
+    native = _run(spec, "jit", frames)
+    assert native == want
+    assert py == want
+
+
+def _refuse(*args: object) -> int:
+    raise AssertionError("a Python packet helper ran on the JIT")
+
+
+def _run_python_helpers(spec: CollectionSpec, frames: list[bytes],
+                        monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], int]:
+    """The JIT with no native helper: every helper is the Python one, over the views of
+    the frame's frags the run made."""
+    with monkeypatch.context() as m:
+        m.setattr(xdp_jit, "NATIVE_XDP_HELPERS", {})
+        return _run(spec, "jit", frames)
+
+
+def test_results_are_the_kernel_rules() -> None:
+    """A few of the values the cases above compare, spelled out (filter.c): the whole
+    length, -EFAULT past 0xffff, -EINVAL past the end, -EOPNOTSUPP growing frags."""
+    spec = _program([("len",), ("load", 65536, 1), ("load", 9012, 4), ("tail", 16),
+                     ("load", 3516, 8)])
+    got, _ = _run(spec, "jit", _frames())
+    by_len = dict(zip(SIZES, got, strict=True))
+    big = by_len[9014]
+
+    def res(pkt: bytes, k: int) -> int:
+        return int.from_bytes(pkt[SLOT0 + 16 * k:SLOT0 + 16 * k + 8], "little", signed=True)
+
+    assert res(big, 0) == 9014 and len(big) == 9014
+    assert res(big, 1) == -errno.EFAULT
+    assert res(big, 2) == -errno.EINVAL
+    assert res(big, 3) == -errno.EOPNOTSUPP
+    assert big[SLOT0 + 16 * 4 + 8:SLOT0 + 16 * 4 + 16] == _frames()[-1][3516:3524]
+    small = by_len[1000]
+    assert res(small, 3) == 0 and len(small) == 1016  # linear: the tail grows
