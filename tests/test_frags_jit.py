@@ -12,6 +12,7 @@ pool). ``tests/kernel/test_frags_kernel.py`` compares the datapath with Linux.""
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,6 +60,8 @@ def _program(ops: list[tuple[Any, ...]]) -> CollectionSpec:
                           "r1 = 0x7172737475767778 ll", "*(u64 *)(r10 - 24) = r1",
                           "r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
                           "call bpf_xdp_store_bytes"])
+        elif name == "pull":  # helper 7 stands in for the kfunc (test_pull_data_...)
+            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call 7"])
         elif name == "tail":
             lines.extend(["r1 = r6", f"r2 = {args[0]}", "call bpf_xdp_adjust_tail"])
         result(k)
@@ -117,6 +120,11 @@ def test_jit_twins_on_frags_match_the_interpreter(case: str,
     assert py == want
 
 
+def _res(pkt: bytes, k: int) -> int:
+    """Op k's return value as the program left it in the packet."""
+    return int.from_bytes(pkt[SLOT0 + 16 * k:SLOT0 + 16 * k + 8], "little", signed=True)
+
+
 def _refuse(*args: object) -> int:
     raise AssertionError("a Python packet helper ran on the JIT")
 
@@ -139,13 +147,75 @@ def test_results_are_the_kernel_rules() -> None:
     by_len = dict(zip(SIZES, got, strict=True))
     big = by_len[9014]
 
-    def res(pkt: bytes, k: int) -> int:
-        return int.from_bytes(pkt[SLOT0 + 16 * k:SLOT0 + 16 * k + 8], "little", signed=True)
-
-    assert res(big, 0) == 9014 and len(big) == 9014
-    assert res(big, 1) == -errno.EFAULT
-    assert res(big, 2) == -errno.EINVAL
-    assert res(big, 3) == -errno.EOPNOTSUPP
+    assert _res(big, 0) == 9014 and len(big) == 9014
+    assert _res(big, 1) == -errno.EFAULT
+    assert _res(big, 2) == -errno.EINVAL
+    assert _res(big, 3) == -errno.EOPNOTSUPP
     assert big[SLOT0 + 16 * 4 + 8:SLOT0 + 16 * 4 + 16] == _frames()[-1][3516:3524]
     small = by_len[1000]
-    assert res(small, 3) == 0 and len(small) == 1016  # linear: the tail grows
+    assert _res(small, 3) == 0 and len(small) == 1016  # linear: the tail grows
+
+
+DYNPTR = Path(__file__).resolve().parents[1] / "samples" / "dynptr.o"
+
+
+def _run_dynptr(engine: str, prog: str, args: tuple[int, ...] = ()
+                ) -> tuple[list[bytes], list[int]]:
+    with Host(engine=engine, tracer=Tracer()) as h:
+        a, b = h.veth("fj0", "fj1", mtu=9000)
+        coll = h.load(DYNPTR)
+        for k, v in enumerate(args):
+            coll.maps["args"][k] = v
+        a.attach_xdp(coll.programs[prog])
+        got: list[bytes] = []
+        h.stack.on_receive(lambda batch: got.extend(batch.packets()))
+        b.transmit(_frames()[1:])
+        h.run()
+        out = "out" if prog == "xdp_dynptr" else "ops_out"
+        m = coll.maps[out]
+        return got, [m[i] for i in range(12 if out == "out" else 24)]
+
+
+@pytest.mark.parametrize(("prog", "args"), [
+    ("xdp_dynptr", ()),
+    # a window over the head's end, fills and copies across frags, then a shrink
+    ("xdp_dynptr_ops", (3000, 9000, 500, 3510, 4200, 7, 0)),
+    ("xdp_dynptr_ops", (100, 8000, 3000, 4000, 3700, 9, 1500)),
+], ids=["slices", "ops", "ops-shrunk"])
+def test_dynptrs_on_frags_in_a_jit_batch_match_the_interpreter(
+        prog: str, args: tuple[int, ...]) -> None:
+    """samples/dynptr.o's kfuncs (Python: slices map the frag a range lies in, reads and
+    writes cross frags) in one JIT batch of short and long frames: the frames and the
+    last frame's records as on the interpreter."""
+    want = _run_dynptr("interp", prog, args)
+    got = _run_dynptr("jit", prog, args)
+    assert got == want
+    assert len(got[0]) == len(SIZES) - 1
+
+
+def test_pull_data_in_a_jit_batch_moves_frag_fronts_and_releases_emptied_frags(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bpf_xdp_pull_data`` (Python; here behind helper 7) takes bytes off the front of
+    the first frags and releases the ones it empties: the frag table gets each frag's
+    new address, the write-back its new page offset, the emptied frag's page goes back
+    to its pool; the frames as on the interpreter."""
+    from pyxdp.net import filter as xfilter
+    from pyxdp.vm.interpreter import Helper
+
+    def pull(vm: Any, r1: int, r2: int, *rest: int) -> int:
+        return xfilter._xdp(vm, r1).pull_data(r2) & 0xFFFF_FFFF_FFFF_FFFF
+
+    monkeypatch.setitem(xfilter.XDP_HELPERS, 7, Helper(7, "get_prandom_u32", pull))
+    monkeypatch.setattr(xdp_jit, "NATIVE_XDP_HELPERS",
+                        {k: v for k, v in xdp_jit.NATIVE_XDP_HELPERS.items() if k != 7})
+    spec = _program([("pull", 3521), ("len",), ("load", 3516, 16), ("pull", 3600),
+                     ("load", 3590, 16), ("tail", -10), ("pull", 3700), ("len",),
+                     ("store", 7600, 16), ("load", 7598, 16)])
+    frames = _frames()
+    want = _run(spec, "interp", frames)
+    got = _run(spec, "jit", frames)
+    assert got == want
+    assert [len(f) for f in got[0]] == [n - 10 for n in SIZES]  # every tail -10 took
+    small = got[0][1]  # 1000 bytes, linear: every pull past it -EINVAL
+    assert [_res(small, k) for k in (0, 1, 3, 6, 7)] == [-errno.EINVAL, 1000, -errno.EINVAL,
+                                                         -errno.EINVAL, 990]

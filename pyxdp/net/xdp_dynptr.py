@@ -146,10 +146,15 @@ def _frag_region(vm: Interpreter, xdp: XdpBuff, i: int) -> int:
     """Map frag ``i`` for the program (once per run and frag); its base address."""
     base = FRAG_BASE + (i << 16)
     frag = xdp.frags[i]
-    for r in vm.mem.regions:
-        if r.base == base and isinstance(r.buf, memoryview) and r.buf.obj is frag:
+    for r in list(vm.mem.regions):
+        if r.base != base:
+            continue
+        if isinstance(r.buf, memoryview) and (r.buf is frag or r.buf.obj is frag):
             return base
-    vm.mem.add(Region(f"packet frag {i}", base, memoryview(frag)))
+        vm.mem.remove(r)  # another frame's (or a cut) frag i
+    # A frag may itself be a view of its page (a JIT batch's frame).
+    view = frag if isinstance(frag, memoryview) else memoryview(frag)
+    vm.mem.add(Region(f"packet frag {i}", base, view))
     return base
 
 
