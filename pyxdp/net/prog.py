@@ -693,7 +693,6 @@ class _Frags:
         from pyxdp.net.xdp_mem import (
             SHINFO_OFF_FRAGS,
             SHINFO_OFF_NR_FRAGS,
-            SKB_FRAG_DTYPE,
             _read_headers,
         )
         n = len(frames)
@@ -706,26 +705,28 @@ class _Frags:
         heads = frames.pfn[idx]
         is_frame = (frames.kind[idx] & KIND_FRAME) != 0
         self.sh = np.zeros(m, np.int64)  # the skb_shared_info's offset in its region
-        self.nr = np.zeros(m, np.int64)
-        recs = np.zeros((m, abi.MAX_FRAGS), SKB_FRAG_DTYPE)
+        shinfo = np.empty((m, SKB_SHARED_INFO_SIZE), np.uint8)
         for mem, pos, local in mm.split(heads):
             ps = mem.page_size
-            sh = local * ps + ps - SKB_SHARED_INFO_SIZE
+            sh = local * ps + (ps - SKB_SHARED_INFO_SIZE)
             fm = is_frame[pos]
+            self.sh[pos] = sh
             if fm.any():  # an xdp_frame: frame_sz from its header (xdp_frame's shinfo)
                 h = _read_headers(mem, local[fm])
                 sh[fm] = (h["data"].astype(np.int64) - h["headroom"] - XDP_FRAME_SIZE
                           - mem.addr_base + h["frame_sz"] - SKB_SHARED_INFO_SIZE)
-            self.sh[pos] = sh
-            self.nr[pos] = mem.buf[sh + SHINFO_OFF_NR_FRAGS]
-            at = sh[:, None] + SHINFO_OFF_FRAGS + np.arange(abi.MAX_FRAGS * 16)
-            recs[pos] = np.ascontiguousarray(mem.buf[at]).view(SKB_FRAG_DTYPE)
-        self.nr = np.minimum(self.nr, abi.MAX_FRAGS)
+                self.sh[pos] = sh
+                shinfo[pos] = mem.buf[sh[:, None] + np.arange(SKB_SHARED_INFO_SIZE)]
+            else:  # a pool page's xdp_buff: at the page's end
+                shinfo[pos] = mem.pages[local, ps - SKB_SHARED_INFO_SIZE:]
+        self.nr = np.minimum(shinfo[:, SHINFO_OFF_NR_FRAGS], abi.MAX_FRAGS).astype(np.int64)
+        recs = np.ascontiguousarray(shinfo[:, SHINFO_OFF_FRAGS:])  # skb_frag_t[17]
         k = np.arange(abi.MAX_FRAGS)
         self.live = live = k < self.nr[:, None]  # (m, MAX_FRAGS)
-        self.pfn = recs["netmem"].astype(np.int64)
-        self.off = recs["offset"].astype(np.int64)
-        self.len = np.where(live, recs["len"], 0).astype(np.int64)
+        self.pfn = recs.view(np.int64)[:, 0::2]
+        words = recs.view(np.uint32)
+        self.off = words[:, 3::4].astype(np.int64)
+        self.len = np.where(live, words[:, 2::4], 0).astype(np.int64)
         self.addr = np.zeros((m, abi.MAX_FRAGS), np.uint64)
         page = np.zeros((m, abi.MAX_FRAGS), np.uint64)
         end = np.zeros((m, abi.MAX_FRAGS), np.uint64)
@@ -745,6 +746,7 @@ class _Frags:
         ent[:, :, 0], ent[:, :, 1], ent[:, :, 2] = self.addr, self.len, k
         rows[idx] = r
         bounds[idx, :, 0], bounds[idx, :, 1] = page, end
+        self.rows0 = r
 
     def write_back(self, frames: Frames) -> None:
         from pyxdp.net.frames import KIND_FRAGS
@@ -758,6 +760,8 @@ class _Frags:
         idx = self.idx
         m = idx.size
         r = self.table.rows[idx]
+        if np.array_equal(r, self.rows0):  # the program left every frag as it was
+            return
         ent = r[:, abi.FRAG_HEAD:abi.FRAG_HEAD + abi.FRAG_ENTRY * abi.MAX_FRAGS].reshape(
             m, abi.MAX_FRAGS, abi.FRAG_ENTRY).astype(np.int64)
         nr = r[:, abi.FRAG_NR].astype(np.int64)
