@@ -19,56 +19,16 @@ import pytest
 
 pytest.importorskip("llvmlite")
 
-from pyxdp.asm.assembler import assemble  # noqa: E402
 from pyxdp.net import packets as pk  # noqa: E402
 from pyxdp.net import xdp_jit  # noqa: E402
 from pyxdp.net.netdevice import Host  # noqa: E402
 from pyxdp.net.trace import Tracer  # noqa: E402
 from pyxdp.net.xdp import XdpBuff  # noqa: E402
-from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec  # noqa: E402
+from pyxdp.spec import CollectionSpec  # noqa: E402
+from pyxdp.testing.fragslab import SLOT0, ops_program  # noqa: E402
 
 # A 9000-MTU veth: a frame's head holds 3520 bytes, then frags of up to 4096.
 SIZES = (60, 1000, 3520, 3521, 3536, 5000, 7616, 7617, 8000, 9014)
-SLOT0 = 64  # helper results go into the packet head from here, 8 bytes each
-
-
-def _program(ops: list[tuple[Any, ...]]) -> CollectionSpec:
-    """An XDP program doing ``ops`` in order; op k's return value lands at head offset
-    SLOT0 + 16k (and what a load read, 8 bytes, at SLOT0 + 16k + 8)."""
-    lines = ["r6 = r1"]
-
-    def result(k: int, reg: str = "r0") -> None:
-        lines.extend([f"r7 = {reg}", "r2 = *(u32 *)(r6 + 0)", "r3 = *(u32 *)(r6 + 4)",
-                      "r1 = r2", f"r1 += {SLOT0 + 16 * k + 16}",
-                      f"if r1 > r3 goto skip{k}_{reg}",
-                      f"*(u64 *)(r2 + {SLOT0 + 16 * k}) = r7"])
-        if reg == "r0":
-            lines.extend(["r1 = *(u64 *)(r10 - 32)", f"*(u64 *)(r2 + {SLOT0 + 16 * k + 8}) = r1"])
-        lines.append(f"skip{k}_{reg}:")
-
-    for k, (name, *args) in enumerate(ops):
-        lines.extend(["r1 = 0", "*(u64 *)(r10 - 32) = r1", "*(u64 *)(r10 - 24) = r1"])
-        if name == "len":
-            lines.extend(["r1 = r6", "call bpf_xdp_get_buff_len"])
-        elif name == "load":
-            off, n = args
-            lines.extend(["r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
-                          "call bpf_xdp_load_bytes"])
-        elif name == "store":
-            off, n = args
-            lines.extend(["r1 = 0x5a5b5c5d5e5f6061 ll", "*(u64 *)(r10 - 32) = r1",
-                          "r1 = 0x7172737475767778 ll", "*(u64 *)(r10 - 24) = r1",
-                          "r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
-                          "call bpf_xdp_store_bytes"])
-        elif name == "pull":  # helper 7 stands in for the kfunc (test_pull_data_...)
-            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call 7"])
-        elif name == "tail":
-            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call bpf_xdp_adjust_tail"])
-        result(k)
-    lines.extend(["r0 = 2", "exit"])
-    prog = ProgramSpec(name="t", section="xdp.frags", insns=assemble("\n".join(lines)),
-                       license="GPL", flags=BPF_F_XDP_HAS_FRAGS)
-    return CollectionSpec(programs={"t": prog}, maps={}, license="GPL", name="fragsjit")
 
 
 def _frames() -> list[bytes]:
@@ -80,7 +40,7 @@ def _run(spec: CollectionSpec, engine: str, frames: list[bytes]) -> tuple[list[b
     with Host(engine=engine, tracer=Tracer()) as h:
         a, b = h.veth("fj0", "fj1", mtu=9000)
         coll = h.load(spec, verify=False)
-        a.attach_xdp(coll.programs["t"])
+        a.attach_xdp(coll.programs["xdp_ops"])
         got: list[bytes] = []
         h.stack.on_receive(lambda batch: got.extend(batch.packets()))
         b.transmit(frames)  # one batch: short and long frames mixed
@@ -107,7 +67,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_jit_twins_on_frags_match_the_interpreter(case: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = _program(CASES[case])
+    spec = ops_program(CASES[case])
     frames = _frames()
     want = _run(spec, "interp", frames)
     assert len(want[0]) == len(SIZES)
@@ -141,7 +101,7 @@ def _run_python_helpers(spec: CollectionSpec, frames: list[bytes],
 def test_results_are_the_kernel_rules() -> None:
     """A few of the values the cases above compare, spelled out (filter.c): the whole
     length, -EFAULT past 0xffff, -EINVAL past the end, -EOPNOTSUPP growing frags."""
-    spec = _program([("len",), ("load", 65536, 1), ("load", 9012, 4), ("tail", 16),
+    spec = ops_program([("len",), ("load", 65536, 1), ("load", 9012, 4), ("tail", 16),
                      ("load", 3516, 8)])
     got, _ = _run(spec, "jit", _frames())
     by_len = dict(zip(SIZES, got, strict=True))
@@ -208,7 +168,7 @@ def test_pull_data_in_a_jit_batch_moves_frag_fronts_and_releases_emptied_frags(
     monkeypatch.setitem(xfilter.XDP_HELPERS, 7, Helper(7, "get_prandom_u32", pull))
     monkeypatch.setattr(xdp_jit, "NATIVE_XDP_HELPERS",
                         {k: v for k, v in xdp_jit.NATIVE_XDP_HELPERS.items() if k != 7})
-    spec = _program([("pull", 3521), ("len",), ("load", 3516, 16), ("pull", 3600),
+    spec = ops_program([("pull", 3521), ("len",), ("load", 3516, 16), ("pull", 3600),
                      ("load", 3590, 16), ("tail", -10), ("pull", 3700), ("len",),
                      ("store", 7600, 16), ("load", 7598, 16)])
     frames = _frames()

@@ -23,7 +23,7 @@ plus frags (``veth_convert_skb_to_xdp_buff``/``skb_pp_cow_data`` on Linux,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyxdp.asm.assembler import assemble
@@ -33,18 +33,63 @@ from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec
 from pyxdp.testing import vethlab
 from pyxdp.testing.vethlab import Attach, LinkSpec, Scenario
 
-__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "frags_cpumap", "frags_generic",
-           "frags_veth"]
+__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "SLOT0", "frags_cpumap", "frags_generic",
+           "frags_veth", "ops_program"]
 
 DEVS = ("veth0", "veth1", "veth2", "veth3")
 PAIRS = (("veth0", "veth1"), ("veth2", "veth3"))
 SIZES = (1000, 5000, 9014)
 PORTS = range(9001, 9007)
+SLOT0 = 64  # ops_program's results go into the packet head from here
 PASS_FRAGS = CollectionSpec(
     programs={"xdp_pass": ProgramSpec(name="xdp_pass", section="xdp.frags",
                                       insns=assemble("r0 = 2\nexit"), license="GPL",
                                       flags=BPF_F_XDP_HAS_FRAGS)},
     maps={}, license="GPL", name="xdp_pass_frags")
+
+
+def ops_program(ops: Sequence[tuple[Any, ...]]) -> CollectionSpec:
+    """A frags-aware XDP program (``xdp_ops``) calling the packet helpers as ``ops`` say,
+    in order - ``("len",)``, ``("load", off, n)``, ``("store", off, n)`` (bytes
+    0x61..0x5a, 0x78..0x71), ``("tail", delta)``, ``("pull", n)`` (helper 7: a test
+    stands a Python ``bpf_xdp_pull_data`` in for it) - then XDP_PASS. Op k's return
+    value lands at head offset SLOT0 + 16k and what a load read (its first 8 bytes)
+    at SLOT0 + 16k + 8, when the head holds them. The kernel's verifier takes it for
+    loads and stores of 1..16 bytes."""
+    lines = ["r6 = r1"]
+
+    def result(k: int, reg: str = "r0") -> None:
+        lines.extend([f"r7 = {reg}", "r2 = *(u32 *)(r6 + 0)", "r3 = *(u32 *)(r6 + 4)",
+                      "r1 = r2", f"r1 += {SLOT0 + 16 * k + 16}",
+                      f"if r1 > r3 goto skip{k}_{reg}",
+                      f"*(u64 *)(r2 + {SLOT0 + 16 * k}) = r7"])
+        if reg == "r0":
+            lines.extend(["r1 = *(u64 *)(r10 - 32)", f"*(u64 *)(r2 + {SLOT0 + 16 * k + 8}) = r1"])
+        lines.append(f"skip{k}_{reg}:")
+
+    for k, (name, *args) in enumerate(ops):
+        lines.extend(["r1 = 0", "*(u64 *)(r10 - 32) = r1", "*(u64 *)(r10 - 24) = r1"])
+        if name == "len":
+            lines.extend(["r1 = r6", "call bpf_xdp_get_buff_len"])
+        elif name == "load":
+            off, n = args
+            lines.extend(["r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
+                          "call bpf_xdp_load_bytes"])
+        elif name == "store":
+            off, n = args
+            lines.extend(["r1 = 0x5a5b5c5d5e5f6061 ll", "*(u64 *)(r10 - 32) = r1",
+                          "r1 = 0x7172737475767778 ll", "*(u64 *)(r10 - 24) = r1",
+                          "r1 = r6", f"r2 = {off}", "r3 = r10", "r3 += -32", f"r4 = {n}",
+                          "call bpf_xdp_store_bytes"])
+        elif name == "pull":  # helper 7 stands in for the kfunc (test_pull_data_...)
+            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call 7"])
+        elif name == "tail":
+            lines.extend(["r1 = r6", f"r2 = {args[0]}", "call bpf_xdp_adjust_tail"])
+        result(k)
+    lines.extend(["r0 = 2", "exit"])
+    prog = ProgramSpec(name="xdp_ops", section="xdp.frags", insns=assemble("\n".join(lines)),
+                       license="GPL", flags=BPF_F_XDP_HAS_FRAGS)
+    return CollectionSpec(programs={"xdp_ops": prog}, maps={}, license="GPL", name="fragsjit")
 
 
 def _tx_port(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:

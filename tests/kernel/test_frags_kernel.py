@@ -22,8 +22,16 @@ from functools import cache
 
 import pytest
 
+from pyxdp.net import packets as pk
 from pyxdp.testing import vethlab
-from pyxdp.testing.fragslab import SIZES, frags_cpumap, frags_generic, frags_veth
+from pyxdp.testing.fragslab import (
+    PASS_FRAGS,
+    SIZES,
+    frags_cpumap,
+    frags_generic,
+    frags_veth,
+    ops_program,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -139,3 +147,44 @@ def test_pyxdp_generic_jumbo_skbs_match_linux(frags: bool, engine: str) -> None:
     diffs = vethlab.lab_differences(want, got, sc)
     assert not diffs, "\n".join(diffs)
     assert _stats(got) == _stats(want)
+
+
+# The packet helpers' offsets against Linux: each op's return value (and a load's bytes)
+# written into the head, which the stack then gets (the program passes every frame).
+# Across the head's end (3520), frag 0's end (7616) and the frame's; -EFAULT past
+# 0xffff, -EINVAL past the end; a frags frame's tail cannot grow on veth (-EOPNOTSUPP).
+HELPER_OPS = [("len",), ("load", 3516, 8), ("load", 3512, 16), ("load", 7610, 12),
+              ("load", 9010, 4), ("load", 9012, 4), ("load", 65536, 1),
+              ("store", 3515, 10), ("store", 7612, 8), ("store", 9006, 8), ("store", 65536, 1),
+              ("load", 3510, 16), ("load", 7608, 16), ("tail", 16), ("len",)]
+HELPER_SIZES = (1000, 3520, 3521, 3536, 5000, 7616, 7617, 8000, 9014)
+
+
+def _helpers_scenario() -> vethlab.Scenario:
+    pairs = (("veth0", "veth1"),)
+    mac = {d: vethlab.lab_mac(pairs, d) for d in ("veth0", "veth1")}
+    spec = ops_program(HELPER_OPS)  # tests/test_frags_jit.py's program
+    frames = tuple(("veth0", pk.udp_packet(b"ops", sport=3000 + i, dport=9, size=n,
+                                           src_mac=mac["veth1"], dst_mac=mac["veth0"]))
+                   for i, n in enumerate(HELPER_SIZES))
+    return vethlab.Scenario(
+        "frags-helpers", pairs=pairs,
+        attach=(vethlab.Attach("veth0", spec, "xdp_ops", collection="ops"),
+                vethlab.Attach("veth1", PASS_FRAGS, "xdp_pass", collection="pass@veth1")),
+        traffic=frames, pass_unattached=False,
+        links=tuple(vethlab.LinkSpec(d, mtu=9000) for d in ("veth0", "veth1")))
+
+
+@pytest.mark.parametrize("engine", ["auto", "interp"])
+def test_packet_helpers_on_frags_match_linux(engine: str) -> None:
+    """bpf_xdp_get_buff_len, _load_bytes, _store_bytes and _adjust_tail on frames of one
+    page and of a head and frags, at offsets across every boundary: the frames veth0's
+    stack gets (every result in them) as Linux's - on the JIT's native twins over the
+    frag table and on the interpreter."""
+    sc = _helpers_scenario()
+    want = vethlab.run_kernel(sc)
+    assert [len(f) for f in want.rx["veth0"]] == [1016] + list(HELPER_SIZES[1:])
+    got = vethlab.run_pyxdp(sc, events=False, engine=engine)
+    diffs = [d for d in vethlab.lab_differences(want, got, sc)
+             if not d.startswith("events differ")]
+    assert not diffs, "\n".join(diffs)
