@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -162,10 +161,8 @@ def test_pull_data_in_a_jit_batch_moves_frag_fronts_and_releases_emptied_frags(
     from pyxdp.net import filter as xfilter
     from pyxdp.vm.interpreter import Helper
 
-    def pull(vm: Any, r1: int, r2: int, *rest: int) -> int:
-        return xfilter._xdp(vm, r1).pull_data(r2) & 0xFFFF_FFFF_FFFF_FFFF
-
-    monkeypatch.setitem(xfilter.XDP_HELPERS, 7, Helper(7, "get_prandom_u32", pull))
+    monkeypatch.setitem(xfilter.XDP_HELPERS, 7,
+                        Helper(7, "get_prandom_u32", xfilter._pull_data))
     monkeypatch.setattr(xdp_jit, "NATIVE_XDP_HELPERS",
                         {k: v for k, v in xdp_jit.NATIVE_XDP_HELPERS.items() if k != 7})
     spec = ops_program([("pull", 3521), ("len",), ("load", 3516, 16), ("pull", 3600),
@@ -177,5 +174,11 @@ def test_pull_data_in_a_jit_batch_moves_frag_fronts_and_releases_emptied_frags(
     assert got == want
     assert [len(f) for f in got[0]] == [n - 10 for n in SIZES]  # every tail -10 took
     small = got[0][1]  # 1000 bytes, linear: every pull past it -EINVAL
-    assert [_res(small, k) for k in (0, 1, 3, 6, 7)] == [-errno.EINVAL, 1000, -errno.EINVAL,
-                                                         -errno.EINVAL, 990]
+    einval = -errno.EINVAL & 0xFFFF_FFFF  # the kfunc's int, zero-extended in r0
+    assert [_res(small, k) for k in (0, 1, 3, 6, 7)] == [einval, 1000, einval, einval, 990]
+    big = got[0][-1]  # 9014: 1, then 79, then 100 bytes pulled out of frag 0
+    assert [_res(big, k) for k in (0, 1, 2, 3, 4, 5, 6, 7)] == [0, 9014, 0, 0, 0, 0, 0, 9004]
+    assert big[SLOT0 + 16 * 2 + 8:SLOT0 + 16 * 2 + 16] == frames[-1][3516:3524]
+    assert big[SLOT0 + 16 * 4 + 8:SLOT0 + 16 * 4 + 16] == frames[-1][3590:3598]
+    one = got[0][3]  # 3521: its one-byte frag pulled, released, the frame linear
+    assert [_res(one, k) for k in (0, 1, 7)] == [0, 3521, 3511]
