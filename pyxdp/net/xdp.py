@@ -373,9 +373,13 @@ def frags_to_row(row: U64, bounds: U64, frags: list[bytearray]) -> None:
     place one elsewhere."""
     first = 0
     for k, frag in enumerate(frags):
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(frag)) if len(frag) else 0
+        if len(frag):
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(frag))
+        else:  # an empty frag (a driver's) has no address of its own: its page's
+            addr = int(bounds[min(first, len(bounds) - 1), 0])
         hit = np.flatnonzero((bounds[:, 0] <= addr) & (addr + len(frag) <= bounds[:, 1]))
-        if not hit.size or int(hit[0]) < first:
+        hit = hit[hit >= first]
+        if not hit.size:
             raise HelperFault("a helper left a frag outside the frame's frag pages")
         first = int(hit[0]) + 1
         at = FRAG_HEAD + FRAG_ENTRY * k
