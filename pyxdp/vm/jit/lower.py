@@ -54,7 +54,7 @@ and makes them native, except where the verifier's facts make them redundant:
   ``bpf_redirect_xsk`` included: one bit of the host's registration table),
   csum_diff, the clock, the numbers iterator kfuncs. Each native path does the
   common case exactly as the Python helper would and otherwise (an unusual
-  argument, a pointer the regions refuse, a full LRU map, frags) calls the
+  argument, a pointer the regions refuse, a full LRU map, frags only Python holds) calls the
   Python helper, which then gives the reference answer - before the native
   path has changed anything;
 * ``bpf_tail_call`` through a constant prog array enters the target's own
