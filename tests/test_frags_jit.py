@@ -182,3 +182,28 @@ def test_pull_data_in_a_jit_batch_moves_frag_fronts_and_releases_emptied_frags(
     assert big[SLOT0 + 16 * 4 + 8:SLOT0 + 16 * 4 + 16] == frames[-1][3590:3598]
     one = got[0][3]  # 3521: its one-byte frag pulled, released, the frame linear
     assert [_res(one, k) for k in (0, 1, 7)] == [0, 3521, 3511]
+
+
+@pytest.mark.parametrize("engine", ["jit", "interp"])
+def test_a_frag_table_pointing_outside_its_pages_is_refused(engine: str) -> None:
+    """The frag table gives native code (and the views Python helpers get) host
+    addresses: a row whose frag lies outside the page range beside it is refused."""
+    import numpy as np
+
+    from pyxdp.net.prog import XdpProg
+    from pyxdp.net.xdp import FragTable
+    from pyxdp.vm.jit import abi
+
+    spec = ops_program([("len",)])
+    prog = XdpProg(spec.programs["xdp_ops"], {}, engine=engine)
+    page = np.zeros((1, 4096), np.uint8)
+    rows = np.zeros((1, abi.FRAG_WORDS), np.uint64)
+    bounds = np.zeros((1, abi.MAX_FRAGS, 2), np.uint64)
+    base = int(page.ctypes.data)
+    rows[0, abi.FRAG_NR], rows[0, abi.FRAG_HEAD:abi.FRAG_HEAD + 2] = 1, (base + 4000, 200)
+    bounds[0, 0] = (base, base + 4096)
+    with pytest.raises(ValueError, match="frag"):
+        prog.run_batch(np.zeros((1, 4096), np.uint8), 256, 100, frags=FragTable(rows, bounds))
+    rows[0, abi.FRAG_HEAD + 1] = 96  # inside: runs
+    res = prog.run_batch(np.zeros((1, 4096), np.uint8), 256, 100, frags=FragTable(rows, bounds))
+    assert res.action.tolist() == [2]

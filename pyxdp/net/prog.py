@@ -503,6 +503,11 @@ class XdpProg:
         n, frame_sz = frames.shape
         order = list(range(n)) if rows is None else rows.tolist()
         n = len(order)
+        if frags is not None and (frags.rows.shape != (n, abi.FRAG_WORDS)
+                                  or frags.bounds.shape != (n, abi.MAX_FRAGS, 2)
+                                  or (n and not frags.consistent())):
+            raise ValueError("frags must be a frag table with one row per frame, each "
+                             "frag inside its page")
 
         def per_frame(v: Any) -> list[int]:
             a = np.asarray(v)

@@ -61,12 +61,16 @@ __all__ = [
     "SYSCALL_CTX_BASE",
     "XDP_FRAME_SIZE",
     "XDP_PACKET_HEADROOM",
+    "FragTable",
     "RxQueue",
     "XdpBuff",
     "adjust_head_fn",
     "adjust_meta_fn",
     "adjust_tail_fn",
     "buff_len_fn",
+    "frag_view",
+    "frags_of_row",
+    "frags_to_row",
     "load_bytes_fn",
     "store_bytes_fn",
 ]
@@ -343,6 +347,21 @@ class FragTable:
 
     def row_addr(self, i: int) -> int:
         return int(self.rows.ctypes.data) + 8 * FRAG_WORDS * i
+
+    def consistent(self) -> bool:
+        """Each row lists at most MAX_FRAGS frags, frag k inside the page range
+        ``bounds`` gives it (native code reaches the frags through these addresses)."""
+        nr = self.rows[:, FRAG_NR]
+        if int(nr.max()) > MAX_SKB_FRAGS:
+            return False
+        ent = self.rows[:, FRAG_HEAD:FRAG_HEAD + FRAG_ENTRY * MAX_SKB_FRAGS].reshape(
+            -1, MAX_SKB_FRAGS, FRAG_ENTRY)
+        addr, ln = ent[:, :, 0], ent[:, :, 1]
+        live = np.arange(MAX_SKB_FRAGS) < nr[:, None].astype(np.int64)
+        b = self.bounds
+        inside = (b[:, :, 0] != 0) & (b[:, :, 0] <= addr) & (ln <= b[:, :, 1] - addr) & (
+            addr <= b[:, :, 1])
+        return bool((inside | ~live).all())
 
 
 def frag_view(addr: int, n: int) -> bytearray:

@@ -759,6 +759,8 @@ class XdpJit(JitProgram):
                     or not r.flags.c_contiguous or not r.flags.writeable
                     or b.shape != (n, abi.MAX_FRAGS, 2)):
                 raise ValueError("frags must be a frag table with one row per frame")
+            if n and not frags.consistent():
+                raise ValueError("a frag table row lists frags outside their pages")
         rxq, a_rxq = self._u32(rx_queue, n, "rx_queue")
         ifx, a_ifx = self._u32(ingress_ifindex, n, "ingress_ifindex")
         ctx = ctx if ctx is not None else RunContext()
