@@ -207,3 +207,25 @@ def test_a_frag_table_pointing_outside_its_pages_is_refused(engine: str) -> None
     rows[0, abi.FRAG_HEAD + 1] = 96  # inside: runs
     res = prog.run_batch(np.zeros((1, 4096), np.uint8), 256, 100, frags=FragTable(rows, bounds))
     assert res.action.tolist() == [2]
+
+
+def test_test_run_frags_on_the_jit_take_the_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BPF_PROG_TEST_RUN of a frags frame on the JIT: a one-row frag table over copies of
+    the run's frags (room for test_run's page of frag_size after each), the twins over
+    it - growing the last frag too - and the frags as the run left them afterwards; the
+    interpreter's output (tests/kernel/test_frags_kernel.py holds both to Linux)."""
+    from pyxdp.collection import Collection
+
+    ops = [("len",), ("load", 7610, 12), ("store", 3515, 10), ("tail", 100), ("len",),
+           ("tail", -4500), ("len",), ("tail", 4000), ("load", 3500, 16)]
+    spec = ops_program(ops)
+    frames = [pk.udp_packet(b"tr", sport=4000, dport=9, size=n) for n in (1000, 9000, 12000)]
+    with Collection(spec, "userspace", engine="interp") as c:
+        want = [c.programs["xdp_ops"].test_run(f, data_size_out=20000) for f in frames]
+    for name in ("buff_len", "load_bytes", "store_bytes", "adjust_tail"):
+        monkeypatch.setattr(XdpBuff, name, _refuse)
+    with Collection(spec, "userspace", engine="jit") as c:
+        got = [c.programs["xdp_ops"].test_run(f, data_size_out=20000) for f in frames]
+    assert [(g.retval, g.data_out) for g in got] == [(w.retval, w.data_out) for w in want]
+    big = got[1].data_out
+    assert [_res(big, k) for k in (0, 3, 4, 5, 6)] == [9000, 0, 9100, 0, 4600]

@@ -528,7 +528,9 @@ class XdpProg:
             fr: list[bytearray] = []
             fsize = frame_sz
             if frags is not None:
-                fr, fsize = frags_of_row(frags.rows[i], {}), int(frags.rows[i][abi.FRAG_FRAG_SIZE])
+                row_i = frags.rows[i]
+                fr = frags_of_row(row_i, frags.bounds[i], {})
+                fsize = int(row_i[abi.FRAG_FRAG_SIZE])
             xdp = XdpBuff(row, off[i], off[i] + ln[i], off[i] - meta[i], frame_sz,
                           RxQueue(ifx[i], rxq[i], fsize), egress_ifindex, fr)
             act = 0

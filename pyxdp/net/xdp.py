@@ -50,7 +50,7 @@ from pyxdp.vm.jit.abi import (
     SLOW,
     Natives,
 )
-from pyxdp.vm.jit.ir import LIKELY, Text, c64, ret_if, s32
+from pyxdp.vm.jit.ir import LIKELY, Text, ret_if, s32
 from pyxdp.vm.jit.natives import register_shared, xdp_guard
 from pyxdp.vm.memory import Region
 
@@ -231,6 +231,15 @@ class XdpBuff:
         last = self.frags[-1]
         if offset > frag_size - len(last):
             return -errno.EINVAL
+        if isinstance(last, memoryview):  # a view of a page (frag_view): into its room
+            whole = memoryview(last.obj).cast("B")
+            start = ctypes.addressof(ctypes.c_char.from_buffer(last)) - ctypes.addressof(
+                last.obj) if len(last) else 0
+            if start + len(last) + offset > len(whole):
+                return -errno.EINVAL
+            whole[start + len(last):start + len(last) + offset] = bytes(offset)
+            self.frags[-1] = cast(bytearray, whole[start:start + len(last) + offset])
+            return 0
         last.extend(bytes(offset))
         return 0
 
@@ -364,13 +373,17 @@ class FragTable:
         return bool((inside | ~live).all())
 
 
-def frag_view(addr: int, n: int) -> bytearray:
-    """``n`` bytes at host address ``addr`` (a frag in a page) as a writable view; typed as
-    the bytearray frags it stands in for (slicing, reading, writing in place)."""
-    return cast(bytearray, memoryview((ctypes.c_char * n).from_address(addr)).cast("B"))
+def frag_view(addr: int, n: int, room: int) -> bytearray:
+    """``n`` bytes at host address ``addr`` (a frag in a page, ``room`` bytes to the
+    page's end) as a writable view; typed as the bytearray frags it stands in for
+    (slicing, reading, writing in place; :meth:`XdpBuff.adjust_tail` grows it into
+    the room)."""
+    whole = memoryview((ctypes.c_char * max(room, n)).from_address(addr)).cast("B")
+    return cast(bytearray, whole[:n])
 
 
-def frags_of_row(row: U64, cache: dict[tuple[int, int], bytearray]) -> list[bytearray]:
+def frags_of_row(row: U64, bounds: U64, cache: dict[tuple[int, int], bytearray]
+                 ) -> list[bytearray]:
     """The frags a frag table row lists, as views of their pages (one view per address
     and length in ``cache``: a dynptr slice mapped it, and it stays the same object)."""
     out = []
@@ -379,7 +392,8 @@ def frags_of_row(row: U64, cache: dict[tuple[int, int], bytearray]) -> list[byte
         key = (int(row[at]), int(row[at + 1]))
         v = cache.get(key)
         if v is None:
-            v = cache[key] = frag_view(*key)
+            end = int(bounds[int(row[at + 2]), 1]) if int(row[at + 2]) < len(bounds) else 0
+            v = cache[key] = frag_view(key[0], key[1], end - key[0])
         out.append(v)
     return out
 
@@ -535,7 +549,7 @@ def _frags_tail(f: Text, off: str) -> None:
     """The multi-buffer half of ``bpf_xdp_adjust_tail`` (reference:
     :meth:`XdpBuff._frags_shrink_tail` and ``_frags_increase_tail``) on the frag table
     row: growing needs the rx queue's ``frag_size`` (pyxdp's queues register none:
-    -EOPNOTSUPP; one that does is left to the Python helper); shrinking cuts the last
+    -EOPNOTSUPP; test_run's is a page) and stays inside it; shrinking cuts the last
     frags, a frag cut to nothing released (the run's writer returns its page), and
     what is left past the last frag from the linear part."""
     row = f.cget("%ctx", "x_frags", "ptr")
@@ -543,8 +557,20 @@ def _frags_tail(f: Text, off: str) -> None:
     f.cbr(f.ins(f"icmp sge i64 {off}, 0"), grow, shrink)
     f.at(grow)
     fsz = f.word(row, FRAG_FRAG_SIZE, "i64", "")
-    ret_if(f, f.ins(f"icmp ne i64 {fsz}, 0"), SLOW)
-    f.do(f"ret i64 {c64(-errno.EOPNOTSUPP)}")
+    none = f.ins(f"icmp eq i64 {fsz}, 0")
+    big = f.ins(f"icmp ugt i64 {fsz}, {f.cget('%ctx', 'x_frame_sz')}")
+    ret_if(f, f.ins(f"or i1 {none}, {big}"), -errno.EOPNOTSUPP)
+    # the last frag grows into the rx queue's frag_size (its view has that much room)
+    ent = _frag_at(f, row, f.ins(f"sub i64 {f.word(row, FRAG_NR, 'i64', '')}, 1"))
+    lenp = f.gep(ent, 8)
+    flen = f.ins(f"load i64, ptr {lenp}, align 8")
+    ret_if(f, f.ins(f"icmp sgt i64 {off}, {f.ins(f'sub i64 {fsz}, {flen}')}"), -errno.EINVAL)
+    at = f.ins(f"inttoptr i64 {f.word(ent, 0, 'i64', '')} to ptr")
+    f.memset(f.gep(at, flen), off)
+    f.do(f"store i64 {f.ins(f'add i64 {flen}, {off}')}, ptr {lenp}, align 8")
+    grown = f.ins(f"add i64 {f.word(row, FRAG_SIZE, 'i64', '')}, {off}")
+    f.set_word(row, FRAG_SIZE, grown, "i64", "")
+    f.do("ret i64 0")
     f.at(shrink)
     data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
     size = f.word(row, FRAG_SIZE, "i64", "")

@@ -277,7 +277,8 @@ class _Sync(HelperHooks):
             if self.ftab is not None:
                 self.fviews = {}
                 row = self.ftab.rows[i]
-                frags, fsize = frags_of_row(row, self.fviews), int(row[abi.FRAG_FRAG_SIZE])
+                frags = frags_of_row(row, self.ftab.bounds[i], self.fviews)
+                fsize = int(row[abi.FRAG_FRAG_SIZE])
             rxq = RxQueue(int(self.ifindex[i]), int(self.rxq[i]), fsize)
             row = memoryview(frames[i if self.rows is None else int(self.rows[i])]).cast("B")
             self.frame, self.frame_len = row, frame_sz
@@ -303,8 +304,9 @@ class _Sync(HelperHooks):
             int(c.x_data_meta)
         root = self.root()
         if root.ftab is not None:  # the frags as native code left them
-            row = root.ftab.rows[int(root.jit._ctx.batch_index)]
-            xdp.frags = frags_of_row(row, root.fviews) if c.x_frags else []
+            i = int(root.jit._ctx.batch_index)
+            xdp.frags = frags_of_row(root.ftab.rows[i], root.ftab.bounds[i], root.fviews) \
+                if c.x_frags else []
         xdp.sync_region()
         self.jit._regions[0] = xdp.region
         self.jit._ri_out()
@@ -691,8 +693,12 @@ class XdpJit(JitProgram):
         d.tail_cnt0 = ctx.tail_call_cnt & M64
         d.budget = min(max(budget, 0), 1 << 62)
         d.frames, d.frame_sz, d.meta_ok = host, frame_sz, int(meta_ok)
-        d.frags = abi.FRAGS_PYTHON if xdp.frags else 0
+        own = _own_frags(xdp)
+        d.frags = 0 if not xdp.frags else abi.FRAGS_PYTHON if own is None else _addr(own.rows)
         d.egress = xdp.egress_ifindex & M64
+        if own is not None:  # the native twins work on copies of the frags with room
+            self._sync.ftab = own
+            xdp.frags = frags_of_row(own.rows[0], own.bounds[0], self._sync.fviews)
         try:
             self._xdp_for(budget)(self._ctx_addr, self._desc1_addr)
             xdp.data, xdp.data_end, xdp.data_meta = int(c.x_data), int(c.x_data_end), \
@@ -711,8 +717,10 @@ class XdpJit(JitProgram):
                                    self._errors.get(0), self._tail_progs)
             return int(io[5])
         finally:
+            if own is not None:  # the frags as the run left them, the buffer's own again
+                xdp.frags = [bytearray(v) for v in frags_of_row(own.rows[0], own.bounds[0], {})]
             self._end()
-            del keep
+            del keep, own
 
     # -- batches -----------------------------------------------------------------------
     def run_batch_xdp(self, frames: npt.NDArray[np.uint8], data_off: Any, data_len: Any,
@@ -892,6 +900,42 @@ class XdpJit(JitProgram):
             a = a.astype(np.uint32)
         a = np.ascontiguousarray(a)
         return a, _addr(a)
+
+
+class _OwnFrags(FragTable):
+    """A one-row frag table over copies of an XdpBuff's bytearray frags, each with room
+    for the rx queue's ``frag_size`` after it (kept alive here while the run uses it)."""
+
+    backing: list[Any]
+
+
+def _own_frags(xdp: XdpBuff) -> _OwnFrags | None:
+    """A frag table for a single run over ``xdp``'s frags when they are its own
+    bytearrays (test_run's); None for views of pages (a frame of a batch, whose table
+    its batch has) or anything unusual, which the Python helpers then serve."""
+    fr = xdp.frags
+    if (not fr or len(fr) > abi.MAX_FRAGS
+            or any(type(f) is not bytearray or not f for f in fr)):
+        return None
+    fs = xdp.rxq.frag_size
+    room = fs if 0 < fs <= xdp.frame_sz else 0
+    rows = np.zeros((1, abi.FRAG_WORDS), np.uint64)
+    bounds = np.zeros((1, abi.MAX_FRAGS, 2), np.uint64)
+    backing: list[Any] = []
+    for k, f in enumerate(fr):
+        b = bytearray(len(f) + room)
+        b[:len(f)] = f
+        pin = ctypes.c_char.from_buffer(b)
+        backing.append((b, pin))
+        addr = ctypes.addressof(pin)
+        at = abi.FRAG_HEAD + abi.FRAG_ENTRY * k
+        rows[0, at:at + 3] = (addr, len(f), k)
+        bounds[0, k] = (addr, addr + len(b))
+    rows[0, abi.FRAG_NR], rows[0, abi.FRAG_SIZE] = len(fr), sum(len(f) for f in fr)
+    rows[0, abi.FRAG_FRAG_SIZE] = fs & M64
+    own = _OwnFrags(rows, bounds)
+    own.backing = backing
+    return own
 
 
 def _set_outputs(d: XdpDesc, n: int, a_small: int, a_wide: int) -> None:
