@@ -23,9 +23,10 @@ native twins (``*_fn`` at the end of this module: LLVM IR the JIT inlines,
 registered under their helper ids by :mod:`pyxdp.net.filter`) work on the same
 memory: the run context's ``x_frame`` is the frame buffer,
 ``x_data``/``x_data_end``/``x_data_meta`` the same offsets into it as these
-fields, ``x_frags`` the frame's frag table row (0 without frags). A buffer
-whose frags only Python holds (a single run of the JIT over an ``XdpBuff``
-with bytearray frags, as test_run's) is left to the Python helper.
+fields, ``x_frags`` the frame's frag table row (0 without frags). A single
+JIT run over an ``XdpBuff`` with bytearray frags (test_run's) makes a one-row
+table over copies of them; one whose frags are views it did not make (a
+Python-level tail call inside a batch) leaves them to the Python helpers.
 """
 
 from __future__ import annotations
