@@ -558,27 +558,33 @@ class NetDevice:
         veth's ``skb_pp_cow_data`` builds them: a head page with the first 3520 bytes,
         then frags of up to a page each (``skb_add_rx_frag``), listed in the head's
         ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). More than ``MAX_SKB_FRAGS``
-        frags, or a pool that runs dry, drops the frame. Only frames that need frags
-        take this per-frame loop."""
-        from pyxdp.net.xdp_mem import xdp_buff_copy_in
+        frags, or a pool that runs dry, drops the frame (``rx_dropped``). In machine
+        code (:func:`pyxdp.net.skbuff_native.bufs_dma`); a host without native polls
+        takes the Python reference, :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`."""
         lens = batch.length[:n]
-        heads: list[int] = []
-        keep: list[int] = []
         pool = rq.pool
-        for i, ln in enumerate(lens.tolist()):
-            head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
-                                    XDP_PACKET_HEADROOM, memmap=self.host.memmap)
-            if head is None:
-                self.stats.rx_dropped += 1
-                continue
-            heads.append(head)
-            keep.append(i)
-        k = np.asarray(keep, np.int64)
-        kinds = np.where(lens[k] > MAX_LINEAR, KIND_BUFF | KIND_FRAGS, KIND_BUFF)
-        rq.ring.produce(Frames(np.asarray(heads, np.int64),
-                               np.full(len(k), XDP_PACKET_HEADROOM, np.int64), lens[k].copy(),
-                               np.zeros(len(k), np.int64), kinds.astype(np.int64)))
-        return len(k)
+        heads = np.empty(n, np.int64)
+        if self.host.native and not pool.destroyed and pool.page_size == PAGE_SIZE:
+            from pyxdp.net.skbuff_native import bufs_dma
+            bufs_dma((pool.pages, pool.pfn_base, *pool.native_arrays),
+                     np.ascontiguousarray(batch.data[:n], np.uint8),
+                     np.ascontiguousarray(lens, np.int64), pool.napi_local, heads)
+        else:
+            from pyxdp.net.xdp_mem import xdp_buff_copy_in
+            for i, ln in enumerate(lens.tolist()):
+                head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
+                                        XDP_PACKET_HEADROOM, memmap=self.host.memmap)
+                heads[i] = -1 if head is None else head
+        ok = heads >= 0
+        k = int(ok.sum())
+        self.stats.rx_dropped += n - k
+        kl = lens[ok]
+        rq.ring.produce(Frames(heads[ok], np.full(k, XDP_PACKET_HEADROOM, np.int64),
+                               kl.astype(np.int64),
+                               np.zeros(k, np.int64),
+                               np.where(kl > MAX_LINEAR, KIND_BUFF | KIND_FRAGS,
+                                        KIND_BUFF).astype(np.int64)))
+        return k
 
     # -- transmit side -------------------------------------------------------------
     def xmit_skbs(self, batch: SkbBatch) -> None:
