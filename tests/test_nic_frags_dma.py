@@ -107,3 +107,55 @@ def test_a_ring_with_room_for_part_of_the_batch() -> None:
     nat = _receive(True, sizes, rounds=2)
     assert nat == _receive(False, sizes, rounds=2)
     assert nat[0] == [700, 324] and nat[3] == 376
+
+
+def test_frames_to_skbs_copies_frags_wherever_they_lie() -> None:
+    """The skb of a multi-buffer frame (XDP_PASS, a wire, cpumap) is the whole packet:
+    machine code for frags in the head's pool, the vector reference for frags in
+    another pool, frames and buffers, linear frames beside them - each as
+    xdp_buff_packet reads it, zeros past its end."""
+    from pyxdp.net.frames import KIND_FRAME, Frames
+    from pyxdp.net.xdp_mem import (
+        MEM_TYPE_PAGE_POOL,
+        xdp_buff_set_frags,
+        xdp_buffs_pages,
+        xdp_convert_buff_to_frame,
+        xdp_return_frag_pages,
+        xdp_return_frames,
+    )
+    rng = np.random.default_rng(3)
+    with Host(tracer=Tracer()) as h:
+        a = h.add_device("eth0", mtu=9000).rx[0].pool
+        b = h.add_device("eth1", mtu=9000).rx[0].pool
+        rows = []
+        for i, (nfr, foreign, frame) in enumerate(((2, False, False), (0, False, False),
+                                                   (3, True, False), (1, False, True),
+                                                   (4, True, True), (17, False, False))):
+            head = int(a.alloc_bulk(1)[0])
+            hl = 200 + 300 * i
+            a.write(head, 256, rng.integers(0, 256, hl, dtype=np.uint8).tobytes())
+            fr = [int((b if foreign and j % 2 else a).alloc_bulk(1)[0]) for j in range(nfr)]
+            fl = [int(x) for x in rng.integers(1, 4097, nfr)]
+            fo = [int(rng.integers(0, 4097 - n)) for n in fl]
+            for p, n, o in zip(fr, fl, fo, strict=True):
+                h.memmap.find(p).write(p, o, rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+            flags = xdp_buff_set_frags(head, fr, fl, fo, memmap=h.memmap) if nfr else 0
+            kind = KIND_FRAGS if nfr else 0
+            if frame:
+                assert xdp_convert_buff_to_frame([head], 256, hl, mem_type=MEM_TYPE_PAGE_POOL,
+                                                 flags=flags, memmap=h.memmap).tolist() == [0]
+                kind |= KIND_FRAME
+            rows.append((head, hl + sum(fl), kind | (0 if frame else KIND_BUFF)))
+        frames = Frames(np.array([r[0] for r in rows]), np.full(len(rows), 256),
+                        np.array([r[1] for r in rows]), np.zeros(len(rows), np.int64),
+                        np.array([r[2] for r in rows]))
+        skbs = h.frames_to_skbs(frames, 2)
+        for i, (head, ln, kind) in enumerate(rows):
+            want = xdp_buff_packet(head, bool(kind & KIND_FRAME), 256, ln, memmap=h.memmap) \
+                if kind & KIND_FRAGS else a.read(head, 256, ln)
+            assert skbs.data[i, :ln].tobytes() == want
+            assert not skbs.data[i, ln:].any()
+        own = (frames.kind & KIND_FRAME) == 0
+        xdp_return_frag_pages(xdp_buffs_pages(frames.pfn[own], (frames.kind[own] & KIND_FRAGS)
+                                              != 0, memmap=h.memmap), memmap=h.memmap)
+        xdp_return_frames(frames.pfn[~own], memmap=h.memmap)

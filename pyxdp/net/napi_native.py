@@ -198,7 +198,8 @@ from pyxdp.net.page_pool import (
     PoolState,
 )
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
-from pyxdp.net.page_pool_native import _alloc, _put_ring, _recycle
+from pyxdp.net.page_pool_native import _alloc, _put_ring
+from pyxdp.net.page_pool_native import _recycle as _recycle  # pyxdp.xsk.live imports it here
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_CONS_LOCK, ring_count, ring_produce_locked
 from pyxdp.net.skbuff_native import BAD_SKB, skb_pp_cow_data
 from pyxdp.net.source import GenState

@@ -1106,14 +1106,19 @@ class Host:
         width = max(int(frames.length.max()) if n else 0, 1)
         data = np.zeros((n, width), np.uint8)
         metas: list[bytes] = [b""] * n
+        multi = frames.has_frags
         for mem, pos, rows in self.memmap.split(frames.pfn):
             start = frames.data[pos]
-            ln = frames.length[pos]
-            cols = start[:, None] + np.arange(width)[None, :]
-            np.clip(cols, 0, mem.page_size - 1, out=cols)
-            got = mem.pages[rows[:, None], cols]
-            mask = np.arange(width)[None, :] < ln[:, None]
-            data[pos] = np.where(mask, got, 0)
+            # Linear packets here; multi-buffer ones below, whole (_frags_into).
+            lin = ~multi[pos] if multi.any() else slice(None)
+            ln = frames.length[pos][lin]
+            if ln.size:
+                w = max(int(ln.max()), 1)
+                cols = start[lin][:, None] + np.arange(w)[None, :]
+                np.clip(cols, 0, mem.page_size - 1, out=cols)
+                got = mem.pages[rows[lin][:, None], cols]
+                mask = np.arange(w)[None, :] < ln[:, None]
+                data[pos[lin], :w] = np.where(mask, got, 0)
             ms = frames.meta[pos]
             if ms.any():
                 for k, (r, s, m) in enumerate(zip(rows.tolist(), start.tolist(), ms.tolist(),
@@ -1128,13 +1133,28 @@ class Host:
 
     def _frags_into(self, frames: Frames, which: Any, data: Any) -> None:
         """Rows ``which`` of ``data`` get their multi-buffer packets whole, head then
-        frags: the skb the kernel builds with the frags attached."""
-        from pyxdp.net.xdp_mem import xdp_buff_packet
-        for i in which.tolist():
-            ln = int(frames.length[i])
-            pkt = xdp_buff_packet(int(frames.pfn[i]), bool(frames.kind[i] & KIND_FRAME),
-                                  int(frames.data[i]), ln, memmap=self.memmap)
-            data[i, :ln] = np.frombuffer(pkt, np.uint8)
+        frags (``skb_copy_bits``): the skb the kernel builds with the frags attached.
+        In machine code (:func:`pyxdp.net.skbuff_native.bufs_copy_bits`) where the frags
+        lie in the head's memory, as a driver builds them; any other through
+        :func:`pyxdp.net.xdp_mem.xdp_buffs_packets`."""
+        from pyxdp.net.skbuff_native import bufs_copy_bits
+        from pyxdp.net.xdp_mem import xdp_buffs_packets, xdp_frags_shinfo
+        is_frame = (frames.kind[which] & KIND_FRAME) != 0
+        rest: list[Any] = []
+        for mem, pos, sh in xdp_frags_shinfo(frames.pfn[which], is_frame, memmap=self.memmap):
+            w = which[pos]
+            done = np.zeros(len(w), np.uint8)
+            if mem.pages.shape[1] == PAGE_SIZE:
+                bufs_copy_bits(mem.pages, mem.pfn_base, mem.local(frames.pfn[w]),
+                               frames.data[w], sh - mem.local(frames.pfn[w]) * PAGE_SIZE,
+                               frames.length[w], data, w, done)
+            rest.append(w[done == 0])
+        left = np.concatenate(rest) if rest else np.zeros(0, np.int64)
+        if left.size:
+            sub = np.zeros((left.size, data.shape[1]), np.uint8)
+            xdp_buffs_packets(frames.pfn[left], (frames.kind[left] & KIND_FRAME) != 0,
+                              frames.data[left], frames.length[left], sub, memmap=self.memmap)
+            data[left] = sub
 
     def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool,
                     frames_direct: bool | None = None) -> None:

@@ -40,8 +40,9 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
-__all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_dma", "nr_frags_for", "pp_buff_alloc", "skb_alloc",
-           "skb_frags_alloc", "skb_pp_cow_data", "skb_write", "skbs_build", "skbs_to_buffs"]
+__all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_copy_bits", "bufs_dma", "nr_frags_for", "pp_buff_alloc",
+           "skb_alloc", "skb_frags_alloc", "skb_pp_cow_data", "skb_write", "skbs_build",
+           "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -308,3 +309,47 @@ def bufs_dma(pool, data, lens, direct, out):  # type: ignore[no-untyped-def]
         skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, addr + i * data.strides[0],
                   min(length, width))
         out[i] = head + pfn_base
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done):  # type: ignore[no-untyped-def] # noqa: E501
+    """``skb_copy_bits`` of multi-buffer packets whose frags lie in the same pages as their
+    heads: packet ``i`` (``length[i]`` bytes in all; its head at offset ``data[i]`` of
+    page ``rows[i]``, its ``skb_shared_info`` at offset ``sh[i]`` there) into
+    ``out[out_rows[i]]``, the head's bytes then each frag's; ``done[i]`` set. A packet
+    whose frags or lengths are not all in those pages and that row is left alone."""
+    npages, psize = pages.shape
+    addr = pages.ctypes.data
+    stride = pages.strides[0]
+    oaddr = out.ctypes.data
+    for i in range(len(rows)):
+        row = rows[i]
+        at = sh[i]
+        if at < 0 or at + SHINFO_OFF_FRAGS > psize or length[i] > out.shape[1]:
+            continue
+        nr = pages[row, at + SHINFO_OFF_NR_FRAGS]
+        if at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * nr > psize:
+            continue
+        rest = 0
+        ok = True
+        for j in range(nr):
+            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+            frow = _ld(pages, row, fa, 8) - pfn_base
+            flen = _ld(pages, row, fa + 8, 4)
+            if frow < 0 or frow >= npages or _ld(pages, row, fa + 12, 4) + flen > psize:
+                ok = False
+                break
+            rest += flen
+        head = length[i] - rest
+        if not ok or head < 0 or data[i] < 0 or data[i] + head > psize:
+            continue
+        dst = oaddr + out_rows[i] * out.strides[0]
+        memcpy(dst, addr + row * stride + data[i], head)
+        pos = head
+        for j in range(nr):
+            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+            flen = _ld(pages, row, fa + 8, 4)
+            memcpy(dst + pos, addr + (_ld(pages, row, fa, 8) - pfn_base) * stride
+                   + _ld(pages, row, fa + 12, 4), flen)
+            pos += flen
+        done[i] = 1
