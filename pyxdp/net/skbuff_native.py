@@ -18,8 +18,12 @@ The sender's pages come from the system allocator under its lock
 which only that queue's poll allocates from (its alloc cache unlocked, its
 ring and free list under the pool's lock), as :mod:`pyxdp.net.napi_native`'s
 loop and :func:`pyxdp.net.napi._skbs_to_buffs` (the Python poll's) both call
-:func:`skb_pp_cow_data`. A multi-buffer ``xdp_buff`` is never run here: the
-frags program runs on the reference path (:func:`pyxdp.net.prog.run_xdp`).
+:func:`skb_pp_cow_data`. A NIC's DMA of a frame past a page's packet room builds
+the same ``xdp_buff`` in its queue's pool (:func:`bufs_dma`, through the same
+:func:`pp_buff_alloc`), and an skb made from a multi-buffer buffer or frame reads
+it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
+``xdp_buff`` is never run here: the frags program runs on the reference path
+(:func:`pyxdp.net.prog.run_xdp`).
 """
 
 from __future__ import annotations
