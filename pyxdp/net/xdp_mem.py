@@ -845,7 +845,9 @@ def xdp_buff_copy_in(mem: PageAllocator | PagePool, alloc: Callable[[int], NDArr
     ``n`` of them) as ``skb_pp_cow_data`` lays it out: the first bytes of a page's
     packet room at ``off`` of the head, the rest in page frags listed in the head's
     ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). The head's pfn, or None - more
-    than ``MAX_SKB_FRAGS`` frags, or fewer pages than it needs (given back)."""
+    than ``MAX_SKB_FRAGS`` frags, or fewer pages than it needs (given back). One
+    packet at a time: the reference a NIC's DMA in machine code
+    (:func:`pyxdp.net.skbuff_native.bufs_dma`) is tested against."""
     nf = -(-(length - _HEAD_ROOM) // PAGE_SIZE) if length > _HEAD_ROOM else 0
     if nf > MAX_SKB_FRAGS:
         return None
