@@ -1961,11 +1961,38 @@ class _Verifier:
         if kept:
             key: tuple[object, ...] | None = None
             evict = False
-            cs = cur.frames[-1].callsite
+            frames = cur.frames
+            nframes = len(frames)
+            cs = frames[-1].callsite
+            loose = self.loose
             for k in range(len(kept) - 1, -1, -1):
                 old = kept[k]
                 if old.frames[-1].callsite != cs and self._other_list(pc, old, cs):
                     continue
+                if loose and not old.branches and old.plan is not None and \
+                        len(old.frames) == nframes:
+                    # _states_equal's quick look at its first check (where the previous
+                    # comparison failed), without the call: most comparisons fail there
+                    q = old.quick[0]
+                    if q[0] == 2:
+                        cstack = frames[q[1]].stack
+                        spi = q[2]
+                        ct = (cstack[spi] if spi < len(cstack) else _EMPTY)[0]
+                        if ct is not q[3]:
+                            v = _INTS.get(ct)
+                            if (v if v is not None else _bytes_int(ct)) & q[4] != q[5] and \
+                                    not (q[6] and _cur_stack_scalar(cstack, spi) is not None):
+                                if add:
+                                    old.misses += 1
+                                    evict |= old.misses > old.hits * 3 + 3
+                                continue
+                    elif q[0] == 1:
+                        c = frames[q[1]].regs[q[2]]
+                        if c.t != q[3] or not (q[4] or c.off == q[5]):
+                            if add:
+                                old.misses += 1
+                                evict |= old.misses > old.hits * 3 + 3
+                            continue
                 if old.branches:
                     if key is None:
                         key = tuple(r.key() for r in cur.cur.regs)
