@@ -974,7 +974,8 @@ class State:
         self.prec_at = 0  # the _Verifier.prec_round prec was collected in
 
     def copy(self) -> State:
-        s = State()
+        # every field set here, without __init__'s defaults first (a copy per branch)
+        s = _new_state(State)
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.locks = self.locks
@@ -986,6 +987,12 @@ class State:
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
         s.jh = self.jh
+        s.sinks = {}
+        s.branches = s.hits = s.misses = s.prec_at = 0
+        s.pc = -1
+        s.loop_key = s.alive = s.plan = s.prec = None
+        s.quick = []
+        s.all_precise = False
         return s
 
     @property
@@ -1005,6 +1012,9 @@ class State:
                 if spill is not None and (want is None or want(spill)):
                     out.append(f.spill_w(spi))  # type: ignore[arg-type]
         return out
+
+
+_new_state = State.__new__
 
 
 @dataclass
@@ -1852,6 +1862,7 @@ class _Verifier:
         stack: list[tuple[State, int]] = []
         self.paths = stack
         insns, prune, limit, jmp_point = self.insns, self.prune, self.limit, self.jmp_point
+        live = self.stack_live
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
             op.BPF_STX, op.BPF_LD
@@ -1913,7 +1924,12 @@ class _Verifier:
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
             if st is walked and len(st.frames) == nframes:
-                self.stack_live.commit(st.frames, at)
+                # StackLiveness.commit's common case (nothing written, nothing to
+                # commit at ``at``) without the call
+                inst = live.cur
+                if inst is None or live.writes or not inst.written_once[at - inst.start] \
+                        or inst.wrote[at - inst.start]:
+                    live.commit(st.frames, at)
             elif st is walked:  # a call or a return: the chain changed
                 self.stack_live.reset()
                 if len(st.frames) < nframes:
@@ -2761,7 +2777,25 @@ class _Verifier:
             fc = cur.frames[fi]
             cregs = fc.regs
             for r, o in regs:
-                if not regsafe(o, cregs[r], idmap, False):
+                c = cregs[r]
+                if o.t == SCALAR:  # _regsafe's scalar case (loose), inline
+                    if c.t != SCALAR:
+                        return False
+                    if not o.precise:
+                        continue
+                    oid = o.id
+                    if oid and ((oid ^ c.id) & BPF_ADD_CONST or
+                                (oid & BPF_ADD_CONST and o.off != c.off)):
+                        return False
+                    om = o.tm
+                    if not (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
+                            and o.smax >= c.smax and o.u32min <= c.u32min
+                            and o.u32max >= c.u32max and o.s32min <= c.s32min
+                            and o.s32max >= c.s32max and not c.tm & ~om & U64
+                            and o.tv == c.tv & ~om & U64) or \
+                            not self._scalar_ids(oid, c.id, idmap):
+                        return False
+                elif not regsafe(o, c, idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
@@ -2786,8 +2820,14 @@ class _Verifier:
                 v = _INTS.get(ct)
                 if (v if v is not None else _bytes_int(ct)) & mask != want:
                     return False
-                if so[1] is not None and S_SPILL in ot:
-                    if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
+                o = so[1]
+                if o is not None and S_SPILL in ot:
+                    c = sc[1]
+                    if c is None:
+                        return False
+                    if o.t == SCALAR and c.t == SCALAR and not o.precise:
+                        continue  # (_regsafe, loose: any scalar will do)
+                    if not regsafe(o, c, idmap, False):
                         return False
                 elif ot[0] == S_ITER:
                     io, ic = so[1], sc[1]
