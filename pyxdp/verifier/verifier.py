@@ -2820,14 +2820,14 @@ class _Verifier:
                 v = _INTS.get(ct)
                 if (v if v is not None else _bytes_int(ct)) & mask != want:
                     return False
-                o = so[1]
-                if o is not None and S_SPILL in ot:
-                    c = sc[1]
-                    if c is None:
+                ospill = so[1]
+                if ospill is not None and S_SPILL in ot:
+                    cspill = sc[1]
+                    if cspill is None:
                         return False
-                    if o.t == SCALAR and c.t == SCALAR and not o.precise:
+                    if ospill.t == SCALAR and cspill.t == SCALAR and not ospill.precise:
                         continue  # (_regsafe, loose: any scalar will do)
-                    if not regsafe(o, c, idmap, False):
+                    if not regsafe(ospill, cspill, idmap, False):
                         return False
                 elif ot[0] == S_ITER:
                     io, ic = so[1], sc[1]
