@@ -252,6 +252,8 @@ def _time_linux(spec: CollectionSpec, name: str, repeat: int) -> tuple[Timing, s
             except VerifierError as e:
                 dt = (time.process_time() - c0, time.perf_counter() - t0)
                 verdict = f"refused: {verifier_reason(e.log)}"
+            except PyxdpError as e:  # e.g. a kfunc this kernel's BTF lacks
+                return (0.0, 0.0), f"not loaded: {e}"
             if n:
                 times.append(dt)
     finally:
@@ -299,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         ratio = ""
         if kernel:
             theirs, lverdict = _time_linux(spec, name, args.repeat)
-            linux = f"{theirs[0]:7.2f} ({theirs[1]:6.2f})"
-            ratio = f"{mine[0] / max(theirs[0], 1e-3):6.1f}"
+            if not lverdict.startswith("not loaded"):
+                linux = f"{theirs[0]:7.2f} ({theirs[1]:6.2f})"
+                ratio = f"{mine[0] / max(theirs[0], 1e-3):6.1f}"
             if lverdict != verdict:
                 verdict += f" (Linux: {lverdict})"
         if other is not None:

@@ -116,16 +116,23 @@ def t_mul(a: Tnum, b: Tnum) -> Tnum:
     """Long multiplication over the bits of ``a`` (Linux 6.17+): a known 1 adds ``b``
     shifted, an unknown bit takes the union of adding it and not."""
     av, am = a
-    acc = (0, 0)
-    while (av or am) and (b[0] or b[1]):  # once b is all known zeros nothing changes
-        if av & 1:
-            acc = t_add(acc, b)
-        elif am & 1:
-            acc = t_union(acc, t_add(acc, b))
+    bv, bm = b
+    v = m = 0  # the accumulator; t_add and t_union inline on plain ints
+    while (av or am) and (bv or bm):  # once b is all known zeros nothing changes
+        if av & 1 or am & 1:
+            sv = (v + bv) & U64
+            mu = ((((m + bm) & U64) + sv) & U64) ^ sv | m | bm
+            if av & 1:
+                v, m = sv & ~mu & U64, mu
+            else:  # the union of acc and acc + b
+                sv &= ~mu & U64
+                mu |= (v ^ sv) | m
+                v, m = v & sv & ~mu & U64, mu
         av >>= 1
         am >>= 1
-        b = ((b[0] << 1) & U64, (b[1] << 1) & U64)
-    return acc
+        bv = (bv << 1) & U64
+        bm = (bm << 1) & U64
+    return (v, m)
 
 
 def t_union(a: Tnum, b: Tnum) -> Tnum:

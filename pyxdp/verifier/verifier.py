@@ -974,7 +974,8 @@ class State:
         self.prec_at = 0  # the _Verifier.prec_round prec was collected in
 
     def copy(self) -> State:
-        s = State()
+        # every field set here, without __init__'s defaults first (a copy per branch)
+        s = _new_state(State)
         s.frames = [f.copy() for f in self.frames]
         s.refs = list(self.refs)
         s.locks = self.locks
@@ -986,6 +987,12 @@ class State:
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
         s.jh = self.jh
+        s.sinks = {}
+        s.branches = s.hits = s.misses = s.prec_at = 0
+        s.pc = -1
+        s.loop_key = s.alive = s.plan = s.prec = None
+        s.quick = []
+        s.all_precise = False
         return s
 
     @property
@@ -1005,6 +1012,9 @@ class State:
                 if spill is not None and (want is None or want(spill)):
                     out.append(f.spill_w(spi))  # type: ignore[arg-type]
         return out
+
+
+_new_state = State.__new__
 
 
 @dataclass
@@ -1852,6 +1862,7 @@ class _Verifier:
         stack: list[tuple[State, int]] = []
         self.paths = stack
         insns, prune, limit, jmp_point = self.insns, self.prune, self.limit, self.jmp_point
+        live = self.stack_live
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
             op.BPF_STX, op.BPF_LD
@@ -1913,7 +1924,12 @@ class _Verifier:
                 else:
                     pc = self._cond_jmp(st, i, pc, stack)
             if st is walked and len(st.frames) == nframes:
-                self.stack_live.commit(st.frames, at)
+                # StackLiveness.commit's common case (nothing written, nothing to
+                # commit at ``at``) without the call
+                inst = live.cur
+                if inst is None or live.writes or not inst.written_once[at - inst.start] \
+                        or inst.wrote[at - inst.start]:
+                    live.commit(st.frames, at)
             elif st is walked:  # a call or a return: the chain changed
                 self.stack_live.reset()
                 if len(st.frames) < nframes:
@@ -1961,11 +1977,38 @@ class _Verifier:
         if kept:
             key: tuple[object, ...] | None = None
             evict = False
-            cs = cur.frames[-1].callsite
+            frames = cur.frames
+            nframes = len(frames)
+            cs = frames[-1].callsite
+            loose = self.loose
             for k in range(len(kept) - 1, -1, -1):
                 old = kept[k]
                 if old.frames[-1].callsite != cs and self._other_list(pc, old, cs):
                     continue
+                if loose and not old.branches and old.plan is not None and \
+                        len(old.frames) == nframes:
+                    # _states_equal's quick look at its first check (where the previous
+                    # comparison failed), without the call: most comparisons fail there
+                    q = old.quick[0]
+                    if q[0] == 2:
+                        cstack = frames[q[1]].stack
+                        spi = q[2]
+                        ct = (cstack[spi] if spi < len(cstack) else _EMPTY)[0]
+                        if ct is not q[3]:
+                            v = _INTS.get(ct)
+                            if (v if v is not None else _bytes_int(ct)) & q[4] != q[5] and \
+                                    not (q[6] and _cur_stack_scalar(cstack, spi) is not None):
+                                if add:
+                                    old.misses += 1
+                                    evict |= old.misses > old.hits * 3 + 3
+                                continue
+                    elif q[0] == 1:
+                        c = frames[q[1]].regs[q[2]]
+                        if c.t != q[3] or not (q[4] or c.off == q[5]):
+                            if add:
+                                old.misses += 1
+                                evict |= old.misses > old.hits * 3 + 3
+                            continue
                 if old.branches:
                     if key is None:
                         key = tuple(r.key() for r in cur.cur.regs)
@@ -2734,7 +2777,25 @@ class _Verifier:
             fc = cur.frames[fi]
             cregs = fc.regs
             for r, o in regs:
-                if not regsafe(o, cregs[r], idmap, False):
+                c = cregs[r]
+                if o.t == SCALAR:  # _regsafe's scalar case (loose), inline
+                    if c.t != SCALAR:
+                        return False
+                    if not o.precise:
+                        continue
+                    oid = o.id
+                    if oid and ((oid ^ c.id) & BPF_ADD_CONST or
+                                (oid & BPF_ADD_CONST and o.off != c.off)):
+                        return False
+                    om = o.tm
+                    if not (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
+                            and o.smax >= c.smax and o.u32min <= c.u32min
+                            and o.u32max >= c.u32max and o.s32min <= c.s32min
+                            and o.s32max >= c.s32max and not c.tm & ~om & U64
+                            and o.tv == c.tv & ~om & U64) or \
+                            not self._scalar_ids(oid, c.id, idmap):
+                        return False
+                elif not regsafe(o, c, idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
@@ -2759,8 +2820,14 @@ class _Verifier:
                 v = _INTS.get(ct)
                 if (v if v is not None else _bytes_int(ct)) & mask != want:
                     return False
-                if so[1] is not None and S_SPILL in ot:
-                    if sc[1] is None or not regsafe(so[1], sc[1], idmap, False):
+                ospill = so[1]
+                if ospill is not None and S_SPILL in ot:
+                    cspill = sc[1]
+                    if cspill is None:
+                        return False
+                    if ospill.t == SCALAR and cspill.t == SCALAR and not ospill.precise:
+                        continue  # (_regsafe, loose: any scalar will do)
+                    if not regsafe(ospill, cspill, idmap, False):
                         return False
                 elif ot[0] == S_ITER:
                     io, ic = so[1], sc[1]
