@@ -516,6 +516,9 @@ class Collection:
         so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
         with Linux's message; ``False`` loads it anyway (the engines' run-time checks
         stop a bad access instead). The kernel backend always has Linux's verifier."""
+        if not isinstance(spec, CollectionSpec):
+            raise BadArgument(f"Collection: spec must be a CollectionSpec (Collection.load "
+                              f"reads an object file), not {short(spec)}")
         self.spec = spec
         self.verify = verify
         self.backend = _make_backend(backend, spec, nr_cpus, engine, core_btf)
@@ -592,6 +595,8 @@ class Collection:
                     set_inner(handles[name], key, handles[value.name])
 
     def __getitem__(self, name: str) -> Program:
+        if not isinstance(name, str):  # a list would meet the dict as "unhashable"
+            raise KeyError(name)
         if name not in self.programs and name in self.skipped:
             raise self._not_loaded(name)
         return self.programs[name]

@@ -278,3 +278,21 @@ def test_socket_ring_sizes_and_queue_ids_are_checked(backend: str) -> None:
             with pytest.raises(XskError, match="EINVAL") as x:
                 make(rx_size=size)
             assert x.value.errno == errno.EINVAL
+
+
+def test_objects_and_specs_of_the_wrong_type_are_refused_in_one_line() -> None:
+    """Found by fuzzing the exported entry points: load_collection_spec(2**64) met
+    os.path.exists as a file descriptor (OverflowError; a small int named one, stdin),
+    Collection("userspace") ended in AttributeError, a list as a program name in
+    'unhashable type'."""
+    import pyxdp
+    for call, match in ((lambda: pyxdp.load_collection_spec(1 << 64), "not 18446744073709551616"),
+                        (lambda: pyxdp.load_collection_spec(0), "object's bytes, not 0"),
+                        (lambda: pyxdp.load_collection_spec([]), "not list"),
+                        (lambda: pyxdp.Collection("userspace"), "spec must be a CollectionSpec"),
+                        (lambda: pyxdp.Collection.load(3), "path must be str or PathLike, not 3")):
+        with pytest.raises(BadArgument, match=match) as e:
+            call()  # type: ignore[no-untyped-call]
+        _one_line(e.value)
+    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c, pytest.raises(KeyError):
+        c[[1, 2]]  # type: ignore[index]
