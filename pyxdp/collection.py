@@ -59,7 +59,7 @@ from pyxdp.spec import (
     XdpRunConfig,
     libbpf_map_defaults,
 )
-from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
+from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
@@ -71,6 +71,8 @@ _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TY
 # 380), a hit 1-3 ms (the digest of pyxdp's sources read back by the files' identity).
 VERIFY_CACHE_INSNS = 100
 _ACTIONS = frozenset(int(a) for a in XdpAction)
+_RDONLY = int(MapFlag.BPF_F_RDONLY)
+_WRONLY = int(MapFlag.BPF_F_WRONLY)
 _NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
                      BpfMapType.BPF_MAP_TYPE_RINGBUF})
 
@@ -135,6 +137,26 @@ class Map:
             raise map_closed(op, self.name)
         return self.handle
 
+    def _readable(self, op: str) -> MapHandle:
+        """The handle for a syscall-side read (map_get_sys_perms: FMODE_CAN_READ). A map
+        created ``BPF_F_WRONLY`` gives bpf(2) EPERM here, while its programs still read
+        it (``BPF_F_*_PROG`` govern those): the check lives on this syscall-side API,
+        not on the map the helpers share."""
+        h = self._live(op)
+        if self.spec.flags & _WRONLY:
+            raise MapError(op, errno.EPERM, f"map {self.name!r} was created BPF_F_WRONLY")
+        return h
+
+    def _writable(self, op: str) -> MapHandle:
+        """The handle for a syscall-side write (FMODE_CAN_WRITE): EPERM for a map created
+        ``BPF_F_RDONLY`` and for a frozen one (``.rodata``), as Linux answers."""
+        h = self._live(op)
+        if self.spec.flags & _RDONLY:
+            raise MapError(op, errno.EPERM, f"map {self.name!r} was created BPF_F_RDONLY")
+        if self.spec.frozen:
+            raise MapError(op, errno.EPERM, f"map {self.name!r} is frozen")
+        return h
+
     # -- codec -----------------------------------------------------------------------
     def key_bytes(self, key: object) -> bytes:
         """``key`` as the bytes the map stores (encoded from any form it accepts)."""
@@ -166,13 +188,13 @@ class Map:
     # -- dict-like API -----------------------------------------------------------------
     def lookup(self, key: object, default: Any = None) -> Any:
         """The value at ``key`` (a list, one per CPU, for per-CPU maps), or ``default``."""
-        raw = self._live("lookup").lookup(self._enc_key(key))
+        raw = self._readable("lookup").lookup(self._enc_key(key))
         return default if raw is None else self._dec_value(raw)
 
     get = lookup
 
     def __getitem__(self, key: object) -> Any:
-        raw = self._live("lookup").lookup(self._enc_key(key))
+        raw = self._readable("lookup").lookup(self._enc_key(key))
         if raw is None:
             raise KeyError(key)
         return self._dec_value(raw)
@@ -188,14 +210,14 @@ class Map:
         else:
             raw = self._enc_value(value)
         # flags as given: the backend's map checks them (pyxdp.backend.check_map_commands)
-        self._live("update").update(self._enc_key(key), raw, flags)
+        self._writable("update").update(self._enc_key(key), raw, flags)
 
     def __setitem__(self, key: object, value: object) -> None:
         self.update(key, value)
 
     def delete(self, key: object) -> None:
         """Delete ``key``; an absent key is the kernel's ENOENT as :class:`MapError`."""
-        self._live("delete").delete(self._enc_key(key))
+        self._writable("delete").delete(self._enc_key(key))
 
     def __delitem__(self, key: object) -> None:
         try:
@@ -206,13 +228,13 @@ class Map:
             raise
 
     def __contains__(self, key: object) -> bool:
-        return self._live("lookup").lookup(self._enc_key(key)) is not None
+        return self._readable("lookup").lookup(self._enc_key(key)) is not None
 
     def raw_keys(self) -> Iterator[bytes]:
         """Every key as the map holds it, bytes (``BPF_MAP_GET_NEXT_KEY`` order)."""
         if self.spec.type in _NO_KEY:
             return
-        key = self._live("get_next_key").get_next_key(None)
+        key = self._readable("get_next_key").get_next_key(None)
         seen = 0
         while key is not None and seen <= max(self.spec.max_entries, 1):
             yield key
@@ -224,7 +246,7 @@ class Map:
 
     def _iter_items(self) -> Iterator[tuple[Any, Any]]:
         for k in self.raw_keys():
-            raw = self._live("lookup").lookup(k)
+            raw = self._readable("lookup").lookup(k)
             if raw is not None:
                 yield self._dec_key(k), self._dec_value(raw)
 
@@ -494,6 +516,9 @@ class Collection:
         so a program Linux 6.18 would refuse raises :class:`~pyxdp.errors.VerifierError`
         with Linux's message; ``False`` loads it anyway (the engines' run-time checks
         stop a bad access instead). The kernel backend always has Linux's verifier."""
+        if not isinstance(spec, CollectionSpec):
+            raise BadArgument(f"Collection: spec must be a CollectionSpec (Collection.load "
+                              f"reads an object file), not {short(spec)}")
         self.spec = spec
         self.verify = verify
         self.backend = _make_backend(backend, spec, nr_cpus, engine, core_btf)
@@ -570,6 +595,8 @@ class Collection:
                     set_inner(handles[name], key, handles[value.name])
 
     def __getitem__(self, name: str) -> Program:
+        if not isinstance(name, str):  # a list would meet the dict as "unhashable"
+            raise KeyError(name)
         if name not in self.programs and name in self.skipped:
             raise self._not_loaded(name)
         return self.programs[name]

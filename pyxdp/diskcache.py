@@ -7,7 +7,8 @@ upgraded pyxdp never reads what another version wrote; that digest is kept there
 under the source files' identity, so a process need not hash them again.
 
 ``PYXDP_JIT_CACHE`` names the directory (default ``$XDG_CACHE_HOME/pyxdp/jit``, else
-``~/.cache/pyxdp/jit``); ``off`` turns both caches off.
+``~/.cache/pyxdp/jit``); ``off`` turns both caches off. A cache directory pyxdp cannot
+write is replaced, with one warning, by a private one (:func:`usable_dir`).
 
 The verifier's cache holds only acceptances: a file named by the digest of
 everything the verdict depends on (the program, the collection's maps, the object's
@@ -19,15 +20,21 @@ verified, so a refusal is always the verifier's own, with its message.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
 import pickle
+import shutil
+import stat
 import tempfile
+import warnings
 from pathlib import Path
 
-__all__ = ["disk_cache_dir", "load_sealed", "remember_verified", "sources_digest", "store",
-           "store_sealed", "verified", "verified_key"]
+from pyxdp.errors import PyxdpWarning
+
+__all__ = ["cache_home", "disk_cache_dir", "load_sealed", "remember_verified", "sources_digest",
+           "store", "store_sealed", "usable_dir", "verified", "verified_key"]
 
 _VERIFIED = "verified"  # the subdirectory of acceptances
 _SOURCES = "sources"  # the subdirectory of source digests, by the files' identity
@@ -36,14 +43,69 @@ _VERIFIED_FORMAT = b"pyxdp-verified-3"  # 2: the accepted program's access facts
 
 
 def disk_cache_dir() -> Path | None:
-    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``)."""
+    """Where compiled objects persist (``PYXDP_JIT_CACHE``; None when it is ``off``), or
+    the private stand-in of :func:`usable_dir` when that cannot be written."""
     env = os.environ.get("PYXDP_JIT_CACHE", "")
     if env.lower() in ("off", "0", "no"):
         return None
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pyxdp" / "jit"
+        return Path(usable_dir(env, "jit"))
+    return Path(usable_dir(os.path.join(cache_home(), "pyxdp", "jit"), "jit"))
+
+
+def cache_home() -> str:
+    """``$XDG_CACHE_HOME``, else ``~/.cache``: the base of pyxdp's caches."""
+    return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def _writable(path: str) -> str:
+    """Why ``path`` cannot be a cache directory ("" when it can: made, and written to)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return ""
+
+
+def _private_root() -> str | None:
+    """``pyxdp-UID`` in the system's temporary directory: this user's alone (made 0700,
+    owned by the user, not a link), so later runs and child processes share it."""
+    root = os.path.join(tempfile.gettempdir(), f"pyxdp-{os.getuid()}")
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        st = os.lstat(root)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+        return root
+    return None
+
+
+_warned: list[str] = []
+
+
+@functools.cache
+def usable_dir(path: str, name: str) -> str:
+    """``path`` when it is a directory pyxdp can write (made if need be); else, said once
+    per process as a :class:`~pyxdp.errors.PyxdpWarning`, ``name`` in a private
+    directory: a cache that cannot be written would make every run compile everything
+    again (minutes for the native datapath's functions)."""
+    why = _writable(path)
+    if not why:
+        return path
+    root = _private_root()
+    alt = os.path.join(root, name) if root is not None else ""
+    if not alt or _writable(alt):
+        alt = tempfile.mkdtemp(prefix=f"pyxdp-{name}-")  # this process's alone
+        atexit.register(shutil.rmtree, alt, True)
+    if not _warned:
+        _warned.append(path)
+        warnings.warn(PyxdpWarning(f"cannot write the cache directory {path} ({why}); "
+                                   f"caching in {alt} instead"), stacklevel=2)
+    return alt
 
 
 @functools.cache

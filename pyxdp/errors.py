@@ -45,6 +45,7 @@ __all__ = [
     "NotSupportedError",
     "ObjectError",
     "ProgramFault",
+    "PyxdpWarning",
     "PyxdpError",
     "TestRunTruncated",
     "UnsupportedHelper",
@@ -54,6 +55,10 @@ __all__ = [
 
 class PyxdpError(Exception):
     """Base of every error pyxdp raises on purpose."""
+
+
+class PyxdpWarning(UserWarning):
+    """Something pyxdp works around, said once (a cache directory it cannot write)."""
 
 
 class InvalidProgram(PyxdpError):

@@ -245,3 +245,54 @@ def test_the_testing_api_refuses_bad_arguments() -> None:
             with pytest.raises(BadArgument, match=match) as e:
                 call()
             _one_line(e.value)
+
+
+@pytest.mark.parametrize("backend", ["pyxdp", pytest.param("linux", marks=pytest.mark.kernel)])
+def test_socket_ring_sizes_and_queue_ids_are_checked(backend: str) -> None:
+    """Found by fuzzing socket parameters: Linux's socket packed a ring size past a C int
+    or a queue id past a u32 with struct (struct.error), and both took a str or float
+    size into a comparison. Now one line each; a negative size is the kernel's EINVAL."""
+    with Host(native=False) as host:
+        dev = host.add_device("eth0", rx_queues=2)
+
+        def make(queue_id: object = 0, **kw: object) -> None:
+            umem = Umem(16, 2048)
+            try:
+                if backend == "linux":
+                    from pyxdp.xsk.linux import LinuxXskSocket
+                    LinuxXskSocket("lo", queue_id, umem, **kw).close()  # type: ignore[arg-type]
+                else:
+                    PyxdpXskSocket(dev, queue_id, umem, **kw).close()  # type: ignore[arg-type]
+            finally:
+                umem.close()
+
+        for kw, match in (({"queue_id": 1 << 32}, "queue_id must be in 0..4294967295"),
+                          ({"queue_id": -1}, "queue_id must be in 0..4294967295, not -1"),
+                          ({"rx_size": "8"}, "rx_size must be an int, not '8'"),
+                          ({"tx_size": 2.0}, "tx_size must be an int, not 2.0"),
+                          ({"fill_size": 1 << 32}, "fill_size must be in -2147483648..")):
+            with pytest.raises(BadArgument, match=match) as e:
+                make(**kw)
+            _one_line(e.value)
+        for size in (-1, 3):
+            with pytest.raises(XskError, match="EINVAL") as x:
+                make(rx_size=size)
+            assert x.value.errno == errno.EINVAL
+
+
+def test_objects_and_specs_of_the_wrong_type_are_refused_in_one_line() -> None:
+    """Found by fuzzing the exported entry points: load_collection_spec(2**64) met
+    os.path.exists as a file descriptor (OverflowError; a small int named one, stdin),
+    Collection("userspace") ended in AttributeError, a list as a program name in
+    'unhashable type'."""
+    import pyxdp
+    for call, match in ((lambda: pyxdp.load_collection_spec(1 << 64), "not 18446744073709551616"),
+                        (lambda: pyxdp.load_collection_spec(0), "object's bytes, not 0"),
+                        (lambda: pyxdp.load_collection_spec([]), "not list"),
+                        (lambda: pyxdp.Collection("userspace"), "spec must be a CollectionSpec"),
+                        (lambda: pyxdp.Collection.load(3), "path must be str or PathLike, not 3")):
+        with pytest.raises(BadArgument, match=match) as e:
+            call()  # type: ignore[no-untyped-call]
+        _one_line(e.value)
+    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c, pytest.raises(KeyError):
+        c[[1, 2]]  # type: ignore[index]

@@ -32,6 +32,27 @@ CASES: dict[str, tuple[list[Instruction], str]] = {
     "callback-before-the-start": (_ld(4, -3) + EXIT, "call to invalid destination"),
     "call-into-ld_imm64": ([Instruction(0x85, 0, 1, 0, 1)] + _ld(0, 0) + EXIT,
                            "last insn is not an exit or jmp"),
+    # check_cfg's last pass, in program order: an unreachable instruction first, then
+    # a reached second half (pyxdp said "lands inside an ld_imm64" before either)
+    "jump-into-ld_imm64": ([Instruction(0xB7, 0, 0, 0, 2), Instruction(0x15, 0, 0, 1, 1)]
+                           + _ld(0, 5) + EXIT, "jump into the middle of ldimm64 insn 2"),
+    "ja-over-ld_imm64-into-it": ([Instruction(0x05, 0, 0, 1, 0)] + _ld(0, 5) + EXIT,
+                                 "unreachable insn 1"),
+    "gotol-into-ld_imm64": ([Instruction(0x15, 1, 0, 1, 0), Instruction(0x06, 0, 0, 0, 1)]
+                            + _ld(0, 5) + EXIT, "jump into the middle of ldimm64 insn 2"),
+    # kfunc calls no extern names: add_kfunc_call's words (pyxdp said it has no kfuncs)
+    "kfunc-btf_id-not-a-function": ([Instruction(0x85, 0, 2, 0, 1)] + EXIT,
+                                    "kernel btf_id 1 is not a function"),
+    "kfunc-btf_id-negative": ([Instruction(0x85, 0, 2, 0, -5)] + EXIT,
+                              "kernel btf_id 4294967291 is not a function"),
+    "kfunc-btf_id-0": ([Instruction(0x85, 0, 2, 0, 0)] + EXIT,
+                       "invalid kernel function call not eliminated in verifier pass"),
+    "kfunc-btf_id-0-then-r0-unread": ([Instruction(0x85, 0, 2, 0, 0), EXIT[1]],
+                                      "R0 !read_ok"),
+    "kfunc-module-offset": ([Instruction(0x85, 0, 2, 1, 7)] + EXIT,
+                            "failed to find BTF for kernel function"),
+    "kfunc-negative-offset": ([Instruction(0x85, 0, 2, -1, 7)] + EXIT,
+                              "failed to find BTF for kernel function"),
 }
 
 

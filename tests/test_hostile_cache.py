@@ -78,3 +78,47 @@ def test_swapped_verifier_facts_are_verified_again(tmp_path: Path,
     for spec, facts in zip(specs, want, strict=True):
         with collection.Collection(spec, engine="interp") as c:
             assert {n: p.handle.facts for n, p in c.programs.items()} == facts  # type: ignore[attr-defined]
+
+
+def test_unwritable_cache_directories_fall_back_with_one_warning(tmp_path: Path) -> None:
+    """A cache home pyxdp cannot write (a file here; a read-only directory or a user
+    without a home alike) made every native function compile again at every run: a
+    64-byte 'pyxdp bench xdp' took 2 min 44 s instead of 7 s. The caches now go to a
+    private directory, said once, on one line, and the next run finds them there."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYXDP_JIT_CACHE")}
+    env.update(XDG_CACHE_HOME=str(blocker), TMPDIR=str(tmp), PYTHONPATH=str(root))
+    code = ("import warnings, pyxdp.net.native as n, pyxdp.diskcache as d\n"
+            "print(n.CACHE_DIR); print(d.disk_cache_dir())\n"
+            "from pyxdp.cli.main import main\n"
+            "with warnings.catch_warnings():\n"
+            "    warnings.simplefilter('error')\n"  # the CLI prints its own line
+            "    d.usable_dir(str(d.Path(n.CACHE_DIR).parent / 'x' / 'y'), 'z')\n")
+    private = tmp / f"pyxdp-{os.getuid()}"
+    for _ in range(2):  # the second process finds the same private directory
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120, check=True)
+        native, jit = r.stdout.splitlines()
+        assert Path(native).parent == private and Path(native).name.startswith("numba-")
+        assert Path(jit) == private / "jit"
+        assert r.stderr.count("cannot write the cache directory") == 1
+        assert f"{blocker}/pyxdp/numba-" in r.stderr and "(Not a directory)" in r.stderr
+    assert (private.stat().st_mode & 0o777) == 0o700
+    packet = tmp_path / "packet"
+    packet.write_bytes(bytes(64))
+    env["TMPDIR"] = str(tmp_path)  # a private directory not made yet
+    cli = subprocess.run([sys.executable, "-c", "import sys; from pyxdp.cli.main import main; "
+                          "sys.exit(main(sys.argv[1:]))", "prog", "run",
+                          str(root / "samples" / "xdp1.o"), "--data-in", str(packet)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stderr.startswith("pyxdp: warning: cannot write the cache directory ")
+    assert cli.stderr.count("\n") == 1 and "Return value: 1" in cli.stdout

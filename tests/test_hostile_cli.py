@@ -62,6 +62,14 @@ def test_repeat_beyond_the_kernels_u32_is_refused(repeat: str, pkt: str,
     _one_line_error(["bench", "prog", XDP1, "--data-in", pkt, f"--repeat={repeat}"], capsys)
 
 
+@pytest.mark.parametrize("runs", ["0", "-1"])
+def test_bench_prog_needs_a_run(runs: str, pkt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # found by the CLI fuzz: it measured once and printed a figure, as if --runs were 1
+    err = _one_line_error(["bench", "prog", XDP1, "--data-in", pkt, "--engine", "interp",
+                           f"--runs={runs}"], capsys)
+    assert "--runs must be >= 1" in err
+
+
 def _json_cases() -> list[bytes]:
     rng = random.Random(SEED)
     good = json.dumps({"rxcnt": [{"key": 17, "value": 40}]}).encode()

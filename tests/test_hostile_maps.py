@@ -185,3 +185,105 @@ def test_batch_commands_a_map_lacks_are_enotsupp() -> None:
 @pytest.mark.kernel
 def test_batch_commands_match_linux() -> None:
     assert _batch_outcomes("userspace") == _batch_outcomes("kernel")
+
+
+_WRITE_SLOT0 = """r1 = 0
+*(u32 *)(r10 - 4) = r1
+r2 = r10
+r2 += -4
+r1 = map[fd:0]
+call bpf_map_lookup_elem
+if r0 == 0 goto out
+r1 = 7
+*(u64 *)(r0 + 0) = r1
+out:
+r0 = 2
+exit"""
+
+
+@pytest.mark.parametrize("backend", ["userspace", pytest.param("kernel", marks=pytest.mark.kernel)])
+def test_rdonly_wronly_maps_refuse_the_syscall_side_only(backend: str) -> None:
+    """BPF_F_RDONLY/BPF_F_WRONLY set the descriptor's mode: bpf(2) writes (reads) are EPERM
+    (map_get_sys_perms), while the program still reads and writes the map (BPF_F_*_PROG
+    govern that side). pyxdp's userspace maps allowed every access from Python."""
+    from pyxdp.uapi.bpf import MapFlag
+    for flag, refused in ((MapFlag.BPF_F_RDONLY, ("update", "delete")),
+                          (MapFlag.BPF_F_WRONLY, ("lookup", "get_next_key"))):
+        spec = MapSpec("m", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 2, int(flag))
+        with Collection(asm_collection(_WRITE_SLOT0, (spec,)), backend) as c:
+            assert c.programs["t"].test_run(bytes(64)).retval == 2  # the program wrote 7
+            m = c.maps["m"]
+            uses = {"update": lambda m=m: m.update(1, 5), "delete": lambda m=m: m.delete(1),
+                    "lookup": lambda m=m: m[0], "get_next_key": lambda m=m: len(m)}
+            for op in refused:
+                with pytest.raises(MapError, match=f"^{op}: EPERM .*created {flag.name}") as e:
+                    uses[op]()
+                assert e.value.errno == errno.EPERM
+            if flag == MapFlag.BPF_F_RDONLY:
+                assert m[0] == 7 and len(m) == 2
+            else:
+                m.update(1, 5)
+
+
+def test_frozen_rodata_refuses_writes_from_python() -> None:
+    """A frozen map (.rodata) is read-only for bpf(2): EPERM, as the kernel backend says."""
+    spec = MapSpec(".rodata", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 1, 0, frozen=True,
+                   contents=((bytes(4), (9).to_bytes(8, "little")),))
+    with Collection(asm_collection(PROG, (spec,)), "userspace") as c:
+        m = c.maps[".rodata"]
+        assert m[0] == 9
+        with pytest.raises(MapError, match="^update: EPERM .*is frozen"):
+            m[0] = 1
+        assert m[0] == 9
+
+
+_BATCH_TYPES = (
+    (BpfMapType.BPF_MAP_TYPE_ARRAY, 4, 8, 0), (BpfMapType.BPF_MAP_TYPE_HASH, 4, 8, 0),
+    (BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 0), (BpfMapType.BPF_MAP_TYPE_LPM_TRIE, 8, 8, 1),
+    (BpfMapType.BPF_MAP_TYPE_DEVMAP, 4, 4, 0), (BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH, 4, 4, 0),
+    (BpfMapType.BPF_MAP_TYPE_CPUMAP, 4, 4, 0), (BpfMapType.BPF_MAP_TYPE_XSKMAP, 4, 4, 0),
+    (BpfMapType.BPF_MAP_TYPE_QUEUE, 0, 8, 0), (BpfMapType.BPF_MAP_TYPE_STACK, 0, 8, 0),
+    (BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 0), (BpfMapType.BPF_MAP_TYPE_SOCKMAP, 4, 4, 0),
+    (BpfMapType.BPF_MAP_TYPE_SOCKHASH, 4, 4, 0),
+    (BpfMapType.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY, 4, 4, 0))
+
+
+def _empty_batches(backend: str) -> list[object]:
+    out: list[object] = []
+    for t, ks, vs, flags in _BATCH_TYPES:
+        with Collection(asm_collection(PROG, (MapSpec("m", int(t), ks, vs, 4, flags),)),
+                        backend) as c:
+            h = c.maps["m"].handle
+            for name, args in (("update_batch", ([], [], 0)), ("update_batch", ([], [], 1)),
+                               ("update_batch", ([], [], 4)), ("delete_batch", ([],)),
+                               ("lookup_batch", (None, 0)), ("lookup_and_delete_batch", (0,))):
+                try:
+                    getattr(h, name)(*args)
+                    out.append("ok")
+                except MapError as e:
+                    out.append(e.errno)
+    return out
+
+
+def test_empty_batches_and_batch_elem_flags_are_linux_s() -> None:
+    """Found by comparing batches with Linux: an empty update batch still has its
+    elem_flags checked (only BPF_F_LOCK: BPF_NOEXIST is EINVAL, and pyxdp's arrays had
+    honoured it with EEXIST), and devmaps, cpumaps, xskmaps, queues, stacks, perf arrays and
+    socket maps have no batch commands at all (ENOTSUPP; pyxdp ran them)."""
+    got = _empty_batches("userspace")
+    rows = [got[i:i + 6] for i in range(0, len(got), 6)]
+    ok = ["ok", 22, 22]
+    assert rows[0] == ok + [524, "ok", 524]  # array
+    assert rows[1] == ok + ["ok", "ok", "ok"]  # hash
+    assert rows[2] == ok + [524, "ok", 524]  # percpu array
+    assert rows[3] == ok + ["ok", "ok", 524]  # lpm trie
+    assert all(r == [524] * 6 for r in rows[4:])
+    with Collection(asm_collection(PROG, MAPS), "userspace") as c:
+        with pytest.raises(MapError, match="update_batch: EINVAL .*unknown flags 0x1") as e:
+            c.maps["arr"].handle.update_batch([bytes(4)], [bytes(8)], 1)
+        assert e.value.errno == errno.EINVAL and e.value.count == 0
+
+
+@pytest.mark.kernel
+def test_empty_batches_match_linux() -> None:
+    assert _empty_batches("userspace") == _empty_batches("kernel")

@@ -25,7 +25,7 @@ from pyxdp.asm.disasm import BPF_JCOND, BPF_MAY_GOTO
 from pyxdp.asm.insn import Instruction
 from pyxdp.errors import InvalidProgram
 
-__all__ = ["BPF_MAXINSNS", "Layout", "validate"]
+__all__ = ["BPF_MAXINSNS", "Layout", "jump_target", "validate"]
 
 # The kernel's limit for privileged programs (BPF_COMPLEXITY_LIMIT_INSNS).
 BPF_MAXINSNS = 1_000_000
@@ -240,7 +240,7 @@ def _check_mem(i: Instruction) -> None:
             raise _Fail("opcode", f"unknown BPF_STX mode {mode:#x}")
 
 
-def _jump_target(i: Instruction, pc: int) -> int | None:
+def jump_target(i: Instruction, pc: int) -> int | None:
     cls = i.cls
     if cls not in (op.BPF_JMP, op.BPF_JMP32):
         return None
@@ -332,7 +332,7 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
     for pc, i in enumerate(insns):
         if pc in second_slot:
             continue
-        jt = _jump_target(i, pc)
+        jt = jump_target(i, pc)
         if jt is not None and not 0 <= jt < n:
             raise InvalidProgram(f"jump to pc {jt} is outside the program (0..{n - 1})",
                                  pc=pc, insn=_text(insns, pc), rule="jump-range")
@@ -347,7 +347,7 @@ def _validate(insns: Sequence[Instruction], max_insns: int, recursion: bool = Fa
             if pc in second_slot:
                 continue
             i = insns[pc]
-            jt = _jump_target(i, pc)
+            jt = jump_target(i, pc)
             if jt is not None and not start <= jt < end:
                 raise InvalidProgram(
                     f"jump to pc {jt} leaves the function at pc {start}..{end - 1}",

@@ -109,6 +109,8 @@ def cmd_bench_prog(obj: str, section: str | None, data_in: str, repeat: int | No
         repeat = 1_000_000 if engine == "jit" else 10_000
     if repeat < 1:
         raise CliError("--repeat must be >= 1")
+    if runs < 1:  # as 'bench seeds' and 'bench datapath' (it measured once, silently)
+        raise CliError("--runs must be >= 1")
     cpu = pin_cpu()
     with _collection(obj, "userspace", engine, maps_in, verify) as coll:
         program = _program(coll, section)

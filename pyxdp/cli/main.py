@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from pyxdp import __version__
 from pyxdp.cli.options import CliError, add_global_options, add_mode_arg, configure, seconds, walk
-from pyxdp.errors import PyxdpError
+from pyxdp.errors import PyxdpError, PyxdpWarning
 
 __all__ = ["main"]
 
@@ -428,9 +429,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """pyxdp's own warnings as one line, as its errors are."""
+    if issubclass(category, PyxdpWarning):
+        _say(f"warning: {message}")
+    else:
+        _default_show(message, category, filename, lineno, file, line)
+
+
+_default_show = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _main(argv)
     finally:
         # The output style is this invocation's: callers of the command functions
         # from Python (and the next main()) start from text again.

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pyxdp import samples
+from pyxdp.args import short
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, decode
 from pyxdp.btf.btf import (
@@ -58,7 +59,7 @@ from pyxdp.elf import elfio
 from pyxdp.elf.elfio import ElfImage, ElfRel, ElfSection, ElfSymbol
 from pyxdp.elf.kconfig import kconfig_layout, resolve_kconfig
 from pyxdp.elf.sections import find_sec_def, prog_type_name
-from pyxdp.errors import InvalidProgram, NotSupportedError, ObjectError
+from pyxdp.errors import BadArgument, InvalidProgram, NotSupportedError, ObjectError
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     XDP_DEFAULT_CHAIN_CALL_ACTIONS,
@@ -210,6 +211,9 @@ def load_collection_spec(source: str | os.PathLike[str] | bytes | bytearray | me
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         path = ""
+    elif not isinstance(source, str | os.PathLike):  # an int is a descriptor to os.path
+        raise BadArgument(f"load_collection_spec: source must be a path or the object's "
+                          f"bytes, not {short(source)}")
     else:
         # ``samples/NAME.o`` finds the shipped sample from any directory (pyxdp.samples).
         path = os.fspath(samples.resolve(source))

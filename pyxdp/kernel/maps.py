@@ -348,8 +348,8 @@ class KernelMap(FdObject):
         values = batch_rows(values, "values", "update_batch")
         if len(keys) != len(values):
             raise MapError("update_batch", _errno.EINVAL, "as many keys as values are needed")
-        if not keys:
-            return 0
+        # no keys still goes to the kernel: its flag checks (EINVAL) and a map without
+        # the command (ENOTSUPP) come before it sees the count is 0
         kb = b"".join(self._key(k, "update_batch") for k in keys)
         vb = b"".join(self._value(v, None, "update_batch") for v in values)
         err, got = self._batch(BpfCmd.BPF_MAP_UPDATE_BATCH, "update_batch", in_tok=None,

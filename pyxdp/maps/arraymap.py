@@ -229,6 +229,8 @@ class ArrayMap(_ArrayOrder):
         Like the kernel, elements are applied in order up to the first failing
         one, whose errno is raised with ``.count`` = elements done.
         """
+        self._batch_op("update_batch")
+        self._lookup_flags(flags, "update_batch")  # BPF_F_LOCK alone, as Map.update_batch
         if self.percpu or self.has_fields:  # one by one: each frees its fields
             return super().update_batch(keys, values, flags)
         # Index and value arrays of integers take the vectorized path; anything else is
@@ -237,7 +239,6 @@ class ArrayMap(_ArrayOrder):
             keys = batch_rows(keys, "keys", "update_batch")
         if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu":
             values = batch_rows(values, "values", "update_batch")
-        self._update_flags(flags, "update_batch")
         idx = (np.frombuffer(b"".join(self._key(k, "update_batch") for k in keys), "<u4")
                if not isinstance(keys, np.ndarray) else keys.astype("<u4").ravel())
         vals = (np.frombuffer(b"".join(handle_bytes(v, self.value_size, "value", "update_batch")
@@ -250,8 +251,6 @@ class ArrayMap(_ArrayOrder):
         bad = np.flatnonzero(idx >= self.max_entries)
         done = int(bad[0]) if bad.size else idx.size
         err = _errno.E2BIG if bad.size else 0
-        if flags & BPF_NOEXIST and idx.size:
-            done, err = 0, _errno.EEXIST
         # Duplicate indices: numpy fancy assignment keeps the last, as sequential updates do.
         self.value_data.reshape(self.max_entries, self.elem_size)[
             idx[:done], :self.value_size] = vals2[:done]

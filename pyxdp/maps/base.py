@@ -607,6 +607,9 @@ class Map:
         numpy arrays are taken row by row (``keys[i].tobytes()``).
         """
         self._batch_op("update_batch")
+        # generic_map_update_batch: elem_flags takes BPF_F_LOCK alone (every element is
+        # written BPF_ANY), checked before the count, so for an empty batch too
+        self._lookup_flags(flags, "update_batch")
         keys = batch_rows(keys, "keys", "update_batch")
         values = batch_rows(values, "values", "update_batch")
         if len(keys) != len(values):

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -150,6 +150,7 @@ class PerfEventArray(FdArrayMap):
     """``BPF_MAP_TYPE_PERF_EVENT_ARRAY``: the record sink of ``bpf_perf_event_output``."""
 
     map_type = int(BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY)
+    batch_ops: ClassVar[frozenset[str]] = frozenset()  # perf_event_array_map_ops: none
 
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)

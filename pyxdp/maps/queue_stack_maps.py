@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,6 +56,7 @@ HEAD, TAIL = 0, 1
 
 class _QueueStack(Map):
     lifo = False
+    batch_ops: ClassVar[frozenset[str]] = frozenset()  # queue_map_ops, stack_map_ops: none
 
     def __init__(self, spec: MapSpec) -> None:
         op = "map_create"

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class RingBuf(Map):
     """``BPF_MAP_TYPE_RINGBUF``: ``max_entries`` bytes of records."""
 
     map_type = int(BpfMapType.BPF_MAP_TYPE_RINGBUF)
+    batch_ops: ClassVar[frozenset[str]] = frozenset()  # ringbuf_map_ops has none
 
     def __init__(self, spec: MapSpec) -> None:
         n = spec.max_entries

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -51,6 +52,8 @@ XSK_CREATE_FLAG_MASK = int(MapFlag.BPF_F_NUMA_NODE | MapFlag.BPF_F_RDONLY
 
 class XskMap(_ArrayOrder):
     """``BPF_MAP_TYPE_XSKMAP``: an AF_XDP socket per slot."""
+    # xsk_map_ops has no batch commands (ENOTSUPP, measured on 6.18)
+    batch_ops: ClassVar[frozenset[str]] = frozenset()
 
     map_type = int(BpfMapType.BPF_MAP_TYPE_XSKMAP)
 

@@ -14,7 +14,9 @@ under their package path instead (``pyxdp.net``), their index stamped with the f
 content, so identical sources share one cache wherever they are installed.
 
 The directory is ``$XDG_CACHE_HOME/pyxdp/numba-HASH`` (``~/.cache``), or under
-``NUMBA_CACHE_DIR`` when the user set one. numba's own configuration is left alone:
+``NUMBA_CACHE_DIR`` when the user set one; one pyxdp cannot write is replaced, with a
+warning, by ``pyxdp-UID/numba-HASH`` in the system's temporary directory (or one of the
+process's own). numba's own configuration is left alone:
 other numba code of the process caches where it would without pyxdp. Directories of
 other sources that nothing wrote to for 30 days are removed when pyxdp starts.
 """
@@ -40,6 +42,8 @@ from numba.core.caching import (
 )
 from numba.core.registry import CPUDispatcher
 
+from pyxdp.diskcache import cache_home, usable_dir
+
 __all__ = ["CACHE_DIR", "STALE_AFTER", "njit", "prune_stale"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../pyxdp
@@ -59,12 +63,13 @@ def _cache_root() -> str:
     user = os.environ.get("NUMBA_CACHE_DIR")
     if user:
         return os.path.join(user, "pyxdp")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "pyxdp")
+    return os.path.join(cache_home(), "pyxdp")
 
 
-CACHE_DIR = os.path.join(_cache_root(), f"numba-{_sources_hash()}")
-"""Where pyxdp's compiled native functions persist."""
+_NAME = f"numba-{_sources_hash()}"
+CACHE_DIR = usable_dir(os.path.join(_cache_root(), _NAME), _NAME)
+"""Where pyxdp's compiled native functions persist (a private stand-in, said once, when
+that directory cannot be written: :func:`pyxdp.diskcache.usable_dir`)."""
 
 STALE_AFTER = 30 * 86400.0
 """A cache directory of other sources untouched this long (seconds) is removed."""

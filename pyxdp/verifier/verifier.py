@@ -49,7 +49,7 @@ from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import format_insn
 from pyxdp.asm.helpers_names import HELPER_NAMES, PYXDP_HELPER_NAMES
 from pyxdp.asm.insn import Instruction, imm64_at
-from pyxdp.asm.validate import Layout, validate
+from pyxdp.asm.validate import Layout, jump_target, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
@@ -330,6 +330,17 @@ def _s32(v: int) -> int:
 def _tn(r: Reg) -> str:
     """tnum_strn: a known value prints as the number."""
     return str(_s64(r.tv)) if r.tm == 0 else tnum_str((r.tv, r.tm))
+
+
+def _not_kfunc(kernel: BtfIndex, func_id: int) -> bool:
+    """Whether a kernel BTF that tags its kfuncs (``bpf_kfunc`` decl tags, pahole's
+    decl_tag_kfuncs) leaves function ``func_id`` untagged: no kfunc, for any program."""
+    tags = kernel.find_all("bpf_kfunc")
+    return bool(tags) and all(kernel.type_by_id(t).size_type != func_id for t in tags)
+
+
+_GPL_LICENSES = frozenset({"GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL",
+                           "Dual MIT/GPL", "Dual MPL/GPL"})  # license_is_gpl_compatible
 
 
 class Refuse(Exception):
@@ -1413,6 +1424,7 @@ class _Verifier:
         counted = sorted(self.starts)
         self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
+        self.kfunc_at.update(self.kfunc_by_id)
         # Global (non-static) functions by start: each is verified once, on its own, from
         # its BTF prototype; a caller sees only the scalar it returns.
         self.globals: dict[int, _Global] = {}
@@ -1448,9 +1460,7 @@ class _Verifier:
         # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
         # and the sleepable rules; any other is XDP
         self.syscall = spec.prog_type == "syscall"
-        self.gpl = spec.license.split("\0")[0] in (
-            "GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
-            "Dual MPL/GPL")
+        self.gpl = spec.license.split("\0")[0] in _GPL_LICENSES
         n = len(self.insns)
         # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
         # unless register (this) is wanted (11: never), or -1: see _backtrack_insn
@@ -1583,6 +1593,19 @@ class _Verifier:
         for k in self.spec.kfuncs:  # a kfunc call is checked as a call (pyxdp's ISA has none)
             if 0 <= k.pc < len(insns) and insns[k.pc].code == op.OP_CALL:
                 insns[k.pc] = dataclasses.replace(insns[k.pc], src=0, imm=0, off=0)
+        self.kfunc_zero: set[int] = set()  # kfunc calls of btf_id 0 (see _nameless_kfuncs)
+        self.kfunc_zero_reached = False
+        self.not_kfunc: set[int] = set()  # calls of a kernel function that is no kfunc
+        self.kfunc_by_id = self._nameless_kfuncs(insns, second)
+        # check_cfg, not check_subprogs, refuses a jump into an ld_imm64's second half,
+        # after the walk (_check_cfg): the structural check sees it land on the first
+        for pc, i in enumerate(insns):
+            jt = None if pc in second else jump_target(i, pc)
+            if jt is not None and jt in second:
+                if i.code == op.BPF_JMP32 | op.BPF_JA:
+                    insns[pc] = dataclasses.replace(i, imm=i.imm - 1)
+                elif i.off > -(1 << 15):
+                    insns[pc] = dataclasses.replace(i, off=i.off - 1)
         for pc, i in enumerate(insns):  # LD_ABS/LD_IND: refused where reached (check_ld_abs)
             if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
                     and pc not in second:
@@ -1617,6 +1640,53 @@ class _Verifier:
             self.state = None
             raise self._error(Refuse(msg, err)) from None
 
+    def _nameless_kfuncs(self, insns: list[Instruction], second: set[int]) -> dict[int, str]:
+        """add_kfunc_call for kfunc calls no extern names (raw bytecode): Linux's refusals
+        in program order, and the name of each btf_id that is a kernel function. The
+        calls are left as plain calls in ``insns`` for the structural checks."""
+        named = {k.pc for k in self.spec.kfuncs}
+        gpl = self.spec.license.split("\0")[0] in _GPL_LICENSES
+        out: dict[int, str] = {}
+        kernel: BtfIndex | None = None
+        for pc, i in enumerate(insns):
+            if pc in second or pc in named or i.code != op.OP_CALL or \
+                    i.src != op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
+                continue
+            insns[pc] = dataclasses.replace(i, src=0, imm=0, off=0)
+            msg = None
+            if not gpl:
+                msg = "cannot call kernel function from non-GPL compatible program"
+            elif i.off < 0:  # find_kfunc_desc_btf
+                msg = ("negative offset disallowed for kernel module function call\n"
+                       "failed to find BTF for kernel function")
+            elif i.off > 0:  # pyxdp passes no fd_array
+                msg = ("kfunc offset > 0 without fd_array is invalid\n"
+                       "failed to find BTF for kernel function")
+            elif i.imm == 0:  # check_kfunc_call skips it; fixup_kfunc_call refuses it
+                self.kfunc_zero.add(pc)
+                continue
+            else:
+                btf_id = i.imm & 0xFFFF_FFFF
+                kernel = kernel or core_target(self.core_btf)
+                t = kernel.type_by_id(btf_id) if 0 < btf_id < len(kernel) else None
+                if t is None or t.kind is not BtfKind.FUNC:  # fetch_kfunc_meta
+                    msg = f"kernel btf_id {btf_id} is not a function"
+                else:
+                    out[pc] = t.name
+                    if t.name not in KFUNCS and _not_kfunc(kernel, btf_id):
+                        self.not_kfunc.add(pc)  # do_check says so (check_kfunc_call)
+                    proto = KFUNCS.get(t.name)
+                    bound = bool(self.spec.ifindex and self.spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)
+                    if proto is not None and proto.metadata and not bound:
+                        msg = "metadata kfuncs require device-bound program"
+            if msg is not None:
+                self.pc = pc
+                self.processed = self.nstates = 0
+                self.log = []
+                self.state = None
+                raise self._error(Refuse(msg, errno.EINVAL))
+        return out
+
     @staticmethod
     def _writes_dst(i: Instruction) -> bool:
         return (i.code & 7) in (op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX) or \
@@ -1644,6 +1714,10 @@ class _Verifier:
             self._remove_fastcall_spills()
             self._check_max_stack_depth()
             self._check_throw_in_callbacks()
+            if self.kfunc_zero_reached:  # fixup_kfunc_call (dead code was removed first)
+                self.pc = min(self.kfunc_zero)
+                raise Refuse("invalid kernel function call not eliminated in verifier pass",
+                             errno.EINVAL)
         except Refuse as e:
             raise self._error(e) from None
         depth = tuple(self.depth[s] for s in self.subprogs)
@@ -1836,7 +1910,13 @@ class _Verifier:
             if not seen[pc]:
                 self.pc = pc
                 raise Refuse(f"unreachable insn {pc}", errno.EINVAL)
-            pc += 2 if self.insns[pc].code == op.OP_LD_IMM64 else 1
+            if self.insns[pc].code == op.OP_LD_IMM64:
+                if pc + 1 < n and seen[pc + 1]:
+                    self.pc = pc
+                    raise Refuse(f"jump into the middle of ldimm64 insn {pc}", errno.EINVAL)
+                pc += 2
+            else:
+                pc += 1
 
     # -- states ---------------------------------------------------------------------------
     def _jh_push(self, st: State) -> None:
@@ -5024,10 +5104,14 @@ class _Verifier:
     # -- kfuncs (check_kfunc_call) ------------------------------------------------------------
     def _kfunc_call(self, st: State, pc: int, stack: list[tuple[State, int]]) -> int:
         name = self.kfunc_at.get(pc)
+        if name is None and pc in self.kfunc_zero:  # check_kfunc_call: "skip for now"
+            self.kfunc_zero_reached = True
+            return pc + 1
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
-        if name in NOT_FOR_XDP and not self.syscall:  # fetch_kfunc_meta: not for XDP
+        if (name in NOT_FOR_XDP and not self.syscall) or pc in self.not_kfunc:
+            # fetch_kfunc_meta: no kfunc for this program type
             raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
             raise Refuse("unexpected __bpf_trap() due to uninitialized variable?",

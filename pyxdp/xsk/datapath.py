@@ -35,7 +35,7 @@ from pyxdp.net.xsk_queue import ring_view
 from pyxdp.uapi.if_xdp import XdpBindFlag
 from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
-from pyxdp.xsk.xsk import POLL_RX_TX, ChunkPool, XskSocket, bind_flags
+from pyxdp.xsk.xsk import POLL_RX_TX, RING_SIZES, ChunkPool, XskSocket, bind_flags
 
 if TYPE_CHECKING:
     from pyxdp.net.netdevice import Host, NetDevice
@@ -63,6 +63,7 @@ class PyxdpXskSocket(XdpSock, XskSocket):
     host: Host
     umem: Umem
 
+    @checked(queue_id=(0, U32_MAX), **RING_SIZES)
     def __init__(self, dev: NetDevice | None = None, queue_id: int = 0,
                  umem: Umem | None = None, *, host: Host | None = None,
                  mode: str | None = "copy", need_wakeup: bool = True, sg: bool = False,

@@ -42,6 +42,7 @@ import struct
 import time
 from typing import Final, TypeVar
 
+from pyxdp.args import U32_MAX, checked
 from pyxdp.errors import BPFUnavailable, NotSupportedError
 from pyxdp.kernel.netlink import ifindex_of
 from pyxdp.net.xdp_umem import XskError
@@ -62,7 +63,7 @@ from pyxdp.uapi.if_xdp import (
 )
 from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
-from pyxdp.xsk.xsk import POLL_RX_TX, ChunkPool, XskSocket, bind_flags
+from pyxdp.xsk.xsk import POLL_RX_TX, RING_SIZES, ChunkPool, XskSocket, bind_flags
 
 __all__ = ["DEFAULT_RING_SIZE", "LinuxXskSocket", "XskUnavailable"]
 
@@ -168,6 +169,7 @@ class LinuxXskSocket(XskSocket):
     shares its fill and completion rings, elsewhere it gets its own.
     """
 
+    @checked(queue_id=(0, U32_MAX), **RING_SIZES)
     def __init__(self, ifname: str | int | None = None, queue_id: int = 0,
                  umem: Umem | None = None, *, mode: str | None = "copy",
                  need_wakeup: bool = True, sg: bool = False,
@@ -222,7 +224,8 @@ class LinuxXskSocket(XskSocket):
             want[XdpSockopt.XDP_UMEM_COMPLETION_RING] = comp_size
         for opt, n in want.items():
             if n:
-                self._setsockopt(f"setsockopt({opt.name})", "ring", opt, struct.pack("=i", n))
+                self._setsockopt(f"setsockopt({opt.name})", "ring", opt,
+                                 struct.pack("=I", n & U32_MAX))
         self.mmap_offsets = self._mmap_offsets()
         off = self.mmap_offsets
         rx = self._map(RingCons, XdpPgoff.XDP_PGOFF_RX_RING, rx_size, "desc", off.rx)
@@ -289,6 +292,7 @@ class LinuxXskSocket(XskSocket):
         """The ``sxdp_flags`` :meth:`bind` passes for this socket's settings."""
         return bind_flags(self.shared_with is not None, self.mode, self.need_wakeup, self.sg)
 
+    @checked(queue_id=(0, U32_MAX), flags=(0, 0xFFFF))
     def bind(self, ifname: str | int, queue_id: int = 0, flags: int | None = None, *,
              busy_timeout: float = 0.5) -> None:
         """``bind(sockaddr_xdp)`` to queue ``queue_id`` of ``ifname`` (this netns).

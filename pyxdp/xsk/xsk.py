@@ -43,6 +43,7 @@ from pyxdp.xsk.umem import Umem
 
 __all__ = [
     "POLL_RX_TX",
+    "RING_SIZES",
     "ChunkAccountingError",
     "ChunkPool",
     "ChunkState",
@@ -57,6 +58,12 @@ U64Array = npt.NDArray[np.uint64]
 U32Array = npt.NDArray[np.uint32]
 
 DEFAULT_BATCH: Final = 64
+
+
+RING_SIZES: dict[str, tuple[int, int]] = {
+    k: (-(1 << 31), (1 << 32) - 1) for k in ("fill_size", "comp_size", "rx_size", "tx_size")}
+"""The range of a socket's ring sizes (``checked`` rules): the C int of the setsockopt;
+a negative one reaches the ring code as its u32 (EINVAL: no power of two)."""
 
 
 class ChunkAccountingError(PyxdpError):
