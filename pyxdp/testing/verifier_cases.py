@@ -1168,7 +1168,11 @@ call 93
 """
 _SLEEPABLE_CASES = (
     _c("sleep_arena_alloc", "r1 = 0\ncall KFUNC(bpf_arena_alloc_pages)\nr0 = 2\nexit",
-       _SLEEP + "bpf_arena_alloc_pages"),
+       "calling kernel function bpf_arena_alloc_pages is not allowed"),
+    _c("arena_free_xdp", "r1 = 0\ncall KFUNC(bpf_arena_free_pages)\nr0 = 2\nexit",
+       "calling kernel function bpf_arena_free_pages is not allowed"),
+    _c("arena_reserve_xdp", "r1 = 0\ncall KFUNC(bpf_arena_reserve_pages)\nr0 = 2\nexit",
+       "calling kernel function bpf_arena_reserve_pages is not allowed"),
     _c("sleep_copy_str", "call KFUNC(bpf_copy_from_user_str)\nr0 = 2\nexit",
        _SLEEP + "bpf_copy_from_user_str"),
     _c("sleep_user_key", "r1 = 1\nr2 = 0\ncall KFUNC(bpf_lookup_user_key)\nr0 = 2\nexit",

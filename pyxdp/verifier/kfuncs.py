@@ -426,7 +426,11 @@ SLEEPABLE_KFUNCS = frozenset({
 # life cycle, skb dynptrs, file/dentry/xattr (LSM), socket-op and sock_addr kfuncs,
 # session cookies, cgroup rstat, PKCS#7 signatures and the kernel's own test kfuncs:
 # each was called from an XDP program on this machine's 6.18 kernel, which refused it so.
+# The arena's page kfuncs joined them in the 6.18 stable series (6.18.44 refuses them for
+# XDP so, where earlier 6.18 kernels reached the sleepable check); they stay in
+# SLEEPABLE_KFUNCS for the lock and might_sleep rules, which come first.
 NOT_FOR_XDP = frozenset({
+    "bpf_arena_alloc_pages", "bpf_arena_free_pages", "bpf_arena_reserve_pages",
     "bbr_cwnd_event", "bbr_init", "bbr_main", "bbr_min_tso_segs", "bbr_set_state",
     "bbr_sndbuf_expand", "bbr_ssthresh", "bbr_undo_cwnd", "bpf_cpumask_acquire",
     "bpf_cpumask_and", "bpf_cpumask_any_and_distribute", "bpf_cpumask_any_distribute",
