@@ -6,7 +6,7 @@ checked as the kernel checks its __u32."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -153,25 +153,32 @@ def test_flags_are_checked_alike_on_both_backends(coll: Collection) -> None:
     assert e.value.errno == errno.EINVAL
 
 
-def _batch_outcomes(backend: str) -> list[object]:
-    from pyxdp.spec import MapSpec
-    from pyxdp.testing.programs import asm_collection
-    from pyxdp.uapi.bpf import BpfMapType as T
+def _batch_calls(backend: str, maps: Sequence[tuple[int, int, int, int]],
+                 calls: Sequence[tuple[str, tuple[object, ...]]]) -> list[object]:
+    """Each batch command of ``calls`` on a map of each (type, key, value size, flags):
+    "ok" or the errno, in order."""
     out: list[object] = []
-    for t in (T.BPF_MAP_TYPE_ARRAY, T.BPF_MAP_TYPE_PERCPU_ARRAY, T.BPF_MAP_TYPE_PROG_ARRAY,
-              T.BPF_MAP_TYPE_HASH):
-        vs = 4 if t == T.BPF_MAP_TYPE_PROG_ARRAY else 8
-        with Collection(asm_collection("r0 = 2\nexit", (MapSpec("m", int(t), 4, vs, 4, 0),)),
+    for t, ks, vs, flags in maps:
+        with Collection(asm_collection(PROG, (MapSpec("m", int(t), ks, vs, 4, flags),)),
                         backend) as c:
             h = c.maps["m"].handle
-            for name, args in (("delete_batch", ([bytes(4)],)), ("delete_batch", ([],)),
-                               ("lookup_and_delete_batch", (0,)), ("lookup_batch", (None, 0))):
+            for name, args in calls:
                 try:
                     getattr(h, name)(*args)
                     out.append("ok")
                 except MapError as e:
                     out.append(e.errno)
     return out
+
+
+def _batch_outcomes(backend: str) -> list[object]:
+    from pyxdp.uapi.bpf import BpfMapType as T
+    return _batch_calls(
+        backend, [(t, 4, 4 if t == T.BPF_MAP_TYPE_PROG_ARRAY else 8, 0)
+                  for t in (T.BPF_MAP_TYPE_ARRAY, T.BPF_MAP_TYPE_PERCPU_ARRAY,
+                            T.BPF_MAP_TYPE_PROG_ARRAY, T.BPF_MAP_TYPE_HASH)],
+        (("delete_batch", ([bytes(4)],)), ("delete_batch", ([],)),
+         ("lookup_and_delete_batch", (0,)), ("lookup_batch", (None, 0))))
 
 
 def test_batch_commands_a_map_lacks_are_enotsupp() -> None:
@@ -249,20 +256,10 @@ _BATCH_TYPES = (
 
 
 def _empty_batches(backend: str) -> list[object]:
-    out: list[object] = []
-    for t, ks, vs, flags in _BATCH_TYPES:
-        with Collection(asm_collection(PROG, (MapSpec("m", int(t), ks, vs, 4, flags),)),
-                        backend) as c:
-            h = c.maps["m"].handle
-            for name, args in (("update_batch", ([], [], 0)), ("update_batch", ([], [], 1)),
-                               ("update_batch", ([], [], 4)), ("delete_batch", ([],)),
-                               ("lookup_batch", (None, 0)), ("lookup_and_delete_batch", (0,))):
-                try:
-                    getattr(h, name)(*args)
-                    out.append("ok")
-                except MapError as e:
-                    out.append(e.errno)
-    return out
+    return _batch_calls(backend, _BATCH_TYPES, (
+        ("update_batch", ([], [], 0)), ("update_batch", ([], [], 1)),
+        ("update_batch", ([], [], 4)), ("delete_batch", ([],)), ("lookup_batch", (None, 0)),
+        ("lookup_and_delete_batch", (0,))))
 
 
 def test_empty_batches_and_batch_elem_flags_are_linux_s() -> None:
