@@ -34,7 +34,10 @@ from pyxdp.net.xdp_mem import (
     XdpMemRegistry,
     XdpRxqInfo,
     return_frame_no_direct,
+    xdp_buff_frags,
+    xdp_buff_packet,
     xdp_buff_set_frags,
+    xdp_buffs_packets,
     xdp_build_skb_from_frame,
     xdp_build_skb_from_frames,
     xdp_clear_return_frame_no_direct,
@@ -42,11 +45,13 @@ from pyxdp.net.xdp_mem import (
     xdp_convert_frame_to_buff,
     xdp_convert_zc_to_xdp_frame,
     xdp_flush_frame_bulk,
+    xdp_frags_head_len,
     xdp_frames_set_dev_rx,
     xdp_reg_mem_model,
     xdp_reg_page_pool,
     xdp_return_buff,
     xdp_return_buffs,
+    xdp_return_frag_pages,
     xdp_return_frame,
     xdp_return_frame_bulk,
     xdp_return_frame_no_direct,
@@ -529,6 +534,50 @@ def test_return_buff_with_frags() -> None:
                      memmap=pool.memmap)
     assert pool.get_stats().cached == 8
     pool.close()
+
+
+def test_batch_frags_reads_equal_one_packet_reads() -> None:
+    """xdp_frags_head_len and xdp_buffs_packets over frames and pool buffers of two pools
+    (frags of odd lengths and offsets, some in the other pool) read what
+    xdp_buff_frags and xdp_buff_packet read one packet at a time; xdp_return_frag_pages
+    gives pages back to each pool in order."""
+    mm = MemMap()
+    a, b = PagePool(64, memmap=mm), PagePool(64, memmap=mm)
+    rng = np.random.default_rng(7)
+    heads, is_frame, data, lens = [], [], [], []
+    for i, (pool, k) in enumerate(((a, 3), (b, 0), (a, 17), (b, 1), (a, 2), (b, 5))):
+        h = pool.alloc()
+        assert h is not None
+        other = b if pool is a else a
+        fr = [int((other if j % 2 else pool).alloc()) for j in range(k)]
+        fl = [int(x) for x in rng.integers(1, 4000, k)]
+        fo = [int(rng.integers(0, 4096 - n)) for n in fl]
+        for p, n, o in zip(fr, fl, fo, strict=True):
+            mm.find(p).write(p, o, rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+        hl = 100 + 37 * i
+        pool.write(h, 256, rng.integers(0, 256, hl, dtype=np.uint8).tobytes())
+        flags = xdp_buff_set_frags(h, fr, fl, fo, memmap=mm) if k else 0
+        frame = i % 2 == 0
+        if frame:
+            assert xdp_convert_buff_to_frame([h], 256, hl, mem_type=MEM_TYPE_PAGE_POOL,
+                                             flags=flags, memmap=mm).tolist() == [0]
+        heads.append(h)
+        is_frame.append(frame)
+        data.append(256)
+        lens.append(hl + sum(fl))
+    p, fr_, ln = np.array(heads), np.array(is_frame), np.array(lens)
+    want_head = [ln_ - sum(f[1] for f in xdp_buff_frags(h, f_, memmap=mm)[2])
+                 for h, f_, ln_ in zip(heads, is_frame, lens, strict=True)]
+    assert xdp_frags_head_len(p, ln, fr_, memmap=mm).tolist() == want_head
+    out = np.full((len(heads), max(lens) + 5), 0xAA, np.uint8)
+    xdp_buffs_packets(p, fr_, data, ln, out, memmap=mm)
+    for i, h in enumerate(heads):
+        assert out[i, :lens[i]].tobytes() == xdp_buff_packet(h, is_frame[i], 256, lens[i],
+                                                             memmap=mm)
+    frags = xdp_buff_frags(heads[2], True, memmap=mm)[2]
+    xdp_return_frag_pages([f for f, _, _ in frags], memmap=mm)
+    assert a.ring_pages().tolist() == [f for f, _, _ in frags if mm.find(f) is a]
+    assert b.ring_pages().tolist() == [f for f, _, _ in frags if mm.find(f) is b]
 
 
 def test_set_frags_validates() -> None:

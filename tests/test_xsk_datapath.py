@@ -415,6 +415,38 @@ def test_use_sg_splits_long_frames(host: Host) -> None:
         s.check_accounting()
 
 
+def test_use_sg_takes_multi_buffer_frames_whole(host: Host) -> None:
+    """Frames above a page's packet room on a 9000-MTU veth reach a frags-aware program
+    as a head and page frags; redirected into an XDP_USE_SG socket each is read across
+    head and frags and cut at the buffers' room, metadata-free, in order."""
+    from dataclasses import replace
+
+    from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
+    v0, v1 = host.veth("veth0", "veth1", mtu=9000)
+    t = REDIRECT_XSK.programs["t"]
+    spec = replace(REDIRECT_XSK, programs={"t": replace(
+        t, section="xdp.frags", flags=t.flags | BPF_F_XDP_HAS_FRAGS)})
+    v0.attach_xdp(host.load(spec).programs["t"])
+    with Umem(64, 2048) as u, _sock(v0, 0, u, sg=True) as s:
+        s.fill()
+        sent = [frame(0), frame(1, 9014), frame(2, 5000), frame(3, 3521)]
+        v1.transmit(sent)
+        host.run()
+        b = s.recv(64)
+        contd = int(XdpDescOption.XDP_PKT_CONTD)
+        got: list[bytes] = []
+        part = b""
+        for pkt, opt in zip(b.packets(), b.options.tolist(), strict=True):
+            part += pkt
+            if not opt & contd:
+                got.append(part)
+                part = b""
+        assert got == sent
+        assert b.len.tolist()[1:7] == [1792] * 5 + [9014 - 5 * 1792]
+        s.release(b)
+        s.check_accounting()
+
+
 def test_close_and_reuse_queue(host: Host) -> None:
     v0, _ = host.veth("veth0", "veth1")
     with Umem(16, 2048) as u:

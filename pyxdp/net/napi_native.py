@@ -199,6 +199,7 @@ from pyxdp.net.page_pool import (
 )
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.page_pool_native import _alloc, _put_ring
+from pyxdp.net.page_pool_native import _recycle as _recycle  # pyxdp.xsk.live imports it here
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_CONS_LOCK, ring_count, ring_produce_locked
 from pyxdp.net.skbuff_native import BAD_SKB, skb_pp_cow_data
 from pyxdp.net.source import GenState
@@ -397,25 +398,6 @@ def _call(typingctx, fn, ctx, desc):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-@njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _recycle(psc, cache, ring, free, state, loc):  # type: ignore[no-untyped-def]
-    """``page_pool_recycle_direct``: alloc cache, else ring, else the free list."""
-    if state[loc] != _INUSE:
-        if psc[P_ERROR] == 0:
-            psc[P_ERROR] = loc + 1
-        return
-    c = psc[P_COUNT]
-    if c < CACHE_SIZE:
-        psc[P_NUSE] -= 1
-        cache[c] = loc
-        psc[P_COUNT] = c + 1
-        state[loc] = _CACHE
-        psc[P_CACHED] += 1
-        return
-    psc[P_CACHE_FULL] += 1
-    _put_ring(psc, ring, free, state, loc)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -558,27 +558,33 @@ class NetDevice:
         veth's ``skb_pp_cow_data`` builds them: a head page with the first 3520 bytes,
         then frags of up to a page each (``skb_add_rx_frag``), listed in the head's
         ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). More than ``MAX_SKB_FRAGS``
-        frags, or a pool that runs dry, drops the frame. Only frames that need frags
-        take this per-frame loop."""
-        from pyxdp.net.xdp_mem import xdp_buff_copy_in
+        frags, or a pool that runs dry, drops the frame (``rx_dropped``). In machine
+        code (:func:`pyxdp.net.skbuff_native.bufs_dma`); a host without native polls
+        takes the Python reference, :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`."""
         lens = batch.length[:n]
-        heads: list[int] = []
-        keep: list[int] = []
         pool = rq.pool
-        for i, ln in enumerate(lens.tolist()):
-            head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
-                                    XDP_PACKET_HEADROOM, memmap=self.host.memmap)
-            if head is None:
-                self.stats.rx_dropped += 1
-                continue
-            heads.append(head)
-            keep.append(i)
-        k = np.asarray(keep, np.int64)
-        kinds = np.where(lens[k] > MAX_LINEAR, KIND_BUFF | KIND_FRAGS, KIND_BUFF)
-        rq.ring.produce(Frames(np.asarray(heads, np.int64),
-                               np.full(len(k), XDP_PACKET_HEADROOM, np.int64), lens[k].copy(),
-                               np.zeros(len(k), np.int64), kinds.astype(np.int64)))
-        return len(k)
+        heads = np.empty(n, np.int64)
+        if self.host.native and not pool.destroyed and pool.page_size == PAGE_SIZE:
+            from pyxdp.net.skbuff_native import bufs_dma
+            bufs_dma((pool.pages, pool.pfn_base, *pool.native_arrays),
+                     np.ascontiguousarray(batch.data[:n], np.uint8),
+                     np.ascontiguousarray(lens, np.int64), pool.napi_local, heads)
+        else:
+            from pyxdp.net.xdp_mem import xdp_buff_copy_in
+            for i, ln in enumerate(lens.tolist()):
+                head = xdp_buff_copy_in(pool, pool.alloc_bulk, batch.data[i], ln,
+                                        XDP_PACKET_HEADROOM, memmap=self.host.memmap)
+                heads[i] = -1 if head is None else head
+        ok = heads >= 0
+        k = int(ok.sum())
+        self.stats.rx_dropped += n - k
+        kl = lens[ok]
+        rq.ring.produce(Frames(heads[ok], np.full(k, XDP_PACKET_HEADROOM, np.int64),
+                               kl.astype(np.int64),
+                               np.zeros(k, np.int64),
+                               np.where(kl > MAX_LINEAR, KIND_BUFF | KIND_FRAGS,
+                                        KIND_BUFF).astype(np.int64)))
+        return k
 
     # -- transmit side -------------------------------------------------------------
     def xmit_skbs(self, batch: SkbBatch) -> None:
@@ -1100,14 +1106,19 @@ class Host:
         width = max(int(frames.length.max()) if n else 0, 1)
         data = np.zeros((n, width), np.uint8)
         metas: list[bytes] = [b""] * n
+        multi = frames.has_frags
         for mem, pos, rows in self.memmap.split(frames.pfn):
             start = frames.data[pos]
-            ln = frames.length[pos]
-            cols = start[:, None] + np.arange(width)[None, :]
-            np.clip(cols, 0, mem.page_size - 1, out=cols)
-            got = mem.pages[rows[:, None], cols]
-            mask = np.arange(width)[None, :] < ln[:, None]
-            data[pos] = np.where(mask, got, 0)
+            # Linear packets here; multi-buffer ones below, whole (_frags_into).
+            lin = ~multi[pos] if multi.any() else slice(None)
+            ln = frames.length[pos][lin]
+            if ln.size:
+                w = max(int(ln.max()), 1)
+                cols = start[lin][:, None] + np.arange(w)[None, :]
+                np.clip(cols, 0, mem.page_size - 1, out=cols)
+                got = mem.pages[rows[lin][:, None], cols]
+                mask = np.arange(w)[None, :] < ln[:, None]
+                data[pos[lin], :w] = np.where(mask, got, 0)
             ms = frames.meta[pos]
             if ms.any():
                 for k, (r, s, m) in enumerate(zip(rows.tolist(), start.tolist(), ms.tolist(),
@@ -1122,13 +1133,28 @@ class Host:
 
     def _frags_into(self, frames: Frames, which: Any, data: Any) -> None:
         """Rows ``which`` of ``data`` get their multi-buffer packets whole, head then
-        frags: the skb the kernel builds with the frags attached."""
-        from pyxdp.net.xdp_mem import xdp_buff_packet
-        for i in which.tolist():
-            ln = int(frames.length[i])
-            pkt = xdp_buff_packet(int(frames.pfn[i]), bool(frames.kind[i] & KIND_FRAME),
-                                  int(frames.data[i]), ln, memmap=self.memmap)
-            data[i, :ln] = np.frombuffer(pkt, np.uint8)
+        frags (``skb_copy_bits``): the skb the kernel builds with the frags attached.
+        In machine code (:func:`pyxdp.net.skbuff_native.bufs_copy_bits`) where the frags
+        lie in the head's memory, as a driver builds them; any other through
+        :func:`pyxdp.net.xdp_mem.xdp_buffs_packets`."""
+        from pyxdp.net.skbuff_native import bufs_copy_bits
+        from pyxdp.net.xdp_mem import xdp_buffs_packets, xdp_frags_shinfo
+        is_frame = (frames.kind[which] & KIND_FRAME) != 0
+        rest: list[Any] = []
+        for mem, pos, sh in xdp_frags_shinfo(frames.pfn[which], is_frame, memmap=self.memmap):
+            w = which[pos]
+            done = np.zeros(len(w), np.uint8)
+            if mem.pages.shape[1] == PAGE_SIZE:
+                bufs_copy_bits(mem.pages, mem.pfn_base, mem.local(frames.pfn[w]),
+                               frames.data[w], sh - mem.local(frames.pfn[w]) * PAGE_SIZE,
+                               frames.length[w], data, w, done)
+            rest.append(w[done == 0])
+        left = np.concatenate(rest) if rest else np.zeros(0, np.int64)
+        if left.size:
+            sub = np.zeros((left.size, data.shape[1]), np.uint8)
+            xdp_buffs_packets(frames.pfn[left], (frames.kind[left] & KIND_FRAME) != 0,
+                              frames.data[left], frames.length[left], sub, memmap=self.memmap)
+            data[left] = sub
 
     def drop_frames(self, frames: Frames, rq: NetdevRxQueue | None, *, direct: bool,
                     frames_direct: bool | None = None) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pyxdp.net import page_pool as _pp
 from pyxdp.net.native import njit
-from pyxdp.net.page_pool import PP_ALLOC_CACHE_REFILL, PoolState
+from pyxdp.net.page_pool import PP_ALLOC_CACHE_REFILL, PP_ALLOC_CACHE_SIZE, PoolState
 from pyxdp.net.page_pool_lock import pool_lock_ir as _lock
 from pyxdp.net.page_pool_lock import pool_unlock_ir as _unlock
 
-__all__ = ["_alloc", "_put_ring"]
+__all__ = ["_alloc", "_put_ring", "_recycle"]
 
 # numba reads module-level integers as constants.
 P_COUNT = PoolState.index("count")
@@ -36,6 +36,8 @@ P_RING_FULL = PoolState.index("ring_full")
 P_RELEASE = PoolState.index("release_cnt")
 P_ERROR = PoolState.index("error")
 P_PUT = PoolState.index("put_cnt")
+P_CACHED = PoolState.index("cached")
+P_CACHE_FULL = PoolState.index("cache_full")
 REFILL = PP_ALLOC_CACHE_REFILL
 _FREE, _CACHE, _RING, _INUSE = _pp._FREE, _pp._CACHE, _pp._RING, _pp._INUSE
 
@@ -64,6 +66,25 @@ def _put_ring(psc, ring, free, state, loc):  # type: ignore[no-untyped-def]
         psc[P_NFREE] += 1
         psc[P_RELEASE] += 1
     _unlock(psc)
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _recycle(psc, cache, ring, free, state, loc):  # type: ignore[no-untyped-def]
+    """``page_pool_recycle_direct``: alloc cache, else ring, else the free list."""
+    if state[loc] != _INUSE:
+        if psc[P_ERROR] == 0:
+            psc[P_ERROR] = loc + 1
+        return
+    c = psc[P_COUNT]
+    if c < PP_ALLOC_CACHE_SIZE:
+        psc[P_NUSE] -= 1
+        cache[c] = loc
+        psc[P_COUNT] = c + 1
+        state[loc] = _CACHE
+        psc[P_CACHED] += 1
+        return
+    psc[P_CACHE_FULL] += 1
+    _put_ring(psc, ring, free, state, loc)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)

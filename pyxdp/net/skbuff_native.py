@@ -18,8 +18,12 @@ The sender's pages come from the system allocator under its lock
 which only that queue's poll allocates from (its alloc cache unlocked, its
 ring and free list under the pool's lock), as :mod:`pyxdp.net.napi_native`'s
 loop and :func:`pyxdp.net.napi._skbs_to_buffs` (the Python poll's) both call
-:func:`skb_pp_cow_data`. A multi-buffer ``xdp_buff`` is never run here: the
-frags program runs on the reference path (:func:`pyxdp.net.prog.run_xdp`).
+:func:`skb_pp_cow_data`. A NIC's DMA of a frame past a page's packet room builds
+the same ``xdp_buff`` in its queue's pool (:func:`bufs_dma`, through the same
+:func:`pp_buff_alloc`), and an skb made from a multi-buffer buffer or frame reads
+it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
+``xdp_buff`` is never run here: the frags program runs on the reference path
+(:func:`pyxdp.net.prog.run_xdp`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pyxdp.net.frames import NET_SKB_PAD
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
-from pyxdp.net.page_pool_native import _alloc, _put_ring
+from pyxdp.net.page_pool_native import _alloc, _put_ring, _recycle
 from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE
 from pyxdp.net.xdp_mem import (
     SHINFO_OFF_FRAGS,
@@ -40,9 +44,9 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
-__all__ = ["BAD_SKB", "HEAD_ROOM", "nr_frags_for", "skb_alloc", "skb_frags_alloc",
-           "skb_pp_cow_data", "skb_write",
-           "skbs_build", "skbs_to_buffs"]
+__all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_copy_bits", "bufs_dma", "nr_frags_for", "pp_buff_alloc",
+           "skb_alloc", "skb_frags_alloc", "skb_pp_cow_data", "skb_write", "skbs_build",
+           "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -174,6 +178,30 @@ def _pool_put(pool, row):  # type: ignore[no-untyped-def]
     _put_ring(psc, ring, free, state, row)
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def pp_buff_alloc(pool, length):  # type: ignore[no-untyped-def]
+    """The pages of an ``xdp_buff`` of ``length`` bytes from the page pool ``pool``
+    (pages, pfn base, then :attr:`~pyxdp.net.page_pool.PagePool.native_arrays`): the
+    head, then one page per frag, each listed in the head's ``skb_shared_info`` as it
+    is taken (``nr_frags`` and the sizes once all are there). Returns (head row,
+    frags taken): head -1 when not even the head was left; fewer frags than
+    :func:`nr_frags_for` when the pool ran dry (the caller gives them back, read
+    from the list)."""
+    pages, pfn_base, psc, cache, ring, free, state = pool
+    head = _alloc(psc, cache, ring, free, state)
+    if head < 0:
+        return head, 0
+    nf = nr_frags_for(length)
+    for j in range(nf):
+        fr = _alloc(psc, cache, ring, free, state)
+        if fr < 0:
+            return head, j
+        _set_frag(pages, head, j, fr + pfn_base, min(PAGE_SIZE, length - HEAD_ROOM - PAGE_SIZE * j))
+    if nf:
+        _set_shinfo(pages, head, nf, length)
+    return head, nf
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def skb_pp_cow_data(pool, sysm, pfn, data, length, frags):  # type: ignore[no-untyped-def]
     """``veth_convert_skb_to_xdp_buff``'s ``skb_pp_cow_data`` of the skb whose head is
@@ -210,21 +238,13 @@ def skb_pp_cow_data(pool, sysm, pfn, data, length, frags):  # type: ignore[no-un
     if shead < 0 or data + shead > SH or nr_frags_for(length) > MAX_SKB_FRAGS:
         return BAD_SKB
     nf = nr_frags_for(length)
-    head = _alloc(psc, cache, ring, free, state)
+    head, got = pp_buff_alloc(pool, length)
+    if head >= 0 and got < nf:  # frags first, then the head, into the pool's ring
+        for i in range(got):
+            _pool_put(pool, _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * i, 8) - pfn_base)
+        _pool_put(pool, head)
+        head = -1
     if head >= 0:
-        for j in range(nf):
-            fr = _alloc(psc, cache, ring, free, state)
-            if fr < 0:
-                for i in range(j):
-                    _pool_put(pool, _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * i, 8) - pfn_base)
-                _pool_put(pool, head)
-                head = -1
-                break
-            _set_frag(pages, head, j, fr + pfn_base,
-                      min(PAGE_SIZE, length - HEAD_ROOM - PAGE_SIZE * j))
-    if head >= 0:
-        if nf:
-            _set_shinfo(pages, head, nf, length)
         saddr = spages.ctypes.data
         stride = spages.strides[0]
         skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, saddr + srow * stride + data,
@@ -255,3 +275,85 @@ def skbs_to_buffs(pool, sysm, pfn, data, length, frags, out):  # type: ignore[no
             return i
         out[i] = row + base if row >= 0 else -1
     return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def bufs_dma(pool, data, lens, direct, out):  # type: ignore[no-untyped-def]
+    """A NIC's DMA of the frames of ``data`` (a row each, ``lens`` bytes long) into
+    ``xdp_buff`` s of its rx queue's page pool ``pool`` (as :func:`skb_pp_cow_data`):
+    the data at ``XDP_PACKET_HEADROOM`` of a head page and, past :data:`HEAD_ROOM`,
+    page frags (:func:`pp_buff_alloc`). Heads' pfns into ``out``; -1 for a frame the
+    pool has too few pages for (those it took given back, head first, as
+    ``page_pool_put_page`` does: ``direct``, the pool's alloc cache - the caller
+    runs its NAPI - else its ring), -2 for one needing more than ``MAX_SKB_FRAGS``
+    frags (nothing taken). The reference is :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`."""
+    pages, pfn_base, psc, cache, ring, free, state = pool
+    width = data.shape[1]
+    addr = data.ctypes.data
+    for i in range(len(lens)):
+        length = lens[i]
+        nf = nr_frags_for(length)
+        if nf > MAX_SKB_FRAGS:
+            out[i] = -2
+            continue
+        head, got = pp_buff_alloc(pool, length)
+        if head < 0:
+            out[i] = -1
+            continue
+        if got < nf:
+            for k in range(got + 1):
+                row = head if k == 0 else _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * (k - 1), 8) \
+                    - pfn_base
+                if direct:
+                    _recycle(psc, cache, ring, free, state, row)
+                else:
+                    _put_ring(psc, ring, free, state, row)
+            out[i] = -1
+            continue
+        skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, addr + i * data.strides[0],
+                  min(length, width))
+        out[i] = head + pfn_base
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done):  # type: ignore[no-untyped-def] # noqa: E501
+    """``skb_copy_bits`` of multi-buffer packets whose frags lie in the same pages as their
+    heads: packet ``i`` (``length[i]`` bytes in all; its head at offset ``data[i]`` of
+    page ``rows[i]``, its ``skb_shared_info`` at offset ``sh[i]`` there) into
+    ``out[out_rows[i]]``, the head's bytes then each frag's; ``done[i]`` set. A packet
+    whose frags or lengths are not all in those pages and that row is left alone."""
+    npages, psize = pages.shape
+    addr = pages.ctypes.data
+    stride = pages.strides[0]
+    oaddr = out.ctypes.data
+    for i in range(len(rows)):
+        row = rows[i]
+        at = sh[i]
+        if at < 0 or at + SHINFO_OFF_FRAGS > psize or length[i] > out.shape[1]:
+            continue
+        nr = pages[row, at + SHINFO_OFF_NR_FRAGS]
+        if at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * nr > psize:
+            continue
+        rest = 0
+        ok = True
+        for j in range(nr):
+            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+            frow = _ld(pages, row, fa, 8) - pfn_base
+            flen = _ld(pages, row, fa + 8, 4)
+            if frow < 0 or frow >= npages or _ld(pages, row, fa + 12, 4) + flen > psize:
+                ok = False
+                break
+            rest += flen
+        head = length[i] - rest
+        if not ok or head < 0 or data[i] < 0 or data[i] + head > psize:
+            continue
+        dst = oaddr + out_rows[i] * out.strides[0]
+        memcpy(dst, addr + row * stride + data[i], head)
+        pos = head
+        for j in range(nr):
+            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+            flen = _ld(pages, row, fa + 8, 4)
+            memcpy(dst + pos, addr + (_ld(pages, row, fa, 8) - pfn_base) * stride
+                   + _ld(pages, row, fa + 12, 4), flen)
+            pos += flen
+        done[i] = 1

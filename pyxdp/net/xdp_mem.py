@@ -109,8 +109,10 @@ __all__ = [
     "xdp_buff_frags",
     "xdp_buff_packet",
     "xdp_buff_set_frags",
+    "xdp_buffs_packets",
     "xdp_buffs_pages",
     "xdp_frags_head_len",
+    "xdp_frags_shinfo",
     "xdp_frames_have_frags",
     "xdp_return_frag_pages",
     "xdp_build_skb_from_frame",
@@ -843,7 +845,9 @@ def xdp_buff_copy_in(mem: PageAllocator | PagePool, alloc: Callable[[int], NDArr
     ``n`` of them) as ``skb_pp_cow_data`` lays it out: the first bytes of a page's
     packet room at ``off`` of the head, the rest in page frags listed in the head's
     ``skb_shared_info`` (``XDP_FLAGS_HAS_FRAGS``). The head's pfn, or None - more
-    than ``MAX_SKB_FRAGS`` frags, or fewer pages than it needs (given back)."""
+    than ``MAX_SKB_FRAGS`` frags, or fewer pages than it needs (given back). One
+    packet at a time: the reference a NIC's DMA in machine code
+    (:func:`pyxdp.net.skbuff_native.bufs_dma`) is tested against."""
     nf = -(-(length - _HEAD_ROOM) // PAGE_SIZE) if length > _HEAD_ROOM else 0
     if nf > MAX_SKB_FRAGS:
         return None
@@ -924,16 +928,102 @@ def xdp_buff_packet(pfn: int, is_frame: bool, data: int, length: int, *,
     return b"".join(out)
 
 
+def xdp_frags_shinfo(pfns: npt.ArrayLike, is_frame: npt.ArrayLike, *,
+                     memmap: MemMap | None = None
+                     ) -> list[tuple[PageMemory, NDArray[np.intp], NDArray[np.int64]]]:
+    """:func:`_shinfos` for callers outside this module (a list)."""
+    mm = memmap if memmap is not None else MEMMAP
+    return list(_shinfos(mm, np.asarray(pfns, _I64).reshape(-1),
+                         np.asarray(is_frame, np.bool_).reshape(-1)))
+
+
+def _shinfos(mm: MemMap, p: NDArray[np.int64], is_frame: NDArray[np.bool_]
+             ) -> Iterator[tuple[PageMemory, NDArray[np.intp], NDArray[np.int64]]]:
+    """For multi-buffer packets with heads at pfns ``p``: per region, (its memory, the
+    packets' positions, their ``skb_shared_info`` byte offsets in ``mem.buf``) - at the
+    end of the frame for an ``xdp_frame`` (``frame_sz`` from its header), of the page
+    for a pool page's ``xdp_buff`` (as :func:`xdp_buff_frags`)."""
+    for mem, pos, rows in mm.split(p):
+        sh = rows * mem.page_size + (mem.page_size - SKB_SHARED_INFO_SIZE)
+        fr = is_frame[pos]
+        if fr.any():
+            r = rows[fr]
+            w = mem.words
+            sh[fr] = (mem.qwords[r, XDP_FRAME_OFF_DATA // 8] - mem.addr_base
+                      - w[r, XDP_FRAME_OFF_HEADROOM // 4].astype(_I64) - XDP_FRAME_SIZE
+                      + w[r, XDP_FRAME_OFF_FRAME_SZ // 4].astype(_I64) - SKB_SHARED_INFO_SIZE)
+        yield mem, pos, sh
+
+
+def _u32_at(mem: PageMemory, off: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Little-endian u32s at byte offsets ``off`` of ``mem.buf``."""
+    b = mem.buf[off[:, None] + np.arange(4)].astype(_I64)
+    out: NDArray[np.int64] = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+    return out
+
+
 def xdp_frags_head_len(pfns: NDArray[np.int64], length: NDArray[np.int64],
                        is_frame: NDArray[np.bool_], *, memmap: MemMap | None = None
                        ) -> NDArray[np.int64]:
     """The linear part of multi-buffer packets ``length`` bytes long in all
     (``xdp_get_buff_len`` minus ``xdp_frags_size``)."""
+    mm = memmap if memmap is not None else MEMMAP
+    p = np.asarray(pfns, _I64).reshape(-1)
     out = np.asarray(length, _I64).copy()
-    for i, (pfn, fr) in enumerate(zip(pfns.tolist(), is_frame.tolist(), strict=True)):
-        mem, sh, _ = xdp_buff_frags(int(pfn), bool(fr), memmap=memmap)
-        out[i] -= int.from_bytes(mem.raw[sh + SHINFO_OFF_XDP_FRAGS_SIZE:][:4], "little")
+    for mem, pos, sh in _shinfos(mm, p, np.asarray(is_frame, np.bool_).reshape(-1)):
+        out[pos] -= _u32_at(mem, sh + SHINFO_OFF_XDP_FRAGS_SIZE)
     return out
+
+
+def xdp_buffs_packets(pfns: npt.ArrayLike, is_frame: npt.ArrayLike, data: npt.ArrayLike,
+                      length: npt.ArrayLike, out: NDArray[np.uint8], *,
+                      memmap: MemMap | None = None) -> None:
+    """Batch :func:`xdp_buff_packet`: multi-buffer packet ``i`` (``length[i]`` bytes in
+    all, its head at page offset ``data[i]``) into ``out[i, :length[i]]``, the head's
+    bytes then each frag's (``skb_copy_bits``); ``out`` is at least as wide as the
+    longest. At most ``MAX_SKB_FRAGS`` vector rounds, none per packet."""
+    mm = memmap if memmap is not None else MEMMAP
+    p = np.asarray(pfns, _I64).reshape(-1)
+    d = _vec(data, p.size, "data")
+    ln = _vec(length, p.size, "length")
+    fr = np.asarray(is_frame, np.bool_).reshape(-1)
+    for mem, pos, sh in _shinfos(mm, p, fr):
+        nr = mem.buf[sh + SHINFO_OFF_NR_FRAGS].astype(_I64)
+        width = int(nr.max()) if nr.size else 0
+        idx = (sh[:, None, None] + SHINFO_OFF_FRAGS
+               + SKB_FRAG_SIZE * np.arange(width)[:, None] + np.arange(SKB_FRAG_SIZE))
+        tab = np.ascontiguousarray(mem.buf[idx]).view(SKB_FRAG_DTYPE)[..., 0]
+        have = np.arange(width) < nr[:, None]
+        flen = np.where(have, tab["len"].astype(_I64), 0)
+        at = ln[pos] - flen.sum(axis=1)  # the head's length: where the first frag goes
+        rows = mem.local(p[pos])
+        _gather_into(mem, rows, d[pos], at, out, pos, np.zeros(pos.size, _I64))
+        for j in range(width):  # frag j of every packet that has one
+            k = np.flatnonzero(have[:, j])
+            fp = tab["netmem"][k, j].astype(_I64)
+            fl = flen[k, j]
+            for fmem, fpos, frows in mm.split(fp):
+                kk = k[fpos]
+                _gather_into(fmem, frows, tab["offset"][kk, j].astype(_I64), fl[fpos], out,
+                             pos[kk], at[kk])
+            at[k] += fl
+
+
+def _gather_into(mem: PageMemory, rows: NDArray[np.int64], off: NDArray[np.int64],
+                 n: NDArray[np.int64], out: NDArray[np.uint8], dst_rows: NDArray[np.intp],
+                 dst_col: NDArray[np.int64]) -> None:
+    """``n[i]`` bytes at ``off[i]`` of page ``rows[i]`` of ``mem`` into
+    ``out[dst_rows[i], dst_col[i]:]``: one gather and one scatter for all."""
+    if not rows.size:
+        return
+    m = int(n.max())
+    if m <= 0:
+        return
+    cols = np.arange(m)
+    keep = cols[None, :] < n[:, None]
+    src = rows[:, None] * mem.page_size + off[:, None] + cols
+    r = np.broadcast_to(dst_rows[:, None], keep.shape)[keep]
+    out[r, (dst_col[:, None] + cols)[keep]] = mem.buf[src[keep]]
 
 
 def xdp_frames_have_frags(pfns: npt.ArrayLike, *, memmap: MemMap | None = None
@@ -947,13 +1037,18 @@ def xdp_frames_have_frags(pfns: npt.ArrayLike, *, memmap: MemMap | None = None
     return out
 
 
-def xdp_return_frag_pages(pfns: Sequence[int], *, memmap: MemMap | None = None) -> None:
+def xdp_return_frag_pages(pfns: Sequence[int] | NDArray[np.int64], *,
+                          memmap: MemMap | None = None) -> None:
     """Frags ``bpf_xdp_adjust_tail`` released (``__xdp_return``, never direct): each
-    page back to its pool or allocator."""
+    page back to its pool or allocator, in order (one vector call per region)."""
     mm = memmap if memmap is not None else MEMMAP
-    for pfn in pfns:
-        mem = mm.find(pfn)
-        _xdp_return1(mm, pfn, _PP if isinstance(mem, PagePool) else _ORDER0, False)
+    p = np.asarray(pfns, dtype=_I64).reshape(-1)
+    if not p.size:
+        return
+    mtypes = np.empty(p.size, _I64)
+    for mem, pos, _ in mm.split(p):
+        mtypes[pos] = _PP if isinstance(mem, PagePool) else _ORDER0
+    _xdp_return(mm, p, mtypes, False)
 
 
 def xdp_buffs_pages(pfns: npt.ArrayLike, flags: npt.ArrayLike, *,

@@ -126,6 +126,7 @@ class XskHost(Protocol):
     def poll(self, budget: int = ...) -> int: ...
     def drop_frames(self, frames: Frames, rq: Any, *, direct: bool,
                     frames_direct: bool | None = ...) -> None: ...
+    def frames_to_skbs(self, frames: Frames, ifindex: int) -> Any: ...  # an SkbBatch
 
 
 class XskNetDevice(Protocol):
