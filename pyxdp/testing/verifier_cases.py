@@ -2647,6 +2647,32 @@ r6 = 1
 r8 <<= 1
 r8 += r6
 """ * 24 + "r0 = r8\nr0 &= 3\nexit", None),
+    # get_constant_map_key: a key of zero bytes (fp-4) is known without a precision mark;
+    # the scalar spilled beside it in the same slot (fp-8) stays imprecise, so the third
+    # path (fp-8 in [4, 7]) is pruned at the join against the first ([0, 1]); Linux walks
+    # 24 insns
+    _c("prec_zero_key_beside_spill", """*(u32 *)(r10 -4) = 0
+call 7
+r0 &= 7
+*(u32 *)(r10 -8) = r0
+if r0 > 3 goto +10
+if r0 > 1 goto +9
+r6 = 1
+r6 += 1
+r6 += 1
+r6 += 1
+r6 += 1
+r6 += 1
+r6 += 1
+r6 += 1
+r6 = 0
+r2 = r10
+r2 += -4
+r1 = MAP(arr)
+call 1
+if r0 == 0 goto +1
+r0 = 2
+exit""", None, processed=24),
     # -- which states a prune point sees and compares (the walks pinned are Linux's)
     # func_states_equal: a caller's registers are compared where live at its call; r7 (a
     # stack pointer on one path into sub, a scalar on the other) is dead there, so the

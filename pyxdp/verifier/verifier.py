@@ -6105,11 +6105,10 @@ class _Verifier:
                 raise Refuse(f"invalid map_ptr to access map->{what}")
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
             if arg == Arg.MAP_KEY:
-                meta.const_key = self._const_key(st, reg, size)
-                if meta.const_key is not None:
-                    spi = (-(reg.off + _s64(reg.tv)) - 1) // 8
-                    if st.frames[reg.frame].slot(spi)[1] is not None:  # a spilled constant
-                        self._mark_precise(st, slots=[(reg.frame, spi)])
+                key = self._const_key(st, reg, size)
+                meta.const_key = None if key is None else key[0]
+                if key is not None and key[1] is not None:  # a spilled constant, not zeros
+                    self._mark_precise(st, slots=[(reg.frame, key[1])])
             self._helper_mem(st, n, reg, size, write=arg == Arg.UNINIT_MAP_VALUE)
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
@@ -6378,8 +6377,9 @@ class _Verifier:
         self._push(q, pc + 1, stack)
 
     @staticmethod
-    def _const_key(st: State, reg: Reg, size: int) -> int | None:
-        """get_constant_map_key: a key the stack holds as zeros or as a known spill."""
+    def _const_key(st: State, reg: Reg, size: int) -> tuple[int, int | None] | None:
+        """get_constant_map_key: a key the stack holds as zeros or as a known spill, with
+        the spill's slot (which the key's value then needs precise; zeros need nothing)."""
         if reg.t != STACK or not reg.const:
             return None
         a = reg.off + _s64(reg.tv)
@@ -6392,7 +6392,7 @@ class _Verifier:
         while k + zeros < 8 and types[k + zeros] == S_ZERO:
             zeros += 1
         if zeros >= size:
-            return 0
+            return 0, None
         if spill is None or spill.t != SCALAR or S_SPILL not in types:
             return None
         spilled = 0
@@ -6400,7 +6400,7 @@ class _Verifier:
             spilled += 1
         if spilled != size or not spill.const:
             return None
-        return spill.tv
+        return spill.tv, spi
 
     @staticmethod
     def _arg_types(arg: Arg) -> tuple[tuple[int, ...], str | None]:
