@@ -29,7 +29,6 @@ it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
 from __future__ import annotations
 
 from pyxdp.net.atomic import memcpy
-from pyxdp.net.frames import NET_SKB_PAD
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
@@ -155,10 +154,13 @@ def skb_alloc(sysm, length):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def skbs_build(sysm, data, lens, out):  # type: ignore[no-untyped-def]
+def skbs_build(sysm, data, lens, off, out):  # type: ignore[no-untyped-def]
     """Skbs for the packets of ``data`` (a row each, ``lens`` bytes long) in pages of
-    the system allocator, each at ``NET_SKB_PAD`` of its head (:func:`skb_alloc`):
-    their heads' pfns into ``out``, -1 for those that got no pages."""
+    the system allocator, each at byte ``off`` of its head (:func:`skb_alloc`):
+    their heads' pfns into ``out``, -1 for those that got no pages. ``off`` is
+    ``NET_SKB_PAD`` for an skb a device sends, ``XDP_PACKET_HEADROOM`` for
+    generic XDP's ``skb_cow_data_for_xdp`` copy (the head's :data:`HEAD_ROOM`
+    bytes and its frags are the same either way)."""
     spages = sysm[0]
     spfn = sysm[7]
     width = data.shape[1]
@@ -167,7 +169,7 @@ def skbs_build(sysm, data, lens, out):  # type: ignore[no-untyped-def]
         if row < 0:
             out[i] = -1
             continue
-        skb_write(spages, spfn, row, NET_SKB_PAD, 0, data.ctypes.data + i * data.strides[0],
+        skb_write(spages, spfn, row, off, 0, data.ctypes.data + i * data.strides[0],
                   min(lens[i], width))
         out[i] = row + spfn
 
