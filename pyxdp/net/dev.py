@@ -112,7 +112,9 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
     """Skbs each copied into a page of the system allocator at ``XDP_PACKET_HEADROOM``
     (``pskb_expand_head``; past a page's packet room ``skb_cow_data_for_xdp``'s head
     of :data:`MAX_LINEAR` bytes and page frags, built in machine code by
-    :func:`pyxdp.net.skbuff_native.skbs_build`), the program over them as one batch,
+    :func:`pyxdp.net.skbuff_native.skbs_build`), the head's headroom and tailroom
+    zeroed (the kernel's are uninitialised: the model keeps what a program can grow
+    into deterministic, as linearised skbs'), the program over them as one batch,
     the pages freed after (frags ``adjust_tail`` released went back in the run).
     ``every_fault``: each fault reported, not only the batch's first."""
     from pyxdp.net.prog import run_xdp
@@ -133,6 +135,7 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
                 dev.stats.rx_dropped += int((~ok).sum())
                 batch, pages, multi = _select(batch, ok), pages[ok], multi[ok]
                 n = len(pages)
+            sysmem.pages[sysmem.local(pages), :XDP_PACKET_HEADROOM] = 0
             frames = Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64),
                             batch.length.copy(), np.zeros(n, np.int64),
                             np.where(multi, KIND_FRAGS, KIND_BUFF).astype(np.int64))
@@ -142,11 +145,12 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
                 dev.stats.rx_dropped += n - len(pages)
                 n = len(pages)
                 batch = _select(batch, np.arange(n))
-            rows = sysmem.local(pages)
-            width = min(batch.data.shape[1],
-                        sysmem.page_size - XDP_PACKET_HEADROOM - SKB_TAILROOM)
-            sysmem.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
-                batch.data[:n, :width]
+            room = sysmem.page_size - SKB_TAILROOM
+            width = min(batch.data.shape[1], room - XDP_PACKET_HEADROOM)
+            buf = np.zeros((n, room), np.uint8)
+            buf[:, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = np.where(
+                np.arange(width)[None, :] < batch.length[:, None], batch.data[:, :width], 0)
+            sysmem.pages[sysmem.local(pages), :room] = buf
             frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
         # rx_queue_index: the queue the skb was recorded on (netif_get_rxqueue).
         queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
