@@ -69,7 +69,6 @@ _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEV
 log = logging.getLogger(__name__)
 
 INT_MAX = 0x7FFF_FFFF
-SKB_TAILROOM = 320  # skb_shared_info at the end of the linear buffer
 # A page's packet room: what skb_cow_data_for_xdp puts in the head (SKB_WITH_OVERHEAD).
 MAX_LINEAR = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE
 
@@ -117,41 +116,26 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
     into deterministic, as linearised skbs'), the program over them as one batch,
     the pages freed after (frags ``adjust_tail`` released went back in the run).
     ``every_fault``: each fault reported, not only the batch's first."""
+    from pyxdp.net.napi import _system_args
     from pyxdp.net.prog import run_xdp
+    from pyxdp.net.skbuff_native import skb_heads_clear, skbs_build
     host = dev.host
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
-        multi = batch.length > MAX_LINEAR
-        if multi.any():
-            from pyxdp.net.napi import _system_args
-            from pyxdp.net.skbuff_native import skbs_build
-            pages = np.empty(n, np.int64)
-            skbs_build(_system_args(host), np.ascontiguousarray(batch.data, np.uint8),
-                       np.ascontiguousarray(batch.length, np.int64), XDP_PACKET_HEADROOM,
-                       pages)
-            ok = pages >= 0
-            if not ok.all():  # no memory for the copy: those skbs are dropped
-                dev.stats.rx_dropped += int((~ok).sum())
-                batch, pages, multi = _select(batch, ok), pages[ok], multi[ok]
-                n = len(pages)
-            sysmem.pages[sysmem.local(pages), :XDP_PACKET_HEADROOM] = 0
-            frames = Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64),
-                            batch.length.copy(), np.zeros(n, np.int64),
-                            np.where(multi, KIND_FRAGS, KIND_BUFF).astype(np.int64))
-        else:
-            pages = sysmem.alloc_pages_bulk(n)
-            if len(pages) < n:  # no memory for the expanded head: the skbs are dropped
-                dev.stats.rx_dropped += n - len(pages)
-                n = len(pages)
-                batch = _select(batch, np.arange(n))
-            room = sysmem.page_size - SKB_TAILROOM
-            width = min(batch.data.shape[1], room - XDP_PACKET_HEADROOM)
-            buf = np.zeros((n, room), np.uint8)
-            buf[:, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = np.where(
-                np.arange(width)[None, :] < batch.length[:, None], batch.data[:, :width], 0)
-            sysmem.pages[sysmem.local(pages), :room] = buf
-            frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
+        lens = np.ascontiguousarray(batch.length, np.int64)
+        pages = np.empty(n, np.int64)
+        skbs_build(_system_args(host), np.ascontiguousarray(batch.data, np.uint8), lens,
+                   XDP_PACKET_HEADROOM, pages)
+        ok = pages >= 0
+        if not ok.all():  # no memory for the copy: those skbs are dropped
+            dev.stats.rx_dropped += int((~ok).sum())
+            batch, pages, lens = _select(batch, ok), pages[ok], lens[ok]
+            n = len(pages)
+        skb_heads_clear(sysmem.pages, sysmem.local(pages), XDP_PACKET_HEADROOM, lens)
+        frames = Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64), lens.copy(),
+                        np.zeros(n, np.int64),
+                        np.where(lens > MAX_LINEAR, KIND_FRAGS, KIND_BUFF).astype(np.int64))
         # rx_queue_index: the queue the skb was recorded on (netif_get_rxqueue).
         queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
         v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=queue,
@@ -217,12 +201,13 @@ def _generic_linear(dev: NetDevice, prog: XdpProg, batch: SkbBatch, frame_sz: in
     ``(N, frame_sz)`` array, the packet at ``XDP_PACKET_HEADROOM``, the program
     over them as one batch (``run_batch``), the skbs copied out as it left them."""
     from pyxdp.net.prog import report_faults
+    from pyxdp.net.skbuff_native import rows_copy
     n = len(batch)
-    ln = batch.length
-    w = min(batch.data.shape[1], frame_sz - XDP_PACKET_HEADROOM)
+    ln = np.ascontiguousarray(batch.length, np.int64)
     frames = np.zeros((n, frame_sz), np.uint8)
-    frames[:, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + w] = np.where(
-        np.arange(w)[None, :] < ln[:, None], batch.data[:, :w], 0)
+    zero = np.zeros(n, np.int64)
+    rows_copy(np.ascontiguousarray(batch.data, np.uint8), zero, frames,
+              np.full(n, XDP_PACKET_HEADROOM, np.int64), ln)
     queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
     with dev.host.lock:
         res = prog.run_batch(frames, XDP_PACKET_HEADROOM, ln, None, queue, dev.ifindex,
@@ -233,10 +218,8 @@ def _generic_linear(dev: NetDevice, prog: XdpProg, batch: SkbBatch, frame_sz: in
     off = res.data_off.astype(np.int64)
     length = res.data_len.astype(np.int64)
     meta = res.meta_len.astype(np.int64)
-    width = max(int(length.max()), 1)
-    cols = np.minimum(off[:, None] + np.arange(width)[None, :], frame_sz - 1)
-    data = np.where(np.arange(width)[None, :] < length[:, None],
-                    frames[np.arange(n)[:, None], cols], 0).astype(np.uint8)
+    data = np.zeros((n, max(int(length.max()), 1)), np.uint8)
+    rows_copy(frames, off, data, zero, length)
     metas = [b""] * n
     for i in np.flatnonzero(meta).tolist():  # only frames the program gave metadata
         metas[i] = frames[i, off[i] - meta[i]:off[i]].tobytes()

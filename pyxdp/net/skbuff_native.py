@@ -44,8 +44,8 @@ from pyxdp.net.xdp_mem import (
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
 __all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_copy_bits", "bufs_dma", "nr_frags_for", "pp_buff_alloc",
-           "skb_alloc", "skb_frags_alloc", "skb_pp_cow_data", "skb_write", "skbs_build",
-           "skbs_to_buffs"]
+           "rows_copy", "skb_alloc", "skb_frags_alloc", "skb_heads_clear", "skb_pp_cow_data",
+           "skb_write", "skbs_build", "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -172,6 +172,19 @@ def skbs_build(sysm, data, lens, off, out):  # type: ignore[no-untyped-def]
         skb_write(spages, spfn, row, off, 0, data.ctypes.data + i * data.strides[0],
                   min(lens[i], width))
         out[i] = row + spfn
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skb_heads_clear(pages, rows, off, lens):  # type: ignore[no-untyped-def]
+    """The room around each skb's bytes in its head page (row ``rows[i]``, the data at
+    ``off``, ``lens[i]`` bytes long, :data:`HEAD_ROOM` of them in the head) zeroed:
+    the headroom and the tailroom up to ``skb_shared_info``."""
+    for i in range(len(rows)):
+        r = rows[i]
+        for j in range(off):
+            pages[r, j] = 0
+        for j in range(off + min(lens[i], HEAD_ROOM), SH):
+            pages[r, j] = 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -359,3 +372,19 @@ def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done)
                    + _ld(pages, row, fa + 12, 4), flen)
             pos += flen
         done[i] = 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rows_copy(src, soff, dst, doff, lens):  # type: ignore[no-untyped-def]
+    """Linear skbs copied row to row (``skb_copy_bits`` of a linear buffer; generic XDP's
+    linearised skbs in and out of their frames): ``lens[i]`` bytes from byte
+    ``soff[i]`` of row i of ``src`` to byte ``doff[i]`` of row i of ``dst`` (2-D
+    uint8 arrays), cut to what both rows hold."""
+    sa = src.ctypes.data
+    da = dst.ctypes.data
+    for i in range(len(lens)):
+        so = soff[i]
+        do = doff[i]
+        n = min(lens[i], src.shape[1] - so, dst.shape[1] - do)
+        if so >= 0 and do >= 0 and n > 0:
+            memcpy(da + i * dst.strides[0] + do, sa + i * src.strides[0] + so, n)
