@@ -116,7 +116,6 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
     into deterministic, as linearised skbs'), the program over them as one batch,
     the pages freed after (frags ``adjust_tail`` released went back in the run).
     ``every_fault``: each fault reported, not only the batch's first."""
-    from pyxdp.net.napi import _system_args
     from pyxdp.net.prog import run_xdp
     from pyxdp.net.skbuff_native import skb_heads_clear, skbs_build
     host = dev.host
@@ -125,7 +124,7 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
         n = len(batch)
         lens = np.ascontiguousarray(batch.length, np.int64)
         pages = np.empty(n, np.int64)
-        skbs_build(_system_args(host), np.ascontiguousarray(batch.data, np.uint8), lens,
+        skbs_build(sysmem.native_args, np.ascontiguousarray(batch.data, np.uint8), lens,
                    XDP_PACKET_HEADROOM, pages)
         ok = pages >= 0
         if not ok.all():  # no memory for the copy: those skbs are dropped
