@@ -21,7 +21,11 @@ loop and :func:`pyxdp.net.napi._skbs_to_buffs` (the Python poll's) both call
 :func:`skb_pp_cow_data`. A NIC's DMA of a frame past a page's packet room builds
 the same ``xdp_buff`` in its queue's pool (:func:`bufs_dma`, through the same
 :func:`pp_buff_alloc`), and an skb made from a multi-buffer buffer or frame reads
-it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
+it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). Generic XDP's copies
+of the skbs it runs on are :func:`skbs_build` 's too, at ``XDP_PACKET_HEADROOM``
+(``skb_cow_data_for_xdp``; the room around them zeroed, :func:`skb_heads_clear`),
+and its linearised skbs go into and out of their frames through
+:func:`rows_copy`. A multi-buffer
 ``xdp_buff`` is never run here: the frags program runs on the reference path
 (:func:`pyxdp.net.prog.run_xdp`).
 """
