@@ -4,6 +4,11 @@ pool per frame), alone (``dma``: lists of 64 received, then freed as a DROP free
 them) and through an ``xdp.frags`` program returning each verdict (``drop``,
 ``pass`` to the stack, ``tx``, ``redirect`` with ``bpf_redirect`` to a second
 9000-MTU NIC whose transmit is a sink), the NIC's generator making the frames.
+The ``generic_*`` cases are generic (skb-mode) XDP on such skbs: lists of 64 given
+to ``netif_receive_skb_list`` of a device whose program (``XDP_DROP``, or
+``XDP_PASS`` for ``*_pass``) is frags-aware (``generic_frags``: each skb copied
+into a head page and page frags, ``skb_cow_data_for_xdp``) or not
+(``generic_linear``: each skb linearised into a ``kmalloc``-sized buffer).
 
 Printed: thousands of frames per second, median of ``--runs`` runs after a warm-up.
 
@@ -69,13 +74,36 @@ def kfps_verdict(verdict: str, frames: int, size: int) -> float:
         return nic.stats.xdp_packets / dt / 1e3
 
 
+def kfps_generic(case: str, frames: int, size: int) -> float:
+    """``frames`` skbs of ``size`` bytes through generic XDP in lists of 64; thousands
+    of skbs the program saw per second."""
+    from pyxdp.net.dev import netif_receive_skb_list
+    text = VERDICTS["pass" if case.endswith("_pass") else "drop"]
+    spec = _frags_prog(text) if case.startswith("generic_frags") else asm_collection(text)
+    with Host(tracer=Tracer(), engine="jit") as h:
+        nic = h.add_device("eth0", mtu=9000)
+        nic.attach_xdp(h.load(spec).programs["t"], mode="generic")
+        batch = SkbBatch.from_packets([pk.udp_packet(b"mb", sport=1000 + i, size=size)
+                                       for i in range(64)], nic.ifindex)
+        rounds = frames // 64
+        t = time.perf_counter()
+        for _ in range(rounds):
+            netif_receive_skb_list(nic, batch)
+        dt = time.perf_counter() - t
+        return nic.stats.xdp_packets / dt / 1e3
+
+
+GENERIC = ("generic_frags", "generic_linear", "generic_frags_pass", "generic_linear_pass")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=64_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--size", type=int, default=9000)
     ap.add_argument("--cases", default="dma,drop,pass,tx,redirect",
-                    help="comma-separated: dma, drop, pass, tx, redirect")
+                    help="comma-separated: dma, drop, pass, tx, redirect, "
+                    + ", ".join(GENERIC))
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs; {args.frames} {args.size}-byte frames per run; "
           f"median of {args.runs}")
@@ -83,6 +111,9 @@ def main() -> None:
         if case == "dma":
             def f(n: int) -> float:
                 return kfps_dma(n, args.size)
+        elif case in GENERIC:
+            def f(n: int, c: str = case) -> float:
+                return kfps_generic(c, n, args.size)
         elif case in VERDICTS:
             def f(n: int, v: str = case) -> float:
                 return kfps_verdict(v, n, args.size)

@@ -23,11 +23,14 @@ Skbs reach this path from the stack's transmit side (a veth peer) and from
 NAPI polls without a native program (a NIC, a veth with GRO).
 
 Programs run on the batch of skbs the device received in one call (one
-``run_batch``); everything after runs per verdict group with numpy. An skb
-longer than a page's packet room (3520 bytes) is prepared as
+``run_batch``); everything after runs per verdict group with numpy. Skbs
+longer than a page's packet room (3520 bytes) are prepared as
 ``netif_skb_check_for_xdp`` does - ``skb_cow_data_for_xdp``'s head and frags
-for a frags-aware program, the skb linearised for any other - and runs on
-its own (:func:`_generic_large`).
+(built in machine code) for a frags-aware program, the skb linearised for any
+other - and run in batches too: each run of them in arrival order prepared
+alike (frags, or linearised to one ``frame_sz``) is one ``run_batch``
+(:func:`_generic_large`). The interpreter's batch, one ``XdpBuff`` per skb, is
+the reference the JIT's is tested against.
 Simplified: a cpumap entry receives the skb as an order-0 ``xdp_frame`` (the
 kernel queues the skb itself and runs the entry program in skb mode).
 """
@@ -36,22 +39,21 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.net.filter import BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS
-from pyxdp.net.frames import KIND_FRAME, Frames
+from pyxdp.net.frames import KIND_BUFF, KIND_FRAGS, KIND_FRAME, Frames
 from pyxdp.net.stack import SkbBatch
 from pyxdp.net.xdp import (
     MAX_SKB_FRAGS,
     PAGE_SIZE,
     SKB_SHARED_INFO_SIZE,
     XDP_PACKET_HEADROOM,
-    RxQueue,
-    XdpBuff,
 )
 from pyxdp.net.xdp_mem import MEM_TYPE_PAGE_ORDER0, xdp_convert_buff_to_frame
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
@@ -67,7 +69,6 @@ _DEVMAPS = (int(BpfMapType.BPF_MAP_TYPE_DEVMAP), int(BpfMapType.BPF_MAP_TYPE_DEV
 log = logging.getLogger(__name__)
 
 INT_MAX = 0x7FFF_FFFF
-SKB_TAILROOM = 320  # skb_shared_info at the end of the linear buffer
 # A page's packet room: what skb_cow_data_for_xdp puts in the head (SKB_WITH_OVERHEAD).
 MAX_LINEAR = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE
 
@@ -90,44 +91,65 @@ def netif_receive_skb_list(dev: NetDevice, batch: SkbBatch, *, counted: bool = F
     if not big.any():
         _generic_pages(dev, prog, batch)
         return
-    # Skbs above a page's room one by one, the others as batches, in arrival order.
-    edges = np.flatnonzero(np.diff(big.astype(np.int8))) + 1
-    for seg in np.split(np.arange(len(batch)), edges):
+    # Runs of skbs above a page's room and runs of the others, in arrival order.
+    for seg in _runs(big.astype(np.int64)):
         part = _select(batch, seg)
         if big[seg[0]]:
-            for i in range(len(part)):
-                _generic_large(dev, prog, _select(part, np.array([i])))
+            _generic_large(dev, prog, part)
         else:
             _generic_pages(dev, prog, part)
 
 
-def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch) -> None:
-    """Skbs that fit a page's packet room: each into a page of its own at
-    ``XDP_PACKET_HEADROOM`` (``pskb_expand_head``), the program over them as one batch."""
+def _runs(key: npt.NDArray[np.int64]) -> list[npt.NDArray[np.intp]]:
+    """Index runs of equal consecutive ``key``: batches that keep arrival order."""
+    edges = np.flatnonzero(np.diff(key)) + 1
+    return np.split(np.arange(len(key)), edges)
+
+
+def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
+                   every_fault: bool = False) -> None:
+    """Skbs each copied into a page of the system allocator at ``XDP_PACKET_HEADROOM``
+    (``pskb_expand_head``; past a page's packet room ``skb_cow_data_for_xdp``'s head
+    of :data:`MAX_LINEAR` bytes and page frags, built in machine code by
+    :func:`pyxdp.net.skbuff_native.skbs_build`), the head's headroom and tailroom
+    zeroed (the kernel's are uninitialised: the model keeps what a program can grow
+    into deterministic, as linearised skbs'), the program over them as one batch,
+    the pages freed after (frags ``adjust_tail`` released went back in the run).
+    ``every_fault``: each fault reported, not only the batch's first."""
     from pyxdp.net.prog import run_xdp
+    from pyxdp.net.skbuff_native import skb_heads_clear, skbs_build
     host = dev.host
     sysmem = host.memmap.system
     with host.lock:
         n = len(batch)
-        pages = sysmem.alloc_pages_bulk(n)
-        if len(pages) < n:  # no memory for the expanded head: the skbs are dropped
-            dev.stats.rx_dropped += n - len(pages)
+        lens = np.ascontiguousarray(batch.length, np.int64)
+        pages = np.empty(n, np.int64)
+        skbs_build(sysmem.native_args, np.ascontiguousarray(batch.data, np.uint8), lens,
+                   XDP_PACKET_HEADROOM, pages)
+        ok = pages >= 0
+        if not ok.all():  # no memory for the copy: those skbs are dropped
+            dev.stats.rx_dropped += int((~ok).sum())
+            batch, pages, lens = _select(batch, ok), pages[ok], lens[ok]
             n = len(pages)
-        rows = sysmem.local(pages)
-        width = min(batch.data.shape[1], sysmem.page_size - XDP_PACKET_HEADROOM - SKB_TAILROOM)
-        sysmem.pages[rows, XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + width] = \
-            batch.data[:n, :width]
-        frames = Frames.make(pages, XDP_PACKET_HEADROOM, batch.length[:n])
+        skb_heads_clear(sysmem.pages, sysmem.local(pages), XDP_PACKET_HEADROOM, lens)
+        frames = Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64), lens.copy(),
+                        np.zeros(n, np.int64),
+                        np.where(lens > MAX_LINEAR, KIND_FRAGS, KIND_BUFF).astype(np.int64))
         # rx_queue_index: the queue the skb was recorded on (netif_get_rxqueue).
-        queue = np.clip(batch.queue[:n], 0, len(dev.rx) - 1)
+        queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
         v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=queue,
                     ctx=dev.rx[int(queue[0]) if n else 0].ctx, faults=dev.faults,
-                    where=f"{dev.name} generic")
+                    where=f"{dev.name} generic", every_fault=every_fault)
         act = v.action
         _exceptions(dev, prog, act)
         out = host.frames_to_skbs(frames, dev.ifindex)
-        out.queue[:] = batch.queue[:n]
-        sysmem.put_pages(pages)  # the skb heads: freed (or, below, copied on)
+        out.queue[:] = batch.queue
+        # The skb copies freed (or, below, copied on): each one's frags, then its head.
+        left = frames.has_frags
+        if left.any():
+            from pyxdp.net.xdp_mem import xdp_buffs_pages
+            pages = xdp_buffs_pages(frames.pfn, left.astype(np.int64), memmap=host.memmap)
+        sysmem.put_pages(pages)
     generic_xdp_act(dev, prog, out, act, v.map_id, v.map_type, v.index, v.flags)
 
 
@@ -146,60 +168,63 @@ def _exceptions(dev: NetDevice, prog: XdpProg, act: np.ndarray) -> None:
     dev.host.tracer.xdp_exception.fire_actions(act, prog_id=prog.id, ifindex=dev.ifindex)
 
 
-def _generic_large(dev: NetDevice, prog: XdpProg, skb: SkbBatch) -> None:
-    """One skb above a page's packet room, as ``netif_skb_check_for_xdp`` prepares it.
+def _generic_large(dev: NetDevice, prog: XdpProg, batch: SkbBatch) -> None:
+    """Skbs above a page's packet room, as ``netif_skb_check_for_xdp`` prepares them.
 
     A frags-aware program gets ``skb_cow_data_for_xdp``'s copy: a head of 3520
     bytes at ``XDP_PACKET_HEADROOM`` in a page and frags of up to a page each (at
     most ``MAX_SKB_FRAGS``; the rx queue has no ``frag_size``, so the tail of the
-    frags cannot grow). Any other program - and a frags-aware one when the skb
-    needs more frags - gets the skb linearised (``pskb_expand_head`` with
-    ``XDP_PACKET_HEADROOM`` and 128 more bytes of tailroom, then
-    ``skb_linearize``): the whole packet in one buffer, whose tailroom is what
-    ``kmalloc`` rounds the allocation up to. The program runs on an
-    :class:`~pyxdp.net.xdp.XdpBuff` (the reference path, as frags frames of a
-    NAPI poll); then its verdict as for every generic skb."""
-    from pyxdp.errors import ProgramFault
-    from pyxdp.net.prog import MAX_FAULT_REPORTS
-    ln = int(skb.length[0])
-    pkt = skb.data[0, :ln].tobytes()
-    queue = min(max(int(skb.queue[0]), 0), len(dev.rx) - 1)
-    ctx = dev.rx[queue].ctx
-    frags_ok = bool(prog.spec.flags & BPF_F_XDP_HAS_FRAGS) and \
-        ln <= MAX_LINEAR + MAX_SKB_FRAGS * PAGE_SIZE
-    if frags_ok:
-        frame = bytearray(PAGE_SIZE)
-        frame[XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + MAX_LINEAR] = pkt[:MAX_LINEAR]
-        frags = [bytearray(pkt[o:o + PAGE_SIZE]) for o in range(MAX_LINEAR, ln, PAGE_SIZE)]
-        xdp = XdpBuff(frame, XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + MAX_LINEAR,
-                      XDP_PACKET_HEADROOM, PAGE_SIZE, RxQueue(dev.ifindex, queue, 0),
-                      frags=frags)
-    else:
-        frame_sz = linear_frame_size(ln)
-        frame = bytearray(frame_sz)
-        frame[XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = pkt
-        xdp = XdpBuff(frame, XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + ln,
-                      XDP_PACKET_HEADROOM, frame_sz, RxQueue(dev.ifindex, queue, 0))
-    ctx.tail_call_cnt = 0
+    frags cannot grow) - :func:`_generic_pages`. Any other program - and a
+    frags-aware one when the skb needs more frags - gets the skb linearised
+    (``pskb_expand_head`` with ``XDP_PACKET_HEADROOM`` and 128 more bytes of
+    tailroom, then ``skb_linearize``): the whole packet in one buffer, whose
+    tailroom is what ``kmalloc`` rounds the allocation up to
+    (:func:`_generic_linear`). Each run of consecutive skbs prepared alike (the
+    same ``frame_sz``) is one batch, so the program runs in arrival order; every
+    fault is reported, as for single runs."""
+    ln = batch.length
+    frags_ok = ln <= MAX_LINEAR + MAX_SKB_FRAGS * PAGE_SIZE
+    if not prog.spec.flags & BPF_F_XDP_HAS_FRAGS:
+        frags_ok[:] = False
+    key = np.where(frags_ok, 0, linear_frame_sizes(ln))
+    for seg in _runs(key):
+        part = batch if len(seg) == len(batch) else _select(batch, seg)
+        if key[seg[0]] == 0:
+            _generic_pages(dev, prog, part, every_fault=True)
+        else:
+            _generic_linear(dev, prog, part, int(key[seg[0]]))
+
+
+def _generic_linear(dev: NetDevice, prog: XdpProg, batch: SkbBatch, frame_sz: int) -> None:
+    """Linearised skbs of one ``frame_sz`` (beyond a page): each a row of a zeroed
+    ``(N, frame_sz)`` array, the packet at ``XDP_PACKET_HEADROOM``, the program
+    over them as one batch (``run_batch``), the skbs copied out as it left them."""
+    from pyxdp.net.prog import report_faults
+    from pyxdp.net.skbuff_native import rows_copy
+    n = len(batch)
+    ln = np.ascontiguousarray(batch.length, np.int64)
+    frames = np.zeros((n, frame_sz), np.uint8)
+    zero = np.zeros(n, np.int64)
+    rows_copy(np.ascontiguousarray(batch.data, np.uint8), zero, frames,
+              np.full(n, XDP_PACKET_HEADROOM, np.int64), ln)
+    queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
     with dev.host.lock:
-        try:
-            act = prog.run(xdp, ctx)
-        except ProgramFault as e:
-            act = int(XdpAction.XDP_ABORTED)
-            if len(dev.faults) < MAX_FAULT_REPORTS:
-                dev.faults.append(f"{dev.name} generic: {prog.spec.name}: {e} -> XDP_ABORTED")
-                log.warning("%s", dev.faults[-1])
-        acts = np.array([act], np.int64)
-        _exceptions(dev, prog, acts)
-        red = [0, 0, 0, 0]
-        ri = ctx.ri
-        if ri is not None and act == XdpAction.XDP_REDIRECT:
-            red = [ri.map_id, ri.map_type, ri.tgt_index, ri.flags]
-            ri.map, ri.map_id, ri.flags = None, 0, 0
-            ri.map_type = int(BpfMapType.BPF_MAP_TYPE_UNSPEC)
-    out = SkbBatch.from_packets([xdp.packet()], dev.ifindex, int(skb.queue[0]))
-    out.meta[0] = xdp.metadata()
-    generic_xdp_act(dev, prog, out, acts, *(np.array([r], np.int64) for r in red))
+        res = prog.run_batch(frames, XDP_PACKET_HEADROOM, ln, None, queue, dev.ifindex,
+                             ctx=dev.rx[int(queue[0])].ctx, consume_redirect=True)
+        report_faults(prog, res, dev.faults, f"{dev.name} generic", True)
+        act = res.action.astype(np.int64)
+        _exceptions(dev, prog, act)
+    off = res.data_off.astype(np.int64)
+    length = res.data_len.astype(np.int64)
+    meta = res.meta_len.astype(np.int64)
+    data = np.zeros((n, max(int(length.max()), 1)), np.uint8)
+    rows_copy(frames, off, data, zero, length)
+    metas = [b""] * n
+    for i in np.flatnonzero(meta).tolist():  # only frames the program gave metadata
+        metas[i] = frames[i, off[i] - meta[i]:off[i]].tobytes()
+    out = SkbBatch(data, length, np.full(n, dev.ifindex, np.int64), batch.queue.copy(), metas)
+    generic_xdp_act(dev, prog, out, act, *(r.astype(np.int64) for r in (
+        res.redirect_map_id, res.redirect_map_type, res.redirect_index, res.redirect_flags)))
 
 
 def linear_frame_size(length: int) -> int:
@@ -207,14 +232,25 @@ def linear_frame_size(length: int) -> int:
     ``SKB_DATA_ALIGN(headroom + length + 128)`` plus ``skb_shared_info``, rounded up
     as ``kmalloc`` sizes its allocation (a power of two up to 8 KiB, whole pages
     beyond: ``kmalloc_size_roundup``)."""
+    return int(linear_frame_sizes(np.array([length], np.int64))[0])
+
+
+def linear_frame_sizes(length: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`linear_frame_size` of each length."""
     size = _align(XDP_PACKET_HEADROOM + length + 128, 64) + _align(SKB_SHARED_INFO_SIZE, 64)
-    if size <= 8192:
-        return 1 << max(size - 1, 1).bit_length()
-    pages = -(-size // PAGE_SIZE)
-    return PAGE_SIZE << max(pages - 1, 0).bit_length()
+    # A power of two up to 8 KiB; beyond, whole pages in a power-of-two order.
+    small = np.int64(1) << _bit_length(np.maximum(size - 1, 1))
+    large = np.int64(PAGE_SIZE) << _bit_length(np.maximum(-(-size // PAGE_SIZE) - 1, 0))
+    out: npt.NDArray[np.int64] = np.where(size <= 8192, small, large)
+    return out
 
 
-def _align(n: int, a: int) -> int:
+def _bit_length(x: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``int.bit_length`` of non-negative integers below 2**53 (frexp's exponent)."""
+    return np.frexp(x.astype(np.float64))[1].astype(np.int64)
+
+
+def _align(n: Any, a: int) -> Any:
     return -(-n // a) * a
 
 

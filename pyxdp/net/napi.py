@@ -889,8 +889,7 @@ def _system_args(host: Host) -> tuple[Any, ...]:
     broadcast through its devmaps, zero-copy frames' copies, a generic skb's order-0
     copy for a cpumap, the skbs other devices queue on a ring and the ring's poll
     frees)."""
-    m = host.memmap.system
-    return (m.pages, m.words, m.qwords, m.addr_base, *m.native_arrays, m.pfn_base)
+    return host.memmap.system.native_args
 
 
 def _jit_args(io: Any, fn: int, ctx_addr: int) -> tuple[Any, ...]:

@@ -534,7 +534,7 @@ class NetDevice:
             from pyxdp.net.skbuff_native import skbs_build
             pfns = np.empty(n, np.int64)
             skbs_build(_system_args(self.host), np.ascontiguousarray(batch.data[:n], np.uint8),
-                       np.ascontiguousarray(lens, np.int64), pfns)
+                       np.ascontiguousarray(lens, np.int64), NET_SKB_PAD, pfns)
         else:
             got = system.alloc_pages_bulk(n)
             width = min(batch.data.shape[1], MAX_LINEAR)

@@ -63,6 +63,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -437,6 +438,13 @@ class PageAllocator(PageMemory):
     def native_arrays(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]]:
         """(state record, free stack, reference counts), used in place by native code."""
         return self.state.words, self._free, self.refcount
+
+    @property
+    def native_args(self) -> tuple[Any, ...]:
+        """The allocator for a native call (:mod:`pyxdp.net.skbuff_native`, the polls):
+        pages, their word views, address base, :attr:`native_arrays`, pfn base."""
+        return (self.pages, self.words, self.qwords, self.addr_base, *self.native_arrays,
+                self.pfn_base)
 
     @property
     def nr_free(self) -> int:

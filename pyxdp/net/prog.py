@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from pyxdp.spec import ProgramSpec
     from pyxdp.verifier.facts import MemAccess
 
-__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "run_xdp",
-           "xdp_dispatcher"]
+__all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "report_faults",
+           "run_xdp", "xdp_dispatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -642,12 +642,14 @@ class _HostMem(Protocol):
 
 def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.ArrayLike,
             queue: npt.ArrayLike, ctx: RunContext, egress_ifindex: int = 0,
-            faults: list[str] | None = None, where: str = "") -> _Verdicts:
+            faults: list[str] | None = None, where: str = "",
+            every_fault: bool = False) -> _Verdicts:
     """Run ``prog`` over ``frames`` in place, grouped by page region; the buffer
     edges it leaves are written back into ``frames``. Multi-buffer frames run in the
     same batches as the others, their frags in a frag table (:class:`_Frags`) written
     back into their ``skb_shared_info`` afterwards. The first fault of the batch goes
-    into ``faults`` (a clear report: program, pc, C line)."""
+    into ``faults`` (a clear report: program, pc, C line); with ``every_fault``, each
+    frame's (generic XDP's long skbs, reported one by one as single runs were)."""
     n = len(frames)
     out = _Verdicts(*(np.zeros(n, np.int64) for _ in range(5)))
     ifx = np.asarray(ifindex, np.int64)
@@ -676,13 +678,22 @@ def run_xdp(prog: XdpProg, host: _HostMem, frames: Frames, *, ifindex: npt.Array
         out.map_type[pos] = res.redirect_map_type.astype(np.int64)
         out.index[pos] = res.redirect_index.astype(np.int64)
         out.flags[pos] = res.redirect_flags.astype(np.int64)
-        if res.faulted.any() and faults is not None and len(faults) < MAX_FAULT_REPORTS:
-            i = int(np.flatnonzero(res.faulted)[0])
-            faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
-            log.warning("%s", faults[-1])
+        if faults is not None:
+            report_faults(prog, res, faults, where, every_fault)
     if fr is not None:
         fr.write_back(frames)
     return out
+
+
+def report_faults(prog: XdpProg, res: XdpBatchResult, faults: list[str], where: str,
+                  every: bool) -> None:
+    """The batch's first fault (``every``: each, in frame order) into ``faults``, as
+    many as :data:`MAX_FAULT_REPORTS` allows, each logged."""
+    for i in np.flatnonzero(res.faulted)[:None if every else 1].tolist():
+        if len(faults) >= MAX_FAULT_REPORTS:
+            return
+        faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
+        log.warning("%s", faults[-1])
 
 
 class _Frags:

@@ -21,7 +21,11 @@ loop and :func:`pyxdp.net.napi._skbs_to_buffs` (the Python poll's) both call
 :func:`skb_pp_cow_data`. A NIC's DMA of a frame past a page's packet room builds
 the same ``xdp_buff`` in its queue's pool (:func:`bufs_dma`, through the same
 :func:`pp_buff_alloc`), and an skb made from a multi-buffer buffer or frame reads
-it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
+it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). Generic XDP's copies
+of the skbs it runs on are :func:`skbs_build` 's too, at ``XDP_PACKET_HEADROOM``
+(``skb_cow_data_for_xdp``; the room around them zeroed, :func:`skb_heads_clear`),
+and its linearised skbs go into and out of their frames through
+:func:`rows_copy`. A multi-buffer
 ``xdp_buff`` is never run here: the frags program runs on the reference path
 (:func:`pyxdp.net.prog.run_xdp`).
 """
@@ -29,7 +33,6 @@ it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). A multi-buffer
 from __future__ import annotations
 
 from pyxdp.net.atomic import memcpy
-from pyxdp.net.frames import NET_SKB_PAD
 from pyxdp.net.native import njit
 from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
@@ -45,8 +48,8 @@ from pyxdp.net.xdp_mem import (
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
 __all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_copy_bits", "bufs_dma", "nr_frags_for", "pp_buff_alloc",
-           "skb_alloc", "skb_frags_alloc", "skb_pp_cow_data", "skb_write", "skbs_build",
-           "skbs_to_buffs"]
+           "rows_copy", "skb_alloc", "skb_frags_alloc", "skb_heads_clear", "skb_pp_cow_data",
+           "skb_write", "skbs_build", "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -155,10 +158,13 @@ def skb_alloc(sysm, length):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def skbs_build(sysm, data, lens, out):  # type: ignore[no-untyped-def]
+def skbs_build(sysm, data, lens, off, out):  # type: ignore[no-untyped-def]
     """Skbs for the packets of ``data`` (a row each, ``lens`` bytes long) in pages of
-    the system allocator, each at ``NET_SKB_PAD`` of its head (:func:`skb_alloc`):
-    their heads' pfns into ``out``, -1 for those that got no pages."""
+    the system allocator, each at byte ``off`` of its head (:func:`skb_alloc`):
+    their heads' pfns into ``out``, -1 for those that got no pages. ``off`` is
+    ``NET_SKB_PAD`` for an skb a device sends, ``XDP_PACKET_HEADROOM`` for
+    generic XDP's ``skb_cow_data_for_xdp`` copy (the head's :data:`HEAD_ROOM`
+    bytes and its frags are the same either way)."""
     spages = sysm[0]
     spfn = sysm[7]
     width = data.shape[1]
@@ -167,9 +173,22 @@ def skbs_build(sysm, data, lens, out):  # type: ignore[no-untyped-def]
         if row < 0:
             out[i] = -1
             continue
-        skb_write(spages, spfn, row, NET_SKB_PAD, 0, data.ctypes.data + i * data.strides[0],
+        skb_write(spages, spfn, row, off, 0, data.ctypes.data + i * data.strides[0],
                   min(lens[i], width))
         out[i] = row + spfn
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def skb_heads_clear(pages, rows, off, lens):  # type: ignore[no-untyped-def]
+    """The room around each skb's bytes in its head page (row ``rows[i]``, the data at
+    ``off``, ``lens[i]`` bytes long, :data:`HEAD_ROOM` of them in the head) zeroed:
+    the headroom and the tailroom up to ``skb_shared_info``."""
+    for i in range(len(rows)):
+        r = rows[i]
+        for j in range(off):
+            pages[r, j] = 0
+        for j in range(off + min(lens[i], HEAD_ROOM), SH):
+            pages[r, j] = 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -357,3 +376,19 @@ def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done)
                    + _ld(pages, row, fa + 12, 4), flen)
             pos += flen
         done[i] = 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rows_copy(src, soff, dst, doff, lens):  # type: ignore[no-untyped-def]
+    """Linear skbs copied row to row (``skb_copy_bits`` of a linear buffer; generic XDP's
+    linearised skbs in and out of their frames): ``lens[i]`` bytes from byte
+    ``soff[i]`` of row i of ``src`` to byte ``doff[i]`` of row i of ``dst`` (2-D
+    uint8 arrays), cut to what both rows hold."""
+    sa = src.ctypes.data
+    da = dst.ctypes.data
+    for i in range(len(lens)):
+        so = soff[i]
+        do = doff[i]
+        n = min(lens[i], src.shape[1] - so, dst.shape[1] - do)
+        if so >= 0 and do >= 0 and n > 0:
+            memcpy(da + i * dst.strides[0] + do, sa + i * src.strides[0] + so, n)

@@ -131,8 +131,9 @@ def _kernel_generic(frags: bool) -> vethlab.LabResult:
     return vethlab.run_kernel(frags_generic(frags))
 
 
-@pytest.mark.parametrize(("frags", "engine"), [(True, "auto"), (False, "interp")],
-                         ids=["frags-jit", "linear-interp"])
+@pytest.mark.parametrize(("frags", "engine"), [(True, "auto"), (False, "interp"),
+                                               (False, "auto"), (True, "interp")],
+                         ids=["frags-jit", "linear-interp", "linear-jit", "frags-interp"])
 def test_pyxdp_generic_jumbo_skbs_match_linux(frags: bool, engine: str) -> None:
     """Generic XDP with skbs up to 9014 bytes (``netif_skb_check_for_xdp``): a frags-aware
     program sees a 3520-byte head and frags (a shrink, a grow refused with
