@@ -20,7 +20,7 @@ from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target, missing_ksym
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
-from pyxdp.maps.base import Map, default_nr_cpus
+from pyxdp.maps.base import Map, SyscallView, default_nr_cpus
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
@@ -92,6 +92,13 @@ class UserspaceBackend:
                 m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])
         self._maps[spec.name] = m
         return m  # type: ignore[return-value]
+
+    def syscall_handle(self, m: MapHandle, spec: MapSpec) -> MapHandle:
+        """``m`` as bpf(2) reaches it (what :attr:`pyxdp.collection.Map.handle` is): the
+        descriptor's BPF_F_RDONLY/WRONLY and freezing apply; programs keep ``m``."""
+        if not isinstance(m, Map):
+            return m
+        return SyscallView(m, spec.flags, spec.frozen)  # type: ignore[return-value]
 
     def _create(self, spec: MapSpec, name: str, *, flags: int | None = None,
                 inner: Map | None = None) -> Map:
