@@ -352,3 +352,56 @@ def test_handle_refuses_as_the_descriptor_does() -> None:
 @pytest.mark.kernel
 def test_handle_permissions_match_linux() -> None:
     assert _handle_perms("userspace") == _handle_perms("kernel")
+
+
+_FD_MAPS = (("prog_array", BpfMapType.BPF_MAP_TYPE_PROG_ARRAY),
+            ("array_of_maps", BpfMapType.BPF_MAP_TYPE_ARRAY_OF_MAPS),
+            ("hash_of_maps", BpfMapType.BPF_MAP_TYPE_HASH_OF_MAPS),
+            ("sockmap", BpfMapType.BPF_MAP_TYPE_SOCKMAP),
+            ("sockhash", BpfMapType.BPF_MAP_TYPE_SOCKHASH),
+            ("xskmap", BpfMapType.BPF_MAP_TYPE_XSKMAP),
+            ("perf_event_array", BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY))
+
+
+def _bad_fds(backend: str) -> dict[str, list[object]]:
+    """Each fd-valued map updated with fd 0 (stdin), a closed fd, -1, S32_MAX + 1 and the
+    loaded program's own fd (its id on userspace): ok or the errno."""
+    inner = MapSpec("in", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 4, 1, 0)
+    got: dict[str, list[object]] = {}
+    for name, t in _FD_MAPS:
+        spec = MapSpec("m", int(t), 4, 4, 4, 0,
+                       inner=inner if "of_maps" in name else None)
+        with Collection(asm_collection(PROG, (spec,)), backend) as c:
+            h, prog = c.maps["m"].handle, c.programs["t"]
+            row: list[object] = []
+            for fd in (0, 999, 0xFFFF_FFFF, 0x8000_0000, prog.fd):
+                try:
+                    h.update(bytes(4), fd.to_bytes(4, "little"))
+                    row.append("ok")
+                except MapError as e:
+                    row.append(e.errno)
+            got[name] = row
+    return got
+
+
+def test_bad_fds_in_fd_maps_are_linux_s() -> None:
+    """Found by sweeping fd-valued maps: fd 0 (stdin, open but no BPF object or socket)
+    was EBADF everywhere where Linux answers EINVAL (prog_array, map-in-map) or ENOTSOCK
+    (sockmap, sockhash, xskmap); and a userspace prog_array resolved its "fd" as an
+    AF_XDP socket, so even a loaded program's own fd was EBADF."""
+    B, I, S = errno.EBADF, errno.EINVAL, errno.ENOTSOCK
+    got = _bad_fds("userspace")
+    assert got["prog_array"] == [I, B, B, B, "ok"]
+    assert got["array_of_maps"][:4] == got["hash_of_maps"][:4] == [I, B, B, B]
+    assert got["sockmap"][:4] == got["sockhash"][:4] == [S, B, I, I]
+    assert got["xskmap"][:4] == [S, B, B, B]
+    assert got["perf_event_array"][:4] == [B, B, B, B]
+
+
+@pytest.mark.kernel
+def test_bad_fds_in_fd_maps_match_linux() -> None:
+    # the program's fd: a map-in-map answers EINVAL on Linux (a program is no map), on
+    # userspace the number is a program id that may also be some map's id: left out
+    def cut(d: dict[str, list[object]]) -> dict[str, list[object]]:
+        return {k: v if k == "prog_array" else v[:4] for k, v in d.items()}
+    assert cut(_bad_fds("userspace")) == cut(_bad_fds("kernel"))

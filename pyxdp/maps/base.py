@@ -71,6 +71,7 @@ __all__ = [
     "RawCodec",
     "SyscallView",
     "allocate_window",
+    "bad_fd",
     "default_nr_cpus",
     "map_by_addr",
     "map_by_id",
@@ -298,6 +299,16 @@ def next_index(i: int | None, max_entries: int) -> bytes | None:
 
 def einval(op: str, detail: str = "") -> MapError:
     return MapError(op, _errno.EINVAL, detail)
+
+
+def bad_fd(op: str, fd: int, not_it: int, wanted: str) -> MapError:
+    """An fd value that names none of pyxdp's objects. pyxdp has no descriptors, but 0
+    is the process's stdin: open, and no ``wanted`` (``not_it`` is the kernel's answer
+    then: EINVAL from bpf_prog_get/bpf_map_get, ENOTSOCK from sockfd_lookup, measured);
+    any other such number is not open (EBADF)."""
+    if fd == 0:
+        return MapError(op, not_it, f"fd 0 (stdin) is no {wanted}")
+    return MapError(op, _errno.EBADF, f"fd {fd} is not open (no {wanted} of pyxdp)")
 
 
 # -- the base class -------------------------------------------------------------------
@@ -827,6 +838,12 @@ class SyscallView:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.map, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SyscallView.__slots__:
+            object.__setattr__(self, name, value)
+        else:  # a hook set through the handle (devmap.ifindex_ok, ...) is the map's
+            setattr(self.map, name, value)
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(handle, RingBuf) holds, as for the map

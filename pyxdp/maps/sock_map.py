@@ -50,6 +50,7 @@ from pyxdp.maps.base import (
     Map,
     MapError,
     MapSpec,
+    bad_fd,
     einval,
     next_index,
 )
@@ -216,8 +217,8 @@ class SocketMapBase(Map):
         fd = int.from_bytes(self._value(value, None, "update"), "little")
         if fd > 0x7FFF_FFFF:
             raise einval("update", f"fd {fd} > S32_MAX")
-        raise MapError("update", errno.EBADF,
-                       f"fd {fd} is not open (pyxdp has no socket fds: use set_socket)")
+        raise bad_fd("update", fd, errno.ENOTSOCK, "socket (pyxdp has no socket fds: use "
+                     "set_socket)")
 
     def try_delete(self, key: bytes | None) -> int:
         try:
