@@ -429,3 +429,43 @@ def test_lpm_trie_of_2_28_entries_costs_what_it_holds(backend: str) -> None:
         h.delete(lpm_key(24, bytes([10, 5, 0, 0])))
         assert h.lookup(lpm_key(32, bytes([10, 5, 0, 9]))) is None
         assert _rss() - before < 256 << 20
+
+
+_BIG = ((BpfMapType.BPF_MAP_TYPE_SOCKHASH, (1 << 27) + 1),
+        (BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH, (1 << 31) + 1),
+        (BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH, (1 << 32) - 1))
+
+
+def _big_maps(backend: str) -> list[object]:
+    got: list[object] = []
+    for t, n in _BIG:
+        try:
+            with Collection(asm_collection(PROG, (MapSpec("m", int(t), 4, 4, n, 0),)),
+                            backend):
+                got.append("ok")
+        except MapError as e:
+            got.append(e.errno)
+    return got
+
+
+def test_hash_bucket_limits_are_linux_s() -> None:
+    """Found by comparing large max_entries with Linux: a sockhash of more than 2^27
+    buckets (16 bytes each, at most U32_MAX bytes) is EINVAL, as is a devmap_hash whose
+    roundup_pow_of_two wraps to 0 buckets; pyxdp accepted the one and said ENOMEM to the
+    other. A devmap_hash of 2^24 entries now costs what its arrays hold (it had a Python
+    list per bucket and per free slot: 21 s, 2 GB resident)."""
+    assert _big_maps("userspace") == [errno.EINVAL] * 3
+    spec = MapSpec("m", int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH), 4, 4, 1 << 24, 0)
+    before = _rss()
+    with Collection(asm_collection(PROG, (spec,)), "userspace") as c:
+        h = c.maps["m"].handle
+        for k in (7, 1 << 23, 3):
+            h.update(k.to_bytes(4, "little"), (1).to_bytes(4, "little"))  # lo
+        h.delete((7).to_bytes(4, "little"))
+        assert sorted(c.maps["m"].keys()) == [3, 1 << 23]
+        assert _rss() - before < 1 << 30
+
+
+@pytest.mark.kernel
+def test_hash_bucket_limits_match_linux() -> None:
+    assert _big_maps("userspace") == _big_maps("kernel")
