@@ -100,7 +100,7 @@ class UserspaceBackend:
         descriptor's BPF_F_RDONLY/WRONLY and freezing apply; programs keep ``m``."""
         if not isinstance(m, Map):
             return m
-        return SyscallView(m, spec.flags, spec.frozen)  # type: ignore[return-value]
+        return SyscallView(m, spec.flags, spec.frozen)
 
     def _create(self, spec: MapSpec, name: str, *, flags: int | None = None,
                 inner: Map | None = None) -> Map:
