@@ -153,7 +153,7 @@ class Map:
         h = self._live(op)
         if self.spec.flags & _RDONLY:
             raise MapError(op, errno.EPERM, f"map {self.name!r} was created BPF_F_RDONLY")
-        if self.spec.frozen:
+        if self.spec.frozen or getattr(self.handle, "frozen", False):
             raise MapError(op, errno.EPERM, f"map {self.name!r} is frozen")
         return h
 
@@ -560,7 +560,8 @@ class Collection:
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
             if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
                 _place_fields(h, ms, btf)
-            self.maps[name] = Map(name, ms, h, codec, cpus)
+            view = getattr(self.backend, "syscall_handle", None)  # the fd's mode applies
+            self.maps[name] = Map(name, ms, view(h, ms) if view else h, codec, cpus)
         check = self.verify and self.backend.name == "userspace"
         for name, ps in self.spec.programs.items():
             why = "autoload is off (SEC(\"?...\"))" if not ps.autoload else \

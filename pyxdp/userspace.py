@@ -20,7 +20,7 @@ from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target, missing_ksym
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
-from pyxdp.maps.base import Map, default_nr_cpus
+from pyxdp.maps.base import Map, SyscallView, bad_fd, default_nr_cpus
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
@@ -85,13 +85,22 @@ class UserspaceBackend:
             m.ifindex_ok = lambda ifindex: ifindex in self.env.netdevs
         if hasattr(m, "resolve_prog"):
             m.resolve_prog = self._entry_prog(spec.type)
-        if hasattr(m, "resolve_fd"):
+        if spec.type == BpfMapType.BPF_MAP_TYPE_PROG_ARRAY:
+            m.resolve_fd = self._tail_call_by_fd  # type: ignore[attr-defined]
+        elif hasattr(m, "resolve_fd"):
             m.resolve_fd = self._xsk_by_fd
         for key, value in spec.contents:
             if isinstance(value, (bytes, bytearray)):
                 m.update(key, bytes(value).ljust(m.value_size, b"\0")[:m.value_size])
         self._maps[spec.name] = m
         return m  # type: ignore[return-value]
+
+    def syscall_handle(self, m: MapHandle, spec: MapSpec) -> MapHandle:
+        """``m`` as bpf(2) reaches it (what :attr:`pyxdp.collection.Map.handle` is): the
+        descriptor's BPF_F_RDONLY/WRONLY and freezing apply; programs keep ``m``."""
+        if not isinstance(m, Map):
+            return m
+        return SyscallView(m, spec.flags, spec.frozen)
 
     def _create(self, spec: MapSpec, name: str, *, flags: int | None = None,
                 inner: Map | None = None) -> Map:
@@ -172,6 +181,17 @@ class UserspaceBackend:
 
     def xsk_unregister(self, fd: int) -> None:
         self.xsks.pop(fd, None)
+
+    def _tail_call_by_fd(self, fd: int) -> tuple[object, int]:
+        """A prog_array update's program "fd" (its id here) -> (program, id); the kernel's
+        answers for what names no program (bad_fd) or a syscall program (EINVAL)."""
+        prog = self.programs.get(fd)
+        if prog is None:
+            raise bad_fd("update", fd, errno.EINVAL, "program")
+        if prog.syscall:  # bpf_prog_map_compatible: the array belongs to XDP programs
+            raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
+                           "cannot be a tail call target of XDP programs")
+        return prog, prog.id
 
     def _xsk_by_fd(self, fd: int) -> object:
         sock = self.xsks.get(fd)

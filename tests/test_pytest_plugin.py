@@ -193,7 +193,52 @@ def test_marker_backends_ini_and_missing_objects(user: pytest.Pytester) -> None:
     res = run(user, "-k", "unmarked or missing", "-o", "xdp_backends=userspace")
     res.assert_outcomes(errors=2)
     res.stdout.fnmatch_lines(["*name the object with @pytest.mark.xdp_object('prog.o')*",
-                              "*XDP object 'samples/missing.o' not found (looked in*"])
+                              "*XDP object 'samples/missing.o' is no file in *"])
+
+
+def test_bad_plugin_options_are_one_usage_error(user: pytest.Pytester) -> None:
+    """Found by fuzzing the plugin's options: a bad xdp_engine was every userspace test's
+    traceback (the kernel variants passing), a backend named twice ran its tests twice,
+    ``backends="userspace"`` was taken letter by letter, ``backends=5`` and
+    ``xdp_object(5)`` were TypeErrors, and a missing object's message named the
+    directories' parents."""
+    user.makepyfile(test_strb="""
+        import pytest
+
+        @pytest.mark.xdp_object("samples/xdp1.o", backends="userspace")
+        def test_str_backends(xdp):
+            assert xdp.run(bytes(64)).retval == 1
+    """, test_intb="""
+        import pytest
+
+        @pytest.mark.xdp_object("samples/xdp1.o", backends=5)
+        def test_int_backends(xdp):
+            pass
+    """, test_ini="""
+        import pytest
+
+        @pytest.mark.xdp_object("samples/xdp1.o")
+        def test_ini_backends(xdp):
+            pass
+    """, test_intp="""
+        import pytest
+
+        @pytest.mark.xdp_object(5)
+        def test_int_path(xdp_object_path):
+            pass
+    """)
+    res = run(user, "test_strb.py")
+    res.assert_outcomes(passed=1)
+    res = run(user, "test_intp.py", "-o", "xdp_backends=userspace")
+    res.assert_outcomes(errors=1)
+    res.stdout.fnmatch_lines(["*a path is a non-empty str or os.PathLike, not 5*"])
+    res = run(user, "test_intb.py")
+    res.stdout.fnmatch_lines(["*backends=...) takes names among userspace, kernel, not 5*"])
+    res = run(user, "test_strb.py", "-o", "xdp_engine=JIT")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*ini option xdp_engine: 'JIT' is none of auto, jit, *"])
+    res = run(user, "test_ini.py", "-o", "xdp_backends=kernel userspace kernel")
+    res.stdout.fnmatch_lines(["*xdp backends name kernel twice*"])
 
 
 def test_load_host_packets_and_typed_maps(user: pytest.Pytester) -> None:

@@ -110,7 +110,12 @@ def create_map_from_spec(spec: MapSpec) -> Map:
     if cls is None:
         raise NotSupportedError(
             f"map type {BpfMapType(spec.map_type).name} is not modelled by pyxdp.maps")
-    return cls(spec)
+    try:
+        return cls(spec)
+    except MemoryError:  # numpy could not have the storage: the kernel's allocation fails
+        raise MapError("map_create", _errno.ENOMEM,
+                       f"{BpfMapType(spec.map_type).name} of {spec.max_entries} entries: "
+                       "no memory for its storage") from None
 
 
 def create_map(map_type: int, key_size: int, value_size: int, max_entries: int,

@@ -46,6 +46,7 @@ from pyxdp.maps.base import (
     MapSpec,
     U8Array,
     access_ok,
+    bad_fd,
     einval,
     map_by_id,
     next_index,
@@ -361,7 +362,7 @@ class ProgArrayMap(FdArrayMap):
 
     def _resolve(self, fd: int) -> tuple[object, int]:
         if self.resolve_fd is None:
-            return super()._resolve(fd)
+            raise bad_fd("update", fd, _errno.EINVAL, "program")
         return self.resolve_fd(fd)
 
     def set(self, index: int, prog: object, prog_id: int) -> None:
@@ -403,9 +404,9 @@ def meta_equal(meta: Map, other: Map) -> bool:
 
 def resolve_inner(meta: Map, map_id: int) -> Map:
     """``bpf_map_fd_get_ptr``: a map id (pyxdp's map fd) -> the inner map."""
-    inner = map_by_id(map_id)
+    inner = map_by_id(map_id) if map_id else None
     if inner is None:
-        raise MapError("update", _errno.EBADF, f"no map with id {map_id}")
+        raise bad_fd("update", map_id, _errno.EINVAL, "map")
     if not meta_equal(meta, inner):
         raise einval("update", "inner map does not match the template (type, sizes, flags)")
     return inner

@@ -24,9 +24,10 @@ program and stores through it land in the map's numpy storage.
 Simplified: no BTF (``BPF_F_LOCK`` needs a ``bpf_spin_lock`` in the value;
 pyxdp knows of none until the loader sets :attr:`Map.spin_lock_off`), no NUMA,
 no memory-cgroup accounting (storage is allocated with ``numpy.zeros``,
-which the OS backs lazily), no map freezing. Bounds are checked per region,
-not per value: a program overrunning one value into its neighbour is not
-caught here (the kernel's verifier rejects such a program at load time).
+which the OS backs lazily). The descriptor's side (``BPF_F_RDONLY``/``WRONLY``,
+``BPF_MAP_FREEZE``) is :class:`SyscallView`, which the programs never see. Bounds
+are checked per region, not per value: a program overrunning one value into its
+neighbour is not caught here (the kernel's verifier rejects such a program at load time).
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ __all__ = [
     "MapError",
     "MapSpec",
     "RawCodec",
+    "SyscallView",
     "allocate_window",
+    "bad_fd",
     "default_nr_cpus",
     "map_by_addr",
     "map_by_id",
@@ -296,6 +299,16 @@ def next_index(i: int | None, max_entries: int) -> bytes | None:
 
 def einval(op: str, detail: str = "") -> MapError:
     return MapError(op, _errno.EINVAL, detail)
+
+
+def bad_fd(op: str, fd: int, not_it: int, wanted: str) -> MapError:
+    """An fd value that names none of pyxdp's objects. pyxdp has no descriptors, but 0
+    is the process's stdin: open, and no ``wanted`` (``not_it`` is the kernel's answer
+    then: EINVAL from bpf_prog_get/bpf_map_get, ENOTSOCK from sockfd_lookup, measured);
+    any other such number is not open (EBADF)."""
+    if fd == 0:
+        return MapError(op, not_it, f"fd 0 (stdin) is no {wanted}")
+    return MapError(op, _errno.EBADF, f"fd {fd} is not open (no {wanted} of pyxdp)")
 
 
 # -- the base class -------------------------------------------------------------------
@@ -761,3 +774,91 @@ class Map:
 
 
 check_map_commands(Map)
+
+
+# -- the syscall side ----------------------------------------------------------------
+
+_READ_OPS = ("lookup", "get_next_key", "lookup_batch", "peek", "get", "raw_keys", "keys",
+             "items", "values", "sum", "__getitem__", "__contains__", "__iter__", "__len__")
+_WRITE_OPS = ("update", "delete", "update_batch", "delete_batch", "push", "__setitem__",
+              "__delitem__")
+_READ_WRITE_OPS = ("lookup_and_delete", "lookup_and_delete_batch", "pop", "clear")
+
+
+# the dict-like forms report the bpf(2) command they first issue
+_DUNDER_OPS = {"__getitem__": "lookup", "__contains__": "lookup", "get": "lookup",
+               "sum": "lookup", "__iter__": "get_next_key", "__len__": "get_next_key",
+               "raw_keys": "get_next_key", "keys": "get_next_key", "items": "get_next_key",
+               "values": "get_next_key", "clear": "get_next_key", "__setitem__": "update",
+               "__delitem__": "delete"}
+
+
+def _sys_op(name: str, read: bool, write: bool) -> Any:
+    cmd = _DUNDER_OPS.get(name, name)
+
+    def op(self: SyscallView, *args: Any, **kwargs: Any) -> Any:
+        self.check(cmd, read=read, write=write)
+        return getattr(self.map, name)(*args, **kwargs)
+    op.__name__ = name
+    return op
+
+
+class SyscallView:
+    """A user-space map as bpf(2) reaches it through its descriptor (``map_get_sys_perms``).
+
+    ``BPF_F_RDONLY``/``BPF_F_WRONLY`` at creation set the descriptor's mode and
+    ``BPF_MAP_FREEZE`` takes its write permission away: the syscall side then answers
+    EPERM before looking at keys or the operation (measured on 6.18: even an array's
+    delete, EINVAL otherwise, and a second freeze). Programs keep the raw :class:`Map`,
+    which these leave alone (``BPF_F_*_PROG`` govern that side). Everything else is the
+    map's own attribute.
+    """
+
+    __slots__ = ("file_flags", "frozen", "map")
+
+    def __init__(self, m: Map, file_flags: int, frozen: bool = False) -> None:
+        self.map = m
+        self.file_flags = file_flags & _FILE_FLAGS
+        self.frozen = frozen
+
+    def check(self, op: str, *, read: bool = False, write: bool = False) -> None:
+        """EPERM as map_get_sys_perms answers it for ``op``."""
+        name = self.map.name
+        if read and self.file_flags & MapFlag.BPF_F_WRONLY:
+            raise MapError(op, _errno.EPERM, f"map {name!r} was created BPF_F_WRONLY")
+        if write and self.file_flags & MapFlag.BPF_F_RDONLY:
+            raise MapError(op, _errno.EPERM, f"map {name!r} was created BPF_F_RDONLY")
+        if write and self.frozen:
+            raise MapError(op, _errno.EPERM, f"map {name!r} is frozen")
+
+    def freeze(self) -> None:
+        """BPF_MAP_FREEZE: no more writes through bpf(2); programs are unaffected."""
+        self.check("freeze", write=True)
+        self.frozen = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.map, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SyscallView.__slots__:
+            object.__setattr__(self, name, value)
+        else:  # a hook set through the handle (devmap.ifindex_ok, ...) is the map's
+            setattr(self.map, name, value)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(handle, RingBuf) holds, as for the map
+        return type(self.map)
+
+    def __repr__(self) -> str:
+        return repr(self.map)
+
+    def __bool__(self) -> bool:
+        return True
+
+    for _n in _READ_OPS:
+        locals()[_n] = _sys_op(_n, True, False)
+    for _n in _WRITE_OPS:
+        locals()[_n] = _sys_op(_n, False, True)
+    for _n in _READ_WRITE_OPS:
+        locals()[_n] = _sys_op(_n, True, True)
+    del _n

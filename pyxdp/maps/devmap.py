@@ -97,6 +97,10 @@ def dev_map_alloc_check(spec: MapSpec, kind: str) -> None:
     if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
             or spec.map_flags & ~DEV_CREATE_FLAG_MASK):
         raise einval("map_create", f"{kind}: key 4, value 4 or 8, max_entries > 0")
+    if spec.map_type == BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH and spec.max_entries > 1 << 31:
+        # roundup_pow_of_two wraps to 0 buckets (measured: 2^31 fine, 2^31 + 1 EINVAL)
+        raise einval("map_create", f"{kind}: max_entries {spec.max_entries} rounds up to "
+                     "2^32 buckets")
     if spec.max_entries * 8 > MAX_STORAGE_BYTES:
         raise MapError("map_create", _errno.ENOMEM, f"{kind} too large")
 
@@ -238,8 +242,11 @@ class DevMapHash(Map):
         self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
         self.n_buckets = 1 << (self.max_entries - 1).bit_length()
-        self.buckets: list[list[int]] = [[] for _ in range(self.n_buckets)]
-        self._free = list(range(self.max_entries - 1, -1, -1))
+        # the non-empty buckets only, and the entry slots given back (slots past
+        # _unused were never taken): memory follows the entries, not max_entries
+        self.buckets: dict[int, list[int]] = {}
+        self._free: list[int] = []
+        self._unused = 0
         self.key_stride = 8
         self.capacity = _next_pow2(2 * self.max_entries)  # as HashMap's index
         self.key_data = np.zeros(self.max_entries * self.key_stride, np.uint8)
@@ -294,7 +301,7 @@ class DevMapHash(Map):
         if old is not None and flags == BPF_NOEXIST:
             raise MapError("update", _errno.EEXIST, f"key {idx} exists")
         prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
-        bucket = self.buckets[idx & (self.n_buckets - 1)]
+        bucket = self.buckets.setdefault(idx & (self.n_buckets - 1), [])
         self.gen += 1
         if old is not None:  # the new node replaces the old one at the head of the bucket
             self.entries[old] = (ifindex, prog_id)
@@ -303,9 +310,12 @@ class DevMapHash(Map):
             self._walk_remove(idx, old)
             self._walk_add(idx, old)
             return
-        if not self._free:
+        if self._free:
+            slot = self._free.pop()
+        elif self._unused < self.max_entries:
+            slot, self._unused = self._unused, self._unused + 1
+        else:
             raise MapError("update", _errno.E2BIG, "devmap_hash is full")
-        slot = self._free.pop()
         self.entries[slot] = (ifindex, prog_id)
         self._index_add(idx, slot)
         bucket.insert(0, idx)
@@ -357,7 +367,10 @@ class DevMapHash(Map):
         self.index[i] = TOMBSTONE
         self._count -= 1
         self._tombs += 1
-        self.buckets[idx & (self.n_buckets - 1)].remove(idx)
+        b = idx & (self.n_buckets - 1)
+        self.buckets[b].remove(idx)
+        if not self.buckets[b]:
+            del self.buckets[b]
         self._walk_remove(idx, slot)
         self.entries[slot] = 0
         self._free.append(slot)
@@ -372,10 +385,8 @@ class DevMapHash(Map):
                 if pos + 1 < len(bucket):
                     return bucket[pos + 1].to_bytes(4, "little")
                 start = (idx & (self.n_buckets - 1)) + 1
-        for b in self.buckets[start:]:
-            if b:
-                return b[0].to_bytes(4, "little")
-        return None
+        later = [b for b, keys in self.buckets.items() if keys and b >= start]
+        return self.buckets[min(later)][0].to_bytes(4, "little") if later else None
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
         slot = self.slot_of(int.from_bytes(key, "little"))

@@ -29,8 +29,11 @@ bit of byte 0 first, as the kernel's ``extract_bit``. The JIT's twins of lookup,
 update and delete work on these arrays in place, step for step as the methods
 below (the same nodes off and onto the free stack).
 
-Simplified: the pool is allocated up front (the kernel allocates nodes
-lazily), so a huge ``max_entries`` fails with ENOMEM here; a replaced
+Simplified: the pool is reserved up front (the kernel allocates nodes lazily),
+zero-filled so that only the nodes used take memory (``free`` holds each entry
+XOR ``pool - 1 - position``, so zeros mean every node free); past
+``MAX_STORAGE_BYTES`` of reservation (2^28 entries of 8-byte keys and values)
+creation fails with ENOMEM, where Linux accepts up to 2^32 - 1; a replaced
 prefix keeps its node (the kernel swaps in a new node, so a program's stale
 pointer sees the old value there).
 """
@@ -116,10 +119,14 @@ class LpmTrie(Map):
         self.pool = pool
         self.plen = np.zeros(pool, np.uint32)
         self.flags = np.zeros(pool, np.uint8)
-        self.child = np.full((pool, 2), -1, np.int32)
+        # zeros the OS backs lazily: a node's children are set when it is taken, and the
+        # free stack holds each entry XOR its initial node (pool - 1 - position), so an
+        # untouched stack reads as all nodes free and a trie of 2^28 entries (Linux
+        # allocates nodes per element) costs only what it holds
+        self.child = np.zeros((pool, 2), np.int32)
         self.data: U8Array = np.zeros(pool * self.data_size, np.uint8)
         self.value_data: U8Array = np.zeros(pool * self.elem_size, np.uint8)
-        self.free = np.arange(pool - 1, -1, -1, dtype=np.int32)
+        self.free = np.zeros(pool, np.int32)
         self.hdr = np.array([-1, 0, pool], np.int64)
         self._make_regions([self.value_data])
 
@@ -140,7 +147,7 @@ class LpmTrie(Map):
 
     def _alloc(self, plen: int, data: int, flags: int) -> int:
         top = int(self.hdr[2]) - 1
-        n = int(self.free[top])
+        n = int(self.free[top]) ^ (self.pool - 1 - top)
         self.hdr[2] = top
         self.plen[n] = plen
         self.flags[n] = flags | FLAG_USED
@@ -160,7 +167,7 @@ class LpmTrie(Map):
     def _release(self, n: int) -> None:
         self.flags[n] = 0
         top = int(self.hdr[2])
-        self.free[top] = n
+        self.free[top] = n ^ (self.pool - 1 - top)
         self.hdr[2] = top + 1
 
     def _lpm(self, n: int, data: int, plen: int) -> int:
@@ -389,8 +396,8 @@ class LpmTrie(Map):
 
     def clear(self) -> None:
         self.hdr[:] = (-1, 0, self.pool)
-        self.flags.fill(0)
-        self.free[:] = np.arange(self.pool - 1, -1, -1, dtype=np.int32)
+        for a in (self.flags, self.free):  # only what was written: untouched pages stay so
+            a[np.flatnonzero(a)] = 0
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -552,7 +559,8 @@ def _alloc_ir(f: Text, m: MapInfo, plen: str, flags: int, data: str) -> str:
     """``_alloc``: the free stack's top node, set up (the caller checked one is there)."""
     hdr = map_desc(f, m, "hdr")
     top = f.ins(f"sub i64 {f.word(hdr, 2, 'i64', '')}, 1")
-    n = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'free'), top, 'i32', 4)} to i64")
+    enc = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'free'), top, 'i32', 4)} to i64")
+    n = f.ins(f"xor i64 {enc}, {f.ins(f'sub i64 {2 * m.max_entries - 1}, {top}')}")
     f.set_word(hdr, 2, top, "i64", "")
     f.put_index(map_desc(f, m, "node_plen"), n, f.ins(f"trunc i64 {plen} to i32"), "i32", 4)
     f.put_index(map_desc(f, m, "node_flags"), n, str(flags | FLAG_USED), "i8", 1)
@@ -681,7 +689,8 @@ def _release_ir(f: Text, m: MapInfo, node: str) -> None:
     hdr = map_desc(f, m, "hdr")
     f.put_index(map_desc(f, m, "node_flags"), node, "0", "i8", 1)
     top = f.word(hdr, 2, "i64", "")
-    f.put_index(map_desc(f, m, "free"), top, f.ins(f"trunc i64 {node} to i32"), "i32", 4)
+    enc = f.ins(f"xor i64 {node}, {f.ins(f'sub i64 {2 * m.max_entries - 1}, {top}')}")
+    f.put_index(map_desc(f, m, "free"), top, f.ins(f"trunc i64 {enc} to i32"), "i32", 4)
     f.set_word(hdr, 2, f.ins(f"add i64 {top}, 1"), "i64", "")
 
 

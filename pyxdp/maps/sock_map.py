@@ -50,6 +50,7 @@ from pyxdp.maps.base import (
     Map,
     MapError,
     MapSpec,
+    bad_fd,
     einval,
     next_index,
 )
@@ -216,8 +217,8 @@ class SocketMapBase(Map):
         fd = int.from_bytes(self._value(value, None, "update"), "little")
         if fd > 0x7FFF_FFFF:
             raise einval("update", f"fd {fd} > S32_MAX")
-        raise MapError("update", errno.EBADF,
-                       f"fd {fd} is not open (pyxdp has no socket fds: use set_socket)")
+        raise bad_fd("update", fd, errno.ENOTSOCK, "socket (pyxdp has no socket fds: use "
+                     "set_socket)")
 
     def try_delete(self, key: bytes | None) -> int:
         try:
@@ -318,6 +319,10 @@ class SockHash(SocketMapBase):
         if spec.key_size > MAX_BPF_STACK:
             raise MapError("map_create", errno.E2BIG,
                            f"key_size {spec.key_size} > {MAX_BPF_STACK}")
+        # sock_hash_alloc: roundup_pow_of_two(max_entries) buckets of 16 bytes, at most
+        # U32_MAX / 16 of them (measured: 2^27 entries fine, 2^27 + 1 EINVAL)
+        if 1 << (spec.max_entries - 1).bit_length() > 0xFFFF_FFFF // 16:
+            raise _einval(f"max_entries {spec.max_entries}: more than 2^27 hash buckets")
 
     def socket_at(self, key: bytes) -> MapSocket | None:
         return self.sks.get(bytes(key))

@@ -38,7 +38,15 @@ from typing import ClassVar
 import numpy as np
 
 from pyxdp.maps.arraymap import _ArrayOrder
-from pyxdp.maps.base import BPF_ANY, BPF_EXIST, BPF_NOEXIST, MapError, MapSpec, einval
+from pyxdp.maps.base import (
+    BPF_ANY,
+    BPF_EXIST,
+    BPF_NOEXIST,
+    MapError,
+    MapSpec,
+    bad_fd,
+    einval,
+)
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.jit.abi import MapInfo
 from pyxdp.vm.jit.ir import Text, c64, ret_if
@@ -79,8 +87,8 @@ class XskMap(_ArrayOrder):
         return col
 
     def _resolve(self, fd: int) -> object:
-        if self.resolve_fd is None:
-            raise MapError("update", _errno.EBADF, f"fd {fd} is not open")
+        if self.resolve_fd is None or fd == 0:
+            raise bad_fd("update", fd, _errno.ENOTSOCK, "AF_XDP socket")
         return self.resolve_fd(fd)
 
     def lookup(self, key: bytes | None, flags: int = 0, *, cpu: int | None = None

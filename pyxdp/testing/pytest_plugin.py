@@ -33,7 +33,8 @@ Fixtures (docs/TESTING.md has the whole story):
   :class:`~pyxdp.testing.vethlab.Scenario` on Linux veth pairs and on pyxdp
   with the differences listed (root; skipped or failed as the kernel variant).
 
-The ini option ``xdp_engine`` picks pyxdp's engine (``auto``, ``jit``, ``interp``).
+The ini option ``xdp_engine`` picks pyxdp's engine (``auto``, ``jit``, ``interp``,
+``tiered``); a bad value, a backend named twice or not a name is a usage error.
 """
 
 from __future__ import annotations
@@ -52,17 +53,22 @@ __all__ = ["xdp", "xdp_backend", "xdp_host", "xdp_lab", "xdp_load", "xdp_object_
            "xdp_packets"]
 
 BACKENDS = ("userspace", "kernel")
+ENGINES = ("auto", "jit", "interp", "tiered")
 _MARKER = "xdp_object"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("xdp_backends", "backends the xdp fixture loads the object on "
                   "(userspace kernel)", type="args", default=list(BACKENDS))
-    parser.addini("xdp_engine", "pyxdp's engine for the userspace backend: auto, jit, interp",
-                  default="auto")
+    parser.addini("xdp_engine", "pyxdp's engine for the userspace backend: "
+                  f"{', '.join(ENGINES)}", default="auto")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    engine = config.getini("xdp_engine")
+    if engine not in ENGINES:  # once, here, rather than as every test's error
+        raise pytest.UsageError(f"ini option xdp_engine: {engine!r} is none of "
+                                f"{', '.join(ENGINES)}")
     config.addinivalue_line(
         "markers", f"{_MARKER}(path, program=None, backends=None): the XDP object the xdp "
         "fixture loads, on each of backends (default: the xdp_backends ini option)")
@@ -70,11 +76,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _backends(config: pytest.Config, marker: pytest.Mark | None) -> list[str]:
     chosen = marker.kwargs.get("backends") if marker is not None else None
+    if isinstance(chosen, str):  # one name, or several as the ini option spells them
+        chosen = chosen.split()
+    if chosen is not None and not (isinstance(chosen, list | tuple)
+                                   and all(isinstance(b, str) for b in chosen)):
+        raise pytest.UsageError(f"@pytest.mark.{_MARKER}(backends=...) takes names among "
+                                f"{', '.join(BACKENDS)}, not {chosen!r}")
     names = list(chosen) if chosen else list(config.getini("xdp_backends"))
     bad = [b for b in names if b not in BACKENDS]
     if bad or not names:
         raise pytest.UsageError(f"xdp backends must be among {', '.join(BACKENDS)}, "
                                 f"not {bad or 'none'}")
+    twice = sorted({b for b in names if names.count(b) > 1})
+    if twice:  # each would run every test again under the same id
+        raise pytest.UsageError(f"xdp backends name {', '.join(twice)} twice")
     return names
 
 
@@ -95,15 +110,18 @@ def require_kernel() -> None:
 
 
 def _resolve(request: pytest.FixtureRequest, path: str | os.PathLike[str]) -> Path:
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise pytest.UsageError(f"XDP object: a path is a non-empty str or os.PathLike, "
+                                f"not {path!r}")
     p = Path(path)
     if p.is_absolute():
         return p
-    tried = [Path(request.path).parent / p, Path(request.config.rootpath) / p]
-    for candidate in tried:
-        if candidate.is_file():
-            return candidate
-    raise pytest.UsageError(f"XDP object {str(path)!r} not found (looked in "
-                            f"{', '.join(str(t.parent) for t in tried)})")
+    dirs = list(dict.fromkeys([Path(request.path).parent, Path(request.config.rootpath)]))
+    for d in dirs:
+        if (d / p).is_file():
+            return d / p
+    raise pytest.UsageError(f"XDP object {str(path)!r} is no file in "
+                            f"{' or '.join(str(d) for d in dirs)}")
 
 
 @pytest.fixture
