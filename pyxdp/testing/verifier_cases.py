@@ -2943,6 +2943,43 @@ r7 += r6
 r0 = *(u8 *)(r7 +0)
 r0 = 0
 exit""", None, funcs=_CB, processed=2128),
+    # A caller's slot holds a misc byte (and invalid ones) until the callback spills a
+    # bounded scalar there: at the call the states of a callback's loop are compared for
+    # convergence (RANGE_WITHIN), which in 6.18 wants each stack byte of the same kind, so
+    # the first return is no match for the state before the loop and the callback is
+    # walked a second time. A slot the caller never wrote (no stack there yet) is no bar.
+    _c("loop_cb_misc_then_spill", """
+r1 = 7
+*(u8 *)(r10 -7) = r1
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = *(u32 *)(r10 -8)
+r0 = 2
+exit
+cb:
+r1 = 5
+*(u32 *)(r2 +0) = r1
+r0 = 0
+exit""", None, funcs=_CB, processed=24),
+    _c("loop_cb_uninit_then_spill", """
+r1 = 4
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = *(u32 *)(r10 -8)
+r0 = 2
+exit
+cb:
+r1 = 5
+*(u32 *)(r2 +0) = r1
+r0 = 0
+exit""", None, funcs=_CB, processed=14),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
     _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),

@@ -2820,6 +2820,10 @@ class _Verifier:
                             and not self._regsafe(so[1], sc[1], idmap, True)):
                         return False
                     continue
+                if not self.loose and so[0] != sc[0]:
+                    # RANGE_WITHIN (a loop's convergence): 6.18's stacksafe wants every
+                    # byte's slot type alike, a misc or invalid byte of old's included
+                    return False
                 if self.loose and so[0] != sc[0]:
                     # scalar_reg_for_stack: all-MISC bytes are an unbounded scalar, which
                     # an imprecise spilled scalar accepts
@@ -2958,8 +2962,8 @@ class _Verifier:
             # ids compared through the map, the rest exactly
             return ko[4:] == kc[4:] and ko[:2] == kc[:2] and self._ids(o.id, c.id, idmap) \
                 and self._ids(o.ref, c.ref, idmap)
-        if o.t == NOT_INIT:
-            return True
+        if o.t == NOT_INIT:  # RANGE_WITHIN: only an uninitialized one (6.18)
+            return self.loose or c.t == NOT_INIT
         if c.t == NOT_INIT:
             return False
         if o.t == SCALAR:
