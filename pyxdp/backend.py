@@ -23,12 +23,14 @@ from pyxdp.args import U64_MAX, checked, short
 from pyxdp.btf.btf import Btf
 from pyxdp.errors import KernelError, MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
+from pyxdp.uapi.bpf import MapFlag
 
 if TYPE_CHECKING:
     from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["Backend", "MapHandle", "ProgHandle", "TestRunResult", "batch_count", "batch_rows",
-           "bytes_like", "handle_bytes", "int_bytes", "syscall_test_run_args", "test_run_args"]
+           "bytes_like", "check_sys_perms", "handle_bytes", "int_bytes", "syscall_test_run_args",
+           "test_run_args"]
 
 _U32_MAX = 0xFFFF_FFFF
 
@@ -133,6 +135,22 @@ MAP_COMMANDS = ("lookup", "update", "delete", "get_next_key", "lookup_and_delete
 _COMMAND_RULES: dict[str, object] = {"flags": (0, U64_MAX), "key": None, "value": None,
                                      "keys": None, "values": None, "cursor": None,
                                      "count": None}
+
+
+_BPF_F_RDONLY, _BPF_F_WRONLY = int(MapFlag.BPF_F_RDONLY), int(MapFlag.BPF_F_WRONLY)
+
+
+def check_sys_perms(op: str, name: str, flags: int, frozen: bool, *, read: bool = False,
+                    write: bool = False) -> None:
+    """``map_get_sys_perms``: EPERM for a bpf(2) read of a map created ``BPF_F_WRONLY``,
+    a write of one created ``BPF_F_RDONLY`` or a write of a frozen one, before the
+    command looks at anything else. Programs are not subject to it (``BPF_F_*_PROG``)."""
+    if read and flags & _BPF_F_WRONLY:
+        raise MapError(op, errno.EPERM, f"map {name!r} was created BPF_F_WRONLY")
+    if write and flags & _BPF_F_RDONLY:
+        raise MapError(op, errno.EPERM, f"map {name!r} was created BPF_F_RDONLY")
+    if write and frozen:
+        raise MapError(op, errno.EPERM, f"map {name!r} is frozen")
 
 
 def check_map_commands(cls: type) -> None:

@@ -35,6 +35,7 @@ from pyxdp.backend import (
     MapHandle,
     ProgHandle,
     TestRunResult,
+    check_sys_perms,
     handle_bytes,
     int_bytes,
     test_run_args,
@@ -59,7 +60,7 @@ from pyxdp.spec import (
     XdpRunConfig,
     libbpf_map_defaults,
 )
-from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag, XdpAction
+from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
@@ -71,8 +72,6 @@ _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TY
 # 380), a hit 1-3 ms (the digest of pyxdp's sources read back by the files' identity).
 VERIFY_CACHE_INSNS = 100
 _ACTIONS = frozenset(int(a) for a in XdpAction)
-_RDONLY = int(MapFlag.BPF_F_RDONLY)
-_WRONLY = int(MapFlag.BPF_F_WRONLY)
 _NO_KEY = frozenset({BpfMapType.BPF_MAP_TYPE_QUEUE, BpfMapType.BPF_MAP_TYPE_STACK,
                      BpfMapType.BPF_MAP_TYPE_RINGBUF})
 
@@ -138,23 +137,19 @@ class Map:
         return self.handle
 
     def _readable(self, op: str) -> MapHandle:
-        """The handle for a syscall-side read (map_get_sys_perms: FMODE_CAN_READ). A map
-        created ``BPF_F_WRONLY`` gives bpf(2) EPERM here, while its programs still read
-        it (``BPF_F_*_PROG`` govern those): the check lives on this syscall-side API,
-        not on the map the helpers share."""
+        """The handle for a syscall-side read (``map_get_sys_perms``: EPERM for a map
+        created ``BPF_F_WRONLY``; its programs still read it). Checked here too, not
+        only by the handle, so both backends answer with the same words."""
         h = self._live(op)
-        if self.spec.flags & _WRONLY:
-            raise MapError(op, errno.EPERM, f"map {self.name!r} was created BPF_F_WRONLY")
+        check_sys_perms(op, self.name, self.spec.flags, False, read=True)
         return h
 
     def _writable(self, op: str) -> MapHandle:
-        """The handle for a syscall-side write (FMODE_CAN_WRITE): EPERM for a map created
-        ``BPF_F_RDONLY`` and for a frozen one (``.rodata``), as Linux answers."""
+        """The handle for a syscall-side write: EPERM for a map created ``BPF_F_RDONLY``
+        and for a frozen one (``.rodata``), as Linux answers."""
         h = self._live(op)
-        if self.spec.flags & _RDONLY:
-            raise MapError(op, errno.EPERM, f"map {self.name!r} was created BPF_F_RDONLY")
-        if self.spec.frozen or getattr(self.handle, "frozen", False):
-            raise MapError(op, errno.EPERM, f"map {self.name!r} is frozen")
+        check_sys_perms(op, self.name, self.spec.flags,
+                        self.spec.frozen or getattr(self.handle, "frozen", False), write=True)
         return h
 
     # -- codec -----------------------------------------------------------------------

@@ -42,7 +42,13 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.backend import batch_count, batch_rows, check_map_commands, handle_bytes
+from pyxdp.backend import (
+    batch_count,
+    batch_rows,
+    check_map_commands,
+    check_sys_perms,
+    handle_bytes,
+)
 from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
@@ -823,13 +829,7 @@ class SyscallView:
 
     def check(self, op: str, *, read: bool = False, write: bool = False) -> None:
         """EPERM as map_get_sys_perms answers it for ``op``."""
-        name = self.map.name
-        if read and self.file_flags & MapFlag.BPF_F_WRONLY:
-            raise MapError(op, _errno.EPERM, f"map {name!r} was created BPF_F_WRONLY")
-        if write and self.file_flags & MapFlag.BPF_F_RDONLY:
-            raise MapError(op, _errno.EPERM, f"map {name!r} was created BPF_F_RDONLY")
-        if write and self.frozen:
-            raise MapError(op, _errno.EPERM, f"map {name!r} is frozen")
+        check_sys_perms(op, self.map.name, self.file_flags, self.frozen, read=read, write=write)
 
     def freeze(self) -> None:
         """BPF_MAP_FREEZE: no more writes through bpf(2); programs are unaffected."""

@@ -35,7 +35,6 @@ from pyxdp.net.xdp import (
     CTX_BASE,
     SKB_SHARED_INFO_SIZE,
     SYSCALL_CTX_BASE,
-    XDP_FRAME_SIZE,
     FragTable,
     RxQueue,
     XdpBuff,
@@ -708,11 +707,7 @@ class _Frags:
 
     def __init__(self, mm: MemMap, frames: Frames, multi: npt.NDArray[np.bool_]) -> None:
         from pyxdp.net.frames import KIND_FRAME
-        from pyxdp.net.xdp_mem import (
-            SHINFO_OFF_FRAGS,
-            SHINFO_OFF_NR_FRAGS,
-            _read_headers,
-        )
+        from pyxdp.net.xdp_mem import SHINFO_OFF_FRAGS, SHINFO_OFF_NR_FRAGS, xdp_frags_shinfo
         n = len(frames)
         self.mm = mm
         self.idx = idx = np.flatnonzero(multi)
@@ -720,23 +715,12 @@ class _Frags:
         rows = np.zeros((n, abi.FRAG_WORDS), np.uint64)
         bounds = np.zeros((n, abi.MAX_FRAGS, 2), np.uint64)
         self.table = FragTable(rows, bounds)
-        heads = frames.pfn[idx]
-        is_frame = (frames.kind[idx] & KIND_FRAME) != 0
         self.sh = np.zeros(m, np.int64)  # the skb_shared_info's offset in its region
         shinfo = np.empty((m, SKB_SHARED_INFO_SIZE), np.uint8)
-        for mem, pos, local in mm.split(heads):
-            ps = mem.page_size
-            sh = local * ps + (ps - SKB_SHARED_INFO_SIZE)
-            fm = is_frame[pos]
+        for mem, pos, sh in xdp_frags_shinfo(frames.pfn[idx], (frames.kind[idx] & KIND_FRAME) != 0,
+                                             memmap=mm):
             self.sh[pos] = sh
-            if fm.any():  # an xdp_frame: frame_sz from its header (xdp_frame's shinfo)
-                h = _read_headers(mem, local[fm])
-                sh[fm] = (h["data"].astype(np.int64) - h["headroom"] - XDP_FRAME_SIZE
-                          - mem.addr_base + h["frame_sz"] - SKB_SHARED_INFO_SIZE)
-                self.sh[pos] = sh
-                shinfo[pos] = mem.buf[sh[:, None] + np.arange(SKB_SHARED_INFO_SIZE)]
-            else:  # a pool page's xdp_buff: at the page's end
-                shinfo[pos] = mem.pages[local, ps - SKB_SHARED_INFO_SIZE:]
+            shinfo[pos] = mem.buf[sh[:, None] + np.arange(SKB_SHARED_INFO_SIZE)]
         self.nr = np.minimum(shinfo[:, SHINFO_OFF_NR_FRAGS], abi.MAX_FRAGS).astype(np.int64)
         recs = np.ascontiguousarray(shinfo[:, SHINFO_OFF_FRAGS:])  # skb_frag_t[17]
         k = np.arange(abi.MAX_FRAGS)
