@@ -2057,38 +2057,11 @@ class _Verifier:
         if kept:
             key: tuple[object, ...] | None = None
             evict = False
-            frames = cur.frames
-            nframes = len(frames)
-            cs = frames[-1].callsite
-            loose = self.loose
+            cs = cur.frames[-1].callsite
             for k in range(len(kept) - 1, -1, -1):
                 old = kept[k]
                 if old.frames[-1].callsite != cs and self._other_list(pc, old, cs):
                     continue
-                if loose and not old.branches and old.plan is not None and \
-                        len(old.frames) == nframes:
-                    # _states_equal's quick look at its first check (where the previous
-                    # comparison failed), without the call: most comparisons fail there
-                    q = old.quick[0]
-                    if q[0] == 2:
-                        cstack = frames[q[1]].stack
-                        spi = q[2]
-                        ct = (cstack[spi] if spi < len(cstack) else _EMPTY)[0]
-                        if ct is not q[3]:
-                            v = _INTS.get(ct)
-                            if (v if v is not None else _bytes_int(ct)) & q[4] != q[5] and \
-                                    not (q[6] and _cur_stack_scalar(cstack, spi) is not None):
-                                if add:
-                                    old.misses += 1
-                                    evict |= old.misses > old.hits * 3 + 3
-                                continue
-                    elif q[0] == 1:
-                        c = frames[q[1]].regs[q[2]]
-                        if c.t != q[3] or not (q[4] or c.off == q[5]):
-                            if add:
-                                old.misses += 1
-                                evict |= old.misses > old.hits * 3 + 3
-                            continue
                 if old.branches:
                     if key is None:
                         key = tuple(r.key() for r in cur.cur.regs)
@@ -2861,25 +2834,7 @@ class _Verifier:
             fc = cur.frames[fi]
             cregs = fc.regs
             for r, o in regs:
-                c = cregs[r]
-                if o.t == SCALAR:  # _regsafe's scalar case (loose), inline
-                    if c.t != SCALAR:
-                        return False
-                    if not o.precise:
-                        continue
-                    oid = o.id
-                    if oid and ((oid ^ c.id) & BPF_ADD_CONST or
-                                (oid & BPF_ADD_CONST and o.off != c.off)):
-                        return False
-                    om = o.tm
-                    if not (o.umin <= c.umin and o.umax >= c.umax and o.smin <= c.smin
-                            and o.smax >= c.smax and o.u32min <= c.u32min
-                            and o.u32max >= c.u32max and o.s32min <= c.s32min
-                            and o.s32max >= c.s32max and not c.tm & ~om & U64
-                            and o.tv == c.tv & ~om & U64) or \
-                            not self._scalar_ids(oid, c.id, idmap):
-                        return False
-                elif not regsafe(o, c, idmap, False):
+                if not regsafe(o, cregs[r], idmap, False):
                     return False
             cstack = fc.stack
             n = len(cstack)
