@@ -6,7 +6,8 @@ them) and through an ``xdp.frags`` program returning each verdict (``drop``,
 9000-MTU NIC whose transmit is a sink), the NIC's generator making the frames.
 The ``generic_*`` cases are generic (skb-mode) XDP on such skbs: lists of 64 given
 to ``netif_receive_skb_list`` of a device whose program (``XDP_DROP``, or
-``XDP_PASS`` for ``*_pass``) is frags-aware (``generic_frags``: each skb copied
+``XDP_PASS``, ``XDP_TX``, ``bpf_redirect`` to the second NIC for ``*_pass``,
+``*_tx``, ``*_redirect``) is frags-aware (``generic_frags``: each skb copied
 into a head page and page frags, ``skb_cow_data_for_xdp``) or not
 (``generic_linear``: each skb linearised into a ``kmalloc``-sized buffer).
 
@@ -78,10 +79,12 @@ def kfps_generic(case: str, frames: int, size: int) -> float:
     """``frames`` skbs of ``size`` bytes through generic XDP in lists of 64; thousands
     of skbs the program saw per second."""
     from pyxdp.net.dev import netif_receive_skb_list
-    text = VERDICTS["pass" if case.endswith("_pass") else "drop"]
+    verdict = case.split("_")[2] if case.count("_") == 2 else "drop"
+    text = VERDICTS[verdict]
     spec = _frags_prog(text) if case.startswith("generic_frags") else asm_collection(text)
     with Host(tracer=Tracer(), engine="jit") as h:
         nic = h.add_device("eth0", mtu=9000)
+        h.add_device("eth1", mtu=9000)  # bpf_redirect's target, a sink
         nic.attach_xdp(h.load(spec).programs["t"], mode="generic")
         batch = SkbBatch.from_packets([pk.udp_packet(b"mb", sport=1000 + i, size=size)
                                        for i in range(64)], nic.ifindex)
@@ -93,7 +96,8 @@ def kfps_generic(case: str, frames: int, size: int) -> float:
         return nic.stats.xdp_packets / dt / 1e3
 
 
-GENERIC = ("generic_frags", "generic_linear", "generic_frags_pass", "generic_linear_pass")
+GENERIC = tuple(f"generic_{k}{v}" for v in ("", "_pass", "_tx", "_redirect")
+                for k in ("frags", "linear"))
 
 
 def main() -> None:

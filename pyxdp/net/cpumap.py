@@ -354,18 +354,20 @@ class CpuMapRuntime:
         self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, n, drops, self.cpu, cpu=from_cpu)
         self._wake.set()
 
-    def generic_enqueue(self, frames: Frames, from_cpu: int = 0) -> int:
-        """``cpu_map_generic_redirect``: one skb straight into the ring (no bulk);
-        ``xdp_cpumap_enqueue`` with processed 1, or drops 1 and ``-ENOSPC`` when the
-        ring is full (the frame then stays the caller's to free)."""
-        ok = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
-                                          frames.meta])) == len(frames)
-        self.host.tracer.xdp_cpumap_enqueue.fire(self.map.id, int(ok), int(not ok), self.cpu,
-                                                 cpu=from_cpu)
-        if not ok:
-            return -errno.ENOSPC
-        self._wake.set()
-        return 0
+    def generic_enqueue(self, frames: Frames, from_cpu: int = 0) -> npt.NDArray[np.int64]:
+        """``cpu_map_generic_redirect`` of skbs, one after the other: each straight into
+        the ring (no bulk), one ``xdp_cpumap_enqueue`` each - processed 1, or drops 1
+        and ``-ENOSPC`` once the ring is full (the frame then stays the caller's to
+        free); 0 or -errno per frame."""
+        n = len(frames)
+        took = self.queue.produce(np.stack([frames.pfn, frames.data, frames.length,
+                                            frames.meta]))
+        ok = (np.arange(n) < took).astype(np.int64)
+        self.host.tracer.xdp_cpumap_enqueue.fire_batch(
+            map_id=self.map.id, processed=ok, drops=1 - ok, to_cpu=self.cpu, cpu=from_cpu)
+        if took:
+            self._wake.set()
+        return np.where(ok == 1, 0, -errno.ENOSPC).astype(np.int64)
 
     # -- the kthread -------------------------------------------------------------------
     def run_once(self, spins: int = 0) -> int:

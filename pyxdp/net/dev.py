@@ -13,12 +13,17 @@ changed the EtherType or the destination's host/broadcast class
 is the queue the skb was received on. Verdicts: PASS on to the stack; DROP
 frees; ABORTED and unknown verdicts (warned about once per program) fire
 ``xdp_exception`` and free; TX is ``generic_xdp_tx`` (``dev_queue_xmit`` on the
-same device, one skb at a time, no bulk queue); REDIRECT is ``xdp_do_generic_redirect`` - one
-skb at a time, no bulking, no ``xdp_frame``: devmap/devmap_hash
-(``dev_map_generic_redirect``, broadcast with skb clones, the entry's program
-run on the skb), an ifindex, or a cpumap (the skb queued to the entry's
-ring; a full ring fails the redirect). ``xdp_redirect``/``xdp_redirect_err``
-fire per skb (``-EBADRQC`` for an XDP_REDIRECT no redirect helper prepared).
+same device, no bulk queue); REDIRECT is ``xdp_do_generic_redirect`` - no bulking,
+no ``xdp_frame``: devmap/devmap_hash (``dev_map_generic_redirect``, broadcast with
+skb clones, the entry's program run on the skb), an ifindex, or a cpumap (the skb
+queued to the entry's ring; a full ring fails the redirect). ``xdp_redirect``/
+``xdp_redirect_err`` fire per skb (``-EBADRQC`` for an XDP_REDIRECT no redirect
+helper prepared). The kernel does all this one skb at a time; here the skbs of
+one program run are acted on per target (its lookup and ``xdp_ok_fwd_dev`` once,
+an entry program over them as one batch), each device sending what it got as one
+list in the order the kernel sends it, the trace events fired in arrival order
+(:func:`_generic_redirects`); a stack that receives such skbs takes each as a list
+of its own (:attr:`pyxdp.net.stack.SkbBatch.each`).
 Skbs reach this path from the stack's transmit side (a veth peer) and from
 NAPI polls without a native program (a NIC, a veth with GRO).
 
@@ -32,7 +37,10 @@ alike (frags, or linearised to one ``frame_sz``) is one ``run_batch``
 (:func:`_generic_large`). The interpreter's batch, one ``XdpBuff`` per skb, is
 the reference the JIT's is tested against.
 Simplified: a cpumap entry receives the skb as an order-0 ``xdp_frame`` (the
-kernel queues the skb itself and runs the entry program in skb mode).
+kernel queues the skb itself and runs the entry program in skb mode), so an skb
+longer than a page's packet room fails that redirect with ``-EOVERFLOW``. A
+devmap entry's program sees a long skb as generic XDP's copy of it, a head and
+page frags (``dev_map_bpf_prog_run_skb`` on a nonlinear skb sets the frags flag).
 """
 
 from __future__ import annotations
@@ -117,24 +125,13 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
     the pages freed after (frags ``adjust_tail`` released went back in the run).
     ``every_fault``: each fault reported, not only the batch's first."""
     from pyxdp.net.prog import run_xdp
-    from pyxdp.net.skbuff_native import skb_heads_clear, skbs_build
     host = dev.host
-    sysmem = host.memmap.system
     with host.lock:
-        n = len(batch)
-        lens = np.ascontiguousarray(batch.length, np.int64)
-        pages = np.empty(n, np.int64)
-        skbs_build(sysmem.native_args, np.ascontiguousarray(batch.data, np.uint8), lens,
-                   XDP_PACKET_HEADROOM, pages)
-        ok = pages >= 0
+        frames, ok = _skb_copies(dev, batch)
         if not ok.all():  # no memory for the copy: those skbs are dropped
             dev.stats.rx_dropped += int((~ok).sum())
-            batch, pages, lens = _select(batch, ok), pages[ok], lens[ok]
-            n = len(pages)
-        skb_heads_clear(sysmem.pages, sysmem.local(pages), XDP_PACKET_HEADROOM, lens)
-        frames = Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64), lens.copy(),
-                        np.zeros(n, np.int64),
-                        np.where(lens > MAX_LINEAR, KIND_FRAGS, KIND_BUFF).astype(np.int64))
+            batch = _select(batch, ok)
+        n = len(frames)
         # rx_queue_index: the queue the skb was recorded on (netif_get_rxqueue).
         queue = np.clip(batch.queue, 0, len(dev.rx) - 1)
         v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=queue,
@@ -142,15 +139,45 @@ def _generic_pages(dev: NetDevice, prog: XdpProg, batch: SkbBatch, *,
                     where=f"{dev.name} generic", every_fault=every_fault)
         act = v.action
         _exceptions(dev, prog, act)
-        out = host.frames_to_skbs(frames, dev.ifindex)
+        out = _copies_out(dev, frames, dev.ifindex)
         out.queue[:] = batch.queue
-        # The skb copies freed (or, below, copied on): each one's frags, then its head.
-        left = frames.has_frags
-        if left.any():
-            from pyxdp.net.xdp_mem import xdp_buffs_pages
-            pages = xdp_buffs_pages(frames.pfn, left.astype(np.int64), memmap=host.memmap)
-        sysmem.put_pages(pages)
     generic_xdp_act(dev, prog, out, act, v.map_id, v.map_type, v.index, v.flags)
+
+
+def _skb_copies(dev: NetDevice, batch: SkbBatch) -> tuple[Frames, npt.NDArray[np.bool_]]:
+    """Each skb copied into pages of the system allocator at ``XDP_PACKET_HEADROOM``
+    (a head of up to :data:`MAX_LINEAR` bytes and page frags past it, built in
+    machine code by :func:`pyxdp.net.skbuff_native.skbs_build`), the head's headroom
+    and tailroom zeroed; returns the copies as frames and which skbs got one (the
+    others got no pages). Under the host lock."""
+    from pyxdp.net.skbuff_native import skb_heads_clear, skbs_build
+    sysmem = dev.host.memmap.system
+    lens = np.ascontiguousarray(batch.length, np.int64)
+    pages = np.empty(len(lens), np.int64)
+    skbs_build(sysmem.native_args, np.ascontiguousarray(batch.data, np.uint8), lens,
+               XDP_PACKET_HEADROOM, pages)
+    ok = pages >= 0
+    if not ok.all():
+        pages, lens = pages[ok], lens[ok]
+    n = len(pages)
+    skb_heads_clear(sysmem.pages, sysmem.local(pages), XDP_PACKET_HEADROOM, lens)
+    return Frames(pages, np.full(n, XDP_PACKET_HEADROOM, np.int64), lens.copy(),
+                  np.zeros(n, np.int64),
+                  np.where(lens > MAX_LINEAR, KIND_FRAGS, KIND_BUFF).astype(np.int64)), ok
+
+
+def _copies_out(dev: NetDevice, frames: Frames, ifindex: int) -> SkbBatch:
+    """The skbs as a program left their copies (:func:`_skb_copies`), the copies freed:
+    each one's frags (``adjust_tail`` released some already), then its head."""
+    host = dev.host
+    out = host.frames_to_skbs(frames, ifindex)
+    pages = frames.pfn
+    left = frames.has_frags
+    if left.any():
+        from pyxdp.net.xdp_mem import xdp_buffs_pages
+        pages = xdp_buffs_pages(frames.pfn, left.astype(np.int64), memmap=host.memmap)
+    host.memmap.system.put_pages(pages)
+    return out
 
 
 def _exceptions(dev: NetDevice, prog: XdpProg, act: np.ndarray) -> None:
@@ -259,7 +286,8 @@ def generic_xdp_act(dev: NetDevice, prog: XdpProg, out: SkbBatch, act: np.ndarra
                     flags: np.ndarray) -> None:
     """``do_xdp_generic``'s verdicts for skbs a generic program ran on (exceptions
     already fired): PASS to the stack as one list, DROP counted (the skbs are
-    the caller's to free), TX and REDIRECT one skb at a time."""
+    the caller's to free), TX (``generic_xdp_tx``) as one list on the device, and
+    REDIRECT (``xdp_do_generic_redirect``) per target (:func:`_generic_redirects`)."""
     host = dev.host
     # The L2 re-parse (eth_type_trans after a changed header) needs nothing more:
     # the stack model parses every skb from the bytes the program left.
@@ -272,15 +300,15 @@ def generic_xdp_act(dev: NetDevice, prog: XdpProg, out: SkbBatch, act: np.ndarra
                                           dev.rx[min(max(q, 0), len(dev.rx) - 1)].ctx.cpu)
     tx = act == XdpAction.XDP_TX
     if tx.any():
+        # generic_xdp_tx sends each skb on its own (no bulk); sent one after the
+        # other, they are the list dev_queue_xmit's model takes in one call.
         dev.stats.xdp_tx += int(tx.sum())
-        for i in np.flatnonzero(tx).tolist():  # generic_xdp_tx: one skb at a time
-            dev.xmit_skbs(_select(out, np.array([i])))
+        dev.xmit_skbs(_retarget(_select(out, tx), dev.ifindex))
     red = act == XdpAction.XDP_REDIRECT
     if red.any():
         dev.stats.xdp_redirect += int(red.sum())
-        for i in np.flatnonzero(red).tolist():
-            _generic_redirect(dev, prog.id, _select(out, np.array([i])), int(map_id[i]),
-                              int(map_type[i]), int(index[i]), int(flags[i]))
+        _generic_redirects(dev, prog.id, _select(out, red), *(
+            np.asarray(x, np.int64)[red] for x in (map_id, map_type, index, flags)))
 
 
 def _select(b: SkbBatch, sel: np.ndarray) -> SkbBatch:
@@ -288,142 +316,228 @@ def _select(b: SkbBatch, sel: np.ndarray) -> SkbBatch:
                     [b.meta[int(i)] for i in np.arange(len(b))[sel].tolist()])
 
 
-def _fire(dev: NetDevice, prog_id: int, err: int, to_ifindex: int, map_id: int,
-          index: int) -> None:
+def _fire(dev: NetDevice, prog_id: int, err: np.ndarray, to_ifindex: np.ndarray,
+          map_id: np.ndarray, index: np.ndarray) -> None:
+    """``xdp_redirect`` / ``xdp_redirect_err`` of each redirected skb, in arrival order."""
     tr = dev.host.tracer
-    if err:
-        tr.xdp_redirect_err.fire(prog_id, dev.ifindex, to_ifindex, map_id, index, err)
-    else:
-        tr.xdp_redirect.fire(prog_id, dev.ifindex, to_ifindex, map_id, index)
+    bad = err != 0
+    for tp, sel in ((tr.xdp_redirect_err, bad), (tr.xdp_redirect, ~bad)):
+        if sel.any():
+            tp.fire_batch(prog_id=prog_id, ifindex=dev.ifindex, err=err[sel],
+                          to_ifindex=to_ifindex[sel], map_id=map_id[sel],
+                          map_index=index[sel])
 
 
-def _ok_fwd(target: NetDevice | None, skb: SkbBatch) -> int:
+def _ok_fwd(target: NetDevice | None, length: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``xdp_ok_fwd_dev`` of each skb for ``target``: 0 or -errno."""
     if target is None:
-        return -errno.EINVAL
+        return np.full(len(length), -errno.EINVAL, np.int64)
     if not target.up:
-        return -errno.ENETDOWN
-    if int(skb.length[0]) > target.mtu + 14 + 4:  # mtu + hard_header_len + VLAN_HLEN
-        return -errno.EMSGSIZE
-    return 0
+        return np.full(len(length), -errno.ENETDOWN, np.int64)
+    # mtu + hard_header_len + VLAN_HLEN
+    return np.where(length > target.mtu + 14 + 4, -errno.EMSGSIZE, 0).astype(np.int64)
 
 
-def _generic_redirect(dev: NetDevice, prog_id: int, skb: SkbBatch, map_id: int, map_type: int,
-                      index: int, flags: int) -> None:
-    """``xdp_do_generic_redirect`` of one skb."""
+def _generic_redirects(dev: NetDevice, prog_id: int, skbs: SkbBatch, map_id: np.ndarray,
+                       map_type: np.ndarray, index: np.ndarray, flags: np.ndarray) -> None:
+    """``xdp_do_generic_redirect`` of each skb (no bulking, no ``xdp_frame``: the kernel
+    takes them one at a time). The skbs redirected alike - the same map, key and
+    flags, or ifindex - are one group: its target looked up once, ``xdp_ok_fwd_dev``
+    over the group's lengths, its skbs sent as one list in arrival order, groups in
+    the order of their first skb; then the trace events of every skb in arrival
+    order. Targets: an ifindex (``bpf_redirect``), a devmap/devmap_hash entry
+    (``dev_map_generic_redirect``: the entry's program on the skbs first) or all of
+    them (``dev_map_redirect_multi``), a cpumap entry (``cpu_map_generic_redirect``),
+    an AF_XDP socket (``xsk_generic_rcv``); anything else ``-EBADRQC``."""
     host = dev.host
-    if map_type == 0 and map_id == INT_MAX:  # bpf_redirect(ifindex)
-        target = host.devices.get(index)
-        err = _ok_fwd(target, skb)
-        _fire(dev, prog_id, err, index, INT_MAX, 0)
-        if not err and target is not None:
-            target.xmit_skbs(_retarget(skb, target.ifindex))
-        return
-    m = map_by_id(map_id)
-    if map_type in _DEVMAPS:
-        from pyxdp.net.devmap import _all_entries, _devmap_entries
-        if flags & BPF_F_BROADCAST:
-            targets = [(i, p) for i, p in _all_entries(m)
-                       if not (flags & BPF_F_EXCLUDE_INGRESS and i == dev.ifindex)]
-            # dev_map_redirect_multi: a clone per target in walk order, the skb itself
-            # to the last; the first target xdp_ok_fwd_dev refuses ends it, and its
-            # error is the redirect's (the targets after it get nothing).
-            err = 0
-            for ifx, pid in targets:
-                t = host.devices.get(ifx)
-                err = _ok_fwd(t, skb)
-                if err or t is None:
-                    break
-                _xmit_devmap(dev, t, pid, skb)
-            # to_ifindex: the device of slot ``index``, which the helper looked up.
-            _fire(dev, prog_id, err,
-                  int(_devmap_entries(m, np.array([index], np.int64))[0][0]), map_id, index)
-            return
-        ifxs, pids = _devmap_entries(m, np.array([index], np.int64))
-        to = int(ifxs[0])
-        target = host.devices.get(to) if to else None
-        err = _ok_fwd(target, skb)
-        _fire(dev, prog_id, err, to, map_id, index)
-        if not err and target is not None:
-            _xmit_devmap(dev, target, int(pids[0]), skb)
-        return
-    if map_type == int(BpfMapType.BPF_MAP_TYPE_CPUMAP) and isinstance(m, CpuMap):
-        if not m.qsize_at(index):
-            _fire(dev, prog_id, -errno.EINVAL, 0, map_id, index)
-            return
-        _fire(dev, prog_id, _skb_to_cpumap(dev, m, index, skb), 0, map_id, index)
-        return
-    if map_type == int(BpfMapType.BPF_MAP_TYPE_XSKMAP):
-        # AF_XDP (pyxdp.net.xsk): xsk_generic_rcv copies and publishes at once;
-        # map id 0 is bpf_redirect_xsk (the socket registered on the skb's queue).
-        from pyxdp.net.xsk import xsk_generic_redirect
-        xs = host.xsk_socket(dev.ifindex, index) if map_id == 0 else \
-            getattr(m, "socket_at", lambda i: None)(index)
-        _fire(dev, prog_id, int(xsk_generic_redirect(dev, xs, skb)[0]), 0, map_id, index)
-        return
-    # No redirect helper prepared this XDP_REDIRECT.
-    _fire(dev, prog_id, -errno.EBADRQC, 0, map_id, index)
+    n = len(skbs)
+    out = _Xmits()
+    err = np.zeros(n, np.int64)
+    to = np.zeros(n, np.int64)
+    key = np.stack([map_type, map_id, index, flags], axis=1)
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    for g in np.argsort(first, kind="stable").tolist():
+        sel = np.flatnonzero(inv == g)
+        i0 = int(sel[0])
+        mt, mid, idx, fl = (int(x) for x in key[i0])
+        part = skbs if len(sel) == n else _select(skbs, sel)
+        ln = np.asarray(part.length, np.int64)
+        if mt == 0 and mid == INT_MAX:  # bpf_redirect(ifindex)
+            target = host.devices.get(idx)
+            e = _ok_fwd(target, ln)
+            err[sel], to[sel] = e, idx
+            if target is not None and (e == 0).any():
+                out.add(target, _select(part, e == 0), sel[e == 0], 0)
+            continue
+        m = map_by_id(mid)
+        if mt in _DEVMAPS:
+            from pyxdp.net.devmap import _all_entries, _devmap_entries
+            slot_ifx, pids = _devmap_entries(m, np.array([idx], np.int64))
+            # to_ifindex: the device of slot ``idx``, which the helper looked up.
+            to[sel] = int(slot_ifx[0])
+            if fl & BPF_F_BROADCAST:
+                # dev_map_redirect_multi: a clone per target in walk order, the skb
+                # itself to the last; the first target xdp_ok_fwd_dev refuses ends
+                # that skb's broadcast, and its error is the redirect's.
+                live = np.ones(len(sel), bool)
+                e = np.zeros(len(sel), np.int64)
+                for w, (ifx, pid) in enumerate(_all_entries(m)):
+                    if fl & BPF_F_EXCLUDE_INGRESS and ifx == dev.ifindex:
+                        continue
+                    t = host.devices.get(ifx)
+                    et = _ok_fwd(t, ln)
+                    stop = live & (et != 0)
+                    e[stop] = et[stop]
+                    live &= et == 0
+                    if not live.any():
+                        break
+                    if t is not None:
+                        _xmit_devmap(dev, t, pid, part if live.all() else _select(part, live),
+                                     out, sel[live], w)
+                err[sel] = e
+                continue
+            tifx = int(slot_ifx[0])
+            target = host.devices.get(tifx) if tifx else None
+            e = _ok_fwd(target, ln)
+            err[sel] = e
+            if target is not None and (e == 0).any():
+                _xmit_devmap(dev, target, int(pids[0]),
+                             part if not e.any() else _select(part, e == 0), out, sel[e == 0], 0)
+            continue
+        if mt == int(BpfMapType.BPF_MAP_TYPE_CPUMAP) and isinstance(m, CpuMap):
+            err[sel] = _skbs_to_cpumap(dev, m, idx, part) if m.qsize_at(idx) else -errno.EINVAL
+            continue
+        if mt == int(BpfMapType.BPF_MAP_TYPE_XSKMAP):
+            # AF_XDP (pyxdp.net.xsk): xsk_generic_rcv copies and publishes at once;
+            # map id 0 is bpf_redirect_xsk (the socket registered on the skb's queue).
+            from pyxdp.net.xsk import xsk_generic_redirect
+            xs = host.xsk_socket(dev.ifindex, idx) if mid == 0 else \
+                getattr(m, "socket_at", lambda i: None)(idx)
+            err[sel] = xsk_generic_redirect(dev, xs, part)
+            continue
+        # No redirect helper prepared this XDP_REDIRECT.
+        err[sel] = -errno.EBADRQC
+    out.send()
+    # The trace keeps map id and index of bpf_redirect's pseudo map as xdp_do_redirect's.
+    by_ifindex = (map_type == 0) & (map_id == INT_MAX)
+    _fire(dev, prog_id, err, to, map_id, np.where(by_ifindex, 0, index))
 
 
 def _retarget(skb: SkbBatch, ifindex: int) -> SkbBatch:
+    """The skbs on their way out of ``ifindex``, one at a time (``generic_xdp_tx``)."""
     return SkbBatch(skb.data, skb.length, np.full(len(skb), ifindex, np.int64), skb.queue,
-                    skb.meta)
+                    skb.meta, True)
 
 
-def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skb: SkbBatch) -> None:
-    """``dev_map_generic_redirect``: the entry program on the skb, then xmit."""
+def _xmit_devmap(dev: NetDevice, target: NetDevice, prog_id: int, skbs: SkbBatch,
+                 out: _Xmits, order: np.ndarray, walk: int) -> None:
+    """``dev_map_generic_redirect``: the entry program on the skbs (each copied as
+    generic XDP copies it, :func:`_skb_copies`; one without pages is dropped),
+    ``egress_ifindex`` set; PASS sent, DROP dropped, anything else an
+    ``xdp_exception`` on the target and dropped; then xmit (into ``out``, the skbs
+    at ``order``, ``walk``: the target's position in a broadcast)."""
     host = dev.host
     if prog_id:
         prog = host.program_by_id(prog_id)
         if prog is not None:
             from pyxdp.net.prog import run_xdp
-            sysmem = host.memmap.system
             with host.lock:
-                pages = sysmem.alloc_pages_bulk(1)
-                if not len(pages):
+                frames, ok = _skb_copies(dev, skbs)
+                if not len(frames):
                     return
-                row = sysmem.local(pages)
-                ln = int(skb.length[0])
-                sysmem.pages[row[0], XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = \
-                    skb.data[0, :ln]
-                f = Frames.make(pages, XDP_PACKET_HEADROOM, [ln])
-                v = run_xdp(prog, host, f, ifindex=dev.ifindex, queue=0, ctx=dev.rx[0].ctx,
-                            egress_ifindex=target.ifindex, faults=target.faults,
-                            where=f"{target.name} devmap egress")
-                skb = host.frames_to_skbs(f, target.ifindex)
-                sysmem.put_pages(pages)
-            if int(v.action[0]) != XdpAction.XDP_PASS:
-                if int(v.action[0]) != XdpAction.XDP_DROP:
-                    host.tracer.xdp_exception.fire(prog.id, int(v.action[0]), target.ifindex)
+                order = order[ok]
+                v = run_xdp(prog, host, frames, ifindex=dev.ifindex, queue=0,
+                            ctx=dev.rx[0].ctx, egress_ifindex=target.ifindex,
+                            faults=target.faults, where=f"{target.name} devmap egress",
+                            every_fault=True)
+                skbs = _copies_out(dev, frames, target.ifindex)
+            act = v.action
+            bad = (act != XdpAction.XDP_PASS) & (act != XdpAction.XDP_DROP)
+            if bad.any():
+                host.tracer.xdp_exception.fire_batch(prog_id=prog.id, act=act[bad],
+                                                     ifindex=target.ifindex)
+            passed = act == XdpAction.XDP_PASS
+            if not passed.any():
                 return
-    target.xmit_skbs(_retarget(skb, target.ifindex))
+            if not passed.all():
+                skbs, order = _select(skbs, passed), order[passed]
+    out.add(target, skbs, order, walk)
 
 
-def _skb_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skb: SkbBatch) -> int:
-    """``cpu_map_generic_redirect``: the skb (as an order-0 frame) into the entry's ring;
-    0 or -errno (ring full: ``-ENOSPC``, the skb freed)."""
+class _Xmits:
+    """The skbs a list of generic redirects sends, per device: each device's sent
+    as one list (``generic_xdp_tx`` of each, in turn) in the order the kernel
+    sends them one at a time - by skb, a broadcast's targets in walk order."""
+
+    def __init__(self) -> None:
+        self.by_dev: dict[int, tuple[NetDevice, list[tuple[SkbBatch, np.ndarray, int]]]] = {}
+
+    def add(self, target: NetDevice, skbs: SkbBatch, order: np.ndarray, walk: int) -> None:
+        self.by_dev.setdefault(target.ifindex, (target, []))[1].append((skbs, order, walk))
+
+    def send(self) -> None:
+        for target, parts in self.by_dev.values():
+            if len(parts) == 1:
+                skbs = parts[0][0]
+            else:
+                order = np.concatenate([o for _, o, _ in parts])
+                walk = np.concatenate([np.full(len(o), w, np.int64) for _, o, w in parts])
+                skbs = _select(_concat([b for b, _, _ in parts]), np.lexsort((walk, order)))
+            target.xmit_skbs(_retarget(skbs, target.ifindex))
+
+
+def _concat(parts: list[SkbBatch]) -> SkbBatch:
+    """Lists of skbs as one, in the order given."""
+    width = max(b.data.shape[1] for b in parts)
+    data = np.zeros((sum(len(b) for b in parts), width), np.uint8)
+    at = 0
+    for b in parts:
+        data[at:at + len(b), :b.data.shape[1]] = b.data
+        at += len(b)
+    return SkbBatch(data, np.concatenate([b.length for b in parts]),
+                    np.concatenate([b.ifindex for b in parts]),
+                    np.concatenate([b.queue for b in parts]), [m for b in parts for m in b.meta])
+
+
+def _skbs_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skbs: SkbBatch) -> np.ndarray:
+    """``cpu_map_generic_redirect``: each skb (as an order-0 frame) into the entry's
+    ring in turn; 0 or -errno each, in the one-skb-at-a-time order: no page
+    (``-ENOMEM``, once the allocator ran out), a packet longer than an order-0
+    frame holds (``-EOVERFLOW``: the model queues frames, not skbs), the ring
+    full (``-ENOSPC``, the page freed)."""
     from pyxdp.net.cpumap import cpumap_runtime
+    from pyxdp.net.skbuff_native import skbs_build
+    from pyxdp.net.xdp_mem import xdp_frames_set_dev_rx
     host = dev.host
     sysmem = host.memmap.system
+    ln = np.ascontiguousarray(skbs.length, np.int64)
+    fit = ln <= MAX_LINEAR  # xdp_convert_buff_to_frame's room in an order-0 page
     with host.lock:
-        pages = sysmem.alloc_pages_bulk(1)
-        if not len(pages):
-            return -errno.ENOMEM
-        row = sysmem.local(pages)
-        ln = int(skb.length[0])
-        sysmem.pages[row[0], XDP_PACKET_HEADROOM:XDP_PACKET_HEADROOM + ln] = skb.data[0, :ln]
-        st = xdp_convert_buff_to_frame(pages, XDP_PACKET_HEADROOM, ln, 0,
+        # One skb at a time, each takes a page (a long one gives it back at once):
+        # the ones after the allocator ran dry get none.
+        nomem = (np.cumsum(fit) - fit) >= sysmem.nr_free
+        err = np.where(nomem, -errno.ENOMEM,
+                       np.where(fit, 0, -errno.EOVERFLOW)).astype(np.int64)
+        take = err == 0
+        pages = np.empty(int(take.sum()), np.int64)
+        skbs_build(sysmem.native_args, np.ascontiguousarray(skbs.data[take], np.uint8),
+                   ln[take], XDP_PACKET_HEADROOM, pages)
+        assert (pages >= 0).all()  # counted free above, under the lock
+        sent = np.flatnonzero(err == 0)
+        if not len(sent):
+            return err
+        st = xdp_convert_buff_to_frame(pages, XDP_PACKET_HEADROOM, ln[sent], 0,
                                        mem_type=MEM_TYPE_PAGE_ORDER0, memmap=host.memmap)
-        if st[0] != 0:
-            sysmem.put_pages(pages)
-            return -errno.EOVERFLOW
-        from pyxdp.net.xdp_mem import xdp_frames_set_dev_rx
+        assert not st.any()  # every one fits: checked above
         xdp_frames_set_dev_rx(pages, dev.ifindex, memmap=host.memmap)
         rt = cpumap_runtime(host, m, cpu)
-    q = min(int(skb.queue[0]), len(dev.rx) - 1)
-    err = rt.generic_enqueue(Frames(pages, np.array([XDP_PACKET_HEADROOM], np.int64),
-                                    np.array([ln], np.int64), np.zeros(1, np.int64),
-                                    np.full(1, KIND_FRAME, np.int64)), dev.rx[q].ctx.cpu)
-    if err:
+    q = min(int(skbs.queue[0]), len(dev.rx) - 1)
+    e = rt.generic_enqueue(Frames(pages, np.full(len(sent), XDP_PACKET_HEADROOM, np.int64),
+                                  ln[sent], np.zeros(len(sent), np.int64),
+                                  np.full(len(sent), KIND_FRAME, np.int64)), dev.rx[q].ctx.cpu)
+    err[sent] = e
+    if e.any():
         with host.lock:
-            sysmem.put_pages(pages)
+            sysmem.put_pages(pages[e != 0])
     return err

@@ -750,7 +750,8 @@ class Veth(NetDevice):
             peer.host.netif_receive(peer, SkbBatch(batch.data, batch.length,
                                                    np.full(len(batch), peer.ifindex,
                                                            np.int64),
-                                                   np.zeros(len(batch), np.int64), batch.meta))
+                                                   np.zeros(len(batch), np.int64), batch.meta,
+                                                   batch.each))
 
     def ndo_xdp_xmit(self, frames: Frames) -> int:
         """``veth_xdp_xmit``: frames into the peer's ``xdp_ring``."""

@@ -624,13 +624,16 @@ def _rcv_rows(data, lengths, ifindex, stk, out_sock, out_off):  # type: ignore[n
 class SkbBatch:
     """A list of skbs: row i of ``data`` holds ``length[i]`` bytes of packet from the
     Ethernet header on; ``meta`` the XDP metadata each carried (``skb_metadata``),
-    ``ifindex`` the device it arrived on, ``queue`` its rx queue."""
+    ``ifindex`` the device it arrived on, ``queue`` its rx queue; ``each``: sent one
+    at a time (``generic_xdp_tx``, ``xdp_do_generic_redirect``), so the stack that
+    receives them takes each as a list of its own."""
 
     data: U8
     length: I64
     ifindex: I64
     queue: I64
     meta: list[bytes] = field(default_factory=list)
+    each: bool = False
 
     def __len__(self) -> int:
         return len(self.length)
@@ -856,14 +859,15 @@ class Stack:
     def _receive(self, batch: SkbBatch, row: int) -> None:
         n = len(batch)
         self.ensure_ifindex(int(batch.ifindex.max(initial=0)))
-        self.mib[row, Mib.BATCHES] += 1
+        # Skbs sent one at a time: lists of one (no route hint between them).
+        self.mib[row, Mib.BATCHES] += n if batch.each else 1
         sock = np.empty(n, np.int64)
         off = np.empty(n, np.int64)
         data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
             np.zeros((n, 1), np.uint8)
         stk = self.records(row)
         route = stk[7]
-        route[Rt.LIST] = 1  # one list: its route hint starts empty
+        route[Rt.LIST] = 0 if batch.each else 1  # one list: its route hint starts empty
         route[Rt.HFAM] = 0
         _rcv_rows(data, batch.length.astype(np.int64, copy=False),
                   batch.ifindex.astype(np.int64, copy=False), stk, sock, off)
