@@ -229,3 +229,47 @@ def test_test_run_frags_on_the_jit_take_the_twins(monkeypatch: pytest.MonkeyPatc
     assert [(g.retval, g.data_out) for g in got] == [(w.retval, w.data_out) for w in want]
     big = got[1].data_out
     assert [_res(big, k) for k in (0, 3, 4, 5, 6)] == [9000, 0, 9100, 0, 4600]
+
+
+@pytest.mark.parametrize("mode", ["native", "generic"])
+@pytest.mark.parametrize("size", [200, 9000])
+def test_tail_calls_from_frags_frames_stay_native(mode: str, size: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """bpf_tail_call from an xdp.frags program into another on the JIT, over multi-buffer
+    frames (a NIC's page frags, generic XDP's skb copies) and short ones, is the JIT's
+    own tail call: the Python hook never runs, and the target's verdict (after its
+    bpf_xdp_get_buff_len) is each frame's."""
+    import dataclasses
+    import struct
+
+    from pyxdp.net import prog as progmod
+    from pyxdp.net.source import TrafficGenerator
+    from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, MapSpec
+    from pyxdp.testing.programs import asm_collection
+    from pyxdp.uapi.bpf import BpfMapType
+    maps = [MapSpec("jmp", int(BpfMapType.BPF_MAP_TYPE_PROG_ARRAY), 4, 4, 1)]
+
+    def frags_prog(text: str, name: str) -> object:
+        t = asm_collection(text, maps).programs["t"]
+        return dataclasses.replace(t, name=name, section="xdp.frags",
+                                   flags=BPF_F_XDP_HAS_FRAGS)
+    spec = CollectionSpec({"a": frags_prog("r2 = map[fd:0]\nr3 = 0\ncall bpf_tail_call\n"
+                                           "r0 = 2\nexit", "a"),
+                           "b": frags_prog("call bpf_xdp_get_buff_len\nr0 = 1\nexit", "b")},
+                          {m.name: m for m in maps}, license="GPL")  # type: ignore[dict-item]
+    hooks: list[int] = []
+    real = progmod.XdpProg._tail_call
+
+    def hook(vm: object, map_addr: int, index: int) -> int | None:
+        hooks.append(index)
+        return real(vm, map_addr, index)  # type: ignore[arg-type]
+    monkeypatch.setattr(progmod.XdpProg, "_tail_call", staticmethod(hook))
+    with Host(tracer=Tracer(), engine="jit") as h:
+        nic = h.add_device("eth0", mtu=9000)
+        coll = h.load(spec)
+        coll.maps["jmp"][0] = struct.pack("<I", coll.programs["b"].fd)
+        nic.attach_xdp(coll.programs["a"], mode=mode)
+        nic.rx[0].source = TrafficGenerator(packets=[pk.udp_packet(b"mb", size=size)],
+                                            count=320)
+        h.run()
+        assert (nic.stats.xdp_drops, nic.stats.xdp_pass, hooks) == (320, 0, [])
