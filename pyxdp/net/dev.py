@@ -523,13 +523,20 @@ def _skbs_to_cpumap(dev: NetDevice, m: CpuMap, cpu: int, skbs: SkbBatch) -> np.n
         pages = np.empty(int(take.sum()), np.int64)
         skbs_build(sysmem.native_args, np.ascontiguousarray(skbs.data[take], np.uint8),
                    ln[take], XDP_PACKET_HEADROOM, pages)
-        assert (pages >= 0).all()  # counted free above, under the lock
+        if not (pages >= 0).all():  # polls on other threads took pages meanwhile
+            err[np.flatnonzero(take)[pages < 0]] = -errno.ENOMEM
+            pages = pages[pages >= 0]
         sent = np.flatnonzero(err == 0)
         if not len(sent):
             return err
         st = xdp_convert_buff_to_frame(pages, XDP_PACKET_HEADROOM, ln[sent], 0,
                                        mem_type=MEM_TYPE_PAGE_ORDER0, memmap=host.memmap)
-        assert not st.any()  # every one fits: checked above
+        if st.any():  # no room for the xdp_frame (none expected: the lengths fit)
+            err[sent[st != 0]] = -errno.EOVERFLOW
+            sysmem.put_pages(pages[st != 0])
+            pages, sent = pages[st == 0], sent[st == 0]
+            if not len(sent):
+                return err
         xdp_frames_set_dev_rx(pages, dev.ifindex, memmap=host.memmap)
         rt = cpumap_runtime(host, m, cpu)
     q = min(int(skbs.queue[0]), len(dev.rx) - 1)
