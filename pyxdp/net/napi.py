@@ -695,7 +695,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     ``lo`` (its stack or backlog), into cpumap entries and into the queue's
     AF_XDP socket
     (``xsk_generic_rcv``) itself;
-    the rest is deferred to :mod:`pyxdp.net.dev`, one skb at a time."""
+    the rest is deferred to :mod:`pyxdp.net.dev` (per target, in a batch)."""
     from pyxdp.net.napi_native import C, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev

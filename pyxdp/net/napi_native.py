@@ -87,7 +87,7 @@ one into a cpumap entry ``cpu_map_generic_redirect`` (the skb as an order-0
 ``xdp_frame`` of the system allocator, straight into the entry's ring), one
 into the queue's copy-mode AF_XDP socket ``xsk_generic_rcv`` (the skb copied
 into the UMEM and published at once); their errors are taken here (below);
-other targets go to :mod:`pyxdp.net.dev`, one skb at a time.
+other targets go to :mod:`pyxdp.net.dev` (acted on per target, in a batch).
 
 A redirect that fails in either mode is failed here as the Python path fails
 it, with its errno and its order of checks: no device at the ifindex or an
