@@ -400,6 +400,10 @@ class NetDevice:
         except TypeError:  # an Iterable that does not iterate (a 0-d array)
             raise BadArgument(f"NetDevice.attach_xdp_multi: progs must be programs, not "
                               f"{short(progs)}") from None
+        for name, rc in (run_configs or {}).items():
+            if rc is not None and not isinstance(rc, XdpRunConfig):
+                raise BadArgument(f"NetDevice.attach_xdp_multi: run_configs[{short(name)}] "
+                                  f"must be XdpRunConfig, not {short(rc)}")
         new = [(_xdp_prog(p), (p.run_config if isinstance(p, Program) else None)
                 or (run_configs or {}).get(_xdp_prog(p).spec.name) or XdpRunConfig())
                for p in given]
