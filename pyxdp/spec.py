@@ -25,10 +25,10 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from pyxdp.args import short
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.btf.btf import BTF_FUNC_GLOBAL, Btf, BtfKind
-from pyxdp.args import short
 from pyxdp.errors import BadArgument, InvalidProgram
 
 __all__ = [
