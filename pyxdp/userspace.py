@@ -200,7 +200,7 @@ class UserspaceBackend:
     def _xsk_by_fd(self, fd: int) -> object:
         sock = self.xsks.get(fd)
         if sock is None:  # no socket of this backend: the kernel's sockfd_lookup fails
-            raise bad_fd("update", fd, errno.ENOTSOCK, "AF_XDP socket of this host")
+            raise bad_fd("update", fd, errno.ENOTSOCK, "AF_XDP socket")
         return sock
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:

@@ -294,8 +294,12 @@ def test_objects_and_specs_of_the_wrong_type_are_refused_in_one_line() -> None:
         with pytest.raises(BadArgument, match=match) as e:
             call()  # type: ignore[no-untyped-call]
         _one_line(e.value)
-    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c, pytest.raises(KeyError):
-        c[[1, 2]]  # type: ignore[index]
+    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c:
+        with pytest.raises(KeyError):
+            c[[1, 2]]  # type: ignore[index]
+        with pytest.raises(KeyError) as k:  # found by the API sweep: the array's repr
+            c[np.zeros((2, 2))]  # type: ignore[index]
+        _one_line(k.value)
 
 
 @pytest.mark.parametrize("priority, actions", [

@@ -1208,6 +1208,10 @@ class Host:
                 xdp_return_frames(pf, memmap=self.memmap)
 
     # -- teardown --------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def live(self, op: str) -> None:
         """Refuse ``op`` on a closed host: its devices are gone (ENODEV), as a deleted
         network namespace's."""
