@@ -160,3 +160,15 @@ def test_cli_load_status_unload_a_chain(ns: str, tmp_path: Path,
 def _ifindex() -> int:
     from pyxdp.kernel.netlink import ifindex_of
     return ifindex_of("veth0")
+
+
+def test_pinning_outside_bpffs_leaves_no_directories(tmp_path: Path) -> None:
+    """Found with LIBXDP_BPFFS pointing at no bpffs (round 7): the refused pin (EPERM,
+    as bpf_obj_do_pin answers outside a bpf filesystem) left the directories it had made
+    (``DIR/xdp``, even ``/nonexistent/xdp``) behind."""
+    with Collection.load(CHAIN, "kernel") as kc, \
+            KernelDispatcher([kc.programs["chain_first"], kc.programs["chain_b"]]) as kd:
+        with pytest.raises(KernelError) as e:
+            kd.pin(1, str(tmp_path / "no" / "bpffs" / "xdp"))
+        assert e.value.errno == errno.EPERM and "not on a bpf filesystem" in str(e.value)
+        assert list(tmp_path.iterdir()) == []
