@@ -158,7 +158,7 @@ class UserspaceBackend:
 
     def register(self, prog: XdpProg) -> XdpProg:
         """Give a program built outside :meth:`load_program` (a libxdp dispatcher) its id."""
-        prog.id = register_object(prog)
+        prog.id = register_object(prog, "program")
         self.programs[prog.id] = prog
         return prog
 
@@ -178,7 +178,7 @@ class UserspaceBackend:
 
     def xsk_register(self, sock: object) -> int:
         """A new AF_XDP socket: its "fd", the number an XSKMAP update takes."""
-        fd = register_object(sock)
+        fd = register_object(sock, "xsk")
         self.xsks[fd] = sock
         return fd
 

@@ -281,7 +281,8 @@ def test_closed_sockets_and_hosts_refuse_bind() -> None:
     EBUSY ("already bound"; Linux: the fd is gone, EBADF), a socket bound to a device
     of a closed host (ENODEV now, as a deleted namespace's device), and a closed
     socket's fd in an XSKMAP is EBADF while a live one's number given to a prog_array
-    is EINVAL (the fds' shared number space)."""
+    is EINVAL and to a sockmap or sockhash EOPNOTSUPP, as Linux answers an AF_XDP socket's
+    fd (the fds' shared number space)."""
     import errno
 
     from pyxdp.errors import MapError
@@ -301,6 +302,12 @@ def test_closed_sockets_and_hosts_refuse_bind() -> None:
                 "pa", int(BpfMapType.BPF_MAP_TYPE_PROG_ARRAY), 4, 4, 1, 0),))) as c:
             c.maps["pa"].handle.update(bytes(4), sock.fd.to_bytes(4, "little"))
     assert m.value.errno == errno.EINVAL
+    for t in (BpfMapType.BPF_MAP_TYPE_SOCKMAP, BpfMapType.BPF_MAP_TYPE_SOCKHASH):
+        with pytest.raises(MapError) as m:  # Linux: sock_map_sk_is_suitable refuses it
+            with host.load(asm_collection("r0 = 2\nexit", (MapSpec(
+                    "sm", int(t), 4, 4, 1, 0),))) as c:
+                c.maps["sm"].handle.update(bytes(4), sock.fd.to_bytes(4, "little"))
+        assert m.value.errno == errno.EOPNOTSUPP
     sock.close()
     with pytest.raises(XskError) as e:
         sock.bind(dev, 0)

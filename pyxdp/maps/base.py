@@ -79,6 +79,7 @@ __all__ = [
     "allocate_window",
     "bad_fd",
     "number_in_use",
+    "number_kind",
     "register_object",
     "release_object",
     "default_nr_cpus",
@@ -155,6 +156,7 @@ _lock = threading.Lock()
 _next_id = 1
 _by_id: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
 _objects: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
+_kinds: dict[int, str] = {}  # register_object's kind of each number
 
 
 def _register(m: Map) -> int:
@@ -167,7 +169,7 @@ def _register(m: Map) -> int:
     return map_id
 
 
-def register_object(obj: object) -> int:
+def register_object(obj: object, kind: str) -> int:
     """A number for a program or AF_XDP socket of the userspace backend, from the counter
     map ids come from: user space has no descriptors, these numbers stand for them, and
     as fds in one process they never collide, so an fd of one kind given where another
@@ -177,6 +179,7 @@ def register_object(obj: object) -> int:
         num = _next_id
         _next_id += 1
         _objects[num] = obj
+        _kinds[num] = kind
     return num
 
 
@@ -184,11 +187,20 @@ def release_object(num: int) -> None:
     """The program or socket behind ``num`` was closed: its number is not open any more."""
     with _lock:
         _objects.pop(num, None)
+        _kinds.pop(num, None)
 
 
 def number_in_use(num: int) -> bool:
     """Whether ``num`` stands for a live map, program or AF_XDP socket."""
     return num in _by_id or num in _objects
+
+
+def number_kind(num: int) -> str | None:
+    """What a live number stands for: "map", or the kind it was registered with
+    ("program", "xsk"); None when it is not open."""
+    if num in _by_id:
+        return "map"
+    return _kinds.get(num) if num in _objects else None
 
 
 def map_by_id(map_id: int) -> Map | None:
