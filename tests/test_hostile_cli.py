@@ -296,3 +296,16 @@ def test_core_btf_of_an_endless_device_is_one_line() -> None:
         with pytest.raises(ObjectError, match=want) as e:
             Collection.load(core, core_btf=path)
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("argv, want", [
+    (["features", "h7nosuch"], "pyxdp: features: h7nosuch: no such interface"),
+    (["xsk", "rxdrop", "--dev", "h7nosuch", "--duration", "0.1"],
+     "pyxdp: h7nosuch: no such interface"),
+])
+def test_missing_interfaces_are_named_once(argv: list[str], want: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the round-7 CLI sweep: 'features: nosuch: nosuch: no such interface' and
+    'cannot attach the program to nosuch: nosuch: no such interface'."""
+    assert _one_line_error(argv, capsys).strip() == want
