@@ -592,7 +592,7 @@ class Collection:
 
     def __getitem__(self, name: str) -> Program:
         if not isinstance(name, str):  # a list would meet the dict as "unhashable"
-            raise KeyError(name)
+            raise KeyError(short(name))  # (an array's repr spans lines)
         if name not in self.programs and name in self.skipped:
             raise self._not_loaded(name)
         return self.programs[name]

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import bisect
 import errno
+import operator
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from pyxdp.args import short
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.btf.btf import BTF_FUNC_GLOBAL, Btf, BtfKind
-from pyxdp.errors import InvalidProgram
+from pyxdp.errors import BadArgument, InvalidProgram
 
 __all__ = [
     "BPF_F_RDONLY_PROG",
@@ -367,6 +369,20 @@ class XdpRunConfig:
 
     priority: int = XDP_DEFAULT_RUN_PRIO
     chain_call_actions: int = XDP_DEFAULT_CHAIN_CALL_ACTIONS
+
+    def __post_init__(self) -> None:
+        # Both are libxdp's unsigned ints: a str, a float or -1 failed deep in the
+        # dispatcher's ordering or code generation; a numpy integer is taken as an int.
+        for name in ("priority", "chain_call_actions"):
+            v = getattr(self, name)
+            try:
+                n = -1 if isinstance(v, bool) else operator.index(v)
+            except TypeError:
+                n = -1
+            if not 0 <= n <= 0xFFFF_FFFF:
+                raise BadArgument(f"XdpRunConfig: {name} must be a u32 (libxdp's unsigned "
+                                  f"int), not {short(v)}")
+            object.__setattr__(self, name, n)
 
     def chain_call(self, action: int) -> bool:
         return bool(self.chain_call_actions >> action & 1) if 0 <= action < 32 else False

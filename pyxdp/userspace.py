@@ -20,7 +20,14 @@ from pyxdp.btf.core import apply_core_relos
 from pyxdp.btf.vmlinux import core_target, missing_ksym
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
-from pyxdp.maps.base import Map, SyscallView, bad_fd, default_nr_cpus
+from pyxdp.maps.base import (
+    Map,
+    SyscallView,
+    bad_fd,
+    default_nr_cpus,
+    register_object,
+    release_object,
+)
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
@@ -61,13 +68,11 @@ class UserspaceBackend:
         self.nr_cpus = nr_cpus or default_nr_cpus()
         self.env = env or TestRunEnv()
         self._maps: dict[str, Map] = {}
-        self._next_prog_id = 1
         # Loaded programs by id. User space has no fds: a program's "fd" in a devmap
         # or cpumap value is its id (Program.fd), resolved here.
         self.programs: dict[int, XdpProg] = {}
         # AF_XDP sockets of pyxdp's datapath by "fd" (PyxdpXskSocket.fd), for XSKMAPs.
         self.xsks: dict[int, object] = {}
-        self._next_xsk_fd = 1
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
         if spec.type in LOCAL_STORAGE_TYPES and (spec.key_type is None
@@ -153,8 +158,7 @@ class UserspaceBackend:
 
     def register(self, prog: XdpProg) -> XdpProg:
         """Give a program built outside :meth:`load_program` (a libxdp dispatcher) its id."""
-        prog.id = self._next_prog_id
-        self._next_prog_id += 1
+        prog.id = register_object(prog, "program")
         self.programs[prog.id] = prog
         return prog
 
@@ -174,13 +178,13 @@ class UserspaceBackend:
 
     def xsk_register(self, sock: object) -> int:
         """A new AF_XDP socket: its "fd", the number an XSKMAP update takes."""
-        fd = self._next_xsk_fd
-        self._next_xsk_fd += 1
+        fd = register_object(sock, "xsk")
         self.xsks[fd] = sock
         return fd
 
     def xsk_unregister(self, fd: int) -> None:
         self.xsks.pop(fd, None)
+        release_object(fd)
 
     def _tail_call_by_fd(self, fd: int) -> tuple[object, int]:
         """A prog_array update's program "fd" (its id here) -> (program, id); the kernel's
@@ -196,7 +200,7 @@ class UserspaceBackend:
     def _xsk_by_fd(self, fd: int) -> object:
         sock = self.xsks.get(fd)
         if sock is None:  # no socket of this backend: the kernel's sockfd_lookup fails
-            raise MapError("update", errno.EBADF, f"fd {fd} is no AF_XDP socket of this host")
+            raise bad_fd("update", fd, errno.ENOTSOCK, "AF_XDP socket")
         return sock
 
     def set_prog_array(self, m: MapHandle, index: int, prog: ProgHandle) -> None:
@@ -238,6 +242,8 @@ class UserspaceBackend:
 
     def close(self) -> None:
         self._maps.clear()
+        for prog_id in self.programs:  # their "fds" are closed (bad_fd: EBADF again)
+            release_object(prog_id)
 
 
 def _kname(name: str) -> str:

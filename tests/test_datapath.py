@@ -1349,9 +1349,16 @@ def scenario(engine: str) -> tuple[object, ...]:
         v9.transmit(mixed)
         h.run()
         colls = {"xdp2": c2, "rm": rm, "rc": rc, "at": at, "xdp1": c1}
-        maps = {f"{name}:{m}": sorted(c.maps[m].items())
+        # Map and program ids are process-wide: name them.
+        progs = {p.fd: f"{name}:{pn}" for name, c in colls.items()
+                 for pn, p in c.programs.items()}
+
+        def named(v: object) -> object:
+            if isinstance(v, dict) and isinstance(v.get("bpf_prog"), dict):
+                return {**v, "bpf_prog": progs.get(v["bpf_prog"]["id"], v["bpf_prog"])}
+            return v
+        maps = {f"{name}:{m}": sorted((k, named(v)) for k, v in c.maps[m].items())
                 for name, c in colls.items() for m in c.maps if m != ".rodata"}
-        # Map ids are process-wide: name them.
         names = {c.maps[m].handle.id: f"{name}:{m}" for name, c in colls.items()
                  for m in c.maps}
         where = {"xdp_redirect": 2, "xdp_redirect_err": None, "xdp_cpumap_enqueue": 0,

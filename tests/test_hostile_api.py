@@ -20,7 +20,7 @@ from pyxdp.explain.topology import Topology, TopologyError
 from pyxdp.net.netdevice import Host
 from pyxdp.net.packets import udp_packet
 from pyxdp.net.xdp_umem import XskError
-from pyxdp.spec import MapSpec
+from pyxdp.spec import MapSpec, XdpRunConfig
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.xsk.datapath import PyxdpXskSocket
@@ -294,5 +294,32 @@ def test_objects_and_specs_of_the_wrong_type_are_refused_in_one_line() -> None:
         with pytest.raises(BadArgument, match=match) as e:
             call()  # type: ignore[no-untyped-call]
         _one_line(e.value)
-    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c, pytest.raises(KeyError):
-        c[[1, 2]]  # type: ignore[index]
+    with Collection(asm_collection("r0 = 2\nexit", MAPS)) as c:
+        with pytest.raises(KeyError):
+            c[[1, 2]]  # type: ignore[index]
+        with pytest.raises(KeyError) as k:  # found by the API sweep: the array's repr
+            c[np.zeros((2, 2))]  # type: ignore[index]
+        _one_line(k.value)
+
+
+@pytest.mark.parametrize("priority, actions", [
+    ("x", 2), (-1, 2), (1 << 32, 2), (1.5, 2), (True, 2), (None, 2),
+    (10, "x"), (10, -1), (10, 1 << 32), (10, None), (10, np.zeros(2))])
+def test_run_configs_are_u32s(priority: object, actions: object) -> None:
+    """Found by sweeping XDP_RUN_CONFIG values (round 7): a str priority failed in the
+    dispatcher's ordering ("'<' not supported"), a str or None chain_call_actions in its
+    code generation, -1 and 2^64 were taken and a numpy uint32 overflowed the encoder;
+    libxdp's run_prio and chain-call actions are unsigned ints."""
+    with pytest.raises(BadArgument, match="XdpRunConfig: .* must be a u32") as e:
+        XdpRunConfig(priority, actions)  # type: ignore[arg-type]
+    _one_line(e.value)
+    rc = XdpRunConfig(np.uint32(0xFFFF_FFFF), np.int64(7))  # type: ignore[arg-type]
+    assert (type(rc.priority), rc.chain_call_actions) == (int, 7)
+    with Host(native=False, engine="interp") as host:
+        eth0 = host.add_device("eth0")
+        prog = host.load(ROOT / "samples" / "xdp1.o").programs["xdp_prog1"]
+        with pytest.raises(BadArgument, match=r"run_configs\['xdp_prog1'\] must be Xdp"):
+            eth0.attach_xdp_multi([prog], run_configs={"xdp_prog1": 5})  # type: ignore[dict-item]
+        disp = eth0.attach_xdp_multi([prog], run_configs={"xdp_prog1": rc})
+        eth0.receive([udp_packet(b"x")])
+        assert host.run() == 1 and disp.chain[0][1] == rc

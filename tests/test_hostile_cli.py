@@ -239,3 +239,73 @@ def test_bench_frames_above_a_page_run_on_the_jit_engine(
     summary = json.loads(out.out.splitlines()[-1])
     # The summary is read while the worker may be inside a poll: its TX bulk can lag.
     assert summary["summary"] and 0 < summary["xmit"] <= summary["rx"]
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from pyxdp.net.packets import udp_packet
+    from pyxdp.net.pcap import PcapngWriter
+    p = tmp_path_factory.mktemp("cap") / "in.pcapng"
+    with open(p, "wb") as f:
+        w = PcapngWriter(f)
+        w.add_interface("eth0")
+        w.write(udp_packet(b"x"), 0)
+        w.close()
+    return str(p)
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["explain", XDP1, "--data-in", "PKT", "--topology", "/dev/zero"],
+     "/dev/zero: larger than the 64 MiB topology file limit"),
+    (["conformance", "/dev/zero"], "/dev/zero: not a .data file or a directory of them"),
+    (["run", XDP1, "--pcap", "DIR"], "cannot open capture DIR: Is a directory"),
+    (["run", XDP1, "--pcap", "CAP", "-w", "DIR"], "cannot write DIR: Is a directory"),
+    (["run", XDP1, "--pcap", "CAP", "-w", "/dev/full"],
+     "cannot write capture /dev/full: No space left on device"),
+    (["dump", "-i", "eth0", "--prog", XDP1, "--pcap", "CAP", "-w", "DIR"],
+     "cannot write DIR: Is a directory"),
+    (["run", XDP1, "--pcap", "CAP", "--explain", "-w", "DIR"],
+     "cannot write DIR: Is a directory"),
+], ids=["topology", "conformance", "pcap-dir", "w-dir", "w-full", "dump-w-dir", "explain-w"])
+def test_endless_devices_and_directories_are_one_line(
+        argv: list[str], want: str, pkt: str, capture: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by giving every file argument a directory, /dev/zero and /dev/full (round 7):
+    --topology /dev/zero read without end (the process was killed), conformance called
+    /dev/zero "no such file", and capture and -w errors were Python's ("[Errno 21] Is a
+    directory: '...'", a bare "No space left on device" without the file)."""
+    sub = {"PKT": pkt, "CAP": capture, "DIR": str(tmp_path)}
+    err = _one_line_error([sub.get(a, a) for a in argv], capsys)
+    assert err.strip() == "pyxdp: " + want.replace("DIR", str(tmp_path))
+
+
+def test_conformance_skips_what_is_no_regular_file(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    os.mkfifo(tmp_path / "fifo.data")  # reading it would block the run for ever
+    (tmp_path / "zero.data").symlink_to("/dev/zero")
+    assert main(["conformance", str(tmp_path)]) == 0
+
+
+def test_core_btf_of_an_endless_device_is_one_line() -> None:
+    from pyxdp.collection import Collection
+    from pyxdp.errors import ObjectError
+    core = str(ROOT / "samples" / "core.o")
+    for path, want in (("/dev/zero", "larger than 64 MiB: not a BTF file"),
+                       ("a\0b", "embedded null byte")):
+        with pytest.raises(ObjectError, match=want) as e:
+            Collection.load(core, core_btf=path)
+        assert "\n" not in str(e.value)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("argv, want", [
+    (["features", "h7nosuch"], "pyxdp: features: h7nosuch: no such interface"),
+    (["xsk", "rxdrop", "--dev", "h7nosuch", "--duration", "0.1"],
+     "pyxdp: h7nosuch: no such interface"),
+])
+def test_missing_interfaces_are_named_once(argv: list[str], want: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the round-7 CLI sweep: 'features: nosuch: nosuch: no such interface' and
+    'cannot attach the program to nosuch: nosuch: no such interface'."""
+    assert _one_line_error(argv, capsys).strip() == want

@@ -170,3 +170,32 @@ def test_empty_frames_reach_the_stack() -> None:
         host.run()
         assert eth0.stats.rx_packets == 2
 
+
+
+def test_closed_programs_and_hosts_refuse_use_in_one_line() -> None:
+    """Found by misusing a host after close (round 7): a program whose collection was
+    closed still attached (Linux: its fd is gone, EBADF), and a closed host took devices,
+    objects and frames (frames raised an internal page-pool accounting error). A program
+    attached before its collection closed keeps running, as the kernel's attachment holds
+    it."""
+    host = Host(native=False, engine="interp")
+    eth0, eth1 = host.add_device("eth0"), host.add_device("eth1")
+    coll = host.load(ROOT / "samples" / "xdp1.o")
+    prog = coll.programs["xdp_prog1"]
+    eth0.attach_xdp(prog)
+    coll.close()
+    eth0.receive([udp_packet(b"x")] * 4)
+    assert host.run() == 4
+    with pytest.raises(KernelError) as e:
+        eth1.attach_xdp(prog)
+    assert e.value.errno == errno.EBADF and "is closed" in str(e.value)
+    host.close()
+    host.close()  # twice is fine
+    for call in (lambda: eth0.receive([udp_packet(b"x")]), lambda: eth1.transmit([b"x" * 60]),
+                 lambda: host.add_device("eth2"), lambda: host.veth("v0", "v1"),
+                 lambda: host.load(ROOT / "samples" / "xdp1.o"),
+                 lambda: eth1.attach_xdp(prog), lambda: eth1.attach_xdp_multi([prog])):
+        with pytest.raises(KernelError) as e:
+            call()
+        assert e.value.errno == errno.ENODEV and "host 'pyxdp' is closed" in str(e.value)
+        assert "\n" not in str(e.value)

@@ -364,17 +364,18 @@ _FD_MAPS = (("prog_array", BpfMapType.BPF_MAP_TYPE_PROG_ARRAY),
 
 
 def _bad_fds(backend: str) -> dict[str, list[object]]:
-    """Each fd-valued map updated with fd 0 (stdin), a closed fd, -1, S32_MAX + 1 and the
-    loaded program's own fd (its id on userspace): ok or the errno."""
+    """Each fd-valued map updated with fd 0 (stdin), a closed fd, -1, S32_MAX + 1, the
+    loaded program's own fd and a map's fd (their ids on userspace): ok or the errno."""
     inner = MapSpec("in", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 4, 1, 0)
     got: dict[str, list[object]] = {}
     for name, t in _FD_MAPS:
         spec = MapSpec("m", int(t), 4, 4, 4, 0,
                        inner=inner if "of_maps" in name else None)
-        with Collection(asm_collection(PROG, (spec,)), backend) as c:
-            h, prog = c.maps["m"].handle, c.programs["t"]
+        with Collection(asm_collection(PROG, (spec, inner)), backend) as c:
+            h, prog, other = c.maps["m"].handle, c.programs["t"], c.maps["in"].handle
             row: list[object] = []
-            for fd in (0, 999, 0xFFFF_FFFF, 0x8000_0000, prog.fd):
+            map_fd = getattr(other, "fd", None) or other.id  # type: ignore[attr-defined]
+            for fd in (0, 999, 0xFFFF_FFFF, 0x8000_0000, prog.fd, map_fd):
                 try:
                     h.update(bytes(4), fd.to_bytes(4, "little"))
                     row.append("ok")
@@ -388,23 +389,23 @@ def test_bad_fds_in_fd_maps_are_linux_s() -> None:
     """Found by sweeping fd-valued maps: fd 0 (stdin, open but no BPF object or socket)
     was EBADF everywhere where Linux answers EINVAL (prog_array, map-in-map) or ENOTSOCK
     (sockmap, sockhash, xskmap); and a userspace prog_array resolved its "fd" as an
-    AF_XDP socket, so even a loaded program's own fd was EBADF."""
+    AF_XDP socket, so even a loaded program's own fd was EBADF. Round 7: programs, maps
+    and AF_XDP sockets of the userspace backend had numbers of their own spaces, so a
+    map's fd in a prog_array (or a program's in a map-in-map, either in a sockmap or
+    xskmap) was EBADF, or the program that happened to have that number; they now share
+    one space as fds do and the wrong kind is Linux's EINVAL/ENOTSOCK."""
     B, I, S = errno.EBADF, errno.EINVAL, errno.ENOTSOCK
     got = _bad_fds("userspace")
-    assert got["prog_array"] == [I, B, B, B, "ok"]
-    assert got["array_of_maps"][:4] == got["hash_of_maps"][:4] == [I, B, B, B]
-    assert got["sockmap"][:4] == got["sockhash"][:4] == [S, B, I, I]
-    assert got["xskmap"][:4] == [S, B, B, B]
-    assert got["perf_event_array"][:4] == [B, B, B, B]
+    assert got["prog_array"] == [I, B, B, B, "ok", I]
+    assert got["array_of_maps"] == got["hash_of_maps"] == [I, B, B, B, I, "ok"]
+    assert got["sockmap"] == got["sockhash"] == [S, B, I, I, S, S]
+    assert got["xskmap"] == [S, B, B, B, S, S]
+    assert got["perf_event_array"] == [B, B, B, B, B, B]
 
 
 @pytest.mark.kernel
 def test_bad_fds_in_fd_maps_match_linux() -> None:
-    # the program's fd: a map-in-map answers EINVAL on Linux (a program is no map), on
-    # userspace the number is a program id that may also be some map's id: left out
-    def cut(d: dict[str, list[object]]) -> dict[str, list[object]]:
-        return {k: v if k == "prog_array" else v[:4] for k, v in d.items()}
-    assert cut(_bad_fds("userspace")) == cut(_bad_fds("kernel"))
+    assert _bad_fds("userspace") == _bad_fds("kernel")
 
 
 def _rss() -> int:
@@ -429,6 +430,38 @@ def test_lpm_trie_of_2_28_entries_costs_what_it_holds(backend: str) -> None:
         h.delete(lpm_key(24, bytes([10, 5, 0, 0])))
         assert h.lookup(lpm_key(32, bytes([10, 5, 0, 9]))) is None
         assert _rss() - before < 256 << 20
+
+
+@pytest.mark.parametrize("backend", ["userspace", pytest.param("kernel", marks=pytest.mark.kernel)])
+def test_lpm_trie_takes_any_u32_max_entries(backend: str) -> None:
+    """Round 7: an LPM trie above 2^28 entries (8-byte keys and values; fewer with larger
+    ones) was ENOMEM on pyxdp where Linux accepts every max_entries up to 2^32 - 1
+    (measured: 2^29, 2^30, 2^31 - 1, 2^32 - 1 with keys of 8, 20 and 260 bytes). Its node
+    pool is now capped instead."""
+    for n in (1 << 30, (1 << 31) - 1, (1 << 32) - 1):
+        spec = MapSpec("m", int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE), 260, 8, n, 1)
+        with Collection(asm_collection(PROG, (spec,)), backend) as c:
+            h = c.maps["m"].handle
+            h.update(lpm_key(8, bytes(256)), bytes(8))
+            assert h.lookup(lpm_key(256, bytes(256))) == bytes(8)
+
+
+def test_lpm_trie_capped_pool_runs_out_as_enomem(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the capped pool holds: an insertion it has no nodes for is the kernel's ENOMEM
+    of a failed node allocation, and the trie is unchanged."""
+    from pyxdp.maps import lpm_trie
+    monkeypatch.setattr(lpm_trie, "MAX_STORAGE_BYTES", 4 * 32)  # 4 nodes of 32 bytes
+    spec = MapSpec("m", int(BpfMapType.BPF_MAP_TYPE_LPM_TRIE), 8, 8, 100, 1)
+    with Collection(asm_collection(PROG, (spec,)), "userspace") as c:
+        h = c.maps["m"].handle
+        h.update(lpm_key(8, bytes([10, 0, 0, 0])), bytes(8))
+        h.update(lpm_key(8, bytes([11, 0, 0, 0])), bytes(8))  # + an intermediate node
+        with pytest.raises(MapError) as e:
+            h.update(lpm_key(8, bytes([12, 0, 0, 0])), bytes(8))  # two more: one is left
+        assert e.value.errno == errno.ENOMEM
+        assert len(c.maps["m"]) == 2
+        h.update(lpm_key(7, bytes([10, 0, 0, 0])), bytes(8))  # covers 10/8 and 11/8: one
+        assert len(c.maps["m"]) == 3
 
 
 _BIG = ((BpfMapType.BPF_MAP_TYPE_SOCKHASH, (1 << 27) + 1),

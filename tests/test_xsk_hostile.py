@@ -274,3 +274,50 @@ def test_a_shared_umem_never_closed_exits_quietly() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env=_env())
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_closed_sockets_and_hosts_refuse_bind() -> None:
+    """Found by using AF_XDP sockets after close (round 7): bind on a closed socket was
+    EBUSY ("already bound"; Linux: the fd is gone, EBADF), a socket bound to a device
+    of a closed host (ENODEV now, as a deleted namespace's device), and a closed
+    socket's fd in an XSKMAP is EBADF while a live one's number given to a prog_array
+    is EINVAL and to a sockmap or sockhash EOPNOTSUPP, as Linux answers an AF_XDP socket's
+    fd (the fds' shared number space)."""
+    import errno
+
+    from pyxdp.errors import MapError
+    host = Host(native=False, engine="interp")
+    dev = host.add_device("eth0", rx_queues=2)
+    umem = Umem(64, 2048)
+    sock = PyxdpXskSocket(dev, 1, umem, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    spare = PyxdpXskSocket(None, 0, Umem(64, 2048), host=host, fill_size=32, comp_size=32,
+                           rx_size=32, tx_size=32)
+    coll = host.load(Path(__file__).resolve().parents[1] / "samples" / "xsk.o")
+    xsks = coll.maps["xsks"].handle
+    from pyxdp.spec import MapSpec
+    from pyxdp.testing.programs import asm_collection
+    from pyxdp.uapi.bpf import BpfMapType
+    with pytest.raises(MapError) as m:
+        with host.load(asm_collection("r0 = 2\nexit", (MapSpec(
+                "pa", int(BpfMapType.BPF_MAP_TYPE_PROG_ARRAY), 4, 4, 1, 0),))) as c:
+            c.maps["pa"].handle.update(bytes(4), sock.fd.to_bytes(4, "little"))
+    assert m.value.errno == errno.EINVAL
+    for t in (BpfMapType.BPF_MAP_TYPE_SOCKMAP, BpfMapType.BPF_MAP_TYPE_SOCKHASH):
+        with pytest.raises(MapError) as m:  # Linux: sock_map_sk_is_suitable refuses it
+            with host.load(asm_collection("r0 = 2\nexit", (MapSpec(
+                    "sm", int(t), 4, 4, 1, 0),))) as c:
+                c.maps["sm"].handle.update(bytes(4), sock.fd.to_bytes(4, "little"))
+        assert m.value.errno == errno.EOPNOTSUPP
+    sock.close()
+    with pytest.raises(XskError) as e:
+        sock.bind(dev, 0)
+    assert e.value.errno == errno.EBADF
+    with pytest.raises(MapError) as m:
+        xsks.update(bytes(4), sock.fd.to_bytes(4, "little"))
+    assert m.value.errno == errno.EBADF
+    host.close()
+    with pytest.raises(XskError) as e:
+        spare.bind(dev, 0)
+    assert e.value.errno == errno.ENODEV and "is closed" in str(e.value)
+    spare.close()
+    umem.close()

@@ -44,6 +44,11 @@ VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 SHIPPED_BTF = Path(__file__).with_name("xdp_types.btf")
 
 
+#: The largest BTF file read (all of vmlinux is a few MiB): past it a path is an endless
+#: or wrong file (/dev/zero), refused in one line.
+MAX_BTF_SIZE = 64 << 20
+
+
 class BtfIndex:
     """A BTF blob whose records are decoded on first use (same queries as :class:`Btf`)."""
 
@@ -58,9 +63,14 @@ class BtfIndex:
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> BtfIndex:
         try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise ObjectError(f"cannot read BTF: {e.strerror or e}", path=str(path)) from None
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_BTF_SIZE + 1)  # /dev/zero ends here, not in MemoryError
+        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+            raise ObjectError(f"cannot read BTF: {getattr(e, 'strerror', None) or e}",
+                              path=str(path)) from None
+        if len(data) > MAX_BTF_SIZE:
+            raise ObjectError(f"larger than {MAX_BTF_SIZE >> 20} MiB: not a BTF file",
+                              path=str(path))
         return cls(data, str(path))
 
     def __len__(self) -> int:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from pyxdp.cli.options import CliError, seconds
+from pyxdp.cli.options import CliError, open_output, seconds
 from pyxdp.errors import BPFUnavailable, KernelError, NotSupportedError
 from pyxdp.net.pcap import EPB_FLAG_INBOUND, MAXIMUM_SNAPLEN, PcapngWriter, read_capture
 from pyxdp.uapi.bpf import XdpAction
@@ -118,7 +118,7 @@ class _Output:
         self.written = 0
         if path is None:
             return
-        self._file = sys.stdout.buffer if path == "-" else open(path, "wb")  # noqa: SIM115
+        self._file = open_output(path)
         self.writer = PcapngWriter(self._file, userappl="pyxdp dump")
         self.snaplen = snaplen
 

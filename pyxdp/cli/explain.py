@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from pyxdp.cli.options import CliError, _read_input
+from pyxdp.cli.options import CliError, _read_input, open_output
 
 __all__ = ["DESCRIPTION", "add_arguments", "cmd_explain", "cmd_run_explain"]
 
@@ -109,7 +109,7 @@ def cmd_run_explain(args: argparse.Namespace) -> int:
     with Explainer(args.obj, program=args.section, maps=maps) as ex:
         try:
             if args.write:
-                out = sys.stdout.buffer if args.write == "-" else open(args.write, "wb")  # noqa: SIM115
+                out = open_output(args.write)
                 writer = PcapngWriter(out)
                 writer.add_interface(ex.topology.ingress.dev)
             n = 0

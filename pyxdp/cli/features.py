@@ -66,8 +66,11 @@ def _doc(ifname: str, ifindex: int, act: int, zc: int, meta: int, xsk: int,
 
 def _linux(ifname: str) -> dict[str, Any]:
     from pyxdp.kernel.netdev_genl import dev_get
+    from pyxdp.kernel.netlink import InterfaceNotFound
     try:
         info = dev_get(ifname)
+    except InterfaceNotFound as e:  # its text names the interface already
+        raise CliError(f"features: {e}") from None
     except KernelError as e:
         raise CliError(f"features: {ifname}: {e}") from None
     return _doc(ifname, info.ifindex, int(info.xdp_features), info.xdp_zc_max_segs,

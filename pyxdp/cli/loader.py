@@ -238,11 +238,16 @@ def _pin_all(maps: Mapping[str, Map], prog: KernelProgram, pin: str) -> list[str
 
     created: list[str] = []
     if not os.path.isdir(pin):
+        if os.path.lexists(pin):
+            raise LoaderError(f"{pin}: not a directory")
+        d = os.path.abspath(pin)
+        while not os.path.lexists(d):  # every directory makedirs makes, deepest first
+            created.append(d)
+            d = os.path.dirname(d)
         try:
             os.makedirs(pin)
         except OSError as e:
             raise LoaderError(f"{pin}: {e.strerror}") from None
-        created.append(pin)
     try:
         objs: list[tuple[str, int]] = [(prog.name, prog.fd)]
         objs += [(mname, m.handle.fd) for mname, m in maps.items()

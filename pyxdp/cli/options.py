@@ -20,13 +20,13 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from pyxdp.errors import PyxdpError
 
 __all__ = ["CliError", "MAX_INPUT", "MODES", "OutputStyle", "STYLE", "add_global_options",
            "add_mode_arg", "configure",
-           "emit", "kernel_mode", "normalise_mode", "seconds", "status", "walk"]
+           "emit", "kernel_mode", "normalise_mode", "open_output", "seconds", "status", "walk"]
 
 MODES: Final = ("native", "skb", "hw")
 _ALIASES: Final = {"generic": "skb", "drv": "native", "offload": "hw"}
@@ -156,6 +156,16 @@ def _read_input(path: str) -> bytes:
     if len(data) > MAX_INPUT:
         raise CliError(f"{path}: larger than the {MAX_INPUT >> 20} MiB input file limit")
     return data
+
+
+def open_output(path: str) -> BinaryIO:
+    """``path`` opened for writing ('-': stdout); a failure is one line naming it."""
+    if path == "-":
+        return sys.stdout.buffer
+    try:
+        return open(path, "wb")  # noqa: SIM115 - the caller closes it
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def _write_output(path: str, data: bytes) -> None:

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from pyxdp import samples
 from pyxdp.asm.disasm import disassemble
-from pyxdp.cli.options import CliError, _read_input, _write_output
+from pyxdp.cli.options import CliError, _read_input, _write_output, open_output
 from pyxdp.collection import Collection, Map, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.errors import PyxdpError
@@ -362,7 +362,7 @@ def cmd_run(obj: str, section: str | None, pcap: str, write: str | None, maps_in
         out: BinaryIO | None = None
         try:
             if write:
-                out = sys.stdout.buffer if write == "-" else open(write, "wb")  # noqa: SIM115
+                out = open_output(write)
                 writer = PcapngWriter(out)
                 writer.add_interface("pyxdp")
             n = 0

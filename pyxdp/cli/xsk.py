@@ -246,6 +246,7 @@ def _kernel_setup(stack: ExitStack, dev: str, queue: int, bind_mode: str | None
     from pyxdp.collection import Collection
     from pyxdp.kernel import bpf_available
     from pyxdp.kernel.link import XdpLink
+    from pyxdp.kernel.netlink import InterfaceNotFound
     from pyxdp.xsk.linux import LinuxXskSocket
     from pyxdp.xsk.umem import Umem
     ok, why = bpf_available()
@@ -263,6 +264,8 @@ def _kernel_setup(stack: ExitStack, dev: str, queue: int, bind_mode: str | None
             link = XdpLink.attach(dev, prog, mode="generic")
             where = "xdp-skb"
         except PyxdpError:
+            if isinstance(native, InterfaceNotFound):  # "DEV: no such interface" already
+                raise CliError(str(native)) from None
             raise CliError(f"cannot attach the program to {dev}: {native}") from None
     stack.callback(link.close)
     umem = Umem(NFRAMES, 2048)

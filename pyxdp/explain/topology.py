@@ -70,6 +70,10 @@ BUILTIN_PASS = "builtin:xdp_pass"
 DEFAULT_ADDRESSES = ("198.51.100.2/24", "2001:db8::2/64")
 
 
+MAX_TOPOLOGY_SIZE = 64 << 20
+"""Bytes read at most from a topology file: /dev/zero or a FIFO must not eat memory."""
+
+
 class TopologyError(PyxdpError):
     """A topology description that cannot be built (unknown key, device, value)."""
 
@@ -172,9 +176,14 @@ class Topology:
         """Read a topology file (``.toml``: TOML, anything else: JSON)."""
         p = Path(path)
         try:
-            text = p.read_bytes()
-        except OSError as e:
-            raise TopologyError(f"cannot read {path}: {e.strerror}") from None
+            with open(p, "rb") as fh:
+                text = fh.read(MAX_TOPOLOGY_SIZE + 1)  # /dev/zero ends here
+        except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+            raise TopologyError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+                                ) from None
+        if len(text) > MAX_TOPOLOGY_SIZE:
+            raise TopologyError(f"{path}: larger than the {MAX_TOPOLOGY_SIZE >> 20} MiB "
+                                "topology file limit")
         try:
             doc = tomllib.loads(text.decode()) if p.suffix == ".toml" else json.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:

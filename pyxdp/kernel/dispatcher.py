@@ -183,6 +183,11 @@ class KernelDispatcher:
         A linked dispatcher holds its components' code and maps itself: only
         ``progN-prog`` is pinned, the component loaded on its own, for ``status``."""
         path = os.path.join(bpffs_dir or bpffs_xdp_dir(), f"dispatch-{ifindex}-{self.id}")
+        made: list[str] = []  # what makedirs creates, removed again when pinning fails
+        d = os.path.abspath(path)
+        while not os.path.lexists(d):
+            made.append(d)
+            d = os.path.dirname(d)
         os.makedirs(path, exist_ok=True)
         objs: list[tuple[str, int]] = []
         if self.mode == "freplace":
@@ -199,7 +204,8 @@ class KernelDispatcher:
         except BaseException:
             for f in done:
                 os.unlink(f)
-            os.rmdir(path)
+            for d in made:  # deepest first: a LIBXDP_BPFFS that is no bpffs keeps no litter
+                os.rmdir(d)
             raise
         return path
 

@@ -78,6 +78,10 @@ __all__ = [
     "SyscallView",
     "allocate_window",
     "bad_fd",
+    "number_in_use",
+    "number_kind",
+    "register_object",
+    "release_object",
     "default_nr_cpus",
     "map_by_addr",
     "map_by_id",
@@ -151,6 +155,8 @@ def default_nr_cpus() -> int:
 _lock = threading.Lock()
 _next_id = 1
 _by_id: weakref.WeakValueDictionary[int, Map] = weakref.WeakValueDictionary()
+_objects: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
+_kinds: dict[int, str] = {}  # register_object's kind of each number
 
 
 def _register(m: Map) -> int:
@@ -161,6 +167,40 @@ def _register(m: Map) -> int:
         _by_id[map_id] = m
     map_space.publish(m)
     return map_id
+
+
+def register_object(obj: object, kind: str) -> int:
+    """A number for a program or AF_XDP socket of the userspace backend, from the counter
+    map ids come from: user space has no descriptors, these numbers stand for them, and
+    as fds in one process they never collide, so an fd of one kind given where another
+    is wanted is recognised (bad_fd: the kernel's EINVAL/ENOTSOCK, not EBADF)."""
+    global _next_id
+    with _lock:
+        num = _next_id
+        _next_id += 1
+        _objects[num] = obj
+        _kinds[num] = kind
+    return num
+
+
+def release_object(num: int) -> None:
+    """The program or socket behind ``num`` was closed: its number is not open any more."""
+    with _lock:
+        _objects.pop(num, None)
+        _kinds.pop(num, None)
+
+
+def number_in_use(num: int) -> bool:
+    """Whether ``num`` stands for a live map, program or AF_XDP socket."""
+    return num in _by_id or num in _objects
+
+
+def number_kind(num: int) -> str | None:
+    """What a live number stands for: "map", or the kind it was registered with
+    ("program", "xsk"); None when it is not open."""
+    if num in _by_id:
+        return "map"
+    return _kinds.get(num) if num in _objects else None
 
 
 def map_by_id(map_id: int) -> Map | None:
@@ -308,12 +348,15 @@ def einval(op: str, detail: str = "") -> MapError:
 
 
 def bad_fd(op: str, fd: int, not_it: int, wanted: str) -> MapError:
-    """An fd value that names none of pyxdp's objects. pyxdp has no descriptors, but 0
-    is the process's stdin: open, and no ``wanted`` (``not_it`` is the kernel's answer
-    then: EINVAL from bpf_prog_get/bpf_map_get, ENOTSOCK from sockfd_lookup, measured);
-    any other such number is not open (EBADF)."""
+    """An fd value that names no ``wanted`` of pyxdp. pyxdp has no descriptors, but 0
+    is the process's stdin and a live map's, program's or socket's number is open: no
+    ``wanted`` (``not_it`` is the kernel's answer then: EINVAL from bpf_prog_get/
+    bpf_map_get, ENOTSOCK from sockfd_lookup, measured); any other number is not open
+    (EBADF)."""
     if fd == 0:
         return MapError(op, not_it, f"fd 0 (stdin) is no {wanted}")
+    if number_in_use(fd):
+        return MapError(op, not_it, f"fd {fd} is no {wanted}")
     return MapError(op, _errno.EBADF, f"fd {fd} is not open (no {wanted} of pyxdp)")
 
 

@@ -33,7 +33,9 @@ Simplified: the pool is reserved up front (the kernel allocates nodes lazily),
 zero-filled so that only the nodes used take memory (``free`` holds each entry
 XOR ``pool - 1 - position``, so zeros mean every node free); past
 ``MAX_STORAGE_BYTES`` of reservation (2^28 entries of 8-byte keys and values)
-creation fails with ENOMEM, where Linux accepts up to 2^32 - 1; a replaced
+the pool is capped: creation succeeds for any ``max_entries`` up to 2^32 - 1 as on
+Linux, and an insertion the capped pool has no nodes for is ENOMEM (the kernel's
+answer to a failed node allocation; the machine could not hold so many); a replaced
 prefix keeps its node (the kernel swaps in a new node, so a program's stale
 pointer sees the old value there).
 """
@@ -90,6 +92,13 @@ def lpm_key(prefixlen: int, data: bytes) -> bytes:
     return prefixlen.to_bytes(4, "little") + raw
 
 
+def node_pool(max_entries: int, key_size: int, value_size: int) -> int:
+    """Nodes reserved: two per entry (itself and at most one intermediate node), capped
+    at ``MAX_STORAGE_BYTES`` of reservation (2^28 entries of 8-byte keys and values)."""
+    node_bytes = key_size + round_up(value_size, 8) + 16
+    return min(2 * max_entries, MAX_STORAGE_BYTES // node_bytes)
+
+
 class LpmTrie(Map):
     """``BPF_MAP_TYPE_LPM_TRIE``.
 
@@ -110,13 +119,10 @@ class LpmTrie(Map):
                 or not 4 + LPM_DATA_SIZE_MIN <= spec.key_size <= 4 + LPM_DATA_SIZE_MAX
                 or not 1 <= spec.value_size <= LPM_VAL_SIZE_MAX):
             raise einval(op, "lpm_trie: BPF_F_NO_PREALLOC, key 4 + 1..256 bytes, value > 0")
-        pool = 2 * spec.max_entries
-        if pool * (spec.key_size + round_up(spec.value_size, 8) + 16) > MAX_STORAGE_BYTES:
-            raise MapError(op, _errno.ENOMEM, "lpm_trie node pool too large")
+        self.pool = pool = node_pool(spec.max_entries, spec.key_size, spec.value_size)
         super().__init__(spec)
         self.data_size = self.key_size - 4
         self.max_prefixlen = 8 * self.data_size
-        self.pool = pool
         self.plen = np.zeros(pool, np.uint32)
         self.flags = np.zeros(pool, np.uint8)
         # zeros the OS backs lazily: a node's children are set when it is taken, and the
@@ -131,7 +137,7 @@ class LpmTrie(Map):
         self._make_regions([self.value_data])
 
     def _storage_bytes(self) -> int:
-        return 2 * self.max_entries * round_up(self.value_size, 8)
+        return self.pool * round_up(self.value_size, 8)
 
     # -- node primitives ---------------------------------------------------------------
     def _get(self, slot: tuple[int, int]) -> int:
@@ -227,12 +233,16 @@ class LpmTrie(Map):
         return 0 if n < 0 else self.value_region().base + n * self.elem_size
 
     # -- update -------------------------------------------------------------------------
-    def _check_add(self, flags: int) -> None:
-        """``trie_check_add_elem``."""
+    def _check_add(self, flags: int, need: int) -> None:
+        """``trie_check_add_elem``, then ENOMEM (the kernel's failed node allocation)
+        when the pool lacks the ``need`` nodes the insertion takes (a capped pool only)."""
         if flags == BPF_EXIST:
             raise MapError("update", _errno.ENOENT)
         if int(self.hdr[1]) == self.max_entries:
             raise MapError("update", _errno.ENOSPC, "lpm_trie is full")
+        if int(self.hdr[2]) < need:
+            raise MapError("update", _errno.ENOMEM,
+                           f"lpm_trie: pyxdp's pool of {self.pool} nodes is used up")
         self.hdr[1] += 1
 
     def update(self, key: bytes | None, value: bytes, flags: int = BPF_ANY, *,
@@ -254,7 +264,7 @@ class LpmTrie(Map):
             slot = (node, self._bit(data, nplen))
             node = self._get(slot)
         if node < 0:
-            self._check_add(flags)
+            self._check_add(flags, 1)
             new = self._alloc(plen, data, 0)
             self._write_value(new, value)
             self._set(slot, new)
@@ -265,12 +275,12 @@ class LpmTrie(Map):
                 if flags == BPF_NOEXIST:
                     raise MapError("update", _errno.EEXIST)
             else:
-                self._check_add(flags)
+                self._check_add(flags, 0)
             self.flags[node] = FLAG_USED
             self._set_data(node, data)
             self._write_value(node, value)
             return
-        self._check_add(flags)
+        self._check_add(flags, 1 if matchlen == plen else 2)
         new = self._alloc(plen, data, 0)
         self._write_value(new, value)
         if matchlen == plen:
@@ -467,7 +477,7 @@ def _lookup_fn(tag: str, m: MapInfo) -> str:
     address, 0, or SLOW (a node number out of the pool, a walk longer than the pool:
     only a trie changed meanwhile)."""
     max_plen = 8 * (m.key_size - 4)
-    pool = 2 * m.max_entries
+    pool = _pool(m)
     f = Text()
     f.at("entry")
     plen = f.ins("zext i32 " + f.ins("load i32, ptr %key, align 1") + " to i64")
@@ -555,12 +565,16 @@ def _set_slot(f: Text, m: MapInfo, parent: str, bit: str, node: str) -> None:
     f.at(join)
 
 
+def _pool(m: MapInfo) -> int:
+    return node_pool(m.max_entries, m.key_size, m.value_size)
+
+
 def _alloc_ir(f: Text, m: MapInfo, plen: str, flags: int, data: str) -> str:
     """``_alloc``: the free stack's top node, set up (the caller checked one is there)."""
     hdr = map_desc(f, m, "hdr")
     top = f.ins(f"sub i64 {f.word(hdr, 2, 'i64', '')}, 1")
     enc = f.ins(f"sext i32 {f.at_index(map_desc(f, m, 'free'), top, 'i32', 4)} to i64")
-    n = f.ins(f"xor i64 {enc}, {f.ins(f'sub i64 {2 * m.max_entries - 1}, {top}')}")
+    n = f.ins(f"xor i64 {enc}, {f.ins(f'sub i64 {_pool(m) - 1}, {top}')}")
     f.set_word(hdr, 2, top, "i64", "")
     f.put_index(map_desc(f, m, "node_plen"), n, f.ins(f"trunc i64 {plen} to i32"), "i32", 4)
     f.put_index(map_desc(f, m, "node_flags"), n, str(flags | FLAG_USED), "i8", 1)
@@ -581,7 +595,7 @@ def _walk(f: Text, m: MapInfo, plen: str) -> dict[str, str]:
     prefix of the key's. Ends in block ``none`` (an empty slot) or ``at`` (a node), with
     the slot ``(sp, sb)`` it was found in and the one before it ``(t2p, t2b)``; SLOW
     (block ``slow``) on a node number out of the pool or a walk longer than it."""
-    pool = 2 * m.max_entries
+    pool = _pool(m)
     root = f.word(map_desc(f, m, "hdr"), 0, "i64", "")
     pre = f.cur
     f.br("walk")
@@ -619,7 +633,7 @@ def _check_add_ir(f: Text, m: MapInfo, mode: str, need: str) -> None:
     ret_if(f, f.ins(f"icmp eq i64 {count}, {m.max_entries}"), -_errno.ENOSPC)
     nfree = f.word(hdr, 2, "i64", "")
     ret_if(f, f.ins(f"or i1 {f.ins(f'icmp slt i64 {nfree}, {need}')}, "
-                    f"{f.ins(f'icmp sgt i64 {nfree}, {2 * m.max_entries}')}"), SLOW)
+                    f"{f.ins(f'icmp sgt i64 {nfree}, {_pool(m)}')}"), SLOW)
     f.set_word(hdr, 1, f.ins(f"add i64 {count}, 1"), "i64", "")
 
 
@@ -689,7 +703,7 @@ def _release_ir(f: Text, m: MapInfo, node: str) -> None:
     hdr = map_desc(f, m, "hdr")
     f.put_index(map_desc(f, m, "node_flags"), node, "0", "i8", 1)
     top = f.word(hdr, 2, "i64", "")
-    enc = f.ins(f"xor i64 {node}, {f.ins(f'sub i64 {2 * m.max_entries - 1}, {top}')}")
+    enc = f.ins(f"xor i64 {node}, {f.ins(f'sub i64 {_pool(m) - 1}, {top}')}")
     f.put_index(map_desc(f, m, "free"), top, f.ins(f"trunc i64 {enc} to i32"), "i32", 4)
     f.set_word(hdr, 2, f.ins(f"add i64 {top}, 1"), "i64", "")
 
@@ -734,7 +748,7 @@ def _delete_fn(tag: str, m: MapInfo) -> str:
     pim = f.ins(f"icmp ne i8 {f.ins(f'and i8 {pflags}, {FLAG_IM}')}, 0")
     f.cbr(f.ins(f"and i1 {pim}, {leaf}"), "collapse", "lift")
     f.at("collapse")  # drop the intermediate parent too and promote the sibling
-    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {2 * m.max_entries - 2}"), SLOW)
+    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {_pool(m) - 2}"), SLOW)
     one_less()
     p0, p1 = _child(f, m, parent, "0"), _child(f, m, parent, "1")
     sib = f.ins(f"select i1 {f.ins(f'icmp eq i64 {node}, {p0}')}, i64 {p1}, i64 {p0}")
@@ -743,7 +757,7 @@ def _delete_fn(tag: str, m: MapInfo) -> str:
     _release_ir(f, m, node)
     f.do("ret i64 0")
     f.at("lift")  # the only child (or none) takes the node's place
-    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {2 * m.max_entries - 1}"), SLOW)
+    ret_if(f, f.ins(f"icmp ugt i64 {nfree}, {_pool(m) - 1}"), SLOW)
     one_less()
     _set_slot(f, m, parent, w["sb"], f.ins(f"select i1 {has0}, i64 {c0}, i64 {c1}"))
     _release_ir(f, m, node)

@@ -53,6 +53,7 @@ from pyxdp.maps.base import (
     bad_fd,
     einval,
     next_index,
+    number_kind,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.uapi.inet import IPPROTO_TCP, IPPROTO_UDP, TCP_ESTABLISHED, TCP_LISTEN
@@ -217,6 +218,9 @@ class SocketMapBase(Map):
         fd = int.from_bytes(self._value(value, None, "update"), "little")
         if fd > 0x7FFF_FFFF:
             raise einval("update", f"fd {fd} > S32_MAX")
+        if number_kind(fd) == "xsk":  # sock_map_sk_is_suitable: no AF_XDP (measured)
+            raise MapError("update", errno.EOPNOTSUPP, f"fd {fd} is an AF_XDP socket: "
+                           "a sockmap takes TCP, UDP and unix sockets")
         raise bad_fd("update", fd, errno.ENOTSOCK, "socket (pyxdp has no socket fds: use "
                      "set_socket)")
 

@@ -353,6 +353,7 @@ class NetDevice:
     def attach_xdp(self, prog: Program | XdpProg, mode: str = "native", *, flags: int = 0,
                    expected: Program | XdpProg | None = None) -> None:
         """``dev_xdp_attach``: attach ``prog`` in ``mode`` ("native" or "generic")."""
+        self.host.live("xdp attach")
         p = _xdp_prog(prog)
         if mode not in ("native", "generic"):
             raise _fail(errno.EOPNOTSUPP, f"mode {mode!r}: pyxdp devices have native and "
@@ -393,11 +394,16 @@ class NetDevice:
         dispatcher already attached in ``mode``; any other attached program is EBUSY.
         A :class:`~pyxdp.collection.Program` brings its object's run config;
         ``run_configs`` (by program name) gives one to others. Returns the dispatcher."""
+        self.host.live("xdp attach")
         try:
             given = list(progs)
         except TypeError:  # an Iterable that does not iterate (a 0-d array)
             raise BadArgument(f"NetDevice.attach_xdp_multi: progs must be programs, not "
                               f"{short(progs)}") from None
+        for name, rc in (run_configs or {}).items():
+            if rc is not None and not isinstance(rc, XdpRunConfig):
+                raise BadArgument(f"NetDevice.attach_xdp_multi: run_configs[{short(name)}] "
+                                  f"must be XdpRunConfig, not {short(rc)}")
         new = [(_xdp_prog(p), (p.run_config if isinstance(p, Program) else None)
                 or (run_configs or {}).get(_xdp_prog(p).spec.name) or XdpRunConfig())
                for p in given]
@@ -478,6 +484,7 @@ class NetDevice:
         """Frames arriving from the wire on rx ``queue`` (the NIC DMA): copied into
         page pool pages and queued for the next poll. Returns how many were
         taken; the rest are rx_dropped (ring full)."""
+        self.host.live("receive")
         if isinstance(queue, bool) or not isinstance(queue, int) or \
                 not 0 <= queue < len(self.rx):
             raise LinkError(errno.EINVAL, f"{self.name} has rx queues 0..{len(self.rx) - 1}, "
@@ -623,6 +630,7 @@ class NetDevice:
 
     def transmit(self, packets: list[bytes]) -> None:
         """Send ``packets`` from this device's stack (an ``AF_PACKET`` send)."""
+        self.host.live("transmit")
         self.xmit_skbs(SkbBatch.from_packets(packets, self.ifindex))
 
     def close(self) -> None:
@@ -775,6 +783,8 @@ class Veth(NetDevice):
 
 
 def _xdp_prog(p: Program | XdpProg | None) -> XdpProg:
+    if isinstance(p, Program) and p.closed:  # its fd is gone: bpf_prog_get's fdget fails
+        raise _fail(errno.EBADF, f"program {p.name!r} is closed")
     handle = p.handle if isinstance(p, Program) else p
     if not isinstance(handle, XdpProg):
         raise TypeError("attach_xdp needs a program loaded on the host (host.load(...))")
@@ -870,6 +880,7 @@ class Host:
     def load(self, obj: str | Path | CollectionSpec, *, verify: bool = True) -> Collection:
         """Load an object (path or spec) on this host's backend; ``verify=False`` skips
         pyxdp's verifier (see :class:`~pyxdp.collection.Collection`)."""
+        self.live("load")
         coll = Collection(obj, backend=self.backend, verify=verify) \
             if isinstance(obj, CollectionSpec) \
             else Collection.load(obj, backend=self.backend, verify=verify)
@@ -927,6 +938,7 @@ class Host:
     def add_device(self, name: str, *, rx_queues: int = 1, tx_queues: int = 1, mtu: int = 1500,
                    mac: bytes | None = None) -> NetDevice:
         """A NIC with ``rx_queues`` rx queues (each with its page pool)."""
+        self.live("RTM_NEWLINK")
         self._check_name(name)
         self._check_link(rx_queues, tx_queues, mtu, mac)
         i = self._ifindex()
@@ -940,6 +952,7 @@ class Host:
              queues: int = 1) -> tuple[Veth, Veth]:
         """A veth pair (``ip link add NAME type veth peer name PEER``); ``queues`` rx and
         tx queues each (``numrxqueues``/``numtxqueues``; traffic arrives on queue 0)."""
+        self.live("RTM_NEWLINK")
         self._check_link(queues, queues, mtu)
         self._check_name(name)
         self._check_name(peer)
@@ -1196,6 +1209,16 @@ class Host:
                 xdp_return_frames(pf, memmap=self.memmap)
 
     # -- teardown --------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def live(self, op: str) -> None:
+        """Refuse ``op`` on a closed host: its devices are gone (ENODEV), as a deleted
+        network namespace's."""
+        if self._closed:
+            raise LinkError(errno.ENODEV, f"host {self.name!r} is closed", op=op)
+
     def close(self, check: bool = True) -> None:
         """Stop workers, free every queued frame, destroy the pools; with ``check``,
         raise :class:`~pyxdp.net.page_pool.PageAccountingError` if any page leaked."""

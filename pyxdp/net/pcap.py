@@ -192,7 +192,8 @@ def _open(source: CaptureSource) -> tuple[BinaryIO, bool]:
         try:
             return open(source, "rb"), True  # closed by the reader's finally
         except OSError as e:
-            raise CaptureError(f"cannot open capture {os.fspath(source)!r}: {e}") from e
+            raise CaptureError(f"cannot open capture {os.fspath(source)}: "
+                               f"{e.strerror or e}") from None
     if not hasattr(source, "read"):
         raise CaptureError(f"not a capture source: {type(source).__name__}")
     return source, False
@@ -471,7 +472,8 @@ class _Sink:
             try:
                 self.f: BinaryIO = open(dest, "wb")  # closed in close()
             except OSError as e:
-                raise CaptureError(f"cannot create capture {os.fspath(dest)!r}: {e}") from e
+                raise CaptureError(f"cannot create capture {os.fspath(dest)}: "
+                                   f"{e.strerror or e}") from None
             self.owned = True
         else:
             self.f = dest
@@ -481,16 +483,29 @@ class _Sink:
     def write(self, data: bytes) -> None:
         if self.closed:
             raise CaptureError("write to a closed capture writer")
-        self.f.write(data)
+        try:
+            self.f.write(data)
+        except OSError as e:  # a full disk, /dev/full, a closed pipe
+            raise self._failed(e) from None
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        if self.owned:
-            self.f.close()
-        else:
-            self.f.flush()
+        try:
+            if self.owned:
+                self.f.close()
+            else:
+                self.f.flush()
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def _failed(self, e: OSError) -> CaptureError:
+        if isinstance(e, BrokenPipeError):  # the reader went away: the CLI stops quietly
+            raise e
+        name = getattr(self.f, "name", None)
+        where = f" {name}" if isinstance(name, str) else ""
+        return CaptureError(f"cannot write capture{where}: {e.strerror or e}")
 
 
 def _check_u(name: str, value: int, bits: int) -> None:

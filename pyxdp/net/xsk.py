@@ -437,6 +437,8 @@ class XdpSock:
             raise _err(op, _errno.EINVAL, f"unknown flags {fl & ~_BIND_FLAGS:#x}")
         if self.state != READY:
             raise _err(op, _errno.EBUSY, "the socket is already bound")
+        if self.host.closed:  # its devices are gone
+            raise _err(op, _errno.ENODEV, f"host {self.host.name!r} is closed")
         d = self._device(dev, op)
         if self.krx is None and self.ktx is None:
             raise _err(op, _errno.EINVAL, "the socket has neither an rx nor a tx ring")

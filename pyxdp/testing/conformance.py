@@ -123,6 +123,10 @@ def default_vector_dir() -> Path:
     return external_vector_dir() or BUILTIN_DIR
 
 
+MAX_VECTOR_FILE = 16 << 20
+"""Bytes read at most from one ``.data`` file (a vector is a few hundred bytes)."""
+
+
 def vector_files() -> list[Path]:
     """Every ``.data`` file to run in tests: the built-in set, then the external suite's."""
     from pyxdp.testing.vectorgen import BUILTIN_DIR
@@ -137,17 +141,24 @@ def find_vectors(paths: Iterable[str | Path]) -> Iterator[Vector]:
     """Vectors from files and directories (``*.data``, sorted)."""
     for p in paths:
         p = Path(p)
-        if p.is_dir():
-            files = sorted(p.glob("*.data"))
+        if p.is_dir():  # only regular files: a FIFO named x.data would block the run
+            files = sorted(f for f in p.glob("*.data") if f.is_file())
         elif p.is_file():
             files = [p]
+        elif p.exists():
+            raise ConformanceFormatError(f"{p}: not a .data file or a directory of them")
         else:
             raise ConformanceFormatError(f"{p}: no such file or directory")
         for f in files:
             try:
-                text = f.read_text()
+                with open(f, "rb") as fh:
+                    raw = fh.read(MAX_VECTOR_FILE + 1)
+                text = raw.decode()
             except (OSError, UnicodeDecodeError) as e:
                 raise ConformanceFormatError(f"{f}: cannot read: {e}") from None
+            if len(raw) > MAX_VECTOR_FILE:
+                raise ConformanceFormatError(f"{f}: larger than {MAX_VECTOR_FILE >> 20} MiB: "
+                                             "not a vector file")
             yield parse_vector(text, f.stem, str(f))
 
 

@@ -116,6 +116,7 @@ class PyxdpXskSocket(XdpSock, XskSocket):
         socket's host, or its name or ifindex); raises
         :class:`~pyxdp.net.xdp_umem.XskError` with the kernel's errno. ``flags``
         overrides :meth:`bind_flags`."""
+        self._live("bind")  # a closed socket's fd is gone: EBADF before anything else
         XdpSock.bind(self, dev, queue_id, int(self.bind_flags() if flags is None else flags))
 
     # -- the XskSocket hooks: the syscalls of net/xdp/xsk.c ----------------------------

@@ -205,6 +205,9 @@ class LinuxXskSocket(XskSocket):
         self.shared_with = shared
         share_rings = False
         if shared is not None:
+            if shared.closed:  # its fd is gone: the bind's sockfd_lookup fails
+                raise XskError("bind", _errno.EBADF, "the socket to share a UMEM with is "
+                                                     "closed")
             if not shared.bound:
                 raise XskError("bind", _errno.EINVAL, "the socket to share a UMEM with is "
                                                      "not bound")
@@ -302,6 +305,7 @@ class LinuxXskSocket(XskSocket):
         moment ago keeps its queue until the kernel's deferred pool release
         has run (measured: ~15 ms).
         """
+        self._live("bind")  # (the closed fd would read as a bad shared_umem_fd)
         ifindex = ifindex_of(ifname)
         fl = int(self.bind_flags() if flags is None else flags)
         share_fd = self.shared_with.fd if self.shared_with is not None else 0
@@ -352,6 +356,7 @@ class LinuxXskSocket(XskSocket):
             if err == _errno.ENXIO:
                 raise _error("recvfrom(AF_XDP)", "recvfrom", err)
 
+    @checked(timeout_ms=(-1, (1 << 31) - 1), events=(0, 0xFFFF))
     def poll(self, timeout_ms: int = 0, events: int = POLL_RX_TX) -> int:
         """poll(2) for ``events``; returns those ready (0 on timeout).
 
@@ -359,6 +364,7 @@ class LinuxXskSocket(XskSocket):
         receive loop asks for ``POLLIN`` alone: the tx ring has room at once,
         so ``POLLOUT`` would end every wait immediately.
         """
+        self._live("poll")
         p = select.poll()
         p.register(self.fd, events)
         ready = p.poll(timeout_ms)
@@ -380,6 +386,7 @@ class LinuxXskSocket(XskSocket):
     def zerocopy(self) -> bool:
         return bool(self.options() & XDP_OPTIONS_ZEROCOPY)
 
+    @checked(budget=(-(1 << 31), (1 << 31) - 1))  # the option's int
     def set_tx_budget(self, budget: int) -> None:
         """``XDP_MAX_TX_SKB_BUDGET``: descriptors one copy-mode ``sendto`` may send."""
         self._setsockopt("setsockopt(XDP_MAX_TX_SKB_BUDGET)", "budget",

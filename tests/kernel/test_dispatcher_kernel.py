@@ -160,3 +160,29 @@ def test_cli_load_status_unload_a_chain(ns: str, tmp_path: Path,
 def _ifindex() -> int:
     from pyxdp.kernel.netlink import ifindex_of
     return ifindex_of("veth0")
+
+
+def test_pinning_outside_bpffs_leaves_no_directories(tmp_path: Path) -> None:
+    """Found with LIBXDP_BPFFS pointing at no bpffs (round 7): the refused pin (EPERM,
+    as bpf_obj_do_pin answers outside a bpf filesystem) left the directories it had made
+    (``DIR/xdp``, even ``/nonexistent/xdp``) behind."""
+    with Collection.load(CHAIN, "kernel") as kc, \
+            KernelDispatcher([kc.programs["chain_first"], kc.programs["chain_b"]]) as kd:
+        with pytest.raises(KernelError) as e:
+            kd.pin(1, str(tmp_path / "no" / "bpffs" / "xdp"))
+        assert e.value.errno == errno.EPERM and "not on a bpf filesystem" in str(e.value)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_load_pin_path_outside_bpffs_leaves_no_directories(tmp_path: Path) -> None:
+    """``pyxdp load -p DIR``: a refused pin removed DIR but not the parents it had made
+    (``-p /tmp/x/a/b`` left ``/tmp/x/a``), and a DIR that is a file said "File exists"."""
+    from pyxdp.cli.loader import LoaderError, _pin_all
+    with Collection.load(SAMPLES / "xdp1.o", "kernel") as kc:
+        prog = kc.programs["xdp_prog1"].handle
+        with pytest.raises(KernelError, match="not on a bpf filesystem"):
+            _pin_all(kc.maps, prog, str(tmp_path / "x" / "a" / "b"))  # type: ignore[arg-type]
+        assert list(tmp_path.iterdir()) == []
+        (tmp_path / "f").write_bytes(b"")
+        with pytest.raises(LoaderError, match="f: not a directory"):
+            _pin_all(kc.maps, prog, str(tmp_path / "f"))  # type: ignore[arg-type]

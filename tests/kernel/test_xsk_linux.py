@@ -245,6 +245,30 @@ def test_setsockopt_errnos(inns: None) -> None:
     assert e3.value.errno == errno.EINVAL and "power of two" in str(e3.value)
 
 
+def test_closed_sockets_and_bad_arguments_are_one_line(xdp: Collection, inns: None) -> None:
+    """Found by misusing Linux AF_XDP sockets (round 7): poll after close was Python's
+    ValueError (fd -1), bind after close blamed a shared_umem_fd, a closed socket as
+    shared= a struct.error, set_tx_budget(1 << 40) or ("x") a struct.error, poll with
+    events past 16 bits an OverflowError and poll(-5) waited for ever."""
+    from pyxdp.errors import BadArgument
+    umem = Umem(64, 2048)
+    s = open_xsk(xdp, umem)
+    for call, match in ((lambda: s.set_tx_budget(1 << 40), "budget must be in"),
+                        (lambda: s.set_tx_budget("x"), "budget must be an int"),
+                        (lambda: s.poll(0, 1 << 20), "events must be in 0..65535"),
+                        (lambda: s.poll(-5), "timeout_ms must be in -1..")):
+        with pytest.raises(BadArgument, match=match):
+            call()  # type: ignore[no-untyped-call]
+    s.close()
+    for call in (lambda: s.poll(-1), lambda: s.bind("veth0", 0),
+                 lambda: LinuxXskSocket("veth0", 0, shared=s)):
+        with pytest.raises(XskError) as e:
+            call()  # type: ignore[no-untyped-call]
+        assert e.value.errno == errno.EBADF and "closed" in str(e.value)
+        assert "\n" not in str(e.value)
+    umem.close()
+
+
 # --------------------------------------------------------------------------
 # Receive
 # --------------------------------------------------------------------------
