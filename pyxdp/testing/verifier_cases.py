@@ -2100,6 +2100,21 @@ r2 <<= 2
 r0 += r2
 r0 = *(u32 *)(r0 +0)
 exit""", "R1 !read_ok"),
+    # A 32-bit load of a 4-byte spill keeps the subregister's bounds (coerce_reg_to_size
+    # forgets them only below 4 bytes): w2 s> 4 is never taken, its branch not walked.
+    _c("fill32_keeps_s32", """
+call 7
+if w0 s> 4 goto +8
+if w0 s< -4 goto +7
+*(u32 *)(r10 -8) = r0
+r2 = *(u32 *)(r10 -8)
+if w2 s> 4 goto +2
+r0 = 2
+exit
+r0 = 1
+exit
+r0 = 3
+exit""", None, processed=11),
     # An s32 range crossing the sign boundary beside a u32 range that ends before its
     # negative part: both become the u32 range's start up to S32_MAX, so after 15 rounds
     # "w0 s< w1" is always taken (selftests' verifier_bounds.c,
@@ -2980,6 +2995,87 @@ r1 = 5
 *(u32 *)(r2 +0) = r1
 r0 = 0
 exit""", None, funcs=_CB, processed=14),
+    # At a callback's return a scalar that differs from the previous iteration's becomes
+    # unknown unless precision tracking marked it (widen_imprecise_scalars), in the
+    # frame it lives in: the caller's counter is widened and the calls converge, though
+    # the callback's own fp-8 (same offset) holds a value a decided branch relied on.
+    _c("loop_cb_widen_by_frame", """
+r1 = 0
+*(u64 *)(r10 -8) = r1
+r1 = 10
+r2 = subprog[cb]
+r3 = r10
+r3 += -8
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r3 = *(u64 *)(r2 +0)
+r3 += 1
+*(u64 *)(r2 +0) = r3
+r4 = 4
+*(u64 *)(r10 -8) = r4
+r4 = *(u64 *)(r10 -8)
+if r4 == 4 goto +1
+r0 = 1
+r0 = 0
+exit""", None, funcs=_CB, processed=32),
+    # bpf_loop relies on its count (R1) and, while the call can be inlined, on zero flags
+    # (R4): both are marked precise, so a second path with another count or flags is not
+    # pruned at the state kept where the two paths met.
+    _c("loop_nr_precise", """
+call 7
+r6 = 2
+if r0 == 0 goto +1
+r6 = 3
+r7 = 0
+r7 = 1
+r7 = 2
+r7 = 3
+r7 = 4
+r7 = 5
+r7 = 6
+r7 = 7
+r7 = 8
+if r0 == 5 goto +1
+r7 = 9
+r1 = r6
+r2 = subprog[cb]
+r3 = 0
+r4 = 0
+call 181
+r0 = 2
+exit
+cb:
+r0 = 0
+exit""", None, funcs=_CB, processed=51),
+    _c("loop_flags_precise", """
+call 7
+r7 = 1
+if r0 == 0 goto +1
+r7 = 0
+r6 = 0
+r6 = 1
+r6 = 2
+r6 = 3
+r6 = 4
+r6 = 5
+r6 = 6
+r6 = 7
+r6 = 8
+if r0 == 5 goto +1
+r6 = 9
+r1 = 2
+r2 = subprog[cb]
+r3 = 0
+r4 = r7
+call 181
+r0 = 2
+exit
+cb:
+r0 = 0
+exit""", None, funcs=_CB, processed=51),
     # -- bpf-to-bpf calls --------------------------------------------------------------------
     _c("call_ok", "call pc+2\nr0 = 2\nexit\nr0 = 1\nexit", None),
     _c("call_callee_reads_r6", "r6 = 1\ncall pc+2\nr0 = 2\nexit\nr0 = r6\nexit", "R6 !read_ok"),

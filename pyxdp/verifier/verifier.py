@@ -721,7 +721,8 @@ class Reg:
         else:
             self.umin, self.umax = 0, mask
         self.smin, self.smax = self.umin, self.umax
-        self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
+        if size < 4:  # a 32-bit truncation keeps the subregister's bounds as they are
+            self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
         self.sync()
 
     def coerce_sx(self, size: int) -> None:
@@ -936,7 +937,7 @@ class State:
     """``struct bpf_verifier_state``: the frames, acquired references, pruning links."""
 
     __slots__ = ("frames", "refs", "parent", "branches", "pc", "loop_key", "hits", "misses",
-                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "sinks", "hist",
+                 "locks", "rcu", "preempt", "irqs", "may_goto", "cb_unroll", "hist",
                  "all_precise", "alive", "links", "plan", "quick", "prec", "prec_at", "jh")
 
     def __init__(self) -> None:
@@ -952,8 +953,6 @@ class State:
         self.irqs: list[tuple[int, int]] = []
         self.may_goto = 0  # may_goto_depth: fall-throughs of may_goto on this path
         self.cb_unroll = 0  # callback_unroll_depth: callback bodies entered on this path
-        # A kept state: where paths from it needed exact values (pc -> registers).
-        self.sinks: dict[int, int] = {}
         self.parent: State | None = None
         self.branches = 0
         # A kept state: its pc and the exact key of its last frame's registers.
@@ -998,7 +997,6 @@ class State:
         s.hist = list(self.hist)
         s.links = dict(self.links) if self.links else {}
         s.jh = self.jh
-        s.sinks = {}
         s.branches = s.hits = s.misses = s.prec_at = 0
         s.pc = -1
         s.loop_key = s.alive = s.plan = s.prec = None
@@ -1520,6 +1518,7 @@ class _Verifier:
                                   and not (pc and self.insns[pc - 1].code == op.OP_LD_IMM64))
         # Calls of helpers that call back (_CALLBACK_HELPERS): the callback returns to the
         # call, which calls it again until the states converge.
+        self.loop_inline: dict[int, tuple[bool, int]] = {}  # bpf_loop call -> (fit, callback)
         self.cb_sites = frozenset(
             pc for pc in range(n) if self.insns[pc].code == op.OP_CALL and
             self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL and self.insns[pc].imm in
@@ -1540,13 +1539,6 @@ class _Verifier:
         self.backedges: dict[tuple[int, ...], list[tuple[State, State, int]]] = {}
         self.prec_round = 0
         self.entry_of: dict[State, tuple[int, ...]] = {}
-        # Where a scalar's exact value was needed (pointer arithmetic, sizes, constant
-        # arguments, decided branches) are kept per kept state (State.sinks); what they
-        # make precise is computed per set of them (_precise_at).
-        self.stack_at: dict[int, int] = {}  # pc -> fp offset of a stack access not via r10
-        self.stack_ver = 0
-        self.precise: dict[tuple[frozenset[tuple[int, int]], int],
-                           tuple[list[int], frozenset[int]]] = {}
         # All kept states per pc, in the order kept (explored_states).
         self.kept: dict[int, list[State]] = {}
         self.jmps = self.prev_jmps = self.prev_insns = 0
@@ -2550,109 +2542,27 @@ class _Verifier:
         return it if it is not None and it.t & 0xFF == ITER else None
 
     # -- widening imprecise scalars (widen_imprecise_scalars) -------------------------------
-    def _need_precise(self, regno: int) -> None:
-        """mark_chain_precision, recorded: register ``regno``'s exact value matters here."""
-        # Linux marks the registers and slots it came from in every state kept on the
-        # path (backtracking); here the need is noted in each of them, and the flow
-        # from a kept state to its needs is static (_precise_at).
-        if not self.forced:  # no loop to widen: nothing reads them
-            return
-        pc, bit = self.pc, 1 << regno
-        st = self.state
-        p = st.parent if st is not None else None
-        while p is not None:
-            m = p.sinks.get(pc, 0)
-            if m & bit:
-                break  # noted here before, so in every older state too
-            p.sinks[pc] = m | bit
-            p = p.parent
-
-    def _stack_at(self, off: int) -> None:
-        if self.stack_at.get(self.pc) != off:
-            self.stack_at[self.pc] = off
-            self.stack_ver += 1
-
-    def _precise_at(self, sinks: dict[int, int]) -> tuple[list[int], frozenset[int]]:
-        """Registers (per pc) and fp offsets whose value flows into a recorded need for
-        precision on some path: a static stand-in for Linux's backtracking (which marks
-        the registers and stack slots a precise value was computed from)."""
-        key = (frozenset(sinks.items()), self.stack_ver)
-        got = self.precise.get(key)
-        if got is not None:
-            return got
-        insns, n = self.insns, len(self.insns)
-        dem = [0] * (n + 1)
-        slots: set[int] = set()
-        starts = set(self.subprogs)
-        changed = True
-        while changed:
-            changed = False
-            for pc in range(n - 1, -1, -1):
-                i = insns[pc]
-                if i.code == 0 and pc and insns[pc - 1].code == op.OP_LD_IMM64:
-                    continue
-                out = 0
-                for t in _succs(insns, pc):
-                    if t < n:
-                        out |= dem[t]
-                cls, d = i.code & 7, 1 << i.dst
-                new = out
-                if cls in (op.BPF_ALU, op.BPF_ALU64):
-                    o = i.code & 0xF0
-                    if out & d:
-                        if o == op.BPF_MOV:
-                            new &= ~d
-                        if i.code & op.BPF_X and o not in (op.BPF_NEG, op.BPF_END):
-                            new |= 1 << i.src
-                elif cls == op.BPF_LDX or op.is_atomic_load(i.code, i.imm):
-                    if out & d:
-                        new &= ~d
-                        a = i.off if i.src == 10 else self.stack_at.get(pc)
-                        if a is not None and a not in slots:
-                            slots.add(a)
-                            changed = True
-                elif cls == op.BPF_STX and (i.off if i.dst == 10 else
-                                            self.stack_at.get(pc)) in slots:
-                    new |= 1 << i.src
-                elif cls == op.BPF_LD:
-                    new &= ~d
-                elif i.code == op.OP_CALL:
-                    new &= ~0x3F
-                    if i.src == op.CallSrc.BPF_PSEUDO_CALL and pc + 1 + i.imm in starts:
-                        new |= dem[pc + 1 + i.imm] & 0x3E
-                new |= sinks.get(pc, 0)
-                if new != dem[pc]:
-                    dem[pc] = new
-                    changed = True
-        got = self.precise[key] = (dem, frozenset(slots))
-        return got
-
-    def _widen(self, prev: State, q: State, pc: int) -> None:
-        """widen_imprecise_scalars: a scalar of ``q`` (about to run ``pc``) that differs
-        from the previous iteration's and is not needed precisely becomes unknown."""
-        dem, slots = self._precise_at(prev.sinks)
-        for fno, (fo, fc) in enumerate(zip(prev.frames, q.frames, strict=False)):
-            # a caller frame's registers matter from its call's return on
-            at = pc if fno == len(q.frames) - 1 else q.frames[fno + 1].callsite + 1
-            need = dem[at] if at < len(dem) else 0
-            for r in range(10):
-                if self._widens(fo.regs[r], fc.regs[r], bool(need >> r & 1)):
-                    fc.regs[r].set_unknown()
+    def _widen(self, prev: State, q: State) -> None:
+        """widen_imprecise_scalars: a scalar of ``q`` that is not exactly the previous
+        iteration's (``prev``, kept at the same point) becomes unknown, unless either is
+        precise (mark_chain_precision marked it: a path from ``prev`` relied on its
+        value). The frames newest first, each one's registers, then its spilled slots,
+        ids matched through one map as regs_exact does."""
+        idmap: dict[int, int] = {}
+        for fo, fc in zip(reversed(prev.frames), reversed(q.frames), strict=True):
+            for r in range(11):  # MAX_BPF_REG
+                o, c = fo.regs[r], fc.regs[r]
+                if o.t == SCALAR and c.t == SCALAR and not (o.precise or c.precise) and \
+                        not self._regsafe(o, c, idmap, exact=True):
+                    c.set_unknown()
             for spi in range(min(len(fo.stack), len(fc.stack))):
-                so, sc = fo.stack[spi], fc.stack[spi]
-                if so[1] is None or sc[1] is None or S_SPILL not in so[0] or \
-                        S_SPILL not in sc[0]:
+                (ot, so), (ct, sc) = fo.stack[spi], fc.stack[spi]
+                # is_spilled_reg: the slot's lowest byte (slot_type[7]) holds a spill
+                if so is None or sc is None or ot[0] != S_SPILL or ct[0] != S_SPILL:
                     continue
-                base = -8 * (spi + 1)
-                if self._widens(so[1], sc[1], any(base <= a < base + 8 for a in slots)):
+                if so.t == SCALAR and sc.t == SCALAR and not (so.precise or sc.precise) and \
+                        not self._regsafe(so, sc, idmap, exact=True):
                     fc.spill_w(spi).set_unknown()  # type: ignore[union-attr]
-
-    @staticmethod
-    def _widens(o: Reg, c: Reg, precise: bool) -> bool:
-        """Whether scalar ``c`` becomes unknown (it differs from ``o``, nothing needs it)."""
-        if o.t != SCALAR or c.t != SCALAR or precise:
-            return False
-        return o.key()[4:] != c.key()[4:]  # regs_exact (ids aside)
 
     def _plan(self, old: State, live: int) -> list[_FramePlan]:
         """What comparing a finished state at a loop-free pc looks at, once: per frame the
@@ -3011,10 +2921,6 @@ class _Verifier:
             if x and (d.t == SCALAR) != (src.t == SCALAR) and self.state is not None:
                 # pointer += scalar: the scalar's range becomes the pointer's bounds
                 self._mark_precise(self.state, [i.dst if d.t == SCALAR else i.src])
-            if d.t == SCALAR:
-                self._need_precise(i.dst)
-            elif x and src.t == SCALAR:
-                self._need_precise(i.src)
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
         if o in (op.BPF_AND, op.BPF_OR) and src.const:
@@ -3441,8 +3347,6 @@ class _Verifier:
         self._dst(i.dst)
         size = _SIZES[i.code & 0x18]
         sx = i.code & 0xE0 == op.BPF_MEMSX
-        if i.src != 10 and base.t == STACK and base.tm == 0 and self.forced:
-            self._stack_at(base.off + _s64(base.tv) + i.off)
         if acquire and size > 1:
             self._check_alignment(base, i.off, size)
         base_t = base.t
@@ -3472,8 +3376,6 @@ class _Verifier:
         if (i.code & 7) == op.BPF_STX:
             value = self._read(regs, i.src)
         base = self._read(regs, i.dst)
-        if i.dst != 10 and base.t == STACK and base.tm == 0 and self.forced:
-            self._stack_at(base.off + _s64(base.tv) + i.off)
         if release and size > 1:  # check_atomic_store: check_store_reg, strict alignment
             self._check_alignment(base, i.off, size)
         base_t = base.t
@@ -4186,7 +4088,6 @@ class _Verifier:
             # STACK_ZERO because the stored register is known zero: its value decided that
             src = st.cur.regs.index(value)
             self._mark_precise(st, [src])
-            self._need_precise(src)
         for j in range(k, k + size):
             b[j] = S_ZERO if zero else S_MISC
         frame.set_slot(spi, (bytes(b), None))
@@ -4209,8 +4110,6 @@ class _Verifier:
             if i.code & op.BPF_X and s.t == SCALAR:
                 marks.append(i.src)
             self._mark_precise(st, marks)
-            for r in marks:
-                self._need_precise(r)
             return taken_pc if pred else pc + 1
         # collect_linked_regs: kept in the history before the branch is copied
         link: list[tuple[int, int]] = []
@@ -4610,12 +4509,11 @@ class _Verifier:
             callee = st.frames.pop()
             if callee.callback:
                 self._check_retval(r0, "callback", 1)
-                self._need_precise(0)
                 # back to the call, which calls the callback again (or not, once the
                 # states converge there); scalars the body changed are widened
                 prev = self._prev_entry(st, callee.callsite, here=True)
                 if prev is not None:
-                    self._widen(prev, st, callee.callsite)
+                    self._widen(prev, st)
                 return callee.callsite
             if r0.t == STACK and r0.frame == callee.frameno:
                 raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
@@ -4966,13 +4864,13 @@ class _Verifier:
             idx = regs[3]
             if idx.t == SCALAR and idx.tm == 0 and idx.tv < meta.map.max_entries:
                 self._mark_precise(st, [3])
-                self._need_precise(3)
         if meta.func is not None and fid == BPF_FUNC_TIMER_SET_CALLBACK:
             assert meta.map is not None
             self._push_async(st, meta.func, meta.map, stack)
         elif meta.func is not None:
-            if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for
-                self._need_precise(1)
+            if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for, so precise
+                self._loop_inline_state(st, pc, meta.func)
+                self._mark_precise(st, [1])
                 if st.cur.cb_depth < regs[1].umax:
                     self._push_callback(st, fid, meta.func, meta, pc, stack)
                 else:
@@ -5254,8 +5152,6 @@ class _Verifier:
         if p.kind in (KArg.SCALAR, KArg.CONST):
             if reg.t != SCALAR:
                 raise Refuse(f"R{n} is not a scalar", errno.EINVAL)
-            if p.kind == KArg.CONST:
-                self._need_precise(n)
             if p.kind == KArg.CONST and not reg.const:
                 raise Refuse(f"R{n} must be a known constant", errno.EINVAL)
             if p.kind == KArg.CONST:
@@ -5326,7 +5222,6 @@ class _Verifier:
             return i + 1
         if p.kind == KArg.MEM_SIZE:
             size = regs[n + 1]
-            self._need_precise(n + 1)
             if not (reg.is_null() and p.optional):
                 try:
                     self._read(regs, n)
@@ -6023,7 +5918,7 @@ class _Verifier:
             q.cur.regs[0].t &= ~MAYBE_NULL
             prev = self._prev_entry(st, pc)
             if prev is not None:
-                self._widen(prev, q, pc + 1)
+                self._widen(prev, q)
             self._push(q, pc + 1, stack)
         it = st.frames[fno].spill_w(spi)
         assert it is not None
@@ -6040,7 +5935,7 @@ class _Verifier:
         q = st.copy()
         q.may_goto += 1
         if prev is not None:
-            self._widen(prev, q, pc + 1)
+            self._widen(prev, q)
         self._push(q, pc + 1, stack)
         return pc + 1 + i.off
 
@@ -6109,6 +6004,18 @@ class _Verifier:
         for r in st.all_regs():
             if r.ref == ref:
                 r.set_unknown()
+
+    def _loop_inline_state(self, st: State, pc: int, func: int) -> None:
+        """update_loop_inline_state: a bpf_loop call is inlined while every visit passes
+        the same callback and flags known zero; the zero is then relied upon (precise)."""
+        fit = self.loop_inline.get(pc)
+        if fit is not None and not fit[0]:
+            return
+        r4 = st.cur.regs[4]
+        zero = r4.t == SCALAR and r4.const and r4.tv == 0
+        if zero:
+            self._mark_precise(st, [4])
+        self.loop_inline[pc] = (zero and (fit is None or fit[1] == func), func)
 
     def _push_callback(self, st: State, fid: int, target: int, meta: _CallMeta,
                        pc: int, stack: list[tuple[State, int]]) -> None:
@@ -6223,7 +6130,6 @@ class _Verifier:
             return
         if arg in (Arg.CONST_SIZE, Arg.CONST_SIZE_OR_ZERO):
             zero_ok = arg == Arg.CONST_SIZE_OR_ZERO
-            self._need_precise(n)
             if reg.smin < 0:
                 raise Refuse(f"R{n} min value is negative, either use unsigned or "
                              "'var &= const'")
