@@ -111,7 +111,7 @@ class UserspaceBackend:
                 inner: Map | None = None) -> Map:
         return create_map(spec.type, spec.key_size, spec.value_size, spec.max_entries,
                           spec.flags if flags is None else flags, name=_kname(name),
-                          inner=inner, nr_cpus=self.nr_cpus)
+                          inner=inner, nr_cpus=self.nr_cpus, map_extra=spec.map_extra)
 
     def cannot_load(self, spec: ProgramSpec) -> str:
         if spec.prog_type == "unspec":

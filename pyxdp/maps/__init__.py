@@ -14,6 +14,7 @@ module                 kernel file                          map types
                                                             hash_of_maps
 ``lpm_trie``           kernel/bpf/lpm_trie.c                lpm_trie
 ``queue_stack_maps``   kernel/bpf/queue_stack_maps.c        queue, stack
+``bloom_filter``       kernel/bpf/bloom_filter.c            bloom_filter
 ``ringbuf``            kernel/bpf/ringbuf.c                 ringbuf
 ``perf_event_array``   kernel/bpf/arraymap.c (perf part)    perf_event_array
 ``devmap``             kernel/bpf/devmap.c                  devmap
@@ -57,6 +58,7 @@ from pyxdp.maps.base import (
     map_by_addr,
     map_by_id,
 )
+from pyxdp.maps.bloom_filter import BloomFilter
 from pyxdp.maps.bpf_local_storage import CgrpStorage, InodeStorage, SkStorage, TaskStorage
 from pyxdp.maps.cpumap import CpuMap
 from pyxdp.maps.devmap import DevMap, DevMapHash
@@ -79,7 +81,8 @@ from pyxdp.uapi.bpf import BpfMapType
 
 __all__ = [
     "BPF_ANY", "BPF_EXIST", "BPF_F_LOCK", "BPF_NOEXIST", "ENOTSUPP", "MAP_CLASSES",
-    "ArrayMap", "ArrayOfMaps", "CgrpStorage", "Codec", "InodeStorage", "KernelObjectMap",
+    "ArrayMap", "ArrayOfMaps", "BloomFilter", "CgrpStorage", "Codec", "InodeStorage",
+    "KernelObjectMap",
     "ReuseportArray", "SkStorage", "SockHash", "SockMap", "TaskStorage", "CpuMap", "DevMap",
     "DevMapHash", "HashMap", "HashOfMaps",
     "LpmTrie", "LruHashMap", "LruPercpuHashMap", "Map", "MapError", "MapSpec",
@@ -94,7 +97,7 @@ MAP_CLASSES: dict[int, type[Map]] = {
     for cls in (ArrayMap, PercpuArrayMap, ProgArrayMap, ArrayOfMaps, HashMap, PercpuHashMap,
                 LruHashMap, LruPercpuHashMap, HashOfMaps, LpmTrie, QueueMap, StackMap,
                 RingBuf, PerfEventArray, DevMap, DevMapHash, CpuMap, XskMap, SockMap, SockHash,
-                ReuseportArray, SkStorage, TaskStorage, InodeStorage, CgrpStorage)
+                ReuseportArray, SkStorage, TaskStorage, InodeStorage, CgrpStorage, BloomFilter)
 }
 
 
@@ -120,11 +123,13 @@ def create_map_from_spec(spec: MapSpec) -> Map:
 
 def create_map(map_type: int, key_size: int, value_size: int, max_entries: int,
                map_flags: int = 0, *, name: str = "", inner: Map | None = None,
-               nr_cpus: int | None = None) -> Map:
+               nr_cpus: int | None = None, map_extra: int = 0) -> Map:
     """BPF_MAP_CREATE in user space.
 
     ``inner`` is the template of a map-in-map (the kernel's ``inner_map_fd``);
-    ``nr_cpus`` sizes per-CPU storage (default: the possible CPUs of this host).
+    ``nr_cpus`` sizes per-CPU storage (default: the possible CPUs of this host);
+    ``map_extra`` is a bloom filter's number of hash functions.
     """
     return create_map_from_spec(MapSpec(map_type, key_size, value_size, max_entries,
-                                        map_flags, name=name, inner=inner, nr_cpus=nr_cpus))
+                                        map_flags, name=name, inner=inner, nr_cpus=nr_cpus,
+                                        map_extra=map_extra))

@@ -271,12 +271,12 @@ class RawCodec:
 class MapSpec:
     """The parameters of BPF_MAP_CREATE (libbpf's ``bpf_map_def`` / BTF map definition)."""
 
-    __slots__ = ("inner", "key_size", "map_flags", "map_type", "max_entries", "name",
-                 "nr_cpus", "value_size")
+    __slots__ = ("inner", "key_size", "map_extra", "map_flags", "map_type", "max_entries",
+                 "name", "nr_cpus", "value_size")
 
     def __init__(self, map_type: int, key_size: int, value_size: int, max_entries: int,
                  map_flags: int = 0, *, name: str = "", inner: Map | None = None,
-                 nr_cpus: int | None = None) -> None:
+                 nr_cpus: int | None = None, map_extra: int = 0) -> None:
         self.map_type = int(map_type)
         self.key_size = int(key_size)
         self.value_size = int(value_size)
@@ -285,6 +285,7 @@ class MapSpec:
         self.name = name
         self.inner = inner
         self.nr_cpus = default_nr_cpus() if nr_cpus is None else int(nr_cpus)
+        self.map_extra = int(map_extra)  # a bloom filter's number of hash functions
 
     def __repr__(self) -> str:
         return (f"MapSpec({_type_name(self.map_type)}, key_size={self.key_size}, "
@@ -310,6 +311,11 @@ def _type_name(map_type: int) -> str:
         return f"map type {map_type}"
 
 
+# The map types map_create lets set attr->map_extra.
+_MAP_EXTRA_TYPES = frozenset({int(BpfMapType.BPF_MAP_TYPE_BLOOM_FILTER),
+                              int(BpfMapType.BPF_MAP_TYPE_ARENA)})
+
+
 def check_common(spec: MapSpec) -> None:
     """The type-independent checks of ``map_create`` (kernel/bpf/syscall.c)."""
     for field in ("key_size", "value_size", "max_entries", "map_flags"):
@@ -324,6 +330,9 @@ def check_common(spec: MapSpec) -> None:
                        f"map name {name!r}: at most 15 of [A-Za-z0-9_.]")
     if spec.nr_cpus < 1:
         raise MapError("map_create", _errno.EINVAL, "nr_cpus must be at least 1")
+    if spec.map_extra and spec.map_type not in _MAP_EXTRA_TYPES:
+        raise MapError("map_create", _errno.EINVAL,
+                       "map_extra is only for bloom filter and arena maps")
 
 
 def access_ok(map_flags: int) -> bool:

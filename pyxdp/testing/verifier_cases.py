@@ -7200,4 +7200,9 @@ exit""", None, processed=23),
     _c("preempt_global_call", "call KFUNC(bpf_preempt_disable)\nr1 = 0\ncall g1\n"
        "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\ng1:\nr0 = 0\nexit", None, processed=8,
        funcs=_gt("int")),
+    # -- a 32-bit move takes the subregister's bounds (zext_32_to_64): a JMP32 compare's
+    # "w0 != 0" makes w1 = w0 non-zero, so the dereference of the scalar is dead code
+    _c("mov32_keeps_jmp32_bound", "call 7\nif w0 != 0 goto l1\nr0 = 2\nexit\nl1:\nw1 = w0\n"
+       "if w1 == 0 goto l2\nr0 = 2\nexit\nl2:\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None,
+       processed=8),
 )

@@ -3000,7 +3000,10 @@ class _Verifier:
         v = src.copy()
         if not keep:
             v.id = v.off = 0
-        v.coerce(4)
+        # zext_32_to_64: the subregister's own bounds become the register's (a 64-bit
+        # truncation would lose what a JMP32 compare proved of the low half)
+        v.zext32()
+        v.sync()
         d.assign(v)
 
     def _id_before_mov(self, src: Reg) -> None:

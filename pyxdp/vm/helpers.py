@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyxdp.asm.opcodes import MAX_CALL_FRAMES
 from pyxdp.errors import HelperFault
+from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.vm.context import (
     BASE_HELPERS,
     M64,
@@ -74,6 +75,9 @@ def _map_delete_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: in
     return m.try_delete(vm.mem.read(r2, m.key_size)) & M64
 
 
+_BLOOM_FILTER = int(BpfMapType.BPF_MAP_TYPE_BLOOM_FILTER)
+
+
 @helper(87, "map_push_elem")
 def _map_push_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     m = map_at(r1)
@@ -102,6 +106,10 @@ def _map_pop_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 
 @helper(89, "map_peek_elem")
 def _map_peek_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    m = map_at(r1)
+    if m.map_type == _BLOOM_FILTER:  # the value is the question, not the answer
+        peek_value: Callable[[bytes], int] = getattr(m, "try_peek_value")  # noqa: B009
+        return peek_value(vm.mem.read(r2, m.value_size)) & M64
     return _pop_or_peek(vm, r1, r2, False)
 
 

@@ -145,7 +145,7 @@ def test_names_and_file_flags() -> None:
 
 def test_unmodelled_type() -> None:
     with pytest.raises(NotSupportedError):
-        create_map(T.BPF_MAP_TYPE_BLOOM_FILTER, 0, 4, 1)
+        create_map(T.BPF_MAP_TYPE_STACK_TRACE, 4, 8, 1)
     # created, read as empty; an update needs a socket pyxdp does not model
     reuseport = create_map(T.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY, 4, 8, 1)
     assert reuseport.lookup(bytes(4)) is None
