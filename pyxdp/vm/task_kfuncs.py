@@ -44,11 +44,13 @@ region of fake addresses from :data:`TASK_BASE`, a 4 KiB slot per object:
 
 Every other byte reads 0 (pointers included: a probe load through one reads 0).
 An object is refreshed from the host whenever a lookup reaches it; a reference count
-per object (``refs``) follows acquire and release. Lookups read procfs and cgroupfs:
-they run in Python on both engines (the JIT calls them as helpers); pyxdp holds at
-most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files) per process. The pid
-namespace and cgroup namespace are the host process's; cgroup mounts are taken to show
-their whole hierarchy (as in the initial cgroup namespace).
+per object (``refs``) follows acquire and release, and a map value's ``__kptr`` field
+holding a task or cgroup (``bpf_kptr_xchg``) holds one reference, which the element's
+update or delete and the map's freeing drop (Linux's destructor kfuncs). Lookups read
+procfs and cgroupfs: they run in Python on both engines (the JIT calls them as
+helpers); pyxdp holds at most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files)
+per process. The pid namespace and cgroup namespace are the host process's; cgroup
+mounts are taken to show their whole hierarchy (as in the initial cgroup namespace).
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import HelperFault
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.memalloc import register_kernel_kptrs
 from pyxdp.vm.memory import Region
 
-__all__ = ["MAX_OBJECTS", "TASK_BASE", "TASK_KFUNCS", "KernelObjects", "cgroup_mounts",
-           "kernel_objects"]
+__all__ = ["KPTR_STRUCTS", "MAX_OBJECTS", "TASK_BASE", "TASK_KFUNCS", "KernelObjects",
+           "cgroup_mounts", "kernel_objects"]
 
 TASK_BASE = 0x0000_7200_0000_0000
 SLOT = 4096
@@ -895,6 +898,26 @@ def _s32(v: int) -> int:
     v &= M32
     return v - (1 << 32) if v >> 31 else v
 
+
+# -- referenced kptrs (bpf_kptr_xchg into a map value's __kptr field) ---------------------
+# The structs whose objects this module makes: a map value's field holds one reference,
+# which the element's update or delete and the map's freeing drop (bpf_obj_free_fields
+# calling the struct's destructor kfunc, bpf_task_release_dtor or bpf_cgroup_release_dtor).
+KPTR_STRUCTS = frozenset({"task_struct", "cgroup"})
+
+
+def _put_kptr(addr: int) -> None:
+    ko = kernel_objects()
+    with ko.lock:
+        off = addr - TASK_BASE
+        o = ko.by_slot.get(off // SLOT) if off % SLOT == 0 else None
+        if o is None or o.kind not in ("task", "cgroup"):
+            raise HelperFault(f"a __kptr field holds {addr:#x}: no task or cgroup of pyxdp's")
+        o.refs = max(o.refs - 1, 0)
+
+
+register_kernel_kptrs(TASK_BASE, MAX_OBJECTS * SLOT, _put_kptr,
+                      lambda: kernel_objects().region)
 
 TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_task_from_pid": _lookup(task_from_pid),
