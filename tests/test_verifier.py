@@ -283,7 +283,7 @@ TASK_KPTR = {
     "xdp_cpumask_kptr_load": (None, 0),
 }
 TASK_KPTR_PROCESSED = {
-    "xdp_task_kptr": 123, "xdp_task_kptr_leak": 16, "xdp_task_kptr_rcu_in": 11,
+    "xdp_task_kptr": 145, "xdp_task_kptr_leak": 16, "xdp_task_kptr_rcu_in": 11,
     "xdp_task_kptr_wrong_type": 14, "xdp_task_kptr_use_after": 20,
     "xdp_task_kptr_maybe_null": 12, "xdp_task_kptr_release_rcu": 10,
     "xdp_cpumask_kptr_release": 13, "xdp_cpumask_kptr_load": 14,

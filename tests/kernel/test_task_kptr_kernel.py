@@ -1,7 +1,8 @@
 """Referenced kptrs to kernel structs against Linux: tests/verifier_objects/task_kptr.o's
-xdp_task_kptr keeps tasks (bpf_task_from_pid) and cgroups (bpf_cgroup_from_id) in an ARRAY
-value's __kptr fields with bpf_kptr_xchg, reads them through the field's plain load and
-bpf_task_acquire, takes them out and releases them. The same jobs under BPF_PROG_TEST_RUN
+xdp_task_kptr keeps tasks (bpf_task_from_pid, bpf_task_from_vpid) and cgroups
+(bpf_cgroup_from_id) in an ARRAY value's __kptr fields with bpf_kptr_xchg, reads them
+through the field's plain load and bpf_task_acquire/bpf_cgroup_acquire, takes them out
+and releases them. The same jobs under BPF_PROG_TEST_RUN
 on Linux and on both pyxdp engines must give the same verdicts and the same map contents,
 a task whose process exited while the map held it included (its pid stays readable, its
 lookup by pid is NULL). The other programs' verdicts are tests/test_verifier.py's
@@ -25,7 +26,7 @@ from pyxdp.vm.task_kfuncs import cgroup_mounts
 pytestmark = pytest.mark.kernel
 
 OBJ = Path(__file__).resolve().parents[1] / "verifier_objects" / "task_kptr.o"
-TASK, TAKE, PEEK, CGROUP, TAKE_CGROUP = range(5)
+TASK, TAKE, PEEK, CGROUP, TAKE_CGROUP, TASK_VPID, PEEK_CGROUP = range(7)
 
 
 def _jobs(child: int, cgid: int) -> list[tuple[int, int, int]]:
@@ -38,7 +39,9 @@ def _jobs(child: int, cgid: int) -> list[tuple[int, int, int]]:
             (0, 2, PEEK), (child, 3, TASK), (0, 2, TAKE), (0, 2, PEEK),
             (cgid, 0, CGROUP), (1, 0, CGROUP), (0, 0, TAKE_CGROUP), (0, 0, TAKE_CGROUP),
             (1 << 40, 3, CGROUP), (cgid, 3, CGROUP),
-            (0, 9, TASK), (0, 0, 7)]
+            (0, 9, TASK), (0, 0, 7),
+            (cgid, 1, CGROUP), (0, 1, PEEK_CGROUP), (0x3FFF_FFFF, 1, TASK_VPID),
+            (me, 1, TASK_VPID), (0, 1, TAKE), (0, 3, PEEK_CGROUP)]
 
 
 def _run(coll: Collection, jobs: list[tuple[int, int, int]],
@@ -83,5 +86,7 @@ def test_task_and_cgroup_kptrs_match_linux() -> None:
     assert want[0][:5] == [2, 3, 3, 3, 2] and want[0][5] == 1
     assert want[0][9:14] == [3, 3, 1, 3, 2]
     assert want[1][2] == {"task": 0, "cgrp": 0, "seen": -1, "extra": -1}
+    assert want[0][22:] == [2, 3, 1, 3, 3, 3]  # bpf_task_from_vpid, bpf_cgroup_acquire
+    assert want[1][3]["extra"] == own.stat().st_ino
     for engine, got in results.items():
         assert got == want, engine

@@ -14,6 +14,9 @@
  *   op 3  bpf_cgroup_from_id(job.id) exchanged into the cgroup field; the old
  *         one's level recorded and released
  *   op 4  the cgroup taken out: its level and kn->id recorded, released
+ *   op 5  op 0 with bpf_task_from_vpid (the caller's pid namespace)
+ *   op 6  the cgroup field's plain load: bpf_cgroup_acquire of it, its level
+ *         and kn->id recorded, released
  * The verdict says what happened: XDP_TX when an old object was there (or
  * the plain load found one), XDP_PASS when not, XDP_DROP when the lookup
  * gave NULL, XDP_ABORTED for a bad job.
@@ -53,7 +56,9 @@ struct bpf_cpumask {
 extern struct task_struct *bpf_task_from_pid(__s32 pid) __ksym;
 extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
+extern struct task_struct *bpf_task_from_vpid(__s32 vpid) __ksym;
 extern struct cgroup *bpf_cgroup_from_id(__u64 cgid) __ksym;
+extern struct cgroup *bpf_cgroup_acquire(struct cgroup *cgrp) __ksym;
 extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym;
 extern void bpf_cpumask_release(struct bpf_cpumask *cpumask) __ksym;
 
@@ -106,7 +111,8 @@ int xdp_task_kptr(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	switch (job->op) {
 	case 0:
-		t = bpf_task_from_pid(job->id);
+	case 5:
+		t = job->op ? bpf_task_from_vpid(job->id) : bpf_task_from_pid(job->id);
 		if (!t)
 			return XDP_DROP;
 		old = bpf_kptr_xchg(&v->task, t);
@@ -148,6 +154,17 @@ int xdp_task_kptr(struct xdp_md *ctx)
 		oldc = bpf_kptr_xchg(&v->cgrp, NULL);
 		if (!oldc)
 			return XDP_PASS;
+		v->seen = oldc->level;
+		v->extra = oldc->kn->id;
+		bpf_cgroup_release(oldc);
+		return XDP_TX;
+	case 6:
+		c = v->cgrp;
+		if (!c)
+			return XDP_PASS;
+		oldc = bpf_cgroup_acquire(c);
+		if (!oldc)
+			return XDP_DROP;
 		v->seen = oldc->level;
 		v->extra = oldc->kn->id;
 		bpf_cgroup_release(oldc);
