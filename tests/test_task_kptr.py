@@ -19,6 +19,7 @@ from pyxdp.collection import Collection, Program
 from pyxdp.elf import load_collection_spec
 from pyxdp.net.prog import jit_available
 from pyxdp.uapi.bpf import XdpAction
+from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.task_kfuncs import kernel_objects
 
 OBJ = Path(__file__).resolve().parent / "verifier_objects" / "task_kptr.o"
@@ -65,3 +66,17 @@ def test_a_held_task_keeps_one_reference(engine: str) -> None:
     del c
     gc.collect()  # the map went: the task slot 0 held is released
     assert _refs(kthreadd) == base[kthreadd]
+
+
+def test_a_field_let_go_inside_a_kfunc_call_drops_at_its_end() -> None:
+    """A map freed by the garbage collector while a kfunc of the same thread holds the
+    objects' lock: the field's reference goes when the call ends, never a deadlock."""
+    ko = kernel_objects()
+    with ko.locked():
+        o = ko.task(os.getpid())
+        assert o is not None
+        o.refs += 1  # the field's reference
+        before = o.refs
+        drop_kptr(ko.addr(o))  # what the map's finalizer calls
+        assert o.refs == before
+    assert o.refs == before - 1

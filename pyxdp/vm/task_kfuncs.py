@@ -240,6 +240,9 @@ class KernelObjects:
         self.by_slot: dict[int, _Obj] = {}
         self.procpids: dict[int, int] = {}  # a task's slot -> its pid in procfs
         self.lock = threading.Lock()
+        # References a map's __kptr field let go of while the lock was held (a map freed
+        # by the garbage collector in the middle of a kfunc call): dropped at its release
+        self.puts: list[int] = []
         self._mounts: dict[int, str] | None = None  # during one kfunc call (locked)
         self._init_ns = _in_init_pid_ns()  # a process's pid namespace never changes
 
@@ -251,6 +254,18 @@ class KernelObjects:
                 yield
             finally:
                 self._mounts = None
+                self.drop_puts()
+
+    def drop_puts(self) -> None:
+        """The references of :attr:`puts` dropped (the lock held)."""
+        while self.puts:
+            addr = self.puts.pop()
+            off = addr - TASK_BASE
+            o = self.by_slot.get(off // SLOT) if off % SLOT == 0 else None
+            if o is None or o.kind not in ("task", "cgroup"):
+                raise HelperFault(f"a __kptr field held {addr:#x}: no task or cgroup of "
+                                  "pyxdp's")
+            o.refs = max(o.refs - 1, 0)
 
     def mounts(self) -> dict[int, str]:
         if self._mounts is None:
@@ -907,13 +922,15 @@ KPTR_STRUCTS = frozenset({"task_struct", "cgroup"})
 
 
 def _put_kptr(addr: int) -> None:
+    # never waits for the lock: a map's finalizer may run inside a locked kfunc call of
+    # this very thread, whose release drops the reference then
     ko = kernel_objects()
-    with ko.lock:
-        off = addr - TASK_BASE
-        o = ko.by_slot.get(off // SLOT) if off % SLOT == 0 else None
-        if o is None or o.kind not in ("task", "cgroup"):
-            raise HelperFault(f"a __kptr field holds {addr:#x}: no task or cgroup of pyxdp's")
-        o.refs = max(o.refs - 1, 0)
+    ko.puts.append(addr)
+    if ko.lock.acquire(blocking=False):
+        try:
+            ko.drop_puts()
+        finally:
+            ko.lock.release()
 
 
 register_kernel_kptrs(TASK_BASE, MAX_OBJECTS * SLOT, _put_kptr,
