@@ -61,6 +61,8 @@ extern struct cgroup *bpf_cgroup_from_id(__u64 cgid) __ksym;
 extern struct cgroup *bpf_cgroup_acquire(struct cgroup *cgrp) __ksym;
 extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym;
 extern void bpf_cpumask_release(struct bpf_cpumask *cpumask) __ksym;
+extern long bpf_task_under_cgroup(struct task_struct *task, struct cgroup *ancestor) __ksym;
+extern int bpf_send_signal_task(struct task_struct *task, int sig, int type, __u64 value) __ksym;
 
 struct held {
 	struct task_struct __kptr *task;
@@ -273,6 +275,58 @@ int xdp_task_kptr_release_rcu(struct xdp_md *ctx)
 	if (t)
 		bpf_task_release(t);
 	return XDP_PASS;
+}
+
+/* the plain loads given to a KF_RCU kfunc */
+SEC("xdp")
+int xdp_task_kptr_under_cgroup(struct xdp_md *ctx)
+{
+	struct held *v = held0();
+	struct task_struct *t;
+	struct cgroup *c;
+
+	if (!v)
+		return XDP_PASS;
+	t = v->task;
+	c = v->cgrp;
+	if (!t || !c)
+		return XDP_PASS;
+	return bpf_task_under_cgroup(t, c) ? XDP_DROP : XDP_PASS;
+}
+
+/* a plain load given to a KF_TRUSTED_ARGS kfunc */
+SEC("xdp")
+int xdp_task_kptr_signal_rcu(struct xdp_md *ctx)
+{
+	struct held *v = held0();
+	struct task_struct *t;
+
+	if (!v)
+		return XDP_PASS;
+	t = v->task;
+	if (!t)
+		return XDP_PASS;
+	return bpf_send_signal_task(t, 0, 0, 0) ? XDP_DROP : XDP_PASS;
+}
+
+/* a task taken out of one element's field and put into another's */
+SEC("xdp")
+int xdp_task_kptr_move(struct xdp_md *ctx)
+{
+	struct held *v = held0(), *w;
+	struct task_struct *t;
+	__u32 k = 1;
+
+	w = bpf_map_lookup_elem(&held, &k);
+	if (!v || !w)
+		return XDP_PASS;
+	t = bpf_kptr_xchg(&v->task, NULL);
+	if (!t)
+		return XDP_PASS;
+	t = bpf_kptr_xchg(&w->task, t);
+	if (t)
+		bpf_task_release(t);
+	return XDP_TX;
 }
 
 /* a struct bpf_cpumask taken out of its field: XDP may not release it */
