@@ -27,6 +27,7 @@ pytestmark = pytest.mark.kernel
 
 OBJ = Path(__file__).resolve().parents[1] / "verifier_objects" / "task_kptr.o"
 TASK, TAKE, PEEK, CGROUP, TAKE_CGROUP, TASK_VPID, PEEK_CGROUP = range(7)
+UPDATE = -1  # not a run: user space writes the slot's element
 
 
 def _jobs(child: int, cgid: int) -> list[tuple[int, int, int]]:
@@ -41,7 +42,11 @@ def _jobs(child: int, cgid: int) -> list[tuple[int, int, int]]:
             (1 << 40, 3, CGROUP), (cgid, 3, CGROUP),
             (0, 9, TASK), (0, 0, 7),
             (cgid, 1, CGROUP), (0, 1, PEEK_CGROUP), (0x3FFF_FFFF, 1, TASK_VPID),
-            (me, 1, TASK_VPID), (0, 1, TAKE), (0, 3, PEEK_CGROUP)]
+            (me, 1, TASK_VPID), (0, 1, TAKE), (0, 3, PEEK_CGROUP),
+            # user space updates element 0 (UPDATE): the fields' task and cgroup are
+            # released, the fields empty after
+            (me, 0, TASK), (cgid, 0, CGROUP), (0, 0, UPDATE), (0, 0, TAKE),
+            (0, 0, TAKE_CGROUP)]
 
 
 def _run(coll: Collection, jobs: list[tuple[int, int, int]],
@@ -52,6 +57,9 @@ def _run(coll: Collection, jobs: list[tuple[int, int, int]],
         if n == 10:
             child.kill()
             child.wait()
+        if job[2] == UPDATE:
+            coll.maps["held"][job[1]] = {"task": 0, "cgrp": 0, "seen": 7, "extra": 7}
+            continue
         verdicts.append(int(prog.test_run(struct.pack("<QII", *job) + bytes(48)).retval))
     return verdicts, [dict(coll.maps["held"][i]) for i in range(4)]
 
@@ -86,7 +94,9 @@ def test_task_and_cgroup_kptrs_match_linux() -> None:
     assert want[0][:5] == [2, 3, 3, 3, 2] and want[0][5] == 1
     assert want[0][9:14] == [3, 3, 1, 3, 2]
     assert want[1][2] == {"task": 0, "cgrp": 0, "seen": -1, "extra": -1}
-    assert want[0][22:] == [2, 3, 1, 3, 3, 3]  # bpf_task_from_vpid, bpf_cgroup_acquire
+    assert want[0][22:28] == [2, 3, 1, 3, 3, 3]  # bpf_task_from_vpid, bpf_cgroup_acquire
     assert want[1][3]["extra"] == own.stat().st_ino
+    assert want[0][28:] == [2, 2, 2, 2]  # the update emptied both fields
+    assert want[1][0] == {"task": 0, "cgrp": 0, "seen": 7, "extra": 7}
     for engine, got in results.items():
         assert got == want, engine
