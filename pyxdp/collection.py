@@ -467,7 +467,9 @@ def _place_fields(h: MapHandle, ms: MapSpec, btf: Btf) -> None:
         if name in last:
             h.place_async(name, last[name])  # type: ignore[attr-defined]
     if kptrs:
-        h.set_kptr_fields(kptrs)  # type: ignore[attr-defined]
+        from pyxdp.vm.task_kfuncs import KPTR_STRUCTS
+        structs = {btf.types[tid].name for tid in btf.kptr_fields(ms.value_type).values()}
+        h.set_kptr_fields(kptrs, bool(structs & KPTR_STRUCTS))  # type: ignore[attr-defined]
     heads = btf.graph_roots(ms.value_type, "bpf_list_head")
     if heads:
         h.set_list_heads(tuple((off, node) for off, (_, node) in heads.items()))  # type: ignore[attr-defined]

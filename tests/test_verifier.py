@@ -263,6 +263,45 @@ def test_crypto_kfunc_mistakes_get_linux_verdict() -> None:
     assert {n: processed[n] for n in CRYPTO_PROCESSED} == CRYPTO_PROCESSED
 
 
+# Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/task_kptr.o: tasks and
+# cgroups kept in a map value's referenced __kptr fields with bpf_kptr_xchg, right and
+# wrong (the field's plain load is an RCU pointer: KF_RCU kfuncs take it, KF_RELEASE and
+# KF_TRUSTED_ARGS ones do not), and a struct bpf_cpumask's field (whose release kfunc XDP
+# may not call); and the instructions Linux processed on each (the kernel test re-measures
+# the verdicts).
+TASK_KPTR = {
+    "xdp_task_kptr": (None, 0),
+    "xdp_task_kptr_leak": ("BPF_EXIT instruction in main prog would lead to reference leak",
+                           errno.EINVAL),
+    "xdp_task_kptr_rcu_in": ("R2 must be referenced when passed to release function",
+                             errno.EINVAL),
+    "xdp_task_kptr_wrong_type": ("invalid kptr access, R2 type=ptr_cgroup "
+                                 "expected=ptr_task_struct", errno.EACCES),
+    "xdp_task_kptr_use_after": ("R7 invalid mem access 'scalar'", errno.EACCES),
+    "xdp_task_kptr_maybe_null": ("Possibly NULL pointer passed to trusted arg0", errno.EACCES),
+    "xdp_task_kptr_release_rcu": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_task_kptr_under_cgroup": (None, 0),
+    "xdp_task_kptr_signal_rcu": ("R1 must be referenced or trusted", errno.EINVAL),
+    "xdp_task_kptr_move": (None, 0),
+    "xdp_cpumask_kptr_release": ("calling kernel function bpf_cpumask_release is not allowed",
+                                 errno.EACCES),
+    "xdp_cpumask_kptr_load": (None, 0),
+}
+TASK_KPTR_PROCESSED = {
+    "xdp_task_kptr": 145, "xdp_task_kptr_leak": 16, "xdp_task_kptr_rcu_in": 11,
+    "xdp_task_kptr_wrong_type": 14, "xdp_task_kptr_use_after": 20,
+    "xdp_task_kptr_maybe_null": 12, "xdp_task_kptr_release_rcu": 10,
+    "xdp_task_kptr_under_cgroup": 22, "xdp_task_kptr_signal_rcu": 15, "xdp_task_kptr_move": 34,
+    "xdp_cpumask_kptr_release": 13, "xdp_cpumask_kptr_load": 14,
+}
+
+
+def test_kernel_struct_kptr_mistakes_get_linux_verdict() -> None:
+    got, processed = _verdicts(Path(__file__).parent / "verifier_objects" / "task_kptr.o")
+    assert got == TASK_KPTR
+    assert processed == TASK_KPTR_PROCESSED
+
+
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/graph_list.o: BPF linked
 # lists and refcounted objects used right and wrong, and the instructions Linux processed
 # (the kernel test re-measures the verdicts).

@@ -56,7 +56,7 @@ from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.bpf_list import free_lists
 from pyxdp.vm.bpf_rbtree import free_trees
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
-from pyxdp.vm.memalloc import arena
+from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
 
 __all__ = [
@@ -294,14 +294,14 @@ class MapSpec:
 
 
 def _drop_held(buf: Any, stride: int, offs: tuple[int, ...]) -> None:
-    """Drop every object a __kptr field of the values in ``buf`` holds."""
-    a = arena()
+    """Drop every object a __kptr field of the values in ``buf`` holds (a kernel
+    object, a task or cgroup, loses the field's reference)."""
     for at in range(0, len(buf) - stride + 1, stride):
         for off in offs:
             obj = int.from_bytes(buf[at + off:at + off + 8], "little")
             if obj:
                 buf[at + off:at + off + 8] = bytes(8)
-                a.drop(obj)
+                drop_kptr(obj)
 
 
 def _type_name(map_type: int) -> str:
@@ -423,6 +423,9 @@ class Map:
         # update or delete drops the object the old value held (pyxdp.vm.memalloc), and
         # user space reads them as zero.
         self.kptr_offs: tuple[int, ...] = ()
+        # Whether one of them holds tasks or cgroups (pyxdp.vm.task_kfuncs): every run of
+        # a program using the map sees their memory (a plain load of the field reads one).
+        self.kernel_kptrs = False
         # The value's struct bpf_list_head fields as (offset, offset of the node in the
         # objects the list holds), set from BTF by the loader: an update or delete, and
         # the map going, drop the objects still on the list (bpf_list_head_free).
@@ -454,11 +457,12 @@ class Map:
         self.async_offs = tuple(o for o in (self.timer_off, self.wq_off, self.task_work_off)
                                 if o is not None)
 
-    def set_kptr_fields(self, offs: tuple[int, ...]) -> None:
-        """The value's referenced __kptr fields (from BTF, by the loader). When the map
-        goes, the objects its values still hold are dropped (``bpf_map_free`` ->
-        ``bpf_obj_free_fields``)."""
+    def set_kptr_fields(self, offs: tuple[int, ...], kernel: bool = False) -> None:
+        """The value's referenced __kptr fields (from BTF, by the loader; ``kernel``: one
+        of them holds tasks or cgroups). When the map goes, the objects its values still
+        hold are dropped (``bpf_map_free`` -> ``bpf_obj_free_fields``)."""
         self.kptr_offs = offs
+        self.kernel_kptrs = kernel
         region = self.value_region()
         weakref.finalize(self, _drop_held, region.buf, self.elem_size, offs)
 

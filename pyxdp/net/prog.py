@@ -51,6 +51,7 @@ from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
 from pyxdp.vm.stream import ProgStreams
+from pyxdp.vm.task_kfuncs import kernel_objects
 
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
@@ -211,6 +212,10 @@ class XdpProg:
         called = {self._helpers[i.imm].name for i in insns if i.code == op.OP_CALL
                   and i.src == op.CallSrc.BPF_HELPER_CALL and i.imm in self._helpers}
         self.shared_regions = [arena().region] if uses_arena(called) else []
+        # and the tasks and cgroups, for one whose maps' __kptr fields hold them (a plain
+        # load of a field reads one with no kfunc call, on either engine)
+        if any(getattr(m, "kernel_kptrs", False) for m in self.maps.values()):
+            self.shared_regions.append(kernel_objects().region)
         self._resolve: Callable[[int, Instruction, Instruction], int] = \
             lambda pc, i, nxt: values[pc]
         try:

@@ -459,11 +459,13 @@ THROW_KFUNC = "bpf_throw"
 TRAP_KFUNC = "__bpf_trap"
 
 
-# Kernel structs a map value's __kptr field may hold that pyxdp's verifier models: each has
-# a destructor kfunc Linux registers (register_btf_id_dtor_kfuncs) and is one of the
-# verifier's rcu_protected_types, so a plain load of the field in an XDP program (inside
-# an RCU read section) is an RCU pointer, NULL or not.
-KERNEL_KPTRS = frozenset({"bpf_crypto_ctx"})
+# Kernel structs a map value's referenced __kptr field may hold: each has a destructor
+# kfunc Linux 6.18 registers (register_btf_id_dtor_kfuncs: kernel/bpf/helpers.c's tasks and
+# cgroups, kernel/bpf/cpumask.c, kernel/bpf/crypto.c) and is one of the verifier's
+# rcu_protected_types, so a plain load of the field in an XDP program (inside an RCU read
+# section) is an RCU pointer, NULL or not. An XDP program may release none of them but
+# tasks and cgroups (the cpumask and crypto-context release kfuncs are not for XDP).
+KERNEL_KPTRS = frozenset({"bpf_crypto_ctx", "task_struct", "cgroup", "bpf_cpumask"})
 # The verifier's rcu_protected_types: a referenced kptr to one of these kernel structs,
 # loaded inside an RCU read section, is an RCU pointer (btf_ld_kptr_type), to any other
 # kernel struct an untrusted one

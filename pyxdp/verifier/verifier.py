@@ -3693,7 +3693,8 @@ class _Verifier:
         kind = PERCPU if at in self._percpu_kptrs(reg.map) else \
             0 if name in KERNEL_KPTRS else ALLOC
         r.set_ptr(BTF_ID | kind | RCU | MAYBE_NULL)
-        r.bt, r.sub = name, tid
+        # a kernel object's struct by its name, as a kfunc's result names it (sub 0)
+        r.bt, r.sub = name, 0 if name in KERNEL_KPTRS else tid
         return r
 
     def _unref_struct(self, tid: int) -> str:
@@ -5671,7 +5672,9 @@ class _Verifier:
         r0 = regs[0]
         # a kernel object's pointer is no allocated object's (no MEM_ALLOC)
         r0.set_ptr(BTF_ID | (0 if name in KERNEL_KPTRS else ALLOC) | percpu | MAYBE_NULL)
-        r0.bt, r0.sub = name, tid
+        # a kernel object's struct by its name (its loads walk the kernel BTF's struct of
+        # that name), as a kfunc's result names it: sub 0, not the program BTF's id
+        r0.bt, r0.sub = name, 0 if name in KERNEL_KPTRS else tid
         r0.id = r0.ref = self._new_id()
         st.refs.append((r0.id, pc))
         return pc + 1

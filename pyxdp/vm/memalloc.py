@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Interpreter
 
 __all__ = ["ARENA_BASE", "ARENA_SIZE", "ARENA_USERS", "DROP_NATIVE", "OBJ_KFUNCS", "ObjArena",
-           "arena", "make_obj_new", "map_arena", "obj_drop", "record_index",
-           "register_root_free", "uses_arena"]
+           "arena", "drop_kptr", "make_obj_new", "map_arena", "obj_drop", "record_index",
+           "register_kernel_kptrs", "register_root_free", "uses_arena"]
 
 ARENA_BASE = 0x0000_5800_0000_0000
 ARENA_SIZE = 4 << 20
@@ -265,6 +265,38 @@ def arena() -> ObjArena:
         return _ARENA
 
 
+# Kernel objects a referenced __kptr field may hold besides the arena's (a task or cgroup
+# of pyxdp.vm.task_kfuncs), by the fake address range they live in: (base, end, the
+# function that drops one reference, the function giving the region the run maps).
+_KERNEL_KPTRS: list[tuple[int, int, Callable[[int], None], Callable[[], Region]]] = []
+
+
+def register_kernel_kptrs(base: int, size: int, put: Callable[[int], None],
+                          region: Callable[[], Region]) -> None:
+    """Objects at ``[base, base + size)`` are kernel objects whose last reference a map's
+    __kptr field may hold: ``put`` drops one (their destructor kfunc, as
+    ``bpf_obj_free_fields`` calls it), ``region`` is the memory a run reads them in."""
+    _KERNEL_KPTRS.append((base, base + size, put, region))
+
+
+def _kernel_kptr(addr: int) -> tuple[Callable[[int], None], Callable[[], Region]] | None:
+    for base, end, put, region in _KERNEL_KPTRS:
+        if base <= addr < end:
+            return put, region
+    return None
+
+
+def drop_kptr(addr: int) -> None:
+    """What a map does to the object a referenced __kptr field held when the element or
+    the map goes: a kernel object loses the field's reference, an arena object is
+    dropped."""
+    kern = _kernel_kptr(addr)
+    if kern is not None:
+        kern[0](addr)
+    else:
+        arena().drop(addr)
+
+
 def map_arena(vm: Interpreter) -> ObjArena:
     """The arena, added to the run's memory if the run does not see it yet."""
     a = arena()
@@ -313,8 +345,12 @@ def _kptr_xchg(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
     """``bpf_kptr_xchg(dst, ptr)``: ``*dst = ptr``, the old value returned (an xchg)."""
     old = vm.mem.load(r1, 8)
     vm.mem.store(r1, 8, r2)
-    if old:
-        map_arena(vm)  # the run may read the object it took out
+    if old:  # the run may read the object it took out
+        kern = _kernel_kptr(old)
+        if kern is None:
+            map_arena(vm)
+        elif not any(r is kern[1]() for r in vm.mem.regions):
+            vm.mem.add(kern[1]())
     return old
 
 

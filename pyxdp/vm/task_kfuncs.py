@@ -44,11 +44,13 @@ region of fake addresses from :data:`TASK_BASE`, a 4 KiB slot per object:
 
 Every other byte reads 0 (pointers included: a probe load through one reads 0).
 An object is refreshed from the host whenever a lookup reaches it; a reference count
-per object (``refs``) follows acquire and release. Lookups read procfs and cgroupfs:
-they run in Python on both engines (the JIT calls them as helpers); pyxdp holds at
-most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files) per process. The pid
-namespace and cgroup namespace are the host process's; cgroup mounts are taken to show
-their whole hierarchy (as in the initial cgroup namespace).
+per object (``refs``) follows acquire and release, and a map value's ``__kptr`` field
+holding a task or cgroup (``bpf_kptr_xchg``) holds one reference, which the element's
+update or delete and the map's freeing drop (Linux's destructor kfuncs). Lookups read
+procfs and cgroupfs: they run in Python on both engines (the JIT calls them as
+helpers); pyxdp holds at most :data:`MAX_OBJECTS` objects (tasks, cgroups, VMAs, files)
+per process. The pid namespace and cgroup namespace are the host process's; cgroup
+mounts are taken to show their whole hierarchy (as in the initial cgroup namespace).
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ from pyxdp.btf.struct_access import member_offset
 from pyxdp.btf.vmlinux import core_target
 from pyxdp.errors import HelperFault
 from pyxdp.vm.interpreter import Interpreter
+from pyxdp.vm.memalloc import register_kernel_kptrs
 from pyxdp.vm.memory import Region
 
-__all__ = ["MAX_OBJECTS", "TASK_BASE", "TASK_KFUNCS", "KernelObjects", "cgroup_mounts",
-           "kernel_objects"]
+__all__ = ["KPTR_STRUCTS", "MAX_OBJECTS", "TASK_BASE", "TASK_KFUNCS", "KernelObjects",
+           "cgroup_mounts", "kernel_objects"]
 
 TASK_BASE = 0x0000_7200_0000_0000
 SLOT = 4096
@@ -237,6 +240,9 @@ class KernelObjects:
         self.by_slot: dict[int, _Obj] = {}
         self.procpids: dict[int, int] = {}  # a task's slot -> its pid in procfs
         self.lock = threading.Lock()
+        # References a map's __kptr field let go of while the lock was held (a map freed
+        # by the garbage collector in the middle of a kfunc call): dropped at its release
+        self.puts: list[int] = []
         self._mounts: dict[int, str] | None = None  # during one kfunc call (locked)
         self._init_ns = _in_init_pid_ns()  # a process's pid namespace never changes
 
@@ -248,6 +254,18 @@ class KernelObjects:
                 yield
             finally:
                 self._mounts = None
+                self.drop_puts()
+
+    def drop_puts(self) -> None:
+        """The references of :attr:`puts` dropped (the lock held)."""
+        while self.puts:
+            addr = self.puts.pop()
+            off = addr - TASK_BASE
+            o = self.by_slot.get(off // SLOT) if off % SLOT == 0 else None
+            if o is None or o.kind not in ("task", "cgroup"):
+                raise HelperFault(f"a __kptr field held {addr:#x}: no task or cgroup of "
+                                  "pyxdp's")
+            o.refs = max(o.refs - 1, 0)
 
     def mounts(self) -> dict[int, str]:
         if self._mounts is None:
@@ -895,6 +913,28 @@ def _s32(v: int) -> int:
     v &= M32
     return v - (1 << 32) if v >> 31 else v
 
+
+# -- referenced kptrs (bpf_kptr_xchg into a map value's __kptr field) ---------------------
+# The structs whose objects this module makes: a map value's field holds one reference,
+# which the element's update or delete and the map's freeing drop (bpf_obj_free_fields
+# calling the struct's destructor kfunc, bpf_task_release_dtor or bpf_cgroup_release_dtor).
+KPTR_STRUCTS = frozenset({"task_struct", "cgroup"})
+
+
+def _put_kptr(addr: int) -> None:
+    # never waits for the lock: a map's finalizer may run inside a locked kfunc call of
+    # this very thread, whose release drops the reference then
+    ko = kernel_objects()
+    ko.puts.append(addr)
+    if ko.lock.acquire(blocking=False):
+        try:
+            ko.drop_puts()
+        finally:
+            ko.lock.release()
+
+
+register_kernel_kptrs(TASK_BASE, MAX_OBJECTS * SLOT, _put_kptr,
+                      lambda: kernel_objects().region)
 
 TASK_KFUNCS: dict[str, Callable[..., int]] = {
     "bpf_task_from_pid": _lookup(task_from_pid),

@@ -1,9 +1,10 @@
 """Every kfunc of the running kernel's BTF called from XDP: pyxdp's verdict is Linux's.
 
 Each kernel function the kernel's BTF tags ``bpf_kfunc`` is called from a tiny XDP
-program twice - with every argument register 0, and with R1 the context - and
-loaded into Linux and into pyxdp's verifier. Both must give the same verdict
-(accepted, or the same last line of the log): the kfuncs of other program types
+program three times - with every argument register 0, with R1 the context, and with R1
+a pointer to 24 zeroed stack bytes and R2 8 - and loaded into Linux and into pyxdp's
+verifier. Both must give the same verdict (accepted, or the same last line of the log),
+the same errno and the same count of instructions processed: the kfuncs of other program types
 refused at the call, the others by their arguments' checks. The exceptions are the
 kfuncs Linux allows for XDP that pyxdp does not model (docs/SEMANTICS.md, "kfuncs
 outside the table"): pyxdp refuses those with UnsupportedHelper, which must name
@@ -28,7 +29,10 @@ pytestmark = pytest.mark.kernel
 # Allowed for XDP on Linux 6.18, not modelled by pyxdp (docs/SEMANTICS.md).
 UNMODELLED: frozenset[str] = frozenset()
 ARGS = {"zero": "r1 = 0\nr2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
-        "ctx": "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n"}
+        "ctx": "r2 = 0\nr3 = 0\nr4 = 0\nr5 = 0\n",
+        "stack": "*(u64 *)(r10 - 8) = 0\n*(u64 *)(r10 - 16) = 0\n*(u64 *)(r10 - 24) = 0\n"
+                 "r1 = r10\nr1 += -24\nr2 = 8\nr3 = 0\nr4 = 0\nr5 = 0\n"}
+Verdict = tuple[str | None, int, int]  # the reason (None: accepted), errno, processed
 
 
 def _kfuncs() -> list[str]:
@@ -43,27 +47,29 @@ def _kfuncs() -> list[str]:
     return sorted(names)
 
 
-def _linux(case: VerifierCase) -> str | None:
+def _processed(log: str) -> int:
+    return int(log.rsplit("processed ", 1)[1].split()[0])
+
+
+def _linux(case: VerifierCase) -> Verdict:
     spec = case.spec()
     (prog,) = spec.programs.values()
     kb = KernelBackend(spec)
     try:
-        kb.load_program(prog, {})
+        return None, 0, kb.load_program(prog, {}).info().verified_insns
     except VerifierError as e:
-        return verifier_reason(e.log)
+        return verifier_reason(e.log), e.errno, _processed(e.log)
     finally:
         kb.close()
-    return None
 
 
-def _pyxdp(case: VerifierCase) -> str | None:
+def _pyxdp(case: VerifierCase) -> Verdict:
     spec = case.spec()
     (prog,) = spec.programs.values()
     try:
-        verify(prog, spec.maps, btf=spec.btf)
+        return None, 0, verify(prog, spec.maps, btf=spec.btf).insns_processed
     except VerifierError as e:
-        return e.reason
-    return None
+        return e.reason, e.errno, _processed(e.log)
 
 
 def test_every_kfunc_call_gets_linux_verdict() -> None:
