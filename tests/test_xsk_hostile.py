@@ -321,3 +321,20 @@ def test_closed_sockets_and_hosts_refuse_bind() -> None:
     assert e.value.errno == errno.ENODEV and "is closed" in str(e.value)
     spare.close()
     umem.close()
+
+
+def test_closed_sockets_poll_and_getsockopt_are_ebadf() -> None:
+    """Round 8: a closed socket's poll returned 0 and its statistics/options answered
+    (Linux: POLLNVAL for the gone fd, getsockopt EBADF); now each is EBADF, as the
+    socket's other calls after close and LinuxXskSocket's."""
+    import errno
+    host = Host(native=False, engine="interp")
+    dev = host.add_device("eth0")
+    sock = PyxdpXskSocket(dev, 0, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    assert sock.poll(0) != 0 and sock.options() == 0  # the tx ring has room
+    sock.close()
+    for call in (lambda: sock.poll(0), sock.statistics, sock.options):
+        with pytest.raises(XskError) as e:
+            call()
+        assert e.value.errno == errno.EBADF and "closed" in str(e.value)
+    host.close()
