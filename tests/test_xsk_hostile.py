@@ -338,3 +338,42 @@ def test_closed_sockets_poll_and_getsockopt_are_ebadf() -> None:
             call()
         assert e.value.errno == errno.EBADF and "closed" in str(e.value)
     host.close()
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_umem_in_use_refuses_close(native: bool) -> None:
+    """Round 8: closing a UMEM its sockets still used dropped the memory under the
+    datapath (copy-mode receive into it: an IndexError traceback on the Python path, a
+    segfault natively). Now close is EBUSY while sockets hold it (libxdp's
+    xsk_umem__delete), a closed UMEM is EBADF to a new socket, and a with-block left by
+    an exception closes it with its last socket instead of hiding the exception."""
+    import errno
+    host = Host(native=native, engine="jit" if native else "interp")
+    dev = host.add_device("eth0")
+    coll = host.load(SAMPLES / "xsk.o")
+    dev.attach_xdp(coll.programs["xdp_sock_prog"])
+    umem = Umem(64, 2048)
+    sock = PyxdpXskSocket(dev, 0, umem, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    coll.maps["xsks"].update(0, sock.fd)
+    sock.fill(16)
+    with pytest.raises(XskError) as e:
+        umem.close()
+    assert e.value.errno == errno.EBUSY and "in use by 1 socket" in str(e.value)
+    dev.receive([udp_packet(b"x" * 200)] * 8)
+    host.run()
+    batch = sock.recv(8)
+    assert len(batch) == 8 and all(len(p) > 200 for p in batch.packets())
+    sock.close()
+    umem.close()
+    with pytest.raises(XskError) as e:
+        PyxdpXskSocket(None, 0, umem, host=host)
+    assert e.value.errno == errno.EBADF and "UMEM is closed" in str(e.value)
+    with pytest.raises(RuntimeError, match="boom"):
+        with Umem(64, 2048) as u2:
+            s2 = PyxdpXskSocket(None, 0, u2, host=host, fill_size=32, comp_size=32,
+                                rx_size=32, tx_size=32)
+            raise RuntimeError("boom")
+    assert not u2.closed
+    s2.close()
+    assert u2.closed
+    host.close()
