@@ -377,3 +377,27 @@ def test_a_umem_in_use_refuses_close(native: bool) -> None:
     s2.close()
     assert u2.closed
     host.close()
+
+
+def test_a_closed_host_refuses_polls_and_unbinds_its_sockets() -> None:
+    """Round 8: Host.run() and poll() after close returned 0 as if idle (its other
+    calls are ENODEV), and sockets bound to its devices stayed bound (sendto queued
+    frames for a device that was gone). Closing the host is now the devices'
+    NETDEV_UNREGISTER: sockets are unbound (xsk_notifier), so sendto is ENXIO and poll
+    has nothing ready, as on Linux when a namespace's device goes."""
+    import errno
+
+    from pyxdp.net.netdevice import LinkError
+    host = Host(native=False, engine="interp")
+    dev = host.add_device("eth0")
+    sock = PyxdpXskSocket(dev, 0, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    host.close()
+    for call in (host.run, host.poll):
+        with pytest.raises(LinkError) as le:
+            call()
+        assert le.value.errno == errno.ENODEV and "is closed" in str(le.value)
+    assert sock.poll(10) == 0
+    with pytest.raises(XskError) as e:
+        sock.send([udp_packet(b"x")])
+    assert e.value.errno == errno.ENXIO
+    sock.close()

@@ -987,6 +987,7 @@ class Host:
         """One softirq round: a NAPI poll of every rx queue with work; returns the
         frames processed."""
         from pyxdp.net.napi import napi_poll
+        self.live("poll")  # a closed host's queues are gone, not idle
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise BadArgument(f"poll: the budget must be an int >= 0, not {short(budget)}")
         if self.threaded_napi:
@@ -1045,6 +1046,7 @@ class Host:
         kworkers would, and the task work scheduled by then
         (:data:`pyxdp.vm.bpf_task_work.TASK_WORK`), as tasks returning to user space
         would."""
+        self.live("run")
         total = 0
         rounds = 0
         before = {id(rt): rt.processed for rt in self.cpumaps.values()}
@@ -1229,6 +1231,8 @@ class Host:
         for rt in list(self.cpumaps.values()):
             rt.stop()
         self.cpumaps.clear()
+        for sock in list(self.backend.xsks.values()):  # before their devices go
+            sock.netdev_unregister()  # type: ignore[attr-defined]
         for dev in self.devices.values():
             dev.close()
         for coll in self._collections:
