@@ -323,3 +323,15 @@ def test_run_configs_are_u32s(priority: object, actions: object) -> None:
         disp = eth0.attach_xdp_multi([prog], run_configs={"xdp_prog1": rc})
         eth0.receive([udp_packet(b"x")])
         assert host.run() == 1 and disp.chain[0][1] == rc
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_a_truncated_test_run_carries_enospc_on_either_backend(engine: str) -> None:
+    """Round 8 (test_run fuzzed against Linux): a data_size_out too small for the packet
+    raised TestRunTruncated without an errno on the userspace backend, while the kernel
+    backend's carries ENOSPC, what bpf(2) returns."""
+    from pyxdp.errors import TestRunTruncated
+    with Collection.load(ROOT / "samples" / "xdp1.o", engine=engine) as c:
+        with pytest.raises(TestRunTruncated) as e:
+            c.programs["xdp_prog1"].test_run(bytes(34), data_size_out=14, ctx_size_out=32)
+    assert e.value.errno == errno.ENOSPC and "\n" not in str(e.value)
