@@ -424,3 +424,36 @@ def test_objects_of_another_host_are_named_so() -> None:
     sock.close()
     h1.close()
     h2.close()
+
+
+def test_closing_a_zero_copy_socket_while_frames_arrive() -> None:
+    """Round 8: a zero-copy socket closed by one thread while another fed its queue
+    (NetDevice.receive, the NIC's DMA into fill-ring chunks) raised TypeError from the
+    pool's rings, which the close had just let go: the DMA now takes the host lock, as
+    the NAPI poll and the unbind do, and finds the queue's pool either whole or gone."""
+    import threading
+    errors: list[BaseException] = []
+    for trial in range(12):
+        host = Host(native=False, engine="interp")
+        dev = host.add_device("eth0")
+        sock = PyxdpXskSocket(dev, 0, mode="zerocopy", fill_size=64, comp_size=64,
+                              rx_size=64, tx_size=64)
+        sock.fill(32)
+
+        def feed() -> None:
+            try:
+                for _ in range(300):
+                    dev.receive([udp_packet(b"x" * 100)] * 8)
+                    host.poll()
+            except XskError:
+                pass
+            except BaseException as e:  # pragma: no cover - the regression
+                errors.append(e)
+
+        t = threading.Thread(target=feed)
+        t.start()
+        time.sleep(0.001 * (trial % 6))
+        sock.close()
+        t.join()
+        host.close(check=False)
+    assert not errors, repr(errors[0])

@@ -513,7 +513,11 @@ class NetDevice:
     def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
         if rq.xsk is not None:  # zero-copy AF_XDP: into UMEM chunks from the fill ring
             from pyxdp.net.xsk_buff_pool import xsk_zc_dma
-            return xsk_zc_dma(rq, batch)
+            # The pool's rings are shared with the NAPI poll, and a socket's close
+            # unbinds it from the queue, both under the host lock: take it too.
+            with self.host.lock:
+                if rq.xsk is not None:
+                    return xsk_zc_dma(rq, batch)
         n = min(len(batch), rq.ring.free)
         if n < len(batch):
             self.stats.rx_dropped += len(batch) - n
