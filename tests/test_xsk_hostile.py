@@ -457,3 +457,21 @@ def test_closing_a_zero_copy_socket_while_frames_arrive() -> None:
         t.join()
         host.close(check=False)
     assert not errors, repr(errors[0])
+
+
+def test_a_socket_made_on_one_host_refuses_another_hosts_device() -> None:
+    """Round 8: PyxdpXskSocket(dev_of_h2, host=h1) ignored host= and bound on h2; the
+    socket now belongs to host= and the device of another host is ENODEV at bind, as
+    an ifindex of another network namespace is (the UMEM is left unused)."""
+    import errno
+    h1, h2 = Host(native=False, engine="interp"), Host(native=False, engine="interp")
+    h1.add_device("eth0")
+    other = h2.add_device("eth1")
+    umem = Umem(64, 2048)
+    with pytest.raises(XskError) as e:
+        PyxdpXskSocket(other, 0, umem, host=h1, fill_size=32, comp_size=32, rx_size=32,
+                       tx_size=32)
+    assert e.value.errno == errno.ENODEV and "not a device of host" in str(e.value)
+    umem.close()  # no socket holds it
+    h1.close()
+    h2.close()

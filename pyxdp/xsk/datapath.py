@@ -72,7 +72,10 @@ class PyxdpXskSocket(XdpSock, XskSocket):
                  shared: PyxdpXskSocket | None = None) -> None:
         if mode not in ("copy", "zerocopy", None):
             raise ValueError(f"mode {mode!r}: 'copy', 'zerocopy' or None")
-        h = dev.host if dev is not None else host if host is not None else \
+        # The socket's host is the namespace it is created in: host= when given (a
+        # device of another host is then ENODEV at bind, as an ifindex of another
+        # network namespace), else the device's or the shared socket's.
+        h = host if host is not None else dev.host if dev is not None else \
             shared.host if shared is not None else None
         if h is None:
             raise ValueError("an unbound socket needs host=")
