@@ -81,6 +81,7 @@ __all__ = [
     "number_in_use",
     "number_kind",
     "register_object",
+    "registered",
     "release_object",
     "default_nr_cpus",
     "map_by_addr",
@@ -193,6 +194,13 @@ def release_object(num: int) -> None:
 def number_in_use(num: int) -> bool:
     """Whether ``num`` stands for a live map, program or AF_XDP socket."""
     return num in _by_id or num in _objects
+
+
+def registered(num: int, kind: str) -> object | None:
+    """The live object of ``kind`` ("program", "xsk") ``num`` stands for, whichever
+    backend registered it (fds are the process's), or None."""
+    obj = _objects.get(num)
+    return obj if obj is not None and _kinds.get(num) == kind else None
 
 
 def number_kind(num: int) -> str | None:
