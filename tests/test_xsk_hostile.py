@@ -436,7 +436,7 @@ def test_closing_a_zero_copy_socket_while_frames_arrive() -> None:
                               rx_size=64, tx_size=64)
         sock.fill(32)
 
-        def feed() -> None:
+        def feed(host: Host = host, dev: Any = dev) -> None:
             try:
                 for _ in range(300):
                     dev.receive([udp_packet(b"x" * 100)] * 8)
