@@ -26,6 +26,7 @@ from pyxdp.maps.base import (
     bad_fd,
     default_nr_cpus,
     register_object,
+    registered,
     release_object,
 )
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
@@ -188,9 +189,10 @@ class UserspaceBackend:
 
     def _tail_call_by_fd(self, fd: int) -> tuple[object, int]:
         """A prog_array update's program "fd" (its id here) -> (program, id); the kernel's
-        answers for what names no program (bad_fd) or a syscall program (EINVAL)."""
-        prog = self.programs.get(fd)
-        if prog is None:
+        answers for what names no program (bad_fd) or a syscall program (EINVAL). A
+        program another Collection or Host loaded is one too: fds are the process's."""
+        prog = registered(fd, "program")
+        if not isinstance(prog, XdpProg):
             raise bad_fd("update", fd, errno.EINVAL, "program")
         if prog.syscall:  # bpf_prog_map_compatible: the array belongs to XDP programs
             raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "

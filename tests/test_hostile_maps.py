@@ -502,3 +502,19 @@ def test_hash_bucket_limits_are_linux_s() -> None:
 @pytest.mark.kernel
 def test_hash_bucket_limits_match_linux() -> None:
     assert _big_maps("userspace") == _big_maps("kernel")
+
+
+def test_a_prog_array_takes_a_program_of_another_collection() -> None:
+    """Round 8 (closed and cross-object use against the kernel backend): Linux's
+    prog_array takes any XDP program fd of the process, but a userspace prog_array
+    refused a program another Collection (its own backend) had loaded with EINVAL. The
+    fd now resolves whichever backend loaded it; the tail call runs it, as on Linux."""
+    from pyxdp.net.packets import udp_packet
+    lb = ROOT / "samples" / "lb.o"
+    with Collection.load(lb) as a, Collection.load(lb) as b:
+        a.maps["jmp_table"].update(0, b.programs["lb_non_vip"].fd)
+        res = a.programs["lb_ingress"].test_run(udp_packet(b"x" * 40, dst_ip="10.9.9.9"))
+        assert res.retval == 2
+        # lb_non_vip ran, on its own maps: b's STAT_NON_VIP counted it (as on Linux)
+        assert b.maps["stats"][2][0]["packets"] == 1
+        assert a.maps["stats"][2][0]["packets"] == 0

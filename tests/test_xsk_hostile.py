@@ -321,3 +321,153 @@ def test_closed_sockets_and_hosts_refuse_bind() -> None:
     assert e.value.errno == errno.ENODEV and "is closed" in str(e.value)
     spare.close()
     umem.close()
+
+
+def test_closed_sockets_poll_and_getsockopt_are_ebadf() -> None:
+    """Round 8: a closed socket's poll returned 0 and its statistics/options answered
+    (Linux: POLLNVAL for the gone fd, getsockopt EBADF); now each is EBADF, as the
+    socket's other calls after close and LinuxXskSocket's."""
+    import errno
+    host = Host(native=False, engine="interp")
+    dev = host.add_device("eth0")
+    sock = PyxdpXskSocket(dev, 0, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    assert sock.poll(0) != 0 and sock.options() == 0  # the tx ring has room
+    sock.close()
+    for call in (lambda: sock.poll(0), sock.statistics, sock.options):
+        with pytest.raises(XskError) as e:
+            call()
+        assert e.value.errno == errno.EBADF and "closed" in str(e.value)
+    host.close()
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_umem_in_use_refuses_close(native: bool) -> None:
+    """Round 8: closing a UMEM its sockets still used dropped the memory under the
+    datapath (copy-mode receive into it: an IndexError traceback on the Python path, a
+    segfault natively). Now close is EBUSY while sockets hold it (libxdp's
+    xsk_umem__delete), a closed UMEM is EBADF to a new socket, and a with-block left by
+    an exception closes it with its last socket instead of hiding the exception."""
+    import errno
+    host = Host(native=native, engine="jit" if native else "interp")
+    dev = host.add_device("eth0")
+    coll = host.load(SAMPLES / "xsk.o")
+    dev.attach_xdp(coll.programs["xdp_sock_prog"])
+    umem = Umem(64, 2048)
+    sock = PyxdpXskSocket(dev, 0, umem, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    coll.maps["xsks"].update(0, sock.fd)
+    sock.fill(16)
+    with pytest.raises(XskError) as e:
+        umem.close()
+    assert e.value.errno == errno.EBUSY and "in use by 1 socket" in str(e.value)
+    dev.receive([udp_packet(b"x" * 200)] * 8)
+    host.run()
+    batch = sock.recv(8)
+    assert len(batch) == 8 and all(len(p) > 200 for p in batch.packets())
+    sock.close()
+    umem.close()
+    with pytest.raises(XskError) as e:
+        PyxdpXskSocket(None, 0, umem, host=host)
+    assert e.value.errno == errno.EBADF and "UMEM is closed" in str(e.value)
+    with pytest.raises(RuntimeError, match="boom"):
+        with Umem(64, 2048) as u2:
+            s2 = PyxdpXskSocket(None, 0, u2, host=host, fill_size=32, comp_size=32,
+                                rx_size=32, tx_size=32)
+            raise RuntimeError("boom")
+    assert not u2.closed
+    s2.close()
+    assert u2.closed
+    host.close()
+
+
+def test_a_closed_host_refuses_polls_and_unbinds_its_sockets() -> None:
+    """Round 8: Host.run() and poll() after close returned 0 as if idle (its other
+    calls are ENODEV), and sockets bound to its devices stayed bound (sendto queued
+    frames for a device that was gone). Closing the host is now the devices'
+    NETDEV_UNREGISTER: sockets are unbound (xsk_notifier), so sendto is ENXIO and poll
+    has nothing ready, as on Linux when a namespace's device goes."""
+    import errno
+
+    from pyxdp.net.netdevice import LinkError
+    host = Host(native=False, engine="interp")
+    dev = host.add_device("eth0")
+    sock = PyxdpXskSocket(dev, 0, fill_size=32, comp_size=32, rx_size=32, tx_size=32)
+    host.close()
+    for call in (host.run, host.poll):
+        with pytest.raises(LinkError) as le:
+            call()
+        assert le.value.errno == errno.ENODEV and "is closed" in str(le.value)
+    assert sock.poll(10) == 0
+    with pytest.raises(XskError) as e:
+        sock.send([udp_packet(b"x")])
+    assert e.value.errno == errno.ENXIO
+    sock.close()
+
+
+def test_objects_of_another_host_are_named_so() -> None:
+    """Round 8: an AF_XDP socket of another Host given to this host's XSKMAP read "fd N
+    is no AF_XDP socket" (it is one); the errno stays Linux's for an fd this map cannot
+    take, the line says whose it is."""
+    import errno
+
+    from pyxdp.errors import MapError
+    h1, h2 = Host(native=False, engine="interp"), Host(native=False, engine="interp")
+    sock = PyxdpXskSocket(h2.add_device("eth0"), 0, fill_size=32, comp_size=32,
+                          rx_size=32, tx_size=32)
+    with pytest.raises(MapError) as m:
+        h1.load(SAMPLES / "xsk.o").maps["xsks"].update(0, sock.fd)
+    assert m.value.errno == errno.ENOTSOCK
+    assert "an AF_XDP socket of another Host" in str(m.value)
+    sock.close()
+    h1.close()
+    h2.close()
+
+
+def test_closing_a_zero_copy_socket_while_frames_arrive() -> None:
+    """Round 8: a zero-copy socket closed by one thread while another fed its queue
+    (NetDevice.receive, the NIC's DMA into fill-ring chunks) raised TypeError from the
+    pool's rings, which the close had just let go: the DMA now takes the host lock, as
+    the NAPI poll and the unbind do, and finds the queue's pool either whole or gone."""
+    import threading
+    errors: list[BaseException] = []
+    for trial in range(12):
+        host = Host(native=False, engine="interp")
+        dev = host.add_device("eth0")
+        sock = PyxdpXskSocket(dev, 0, mode="zerocopy", fill_size=64, comp_size=64,
+                              rx_size=64, tx_size=64)
+        sock.fill(32)
+
+        def feed(host: Host = host, dev: Any = dev) -> None:
+            try:
+                for _ in range(300):
+                    dev.receive([udp_packet(b"x" * 100)] * 8)
+                    host.poll()
+            except XskError:
+                pass
+            except BaseException as e:  # pragma: no cover - the regression
+                errors.append(e)
+
+        t = threading.Thread(target=feed)
+        t.start()
+        time.sleep(0.001 * (trial % 6))
+        sock.close()
+        t.join()
+        host.close(check=False)
+    assert not errors, repr(errors[0])
+
+
+def test_a_socket_made_on_one_host_refuses_another_hosts_device() -> None:
+    """Round 8: PyxdpXskSocket(dev_of_h2, host=h1) ignored host= and bound on h2; the
+    socket now belongs to host= and the device of another host is ENODEV at bind, as
+    an ifindex of another network namespace is (the UMEM is left unused)."""
+    import errno
+    h1, h2 = Host(native=False, engine="interp"), Host(native=False, engine="interp")
+    h1.add_device("eth0")
+    other = h2.add_device("eth1")
+    umem = Umem(64, 2048)
+    with pytest.raises(XskError) as e:
+        PyxdpXskSocket(other, 0, umem, host=h1, fill_size=32, comp_size=32, rx_size=32,
+                       tx_size=32)
+    assert e.value.errno == errno.ENODEV and "not a device of host" in str(e.value)
+    umem.close()  # no socket holds it
+    h1.close()
+    h2.close()

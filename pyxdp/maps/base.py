@@ -37,7 +37,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +81,7 @@ __all__ = [
     "number_in_use",
     "number_kind",
     "register_object",
+    "registered",
     "release_object",
     "default_nr_cpus",
     "map_by_addr",
@@ -193,6 +194,13 @@ def release_object(num: int) -> None:
 def number_in_use(num: int) -> bool:
     """Whether ``num`` stands for a live map, program or AF_XDP socket."""
     return num in _by_id or num in _objects
+
+
+def registered(num: int, kind: str) -> object | None:
+    """The live object of ``kind`` ("program", "xsk") ``num`` stands for, whichever
+    backend registered it (fds are the process's), or None."""
+    obj = _objects.get(num)
+    return obj if obj is not None and _kinds.get(num) == kind else None
 
 
 def number_kind(num: int) -> str | None:
@@ -356,6 +364,9 @@ def einval(op: str, detail: str = "") -> MapError:
     return MapError(op, _errno.EINVAL, detail)
 
 
+_KIND_OF: Final = {"program": "program", "AF_XDP socket": "xsk", "map": "map"}
+
+
 def bad_fd(op: str, fd: int, not_it: int, wanted: str) -> MapError:
     """An fd value that names no ``wanted`` of pyxdp. pyxdp has no descriptors, but 0
     is the process's stdin and a live map's, program's or socket's number is open: no
@@ -365,6 +376,10 @@ def bad_fd(op: str, fd: int, not_it: int, wanted: str) -> MapError:
     if fd == 0:
         return MapError(op, not_it, f"fd 0 (stdin) is no {wanted}")
     if number_in_use(fd):
+        if number_kind(fd) == _KIND_OF.get(wanted):  # the right kind, another backend's
+            article = "an" if wanted[0] in "AEIOUaeiou" else "a"
+            return MapError(op, not_it, f"fd {fd} is {article} {wanted} of another Host "
+                                        "or Collection, not of this map's")
         return MapError(op, not_it, f"fd {fd} is no {wanted}")
     return MapError(op, _errno.EBADF, f"fd {fd} is not open (no {wanted} of pyxdp)")
 

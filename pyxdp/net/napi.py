@@ -147,14 +147,17 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
         return _native_poll(rq, gen, budget, generic=True)
     if rq.source is not None and len(rq.ring) < budget:
         rq.source.fill(rq, budget - len(rq.ring))
+    # The frames taken off the ring are the poll's until it is done with them: an
+    # AF_XDP socket's close (under the lock) must not free their UMEM in between.
+    host.lock.acquire()
     frames = _skbs_to_buffs(host, rq, rq.ring.consume(budget))
     n = len(frames)
     if not n:
+        host.lock.release()
         return 0
     rq.py_polls += 1
     dev.stats.rx_packets += n
     dev.stats.rx_bytes += int(frames.length.sum())
-    host.lock.acquire()
     rq.pool.napi_local = True  # page_pool_napi_local: this poll may recycle directly
     try:
         if prog is None:

@@ -513,7 +513,11 @@ class NetDevice:
     def _dma(self, rq: NetdevRxQueue, batch: SkbBatch) -> int:
         if rq.xsk is not None:  # zero-copy AF_XDP: into UMEM chunks from the fill ring
             from pyxdp.net.xsk_buff_pool import xsk_zc_dma
-            return xsk_zc_dma(rq, batch)
+            # The pool's rings are shared with the NAPI poll, and a socket's close
+            # unbinds it from the queue, both under the host lock: take it too.
+            with self.host.lock:
+                if rq.xsk is not None:
+                    return xsk_zc_dma(rq, batch)
         n = min(len(batch), rq.ring.free)
         if n < len(batch):
             self.stats.rx_dropped += len(batch) - n
@@ -987,6 +991,7 @@ class Host:
         """One softirq round: a NAPI poll of every rx queue with work; returns the
         frames processed."""
         from pyxdp.net.napi import napi_poll
+        self.live("poll")  # a closed host's queues are gone, not idle
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise BadArgument(f"poll: the budget must be an int >= 0, not {short(budget)}")
         if self.threaded_napi:
@@ -1045,6 +1050,7 @@ class Host:
         kworkers would, and the task work scheduled by then
         (:data:`pyxdp.vm.bpf_task_work.TASK_WORK`), as tasks returning to user space
         would."""
+        self.live("run")
         total = 0
         rounds = 0
         before = {id(rt): rt.processed for rt in self.cpumaps.values()}
@@ -1229,6 +1235,8 @@ class Host:
         for rt in list(self.cpumaps.values()):
             rt.stop()
         self.cpumaps.clear()
+        for sock in list(self.backend.xsks.values()):  # before their devices go
+            sock.netdev_unregister()  # type: ignore[attr-defined]
         for dev in self.devices.values():
             dev.close()
         for coll in self._collections:

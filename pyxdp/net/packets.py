@@ -35,6 +35,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.args import checked, short
 from pyxdp.errors import PyxdpError
 
 __all__ = [
@@ -175,6 +176,7 @@ Vlan = int | tuple[int, int]
 # Addresses and checksums
 # ---------------------------------------------------------------------------
 
+@checked
 def mac(text: str | bytes) -> bytes:
     """``"aa:bb:cc:dd:ee:ff"`` (``-`` also accepted) as 6 bytes; bytes pass through."""
     if isinstance(text, bytes | bytearray):
@@ -204,6 +206,7 @@ def _ip(addr: Address) -> bytes:
         raise PacketError(f"not an IP address: {addr!r}") from None
 
 
+@checked
 def ip4(addr: Address) -> bytes:
     """An IPv4 address as its 4 network-order bytes."""
     b = _ip(addr)
@@ -212,6 +215,7 @@ def ip4(addr: Address) -> bytes:
     return b
 
 
+@checked
 def ip6(addr: Address) -> bytes:
     """An IPv6 address as its 16 network-order bytes."""
     b = _ip(addr)
@@ -245,6 +249,7 @@ def _fold(residue: int, nonzero: bool) -> int:
     return residue
 
 
+@checked
 def internet_checksum(data: bytes | bytearray | memoryview) -> int:
     """RFC 1071 checksum of ``data``: the complement of its ones'-complement word sum.
 
@@ -255,6 +260,7 @@ def internet_checksum(data: bytes | bytearray | memoryview) -> int:
     return ~_fold(_residue(raw), any(raw)) & 0xFFFF
 
 
+@checked
 def pseudo_header(src_ip: Address, dst_ip: Address, proto: int, length: int) -> bytes:
     """The pseudo-header TCP, UDP and ICMPv6 checksums cover (RFC 9293 / RFC 8200 8.1).
 
@@ -272,6 +278,8 @@ def pseudo_header(src_ip: Address, dst_ip: Address, proto: int, length: int) -> 
 
 
 def _check_range(name: str, value: int, top: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise PacketError(f"{name} must be an int, not {short(value)}")
     if not 0 <= value <= top:
         raise PacketError(f"{name} {value} out of range 0..{top:#x}")
 
@@ -290,6 +298,8 @@ def _vlan_tags(vlans: Sequence[Vlan]) -> bytes:
     out = bytearray()
     for i, tag in enumerate(vlans):
         if isinstance(tag, tuple):
+            if len(tag) != 2:
+                raise PacketError(f"a VLAN tag is a VID or (tpid, tci), not a {len(tag)}-tuple")
             tpid, tci = tag
         else:
             _check_range("VLAN id", tag, 0xFFF)
@@ -301,6 +311,7 @@ def _vlan_tags(vlans: Sequence[Vlan]) -> bytes:
     return bytes(out)
 
 
+@checked
 def ether(dst: str | bytes, src: str | bytes, ethertype: int, payload: bytes = b"",
           vlans: Sequence[Vlan] = (), *, pad: bool = False) -> bytes:
     """An Ethernet II frame: ``dst``, ``src``, the VLAN tags, ``ethertype``, ``payload``.
@@ -315,6 +326,7 @@ def ether(dst: str | bytes, src: str | bytes, ethertype: int, payload: bytes = b
     return frame
 
 
+@checked
 def arp(op: int, sender_mac: str | bytes, sender_ip: Address, target_mac: str | bytes,
         target_ip: Address) -> bytes:
     """An Ethernet/IPv4 ARP message (``struct arphdr`` plus its 20 address bytes)."""
@@ -327,6 +339,7 @@ def arp(op: int, sender_mac: str | bytes, sender_ip: Address, target_mac: str | 
 # Layer 3
 # ---------------------------------------------------------------------------
 
+@checked
 def ipv4(src: Address, dst: Address, proto: int, payload: bytes, ttl: int = 64, tos: int = 0,
          ident: int = 0, flags_df: bool = True, options: bytes = b"", *,
          more_fragments: bool = False, frag_offset: int = 0,
@@ -359,6 +372,7 @@ def ipv4(src: Address, dst: Address, proto: int, payload: bytes, ttl: int = 64, 
     return bytes(header) + payload
 
 
+@checked
 def ipv6(src: Address, dst: Address, next_header: int, payload: bytes, hop_limit: int = 64, *,
          traffic_class: int = 0, flow_label: int = 0,
          payload_length: int | None = None) -> bytes:
@@ -373,6 +387,7 @@ def ipv6(src: Address, dst: Address, next_header: int, payload: bytes, hop_limit
     return struct.pack("!IHBB", word0, plen, next_header, hop_limit) + ip6(src) + ip6(dst) + payload
 
 
+@checked
 def ipv6_fragment_header(next_header: int, offset: int, more: bool, ident: int) -> bytes:
     """An IPv6 Fragment extension header (RFC 8200 4.5); ``offset`` in bytes, multiple of 8."""
     if offset % 8 or not 0 <= offset <= 0x1FFF * 8:
@@ -385,6 +400,7 @@ def ipv6_fragment_header(next_header: int, offset: int, more: bool, ident: int) 
 # Layer 4
 # ---------------------------------------------------------------------------
 
+@checked
 def udp(sport: int, dport: int, payload: bytes, src_ip: Address, dst_ip: Address, *,
         checksum: bool = True, length: int | None = None) -> bytes:
     """A UDP datagram with its checksum over the IPv4 or IPv6 pseudo-header.
@@ -405,9 +421,9 @@ def udp(sport: int, dport: int, payload: bytes, src_ip: Address, dst_ip: Address
 
 
 def _tcp_flags(flags: int | str) -> int:
-    if isinstance(flags, int):
-        _check_range("TCP flags", flags, 0xFF)
-        return flags
+    if not isinstance(flags, str):
+        _check_range("TCP flags", flags, 0xFF)  # an int, or a one-line error
+        return int(flags)
     value = 0
     for letter in flags.upper():
         if letter not in _TCP_FLAG_LETTERS:
@@ -416,6 +432,7 @@ def _tcp_flags(flags: int | str) -> int:
     return value
 
 
+@checked
 def tcp(sport: int, dport: int, flags: int | str, payload: bytes = b"", seq: int = 0,
         ack: int = 0, *, src_ip: Address, dst_ip: Address, window: int = 65535,
         urgent: int = 0, options: bytes = b"") -> bytes:
@@ -442,6 +459,7 @@ def tcp(sport: int, dport: int, flags: int | str, payload: bytes = b"", seq: int
     return bytes(seg)
 
 
+@checked
 def icmp(type: int, code: int, payload: bytes = b"") -> bytes:
     """An ICMP message; ``payload`` is everything after the checksum (rest of header + data)."""
     _check_range("ICMP type", type, 0xFF)
@@ -451,6 +469,7 @@ def icmp(type: int, code: int, payload: bytes = b"") -> bytes:
     return bytes(msg)
 
 
+@checked
 def icmp_echo(ident: int, seq: int, data: bytes = b"", *, reply: bool = False) -> bytes:
     """An ICMP echo request (or reply) message."""
     _check_range("ident", ident, 0xFFFF)
@@ -458,6 +477,7 @@ def icmp_echo(ident: int, seq: int, data: bytes = b"", *, reply: bool = False) -
     return icmp(ICMP_ECHOREPLY if reply else ICMP_ECHO, 0, struct.pack("!HH", ident, seq) + data)
 
 
+@checked
 def icmpv6(type: int, code: int, payload: bytes, src_ip: Address,
            dst_ip: Address) -> bytes:
     """An ICMPv6 message with its checksum over the IPv6 pseudo-header (RFC 4443 2.3)."""
@@ -470,6 +490,7 @@ def icmpv6(type: int, code: int, payload: bytes, src_ip: Address,
     return bytes(msg)
 
 
+@checked
 def icmpv6_echo(ident: int, seq: int, data: bytes, src_ip: Address, dst_ip: Address, *,
                 reply: bool = False) -> bytes:
     """An ICMPv6 echo request (or reply) message."""
@@ -526,6 +547,7 @@ def _overhead(vlans: Sequence[Vlan], src: bytes, l4: int) -> int:
     return ETH_HLEN + 4 * len(vlans) + (40 if len(src) == 16 else 20) + l4
 
 
+@checked
 def udp_packet(payload: bytes = b"", *, sport: int = 1234, dport: int = 5678,
                src_ip: Address | None = None, dst_ip: Address | None = None,
                ipv6: bool = False, src_mac: str | bytes = DEFAULT_SRC_MAC,
@@ -543,6 +565,7 @@ def udp_packet(payload: bytes = b"", *, sport: int = 1234, dport: int = 5678,
                   src_mac=src_mac, dst_mac=dst_mac, vlans=vlans, pad=pad)
 
 
+@checked
 def tcp_packet(payload: bytes = b"", *, sport: int = 1234, dport: int = 80,
                flags: int | str = "S", seq: int = 1, ack: int = 0, window: int = 65535,
                options: bytes = b"", src_ip: Address | None = None,
@@ -563,6 +586,7 @@ def tcp_packet(payload: bytes = b"", *, sport: int = 1234, dport: int = 80,
                   vlans=vlans, pad=pad)
 
 
+@checked
 def icmp_packet(payload: bytes = b"", *, ident: int = 1, seq: int = 1, reply: bool = False,
                 src_ip: Address | None = None, dst_ip: Address | None = None,
                 ipv6: bool = False, src_mac: str | bytes = DEFAULT_SRC_MAC,
@@ -579,6 +603,7 @@ def icmp_packet(payload: bytes = b"", *, ident: int = 1, seq: int = 1, reply: bo
                   src_mac=src_mac, dst_mac=dst_mac, vlans=vlans, pad=pad)
 
 
+@checked
 def arp_packet(*, op: int = ARPOP_REQUEST, sender_mac: str | bytes = DEFAULT_SRC_MAC,
                sender_ip: Address = _DEFAULT_V4[0], target_mac: str | bytes = bytes(6),
                target_ip: Address = _DEFAULT_V4[1], dst_mac: str | bytes | None = None,
@@ -832,11 +857,14 @@ def _flow_sport(flow: int) -> int:
 def _vlan_list(vlan: int | Sequence[int] | None) -> tuple[int, ...]:
     if vlan is None:
         return ()
-    if isinstance(vlan, int):
-        return (vlan,)
+    if isinstance(vlan, int | np.integer):
+        return (int(vlan),)
+    if not isinstance(vlan, Sequence) or isinstance(vlan, str | bytes):
+        raise PacketError(f"vlan must be a VID or a sequence of VIDs, not {short(vlan)}")
     return tuple(vlan)
 
 
+@checked
 def flow_frame(flow: int, size: int, proto: str, *, vlan: int | Sequence[int] | None = None,
                ipv6: bool = False) -> bytes:
     """One frame of :func:`traffic`: ``proto`` ("udp", "tcp" or "icmp") of ``size`` bytes.
@@ -883,8 +911,11 @@ class _Mix:
         if not sizes or not protos:
             raise PacketError("sizes and protos must not be empty")
         for p in protos:
-            if p not in _PROTOS:
-                raise PacketError(f"unknown traffic protocol {p!r} (one of {', '.join(_PROTOS)})")
+            if not isinstance(p, str) or p not in _PROTOS:
+                raise PacketError(f"unknown traffic protocol {short(p)} (one of "
+                                  f"{', '.join(_PROTOS)})")
+        for size in sizes:
+            _check_range("a frame size", size, 0xFFFFFFFF)  # what fits, flow_frame says
         key = int(_splitmix(np.array([seed & _MASK64], dtype=np.uint64))[0])
         return cls(flows, tuple(int(s) for s in sizes), tuple(protos), key)
 
@@ -907,6 +938,7 @@ def _splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return z ^ (z >> np.uint64(31))
 
 
+@checked
 def traffic(flows: int = 1, sizes: Sequence[int] = (64,), protos: Sequence[str] = ("udp",),
             vlan: int | Sequence[int] | None = None, ipv6: bool = False, seed: int = 0, *,
             count: int | None = None) -> Iterator[bytes]:
@@ -1007,6 +1039,7 @@ def _complement(total: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return np.uint64(0xFFFF) - r
 
 
+@checked
 def batch(n: int, flows: int = 1, sizes: Sequence[int] = (64,),
           protos: Sequence[str] = ("udp",), vlan: int | Sequence[int] | None = None,
           ipv6: bool = False, seed: int = 0, *,
@@ -1030,14 +1063,16 @@ def batch(n: int, flows: int = 1, sizes: Sequence[int] = (64,),
     if stride < top:
         raise PacketError(f"stride {stride} is smaller than the largest size {top}")
     flow, size_i, proto_i = mix.choose(np.arange(n, dtype=np.uint64))
+    combo = size_i * len(mix.protos) + proto_i
+    # Every frame's template first: a size no frame can have fails here, not after
+    # allocating n rows of it.
+    templates = {c: _template(mix.sizes[c // len(mix.protos)], mix.protos[c % len(mix.protos)],
+                              vlans, ipv6) for c in np.unique(combo).tolist()}
     buf = np.zeros((n, stride), dtype=np.uint8)
     sizes_arr = np.asarray(mix.sizes, dtype=np.uint32)
     lengths = sizes_arr[size_i]
-    combo = size_i * len(mix.protos) + proto_i
-    for c in np.unique(combo).tolist():
+    for c, t in templates.items():
         rows = np.flatnonzero(combo == c)
-        t = _template(mix.sizes[c // len(mix.protos)], mix.protos[c % len(mix.protos)],
-                      vlans, ipv6)
         buf[rows, :len(t.frame)] = np.frombuffer(t.frame, dtype=np.uint8)
         f = flow[rows].astype(np.uint64)
         port = f if t.proto == "icmp" else np.uint64(1024) + f % np.uint64(64512)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pyxdp.args import checked
 from pyxdp.net.packets import batch as packet_batch
 from pyxdp.net.record import Alias, Field, Record
 from pyxdp.net.stack import SkbBatch
@@ -60,11 +61,15 @@ class GenState(Record):
     limit = Field()
 
 
+_I64_MAX = (1 << 63) - 1  # GenState.limit is an int64
+
+
 class TrafficGenerator:
     """Frames for a NIC rx queue: ``flows``/``sizes``/``protos``/``vlan``/``ipv6``/
     ``seed`` as :func:`pyxdp.net.packets.traffic`, or ``packets`` given; cycled
     until ``count`` frames were produced (``None``: endless)."""
 
+    @checked(count=(0, _I64_MAX), period=(1, 1 << 20))
     def __init__(self, *, packets: Sequence[bytes] | None = None, flows: int = 1,
                  sizes: Sequence[int] = (64,), protos: Sequence[str] = ("udp",),
                  vlan: int | Sequence[int] | None = None, ipv6: bool = False, seed: int = 0,

@@ -1029,6 +1029,14 @@ class XdpSock:
                 mem.put()
             self._mems = []
 
+    def netdev_unregister(self) -> None:
+        """``xsk_notifier``'s ``NETDEV_UNREGISTER``: the device bound to is going away
+        (its host is closed), so the socket is unbound: sendto and recvfrom are ENXIO
+        then, poll has nothing ready."""
+        with self.host.lock:
+            if self.state == BOUND:
+                self._unbind()
+
     def _unbind(self) -> None:
         host = self.host
         self.state = UNBOUND

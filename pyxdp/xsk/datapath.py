@@ -32,7 +32,7 @@ from pyxdp.args import U32_MAX, checked
 from pyxdp.net.xsk import BOUND, XdpSock
 from pyxdp.net.xsk_buff_pool import XskNetDevice
 from pyxdp.net.xsk_queue import ring_view
-from pyxdp.uapi.if_xdp import XdpBindFlag
+from pyxdp.uapi.if_xdp import XdpBindFlag, XdpStatistics
 from pyxdp.xsk.queue import RingCons, RingProd
 from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import POLL_RX_TX, RING_SIZES, ChunkPool, XskSocket, bind_flags
@@ -72,7 +72,10 @@ class PyxdpXskSocket(XdpSock, XskSocket):
                  shared: PyxdpXskSocket | None = None) -> None:
         if mode not in ("copy", "zerocopy", None):
             raise ValueError(f"mode {mode!r}: 'copy', 'zerocopy' or None")
-        h = dev.host if dev is not None else host if host is not None else \
+        # The socket's host is the namespace it is created in: host= when given (a
+        # device of another host is then ENODEV at bind, as an ifindex of another
+        # network namespace), else the device's or the shared socket's.
+        h = host if host is not None else dev.host if dev is not None else \
             shared.host if shared is not None else None
         if h is None:
             raise ValueError("an unbound socket needs host=")
@@ -132,8 +135,20 @@ class PyxdpXskSocket(XdpSock, XskSocket):
 
         Copy-mode tx is driven as by ``sendto``. With a timeout and nothing
         ready, the host runs one softirq round first (its NAPI runs here).
+        A closed socket is EBADF, as Linux's ``poll`` answers ``POLLNVAL`` for it.
         """
+        self._live("poll")
         return self.xsk_poll(timeout_ms) & events
+
+    def statistics(self) -> XdpStatistics:
+        """``getsockopt(XDP_STATISTICS)``; EBADF once closed (the fd is gone)."""
+        self._live("getsockopt(XDP_STATISTICS)")
+        return XdpSock.statistics(self)
+
+    def options(self) -> int:
+        """``getsockopt(XDP_OPTIONS)``; EBADF once closed (the fd is gone)."""
+        self._live("getsockopt(XDP_OPTIONS)")
+        return XdpSock.options(self)
 
     def _close_backend(self) -> None:
         """``close``: the kernel's ``xsk_release``, then the UMEM this socket made."""

@@ -399,6 +399,7 @@ class LinuxXskSocket(XskSocket):
             m.put()
         self._maps = []
         self.sock.close()
+        self._umem_put()  # a constructor that failed after registering
         if self._owned_umem is not None:
             self._owned_umem.close()
 

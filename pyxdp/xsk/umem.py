@@ -149,6 +149,10 @@ class Umem:
             self.buf = np.frombuffer(self._mmap, np.uint8, size)
         self.address: int = int(self.buf.ctypes.data)
         self._closed = False
+        # Sockets registered on this UMEM (libxdp's umem->refcount): close() waits for
+        # them, as xsk_umem__delete refuses (EBUSY) while a socket holds the UMEM.
+        self._users = 0
+        self._close_pending = False
 
     @classmethod
     def attach(cls, name: str, nchunks: int, chunk_size: int = 4096, headroom: int = 0, *,
@@ -302,10 +306,33 @@ class Umem:
 
     # -- lifetime -----------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def get(self, op: str) -> None:
+        """A socket registers this UMEM (``XDP_UMEM_REG``, or sharing it): it is in use
+        until :meth:`put`. A closed UMEM's memory is gone: EBADF."""
+        if self._closed:
+            raise XskError(op, _errno.EBADF, "the UMEM is closed")
+        self._users += 1
+
+    def put(self) -> None:
+        """A socket of this UMEM is closed; the last one ends a close the ``with``
+        block left pending."""
+        self._users -= 1
+        if not self._users and self._close_pending:
+            self.close()
+
     def close(self) -> None:
-        """Unmap this process's view (a registered UMEM stays pinned by the kernel)."""
+        """Unmap this process's view (a registered UMEM stays pinned by the kernel).
+        Refused (EBUSY) while sockets use it, as libxdp's ``xsk_umem__delete``: the
+        datapath still writes their packets into this memory."""
         if self._closed:
             return
+        if self._users:
+            raise XskError("Umem.close", _errno.EBUSY,
+                           f"the UMEM is in use by {self._users} socket(s): close them first")
         self._closed = True
         self.buf = np.zeros(0, np.uint8)
         try:
@@ -326,6 +353,11 @@ class Umem:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if exc is not None and self._users:
+            # Leaving on an exception with sockets still open: the last socket's close
+            # unmaps the memory (raising here would hide the exception).
+            self._close_pending = True
+            return
         self.close()
 
     def __repr__(self) -> str:

@@ -269,6 +269,8 @@ class XskSocket(ABC):
     def __init__(self, umem: Umem, pool: ChunkPool, fill_ring: RingProd | None,
                  comp_ring: RingCons | None, rx: RingCons | None, tx: RingProd | None, *,
                  need_wakeup: bool) -> None:
+        umem.get("XDP_UMEM_REG")
+        self._umem_held = True
         self.umem = umem
         self.pool = pool
         self.fill_ring = fill_ring
@@ -549,10 +551,17 @@ class XskSocket(ABC):
         if self._closed:
             raise XskError(op, _errno.EBADF, "the socket is closed")
 
+    def _umem_put(self) -> None:
+        """This socket no longer uses its UMEM (once; before closing a UMEM it owns)."""
+        if getattr(self, "_umem_held", False):
+            self._umem_held = False
+            self.umem.put()
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._umem_put()
         self._close_backend()
 
     def __enter__(self) -> Self:
