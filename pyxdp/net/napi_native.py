@@ -1872,6 +1872,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     for _poll in range(max_polls):
         n = 0
         nfr = 0  # multi-buffer frames in this poll (fl, and their rows of ft)
+        nsd = 0  # skbs the poll took and dropped (no pages): they count against the budget
         fbytes = 0  # ... their frags' bytes
         nfx = 0  # xdp_frames in this poll (fx holds every frame's memory and kind)
         nfor = 0  # ... of them in memories other than the queue's pool
@@ -1914,7 +1915,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         ring_lock(qcur)
         qhead = qcur[Q_HEAD]
         qcount = qcur[Q_COUNT]
-        while n < budget and qcount > 0:
+        while n + nsd < budget and qcount > 0:
             kind = qcols[4, qhead]
             if kind & KIND_SKB:
                 # An skb another device's transmit queued (veth_xdp_rx, netif_rx): this
@@ -1932,7 +1933,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     ctl[C_ERROR] = -1
                     break
                 if loc < 0:
+                    # veth_xdp_rcv's loop counts the entry it consumed (Python's poll
+                    # consumes a budget of entries, then converts them).
                     ds[D_RX_DROPPED] += 1
+                    nsd += 1
                     qhead = (qhead + 1) % qcols.shape[1]
                     qcount -= 1
                     continue
@@ -1997,7 +2001,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         qcur[Q_COUNT] = qcount
         ring_unlock(qcur)
         # Then the generator: a pool page per frame, the template copied in (DMA).
-        while n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
+        while n + nsd < budget and ntpl > 0 and gleft != 0 and qcount == 0:
             if tpl_len[gpos] > MAX_DMA:
                 # Past a page's packet room (fr_on: not generic, no xdp_frames in the
                 # poll): the NIC's DMA into a head and page frags of the pool
