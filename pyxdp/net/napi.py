@@ -54,11 +54,11 @@ Multi-buffer frames (``XDP_FLAGS_HAS_FRAGS``: a head page and frags in its
 ``skb_shared_info``, :data:`~pyxdp.net.frames.KIND_FRAGS`) keep their frags
 through every action above: DROP and PASS free each buffer's frags then its
 head, XDP_TX and redirects convert them to ``xdp_frame`` s with the frags
-flag, and the program runs on them one by one
+flag, and the program runs on them in the batch, their frags in a frag table
 (:func:`~pyxdp.net.prog.run_xdp`).
 
 This is the reference path: every frame can take it (with a tracer
-listening, every frame does; frags frames always do). JIT programs normally run in the native poll
+listening, every frame does). JIT programs normally run in the native poll
 loop (:mod:`pyxdp.net.napi_native`), which acts on the verdicts it can
 produce exactly over the same records and hands the rest back to
 :func:`dispatch`; with ``Host(threaded_napi=True)`` each CPU's queues are

@@ -129,9 +129,21 @@ memory (:func:`_bq_xmit_all`); a cpumap entry takes them into its bulk in their
 memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
 refuses there).
 
-Multi-buffer (frags) frames are never run: the loop stops at the first
-one in the rx ring (an skb's copy is made first), as at an ``xdp_frame`` in a
-memory it does not know, and the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+Multi-buffer (frags) buffers of the queue's pool (a NIC's DMA, an skb's copy, the
+generator's long frames, built here as ``skbuff_native.bufs_dma`` builds them) run
+in the loop: each poll's frags are listed in a frag table (:func:`_frags_row`, the
+layout of :class:`~pyxdp.net.xdp.FragTable`) whose address the JIT's descriptor
+carries for that batch, written back after the run (:func:`_frags_back`: released
+frags recycled first, then ``nr_frags``, ``xdp_frags_size`` and the frag records,
+as :meth:`pyxdp.net.prog._Frags.write_back`), and DROP/ABORTED free each frame's
+frags then its head. XDP_TX on a NIC whose transmit is a sink takes them into the
+TX bulk (the frags flag in the ``xdp_frame``, the whole length counted; completion
+frees frags then head). A poll where a frame kept frags and is to be passed,
+redirected or sent elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
+``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
+that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
+poll holding xdp_frames of other memories stop at a frags frame, which the Python
+poll takes (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -215,7 +227,12 @@ from pyxdp.net.skbuff_native import (
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
-from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
+from pyxdp.net.xdp import (
+    MAX_SKB_FRAGS,
+    SKB_SHARED_INFO_SIZE,
+    XDP_FLAGS_HAS_FRAGS,
+    XDP_FRAME_SIZE,
+)
 from pyxdp.net.xdp_mem import (
     SHINFO_OFF_NR_FRAGS,
     SHINFO_OFF_XDP_FRAGS_SIZE,
@@ -1001,8 +1018,12 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
     if tx_veth < 0:
         went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
                                                       tx_rows, ntx)
-        for j in range(ntx):  # sent, then completed: back to the pool
-            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse, cached)
+        for j in range(ntx):  # sent, then completed: back to the pool (frags, then head)
+            loc = tx_rows[j]
+            if (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:
+                c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring, free,
+                                              state, c, nuse, cached)
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         return went, np.int64(0), c, nuse, cached
     went = 0
     vbytes = np.int64(0)
@@ -1869,6 +1890,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_sys = len(sys_ref)
     cow = (pages, pfn_base, psc, cache, ring, free, state)  # the pool skbs are copied into
     red_seen = 0  # n_red at the last look at the veth rings
+    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink.
+    ftx = tx_ok != 0 and not generic and tx_veth < 0 and tx_wire == 0
     for _poll in range(max_polls):
         n = 0
         nfr = 0  # multi-buffer frames in this poll (fl, and their rows of ft)
@@ -2115,7 +2138,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         fdefer = False
         if nfr:
             for i in range(n):
-                if fl[i] and 2 <= np.int64(act[i]) <= 4:
+                if fl[i] and (np.int64(act[i]) == 2 or np.int64(act[i]) == 4
+                              or (np.int64(act[i]) == 3 and not ftx)):
                     fdefer = True
         ntx = 0
         deferred = 0
@@ -2355,6 +2379,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif a == 3 and tx_ok and not generic:  # a generic TX left: Python's
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
+                    if nfr and fl[i]:
+                        # A multi-buffer frame (only to a NIC's sink, ftx): the frags
+                        # flag in its header, its whole length sent.
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
+                        length += np.int64(ft[i, FRAG_SIZE])
                     if tx_veth < 0:
                         tx_bytes += length
                     tx_rows[ntx] = loc
