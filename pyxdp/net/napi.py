@@ -94,12 +94,12 @@ from pyxdp.net.frames import (
 from pyxdp.net.page_pool import PAGE_SIZE, PageAccountingError, PageMemory, PagePool
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.source import GenState
+from pyxdp.net.xdp import MAX_SKB_FRAGS, FragTable
 from pyxdp.net.xdp_mem import (
     return_frame_no_direct,
     xdp_return_frames_rx_napi,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, XdpAction
-from pyxdp.net.xdp import MAX_SKB_FRAGS, FragTable
 from pyxdp.vm.jit.abi import FRAG_WORDS, MAX_FRAGS
 from pyxdp.vm.jit.natives import serial_helpers
 

@@ -810,7 +810,7 @@ def _frags_back(pages, pfn_base, ft, i, loc, psc, cache, ring, free, state, c, n
             c, nuse, cached = _give(psc, cache, ring, free, state, frow, c, nuse, cached)
     base = pages.ctypes.data
     stride = pages.strides[0]
-    size = 0
+    size = np.int64(0)
     for k in range(nr):  # each frag left comes from index src >= k: not yet rewritten
         e = FRAG_HEAD + FRAG_ENTRY * k
         src = np.int64(ft[i, e + 2])
