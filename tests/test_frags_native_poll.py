@@ -11,6 +11,7 @@ the wires, stacks and sockets, and the same page pool and allocator records."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import random
 import struct
 from typing import Any
@@ -149,8 +150,10 @@ def _pools(h: Host, ordered: bool) -> list[tuple[object, ...]]:
     return out
 
 
-def _run(native: bool, feed: str, dry: bool,
-         verdicts: tuple[int, ...] = tuple(range(8))) -> tuple[Any, ...]:
+def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(range(8)),
+         wire: bool = True) -> tuple[Any, ...]:
+    """``wire``: eth1 shows what it sends to a wire sink (a target only the Python path
+    sends to); without, its transmit is a sink and only the counters see it."""
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         if feed == "veth":
             rx, sender = h.veth("veth0", "veth1", mtu=16000)
@@ -169,7 +172,9 @@ def _run(native: bool, feed: str, dry: bool,
             coll.maps["cpus"][0] = struct.pack("<Ii", 8, 0)
         rx.attach_xdp(coll.programs["t"])
         wires: dict[str, list[bytes]] = {}
-        eth1.wire.append(lambda dev, b: wires.setdefault(dev.name, []).extend(b.packets()))
+        if wire:
+            eth1.wire.append(lambda dev, b: wires.setdefault(dev.name, []).extend(
+                b.packets()))
         seen: list[tuple[int, bytes]] = []
         h.stack.on_receive(lambda s: seen.extend(zip(s.ifindex.tolist(), s.packets(),
                                                      strict=True)))
@@ -215,7 +220,7 @@ def _run(native: bool, feed: str, dry: bool,
         return polls, (
             {d.name: d.stats.asdict() for d in h.devices.values()}, traces,
             sorted(coll.maps["lens"].items()), wires, sorted(seen), got,
-            _pools(h, verdicts != (1, 2, 3, 7)),
+            _pools(h, verdicts == tuple(range(8))),
             (system.allocated, system.freed, system.nr_free))
 
 
@@ -238,9 +243,12 @@ def test_frags_native_poll_is_the_python_poll(feed: str, dry: bool) -> None:
 
 
 @pytest.mark.parametrize("feed", ["dma", "gen"])
-def test_frags_tx_to_a_nic_is_native(feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """XDP_TX of multi-buffer frames on a NIC whose transmit is a sink (whole frames
-    counted, completion frees frags then head), beside DROP, ABORTED and a tail
+def test_frags_tx_and_redirect_to_nics_are_native(feed: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDP_TX of multi-buffer frames on a NIC whose transmit is a sink and their
+    redirects through devmap slots without programs to NICs (eth1 a sink, eth2 whose
+    MTU refuses the long ones, the NIC itself; an empty slot aborts) - whole frames counted,
+    completion and refusals freeing frags then head - beside DROP, ABORTED and a tail
     shrink that releases frags: the native loop's own, nothing handed to Python, and
     the same records as the Python poll."""
     from pyxdp.net import napi
@@ -251,15 +259,20 @@ def test_frags_tx_to_a_nic_is_native(feed: str, monkeypatch: pytest.MonkeyPatch)
         calls[0] += 1
         orig(*a)
     monkeypatch.setattr(napi, "_dispatch_deferred", counted)
-    (py_native, polls), fast = _run(True, feed, False, (1, 2, 3, 7))
+    (py_native, polls), fast = _run(True, feed, False, (1, 2, 3, 4, 7), wire=False)
     assert calls[0] == 0 and py_native == 0 and polls > 0
-    _, ref = _run(False, feed, False, (1, 2, 3, 7))
+    _, ref = _run(False, feed, False, (1, 2, 3, 4, 7), wire=False)
     names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
     for name, a, b in zip(names, fast, ref, strict=True):
         assert a == b, name
     eth0 = fast[0]["eth0"]
     assert eth0["xdp_tx"] == 3 * 2 * 4 * len(SIZES)
     assert eth0["tx_bytes"] > 3 * 4 * (9000 + 15000)  # whole multi-buffer frames
+    assert fast[0]["eth1"]["tx_bytes"] > 3 * (9000 + 15000)  # redirected whole
+    errs = dict(fast[1]["xdp_redirect_err"])
+    # eth0 (ifindex 2; lo is 1): eth2's MTU refused the long frames' redirects (the
+    # empty slot's bpf_redirect_map returned XDP_ABORTED)
+    assert errs[(2, -errno.EMSGSIZE)]
 
 
 def test_a_drop_only_frags_poll_stays_native() -> None:

@@ -137,9 +137,12 @@ carries for that batch, written back after the run (:func:`_frags_back`: release
 frags recycled first, then ``nr_frags``, ``xdp_frags_size`` and the frag records,
 as :meth:`pyxdp.net.prog._Frags.write_back`), and DROP/ABORTED free each frame's
 frags then its head. XDP_TX on a NIC whose transmit is a sink takes them into the
-TX bulk (the frags flag in the ``xdp_frame``, the whole length counted; completion
-frees frags then head). A poll where a frame kept frags and is to be passed,
-redirected or sent elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
+TX bulk, and a redirect through a devmap entry without a program or to an ifindex
+(no broadcast, the call running no devmap program) that is such a NIC into its bulk
+queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
+the whole length checked and counted, completion or refusal freeing frags then
+head. A poll where a frame kept frags and is to be passed, redirected or sent
+elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
 ``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
 that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
 poll holding xdp_frames of other memories stop at a frags frame, which the Python
@@ -417,6 +420,7 @@ ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
 EINVAL = errno.EINVAL
 EMSGSIZE = errno.EMSGSIZE
 EOVERFLOW = errno.EOVERFLOW
+EOPNOTSUPP = errno.EOPNOTSUPP
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
@@ -838,6 +842,26 @@ def _frags_free(pages, pfn_base, loc, psc, cache, ring, free, state, c, nuse, ca
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_red_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire, tgt_veth, own_t):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the loop redirects multi-buffer frame ``i`` itself: a devmap entry without
+    a program or an ifindex (no broadcast) that is a NIC whose transmit is a sink
+    (``NDO_XMIT_SG``, as every pyxdp NIC), or a refusal whose errno does not depend on
+    the target's SG support (no device, no ``ndo_xdp_xmit``); the caller has no
+    devmap programs to run. Else the Python dispatch takes the poll's frames."""
+    if len(tgt_err) == 0 or (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0:
+        return False
+    slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+    if slot < 0 or kk != 0 or ifx == own_t:
+        return False
+    if ifx <= 0 or ifx >= len(tgt_ok):
+        return True  # -EINVAL
+    ok = tgt_ok[ifx]
+    if ok == 0:
+        return tgt_err[ifx] == EINVAL or tgt_err[ifx] == EOPNOTSUPP
+    return ok == 1 and tgt_wire[ifx] == 0 and tgt_veth[ifx, VETH_CUR] == 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _count_drop(ctl, a, n_drop, n_ab, n_bad):  # type: ignore[no-untyped-def]
     """XDP_DROP, XDP_ABORTED or an unknown verdict (the first one kept for the warning)."""
     if a == 1:
@@ -1172,6 +1196,9 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
             elif loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
             else:
+                if (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:  # a NIC's: frags, then head
+                    c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                  free, state, c, nuse, cached)
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     else:
         (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
@@ -1890,8 +1917,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_sys = len(sys_ref)
     cow = (pages, pfn_base, psc, cache, ring, free, state)  # the pool skbs are copied into
     red_seen = 0  # n_red at the last look at the veth rings
-    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink.
+    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink;
+    # redirects of them where no devmap program runs (_frags_red_ok).
     ftx = tx_ok != 0 and not generic and tx_veth < 0 and tx_wire == 0
+    fred = not generic and len(eg_ids) == 0
     for _poll in range(max_polls):
         n = 0
         nfr = 0  # multi-buffer frames in this poll (fl, and their rows of ft)
@@ -2138,8 +2167,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         fdefer = False
         if nfr:
             for i in range(n):
-                if fl[i] and (np.int64(act[i]) == 2 or np.int64(act[i]) == 4
-                              or (np.int64(act[i]) == 3 and not ftx)):
+                if fl[i] and (np.int64(act[i]) == 2 or (np.int64(act[i]) == 3 and not ftx)
+                              or (np.int64(act[i]) == 4 and not (fred and _frags_red_ok(
+                                  dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire,
+                                  tgt_veth, own_t)))):
                     fdefer = True
         ntx = 0
         deferred = 0
@@ -2488,7 +2519,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     done = True
             elif a == 4 and not generic:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length) \
+                # A multi-buffer frame (_frags_red_ok): xdp_ok_fwd_dev of its whole
+                # length, the frags flag in its xdp_frame, its frags freed with it.
+                mb = nfr and fl[i]
+                flen = length + np.int64(ft[i, FRAG_SIZE]) if mb else length
+                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, flen) \
                     if slot >= 0 and ifx != own_t else -1
                 if e == 0 and kk >= 0 and not _to_frame(w32, q64, loc, data, length, meta,
                                                         addr_base):
@@ -2496,13 +2531,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 if e > 0:  # __xdp_enqueue refused it: the frame freed
                     n_red += 1
                     cnt[K_ERR + e] += 1
+                    if mb:
+                        c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                      free, state, c, nuse, cached)
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
                 elif e == 0 and kk >= 0:
                     n_red += 1
                     red_cnt[slot, ifx] += 1
+                    if mb:
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
                     # bq_enqueue: the target's bulk queue for this program, sent when full.
-                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta, 0):
+                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, flen, meta, 0):
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,
