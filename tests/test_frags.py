@@ -184,8 +184,8 @@ def _long_skbs(native: bool, threaded: bool, monkeypatch: pytest.MonkeyPatch
     redirect to veth2 -> veth3), the other ends running a frags-aware XDP_PASS:
     how many skbs the Python poll converted, and the frames each stack got, the
     counters, the program's stats and the trace counts, the page accounting checked
-    exactly. (The pools' recycling counters follow the polls' batches, which differ:
-    the native loop stops at each multi-buffer frame for the Python poll to run.)"""
+    exactly, and the pools' counters (the native loop runs the multi-buffer frames
+    in its own polls, with the Python poll's batches and flushes)."""
     from pyxdp.net import skbuff_native
     converted = [0]
     orig = skbuff_native.skbs_to_buffs
@@ -226,14 +226,14 @@ def _long_skbs(native: bool, threaded: bool, monkeypatch: pytest.MonkeyPatch
         mid = tx_port.id  # ids differ between hosts: named
 
         def trace(name: str, k: tuple[int, ...], v: tuple[int, ...]) -> tuple[object, ...]:
-            # xdp_redirect's map id named; the flushes xdp_devmap_xmit counts follow
-            # the polls' batches (the native loop stops at each multi-buffer frame).
+            # xdp_redirect's map id named.
             key: tuple[object, ...] = k
             if name == "xdp_redirect" and k[2] == mid:
                 key = (*k[:2], "tx_port", *k[3:])
-            return (key, v[1:] if name == "xdp_devmap_xmit" else v)
+            return (key, v)
         out = (sorted(seen), {d.name: d.stats.asdict() for d in h.devices.values()}, st,
-               {n: sorted(trace(n, k, v) for k, v in c.items()) for n, c in snap.items()})
+               {n: sorted(trace(n, k, v) for k, v in c.items()) for n, c in snap.items()},
+               [q.pool.get_stats() for d in h.devices.values() for q in d.rx])
     monkeypatch.undo()
     return converted[0], out
 

@@ -561,7 +561,7 @@ def test_threaded_skbs_to_a_lockless_peer_keep_its_pool_exact(
         if sender == "python":
             ok = napi._native_ok
             monkeypatch.setattr(napi, "_native_ok",
-                                lambda rq, prog: rq.dev is not v0 and ok(rq, prog))
+                                lambda rq, prog, **kw: rq.dev is not v0 and ok(rq, prog, **kw))
         tx, rx = v0.rx[1], v1.rx[0]
         assert tx.ctx.cpu % h.nr_cpus != rx.ctx.cpu % h.nr_cpus
         pkts = frames_by_payload()[:48]

@@ -312,8 +312,10 @@ def generic_xdp_act(dev: NetDevice, prog: XdpProg, out: SkbBatch, act: np.ndarra
 
 
 def _select(b: SkbBatch, sel: np.ndarray) -> SkbBatch:
+    # The metadata list picked by C-level calls (no bytecode per skb).
+    idx = np.arange(len(b))[sel].tolist()
     return SkbBatch(b.data[sel], b.length[sel], b.ifindex[sel], b.queue[sel],
-                    [b.meta[int(i)] for i in np.arange(len(b))[sel].tolist()])
+                    list(map(b.meta.__getitem__, idx)))
 
 
 def _fire(dev: NetDevice, prog_id: int, err: np.ndarray, to_ifindex: np.ndarray,

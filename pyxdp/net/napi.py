@@ -54,11 +54,11 @@ Multi-buffer frames (``XDP_FLAGS_HAS_FRAGS``: a head page and frags in its
 ``skb_shared_info``, :data:`~pyxdp.net.frames.KIND_FRAGS`) keep their frags
 through every action above: DROP and PASS free each buffer's frags then its
 head, XDP_TX and redirects convert them to ``xdp_frame`` s with the frags
-flag, and the program runs on them one by one
+flag, and the program runs on them in the batch, their frags in a frag table
 (:func:`~pyxdp.net.prog.run_xdp`).
 
 This is the reference path: every frame can take it (with a tracer
-listening, every frame does; frags frames always do). JIT programs normally run in the native poll
+listening, every frame does). JIT programs normally run in the native poll
 loop (:mod:`pyxdp.net.napi_native`), which acts on the verdicts it can
 produce exactly over the same records and hands the rest back to
 :func:`dispatch`; with ``Host(threaded_napi=True)`` each CPU's queues are
@@ -91,14 +91,16 @@ from pyxdp.net.frames import (
     KIND_SKB,
     Frames,
 )
-from pyxdp.net.page_pool import PageAccountingError, PageMemory, PagePool
+from pyxdp.net.page_pool import PAGE_SIZE, PageAccountingError, PageMemory, PagePool
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.source import GenState
+from pyxdp.net.xdp import MAX_SKB_FRAGS, FragTable
 from pyxdp.net.xdp_mem import (
     return_frame_no_direct,
     xdp_return_frames_rx_napi,
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, XdpAction
+from pyxdp.vm.jit.abi import FRAG_WORDS, MAX_FRAGS
 from pyxdp.vm.jit.natives import serial_helpers
 
 if TYPE_CHECKING:
@@ -133,11 +135,11 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
     dev = rq.dev
     host = dev.host
     prog = dev.xdp_prog
-    if prog is not None and _native_ok(rq, prog) and (
-            len(rq.ring) == 0 or rq.ring.peek_kind() in _NATIVE_KINDS
+    if prog is not None and _native_ok(rq, prog, frags=True) and (
+            len(rq.ring) == 0 or rq.ring.peek_kind() in _NATIVE_FRAGS_KINDS
             or _frame_memory(rq) is not None):
         done = _native_poll(rq, prog, budget)
-        if done or not len(rq.ring) or rq.ring.peek_kind() in _NATIVE_KINDS:
+        if done or not len(rq.ring) or rq.ring.peek_kind() in _NATIVE_FRAGS_KINDS:
             return done
         # An xdp_frame the loop would not touch (no page in use where it points):
         # the Python path takes the poll and reports it.
@@ -179,6 +181,8 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
 # What the native loop takes at the head of a ring without help: the queue's own
 # buffers and skbs other devices queued (it copies them into its pool).
 _NATIVE_KINDS = (KIND_BUFF, KIND_SKB)
+# ... and, running a native program (not generic XDP), multi-buffer ones of its pool.
+_NATIVE_FRAGS_KINDS = (*_NATIVE_KINDS, KIND_BUFF | KIND_FRAGS, KIND_SKB | KIND_FRAGS)
 
 
 def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
@@ -325,6 +329,15 @@ def napi_flush(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, bq: BulkQue
 
 DEFER_POLLS = 16
 MAX_NATIVE_FRAME = 4096 - 256 - 320  # one page: headroom and skb_shared_info room
+# A multi-buffer frame's longest: the head's room and MAX_SKB_FRAGS page frags.
+MAX_NATIVE_FRAGS_FRAME = MAX_NATIVE_FRAME + MAX_SKB_FRAGS * PAGE_SIZE
+
+
+def _frags_native(rq: NetdevRxQueue) -> bool:
+    """The native loop builds and runs multi-buffer frames of ``rq``'s pool: page-sized
+    buffers (the head's ``skb_shared_info`` where :mod:`pyxdp.net.skbuff_native`
+    puts it), no zero-copy AF_XDP socket."""
+    return rq.xsk is None and rq.pool.page_size == PAGE_SIZE
 BULK_NATIVE = 16  # the native loop's TX and devmap bulk size (DEV_MAP_BULK_SIZE)
 NATIVE_POLLS = 1024  # polls per native call (the softirq's "keep going" loop)
 _native_mod: object | None = None
@@ -514,6 +527,11 @@ class _NativeState:
         # xdp_frames from other devices: each frame's memory and kind while a poll
         # holds some, and the memories' pages addresses (pyxdp.net.napi_native.FX_*).
         self.fx = np.zeros((budget, FX_COLS), np.int64)
+        # A multi-buffer poll's frag table (rows by position in the poll; Python helpers
+        # of the program see the frags through it) and which frames have frags.
+        self.io.frags = FragTable(np.zeros((budget, FRAG_WORDS), np.uint64),
+                                  np.zeros((budget, MAX_FRAGS, 2), np.uint64))
+        self.fl = np.zeros(budget, np.int64)
         self._pools: tuple[PagePool, ...] = ()
         self.ptab = np.zeros((0, PT_COLS), np.int64)
         self.faddr = np.zeros(2, np.int64)
@@ -664,13 +682,17 @@ def native_polls_of(rq: NetdevRxQueue) -> int:
     return int(st.ctl[C.POLLS]) if st is not None else 0
 
 
-def _native_ok(rq: NetdevRxQueue, prog: XdpProg) -> bool:
+def _native_ok(rq: NetdevRxQueue, prog: XdpProg, *, frags: bool = False) -> bool:
+    """Whether the native loop may poll ``rq`` with ``prog``; ``frags``: as a native
+    program, which takes multi-buffer frames (the generator's too, up to
+    ``MAX_SKB_FRAGS`` frags, on a queue of page-sized buffers without zero-copy)."""
     host = rq.dev.host
     if not (prog.engine == "jit" and host.native and not host.tracer.listening
             and not rq.pool.destroyed and native_available()):
         return False
     src = rq.source
-    if src is not None and src.active and src.max_len > MAX_NATIVE_FRAME:
+    if src is not None and src.active and src.max_len > MAX_NATIVE_FRAME and not (
+            frags and _frags_native(rq) and src.max_len <= MAX_NATIVE_FRAGS_FRAME):
         return False  # frames above a page's room: the Python poll's copies take them
     pool = rq.xsk
     if pool is None:
@@ -730,9 +752,11 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
         assert xsk is not None and xsk.pool.region is not None
         return _native_poll_zc(rq, prog, budget, st, xsk)
     src = rq.source
+    fr_on = not generic and _frags_native(rq)
     if src is not None and src.active:
         tpl, tpl_len = src.batch.data, src.batch.length
-        if src.max_len > min(tpl.shape[1], MAX_NATIVE_FRAME):
+        if src.max_len > min(tpl.shape[1], MAX_NATIVE_FRAGS_FRAME if fr_on
+                             else MAX_NATIVE_FRAME):
             raise ValueError(f"{dev.name}: generator frames above {MAX_NATIVE_FRAME} bytes "
                              f"need multi-buffer XDP, which pyxdp devices do not do")
         gen = (tpl, tpl_len, src.state.words)
@@ -800,7 +824,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 NATIVE_POLLS, budget, _jit_args(io, fn, ctx_addr),
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
-                (ring.cols, ring.cur.words, fon, st.ptab, st.fx, st.faddr), gen,
+                (ring.cols, ring.cur.words, fon, st.ptab, st.fx, st.faddr, fr_on,
+                 st.io.frags.rows, st.io.frags.bounds, st.fl), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,

@@ -129,9 +129,24 @@ memory (:func:`_bq_xmit_all`); a cpumap entry takes them into its bulk in their
 memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
 refuses there).
 
-Multi-buffer (frags) frames are never run: the loop stops at the first
-one in the rx ring (an skb's copy is made first), as at an ``xdp_frame`` in a
-memory it does not know, and the Python poll takes it (``docs/SEMANTICS.md``, sizes and frags).
+Multi-buffer (frags) buffers of the queue's pool (a NIC's DMA, an skb's copy, the
+generator's long frames, built here as ``skbuff_native.bufs_dma`` builds them) run
+in the loop: each poll's frags are listed in a frag table (:func:`_frags_row`, the
+layout of :class:`~pyxdp.net.xdp.FragTable`) whose address the JIT's descriptor
+carries for that batch, written back after the run (:func:`_frags_back`: released
+frags recycled first, then ``nr_frags``, ``xdp_frags_size`` and the frag records,
+as :meth:`pyxdp.net.prog._Frags.write_back`), and DROP/ABORTED free each frame's
+frags then its head. XDP_TX on a NIC whose transmit is a sink takes them into the
+TX bulk, and a redirect through a devmap entry without a program or to an ifindex
+(no broadcast, the call running no devmap program) that is such a NIC into its bulk
+queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
+the whole length checked and counted, completion or refusal freeing frags then
+head. A poll where a frame kept frags and is to be passed, redirected or sent
+elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
+``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
+that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
+poll holding xdp_frames of other memories stop at a frags frame, which the Python
+poll takes (``docs/SEMANTICS.md``, sizes and frags).
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -201,12 +216,33 @@ from pyxdp.net.page_pool_lock import alloc_page_ir, put_page_ir
 from pyxdp.net.page_pool_native import _alloc, _put_ring
 from pyxdp.net.page_pool_native import _recycle as _recycle  # pyxdp.xsk.live imports it here
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_CONS_LOCK, ring_count, ring_produce_locked
-from pyxdp.net.skbuff_native import BAD_SKB, skb_pp_cow_data
+from pyxdp.net.skbuff_native import (
+    BAD_SKB,
+    FRAG0,
+    SH,
+    _ld,
+    _st,
+    nr_frags_for,
+    pp_buff_alloc,
+    skb_pp_cow_data,
+    skb_write,
+)
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
-from pyxdp.net.xdp import SKB_SHARED_INFO_SIZE, XDP_FRAME_SIZE
-from pyxdp.net.xdp_mem import XDP_FRAME_OFF_DEV_RX, XdpMemType
+from pyxdp.net.xdp import (
+    MAX_SKB_FRAGS,
+    SKB_SHARED_INFO_SIZE,
+    XDP_FLAGS_HAS_FRAGS,
+    XDP_FRAME_SIZE,
+)
+from pyxdp.net.xdp_mem import (
+    SHINFO_OFF_NR_FRAGS,
+    SHINFO_OFF_XDP_FRAGS_SIZE,
+    SKB_FRAG_SIZE,
+    XDP_FRAME_OFF_DEV_RX,
+    XdpMemType,
+)
 from pyxdp.net.xsk_native import (
     T_SLOT,
     T_TX_ERR,
@@ -228,7 +264,14 @@ from pyxdp.net.xsk_native import (
 from pyxdp.net.xsk_native_tx import MAX_DMA, veth_rx_page, veth_rx_queue
 from pyxdp.net.xsk_wire import W_SIZE, wire_lock, wire_publish, wire_unlock, wire_xmit
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
-from pyxdp.vm.jit.abi import XDP_FIELDS
+from pyxdp.vm.jit.abi import (
+    FRAG_ENTRY,
+    FRAG_FRAG_SIZE,
+    FRAG_HEAD,
+    FRAG_NR,
+    FRAG_SIZE,
+    XDP_FIELDS,
+)
 
 __all__ = ["C", "DEFER_COLS", "DM_HASH_COLS", "FX_COLS", "K", "MAX_MEMS", "PT_COLS",
            "native_polls", "native_polls_zc"]
@@ -377,12 +420,14 @@ ENOSPC = errno.ENOSPC  # ... or the frame is too long for its buffers
 EINVAL = errno.EINVAL
 EMSGSIZE = errno.EMSGSIZE
 EOVERFLOW = errno.EOVERFLOW
+EOPNOTSUPP = errno.EOPNOTSUPP
 M_BATCHES = Mib.BATCHES
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 XDP_EGRESS = XDP_FIELDS.index("egress")  # the descriptor word of egress_ifindex
 DESC_FRAMES = XDP_FIELDS.index("frames")  # ... and of the frames array's address
+DESC_FRAGS = XDP_FIELDS.index("frags")  # ... and of a multi-buffer poll's frag table
 
 
 @intrinsic
@@ -709,6 +754,114 @@ def _mem_frame(sysm, ptab, mi, row):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_row(pages, pfn_base, state, loc, ft, fb, n):  # type: ignore[no-untyped-def]
+    """Row ``n`` of the poll's frag table (:class:`~pyxdp.net.xdp.FragTable`, as
+    :class:`pyxdp.net.prog._Frags` builds it with numpy) for the multi-buffer buffer
+    whose head is page ``loc`` of the queue's pool: ``nr_frags``, the frags' bytes and
+    per frag its host address, length and index, with its page's bounds. Returns the
+    frags' bytes, or -1 when the head's ``skb_shared_info`` lists a frag that is no
+    page of this pool in use (the Python path takes that frame)."""
+    nr = np.int64(pages[loc, SH + SHINFO_OFF_NR_FRAGS])
+    if nr == 0 or nr > MAX_SKB_FRAGS:
+        return -1
+    base = pages.ctypes.data
+    stride = pages.strides[0]
+    size = 0
+    for k in range(nr):
+        at = FRAG0 + SKB_FRAG_SIZE * k
+        frow = _ld(pages, loc, at, 8) - pfn_base
+        flen = _ld(pages, loc, at + 8, 4)
+        foff = _ld(pages, loc, at + 12, 4)
+        if frow < 0 or frow >= len(state) or state[frow] != _INUSE or foff + flen > PAGE_SIZE:
+            return -1
+        page = base + frow * stride
+        e = FRAG_HEAD + FRAG_ENTRY * k
+        ft[n, e] = np.uint64(page + foff)
+        ft[n, e + 1] = np.uint64(flen)
+        ft[n, e + 2] = np.uint64(k)
+        fb[n, k, 0] = np.uint64(page)
+        fb[n, k, 1] = np.uint64(page + PAGE_SIZE)
+        size += flen
+    ft[n, FRAG_NR] = np.uint64(nr)
+    ft[n, FRAG_SIZE] = np.uint64(size)
+    ft[n, FRAG_FRAG_SIZE] = 0  # pyxdp's rx queues register no frag_size (as veth)
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_back(pages, pfn_base, ft, i, loc, psc, cache, ring, free, state, c, nuse, cached):  # type: ignore[no-untyped-def] # noqa: E501
+    """Frame ``i``'s frags as the run left them (row ``i`` of the frag table) written
+    back into its head's ``skb_shared_info`` (page ``loc``), as
+    :meth:`pyxdp.net.prog._Frags.write_back` does: frags the run released
+    (``adjust_tail``, ``bpf_xdp_pull_data``) go back to the pool first, in order
+    (``__xdp_return``: not direct, but this poll is the pool's NAPI -
+    ``page_pool_napi_local`` - so into its alloc cache), then ``nr_frags``,
+    ``xdp_frags_size`` and the frag records. Returns (frags left, c, nuse, cached)."""
+    nr0 = np.int64(pages[loc, SH + SHINFO_OFF_NR_FRAGS])
+    nr = np.int64(ft[i, FRAG_NR])
+    changed = nr != nr0
+    for k in range(nr):
+        e = FRAG_HEAD + FRAG_ENTRY * k
+        if (np.int64(ft[i, e + 2]) != k
+                or np.int64(ft[i, e + 1]) != _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * k + 8, 4)):
+            changed = True
+    if not changed:
+        return nr, c, nuse, cached
+    first = np.int64(ft[i, FRAG_HEAD + 2]) if nr > 0 else nr0
+    for k in range(nr0):
+        if k < first or k >= first + nr:
+            frow = _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * k, 8) - pfn_base
+            c, nuse, cached = _give(psc, cache, ring, free, state, frow, c, nuse, cached)
+    base = pages.ctypes.data
+    stride = pages.strides[0]
+    size = np.int64(0)
+    for k in range(nr):  # each frag left comes from index src >= k: not yet rewritten
+        e = FRAG_HEAD + FRAG_ENTRY * k
+        src = np.int64(ft[i, e + 2])
+        pfn = _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * src, 8)
+        ln = np.int64(ft[i, e + 1])
+        off = np.int64(ft[i, e]) - (base + (pfn - pfn_base) * stride)
+        at = FRAG0 + SKB_FRAG_SIZE * k
+        _st(pages, loc, at, 8, pfn)
+        _st(pages, loc, at + 8, 4, ln)
+        _st(pages, loc, at + 12, 4, off)
+        size += ln
+    pages[loc, SH + SHINFO_OFF_NR_FRAGS] = nr
+    _st(pages, loc, SH + SHINFO_OFF_XDP_FRAGS_SIZE, 4, size)
+    return nr, c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_free(pages, pfn_base, loc, psc, cache, ring, free, state, c, nuse, cached):  # type: ignore[no-untyped-def] # noqa: E501
+    """A dropped multi-buffer buffer's frags recycled directly, in order (its head
+    next, by the caller), as the Python path's ``xdp_buffs_pages`` lists them."""
+    for k in range(np.int64(pages[loc, SH + SHINFO_OFF_NR_FRAGS])):
+        frow = _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * k, 8) - pfn_base
+        c, nuse, cached = _give(psc, cache, ring, free, state, frow, c, nuse, cached)
+    return c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_red_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire, tgt_veth, own_t):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the loop redirects multi-buffer frame ``i`` itself: a devmap entry without
+    a program or an ifindex (no broadcast) that is a NIC whose transmit is a sink
+    (``NDO_XMIT_SG``, as every pyxdp NIC), or a refusal whose errno does not depend on
+    the target's SG support (no device, no ``ndo_xdp_xmit``); the caller has no
+    devmap programs to run. Else the Python dispatch takes the poll's frames."""
+    if len(tgt_err) == 0 or (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0:
+        return False
+    slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
+    if slot < 0 or kk != 0 or ifx == own_t:
+        return False
+    if ifx <= 0 or ifx >= len(tgt_ok):
+        return True  # -EINVAL
+    ok = tgt_ok[ifx]
+    if ok == 0:
+        return tgt_err[ifx] == EINVAL or tgt_err[ifx] == EOPNOTSUPP
+    return ok == 1 and tgt_wire[ifx] == 0 and tgt_veth[ifx, VETH_CUR] == 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _count_drop(ctl, a, n_drop, n_ab, n_bad):  # type: ignore[no-untyped-def]
     """XDP_DROP, XDP_ABORTED or an unknown verdict (the first one kept for the warning)."""
     if a == 1:
@@ -889,8 +1042,12 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
     if tx_veth < 0:
         went = ntx if tx_wire == 0 else _wire_tx_bulk(tx_wire, pages, w32, q64, addr_base,
                                                       tx_rows, ntx)
-        for j in range(ntx):  # sent, then completed: back to the pool
-            c, nuse, cached = _give(psc, cache, ring, free, state, tx_rows[j], c, nuse, cached)
+        for j in range(ntx):  # sent, then completed: back to the pool (frags, then head)
+            loc = tx_rows[j]
+            if (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:
+                c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring, free,
+                                              state, c, nuse, cached)
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         return went, np.int64(0), c, nuse, cached
     went = 0
     vbytes = np.int64(0)
@@ -1039,6 +1196,9 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
             elif loc < 0:  # a broadcast's clone: an order-0 page (put_page)
                 _put_page(sysm, -1 - loc)
             else:
+                if (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:  # a NIC's: frags, then head
+                    c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                  free, state, c, nuse, cached)
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     else:
         (_ids, eg_fn, eg_ctx, eg_desc, eg_rows, eg_off, eg_len, eg_meta, eg_act, eg_offo,
@@ -1688,8 +1848,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     pages, w32, q64, addr_base, pfn_base, psc, cache, ring, free, state = pool
     # fon: xdp_frames other devices queued are taken (in the queue's pool, the system
     # allocator or a pool of the table ptab); fx their scratch (FX_COLS), faddr the
-    # memories' pages addresses (by FX_MEM).
-    qcols, qcur, fon, ptab, fx, faddr = rxq
+    # memories' pages addresses (by FX_MEM). A multi-buffer poll's frag table (ft rows,
+    # fb their frags' page bounds, fl per frame: it has frags) when fr_on; the
+    # generator's frames past a page's packet room are built there too.
+    qcols, qcur, fon, ptab, fx, faddr, fr_on, ft, fb, fl = rxq
     tpl, tpl_len, gst = gen
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
@@ -1755,8 +1917,15 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_sys = len(sys_ref)
     cow = (pages, pfn_base, psc, cache, ring, free, state)  # the pool skbs are copied into
     red_seen = 0  # n_red at the last look at the veth rings
+    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink;
+    # redirects of them where no devmap program runs (_frags_red_ok).
+    ftx = tx_ok != 0 and not generic and tx_veth < 0 and tx_wire == 0
+    fred = not generic and len(eg_ids) == 0
     for _poll in range(max_polls):
         n = 0
+        nfr = 0  # multi-buffer frames in this poll (fl, and their rows of ft)
+        nsd = 0  # skbs the poll took and dropped (no pages): they count against the budget
+        fbytes = 0  # ... their frags' bytes
         nfx = 0  # xdp_frames in this poll (fx holds every frame's memory and kind)
         nfor = 0  # ... of them in memories other than the queue's pool
         # Pages the cpumap kthreads freed come back (not directly: ring or release);
@@ -1798,7 +1967,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         ring_lock(qcur)
         qhead = qcur[Q_HEAD]
         qcount = qcur[Q_COUNT]
-        while n < budget and qcount > 0:
+        while n + nsd < budget and qcount > 0:
             kind = qcols[4, qhead]
             if kind & KIND_SKB:
                 # An skb another device's transmit queued (veth_xdp_rx, netif_rx): this
@@ -1816,7 +1985,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     ctl[C_ERROR] = -1
                     break
                 if loc < 0:
+                    # veth_xdp_rcv's loop counts the entry it consumed (Python's poll
+                    # consumes a budget of entries, then converts them).
                     ds[D_RX_DROPPED] += 1
+                    nsd += 1
                     qhead = (qhead + 1) % qcols.shape[1]
                     qcount -= 1
                     continue
@@ -1829,10 +2001,24 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 qcols[4, qhead] = kind
             loc = qcols[0, qhead] - pfn_base
             mi = 0
-            if kind != 0:
+            fsz = 0
+            if kind == KIND_FRAGS and fr_on:
+                # A multi-buffer buffer of this pool (a NIC's DMA, an skb's copy): its
+                # frags listed in the poll's frag table. A poll holding xdp_frames
+                # leaves it to the next poll (one table per batch, rows by position).
+                if nfx:
+                    break
+                if loc < 0 or loc >= npages or state[loc] != _INUSE:
+                    ctl[C_ERROR] = -1
+                    break
+                fsz = _frags_row(pages, pfn_base, state, loc, ft, fb, n)
+                if fsz < 0:
+                    break  # a frag in memory this call does not know: Python's
+            elif kind != 0:
                 # An xdp_frame another device queued (ndo_xdp_xmit): taken when its
-                # memory is one the call knows; frags frames are the Python path's.
-                if kind != KIND_FRAME or fon == 0:
+                # memory is one the call knows, in a poll without multi-buffer frames
+                # (those of other memories and generic XDP's are the Python path's).
+                if kind != KIND_FRAME or fon == 0 or nfr:
                     break
                 if loc < 0 or loc >= npages:
                     mi, loc = _mem_of(sysm, ptab, qcols[0, qhead])
@@ -1853,13 +2039,62 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 fx[n, FX_MEM] = mi
                 fx[n, FX_KIND] = kind
             qhead = _from_ring(qcols, qhead, loc, rows, d_off, d_len, d_meta, n)
+            if fr_on:
+                fl[n] = fsz > 0
+                if fsz > 0:
+                    d_len[n] -= fsz  # the program's linear part: the head's bytes
+                    nfr += 1
+                    fbytes += fsz
+                else:
+                    ft[n, FRAG_NR] = 0
             qcount -= 1
             n += 1
         qcur[Q_HEAD] = qhead
         qcur[Q_COUNT] = qcount
         ring_unlock(qcur)
         # Then the generator: a pool page per frame, the template copied in (DMA).
-        while n < budget and ntpl > 0 and gleft != 0 and qcount == 0:
+        while n + nsd < budget and ntpl > 0 and gleft != 0 and qcount == 0:
+            if tpl_len[gpos] > MAX_DMA:
+                # Past a page's packet room (fr_on: not generic, no xdp_frames in the
+                # poll): the NIC's DMA into a head and page frags of the pool
+                # (skbuff_native.bufs_dma's pp_buff_alloc and copy); too few pages
+                # drops the frame, those taken back into the pool's ring head first
+                # (the Python path's fill runs outside the pool's NAPI).
+                if not fr_on or nfx:
+                    break
+                ln = tpl_len[gpos]
+                psc[P_COUNT] = c
+                psc[P_NUSE] = nuse
+                loc, got = pp_buff_alloc(cow, ln)
+                if loc >= 0 and got < nr_frags_for(ln):
+                    _put_ring(psc, ring, free, state, loc)
+                    for k in range(got):
+                        _put_ring(psc, ring, free, state,
+                                  _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * k, 8) - pfn_base)
+                    loc = -1
+                c = psc[P_COUNT]
+                nuse = psc[P_NUSE]
+                if loc < 0:
+                    ds[D_RX_DROPPED] += 1
+                    break
+                skb_write(pages, pfn_base, loc, HEADROOM, 0,
+                          tpl.ctypes.data + gpos * tpl.strides[0], min(ln, tpl.shape[1]))
+                fsz = _frags_row(pages, pfn_base, state, loc, ft, fb, n)
+                rows[n] = loc
+                d_off[n] = HEADROOM
+                d_len[n] = ln - fsz
+                d_meta[n] = 0
+                fl[n] = 1
+                nfr += 1
+                fbytes += fsz
+                gpos += 1
+                if gpos == ntpl:
+                    gpos = 0
+                if gleft > 0:
+                    gleft -= 1
+                gmade += 1
+                n += 1
+                continue
             loc, c, nuse, fast = _take(psc, cache, ring, free, state, c, nuse, fast)
             if loc < 0:
                 ds[D_RX_DROPPED] += 1
@@ -1869,6 +2104,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if nfx:
                 fx[n, FX_MEM] = 0
                 fx[n, FX_KIND] = 0
+            if fr_on:
+                fl[n] = 0
+                ft[n, FRAG_NR] = 0
             gmade += 1
             n += 1
         if n == 0 or ctl[C_ERROR] != 0 or psc[P_ERROR] != 0:
@@ -1909,8 +2147,31 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             nbytes += _run_mems(fn, ctx_addr, desc, (rows, d_off, d_len, d_meta, act, off_out,
                                                      len_out, meta_out, status, pc_out,
                                                      addr_out, red), fx, n, faddr)
+        elif nfr:
+            # The frag table for the JIT's frags twins (x_frags: a frame's row while
+            # it has frags), then the frags as the run left them written back.
+            desc[DESC_FRAGS] = np.uint64(ft.ctypes.data)
+            nbytes += _run(fn, ctx_addr, desc, d_len, n) + fbytes
+            desc[DESC_FRAGS] = 0
+            for i in range(n):
+                if fl[i]:
+                    left, c, nuse, cached = _frags_back(pages, pfn_base, ft, i, rows[i], psc,
+                                                        cache, ring, free, state, c, nuse,
+                                                        cached)
+                    fl[i] = left > 0
         else:
             nbytes += _run(fn, ctx_addr, desc, d_len, n)
+        # A multi-buffer frame left to pass, send or redirect: this poll's PASS, TX
+        # and REDIRECT frames all go to the Python dispatch, in order, and its flush
+        # (one stack list, bulks and flushes as the Python poll makes them).
+        fdefer = False
+        if nfr:
+            for i in range(n):
+                if fl[i] and (np.int64(act[i]) == 2 or (np.int64(act[i]) == 3 and not ftx)
+                              or (np.int64(act[i]) == 4 and not (fred and _frags_red_ok(
+                                  dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire,
+                                  tgt_veth, own_t)))):
+                    fdefer = True
         ntx = 0
         deferred = 0
         backed_up = False
@@ -2061,11 +2322,23 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 continue
             if a == 1 or a == 0 or a > 4:
                 n_drop, n_ab, n_bad = _count_drop(ctl, a, n_drop, n_ab, n_bad)
+                if nfr and fl[i]:  # each buffer's frags, then its head
+                    c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                  free, state, c, nuse, cached)
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 continue
             data = np.int64(off_out[i])
             length = np.int64(len_out[i])
             meta = np.int64(meta_out[i])
+            if fdefer:
+                flushy += 1
+                if fl[i]:
+                    _defer(ctl, defer, red, i, loc, data, length + np.int64(ft[i, FRAG_SIZE]),
+                           meta, a, KIND_FRAGS)
+                else:
+                    _defer(ctl, defer, red, i, loc, data, length, meta, a, 0)
+                deferred += 1
+                continue
             done = False
             if a == 2 and stack_ok:
                 # The skb built around the page goes through the stack's demux and is
@@ -2137,6 +2410,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif a == 3 and tx_ok and not generic:  # a generic TX left: Python's
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
+                    if nfr and fl[i]:
+                        # A multi-buffer frame (only to a NIC's sink, ftx): the frags
+                        # flag in its header, its whole length sent.
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
+                        length += np.int64(ft[i, FRAG_SIZE])
                     if tx_veth < 0:
                         tx_bytes += length
                     tx_rows[ntx] = loc
@@ -2241,7 +2519,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     done = True
             elif a == 4 and not generic:
                 slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
-                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, length) \
+                # A multi-buffer frame (_frags_red_ok): xdp_ok_fwd_dev of its whole
+                # length, the frags flag in its xdp_frame, its frags freed with it.
+                mb = nfr and fl[i]
+                flen = length + np.int64(ft[i, FRAG_SIZE]) if mb else length
+                e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, flen) \
                     if slot >= 0 and ifx != own_t else -1
                 if e == 0 and kk >= 0 and not _to_frame(w32, q64, loc, data, length, meta,
                                                         addr_base):
@@ -2249,13 +2531,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 if e > 0:  # __xdp_enqueue refused it: the frame freed
                     n_red += 1
                     cnt[K_ERR + e] += 1
+                    if mb:
+                        c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                      free, state, c, nuse, cached)
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
                 elif e == 0 and kk >= 0:
                     n_red += 1
                     red_cnt[slot, ifx] += 1
+                    if mb:
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
                     # bq_enqueue: the target's bulk queue for this program, sent when full.
-                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, length, meta, 0):
+                    if _bq_enqueue(bq, bq_n, ifx, kk, loc, data, flen, meta, 0):
                         c, nuse, cached = _bq_xmit_all(bq, bq_n, ifx, eg, sysm, w32, q64,
                                                        addr_base, tgt_stats, xmit_cnt, psc,
                                                        cache, ring, free, state, c, nuse,

@@ -25,9 +25,9 @@ it back whole (:func:`bufs_copy_bits`, ``skb_copy_bits``). Generic XDP's copies
 of the skbs it runs on are :func:`skbs_build` 's too, at ``XDP_PACKET_HEADROOM``
 (``skb_cow_data_for_xdp``; the room around them zeroed, :func:`skb_heads_clear`),
 and its linearised skbs go into and out of their frames through
-:func:`rows_copy`. A multi-buffer
-``xdp_buff`` is never run here: the frags program runs on the reference path
-(:func:`pyxdp.net.prog.run_xdp`).
+:func:`rows_copy`. No program runs
+here: the native poll loop (:mod:`pyxdp.net.napi_native`) and the reference path
+(:func:`pyxdp.net.prog.run_xdp`) run the frags program over these buffers.
 """
 
 from __future__ import annotations

@@ -829,6 +829,7 @@ class XdpJit(JitProgram):
         sync.frames, sync.ifindex, sync.rxq, sync.egress = frames, io.ifindex, io.rxq, 0
         sync.rows, sync.desc = io.rows, io.desc
         sync.others = {_addr(o): o for o in others}
+        sync.ftab = io.frags
         words = io.words
         # Keyed by the array object itself (kept alive by the key): a page pool's or
         # UMEM's pages array is the same object call after call.

@@ -10,6 +10,7 @@ loop fills and reads (the XDP program runtime of the network layer,
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,10 @@ class DriverIO:
         # The descriptor words :meth:`XdpJit.driver` writes, for the last frames array
         # (addresses are costly to ask numpy for; these arrays never move).
         self.words: tuple[npt.NDArray[np.uint8], U64] | None = None
+        # A multi-buffer batch's frag table (pyxdp.net.xdp.FragTable, of the layer
+        # above), rows by position: the caller points the descriptor's frags word at
+        # its rows for such a batch; Python helpers' frags views come from it.
+        self.frags: Any = None
 
 
 class XdpDesc(ctypes.Structure):

@@ -1,0 +1,305 @@
+"""Multi-buffer frames in the native NAPI poll against the Python reference poll: a
+frags-aware program over mixed single- and multi-buffer batches (64 to 15000 bytes)
+returning every verdict - DROP, ABORTED, an unknown one, PASS, TX, TX after a
+tail shrink that releases frags, redirects to devmap slots (a NIC, one whose MTU
+refuses the frame, the device itself, an empty slot), into a cpumap entry whose ring
+fills, and into an AF_XDP socket whose fill ring runs dry - on a NIC (the DMA's
+frames and the generator's) and on a veth (skbs copied into a pool that runs dry).
+Both hosts must give the same device counters, trace counts, map values, frames on
+the wires, stacks and sockets, and the same page pool and allocator records."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import random
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pyxdp.net import packets as pk
+from pyxdp.net.netdevice import Host
+from pyxdp.net.prog import jit_available
+from pyxdp.net.source import TrafficGenerator
+from pyxdp.net.trace import Tracer
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, MapSpec
+from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfMapType
+from pyxdp.xsk.datapath import PyxdpXskSocket
+from pyxdp.xsk.umem import Umem
+
+pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
+
+# The payload's first byte (frame byte 42): bits 2-4 the verdict, bits 0-1 a devmap
+# slot. Every run adds bpf_xdp_get_buff_len into lens[verdict].
+PROG = """
+    r6 = r1
+    r1 = r6
+    call 188
+    r8 = r0
+    r2 = *(u32 *)(r6 +0)
+    r3 = *(u32 *)(r6 +4)
+    r4 = r2
+    r4 += 43
+    r0 = 2
+    if r4 > r3 goto out
+    r7 = *(u8 *)(r2 +42)
+    r9 = r7
+    r9 >>= 2
+    r9 &= 7
+    *(u32 *)(r10 -4) = r9
+    r1 = map[fd:1]
+    r2 = r10
+    r2 += -4
+    call bpf_map_lookup_elem
+    if r0 == 0 goto go
+    r1 = *(u64 *)(r0 +0)
+    r1 += r8
+    *(u64 *)(r0 +0) = r1
+go:
+    r0 = 2
+    if r9 == 0 goto out
+    r0 = 1
+    if r9 == 1 goto out
+    if r9 == 2 goto bad
+    r0 = 3
+    if r9 == 3 goto out
+    if r9 == 4 goto dev
+    if r9 == 5 goto cpu
+    if r9 == 6 goto xsk
+    r1 = r6
+    r2 = -6000
+    call 65
+    r0 = 3
+    exit
+bad:
+    r0 = 0
+    r1 = r7
+    r1 &= 1
+    if r1 == 0 goto out
+    r0 = 9
+    exit
+dev:
+    r2 = r7
+    r2 &= 3
+    r1 = map[fd:0]
+    r3 = 0
+    call bpf_redirect_map
+    exit
+cpu:
+    r1 = map[fd:2]
+    r2 = 0
+    r3 = 0
+    call bpf_redirect_map
+    exit
+xsk:
+    r1 = map[fd:3]
+    r2 = 0
+    r3 = 0
+    call bpf_redirect_map
+out:
+    exit
+"""
+MAPS = [MapSpec("ports", int(BpfMapType.BPF_MAP_TYPE_DEVMAP), 4, 4, 4),
+        MapSpec("lens", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 8),
+        MapSpec("cpus", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 2),
+        MapSpec("xsks", int(BpfMapType.BPF_MAP_TYPE_XSKMAP), 4, 4, 4)]
+SIZES = (64, 1400, 3600, 9000, 15000)
+TRACES = ("xdp_redirect", "xdp_redirect_err", "xdp_exception", "xdp_bulk_tx",
+          "xdp_devmap_xmit", "xdp_cpumap_enqueue")
+
+
+def _spec() -> CollectionSpec:
+    spec = asm_collection(PROG, MAPS)
+    t = spec.programs["t"]
+    return dataclasses.replace(spec, programs={"t": dataclasses.replace(
+        t, section="xdp.frags", flags=t.flags | BPF_F_XDP_HAS_FRAGS)})
+
+
+def _frames(seed: int, verdicts: tuple[int, ...] = tuple(range(8))) -> list[bytes]:
+    """Every verdict with every slot in every size, shuffled so that polls mix them."""
+    out = [pk.udp_packet(bytes([v << 2 | slot]) + b"p" * 8, sport=1000 + k,
+                         size=SIZES[k % len(SIZES)])
+           for k, (v, slot) in enumerate((v, s) for v in verdicts for s in range(4)
+                                         for _ in SIZES)]
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _pools(h: Host, ordered: bool) -> list[tuple[object, ...]]:
+    """Every rx queue's page pool: its state words and counters, and with ``ordered``
+    its page states and the pages in its alloc cache and ring in order (else how many
+    pages are in each state: the native loop acts on a poll's frames one by one, as a
+    driver does, where the Python poll acts verdict by verdict, so the pages a TX
+    completion and a drop free come back in another order, into the cache or, once
+    it is full, the ring)."""
+    out: list[tuple[object, ...]] = []
+    for d in h.devices.values():
+        for rq in d.rx:
+            pool = rq.pool
+            psc, cache, ring, free, state = pool.native_arrays
+            if ordered:
+                out.append((d.name, pool.get_stats(), pool.state.words.tolist(),
+                            cache[:pool.alloc_count].tolist(), pool.ring_pages().tolist(),
+                            state.tolist()))
+            else:
+                out.append((d.name, pool.get_stats(), pool.state.words.tolist(),
+                            np.bincount(state, minlength=4).tolist()))
+    return out
+
+
+def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(range(8)),
+         wire: bool = True) -> tuple[Any, ...]:
+    """``wire``: eth1 shows what it sends to a wire sink (a target only the Python path
+    sends to); without, its transmit is a sink and only the counters see it."""
+    with Host(tracer=Tracer(), engine="jit", native=native) as h:
+        if feed == "veth":
+            rx, sender = h.veth("veth0", "veth1", mtu=16000)
+        else:
+            rx = h.add_device("eth0", mtu=16000)
+        eth1 = h.add_device("eth1", mtu=16000)
+        eth2 = h.add_device("eth2", mtu=1500)
+        coll = h.load(_spec())
+        ports = coll.maps["ports"]
+        for slot, dev in enumerate((eth1, eth2, rx)):
+            ports[slot] = struct.pack("<I", dev.ifindex)
+        if not dry:
+            # A ring of 8: it fills. (Dry: no entry, -EINVAL - frames the inline kthread
+            # holds would leave the pool as the two polls' different kthread timing has
+            # it: the native loop hands over to the kthread before the ring is full.)
+            coll.maps["cpus"][0] = struct.pack("<Ii", 8, 0)
+        rx.attach_xdp(coll.programs["t"])
+        wires: dict[str, list[bytes]] = {}
+        if wire:
+            eth1.wire.append(lambda dev, b: wires.setdefault(dev.name, []).extend(
+                b.packets()))
+        seen: list[tuple[int, bytes]] = []
+        h.stack.on_receive(lambda s: seen.extend(zip(s.ifindex.tolist(), s.packets(),
+                                                     strict=True)))
+        pool = rx.rx[0].pool
+        held = pool.alloc_bulk(pool.npages - 40) if dry else np.zeros(0, np.int64)
+        got: list[bytes] = []
+        with Umem(16, 4096) as u, PyxdpXskSocket(rx, 0, u, sg=True, fill_size=16,
+                                                 comp_size=16, rx_size=16,
+                                                 tx_size=16) as sock:
+            coll.maps["xsks"][0] = sock.fd
+            for rnd in range(3):
+                sock.fill(8)  # fewer buffers than the frames sent there: ENOMEM drops
+                frames = _frames(rnd, verdicts)
+                if feed == "gen":
+                    rx.rx[0].source = TrafficGenerator(packets=frames, count=len(frames))
+                elif feed == "veth":
+                    sender.transmit(frames)
+                else:
+                    for k in range(0, len(frames), 40):
+                        rx.receive(frames[k:k + 40])
+                h.run()
+                b = sock.recv(64)
+                got.extend(b.packets())
+                sock.release(b)
+            sock.check_accounting()
+            polls = (rx.rx[0].py_polls, rx.rx[0].polls)
+        if dry:
+            pool.put_pages(held)
+        h.run()
+        h.check_memory()
+        snap = h.tracer.snapshot().counters
+        names = {m.handle.id: n for n, m in coll.maps.items()}  # ids differ between hosts
+
+        def key(name: str, k: tuple[int, ...]) -> tuple[object, ...]:
+            if name == "xdp_redirect" and k[2] in names:
+                return (*k[:2], names[k[2]], *k[3:])
+            if name == "xdp_cpumap_enqueue" and k[0] in names:
+                return (names[k[0]], *k[1:])
+            return k
+        traces = {n: sorted((key(n, k), v) for k, v in snap.get(n, {}).items())
+                  for n in TRACES}
+        system = h.memmap.system
+        return polls, (
+            {d.name: d.stats.asdict() for d in h.devices.values()}, traces,
+            sorted(coll.maps["lens"].items()), wires, sorted(seen), got,
+            _pools(h, verdicts == tuple(range(8))),
+            (system.allocated, system.freed, system.nr_free))
+
+
+@pytest.mark.parametrize(("feed", "dry"), [("dma", False), ("dma", True), ("gen", False),
+                                           ("veth", False), ("veth", True)])
+def test_frags_native_poll_is_the_python_poll(feed: str, dry: bool) -> None:
+    """Native and Python polls agree exactly, and the native host's queue never went to
+    the Python poll: its multi-buffer frames ran in the native loop."""
+    (py_native, polls), fast = _run(True, feed, dry)
+    _, ref = _run(False, feed, dry)
+    names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a == b, name
+    assert py_native == 0 and polls > 0
+    stats, _traces, lens = fast[0], fast[1], fast[2]
+    rxname = "veth0" if feed == "veth" else "eth0"
+    assert stats[rxname]["xdp_packets"] > 0 and all(v != b"\0" * 8 for _, v in lens)
+    assert any(len(p) > 9000 for p in fast[3].get("eth1", []))  # a multi-buffer redirect
+    assert any(len(p) > 3520 for _, p in fast[4])  # ... and PASS
+
+
+@pytest.mark.parametrize("feed", ["dma", "gen"])
+def test_frags_tx_and_redirect_to_nics_are_native(feed: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDP_TX of multi-buffer frames on a NIC whose transmit is a sink and their
+    redirects through devmap slots without programs to NICs (eth1 a sink, eth2 whose
+    MTU refuses the long ones, the NIC itself; an empty slot aborts) - whole frames counted,
+    completion and refusals freeing frags then head - beside DROP, ABORTED and a tail
+    shrink that releases frags: the native loop's own, nothing handed to Python, and
+    the same records as the Python poll."""
+    from pyxdp.net import napi
+    calls = [0]
+    orig = napi._dispatch_deferred
+
+    def counted(*a: Any) -> None:
+        calls[0] += 1
+        orig(*a)
+    monkeypatch.setattr(napi, "_dispatch_deferred", counted)
+    (py_native, polls), fast = _run(True, feed, False, (1, 2, 3, 4, 7), wire=False)
+    assert calls[0] == 0 and py_native == 0 and polls > 0
+    _, ref = _run(False, feed, False, (1, 2, 3, 4, 7), wire=False)
+    names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a == b, name
+    eth0 = fast[0]["eth0"]
+    assert eth0["xdp_tx"] == 3 * 2 * 4 * len(SIZES)
+    assert eth0["tx_bytes"] > 3 * 4 * (9000 + 15000)  # whole multi-buffer frames
+    assert fast[0]["eth1"]["tx_bytes"] > 3 * (9000 + 15000)  # redirected whole
+    errs = dict(fast[1]["xdp_redirect_err"])
+    # eth0 (ifindex 2; lo is 1): eth2's MTU refused the long frames' redirects (the
+    # empty slot's bpf_redirect_map returned XDP_ABORTED)
+    assert errs[(2, -errno.EMSGSIZE)]
+
+
+def test_a_drop_only_frags_poll_stays_native() -> None:
+    """DROP and ABORTED of multi-buffer frames are the native loop's own (frags, then
+    head, recycled in order): nothing is handed to the Python dispatch."""
+    spec = asm_collection("r0 = 1\nexit")
+    t = spec.programs["t"]
+    spec = dataclasses.replace(spec, programs={"t": dataclasses.replace(
+        t, section="xdp.frags", flags=t.flags | BPF_F_XDP_HAS_FRAGS)})
+    from pyxdp.net import napi
+    calls = [0]
+    orig = napi._dispatch_deferred
+
+    def counted(*a: Any) -> None:
+        calls[0] += 1
+        orig(*a)
+    napi._dispatch_deferred = counted  # type: ignore[assignment]
+    try:
+        with Host(tracer=Tracer(), engine="jit") as h:
+            nic = h.add_device("eth0", mtu=9000)
+            nic.attach_xdp(h.load(spec).programs["t"])
+            nic.rx[0].source = TrafficGenerator(
+                packets=[pk.udp_packet(b"x", size=n) for n in (9000, 64, 5000)], count=960)
+            h.run()
+            assert nic.stats.xdp_drops == 960 and nic.rx[0].py_polls == 0
+            pool = nic.rx[0].pool
+            assert pool.nr_in_use == 0
+    finally:
+        napi._dispatch_deferred = orig  # type: ignore[assignment]
+    assert calls[0] == 0
