@@ -344,8 +344,9 @@ class FuncLowering:
         self.part = part
         self.blocks = every if part is None else {
             pc: b for pc, b in every.items() if part.lo <= pc < part.hi}
-        # Edges leaving this part, by the part they enter: (label, r0..r9, rem, target).
-        self.leaving: dict[int, list[tuple[str, tuple[str, ...], str, int]]] = {}
+        # Edges leaving this part, by the part they enter and the block they go to:
+        # (label, r0..r9, rem).
+        self.leaving: dict[tuple[int, int], list[tuple[str, tuple[str, ...], str]]] = {}
         fa = prog.frames[entry]
         self.frame_offset = fa.frame_offset
         self.call_args = fa.call_args
@@ -448,26 +449,29 @@ class FuncLowering:
         part = self.part
         if part is not None and not part.lo <= target < part.hi:
             into = part.owner(target)
-            self.leaving.setdefault(into, []).append((self.f.cur, tuple(self.regs), rem,
-                                                      target))
-            self.f.br(f"leave{into}")
+            self.leaving.setdefault((into, target), []).append(
+                (self.f.cur, tuple(self.regs), rem))
+            self.f.br(f"leave{into}_{target}")
             return
         self.edges[target].append((self.f.cur, tuple(self.regs), rem))
         self.f.br(f"b{target}")
 
     def _leave(self) -> None:
-        """Per later part this one jumps into, one block that calls it with the block to
-        start at, the registers live there and the budget left, and returns what it
-        returns (its faults and exits are its own: the run ends in it)."""
+        """Per block of a later part this one jumps to, one block that calls that part
+        with the block to start at, the registers live there and the budget left, and
+        returns what it returns (its faults and exits are its own: the run ends in it).
+        One per target, not per part: the many early exits into a shared exit block
+        then carry only what it reads (with one block per part, every such edge carried
+        every register live anywhere the part is entered, ten phi copies per edge)."""
         f = self.f
         part = self.part
-        for into, edges in sorted(self.leaving.items()):
+        for (into, target), edges in sorted(self.leaving.items()):
             assert part is not None
-            f.at(f"leave{into}")
-            live = frozenset[int]().union(*(self.live[t] for *_, t in edges))
+            f.at(f"leave{into}_{target}")
+            live = self.live[target]
             labels = [e[0] for e in edges]
-            sel = self._phi(labels, [str(t) for *_, t in edges])
-            rem = self._phi(labels, [r for _, _, r, _ in edges])
+            sel = str(target)
+            rem = self._phi(labels, [r for _, _, r in edges])
             regs = [self._phi(labels, [e[1][n] for e in edges]) if n in live else "0"
                     for n in range(10)]
             args = ", ".join(f"i64 {r}" for r in regs)
