@@ -379,6 +379,11 @@ class FuncLowering:
                          f"{f.ins(f'shl i64 %depth, {GAP_SHIFT}')}")
         self.frame = f.gep(f.cget("%ctx", "stack", "ptr"), f.ins("shl i64 %depth, 9"))
         self.tab = f.cget("%ctx", "regions", "ptr")
+        # The native-helper flags and the CPU are set before a run and kept through it
+        # (no helper, native or Python, writes them): read once here instead of at
+        # each native twin's call site, where a call before it (an atomic, a slow path)
+        # made LLVM read them again - two loads fewer per map lookup to select and run.
+        f.fixed = {name: f.cget("%ctx", name) for name in ("nflags", "cpu")}
         # Edges into each block: (predecessor label, r0..r9, rem).
         self.edges: dict[int, list[tuple[str, tuple[str, ...], str]]] = {
             pc: [] for pc in self.blocks}
