@@ -82,6 +82,9 @@ class Text:
         self.lines: list[str] = []
         self.n = 0
         self.cur = "entry"
+        # Run-context words read once at a function's entry (see FuncLowering): cget
+        # of ``%ctx`` gives the value read there.
+        self.fixed: dict[str, str] = {}
 
     def tmp(self) -> str:
         self.n += 1
@@ -116,6 +119,8 @@ class Text:
         self.do(f"store {ty} {v}, ptr {self.gep(base, 8 * index)}, align 8{md}")
 
     def cget(self, ctx: str, name: str, ty: str = "i64") -> str:
+        if ctx == "%ctx" and name in self.fixed:
+            return self.fixed[name]
         return self.word(ctx, CTX[name], ty, TBAA_DIRTY if name == "stack_dirty" else TBAA_CTX)
 
     def cset(self, ctx: str, name: str, v: str, ty: str = "i64") -> None:

@@ -344,8 +344,9 @@ class FuncLowering:
         self.part = part
         self.blocks = every if part is None else {
             pc: b for pc, b in every.items() if part.lo <= pc < part.hi}
-        # Edges leaving this part, by the part they enter: (label, r0..r9, rem, target).
-        self.leaving: dict[int, list[tuple[str, tuple[str, ...], str, int]]] = {}
+        # Edges leaving this part, by the part they enter and the block they go to:
+        # (label, r0..r9, rem).
+        self.leaving: dict[tuple[int, int], list[tuple[str, tuple[str, ...], str]]] = {}
         fa = prog.frames[entry]
         self.frame_offset = fa.frame_offset
         self.call_args = fa.call_args
@@ -378,6 +379,11 @@ class FuncLowering:
                          f"{f.ins(f'shl i64 %depth, {GAP_SHIFT}')}")
         self.frame = f.gep(f.cget("%ctx", "stack", "ptr"), f.ins("shl i64 %depth, 9"))
         self.tab = f.cget("%ctx", "regions", "ptr")
+        # The native-helper flags and the CPU are set before a run and kept through it
+        # (no helper, native or Python, writes them): read once here instead of at
+        # each native twin's call site, where a call before it (an atomic, a slow path)
+        # made LLVM read them again - two loads fewer per map lookup to select and run.
+        f.fixed = {name: f.cget("%ctx", name) for name in ("nflags", "cpu")}
         # Edges into each block: (predecessor label, r0..r9, rem).
         self.edges: dict[int, list[tuple[str, tuple[str, ...], str]]] = {
             pc: [] for pc in self.blocks}
@@ -448,26 +454,29 @@ class FuncLowering:
         part = self.part
         if part is not None and not part.lo <= target < part.hi:
             into = part.owner(target)
-            self.leaving.setdefault(into, []).append((self.f.cur, tuple(self.regs), rem,
-                                                      target))
-            self.f.br(f"leave{into}")
+            self.leaving.setdefault((into, target), []).append(
+                (self.f.cur, tuple(self.regs), rem))
+            self.f.br(f"leave{into}_{target}")
             return
         self.edges[target].append((self.f.cur, tuple(self.regs), rem))
         self.f.br(f"b{target}")
 
     def _leave(self) -> None:
-        """Per later part this one jumps into, one block that calls it with the block to
-        start at, the registers live there and the budget left, and returns what it
-        returns (its faults and exits are its own: the run ends in it)."""
+        """Per block of a later part this one jumps to, one block that calls that part
+        with the block to start at, the registers live there and the budget left, and
+        returns what it returns (its faults and exits are its own: the run ends in it).
+        One per target, not per part: the many early exits into a shared exit block
+        then carry only what it reads (with one block per part, every such edge carried
+        every register live anywhere the part is entered, ten phi copies per edge)."""
         f = self.f
         part = self.part
-        for into, edges in sorted(self.leaving.items()):
+        for (into, target), edges in sorted(self.leaving.items()):
             assert part is not None
-            f.at(f"leave{into}")
-            live = frozenset[int]().union(*(self.live[t] for *_, t in edges))
+            f.at(f"leave{into}_{target}")
+            live = self.live[target]
             labels = [e[0] for e in edges]
-            sel = self._phi(labels, [str(t) for *_, t in edges])
-            rem = self._phi(labels, [r for _, _, r, _ in edges])
+            sel = str(target)
+            rem = self._phi(labels, [r for _, _, r in edges])
             regs = [self._phi(labels, [e[1][n] for e in edges]) if n in live else "0"
                     for n in range(10)]
             args = ", ".join(f"i64 {r}" for r in regs)
@@ -1094,9 +1103,8 @@ class FuncLowering:
                 join = f.label("joined")
                 f.cbr(f.ins(f"icmp eq i64 {value}, {c64(SLOW)}"), slow_label, join, UNLIKELY)
                 f.at(slow_label)
-                r0, rem = self._helper_call(i, pc)
+                r0, rem = self._helper_call(i, pc, join)
                 slow_end = f.cur
-                f.br(join)
                 f.at(join)
                 self.W(0, f.ins(f"phi i64 [ {value}, %{nat_label} ], [ {r0}, %{slow_end} ]"))
                 self._goto(succ, f.ins(f"phi i64 [ {nat_rem}, %{nat_label} ], "
@@ -1106,9 +1114,11 @@ class FuncLowering:
         self.W(0, r0)
         self._goto(succ, rem)
 
-    def _helper_call(self, i: Instruction, pc: int) -> tuple[str, str]:
+    def _helper_call(self, i: Instruction, pc: int, join: str | None = None
+                     ) -> tuple[str, str]:
         """The helper through the run context's table (Python trampolines and native
-        twins), by the shared ``@helper``; returns r0 and the budget left."""
+        twins), by the shared ``@helper``; returns r0 and the budget left. With ``join``
+        the call's block goes there itself (the current block stays the call's)."""
         f = self.f
         x = op.bpf_src(i.code) == op.BPF_X  # callx: the helper id is in dst
         hid = self.R(i.dst) if x else str(i.imm)
@@ -1116,7 +1126,15 @@ class FuncLowering:
         self.mod.need("helper")
         r0 = f.ins(f"call i64 @helper(ptr %ctx, i64 %depth, i64 {hid}, i64 {pc}, "
                    f"i64 {self.rem_after}, i64 {i.dst if x else 0}, {args})")
-        rem = self._after_call(pc, record_pc=False)  # @helper recorded the pc
+        if join is None:
+            rem = self._after_call(pc, record_pc=False)  # @helper recorded the pc
+            return r0, rem
+        # A native twin's slow path: the budget read before the stop test and the call's
+        # block going to the join itself, so no block of its own is left after the test
+        # (one block fewer per call site for instruction selection, the same loads).
+        status = f.cget("%ctx", "status")
+        rem = f.cget("%ctx", "rem")
+        f.cbr(f.ins(f"icmp ne i64 {status}, 0"), "bail", join, UNLIKELY)
         return r0, rem
 
     def _tail_call(self, pc: int) -> None:
@@ -1334,6 +1352,16 @@ class FuncLowering:
         if kind == "map_delete" and ("delete" not in fns or m.py_update):
             return None  # a delete frees what the value held (special fields): Python
         ok = f.flag(NF_RUNCTX)
+        a2 = self.call_args.get(pc, (None,) * 6)[2]
+        if kind == "map_lookup" and native.lookup_inline is not None and a2 is not None \
+                and a2[0] == "fp" and -STACK_SIZE <= a2[1] and a2[1] + m.key_size <= 0:
+            # A key on the stack frame and an inline lookup: loads of the frame and the
+            # run context only, safe to run whatever the flag, so the value is selected
+            # instead of branched to (two blocks fewer per call site for instruction
+            # selection; the flag is set on every packet run, where both compute it).
+            key = self._arg_pointer(pc, 2, m.key_size, False, [], "")
+            value = native.lookup_inline(f, m, key)
+            return f.ins(f"select i1 {ok}, i64 {value}, i64 {c64(SLOW)}"), f.cur
         start = f.cur
         go, out = f.label("nat"), f.label("natj")
         f.cbr(ok, go, out, LIKELY)
