@@ -67,7 +67,9 @@ class UserspaceBackend:
         self.engine = engine
         self.core_btf = core_btf
         self.nr_cpus = nr_cpus or default_nr_cpus()
-        self.env = env or TestRunEnv()
+        # test_run runs on the caller's CPU, as Linux's does; with a made-up CPU count
+        # (fewer than the host's, where that CPU may not exist) on CPU 0.
+        self.env = env or TestRunEnv(cpu=None if self.nr_cpus >= default_nr_cpus() else 0)
         self._maps: dict[str, Map] = {}
         # Loaded programs by id. User space has no fds: a program's "fd" in a devmap
         # or cpumap value is its id (Program.fd), resolved here.

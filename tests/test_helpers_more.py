@@ -52,9 +52,11 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 def load(text: str, maps: Sequence[MapSpec] = (), env: TestRunEnv | None = None) -> Collection:
     # Helpers' run-time answers to every argument, some of which Linux's verifier
-    # (and pyxdp's) would refuse at load: unverified.
+    # (and pyxdp's) would refuse at load: unverified. The runs land on CPU 0 (not the
+    # caller's CPU, as by default), where per-CPU slots and perf rings are read.
     return Collection(asm_collection(text, maps),
-                      UserspaceBackend(nr_cpus=2, env=env, engine=ENGINE), verify=False)
+                      UserspaceBackend(nr_cpus=2, env=env or TestRunEnv(cpu=0), engine=ENGINE),
+                      verify=False)
 
 
 def run(coll: Collection, data: bytes = bytes(64), ingress: int = 0) -> tuple[int, bytes]:
@@ -463,7 +465,8 @@ def test_perf_event_output_reads_frags() -> None:
 
 
 def test_sampler_sample_uses_both_channels() -> None:
-    with Collection.load(SAMPLES / "sampler.o", UserspaceBackend(engine=ENGINE)) as coll:
+    with Collection.load(SAMPLES / "sampler.o",
+                         UserspaceBackend(engine=ENGINE, env=TestRunEnv(cpu=0))) as coll:
         handle = coll.maps["samples_perf"].handle
         assert isinstance(handle, PerfEventArray)
         perf = PerfBuffer(handle, cpus=[0])

@@ -35,6 +35,7 @@ from pyxdp.backend import TestRunResult
 from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
 from pyxdp.net.fib import Fib
 from pyxdp.net.prog import XdpProg
+from pyxdp.net.trace import current_cpu
 from pyxdp.net.xdp import (
     ETH_HLEN,
     MAX_SKB_FRAGS,
@@ -78,10 +79,16 @@ class TestRunEnv:
 
     netdevs: Mapping[int, NetdevInfo] = field(
         default_factory=lambda: {1: NetdevInfo(1, "lo", 1)})
-    cpu: int = 0
+    # The CPU the program runs on; None: the caller's, as Linux's BPF_PROG_TEST_RUN runs
+    # it where the syscall runs (bpf_test_run: migrate_disable(), no CPU chosen for XDP).
+    cpu: int | None = 0
     trace: TraceLog = field(default_factory=TraceLog)
     # Devices, routes and neighbours for bpf_fib_lookup / bpf_check_mtu.
     fib: Fib = field(default_factory=Fib)
+
+
+def _run_cpu(env: TestRunEnv) -> int:
+    return current_cpu() if env.cpu is None else env.cpu
 
 
 def _fail(err: int, detail: str) -> KernelError:
@@ -146,7 +153,7 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
         xdp.frags.append(bytearray(rest[:PAGE_SIZE]))
         rest = rest[PAGE_SIZE:]
 
-    ctx = RunContext(cpu=env.cpu, trace=env.trace, fib=env.fib)
+    ctx = RunContext(cpu=_run_cpu(env), trace=env.trace, fib=env.fib)
     start_lines = len(env.trace.lines)
     steps: list[str] = []
     tracer = _tracer(steps, prog.spec.insns) if trace else None
@@ -230,7 +237,7 @@ def bpf_prog_test_run_syscall(prog: XdpProg, ctx_in: bytes | None, *,
         raise _fail(errno.EINVAL, f"a context of {size} bytes (the program reaches byte "
                                   f"{prog.max_ctx_offset}; at most {_SYSCALL_CTX_MAX})")
     buf = bytearray(ctx_in or b"")
-    ctx = RunContext(cpu=env.cpu, trace=env.trace, fib=env.fib)
+    ctx = RunContext(cpu=_run_cpu(env), trace=env.trace, fib=env.fib)
     start_lines = len(env.trace.lines)
     steps: list[str] = []
     tracer = _tracer(steps, prog.spec.insns) if trace else None

@@ -118,6 +118,12 @@ def _load_getcpu() -> Callable[[], int]:
 _getcpu: Final = _load_getcpu()
 
 
+def current_cpu() -> int:
+    """The CPU the calling thread runs on now (what smp_processor_id() reads in a
+    syscall the thread makes); 0 where the C library cannot tell."""
+    return _getcpu()
+
+
 def _comm() -> str:
     # The task name the kernel would show: the thread's comm (15 bytes).
     try:

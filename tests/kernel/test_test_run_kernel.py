@@ -4,10 +4,11 @@ the input size (the linear part; the rest in frags, capped at 3520 + metadata, d
 shorter than an Ethernet header, and ``ctx_out`` alone (a zeroed context): the same
 verdicts, errnos, output frames and ``ctx_out`` on pyxdp's interpreter and JIT, for a
 program without frags support that returns ``bpf_xdp_get_buff_len``; and the xdp_md
-fields read with sign-extending loads."""
+fields read with sign-extending loads; and the CPU a run lands on (the caller's)."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
@@ -15,7 +16,9 @@ import pytest
 from pyxdp.collection import Collection
 from pyxdp.errors import KernelError
 from pyxdp.net.prog import jit_available
+from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
+from pyxdp.uapi.bpf import BpfMapType
 
 pytestmark = pytest.mark.kernel
 
@@ -77,3 +80,39 @@ def test_sign_extending_ctx_loads_match_linux(engine: str) -> None:
         for ctx in (None, struct.pack("<6I", 0, 64, 0, 1, 0, 0)):  # lo: ifindex 1, 1 queue
             assert _run(u, bytes(64), ctx, 24) == _run(k, bytes(64), ctx, 24)
             assert _run(u, bytes(64), ctx, 24)[0] in (0, 16)
+
+
+# counts[0] += 1 in this CPU's slot of a per-CPU array; returns bpf_get_smp_processor_id().
+PER_CPU = asm_collection("""
+r1 = 0
+*(u32 *)(r10 -4) = r1
+r2 = r10
+r2 += -4
+r1 = map[fd:0]
+call 1
+if r0 == 0 goto +2
+r1 = 1
+lock *(u64 *)(r0 +0) += r1
+call 8
+exit
+""", [MapSpec("counts", int(BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY), 4, 8, 1)])
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_run_lands_on_the_callers_cpu_as_on_linux(engine: str) -> None:
+    """Linux runs a test_run program on the CPU the syscall runs on: its per-CPU slot
+    and bpf_get_smp_processor_id(); pyxdp's userspace backend does too."""
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    before = os.sched_getaffinity(0)
+    try:
+        with Collection(PER_CPU, "kernel") as k, \
+                Collection(PER_CPU, "userspace", engine=engine) as u:
+            for n, cpu in enumerate(sorted(before), 1):
+                os.sched_setaffinity(0, {cpu})
+                for c in (k, u):
+                    assert c.programs["t"].test_run(bytes(64)).retval == cpu
+                assert u.maps["counts"].lookup(0) == k.maps["counts"].lookup(0)
+                assert sum(u.maps["counts"].lookup(0)) == n
+    finally:
+        os.sched_setaffinity(0, before)
