@@ -83,6 +83,8 @@ MAPS: dict[str, MapSpec] = {
     # 8, eight bytes without a NUL
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
                     frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
+    # a bloom filter of 8-byte values (bpf_map_peek_elem tests membership)
+    "bloom": MapSpec("bloom", MT.BPF_MAP_TYPE_BLOOM_FILTER, 0, 8, 16),
 }
 _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs")
 # Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
@@ -7205,4 +7207,18 @@ exit""", None, processed=23),
     _c("mov32_keeps_jmp32_bound", "call 7\nif w0 != 0 goto l1\nr0 = 2\nexit\nl1:\nw1 = w0\n"
        "if w1 == 0 goto l2\nr0 = 2\nexit\nl2:\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None,
        processed=8),
+    # -- a bloom filter's bpf_map_peek_elem reads the value it tests (resolve_map_arg_type):
+    # the stack keeps its spills, a pointer's included
+    _c("bloom_peek_keeps_spills", "r6 = r1\nr1 = 5\n*(u64 *)(r10 -8) = r1\n"
+       "*(u64 *)(r10 -16) = r6\nr1 = MAP(bloom)\nr2 = r10\nr2 += -16\ncall 89\n"
+       "r1 = *(u64 *)(r10 -8)\nif r1 == 5 goto +1\nr0 = *(u64 *)(r1 +0)\n"
+       "r1 = *(u64 *)(r10 -16)\nr0 = *(u32 *)(r1 +0)\nr0 = 2\nexit", None, processed=14),
+    # ... so a 32-bit spill stays one: no match for a state's spilled 0 at the join (a
+    # misc slot would be: the walk stops there)
+    _c("bloom_peek_partial_spill_no_prune", "call 7\nr6 = r0\nr7 = 0\nif r6 > 10 goto a\n"
+       "r1 = 0\n*(u64 *)(r10 -8) = r1\nif r6 > 3 goto +1\nr7 = 1\nif r6 > 5 goto +1\n"
+       "r7 = 2\nr7 = 3\nr8 = 0\nr8 = 1\nr8 = 2\nr8 = 3\nr8 = 4\ngoto j\na:\n"
+       "*(u32 *)(r10 -8) = r6\nr1 = MAP(bloom)\nr2 = r10\nr2 += -8\ncall 89\nr7 = 3\nj:\n"
+       "r1 = *(u64 *)(r10 -8)\nr1 += 1\nr1 += 1\nr1 += 1\nr1 += 1\nr0 = 2\nexit", None,
+       processed=48),
 )

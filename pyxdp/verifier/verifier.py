@@ -6085,6 +6085,11 @@ class _Verifier:
             if arg != Arg.MAP_VALUE:
                 raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
             arg = Arg.SOCK_COMMON
+        elif arg == Arg.UNINIT_MAP_VALUE and fid == 89 and meta.map is not None and \
+                meta.map.type == MT.BPF_MAP_TYPE_BLOOM_FILTER:
+            # resolve_map_arg_type: a bloom filter's peek tests the value given, it writes
+            # nothing (the stack keeps what it holds)
+            arg = Arg.MAP_VALUE
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
