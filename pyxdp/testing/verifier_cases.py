@@ -455,6 +455,12 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# 8,192 two-way branches on one path: the jump stack is full (BPF_COMPLEXITY_LIMIT_JMP_SEQ)
+_JMP_SEQ = "call 7\nr8 = r0\n" + "".join(f"if r8 > {100000 - i} goto +1\nr7 = 1\n"
+                                          for i in range(8192))
+_JMP_SEQ_LINE = "The sequence of 8193 jumps is too complex."
+
+
 # -- IRQ state (bpf_local_irq_save/_restore): an 8-byte stack slot of its own (STACK_IRQ_FLAG)
 # holding an IRQ reference; restored last saved first; none saved at the exit or a tail call
 def _irq(call: str, off: int = 8) -> str:
@@ -7221,4 +7227,16 @@ exit""", None, processed=23),
        "*(u32 *)(r10 -8) = r6\nr1 = MAP(bloom)\nr2 = r10\nr2 += -8\ncall 89\nr7 = 3\nj:\n"
        "r1 = *(u64 *)(r10 -8)\nr1 += 1\nr1 += 1\nr1 += 1\nr1 += 1\nr0 = 2\nexit", None,
        processed=48),
+    # -- one state too many for the jump stack: 6.18's push_stack fails and its caller picks
+    # the errno (EFAULT at a conditional jump, ENOMEM at may_goto, EFAULT and a line of its
+    # own for an async callback)
+    _c("jmp_seq_cond_jump", _JMP_SEQ + "if r8 > 5 goto +1\nr7 = 1\nr0 = 2\nexit", _JMP_SEQ_LINE,
+       err=errno.EFAULT),
+    _c("jmp_seq_may_goto", _JMP_SEQ + "may_goto +1\nr0 = 1\nr0 = 2\nexit", _JMP_SEQ_LINE,
+       err=errno.ENOMEM),
+    _c("jmp_seq_async_cb", _JMP_SEQ + "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(timed)\ncall 1\nif r0 == 0 goto out\nr6 = r0\nr1 = r6\nr1 += 8\n"
+       "r2 = MAP(timed)\nr3 = 1\ncall 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\n"
+       "out:\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "The sequence of 8193 jumps is too complex for async cb.", err=errno.EFAULT, funcs=_CB),
 )

@@ -2028,10 +2028,15 @@ class _Verifier:
         self.stack_live.update(st.frames)
         return st, pc
 
-    def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+    def _push(self, st: State, pc: int, stack: list[tuple[State, int]],
+              err: int = errno.EFAULT, what: str = "") -> None:
+        """push_stack: queue ``st`` at ``pc``. Past BPF_COMPLEXITY_LIMIT_JMP_SEQ pending
+        states 6.18's push_stack fails with NULL and each caller picks the errno: EFAULT
+        for a conditional jump, ENOMEM for may_goto, an iterator's _next and a callback,
+        EFAULT for an async callback (" for async cb." in its line)."""
         if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # push_stack counts the one refused
             raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ + 1} jumps is too "
-                         "complex.", errno.E2BIG)
+                         f"complex{what}.", err)
         if st.parent is not None:
             st.parent.branches += 1
         stack.append((st, pc))
@@ -2947,7 +2952,9 @@ class _Verifier:
                 reg.known32(v)
             else:
                 reg.set_known(v)
-        self._push(q, self.pc, stack)
+        # (6.18.44's backport checks IS_ERR of a NULL push_stack here and oopses: mainline's
+        # E2BIG stands in)
+        self._push(q, self.pc, stack, errno.E2BIG)
 
     @staticmethod
     def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
@@ -4462,7 +4469,7 @@ class _Verifier:
             # A tail call that succeeds leaves the subprogram: the tail-called program's
             # exit returns to the caller with its R0. That path is walked first; the
             # failed call's fall through is queued.
-            self._push(st.copy(), nxt, stack)
+            self._push(st.copy(), nxt, stack, errno.E2BIG)  # (as maybe_fork_scalars)
             st.cur.regs[0].set_unknown()
             ret = self._exit(st, pc)
             assert ret is not None  # a subprogram's exit returns to its caller
@@ -4946,7 +4953,7 @@ class _Verifier:
             # a tail call from a subprog returns to its caller with what the called
             # program returned: that path is walked now (packet pointers gone); the
             # failed call's, on in the subprog, is queued
-            self._push(st.copy(), pc + 1, stack)
+            self._push(st.copy(), pc + 1, stack, errno.E2BIG)  # (as maybe_fork_scalars)
             self._clear_pkt_pointers(st)
             st.cur.regs[0].set_unknown()
             ret = self._exit(st, pc)
@@ -5922,7 +5929,7 @@ class _Verifier:
             prev = self._prev_entry(st, pc)
             if prev is not None:
                 self._widen(prev, q)
-            self._push(q, pc + 1, stack)
+            self._push(q, pc + 1, stack, errno.ENOMEM)
         it = st.frames[fno].spill_w(spi)
         assert it is not None
         it.sub = ITER_DRAINED
@@ -5939,7 +5946,7 @@ class _Verifier:
         q.may_goto += 1
         if prev is not None:
             self._widen(prev, q)
-        self._push(q, pc + 1, stack)
+        self._push(q, pc + 1, stack, errno.ENOMEM)
         return pc + 1 + i.off
 
     @staticmethod
@@ -6070,7 +6077,7 @@ class _Verifier:
         cb.cb_unroll += 1
         caller.cb_depth += 1
         st.cur.cb_depth = 0
-        self._push(cb, target, stack)
+        self._push(cb, target, stack, errno.ENOMEM)
 
     def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
              meta: _CallMeta, fid: int) -> None:
@@ -6337,7 +6344,7 @@ class _Verifier:
         # a state of its own: no checkpoint of this path is its parent (Linux starts it
         # fresh), so precision marks stop at its start and this path's kept states do
         # not wait for it
-        self._push(cb, target, stack)
+        self._push(cb, target, stack, errno.EFAULT, " for async cb")
 
     def _spin_lock(self, st: State, n: int, reg: Reg, flags: int) -> None:
         """process_spin_lock: the map value's bpf_spin_lock (or, with _PROCESS_RES_LOCK,
@@ -6398,6 +6405,8 @@ class _Verifier:
         r0.s32min, r0.s32max = -MAX_ERRNO, -1
         r0.smin, r0.smax = -MAX_ERRNO, -1
         r0.sync()
+        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # (push_stack's line comes first)
+            raise Refuse("failed to push state for failed lock acquisition", errno.ENOMEM)
         self._push(q, pc + 1, stack)
 
     @staticmethod
