@@ -45,7 +45,7 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
+__all__ = ["CASES", "LOOPS2_WALKS", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
 # The strings of the rodata map, at offsets 0, 16, 32, 48 and (not NUL-terminated) 54.
 RODATA = (b"user.pyxdp".ljust(16, b"\0") + b"user.none".ljust(16, b"\0") +
@@ -7240,3 +7240,14 @@ exit""", None, processed=23),
        "out:\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
        "The sequence of 8193 jumps is too complex for async cb.", err=errno.EFAULT, funcs=_CB),
 )
+
+# Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of
+# cond_break, can_loop, bpf_for, bpf_repeat and bpf_loop): the instructions processed when
+# accepted, the last line of the log and the errno when refused.
+_JMP_SEQ_ENOMEM = (_JMP_SEQ_LINE, errno.ENOMEM)
+LOOPS2_WALKS: dict[str, int | tuple[str, int]] = {
+    "it_map_sum": 84, "it_repeat": 117, "it_nested": 221, "cl_chase": _JMP_SEQ_ENOMEM,
+    "bl_sum": 96, "it_cond_break": 101, "cl_scan": _JMP_SEQ_ENOMEM,
+    "it_map_bound": (_JMP_SEQ_LINE, errno.EFAULT), "cl_subprog": 324, "it_pkt": 124,
+    "bl_nested_cb": 245, "it_ipv6_ext": ("R6 offset is outside of the packet", errno.EACCES),
+    "cl_countdown": 47, "it_empty": 16}
