@@ -7239,6 +7239,119 @@ exit""", None, processed=23),
        "r2 = MAP(timed)\nr3 = 1\ncall 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\n"
        "out:\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
        "The sequence of 8193 jumps is too complex for async cb.", err=errno.EFAULT, funcs=_CB),
+    # -- refused programs of the kinds XDP developers write (stale packet pointers after
+    # adjust_head, unchecked or wrongly checked bounds, map values unchecked or indexed
+    # without bounds, bad helper arguments, ctx misuse, leaked references, stack misuse):
+    # Linux's last line and errno
+    _c("msg_adjust_head_reload_unchecked", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr1 = r6\nr2 = -14\ncall 44\nr7 = *(u32 *)(r6 +0)\n"
+       "r0 = *(u8 *)(r7 +0)\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_adjust_head_check_stale_end", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr1 = r6\nr2 = -14\ncall 44\nr7 = *(u32 *)(r6 +0)\nr0 = r7\n"
+       "r0 += 14\nif r0 > r8 goto out\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_map_value_unbounded_idx", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\ncall 1\nif r0 == 0 goto out\nr6 = r0\ncall 7\nr6 += r0\n"
+       "r1 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit",
+       "math between map_value pointer and register with unbounded min value is not "
+       "allowed", err=errno.EINVAL),
+    _c("msg_map_value_idx_off_by_one", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\ncall 1\nif r0 == 0 goto out\nr6 = r0\ncall 7\nif r0 > 8 goto out\n"
+       "r6 += r0\nr1 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit",
+       "R6 max value is outside of the allowed memory range"),
+    _c("msg_stack_oob_write", "r1 = 0\n*(u64 *)(r10 -520) = r1\nr0 = 2\nexit",
+       "invalid write to stack R10 off=-520 size=8"),
+    _c("msg_stack_above_fp", "r1 = 0\n*(u64 *)(r10 +8) = r1\nr0 = 2\nexit",
+       "invalid write to stack R10 off=8 size=8"),
+    _c("msg_helper_value_ctx", "r3 = r1\nr1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\nr4 = 0\ncall 2\nr0 = 2\nexit",
+       "R3 type=ctx expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
+       "trusted_ptr_"),
+    _c("msg_ctx_read_oob", "r0 = *(u32 *)(r1 +64)\nr0 = 2\nexit",
+       "invalid bpf_context access off=64 size=4"),
+    _c("msg_pkt_end_arith", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr8 += 1\n"
+       "r0 = 2\nexit",
+       "R8 pointer arithmetic on pkt_end prohibited"),
+    _c("msg_pkt_read_past_check", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr0 = *(u8 *)(r7 +14)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_no_check", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = *(u8 *)(r7 +0)\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_check_wrong_way", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 < r8 goto out\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_var_off_unbounded", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr1 = *(u8 *)(r7 +0)\nr7 += r1\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_ringbuf_null_submit", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\nr1 = r0\nr2 = 0\n"
+       "call 132\nr0 = 2\nexit",
+       "R1 type=ringbuf_mem_or_null expected=ringbuf_mem"),
+    _c("msg_jump_out_of_range", "r0 = 2\ngoto +100\nexit",
+       "jump out of range from insn 1 to 102", err=errno.EINVAL),
+    _c("msg_unknown_helper", "call 9999\nr0 = 2\nexit",
+       "invalid func unknown#9999", err=errno.EINVAL),
+    _c("msg_read_uninit_reg", "r0 = r5\nexit",
+       "R5 !read_ok"),
+    _c("msg_combined_stack_too_large", "r1 = 0\n*(u64 *)(r10 -256) = r1\ncall f\nr0 = 2\n"
+       "exit\nf:\nr1 = 0\n*(u64 *)(r10 -304) = r1\nr0 = 0\nexit",
+       "combined stack size of 2 calls is 560. Too large"),
+    _c("msg_stack_var_read_unbounded", "call 7\nr1 = r10\nr1 += -8\nr1 += r0\n"
+       "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not "
+       "allowed", err=errno.EINVAL),
+    _c("msg_csum_diff_negative_size", "call 7\nr2 = r0\nr1 = r10\nr1 += -8\nr3 = 0\nr4 = 0\n"
+       "r5 = 0\ncall 28\nr0 = 2\nexit",
+       "R2 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_div_by_pointer", "r0 = 2\nr0 /= r10\nexit",
+       "R0 pointer arithmetic with /= operator prohibited"),
+    _c("msg_atomic_on_packet", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr0 = r7\n"
+       "r0 += 14\nif r0 > r8 goto out\nr1 = 1\nlock *(u32 *)(r7 +0) += r1\nout:\nr0 = 2\nexit",
+       "BPF_ATOMIC stores into R7 pkt is not allowed"),
+    _c("msg_ptr_arith_32", "r1 = r10\nw1 += -8\nr0 = 2\nexit",
+       "R1 32-bit pointer arithmetic prohibited"),
+    _c("msg_return_stack_ptr_to_caller", "call f\nr0 = 2\nexit\nf:\nr0 = r10\nr0 += -8\nexit",
+       "cannot return stack pointer to the caller", err=errno.EINVAL),
+    _c("msg_pkt_ptr_negative_off", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr7 += -2\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\n"
+       "exit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_meta_past_data", "r6 = r1\nr7 = *(u32 *)(r6 +8)\nr8 = *(u32 *)(r6 +0)\n"
+       "r0 = r7\nr0 += 4\nif r0 > r8 goto out\nr0 = *(u32 *)(r7 +4)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_ctx_narrow_data", "r0 = *(u16 *)(r1 +0)\nr0 = 2\nexit",
+       "invalid bpf_context access off=0 size=2"),
+    _c("msg_ctx_read_off_misaligned", "r0 = *(u32 *)(r1 +2)\nr0 = 2\nexit",
+       "invalid bpf_context access off=2 size=4"),
+    _c("msg_load_bytes_unbounded_len", "r6 = r1\ncall 7\nr4 = r0\nr1 = r6\nr2 = 0\nr3 = r10\n"
+       "r3 += -8\ncall 189\nr0 = 2\nexit",
+       "R4 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_ringbuf_output_unbounded", "call 7\nr3 = r0\nr1 = MAP(rb)\nr2 = r10\nr2 += -8\n"
+       "r4 = 0\ncall 130\nr0 = 2\nexit",
+       "R3 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_two_pkt_ptrs_add", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r7 += r8\nr0 = 2\nexit",
+       "R7 pointer += pointer prohibited"),
+    _c("msg_scalar_minus_ptr", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr0 = 14\n"
+       "r0 -= r7\nr0 = 2\nexit",
+       "R0 tried to subtract pointer from scalar"),
+    _c("msg_get_stack_in_xdp", "r2 = r10\nr2 += -64\nr3 = 64\nr4 = 0\ncall 67\nr0 = 2\nexit",
+       "program of this type cannot use helper bpf_get_stack#67", err=errno.EINVAL),
+    _c("msg_bpf_loop_cb_stack_too_large", "r1 = 0\n*(u64 *)(r10 -304) = r1\nr1 = 4\n"
+       "r2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\nr1 = 0\n"
+       "*(u64 *)(r10 -256) = r1\nr0 = 0\nexit",
+       "combined stack size of 2 calls is 560. Too large",
+       funcs=(Func("main"), Func("cb", False, ("int", "void*")))),
+    _c("msg_ringbuf_discard_twice", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\n"
+       "if r0 == 0 goto out\nr6 = r0\nr1 = r0\nr2 = 0\ncall 133\nr1 = r6\nr2 = 0\ncall 133\n"
+       "out:\nr0 = 2\nexit",
+       "R1 type=scalar expected=ringbuf_mem"),
+    _c("msg_pkt_write_ro_after_check_on_end", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr0 = r7\nr0 += 4\nif r0 > r8 goto out\nr1 = 0\n"
+       "*(u32 *)(r8 -4) = r1\nout:\nr0 = 2\nexit",
+       "R8 invalid mem access 'pkt_end'"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of
