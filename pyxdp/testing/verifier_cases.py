@@ -455,6 +455,19 @@ def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
 
+# Two paths writing fp-8 their way (``first`` walked first, with enough jumps and
+# instructions for a state to be kept at j:), then ``tail`` after they join.
+def _join(first: str, second: str, tail: str) -> str:
+    return ("r9 = r1\ncall 7\nr6 = r0\nr7 = 0\nr1 = 0\n*(u64 *)(r10 -16) = r1\n"
+            "if r6 > 10 goto a\n" + first + "if r6 > 3 goto +1\nr7 = 1\nif r6 > 5 goto +1\n"
+            "r7 = 2\nr7 = 3\nr8 = 0\nr8 = 1\nr8 = 2\nr8 = 3\nr8 = 4\ngoto j\na:\n" + second +
+            "r7 = 3\nj:\n" + tail + "r3 += 1\nr3 += 1\nr3 += 1\nr0 = 2\nexit")
+
+
+# a byte of fp-16 (a spilled 0) at a variable offset from what r2 holds
+_VAR_FP16 = "r2 &= 7\nr4 = r10\nr4 += -16\nr4 += r2\nr3 = *(u8 *)(r4 +0)\n"
+
+
 # 8,192 two-way branches on one path: the jump stack is full (BPF_COMPLEXITY_LIMIT_JMP_SEQ)
 _JMP_SEQ = "call 7\nr8 = r0\n" + "".join(f"if r8 > {100000 - i} goto +1\nr7 = 1\n"
                                           for i in range(8192))
@@ -7352,6 +7365,16 @@ exit""", None, processed=23),
        "r8 = *(u32 *)(r6 +4)\nr0 = r7\nr0 += 4\nif r0 > r8 goto out\nr1 = 0\n"
        "*(u32 *)(r8 -4) = r1\nout:\nr0 = 2\nexit",
        "R8 invalid mem access 'pkt_end'"),
+    # -- a load of a spilled scalar's bytes that does not restore the register (its upper
+    # half, or more bytes than a 2-byte spill) is no fill: the history records no slot,
+    # so the value the load gives needing precision does not make the spill precise and
+    # the states at j: still prune (insn_stack_access_flags)
+    _c("stack_partial_fill_not_precise", _join("r1 = r6\n*(u64 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = *(u32 *)(r10 -4)\n" + _VAR_FP16), None,
+       processed=46),
+    _c("stack_wide_fill_of_narrow_spill", _join("r1 = 0\n*(u16 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = *(u32 *)(r10 -8)\n" + _VAR_FP16), None,
+       processed=46),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -3868,11 +3868,17 @@ class _Verifier:
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
-        if st.hist:
-            st.hist[-1] = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24
+        # insn_stack_access_flags: the history records the slot of a spill, of a fill
+        # restoring a spilled register and of an atomic, not of other data (backtracking
+        # looks for the slot's spill further back then)
+        tag = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24 \
+            if st.hist else 0
         types, spill = frame.slot(spi)
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
+            if tag and (frame.slot(spi)[1] is not None or
+                        self.insns[self.pc].code & 0xE0 == op.BPF_ATOMIC):
+                st.hist[-1] = tag
             if size == 8:
                 self.stack_live.write(reg.frame, spi)
             return None
@@ -3885,6 +3891,8 @@ class _Verifier:
                 n += 1
             if (k == 0 and size <= n) or (spill.t == SCALAR and spill.tm == 0 and
                                           spill.tv == 0 and k + size <= n):
+                if tag:
+                    st.hist[-1] = tag
                 self._jh_push(st)
         if spill is not None and types[k] == S_SPILL:
             spill_size = 0
