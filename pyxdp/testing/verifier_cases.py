@@ -7375,6 +7375,11 @@ exit""", None, processed=23),
     _c("stack_wide_fill_of_narrow_spill", _join("r1 = 0\n*(u16 *)(r10 -8) = r1\n",
        "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = *(u32 *)(r10 -8)\n" + _VAR_FP16), None,
        processed=46),
+    # -- only an array's key is checked for being a constant (can_elide_value_nullness):
+    # a hash map's constant key needs no precision, the states at j: prune
+    _c("hash_const_key_not_precise", _join("r1 = 0\n*(u32 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\n"
+       "r3 = 0\n"), None, processed=52),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -6144,7 +6144,10 @@ class _Verifier:
                 what = "key" if arg == Arg.MAP_KEY else "value"
                 raise Refuse(f"invalid map_ptr to access map->{what}")
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
-            if arg == Arg.MAP_KEY:
+            # can_elide_value_nullness: only an array's key is looked at (and needed
+            # precise) for being a constant
+            if arg == Arg.MAP_KEY and m.type in (MT.BPF_MAP_TYPE_ARRAY,
+                                                 MT.BPF_MAP_TYPE_PERCPU_ARRAY):
                 key = self._const_key(st, reg, size)
                 meta.const_key = None if key is None else key[0]
                 if key is not None and key[1] is not None:  # a spilled constant, not zeros
