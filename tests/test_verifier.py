@@ -26,7 +26,7 @@ from pyxdp.errors import NotSupportedError, ObjectError, UnsupportedHelper, Veri
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
-from pyxdp.testing.verifier_cases import CASES, VerifierCase
+from pyxdp.testing.verifier_cases import CASES, LOOPS2_WALKS, VerifierCase
 from pyxdp.uapi.bpf import XdpAction
 from pyxdp.verifier import verify
 from pyxdp.verifier.kfuncs import KFUNCS, KArg, KfuncProto, KParam, register_kfunc
@@ -174,6 +174,17 @@ def test_clang_loops_get_linux_verdict() -> None:
         except VerifierError as e:
             got[name] = e.reason
     assert got == LOOPS
+
+
+def test_clang19_loops_walk_as_linux() -> None:
+    spec = load_collection_spec(Path(__file__).parent / "verifier_objects" / "loops2.o")
+    got: dict[str, object] = {}
+    for name, prog in spec.programs.items():
+        try:
+            got[name] = verify(prog, spec.maps, btf=spec.btf).insns_processed
+        except VerifierError as e:
+            got[name] = (e.reason, e.errno)
+    assert got == LOOPS2_WALKS
 
 
 # Linux 6.18's verdicts (reason, errno) on tests/verifier_objects/local_kptr.o: objects of

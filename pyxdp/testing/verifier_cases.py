@@ -45,7 +45,7 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 
-__all__ = ["CASES", "MAPS", "Func", "VerifierCase", "funcs_btf"]
+__all__ = ["CASES", "LOOPS2_WALKS", "MAPS", "Func", "VerifierCase", "funcs_btf"]
 
 # The strings of the rodata map, at offsets 0, 16, 32, 48 and (not NUL-terminated) 54.
 RODATA = (b"user.pyxdp".ljust(16, b"\0") + b"user.none".ljust(16, b"\0") +
@@ -83,6 +83,8 @@ MAPS: dict[str, MapSpec] = {
     # 8, eight bytes without a NUL
     "fmts": MapSpec("fmts", MT.BPF_MAP_TYPE_ARRAY, 4, 16, 1, flags=BPF_F_RDONLY_PROG,
                     frozen=True, contents=((b"\0\0\0\0", b"s %d\n\0\0\0" + b"x" * 8),)),
+    # a bloom filter of 8-byte values (bpf_map_peek_elem tests membership)
+    "bloom": MapSpec("bloom", MT.BPF_MAP_TYPE_BLOOM_FILTER, 0, 8, 16),
 }
 _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs")
 # Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
@@ -451,6 +453,25 @@ _VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
+
+
+# Two paths writing fp-8 their way (``first`` walked first, with enough jumps and
+# instructions for a state to be kept at j:), then ``tail`` after they join.
+def _join(first: str, second: str, tail: str) -> str:
+    return ("r9 = r1\ncall 7\nr6 = r0\nr7 = 0\nr1 = 0\n*(u64 *)(r10 -16) = r1\n"
+            "if r6 > 10 goto a\n" + first + "if r6 > 3 goto +1\nr7 = 1\nif r6 > 5 goto +1\n"
+            "r7 = 2\nr7 = 3\nr8 = 0\nr8 = 1\nr8 = 2\nr8 = 3\nr8 = 4\ngoto j\na:\n" + second +
+            "r7 = 3\nj:\n" + tail + "r3 += 1\nr3 += 1\nr3 += 1\nr0 = 2\nexit")
+
+
+# a byte of fp-16 (a spilled 0) at a variable offset from what r2 holds
+_VAR_FP16 = "r2 &= 7\nr4 = r10\nr4 += -16\nr4 += r2\nr3 = *(u8 *)(r4 +0)\n"
+
+
+# 8,192 two-way branches on one path: the jump stack is full (BPF_COMPLEXITY_LIMIT_JMP_SEQ)
+_JMP_SEQ = "call 7\nr8 = r0\n" + "".join(f"if r8 > {100000 - i} goto +1\nr7 = 1\n"
+                                          for i in range(8192))
+_JMP_SEQ_LINE = "The sequence of 8193 jumps is too complex."
 
 
 # -- IRQ state (bpf_local_irq_save/_restore): an 8-byte stack slot of its own (STACK_IRQ_FLAG)
@@ -7205,4 +7226,169 @@ exit""", None, processed=23),
     _c("mov32_keeps_jmp32_bound", "call 7\nif w0 != 0 goto l1\nr0 = 2\nexit\nl1:\nw1 = w0\n"
        "if w1 == 0 goto l2\nr0 = 2\nexit\nl2:\nr0 = *(u64 *)(r0 +0)\nr0 = 2\nexit", None,
        processed=8),
+    # -- a bloom filter's bpf_map_peek_elem reads the value it tests (resolve_map_arg_type):
+    # the stack keeps its spills, a pointer's included
+    _c("bloom_peek_keeps_spills", "r6 = r1\nr1 = 5\n*(u64 *)(r10 -8) = r1\n"
+       "*(u64 *)(r10 -16) = r6\nr1 = MAP(bloom)\nr2 = r10\nr2 += -16\ncall 89\n"
+       "r1 = *(u64 *)(r10 -8)\nif r1 == 5 goto +1\nr0 = *(u64 *)(r1 +0)\n"
+       "r1 = *(u64 *)(r10 -16)\nr0 = *(u32 *)(r1 +0)\nr0 = 2\nexit", None, processed=14),
+    # ... so a 32-bit spill stays one: no match for a state's spilled 0 at the join (a
+    # misc slot would be: the walk stops there)
+    _c("bloom_peek_partial_spill_no_prune", "call 7\nr6 = r0\nr7 = 0\nif r6 > 10 goto a\n"
+       "r1 = 0\n*(u64 *)(r10 -8) = r1\nif r6 > 3 goto +1\nr7 = 1\nif r6 > 5 goto +1\n"
+       "r7 = 2\nr7 = 3\nr8 = 0\nr8 = 1\nr8 = 2\nr8 = 3\nr8 = 4\ngoto j\na:\n"
+       "*(u32 *)(r10 -8) = r6\nr1 = MAP(bloom)\nr2 = r10\nr2 += -8\ncall 89\nr7 = 3\nj:\n"
+       "r1 = *(u64 *)(r10 -8)\nr1 += 1\nr1 += 1\nr1 += 1\nr1 += 1\nr0 = 2\nexit", None,
+       processed=48),
+    # -- one state too many for the jump stack: 6.18's push_stack fails and its caller picks
+    # the errno (EFAULT at a conditional jump, ENOMEM at may_goto, EFAULT and a line of its
+    # own for an async callback)
+    _c("jmp_seq_cond_jump", _JMP_SEQ + "if r8 > 5 goto +1\nr7 = 1\nr0 = 2\nexit", _JMP_SEQ_LINE,
+       err=errno.EFAULT),
+    _c("jmp_seq_may_goto", _JMP_SEQ + "may_goto +1\nr0 = 1\nr0 = 2\nexit", _JMP_SEQ_LINE,
+       err=errno.ENOMEM),
+    _c("jmp_seq_async_cb", _JMP_SEQ + "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(timed)\ncall 1\nif r0 == 0 goto out\nr6 = r0\nr1 = r6\nr1 += 8\n"
+       "r2 = MAP(timed)\nr3 = 1\ncall 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\n"
+       "out:\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "The sequence of 8193 jumps is too complex for async cb.", err=errno.EFAULT, funcs=_CB),
+    # -- refused programs of the kinds XDP developers write (stale packet pointers after
+    # adjust_head, unchecked or wrongly checked bounds, map values unchecked or indexed
+    # without bounds, bad helper arguments, ctx misuse, leaked references, stack misuse):
+    # Linux's last line and errno
+    _c("msg_adjust_head_reload_unchecked", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr1 = r6\nr2 = -14\ncall 44\nr7 = *(u32 *)(r6 +0)\n"
+       "r0 = *(u8 *)(r7 +0)\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_adjust_head_check_stale_end", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr1 = r6\nr2 = -14\ncall 44\nr7 = *(u32 *)(r6 +0)\nr0 = r7\n"
+       "r0 += 14\nif r0 > r8 goto out\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_map_value_unbounded_idx", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\ncall 1\nif r0 == 0 goto out\nr6 = r0\ncall 7\nr6 += r0\n"
+       "r1 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit",
+       "math between map_value pointer and register with unbounded min value is not "
+       "allowed", err=errno.EINVAL),
+    _c("msg_map_value_idx_off_by_one", "r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\ncall 1\nif r0 == 0 goto out\nr6 = r0\ncall 7\nif r0 > 8 goto out\n"
+       "r6 += r0\nr1 = *(u8 *)(r6 +0)\nout:\nr0 = 2\nexit",
+       "R6 max value is outside of the allowed memory range"),
+    _c("msg_stack_oob_write", "r1 = 0\n*(u64 *)(r10 -520) = r1\nr0 = 2\nexit",
+       "invalid write to stack R10 off=-520 size=8"),
+    _c("msg_stack_above_fp", "r1 = 0\n*(u64 *)(r10 +8) = r1\nr0 = 2\nexit",
+       "invalid write to stack R10 off=8 size=8"),
+    _c("msg_helper_value_ctx", "r3 = r1\nr1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(hash)\nr4 = 0\ncall 2\nr0 = 2\nexit",
+       "R3 type=ctx expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, "
+       "trusted_ptr_"),
+    _c("msg_ctx_read_oob", "r0 = *(u32 *)(r1 +64)\nr0 = 2\nexit",
+       "invalid bpf_context access off=64 size=4"),
+    _c("msg_pkt_end_arith", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr8 += 1\n"
+       "r0 = 2\nexit",
+       "R8 pointer arithmetic on pkt_end prohibited"),
+    _c("msg_pkt_read_past_check", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr0 = *(u8 *)(r7 +14)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_no_check", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = *(u8 *)(r7 +0)\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_check_wrong_way", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 < r8 goto out\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_var_off_unbounded", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr1 = *(u8 *)(r7 +0)\nr7 += r1\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_ringbuf_null_submit", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\nr1 = r0\nr2 = 0\n"
+       "call 132\nr0 = 2\nexit",
+       "R1 type=ringbuf_mem_or_null expected=ringbuf_mem"),
+    _c("msg_jump_out_of_range", "r0 = 2\ngoto +100\nexit",
+       "jump out of range from insn 1 to 102", err=errno.EINVAL),
+    _c("msg_unknown_helper", "call 9999\nr0 = 2\nexit",
+       "invalid func unknown#9999", err=errno.EINVAL),
+    _c("msg_read_uninit_reg", "r0 = r5\nexit",
+       "R5 !read_ok"),
+    _c("msg_combined_stack_too_large", "r1 = 0\n*(u64 *)(r10 -256) = r1\ncall f\nr0 = 2\n"
+       "exit\nf:\nr1 = 0\n*(u64 *)(r10 -304) = r1\nr0 = 0\nexit",
+       "combined stack size of 2 calls is 560. Too large"),
+    _c("msg_stack_var_read_unbounded", "call 7\nr1 = r10\nr1 += -8\nr1 += r0\n"
+       "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not "
+       "allowed", err=errno.EINVAL),
+    _c("msg_csum_diff_negative_size", "call 7\nr2 = r0\nr1 = r10\nr1 += -8\nr3 = 0\nr4 = 0\n"
+       "r5 = 0\ncall 28\nr0 = 2\nexit",
+       "R2 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_div_by_pointer", "r0 = 2\nr0 /= r10\nexit",
+       "R0 pointer arithmetic with /= operator prohibited"),
+    _c("msg_atomic_on_packet", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr0 = r7\n"
+       "r0 += 14\nif r0 > r8 goto out\nr1 = 1\nlock *(u32 *)(r7 +0) += r1\nout:\nr0 = 2\nexit",
+       "BPF_ATOMIC stores into R7 pkt is not allowed"),
+    _c("msg_ptr_arith_32", "r1 = r10\nw1 += -8\nr0 = 2\nexit",
+       "R1 32-bit pointer arithmetic prohibited"),
+    _c("msg_return_stack_ptr_to_caller", "call f\nr0 = 2\nexit\nf:\nr0 = r10\nr0 += -8\nexit",
+       "cannot return stack pointer to the caller", err=errno.EINVAL),
+    _c("msg_pkt_ptr_negative_off", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r0 = r7\nr0 += 14\nif r0 > r8 goto out\nr7 += -2\nr0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\n"
+       "exit",
+       "R7 offset is outside of the packet"),
+    _c("msg_pkt_meta_past_data", "r6 = r1\nr7 = *(u32 *)(r6 +8)\nr8 = *(u32 *)(r6 +0)\n"
+       "r0 = r7\nr0 += 4\nif r0 > r8 goto out\nr0 = *(u32 *)(r7 +4)\nout:\nr0 = 2\nexit",
+       "R7 offset is outside of the packet"),
+    _c("msg_ctx_narrow_data", "r0 = *(u16 *)(r1 +0)\nr0 = 2\nexit",
+       "invalid bpf_context access off=0 size=2"),
+    _c("msg_ctx_read_off_misaligned", "r0 = *(u32 *)(r1 +2)\nr0 = 2\nexit",
+       "invalid bpf_context access off=2 size=4"),
+    _c("msg_load_bytes_unbounded_len", "r6 = r1\ncall 7\nr4 = r0\nr1 = r6\nr2 = 0\nr3 = r10\n"
+       "r3 += -8\ncall 189\nr0 = 2\nexit",
+       "R4 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_ringbuf_output_unbounded", "call 7\nr3 = r0\nr1 = MAP(rb)\nr2 = r10\nr2 += -8\n"
+       "r4 = 0\ncall 130\nr0 = 2\nexit",
+       "R3 min value is negative, either use unsigned or 'var &= const'"),
+    _c("msg_two_pkt_ptrs_add", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\n"
+       "r7 += r8\nr0 = 2\nexit",
+       "R7 pointer += pointer prohibited"),
+    _c("msg_scalar_minus_ptr", "r6 = r1\nr7 = *(u32 *)(r6 +0)\nr8 = *(u32 *)(r6 +4)\nr0 = 14\n"
+       "r0 -= r7\nr0 = 2\nexit",
+       "R0 tried to subtract pointer from scalar"),
+    _c("msg_get_stack_in_xdp", "r2 = r10\nr2 += -64\nr3 = 64\nr4 = 0\ncall 67\nr0 = 2\nexit",
+       "program of this type cannot use helper bpf_get_stack#67", err=errno.EINVAL),
+    _c("msg_bpf_loop_cb_stack_too_large", "r1 = 0\n*(u64 *)(r10 -304) = r1\nr1 = 4\n"
+       "r2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\nr1 = 0\n"
+       "*(u64 *)(r10 -256) = r1\nr0 = 0\nexit",
+       "combined stack size of 2 calls is 560. Too large",
+       funcs=(Func("main"), Func("cb", False, ("int", "void*")))),
+    _c("msg_ringbuf_discard_twice", "r1 = MAP(rb)\nr2 = 8\nr3 = 0\ncall 131\n"
+       "if r0 == 0 goto out\nr6 = r0\nr1 = r0\nr2 = 0\ncall 133\nr1 = r6\nr2 = 0\ncall 133\n"
+       "out:\nr0 = 2\nexit",
+       "R1 type=scalar expected=ringbuf_mem"),
+    _c("msg_pkt_write_ro_after_check_on_end", "r6 = r1\nr7 = *(u32 *)(r6 +0)\n"
+       "r8 = *(u32 *)(r6 +4)\nr0 = r7\nr0 += 4\nif r0 > r8 goto out\nr1 = 0\n"
+       "*(u32 *)(r8 -4) = r1\nout:\nr0 = 2\nexit",
+       "R8 invalid mem access 'pkt_end'"),
+    # -- a load of a spilled scalar's bytes that does not restore the register (its upper
+    # half, or more bytes than a 2-byte spill) is no fill: the history records no slot,
+    # so the value the load gives needing precision does not make the spill precise and
+    # the states at j: still prune (insn_stack_access_flags)
+    _c("stack_partial_fill_not_precise", _join("r1 = r6\n*(u64 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = *(u32 *)(r10 -4)\n" + _VAR_FP16), None,
+       processed=46),
+    _c("stack_wide_fill_of_narrow_spill", _join("r1 = 0\n*(u16 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = *(u32 *)(r10 -8)\n" + _VAR_FP16), None,
+       processed=46),
+    # -- only an array's key is checked for being a constant (can_elide_value_nullness):
+    # a hash map's constant key needs no precision, the states at j: prune
+    _c("hash_const_key_not_precise", _join("r1 = 0\n*(u32 *)(r10 -8) = r1\n",
+       "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\n"
+       "r3 = 0\n"), None, processed=52),
 )
+
+# Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of
+# cond_break, can_loop, bpf_for, bpf_repeat and bpf_loop): the instructions processed when
+# accepted, the last line of the log and the errno when refused.
+_JMP_SEQ_ENOMEM = (_JMP_SEQ_LINE, errno.ENOMEM)
+LOOPS2_WALKS: dict[str, int | tuple[str, int]] = {
+    "it_map_sum": 84, "it_repeat": 117, "it_nested": 221, "cl_chase": _JMP_SEQ_ENOMEM,
+    "bl_sum": 96, "it_cond_break": 101, "cl_scan": _JMP_SEQ_ENOMEM,
+    "it_map_bound": (_JMP_SEQ_LINE, errno.EFAULT), "cl_subprog": 324, "it_pkt": 124,
+    "bl_nested_cb": 245, "it_ipv6_ext": ("R6 offset is outside of the packet", errno.EACCES),
+    "cl_countdown": 47, "it_empty": 16}

@@ -2028,10 +2028,15 @@ class _Verifier:
         self.stack_live.update(st.frames)
         return st, pc
 
-    def _push(self, st: State, pc: int, stack: list[tuple[State, int]]) -> None:
+    def _push(self, st: State, pc: int, stack: list[tuple[State, int]],
+              err: int = errno.EFAULT, what: str = "") -> None:
+        """push_stack: queue ``st`` at ``pc``. Past BPF_COMPLEXITY_LIMIT_JMP_SEQ pending
+        states 6.18's push_stack fails with NULL and each caller picks the errno: EFAULT
+        for a conditional jump, ENOMEM for may_goto, an iterator's _next and a callback,
+        EFAULT for an async callback (" for async cb." in its line)."""
         if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # push_stack counts the one refused
             raise Refuse(f"The sequence of {BPF_COMPLEXITY_LIMIT_JMP_SEQ + 1} jumps is too "
-                         "complex.", errno.E2BIG)
+                         f"complex{what}.", err)
         if st.parent is not None:
             st.parent.branches += 1
         stack.append((st, pc))
@@ -2947,7 +2952,9 @@ class _Verifier:
                 reg.known32(v)
             else:
                 reg.set_known(v)
-        self._push(q, self.pc, stack)
+        # (6.18.44's backport checks IS_ERR of a NULL push_stack here and oopses: mainline's
+        # E2BIG stands in)
+        self._push(q, self.pc, stack, errno.E2BIG)
 
     @staticmethod
     def _byte_swap(d: Reg, i: Instruction, is64: bool) -> None:
@@ -3862,11 +3869,17 @@ class _Verifier:
         self._note_depth(frame, -lo)
         spi = (-lo - 1) // 8
         k = lo + 8 * (spi + 1)  # byte index in the slot, 0 = lowest address
-        if st.hist:
-            st.hist[-1] = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24
+        # insn_stack_access_flags: the history records the slot of a spill, of a fill
+        # restoring a spilled register and of an atomic, not of other data (backtracking
+        # looks for the slot's spill further back then)
+        tag = (st.hist[-1] & _HIST_PC) | _HIST_STACK | reg.frame << 21 | spi << 24 \
+            if st.hist else 0
         types, spill = frame.slot(spi)
         if write:
             self._stack_write(st, frame, spi, k, size, value, imm, regno)
+            if tag and (frame.slot(spi)[1] is not None or
+                        self.insns[self.pc].code & 0xE0 == op.BPF_ATOMIC):
+                st.hist[-1] = tag
             if size == 8:
                 self.stack_live.write(reg.frame, spi)
             return None
@@ -3879,6 +3892,8 @@ class _Verifier:
                 n += 1
             if (k == 0 and size <= n) or (spill.t == SCALAR and spill.tm == 0 and
                                           spill.tv == 0 and k + size <= n):
+                if tag:
+                    st.hist[-1] = tag
                 self._jh_push(st)
         if spill is not None and types[k] == S_SPILL:
             spill_size = 0
@@ -4463,7 +4478,7 @@ class _Verifier:
             # A tail call that succeeds leaves the subprogram: the tail-called program's
             # exit returns to the caller with its R0. That path is walked first; the
             # failed call's fall through is queued.
-            self._push(st.copy(), nxt, stack)
+            self._push(st.copy(), nxt, stack, errno.E2BIG)  # (as maybe_fork_scalars)
             st.cur.regs[0].set_unknown()
             ret = self._exit(st, pc)
             assert ret is not None  # a subprogram's exit returns to its caller
@@ -4947,7 +4962,7 @@ class _Verifier:
             # a tail call from a subprog returns to its caller with what the called
             # program returned: that path is walked now (packet pointers gone); the
             # failed call's, on in the subprog, is queued
-            self._push(st.copy(), pc + 1, stack)
+            self._push(st.copy(), pc + 1, stack, errno.E2BIG)  # (as maybe_fork_scalars)
             self._clear_pkt_pointers(st)
             st.cur.regs[0].set_unknown()
             ret = self._exit(st, pc)
@@ -5925,7 +5940,7 @@ class _Verifier:
             prev = self._prev_entry(st, pc)
             if prev is not None:
                 self._widen(prev, q)
-            self._push(q, pc + 1, stack)
+            self._push(q, pc + 1, stack, errno.ENOMEM)
         it = st.frames[fno].spill_w(spi)
         assert it is not None
         it.sub = ITER_DRAINED
@@ -5942,7 +5957,7 @@ class _Verifier:
         q.may_goto += 1
         if prev is not None:
             self._widen(prev, q)
-        self._push(q, pc + 1, stack)
+        self._push(q, pc + 1, stack, errno.ENOMEM)
         return pc + 1 + i.off
 
     @staticmethod
@@ -6073,7 +6088,7 @@ class _Verifier:
         cb.cb_unroll += 1
         caller.cb_depth += 1
         st.cur.cb_depth = 0
-        self._push(cb, target, stack)
+        self._push(cb, target, stack, errno.ENOMEM)
 
     def _arg(self, st: State, regs: list[Reg], n: int, arg: Arg, args: tuple[Arg, ...],
              meta: _CallMeta, fid: int) -> None:
@@ -6088,6 +6103,11 @@ class _Verifier:
             if arg != Arg.MAP_VALUE:
                 raise Refuse("invalid arg_type for sockmap/sockhash", errno.EINVAL)
             arg = Arg.SOCK_COMMON
+        elif arg == Arg.UNINIT_MAP_VALUE and fid == 89 and meta.map is not None and \
+                meta.map.type == MT.BPF_MAP_TYPE_BLOOM_FILTER:
+            # resolve_map_arg_type: a bloom filter's peek tests the value given, it writes
+            # nothing (the stack keeps what it holds)
+            arg = Arg.MAP_VALUE
         expect = self._arg_types(arg)
         may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
         if may_null and reg.is_null():
@@ -6127,7 +6147,10 @@ class _Verifier:
                 what = "key" if arg == Arg.MAP_KEY else "value"
                 raise Refuse(f"invalid map_ptr to access map->{what}")
             size = m.key_size if arg == Arg.MAP_KEY else m.value_size
-            if arg == Arg.MAP_KEY:
+            # can_elide_value_nullness: only an array's key is looked at (and needed
+            # precise) for being a constant
+            if arg == Arg.MAP_KEY and m.type in (MT.BPF_MAP_TYPE_ARRAY,
+                                                 MT.BPF_MAP_TYPE_PERCPU_ARRAY):
                 key = self._const_key(st, reg, size)
                 meta.const_key = None if key is None else key[0]
                 if key is not None and key[1] is not None:  # a spilled constant, not zeros
@@ -6335,7 +6358,7 @@ class _Verifier:
         # a state of its own: no checkpoint of this path is its parent (Linux starts it
         # fresh), so precision marks stop at its start and this path's kept states do
         # not wait for it
-        self._push(cb, target, stack)
+        self._push(cb, target, stack, errno.EFAULT, " for async cb")
 
     def _spin_lock(self, st: State, n: int, reg: Reg, flags: int) -> None:
         """process_spin_lock: the map value's bpf_spin_lock (or, with _PROCESS_RES_LOCK,
@@ -6396,6 +6419,8 @@ class _Verifier:
         r0.s32min, r0.s32max = -MAX_ERRNO, -1
         r0.smin, r0.smax = -MAX_ERRNO, -1
         r0.sync()
+        if len(stack) >= BPF_COMPLEXITY_LIMIT_JMP_SEQ:  # (push_stack's line comes first)
+            raise Refuse("failed to push state for failed lock acquisition", errno.ENOMEM)
         self._push(q, pc + 1, stack)
 
     @staticmethod

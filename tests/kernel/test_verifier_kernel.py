@@ -27,7 +27,7 @@ from pyxdp.kernel import netlink
 from pyxdp.kernel.backend import KernelBackend
 from pyxdp.kernel.verifier_log import verifier_reason
 from pyxdp.spec import ProgramSpec
-from pyxdp.testing.verifier_cases import CASES, VerifierCase
+from pyxdp.testing.verifier_cases import CASES, LOOPS2_WALKS, VerifierCase
 from pyxdp.verifier import verify
 from pyxdp.verifier.kfuncs import SYSCALL_KFUNCS
 
@@ -159,6 +159,27 @@ def test_loop_walks_as_linux() -> None:
     finally:
         kb.close()
     assert verify(prog, spec.maps, btf=spec.btf).insns_processed == linux
+
+
+def test_clang19_loops_walk_as_recorded() -> None:
+    # tests/verifier_objects/loops2.o: Linux's walked instruction counts (accepted) and
+    # errnos (refused) are the ones tests/test_verifier.py holds pyxdp to.
+    spec = load_collection_spec(OBJECTS_DIR / "loops2.o")
+    kb = KernelBackend(spec)
+    got: dict[str, object] = {}
+    try:
+        handles: dict[str, object] = {}
+        for mname, ms in spec.maps.items():
+            handles[mname] = kb.create_map(ms, handles)  # type: ignore[arg-type]
+        for name, prog in spec.programs.items():
+            try:
+                h = kb.load_program(prog, handles)  # type: ignore[arg-type]
+                got[name] = h.info().verified_insns
+            except VerifierError as e:
+                got[name] = (verifier_reason(e.log), e.errno)
+    finally:
+        kb.close()
+    assert got == LOOPS2_WALKS
 
 
 def test_corpus_case_checks_itself() -> None:
