@@ -6,14 +6,16 @@ sizes; loading must end in one specific error, never a Python exception."""
 from __future__ import annotations
 
 import dataclasses
+import struct
 from pathlib import Path
 
 import pytest
 
-from pyxdp.btf.btf import BtfKind
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import CoreRelocationError
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
+from pyxdp.errors import ObjectError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,3 +43,25 @@ def test_core_bitfield_member_of_a_pointer_type(void_ptr: bool) -> None:
     msg = str(e.value)
     assert "\n" not in msg
     assert f"bitfield member #{idx} of struct iphdr___core is not of a sized integer" in msg
+
+
+def test_a_struct_that_contains_itself_is_refused_at_parse() -> None:
+    """struct bpf_spin_lock given a member of struct pair, which holds a bpf_spin_lock:
+    a type containing itself by value has no size. pyxdp loaded the object and decoding
+    a map value recursed until RecursionError; the kernel's BTF check answers "Loop
+    detected", and pyxdp's parser now refuses the object in one line."""
+    path = ROOT / "samples" / "graph_list.o"
+    data = path.read_bytes()
+    at = data.find(b"\x9f\xeb\x01\x00")  # the .BTF blob's magic and version
+    hdr_len, _, type_len, _, str_len = struct.unpack_from("<5I", data, at + 4)
+    btf = Btf.parse(data[at:at + hdr_len + type_len + str_len])
+    assert btf.encode() == data[at:at + hdr_len + type_len + str_len]  # replaceable in place
+    lock = btf.types[btf.find("bpf_spin_lock", BtfKind.STRUCT) or 0]
+    pair = btf.find("pair", BtfKind.STRUCT)
+    assert lock.members and pair is not None
+    looped = btf.with_types({lock.id: dataclasses.replace(
+        lock, members=(dataclasses.replace(lock.members[0], type=pair),))}).encode()
+    with pytest.raises(ObjectError) as e:
+        load_collection_spec(data[:at] + looped + data[at + len(looped):])
+    msg = str(e.value)
+    assert "\n" not in msg and "bpf_spin_lock contains itself (loop detected)" in msg
