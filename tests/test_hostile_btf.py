@@ -20,6 +20,17 @@ from pyxdp.errors import ObjectError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _object_btf(name: str) -> tuple[bytes, int, Btf]:
+    """A sample object's bytes, where its .BTF blob starts, and the blob parsed (it
+    re-encodes byte for byte, so an edited blob of the same kinds replaces it in place)."""
+    data = (ROOT / "samples" / name).read_bytes()
+    at = data.find(b"\x9f\xeb\x01\x00")  # the .BTF blob's magic and version
+    hdr_len, _, type_len, _, str_len = struct.unpack_from("<5I", data, at + 4)
+    btf = Btf.parse(data[at:at + hdr_len + type_len + str_len])
+    assert btf.encode() == data[at:at + hdr_len + type_len + str_len]
+    return data, at, btf
+
+
 @pytest.mark.parametrize("void_ptr", [False, True])
 def test_core_bitfield_member_of_a_pointer_type(void_ptr: bool) -> None:
     """A CO-RE field relocation on a bitfield member whose type is no integer: pyxdp
@@ -50,12 +61,7 @@ def test_a_struct_that_contains_itself_is_refused_at_parse() -> None:
     a type containing itself by value has no size. pyxdp loaded the object and decoding
     a map value recursed until RecursionError; the kernel's BTF check answers "Loop
     detected", and pyxdp's parser now refuses the object in one line."""
-    path = ROOT / "samples" / "graph_list.o"
-    data = path.read_bytes()
-    at = data.find(b"\x9f\xeb\x01\x00")  # the .BTF blob's magic and version
-    hdr_len, _, type_len, _, str_len = struct.unpack_from("<5I", data, at + 4)
-    btf = Btf.parse(data[at:at + hdr_len + type_len + str_len])
-    assert btf.encode() == data[at:at + hdr_len + type_len + str_len]  # replaceable in place
+    data, at, btf = _object_btf("graph_list.o")
     lock = btf.types[btf.find("bpf_spin_lock", BtfKind.STRUCT) or 0]
     pair = btf.find("pair", BtfKind.STRUCT)
     assert lock.members and pair is not None
@@ -65,3 +71,28 @@ def test_a_struct_that_contains_itself_is_refused_at_parse() -> None:
         load_collection_spec(data[:at] + looped + data[at + len(looped):])
     msg = str(e.value)
     assert "\n" not in msg and "bpf_spin_lock contains itself (loop detected)" in msg
+
+
+@pytest.mark.parametrize("shape", ["short", "unaligned"])
+def test_a_member_outside_its_struct_is_refused_at_parse(shape: str) -> None:
+    """A struct whose size leaves out its bpf_list_head member (or a member at an odd
+    bit offset): pyxdp loaded it and freeing the map's lists wrote past the value in a
+    finalizer ("Exception ignored ... ValueError" on stderr). btf_struct_resolve answers
+    "Member exceeds struct_size" / "Member is not byte aligned"; so does the parser."""
+    data, at, btf = _object_btf("graph_list.o")
+    head = btf.find("bpf_list_head", BtfKind.STRUCT)
+    owner = next(t for t in btf.types if t.kind is BtfKind.STRUCT
+                 and any(m.type == head for m in t.members))
+    idx = next(i for i, m in enumerate(owner.members) if m.type == head)
+    if shape == "short":
+        odd = dataclasses.replace(owner, size_type=owner.members[idx].bit_offset // 8 + 8)
+    else:
+        members = list(owner.members)
+        members[idx] = dataclasses.replace(members[idx], bit_offset=members[idx].bit_offset + 4)
+        odd = dataclasses.replace(owner, members=tuple(members))
+    blob = btf.with_types({owner.id: odd}).encode()
+    with pytest.raises(ObjectError) as e:
+        load_collection_spec(data[:at] + blob + data[at + len(blob):])
+    what = "exceeds struct_size" if shape == "short" else "is not byte aligned"
+    msg = str(e.value)
+    assert "\n" not in msg and f"of [{owner.id}] STRUCT {owner.name} {what}" in msg

@@ -340,6 +340,21 @@ class Btf:
             t = self.types[loop]
             raise _err(f"type [{loop}] {t.kind.name} {t.name or '(anon)'} contains itself "
                        f"(loop detected)", path, section)
+        for t in self.types[1:]:  # btf_struct_resolve's member checks (after loops)
+            if t.kind not in (BtfKind.STRUCT, BtfKind.UNION):
+                continue
+            for m in t.members:
+                if m.bitfield_size or self.types[self.resolve(m.type)].kind in (
+                        BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                    continue  # (bit-granular; its own checks)
+                try:
+                    msize = self.resolve_size(m.type)
+                except ObjectError:
+                    continue  # sizeless members: refused where their size is needed
+                if m.bit_offset % 8 or m.bit_offset // 8 + msize > t.size_type:
+                    what = "is not byte aligned" if m.bit_offset % 8 else "exceeds struct_size"
+                    raise _err(f"member {m.name or '(anon)'} of [{t.id}] {t.kind.name} "
+                               f"{t.name or '(anon)'} {what}", path, section)
 
     def _value_loop(self) -> int | None:
         """A type that contains itself by value (members, array elements, typedefs,
