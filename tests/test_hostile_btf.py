@@ -96,3 +96,21 @@ def test_a_member_outside_its_struct_is_refused_at_parse(shape: str) -> None:
     what = "exceeds struct_size" if shape == "short" else "is not byte aligned"
     msg = str(e.value)
     assert "\n" not in msg and f"of [{owner.id}] STRUCT {owner.name} {what}" in msg
+
+
+def test_a_kconfig_char_array_above_int_max_is_e2big() -> None:
+    """An extern char CONFIG_DEFAULT_HOSTNAME[] of 2^32 - 1 elements: the .kconfig
+    buffer was allocated whole (4 GiB; MemoryError under a memory limit). An array
+    map's value above INT_MAX is E2BIG (array_map_alloc_check); refused first now."""
+    data, at, btf = _object_btf("loader/kconfig.v3.o")
+    sec = btf.types[btf.find(".kconfig", BtfKind.DATASEC) or 0]
+    var = next(btf.types[s.type] for s in sec.secinfos
+               if btf.types[s.type].name == "CONFIG_DEFAULT_HOSTNAME")
+    arr = btf.types[var.size_type]
+    assert arr.array is not None
+    blob = btf.with_types({arr.id: dataclasses.replace(
+        arr, array=dataclasses.replace(arr.array, nelems=0xFFFF_FFFF))}).encode()
+    with pytest.raises(ObjectError) as e:
+        load_collection_spec(data[:at] + blob + data[at + len(blob):])
+    msg = str(e.value)
+    assert "\n" not in msg and "'.kconfig' externs take" in msg and "E2BIG" in msg
