@@ -230,7 +230,11 @@ class TestRunTruncated(PyxdpError):
     """BPF_PROG_TEST_RUN's ENOSPC: the program ran but its output did not fit.
 
     ``result`` holds what was copied (retval, duration, the leading bytes of
-    data and context); ``data_size`` and ``ctx_size`` the full sizes wanted.
+    data and context); ``data_size`` and ``ctx_size`` are what the kernel writes
+    back to ``data_size_out``/``ctx_size_out``: the full sizes wanted, except when
+    ``data_size_out`` is below the frags' bytes alone, where bpf_test_finish
+    returns before writing anything and ``data_size`` stays ``data_size_out``
+    (measured on Linux 6.18; both backends report the same).
     """
 
     __test__ = False  # not a pytest test class despite its name

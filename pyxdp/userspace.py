@@ -76,6 +76,10 @@ class UserspaceBackend:
         self.programs: dict[int, XdpProg] = {}
         # AF_XDP sockets of pyxdp's datapath by "fd" (PyxdpXskSocket.fd), for XSKMAPs.
         self.xsks: dict[int, object] = {}
+        # Devmap/cpumap entry programs another backend (Collection, Host) loaded, by id:
+        # fds are the process's, and the entry holds its program as the kernel's does
+        # (its bpf_prog reference), even after that Collection closes.
+        self.entry_refs: dict[int, XdpProg] = {}
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
         if spec.type in LOCAL_STORAGE_TYPES and (spec.key_type is None
@@ -167,17 +171,30 @@ class UserspaceBackend:
 
     def _entry_prog(self, map_type: int) -> Callable[[int], int | None]:
         """A devmap/cpumap entry's program "fd" (a program id here) -> its id, if it is
-        a program of the expected attach type (the kernel refuses others)."""
+        a program of the expected attach type (the kernel refuses others). Any backend's
+        program is one (fds are the process's, bpf_prog_get_type_dev takes any)."""
         want = BpfAttachType.BPF_XDP_CPUMAP if map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP \
             else BpfAttachType.BPF_XDP_DEVMAP
 
         def resolve(fd: int) -> int | None:
-            prog = self.programs.get(fd)
-            if prog is None or prog.spec.expected_attach_type != want:
+            prog = self.programs.get(fd) or registered(fd, "program")
+            if not isinstance(prog, XdpProg) or prog.syscall \
+                    or prog.spec.expected_attach_type != want:
                 return None
+            if prog.id not in self.programs:
+                self.entry_refs[prog.id] = prog
             return prog.id
 
         return resolve
+
+    def program_by_id(self, prog_id: int) -> XdpProg | None:
+        """A program the datapath runs by id: this backend's, one of another backend a
+        devmap/cpumap entry here names, or any live one (ids are the process's)."""
+        prog = self.programs.get(prog_id) or self.entry_refs.get(prog_id)
+        if prog is None:
+            found = registered(prog_id, "program")
+            prog = found if isinstance(found, XdpProg) else None
+        return prog
 
     def xsk_register(self, sock: object) -> int:
         """A new AF_XDP socket: its "fd", the number an XSKMAP update takes."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from pathlib import Path
 
@@ -247,7 +248,11 @@ def test_malformed_types() -> None:
 def test_loops_and_overflows_are_errors() -> None:
     s = _Strings()
     loop = _t(s.add("a"), 8, 2) + _t(s.add("b"), 8, 1)  # typedef a b; typedef b a;
-    btf = Btf.parse(_blob(loop, bytes(s.data)))
+    with pytest.raises(ObjectError, match=r"\[1\] TYPEDEF a contains itself \(loop detected\)"):
+        Btf.parse(_blob(loop, bytes(s.data)))  # the kernel's BTF check: "Loop detected"
+    s = _Strings()
+    btf = Btf.parse(_blob(_t(s.add("a"), 8, 2) + _t(s.add("b"), 8, 0), bytes(s.data)))
+    btf = btf.with_types({2: dataclasses.replace(btf.types[2], size_type=1)})  # (unchecked)
     with pytest.raises(ObjectError, match="too deep or looping"):
         btf.resolve(1)
     with pytest.raises(ObjectError):

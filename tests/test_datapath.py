@@ -797,6 +797,66 @@ def test_devmap_program_verdicts_other_than_pass(act: int, closing: list[Host],
     assert warned == (act not in (0, 1))
 
 
+
+def _entry_prog_run(kind: str, foreign: bool) -> tuple[list[bytes], tuple[int, ...], int]:
+    """Ingress redirects 6 frames into a devmap or cpumap whose entry program records
+    (egress ifindex, ingress ifindex, queue, runs) in its "seen" array; ``foreign``: the
+    entry program is of another Collection (its own Host and backend). Returns what
+    veth3 (devmap) or veth1's stack (cpumap) got, the record and the entry's prog id."""
+    if kind == "devmap":
+        m, attach = devmap_spec("tx_port", 1), DEVMAP_ATTACH
+    else:
+        m = MapSpec("tx_port", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 1)
+        attach = int(BpfAttachType.BPF_XDP_CPUMAP)
+    text = SEEN_EGRESS if kind == "devmap" else \
+        SEEN_EGRESS.replace("r1 = *(u32 *)(r6 +20)", "r1 = 0")  # no egress_ifindex
+    entry = ("xdp/" + kind, attach, text)
+    ingress = ("xdp", XDP, "r1 = map[fd:0]\nr2 = 0\nr3 = 0\ncall bpf_redirect_map\nexit")
+    h = new_host()
+    other = new_host()
+    try:
+        v0, v1 = h.veth("veth0", "veth1")
+        v2, v3 = h.veth("veth2", "veth3")
+        v3.gro = True
+        if foreign:
+            coll = h.load(asm_spec({"ingress": ingress}, [m, array_spec("seen")]))
+            owner = other.load(asm_spec({"entry": entry}, [m, array_spec("seen")]))
+        else:
+            coll = owner = h.load(asm_spec({"ingress": ingress, "entry": entry},
+                                           [m, array_spec("seen")]))
+        prog = owner.programs["entry"]
+        value = devmap_value(v2.ifindex, prog) if kind == "devmap" \
+            else struct.pack("<Ii", 16, prog.fd)
+        coll.maps["tx_port"][0] = value
+        seen_map = owner.maps["seen"].handle  # (its memory: the program's reference)
+        if foreign:
+            owner.close()  # the entry holds its program, as the kernel's does
+        v0.attach_xdp(coll.programs["ingress"])
+        seen = Seen(h)
+        v1.transmit(udp_frames(6))
+        h.run()
+        got = seen.on(v3 if kind == "devmap" else v0)
+        rec = struct.unpack("<4I", seen_map.lookup(b"\0" * 4))
+        return got, rec, struct.unpack("<Ii", coll.maps["tx_port"].handle.lookup(b"\0" * 4))[1]
+    finally:
+        h.close()
+        other.close()
+
+
+@pytest.mark.parametrize("kind", ["devmap", "cpumap"])
+def test_entry_program_of_another_collection(kind: str) -> None:
+    """Round 9: Linux takes any BPF_XDP_DEVMAP/BPF_XDP_CPUMAP program fd of the process
+    for a devmap/cpumap entry; pyxdp's maps refused another Collection's with EINVAL and
+    its datapath looked entry programs up in its own backend only. The entry program of
+    another Collection runs now, on its own maps, exactly as a same-Collection one."""
+    same = _entry_prog_run(kind, foreign=False)
+    other = _entry_prog_run(kind, foreign=True)
+    assert len(same[0]) == 6 and same[1][3] == 6
+    assert other[:2] == same[:2] and other[2] != 0
+    if kind == "devmap":  # egress_ifindex is set for devmap programs only
+        assert same[1][0] != 0
+
+
 # -- 7. cpumap ------------------------------------------------------------------------------
 
 def cpumap_host(*, prog: bool, qsize: int = 64, cpus: Sequence[int] = (0, 1),

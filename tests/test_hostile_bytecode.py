@@ -143,6 +143,10 @@ def test_enospc_cuts_the_linear_part_and_leaves_the_context() -> None:
     assert runs[0][1] == data[:520] + data[3520:5000] and runs[0][3] == 5000
     assert runs[2][2] == bytes(24) and runs[2][3:] == (200, 24)
     assert runs[3] == (0, bytes(100), bytes(24), 100, 24)
+    # Round 9: data_size is what Linux writes back to data_size_out - the full size
+    # once the frags fit (5000), data_size_out itself below them (bpf_test_finish
+    # returns first; measured on 6.18, test_enospc_copies_match_linux).
+    assert runs[6][3] == 5000 and runs[10][3] == 6000 and runs[10][0] == 0
 
 
 @pytest.mark.kernel

@@ -335,6 +335,60 @@ class Btf:
                     BtfKind.FUNC_PROTO:
                 raise _err(f"FUNC [{t.id}] {t.name!r} does not point at a FUNC_PROTO",
                            path, section)
+        loop = self._value_loop()
+        if loop is not None:
+            t = self.types[loop]
+            raise _err(f"type [{loop}] {t.kind.name} {t.name or '(anon)'} contains itself "
+                       f"(loop detected)", path, section)
+        for t in self.types[1:]:  # btf_struct_resolve's member checks (after loops)
+            if t.kind not in (BtfKind.STRUCT, BtfKind.UNION):
+                continue
+            for m in t.members:
+                if m.bitfield_size or self.types[self.resolve(m.type)].kind in (
+                        BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64):
+                    continue  # (bit-granular; its own checks)
+                try:
+                    msize = self.resolve_size(m.type)
+                except ObjectError:
+                    continue  # sizeless members: refused where their size is needed
+                if m.bit_offset % 8 or m.bit_offset // 8 + msize > t.size_type:
+                    what = "is not byte aligned" if m.bit_offset % 8 else "exceeds struct_size"
+                    raise _err(f"member {m.name or '(anon)'} of [{t.id}] {t.kind.name} "
+                               f"{t.name or '(anon)'} {what}", path, section)
+
+    def _value_loop(self) -> int | None:
+        """A type that contains itself by value (members, array elements, typedefs,
+        modifiers: not through a pointer), which has no size; the kernel's BTF check
+        answers "Loop detected". Iterative three-colour walk: the first type found on
+        the path again, or None."""
+        done = bytearray(len(self.types))  # 0 new, 1 on the current path, 2 done
+
+        def edges(t: BtfType) -> list[int]:
+            if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
+                return [m.type for m in t.members]
+            if t.kind is BtfKind.ARRAY and t.array is not None:
+                return [t.array.type]
+            if t.kind in _MODIFIERS or t.kind is BtfKind.VAR:
+                return [t.size_type]
+            return []
+
+        for root in range(1, len(self.types)):
+            if done[root]:
+                continue
+            stack = [(root, iter(edges(self.types[root])))]
+            done[root] = 1
+            while stack:
+                tid, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    done[tid] = 2
+                    stack.pop()
+                elif done[nxt] == 1:
+                    return nxt
+                elif not done[nxt]:
+                    done[nxt] = 1
+                    stack.append((nxt, iter(edges(self.types[nxt]))))
+        return None
 
     # -- queries -----------------------------------------------------------
 

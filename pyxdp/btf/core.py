@@ -361,6 +361,10 @@ def _field_value(spec: _Spec | None, kind: int) -> _Value:
     bit_sz = m.bitfield_size
     bitfield = bit_sz > 0
     if bitfield:
+        if mtype.kind not in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64) \
+                or not mtype.size_type:  # (the kernel's BTF check refuses such a member too)
+            raise ValueError(f"bitfield member #{acc.idx} of {_describe(src, acc.type_id)} "
+                             f"is not of a sized integer or enum type")
         byte_sz = mtype.size_type
         byte_off = bit_off // 8 // byte_sz * byte_sz
         while bit_off + bit_sz - byte_off * 8 > byte_sz * 8:

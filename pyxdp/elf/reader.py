@@ -747,6 +747,9 @@ class _Loader:
         layout, size = kconfig_layout(btf, externs)
         if not layout:
             return
+        if size > 0x7FFF_FFFF:  # array_map_alloc_check: a value above INT_MAX is E2BIG
+            raise self.error(f"'.kconfig' externs take {size} bytes: E2BIG (an array map's "
+                             f"value is at most INT_MAX bytes)", ".BTF")
         try:
             value = resolve_kconfig(layout, size, self.kconfig)
         except ObjectError as e:

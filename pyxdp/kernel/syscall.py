@@ -766,7 +766,9 @@ class TestRunOutputTruncated(KernelError, TestRunTruncated):
 
     The program did run; ``result`` holds what the kernel copied (retval,
     duration and the leading part of the data), and ``data_size`` /
-    ``ctx_size`` the full sizes it wanted to write. It is both a
+    ``ctx_size`` what it wrote back to ``data_size_out``/``ctx_size_out`` (the
+    full sizes, or ``data_size_out`` itself when that is below the frags alone:
+    see :class:`~pyxdp.errors.TestRunTruncated`). It is both a
     :class:`KernelError` (the syscall failed with ENOSPC) and the
     backend-neutral :class:`~pyxdp.errors.TestRunTruncated`, so callers of
     either backend catch it the same way.

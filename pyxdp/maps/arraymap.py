@@ -288,7 +288,9 @@ class FdArrayMap(_ArrayOrder):
         fd_array_alloc_check(spec)
         super().__init__(spec)
         self.ids = np.zeros(self.max_entries, np.uint32)
-        self.objects: list[object | None] = [None] * self.max_entries
+        # The object of each set slot: a dict, not a list of max_entries, so an array
+        # of 2^31 slots costs what its set slots do (ids is lazy zero pages).
+        self.objects: dict[int, object] = {}
 
     def _resolve(self, fd: int) -> tuple[object, int]:
         raise MapError("update", _errno.EBADF, f"fd {fd} is not an object pyxdp knows")
@@ -297,7 +299,7 @@ class FdArrayMap(_ArrayOrder):
                ) -> bytes | None:
         self._lookup_flags(flags)
         i = _index(self._key(key, "lookup"))
-        if i >= self.max_entries or self.objects[i] is None:
+        if i >= self.max_entries or i not in self.objects:
             return None
         return int(self.ids[i]).to_bytes(4, "little")
 
@@ -316,18 +318,21 @@ class FdArrayMap(_ArrayOrder):
         i = _index(self._key(key, "delete"))
         if i >= self.max_entries:
             raise MapError("delete", _errno.E2BIG, f"index {i} >= max_entries")
-        if self.objects[i] is None:
+        if i not in self.objects:
             raise MapError("delete", _errno.ENOENT)
         self._put(i, None, 0)
 
     def _put(self, i: int, obj: object | None, oid: int) -> None:
         """Slot ``i`` now holds ``obj`` (None: empty), reported as ``oid``."""
-        self.objects[i] = obj
+        if obj is None:
+            self.objects.pop(i, None)
+        else:
+            self.objects[i] = obj
         self.ids[i] = oid
 
     def object_at(self, index: int) -> object | None:
         """The object at ``index`` (None when empty or out of range)."""
-        return self.objects[index] if 0 <= index < self.max_entries else None
+        return self.objects.get(index)
 
     def raw_keys(self) -> Iterator[bytes]:
         # get_next_key walks every index; the Python API lists only the set
@@ -338,9 +343,8 @@ class FdArrayMap(_ArrayOrder):
         return int(np.count_nonzero(self.ids))
 
     def clear(self) -> None:
-        for i, obj in enumerate(self.objects):
-            if obj is not None:
-                self._put(i, None, 0)
+        for i in list(self.objects):
+            self._put(i, None, 0)
 
 
 class ProgArrayMap(FdArrayMap):

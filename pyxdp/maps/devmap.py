@@ -92,6 +92,11 @@ def host_ifindex_exists(ifindex: int) -> bool:
     return True
 
 
+# DevMapHash's bytes per max_entries: entries 8, key_data 8, walk 4, and an index of
+# twice the entries (int32 slot + uint64 hash).
+_HASH_BYTES_PER_ENTRY = 8 + 8 + 4 + 2 * (4 + 8)
+
+
 def dev_map_alloc_check(spec: MapSpec, kind: str) -> None:
     """``dev_map_init_map``: key 4, value 4 or 8, max_entries > 0, known flags."""
     if (spec.max_entries == 0 or spec.key_size != 4 or spec.value_size not in (4, 8)
@@ -238,6 +243,11 @@ class DevMapHash(Map):
 
     def __init__(self, spec: MapSpec) -> None:
         dev_map_alloc_check(spec, "devmap_hash")
+        if spec.max_entries * _HASH_BYTES_PER_ENTRY > MAX_STORAGE_BYTES:
+            # pyxdp's own tables (their index filled at creation) past the sanity cap:
+            # ENOMEM, not tens of GiB written before a numpy MemoryError or the OOM killer
+            raise MapError("map_create", _errno.ENOMEM, f"devmap_hash of {spec.max_entries} "
+                           "entries: too large")
         super().__init__(spec)
         self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)

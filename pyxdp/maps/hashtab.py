@@ -557,7 +557,7 @@ class HashOfMaps(InnerMapValues, HashMap):
 
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
-        self.objects: list[Map | None] = [None] * self.max_entries
+        self.objects: dict[int, Map] = {}  # by element: what its used elements cost
         # Per element the inner map's handle: what a program's lookup returns, read
         # here and by the JIT's twin.
         self.handles = np.zeros(self.max_entries, np.uint64)
@@ -578,11 +578,11 @@ class HashOfMaps(InnerMapValues, HashMap):
         return int(self.handles[e]) if e >= 0 else 0
 
     def _evicted(self, e: int) -> None:
-        self.objects[e] = None
+        self.objects.pop(e, None)
         self.handles[e] = 0
 
     def _cleared(self) -> None:
-        self.objects = [None] * self.max_entries
+        self.objects = {}
         self.handles.fill(0)
 
 

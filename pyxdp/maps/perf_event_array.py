@@ -180,9 +180,7 @@ class PerfEventArray(FdArrayMap):
         self._sync_slots()
 
     def _sync_slots(self) -> None:
-        for i, obj in enumerate(self.objects):
-            if obj is None:
-                self.slots[i] = 0
+        self.slots[self.ids == 0] = 0  # (ring ids start at 1: 0 is an empty slot)
 
     def new_ring(self, cpu: int, page_cnt: int) -> PerfRing:
         ring = PerfRing(cpu, page_cnt, self._next_event)
@@ -203,7 +201,7 @@ class PerfEventArray(FdArrayMap):
             index = cpu
         if index >= self.max_entries:
             raise MapError("perf_event_output", _errno.E2BIG, f"index {index}")
-        ring = self.objects[index]
+        ring = self.objects.get(index)
         if not isinstance(ring, PerfRing):
             raise MapError("perf_event_output", _errno.ENOENT, f"no perf event at {index}")
         if ring.cpu != cpu:

@@ -250,7 +250,7 @@ class SockMap(SocketMapBase):
 
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
-        self.sks: list[MapSocket | None] = [None] * self.max_entries
+        self.sks: dict[int, MapSocket] = {}  # by index: what its used slots cost
 
     @classmethod
     def check(cls, spec: MapSpec) -> None:
@@ -261,14 +261,14 @@ class SockMap(SocketMapBase):
 
     def socket_at(self, key: bytes) -> MapSocket | None:
         i = int.from_bytes(key[:4], "little")
-        return self.sks[i] if i < self.max_entries else None
+        return self.sks.get(i)
 
     def _put(self, key: bytes, sk: MapSocket, flags: int) -> int:
         """``sock_map_update_common``."""
         i = int.from_bytes(key[:4], "little")
         if i >= self.max_entries:
             return -errno.E2BIG
-        old = self.sks[i]
+        old = self.sks.get(i)
         if old is not None and flags == BPF_NOEXIST:
             return -errno.EEXIST
         if old is None and flags == BPF_EXIST:
@@ -281,12 +281,10 @@ class SockMap(SocketMapBase):
 
     def _remove(self, key: bytes) -> MapSocket | None:
         i = int.from_bytes(key[:4], "little")
-        sk = self.sks[i]
-        self.sks[i] = None
-        return sk
+        return self.sks.pop(i, None)
 
     def _items(self) -> list[tuple[bytes, MapSocket]]:
-        return [(i.to_bytes(4, "little"), s) for i, s in enumerate(self.sks) if s is not None]
+        return [(i.to_bytes(4, "little"), self.sks[i]) for i in sorted(self.sks)]
 
     def delete(self, key: bytes | None) -> None:
         """``sock_map_delete_elem``: EINVAL past the end and for an empty slot."""

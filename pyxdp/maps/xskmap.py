@@ -71,7 +71,9 @@ class XskMap(_ArrayOrder):
             raise einval("map_create", "xskmap: key 4, value 4, max_entries > 0")
         super().__init__(spec)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
-        self.sockets: list[object | None] = [None] * self.max_entries
+        # The socket of each occupied slot: a dict, not a list of max_entries, so a
+        # map of 2^31 slots costs what its used slots do (its arrays are lazy zeroes).
+        self.sockets: dict[int, object] = {}
         # struct bpf_xdp_sock per slot: what a program's lookup points at.
         self.xdp_sock = np.zeros(self.max_entries, np.uint32)
         self._make_regions([self.xdp_sock.view(np.uint8)], writable=False)
@@ -111,7 +113,7 @@ class XskMap(_ArrayOrder):
         if i >= self.max_entries:
             raise MapError("update", _errno.E2BIG, f"index {i} >= max_entries")
         sock = self._resolve(fd)
-        old = self.sockets[i]
+        old = self.sockets.get(i)
         if old is sock:
             return
         if old is not None and flags == BPF_NOEXIST:
@@ -121,15 +123,17 @@ class XskMap(_ArrayOrder):
         self._set(i, sock, fd)
 
     def _set(self, i: int, sock: object | None, fd: int) -> None:
-        old = self.sockets[i]
-        self.sockets[i] = sock
+        old = self.sockets.pop(i, None)
+        if sock is not None:
+            self.sockets[i] = sock
         self.entries[i] = (fd, 0)
         self.xdp_sock[i] = int(getattr(sock, "queue_id", 0)) if sock is not None else 0
         if sock is not None:
             added = getattr(sock, "xsk_map_added", None)
             if added is not None:
                 added(self)
-        if old is not None and old is not sock and old not in self.sockets:
+        if old is not None and old is not sock and \
+                all(s is not old for s in self.sockets.values()):
             removed = getattr(old, "xsk_map_removed", None)
             if removed is not None:
                 removed(self)
@@ -142,31 +146,29 @@ class XskMap(_ArrayOrder):
 
     def remove_socket(self, sock: object) -> None:
         """``xsk_map_try_sock_delete`` for every slot holding ``sock`` (it is closing)."""
-        for i, s in enumerate(self.sockets):
+        for i, s in list(self.sockets.items()):
             if s is sock:
                 self._set(i, None, 0)
 
     def socket_changed(self, sock: object) -> None:
         """``sock`` was bound: its ``bpf_xdp_sock.queue_id`` changed."""
-        for i, s in enumerate(self.sockets):
+        for i, s in list(self.sockets.items()):
             if s is sock:
                 self.xdp_sock[i] = int(getattr(sock, "queue_id", 0))
 
     def socket_at(self, index: int) -> object | None:
         """The socket at ``index`` (None: empty or out of range), for ``bpf_redirect_map``."""
-        return self.sockets[index] if 0 <= index < self.max_entries else None
+        return self.sockets.get(index)
 
     def raw_keys(self) -> Iterator[bytes]:
-        return iter([i.to_bytes(4, "little") for i, s in enumerate(self.sockets)
-                     if s is not None])
+        return iter([i.to_bytes(4, "little") for i in sorted(self.sockets)])
 
     def __len__(self) -> int:
-        return sum(s is not None for s in self.sockets)
+        return len(self.sockets)
 
     def clear(self) -> None:
-        for i, s in enumerate(self.sockets):
-            if s is not None:
-                self._set(i, None, 0)
+        for i in list(self.sockets):
+            self._set(i, None, 0)
 
 
 def _lookup_fn(tag: str, m: MapInfo) -> str:

@@ -893,7 +893,7 @@ class Host:
 
     @checked
     def program_by_id(self, prog_id: int) -> XdpProg | None:
-        return self.backend.programs.get(prog_id)
+        return self.backend.program_by_id(prog_id)
 
     @checked(ifindex=(0, U32_MAX), queue=(0, U32_MAX))
     def xsk_lookup(self, ifindex: int, queue: int) -> Any:
