@@ -161,7 +161,8 @@ def test_xdp1_counts_per_protocol() -> None:
     with Collection.load(SAMPLES / "xdp1.o", nr_cpus=2) as c:
         for _ in range(3):
             assert c.programs["xdp_prog1"].test_run(udp_packet(b"hi")).retval == XdpAction.XDP_DROP
-        assert c.maps["rxcnt"][17] == [3, 0]
+        # each run counts on the CPU its caller was on (as BPF_PROG_TEST_RUN does)
+        assert len(c.maps["rxcnt"][17]) == 2
         assert c.maps["rxcnt"].sum(17) == 3
 
 
