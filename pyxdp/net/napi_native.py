@@ -130,7 +130,7 @@ memory (``dev_rx`` set in their header; :func:`_cpu_flush` returns what the ring
 refuses there).
 
 Multi-buffer (frags) buffers of the queue's pool (a NIC's DMA, an skb's copy, the
-generator's long frames, built here as ``skbuff_native.bufs_dma`` builds them) run
+generator's long frames, built by ``skbuff_native.buf_dma`` as a NIC's DMA) run
 in the loop: each poll's frags are listed in a frag table (:func:`_frags_row`, the
 layout of :class:`~pyxdp.net.xdp.FragTable`) whose address the JIT's descriptor
 carries for that batch, written back after the run (:func:`_frags_back`: released
@@ -222,10 +222,8 @@ from pyxdp.net.skbuff_native import (
     SH,
     _ld,
     _st,
-    nr_frags_for,
-    pp_buff_alloc,
+    buf_dma,
     skb_pp_cow_data,
-    skb_write,
 )
 from pyxdp.net.source import GenState
 from pyxdp.net.stack import Mib, stack_rcv_one
@@ -2057,28 +2055,21 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if tpl_len[gpos] > MAX_DMA:
                 # Past a page's packet room (fr_on: not generic, no xdp_frames in the
                 # poll): the NIC's DMA into a head and page frags of the pool
-                # (skbuff_native.bufs_dma's pp_buff_alloc and copy); too few pages
-                # drops the frame, those taken back into the pool's ring head first
-                # (the Python path's fill runs outside the pool's NAPI).
+                # (skbuff_native.buf_dma); too few pages drops the frame, those taken
+                # back into the pool's ring (the Python path's fill runs outside the
+                # pool's NAPI).
                 if not fr_on or nfx:
                     break
                 ln = tpl_len[gpos]
                 psc[P_COUNT] = c
                 psc[P_NUSE] = nuse
-                loc, got = pp_buff_alloc(cow, ln)
-                if loc >= 0 and got < nr_frags_for(ln):
-                    _put_ring(psc, ring, free, state, loc)
-                    for k in range(got):
-                        _put_ring(psc, ring, free, state,
-                                  _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * k, 8) - pfn_base)
-                    loc = -1
+                loc = buf_dma(cow, tpl.ctypes.data + gpos * tpl.strides[0], tpl.shape[1], ln,
+                              False)
                 c = psc[P_COUNT]
                 nuse = psc[P_NUSE]
                 if loc < 0:
                     ds[D_RX_DROPPED] += 1
                     break
-                skb_write(pages, pfn_base, loc, HEADROOM, 0,
-                          tpl.ctypes.data + gpos * tpl.strides[0], min(ln, tpl.shape[1]))
                 fsz = _frags_row(pages, pfn_base, state, loc, ft, fb, n)
                 rows[n] = loc
                 d_off[n] = HEADROOM

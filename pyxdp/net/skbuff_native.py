@@ -47,9 +47,9 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
-__all__ = ["BAD_SKB", "HEAD_ROOM", "bufs_copy_bits", "bufs_dma", "nr_frags_for", "pp_buff_alloc",
-           "rows_copy", "skb_alloc", "skb_frags_alloc", "skb_heads_clear", "skb_pp_cow_data",
-           "skb_write", "skbs_build", "skbs_to_buffs"]
+__all__ = ["BAD_SKB", "HEAD_ROOM", "buf_dma", "bufs_copy_bits", "bufs_dma", "nr_frags_for",
+           "pp_buff_alloc", "rows_copy", "skb_alloc", "skb_frags_alloc", "skb_heads_clear",
+           "skb_pp_cow_data", "skb_write", "skbs_build", "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -297,41 +297,45 @@ def skbs_to_buffs(pool, sysm, pfn, data, length, frags, out):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def bufs_dma(pool, data, lens, direct, out):  # type: ignore[no-untyped-def]
-    """A NIC's DMA of the frames of ``data`` (a row each, ``lens`` bytes long) into
-    ``xdp_buff`` s of its rx queue's page pool ``pool`` (as :func:`skb_pp_cow_data`):
-    the data at ``XDP_PACKET_HEADROOM`` of a head page and, past :data:`HEAD_ROOM`,
-    page frags (:func:`pp_buff_alloc`). Heads' pfns into ``out``; -1 for a frame the
-    pool has too few pages for (those it took given back, head first, as
-    ``page_pool_put_page`` does: ``direct``, the pool's alloc cache - the caller
-    runs its NAPI - else its ring), -2 for one needing more than ``MAX_SKB_FRAGS``
-    frags (nothing taken). The reference is :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`."""
+def buf_dma(pool, src, width, length, direct):  # type: ignore[no-untyped-def]
+    """A NIC's DMA of one frame (``length`` bytes, of which the first ``width`` are at
+    host address ``src``) into an ``xdp_buff`` of its rx queue's page pool ``pool`` (as
+    :func:`skb_pp_cow_data`): the data at ``XDP_PACKET_HEADROOM`` of a head page and,
+    past :data:`HEAD_ROOM`, page frags (:func:`pp_buff_alloc`). Returns the head's row;
+    -1 when the pool has too few pages (those it took given back, head first, as
+    ``page_pool_put_page`` does: ``direct``, the pool's alloc cache - the caller runs
+    its NAPI - else its ring), -2 when it needs more than ``MAX_SKB_FRAGS`` frags
+    (nothing taken)."""
     pages, pfn_base, psc, cache, ring, free, state = pool
+    nf = nr_frags_for(length)
+    if nf > MAX_SKB_FRAGS:
+        return -2
+    head, got = pp_buff_alloc(pool, length)
+    if head < 0:
+        return -1
+    if got < nf:
+        for k in range(got + 1):
+            row = head if k == 0 else _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * (k - 1), 8) \
+                - pfn_base
+            if direct:
+                _recycle(psc, cache, ring, free, state, row)
+            else:
+                _put_ring(psc, ring, free, state, row)
+        return -1
+    skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, src, min(length, width))
+    return head
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def bufs_dma(pool, data, lens, direct, out):  # type: ignore[no-untyped-def]
+    """:func:`buf_dma` of the frames of ``data`` (a row each, ``lens`` bytes long):
+    heads' pfns into ``out``, or its negative answer. The reference is
+    :func:`pyxdp.net.xdp_mem.xdp_buff_copy_in`."""
     width = data.shape[1]
     addr = data.ctypes.data
     for i in range(len(lens)):
-        length = lens[i]
-        nf = nr_frags_for(length)
-        if nf > MAX_SKB_FRAGS:
-            out[i] = -2
-            continue
-        head, got = pp_buff_alloc(pool, length)
-        if head < 0:
-            out[i] = -1
-            continue
-        if got < nf:
-            for k in range(got + 1):
-                row = head if k == 0 else _ld(pages, head, FRAG0 + SKB_FRAG_SIZE * (k - 1), 8) \
-                    - pfn_base
-                if direct:
-                    _recycle(psc, cache, ring, free, state, row)
-                else:
-                    _put_ring(psc, ring, free, state, row)
-            out[i] = -1
-            continue
-        skb_write(pages, pfn_base, head, XDP_PACKET_HEADROOM, 0, addr + i * data.strides[0],
-                  min(length, width))
-        out[i] = head + pfn_base
+        head = buf_dma(pool, addr + i * data.strides[0], width, lens[i], direct)
+        out[i] = head + pool[1] if head >= 0 else head
 
 
 @njit(cache=True, nogil=True, _nrt=False)
