@@ -25,6 +25,7 @@ from pyxdp.maps.base import (
     SyscallView,
     bad_fd,
     default_nr_cpus,
+    live_program,
     register_object,
     registered,
     release_object,
@@ -76,10 +77,6 @@ class UserspaceBackend:
         self.programs: dict[int, XdpProg] = {}
         # AF_XDP sockets of pyxdp's datapath by "fd" (PyxdpXskSocket.fd), for XSKMAPs.
         self.xsks: dict[int, object] = {}
-        # Devmap/cpumap entry programs another backend (Collection, Host) loaded, by id:
-        # fds are the process's, and the entry holds its program as the kernel's does
-        # (its bpf_prog reference), even after that Collection closes.
-        self.entry_refs: dict[int, XdpProg] = {}
 
     def create_map(self, spec: MapSpec, maps: Mapping[str, MapHandle]) -> MapHandle:
         if spec.type in LOCAL_STORAGE_TYPES and (spec.key_type is None
@@ -172,29 +169,26 @@ class UserspaceBackend:
     def _entry_prog(self, map_type: int) -> Callable[[int], int | None]:
         """A devmap/cpumap entry's program "fd" (a program id here) -> its id, if it is
         a program of the expected attach type (the kernel refuses others). Any backend's
-        program is one (fds are the process's, bpf_prog_get_type_dev takes any)."""
+        program is one (fds are the process's, bpf_prog_get_type_dev takes any) while
+        its fd is open; the entry then holds it (pyxdp.maps.devmap.EntryProgs)."""
         want = BpfAttachType.BPF_XDP_CPUMAP if map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP \
             else BpfAttachType.BPF_XDP_DEVMAP
 
         def resolve(fd: int) -> int | None:
-            prog = self.programs.get(fd) or registered(fd, "program")
+            prog = registered(fd, "program")
             if not isinstance(prog, XdpProg) or prog.syscall \
                     or prog.spec.expected_attach_type != want:
                 return None
-            if prog.id not in self.programs:
-                self.entry_refs[prog.id] = prog
             return prog.id
 
         return resolve
 
     def program_by_id(self, prog_id: int) -> XdpProg | None:
-        """A program the datapath runs by id: this backend's, one of another backend a
-        devmap/cpumap entry here names, or any live one (ids are the process's)."""
-        prog = self.programs.get(prog_id) or self.entry_refs.get(prog_id)
-        if prog is None:
-            found = registered(prog_id, "program")
-            prog = found if isinstance(found, XdpProg) else None
-        return prog
+        """A program the datapath runs by id while it lives: its fd open or a
+        devmap/cpumap entry holding it, whichever backend loaded it (ids are the
+        process's; BPF_PROG_GET_FD_BY_ID's rule)."""
+        found = live_program(prog_id)
+        return found if isinstance(found, XdpProg) else None
 
     def xsk_register(self, sock: object) -> int:
         """A new AF_XDP socket: its "fd", the number an XSKMAP update takes."""

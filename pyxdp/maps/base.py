@@ -80,6 +80,9 @@ __all__ = [
     "bad_fd",
     "number_in_use",
     "number_kind",
+    "hold_program",
+    "live_program",
+    "put_program",
     "register_object",
     "registered",
     "release_object",
@@ -189,6 +192,45 @@ def release_object(num: int) -> None:
     with _lock:
         _objects.pop(num, None)
         _kinds.pop(num, None)
+
+
+# Programs that map entries (devmap/cpumap values) hold, by id: [program, references].
+# A program lives while its fd is open (``_objects``) or an entry holds it, as the
+# kernel's bpf_prog refcount: closing the fd leaves it to the entries, the last entry's
+# delete, replacement or map free ends it (its id resolves no more).
+_held: dict[int, list[Any]] = {}
+
+
+def hold_program(num: int) -> None:
+    """A map entry takes a reference on program ``num`` (``bpf_prog_get``), which its
+    map's resolver found open just before (a resolver of no backend, as a bare map's
+    in tests, may name ids of no program: counted, nothing to keep)."""
+    with _lock:
+        prog = _objects.get(num) if _kinds.get(num) == "program" else None
+        held = _held.setdefault(num, [prog, 0])
+        held[0] = held[0] if prog is None else prog
+        held[1] += 1
+
+
+def put_program(num: int) -> None:
+    """A map entry drops its reference on program ``num`` (``bpf_prog_put``)."""
+    with _lock:
+        held = _held.get(num)
+        if held is not None:
+            held[1] -= 1
+            if held[1] <= 0:
+                del _held[num]
+
+
+def live_program(num: int) -> object | None:
+    """The program with id ``num`` while it lives: its fd open or a map entry holding
+    it (``BPF_PROG_GET_FD_BY_ID`` finds it then, and only then)."""
+    with _lock:
+        prog = _objects.get(num) if _kinds.get(num) == "program" else None
+        if prog is None:
+            held = _held.get(num)
+            prog = held[0] if held is not None else None
+    return prog
 
 
 def number_in_use(num: int) -> bool:

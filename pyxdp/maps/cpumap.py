@@ -19,7 +19,8 @@ A cpumap slot is a remote CPU with a queue of ``qsize`` frames, the target of
 
 Storage (numpy): ``entries`` ``uint32[max_entries, 2]`` = qsize, program id;
 a slot is empty when its qsize is 0. :attr:`CpuMap.resolve_prog` maps a
-program fd to its id (default: none is valid).
+program fd to its id (default: none is valid); an entry holds its program as a
+devmap's does (:class:`pyxdp.maps.devmap.EntryProgs`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class CpuMap(_EntryArray):
         if i >= self.nr_cpus:
             raise MapError("update", _errno.ENODEV, f"CPU {i} is not possible")
         if qsize == 0:
-            self.entries[i] = 0
+            self.progs.write(self.entries, i, 0, 0)
             self.gen += 1
             return
         prog_id = 0
@@ -78,7 +79,7 @@ class CpuMap(_EntryArray):
             if resolved is None:
                 raise MapError("update", _errno.ENOMEM, f"fd {fd} is not a cpumap program")
             prog_id = resolved
-        self.entries[i] = (qsize, prog_id)
+        self.progs.write(self.entries, i, qsize, prog_id)
         self.gen += 1
 
     def qsize_at(self, index: int) -> int:

@@ -29,13 +29,17 @@ Which ifindexes and program fds exist is pluggable: :attr:`DevMap.ifindex_ok`
 :attr:`DevMap.resolve_prog` (``fd -> prog id`` or None; default: no program
 fd is valid). ``BPF_MAP_TYPE_DEVMAP_HASH`` (:class:`DevMapHash`) keys slots
 by any u32 (usually the ifindex itself) with the kernel's bucket order for
-get_next_key. Not modelled: the program's expected attach type check, device
-unregistration.
+get_next_key. Each entry with a program holds a reference on it (:class:`EntryProgs`,
+the kernel's ``bpf_prog_get`` per entry): the program outlives its fd while an entry
+names it and ends with the last entry's delete or replacement or the map's free.
+Not modelled: device unregistration.
 """
 
 from __future__ import annotations
 
 import errno as _errno
+import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -51,6 +55,8 @@ from pyxdp.maps.base import (
     MapError,
     MapSpec,
     einval,
+    hold_program,
+    put_program,
 )
 from pyxdp.maps.hashtab import (
     EMPTY,
@@ -73,7 +79,7 @@ from pyxdp.vm.jit.natives import (
     register_map,
 )
 
-__all__ = ["DEVMAP_HASH_NO_SLOT", "DevMap", "DevMapHash", "host_ifindex_exists"]
+__all__ = ["DEVMAP_HASH_NO_SLOT", "DevMap", "DevMapHash", "EntryProgs", "host_ifindex_exists"]
 
 # The end of a DevMapHash's ``walk`` (no entry slot there).
 DEVMAP_HASH_NO_SLOT = 0xFFFF_FFFF
@@ -125,6 +131,42 @@ def dev_map_alloc_node(ifindex_ok: Callable[[int], bool],
     return resolved
 
 
+def _put_all(ids: Counter[int]) -> None:
+    for prog_id, n in list(ids.items()):
+        for _ in range(n):
+            put_program(prog_id)
+    ids.clear()
+
+
+class EntryProgs:
+    """The program references of a devmap's or cpumap's entries: one per entry naming a
+    program (``__dev_map_alloc_node`` / ``__cpu_map_entry_alloc`` take it, the entry's
+    free puts it), and the map's free puts what is left (``dev_map_free``)."""
+
+    def __init__(self, owner: object) -> None:
+        self.ids: Counter[int] = Counter()
+        weakref.finalize(owner, _put_all, self.ids)
+
+    def write(self, entries: np.ndarray, slot: int, first: int, prog_id: int) -> None:
+        """``entries[slot] = (first, prog_id)``: the new program held before the entry
+        names it, the one it named put after (0: none)."""
+        old = int(entries[slot, 1])
+        if prog_id:
+            hold_program(prog_id)
+            self.ids[prog_id] += 1
+        entries[slot] = (first, prog_id)
+        if old:
+            put_program(old)
+            self.ids[old] -= 1
+            if not self.ids[old]:
+                del self.ids[old]
+
+    def clear(self, entries: np.ndarray) -> None:
+        """Every entry emptied (``entries`` zeroed), their programs put."""
+        entries.fill(0)
+        _put_all(self.ids)
+
+
 class _EntryArray(_ArrayOrder):
     """An array of ``(u32, u32)`` entries; slot empty when field 0 is 0."""
     # dev_map_ops and cpu_map_ops have no batch commands (ENOTSUPP, measured on 6.18)
@@ -133,6 +175,7 @@ class _EntryArray(_ArrayOrder):
     def __init__(self, spec: MapSpec) -> None:
         super().__init__(spec)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
+        self.progs = EntryProgs(self)
         # Writes of entries so far: what the datapath derives from them (the native
         # loop's cpumap table) is remade only after one.
         self.gen = 0
@@ -158,7 +201,7 @@ class _EntryArray(_ArrayOrder):
         i = self._index(key, "delete")
         if i >= self.max_entries:
             raise einval("delete", f"index {i} >= max_entries")
-        self.entries[i] = 0
+        self.progs.write(self.entries, i, 0, 0)
         self.gen += 1
 
     def raw_keys(self) -> Iterator[bytes]:
@@ -169,7 +212,7 @@ class _EntryArray(_ArrayOrder):
         return int(np.count_nonzero(self.entries[:, 0]))
 
     def clear(self) -> None:
-        self.entries.fill(0)
+        self.progs.clear(self.entries)
         self.gen += 1
 
 
@@ -202,11 +245,11 @@ class DevMap(_EntryArray):
         if not ifindex:
             if fd > 0:
                 raise einval("update", "a program fd needs an ifindex")
-            self.entries[i] = 0
+            self.progs.write(self.entries, i, 0, 0)
             self.gen += 1
             return
         prog_id = dev_map_alloc_node(self.ifindex_ok, self.resolve_prog, ifindex, fd)
-        self.entries[i] = (ifindex, prog_id)
+        self.progs.write(self.entries, i, ifindex, prog_id)
         self.gen += 1
 
     def lookup_addr(self, key: bytes, cpu: int = 0) -> int:
@@ -251,6 +294,7 @@ class DevMapHash(Map):
         super().__init__(spec)
         self.map_flags |= int(MapFlag.BPF_F_RDONLY_PROG)
         self.entries = np.zeros((self.max_entries, 2), np.uint32)
+        self.progs = EntryProgs(self)
         self.n_buckets = 1 << (self.max_entries - 1).bit_length()
         # the non-empty buckets only, and the entry slots given back (slots past
         # _unused were never taken): memory follows the entries, not max_entries
@@ -314,7 +358,7 @@ class DevMapHash(Map):
         bucket = self.buckets.setdefault(idx & (self.n_buckets - 1), [])
         self.gen += 1
         if old is not None:  # the new node replaces the old one at the head of the bucket
-            self.entries[old] = (ifindex, prog_id)
+            self.progs.write(self.entries, old, ifindex, prog_id)
             bucket.remove(idx)
             bucket.insert(0, idx)
             self._walk_remove(idx, old)
@@ -326,7 +370,7 @@ class DevMapHash(Map):
             slot, self._unused = self._unused, self._unused + 1
         else:
             raise MapError("update", _errno.E2BIG, "devmap_hash is full")
-        self.entries[slot] = (ifindex, prog_id)
+        self.progs.write(self.entries, slot, ifindex, prog_id)
         self._index_add(idx, slot)
         bucket.insert(0, idx)
         self._walk_add(idx, slot)
@@ -382,7 +426,7 @@ class DevMapHash(Map):
         if not self.buckets[b]:
             del self.buckets[b]
         self._walk_remove(idx, slot)
-        self.entries[slot] = 0
+        self.progs.write(self.entries, slot, 0, 0)
         self._free.append(slot)
 
     def get_next_key(self, key: bytes | None) -> bytes | None:
