@@ -164,6 +164,25 @@ def _attr(size: int) -> _Buf:
     return ctypes.create_string_buffer(size)
 
 
+def _value_out(cmd: BpfCmd, size: int) -> _Buf:
+    """This process's buffer for a value the kernel writes; no memory for it is the
+    ENOMEM bpf(2) answers when its own copy fails (a value may be INT_MAX bytes)."""
+    try:
+        return ctypes.create_string_buffer(max(size, 1))
+    except MemoryError:
+        raise _error(cmd, _errno.ENOMEM, f"no memory in this process for a {size}-byte "
+                     "value") from None
+
+
+def _value_in(cmd: BpfCmd, buf: _Buf, size: int) -> bytes:
+    """The first ``size`` bytes of ``buf``, copied once (see :func:`_value_out`)."""
+    try:
+        return ctypes.string_at(buf, size)
+    except MemoryError:
+        raise _error(cmd, _errno.ENOMEM, f"no memory in this process for a {size}-byte "
+                     "value") from None
+
+
 def _put32(buf: _Buf, off: int, value: int) -> None:
     _U32.pack_into(buf, off, value & 0xFFFF_FFFF)
 
@@ -183,10 +202,17 @@ def _get64(buf: _Buf, off: int) -> int:
 
 
 def _copy_in(data: bytes | bytearray | memoryview) -> _Buf | None:
-    """A kernel-readable copy of ``data`` (None for empty: passed as NULL)."""
+    """A kernel-readable copy of ``data`` (None for empty: passed as NULL), made once:
+    a map value may be INT_MAX bytes; no memory for it is ENOMEM, as for the kernel's
+    own copy (kvmemdup_bpfptr)."""
     if not len(data):
         return None
-    return ctypes.create_string_buffer(bytes(data), len(data))
+    raw = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+    try:
+        return (ctypes.c_char * len(raw)).from_buffer_copy(raw)
+    except MemoryError:
+        raise KernelError("bpf", _errno.ENOMEM, f"no memory in this process to copy a "
+                          f"{len(raw)}-byte argument") from None
 
 
 def _addr(buf: _Buf | None) -> int:
@@ -435,13 +461,13 @@ def map_lookup_elem(fd: Fd | int, key: bytes, value_size: int, flags: int = 0) -
     of the value as user space sees it (per-CPU maps: one slot per CPU).
     """
     kbuf = _copy_in(key)
-    vbuf = ctypes.create_string_buffer(max(value_size, 1))
+    vbuf = _value_out(BpfCmd.BPF_MAP_LOOKUP_ELEM, value_size)
     ret, err = _raw(BpfCmd.BPF_MAP_LOOKUP_ELEM, _elem_attr(fd, kbuf, vbuf, flags))
     if ret < 0:
         if err == _errno.ENOENT:
             return None
         raise _error(BpfCmd.BPF_MAP_LOOKUP_ELEM, err)
-    return vbuf.raw[:value_size]
+    return _value_in(BpfCmd.BPF_MAP_LOOKUP_ELEM, vbuf, value_size)
 
 
 def map_update_elem(fd: Fd | int, key: bytes, value: bytes,
@@ -461,13 +487,13 @@ def map_lookup_and_delete_elem(fd: Fd | int, key: bytes, value_size: int,
                                flags: int = 0) -> bytes | None:
     """BPF_MAP_LOOKUP_AND_DELETE_ELEM (pop for queue/stack maps: ``key=b""``)."""
     kbuf = _copy_in(key)
-    vbuf = ctypes.create_string_buffer(max(value_size, 1))
+    vbuf = _value_out(BpfCmd.BPF_MAP_LOOKUP_AND_DELETE_ELEM, value_size)
     ret, err = _raw(BpfCmd.BPF_MAP_LOOKUP_AND_DELETE_ELEM, _elem_attr(fd, kbuf, vbuf, flags))
     if ret < 0:
         if err == _errno.ENOENT:
             return None
         raise _error(BpfCmd.BPF_MAP_LOOKUP_AND_DELETE_ELEM, err)
-    return vbuf.raw[:value_size]
+    return _value_in(BpfCmd.BPF_MAP_LOOKUP_AND_DELETE_ELEM, vbuf, value_size)
 
 
 def map_get_next_key(fd: Fd | int, key: bytes | None, key_size: int) -> bytes | None:

@@ -206,6 +206,10 @@ class ArrayMap(_ArrayOrder):
     def lookup_batch(self, cursor: bytes | None = None, count: int = 0
                      ) -> tuple[list[bytes], list[bytes], bytes | None]:
         count = batch_count(count, "lookup_batch")
+        if self.key_size + self.value_size > INT_MAX:
+            # generic_map_lookup_batch's one key+value buffer: kvmalloc refuses above
+            # INT_MAX (measured on 6.18: a value of INT_MAX bytes, lookup works, batch not)
+            raise MapError("lookup_batch", _errno.ENOMEM, "key and value above INT_MAX bytes")
         start = 0 if cursor is None else _index(self._key(cursor, "lookup_batch")) + 1
         start = min(start, self.max_entries)
         stop = self.max_entries if count == 0 else min(self.max_entries, start + count)

@@ -568,10 +568,13 @@ class Map:
         """``data`` with its special fields zero (what the element holds after an update:
         ``copy_map_value`` leaves them out; and what user space reads:
         ``check_and_init_map_value``; between runs a lock is free, its word 0)."""
-        out = bytearray(data)
         spans = ((self.timer_off, 16), (self.wq_off, 16), (self.task_work_off, 8))
-        for off, size in (*((o, n) for o, n in spans if o is not None), *self.field_spans,
-                          *((o, 8) for o in self.kptr_offs)):
+        fields = (*((o, n) for o, n in spans if o is not None), *self.field_spans,
+                  *((o, 8) for o in self.kptr_offs))
+        if not fields:  # no copy: a value may be 2 GiB (INT_MAX), as Linux's
+            return data
+        out = bytearray(data)
+        for off, size in fields:
             out[off:off + size] = bytes(size)
         return bytes(out)
 
@@ -917,7 +920,11 @@ def _sys_op(name: str, read: bool, write: bool) -> Any:
 
     def op(self: SyscallView, *args: Any, **kwargs: Any) -> Any:
         self.check(cmd, read=read, write=write)
-        return getattr(self.map, name)(*args, **kwargs)
+        try:
+            return getattr(self.map, name)(*args, **kwargs)
+        except MemoryError:  # bpf(2)'s kvmalloc of the value or batch buffer failed
+            raise MapError(cmd, _errno.ENOMEM, f"map {self.map.name!r}: no memory for the "
+                           f"{cmd} buffer") from None
     op.__name__ = name
     return op
 
