@@ -480,6 +480,42 @@ class Btf:
                                                                 objects=True)]
 
     @cached_property
+    def struct_meta_ids(self) -> list[int]:
+        """The structs ``btf_parse_struct_metas`` gives a record: those with a member of
+        a type :data:`_ALLOC_OBJ_FIELDS` names, or of a pointer to a kptr of a struct
+        (``btf_find_kptr`` on every type: a ``__kptr``, ``__kptr_untrusted`` or
+        ``__percpu_kptr`` pointer, volatile allowed)."""
+        aof = {i for n in _ALLOC_OBJ_FIELDS for i in self._by_name.get(n, ())
+               if self.types[i].kind is BtfKind.STRUCT}
+        aof.update(t.id for t in self.types[1:] if self._is_kptr_ptr(t))
+        return [t.id for t in self.types[1:]
+                if t.kind is BtfKind.STRUCT and any(m.type in aof for m in t.members)]
+
+    def _is_kptr_ptr(self, t: BtfType) -> bool:
+        if t.kind is BtfKind.VOLATILE:
+            t = self.type_by_id(t.size_type)
+        if t.kind is not BtfKind.PTR:
+            return False
+        tag = self.type_by_id(t.size_type)
+        if tag.kind is not BtfKind.TYPE_TAG or tag.kind_flag or tag.name not in _KPTR_TAGS \
+                or self.type_by_id(tag.size_type).kind is BtfKind.TYPE_TAG:
+            return False
+        return self.types[self.resolve(tag.size_type)].kind is BtfKind.STRUCT
+
+    def struct_meta_kptrs(self) -> list[tuple[int, int]]:
+        """(struct id, pointee struct id) of each referenced ``__kptr`` field of the
+        structs with a record (:attr:`struct_meta_ids`): ``btf_parse_kptr`` looks each
+        pointee up in the kernel's BTF, and one found there must have a destructor."""
+        out = []
+        for tid in self.struct_meta_ids:
+            try:
+                out += [(tid, target) for _, _, target, _ in
+                        self._parse_fields(tid, ("kptr",), objects=True)]
+            except FieldError:
+                continue
+        return out
+
+    @cached_property
     def struct_metas_error(self) -> str | None:
         """Why ``BPF_BTF_LOAD`` refuses this BTF for its structs' records (None: it does
         not): ``btf_parse_struct_metas`` parses the record of every struct with a member
@@ -488,15 +524,12 @@ class Btf:
         struct both a graph root and a node whose roots hold structs with roots (their
         ownership could form a cycle: ELOOP). libbpf then loads the object without
         BTF."""
-        aof = {i for n in _ALLOC_OBJ_FIELDS for i in self._by_name.get(n, ())
-               if self.types[i].kind is BtfKind.STRUCT}
         recs: dict[int, set[str]] = {}
-        for t in self.types[1:]:
-            if t.kind is BtfKind.STRUCT and any(m.type in aof for m in t.members):
-                try:
-                    recs[t.id] = {n for n, _ in self.obj_fields(t.id)}
-                except FieldError as e:
-                    return f"struct {t.name}: {e}"
+        for tid in self.struct_meta_ids:
+            try:
+                recs[tid] = {n for n, _ in self.obj_fields(tid)}
+            except FieldError as e:
+                return f"struct {self.types[tid].name}: {e}"
         for tid, names in recs.items():
             if not names & set(_GRAPH_ROOTS.values()):
                 continue

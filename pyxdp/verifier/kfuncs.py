@@ -23,7 +23,8 @@ from enum import Enum, auto
 __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL", "RCU_FIELDS",
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
-           "KERNEL_KPTRS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS", "NOT_FOR_XDP",
+           "KERNEL_KPTRS", "KPTR_DTORS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS",
+           "NOT_FOR_XDP",
            "RCU_PROTECTED_TYPES", "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
@@ -466,6 +467,10 @@ TRAP_KFUNC = "__bpf_trap"
 # section) is an RCU pointer, NULL or not. An XDP program may release none of them but
 # tasks and cgroups (the cpumask and crypto-context release kfuncs are not for XDP).
 KERNEL_KPTRS = frozenset({"bpf_crypto_ctx", "task_struct", "cgroup", "bpf_cpumask"})
+# The kernel structs with a destructor kfunc (register_btf_id_dtor_kfuncs; measured on
+# 6.18: a referenced __kptr to any other kernel struct, nf_conn, sock, file..., has its
+# BTF refused at BPF_BTF_LOAD with ENOENT): KERNEL_KPTRS and net/bpf/test_run.c's.
+KPTR_DTORS = KERNEL_KPTRS | {"prog_test_ref_kfunc", "prog_test_member"}
 # The verifier's rcu_protected_types: a referenced kptr to one of these kernel structs,
 # loaded inside an RCU read section, is an RCU pointer (btf_ld_kptr_type), to any other
 # kernel struct an untrusted one

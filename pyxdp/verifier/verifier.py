@@ -93,6 +93,7 @@ from pyxdp.verifier.kfuncs import (
     KF_RET_NULL,
     KF_TRUSTED_ARGS,
     KFUNCS,
+    KPTR_DTORS,
     NOT_FOR_XDP,
     RCU_FIELDS,
     RCU_PROTECTED_TYPES,
@@ -126,7 +127,7 @@ from pyxdp.verifier.tnum import (
     tnum_str,
 )
 
-__all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "verify"]
+__all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "btf_load_refusal", "verify"]
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
@@ -1399,13 +1400,29 @@ def _rdonly(m: MapSpec) -> bool:
     return bool(m.flags & BPF_F_RDONLY_PROG) or m.frozen
 
 
+def btf_load_refusal(btf: Btf, core_btf: str | os.PathLike[str] | None) -> str | None:
+    """Why ``BPF_BTF_LOAD`` refuses the program's BTF for its structs' records (None:
+    it loads): :attr:`~pyxdp.btf.btf.Btf.struct_metas_error`, or ``btf_parse_kptr``'s
+    ENOENT for a referenced ``__kptr`` to a kernel struct with no destructor kfunc
+    (``btf_find_dtor_kfunc``; the kernel structs with one are :data:`KPTR_DTORS`; a
+    struct the kernel lacks is the program's own, an object of bpf_obj_new)."""
+    if btf.struct_metas_error is not None:
+        return btf.struct_metas_error
+    for sid, target in btf.struct_meta_kptrs():
+        name = btf.types[target].name
+        if name not in KPTR_DTORS and core_target(core_btf).find(name, BtfKind.STRUCT):
+            return (f"struct {btf.types[sid].name}: a __kptr to kernel struct {name}, "
+                    "which has no destructor kfunc (ENOENT)")
+    return None
+
+
 class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
         # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
-        self.btf = btf if btf is None or btf.struct_metas_error is None else None
+        self.btf = btf if btf is None or btf_load_refusal(btf, core_btf) is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
