@@ -213,8 +213,12 @@ class UserspaceBackend:
         return prog, prog.id
 
     def _xsk_by_fd(self, fd: int) -> object:
-        sock = self.xsks.get(fd)
-        if sock is None:  # no socket of this backend: the kernel's sockfd_lookup fails
+        """An XSKMAP update's socket "fd" -> the socket, whichever Host made it: fds
+        are the process's and xsk_map_update_elem takes any AF_XDP socket; a redirect
+        to one bound to another device or queue (another Host's: another namespace's
+        device) fails there (xsk_rcv_check: -EINVAL, the frame dropped)."""
+        sock = registered(fd, "xsk")
+        if sock is None:  # no AF_XDP socket: the kernel's sockfd_lookup fails
             raise bad_fd("update", fd, errno.ENOTSOCK, "AF_XDP socket")
         return sock
 

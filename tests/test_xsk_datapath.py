@@ -242,6 +242,44 @@ def test_wrong_queue_is_einval(host: Host) -> None:
     q.close()
 
 
+def test_a_socket_of_another_host_is_taken_and_the_redirect_fails(engine: str) -> None:
+    """Linux's XSKMAP takes any AF_XDP socket (xsk_map_update_elem looks at no device);
+    one bound to another namespace's device fails each redirect in xsk_rcv_check:
+    -EINVAL, the frame dropped, no counter of the socket moves (measured on 6.18:
+    tests/kernel/test_xsk_linux.py). pyxdp refused another Host's socket (ENOTSOCK)."""
+    h = Host(tracer=Tracer(), engine=engine)
+    other = Host(engine=engine)
+    try:
+        v0, v1 = h.veth("veth0", "veth1")
+        coll = h.load(SAMPLES / "xsk.o")
+        v0.attach_xdp(coll.programs["xdp_sock_prog"])
+        seen: list[bytes] = []
+        h.stack.on_receive(lambda batch: seen.extend(batch.packets()))
+        q = h.tracer.listen(["xdp_redirect", "xdp_redirect_err"])
+        with Umem(64, 2048) as u, _sock(other.add_device("eth0"), 0, u) as s:
+            s.fill()
+            coll.maps["xsks"][0] = s.fd
+            v1.transmit([frame(1), frame(2)])
+            h.run()
+            other.run()
+            errs = [e.record.err for e in q.drain()]  # type: ignore[union-attr]
+            assert errs == [-errno.EINVAL, -errno.EINVAL]
+            assert len(s.recv()) == 0 and seen == []
+            q.close()  # no listener: the native poll loop's way, counted
+            v1.transmit([frame(3), frame(4)])
+            h.run()
+            other.run()
+            errs_row = h.tracer["xdp_redirect_err"].counters.get((v0.ifindex, -errno.EINVAL))
+            assert errs_row is not None and int(errs_row[0]) == 4
+            assert len(s.recv()) == 0 and seen == []
+            st = s.statistics()
+            assert st.rx_dropped == st.rx_ring_full == st.rx_fill_ring_empty_descs == 0
+        assert len(coll.maps["xsks"].handle) == 0  # closed: out of the other host's map
+    finally:
+        h.close()
+        other.close()
+
+
 def test_program_lookup_gives_bpf_xdp_sock(host: Host) -> None:
     # r0 = lookup(xsks, &2); return r0 ? r0->queue_id + 10 : 1
     prog = asm_collection("""

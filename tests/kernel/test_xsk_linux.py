@@ -513,3 +513,41 @@ def test_umem_flags_are_passed(inns: None) -> None:
         assert u.flags == XdpUmemFlag.XDP_UMEM_TX_METADATA_LEN
         s.bind("veth0", 0)
         assert s.bound
+
+
+def test_a_socket_of_another_namespace_is_taken_and_the_redirect_fails(xdp: Collection
+                                                                        ) -> None:
+    """xsk_map_update_elem takes an AF_XDP socket bound to a device of another network
+    namespace; a frame redirected to it fails in xsk_rcv_check (-EINVAL): dropped, not
+    passed to veth0's stack, no counter of the socket moved. pyxdp's twin (a socket of
+    another Host): tests/test_xsk_datapath.py."""
+    other = f"{NS}-b"
+    res = ip("netns", "add", other)
+    assert res.returncode == 0, res.stderr
+    try:
+        for cmd in (("link", "add", "xa", "type", "veth", "peer", "name", "xb"),
+                    ("link", "set", "xa", "up"), ("link", "set", "xb", "up")):
+            res = ip("-n", other, *cmd)
+            assert res.returncode == 0, res.stderr
+        sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_TEST))
+        sniff.bind(("veth0", ETH_P_TEST))
+        sniff.settimeout(0.3)
+        with Umem(64, 2048) as umem, peer() as p, sniff:
+            with netns(other):
+                s = LinuxXskSocket("xa", 0, umem, fill_size=64, comp_size=64, rx_size=64,
+                                   tx_size=64)
+            with s:
+                s.fill()
+                p.send(frame(1))  # the slot is empty: XDP_PASS, veth0's stack has it
+                assert len(capture(sniff, 1)) == 1
+                xdp.maps["xsks"][0] = s.fd  # accepted: any AF_XDP socket
+                for i in range(2, 6):
+                    p.send(frame(i))
+                assert capture(sniff, 4) == []  # redirected, and dropped
+                got, _ = recv_n(s, 1, timeout=0.5)
+                assert got == []
+                st = s.statistics()
+                assert st.rx_dropped == st.rx_ring_full == st.rx_fill_ring_empty_descs == 0
+            del xdp.maps["xsks"][0]
+    finally:
+        ip("netns", "del", other)
