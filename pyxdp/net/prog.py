@@ -51,7 +51,6 @@ from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
 from pyxdp.vm.stream import ProgStreams
-from pyxdp.vm.task_kfuncs import kernel_objects
 
 if TYPE_CHECKING:
     from pyxdp.maps.base import Map
@@ -215,6 +214,8 @@ class XdpProg:
         # and the tasks and cgroups, for one whose maps' __kptr fields hold them (a plain
         # load of a field reads one with no kfunc call, on either engine)
         if any(getattr(m, "kernel_kptrs", False) for m in self.maps.values()):
+            from pyxdp.vm.task_kfuncs import kernel_objects  # (loaded with such a map only)
+
             self.shared_regions.append(kernel_objects().region)
         self._resolve: Callable[[int, Instruction, Instruction], int] = \
             lambda pc, i, nxt: values[pc]

@@ -35,7 +35,7 @@ from pyxdp.backend import TestRunResult
 from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
 from pyxdp.net.fib import Fib
 from pyxdp.net.prog import XdpProg
-from pyxdp.net.trace import current_cpu
+from pyxdp.net.smp import current_cpu
 from pyxdp.net.xdp import (
     ETH_HLEN,
     MAX_SKB_FRAGS,
