@@ -53,8 +53,6 @@ from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
-from pyxdp.vm.bpf_list import free_lists
-from pyxdp.vm.bpf_rbtree import free_trees
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
@@ -483,6 +481,8 @@ class Map:
 
     def set_list_heads(self, heads: tuple[tuple[int, int], ...]) -> None:
         """The value's list heads (from BTF, by the loader): (offset, node offset)."""
+        from pyxdp.vm.bpf_list import free_lists  # (the list model: with the first such map)
+
         self.list_heads = heads
         region = self.value_region()
         weakref.finalize(self, free_lists, region.buf, region.base, self.elem_size, heads)
@@ -490,6 +490,8 @@ class Map:
     def set_rb_roots(self, roots: tuple[tuple[int, int], ...]) -> None:
         """The value's red-black tree roots (from BTF, by the loader): (offset, node
         offset)."""
+        from pyxdp.vm.bpf_rbtree import free_trees  # (the rbtree model: likewise)
+
         self.rb_roots = roots
         region = self.value_region()
         weakref.finalize(self, free_trees, region.buf, region.base, self.elem_size, roots)
@@ -515,6 +517,9 @@ class Map:
         for off in self.async_offs:
             ASYNC.cancel_and_free(value_addr + off)
         if self.kptr_offs or self.list_heads or self.rb_roots:
+            from pyxdp.vm.bpf_list import free_lists
+            from pyxdp.vm.bpf_rbtree import free_trees
+
             region = self.value_region()
             at = value_addr - region.base
             value = region.buf[at:at + self.elem_size]
