@@ -33,7 +33,6 @@ neighbour is not caught here (the kernel's verifier rejects such a program at lo
 from __future__ import annotations
 
 import errno as _errno
-import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -56,6 +55,7 @@ from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
+from pyxdp.vm.smp import possible_cpus
 
 __all__ = [
     "BPF_ANY",
@@ -136,16 +136,9 @@ def round_up(x: int, align: int) -> int:
 
 
 def default_nr_cpus() -> int:
-    """The number of *possible* CPUs (what per-CPU kernel maps are sized by).
-
-    Asks :func:`pyxdp.kernel.possible_cpus` (the kernel's possible-CPU mask,
-    which can exceed the online CPUs); ``os.cpu_count()`` where that layer
-    cannot load.
-    """
-    try:
-        from pyxdp.kernel import possible_cpus
-    except ImportError:
-        return os.cpu_count() or 1
+    """The number of *possible* CPUs (what per-CPU kernel maps are sized by):
+    :func:`pyxdp.vm.smp.possible_cpus` (the kernel's possible-CPU mask, which can
+    exceed the online CPUs)."""
     return max(1, possible_cpus())
 
 

@@ -45,7 +45,6 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pyxdp.net.smp import current_cpu
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.uapi.xdp_trace import (
     DEFINITIONS,
@@ -64,6 +63,7 @@ from pyxdp.uapi.xdp_trace import (
     XdpRedirectErr,
     definition_of,
 )
+from pyxdp.vm.smp import current_cpu
 
 __all__ = [
     "TRACER",
