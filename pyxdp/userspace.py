@@ -33,7 +33,6 @@ from pyxdp.maps.base import (
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
-from pyxdp.net.xdp_metadata import bind_kfuncs
 from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 from pyxdp.verifier.kfuncs import KFUNCS, SYSCALL_KFUNCS
@@ -154,7 +153,9 @@ class UserspaceBackend:
             raise InvalidProgram(f"{spec.name}: {e.message}", rule="exception-callback"
                                  ) from None
         helpers = None
-        if spec.kfuncs:
+        if spec.kfuncs:  # the kfuncs' models load with the first program calling one
+            from pyxdp.net.xdp_metadata import bind_kfuncs
+
             spec, helpers = bind_kfuncs(spec, ops, btf, self.nr_cpus)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
                        helpers=helpers, facts=facts, exception_cb=exception_cb)

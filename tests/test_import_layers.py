@@ -117,3 +117,53 @@ def test_layers_import_downwards() -> None:
     up = [f"{a} -> {b}" for a, deps in sorted(graph.items()) for b in sorted(deps)
           if (la := _layer(a)) is not None and (lb := _layer(b)) is not None and lb > la]
     assert up == []
+
+
+# What a first packet on the userspace backend must not load: the models of features a
+# plain XDP program does not use load when something uses them (issue 13, load time).
+_FIRST_PACKET = """
+import json, sys
+from pyxdp.collection import Collection
+from pyxdp.elf import load_collection_spec
+from pyxdp.net.packets import udp_packet
+with Collection(load_collection_spec(sys.argv[1]), "userspace", engine=sys.argv[2]) as c:
+    prog = next(iter(c.programs.values()))
+    prog.test_run(udp_packet(b"x" * 64))
+    print(json.dumps([sorted(sys.modules), getattr(prog.handle.vm, "code", None) is not None
+                      and prog.handle.vm.code.from_disk]))
+"""
+_LAZY = ("logging", "llvmlite", "pyxdp.kernel", "pyxdp.net.trace", "pyxdp.uapi.xdp_trace",
+         "pyxdp.net.xdp_metadata", "pyxdp.net.xdp_dynptr", "pyxdp.vm.bpf_crypto",
+         "pyxdp.net.xdp_mem", "pyxdp.net.page_pool", "pyxdp.net.nf_conntrack",
+         "pyxdp.net.nf_flow_table", "pyxdp.net.xfrm_state", "pyxdp.vm.task_kfuncs",
+         "pyxdp.vm.bpf_list", "pyxdp.vm.bpf_rbtree", "pyxdp.maps.hashtab",
+         "pyxdp.maps.devmap", "pyxdp.maps.cpumap", "pyxdp.maps.lpm_trie")
+
+
+def _first_packet(obj: str, engine: str, cache: Path) -> tuple[set[str], bool]:
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYXDP_JIT_CACHE=str(cache))
+    out = subprocess.run([sys.executable, "-c", _FIRST_PACKET, str(ROOT / "samples" / obj),
+                          engine], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env=env)
+    mods, from_disk = json.loads(out.stdout)
+    return set(mods), from_disk
+
+
+def test_a_first_packet_loads_only_what_it_uses(tmp_path: Path) -> None:
+    mods, _ = _first_packet("xdp1.o", "interp", tmp_path)
+    assert "pyxdp.net.prog" in mods and "pyxdp.maps.arraymap" in mods  # it did run
+    loaded = sorted(m for m in mods if any(m == n or m.startswith(n + ".") for n in _LAZY))
+    assert loaded == []
+
+
+def test_a_program_from_the_disk_cache_is_not_lowered(tmp_path: Path) -> None:
+    """A JIT program whose machine code the disk cache holds never loads the lowering."""
+    cold, from_disk = _first_packet("xdp1.o", "jit", tmp_path)
+    assert "pyxdp.vm.jit.lower" in cold and not from_disk
+    warm, from_disk = _first_packet("xdp1.o", "jit", tmp_path)
+    assert from_disk and "pyxdp.vm.jit.engine" in warm
+    assert "pyxdp.vm.jit.lower" not in warm

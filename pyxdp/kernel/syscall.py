@@ -47,6 +47,7 @@ from pyxdp.uapi.bpf import (
     MapUpdateFlag,
     TestRunFlag,
 )
+from pyxdp.vm.smp import possible_cpus  # (re-exported: the bpf(2) layer's face)
 
 __all__ = [
     "BpfMap",
@@ -397,24 +398,6 @@ def require_bpf() -> None:
     ok, why, err = _probe()
     if not ok:
         raise BPFUnavailable("bpf", err or _errno.ENOSYS, why)
-
-
-def possible_cpus() -> int:
-    """Number of possible CPUs: the per-CPU map value multiplier.
-
-    Per-CPU map values are ``round_up(value_size, 8) * possible_cpus()``
-    bytes at the syscall boundary.
-    """
-    try:
-        with open("/sys/devices/system/cpu/possible", encoding="ascii") as fh:
-            text = fh.read().strip()
-    except OSError:
-        return os.cpu_count() or 1
-    total = 0
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        total += (int(hi) if hi else int(lo)) - int(lo) + 1
-    return total
 
 
 # --------------------------------------------------------------------------

@@ -39,9 +39,10 @@ has but pyxdp does not model raise :class:`~pyxdp.errors.NotSupportedError`.
 from __future__ import annotations
 
 import errno as _errno
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pyxdp.errors import NotSupportedError
-from pyxdp.maps.arraymap import ArrayMap, ArrayOfMaps, PercpuArrayMap, ProgArrayMap
 from pyxdp.maps.base import (
     BPF_ANY,
     BPF_EXIST,
@@ -58,26 +59,29 @@ from pyxdp.maps.base import (
     map_by_addr,
     map_by_id,
 )
-from pyxdp.maps.bloom_filter import BloomFilter
-from pyxdp.maps.bpf_local_storage import CgrpStorage, InodeStorage, SkStorage, TaskStorage
-from pyxdp.maps.cpumap import CpuMap
-from pyxdp.maps.devmap import DevMap, DevMapHash
-from pyxdp.maps.hashtab import (
-    HashMap,
-    HashOfMaps,
-    LruHashMap,
-    LruPercpuHashMap,
-    PercpuHashMap,
-    fnv1a64,
-)
-from pyxdp.maps.lpm_trie import LpmTrie, lpm_key
-from pyxdp.maps.perf_event_array import PerfBuffer, PerfEventArray
-from pyxdp.maps.queue_stack_maps import QueueMap, StackMap
-from pyxdp.maps.reuseport_array import ReuseportArray
-from pyxdp.maps.ringbuf import RingBuf, RingBuffer
-from pyxdp.maps.sock_map import KernelObjectMap, SockHash, SockMap
-from pyxdp.maps.xskmap import XskMap
 from pyxdp.uapi.bpf import BpfMapType
+
+if TYPE_CHECKING:
+    from pyxdp.maps.arraymap import ArrayMap, ArrayOfMaps, PercpuArrayMap, ProgArrayMap
+    from pyxdp.maps.bloom_filter import BloomFilter
+    from pyxdp.maps.bpf_local_storage import CgrpStorage, InodeStorage, SkStorage, TaskStorage
+    from pyxdp.maps.cpumap import CpuMap
+    from pyxdp.maps.devmap import DevMap, DevMapHash
+    from pyxdp.maps.hashtab import (
+        HashMap,
+        HashOfMaps,
+        LruHashMap,
+        LruPercpuHashMap,
+        PercpuHashMap,
+        fnv1a64,
+    )
+    from pyxdp.maps.lpm_trie import LpmTrie, lpm_key
+    from pyxdp.maps.perf_event_array import PerfBuffer, PerfEventArray
+    from pyxdp.maps.queue_stack_maps import QueueMap, StackMap
+    from pyxdp.maps.reuseport_array import ReuseportArray
+    from pyxdp.maps.ringbuf import RingBuf, RingBuffer
+    from pyxdp.maps.sock_map import KernelObjectMap, SockHash, SockMap
+    from pyxdp.maps.xskmap import XskMap
 
 __all__ = [
     "BPF_ANY", "BPF_EXIST", "BPF_F_LOCK", "BPF_NOEXIST", "ENOTSUPP", "MAP_CLASSES",
@@ -89,16 +93,69 @@ __all__ = [
     "PercpuArrayMap", "PercpuHashMap", "PerfBuffer", "PerfEventArray", "ProgArrayMap",
     "QueueMap", "RawCodec", "RingBuf", "RingBuffer", "StackMap", "XskMap", "create_map",
     "create_map_from_spec", "default_nr_cpus", "fnv1a64", "lpm_key", "map_by_addr",
-    "map_by_id",
+    "map_by_id", "map_class",
 ]
 
-MAP_CLASSES: dict[int, type[Map]] = {
-    cls.map_type: cls
-    for cls in (ArrayMap, PercpuArrayMap, ProgArrayMap, ArrayOfMaps, HashMap, PercpuHashMap,
-                LruHashMap, LruPercpuHashMap, HashOfMaps, LpmTrie, QueueMap, StackMap,
-                RingBuf, PerfEventArray, DevMap, DevMapHash, CpuMap, XskMap, SockMap, SockHash,
-                ReuseportArray, SkStorage, TaskStorage, InodeStorage, CgrpStorage, BloomFilter)
+# Each map type's module (and class): a module, with its native twins, loads with the
+# first map of one of its types (or the first use of one of its names below).
+_T = BpfMapType
+_MODULES: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "arraymap": (("ArrayMap", _T.BPF_MAP_TYPE_ARRAY),
+                 ("PercpuArrayMap", _T.BPF_MAP_TYPE_PERCPU_ARRAY),
+                 ("ProgArrayMap", _T.BPF_MAP_TYPE_PROG_ARRAY),
+                 ("ArrayOfMaps", _T.BPF_MAP_TYPE_ARRAY_OF_MAPS)),
+    "hashtab": (("HashMap", _T.BPF_MAP_TYPE_HASH), ("PercpuHashMap", _T.BPF_MAP_TYPE_PERCPU_HASH),
+                ("LruHashMap", _T.BPF_MAP_TYPE_LRU_HASH),
+                ("LruPercpuHashMap", _T.BPF_MAP_TYPE_LRU_PERCPU_HASH),
+                ("HashOfMaps", _T.BPF_MAP_TYPE_HASH_OF_MAPS), ("fnv1a64", None)),
+    "lpm_trie": (("LpmTrie", _T.BPF_MAP_TYPE_LPM_TRIE), ("lpm_key", None)),
+    "queue_stack_maps": (("QueueMap", _T.BPF_MAP_TYPE_QUEUE),
+                         ("StackMap", _T.BPF_MAP_TYPE_STACK)),
+    "ringbuf": (("RingBuf", _T.BPF_MAP_TYPE_RINGBUF), ("RingBuffer", None)),
+    "perf_event_array": (("PerfEventArray", _T.BPF_MAP_TYPE_PERF_EVENT_ARRAY),
+                         ("PerfBuffer", None)),
+    "devmap": (("DevMap", _T.BPF_MAP_TYPE_DEVMAP), ("DevMapHash", _T.BPF_MAP_TYPE_DEVMAP_HASH)),
+    "cpumap": (("CpuMap", _T.BPF_MAP_TYPE_CPUMAP),),
+    "xskmap": (("XskMap", _T.BPF_MAP_TYPE_XSKMAP),),
+    "sock_map": (("SockMap", _T.BPF_MAP_TYPE_SOCKMAP), ("SockHash", _T.BPF_MAP_TYPE_SOCKHASH),
+                 ("KernelObjectMap", None)),
+    "reuseport_array": (("ReuseportArray", _T.BPF_MAP_TYPE_REUSEPORT_SOCKARRAY),),
+    "bpf_local_storage": (("SkStorage", _T.BPF_MAP_TYPE_SK_STORAGE),
+                          ("TaskStorage", _T.BPF_MAP_TYPE_TASK_STORAGE),
+                          ("InodeStorage", _T.BPF_MAP_TYPE_INODE_STORAGE),
+                          ("CgrpStorage", _T.BPF_MAP_TYPE_CGRP_STORAGE)),
+    "bloom_filter": (("BloomFilter", _T.BPF_MAP_TYPE_BLOOM_FILTER),),
 }
+# name -> its module; map type -> (module, class name)
+_NAMES = {name: mod for mod, names in _MODULES.items() for name, _t in names}
+_TYPES = {int(t): (mod, name) for mod, names in _MODULES.items() for name, t in names
+          if t is not None}
+
+
+def _load(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(f"pyxdp.maps.{module}"), name)
+
+
+def __getattr__(name: str) -> Any:
+    """A map class (or helper) of a type's module, loading the module on first use;
+    ``MAP_CLASSES``: every modelled type's class (all the modules)."""
+    if name == "MAP_CLASSES":
+        return {t: _load(mod, cls) for t, (mod, cls) in _TYPES.items()}
+    mod = _NAMES.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _load(mod, name)
+    globals()[name] = value
+    return value
+
+
+def map_class(map_type: int) -> type[Map] | None:
+    """The class modelling ``map_type`` (its module loaded now), or None."""
+    found = _TYPES.get(int(map_type))
+    if found is None:
+        return None
+    cls: type[Map] = _load(*found)
+    return cls
 
 
 def create_map_from_spec(spec: MapSpec) -> Map:
@@ -109,7 +166,7 @@ def create_map_from_spec(spec: MapSpec) -> Map:
         raise MapError("map_create", _errno.EINVAL, f"unknown map type {spec.map_type}") \
             from None
     check_common(spec)
-    cls = MAP_CLASSES.get(spec.map_type)
+    cls = map_class(spec.map_type)
     if cls is None:
         raise NotSupportedError(
             f"map type {BpfMapType(spec.map_type).name} is not modelled by pyxdp.maps")

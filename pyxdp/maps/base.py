@@ -33,7 +33,6 @@ neighbour is not caught here (the kernel's verifier rejects such a program at lo
 from __future__ import annotations
 
 import errno as _errno
-import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -53,11 +52,10 @@ from pyxdp.errors import MapError
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
-from pyxdp.vm.bpf_list import free_lists
-from pyxdp.vm.bpf_rbtree import free_trees
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
+from pyxdp.vm.smp import possible_cpus
 
 __all__ = [
     "BPF_ANY",
@@ -141,16 +139,9 @@ def round_up(x: int, align: int) -> int:
 
 
 def default_nr_cpus() -> int:
-    """The number of *possible* CPUs (what per-CPU kernel maps are sized by).
-
-    Asks :func:`pyxdp.kernel.possible_cpus` (the kernel's possible-CPU mask,
-    which can exceed the online CPUs); ``os.cpu_count()`` where that layer
-    cannot load.
-    """
-    try:
-        from pyxdp.kernel import possible_cpus
-    except ImportError:
-        return os.cpu_count() or 1
+    """The number of *possible* CPUs (what per-CPU kernel maps are sized by):
+    :func:`pyxdp.vm.smp.possible_cpus` (the kernel's possible-CPU mask, which can
+    exceed the online CPUs)."""
     return max(1, possible_cpus())
 
 
@@ -525,6 +516,8 @@ class Map:
 
     def set_list_heads(self, heads: tuple[tuple[int, int], ...]) -> None:
         """The value's list heads (from BTF, by the loader): (offset, node offset)."""
+        from pyxdp.vm.bpf_list import free_lists  # (the list model: with the first such map)
+
         self.list_heads = heads
         region = self.value_region()
         weakref.finalize(self, free_lists, region.buf, region.base, self.elem_size, heads)
@@ -532,6 +525,8 @@ class Map:
     def set_rb_roots(self, roots: tuple[tuple[int, int], ...]) -> None:
         """The value's red-black tree roots (from BTF, by the loader): (offset, node
         offset)."""
+        from pyxdp.vm.bpf_rbtree import free_trees  # (the rbtree model: likewise)
+
         self.rb_roots = roots
         region = self.value_region()
         weakref.finalize(self, free_trees, region.buf, region.base, self.elem_size, roots)
@@ -557,6 +552,9 @@ class Map:
         for off in self.async_offs:
             ASYNC.cancel_and_free(value_addr + off)
         if self.kptr_offs or self.list_heads or self.rb_roots:
+            from pyxdp.vm.bpf_list import free_lists
+            from pyxdp.vm.bpf_rbtree import free_trees
+
             region = self.value_region()
             at = value_addr - region.base
             value = region.buf[at:at + self.elem_size]

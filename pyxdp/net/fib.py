@@ -57,17 +57,21 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from pyxdp.errors import HelperFault
 from pyxdp.net.inet_hashtables import SockTable
-from pyxdp.net.nf_conntrack import NfConntrack
-from pyxdp.net.nf_flow_table import NfFlowtables
 from pyxdp.net.xdp import CTX_BASE
-from pyxdp.net.xfrm_state import XfrmStateTable
 from pyxdp.vm.context import RunContext
+
+if TYPE_CHECKING:
+    from pyxdp.net.nf_conntrack import NfConntrack
+    from pyxdp.net.nf_flow_table import NfFlowtables
+    from pyxdp.net.xfrm_state import XfrmStateTable
 
 __all__ = [
     "AF_INET",
@@ -894,18 +898,11 @@ class Fib:
         self._generation = 0  # configuration changes so far (a build outrun stays stale)
         # Every build stays alive: native code on another CPU may still read an old one.
         self._built: list[FibRows] = []
-        # The namespace's connection tracking table (the conntrack kfuncs' and
-        # conntrack -L's): the namespace a run sees is its Fib.
-        self.conntrack = NfConntrack()
         # Its sockets (what bpf_sk_lookup_* find; a Host's stack adds its UDP sockets).
         self.sockets = SockTable()
         # struct net's ns.inum (/proc/self/ns/net's number): the initial namespace's
         # fixed one, as a program run in the loading process's namespace reads it.
         self.inum = PROC_NET_INIT_INO
-        # Its IPsec states (what bpf_xdp_get_xfrm_state finds).
-        self.xfrm = XfrmStateTable()
-        # Its netfilter flowtables (what bpf_xdp_flow_lookup finds, by receiving device).
-        self.flowtables = NfFlowtables()
         # Tables that exist (the kernel creates one with its first route and
         # never frees it); local and main always exist.
         self._tables = {AF_INET: {RT_TABLE_MAIN, RT_TABLE_LOCAL},
@@ -913,6 +910,30 @@ class Fib:
         if loopback:
             self.add_device(LOOPBACK_IFINDEX, "lo", mtu=65536, loopback=True,
                             addresses=["127.0.0.1/8", "::1/128"])
+
+    # The tables below are made on first use: most namespaces never see a conntrack,
+    # IPsec or flowtable lookup, and their models' modules are not loaded until one does.
+    @cached_property
+    def conntrack(self) -> NfConntrack:
+        """The namespace's connection tracking table (the conntrack kfuncs' and
+        conntrack -L's): the namespace a run sees is its Fib."""
+        from pyxdp.net.nf_conntrack import NfConntrack
+
+        return NfConntrack()
+
+    @cached_property
+    def xfrm(self) -> XfrmStateTable:
+        """Its IPsec states (what bpf_xdp_get_xfrm_state finds)."""
+        from pyxdp.net.xfrm_state import XfrmStateTable
+
+        return XfrmStateTable()
+
+    @cached_property
+    def flowtables(self) -> NfFlowtables:
+        """Its netfilter flowtables (what bpf_xdp_flow_lookup finds, by receiving device)."""
+        from pyxdp.net.nf_flow_table import NfFlowtables
+
+        return NfFlowtables()
 
     @property
     def ip_forward_use_pmtu(self) -> bool:

@@ -50,14 +50,6 @@ from pyxdp.net.xdp import (
     load_bytes_fn,
     store_bytes_fn,
 )
-from pyxdp.net.xdp_dynptr import dynptr_read, dynptr_write
-from pyxdp.net.xdp_mem import (
-    MEM_TYPE_PAGE_ORDER0,
-    MEM_TYPE_PAGE_POOL,
-    xdp_convert_buff_to_frame,
-    xdp_frags_head_len,
-    xdp_frames_set_dev_rx,
-)
 from pyxdp.uapi.bpf import BpfMapType, RedirectFlag, XdpAction
 from pyxdp.vm.helpers import BASE_HELPERS, RunContext, helper, neg
 from pyxdp.vm.interpreter import Helper, HelperFn
@@ -209,13 +201,19 @@ def _pull_data(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> 
 FILTER_KFUNCS: dict[str, HelperFn] = {"bpf_xdp_pull_data": _pull_data}
 
 
+# The dynptr model (and the crypto one under it) loads with the first call: a program
+# without dynptrs never needs it.
 @_xh(201, "dynptr_read")
 def _dynptr_read(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    from pyxdp.net.xdp_dynptr import dynptr_read
+
     return dynptr_read(vm, r1, r2, r3, r4, r5)
 
 
 @_xh(202, "dynptr_write")
 def _dynptr_write(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    from pyxdp.net.xdp_dynptr import dynptr_write
+
     return dynptr_write(vm, r1, r2, r3, r4, r5)
 
 
@@ -1278,6 +1276,15 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
     the program left (``xdp_update_frame_from_buff``)."""
     if not len(frames):
         return frames, 0
+    # xdp_frame memory: loaded with the first conversion (test_run never makes one)
+    from pyxdp.net.xdp_mem import (
+        MEM_TYPE_PAGE_ORDER0,
+        MEM_TYPE_PAGE_POOL,
+        xdp_convert_buff_to_frame,
+        xdp_frags_head_len,
+        xdp_frames_set_dev_rx,
+    )
+
     status = np.zeros(len(frames), np.int32)
     for mem, pos, _rows in host.memmap.split(frames.pfn):
         if mem.kind == "xsk_umem":  # zero-copy AF_XDP buffers: copied to order-0 pages

@@ -14,7 +14,6 @@ frame; both give an :class:`XdpBatchResult`.
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -51,9 +50,10 @@ from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
 from pyxdp.vm.stream import ProgStreams
-from pyxdp.vm.task_kfuncs import kernel_objects
 
 if TYPE_CHECKING:
+    import logging
+
     from pyxdp.maps.base import Map
     from pyxdp.net.page_pool import MemMap
     from pyxdp.spec import ProgramSpec
@@ -62,7 +62,13 @@ if TYPE_CHECKING:
 __all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "report_faults",
            "run_xdp", "xdp_dispatcher"]
 
-log = logging.getLogger(__name__)
+
+def _log() -> logging.Logger:
+    """This module's logger (logging loads with the first warning, not with the module)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 MAX_TAIL_CALL_CNT = 33
 # Both engines have the same constructor and run() contract.
@@ -215,6 +221,8 @@ class XdpProg:
         # and the tasks and cgroups, for one whose maps' __kptr fields hold them (a plain
         # load of a field reads one with no kfunc call, on either engine)
         if any(getattr(m, "kernel_kptrs", False) for m in self.maps.values()):
+            from pyxdp.vm.task_kfuncs import kernel_objects  # (loaded with such a map only)
+
             self.shared_regions.append(kernel_objects().region)
         self._resolve: Callable[[int, Instruction, Instruction], int] = \
             lambda pc, i, nxt: values[pc]
@@ -309,7 +317,7 @@ class XdpProg:
                     break
         except BaseException as e:  # noqa: BLE001 - reported, the program runs on
             self.jit_error = e
-            log.warning("%s: the JIT could not build the program (%s); it stays on the %s",
+            _log().warning("%s: the JIT could not build the program (%s); it stays on the %s",
                         self.spec.name, e, built)
         finally:
             self.jit_ready.set()
@@ -697,7 +705,7 @@ def report_faults(prog: XdpProg, res: XdpBatchResult, faults: list[str], where: 
         if len(faults) >= MAX_FAULT_REPORTS:
             return
         faults.append(f"{where}: {prog.spec.name}: {res.fault(i)} -> XDP_ABORTED")
-        log.warning("%s", faults[-1])
+        _log().warning("%s", faults[-1])
 
 
 class _Frags:

@@ -35,7 +35,6 @@ from pyxdp.backend import TestRunResult
 from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
 from pyxdp.net.fib import Fib
 from pyxdp.net.prog import XdpProg
-from pyxdp.net.trace import current_cpu
 from pyxdp.net.xdp import (
     ETH_HLEN,
     MAX_SKB_FRAGS,
@@ -49,6 +48,7 @@ from pyxdp.net.xdp import (
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
 from pyxdp.vm.bpf_task_work import TASK_WORK
 from pyxdp.vm.helpers import RunContext, TraceLog
+from pyxdp.vm.smp import current_cpu
 
 if TYPE_CHECKING:
     from pyxdp.net.xdp_metadata import XdpMetadataOps

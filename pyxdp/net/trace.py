@@ -35,7 +35,6 @@ feeds kernel events read from tracefs into one, through :meth:`Tracer.ingest`).
 from __future__ import annotations
 
 import collections
-import ctypes
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -64,6 +63,7 @@ from pyxdp.uapi.xdp_trace import (
     XdpRedirectErr,
     definition_of,
 )
+from pyxdp.vm.smp import current_cpu
 
 __all__ = [
     "TRACER",
@@ -105,25 +105,6 @@ _KNOWN_ACTIONS: Final = tuple(int(a) for a in XdpAction)
 # Event context (only computed when someone listens)
 # --------------------------------------------------------------------------
 
-def _load_getcpu() -> Callable[[], int]:
-    try:
-        fn = ctypes.CDLL(None).sched_getcpu
-    except (OSError, AttributeError):  # not glibc/musl on Linux: no CPU number
-        return lambda: 0
-    fn.restype = ctypes.c_int
-    fn.argtypes = []
-    return lambda: max(int(fn()), 0)
-
-
-_getcpu: Final = _load_getcpu()
-
-
-def current_cpu() -> int:
-    """The CPU the calling thread runs on now (what smp_processor_id() reads in a
-    syscall the thread makes); 0 where the C library cannot tell."""
-    return _getcpu()
-
-
 def _comm() -> str:
     # The task name the kernel would show: the thread's comm (15 bytes).
     try:
@@ -141,7 +122,7 @@ def _context() -> tuple[int, int, int, str]:
     comm = _COMMS.get(tid)
     if comm is None:
         comm = _COMMS[tid] = _comm()
-    return time.monotonic_ns(), _getcpu(), tid, comm
+    return time.monotonic_ns(), current_cpu(), tid, comm
 
 
 # --------------------------------------------------------------------------

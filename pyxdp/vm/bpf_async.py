@@ -29,11 +29,10 @@ What is common, as Linux 6.18 does it:
 from __future__ import annotations
 
 import errno
-import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pyxdp.errors import HelperFault, ProgramFault
 from pyxdp.uapi.bpf import BpfMapType
@@ -41,9 +40,18 @@ from pyxdp.vm.context import SCRATCH_BASE
 from pyxdp.vm.map_space import ProgramMap
 from pyxdp.vm.memory import Region
 
+if TYPE_CHECKING:
+    import logging
+
 __all__ = ["ASYNC", "AsyncFault", "AsyncProgram", "AsyncTable", "BpfAsyncCb", "async_owner"]
 
-log = logging.getLogger(__name__)
+
+def _log() -> logging.Logger:
+    """This module's logger (logging loads with the first warning, not with the module)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 _ARRAY = int(BpfMapType.BPF_MAP_TYPE_ARRAY)
 # The key a callback gets lives in scratch memory above bpf_for_each_map_elem's windows.
@@ -177,7 +185,7 @@ class AsyncTable:
                                     obj.cpu)
         except ProgramFault as e:
             self.faults.append(AsyncFault(obj, e))
-            log.warning("%s callback of map %s: %s", what, m.name or m.id, e)
+            _log().warning("%s callback of map %s: %s", what, m.name or m.id, e)
         finally:
             self.running = None
         return 1

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 from pyxdp.vm.bpf_async import ASYNC, AsyncTable, BpfAsyncCb, async_owner
 from pyxdp.vm.context import RunContext
 from pyxdp.vm.map_space import ProgramMap, map_at
-from pyxdp.vm.task_kfuncs import kernel_objects
 
 if TYPE_CHECKING:
     # AsyncProgram: BpfTaskWork's dataclass __init__ (inherited) names it; the API docs
@@ -76,7 +75,9 @@ class BpfTaskWork(BpfAsyncCb):
 
 def _release_task(w: BpfTaskWork) -> None:
     """``bpf_task_work_ctx_reset``: the task's reference is dropped."""
-    if w.task:
+    if w.task:  # a task: the task kfuncs' model is loaded (it made the task)
+        from pyxdp.vm.task_kfuncs import kernel_objects
+
         ko = kernel_objects()
         with ko.locked():
             o = ko.at(w.task, "task", "bpf_task_work")
@@ -94,6 +95,8 @@ class TaskWorkQueue:
     def schedule(self, task: int, tw: int, m: ProgramMap, callback: int,
                  prog: AsyncProgram, mode: int, cpu: int) -> int:
         """``bpf_task_work_schedule``: 0, or -EBUSY (see module doc)."""
+        from pyxdp.vm.task_kfuncs import kernel_objects  # (the kfuncs' model: on first use)
+
         ko = kernel_objects()
         with self.table.lock:
             with ko.locked():

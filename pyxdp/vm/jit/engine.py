@@ -62,7 +62,6 @@ from pyxdp.asm.insn import encode
 from pyxdp.diskcache import disk_cache_dir, load_sealed, sources_digest, store_sealed
 from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
-from pyxdp.vm.jit.lower import lower_many, lower_modules
 
 __all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear",
            "compile_program", "compile_together", "disk_cache_dir", "native_function",
@@ -471,6 +470,8 @@ class CompiledProgram:
     def ir_text(self) -> str:
         """The LLVM IR (lowered now for a program linked from the disk cache)."""
         if not self.ir and self._input is not None:
+            from pyxdp.vm.jit.lower import lower_many
+
             self.ir = lower_many([self._input])[0]
         return self.ir
 
@@ -505,6 +506,8 @@ class _Group:
                 return
             inputs, programs = self.inputs, self.programs
             self.inputs, self.programs = [], []
+            from pyxdp.vm.jit.lower import lower_many
+
             text, lowered = lower_many(inputs)
             exports = [s for low in lowered
                        for s in [low.entry, low.xdp_entry, *low.callbacks.values()] if s]
@@ -534,6 +537,10 @@ def _compile_one(p: ProgramInput, key: bytes, level: int) -> CompiledProgram:
         tracker = jit.link_object(_split_objects(meta, blob), _exports(low))
         prog._resolve(tracker, (time.perf_counter() - t0) * 1e3, True)
         return prog
+    # A miss: the lowering (the JIT's largest module) loads with the first one, so a
+    # process whose programs all come from the disk cache never loads it.
+    from pyxdp.vm.jit.lower import lower_modules
+
     global _LOWERED
     if _LOWERED is not None and _LOWERED[0] == p:
         texts, low = _LOWERED[1], _LOWERED[2]
