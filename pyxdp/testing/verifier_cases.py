@@ -7380,6 +7380,42 @@ exit""", None, processed=23),
     _c("hash_const_key_not_precise", _join("r1 = 0\n*(u32 *)(r10 -8) = r1\n",
        "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\n"
        "r3 = 0\n"), None, processed=52),
+    # -- an ALU op whose range is not tracked (div, mod, a shift by a register) leaves the
+    # whole register unknown, ALU32 too (no zero-extension); a variable stack offset is
+    # checked for alignment (always strict), for being bounded, then for the range;
+    # helper #0 is bpf_unspec, which no program type has
+    _c("vc_lsh32_var_whole_unknown", "call 7\nr6 = r0\ncall 7\nw0 <<= w6\nr1 = r10\nr1 += r0\n"
+       "r0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_arsh32_var_whole_unknown", "call 7\nr6 = r0\nr6 &= 7\ncall 7\nw0 s>>= w6\n"
+       "r1 = r10\nr1 += r0\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_unbounded_var_stack_read", "call 7\nr0 <<= 32\nr0 >>= 32\nr1 = r10\nr1 += -16\n"
+       "r1 += r0\nr0 = *(u8 *)(r1 +0)\nr0 = 2\nexit",
+       "invalid unbounded variable-offset read from stack R1"),
+    _c("vc_unbounded_var_stack_helper", "call 7\nr0 <<= 32\nr0 >>= 32\nr2 = r10\nr2 += -16\n"
+       "r2 += r0\nr1 = MAP(hash)\ncall 1\nr0 = 2\nexit",
+       "invalid unbounded variable-offset read from stack R2"),
+    _c("vc_mod32_unknown_whole", "call 7\nw0 %= 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_unbounded_var_stack_write", "call 7\nw0 &= 7\nw0 = -w0\nr1 = r10\nr1 += r0\n"
+       "r2 = 0\n*(u8 *)(r1 -1) = r2\nr0 = 2\nexit",
+       "invalid unbounded variable-offset write to stack R1"),
+    _c("vc_helper_zero", "call 0\nr0 = 2\nexit",
+       "program of this type cannot use helper bpf_unspec#0", err=errno.EINVAL),
+    _c("vc_var_stack_misaligned_spill", "call 7\nr0 &= 7\nr1 = r10\nr1 += -16\nr1 += r0\n"
+       "*(u64 *)(r1 +0) = r10\nr0 = 2\nexit",
+       "misaligned stack access off (0x0; 0x7)+-16+0 size 8"),
+    _c("vc_var_stack_aligned_spill", "call 7\nr0 &= 8\nr1 = r10\nr1 += -16\nr1 += r0\n"
+       "*(u64 *)(r1 +0) = r10\nr0 = *(u64 *)(r10 -8)\nr0 = 2\nexit",
+       None),
+    _c("vc_var_stack_misaligned_read", "r2 = 0\n*(u64 *)(r10 -16) = r2\ncall 7\nr0 &= 2\n"
+       "r1 = r10\nr1 += -16\nr1 += r0\nr0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "misaligned stack access off (0x0; 0x2)+-16+0 size 4"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -317,6 +317,14 @@ def _stack_oob_errno(lo: int) -> int:
     return errno.EACCES if lo < -MAX_BPF_STACK or lo >= 0 else errno.EINVAL
 
 
+def _stack_var_bounded(regno: int, reg: Reg, write: bool) -> None:
+    """check_stack_access_within_bounds: a variable stack offset whose signed bounds reach
+    BPF_MAX_VAR_OFF is refused before its range is compared with the stack's."""
+    if reg.smax >= BPF_MAX_VAR_OFF or reg.smin <= -BPF_MAX_VAR_OFF:
+        kind = "write to" if write else "read from"
+        raise Refuse(f"invalid unbounded variable-offset {kind} stack R{regno}")
+
+
 def _s64(v: int) -> int:
     v &= U64
     return v - (1 << 64) if v >> 63 else v
@@ -1390,7 +1398,7 @@ ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 def _helper_name(fid: int) -> str:
     if fid in PYXDP_HELPER_NAMES:
         return f"bpf_{PYXDP_HELPER_NAMES[fid]}"
-    if 0 <= fid < len(HELPER_NAMES) and fid:
+    if 0 <= fid < len(HELPER_NAMES):  # func_id_name: id 0 is "bpf_unspec"
         return f"bpf_{HELPER_NAMES[fid]}"
     return "unknown"
 
@@ -3048,16 +3056,14 @@ class _Verifier:
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
+        # is_safe_to_compute_dst_reg_range: otherwise the whole register is unknown, not
+        # zero-extended even for ALU32 (adjust_scalar_min_max_vals returns early)
         if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH):
             if not (src_const and sval < bits):
                 d.set_unknown()
-                if not is64:
-                    d.coerce(4)
                 return
         elif o not in (op.BPF_ADD, op.BPF_SUB, op.BPF_AND, op.BPF_OR, op.BPF_XOR, op.BPF_MUL):
             d.set_unknown()
-            if not is64:
-                d.coerce(4)
             return
         # the rest is a pure function of both tnums and bounds, met again and again
         key = (o, is64, *d.scalar(), *s.scalar())
@@ -3857,6 +3863,10 @@ class _Verifier:
                value: Reg | None, imm: Reg | None) -> Reg | None:
         frame = st.frames[reg.frame]
         if not reg.const:
+            v, m = t_add((reg.tv, reg.tm), (off & U64, 0))
+            if (v | m) & (size - 1):  # strict for a variable offset too
+                raise Refuse(f"misaligned stack access off {_tn(reg)}+"
+                             f"{reg.off}+{off - reg.off} size {size}")
             return self._stack_var(st, frame, regno, reg, off, size, write)
         lo = off + _s64(reg.tv)
         if lo % size:  # check_ptr_alignment comes first; stack accesses are strict
@@ -3928,6 +3938,7 @@ class _Verifier:
 
     def _stack_var(self, st: State, frame: Frame, regno: int, reg: Reg, off: int, size: int,
                    write: bool) -> Reg | None:
+        _stack_var_bounded(regno, reg, write)
         lo, hi = reg.smin + off, reg.smax + off + size
         if reg.smin < -MAX_BPF_STACK or lo < -MAX_BPF_STACK or hi > 0:
             kind = "write to" if write else "read from"
@@ -4846,7 +4857,7 @@ class _Verifier:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
         if self.syscall and fid not in SYSCALL_MODELLED:
-            if not (0 < fid < len(HELPER_NAMES)):
+            if not (0 <= fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
             if fid in SYSCALL_HELPERS:
                 raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
@@ -4858,7 +4869,7 @@ class _Verifier:
         if fid in (BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR):
             return self._percpu_ptr(st, fid, pc)
         if proto is None:
-            if not (0 < fid < len(HELPER_NAMES)):
+            if not (0 <= fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
             if fid in MIGHT_SLEEP_HELPERS:  # XDP never sleeps: refused before the arguments
                 if MIGHT_SLEEP_HELPERS[fid] and not self.gpl:
@@ -6516,6 +6527,7 @@ class _Verifier:
                     raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}",
                                  errno.EACCES if size == 0 else _stack_oob_errno(lo))
             else:
+                _stack_var_bounded(n, reg, write)
                 lo = reg.smin + reg.off
                 if lo < -MAX_BPF_STACK or reg.smax + reg.off + size > 0:
                     kind = "write to" if write else "read from"
