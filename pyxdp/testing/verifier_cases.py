@@ -216,6 +216,9 @@ class VerifierCase:
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
     processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
     syscall: bool = False  # a SEC("syscall") program (give flags=BPF_F_SLEEPABLE, as libbpf)
+    # (pc, field, value): fields set in the assembled instructions, for the encodings the
+    # assembler will not write (reserved fields, unknown opcodes)
+    raw: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def errno(self) -> int:
@@ -237,6 +240,8 @@ class VerifierCase:
             return f"kernel-function#{len(kfuncs) - 1}"
 
         insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        for pc, field, value in self.raw:
+            insns[pc] = replace(insns[pc], **{field: value})
         krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
                       if i.code == 0x85 and i.src == 2)
         refs = []
@@ -7416,6 +7421,91 @@ exit""", None, processed=23),
     _c("vc_var_stack_misaligned_read", "r2 = 0\n*(u64 *)(r10 -16) = r2\ncall 7\nr0 &= 2\n"
        "r1 = r10\nr1 += -16\nr1 += r0\nr0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
        "misaligned stack access off (0x0; 0x2)+-16+0 size 4"),
+    # -- encodings: check_subprogs' jump checks come first, then resolve_pseudo_ldimm64's
+    # pass over every instruction (an LDX of another mode or with an imm, a malformed
+    # ld_imm64, an opcode the interpreter lacks); the other reserved fields are do_check's,
+    # refused only where a path reaches them (dead code keeps them), and an exit's offset
+    # is never looked at
+    _c("vc_exit_src", "r0 = 2\nexit",
+       "BPF_EXIT uses reserved fields", raw=((1, "src", 1),), err=errno.EINVAL),
+    _c("vc_exit_off_ignored", "r0 = 2\nexit",
+       None, raw=((1, "off", 1),)),
+    _c("vc_mov_k_off", "r0 = 2\nexit",
+       "BPF_MOV uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_movsx32_off32", "r1 = 2\nw0 = w1\nexit",
+       "BPF_MOV uses reserved fields", raw=((1, "off", 32),), err=errno.EINVAL),
+    _c("vc_addr_space_cast_imm0", "r1 = 2\nr0 = r1\nexit",
+       "addr_space_cast insn can only convert between address space 1 and 0", raw=((1, "off", 1),),
+       err=errno.EINVAL),
+    _c("vc_alu_k_src", "r0 = 2\nr0 += 0\nexit",
+       "BPF_ALU uses reserved fields", raw=((1, "src", 2),), err=errno.EINVAL),
+    _c("vc_sdiv_off2", "r0 = 2\nr0 s/= 1\nexit",
+       "BPF_ALU uses reserved fields", raw=((1, "off", 2),), err=errno.EINVAL),
+    _c("vc_neg_x_unknown", "r0 = 2\nr0 = -r0\nr0 = 2\nexit",
+       "unknown opcode 8f", raw=((1, "code", 0x8f),), err=errno.EINVAL),
+    _c("vc_end_imm8", "r0 = 2\nr0 = le16 r0\nr0 = 2\nexit",
+       "BPF_END uses reserved fields", raw=((1, "imm", 8),), err=errno.EINVAL),
+    _c("vc_bswap64_to_be_unknown", "r0 = 2\nr0 = bswap16 r0\nr0 = 2\nexit",
+       "unknown opcode df", raw=((1, "code", 0xdf),), err=errno.EINVAL),
+    _c("vc_ja_imm", "goto +0\nr0 = 2\nexit",
+       "BPF_JA uses reserved fields", raw=((0, "imm", 1),), err=errno.EINVAL),
+    _c("vc_gotol_off", "gotol +0\nr0 = 2\nexit",
+       "BPF_JA uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_jeq_k_src", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "BPF_JMP/JMP32 uses reserved fields", raw=((1, "src", 1),), err=errno.EINVAL),
+    _c("vc_jeq_x_imm", "r0 = 2\nif r0 == r0 goto +0\nexit",
+       "BPF_JMP/JMP32 uses reserved fields", raw=((1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_jmp_op_f0", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "unknown opcode f5", raw=((1, "code", 0xf5),), err=errno.EINVAL),
+    _c("vc_jmp32_call_unknown", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "unknown opcode 86", raw=((1, "code", 0x86), (1, "imm", 7), (1, "dst", 0), (1, "off", 0),),
+       err=errno.EINVAL),
+    _c("vc_call_src3", "call 7\nr0 = 2\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "src", 3),), err=errno.EINVAL),
+    _c("vc_call_helper_off", "call 7\nr0 = 2\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_callx_unknown", "r1 = 0\ncall 7\nr0 = 2\nexit",
+       "unknown opcode 8d", raw=((1, "code", 0x8d), (1, "dst", 1), (1, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_ldx_imm", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "imm", 1),), err=errno.EINVAL),
+    _c("vc_ldx_mode", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "code", 0xa1),), err=errno.EINVAL),
+    _c("vc_ldx_memsx_dw", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "unknown opcode 99", raw=((0, "code", 0x99),), err=errno.EINVAL),
+    _c("vc_stx_imm", "r0 = 0\n*(u64 *)(r10 -8) = r0\nr0 = 2\nexit",
+       "BPF_STX uses reserved fields", raw=((1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_st_src", "*(u64 *)(r10 -8) = 0\nr0 = 2\nexit",
+       "BPF_ST uses reserved fields", raw=((0, "src", 1),), err=errno.EINVAL),
+    _c("vc_st_atomic_unknown", "r0 = 0\n*(u64 *)(r10 -8) = r0\nr0 = 2\nexit",
+       "unknown opcode da", raw=((1, "code", 0xda),), err=errno.EINVAL),
+    _c("vc_ldimm64_src7", "r0 = 0 ll\nr0 = 2\nexit",
+       "unrecognized bpf_ld_imm64 insn", raw=((0, "src", 7),), err=errno.EINVAL),
+    _c("vc_ldimm64_second_dst", "r0 = 0 ll\nr0 = 2\nexit",
+       "invalid bpf_ld_imm64 insn", raw=((1, "dst", 1),), err=errno.EINVAL),
+    _c("vc_ldimm64_off", "r0 = 0 ll\nr0 = 2\nexit",
+       "BPF_LD_IMM64 uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_opcode_zero", "r0 = 2\nr0 = 2\nexit",
+       "unknown opcode 00", raw=((1, "code", 0x0), (1, "dst", 0), (1, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_dead_alu_k_src", "r0 = 2\nif r0 == 2 goto +1\nr0 += 0\nexit",
+       None, raw=((2, "src", 2),)),
+    _c("vc_dead_exit_src", "r0 = 2\nif r0 == 2 goto +2\nr0 = 1\nexit\nexit",
+       None, raw=((3, "src", 1),)),
+    _c("vc_dead_ldx_imm", "r0 = 2\nif r0 == 2 goto +1\nr0 = *(u32 *)(r1 +0)\nexit",
+       "BPF_LDX uses reserved fields", raw=((2, "imm", 1),), err=errno.EINVAL),
+    _c("vc_dead_unknown_opcode", "r0 = 2\nif r0 == 2 goto +1\nr0 += 0\nexit",
+       "unknown opcode e7", raw=((2, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_reserved_then_unknown", "r0 = 2\nr0 += 0\nexit",
+       "unknown opcode e7", raw=((0, "src", 1), (1, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_ldx_before_reached", "r0 = *(u32 *)(r1 +0)\nr0 = 2\ngoto +0\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "imm", 1), (1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_jump_range_before_opcode", "r0 = 2\ngoto +5\nexit",
+       "jump out of range from insn 1 to 7", raw=((0, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_pseudo_call_off", "call f\nr0 = 2\nexit\nf:\nr0 = 0\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_dead_pseudo_call_off", "r0 = 2\nif r0 == 2 goto +1\ncall f\nexit\nf:\nr0 = 0\nexit",
+       None, raw=((2, "off", 1),)),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -67,6 +67,7 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
+from pyxdp.verifier.fields import linux_fields
 from pyxdp.verifier.helpers import (
     MIGHT_SLEEP_HELPERS,
     PKT_ACCESS,
@@ -1415,7 +1416,9 @@ class _Verifier:
         # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
         self.btf = btf if btf is None or btf.struct_metas_error is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
-        self.insns = spec.insns
+        # the encodings Linux refuses at once or where reached, the fields cleared
+        self.encoding = linux_fields(spec.insns)
+        self.insns = self.encoding.insns
         self.maps = maps
         self.limit = limit
         self.layout = self._validate()
@@ -1615,11 +1618,15 @@ class _Verifier:
                     _atomic_misfit(i) is not None:
                 insns[pc] = Instruction(op.BPF_STX | op.BPF_ATOMIC | op.BPF_DW, i.dst, i.src,
                                         i.off, op.BPF_ADD)
+        early = self.encoding.early  # resolve_pseudo_ldimm64's, after check_subprogs'
         try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
-            return validate(insns, recursion=True)
+            layout = validate(insns, recursion=True)
         except InvalidProgram as e:
             msg, err = None, errno.EINVAL
-            if e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+            if early is not None and e.rule not in (
+                    "jump-range", "jump-out-of-function", "fall-through", "call-range"):
+                msg = early
+            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
                 # check_subprogs
                 target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
                     int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
@@ -1639,6 +1646,12 @@ class _Verifier:
             self.log = []
             self.state = None
             raise self._error(Refuse(msg, err)) from None
+        if early is not None:
+            self.pc = self.processed = self.nstates = 0
+            self.log = []
+            self.state = None
+            raise self._error(Refuse(early, errno.EINVAL))
+        return layout
 
     def _nameless_kfuncs(self, insns: list[Instruction], second: set[int]) -> dict[int, str]:
         """add_kfunc_call for kfunc calls no extern names (raw bytecode): Linux's refusals
@@ -1729,7 +1742,8 @@ class _Verifier:
 
     def _error(self, e: Refuse) -> VerifierError:
         src = self.spec.source_line(self.pc) or ""
-        text = format_insn(self.insns, self.pc) if self.pc < len(self.insns) else ""
+        raw = self.spec.insns  # as given: the walk's copy has refused fields cleared
+        text = format_insn(raw, self.pc) if self.pc < len(raw) else ""
         regs = ""
         if self.state is not None:
             f = self.state.cur
@@ -1739,7 +1753,7 @@ class _Verifier:
         if li is not None and li.line:
             self.log.append(f"; {li.text.strip()} @ {li.file_name.rsplit('/', 1)[-1]}:"
                             f"{li.line}")
-        self.log.append(f"{self.pc}: ({self.insns[self.pc].code:02x}) {text}"
+        self.log.append(f"{self.pc}: ({raw[self.pc].code:02x}) {text}"
                         if text else "")
         if regs:
             self.log.append(regs)
@@ -1943,6 +1957,7 @@ class _Verifier:
         self.paths = stack
         insns, prune, limit, jmp_point = self.insns, self.prune, self.limit, self.jmp_point
         live = self.stack_live
+        reserved = self.encoding.reached
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
             op.BPF_STX, op.BPF_LD
@@ -1963,6 +1978,8 @@ class _Verifier:
                 st.jh += 1
                 self.jh_at = self.processed
             st.hist.append(pc)
+            if reserved and pc in reserved:  # do_check's reserved-field checks
+                raise Refuse(reserved[pc], errno.EINVAL)
             i = insns[pc]
             walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
