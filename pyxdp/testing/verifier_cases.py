@@ -7506,6 +7506,29 @@ exit""", None, processed=23),
        "BPF_CALL uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
     _c("vc_dead_pseudo_call_off", "r0 = 2\nif r0 == 2 goto +1\ncall f\nexit\nf:\nr0 = 0\nexit",
        None, raw=((2, "off", 1),)),
+    # -- a 64-bit sign extension (movsx, ldsx) whose source's s32 range fits the narrower
+    # type keeps that range, whatever the upper half or the 64-bit range
+    _c("vc_movsx32_keeps_s32_range", "call 7\nr0 &= 0xf\nr0 -= 8\nw0 = w0\nr0 = (s32)r0\n"
+       "r0 += 8\nr1 = r10\nr1 += -16\nr1 += r0\n*(u8 *)(r1 +0) = r0\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_of_s32_range", "call 7\nif w0 s> 7 goto +9\nif w0 s< -8 goto +8\n"
+       "r0 = (s8)r0\nr0 += 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\n"
+       "r0 = 2\nexit",
+       None),
+    _c("vc_movsx8_wild_upper_half", "call 7\nif w0 > 0x7f goto +7\nr0 = (s8)r0\nr1 = r10\n"
+       "r1 += -128\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_wild_upper_half_oob", "call 7\nif w0 > 0x7f goto +7\nr0 = (s8)r0\nr1 = r10\n"
+       "r1 += -127\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid variable-offset write to stack R1 var_off=(0x0; 0x7f) off=-127 size=1",
+       err=errno.EINVAL),
+    _c("vc_ldsx8_of_spill_range", "call 7\nr0 &= 0xf\nr0 -= 8\n*(u64 *)(r10 -8) = r0\n"
+       "r1 = *(s8 *)(r10 -8)\nr1 += 8\nr2 = r10\nr2 += -24\nr2 += r1\nr3 = 0\n"
+       "*(u8 *)(r2 +0) = r3\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_negative_range", "call 7\nr0 &= 0xf\nr0 -= 16\nr0 = (s8)r0\nr0 += 16\n"
+       "r1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

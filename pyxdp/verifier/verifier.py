@@ -742,6 +742,21 @@ class Reg:
             self.set_known(v - (1 << bits) if v >> (bits - 1) else v)
             return
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if lo <= self.s32min and self.s32max <= hi:
+            # the low 32 bits' signed range fits the narrower type: sign-extending keeps
+            # it (measured on 6.18: a wild upper half or a 64-bit range crossing zero
+            # does not widen the result)
+            smin, smax = self.s32min, self.s32max
+            self.smin = smin
+            self.smax = smax
+            if smin >= 0 or smax < 0:
+                self.umin, self.umax = smin & U64, smax & U64
+                self.u32min, self.u32max = smin & U32, smax & U32
+                self.tv, self.tm = t_range(smin & U64, smax & U64)
+            else:
+                self.umin, self.umax, self.u32min, self.u32max = 0, U64, 0, U32
+                self.tv, self.tm = 0, U64
+            return
         if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
             m = (1 << bits) - 1
 
