@@ -7529,6 +7529,36 @@ exit""", None, processed=23),
     _c("vc_movsx8_negative_range", "call 7\nr0 &= 0xf\nr0 -= 16\nr0 = (s8)r0\nr0 += 16\n"
        "r1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
        None),
+    # -- an atomic reads the memory twice (check_atomic_rmw): first into no register (a
+    # variable stack offset may not), then, when it fetches, as a load of that size into
+    # the fetching register (a stack slot's spill is filled, a pointer too); the slot is
+    # then written (no longer a spill)
+    _c("vc_atomic_fetch_fills_spill", "r1 = 3\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
+       "r1 = atomic64_fetch_add((u64 *)(r10 -8), r1)\nr2 = r10\nr2 += r1\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_stack_var_off", "r1 = 0\n*(u64 *)(r10 -8) = r1\n*(u64 *)(r10 -16) = r1\n"
+       "call 7\nr0 &= 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 1\nlock *(u64 *)(r1 +0) += r2\n"
+       "r0 = 2\nexit",
+       "variable offset stack pointer cannot be passed into helper function; "
+       "var_off=(0x0; 0x8) off=-16 size=8"),
+    _c("vc_atomic_fetch_spilled_ptr", "*(u64 *)(r10 -8) = r1\nr2 = 0\n"
+       "r2 = atomic64_fetch_add((u64 *)(r10 -8), r2)\nr0 = *(u32 *)(r2 +0)\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_cmpxchg_spilled_ptr", "*(u64 *)(r10 -8) = r1\nr0 = 0\nr2 = 0\n"
+       "r0 = atomic64_cmpxchg((u64 *)(r10 -8), r0, r2)\nr0 = *(u32 *)(r0 +0)\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_fetch32_of_spill64", "r1 = 3\n*(u64 *)(r10 -8) = r1\nw1 = 1\n"
+       "w1 = atomic_fetch_add((u32 *)(r10 -8), w1)\nr2 = r10\nr2 += r1\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_fetch_var_off_oob", "call 7\nr0 &= 8\nr1 = r10\nr1 += r0\nr2 = 1\n"
+       "r2 = atomic64_fetch_add((u64 *)(r1 -8), r2)\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0x8) off=-8 size=8",
+       err=errno.EINVAL),
+    _c("vc_atomic_xchg_slot_misc", "r1 = 7\n*(u64 *)(r10 -8) = r1\nr2 = 1\n"
+       "r2 = atomic64_xchg((u64 *)(r10 -8), r2)\nr3 = *(u64 *)(r10 -8)\nr4 = r10\nr4 += r3\n"
+       "r0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

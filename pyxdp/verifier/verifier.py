@@ -3473,19 +3473,23 @@ class _Verifier:
             raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
                          f"size {size}")
         base_t = base.t
+        if base_t == STACK and not base.const:
+            # check_stack_read: the first read goes to no register, which a variable
+            # offset may not do (after the bounds checks)
+            off = i.off + base.off
+            self._stack_var(st, st.frames[base.frame], i.dst, base, off, size, False)
+            raise Refuse("variable offset stack pointer cannot be passed into helper "
+                         f"function; var_off={_tn(base)} off={off} size={size}")
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
         self._save_aux_ptr_type(base_t, False)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
-        if i.imm == op.BPF_CMPXCHG:
-            r = _UNKNOWN_SCALAR.copy()
-            if old is not None and old.t == SCALAR and size < 8:
+        if i.imm == op.BPF_CMPXCHG or i.imm & op.BPF_FETCH:
+            # the old value is loaded as by a load of that size (a stack slot's spill
+            # is filled)
+            r = _UNKNOWN_SCALAR.copy() if old is None else old.copy()
+            if r.t == SCALAR and size < 8:
                 r.coerce(size)
-            regs[0].assign(r)
-        elif i.imm & op.BPF_FETCH:
-            r = _UNKNOWN_SCALAR.copy()
-            if size < 8:
-                r.coerce(size)
-            regs[i.src].assign(r)
+            regs[0 if i.imm == op.BPF_CMPXCHG else i.src].assign(r)
 
     def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
              value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
