@@ -7559,6 +7559,24 @@ exit""", None, processed=23),
        "r0 = 2\nexit",
        "math between fp pointer and register with unbounded min value is not allowed",
        err=errno.EINVAL),
+    # -- JSET: the constant may be either operand of a branch Linux decides; on the
+    # branch where no tested bit is set the ranges are forgotten, then come from the
+    # narrowed tnum alone (the branch where one is keeps them)
+    _c("vc_jset_false_forgets_range", "call 7\nif r0 > 100 goto +8\nif r0 < 10 goto +7\n"
+       "if r0 & 0x40 goto +6\nr1 = r10\nr1 += -522\nr1 += r0\nr2 = 0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid variable-offset write to stack R1 var_off=(0x0; 0x3f) off=-522 size=1"),
+    _c("vc_jset_true_keeps_range", "call 7\nif r0 > 100 goto +8\nif r0 < 10 goto +7\n"
+       "if r0 & 0x40 goto +1\ngoto +5\nr1 = r10\nr1 += -128\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +20) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_jset_const_src_taken", "call 7\nr6 = r0\nr6 |= 255\nr9 = 0x80\nif r9 & r6 goto +4\n"
+       "r1 = r10\nr1 += r6\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_jset32_false_forgets_range", "call 7\nif w0 > 100 goto +8\nif w0 < 10 goto +7\n"
+       "if w0 & 0x40 goto +6\nw0 += -10\nr1 = r10\nr1 += -64\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid unbounded variable-offset write to stack R1"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

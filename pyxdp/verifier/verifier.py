@@ -4362,6 +4362,8 @@ class _Verifier:
                 return -1
             return eq if o == op.BPF_JEQ else 1 - eq
         if o == op.BPF_JSET:
+            if m2 != 0:  # the constant may be either operand (is_scalar_branch_taken)
+                v1, m1, v2, m2 = v2, m2, v1, m1
             if m2 == 0:
                 if v1 & ~m1 & v2:
                     return 1
@@ -4495,6 +4497,10 @@ class _Verifier:
             if val and not val & (val - 1):
                 r1.tv, r1.tm = t_or((r1.tv, r1.tm), (val, 0))
         else:
+            # the ranges are forgotten before the tnum narrows (Linux 6.18: no invariant
+            # violation on a dead branch), then come from the tnum alone
+            r1.smin, r1.smax, r1.umin, r1.umax = S64_MIN, S64_MAX, 0, U64
+            r1.s32min, r1.s32max, r1.u32min, r1.u32max = S32_MIN, S32_MAX, 0, U32
             r1.tv, r1.tm = t_and((r1.tv, r1.tm), ((~val) & (U64 if mask == U64 else
                                                             (U64 & ~U32) | (~val & U32)),
                                                   0))
