@@ -7577,6 +7577,18 @@ exit""", None, processed=23),
        "if w0 & 0x40 goto +6\nw0 += -10\nr1 = r10\nr1 += -64\nr1 += r0\nr2 = 0\n"
        "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
        "invalid unbounded variable-offset write to stack R1"),
+    # -- a 64-bit JEQ/JNE is decided by the subregisters' ranges when the 64-bit ones
+    # cannot; a scalar's link constant (rX += const) is no offset check_reg_sane_offset
+    # refuses: its bounds are
+    _c("vc_jne64_subreg_range_decides", "call 7\nr6 = r0\nw6 s>>= 22\nif r6 != 65535 goto +5\n"
+       "r1 = r10\nr1 += -64\nr1 += r6\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_linked_scalar_big_delta_to_fp", "call 7\nr0 &= 0xff\nr8 = r0\nr8 += 0x7fffffff\n"
+       "r1 = r10\nr1 += r8\nr0 = 2\nexit",
+       "value 2147483647 makes fp pointer be out of bounds", err=errno.EINVAL),
+    _c("vc_linked_scalar_neg_delta_to_fp", "call 7\nr0 &= 0xff\nr8 = r0\nr8 += -0x20000000\n"
+       "r1 = r10\nr1 += r8\nr0 = 2\nexit",
+       "value -536870912 makes fp pointer be out of bounds", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

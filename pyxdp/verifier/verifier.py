@@ -3335,7 +3335,9 @@ class _Verifier:
         val = _s64(r.tv)
         if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
-        if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
+        # a scalar's off is its link's constant (BPF_ADD_CONST), not an offset: its
+        # bounds already hold it (measured: Linux refuses for those)
+        if r.t != SCALAR and (r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
@@ -4358,6 +4360,9 @@ class _Verifier:
                 eq = 1 if v1 == v2 else 0
             elif u1 > w2 or u2 < w1 or a1 > b2 or a2 < b1 or (v1 ^ v2) & ~(m1 | m2):
                 eq = 0
+            elif not is32 and (d.u32min > s.u32max or d.u32max < s.u32min or
+                               d.s32min > s.s32max or d.s32max < s.s32min):
+                eq = 0  # the subregisters' ranges cannot meet either
             if eq == -1:
                 return -1
             return eq if o == op.BPF_JEQ else 1 - eq
