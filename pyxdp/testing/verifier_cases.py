@@ -7589,6 +7589,18 @@ exit""", None, processed=23),
     _c("vc_linked_scalar_neg_delta_to_fp", "call 7\nr0 &= 0xff\nr8 = r0\nr8 += -0x20000000\n"
        "r1 = r10\nr1 += r8\nr0 = 2\nexit",
        "value -536870912 makes fp pointer be out of bounds", err=errno.EINVAL),
+    # -- pointer arithmetic: the scalar operand's bounds are checked as ever, the
+    # pointer's own offsets (fixed and variable) come out as 'pointer offset N'
+    _c("vc_ptr_var_offset_overflow", "call 7\nr7 = r0\ncall 7\nr8 = r0\nr2 = 0\n"
+       "*(u32 *)(r10 -4) = r2\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+       "if r0 == 0 goto out\nr6 = r0\nr7 &= 8\nif r8 s< 12 goto out\nr6 += r7\nr6 += r8\n"
+       "out:\nr0 = 2\nexit",
+       "map_value pointer offset -9223372036854775808 is not allowed", err=errno.EINVAL),
+    _c("vc_ptr_minus_big_scalar", "call 7\nr7 = r0\ncall 7\nr8 = r0\nr2 = 0\n"
+       "*(u32 *)(r10 -4) = r2\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+       "if r0 == 0 goto out\nr6 = r0\nr7 &= 8\nif r8 s< 12 goto out\nr6 -= r8\nr6 += r7\n"
+       "r0 = *(u16 *)(r6 +12)\nout:\nr0 = 2\nexit",
+       "map_value pointer offset -9223372036854775807 is not allowed", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

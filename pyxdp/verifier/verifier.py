@@ -3332,13 +3332,19 @@ class _Verifier:
     def _sane_offset(r: Reg, t: int) -> None:
         """check_reg_sane_offset; adjust_ptr_min_max_vals refuses a failure with -EINVAL."""
         ts = type_str(t)
+        if r.t != SCALAR:
+            # a pointer (the operand or the result): its fixed and variable offsets
+            # (measured on 6.18: both are refused in these words)
+            if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
+                raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
+            if r.smin >= BPF_MAX_VAR_OFF or r.smin <= -BPF_MAX_VAR_OFF:
+                raise Refuse(f"{ts} pointer offset {r.smin} is not allowed", errno.EINVAL)
+            return
+        # the scalar: its off is its link's constant (BPF_ADD_CONST), which its bounds
+        # already hold
         val = _s64(r.tv)
         if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
-        # a scalar's off is its link's constant (BPF_ADD_CONST), not an offset: its
-        # bounds already hold it (measured: Linux refuses for those)
-        if r.t != SCALAR and (r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF):
-            raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
                          "is not allowed", errno.EINVAL)
