@@ -7601,6 +7601,13 @@ exit""", None, processed=23),
        "if r0 == 0 goto out\nr6 = r0\nr7 &= 8\nif r8 s< 12 goto out\nr6 -= r8\nr6 += r7\n"
        "r0 = *(u16 *)(r6 +12)\nout:\nr0 = 2\nexit",
        "map_value pointer offset -9223372036854775807 is not allowed", err=errno.EINVAL),
+    # -- ld_imm64 of a map by index needs the fd_array pyxdp never passes
+    _c("vc_ldimm64_map_idx_no_fd_array", "r1 = 0 ll\nr0 = 2\nexit",
+       "fd_idx without fd_array is invalid", raw=((0, "src", 5),), err=errno.EPROTO),
+    _c("vc_ldimm64_map_idx_value_no_fd_array", "r1 = 0 ll\nr0 = 2\nexit",
+       "fd_idx without fd_array is invalid", raw=((0, "src", 6),), err=errno.EPROTO),
+    _c("vc_ldimm64_func_off", "r1 = subprog[cb]\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "BPF_LD_IMM64 uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

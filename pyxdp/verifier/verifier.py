@@ -1863,8 +1863,12 @@ class _Verifier:
         of the program's text, which names no map of this process (EINVAL for an open
         file that is not a map, EBADF for none)."""
         for pc, i in enumerate(self.insns):
-            if i.code != op.OP_LD_IMM64 or pc in self.map_at or i.src not in (
-                    op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
+            if i.code != op.OP_LD_IMM64 or pc in self.map_at:
+                continue
+            if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
+                self.pc = pc  # pyxdp passes no fd_array
+                raise Refuse("fd_idx without fd_array is invalid", errno.EPROTO)
+            if i.src not in (op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
                 continue
             self.pc = pc
             if i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD and pc + 1 < len(self.insns) and \
