@@ -7608,6 +7608,27 @@ exit""", None, processed=23),
        "fd_idx without fd_array is invalid", raw=((0, "src", 6),), err=errno.EPROTO),
     _c("vc_ldimm64_func_off", "r1 = subprog[cb]\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
        "BPF_LD_IMM64 uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    # -- ld_imm64 of a kernel BTF id (BPF_PSEUDO_BTF_ID): resolve_pseudo_ldimm64 wants a
+    # VAR or a FUNC of vmlinux's BTF, wherever the load is
+    _c("vc_ldimm64_btf_id_void", "r1 = 0 ll\nr0 = 2\nexit",
+       "pseudo btf_id 0 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((0, "src", 3), (0, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_ldimm64_btf_id_int", "r1 = 0 ll\nr0 = 2\nexit",
+       "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((0, "src", 3), (0, "imm", 1),),
+       err=errno.EINVAL),
+    _c("vc_ldimm64_btf_id_past_end", "r1 = 0 ll\nr0 = 2\nexit",
+       "ldimm64 insn specifies invalid btf_id 2147483647.",
+       raw=((0, "src", 3), (0, "imm", 2147483647),),
+       err=errno.ENOENT),
+    _c("vc_ldimm64_btf_id_negative", "r1 = 0 ll\nr0 = 2\nexit",
+       "ldimm64 insn specifies invalid btf_id -5.", raw=((0, "src", 3), (0, "imm", -5),),
+       err=errno.ENOENT),
+    _c("vc_ldimm64_btf_id_dead_code", "r0 = 2\nif r0 == 2 goto +2\nr1 = 0 ll\nexit",
+       "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((2, "src", 3), (2, "imm", 1),),
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

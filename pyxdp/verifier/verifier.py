@@ -1868,6 +1868,19 @@ class _Verifier:
             if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
                 self.pc = pc  # pyxdp passes no fd_array
                 raise Refuse("fd_idx without fd_array is invalid", errno.EPROTO)
+            if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and pc + 1 < len(self.insns) and \
+                    not self.insns[pc + 1].imm:
+                # check_pseudo_btf_id on vmlinux's BTF (id 0 is void, a type too)
+                self.pc = pc
+                kernel = core_target(self.core_btf)
+                btf_id = i.imm & U32
+                if btf_id >= len(kernel):
+                    raise Refuse(f"ldimm64 insn specifies invalid btf_id {i.imm}.",
+                                 errno.ENOENT)
+                if btf_id == 0 or kernel.type_by_id(btf_id).kind not in (BtfKind.VAR,
+                                                                         BtfKind.FUNC):
+                    raise Refuse(f"pseudo btf_id {i.imm} in ldimm64 isn't KIND_VAR or "
+                                 "KIND_FUNC", errno.EINVAL)
             if i.src not in (op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
                 continue
             self.pc = pc
