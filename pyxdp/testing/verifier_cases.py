@@ -216,6 +216,9 @@ class VerifierCase:
     err: int = errno.EACCES  # the errno of Linux's refusal (unused when accepted)
     processed: int = 0  # accepted: Linux's "processed N insns", where the walk is pinned
     syscall: bool = False  # a SEC("syscall") program (give flags=BPF_F_SLEEPABLE, as libbpf)
+    # (pc, field, value): fields set in the assembled instructions, for the encodings the
+    # assembler will not write (reserved fields, unknown opcodes)
+    raw: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def errno(self) -> int:
@@ -237,6 +240,8 @@ class VerifierCase:
             return f"kernel-function#{len(kfuncs) - 1}"
 
         insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        for pc, field, value in self.raw:
+            insns[pc] = replace(insns[pc], **{field: value})
         krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
                       if i.code == 0x85 and i.src == 2)
         refs = []
@@ -7380,6 +7385,250 @@ exit""", None, processed=23),
     _c("hash_const_key_not_precise", _join("r1 = 0\n*(u32 *)(r10 -8) = r1\n",
        "r1 = r6\n*(u64 *)(r10 -8) = r1\n", "r2 = r10\nr2 += -8\nr1 = MAP(hash)\ncall 1\n"
        "r3 = 0\n"), None, processed=52),
+    # -- an ALU op whose range is not tracked (div, mod, a shift by a register) leaves the
+    # whole register unknown, ALU32 too (no zero-extension); a variable stack offset is
+    # checked for alignment (always strict), for being bounded, then for the range;
+    # helper #0 is bpf_unspec, which no program type has
+    _c("vc_lsh32_var_whole_unknown", "call 7\nr6 = r0\ncall 7\nw0 <<= w6\nr1 = r10\nr1 += r0\n"
+       "r0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_arsh32_var_whole_unknown", "call 7\nr6 = r0\nr6 &= 7\ncall 7\nw0 s>>= w6\n"
+       "r1 = r10\nr1 += r0\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_unbounded_var_stack_read", "call 7\nr0 <<= 32\nr0 >>= 32\nr1 = r10\nr1 += -16\n"
+       "r1 += r0\nr0 = *(u8 *)(r1 +0)\nr0 = 2\nexit",
+       "invalid unbounded variable-offset read from stack R1"),
+    _c("vc_unbounded_var_stack_helper", "call 7\nr0 <<= 32\nr0 >>= 32\nr2 = r10\nr2 += -16\n"
+       "r2 += r0\nr1 = MAP(hash)\ncall 1\nr0 = 2\nexit",
+       "invalid unbounded variable-offset read from stack R2"),
+    _c("vc_mod32_unknown_whole", "call 7\nw0 %= 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc_unbounded_var_stack_write", "call 7\nw0 &= 7\nw0 = -w0\nr1 = r10\nr1 += r0\n"
+       "r2 = 0\n*(u8 *)(r1 -1) = r2\nr0 = 2\nexit",
+       "invalid unbounded variable-offset write to stack R1"),
+    _c("vc_helper_zero", "call 0\nr0 = 2\nexit",
+       "program of this type cannot use helper bpf_unspec#0", err=errno.EINVAL),
+    _c("vc_var_stack_misaligned_spill", "call 7\nr0 &= 7\nr1 = r10\nr1 += -16\nr1 += r0\n"
+       "*(u64 *)(r1 +0) = r10\nr0 = 2\nexit",
+       "misaligned stack access off (0x0; 0x7)+-16+0 size 8"),
+    _c("vc_var_stack_aligned_spill", "call 7\nr0 &= 8\nr1 = r10\nr1 += -16\nr1 += r0\n"
+       "*(u64 *)(r1 +0) = r10\nr0 = *(u64 *)(r10 -8)\nr0 = 2\nexit",
+       None),
+    _c("vc_var_stack_misaligned_read", "r2 = 0\n*(u64 *)(r10 -16) = r2\ncall 7\nr0 &= 2\n"
+       "r1 = r10\nr1 += -16\nr1 += r0\nr0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "misaligned stack access off (0x0; 0x2)+-16+0 size 4"),
+    # -- encodings: check_subprogs' jump checks come first, then resolve_pseudo_ldimm64's
+    # pass over every instruction (an LDX of another mode or with an imm, a malformed
+    # ld_imm64, an opcode the interpreter lacks); the other reserved fields are do_check's,
+    # refused only where a path reaches them (dead code keeps them), and an exit's offset
+    # is never looked at
+    _c("vc_exit_src", "r0 = 2\nexit",
+       "BPF_EXIT uses reserved fields", raw=((1, "src", 1),), err=errno.EINVAL),
+    _c("vc_exit_off_ignored", "r0 = 2\nexit",
+       None, raw=((1, "off", 1),)),
+    _c("vc_mov_k_off", "r0 = 2\nexit",
+       "BPF_MOV uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_movsx32_off32", "r1 = 2\nw0 = w1\nexit",
+       "BPF_MOV uses reserved fields", raw=((1, "off", 32),), err=errno.EINVAL),
+    _c("vc_addr_space_cast_imm0", "r1 = 2\nr0 = r1\nexit",
+       "addr_space_cast insn can only convert between address space 1 and 0", raw=((1, "off", 1),),
+       err=errno.EINVAL),
+    _c("vc_alu_k_src", "r0 = 2\nr0 += 0\nexit",
+       "BPF_ALU uses reserved fields", raw=((1, "src", 2),), err=errno.EINVAL),
+    _c("vc_sdiv_off2", "r0 = 2\nr0 s/= 1\nexit",
+       "BPF_ALU uses reserved fields", raw=((1, "off", 2),), err=errno.EINVAL),
+    _c("vc_neg_x_unknown", "r0 = 2\nr0 = -r0\nr0 = 2\nexit",
+       "unknown opcode 8f", raw=((1, "code", 0x8f),), err=errno.EINVAL),
+    _c("vc_end_imm8", "r0 = 2\nr0 = le16 r0\nr0 = 2\nexit",
+       "BPF_END uses reserved fields", raw=((1, "imm", 8),), err=errno.EINVAL),
+    _c("vc_bswap64_to_be_unknown", "r0 = 2\nr0 = bswap16 r0\nr0 = 2\nexit",
+       "unknown opcode df", raw=((1, "code", 0xdf),), err=errno.EINVAL),
+    _c("vc_ja_imm", "goto +0\nr0 = 2\nexit",
+       "BPF_JA uses reserved fields", raw=((0, "imm", 1),), err=errno.EINVAL),
+    _c("vc_gotol_off", "gotol +0\nr0 = 2\nexit",
+       "BPF_JA uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_jeq_k_src", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "BPF_JMP/JMP32 uses reserved fields", raw=((1, "src", 1),), err=errno.EINVAL),
+    _c("vc_jeq_x_imm", "r0 = 2\nif r0 == r0 goto +0\nexit",
+       "BPF_JMP/JMP32 uses reserved fields", raw=((1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_jmp_op_f0", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "unknown opcode f5", raw=((1, "code", 0xf5),), err=errno.EINVAL),
+    _c("vc_jmp32_call_unknown", "r0 = 2\nif r0 == 0 goto +0\nexit",
+       "unknown opcode 86", raw=((1, "code", 0x86), (1, "imm", 7), (1, "dst", 0), (1, "off", 0),),
+       err=errno.EINVAL),
+    _c("vc_call_src3", "call 7\nr0 = 2\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "src", 3),), err=errno.EINVAL),
+    _c("vc_call_helper_off", "call 7\nr0 = 2\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_callx_unknown", "r1 = 0\ncall 7\nr0 = 2\nexit",
+       "unknown opcode 8d", raw=((1, "code", 0x8d), (1, "dst", 1), (1, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_ldx_imm", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "imm", 1),), err=errno.EINVAL),
+    _c("vc_ldx_mode", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "code", 0xa1),), err=errno.EINVAL),
+    _c("vc_ldx_memsx_dw", "r0 = *(u32 *)(r1 +0)\nr0 = 2\nexit",
+       "unknown opcode 99", raw=((0, "code", 0x99),), err=errno.EINVAL),
+    _c("vc_stx_imm", "r0 = 0\n*(u64 *)(r10 -8) = r0\nr0 = 2\nexit",
+       "BPF_STX uses reserved fields", raw=((1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_st_src", "*(u64 *)(r10 -8) = 0\nr0 = 2\nexit",
+       "BPF_ST uses reserved fields", raw=((0, "src", 1),), err=errno.EINVAL),
+    _c("vc_st_atomic_unknown", "r0 = 0\n*(u64 *)(r10 -8) = r0\nr0 = 2\nexit",
+       "unknown opcode da", raw=((1, "code", 0xda),), err=errno.EINVAL),
+    _c("vc_ldimm64_src7", "r0 = 0 ll\nr0 = 2\nexit",
+       "unrecognized bpf_ld_imm64 insn", raw=((0, "src", 7),), err=errno.EINVAL),
+    _c("vc_ldimm64_second_dst", "r0 = 0 ll\nr0 = 2\nexit",
+       "invalid bpf_ld_imm64 insn", raw=((1, "dst", 1),), err=errno.EINVAL),
+    _c("vc_ldimm64_off", "r0 = 0 ll\nr0 = 2\nexit",
+       "BPF_LD_IMM64 uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_opcode_zero", "r0 = 2\nr0 = 2\nexit",
+       "unknown opcode 00", raw=((1, "code", 0x0), (1, "dst", 0), (1, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_dead_alu_k_src", "r0 = 2\nif r0 == 2 goto +1\nr0 += 0\nexit",
+       None, raw=((2, "src", 2),)),
+    _c("vc_dead_exit_src", "r0 = 2\nif r0 == 2 goto +2\nr0 = 1\nexit\nexit",
+       None, raw=((3, "src", 1),)),
+    _c("vc_dead_ldx_imm", "r0 = 2\nif r0 == 2 goto +1\nr0 = *(u32 *)(r1 +0)\nexit",
+       "BPF_LDX uses reserved fields", raw=((2, "imm", 1),), err=errno.EINVAL),
+    _c("vc_dead_unknown_opcode", "r0 = 2\nif r0 == 2 goto +1\nr0 += 0\nexit",
+       "unknown opcode e7", raw=((2, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_reserved_then_unknown", "r0 = 2\nr0 += 0\nexit",
+       "unknown opcode e7", raw=((0, "src", 1), (1, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_ldx_before_reached", "r0 = *(u32 *)(r1 +0)\nr0 = 2\ngoto +0\nexit",
+       "BPF_LDX uses reserved fields", raw=((0, "imm", 1), (1, "imm", 1),), err=errno.EINVAL),
+    _c("vc_jump_range_before_opcode", "r0 = 2\ngoto +5\nexit",
+       "jump out of range from insn 1 to 7", raw=((0, "code", 0xe7),), err=errno.EINVAL),
+    _c("vc_pseudo_call_off", "call f\nr0 = 2\nexit\nf:\nr0 = 0\nexit",
+       "BPF_CALL uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    _c("vc_dead_pseudo_call_off", "r0 = 2\nif r0 == 2 goto +1\ncall f\nexit\nf:\nr0 = 0\nexit",
+       None, raw=((2, "off", 1),)),
+    # -- a 64-bit sign extension (movsx, ldsx) whose source's s32 range fits the narrower
+    # type keeps that range, whatever the upper half or the 64-bit range
+    _c("vc_movsx32_keeps_s32_range", "call 7\nr0 &= 0xf\nr0 -= 8\nw0 = w0\nr0 = (s32)r0\n"
+       "r0 += 8\nr1 = r10\nr1 += -16\nr1 += r0\n*(u8 *)(r1 +0) = r0\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_of_s32_range", "call 7\nif w0 s> 7 goto +9\nif w0 s< -8 goto +8\n"
+       "r0 = (s8)r0\nr0 += 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\n"
+       "r0 = 2\nexit",
+       None),
+    _c("vc_movsx8_wild_upper_half", "call 7\nif w0 > 0x7f goto +7\nr0 = (s8)r0\nr1 = r10\n"
+       "r1 += -128\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_wild_upper_half_oob", "call 7\nif w0 > 0x7f goto +7\nr0 = (s8)r0\nr1 = r10\n"
+       "r1 += -127\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid variable-offset write to stack R1 var_off=(0x0; 0x7f) off=-127 size=1",
+       err=errno.EINVAL),
+    _c("vc_ldsx8_of_spill_range", "call 7\nr0 &= 0xf\nr0 -= 8\n*(u64 *)(r10 -8) = r0\n"
+       "r1 = *(s8 *)(r10 -8)\nr1 += 8\nr2 = r10\nr2 += -24\nr2 += r1\nr3 = 0\n"
+       "*(u8 *)(r2 +0) = r3\nr0 = 2\nexit",
+       None),
+    _c("vc_movsx8_negative_range", "call 7\nr0 &= 0xf\nr0 -= 16\nr0 = (s8)r0\nr0 += 16\n"
+       "r1 = r10\nr1 += -16\nr1 += r0\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    # -- an atomic reads the memory twice (check_atomic_rmw): first into no register (a
+    # variable stack offset may not), then, when it fetches, as a load of that size into
+    # the fetching register (a stack slot's spill is filled, a pointer too); the slot is
+    # then written (no longer a spill)
+    _c("vc_atomic_fetch_fills_spill", "r1 = 3\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
+       "r1 = atomic64_fetch_add((u64 *)(r10 -8), r1)\nr2 = r10\nr2 += r1\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_stack_var_off", "r1 = 0\n*(u64 *)(r10 -8) = r1\n*(u64 *)(r10 -16) = r1\n"
+       "call 7\nr0 &= 8\nr1 = r10\nr1 += -16\nr1 += r0\nr2 = 1\nlock *(u64 *)(r1 +0) += r2\n"
+       "r0 = 2\nexit",
+       "variable offset stack pointer cannot be passed into helper function; "
+       "var_off=(0x0; 0x8) off=-16 size=8"),
+    _c("vc_atomic_fetch_spilled_ptr", "*(u64 *)(r10 -8) = r1\nr2 = 0\n"
+       "r2 = atomic64_fetch_add((u64 *)(r10 -8), r2)\nr0 = *(u32 *)(r2 +0)\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_cmpxchg_spilled_ptr", "*(u64 *)(r10 -8) = r1\nr0 = 0\nr2 = 0\n"
+       "r0 = atomic64_cmpxchg((u64 *)(r10 -8), r0, r2)\nr0 = *(u32 *)(r0 +0)\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_fetch32_of_spill64", "r1 = 3\n*(u64 *)(r10 -8) = r1\nw1 = 1\n"
+       "w1 = atomic_fetch_add((u32 *)(r10 -8), w1)\nr2 = r10\nr2 += r1\nr0 = 2\nexit",
+       None),
+    _c("vc_atomic_fetch_var_off_oob", "call 7\nr0 &= 8\nr1 = r10\nr1 += r0\nr2 = 1\n"
+       "r2 = atomic64_fetch_add((u64 *)(r1 -8), r2)\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0x8) off=-8 size=8",
+       err=errno.EINVAL),
+    _c("vc_atomic_xchg_slot_misc", "r1 = 7\n*(u64 *)(r10 -8) = r1\nr2 = 1\n"
+       "r2 = atomic64_xchg((u64 *)(r10 -8), r2)\nr3 = *(u64 *)(r10 -8)\nr4 = r10\nr4 += r3\n"
+       "r0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    # -- JSET: the constant may be either operand of a branch Linux decides; on the
+    # branch where no tested bit is set the ranges are forgotten, then come from the
+    # narrowed tnum alone (the branch where one is keeps them)
+    _c("vc_jset_false_forgets_range", "call 7\nif r0 > 100 goto +8\nif r0 < 10 goto +7\n"
+       "if r0 & 0x40 goto +6\nr1 = r10\nr1 += -522\nr1 += r0\nr2 = 0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid variable-offset write to stack R1 var_off=(0x0; 0x3f) off=-522 size=1"),
+    _c("vc_jset_true_keeps_range", "call 7\nif r0 > 100 goto +8\nif r0 < 10 goto +7\n"
+       "if r0 & 0x40 goto +1\ngoto +5\nr1 = r10\nr1 += -128\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +20) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_jset_const_src_taken", "call 7\nr6 = r0\nr6 |= 255\nr9 = 0x80\nif r9 & r6 goto +4\n"
+       "r1 = r10\nr1 += r6\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_jset32_false_forgets_range", "call 7\nif w0 > 100 goto +8\nif w0 < 10 goto +7\n"
+       "if w0 & 0x40 goto +6\nw0 += -10\nr1 = r10\nr1 += -64\nr1 += r0\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       "invalid unbounded variable-offset write to stack R1"),
+    # -- a 64-bit JEQ/JNE is decided by the subregisters' ranges when the 64-bit ones
+    # cannot; a scalar's link constant (rX += const) is no offset check_reg_sane_offset
+    # refuses: its bounds are
+    _c("vc_jne64_subreg_range_decides", "call 7\nr6 = r0\nw6 s>>= 22\nif r6 != 65535 goto +5\n"
+       "r1 = r10\nr1 += -64\nr1 += r6\nr2 = 0\n*(u8 *)(r1 +0) = r2\nr0 = 2\nexit",
+       None),
+    _c("vc_linked_scalar_big_delta_to_fp", "call 7\nr0 &= 0xff\nr8 = r0\nr8 += 0x7fffffff\n"
+       "r1 = r10\nr1 += r8\nr0 = 2\nexit",
+       "value 2147483647 makes fp pointer be out of bounds", err=errno.EINVAL),
+    _c("vc_linked_scalar_neg_delta_to_fp", "call 7\nr0 &= 0xff\nr8 = r0\nr8 += -0x20000000\n"
+       "r1 = r10\nr1 += r8\nr0 = 2\nexit",
+       "value -536870912 makes fp pointer be out of bounds", err=errno.EINVAL),
+    # -- pointer arithmetic: the scalar operand's bounds are checked as ever, the
+    # pointer's own offsets (fixed and variable) come out as 'pointer offset N'
+    _c("vc_ptr_var_offset_overflow", "call 7\nr7 = r0\ncall 7\nr8 = r0\nr2 = 0\n"
+       "*(u32 *)(r10 -4) = r2\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+       "if r0 == 0 goto out\nr6 = r0\nr7 &= 8\nif r8 s< 12 goto out\nr6 += r7\nr6 += r8\n"
+       "out:\nr0 = 2\nexit",
+       "map_value pointer offset -9223372036854775808 is not allowed", err=errno.EINVAL),
+    _c("vc_ptr_minus_big_scalar", "call 7\nr7 = r0\ncall 7\nr8 = r0\nr2 = 0\n"
+       "*(u32 *)(r10 -4) = r2\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+       "if r0 == 0 goto out\nr6 = r0\nr7 &= 8\nif r8 s< 12 goto out\nr6 -= r8\nr6 += r7\n"
+       "r0 = *(u16 *)(r6 +12)\nout:\nr0 = 2\nexit",
+       "map_value pointer offset -9223372036854775807 is not allowed", err=errno.EINVAL),
+    # -- ld_imm64 of a map by index needs the fd_array pyxdp never passes
+    _c("vc_ldimm64_map_idx_no_fd_array", "r1 = 0 ll\nr0 = 2\nexit",
+       "fd_idx without fd_array is invalid", raw=((0, "src", 5),), err=errno.EPROTO),
+    _c("vc_ldimm64_map_idx_value_no_fd_array", "r1 = 0 ll\nr0 = 2\nexit",
+       "fd_idx without fd_array is invalid", raw=((0, "src", 6),), err=errno.EPROTO),
+    _c("vc_ldimm64_func_off", "r1 = subprog[cb]\nr0 = 2\nexit\ncb:\nr0 = 0\nexit",
+       "BPF_LD_IMM64 uses reserved fields", raw=((0, "off", 1),), err=errno.EINVAL),
+    # -- ld_imm64 of a kernel BTF id (BPF_PSEUDO_BTF_ID): resolve_pseudo_ldimm64 wants a
+    # VAR or a FUNC of vmlinux's BTF, wherever the load is
+    _c("vc_ldimm64_btf_id_void", "r1 = 0 ll\nr0 = 2\nexit",
+       "pseudo btf_id 0 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((0, "src", 3), (0, "imm", 0),),
+       err=errno.EINVAL),
+    _c("vc_ldimm64_btf_id_int", "r1 = 0 ll\nr0 = 2\nexit",
+       "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((0, "src", 3), (0, "imm", 1),),
+       err=errno.EINVAL),
+    _c("vc_ldimm64_btf_id_past_end", "r1 = 0 ll\nr0 = 2\nexit",
+       "ldimm64 insn specifies invalid btf_id 2147483647.",
+       raw=((0, "src", 3), (0, "imm", 2147483647),),
+       err=errno.ENOENT),
+    _c("vc_ldimm64_btf_id_negative", "r1 = 0 ll\nr0 = 2\nexit",
+       "ldimm64 insn specifies invalid btf_id -5.", raw=((0, "src", 3), (0, "imm", -5),),
+       err=errno.ENOENT),
+    _c("vc_ldimm64_btf_id_dead_code", "r0 = 2\nif r0 == 2 goto +2\nr1 = 0 ll\nexit",
+       "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+       raw=((2, "src", 3), (2, "imm", 1),),
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -67,6 +67,7 @@ from pyxdp.spec import (
 )
 from pyxdp.uapi.bpf import BpfMapType as MT
 from pyxdp.verifier.facts import AccessFacts, MemAccess
+from pyxdp.verifier.fields import linux_fields
 from pyxdp.verifier.helpers import (
     MIGHT_SLEEP_HELPERS,
     PKT_ACCESS,
@@ -316,6 +317,14 @@ def _stack_oob_errno(lo: int) -> int:
     """check_stack_access_within_bounds: an access starting outside the stack is -EACCES,
     one starting inside it and running into non-negative offsets -EINVAL."""
     return errno.EACCES if lo < -MAX_BPF_STACK or lo >= 0 else errno.EINVAL
+
+
+def _stack_var_bounded(regno: int, reg: Reg, write: bool) -> None:
+    """check_stack_access_within_bounds: a variable stack offset whose signed bounds reach
+    BPF_MAX_VAR_OFF is refused before its range is compared with the stack's."""
+    if reg.smax >= BPF_MAX_VAR_OFF or reg.smin <= -BPF_MAX_VAR_OFF:
+        kind = "write to" if write else "read from"
+        raise Refuse(f"invalid unbounded variable-offset {kind} stack R{regno}")
 
 
 def _s64(v: int) -> int:
@@ -734,6 +743,21 @@ class Reg:
             self.set_known(v - (1 << bits) if v >> (bits - 1) else v)
             return
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if lo <= self.s32min and self.s32max <= hi:
+            # the low 32 bits' signed range fits the narrower type: sign-extending keeps
+            # it (measured on 6.18: a wild upper half or a 64-bit range crossing zero
+            # does not widen the result)
+            smin, smax = self.s32min, self.s32max
+            self.smin = smin
+            self.smax = smax
+            if smin >= 0 or smax < 0:
+                self.umin, self.umax = smin & U64, smax & U64
+                self.u32min, self.u32max = smin & U32, smax & U32
+                self.tv, self.tm = t_range(smin & U64, smax & U64)
+            else:
+                self.umin, self.umax, self.u32min, self.u32max = 0, U64, 0, U32
+                self.tv, self.tm = 0, U64
+            return
         if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
             m = (1 << bits) - 1
 
@@ -1391,7 +1415,7 @@ ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 def _helper_name(fid: int) -> str:
     if fid in PYXDP_HELPER_NAMES:
         return f"bpf_{PYXDP_HELPER_NAMES[fid]}"
-    if 0 <= fid < len(HELPER_NAMES) and fid:
+    if 0 <= fid < len(HELPER_NAMES):  # func_id_name: id 0 is "bpf_unspec"
         return f"bpf_{HELPER_NAMES[fid]}"
     return "unknown"
 
@@ -1424,7 +1448,9 @@ class _Verifier:
         # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
         self.btf = btf if btf is None or btf_load_refusal(btf, core_btf) is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
-        self.insns = spec.insns
+        # the encodings Linux refuses at once or where reached, the fields cleared
+        self.encoding = linux_fields(spec.insns)
+        self.insns = self.encoding.insns
         self.maps = maps
         self.limit = limit
         self.layout = self._validate()
@@ -1624,11 +1650,15 @@ class _Verifier:
                     _atomic_misfit(i) is not None:
                 insns[pc] = Instruction(op.BPF_STX | op.BPF_ATOMIC | op.BPF_DW, i.dst, i.src,
                                         i.off, op.BPF_ADD)
+        early = self.encoding.early  # resolve_pseudo_ldimm64's, after check_subprogs'
         try:  # recursion goes as deep as the walk or check_max_stack_depth lets it
-            return validate(insns, recursion=True)
+            layout = validate(insns, recursion=True)
         except InvalidProgram as e:
             msg, err = None, errno.EINVAL
-            if e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
+            if early is not None and e.rule not in (
+                    "jump-range", "jump-out-of-function", "fall-through", "call-range"):
+                msg = early
+            elif e.rule in ("jump-range", "jump-out-of-function") and e.pc is not None:
                 # check_subprogs
                 target = _succs(insns, e.pc)[-1] if e.rule == "jump-out-of-function" else \
                     int(re.search(r"jump to pc (-?\d+)", str(e)).group(1))  # type: ignore[union-attr]
@@ -1648,6 +1678,12 @@ class _Verifier:
             self.log = []
             self.state = None
             raise self._error(Refuse(msg, err)) from None
+        if early is not None:
+            self.pc = self.processed = self.nstates = 0
+            self.log = []
+            self.state = None
+            raise self._error(Refuse(early, errno.EINVAL))
+        return layout
 
     def _nameless_kfuncs(self, insns: list[Instruction], second: set[int]) -> dict[int, str]:
         """add_kfunc_call for kfunc calls no extern names (raw bytecode): Linux's refusals
@@ -1738,7 +1774,8 @@ class _Verifier:
 
     def _error(self, e: Refuse) -> VerifierError:
         src = self.spec.source_line(self.pc) or ""
-        text = format_insn(self.insns, self.pc) if self.pc < len(self.insns) else ""
+        raw = self.spec.insns  # as given: the walk's copy has refused fields cleared
+        text = format_insn(raw, self.pc) if self.pc < len(raw) else ""
         regs = ""
         if self.state is not None:
             f = self.state.cur
@@ -1748,7 +1785,7 @@ class _Verifier:
         if li is not None and li.line:
             self.log.append(f"; {li.text.strip()} @ {li.file_name.rsplit('/', 1)[-1]}:"
                             f"{li.line}")
-        self.log.append(f"{self.pc}: ({self.insns[self.pc].code:02x}) {text}"
+        self.log.append(f"{self.pc}: ({raw[self.pc].code:02x}) {text}"
                         if text else "")
         if regs:
             self.log.append(regs)
@@ -1843,8 +1880,25 @@ class _Verifier:
         of the program's text, which names no map of this process (EINVAL for an open
         file that is not a map, EBADF for none)."""
         for pc, i in enumerate(self.insns):
-            if i.code != op.OP_LD_IMM64 or pc in self.map_at or i.src not in (
-                    op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
+            if i.code != op.OP_LD_IMM64 or pc in self.map_at:
+                continue
+            if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
+                self.pc = pc  # pyxdp passes no fd_array
+                raise Refuse("fd_idx without fd_array is invalid", errno.EPROTO)
+            if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and pc + 1 < len(self.insns) and \
+                    not self.insns[pc + 1].imm:
+                # check_pseudo_btf_id on vmlinux's BTF (id 0 is void, a type too)
+                self.pc = pc
+                kernel = core_target(self.core_btf)
+                btf_id = i.imm & U32
+                if btf_id >= len(kernel):
+                    raise Refuse(f"ldimm64 insn specifies invalid btf_id {i.imm}.",
+                                 errno.ENOENT)
+                if btf_id == 0 or kernel.type_by_id(btf_id).kind not in (BtfKind.VAR,
+                                                                         BtfKind.FUNC):
+                    raise Refuse(f"pseudo btf_id {i.imm} in ldimm64 isn't KIND_VAR or "
+                                 "KIND_FUNC", errno.EINVAL)
+            if i.src not in (op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
                 continue
             self.pc = pc
             if i.src == op.PseudoSrc.BPF_PSEUDO_MAP_FD and pc + 1 < len(self.insns) and \
@@ -1952,6 +2006,7 @@ class _Verifier:
         self.paths = stack
         insns, prune, limit, jmp_point = self.insns, self.prune, self.limit, self.jmp_point
         live = self.stack_live
+        reserved = self.encoding.reached
         # the instruction classes as locals (dispatched on every instruction)
         alu, alu64, ldx, st_, stx, ld = op.BPF_ALU, op.BPF_ALU64, op.BPF_LDX, op.BPF_ST, \
             op.BPF_STX, op.BPF_LD
@@ -1972,6 +2027,8 @@ class _Verifier:
                 st.jh += 1
                 self.jh_at = self.processed
             st.hist.append(pc)
+            if reserved and pc in reserved:  # do_check's reserved-field checks
+                raise Refuse(reserved[pc], errno.EINVAL)
             i = insns[pc]
             walked, nframes, at = st, len(st.frames), pc
             cls = i.code & 7
@@ -3065,16 +3122,14 @@ class _Verifier:
         bits = 64 if is64 else 32
         src_const = s.const if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
+        # is_safe_to_compute_dst_reg_range: otherwise the whole register is unknown, not
+        # zero-extended even for ALU32 (adjust_scalar_min_max_vals returns early)
         if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH):
             if not (src_const and sval < bits):
                 d.set_unknown()
-                if not is64:
-                    d.coerce(4)
                 return
         elif o not in (op.BPF_ADD, op.BPF_SUB, op.BPF_AND, op.BPF_OR, op.BPF_XOR, op.BPF_MUL):
             d.set_unknown()
-            if not is64:
-                d.coerce(4)
             return
         # the rest is a pure function of both tnums and bounds, met again and again
         key = (o, is64, *d.scalar(), *s.scalar())
@@ -3311,11 +3366,19 @@ class _Verifier:
     def _sane_offset(r: Reg, t: int) -> None:
         """check_reg_sane_offset; adjust_ptr_min_max_vals refuses a failure with -EINVAL."""
         ts = type_str(t)
+        if r.t != SCALAR:
+            # a pointer (the operand or the result): its fixed and variable offsets
+            # (measured on 6.18: both are refused in these words)
+            if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
+                raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
+            if r.smin >= BPF_MAX_VAR_OFF or r.smin <= -BPF_MAX_VAR_OFF:
+                raise Refuse(f"{ts} pointer offset {r.smin} is not allowed", errno.EINVAL)
+            return
+        # the scalar: its off is its link's constant (BPF_ADD_CONST), which its bounds
+        # already hold
         val = _s64(r.tv)
         if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
-        if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
-            raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
                          "is not allowed", errno.EINVAL)
@@ -3452,19 +3515,23 @@ class _Verifier:
             raise Refuse(f"misaligned {desc}access off {_tn(base)}+{base.off}+{i.off} "
                          f"size {size}")
         base_t = base.t
+        if base_t == STACK and not base.const:
+            # check_stack_read: the first read goes to no register, which a variable
+            # offset may not do (after the bounds checks)
+            off = i.off + base.off
+            self._stack_var(st, st.frames[base.frame], i.dst, base, off, size, False)
+            raise Refuse("variable offset stack pointer cannot be passed into helper "
+                         f"function; var_off={_tn(base)} off={off} size={size}")
         old = self._mem(st, i.dst, base, i.off, size, write=False, value=None)
         self._save_aux_ptr_type(base_t, False)
         self._mem(st, i.dst, base, i.off, size, write=True, value=None)
-        if i.imm == op.BPF_CMPXCHG:
-            r = _UNKNOWN_SCALAR.copy()
-            if old is not None and old.t == SCALAR and size < 8:
+        if i.imm == op.BPF_CMPXCHG or i.imm & op.BPF_FETCH:
+            # the old value is loaded as by a load of that size (a stack slot's spill
+            # is filled)
+            r = _UNKNOWN_SCALAR.copy() if old is None else old.copy()
+            if r.t == SCALAR and size < 8:
                 r.coerce(size)
-            regs[0].assign(r)
-        elif i.imm & op.BPF_FETCH:
-            r = _UNKNOWN_SCALAR.copy()
-            if size < 8:
-                r.coerce(size)
-            regs[i.src].assign(r)
+            regs[0 if i.imm == op.BPF_CMPXCHG else i.src].assign(r)
 
     def _mem(self, st: State, regno: int, reg: Reg, off: int, size: int, *, write: bool,
              value: Reg | None, imm: Reg | None = None, sx: bool = False) -> Reg | None:
@@ -3874,6 +3941,10 @@ class _Verifier:
                value: Reg | None, imm: Reg | None) -> Reg | None:
         frame = st.frames[reg.frame]
         if not reg.const:
+            v, m = t_add((reg.tv, reg.tm), (off & U64, 0))
+            if (v | m) & (size - 1):  # strict for a variable offset too
+                raise Refuse(f"misaligned stack access off {_tn(reg)}+"
+                             f"{reg.off}+{off - reg.off} size {size}")
             return self._stack_var(st, frame, regno, reg, off, size, write)
         lo = off + _s64(reg.tv)
         if lo % size:  # check_ptr_alignment comes first; stack accesses are strict
@@ -3945,6 +4016,7 @@ class _Verifier:
 
     def _stack_var(self, st: State, frame: Frame, regno: int, reg: Reg, off: int, size: int,
                    write: bool) -> Reg | None:
+        _stack_var_bounded(regno, reg, write)
         lo, hi = reg.smin + off, reg.smax + off + size
         if reg.smin < -MAX_BPF_STACK or lo < -MAX_BPF_STACK or hi > 0:
             kind = "write to" if write else "read from"
@@ -4328,10 +4400,15 @@ class _Verifier:
                 eq = 1 if v1 == v2 else 0
             elif u1 > w2 or u2 < w1 or a1 > b2 or a2 < b1 or (v1 ^ v2) & ~(m1 | m2):
                 eq = 0
+            elif not is32 and (d.u32min > s.u32max or d.u32max < s.u32min or
+                               d.s32min > s.s32max or d.s32max < s.s32min):
+                eq = 0  # the subregisters' ranges cannot meet either
             if eq == -1:
                 return -1
             return eq if o == op.BPF_JEQ else 1 - eq
         if o == op.BPF_JSET:
+            if m2 != 0:  # the constant may be either operand (is_scalar_branch_taken)
+                v1, m1, v2, m2 = v2, m2, v1, m1
             if m2 == 0:
                 if v1 & ~m1 & v2:
                     return 1
@@ -4465,6 +4542,10 @@ class _Verifier:
             if val and not val & (val - 1):
                 r1.tv, r1.tm = t_or((r1.tv, r1.tm), (val, 0))
         else:
+            # the ranges are forgotten before the tnum narrows (Linux 6.18: no invariant
+            # violation on a dead branch), then come from the tnum alone
+            r1.smin, r1.smax, r1.umin, r1.umax = S64_MIN, S64_MAX, 0, U64
+            r1.s32min, r1.s32max, r1.u32min, r1.u32max = S32_MIN, S32_MAX, 0, U32
             r1.tv, r1.tm = t_and((r1.tv, r1.tm), ((~val) & (U64 if mask == U64 else
                                                             (U64 & ~U32) | (~val & U32)),
                                                   0))
@@ -4863,7 +4944,7 @@ class _Verifier:
         name = _helper_name(fid)
         proto = PROTOS.get(fid)
         if self.syscall and fid not in SYSCALL_MODELLED:
-            if not (0 < fid < len(HELPER_NAMES)):
+            if not (0 <= fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
             if fid in SYSCALL_HELPERS:
                 raise UnsupportedHelper(f"{self.spec.name}: helper {name}#{fid} is allowed in "
@@ -4875,7 +4956,7 @@ class _Verifier:
         if fid in (BPF_FUNC_PER_CPU_PTR, BPF_FUNC_THIS_CPU_PTR):
             return self._percpu_ptr(st, fid, pc)
         if proto is None:
-            if not (0 < fid < len(HELPER_NAMES)):
+            if not (0 <= fid < len(HELPER_NAMES)):
                 raise Refuse(f"invalid func {name}#{fid}", errno.EINVAL)
             if fid in MIGHT_SLEEP_HELPERS:  # XDP never sleeps: refused before the arguments
                 if MIGHT_SLEEP_HELPERS[fid] and not self.gpl:
@@ -6533,6 +6614,7 @@ class _Verifier:
                     raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}",
                                  errno.EACCES if size == 0 else _stack_oob_errno(lo))
             else:
+                _stack_var_bounded(n, reg, write)
                 lo = reg.smin + reg.off
                 if lo < -MAX_BPF_STACK or reg.smax + reg.off + size > 0:
                     kind = "write to" if write else "read from"
