@@ -1400,6 +1400,20 @@ def _rdonly(m: MapSpec) -> bool:
 
 
 class _Verifier:
+    # more attributes than an instance dict shares keys for (30): slots keep every
+    # self.attribute and self.method() on the interpreter's specialized fast paths
+    __slots__ = ("async_cbs", "aux_ptr", "backedges", "bt_dst", "btf", "call_types",
+                 "cb_sites", "core_btf", "depth", "devmap", "entry_of", "exc_cb", "facts",
+                 "fc_keep", "fc_off", "fc_pattern", "fc_spills", "field_lists", "fields",
+                 "forced", "globals", "gpl", "graph_roots", "id_gen", "in_exc_cb",
+                 "in_global", "insns", "iter_next", "jh_at", "jmp_point", "jmps", "kept",
+                 "kfunc_at", "kfunc_by_id", "kfunc_zero", "kfunc_zero_reached", "kptrs",
+                 "layout", "limit", "live", "log", "loop_inline", "loose", "map_at",
+                 "maps", "may_goto", "not_kfunc", "noted", "nstates", "obj_recs", "paths",
+                 "pc", "prec_round", "prev_insns", "prev_jmps", "processed", "prune",
+                 "scc", "spec", "stack_live", "starts", "state", "strict_align",
+                 "subprogs", "succ", "syscall", "tmp_id", "visit_entry", "visits")
+
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
