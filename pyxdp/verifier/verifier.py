@@ -483,6 +483,7 @@ class Reg:
     # -- facts --------------------------------------------------------------------------
     @property
     def const(self) -> bool:
+        # (the hottest paths test ``tm == 0`` themselves: a property costs a call)
         return self.tm == 0
 
     def is_null(self) -> bool:
@@ -1402,6 +1403,7 @@ def _rdonly(m: MapSpec) -> bool:
 class _Verifier:
     # more attributes than an instance dict shares keys for (30): slots keep every
     # self.attribute and self.method() on the interpreter's specialized fast paths
+    # (a new attribute needs its name here)
     __slots__ = ("async_cbs", "aux_ptr", "backedges", "bt_dst", "btf", "call_types",
                  "cb_sites", "core_btf", "depth", "devmap", "entry_of", "exc_cb", "facts",
                  "fc_keep", "fc_off", "fc_pattern", "fc_spills", "field_lists", "fields",
@@ -2942,7 +2944,7 @@ class _Verifier:
                 self._mark_precise(self.state, [i.dst if d.t == SCALAR else i.src])
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
-        if o in (op.BPF_AND, op.BPF_OR) and src.const:
+        if o in (op.BPF_AND, op.BPF_OR) and src.tm == 0:
             self._fork_scalars(d, i.dst)
         self._scalar_op(d, src, o, is64)
 
@@ -3036,7 +3038,7 @@ class _Verifier:
         if src.id & BPF_ADD_CONST:
             src.id = 0
             src.off = 0
-        if not src.id and not src.const:
+        if not src.id and src.tm != 0:
             src.id = self._new_id()
 
     def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
@@ -3045,7 +3047,7 @@ class _Verifier:
         then bounds the other, shifted by the difference; any other operation ends the
         link."""
         did, dumax = d.id, d.umax
-        src_const = s.const if is64 else s.sub_const()
+        src_const = s.tm == 0 if is64 else s.sub_const()
         val = s.tv if is64 else s.tv & U32  # before the operation: s may be d
         self._scalar_bounds(d, s, o, is64)
         if did and src_const and o in (op.BPF_ADD, op.BPF_SUB):
@@ -3060,7 +3062,7 @@ class _Verifier:
     def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
         d.id = d.off = 0  # unlinked: an offset link's constant goes with its id
         bits = 64 if is64 else 32
-        src_const = s.const if is64 else s.sub_const()
+        src_const = s.tm == 0 if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
         if o in (op.BPF_LSH, op.BPF_RSH, op.BPF_ARSH):
             if not (src_const and sval < bits):
@@ -3251,7 +3253,7 @@ class _Verifier:
             d.assign(ptr)
             return
         base = ptr.t & 0xFF
-        known = off.const
+        known = off.tm == 0
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
@@ -3309,7 +3311,7 @@ class _Verifier:
         """check_reg_sane_offset; adjust_ptr_min_max_vals refuses a failure with -EINVAL."""
         ts = type_str(t)
         val = _s64(r.tv)
-        if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
+        if r.tm == 0 and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
         if r.off >= BPF_MAX_VAR_OFF or r.off <= -BPF_MAX_VAR_OFF:
             raise Refuse(f"{ts} pointer offset {r.off} is not allowed", errno.EINVAL)
@@ -3325,7 +3327,7 @@ class _Verifier:
             raise Refuse("BPF_LD_[ABS|IND] instructions not allowed for this program type",
                          errno.EINVAL)
         self._dst(i.dst)
-        d = st.cur.regs[i.dst]
+        d = st.frames[-1].regs[i.dst]
         ref = self.map_at.get(pc)
         if ref is not None:
             m = self.maps.get(ref.map_name)
@@ -3364,7 +3366,7 @@ class _Verifier:
     def _ldx(self, st: State, i: Instruction, acquire: bool = False) -> None:
         """check_load_mem; ``acquire``: a load-acquire's (check_atomic_load), whose
         alignment is strict and whose pointer kind is one."""
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         base = self._read(regs, i.src)
         if acquire and not _atomic_ptr_type_ok(base):
             raise Refuse(f"BPF_ATOMIC loads from R{i.src} {type_str(base.t)} is not allowed")
@@ -3386,7 +3388,7 @@ class _Verifier:
         regs[i.dst].assign(val)
 
     def _store(self, st: State, i: Instruction) -> None:
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         mode = i.code & 0xE0
         size = _SIZES[i.code & 0x18]
         release = op.is_atomic_store(i.code, i.imm)
@@ -3489,7 +3491,7 @@ class _Verifier:
             kptr = self._field_overlap(m, reg, full, size, direct=True)
             if kptr is not None:
                 return self._kptr_access(reg, kptr, write, value, imm)
-            if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
+            if not write and reg.tm == 0 and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
                 if raw is not None and 0 <= pos and pos + size <= len(raw):
@@ -3870,7 +3872,7 @@ class _Verifier:
     def _stack(self, st: State, regno: int, reg: Reg, off: int, size: int, write: bool,
                value: Reg | None, imm: Reg | None) -> Reg | None:
         frame = st.frames[reg.frame]
-        if not reg.const:
+        if reg.tm != 0:
             return self._stack_var(st, frame, regno, reg, off, size, write)
         lo = off + _s64(reg.tv)
         if lo % size:  # check_ptr_alignment comes first; stack accesses are strict
@@ -4128,7 +4130,7 @@ class _Verifier:
     # -- jumps ------------------------------------------------------------------------------
     def _cond_jmp(self, st: State, i: Instruction, pc: int,
                   stack: list[tuple[State, int]]) -> int:
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         o = i.code & 0xF0
         is32 = (i.code & 7) == op.BPF_JMP32
         d = self._read(regs, i.dst)
@@ -4154,7 +4156,7 @@ class _Verifier:
             st.links[len(st.hist) - 1] = tuple(link)
             self._jh_push(st)
         other = st.copy()
-        oregs = other.cur.regs
+        oregs = other.frames[-1].regs
         od = oregs[i.dst]
         os_ = oregs[i.src] if i.code & op.BPF_X else s.copy()
         if o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and i.code & op.BPF_X and \
@@ -4422,7 +4424,7 @@ class _Verifier:
                     r.tv, r.tm = t
             elif o == op.BPF_JNE:
                 for a, b in ((r1, r2), (r2, r1)):
-                    if b.const:
+                    if b.tm == 0:
                         v = b.tv
                         if a.umin == v and a.umin < a.umax:
                             a.umin += 1
