@@ -493,6 +493,7 @@ class Reg:
     # -- facts --------------------------------------------------------------------------
     @property
     def const(self) -> bool:
+        # (the hottest paths test ``tm == 0`` themselves: a property costs a call)
         return self.tm == 0
 
     def is_null(self) -> bool:
@@ -1441,6 +1442,21 @@ def btf_load_refusal(btf: Btf, core_btf: str | os.PathLike[str] | None) -> str |
 
 
 class _Verifier:
+    # more attributes than an instance dict shares keys for (30): slots keep every
+    # self.attribute and self.method() on the interpreter's specialized fast paths
+    # (a new attribute needs its name here)
+    __slots__ = ("async_cbs", "aux_ptr", "backedges", "bt_dst", "btf", "call_types",
+                 "cb_sites", "core_btf", "depth", "devmap", "encoding", "entry_of", "exc_cb", "facts",
+                 "fc_keep", "fc_off", "fc_pattern", "fc_spills", "field_lists", "fields",
+                 "forced", "globals", "gpl", "graph_roots", "id_gen", "in_exc_cb",
+                 "in_global", "insns", "iter_next", "jh_at", "jmp_point", "jmps", "kept",
+                 "kfunc_at", "kfunc_by_id", "kfunc_zero", "kfunc_zero_reached", "kptrs",
+                 "layout", "limit", "live", "log", "loop_inline", "loose", "map_at",
+                 "maps", "may_goto", "not_kfunc", "noted", "nstates", "obj_recs", "paths",
+                 "pc", "prec_round", "prev_insns", "prev_jmps", "processed", "prune",
+                 "scc", "spec", "stack_live", "starts", "state", "strict_align",
+                 "subprogs", "succ", "syscall", "tmp_id", "visit_entry", "visits")
+
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
@@ -3002,7 +3018,7 @@ class _Verifier:
                 self._mark_precise(self.state, [i.dst if d.t == SCALAR else i.src])
             self._ptr_alu(regs, i, d, src, o, is64, x)
             return
-        if o in (op.BPF_AND, op.BPF_OR) and src.const:
+        if o in (op.BPF_AND, op.BPF_OR) and src.tm == 0:
             self._fork_scalars(d, i.dst)
         self._scalar_op(d, src, o, is64)
 
@@ -3096,7 +3112,7 @@ class _Verifier:
         if src.id & BPF_ADD_CONST:
             src.id = 0
             src.off = 0
-        if not src.id and not src.const:
+        if not src.id and src.tm != 0:
             src.id = self._new_id()
 
     def _scalar_op(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
@@ -3105,7 +3121,7 @@ class _Verifier:
         then bounds the other, shifted by the difference; any other operation ends the
         link."""
         did, dumax = d.id, d.umax
-        src_const = s.const if is64 else s.sub_const()
+        src_const = s.tm == 0 if is64 else s.sub_const()
         val = s.tv if is64 else s.tv & U32  # before the operation: s may be d
         self._scalar_bounds(d, s, o, is64)
         if did and src_const and o in (op.BPF_ADD, op.BPF_SUB):
@@ -3120,7 +3136,7 @@ class _Verifier:
     def _scalar_bounds(self, d: Reg, s: Reg, o: int, is64: bool) -> None:
         d.id = d.off = 0  # unlinked: an offset link's constant goes with its id
         bits = 64 if is64 else 32
-        src_const = s.const if is64 else s.sub_const()
+        src_const = s.tm == 0 if is64 else s.sub_const()
         sval = s.tv if is64 else s.tv & U32
         # is_safe_to_compute_dst_reg_range: otherwise the whole register is unknown, not
         # zero-extended even for ALU32 (adjust_scalar_min_max_vals returns early)
@@ -3309,7 +3325,7 @@ class _Verifier:
             d.assign(ptr)
             return
         base = ptr.t & 0xFF
-        known = off.const
+        known = off.tm == 0
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
@@ -3377,7 +3393,7 @@ class _Verifier:
         # the scalar: its off is its link's constant (BPF_ADD_CONST), which its bounds
         # already hold
         val = _s64(r.tv)
-        if r.const and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
+        if r.tm == 0 and (val >= BPF_MAX_VAR_OFF or val <= -BPF_MAX_VAR_OFF):
             raise Refuse(f"math between {ts} pointer and {val} is not allowed", errno.EINVAL)
         if r.smin == S64_MIN:
             raise Refuse(f"math between {ts} pointer and register with unbounded min value "
@@ -3391,7 +3407,7 @@ class _Verifier:
             raise Refuse("BPF_LD_[ABS|IND] instructions not allowed for this program type",
                          errno.EINVAL)
         self._dst(i.dst)
-        d = st.cur.regs[i.dst]
+        d = st.frames[-1].regs[i.dst]
         ref = self.map_at.get(pc)
         if ref is not None:
             m = self.maps.get(ref.map_name)
@@ -3430,7 +3446,7 @@ class _Verifier:
     def _ldx(self, st: State, i: Instruction, acquire: bool = False) -> None:
         """check_load_mem; ``acquire``: a load-acquire's (check_atomic_load), whose
         alignment is strict and whose pointer kind is one."""
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         base = self._read(regs, i.src)
         if acquire and not _atomic_ptr_type_ok(base):
             raise Refuse(f"BPF_ATOMIC loads from R{i.src} {type_str(base.t)} is not allowed")
@@ -3452,7 +3468,7 @@ class _Verifier:
         regs[i.dst].assign(val)
 
     def _store(self, st: State, i: Instruction) -> None:
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         mode = i.code & 0xE0
         size = _SIZES[i.code & 0x18]
         release = op.is_atomic_store(i.code, i.imm)
@@ -3559,7 +3575,7 @@ class _Verifier:
             kptr = self._field_overlap(m, reg, full, size, direct=True)
             if kptr is not None:
                 return self._kptr_access(reg, kptr, write, value, imm)
-            if not write and reg.const and _rdonly(m) and size in (1, 2, 4, 8):
+            if not write and reg.tm == 0 and _rdonly(m) and size in (1, 2, 4, 8):
                 raw = self._map_bytes(m)
                 pos = full + reg.tv
                 if raw is not None and 0 <= pos and pos + size <= len(raw):
@@ -3940,7 +3956,7 @@ class _Verifier:
     def _stack(self, st: State, regno: int, reg: Reg, off: int, size: int, write: bool,
                value: Reg | None, imm: Reg | None) -> Reg | None:
         frame = st.frames[reg.frame]
-        if not reg.const:
+        if reg.tm != 0:
             v, m = t_add((reg.tv, reg.tm), (off & U64, 0))
             if (v | m) & (size - 1):  # strict for a variable offset too
                 raise Refuse(f"misaligned stack access off {_tn(reg)}+"
@@ -4203,7 +4219,7 @@ class _Verifier:
     # -- jumps ------------------------------------------------------------------------------
     def _cond_jmp(self, st: State, i: Instruction, pc: int,
                   stack: list[tuple[State, int]]) -> int:
-        regs = st.cur.regs
+        regs = st.frames[-1].regs
         o = i.code & 0xF0
         is32 = (i.code & 7) == op.BPF_JMP32
         d = self._read(regs, i.dst)
@@ -4229,7 +4245,7 @@ class _Verifier:
             st.links[len(st.hist) - 1] = tuple(link)
             self._jh_push(st)
         other = st.copy()
-        oregs = other.cur.regs
+        oregs = other.frames[-1].regs
         od = oregs[i.dst]
         os_ = oregs[i.src] if i.code & op.BPF_X else s.copy()
         if o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and i.code & op.BPF_X and \
@@ -4502,7 +4518,7 @@ class _Verifier:
                     r.tv, r.tm = t
             elif o == op.BPF_JNE:
                 for a, b in ((r1, r2), (r2, r1)):
-                    if b.const:
+                    if b.tm == 0:
                         v = b.tv
                         if a.umin == v and a.umin < a.umax:
                             a.umin += 1
