@@ -1446,7 +1446,8 @@ class _Verifier:
     # self.attribute and self.method() on the interpreter's specialized fast paths
     # (a new attribute needs its name here)
     __slots__ = ("async_cbs", "aux_ptr", "backedges", "bt_dst", "btf", "call_types",
-                 "cb_sites", "core_btf", "depth", "devmap", "encoding", "entry_of", "exc_cb", "facts",
+                 "cb_sites", "core_btf", "depth", "devmap", "encoding", "entry_of",
+                 "exc_cb", "facts",
                  "fc_keep", "fc_off", "fc_pattern", "fc_spills", "field_lists", "fields",
                  "forced", "globals", "gpl", "graph_roots", "id_gen", "in_exc_cb",
                  "in_global", "insns", "iter_next", "jh_at", "jmp_point", "jmps", "kept",
