@@ -52,6 +52,7 @@ from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, jump_target, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
+from pyxdp.btf.kcheck import kernel_error
 from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
@@ -1404,8 +1405,8 @@ class _Verifier:
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
         self.spec = spec
-        # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
-        self.btf = btf if btf is None or btf.struct_metas_error is None else None
+        # a BTF Linux refuses (BPF_BTF_LOAD) is not loaded: libbpf goes on without it
+        self.btf = btf if btf is None or kernel_error(btf) is None else None
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
