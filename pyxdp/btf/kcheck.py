@@ -190,6 +190,9 @@ class _Checker:
         self.types: list[BtfType] = []
         self.resolved: dict[int, int] = {}  # type id -> resolved id with size (or itself)
         self.sizes: dict[int, int] = {}  # resolved byte sizes of arrays
+        self.mode = "tbd"  # env->resolve_mode: "tbd", "ptr" or "struct"
+        self.stack: list[list[int]] = []  # [type id, next member] being resolved
+        self.visit: dict[int, int] = {}  # 1 visited, 2 resolved
 
     # -- strings ----------------------------------------------------------------
 
@@ -222,7 +225,8 @@ class _Checker:
     def _refuse(self, t: BtfType | None, tid: int, reason: str) -> _Refused:
         if t is None:
             return _Refused(f"[{tid}] {reason}", reason)
-        name = self._name(t) if self._off_valid(t.name_off) else "(invalid-name-offset)"
+        name = "(anon)" if not t.name_off else self._name(t) if self._off_valid(
+            t.name_off) else "(invalid-name-offset)"
         return _Refused(f"[{tid}] {t.kind.name} {name} {reason}".replace("  ", " "), reason)
 
     def _member(self, t: BtfType, m: BtfMember | str, reason: str) -> _Refused:
@@ -532,7 +536,7 @@ class _Checker:
     def _resolve(self, root: BtfType) -> None:
         """btf_resolve: resolve ``root`` and what it needs, depth-first."""
         self.mode = "tbd"
-        self.stack: list[list[int]] = []
+        self.stack = []
         try:
             self._push(root.id)
         except _Refused:
@@ -656,8 +660,8 @@ class _Checker:
                 raise bad(t, tid, "Invalid type_id")
             if self._maybe_push(nxt):
                 return
-            idx = t.component_idx
-            if idx != -1:
+            comp = t.component_idx
+            if comp != -1:
                 if nxt.kind in (_K.VAR, _K.TYPEDEF):
                     raise bad(t, tid, "Invalid component_idx")
                 if nxt.kind in (_K.STRUCT, _K.UNION):
@@ -665,7 +669,7 @@ class _Checker:
                 else:
                     proto = self._t(nxt.size_type)
                     vlen = proto.vlen if proto is not None else 0
-                if idx & _U32_MAX >= vlen:
+                if comp & _U32_MAX >= vlen:
                     raise bad(t, tid, "Invalid component_idx")
             self._pop(nxt.id, 0)
 
@@ -772,7 +776,6 @@ class _Checker:
                 raise bad(t, t.id, f"Invalid arg#{i + 1}")
 
     def _all_types(self) -> None:
-        self.visit: dict[int, int] = {}  # 1 visited, 2 resolved
         for t in self.types[1:]:
             if t.kind in _NEEDS_RESOLVE and not self._is_resolved(t.id):
                 self._resolve(t)

@@ -1404,9 +1404,13 @@ class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
+        # a BTF Linux refuses (BPF_BTF_LOAD) is not loaded: libbpf goes on without it, and
+        # the program is loaded without func and line info (they refer to that BTF)
+        if btf is not None and kernel_error(btf) is not None:
+            btf = None
+            spec = dataclasses.replace(spec, func_info=(), line_info=())
         self.spec = spec
-        # a BTF Linux refuses (BPF_BTF_LOAD) is not loaded: libbpf goes on without it
-        self.btf = btf if btf is None or kernel_error(btf) is None else None
+        self.btf = btf
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         self.insns = spec.insns
         self.maps = maps
