@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import ipaddress
+import logging
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
@@ -42,6 +43,7 @@ from pyxdp.backend import (
 )
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
+from pyxdp.btf.kcheck import kernel_error, map_needs_btf, no_btf_error
 from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import (
     BadArgument,
@@ -64,6 +66,8 @@ from pyxdp.uapi.bpf import BpfMapType, MapUpdateFlag, XdpAction
 from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
+
+_log = logging.getLogger(__name__)
 
 _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
                      BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
@@ -548,14 +552,32 @@ class Collection:
         handles: dict[str, MapHandle] = {}
         btf = self.spec.btf
         nr_cpus = int(getattr(self.backend, "nr_cpus", 1) or 1)
+        # Without a kernel, pyxdp asks Linux's BTF rules what BPF_BTF_LOAD would answer
+        # (the kernel backend asks the kernel): BTF Linux refuses is gone on without, as
+        # libbpf does, unless a map needs it.
+        refused = kernel_error(btf) if btf is not None and self.backend.name == "userspace" \
+            else None
+        if refused is None and btf is not None and self.backend.name == "userspace" \
+                and btf.struct_meta_kptrs():
+            # and btf_parse_kptr's, which looks the kptrs' structs up in the kernel's BTF
+            from pyxdp.verifier.verifier import btf_load_refusal
+            refused = btf_load_refusal(btf, getattr(self.backend, "core_btf", None))
+        if refused is not None:
+            _log.info("the kernel would refuse the object's BTF (%s): maps are created "
+                      "without BTF types and programs loaded without func/line info", refused)
         for name, ms in self.spec.maps.items():
             ms = libbpf_map_defaults(ms, nr_cpus)
+            if refused is not None:
+                need = map_needs_btf(ms.type, ms.type_name, ms.value_type, btf)
+                if need:
+                    raise no_btf_error(name, need, f"BTF refused: {refused}")
             h = self.backend.create_map(ms, handles)
             handles[name] = h
             codec = BtfCodec(btf, ms.key_type, ms.value_type) if btf is not None and (
                 ms.key_type or ms.value_type) else None
             cpus = int(getattr(h, "nr_cpus", 1) or 1)
-            if btf is not None and ms.value_type is not None and hasattr(h, "place_async"):
+            if btf is not None and refused is None and ms.value_type is not None and \
+                    hasattr(h, "place_async"):
                 _place_fields(h, ms, btf)
             view = getattr(self.backend, "syscall_handle", None)  # the fd's mode applies
             self.maps[name] = Map(name, ms, view(h, ms) if view else h, codec, cpus)

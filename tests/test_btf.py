@@ -11,8 +11,12 @@ import pytest
 from pyxdp.btf import (
     BTF_VAR_GLOBAL_ALLOCATED,
     Btf,
+    BtfArray,
     BtfExt,
     BtfKind,
+    BtfParam,
+    BtfType,
+    BtfVarSecinfo,
 )
 from pyxdp.elf import load_collection_spec
 from pyxdp.elf.elfio import open_elf
@@ -369,3 +373,160 @@ def test_large_btf_record_offsets_come_back_from_the_disk_cache(
     assert (damaged._offsets, damaged._name_offs) == want and len(walked) == 1
     tid = again.find("xdp_md", BtfKind.STRUCT)
     assert tid is not None and again.find_all("xdp_md") == (tid,)
+
+
+# --------------------------------------------------------------------------
+# Linux's BPF_BTF_LOAD rules (pyxdp.btf.kcheck)
+# --------------------------------------------------------------------------
+
+def _kbase() -> Btf:
+    """xdp1.o's BTF as the loader hands it to the kernel (types listed in
+    test_kernel_check's cases by id: [2] int, [6] typedef __u32, [13] the map's
+    struct, [14] VAR rxcnt, [16] struct xdp_md, [17]/[18] the program's
+    FUNC_PROTO/FUNC, [19] char, [22] DATASEC .maps, [23] DATASEC license)."""
+    from pyxdp.btf.kcheck import kernel_fixup
+    spec = load_collection_spec(SAMPLES / "xdp1.o")
+    assert spec.btf is not None
+    return kernel_fixup(spec.btf)[0]
+
+
+def _with(b: Btf, tid: int, **kw: object) -> bytes:
+    return b.with_types({tid: dataclasses.replace(b.types[tid], **kw)}).raw
+
+
+def _append(b: Btf, *types: BtfType) -> bytes:
+    n = len(b.types)
+    return Btf(types=b.types + tuple(dataclasses.replace(t, id=n + i)
+                                     for i, t in enumerate(types)), strings=b.strings).raw
+
+
+def _raw_patch(raw: bytes, off: int, data: bytes) -> bytes:
+    return raw[:off] + data + raw[off + len(data):]
+
+
+def _str_off(b: Btf, s: str) -> int:
+    return b.strings.index(s.encode() + b"\0")
+
+
+# (case, mutation of _kbase(), the end of Linux's log line or None when it accepts);
+# each verified against Linux 6.18's BPF_BTF_LOAD (test_kernel_check_matches_linux).
+KCHECK_CASES: list[tuple[str, object, str | None]] = [
+    ("base", lambda b: b.raw, None),
+    ("int-bits-past-size", lambda b: _with(b, 2, int_bits=33), "nr_bits exceeds type_size"),
+    ("int-bits-past-128", lambda b: _with(b, 2, int_bits=200, size_type=32),
+     "nr_bits exceeds 128"),
+    ("int-encoding", lambda b: _with(b, 2, int_encoding=3), "Unsupported encoding"),
+    ("int-kflag", lambda b: _with(b, 2, kind_flag=True), "Invalid btf_info kind_flag"),
+    ("ptr-named", lambda b: _with(b, 1, name_off=1), "Invalid name"),
+    ("typedef-anon", lambda b: _with(b, 6, name_off=0), "Invalid name"),
+    ("typedef-dot-name", lambda b: _with(b, 6, name_off=_str_off(b, ".maps")), None),
+    ("array-index-struct", lambda b: _with(b, 3, array=BtfArray(2, 13, 6)), "Invalid index"),
+    ("array-elem-void", lambda b: _with(b, 3, array=BtfArray(0, 4, 6)), "Invalid elem"),
+    ("array-of-bitfield-int", lambda b: _with(b, 2, int_bits=31), "Invalid array of int"),
+    ("array-overflow", lambda b: _with(b, 12, array=BtfArray(2, 4, 0x4000_0001)),
+     "Array size overflows U32_MAX"),
+    ("member-ptr-unaligned", lambda b: _with(b, 13, members=(
+        b.types[13].members[0], dataclasses.replace(b.types[13].members[1], bit_offset=65),
+        *b.types[13].members[2:])), "Member is not byte aligned"),
+    ("member-past-size", lambda b: _with(b, 16, size_type=23), "Member exceeds struct_size"),
+    ("member-void", lambda b: _with(b, 13, members=(
+        dataclasses.replace(b.types[13].members[0], type=0), *b.types[13].members[1:])),
+     "Invalid type_id"),
+    ("union-offsets", lambda b: _with(b, 16, kind=BtfKind.UNION),
+     "Invalid member bits_offset"),
+    ("struct-dot-name", lambda b: _with(b, 16, name_off=_str_off(b, ".maps")), None),
+    ("enum-size-3", lambda b: _with(b, 19, kind=BtfKind.ENUM, size_type=3),
+     "Unexpected size"),
+    ("float-size-3", lambda b: _with(b, 19, kind=BtfKind.FLOAT, size_type=3),
+     "Invalid type_size"),
+    ("fwd-with-type", lambda b: _with(b, 9, kind=BtfKind.FWD), "type != 0"),
+    ("func-extern", lambda b: _with(b, 18, linkage=2), "Invalid func linkage"),
+    ("param-void-first", lambda b: _with(b, 17, params=(
+        BtfParam("", 0, 0), *b.types[17].params)), "Invalid arg#1"),
+    ("param-unnamed", lambda b: _with(b, 17, params=(
+        dataclasses.replace(b.types[17].params[0], name="", name_off=0),)),
+     "Invalid arg#1"),
+    ("vararg-last", lambda b: _with(b, 17, params=(
+        *b.types[17].params, BtfParam("", 0, 0))), None),
+    ("var-extern", lambda b: _with(b, 14, linkage=2), "Linkage not supported"),
+    ("datasec-overlap", lambda b: _with(b, 22, secinfos=(
+        *b.types[22].secinfos, BtfVarSecinfo(21, 16, 4))), "Invalid offset"),
+    ("datasec-too-small", lambda b: _with(b, 23, size_type=3), "Invalid size"),
+    ("datasec-not-var", lambda b: _with(b, 23, secinfos=(BtfVarSecinfo(2, 0, 4),)),
+     "Not a VAR kind member"),
+    ("datasec-size-0", lambda b: _with(b, 23, size_type=0), "size == 0"),
+    ("decl-tag-component", lambda b: _append(b, BtfType(
+        0, BtfKind.DECL_TAG, "int", 1, size_type=13, component_idx=4)),
+     "Invalid component_idx"),
+    ("decl-tag-on-int", lambda b: _append(b, BtfType(
+        0, BtfKind.DECL_TAG, "int", 1, size_type=2, component_idx=-1)), "Invalid type_id"),
+    ("type-tag-after-const", lambda b: _append(
+        b, BtfType(0, BtfKind.CONST, "", 0, size_type=len(b.types) + 1),
+        BtfType(0, BtfKind.TYPE_TAG, "int", 1, size_type=2)),
+     "Type tags don't precede modifiers"),
+    ("type-tag-before-const", lambda b: _append(
+        b, BtfType(0, BtfKind.TYPE_TAG, "int", 1, size_type=len(b.types) + 1),
+        BtfType(0, BtfKind.CONST, "", 0, size_type=2)), None),
+    ("typedef-loop", lambda b: _with(b, 6, size_type=6), "Loop detected"),
+    ("kind-20", lambda b: _raw_patch(b.raw, 24 + 12 + 4, struct.pack("<I", 20 << 24)),
+     "[2] Invalid kind:20"),
+    ("hdr-flags", lambda b: _raw_patch(b.raw, 3, b"\x01"), "Unsupported flags"),
+    ("hdr-tail", lambda b: _raw_patch(b.raw, 4, struct.pack("<I", 28)) [:24] + b"\x01\0\0\0"
+     + b.raw[24:], "Unsupported btf_header"),
+    ("strings-first-byte", lambda b: b.raw[:len(b.raw) - len(b.strings)] + b"a"
+     + b.strings[1:], "Invalid string section"),
+    ("strings-last-byte", lambda b: b.raw[:-1] + b"a", "Invalid string section"),
+    ("trailing-byte", lambda b: b.raw + b"\0", "Unsupported section found"),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "reason"), KCHECK_CASES,
+                         ids=[c[0] for c in KCHECK_CASES])
+def test_kernel_check(case: str, mutate: object, reason: str | None) -> None:
+    from pyxdp.btf.kcheck import kernel_check
+    raw = mutate(_kbase())  # type: ignore[operator]
+    got = kernel_check(raw)
+    if reason is None:
+        assert got is None
+    else:
+        assert got is not None and got.endswith(reason), got
+        assert "\n" not in got
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("case", "mutate", "reason"), KCHECK_CASES,
+                         ids=[c[0] for c in KCHECK_CASES])
+def test_kernel_check_matches_linux(case: str, mutate: object, reason: str | None) -> None:
+    from pyxdp.errors import KernelError
+    from pyxdp.kernel.syscall import btf_load
+    raw = mutate(_kbase())  # type: ignore[operator]
+    try:
+        btf_load(raw).close()
+    except KernelError as e:
+        assert reason is not None and str(e).endswith(reason), str(e)
+    else:
+        assert reason is None
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("ptr-named", "[1] PTR int Invalid name"),
+    ("typedef-anon", "[6] TYPEDEF (anon) Invalid name"),
+    ("param-unnamed", "[18] FUNC xdp_prog1 Invalid arg#1"),
+    ("member-ptr-unaligned", "[13] STRUCT (anon) member key: Member is not byte aligned"),
+    ("datasec-not-var", "[23] DATASEC license type_id=2 Not a VAR kind member"),
+])
+def test_kernel_check_names_the_type(case: str, message: str) -> None:
+    # one line naming the type as the kernel's log does: "[id] KIND name reason"
+    from pyxdp.btf.kcheck import kernel_check
+    mutate = next(m for c, m, _ in KCHECK_CASES if c == case)
+    assert kernel_check(mutate(_kbase())) == message  # type: ignore[operator]
+
+
+def test_kernel_check_on_every_sample() -> None:
+    # every sample's BTF, as loaded, is one Linux takes
+    from pyxdp.btf.kcheck import kernel_error
+    for path in OBJECTS:
+        spec = load_collection_spec(path)
+        if spec.btf is not None:
+            assert kernel_error(spec.btf, {m.name: m.value_size for m in spec.maps.values()
+                                           if m.is_global_data}) is None, path

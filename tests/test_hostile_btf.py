@@ -15,7 +15,9 @@ from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import CoreRelocationError
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import ObjectError
+from pyxdp.errors import ObjectError, PyxdpError
+from pyxdp.net.packets import udp_packet
+from pyxdp.spec import CollectionSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,3 +116,80 @@ def test_a_kconfig_char_array_above_int_max_is_e2big() -> None:
         load_collection_spec(data[:at] + blob + data[at + len(blob):])
     msg = str(e.value)
     assert "\n" not in msg and "'.kconfig' externs take" in msg and "E2BIG" in msg
+
+
+# --------------------------------------------------------------------------
+# BTF Linux refuses: both backends go on without it, as libbpf does
+# --------------------------------------------------------------------------
+
+def _refused_btf(name: str) -> CollectionSpec:
+    """A sample's spec whose BTF BPF_BTF_LOAD refuses (an int of 200 bits)."""
+    spec = load_collection_spec(ROOT / "samples" / name)
+    assert spec.btf is not None
+    t = next(t for t in spec.btf.types if t.kind is BtfKind.INT)
+    return dataclasses.replace(spec, btf=spec.btf.with_types(
+        {t.id: dataclasses.replace(t, int_bits=200)}))
+
+
+def _outcome(spec: CollectionSpec, backend: str) -> str:
+    """What loading ``spec`` gives: the retval of each program's run, or the error."""
+    try:
+        with Collection(spec, backend) as coll:
+            return " ".join(f"{n}={p.test_run(udp_packet(b'x')).retval}"
+                            for n, p in sorted(coll.programs.items()))
+    except PyxdpError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+# sample, what both backends answer
+REFUSED_BTF_OUTCOMES = [
+    # nothing needs BTF: maps without BTF types, the program without func info
+    ("xdp1.o", "xdp_prog1=1"),
+    # a struct bpf_timer is only found through BTF: the map cannot be created
+    ("timer.o", "MapError: create: EINVAL (Invalid argument): map 'timers' needs BTF (its "
+                "value holds a struct bpf_timer) and none is loaded: "),
+    # callbacks need func info
+    ("loader/multi_prog.v3.o", "VerifierError: "),
+]
+
+
+@pytest.mark.parametrize(("name", "want"), REFUSED_BTF_OUTCOMES,
+                         ids=[n for n, _ in REFUSED_BTF_OUTCOMES])
+def test_refused_btf_userspace(name: str, want: str) -> None:
+    got = _outcome(_refused_btf(name), "userspace")
+    assert got.startswith(want), got
+    if "needs BTF" in got:  # the reason names the BTF problem, on one line
+        assert got.endswith("BTF refused: [2] INT int nr_bits exceeds 128")
+    if name.startswith("loader/multi_prog"):
+        assert "missing btf func_info" in got
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("name", "want"), REFUSED_BTF_OUTCOMES,
+                         ids=[n for n, _ in REFUSED_BTF_OUTCOMES])
+def test_refused_btf_kernel_same(name: str, want: str) -> None:
+    spec = _refused_btf(name)
+    got = _outcome(spec, "kernel")
+    assert got.startswith(want), got
+    assert got.endswith("nr_bits exceeds 128") or "needs BTF" not in got
+    assert ("missing btf func_info" in got) == name.startswith("loader/multi_prog")
+    user = _outcome(spec, "userspace")
+    assert got.split(":")[0] == user.split(":")[0]
+
+
+def test_kernel_check_survives_byte_flips() -> None:
+    # any blob gets an answer (a line or None), never an exception
+    import random
+
+    from pyxdp.btf.kcheck import kernel_check, kernel_fixup
+    rng = random.Random(21)
+    for name in ("xdp1.o", "graph_list.o", "strings.o"):
+        spec = load_collection_spec(ROOT / "samples" / name)
+        assert spec.btf is not None
+        raw = kernel_fixup(spec.btf)[0].raw
+        for _ in range(300):
+            blob = bytearray(raw)
+            for _ in range(rng.randint(1, 4)):
+                blob[rng.randrange(len(blob))] = rng.randrange(256)
+            got = kernel_check(bytes(blob))
+            assert got is None or (got and "\n" not in got)

@@ -115,8 +115,8 @@ _Found = tuple[str, int, int, int]
 # The graph roots and the node type each holds (btf_parse_graph_root's node_type_name)
 _GRAPH_ROOTS = {"bpf_list_head": "bpf_list_node", "bpf_rb_root": "bpf_rb_node"}
 # btf_parse_struct_metas' alloc_obj_fields: a struct with a member of one of these has a
-# record (btf_struct_meta)
-_ALLOC_OBJ_FIELDS = ("bpf_spin_lock", "bpf_res_spin_lock", "bpf_list_head", "bpf_list_node",
+# record (btf_struct_meta); a bpf_res_spin_lock alone gives none (Linux 6.18)
+_ALLOC_OBJ_FIELDS = ("bpf_spin_lock", "bpf_list_head", "bpf_list_node",
                      "bpf_rb_root", "bpf_rb_node", "bpf_refcount")
 # btf_find_graph_root: the declaration tag naming a list's struct and node member
 _CONTAINS = "contains:"
@@ -491,17 +491,6 @@ class Btf:
         return [t.id for t in self.types[1:]
                 if t.kind is BtfKind.STRUCT and any(m.type in aof for m in t.members)]
 
-    def _is_kptr_ptr(self, t: BtfType) -> bool:
-        if t.kind is BtfKind.VOLATILE:
-            t = self.type_by_id(t.size_type)
-        if t.kind is not BtfKind.PTR:
-            return False
-        tag = self.type_by_id(t.size_type)
-        if tag.kind is not BtfKind.TYPE_TAG or tag.kind_flag or tag.name not in _KPTR_TAGS \
-                or self.type_by_id(tag.size_type).kind is BtfKind.TYPE_TAG:
-            return False
-        return self.types[self.resolve(tag.size_type)].kind is BtfKind.STRUCT
-
     def struct_meta_kptrs(self) -> list[tuple[int, int]]:
         """(struct id, pointee struct id) of each referenced ``__kptr`` field of the
         structs with a record (:attr:`struct_meta_ids`): ``btf_parse_kptr`` looks each
@@ -539,6 +528,25 @@ class Btf:
                         return (f"struct {self.types[tid].name}: a graph node holding "
                                 f"struct {self.types[elem].name}, a graph root")
         return None
+
+    def _is_kptr_ptr(self, t: BtfType) -> bool:
+        """btf_find_kptr finds a field in a pointer of this type (BTF_FIELD_FOUND): one
+        type tag Linux knows, on a struct (what btf_parse_struct_metas also looks for)."""
+        if t.kind is BtfKind.VOLATILE and 0 < t.size_type < len(self.types):
+            t = self.types[t.size_type]  # a modifier on the pointer itself is permitted
+        if t.kind is not BtfKind.PTR or not 0 < t.size_type < len(self.types):
+            return False
+        tag = self.types[t.size_type]
+        if tag.kind is not BtfKind.TYPE_TAG or tag.kind_flag or tag.name not in (
+                *_KPTR_TAGS, *_UNMODELLED_KPTR_TAGS):
+            return False
+        if not 0 <= tag.size_type < len(self.types) or \
+                self.types[tag.size_type].kind is BtfKind.TYPE_TAG:
+            return False
+        try:
+            return self.types[self.resolve(tag.size_type)].kind is BtfKind.STRUCT
+        except ObjectError:
+            return False
 
     def _parse_fields(self, type_id: int, names: Iterable[str] | None, *,
                       objects: bool = False) -> list[_Found]:
@@ -846,10 +854,13 @@ def _name_at(strings: bytes, off: int, what: str, path: str, section: str) -> st
 
 
 def parse_type(sec: bytes, pos: int, tid: int, strings: bytes, path: str = "",
-               section: str = ".BTF") -> tuple[BtfType, int]:
+               section: str = ".BTF", *, names_checked: bool = True) -> tuple[BtfType, int]:
     """The type record at ``pos`` of a type section as type ``tid``, and where the
-    next record starts."""
+    next record starts. ``names_checked=False``: a name offset outside the string
+    section reads as the empty name (for checks that report it themselves)."""
     def name_at(off: int, what: str) -> str:
+        if not names_checked and off >= len(strings):
+            return ""
         return _name_at(strings, off, what, path, section)
 
     if pos + _TYPE.size > len(sec):

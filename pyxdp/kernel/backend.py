@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Final, Self
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
-from pyxdp.btf.btf import Btf, BtfKind, BtfType, BtfVarSecinfo
+from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.kcheck import kernel_fixup, map_needs_btf, no_btf_error
 from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index, missing_ksym
 from pyxdp.errors import (
     BPFUnavailable,
@@ -51,7 +52,7 @@ from pyxdp.errors import (
     PyxdpError,
     program_closed,
 )
-from pyxdp.kernel.maps import KernelMap, round_up
+from pyxdp.kernel.maps import KernelMap
 from pyxdp.kernel.syscall import (
     Fd,
     FdObject,
@@ -103,22 +104,6 @@ _NO_BTF_TYPES: Final = frozenset({
     BpfMapType.BPF_MAP_TYPE_RINGBUF,
     BpfMapType.BPF_MAP_TYPE_USER_RINGBUF,
 })
-# Local storage maps are refused by the kernel without BTF key/value ids.
-_BTF_REQUIRED_TYPES: Final = frozenset({
-    BpfMapType.BPF_MAP_TYPE_SK_STORAGE,
-    BpfMapType.BPF_MAP_TYPE_INODE_STORAGE,
-    BpfMapType.BPF_MAP_TYPE_TASK_STORAGE,
-    BpfMapType.BPF_MAP_TYPE_CGRP_STORAGE,
-})
-# Value members the verifier only finds through BTF (btf_parse_fields):
-# without BTF a program using them is refused, so such maps never fall back.
-_SPECIAL_STRUCTS: Final = frozenset({
-    "bpf_spin_lock", "bpf_res_spin_lock", "bpf_timer", "bpf_wq", "bpf_task_work",
-    "bpf_list_head", "bpf_list_node", "bpf_rb_root", "bpf_rb_node", "bpf_refcount",
-})
-_KPTR_TAGS: Final = frozenset({"kptr", "kptr_untrusted", "percpu_kptr", "uptr"})
-_MAX_DEPTH: Final = 32
-
 _PAGE_SIZE: Final = 4096
 # Output room when the caller sets no data_size_out: what XDP can add to a
 # packet (adjust_head headroom, adjust_tail into the tailroom or the last
@@ -141,60 +126,11 @@ def kernel_object_name(name: str) -> str:
 # BTF for the kernel
 # --------------------------------------------------------------------------
 
-def _natural_align(size: int) -> int:
-    # Largest power of two (at most 8) dividing size: where clang would
-    # place a variable of that size.
-    return min(8, size & -size) if size else 1
-
-
 def kernel_btf(btf: Btf, maps: Iterable[MapSpec] = ()) -> tuple[Btf, tuple[str, ...]]:
-    """A copy of ``btf`` the kernel's ``BPF_BTF_LOAD`` accepts, and the fix-ups made.
-
-    The kernel refuses a DATASEC of size 0 (``size == 0``) and variables
-    that overlap or stick out of their section. clang emits exactly that:
-    the section sizes and the offsets of global variables are left for the
-    loader to fill in from the ELF (libbpf's ``btf_fixup_datasec``).
-    :func:`pyxdp.elf.load_collection_spec` already does so from the symbol
-    table, so for its specs this changes nothing; for BTF that was not fixed
-    up, each zero-sized DATASEC gets the size of the global data map of the
-    same name (the kernel checks that a map's value size equals its value
-    type's size) or the end of its last variable, and overlapping variables
-    are laid out one after the other, naturally aligned. ``btf`` itself is
-    never modified.
-    """
-    sizes = {m.name: m.value_size for m in maps if m.is_global_data}
-    changed: dict[int, BtfType] = {}
-    notes: list[str] = []
-    # kfunc declarations: the kernel refuses FUNCs of extern linkage, FUNCs listed in a
-    # DATASEC and unnamed parameters; each becomes a TYPEDEF of its prototype (ids stay
-    # put; nothing the kernel reads refers to it) and leaves .ksyms.
-    kfuncs = {t.id for t in btf.types[1:]
-              if t.kind is BtfKind.FUNC and 2 in (t.vlen, t.linkage)}
-    for fid in sorted(kfuncs):
-        changed[fid] = replace(btf.types[fid], kind=BtfKind.TYPEDEF, vlen=0, linkage=0)
-        notes.append(f"FUNC {btf.types[fid].name!r} (a kfunc) -> TYPEDEF")
-    for t in btf.types[1:]:
-        if t.kind is not BtfKind.DATASEC or t.size_type != 0:
-            continue
-        placed: list[BtfVarSecinfo] = []
-        end = 0
-        moved = 0
-        for vsi in sorted(t.secinfos, key=lambda s: s.offset):
-            if vsi.type in kfuncs:
-                continue
-            offset = vsi.offset
-            if offset < end:
-                offset = round_up(end, _natural_align(vsi.size))
-                moved += 1
-            placed.append(BtfVarSecinfo(vsi.type, offset, vsi.size))
-            end = offset + vsi.size
-        size = max(sizes.get(t.name, 0), end, 1)
-        changed[t.id] = replace(t, size_type=size, secinfos=tuple(placed))
-        what = f"DATASEC {t.name!r} size 0 -> {size}"
-        notes.append(what + (f", {moved} variable offset(s) laid out" if moved else ""))
-    if not changed:
-        return btf, ()
-    return btf.with_types(changed), tuple(notes)
+    """A copy of ``btf`` the kernel's ``BPF_BTF_LOAD`` accepts, and the fix-ups made
+    (:func:`pyxdp.btf.kcheck.kernel_fixup`, DATASECs sized as the global data maps of
+    their names)."""
+    return kernel_fixup(btf, {m.name: m.value_size for m in maps if m.is_global_data})
 
 
 def _attach_btf_name(spec: ProgramSpec) -> tuple[str, BtfKind]:
@@ -213,30 +149,7 @@ def _attach_btf_name(spec: ProgramSpec) -> tuple[str, BtfKind]:
 
 def _needs_btf(spec: MapSpec, btf: Btf | None) -> str:
     """Why map ``spec`` cannot be created (or used) without BTF; "" when it can."""
-    if spec.type in _BTF_REQUIRED_TYPES:
-        return f"{spec.type_name} maps need BTF key/value types"
-    if btf is None or not spec.value_type:
-        return ""
-    seen: set[int] = set()
-    stack = [(spec.value_type, 0)]
-    while stack:
-        tid, depth = stack.pop()
-        if tid in seen or depth > _MAX_DEPTH or not 0 < tid < len(btf.types):
-            continue
-        seen.add(tid)
-        t = btf.types[tid]
-        if t.kind in (BtfKind.STRUCT, BtfKind.UNION):
-            if t.name in _SPECIAL_STRUCTS:
-                return f"its value holds a struct {t.name}"
-            stack += [(m.type, depth + 1) for m in t.members]
-        elif t.kind is BtfKind.TYPE_TAG and t.name in _KPTR_TAGS:
-            return f"its value holds a {t.name} pointer"
-        elif t.kind is BtfKind.ARRAY and t.array is not None:
-            stack.append((t.array.type, depth + 1))
-        elif t.kind in (BtfKind.TYPEDEF, BtfKind.CONST, BtfKind.VOLATILE, BtfKind.RESTRICT,
-                        BtfKind.PTR, BtfKind.TYPE_TAG):
-            stack.append((t.size_type, depth + 1))
-    return ""
+    return map_needs_btf(spec.type, spec.type_name, spec.value_type, btf)
 
 
 # --------------------------------------------------------------------------
@@ -368,9 +281,8 @@ class KernelBackend:
         use_btf = bool(key_id or value_id) and spec.type not in _NO_BTF_TYPES
         btf = self.btf_fd() if use_btf else None
         if need and btf is None:
-            why = f": {self.btf_error}" if self.btf_error is not None else ""
-            raise MapError("create", _errno.EINVAL,
-                           f"map {name!r} needs BTF ({need}) and none is loaded{why}")
+            raise no_btf_error(name, need, str(self.btf_error) if self.btf_error is not None
+                               else "the object has no BTF")
 
         def create(with_btf: Fd | None) -> Fd:
             return map_create(spec.type, spec.key_size, spec.value_size, max_entries, flags,

@@ -52,6 +52,7 @@ from pyxdp.asm.insn import Instruction, imm64_at
 from pyxdp.asm.validate import Layout, jump_target, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
+from pyxdp.btf.kcheck import kernel_error
 from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
@@ -1461,9 +1462,14 @@ class _Verifier:
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
                  core_btf: str | os.PathLike[str] | None = None) -> None:
+        # a BTF Linux refuses (BPF_BTF_LOAD) is not loaded: libbpf goes on without it, and
+        # the program is loaded without func and line info (they refer to that BTF)
+        if btf is not None and (kernel_error(btf) is not None
+                                or btf_load_refusal(btf, core_btf) is not None):
+            btf = None
+            spec = dataclasses.replace(spec, func_info=(), line_info=())
         self.spec = spec
-        # a BTF whose structs' records Linux refuses is not loaded: libbpf goes on without
-        self.btf = btf if btf is None or btf_load_refusal(btf, core_btf) is None else None
+        self.btf = btf
         self.core_btf = core_btf  # where kernel types are looked up (core_target's order)
         # the encodings Linux refuses at once or where reached, the fields cleared
         self.encoding = linux_fields(spec.insns)
