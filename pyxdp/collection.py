@@ -22,11 +22,13 @@ from __future__ import annotations
 import dataclasses
 import errno
 import ipaddress
-import logging
 import os
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import logging
 
 from pyxdp.args import checked, short
 from pyxdp.asm import opcodes as op
@@ -67,7 +69,13 @@ from pyxdp.verifier.facts import MemAccess, decode_facts, encode_facts
 
 __all__ = ["Collection", "Map", "MapItems", "MapKeys", "MapValues", "Program"]
 
-_log = logging.getLogger(__name__)
+
+
+def _log() -> logging.Logger:
+    """This module's logger (logging loads when there is something to say)."""
+    import logging
+
+    return logging.getLogger(__name__)
 
 _PERCPU = frozenset({BpfMapType.BPF_MAP_TYPE_PERCPU_ARRAY, BpfMapType.BPF_MAP_TYPE_PERCPU_HASH,
                      BpfMapType.BPF_MAP_TYPE_LRU_PERCPU_HASH})
@@ -563,7 +571,7 @@ class Collection:
             from pyxdp.verifier.verifier import btf_load_refusal
             refused = btf_load_refusal(btf, getattr(self.backend, "core_btf", None))
         if refused is not None:
-            _log.info("the kernel would refuse the object's BTF (%s): maps are created "
+            _log().info("the kernel would refuse the object's BTF (%s): maps are created "
                       "without BTF types and programs loaded without func/line info", refused)
         for name, ms in self.spec.maps.items():
             ms = libbpf_map_defaults(ms, nr_cpus)
