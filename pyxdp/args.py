@@ -29,11 +29,14 @@ import numpy.typing as npt
 
 from pyxdp.errors import BadArgument
 
-__all__ = ["I64_MIN", "U32_MAX", "U64_MAX", "Array", "checked", "short"]
+__all__ = ["I64_MIN", "NR_CPUS_MAX", "U32_MAX", "U64_MAX", "Array", "checked", "short"]
 
 I64_MIN = -(1 << 63)
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
+# CONFIG_NR_CPUS's ceiling (x86-64 MAXSMP): a CPU count past it is no machine's, and
+# per-CPU storage sized by it would be gigabytes (nr_cpus=10**6 once was).
+NR_CPUS_MAX = 8192
 
 F = TypeVar("F", bound=Callable[..., Any])
 Check = Callable[[str, object], object]

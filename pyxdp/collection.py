@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import logging
 
-from pyxdp.args import checked, short
+from pyxdp.args import NR_CPUS_MAX, checked, short
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction, encode
 from pyxdp.backend import (
@@ -512,6 +512,7 @@ def _make_backend(backend: str | Backend, spec: CollectionSpec, nr_cpus: int | N
 class Collection:
     """Every map and program of one object, loaded into one backend."""
 
+    @checked(nr_cpus=(1, NR_CPUS_MAX), spec=None)
     def __init__(self, spec: CollectionSpec, backend: str | Backend = "userspace", *,
                  nr_cpus: int | None = None, engine: str = "auto",
                  core_btf: str | os.PathLike[str] | None = None, verify: bool = True) -> None:
@@ -543,7 +544,7 @@ class Collection:
             raise
 
     @classmethod
-    @checked
+    @checked(nr_cpus=(1, NR_CPUS_MAX))
     def load(cls, path: str | os.PathLike[str], backend: str | Backend = "userspace", *,
              nr_cpus: int | None = None, engine: str = "auto",
              core_btf: str | os.PathLike[str] | None = None, verify: bool = True,

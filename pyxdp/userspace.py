@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pyxdp.args import NR_CPUS_MAX, checked
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind
 from pyxdp.btf.core import apply_core_relos
@@ -60,6 +61,7 @@ class UserspaceBackend:
 
     name = "userspace"
 
+    @checked(nr_cpus=(1, NR_CPUS_MAX))
     def __init__(self, *, nr_cpus: int | None = None, env: TestRunEnv | None = None,
                  engine: str = "auto", core_btf: str | os.PathLike[str] | None = None) -> None:
         """``core_btf``: the BTF file CO-RE relocations resolve against (default: the

@@ -302,6 +302,30 @@ def test_objects_and_specs_of_the_wrong_type_are_refused_in_one_line() -> None:
         _one_line(k.value)
 
 
+@pytest.mark.parametrize("nr_cpus", [0, -1, 10**6, "2", 2.0, True])
+def test_cpu_counts_are_checked_at_the_door(nr_cpus: object) -> None:
+    """Found by probing the constructors (round 10): Host(nr_cpus=0) divided by zero,
+    Host(nr_cpus=10**6) asked numpy for 7.6 GiB, -1 made a host; Collection took 0 as
+    "the default", True and 2.0 as counts, and "2" failed in a comparison deep inside."""
+    from pyxdp.userspace import UserspaceBackend
+    spec = asm_collection("r0 = 2\nexit", MAPS)
+    for call in (lambda: Host(nr_cpus=nr_cpus), lambda: Collection(spec, nr_cpus=nr_cpus),
+                 lambda: UserspaceBackend(nr_cpus=nr_cpus)):
+        with pytest.raises(BadArgument, match="nr_cpus must be"):
+            call()  # type: ignore[no-untyped-call]
+    with Collection(spec, nr_cpus=8192) as c:  # CONFIG_NR_CPUS's ceiling is a machine
+        assert c.programs["t"].test_run(bytes(64)).retval == 2
+
+
+def test_a_missing_device_is_rtm_getlink_s_enodev() -> None:
+    # Found by probing Host.dev (round 10): the lookup reported "xdp attach failed".
+    with Host(native=False) as host:
+        for key in (-1, 7, "", "eth9"):
+            with pytest.raises(KernelError, match="RTM_GETLINK failed: ENODEV") as e:
+                host.dev(key)
+            _one_line(e.value)
+
+
 @pytest.mark.parametrize("priority, actions", [
     ("x", 2), (-1, 2), (1 << 32, 2), (1.5, 2), (True, 2), (None, 2),
     (10, "x"), (10, -1), (10, 1 << 32), (10, None), (10, np.zeros(2))])

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
-from pyxdp.args import U32_MAX, U64_MAX, checked, short
+from pyxdp.args import NR_CPUS_MAX, U32_MAX, U64_MAX, checked, short
 from pyxdp.collection import Collection, Program
 from pyxdp.errors import BadArgument, KernelError
 from pyxdp.net import trace as _trace
@@ -825,6 +825,7 @@ class Host:
     on a thread of its own (the kernel's threaded NAPI).
     """
 
+    @checked(nr_cpus=(1, NR_CPUS_MAX))
     def __init__(self, name: str = "pyxdp", *, engine: str = "auto", nr_cpus: int = 2,
                  tracer: _trace.Tracer | None = None, cpumap_threads: bool = False,
                  native: bool = True, threaded_napi: bool = False) -> None:
@@ -982,8 +983,8 @@ class Host:
             d = self.devices.get(name_or_index)
         else:
             d = next((x for x in self.devices.values() if x.name == name_or_index), None)
-        if d is None:
-            raise _fail(errno.ENODEV, f"no device {name_or_index!r}")
+        if d is None:  # RTM_GETLINK's answer (ip link show dev NAME), not an attach's
+            raise LinkError(errno.ENODEV, f"no device {name_or_index!r}", op="RTM_GETLINK")
         return d
 
     # -- running -------------------------------------------------------------------
