@@ -38,6 +38,7 @@ from pyxdp.errors import (
     TestRunTruncated,
     VerifierError,
 )
+from pyxdp.smp import possible_cpus  # (re-exported: the bpf(2) layer's face)
 from pyxdp.uapi.bpf import (
     BPF_OBJ_NAME_LEN,
     BPF_TAG_SIZE,
@@ -47,7 +48,6 @@ from pyxdp.uapi.bpf import (
     MapUpdateFlag,
     TestRunFlag,
 )
-from pyxdp.vm.smp import possible_cpus  # (re-exported: the bpf(2) layer's face)
 
 __all__ = [
     "BpfMap",

@@ -49,13 +49,13 @@ from pyxdp.backend import (
     handle_bytes,
 )
 from pyxdp.errors import MapError
+from pyxdp.smp import possible_cpus
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
 from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
-from pyxdp.vm.smp import possible_cpus
 
 __all__ = [
     "BPF_ANY",
@@ -140,7 +140,7 @@ def round_up(x: int, align: int) -> int:
 
 def default_nr_cpus() -> int:
     """The number of *possible* CPUs (what per-CPU kernel maps are sized by):
-    :func:`pyxdp.vm.smp.possible_cpus` (the kernel's possible-CPU mask, which can
+    :func:`pyxdp.smp.possible_cpus` (the kernel's possible-CPU mask, which can
     exceed the online CPUs)."""
     return max(1, possible_cpus())
 

@@ -45,10 +45,10 @@ from pyxdp.net.xdp import (
     RxQueue,
     XdpBuff,
 )
+from pyxdp.smp import current_cpu
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
 from pyxdp.vm.bpf_task_work import TASK_WORK
 from pyxdp.vm.helpers import RunContext, TraceLog
-from pyxdp.vm.smp import current_cpu
 
 if TYPE_CHECKING:
     from pyxdp.net.xdp_metadata import XdpMetadataOps

@@ -45,6 +45,7 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.smp import current_cpu
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.uapi.xdp_trace import (
     DEFINITIONS,
@@ -63,7 +64,6 @@ from pyxdp.uapi.xdp_trace import (
     XdpRedirectErr,
     definition_of,
 )
-from pyxdp.vm.smp import current_cpu
 
 __all__ = [
     "TRACER",
