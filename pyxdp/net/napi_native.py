@@ -141,7 +141,13 @@ TX bulk, and a redirect through a devmap entry without a program or to an ifinde
 (no broadcast, the call running no devmap program) that is such a NIC into its bulk
 queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
 the whole length checked and counted, completion or refusal freeing frags then
-head. A poll where a frame kept frags and is to be passed, redirected or sent
+head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
+:func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
+stack's demux in the poll's list, then frees its frags and head; a redirect into
+a cpumap entry converts its head with the frags flag and puts its whole length in
+the ring (the entry's kthread reads the frags; the return ring's pages free them
+first). A poll where a frame kept frags and is to be passed where the stack is
+not native, redirected or sent
 elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
 ``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
 that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
