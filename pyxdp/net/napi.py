@@ -833,8 +833,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host)),
                 _xsk_args(xsk),
+                # One list per poll, but for a native program on a backlog (process_backlog:
+                # one skb at a time); generic XDP's skbs go on as lists (netif_receive_skb_list).
                 (*_stack_args(host, dev, rq, generic), _peer_records(host, rq),
-                 int(not getattr(dev, "backlog", False))), cm,
+                 int(generic or not getattr(dev, "backlog", False))), cm,
                 (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False
