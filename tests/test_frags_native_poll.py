@@ -151,9 +151,11 @@ def _pools(h: Host, ordered: bool) -> list[tuple[object, ...]]:
 
 
 def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(range(8)),
-         wire: bool = True) -> tuple[Any, ...]:
+         wire: bool = True, watch: bool = True) -> tuple[Any, ...]:
     """``wire``: eth1 shows what it sends to a wire sink (a target only the Python path
-    sends to); without, its transmit is a sink and only the counters see it."""
+    sends to); without, its transmit is a sink and only the counters see it. ``watch``:
+    the stack shows what it receives (a callback, which only the Python path calls);
+    without, its counters, drop reasons, lists and route lookups stand for it."""
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         if feed == "veth":
             rx, sender = h.veth("veth0", "veth1", mtu=16000)
@@ -175,9 +177,10 @@ def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(r
         if wire:
             eth1.wire.append(lambda dev, b: wires.setdefault(dev.name, []).extend(
                 b.packets()))
-        seen: list[tuple[int, bytes]] = []
-        h.stack.on_receive(lambda s: seen.extend(zip(s.ifindex.tolist(), s.packets(),
-                                                     strict=True)))
+        seen: list[Any] = []
+        if watch:
+            h.stack.on_receive(lambda s: seen.extend(zip(s.ifindex.tolist(), s.packets(),
+                                                         strict=True)))
         pool = rx.rx[0].pool
         held = pool.alloc_bulk(pool.npages - 40) if dry else np.zeros(0, np.int64)
         got: list[bytes] = []
@@ -217,9 +220,12 @@ def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(r
         traces = {n: sorted((key(n, k), v) for k, v in snap.get(n, {}).items())
                   for n in TRACES}
         system = h.memmap.system
+        if not watch:
+            seen = [h.stack.counters(), h.stack.drop_reasons(), h.stack.per_device,
+                    h.stack.stats.batches, h.stack.fib_lookups]
         return polls, (
             {d.name: d.stats.asdict() for d in h.devices.values()}, traces,
-            sorted(coll.maps["lens"].items()), wires, sorted(seen), got,
+            sorted(coll.maps["lens"].items()), wires, sorted(seen) if watch else seen, got,
             _pools(h, verdicts == tuple(range(8))),
             (system.allocated, system.freed, system.nr_free))
 
@@ -303,3 +309,33 @@ def test_a_drop_only_frags_poll_stays_native() -> None:
     finally:
         napi._dispatch_deferred = orig  # type: ignore[assignment]
     assert calls[0] == 0
+
+
+@pytest.mark.parametrize("feed", ["dma", "gen", "veth"])
+def test_frags_pass_and_cpumap_are_native(feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDP_PASS of multi-buffer frames (the skb read whole, head then frags, into the
+    stack's demux; one list per poll; frags then head freed) and their redirects into a
+    cpumap entry whose ring fills (the frags flag in the xdp_frame, the whole length in
+    the ring, refusals freeing frags then head) beside single-buffer ones, DROP and
+    ABORTED: the native loop's own, nothing handed to the Python dispatch, and the
+    same stack counters, route lookups, device counters, traces and page records as
+    the Python poll."""
+    from pyxdp.net import napi
+    calls = [0]
+    orig = napi._dispatch_deferred
+
+    def counted(*a: Any) -> None:
+        calls[0] += 1
+        orig(*a)
+    monkeypatch.setattr(napi, "_dispatch_deferred", counted)
+    verdicts = (0, 1, 2, 5)
+    (py_native, polls), fast = _run(True, feed, False, verdicts, wire=False, watch=False)
+    assert calls[0] == 0 and py_native == 0 and polls > 0
+    _, ref = _run(False, feed, False, verdicts, wire=False, watch=False)
+    names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a == b, name
+    rx = fast[0]["veth0" if feed == "veth" else "eth0"]
+    assert rx["xdp_pass"] == 3 * 4 * len(SIZES)
+    assert sum(fast[4][2].values()) >= 3 * 4 * len(SIZES)  # the stack saw them all
+    assert fast[4][4] > 0 and fast[1]["xdp_cpumap_enqueue"]

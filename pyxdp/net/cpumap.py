@@ -66,10 +66,12 @@ from pyxdp.net.filter import (
 from pyxdp.net.frames import CPU_MAP_BULK_SIZE, KIND_FRAGS, KIND_FRAME, Bulk, Frames
 from pyxdp.net.napi_native import _run, _to_frame
 from pyxdp.net.native import njit
+from pyxdp.net.page_pool import PAGE_SIZE
 from pyxdp.net.prog import MAX_FAULT_REPORTS, XdpProg, _warned, run_xdp
 from pyxdp.net.ptr_ring import IDX_CONS, IDX_PROD, PtrRing, ring_consume, ring_count
+from pyxdp.net.skbuff_native import SH, buf_copy_bits, buf_head_len
 from pyxdp.net.stack import Mib, Rt, stack_rcv_one
-from pyxdp.net.xdp import XDP_FLAGS_HAS_FRAGS
+from pyxdp.net.xdp import MAX_SKB_FRAGS, XDP_FLAGS_HAS_FRAGS
 from pyxdp.net.xdp_mem import (
     XDP_FRAME_OFF_DEV_RX,
     XDP_FRAME_OFF_FLAGS,
@@ -122,6 +124,7 @@ M_BATCHES = Mib.BATCHES
 RT_LIST, RT_HFAM = Rt.LIST, Rt.HFAM
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 FLAGS_WORD = XDP_FRAME_OFF_FLAGS // 4
+FRAME_SZ_WORD = 8  # xdp_frame.frame_sz, as a 32-bit word of the header
 HAS_FRAGS = XDP_FLAGS_HAS_FRAGS
 XDP_DROP, XDP_PASS, XDP_REDIRECT = int(XdpAction.XDP_DROP), int(XdpAction.XDP_PASS), \
     int(XdpAction.XDP_REDIRECT)
@@ -142,8 +145,8 @@ def _frame_kinds(host: Any, pfns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk, jit, defer,  # type: ignore[no-untyped-def] # noqa: E501
-                        max_batches, spins, per_skb):
+def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, lin, region, stk, jit,  # type: ignore[no-untyped-def] # noqa: E501
+                        defer, max_batches, spins, per_skb):
     """``cpu_map_kthread_run``: up to ``max_batches`` batches of 8 frames from the ring.
     With a program (``jit``'s entry address nonzero: ``cpu_map_bpf_prog_run_xdp``)
     each frame's verdict decides: PASS converts it back to an xdp_frame (a
@@ -151,10 +154,15 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
     the Python path (``defer``; the run stops after that batch). What passed is
     delivered to the stack as one list (``netif_receive_skb_list``; with
     ``per_skb`` one skb at a time, as before list delivery) and every freed
-    page goes to the return ring. With ``spins`` > 0 an empty ring is
-    polled that many times before giving up (a kthread on its own thread).
-    Stops early (``kc[STALL]``) at a frame outside this page region or when the
-    return ring has no room for a batch. Returns the frames taken."""
+    page goes to the return ring. A multi-buffer frame (without a program; with one,
+    the Python path runs it over its frags) is read whole into ``lin``
+    (``skb_copy_bits`` of head and frags) for the stack; its head goes to the return
+    ring, whose consumers free its frags then it (``xdp_return_frame``). With
+    ``spins`` > 0 an empty ring is polled that many times before giving up (a
+    kthread on its own thread).
+    Stops early (``kc[STALL]``) at a frame outside this page region (or a
+    multi-buffer one it cannot read there) or when the return ring has no room
+    for a batch's pages. Returns the frames taken."""
     pages, w32, q64, addr_base, pfn_base = region
     mib = stk[0]
     route = stk[7]
@@ -182,10 +190,18 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
         k = min(avail, CPUMAP_BATCH)
         cons = q_idx[IDX_CONS]
         for j in range(k):
-            loc = q_slots[0, (cons + j) % qsize] - pfn_base
-            if loc < 0 or loc >= npages or w32[loc, FLAGS_WORD] & HAS_FRAGS:
-                k = j  # another region's frame, or a multi-buffer one: Python's
+            at = (cons + j) % qsize
+            loc = q_slots[0, at] - pfn_base
+            if loc < 0 or loc >= npages:
+                k = j  # another region's frame: Python's
                 break
+            if w32[loc, FLAGS_WORD] & HAS_FRAGS:
+                # A multi-buffer frame: here without a program, its frags in this region.
+                if (fn != 0 or w32[loc, FRAME_SZ_WORD] != PAGE_SIZE
+                        or buf_head_len(pages, pfn_base, loc, q_slots[1, at], SH,
+                                        q_slots[2, at], len(lin)) < 0):
+                    k = j
+                    break
         if k == 0:
             kc[KC_STALL] = 1
             break
@@ -248,7 +264,12 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, region, stk
                     nret = _freed(r_slots, rprod, rsize, nret, pfn)
                     continue
                 npass += 1
-            stack_rcv_one(pages[loc], data, length, dev_rx, stk)
+            if w32[loc, FLAGS_WORD] & HAS_FRAGS:  # the skb with its frags, read whole
+                buf_copy_bits(pages, pfn_base, loc, data, SH, length, lin.ctypes.data,
+                              len(lin))
+                stack_rcv_one(lin, 0, length, dev_rx, stk)
+            else:
+                stack_rcv_one(pages[loc], data, length, dev_rx, stk)
             nret = _freed(r_slots, rprod, rsize, nret, pfn)
         if nret:
             store_release64(r_idx, IDX_PROD, rprod + nret)
@@ -287,6 +308,7 @@ class CpuMapRuntime:
         self.kc = np.zeros(KC.SIZE, np.int64)
         self.kc[KC.IDLE] = 1
         self._scratch = np.zeros((4, CPUMAP_BATCH), np.int64)
+        self._lin = np.zeros(PAGE_SIZE * (1 + MAX_SKB_FRAGS), np.uint8)  # a frags skb, whole
         self._defer = np.zeros((CPUMAP_BATCH, DEFER_COLS), np.int64)
         self._io = DriverIO(CPUMAP_BATCH, 0, 0)
         self.list_delivery = True
@@ -415,7 +437,7 @@ class CpuMapRuntime:
         prog = host.program_by_id(self.prog_id) if self.prog_id else None
         if prog is None:
             n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
-                                        self._scratch, reg, stk, _NO_JIT, self._defer,
+                                        self._scratch, self._lin, reg, stk, _NO_JIT, self._defer,
                                         1 << 30, spins, not self.list_delivery))
         else:
             # One run of an engine at a time (two entries on one CPU may share it).
@@ -427,7 +449,7 @@ class CpuMapRuntime:
                        io.action, io.off_out, io.len_out, io.meta_out, io.status, io.pc,
                        io.addr, io.redirect, io.ifindex)
                 n = int(cpu_map_kthread_run(q.slots, q.idx, self.ret.slots, self.ret.idx, kc,
-                                            self._scratch, reg, stk, jit, self._defer,
+                                            self._scratch, self._lin, reg, stk, jit, self._defer,
                                             1 << 30, 0, not self.list_delivery))
             self._report(prog, engine)
         kc[KC.INFLIGHT] = 0  # deferred redirects done: nothing in flight

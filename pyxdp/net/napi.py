@@ -532,6 +532,8 @@ class _NativeState:
         self.io.frags = FragTable(np.zeros((budget, FRAG_WORDS), np.uint64),
                                   np.zeros((budget, MAX_FRAGS, 2), np.uint64))
         self.fl = np.zeros(budget, np.int64)
+        # A passed multi-buffer skb read whole for the stack: a head page and its frags.
+        self.lin = np.zeros(PAGE_SIZE * (1 + MAX_SKB_FRAGS), np.uint8)
         self._pools: tuple[PagePool, ...] = ()
         self.ptab = np.zeros((0, PT_COLS), np.int64)
         self.faddr = np.zeros(2, np.int64)
@@ -825,13 +827,16 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
                 (pool.pages, pool.words, pool.qwords, pool.addr_base, pool.pfn_base,
                  *pool.native_arrays),
                 (ring.cols, ring.cur.words, fon, st.ptab, st.fx, st.faddr, fr_on,
-                 st.io.frags.rows, st.io.frags.bounds, st.fl), gen,
+                 st.io.frags.rows, st.io.frags.bounds, st.fl, st.lin), gen,
                 (dev.ifindex, tx_ok, rq.stats.words, st.tx_rows, generic, tx_wire),
                 (*tgt, nt.bq, nt.bq_n, nt.xmit_cnt),
                 (nt.dm_ids, nt.dm_addr, nt.dm_n, nt.dm_hash, nt.red_cnt, nt.egress.args,
                  _system_args(host)),
                 _xsk_args(xsk),
-                (*_stack_args(host, dev, rq, generic), _peer_records(host, rq)), cm,
+                # One list per poll, but for a native program on a backlog (process_backlog:
+                # one skb at a time); generic XDP's skbs go on as lists (netif_receive_skb_list).
+                (*_stack_args(host, dev, rq, generic), _peer_records(host, rq),
+                 int(generic or not getattr(dev, "backlog", False))), cm,
                 (ctl, st.counts.cnt, st.defer))
     finally:
         pool.napi_local = False

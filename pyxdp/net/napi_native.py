@@ -141,7 +141,13 @@ TX bulk, and a redirect through a devmap entry without a program or to an ifinde
 (no broadcast, the call running no devmap program) that is such a NIC into its bulk
 queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
 the whole length checked and counted, completion or refusal freeing frags then
-head. A poll where a frame kept frags and is to be passed, redirected or sent
+head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
+:func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
+stack's demux in the poll's list, then frees its frags and head; a redirect into
+a cpumap entry converts its head with the frags flag and puts its whole length in
+the ring (the entry's kthread reads the frags; the return ring's pages free them
+first). A poll where a frame kept frags and is to be passed where the stack is
+not native, redirected or sent
 elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
 ``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
 that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
@@ -222,11 +228,12 @@ from pyxdp.net.skbuff_native import (
     SH,
     _ld,
     _st,
+    buf_copy_bits,
     buf_dma,
     skb_pp_cow_data,
 )
 from pyxdp.net.source import GenState
-from pyxdp.net.stack import Mib, stack_rcv_one
+from pyxdp.net.stack import Mib, Rt, stack_rcv_one
 from pyxdp.net.stats import NetdevStats
 from pyxdp.net.xdp import (
     MAX_SKB_FRAGS,
@@ -420,6 +427,7 @@ EMSGSIZE = errno.EMSGSIZE
 EOVERFLOW = errno.EOVERFLOW
 EOPNOTSUPP = errno.EOPNOTSUPP
 M_BATCHES = Mib.BATCHES
+RT_LIST, RT_HFAM = Rt.LIST, Rt.HFAM
 CPUMAP = int(BpfMapType.BPF_MAP_TYPE_CPUMAP)
 CPU_MAP_BULK = CPU_MAP_BULK_SIZE
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
@@ -905,8 +913,10 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, 
     CPU's) into its ring under the ring's producer lock, which polls on other CPUs
     and the Python path take too; what does not fit is returned
     (``xdp_return_frame_rx_napi``: direct recycling) to its memory - the queue's
-    pool, or (``fmem``) the memory of an xdp_frame another device queued. The sums
-    are this call's row. Returns the pool's hot fields (c, nuse, cached)."""
+    pool (a multi-buffer frame's frags, then its head: ``fmem``'s pages and frame
+    headers), or (``fmem``'s memories) the memory of an xdp_frame another device
+    queued. The sums are this call's row. Returns the pool's hot fields (c, nuse,
+    cached)."""
     # The entry's ring, from its row of addresses.
     q_slots = i64_view(cq_tab[r, 0], 4, cq_tab[r, 1])
     q_idx = i64_view(cq_tab[r, 2], 1, 16)[0]
@@ -915,6 +925,9 @@ def _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc, cache, ring, free, 
     for j in range(taken, b):
         loc = cbq[r, 0, j] - pfn_base
         if 0 <= loc < len(state):
+            if (fmem[3][loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:
+                c, nuse, cached = _frags_free(fmem[2], pfn_base, loc, psc, cache, ring, free,
+                                              state, c, nuse, cached)
             c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         else:
             mi, row = _mem_of(fmem[0], fmem[1], cbq[r, 0, j])
@@ -1848,8 +1861,9 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     # allocator or a pool of the table ptab); fx their scratch (FX_COLS), faddr the
     # memories' pages addresses (by FX_MEM). A multi-buffer poll's frag table (ft rows,
     # fb their frags' page bounds, fl per frame: it has frags) when fr_on; the
-    # generator's frames past a page's packet room are built there too.
-    qcols, qcur, fon, ptab, fx, faddr, fr_on, ft, fb, fl = rxq
+    # generator's frames past a page's packet room are built there too; lin: a
+    # multi-buffer skb's bytes for the stack (skb_copy_bits of head and frags).
+    qcols, qcur, fon, ptab, fx, faddr, fr_on, ft, fb, fl, lin = rxq
     tpl, tpl_len, gst = gen
     self_ifindex, tx_ok, ds, tx_rows, generic, tx_wire = dev
     # Without a native program a driver gives its skbs NET_SKB_PAD of headroom.
@@ -1871,6 +1885,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     dmt = (dm_addr, dm_n, dm_hash)
     eg_ids = eg[0]
     fmem = (sysm, ptab)  # the memories of xdp_frames other devices queued
+    cfm = (sysm, ptab, pages, w32)  # ... and the pool's frames, for a cpumap's refusals
     xon, xp, xfq, xrx, xsk_sk, xm, xt = xsk
     ctl, cnt, defer = out
     nif = len(tgt_ok)
@@ -1899,9 +1914,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     tx_bytes = np.int64(0)
     g_sent = 0  # skbs generic_xdp_tx sent (counted as the device's transmits)
     xtouched = False
-    # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred).
-    stack_ok, srec, srec0 = stk
+    # XDP_PASS delivered here: the stack's records of this CPU (stack_ok == 0: deferred);
+    # s_list: a poll's skbs are one list (netif_receive_skb_list: ip_list_rcv's route
+    # hint), else each one its own (process_backlog).
+    stack_ok, srec, srec0, s_list = stk
     mib = srec[0]
+    route = srec[7]
     # A generic call's targets (pyxdp.net.devmap.FwdTable.generic: the wires' column
     # holds a veth's peer) and the stack records a veth's peer receives on.
     gt = (tgt_ok, tgt_stats, tgt_wire, tgt_veth, srec0)
@@ -1945,6 +1963,11 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     pfn = r_slots[0, (cons + j) % rsize]
                     loc = pfn - pfn_base
                     if 0 <= loc < npages and state[loc] == _INUSE:
+                        if (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0:  # its frags first
+                            for f in range(np.int64(pages[loc, SH + SHINFO_OFF_NR_FRAGS])):
+                                _put_ring(psc, ring, free, state,
+                                          _ld(pages, loc, FRAG0 + SKB_FRAG_SIZE * f, 8)
+                                          - pfn_base)
                         _put_ring(psc, ring, free, state, loc)
                     elif generic and 0 <= pfn - sys_pfn < n_sys and sys_ref[pfn - sys_pfn] > 0:
                         _put_page(sysm, pfn - sys_pfn)
@@ -2158,10 +2181,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         fdefer = False
         if nfr:
             for i in range(n):
-                if fl[i] and (np.int64(act[i]) == 2 or (np.int64(act[i]) == 3 and not ftx)
-                              or (np.int64(act[i]) == 4 and not (fred and _frags_red_ok(
-                                  dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire,
-                                  tgt_veth, own_t)))):
+                if fl[i] and ((np.int64(act[i]) == 2 and not stack_ok)
+                              or (np.int64(act[i]) == 3 and not ftx)
+                              or (np.int64(act[i]) == 4 and not (
+                                  (np.int64(red[i, 1]) == CPUMAP and ncq > 0
+                                   and _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent,
+                                                   np.int64(red[i, 0]),
+                                                   np.int64(red[i, 2]))[0] >= 0)
+                                  or (fred and _frags_red_ok(dm_ids, dmt, eg_ids, red, i,
+                                                             tgt_ok, tgt_err, tgt_wire,
+                                                             tgt_veth, own_t))))):
                     fdefer = True
         ntx = 0
         deferred = 0
@@ -2171,6 +2200,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         # no per-poll flush; an AF_XDP rx ring is published at the end of the call).
         flushy = 0
         passed = 0
+        route[RT_LIST] = s_list  # the poll's list starts without a route hint
+        route[RT_HFAM] = 0
         for i in range(n):
             loc = rows[i]
             a = np.int64(act[i])
@@ -2255,7 +2286,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         if b + 1 == CPU_MAP_BULK:
                             c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r,
                                                          pfn_base, psc, cache, ring, free,
-                                                         state, c, nuse, cached, fmem)
+                                                         state, c, nuse, cached, cfm)
                         cm_red[k] += 1
                         continue
                 elif a == 4:
@@ -2334,7 +2365,19 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             if a == 2 and stack_ok:
                 # The skb built around the page goes through the stack's demux and is
                 # consumed there; its page comes back as the skb's free recycles it.
-                stack_rcv_one(pages[loc], data, length, self_ifindex, srec)
+                if nfr and fl[i]:
+                    # A multi-buffer one: the skb with its frags attached, read whole
+                    # (skb_copy_bits), then freed - its frags, then its head.
+                    whole = length + np.int64(ft[i, FRAG_SIZE])
+                    if buf_copy_bits(pages, pfn_base, loc, data, SH, whole, lin.ctypes.data,
+                                     len(lin)):
+                        stack_rcv_one(lin, 0, whole, self_ifindex, srec)
+                    else:
+                        ctl[C_ERROR] = -1  # frags _frags_row took: never
+                    c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                  free, state, c, nuse, cached)
+                else:
+                    stack_rcv_one(pages[loc], data, length, self_ifindex, srec)
                 passed += 1
                 c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                 done = True
@@ -2461,16 +2504,25 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
             elif a == 4 and np.int64(red[i, 1]) == CPUMAP and ncq > 0:
                 k, r = _cpu_lookup(cm_ids, cm_off, cm_n, cm_ent, np.int64(red[i, 0]),
                                    np.int64(red[i, 2]))
+                # A multi-buffer frame: its head converted, the frags flag in its
+                # xdp_frame, its whole length in the ring (the kthread reads the frags).
+                mb = nfr and fl[i]
                 if k >= 0 and (r < 0 or not _to_frame(w32, q64, loc, data, length, meta,
                                                       addr_base)):
                     # An empty slot (-EINVAL) or no room for the xdp_frame (-EOVERFLOW).
                     n_red += 1
                     cnt[K_ERR + (EINVAL if r < 0 else EOVERFLOW)] += 1
+                    if mb:
+                        c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                      free, state, c, nuse, cached)
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
                 elif r >= 0:
                     # cpu_map_enqueue: xdpf->dev_rx, then bq_enqueue (flushed when full).
                     q64[loc, DEV_RX_WORD] = self_ifindex
+                    if mb:
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
+                        length += np.int64(ft[i, FRAG_SIZE])
                     b = cbq_n[r]
                     cbq[r, 0, b] = loc + pfn_base
                     cbq[r, 1, b] = data
@@ -2480,7 +2532,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     if b + 1 == CPU_MAP_BULK:
                         c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base,
                                                      psc, cache, ring, free, state, c, nuse,
-                                                     cached, fmem)
+                                                     cached, cfm)
                     n_red += 1
                     cm_red[k] += 1
                     done = True
@@ -2545,9 +2597,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 _defer(ctl, defer, red, i, loc, data, length, meta, a,
                        fx[i, FX_KIND] if nfx else 0)
                 deferred += 1
+        route[RT_LIST] = 0
         if passed:  # the poll's list of skbs (netif_receive_skb_list)
             n_pass += passed
-            mib[M_BATCHES] += 1
+            mib[M_BATCHES] += 1 if s_list else passed
         # xdp_do_flush and the driver's TX flush at the end of the poll.
         if xtouched:
             xsk_flush(xrx, xfq)
@@ -2564,7 +2617,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         for r in range(ncq):  # __cpu_map_flush
             if cbq_n[r]:
                 c, nuse, cached = _cpu_flush(cq_tab, cbq, cbq_n, cq_cnt, r, pfn_base, psc,
-                                             cache, ring, free, state, c, nuse, cached, fmem)
+                                             cache, ring, free, state, c, nuse, cached, cfm)
         for t in range(nif):  # __dev_flush
             if bq_n[t, BQ_COUNT]:
                 c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,

@@ -47,9 +47,9 @@ from pyxdp.net.xdp_mem import (
 )
 from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM
 
-__all__ = ["BAD_SKB", "HEAD_ROOM", "buf_dma", "bufs_copy_bits", "bufs_dma", "nr_frags_for",
-           "pp_buff_alloc", "rows_copy", "skb_alloc", "skb_frags_alloc", "skb_heads_clear",
-           "skb_pp_cow_data", "skb_write", "skbs_build", "skbs_to_buffs"]
+__all__ = ["BAD_SKB", "HEAD_ROOM", "buf_copy_bits", "buf_dma", "buf_head_len", "bufs_copy_bits",
+           "bufs_dma", "nr_frags_for", "pp_buff_alloc", "rows_copy", "skb_alloc", "skb_frags_alloc",
+           "skb_heads_clear", "skb_pp_cow_data", "skb_write", "skbs_build", "skbs_to_buffs"]
 
 HEAD_ROOM = PAGE_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED_INFO_SIZE  # the linear head's bytes
 SH = PAGE_SIZE - SKB_SHARED_INFO_SIZE  # skb_shared_info in a page (frame_sz a page)
@@ -338,48 +338,64 @@ def bufs_dma(pool, data, lens, direct, out):  # type: ignore[no-untyped-def]
         out[i] = head + pool[1] if head >= 0 else head
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done):  # type: ignore[no-untyped-def] # noqa: E501
-    """``skb_copy_bits`` of multi-buffer packets whose frags lie in the same pages as their
-    heads: packet ``i`` (``length[i]`` bytes in all; its head at offset ``data[i]`` of
-    page ``rows[i]``, its ``skb_shared_info`` at offset ``sh[i]`` there) into
-    ``out[out_rows[i]]``, the head's bytes then each frag's; ``done[i]`` set. A packet
-    whose frags or lengths are not all in those pages and that row is left alone."""
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def buf_head_len(pages, pfn_base, row, data, at, length, room):  # type: ignore[no-untyped-def]
+    """The head's bytes of a multi-buffer packet whose frags lie in the same pages as its
+    head (``length`` bytes in all, its head at offset ``data`` of page ``row``, its
+    ``skb_shared_info`` at offset ``at`` there); -1 when its frags or lengths are not
+    all in those pages or it is longer than ``room``."""
     npages, psize = pages.shape
+    if at < 0 or at + SHINFO_OFF_FRAGS > psize or length > room:
+        return -1
+    nr = pages[row, at + SHINFO_OFF_NR_FRAGS]
+    if at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * nr > psize:
+        return -1
+    rest = 0
+    for j in range(nr):
+        fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+        frow = _ld(pages, row, fa, 8) - pfn_base
+        flen = _ld(pages, row, fa + 8, 4)
+        if frow < 0 or frow >= npages or _ld(pages, row, fa + 12, 4) + flen > psize:
+            return -1
+        rest += flen
+    head = length - rest
+    if head < 0 or data < 0 or data + head > psize:
+        return -1
+    return head
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def buf_copy_bits(pages, pfn_base, row, data, at, length, dst, room):  # type: ignore[no-untyped-def] # noqa: E501
+    """``skb_copy_bits`` of such a packet (:func:`buf_head_len`) to host address ``dst``
+    (``room`` bytes there), the head's bytes then each frag's. False (nothing copied)
+    when :func:`buf_head_len` refuses it."""
+    head = buf_head_len(pages, pfn_base, row, data, at, length, room)
+    if head < 0:
+        return False
     addr = pages.ctypes.data
     stride = pages.strides[0]
+    memcpy(dst, addr + row * stride + data, head)
+    pos = head
+    for j in range(pages[row, at + SHINFO_OFF_NR_FRAGS]):
+        fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
+        flen = _ld(pages, row, fa + 8, 4)
+        memcpy(dst + pos, addr + (_ld(pages, row, fa, 8) - pfn_base) * stride
+               + _ld(pages, row, fa + 12, 4), flen)
+        pos += flen
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def bufs_copy_bits(pages, pfn_base, rows, data, sh, length, out, out_rows, done):  # type: ignore[no-untyped-def] # noqa: E501
+    """:func:`buf_copy_bits` of packet ``i`` (``length[i]`` bytes in all; its head at
+    offset ``data[i]`` of page ``rows[i]``, its ``skb_shared_info`` at offset ``sh[i]``
+    there) into ``out[out_rows[i]]``; ``done[i]`` set. A packet whose frags or lengths
+    are not all in those pages and that row is left alone."""
     oaddr = out.ctypes.data
     for i in range(len(rows)):
-        row = rows[i]
-        at = sh[i]
-        if at < 0 or at + SHINFO_OFF_FRAGS > psize or length[i] > out.shape[1]:
-            continue
-        nr = pages[row, at + SHINFO_OFF_NR_FRAGS]
-        if at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * nr > psize:
-            continue
-        rest = 0
-        ok = True
-        for j in range(nr):
-            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
-            frow = _ld(pages, row, fa, 8) - pfn_base
-            flen = _ld(pages, row, fa + 8, 4)
-            if frow < 0 or frow >= npages or _ld(pages, row, fa + 12, 4) + flen > psize:
-                ok = False
-                break
-            rest += flen
-        head = length[i] - rest
-        if not ok or head < 0 or data[i] < 0 or data[i] + head > psize:
-            continue
-        dst = oaddr + out_rows[i] * out.strides[0]
-        memcpy(dst, addr + row * stride + data[i], head)
-        pos = head
-        for j in range(nr):
-            fa = at + SHINFO_OFF_FRAGS + SKB_FRAG_SIZE * j
-            flen = _ld(pages, row, fa + 8, 4)
-            memcpy(dst + pos, addr + (_ld(pages, row, fa, 8) - pfn_base) * stride
-                   + _ld(pages, row, fa + 12, 4), flen)
-            pos += flen
-        done[i] = 1
+        if buf_copy_bits(pages, pfn_base, rows[i], data[i], sh[i], length[i],
+                         oaddr + out_rows[i] * out.strides[0], out.shape[1]):
+            done[i] = 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
