@@ -49,6 +49,7 @@ from pyxdp.btf.kcheck import kernel_error, map_needs_btf, no_btf_error
 from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import (
     BadArgument,
+    InvalidProgram,
     MapError,
     NotSupportedError,
     PyxdpError,
@@ -605,9 +606,22 @@ class Collection:
                 resolve_ksyms(ps, getattr(self.backend, "core_btf", None))
                 facts = _verify(ps, self.spec.maps, self.spec.btf,
                                 getattr(self.backend, "core_btf", None))
-            self.programs[name] = Program(
-                name, ps, self.backend.load_program(ps, handles, self.spec.btf, facts=facts),
-                self.backend, self.spec.xdp_run_config.get(name))
+            try:
+                handle = self.backend.load_program(ps, handles, self.spec.btf, facts=facts)
+            except InvalidProgram:
+                if not check:
+                    raise
+                # Verified: Linux loads a program whose dead code holds encodings its walk
+                # never checks (reserved fields) and whose exits have an offset, and no
+                # such instruction runs; pyxdp's engines get it with those fields cleared.
+                from pyxdp.verifier.fields import linux_fields
+                loaded = linux_fields(ps.insns).insns
+                if loaded == tuple(ps.insns):
+                    raise
+                ps = dataclasses.replace(ps, insns=loaded)
+                handle = self.backend.load_program(ps, handles, self.spec.btf, facts=facts)
+            self.programs[name] = Program(name, ps, handle, self.backend,
+                                          self.spec.xdp_run_config.get(name))
         for name, ms in self.spec.maps.items():
             for key, value in ms.contents:
                 if isinstance(value, ProgramRef):

@@ -22,7 +22,13 @@ from pyxdp.btf.core import CoreRelocationError
 from pyxdp.cli.main import main
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import NotSupportedError, ObjectError, UnsupportedHelper, VerifierError
+from pyxdp.errors import (
+    NotSupportedError,
+    ObjectError,
+    PyxdpError,
+    UnsupportedHelper,
+    VerifierError,
+)
 from pyxdp.net.netdevice import Host
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import ProgramSpec
@@ -95,6 +101,23 @@ def test_corpus_walk_is_linux(case: VerifierCase) -> None:
     spec = case.spec()
     (prog,) = spec.programs.values()
     assert verify(prog, spec.maps, btf=spec.btf).insns_processed == case.processed
+
+
+RAW_ACCEPTED = [c for c in CASES if c.linux is None and c.raw]
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+@pytest.mark.parametrize("case", RAW_ACCEPTED, ids=[c.name for c in RAW_ACCEPTED])
+def test_accepted_odd_encodings_load_and_run(case: VerifierCase, engine: str) -> None:
+    """Linux loads reserved fields in dead code and an exit's offset (its walk never
+    checks them); so does pyxdp, on both engines, which run the program without them."""
+    if engine == "jit" and not jit_available():
+        pytest.skip("llvmlite is not importable here")
+    col = Collection(case.spec(), "userspace", engine=engine)
+    (prog,) = col.programs.values()
+    assert prog.test_run(bytes(64)).retval == XdpAction.XDP_PASS
+    with pytest.raises(PyxdpError, match="reserved field"):  # unverified: not loaded
+        Collection(case.spec(), "userspace", engine=engine, verify=False)
 
 
 def test_corpus_is_broad() -> None:
