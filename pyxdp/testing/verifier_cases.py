@@ -7629,6 +7629,16 @@ exit""", None, processed=23),
        "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
        raw=((2, "src", 3), (2, "imm", 1),),
        err=errno.EINVAL),
+    # -- calls (vc3_): a helper's map type is checked after all its arguments ---------------
+    _c("vc3_lookup_ringbuf_key_zero", _LOOKUP.format(m="rb") + "r0 = 2\nexit",
+       "invalid zero-sized read"),
+    _c("vc3_delete_ringbuf_key_zero", _LOOKUP.format(m="rb").replace("call 1", "call 3") +
+       "r0 = 2\nexit", "invalid zero-sized read"),
+    _c("vc3_rb_output_hash_bad_data", "r1 = MAP(hash)\nr2 = 0\nr3 = 8\nr4 = 0\ncall 130\n"
+       "r0 = 2\nexit", "R2 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, "
+       "ringbuf_mem, buf, trusted_ptr_"),
+    _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
+       "exit", "invalid read from stack R2 off=-600 size=4"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -1066,6 +1066,7 @@ class _CallMeta:
     dynptr_ref: int = 0
     dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
     ref_obj: int = 0  # meta->ref_obj_id: a socket argument's reference
+    bad_map: bool = False  # the map's type is not the helper's (told after the arguments)
 
 
 BPF_FUNC_DYNPTR_FROM_MEM = 197
@@ -4998,6 +4999,10 @@ class _Verifier:
         meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
+        if meta.bad_map:  # check_map_func_compatibility runs after every argument's check
+            assert meta.map is not None
+            raise Refuse(f"cannot pass map_type {meta.map.type} into func {name}#{fid}",
+                         errno.EINVAL)
         if fid == 12 and meta.map is not None:
             # record_func_key: a constant index within the prog array is kept for the
             # call's direct-jump patch, so its value is precise
@@ -6252,9 +6257,7 @@ class _Verifier:
             if meta.map is not None and meta.map is not m:  # bpf_timer_init's two maps
                 raise Refuse("timer pointer in R1 map_uid=0 doesn't match map pointer in R2 "
                              "map_uid=0", errno.EINVAL)
-            if not func_maps(fid, m.type):
-                raise Refuse(f"cannot pass map_type {m.type} into func {_helper_name(fid)}#"
-                             f"{fid}", errno.EINVAL)
+            meta.bad_map = not func_maps(fid, m.type)
             meta.map = m
             return
         if t != SCALAR and t != FUNC and reg.off and t == CTX:
@@ -6630,9 +6633,11 @@ class _Verifier:
             self._region(n, reg, reg.off, size, reg.msize, "memory", zero_ok)
         elif t == STACK:
             frame = st.frames[reg.frame]
+            if size == 0 and not zero_ok:  # check_stack_range_initialized (a ringbuf's key)
+                raise Refuse("invalid zero-sized read")
             if reg.const:
                 lo = reg.off + _s64(reg.tv)
-                if lo < -MAX_BPF_STACK or lo + size > 0 or (size == 0 and not zero_ok):
+                if lo < -MAX_BPF_STACK or lo + size > 0:
                     kind = "write to" if write else "read from"
                     raise Refuse(f"invalid {kind} stack R{n} off={reg.off} size={size}",
                                  errno.EACCES if size == 0 else _stack_oob_errno(lo))
