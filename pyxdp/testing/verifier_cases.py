@@ -93,6 +93,7 @@ _DIRECT = frozenset({"rodata"})
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _TAG = 0x5EED0000
+_ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 
 
 @dataclass(frozen=True)
@@ -7637,6 +7638,28 @@ exit""", None, processed=23),
     _c("vc3_rb_output_hash_bad_data", "r1 = MAP(hash)\nr2 = 0\nr3 = 8\nr4 = 0\ncall 130\n"
        "r0 = 2\nexit", "R2 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, "
        "ringbuf_mem, buf, trusted_ptr_"),
+    # callbacks: bpf_loop's index is any scalar; R0 at a callback's exit a scalar; no
+    # function returns a stack pointer, its caller's either; for-each needs a map that walks
+    _c("vc3_loop_index_unbounded", _LOOP.format(cb="r1 = 0\n*(u64 *)(r10 -8) = r1\nr2 = r10\n"
+       "r2 += -8\nr2 += r1\nr0 = 0").replace("r1 = 0\n*(u64", "r3 = 0\n*(u64").replace(
+       "*(u64 *)(r10 -8) = r1", "*(u64 *)(r10 -8) = r3"),
+       "math between fp pointer and register with unbounded min value is not allowed",
+       funcs=_CB, err=errno.EINVAL),
+    _c("vc3_loop_ret_uninit", _LOOP.format(cb="r1 = 0"), "R0 not a scalar value", funcs=_CB),
+    _c("vc3_loop_ret_fp", _LOOP.format(cb="r0 = r10"),
+       "cannot return stack pointer to the caller", funcs=_CB, err=errno.EINVAL),
+    _c("vc3_loop_ret_ctx_fp", _LOOP.format(cb="r0 = r2").replace("r3 = 0", "r3 = r10\nr3 += -8"),
+       "cannot return stack pointer to the caller", funcs=_CB, err=errno.EINVAL),
+    _c("vc3_sub_ret_caller_fp", "r1 = r10\nr1 += -8\ncall f\nr0 = 2\nexit\nf:\nr0 = r1\nexit",
+       "cannot return stack pointer to the caller", err=errno.EINVAL),
+    _c("vc3_foreach_ringbuf", "r1 = MAP(rb)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n"
+       "r0 = 2\nexit\ncb:\nr0 = 0\nexit", "callback function not allowed for map",
+       funcs=_CB, err=_ENOTSUPP),
+    _c("vc3_foreach_devmap", "r1 = MAP(dev)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n"
+       "r0 = 2\nexit\ncb:\nr0 = 0\nexit", "callback function not allowed for map",
+       funcs=_CB, err=_ENOTSUPP),
+    _c("vc3_foreach_ret_uninit", "r1 = MAP(hash)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n"
+       "r0 = 2\nexit\ncb:\nexit", "R0 not a scalar value", funcs=_CB),
     _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
        "exit", "invalid read from stack R2 off=-600 size=4"),
 )

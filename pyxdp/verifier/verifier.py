@@ -1245,6 +1245,10 @@ BPF_JCOND = 0xE0  # may_goto (src_reg BPF_MAY_GOTO): clang's can_loop / cond_bre
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 OP_EXIT = op.BPF_JMP | op.BPF_EXIT
 BPF_FUNC_LOOP, BPF_FUNC_FOR_EACH_MAP_ELEM = 181, 164
+# maps whose ops walk their elements for bpf_for_each_map_elem (map_for_each_callback)
+_FOR_EACH_MAPS = frozenset({
+    MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY, MT.BPF_MAP_TYPE_HASH,
+    MT.BPF_MAP_TYPE_PERCPU_HASH, MT.BPF_MAP_TYPE_LRU_HASH, MT.BPF_MAP_TYPE_LRU_PERCPU_HASH})
 BPF_FUNC_TIMER_SET_CALLBACK = 170
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
@@ -4640,9 +4644,15 @@ class _Verifier:
         regs = st.cur.regs
         if len(st.frames) > 1:
             # prepare_func_exit hands R0 back unread: a void function may leave it unset,
-            # and only a read in the caller is refused. A callback's R0 is read.
-            r0 = self._read(regs, 0) if st.frames[-1].callback else regs[0]
-            if st.frames[-1].callback and r0.t == SCALAR:
+            # and only a read in the caller is refused. No function returns a stack
+            # pointer (its own or a caller's); a callback returns a scalar, read.
+            r0 = regs[0]
+            if r0.t == STACK:
+                raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
+            if st.frames[-1].callback:
+                if r0.t != SCALAR:
+                    raise Refuse("R0 not a scalar value")
+                r0 = self._read(regs, 0)
                 self._mark_precise(st, [0])  # from the callback's own frame
             # prepare_func_exit brings the live slots of the callee's chain up to date
             # (and through its entry, its callers') before the frame goes
@@ -4656,8 +4666,6 @@ class _Verifier:
                 if prev is not None:
                     self._widen(prev, st)
                 return callee.callsite
-            if r0.t == STACK and r0.frame == callee.frameno:
-                raise Refuse("cannot return stack pointer to the caller", errno.EINVAL)
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
         r0 = self._read(regs, 0)
@@ -4999,10 +5007,6 @@ class _Verifier:
         meta = _CallMeta()
         for n, arg in enumerate(proto.args, start=1):
             self._arg(st, regs, n, arg, proto.args, meta, fid)
-        if meta.bad_map:  # check_map_func_compatibility runs after every argument's check
-            assert meta.map is not None
-            raise Refuse(f"cannot pass map_type {meta.map.type} into func {name}#{fid}",
-                         errno.EINVAL)
         if fid == 12 and meta.map is not None:
             # record_func_key: a constant index within the prog array is kept for the
             # call's direct-jump patch, so its value is precise
@@ -5031,6 +5035,10 @@ class _Verifier:
         if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
             raise Refuse(f"Unsupported reg type {type_str(regs[1].t)} for bpf_dynptr_from_mem "
                          "data")
+        if meta.bad_map:  # check_map_func_compatibility: after the arguments and callbacks
+            assert meta.map is not None
+            raise Refuse(f"cannot pass map_type {meta.map.type} into func {name}#{fid}",
+                         errno.EINVAL)
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
         r0 = regs[0]
@@ -6170,8 +6178,7 @@ class _Verifier:
         bpf_user_ringbuf_drain."""
         def args(f: Frame, regs: list[Reg]) -> None:
             if fid == 181:  # bpf_loop(nr, cb, ctx, flags): cb(index, ctx)
-                f.regs[1].set_unknown()
-                f.regs[1].coerce(4)
+                f.regs[1].set_unknown()  # set_loop_callback_state: any scalar, unbounded
                 f.regs[2].assign(regs[3])
             elif fid == 180:  # bpf_find_vma(task, addr, cb, ctx, flags): cb(task, vma, ctx)
                 f.regs[1].assign(regs[1])
@@ -6193,6 +6200,10 @@ class _Verifier:
                 f.regs[3].set_ptr(MAP_VALUE)
                 f.regs[3].map = m
                 f.regs[4].assign(regs[3])
+        if fid == BPF_FUNC_FOR_EACH_MAP_ELEM and meta.map is not None and \
+                meta.map.type not in _FOR_EACH_MAPS:
+            # set_map_elem_callback_state: the map's ops have no for-each callback
+            raise Refuse("callback function not allowed for map", ENOTSUPP)
         self._enter_callback(st, fid, target, pc, stack, args)
 
     def _enter_callback(self, st: State, kind: int, target: int, pc: int,
