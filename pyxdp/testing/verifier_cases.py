@@ -7660,6 +7660,11 @@ exit""", None, processed=23),
        funcs=_CB, err=_ENOTSUPP),
     _c("vc3_foreach_ret_uninit", "r1 = MAP(hash)\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\ncall 164\n"
        "r0 = 2\nexit\ncb:\nexit", "R0 not a scalar value", funcs=_CB),
+    # a kernel function called by name that the kernel's BTF does not tag as a kfunc
+    _c("vc3_kfunc_helper_body", "call KFUNC(bpf_ktime_get_ns)\nr0 = 2\nexit",
+       "calling kernel function bpf_ktime_get_ns is not allowed"),
+    _c("vc3_kfunc_untagged", "call KFUNC(bpf_get_smp_processor_id)\nr0 = 2\nexit",
+       "calling kernel function bpf_get_smp_processor_id is not allowed"),
     _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
        "exit", "invalid read from stack R2 off=-600 size=4"),
 )

@@ -3624,6 +3624,13 @@ class _Verifier:
             return self._map_ptr_access(regno, reg, full, size, write)
         raise Refuse(f"R{regno} invalid mem access '{type_str(t)}'")
 
+    def _untagged_kfunc(self, name: str) -> bool:
+        """A kernel function called by name (as libbpf resolves it) that its kernel's
+        BTF does not tag as a kfunc: a helper's body or any other function."""
+        kernel = self._kernel_btf()
+        func_id = kernel.find(name, BtfKind.FUNC)
+        return func_id is not None and _not_kfunc(kernel, func_id)
+
     def _kernel_btf(self) -> BtfIndex:
         """The kernel's BTF as the program's kfuncs see it (CO-RE's target)."""
         return core_target(self.core_btf)
@@ -5120,7 +5127,8 @@ class _Verifier:
         if name is None:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
-        if (name in NOT_FOR_XDP and not self.syscall) or pc in self.not_kfunc:
+        if (name in NOT_FOR_XDP and not self.syscall) or pc in self.not_kfunc or \
+                (name not in KFUNCS and self._untagged_kfunc(name)):
             # fetch_kfunc_meta: no kfunc for this program type
             raise Refuse(f"calling kernel function {name} is not allowed")
         if name == TRAP_KFUNC:  # check_kfunc_call: first the trap, then sleepable kfuncs
