@@ -455,6 +455,9 @@ _LOOKUP_OUT = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP({m})\nr2 = r10\nr2 += -4
 # r1 = 1 (stdout), r2 the format in fmts, an 8-byte argument at fp-8
 _FMT = _LOOKUP_OUT.format(m="fmts") + "r2 = r0\nr1 = 7\n*(u64 *)(r10 -8) = r1\nr1 = 1\n"
 _VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
+# after _LOOKUP_OUT: bpf_snprintf({out}, fmts' format "s %d\\n", fp-16, {n})
+_SNPRINTF = ("r7 = r0\nr1 = 7\n*(u64 *)(r10 -16) = r1\n{out}\nr3 = r7\nr4 = r10\nr4 += -16\n"
+             "r5 = {n}\ncall 165\nout:\nr0 = 2\nexit")
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -7665,6 +7668,18 @@ exit""", None, processed=23),
        "calling kernel function bpf_ktime_get_ns is not allowed"),
     _c("vc3_kfunc_untagged", "call KFUNC(bpf_get_smp_processor_id)\nr0 = 2\nexit",
        "calling kernel function bpf_get_smp_processor_id is not allowed"),
+    # bpf_snprintf: its output may be NULL (with size 0); the constant format's conversions
+    # are the kernel's and no more than data_len / 8; a data_len not of u64s is refused
+    # without a message
+    _c("vc3_snprintf_out_null", _LOOKUP_OUT.format(m="fmts") + _SNPRINTF.format(
+       out="r1 = 0\nr2 = 0", n=8), None),
+    _c("vc3_snprintf_too_few_args", _LOOKUP_OUT.format(m="fmts") + _SNPRINTF.format(
+       out="r1 = r10\nr1 += -32\nr2 = 16", n=0), "Invalid format string", err=errno.EINVAL),
+    _c("vc3_snprintf_data_len_odd", _LOOKUP_OUT.format(m="fmts") + _SNPRINTF.format(
+       out="r1 = r10\nr1 += -32\nr2 = 16", n=4), "18: (85) call bpf_snprintf#165",
+       err=errno.EINVAL),
+    _c("vc3_snprintf_ok", _LOOKUP_OUT.format(m="fmts") + _SNPRINTF.format(
+       out="r1 = r10\nr1 += -32\nr2 = 16", n=8), None),
     _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
        "exit", "invalid read from stack R2 off=-600 size=4"),
 )

@@ -35,6 +35,7 @@ class Arg(Enum):
     MEM_RDONLY = auto()          # ARG_PTR_TO_MEM | MEM_RDONLY: bytes the helper reads
     MEM_RDONLY_OR_NULL = auto()
     MEM = auto()                 # ARG_PTR_TO_MEM: read and written
+    MEM_OR_NULL = auto()         # ARG_PTR_TO_MEM_OR_NULL | MEM_WRITE: written, or NULL
     UNINIT_MEM = auto()          # ARG_PTR_TO_UNINIT_MEM: written only
     CONST_SIZE = auto()
     CONST_SIZE_OR_ZERO = auto()
@@ -154,7 +155,7 @@ PROTOS: dict[int, FuncProto] = {
     160: FuncProto(()),
     163: FuncProto((A.CTX, A.ANYTHING, A.FIXED_U32_UNINIT, A.ANYTHING, A.ANYTHING)),
     164: FuncProto((A.CONST_MAP_PTR, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
-    165: FuncProto((A.MEM, A.CONST_SIZE_OR_ZERO, A.CONST_STR, A.MEM_RDONLY_OR_NULL,
+    165: FuncProto((A.MEM_OR_NULL, A.CONST_SIZE_OR_ZERO, A.CONST_STR, A.MEM_RDONLY_OR_NULL,
                     A.CONST_SIZE_OR_ZERO), gpl_only=True),
     181: FuncProto((A.ANYTHING, A.FUNC, A.STACK_OR_NULL, A.ANYTHING)),
     182: FuncProto((A.MEM_RDONLY, A.CONST_SIZE, A.CONST_STR)),
@@ -350,3 +351,75 @@ def bpf_sock_is_valid_access(off: int, size: int) -> bool:
     if _S.dst_port + 2 <= off < _S.dst_ip4:
         return False
     return size == 4
+
+
+def _punct(c: int) -> bool:
+    return 33 <= c <= 47 or 58 <= c <= 64 or 91 <= c <= 96 or 123 <= c <= 126
+
+
+def _space(c: int) -> bool:
+    return c == 32 or 9 <= c <= 13
+
+
+def bprintf_ok(fmt: bytes, num_args: int) -> bool:
+    """bpf_bprintf_prepare as the verifier runs it on bpf_snprintf's constant format:
+    printable ASCII, at most ``num_args`` conversions, each one the kernel supports
+    (``%d %i %u %x %X`` with ``l``/``ll``, ``%c``, ``%s``, ``%p`` and its ``K x s S B
+    ks us i4 I4 i6 I6`` forms, after an optional ``[0 +-][width]``)."""
+    fmt = fmt.split(b"\0", 1)[0]
+
+    def at(k: int) -> int:
+        return fmt[k] if k < len(fmt) else 0
+
+    def ends(c: int) -> bool:  # what may follow a string or bare pointer conversion
+        return c == 0 or _space(c) or _punct(c)
+
+    num_spec = 0
+    i = 0
+    while i < len(fmt):
+        c = fmt[i]
+        if not (32 <= c <= 126 or _space(c)):
+            return False
+        if c != 0x25:  # '%'
+            i += 1
+            continue
+        if at(i + 1) == 0x25:
+            i += 2
+            continue
+        if num_spec >= num_args:
+            return False
+        i += 1
+        while at(i) in b"0+- ":
+            i += 1
+        if 0x31 <= at(i) <= 0x39:
+            i += 1
+            while 0x30 <= at(i) <= 0x39:
+                i += 1
+        c = at(i)
+        if c == ord("p"):
+            nxt = at(i + 1)
+            if ends(nxt):
+                pass
+            elif nxt in b"ku" and at(i + 2) == ord("s"):
+                i += 2
+                if not ends(at(i + 1)):
+                    return False
+            elif nxt in b"KxsSB":
+                i += 1
+            elif nxt in b"iI" and at(i + 2) in b"46":
+                i += 2
+            else:
+                return False
+        elif c == ord("s"):
+            if not ends(at(i + 1)):
+                return False
+        elif c != ord("c"):
+            if c == ord("l"):
+                i += 1
+            if at(i) == ord("l"):
+                i += 1
+            if at(i) not in b"iduxX" or at(i) == 0:
+                return False
+        num_spec += 1
+        i += 1
+    return True

@@ -80,6 +80,7 @@ from pyxdp.verifier.helpers import (
     Arg,
     Ret,
     bpf_sock_is_valid_access,
+    bprintf_ok,
     func_maps,
 )
 from pyxdp.verifier.kfuncs import (
@@ -1067,6 +1068,7 @@ class _CallMeta:
     dynptr_release: int = 0  # the ref_obj_id of a ringbuf dynptr being submitted/discarded
     ref_obj: int = 0  # meta->ref_obj_id: a socket argument's reference
     bad_map: bool = False  # the map's type is not the helper's (told after the arguments)
+    fmt: bytes = b""  # a constant string argument (bpf_snprintf's format)
 
 
 BPF_FUNC_DYNPTR_FROM_MEM = 197
@@ -1250,6 +1252,7 @@ _FOR_EACH_MAPS = frozenset({
     MT.BPF_MAP_TYPE_ARRAY, MT.BPF_MAP_TYPE_PERCPU_ARRAY, MT.BPF_MAP_TYPE_HASH,
     MT.BPF_MAP_TYPE_PERCPU_HASH, MT.BPF_MAP_TYPE_LRU_HASH, MT.BPF_MAP_TYPE_LRU_PERCPU_HASH})
 BPF_FUNC_TIMER_SET_CALLBACK = 170
+BPF_FUNC_SNPRINTF = 165
 # in_async_callback_fn: frame 0 of a bpf_timer's or bpf_wq's callback, verified on its own
 _ASYNC_CB = -1
 # ... of a bpf_task_work's callback: Linux 6.18 checks no range of its return value
@@ -1815,7 +1818,7 @@ class _Verifier:
                             f"{li.line}")
         self.log.append(f"{self.pc}: ({raw[self.pc].code:02x}) {text}"
                         if text else "")
-        if regs:
+        if regs and e.msg:  # (a refusal Linux does not explain ends at the instruction)
             self.log.append(regs)
         stats = (f"processed {self.processed} insns (limit {self.limit}) max_states_per_insn "
                  f"0 total_states {self.nstates} peak_states {self.nstates} mark_read 0")
@@ -5042,6 +5045,11 @@ class _Verifier:
         if fid == BPF_FUNC_DYNPTR_FROM_MEM and regs[1].t != MAP_VALUE:
             raise Refuse(f"Unsupported reg type {type_str(regs[1].t)} for bpf_dynptr_from_mem "
                          "data")
+        if fid == BPF_FUNC_SNPRINTF:  # check_bpf_snprintf_call: data is an array of u64
+            if regs[5].tv % 8:
+                raise Refuse("", errno.EINVAL)  # (Linux says nothing)
+            if not bprintf_ok(meta.fmt, regs[5].tv // 8):
+                raise Refuse("Invalid format string", errno.EINVAL)
         if meta.bad_map:  # check_map_func_compatibility: after the arguments and callbacks
             assert meta.map is not None
             raise Refuse(f"cannot pass map_type {meta.map.type} into func {name}#{fid}",
@@ -6254,7 +6262,7 @@ class _Verifier:
             # nothing (the stack keeps what it holds)
             arg = Arg.MAP_VALUE
         expect = self._arg_types(arg)
-        may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL)
+        may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL, Arg.MEM_OR_NULL)
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
@@ -6311,7 +6319,7 @@ class _Verifier:
                 raise Refuse(f"R{n} unbounded memory access, use 'var &= const' or "
                              "'if (var < const)'")
             mem = regs[n - 1]
-            write = args[n - 2] in (Arg.MEM, Arg.UNINIT_MEM)
+            write = args[n - 2] in (Arg.MEM, Arg.UNINIT_MEM, Arg.MEM_OR_NULL)
             if mem.is_null() and zero_ok and reg.umax == 0:
                 return
             if mem.t & MAYBE_NULL:  # a nullable argument's memory, checked as if not NULL
@@ -6356,7 +6364,7 @@ class _Verifier:
             self._check_alignment(reg, 0, 8)
             return
         if arg == Arg.CONST_STR:
-            self._const_str(n, reg)
+            meta.fmt = self._const_str(n, reg)
             return
         if arg == Arg.SPIN_LOCK:
             if st.cur.callback == _RBTREE_CB:  # in_rbtree_lock_required_cb
@@ -6387,7 +6395,7 @@ class _Verifier:
             return
 
     @staticmethod
-    def _const_str(n: int, reg: Reg) -> None:
+    def _const_str(n: int, reg: Reg) -> bytes:
         """check_reg_const_str: a constant offset into read-only array data (frozen: its
         bytes are known) where a NUL ends the string before the value does."""
         m = reg.map
@@ -6400,8 +6408,10 @@ class _Verifier:
         at = reg.off + reg.tv
         value = m.contents[0][1] if m.contents and isinstance(m.contents[0][1], bytes) \
             else b""
-        if b"\0" not in value.ljust(m.value_size, b"\0")[at:m.value_size]:
+        text = value.ljust(m.value_size, b"\0")[at:m.value_size]
+        if b"\0" not in text:
             raise Refuse("string is not zero-terminated", errno.EINVAL)
+        return text
 
     def _fields(self, m: MapSpec) -> dict[str, int]:
         """btf_parse_fields: the special fields of the map's value (``bpf_spin_lock``,
@@ -6607,7 +6617,8 @@ class _Verifier:
         if arg in (Arg.SOCK_COMMON, Arg.SOCK_RELEASE):  # btf_id_sock_common_types
             return (SOCK_COMMON, SOCK, BTF_ID), \
                 "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
-        if arg in (Arg.MEM, Arg.MEM_RDONLY, Arg.UNINIT_MEM, Arg.MEM_RDONLY_OR_NULL,
+        if arg in (Arg.MEM, Arg.MEM_OR_NULL, Arg.MEM_RDONLY, Arg.UNINIT_MEM,
+                   Arg.MEM_RDONLY_OR_NULL,
                    Arg.FIXED_U32_UNINIT, Arg.FIXED_MEM_RDONLY, Arg.FIXED_S64_OUT):
             return mem, "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, " \
                 "trusted_ptr_"
