@@ -7680,6 +7680,13 @@ exit""", None, processed=23),
        err=errno.EINVAL),
     _c("vc3_snprintf_ok", _LOOKUP_OUT.format(m="fmts") + _SNPRINTF.format(
        out="r1 = r10\nr1 += -32\nr2 = 16", n=8), None),
+    # bpf_loop marks its count precise: a pointer there trips mark_chain_precision's check
+    _c("vc3_loop_count_pkt", _LOOP.format(cb="r0 = 0").replace("r1 = 4", "r1 = *(u32 *)(r1 +0)"),
+       "verifier bug: backtracking misuse", funcs=_CB, err=errno.EFAULT),
+    _c("vc3_loop_count_ctx", _LOOP.format(cb="r0 = 0").replace("r1 = 4\n", ""),
+       "verifier bug: backtracking misuse", funcs=_CB, err=errno.EFAULT),
+    _c("vc3_loop_count_ifindex", _LOOP.format(cb="r0 = 0").replace(
+       "r1 = 4", "r1 = *(u32 *)(r1 +12)"), None, funcs=_CB),
     _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
        "exit", "invalid read from stack R2 off=-600 size=4"),
 )

@@ -5029,6 +5029,8 @@ class _Verifier:
         elif meta.func is not None:
             if fid == BPF_FUNC_LOOP:  # as many callbacks as R1 may ask for, so precise
                 self._loop_inline_state(st, pc, meta.func)
+                if regs[1].t != SCALAR:  # mark_chain_precision's sanity check (any R1 passes)
+                    raise Refuse("verifier bug: backtracking misuse", errno.EFAULT)
                 self._mark_precise(st, [1])
                 if st.cur.cb_depth < regs[1].umax:
                     self._push_callback(st, fid, meta.func, meta, pc, stack)
