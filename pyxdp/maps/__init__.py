@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import errno as _errno
 import importlib
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyxdp.errors import NotSupportedError
@@ -137,10 +138,7 @@ def _load(module: str, name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """A map class (or helper) of a type's module, loading the module on first use;
-    ``MAP_CLASSES``: every modelled type's class (all the modules)."""
-    if name == "MAP_CLASSES":
-        return {t: _load(mod, cls) for t, (mod, cls) in _TYPES.items()}
+    """A map class (or helper) of a type's module, loading the module on first use."""
     mod = _NAMES.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -156,6 +154,25 @@ def map_class(map_type: int) -> type[Map] | None:
         return None
     cls: type[Map] = _load(*found)
     return cls
+
+
+class _MapClasses(Mapping[int, "type[Map]"]):
+    """Every modelled map type's class by type; reading a class loads its module."""
+
+    def __getitem__(self, map_type: int) -> type[Map]:
+        cls = map_class(map_type)
+        if cls is None:
+            raise KeyError(map_type)
+        return cls
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(_TYPES)
+
+    def __len__(self) -> int:
+        return len(_TYPES)
+
+
+MAP_CLASSES: Mapping[int, type[Map]] = _MapClasses()
 
 
 def create_map_from_spec(spec: MapSpec) -> Map:
