@@ -7629,6 +7629,12 @@ exit""", None, processed=23),
        "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
        raw=((2, "src", 3), (2, "imm", 1),),
        err=errno.EINVAL),
+    # adjust_ptr_min_max_vals checks the operands' offsets before the operator
+    _c("vc2_ptr_and_unbounded_scalar", "call 7\nr1 = r10\nr1 &= r0\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc2_ptr_mul_huge_const", "r1 = r10\nr2 = 0x40000000\nr1 *= r2\nr0 = 2\nexit",
+       "math between fp pointer and 1073741824 is not allowed", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

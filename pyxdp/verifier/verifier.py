@@ -3336,13 +3336,15 @@ class _Verifier:
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
+        # the operands' offsets are checked before the operator (a bitwise or other
+        # operator on a pointer with an unbounded scalar fails for the scalar)
+        self._sane_offset(off, ptr.t)
+        self._sane_offset(ptr, ptr.t)
         if o in (op.BPF_AND, op.BPF_OR, op.BPF_XOR):
             raise Refuse(f"R{dst} bitwise operator {_ALU_NAMES[o]} on pointer prohibited")
         if o not in (op.BPF_ADD, op.BPF_SUB):
             raise Refuse(f"R{dst} pointer arithmetic with {_ALU_NAMES[o]} operator "
                          "prohibited")
-        self._sane_offset(off, ptr.t)
-        self._sane_offset(ptr, ptr.t)
         res = ptr.copy()
         if o == op.BPF_ADD:
             if known and -(1 << 31) <= ptr.off + off.smin < (1 << 31):
