@@ -7635,6 +7635,13 @@ exit""", None, processed=23),
        err=errno.EINVAL),
     _c("vc2_ptr_mul_huge_const", "r1 = r10\nr2 = 0x40000000\nr1 *= r2\nr0 = 2\nexit",
        "math between fp pointer and 1073741824 is not allowed", err=errno.EINVAL),
+    # scalar_min_max_add: an add whose both unsigned ends wrap keeps its (wrapped) bounds,
+    # so the access after a compare they rule out is dead
+    _c("vc2_add32_both_ends_wrap", "call 7\nif w0 < 0x80000000 goto out\nw0 += -16\n"
+       "if w0 >= 0x7ffffff0 goto out\nr0 = *(u8 *)(r0 +0)\nout:\nr0 = 2\nexit", None),
+    _c("vc2_add64_both_ends_wrap", "call 7\nr1 = 0x8000000000000000 ll\nif r0 < r1 goto out\n"
+       "r0 += -16\nr1 = 0x7ffffffffffffff0 ll\nif r0 >= r1 goto out\nr0 = *(u8 *)(r0 +0)\n"
+       "out:\nr0 = 2\nexit", None),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -1442,6 +1442,24 @@ def btf_load_refusal(btf: Btf, core_btf: str | os.PathLike[str] | None) -> str |
     return None
 
 
+def _wrap_add(umin: int, umax: int, vmin: int, vmax: int, mask: int) -> tuple[int, int]:
+    """Unsigned bounds of an add (scalar_min_max_add): kept, wrapped, when both ends
+    overflow or neither does; unbounded when only the upper one does."""
+    lo, hi = umin + vmin, umax + vmax
+    if lo <= mask < hi:
+        return 0, mask
+    return lo & mask, hi & mask
+
+
+def _wrap_sub(umin: int, umax: int, vmin: int, vmax: int, mask: int) -> tuple[int, int]:
+    """Unsigned bounds of a subtraction (scalar_min_max_sub): kept, wrapped, when both
+    ends underflow or neither does; unbounded when only the lower one does."""
+    lo, hi = umin - vmax, umax - vmin
+    if lo < 0 <= hi:
+        return 0, mask
+    return lo & mask, hi & mask
+
+
 class _Verifier:
     # more attributes than an instance dict shares keys for (30): slots keep every
     # self.attribute and self.method() on the interpreter's specialized fast paths
@@ -3213,12 +3231,11 @@ class _Verifier:
         if o == op.BPF_ADD:
             a, b = smin + s.smin, smax + s.smax
             smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
-            a, b = umin + s.umin, umax + s.umax
-            umin, umax = (a, b) if b <= U64 else (0, U64)
+            umin, umax = _wrap_add(umin, umax, s.umin, s.umax, U64)
         elif o == op.BPF_SUB:
             a, b = smin - s.smax, smax - s.smin
             smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
-            umin, umax = (umin - s.umax, umax - s.umin) if umin >= s.umax else (0, U64)
+            umin, umax = _wrap_sub(umin, umax, s.umin, s.umax, U64)
         elif o == op.BPF_MUL:
             b = umax * s.umax
             umin, umax = (umin * s.umin, b) if b <= U64 else (0, U64)
@@ -3264,13 +3281,11 @@ class _Verifier:
         if o == op.BPF_ADD:
             a, b = smin + s.s32min, smax + s.s32max
             smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
-            a, b = umin + s.u32min, umax + s.u32max
-            umin, umax = (a, b) if b <= U32 else (0, U32)
+            umin, umax = _wrap_add(umin, umax, s.u32min, s.u32max, U32)
         elif o == op.BPF_SUB:
             a, b = smin - s.s32max, smax - s.s32min
             smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
-            umin, umax = (umin - s.u32max, umax - s.u32min) if umin >= s.u32max \
-                else (0, U32)
+            umin, umax = _wrap_sub(umin, umax, s.u32min, s.u32max, U32)
         elif o == op.BPF_MUL:
             b = umax * s.u32max
             umin, umax = (umin * s.u32min, b) if b <= U32 else (0, U32)
