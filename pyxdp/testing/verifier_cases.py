@@ -7642,6 +7642,12 @@ exit""", None, processed=23),
     _c("vc2_add64_both_ends_wrap", "call 7\nr1 = 0x8000000000000000 ll\nif r0 < r1 goto out\n"
        "r0 += -16\nr1 = 0x7ffffffffffffff0 ll\nif r0 >= r1 goto out\nr0 = *(u8 *)(r0 +0)\n"
        "out:\nr0 = 2\nexit", None),
+    # a jmp32 against a never-NULL pointer is not decided: both ways are walked
+    _c("vc2_jmp32_map_ptr_ne_zero_undecided", "r7 = r10\nr1 = MAP(arr)\nif w1 != 0 goto out\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit", "invalid read from stack R7 off=0 size=1"),
+    _c("vc2_jmp32_map_value_eq_zero_undecided", "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(arr)\ncall 1\nif r0 == 0 goto out\nr7 = r10\nr3 = 0\nif w0 != w3 goto out\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit", "invalid read from stack R7 off=0 size=1"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -4426,10 +4426,11 @@ class _Verifier:
         if d.t != SCALAR or s.t != SCALAR:
             if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
                 return self._pkt_branch_taken(d, s, o)
-            if o in (op.BPF_JEQ, op.BPF_JNE):
+            # (measured on 6.18: a jmp32 against a pointer is never decided, its low
+            # half may be zero)
+            if o in (op.BPF_JEQ, op.BPF_JNE) and not is32:
                 for p, z in ((d, s), (s, d)):
-                    zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and _reg_not_null(p):
+                    if z.t == SCALAR and z.is_null() and _reg_not_null(p):
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)
