@@ -7648,6 +7648,11 @@ exit""", None, processed=23),
     _c("vc2_jmp32_map_value_eq_zero_undecided", "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\n"
        "r1 = MAP(arr)\ncall 1\nif r0 == 0 goto out\nr7 = r10\nr3 = 0\nif w0 != w3 goto out\n"
        "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit", "invalid read from stack R7 off=0 size=1"),
+    # sync_linked_regs runs for the source, then the destination: two linked operands of
+    # w9 < w7 both end with w7's refined u32 bounds [1, U32_MAX] (so smin is S64_MIN + 1)
+    _c("vc2_linked_operands_sync_src_first", "call 7\nr7 = r0\nr9 = r7\nif w9 >= w7 goto use\n"
+       "r1 = r10\nr1 += r9\nuse:\nr0 = 2\nexit",
+       "value -9223372036854775807 makes fp pointer be out of bounds", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

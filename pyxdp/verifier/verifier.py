@@ -4286,9 +4286,11 @@ class _Verifier:
             self._refine(od, os_, o, is32)  # taken
             self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
             for stt, a, b in ((other, od, os_), (st, d, s)):
-                self._sync_ids(stt, a)
+                # the source's links first, then the destination's: two linked operands
+                # end with the destination's bounds
                 if i.code & op.BPF_X:
                     self._sync_ids(stt, b)
+                self._sync_ids(stt, a)
         elif o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and (
                 (d.t & MAYBE_NULL and s.is_null()) or (s.t & MAYBE_NULL and d.is_null())):
             ptr_is_dst = bool(d.t & MAYBE_NULL)
