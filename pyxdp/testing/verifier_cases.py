@@ -7653,6 +7653,13 @@ exit""", None, processed=23),
     _c("vc2_linked_operands_sync_src_first", "call 7\nr7 = r0\nr9 = r7\nif w9 >= w7 goto use\n"
        "r1 = r10\nr1 += r9\nuse:\nr0 = 2\nexit",
        "value -9223372036854775807 makes fp pointer be out of bounds", err=errno.EINVAL),
+    # a 64-bit JEQ intersects the 64-bit bounds and tnums only: r8 keeps its u32 [0, 255]
+    # (not r9's s32 [-128, 127] met with it), so be16 spreads 0xff to 0xff00
+    _c("vc2_jeq64_keeps_subreg_bounds", "call 7\nr8 = r0\nr8 &= 0xff\ncall 7\nw9 = (s8)w0\n"
+       "if r8 != r9 goto out\nr8 = be16 r8\nr1 = r10\nr1 += -64\nr1 += r8\n"
+       "r0 = *(u64 *)(r1 +0)\nout:\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xff00) off=-64 size=8",
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

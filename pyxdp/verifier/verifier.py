@@ -4537,11 +4537,10 @@ class _Verifier:
                 lo, hi = max(r1.umin, r2.umin), min(r1.umax, r2.umax)
                 slo, shi = max(r1.smin, r2.smin), min(r1.smax, r2.smax)
                 t = t_intersect((r1.tv, r1.tm), (r2.tv, r2.tm))
-                lo32, hi32 = max(r1.u32min, r2.u32min), min(r1.u32max, r2.u32max)
-                slo32, shi32 = max(r1.s32min, r2.s32min), min(r1.s32max, r2.s32max)
+                # the 64-bit compare intersects only the 64-bit bounds (each keeps its
+                # 32-bit ones until the sync narrows them)
                 for r in (r1, r2):
                     r.umin, r.umax, r.smin, r.smax = lo, hi, slo, shi
-                    r.u32min, r.u32max, r.s32min, r.s32max = lo32, hi32, slo32, shi32
                     r.tv, r.tm = t
             elif o == op.BPF_JNE:
                 for a, b in ((r1, r2), (r2, r1)):
