@@ -7660,6 +7660,16 @@ exit""", None, processed=23),
        "r0 = *(u64 *)(r1 +0)\nout:\nr0 = 2\nexit",
        "invalid variable-offset read from stack R1 var_off=(0x0; 0xff00) off=-64 size=8",
        err=errno.EINVAL),
+    # a sign-extending move of a value below the sign bit stays linked to its source: the
+    # compare of the copy bounds r8 too (its reach past the stack is then EACCES, not EINVAL)
+    _c("vc2_movsx64_no_sext_stays_linked", "call 7\nr8 = r0\nr8 &= 0xff\nr7 = (s16)r8\n"
+       "if r7 < 31 goto out\nr1 = r10\nr1 += -16\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xff) off=-16 size=1"),
+    _c("vc2_movsx32_no_sext_stays_linked", "call 7\nr8 = r0\nr8 &= 0x7f\nw7 = (s16)w8\n"
+       "if w7 < 31 goto out\nr1 = r10\nr1 += -16\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0x7f) off=-16 size=1"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

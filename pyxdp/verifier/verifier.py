@@ -3098,8 +3098,13 @@ class _Verifier:
                 if not is64:
                     d.coerce(4)
                 return
+            # a value the extension leaves alone stays linked to its source
+            no_sext = src.umax < 1 << (i.off - 1)
+            if no_sext:
+                self._id_before_mov(src)
             v = src.copy()
-            v.id = v.off = 0
+            if not no_sext:
+                v.id = v.off = 0
             if is64:
                 v.coerce_sx(i.off // 8)
             else:  # the subregister's bounds, then the zero-extension
