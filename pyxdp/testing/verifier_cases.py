@@ -7670,6 +7670,11 @@ exit""", None, processed=23),
        "if w7 < 31 goto out\nr1 = r10\nr1 += -16\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
        "r0 = 2\nexit",
        "invalid variable-offset read from stack R1 var_off=(0x0; 0x7f) off=-16 size=1"),
+    # r = (s32)r keeps the low half's u32 bounds (here at most 0xffffffc0): w8 s> -2 then
+    # rules out -1, so r8 is non-negative and the pointer math passes
+    _c("vc2_movsx32_keeps_u32_bounds", "call 7\nr7 = r0\nr7 <<= 6\nr8 = (s32)r7\n"
+       "if w8 s<= -2 goto out\nr1 = r10\nr1 += -64\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit", "invalid unbounded variable-offset read from stack R1"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -757,8 +757,12 @@ class Reg:
                 self.u32min, self.u32max = smin & U32, smax & U32
                 self.tv, self.tm = t_range(smin & U64, smax & U64)
             else:
-                self.umin, self.umax, self.u32min, self.u32max = 0, U64, 0, U32
+                self.umin, self.umax = 0, U64
                 self.tv, self.tm = 0, U64
+                if size < 4:
+                    self.u32min, self.u32max = 0, U32
+                else:  # (s32) leaves the low half: its u32 bounds hold (measured on 6.18)
+                    self.sync()
             return
         if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
             m = (1 << bits) - 1
