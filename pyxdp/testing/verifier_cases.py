@@ -7675,6 +7675,13 @@ exit""", None, processed=23),
     _c("vc2_movsx32_keeps_u32_bounds", "call 7\nr7 = r0\nr7 <<= 6\nr8 = (s32)r7\n"
        "if w8 s<= -2 goto out\nr1 = r10\nr1 += -64\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
        "r0 = 2\nexit", "invalid unbounded variable-offset read from stack R1"),
+    # a sign-extending fill of a spilled [0, 255] is no longer linked to the spill's copies:
+    # the compare of r8 leaves r7 at s8's [-128, 127]
+    _c("vc2_ldsx_fill_unlinks", "*(u64 *)(r10 -8) = 0\ncall 7\nr7 = r0\nr7 &= 0xff\nr8 = r7\n"
+       "*(u64 *)(r10 -8) = r7\nr7 = *(s8 *)(r10 -8)\nif r8 s< 3 goto out\nr1 = r10\n"
+       "r1 += -64\nr1 += r7\nr0 = *(u8 *)(r1 +0)\nout:\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xffffffffffffffff) off=-64 "
+       "size=1", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

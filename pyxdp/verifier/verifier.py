@@ -3495,6 +3495,8 @@ class _Verifier:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
             if sx:
+                if val.umax >> (8 * size - 1):  # (measured) extending a sign bit unlinks
+                    val.id = val.off = 0
                 val.coerce_sx(size)
             else:
                 val.coerce(size)
