@@ -7689,6 +7689,59 @@ exit""", None, processed=23),
        "r1 = 4", "r1 = *(u32 *)(r1 +12)"), None, funcs=_CB),
     _c("vc3_lookup_progs_key_oob", "r2 = r10\nr2 += -600\nr1 = MAP(progs)\ncall 1\nr0 = 2\n"
        "exit", "invalid read from stack R2 off=-600 size=4"),
+    # adjust_ptr_min_max_vals checks the operands' offsets before the operator
+    _c("vc2_ptr_and_unbounded_scalar", "call 7\nr1 = r10\nr1 &= r0\nr0 = 2\nexit",
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc2_ptr_mul_huge_const", "r1 = r10\nr2 = 0x40000000\nr1 *= r2\nr0 = 2\nexit",
+       "math between fp pointer and 1073741824 is not allowed", err=errno.EINVAL),
+    # scalar_min_max_add: an add whose both unsigned ends wrap keeps its (wrapped) bounds,
+    # so the access after a compare they rule out is dead
+    _c("vc2_add32_both_ends_wrap", "call 7\nif w0 < 0x80000000 goto out\nw0 += -16\n"
+       "if w0 >= 0x7ffffff0 goto out\nr0 = *(u8 *)(r0 +0)\nout:\nr0 = 2\nexit", None),
+    _c("vc2_add64_both_ends_wrap", "call 7\nr1 = 0x8000000000000000 ll\nif r0 < r1 goto out\n"
+       "r0 += -16\nr1 = 0x7ffffffffffffff0 ll\nif r0 >= r1 goto out\nr0 = *(u8 *)(r0 +0)\n"
+       "out:\nr0 = 2\nexit", None),
+    # a jmp32 against a never-NULL pointer is not decided: both ways are walked
+    _c("vc2_jmp32_map_ptr_ne_zero_undecided", "r7 = r10\nr1 = MAP(arr)\nif w1 != 0 goto out\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit", "invalid read from stack R7 off=0 size=1"),
+    _c("vc2_jmp32_map_value_eq_zero_undecided", "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(arr)\ncall 1\nif r0 == 0 goto out\nr7 = r10\nr3 = 0\nif w0 != w3 goto out\n"
+       "r0 = *(u8 *)(r7 +0)\nout:\nr0 = 2\nexit", "invalid read from stack R7 off=0 size=1"),
+    # sync_linked_regs runs for the source, then the destination: two linked operands of
+    # w9 < w7 both end with w7's refined u32 bounds [1, U32_MAX] (so smin is S64_MIN + 1)
+    _c("vc2_linked_operands_sync_src_first", "call 7\nr7 = r0\nr9 = r7\nif w9 >= w7 goto use\n"
+       "r1 = r10\nr1 += r9\nuse:\nr0 = 2\nexit",
+       "value -9223372036854775807 makes fp pointer be out of bounds", err=errno.EINVAL),
+    # a 64-bit JEQ intersects the 64-bit bounds and tnums only: r8 keeps its u32 [0, 255]
+    # (not r9's s32 [-128, 127] met with it), so be16 spreads 0xff to 0xff00
+    _c("vc2_jeq64_keeps_subreg_bounds", "call 7\nr8 = r0\nr8 &= 0xff\ncall 7\nw9 = (s8)w0\n"
+       "if r8 != r9 goto out\nr8 = be16 r8\nr1 = r10\nr1 += -64\nr1 += r8\n"
+       "r0 = *(u64 *)(r1 +0)\nout:\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xff00) off=-64 size=8",
+       err=errno.EINVAL),
+    # a sign-extending move of a value below the sign bit stays linked to its source: the
+    # compare of the copy bounds r8 too (its reach past the stack is then EACCES, not EINVAL)
+    _c("vc2_movsx64_no_sext_stays_linked", "call 7\nr8 = r0\nr8 &= 0xff\nr7 = (s16)r8\n"
+       "if r7 < 31 goto out\nr1 = r10\nr1 += -16\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xff) off=-16 size=1"),
+    _c("vc2_movsx32_no_sext_stays_linked", "call 7\nr8 = r0\nr8 &= 0x7f\nw7 = (s16)w8\n"
+       "if w7 < 31 goto out\nr1 = r10\nr1 += -16\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0x7f) off=-16 size=1"),
+    # r = (s32)r keeps the low half's u32 bounds (here at most 0xffffffc0): w8 s> -2 then
+    # rules out -1, so r8 is non-negative and the pointer math passes
+    _c("vc2_movsx32_keeps_u32_bounds", "call 7\nr7 = r0\nr7 <<= 6\nr8 = (s32)r7\n"
+       "if w8 s<= -2 goto out\nr1 = r10\nr1 += -64\nr1 += r8\nr0 = *(u8 *)(r1 +0)\nout:\n"
+       "r0 = 2\nexit", "invalid unbounded variable-offset read from stack R1"),
+    # a sign-extending fill of a spilled [0, 255] is no longer linked to the spill's copies:
+    # the compare of r8 leaves r7 at s8's [-128, 127]
+    _c("vc2_ldsx_fill_unlinks", "*(u64 *)(r10 -8) = 0\ncall 7\nr7 = r0\nr7 &= 0xff\nr8 = r7\n"
+       "*(u64 *)(r10 -8) = r7\nr7 = *(s8 *)(r10 -8)\nif r8 s< 3 goto out\nr1 = r10\n"
+       "r1 += -64\nr1 += r7\nr0 = *(u8 *)(r1 +0)\nout:\nr0 = 2\nexit",
+       "invalid variable-offset read from stack R1 var_off=(0x0; 0xffffffffffffffff) off=-64 "
+       "size=1", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

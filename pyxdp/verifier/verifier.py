@@ -758,8 +758,12 @@ class Reg:
                 self.u32min, self.u32max = smin & U32, smax & U32
                 self.tv, self.tm = t_range(smin & U64, smax & U64)
             else:
-                self.umin, self.umax, self.u32min, self.u32max = 0, U64, 0, U32
+                self.umin, self.umax = 0, U64
                 self.tv, self.tm = 0, U64
+                if size < 4:
+                    self.u32min, self.u32max = 0, U32
+                else:  # (s32) leaves the low half: its u32 bounds hold (measured on 6.18)
+                    self.sync()
             return
         if (self.smax & U64) >> bits == (self.smin & U64) >> bits:
             m = (1 << bits) - 1
@@ -1448,6 +1452,24 @@ def btf_load_refusal(btf: Btf, core_btf: str | os.PathLike[str] | None) -> str |
             return (f"struct {btf.types[sid].name}: a __kptr to kernel struct {name}, "
                     "which has no destructor kfunc (ENOENT)")
     return None
+
+
+def _wrap_add(umin: int, umax: int, vmin: int, vmax: int, mask: int) -> tuple[int, int]:
+    """Unsigned bounds of an add (scalar_min_max_add): kept, wrapped, when both ends
+    overflow or neither does; unbounded when only the upper one does."""
+    lo, hi = umin + vmin, umax + vmax
+    if lo <= mask < hi:
+        return 0, mask
+    return lo & mask, hi & mask
+
+
+def _wrap_sub(umin: int, umax: int, vmin: int, vmax: int, mask: int) -> tuple[int, int]:
+    """Unsigned bounds of a subtraction (scalar_min_max_sub): kept, wrapped, when both
+    ends underflow or neither does; unbounded when only the lower one does."""
+    lo, hi = umin - vmax, umax - vmin
+    if lo < 0 <= hi:
+        return 0, mask
+    return lo & mask, hi & mask
 
 
 class _Verifier:
@@ -3088,8 +3110,13 @@ class _Verifier:
                 if not is64:
                     d.coerce(4)
                 return
+            # a value the extension leaves alone stays linked to its source
+            no_sext = src.umax < 1 << (i.off - 1)
+            if no_sext:
+                self._id_before_mov(src)
             v = src.copy()
-            v.id = v.off = 0
+            if not no_sext:
+                v.id = v.off = 0
             if is64:
                 v.coerce_sx(i.off // 8)
             else:  # the subregister's bounds, then the zero-extension
@@ -3221,12 +3248,11 @@ class _Verifier:
         if o == op.BPF_ADD:
             a, b = smin + s.smin, smax + s.smax
             smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
-            a, b = umin + s.umin, umax + s.umax
-            umin, umax = (a, b) if b <= U64 else (0, U64)
+            umin, umax = _wrap_add(umin, umax, s.umin, s.umax, U64)
         elif o == op.BPF_SUB:
             a, b = smin - s.smax, smax - s.smin
             smin, smax = (a, b) if S64_MIN <= a and b <= S64_MAX else (S64_MIN, S64_MAX)
-            umin, umax = (umin - s.umax, umax - s.umin) if umin >= s.umax else (0, U64)
+            umin, umax = _wrap_sub(umin, umax, s.umin, s.umax, U64)
         elif o == op.BPF_MUL:
             b = umax * s.umax
             umin, umax = (umin * s.umin, b) if b <= U64 else (0, U64)
@@ -3272,13 +3298,11 @@ class _Verifier:
         if o == op.BPF_ADD:
             a, b = smin + s.s32min, smax + s.s32max
             smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
-            a, b = umin + s.u32min, umax + s.u32max
-            umin, umax = (a, b) if b <= U32 else (0, U32)
+            umin, umax = _wrap_add(umin, umax, s.u32min, s.u32max, U32)
         elif o == op.BPF_SUB:
             a, b = smin - s.s32max, smax - s.s32min
             smin, smax = (a, b) if S32_MIN <= a and b <= S32_MAX else (S32_MIN, S32_MAX)
-            umin, umax = (umin - s.u32max, umax - s.u32min) if umin >= s.u32max \
-                else (0, U32)
+            umin, umax = _wrap_sub(umin, umax, s.u32min, s.u32max, U32)
         elif o == op.BPF_MUL:
             b = umax * s.u32max
             umin, umax = (umin * s.u32min, b) if b <= U32 else (0, U32)
@@ -3344,13 +3368,15 @@ class _Verifier:
         if base in (PKT_END, SOCK, SOCK_COMMON) or (base == MAP_PTR and not (known and off.smin == 0
                                                              and o == op.BPF_ADD)):
             raise Refuse(f"R{dst} pointer arithmetic on {type_str(ptr.t)} prohibited")
+        # the operands' offsets are checked before the operator (a bitwise or other
+        # operator on a pointer with an unbounded scalar fails for the scalar)
+        self._sane_offset(off, ptr.t)
+        self._sane_offset(ptr, ptr.t)
         if o in (op.BPF_AND, op.BPF_OR, op.BPF_XOR):
             raise Refuse(f"R{dst} bitwise operator {_ALU_NAMES[o]} on pointer prohibited")
         if o not in (op.BPF_ADD, op.BPF_SUB):
             raise Refuse(f"R{dst} pointer arithmetic with {_ALU_NAMES[o]} operator "
                          "prohibited")
-        self._sane_offset(off, ptr.t)
-        self._sane_offset(ptr, ptr.t)
         res = ptr.copy()
         if o == op.BPF_ADD:
             if known and -(1 << 31) <= ptr.off + off.smin < (1 << 31):
@@ -3477,6 +3503,8 @@ class _Verifier:
             val = _UNKNOWN_SCALAR.copy()
         if val.t == SCALAR and size < 8:
             if sx:
+                if val.umax >> (8 * size - 1):  # (measured) extending a sign bit unlinks
+                    val.id = val.off = 0
                 val.coerce_sx(size)
             else:
                 val.coerce(size)
@@ -4284,9 +4312,11 @@ class _Verifier:
             self._refine(od, os_, o, is32)  # taken
             self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
             for stt, a, b in ((other, od, os_), (st, d, s)):
-                self._sync_ids(stt, a)
+                # the source's links first, then the destination's: two linked operands
+                # end with the destination's bounds
                 if i.code & op.BPF_X:
                     self._sync_ids(stt, b)
+                self._sync_ids(stt, a)
         elif o in (op.BPF_JEQ, op.BPF_JNE) and not is32 and (
                 (d.t & MAYBE_NULL and s.is_null()) or (s.t & MAYBE_NULL and d.is_null())):
             ptr_is_dst = bool(d.t & MAYBE_NULL)
@@ -4424,10 +4454,11 @@ class _Verifier:
         if d.t != SCALAR or s.t != SCALAR:
             if not is32 and d.t in (PKT, PKT_META, PKT_END) and s.t in (PKT, PKT_META, PKT_END):
                 return self._pkt_branch_taken(d, s, o)
-            if o in (op.BPF_JEQ, op.BPF_JNE):
+            # (measured on 6.18: a jmp32 against a pointer is never decided, its low
+            # half may be zero)
+            if o in (op.BPF_JEQ, op.BPF_JNE) and not is32:
                 for p, z in ((d, s), (s, d)):
-                    zero = (z.tm & U32 == 0 and z.tv & U32 == 0) if is32 else z.is_null()
-                    if z.t == SCALAR and zero and _reg_not_null(p):
+                    if z.t == SCALAR and z.is_null() and _reg_not_null(p):
                         return 0 if o == op.BPF_JEQ else 1
             return -1
         a1, a2, u1, u2, v1, m1 = self._view(d, is32)
@@ -4532,11 +4563,10 @@ class _Verifier:
                 lo, hi = max(r1.umin, r2.umin), min(r1.umax, r2.umax)
                 slo, shi = max(r1.smin, r2.smin), min(r1.smax, r2.smax)
                 t = t_intersect((r1.tv, r1.tm), (r2.tv, r2.tm))
-                lo32, hi32 = max(r1.u32min, r2.u32min), min(r1.u32max, r2.u32max)
-                slo32, shi32 = max(r1.s32min, r2.s32min), min(r1.s32max, r2.s32max)
+                # the 64-bit compare intersects only the 64-bit bounds (each keeps its
+                # 32-bit ones until the sync narrows them)
                 for r in (r1, r2):
                     r.umin, r.umax, r.smin, r.smax = lo, hi, slo, shi
-                    r.u32min, r.u32max, r.s32min, r.s32max = lo32, hi32, slo32, shi32
                     r.tv, r.tm = t
             elif o == op.BPF_JNE:
                 for a, b in ((r1, r2), (r2, r1)):
