@@ -238,13 +238,19 @@ def _rates(run: _Run, before: tuple[Any, Any], iv: Any, dt: float) -> dict[str, 
          "pass": (a.xdp_pass - before[0].xdp_pass) / dt,
          "tx": (a.xdp_tx - before[0].xdp_tx) / dt,
          "redirect": (a.xdp_redirect - before[0].xdp_redirect) / dt}
-    r["xmit"] = iv.rate("xdp_bulk_tx", "sent") + iv.rate("xdp_devmap_xmit", "sent")
-    r["err_drop"] = (iv.rate("xdp_redirect_err") + iv.rate("xdp_exception")
-                     + iv.rate("xdp_bulk_tx", "drops") + iv.rate("xdp_devmap_xmit", "drops")
-                     + iv.rate("xdp_cpumap_enqueue", "drops")
-                     + iv.rate("xdp_cpumap_kthread", "drops"))
-    r["cpumap"] = iv.rate("xdp_cpumap_kthread", "processed")
-    r["redirect_ok"] = iv.rate("xdp_redirect")
+    # The tracepoints' counts over the same window as the device's (the session's own
+    # clock reads at other instants: its rates could show more sent than received).
+
+    def rate(event: str, column: str = "events") -> float:
+        return iv.count(event, column) / dt
+
+    r["xmit"] = rate("xdp_bulk_tx", "sent") + rate("xdp_devmap_xmit", "sent")
+    r["err_drop"] = (rate("xdp_redirect_err") + rate("xdp_exception")
+                     + rate("xdp_bulk_tx", "drops") + rate("xdp_devmap_xmit", "drops")
+                     + rate("xdp_cpumap_enqueue", "drops")
+                     + rate("xdp_cpumap_kthread", "drops"))
+    r["cpumap"] = rate("xdp_cpumap_kthread", "processed")
+    r["redirect_ok"] = rate("xdp_redirect")
     del b
     return r
 
