@@ -242,7 +242,7 @@ def _rates(run: _Run, before: tuple[Any, Any], iv: Any, dt: float) -> dict[str, 
     # clock reads at other instants: its rates could show more sent than received).
 
     def rate(event: str, column: str = "events") -> float:
-        return iv.count(event, column) / dt
+        return float(iv.count(event, column)) / dt
 
     r["xmit"] = rate("xdp_bulk_tx", "sent") + rate("xdp_devmap_xmit", "sent")
     r["err_drop"] = (rate("xdp_redirect_err") + rate("xdp_exception")
