@@ -257,14 +257,7 @@ def test_frags_tx_and_redirect_to_nics_are_native(feed: str,
     completion and refusals freeing frags then head - beside DROP, ABORTED and a tail
     shrink that releases frags: the native loop's own, nothing handed to Python, and
     the same records as the Python poll."""
-    from pyxdp.net import napi
-    calls = [0]
-    orig = napi._dispatch_deferred
-
-    def counted(*a: Any) -> None:
-        calls[0] += 1
-        orig(*a)
-    monkeypatch.setattr(napi, "_dispatch_deferred", counted)
+    calls = _count_dispatches(monkeypatch)
     (py_native, polls), fast = _run(True, feed, False, (1, 2, 3, 4, 7), wire=False)
     assert calls[0] == 0 and py_native == 0 and polls > 0
     _, ref = _run(False, feed, False, (1, 2, 3, 4, 7), wire=False)
@@ -279,6 +272,19 @@ def test_frags_tx_and_redirect_to_nics_are_native(feed: str,
     # eth0 (ifindex 2; lo is 1): eth2's MTU refused the long frames' redirects (the
     # empty slot's bpf_redirect_map returned XDP_ABORTED)
     assert errs[(2, -errno.EMSGSIZE)]
+
+
+def _count_dispatches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the polls' hand-offs to the Python dispatch (napi._dispatch_deferred)."""
+    from pyxdp.net import napi
+    calls = [0]
+    orig = napi._dispatch_deferred
+
+    def counted(*a: Any) -> None:
+        calls[0] += 1
+        orig(*a)
+    monkeypatch.setattr(napi, "_dispatch_deferred", counted)
+    return calls
 
 
 def test_a_drop_only_frags_poll_stays_native() -> None:
@@ -320,14 +326,7 @@ def test_frags_pass_and_cpumap_are_native(feed: str, monkeypatch: pytest.MonkeyP
     ABORTED: the native loop's own, nothing handed to the Python dispatch, and the
     same stack counters, route lookups, device counters, traces and page records as
     the Python poll."""
-    from pyxdp.net import napi
-    calls = [0]
-    orig = napi._dispatch_deferred
-
-    def counted(*a: Any) -> None:
-        calls[0] += 1
-        orig(*a)
-    monkeypatch.setattr(napi, "_dispatch_deferred", counted)
+    calls = _count_dispatches(monkeypatch)
     verdicts = (0, 1, 2, 5)
     (py_native, polls), fast = _run(True, feed, False, verdicts, wire=False, watch=False)
     assert calls[0] == 0 and py_native == 0 and polls > 0

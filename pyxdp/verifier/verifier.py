@@ -1439,13 +1439,15 @@ def _rdonly(m: MapSpec) -> bool:
 
 
 def btf_load_refusal(btf: Btf, core_btf: str | os.PathLike[str] | None) -> str | None:
-    """Why ``BPF_BTF_LOAD`` refuses the program's BTF for its structs' records (None:
-    it loads): :attr:`~pyxdp.btf.btf.Btf.struct_metas_error`, or ``btf_parse_kptr``'s
+    """Why ``BPF_BTF_LOAD`` refuses the program's BTF (None: it loads): the kernel's
+    checks (:func:`pyxdp.btf.kcheck.kernel_error`, struct records included), or
+    ``btf_parse_kptr``'s
     ENOENT for a referenced ``__kptr`` to a kernel struct with no destructor kfunc
     (``btf_find_dtor_kfunc``; the kernel structs with one are :data:`KPTR_DTORS`; a
     struct the kernel lacks is the program's own, an object of bpf_obj_new)."""
-    if btf.struct_metas_error is not None:
-        return btf.struct_metas_error
+    why = kernel_error(btf)  # BPF_BTF_LOAD's own checks, struct records included
+    if why is not None:
+        return why
     for sid, target in btf.struct_meta_kptrs():
         name = btf.types[target].name
         if name not in KPTR_DTORS and core_target(core_btf).find(name, BtfKind.STRUCT):
@@ -1494,8 +1496,7 @@ class _Verifier:
                  core_btf: str | os.PathLike[str] | None = None) -> None:
         # a BTF Linux refuses (BPF_BTF_LOAD) is not loaded: libbpf goes on without it, and
         # the program is loaded without func and line info (they refer to that BTF)
-        if btf is not None and (kernel_error(btf) is not None
-                                or btf_load_refusal(btf, core_btf) is not None):
+        if btf is not None and btf_load_refusal(btf, core_btf) is not None:
             btf = None
             spec = dataclasses.replace(spec, func_info=(), line_info=())
         self.spec = spec
