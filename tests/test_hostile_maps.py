@@ -20,6 +20,10 @@ from pyxdp.spec import MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 
+# A closed fd: past any process's fd table, and no number of pyxdp's (they count up
+# from 1 per process, so a small one like 999 may name a live object late in a run).
+NOT_OPEN = 0x7FFF_FFF0
+
 ROOT = Path(__file__).resolve().parents[1]
 PROG = "r0 = 2\nexit"
 MAPS = (MapSpec("arr", int(BpfMapType.BPF_MAP_TYPE_ARRAY), 4, 8, 8, 0),
@@ -375,7 +379,7 @@ def _bad_fds(backend: str) -> dict[str, list[object]]:
             h, prog, other = c.maps["m"].handle, c.programs["t"], c.maps["in"].handle
             row: list[object] = []
             map_fd = getattr(other, "fd", None) or other.id  # type: ignore[attr-defined]
-            for fd in (0, 999, 0xFFFF_FFFF, 0x8000_0000, prog.fd, map_fd):
+            for fd in (0, NOT_OPEN, 0xFFFF_FFFF, 0x8000_0000, prog.fd, map_fd):
                 try:
                     h.update(bytes(4), fd.to_bytes(4, "little"))
                     row.append("ok")

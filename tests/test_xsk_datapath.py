@@ -37,6 +37,10 @@ from pyxdp.xsk.datapath import PyxdpXskSocket
 from pyxdp.xsk.umem import Umem
 from pyxdp.xsk.xsk import ChunkState
 
+# A closed fd: past any process's fd table, and no number of pyxdp's (they count up
+# from 1 per process, so a small one like 999 may name a live object late in a run).
+NOT_OPEN = 0x7FFF_FFF0
+
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 ENGINES = ["interp", pytest.param("jit", marks=pytest.mark.skipif(
     not jit_available(), reason="llvmlite is not installed: no JIT"))]
@@ -202,7 +206,7 @@ def test_xskmap_resolves_pyxdp_sockets(host: Host) -> None:
     m = coll.maps["xsks"]
     with Umem(16, 2048) as u, _sock(v0, 0, u) as s:
         with pytest.raises(MapError) as e:
-            m[0] = 999
+            m[0] = NOT_OPEN
         assert e.value.errno == errno.EBADF
         m[0] = s.fd
         m[1] = s.fd  # one socket in two slots

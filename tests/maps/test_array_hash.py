@@ -25,6 +25,10 @@ from pyxdp.maps.hashtab import fnv1a64_many
 from pyxdp.uapi.bpf import BpfMapType as T
 from pyxdp.vm.memory import Memory
 
+# A closed fd: past any process's fd table, and no number of pyxdp's (they count up
+# from 1 per process, so a small one like 999 may name a live object late in a run).
+NOT_OPEN = 0x7FFF_FFF0
+
 
 def u32(x: int) -> bytes:
     return struct.pack("<I", x)
@@ -349,9 +353,9 @@ def test_prog_array() -> None:
     pa = create_map(T.BPF_MAP_TYPE_PROG_ARRAY, 4, 4, 2)
     assert isinstance(pa, ProgArrayMap)
     assert pa.lookup(u32(0)) is None and pa.lookup(u32(5)) is None
-    assert errno_of(pa.update, u32(0), u32(999)) == errno.EBADF
-    assert errno_of(pa.update, u32(0), u32(999), BPF_NOEXIST) == errno.EINVAL
-    assert errno_of(pa.update, u32(5), u32(999)) == errno.E2BIG
+    assert errno_of(pa.update, u32(0), u32(NOT_OPEN)) == errno.EBADF
+    assert errno_of(pa.update, u32(0), u32(NOT_OPEN), BPF_NOEXIST) == errno.EINVAL
+    assert errno_of(pa.update, u32(5), u32(NOT_OPEN)) == errno.E2BIG
     assert errno_of(pa.delete, u32(0)) == errno.ENOENT
     assert errno_of(pa.delete, u32(5)) == errno.E2BIG
     assert pa.get_next_key(u32(0)) == u32(1)

@@ -10,6 +10,10 @@ from pyxdp.maps import BPF_EXIST, BPF_NOEXIST, CpuMap, DevMap, MapError, XskMap,
 from pyxdp.uapi.bpf import BpfMapType as T
 from pyxdp.vm.memory import Memory
 
+# A closed fd: past any process's fd table, and no number of pyxdp's (they count up
+# from 1 per process, so a small one like 999 may name a live object late in a run).
+NOT_OPEN = 0x7FFF_FFF0
+
 
 def u32(x: int) -> bytes:
     return struct.pack("<I", x)
@@ -45,7 +49,7 @@ def test_devmap_measured() -> None:
     assert code(d.update, u32(1), val(0, 0)) == 0
     assert code(d.update, u32(1), val(0, 5)) == errno.EINVAL
     assert code(d.update, u32(1), val(1, 0)) == 0
-    assert code(d.update, u32(1), val(1, 999)) == errno.EINVAL
+    assert code(d.update, u32(1), val(1, NOT_OPEN)) == errno.EINVAL
     assert code(d.update, u32(1), val(1, -5)) == 0
     assert code(d.update, u32(2), val(2, 7)) == 0
     assert d.lookup(u32(2)) == struct.pack("<II", 2, 55)
@@ -85,7 +89,7 @@ def test_cpumap_measured() -> None:
     assert code(c.update, u32(1), val(10, 0), BPF_EXIST) == 0
     assert code(c.update, u32(2), val(10, 0)) == errno.ENODEV
     assert code(c.update, u32(2), val(0, 0)) == errno.ENODEV
-    assert code(c.update, u32(1), val(10, 999)) == errno.ENOMEM
+    assert code(c.update, u32(1), val(10, NOT_OPEN)) == errno.ENOMEM
     assert code(c.update, u32(1), val(10, -1)) == 0
     assert code(c.update, u32(1), val(0, 0)) == 0
     assert c.lookup(u32(1)) is None
@@ -101,10 +105,10 @@ def test_xskmap_measured() -> None:
     x = create_map(T.BPF_MAP_TYPE_XSKMAP, 4, 4, 2)
     assert isinstance(x, XskMap)
     assert code(x.lookup, u32(0)) == errno.EOPNOTSUPP
-    assert code(x.update, u32(0), u32(999)) == errno.EBADF
-    assert code(x.update, u32(2), u32(999)) == errno.E2BIG
-    assert code(x.update, u32(0), u32(999), 3) == errno.EINVAL
-    assert code(x.update, u32(0), u32(999), 4) == errno.EINVAL
+    assert code(x.update, u32(0), u32(NOT_OPEN)) == errno.EBADF
+    assert code(x.update, u32(2), u32(NOT_OPEN)) == errno.E2BIG
+    assert code(x.update, u32(0), u32(NOT_OPEN), 3) == errno.EINVAL
+    assert code(x.update, u32(0), u32(NOT_OPEN), 4) == errno.EINVAL
     socks = {10: "xsk-a", 11: "xsk-b"}
 
     def resolve(fd: int) -> object:

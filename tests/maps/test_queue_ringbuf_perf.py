@@ -24,6 +24,10 @@ from pyxdp.maps.ringbuf import BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT
 from pyxdp.uapi.bpf import BpfMapType as T
 from pyxdp.vm.memory import Memory
 
+# A closed fd: past any process's fd table, and no number of pyxdp's (they count up
+# from 1 per process, so a small one like 999 may name a live object late in a run).
+NOT_OPEN = 0x7FFF_FFF0
+
 
 def u32(x: int) -> bytes:
     return struct.pack("<I", x)
@@ -153,7 +157,7 @@ def test_perf_event_output() -> None:
     pe = create_map(T.BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 4, nr_cpus=2)
     assert isinstance(pe, PerfEventArray)
     assert code(pe.lookup, u32(0)) == 524
-    assert code(pe.update, u32(0), u32(999)) == errno.EBADF
+    assert code(pe.update, u32(0), u32(NOT_OPEN)) == errno.EBADF
     assert code(pe.delete, u32(0)) == errno.ENOENT
     assert pe.try_output(b"abc", cpu=0) == -errno.ENOENT
     lost: list[tuple[int, int]] = []
