@@ -509,6 +509,10 @@ class CpuMapRuntime:
     def _run_python_once(self) -> int:
         host = self.host
         with host.lock:
+            # In flight before the ring shows the frames gone (as the native path's
+            # kc[INFLIGHT]): run() reads backlog without the lock, and between the
+            # take and this count it would see the entry idle and return early.
+            self._py_inflight = CPUMAP_BATCH
             cols = self.queue.consume(CPUMAP_BATCH)
             n = int(cols.shape[1])
             self._py_inflight = n
