@@ -236,3 +236,46 @@ def test_run_waits_for_a_batch_the_kthread_took_on_the_python_path() -> None:
         finally:
             go.set()
             releaser.join()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_kthreads_of_one_cpu_deliver_one_list_at_a_time(native: bool) -> None:
+    """A CPU's kthread context (its stack row: counters, route hint, key buffer) is one:
+    the kernel never runs two kthreads of one CPU at once, pyxdp's are threads - a
+    replaced entry draining beside its successor, entries of several maps. While
+    another kthread of the CPU holds the context, an entry's kthread (native, or the
+    Python path's list) waits with the batch it took, counting nothing; once the
+    context is free it delivers all. Without the lock two kthreads of one CPU wrote
+    its counters at once and lost increments (the replaced-entries test above saw
+    the stack short of what the rings took)."""
+    import threading
+
+    from pyxdp.net.stack import context_lock, context_unlock
+
+    with Host(tracer=Tracer(), engine="jit", native=True, nr_cpus=4) as h:
+        eth0 = h.add_device("eth0", rx_queues=1)
+        coll = h.load(asm_collection(redirect_by_payload(0), [CPUMAP]))
+        coll.maps["cpu_map"][0] = struct.pack("<Ii", 64, 0)
+        eth0.attach_xdp(coll.programs["t"])
+        if not native:
+            h.stack.on_receive(lambda b: None)  # lists to show: the Python path
+        eth0.rx[0].source = TrafficGenerator(packets=[frames_by_payload()[0]], count=40)
+        while eth0.rx[0].pending:
+            h.poll()  # into the ring; inline kthreads run in run() only
+        rt = h.cpumaps[(coll.maps["cpu_map"].handle.id, 0)]
+        assert len(rt.queue) == 40 and rt._native_ok() == native
+        route = h.stack.route[h.stack.row(0, kthread=True)]
+        context_lock(route)  # another kthread of CPU 0, delivering
+        t = threading.Thread(target=rt.drain)
+        try:
+            t.start()
+            deadline = time.monotonic() + 10
+            while rt.inflight != 8 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(0.1)
+            assert rt.inflight == 8 and len(rt.queue) == 32 and t.is_alive()
+            assert h.stack.per_device == {}
+        finally:
+            context_unlock(route)
+            t.join(10)
+        assert h.stack.per_device == {eth0.ifindex: 40} and rt.inflight == 0 and not len(rt.queue)

@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from pyxdp.maps.base import map_by_id
 from pyxdp.maps.cpumap import CpuMap
-from pyxdp.net.atomic import cpu_relax, store_release64
+from pyxdp.net.atomic import cpu_relax, spin_lock, spin_unlock, store_release64
 from pyxdp.net.filter import (
     BulkQueues,
     _to_frames,
@@ -121,7 +121,7 @@ KC_FAULTS, KC_FAULT_WORD, KC_FAULT_PC, KC_FAULT_ADDR = (KC.FAULTS, KC.FAULT_WORD
                                                          KC.FAULT_ADDR)
 KC_INVALID_ACT = KC.INVALID_ACT
 M_BATCHES = Mib.BATCHES
-RT_LIST, RT_HFAM = Rt.LIST, Rt.HFAM
+RT_LIST, RT_HFAM, RT_LOCK = Rt.LIST, Rt.HFAM, Rt.LOCK
 DEV_RX_WORD = XDP_FRAME_OFF_DEV_RX // 8
 FLAGS_WORD = XDP_FRAME_OFF_FLAGS // 4
 FRAME_SZ_WORD = 8  # xdp_frame.frame_sz, as a 32-bit word of the header
@@ -214,9 +214,6 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, lin, region
         npass = 0
         ndrop = 0
         nd = 0
-        # The batch is one list (ip_list_rcv's route hint), or (per_skb) lists of one.
-        route[RT_LIST] = 0 if per_skb else 1
-        route[RT_HFAM] = 0
         if fn != 0:
             for j in range(k):
                 loc = scratch[0, j] - pfn_base
@@ -226,6 +223,12 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, lin, region
                 d_meta[j] = scratch[3, j]
                 ifx[j] = q64[loc, DEV_RX_WORD]
             _run(fn, ctx_addr, desc, d_len, k)
+        # The CPU's kthread context is this entry's alone while it delivers the batch
+        # (another entry's kthread of this CPU may be delivering: stack.context_lock).
+        spin_lock(route, RT_LOCK)
+        # The batch is one list (ip_list_rcv's route hint), or (per_skb) lists of one.
+        route[RT_LIST] = 0 if per_skb else 1
+        route[RT_HFAM] = 0
         for j in range(k):
             pfn = scratch[0, j]
             loc = pfn - pfn_base
@@ -275,6 +278,8 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, lin, region
             store_release64(r_idx, IDX_PROD, rprod + nret)
         if nret - ndrop > 0:  # one netif_receive_skb_list, or (per_skb) one call per skb
             mib[M_BATCHES] += nret - ndrop if per_skb else 1
+        route[RT_LIST] = 0
+        spin_unlock(route, RT_LOCK)
         kc[KC_EVENTS] += 1
         kc[KC_PROCESSED] += k
         kc[KC_SCHED] += sched
@@ -288,7 +293,6 @@ def cpu_map_kthread_run(q_slots, q_idx, r_slots, r_idx, kc, scratch, lin, region
             store_release64(kc, KC_INFLIGHT, nd)
             break
         store_release64(kc, KC_INFLIGHT, 0)
-    route[RT_LIST] = 0
     return done
 
 

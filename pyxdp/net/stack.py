@@ -56,14 +56,14 @@ import numpy as np
 import numpy.typing as npt
 from numba.extending import intrinsic
 
-from pyxdp.net.atomic import call_by_address
+from pyxdp.net.atomic import call_by_address, spin_lock, spin_unlock
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, RouteType
 from pyxdp.net.native import njit
 from pyxdp.net.route import input_route_address
 from pyxdp.uapi.dropreason import SkbDropReason
 
 __all__ = ["MAX_SOCKETS", "Mib", "Rt", "SkbBatch", "Stack", "StackStats", "UdpSink",
-           "stack_rcv_one"]
+           "context_lock", "context_unlock", "stack_rcv_one"]
 
 
 U8 = npt.NDArray[np.uint8]
@@ -95,15 +95,16 @@ class Rt:
     ``fib_desc`` words and the key buffer's addresses; ``LIST``: the skbs come as a
     list, whose route hint is the last routed skb's family, destination (two words)
     and route type (``HFAM`` 0: none); ``NOHINT``: custom rules (bit 1 IPv4, 2
-    IPv6), which disable hints; ``LOOKUPS``: FIB lookups made."""
+    IPv6), which disable hints; ``LOOKUPS``: FIB lookups made; ``LOCK``: the
+    context's lock (:func:`context_lock`)."""
 
-    FN, FIB, KEY, LIST, HFAM, HK0, HK1, HTYPE, NOHINT, LOOKUPS = range(10)
-    SIZE = 10
+    FN, FIB, KEY, LIST, HFAM, HK0, HK1, HTYPE, NOHINT, LOOKUPS, LOCK = range(11)
+    SIZE = 11
 
 
 RT_FN, RT_FIB, RT_KEY, RT_LIST = Rt.FN, Rt.FIB, Rt.KEY, Rt.LIST
 RT_HFAM, RT_HK0, RT_HK1, RT_HTYPE = Rt.HFAM, Rt.HK0, Rt.HK1, Rt.HTYPE
-RT_NOHINT, RT_LOOKUPS = Rt.NOHINT, Rt.LOOKUPS
+RT_NOHINT, RT_LOOKUPS, RT_LOCK = Rt.NOHINT, Rt.LOOKUPS, Rt.LOCK
 
 
 # The kernel's SNMP counters this stack keeps, by the names /proc/net/snmp,
@@ -611,6 +612,24 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def context_lock(route):  # type: ignore[no-untyped-def]
+    """Take a context row's lock (``route[Rt.LOCK]``; for Python, which spins here
+    without the interpreter lock). A row is one CPU's softirq or kthread context, and
+    the kernel never runs one context twice at once; pyxdp's cpumap kthreads are
+    threads, and several may be one CPU's (entries of several maps, a replaced entry
+    draining beside its successor, a drain from another thread): they deliver one
+    list at a time under this lock, so that no counter increment of the row is lost
+    and no list's route hint or key buffer is another's. Native code inlines
+    :func:`~pyxdp.net.atomic.spin_lock` on the same word."""
+    spin_lock(route, RT_LOCK)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def context_unlock(route):  # type: ignore[no-untyped-def]
+    spin_unlock(route, RT_LOCK)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _rcv_rows(data, lengths, ifindex, stk, out_sock, out_off):  # type: ignore[no-untyped-def]
     """:func:`stack_rcv_one` over the rows of an :class:`SkbBatch`."""
     for i in range(len(lengths)):
@@ -725,7 +744,9 @@ class Stack:
     ``route`` (row x :class:`Rt`: the input route lookup and the list's hint) and
     ``rkey`` (row x the 16 key bytes it is given). A row is a CPU's softirq context
     or its kthread context (:meth:`row`): on one CPU the kernel never runs both at
-    once, but pyxdp's workers are threads, so each context writes only its own row.
+    once, but pyxdp's workers are threads, so each context writes only its own row;
+    the kthreads of one CPU (several entries' threads) deliver to theirs one list at
+    a time, under the row's lock (:func:`context_lock`).
 
     ``fib`` is the namespace whose routes decide what is local (a Host's
     :attr:`~pyxdp.net.test_run.TestRunEnv.fib`) and whose socket table holds the
@@ -859,19 +880,23 @@ class Stack:
     def _receive(self, batch: SkbBatch, row: int) -> None:
         n = len(batch)
         self.ensure_ifindex(int(batch.ifindex.max(initial=0)))
-        # Skbs sent one at a time: lists of one (no route hint between them).
-        self.mib[row, Mib.BATCHES] += n if batch.each else 1
         sock = np.empty(n, np.int64)
         off = np.empty(n, np.int64)
         data = batch.data if batch.data.ndim == 2 and batch.data.shape[1] else \
             np.zeros((n, 1), np.uint8)
         stk = self.records(row)
         route = stk[7]
-        route[Rt.LIST] = 0 if batch.each else 1  # one list: its route hint starts empty
-        route[Rt.HFAM] = 0
-        _rcv_rows(data, batch.length.astype(np.int64, copy=False),
-                  batch.ifindex.astype(np.int64, copy=False), stk, sock, off)
-        route[Rt.LIST] = 0
+        context_lock(route)  # a native kthread of the same CPU may be delivering
+        try:
+            # Skbs sent one at a time: lists of one (no route hint between them).
+            self.mib[row, Mib.BATCHES] += n if batch.each else 1
+            route[Rt.LIST] = 0 if batch.each else 1  # one list: its route hint starts empty
+            route[Rt.HFAM] = 0
+            _rcv_rows(data, batch.length.astype(np.int64, copy=False),
+                      batch.ifindex.astype(np.int64, copy=False), stk, sock, off)
+            route[Rt.LIST] = 0
+        finally:
+            context_unlock(route)
         keeping = [s for s in self.sockets.values() if len(s.received) < s.keep]
         for sink in keeping:
             for r in np.flatnonzero(sock == sink.row)[:sink.keep - len(sink.received)].tolist():
