@@ -210,7 +210,7 @@ def test_run_waits_for_a_batch_the_kthread_took_on_the_python_path() -> None:
         eth0.rx[0].source = TrafficGenerator(packets=[slot0], count=1)
         h.run()  # the entry made
         assert got == [1]
-        rt = h.cpumaps[(coll.maps["cpu_map"].handle.id, 0)]
+        (rt,) = h.cpumaps.values()  # slot 0's, the only entry
         took, go = threading.Event(), threading.Event()
         consume = rt.queue.consume
 
@@ -262,7 +262,7 @@ def test_kthreads_of_one_cpu_deliver_one_list_at_a_time(native: bool) -> None:
         eth0.rx[0].source = TrafficGenerator(packets=[frames_by_payload()[0]], count=40)
         while eth0.rx[0].pending:
             h.poll()  # into the ring; inline kthreads run in run() only
-        rt = h.cpumaps[(coll.maps["cpu_map"].handle.id, 0)]
+        (rt,) = h.cpumaps.values()  # slot 0's, the only entry
         assert len(rt.queue) == 40 and rt._native_ok() == native
         route = h.stack.route[h.stack.row(0, kthread=True)]
         context_lock(route)  # another kthread of CPU 0, delivering
