@@ -199,3 +199,17 @@ def test_closed_programs_and_hosts_refuse_use_in_one_line() -> None:
             call()
         assert e.value.errno == errno.ENODEV and "host 'pyxdp' is closed" in str(e.value)
         assert "\n" not in str(e.value)
+
+
+def test_a_device_has_no_close_of_its_own() -> None:
+    """Found by fuzzing host/device/collection call sequences: ``NetDevice.close`` was
+    public, and a device closed alone stayed a redirect target (its devmap entry, the
+    native forwarding table): a frame redirected into it met a destroyed page pool (an
+    internal accounting error), and ``Host.close`` tore it down twice. A device goes with
+    its host, whose close tears every device down once."""
+    host = Host(native=False, engine="interp")
+    eth0 = host.add_device("eth0")
+    assert not hasattr(eth0, "close")
+    eth0.receive([udp_packet(b"x")] * 2)
+    host.close()  # the queued frames go back to their pools: no leak
+    assert all(rq.pool.destroyed for rq in eth0.rx)
