@@ -87,3 +87,35 @@ def test_flag_without_a_truth() -> None:
         lambda: PcapngWriter(io.BytesIO(), big_endian=NoTruth()))  # type: ignore[arg-type]
     assert "nanoseconds must be a bool" in _one_line(
         lambda: PcapWriter(io.BytesIO(), nanoseconds=NoTruth()))  # type: ignore[arg-type]
+
+
+def test_filter_arguments_of_the_wrong_type() -> None:
+    """Found by fuzzing the filter API: an expression that is no str, a snaplen, linktype
+    or batch of the wrong type, frames that are no bytes and captures that hold other
+    things raised AttributeError/TypeError/ctypes.ArgumentError from inside."""
+    from pyxdp.errors import BadArgument
+    from pyxdp.net.pcap import CapturedPacket
+    from pyxdp.net.pcap_filter import (
+        PacketFilter,
+        compile_filter,
+        filter_capture,
+        libpcap_available,
+    )
+    if not libpcap_available():
+        pytest.skip("filter expressions need libpcap")
+    for call, words in ((lambda: compile_filter(None), "expression must be str"),
+                        (lambda: compile_filter(b"udp"), "expression must be str"),
+                        (lambda: compile_filter("udp", snaplen=None), "snaplen must be an int"),
+                        (lambda: compile_filter("udp", linktype=1 << 40), "linktype must be in"),
+                        (lambda: compile_filter("udp", linktype="1"), "linktype must be an int"),
+                        (lambda: PacketFilter(["udp"]), "expression must be str"),
+                        (lambda: PacketFilter("udp").keep("abc"), "packets must be a sequence"),
+                        (lambda: PacketFilter("udp").keep([b"x", None]),
+                         "packets[1] must be bytes"),
+                        (lambda: list(filter_capture([b"x"], "udp")),
+                         "packets[0] must be a CapturedPacket"),
+                        (lambda: list(filter_capture([CapturedPacket(b"x", 0)], "udp", batch=0)),
+                         "batch must be in 1..")):
+        with pytest.raises(BadArgument) as e:
+            call()  # type: ignore[no-untyped-call]
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
