@@ -392,3 +392,19 @@ def test_packet_builders_and_traffic_refuse_bad_values_in_one_line() -> None:
         assert "\n" not in str(e.value)
     frames = TrafficGenerator(vlan=np.int64(64), sizes=[np.int64(128)], period=4).batch
     assert frames.length.tolist() == [128] * 4
+
+
+def test_a_descriptor_closed_under_a_racing_call_is_ebadf() -> None:
+    """Found by closing a kernel-backed collection while threads iterated its maps: a
+    close between a map's liveness check and its bpf(2) call met Fd.fileno's bare
+    ValueError. A closed Fd is the kernel's answer to a closed descriptor, EBADF (still a
+    ValueError, as Python's files raise)."""
+    import os
+
+    from pyxdp.kernel.syscall import Fd
+    fd = Fd(os.dup(0), "map")
+    fd.close()
+    with pytest.raises(KernelError) as e:
+        fd.fileno()
+    assert e.value.errno == errno.EBADF and "the map is closed" in _one_line(e.value)
+    assert isinstance(e.value, ValueError)

@@ -199,3 +199,40 @@ def test_closed_programs_and_hosts_refuse_use_in_one_line() -> None:
             call()
         assert e.value.errno == errno.ENODEV and "host 'pyxdp' is closed" in str(e.value)
         assert "\n" not in str(e.value)
+
+
+def test_a_device_has_no_close_of_its_own() -> None:
+    """Found by fuzzing host/device/collection call sequences: ``NetDevice.close`` was
+    public, and a device closed alone stayed a redirect target (its devmap entry, the
+    native forwarding table): a frame redirected into it met a destroyed page pool (an
+    internal accounting error), and ``Host.close`` tore it down twice. A device goes with
+    its host, whose close tears every device down once."""
+    host = Host(native=False, engine="interp")
+    eth0 = host.add_device("eth0")
+    assert not hasattr(eth0, "close")
+    eth0.receive([udp_packet(b"x")] * 2)
+    host.close()  # the queued frames go back to their pools: no leak
+    assert all(rq.pool.destroyed for rq in eth0.rx)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_raising_trace_callback_does_not_strand_a_batch(native: bool) -> None:
+    """Found by fuzzing the tracepoint API: a listener's callback that raised unwound the
+    poll in the middle of a batch, its frames' pages never returned (Host.close then
+    reported a leak). The callback runs where a tracing program runs in the kernel: its
+    error detaches it (kept on the subscription, logged), and the datapath goes on."""
+    from pyxdp.net import trace
+    from pyxdp.testing.programs import asm_collection
+
+    def bad(event: object) -> None:
+        raise RuntimeError("listener bug")
+    with Host(native=native) as host:
+        eth0 = host.add_device("eth0")
+        eth0.attach_xdp(host.load(asm_collection("r0 = 0\nexit")).programs["t"])  # ABORTED
+        sub = trace.subscribe(["xdp_exception"], bad)
+        eth0.receive([udp_packet(b"x")] * 8)
+        assert host.run() == 8
+        assert isinstance(sub.error, RuntimeError) and not sub.events
+        eth0.receive([udp_packet(b"x")] * 8)
+        assert host.run() == 8
+    # Host.close checked every page back

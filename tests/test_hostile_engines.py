@@ -282,3 +282,56 @@ def test_test_run_arguments_are_checked_as_the_kernel_holds_them() -> None:
 
 if __name__ == "__main__":
     _worker(sys.argv[1], int(sys.argv[2]))
+
+
+# r6 = bpf_xdp_adjust_tail(ctx, DELTA); return r6 * 65536 + bpf_xdp_get_buff_len(ctx)
+_TAIL_THEN_LEN = """
+r7 = r1
+r2 = {delta}
+call 65
+r6 = r0
+r6 <<= 16
+r1 = r7
+call 188
+r0 += r6
+exit
+"""
+
+
+def _tail_then_len(backend: str, engine: str, delta: int, data: bytes) -> int:
+    import dataclasses
+
+    from pyxdp.collection import Collection
+    from pyxdp.spec import BPF_F_XDP_HAS_FRAGS
+    from pyxdp.testing.programs import asm_collection
+    spec = asm_collection(_TAIL_THEN_LEN.format(delta=delta))
+    prog = dataclasses.replace(spec.programs["t"], flags=BPF_F_XDP_HAS_FRAGS)
+    spec = dataclasses.replace(spec, programs={"t": prog})
+    kw = {"engine": engine} if backend == "userspace" else {}
+    with Collection(spec, backend, **kw) as c:
+        res = c.programs["t"].test_run(data, data_size_out=len(data) + 64)
+        return int(res.retval)
+
+
+# Found by running random helper sequences on frags buffers against Linux: a shrink by
+# INT_MIN. Linux negates the int offset (-INT_MIN wraps to INT_MIN), the negative cut
+# passes bpf_xdp_frags_shrink_tail's length check and cuts nothing: 0, the packet
+# whole; pyxdp said -EINVAL. INT_MIN + 1 is a real shrink past the packet: -EINVAL.
+_INT_MIN_CASES = [(-(1 << 31), 5000, 5000), (-(1 << 31) + 1, 5000, (-22 << 16) + 5000),
+                  (-100, 5000, 4900)]
+
+
+@pytest.mark.parametrize("engine", ["interp", "jit"])
+def test_a_frags_tail_shrink_by_int_min_cuts_nothing_as_on_linux(engine: str) -> None:
+    from pyxdp.net.prog import jit_available
+    if engine == "jit" and not jit_available():
+        pytest.skip("the JIT needs llvmlite")
+    for delta, size, want in _INT_MIN_CASES:
+        got = _tail_then_len("userspace", engine, delta, bytes(size))
+        assert got == want & 0xFFFFFFFF, (delta, hex(got))
+
+
+@pytest.mark.kernel
+def test_linux_shrinks_a_frags_tail_by_int_min_by_nothing() -> None:
+    for delta, size, want in _INT_MIN_CASES:
+        assert _tail_then_len("kernel", "", delta, bytes(size)) == want & 0xFFFFFFFF, delta

@@ -266,6 +266,12 @@ def _call(cmd: BpfCmd, attr: _Buf) -> int:
 # File descriptors
 # --------------------------------------------------------------------------
 
+class ClosedFdError(KernelError, ValueError):
+    """An :class:`Fd` used after its close: EBADF, the kernel's answer to a closed
+    descriptor (a ValueError too, as Python's files raise). Another thread closing the
+    object between its liveness check and the system call lands here."""
+
+
 class Fd:
     """Owns one file descriptor (a map, program, BTF object...).
 
@@ -288,7 +294,7 @@ class Fd:
 
     def fileno(self) -> int:
         if self.fd < 0:
-            raise ValueError("I/O operation on closed Fd")
+            raise ClosedFdError("bpf", _errno.EBADF, f"the {self.kind or 'descriptor'} is closed")
         return self.fd
 
     def close(self) -> None:

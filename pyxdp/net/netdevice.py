@@ -637,7 +637,10 @@ class NetDevice:
         self.host.live("transmit")
         self.xmit_skbs(SkbBatch.from_packets(packets, self.ifindex))
 
-    def close(self) -> None:
+    def _close(self) -> None:
+        # Host.close's teardown of the rx queues: queued frames back to their pools, the
+        # pools destroyed. Not public: a device stays a redirect target (devmap entries,
+        # the native forwarding table) as long as its host lives, so it cannot go alone.
         for rq in self.rx:
             if rq.native is not None:  # its tracer counts become the tracer's own
                 rq.native.retire(rq)
@@ -1239,7 +1242,7 @@ class Host:
         for sock in list(self.backend.xsks.values()):  # before their devices go
             sock.netdev_unregister()  # type: ignore[attr-defined]
         for dev in self.devices.values():
-            dev.close()
+            dev._close()
         for coll in self._collections:
             coll.close()
         if check:

@@ -34,6 +34,7 @@ anything else.
 from __future__ import annotations
 
 import io
+import operator
 import os
 import struct
 from collections.abc import Iterator
@@ -164,7 +165,7 @@ class _Stream:
         while left > 0:
             try:
                 part = self._f.read(min(left, _CHUNK))
-            except OSError as e:
+            except (OSError, ValueError) as e:  # ValueError: a closed file
                 raise CaptureError(f"reading the capture failed at offset {self.offset}: {e}"
                                    ) from e
             if not part:
@@ -194,8 +195,9 @@ def _open(source: CaptureSource) -> tuple[BinaryIO, bool]:
         except OSError as e:
             raise CaptureError(f"cannot open capture {os.fspath(source)}: "
                                f"{e.strerror or e}") from None
-    if not hasattr(source, "read"):
-        raise CaptureError(f"not a capture source: {type(source).__name__}")
+    if isinstance(source, io.TextIOBase) or not hasattr(source, "read"):
+        what = "a text file" if isinstance(source, io.TextIOBase) else type(source).__name__
+        raise CaptureError(f"not a capture source: {what} (a path, bytes or a binary file is)")
     return source, False
 
 
@@ -475,6 +477,10 @@ class _Sink:
                 raise CaptureError(f"cannot create capture {os.fspath(dest)}: "
                                    f"{e.strerror or e}") from None
             self.owned = True
+        elif isinstance(dest, io.TextIOBase) or not hasattr(dest, "write"):
+            what = "a text file" if isinstance(dest, io.TextIOBase) else type(dest).__name__
+            raise CaptureError(f"not a capture destination: {what} (a path or a binary file "
+                               "is)")
         else:
             self.f = dest
             self.owned = False
@@ -487,6 +493,8 @@ class _Sink:
             self.f.write(data)
         except OSError as e:  # a full disk, /dev/full, a closed pipe
             raise self._failed(e) from None
+        except ValueError as e:  # the caller closed its file
+            raise CaptureError(f"cannot write capture: {e}") from None
 
     def close(self) -> None:
         if self.closed:
@@ -495,7 +503,7 @@ class _Sink:
         try:
             if self.owned:
                 self.f.close()
-            else:
+            elif not getattr(self.f, "closed", False):  # nothing to flush into a closed file
                 self.f.flush()
         except OSError as e:
             raise self._failed(e) from None
@@ -508,12 +516,40 @@ class _Sink:
         return CaptureError(f"cannot write capture{where}: {e.strerror or e}")
 
 
-def _check_u(name: str, value: int, bits: int) -> None:
-    if not 0 <= value < (1 << bits):
-        raise CaptureError(f"{name} {value} does not fit in {bits} unsigned bits")
+def _check_u(name: str, value: int, bits: int) -> int:
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise CaptureError(f"{name} must be an int, not {_what(value)}") from None
+    if not 0 <= n < (1 << bits):
+        raise CaptureError(f"{name} {n} does not fit in {bits} unsigned bits")
+    return n
+
+
+def _what(value: object) -> str:
+    """A wrong value as a message names it: short ones by value, others by type."""
+    r = repr(value)
+    return r if isinstance(value, int | float | str) and len(r) <= 24 else type(value).__name__
+
+
+def _packet(data: bytes | bytearray | memoryview) -> bytes:
+    # bytes(5) would be five zeros, bytes(object()) a TypeError: only byte strings are packets.
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CaptureError(f"packet data must be bytes, bytearray or memoryview, not "
+                           f"{_what(data)}")
+    return bytes(data)
+
+
+def _flag(name: str, value: bool) -> bool:
+    try:
+        return bool(value)
+    except (TypeError, ValueError):  # a numpy array of several items has no truth
+        raise CaptureError(f"{name} must be a bool, not {_what(value)}") from None
 
 
 def _utf8(text: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise CaptureError(f"{what} must be a str, not {_what(text)}")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -544,7 +580,7 @@ class PcapngWriter:
 
     def __init__(self, dest: str | os.PathLike[str] | BinaryIO, *, userappl: str = "pyxdp",
                  comment: str | None = None, big_endian: bool = False) -> None:
-        self._e = ">" if big_endian else "<"
+        self._e = ">" if _flag("big_endian", big_endian) else "<"
         self._names: list[str] = []
         self._snaplens: list[int] = []
         self._sink = _Sink(dest)
@@ -563,7 +599,7 @@ class PcapngWriter:
 
         ``snaplen`` 0 means no limit; otherwise :meth:`write` cuts packets to it.
         """
-        _check_u("snaplen", snaplen, 32)
+        snaplen = _check_u("snaplen", snaplen, 32)
         e = self._e
         opts = (_option(e, _IF_NAME, _utf8(name, "interface name"))
                 + _option(e, _IF_TSRESOL, bytes([9]))
@@ -584,15 +620,15 @@ class PcapngWriter:
         ``epb_flags`` word (``EPB_FLAG_INBOUND``...). Writing to interface 0
         before any :meth:`add_interface` adds one named "pyxdp0".
         """
+        interface = _check_u("interface", interface, 32)
         if interface == 0 and not self._names:
             self.add_interface("pyxdp0")
-        if not 0 <= interface < len(self._names):
+        if interface >= len(self._names):
             raise CaptureError(f"interface {interface} was not added "
                                f"({len(self._names)} interfaces)")
-        _check_u("timestamp", ts_ns, 64)
-        raw = bytes(data)
-        orig = len(raw) if orig_len is None else orig_len
-        _check_u("original length", orig, 32)
+        ts_ns = _check_u("timestamp", ts_ns, 64)
+        raw = _packet(data)
+        orig = _check_u("original length", len(raw) if orig_len is None else orig_len, 32)
         snaplen = self._snaplens[interface]
         if snaplen:
             raw = raw[:snaplen]
@@ -601,10 +637,10 @@ class PcapngWriter:
         if comment is not None:
             opts += _option(e, _OPT_COMMENT, _utf8(comment, "comment"))
         if flags is not None:
-            _check_u("epb_flags", flags, 32)
+            flags = _check_u("epb_flags", flags, 32)
             opts += _option(e, _EPB_FLAGS, struct.pack(e + "I", flags))
         if verdict is not None:
-            _check_u("verdict", verdict, 64)
+            verdict = _check_u("verdict", verdict, 64)
             opts += _option(e, _EPB_VERDICT, bytes([VERDICT_TYPE_XDP])
                             + struct.pack(e + "Q", verdict))
         if opts:
@@ -635,21 +671,24 @@ class PcapWriter:
 
     def __init__(self, dest: str | os.PathLike[str] | BinaryIO, *, nanoseconds: bool = True,
                  snaplen: int = MAXIMUM_SNAPLEN, big_endian: bool = False) -> None:
-        _check_u("snaplen", snaplen, 32)
-        self._e = ">" if big_endian else "<"
-        self._ns = nanoseconds
+        snaplen = _check_u("snaplen", snaplen, 32)
+        self._e = ">" if _flag("big_endian", big_endian) else "<"
+        self._ns = _flag("nanoseconds", nanoseconds)
         self._snaplen = snaplen
         self._sink = _Sink(dest)
-        magic = _PCAP_MAGIC_NS if nanoseconds else _PCAP_MAGIC_US
+        magic = _PCAP_MAGIC_NS if self._ns else _PCAP_MAGIC_US
         self._sink.write(struct.pack(self._e + "IHHiIII", magic, 2, 4, 0, 0, snaplen,
                                      LINKTYPE_ETHERNET))
 
     def write(self, data: bytes | bytearray | memoryview, ts_ns: int, *,
               orig_len: int | None = None) -> None:
         """Write one record; ``ts_ns`` is cut to microseconds for a µs file."""
-        raw = bytes(data)
-        orig = len(raw) if orig_len is None else orig_len
-        _check_u("original length", orig, 32)
+        raw = _packet(data)
+        orig = _check_u("original length", len(raw) if orig_len is None else orig_len, 32)
+        try:
+            ts_ns = operator.index(ts_ns)
+        except TypeError:
+            raise CaptureError(f"timestamp must be an int, not {_what(ts_ns)}") from None
         if ts_ns < 0:
             raise CaptureError(f"timestamp {ts_ns} is before the epoch")
         sec, ns = divmod(ts_ns, 1_000_000_000)

@@ -27,9 +27,10 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.args import checked, short
 from pyxdp.asm.cbpf import SockFilter, convert_filter
 from pyxdp.asm.insn import Instruction
-from pyxdp.errors import NotSupportedError, PyxdpError
+from pyxdp.errors import BadArgument, NotSupportedError, PyxdpError
 from pyxdp.net.pcap import MAXIMUM_SNAPLEN, CapturedPacket
 from pyxdp.net.prog import XdpProg
 from pyxdp.spec import ProgramSpec
@@ -93,6 +94,7 @@ def libpcap_available() -> bool:
     return _libpcap() is not None
 
 
+@checked(linktype=(-(1 << 31), (1 << 31) - 1))  # pcap_open_dead's int
 def compile_filter(expression: str, *, snaplen: int = DEFAULT_SNAPLEN,
                    linktype: int = DLT_EN10MB, optimize: bool = True) -> tuple[SockFilter, ...]:
     """``pcap_compile``: the classic BPF program of a pcap-filter expression.
@@ -141,6 +143,7 @@ class PacketFilter:
     keep, 0 to drop), :meth:`match` whether it passes.
     """
 
+    @checked
     def __init__(self, expression: str, *, snaplen: int = DEFAULT_SNAPLEN,
                  engine: str = "auto") -> None:
         self._setup(expression, compile_filter(expression, snaplen=snaplen), engine)
@@ -167,6 +170,13 @@ class PacketFilter:
     def keep(self, packets: Sequence[bytes | bytearray | memoryview]
              ) -> npt.NDArray[np.uint32]:
         """Per frame: the filter's return value (0: no match; else bytes to keep)."""
+        if not isinstance(packets, Sequence) or isinstance(packets, str | bytes | bytearray):
+            raise BadArgument(f"PacketFilter.keep: packets must be a sequence of frames, not "
+                              f"{short(packets)}")
+        for i, p in enumerate(packets):
+            if not isinstance(p, bytes | bytearray | memoryview):
+                raise BadArgument(f"PacketFilter.keep: packets[{i}] must be bytes, bytearray "
+                                  f"or memoryview, not {short(p)}")
         n = len(packets)
         if n == 0:
             return np.zeros(0, np.uint32)
@@ -189,6 +199,7 @@ class PacketFilter:
         return np.asarray(self.keep(packets) != 0, np.bool_)
 
 
+@checked(batch=(1, 1 << 20))
 def filter_capture(packets: Iterable[CapturedPacket], expression: str, *,
                    engine: str = "auto", batch: int = 256) -> Iterator[CapturedPacket]:
     """The packets of a capture ``expression`` matches, in order (``tcpdump -r IN EXPR``),
@@ -201,7 +212,10 @@ def filter_capture(packets: Iterable[CapturedPacket], expression: str, *,
         yield from (p for p, k in zip(pending, keep, strict=True) if k)
         pending.clear()
 
-    for pkt in packets:
+    for i, pkt in enumerate(packets):
+        if not isinstance(pkt, CapturedPacket):
+            raise BadArgument(f"filter_capture: packets[{i}] must be a CapturedPacket, not "
+                              f"{short(pkt)}")
         pending.append(pkt)
         if len(pending) == batch:
             yield from flush()

@@ -35,6 +35,7 @@ feeds kernel events read from tracefs into one, through :meth:`Tracer.ingest`).
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -134,6 +135,7 @@ class Subscription:
 
     def __init__(self, tracepoints: Iterable[Tracepoint[Any]], callback: Callback) -> None:
         self.callback = callback
+        self.error: Exception | None = None  # what the callback raised (then detached)
         self._tracepoints = list(tracepoints)
         for tp in self._tracepoints:
             tp._subs.append(self)
@@ -147,6 +149,17 @@ class Subscription:
             if self in tp._subs:
                 tp._subs.remove(self)
         self._tracepoints = []
+
+    def _failed(self, event: str, e: Exception) -> None:
+        # A callback runs inside the datapath's poll (as a tracing program runs in the
+        # kernel's softirq): its exception must not unwind a half-done batch and strand
+        # its pages. The subscription is detached and keeps the error for its owner.
+        self.error = e
+        self.close()
+        logging.getLogger("pyxdp.trace").warning(
+            "tracepoint %s: callback %s raised %s: %s; unsubscribed", event,
+            getattr(self.callback, "__qualname__", type(self.callback).__name__),
+            type(e).__name__, e)
 
     def __enter__(self) -> Self:
         return self
@@ -306,7 +319,10 @@ class Tracepoint(Generic[R]):
         event = TraceEvent(self.name, rec, ts, cpu, pid, comm)
         for _ in range(n):
             for sub in list(self._subs):
-                sub.callback(event)
+                try:
+                    sub.callback(event)
+                except Exception as e:  # noqa: BLE001 - the listener's bug, not the datapath's
+                    sub._failed(self.name, e)
 
     # ---------------------------------------------------------------- generic firing
 

@@ -214,8 +214,11 @@ class XdpBuff:
         """``bpf_xdp_adjust_tail``: 0 or a negative errno (reference path of
         :func:`adjust_tail_fn`)."""
         if self.has_frags:
-            return self._frags_shrink_tail(-offset) if offset < 0 \
-                else self._frags_increase_tail(offset)
+            if offset >= 0:
+                return self._frags_increase_tail(offset)
+            # Linux negates the int offset: -INT_MIN wraps to INT_MIN, a shrink of a
+            # negative size that passes the length check and cuts nothing (returns 0).
+            return self._frags_shrink_tail(offset if offset == -(1 << 31) else -offset)
         new_end = self.data_end + offset
         if new_end > self.data_hard_end or new_end < self.data + ETH_HLEN:
             return -errno.EINVAL
@@ -575,7 +578,10 @@ def _frags_tail(f: Text, off: str) -> None:
     f.at(shrink)
     data, end = f.cget("%ctx", "x_data"), f.cget("%ctx", "x_data_end")
     size = f.word(row, FRAG_SIZE, "i64", "")
-    cut = f.ins(f"sub i64 0, {off}")
+    # -offset in C's int (bpf_xdp_frags_shrink_tail(xdp, -offset)): -INT_MIN wraps to
+    # INT_MIN, a negative cut that passes the check below and cuts nothing.
+    off32 = f.ins(f"trunc i64 {off} to i32")
+    cut = f.ins(f"sext i32 {f.ins(f'sub i32 0, {off32}')} to i64")
     total = f.ins(f"add i64 {f.ins(f'sub i64 {end}, {data}')}, {size}")
     ret_if(f, f.ins(f"icmp sgt i64 {cut}, {f.ins(f'sub i64 {total}, {ETH_HLEN}')}"),
            -errno.EINVAL)

@@ -788,9 +788,9 @@ class LiveNic(NetDevice):
             self.tap.close()
             self.tap = None
 
-    def close(self) -> None:
+    def _close(self) -> None:  # Host.close's teardown: the live side first
         self.close_live()
-        super().close()
+        super()._close()
 
 
 def add_live_device(host: Host, ifname: str, **kw: Any) -> LiveNic:
