@@ -7742,6 +7742,11 @@ exit""", None, processed=23),
        "r1 += -64\nr1 += r7\nr0 = *(u8 *)(r1 +0)\nout:\nr0 = 2\nexit",
        "invalid variable-offset read from stack R1 var_off=(0x0; 0xffffffffffffffff) off=-64 "
        "size=1", err=errno.EINVAL),
+    # reg_bounds_sync deduces three rounds: the third narrows s32 to [-128, -2], so w8 is
+    # never -1 (r8 took r7's bounds from the self-compare, linked)
+    _c("vc4_deduce_third_round", "call 7\nr6 = r0\nr6 |= 2\ncall 7\nr8 = (s8)r0\nr7 = r8\n"
+       "if r6 >= r8 goto out\nif r7 >= r7 goto out\nif w8 < 0x80000000 goto out\n"
+       "if w8 == -1 goto bad\nout:\nr0 = 2\nexit\nbad:\nr0 = *(u8 *)(r10 +0)\nexit", None),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

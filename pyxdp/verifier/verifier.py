@@ -529,7 +529,11 @@ class Reg:
         before = self.scalar()
         self._deduce()
         if before != self.scalar():
-            self._deduce()  # a second round can only learn from what the first changed
+            # Linux's three rounds: a round can only learn from what the one before changed
+            before = self.scalar()
+            self._deduce()
+            if before != self.scalar():
+                self._deduce()
         self._bound_offset()
         self._update()
         _SYNCED.put(key, self.scalar())
