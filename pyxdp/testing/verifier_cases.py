@@ -460,6 +460,14 @@ _SNPRINTF = ("r7 = r0\nr1 = 7\n*(u64 *)(r10 -16) = r1\n{out}\nr3 = r7\nr4 = r10\
              "r5 = {n}\ncall 165\nout:\nr0 = 2\nexit")
 
 
+# r6 from bpf_get_prandom_u32 narrowed by ``init``, compared by ``cmp``; both ways add r6 to
+# the frame pointer and read there
+_SELF = ("call 7\nr6 = r0\n{init}\nif {cmp} goto p\nr1 = r10\nr1 += -64\nr1 += r6\n"
+         "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit\np:\nr1 = r10\nr1 += -64\nr1 += r6\n"
+         "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit")
+_TEST_REG_INVARIANTS = 1 << 7  # BPF_F_TEST_REG_INVARIANTS
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -7742,6 +7750,28 @@ exit""", None, processed=23),
        "r1 += -64\nr1 += r7\nr0 = *(u8 *)(r1 +0)\nout:\nr0 = 2\nexit",
        "invalid variable-offset read from stack R1 var_off=(0x0; 0xffffffffffffffff) off=-64 "
        "size=1", err=errno.EINVAL),
+    # -- impossible bounds (vc4_): a register compared with itself is refined as two
+    # registers in place; reg_bounds_sync runs on the impossible range, then
+    # reg_bounds_sanity_check reports it and forgets the ranges (the tnum kept), or refuses
+    # under BPF_F_TEST_REG_INVARIANTS
+    _c("vc4_self_jlt32_forgets_range", _SELF.format(init="r6 &= 1", cmp="w6 < w6"),
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc4_self_jlt32_invariants_flag", _SELF.format(init="r6 &= 1", cmp="w6 < w6"),
+       "verifier bug: REG INVARIANTS VIOLATION (true_reg1): range bounds violation "
+       "u64=[0x0, 0x1] s64=[0x0, 0x1] u32=[0x1, 0x0] s32=[0x0, 0x1] var_off=(0x0, 0x1)",
+       flags=_TEST_REG_INVARIANTS, err=errno.EFAULT),
+    _c("vc4_self_jsle32_forgets_range", _SELF.format(init="r6 &= 1\nr6 += -1",
+                                                     cmp="w6 s<= w6"),
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    # (the sync of s32 [0, -1] wraps: s64 [0, -1], u64 [0, U64_MAX])
+    _c("vc4_self_jsle32_invariants_flag", _SELF.format(init="r6 &= 1\nr6 += -1",
+                                                       cmp="w6 s<= w6"),
+       "verifier bug: REG INVARIANTS VIOLATION (false_reg1): range bounds violation "
+       "u64=[0x0, 0xffffffffffffffff] s64=[0x0, 0xffffffffffffffff] u32=[0x0, 0xffffffff] "
+       "s32=[0x0, 0xffffffff] var_off=(0x0, 0xffffffffffffffff)",
+       flags=_TEST_REG_INVARIANTS, err=errno.EFAULT),
     # reg_bounds_sync deduces three rounds: the third narrows s32 to [-128, -2], so w8 is
     # never -1 (r8 took r7's bounds from the self-compare, linked)
     _c("vc4_deduce_third_round", "call 7\nr6 = r0\nr6 |= 2\ncall 7\nr8 = (s8)r0\nr7 = r8\n"

@@ -135,6 +135,7 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "btf_load_refusal", "
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_F_SLEEPABLE = 1 << 4
+BPF_F_TEST_REG_INVARIANTS = 1 << 7  # impossible bounds refused (-EFAULT)
 # syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
 _SYSCALL_CTX_MAX = 0xFFFF
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
@@ -538,6 +539,53 @@ class Reg:
         self._update()
         _SYNCED.put(key, self.scalar())
 
+    def sync_raw(self) -> None:
+        """reg_bounds_sync step by step, for bounds a dead branch may have made impossible
+        (``sync`` takes a known tnum's value for every bound)."""
+        self._update()
+        self._deduce()
+        self._deduce()
+        self._deduce()
+        self._bound_offset()
+        self._update()
+
+    def possible(self) -> bool:
+        """Whether ``sync`` may take its shortcuts: every range well formed, a known tnum's
+        value in each."""
+        if self.tm:
+            return self.umin <= self.umax and self.smin <= self.smax and \
+                self.u32min <= self.u32max and self.s32min <= self.s32max
+        v = self.tv
+        return self.umin <= v <= self.umax and self.smin <= _s64(v) <= self.smax and \
+            self.u32min <= v & U32 <= self.u32max and self.s32min <= _s32(v) <= self.s32max
+
+    def invariants_violation(self) -> str | None:
+        """reg_bounds_sanity_check: what is impossible in these bounds, or None."""
+        if self.umin > self.umax or self.smin > self.smax or self.u32min > self.u32max or \
+                self.s32min > self.s32max:
+            return "range bounds violation"
+        v = self.tv
+        if self.tm == 0 and not (self.umin == self.umax == v and
+                                 self.smin == self.smax == _s64(v)):
+            return "const tnum out of sync with range bounds"
+        v &= U32
+        if self.tm & U32 == 0 and not (self.u32min == self.u32max == v and
+                                       self.s32min == self.s32max == _s32(v)):
+            return "const subreg tnum out of sync with range bounds"
+        return None
+
+    def bounds_str(self) -> str:
+        """The bounds as REG INVARIANTS VIOLATION prints them."""
+        return (f"u64=[{self.umin:#x}, {self.umax:#x}] s64=[{self.smin & U64:#x}, "
+                f"{self.smax & U64:#x}] u32=[{self.u32min:#x}, {self.u32max:#x}] "
+                f"s32=[{self.s32min & U32:#x}, {self.s32max & U32:#x}] "
+                f"var_off=({self.tv:#x}, {self.tm:#x})")
+
+    def unbound(self) -> None:
+        """__mark_reg_unbounded: every range the widest, the tnum kept."""
+        self.smin, self.smax, self.umin, self.umax = S64_MIN, S64_MAX, 0, U64
+        self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
+
     def scalar(self) -> tuple[int, ...]:
         """The scalar's value: its tnum and bounds."""
         return (self.tv, self.tm, self.smin, self.smax, self.umin, self.umax, self.s32min,
@@ -697,9 +745,10 @@ class Reg:
             smax = x
         self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
         if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
-            smin = umin = s32min
-            smax = umax = s32max
-            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(smin, smax))
+            # (as u64: s32max is negative in an impossible range)
+            smin, umin = s32min, s32min
+            smax, umax = s32max, s32max & U64
+            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(umin, umax))
         self.smin, self.smax, self.umin, self.umax = smin, smax, umin, umax
 
     def _bound_offset(self) -> None:
@@ -4316,6 +4365,9 @@ class _Verifier:
         if d.t == SCALAR and s.t == SCALAR:
             self._refine(od, os_, o, is32)  # taken
             self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
+            for r, what in ((od, "true_reg1"), (os_, "true_reg2"), (d, "false_reg1"),
+                            (s, "false_reg2")):
+                self._sane(r, what)
             for stt, a, b in ((other, od, os_), (st, d, s)):
                 # the source's links first, then the destination's: two linked operands
                 # end with the destination's bounds
@@ -4599,10 +4651,25 @@ class _Verifier:
             elif o == op.BPF_JSLT:
                 r1.smax = min(r1.smax, r2.smax - 1)
                 r2.smin = max(r2.smin, r1.smin + 1)
+        # both synced (a register compared with itself twice), an impossible range too
         for r in (r1, r2):
-            if r.umin <= r.umax and r.smin <= r.smax and r.u32min <= r.u32max and \
-                    r.s32min <= r.s32max:
+            if r.possible():
                 r.sync()
+            else:
+                r.sync_raw()
+
+    def _sane(self, r: Reg, ctx: str) -> None:
+        """reg_bounds_sanity_check: impossible bounds (a dead branch walked) are a verifier
+        bug Linux logs and survives, the ranges forgotten and the tnum kept; under
+        BPF_F_TEST_REG_INVARIANTS they are a refusal."""
+        why = r.invariants_violation()
+        if why is None:
+            return
+        msg = f"verifier bug: REG INVARIANTS VIOLATION ({ctx}): {why} {r.bounds_str()}"
+        if self.spec.flags & BPF_F_TEST_REG_INVARIANTS:
+            raise Refuse(msg, errno.EFAULT)
+        self.log.append(msg)
+        r.unbound()
 
     @staticmethod
     def _refine_jset(r1: Reg, r2: Reg, o: int, mask: int) -> None:
