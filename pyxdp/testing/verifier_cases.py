@@ -466,6 +466,12 @@ _SELF = ("call 7\nr6 = r0\n{init}\nif {cmp} goto p\nr1 = r10\nr1 += -64\nr1 += r
          "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit\np:\nr1 = r10\nr1 += -64\nr1 += r6\n"
          "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit")
 _TEST_REG_INVARIANTS = 1 << 7  # BPF_F_TEST_REG_INVARIANTS
+# r0 = bpf_dynptr_slice(an XDP dynptr at fp-16, 0, NULL, 14): read-only memory (jumps to
+# out when NULL)
+_XDP_SLICE = ("r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\nr1 = r10\n"
+              "r1 += -16\nr2 = 0\nr3 = 0\nr4 = 14\ncall KFUNC(bpf_dynptr_slice)\n"
+              "if r0 == 0 goto out\n")
+_MEM_ARG = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -7777,6 +7783,11 @@ exit""", None, processed=23),
     _c("vc4_deduce_third_round", "call 7\nr6 = r0\nr6 |= 2\ncall 7\nr8 = (s8)r0\nr7 = r8\n"
        "if r6 >= r8 goto out\nif r7 >= r7 goto out\nif w8 < 0x80000000 goto out\n"
        "if w8 == -1 goto bad\nout:\nr0 = 2\nexit\nbad:\nr0 = *(u8 *)(r10 +0)\nexit", None),
+    # a map key argument (ARG_PTR_TO_MAP_KEY, no MEM_RDONLY) takes no read-only memory
+    _c("vc4_lookup_key_rdonly_slice", _XDP_SLICE + "r2 = r0\nr1 = MAP(hash)\ncall 1\n"
+       "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    _c("vc4_delete_key_rdonly_slice", _XDP_SLICE + "r2 = r0\nr1 = MAP(hash)\ncall 3\n"
+       "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

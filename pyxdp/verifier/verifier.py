@@ -6370,7 +6370,7 @@ class _Verifier:
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
-        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY, Arg.FIXED_MEM_RDONLY):
+        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         shown = t
         if may_null:  # and a nullable one a pointer that may be NULL
