@@ -8,7 +8,9 @@ the errno (``err``, EACCES unless the case says otherwise).
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
 ``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
-calls kernel function ``name`` (resolved by name at load, as libbpf does). A
+calls kernel function ``name`` (resolved by name at load, as libbpf does);
+``rX = KSYM(name)`` loads the address of kernel function or variable ``name`` (an
+``ld_imm64`` of its id in the kernel's BTF, as libbpf resolves a ``__ksym``). A
 case with ``funcs`` gets BTF and func_info, one :class:`Func` per function in
 order (the main program first), as clang emits them.
 """
@@ -31,6 +33,7 @@ from pyxdp.btf.btf import (
     BtfParam,
     BtfType,
 )
+from pyxdp.btf.vmlinux import core_target
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_WRONLY_PROG,
@@ -92,6 +95,7 @@ _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs
 _DIRECT = frozenset({"rodata"})
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
+_KSYM = re.compile(r"KSYM\((\w+)\)")
 _TAG = 0x5EED0000
 _ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 
@@ -204,6 +208,15 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         "tasked": tasked, "htasked": tasked, "kptrs": kptrs}
 
 
+def _ksym_id(m: re.Match[str]) -> str:
+    """``btf_id[N]``: the id of kernel FUNC or VAR ``m[1]`` in the kernel's BTF."""
+    kernel = core_target()
+    for tid in kernel.find_all(m.group(1)):
+        if kernel.type_by_id(tid).kind in (BtfKind.FUNC, BtfKind.VAR):
+            return f"btf_id[{tid}]"
+    raise ValueError(f"kernel symbol {m.group(1)!r} is not in the kernel's BTF")
+
+
 @dataclass(frozen=True)
 class VerifierCase:
     name: str
@@ -240,7 +253,8 @@ class VerifierCase:
             kfuncs.append(m.group(1))
             return f"kernel-function#{len(kfuncs) - 1}"
 
-        insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        asm = _KSYM.sub(_ksym_id, _KFUNC.sub(kmark, _MARK.sub(mark, self.asm)))
+        insns = list(assemble(asm))
         for pc, field, value in self.raw:
             insns[pc] = replace(insns[pc], **{field: value})
         krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
@@ -7788,6 +7802,26 @@ exit""", None, processed=23),
        "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
     _c("vc4_delete_key_rdonly_slice", _XDP_SLICE + "r2 = r0\nr1 = MAP(hash)\ncall 3\n"
        "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    # -- ld_imm64 of a kernel symbol's BTF id (vc4_): check_pseudo_btf_id wants its address
+    # from kallsyms; a function's is read-only memory of no size (which XDP may return)
+    _c("vc4_ksym_func", "r1 = KSYM(bpf_xdp_adjust_head)\nr0 = 2\nexit", None),
+    _c("vc4_ksym_func_returned", "r0 = KSYM(bpf_xdp_adjust_head)\nexit", None),
+    _c("vc4_ksym_func_read", "r1 = KSYM(bpf_xdp_adjust_head)\nr0 = *(u8 *)(r1 +0)\nr0 = 2\n"
+       "exit", "R1 min value is outside of the allowed memory range"),
+    _c("vc4_ksym_func_write", "r1 = KSYM(bpf_xdp_adjust_head)\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit", "R1 cannot write into rdonly_mem"),
+    _c("vc4_ksym_func_lookup_key", "r2 = KSYM(bpf_xdp_adjust_head)\nr1 = MAP(hash)\n"
+       "call 1\nr0 = 2\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    _c("vc4_ksym_func_csum_diff_empty", "r1 = KSYM(bpf_xdp_adjust_head)\nr2 = 0\nr3 = 0\n"
+       "r4 = 0\nr5 = 0\ncall 28\nr0 = 2\nexit", None),
+    # (this kernel's kallsyms has no data symbols: no CONFIG_KALLSYMS_ALL)
+    _c("vc4_ksym_percpu_var_no_address", "r1 = KSYM(bpf_prog_active)\nr0 = 2\nexit",
+       "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
+       err=errno.ENOENT),
+    _c("vc4_ksym_no_address_dead_code", "r0 = 2\nif r0 == 2 goto +2\n"
+       "r1 = KSYM(bpf_prog_active)\nexit",
+       "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
+       err=errno.ENOENT),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import gc
 import os
 import re
@@ -935,6 +936,68 @@ def _known(v: int) -> Reg:
     """A new register holding the known scalar ``v``."""
     r = _new_reg(Reg)
     r.set_known(v)
+    return r
+
+
+@functools.cache
+def _kallsyms() -> frozenset[str] | None:
+    """The names in /proc/kallsyms (None where there is none to read)."""
+    try:
+        with open("/proc/kallsyms") as fh:
+            return frozenset(ln.split()[2] for ln in fh if ln.count(" ") >= 2)
+    except OSError:
+        return None
+
+
+def _kallsyms_has(name: str) -> bool:
+    """kallsyms_lookup_name finds ``name`` (taken as found without a kallsyms to read)."""
+    names = _kallsyms()
+    return names is None or name in names
+
+
+def _ksym_reg(kernel: BtfIndex, btf_id: int) -> Reg:
+    """check_pseudo_btf_id's register for a kernel FUNC or VAR: a function's address is
+    read-only memory of no size; a per-CPU variable (in .data..percpu) a MEM_PERCPU
+    pointer to its type; another variable read-only memory of its type's size, or a
+    pointer to its struct."""
+    r = Reg()
+    t = kernel.type_by_id(btf_id)
+    if t.kind == BtfKind.FUNC:
+        r.set_ptr(MEM | RDONLY)
+        return r
+    vtype = t.size_type
+    sec = kernel.find(".data..percpu", BtfKind.DATASEC)
+    percpu = sec is not None and any(v.type == btf_id for v in kernel.type_by_id(sec).secinfos)
+    target, size, nelems = vtype, -1, 1
+    while True:  # btf_type_skip_modifiers, then btf_resolve_size
+        tt = kernel.type_by_id(target)
+        if tt.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                       BtfKind.TYPE_TAG):
+            target = tt.size_type
+            continue
+        break
+    if percpu or tt.kind in (BtfKind.STRUCT, BtfKind.UNION):
+        r.set_ptr(BTF_ID | (PERCPU if percpu else 0))
+        r.bt = kernel.type_by_id(vtype).name  # (btf_id is the VAR's own type)
+        return r
+    sized = tt
+    while size < 0:
+        if sized.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                          BtfKind.TYPE_TAG):
+            sized = kernel.type_by_id(sized.size_type)
+        elif sized.kind == BtfKind.ARRAY and sized.array is not None:
+            nelems *= sized.array.nelems
+            sized = kernel.type_by_id(sized.array.type)
+        elif sized.kind == BtfKind.PTR:
+            size = 8
+        elif sized.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.FLOAT,
+                            BtfKind.DATASEC):
+            size = sized.size_type
+        else:
+            raise Refuse(f"ldimm64 unable to resolve the size of type '{tt.name}': -22",
+                         errno.EINVAL)
+    r.set_ptr(MEM | RDONLY)
+    r.msize = size * nelems
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
@@ -2005,6 +2068,11 @@ class _Verifier:
                                                                          BtfKind.FUNC):
                     raise Refuse(f"pseudo btf_id {i.imm} in ldimm64 isn't KIND_VAR or "
                                  "KIND_FUNC", errno.EINVAL)
+                name = kernel.type_by_id(btf_id).name
+                if not _kallsyms_has(name):
+                    raise Refuse("ldimm64 failed to find the address for kernel symbol "
+                                 f"'{name}'.", errno.ENOENT)
+                _ksym_reg(kernel, btf_id)  # (a size it cannot resolve is refused here)
             if i.src not in (op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
                 continue
             self.pc = pc
@@ -3521,6 +3589,9 @@ class _Verifier:
                 raise Refuse("callback function not static", errno.EINVAL)
             d.set_ptr(FUNC)
             d.sub = pc + 1 + i.imm
+            return
+        if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and not self.insns[pc + 1].imm:
+            d.assign(_ksym_reg(core_target(self.core_btf), i.imm & U32))
             return
         if i.src != op.PseudoSrc.BPF_PSEUDO_NONE:
             raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
@@ -5963,6 +6034,10 @@ class _Verifier:
         if reg.off or not reg.const or reg.tv:
             raise UnsupportedHelper(f"{self.spec.name}: pc {pc} passes a per-CPU object's "
                                     "pointer with an offset: not modelled by pyxdp", pc=pc)
+        if not reg.sub:  # a kernel per-CPU variable (ld_imm64 of its BTF id)
+            raise UnsupportedHelper(f"{self.spec.name}: pc {pc} passes kernel per-CPU "
+                                    f"variable of type {reg.bt!r}: not modelled by pyxdp",
+                                    pc=pc)
         bt, sub = reg.bt, reg.sub
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
