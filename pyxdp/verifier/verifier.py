@@ -4434,11 +4434,11 @@ class _Verifier:
             if _reg_not_null(s) and d.t & MAYBE_NULL:
                 self._ptr_not_null(eq[i.dst])
         if d.t == SCALAR and s.t == SCALAR:
-            self._refine(od, os_, o, is32)  # taken
-            self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
-            for r, what in ((od, "true_reg1"), (os_, "true_reg2"), (d, "false_reg1"),
-                            (s, "false_reg2")):
-                self._sane(r, what)
+            taken = self._refine(od, os_, o, is32)
+            if self._refine(d, s, _NEG.get(o, _JSET_NOT), is32) or taken:  # fall-through
+                for r, what in ((od, "true_reg1"), (os_, "true_reg2"), (d, "false_reg1"),
+                                (s, "false_reg2")):
+                    self._sane(r, what)
             for stt, a, b in ((other, od, os_), (st, d, s)):
                 # the source's links first, then the destination's: two linked operands
                 # end with the destination's bounds
@@ -4647,8 +4647,9 @@ class _Verifier:
             return 1 if o == op.BPF_JGE else 0
         return -1
 
-    def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> None:
-        """regs_refine_cond_op: what the branch's outcome says about both registers."""
+    def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> bool:
+        """regs_refine_cond_op: what the branch's outcome says about both registers; True
+        when their bounds may have become impossible (the branch is dead)."""
         if o in (op.BPF_JGE, op.BPF_JGT, op.BPF_JSGE, op.BPF_JSGT):
             r1, r2, o = r2, r1, _FLIP[o]
         if is32:
@@ -4723,11 +4724,17 @@ class _Verifier:
                 r1.smax = min(r1.smax, r2.smax - 1)
                 r2.smin = max(r2.smin, r1.smin + 1)
         # both synced (a register compared with itself twice), an impossible range too
+        dead = False
         for r in (r1, r2):
-            if r.possible():
-                r.sync()
+            if r.umin <= r.umax and r.smin <= r.smax and r.u32min <= r.u32max and \
+                    r.s32min <= r.s32max and (r.tm or r.possible()):
+                r.sync()  # (an impossible range it makes is all reg_bounds_sanity_check sees)
+                dead = dead or r.umin > r.umax or r.smin > r.smax or r.u32min > r.u32max or \
+                    r.s32min > r.s32max
             else:
                 r.sync_raw()
+                dead = True
+        return dead
 
     def _sane(self, r: Reg, ctx: str) -> None:
         """reg_bounds_sanity_check: impossible bounds (a dead branch walked) are a verifier
