@@ -8,7 +8,9 @@ the errno (``err``, EACCES unless the case says otherwise).
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
 ``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
-calls kernel function ``name`` (resolved by name at load, as libbpf does). A
+calls kernel function ``name`` (resolved by name at load, as libbpf does);
+``rX = KSYM(name)`` loads the address of kernel function or variable ``name`` (an
+``ld_imm64`` of its id in the kernel's BTF, as libbpf resolves a ``__ksym``). A
 case with ``funcs`` gets BTF and func_info, one :class:`Func` per function in
 order (the main program first), as clang emits them.
 """
@@ -31,6 +33,7 @@ from pyxdp.btf.btf import (
     BtfParam,
     BtfType,
 )
+from pyxdp.btf.vmlinux import core_target
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_WRONLY_PROG,
@@ -92,6 +95,7 @@ _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs
 _DIRECT = frozenset({"rodata"})
 _MARK = re.compile(r"MAP\((\w+)\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
+_KSYM = re.compile(r"KSYM\((\w+)\)")
 _TAG = 0x5EED0000
 _ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 
@@ -204,6 +208,15 @@ def funcs_btf(funcs: tuple[Func, ...]) -> tuple[Btf, tuple[int, ...], int, dict[
         "tasked": tasked, "htasked": tasked, "kptrs": kptrs}
 
 
+def _ksym_id(m: re.Match[str]) -> str:
+    """``btf_id[N]``: the id of kernel FUNC or VAR ``m[1]`` in the kernel's BTF."""
+    kernel = core_target()
+    for tid in kernel.find_all(m.group(1)):
+        if kernel.type_by_id(tid).kind in (BtfKind.FUNC, BtfKind.VAR):
+            return f"btf_id[{tid}]"
+    raise ValueError(f"kernel symbol {m.group(1)!r} is not in the kernel's BTF")
+
+
 @dataclass(frozen=True)
 class VerifierCase:
     name: str
@@ -240,7 +253,8 @@ class VerifierCase:
             kfuncs.append(m.group(1))
             return f"kernel-function#{len(kfuncs) - 1}"
 
-        insns = list(assemble(_KFUNC.sub(kmark, _MARK.sub(mark, self.asm))))
+        asm = _KSYM.sub(_ksym_id, _KFUNC.sub(kmark, _MARK.sub(mark, self.asm)))
+        insns = list(assemble(asm))
         for pc, field, value in self.raw:
             insns[pc] = replace(insns[pc], **{field: value})
         krefs = tuple(KfuncRef(pc, kfuncs[i.imm]) for pc, i in enumerate(insns)
@@ -458,6 +472,20 @@ _VPRINTK = "r5 = 0\ncall KFUNC(bpf_stream_vprintk_impl)\nout:\nr0 = 2\nexit"
 # after _LOOKUP_OUT: bpf_snprintf({out}, fmts' format "s %d\\n", fp-16, {n})
 _SNPRINTF = ("r7 = r0\nr1 = 7\n*(u64 *)(r10 -16) = r1\n{out}\nr3 = r7\nr4 = r10\nr4 += -16\n"
              "r5 = {n}\ncall 165\nout:\nr0 = 2\nexit")
+
+
+# r6 from bpf_get_prandom_u32 narrowed by ``init``, compared by ``cmp``; both ways add r6 to
+# the frame pointer and read there
+_SELF = ("call 7\nr6 = r0\n{init}\nif {cmp} goto p\nr1 = r10\nr1 += -64\nr1 += r6\n"
+         "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit\np:\nr1 = r10\nr1 += -64\nr1 += r6\n"
+         "r0 = *(u8 *)(r1 +0)\nr0 = 2\nexit")
+_TEST_REG_INVARIANTS = 1 << 7  # BPF_F_TEST_REG_INVARIANTS
+# r0 = bpf_dynptr_slice(an XDP dynptr at fp-16, 0, NULL, 14): read-only memory (jumps to
+# out when NULL)
+_XDP_SLICE = ("r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\nr1 = r10\n"
+              "r1 += -16\nr2 = 0\nr3 = 0\nr4 = 14\ncall KFUNC(bpf_dynptr_slice)\n"
+              "if r0 == 0 goto out\n")
+_MEM_ARG = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -7742,6 +7770,58 @@ exit""", None, processed=23),
        "r1 += -64\nr1 += r7\nr0 = *(u8 *)(r1 +0)\nout:\nr0 = 2\nexit",
        "invalid variable-offset read from stack R1 var_off=(0x0; 0xffffffffffffffff) off=-64 "
        "size=1", err=errno.EINVAL),
+    # -- impossible bounds (vc4_): a register compared with itself is refined as two
+    # registers in place; reg_bounds_sync runs on the impossible range, then
+    # reg_bounds_sanity_check reports it and forgets the ranges (the tnum kept), or refuses
+    # under BPF_F_TEST_REG_INVARIANTS
+    _c("vc4_self_jlt32_forgets_range", _SELF.format(init="r6 &= 1", cmp="w6 < w6"),
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    _c("vc4_self_jlt32_invariants_flag", _SELF.format(init="r6 &= 1", cmp="w6 < w6"),
+       "verifier bug: REG INVARIANTS VIOLATION (true_reg1): range bounds violation "
+       "u64=[0x0, 0x1] s64=[0x0, 0x1] u32=[0x1, 0x0] s32=[0x0, 0x1] var_off=(0x0, 0x1)",
+       flags=_TEST_REG_INVARIANTS, err=errno.EFAULT),
+    _c("vc4_self_jsle32_forgets_range", _SELF.format(init="r6 &= 1\nr6 += -1",
+                                                     cmp="w6 s<= w6"),
+       "math between fp pointer and register with unbounded min value is not allowed",
+       err=errno.EINVAL),
+    # (the sync of s32 [0, -1] wraps: s64 [0, -1], u64 [0, U64_MAX])
+    _c("vc4_self_jsle32_invariants_flag", _SELF.format(init="r6 &= 1\nr6 += -1",
+                                                       cmp="w6 s<= w6"),
+       "verifier bug: REG INVARIANTS VIOLATION (false_reg1): range bounds violation "
+       "u64=[0x0, 0xffffffffffffffff] s64=[0x0, 0xffffffffffffffff] u32=[0x0, 0xffffffff] "
+       "s32=[0x0, 0xffffffff] var_off=(0x0, 0xffffffffffffffff)",
+       flags=_TEST_REG_INVARIANTS, err=errno.EFAULT),
+    # reg_bounds_sync deduces three rounds: the third narrows s32 to [-128, -2], so w8 is
+    # never -1 (r8 took r7's bounds from the self-compare, linked)
+    _c("vc4_deduce_third_round", "call 7\nr6 = r0\nr6 |= 2\ncall 7\nr8 = (s8)r0\nr7 = r8\n"
+       "if r6 >= r8 goto out\nif r7 >= r7 goto out\nif w8 < 0x80000000 goto out\n"
+       "if w8 == -1 goto bad\nout:\nr0 = 2\nexit\nbad:\nr0 = *(u8 *)(r10 +0)\nexit", None),
+    # a map key argument (ARG_PTR_TO_MAP_KEY, no MEM_RDONLY) takes no read-only memory
+    _c("vc4_lookup_key_rdonly_slice", _XDP_SLICE + "r2 = r0\nr1 = MAP(hash)\ncall 1\n"
+       "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    _c("vc4_delete_key_rdonly_slice", _XDP_SLICE + "r2 = r0\nr1 = MAP(hash)\ncall 3\n"
+       "out:\nr0 = 1\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    # -- ld_imm64 of a kernel symbol's BTF id (vc4_): check_pseudo_btf_id wants its address
+    # from kallsyms; a function's is read-only memory of no size (which XDP may return)
+    _c("vc4_ksym_func", "r1 = KSYM(bpf_xdp_adjust_head)\nr0 = 2\nexit", None),
+    _c("vc4_ksym_func_returned", "r0 = KSYM(bpf_xdp_adjust_head)\nexit", None),
+    _c("vc4_ksym_func_read", "r1 = KSYM(bpf_xdp_adjust_head)\nr0 = *(u8 *)(r1 +0)\nr0 = 2\n"
+       "exit", "R1 min value is outside of the allowed memory range"),
+    _c("vc4_ksym_func_write", "r1 = KSYM(bpf_xdp_adjust_head)\nr2 = 0\n"
+       "*(u8 *)(r1 +0) = r2\nr0 = 2\nexit", "R1 cannot write into rdonly_mem"),
+    _c("vc4_ksym_func_lookup_key", "r2 = KSYM(bpf_xdp_adjust_head)\nr1 = MAP(hash)\n"
+       "call 1\nr0 = 2\nexit", f"R2 type=rdonly_mem expected={_MEM_ARG}"),
+    _c("vc4_ksym_func_csum_diff_empty", "r1 = KSYM(bpf_xdp_adjust_head)\nr2 = 0\nr3 = 0\n"
+       "r4 = 0\nr5 = 0\ncall 28\nr0 = 2\nexit", None),
+    # (this kernel's kallsyms has no data symbols: no CONFIG_KALLSYMS_ALL)
+    _c("vc4_ksym_percpu_var_no_address", "r1 = KSYM(bpf_prog_active)\nr0 = 2\nexit",
+       "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
+       err=errno.ENOENT),
+    _c("vc4_ksym_no_address_dead_code", "r0 = 2\nif r0 == 2 goto +2\n"
+       "r1 = KSYM(bpf_prog_active)\nexit",
+       "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
+       err=errno.ENOENT),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import gc
 import os
 import re
@@ -135,6 +136,7 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "btf_load_refusal", "
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
 BPF_F_SLEEPABLE = 1 << 4
+BPF_F_TEST_REG_INVARIANTS = 1 << 7  # impossible bounds refused (-EFAULT)
 # syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
 _SYSCALL_CTX_MAX = 0xFFFF
 BPF_COMPLEXITY_LIMIT_JMP_SEQ = 8192
@@ -529,10 +531,61 @@ class Reg:
         before = self.scalar()
         self._deduce()
         if before != self.scalar():
-            self._deduce()  # a second round can only learn from what the first changed
+            # Linux's three rounds: a round can only learn from what the one before changed
+            before = self.scalar()
+            self._deduce()
+            if before != self.scalar():
+                self._deduce()
         self._bound_offset()
         self._update()
         _SYNCED.put(key, self.scalar())
+
+    def sync_raw(self) -> None:
+        """reg_bounds_sync step by step, for bounds a dead branch may have made impossible
+        (``sync`` takes a known tnum's value for every bound)."""
+        self._update()
+        self._deduce()
+        self._deduce()
+        self._deduce()
+        self._bound_offset()
+        self._update()
+
+    def possible(self) -> bool:
+        """Whether ``sync`` may take its shortcuts: every range well formed, a known tnum's
+        value in each."""
+        if self.tm:
+            return self.umin <= self.umax and self.smin <= self.smax and \
+                self.u32min <= self.u32max and self.s32min <= self.s32max
+        v = self.tv
+        return self.umin <= v <= self.umax and self.smin <= _s64(v) <= self.smax and \
+            self.u32min <= v & U32 <= self.u32max and self.s32min <= _s32(v) <= self.s32max
+
+    def invariants_violation(self) -> str | None:
+        """reg_bounds_sanity_check: what is impossible in these bounds, or None."""
+        if self.umin > self.umax or self.smin > self.smax or self.u32min > self.u32max or \
+                self.s32min > self.s32max:
+            return "range bounds violation"
+        v = self.tv
+        if self.tm == 0 and not (self.umin == self.umax == v and
+                                 self.smin == self.smax == _s64(v)):
+            return "const tnum out of sync with range bounds"
+        v &= U32
+        if self.tm & U32 == 0 and not (self.u32min == self.u32max == v and
+                                       self.s32min == self.s32max == _s32(v)):
+            return "const subreg tnum out of sync with range bounds"
+        return None
+
+    def bounds_str(self) -> str:
+        """The bounds as REG INVARIANTS VIOLATION prints them."""
+        return (f"u64=[{self.umin:#x}, {self.umax:#x}] s64=[{self.smin & U64:#x}, "
+                f"{self.smax & U64:#x}] u32=[{self.u32min:#x}, {self.u32max:#x}] "
+                f"s32=[{self.s32min & U32:#x}, {self.s32max & U32:#x}] "
+                f"var_off=({self.tv:#x}, {self.tm:#x})")
+
+    def unbound(self) -> None:
+        """__mark_reg_unbounded: every range the widest, the tnum kept."""
+        self.smin, self.smax, self.umin, self.umax = S64_MIN, S64_MAX, 0, U64
+        self.s32min, self.s32max, self.u32min, self.u32max = S32_MIN, S32_MAX, 0, U32
 
     def scalar(self) -> tuple[int, ...]:
         """The scalar's value: its tnum and bounds."""
@@ -693,9 +746,10 @@ class Reg:
             smax = x
         self.s32min, self.s32max, self.u32min, self.u32max = s32min, s32max, u32min, u32max
         if s32min >= 0 and smin >= S32_MIN and smax <= S32_MAX:
-            smin = umin = s32min
-            smax = umax = s32max
-            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(smin, smax))
+            # (as u64: s32max is negative in an impossible range)
+            smin, umin = s32min, s32min
+            smax, umax = s32max, s32max & U64
+            self.tv, self.tm = t_intersect((self.tv, self.tm), t_range(umin, umax))
         self.smin, self.smax, self.umin, self.umax = smin, smax, umin, umax
 
     def _bound_offset(self) -> None:
@@ -882,6 +936,68 @@ def _known(v: int) -> Reg:
     """A new register holding the known scalar ``v``."""
     r = _new_reg(Reg)
     r.set_known(v)
+    return r
+
+
+@functools.cache
+def _kallsyms() -> frozenset[str] | None:
+    """The names in /proc/kallsyms (None where there is none to read)."""
+    try:
+        with open("/proc/kallsyms") as fh:
+            return frozenset(ln.split()[2] for ln in fh if ln.count(" ") >= 2)
+    except OSError:
+        return None
+
+
+def _kallsyms_has(name: str) -> bool:
+    """kallsyms_lookup_name finds ``name`` (taken as found without a kallsyms to read)."""
+    names = _kallsyms()
+    return names is None or name in names
+
+
+def _ksym_reg(kernel: BtfIndex, btf_id: int) -> Reg:
+    """check_pseudo_btf_id's register for a kernel FUNC or VAR: a function's address is
+    read-only memory of no size; a per-CPU variable (in .data..percpu) a MEM_PERCPU
+    pointer to its type; another variable read-only memory of its type's size, or a
+    pointer to its struct."""
+    r = Reg()
+    t = kernel.type_by_id(btf_id)
+    if t.kind == BtfKind.FUNC:
+        r.set_ptr(MEM | RDONLY)
+        return r
+    vtype = t.size_type
+    sec = kernel.find(".data..percpu", BtfKind.DATASEC)
+    percpu = sec is not None and any(v.type == btf_id for v in kernel.type_by_id(sec).secinfos)
+    target, size, nelems = vtype, -1, 1
+    while True:  # btf_type_skip_modifiers, then btf_resolve_size
+        tt = kernel.type_by_id(target)
+        if tt.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                       BtfKind.TYPE_TAG):
+            target = tt.size_type
+            continue
+        break
+    if percpu or tt.kind in (BtfKind.STRUCT, BtfKind.UNION):
+        r.set_ptr(BTF_ID | (PERCPU if percpu else 0))
+        r.bt = kernel.type_by_id(vtype).name  # (btf_id is the VAR's own type)
+        return r
+    sized = tt
+    while size < 0:
+        if sized.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
+                          BtfKind.TYPE_TAG):
+            sized = kernel.type_by_id(sized.size_type)
+        elif sized.kind == BtfKind.ARRAY and sized.array is not None:
+            nelems *= sized.array.nelems
+            sized = kernel.type_by_id(sized.array.type)
+        elif sized.kind == BtfKind.PTR:
+            size = 8
+        elif sized.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.FLOAT,
+                            BtfKind.DATASEC):
+            size = sized.size_type
+        else:
+            raise Refuse(f"ldimm64 unable to resolve the size of type '{tt.name}': -22",
+                         errno.EINVAL)
+    r.set_ptr(MEM | RDONLY)
+    r.msize = size * nelems
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
@@ -1952,6 +2068,11 @@ class _Verifier:
                                                                          BtfKind.FUNC):
                     raise Refuse(f"pseudo btf_id {i.imm} in ldimm64 isn't KIND_VAR or "
                                  "KIND_FUNC", errno.EINVAL)
+                name = kernel.type_by_id(btf_id).name
+                if not _kallsyms_has(name):
+                    raise Refuse("ldimm64 failed to find the address for kernel symbol "
+                                 f"'{name}'.", errno.ENOENT)
+                _ksym_reg(kernel, btf_id)  # (a size it cannot resolve is refused here)
             if i.src not in (op.PseudoSrc.BPF_PSEUDO_MAP_FD, op.PseudoSrc.BPF_PSEUDO_MAP_VALUE):
                 continue
             self.pc = pc
@@ -3469,6 +3590,9 @@ class _Verifier:
             d.set_ptr(FUNC)
             d.sub = pc + 1 + i.imm
             return
+        if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and not self.insns[pc + 1].imm:
+            d.assign(_ksym_reg(core_target(self.core_btf), i.imm & U32))
+            return
         if i.src != op.PseudoSrc.BPF_PSEUDO_NONE:
             raise Refuse("unrecognized bpf_ld_imm64 insn", errno.EINVAL)
         d.set_known(imm64_at(self.insns, pc))
@@ -4310,8 +4434,11 @@ class _Verifier:
             if _reg_not_null(s) and d.t & MAYBE_NULL:
                 self._ptr_not_null(eq[i.dst])
         if d.t == SCALAR and s.t == SCALAR:
-            self._refine(od, os_, o, is32)  # taken
-            self._refine(d, s, _NEG.get(o, _JSET_NOT), is32)  # fall-through
+            taken = self._refine(od, os_, o, is32)
+            if self._refine(d, s, _NEG.get(o, _JSET_NOT), is32) or taken:  # fall-through
+                for r, what in ((od, "true_reg1"), (os_, "true_reg2"), (d, "false_reg1"),
+                                (s, "false_reg2")):
+                    self._sane(r, what)
             for stt, a, b in ((other, od, os_), (st, d, s)):
                 # the source's links first, then the destination's: two linked operands
                 # end with the destination's bounds
@@ -4520,8 +4647,9 @@ class _Verifier:
             return 1 if o == op.BPF_JGE else 0
         return -1
 
-    def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> None:
-        """regs_refine_cond_op: what the branch's outcome says about both registers."""
+    def _refine(self, r1: Reg, r2: Reg, o: int, is32: bool) -> bool:
+        """regs_refine_cond_op: what the branch's outcome says about both registers; True
+        when their bounds may have become impossible (the branch is dead)."""
         if o in (op.BPF_JGE, op.BPF_JGT, op.BPF_JSGE, op.BPF_JSGT):
             r1, r2, o = r2, r1, _FLIP[o]
         if is32:
@@ -4595,10 +4723,31 @@ class _Verifier:
             elif o == op.BPF_JSLT:
                 r1.smax = min(r1.smax, r2.smax - 1)
                 r2.smin = max(r2.smin, r1.smin + 1)
+        # both synced (a register compared with itself twice), an impossible range too
+        dead = False
         for r in (r1, r2):
             if r.umin <= r.umax and r.smin <= r.smax and r.u32min <= r.u32max and \
-                    r.s32min <= r.s32max:
-                r.sync()
+                    r.s32min <= r.s32max and (r.tm or r.possible()):
+                r.sync()  # (an impossible range it makes is all reg_bounds_sanity_check sees)
+                dead = dead or r.umin > r.umax or r.smin > r.smax or r.u32min > r.u32max or \
+                    r.s32min > r.s32max
+            else:
+                r.sync_raw()
+                dead = True
+        return dead
+
+    def _sane(self, r: Reg, ctx: str) -> None:
+        """reg_bounds_sanity_check: impossible bounds (a dead branch walked) are a verifier
+        bug Linux logs and survives, the ranges forgotten and the tnum kept; under
+        BPF_F_TEST_REG_INVARIANTS they are a refusal."""
+        why = r.invariants_violation()
+        if why is None:
+            return
+        msg = f"verifier bug: REG INVARIANTS VIOLATION ({ctx}): {why} {r.bounds_str()}"
+        if self.spec.flags & BPF_F_TEST_REG_INVARIANTS:
+            raise Refuse(msg, errno.EFAULT)
+        self.log.append(msg)
+        r.unbound()
 
     @staticmethod
     def _refine_jset(r1: Reg, r2: Reg, o: int, mask: int) -> None:
@@ -5892,6 +6041,10 @@ class _Verifier:
         if reg.off or not reg.const or reg.tv:
             raise UnsupportedHelper(f"{self.spec.name}: pc {pc} passes a per-CPU object's "
                                     "pointer with an offset: not modelled by pyxdp", pc=pc)
+        if not reg.sub:  # a kernel per-CPU variable (ld_imm64 of its BTF id)
+            raise UnsupportedHelper(f"{self.spec.name}: pc {pc} passes kernel per-CPU "
+                                    f"variable of type {reg.bt!r}: not modelled by pyxdp",
+                                    pc=pc)
         bt, sub = reg.bt, reg.sub
         for r in range(6):
             regs[r].__init__()  # type: ignore[misc]
@@ -6299,7 +6452,7 @@ class _Verifier:
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
-        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.MAP_KEY, Arg.FIXED_MEM_RDONLY):
+        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         shown = t
         if may_null:  # and a nullable one a pointer that may be NULL
