@@ -2340,7 +2340,7 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            self.loose = not self._incomplete_marks(cur, pc)
+            self.loose = not (self.visits and self._incomplete_marks(cur, pc))
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
@@ -2759,7 +2759,10 @@ class _Verifier:
                 # _stack_scalar(so) is not None
                 scalar = (types == _ALL_SPILL and spill is not None and spill.t == SCALAR) \
                     or types == _ALL_MISC
-                slots.append((spi, so, mask, want))
+                # once the quick check passed, a slot without a register (but an
+                # iterator's or IRQ flag's) has nothing left to compare
+                if spill is not None or types[0] == S_ITER or types[0] == S_IRQ:
+                    slots.append((spi, so, mask, want))
                 quick.append((2, fi, spi, types, mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
         old.quick = quick
@@ -2889,8 +2892,8 @@ class _Verifier:
 
     def _equal_planned(self, plan: list[_FramePlan], cur: State,
                        idmap: dict[int, int]) -> bool:
-        """states_equal (NOT_EXACT, loop-free pc) along a plan: the same checks in the same
-        order as the general comparison below."""
+        """states_equal (NOT_EXACT, loop-free pc) along a plan, once its quick checks
+        passed: the same checks in the same order as the general comparison below."""
         regsafe = self._regsafe
         for fi, (_, regs, slots) in enumerate(plan):
             fc = cur.frames[fi]
