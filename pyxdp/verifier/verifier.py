@@ -1156,6 +1156,19 @@ class State:
     def cur(self) -> Frame:
         return self.frames[-1]
 
+    def with_id(self, rid: int) -> list[Reg]:
+        """Every register and spilled register whose id is ``rid`` (all_regs' order), this
+        state's own to change in place (a filter without a call per register)."""
+        out: list[Reg] = []
+        for f in self.frames:
+            for r in f.regs:
+                if r.id == rid:
+                    out.append(r)
+            for spi, (_, spill) in enumerate(f.stack):
+                if spill is not None and spill.id == rid:
+                    out.append(f.spill_w(spi))  # type: ignore[arg-type]
+        return out
+
     def all_regs(self, want: Callable[[Reg], bool] | None = None) -> list[Reg]:
         """Every register and spilled register (those ``want`` accepts), this state's
         own to change in place."""
@@ -1540,6 +1553,12 @@ _MAP_STRUCTS: dict[int, str] = {
     MT.BPF_MAP_TYPE_BLOOM_FILTER: "bpf_bloom_filter",
 }
 ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
+
+
+# Argument kinds _arg tests for (built once: an enum member is an attribute load)
+_NULLABLE_ARGS = (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL, Arg.MEM_OR_NULL)
+_RDONLY_ARGS = (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY)
+_MAP_VALUE_ARGS = (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE)
 
 
 def _helper_name(fid: int) -> str:
@@ -2442,7 +2461,7 @@ class _Verifier:
         live = self.live[pc]
         if pc not in self.forced:
             # a loop whose marks may be incomplete compares every scalar's range and slot
-            self.loose = not self._incomplete_marks(cur, pc)
+            self.loose = not (self.visits and self._incomplete_marks(cur, pc))
             return self._visited_plain(pc, cur, live)
         return self._visited_forced(pc, cur, live)
 
@@ -2861,7 +2880,10 @@ class _Verifier:
                 # _stack_scalar(so) is not None
                 scalar = (types == _ALL_SPILL and spill is not None and spill.t == SCALAR) \
                     or types == _ALL_MISC
-                slots.append((spi, so, mask, want))
+                # once the quick check passed, a slot without a register (but an
+                # iterator's or IRQ flag's) has nothing left to compare
+                if spill is not None or types[0] == S_ITER or types[0] == S_IRQ:
+                    slots.append((spi, so, mask, want))
                 quick.append((2, fi, spi, types, mask, want, scalar))
             plan.append((fo.callsite, tuple(regs), tuple(slots)))
         old.quick = quick
@@ -2918,7 +2940,7 @@ class _Verifier:
         if old.refs and not all(self._ids(o[0], c[0], idmap)
                                 for o, c in zip(old.refs, cur.refs, strict=True)):
             return False
-        if len(old.locks) != len(cur.locks) or not all(
+        if len(old.locks) != len(cur.locks) or old.locks and not all(
                 o[:2] == c[:2] and self._ids(o[2], c[2], idmap)
                 for o, c in zip(old.locks, cur.locks, strict=True)):
             return False
@@ -2991,8 +3013,8 @@ class _Verifier:
 
     def _equal_planned(self, plan: list[_FramePlan], cur: State,
                        idmap: dict[int, int]) -> bool:
-        """states_equal (NOT_EXACT, loop-free pc) along a plan: the same checks in the same
-        order as the general comparison below."""
+        """states_equal (NOT_EXACT, loop-free pc) along a plan, once its quick checks
+        passed: the same checks in the same order as the general comparison below."""
         regsafe = self._regsafe
         for fi, (_, regs, slots) in enumerate(plan):
             fc = cur.frames[fi]
@@ -4515,12 +4537,15 @@ class _Verifier:
         new = ptr.off + (1 if right_open else 0)
         pid, pt = ptr.id, ptr.t
         # the larger range kept: a copy marked at or beyond the end (negative) gets it too
-        for r in state.all_regs(lambda r: r.t == pt and r.id == pid and r.rng < new):
-            r.rng = new
+        for r in state.with_id(pid):
+            if r.t == pt and r.rng < new:
+                r.rng = new
 
     def _mark_null(self, st: State, pid: int, is_null: bool) -> None:
         """mark_ptr_or_null_regs: every copy of the pointer ``pid`` is NULL or not NULL."""
-        for r in st.all_regs(lambda r: bool(r.t & MAYBE_NULL) and r.id == pid):
+        for r in st.with_id(pid):
+            if not r.t & MAYBE_NULL:
+                continue
             if is_null:
                 r.set_known(0)
             elif self._ptr_not_null(r):
@@ -6436,7 +6461,7 @@ class _Verifier:
             return
         if reg.t in (PKT, PKT_META) and fid not in PKT_ACCESS:  # may_access_direct_pkt_data
             raise Refuse("helper access to the packet is not allowed")
-        if arg in (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE) and meta.map is not None and \
+        if arg in _MAP_VALUE_ARGS and meta.map is not None and \
                 meta.map.type in (MT.BPF_MAP_TYPE_SOCKMAP, MT.BPF_MAP_TYPE_SOCKHASH):
             # resolve_map_arg_type: a socket map's value is a socket
             if arg != Arg.MAP_VALUE:
@@ -6448,11 +6473,11 @@ class _Verifier:
             # nothing (the stack keeps what it holds)
             arg = Arg.MAP_VALUE
         expect = self._arg_types(arg)
-        may_null = arg in (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL, Arg.MEM_OR_NULL)
+        may_null = arg in _NULLABLE_ARGS
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
-        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY):
+        if arg in _RDONLY_ARGS:
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         shown = t
         if may_null:  # and a nullable one a pointer that may be NULL
