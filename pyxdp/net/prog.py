@@ -45,7 +45,7 @@ from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.verifier.helpers import SYSCALL_MODELLED
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
-from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
+from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, HelperTable, Interpreter
 from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
@@ -203,9 +203,11 @@ class XdpProg:
             raise self._located(e) from None
         self.ctx_loads = {pc: a.offset // 4 for pc, a in loads.items()}
         if helpers is None:
-            helpers = {fid: h for fid, h in XDP_HELPERS.items() if fid in SYSCALL_MODELLED} \
+            helpers = {fid: XDP_HELPERS[fid] for fid in XDP_HELPERS if fid in SYSCALL_MODELLED} \
                 if self.syscall else XDP_HELPERS
-        self._helpers = dict(helpers)
+        # (a copy that keeps the table's deferred helpers deferred: the look-ups below
+        # load the ones the program calls)
+        self._helpers = HelperTable.of(helpers)
         # prog->aux->max_ctx_offset: the end of the furthest context access the verifier
         # saw (a load or store at a fixed offset of the unmoved pointer, or a helper or
         # kfunc argument pointing into it); 0 unverified
