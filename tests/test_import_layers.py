@@ -141,7 +141,8 @@ _LAZY = ("logging", "llvmlite", "pyxdp.kernel", "pyxdp.net.trace", "pyxdp.uapi.x
          # helpers a program loads by calling them (XDP_HELPERS and BASE_HELPERS defer them)
          "pyxdp.net.filter_fib", "pyxdp.net.fib", "pyxdp.net.filter_sk",
          "pyxdp.net.inet_hashtables", "pyxdp.net.syncookies", "pyxdp.vm.bpf_timer",
-         "pyxdp.vm.bpf_async", "pyxdp.vm.bpf_task_work")
+         "pyxdp.vm.bpf_async", "pyxdp.vm.bpf_task_work",
+         "pyxdp.vm.stream")  # a program's streams: made when first written or read
 
 
 def _first_packet(obj: str, engine: str, cache: Path) -> tuple[set[str], bool]:
