@@ -18,7 +18,7 @@ from pyxdp.errors import MapError
 from pyxdp.maps.arraymap import ArrayOfMaps
 from pyxdp.maps.hashtab import HashOfMaps
 from pyxdp.maps.xskmap import XskMap
-from pyxdp.net import filter as net_filter
+from pyxdp.net import filter_fib
 from pyxdp.net.fib import Fib
 from pyxdp.net.prog import jit_available
 from pyxdp.spec import MapSpec
@@ -263,7 +263,7 @@ def _check_mtu(seed: int, engine: str) -> list[object]:
 def test_check_mtu_twin_is_python() -> None:
     """Ingress and other devices, absent ones, mtu_len given or not, len_diff both ways,
     flags; the MTU written back."""
-    agree_natively(_check_mtu, [net_filter._check_mtu])
+    agree_natively(_check_mtu, [filter_fib._check_mtu])
 
 
 def test_check_mtu_without_the_ingress_device() -> None:
@@ -433,6 +433,6 @@ def test_fib_lookup_twin_is_python() -> None:
     source selection is left to the Python helper."""
     for seed in range(3):
         assert _fib_lookup(seed, "jit") == _fib_lookup(seed, "interp")
-    helpers = [net_filter._fib_lookup, Fib.bpf_fib_lookup]
+    helpers = [filter_fib._fib_lookup, Fib.bpf_fib_lookup]
     assert python_calls(helpers, lambda: _fib_lookup(0, "jit", python_cases=False)) == 0
     assert python_calls(helpers, lambda: _fib_lookup(0, "jit")) > 0

@@ -137,7 +137,12 @@ _LAZY = ("logging", "llvmlite", "pyxdp.kernel", "pyxdp.net.trace", "pyxdp.uapi.x
          "pyxdp.net.xdp_mem", "pyxdp.net.page_pool", "pyxdp.net.nf_conntrack",
          "pyxdp.net.nf_flow_table", "pyxdp.net.xfrm_state", "pyxdp.vm.task_kfuncs",
          "pyxdp.vm.bpf_list", "pyxdp.vm.bpf_rbtree", "pyxdp.maps.hashtab",
-         "pyxdp.maps.devmap", "pyxdp.maps.cpumap", "pyxdp.maps.lpm_trie")
+         "pyxdp.maps.devmap", "pyxdp.maps.cpumap", "pyxdp.maps.lpm_trie",
+         # helpers a program loads by calling them (XDP_HELPERS and BASE_HELPERS defer them)
+         "pyxdp.net.filter_fib", "pyxdp.net.fib", "pyxdp.net.filter_sk",
+         "pyxdp.net.inet_hashtables", "pyxdp.net.syncookies", "pyxdp.vm.bpf_timer",
+         "pyxdp.vm.bpf_async", "pyxdp.vm.bpf_task_work",
+         "pyxdp.vm.stream")  # a program's streams: made when first written or read
 
 
 def _first_packet(obj: str, engine: str, cache: Path) -> tuple[set[str], bool]:
@@ -167,3 +172,36 @@ def test_a_program_from_the_disk_cache_is_not_lowered(tmp_path: Path) -> None:
     warm, from_disk = _first_packet("xdp1.o", "jit", tmp_path)
     assert from_disk and "pyxdp.vm.jit.engine" in warm
     assert "pyxdp.vm.jit.lower" not in warm
+
+
+_DEFERRED = """
+import importlib, json
+from pyxdp.net.filter import XDP_HELPERS
+from pyxdp.vm.context import BASE_HELPERS
+out = {}
+for name, table in (("xdp", XDP_HELPERS), ("base", BASE_HELPERS)):
+    deferred = table.deferred()
+    by_module = {}
+    for hid, module in deferred.items():
+        by_module.setdefault(module, []).append(hid)
+    out[name] = {m: sorted(ids) for m, ids in by_module.items()}
+tables = {"pyxdp.net.filter_fib": "FIB_HELPERS", "pyxdp.net.filter_sk": "SK_HELPERS",
+          "pyxdp.vm.bpf_timer": "TIMER_HELPERS"}
+out["own"] = {m: sorted(getattr(importlib.import_module(m), t)) for m, t in tables.items()}
+print(json.dumps(out))
+"""
+
+
+def test_deferred_helpers_are_their_modules_own() -> None:
+    """The ids a helper table defers to a module are exactly those the module defines
+    (a fresh process: nothing has looked them up yet)."""
+    import json
+    import subprocess
+    import sys
+    out = json.loads(subprocess.run([sys.executable, "-c", _DEFERRED], capture_output=True,
+                                    text=True, check=True, cwd=ROOT).stdout)
+    own = out["own"]
+    assert out["base"] == {"pyxdp.vm.bpf_timer": own["pyxdp.vm.bpf_timer"]}
+    assert out["xdp"] == own  # XDP's table defers the base's too
+    assert own["pyxdp.net.filter_fib"] == [69, 163]
+    assert own["pyxdp.vm.bpf_timer"] == [169, 170, 171, 172]

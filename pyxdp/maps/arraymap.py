@@ -53,7 +53,6 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -268,7 +267,9 @@ class ArrayMap(_ArrayOrder):
 
     def clear(self) -> None:
         """Zero every value (array elements cannot be deleted)."""
-        if self.async_offs:
+        if self.async_offs:  # (the async model loads with a map holding such fields)
+            from pyxdp.vm.bpf_async import ASYNC
+
             ASYNC.free_map(self)
         self.value_data.fill(0)
 

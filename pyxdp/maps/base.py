@@ -52,7 +52,6 @@ from pyxdp.errors import MapError
 from pyxdp.smp import possible_cpus
 from pyxdp.uapi.bpf import BpfMapType, MapFlag, MapUpdateFlag
 from pyxdp.vm import map_space
-from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.map_space import MAP_SPACE_BASE, MAP_WINDOW, allocate_window
 from pyxdp.vm.memalloc import drop_kptr
 from pyxdp.vm.memory import Region
@@ -542,15 +541,20 @@ class Map:
         """``map_release_uref``: the last user reference is gone; its timers and work
         items are freed."""
         self.uref_released = True
-        if self.async_offs:
+        if self.async_offs:  # (the async model loads with a map holding such fields)
+            from pyxdp.vm.bpf_async import ASYNC
+
             ASYNC.free_map(self)
 
     def _free_fields(self, value_addr: int) -> None:
         """``bpf_obj_free_fields`` of the value at ``value_addr``: its timer and work
         item are cancelled and freed, the objects its __kptr fields and lists hold
         dropped."""
-        for off in self.async_offs:
-            ASYNC.cancel_and_free(value_addr + off)
+        if self.async_offs:
+            from pyxdp.vm.bpf_async import ASYNC
+
+            for off in self.async_offs:
+                ASYNC.cancel_and_free(value_addr + off)
         if self.kptr_offs or self.list_heads or self.rb_roots:
             from pyxdp.vm.bpf_list import free_lists
             from pyxdp.vm.bpf_rbtree import free_trees

@@ -98,7 +98,6 @@ from pyxdp.maps.base import (
     round_up,
 )
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
-from pyxdp.vm.bpf_async import ASYNC
 from pyxdp.vm.jit.abi import SLOW, MapInfo
 from pyxdp.vm.jit.ir import INT_TYPES, METADATA, TBAA_MEM, Text, c64, ret_if
 from pyxdp.vm.jit.natives import MapNative, map_desc, register_map
@@ -499,7 +498,9 @@ class HashMap(Map):
         return int(self.hdr[COUNT])
 
     def clear(self) -> None:
-        if self.async_offs:
+        if self.async_offs:  # (the async model loads with a map holding such fields)
+            from pyxdp.vm.bpf_async import ASYNC
+
             ASYNC.free_map(self)
         self.index.fill(EMPTY)
         self.elem_slot.fill(-1)

@@ -98,6 +98,7 @@ __all__ = [
     "RT_TABLE_DEFAULT",
     "RT_TABLE_LOCAL",
     "RT_TABLE_MAIN",
+    "run_net",
 ]
 
 AF_INET = 2
@@ -1594,6 +1595,13 @@ def dev_net(context: object, r1: int, what: str) -> tuple[Fib, int]:
         raise HelperFault(f"{what} called outside an XDP run")
     if r1 != CTX_BASE:
         raise HelperFault(f"first argument {r1:#x} is not the xdp_md context")
+    return run_net(context), int(context.xdp.rxq.ifindex)
+
+
+def run_net(context: RunContext) -> Fib:
+    """The run's namespace: its own, else its environment's (made now if need be), else
+    a fresh one (loopback only), kept for the rest of the run."""
     if context.fib is None:
-        context.fib = Fib()
-    return context.fib, int(context.xdp.rxq.ifindex)
+        context.fib = context.net_of.fib if context.net_of is not None else Fib()
+    net: Fib = context.fib
+    return net

@@ -47,7 +47,8 @@ Linux's verifier lets XDP use: ``may_update_sockmap``):
 ``bpf_map_lookup_elem`` returns the slot's socket as a ``struct bpf_sock``
 (mapped like a lookup's), a reference the program releases with
 ``bpf_sk_release`` (``bpf_map_delete_elem`` is the base helper's, the map's
-own delete). On other maps they are the base helpers.
+own delete). On other maps they are the base helpers: :mod:`pyxdp.net.filter`'s XDP
+map helpers call :func:`sockmap_lookup` and :func:`sockmap_update` for these maps.
 """
 
 from __future__ import annotations
@@ -92,17 +93,18 @@ from pyxdp.net.syncookies import (
     tcp_parse_mss_option,
 )
 from pyxdp.uapi.bpf import BpfFuncId, BpfSock
-from pyxdp.vm.helpers import BASE_HELPERS, helper, neg
+from pyxdp.vm.helpers import helper, neg
 from pyxdp.vm.interpreter import Helper, Interpreter
 from pyxdp.vm.jiffies import HZ, jiffies64, jiffies64_ir
 from pyxdp.vm.jit.abi import NF_XDP, SLOW, Natives
 from pyxdp.vm.jit.ir import TBAA_CTX_VALUES, Text, c64, ret_if
 from pyxdp.vm.jit.natives import HelperNative, register_helper
-from pyxdp.vm.map_space import map_at
 from pyxdp.vm.memory import Region
 
-__all__ = ["SK_HELPERS"]
+__all__ = ["SK_HELPERS", "sockmap_lookup", "sockmap_update"]
 
+# Their table: pyxdp.net.filter.XDP_HELPERS defers these ids to it (this module loads with
+# the first program calling one, or the first map helper on a sockmap).
 SK_HELPERS: dict[int, Helper] = {}
 M32 = 0xFFFF_FFFF
 M64 = (1 << 64) - 1
@@ -164,26 +166,18 @@ def _sock(addr: int) -> Sock:
     return sk
 
 
-_BASE_LOOKUP, _BASE_UPDATE = BASE_HELPERS[1].fn, BASE_HELPERS[2].fn
-
-
-@helper(1, "map_lookup_elem", SK_HELPERS)
-def _map_lookup_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = map_at(r1)
-    if not isinstance(m, SocketMapBase):
-        return _BASE_LOOKUP(vm, r1, r2, r3, r4, r5)
-    sk = m.socket_at(vm.mem.read(r2, m.key_size))
+def sockmap_lookup(vm: Interpreter, m: SocketMapBase, key: int) -> int:
+    """``bpf_map_lookup_elem`` on a sockmap or sockhash: the slot's socket as a
+    ``struct bpf_sock`` (mapped like a lookup's), or 0."""
+    sk = m.socket_at(vm.mem.read(key, m.key_size))
     if not isinstance(sk, Sock) or sk.table is None:
         return 0
     return _map_in(vm, sk)
 
 
-@helper(2, "map_update_elem", SK_HELPERS)
-def _map_update_elem(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    m = map_at(r1)
-    if not isinstance(m, SocketMapBase):
-        return _BASE_UPDATE(vm, r1, r2, r3, r4, r5)
-    return m.update_socket(vm.mem.read(r2, m.key_size), _sock(r3), r4) & M64
+def sockmap_update(vm: Interpreter, m: SocketMapBase, key: int, sk: int, flags: int) -> int:
+    """``bpf_map_update_elem`` on a sockmap or sockhash: puts the socket a lookup gave."""
+    return m.update_socket(vm.mem.read(key, m.key_size), _sock(sk), flags) & M64
 
 
 @helper(84, "sk_lookup_tcp", SK_HELPERS)

@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
@@ -45,11 +46,10 @@ from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction
 from pyxdp.verifier.helpers import SYSCALL_MODELLED
 from pyxdp.vm.ctx_access import find_ctx_loads, xdp_md_rule
 from pyxdp.vm.helpers import RunContext
-from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Interpreter
+from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, HelperTable, Interpreter
 from pyxdp.vm.jit import abi
 from pyxdp.vm.memalloc import arena, uses_arena
 from pyxdp.vm.memory import Region
-from pyxdp.vm.stream import ProgStreams
 
 if TYPE_CHECKING:
     import logging
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from pyxdp.net.page_pool import MemMap
     from pyxdp.spec import ProgramSpec
     from pyxdp.verifier.facts import MemAccess
+    from pyxdp.vm.stream import ProgStreams
 
 __all__ = ["MAX_TAIL_CALL_CNT", "XdpBatchResult", "XdpProg", "jit_available", "report_faults",
            "run_xdp", "xdp_dispatcher"]
@@ -203,9 +204,11 @@ class XdpProg:
             raise self._located(e) from None
         self.ctx_loads = {pc: a.offset // 4 for pc, a in loads.items()}
         if helpers is None:
-            helpers = {fid: h for fid, h in XDP_HELPERS.items() if fid in SYSCALL_MODELLED} \
+            helpers = {fid: XDP_HELPERS[fid] for fid in XDP_HELPERS if fid in SYSCALL_MODELLED} \
                 if self.syscall else XDP_HELPERS
-        self._helpers = dict(helpers)
+        # (a copy that keeps the table's deferred helpers deferred: the look-ups below
+        # load the ones the program calls)
+        self._helpers = HelperTable.of(helpers)
         # prog->aux->max_ctx_offset: the end of the furthest context access the verifier
         # saw (a load or store at a fixed offset of the unmoved pointer, or a helper or
         # kfunc argument pointing into it); 0 unverified
@@ -243,11 +246,17 @@ class XdpProg:
         self._tracer: Interpreter | None = None  # per-instruction traces need the interpreter
         self._async_vm: Engine | None = None  # runs bpf_timer callbacks
         self._depth = 0
-        self.streams = ProgStreams()  # its stdout and stderr (bpf_stream_vprintk_impl)
         # Called instead of a plain run() (pyxdp.explain watches each run whole: it calls
         # run() with an instruction trace and sees the end). Only run() consults it, so
         # it sees interpreter runs; a JIT program's run_batch never comes here.
         self.watcher: Callable[[XdpProg, XdpBuff, RunContext], int] | None = None
+
+    @cached_property
+    def streams(self) -> ProgStreams:
+        """Its stdout and stderr (``bpf_stream_vprintk_impl``), made on first use."""
+        from pyxdp.vm.stream import ProgStreams
+
+        return ProgStreams()
 
     @property
     def helpers(self) -> Mapping[int, Helper]:

@@ -24,16 +24,16 @@ from __future__ import annotations
 import dataclasses
 import errno
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from pyxdp.asm.insn import Instruction
 from pyxdp.backend import TestRunResult
 from pyxdp.errors import KernelError, ProgramFault, TestRunTruncated
-from pyxdp.net.fib import Fib
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.xdp import (
     ETH_HLEN,
@@ -47,11 +47,12 @@ from pyxdp.net.xdp import (
 )
 from pyxdp.smp import current_cpu
 from pyxdp.uapi.bpf import BpfAttachType, XdpAction
-from pyxdp.vm.bpf_task_work import TASK_WORK
 from pyxdp.vm.helpers import RunContext, TraceLog
 
 if TYPE_CHECKING:
+    from pyxdp.net.fib import Fib
     from pyxdp.net.xdp_metadata import XdpMetadataOps
+    from pyxdp.vm.bpf_task_work import TaskWorkQueue
 
 __all__ = ["NetdevInfo", "bpf_prog_test_run_syscall", "bpf_prog_test_run_xdp"]
 
@@ -71,6 +72,28 @@ class NetdevInfo:
     xdp_metadata_ops: XdpMetadataOps | None = None
 
 
+class _Namespace:
+    """``TestRunEnv.fib``: the namespace, made on its first read when none was given (the
+    routing model loads with it, not with every test run); setting it replaces it."""
+
+    @overload
+    def __get__(self, env: None, owner: Any = None) -> None: ...
+    @overload
+    def __get__(self, env: TestRunEnv, owner: Any = None) -> Fib: ...
+
+    def __get__(self, env: TestRunEnv | None, owner: Any = None) -> Fib | None:
+        if env is None:
+            return None  # the dataclass's default: none given
+        fib: Fib | None = env.__dict__.get("_fib")
+        if fib is None:
+            from pyxdp.net.fib import Fib
+            fib = env.__dict__["_fib"] = Fib()
+        return fib
+
+    def __set__(self, env: TestRunEnv, fib: Fib | None) -> None:
+        env.__dict__["_fib"] = fib
+
+
 @dataclass
 class TestRunEnv:
     """The surroundings of a userspace test_run: devices, CPU, trace log."""
@@ -83,8 +106,22 @@ class TestRunEnv:
     # it where the syscall runs (bpf_test_run: migrate_disable(), no CPU chosen for XDP).
     cpu: int | None = 0
     trace: TraceLog = field(default_factory=TraceLog)
-    # Devices, routes and neighbours for bpf_fib_lookup / bpf_check_mtu.
-    fib: Fib = field(default_factory=Fib)
+    # Devices, routes and neighbours for bpf_fib_lookup / bpf_check_mtu (the network
+    # namespace; None: a loopback-only one, made when first read).
+    fib: _Namespace = _Namespace()
+
+    def run_context(self, cpu: int) -> RunContext:
+        """A run's context in this environment: its namespace is this one's, the one
+        made for it if a helper needs one first."""
+        return RunContext(cpu=cpu, trace=self.trace, fib=self.__dict__.get("_fib"),
+                          net_of=self)
+
+
+def _task_work() -> TaskWorkQueue | None:
+    """The process's task work queue, if its module is loaded (the task_work kfuncs load
+    it: before them nothing can have been scheduled)."""
+    mod = sys.modules.get("pyxdp.vm.bpf_task_work")
+    return None if mod is None else mod.TASK_WORK
 
 
 def _run_cpu(env: TestRunEnv) -> int:
@@ -153,7 +190,7 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
         xdp.frags.append(bytearray(rest[:PAGE_SIZE]))
         rest = rest[PAGE_SIZE:]
 
-    ctx = RunContext(cpu=_run_cpu(env), trace=env.trace, fib=env.fib)
+    ctx = env.run_context(_run_cpu(env))
     start_lines = len(env.trace.lines)
     steps: list[str] = []
     tracer = _tracer(steps, prog.spec.insns) if trace else None
@@ -170,12 +207,14 @@ def bpf_prog_test_run_xdp(prog: XdpProg, data_in: bytes, *, ctx_in: bytes | None
             retval = int(XdpAction.XDP_ABORTED)
             fault = f"{prog.spec.name}: {e}"
             break
-        if i + 1 < iterations and TASK_WORK.signal_pending(me):
-            TASK_WORK.run()  # bpf_test_timer_continue: -EINTR, back to user space
+        if i + 1 < iterations and (tw := _task_work()) is not None \
+                and tw.signal_pending(me):
+            tw.run()  # bpf_test_timer_continue: -EINTR, back to user space
             raise _fail(errno.EINTR, "task work scheduled with TWA_SIGNAL on the "
                                      "test run's task interrupted it")
     duration = (clock() - t0) // iterations
-    TASK_WORK.run()  # the syscall returns to user space: the task's task work runs
+    if (tw := _task_work()) is not None:
+        tw.run()  # the syscall returns to user space: the task's task work runs
 
     out = bytes(xdp.frame[xdp.data_meta if xdp.meta_supported else xdp.data:xdp.data_end]) \
         + b"".join(xdp.frags)
@@ -237,7 +276,7 @@ def bpf_prog_test_run_syscall(prog: XdpProg, ctx_in: bytes | None, *,
         raise _fail(errno.EINVAL, f"a context of {size} bytes (the program reaches byte "
                                   f"{prog.max_ctx_offset}; at most {_SYSCALL_CTX_MAX})")
     buf = bytearray(ctx_in or b"")
-    ctx = RunContext(cpu=_run_cpu(env), trace=env.trace, fib=env.fib)
+    ctx = env.run_context(_run_cpu(env))
     start_lines = len(env.trace.lines)
     steps: list[str] = []
     tracer = _tracer(steps, prog.spec.insns) if trace else None

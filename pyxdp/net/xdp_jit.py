@@ -76,7 +76,9 @@ if TYPE_CHECKING:
 __all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit", "proven_accesses"]
 
 # Helper ids with a native twin, by kind (see abi.Natives): what the vm and
-# pyxdp.net.filter registered (importing XDP_HELPERS above registered the XDP ones).
+# pyxdp.net.filter registered (a helper's module registers its twin, so the helpers
+# XDP_HELPERS defers load first).
+XDP_HELPERS.load_deferred()
 NATIVE_XDP_HELPERS: dict[int, str] = {
     hid: twin.kind for hid, twin in sorted(native_helpers().items())}
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),

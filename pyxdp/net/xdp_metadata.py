@@ -51,7 +51,7 @@ from pyxdp.vm.bpf_rbtree import RBTREE_KFUNCS
 from pyxdp.vm.bpf_task_work import TASK_WORK_KFUNCS
 from pyxdp.vm.bpf_wq import WQ_KFUNCS
 from pyxdp.vm.helpers import RunContext, neg
-from pyxdp.vm.interpreter import Helper, Interpreter
+from pyxdp.vm.interpreter import Helper, HelperTable, Interpreter
 from pyxdp.vm.map_iter import MAP_ITER_KFUNCS
 from pyxdp.vm.memalloc import OBJ_KFUNCS, make_obj_new
 from pyxdp.vm.memalloc_percpu import PERCPU_OBJ_KFUNCS, make_percpu_obj_new
@@ -136,14 +136,15 @@ METADATA_KFUNCS: dict[str, Callable[[XdpMetadataOps], Callable[..., int]]] = {
 
 
 def bind_kfuncs(spec: ProgramSpec, ops: XdpMetadataOps | None, btf: Btf | None = None,
-                nr_cpus: int = 1) -> tuple[ProgramSpec, dict[int, Helper]]:
+                nr_cpus: int = 1) -> tuple[ProgramSpec, HelperTable]:
     """``spec`` with its kfunc calls turned into calls of helpers of its own, and the
     helper table to run it with; ``ops`` are the bound device's (None: none), ``btf``
     the program's (``bpf_obj_new`` allocates its structs), ``nr_cpus`` the CPUs it runs
     on (``bpf_percpu_obj_new`` makes a copy for each)."""
     # a syscall program gets the helpers pyxdp gives syscall programs (as XdpProg does)
-    helpers = {fid: h for fid, h in XDP_HELPERS.items() if fid in SYSCALL_MODELLED} \
-        if spec.prog_type == "syscall" else dict(XDP_HELPERS)
+    helpers = XDP_HELPERS.copy()
+    if spec.prog_type == "syscall":
+        helpers = HelperTable({fid: helpers[fid] for fid in helpers if fid in SYSCALL_MODELLED})
     insns = list(spec.insns)
     ids: dict[str, int] = {}
     bound = bool(spec.ifindex and spec.flags & BPF_F_XDP_DEV_BOUND_ONLY)

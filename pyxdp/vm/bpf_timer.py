@@ -56,11 +56,11 @@ from pyxdp.vm.context import RunContext, helper
 from pyxdp.vm.map_space import ProgramMap, map_at
 
 if TYPE_CHECKING:
-    from pyxdp.vm.interpreter import Interpreter
+    from pyxdp.vm.interpreter import Helper, Interpreter
 
 __all__ = ["BPF_F_TIMER_ABS", "BPF_F_TIMER_CPU_PIN", "CLOCK_BOOTTIME", "CLOCK_MONOTONIC",
-           "CLOCK_REALTIME", "TIMERS", "BpfHrtimer", "Clock", "RealClock", "TimerQueue",
-           "VirtualClock"]
+           "CLOCK_REALTIME", "TIMERS", "TIMER_HELPERS", "BpfHrtimer", "Clock", "RealClock",
+           "TimerQueue", "VirtualClock"]
 
 CLOCK_REALTIME = 0
 CLOCK_MONOTONIC = 1
@@ -226,28 +226,33 @@ TIMERS = TimerQueue()
 
 # -- the helpers ----------------------------------------------------------------------------
 
+# Their table: pyxdp.vm.context.BASE_HELPERS defers these ids to it (this module loads with
+# the first program calling one).
+TIMER_HELPERS: dict[int, Helper] = {}
+
+
 def _cpu(vm: Interpreter) -> int:
     ctx = vm.context
     return ctx.cpu if isinstance(ctx, RunContext) else 0
 
 
-@helper(169, "timer_init")
+@helper(169, "timer_init", TIMER_HELPERS)
 def _timer_init(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     vm.mem.read(r1, 16)  # the struct bpf_timer must be program memory (a map value)
     return TIMERS.init(map_at(r2), r1, r3) & M64
 
 
-@helper(170, "timer_set_callback")
+@helper(170, "timer_set_callback", TIMER_HELPERS)
 def _timer_set_callback(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return TIMERS.set_callback(r1, r2, async_owner(vm, "bpf_timer_set_callback")) & M64
 
 
-@helper(171, "timer_start")
+@helper(171, "timer_start", TIMER_HELPERS)
 def _timer_start(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return TIMERS.start(r1, r2, r3, _cpu(vm)) & M64
 
 
-@helper(172, "timer_cancel")
+@helper(172, "timer_cancel", TIMER_HELPERS)
 def _timer_cancel(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
     return TIMERS.cancel(r1) & M64
 

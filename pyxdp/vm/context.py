@@ -11,13 +11,13 @@ the table has one owner and no import runs in a circle.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pyxdp.vm.interpreter import Helper, HelperFn
+from pyxdp.vm.interpreter import Helper, HelperFn, HelperTable
 from pyxdp.vm.memory import Region
 from pyxdp.vm.random32 import RndState
 
@@ -117,8 +117,11 @@ class RunContext:
     clock_ns: Callable[[], int] = time.monotonic_ns
     scratch: list[Region] = field(default_factory=list)
     # The network namespace bpf_fib_lookup/bpf_check_mtu consult (the network layer's
-    # Fib; typed loosely because the vm layer does not import net).
+    # Fib; typed loosely because the vm layer does not import net); when None, the
+    # first helper needing one takes ``net_of.fib`` (test_run's environment, which
+    # makes its namespace on demand), or a fresh one without ``net_of``.
     fib: Any = None
+    net_of: Any = None
     # bpf_redirect_xsk (an XDP helper): (ifindex, queue) -> the AF_XDP socket bind()
     # registered on that rx queue, or None; and the same for native code, a uint64
     # numpy array indexed by ifindex with one bit per queue below 64 (None: ask the
@@ -127,10 +130,12 @@ class RunContext:
     xsk_table: Any = None
 
 
-BASE_HELPERS: dict[int, Helper] = {}
+BASE_HELPERS = HelperTable()
+# bpf_timer_* load with the first program calling one (with the async callbacks' model).
+BASE_HELPERS.defer("pyxdp.vm.bpf_timer", "TIMER_HELPERS", (169, 170, 171, 172))
 
 
-def helper(helper_id: int, name: str, table: dict[int, Helper] | None = None
+def helper(helper_id: int, name: str, table: MutableMapping[int, Helper] | None = None
            ) -> Callable[[HelperFn], HelperFn]:
     """Register ``fn`` as helper ``helper_id`` (``bpf_<name>``)."""
 

@@ -454,7 +454,6 @@ def _strncmp(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) -> in
     return 0
 
 
-from pyxdp.vm import bpf_timer as _bpf_timer  # noqa: E402,F401  (registers the timer helpers)
 from pyxdp.vm import bpf_trace as _bpf_trace  # noqa: E402,F401  (bpf_probe_read_kernel{,_str})
 from pyxdp.vm import helpers_more as _helpers_more  # noqa: E402,F401  (registers more)
 from pyxdp.vm import memalloc as _memalloc  # noqa: E402,F401  (registers bpf_kptr_xchg)

@@ -22,8 +22,17 @@ instruction.
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,7 +52,7 @@ from pyxdp.errors import (
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "MAY_GOTO_LOOPS", "OP_MAY_GOTO", "TAIL_CALL_ID",
-           "Helper", "HelperFn", "Interpreter", "Ldimm64Resolver", "ProgramThrow",
+           "Helper", "HelperFn", "HelperTable", "Interpreter", "Ldimm64Resolver", "ProgramThrow",
            "helper_display_name",
            "helper_failure", "insn_text", "ld_imm64_value"]
 
@@ -84,6 +93,85 @@ class Helper:
     id: int
     name: str
     fn: HelperFn
+
+
+class HelperTable(MutableMapping[int, Helper]):
+    """Helpers by id, the rarer ones loading with their first use (issue 13: a program
+    loads the models behind the helpers it calls, not behind every helper).
+
+    :meth:`defer` names ids a module defines in a table of its own: the first look-up
+    of such an id imports the module and takes the helper from that table. Membership,
+    length and iteration need no import, so the table answers "is there a helper #n"
+    as an eager one does; :meth:`copy` keeps the deferred ids deferred.
+    """
+
+    __slots__ = ("_own", "_lazy")
+
+    def __init__(self, helpers: Mapping[int, Helper] | None = None) -> None:
+        self._own: dict[int, Helper] = dict(helpers or {})
+        self._lazy: dict[int, tuple[str, str]] = {}  # id -> (module, its table's name)
+
+    def defer(self, module: str, table: str, ids: Iterable[int]) -> None:
+        """Helpers ``ids`` are ``module``'s, in its mapping ``table``: imported on the
+        first look-up of one of them."""
+        for hid in ids:
+            self._own.pop(hid, None)
+            self._lazy[hid] = (module, table)
+
+    def __getitem__(self, hid: int) -> Helper:
+        try:
+            return self._own[hid]
+        except KeyError:
+            if hid not in self._lazy:
+                raise
+        module, table = self._lazy[hid]
+        helpers: Mapping[int, Helper] = getattr(importlib.import_module(module), table)
+        if hid not in helpers:  # the ids given to defer() are wrong: a bug, not a miss
+            raise LookupError(f"{module}.{table} has no helper #{hid}")
+        h = self._own[hid] = helpers[hid]
+        del self._lazy[hid]
+        return h
+
+    def __setitem__(self, hid: int, h: Helper) -> None:
+        self._own[hid] = h
+        self._lazy.pop(hid, None)
+
+    def __delitem__(self, hid: int) -> None:
+        if hid in self._lazy:
+            del self._lazy[hid]
+        else:
+            del self._own[hid]
+
+    def __contains__(self, hid: object) -> bool:
+        return hid in self._own or hid in self._lazy
+
+    def __iter__(self) -> Iterator[int]:
+        yield from list(self._own)
+        yield from list(self._lazy)
+
+    def __len__(self) -> int:
+        return len(self._own) + len(self._lazy)
+
+    def deferred(self) -> dict[int, str]:
+        """The ids not looked up yet, with the module defining each."""
+        return {hid: module for hid, (module, _table) in self._lazy.items()}
+
+    def load_deferred(self) -> None:
+        """Load every deferred helper (their modules register what else they have: the
+        JIT's twins)."""
+        for hid in list(self._lazy):
+            self[hid]
+
+    def copy(self) -> HelperTable:
+        """A table of one's own with the same helpers, the deferred ones still deferred."""
+        out = HelperTable(self._own)
+        out._lazy = dict(self._lazy)
+        return out
+
+    @classmethod
+    def of(cls, helpers: Mapping[int, Helper]) -> HelperTable:
+        """``helpers`` as a table of one's own (a HelperTable's copy keeps it lazy)."""
+        return helpers.copy() if isinstance(helpers, HelperTable) else cls(helpers)
 
 
 # Resolves ld_imm64 with a pseudo source (map fd, map value, ...) to the
@@ -234,7 +322,7 @@ class Interpreter:
         # ctx_values, the way the verifier rewrites them into kernel-field loads.
         self.ctx_loads = dict(ctx_loads or {})
         self.ctx_values: list[int] = [0] * 8
-        self.helpers = dict(ISA_HELPERS if helpers is None else helpers)
+        self.helpers = HelperTable.of(ISA_HELPERS if helpers is None else helpers)
         self.budget = budget
         self.R: list[int] = [0] * 11
         self.mem = Memory()

@@ -6,19 +6,16 @@ convention of ``arch/*/net/bpf_jit_comp.c``; pyxdp's generated code instead
 shares these structures with :mod:`pyxdp.vm.jit.runtime` (which builds its
 ctypes mirrors from the same field lists): the run context, the region table,
 the batch descriptors (the generic one and the XDP one), the map descriptors
-native helpers read, the status codes and flags. :class:`MapInfo`,
-:class:`Natives`, :class:`ProgramInput` and :class:`LoweredModule` are the
-lowering's inputs and outputs.
+native helpers read, the status codes and flags. :class:`MapInfo` and
+:class:`Natives` tell the lowering which twins and maps to specialise (its own input
+and output records are :mod:`pyxdp.vm.jit.unit`'s).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyxdp.asm import opcodes as op
-from pyxdp.asm.insn import Instruction
-from pyxdp.asm.validate import Layout
 from pyxdp.vm.memory import STACK_FRAME_GAP
 
 __all__ = [
@@ -27,8 +24,7 @@ __all__ = [
     "MAX_FRAGS", "MAX_REGIONS",
     "MAX_TAIL_CALL_CNT", "NF_CLOCK", "NF_RUNCTX", "NF_XDP", "REGION_FIELDS", "SLOT_FIELDS",
     "SLOW", "ST_ABORT", "ST_BUDGET", "ST_CALLX", "ST_HELPER", "ST_OK", "ST_READ", "ST_TAIL",
-    "ST_THROW", "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "LoweredModule", "MapInfo",
-    "Natives", "ProgramInput",
+    "ST_THROW", "ST_WRITE", "TAIL_WORDS", "XDP_FIELDS", "Hint", "MapInfo", "Natives",
 ]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
@@ -220,39 +216,3 @@ class Natives:
 # "cpu": entry value + the run's CPU; "stk": a stack frame; "probe" (in ``proven``): a
 # BPF_PROBE_MEM load, 0 where no region holds it.
 Hint = tuple[str, int, bool]
-
-
-@dataclass(frozen=True)
-class ProgramInput:
-    """One program to lower; ``tag`` prefixes its exported symbols."""
-
-    insns: tuple[Instruction, ...]
-    layout: Layout
-    imm64: Mapping[int, int]
-    ctx_loads: Mapping[int, int]
-    callbacks: tuple[int, ...]
-    tag: str
-    natives: Natives = field(default_factory=Natives)
-    unsafe: bool = False
-    emit_run: bool = True
-    # Accesses the verifier proved in bounds, by pc: the region hint they land in (the
-    # packet's entry, a map's values, "stk"), used without testing it.
-    proven: Mapping[int, Hint] = field(default_factory=dict)
-    # The start of the program's exception callback of its own (0: the default one):
-    # a bpf_throw's unwinding ends in the main function calling it with the cookie.
-    exception_cb: int = 0
-    # Every run of the code starts with at least this budget (0: any budget): when it
-    # covers the longest run the program can make (analysis.run_bound), the code tests
-    # no budget; the runtime runs a smaller budget on code built with 0.
-    min_budget: int = 0
-
-
-@dataclass(frozen=True)
-class LoweredModule:
-    """IR text and the exported symbols: the run entry, the XDP batch entry (or None),
-    the callbacks by pc."""
-
-    ir: str
-    entry: str | None
-    xdp_entry: str | None
-    callbacks: dict[int, str]

@@ -20,7 +20,8 @@ from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
 from pyxdp.asm.validate import Layout
 from pyxdp.vm.interpreter import OP_MAY_GOTO, TAIL_CALL_ID
-from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives, ProgramInput
+from pyxdp.vm.jit.abi import M64, MAX_FRAMES, Hint, MapInfo, Natives
+from pyxdp.vm.jit.unit import ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["Block", "FrameAnalysis", "Hint", "Hints", "Program", "basic_blocks", "byte_runs",

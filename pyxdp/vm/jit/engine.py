@@ -60,8 +60,8 @@ import llvmlite.binding as llvm  # type: ignore[import-untyped]
 
 from pyxdp.asm.insn import encode
 from pyxdp.diskcache import disk_cache_dir, load_sealed, sources_digest, store_sealed
-from pyxdp.vm.jit.abi import LoweredModule, ProgramInput
 from pyxdp.vm.jit.entry import runtime_module
+from pyxdp.vm.jit.unit import LoweredModule, ProgramInput
 
 __all__ = ["CACHE_SIZE", "DISK_CACHE_MAX", "QUICK", "CompiledProgram", "cache_clear",
            "compile_program", "compile_together", "disk_cache_dir", "native_function",

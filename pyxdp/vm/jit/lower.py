@@ -103,10 +103,8 @@ from pyxdp.vm.jit.abi import (
     ST_READ,
     ST_THROW,
     ST_WRITE,
-    LoweredModule,
     MapInfo,
     Natives,
-    ProgramInput,
 )
 from pyxdp.vm.jit.analysis import (
     Block,
@@ -135,6 +133,7 @@ from pyxdp.vm.jit.ir import (
     cint,
 )
 from pyxdp.vm.jit.natives import HelperNative, map_native, native_by_kind, shared_functions
+from pyxdp.vm.jit.unit import LoweredModule, ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE
 
 __all__ = ["FuncLowering", "ModuleLowering", "Part", "lower", "lower_many", "lower_modules",

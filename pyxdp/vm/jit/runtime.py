@@ -136,10 +136,11 @@ from pyxdp.vm.interpreter import (
     ld_imm64_value,
 )
 from pyxdp.vm.jit import abi
-from pyxdp.vm.jit.abi import MAX_REGIONS, Natives, ProgramInput
+from pyxdp.vm.jit.abi import MAX_REGIONS, Natives
 from pyxdp.vm.jit.analysis import run_bound
 from pyxdp.vm.jit.engine import CompiledProgram, compile_program, native_helper_address
 from pyxdp.vm.jit.natives import native_by_kind
+from pyxdp.vm.jit.unit import ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["MAX_REGIONS", "NATIVE_HELPERS", "PACKET_BASE", "BatchResult", "FrameRegion",
