@@ -136,12 +136,14 @@ layout of :class:`~pyxdp.net.xdp.FragTable`) whose address the JIT's descriptor
 carries for that batch, written back after the run (:func:`_frags_back`: released
 frags recycled first, then ``nr_frags``, ``xdp_frags_size`` and the frag records,
 as :meth:`pyxdp.net.prog._Frags.write_back`), and DROP/ABORTED free each frame's
-frags then its head. XDP_TX on a NIC whose transmit is a sink takes them into the
-TX bulk, and a redirect through a devmap entry without a program or to an ifindex
-(no broadcast, the call running no devmap program) that is such a NIC into its bulk
-queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
-the whole length checked and counted, completion or refusal freeing frags then
-head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
+frags then its head. XDP_TX on a NIC whose transmit is a sink or on a veth
+(``veth_xdp_tx``) takes them into the TX bulk, and a redirect through a devmap entry
+without a program or to an ifindex (no broadcast, the call running no devmap
+program) that is such a NIC or a veth into its bulk queue or refuses them
+(:func:`_frags_red_ok`; -EOPNOTSUPP from a target without ``NDO_XMIT_SG``): the
+frags flag in the ``xdp_frame``, the whole length checked and counted (a veth's
+peer's ``xdp_ring`` holds it with :data:`KIND_FRAGS`), completion or refusal
+freeing frags then head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
 :func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
 stack's demux in the poll's list, then frees its frags and head; a redirect into
 a cpumap entry converts its head with the frags flag and puts its whole length in
@@ -152,7 +154,9 @@ elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
 ``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
 that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
 poll holding xdp_frames of other memories stop at a frags frame, which the Python
-poll takes (``docs/SEMANTICS.md``, sizes and frags).
+poll takes (``docs/SEMANTICS.md``, sizes and frags); a multi-buffer xdp_frame another
+device queued (a veth's peer's) ends the call before the poll it falls in
+(:func:`_frame_frags_ahead`), so the Python poll takes that poll's entries whole.
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
