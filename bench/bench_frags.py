@@ -4,7 +4,9 @@ pool per frame), alone (``dma``: lists of 64 received, then freed as a DROP free
 them) and through an ``xdp.frags`` program returning each verdict (``drop``,
 ``pass`` to the stack, ``tx``, ``redirect`` with ``bpf_redirect`` to a second
 9000-MTU NIC whose transmit is a sink, ``cpumap`` with ``bpf_redirect_map`` into a
-cpumap entry of CPU 0 whose kthread passes them to the stack), the NIC's generator
+cpumap entry of CPU 0 whose kthread passes them to the stack, ``veth`` with
+``bpf_redirect`` to a 9000-MTU veth whose peer's ``xdp.frags`` program drops them:
+``veth_xdp_xmit`` onto the peer's ``xdp_ring``, the peer's poll), the NIC's generator
 making the frames.
 The ``generic_*`` cases are generic (skb-mode) XDP on such skbs: lists of 64 given
 to ``netif_receive_skb_list`` of a device whose program (``XDP_DROP``, or
@@ -42,7 +44,9 @@ VERDICTS = {"drop": "r0 = 1\nexit", "pass": "r0 = 2\nexit", "tx": "r0 = 3\nexit"
             # bpf_redirect(eth1 = ifindex 3, 0)
             "redirect": "r1 = 3\nr2 = 0\ncall 23\nexit",
             # bpf_redirect_map(cpus, 0, 0)
-            "cpumap": "r1 = map[fd:0]\nr2 = 0\nr3 = 0\ncall bpf_redirect_map\nexit"}
+            "cpumap": "r1 = map[fd:0]\nr2 = 0\nr3 = 0\ncall bpf_redirect_map\nexit",
+            # bpf_redirect(veth0 = ifindex 4, 0): veth1's xdp.frags program drops them
+            "veth": "r1 = 4\nr2 = 0\ncall 23\nexit"}
 CPUMAP = [MapSpec("cpus", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 1)]
 
 
@@ -75,6 +79,9 @@ def kfps_verdict(verdict: str, frames: int, size: int) -> float:
     with Host(tracer=Tracer(), engine="jit") as h:
         nic = h.add_device("eth0", mtu=9000)
         h.add_device("eth1", mtu=9000)
+        if verdict == "veth":
+            _, peer = h.veth("veth0", "veth1", mtu=9000)
+            peer.attach_xdp(h.load(_frags_prog(VERDICTS["drop"])).programs["t"])
         coll = h.load(_frags_prog(VERDICTS[verdict]))
         if "cpus" in coll.maps:
             coll.maps["cpus"][0] = struct.pack("<Ii", 256, 0)  # a ring of 256, no program
@@ -117,8 +124,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=64_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--size", type=int, default=9000)
-    ap.add_argument("--cases", default="dma,drop,pass,tx,redirect,cpumap",
-                    help="comma-separated: dma, drop, pass, tx, redirect, cpumap, "
+    ap.add_argument("--cases", default="dma,drop,pass,tx,redirect,cpumap,veth",
+                    help="comma-separated: dma, drop, pass, tx, redirect, cpumap, veth, "
                     + ", ".join(GENERIC))
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs; {args.frames} {args.size}-byte frames per run; "

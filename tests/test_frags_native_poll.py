@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from pyxdp.net import packets as pk
-from pyxdp.net.netdevice import Host
+from pyxdp.net.netdevice import Host, XdpFeatures
 from pyxdp.net.prog import jit_available
 from pyxdp.net.source import TrafficGenerator
 from pyxdp.net.trace import Tracer
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, MapSpec
+from pyxdp.testing.fragslab import PASS_FRAGS
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 from pyxdp.xsk.datapath import PyxdpXskSocket
@@ -151,11 +152,16 @@ def _pools(h: Host, ordered: bool) -> list[tuple[object, ...]]:
 
 
 def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(range(8)),
-         wire: bool = True, watch: bool = True) -> tuple[Any, ...]:
+         wire: bool = True, watch: bool = True, veth: bool = False) -> tuple[Any, ...]:
     """``wire``: eth1 shows what it sends to a wire sink (a target only the Python path
     sends to); without, its transmit is a sink and only the counters see it. ``watch``:
     the stack shows what it receives (a callback, which only the Python path calls);
-    without, its counters, drop reasons, lists and route lookups stand for it."""
+    without, its counters, drop reasons, lists and route lookups stand for it.
+    ``veth``: devmap slot 3 (else empty) is veth vt0, whose peer vt1 (MTU 9000: longer
+    frames stop veth_xdp_xmit's bulk) passes what it gets to the stack with an
+    ``xdp.frags`` program, and eth2 lacks NDO_XMIT_SG (multi-buffer frames there:
+    -EOPNOTSUPP before its MTU's -EMSGSIZE); a veth rx's peer passes likewise what
+    rx sends it (XDP_TX, veth_xdp_tx; redirects to rx itself)."""
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         if feed == "veth":
             rx, sender = h.veth("veth0", "veth1", mtu=16000)
@@ -165,7 +171,16 @@ def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(r
         eth2 = h.add_device("eth2", mtu=1500)
         coll = h.load(_spec())
         ports = coll.maps["ports"]
-        for slot, dev in enumerate((eth1, eth2, rx)):
+        targets = [eth1, eth2, rx]
+        if veth:
+            vt0, vt1 = h.veth("vt0", "vt1", mtu=16000)
+            vt1.mtu = 9000
+            vt1.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
+            if feed == "veth":
+                sender.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
+            eth2.xdp_features = eth2.xdp_features & ~XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG
+            targets.append(vt0)
+        for slot, dev in enumerate(targets):
             ports[slot] = struct.pack("<I", dev.ifindex)
         if not dry:
             # A ring of 8: it fills. (Dry: no entry, -EINVAL - frames the inline kthread
@@ -338,3 +353,34 @@ def test_frags_pass_and_cpumap_are_native(feed: str, monkeypatch: pytest.MonkeyP
     assert rx["xdp_pass"] == 3 * 4 * len(SIZES)
     assert sum(fast[4][2].values()) >= 3 * 4 * len(SIZES)  # the stack saw them all
     assert fast[4][4] > 0 and fast[1]["xdp_cpumap_enqueue"]
+
+
+@pytest.mark.parametrize("feed", ["dma", "gen", "veth"])
+def test_frags_redirects_to_veths_are_native(feed: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redirects of multi-buffer frames to a veth (``veth_xdp_xmit``: whole frames onto
+    its peer's ``xdp_ring`` with their frags flag, the bulk stopping at the first frame
+    longer than the peer takes, the rest freed frags then head; the peer's
+    ``xdp.frags`` program passes them whole to the stack) and to a NIC without
+    NDO_XMIT_SG (-EOPNOTSUPP) beside NICs, DROP, PASS and XDP_TX (on a veth,
+    ``veth_xdp_tx`` onto its peer's ring the same way): the native loop's own,
+    nothing handed to the Python dispatch, and the same records as the Python poll."""
+    calls = _count_dispatches(monkeypatch)
+    verdicts = (0, 1, 3, 4)
+    (py_native, polls), fast = _run(True, feed, False, verdicts, wire=False, watch=False,
+                                    veth=True)
+    assert calls[0] == 0 and py_native == 0 and polls > 0
+    _, ref = _run(False, feed, False, verdicts, wire=False, watch=False, veth=True)
+    names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a == b, name
+    vt0, vt1 = fast[0]["vt0"], fast[0]["vt1"]
+    assert vt1["xdp_pass"] == vt0["tx_packets"] > 0 and vt0["tx_bytes"] > 3520
+    vt0_xmit = [v for k, v in fast[1]["xdp_devmap_xmit"] if k[1] == 6 - (feed != "veth")]
+    assert vt0_xmit[0][2] > 0  # frames past the one too long for vt1: dropped
+    # eth2: the 3600, 9000 and 15000-byte frames of each round (rx is ifindex 2)
+    assert dict(fast[1]["xdp_redirect_err"])[(2, -errno.EOPNOTSUPP)] == (3 * 3,)
+    if feed == "veth":  # rx's XDP_TX: whole frames to veth1, which passed them
+        rx_stats, sender = fast[0]["veth0"], fast[0]["veth1"]
+        assert rx_stats["xdp_tx"] == 3 * 4 * len(SIZES) and sender["xdp_pass"] > 3 * 4 * 4
+        assert rx_stats["tx_bytes"] > 3 * 4 * (9000 + 15000)

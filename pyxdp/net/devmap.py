@@ -140,7 +140,9 @@ class FwdTable:
     that ``ok`` refuses (0) fails, as the Python path's checks give it:
     ``EINVAL`` for no device, ``EOPNOTSUPP`` for no ``ndo_xdp_xmit``
     (``__xdp_enqueue``), ``ENETDOWN`` for one down (``xdp_ok_fwd_dev``); 0
-    where the native loop leaves the frame to the Python path (``none``)."""
+    where the native loop leaves the frame to the Python path (``none``); for a
+    device ``ok`` takes (1, 2) it is ``EOPNOTSUPP`` when it lacks ``NDO_XMIT_SG``
+    (``__xdp_enqueue`` refuses it a multi-buffer frame), else 0."""
 
     def __init__(self) -> None:
         self.stale = True
@@ -230,7 +232,8 @@ class FwdTable:
         err = np.full(nif, errno.EINVAL, np.int64)
         g_err = np.full(nif, errno.EINVAL, np.int64)
         for i, d in devices.items():
-            err[i] = (0 if d.up and d.xdp_features & 4 else errno.ENETDOWN
+            err[i] = ((0 if d.xdp_features & NDO_XMIT_SG else errno.EOPNOTSUPP)
+                      if d.up and d.xdp_features & 4 else errno.ENETDOWN
                       if d.xdp_features & 4 else errno.EOPNOTSUPP)
             g_err[i] = 0 if d.up else errno.ENETDOWN
             g_stats[i] = d.stats.words.ctypes.data

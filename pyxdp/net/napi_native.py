@@ -136,12 +136,14 @@ layout of :class:`~pyxdp.net.xdp.FragTable`) whose address the JIT's descriptor
 carries for that batch, written back after the run (:func:`_frags_back`: released
 frags recycled first, then ``nr_frags``, ``xdp_frags_size`` and the frag records,
 as :meth:`pyxdp.net.prog._Frags.write_back`), and DROP/ABORTED free each frame's
-frags then its head. XDP_TX on a NIC whose transmit is a sink takes them into the
-TX bulk, and a redirect through a devmap entry without a program or to an ifindex
-(no broadcast, the call running no devmap program) that is such a NIC into its bulk
-queue or refuses them (:func:`_frags_red_ok`): the frags flag in the ``xdp_frame``,
-the whole length checked and counted, completion or refusal freeing frags then
-head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
+frags then its head. XDP_TX on a NIC whose transmit is a sink or on a veth
+(``veth_xdp_tx``) takes them into the TX bulk, and a redirect through a devmap entry
+without a program or to an ifindex (no broadcast, the call running no devmap
+program) that is such a NIC or a veth into its bulk queue or refuses them
+(:func:`_frags_red_ok`; -EOPNOTSUPP from a target without ``NDO_XMIT_SG``): the
+frags flag in the ``xdp_frame``, the whole length checked and counted (a veth's
+peer's ``xdp_ring`` holds it with :data:`KIND_FRAGS`), completion or refusal
+freeing frags then head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
 :func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
 stack's demux in the poll's list, then frees its frags and head; a redirect into
 a cpumap entry converts its head with the frags flag and puts its whole length in
@@ -152,7 +154,9 @@ elsewhere hands all its PASS, TX and REDIRECT frames (frags frames with
 ``KIND_FRAGS`` and their whole length) to the Python dispatch and ends the call, so
 that they get the Python poll's one stack list, bulks and flush. Generic XDP and a
 poll holding xdp_frames of other memories stop at a frags frame, which the Python
-poll takes (``docs/SEMANTICS.md``, sizes and frags).
+poll takes (``docs/SEMANTICS.md``, sizes and frags); a multi-buffer xdp_frame another
+device queued (a veth's peer's) ends the call before the poll it falls in
+(:func:`_frame_frags_ahead`), so the Python poll takes that poll's entries whole.
 
 Everything else - wire sinks to feed, a veth whose peer's ring is the one
 polled, a devmap program the loop cannot drive (the polling program itself,
@@ -850,10 +854,12 @@ def _frags_free(pages, pfn_base, loc, psc, cache, ring, free, state, c, nuse, ca
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
 def _frags_red_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire, tgt_veth, own_t):  # type: ignore[no-untyped-def] # noqa: E501
     """Whether the loop redirects multi-buffer frame ``i`` itself: a devmap entry without
-    a program or an ifindex (no broadcast) that is a NIC whose transmit is a sink
-    (``NDO_XMIT_SG``, as every pyxdp NIC), or a refusal whose errno does not depend on
-    the target's SG support (no device, no ``ndo_xdp_xmit``); the caller has no
-    devmap programs to run. Else the Python dispatch takes the poll's frames."""
+    a program or an ifindex (no broadcast) that is a NIC whose transmit is a sink or
+    a veth other than the one polled (``veth_xdp_xmit`` onto its peer's ``xdp_ring``)
+    - either refusing it when it lacks ``NDO_XMIT_SG`` (its ``tgt_err``, EOPNOTSUPP) -
+    or a refusal whose errno does not depend on the target's SG support (no device,
+    no ``ndo_xdp_xmit``); the caller has no devmap programs to run. Else the Python
+    dispatch takes the poll's frames."""
     if len(tgt_err) == 0 or (np.int64(red[i, 3]) & BPF_F_BROADCAST) != 0:
         return False
     slot, ifx, kk = _dev_target(dm_ids, dmt, eg_ids, red, i)
@@ -864,7 +870,7 @@ def _frags_red_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire, tgt_ve
     ok = tgt_ok[ifx]
     if ok == 0:
         return tgt_err[ifx] == EINVAL or tgt_err[ifx] == EOPNOTSUPP
-    return ok == 1 and tgt_wire[ifx] == 0 and tgt_veth[ifx, VETH_CUR] == 0
+    return ok == 1 and tgt_wire[ifx] == 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1077,12 +1083,20 @@ def _tx_flush(tx_rows, ntx, tx_wire, tx_veth, tgt_veth, pages, w32, q64, addr_ba
             _return_frame(sysm, ptab, mi, row)
             continue
         ln = np.int64(w32[loc, 2])
+        kind = KIND_FRAME
+        mb = (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0
+        if mb:  # a multi-buffer frame goes whole (xdp_get_frame_len), its frags with it
+            ln += _ld(pages, loc, SH + SHINFO_OFF_XDP_FRAGS_SIZE, 4)
+            kind = KIND_FRAME | KIND_FRAGS
         if went == j and _veth_put(tgt_veth, tx_veth, pfn_base + loc,
                                    q64[loc, 0] - addr_base - loc * FRAME_SZ, ln,
-                                   np.int64(w32[loc, 4])):
+                                   np.int64(w32[loc, 4]), kind):
             went += 1
             vbytes += ln
             continue  # the peer's ring holds it now
+        if mb:
+            c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring, free,
+                                          state, c, nuse, cached)
         c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
     _veth_unlock(tgt_veth, tx_veth)
     return went, vbytes, c, nuse, cached
@@ -1100,17 +1114,19 @@ def _veth_unlock(tgt_veth, t):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _veth_put(tgt_veth, t, pfn, data, length, meta):  # type: ignore[no-untyped-def]
+def _veth_put(tgt_veth, t, pfn, data, length, meta, kind=KIND_FRAME):  # type: ignore[no-untyped-def] # noqa: E501
     """``veth_xdp_xmit`` of one frame to veth ``t``: into its peer's ``xdp_ring`` (the
-    ring's columns and cursor, in place) as an ``xdp_frame`` from another device,
-    the caller holding the ring's lock (``producer_lock``, taken once per bulk);
-    False when the peer has no NAPI (-ENXIO), the frame is too long for the peer or
-    the ring is full - the kernel's loop stops there, the caller frees the rest."""
+    ring's columns and cursor, in place) as an ``xdp_frame`` from another device
+    (``kind``: with :data:`KIND_FRAGS` a multi-buffer one, ``length`` its whole
+    length, ``xdp_get_frame_len``), the caller holding the ring's lock
+    (``producer_lock``, taken once per bulk); False when the peer has no NAPI
+    (-ENXIO), the frame is too long for the peer or the ring is full - the kernel's
+    loop stops there, the caller frees the rest."""
     if length > tgt_veth[t, VETH_MAX]:  # -1: no NAPI, nothing goes
         return False
     return ring_put(i64_view(tgt_veth[t, VETH_RING], 5, tgt_veth[t, VETH_SIZE]),
                     i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0], pfn, data, length,
-                    meta, KIND_FRAME)
+                    meta, kind)
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1190,8 +1206,11 @@ def _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base, tgt_stats, xmit_cnt
                 if not vstop:
                     pfn = (ptab[tag - 1, PT_PFN] + loc if tag else pfn_base + loc
                            if loc >= 0 else sysm[7] + (-1 - loc))
+                    # A multi-buffer frame of the pool goes whole, with its frags flag.
+                    kind = (KIND_FRAME | KIND_FRAGS if not tag and loc >= 0
+                            and (w32[loc, 9] & XDP_FLAGS_HAS_FRAGS) != 0 else KIND_FRAME)
                     if _veth_put(tgt_veth, t, pfn, bq[t, 1, j], bq[t, 2, j],
-                                 bq[t, 3, j]):
+                                 bq[t, 3, j], kind):
                         nbytes += bq[t, 2, j]
                         sent += 1
                         continue  # the peer's ring holds it now
@@ -1470,6 +1489,20 @@ def _veth_fed(tgt_veth):  # type: ignore[no-untyped-def]
         if tgt_veth[t, VETH_CUR] != 0 and tgt_veth[t, VETH_MAX] >= 0:
             if load_acquire64(i64_view(tgt_veth[t, VETH_CUR], 1, CUR_WORDS)[0], R_COUNT) != 0:
                 return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frame_frags_ahead(qcols, qhead, qcount, budget):  # type: ignore[no-untyped-def]
+    """Whether the ring's next poll (its first ``budget`` entries) holds a multi-buffer
+    ``xdp_frame`` another device queued (``ndo_xdp_xmit``), which the Python poll
+    takes: this call then ends before that poll, so that the Python poll takes the
+    same entries as the reference poll does."""
+    size = qcols.shape[1]
+    for k in range(min(qcount, budget)):
+        kind = qcols[4, (qhead + k) % size]
+        if (kind & KIND_FRAME) != 0 and (kind & KIND_FRAGS) != 0:
+            return True
     return False
 
 
@@ -1933,9 +1966,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
     n_sys = len(sys_ref)
     cow = (pages, pfn_base, psc, cache, ring, free, state)  # the pool skbs are copied into
     red_seen = 0  # n_red at the last look at the veth rings
-    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink;
+    # XDP_TX of a multi-buffer frame natively: to a NIC's transmit that is a sink, or a
+    # veth's (veth_xdp_tx, onto its peer's xdp_ring);
     # redirects of them where no devmap program runs (_frags_red_ok).
-    ftx = tx_ok != 0 and not generic and tx_veth < 0 and tx_wire == 0
+    ftx = tx_ok != 0 and not generic and tx_wire == 0
     fred = not generic and len(eg_ids) == 0
     for _poll in range(max_polls):
         n = 0
@@ -1988,7 +2022,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
         ring_lock(qcur)
         qhead = qcur[Q_HEAD]
         qcount = qcur[Q_COUNT]
-        while n + nsd < budget and qcount > 0:
+        # A multi-buffer xdp_frame another device queued is the Python poll's, and so
+        # is the whole poll it falls in (the entries veth_xdp_rcv takes at once).
+        ahead = fon != 0 and _frame_frags_ahead(qcols, qhead, qcount, budget)
+        while not ahead and n + nsd < budget and qcount > 0:
             kind = qcols[4, qhead]
             if kind & KIND_SKB:
                 # An skb another device's transmit queued (veth_xdp_rx, netif_rx): this
@@ -2445,7 +2482,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 if _to_frame(w32, q64, loc, data, length, meta, addr_base):
                     n_tx += 1
                     if nfr and fl[i]:
-                        # A multi-buffer frame (only to a NIC's sink, ftx): the frags
+                        # A multi-buffer frame (a NIC sink or a veth, ftx): the frags
                         # flag in its header, its whole length sent.
                         w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
                         length += np.int64(ft[i, FRAG_SIZE])
@@ -2568,6 +2605,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 flen = length + np.int64(ft[i, FRAG_SIZE]) if mb else length
                 e = _fwd_err(tgt_ok, tgt_err, tgt_mtu, ifx, flen) \
                     if slot >= 0 and ifx != own_t else -1
+                if mb and (e == 0 or e == EMSGSIZE) and tgt_err[ifx] != 0:
+                    e = tgt_err[ifx]  # __xdp_enqueue: no NDO_XMIT_SG, before the MTU
                 if e == 0 and kk >= 0 and not _to_frame(w32, q64, loc, data, length, meta,
                                                         addr_base):
                     e = EOVERFLOW
