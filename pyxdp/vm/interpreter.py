@@ -129,7 +129,7 @@ class HelperTable(MutableMapping[int, Helper]):
         if hid not in helpers:  # the ids given to defer() are wrong: a bug, not a miss
             raise LookupError(f"{module}.{table} has no helper #{hid}")
         h = self._own[hid] = helpers[hid]
-        del self._lazy[hid]
+        self._lazy.pop(hid, None)  # (two threads may have imported it at once)
         return h
 
     def __setitem__(self, hid: int, h: Helper) -> None:
