@@ -143,8 +143,10 @@ program) that is such a NIC or a veth into its bulk queue or refuses them
 (:func:`_frags_red_ok`; -EOPNOTSUPP from a target without ``NDO_XMIT_SG``): the
 frags flag in the ``xdp_frame``, the whole length checked and counted (a veth's
 peer's ``xdp_ring`` holds it with :data:`KIND_FRAGS`), completion or refusal
-freeing frags then head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
-:func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
+freeing frags then head; a broadcast over targets the loop sends to gives it to
+the last one alone (``xdpf_clone`` refuses a frame with frags). XDP_PASS reads such
+a frame whole (``skb_copy_bits``, :func:`pyxdp.net.skbuff_native.buf_copy_bits`,
+into a scratch of the call) for the
 stack's demux in the poll's list, then frees its frags and head; a redirect into
 a cpumap entry converts its head with the frags flag and puts its whole length in
 the ring (the entry's kthread reads the frags; the return ring's pages free them
