@@ -6,8 +6,10 @@ them) and through an ``xdp.frags`` program returning each verdict (``drop``,
 9000-MTU NIC whose transmit is a sink, ``cpumap`` with ``bpf_redirect_map`` into a
 cpumap entry of CPU 0 whose kthread passes them to the stack, ``veth`` with
 ``bpf_redirect`` to a 9000-MTU veth whose peer's ``xdp.frags`` program drops them:
-``veth_xdp_xmit`` onto the peer's ``xdp_ring``, the peer's poll), the NIC's generator
-making the frames.
+``veth_xdp_xmit`` onto the peer's ``xdp_ring``, the peer's poll, ``bcast`` with
+``bpf_redirect_map`` and ``BPF_F_BROADCAST`` over a devmap naming the second NIC
+twice: ``xdpf_clone`` refuses a frame with frags, so the last entry alone sends it),
+the NIC's generator making the frames.
 The ``generic_*`` cases are generic (skb-mode) XDP on such skbs: lists of 64 given
 to ``netif_receive_skb_list`` of a device whose program (``XDP_DROP``, or
 ``XDP_PASS``, ``XDP_TX``, ``bpf_redirect`` to the second NIC for ``*_pass``,
@@ -46,12 +48,16 @@ VERDICTS = {"drop": "r0 = 1\nexit", "pass": "r0 = 2\nexit", "tx": "r0 = 3\nexit"
             # bpf_redirect_map(cpus, 0, 0)
             "cpumap": "r1 = map[fd:0]\nr2 = 0\nr3 = 0\ncall bpf_redirect_map\nexit",
             # bpf_redirect(veth0 = ifindex 4, 0): veth1's xdp.frags program drops them
-            "veth": "r1 = 4\nr2 = 0\ncall 23\nexit"}
+            "veth": "r1 = 4\nr2 = 0\ncall 23\nexit",
+            # bpf_redirect_map(ports, 0, BPF_F_BROADCAST)
+            "bcast": "r1 = map[fd:0]\nr2 = 0\nr3 = 8\ncall bpf_redirect_map\nexit"}
 CPUMAP = [MapSpec("cpus", int(BpfMapType.BPF_MAP_TYPE_CPUMAP), 4, 8, 1)]
+DEVMAP = [MapSpec("ports", int(BpfMapType.BPF_MAP_TYPE_DEVMAP), 4, 4, 2)]
 
 
 def _frags_prog(text: str) -> CollectionSpec:
-    spec = asm_collection(text, CPUMAP if "map[" in text else ())
+    maps = (CPUMAP if "r3 = 0" in text else DEVMAP) if "map[" in text else ()
+    spec = asm_collection(text, maps)
     t0 = spec.programs["t"]
     return replace(spec, programs={"t": replace(t0, section="xdp.frags",
                                                 flags=t0.flags | BPF_F_XDP_HAS_FRAGS)})
@@ -85,6 +91,8 @@ def kfps_verdict(verdict: str, frames: int, size: int) -> float:
         coll = h.load(_frags_prog(VERDICTS[verdict]))
         if "cpus" in coll.maps:
             coll.maps["cpus"][0] = struct.pack("<Ii", 256, 0)  # a ring of 256, no program
+        if "ports" in coll.maps:  # eth1 twice: a multi-buffer frame reaches the last
+            coll.maps["ports"][0] = coll.maps["ports"][1] = struct.pack("<I", 3)
         nic.attach_xdp(coll.programs["t"])
         nic.rx[0].source = TrafficGenerator(packets=[pk.udp_packet(b"mb", size=size)],
                                             count=frames)
@@ -124,8 +132,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=64_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--size", type=int, default=9000)
-    ap.add_argument("--cases", default="dma,drop,pass,tx,redirect,cpumap,veth",
-                    help="comma-separated: dma, drop, pass, tx, redirect, cpumap, veth, "
+    ap.add_argument("--cases", default="dma,drop,pass,tx,redirect,cpumap,veth,bcast",
+                    help="comma-separated: dma, drop, pass, tx, redirect, cpumap, veth, bcast, "
                     + ", ".join(GENERIC))
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs; {args.frames} {args.size}-byte frames per run; "

@@ -34,7 +34,8 @@ from pyxdp.xsk.umem import Umem
 pytestmark = pytest.mark.skipif(not jit_available(), reason="llvmlite is not installed: no JIT")
 
 # The payload's first byte (frame byte 42): bits 2-4 the verdict, bits 0-1 a devmap
-# slot. Every run adds bpf_xdp_get_buff_len into lens[verdict].
+# slot, bit 5 BPF_F_BROADCAST for the devmap redirect (verdict 12: 4 with it). Every
+# run adds bpf_xdp_get_buff_len into lens[verdict].
 PROG = """
     r6 = r1
     r1 = r6
@@ -86,7 +87,9 @@ dev:
     r2 = r7
     r2 &= 3
     r1 = map[fd:0]
-    r3 = 0
+    r3 = r7
+    r3 >>= 2
+    r3 &= 8
     call bpf_redirect_map
     exit
 cpu:
@@ -384,3 +387,26 @@ def test_frags_redirects_to_veths_are_native(feed: str,
         rx_stats, sender = fast[0]["veth0"], fast[0]["veth1"]
         assert rx_stats["xdp_tx"] == 3 * 4 * len(SIZES) and sender["xdp_pass"] > 3 * 4 * 4
         assert rx_stats["tx_bytes"] > 3 * 4 * (9000 + 15000)
+
+
+@pytest.mark.parametrize("feed", ["dma", "veth"])
+def test_frags_broadcasts_are_native(feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broadcasts (``BPF_F_BROADCAST``) of multi-buffer frames over a devmap of NICs
+    and veths without programs: ``xdpf_clone`` refuses a frame with frags, so only the
+    last target (vt0) gets it, whole, its peer's MTU stopping the longest; single-
+    buffer ones are cloned to every target as before: the native loop's own, nothing
+    handed to the Python dispatch, and the same records as the Python poll."""
+    calls = _count_dispatches(monkeypatch)
+    verdicts = (1, 12)
+    (py_native, polls), fast = _run(True, feed, False, verdicts, wire=False, watch=False,
+                                    veth=True)
+    assert calls[0] == 0 and py_native == 0 and polls > 0
+    _, ref = _run(False, feed, False, verdicts, wire=False, watch=False, veth=True)
+    names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert a == b, name
+    stats = fast[0]
+    assert stats["vt1"]["xdp_pass"] == stats["vt0"]["tx_packets"] > 0
+    # frames longer than 1400 bytes (multi-buffer ones, whole) among what vt0 sent
+    assert stats["vt0"]["tx_bytes"] > stats["vt0"]["tx_packets"] * 1400
+    assert stats["eth1"]["tx_packets"] == 3 * 4 * 2  # clones: single-buffer frames only

@@ -143,8 +143,10 @@ program) that is such a NIC or a veth into its bulk queue or refuses them
 (:func:`_frags_red_ok`; -EOPNOTSUPP from a target without ``NDO_XMIT_SG``): the
 frags flag in the ``xdp_frame``, the whole length checked and counted (a veth's
 peer's ``xdp_ring`` holds it with :data:`KIND_FRAGS`), completion or refusal
-freeing frags then head. XDP_PASS reads such a frame whole (``skb_copy_bits``,
-:func:`pyxdp.net.skbuff_native.buf_copy_bits`, into a scratch of the call) for the
+freeing frags then head; a broadcast over targets the loop sends to gives it to
+the last one alone (``xdpf_clone`` refuses a frame with frags). XDP_PASS reads such
+a frame whole (``skb_copy_bits``, :func:`pyxdp.net.skbuff_native.buf_copy_bits`,
+into a scratch of the call) for the
 stack's demux in the poll's list, then frees its frags and head; a redirect into
 a cpumap entry converts its head with the frags flag and puts its whole length in
 the ring (the entry's kthread reads the frags; the return ring's pages free them
@@ -871,6 +873,18 @@ def _frags_red_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, tgt_err, tgt_wire, tgt_ve
     if ok == 0:
         return tgt_err[ifx] == EINVAL or tgt_err[ifx] == EOPNOTSUPP
     return ok == 1 and tgt_wire[ifx] == 0
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _frags_bcast_ok(dm_ids, dmt, eg_ids, red, i, tgt_ok, self_ifindex, own_t):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the loop broadcasts multi-buffer frame ``i`` itself (``BPF_F_BROADCAST``
+    through a devmap the loop knows, every target one it sends to:
+    :func:`_bcast_check`); the caller has no devmap programs to run."""
+    m = np.int64(red[i, 1])
+    if (np.int64(red[i, 3]) & BPF_F_BROADCAST) == 0 or (m != DEVMAP and m != DEVMAP_HASH):
+        return False
+    return _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
+                        np.int64(red[i, 0]), np.int64(red[i, 2]), np.int64(red[i, 3]))[1] >= 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
@@ -1653,7 +1667,7 @@ def _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t, map_id, idx, 
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  # type: ignore[no-untyped-def] # noqa: E501
            length, none, tag, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
-           xmit_cnt, psc, cache, ring, free, state, c, nuse, cached, xmit):
+           xmit_cnt, psc, cache, ring, free, state, c, nuse, cached, xmit, fsz, tgt_err):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
     to every target but the last (entry order; none when memory ran out), the
     frame itself to the last; each into its bulk queue unless too long for the
@@ -1661,7 +1675,11 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
     pool page, or below 0 an order-0 page (a zero-copy frame's copy, an xdp_frame
     another device queued); with ``tag`` > 0 a page of pool ``tag - 1`` of the pool
     table (an xdp_frame another device queued: it goes back there, and its bulk
-    entry keeps the tag). Returns the pool's hot fields."""
+    entry keeps the tag). ``fsz`` > 0: a multi-buffer frame of the pool with that
+    many bytes of frags (its frags flag set): ``xdpf_clone`` refuses it, so only
+    the last target gets it, whole, if its MTU takes the whole length and it has
+    ``NDO_XMIT_SG`` (``tgt_err``), else it is freed, frags then head. Returns the
+    pool's hot fields."""
     ptab = xmit[3]
     if tag:
         mi = 1 + tag
@@ -1671,6 +1689,13 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
         src = ptab[tag - 1, PT_PAGES] + loc * ptab[tag - 1, PT_PSIZE]
         meta = _mem_frame(sysm, ptab, mi, loc)[3]
     else:
+        if fsz > 0 and (none or not _bcast_last_fits(dmt, tgt_ok, tgt_mtu, tgt_err,
+                                                     self_ifindex, slot, flags,
+                                                     length + fsz)):
+            # Nothing to send to, or the last target refuses it: freed, frags first.
+            c, nuse, cached = _frags_free(pages, xmit[2], loc, psc, cache, ring, free, state,
+                                          c, nuse, cached)
+            return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
         if none:
             return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
         src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
@@ -1700,9 +1725,11 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
                 break
         pid = np.int64(slots[e0, 1])
         kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
-        fits = length <= tgt_mtu[t]
+        fits = length + fsz <= tgt_mtu[t]
         etag = 0
         if nxt:
+            if fsz > 0:
+                continue  # xdpf_clone refuses a frame with frags
             row = _xdpf_clone(sysm, src, data, length)
             if row < 0:
                 continue
@@ -1719,11 +1746,28 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
                                    cached)
             ent = loc
             etag = tag
-        if _bq_enqueue(bq, bq_n, t, kk, ent, data, length, meta, etag):
+        if _bq_enqueue(bq, bq_n, t, kk, ent, data, length + (0 if nxt else fsz), meta, etag):
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
     return c, nuse, cached
+
+
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _bcast_last_fits(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags, whole):  # type: ignore[no-untyped-def] # noqa: E501
+    """Whether the last target of a broadcast (:func:`_bcast`'s walk) takes a
+    multi-buffer frame of ``whole`` bytes: its MTU, and ``NDO_XMIT_SG``."""
+    excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
+    slots = _dm_entries(dmt[0], dmt[1], slot)
+    last = np.int64(0)
+    for w in range(dmt[1][slot]):
+        e = _dm_walk(dmt, slot, w)
+        if e < 0:
+            break
+        t = np.int64(slots[e, 0])
+        if t != 0 and tgt_ok[t] == 1 and not (excl and t == self_ifindex):
+            last = t
+    return last != 0 and whole <= tgt_mtu[last] and tgt_err[last] == 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -2227,7 +2271,10 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                                    np.int64(red[i, 2]))[0] >= 0)
                                   or (fred and _frags_red_ok(dm_ids, dmt, eg_ids, red, i,
                                                              tgt_ok, tgt_err, tgt_wire,
-                                                             tgt_veth, own_t))))):
+                                                             tgt_veth, own_t))
+                                  or (fred and _frags_bcast_ok(dm_ids, dmt, eg_ids, red, i,
+                                                               tgt_ok, self_ifindex,
+                                                               own_t))))):
                     fdefer = True
         ntx = 0
         deferred = 0
@@ -2292,7 +2339,8 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                 dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
                                 np.int64(red[i, 3]), ent, data, ln, to == nif, tag, pages,
                                 sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-                                psc, cache, ring, free, state, c, nuse, cached, xmit)
+                                psc, cache, ring, free, state, c, nuse, cached, xmit, 0,
+                                tgt_err)
                             red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                         else:  # no room for the xdp_frame: -EOVERFLOW, back to its memory
                             cnt[K_ERR + EOVERFLOW] += 1
@@ -2579,8 +2627,12 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 slot, to = _bcast_check(dm_ids, dmt, eg_ids, tgt_ok, self_ifindex, own_t,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
+                # A multi-buffer frame (fred): the frags flag in its xdp_frame.
+                fsz = np.int64(ft[i, FRAG_SIZE]) if nfr and fl[i] else 0
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
                                                        addr_base)):
+                    if fsz > 0 and to != nif:
+                        w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
                     c, nuse, cached = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
                                              self_ifindex, slot, np.int64(red[i, 3]), loc,
@@ -2588,13 +2640,16 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                              bq_n,
                                              eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                              psc, cache, ring, free, state, c, nuse, cached,
-                                             xmit)
+                                             xmit, fsz, tgt_err)
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
                 elif to >= 0:  # no room for the xdp_frame: -EOVERFLOW, the frame freed
                     n_red += 1
                     cnt[K_ERR + EOVERFLOW] += 1
+                    if fsz > 0:
+                        c, nuse, cached = _frags_free(pages, pfn_base, loc, psc, cache, ring,
+                                                      free, state, c, nuse, cached)
                     c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
                     done = True
             elif a == 4 and not generic:
@@ -2881,7 +2936,8 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                         _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
                                np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length, False,
                                0, ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
-                               xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit)
+                               xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit,
+                               0, tgt_err)
                     n_red += 1
                     red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     continue
