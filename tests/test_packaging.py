@@ -176,10 +176,13 @@ def test_mypy_strict_sees_an_editable_install(tmp_path: Path,
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
                     str(venv)], check=True, timeout=120)
-    # pip of this interpreter builds the editable wheel and installs it into the venv.
+    # pip of this interpreter builds the editable wheel and installs it into the venv;
+    # --ignore-installed, else pip first uninstalls the pyxdp this interpreter has (the
+    # suite's own install: later tests starting Python elsewhere could not import it).
     with _building(tmp_path_factory):
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--prefix", str(venv), "-e", str(ROOT)],
+                        "--no-build-isolation", "--ignore-installed", "--prefix", str(venv),
+                        "-e", str(ROOT)],
                        check=True, timeout=300, capture_output=True)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (pth,) = site.glob("__editable__*pyxdp*.pth")
