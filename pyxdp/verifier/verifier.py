@@ -1557,7 +1557,6 @@ ENOTSUPP = 524  # the kernel-internal errno BPF_PROG_LOAD passes on
 
 # Argument kinds _arg tests for (built once: an enum member is an attribute load)
 _NULLABLE_ARGS = (Arg.MEM_RDONLY_OR_NULL, Arg.STACK_OR_NULL, Arg.MEM_OR_NULL)
-_RDONLY_ARGS = (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY)
 _MAP_VALUE_ARGS = (Arg.MAP_VALUE, Arg.UNINIT_MAP_VALUE)
 
 
@@ -6477,7 +6476,7 @@ class _Verifier:
         if may_null and reg.is_null():
             return
         t = reg.t & ~PKT_SLICE
-        if arg in _RDONLY_ARGS:
+        if arg in (Arg.MEM_RDONLY, Arg.MEM_RDONLY_OR_NULL, Arg.FIXED_MEM_RDONLY):
             t &= ~RDONLY  # check_reg_type: a read-only argument takes read-only memory
         shown = t
         if may_null:  # and a nullable one a pointer that may be NULL
