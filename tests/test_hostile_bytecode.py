@@ -152,3 +152,22 @@ def test_enospc_cuts_the_linear_part_and_leaves_the_context() -> None:
 @pytest.mark.kernel
 def test_enospc_copies_match_linux() -> None:
     assert _truncated_runs("userspace") == _truncated_runs("kernel")
+
+
+def test_kernel_symbol_address_is_refused_by_the_engines_in_one_line() -> None:
+    """ld_imm64 of a kernel function's BTF id passes the verifier as on Linux (read-only
+    memory of no size); pyxdp's engines have no kernel addresses, so the load says that
+    (it said "references a map but has no relocation")."""
+    from pyxdp.btf.btf import BtfKind
+    from pyxdp.btf.vmlinux import kernel_btf_index
+    from pyxdp.errors import NotSupportedError
+    from pyxdp.testing.programs import asm_collection
+
+    kernel = kernel_btf_index()
+    if kernel is None:
+        pytest.skip("no kernel BTF here (/sys/kernel/btf/vmlinux)")
+    tid = kernel.find("bpf_xdp_adjust_head", BtfKind.FUNC)
+    assert tid is not None
+    with pytest.raises(NotSupportedError, match=r"^program 't' loads the address of kernel "
+                       rf"symbol BTF id {tid} \(ld_imm64 at pc 0\): pyxdp's engines have no "):
+        Collection(asm_collection(f"r1 = btf_id[{tid}]\nr0 = 2\nexit", ()), "userspace")

@@ -372,6 +372,12 @@ class XdpProg:
                                          "point into", pc=ref.pc, rule="map-ref")
                 values[ref.pc] = addr + ref.offset
         for pc, i in enumerate(spec.insns):
+            if (i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID
+                    and pc not in values):  # verified: a kernel function or variable
+                raise NotSupportedError(
+                    f"program {spec.name!r} loads the address of kernel symbol BTF id "
+                    f"{i.imm} (ld_imm64 at pc {pc}): pyxdp's engines have no kernel addresses "
+                    "(the kernel backend runs it)")
             if (i.code == op.OP_LD_IMM64 and i.src != op.PseudoSrc.BPF_PSEUDO_NONE
                     and i.src != op.PseudoSrc.BPF_PSEUDO_FUNC and pc not in values):
                 raise InvalidProgram(f"{spec.name}: ld_imm64 at pc {pc} references a map but "
