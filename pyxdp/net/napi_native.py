@@ -2628,7 +2628,7 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                                         np.int64(red[i, 0]), np.int64(red[i, 2]),
                                         np.int64(red[i, 3]))
                 # A multi-buffer frame (fred): the frags flag in its xdp_frame.
-                fsz = np.int64(ft[i, FRAG_SIZE]) if nfr and fl[i] else 0
+                fsz = int(ft[i, FRAG_SIZE]) if nfr and fl[i] else 0
                 if to >= 0 and (to == nif or _to_frame(w32, q64, loc, data, length, meta,
                                                        addr_base)):
                     if fsz > 0 and to != nif:
