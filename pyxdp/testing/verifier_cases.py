@@ -7818,6 +7818,9 @@ exit""", None, processed=23),
     _c("vc4_ksym_percpu_var_no_address", "r1 = KSYM(bpf_prog_active)\nr0 = 2\nexit",
        "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
        err=errno.ENOENT),
+    # a module's symbol names its BTF by fd in the second half: no BTF object there
+    _c("vc4_ksym_module_btf_fd_not_btf", "r1 = KSYM(bpf_xdp_adjust_head)[btf_fd:2147483632]\n"
+       "r0 = 2\nexit", "invalid module BTF object FD specified.", err=errno.EINVAL),
     _c("vc4_ksym_no_address_dead_code", "r0 = 2\nif r0 == 2 goto +2\n"
        "r1 = KSYM(bpf_prog_active)\nexit",
        "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",

@@ -1829,6 +1829,9 @@ class _Verifier:
                     insns[pc] = dataclasses.replace(i, imm=i.imm - 1)
                 elif i.off > -(1 << 15):
                     insns[pc] = dataclasses.replace(i, off=i.off - 1)
+        for pc in second:  # a kernel symbol's module BTF fd: check_pseudo_btf_id's to refuse
+            if pc < len(insns) and insns[pc - 1].src == op.PseudoSrc.BPF_PSEUDO_BTF_ID:
+                insns[pc] = dataclasses.replace(insns[pc], imm=0)
         for pc, i in enumerate(insns):  # LD_ABS/LD_IND: refused where reached (check_ld_abs)
             if i.code & 7 == op.BPF_LD and op.bpf_mode(i.code) in (op.BPF_ABS, op.BPF_IND) \
                     and pc not in second:
@@ -2073,6 +2076,10 @@ class _Verifier:
             if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
                 self.pc = pc  # pyxdp passes no fd_array
                 raise Refuse("fd_idx without fd_array is invalid", errno.EPROTO)
+            if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and pc + 1 < len(self.insns) and \
+                    self.insns[pc + 1].imm:  # pyxdp has no BTF objects of kernel modules
+                self.pc = pc
+                raise Refuse("invalid module BTF object FD specified.", errno.EINVAL)
             if i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID and pc + 1 < len(self.insns) and \
                     not self.insns[pc + 1].imm:
                 # check_pseudo_btf_id on vmlinux's BTF (id 0 is void, a type too)
