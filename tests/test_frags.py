@@ -21,7 +21,13 @@ from pyxdp.net.trace import Tracer
 from pyxdp.net.xdp_mem import xdp_buff_frags
 from pyxdp.samples import DIR as SAMPLES
 from pyxdp.testing import vethlab
-from pyxdp.testing.fragslab import PASS_FRAGS, frags_cpumap, frags_generic, frags_veth
+from pyxdp.testing.fragslab import (
+    PASS_FRAGS,
+    frags_broadcast,
+    frags_cpumap,
+    frags_generic,
+    frags_veth,
+)
 
 
 def _stats(coll: Collection, slot: int) -> tuple[int, ...]:
@@ -116,6 +122,26 @@ def test_native_loop_and_python_path_agree(make: object) -> None:
              if not d.startswith("events differ")]
     assert not diffs, "\n".join(diffs)
     assert any(len(f) > 3520 for fr in fast.rx.values() for f in fr)
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(("mtu4", "veth3", "veth5", "errs"), [
+    (9000, [1000, 3000], [1000, 3000], 2),  # two valid: a frags frame cannot be cloned
+    (1500, [1000, 3000, 5000, 9014], [1000], 0),  # veth2 the frags frames' one target
+])
+def test_frags_broadcast_is_linux_dev_map_enqueue_multi(
+        native: bool, mtu4: int, veth3: list[int], veth5: list[int], errs: int) -> None:
+    """A broadcast of frags frames as Linux 6.18 does it (measured with the kernel
+    test's scenario): each frame to the targets valid for it (MTU on its whole
+    length), a clone for all but the last; a frags frame with two valid targets is
+    refused (-EOPNOTSUPP), nothing sent. The native loop and the Python path alike."""
+    got = vethlab.run_pyxdp(frags_broadcast(mtu4), native=native)
+    assert [len(f) for f in got.rx.get("veth3", ())] == veth3
+    assert [len(f) for f in got.rx.get("veth5", ())] == veth5
+    assert not got.rx.get("veth1")
+    assert [e.get("err") for e in got.events_named("xdp_redirect_err")] == \
+        [-errno.EOPNOTSUPP] * errs
+    assert len(got.events_named("xdp_redirect")) == 4 - errs
 
 
 def test_frames_to_skbs_is_whole_for_frames_of_any_kind() -> None:

@@ -155,7 +155,8 @@ def _pools(h: Host, ordered: bool) -> list[tuple[object, ...]]:
 
 
 def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(range(8)),
-         wire: bool = True, watch: bool = True, veth: bool = False) -> tuple[Any, ...]:
+         wire: bool = True, watch: bool = True, veth: bool = False,
+         sg_vt0_only: bool = False) -> tuple[Any, ...]:
     """``wire``: eth1 shows what it sends to a wire sink (a target only the Python path
     sends to); without, its transmit is a sink and only the counters see it. ``watch``:
     the stack shows what it receives (a callback, which only the Python path calls);
@@ -164,7 +165,8 @@ def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(r
     frames stop veth_xdp_xmit's bulk) passes what it gets to the stack with an
     ``xdp.frags`` program, and eth2 lacks NDO_XMIT_SG (multi-buffer frames there:
     -EOPNOTSUPP before its MTU's -EMSGSIZE); a veth rx's peer passes likewise what
-    rx sends it (XDP_TX, veth_xdp_tx; redirects to rx itself)."""
+    rx sends it (XDP_TX, veth_xdp_tx; redirects to rx itself). ``sg_vt0_only``: eth1
+    and rx lack NDO_XMIT_SG too."""
     with Host(tracer=Tracer(), engine="jit", native=native) as h:
         if feed == "veth":
             rx, sender = h.veth("veth0", "veth1", mtu=16000)
@@ -181,7 +183,8 @@ def _run(native: bool, feed: str, dry: bool, verdicts: tuple[int, ...] = tuple(r
             vt1.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
             if feed == "veth":
                 sender.attach_xdp(h.load(PASS_FRAGS).programs["xdp_pass"])
-            eth2.xdp_features = eth2.xdp_features & ~XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG
+            for d in (eth2, eth1, rx) if sg_vt0_only else (eth2,):
+                d.xdp_features = d.xdp_features & ~XdpFeatures.NETDEV_XDP_ACT_NDO_XMIT_SG
             targets.append(vt0)
         for slot, dev in enumerate(targets):
             ports[slot] = struct.pack("<I", dev.ifindex)
@@ -389,24 +392,44 @@ def test_frags_redirects_to_veths_are_native(feed: str,
         assert rx_stats["tx_bytes"] > 3 * 4 * (9000 + 15000)
 
 
+@pytest.mark.parametrize("sg_vt0_only", [False, True])
 @pytest.mark.parametrize("feed", ["dma", "veth"])
-def test_frags_broadcasts_are_native(feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frags_broadcasts_are_native(feed: str, sg_vt0_only: bool,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Broadcasts (``BPF_F_BROADCAST``) of multi-buffer frames over a devmap of NICs
-    and veths without programs: ``xdpf_clone`` refuses a frame with frags, so only the
-    last target (vt0) gets it, whole, its peer's MTU stopping the longest; single-
-    buffer ones are cloned to every target as before: the native loop's own, nothing
-    handed to the Python dispatch, and the same records as the Python poll."""
+    and veths without programs, as Linux 6.18's ``dev_map_enqueue_multi`` (measured):
+    a target is valid for a frame when it has ``NDO_XMIT_SG`` and its MTU takes the
+    whole frame; ``dev_map_enqueue_clone`` refuses a frags frame, so with two valid
+    targets (eth1, vt0; eth0 too) none gets it and the redirect fails, -EOPNOTSUPP;
+    with one (``sg_vt0_only``) vt0 gets it whole, its peer's MTU stopping the longest.
+    Single-buffer ones are cloned to every target as before (eth2's MTU lets 1400
+    bytes through). The native loop's own, nothing handed to the Python dispatch, and
+    the same records as the Python poll."""
     calls = _count_dispatches(monkeypatch)
     verdicts = (1, 12)
     (py_native, polls), fast = _run(True, feed, False, verdicts, wire=False, watch=False,
-                                    veth=True)
+                                    veth=True, sg_vt0_only=sg_vt0_only)
     assert calls[0] == 0 and py_native == 0 and polls > 0
-    _, ref = _run(False, feed, False, verdicts, wire=False, watch=False, veth=True)
+    _, ref = _run(False, feed, False, verdicts, wire=False, watch=False, veth=True,
+                  sg_vt0_only=sg_vt0_only)
     names = ("stats", "traces", "lens", "wires", "stack", "socket", "pools", "system")
     for name, a, b in zip(names, fast, ref, strict=True):
         assert a == b, name
-    stats = fast[0]
-    assert stats["vt1"]["xdp_pass"] == stats["vt0"]["tx_packets"] > 0
-    # frames longer than 1400 bytes (multi-buffer ones, whole) among what vt0 sent
-    assert stats["vt0"]["tx_bytes"] > stats["vt0"]["tx_packets"] * 1400
-    assert stats["eth1"]["tx_packets"] == 3 * 4 * 2  # clones: single-buffer frames only
+    stats, traces = fast[0], fast[1]
+    single = 3 * 4 * 2  # 3 rounds, 4 slots, 64 and 1400 bytes
+    frags = 3 * 4 * 3  # 3600, 9000 and 15000 bytes
+    assert stats["vt1"]["xdp_pass"] == stats["vt0"]["tx_packets"]
+    for d in ("eth1", "eth2"):
+        assert stats[d]["tx_packets"] == single  # clones: single-buffer frames only
+    errs = dict(traces["xdp_redirect_err"])
+    # what the four targets' bulks took: sent, or dropped by veth_xdp_xmit
+    bulked = sum(v[1] + v[2] for _, v in traces["xdp_devmap_xmit"])
+    if sg_vt0_only:
+        # the multi-buffer ones whole: vt1's MTU (9000) takes some
+        assert bulked == 4 * single + frags
+        assert stats["vt0"]["tx_bytes"] > stats["vt0"]["tx_packets"] * 1400
+        assert not errs
+    else:
+        assert bulked == 4 * single
+        assert stats["vt0"]["tx_packets"] == single
+        assert errs[(2, -errno.EOPNOTSUPP)] == (frags,)

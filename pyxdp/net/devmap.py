@@ -8,7 +8,10 @@ its device (``bq_enqueue``: one per device, ``dev->xdp_bulkq``, whatever entry
 the frame came through; the first frame since the poll's flush sets the
 queue's ``dev_rx`` and program); a broadcast (``BPF_F_BROADCAST``,
 ``BPF_F_EXCLUDE_INGRESS``: ``dev_map_enqueue_multi``) clones the frame for
-every target but the last, frame by frame in the map's walk order. A full
+every target valid for it (``is_valid_dst``: its MTU takes the whole frame,
+``NDO_XMIT_SG`` for a frags frame) but the last valid one, frame by frame in
+the map's walk order; a clone's error (-EOPNOTSUPP for a frags frame, -ENOMEM)
+fails the redirect, the clones made before it queued. A full
 bulk and the poll's flush (``__dev_flush``) run ``bq_xmit_all``: the queue's
 program over the bulk with ``egress_ifindex`` set (``dev_map_bpf_prog_run``: anything but
 PASS/DROP fires ``xdp_exception`` and drops), then ``ndo_xdp_xmit``, then
@@ -527,8 +530,12 @@ def _all_entries(m: object) -> list[tuple[int, int]]:
 
 def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
                m: object, frames: Frames, flags: I64, bq: BulkQueues) -> I64:
-    """``dev_map_enqueue_multi``: a copy to every entry (but the ingress device with
-    ``BPF_F_EXCLUDE_INGRESS``), clones for all targets but the last."""
+    """``dev_map_enqueue_multi``: a copy to every entry valid for the frame
+    (``is_valid_dst``: up, ``ndo_xdp_xmit``, the frame's full length within its MTU,
+    ``NDO_XMIT_SG`` for a frags frame; not the ingress device with
+    ``BPF_F_EXCLUDE_INGRESS``), clones for all but the last valid one. A clone's
+    error (``-EOPNOTSUPP`` for a frags frame, ``-ENOMEM``) is the frame's: the
+    walk stops, the frame is freed."""
     n = len(frames)
     err = np.zeros(n, np.int64)
     entries = _all_entries(m)
@@ -544,30 +551,47 @@ def _broadcast(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpPr
             host.drop_frames(f, rq, direct=rq is not None)  # nothing to send to: consumed
             continue
         conv, failed = _to_frames(host, dev, rq, None, f)
+        at_sel = sel  # the converted frames' rows
         if failed:
-            err[sel[_conversion_status(host, f, conv) != 0]] = -errno.EOVERFLOW
-        # Each target's copies (clones for all but the last), with their order in the
-        # kernel's walk: frame by frame, and per frame target by target.
+            st = _conversion_status(host, f, conv)
+            err[sel[st != 0]] = -errno.EOVERFLOW
+            at_sel = sel[st == 0]
+        # is_valid_dst per frame and target: the MTU on the frame's full length,
+        # NDO_XMIT_SG for a frags frame.
+        valid = np.zeros((len(targets), len(conv)), bool)
+        for k, (ifindex, _) in enumerate(targets):
+            valid[k] = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
+            if not host.devices[ifindex].xdp_features & NDO_XMIT_SG:
+                valid[k] &= ~conv.has_frags
+        # The last valid target gets the frame itself, each earlier one a clone
+        # (dev_map_enqueue_clone); a clone's error stops the frame's walk there:
+        # the copies queued stay, the frame is not queued, xdp_do_redirect fails.
+        later = np.flip(np.cumsum(np.flip(valid, 0), 0), 0) - valid
+        active, dead = np.ones(len(conv), bool), np.zeros(len(conv), bool)
         copies: list[tuple[int, int, Frames, I64]] = []
         pos = np.arange(len(conv), dtype=np.int64)
         for k, (ifindex, prog_id) in enumerate(targets):
-            last = k == len(targets) - 1
-            mtu_ok = conv.length <= host.devices[ifindex].mtu + FWD_OVERHEAD
-            if not host.devices[ifindex].xdp_features & NDO_XMIT_SG:  # is_valid_dst
-                mtu_ok &= ~conv.has_frags
-            at = pos
-            if last:
-                out = conv
-            else:
-                pfns, status = xdpf_clones(conv.pfn, memmap=host.memmap)
-                good = status == 0
-                out = Frames(pfns[good], conv.data[good], conv.length[good], conv.meta[good],
-                             conv.kind[good])
-                mtu_ok, at = mtu_ok[good], pos[good]
-            if (~mtu_ok).any():
-                xdp_return_frames_rx_napi(out.pfn[~mtu_ok], memmap=host.memmap)
-                out, at = out.select(mtu_ok), at[mtu_ok]
-            copies.append((ifindex, prog_id, out, at * len(targets) + k))
+            want = valid[k] & active & (later[k] > 0)
+            at = pos[want]
+            pfns, status = xdpf_clones(conv.pfn[want], memmap=host.memmap)
+            bad = status != 0
+            if bad.any():
+                err[at_sel[at[bad]]] = status[bad]
+            good = ~bad
+            last = valid[k] & active & (later[k] == 0)
+            out = Frames.concat([Frames(pfns[good], conv.data[want][good],
+                                        conv.length[want][good], conv.meta[want][good],
+                                        conv.kind[want][good]), conv.select(last)])
+            key = np.concatenate([at[good], pos[last]])
+            order = np.argsort(key, kind="stable")
+            copies.append((ifindex, prog_id, out.select(order),
+                           key[order] * len(targets) + k))
+            active &= ~last
+            active[at[bad]] = False
+            dead[at[bad]] = True
+        # Failed frames and those with no valid target: freed (the latter a success).
+        if (active | dead).any():
+            xdp_return_frames_rx_napi(conv.pfn[active | dead], memmap=host.memmap)
         # One bulk queue per device, as bq_enqueue keeps them: two entries naming one
         # device put their copies into it in walk order.
         for ifindex in _first_seen(np.array([c[0] for c in copies], np.int64)).tolist():

@@ -39,7 +39,8 @@ XDP batch entry on them, and acts on the verdicts:
   ring), and a poll that left frames there ends the call, so that the
   peer's NAPI runs next; a broadcast (``BPF_F_BROADCAST``,
   ``BPF_F_EXCLUDE_INGRESS``) clones the frame into order-0 pages of the
-  system allocator for every target but the last, in the map's walk order;
+  system allocator for every target valid for it (its MTU) but the last valid
+  one, in the map's walk order;
   an entry program runs over a bulk's clones in a batch of their own (the
   driver's descriptor pointed at those pages).
 
@@ -143,8 +144,9 @@ program) that is such a NIC or a veth into its bulk queue or refuses them
 (:func:`_frags_red_ok`; -EOPNOTSUPP from a target without ``NDO_XMIT_SG``): the
 frags flag in the ``xdp_frame``, the whole length checked and counted (a veth's
 peer's ``xdp_ring`` holds it with :data:`KIND_FRAGS`), completion or refusal
-freeing frags then head; a broadcast over targets the loop sends to gives it to
-the last one alone (``xdpf_clone`` refuses a frame with frags). XDP_PASS reads such
+freeing frags then head; a broadcast over targets the loop sends to gives it whole
+to its one valid target (MTU, ``NDO_XMIT_SG``), and with two or more fails,
+-EOPNOTSUPP (``dev_map_enqueue_clone`` refuses a frame with frags). XDP_PASS reads such
 a frame whole (``skb_copy_bits``, :func:`pyxdp.net.skbuff_native.buf_copy_bits`,
 into a scratch of the call) for the
 stack's demux in the poll's list, then frees its frags and head; a redirect into
@@ -1410,8 +1412,11 @@ def _xdpf_clone(sysm, src, data, length):  # type: ignore[no-untyped-def]
     """``xdpf_clone`` of the frame in the page at address ``src`` (a pool page, an
     order-0 page of the system allocator): an order-0 page with the header,
     headroom and packet copied and the header pointed at the copy; its row, or -1
-    when memory ran out (``dev_map_enqueue_clone`` then skips the target)."""
+    when it does not fit a page (header, headroom and packet) or memory ran out
+    (``dev_map_enqueue_clone``'s -ENOMEM)."""
     spages, sw32, sq64, sbase, _ast, _afree, _aref, _pfn = sysm
+    if data + length > FRAME_SZ:
+        return -1
     row = _sys_alloc(sysm)
     if row < 0:
         return -1
@@ -1669,39 +1674,46 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
            length, none, tag, pages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
            xmit_cnt, psc, cache, ring, free, state, c, nuse, cached, xmit, fsz, tgt_err):
     """``dev_map_enqueue_multi`` of a checked frame (:func:`_bcast_check`): a clone
-    to every target but the last (entry order; none when memory ran out), the
-    frame itself to the last; each into its bulk queue unless too long for the
-    target (then freed). ``none``: no target, the frame is consumed. ``loc``: a
+    to every target valid for it (:func:`_bcast_valid`) but the last (entry order;
+    none when memory ran out), the frame itself to the last valid one, each into
+    its bulk queue; no valid target: freed. ``none``: no target, the frame is
+    consumed. ``loc``: a
     pool page, or below 0 an order-0 page (a zero-copy frame's copy, an xdp_frame
     another device queued); with ``tag`` > 0 a page of pool ``tag - 1`` of the pool
     table (an xdp_frame another device queued: it goes back there, and its bulk
     entry keeps the tag). ``fsz`` > 0: a multi-buffer frame of the pool with that
-    many bytes of frags (its frags flag set): ``xdpf_clone`` refuses it, so only
-    the last target gets it, whole, if its MTU takes the whole length and it has
-    ``NDO_XMIT_SG`` (``tgt_err``), else it is freed, frags then head. Returns the
-    pool's hot fields."""
+    many bytes of frags (its frags flag set): ``dev_map_enqueue_clone`` refuses to
+    clone it, so it goes whole to its one valid target; with none or two or more
+    (-EOPNOTSUPP) it is freed, frags then head. A clone that finds no page
+    (-ENOMEM) stops the walk, the frame freed. Returns the pool's hot fields and
+    0 or the redirect's error (positive)."""
     ptab = xmit[3]
     if tag:
         mi = 1 + tag
         if none:
             _return_frame_napi(sysm, ptab, mi, loc)
-            return c, nuse, cached
+            return c, nuse, cached, 0
         src = ptab[tag - 1, PT_PAGES] + loc * ptab[tag - 1, PT_PSIZE]
         meta = _mem_frame(sysm, ptab, mi, loc)[3]
     else:
-        if fsz > 0 and (none or not _bcast_last_fits(dmt, tgt_ok, tgt_mtu, tgt_err,
-                                                     self_ifindex, slot, flags,
-                                                     length + fsz)):
-            # Nothing to send to, or the last target refuses it: freed, frags first.
+        nv = 0 if none or fsz == 0 else _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err,
+                                                       self_ifindex, slot, flags,
+                                                       length + fsz, True)
+        if fsz > 0 and nv != 1:
+            # Nothing to send to, or a clone refused (-EOPNOTSUPP): freed, frags first.
             c, nuse, cached = _frags_free(pages, xmit[2], loc, psc, cache, ring, free, state,
                                           c, nuse, cached)
-            return _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            c, nuse, cached = _give(psc, cache, ring, free, state, loc, c, nuse, cached)
+            return c, nuse, cached, EOPNOTSUPP if nv >= 2 else 0
         if none:
-            return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
+            c, nuse, cached = _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
+                                          cached)
+            return c, nuse, cached, 0
         src = pages.ctypes.data + loc * pages.strides[0] if loc >= 0 else \
             sysm[0].ctypes.data + (-1 - loc) * sysm[0].strides[0]
         meta = np.int64(w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4])
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
+    whole = length + fsz
     slots = _dm_entries(dmt[0], dmt[1], slot)
     end = dmt[1][slot]
     w = 0
@@ -1711,63 +1723,73 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
             break
         t = np.int64(slots[e0, 0])
         w += 1
-        if t == 0 or tgt_ok[t] != 1 or (excl and t == self_ifindex):
+        if not _bcast_valid(tgt_ok, tgt_mtu, tgt_err, t, excl, self_ifindex, whole, fsz > 0):
             continue
-        # The next target after this one, if any: this one then gets a clone.
+        # A valid target after this one: this one gets a clone, else the frame.
         nxt = False
         for f in range(w, end):
             e1 = _dm_walk(dmt, slot, f)
             if e1 < 0:
                 break
-            u = np.int64(slots[e1, 0])
-            if u != 0 and tgt_ok[u] == 1 and not (excl and u == self_ifindex):
+            if _bcast_valid(tgt_ok, tgt_mtu, tgt_err, np.int64(slots[e1, 0]), excl,
+                            self_ifindex, whole, fsz > 0):
                 nxt = True
                 break
         pid = np.int64(slots[e0, 1])
         kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
-        fits = length + fsz <= tgt_mtu[t]
         etag = 0
         if nxt:
-            if fsz > 0:
-                continue  # xdpf_clone refuses a frame with frags
             row = _xdpf_clone(sysm, src, data, length)
             if row < 0:
-                continue
-            if not fits:
-                _put_page(sysm, row)
-                continue
-            ent = -1 - row
-        else:
-            if not fits:
+                # -ENOMEM: the walk stops, the clones queued stay, the frame is freed.
                 if tag:
                     _return_frame_napi(sysm, ptab, 1 + tag, loc)
-                    return c, nuse, cached
-                return _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse,
-                                   cached)
+                    return c, nuse, cached, ENOMEM
+                c, nuse, cached = _free_frame(sysm, psc, cache, ring, free, state, loc, c,
+                                              nuse, cached)
+                return c, nuse, cached, ENOMEM
+            ent = -1 - row
+        else:
             ent = loc
             etag = tag
         if _bq_enqueue(bq, bq_n, t, kk, ent, data, length + (0 if nxt else fsz), meta, etag):
             c, nuse, cached = _bq_xmit_all(bq, bq_n, t, eg, sysm, w32, q64, addr_base,
                                            tgt_stats, xmit_cnt, psc, cache, ring, free, state,
                                            c, nuse, cached, pages, xmit)
-    return c, nuse, cached
+        if not nxt:
+            return c, nuse, cached, 0
+    # No target valid for this frame (is_valid_dst): freed.
+    if tag:
+        _return_frame_napi(sysm, ptab, 1 + tag, loc)
+        return c, nuse, cached, 0
+    c, nuse, cached = _free_frame(sysm, psc, cache, ring, free, state, loc, c, nuse, cached)
+    return c, nuse, cached, 0
 
 
 @njit(cache=True, nogil=True, inline="always", _nrt=False)
-def _bcast_last_fits(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags, whole):  # type: ignore[no-untyped-def] # noqa: E501
-    """Whether the last target of a broadcast (:func:`_bcast`'s walk) takes a
-    multi-buffer frame of ``whole`` bytes: its MTU, and ``NDO_XMIT_SG``."""
+def _bcast_valid(tgt_ok, tgt_mtu, tgt_err, t, excl, self_ifindex, whole, frags):  # type: ignore[no-untyped-def] # noqa: E501
+    """``is_valid_dst`` of a broadcast target for a frame of ``whole`` bytes: sent
+    to by the loop, not the excluded ingress, its MTU (``xdp_ok_fwd_dev``), and
+    ``NDO_XMIT_SG`` (``tgt_err`` 0) for a multi-buffer frame."""
+    return (t != 0 and tgt_ok[t] == 1 and not (excl and t == self_ifindex)
+            and whole <= tgt_mtu[t] and (not frags or tgt_err[t] == 0))
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags, whole, frags):  # type: ignore[no-untyped-def] # noqa: E501
+    """How many targets of a broadcast (:func:`_bcast`'s walk) are valid for a frame
+    of ``whole`` bytes: a frags frame with two or more fails, its clone refused."""
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
     slots = _dm_entries(dmt[0], dmt[1], slot)
-    last = np.int64(0)
+    n = 0
     for w in range(dmt[1][slot]):
         e = _dm_walk(dmt, slot, w)
         if e < 0:
             break
-        t = np.int64(slots[e, 0])
-        if t != 0 and tgt_ok[t] == 1 and not (excl and t == self_ifindex):
-            last = t
-    return last != 0 and whole <= tgt_mtu[last] and tgt_err[last] == 0
+        if _bcast_valid(tgt_ok, tgt_mtu, tgt_err, np.int64(slots[e, 0]), excl, self_ifindex,
+                        whole, frags):
+            n += 1
+    return n
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -2335,13 +2357,17 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                         if to == nif or _frame_to_mem(sysm, ptab, mi, loc, data, ln,
                                                       np.int64(meta_out[i])):
                             ent, tag = (-1 - loc, 0) if mi == 1 else (loc, mi - 1)
-                            c, nuse, cached = _bcast(
+                            c, nuse, cached, e = _bcast(
                                 dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
                                 np.int64(red[i, 3]), ent, data, ln, to == nif, tag, pages,
                                 sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
                                 psc, cache, ring, free, state, c, nuse, cached, xmit, 0,
                                 tgt_err)
-                            red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
+                            if e:
+                                cnt[K_ERR + e] += 1
+                            else:
+                                red_cnt[slot, _slot_ifindex(dmt, slot,
+                                                            np.int64(red[i, 2]))] += 1
                         else:  # no room for the xdp_frame: -EOVERFLOW, back to its memory
                             cnt[K_ERR + EOVERFLOW] += 1
                             _return_frame_napi(sysm, ptab, mi, loc)
@@ -2634,15 +2660,18 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                     if fsz > 0 and to != nif:
                         w32[loc, 9] = XDP_FLAGS_HAS_FRAGS
                     # dev_map_enqueue_multi: nothing to send to (to == nif) consumes it.
-                    c, nuse, cached = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
-                                             self_ifindex, slot, np.int64(red[i, 3]), loc,
-                                             data, length, to == nif, 0, pages, sysm, bq,
-                                             bq_n,
-                                             eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
-                                             psc, cache, ring, free, state, c, nuse, cached,
-                                             xmit, fsz, tgt_err)
+                    c, nuse, cached, e = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu,
+                                                self_ifindex, slot, np.int64(red[i, 3]), loc,
+                                                data, length, to == nif, 0, pages, sysm, bq,
+                                                bq_n,
+                                                eg, w32, q64, addr_base, tgt_stats, xmit_cnt,
+                                                psc, cache, ring, free, state, c, nuse,
+                                                cached, xmit, fsz, tgt_err)
                     n_red += 1
-                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
+                    if e:  # a clone refused or failed: the frame freed (_bcast)
+                        cnt[K_ERR + e] += 1
+                    else:
+                        red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     done = True
                 elif to >= 0:  # no room for the xdp_frame: -EOVERFLOW, the frame freed
                     n_red += 1
@@ -2930,16 +2959,20 @@ def native_polls_zc(max_polls, budget, jit, umem, rxq, gen, dev, tgt, dm, xsk, s
                 if to >= 0 and to != nif:
                     row = zc_to_frame(xp, sysa, loc, data, length, meta, self_ifindex)
                 if to == nif or row >= 0:
+                    e = 0
                     if to == nif:
                         zc_free(xp, loc)
                     else:
-                        _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
-                               np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length, False,
-                               0, ppages, sysm, bq, bq_n, eg, w32, q64, addr_base, tgt_stats,
-                               xmit_cnt, psc, cache, ring, free, state, pc, pnuse, 0, xmit,
-                               0, tgt_err)
+                        e = _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot,
+                                   np.int64(red[i, 3]), -1 - row, XDP_FRAME_SIZE, length,
+                                   False, 0, ppages, sysm, bq, bq_n, eg, w32, q64, addr_base,
+                                   tgt_stats, xmit_cnt, psc, cache, ring, free, state, pc,
+                                   pnuse, 0, xmit, 0, tgt_err)[3]
                     n_red += 1
-                    red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
+                    if e:  # a clone failed (-ENOMEM): the copy freed
+                        cnt[K_ERR + e] += 1
+                    else:
+                        red_cnt[slot, _slot_ifindex(dmt, slot, np.int64(red[i, 2]))] += 1
                     continue
                 if to >= 0:  # no order-0 page took the copy: -EOVERFLOW, the chunk freed
                     cnt[K_ERR + EOVERFLOW] += 1

@@ -1443,8 +1443,9 @@ def xdpf_clone(xdpf: XdpFrame, allocator: PageAllocator | None = None) -> XdpFra
 
 def xdpf_clones(pfns: npt.ArrayLike, allocator: PageAllocator | None = None, *,
                 memmap: MemMap | None = None) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
-    """Batch ``xdpf_clone``: (new pfns, status); a failed clone has pfn 0 and
-    ``-ENOMEM`` (what ``dev_map_enqueue_clone`` reports for its ``NULL``)."""
+    """Batch ``dev_map_enqueue_clone``'s ``xdpf_clone``: (new pfns, status); a failed
+    clone has pfn 0 and ``-EOPNOTSUPP`` for a frags frame (refused before cloning),
+    else ``-ENOMEM`` (what ``dev_map_enqueue_clone`` reports for ``NULL``)."""
     mm = memmap if memmap is not None else MEMMAP
     alloc = allocator if allocator is not None else mm.system
     if alloc.page_size != PAGE_SIZE:
@@ -1457,10 +1458,12 @@ def xdpf_clones(pfns: npt.ArrayLike, allocator: PageAllocator | None = None, *,
         h = _read_headers(mem, rows)
         head = h["headroom"].astype(_I64) + XDP_FRAME_SIZE
         total = head + h["len"].astype(_I64)
-        ok = (total <= PAGE_SIZE) & ((h["flags"] & XDP_FLAGS_HAS_FRAGS) == 0)
+        frags = (h["flags"] & XDP_FLAGS_HAS_FRAGS) != 0
+        ok = (total <= PAGE_SIZE) & ~frags
         want = np.flatnonzero(ok)
         pages = alloc.alloc_pages_bulk(want.size)
         status[pos[np.flatnonzero(~ok)]] = -errno.ENOMEM
+        status[pos[np.flatnonzero(frags)]] = -errno.EOPNOTSUPP
         status[pos[want[pages.size:]]] = -errno.ENOMEM
         want = want[:pages.size]
         if not want.size:

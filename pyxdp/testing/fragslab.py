@@ -11,6 +11,11 @@ plus frags (``veth_convert_skb_to_xdp_buff``/``skb_pp_cow_data`` on Linux,
 * :func:`frags_cpumap`: ``samples/redirect_cpu.o`` loaded frags-aware,
   frames through cpumap entries and their programs to the stack.
 
+* :func:`frags_broadcast`: ``samples/redirect_bcast.o`` loaded frags-aware on
+  veth0, ``BPF_F_BROADCAST`` over a devmap of veth2 and veth4: a frags frame
+  goes whole to its one valid target (``is_valid_dst``: MTU, ``NDO_XMIT_SG``),
+  and with two the redirect fails, -EOPNOTSUPP (``dev_map_enqueue_clone``).
+
 * :func:`frags_generic`: ``samples/frags.o`` attached in generic (skb) mode,
   frags-aware or loaded as a plain ``SEC("xdp")`` program: skbs above 3520
   bytes meet ``netif_skb_check_for_xdp`` (a head and frags from
@@ -33,8 +38,8 @@ from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec
 from pyxdp.testing import vethlab
 from pyxdp.testing.vethlab import Attach, LinkSpec, Scenario
 
-__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "SLOT0", "frags_cpumap", "frags_generic",
-           "frags_veth", "ops_program"]
+__all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "SLOT0", "frags_broadcast", "frags_cpumap",
+           "frags_generic", "frags_veth", "ops_program"]
 
 DEVS = ("veth0", "veth1", "veth2", "veth3")
 PAIRS = (("veth0", "veth1"), ("veth2", "veth3"))
@@ -111,6 +116,45 @@ def frags_veth() -> Scenario:
         links=tuple(LinkSpec(d, mtu=9000) for d in DEVS))
 
 
+def _frags_aware(spec: CollectionSpec) -> CollectionSpec:
+    """Every program of ``spec`` loaded frags-aware (``SEC("xdp.frags")``): Linux 6.18
+    refuses (EINVAL) to load programs that share a map unless they agree on frags."""
+    return dataclasses.replace(spec, programs={
+        n: dataclasses.replace(p, section=p.section.replace("xdp", "xdp.frags", 1),
+                               flags=p.flags | BPF_F_XDP_HAS_FRAGS)
+        for n, p in spec.programs.items()})
+
+
+BCAST_DEVS = ("veth0", "veth1", "veth2", "veth3", "veth4", "veth5")
+
+
+def frags_broadcast(mtu4: int = 9000) -> Scenario:
+    """``xdp_redirect_bcast`` (frags-aware) on veth0 broadcasting frames of 1000,
+    3000, 5000 and 9014 bytes to devmap slots veth2 and veth4 (``mtu4``: veth4's
+    MTU, the others 9000). Linux 6.18, measured: with both valid the single-buffer
+    frames go to both and each frags frame fails (-EOPNOTSUPP, veth0's
+    ``rx_dropped``); with veth4 at 1500 veth2 is the frags frames' one valid target
+    and gets every frame whole, veth4 the 1000-byte one."""
+    pairs = vethlab.P3
+    mac = {d: vethlab.lab_mac(pairs, d) for d in BCAST_DEVS}
+    frames = tuple(("veth0", pk.udp_packet(b"bc", sport=2000 + i, dport=9000, size=size,
+                                          src_mac=mac["veth1"], dst_mac=mac["veth0"]))
+                   for i, size in enumerate((1000, 3000, 5000, 9014)))
+
+    def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+        for slot, d in enumerate(("veth2", "veth4")):
+            colls["bcast"].maps["ports"][slot] = {"ifindex": ifindex_of(d)}
+
+    return Scenario(
+        f"frags_broadcast_{mtu4}", pairs=pairs,
+        attach=(Attach("veth0", _frags_aware(vethlab.load_spec("redirect_bcast.o")),
+                       "xdp_redirect_bcast", collection="bcast"),
+                *(Attach(d, PASS_FRAGS, "xdp_pass", collection=f"pass@{d}")
+                  for d in BCAST_DEVS[1:])),
+        traffic=frames, setup=setup, maps=("rxcnt",), pass_unattached=False,
+        links=tuple(LinkSpec(d, mtu=mtu4 if d == "veth4" else 9000) for d in BCAST_DEVS))
+
+
 def _cpumap_setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
     coll = colls["redirect_cpu"]
     fd = vethlab.prog_fd(coll.programs["xdp_cpumap_filter"])
@@ -126,13 +170,7 @@ def frags_cpumap() -> Scenario:
     ``xdp_cpumap_filter``, which drops UDP to port 9. The xdp_frames keep their
     frags through the ring and the kthread's ``xdp_build_skb_from_frame``: veth0's
     stack gets them whole."""
-    spec = vethlab.load_spec("redirect_cpu.o")
-    # Linux 6.18 refuses (EINVAL) to load programs that share a map unless they
-    # agree on frags: every program of the object is loaded frags-aware.
-    spec = dataclasses.replace(spec, programs={
-        n: dataclasses.replace(p, section=p.section.replace("xdp", "xdp.frags", 1),
-                               flags=p.flags | BPF_F_XDP_HAS_FRAGS)
-        for n, p in spec.programs.items()})
+    spec = _frags_aware(vethlab.load_spec("redirect_cpu.o"))
     mac = {d: vethlab.lab_mac(PAIRS[:1], d) for d in DEVS[:2]}
     kw: dict[str, Any] = {"src_mac": mac["veth1"], "dst_mac": mac["veth0"]}
     frames = tuple(("veth0", f) for size in SIZES for f in (

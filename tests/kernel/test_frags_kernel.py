@@ -27,6 +27,7 @@ from pyxdp.testing import vethlab
 from pyxdp.testing.fragslab import (
     PASS_FRAGS,
     SIZES,
+    frags_broadcast,
     frags_cpumap,
     frags_generic,
     frags_veth,
@@ -123,6 +124,21 @@ def test_pyxdp_frags_through_cpumap_match_linux(mode: str) -> None:
     got = vethlab.run_pyxdp(sc, events=False, native=mode == "native")
     diffs = [d for d in vethlab.lab_differences(want, got, sc)
              if not d.startswith("events differ")]
+    assert not diffs, "\n".join(diffs)
+
+
+@pytest.mark.parametrize("mode", ["native", "python"])
+@pytest.mark.parametrize("mtu4", [9000, 1500])
+def test_pyxdp_frags_broadcast_matches_linux(mtu4: int, mode: str) -> None:
+    """``BPF_F_BROADCAST`` of frags frames to veth2 and veth4 (``mtu4``): Linux's
+    ``dev_map_enqueue_multi`` clones for every valid target but the last, and a
+    frags frame with two valid targets fails (-EOPNOTSUPP): the same frames, events
+    and trace counts on pyxdp."""
+    sc = frags_broadcast(mtu4)
+    want = vethlab.run_kernel(sc)
+    assert len(want.events_named("xdp_redirect_err")) == (2 if mtu4 == 9000 else 0)
+    got = vethlab.run_pyxdp(sc, native=mode == "native")
+    diffs = vethlab.lab_differences(want, got, sc)
     assert not diffs, "\n".join(diffs)
 
 
