@@ -19,7 +19,8 @@ from typing import Protocol
 
 from pyxdp.btf.btf import BtfKind, BtfType
 
-__all__ = ["BtfSource", "StructRead", "StructWalkError", "member_offset", "struct_access"]
+__all__ = ["BtfSource", "StructRead", "StructWalkError", "btf_resolve_size", "member_offset",
+           "skip_modifiers", "struct_access"]
 
 _MODIFIERS = (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
               BtfKind.TYPE_TAG)
@@ -66,7 +67,7 @@ def skip_modifiers(btf: BtfSource, type_id: int) -> tuple[BtfType, int]:
     return t, type_id
 
 
-def _resolve_size(btf: BtfSource, t: BtfType, tid: int
+def btf_resolve_size(btf: BtfSource, t: BtfType, tid: int
                   ) -> tuple[BtfType, int, BtfType, int, int, int] | None:
     """__btf_resolve_size: (the type, or the outer array; total size; element type;
     the last array's element id; element count; the id under the modifiers, else
@@ -141,7 +142,7 @@ def _walk(btf: BtfSource, t: BtfType, off: int, size: int, untrusted: bool
                 continue
             if off < moff:  # a hole in the struct
                 break
-            got = _resolve_size(btf, btf.type_by_id(m.type), m.type)
+            got = btf_resolve_size(btf, btf.type_by_id(m.type), m.type)
             if got is None:
                 raise StructWalkError(f"field {m.name} doesn't have size", errno.EFAULT)
             mtype, msize, elem, elem_id, total, mid = got
@@ -208,7 +209,7 @@ def member_offset(btf: BtfSource, type_id: int, name: str) -> tuple[int, int] | 
             continue
         mt, _ = skip_modifiers(btf, m.type)
         if m.name == name:
-            got = _resolve_size(btf, btf.type_by_id(m.type), m.type)
+            got = btf_resolve_size(btf, btf.type_by_id(m.type), m.type)
             return (m.bit_offset // 8, got[1]) if got is not None else None
         if not m.name and mt.kind in (BtfKind.STRUCT, BtfKind.UNION):
             inner = member_offset(btf, m.type, name)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pyxdp.errors import HelperFault
 from pyxdp.net import fib as _fib
-from pyxdp.net.filter import s32, xdp_helper, xdp_of
+from pyxdp.net.filter import M32, M64, s32, xdp_helper, xdp_of
 from pyxdp.vm.helpers import RunContext, neg
 from pyxdp.vm.jit.abi import SLOW, Natives
 from pyxdp.vm.jit.ir import TBAA_CTX_VALUES, TBAA_MEM, Text, c64, ret_if
@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from pyxdp.vm.interpreter import Helper, Interpreter
 
 __all__ = ["FIB_HELPERS", "check_mtu_fn", "fib_lookup_fn"]
-
-M32 = 0xFFFF_FFFF
-M64 = 0xFFFF_FFFF_FFFF_FFFF
 
 FIB_HELPERS: dict[int, Helper] = {}
 

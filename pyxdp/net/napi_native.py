@@ -1688,6 +1688,11 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
     (-ENOMEM) stops the walk, the frame freed. Returns the pool's hot fields and
     0 or the redirect's error (positive)."""
     ptab = xmit[3]
+    whole = length + fsz
+    nv, last_w = np.int64(0), np.int64(-1)  # valid targets, the last one's walk position
+    if not none:
+        nv, last_w = _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags,
+                                    whole, fsz > 0)
     if tag:
         mi = 1 + tag
         if none:
@@ -1696,9 +1701,6 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
         src = ptab[tag - 1, PT_PAGES] + loc * ptab[tag - 1, PT_PSIZE]
         meta = _mem_frame(sysm, ptab, mi, loc)[3]
     else:
-        nv = 0 if none or fsz == 0 else _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err,
-                                                       self_ifindex, slot, flags,
-                                                       length + fsz, True)
         if fsz > 0 and nv != 1:
             # Nothing to send to, or a clone refused (-EOPNOTSUPP): freed, frags first.
             c, nuse, cached = _frags_free(pages, xmit[2], loc, psc, cache, ring, free, state,
@@ -1713,7 +1715,6 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
             sysm[0].ctypes.data + (-1 - loc) * sysm[0].strides[0]
         meta = np.int64(w32[loc, 4] if loc >= 0 else sysm[1][-1 - loc, 4])
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
-    whole = length + fsz
     slots = _dm_entries(dmt[0], dmt[1], slot)
     end = dmt[1][slot]
     w = 0
@@ -1725,16 +1726,7 @@ def _bcast(dmt, eg_ids, tgt_ok, tgt_mtu, self_ifindex, slot, flags, loc, data,  
         w += 1
         if not _bcast_valid(tgt_ok, tgt_mtu, tgt_err, t, excl, self_ifindex, whole, fsz > 0):
             continue
-        # A valid target after this one: this one gets a clone, else the frame.
-        nxt = False
-        for f in range(w, end):
-            e1 = _dm_walk(dmt, slot, f)
-            if e1 < 0:
-                break
-            if _bcast_valid(tgt_ok, tgt_mtu, tgt_err, np.int64(slots[e1, 0]), excl,
-                            self_ifindex, whole, fsz > 0):
-                nxt = True
-                break
+        nxt = w - 1 != last_w  # the last valid target gets the frame, the others clones
         pid = np.int64(slots[e0, 1])
         kk = 0 if pid == 0 else _egress_row(eg_ids, pid) + 1
         etag = 0
@@ -1778,10 +1770,11 @@ def _bcast_valid(tgt_ok, tgt_mtu, tgt_err, t, excl, self_ifindex, whole, frags):
 @njit(cache=True, nogil=True, _nrt=False)
 def _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags, whole, frags):  # type: ignore[no-untyped-def] # noqa: E501
     """How many targets of a broadcast (:func:`_bcast`'s walk) are valid for a frame
-    of ``whole`` bytes: a frags frame with two or more fails, its clone refused."""
+    of ``whole`` bytes (a frags frame with two or more fails, its clone refused), and
+    the walk position of the last one (-1: none), which gets the frame itself."""
     excl = (flags & BPF_F_EXCLUDE_INGRESS) != 0
     slots = _dm_entries(dmt[0], dmt[1], slot)
-    n = 0
+    n, last = 0, np.int64(-1)
     for w in range(dmt[1][slot]):
         e = _dm_walk(dmt, slot, w)
         if e < 0:
@@ -1789,7 +1782,8 @@ def _bcast_valid_n(dmt, tgt_ok, tgt_mtu, tgt_err, self_ifindex, slot, flags, who
         if _bcast_valid(tgt_ok, tgt_mtu, tgt_err, np.int64(slots[e, 0]), excl, self_ifindex,
                         whole, frags):
             n += 1
-    return n
+            last = np.int64(w)
+    return n, last
 
 
 @njit(cache=True, nogil=True, _nrt=False)

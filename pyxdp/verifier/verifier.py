@@ -54,7 +54,13 @@ from pyxdp.asm.validate import Layout, jump_target, validate
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, BtfKind, BtfType, FieldError
 from pyxdp.btf.core import POISON_HELPER, CoreRelocationError, apply_core_relos
 from pyxdp.btf.kcheck import kernel_error
-from pyxdp.btf.struct_access import StructWalkError, member_offset, struct_access
+from pyxdp.btf.struct_access import (
+    StructWalkError,
+    btf_resolve_size,
+    member_offset,
+    skip_modifiers,
+    struct_access,
+)
 from pyxdp.btf.vmlinux import BtfIndex, core_target
 from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
 from pyxdp.spec import (
@@ -968,36 +974,17 @@ def _ksym_reg(kernel: BtfIndex, btf_id: int) -> Reg:
     vtype = t.size_type
     sec = kernel.find(".data..percpu", BtfKind.DATASEC)
     percpu = sec is not None and any(v.type == btf_id for v in kernel.type_by_id(sec).secinfos)
-    target, size, nelems = vtype, -1, 1
-    while True:  # btf_type_skip_modifiers, then btf_resolve_size
-        tt = kernel.type_by_id(target)
-        if tt.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
-                       BtfKind.TYPE_TAG):
-            target = tt.size_type
-            continue
-        break
+    tt, _ = skip_modifiers(kernel, vtype)
     if percpu or tt.kind in (BtfKind.STRUCT, BtfKind.UNION):
         r.set_ptr(BTF_ID | (PERCPU if percpu else 0))
         r.bt = kernel.type_by_id(vtype).name  # (btf_id is the VAR's own type)
         return r
-    sized = tt
-    while size < 0:
-        if sized.kind in (BtfKind.TYPEDEF, BtfKind.VOLATILE, BtfKind.CONST, BtfKind.RESTRICT,
-                          BtfKind.TYPE_TAG):
-            sized = kernel.type_by_id(sized.size_type)
-        elif sized.kind == BtfKind.ARRAY and sized.array is not None:
-            nelems *= sized.array.nelems
-            sized = kernel.type_by_id(sized.array.type)
-        elif sized.kind == BtfKind.PTR:
-            size = 8
-        elif sized.kind in (BtfKind.INT, BtfKind.ENUM, BtfKind.ENUM64, BtfKind.FLOAT,
-                            BtfKind.DATASEC):
-            size = sized.size_type
-        else:
-            raise Refuse(f"ldimm64 unable to resolve the size of type '{tt.name}': -22",
-                         errno.EINVAL)
+    sized = btf_resolve_size(kernel, tt, vtype)
+    if sized is None:
+        raise Refuse(f"ldimm64 unable to resolve the size of type '{tt.name}': -22",
+                     errno.EINVAL)
     r.set_ptr(MEM | RDONLY)
-    r.msize = size * nelems
+    r.msize = sized[1]
     return r
 Slot = tuple[bytes, Reg | None]
 _EMPTY: Slot = (bytes(8), None)
