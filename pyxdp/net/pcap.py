@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import BinaryIO
 
-from pyxdp.args import short
 from pyxdp.errors import NotSupportedError, PyxdpError
 
 __all__ = [
@@ -521,17 +520,23 @@ def _check_u(name: str, value: int, bits: int) -> int:
     try:
         n = operator.index(value)
     except TypeError:
-        raise CaptureError(f"{name} must be an int, not {short(value)}") from None
+        raise CaptureError(f"{name} must be an int, not {_what(value)}") from None
     if not 0 <= n < (1 << bits):
         raise CaptureError(f"{name} {n} does not fit in {bits} unsigned bits")
     return n
+
+
+def _what(value: object) -> str:
+    """A wrong value as a message names it: short ones by value, others by type."""
+    r = repr(value)
+    return r if isinstance(value, int | float | str) and len(r) <= 24 else type(value).__name__
 
 
 def _packet(data: bytes | bytearray | memoryview) -> bytes:
     # bytes(5) would be five zeros, bytes(object()) a TypeError: only byte strings are packets.
     if not isinstance(data, bytes | bytearray | memoryview):
         raise CaptureError(f"packet data must be bytes, bytearray or memoryview, not "
-                           f"{short(data)}")
+                           f"{_what(data)}")
     return bytes(data)
 
 
@@ -539,12 +544,12 @@ def _flag(name: str, value: bool) -> bool:
     try:
         return bool(value)
     except (TypeError, ValueError):  # a numpy array of several items has no truth
-        raise CaptureError(f"{name} must be a bool, not {short(value)}") from None
+        raise CaptureError(f"{name} must be a bool, not {_what(value)}") from None
 
 
 def _utf8(text: str, what: str) -> bytes:
     if not isinstance(text, str):
-        raise CaptureError(f"{what} must be a str, not {short(text)}")
+        raise CaptureError(f"{what} must be a str, not {_what(text)}")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -683,7 +688,7 @@ class PcapWriter:
         try:
             ts_ns = operator.index(ts_ns)
         except TypeError:
-            raise CaptureError(f"timestamp must be an int, not {short(ts_ns)}") from None
+            raise CaptureError(f"timestamp must be an int, not {_what(ts_ns)}") from None
         if ts_ns < 0:
             raise CaptureError(f"timestamp {ts_ns} is before the epoch")
         sec, ns = divmod(ts_ns, 1_000_000_000)
