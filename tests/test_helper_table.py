@@ -76,3 +76,28 @@ def test_a_program_loads_the_helpers_it_calls(obj: str, loads: bool) -> None:
     out = subprocess.run([sys.executable, "-c", _CALLS, str(ROOT / "samples" / obj)],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     assert out == [str(loads), "True"]
+
+
+def test_a_test_run_namespace_is_made_once_under_threads() -> None:
+    """``TestRunEnv.fib`` is made on its first read; readers racing to it share one."""
+    import threading
+
+    from pyxdp.net.test_run import TestRunEnv
+
+    for _ in range(20):
+        env = TestRunEnv()
+        seen: list[object] = []
+        start = threading.Barrier(4)
+
+        def read(env: TestRunEnv = env) -> None:
+            start.wait()
+            seen.append(env.fib)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(seen) == 4 and all(f is seen[0] for f in seen)
+        env.fib = None  # a namespace set to None is made again on the next read
+        assert env.fib is not None and env.fib is not seen[0]

@@ -72,6 +72,9 @@ class NetdevInfo:
     xdp_metadata_ops: XdpMetadataOps | None = None
 
 
+_FIB_LOCK = threading.Lock()
+
+
 class _Namespace:
     """``TestRunEnv.fib``: the namespace, made on its first read when none was given (the
     routing model loads with it, not with every test run); setting it replaces it."""
@@ -87,7 +90,10 @@ class _Namespace:
         fib: Fib | None = env.__dict__.get("_fib")
         if fib is None:
             from pyxdp.net.fib import Fib
-            fib = env.__dict__["_fib"] = Fib()
+            with _FIB_LOCK:  # two first readers get the same namespace
+                fib = env.__dict__.get("_fib")
+                if fib is None:
+                    fib = env.__dict__["_fib"] = Fib()
         return fib
 
     def __set__(self, env: TestRunEnv, fib: Fib | None) -> None:
