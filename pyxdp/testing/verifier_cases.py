@@ -7,7 +7,8 @@ the errno (``err``, EACCES unless the case says otherwise).
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
-``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
+``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS` (``MAP_VALUE(name, off)``
+the address ``off`` bytes into its value, BPF_PSEUDO_MAP_VALUE); ``call KFUNC(name)``
 calls kernel function ``name`` (resolved by name at load, as libbpf does);
 ``rX = KSYM(name)`` loads the address of kernel function or variable ``name`` (an
 ``ld_imm64`` of its id in the kernel's BTF, as libbpf resolves a ``__ksym``). A
@@ -93,7 +94,7 @@ _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs
 # Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
 # refers to .rodata); every other MAP(name) is the map itself.
 _DIRECT = frozenset({"rodata"})
-_MARK = re.compile(r"MAP\((\w+)\)")
+_MARK = re.compile(r"MAP(_VALUE)?\((\w+)(?:,\s*(-?\d+))?\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _KSYM = re.compile(r"KSYM\((\w+)\)")
 _TAG = 0x5EED0000
@@ -242,9 +243,12 @@ class VerifierCase:
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
         names: list[str] = []
+        offsets: dict[int, int] = {}  # MAP_VALUE's: offset by index in names
 
         def mark(m: re.Match[str]) -> str:
-            names.append(m.group(1))
+            if m.group(1):
+                offsets[len(names)] = int(m.group(3) or 0)
+            names.append(m.group(2))
             return f"{_TAG + len(names) - 1:#x} ll"
 
         kfuncs: list[str] = []
@@ -263,7 +267,10 @@ class VerifierCase:
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
                 name = names[i.imm - _TAG]
-                refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
+                if i.imm - _TAG in offsets:
+                    refs.append(MapRef(pc, name, "value", offsets[i.imm - _TAG]))
+                else:
+                    refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         section = "syscall" if self.syscall else "xdp/devmap" if self.devmap else "xdp"
         attach = 0 if self.syscall else BPF_XDP_DEVMAP if self.devmap else BPF_XDP
@@ -7825,6 +7832,55 @@ exit""", None, processed=23),
        "r1 = KSYM(bpf_prog_active)\nexit",
        "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
        err=errno.ENOENT),
+    # -- a map value's address (vc5_): resolve_pseudo_ldimm64 takes the offset from the
+    # second half (below BPF_MAX_VAR_OFF) and map_direct_value_addr, an array's of one
+    # entry only, refuses it at the value's end; in program order with the encoding checks
+    _c("vc5_map_value_off_at_end", "r1 = MAP_VALUE(fmts, 16)\nr0 = 2\nexit",
+       "invalid access to map value pointer, value_size=16 off=16", err=errno.EINVAL),
+    _c("vc5_map_value_off_inside", "r1 = MAP_VALUE(fmts, 8)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", None),
+    _c("vc5_map_value_off_read_past", "r1 = MAP_VALUE(fmts, 9)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", "R1 min value is outside of the allowed memory range"),
+    _c("vc5_map_value_off_negative", "r1 = MAP_VALUE(fmts, -8)\nr0 = 2\nexit",
+       "direct value offset of 4294967288 is not allowed", err=errno.EINVAL),
+    _c("vc5_map_value_off_max_var_off", "r1 = MAP_VALUE(fmts, 536870912)\nr0 = 2\nexit",
+       "direct value offset of 536870912 is not allowed", err=errno.EINVAL),
+    _c("vc5_map_value_array_of_four", "r1 = MAP_VALUE(arr, 0)\nr0 = 2\nexit",
+       "invalid access to map value pointer, value_size=16 off=0", err=_ENOTSUPP),
+    _c("vc5_map_value_hash", "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_ringbuf", "r1 = MAP_VALUE(rb, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_prog_array", "r1 = MAP_VALUE(progs, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_dead_code", "r0 = 2\nexit\nr1 = MAP_VALUE(hash, 0)\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_wronly_read", "r1 = MAP_VALUE(wo, 0)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", "read from map forbidden, value_size=8 off=0 size=8"),
+    _c("vc5_map_value_wronly_write", "r1 = MAP_VALUE(wo, 0)\n*(u64 *)(r1 +0) = 0\n"
+       "r0 = 2\nexit", None),
+    _c("vc5_map_value_before_ldx_reserved", "r1 = MAP_VALUE(hash, 0)\n"
+       "r0 = *(u64 *)(r10 -8)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL,
+       raw=((2, "imm", 1),)),
+    _c("vc5_map_value_after_ldx_reserved", "r0 = *(u64 *)(r10 -8)\n"
+       "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nexit", "BPF_LDX uses reserved fields",
+       err=errno.EINVAL, raw=((0, "imm", 1),)),
+    _c("vc5_map_value_before_unknown_opcode", "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nr0 = 2\n"
+       "exit", "no direct value access support for this map type", err=errno.EINVAL,
+       raw=((2, "code", 0xFF),)),
+    # (a sleepable program's map compatibility is checked first, load by load)
+    _sys("vc5_map_value_sys_offset_first", "r1 = MAP_VALUE(fmts, 100)\nr1 = MAP(dev)\n"
+         "r0 = 0\nexit", "invalid access to map value pointer, value_size=16 off=100",
+         err=errno.EINVAL),
+    _sys("vc5_map_value_sys_devmap_first", "r1 = MAP(dev)\nr1 = MAP_VALUE(fmts, 100)\n"
+         "r0 = 0\nexit", "Sleepable programs can only use array, hash, ringbuf and local "
+         "storage maps", err=errno.EINVAL),
+    _c("vc5_map_value_strtol_offset", "r1 = MAP_VALUE(fmts, 2)\nr2 = 4\nr3 = 0\n"
+       "r4 = r10\nr4 += -8\ncall 105\nr0 = 2\nexit", None),
+    _c("vc5_map_value_snprintf_unterminated", "r1 = r10\nr1 += -16\nr2 = 16\n"
+       "r3 = MAP_VALUE(fmts, 8)\nr4 = 0\nr5 = 0\ncall 165\nr0 = 2\nexit",
+       "string is not zero-terminated", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

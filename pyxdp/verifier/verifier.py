@@ -69,6 +69,7 @@ from pyxdp.spec import (
     BPF_F_XDP_DEV_BOUND_ONLY,
     BPF_XDP_DEVMAP,
     ExceptionCallbackError,
+    MapRef,
     MapSpec,
     ProgramSpec,
     exception_callback,
@@ -1628,6 +1629,10 @@ class _Verifier:
         self.insns = self.encoding.insns
         self.maps = maps
         self.limit = limit
+        self.map_at = {r.pc: r for r in spec.map_refs}
+        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
+        # and the sleepable rules; any other is XDP
+        self.syscall = spec.prog_type == "syscall"
         self.layout = self._validate()
         self.subprogs = [s for s, _ in self.layout.functions]
         # functions as Linux counts them (add_subprog): called, or a callback's address
@@ -1638,7 +1643,6 @@ class _Verifier:
             if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
             0 <= pc + 1 + i.imm < n}
         counted = sorted(self.starts)
-        self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
         self.kfunc_at.update(self.kfunc_by_id)
         # Global (non-static) functions by start: each is verified once, on its own, from
@@ -1673,9 +1677,6 @@ class _Verifier:
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
         self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
-        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
-        # and the sleepable rules; any other is XDP
-        self.syscall = spec.prog_type == "syscall"
         self.gpl = spec.license.split("\0")[0] in _GPL_LICENSES
         n = len(self.insns)
         # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
@@ -1860,6 +1861,11 @@ class _Verifier:
             self.pc = self.processed = self.nstates = 0
             self.log = []
             self.state = None
+            try:  # the map loads before it are resolved first
+                self._check_map_fds(self.encoding.early_pc)
+            except Refuse as e:
+                raise self._error(e) from None
+            self.pc = 0
             raise self._error(Refuse(early, errno.EINVAL))
         return layout
 
@@ -1924,7 +1930,6 @@ class _Verifier:
         try:
             self._check_kfunc_calls()
             self._find_exception_cb()
-            self._check_sleepable_maps()
             self._check_abnormal_return()
             self._check_map_fds()
             self._check_cfg()
@@ -1976,18 +1981,28 @@ class _Verifier:
         return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
                              pc=self.pc, insn=text, source=src, state=regs)
 
-    def _check_sleepable_maps(self) -> None:
-        """resolve_pseudo_ldimm64's check_map_prog_compatibility for a sleepable program
-        (a syscall program is one): only the map types of SLEEPABLE_MAPS."""
-        if not self.syscall:
+    def _check_map_ref(self, ref: MapRef) -> None:
+        """resolve_pseudo_ldimm64 on a map the loader bound: check_map_prog_compatibility
+        for a sleepable program (a syscall program is one: only the map types of
+        SLEEPABLE_MAPS), then a value reference's offset and map_direct_value_addr (an
+        array's of one entry only)."""
+        m = self.maps.get(ref.map_name)
+        if m is None:
             return
-        for ref in sorted(self.spec.map_refs, key=lambda r: r.pc):
-            m = self.maps.get(ref.map_name)
-            if m is not None and m.type not in SLEEPABLE_MAPS:
-                self.pc = ref.pc
-                raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
-                             "storage maps", errno.EINVAL)
-        self.pc = 0
+        self.pc = ref.pc
+        if self.syscall and m.type not in SLEEPABLE_MAPS:
+            raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
+                         "storage maps", errno.EINVAL)
+        if ref.kind != "value":
+            return
+        off = ref.offset & U32
+        if off >= BPF_MAX_VAR_OFF:
+            raise Refuse(f"direct value offset of {off} is not allowed", errno.EINVAL)
+        if m.type != MT.BPF_MAP_TYPE_ARRAY:
+            raise Refuse("no direct value access support for this map type", errno.EINVAL)
+        if m.max_entries != 1 or off >= m.value_size:
+            raise Refuse(f"invalid access to map value pointer, value_size={m.value_size} "
+                         f"off={off}", ENOTSUPP if m.max_entries != 1 else errno.EINVAL)
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
@@ -2053,12 +2068,15 @@ class _Verifier:
         return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
                    self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
 
-    def _check_map_fds(self) -> None:
-        """resolve_pseudo_ldimm64: a map load the loader bound to no map keeps the raw fd
-        of the program's text, which names no map of this process (EINVAL for an open
-        file that is not a map, EBADF for none)."""
-        for pc, i in enumerate(self.insns):
-            if i.code != op.OP_LD_IMM64 or pc in self.map_at:
+    def _check_map_fds(self, end: int | None = None) -> None:
+        """resolve_pseudo_ldimm64 (on the instructions before ``end``): a map load the
+        loader bound to no map keeps the raw fd of the program's text, which names no
+        map of this process (EINVAL for an open file that is not a map, EBADF for none)."""
+        for pc, i in enumerate(self.insns[:end]):
+            if i.code != op.OP_LD_IMM64:
+                continue
+            if pc in self.map_at:
+                self._check_map_ref(self.map_at[pc])
                 continue
             if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
                 self.pc = pc  # pyxdp passes no fd_array
