@@ -495,6 +495,12 @@ _XDP_SLICE = ("r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\nr1 
 _MEM_ARG = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
 
 
+# main and a global function taking a pointer to an empty struct
+_G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
+# r0: a lookup of key 0 in arr, maybe NULL
+_LOOKUP_ARR = "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
+
+
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
     return VerifierCase(name, asm.strip(), linux, **kw)  # type: ignore[arg-type]
 
@@ -7881,6 +7887,34 @@ exit""", None, processed=23),
     _c("vc5_map_value_snprintf_unterminated", "r1 = r10\nr1 += -16\nr2 = 16\n"
        "r3 = MAP_VALUE(fmts, 8)\nr4 = 0\nr5 = 0\ncall 165\nr0 = 2\nexit",
        "string is not zero-terminated", err=errno.EINVAL),
+    # -- a global function's pointer to an empty struct (vc5_): btf_resolve_size gives it
+    # 0 bytes (void has no size), so check_mem_reg takes any memory, NULL and maybe-NULL
+    # included, and the callee may access none of it
+    _c("vc5_global_mem0_null", "r1 = 0\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\nexit", None,
+       funcs=_G0),
+    _c("vc5_global_mem0_uninit_stack", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = 0\nexit", None, funcs=_G0),
+    _c("vc5_global_mem0_maybe_null_value", _LOOKUP_ARR + "r1 = r0\ncall fn\nr0 = 2\nexit\n"
+       "fn:\nr0 = 0\nexit", None, funcs=_G0),
+    _c("vc5_global_mem0_read", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "if r1 == 0 goto +1\nr0 = *(u8 *)(r1 +0)\nr0 = 0\nexit",
+       "R1 min value is outside of the allowed memory range", funcs=_G0),
+    _c("vc5_global_mem0_unchecked", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = *(u8 *)(r1 +0)\nr0 = 0\nexit", "R1 invalid mem access 'mem_or_null'",
+       funcs=_G0),
+    _c("vc5_global_mem0_ctx", "call fn\nr0 = 2\nexit\nfn:\nr0 = 0\nexit",
+       "Caller passes invalid args into func#1 ('fn')", funcs=_G0, err=errno.EINVAL),
+    _c("vc5_global_mem0_rodata", "r1 = MAP(rodata)\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')", funcs=_G0, err=errno.EINVAL),
+    # (check_func_arg_reg_off refuses a modified ctx with -EACCES before any other check)
+    _c("vc5_global_mem0_modified_ctx", "r1 += 4\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')", funcs=_G0),
+    _c("vc5_global_dynptr_modified_ctx", "r1 += 4\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')",
+       funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("dynptr",)))),
+    _c("vc5_global_void_ptr", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = 0\nexit", "Caller passes invalid args into func#1 ('fn')",
+       funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("void*",))), err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

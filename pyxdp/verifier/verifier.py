@@ -62,7 +62,13 @@ from pyxdp.btf.struct_access import (
     struct_access,
 )
 from pyxdp.btf.vmlinux import BtfIndex, core_target
-from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
+from pyxdp.errors import (
+    InvalidProgram,
+    NotSupportedError,
+    ObjectError,
+    UnsupportedHelper,
+    VerifierError,
+)
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_WRONLY_PROG,
@@ -4987,11 +4993,11 @@ class _Verifier:
                 continue
             if "nullable" in tags:  # only a trusted pointer may be __arg_nullable
                 raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-            try:
-                size = btf.resolve_size(t.type) if t.type else 0
-            except Exception:
-                size = 0
-            if not size:
+            try:  # btf_resolve_size: void has none, an empty struct has 0 bytes
+                size: int | None = btf.resolve_size(t.type) if pointee is not None else None
+            except ObjectError:
+                size = None
+            if size is None:
                 what = btf.describe(t.type) if t.type else "void"
                 raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
                              f"-{errno.EINVAL}", errno.EINVAL)
@@ -5057,6 +5063,7 @@ class _Verifier:
                     if reg.t != CTX:
                         raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
                 elif kind == "dynptr":  # an initialised one, which the callee only reads
+                    self._arg_reg_off(n + 1, reg)
                     self._dynptr_arg(st, regs, n + 1, n, False, g.name, _KfuncMeta())
                 elif kind == "arena":  # PTR_TO_ARENA (not modelled) or any scalar
                     if reg.t != SCALAR:
@@ -5112,8 +5119,8 @@ class _Verifier:
             mem = reg.copy()
             mem.t &= ~MAYBE_NULL
         try:
-            self._helper_mem(st, n + 1, mem, size, write=False)
-            self._helper_mem(st, n + 1, mem, size, write=True)
+            self._helper_mem(st, n + 1, mem, size, write=False, zero_ok=True)
+            self._helper_mem(st, n + 1, mem, size, write=True, zero_ok=True)
         except Refuse as e:  # check_mem_reg fails with -EINVAL, whatever failed in it
             raise Refuse(e.msg, errno.EINVAL) from None
         if not nullable and reg.t & MAYBE_NULL:
