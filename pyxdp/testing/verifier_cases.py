@@ -495,6 +495,12 @@ _XDP_SLICE = ("r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\nr1 
 _MEM_ARG = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
 
 
+# a ringbuf record held across a call of global function sub, then the function's text
+_GT_RB = ("r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\nr1 = 5\n"
+          "call sub\nr1 = r9\nr2 = 0\ncall 133\nout:\nr0 = 2\nexit\nsub:\n{sub}")
+_GT_THROW = "r1 = 5\ncall KFUNC(bpf_throw)\nr0 = 0\nexit"
+_GT_FUNCS = (Func("main"), Func("sub", True))
+_GT_LEAK = "bpf_throw would lead to reference leak"
 # main and a global function taking a pointer to an empty struct
 _G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
 # r0: a lookup of key 0 in arr, maybe NULL
@@ -7915,6 +7921,47 @@ exit""", None, processed=23),
     _c("vc5_global_void_ptr", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
        "r0 = 0\nexit", "Caller passes invalid args into func#1 ('fn')",
        funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("void*",))), err=errno.EINVAL),
+    # -- a global function that may throw (vc5_): a bpf_throw in it or in a function it
+    # calls, reached or not, and the call site exits at once as a bpf_throw there would
+    _c("vc5_global_throw_ringbuf_leak", _GT_RB.format(sub=_GT_THROW), _GT_LEAK,
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_dead", _GT_RB.format(sub="r0 = 2\nif r0 == 2 goto +2\n" + _GT_THROW),
+       _GT_LEAK, funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_via_static", _GT_RB.format(sub="call st\nr0 = 0\nexit\nst:\n" +
+                                                        _GT_THROW), _GT_LEAK,
+       funcs=(*_GT_FUNCS, Func("st")), err=errno.EINVAL),
+    _c("vc5_global_throw_via_global", _GT_RB.format(sub="call g2\nr0 = 0\nexit\ng2:\n" +
+                                                        _GT_THROW), _GT_LEAK,
+       funcs=(*_GT_FUNCS, Func("g2", True)), err=errno.EINVAL),
+    _c("vc5_global_throw_from_static", "r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\n"
+       "if r0 == 0 goto out\nr9 = r0\ncall st\nr1 = r9\nr2 = 0\ncall 133\nout:\n"
+       "r0 = 2\nexit\nst:\ncall sub\nr0 = 0\nexit\nsub:\n" + _GT_THROW, _GT_LEAK,
+       funcs=(Func("main"), Func("st"), Func("sub", True)), err=errno.EINVAL),
+    _c("vc5_global_throw_iter_leak", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 3\n"
+       "call KFUNC(bpf_iter_num_new)\ncall sub\nr1 = r10\nr1 += -8\n"
+       "call KFUNC(bpf_iter_num_destroy)\nr0 = 2\nexit\nsub:\n" + _GT_THROW, _GT_LEAK,
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_in_rcu", "call KFUNC(bpf_rcu_read_lock)\ncall sub\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr0 = 2\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", funcs=_GT_FUNCS,
+       err=errno.EINVAL),
+    _c("vc5_global_throw_no_preempt", "call KFUNC(bpf_preempt_disable)\ncall sub\n"
+       "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw cannot be used inside bpf_preempt_disable-ed region", funcs=_GT_FUNCS,
+       err=errno.EINVAL),
+    _c("vc5_global_throw_in_irq", "r1 = r10\nr1 += -16\ncall KFUNC(bpf_local_irq_save)\n"
+       "call sub\nr1 = r10\nr1 += -16\ncall KFUNC(bpf_local_irq_restore)\nr0 = 2\nexit\n"
+       "sub:\n" + _GT_THROW, "bpf_throw cannot be used inside bpf_local_irq_save-ed region",
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_in_callback", "r1 = 2\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 181\nr0 = 2\nexit\ncb:\ncall sub\nr0 = 0\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw kfunc (insn 12) cannot be called from callback subprog 2",
+       funcs=(Func("main"), Func("cb"), Func("sub", True)), err=errno.EINVAL),
+    # (nothing held: the exceptional exit adds no walk)
+    _c("vc5_global_throw_twice", "r1 = 5\ncall sub\ncall sub\nr0 = 2\nexit\nsub:\n" +
+       _GT_THROW, None, funcs=_GT_FUNCS, processed=7),
+    _c("vc5_global_throw_then_error", "r1 = 5\ncall sub\nr0 = *(u64 *)(r1 +0)\nr0 = 2\n"
+       "exit\nsub:\n" + _GT_THROW, "R1 !read_ok", funcs=_GT_FUNCS),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -5077,6 +5077,10 @@ class _Verifier:
             raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
                          e.err) from None
         g.called = True
+        if self._might_throw(target):
+            # the call may unwind the program as a bpf_throw there would: that path exits
+            # at once (process_bpf_exit_full), nothing may be held
+            self._resource_leak(st, "bpf_throw")
         if self._changes_pkt_data(target):
             for x in st.all_regs():
                 if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
@@ -5148,6 +5152,13 @@ class _Verifier:
             return (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL
                     and self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS)
         return self._reaches_call(sub, hit)
+
+    def _might_throw(self, sub: int) -> bool:
+        """Whether the function at ``sub`` (or one it calls) has a bpf_throw call, reached
+        or not."""
+        return self._reaches_call(sub, lambda pc, i: (
+            i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+            self.kfunc_at.get(pc, "") == THROW_KFUNC))
 
     def _changes_pkt_data(self, sub: int) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
