@@ -501,6 +501,10 @@ _GT_RB = ("r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0
 _GT_THROW = "r1 = 5\ncall KFUNC(bpf_throw)\nr0 = 0\nexit"
 _GT_FUNCS = (Func("main"), Func("sub", True))
 _GT_LEAK = "bpf_throw would lead to reference leak"
+# something acquired, then a call of static function sub (its text follows), then released
+_TC_HELD = ("r6 = r1\n{acq}r1 = r6\ncall sub\n{rel}out:\nr0 = 2\nexit\nsub:\nr6 = r1\n{sub}")
+_TC_SUB = "r1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 0\nexit"
+_TC_FUNCS = (Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))
 # main and a global function taking a pointer to an empty struct
 _G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
 # r0: a lookup of key 0 in arr, maybe NULL
@@ -7962,6 +7966,27 @@ exit""", None, processed=23),
        _GT_THROW, None, funcs=_GT_FUNCS, processed=7),
     _c("vc5_global_throw_then_error", "r1 = 5\ncall sub\nr0 = *(u64 *)(r1 +0)\nr0 = 2\n"
        "exit\nsub:\n" + _GT_THROW, "R1 !read_ok", funcs=_GT_FUNCS),
+    # -- a tail call in a static function (vc5_): check_reference_leak skips every frame
+    # but the main one, so the callers' references may be held (not RCU, IRQs, preemption)
+    _c("vc5_tail_call_static_ringbuf_held", _TC_HELD.format(
+        acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
+        rel="r1 = r9\nr2 = 0\ncall 133\n", sub=_TC_SUB), None, funcs=_TC_FUNCS),
+    _c("vc5_tail_call_static_iter_held", _TC_HELD.format(
+        acq="r1 = r10\nr1 += -24\nr2 = 0\nr3 = 3\ncall KFUNC(bpf_iter_num_new)\n",
+        rel="r1 = r10\nr1 += -24\ncall KFUNC(bpf_iter_num_destroy)\n", sub=_TC_SUB), None,
+       funcs=_TC_FUNCS),
+    _c("vc5_tail_call_nested_static_ringbuf_held", _TC_HELD.format(
+        acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
+        rel="r1 = r9\nr2 = 0\ncall 133\n", sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
+       None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",)))),
+    _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
+        acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
+        sub=_TC_SUB), "tail_call cannot be used inside bpf_rcu_read_lock-ed region",
+       funcs=_TC_FUNCS, err=errno.EINVAL),
+    _c("vc5_tail_call_main_ringbuf_held", "r6 = r1\nr1 = MAP(rb)\nr2 = 16\nr3 = 0\n"
+       "call 131\nif r0 == 0 goto out\nr9 = r0\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\n"
+       "call 12\nr1 = r9\nr2 = 0\ncall 133\nout:\nr0 = 2\nexit",
+       "tail_call would lead to reference leak", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -5507,8 +5507,10 @@ class _Verifier:
         return r
 
     def _tail_call_leak(self, st: State) -> None:
-        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak."""
-        if st.refs:
+        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak
+        (check_reference_leak looks at references in the main frame only: a function's
+        tail call leaves its callers' unchecked)."""
+        if st.refs and len(st.frames) == 1:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("tail_call would lead to reference leak", errno.EINVAL)
