@@ -505,6 +505,11 @@ _GT_LEAK = "bpf_throw would lead to reference leak"
 _TC_HELD = ("r6 = r1\n{acq}r1 = r6\ncall sub\n{rel}out:\nr0 = 2\nexit\nsub:\nr6 = r1\n{sub}")
 _TC_SUB = "r1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 0\nexit"
 _TC_FUNCS = (Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))
+# a timer of map timed's value 0 given callback cb, whose text follows
+_TIMER_CB = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(timed)\ncall 1\n"
+             "if r0 == 0 goto out\nr6 = r0\nr1 = r6\nr1 += 8\nr2 = MAP(timed)\nr3 = 1\n"
+             "call 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\nout:\nr0 = 2\nexit\n"
+             "cb:\n")
 # main and a global function taking a pointer to an empty struct
 _G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
 # r0: a lookup of key 0 in arr, maybe NULL
@@ -7977,7 +7982,8 @@ exit""", None, processed=23),
        funcs=_TC_FUNCS),
     _c("vc5_tail_call_nested_static_ringbuf_held", _TC_HELD.format(
         acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
-        rel="r1 = r9\nr2 = 0\ncall 133\n", sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
+        rel="r1 = r9\nr2 = 0\ncall 133\n",
+        sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
        None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",)))),
     _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
         acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
@@ -7987,6 +7993,30 @@ exit""", None, processed=23),
        "call 131\nif r0 == 0 goto out\nr9 = r0\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\n"
        "call 12\nr1 = r9\nr2 = 0\ncall 133\nout:\nr0 = 2\nexit",
        "tail_call would lead to reference leak", err=errno.EINVAL),
+    # -- bpf_throw in a timer's callback (vc5_): with no exception callback its cookie is
+    # the return value, held to an async callback's [0, 0] in any frame (then the
+    # callback rule of check_max_stack_depth refuses the throw itself)
+    _c("vc5_timer_cb_throw_1", _TIMER_CB + "r1 = 1\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_unknown", _TIMER_CB + "call 7\nr1 = r0\ncall KFUNC(bpf_throw)\n"
+       "r0 = 0\nexit", "At async callback return the register R1 has unknown scalar value "
+       "should have been in [0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_0", _TIMER_CB + "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw kfunc (insn 23) cannot be called from callback subprog 1", funcs=_CB,
+       err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_1_in_static", _TIMER_CB + "call s\nr0 = 0\nexit\ns:\nr1 = 1\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=(*_CB, Func("s")), err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_1_in_rcu", _TIMER_CB + "call KFUNC(bpf_rcu_read_lock)\nr1 = 1\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_0_in_rcu", _TIMER_CB + "call KFUNC(bpf_rcu_read_lock)\nr1 = 0\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", funcs=_CB,
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

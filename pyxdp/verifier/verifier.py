@@ -4860,15 +4860,16 @@ class _Verifier:
         return target
 
     @staticmethod
-    def _check_retval(r0: Reg, what: str, hi: int) -> None:
-        """A callback's R0 at its exit must be a scalar within [0, hi]."""
+    def _check_retval(r0: Reg, what: str, hi: int, name: str = "R0") -> None:
+        """A callback's R0 at its exit (``name``: the register bpf_throw returns) must be
+        a scalar within [0, hi]."""
         if r0.t != SCALAR:
-            raise Refuse(f"At {what} return the register R0 is not a known value "
+            raise Refuse(f"At {what} return the register {name} is not a known value "
                          f"({type_str(r0.t)})", errno.EINVAL)
         if not (r0.smin >= 0 and r0.smax <= hi):
             has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
                 (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
-            raise Refuse(f"At {what} return the register R0 has"
+            raise Refuse(f"At {what} return the register {name} has"
                          f"{has or ' unknown scalar value'} should have been in [0, {hi}]",
                          errno.EINVAL)
 
@@ -5399,8 +5400,12 @@ class _Verifier:
             assert meta.func is not None
             self._push_rbtree_cb(st, meta, pc, stack)
         if name == THROW_KFUNC:
-            # process_bpf_exit_full(exception_exit): every frame unwinds, nothing may be
-            # held; the cookie is the return value (XDP has no return range to check)
+            # without an exception callback the cookie is the return value: check_return_code
+            # on R1 (XDP has no range, an async callback's, whatever frame throws, is 0);
+            # then process_bpf_exit_full(exception_exit): every frame unwinds, nothing may
+            # be held
+            if self.exc_cb is None and st.frames[0].callback == _ASYNC_CB:
+                self._check_retval(regs[1], "async callback", 0, "R1")
             self._resource_leak(st, "bpf_throw")
             return -1
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
