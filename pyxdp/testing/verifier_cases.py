@@ -510,6 +510,8 @@ _TIMER_CB = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(timed)
              "if r0 == 0 goto out\nr6 = r0\nr1 = r6\nr1 += 8\nr2 = MAP(timed)\nr3 = 1\n"
              "call 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\nout:\nr0 = 2\nexit\n"
              "cb:\n")
+# a ringbuf dynptr of 16 bytes at fp-32
+_RB_DYNPTR = "r1 = MAP(rb)\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -32\ncall 198\n"
 # main and a global function taking a pointer to an empty struct
 _G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
 # r0: a lookup of key 0 in arr, maybe NULL
@@ -8017,6 +8019,35 @@ exit""", None, processed=23),
        "call KFUNC(bpf_throw)\nr0 = 0\nexit",
        "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", funcs=_CB,
        err=errno.EINVAL),
+    # -- generic kfuncs in a syscall program (vc5_), checked as in XDP
+    _sys("vc5_sys_iter_loop", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 10\n"
+         "call KFUNC(bpf_iter_num_new)\nl:\nr1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_num_next)\n"
+         "if r0 == 0 goto d\ngoto l\nd:\nr1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_num_destroy)\n"
+         "r0 = 0\nexit", None),
+    _sys("vc5_sys_iter_leak", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 3\n"
+         "call KFUNC(bpf_iter_num_new)\nr0 = 0\nexit",
+         "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    # (a syscall program's return value has no range: nor has the cookie)
+    _sys("vc5_sys_throw_wide", "r1 = 0x100000000 ll\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+         None),
+    _sys("vc5_sys_throw_in_rcu", "call KFUNC(bpf_rcu_read_lock)\nr1 = 1\n"
+         "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+         "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", err=errno.EINVAL),
+    _sys("vc5_sys_rcu_unmatched", "call KFUNC(bpf_rcu_read_unlock)\nr0 = 0\nexit",
+         "unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)", err=errno.EINVAL),
+    _sys("vc5_sys_preempt_left", "call KFUNC(bpf_preempt_disable)\nr0 = 0\nexit",
+         "BPF_EXIT instruction in main prog cannot be used inside bpf_preempt_disable-ed "
+         "region", err=errno.EINVAL),
+    _sys("vc5_sys_irq_left", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_local_irq_save)\nr0 = 0\n"
+         "exit", "BPF_EXIT instruction in main prog cannot be used inside "
+         "bpf_local_irq_save-ed region", err=errno.EINVAL),
+    _sys("vc5_sys_dynptr_clone_after_discard", _RB_DYNPTR + "r1 = r10\nr1 += -32\n"
+         "r2 = r10\nr2 += -48\ncall KFUNC(bpf_dynptr_clone)\nr1 = r10\nr1 += -32\nr2 = 0\n"
+         "call 200\nr1 = r10\nr1 += -48\ncall KFUNC(bpf_dynptr_size)\nr0 = 0\nexit",
+         "Expected an initialized dynptr as arg #0", err=errno.EINVAL),
+    _sys("vc5_sys_dynptr_slice", _RB_DYNPTR + "r1 = r10\nr1 += -32\nr2 = 0\nr3 = 0\n"
+         "r4 = 8\ncall KFUNC(bpf_dynptr_slice)\nr1 = r10\nr1 += -32\nr2 = 0\ncall 200\n"
+         "r0 = 0\nexit", None),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

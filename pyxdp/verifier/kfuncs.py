@@ -26,6 +26,7 @@ __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL"
            "KERNEL_KPTRS", "KPTR_DTORS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS",
            "NOT_FOR_XDP",
            "RCU_PROTECTED_TYPES", "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
+           "SYSCALL_VERIFIED_KFUNCS",
            "THROW_KFUNC",
            "TRAP_KFUNC", "register_kfunc"]
 
@@ -481,6 +482,15 @@ RCU_PROTECTED_TYPES = frozenset({"prog_test_ref_kfunc", "cgroup", "bpf_cpumask",
 # UnsupportedHelper): the crypto context's life cycle.
 SYSCALL_KFUNCS = frozenset({"bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
                             "bpf_crypto_ctx_release"})
+# The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
+# UnsupportedHelper): those, and generic ones Linux checks there as in XDP (measured):
+# numbers iterators, bpf_throw, RCU, preemption and IRQ sections, and reading dynptrs
+# (not bpf_dynptr_slice_rdwr: a syscall program "does not allow writes to packet data").
+SYSCALL_VERIFIED_KFUNCS = SYSCALL_KFUNCS | frozenset({
+    "bpf_iter_num_new", "bpf_iter_num_next", "bpf_iter_num_destroy", "bpf_throw",
+    "bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable", "bpf_preempt_enable",
+    "bpf_local_irq_save", "bpf_local_irq_restore", "bpf_dynptr_slice", "bpf_dynptr_adjust",
+    "bpf_dynptr_is_null", "bpf_dynptr_is_rdonly", "bpf_dynptr_size", "bpf_dynptr_clone"})
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

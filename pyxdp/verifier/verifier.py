@@ -115,7 +115,7 @@ from pyxdp.verifier.kfuncs import (
     RCU_FIELDS,
     RCU_PROTECTED_TYPES,
     SLEEPABLE_KFUNCS,
-    SYSCALL_KFUNCS,
+    SYSCALL_VERIFIED_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
@@ -1930,7 +1930,7 @@ class _Verifier:
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
         for k in self.spec.kfuncs if self.syscall else ():
-            if k.name not in SYSCALL_KFUNCS:
+            if k.name not in SYSCALL_VERIFIED_KFUNCS:
                 raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall "
                                         "program is not modelled by pyxdp", pc=k.pc)
         try:
