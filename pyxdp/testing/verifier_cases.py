@@ -8048,6 +8048,25 @@ exit""", None, processed=23),
     _sys("vc5_sys_dynptr_slice", _RB_DYNPTR + "r1 = r10\nr1 += -32\nr2 = 0\nr3 = 0\n"
          "r4 = 8\ncall KFUNC(bpf_dynptr_slice)\nr1 = r10\nr1 += -32\nr2 = 0\ncall 200\n"
          "r0 = 0\nexit", None),
+    # -- prog_flags (vc5_): bits bpf_prog_load does not know are refused before the
+    # verifier runs (no log); only some program types may be sleepable; ANY_ALIGNMENT
+    # overrides STRICT_ALIGNMENT
+    _c("vc5_flags_unknown_bit", "r0 = 2\nexit", "no verifier log", flags=1 << 8,
+       err=errno.EINVAL),
+    _c("vc5_flags_high_bit", "r0 = 2\nexit", "no verifier log", flags=1 << 31,
+       err=errno.EINVAL),
+    _c("vc5_flags_token_without_token", "r0 = 2\nexit", "no verifier log", flags=1 << 16,
+       err=errno.EINVAL),
+    _sys("vc5_flags_sys_unknown_bit", "r0 = 0\nexit", "no verifier log",
+         flags=_SLEEPABLE | 1 << 8, err=errno.EINVAL),
+    _c("vc5_flags_sleepable_xdp", "r0 = 2\nexit", "Only fentry/fexit/fmod_ret, lsm, iter, "
+       "uprobe, and struct_ops programs can be sleepable", flags=_SLEEPABLE, err=errno.EINVAL),
+    _c("vc5_flags_dev_bound_without_device", "r0 = 2\nexit", None, flags=1 << 6),
+    _c("vc5_flags_strict_and_any_alignment", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +1\n"
+       "r0 = *(u32 *)(r2 +0)\nr0 = 2\nexit", None, flags=3),
+    _c("vc5_flags_strict_alignment", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +1\n"
+       "r0 = *(u32 *)(r2 +0)\nr0 = 2\nexit", "misaligned packet access off 2+0+0+0 size 4",
+       flags=1),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

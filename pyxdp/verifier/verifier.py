@@ -148,7 +148,10 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "btf_load_refusal", "
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
+BPF_F_ANY_ALIGNMENT = 1 << 1  # overrides BPF_F_STRICT_ALIGNMENT
 BPF_F_SLEEPABLE = 1 << 4
+# the prog_flags bpf_prog_load knows (BPF_F_TOKEN_FD aside: pyxdp passes no BPF token)
+_PROG_FLAGS = 0xFF
 BPF_F_TEST_REG_INVARIANTS = 1 << 7  # impossible bounds refused (-EFAULT)
 # syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
 _SYSCALL_CTX_MAX = 0xFFFF
@@ -1681,7 +1684,8 @@ class _Verifier:
         # or tree roots (offset -> the struct held, its node's offset)
         self.graph_roots: dict[tuple[str, str, int | None], dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
-        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
+        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT) and \
+            not spec.flags & BPF_F_ANY_ALIGNMENT
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
         self.gpl = spec.license.split("\0")[0] in _GPL_LICENSES
         n = len(self.insns)
@@ -1943,6 +1947,10 @@ class _Verifier:
             if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
                 self.pc = 0
                 raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
+            if not self.syscall and self.spec.flags & BPF_F_SLEEPABLE:  # can_be_sleepable
+                self.pc = 0
+                raise Refuse("Only fentry/fexit/fmod_ret, lsm, iter, uprobe, and struct_ops "
+                             "programs can be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
             self._remove_fastcall_spills()
@@ -7063,6 +7071,9 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
         raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP and syscall programs "
                                 f"only, not a {spec.prog_type} program (section "
                                 f"{spec.section!r})")
+    if spec.flags & ~_PROG_FLAGS:  # bpf_prog_load refuses them before any verifier log
+        raise VerifierError(f"{spec.name}: prog_flags {spec.flags:#x} has bits BPF_PROG_LOAD "
+                            "does not know", errno.EINVAL, "")
     # The walk allocates registers and states by the hundred thousand and makes no cycles
     # of them: the cyclic collector would only rescan the kept states over and over (a
     # fifth of the time on large programs).
