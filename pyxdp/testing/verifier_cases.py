@@ -8067,6 +8067,32 @@ exit""", None, processed=23),
     _c("vc5_flags_strict_alignment", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +1\n"
        "r0 = *(u32 *)(r2 +0)\nr0 = 2\nexit", "misaligned packet access off 2+0+0+0 size 4",
        flags=1),
+    # -- the last exit (vc5_): process_bpf_exit_full checks what is held before
+    # check_return_code reads R0
+    _c("vc5_exit_rcu_r0_unset", "call KFUNC(bpf_rcu_read_lock)\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
+       err=errno.EINVAL),
+    _c("vc5_exit_spin_lock_r0_unset", "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(locked)\ncall 1\nif r0 == 0 goto +4\nr1 = r0\nr1 += 4\ncall 93\nexit\n"
+       "r0 = 2\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region",
+       err=errno.EINVAL),
+    _c("vc5_exit_global_rcu_r0_pointer", "call g\nr0 = 2\nexit\ng:\n"
+       "call KFUNC(bpf_rcu_read_lock)\nr0 = r10\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
+       funcs=(Func("main"), Func("g", True)), err=errno.EINVAL),
+    _c("vc5_exit_timer_cb_irq_saved", _TIMER_CB + "r1 = r10\nr1 += -8\n"
+       "call KFUNC(bpf_local_irq_save)\nr0 = 2\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_local_irq_save-ed region",
+       funcs=_CB, err=errno.EINVAL),
+    # -- bpf_throw under a callback (vc5_): check_max_stack_depth walks the async callbacks
+    # first, the last one first, then main (whose loop callback throws only in dead code)
+    _c("vc5_throw_async_root_first", "r1 = 2\nr2 = subprog[f1]\nr3 = 0\nr4 = 0\ncall 181\n" +
+       _TIMER_CB.replace("subprog[cb]", "subprog[f2]").split("cb:")[0] + "f1:\nr0 = 2\n"
+       "if r0 == 2 goto +2\nr1 = 0\ncall KFUNC(bpf_throw)\ncall f2\nr0 = 0\nexit\nf2:\n"
+       "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw kfunc (insn 36) cannot be called from callback subprog 2",
+       funcs=(Func("main"), Func("f1"), Func("f2")), err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

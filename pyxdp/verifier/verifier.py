@@ -4909,6 +4909,8 @@ class _Verifier:
                 return callee.callsite
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        # process_bpf_exit_full: check_resource_leak, then check_return_code (R0 read)
+        self._resource_leak(st, "BPF_EXIT instruction in main prog")
         r0 = self._read(regs, 0)
         if st.cur.callback == _ASYNC_CB:  # an async callback returns 0
             self._check_retval(r0, "async callback", 0)
@@ -4916,7 +4918,6 @@ class _Verifier:
         if self.in_global and not self.in_exc_cb and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
-        self._resource_leak(st, "BPF_EXIT instruction in main prog")
         return None
 
     def _resource_leak(self, st: State, prefix: str) -> None:
@@ -7029,7 +7030,11 @@ class _Verifier:
         ends = dict(zip(starts, [*starts[1:], n], strict=True))
         seen: set[tuple[int, bool]] = set()
 
+        # (the exception callback is a callback too: mark_subprog_exc_cb)
+        is_cb = cbs | exc
+
         def walk(sub: int, in_cb: bool) -> None:
+            in_cb = in_cb or sub in is_cb  # this function or one on the call chain
             if (sub, in_cb) in seen:
                 return
             seen.add((sub, in_cb))
@@ -7041,12 +7046,13 @@ class _Verifier:
                 if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL:
                     walk(pc + 1 + i.imm, in_cb)
                 elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and \
-                        pc + 1 + i.imm in cbs:
+                        pc + 1 + i.imm in cbs and pc + 1 + i.imm not in self.async_cbs:
                     walk(pc + 1 + i.imm, True)
 
-        walk(0, False)
-        for cb in exc:  # the exception callback is a callback (mark_subprog_exc_cb)
-            walk(cb, True)
+        # check_max_stack_depth's roots, the last function first: async and exception
+        # callbacks (an async one is not entered from where its address is taken), main
+        for root in sorted({0} | self.async_cbs | exc, reverse=True):
+            walk(root, False)
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
