@@ -8093,6 +8093,15 @@ exit""", None, processed=23),
        "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
        "bpf_throw kfunc (insn 36) cannot be called from callback subprog 2",
        funcs=(Func("main"), Func("f1"), Func("f2")), err=errno.EINVAL),
+    # (a function is a callback where a reached call pushed it: here none is)
+    _c("vc5_throw_callback_never_pushed", "r1 = 0\ncall KFUNC(bpf_throw)\n" +
+       _LOOP.format(cb="r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0"), None, funcs=_CB),
+    _c("vc5_throw_timer_callback_never_set", "r1 = 0\ncall KFUNC(bpf_throw)\n" + _TIMER_CB +
+       "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit", None, funcs=_CB),
+    _c("vc5_throw_dead_in_pushed_callback", _LOOP.format(
+        cb="r0 = 2\nif r0 == 2 goto +2\nr1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0"),
+       "bpf_throw kfunc (insn 11) cannot be called from callback subprog 1", funcs=_CB,
+       err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

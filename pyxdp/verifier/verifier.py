@@ -1620,7 +1620,8 @@ class _Verifier:
                  "maps", "may_goto", "not_kfunc", "noted", "nstates", "obj_recs", "paths",
                  "pc", "prec_round", "prev_insns", "prev_jmps", "processed", "prune",
                  "scc", "spec", "stack_live", "starts", "state", "strict_align",
-                 "subprogs", "succ", "syscall", "tmp_id", "visit_entry", "visits")
+                 "subprogs", "succ", "sync_cbs", "syscall", "tmp_id", "visit_entry",
+                 "visits")
 
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
@@ -1674,6 +1675,7 @@ class _Verifier:
         self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
         self.async_cbs: set[int] = set()  # timer and work item callbacks (push_async_cb)
+        self.sync_cbs: set[int] = set()  # the callbacks a reached call pushed (is_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
@@ -6485,6 +6487,7 @@ class _Verifier:
         state of its own (its frame's arguments set by ``args`` from the caller's
         registers), back to the call at ``pc`` after, which calls it again until the
         states converge; ``kind`` is the frame's ``callback``."""
+        self.sync_cbs.add(target)
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
@@ -7030,8 +7033,10 @@ class _Verifier:
         ends = dict(zip(starts, [*starts[1:], n], strict=True))
         seen: set[tuple[int, bool]] = set()
 
-        # (the exception callback is a callback too: mark_subprog_exc_cb)
-        is_cb = cbs | exc
+        # a callback is one a reached call pushed (push_callback_call, push_async_cb) and
+        # the exception callback (mark_subprog_exc_cb); an address taken on no reached
+        # path is a plain function here
+        is_cb = self.sync_cbs | self.async_cbs | exc
 
         def walk(sub: int, in_cb: bool) -> None:
             in_cb = in_cb or sub in is_cb  # this function or one on the call chain
@@ -7047,7 +7052,7 @@ class _Verifier:
                     walk(pc + 1 + i.imm, in_cb)
                 elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and \
                         pc + 1 + i.imm in cbs and pc + 1 + i.imm not in self.async_cbs:
-                    walk(pc + 1 + i.imm, True)
+                    walk(pc + 1 + i.imm, in_cb)
 
         # check_max_stack_depth's roots, the last function first: async and exception
         # callbacks (an async one is not entered from where its address is taken), main
