@@ -8102,6 +8102,16 @@ exit""", None, processed=23),
         cb="r0 = 2\nif r0 == 2 goto +2\nr1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0"),
        "bpf_throw kfunc (insn 11) cannot be called from callback subprog 1", funcs=_CB,
        err=errno.EINVAL),
+    # -- a syscall program's global functions (vc5_): its context is void *, so a
+    # struct xdp_md * argument is memory like any struct's (NULL allowed), and its context
+    # may be passed as zero bytes of memory
+    _sys("vc5_sys_global_xdp_md_null", "r1 = 0\ncall fn\nr0 = 0\nexit\nfn:\nr0 = 0\nexit",
+         None, funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("ctx",)))),
+    _sys("vc5_sys_global_xdp_md_unchecked", "call fn\nr0 = 0\nexit\nfn:\n"
+         "r0 = *(u64 *)(r1 +0)\nr0 = 0\nexit", "R1 invalid mem access 'mem_or_null'",
+         funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("ctx",)))),
+    _sys("vc5_sys_global_mem0_ctx", "call fn\nr0 = 0\nexit\nfn:\nr0 = 0\nexit", None,
+         funcs=_G0),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -4973,8 +4973,9 @@ class _Verifier:
             pointee = btf.resolved(t.type) if t.type else None
             if pointee is not None and pointee.kind is BtfKind.UNKN:
                 pointee = None  # (const) void
-            if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
-                                 pointee.name == "xdp_md"):  # btf_is_prog_ctx_type
+            # btf_is_prog_ctx_type: XDP's context struct (a syscall program's is void *)
+            if "ctx" in tags or (not self.syscall and pointee is not None and
+                                 pointee.kind is BtfKind.STRUCT and pointee.name == "xdp_md"):
                 if tags - {"ctx"}:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
                 if tags and pointee is not None:  # btf_validate_prog_ctx_type: void * too
@@ -6964,7 +6965,7 @@ class _Verifier:
                     b[k] = S_MISC
                     frame.set_slot(spi, (bytes(b), None))
         elif t == CTX and self.syscall:  # a syscall program's context, read and written
-            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context")
+            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context", zero_ok)
             self.facts.note_ctx_mem(self.pc, reg.off + size)  # max_ctx_offset counts it
         else:
             if zero_ok and size == 0 and reg.is_null():
