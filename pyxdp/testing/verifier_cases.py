@@ -8112,6 +8112,18 @@ exit""", None, processed=23),
          funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("ctx",)))),
     _sys("vc5_sys_global_mem0_ctx", "call fn\nr0 = 0\nexit\nfn:\nr0 = 0\nexit", None,
          funcs=_G0),
+    # -- networking kfuncs in a syscall program (vc5_): refused where reached
+    _sys("vc5_sys_dynptr_from_xdp", "call KFUNC(bpf_dynptr_from_xdp)\nr0 = 0\nexit",
+         "calling kernel function bpf_dynptr_from_xdp is not allowed"),
+    _sys("vc5_sys_xdp_ct_lookup_dead", "r0 = 0\nif r0 == 0 goto +1\n"
+         "call KFUNC(bpf_xdp_ct_lookup)\nr0 = 0\nexit", None),
+    _sys("vc5_sys_ct_release", "call KFUNC(bpf_ct_release)\nr0 = 0\nexit",
+         "calling kernel function bpf_ct_release is not allowed"),
+    _sys("vc5_sys_xdp_pull_data", "call KFUNC(bpf_xdp_pull_data)\nr0 = 0\nexit",
+         "calling kernel function bpf_xdp_pull_data is not allowed"),
+    _sys("vc5_sys_metadata_kfunc", "r0 = 0\nif r0 == 0 goto +1\n"
+         "call KFUNC(bpf_xdp_metadata_rx_hash)\nr0 = 0\nexit",
+         "metadata kfuncs require device-bound program", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

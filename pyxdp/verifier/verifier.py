@@ -111,17 +111,18 @@ from pyxdp.verifier.kfuncs import (
     KF_TRUSTED_ARGS,
     KFUNCS,
     KPTR_DTORS,
+    NOT_FOR_SYSCALL,
     NOT_FOR_XDP,
     RCU_FIELDS,
     RCU_PROTECTED_TYPES,
     SLEEPABLE_KFUNCS,
-    SYSCALL_VERIFIED_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
     KfuncProto,
     KParam,
     KRet,
+    syscall_verified,
 )
 from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
@@ -1936,7 +1937,7 @@ class _Verifier:
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
         for k in self.spec.kfuncs if self.syscall else ():
-            if k.name not in SYSCALL_VERIFIED_KFUNCS:
+            if not syscall_verified(k.name):
                 raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall "
                                         "program is not modelled by pyxdp", pc=k.pc)
         try:
@@ -5385,6 +5386,7 @@ class _Verifier:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
         if (name in NOT_FOR_XDP and not self.syscall) or pc in self.not_kfunc or \
+                (name in NOT_FOR_SYSCALL and self.syscall) or \
                 (name not in KFUNCS and self._untagged_kfunc(name)):
             # fetch_kfunc_meta: no kfunc for this program type
             raise Refuse(f"calling kernel function {name} is not allowed")
