@@ -7982,11 +7982,12 @@ exit""", None, processed=23),
         acq="r1 = r10\nr1 += -24\nr2 = 0\nr3 = 3\ncall KFUNC(bpf_iter_num_new)\n",
         rel="r1 = r10\nr1 += -24\ncall KFUNC(bpf_iter_num_destroy)\n", sub=_TC_SUB), None,
        funcs=_TC_FUNCS),
+    # (the tail call leaves s2 once: its exit to sub is walked, sub goes on; 29 insns)
     _c("vc5_tail_call_nested_static_ringbuf_held", _TC_HELD.format(
         acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
         rel="r1 = r9\nr2 = 0\ncall 133\n",
         sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
-       None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",)))),
+       None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",))), processed=29),
     _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
         acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
         sub=_TC_SUB), "tail_call cannot be used inside bpf_rcu_read_lock-ed region",

@@ -4842,17 +4842,8 @@ class _Verifier:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
-        nxt = self._helper_call(st, i.imm, pc, stack)
-        if i.imm == 12 and len(st.frames) > 1:
-            # A tail call that succeeds leaves the subprogram: the tail-called program's
-            # exit returns to the caller with its R0. That path is walked first; the
-            # failed call's fall through is queued.
-            self._push(st.copy(), nxt, stack, errno.E2BIG)  # (as maybe_fork_scalars)
-            st.cur.regs[0].set_unknown()
-            ret = self._exit(st, pc)
-            assert ret is not None  # a subprogram's exit returns to its caller
-            return ret
-        return nxt
+        # (a tail call from a subprogram leaves it there: _helper_call walks that exit)
+        return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
         g = self.globals.get(target)
