@@ -7988,6 +7988,14 @@ exit""", None, processed=23),
         rel="r1 = r9\nr2 = 0\ncall 133\n",
         sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
        None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",))), processed=29),
+    # (three calls deep: f3's tail call leaves f3 alone, its unknown R0 to f2, which sets
+    # it; then the failed call's path reads R0, which bpf_tail_call (void) left unset)
+    _c("vc5_tail_call_three_deep", "r6 = r1\ncall 7\nif r0 > 5 goto +2\nr1 = r6\ncall f1\n"
+       "r1 = r10\nr1 += r0\nr0 = 2\nexit\nf1:\nr6 = r1\nr1 = r6\ncall f2\nr1 = r10\n"
+       "r1 += r0\nr0 = 0\nexit\nf2:\nr6 = r1\nr1 = r6\ncall f3\nr0 = 0\nexit\nf3:\n"
+       "r6 = r1\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr1 = r10\nr1 += r0\nr0 = 0\n"
+       "exit", "R0 !read_ok",
+       funcs=tuple(Func(n, False, ("ctx",)) for n in ("main", "f1", "f2", "f3"))),
     _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
         acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
         sub=_TC_SUB), "tail_call cannot be used inside bpf_rcu_read_lock-ed region",
