@@ -7,7 +7,8 @@ the errno (``err``, EACCES unless the case says otherwise).
 ``tests/test_verifier.py`` holds pyxdp's verifier to every verdict and
 ``tests/kernel/test_verifier_kernel.py`` re-measures Linux's.
 
-``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS`; ``call KFUNC(name)``
+``MAP(name)`` in an ``ld_imm64`` loads one of :data:`MAPS` (``MAP_VALUE(name, off)``
+the address ``off`` bytes into its value, BPF_PSEUDO_MAP_VALUE); ``call KFUNC(name)``
 calls kernel function ``name`` (resolved by name at load, as libbpf does);
 ``rX = KSYM(name)`` loads the address of kernel function or variable ``name`` (an
 ``ld_imm64`` of its id in the kernel's BTF, as libbpf resolves a ``__ksym``). A
@@ -93,7 +94,7 @@ _BTF_MAPS = ("locked", "timed", "queued", "hqueued", "tasked", "htasked", "kptrs
 # Maps whose MAP(name) is the address of their value (BPF_PSEUDO_MAP_VALUE, as libbpf
 # refers to .rodata); every other MAP(name) is the map itself.
 _DIRECT = frozenset({"rodata"})
-_MARK = re.compile(r"MAP\((\w+)\)")
+_MARK = re.compile(r"MAP(_VALUE)?\((\w+)(?:,\s*(-?\d+))?\)")
 _KFUNC = re.compile(r"KFUNC\((\w+)\)")
 _KSYM = re.compile(r"KSYM\((\w+)\)")
 _TAG = 0x5EED0000
@@ -242,9 +243,12 @@ class VerifierCase:
     def spec(self, ifindex: int = 1) -> CollectionSpec:
         """The case as a collection; a ``bound`` case is bound to device ``ifindex``."""
         names: list[str] = []
+        offsets: dict[int, int] = {}  # MAP_VALUE's: offset by index in names
 
         def mark(m: re.Match[str]) -> str:
-            names.append(m.group(1))
+            if m.group(1):
+                offsets[len(names)] = int(m.group(3) or 0)
+            names.append(m.group(2))
             return f"{_TAG + len(names) - 1:#x} ll"
 
         kfuncs: list[str] = []
@@ -263,7 +267,10 @@ class VerifierCase:
         for pc, i in enumerate(insns):
             if i.is_ld_imm64() and i.imm & ~0xFF == _TAG and insns[pc + 1].imm == 0:
                 name = names[i.imm - _TAG]
-                refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
+                if i.imm - _TAG in offsets:
+                    refs.append(MapRef(pc, name, "value", offsets[i.imm - _TAG]))
+                else:
+                    refs.append(MapRef(pc, name, "value" if name in _DIRECT else "fd"))
                 insns[pc] = Instruction(i.code, i.dst, 0, 0, 0)
         section = "syscall" if self.syscall else "xdp/devmap" if self.devmap else "xdp"
         attach = 0 if self.syscall else BPF_XDP_DEVMAP if self.devmap else BPF_XDP
@@ -486,6 +493,29 @@ _XDP_SLICE = ("r2 = 0\nr3 = r10\nr3 += -16\ncall KFUNC(bpf_dynptr_from_xdp)\nr1 
               "r1 += -16\nr2 = 0\nr3 = 0\nr4 = 14\ncall KFUNC(bpf_dynptr_slice)\n"
               "if r0 == 0 goto out\n")
 _MEM_ARG = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+
+
+# a ringbuf record held across a call of global function sub, then the function's text
+_GT_RB = ("r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\nr1 = 5\n"
+          "call sub\nr1 = r9\nr2 = 0\ncall 133\nout:\nr0 = 2\nexit\nsub:\n{sub}")
+_GT_THROW = "r1 = 5\ncall KFUNC(bpf_throw)\nr0 = 0\nexit"
+_GT_FUNCS = (Func("main"), Func("sub", True))
+_GT_LEAK = "bpf_throw would lead to reference leak"
+# something acquired, then a call of static function sub (its text follows), then released
+_TC_HELD = ("r6 = r1\n{acq}r1 = r6\ncall sub\n{rel}out:\nr0 = 2\nexit\nsub:\nr6 = r1\n{sub}")
+_TC_SUB = "r1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 0\nexit"
+_TC_FUNCS = (Func("main", True, ("ctx",)), Func("sub", False, ("ctx",)))
+# a timer of map timed's value 0 given callback cb, whose text follows
+_TIMER_CB = ("r1 = 0\n*(u32 *)(r10 -4) = r1\nr2 = r10\nr2 += -4\nr1 = MAP(timed)\ncall 1\n"
+             "if r0 == 0 goto out\nr6 = r0\nr1 = r6\nr1 += 8\nr2 = MAP(timed)\nr3 = 1\n"
+             "call 169\nr1 = r6\nr1 += 8\nr2 = subprog[cb]\ncall 170\nout:\nr0 = 2\nexit\n"
+             "cb:\n")
+# a ringbuf dynptr of 16 bytes at fp-32
+_RB_DYNPTR = "r1 = MAP(rb)\nr2 = 16\nr3 = 0\nr4 = r10\nr4 += -32\ncall 198\n"
+# main and a global function taking a pointer to an empty struct
+_G0 = (Func("main", True, ("ctx",)), Func("fn", True, ("mem:0",)))
+# r0: a lookup of key 0 in arr, maybe NULL
+_LOOKUP_ARR = "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\nr1 = MAP(arr)\ncall 1\n"
 
 
 def _c(name: str, asm: str, linux: str | None, **kw: object) -> VerifierCase:
@@ -7825,6 +7855,284 @@ exit""", None, processed=23),
        "r1 = KSYM(bpf_prog_active)\nexit",
        "ldimm64 failed to find the address for kernel symbol 'bpf_prog_active'.",
        err=errno.ENOENT),
+    # -- a map value's address (vc5_): resolve_pseudo_ldimm64 takes the offset from the
+    # second half (below BPF_MAX_VAR_OFF) and map_direct_value_addr, an array's of one
+    # entry only, refuses it at the value's end; in program order with the encoding checks
+    _c("vc5_map_value_off_at_end", "r1 = MAP_VALUE(fmts, 16)\nr0 = 2\nexit",
+       "invalid access to map value pointer, value_size=16 off=16", err=errno.EINVAL),
+    _c("vc5_map_value_off_inside", "r1 = MAP_VALUE(fmts, 8)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", None),
+    _c("vc5_map_value_off_read_past", "r1 = MAP_VALUE(fmts, 9)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", "R1 min value is outside of the allowed memory range"),
+    _c("vc5_map_value_off_negative", "r1 = MAP_VALUE(fmts, -8)\nr0 = 2\nexit",
+       "direct value offset of 4294967288 is not allowed", err=errno.EINVAL),
+    _c("vc5_map_value_off_max_var_off", "r1 = MAP_VALUE(fmts, 536870912)\nr0 = 2\nexit",
+       "direct value offset of 536870912 is not allowed", err=errno.EINVAL),
+    _c("vc5_map_value_array_of_four", "r1 = MAP_VALUE(arr, 0)\nr0 = 2\nexit",
+       "invalid access to map value pointer, value_size=16 off=0", err=_ENOTSUPP),
+    _c("vc5_map_value_hash", "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_ringbuf", "r1 = MAP_VALUE(rb, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_prog_array", "r1 = MAP_VALUE(progs, 0)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_dead_code", "r0 = 2\nexit\nr1 = MAP_VALUE(hash, 0)\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL),
+    _c("vc5_map_value_wronly_read", "r1 = MAP_VALUE(wo, 0)\nr0 = *(u64 *)(r1 +0)\n"
+       "r0 = 2\nexit", "read from map forbidden, value_size=8 off=0 size=8"),
+    _c("vc5_map_value_wronly_write", "r1 = MAP_VALUE(wo, 0)\n*(u64 *)(r1 +0) = 0\n"
+       "r0 = 2\nexit", None),
+    _c("vc5_map_value_before_ldx_reserved", "r1 = MAP_VALUE(hash, 0)\n"
+       "r0 = *(u64 *)(r10 -8)\nr0 = 2\nexit",
+       "no direct value access support for this map type", err=errno.EINVAL,
+       raw=((2, "imm", 1),)),
+    _c("vc5_map_value_after_ldx_reserved", "r0 = *(u64 *)(r10 -8)\n"
+       "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nexit", "BPF_LDX uses reserved fields",
+       err=errno.EINVAL, raw=((0, "imm", 1),)),
+    _c("vc5_map_value_before_unknown_opcode", "r1 = MAP_VALUE(hash, 0)\nr0 = 2\nr0 = 2\n"
+       "exit", "no direct value access support for this map type", err=errno.EINVAL,
+       raw=((2, "code", 0xFF),)),
+    # (a sleepable program's map compatibility is checked first, load by load)
+    _sys("vc5_map_value_sys_offset_first", "r1 = MAP_VALUE(fmts, 100)\nr1 = MAP(dev)\n"
+         "r0 = 0\nexit", "invalid access to map value pointer, value_size=16 off=100",
+         err=errno.EINVAL),
+    _sys("vc5_map_value_sys_devmap_first", "r1 = MAP(dev)\nr1 = MAP_VALUE(fmts, 100)\n"
+         "r0 = 0\nexit", "Sleepable programs can only use array, hash, ringbuf and local "
+         "storage maps", err=errno.EINVAL),
+    _c("vc5_map_value_strtol_offset", "r1 = MAP_VALUE(fmts, 2)\nr2 = 4\nr3 = 0\n"
+       "r4 = r10\nr4 += -8\ncall 105\nr0 = 2\nexit", None),
+    _c("vc5_map_value_snprintf_unterminated", "r1 = r10\nr1 += -16\nr2 = 16\n"
+       "r3 = MAP_VALUE(fmts, 8)\nr4 = 0\nr5 = 0\ncall 165\nr0 = 2\nexit",
+       "string is not zero-terminated", err=errno.EINVAL),
+    # -- a global function's pointer to an empty struct (vc5_): btf_resolve_size gives it
+    # 0 bytes (void has no size), so check_mem_reg takes any memory, NULL and maybe-NULL
+    # included, and the callee may access none of it
+    _c("vc5_global_mem0_null", "r1 = 0\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\nexit", None,
+       funcs=_G0),
+    _c("vc5_global_mem0_uninit_stack", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = 0\nexit", None, funcs=_G0),
+    _c("vc5_global_mem0_maybe_null_value", _LOOKUP_ARR + "r1 = r0\ncall fn\nr0 = 2\nexit\n"
+       "fn:\nr0 = 0\nexit", None, funcs=_G0),
+    _c("vc5_global_mem0_read", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "if r1 == 0 goto +1\nr0 = *(u8 *)(r1 +0)\nr0 = 0\nexit",
+       "R1 min value is outside of the allowed memory range", funcs=_G0),
+    _c("vc5_global_mem0_unchecked", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = *(u8 *)(r1 +0)\nr0 = 0\nexit", "R1 invalid mem access 'mem_or_null'",
+       funcs=_G0),
+    _c("vc5_global_mem0_ctx", "call fn\nr0 = 2\nexit\nfn:\nr0 = 0\nexit",
+       "Caller passes invalid args into func#1 ('fn')", funcs=_G0, err=errno.EINVAL),
+    _c("vc5_global_mem0_rodata", "r1 = MAP(rodata)\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')", funcs=_G0, err=errno.EINVAL),
+    # (check_func_arg_reg_off refuses a modified ctx with -EACCES before any other check)
+    _c("vc5_global_mem0_modified_ctx", "r1 += 4\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')", funcs=_G0),
+    _c("vc5_global_dynptr_modified_ctx", "r1 += 4\ncall fn\nr0 = 2\nexit\nfn:\nr0 = 0\n"
+       "exit", "Caller passes invalid args into func#1 ('fn')",
+       funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("dynptr",)))),
+    _c("vc5_global_void_ptr", "r1 = r10\nr1 += -16\ncall fn\nr0 = 2\nexit\nfn:\n"
+       "r0 = 0\nexit", "Caller passes invalid args into func#1 ('fn')",
+       funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("void*",))), err=errno.EINVAL),
+    # -- a global function that may throw (vc5_): a bpf_throw in it or in a function it
+    # calls, reached or not, and the call site exits at once as a bpf_throw there would
+    _c("vc5_global_throw_ringbuf_leak", _GT_RB.format(sub=_GT_THROW), _GT_LEAK,
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_dead", _GT_RB.format(sub="r0 = 2\nif r0 == 2 goto +2\n" + _GT_THROW),
+       _GT_LEAK, funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_via_static", _GT_RB.format(sub="call st\nr0 = 0\nexit\nst:\n" +
+                                                        _GT_THROW), _GT_LEAK,
+       funcs=(*_GT_FUNCS, Func("st")), err=errno.EINVAL),
+    _c("vc5_global_throw_via_global", _GT_RB.format(sub="call g2\nr0 = 0\nexit\ng2:\n" +
+                                                        _GT_THROW), _GT_LEAK,
+       funcs=(*_GT_FUNCS, Func("g2", True)), err=errno.EINVAL),
+    _c("vc5_global_throw_from_static", "r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\n"
+       "if r0 == 0 goto out\nr9 = r0\ncall st\nr1 = r9\nr2 = 0\ncall 133\nout:\n"
+       "r0 = 2\nexit\nst:\ncall sub\nr0 = 0\nexit\nsub:\n" + _GT_THROW, _GT_LEAK,
+       funcs=(Func("main"), Func("st"), Func("sub", True)), err=errno.EINVAL),
+    _c("vc5_global_throw_iter_leak", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 3\n"
+       "call KFUNC(bpf_iter_num_new)\ncall sub\nr1 = r10\nr1 += -8\n"
+       "call KFUNC(bpf_iter_num_destroy)\nr0 = 2\nexit\nsub:\n" + _GT_THROW, _GT_LEAK,
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_in_rcu", "call KFUNC(bpf_rcu_read_lock)\ncall sub\n"
+       "call KFUNC(bpf_rcu_read_unlock)\nr0 = 2\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", funcs=_GT_FUNCS,
+       err=errno.EINVAL),
+    _c("vc5_global_throw_no_preempt", "call KFUNC(bpf_preempt_disable)\ncall sub\n"
+       "call KFUNC(bpf_preempt_enable)\nr0 = 2\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw cannot be used inside bpf_preempt_disable-ed region", funcs=_GT_FUNCS,
+       err=errno.EINVAL),
+    _c("vc5_global_throw_in_irq", "r1 = r10\nr1 += -16\ncall KFUNC(bpf_local_irq_save)\n"
+       "call sub\nr1 = r10\nr1 += -16\ncall KFUNC(bpf_local_irq_restore)\nr0 = 2\nexit\n"
+       "sub:\n" + _GT_THROW, "bpf_throw cannot be used inside bpf_local_irq_save-ed region",
+       funcs=_GT_FUNCS, err=errno.EINVAL),
+    _c("vc5_global_throw_in_callback", "r1 = 2\nr2 = subprog[cb]\nr3 = 0\nr4 = 0\n"
+       "call 181\nr0 = 2\nexit\ncb:\ncall sub\nr0 = 0\nexit\nsub:\n" + _GT_THROW,
+       "bpf_throw kfunc (insn 12) cannot be called from callback subprog 2",
+       funcs=(Func("main"), Func("cb"), Func("sub", True)), err=errno.EINVAL),
+    # (nothing held: the exceptional exit adds no walk)
+    _c("vc5_global_throw_twice", "r1 = 5\ncall sub\ncall sub\nr0 = 2\nexit\nsub:\n" +
+       _GT_THROW, None, funcs=_GT_FUNCS, processed=7),
+    _c("vc5_global_throw_then_error", "r1 = 5\ncall sub\nr0 = *(u64 *)(r1 +0)\nr0 = 2\n"
+       "exit\nsub:\n" + _GT_THROW, "R1 !read_ok", funcs=_GT_FUNCS),
+    # -- a tail call in a static function (vc5_): check_reference_leak skips every frame
+    # but the main one, so the callers' references may be held (not RCU, IRQs, preemption)
+    _c("vc5_tail_call_static_ringbuf_held", _TC_HELD.format(
+        acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
+        rel="r1 = r9\nr2 = 0\ncall 133\n", sub=_TC_SUB), None, funcs=_TC_FUNCS),
+    _c("vc5_tail_call_static_iter_held", _TC_HELD.format(
+        acq="r1 = r10\nr1 += -24\nr2 = 0\nr3 = 3\ncall KFUNC(bpf_iter_num_new)\n",
+        rel="r1 = r10\nr1 += -24\ncall KFUNC(bpf_iter_num_destroy)\n", sub=_TC_SUB), None,
+       funcs=_TC_FUNCS),
+    # (the tail call leaves s2 once: its exit to sub is walked, sub goes on; 29 insns)
+    _c("vc5_tail_call_nested_static_ringbuf_held", _TC_HELD.format(
+        acq="r1 = MAP(rb)\nr2 = 16\nr3 = 0\ncall 131\nif r0 == 0 goto out\nr9 = r0\n",
+        rel="r1 = r9\nr2 = 0\ncall 133\n",
+        sub="r1 = r6\ncall s2\nr0 = 0\nexit\ns2:\nr6 = r1\n" + _TC_SUB),
+       None, funcs=(*_TC_FUNCS, Func("s2", False, ("ctx",))), processed=29),
+    # (three calls deep: f3's tail call leaves f3 alone, its unknown R0 to f2, which sets
+    # it; then the failed call's path reads R0, which bpf_tail_call (void) left unset)
+    _c("vc5_tail_call_three_deep", "r6 = r1\ncall 7\nif r0 > 5 goto +2\nr1 = r6\ncall f1\n"
+       "r1 = r10\nr1 += r0\nr0 = 2\nexit\nf1:\nr6 = r1\nr1 = r6\ncall f2\nr1 = r10\n"
+       "r1 += r0\nr0 = 0\nexit\nf2:\nr6 = r1\nr1 = r6\ncall f3\nr0 = 0\nexit\nf3:\n"
+       "r6 = r1\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr1 = r10\nr1 += r0\nr0 = 0\n"
+       "exit", "R0 !read_ok",
+       funcs=tuple(Func(n, False, ("ctx",)) for n in ("main", "f1", "f2", "f3"))),
+    _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
+        acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
+        sub=_TC_SUB), "tail_call cannot be used inside bpf_rcu_read_lock-ed region",
+       funcs=_TC_FUNCS, err=errno.EINVAL),
+    _c("vc5_tail_call_main_ringbuf_held", "r6 = r1\nr1 = MAP(rb)\nr2 = 16\nr3 = 0\n"
+       "call 131\nif r0 == 0 goto out\nr9 = r0\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\n"
+       "call 12\nr1 = r9\nr2 = 0\ncall 133\nout:\nr0 = 2\nexit",
+       "tail_call would lead to reference leak", err=errno.EINVAL),
+    # -- bpf_throw in a timer's callback (vc5_): with no exception callback its cookie is
+    # the return value, held to an async callback's [0, 0] in any frame (then the
+    # callback rule of check_max_stack_depth refuses the throw itself)
+    _c("vc5_timer_cb_throw_1", _TIMER_CB + "r1 = 1\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_unknown", _TIMER_CB + "call 7\nr1 = r0\ncall KFUNC(bpf_throw)\n"
+       "r0 = 0\nexit", "At async callback return the register R1 has unknown scalar value "
+       "should have been in [0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_0", _TIMER_CB + "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw kfunc (insn 23) cannot be called from callback subprog 1", funcs=_CB,
+       err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_1_in_static", _TIMER_CB + "call s\nr0 = 0\nexit\ns:\nr1 = 1\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=(*_CB, Func("s")), err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_1_in_rcu", _TIMER_CB + "call KFUNC(bpf_rcu_read_lock)\nr1 = 1\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "At async callback return the register R1 has smin=1 smax=1 should have been in "
+       "[0, 0]", funcs=_CB, err=errno.EINVAL),
+    _c("vc5_timer_cb_throw_0_in_rcu", _TIMER_CB + "call KFUNC(bpf_rcu_read_lock)\nr1 = 0\n"
+       "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", funcs=_CB,
+       err=errno.EINVAL),
+    # -- generic kfuncs in a syscall program (vc5_), checked as in XDP
+    _sys("vc5_sys_iter_loop", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 10\n"
+         "call KFUNC(bpf_iter_num_new)\nl:\nr1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_num_next)\n"
+         "if r0 == 0 goto d\ngoto l\nd:\nr1 = r10\nr1 += -8\ncall KFUNC(bpf_iter_num_destroy)\n"
+         "r0 = 0\nexit", None),
+    _sys("vc5_sys_iter_leak", "r1 = r10\nr1 += -8\nr2 = 0\nr3 = 3\n"
+         "call KFUNC(bpf_iter_num_new)\nr0 = 0\nexit",
+         "BPF_EXIT instruction in main prog would lead to reference leak", err=errno.EINVAL),
+    # (a syscall program's return value has no range: nor has the cookie)
+    _sys("vc5_sys_throw_wide", "r1 = 0x100000000 ll\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+         None),
+    _sys("vc5_sys_throw_in_rcu", "call KFUNC(bpf_rcu_read_lock)\nr1 = 1\n"
+         "call KFUNC(bpf_throw)\nr0 = 0\nexit",
+         "bpf_throw cannot be used inside bpf_rcu_read_lock-ed region", err=errno.EINVAL),
+    _sys("vc5_sys_rcu_unmatched", "call KFUNC(bpf_rcu_read_unlock)\nr0 = 0\nexit",
+         "unmatched rcu read unlock (kernel function bpf_rcu_read_unlock)", err=errno.EINVAL),
+    _sys("vc5_sys_preempt_left", "call KFUNC(bpf_preempt_disable)\nr0 = 0\nexit",
+         "BPF_EXIT instruction in main prog cannot be used inside bpf_preempt_disable-ed "
+         "region", err=errno.EINVAL),
+    _sys("vc5_sys_irq_left", "r1 = r10\nr1 += -8\ncall KFUNC(bpf_local_irq_save)\nr0 = 0\n"
+         "exit", "BPF_EXIT instruction in main prog cannot be used inside "
+         "bpf_local_irq_save-ed region", err=errno.EINVAL),
+    _sys("vc5_sys_dynptr_clone_after_discard", _RB_DYNPTR + "r1 = r10\nr1 += -32\n"
+         "r2 = r10\nr2 += -48\ncall KFUNC(bpf_dynptr_clone)\nr1 = r10\nr1 += -32\nr2 = 0\n"
+         "call 200\nr1 = r10\nr1 += -48\ncall KFUNC(bpf_dynptr_size)\nr0 = 0\nexit",
+         "Expected an initialized dynptr as arg #0", err=errno.EINVAL),
+    _sys("vc5_sys_dynptr_slice", _RB_DYNPTR + "r1 = r10\nr1 += -32\nr2 = 0\nr3 = 0\n"
+         "r4 = 8\ncall KFUNC(bpf_dynptr_slice)\nr1 = r10\nr1 += -32\nr2 = 0\ncall 200\n"
+         "r0 = 0\nexit", None),
+    # -- prog_flags (vc5_): bits bpf_prog_load does not know are refused before the
+    # verifier runs (no log); only some program types may be sleepable; ANY_ALIGNMENT
+    # overrides STRICT_ALIGNMENT
+    _c("vc5_flags_unknown_bit", "r0 = 2\nexit", "no verifier log", flags=1 << 8,
+       err=errno.EINVAL),
+    _c("vc5_flags_high_bit", "r0 = 2\nexit", "no verifier log", flags=1 << 31,
+       err=errno.EINVAL),
+    _c("vc5_flags_token_without_token", "r0 = 2\nexit", "no verifier log", flags=1 << 16,
+       err=errno.EINVAL),
+    _sys("vc5_flags_sys_unknown_bit", "r0 = 0\nexit", "no verifier log",
+         flags=_SLEEPABLE | 1 << 8, err=errno.EINVAL),
+    _c("vc5_flags_sleepable_xdp", "r0 = 2\nexit", "Only fentry/fexit/fmod_ret, lsm, iter, "
+       "uprobe, and struct_ops programs can be sleepable", flags=_SLEEPABLE, err=errno.EINVAL),
+    _c("vc5_flags_dev_bound_without_device", "r0 = 2\nexit", None, flags=1 << 6),
+    _c("vc5_flags_strict_and_any_alignment", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +1\n"
+       "r0 = *(u32 *)(r2 +0)\nr0 = 2\nexit", None, flags=3),
+    _c("vc5_flags_strict_alignment", _PKT + "r4 = r2\nr4 += 8\nif r4 > r3 goto +1\n"
+       "r0 = *(u32 *)(r2 +0)\nr0 = 2\nexit", "misaligned packet access off 2+0+0+0 size 4",
+       flags=1),
+    # -- the last exit (vc5_): process_bpf_exit_full checks what is held before
+    # check_return_code reads R0
+    _c("vc5_exit_rcu_r0_unset", "call KFUNC(bpf_rcu_read_lock)\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
+       err=errno.EINVAL),
+    _c("vc5_exit_spin_lock_r0_unset", "*(u32 *)(r10 -4) = 0\nr2 = r10\nr2 += -4\n"
+       "r1 = MAP(locked)\ncall 1\nif r0 == 0 goto +4\nr1 = r0\nr1 += 4\ncall 93\nexit\n"
+       "r0 = 2\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region",
+       err=errno.EINVAL),
+    _c("vc5_exit_global_rcu_r0_pointer", "call g\nr0 = 2\nexit\ng:\n"
+       "call KFUNC(bpf_rcu_read_lock)\nr0 = r10\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
+       funcs=(Func("main"), Func("g", True)), err=errno.EINVAL),
+    _c("vc5_exit_timer_cb_irq_saved", _TIMER_CB + "r1 = r10\nr1 += -8\n"
+       "call KFUNC(bpf_local_irq_save)\nr0 = 2\nexit",
+       "BPF_EXIT instruction in main prog cannot be used inside bpf_local_irq_save-ed region",
+       funcs=_CB, err=errno.EINVAL),
+    # -- bpf_throw under a callback (vc5_): check_max_stack_depth walks the async callbacks
+    # first, the last one first, then main (whose loop callback throws only in dead code)
+    _c("vc5_throw_async_root_first", "r1 = 2\nr2 = subprog[f1]\nr3 = 0\nr4 = 0\ncall 181\n" +
+       _TIMER_CB.replace("subprog[cb]", "subprog[f2]").split("cb:")[0] + "f1:\nr0 = 2\n"
+       "if r0 == 2 goto +2\nr1 = 0\ncall KFUNC(bpf_throw)\ncall f2\nr0 = 0\nexit\nf2:\n"
+       "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit",
+       "bpf_throw kfunc (insn 36) cannot be called from callback subprog 2",
+       funcs=(Func("main"), Func("f1"), Func("f2")), err=errno.EINVAL),
+    # (a function is a callback where a reached call pushed it: here none is)
+    _c("vc5_throw_callback_never_pushed", "r1 = 0\ncall KFUNC(bpf_throw)\n" +
+       _LOOP.format(cb="r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0"), None, funcs=_CB),
+    _c("vc5_throw_timer_callback_never_set", "r1 = 0\ncall KFUNC(bpf_throw)\n" + _TIMER_CB +
+       "r1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0\nexit", None, funcs=_CB),
+    _c("vc5_throw_dead_in_pushed_callback", _LOOP.format(
+        cb="r0 = 2\nif r0 == 2 goto +2\nr1 = 0\ncall KFUNC(bpf_throw)\nr0 = 0"),
+       "bpf_throw kfunc (insn 11) cannot be called from callback subprog 1", funcs=_CB,
+       err=errno.EINVAL),
+    # -- a syscall program's global functions (vc5_): its context is void *, so a
+    # struct xdp_md * argument is memory like any struct's (NULL allowed), and its context
+    # may be passed as zero bytes of memory
+    _sys("vc5_sys_global_xdp_md_null", "r1 = 0\ncall fn\nr0 = 0\nexit\nfn:\nr0 = 0\nexit",
+         None, funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("ctx",)))),
+    _sys("vc5_sys_global_xdp_md_unchecked", "call fn\nr0 = 0\nexit\nfn:\n"
+         "r0 = *(u64 *)(r1 +0)\nr0 = 0\nexit", "R1 invalid mem access 'mem_or_null'",
+         funcs=(Func("main", True, ("ctx",)), Func("fn", True, ("ctx",)))),
+    _sys("vc5_sys_global_mem0_ctx", "call fn\nr0 = 0\nexit\nfn:\nr0 = 0\nexit", None,
+         funcs=_G0),
+    # -- networking kfuncs in a syscall program (vc5_): refused where reached
+    _sys("vc5_sys_dynptr_from_xdp", "call KFUNC(bpf_dynptr_from_xdp)\nr0 = 0\nexit",
+         "calling kernel function bpf_dynptr_from_xdp is not allowed"),
+    _sys("vc5_sys_xdp_ct_lookup_dead", "r0 = 0\nif r0 == 0 goto +1\n"
+         "call KFUNC(bpf_xdp_ct_lookup)\nr0 = 0\nexit", None),
+    _sys("vc5_sys_ct_release", "call KFUNC(bpf_ct_release)\nr0 = 0\nexit",
+         "calling kernel function bpf_ct_release is not allowed"),
+    _sys("vc5_sys_xdp_pull_data", "call KFUNC(bpf_xdp_pull_data)\nr0 = 0\nexit",
+         "calling kernel function bpf_xdp_pull_data is not allowed"),
+    _sys("vc5_sys_metadata_kfunc", "r0 = 0\nif r0 == 0 goto +1\n"
+         "call KFUNC(bpf_xdp_metadata_rx_hash)\nr0 = 0\nexit",
+         "metadata kfuncs require device-bound program", err=errno.EINVAL),
 )
 
 # Linux 6.18's walk of each program of tests/verifier_objects/loops2.o (clang-19 output of

@@ -61,11 +61,13 @@ def opcode_in_insntable(code: int) -> bool:
 class Fields:
     """``insns`` with the offending fields cleared; ``early``: resolve_pseudo_ldimm64's
     refusal, if any (refused before any walk, after the jump checks); ``reached``: the
-    pc of each instruction do_check refuses, with its message."""
+    pc of each instruction do_check refuses, with its message; ``early_pc``: where the
+    early refusal is (the map loads before it are resolved first)."""
 
     insns: tuple[Instruction, ...]
     early: str | None
     reached: dict[int, str]
+    early_pc: int = 0
 
 
 def _reached(i: Instruction) -> tuple[str, Instruction] | None:
@@ -129,22 +131,22 @@ def _reached(i: Instruction) -> tuple[str, Instruction] | None:
 def linux_fields(insns: Sequence[Instruction]) -> Fields:
     """The kernel's encoding checks of ``insns`` (see the module docstring)."""
     out = list(insns)
-    early: str | None = None
+    refused: list[tuple[str, int]] = []  # resolve_pseudo_ldimm64's, in program order
     reached: dict[int, str] = {}
     n, pc = len(out), 0
     while pc < n:
         i = out[pc]
         cls = i.code & 7
         if cls == op.BPF_LDX and (i.code & 0xE0 not in (op.BPF_MEM, op.BPF_MEMSX) or i.imm):
-            early = early or "BPF_LDX uses reserved fields"
+            refused.append(("BPF_LDX uses reserved fields", pc))
             out[pc] = Instruction(op.BPF_ALU64 | op.BPF_MOV | op.BPF_K, 0, 0, 0, 0)
         elif i.code == op.OP_LD_IMM64 and pc + 1 < n:
             nxt = out[pc + 1]
             if nxt.code or nxt.dst or nxt.src or nxt.off:
-                early = early or "invalid bpf_ld_imm64 insn"
+                refused.append(("invalid bpf_ld_imm64 insn", pc))
                 out[pc + 1] = Instruction(0, 0, 0, 0, nxt.imm)
             elif i.src > op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE:
-                early = early or "unrecognized bpf_ld_imm64 insn"
+                refused.append(("unrecognized bpf_ld_imm64 insn", pc))
                 out[pc] = replace(i, src=0)
             got = _reached(out[pc])
             if got is not None:
@@ -152,7 +154,7 @@ def linux_fields(insns: Sequence[Instruction]) -> Fields:
             pc += 2
             continue
         elif not opcode_in_insntable(i.code):
-            early = early or f"unknown opcode {i.code:02x}"
+            refused.append((f"unknown opcode {i.code:02x}", pc))
             # still a jump where check_subprogs takes it for one (its range is checked
             # first), else an instruction that flows on
             if cls in (op.BPF_JMP, op.BPF_JMP32) and i.code & 0xF0 not in (op.BPF_CALL,
@@ -167,4 +169,5 @@ def linux_fields(insns: Sequence[Instruction]) -> Fields:
                 if msg:
                     reached[pc] = msg
         pc += 1
-    return Fields(tuple(out), early, reached)
+    early, early_pc = refused[0] if refused else (None, 0)
+    return Fields(tuple(out), early, reached, early_pc)

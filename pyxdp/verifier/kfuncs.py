@@ -24,9 +24,10 @@ __all__ = ["KArg", "KFUNCS", "KF_ACQUIRE", "KF_RCU", "KF_RELEASE", "KF_RET_NULL"
            "KF_TRUSTED_ARGS",
            "CSS_TASK_ITER", "KF_ITER_DESTROY", "KF_ITER_NEW", "KF_ITER_NEXT", "KF_RCU_PROTECTED",
            "KERNEL_KPTRS", "KPTR_DTORS", "KParam", "KRet", "KfuncProto", "METADATA_KFUNCS",
-           "NOT_FOR_XDP",
+           "NOT_FOR_SYSCALL", "NOT_FOR_XDP",
            "RCU_PROTECTED_TYPES", "SLEEPABLE_KFUNCS", "SYSCALL_KFUNCS",
-           "THROW_KFUNC",
+           "SYSCALL_VERIFIED_KFUNCS",
+           "THROW_KFUNC", "syscall_verified",
            "TRAP_KFUNC", "register_kfunc"]
 
 # include/linux/btf.h
@@ -481,6 +482,31 @@ RCU_PROTECTED_TYPES = frozenset({"prog_test_ref_kfunc", "cgroup", "bpf_cpumask",
 # UnsupportedHelper): the crypto context's life cycle.
 SYSCALL_KFUNCS = frozenset({"bpf_crypto_ctx_create", "bpf_crypto_ctx_acquire",
                             "bpf_crypto_ctx_release"})
+# The kfuncs pyxdp's verifier checks in a SEC("syscall") program (any other there is
+# UnsupportedHelper): those, and generic ones Linux checks there as in XDP (measured):
+# numbers iterators, bpf_throw, RCU, preemption and IRQ sections, and reading dynptrs
+# (not bpf_dynptr_slice_rdwr: a syscall program "does not allow writes to packet data").
+SYSCALL_VERIFIED_KFUNCS = SYSCALL_KFUNCS | frozenset({
+    "bpf_iter_num_new", "bpf_iter_num_next", "bpf_iter_num_destroy", "bpf_throw",
+    "bpf_rcu_read_lock", "bpf_rcu_read_unlock", "bpf_preempt_disable", "bpf_preempt_enable",
+    "bpf_local_irq_save", "bpf_local_irq_restore", "bpf_dynptr_slice", "bpf_dynptr_adjust",
+    "bpf_dynptr_is_null", "bpf_dynptr_is_rdonly", "bpf_dynptr_size", "bpf_dynptr_clone"})
+# Networking kfuncs of XDP's (and tc's) kfunc sets that no syscall program may call
+# (fetch_kfunc_meta: "calling kernel function ... is not allowed" where reached, measured)
+NOT_FOR_SYSCALL = frozenset({
+    "bpf_ct_change_status", "bpf_ct_change_timeout", "bpf_ct_insert_entry", "bpf_ct_release",
+    "bpf_ct_set_nat_info", "bpf_ct_set_status", "bpf_ct_set_timeout", "bpf_dynptr_from_xdp",
+    "bpf_skb_ct_alloc", "bpf_skb_ct_lookup", "bpf_xdp_ct_alloc", "bpf_xdp_ct_lookup",
+    "bpf_xdp_get_xfrm_state", "bpf_xdp_xfrm_state_release", "bpf_xdp_pull_data"})
+
+
+def syscall_verified(name: str) -> bool:
+    """Whether pyxdp's verifier checks a call of kfunc ``name`` in a syscall program (an
+    unchecked one is UnsupportedHelper): those of SYSCALL_VERIFIED_KFUNCS, and those
+    Linux refuses there (NOT_FOR_SYSCALL, the XDP metadata kfuncs)."""
+    proto = KFUNCS.get(name)
+    return name in SYSCALL_VERIFIED_KFUNCS or name in NOT_FOR_SYSCALL or \
+        (proto is not None and proto.metadata)
 
 
 def register_kfunc(name: str, proto: KfuncProto) -> None:

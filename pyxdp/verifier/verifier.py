@@ -62,13 +62,20 @@ from pyxdp.btf.struct_access import (
     struct_access,
 )
 from pyxdp.btf.vmlinux import BtfIndex, core_target
-from pyxdp.errors import InvalidProgram, NotSupportedError, UnsupportedHelper, VerifierError
+from pyxdp.errors import (
+    InvalidProgram,
+    NotSupportedError,
+    ObjectError,
+    UnsupportedHelper,
+    VerifierError,
+)
 from pyxdp.spec import (
     BPF_F_RDONLY_PROG,
     BPF_F_WRONLY_PROG,
     BPF_F_XDP_DEV_BOUND_ONLY,
     BPF_XDP_DEVMAP,
     ExceptionCallbackError,
+    MapRef,
     MapSpec,
     ProgramSpec,
     exception_callback,
@@ -104,17 +111,18 @@ from pyxdp.verifier.kfuncs import (
     KF_TRUSTED_ARGS,
     KFUNCS,
     KPTR_DTORS,
+    NOT_FOR_SYSCALL,
     NOT_FOR_XDP,
     RCU_FIELDS,
     RCU_PROTECTED_TYPES,
     SLEEPABLE_KFUNCS,
-    SYSCALL_KFUNCS,
     THROW_KFUNC,
     TRAP_KFUNC,
     KArg,
     KfuncProto,
     KParam,
     KRet,
+    syscall_verified,
 )
 from pyxdp.verifier.liveness import StackLiveness
 from pyxdp.verifier.tnum import (
@@ -141,7 +149,10 @@ __all__ = ["BPF_COMPLEXITY_LIMIT_INSNS", "VerifierResult", "btf_load_refusal", "
 
 BPF_COMPLEXITY_LIMIT_INSNS = 1_000_000
 BPF_F_STRICT_ALIGNMENT = 1 << 0  # prog_flags
+BPF_F_ANY_ALIGNMENT = 1 << 1  # overrides BPF_F_STRICT_ALIGNMENT
 BPF_F_SLEEPABLE = 1 << 4
+# the prog_flags bpf_prog_load knows (BPF_F_TOKEN_FD aside: pyxdp passes no BPF token)
+_PROG_FLAGS = 0xFF
 BPF_F_TEST_REG_INVARIANTS = 1 << 7  # impossible bounds refused (-EFAULT)
 # syscall_prog_is_valid_access: a context of up to U16_MAX bytes, any access size
 _SYSCALL_CTX_MAX = 0xFFFF
@@ -1610,7 +1621,8 @@ class _Verifier:
                  "maps", "may_goto", "not_kfunc", "noted", "nstates", "obj_recs", "paths",
                  "pc", "prec_round", "prev_insns", "prev_jmps", "processed", "prune",
                  "scc", "spec", "stack_live", "starts", "state", "strict_align",
-                 "subprogs", "succ", "syscall", "tmp_id", "visit_entry", "visits")
+                 "subprogs", "succ", "sync_cbs", "syscall", "tmp_id", "visit_entry",
+                 "visits")
 
     def __init__(self, spec: ProgramSpec, maps: dict[str, MapSpec], *,
                  limit: int = BPF_COMPLEXITY_LIMIT_INSNS, btf: Btf | None = None,
@@ -1628,6 +1640,10 @@ class _Verifier:
         self.insns = self.encoding.insns
         self.maps = maps
         self.limit = limit
+        self.map_at = {r.pc: r for r in spec.map_refs}
+        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
+        # and the sleepable rules; any other is XDP
+        self.syscall = spec.prog_type == "syscall"
         self.layout = self._validate()
         self.subprogs = [s for s, _ in self.layout.functions]
         # functions as Linux counts them (add_subprog): called, or a callback's address
@@ -1638,7 +1654,6 @@ class _Verifier:
             if i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and
             0 <= pc + 1 + i.imm < n}
         counted = sorted(self.starts)
-        self.map_at = {r.pc: r for r in spec.map_refs}
         self.kfunc_at = {k.pc: k.name for k in spec.kfuncs}
         self.kfunc_at.update(self.kfunc_by_id)
         # Global (non-static) functions by start: each is verified once, on its own, from
@@ -1661,6 +1676,7 @@ class _Verifier:
         self.fc_keep: set[int] = set()
         self.exc_cb: int | None = None  # the exception callback's start (_find_exception_cb)
         self.async_cbs: set[int] = set()  # timer and work item callbacks (push_async_cb)
+        self.sync_cbs: set[int] = set()  # the callbacks a reached call pushed (is_cb)
         self.in_exc_cb = False
         self.fields: dict[str, dict[str, int]] = {}
         self.kptrs: dict[str, dict[int, int]] = {}  # map -> its __kptr fields (_kptrs)
@@ -1671,11 +1687,9 @@ class _Verifier:
         # or tree roots (offset -> the struct held, its node's offset)
         self.graph_roots: dict[tuple[str, str, int | None], dict[int, tuple[int, int]]] = {}
         self.field_lists: dict[str, list[tuple[str, int]]] = {}
-        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT)
+        self.strict_align = bool(spec.flags & BPF_F_STRICT_ALIGNMENT) and \
+            not spec.flags & BPF_F_ANY_ALIGNMENT
         self.devmap = spec.expected_attach_type == BPF_XDP_DEVMAP
-        # a SEC("syscall") program (BPF_PROG_TYPE_SYSCALL): its own context, helper set
-        # and the sleepable rules; any other is XDP
-        self.syscall = spec.prog_type == "syscall"
         self.gpl = spec.license.split("\0")[0] in _GPL_LICENSES
         n = len(self.insns)
         # backtrack_insn's quick exit: an instruction that changes nothing the walk wants
@@ -1860,6 +1874,11 @@ class _Verifier:
             self.pc = self.processed = self.nstates = 0
             self.log = []
             self.state = None
+            try:  # the map loads before it are resolved first
+                self._check_map_fds(self.encoding.early_pc)
+            except Refuse as e:
+                raise self._error(e) from None
+            self.pc = 0
             raise self._error(Refuse(early, errno.EINVAL))
         return layout
 
@@ -1918,13 +1937,12 @@ class _Verifier:
     # -- entry --------------------------------------------------------------------------
     def run(self) -> VerifierResult:
         for k in self.spec.kfuncs if self.syscall else ():
-            if k.name not in SYSCALL_KFUNCS:
+            if not syscall_verified(k.name):
                 raise UnsupportedHelper(f"{self.spec.name}: kfunc {k.name} in a syscall "
                                         "program is not modelled by pyxdp", pc=k.pc)
         try:
             self._check_kfunc_calls()
             self._find_exception_cb()
-            self._check_sleepable_maps()
             self._check_abnormal_return()
             self._check_map_fds()
             self._check_cfg()
@@ -1932,6 +1950,10 @@ class _Verifier:
             if self.syscall and not self.spec.flags & BPF_F_SLEEPABLE:  # check_attach_btf_id
                 self.pc = 0
                 raise Refuse("Syscall programs can only be sleepable", errno.EINVAL)
+            if not self.syscall and self.spec.flags & BPF_F_SLEEPABLE:  # can_be_sleepable
+                self.pc = 0
+                raise Refuse("Only fentry/fexit/fmod_ret, lsm, iter, uprobe, and struct_ops "
+                             "programs can be sleepable", errno.EINVAL)
             self._do_check()
             self._check_global_subprogs()
             self._remove_fastcall_spills()
@@ -1976,18 +1998,28 @@ class _Verifier:
         return VerifierError(self.spec.name, e.err, "\n".join(x for x in self.log if x),
                              pc=self.pc, insn=text, source=src, state=regs)
 
-    def _check_sleepable_maps(self) -> None:
-        """resolve_pseudo_ldimm64's check_map_prog_compatibility for a sleepable program
-        (a syscall program is one): only the map types of SLEEPABLE_MAPS."""
-        if not self.syscall:
+    def _check_map_ref(self, ref: MapRef) -> None:
+        """resolve_pseudo_ldimm64 on a map the loader bound: check_map_prog_compatibility
+        for a sleepable program (a syscall program is one: only the map types of
+        SLEEPABLE_MAPS), then a value reference's offset and map_direct_value_addr (an
+        array's of one entry only)."""
+        m = self.maps.get(ref.map_name)
+        if m is None:
             return
-        for ref in sorted(self.spec.map_refs, key=lambda r: r.pc):
-            m = self.maps.get(ref.map_name)
-            if m is not None and m.type not in SLEEPABLE_MAPS:
-                self.pc = ref.pc
-                raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
-                             "storage maps", errno.EINVAL)
-        self.pc = 0
+        self.pc = ref.pc
+        if self.syscall and m.type not in SLEEPABLE_MAPS:
+            raise Refuse("Sleepable programs can only use array, hash, ringbuf and local "
+                         "storage maps", errno.EINVAL)
+        if ref.kind != "value":
+            return
+        off = ref.offset & U32
+        if off >= BPF_MAX_VAR_OFF:
+            raise Refuse(f"direct value offset of {off} is not allowed", errno.EINVAL)
+        if m.type != MT.BPF_MAP_TYPE_ARRAY:
+            raise Refuse("no direct value access support for this map type", errno.EINVAL)
+        if m.max_entries != 1 or off >= m.value_size:
+            raise Refuse(f"invalid access to map value pointer, value_size={m.value_size} "
+                         f"off={off}", ENOTSUPP if m.max_entries != 1 else errno.EINVAL)
 
     # -- add_subprog_and_kfunc: what every kfunc call needs ---------------------------------
     def _check_kfunc_calls(self) -> None:
@@ -2053,12 +2085,15 @@ class _Verifier:
         return any(self.insns[pc].code == op.OP_CALL and self.insns[pc].imm == 12 and
                    self.insns[pc].src == op.CallSrc.BPF_HELPER_CALL for pc in range(start, end))
 
-    def _check_map_fds(self) -> None:
-        """resolve_pseudo_ldimm64: a map load the loader bound to no map keeps the raw fd
-        of the program's text, which names no map of this process (EINVAL for an open
-        file that is not a map, EBADF for none)."""
-        for pc, i in enumerate(self.insns):
-            if i.code != op.OP_LD_IMM64 or pc in self.map_at:
+    def _check_map_fds(self, end: int | None = None) -> None:
+        """resolve_pseudo_ldimm64 (on the instructions before ``end``): a map load the
+        loader bound to no map keeps the raw fd of the program's text, which names no
+        map of this process (EINVAL for an open file that is not a map, EBADF for none)."""
+        for pc, i in enumerate(self.insns[:end]):
+            if i.code != op.OP_LD_IMM64:
+                continue
+            if pc in self.map_at:
+                self._check_map_ref(self.map_at[pc])
                 continue
             if i.src in (op.PseudoSrc.BPF_PSEUDO_MAP_IDX, op.PseudoSrc.BPF_PSEUDO_MAP_IDX_VALUE):
                 self.pc = pc  # pyxdp passes no fd_array
@@ -4807,17 +4842,8 @@ class _Verifier:
             return self._subprog_call(st, pc + 1 + i.imm, pc)
         if i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL:
             return self._kfunc_call(st, pc, stack)
-        nxt = self._helper_call(st, i.imm, pc, stack)
-        if i.imm == 12 and len(st.frames) > 1:
-            # A tail call that succeeds leaves the subprogram: the tail-called program's
-            # exit returns to the caller with its R0. That path is walked first; the
-            # failed call's fall through is queued.
-            self._push(st.copy(), nxt, stack, errno.E2BIG)  # (as maybe_fork_scalars)
-            st.cur.regs[0].set_unknown()
-            ret = self._exit(st, pc)
-            assert ret is not None  # a subprogram's exit returns to its caller
-            return ret
-        return nxt
+        # (a tail call from a subprogram leaves it there: _helper_call walks that exit)
+        return self._helper_call(st, i.imm, pc, stack)
 
     def _subprog_call(self, st: State, target: int, pc: int) -> int:
         g = self.globals.get(target)
@@ -4836,15 +4862,16 @@ class _Verifier:
         return target
 
     @staticmethod
-    def _check_retval(r0: Reg, what: str, hi: int) -> None:
-        """A callback's R0 at its exit must be a scalar within [0, hi]."""
+    def _check_retval(r0: Reg, what: str, hi: int, name: str = "R0") -> None:
+        """A callback's R0 at its exit (``name``: the register bpf_throw returns) must be
+        a scalar within [0, hi]."""
         if r0.t != SCALAR:
-            raise Refuse(f"At {what} return the register R0 is not a known value "
+            raise Refuse(f"At {what} return the register {name} is not a known value "
                          f"({type_str(r0.t)})", errno.EINVAL)
         if not (r0.smin >= 0 and r0.smax <= hi):
             has = (f" smin={r0.smin}" if r0.smin > S64_MIN else "") + \
                 (f" smax={r0.smax}" if r0.smax < S64_MAX else "")
-            raise Refuse(f"At {what} return the register R0 has"
+            raise Refuse(f"At {what} return the register {name} has"
                          f"{has or ' unknown scalar value'} should have been in [0, {hi}]",
                          errno.EINVAL)
 
@@ -4876,6 +4903,8 @@ class _Verifier:
                 return callee.callsite
             st.cur.regs[0].assign(r0)
             return callee.callsite + 1
+        # process_bpf_exit_full: check_resource_leak, then check_return_code (R0 read)
+        self._resource_leak(st, "BPF_EXIT instruction in main prog")
         r0 = self._read(regs, 0)
         if st.cur.callback == _ASYNC_CB:  # an async callback returns 0
             self._check_retval(r0, "async callback", 0)
@@ -4883,7 +4912,6 @@ class _Verifier:
         if self.in_global and not self.in_exc_cb and r0.t != SCALAR:
             raise Refuse("At subprogram exit the register R0 is not a scalar value "
                          f"({type_str(r0.t)})", errno.EINVAL)
-        self._resource_leak(st, "BPF_EXIT instruction in main prog")
         return None
 
     def _resource_leak(self, st: State, prefix: str) -> None:
@@ -4937,8 +4965,9 @@ class _Verifier:
             pointee = btf.resolved(t.type) if t.type else None
             if pointee is not None and pointee.kind is BtfKind.UNKN:
                 pointee = None  # (const) void
-            if "ctx" in tags or (pointee is not None and pointee.kind is BtfKind.STRUCT and
-                                 pointee.name == "xdp_md"):  # btf_is_prog_ctx_type
+            # btf_is_prog_ctx_type: XDP's context struct (a syscall program's is void *)
+            if "ctx" in tags or (not self.syscall and pointee is not None and
+                                 pointee.kind is BtfKind.STRUCT and pointee.name == "xdp_md"):
                 if tags - {"ctx"}:
                     raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
                 if tags and pointee is not None:  # btf_validate_prog_ctx_type: void * too
@@ -4969,11 +4998,11 @@ class _Verifier:
                 continue
             if "nullable" in tags:  # only a trusted pointer may be __arg_nullable
                 raise Refuse(f"arg#{n} has invalid combination of tags", errno.EINVAL)
-            try:
-                size = btf.resolve_size(t.type) if t.type else 0
-            except Exception:
-                size = 0
-            if not size:
+            try:  # btf_resolve_size: void has none, an empty struct has 0 bytes
+                size: int | None = btf.resolve_size(t.type) if pointee is not None else None
+            except ObjectError:
+                size = None
+            if size is None:
                 what = btf.describe(t.type) if t.type else "void"
                 raise Refuse(f"arg#{n} reference type('{what}') size cannot be determined: "
                              f"-{errno.EINVAL}", errno.EINVAL)
@@ -5039,6 +5068,7 @@ class _Verifier:
                     if reg.t != CTX:
                         raise Refuse(f"arg#{n} expects pointer to ctx", errno.EINVAL)
                 elif kind == "dynptr":  # an initialised one, which the callee only reads
+                    self._arg_reg_off(n + 1, reg)
                     self._dynptr_arg(st, regs, n + 1, n, False, g.name, _KfuncMeta())
                 elif kind == "arena":  # PTR_TO_ARENA (not modelled) or any scalar
                     if reg.t != SCALAR:
@@ -5052,6 +5082,10 @@ class _Verifier:
             raise Refuse(f"Caller passes invalid args into func#{g.index} ('{g.name}')",
                          e.err) from None
         g.called = True
+        if self._might_throw(target):
+            # the call may unwind the program as a bpf_throw there would: that path exits
+            # at once (process_bpf_exit_full), nothing may be held
+            self._resource_leak(st, "bpf_throw")
         if self._changes_pkt_data(target):
             for x in st.all_regs():
                 if x.t in (PKT, PKT_META, PKT_END) or x.t & PKT_SLICE:
@@ -5094,8 +5128,8 @@ class _Verifier:
             mem = reg.copy()
             mem.t &= ~MAYBE_NULL
         try:
-            self._helper_mem(st, n + 1, mem, size, write=False)
-            self._helper_mem(st, n + 1, mem, size, write=True)
+            self._helper_mem(st, n + 1, mem, size, write=False, zero_ok=True)
+            self._helper_mem(st, n + 1, mem, size, write=True, zero_ok=True)
         except Refuse as e:  # check_mem_reg fails with -EINVAL, whatever failed in it
             raise Refuse(e.msg, errno.EINVAL) from None
         if not nullable and reg.t & MAYBE_NULL:
@@ -5123,6 +5157,13 @@ class _Verifier:
             return (i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL
                     and self.kfunc_at.get(pc, "") in SLEEPABLE_KFUNCS)
         return self._reaches_call(sub, hit)
+
+    def _might_throw(self, sub: int) -> bool:
+        """Whether the function at ``sub`` (or one it calls) has a bpf_throw call, reached
+        or not."""
+        return self._reaches_call(sub, lambda pc, i: (
+            i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL and
+            self.kfunc_at.get(pc, "") == THROW_KFUNC))
 
     def _changes_pkt_data(self, sub: int) -> bool:
         """Whether the function at ``sub`` (or one it calls) calls a helper that changes
@@ -5336,6 +5377,7 @@ class _Verifier:
             raise InvalidProgram(f"{self.spec.name}: kfunc call at pc {pc} names no kernel "
                                  "function (no relocation)", pc=pc, rule="kfunc")
         if (name in NOT_FOR_XDP and not self.syscall) or pc in self.not_kfunc or \
+                (name in NOT_FOR_SYSCALL and self.syscall) or \
                 (name not in KFUNCS and self._untagged_kfunc(name)):
             # fetch_kfunc_meta: no kfunc for this program type
             raise Refuse(f"calling kernel function {name} is not allowed")
@@ -5363,8 +5405,12 @@ class _Verifier:
             assert meta.func is not None
             self._push_rbtree_cb(st, meta, pc, stack)
         if name == THROW_KFUNC:
-            # process_bpf_exit_full(exception_exit): every frame unwinds, nothing may be
-            # held; the cookie is the return value (XDP has no return range to check)
+            # without an exception callback the cookie is the return value: check_return_code
+            # on R1 (XDP has no range, an async callback's, whatever frame throws, is 0);
+            # then process_bpf_exit_full(exception_exit): every frame unwinds, nothing may
+            # be held
+            if self.exc_cb is None and st.frames[0].callback == _ASYNC_CB:
+                self._check_retval(regs[1], "async callback", 0, "R1")
             self._resource_leak(st, "bpf_throw")
             return -1
         cast = self._kern_cast(proto, regs) if proto.ret in (KRet.KERN_CTX, KRet.RDONLY_CAST) \
@@ -5471,8 +5517,10 @@ class _Verifier:
         return r
 
     def _tail_call_leak(self, st: State) -> None:
-        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak."""
-        if st.refs:
+        """check_resource_leak for bpf_tail_call: nothing held that the exit would leak
+        (check_reference_leak looks at references in the main frame only: a function's
+        tail call leaves its callers' unchecked)."""
+        if st.refs and len(st.frames) == 1:
             rid, at = st.refs[0]
             self.log.append(f"Unreleased reference id={rid} alloc_insn={at}")
             raise Refuse("tail_call would lead to reference leak", errno.EINVAL)
@@ -6433,6 +6481,7 @@ class _Verifier:
         state of its own (its frame's arguments set by ``args`` from the caller's
         registers), back to the call at ``pc`` after, which calls it again until the
         states converge; ``kind`` is the frame's ``callback``."""
+        self.sync_cbs.add(target)
         if len(st.frames) >= MAX_CALL_FRAMES:
             raise Refuse(f"the call stack of {len(st.frames) + 1} frames is too deep",
                          errno.E2BIG)
@@ -6909,7 +6958,7 @@ class _Verifier:
                     b[k] = S_MISC
                     frame.set_slot(spi, (bytes(b), None))
         elif t == CTX and self.syscall:  # a syscall program's context, read and written
-            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context")
+            self._region(n, reg, reg.off, size, _SYSCALL_CTX_MAX, "context", zero_ok)
             self.facts.note_ctx_mem(self.pc, reg.off + size)  # max_ctx_offset counts it
         else:
             if zero_ok and size == 0 and reg.is_null():
@@ -6978,7 +7027,13 @@ class _Verifier:
         ends = dict(zip(starts, [*starts[1:], n], strict=True))
         seen: set[tuple[int, bool]] = set()
 
+        # a callback is one a reached call pushed (push_callback_call, push_async_cb) and
+        # the exception callback (mark_subprog_exc_cb); an address taken on no reached
+        # path is a plain function here
+        is_cb = self.sync_cbs | self.async_cbs | exc
+
         def walk(sub: int, in_cb: bool) -> None:
+            in_cb = in_cb or sub in is_cb  # this function or one on the call chain
             if (sub, in_cb) in seen:
                 return
             seen.add((sub, in_cb))
@@ -6990,12 +7045,13 @@ class _Verifier:
                 if i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_CALL:
                     walk(pc + 1 + i.imm, in_cb)
                 elif i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_FUNC and \
-                        pc + 1 + i.imm in cbs:
-                    walk(pc + 1 + i.imm, True)
+                        pc + 1 + i.imm in cbs and pc + 1 + i.imm not in self.async_cbs:
+                    walk(pc + 1 + i.imm, in_cb)
 
-        walk(0, False)
-        for cb in exc:  # the exception callback is a callback (mark_subprog_exc_cb)
-            walk(cb, True)
+        # check_max_stack_depth's roots, the last function first: async and exception
+        # callbacks (an async one is not entered from where its address is taken), main
+        for root in sorted({0} | self.async_cbs | exc, reverse=True):
+            walk(root, False)
 
 
 def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
@@ -7020,6 +7076,9 @@ def verify(spec: ProgramSpec, maps: dict[str, MapSpec], *,
         raise NotSupportedError(f"{spec.name}: pyxdp's verifier checks XDP and syscall programs "
                                 f"only, not a {spec.prog_type} program (section "
                                 f"{spec.section!r})")
+    if spec.flags & ~_PROG_FLAGS:  # bpf_prog_load refuses them before any verifier log
+        raise VerifierError(f"{spec.name}: prog_flags {spec.flags:#x} has bits BPF_PROG_LOAD "
+                            "does not know", errno.EINVAL, "")
     # The walk allocates registers and states by the hundred thousand and makes no cycles
     # of them: the cyclic collector would only rescan the kept states over and over (a
     # fifth of the time on large programs).
