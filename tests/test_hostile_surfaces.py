@@ -5,6 +5,7 @@ is inside a bpf(2) call on it (the number must not be reused under the call)."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import struct
@@ -18,7 +19,8 @@ from pyxdp.kernel.syscall import ClosedFdError, Fd, map_lookup_elem
 from pyxdp.net import trace
 from pyxdp.net.netdevice import Host
 from pyxdp.samples import path as sample
-from pyxdp.spec import MapSpec
+from pyxdp.net.packets import udp_packet
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, BPF_XDP_DEVMAP, CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
 
@@ -111,3 +113,32 @@ def test_kernel_map_closed_under_a_call_answers_ebadf_after_it() -> None:
     with pytest.raises(MapError) as e:
         m[1]
     assert e.value.errno == errno.EBADF
+
+
+def _frags(spec: CollectionSpec, **kw: object) -> CollectionSpec:
+    p = dataclasses.replace(spec.programs["t"], flags=BPF_F_XDP_HAS_FRAGS, **kw)
+    return dataclasses.replace(spec, programs={"t": p})
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_devmap_program_passes_a_multi_buffer_frame_on(native: bool,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """dev_map_bpf_prog_run's xdp_update_frame_from_buff reads the linear part of a
+    frags frame (data_end - data): its whole length was taken for the head, so every
+    jumbo frame a devmap program passed was dropped as a driver's missing tailroom."""
+    dm = MapSpec("dm", int(BpfMapType.BPF_MAP_TYPE_DEVMAP), 4, 8, 4, 0)
+    redirect = _frags(asm_collection("r1 = map[fd:0]\nr2 = 0\nr3 = 0\ncall 51\nexit", [dm]))
+    egress = _frags(asm_collection("r0 = 2\nexit"), section="xdp/devmap",
+                    expected_attach_type=BPF_XDP_DEVMAP)
+    with Host(engine="interp", native=native) as host:
+        eth0 = host.add_device("eth0", mtu=9000)
+        eth1 = host.add_device("eth1", mtu=9000)
+        c = host.load(redirect)
+        e = host.load(egress)
+        c.maps["dm"][0] = struct.pack("<Ii", eth1.ifindex, e.programs["t"].fd)
+        eth0.attach_xdp(c.programs["t"])
+        eth0.receive([udp_packet(b"")[:42].ljust(n, b"j") for n in (9000, 5000, 1500)])
+        host.run()
+        assert eth1.stats.tx_packets == 3
+        assert eth1.stats.tx_bytes == 9000 + 5000 + 1500
+    assert "missing reserved tailroom" not in caplog.text
