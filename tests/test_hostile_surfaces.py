@@ -10,6 +10,7 @@ import errno
 import os
 import struct
 import threading
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,8 @@ from pyxdp.errors import BadArgument, MapError, PyxdpError
 from pyxdp.kernel.syscall import ClosedFdError, Fd, map_lookup_elem
 from pyxdp.net import trace
 from pyxdp.net.netdevice import Host
-from pyxdp.samples import path as sample
 from pyxdp.net.packets import udp_packet
+from pyxdp.samples import path as sample
 from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, BPF_XDP_DEVMAP, CollectionSpec, MapSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
@@ -106,7 +107,7 @@ def test_kernel_map_closed_under_a_call_answers_ebadf_after_it() -> None:
     c = Collection(spec, "kernel")
     m = c.maps["arr"]
     m[1] = 7
-    with m.handle._fd.held() as n:
+    with m.handle._fd.held() as n:  # type: ignore[attr-defined]
         c.close()
         # the holder's call still reaches this map, not whatever reuses the number
         assert map_lookup_elem(n, struct.pack("<I", 1), 8) == struct.pack("<Q", 7)
@@ -115,7 +116,7 @@ def test_kernel_map_closed_under_a_call_answers_ebadf_after_it() -> None:
     assert e.value.errno == errno.EBADF
 
 
-def _frags(spec: CollectionSpec, **kw: object) -> CollectionSpec:
+def _frags(spec: CollectionSpec, **kw: Any) -> CollectionSpec:
     p = dataclasses.replace(spec.programs["t"], flags=BPF_F_XDP_HAS_FRAGS, **kw)
     return dataclasses.replace(spec, programs={"t": p})
 

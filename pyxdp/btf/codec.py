@@ -113,9 +113,6 @@ class TypeCodec:
             for k, m in enumerate(t.members):
                 name = m.name or f"_{k}"
                 if m.bitfield_size:
-                    if isinstance(v, bool) or not isinstance(v, int):
-                        raise CodecError(f"bitfield {name} of {self.btf.describe(type_id)} "
-                                         f"needs an int, got {short(v)}")
                     whole = int.from_bytes(raw[:t.size], "little")
                     out[name] = (whole >> m.bit_offset) & ((1 << m.bitfield_size) - 1)
                     continue

@@ -56,11 +56,11 @@ import numpy as np
 import numpy.typing as npt
 from numba.extending import intrinsic
 
+from pyxdp.errors import BadArgument
 from pyxdp.net.atomic import call_by_address, spin_lock, spin_unlock
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, RouteType
 from pyxdp.net.native import njit
 from pyxdp.net.route import input_route_address
-from pyxdp.errors import BadArgument
 from pyxdp.uapi.dropreason import SkbDropReason
 
 __all__ = ["MAX_SOCKETS", "Mib", "Rt", "SkbBatch", "Stack", "StackStats", "UdpSink",
