@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyxdp.args import U64_MAX, checked, short
 from pyxdp.btf.btf import Btf
-from pyxdp.errors import KernelError, MapError, NotSupportedError
+from pyxdp.errors import BadArgument, KernelError, MapError, NotSupportedError
 from pyxdp.spec import MapSpec, ProgramSpec
 from pyxdp.uapi.bpf import MapFlag
 
@@ -45,7 +45,7 @@ def bytes_like(obj: object, must: str) -> bytes:
             raise TypeError
         return memoryview(obj).tobytes()  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"{must}, not {type(obj).__name__}") from None
+        raise BadArgument(f"{must}, not {type(obj).__name__}") from None
 
 
 def handle_bytes(obj: object, size: int, what: str, op: str) -> bytes:
@@ -95,11 +95,11 @@ def test_run_args(data_in: object, ctx_in: object, sizes: dict[str, object]
             raw.append(obj if isinstance(obj, bytes)
                        else memoryview(obj).tobytes())  # type: ignore[arg-type]
         except TypeError:
-            raise TypeError(f"test_run: {what} must be a bytes-like object, not "
+            raise BadArgument(f"test_run: {what} must be a bytes-like object, not "
                             f"{type(obj).__name__}") from None
     for what, n in sizes.items():
         if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"test_run: {what} must be an int, not {type(n).__name__}")
+            raise BadArgument(f"test_run: {what} must be an int, not {type(n).__name__}")
         if not 0 <= n <= _U32_MAX:
             raise KernelError("BPF_PROG_TEST_RUN", errno.EINVAL,
                               f"{what} {n} is outside 0..{_U32_MAX} (a __u32)")
@@ -121,7 +121,7 @@ def int_bytes(value: int, size: int, what: str, op: str) -> bytes:
     """An int key or value of a 1, 2, 4 or 8-byte field, little-endian; signed or
     unsigned, but it must fit (no silent wrap to another key)."""
     if size not in (1, 2, 4, 8):
-        raise TypeError(f"{op}: the {what} is {size} bytes: give a bytes-like object of "
+        raise BadArgument(f"{op}: the {what} is {size} bytes: give a bytes-like object of "
                         f"{size} bytes, not an int")
     if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
         raise MapError(op, errno.EINVAL, f"{what} {value} does not fit {size} bytes")

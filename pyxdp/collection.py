@@ -288,15 +288,26 @@ class Map:
         if vals and isinstance(vals[0], bytes):
             raise PyxdpError(f"sum: the values of map {self.name!r} are "
                              f"{self.spec.value_size}-byte blobs, not numbers")
-        if vals and isinstance(vals[0], dict):
-            return {f: sum(v[f] for v in vals) for f in vals[0]}
-        return sum(int(v) for v in vals)
+        return _summed(self.name, "value", vals)
 
     def dump(self) -> list[dict[str, Any]]:
         """Every entry as ``{"key": ..., "value": ...}`` (what ``pyxdp map dump`` prints):
         the typed values with addresses as their strings (``"10.0.0.1"``), which the
         map takes back."""
         return [{"key": _printable(k), "value": _printable(v)} for k, v in self.items()]
+
+
+def _summed(name: str, where: str, vals: list[Any]) -> Any:
+    """One CPU's decoded values added up: ints summed, struct members and array items
+    summed each (nested as the type nests); a byte blob has no sum."""
+    first = vals[0] if vals else 0
+    if isinstance(first, dict):
+        return {f: _summed(name, f"{where}.{f}", [v[f] for v in vals]) for f in first}
+    if isinstance(first, list):
+        return [_summed(name, f"{where}[{i}]", [v[i] for v in vals]) for i in range(len(first))]
+    if not isinstance(first, bytes):
+        return sum(int(v) for v in vals)  # ints, and __be32 fields' addresses as before
+    raise PyxdpError(f"sum: {where} of map {name!r} is a {type(first).__name__}, not a number")
 
 
 def _printable(value: Any) -> Any:

@@ -530,3 +530,16 @@ def test_kernel_check_on_every_sample() -> None:
         if spec.btf is not None:
             assert kernel_error(spec.btf, {m.name: m.value_size for m in spec.maps.values()
                                            if m.is_global_data}) is None, path
+
+
+def test_a_bitfield_takes_ints_only() -> None:
+    from pyxdp.btf.codec import CodecError, TypeCodec
+    types, strings = _every_kind()
+    btf = Btf.parse(_blob(types, strings))
+    codec = TypeCodec(btf, 4)  # a struct whose second member is a 3-bit bitfield
+    name = btf.types[4].members[1].name
+    raw = codec.encode({name: 5})
+    assert codec.decode(raw)[name] == 5
+    for bad in ("5", None, 1.5, True):
+        with pytest.raises(CodecError, match=f"^bitfield {name} of .* needs an int, got "):
+            codec.encode({name: bad})

@@ -178,6 +178,9 @@ class TypeCodec:
                 if m is None:
                     raise CodecError(f"{self.btf.describe(type_id)} has no member {name!r}")
                 if m.bitfield_size:
+                    if isinstance(v, bool) or not isinstance(v, int):
+                        raise CodecError(f"bitfield {name} of {self.btf.describe(type_id)} "
+                                         f"needs an int, got {short(v)}")
                     whole = int.from_bytes(buf[off:off + size], "little")
                     mask = ((1 << m.bitfield_size) - 1) << m.bit_offset
                     whole = (whole & ~mask) | ((int(v) << m.bit_offset) & mask)

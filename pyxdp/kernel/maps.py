@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import ctypes
 import errno as _errno
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Final
 
 from pyxdp.backend import batch_count, batch_rows, bytes_like, check_map_commands, handle_bytes
 from pyxdp.errors import KernelError, MapError, map_closed
 from pyxdp.kernel.syscall import (
+    ClosedFdError,
     Fd,
     FdObject,
     MapInfo,
@@ -139,7 +141,8 @@ class KernelMap(FdObject):
     def info(self) -> MapInfo:
         """``BPF_OBJ_GET_INFO_BY_FD`` now (flags, ids, BTF ids...)."""
         try:
-            return map_get_info(self._live("info"))
+            with self._held("info") as fd:
+                return map_get_info(fd)
         except KernelError as e:
             raise MapError("info", e.errno) from None
 
@@ -152,6 +155,16 @@ class KernelMap(FdObject):
         if self._fd.closed:
             raise map_closed(op, self.name)
         return self._fd
+
+    @contextmanager
+    def _held(self, op: str) -> Iterator[int]:
+        """The map's fd number for one bpf(2) call, held against another thread's close
+        (:meth:`Fd.held`): closed before or meanwhile, the map's EBADF."""
+        try:
+            with self._live(op).held() as fd:
+                yield fd
+        except ClosedFdError:
+            raise map_closed(op, self.name) from None
 
     def _key(self, key: bytes | bytearray | memoryview | None, op: str) -> bytes:
         if self.key_size == 0:
@@ -187,7 +200,8 @@ class KernelMap(FdObject):
         self._check_cpu(cpu, "lookup")
         k = self._key(key, "lookup")
         try:
-            blob = map_lookup_elem(self._live("lookup"), k, self.user_value_size, flags)
+            with self._held("lookup") as fd:
+                blob = map_lookup_elem(fd, k, self.user_value_size, flags)
         except KernelError as e:
             raise MapError("lookup", e.errno) from None
         if blob is None or cpu is None or not self.percpu:
@@ -210,7 +224,8 @@ class KernelMap(FdObject):
             start = cpu * self.elem_size
             v = blob[:start] + v.ljust(self.elem_size, b"\0") + blob[start + self.elem_size:]
         try:
-            map_update_elem(self._live("update"), k, v, flags)
+            with self._held("update") as fd:
+                map_update_elem(fd, k, v, flags)
         except KernelError as e:
             raise MapError("update", e.errno) from None
 
@@ -218,7 +233,8 @@ class KernelMap(FdObject):
         """BPF_MAP_DELETE_ELEM; an absent key raises MapError(ENOENT)."""
         k = self._key(key, "delete")
         try:
-            map_delete_elem(self._live("delete"), k)
+            with self._held("delete") as fd:
+                map_delete_elem(fd, k)
         except KernelError as e:
             raise MapError("delete", e.errno) from None
 
@@ -226,7 +242,8 @@ class KernelMap(FdObject):
         """BPF_MAP_GET_NEXT_KEY: the first key for None (or a missing key), None at the end."""
         k = None if key is None else self._key(key, "get_next_key")
         try:
-            return map_get_next_key(self._live("get_next_key"), k, self.key_size)
+            with self._held("get_next_key") as fd:
+                return map_get_next_key(fd, k, self.key_size)
         except KernelError as e:
             raise MapError("get_next_key", e.errno) from None
 
@@ -234,8 +251,8 @@ class KernelMap(FdObject):
         """BPF_MAP_LOOKUP_AND_DELETE_ELEM: the value removed, None when absent (pop)."""
         k = self._key(key, "lookup_and_delete")
         try:
-            return map_lookup_and_delete_elem(self._live("lookup_and_delete"), k,
-                                              self.user_value_size, flags)
+            with self._held("lookup_and_delete") as fd:
+                return map_lookup_and_delete_elem(fd, k, self.user_value_size, flags)
         except KernelError as e:
             raise MapError("lookup_and_delete", e.errno) from None
 
@@ -261,7 +278,8 @@ class KernelMap(FdObject):
     def freeze(self) -> None:
         """BPF_MAP_FREEZE: no more writes from user space (programs are unaffected)."""
         try:
-            map_freeze(self._live("freeze"))
+            with self._held("freeze") as fd:
+                map_freeze(fd)
         except KernelError as e:
             raise MapError("freeze", e.errno) from None
         self.frozen = True
@@ -276,8 +294,9 @@ class KernelMap(FdObject):
                keys: ctypes.Array[ctypes.c_char] | None,
                values: ctypes.Array[ctypes.c_char] | None, count: int, flags: int
                ) -> tuple[int, int]:
-        attr = _batch_attr(self._live(op), in_tok, out_tok, keys, values, count, flags)
-        ret, err = _raw(cmd, attr)
+        with self._held(op) as fd:
+            attr = _batch_attr(fd, in_tok, out_tok, keys, values, count, flags)
+            ret, err = _raw(cmd, attr)
         return (err if ret < 0 else 0), _get32(attr, 32)
 
     def _token_size(self) -> int:

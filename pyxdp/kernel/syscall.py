@@ -22,7 +22,9 @@ import os
 import platform
 import struct
 import sys
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self
@@ -272,6 +274,10 @@ class ClosedFdError(KernelError, ValueError):
     object between its liveness check and the system call lands here."""
 
 
+# Guards every Fd's holder count (held() and close() take it for a few instructions).
+_HOLD: Final = threading.Lock()
+
+
 class Fd:
     """Owns one file descriptor (a map, program, BTF object...).
 
@@ -280,13 +286,41 @@ class Fd:
     kernel object is ("map", "prog", "btf") when pyxdp created it.
     """
 
-    __slots__ = ("__weakref__", "fd", "kind")
+    __slots__ = ("__weakref__", "_doomed", "_users", "fd", "kind")
 
     def __init__(self, fd: int, kind: str = "") -> None:
         if fd < 0:
             raise ValueError(f"invalid file descriptor {fd}")
         self.fd = fd
         self.kind = kind
+        self._users = 0  # threads inside held()
+        self._doomed = -1  # the number close() left to the last of them
+
+    @contextmanager
+    def held(self) -> Iterator[int]:
+        """The descriptor's number, kept open until the block ends: a close() from
+        another thread meanwhile leaves the os.close to the last holder, so the number
+        cannot be reused for another object under a bpf(2) call still using it (the
+        kernel's fdget holds the file the same way). Closed already: EBADF."""
+        with _HOLD:
+            if self.fd < 0:
+                raise ClosedFdError("bpf", _errno.EBADF,
+                                    f"the {self.kind or 'descriptor'} is closed")
+            self._users += 1
+            fd = self.fd
+        try:
+            yield fd
+        finally:
+            with _HOLD:
+                self._users -= 1
+                doomed = self._doomed if self._users == 0 else -1
+                if doomed >= 0:
+                    self._doomed = -1
+            if doomed >= 0:
+                try:
+                    os.close(doomed)
+                except OSError:
+                    pass
 
     @property
     def closed(self) -> bool:
@@ -298,7 +332,11 @@ class Fd:
         return self.fd
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
+        with _HOLD:
+            fd, self.fd = self.fd, -1
+            if fd >= 0 and self._users:  # a bpf(2) call is using it: its holder closes
+                self._doomed = fd
+                return
         if fd >= 0:
             try:
                 os.close(fd)

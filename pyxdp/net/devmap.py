@@ -53,6 +53,7 @@ from pyxdp.net.filter import (
     BulkQueues,
     _conversion_status,
     _to_frames,
+    frame_heads,
     register_flush,
     register_redirect,
 )
@@ -665,9 +666,10 @@ def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
         status = np.zeros(len(out), np.int32)
         for mem, pos, _rows in host.memmap.split(out.pfn):
             mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos],
-                                                    out.length[pos], out.meta[pos],
-                                                    mem_type=mtype, memmap=host.memmap)
+            head, flags = frame_heads(host, out, pos)  # a frags frame: its linear part
+            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos], head,
+                                                    out.meta[pos], mem_type=mtype,
+                                                    flags=flags, memmap=host.memmap)
         if (status != 0).any():
             xdp_return_frames_rx_napi(out.pfn[status != 0], memmap=host.memmap)
             out = out.select(status == 0)

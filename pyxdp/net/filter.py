@@ -787,6 +787,24 @@ def _pick(col: I64 | int, sel: npt.NDArray[np.bool_]) -> I64 | int:
     return col if isinstance(col, int) else col[sel]
 
 
+def frame_heads(host: XskHost, frames: Frames, pos: npt.NDArray[np.intp]
+                ) -> tuple[I64, I64 | int]:
+    """What ``xdp_update_frame_from_buff`` reads of frames ``pos``: the length of the
+    linear part (``data_end - data``; a multi-buffer frame's frags stay in its
+    ``skb_shared_info``) and the ``XDP_FLAGS_HAS_FRAGS`` flags."""
+    from pyxdp.net.xdp_mem import xdp_frags_head_len
+    ln = frames.length[pos]
+    flags: I64 | int = 0
+    multi = frames.has_frags[pos]
+    if multi.any():
+        flags = multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
+        ln = ln.copy()
+        ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
+                                       (frames.kind[pos][multi] & KIND_FRAME) != 0,
+                                       memmap=host.memmap)
+    return ln, flags
+
+
 def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _Prog | None,
                frames: Frames) -> tuple[Frames, int]:
     """``xdp_convert_buff_to_frame`` for a batch: the converted frames, and how many
@@ -800,7 +818,6 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
         MEM_TYPE_PAGE_ORDER0,
         MEM_TYPE_PAGE_POOL,
         xdp_convert_buff_to_frame,
-        xdp_frags_head_len,
         xdp_frames_set_dev_rx,
     )
 
@@ -812,15 +829,7 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-        ln = frames.length[pos]
-        flags: I64 | int = 0
-        multi = frames.has_frags[pos]
-        if multi.any():  # the frame's len is the head; the frags stay in skb_shared_info
-            flags = multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
-            ln = ln.copy()
-            ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
-                                           (frames.kind[pos][multi] & KIND_FRAME) != 0,
-                                           memmap=host.memmap)
+        ln, flags = frame_heads(host, frames, pos)
         status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos], ln,
                                                 frames.meta[pos], mem_type=mtype,
                                                 flags=flags, memmap=host.memmap)

@@ -794,7 +794,7 @@ def _xdp_prog(p: Program | XdpProg | None) -> XdpProg:
         raise _fail(errno.EBADF, f"program {p.name!r} is closed")
     handle = p.handle if isinstance(p, Program) else p
     if not isinstance(handle, XdpProg):
-        raise TypeError("attach_xdp needs a program loaded on the host (host.load(...))")
+        raise BadArgument("attach_xdp needs a program loaded on the host (host.load(...))")
     if handle.syscall:  # bpf_prog_get_type_dev(fd, BPF_PROG_TYPE_XDP)
         raise _fail(errno.EINVAL, f"{handle.spec.name} is a syscall program, not an XDP one")
     return handle

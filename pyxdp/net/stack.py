@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 from numba.extending import intrinsic
 
+from pyxdp.errors import BadArgument
 from pyxdp.net.atomic import call_by_address, spin_lock, spin_unlock
 from pyxdp.net.fib import AF_INET, AF_INET6, Fib, RouteType
 from pyxdp.net.native import njit
@@ -668,7 +669,7 @@ class SkbBatch:
                      meta: list[bytes] | None = None) -> SkbBatch:
         if isinstance(packets, bytes | bytearray | str | memoryview) or \
                 not hasattr(packets, "__iter__"):
-            raise TypeError(f"packets must be a list of bytes, not {type(packets).__name__}")
+            raise BadArgument(f"packets must be a list of bytes, not {type(packets).__name__}")
         raw = [_frame_bytes(p, i) for i, p in enumerate(packets)]
         n = len(raw)
         width = max((len(p) for p in raw), default=0)
@@ -686,11 +687,11 @@ def _frame_bytes(p: object, i: int) -> bytes:
     if isinstance(p, bytes):
         return p
     if isinstance(p, int | str) or p is None:
-        raise TypeError(f"packet {i} must be bytes-like, not {type(p).__name__}")
+        raise BadArgument(f"packet {i} must be bytes-like, not {type(p).__name__}")
     try:
         return memoryview(p).tobytes()  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"packet {i} must be bytes-like, not {type(p).__name__}") from None
+        raise BadArgument(f"packet {i} must be bytes-like, not {type(p).__name__}") from None
 
 
 @dataclass

@@ -46,6 +46,8 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.args import checked, short
+from pyxdp.errors import BadArgument
 from pyxdp.smp import current_cpu
 from pyxdp.uapi.bpf import BpfMapType, XdpAction
 from pyxdp.uapi.xdp_trace import (
@@ -766,21 +768,30 @@ class Tracer:
             raise KeyError(f"no XDP tracepoint {name!r} (known: "
                            f"{', '.join(self.tracepoints)})") from None
 
-    def _select(self, events: str | Iterable[str] | None) -> list[Tracepoint[Any]]:
+    def _select(self, op: str, events: str | Iterable[str] | None) -> list[Tracepoint[Any]]:
         if events is None:
             return list(self.tracepoints.values())
         if isinstance(events, str):
             events = [events]
-        return [self[e] for e in events]
+        names = list(events) if isinstance(events, Iterable) else [events]
+        for e in names:
+            if not isinstance(e, str):  # checked here: a list would meet the dict as unhashable
+                raise BadArgument(f"Tracer.{op}: events must be a tracepoint name, a list of "
+                                  f"them or None, not {short(e)}")
+        return [self[e] for e in names]
 
     def subscribe(self, events: str | Iterable[str] | None, callback: Callback) -> Subscription:
         """Call ``callback(event)`` for every firing of ``events`` (``None``: all of them)."""
-        return Subscription(self._select(events), callback)
+        if not callable(callback):  # else it would fail at the first firing, in the poll
+            raise BadArgument(f"Tracer.subscribe: callback must be callable, not "
+                              f"{short(callback)}")
+        return Subscription(self._select("subscribe", events), callback)
 
+    @checked(maxlen=(1, 1 << 32), events=None)
     def listen(self, events: str | Iterable[str] | None = None, *,
                maxlen: int = 1 << 16) -> EventQueue:
         """An :class:`EventQueue` collecting the events of ``events`` (``None``: all)."""
-        return EventQueue(self._select(events), maxlen)
+        return EventQueue(self._select("listen", events), maxlen)
 
     @property
     def listening(self) -> bool:

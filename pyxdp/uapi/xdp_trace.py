@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final, NamedTuple, cast
 
+from pyxdp.errors import BadArgument
+
 __all__ = [
     "ACTION_NAMES",
     "COMMON_FIELDS",
@@ -573,7 +575,7 @@ def definition_of(record: object) -> EventDef:
     try:
         return _BY_RECORD[type(record)]
     except KeyError:
-        raise TypeError(f"not an XDP trace record: {type(record).__name__}") from None
+        raise BadArgument(f"not an XDP trace record: {type(record).__name__}") from None
 
 
 # --------------------------------------------------------------------------
