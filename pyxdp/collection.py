@@ -614,7 +614,7 @@ class Collection:
             facts = None
             if check:  # as relocated (CO-RE), kfunc calls included
                 from pyxdp.userspace import resolve_ksyms
-                resolve_ksyms(ps, getattr(self.backend, "core_btf", None))
+                resolve_ksyms(ps, getattr(self.backend, "core_btf", None), self.spec.btf)
                 facts = _verify(ps, self.spec.maps, self.spec.btf,
                                 getattr(self.backend, "core_btf", None))
             try:

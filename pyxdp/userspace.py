@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyxdp.args import NR_CPUS_MAX, checked
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind
-from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.core import apply_core_relos, check_kfunc_proto
 from pyxdp.btf.vmlinux import core_target, missing_ksym
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
@@ -45,15 +45,22 @@ __all__ = ["UserspaceBackend"]
 
 
 
-def resolve_ksyms(spec: ProgramSpec, core_btf: str | os.PathLike[str] | None) -> None:
+def resolve_ksyms(spec: ProgramSpec, core_btf: str | os.PathLike[str] | None,
+                  btf: Btf | None = None) -> None:
     """libbpf's extern resolution, before CO-RE and the verifier: a kfunc extern that
-    neither the kernel's BTF (the CO-RE target) nor pyxdp's engines know fails the load
-    with libbpf's line, as on the kernel backend. One pyxdp provides loads even where
-    the kernel's BTF lacks it (a kfunc of a module this kernel has not loaded)."""
-    target = core_target(core_btf) if spec.kfuncs else None
+    neither the kernel's BTF (the CO-RE target) nor pyxdp's engines know, or that the
+    object (``btf``) declares with a prototype incompatible with the kernel's, fails
+    the load with libbpf's line, as on the kernel backend. One pyxdp provides loads
+    even where the kernel's BTF lacks it (a kfunc of a module this kernel has not
+    loaded)."""
+    if not spec.kfuncs:
+        return
+    target = core_target(core_btf)
     for k in spec.kfuncs:
-        if k.name not in KFUNCS and target is not None and \
-                target.find(k.name, BtfKind.FUNC) is None:
+        found = target.find(k.name, BtfKind.FUNC)
+        if found is not None:
+            check_kfunc_proto(spec.name, k.name, btf, target, found)
+        elif k.name not in KFUNCS:
             raise missing_ksym(spec.name, k.name)
 
 class UserspaceBackend:
@@ -137,7 +144,7 @@ class UserspaceBackend:
         why = self.cannot_load(spec)
         if why:
             raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
-        resolve_ksyms(spec, self.core_btf)
+        resolve_ksyms(spec, self.core_btf, btf)
         if spec.core_relos:
             target = core_target(self.core_btf)
             spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)

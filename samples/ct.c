@@ -109,8 +109,11 @@ extern void bpf_ct_set_timeout(struct nf_conn___init *nfct, __u32 timeout) __ksy
 extern int bpf_ct_change_timeout(struct nf_conn *nfct, __u32 timeout) __ksym;
 extern int bpf_ct_set_status(const struct nf_conn___init *nfct, __u32 status) __ksym;
 extern int bpf_ct_change_status(struct nf_conn *nfct, __u32 status) __ksym;
+/* The kernel's enum, not an int: libbpf refuses a kfunc whose declared prototype
+ * is incompatible with the kernel's. */
+enum nf_nat_manip_type { NF_NAT_MANIP_SRC, NF_NAT_MANIP_DST };
 extern int bpf_ct_set_nat_info(struct nf_conn___init *nfct, union nf_inet_addr *addr, int port,
-			       int manip) __ksym;
+			       enum nf_nat_manip_type manip) __ksym;
 
 #define CT_LOOKUP 0
 #define CT_INSERT 1
@@ -348,13 +351,13 @@ int xdp_ct(struct xdp_md *ctx)
 		union nf_inet_addr a = {};
 
 		__builtin_memcpy(&a, c->snat_addr, sizeof(a));
-		o->snat_ret = bpf_ct_set_nat_info(nct, &a, c->snat_port, 0);
+		o->snat_ret = bpf_ct_set_nat_info(nct, &a, c->snat_port, NF_NAT_MANIP_SRC);
 	}
 	if (c->dnat) {
 		union nf_inet_addr a = {};
 
 		__builtin_memcpy(&a, c->dnat_addr, sizeof(a));
-		o->dnat_ret = bpf_ct_set_nat_info(nct, &a, c->dnat_port, 1);
+		o->dnat_ret = bpf_ct_set_nat_info(nct, &a, c->dnat_port, NF_NAT_MANIP_DST);
 	}
 	view(&o->before, (struct nf_conn *)nct, 0);
 	ins = bpf_ct_insert_entry(nct);

@@ -31,7 +31,9 @@ struct bpf_ct_opts {
 	__u8 ct_zone_dir;
 	__u8 reserved[3];
 };
-struct nf_conn;
+/* Defined, not declared: libbpf matches a kfunc's prototype against the kernel's,
+ * where a forward declaration is no struct. */
+struct nf_conn { int status; };
 extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *xdp_ctx,
 					 struct bpf_sock_tuple *bpf_tuple,
 					 __u32 len_tuple, struct bpf_ct_opts *opts,

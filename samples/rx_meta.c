@@ -15,8 +15,11 @@
 #define __ksym __attribute__((section(".ksyms")))
 
 extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym;
+/* The kernel's types, not look-alikes: libbpf refuses a kfunc declared with a
+ * prototype incompatible with the kernel's (an int where it has an enum). */
+enum xdp_rss_hash_type { XDP_RSS_TYPE_NONE = 0 };
 extern int bpf_xdp_metadata_rx_hash(const struct xdp_md *ctx, __u32 *hash,
-				    __u32 *rss_type) __ksym;
+				    enum xdp_rss_hash_type *rss_type) __ksym;
 extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
 					__u16 *vlan_tci) __ksym;
 
@@ -52,7 +55,8 @@ int xdp_rx_meta(struct xdp_md *ctx)
 	if (!r)
 		return XDP_ABORTED;
 	r->ts_ret = bpf_xdp_metadata_rx_timestamp(ctx, &ts);
-	r->hash_ret = bpf_xdp_metadata_rx_hash(ctx, &hash, &rss_type);
+	r->hash_ret = bpf_xdp_metadata_rx_hash(ctx, &hash,
+						 (enum xdp_rss_hash_type *)&rss_type);
 	r->vlan_ret = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci);
 	r->timestamp = ts;
 	r->hash = hash;

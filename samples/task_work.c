@@ -27,8 +27,10 @@
 #define __ksym __attribute__((section(".ksyms")))
 #define EBUSY 16
 
-struct task_struct;
-struct bpf_map;
+/* Defined, not declared: libbpf matches a kfunc's prototype against the kernel's,
+ * where a forward declaration is no struct. */
+struct task_struct { int pid; };
+struct bpf_map { int id; };
 
 /* include/uapi/linux/bpf.h (6.18) */
 struct bpf_task_work {

@@ -83,6 +83,36 @@ def test_userspace_refuses_a_kfunc_call_by_name() -> None:
             Collection(replace(spec, programs=calls), verify=verify)
 
 
+def _retyped(btf: Btf, func: str, like: str) -> Btf:
+    """``btf`` with kfunc extern ``func`` declared with ``like``'s prototype."""
+    proto = btf.types[btf.find(like, BtfKind.FUNC) or 0].size_type
+    fid = btf.find(func, BtfKind.FUNC) or 0
+    types = list(btf.types)
+    types[fid] = replace(types[fid], size_type=proto)
+    return Btf(types=tuple(types), strings=btf.strings)
+
+
+def test_a_kfunc_declared_with_another_prototype_fails_as_libbpf_fails_it(
+        tmp_path: Path) -> None:
+    """libbpf compares a kfunc extern's declared prototype with the kernel's
+    (bpf_core_types_are_compat) and refuses the object when they differ (here in the
+    number of parameters), though the verifier, which checks the call against the
+    kernel's own prototype, would take it. The object's own BTF stands for the
+    kernel's."""
+    spec = load_collection_spec(SAMPLES / "bits_iter.o")
+    assert spec.btf is not None
+    kernel = tmp_path / "kernel.btf"
+    kernel.write_bytes(spec.btf.encode())
+    with Collection(spec, core_btf=kernel) as coll:  # as declared: compatible
+        assert coll.programs["xdp_bits"].test_run(udp_packet()).fault is None
+    bad = replace(spec, btf=_retyped(spec.btf, "bpf_iter_bits_destroy", "bpf_iter_bits_new"))
+    for verify in (True, False):
+        with pytest.raises(PyxdpError, match=r"^program 'xdp_bits': extern \(func ksym\) "
+                           r"'bpf_iter_bits_destroy': func_proto \[\d+\] incompatible with "
+                           r"vmlinux \[\d+\]$"):
+            Collection(bad, core_btf=kernel, verify=verify)
+
+
 def test_loader_picks_an_xdp_program_and_names_the_type_of_others() -> None:
     from pyxdp.cli.loader import LoaderError, _choose
 

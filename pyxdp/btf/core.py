@@ -34,12 +34,12 @@ from typing import Protocol
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
-from pyxdp.btf.btf import BTF_INT_SIGNED, BtfKind, BtfType
-from pyxdp.errors import InvalidProgram, ObjectError
+from pyxdp.btf.btf import BTF_FUNC_EXTERN, BTF_INT_SIGNED, Btf, BtfKind, BtfType
+from pyxdp.errors import InvalidProgram, ObjectError, PyxdpError
 from pyxdp.spec import CoreRelocation, ProgramSpec
 
 __all__ = ["POISON_HELPER", "CoreRelocationError", "CoreReloKind", "TypeSource",
-           "apply_core_relos", "essential_name"]
+           "apply_core_relos", "check_kfunc_proto", "essential_name"]
 
 # libbpf's poisoned-call helper id: "0xbad2310", spelled in decimal.
 POISON_HELPER = 195896080
@@ -245,6 +245,28 @@ def _types_compat(ls: TypeSource, lid: int, ts: TypeSource, tid: int, depth: int
                    for a, b in zip(lt.params, tt.params, strict=True)) and \
             _types_compat(ls, lt.size_type, ts, tt.size_type, depth + 1)
     return False
+
+
+def check_kfunc_proto(prog: str, name: str, local: Btf | None, target: TypeSource,
+                      target_func: int) -> None:
+    """libbpf's check of a kfunc extern (``bpf_object__resolve_ksym_func_btf_id``): the
+    prototype the object declares (its extern ``FUNC`` ``name``) must be compatible
+    (``bpf_core_types_are_compat``) with the kernel's, else the object does not load,
+    though the verifier, which checks the call against the kernel's own prototype,
+    would take it. A declaration without parameters (``extern void f() __ksym``)
+    matches no kfunc that has some."""
+    if local is None:  # no BTF: nothing libbpf could compare
+        return
+    funcs = [t for t in map(local.type_by_id, local.find_all(name)) if t.kind is BtfKind.FUNC]
+    extern = [t for t in funcs if t.vlen == BTF_FUNC_EXTERN] or funcs
+    if not extern:
+        return
+    local_func = extern[0].id
+    local_proto = local.type_by_id(local_func).size_type
+    target_proto = target.type_by_id(target_func).size_type
+    if not _types_compat(local, local_proto, target, target_proto):
+        raise PyxdpError(f"program {prog!r}: extern (func ksym) {name!r}: func_proto "
+                         f"[{local_proto}] incompatible with vmlinux [{target_proto}]")
 
 
 def _match_member(ls: TypeSource, lacc: _Acc, ts: TypeSource, targ_id: int, spec: _Spec,

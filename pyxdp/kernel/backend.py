@@ -40,7 +40,7 @@ from pyxdp.asm.insn import Instruction
 from pyxdp.asm.opcodes import PseudoSrc
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind
-from pyxdp.btf.core import apply_core_relos
+from pyxdp.btf.core import apply_core_relos, check_kfunc_proto
 from pyxdp.btf.kcheck import kernel_fixup, map_needs_btf, no_btf_error
 from pyxdp.btf.vmlinux import VMLINUX_BTF, core_target, kernel_btf_index, missing_ksym
 from pyxdp.errors import (
@@ -401,6 +401,8 @@ class KernelBackend:
             kid = kernel.find(k.name, BtfKind.FUNC)
             if kid is None:
                 raise missing_ksym(spec.name, k.name)
+            check_kfunc_proto(spec.name, k.name, btf if btf is not None else self.btf,
+                              kernel, kid)
             insns[k.pc] = replace(insns[k.pc], imm=kid, off=0)
         attach_id = 0
         if spec.attach_to:

@@ -101,6 +101,30 @@ def test_a_kfunc_nobody_has_fails_as_on_linux() -> None:
                                   "not found in kernel BTF")
 
 
+def test_a_kfunc_declared_with_another_prototype_fails_as_on_linux() -> None:
+    """libbpf refuses a kfunc extern whose declared prototype is incompatible with the
+    kernel's (bpf_core_types_are_compat; here one parameter where the kernel's has
+    three), before BPF_PROG_LOAD, whose verifier would take the call: both backends
+    with the same line, against the running kernel's BTF."""
+    spec = load_collection_spec(SAMPLES / "bits_iter.o")
+    assert spec.btf is not None
+    btf = spec.btf
+    fid = btf.find("bpf_iter_bits_new", BtfKind.FUNC) or 0
+    types = list(btf.types)
+    types[fid] = replace(types[fid], size_type=types[btf.find("bpf_iter_bits_destroy",
+                                                               BtfKind.FUNC) or 0].size_type)
+    bad = replace(spec, btf=Btf(types=tuple(types), strings=btf.strings))
+    said = []
+    for backend in ("kernel", "userspace"):
+        with pytest.raises(PyxdpError) as e:
+            Collection(bad, backend)
+        said.append(str(e.value))
+    assert said[0] == said[1]
+    assert said[0].startswith("program 'xdp_bits': extern (func ksym) 'bpf_iter_bits_new': "
+                              "func_proto [")
+    assert "incompatible with vmlinux [" in said[0]
+
+
 def _tags(path: Path, **backend: object) -> dict[str, str]:
     spec = load_collection_spec(path)
     with Collection(spec, KernelBackend(spec, **backend)) as coll:  # type: ignore[arg-type]
