@@ -46,7 +46,7 @@ from pyxdp.backend import (
 from pyxdp.btf.btf import SPECIAL_FIELDS, Btf, FieldError
 from pyxdp.btf.codec import BtfCodec, address_bytes
 from pyxdp.btf.kcheck import kernel_error, map_needs_btf, no_btf_error
-from pyxdp.diskcache import file_digest, remember_verified, verified, verified_key
+from pyxdp.diskcache import remember_verified, verified, verified_key
 from pyxdp.errors import (
     BadArgument,
     InvalidProgram,
@@ -399,7 +399,9 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
     """:func:`pyxdp.verifier.verify`'s access facts, or those of its acceptance of the
     same inputs found in the disk cache (:mod:`pyxdp.diskcache`) for a long program."""
     key = None
-    if len(ps.insns) >= VERIFY_CACHE_INSNS and ps.prog_type == "xdp" \
+    # (a CO-RE or kfunc program's walk looks kernel types up: worth a look-up at any length)
+    kernel = bool(ps.core_relos) or any(_kfunc_call(i) for i in ps.insns)
+    if (len(ps.insns) >= VERIFY_CACHE_INSNS or kernel) and ps.prog_type == "xdp" \
             and not any(_typed_ksym(i) for i in ps.insns):
         rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
         # the BTF by its bytes: the object also holds caches its queries fill in
@@ -423,14 +425,12 @@ def _kernel_inputs(ps: ProgramSpec, core_btf: str | os.PathLike[str] | None) -> 
     file ``core_btf``, the running kernel's, the one pyxdp ships), each by its bytes'
     digest; and for a program calling kfuncs the verifier's kfunc table (open:
     :func:`pyxdp.verifier.kfuncs.register_kfunc`)."""
-    from pyxdp.btf.vmlinux import SHIPPED_BTF, VMLINUX_BTF
-    files = [VMLINUX_BTF, SHIPPED_BTF] if core_btf is None else [core_btf, VMLINUX_BTF,
-                                                                 SHIPPED_BTF]
+    from pyxdp.btf.vmlinux import target_digests
     kfuncs = None
     if ps.kfuncs or any(_kfunc_call(i) for i in ps.insns):
         from pyxdp.verifier.kfuncs import KFUNCS
         kfuncs = sorted(KFUNCS.items())
-    return [file_digest(f) for f in files], kfuncs
+    return target_digests(core_btf), kfuncs
 
 
 def _kfunc_call(i: Instruction) -> bool:
