@@ -405,8 +405,10 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
             and not any(_typed_ksym(i) for i in ps.insns):
         rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
         # the BTF by its bytes: the object also holds caches its queries fill in
+        kernel_inputs = _kernel_inputs(ps, core_btf)
         key = verified_key(encode(ps.insns), rest, list(maps.items()),
-                           btf.raw if btf is not None else None, _kernel_inputs(ps, core_btf))
+                           btf.raw if btf is not None else None, kernel_inputs) \
+            if kernel_inputs is not None else None
         data = verified(key) if key is not None else None
         facts = decode_facts(data) if data is not None else None
         if facts is not None:
@@ -424,13 +426,15 @@ def _kernel_inputs(ps: ProgramSpec, core_btf: str | os.PathLike[str] | None) -> 
     a helper's socket cast) are looked up (:func:`pyxdp.btf.vmlinux.core_target`: the
     file ``core_btf``, the running kernel's, the one pyxdp ships), each by its bytes'
     digest; and for a program calling kfuncs the verifier's kfunc table (open:
-    :func:`pyxdp.verifier.kfuncs.register_kfunc`)."""
+    :func:`pyxdp.verifier.kfuncs.register_kfunc`). None when ``core_btf`` is no regular
+    file (no key: verified every time)."""
     from pyxdp.btf.vmlinux import target_digests
     kfuncs = None
     if ps.kfuncs or any(_kfunc_call(i) for i in ps.insns):
         from pyxdp.verifier.kfuncs import KFUNCS
         kfuncs = sorted(KFUNCS.items())
-    return target_digests(core_btf), kfuncs
+    digests = target_digests(core_btf)
+    return None if digests is None else (digests, kfuncs)
 
 
 def _kfunc_call(i: Instruction) -> bool:

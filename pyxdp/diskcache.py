@@ -163,14 +163,17 @@ _FILE_DIGESTS: dict[bytes, bytes | None] = {}
 
 
 def file_digest(path: str | os.PathLike[str]) -> bytes | None:
-    """sha256 of the file at ``path`` (None when it cannot be read), kept in the cache
-    directory under the file's identity as :func:`sources_digest` keeps its digest:
-    what the kernel's BTF (5 MB) is, in a stat and a 32-byte read. A sysfs file's
-    identity holds the boot's time, so another kernel's BTF is another identity."""
+    """sha256 of the regular file at ``path`` (None when it is none or cannot be read: a
+    device or a FIFO has no identity for its bytes), kept in the cache directory under
+    the file's identity as :func:`sources_digest` keeps its digest: what the kernel's
+    BTF (5 MB) is, in a stat and a 32-byte read. A sysfs file's identity holds the
+    boot's time, so another kernel's BTF is another identity."""
     try:
         full = os.path.realpath(path)
         st = os.stat(full)
     except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
         return None
     ident = hashlib.sha256(_FILES_FORMAT + f"{full}\0{st.st_size}\0{st.st_mtime_ns}\0"
                            f"{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}".encode()).digest()

@@ -193,13 +193,16 @@ def core_target(path: str | os.PathLike[str] | None = None) -> BtfIndex:
     return kernel_btf_index() or _index_of(str(SHIPPED_BTF))
 
 
-def target_digests(path: str | os.PathLike[str] | None = None) -> list[bytes | None]:
+def target_digests(path: str | os.PathLike[str] | None = None) -> list[bytes | None] | None:
     """The digests of every file :func:`core_target` may read for ``path`` (``path``
-    itself, the running kernel's BTF, the shipped one; None: unreadable), each kept by
-    its file identity (:func:`pyxdp.diskcache.file_digest`): what a result found in the
-    target depends on, known without reading the kernel's 5 MB."""
-    files = [VMLINUX_BTF, SHIPPED_BTF] if path is None else [path, VMLINUX_BTF, SHIPPED_BTF]
-    return [file_digest(f) for f in files]
+    itself, the running kernel's BTF, the shipped one; None: absent or unreadable), each
+    kept by its file identity (:func:`pyxdp.diskcache.file_digest`): what a result found
+    in the target depends on, known without reading the kernel's 5 MB. None when
+    ``path`` has no digest (not a regular file: nothing found in it may be kept)."""
+    own = file_digest(path) if path is not None else b""
+    if own is None:
+        return None
+    return [own, file_digest(VMLINUX_BTF), file_digest(SHIPPED_BTF)]
 
 
 _RELOCATED_FORMAT = b"pyxdp-core-relocated-1"
@@ -216,10 +219,12 @@ def relocate(spec: ProgramSpec, btf: Btf | None, path: str | os.PathLike[str] | 
         return spec
     where = disk_cache_dir()
     entry = key = None
-    if where is not None:
+    digests = target_digests(path) if where is not None else None
+    if digests is not None:
+        assert where is not None
         try:
-            blob = pickle.dumps((spec, btf.raw if btf is not None else None,
-                                 target_digests(path)), protocol=5)
+            blob = pickle.dumps((spec, btf.raw if btf is not None else None, digests),
+                                protocol=5)
         except (pickle.PicklingError, TypeError, AttributeError, ValueError):
             blob = None
         if blob is not None:
