@@ -410,14 +410,16 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
     """:func:`pyxdp.verifier.verify`'s access facts, or those of its acceptance of the
     same inputs found in the disk cache (:mod:`pyxdp.diskcache`) for a long program."""
     key = None
-    if len(ps.insns) >= VERIFY_CACHE_INSNS and ps.prog_type == "xdp" and not ps.core_relos \
-            and not any(_kernel_bound(i) for i in ps.insns):
-        # Not for CO-RE relocations, kfunc calls or typed ksyms: their verdict depends on
-        # the kernel's BTF and on the process's kfunc table, which the key does not hold.
+    # (a CO-RE or kfunc program's walk looks kernel types up: worth a look-up at any length)
+    kernel = bool(ps.core_relos) or any(_kfunc_call(i) for i in ps.insns)
+    if (len(ps.insns) >= VERIFY_CACHE_INSNS or kernel) and ps.prog_type == "xdp" \
+            and not any(_typed_ksym(i) for i in ps.insns):
         rest = {f.name: getattr(ps, f.name) for f in dataclasses.fields(ps) if f.name != "insns"}
         # the BTF by its bytes: the object also holds caches its queries fill in
+        kernel_inputs = _kernel_inputs(ps, core_btf)
         key = verified_key(encode(ps.insns), rest, list(maps.items()),
-                           btf.raw if btf is not None else None)
+                           btf.raw if btf is not None else None, kernel_inputs) \
+            if kernel_inputs is not None else None
         data = verified(key) if key is not None else None
         facts = decode_facts(data) if data is not None else None
         if facts is not None:
@@ -429,10 +431,31 @@ def _verify(ps: ProgramSpec, maps: dict[str, MapSpec], btf: Btf | None,
     return mem
 
 
-def _kernel_bound(i: Instruction) -> bool:
-    """A kfunc call, or an ld_imm64 of a kernel symbol by BTF id."""
-    return (i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL) or (
-        i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID)
+def _kernel_inputs(ps: ProgramSpec, core_btf: str | os.PathLike[str] | None) -> object:
+    """What else the verdict depends on: the kernel's BTF, where CO-RE relocations
+    resolve, kfuncs and the kernel structs of BTF pointers (a kptr, a trusted argument,
+    a helper's socket cast) are looked up (:func:`pyxdp.btf.vmlinux.core_target`: the
+    file ``core_btf``, the running kernel's, the one pyxdp ships), each by its bytes'
+    digest; and for a program calling kfuncs the verifier's kfunc table (open:
+    :func:`pyxdp.verifier.kfuncs.register_kfunc`). None when ``core_btf`` is no regular
+    file (no key: verified every time)."""
+    from pyxdp.btf.vmlinux import target_digests
+    kfuncs = None
+    if ps.kfuncs or any(_kfunc_call(i) for i in ps.insns):
+        from pyxdp.verifier.kfuncs import KFUNCS
+        kfuncs = sorted(KFUNCS.items())
+    digests = target_digests(core_btf)
+    return None if digests is None else (digests, kfuncs)
+
+
+def _kfunc_call(i: Instruction) -> bool:
+    return i.code == op.OP_CALL and i.src == op.CallSrc.BPF_PSEUDO_KFUNC_CALL
+
+
+def _typed_ksym(i: Instruction) -> bool:
+    """An ld_imm64 of a kernel symbol by BTF id: the verdict on it also reads
+    /proc/kallsyms (the symbol must have an address), which no key holds."""
+    return i.code == op.OP_LD_IMM64 and i.src == op.PseudoSrc.BPF_PSEUDO_BTF_ID
 
 
 _ASYNC_MAPS = frozenset({BpfMapType.BPF_MAP_TYPE_HASH, BpfMapType.BPF_MAP_TYPE_LRU_HASH,

@@ -33,12 +33,14 @@ from pathlib import Path
 
 from pyxdp.errors import PyxdpWarning
 
-__all__ = ["cache_home", "disk_cache_dir", "load_sealed", "remember_verified", "sources_digest",
-           "store", "store_sealed", "usable_dir", "verified", "verified_key"]
+__all__ = ["cache_home", "disk_cache_dir", "file_digest", "load_sealed", "remember_verified",
+           "sources_digest", "store", "store_sealed", "usable_dir", "verified", "verified_key"]
 
 _VERIFIED = "verified"  # the subdirectory of acceptances
 _SOURCES = "sources"  # the subdirectory of source digests, by the files' identity
 _SOURCES_FORMAT = b"pyxdp-sources-1"
+_FILES = "files"  # the subdirectory of other files' digests, by their identity
+_FILES_FORMAT = b"pyxdp-file-1"
 _VERIFIED_FORMAT = b"pyxdp-verified-3"  # 2: the accepted program's access facts kept; 3: sealed
 
 
@@ -154,6 +156,47 @@ def sources_digest() -> bytes:
     digest = h.digest()
     if memo is not None:
         store(memo, digest)
+    return digest
+
+
+_FILE_DIGESTS: dict[bytes, bytes | None] = {}
+
+
+def file_digest(path: str | os.PathLike[str]) -> bytes | None:
+    """sha256 of the regular file at ``path`` (None when it is none or cannot be read: a
+    device or a FIFO has no identity for its bytes), kept in the cache directory under
+    the file's identity as :func:`sources_digest` keeps its digest: what the kernel's
+    BTF (5 MB) is, in a stat and a 32-byte read. A sysfs file's identity holds the
+    boot's time, so another kernel's BTF is another identity."""
+    try:
+        full = os.path.realpath(path)
+        st = os.stat(full)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    ident = hashlib.sha256(_FILES_FORMAT + f"{full}\0{st.st_size}\0{st.st_mtime_ns}\0"
+                           f"{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}".encode()).digest()
+    if ident in _FILE_DIGESTS:
+        return _FILE_DIGESTS[ident]
+    where = disk_cache_dir()
+    memo = where / _FILES / ident.hex() if where is not None else None
+    known = b""
+    if memo is not None:
+        try:
+            known = memo.read_bytes()
+        except OSError:
+            known = b""
+    digest: bytes | None = known if len(known) == 32 else None
+    if digest is None:
+        try:
+            with open(full, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").digest()
+        except OSError:
+            digest = None
+        if digest is not None and memo is not None:
+            store(memo, digest)
+    _FILE_DIGESTS[ident] = digest
     return digest
 
 

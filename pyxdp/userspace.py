@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pyxdp.args import NR_CPUS_MAX, checked
 from pyxdp.backend import MapHandle, ProgHandle, TestRunResult, syscall_test_run_args
 from pyxdp.btf.btf import Btf, BtfKind
-from pyxdp.btf.core import apply_core_relos, check_kfunc_proto
-from pyxdp.btf.vmlinux import core_target, missing_ksym
+from pyxdp.btf.core import check_kfunc_proto
+from pyxdp.btf.vmlinux import core_target, missing_ksym, relocate
 from pyxdp.errors import InvalidProgram, KernelError, MapError, NotSupportedError, PyxdpError
 from pyxdp.maps import create_map
 from pyxdp.maps.base import (
@@ -145,9 +145,7 @@ class UserspaceBackend:
         if why:
             raise NotSupportedError(f"program {spec.name!r} (section {spec.section!r}): {why}")
         resolve_ksyms(spec, self.core_btf, btf)
-        if spec.core_relos:
-            target = core_target(self.core_btf)
-            spec = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
+        spec = relocate(spec, btf, self.core_btf)  # (CO-RE; the disk cache keeps the result)
         ops = None
         if spec.ifindex:
             dev = self.env.netdevs.get(spec.ifindex)

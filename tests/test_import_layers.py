@@ -174,6 +174,19 @@ def test_a_program_from_the_disk_cache_is_not_lowered(tmp_path: Path) -> None:
     assert "pyxdp.vm.jit.lower" not in warm
 
 
+def test_a_warm_jit_load_loads_only_the_helpers_it_calls(tmp_path: Path) -> None:
+    """A JIT program from the disk cache loads the helpers its calls name and their
+    native twins, as the interpreter does: xdp1.o calls no deferred helper, so neither
+    those helpers' modules (the routing and socket helpers, bpf_timer) nor anything
+    else a first packet leaves unloaded (llvmlite apart) loads with it."""
+    _first_packet("xdp1.o", "jit", tmp_path)
+    warm, from_disk = _first_packet("xdp1.o", "jit", tmp_path)
+    assert from_disk and "pyxdp.net.xdp_jit" in warm
+    loaded = sorted(m for m in warm if any(m == n or m.startswith(n + ".") for n in _LAZY)
+                    and m.split(".")[0] != "llvmlite")
+    assert loaded == []
+
+
 _DEFERRED = """
 import importlib, json
 from pyxdp.net.filter import XDP_HELPERS

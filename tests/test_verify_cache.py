@@ -5,6 +5,7 @@ the same inputs; refusals are never cached."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from pyxdp import collection
 from pyxdp.asm.macros import exit_insn, ldx_mem, mov64_imm
 from pyxdp.collection import Collection
 from pyxdp.elf import load_collection_spec
-from pyxdp.errors import VerifierError
+from pyxdp.errors import NotSupportedError, VerifierError
 from pyxdp.net.packets import udp_packet
 from pyxdp.spec import CollectionSpec, ProgramSpec
 
@@ -73,7 +74,7 @@ def test_a_refusal_is_never_cached(cache: Path, monkeypatch: pytest.MonkeyPatch)
     assert calls == ["bad", "bad"] and errors[0] == errors[1] and not cache.exists()
 
 
-def test_kernel_bound_and_short_programs_are_always_verified(
+def test_short_programs_are_always_verified(
         cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _counting(monkeypatch)
     ok = ProgramSpec("ok", "xdp", (mov64_imm(0, 2), exit_insn()), license="GPL")
@@ -83,13 +84,69 @@ def test_kernel_bound_and_short_programs_are_always_verified(
         with Collection(spec, engine="interp"):
             pass
     assert calls == ["ok", "ok"] and not cache.exists()
+
+
+def test_a_core_program_is_cached_by_its_target_btf(
+        cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """CO-RE relocations resolve against the target BTF: its bytes are in the key, so
+    another target (or the same file rewritten) is verified again."""
+    import shutil
+
+    from pyxdp.btf.vmlinux import SHIPPED_BTF, VMLINUX_BTF
+    calls = _counting(monkeypatch)
     core = load_collection_spec(SAMPLES / "core.o")
-    assert any(p.core_relos for p in core.programs.values())
-    monkeypatch.setattr(collection, "VERIFY_CACHE_INSNS", 1)
+    assert all(p.core_relos for p in core.programs.values())
     for _ in range(2):
         with Collection(core, engine="interp"):
             pass
-    assert len(calls) == 2 + 2 * len(core.programs) and not cache.exists()
+    assert calls == ["xdp_core"]
+    target = tmp_path / "target.btf"
+    shutil.copyfile(SHIPPED_BTF, target)
+    for _ in range(2):
+        with Collection(core, engine="interp", core_btf=target):
+            pass
+    assert calls == ["xdp_core"] * 2
+    if not os.access(VMLINUX_BTF, os.R_OK):
+        return
+    shutil.copyfile(VMLINUX_BTF, target)  # other bytes under the same name
+    with Collection(core, engine="interp", core_btf=target):
+        pass
+    assert calls == ["xdp_core"] * 3
+
+
+def test_a_kfunc_program_is_cached_by_the_kfunc_table(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier's kfunc table is open (register_kfunc): what it holds is in the key."""
+    from pyxdp.verifier import kfuncs
+    calls = _counting(monkeypatch)
+    spec = load_collection_spec(SAMPLES / "bits_iter.o")
+    assert all(p.kfuncs for p in spec.programs.values())
+    for _ in range(2):
+        with Collection(spec, engine="interp"):
+            pass
+    assert sorted(calls) == ["xdp_bits", "xdp_bits_nested"]
+    monkeypatch.setitem(kfuncs.KFUNCS, "pyxdp_test_kfunc", kfuncs.KfuncProto(()))
+    with Collection(spec, engine="interp"):
+        pass
+    assert len(calls) == 4
+
+
+def test_a_typed_ksym_program_is_always_verified(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel symbol's ld_imm64 is refused when /proc/kallsyms lacks the symbol: no key
+    holds that, so such a program is verified at every load."""
+    from pyxdp.btf.vmlinux import core_target
+    from pyxdp.testing.verifier_cases import CASES
+
+    case = next(c for c in CASES if c.name == "vc4_ksym_func")
+    assert case.linux is None  # Linux accepts it
+    if core_target().find("bpf_xdp_adjust_head") is None:
+        pytest.skip("the kernel BTF at hand has no bpf_xdp_adjust_head")
+    calls = _counting(monkeypatch)
+    for _ in range(2):  # verified, then refused by the engines (no kernel addresses)
+        with pytest.raises(NotSupportedError, match="kernel symbol"):
+            Collection(case.spec(), engine="interp")
+    assert len(calls) == 2 and not cache.exists()
 
 
 def test_inputs_that_do_not_pickle_are_verified_every_time(

@@ -57,8 +57,9 @@ def test_native_xdp_helpers_are_the_registered_twins() -> None:
     from pyxdp.net.xdp_jit import NATIVE_XDP_HELPERS
     from pyxdp.vm.jit.natives import native_helpers
 
+    native = dict(NATIVE_XDP_HELPERS)  # (iterating loads every deferred helper's twin)
     twins = native_helpers()
-    assert NATIVE_XDP_HELPERS == {hid: t.kind for hid, t in twins.items()}
+    assert native == {hid: t.kind for hid, t in twins.items()}
     # Every twin stands for a helper an XDP program may call, under the same id.
     assert set(twins) <= set(XDP_HELPERS)
     # Twins that define an IR function name it after their kind, once.

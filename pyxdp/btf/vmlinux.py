@@ -14,8 +14,10 @@ without Linux.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import pickle
 from array import array
 from collections.abc import Iterable
 from functools import cache
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from pyxdp.asm.insn import decode, encode
 from pyxdp.btf import btf as btf_source
 from pyxdp.btf.btf import (
     Btf,
@@ -33,11 +36,13 @@ from pyxdp.btf.btf import (
     record_offsets,
     split_blob,
 )
-from pyxdp.diskcache import disk_cache_dir, load_sealed, store_sealed
+from pyxdp.btf.core import apply_core_relos
+from pyxdp.diskcache import disk_cache_dir, file_digest, load_sealed, sources_digest, store_sealed
 from pyxdp.errors import ObjectError, PyxdpError
+from pyxdp.spec import ProgramSpec
 
 __all__ = ["SHIPPED_BTF", "VMLINUX_BTF", "BtfIndex", "core_target", "kernel_btf_index",
-           "missing_ksym",
+           "missing_ksym", "relocate", "target_digests",
            "kernel_lacks_kfuncs", "subset"]
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -186,6 +191,53 @@ def core_target(path: str | os.PathLike[str] | None = None) -> BtfIndex:
     if path is not None:
         return _index_of(os.fspath(path))
     return kernel_btf_index() or _index_of(str(SHIPPED_BTF))
+
+
+def target_digests(path: str | os.PathLike[str] | None = None) -> list[bytes | None] | None:
+    """The digests of every file :func:`core_target` may read for ``path`` (``path``
+    itself, the running kernel's BTF, the shipped one; None: absent or unreadable), each
+    kept by its file identity (:func:`pyxdp.diskcache.file_digest`): what a result found
+    in the target depends on, known without reading the kernel's 5 MB. None when
+    ``path`` has no digest (not a regular file: nothing found in it may be kept)."""
+    own = file_digest(path) if path is not None else b""
+    if own is None:
+        return None
+    return [own, file_digest(VMLINUX_BTF), file_digest(SHIPPED_BTF)]
+
+
+_RELOCATED_FORMAT = b"pyxdp-core-relocated-1"
+
+
+def relocate(spec: ProgramSpec, btf: Btf | None, path: str | os.PathLike[str] | None = None
+             ) -> ProgramSpec:
+    """``spec`` with its CO-RE relocations applied against :func:`core_target` of ``path``
+    (an unresolved one raises), the relocated instructions kept in pyxdp's disk cache:
+    a process loading the same object against the same target files does not read the
+    kernel's BTF (30 ms, and its first type look-ups as many). The key is the program,
+    the object's BTF, :func:`target_digests` and pyxdp's sources."""
+    if not spec.core_relos:
+        return spec
+    where = disk_cache_dir()
+    entry = key = None
+    digests = target_digests(path) if where is not None else None
+    if digests is not None:
+        assert where is not None
+        try:
+            blob = pickle.dumps((spec, btf.raw if btf is not None else None, digests),
+                                protocol=5)
+        except (pickle.PicklingError, TypeError, AttributeError, ValueError):
+            blob = None
+        if blob is not None:
+            key = hashlib.sha256(_RELOCATED_FORMAT + sources_digest() + blob).digest()
+            entry = where / "relocated" / key.hex()
+            raw = load_sealed(entry, key)
+            if raw is not None and len(raw) == 8 * len(spec.insns):
+                return dataclasses.replace(spec, insns=decode(raw), core_relos=())
+    target = core_target(path)
+    out = apply_core_relos(spec, btf, target, target_name=target.path, poison=False)
+    if entry is not None and key is not None:
+        store_sealed(entry, key, encode(out.insns))
+    return out
 
 
 def _by_value(source: BtfIndex | Btf, roots: list[int]) -> set[int]:

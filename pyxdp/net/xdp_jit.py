@@ -59,28 +59,46 @@ from pyxdp.net.xdp import (
     frags_of_row,
     frags_to_row,
 )
-from pyxdp.net.xdp_kern_ctx import KernImage, native_layout
 from pyxdp.uapi.bpf import BpfMapType, MapFlag
 from pyxdp.vm.helpers import RunContext
-from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, Ldimm64Resolver
+from pyxdp.vm.interpreter import DEFAULT_BUDGET, Helper, HelperTable, Ldimm64Resolver
 from pyxdp.vm.jit import abi
 from pyxdp.vm.jit.abi import MapInfo, Natives
-from pyxdp.vm.jit.natives import kfunc_kinds, map_native, native_helpers
-from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed
+from pyxdp.vm.jit.natives import helper_native, kfunc_kinds, map_native, native_helpers
+from pyxdp.vm.jit.runtime import M64, HelperHooks, JitProgram, _pin, _signed, called_helpers
 from pyxdp.vm.jit.xdp import DriverIO, XdpDesc
 from pyxdp.vm.memory import Region
 
 if TYPE_CHECKING:
+    from pyxdp.net.xdp_kern_ctx import KernImage
     from pyxdp.verifier.facts import MemAccess
 
 __all__ = ["NATIVE_XDP_HELPERS", "XdpBatchOutput", "XdpJit", "proven_accesses"]
 
-# Helper ids with a native twin, by kind (see abi.Natives): what the vm and
-# pyxdp.net.filter registered (a helper's module registers its twin, so the helpers
-# XDP_HELPERS defers load first).
-XDP_HELPERS.load_deferred()
-NATIVE_XDP_HELPERS: dict[int, str] = {
-    hid: twin.kind for hid, twin in sorted(native_helpers().items())}
+class _NativeXdpHelpers(Mapping[int, str]):
+    """Helper ids with a native twin, by kind (see abi.Natives): what the vm and
+    pyxdp.net.filter registered. A helper's module registers its twin, so a look-up
+    loads that helper first (XDP_HELPERS defers the rarer ones, issue 13: a program
+    loads the twins of the helpers it calls); iterating loads them all."""
+
+    def __getitem__(self, hid: int) -> str:
+        if hid in XDP_HELPERS:
+            XDP_HELPERS[hid]  # its module registers its twin
+        twin = helper_native(hid)
+        if twin is None:
+            raise KeyError(hid)
+        return twin.kind
+
+    def __iter__(self) -> Iterator[int]:
+        XDP_HELPERS.load_deferred()
+        return iter(sorted(native_helpers()))
+
+    def __len__(self) -> int:
+        XDP_HELPERS.load_deferred()
+        return len(native_helpers())
+
+
+NATIVE_XDP_HELPERS: Mapping[int, str] = _NativeXdpHelpers()
 _ENTRY_FLAGS = {int(BpfMapType.BPF_MAP_TYPE_DEVMAP): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH): (1 << 3) | (1 << 4),
                 int(BpfMapType.BPF_MAP_TYPE_CPUMAP): 0,
@@ -382,7 +400,9 @@ class XdpJit(JitProgram):
                  facts: Mapping[int, MemAccess] | None = None,
                  regions: Sequence[Region] = (), _unchecked: bool = False,
                  exception_cb: int = 0) -> None:
-        helpers = dict(XDP_HELPERS if helpers is None else helpers)
+        # (a copy keeping the table's deferred helpers deferred: only the called ones load)
+        helpers = HelperTable.of(XDP_HELPERS if helpers is None else helpers)
+        called = called_helpers(insns)
         constants = _constants(insns, ld_imm64)
         self.map_regions: list[Region] = []
         infos: list[MapInfo] = []
@@ -406,9 +426,12 @@ class XdpJit(JitProgram):
             infos.append(info)
             table.extend(desc)
         self.map_regions.extend(regions)  # shared memory after the maps' (the object arena)
-        kinds = tuple((hid, kind) for hid, kind in sorted(NATIVE_XDP_HELPERS.items())
-                      if hid in helpers and hid in XDP_HELPERS
-                      and helpers[hid].fn is XDP_HELPERS[hid].fn) + kfunc_kinds(helpers)
+        # The twins of the helpers the program calls (a twin stands in at a call site).
+        twins = NATIVE_XDP_HELPERS
+        kinds = tuple((hid, kind) for hid in called
+                      if hid in helpers and hid in XDP_HELPERS and hid in twins
+                      and helpers[hid].fn is XDP_HELPERS[hid].fn
+                      for kind in [twins[hid]]) + kfunc_kinds(helpers, called)
         natives = Natives(kinds, tuple(infos), True, PKT_BASE, CTX_BASE, bool(tails))
         self._maps = list(maps)  # the descriptors point into their storage
         proven = proven_accesses(insns, facts or {}, maps, infos)
@@ -429,7 +452,11 @@ class XdpJit(JitProgram):
         # the edges move only through the Python helpers, which keep the image in step.
         self.kern_image: KernImage | None = None
         self._xdp_native = True
-        if any(h.name == "bpf_cast_to_kern_ctx" for h in helpers.values()):
+        if any(helpers[hid].name == "bpf_cast_to_kern_ctx" for hid in called
+               if hid in helpers):
+            # (the kernel's xdp_buff model and its namespace's loads with such a program)
+            from pyxdp.net.xdp_kern_ctx import KernImage, native_layout
+
             if native_layout():
                 self.kern_image = KernImage()
                 self._ctx.kern = _addr(self.kern_image.desc)

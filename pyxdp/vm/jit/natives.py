@@ -295,27 +295,32 @@ def register_kfunc(name: str, fn: Callable[..., int], native: HelperNative) -> N
     _KFUNCS[name] = (fn, native)
 
 
-def kfunc_kinds(helpers: Mapping[int, Any]) -> tuple[tuple[int, str], ...]:
+def kfunc_kinds(helpers: Mapping[int, Any], ids: Iterable[int] | None = None
+                ) -> tuple[tuple[int, str], ...]:
     """``(helper id, kind)`` of the bound kfuncs in ``helpers`` (a program's helper table)
-    whose function is still the registered reference one."""
+    whose function is still the registered reference one; of ``ids`` only when given
+    (the ids the program calls: a lazy table then loads no other helper)."""
     out = []
-    for hid, h in helpers.items():
+    for hid in helpers if ids is None else ids:
+        h = helpers.get(hid)
         reg = _KFUNCS.get(getattr(h, "name", ""))
         if reg is not None and getattr(h, "fn", None) is reg[0]:
             out.append((int(hid), reg[1].kind))
     return tuple(sorted(out))
 
 
-def serial_kfuncs(helpers: Mapping[int, Any]) -> bool:
-    """Whether a program's helper table binds a kfunc whose twin is ``serial``."""
-    return any(native.serial for _hid, kind in kfunc_kinds(helpers)
+def serial_kfuncs(helpers: Mapping[int, Any], ids: Iterable[int] | None = None) -> bool:
+    """Whether a program's helper table binds a kfunc whose twin is ``serial`` (of
+    ``ids`` only, when given)."""
+    return any(native.serial for _hid, kind in kfunc_kinds(helpers, ids)
                for _fn, native in _KFUNCS.values() if native.kind == kind)
 
 
 def serial_helpers(helpers: Mapping[int, Any], called: Iterable[int]) -> bool:
     """Whether a program (its helper table, the helper ids its calls name) calls a
-    helper or binds a kfunc whose twin is ``serial``."""
-    return serial_kfuncs(helpers) or any(
+    helper or a kfunc whose twin is ``serial``."""
+    called = set(called)
+    return serial_kfuncs(helpers, called) or any(
         twin.serial for hid in called if (twin := _HELPERS.get(int(hid))) is not None)
 
 

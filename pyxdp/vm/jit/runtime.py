@@ -129,6 +129,7 @@ from pyxdp.vm.interpreter import (
     TAIL_CALL_ID,
     Helper,
     HelperFn,
+    HelperTable,
     Ldimm64Resolver,
     helper_display_name,
     helper_failure,
@@ -144,7 +145,7 @@ from pyxdp.vm.jit.unit import ProgramInput
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["MAX_REGIONS", "NATIVE_HELPERS", "PACKET_BASE", "BatchResult", "FrameRegion",
-           "HelperHooks", "JitProgram"]
+           "HelperHooks", "JitProgram", "called_helpers"]
 
 M64 = 0xFFFF_FFFF_FFFF_FFFF
 # Where run_batch puts each frame's packet by default: the conformance runner's
@@ -155,6 +156,13 @@ _BUDGET_CAP = 1 << 62
 
 # Python implementations with a native twin; the table gets the native address.
 NATIVE_HELPERS: dict[HelperFn, str] = {ISA_HELPERS[5].fn: "pyxdp_ktime_get_ns"}
+
+
+def called_helpers(insns: Sequence[Instruction]) -> tuple[int, ...]:
+    """The helper ids a program's calls name (kfunc calls bound to helper ids included),
+    sorted; a callx's id is a run-time value and is not among them."""
+    return tuple(sorted({i.imm for i in insns if i.code == op.OP_CALL
+                         and i.src == op.CallSrc.BPF_HELPER_CALL}))
 
 
 def _words(names: Sequence[str]) -> list[tuple[str, type[ctypes.c_uint64]]]:
@@ -267,7 +275,9 @@ class JitProgram:
         # Proven context loads read ctx_values (see Interpreter): one word each.
         self.ctx_loads = dict(ctx_loads or {})
         self._ctx_values = np.zeros(abi.CTX_VALUES, dtype=np.uint64)
-        self.helpers = dict(ISA_HELPERS if helpers is None else helpers)
+        # (a HelperTable's copy keeps its deferred helpers deferred: the table below loads
+        # the ones the program calls)
+        self.helpers = HelperTable.of(ISA_HELPERS if helpers is None else helpers)
         self.budget = budget
         self.mem = Memory()
         self.context: Any = None
@@ -389,7 +399,14 @@ class JitProgram:
         return imm64, callbacks
 
     def _build_helper_table(self) -> U64Array:
-        ids = [h for h in self.helpers if 0 <= h < (1 << 16)]
+        """Helper id -> native address: the helpers the program's calls name (their
+        Python ones through a trampoline each), or every helper of the table when a
+        callx may name any at run time; other ids fault as callx's unknown helper."""
+        if any(i.code == op.OP_CALLX for i in self.insns):
+            ids = [h for h in self.helpers if 0 <= h < (1 << 16)]
+        else:
+            ids = [h for h in called_helpers(self.insns)
+                   if 0 <= h < (1 << 16) and h in self.helpers]
         table = np.zeros(max(ids, default=0) + 1, dtype=np.uint64)
         for hid in ids:
             helper = self.helpers[hid]
