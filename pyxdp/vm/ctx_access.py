@@ -16,7 +16,7 @@ not prove faults at run time instead of reading anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
@@ -32,9 +32,9 @@ Kind = int | str | None
 _State = tuple[tuple[Kind, ...], tuple[tuple[int, Kind], ...]]
 
 
-@dataclass(frozen=True)
-class CtxAccess:
-    """A proven context load at ``pc``: field at byte ``offset``, ``size`` bytes."""
+class CtxAccess(NamedTuple):
+    """A proven context load at ``pc``: field at byte ``offset``, ``size`` bytes (a named
+    tuple, not a frozen dataclass, whose methods are compiled when its class is made)."""
 
     pc: int
     offset: int

@@ -33,8 +33,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import BPF_JCOND
@@ -86,9 +85,10 @@ class HelperFn(Protocol):
                  r5: int, /) -> int: ...
 
 
-@dataclass(frozen=True)
-class Helper:
-    """A helper function by its Linux id; ``fn`` returns the new r0."""
+class Helper(NamedTuple):
+    """A helper function by its Linux id; ``fn`` returns the new r0. (A named tuple: a
+    frozen dataclass's methods are compiled from source when its class is made, on
+    every load.)"""
 
     id: int
     name: str
