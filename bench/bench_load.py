@@ -16,6 +16,9 @@ one packet through BPF_PROG_TEST_RUN; from the start of the load it reports
   interpreter's verdict while a thread builds machine code, "-O2 ready" the time
   until the -O2 code could take over (for a program of 1,000 instructions or more
   QUICK code comes first);
+* tiered warm: the interpreter's first verdict again, with the cache the tiered
+  cold run filled (the verifier's acceptance from disk; the thread reads the -O2
+  code from disk after the first run);
 * Linux (``--vs-kernel``, root): the same process loads the object into Linux
   instead (its verifier and JIT in BPF_PROG_LOAD, the maps created) and runs the
   packet; then the ratios pyxdp / Linux.
@@ -239,9 +242,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         cols = ["JIT cold: -O2 ready", "warm: first packet", "tiered cold: first packet",
-                "tiered cold: -O2 ready"]
+                "tiered cold: -O2 ready", "tiered warm: first packet"]
         if args.vs_kernel:
-            cols += ["Linux", "warm / Linux", "tiered first / Linux", "-O2 ready / Linux"]
+            cols += ["Linux", "warm / Linux", "tiered first / Linux", "-O2 ready / Linux",
+                     "tiered warm / Linux"]
         print(f"seconds of {'CPU' if args.clock == 'cpu' else 'wall'} time, median of "
               f"{args.repeat} processes" + (", from each process's start" if w else ""))
         print("| object | " + " | ".join(cols) + " |")
@@ -256,13 +260,15 @@ def main() -> None:
                 o2s.append(o2)
             warm = med(measure(path, "userspace", f"{tmp}/cold0", "auto", args.clock, w)[0]
                        for _ in range(args.repeat))
-            row = [med(colds), warm, med(firsts), med(o2s)]
+            tiered_warm = med(measure(path, "userspace", f"{tmp}/tier{i}", "tiered",
+                                      args.clock, w)[0] for i in range(args.repeat))
+            row = [med(colds), warm, med(firsts), med(o2s), tiered_warm]
             cells = [f"{v:.3f}" for v in row]
             if args.vs_kernel:
                 linux = med(measure(path, "kernel", "off", "auto", args.clock, w)[0]
                             for _ in range(args.repeat))
                 cells += [f"{linux:.3f}", f"{warm / linux:.1f}x", f"{row[2] / linux:.1f}x",
-                          f"{min(row[0], row[3]) / linux:.1f}x"]
+                          f"{min(row[0], row[3]) / linux:.1f}x", f"{tiered_warm / linux:.1f}x"]
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -138,6 +138,7 @@ _LAZY = ("logging", "llvmlite", "pyxdp.kernel", "pyxdp.net.trace", "pyxdp.uapi.x
          "pyxdp.net.nf_flow_table", "pyxdp.net.xfrm_state", "pyxdp.vm.task_kfuncs",
          "pyxdp.vm.bpf_list", "pyxdp.vm.bpf_rbtree", "pyxdp.maps.hashtab",
          "pyxdp.maps.devmap", "pyxdp.maps.cpumap", "pyxdp.maps.lpm_trie",
+         "pyxdp.maps.perf_event_array",  # (XDP's perf_event_output loads it with the array)
          # helpers a program loads by calling them (XDP_HELPERS and BASE_HELPERS defer them)
          "pyxdp.net.filter_fib", "pyxdp.net.fib", "pyxdp.net.filter_sk",
          "pyxdp.net.inet_hashtables", "pyxdp.net.syncookies", "pyxdp.vm.bpf_timer",

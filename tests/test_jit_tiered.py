@@ -37,6 +37,33 @@ def test_interpreter_first_then_the_jit() -> None:
         assert coll.maps["rxcnt"].sum(17) == 2 * sum(1 for x in pkts if x[23] == 17)
 
 
+def test_the_build_waits_for_the_first_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background build starts when the first run ends (its imports and lowering
+    would share the GIL with the first packet), or after FIRST_RUN_WAIT without one."""
+    started = threading.Event()
+    engine = prog_mod.XdpProg._engine
+
+    def watched(self: prog_mod.XdpProg, kind: str | None = None,
+                opt_level: int | None = None) -> object:
+        if kind == "jit":
+            started.set()
+        return engine(self, kind, opt_level)
+
+    monkeypatch.setattr(prog_mod.XdpProg, "_engine", watched)
+    monkeypatch.setattr(prog_mod, "FIRST_RUN_WAIT", 120)
+    with Collection.load(SAMPLES / "xdp1.o", engine="tiered") as coll:
+        p = coll.programs["xdp_prog1"]
+        assert not started.wait(0.3)
+        assert p.test_run(udp_packet(b"x")).retval == 1  # XDP_DROP, interpreted
+        assert started.wait(120)
+        assert p.handle.jit_ready.wait(120) and p.handle.jit_error is None  # type: ignore[attr-defined]
+    monkeypatch.setattr(prog_mod, "FIRST_RUN_WAIT", 0.01)
+    started.clear()
+    with Collection.load(SAMPLES / "xdp1.o", engine="tiered") as coll:  # never run
+        assert coll.programs["xdp_prog1"].handle.jit_optimised.wait(120)  # type: ignore[attr-defined]
+        assert started.is_set()
+
+
 def test_tiered_program_on_the_datapath() -> None:
     with Host(engine="tiered") as host:
         eth0 = host.add_device("eth0")

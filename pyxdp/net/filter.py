@@ -37,7 +37,6 @@ import numpy.typing as npt
 
 from pyxdp.asm.helpers_names import PYXDP_FUNC_REDIRECT_XSK
 from pyxdp.errors import HelperFault
-from pyxdp.maps.perf_event_array import BPF_F_CTXLEN_MASK, BPF_F_INDEX_MASK
 from pyxdp.maps.sock_map import SocketMapBase
 from pyxdp.net.frames import KIND_FRAGS, KIND_FRAME, XDP_TX_BULK_SIZE, Bulk, Frames
 from pyxdp.net.xdp import (
@@ -652,6 +651,8 @@ def _xdp_event_output(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: i
     output = getattr(m, "try_output", None)
     if m is None or m.map_type != BpfMapType.BPF_MAP_TYPE_PERF_EVENT_ARRAY or output is None:
         raise HelperFault(f"bpf_perf_event_output: {r2:#x} is not a perf event array")
+    # (the array's module: loaded with the array, not with XDP's helpers)
+    from pyxdp.maps.perf_event_array import BPF_F_CTXLEN_MASK, BPF_F_INDEX_MASK
     if r3 & ~(BPF_F_INDEX_MASK | BPF_F_CTXLEN_MASK):
         return neg(errno.EINVAL)
     ctx_len = (r3 & BPF_F_CTXLEN_MASK) >> 32

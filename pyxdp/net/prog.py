@@ -99,6 +99,10 @@ _JIT_BUILD_LOCK = threading.RLock()
 # A tiered program of at least this many instructions gets quick machine code
 # (pyxdp.vm.jit.engine.QUICK) before -O2's: LLVM's -O2 takes seconds on it.
 QUICK_FIRST_INSNS = 1000
+# A tiered program's build waits for its first run to end, at most this many seconds
+# (a program nothing runs still gets its code): the build's Python work (imports,
+# lowering) would share the GIL, and its LLVM work the CPUs, with the first packet.
+FIRST_RUN_WAIT = 0.1
 _O2 = 2
 _KEY0 = bytes(4)
 U32Array = npt.NDArray[np.uint32]
@@ -178,6 +182,7 @@ class XdpProg:
         self.jit_ready = threading.Event()  # set when a tiered program's JIT is built
         self.jit_optimised = threading.Event()  # ... and when its -O2 code is
         self.jit_error: BaseException | None = None
+        self._ran = threading.Event()  # set when a run ends (a tiered build waits for it)
         # As the kernel backend does: a MapRef's ld_imm64 becomes a map pseudo load
         # whatever source field the spec left in it (hand-assembled specs leave 0).
         spec = spec.with_map_loads()
@@ -311,6 +316,7 @@ class XdpProg:
         """A tiered program's background compile (the interpreter serves meanwhile): a
         large program's quick code first, then the -O2 code; each takes over between
         runs (the same IR, so the same semantics: only the speed changes)."""
+        self._ran.wait(FIRST_RUN_WAIT)
         from pyxdp.vm.jit.engine import QUICK
         levels = (QUICK, _O2) if len(self.spec.insns) >= QUICK_FIRST_INSNS else (_O2,)
         built = "interpreter"
@@ -420,6 +426,8 @@ class XdpProg:
             raise
         finally:
             self._depth -= 1
+            if not self._ran.is_set():
+                self._ran.set()
 
     def run_syscall(self, ctx_buf: bytearray, ctx: RunContext,
                     trace: Callable[[int, Instruction, list[int]], None] | None = None) -> int:
@@ -446,6 +454,8 @@ class XdpProg:
             raise
         finally:
             self._depth -= 1
+            if not self._ran.is_set():
+                self._ran.set()
 
     def _with_source(self, e: ProgramFault) -> ProgramFault:
         if e.pc is not None and not e.source:

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from pyxdp.asm.insn import Instruction
 from pyxdp.backend import TestRunResult
@@ -60,9 +60,10 @@ _XDP_MD = struct.Struct("<6I")
 XDP_MD_SIZE = _XDP_MD.size
 
 
-@dataclass(frozen=True)
-class NetdevInfo:
-    """What test_run needs to know of a device named by ``ingress_ifindex``."""
+class NetdevInfo(NamedTuple):
+    """What test_run needs to know of a device named by ``ingress_ifindex`` (a named
+    tuple: a frozen dataclass compiles six methods from source when its class is made,
+    which every first test_run would pay)."""
 
     ifindex: int
     name: str = ""

@@ -16,7 +16,7 @@ not prove faults at run time instead of reading anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.insn import Instruction
@@ -32,9 +32,9 @@ Kind = int | str | None
 _State = tuple[tuple[Kind, ...], tuple[tuple[int, Kind], ...]]
 
 
-@dataclass(frozen=True)
-class CtxAccess:
-    """A proven context load at ``pc``: field at byte ``offset``, ``size`` bytes."""
+class CtxAccess(NamedTuple):
+    """A proven context load at ``pc``: field at byte ``offset``, ``size`` bytes (a named
+    tuple, not a frozen dataclass, whose methods are compiled when its class is made)."""
 
     pc: int
     offset: int
@@ -60,6 +60,24 @@ def _join_state(a: _State, b: _State) -> _State:
     sa, sb = dict(a[1]), dict(b[1])
     slots = {k: _join(sa.get(k), sb.get(k)) for k in sa.keys() | sb.keys()}
     return regs, tuple(sorted((k, v) for k, v in slots.items() if v is not None))
+
+
+def _passes(i: Instruction, cls: int, regs: tuple[Kind, ...]) -> bool:
+    """Whether instruction ``i`` leaves a state with registers ``regs`` as it is and
+    falls through or jumps (no exit or call), with no context access to check: an ALU
+    operation on a register not holding the context (that is not a copy of one that
+    does), a conditional jump or ``ja``, a load through and into such registers
+    (not from the stack), a plain store through one (not to the stack)."""
+    if cls == op.BPF_ALU64 or cls == op.BPF_ALU:
+        return regs[i.dst] is None and (
+            i.code != op.BPF_ALU64 | op.BPF_MOV | op.BPF_X or i.off != 0 or regs[i.src] is None)
+    if cls == op.BPF_JMP or cls == op.BPF_JMP32:
+        return op.bpf_op(i.code) not in (op.BPF_EXIT, op.BPF_CALL)
+    if cls == op.BPF_LDX:
+        return i.src != 10 and regs[i.src] is None and regs[i.dst] is None
+    if cls == op.BPF_ST or cls == op.BPF_STX:
+        return i.dst != 10 and regs[i.dst] is None and op.bpf_mode(i.code) != op.BPF_ATOMIC
+    return False
 
 
 def find_ctx_loads(insns: Sequence[Instruction], layout: Layout, rule: CtxRule
@@ -95,12 +113,24 @@ def find_ctx_loads(insns: Sequence[Instruction], layout: Layout, rule: CtxRule
     seed(0, entry[0])
     while work:
         pc = work.pop()
-        regs_t, slots_t = states[pc]
-        regs = list(regs_t)
-        slots = dict(slots_t)
+        st = states[pc]
+        regs_t, slots_t = st
         i = insns[pc]
         cls = i.cls
-        nxt: list[int] = [pc + 1]
+        if _passes(i, cls, regs_t):  # (most instructions: the state flows on as it is)
+            if cls == op.BPF_JMP or cls == op.BPF_JMP32:
+                code_op = op.bpf_op(i.code)
+                nxt = [pc + 1 + (i.imm if cls == op.BPF_JMP32 else i.off)] \
+                    if code_op == op.BPF_JA else [pc + 1, pc + 1 + i.off]
+            else:
+                nxt = [pc + 1]
+            for t in nxt:
+                if 0 <= t < n and t not in second:
+                    push(t, st)
+            continue
+        regs = list(regs_t)
+        slots = dict(slots_t)
+        nxt = [pc + 1]
         if cls in (op.BPF_ALU, op.BPF_ALU64):
             code_op = op.bpf_op(i.code)
             src_reg = op.bpf_src(i.code) == op.BPF_X

@@ -44,7 +44,6 @@ from __future__ import annotations
 import errno
 import struct
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyxdp.asm.opcodes import MAX_CALL_FRAMES
@@ -101,7 +100,6 @@ _ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 _LEFT, _PLUS, _SPACEF, _ZEROPAD = 1, 2, 4, 8
 
 
-@dataclass(frozen=True)
 class _Conv:
     """One conversion as ``bstr_printf`` will read it back from the binary buffer.
 
@@ -110,13 +108,16 @@ class _Conv:
     string pre-formatted by prepare: printed without width, and it swallows
     following letters/digits), ``ptr`` (an 8-byte pointer value printed at
     print time: ``conv`` is ``p``, ``K``, ``x``, ``s`` or ``S``).
+
+    A plain class, not a dataclass: this module loads with every program's helpers,
+    and a dataclass's methods are compiled from source when its class is made.
     """
 
-    kind: str
-    flags: int = 0
-    width: int = -1
-    size: int = 0
-    conv: str = ""
+    __slots__ = ("kind", "flags", "width", "size", "conv")
+
+    def __init__(self, kind: str, flags: int = 0, width: int = -1, size: int = 0,
+                 conv: str = "") -> None:
+        self.kind, self.flags, self.width, self.size, self.conv = kind, flags, width, size, conv
 
 
 class _Bad(Exception):

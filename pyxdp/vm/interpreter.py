@@ -33,8 +33,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pyxdp.asm import opcodes as op
 from pyxdp.asm.disasm import BPF_JCOND
@@ -49,6 +48,8 @@ from pyxdp.errors import (
     PyxdpError,
     UnsupportedHelper,
 )
+from pyxdp.vm import alu, interp_ops
+from pyxdp.vm.alu import M32, M64, s32
 from pyxdp.vm.memory import STACK_BASE, STACK_FRAME_GAP, STACK_SIZE, Memory, Region
 
 __all__ = ["DEFAULT_BUDGET", "FUNC_BASE", "MAY_GOTO_LOOPS", "OP_MAY_GOTO", "TAIL_CALL_ID",
@@ -66,8 +67,6 @@ TAIL_CALL_ID = 12
 # bpf_loop and friends): a fake range no data region uses.
 FUNC_BASE = 0x0000_7FFE_0000_0000
 
-M64 = 0xFFFF_FFFF_FFFF_FFFF
-M32 = 0xFFFF_FFFF
 OP_MAY_GOTO = op.BPF_JMP | BPF_JCOND
 
 
@@ -86,9 +85,10 @@ class HelperFn(Protocol):
                  r5: int, /) -> int: ...
 
 
-@dataclass(frozen=True)
-class Helper:
-    """A helper function by its Linux id; ``fn`` returns the new r0."""
+class Helper(NamedTuple):
+    """A helper function by its Linux id; ``fn`` returns the new r0. (A named tuple: a
+    frozen dataclass's methods are compiled from source when its class is made, on
+    every load.)"""
 
     id: int
     name: str
@@ -187,62 +187,53 @@ def _ktime_get_ns(vm: Interpreter, r1: int, r2: int, r3: int, r4: int, r5: int) 
 ISA_HELPERS: dict[int, Helper] = {5: Helper(5, "ktime_get_ns", _ktime_get_ns)}
 
 
-def _s64(x: int) -> int:
-    return x - (1 << 64) if x >> 63 else x
+_ENV: dict[str, Any] = {name: getattr(alu, name) for name in alu.__all__}
+# An operation's factory: (R, M, d, s, k, t, n) -> f(pc) -> next pc.
+Factory = Callable[..., Callable[[int], int]]
+# The factories by shape (the body's text): pyxdp.vm.interp_ops holds every shape the
+# compile methods below make, byte-compiled with the package.
+_FACTORIES: dict[str, Factory] = dict(interp_ops.FACTORIES)
 
 
-def _s32(x: int) -> int:
-    x &= M32
-    return x - (1 << 32) if x >> 31 else x
+_TYPES = {"R": "list[int]", "M": "Any", "d": "int", "s": "int", "k": "Any", "t": "int",
+          "n": "int"}
 
 
-def _sdiv64(a: int, b: int) -> int:
-    if b == 0:
-        return 0
-    a, b = _s64(a), _s64(b)
-    q = abs(a) // abs(b)
-    return (-q if (a < 0) != (b < 0) else q) & M64
+def factory_source(body: str, name: str = "factory") -> str:
+    """The factory of the operation shape ``body`` as Python source (annotations left
+    unevaluated): it returns ``f(pc)``, which runs ``body`` with the names it uses of
+    R, M, d, s, k, t, n bound as defaults. Defaults are fast locals and cost two objects
+    per instruction for the collector to track (the function and its defaults), where
+    closure cells would cost one more per name."""
+    import re
+
+    used = [v for v in _TYPES if re.search(rf"\b{v}\b", body)]
+    head = f"def {name}({', '.join(f'{v}: {ty}' for v, ty in _TYPES.items())}) -> Op:"
+    params = ["pc: int", *(f"{v}: {_TYPES[v]} = {v}" for v in used)]
+    lines = ["    def f("]
+    for p in params:  # (lines of at most 100 characters)
+        if len(lines[-1]) + len(p) + len(") -> int:") > 98:
+            lines[-1] += ","
+            lines.append("          ")
+        elif not lines[-1].endswith("("):
+            lines[-1] += ", "
+        lines[-1] += p
+    lines[-1] += ") -> int:"
+    return "\n".join([head, *lines, *(f"        {line}" for line in body.splitlines()),
+                      "    return f", ""])
 
 
-def _smod64(a: int, b: int) -> int:
-    if b == 0:
-        return a
-    a, b = _s64(a), _s64(b)
-    r = abs(a) % abs(b)
-    return (-r if a < 0 else r) & M64
-
-
-def _sdiv32(a: int, b: int) -> int:
-    a, b = _s32(a), _s32(b)
-    if b == 0:
-        return 0
-    q = abs(a) // abs(b)
-    return (-q if (a < 0) != (b < 0) else q) & M32
-
-
-def _smod32(a: int, b: int) -> int:
-    a32, b = _s32(a), _s32(b)
-    if b == 0:
-        return a & M32
-    r = abs(a32) % abs(b)
-    return (-r if a32 < 0 else r) & M32
-
-
-def _sx(x: int, bits: int) -> int:
-    x &= (1 << bits) - 1
-    return x - (1 << bits) if x >> (bits - 1) else x
-
-
-def _swap(x: int, nbytes: int) -> int:
-    return int.from_bytes((x & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little"), "big")
-
-
-_ENV: dict[str, Any] = {
-    "M64": M64, "M32": M32, "_s64": _s64, "_s32": _s32, "_sdiv64": _sdiv64,
-    "_smod64": _smod64, "_sdiv32": _sdiv32, "_smod32": _smod32, "_sx": _sx,
-    "_swap": _swap,
-}
-_FACTORIES: dict[str, Callable[..., Callable[[int], int]]] = {}
+def _factory(body: str) -> Factory:
+    """The factory of a shape: pyxdp.vm.interp_ops's, else (that module not regenerated
+    after a change of shapes here) compiled now, once per shape."""
+    fac = _FACTORIES.get(body)
+    if fac is None:
+        ns: dict[str, Any] = dict(_ENV)  # (the annotations stay text: this module's
+        # "from __future__ import annotations" holds in the code compiled here)
+        exec(compile(factory_source(body), f"<pyxdp op: {body.splitlines()[0]}>", "exec"),  # noqa: S102
+             ns)
+        fac = _FACTORIES[body] = ns["factory"]
+    return fac
 
 
 def _probe_load(load: Callable[[int, int], int]) -> Callable[[int, int], int]:
@@ -255,26 +246,26 @@ def _probe_load(load: Callable[[int, int], int]) -> Callable[[int, int], int]:
     return probe
 
 
-def _factory(body: str) -> Callable[..., Callable[[int], int]]:
-    """Compile (once per shape) a factory of ``f(pc)`` closures over R, M, d, s, k, t, n."""
-    fac = _FACTORIES.get(body)
-    if fac is None:
-        src = ("def factory(R, M, d, s, k, t, n):\n"
-               " def f(pc):\n"
-               + "".join(f"  {line}\n" for line in body.splitlines())
-               + " return f\n")
-        ns: dict[str, Any] = dict(_ENV)
-        exec(compile(src, f"<pyxdp op: {body.splitlines()[0]}>", "exec"), ns)  # noqa: S102
-        fac = ns["factory"]
-        _FACTORIES[body] = fac
-    return fac
-
+# The operation shapes. R: the registers, M: the memory access (or the context
+# values), d/s: the register numbers, k/t: constants (immediate, offset, size, jump
+# target), n: the next pc.
+SECOND_SLOT = "raise AssertionError('second ld_imm64 slot executed')"
+LD_IMM64 = "R[d] = k\nreturn n"
+CTX_LOAD = "R[d] = M[k]\nreturn n"
+LOAD = "R[d] = M((R[s] + k) & M64, t)\nreturn n"
+STORE_IMM = "M((R[d] + k[0]) & M64, t, k[1])\nreturn n"
+STORE_REG = "M((R[d] + k) & M64, t, R[s])\nreturn n"
+JUMP = "return t"
+SWAP = "R[d] = swap(R[d], k)\nreturn n"
+TRUNCATE = "R[d] = R[d] & t\nreturn n"
+FIXED_SHAPES = (SECOND_SLOT, LD_IMM64, CTX_LOAD, LOAD, STORE_IMM, STORE_REG, JUMP, SWAP,
+                TRUNCATE)
 
 _ALU64 = {
     op.BPF_ADD: "(R[d] + V) & M64", op.BPF_SUB: "(R[d] - V) & M64",
     op.BPF_MUL: "(R[d] * V) & M64", op.BPF_OR: "R[d] | V", op.BPF_AND: "R[d] & V",
     op.BPF_XOR: "R[d] ^ V", op.BPF_LSH: "(R[d] << (V & 63)) & M64",
-    op.BPF_RSH: "R[d] >> (V & 63)", op.BPF_ARSH: "(_s64(R[d]) >> (V & 63)) & M64",
+    op.BPF_RSH: "R[d] >> (V & 63)", op.BPF_ARSH: "(s64(R[d]) >> (V & 63)) & M64",
     op.BPF_MOV: "V", op.BPF_NEG: "(-R[d]) & M64",
 }
 _ALU32 = {
@@ -282,7 +273,7 @@ _ALU32 = {
     op.BPF_MUL: "(R[d] * V) & M32", op.BPF_OR: "(R[d] | V) & M32",
     op.BPF_AND: "R[d] & V & M32", op.BPF_XOR: "(R[d] ^ V) & M32",
     op.BPF_LSH: "(R[d] << (V & 31)) & M32", op.BPF_RSH: "(R[d] & M32) >> (V & 31)",
-    op.BPF_ARSH: "(_s32(R[d]) >> (V & 31)) & M32", op.BPF_MOV: "V",
+    op.BPF_ARSH: "(s32(R[d]) >> (V & 31)) & M32", op.BPF_MOV: "V",
     op.BPF_NEG: "(-R[d]) & M32",
 }
 _CMP = {
@@ -291,10 +282,79 @@ _CMP = {
     op.BPF_JSGT: "SA > SB", op.BPF_JSGE: "SA >= SB", op.BPF_JSLT: "SA < SB",
     op.BPF_JSLE: "SA <= SB",
 }
-_ATOMIC = {
-    op.BPF_ADD: "old + R[s]", op.BPF_OR: "old | R[s]", op.BPF_AND: "old & R[s]",
-    op.BPF_XOR: "old ^ R[s]", op.BPF_XCHG: "R[s]",
+_SIGNED_CMP = (op.BPF_JSGT, op.BPF_JSGE, op.BPF_JSLT, op.BPF_JSLE)
+_ATOMIC: dict[int, Callable[[int, list[int], int], int]] = {
+    op.BPF_ADD: lambda old, R, s: old + R[s], op.BPF_OR: lambda old, R, s: old | R[s],
+    op.BPF_AND: lambda old, R, s: old & R[s], op.BPF_XOR: lambda old, R, s: old ^ R[s],
+    op.BPF_XCHG: lambda old, R, s: R[s],
 }
+
+
+def alu_shape(i: Instruction) -> tuple[str, int, int]:
+    """The shape of ALU instruction ``i`` (not BPF_END) with its k and t."""
+    is64 = i.cls == op.BPF_ALU64
+    code_op = op.bpf_op(i.code)
+    use_reg = op.bpf_src(i.code) == op.BPF_X
+    if is64:
+        k = i.imm & M64
+        V = "R[s]" if use_reg else "k"
+    else:
+        k = i.imm & M32
+        V = "(R[s] & M32)" if use_reg else "k"
+    if code_op == op.BPF_MOV and i.off:
+        expr = f"sx(R[s], {i.off}) & {'M64' if is64 else 'M32'}"
+    elif code_op in (op.BPF_DIV, op.BPF_MOD):
+        signed = i.off == 1
+        if is64:
+            if code_op == op.BPF_DIV:
+                expr = f"sdiv64(R[d], {V})" if signed else f"(R[d] // {V}) if {V} else 0"
+            else:
+                expr = f"smod64(R[d], {V})" if signed else f"(R[d] % {V}) if {V} else R[d]"
+        elif code_op == op.BPF_DIV:
+            expr = f"sdiv32(R[d], {V})" if signed else f"((R[d] & M32) // {V}) if {V} else 0"
+        else:
+            expr = (f"smod32(R[d], {V})" if signed
+                    else f"((R[d] & M32) % {V}) if {V} else (R[d] & M32)")
+    else:
+        expr = (_ALU64 if is64 else _ALU32)[code_op].replace("V", V)
+    return f"R[d] = {expr}\nreturn n", k, 0
+
+
+def cond_jump_shape(i: Instruction) -> tuple[str, int]:
+    """The shape of conditional jump ``i`` with its k."""
+    code_op = op.bpf_op(i.code)
+    use_reg = op.bpf_src(i.code) == op.BPF_X
+    if i.cls == op.BPF_JMP32:
+        a, b = "(R[d] & M32)", "(R[s] & M32)" if use_reg else "k"
+        sa, sb = "s32(R[d])", "s32(R[s])" if use_reg else "k"
+        k = s32(i.imm) if code_op in _SIGNED_CMP else i.imm & M32
+    else:
+        a, b = "R[d]", "R[s]" if use_reg else "k"
+        sa, sb = "s64(R[d])", "s64(R[s])" if use_reg else "k"
+        k = i.imm if code_op in _SIGNED_CMP else i.imm & M64
+    cond = _CMP[code_op].replace("SA", sa).replace("SB", sb).replace("A", a).replace("B", b)
+    return f"return t if {cond} else n", k
+
+
+def all_shapes() -> list[str]:
+    """Every shape the interpreter's compile methods make, in a fixed order (what
+    pyxdp.vm.interp_ops is generated from)."""
+    shapes = dict.fromkeys(FIXED_SHAPES)
+    for cls in (op.BPF_ALU64, op.BPF_ALU):
+        for code_op in sorted(_ALU64.keys() | {op.BPF_DIV, op.BPF_MOD}):
+            for src in (op.BPF_K, op.BPF_X):
+                offs: tuple[int, ...] = (0,)
+                if code_op in (op.BPF_DIV, op.BPF_MOD):
+                    offs = (0, 1)
+                elif code_op == op.BPF_MOV and src == op.BPF_X:
+                    offs = (0, 8, 16, 32) if cls == op.BPF_ALU64 else (0, 8, 16)
+                for off in offs:
+                    shapes[alu_shape(Instruction(cls | code_op | src, off=off))[0]] = None
+    for cls in (op.BPF_JMP, op.BPF_JMP32):
+        for code_op in sorted(_CMP):
+            for src in (op.BPF_K, op.BPF_X):
+                shapes[cond_jump_shape(Instruction(cls | code_op | src))[0]] = None
+    return list(shapes)
 
 
 class Interpreter:
@@ -326,6 +386,9 @@ class Interpreter:
         self.budget = budget
         self.R: list[int] = [0] * 11
         self.mem = Memory()
+        # (one bound method of each for every operation that accesses memory)
+        self._load, self._load_signed, self._store = \
+            self.mem.load, self.mem.load_signed, self.mem.store
         self.frames: list[tuple[int, int, int, int, int, int]] = []
         self.context: Any = None  # per-run object for helpers (e.g. the xdp_buff)
         # The loaded program this engine runs, for helpers that keep a reference to it
@@ -354,88 +417,52 @@ class Interpreter:
     # -- compile -----------------------------------------------------------------
     def _compile(self, pc: int) -> Callable[[int], int]:
         i = self.insns[pc]
-        R, M = self.R, self.mem
+        R = self.R
         cls = i.cls
         d, s, off, imm = i.dst, i.src, i.off, i.imm
         nxt = pc + 1
         if pc > 0 and self.insns[pc - 1].code == op.OP_LD_IMM64:
             # Second slot of ld_imm64: never executed (jumps cannot land here).
-            return _factory("raise AssertionError('second ld_imm64 slot executed')")(
-                R, M, d, s, 0, 0, 0)
-        if cls in (op.BPF_ALU64, op.BPF_ALU):
-            return self._compile_alu(i, R, M, nxt)
-        if cls in (op.BPF_JMP, op.BPF_JMP32):
-            return self._compile_jmp(i, pc, R, M)
+            return _factory(SECOND_SLOT)(R, None, d, s, 0, 0, 0)
+        if cls == op.BPF_ALU64 or cls == op.BPF_ALU:
+            if op.bpf_op(i.code) == op.BPF_END:
+                # a swap (BPF_TO_BE, or any ALU64 bswap: the host is little-endian) or
+                # a truncation to the width
+                if cls == op.BPF_ALU64 or op.bpf_src(i.code) == op.BPF_TO_BE:
+                    return _factory(SWAP)(R, None, d, s, imm // 8, 0, nxt)
+                return _factory(TRUNCATE)(R, None, d, s, 0, (1 << imm) - 1, nxt)
+            body, k, t = alu_shape(i)
+            return _factory(body)(R, None, d, s, k, t, nxt)
+        if cls == op.BPF_JMP or cls == op.BPF_JMP32:
+            return self._compile_jmp(i, pc)
         if cls == op.BPF_LD:
-            value = self._ld_imm64_value(pc)
-            return _factory("R[d] = k\nreturn n")(R, M, d, s, value, 0, pc + 2)
+            return _factory(LD_IMM64)(R, None, d, s, self._ld_imm64_value(pc), 0, pc + 2)
         size = op.SIZE_BYTES[op.bpf_size(i.code)]
         mode = op.bpf_mode(i.code)
-        if cls == op.BPF_LDX and pc in self.ctx_loads:
-            return _factory("R[d] = M[k]\nreturn n")(
-                R, self.ctx_values, d, s, self.ctx_loads[pc], 0, nxt)
         if cls == op.BPF_LDX:
-            fn: Callable[[int, int], int] = M.load_signed if mode == op.BPF_MEMSX else M.load
+            if pc in self.ctx_loads:
+                return _factory(CTX_LOAD)(R, self.ctx_values, d, s, self.ctx_loads[pc], 0,
+                                          nxt)
+            fn: Callable[[int, int], int] = \
+                self._load_signed if mode == op.BPF_MEMSX else self._load
             if pc in self.probe:
                 fn = _probe_load(fn)
-            return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(R, fn, d, s, off, size, nxt)
+            return _factory(LOAD)(R, fn, d, s, off, size, nxt)
         if cls == op.BPF_ST:
-            return _factory("M((R[d] + k[0]) & M64, t, k[1])\nreturn n")(
-                R, M.store, d, s, (off, imm & M64), size, nxt)
+            return _factory(STORE_IMM)(R, self._store, d, s, (off, imm & M64), size, nxt)
         # One thread runs a program: a load-acquire and a store-release are a plain load
         # (zero-extended, as BPF_LDX) and store.
         if mode == op.BPF_MEM or imm == op.BPF_STORE_REL:
-            return _factory("M((R[d] + k) & M64, t, R[s])\nreturn n")(
-                R, M.store, d, s, off, size, nxt)
+            return _factory(STORE_REG)(R, self._store, d, s, off, size, nxt)
         if imm == op.BPF_LOAD_ACQ:
-            return _factory("R[d] = M((R[s] + k) & M64, t)\nreturn n")(
-                R, M.load, d, s, off, size, nxt)
-        return self._compile_atomic(i, R, M, size, nxt)
+            return _factory(LOAD)(R, self._load, d, s, off, size, nxt)
+        return self._compile_atomic(i, R, self.mem, size, nxt)
 
-    def _compile_alu(self, i: Instruction, R: list[int], M: Memory, nxt: int
-                     ) -> Callable[[int], int]:
-        is64 = i.cls == op.BPF_ALU64
+    def _compile_jmp(self, i: Instruction, pc: int) -> Callable[[int], int]:
         code_op = op.bpf_op(i.code)
-        use_reg = op.bpf_src(i.code) == op.BPF_X
-        d, s = i.dst, i.src
-        if code_op == op.BPF_END:
-            width = i.imm
-            mask = (1 << width) - 1
-            swap = is64 or op.bpf_src(i.code) == op.BPF_TO_BE  # little-endian host
-            body = ("R[d] = _swap(R[d], k)" if swap else "R[d] = R[d] & t") + "\nreturn n"
-            return _factory(body)(R, M, d, s, width // 8, mask, nxt)
-        if is64:
-            k = i.imm & M64
-            V = "R[s]" if use_reg else "k"
-        else:
-            k = i.imm & M32
-            V = "(R[s] & M32)" if use_reg else "k"
-        if code_op == op.BPF_MOV and i.off:
-            expr = f"_sx(R[s], {i.off}) & {'M64' if is64 else 'M32'}"
-        elif code_op in (op.BPF_DIV, op.BPF_MOD):
-            signed = i.off == 1
-            if is64:
-                if code_op == op.BPF_DIV:
-                    expr = f"_sdiv64(R[d], {V})" if signed else f"(R[d] // {V}) if {V} else 0"
-                else:
-                    expr = f"_smod64(R[d], {V})" if signed else f"(R[d] % {V}) if {V} else R[d]"
-            elif code_op == op.BPF_DIV:
-                expr = f"_sdiv32(R[d], {V})" if signed else f"((R[d] & M32) // {V}) if {V} else 0"
-            else:
-                expr = (f"_smod32(R[d], {V})" if signed
-                        else f"((R[d] & M32) % {V}) if {V} else (R[d] & M32)")
-        else:
-            expr = (_ALU64 if is64 else _ALU32)[code_op].replace("V", V)
-        return _factory(f"R[d] = {expr}\nreturn n")(R, M, d, s, k, 0, nxt)
-
-    def _compile_jmp(self, i: Instruction, pc: int, R: list[int], M: Memory
-                     ) -> Callable[[int], int]:
-        code_op = op.bpf_op(i.code)
-        is32 = i.cls == op.BPF_JMP32
-        d, s = i.dst, i.src
         if code_op == op.BPF_JA:
-            target = pc + 1 + (i.imm if is32 else i.off)
-            return _factory("return t")(R, M, d, s, 0, target, 0)
+            target = pc + 1 + (i.imm if i.cls == op.BPF_JMP32 else i.off)
+            return _factory(JUMP)(self.R, None, i.dst, i.src, 0, target, 0)
         if code_op == op.BPF_EXIT:
             return self._exit_op()
         if code_op == op.BPF_CALL:
@@ -443,20 +470,8 @@ class Interpreter:
         target = pc + 1 + i.off
         if i.code == OP_MAY_GOTO:
             return self._may_goto_op(target, pc + 1)
-        use_reg = op.bpf_src(i.code) == op.BPF_X
-        expr = _CMP[code_op]
-        if is32:
-            a, b = "(R[d] & M32)", "(R[s] & M32)" if use_reg else "k"
-            sa, sb = "_s32(R[d])", "_s32(R[s])" if use_reg else "k"
-            k = _s32(i.imm) if code_op in (op.BPF_JSGT, op.BPF_JSGE, op.BPF_JSLT,
-                                           op.BPF_JSLE) else i.imm & M32
-        else:
-            a, b = "R[d]", "R[s]" if use_reg else "k"
-            sa, sb = "_s64(R[d])", "_s64(R[s])" if use_reg else "k"
-            k = i.imm if code_op in (op.BPF_JSGT, op.BPF_JSGE, op.BPF_JSLT,
-                                     op.BPF_JSLE) else i.imm & M64
-        cond = expr.replace("SA", sa).replace("SB", sb).replace("A", a).replace("B", b)
-        return _factory(f"return t if {cond} else n")(R, M, d, s, k, target, pc + 1)
+        body, k = cond_jump_shape(i)
+        return _factory(body)(self.R, None, i.dst, i.src, k, target, pc + 1)
 
     def _compile_atomic(self, i: Instruction, R: list[int], M: Memory, size: int, nxt: int
                         ) -> Callable[[int], int]:
@@ -474,8 +489,7 @@ class Interpreter:
                 return nxt
             return cmpxchg
         fetch = bool(kind & op.BPF_FETCH)
-        expr = _ATOMIC[kind if kind == op.BPF_XCHG else kind & ~op.BPF_FETCH]
-        update = eval(f"lambda old, R, s: {expr}", {})  # noqa: S307 - fixed table above
+        update = _ATOMIC[kind if kind == op.BPF_XCHG else kind & ~op.BPF_FETCH]
 
         def atomic(pc: int) -> int:
             addr = (R[d] + off) & M64
