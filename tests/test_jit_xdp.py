@@ -41,12 +41,14 @@ from pyxdp.errors import MemoryFault, ProgramFault, TestRunTruncated  # noqa: E4
 from pyxdp.maps import create_map  # noqa: E402
 from pyxdp.net.packets import DEFAULT_DST_IP4, corpus, ip4, udp_packet  # noqa: E402
 from pyxdp.net.prog import XdpBatchResult, XdpProg  # noqa: E402
+from pyxdp.net.test_run import TestRunEnv  # noqa: E402
 from pyxdp.net.xdp import XdpBuff  # noqa: E402
 from pyxdp.net.xdp_jit import XdpJit  # noqa: E402
 from pyxdp.spec import CollectionSpec, MapRef, ProgramSpec  # noqa: E402
 from pyxdp.testing.conformance import vector_files  # noqa: E402
 from pyxdp.testing.fuzz_maps import snapshot  # noqa: E402
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, XdpAction  # noqa: E402
+from pyxdp.userspace import UserspaceBackend  # noqa: E402
 from pyxdp.vm.helpers import RunContext  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -184,8 +186,12 @@ def test_single_runs_match_interpreter(sample: str, prog: str) -> None:
     spec = load_collection_spec(SAMPLES / f"{sample}.o")
     packets = corpus(SEED)
     verify = sample != "unchecked"  # the engines must agree on refused programs too
-    with Collection(spec, "userspace", engine="interp", verify=verify) as ref, \
-            Collection(spec, "userspace", engine="jit", verify=verify) as jit:
+    # Both on CPU 0: test_run otherwise runs on the caller's CPU, which may change between
+    # the two runs of a packet (per-CPU maps, round-robin programs would then differ).
+    with Collection(spec, UserspaceBackend(engine="interp", env=TestRunEnv(cpu=0)),
+                    verify=verify) as ref, \
+            Collection(spec, UserspaceBackend(engine="jit", env=TestRunEnv(cpu=0)),
+                       verify=verify) as jit:
         for coll in (ref, jit):
             POPULATE.get(sample, _nothing)(coll, random.Random(SEED))
         assert _dump(jit, sample, True) == _dump(ref, sample, True)
