@@ -89,7 +89,8 @@ def test_a_test_run_namespace_is_made_once_under_threads() -> None:
         seen: list[object] = []
         start = threading.Barrier(4)
 
-        def read(env: TestRunEnv = env) -> None:
+        def read(env: TestRunEnv = env, start: threading.Barrier = start,
+                 seen: list[object] = seen) -> None:
             start.wait()
             seen.append(env.fib)
 

@@ -18,7 +18,11 @@ struct bpf_dynptr;
 
 extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
 				  __u64 flags) __ksym;
-extern void *bpf_lookup_user_key(__s32 serial, __u64 flags) __ksym;
+struct bpf_key {  /* the kernel's type by name: libbpf compares the prototypes */
+	int opaque;
+};
+
+extern struct bpf_key *bpf_lookup_user_key(__s32 serial, __u64 flags) __ksym;
 extern void __bpf_trap(void) __ksym;
 
 SEC("xdp")

@@ -62,7 +62,9 @@ extern struct cgroup *bpf_cgroup_acquire(struct cgroup *cgrp) __ksym;
 extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym;
 extern void bpf_cpumask_release(struct bpf_cpumask *cpumask) __ksym;
 extern long bpf_task_under_cgroup(struct task_struct *task, struct cgroup *ancestor) __ksym;
-extern int bpf_send_signal_task(struct task_struct *task, int sig, int type, __u64 value) __ksym;
+enum pid_type { PIDTYPE_PID, PIDTYPE_TGID, PIDTYPE_PGID, PIDTYPE_SID, PIDTYPE_MAX };
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
+				__u64 value) __ksym;
 
 struct held {
 	struct task_struct __kptr *task;
