@@ -800,7 +800,6 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
         MEM_TYPE_PAGE_ORDER0,
         MEM_TYPE_PAGE_POOL,
         xdp_convert_buff_to_frame,
-        xdp_frags_head_len,
         xdp_frames_set_dev_rx,
     )
 
@@ -812,15 +811,7 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
         mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-        ln = frames.length[pos]
-        flags: I64 | int = 0
-        multi = frames.has_frags[pos]
-        if multi.any():  # the frame's len is the head; the frags stay in skb_shared_info
-            flags = multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
-            ln = ln.copy()
-            ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
-                                           (frames.kind[pos][multi] & KIND_FRAME) != 0,
-                                           memmap=host.memmap)
+        ln, flags = frame_heads(host, frames, pos)
         status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos], ln,
                                                 frames.meta[pos], mem_type=mtype,
                                                 flags=flags, memmap=host.memmap)
@@ -836,6 +827,22 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
     if len(out):
         xdp_frames_set_dev_rx(out.pfn, dev.ifindex, memmap=host.memmap)
     return out, int(bad.sum())
+
+
+def frame_heads(host: XskHost, frames: Frames, pos: Any) -> tuple[I64, I64 | int]:
+    """The ``len`` and ``flags`` an ``xdp_frame`` of frames ``pos`` gets: a multi-buffer
+    frame's len is its head (its frags stay in ``skb_shared_info``) and its flags have
+    ``XDP_FLAGS_HAS_FRAGS``."""
+    from pyxdp.net.xdp_mem import xdp_frags_head_len
+    ln = frames.length[pos]
+    multi = frames.has_frags[pos]
+    if not multi.any():
+        return ln, 0
+    ln = ln.copy()
+    ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
+                                   (frames.kind[pos][multi] & KIND_FRAME) != 0,
+                                   memmap=host.memmap)
+    return ln, multi.astype(np.int64) * XDP_FLAGS_HAS_FRAGS
 
 
 def _conversion_status(host: XskHost, before: Frames, after: Frames) -> I64:
