@@ -157,7 +157,7 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
         # veth_xdp_rcv counts every entry it consumes (rx_packets, rx_bytes), before
         # the program and whatever becomes of it; an skb from the peer's veth_xmit
         # has had eth_type_trans pull its Ethernet header by then.
-        rx_counted(dev.stats, taken)
+        _rx_counted(dev.stats, taken)
     frames = _skbs_to_buffs(host, rq, taken)
     n = len(frames)
     if not n:
@@ -192,7 +192,7 @@ _NATIVE_KINDS = (KIND_BUFF, KIND_SKB)
 _NATIVE_FRAGS_KINDS = (*_NATIVE_KINDS, KIND_BUFF | KIND_FRAGS, KIND_SKB | KIND_FRAGS)
 
 
-def rx_counted(st: Any, frames: Frames) -> None:
+def _rx_counted(st: Any, frames: Frames) -> None:
     """Count ``frames`` a native program's NAPI takes off its ring (``veth_xdp_rcv``:
     ``xdp_packets``, ``xdp_bytes``, which a veth reports as ``rx_packets``/``rx_bytes``):
     an skb a veth's ``veth_xmit`` queued is counted without the Ethernet header that
