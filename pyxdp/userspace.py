@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,13 @@ from pyxdp.maps.base import (
 from pyxdp.maps.bpf_local_storage import LOCAL_STORAGE_TYPES
 from pyxdp.net.prog import XdpProg
 from pyxdp.net.test_run import TestRunEnv, bpf_prog_test_run_syscall, bpf_prog_test_run_xdp
-from pyxdp.spec import ExceptionCallbackError, MapSpec, ProgramSpec, exception_callback
+from pyxdp.spec import (
+    BPF_F_XDP_HAS_FRAGS,
+    ExceptionCallbackError,
+    MapSpec,
+    ProgramSpec,
+    exception_callback,
+)
 from pyxdp.uapi.bpf import BpfAttachType, BpfMapType, MapFlag
 from pyxdp.verifier.kfuncs import KFUNCS, SYSCALL_KFUNCS
 
@@ -101,9 +108,9 @@ class UserspaceBackend:
         if hasattr(m, "ifindex_ok"):  # devmaps name devices of this backend, not the host's
             m.ifindex_ok = lambda ifindex: ifindex in self.env.netdevs
         if hasattr(m, "resolve_prog"):
-            m.resolve_prog = self._entry_prog(spec.type)
+            m.resolve_prog = self._entry_prog(m)
         if spec.type == BpfMapType.BPF_MAP_TYPE_PROG_ARRAY:
-            m.resolve_fd = self._tail_call_by_fd  # type: ignore[attr-defined]
+            m.resolve_fd = lambda fd: self._tail_call_by_fd(m, fd)  # type: ignore[attr-defined]
         elif hasattr(m, "resolve_fd"):
             m.resolve_fd = self._xsk_by_fd
         for key, value in spec.contents:
@@ -166,6 +173,14 @@ class UserspaceBackend:
             spec, helpers = bind_kfuncs(spec, ops, btf, self.nr_cpus)
         prog = XdpProg(spec, dict(maps), engine=self.engine,  # type: ignore[arg-type]
                        helpers=helpers, facts=facts, exception_cb=exception_cb)
+        # bpf_check_tail_call (bpf_prog_select_runtime): each prog_array, devmap and
+        # cpumap the program names must hold or serve its kind of program.
+        for ref in dict.fromkeys(r.map_name for r in spec.map_refs):
+            m = maps.get(ref)
+            if getattr(m, "map_type", None) in _OWNED_BY_LOADS and \
+                    not _owner_compatible(m, prog):
+                raise KernelError("BPF_PROG_LOAD", errno.EINVAL,
+                                  f"{spec.name}: {_owner_mismatch(m, prog)}")
         return self.register(prog)
 
     def register(self, prog: XdpProg) -> XdpProg:
@@ -174,19 +189,24 @@ class UserspaceBackend:
         self.programs[prog.id] = prog
         return prog
 
-    def _entry_prog(self, map_type: int) -> Callable[[int], int | None]:
+    def _entry_prog(self, m: Any) -> Callable[[int], int | None]:
         """A devmap/cpumap entry's program "fd" (a program id here) -> its id, if it is
-        a program of the expected attach type (the kernel refuses others). Any backend's
-        program is one (fds are the process's, bpf_prog_get_type_dev takes any) while
-        its fd is open; the entry then holds it (pyxdp.maps.devmap.EntryProgs)."""
-        want = BpfAttachType.BPF_XDP_CPUMAP if map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP \
-            else BpfAttachType.BPF_XDP_DEVMAP
+        a program of the expected attach type that suits the map's owner
+        (``bpf_prog_map_compatible``; the kernel refuses others: EINVAL, for a cpumap
+        ENOMEM). Any backend's program is one (fds are the process's,
+        bpf_prog_get_type_dev takes any) while its fd is open; the entry then holds it
+        (pyxdp.maps.devmap.EntryProgs)."""
+        cpumap = m.map_type == BpfMapType.BPF_MAP_TYPE_CPUMAP
+        want = BpfAttachType.BPF_XDP_CPUMAP if cpumap else BpfAttachType.BPF_XDP_DEVMAP
 
         def resolve(fd: int) -> int | None:
             prog = registered(fd, "program")
             if not isinstance(prog, XdpProg) or prog.syscall \
                     or prog.spec.expected_attach_type != want:
                 return None
+            if not prog_map_compatible(m, prog):
+                raise MapError("update", errno.ENOMEM if cpumap else errno.EINVAL,
+                               f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
             return prog.id
 
         return resolve
@@ -208,9 +228,10 @@ class UserspaceBackend:
         self.xsks.pop(fd, None)
         release_object(fd)
 
-    def _tail_call_by_fd(self, fd: int) -> tuple[object, int]:
+    def _tail_call_by_fd(self, m: Any, fd: int) -> tuple[object, int]:
         """A prog_array update's program "fd" (its id here) -> (program, id); the kernel's
-        answers for what names no program (bad_fd) or a syscall program (EINVAL). A
+        answers for what names no program (bad_fd) or a syscall program (EINVAL) or one
+        that does not suit the array's owner (``bpf_prog_map_compatible``: EINVAL). A
         program another Collection or Host loaded is one too: fds are the process's."""
         prog = registered(fd, "program")
         if not isinstance(prog, XdpProg):
@@ -218,6 +239,9 @@ class UserspaceBackend:
         if prog.syscall:  # bpf_prog_map_compatible: the array belongs to XDP programs
             raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
                            "cannot be a tail call target of XDP programs")
+        if not prog_map_compatible(m, prog):
+            raise MapError("update", errno.EINVAL,
+                           f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
         return prog, prog.id
 
     def _xsk_by_fd(self, fd: int) -> object:
@@ -237,6 +261,9 @@ class UserspaceBackend:
         if isinstance(prog, XdpProg) and prog.syscall:  # bpf_prog_map_compatible: XDP's array
             raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
                            "cannot be a tail call target of XDP programs")
+        if isinstance(prog, XdpProg) and not prog_map_compatible(m, prog):
+            raise MapError("update", errno.EINVAL,
+                           f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
         set_prog(index, prog, getattr(prog, "id", 1))
 
     def set_inner_map(self, m: MapHandle, key: bytes, inner: MapHandle) -> None:
@@ -271,6 +298,62 @@ class UserspaceBackend:
         self._maps.clear()
         for prog_id in self.programs:  # their "fds" are closed (bad_fd: EBADF again)
             release_object(prog_id)
+
+
+# map_type_contains_progs: the maps a program's load is checked against (a devmap_hash
+# is not: only its entries' programs are).
+_OWNED_BY_LOADS = frozenset({int(BpfMapType.BPF_MAP_TYPE_PROG_ARRAY),
+                             int(BpfMapType.BPF_MAP_TYPE_DEVMAP),
+                             int(BpfMapType.BPF_MAP_TYPE_CPUMAP)})
+_owner_lock = threading.Lock()  # map->owner_lock
+
+
+def _owner_key(m: Any, prog: XdpProg) -> tuple[str, bool, int]:
+    """What ``map->owner`` keeps of a program and compares: its type, its
+    ``xdp_has_frags`` and, for a prog_array only, its expected attach type."""
+    attach = prog.spec.expected_attach_type \
+        if m.map_type == BpfMapType.BPF_MAP_TYPE_PROG_ARRAY else -1
+    return ("syscall" if prog.syscall else "xdp",
+            bool(prog.spec.flags & BPF_F_XDP_HAS_FRAGS), attach)
+
+
+def _owner_compatible(m: Any, prog: XdpProg) -> bool:
+    """``__bpf_prog_map_compatible``: the first program checked against ``m`` becomes its
+    owner for the map's life (its fd may close); later ones must be of the same kind."""
+    key = _owner_key(m, prog)
+    with _owner_lock:
+        if m.prog_owner is None:
+            m.prog_owner = key
+            return True
+        return bool(m.prog_owner == key)
+
+
+def prog_map_compatible(m: Any, prog: XdpProg) -> bool:
+    """``bpf_prog_map_compatible`` (a prog_array, devmap or cpumap update's program): a
+    device-bound program never goes into a map (it could run on another device), else
+    :func:`_owner_compatible`. Measured on Linux 6.18: a devmap or cpumap whose owner
+    is a program without ``xdp.frags`` refuses a frags entry program and the reverse
+    (EINVAL, a cpumap ENOMEM), and a program loaded against such a map is refused
+    (BPF_PROG_LOAD: EINVAL) - a devmap_hash's loads are not checked."""
+    if prog.spec.ifindex:
+        return False
+    return _owner_compatible(m, prog)
+
+
+def _owner_mismatch(m: Any, prog: XdpProg) -> str:
+    """Why ``prog`` does not suit ``m``'s owner, in one line."""
+    if prog.spec.ifindex:
+        return "a device-bound program cannot go into a map"
+    owner = m.prog_owner
+    key = _owner_key(m, prog)
+    what = "programs"
+    if owner is not None and owner[1] != key[1]:
+        what = "xdp.frags programs" if owner[1] else "programs without xdp.frags"
+    elif owner is not None and owner[0] != key[0]:
+        what = f"{owner[0]} programs"
+    elif owner is not None:
+        what = f"programs of expected attach type {owner[2]}"
+    return f"map {m.name!r} holds or serves {what} (bpf_prog_map_compatible)"
 
 
 def _kname(name: str) -> str:

@@ -7,6 +7,7 @@ give the same results. ``tests/kernel/test_frags_kernel.py`` compares with Linux
 from __future__ import annotations
 
 import errno
+import struct
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from pyxdp.testing.fragslab import (
     PASS_FRAGS,
     frags_broadcast,
     frags_cpumap,
+    frags_devmap_hash_entry,
     frags_generic,
     frags_veth,
 )
@@ -122,6 +124,19 @@ def test_native_loop_and_python_path_agree(make: object) -> None:
              if not d.startswith("events differ")]
     assert not diffs, "\n".join(diffs)
     assert any(len(f) > 3520 for fr in fast.rx.values() for f in fr)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_devmap_hash_entry_without_frags_runs_on_the_head(native: bool) -> None:
+    """Measured on Linux 6.18 (tests/kernel/test_frags_kernel.py): an entry program that
+    is not frags-aware runs on a multi-buffer frame's 3520-byte head
+    (``bpf_xdp_get_buff_len``: the whole length) and the frame goes on whole. pyxdp
+    dropped such frames after the entry program (their conversion took the whole
+    length for the head's)."""
+    res = vethlab.run_pyxdp(frags_devmap_hash_entry(), events=False, native=native)
+    assert [(len(f), struct.unpack_from("<IH", f, 6)) for f in res.rx["veth3"]] == \
+        [(1000, (1000, 1000)), (5000, (3520, 5000)), (9014, (3520, 9014))]
+    assert res.trace["xdp_devmap_xmit"].sums == {"sent": 3, "drops": 0}
 
 
 @pytest.mark.parametrize("native", [True, False])

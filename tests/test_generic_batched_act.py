@@ -110,6 +110,8 @@ def _spec(base: int, frags: bool) -> CollectionSpec:
     eg = dataclasses.replace(asm_collection(EGRESS, MAPS).programs["t"], name="eg",
                              section="xdp/devmap",
                              expected_attach_type=int(BpfAttachType.BPF_XDP_DEVMAP))
+    if frags:  # the devmap's owner is the main program: its entries' must match (Linux)
+        eg = dataclasses.replace(eg, section="xdp.frags/devmap", flags=BPF_F_XDP_HAS_FRAGS)
     return CollectionSpec({"t": main, "eg": eg}, {m.name: m for m in MAPS}, license="GPL")
 
 

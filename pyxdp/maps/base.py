@@ -455,6 +455,9 @@ class Map:
         self.map_flags = spec.map_flags & ~_FILE_FLAGS
         self.name = spec.name
         self.nr_cpus = spec.nr_cpus
+        # map->owner (bpf_prog_map_compatible): the kind of program a prog_array, devmap
+        # or cpumap holds or serves, set by the first program checked against it.
+        self.prog_owner: tuple[str, bool, int] | None = None
         self.codec: Codec = RawCodec()
         # Offset of a struct bpf_spin_lock in the value, set from BTF by the
         # loader; BPF_F_LOCK is EINVAL without one, as in the kernel.

@@ -662,12 +662,15 @@ def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
         xdp_return_frames_rx_napi(frames.pfn[~keep], memmap=host.memmap)
     out = frames.select(keep)
     if len(out):
-        # xdp_update_frame_from_buff: the program may have moved the edges.
+        # xdp_update_frame_from_buff: the program may have moved the edges; a
+        # multi-buffer frame's are its head's (its frags and flag stay), whether the
+        # entry program is frags-aware or not (a devmap_hash's entries need not agree
+        # with the redirecting program).
         status = np.zeros(len(out), np.int32)
         for mem, pos, _rows in host.memmap.split(out.pfn):
             mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-            head, flags = frame_heads(host, out, pos)  # a frags frame: its linear part
-            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos], head,
+            ln, flags = frame_heads(host, out, pos)
+            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos], ln,
                                                     out.meta[pos], mem_type=mtype,
                                                     flags=flags, memmap=host.memmap)
         if (status != 0).any():

@@ -99,7 +99,7 @@ from pyxdp.net.xdp_mem import (
     return_frame_no_direct,
     xdp_return_frames_rx_napi,
 )
-from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, XdpAction
+from pyxdp.uapi.bpf import ETH_HLEN, XDP_PACKET_HEADROOM, BpfMapType, XdpAction
 from pyxdp.vm.jit.abi import FRAG_WORDS, MAX_FRAGS
 from pyxdp.vm.jit.natives import serial_helpers
 
@@ -152,14 +152,21 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
     # The frames taken off the ring are the poll's until it is done with them: an
     # AF_XDP socket's close (under the lock) must not free their UMEM in between.
     host.lock.acquire()
-    frames = _skbs_to_buffs(host, rq, rq.ring.consume(budget))
+    taken = rq.ring.consume(budget)
+    if prog is not None and len(taken):
+        # veth_xdp_rcv counts every entry it consumes (rx_packets, rx_bytes), before
+        # the program and whatever becomes of it; an skb from the peer's veth_xmit
+        # has had eth_type_trans pull its Ethernet header by then.
+        _rx_counted(dev.stats, taken)
+    frames = _skbs_to_buffs(host, rq, taken)
     n = len(frames)
     if not n:
         host.lock.release()
         return 0
     rq.py_polls += 1
-    dev.stats.rx_packets += n
-    dev.stats.rx_bytes += int(frames.length.sum())
+    if prog is None:
+        dev.stats.rx_packets += n
+        dev.stats.rx_bytes += int(frames.length.sum())
     rq.pool.napi_local = True  # page_pool_napi_local: this poll may recycle directly
     try:
         if prog is None:
@@ -183,6 +190,17 @@ def _poll(rq: NetdevRxQueue, budget: int) -> int:
 _NATIVE_KINDS = (KIND_BUFF, KIND_SKB)
 # ... and, running a native program (not generic XDP), multi-buffer ones of its pool.
 _NATIVE_FRAGS_KINDS = (*_NATIVE_KINDS, KIND_BUFF | KIND_FRAGS, KIND_SKB | KIND_FRAGS)
+
+
+def _rx_counted(st: Any, frames: Frames) -> None:
+    """Count ``frames`` a native program's NAPI takes off its ring (``veth_xdp_rcv``:
+    ``xdp_packets``, ``xdp_bytes``, which a veth reports as ``rx_packets``/``rx_bytes``):
+    an skb a veth's ``veth_xmit`` queued is counted without the Ethernet header that
+    ``__dev_forward_skb``'s ``eth_type_trans`` pulled, an ``xdp_frame`` or a NIC's
+    buffer whole."""
+    skbs = int(((frames.kind & KIND_SKB) != 0).sum())
+    st.rx_packets += len(frames)
+    st.rx_bytes += int(frames.length.sum()) - ETH_HLEN * skbs
 
 
 def _skbs_to_buffs(host: Host, rq: NetdevRxQueue, frames: Frames) -> Frames:
@@ -257,9 +275,11 @@ def dispatch(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg
     red = act == XdpAction.XDP_REDIRECT
     if red.any():
         sel = np.flatnonzero(red)
-        xdp_do_redirect(host, dev, rq, prog, frames.select(sel),
-                        _Verdicts(v.action[sel], v.map_id[sel], v.map_type[sel], v.index[sel],
-                                  v.flags[sel]), bq)
+        failed = xdp_do_redirect(host, dev, rq, prog, frames.select(sel),
+                                 _Verdicts(v.action[sel], v.map_id[sel], v.map_type[sel],
+                                           v.index[sel], v.flags[sel]), bq)
+        if dev.kind == "veth":  # veth_xdp_rcv_*: a failed xdp_do_redirect is rx_drops
+            st.rx_dropped += failed
 
 
 def _pass(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, frames: Frames) -> None:
@@ -286,7 +306,12 @@ def _xdp_tx(host: Host, dev: NetDevice, rq: NetdevRxQueue | None, prog: XdpProg,
             frames: Frames, bq: BulkQueues) -> None:
     """XDP_TX: into the device's TX bulk queue (flushed every 16 and at poll end)."""
     out, failed = _to_frames(host, dev, rq, prog, frames)
-    dev.stats.xdp_tx_errors += failed
+    if dev.kind == "veth":
+        # veth_xdp_tx's conversion failing is rx_drops; its xdp_tx_err counts only what
+        # the flush could not send.
+        dev.stats.rx_dropped += failed
+    else:
+        dev.stats.xdp_tx_errors += failed
     bq.tx.add(out, lambda bulk: _flush_tx(host, dev, bulk))
 
 
@@ -723,7 +748,7 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     AF_XDP socket
     (``xsk_generic_rcv``) itself;
     the rest is deferred to :mod:`pyxdp.net.dev` (per target, in a batch)."""
-    from pyxdp.net.napi_native import C, native_polls
+    from pyxdp.net.napi_native import C, K, native_polls
     from pyxdp.net.xsk import xsk_native_rx
     dev = rq.dev
     host = dev.host
@@ -815,6 +840,10 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     # Producers of a cpumap entry's ring and consumers of its return ring take that
     # ring's lock (ptr_ring's producer_lock, consumer_lock), with or without this one.
     lock = _NO_LOCK if parallel else host.lock
+    # A veth counts the redirects its program's xdp_do_redirect failed as rx_drops: the
+    # loop's per-errno error counts of this call, taken into the queue's counters.
+    errs = st.counts.cnt[K.ERR:K.ERR + K.ERR_N]
+    errs0 = int(errs.sum()) if dev.kind == "veth" and not generic else -1
     lock.acquire()
     try:
         # Devmap programs: on the device's first queue's context as the Python path
@@ -841,6 +870,8 @@ def _native_poll(rq: NetdevRxQueue, prog: XdpProg, budget: int, *,
     finally:
         pool.napi_local = False
         lock.release()
+    if errs0 >= 0:
+        rq.stats.rx_dropped += int(errs.sum()) - errs0
     for other in pools:
         if other.state.error:
             row = int(other.state.error) - 1

@@ -276,7 +276,7 @@ from pyxdp.net.xsk_native import (
 )
 from pyxdp.net.xsk_native_tx import MAX_DMA, veth_rx_page, veth_rx_queue
 from pyxdp.net.xsk_wire import W_SIZE, wire_lock, wire_publish, wire_unlock, wire_xmit
-from pyxdp.uapi.bpf import XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
+from pyxdp.uapi.bpf import ETH_HLEN, XDP_PACKET_HEADROOM, BpfMapType, RedirectFlag
 from pyxdp.vm.jit.abi import (
     FRAG_ENTRY,
     FRAG_FRAG_SIZE,
@@ -2102,10 +2102,17 @@ def native_polls(max_polls, budget, jit, pool, rxq, gen, dev, tgt, dm, xsk, stk,
                 if loc == BAD_SKB:
                     ctl[C_ERROR] = -1
                     break
+                if not generic:
+                    # veth_xdp_rcv counts the skb's length after eth_type_trans (the
+                    # Ethernet header pulled); an skb it drops is counted all the same.
+                    ds[D_RX_BYTES] -= ETH_HLEN
                 if loc < 0:
                     # veth_xdp_rcv's loop counts the entry it consumed (Python's poll
                     # consumes a budget of entries, then converts them).
                     ds[D_RX_DROPPED] += 1
+                    if not generic:
+                        ds[D_RX_PACKETS] += 1
+                        ds[D_RX_BYTES] += qcols[2, qhead]
                     nsd += 1
                     qhead = (qhead + 1) % qcols.shape[1]
                     qcount -= 1

@@ -79,7 +79,7 @@ from pyxdp.net.frames import (
 from pyxdp.net.page_pool import PAGE_SIZE, MemMap, PagePool
 from pyxdp.net.prog import XdpProg, xdp_dispatcher
 from pyxdp.net.stack import SkbBatch, Stack
-from pyxdp.net.stats import NetdevStats
+from pyxdp.net.stats import LinkStats, NetdevStats
 from pyxdp.net.test_run import NetdevInfo, TestRunEnv
 from pyxdp.net.xdp import MAX_SKB_FRAGS, SKB_SHARED_INFO_SIZE, XDP_PACKET_HEADROOM
 from pyxdp.net.xdp_mem import (
@@ -343,6 +343,14 @@ class NetDevice:
                     self._stats.words[:] += d
                     seen[:] = cur
         return self._stats
+
+    def link_stats(self) -> LinkStats:
+        """``ndo_get_stats64`` (``ip -s link``): the device's counters, ``rx_dropped``
+        with the skbs of it the stack had no packet type for."""
+        s = self.stats
+        return LinkStats(s.rx_packets, s.rx_bytes,
+                         s.rx_dropped + self.host.stack.rx_dropped(self.ifindex),
+                         s.tx_packets, s.tx_bytes, s.tx_dropped)
 
     def __repr__(self) -> str:
         mode = "native" if self.xdp_prog else "generic" if self.xdp_generic else "none"
@@ -743,6 +751,22 @@ class Veth(NetDevice):
     @property
     def napi_enabled(self) -> bool:
         return self.up and (self.xdp_prog is not None or self.gro)
+
+    def link_stats(self) -> LinkStats:
+        """``veth_get_stats64``: what one end transmits is what reached its peer, so its
+        ``tx_packets``/``tx_bytes`` are the peer's ``rx_*`` (the peer's NAPI counts an skb
+        after ``eth_type_trans``, 14 bytes short, an ``xdp_frame`` whole); the XDP_TX
+        frames a flush could not hand to the peer (``xdp_tx_err``) are this end's
+        ``tx_dropped`` and the peer's ``rx_dropped``."""
+        own = super().link_stats()
+        peer = self.peer
+        if peer is None:
+            return own
+        mine, theirs = self.stats, peer.stats
+        return LinkStats(own.rx_packets, own.rx_bytes,
+                         own.rx_dropped + theirs.xdp_tx_errors,
+                         theirs.rx_packets, theirs.rx_bytes,
+                         own.tx_dropped + mine.xdp_tx_errors)
 
     def xmit_skbs(self, batch: SkbBatch) -> None:
         """``veth_xmit``: the peer receives the skbs."""

@@ -212,6 +212,16 @@ def _drop(drops, reason):  # type: ignore[no-untyped-def]
     return -1, 0
 
 
+@njit(cache=True, nogil=True, inline="always", _nrt=False)
+def _no_handler(drops, dev_cnt, ifindex):  # type: ignore[no-untyped-def]
+    """``__netif_receive_skb_core`` found no packet type for the skb: the receiving
+    device's ``rx_dropped`` (``dev_core_stats_rx_dropped_inc``; no rx_handler asked
+    for exact delivery here), then the drop."""
+    if 0 <= ifindex < len(dev_cnt):
+        dev_cnt[ifindex, 1] += 1
+    return _drop(drops, R_UNHANDLED_PROTO)
+
+
 def _input_route_typer(typingctx, fn, fib, key, fam):  # type: ignore[no-untyped-def]
     """``fn(fib, key, fam)``: the compiled input route lookup, called through its address."""
     return call_by_address("ppi")
@@ -558,7 +568,7 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
     mib[M_BYTES] += length
     addr = np.int64(0)
     if 0 <= ifindex < len(dev_cnt):
-        dev_cnt[ifindex] += 1
+        dev_cnt[ifindex, 0] += 1
         addr = dev_addr[ifindex]
     b = buf[start:start + length]
     if length < 14:
@@ -576,7 +586,7 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
     l3 = 14
     if proto < ETH_P_802_3_MIN:  # 802.3 length field: no LLC handler here
         mib[M_OTHER] += 1
-        return _drop(drops, R_UNHANDLED_PROTO)
+        return _no_handler(drops, dev_cnt, ifindex)
     # skb_vlan_untag; no VLAN device: a tag with a VID makes the frame another
     # host's, a priority tag (VID 0) is stripped and the frame goes on.
     while proto == ETH_P_8021Q or proto == ETH_P_8021AD:
@@ -598,7 +608,7 @@ def stack_rcv_one(buf, start, length, ifindex, stk):  # type: ignore[no-untyped-
         mib[M_OTHER] += 1
         if proto == ETH_P_ARP:
             return -1, 0  # arp_rcv: consumed (no replies are sent)
-        return _drop(drops, R_UNHANDLED_PROTO)
+        return _no_handler(drops, dev_cnt, ifindex)
     if pkt_type == PACKET_OTHERHOST:
         return _drop(drops, R_OTHERHOST)
     if proto == ETH_P_IP:
@@ -739,7 +749,8 @@ class Stack:
     State (numpy, shared in place with native code): ``mib`` (row x :class:`Mib`
     counters), ``snmp`` (row x the kernel's SNMP counters of :data:`SNMP_NAMES`),
     ``drops`` (row x ``enum skb_drop_reason``: what ``kfree_skb_reason`` was
-    given), ``dev_cnt`` (row x ifindex skbs received), ``dev_addr`` (ifindex ->
+    given), ``dev_cnt`` (row x ifindex x (skbs received, skbs no packet type took:
+    the device's ``rx_dropped``)), ``dev_addr`` (ifindex ->
     the device's MAC as an integer, for ``eth_type_trans``), ``port_sock`` (port
     -> socket row, -1 unbound), ``sock_cnt`` (row x socket x (packets, bytes)),
     ``route`` (row x :class:`Rt`: the input route lookup and the list's hint) and
@@ -762,7 +773,7 @@ class Stack:
         self.mib = np.zeros((rows, Mib.SIZE), np.int64)
         self.snmp = np.zeros((rows, NSNMP), np.int64)
         self.drops = np.zeros((rows, NREASONS), np.int64)
-        self.dev_cnt = np.zeros((rows, 64), np.int64)
+        self.dev_cnt = np.zeros((rows, 64, 2), np.int64)
         self.dev_addr = np.full(64, -1, np.int64)
         self.port_sock = np.full(65536, -1, np.int64)
         self.sock_cnt = np.zeros((rows, MAX_SOCKETS, 2), np.int64)
@@ -793,8 +804,13 @@ class Stack:
     @property
     def per_device(self) -> dict[int, int]:
         """Skbs received per ifindex."""
-        tot = self.dev_cnt.sum(axis=0)
+        tot = self.dev_cnt[:, :, 0].sum(axis=0)
         return {int(i): int(tot[i]) for i in np.flatnonzero(tot).tolist()}
+
+    def rx_dropped(self, ifindex: int) -> int:
+        """Skbs of device ``ifindex`` no packet type took (its ``rx_dropped`` share)."""
+        cnt = self.dev_cnt
+        return int(cnt[:, ifindex, 1].sum()) if 0 <= ifindex < cnt.shape[1] else 0
 
     @property
     def native_ok(self) -> bool:
@@ -831,7 +847,7 @@ class Stack:
         if ifindex >= width:
             with self._lock:
                 n = max(2 * width, ifindex + 1)
-                grown = np.zeros((len(self.mib), n), np.int64)
+                grown = np.zeros((len(self.mib), n, 2), np.int64)
                 grown[:, :width] = self.dev_cnt
                 addr = np.full(n, -1, np.int64)
                 addr[:width] = self.dev_addr

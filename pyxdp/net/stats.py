@@ -2,14 +2,30 @@
 and the XDP counters a driver reports beside them (veth's ``xdp_*`` ethtool stats).
 
 One :class:`~pyxdp.net.record.Record` per device, which the Python paths and
-the native poll loop both count into in place.
+the native poll loop both count into in place. What ``ip -s link`` shows is
+:class:`LinkStats`, the driver's ``ndo_get_stats64`` over those records
+(``NetDevice.link_stats``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyxdp.net.record import Field, Record
 
-__all__ = ["NetdevStats"]
+__all__ = ["LinkStats", "NetdevStats"]
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """A device's counters as ``ip -s link`` shows them (``stats64``)."""
+
+    rx_packets: int
+    rx_bytes: int
+    rx_dropped: int
+    tx_packets: int
+    tx_bytes: int
+    tx_dropped: int
 
 
 class NetdevStats(Record):

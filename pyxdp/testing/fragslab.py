@@ -16,6 +16,11 @@ plus frags (``veth_convert_skb_to_xdp_buff``/``skb_pp_cow_data`` on Linux,
   goes whole to its one valid target (``is_valid_dst``: MTU, ``NDO_XMIT_SG``),
   and with two the redirect fails, -EOPNOTSUPP (``dev_map_enqueue_clone``).
 
+* :func:`frags_devmap_hash_entry`: a frags-aware program on veth0 redirecting
+  through a devmap_hash whose entry (veth2) runs a program that is not
+  frags-aware: the one map type whose loads Linux does not check against its
+  entries' programs (``bpf_prog_map_compatible``).
+
 * :func:`frags_generic`: ``samples/frags.o`` attached in generic (skb) mode,
   frags-aware or loaded as a plain ``SEC("xdp")`` program: skbs above 3520
   bytes meet ``netif_skb_check_for_xdp`` (a head and frags from
@@ -34,12 +39,13 @@ from typing import Any
 from pyxdp.asm.assembler import assemble
 from pyxdp.collection import Collection
 from pyxdp.net import packets as pk
-from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, ProgramSpec
+from pyxdp.spec import BPF_F_XDP_HAS_FRAGS, CollectionSpec, MapRef, MapSpec, ProgramSpec
 from pyxdp.testing import vethlab
 from pyxdp.testing.vethlab import Attach, LinkSpec, Scenario
+from pyxdp.uapi.bpf import BpfAttachType, BpfMapType
 
 __all__ = ["DEVS", "PASS_FRAGS", "PORTS", "SIZES", "SLOT0", "frags_broadcast", "frags_cpumap",
-           "frags_generic", "frags_veth", "ops_program"]
+           "frags_devmap_hash_entry", "frags_generic", "frags_veth", "ops_program"]
 
 DEVS = ("veth0", "veth1", "veth2", "veth3")
 PAIRS = (("veth0", "veth1"), ("veth2", "veth3"))
@@ -183,6 +189,65 @@ def frags_cpumap() -> Scenario:
                 Attach("veth1", PASS_FRAGS, "xdp_pass", collection="pass@veth1")),
         traffic=frames, setup=_cpumap_setup, maps=("rx_cnt",), pass_unattached=False,
         ordered=False, links=tuple(LinkSpec(d, mtu=9000) for d in DEVS[:2]))
+
+
+DEVMAP_HASH_KEY = 7  # the devmap_hash key frags_devmap_hash_entry redirects to
+# The entry program (not frags-aware): bpf_xdp_get_buff_len into bytes 10..11 and the
+# head's length (data_end - data) into bytes 6..9 of the frame, then XDP_PASS.
+_ENTRY_STAMP = """
+r6 = r1
+call bpf_xdp_get_buff_len
+r2 = *(u32 *)(r6 + 0)
+r3 = *(u32 *)(r6 + 4)
+r4 = r2
+r4 += 16
+if r4 > r3 goto out
+r5 = r3
+r5 -= r2
+*(u32 *)(r2 + 6) = r5
+*(u16 *)(r2 + 10) = r0
+out:
+r0 = 2
+exit
+"""
+
+
+def frags_devmap_hash_entry() -> Scenario:
+    """A frags-aware program on a 9000-MTU veth0 redirecting every frame (1000, 5000,
+    9014 bytes) through devmap_hash key 7 to veth2, whose entry program is not
+    frags-aware and stamps the frame with its head's length and
+    ``bpf_xdp_get_buff_len``. Linux 6.18 loads both (a devmap_hash's loads are not
+    checked against its entries' programs) and, measured, runs the entry program
+    on the multi-buffer frames' 3520-byte head (``bpf_xdp_get_buff_len`` the whole
+    length), then sends them whole: veth3's stack gets every frame, 9014 bytes too."""
+    ports = MapSpec("ports", int(BpfMapType.BPF_MAP_TYPE_DEVMAP_HASH), 4, 8, 4)
+    red = ProgramSpec(name="red", section="xdp.frags", license="GPL",
+                      insns=assemble(f"r1 = map[fd:0]\nr2 = {DEVMAP_HASH_KEY}\nr3 = 0\n"
+                                     f"call bpf_redirect_map\nexit"),
+                      flags=BPF_F_XDP_HAS_FRAGS, map_refs=(MapRef(0, "ports", "fd"),))
+    entry = ProgramSpec(name="stamp", section="xdp/devmap", insns=assemble(_ENTRY_STAMP),
+                        license="GPL", expected_attach_type=int(BpfAttachType.BPF_XDP_DEVMAP))
+    spec = CollectionSpec(programs={"red": red, "stamp": entry}, maps={"ports": ports},
+                          license="GPL", name="devmap_hash_entry")
+
+    def setup(colls: Mapping[str, Collection], ifindex_of: Callable[[str], int]) -> None:
+        c = colls["dh"]
+        fd = vethlab.prog_fd(c.programs["stamp"])
+        c.maps["ports"].handle.update(DEVMAP_HASH_KEY.to_bytes(4, "little"),
+                                      ifindex_of("veth2").to_bytes(4, "little")
+                                      + fd.to_bytes(4, "little", signed=True))
+
+    mac = {d: vethlab.lab_mac(PAIRS, d) for d in DEVS}
+    frames = tuple(("veth0", pk.udp_packet(b"dh", sport=2000 + i, dport=9000, size=size,
+                                          src_mac=mac["veth1"], dst_mac=mac["veth0"]))
+                   for i, size in enumerate(SIZES))
+    return Scenario(
+        "frags_devmap_hash_entry", pairs=PAIRS,
+        attach=(Attach("veth0", spec, "red", collection="dh"),
+                *(Attach(d, PASS_FRAGS, "xdp_pass", collection=f"pass@{d}")
+                  for d in DEVS[1:])),
+        traffic=frames, setup=setup, pass_unattached=False,
+        links=tuple(LinkSpec(d, mtu=9000) for d in DEVS))
 
 
 def frags_generic(frags: bool) -> Scenario:

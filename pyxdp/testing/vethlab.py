@@ -105,6 +105,7 @@ from pyxdp.collection import Collection, Map, Program
 from pyxdp.errors import PyxdpError
 from pyxdp.kernel.af_packet_capture import PacketCapture
 from pyxdp.net import packets as pk
+from pyxdp.net.stats import LinkStats
 from pyxdp.spec import CollectionSpec, MapSpec, ProgramSpec
 from pyxdp.testing.programs import asm_collection
 from pyxdp.uapi.bpf import BpfMapType
@@ -373,18 +374,6 @@ class LabEvent:
             return self[key]
         except KeyError:
             return default
-
-
-@dataclass(frozen=True)
-class LinkStats:
-    """A device's counters as ``ip -s link`` shows them (``stats64``)."""
-
-    rx_packets: int
-    rx_bytes: int
-    rx_dropped: int
-    tx_packets: int
-    tx_bytes: int
-    tx_dropped: int
 
 
 @dataclass(frozen=True)
@@ -1742,10 +1731,7 @@ def run_pyxdp(scenario: Scenario, *, engine: str = "auto", events: bool = True,
             queue.close()
         dumped, percpu = _dump_maps(scenario, colls)
         trace = summarize_trace(recorded) if events else _counted(tracer)
-        links = {d: LinkStats(devs[d].stats.rx_packets, devs[d].stats.rx_bytes,
-                              devs[d].stats.rx_dropped, devs[d].stats.tx_packets,
-                              devs[d].stats.tx_bytes, devs[d].stats.tx_dropped)
-                 for d in scenario.devices}
+        links = {d: devs[d].link_stats() for d in scenario.devices}
         return LabResult(scenario.name, "pyxdp", {d: tuple(f) for d, f in rx.items()}, dumped,
                          percpu, trace, tuple(recorded), links, ifindex)
     finally:

@@ -5,9 +5,12 @@ XDP in the kernel) and on pyxdp's Host, three ways: recording every
 tracepoint event (the Python poll: listeners see each event), with counters
 only (where the native poll loop runs), and on the interpreter. What must
 agree: the frames reaching each device's stack (bytes, and order where the
-scenario is ordered), the dumped maps, and the tracepoints - every event in
-order when recorded, the event counts and field sums always. Page accounting
-is checked at every host's close.
+scenario is ordered), the dumped maps, the tracepoints - every event in
+order when recorded, the event counts and field sums always - and every veth's
+``ip -s link`` counters (``veth_get_stats64``: an skb from the peer counted by
+the receiving NAPI 14 bytes short, a failed redirect or a refused XDP_TX frame
+in ``rx_dropped``/``tx_dropped``, a frame the stack has no handler for in
+``rx_dropped``). Page accounting is checked at every host's close.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def test_pyxdp_matches_kernel(name: str, mode: str) -> None:
     got = vethlab.run_pyxdp(sc, events=mode == "events",
                             engine="interp" if mode == "interp" else "auto",
                             native=mode != "python")
-    diffs = vethlab.lab_differences(want, got, sc)
+    diffs = vethlab.lab_differences(want, got, sc, links=True)
     if mode != "events":  # no recorded events to compare one by one
         diffs = [d for d in diffs if not d.startswith("events differ")]
         assert not got.events
