@@ -7996,6 +7996,22 @@ exit""", None, processed=23),
        "r6 = r1\nr1 = r6\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr1 = r10\nr1 += r0\nr0 = 0\n"
        "exit", "R0 !read_ok",
        funcs=tuple(Func(n, False, ("ctx",)) for n in ("main", "f1", "f2", "f3"))),
+    # (check_max_stack_depth: a tail call reachable from a callback, through the functions
+    # it calls - statically, dead calls too - is refused; one beside it is not)
+    _c("vc5_tail_call_via_callback", "*(u64 *)(r10 -8) = r1\nr1 = 2\nr2 = subprog[cb]\n"
+       "r3 = r10\nr3 += -8\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n"
+       "r1 = *(u64 *)(r2 +0)\ncall s\nr0 = 0\nexit\ns:\nr2 = MAP(progs)\nr3 = 0\n"
+       "call 12\nr0 = 0\nexit", "cannot tail call within callback",
+       funcs=(Func("main"), Func("cb"), Func("s")), err=errno.EINVAL),
+    _c("vc5_tail_call_via_callback_dead_call", "*(u64 *)(r10 -8) = r1\nr1 = 2\n"
+       "r2 = subprog[cb]\nr3 = r10\nr3 += -8\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n"
+       "r0 = 0\nif r0 != 0 goto +2\nr0 = 0\nexit\ncall s\nr0 = 0\nexit\ns:\n"
+       "r2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 0\nexit", "cannot tail call within callback",
+       funcs=(Func("main"), Func("cb"), Func("s")), err=errno.EINVAL),
+    _c("vc5_tail_call_beside_callback", "*(u64 *)(r10 -8) = r1\ncall s\nr1 = 2\n"
+       "r2 = subprog[cb]\nr3 = r10\nr3 += -8\nr4 = 0\ncall 181\nr0 = 2\nexit\ncb:\n"
+       "r1 = 0\nr0 = 0\nexit\ns:\nr2 = MAP(progs)\nr3 = 0\ncall 12\nr0 = 0\nexit", None,
+       funcs=(Func("main"), Func("cb"), Func("s"))),
     _c("vc5_tail_call_static_rcu_held", _TC_HELD.format(
         acq="call KFUNC(bpf_rcu_read_lock)\n", rel="call KFUNC(bpf_rcu_read_unlock)\n",
         sub=_TC_SUB), "tail_call cannot be used inside bpf_rcu_read_lock-ed region",

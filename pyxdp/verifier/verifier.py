@@ -6987,13 +6987,19 @@ class _Verifier:
                     out.append((pc, pc + 1 + i.imm, i.code == op.OP_CALL))
             return out
 
-        def walk(sub: int, total: int, frames: int) -> None:
+        # a callback is one a reached call pushed (is_cb); the exception callback too
+        cbs = self.sync_cbs | self.async_cbs
+
+        def walk(sub: int, total: int, frames: int, chain: tuple[int, ...]) -> bool:
+            """Walks ``sub`` called along ``chain``; whether a tail call is reachable
+            from it."""
             if frames > MAX_CALL_FRAMES:  # a recursive call graph ends here
                 raise Refuse(f"the call stack of {frames - 1} frames is too deep !",
                              errno.E2BIG)
             # bpf-to-bpf calls mixed with tail calls: at most 256 bytes below a tail call
             # (33 tail calls then stay within 8 KiB of kernel stack)
-            if sub and total >= 256 and self._has_tail_call(sub):
+            tails = bool(chain) and self._has_tail_call(sub)  # a callee's (not a root's)
+            if tails and total >= 256:
                 raise Refuse(f"tail_calls are not allowed when call stack of previous frames "
                              f"is {total} bytes. Too large")
             total += -(-self.depth.get(sub, 0) // 16) * 16  # the JIT's round_up(depth, 16)
@@ -7007,10 +7013,21 @@ class _Verifier:
                         # (Linux 6.18 prints it without a newline: the stats line follows)
                         raise Refuse(f"insn {at} cannot call exception cb directly",
                                      errno.EINVAL, glued=True)
-                walk(c, total, frames + 1)
+                tails = walk(c, total, frames + 1, (*chain, sub)) or tails
+            if tails:
+                # a tail call reachable from here keeps the tail call counter through
+                # every frame on the stack (tail_call_reachable), which a callback's
+                # helper-made frame cannot (measured: a callback reaching a function
+                # with a tail call, even in dead code, is refused)
+                for f in (sub, *reversed(chain)):
+                    if f == self.exc_cb:
+                        raise Refuse("cannot tail call within exception cb", errno.EINVAL)
+                    if f in cbs:
+                        raise Refuse("cannot tail call within callback", errno.EINVAL)
+            return tails
 
         for root in sorted({0} | asyncs, reverse=True):
-            walk(root, 0, 1)
+            walk(root, 0, 1, ())
 
     def _check_throw_in_callbacks(self) -> None:
         """check_max_stack_depth_subprog: bpf_throw in a callback, or in a function a
