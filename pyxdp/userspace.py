@@ -205,8 +205,7 @@ class UserspaceBackend:
                     or prog.spec.expected_attach_type != want:
                 return None
             if not prog_map_compatible(m, prog):
-                raise MapError("update", errno.ENOMEM if cpumap else errno.EINVAL,
-                               f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
+                raise _owner_error(m, prog, errno.ENOMEM if cpumap else errno.EINVAL)
             return prog.id
 
         return resolve
@@ -236,12 +235,7 @@ class UserspaceBackend:
         prog = registered(fd, "program")
         if not isinstance(prog, XdpProg):
             raise bad_fd("update", fd, errno.EINVAL, "program")
-        if prog.syscall:  # bpf_prog_map_compatible: the array belongs to XDP programs
-            raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
-                           "cannot be a tail call target of XDP programs")
-        if not prog_map_compatible(m, prog):
-            raise MapError("update", errno.EINVAL,
-                           f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
+        _check_tail_target(m, prog)
         return prog, prog.id
 
     def _xsk_by_fd(self, fd: int) -> object:
@@ -258,12 +252,8 @@ class UserspaceBackend:
         set_prog: Any = getattr(m, "set", None)
         if set_prog is None:
             raise MapError("update", 22, "not a prog_array")
-        if isinstance(prog, XdpProg) and prog.syscall:  # bpf_prog_map_compatible: XDP's array
-            raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
-                           "cannot be a tail call target of XDP programs")
-        if isinstance(prog, XdpProg) and not prog_map_compatible(m, prog):
-            raise MapError("update", errno.EINVAL,
-                           f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
+        if isinstance(prog, XdpProg):
+            _check_tail_target(m, prog)
         set_prog(index, prog, getattr(prog, "id", 1))
 
     def set_inner_map(self, m: MapHandle, key: bytes, inner: MapHandle) -> None:
@@ -338,6 +328,22 @@ def prog_map_compatible(m: Any, prog: XdpProg) -> bool:
     if prog.spec.ifindex:
         return False
     return _owner_compatible(m, prog)
+
+
+def _check_tail_target(m: Any, prog: XdpProg) -> None:
+    """A prog_array update's program, as ``bpf_prog_map_compatible`` takes it: not a
+    syscall program (the array belongs to XDP programs here), and one that suits the
+    array's owner (EINVAL)."""
+    if prog.syscall:
+        raise MapError("update", errno.EINVAL, f"{prog.spec.name}: a syscall program "
+                       "cannot be a tail call target of XDP programs")
+    if not prog_map_compatible(m, prog):
+        raise _owner_error(m, prog, errno.EINVAL)
+
+
+def _owner_error(m: Any, prog: XdpProg, err: int) -> MapError:
+    """The update's error for a program that does not suit ``m``'s owner."""
+    return MapError("update", err, f"{prog.spec.name}: {_owner_mismatch(m, prog)}")
 
 
 def _owner_mismatch(m: Any, prog: XdpProg) -> str:

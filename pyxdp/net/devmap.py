@@ -53,16 +53,13 @@ from pyxdp.net.filter import (
     BulkQueues,
     _conversion_status,
     _to_frames,
-    frame_heads,
+    buffs_to_frames,
     register_flush,
     register_redirect,
 )
 from pyxdp.net.frames import DEV_MAP_BULK_SIZE, Bulk, Frames
 from pyxdp.net.prog import XdpProg, _warned, run_xdp
 from pyxdp.net.xdp_mem import (
-    MEM_TYPE_PAGE_ORDER0,
-    MEM_TYPE_PAGE_POOL,
-    xdp_convert_buff_to_frame,
     xdp_return_frames_rx_napi,
     xdpf_clones,
 )
@@ -668,11 +665,7 @@ def devmap_prog_run(host: Host, q: _DevBulk, target: NetDevice,
         # with the redirecting program).
         status = np.zeros(len(out), np.int32)
         for mem, pos, _rows in host.memmap.split(out.pfn):
-            mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-            ln, flags = frame_heads(host, out, pos)
-            status[pos] = xdp_convert_buff_to_frame(out.pfn[pos], out.data[pos], ln,
-                                                    out.meta[pos], mem_type=mtype,
-                                                    flags=flags, memmap=host.memmap)
+            status[pos] = buffs_to_frames(host, out, pos, mem.kind)
         if (status != 0).any():
             xdp_return_frames_rx_napi(out.pfn[status != 0], memmap=host.memmap)
             out = out.select(status == 0)

@@ -788,12 +788,18 @@ def _pick(col: I64 | int, sel: npt.NDArray[np.bool_]) -> I64 | int:
     return col if isinstance(col, int) else col[sel]
 
 
-def frame_heads(host: XskHost, frames: Frames, pos: npt.NDArray[np.intp]
-                ) -> tuple[I64, I64 | int]:
-    """What ``xdp_update_frame_from_buff`` reads of frames ``pos``: the length of the
-    linear part (``data_end - data``; a multi-buffer frame's frags stay in its
-    ``skb_shared_info``) and the ``XDP_FLAGS_HAS_FRAGS`` flags."""
-    from pyxdp.net.xdp_mem import xdp_frags_head_len
+def buffs_to_frames(host: XskHost, frames: Frames, pos: npt.NDArray[np.intp],
+                    mem_kind: str) -> npt.NDArray[np.int32]:
+    """``xdp_convert_buff_to_frame`` (``xdp_update_frame_from_buff``) of frames ``pos``,
+    all of one memory of kind ``mem_kind``: each one's status. A multi-buffer frame's
+    length is its linear part (``data_end - data``; its frags stay in its
+    ``skb_shared_info``) and its flags have ``XDP_FLAGS_HAS_FRAGS``."""
+    from pyxdp.net.xdp_mem import (
+        MEM_TYPE_PAGE_ORDER0,
+        MEM_TYPE_PAGE_POOL,
+        xdp_convert_buff_to_frame,
+        xdp_frags_head_len,
+    )
     ln = frames.length[pos]
     flags: I64 | int = 0
     multi = frames.has_frags[pos]
@@ -803,7 +809,11 @@ def frame_heads(host: XskHost, frames: Frames, pos: npt.NDArray[np.intp]
         ln[multi] = xdp_frags_head_len(frames.pfn[pos][multi], ln[multi],
                                        (frames.kind[pos][multi] & KIND_FRAME) != 0,
                                        memmap=host.memmap)
-    return ln, flags
+    mtype = MEM_TYPE_PAGE_POOL if mem_kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
+    status: npt.NDArray[np.int32] = xdp_convert_buff_to_frame(
+        frames.pfn[pos], frames.data[pos], ln, frames.meta[pos], mem_type=mtype,
+        flags=flags, memmap=host.memmap)
+    return status
 
 
 def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _Prog | None,
@@ -815,12 +825,7 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
     if not len(frames):
         return frames, 0
     # xdp_frame memory: loaded with the first conversion (test_run never makes one)
-    from pyxdp.net.xdp_mem import (
-        MEM_TYPE_PAGE_ORDER0,
-        MEM_TYPE_PAGE_POOL,
-        xdp_convert_buff_to_frame,
-        xdp_frames_set_dev_rx,
-    )
+    from pyxdp.net.xdp_mem import xdp_frames_set_dev_rx
 
     status = np.zeros(len(frames), np.int32)
     for mem, pos, _rows in host.memmap.split(frames.pfn):
@@ -829,11 +834,7 @@ def _to_frames(host: XskHost, dev: XskNetDevice, rq: XskRxQueue | None, prog: _P
             from pyxdp.net.xsk_buff_pool import xsk_zc_to_frames
             status[pos] = xsk_zc_to_frames(host, rq, mem, frames, pos)
             continue
-        mtype = MEM_TYPE_PAGE_POOL if mem.kind == "page_pool" else MEM_TYPE_PAGE_ORDER0
-        ln, flags = frame_heads(host, frames, pos)
-        status[pos] = xdp_convert_buff_to_frame(frames.pfn[pos], frames.data[pos], ln,
-                                                frames.meta[pos], mem_type=mtype,
-                                                flags=flags, memmap=host.memmap)
+        status[pos] = buffs_to_frames(host, frames, pos, mem.kind)
     bad = status != 0
     if bad.any():
         if prog is not None:
